@@ -1,0 +1,157 @@
+//! Prefixed, time-ordered identifiers (`job_01J...`).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/// Fills `buf` with bytes from the operating system's random source.
+///
+/// # Panics
+/// Only when the operating system has no random source at all, which no
+/// supported platform lacks.
+pub fn random_bytes(buf: &mut [u8]) {
+    getrandom::fill(buf).expect("the operating system random source failed");
+}
+
+/// A 26-character ULID-style string: 48 bits of milliseconds, 80 random bits,
+/// Crockford base32. Sorts by creation time.
+fn ulid() -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u128)
+        .unwrap_or(0)
+        & ((1u128 << 48) - 1);
+    let mut rnd = [0u8; 10];
+    random_bytes(&mut rnd);
+    let mut value = ms << 80;
+    for (i, b) in rnd.iter().enumerate() {
+        value |= (*b as u128) << (72 - 8 * i);
+    }
+    let mut out = [0u8; 26];
+    for (i, slot) in out.iter_mut().enumerate().rev() {
+        *slot = CROCKFORD[(value & 31) as usize];
+        value >>= 5;
+        let _ = i;
+    }
+    String::from_utf8(out.to_vec()).expect("crockford alphabet is ascii")
+}
+
+/// The error of parsing an id with the wrong prefix or shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {kind} id {value:?}: expected {prefix}_ followed by 26 base32 characters")]
+pub struct IdError {
+    kind: &'static str,
+    prefix: &'static str,
+    value: String,
+}
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal, $kind:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// The prefix every id of this kind starts with.
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new, unique, time-ordered id.
+            pub fn generate() -> Self {
+                Self(format!("{}_{}", $prefix, ulid()))
+            }
+
+            /// The id as a string slice.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = IdError;
+            fn from_str(s: &str) -> Result<Self, IdError> {
+                let ok = s
+                    .strip_prefix($prefix)
+                    .and_then(|rest| rest.strip_prefix('_'))
+                    .is_some_and(|rest| {
+                        rest.len() == 26 && rest.bytes().all(|b| CROCKFORD.contains(&b))
+                    });
+                if ok {
+                    Ok(Self(s.to_owned()))
+                } else {
+                    Err(IdError { kind: $kind, prefix: $prefix, value: s.chars().take(64).collect() })
+                }
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+            fn try_from(s: String) -> Result<Self, IdError> {
+                s.parse()
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+    };
+}
+
+id_type!(
+    /// An organisation (a vendor, the tenant of every resource).
+    OrgId, "org", "org"
+);
+id_type!(
+    /// A runner: one per install, or an org's build runner.
+    RunnerId, "rnr", "runner"
+);
+id_type!(
+    /// A job: one unit of work for one runner.
+    JobId, "job", "job"
+);
+id_type!(
+    /// An API token (the id, never the secret).
+    TokenId, "tok", "token"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_sort_by_time() {
+        let a = JobId::generate();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = JobId::generate();
+        assert!(a < b, "{a} should sort before {b}");
+        assert_eq!(a.as_str().parse::<JobId>().unwrap(), a);
+        assert_eq!(a.as_str().len(), 4 + 26);
+    }
+
+    #[test]
+    fn wrong_prefix_or_shape_is_refused() {
+        let runner = RunnerId::generate();
+        let err = runner.as_str().parse::<JobId>().unwrap_err();
+        assert!(err.to_string().contains("invalid job id"), "{err}");
+        assert!("job_short".parse::<JobId>().is_err());
+        assert!("job_0000000000000000000000000!".parse::<JobId>().is_err());
+    }
+}

@@ -1,0 +1,267 @@
+//! Job specs, the states of jobs and attempts, and typed job payloads.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::id::{JobId, OrgId, RunnerId};
+
+/// A typed job payload: the `payload` of a [`JobSpec`] of kind [`Job::KIND`].
+///
+/// A plugin that handles a kind usually defines one `Job` type for it, so the
+/// control plane (which builds specs) and the plugin (which runs them) agree
+/// on the shape through the compiler, not through loose JSON.
+pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The job kind this payload belongs to, e.g. `"exec"`.
+    const KIND: &'static str;
+}
+
+/// What to do when an attempt is lost (its runner stopped heartbeating).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// How many attempts the job may have in all. `1` means never retry.
+    pub max_attempts: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { max_attempts: 1 }
+    }
+}
+
+/// Everything a runner needs to run a job. This is what the org's key signs:
+/// the control plane serializes it once, signs those exact bytes, and the
+/// runner verifies the same bytes before it parses them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// The job this spec belongs to; a runner refuses a spec whose id differs
+    /// from the job it claimed.
+    pub job_id: JobId,
+    /// The org that owns the job.
+    pub org_id: OrgId,
+    /// The only runner allowed to run it.
+    pub runner_id: RunnerId,
+    /// The job kind, which selects the plugin (`"exec"`, later `"terraform"`, ...).
+    pub kind: String,
+    /// Kind-specific payload (for `exec`, an [`ExecJob`]).
+    pub payload: serde_json::Value,
+    /// Wall-clock limit for one attempt, in seconds.
+    pub timeout_secs: u64,
+    /// Retry policy for lost attempts.
+    #[serde(default)]
+    pub retry: RetryPolicy,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+}
+
+impl JobSpec {
+    /// Decodes the payload as the typed job `J`, checking the kind first.
+    pub fn payload_as<J: Job>(&self) -> Result<J, PayloadError> {
+        if self.kind != J::KIND {
+            return Err(PayloadError::WrongKind {
+                expected: J::KIND,
+                found: self.kind.clone(),
+            });
+        }
+        serde_json::from_value(self.payload.clone()).map_err(|source| PayloadError::Invalid {
+            kind: J::KIND,
+            source,
+        })
+    }
+}
+
+/// A payload that does not fit its kind.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    /// The spec is of another kind.
+    #[error("job is of kind {found:?}, expected {expected:?}")]
+    WrongKind {
+        /// The kind the caller asked for.
+        expected: &'static str,
+        /// The kind the spec has.
+        found: String,
+    },
+    /// The payload JSON does not match the kind's schema.
+    #[error("invalid {kind} payload: {source}")]
+    Invalid {
+        /// The kind whose schema was applied.
+        kind: &'static str,
+        /// What serde found wrong.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Run a command with arguments, environment and a working directory inside
+/// the job's work directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecJob {
+    /// The program (looked up on the runner's `PATH` when it has no slash).
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment variables for the process.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory relative to the job's work directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+}
+
+impl Job for ExecJob {
+    const KIND: &'static str = "exec";
+}
+
+/// The state of a job as the control plane and the API report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Waiting for its runner to claim it.
+    Queued,
+    /// An attempt holds a lease and runs it.
+    Running,
+    /// Finished with exit code 0.
+    Succeeded,
+    /// Finished with an error, a non-zero exit code, or its runner was lost.
+    Failed,
+    /// Cancelled through the API.
+    Cancelled,
+    /// Stopped at its timeout.
+    TimedOut,
+}
+
+impl JobStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [JobStatus; 6] = [
+        JobStatus::Queued,
+        JobStatus::Running,
+        JobStatus::Succeeded,
+        JobStatus::Failed,
+        JobStatus::Cancelled,
+        JobStatus::TimedOut,
+    ];
+
+    /// Whether the job can change no more.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, JobStatus::Queued | JobStatus::Running)
+    }
+
+    /// The status as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Succeeded => "succeeded",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled => "cancelled",
+            JobStatus::TimedOut => "timed_out",
+        }
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown job status {s:?}"))
+    }
+}
+
+/// How an attempt ended, as the runner reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The work succeeded.
+    Succeeded,
+    /// The work failed (non-zero exit, plugin error, refused spec).
+    Failed,
+    /// The work was stopped because the job was cancelled.
+    Cancelled,
+    /// The work was stopped at its timeout.
+    TimedOut,
+}
+
+impl From<Outcome> for JobStatus {
+    fn from(o: Outcome) -> JobStatus {
+        match o {
+            Outcome::Succeeded => JobStatus::Succeeded,
+            Outcome::Failed => JobStatus::Failed,
+            Outcome::Cancelled => JobStatus::Cancelled,
+            Outcome::TimedOut => JobStatus::TimedOut,
+        }
+    }
+}
+
+/// The result of one attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobResult {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The exit code of the job's main process, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// A human-readable reason for anything but success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Structured outputs of the job.
+    #[serde(default)]
+    pub outputs: serde_json::Value,
+}
+
+impl JobResult {
+    /// A failed result with a reason and no exit code.
+    pub fn failed(reason: impl Into<String>) -> Self {
+        JobResult {
+            outcome: Outcome::Failed,
+            exit_code: None,
+            reason: Some(reason.into()),
+            outputs: serde_json::Value::Null,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_strings_round_trip() {
+        for st in JobStatus::ALL {
+            assert_eq!(st.as_str().parse::<JobStatus>().unwrap(), st);
+            assert_eq!(serde_json::to_value(st).unwrap(), st.as_str());
+        }
+        assert!("done".parse::<JobStatus>().is_err());
+    }
+
+    #[test]
+    fn payload_is_checked_against_kind() {
+        let spec = JobSpec {
+            job_id: JobId::generate(),
+            org_id: OrgId::generate(),
+            runner_id: RunnerId::generate(),
+            kind: "exec".into(),
+            payload: serde_json::json!({"command": "true", "bogus": 1}),
+            timeout_secs: 1,
+            retry: RetryPolicy::default(),
+            created_at_ms: 0,
+        };
+        let err = spec.payload_as::<ExecJob>().unwrap_err();
+        assert!(err.to_string().contains("unknown field `bogus`"), "{err}");
+    }
+}

@@ -1,0 +1,62 @@
+//! Core types of the nuon BYOC delivery platform.
+//!
+//! A vendor runs the control plane; each customer install runs a runner that
+//! makes the only (outbound) connection, claims jobs, runs them and ships
+//! logs and results back. This crate is the contract between those parts:
+//!
+//! - ids ([`JobId`], [`RunnerId`], [`OrgId`]) and tokens ([`token`]);
+//! - the signed [`JobSpec`] and typed payloads ([`Job`], [`ExecJob`]);
+//! - job states ([`JobStatus`], [`Outcome`], [`JobResult`]);
+//! - the wire types of both APIs ([`wire`]);
+//! - job signing ([`OrgSigningKey`], [`PublicKey`]);
+//! - the traits [`Transport`] (runner ↔ control plane) and [`Plugin`] / [`JobHost`]
+//!   (runner ↔ the code that runs one job kind).
+//!
+//! It has no server, no database and starts no process.
+//!
+//! ```
+//! use nuon_core::{ExecJob, Job, JobId, JobSpec, OrgId, OrgSigningKey, RunnerId};
+//!
+//! let key = OrgSigningKey::generate();
+//! let spec = JobSpec {
+//!     job_id: JobId::generate(),
+//!     org_id: OrgId::generate(),
+//!     runner_id: RunnerId::generate(),
+//!     kind: ExecJob::KIND.into(),
+//!     payload: serde_json::to_value(ExecJob {
+//!         command: "echo".into(),
+//!         args: vec!["hello".into()],
+//!         env: Default::default(),
+//!         dir: None,
+//!     })?,
+//!     timeout_secs: 60,
+//!     retry: Default::default(),
+//!     created_at_ms: 0,
+//! };
+//! let bytes = serde_json::to_vec(&spec)?;
+//! let signature = key.sign(&bytes);
+//! key.public_key().verify(&bytes, &signature)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod id;
+mod job;
+mod plugin;
+mod signing;
+pub mod token;
+mod transport;
+pub mod wire;
+
+pub use id::{IdError, JobId, OrgId, RunnerId, TokenId, random_bytes};
+pub use job::{ExecJob, Job, JobResult, JobSpec, JobStatus, Outcome, PayloadError, RetryPolicy};
+pub use plugin::{HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, StopReason};
+pub use signing::{OrgSigningKey, PublicKey, SignatureError};
+pub use transport::{Transport, TransportError};
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,139 @@
+//! The [`Plugin`] trait a job kind is implemented by, and the [`JobHost`]
+//! the runner gives it to run processes and write the job's log.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use crate::job::{JobResult, JobSpec};
+
+/// Runs the jobs of one kind on a runner.
+///
+/// The runner library owns everything around a job (lease, signature check,
+/// work directory, log spool, timeout, cancellation); a plugin only turns a
+/// spec into processes through its [`JobHost`] and a [`JobResult`].
+#[async_trait]
+pub trait Plugin: Send + Sync + 'static {
+    /// The job kind this plugin runs, e.g. `"exec"`.
+    fn kind(&self) -> &'static str;
+
+    /// Checks the spec before any work starts (payload shape, binaries present).
+    fn validate(&self, spec: &JobSpec) -> Result<(), PluginError>;
+
+    /// Runs the job to its end.
+    async fn run(&self, spec: &JobSpec, host: &mut dyn JobHost) -> Result<JobResult, PluginError>;
+}
+
+/// Why a plugin could not run a job. The runner fails the job with this text
+/// as its reason and writes it to the job's log.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The payload is not valid for this kind.
+    #[error("invalid job: {0}")]
+    Invalid(String),
+    /// Something the job needs is missing on the runner (a binary, a file).
+    #[error("{0}")]
+    Missing(String),
+    /// The host could not run a process.
+    #[error(transparent)]
+    Host(#[from] HostError),
+}
+
+/// A process for the host to run in its own process group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessSpec {
+    /// The program: a path, or a name to look up on `PATH`.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment added to the runner's job environment.
+    pub env: BTreeMap<String, String>,
+    /// Working directory; relative paths are inside the job's work directory.
+    pub cwd: Option<PathBuf>,
+}
+
+impl ProcessSpec {
+    /// A process running `program` with no arguments.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        ProcessSpec {
+            program: program.into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+        }
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+}
+
+/// Why the host stopped a process before it ended by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The job was cancelled through the API.
+    Cancelled,
+    /// The job reached its timeout.
+    TimedOut,
+    /// The attempt's lease was lost to a newer attempt.
+    Stale,
+    /// The runner is shutting down and the drain bound passed.
+    Shutdown,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessExit {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal it did not expect ended it.
+    Signaled(i32),
+    /// The host stopped it (and every process of its group).
+    Stopped(StopReason),
+}
+
+/// The failure to start or watch a process.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The program could not be started.
+    #[error("could not start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading the process's output or waiting for it failed.
+    #[error("i/o error while running {program}: {source}")]
+    Io {
+        /// The program.
+        program: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the runner lends a plugin while it runs one job.
+#[async_trait]
+pub trait JobHost: Send {
+    /// The job's own temporary work directory, removed after the job.
+    fn work_dir(&self) -> &Path;
+
+    /// Writes a line to the job's log on the `system` stream.
+    fn log(&mut self, text: &str);
+
+    /// Runs a process in its own process group, its stdout and stderr going to
+    /// the job's log line by line, and waits for it. The host stops it (the
+    /// whole group: SIGTERM, a grace period, SIGKILL) on cancellation,
+    /// timeout or a lost lease, and reports that as [`ProcessExit::Stopped`].
+    async fn run_process(&mut self, process: ProcessSpec) -> Result<ProcessExit, HostError>;
+}

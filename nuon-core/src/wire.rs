@@ -1,0 +1,389 @@
+//! The JSON types of the Runner API and the Control API, shared by the
+//! control plane (`nuon-control`) and the client (`nuon-client`).
+//!
+//! Runner API (runner token as bearer, on its own listener):
+//!
+//! | route | body | answer |
+//! |---|---|---|
+//! | `POST /v1/runner/claim` | [`ClaimRequest`] | [`ClaimResponse`], held up to `wait_ms` |
+//! | `POST /v1/runner/heartbeat` | [`HeartbeatRequest`] | [`HeartbeatResponse`], early on cancellation |
+//! | `POST /v1/runner/jobs/{id}/logs` | [`LogBatch`] | [`LogAck`]; 409 when the attempt is stale |
+//! | `POST /v1/runner/jobs/{id}/complete` | [`Completion`] | [`CompletionAck`]; idempotent; 409 when stale |
+//!
+//! Control API (API token as bearer), all scoped to the token's org:
+//! `POST/GET /v1/runners`, `POST /v1/runners/{id}/revoke`, `POST/GET /v1/jobs`,
+//! `GET /v1/jobs/{id}`, `POST /v1/jobs/{id}/cancel`, `GET /v1/jobs/{id}/logs`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{JobId, RunnerId};
+use crate::job::{JobResult, JobStatus};
+
+/// Route paths, so client and server cannot drift apart.
+pub mod routes {
+    /// Runner API: long-poll claim.
+    pub const CLAIM: &str = "/v1/runner/claim";
+    /// Runner API: heartbeat for every lease the runner holds.
+    pub const HEARTBEAT: &str = "/v1/runner/heartbeat";
+    /// Runner API: append log lines (`{id}` is the job id).
+    pub const LOGS: &str = "/v1/runner/jobs/{id}/logs";
+    /// Runner API: complete an attempt (`{id}` is the job id).
+    pub const COMPLETE: &str = "/v1/runner/jobs/{id}/complete";
+    /// Control API: runners.
+    pub const RUNNERS: &str = "/v1/runners";
+    /// Control API: revoke a runner's token.
+    pub const RUNNER_REVOKE: &str = "/v1/runners/{id}/revoke";
+    /// Control API: jobs.
+    pub const JOBS: &str = "/v1/jobs";
+    /// Control API: one job.
+    pub const JOB: &str = "/v1/jobs/{id}";
+    /// Control API: cancel a job.
+    pub const JOB_CANCEL: &str = "/v1/jobs/{id}/cancel";
+    /// Control API: a job's log (`?after=CURSOR&follow=true`).
+    pub const JOB_LOGS: &str = "/v1/jobs/{id}/logs";
+    /// Both listeners: liveness.
+    pub const HEALTH: &str = "/healthz";
+
+    /// Fills `{id}` in a route.
+    pub fn with_id(route: &str, id: &str) -> String {
+        route.replace("{id}", id)
+    }
+}
+
+/// The largest request body either API accepts, in bytes.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// The most lines one [`LogBatch`] may carry.
+pub const MAX_LOG_LINES_PER_BATCH: usize = 10_000;
+/// The longest log line kept; longer lines are split by the runner.
+pub const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
+
+// ---------------------------------------------------------------- Runner API
+
+/// Ask for work. The server holds the request until a job is ready or
+/// `wait_ms` has passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// Job kinds this runner can run.
+    pub kinds: Vec<String>,
+    /// How many jobs it can take now (its free slots).
+    pub slots: u32,
+    /// How long the server may hold the request, in milliseconds (capped by the server).
+    pub wait_ms: u64,
+}
+
+/// Jobs given to the runner; empty when the wait ran out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimResponse {
+    /// The claimed jobs, each with a fresh attempt and lease.
+    pub jobs: Vec<ClaimedJob>,
+}
+
+/// One job as the runner receives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimedJob {
+    /// The job.
+    pub job_id: JobId,
+    /// The attempt number; every later write names it (the fencing token).
+    pub attempt: u32,
+    /// The exact bytes of the signed [`crate::JobSpec`], as JSON text.
+    pub spec: String,
+    /// Base64 Ed25519 signature of `spec` by the org's key.
+    pub signature: String,
+    /// How long the lease lasts without a heartbeat, in milliseconds.
+    pub lease_ms: u64,
+}
+
+/// A lease the runner holds: a job and the attempt it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRef {
+    /// The job.
+    pub job_id: JobId,
+    /// The attempt.
+    pub attempt: u32,
+}
+
+/// Extend every lease the runner holds, and wait for cancellations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    /// The leases to extend.
+    pub leases: Vec<LeaseRef>,
+    /// How long the server may hold the answer when nothing is cancelled, in
+    /// milliseconds; it answers at once when one of the jobs is cancelled.
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+/// What the server says of one lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    /// Extended; keep working.
+    Active,
+    /// Extended, but the job was cancelled: stop it and complete as cancelled.
+    Cancel,
+    /// Not yours any more (expired, given to a newer attempt, or finished): stop the work.
+    Stale,
+}
+
+/// The server's answer for one lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseStatus {
+    /// The job.
+    pub job_id: JobId,
+    /// The attempt.
+    pub attempt: u32,
+    /// What to do.
+    pub state: LeaseState,
+}
+
+/// The answer to a heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatResponse {
+    /// One status for each lease in the request, in the same order.
+    pub leases: Vec<LeaseStatus>,
+    /// The lease length now in force, in milliseconds.
+    pub lease_ms: u64,
+    /// When the runner should send its next heartbeat at the latest, in milliseconds.
+    pub next_heartbeat_ms: u64,
+}
+
+/// Where a log line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogStream {
+    /// The job process's standard output.
+    Stdout,
+    /// The job process's standard error.
+    Stderr,
+    /// The runner itself (spec refused, binary missing, timeout, ...).
+    System,
+}
+
+impl LogStream {
+    /// A one-letter code for compact encodings.
+    pub fn code(self) -> char {
+        match self {
+            LogStream::Stdout => 'o',
+            LogStream::Stderr => 'e',
+            LogStream::System => 's',
+        }
+    }
+
+    /// The inverse of [`LogStream::code`].
+    pub fn from_code(c: char) -> Option<Self> {
+        match c {
+            'o' => Some(LogStream::Stdout),
+            'e' => Some(LogStream::Stderr),
+            's' => Some(LogStream::System),
+            _ => None,
+        }
+    }
+}
+
+/// One line of a job's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// Which stream.
+    #[serde(rename = "s")]
+    pub stream: LogStream,
+    /// When the runner read it, milliseconds since the Unix epoch.
+    #[serde(rename = "t")]
+    pub ts_ms: i64,
+    /// The text, without its newline.
+    #[serde(rename = "m")]
+    pub text: String,
+}
+
+/// Lines `first_seq ..= first_seq + lines.len() - 1` of one attempt's log.
+/// Sequence numbers start at 1. Sending a batch twice is harmless: lines the
+/// server already has are skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogBatch {
+    /// The attempt the lines belong to.
+    pub attempt: u32,
+    /// The sequence number of the first line.
+    pub first_seq: u64,
+    /// The lines, in order.
+    pub lines: Vec<LogLine>,
+}
+
+/// The highest sequence number up to which the server holds every line.
+/// When `acked_seq + 1 < first_seq` of a batch, the server stored nothing and
+/// the runner resends from `acked_seq + 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogAck {
+    /// Highest contiguous sequence number stored.
+    pub acked_seq: u64,
+}
+
+/// Finish an attempt. Idempotent: the same completion twice is accepted once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Completion {
+    /// The attempt that finished.
+    pub attempt: u32,
+    /// How many log lines the attempt wrote in all; the server refuses the
+    /// completion (409 `logs_pending`) until it holds them all.
+    pub log_lines: u64,
+    /// The result.
+    pub result: JobResult,
+}
+
+/// The answer to a completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionAck {
+    /// The job's status after the completion.
+    pub status: JobStatus,
+}
+
+// --------------------------------------------------------------- Control API
+
+/// Register a runner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRunner {
+    /// A name unique in the org: letters, digits, `-`, `_`, `.`; at most 64.
+    pub name: String,
+}
+
+/// A runner as the Control API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerInfo {
+    /// Its id.
+    pub id: RunnerId,
+    /// Its name.
+    pub name: String,
+    /// Creation time, ms since the epoch.
+    pub created_at_ms: i64,
+    /// When it last called the Runner API, ms since the epoch.
+    pub last_seen_at_ms: Option<i64>,
+    /// Whether its token was revoked.
+    pub revoked: bool,
+}
+
+/// A new runner with its token. The token is shown only here, once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerCreated {
+    /// The runner.
+    pub runner: RunnerInfo,
+    /// Its secret token for the Runner API.
+    pub token: String,
+    /// The org's job-signing public key (`ed25519:BASE64`) to configure it with.
+    pub signing_public_key: String,
+}
+
+/// A list of runners.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerList {
+    /// The runners, oldest first.
+    pub runners: Vec<RunnerInfo>,
+}
+
+/// Queue a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateJob {
+    /// The runner, by name or id.
+    pub runner: String,
+    /// The job kind, e.g. `"exec"`.
+    pub kind: String,
+    /// The kind's payload, e.g. an [`crate::ExecJob`].
+    pub payload: serde_json::Value,
+    /// Timeout of one attempt in seconds (default 3600).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// How many attempts in all when attempts are lost (default 1).
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+}
+
+/// A job as the Control API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    /// Its id.
+    pub id: JobId,
+    /// The runner it is for.
+    pub runner_id: RunnerId,
+    /// Its kind.
+    pub kind: String,
+    /// Its payload.
+    pub payload: serde_json::Value,
+    /// Its status.
+    pub status: JobStatus,
+    /// How many attempts it has had.
+    pub attempts: u32,
+    /// How many it may have.
+    pub max_attempts: u32,
+    /// Timeout of one attempt in seconds.
+    pub timeout_secs: u64,
+    /// Whether a cancel was requested.
+    pub cancel_requested: bool,
+    /// Exit code of the last attempt's main process.
+    pub exit_code: Option<i32>,
+    /// Why it did not succeed.
+    pub reason: Option<String>,
+    /// Its outputs.
+    pub outputs: serde_json::Value,
+    /// Creation time, ms since the epoch.
+    pub created_at_ms: i64,
+    /// When its first attempt started.
+    pub started_at_ms: Option<i64>,
+    /// When it finished.
+    pub finished_at_ms: Option<i64>,
+}
+
+/// A list of jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobList {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobInfo>,
+}
+
+/// One line of a job's log as the Control API returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// The attempt that wrote it.
+    pub attempt: u32,
+    /// Its sequence number within the attempt.
+    pub seq: u64,
+    /// Its stream.
+    pub stream: LogStream,
+    /// When the runner read it.
+    pub ts_ms: i64,
+    /// The text.
+    pub text: String,
+    /// The cursor to pass as `after` to read what follows this line.
+    pub cursor: u64,
+}
+
+/// A page of a job's log (`GET /v1/jobs/{id}/logs?after=CURSOR`). With
+/// `follow=true` the answer is instead a stream of [`LogEntry`] objects, one
+/// JSON object a line, that ends when the job has finished and every line was sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogPage {
+    /// The lines after the cursor.
+    pub lines: Vec<LogEntry>,
+    /// The cursor to pass as `after` next time.
+    pub next: u64,
+    /// Whether the job has finished and this page reaches the end of its log.
+    pub complete: bool,
+}
+
+/// The body of every error answer of both APIs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    /// The error.
+    pub error: ApiErrorBody,
+}
+
+/// What went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiErrorBody {
+    /// A stable machine-readable code (`not_found`, `stale_attempt`, ...).
+    pub code: String,
+    /// A sentence for people: what, where, and how to fix it.
+    pub message: String,
+}
