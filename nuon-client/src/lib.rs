@@ -1,1 +1,43 @@
-//! placeholder
+//! Typed async clients of the nuon control plane.
+//!
+//! - [`ControlClient`]: the Control API a vendor drives (runners, jobs, logs),
+//!   authenticated with an org API token.
+//! - [`RunnerClient`]: the Runner API, authenticated with a runner token; it
+//!   implements [`nuon_core::Transport`], which is how `nuon-runner-lib` uses it.
+//!
+//! Both go through one `reqwest` client each (keep-alive, HTTP/2 over TLS by
+//! ALPN), honour `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`, and accept a custom CA
+//! bundle.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), nuon_client::Error> {
+//! use nuon_client::{ClientConfig, ControlClient};
+//! use nuon_core::wire::CreateJob;
+//!
+//! let client = ControlClient::new(ClientConfig::new("http://127.0.0.1:7400", "tok_...")?)?;
+//! let job = client
+//!     .create_job(&CreateJob {
+//!         runner: "install-1".into(),
+//!         kind: "exec".into(),
+//!         payload: serde_json::json!({"command": "echo", "args": ["hi"]}),
+//!         timeout_secs: None,
+//!         max_attempts: None,
+//!     })
+//!     .await?;
+//! let mut logs = client.follow_logs(&job.id, 0);
+//! while let Some(line) = logs.next().await? {
+//!     println!("{}", line.text);
+//! }
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod http;
+mod control;
+mod error;
+mod runner;
+
+pub use config::ClientConfig;
+pub use control::{ControlClient, LogFollower};
+pub use error::{Error, Result};
+pub use runner::RunnerClient;

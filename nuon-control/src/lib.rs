@@ -1,1 +1,30 @@
-//! placeholder
+//! The nuon control plane.
+//!
+//! It queues jobs for runners and never connects to one: runners long-poll
+//! the Runner API, hold each job under a lease fenced by its attempt number,
+//! stream logs that are stored exactly once, and complete idempotently.
+//! Vendors drive it through the Control API with org-scoped API tokens.
+//!
+//! - [`store`]: the [`Store`](store::Store) trait and its SQLite implementation.
+//! - [`ControlPlane`]: opens a data dir and serves both APIs.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), nuon_control::Error> {
+//! use nuon_control::{ControlPlane, ServerConfig};
+//!
+//! let plane = ControlPlane::open(ServerConfig::new("./nuon-data")).await?;
+//! let control = tokio::net::TcpListener::bind("127.0.0.1:7400").await?;
+//! let runner = tokio::net::TcpListener::bind("127.0.0.1:7401").await?;
+//! plane.serve(control, runner, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! # Ok(()) }
+//! ```
+
+mod api;
+mod error;
+mod hub;
+mod server;
+pub mod store;
+
+pub use api::Timings;
+pub use error::{Error, Result};
+pub use server::{ADMIN_TOKEN_FILE, ControlPlane, SIGNING_KEY_FILE, ServerConfig};

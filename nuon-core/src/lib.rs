@@ -39,6 +39,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod duration;
 mod id;
 mod job;
 mod plugin;
@@ -47,6 +48,7 @@ pub mod token;
 mod transport;
 pub mod wire;
 
+pub use duration::parse_duration;
 pub use id::{IdError, JobId, OrgId, RunnerId, TokenId, random_bytes};
 pub use job::{ExecJob, Job, JobResult, JobSpec, JobStatus, Outcome, PayloadError, RetryPolicy};
 pub use plugin::{HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, StopReason};

@@ -386,4 +386,7 @@ pub struct ApiErrorBody {
     pub code: String,
     /// A sentence for people: what, where, and how to fix it.
     pub message: String,
+    /// With `logs_pending`: the highest log sequence number the server holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_seq: Option<u64>,
 }

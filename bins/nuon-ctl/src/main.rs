@@ -1,0 +1,133 @@
+//! `nuon-ctl`: the control plane. Everything it does lives in `nuon-control`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use nuon_control::store::{SqliteStore, Store};
+use nuon_control::{ControlPlane, ServerConfig};
+
+#[derive(Parser)]
+#[command(name = "nuon-ctl", version, about = "The nuon control plane")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Control API and the Runner API.
+    Serve {
+        /// Where the store lives; created on first use.
+        #[arg(long, env = "NUON_DATA_DIR", default_value = "nuon-data")]
+        data_dir: PathBuf,
+        /// Address of the Control API.
+        #[arg(long, default_value = "127.0.0.1:7400")]
+        listen: SocketAddr,
+        /// Address of the Runner API.
+        #[arg(long, default_value = "127.0.0.1:7401")]
+        runner_listen: SocketAddr,
+        /// How long a lease lasts without a heartbeat.
+        #[arg(long, default_value = "60s", value_parser = nuon_core::parse_duration)]
+        lease_timeout: Duration,
+        /// The longest a runner's claim is held open.
+        #[arg(long, default_value = "50s", value_parser = nuon_core::parse_duration)]
+        max_claim_wait: Duration,
+    },
+    /// Manage orgs directly in a data dir.
+    Orgs {
+        #[command(subcommand)]
+        command: OrgsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum OrgsCommand {
+    /// Create an org; prints its admin API token (shown once) and signing key.
+    Create {
+        /// The org's name.
+        name: String,
+        /// The data dir of the control plane.
+        #[arg(long, env = "NUON_DATA_DIR", default_value = "nuon-data")]
+        data_dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("nuon-ctl: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nuon-ctl: {e:#}");
+            ExitCode::from(64)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve {
+            data_dir,
+            listen,
+            runner_listen,
+            lease_timeout,
+            max_claim_wait,
+        } => {
+            let mut config = ServerConfig::new(&data_dir);
+            config.lease = lease_timeout;
+            config.max_claim_wait = max_claim_wait;
+            let plane = ControlPlane::open(config).await?;
+            let control = tokio::net::TcpListener::bind(listen)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {listen} (--listen): {e}"))?;
+            let runner = tokio::net::TcpListener::bind(runner_listen).await.map_err(|e| {
+                anyhow::anyhow!("cannot listen on {runner_listen} (--runner-listen): {e}")
+            })?;
+            // Tests and scripts read these two lines to find the ports.
+            println!("control-api: http://{}", control.local_addr()?);
+            println!("runner-api: http://{}", runner.local_addr()?);
+            tracing::info!(data_dir = %data_dir.display(), "control plane serving");
+            plane.serve(control, runner, shutdown_signal()).await?;
+            tracing::info!("control plane stopped");
+            Ok(())
+        }
+        Command::Orgs {
+            command: OrgsCommand::Create { name, data_dir },
+        } => {
+            let store = SqliteStore::open(&data_dir)?;
+            let org = store.create_org(&name).await?;
+            println!("org: {}", org.org_id);
+            println!("admin-token: {}", org.admin_token.secret);
+            println!("signing-public-key: {}", org.signing_key.public_key());
+            store.close();
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down");
+}

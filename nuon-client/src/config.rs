@@ -1,0 +1,79 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Where and how to reach the control plane.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Base URL, e.g. `http://127.0.0.1:7400`.
+    pub base_url: reqwest::Url,
+    /// Bearer token (an API token, or a runner token for [`crate::RunnerClient`]).
+    pub token: String,
+    /// Extra PEM CA certificates to trust (a corporate CA, a self-signed control plane).
+    pub ca_bundle: Option<PathBuf>,
+    /// Timeout of ordinary requests (long polls add their own wait to it).
+    pub request_timeout: Duration,
+    /// Speak HTTP/2 without negotiation on `http://` URLs (h2c), so every call
+    /// shares one connection. Off by default: plain proxies do not pass h2c.
+    pub http2_prior_knowledge: bool,
+}
+
+impl ClientConfig {
+    /// A configuration for `base_url` with `token` and defaults for the rest.
+    pub fn new(base_url: &str, token: &str) -> Result<Self> {
+        let mut base_url = reqwest::Url::parse(base_url).map_err(|e| {
+            Error::Config(format!(
+                "control plane URL {base_url:?} is not a URL ({e}); expected e.g. http://127.0.0.1:7400"
+            ))
+        })?;
+        if !matches!(base_url.scheme(), "http" | "https") {
+            return Err(Error::Config(format!(
+                "control plane URL {base_url} must start with http:// or https://"
+            )));
+        }
+        base_url.set_path("");
+        Ok(ClientConfig {
+            base_url,
+            token: token.trim().to_owned(),
+            ca_bundle: None,
+            request_timeout: Duration::from_secs(30),
+            http2_prior_knowledge: false,
+        })
+    }
+
+    pub(crate) fn build_http(&self) -> Result<reqwest::Client> {
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_keepalive(Duration::from_secs(30))
+            .tcp_nodelay(true)
+            .user_agent(concat!("nuon/", env!("CARGO_PKG_VERSION")));
+        if self.http2_prior_knowledge {
+            builder = builder.http2_prior_knowledge();
+        }
+        if let Some(path) = &self.ca_bundle {
+            let pem = std::fs::read(path).map_err(|e| {
+                Error::Config(format!("cannot read CA bundle {}: {e}", path.display()))
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                Error::Config(format!(
+                    "CA bundle {} is not PEM certificates: {e}",
+                    path.display()
+                ))
+            })?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        builder
+            .build()
+            .map_err(|e| Error::Config(format!("cannot build HTTP client: {e}")))
+    }
+
+    pub(crate) fn url(&self, path: &str) -> reqwest::Url {
+        let mut url = self.base_url.clone();
+        url.set_path(path);
+        url
+    }
+}

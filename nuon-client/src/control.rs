@@ -1,0 +1,205 @@
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use nuon_core::JobId;
+use nuon_core::wire::{
+    CreateJob, CreateRunner, JobInfo, JobList, LogEntry, LogPage, RunnerCreated, RunnerInfo,
+    RunnerList, routes,
+};
+
+use crate::config::ClientConfig;
+use crate::error::{Error, Result};
+use crate::http::Http;
+
+/// A client of the Control API, scoped to the org of its API token.
+#[derive(Debug, Clone)]
+pub struct ControlClient {
+    http: Http,
+}
+
+impl ControlClient {
+    /// A client for the configured control plane.
+    pub fn new(config: ClientConfig) -> Result<Self> {
+        Ok(ControlClient {
+            http: Http::new(config)?,
+        })
+    }
+
+    /// Registers a runner; the answer holds its token, shown only this once.
+    pub async fn create_runner(&self, name: &str) -> Result<RunnerCreated> {
+        let body = CreateRunner { name: name.into() };
+        self.http
+            .post(routes::RUNNERS, &body, Duration::ZERO)
+            .await
+    }
+
+    /// The org's runners.
+    pub async fn list_runners(&self) -> Result<RunnerList> {
+        self.http.get(routes::RUNNERS).await
+    }
+
+    /// Revokes a runner's token (by name or id); the runner can make no call after.
+    pub async fn revoke_runner(&self, runner: &str) -> Result<RunnerInfo> {
+        let path = routes::with_id(routes::RUNNER_REVOKE, runner);
+        self.http.post(&path, &(), Duration::ZERO).await
+    }
+
+    /// Queues a job.
+    pub async fn create_job(&self, job: &CreateJob) -> Result<JobInfo> {
+        self.http.post(routes::JOBS, job, Duration::ZERO).await
+    }
+
+    /// One job.
+    pub async fn get_job(&self, id: &JobId) -> Result<JobInfo> {
+        self.http
+            .get(&routes::with_id(routes::JOB, id.as_str()))
+            .await
+    }
+
+    /// The org's jobs, newest first.
+    pub async fn list_jobs(&self) -> Result<JobList> {
+        self.http.get(routes::JOBS).await
+    }
+
+    /// Cancels a job: a queued job at once, a running one through its runner.
+    pub async fn cancel_job(&self, id: &JobId) -> Result<JobInfo> {
+        let path = routes::with_id(routes::JOB_CANCEL, id.as_str());
+        self.http.post(&path, &(), Duration::ZERO).await
+    }
+
+    /// A page of a job's log after `cursor` (0 for the start).
+    pub async fn job_logs(&self, id: &JobId, after: u64) -> Result<LogPage> {
+        let path = routes::with_id(routes::JOB_LOGS, id.as_str());
+        let req = self
+            .http
+            .request(reqwest::Method::GET, &path)
+            .query(&[("after", after.to_string())]);
+        self.http.send(req).await
+    }
+
+    /// Follows a job's log live from `after` until the job has finished and
+    /// every line was read. A broken connection is resumed from the last line
+    /// read, so no line is lost or shown twice.
+    pub fn follow_logs(&self, id: &JobId, after: u64) -> LogFollower {
+        LogFollower {
+            client: self.clone(),
+            job: id.clone(),
+            cursor: after,
+            resp: None,
+            buf: Vec::new(),
+            ready: VecDeque::new(),
+            done: false,
+            failures: 0,
+        }
+    }
+}
+
+/// A live view of a job's log; see [`ControlClient::follow_logs`].
+#[derive(Debug)]
+pub struct LogFollower {
+    client: ControlClient,
+    job: JobId,
+    cursor: u64,
+    resp: Option<reqwest::Response>,
+    buf: Vec<u8>,
+    ready: VecDeque<LogEntry>,
+    done: bool,
+    failures: u32,
+}
+
+impl LogFollower {
+    /// The cursor after the last line returned.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// The next line, or `None` when the job has finished and its log was read.
+    pub async fn next(&mut self) -> Result<Option<LogEntry>> {
+        loop {
+            if let Some(entry) = self.ready.pop_front() {
+                self.cursor = entry.cursor;
+                return Ok(Some(entry));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            if self.resp.is_none() {
+                match self.open().await {
+                    Ok(resp) => self.resp = Some(resp),
+                    Err(e) => {
+                        self.retry_or_fail(e).await?;
+                        continue;
+                    }
+                }
+            }
+            let resp = self.resp.as_mut().expect("opened above");
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    self.failures = 0;
+                    self.buf.extend_from_slice(&chunk);
+                    self.parse_lines()?;
+                }
+                Ok(None) => {
+                    // The server ends the stream only when the job has
+                    // finished and every line was sent.
+                    self.resp = None;
+                    if !self.buf.is_empty() {
+                        // A cut mid-line: drop the partial line and reopen from the cursor.
+                        self.buf.clear();
+                        continue;
+                    }
+                    self.done = true;
+                }
+                Err(e) => {
+                    self.resp = None;
+                    self.buf.clear();
+                    let url = e.url().map(|u| u.to_string()).unwrap_or_default();
+                    self.retry_or_fail(Error::Connect { url, source: e }).await?;
+                }
+            }
+        }
+    }
+
+    async fn open(&self) -> Result<reqwest::Response> {
+        let http = &self.client.http;
+        let path = routes::with_id(routes::JOB_LOGS, self.job.as_str());
+        let req = http
+            .client
+            .get(http.config.url(&path))
+            .bearer_auth(&http.config.token)
+            .query(&[
+                ("after", self.cursor.to_string()),
+                ("follow", "true".to_string()),
+            ]);
+        http.execute(req).await
+    }
+
+    async fn retry_or_fail(&mut self, e: Error) -> Result<()> {
+        // API errors (404, 401) are final; connection errors are retried for a while,
+        // so a control-plane restart does not end a `--follow`.
+        if matches!(e, Error::Api { .. }) || self.failures >= 60 {
+            return Err(e);
+        }
+        self.failures += 1;
+        tokio::time::sleep(Duration::from_millis(250 * u64::from(self.failures.min(8)))).await;
+        Ok(())
+    }
+
+    fn parse_lines(&mut self) -> Result<()> {
+        let mut start = 0;
+        while let Some(pos) = self.buf[start..].iter().position(|b| *b == b'\n') {
+            let line = &self.buf[start..start + pos];
+            start += pos + 1;
+            if line.is_empty() {
+                continue;
+            }
+            let entry: LogEntry = serde_json::from_slice(line).map_err(|e| Error::Protocol {
+                url: format!("log stream of {}", self.job),
+                message: format!("bad log line: {e}"),
+            })?;
+            self.ready.push_back(entry);
+        }
+        self.buf.drain(..start);
+        Ok(())
+    }
+}

@@ -1,0 +1,84 @@
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::config::ClientConfig;
+use crate::error::{Error, Result};
+
+/// One HTTP client and the configuration it was built from.
+#[derive(Debug, Clone)]
+pub(crate) struct Http {
+    pub(crate) client: reqwest::Client,
+    pub(crate) config: ClientConfig,
+}
+
+impl Http {
+    pub(crate) fn new(config: ClientConfig) -> Result<Self> {
+        Ok(Http {
+            client: config.build_http()?,
+            config,
+        })
+    }
+
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, self.config.url(path))
+            .bearer_auth(&self.config.token)
+            .timeout(self.config.request_timeout)
+    }
+
+    /// Sends a request and decodes a JSON answer, or the API's error body.
+    pub(crate) async fn send<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<T> {
+        let resp = self.execute(req).await?;
+        let url = resp.url().to_string();
+        let bytes = resp.bytes().await.map_err(|source| Error::Connect {
+            url: url.clone(),
+            source,
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::Protocol {
+            url,
+            message: format!("body is not the expected JSON: {e}"),
+        })
+    }
+
+    /// Sends a request and returns the response when its status is a success.
+    pub(crate) async fn execute(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        let req = req.build().map_err(|e| Error::Config(e.to_string()))?;
+        let url = req.url().to_string();
+        let resp = self
+            .client
+            .execute(req)
+            .await
+            .map_err(|source| Error::Connect {
+                url: url.clone(),
+                source,
+            })?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let body = resp.bytes().await.unwrap_or_default();
+        Err(Error::from_body(status.as_u16(), &body))
+    }
+
+    pub(crate) async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        extra_wait: Duration,
+    ) -> Result<T> {
+        let req = self
+            .request(reqwest::Method::POST, path)
+            .timeout(self.config.request_timeout + extra_wait)
+            .json(body);
+        self.send(req).await
+    }
+
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.send(self.request(reqwest::Method::GET, path)).await
+    }
+}

@@ -1,0 +1,101 @@
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nuon_core::wire::{
+    ClaimRequest, ClaimResponse, Completion, CompletionAck, HeartbeatRequest, HeartbeatResponse,
+    LogAck, LogBatch, routes,
+};
+use nuon_core::{JobId, Transport, TransportError};
+
+use crate::config::ClientConfig;
+use crate::error::{Error, Result};
+use crate::http::Http;
+
+/// A client of the Runner API, authenticated by one runner's token.
+#[derive(Debug, Clone)]
+pub struct RunnerClient {
+    http: Http,
+}
+
+impl RunnerClient {
+    /// A client for the configured control plane's Runner API.
+    pub fn new(config: ClientConfig) -> Result<Self> {
+        Ok(RunnerClient {
+            http: Http::new(config)?,
+        })
+    }
+}
+
+fn map_err(e: Error) -> TransportError {
+    match e {
+        Error::Api {
+            status: 401 | 403,
+            message,
+            ..
+        } => TransportError::Unauthorized(message),
+        Error::Api {
+            status: 409,
+            code,
+            acked_seq,
+            message,
+        } => {
+            if code == "logs_pending" {
+                TransportError::LogsPending {
+                    acked_seq: acked_seq.unwrap_or(0),
+                }
+            } else {
+                TransportError::Stale(message)
+            }
+        }
+        // Too many requests and server errors are worth retrying.
+        Error::Api {
+            status: 429 | 500..,
+            message,
+            ..
+        } => TransportError::Unavailable(message),
+        Error::Api {
+            status, message, ..
+        } => TransportError::Rejected { status, message },
+        other => TransportError::Unavailable(other.to_string()),
+    }
+}
+
+#[async_trait]
+impl Transport for RunnerClient {
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimResponse, TransportError> {
+        self.http
+            .post(routes::CLAIM, req, Duration::from_millis(req.wait_ms))
+            .await
+            .map_err(map_err)
+    }
+
+    async fn heartbeat(
+        &self,
+        req: &HeartbeatRequest,
+    ) -> Result<HeartbeatResponse, TransportError> {
+        self.http
+            .post(routes::HEARTBEAT, req, Duration::from_millis(req.wait_ms))
+            .await
+            .map_err(map_err)
+    }
+
+    async fn append_logs(&self, job: &JobId, batch: &LogBatch) -> Result<LogAck, TransportError> {
+        let path = routes::with_id(routes::LOGS, job.as_str());
+        self.http
+            .post(&path, batch, Duration::ZERO)
+            .await
+            .map_err(map_err)
+    }
+
+    async fn complete(
+        &self,
+        job: &JobId,
+        completion: &Completion,
+    ) -> Result<CompletionAck, TransportError> {
+        let path = routes::with_id(routes::COMPLETE, job.as_str());
+        self.http
+            .post(&path, completion, Duration::ZERO)
+            .await
+            .map_err(map_err)
+    }
+}

@@ -1,0 +1,336 @@
+//! The Control API: runners, jobs and logs of the caller's org.
+
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use nuon_core::token::issue_runner_token;
+use nuon_core::wire::{CreateJob, CreateRunner, JobList, RunnerCreated, RunnerList, routes};
+use nuon_core::{JobId, JobSpec, RetryPolicy, RunnerId, now_ms};
+use serde::Deserialize;
+
+use super::{ApiAuth, Body, SharedState, path_id};
+use crate::error::Error;
+use crate::store::NewJob;
+
+const DEFAULT_TIMEOUT_SECS: u64 = 3600;
+const MAX_TIMEOUT_SECS: u64 = 7 * 86_400;
+const MAX_ATTEMPTS: u32 = 10;
+const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+pub(super) fn routes() -> Router<SharedState> {
+    Router::new()
+        .route(routes::RUNNERS, post(create_runner).get(list_runners))
+        .route(routes::RUNNER_REVOKE, post(revoke_runner))
+        .route(routes::JOBS, post(create_job).get(list_jobs))
+        .route(routes::JOB, get(get_job))
+        .route(routes::JOB_CANCEL, post(cancel_job))
+        .route(routes::JOB_LOGS, get(job_logs))
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+fn require_admin(auth: &ApiAuth) -> Result<(), Error> {
+    if auth.0.scope == "admin" {
+        Ok(())
+    } else {
+        Err(Error::api(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this token is read-only; use an admin token for changes",
+        ))
+    }
+}
+
+async fn create_runner(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Body(req): Body<CreateRunner>,
+) -> Result<(StatusCode, Json<RunnerCreated>), Error> {
+    require_admin(&auth)?;
+    if !valid_name(&req.name) {
+        return Err(Error::bad_request(format!(
+            "invalid runner name {:?}: use 1 to 64 letters, digits, '-', '_' or '.'",
+            req.name.chars().take(80).collect::<String>()
+        )));
+    }
+    let org = &auth.0.org_id;
+    let id = RunnerId::generate();
+    let token = issue_runner_token(&id);
+    let runner = state
+        .store
+        .create_runner(org, &id, &req.name, &token.hash)
+        .await?;
+    let key = state.signing_key(org).await?;
+    tracing::info!(runner = %id, name = %req.name, org = %org, "runner registered");
+    Ok((
+        StatusCode::CREATED,
+        Json(RunnerCreated {
+            runner,
+            token: token.secret,
+            signing_public_key: key.public_key().to_string(),
+        }),
+    ))
+}
+
+async fn list_runners(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+) -> Result<Json<RunnerList>, Error> {
+    let runners = state.store.list_runners(&auth.0.org_id).await?;
+    Ok(Json(RunnerList { runners }))
+}
+
+async fn revoke_runner(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+) -> Result<Json<nuon_core::wire::RunnerInfo>, Error> {
+    require_admin(&auth)?;
+    let org = &auth.0.org_id;
+    let runner = state
+        .store
+        .find_runner(org, &raw)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no runner {raw:?} in this org")))?;
+    let revoked = state
+        .store
+        .revoke_runner(org, &runner.id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no runner {raw:?} in this org")))?;
+    state.forget_runner_tokens(&runner.id);
+    state.runners.wake(&runner.id);
+    tracing::info!(runner = %runner.id, "runner token revoked");
+    Ok(Json(revoked))
+}
+
+async fn create_job(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Body(req): Body<CreateJob>,
+) -> Result<(StatusCode, Json<nuon_core::wire::JobInfo>), Error> {
+    require_admin(&auth)?;
+    let org = auth.0.org_id.clone();
+    if !valid_name(&req.kind) {
+        return Err(Error::bad_request(format!(
+            "invalid job kind {:?}: expected a name like \"exec\"",
+            req.kind.chars().take(80).collect::<String>()
+        )));
+    }
+    if !req.payload.is_object() {
+        return Err(Error::bad_request(
+            "job payload must be a JSON object (for exec: {\"command\": ..., \"args\": [...]})",
+        ));
+    }
+    if req.payload.to_string().len() > MAX_PAYLOAD_BYTES {
+        return Err(Error::bad_request(format!(
+            "job payload is larger than {MAX_PAYLOAD_BYTES} bytes"
+        )));
+    }
+    let timeout_secs = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if timeout_secs == 0 || timeout_secs > MAX_TIMEOUT_SECS {
+        return Err(Error::bad_request(format!(
+            "timeout_secs must be between 1 and {MAX_TIMEOUT_SECS} (7 days), got {timeout_secs}"
+        )));
+    }
+    let max_attempts = req.max_attempts.unwrap_or(1);
+    if max_attempts == 0 || max_attempts > MAX_ATTEMPTS {
+        return Err(Error::bad_request(format!(
+            "max_attempts must be between 1 and {MAX_ATTEMPTS}, got {max_attempts}"
+        )));
+    }
+    let runner = state
+        .store
+        .find_runner(&org, &req.runner)
+        .await?
+        .filter(|r| !r.revoked)
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "no runner {:?} in this org (see `nuon runners list`)",
+                req.runner
+            ))
+        })?;
+    let spec = JobSpec {
+        job_id: JobId::generate(),
+        org_id: org.clone(),
+        runner_id: runner.id.clone(),
+        kind: req.kind,
+        payload: req.payload,
+        timeout_secs,
+        retry: RetryPolicy { max_attempts },
+        created_at_ms: now_ms(),
+    };
+    let spec_json = serde_json::to_string(&spec)
+        .map_err(|e| Error::bad_request(format!("cannot encode job: {e}")))?;
+    let signature = state.signing_key(&org).await?.sign(spec_json.as_bytes());
+    let job = state
+        .store
+        .enqueue_job(NewJob {
+            spec,
+            spec_json,
+            signature,
+        })
+        .await?;
+    state.runners.wake(&runner.id);
+    tracing::debug!(job = %job.id, runner = %runner.id, "job queued");
+    Ok((StatusCode::CREATED, Json(job)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    limit: Option<u32>,
+}
+
+async fn list_jobs(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<JobList>, Error> {
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let jobs = state.store.list_jobs(&auth.0.org_id, limit).await?;
+    Ok(Json(JobList { jobs }))
+}
+
+async fn get_job(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+) -> Result<Json<nuon_core::wire::JobInfo>, Error> {
+    let id: JobId = path_id("job", &raw)?;
+    state
+        .store
+        .get_job(&auth.0.org_id, &id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| Error::not_found(format!("no job {id} in this org")))
+}
+
+async fn cancel_job(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+) -> Result<Json<nuon_core::wire::JobInfo>, Error> {
+    require_admin(&auth)?;
+    let id: JobId = path_id("job", &raw)?;
+    let job = state
+        .store
+        .request_cancel(&auth.0.org_id, &id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no job {id} in this org")))?;
+    state.runners.wake(&job.runner_id);
+    state.logs.wake(&job.id);
+    Ok(Json(job))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogQuery {
+    after: Option<u64>,
+    limit: Option<u32>,
+    follow: Option<bool>,
+}
+
+const FOLLOW_PAGE: u32 = 2000;
+
+async fn job_logs(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> Result<Response, Error> {
+    let id: JobId = path_id("job", &raw)?;
+    let org = auth.0.org_id;
+    let after = q.after.unwrap_or(0);
+    if !q.follow.unwrap_or(false) {
+        let limit = q.limit.unwrap_or(1000).clamp(1, 10_000);
+        let page = state
+            .store
+            .read_logs(&org, &id, after, limit)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("no job {id} in this org")))?;
+        return Ok(Json(page).into_response());
+    }
+    // Check the job exists before starting a stream, so a bad id is a 404.
+    if state.store.get_job(&org, &id).await?.is_none() {
+        return Err(Error::not_found(format!("no job {id} in this org")));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    tokio::spawn(follow(state, org, id, after, tx));
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let mut resp = axum::body::Body::from_stream(stream).into_response();
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(resp)
+}
+
+/// Streams a job's log as NDJSON until the job has finished and every line
+/// was sent, the client went away, or the server shuts down.
+async fn follow(
+    state: SharedState,
+    org: nuon_core::OrgId,
+    job: JobId,
+    mut cursor: u64,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
+    let sub = state.logs.subscribe(&job);
+    loop {
+        let notified = sub.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let page = match state.store.read_logs(&org, &job, cursor, FOLLOW_PAGE).await {
+            Ok(Some(page)) => page,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(job = %job, error = %e, "log follow failed");
+                let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                return;
+            }
+        };
+        if !page.lines.is_empty() {
+            let mut buf = Vec::with_capacity(page.lines.len() * 96);
+            for line in &page.lines {
+                if serde_json::to_writer(&mut buf, line).is_err() {
+                    return;
+                }
+                buf.push(b'\n');
+            }
+            cursor = page.next;
+            if tx.send(Ok(Bytes::from(buf))).await.is_err() {
+                return;
+            }
+        }
+        if page.complete {
+            return;
+        }
+        if page.lines.len() as u32 >= FOLLOW_PAGE {
+            continue;
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tx.closed() => return,
+            _ = state.shutting_down() => {
+                // End the stream abnormally, so the client resumes from its
+                // cursor on the next server instead of taking this as the end.
+                let _ = tx.send(Err(std::io::Error::other("control plane shutting down"))).await;
+                return;
+            }
+            // A safety net for wake-ups from another process on the same store.
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The two HTTP APIs: the Control API (vendors, the CLI) and the Runner API
+//! (runners), each on its own listener and router.
+
+mod control;
+mod runner;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use nuon_core::token::hash_token;
+use nuon_core::wire::{MAX_BODY_BYTES, routes};
+use nuon_core::{JobId, OrgId, OrgSigningKey, RunnerId};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::error::Error;
+use crate::hub::Hub;
+use crate::store::{ApiPrincipal, RunnerPrincipal, Store};
+
+/// How long a runner token's lookup is reused before the store is asked again.
+/// Revocation through this process clears it at once.
+const AUTH_CACHE_TTL: Duration = Duration::from_secs(5);
+
+/// Timings of the job loop.
+#[derive(Debug, Clone)]
+pub struct Timings {
+    /// How long a lease lasts without a heartbeat.
+    pub lease: Duration,
+    /// The longest a claim is held open.
+    pub max_claim_wait: Duration,
+    /// The longest a heartbeat is held open.
+    pub max_heartbeat_wait: Duration,
+}
+
+/// What every handler shares.
+pub(crate) struct AppState {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) timings: Timings,
+    pub(crate) runners: Hub<RunnerId>,
+    pub(crate) logs: Hub<JobId>,
+    keys: Mutex<HashMap<OrgId, OrgSigningKey>>,
+    runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+impl AppState {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        timings: Timings,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        AppState {
+            store,
+            timings,
+            runners: Hub::new(),
+            logs: Hub::new(),
+            keys: Mutex::new(HashMap::new()),
+            runner_auth: Mutex::new(HashMap::new()),
+            shutdown,
+        }
+    }
+
+    pub(crate) async fn signing_key(&self, org: &OrgId) -> Result<OrgSigningKey, Error> {
+        if let Some(k) = self.keys.lock().expect("keys lock").get(org) {
+            return Ok(k.clone());
+        }
+        let key = self
+            .store
+            .signing_key(org)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("org {org} not found")))?;
+        self.keys
+            .lock()
+            .expect("keys lock")
+            .insert(org.clone(), key.clone());
+        Ok(key)
+    }
+
+    pub(crate) fn forget_runner_tokens(&self, runner: &RunnerId) {
+        self.runner_auth
+            .lock()
+            .expect("auth lock")
+            .retain(|_, (p, _)| &p.runner_id != runner);
+    }
+
+    /// Resolves once the server starts shutting down.
+    pub(crate) async fn shutting_down(&self) {
+        let mut rx = self.shutdown.clone();
+        let _ = rx.wait_for(|down| *down).await;
+    }
+}
+
+pub(crate) type SharedState = Arc<AppState>;
+
+fn bearer(parts: &Parts) -> Result<&str, Error> {
+    let header = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .ok_or_else(|| {
+            Error::api(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing bearer token: send `Authorization: Bearer TOKEN` (the CLI takes --token or NUON_TOKEN)",
+            )
+        })?;
+    header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .ok_or_else(|| {
+            Error::api(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "malformed Authorization header: expected `Bearer TOKEN`",
+            )
+        })
+}
+
+/// The org an API request acts for.
+pub(crate) struct ApiAuth(pub(crate) ApiPrincipal);
+
+impl FromRequestParts<SharedState> for ApiAuth {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
+        let token = bearer(parts)?;
+        state
+            .store
+            .authenticate_api(&hash_token(token))
+            .await?
+            .map(ApiAuth)
+            .ok_or_else(|| {
+                Error::api(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "invalid or revoked API token (an admin token is in the control plane's DATA_DIR/admin-token)",
+                )
+            })
+    }
+}
+
+/// The runner a Runner API request comes from.
+pub(crate) struct RunnerAuth(pub(crate) RunnerPrincipal);
+
+impl FromRequestParts<SharedState> for RunnerAuth {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
+        let hash = hash_token(bearer(parts)?);
+        if let Some((p, at)) = state.runner_auth.lock().expect("auth lock").get(&hash)
+            && at.elapsed() < AUTH_CACHE_TTL
+        {
+            return Ok(RunnerAuth(p.clone()));
+        }
+        let principal = state
+            .store
+            .authenticate_runner(&hash)
+            .await?
+            .ok_or_else(|| {
+                Error::api(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "invalid or revoked runner token; create a new one with `nuon runners create`",
+                )
+            })?;
+        state
+            .runner_auth
+            .lock()
+            .expect("auth lock")
+            .insert(hash, (principal.clone(), Instant::now()));
+        Ok(RunnerAuth(principal))
+    }
+}
+
+/// A JSON body whose rejections are our JSON errors: 413 when too large,
+/// 400 with serde's message (which names the field and position) otherwise.
+pub(crate) struct Body<T>(pub(crate) T);
+
+impl<T: DeserializeOwned> FromRequest<SharedState> for Body<T> {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &SharedState) -> Result<Self, Error> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> Error {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return Error::api(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+        );
+    }
+    let message = match &rejection {
+        JsonRejection::MissingJsonContentType(_) => {
+            "request body must be JSON with `Content-Type: application/json`".to_string()
+        }
+        other => format!("invalid request body: {}", other.body_text()),
+    };
+    Error::bad_request(message)
+}
+
+/// Parses an id from a path; a malformed id is simply not found.
+pub(crate) fn path_id<T: std::str::FromStr>(kind: &str, raw: &str) -> Result<T, Error> {
+    raw.parse()
+        .map_err(|_| Error::not_found(format!("no {kind} {raw:?}")))
+}
+
+async fn not_found_route(uri: axum::http::Uri) -> Error {
+    Error::not_found(format!("no route {}", uri.path()))
+}
+
+async fn health() -> &'static str {
+    "ok\n"
+}
+
+fn finish(router: Router<SharedState>, state: SharedState) -> Router {
+    router
+        .route(routes::HEALTH, axum::routing::get(health))
+        .fallback(not_found_route)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+pub(crate) fn control_router(state: SharedState) -> Router {
+    finish(control::routes(), state)
+}
+
+pub(crate) fn runner_router(state: SharedState) -> Router {
+    finish(runner::routes(), state)
+}

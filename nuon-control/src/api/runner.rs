@@ -1,0 +1,176 @@
+//! The Runner API: long-poll claims, heartbeats, logs and completions, each
+//! scoped to the calling runner and fenced by attempt.
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use nuon_core::wire::{
+    ClaimRequest, ClaimResponse, Completion, CompletionAck, HeartbeatRequest, HeartbeatResponse,
+    LeaseState, LogAck, LogBatch, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_BATCH, routes,
+};
+use nuon_core::{JobId, JobStatus};
+
+use super::{Body, RunnerAuth, SharedState, path_id};
+use crate::error::Error;
+
+const MAX_KINDS: usize = 64;
+const MAX_SLOTS: u32 = 1024;
+const MAX_LEASES: usize = 4096;
+
+pub(super) fn routes() -> Router<SharedState> {
+    Router::new()
+        .route(routes::CLAIM, post(claim))
+        .route(routes::HEARTBEAT, post(heartbeat))
+        .route(routes::LOGS, post(append_logs))
+        .route(routes::COMPLETE, post(complete))
+}
+
+fn lease_ms(state: &SharedState) -> u64 {
+    state.timings.lease.as_millis() as u64
+}
+
+/// Holds the request until a job for this runner is queued or the wait ends.
+async fn claim(
+    State(state): State<SharedState>,
+    RunnerAuth(runner): RunnerAuth,
+    Body(req): Body<ClaimRequest>,
+) -> Result<Json<ClaimResponse>, Error> {
+    if req.kinds.is_empty() || req.kinds.len() > MAX_KINDS {
+        return Err(Error::bad_request(format!(
+            "claim must name between 1 and {MAX_KINDS} job kinds"
+        )));
+    }
+    let slots = req.slots.min(MAX_SLOTS);
+    let wait = Duration::from_millis(req.wait_ms).min(state.timings.max_claim_wait);
+    let deadline = tokio::time::Instant::now() + wait;
+    let sub = state.runners.subscribe(&runner.runner_id);
+    loop {
+        // Register for wake-ups before looking, so a job queued between the
+        // look and the wait is not missed.
+        let notified = sub.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let jobs = state
+            .store
+            .claim(&runner.runner_id, &req.kinds, slots, lease_ms(&state))
+            .await?;
+        if !jobs.is_empty() || slots == 0 {
+            if !jobs.is_empty() {
+                tracing::debug!(runner = %runner.runner_id, count = jobs.len(), "jobs claimed");
+            }
+            return Ok(Json(ClaimResponse { jobs }));
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => return Ok(Json(ClaimResponse { jobs: Vec::new() })),
+            _ = state.shutting_down() => return Ok(Json(ClaimResponse { jobs: Vec::new() })),
+        }
+    }
+}
+
+/// Extends every lease at once, then holds the answer until one of the jobs
+/// is cancelled or the wait ends.
+async fn heartbeat(
+    State(state): State<SharedState>,
+    RunnerAuth(runner): RunnerAuth,
+    Body(req): Body<HeartbeatRequest>,
+) -> Result<Json<HeartbeatResponse>, Error> {
+    if req.leases.len() > MAX_LEASES {
+        return Err(Error::bad_request(format!(
+            "a heartbeat may carry at most {MAX_LEASES} leases"
+        )));
+    }
+    let lease = state.timings.lease;
+    // Never hold a heartbeat for more than a third of the lease, so the next
+    // one always arrives in time.
+    let wait = Duration::from_millis(req.wait_ms)
+        .min(state.timings.max_heartbeat_wait)
+        .min(lease / 3);
+    let next_heartbeat_ms = (lease / 3).as_millis() as u64;
+    let deadline = tokio::time::Instant::now() + wait;
+    let sub = state.runners.subscribe(&runner.runner_id);
+    let notified = sub.notify().notified();
+    tokio::pin!(notified);
+    notified.as_mut().enable();
+    let mut leases = state
+        .store
+        .heartbeat(&runner.runner_id, &req.leases, lease_ms(&state))
+        .await?;
+    loop {
+        let done = leases.iter().any(|l| l.state != LeaseState::Active) || wait.is_zero();
+        if done {
+            break;
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => break,
+            _ = state.shutting_down() => break,
+        }
+        notified.set(sub.notify().notified());
+        notified.as_mut().enable();
+        leases = state
+            .store
+            .lease_states(&runner.runner_id, &req.leases)
+            .await?;
+    }
+    Ok(Json(HeartbeatResponse {
+        leases,
+        lease_ms: lease_ms(&state),
+        next_heartbeat_ms,
+    }))
+}
+
+async fn append_logs(
+    State(state): State<SharedState>,
+    RunnerAuth(runner): RunnerAuth,
+    Path(raw): Path<String>,
+    Body(batch): Body<LogBatch>,
+) -> Result<Json<LogAck>, Error> {
+    let job: JobId = path_id("job", &raw)?;
+    if batch.lines.len() > MAX_LOG_LINES_PER_BATCH {
+        return Err(Error::bad_request(format!(
+            "a log batch may carry at most {MAX_LOG_LINES_PER_BATCH} lines, got {}",
+            batch.lines.len()
+        )));
+    }
+    if let Some(i) = batch
+        .lines
+        .iter()
+        .position(|l| l.text.len() > MAX_LOG_LINE_BYTES)
+    {
+        return Err(Error::bad_request(format!(
+            "log line {} is longer than {MAX_LOG_LINE_BYTES} bytes; split it",
+            batch.first_seq + i as u64
+        )));
+    }
+    let had_lines = !batch.lines.is_empty();
+    let ack = state
+        .store
+        .append_logs(&runner.runner_id, &job, batch)
+        .await?;
+    if had_lines {
+        state.logs.wake(&job);
+    }
+    Ok(Json(ack))
+}
+
+async fn complete(
+    State(state): State<SharedState>,
+    RunnerAuth(runner): RunnerAuth,
+    Path(raw): Path<String>,
+    Body(completion): Body<Completion>,
+) -> Result<Json<CompletionAck>, Error> {
+    let job: JobId = path_id("job", &raw)?;
+    let outcome = completion.result.outcome;
+    let ack = state
+        .store
+        .complete(&runner.runner_id, &job, completion)
+        .await?;
+    state.logs.wake(&job);
+    if ack.status != JobStatus::Running {
+        tracing::info!(job = %job, runner = %runner.runner_id, ?outcome, "job finished");
+    }
+    Ok(Json(ack))
+}

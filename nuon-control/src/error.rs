@@ -1,0 +1,103 @@
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use nuon_core::wire::{ApiError, ApiErrorBody};
+
+use crate::store::StoreError;
+
+/// The crate's error: starting the server, or an API answer that is not a success.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An HTTP error answer with a stable code and a message for people.
+    #[error("{message}")]
+    Api {
+        /// The HTTP status.
+        status: StatusCode,
+        /// A stable code (`not_found`, `stale_attempt`, ...).
+        code: &'static str,
+        /// What, where, how to fix.
+        message: String,
+        /// With `logs_pending`, the highest log line held.
+        acked_seq: Option<u64>,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The data directory could not be prepared.
+    #[error("data dir {path}: {message}")]
+    DataDir {
+        /// The path involved.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A listener failed.
+    #[error("server i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn api(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Error::Api {
+            status,
+            code,
+            message: message.into(),
+            acked_seq: None,
+        }
+    }
+
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
+        Self::api(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::api(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let (status, code, message, acked_seq) = match self {
+            Error::Api {
+                status,
+                code,
+                message,
+                acked_seq,
+            } => (status, code, message, acked_seq),
+            Error::Store(StoreError::Conflict {
+                code,
+                message,
+                acked_seq,
+            }) => (StatusCode::CONFLICT, code, message, acked_seq),
+            Error::Store(StoreError::Invalid(message)) => {
+                (StatusCode::BAD_REQUEST, "bad_request", message, None)
+            }
+            Error::Store(StoreError::Closed) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the control plane is shutting down; retry shortly".into(),
+                None,
+            ),
+            other => {
+                tracing::error!(error = %other, "internal error");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error; see the control plane's log".into(),
+                    None,
+                )
+            }
+        };
+        let body = ApiError {
+            error: ApiErrorBody {
+                code: code.into(),
+                message,
+                acked_seq,
+            },
+        };
+        (status, Json(body)).into_response()
+    }
+}

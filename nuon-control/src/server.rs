@@ -1,0 +1,217 @@
+//! Opening a data directory and serving both APIs.
+
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use nuon_core::now_ms;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{AppState, SharedState, Timings, control_router, runner_router};
+use crate::error::{Error, Result};
+use crate::store::{SqliteStore, Store};
+
+/// File in the data dir holding the first org's admin API token (mode 0600).
+pub const ADMIN_TOKEN_FILE: &str = "admin-token";
+/// File in the data dir holding the first org's job-signing public key.
+pub const SIGNING_KEY_FILE: &str = "org-signing-key.pub";
+
+/// How to run the control plane.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where the store lives.
+    pub data_dir: PathBuf,
+    /// How long a lease lasts without a heartbeat (default 60 s).
+    pub lease: Duration,
+    /// The longest a claim is held open (default 50 s).
+    pub max_claim_wait: Duration,
+    /// The longest a heartbeat is held open (default 20 s; never more than a third of the lease).
+    pub max_heartbeat_wait: Duration,
+    /// How often expired leases are looked for (default 1 s).
+    pub rescue_interval: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults for a data directory.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            data_dir: data_dir.into(),
+            lease: Duration::from_secs(60),
+            max_claim_wait: Duration::from_secs(50),
+            max_heartbeat_wait: Duration::from_secs(20),
+            rescue_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A control plane with its store open, ready to serve.
+pub struct ControlPlane {
+    state: SharedState,
+    shutdown_tx: watch::Sender<bool>,
+    config: ServerConfig,
+    sqlite: Arc<SqliteStore>,
+}
+
+impl ControlPlane {
+    /// Opens the data directory (creating the store, and on first use an org
+    /// with its admin token and signing key files).
+    pub async fn open(config: ServerConfig) -> Result<Self> {
+        if config.lease < Duration::from_millis(300) {
+            return Err(Error::DataDir {
+                path: config.data_dir.display().to_string(),
+                message: "lease must be at least 300ms".into(),
+            });
+        }
+        let sqlite = Arc::new(SqliteStore::open(&config.data_dir)?);
+        let store: Arc<dyn Store> = sqlite.clone();
+        bootstrap(&*store, &config.data_dir).await?;
+        // Nobody could heartbeat while we were down: give running attempts a
+        // full lease from now before the rescuer may call them lost.
+        let extended = store
+            .extend_running_leases(now_ms() + config.lease.as_millis() as i64)
+            .await?;
+        if extended > 0 {
+            tracing::info!(count = extended, "extended leases of running attempts after start");
+        }
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let timings = Timings {
+            lease: config.lease,
+            max_claim_wait: config.max_claim_wait,
+            max_heartbeat_wait: config.max_heartbeat_wait,
+        };
+        let state = Arc::new(AppState::new(store, timings, shutdown_rx));
+        Ok(ControlPlane {
+            state,
+            shutdown_tx,
+            config,
+            sqlite,
+        })
+    }
+
+    /// The store, for embedders and tests.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.state.store.clone()
+    }
+
+    /// The Control API router.
+    pub fn control_router(&self) -> Router {
+        control_router(self.state.clone())
+    }
+
+    /// The Runner API router.
+    pub fn runner_router(&self) -> Router {
+        runner_router(self.state.clone())
+    }
+
+    /// Serves the Control API on `control` and the Runner API on `runner`
+    /// until `shutdown` resolves; then ends long polls at once, finishes
+    /// requests in flight and closes the store.
+    pub async fn serve(
+        self,
+        control: TcpListener,
+        runner: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let rescuer = tokio::spawn(rescue_loop(
+            self.state.clone(),
+            self.config.rescue_interval,
+        ));
+        let tx = self.shutdown_tx.clone();
+        let state = self.state.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = tx.send(true);
+            state.runners.wake_all();
+            state.logs.wake_all();
+        });
+        let stop = |state: SharedState| async move { state.shutting_down().await };
+        let control_srv = axum::serve(control, self.control_router())
+            .with_graceful_shutdown(stop(self.state.clone()));
+        let runner_srv = axum::serve(runner, self.runner_router())
+            .with_graceful_shutdown(stop(self.state.clone()));
+        let (a, b) = tokio::join!(
+            async move { control_srv.await },
+            async move { runner_srv.await }
+        );
+        rescuer.abort();
+        self.sqlite.close();
+        a?;
+        b?;
+        Ok(())
+    }
+}
+
+async fn rescue_loop(state: SharedState, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match state.store.rescue_expired(now_ms()).await {
+            Ok(rescued) => {
+                for r in rescued {
+                    tracing::warn!(
+                        job = %r.job_id,
+                        runner = %r.runner_id,
+                        requeued = r.requeued,
+                        "lease expired: attempt lost"
+                    );
+                    if r.requeued {
+                        state.runners.wake(&r.runner_id);
+                    }
+                    state.logs.wake(&r.job_id);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "rescuing expired leases failed"),
+        }
+    }
+}
+
+/// On an empty store: the first org, its admin token and public key files.
+async fn bootstrap(store: &dyn Store, dir: &Path) -> Result<()> {
+    if store.count_orgs().await? > 0 {
+        return Ok(());
+    }
+    let org = store.create_org("default").await?;
+    write_private(&dir.join(ADMIN_TOKEN_FILE), &org.admin_token.secret)?;
+    write_file(
+        &dir.join(SIGNING_KEY_FILE),
+        &org.signing_key.public_key().to_string(),
+        0o644,
+    )?;
+    tracing::info!(
+        org = %org.org_id,
+        admin_token = %dir.join(ADMIN_TOKEN_FILE).display(),
+        "created the first org"
+    );
+    Ok(())
+}
+
+fn write_private(path: &Path, text: &str) -> Result<()> {
+    write_file(path, text, 0o600)
+}
+
+/// Writes `text` and a newline to `path` atomically with the given mode.
+fn write_file(path: &Path, text: &str, mode: u32) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| Error::DataDir {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(text.as_bytes()).map_err(err)?;
+    f.write_all(b"\n").map_err(err)?;
+    f.sync_all().map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)?;
+    Ok(())
+}

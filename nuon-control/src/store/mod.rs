@@ -1,0 +1,198 @@
+//! The domain-level [`Store`] the control plane keeps its state in.
+//!
+//! One trait, one implementation per database ([`SqliteStore`] now; a
+//! PostgreSQL one is designed to follow). Every method that reads or writes
+//! org data takes the org, and every runner-side method takes the calling
+//! runner, so scoping is in the signature, not left to the caller.
+
+mod sqlite;
+
+use async_trait::async_trait;
+use nuon_core::token::IssuedToken;
+use nuon_core::wire::{
+    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck, LogBatch,
+    LogPage, RunnerInfo,
+};
+use nuon_core::{JobId, JobSpec, OrgId, OrgSigningKey, RunnerId, TokenId};
+
+pub use sqlite::SqliteStore;
+
+/// The result type of store calls.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The write conflicts with the current state (stale attempt, name taken,
+    /// logs pending); `code` is the API's error code.
+    #[error("{message}")]
+    Conflict {
+        /// Stable code: `stale_attempt`, `logs_pending`, `name_taken`.
+        code: &'static str,
+        /// What and how to fix it.
+        message: String,
+        /// With `logs_pending`, the highest log line held.
+        acked_seq: Option<u64>,
+    },
+    /// The request is invalid against the stored state.
+    #[error("{0}")]
+    Invalid(String),
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store was closed (the server is shutting down).
+    #[error("store is closed")]
+    Closed,
+}
+
+impl StoreError {
+    pub(crate) fn stale(message: impl Into<String>) -> Self {
+        StoreError::Conflict {
+            code: "stale_attempt",
+            message: message.into(),
+            acked_seq: None,
+        }
+    }
+}
+
+/// The org of an API token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiPrincipal {
+    /// The org the token belongs to.
+    pub org_id: OrgId,
+    /// The token's id.
+    pub token_id: TokenId,
+    /// `admin` or `read`.
+    pub scope: String,
+}
+
+/// The runner a runner token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerPrincipal {
+    /// The runner.
+    pub runner_id: RunnerId,
+    /// Its org.
+    pub org_id: OrgId,
+}
+
+/// A new org with its first admin token.
+#[derive(Debug, Clone)]
+pub struct NewOrg {
+    /// The org.
+    pub org_id: OrgId,
+    /// Its admin API token (the secret, to hand out once).
+    pub admin_token: IssuedToken,
+    /// Its job-signing key.
+    pub signing_key: OrgSigningKey,
+}
+
+/// A job to queue: the spec and the exact bytes the org's key signed.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    /// The spec.
+    pub spec: JobSpec,
+    /// `serde_json::to_string(&spec)`, the signed bytes.
+    pub spec_json: String,
+    /// The signature of `spec_json`.
+    pub signature: String,
+}
+
+/// What the rescuer did with an attempt whose lease expired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rescued {
+    /// The job.
+    pub job_id: JobId,
+    /// Its runner (to wake when the job was queued again).
+    pub runner_id: RunnerId,
+    /// Whether the job was queued again (otherwise it ended).
+    pub requeued: bool,
+}
+
+/// The control plane's state.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    // ------------------------------------------------------------- orgs
+    /// Creates an org with a signing key and an admin token.
+    async fn create_org(&self, name: &str) -> Result<NewOrg>;
+    /// How many orgs exist.
+    async fn count_orgs(&self) -> Result<u64>;
+    /// The org and scope of an API token, by the token's hash; `None` when
+    /// unknown or revoked.
+    async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>>;
+    /// An org's job-signing key.
+    async fn signing_key(&self, org: &OrgId) -> Result<Option<OrgSigningKey>>;
+
+    // ---------------------------------------------------------- runners
+    /// Registers a runner under `id` with the hash of its token.
+    async fn create_runner(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        name: &str,
+        token_hash: &str,
+    ) -> Result<RunnerInfo>;
+    /// The org's runners.
+    async fn list_runners(&self, org: &OrgId) -> Result<Vec<RunnerInfo>>;
+    /// A runner of the org, by name or id.
+    async fn find_runner(&self, org: &OrgId, name_or_id: &str) -> Result<Option<RunnerInfo>>;
+    /// Revokes a runner's token.
+    async fn revoke_runner(&self, org: &OrgId, id: &RunnerId) -> Result<Option<RunnerInfo>>;
+    /// The runner of a runner token, by the token's hash; `None` when unknown or revoked.
+    async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>>;
+
+    // ------------------------------------------------------------- jobs
+    /// Queues a job.
+    async fn enqueue_job(&self, job: NewJob) -> Result<JobInfo>;
+    /// One job of the org.
+    async fn get_job(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>>;
+    /// The org's newest jobs.
+    async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<JobInfo>>;
+    /// Cancels a queued job at once, or flags a running one for its runner.
+    async fn request_cancel(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>>;
+    /// Up to `limit` log lines of an org's job after `cursor`.
+    async fn read_logs(
+        &self,
+        org: &OrgId,
+        job: &JobId,
+        cursor: u64,
+        limit: u32,
+    ) -> Result<Option<LogPage>>;
+
+    // ------------------------------------------------------- runner side
+    /// Claims up to `max` queued jobs of the given kinds for `runner`, each
+    /// with a new attempt whose lease lasts `lease_ms`.
+    async fn claim(
+        &self,
+        runner: &RunnerId,
+        kinds: &[String],
+        max: u32,
+        lease_ms: u64,
+    ) -> Result<Vec<ClaimedJob>>;
+    /// Extends the runner's leases and says, per lease, whether to go on.
+    async fn heartbeat(
+        &self,
+        runner: &RunnerId,
+        leases: &[LeaseRef],
+        lease_ms: u64,
+    ) -> Result<Vec<LeaseStatus>>;
+    /// The state of the runner's leases, without extending them.
+    async fn lease_states(&self, runner: &RunnerId, leases: &[LeaseRef])
+    -> Result<Vec<LeaseStatus>>;
+    /// Stores a batch of log lines of the runner's current attempt.
+    async fn append_logs(&self, runner: &RunnerId, job: &JobId, batch: LogBatch)
+    -> Result<LogAck>;
+    /// Completes the runner's attempt. Idempotent.
+    async fn complete(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        completion: Completion,
+    ) -> Result<CompletionAck>;
+
+    // ------------------------------------------------------- maintenance
+    /// Ends every running attempt whose lease expired before `now_ms`.
+    async fn rescue_expired(&self, now_ms: i64) -> Result<Vec<Rescued>>;
+    /// Gives every running lease at least until `until_ms`; used at start-up,
+    /// since no runner could heartbeat while the control plane was down.
+    async fn extend_running_leases(&self, until_ms: i64) -> Result<u64>;
+}

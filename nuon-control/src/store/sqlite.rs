@@ -1,0 +1,1097 @@
+//! The embedded store: SQLite in WAL mode.
+//!
+//! - One writer thread owns the only writing connection. Callers send it
+//!   closures; it runs as many as are waiting (up to [`MAX_BATCH`]) in one
+//!   `BEGIN IMMEDIATE` transaction, each inside its own savepoint so one
+//!   failing operation does not undo the others, commits once, and only then
+//!   answers the callers. Heartbeats, log batches and claims from many
+//!   runners therefore share commits (group commit).
+//! - Reads run on a small pool of read-only connections on the blocking pool.
+//! - Job logs live in their own database file (`logs.db`), attached to every
+//!   connection, so log volume never bloats or locks the main database.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+
+use async_trait::async_trait;
+use nuon_core::token::issue_api_token;
+use nuon_core::wire::{
+    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus, LogAck,
+    LogBatch, LogEntry, LogLine, LogPage, RunnerInfo,
+};
+use nuon_core::{JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, now_ms};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use super::{
+    ApiPrincipal, NewJob, NewOrg, Result, Rescued, RunnerPrincipal, Store, StoreError,
+};
+
+/// Most operations one write transaction carries.
+const MAX_BATCH: usize = 512;
+/// Bits of a log cursor that address a line inside a chunk.
+const CURSOR_LINE_BITS: u32 = 20;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS orgs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    signing_key BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_tokens (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    scope TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS runners (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER,
+    last_seen_at INTEGER,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    kind TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    timeout_secs INTEGER NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    exit_code INTEGER,
+    reason TEXT,
+    outputs TEXT,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (runner_id, seq) WHERE status = 'queued';
+CREATE INDEX IF NOT EXISTS jobs_org ON jobs (org_id, seq);
+CREATE TABLE IF NOT EXISTS attempts (
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    n INTEGER NOT NULL,
+    runner_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    confirmed INTEGER NOT NULL DEFAULT 0,
+    lease_expires INTEGER NOT NULL,
+    acked_seq INTEGER NOT NULL DEFAULT 0,
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    PRIMARY KEY (job_id, n)
+);
+CREATE INDEX IF NOT EXISTS attempts_leases ON attempts (lease_expires) WHERE state = 'running';
+CREATE TABLE IF NOT EXISTS logs.chunks (
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS logs.chunks_job ON chunks (job_id, id);
+"#;
+
+type Finish = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
+type Op = Box<dyn FnOnce(&Connection) -> Finish + Send>;
+
+/// The embedded SQLite store; see the module docs.
+pub struct SqliteStore {
+    writer: Mutex<Option<mpsc::Sender<Op>>>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    paths: Arc<(PathBuf, PathBuf)>,
+}
+
+fn db_err(e: rusqlite::Error) -> StoreError {
+    StoreError::Database(Box::new(e))
+}
+
+fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Connection> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = Connection::open_with_flags(main, flags)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    if !read_only {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    let logs_uri = logs.to_string_lossy().into_owned();
+    conn.execute("ATTACH DATABASE ?1 AS logs", [logs_uri])?;
+    if !read_only {
+        conn.execute_batch("PRAGMA logs.journal_mode = WAL; PRAGMA logs.synchronous = NORMAL;")?;
+    }
+    Ok(conn)
+}
+
+impl SqliteStore {
+    /// Opens (creating when needed) the store in `dir`: `nuon.db` and `logs.db`.
+    pub fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::Invalid(format!("cannot create data dir {}: {e}", dir.display()))
+        })?;
+        let main = dir.join("nuon.db");
+        let logs = dir.join("logs.db");
+        let conn = open_conn(&main, &logs, false).map_err(db_err)?;
+        conn.execute_batch(SCHEMA).map_err(db_err)?;
+        let (tx, rx) = mpsc::channel::<Op>();
+        let thread = std::thread::Builder::new()
+            .name("nuon-store-writer".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| StoreError::Database(Box::new(e)))?;
+        Ok(SqliteStore {
+            writer: Mutex::new(Some(tx)),
+            writer_thread: Mutex::new(Some(thread)),
+            readers: Arc::new(Mutex::new(Vec::new())),
+            paths: Arc::new((main, logs)),
+        })
+    }
+
+    /// Stops the writer after it has committed what it was sent.
+    pub fn close(&self) {
+        self.writer.lock().expect("writer lock").take();
+        if let Some(t) = self.writer_thread.lock().expect("writer lock").take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Runs `f` in the next write transaction and returns its value once that
+    /// transaction has committed.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<T>>();
+        let op: Op = Box::new(move |conn: &Connection| {
+            let result = match conn.execute_batch("SAVEPOINT op") {
+                Ok(()) => {
+                    let r = f(conn);
+                    let end = if r.is_ok() {
+                        "RELEASE op"
+                    } else {
+                        "ROLLBACK TO op; RELEASE op"
+                    };
+                    match conn.execute_batch(end) {
+                        Ok(()) => r,
+                        Err(e) => Err(db_err(e)),
+                    }
+                }
+                Err(e) => Err(db_err(e)),
+            };
+            Box::new(move |commit_error: Option<&rusqlite::Error>| {
+                let result = match commit_error {
+                    None => result,
+                    Some(e) => Err(StoreError::Database(
+                        format!("commit failed: {e}").into(),
+                    )),
+                };
+                let _ = tx.send(result);
+            })
+        });
+        {
+            let guard = self.writer.lock().expect("writer lock");
+            let sender = guard.as_ref().ok_or(StoreError::Closed)?;
+            sender.send(op).map_err(|_| StoreError::Closed)?;
+        }
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Runs `f` on a pooled read-only connection.
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let readers = self.readers.clone();
+        let paths = self.paths.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = readers.lock().expect("reader pool").pop();
+            let conn = match conn {
+                Some(c) => c,
+                None => open_conn(&paths.0, &paths.1, true).map_err(db_err)?,
+            };
+            let r = f(&conn);
+            readers.lock().expect("reader pool").push(conn);
+            r
+        })
+        .await
+        .map_err(|e| StoreError::Database(Box::new(e)))?
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn writer_loop(conn: Connection, rx: mpsc::Receiver<Op>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            // Run nothing: dropping the operations tells every caller the
+            // store failed, and nothing was half-written.
+            tracing::error!(error = %e, ops = batch.len(), "store: cannot begin a write transaction");
+            drop(batch);
+            continue;
+        }
+        let finishes: Vec<Finish> = batch.into_iter().map(|op| op(&conn)).collect();
+        let commit = conn.execute_batch("COMMIT").err();
+        if commit.is_some() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for finish in finishes {
+            finish(commit.as_ref());
+        }
+    }
+}
+
+// ---------------------------------------------------------------- row mapping
+
+const JOB_COLUMNS: &str = "id, runner_id, kind, spec, status, attempts, max_attempts, timeout_secs, \
+     cancel_requested, exit_code, reason, outputs, created_at, started_at, finished_at";
+
+fn job_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
+    let conv = |i: usize, e: String| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+    };
+    let id: String = row.get(0)?;
+    let runner: String = row.get(1)?;
+    let spec: String = row.get(3)?;
+    let status: String = row.get(4)?;
+    let outputs: Option<String> = row.get(11)?;
+    let payload = serde_json::from_str::<serde_json::Value>(&spec)
+        .ok()
+        .and_then(|v| v.get("payload").cloned())
+        .unwrap_or_default();
+    Ok(JobInfo {
+        id: id.parse().map_err(|e: nuon_core::IdError| conv(0, e.to_string()))?,
+        runner_id: runner
+            .parse()
+            .map_err(|e: nuon_core::IdError| conv(1, e.to_string()))?,
+        kind: row.get(2)?,
+        payload,
+        status: status.parse().map_err(|e| conv(4, e))?,
+        attempts: row.get(5)?,
+        max_attempts: row.get(6)?,
+        timeout_secs: row.get::<_, i64>(7)? as u64,
+        cancel_requested: row.get::<_, i64>(8)? != 0,
+        exit_code: row.get(9)?,
+        reason: row.get(10)?,
+        outputs: outputs
+            .and_then(|o| serde_json::from_str(&o).ok())
+            .unwrap_or_default(),
+        created_at_ms: row.get(12)?,
+        started_at_ms: row.get(13)?,
+        finished_at_ms: row.get(14)?,
+    })
+}
+
+fn runner_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerInfo> {
+    let id: String = row.get(0)?;
+    Ok(RunnerInfo {
+        id: id.parse().map_err(|e: nuon_core::IdError| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into())
+        })?,
+        name: row.get(1)?,
+        created_at_ms: row.get(2)?,
+        last_seen_at_ms: row.get(3)?,
+        revoked: row.get::<_, Option<i64>>(4)?.is_some(),
+    })
+}
+
+const RUNNER_COLUMNS: &str = "id, name, created_at, last_seen_at, revoked_at";
+
+fn load_job(conn: &Connection, id: &str) -> Result<Option<JobInfo>> {
+    conn.query_row(
+        &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
+        [id],
+        job_from_row,
+    )
+    .optional()
+    .map_err(db_err)
+}
+
+/// The attempt a runner may write to: it must be the job's current attempt,
+/// run by this runner, and still running.
+fn check_attempt(conn: &Connection, runner: &RunnerId, job: &JobId, n: u32) -> Result<()> {
+    let row: Option<(i64, String, String)> = conn
+        .query_row(
+            "SELECT j.attempts, a.runner_id, a.state FROM jobs j \
+             JOIN attempts a ON a.job_id = j.id AND a.n = ?2 WHERE j.id = ?1",
+            params![job.as_str(), n],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .map_err(db_err)?;
+    match row {
+        None => Err(StoreError::stale(format!(
+            "job {job} has no attempt {n} of this runner"
+        ))),
+        Some((_, owner, _)) if owner != runner.as_str() => Err(StoreError::stale(format!(
+            "attempt {n} of job {job} belongs to another runner"
+        ))),
+        Some((current, _, _)) if current != i64::from(n) => Err(StoreError::stale(format!(
+            "attempt {n} of job {job} was superseded by attempt {current}"
+        ))),
+        Some((_, _, state)) if state != "running" => Err(StoreError::stale(format!(
+            "attempt {n} of job {job} is {state}, no longer running"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+fn lease_state(
+    conn: &Connection,
+    runner: &RunnerId,
+    lease: &LeaseRef,
+) -> rusqlite::Result<LeaseState> {
+    let row: Option<(i64, i64, String, String)> = conn
+        .query_row(
+            "SELECT j.attempts, j.cancel_requested, a.runner_id, a.state FROM jobs j \
+             JOIN attempts a ON a.job_id = j.id AND a.n = ?2 WHERE j.id = ?1",
+            params![lease.job_id.as_str(), lease.attempt],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    Ok(match row {
+        Some((current, cancel, owner, state))
+            if current == i64::from(lease.attempt)
+                && owner == runner.as_str()
+                && state == "running" =>
+        {
+            if cancel != 0 {
+                LeaseState::Cancel
+            } else {
+                LeaseState::Active
+            }
+        }
+        _ => LeaseState::Stale,
+    })
+}
+
+fn encode_cursor(chunk: i64, line: usize) -> u64 {
+    ((chunk as u64) << CURSOR_LINE_BITS) | line as u64
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_org(&self, name: &str) -> Result<NewOrg> {
+        let name = name.to_owned();
+        self.write(move |conn| {
+            let org_id = OrgId::generate();
+            let key = OrgSigningKey::generate();
+            let token_id = TokenId::generate();
+            let token = issue_api_token(&token_id);
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO orgs (id, name, signing_key, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![org_id.as_str(), name, key.to_bytes().to_vec(), now],
+            )
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    StoreError::Conflict {
+                        code: "name_taken",
+                        message: format!("an org named {name:?} already exists"),
+                        acked_seq: None,
+                    }
+                }
+                e => db_err(e),
+            })?;
+            conn.execute(
+                "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at) \
+                 VALUES (?1, ?2, 'admin', ?3, 'admin', ?4)",
+                params![token_id.as_str(), org_id.as_str(), token.hash, now],
+            )
+            .map_err(db_err)?;
+            Ok(NewOrg {
+                org_id,
+                admin_token: token,
+                signing_key: key,
+            })
+        })
+        .await
+    }
+
+    async fn count_orgs(&self) -> Result<u64> {
+        self.read(|conn| {
+            conn.query_row("SELECT count(*) FROM orgs", [], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>> {
+        let hash = token_hash.to_owned();
+        self.read(move |conn| {
+            let row: Option<(String, String, String)> = conn
+                .query_row(
+                    "SELECT org_id, id, scope FROM api_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
+                    [hash],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()
+                .map_err(db_err)?;
+            Ok(row.and_then(|(org, tok, scope)| {
+                Some(ApiPrincipal {
+                    org_id: org.parse().ok()?,
+                    token_id: tok.parse().ok()?,
+                    scope,
+                })
+            }))
+        })
+        .await
+    }
+
+    async fn signing_key(&self, org: &OrgId) -> Result<Option<OrgSigningKey>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            let raw: Option<Vec<u8>> = conn
+                .query_row(
+                    "SELECT signing_key FROM orgs WHERE id = ?1",
+                    [org.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err)?;
+            raw.map(|b| {
+                OrgSigningKey::from_bytes(&b)
+                    .map_err(|e| StoreError::Database(Box::new(e)))
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    async fn create_runner(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        name: &str,
+        token_hash: &str,
+    ) -> Result<RunnerInfo> {
+        let (org, id, name, hash) = (
+            org.clone(),
+            id.clone(),
+            name.to_owned(),
+            token_hash.to_owned(),
+        );
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id.as_str(), org.as_str(), name, hash, now],
+            )
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    StoreError::Conflict {
+                        code: "name_taken",
+                        message: format!(
+                            "a runner named {name:?} already exists in this org; pick another name or revoke it first"
+                        ),
+                        acked_seq: None,
+                    }
+                }
+                e => db_err(e),
+            })?;
+            Ok(RunnerInfo {
+                id,
+                name,
+                created_at_ms: now,
+                last_seen_at_ms: None,
+                revoked: false,
+            })
+        })
+        .await
+    }
+
+    async fn list_runners(&self, org: &OrgId) -> Result<Vec<RunnerInfo>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = ?1 ORDER BY created_at, id"
+                ))
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map([org.as_str()], runner_from_row)
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn find_runner(&self, org: &OrgId, name_or_id: &str) -> Result<Option<RunnerInfo>> {
+        let (org, key) = (org.clone(), name_or_id.to_owned());
+        self.read(move |conn| {
+            conn.query_row(
+                &format!(
+                    "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = ?1 AND (id = ?2 OR name = ?2) \
+                     ORDER BY revoked_at IS NOT NULL LIMIT 1"
+                ),
+                params![org.as_str(), key],
+                runner_from_row,
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn revoke_runner(&self, org: &OrgId, id: &RunnerId) -> Result<Option<RunnerInfo>> {
+        let (org, id) = (org.clone(), id.clone());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE runners SET revoked_at = ?3 WHERE org_id = ?1 AND id = ?2 AND revoked_at IS NULL",
+                params![org.as_str(), id.as_str(), now_ms()],
+            )
+            .map_err(db_err)?;
+            conn.query_row(
+                &format!("SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = ?1 AND id = ?2"),
+                params![org.as_str(), id.as_str()],
+                runner_from_row,
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>> {
+        let hash = token_hash.to_owned();
+        self.read(move |conn| {
+            let row: Option<(String, String)> = conn
+                .query_row(
+                    "SELECT id, org_id FROM runners WHERE token_hash = ?1 AND revoked_at IS NULL",
+                    [hash],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(db_err)?;
+            Ok(row.and_then(|(id, org)| {
+                Some(RunnerPrincipal {
+                    runner_id: id.parse().ok()?,
+                    org_id: org.parse().ok()?,
+                })
+            }))
+        })
+        .await
+    }
+
+    async fn enqueue_job(&self, job: NewJob) -> Result<JobInfo> {
+        self.write(move |conn| {
+            let s = &job.spec;
+            conn.execute(
+                "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
+                 timeout_secs, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9)",
+                params![
+                    s.job_id.as_str(),
+                    s.org_id.as_str(),
+                    s.runner_id.as_str(),
+                    s.kind,
+                    job.spec_json,
+                    job.signature,
+                    s.retry.max_attempts,
+                    s.timeout_secs as i64,
+                    s.created_at_ms
+                ],
+            )
+            .map_err(db_err)?;
+            load_job(conn, s.job_id.as_str())?
+                .ok_or_else(|| StoreError::Invalid("job vanished after insert".into()))
+        })
+        .await
+    }
+
+    async fn get_job(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>> {
+        let (org, id) = (org.clone(), id.clone());
+        self.read(move |conn| {
+            conn.query_row(
+                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1 AND org_id = ?2"),
+                params![id.as_str(), org.as_str()],
+                job_from_row,
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<JobInfo>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {JOB_COLUMNS} FROM jobs WHERE org_id = ?1 ORDER BY seq DESC LIMIT ?2"
+                ))
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![org.as_str(), limit], job_from_row)
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn request_cancel(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>> {
+        let (org, id) = (org.clone(), id.clone());
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "UPDATE jobs SET status = 'cancelled', cancel_requested = 1, reason = 'cancelled before it started', \
+                 finished_at = ?3 WHERE id = ?1 AND org_id = ?2 AND status = 'queued'",
+                params![id.as_str(), org.as_str(), now],
+            )
+            .map_err(db_err)?;
+            conn.execute(
+                "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND org_id = ?2 AND status = 'running'",
+                params![id.as_str(), org.as_str()],
+            )
+            .map_err(db_err)?;
+            conn.query_row(
+                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1 AND org_id = ?2"),
+                params![id.as_str(), org.as_str()],
+                job_from_row,
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn read_logs(
+        &self,
+        org: &OrgId,
+        job: &JobId,
+        cursor: u64,
+        limit: u32,
+    ) -> Result<Option<LogPage>> {
+        let (org, job) = (org.clone(), job.clone());
+        self.read(move |conn| {
+            let status: Option<String> = conn
+                .query_row(
+                    "SELECT status FROM jobs WHERE id = ?1 AND org_id = ?2",
+                    params![job.as_str(), org.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err)?;
+            let Some(status) = status else {
+                return Ok(None);
+            };
+            let terminal = status
+                .parse::<JobStatus>()
+                .map(JobStatus::is_terminal)
+                .unwrap_or(false);
+            let chunk_after = (cursor >> CURSOR_LINE_BITS) as i64;
+            let skip_in_chunk = (cursor & ((1 << CURSOR_LINE_BITS) - 1)) as usize;
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, attempt, first_seq, body FROM logs.chunks \
+                     WHERE job_id = ?1 AND id >= ?2 ORDER BY id LIMIT 64",
+                )
+                .map_err(db_err)?;
+            let mut rows = stmt
+                .query(params![job.as_str(), chunk_after])
+                .map_err(db_err)?;
+            let mut lines = Vec::new();
+            let mut next = cursor;
+            let mut exhausted = true;
+            while let Some(row) = rows.next().map_err(db_err)? {
+                let chunk: i64 = row.get(0).map_err(db_err)?;
+                let attempt: u32 = row.get(1).map_err(db_err)?;
+                let first_seq: i64 = row.get(2).map_err(db_err)?;
+                let body: String = row.get(3).map_err(db_err)?;
+                let parsed: Vec<LogLine> = serde_json::from_str(&body)
+                    .map_err(|e| StoreError::Database(Box::new(e)))?;
+                let start = if chunk == chunk_after { skip_in_chunk } else { 0 };
+                for (i, line) in parsed.into_iter().enumerate().skip(start) {
+                    if lines.len() as u32 >= limit {
+                        exhausted = false;
+                        break;
+                    }
+                    next = encode_cursor(chunk, i + 1);
+                    lines.push(LogEntry {
+                        attempt,
+                        seq: first_seq as u64 + i as u64,
+                        stream: line.stream,
+                        ts_ms: line.ts_ms,
+                        text: line.text,
+                        cursor: next,
+                    });
+                }
+                if !exhausted {
+                    break;
+                }
+            }
+            if exhausted && lines.len() as u32 >= limit {
+                exhausted = false;
+            }
+            Ok(Some(LogPage {
+                lines,
+                next,
+                complete: terminal && exhausted,
+            }))
+        })
+        .await
+    }
+
+    async fn claim(
+        &self,
+        runner: &RunnerId,
+        kinds: &[String],
+        max: u32,
+        lease_ms: u64,
+    ) -> Result<Vec<ClaimedJob>> {
+        let runner = runner.clone();
+        let kinds = serde_json::to_string(kinds).unwrap_or_else(|_| "[]".into());
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "UPDATE runners SET last_seen_at = ?2 WHERE id = ?1",
+                params![runner.as_str(), now],
+            )
+            .map_err(db_err)?;
+            if max == 0 {
+                return Ok(Vec::new());
+            }
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT seq, id, spec, signature, attempts FROM jobs \
+                     WHERE runner_id = ?1 AND status = 'queued' \
+                     AND kind IN (SELECT value FROM json_each(?2)) ORDER BY seq LIMIT ?3",
+                )
+                .map_err(db_err)?;
+            let picked = stmt
+                .query_map(params![runner.as_str(), kinds, max], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, u32>(4)?,
+                    ))
+                })
+                .map_err(db_err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(db_err)?;
+            let mut claimed = Vec::with_capacity(picked.len());
+            for (seq, id, spec, signature, attempts) in picked {
+                let n = attempts + 1;
+                conn.execute(
+                    "UPDATE jobs SET status = 'running', attempts = ?2, started_at = coalesce(started_at, ?3) \
+                     WHERE seq = ?1",
+                    params![seq, n, now],
+                )
+                .map_err(db_err)?;
+                conn.execute(
+                    "INSERT INTO attempts (job_id, n, runner_id, state, lease_expires, started_at) \
+                     VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
+                    params![id, n, runner.as_str(), now + lease_ms as i64, now],
+                )
+                .map_err(db_err)?;
+                claimed.push(ClaimedJob {
+                    job_id: id.parse().map_err(|e: nuon_core::IdError| {
+                        StoreError::Database(Box::new(e))
+                    })?,
+                    attempt: n,
+                    spec,
+                    signature,
+                    lease_ms,
+                });
+            }
+            Ok(claimed)
+        })
+        .await
+    }
+
+    async fn heartbeat(
+        &self,
+        runner: &RunnerId,
+        leases: &[LeaseRef],
+        lease_ms: u64,
+    ) -> Result<Vec<LeaseStatus>> {
+        let runner = runner.clone();
+        let leases = leases.to_vec();
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "UPDATE runners SET last_seen_at = ?2 WHERE id = ?1",
+                params![runner.as_str(), now],
+            )
+            .map_err(db_err)?;
+            let mut out = Vec::with_capacity(leases.len());
+            for lease in leases {
+                let state = lease_state(conn, &runner, &lease).map_err(db_err)?;
+                if state != LeaseState::Stale {
+                    conn.execute(
+                        "UPDATE attempts SET lease_expires = ?3, confirmed = 1 WHERE job_id = ?1 AND n = ?2",
+                        params![lease.job_id.as_str(), lease.attempt, now + lease_ms as i64],
+                    )
+                    .map_err(db_err)?;
+                }
+                out.push(LeaseStatus {
+                    job_id: lease.job_id,
+                    attempt: lease.attempt,
+                    state,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn lease_states(
+        &self,
+        runner: &RunnerId,
+        leases: &[LeaseRef],
+    ) -> Result<Vec<LeaseStatus>> {
+        let runner = runner.clone();
+        let leases = leases.to_vec();
+        self.read(move |conn| {
+            leases
+                .into_iter()
+                .map(|lease| {
+                    let state = lease_state(conn, &runner, &lease).map_err(db_err)?;
+                    Ok(LeaseStatus {
+                        job_id: lease.job_id,
+                        attempt: lease.attempt,
+                        state,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn append_logs(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        batch: LogBatch,
+    ) -> Result<LogAck> {
+        let (runner, job) = (runner.clone(), job.clone());
+        self.write(move |conn| {
+            check_attempt(conn, &runner, &job, batch.attempt)?;
+            let acked: i64 = conn
+                .query_row(
+                    "SELECT acked_seq FROM attempts WHERE job_id = ?1 AND n = ?2",
+                    params![job.as_str(), batch.attempt],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            let acked = acked as u64;
+            if batch.first_seq == 0 || batch.first_seq > acked + 1 {
+                // A gap: store nothing; the runner resends from acked + 1.
+                return Ok(LogAck { acked_seq: acked });
+            }
+            let skip = (acked + 1 - batch.first_seq) as usize;
+            if skip >= batch.lines.len() {
+                return Ok(LogAck { acked_seq: acked });
+            }
+            let fresh = &batch.lines[skip..];
+            let first = acked + 1;
+            let last = acked + fresh.len() as u64;
+            let body = serde_json::to_string(fresh).map_err(|e| StoreError::Database(Box::new(e)))?;
+            conn.prepare_cached(
+                "INSERT INTO logs.chunks (job_id, attempt, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![job.as_str(), batch.attempt, first as i64, last as i64, body])
+            })
+            .map_err(db_err)?;
+            conn.execute(
+                "UPDATE attempts SET acked_seq = ?3 WHERE job_id = ?1 AND n = ?2",
+                params![job.as_str(), batch.attempt, last as i64],
+            )
+            .map_err(db_err)?;
+            Ok(LogAck { acked_seq: last })
+        })
+        .await
+    }
+
+    async fn complete(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        completion: Completion,
+    ) -> Result<CompletionAck> {
+        let (runner, job) = (runner.clone(), job.clone());
+        self.write(move |conn| {
+            let n = completion.attempt;
+            // Idempotence: the same attempt completing again gets the same answer.
+            let existing: Option<(String, String, i64)> = conn
+                .query_row(
+                    "SELECT a.state, j.status, j.attempts FROM attempts a JOIN jobs j ON j.id = a.job_id \
+                     WHERE a.job_id = ?1 AND a.n = ?2 AND a.runner_id = ?3",
+                    params![job.as_str(), n, runner.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()
+                .map_err(db_err)?;
+            if let Some((state, status, current)) = &existing
+                && state == "finished"
+                && *current == i64::from(n)
+            {
+                return Ok(CompletionAck {
+                    status: status
+                        .parse()
+                        .map_err(|e: String| StoreError::Database(e.into()))?,
+                });
+            }
+            check_attempt(conn, &runner, &job, n)?;
+            let acked: i64 = conn
+                .query_row(
+                    "SELECT acked_seq FROM attempts WHERE job_id = ?1 AND n = ?2",
+                    params![job.as_str(), n],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            if (acked as u64) < completion.log_lines {
+                return Err(StoreError::Conflict {
+                    code: "logs_pending",
+                    message: format!(
+                        "attempt {n} of job {job} wrote {} log lines but the server holds {acked}; send the rest first",
+                        completion.log_lines
+                    ),
+                    acked_seq: Some(acked as u64),
+                });
+            }
+            let now = now_ms();
+            let result = completion.result;
+            let status = JobStatus::from(result.outcome);
+            let outputs = if result.outputs.is_null() {
+                None
+            } else {
+                Some(result.outputs.to_string())
+            };
+            conn.execute(
+                "UPDATE attempts SET state = 'finished', finished_at = ?3 WHERE job_id = ?1 AND n = ?2",
+                params![job.as_str(), n, now],
+            )
+            .map_err(db_err)?;
+            conn.execute(
+                "UPDATE jobs SET status = ?2, exit_code = ?3, reason = ?4, outputs = ?5, finished_at = ?6 \
+                 WHERE id = ?1",
+                params![
+                    job.as_str(),
+                    status.as_str(),
+                    result.exit_code,
+                    result.reason,
+                    outputs,
+                    now
+                ],
+            )
+            .map_err(db_err)?;
+            Ok(CompletionAck { status })
+        })
+        .await
+    }
+
+    async fn rescue_expired(&self, now_ms: i64) -> Result<Vec<Rescued>> {
+        self.write(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT a.job_id, a.n, a.runner_id, a.confirmed, j.cancel_requested, j.max_attempts, \
+                     (SELECT count(*) FROM attempts c WHERE c.job_id = a.job_id AND c.confirmed = 1) \
+                     FROM attempts a JOIN jobs j ON j.id = a.job_id \
+                     WHERE a.state = 'running' AND a.lease_expires < ?1",
+                )
+                .map_err(db_err)?;
+            let expired = stmt
+                .query_map([now_ms], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, u32>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)? != 0,
+                        r.get::<_, i64>(4)? != 0,
+                        r.get::<_, u32>(5)?,
+                        r.get::<_, u32>(6)?,
+                    ))
+                })
+                .map_err(db_err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(db_err)?;
+            let mut out = Vec::new();
+            for (job, n, runner, confirmed, cancel, max_attempts, started) in expired {
+                let state = if confirmed { "lost" } else { "abandoned" };
+                conn.execute(
+                    "UPDATE attempts SET state = ?3, finished_at = ?4 WHERE job_id = ?1 AND n = ?2",
+                    params![job, n, state, now_ms],
+                )
+                .map_err(db_err)?;
+                // An attempt that never confirmed with a heartbeat never started
+                // work, so it may always be queued again.
+                let requeue = !cancel && (!confirmed || started < max_attempts);
+                if requeue {
+                    conn.execute(
+                        "UPDATE jobs SET status = 'queued' WHERE id = ?1",
+                        [&job],
+                    )
+                    .map_err(db_err)?;
+                } else {
+                    let (status, reason) = if cancel {
+                        ("cancelled", format!("cancelled; runner lost during attempt {n}"))
+                    } else {
+                        ("failed", format!("runner lost: no heartbeat before the lease of attempt {n} expired"))
+                    };
+                    conn.execute(
+                        "UPDATE jobs SET status = ?2, reason = ?3, finished_at = ?4 WHERE id = ?1",
+                        params![job, status, reason, now_ms],
+                    )
+                    .map_err(db_err)?;
+                }
+                out.push(Rescued {
+                    job_id: job.parse().map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
+                    runner_id: runner.parse().map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
+                    requeued: requeue,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn extend_running_leases(&self, until_ms: i64) -> Result<u64> {
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE attempts SET lease_expires = ?1 WHERE state = 'running' AND lease_expires < ?1",
+                [until_ms],
+            )
+            .map(|n| n as u64)
+            .map_err(db_err)
+        })
+        .await
+    }
+}
