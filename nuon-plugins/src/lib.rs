@@ -1,1 +1,36 @@
-//! placeholder
+//! The built-in job plugins of the nuon runner.
+//!
+//! A plugin implements [`nuon_core::Plugin`] for one job kind: it checks a
+//! spec before any work starts (`validate`) and turns it into processes
+//! through the runner's [`nuon_core::JobHost`] (`run`). The runner library
+//! owns everything around it: signature check, lease, work directory, log
+//! spool, timeout and cancellation.
+//!
+//! Features, named after the job kinds they bring:
+//!
+//! - `exec` (default): [`exec::ExecPlugin`] runs one command
+//!   ([`nuon_core::ExecJob`]).
+//!
+//! ```
+//! # #[cfg(feature = "exec")] {
+//! use nuon_core::{ExecJob, Job, JobId, JobSpec, OrgId, Plugin, RunnerId};
+//! use nuon_plugins::exec::ExecPlugin;
+//!
+//! let spec = JobSpec {
+//!     job_id: JobId::generate(),
+//!     org_id: OrgId::generate(),
+//!     runner_id: RunnerId::generate(),
+//!     kind: ExecJob::KIND.into(),
+//!     payload: serde_json::json!({"command": "sh", "args": ["-c", "echo hi"]}),
+//!     timeout_secs: 60,
+//!     retry: Default::default(),
+//!     created_at_ms: 0,
+//! };
+//! let plugin = ExecPlugin::new();
+//! assert_eq!(plugin.kind(), "exec");
+//! plugin.validate(&spec).expect("sh is on PATH");
+//! # }
+//! ```
+
+#[cfg(feature = "exec")]
+pub mod exec;

@@ -1,1 +1,79 @@
-//! placeholder
+//! The nuon runner engine: it claims signed jobs from the control plane,
+//! runs them in their own process groups, and ships their logs and results
+//! back without losing a line.
+//!
+//! The `nuon-runner` binary is a thin shell around [`Runner`]; tests and
+//! embedders drive it the same way, with any [`nuon_core::Transport`] (the
+//! HTTP `RunnerClient` of `nuon-client`, or an in-memory fake).
+//!
+//! # What a runner does
+//!
+//! - **Claims** with a long poll for the kinds of its [`PluginRegistry`] and
+//!   its free slots; the next claim goes out the moment an answer arrives or
+//!   a slot frees. Errors back off exponentially with full jitter; a refused
+//!   token ends [`Runner::run`] with [`Error::Unauthorized`].
+//! - **Checks every job** before anything runs: the Ed25519 signature over
+//!   the exact spec bytes, then that the spec names the claimed job and this
+//!   runner, then the plugin's `validate`. A refused job is completed as
+//!   failed with the reason in its log.
+//! - **Heartbeats** once for a job before starting it, then one task extends
+//!   every lease in a long-poll loop; `cancel` stops a job, `stale` kills it
+//!   and drops its log. Heartbeat errors never stop jobs.
+//! - **Runs each job** in a temporary directory under `WORK_DIR/jobs`, each
+//!   process in its own process group, with the configured environment (not
+//!   the runner's own: its token stays out), a timeout, and the cancel ladder
+//!   SIGTERM, [`RunnerConfig::grace`], SIGKILL of the group. When the main
+//!   process exits, the rest of its group is killed. An orphan guard (a `sh`
+//!   watchdog holding a pipe from the runner) kills every job group if the
+//!   runner process dies, even by `kill -9`.
+//! - **Spools** each attempt's output on disk under `WORK_DIR/spool/JOBID-ATTEMPT/`
+//!   (`meta.json`, an append-only `lines` file, `result.json` at the end), and
+//!   ships it with one request in flight per attempt, then the completion.
+//!   Nothing is lost across control-plane outages or runner restarts: at start
+//!   an attempt left without a result is failed ("runner restarted while the
+//!   job was running") and shipped.
+//! - **Drains** when the shutdown future resolves: no more claims, running
+//!   jobs finish (up to [`RunnerConfig::drain_timeout`], then they are
+//!   stopped), logs and completions are delivered (up to
+//!   [`RunnerConfig::ship_timeout`]), and `run` returns `Ok`.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use nuon_client::ClientConfig;
+//! use nuon_runner_lib::{Runner, RunnerConfig};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = ClientConfig::new("https://runner-api.example.com", "rnr_01J....secret")?;
+//! let key = "ed25519:AAAAC3NzaC1lZDI1NTE5AAAAIBm8dY0bHhj8rR7pZqNw0k0Jcq5v".parse()?;
+//! let mut config = RunnerConfig::connect(client, key, "nuon-runner-data")?;
+//! config.slots = 2;
+//! Runner::new(config)
+//!     .run(async {
+//!         let _ = tokio::signal::ctrl_c().await;
+//!     })
+//!     .await?;
+//! # Ok(()) }
+//! ```
+
+mod backoff;
+mod config;
+mod error;
+mod host;
+mod orphan;
+mod runner;
+mod shipper;
+mod spool;
+mod sys;
+
+pub use config::{PluginRegistry, RunnerConfig};
+pub use error::{Error, Result};
+pub use runner::Runner;
+
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<RunnerConfig>();
+    check::<Runner>();
+    check::<Error>();
+}

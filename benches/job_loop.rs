@@ -1,0 +1,284 @@
+//! Load generator for the job loop, on the real binaries over loopback.
+//!
+//! `cargo bench -p nuon-benches` (release build). Sections can be picked:
+//! `cargo bench -p nuon-benches -- dispatch throughput bigLog idle ceiling`.
+//! Prints a Markdown table for BENCHMARKS.md.
+#![allow(missing_docs, unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use nuon_client::ControlClient;
+use nuon_control::store::{NewJob, SqliteStore, Store};
+use nuon_core::wire::{Completion, CreateJob, LeaseRef};
+use nuon_core::{JobId, JobResult, JobSpec, Outcome, RetryPolicy, RunnerId, now_ms};
+use nuon_tests::{ControlPlane, Runner, RunnerOpts, all_logs, rt, wait_job};
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn runner(cp: &ControlPlane, token: &str, slots: u32) -> Result<Runner> {
+    Runner::start(cp, RunnerOpts { token, signing_key: &cp.signing_key, slots, grace: "5s", work_dir: None })
+}
+
+fn queue(client: &ControlClient, runner: &str, command: &str, args: &[&str]) -> Result<JobId> {
+    let job = rt().block_on(client.create_job(&CreateJob {
+        runner: runner.into(),
+        kind: "exec".into(),
+        payload: serde_json::json!({"command": command, "args": args}),
+        timeout_secs: Some(600),
+        max_attempts: Some(1),
+    }))?;
+    Ok(job.id)
+}
+
+/// Job queued (the client's send time) → job process started (the time the
+/// process itself reads from the clock as its first act).
+fn dispatch(runners: usize) -> Result<(f64, f64, f64)> {
+    let cp = ControlPlane::start("60s")?;
+    let client = cp.client();
+    let mut procs = Vec::new();
+    for i in 0..runners {
+        let token = cp.create_runner(&format!("r{i}"))?;
+        procs.push(runner(&cp, &token, 1)?);
+    }
+    // Let every runner settle into its long poll.
+    nuon_tests::wait_for("runners to connect", Duration::from_secs(60), || {
+        let list = rt().block_on(client.list_runners()).ok()?;
+        list.runners.iter().all(|r| r.last_seen_at_ms.is_some()).then_some(())
+    })?;
+    std::thread::sleep(Duration::from_millis(500));
+    let mut lat = Vec::new();
+    for i in 0..200 {
+        let target = format!("r{}", i % runners);
+        let sent_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as f64;
+        let id = queue(&client, &target, "date", &["+%s%N"])?;
+        wait_job(&client, &id, Duration::from_secs(30))?;
+        let logs = all_logs(&client, &id)?;
+        let started_ns: f64 = logs.first().context("no output")?.text.trim().parse()?;
+        lat.push((started_ns - sent_ns) / 1e6);
+    }
+    lat.sort_by(|a, b| a.total_cmp(b));
+    Ok((percentile(&lat, 0.5), percentile(&lat, 0.99), lat[lat.len() - 1]))
+}
+
+/// Trivial jobs claimed and completed per second, 4 runners x 4 slots.
+fn throughput() -> Result<f64> {
+    let cp = ControlPlane::start("60s")?;
+    let client = cp.client();
+    let mut procs = Vec::new();
+    let mut names = Vec::new();
+    for i in 0..4 {
+        let name = format!("r{i}");
+        let token = cp.create_runner(&name)?;
+        procs.push(runner(&cp, &token, 4)?);
+        names.push(name);
+    }
+    let n = 2000;
+    // Queue everything first, concurrently, then measure the drain.
+    let ids: Vec<JobId> = rt().block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let c = client.clone();
+            let r = names[i % 4].clone();
+            set.spawn(async move {
+                c.create_job(&CreateJob {
+                    runner: r,
+                    kind: "exec".into(),
+                    payload: serde_json::json!({"command": "true"}),
+                    timeout_secs: Some(600),
+                    max_attempts: Some(1),
+                })
+                .await
+                .map(|j| j.id)
+            });
+        }
+        let mut ids = Vec::new();
+        while let Some(r) = set.join_next().await {
+            ids.push(r??);
+        }
+        Ok::<_, anyhow::Error>(ids)
+    })?;
+    let start = Instant::now();
+    for id in &ids {
+        wait_job(&client, id, Duration::from_secs(300))?;
+    }
+    // The first job may have started before `start`; count from the first start.
+    let jobs = rt().block_on(client.list_jobs())?.jobs;
+    let _ = jobs;
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The store alone: claim + heartbeat + complete, no HTTP, no processes.
+fn ceiling() -> Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let store = SqliteStore::open(dir.path())?;
+    rt().block_on(async {
+        let org = store.create_org("bench").await?;
+        let runner = RunnerId::generate();
+        store.create_runner(&org.org_id, &runner, "r", "hash").await?;
+        let n = 5000;
+        for _ in 0..n {
+            let spec = JobSpec {
+                job_id: JobId::generate(),
+                org_id: org.org_id.clone(),
+                runner_id: runner.clone(),
+                kind: "exec".into(),
+                payload: serde_json::json!({"command": "true"}),
+                timeout_secs: 60,
+                retry: RetryPolicy::default(),
+                created_at_ms: now_ms(),
+            };
+            let spec_json = serde_json::to_string(&spec)?;
+            store.enqueue_job(NewJob { spec, spec_json, signature: String::new() }).await?;
+        }
+        let store = std::sync::Arc::new(store);
+        let start = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        // 16 concurrent workers, as 4 runners x 4 slots.
+        for _ in 0..16 {
+            let store = store.clone();
+            let runner = runner.clone();
+            set.spawn(async move {
+                let kinds = vec!["exec".to_string()];
+                let mut done = 0u32;
+                loop {
+                    let claimed = store.claim(&runner, &kinds, 1, 60_000).await?;
+                    let Some(job) = claimed.into_iter().next() else { return Ok::<_, anyhow::Error>(done) };
+                    let lease = LeaseRef { job_id: job.job_id.clone(), attempt: job.attempt };
+                    store.heartbeat(&runner, &[lease], 60_000).await?;
+                    let result = JobResult { outcome: Outcome::Succeeded, exit_code: Some(0), reason: None, outputs: serde_json::Value::Null };
+                    store.complete(&runner, &job.job_id, Completion { attempt: job.attempt, log_lines: 0, result }).await?;
+                    done += 1;
+                }
+            });
+        }
+        let mut total = 0;
+        while let Some(r) = set.join_next().await {
+            total += r??;
+        }
+        anyhow::ensure!(total == n, "completed {total} of {n}");
+        Ok(f64::from(n) / start.elapsed().as_secs_f64())
+    })
+}
+
+fn rss_kb(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+}
+
+/// A job printing 200 MB of lines: the job's own wall time against the same
+/// command into /dev/null, end-to-end time, and the control plane's peak memory.
+fn big_log() -> Result<(f64, f64, f64, f64, u64, u64)> {
+    let script = "yes 'the quick brown fox jumps over the lazy dog, 0123456789 abcdefghijklmnop' | head -c 200000000";
+    let base = {
+        let start = Instant::now();
+        let st = std::process::Command::new("sh").args(["-c", &format!("{script} > /dev/null")]).status()?;
+        anyhow::ensure!(st.success());
+        start.elapsed().as_secs_f64()
+    };
+    let cp = ControlPlane::start("60s")?;
+    let client = cp.client();
+    let token = cp.create_runner("r")?;
+    let r = runner(&cp, &token, 1)?;
+    let wrapped = format!("s=$(date +%s%N); {script}; e=$(date +%s%N); echo \"elapsed_ns $((e - s))\"");
+    let start = Instant::now();
+    let id = queue(&client, "r", "sh", &["-c", &wrapped])?;
+    let mut peak = 0;
+    let mut runner_peak = 0;
+    rt().block_on(async {
+        loop {
+            peak = peak.max(rss_kb(cp.pid(), "VmRSS:"));
+            runner_peak = runner_peak.max(rss_kb(r.pid(), "VmRSS:"));
+            let job = client.get_job(&id).await?;
+            if job.status.is_terminal() {
+                return Ok::<_, anyhow::Error>(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })?;
+    let e2e = start.elapsed().as_secs_f64();
+    let last = rt().block_on(async {
+        let mut cursor = 0;
+        let mut last = None;
+        loop {
+            let page = client.job_logs(&id, cursor).await?;
+            if page.lines.is_empty() {
+                return Ok::<_, anyhow::Error>(last);
+            }
+            cursor = page.next;
+            last = page.lines.last().cloned();
+        }
+    })?;
+    let job_ns: f64 = last
+        .context("no log")?
+        .text
+        .strip_prefix("elapsed_ns ")
+        .context("last line")?
+        .parse()?;
+    let job_wall = job_ns / 1e9;
+    Ok((base, job_wall, job_wall / base, e2e, peak, runner_peak))
+}
+
+/// An idle runner long-polling: resident memory and CPU over 10 s.
+fn idle() -> Result<(u64, f64)> {
+    let cp = ControlPlane::start("60s")?;
+    let token = cp.create_runner("r")?;
+    let r = runner(&cp, &token, 4)?;
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = cpu_ticks(r.pid());
+    std::thread::sleep(Duration::from_secs(10));
+    let t1 = cpu_ticks(r.pid());
+    let ticks_per_sec = 100.0;
+    Ok((rss_kb(r.pid(), "VmRSS:"), (t1 - t0) as f64 / ticks_per_sec / 10.0 * 100.0))
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    // Quiet logs, as in production.
+    if std::env::var_os("NUON_TEST_RUST_LOG").is_none() {
+        // SAFETY: single-threaded at this point.
+        unsafe { std::env::set_var("NUON_TEST_RUST_LOG", "warn") };
+    }
+    let want = |name: &str| args.is_empty() || args.iter().any(|a| a == name);
+    println!("| benchmark | result |\n|---|---|");
+    if want("dispatch") {
+        for n in [1, 100] {
+            let (p50, p99, max) = dispatch(n)?;
+            println!("| dispatch latency, {n} runner(s), queued → process started | p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms |");
+        }
+    }
+    if want("throughput") {
+        let t = throughput()?;
+        println!("| trivial jobs (`true`), 4 runners × 4 slots, end to end | {t:.0} jobs/s |");
+    }
+    if want("ceiling") {
+        let t = ceiling()?;
+        println!("| raw SQLite store claim + heartbeat + complete, 16 workers, no HTTP | {t:.0} jobs/s |");
+    }
+    if want("bigLog") {
+        let (base, job, ratio, e2e, peak, runner_peak) = big_log()?;
+        println!("| 200 MB of log lines: bare to /dev/null | {base:.2} s |");
+        println!("| 200 MB of log lines: job wall time under the runner | {job:.2} s ({ratio:.2}×) |");
+        println!("| 200 MB of log lines: until every line is stored and the job complete | {e2e:.2} s |");
+        println!("| 200 MB of log lines: peak RSS control plane / runner | {} MB / {} MB |", peak / 1024, runner_peak / 1024);
+    }
+    if want("idle") {
+        let (rss, cpu) = idle()?;
+        println!("| idle runner long-polling: RSS, CPU over 10 s | {} MB, {cpu:.2} % |", rss / 1024);
+    }
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! Benchmarks live in `job_loop.rs`; see BENCHMARKS.md.

@@ -1,0 +1,510 @@
+//! The `nuon` CLI's commands, as a library so tests and embedders can run them.
+//!
+//! Every read command takes `--json` and then prints exactly the API's JSON.
+//! Exit codes: 0 success, 1 an API or connection error, 64 bad usage or
+//! configuration; `jobs exec --wait` exits with the job's own exit code
+//! (124 when it timed out, 130 when it was cancelled, 1 when it failed without one).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+mod dev;
+use nuon_client::{ClientConfig, ControlClient};
+use nuon_core::wire::{CreateJob, JobInfo, LogEntry, LogStream};
+use nuon_core::{ExecJob, Job, JobId, JobStatus};
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(name = "nuon", version, about = "Drive a nuon control plane")]
+pub struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+impl Cli {
+    /// Parses the process arguments.
+    pub fn try_parse_args() -> Result<Self, clap::Error> {
+        <Cli as Parser>::try_parse()
+    }
+}
+
+#[derive(Debug, Args)]
+struct Global {
+    /// Control API URL.
+    #[arg(long, global = true, env = "NUON_API_URL", default_value = "http://127.0.0.1:7400")]
+    api: String,
+    /// API token. Without one, the admin token of a `nuon dev` control plane
+    /// in ./nuon-data is used when there is one.
+    #[arg(long, global = true, env = "NUON_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Extra PEM CA certificates to trust.
+    #[arg(long, global = true, env = "NUON_CA_BUNDLE")]
+    ca_bundle: Option<PathBuf>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the control plane and a local runner on this machine, with a demo job.
+    Dev(dev::DevArgs),
+    /// Runners: one per install, one build runner per org.
+    Runners {
+        #[command(subcommand)]
+        command: RunnersCommand,
+    },
+    /// Jobs and their logs.
+    Jobs {
+        #[command(subcommand)]
+        command: JobsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RunnersCommand {
+    /// Register a runner; prints its id, its token (shown once) and the signing public key.
+    Create {
+        /// A name unique in the org.
+        #[arg(long)]
+        name: String,
+    },
+    /// List the org's runners.
+    List,
+    /// Revoke a runner's token (by name or id).
+    Revoke {
+        /// The runner.
+        runner: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum JobsCommand {
+    /// Run a command on a runner.
+    Exec {
+        /// The runner, by name or id.
+        #[arg(long)]
+        runner: String,
+        /// Timeout of one attempt (e.g. 30s, 10m, 2h).
+        #[arg(long, default_value = "1h", value_parser = nuon_core::parse_duration)]
+        timeout: Duration,
+        /// Attempts in all when an attempt is lost with its runner.
+        #[arg(long, default_value_t = 1)]
+        max_attempts: u32,
+        /// Environment for the command (repeatable).
+        #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+        env: Vec<(String, String)>,
+        /// Working directory inside the job's work directory.
+        #[arg(long)]
+        dir: Option<String>,
+        /// Stream the log live and exit with the job's exit code.
+        #[arg(long)]
+        wait: bool,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+    /// Show one job.
+    Get {
+        /// The job id.
+        id: String,
+    },
+    /// Print a job's log.
+    Logs {
+        /// The job id.
+        id: String,
+        /// Keep printing new lines until the job finishes.
+        #[arg(long, short)]
+        follow: bool,
+    },
+    /// Cancel a job.
+    Cancel {
+        /// The job id.
+        id: String,
+    },
+    /// List the org's newest jobs.
+    List {
+        /// How many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))?;
+    if k.is_empty() {
+        return Err(format!("empty variable name in {s:?}"));
+    }
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+/// A failed command: what to print and the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// The message for stderr.
+    pub message: String,
+    /// The process exit code.
+    pub code: u8,
+}
+
+impl CliError {
+    fn usage(message: impl Into<String>) -> Self {
+        CliError {
+            message: message.into(),
+            code: 64,
+        }
+    }
+}
+
+impl From<nuon_client::Error> for CliError {
+    fn from(e: nuon_client::Error) -> Self {
+        let code = if matches!(e, nuon_client::Error::Config(_)) {
+            64
+        } else {
+            1
+        };
+        CliError {
+            message: e.to_string(),
+            code,
+        }
+    }
+}
+
+fn job_id(raw: &str) -> Result<JobId, CliError> {
+    raw.parse()
+        .map_err(|e: nuon_core::IdError| CliError::usage(e.to_string()))
+}
+
+fn client(global: &Global) -> Result<ControlClient, CliError> {
+    let token = match &global.token {
+        Some(t) => t.clone(),
+        None => std::fs::read_to_string("nuon-data/control/admin-token")
+            .map(|t| t.trim().to_owned())
+            .map_err(|_| {
+                CliError::usage(
+                    "no API token: pass --token or set NUON_TOKEN (a local control plane keeps its admin token in DATA_DIR/admin-token; `nuon dev` in ./nuon-data/control)",
+                )
+            })?,
+    };
+    let mut config = ClientConfig::new(&global.api, &token)?;
+    config.ca_bundle = global.ca_bundle.clone();
+    Ok(ControlClient::new(config)?)
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| CliError {
+        message: format!("cannot encode JSON: {e}"),
+        code: 1,
+    })?;
+    println!("{text}");
+    Ok(())
+}
+
+fn fmt_time(ms: Option<i64>) -> String {
+    match ms {
+        None => "-".into(),
+        Some(ms) => {
+            let ago = (nuon_core::now_ms() - ms).max(0) / 1000;
+            match ago {
+                0..60 => format!("{ago}s ago"),
+                60..3600 => format!("{}m ago", ago / 60),
+                3600..86400 => format!("{}h ago", ago / 3600),
+                _ => format!("{}d ago", ago / 86400),
+            }
+        }
+    }
+}
+
+/// Prints rows as columns padded to their widest cell.
+fn table(header: &[&str], rows: Vec<Vec<String>>) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let line = |out: &mut std::io::StdoutLock<'_>, cells: Vec<String>| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  ", w = *w));
+            }
+        }
+        let _ = writeln!(out, "{}", s.trim_end());
+    };
+    line(&mut out, header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(&mut out, row);
+    }
+}
+
+/// The exit code a finished job maps to.
+pub fn job_exit_code(job: &JobInfo) -> u8 {
+    match job.status {
+        JobStatus::Succeeded => 0,
+        JobStatus::TimedOut => 124,
+        JobStatus::Cancelled => 130,
+        _ => match job.exit_code {
+            Some(c) if (1..=255).contains(&c) => c as u8,
+            _ => 1,
+        },
+    }
+}
+
+pub(crate) fn print_log_line(line: &LogEntry) {
+    match line.stream {
+        LogStream::Stdout => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", line.text);
+            let _ = out.flush();
+        }
+        LogStream::Stderr => eprintln!("{}", line.text),
+        LogStream::System => eprintln!("[runner] {}", line.text),
+    }
+}
+
+async fn follow_to_end(client: &ControlClient, id: &JobId, print: bool) -> Result<(), CliError> {
+    let mut follower = client.follow_logs(id, 0);
+    while let Some(line) = follower.next().await? {
+        if print {
+            print_log_line(&line);
+        }
+    }
+    Ok(())
+}
+
+/// Runs a parsed command line; returns the process exit code.
+pub async fn run(cli: Cli) -> Result<u8, CliError> {
+    let g = &cli.global;
+    match &cli.command {
+        Command::Runners { command } => {
+            let client = client(g)?;
+            match command {
+                RunnersCommand::Create { name } => {
+                    let created = client.create_runner(name).await?;
+                    if g.json {
+                        print_json(&created)?;
+                    } else {
+                        println!("runner id:          {}", created.runner.id);
+                        println!("runner token:       {}", created.token);
+                        println!("signing public key: {}", created.signing_public_key);
+                        eprintln!(
+                            "\nThe token is shown only now. Start the runner with:\n  nuon-runner run --api RUNNER_API_URL --token {} --signing-key {}",
+                            created.token, created.signing_public_key
+                        );
+                    }
+                }
+                RunnersCommand::List => {
+                    let list = client.list_runners().await?;
+                    if g.json {
+                        print_json(&list)?;
+                    } else {
+                        table(
+                            &["ID", "NAME", "LAST SEEN", "STATE"],
+                            list.runners
+                                .into_iter()
+                                .map(|r| {
+                                    vec![
+                                        r.id.to_string(),
+                                        r.name,
+                                        fmt_time(r.last_seen_at_ms),
+                                        if r.revoked { "revoked" } else { "active" }.into(),
+                                    ]
+                                })
+                                .collect(),
+                        );
+                    }
+                }
+                RunnersCommand::Revoke { runner } => {
+                    let r = client.revoke_runner(runner).await?;
+                    if g.json {
+                        print_json(&r)?;
+                    } else {
+                        println!("revoked runner {} ({})", r.name, r.id);
+                    }
+                }
+            }
+            Ok(0)
+        }
+        Command::Jobs { command } => jobs(g, command).await,
+        Command::Dev(args) => dev::run(args).await,
+    }
+}
+
+async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
+    let client = client(g)?;
+    match command {
+        JobsCommand::Exec {
+            runner,
+            timeout,
+            max_attempts,
+            env,
+            dir,
+            wait,
+            command,
+        } => {
+            let (program, args) = command
+                .split_first()
+                .ok_or_else(|| CliError::usage("missing command after --"))?;
+            let payload = ExecJob {
+                command: program.clone(),
+                args: args.to_vec(),
+                env: env.iter().cloned().collect::<BTreeMap<_, _>>(),
+                dir: dir.clone(),
+            };
+            let job = client
+                .create_job(&CreateJob {
+                    runner: runner.clone(),
+                    kind: ExecJob::KIND.into(),
+                    payload: serde_json::to_value(&payload).map_err(|e| CliError {
+                        message: e.to_string(),
+                        code: 1,
+                    })?,
+                    timeout_secs: Some(timeout.as_secs().max(1)),
+                    max_attempts: Some(*max_attempts),
+                })
+                .await?;
+            if !wait {
+                if g.json {
+                    print_json(&job)?;
+                } else {
+                    println!("{}", job.id);
+                    eprintln!("queued on runner {runner}; follow with: nuon jobs logs {} --follow", job.id);
+                }
+                return Ok(0);
+            }
+            follow_to_end(&client, &job.id, !g.json).await?;
+            let done = wait_finished(&client, &job.id).await?;
+            if g.json {
+                print_json(&done)?;
+            } else if done.status != JobStatus::Succeeded {
+                eprintln!(
+                    "job {} {}{}",
+                    done.id,
+                    done.status,
+                    done.reason
+                        .as_deref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                );
+            }
+            Ok(job_exit_code(&done))
+        }
+        JobsCommand::Get { id } => {
+            let job = client.get_job(&job_id(id)?).await?;
+            if g.json {
+                print_json(&job)?;
+            } else {
+                println!("id:        {}", job.id);
+                println!("runner:    {}", job.runner_id);
+                println!("kind:      {}", job.kind);
+                println!("status:    {}", job.status);
+                println!("attempts:  {}/{}", job.attempts, job.max_attempts);
+                println!(
+                    "exit code: {}",
+                    job.exit_code.map(|c| c.to_string()).unwrap_or("-".into())
+                );
+                if let Some(reason) = &job.reason {
+                    println!("reason:    {reason}");
+                }
+                println!("created:   {}", fmt_time(Some(job.created_at_ms)));
+                println!("finished:  {}", fmt_time(job.finished_at_ms));
+            }
+            Ok(0)
+        }
+        JobsCommand::Logs { id, follow } => {
+            let id = job_id(id)?;
+            if *follow {
+                let mut follower = client.follow_logs(&id, 0);
+                while let Some(line) = follower.next().await? {
+                    if g.json {
+                        print_json(&line)?;
+                    } else {
+                        print_log_line(&line);
+                    }
+                }
+                return Ok(0);
+            }
+            let mut cursor = 0;
+            let mut all = Vec::new();
+            loop {
+                let page = client.job_logs(&id, cursor).await?;
+                let empty = page.lines.is_empty();
+                cursor = page.next;
+                if g.json {
+                    all.extend(page.lines);
+                } else {
+                    page.lines.iter().for_each(print_log_line);
+                }
+                if empty {
+                    break;
+                }
+            }
+            if g.json {
+                print_json(&all)?;
+            }
+            Ok(0)
+        }
+        JobsCommand::Cancel { id } => {
+            let job = client.cancel_job(&job_id(id)?).await?;
+            if g.json {
+                print_json(&job)?;
+            } else if job.status.is_terminal() {
+                println!("job {} is {}", job.id, job.status);
+            } else {
+                println!("cancel requested for job {}; its runner stops it now", job.id);
+            }
+            Ok(0)
+        }
+        JobsCommand::List { limit } => {
+            let mut list = client.list_jobs().await?;
+            list.jobs.truncate(*limit as usize);
+            if g.json {
+                print_json(&list)?;
+            } else {
+                table(
+                    &["ID", "KIND", "STATUS", "EXIT", "CREATED", "RUNNER"],
+                    list.jobs
+                        .into_iter()
+                        .map(|j| {
+                            vec![
+                                j.id.to_string(),
+                                j.kind,
+                                j.status.to_string(),
+                                j.exit_code.map(|c| c.to_string()).unwrap_or("-".into()),
+                                fmt_time(Some(j.created_at_ms)),
+                                j.runner_id.to_string(),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// Waits until the job is terminal. The log stream ending means it is, but a
+/// stream can also end with a connection, so check and wait a little if not.
+async fn wait_finished(client: &ControlClient, id: &JobId) -> Result<JobInfo, CliError> {
+    let mut delay = Duration::from_millis(20);
+    loop {
+        let job = client.get_job(id).await?;
+        if job.status.is_terminal() {
+            return Ok(job);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,299 @@
+//! The [`JobHost`] the runner lends a plugin: runs processes in their own
+//! process group, captures their output into the spool line by line, and
+//! stops them (SIGTERM, a grace period, SIGKILL of the whole group) on
+//! cancellation, timeout, a lost lease or shutdown.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nuon_core::wire::{LogStream, MAX_LOG_LINE_BYTES};
+use nuon_core::{HostError, JobHost, ProcessExit, ProcessSpec, StopReason};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until};
+
+use crate::orphan::OrphanGuard;
+use crate::spool::SpoolWriter;
+use crate::sys;
+
+/// How much output is read at once from each pipe.
+const READ_CHUNK: usize = 64 * 1024;
+/// How long to keep reading pipes after the process group was killed: a
+/// process that left the group may hold them open forever.
+const PIPE_DRAIN: Duration = Duration::from_secs(2);
+
+/// Everything a job's processes need from the runner.
+pub(crate) struct ProcessHost {
+    pub(crate) work_dir: PathBuf,
+    pub(crate) spool: SpoolWriter,
+    pub(crate) stop: watch::Receiver<Option<StopReason>>,
+    pub(crate) deadline: Instant,
+    pub(crate) timeout: Duration,
+    pub(crate) grace: Duration,
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) guard: Arc<OrphanGuard>,
+    /// Why the host stopped the job's processes, once it did.
+    pub(crate) stopped: Option<StopReason>,
+}
+
+/// Kills a process group and unregisters it from the orphan guard when
+/// dropped, so no group outlives its `run_process`, even a cancelled one.
+struct GroupGuard {
+    pgid: u32,
+    guard: Arc<OrphanGuard>,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Err(e) = sys::kill_group(self.pgid, sys::SIGKILL) {
+            tracing::warn!(pgid = self.pgid, error = %e, "cannot kill a job's process group");
+        }
+        self.guard.remove(self.pgid);
+    }
+}
+
+/// Cuts pipe output into lines.
+struct LineSplitter {
+    stream: LogStream,
+    partial: Vec<u8>,
+}
+
+impl LineSplitter {
+    fn new(stream: LogStream) -> Self {
+        LineSplitter {
+            stream,
+            partial: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, mut data: &[u8], spool: &mut SpoolWriter) {
+        let ts = nuon_core::now_ms();
+        while let Some(i) = data.iter().position(|b| *b == b'\n') {
+            if self.partial.is_empty() {
+                spool.append_bytes(self.stream, ts, &data[..i]);
+            } else {
+                self.partial.extend_from_slice(&data[..i]);
+                spool.append_bytes(self.stream, ts, &self.partial);
+                self.partial.clear();
+            }
+            data = &data[i + 1..];
+        }
+        self.partial.extend_from_slice(data);
+        // A line longer than the limit is cut, at a UTF-8 boundary when the
+        // bytes are UTF-8.
+        while self.partial.len() >= MAX_LOG_LINE_BYTES {
+            let mut cut = MAX_LOG_LINE_BYTES;
+            while cut > MAX_LOG_LINE_BYTES - 3 && (self.partial[cut] & 0xC0) == 0x80 {
+                cut -= 1;
+            }
+            spool.append_bytes(self.stream, ts, &self.partial[..cut]);
+            self.partial.drain(..cut);
+        }
+    }
+
+    fn finish(&mut self, spool: &mut SpoolWriter) {
+        if !self.partial.is_empty() {
+            spool.append_bytes(self.stream, nuon_core::now_ms(), &self.partial);
+            self.partial.clear();
+        }
+    }
+}
+
+async fn read_opt<R: AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut [u8]) -> std::io::Result<usize> {
+    match r {
+        Some(r) => r.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn describe(reason: StopReason, timeout: Duration) -> String {
+    match reason {
+        StopReason::Cancelled => "job cancelled".into(),
+        StopReason::TimedOut => format!("job timed out after {}s", timeout.as_secs()),
+        StopReason::Stale => "the attempt's lease was lost".into(),
+        StopReason::Shutdown => "the runner is shutting down".into(),
+    }
+}
+
+impl ProcessHost {
+    /// A stop already requested, or the timeout already passed.
+    fn pending_stop(&mut self) -> Option<StopReason> {
+        if self.stopped.is_none() {
+            self.stopped = *self.stop.borrow();
+        }
+        if self.stopped.is_none() && Instant::now() >= self.deadline {
+            self.stopped = Some(StopReason::TimedOut);
+        }
+        self.stopped
+    }
+
+    fn exit_of(status: ExitStatus) -> ProcessExit {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => ProcessExit::Exited(code),
+            (None, Some(sig)) => ProcessExit::Signaled(sig),
+            (None, None) => ProcessExit::Exited(-1),
+        }
+    }
+}
+
+#[async_trait]
+impl JobHost for ProcessHost {
+    fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    fn log(&mut self, text: &str) {
+        self.spool.system(text);
+    }
+
+    async fn run_process(&mut self, process: ProcessSpec) -> Result<ProcessExit, HostError> {
+        let program = process.program.display().to_string();
+        if let Some(reason) = self.pending_stop() {
+            return Ok(ProcessExit::Stopped(reason));
+        }
+        let cwd = match &process.cwd {
+            Some(dir) => self.work_dir.join(dir),
+            None => self.work_dir.clone(),
+        };
+        let mut cmd = tokio::process::Command::new(&process.program);
+        cmd.args(&process.args)
+            .env_clear()
+            .envs(&self.env)
+            .envs(&process.env)
+            .current_dir(&cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(false);
+        let mut child = cmd.spawn().map_err(|source| HostError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+        let Some(pgid) = child.id() else {
+            return Err(HostError::Io {
+                program,
+                source: std::io::Error::other("the process has no id right after it started"),
+            });
+        };
+        self.guard.add(pgid);
+        let group = GroupGuard {
+            pgid,
+            guard: self.guard.clone(),
+        };
+        tracing::debug!(pgid, %program, "started job process");
+
+        let mut stdout = child.stdout.take();
+        let mut stderr = child.stderr.take();
+        let mut out_buf = vec![0u8; READ_CHUNK];
+        let mut err_buf = vec![0u8; READ_CHUNK];
+        let mut out_lines = LineSplitter::new(LogStream::Stdout);
+        let mut err_lines = LineSplitter::new(LogStream::Stderr);
+        let mut status: Option<ExitStatus> = None;
+        let mut stopping: Option<StopReason> = None;
+        let mut kill_at: Option<Instant> = None;
+        let mut drain_until: Option<Instant> = None;
+        let mut stop_open = true;
+        let deadline = self.deadline;
+
+        loop {
+            if status.is_some() && stdout.is_none() && stderr.is_none() {
+                break;
+            }
+            let running = status.is_none();
+            let mut begin_stop = None;
+            tokio::select! {
+                r = read_opt(&mut stdout, &mut out_buf) => match r {
+                    Ok(n) if n > 0 => {
+                        out_lines.push(&out_buf[..n], &mut self.spool);
+                        self.spool.maybe_flush();
+                    }
+                    Ok(_) => stdout = None,
+                    Err(e) => {
+                        self.spool.system(&format!("cannot read the process's stdout: {e}"));
+                        stdout = None;
+                    }
+                },
+                r = read_opt(&mut stderr, &mut err_buf) => match r {
+                    Ok(n) if n > 0 => {
+                        err_lines.push(&err_buf[..n], &mut self.spool);
+                        self.spool.maybe_flush();
+                    }
+                    Ok(_) => stderr = None,
+                    Err(e) => {
+                        self.spool.system(&format!("cannot read the process's stderr: {e}"));
+                        stderr = None;
+                    }
+                },
+                r = child.wait(), if running => {
+                    let st = r.map_err(|source| HostError::Io { program: program.clone(), source })?;
+                    status = Some(st);
+                    // No process of the job outlives its main process.
+                    if let Err(e) = sys::kill_group(pgid, sys::SIGKILL) {
+                        tracing::warn!(pgid, error = %e, "cannot kill a job's process group");
+                    }
+                    drain_until = Some(Instant::now() + PIPE_DRAIN);
+                },
+                r = self.stop.changed(), if running && stop_open && stopping.is_none() => match r {
+                    Ok(()) => begin_stop = *self.stop.borrow_and_update(),
+                    Err(_) => stop_open = false,
+                },
+                () = sleep_until(deadline), if running && stopping.is_none() => {
+                    begin_stop = Some(StopReason::TimedOut);
+                },
+                () = sleep_opt(kill_at), if running => {
+                    kill_at = None;
+                    self.spool.system(&format!(
+                        "processes still running {}s after SIGTERM: sending SIGKILL to the process group",
+                        self.grace.as_secs_f64()
+                    ));
+                    if let Err(e) = sys::kill_group(pgid, sys::SIGKILL) {
+                        tracing::warn!(pgid, error = %e, "cannot kill a job's process group");
+                    }
+                },
+                () = sleep_opt(self.spool.flush_deadline().map(Instant::from_std)) => self.spool.flush(),
+                () = sleep_opt(drain_until) => {
+                    tracing::warn!(pgid, %program, "job output pipes still open after its process group was killed; a process left the group");
+                    self.spool.system("output pipes still held open by a process that left the job's process group; stopped reading them");
+                    break;
+                },
+            }
+            if let Some(reason) = begin_stop {
+                stopping = Some(reason);
+                self.stopped = Some(reason);
+                self.spool.system(&format!(
+                    "{}: sending SIGTERM to the job's processes, SIGKILL after {}s",
+                    describe(reason, self.timeout),
+                    self.grace.as_secs_f64()
+                ));
+                if let Err(e) = sys::kill_group(pgid, sys::SIGTERM) {
+                    tracing::warn!(pgid, error = %e, "cannot signal a job's process group");
+                }
+                kill_at = Some(Instant::now() + self.grace);
+            }
+        }
+        out_lines.finish(&mut self.spool);
+        err_lines.finish(&mut self.spool);
+        self.spool.flush();
+        drop(group);
+        let status = status.expect("the loop ends only after the process exited");
+        let exit = match stopping {
+            Some(reason) => ProcessExit::Stopped(reason),
+            None => Self::exit_of(status),
+        };
+        tracing::debug!(pgid, %program, ?exit, "job process ended");
+        Ok(exit)
+    }
+}

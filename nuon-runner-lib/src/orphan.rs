@@ -1,0 +1,231 @@
+//! The orphan guard: a `sh` watchdog that kills every job process group the
+//! runner leaves behind, however the runner dies (even `kill -9`).
+//!
+//! The runner starts one `sh -c SCRIPT` in its own process group and keeps
+//! the write end of its stdin. It writes `+PGID` when a job's process group
+//! starts and `-PGID` when it ends. When the runner process dies, the kernel
+//! closes that pipe; the watchdog reads end-of-file and sends SIGKILL to every
+//! group still in its set, then exits. The pipe is close-on-exec, so job
+//! processes never hold it open.
+
+use std::io::{self, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use std::os::unix::process::CommandExt;
+
+/// The watchdog, in POSIX sh with builtins only. It ignores the usual
+/// termination signals so it outlives the runner until its stdin closes.
+const SCRIPT: &str = r#"
+trap '' HUP INT TERM
+set -f
+groups=' '
+while IFS= read -r line; do
+  case $line in
+    +*) g=${line#+} ;;
+    -*) g=${line#-} ;;
+    *) continue ;;
+  esac
+  case $g in
+    ''|*[!0-9]*) continue ;;
+  esac
+  case $line in
+    +*) groups="$groups$g " ;;
+    *)
+      rest=' '
+      for x in $groups; do
+        [ "$x" = "$g" ] || rest="$rest$x "
+      done
+      groups=$rest
+      ;;
+  esac
+done
+for g in $groups; do
+  : kill -s KILL -- "-$g" 2>/dev/null
+done
+exit 0
+"#;
+
+struct Watchdog {
+    stdin: ChildStdin,
+    child: Child,
+}
+
+/// The runner's handle on its watchdog.
+pub(crate) struct OrphanGuard {
+    inner: Mutex<Option<Watchdog>>,
+    warned: AtomicBool,
+}
+
+impl OrphanGuard {
+    /// Starts the watchdog.
+    pub(crate) fn spawn() -> io::Result<Self> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(SCRIPT)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let stdin = child.stdin.take().ok_or_else(|| io::Error::other("no stdin pipe"))?;
+        Ok(OrphanGuard {
+            inner: Mutex::new(Some(Watchdog { stdin, child })),
+            warned: AtomicBool::new(false),
+        })
+    }
+
+    /// The watchdog's process id (its process group id too).
+    #[cfg(test)]
+    pub(crate) fn pid(&self) -> Option<u32> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.as_ref().map(|w| w.child.id())
+    }
+
+    fn send(&self, line: &str) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let result = match inner.as_mut() {
+            Some(w) => w.stdin.write_all(line.as_bytes()).and_then(|()| w.stdin.flush()),
+            None => Err(io::Error::other("the orphan guard was closed")),
+        };
+        if let Err(e) = result {
+            if !self.warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    error = %e,
+                    "orphan guard is gone: job processes may outlive the runner if it is killed"
+                );
+            }
+        }
+    }
+
+    /// Tells the watchdog a job process group started.
+    pub(crate) fn add(&self, pgid: u32) {
+        self.send(&format!("+{pgid}\n"));
+    }
+
+    /// Tells the watchdog a job process group ended.
+    pub(crate) fn remove(&self, pgid: u32) {
+        self.send(&format!("-{pgid}\n"));
+    }
+
+    /// Closes the pipe (the watchdog kills whatever is left and exits) and
+    /// reaps the watchdog.
+    pub(crate) async fn close(&self) {
+        let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(Watchdog { stdin, mut child }) = taken else {
+            return;
+        };
+        drop(stdin);
+        let wait = tokio::task::spawn_blocking(move || child.wait());
+        if tokio::time::timeout(Duration::from_secs(5), wait).await.is_err() {
+            tracing::warn!("orphan guard did not exit within 5s after the runner closed it");
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::time::Instant;
+
+    use super::*;
+
+    /// Whether a process exists and is not a zombie.
+    pub(crate) fn alive(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            // The state follows the command name in parentheses.
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+            Err(_) => false,
+        }
+    }
+
+    fn wait_dead(pid: u32, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        while Instant::now() < until {
+            if !alive(pid) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        !alive(pid)
+    }
+
+    fn spawn_group() -> Child {
+        Command::new("sleep")
+            .arg("1000")
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn closing_kills_registered_groups_only() {
+        let guard = OrphanGuard::spawn().unwrap();
+        let mut kept = spawn_group();
+        let mut ended = spawn_group();
+        let mut other = spawn_group();
+        guard.add(kept.id());
+        guard.add(ended.id());
+        guard.remove(ended.id());
+        // Garbage is ignored.
+        guard.send("+abc\n-\nnonsense\n");
+        let watchdog = guard.pid().unwrap();
+        guard.close().await;
+        assert!(!alive(watchdog));
+        let _ = kept.wait();
+        assert!(wait_dead(kept.id(), Duration::from_secs(5)));
+        assert!(alive(ended.id()) && alive(other.id()));
+        for c in [&mut ended, &mut other] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// Run by `killing_the_runner_kills_its_job_groups` in a child process:
+    /// holds a guard with one registered group, prints the group id, waits.
+    #[test]
+    fn orphan_guard_helper_process() {
+        if std::env::var_os("NUON_ORPHAN_HELPER").is_none() {
+            return;
+        }
+        let guard = OrphanGuard::spawn().unwrap();
+        let job = spawn_group();
+        guard.add(job.id());
+        println!("PGID {}", job.id());
+        std::thread::sleep(Duration::from_secs(600));
+    }
+
+    #[test]
+    fn killing_the_runner_kills_its_job_groups() {
+        let mut holder = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "orphan::tests::orphan_guard_helper_process", "--nocapture"])
+            .env("NUON_ORPHAN_HELPER", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(holder.stdout.take().unwrap());
+        let mut pgid = None;
+        let mut line = String::new();
+        while out.read_line(&mut line).unwrap() > 0 {
+            if let Some(p) = line.trim().strip_prefix("PGID ") {
+                pgid = Some(p.parse::<u32>().unwrap());
+                break;
+            }
+            line.clear();
+        }
+        let pgid = pgid.expect("helper printed its job's process group");
+        assert!(alive(pgid));
+        // SIGKILL: the holder of the pipe gets no chance to clean up.
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        assert!(
+            wait_dead(pgid, Duration::from_secs(5)),
+            "job group {pgid} survived its runner"
+        );
+    }
+}

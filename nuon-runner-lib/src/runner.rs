@@ -1,0 +1,827 @@
+//! The runner: claim loop, job tasks, the heartbeat task, shippers, drain.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use nuon_core::wire::{
+    ClaimRequest, ClaimResponse, ClaimedJob, HeartbeatRequest, LeaseRef, LeaseState,
+};
+use nuon_core::{JobId, JobResult, JobSpec, Outcome, StopReason, TransportError};
+use tokio::sync::{Notify, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::backoff::Backoff;
+use crate::config::RunnerConfig;
+use crate::error::{Error, Result};
+use crate::host::ProcessHost;
+use crate::orphan::OrphanGuard;
+use crate::shipper::{ShipEnd, Shipper};
+use crate::spool::{self, Meta, SpoolWriter};
+use crate::sys;
+
+/// One attempt of one job.
+type Key = (JobId, u32);
+
+/// How much longer than the grace period stopped jobs get to end.
+const STOP_SLACK: Duration = Duration::from_secs(10);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A job the runner holds.
+struct JobEntry {
+    stop: watch::Sender<Option<StopReason>>,
+    /// Whether its first heartbeat succeeded, so the heartbeat task carries it.
+    leased: bool,
+}
+
+/// State shared by the runner's tasks.
+struct Shared {
+    config: RunnerConfig,
+    kinds: Vec<String>,
+    spool_dir: PathBuf,
+    jobs_dir: PathBuf,
+    guard: Arc<OrphanGuard>,
+    jobs: Mutex<HashMap<Key, JobEntry>>,
+    leases_changed: Notify,
+    shippers: Mutex<HashMap<Key, JoinHandle<()>>>,
+    shippers_changed: Notify,
+    fatal: watch::Sender<Option<TransportError>>,
+}
+
+impl Shared {
+    fn backoff(&self) -> Backoff {
+        Backoff::new(self.config.backoff_base, self.config.backoff_cap)
+    }
+
+    fn report_fatal(&self, e: TransportError) {
+        tracing::error!(error = %e, "control plane refused the runner token (revoked?); the runner stops");
+        self.fatal.send_if_modified(|v| {
+            if v.is_none() {
+                *v = Some(e);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Asks a job to stop; returns whether this is news to it.
+    fn stop_job(&self, key: &Key, reason: StopReason) -> bool {
+        lock(&self.jobs).get(key).is_some_and(|entry| {
+            entry.stop.send_if_modified(|v| {
+                if v.is_none() {
+                    *v = Some(reason);
+                    true
+                } else {
+                    false
+                }
+            })
+        })
+    }
+
+    fn stop_all(&self, reason: StopReason) {
+        let keys: Vec<Key> = lock(&self.jobs).keys().cloned().collect();
+        for key in keys {
+            self.stop_job(&key, reason);
+        }
+    }
+
+    fn set_leased(&self, key: &Key) {
+        if let Some(entry) = lock(&self.jobs).get_mut(key) {
+            entry.leased = true;
+        }
+        self.leases_changed.notify_one();
+    }
+
+    fn leased(&self) -> Vec<LeaseRef> {
+        let mut leases: Vec<LeaseRef> = lock(&self.jobs)
+            .iter()
+            .filter(|(_, e)| e.leased)
+            .map(|((job_id, attempt), _)| LeaseRef {
+                job_id: job_id.clone(),
+                attempt: *attempt,
+            })
+            .collect();
+        leases.sort_by(|a, b| (&a.job_id, a.attempt).cmp(&(&b.job_id, b.attempt)));
+        leases
+    }
+
+    /// Starts the shipper of an attempt's spool.
+    fn spawn_shipper(self: &Arc<Self>, dir: PathBuf, meta: Meta, notify: Arc<Notify>) {
+        let key: Key = (meta.job_id.clone(), meta.attempt);
+        let shipper = Shipper {
+            transport: self.config.transport.clone(),
+            dir,
+            meta,
+            notify,
+            backoff: self.backoff(),
+        };
+        let shared = self.clone();
+        let task_key = key.clone();
+        // Insert under the lock, so the task cannot remove its entry first.
+        let mut shippers = lock(&self.shippers);
+        let handle = tokio::spawn(async move {
+            if let ShipEnd::Unauthorized(e) = shipper.run().await {
+                shared.report_fatal(e);
+            }
+            lock(&shared.shippers).remove(&task_key);
+            shared.shippers_changed.notify_waiters();
+        });
+        shippers.insert(key, handle);
+    }
+
+    /// Stops an attempt's shipper and waits until it has.
+    async fn abort_shipper(&self, key: &Key) {
+        let handle = lock(&self.shippers).remove(key);
+        if let Some(handle) = handle {
+            handle.abort();
+            let _ = handle.await;
+        }
+        self.shippers_changed.notify_waiters();
+    }
+
+    /// Waits until every shipper has finished, or `deadline`.
+    async fn wait_shippers(&self, deadline: Instant) -> bool {
+        loop {
+            let notified = self.shippers_changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if lock(&self.shippers).is_empty() {
+                return true;
+            }
+            tokio::select! {
+                () = notified => {}
+                () = sleep_until(deadline) => return lock(&self.shippers).is_empty(),
+            }
+        }
+    }
+
+    async fn abort_all_shippers(&self) {
+        let handles: Vec<JoinHandle<()>> = lock(&self.shippers).drain().map(|(_, h)| h).collect();
+        for h in &handles {
+            h.abort();
+        }
+        for h in handles {
+            let _ = h.await;
+        }
+    }
+}
+
+/// Runs jobs for one runner identity until its shutdown future resolves.
+///
+/// See the [crate documentation](crate) for what it does.
+#[derive(Debug)]
+pub struct Runner {
+    config: RunnerConfig,
+}
+
+fn io_err<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+async fn opt_future<F: Future + Unpin>(f: &mut Option<F>) -> F::Output {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+type ClaimFuture = Pin<Box<dyn Future<Output = Result<ClaimResponse, TransportError>> + Send>>;
+
+impl Runner {
+    /// A runner with this configuration. Nothing starts before [`Runner::run`].
+    pub fn new(config: RunnerConfig) -> Self {
+        Runner { config }
+    }
+
+    /// Claims and runs jobs until `shutdown` resolves, then drains: stops
+    /// claiming, lets running jobs finish (up to
+    /// [`RunnerConfig::drain_timeout`], then stops them), waits for their logs
+    /// and completions to be delivered (up to [`RunnerConfig::ship_timeout`];
+    /// what is left stays in the spool for the next start) and returns `Ok`.
+    ///
+    /// Returns an error when the work directory cannot be used, or when the
+    /// control plane refuses the runner's token (it was revoked).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<()> {
+        let config = self.config;
+        if config.slots == 0 {
+            return Err(Error::Config("slots must be at least 1".into()));
+        }
+        let kinds = config.plugins.kinds();
+        if kinds.is_empty() {
+            return Err(Error::Config(
+                "no plugins are registered, so the runner could claim no job".into(),
+            ));
+        }
+        let work_dir = config.work_dir.clone();
+        let spool_dir = work_dir.join("spool");
+        let jobs_dir = work_dir.join("jobs");
+        for dir in [&work_dir, &spool_dir, &jobs_dir] {
+            fs::create_dir_all(dir).map_err(io_err("create the directory", dir))?;
+        }
+        let lock_path = work_dir.join("runner.lock");
+        let lock_file = File::create(&lock_path).map_err(io_err("create the lock file", &lock_path))?;
+        if !sys::try_lock_exclusive(&lock_file).map_err(io_err("lock", &lock_path))? {
+            return Err(Error::WorkDirInUse {
+                work_dir,
+                lock: lock_path,
+            });
+        }
+        clean_jobs_dir(&jobs_dir);
+        let guard = Arc::new(OrphanGuard::spawn().map_err(Error::OrphanGuard)?);
+
+        let shared = Arc::new(Shared {
+            kinds,
+            spool_dir,
+            jobs_dir,
+            guard,
+            jobs: Mutex::new(HashMap::new()),
+            leases_changed: Notify::new(),
+            shippers: Mutex::new(HashMap::new()),
+            shippers_changed: Notify::new(),
+            fatal: watch::channel(None).0,
+            config,
+        });
+        tracing::info!(
+            runner = %shared.config.runner_id,
+            work_dir = %work_dir.display(),
+            slots = shared.config.slots,
+            kinds = ?shared.kinds,
+            "runner started"
+        );
+        recover_spool(&shared).await?;
+        let heartbeat = tokio::spawn(heartbeat_loop(shared.clone()));
+
+        let result = main_loop(&shared, shutdown).await;
+
+        heartbeat.abort();
+        let _ = heartbeat.await;
+        shared.guard.close().await;
+        drop(lock_file);
+        match &result {
+            Ok(()) => tracing::info!(runner = %shared.config.runner_id, "runner stopped"),
+            Err(e) => tracing::error!(runner = %shared.config.runner_id, error = %e, "runner stopped with an error"),
+        }
+        result
+    }
+}
+
+/// Removes job work directories a dead runner left behind.
+fn clean_jobs_dir(jobs_dir: &Path) {
+    let Ok(entries) = fs::read_dir(jobs_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let res = if path.is_dir() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        if let Err(e) = res {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove a leftover job work directory");
+        }
+    }
+}
+
+/// Finishes the attempts a previous runner process left unfinished and
+/// starts a shipper for every attempt in the spool.
+async fn recover_spool(shared: &Arc<Shared>) -> Result<()> {
+    let root = shared.spool_dir.clone();
+    let found = tokio::task::spawn_blocking(move || -> Result<Vec<(PathBuf, Meta)>> {
+        let found = spool::list(&root).map_err(io_err("read the spool directory", &root))?;
+        for (dir, meta) in &found {
+            match spool::read_result(dir) {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    let reason = "runner restarted while the job was running";
+                    tracing::warn!(job = %meta.job_id, attempt = meta.attempt,
+                        "{reason}; failing the attempt and shipping its log");
+                    let finished = SpoolWriter::reopen(dir, Arc::new(Notify::new())).and_then(|mut w| {
+                        w.system(&format!("{reason}; its processes were killed"));
+                        w.finish(&JobResult::failed(reason))
+                    });
+                    if let Err(e) = finished {
+                        tracing::error!(dir = %dir.display(), error = %e, "cannot finish a leftover attempt's spool");
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(dir = %dir.display(), error = %e, "cannot read a leftover attempt's result.json");
+                }
+            }
+        }
+        Ok(found)
+    })
+    .await
+    .map_err(|e| Error::Config(format!("spool recovery task failed: {e}")))??;
+    for (dir, meta) in found {
+        tracing::info!(job = %meta.job_id, attempt = meta.attempt, "shipping a spooled attempt left by a previous run");
+        shared.spawn_shipper(dir, meta, Arc::new(Notify::new()));
+    }
+    Ok(())
+}
+
+async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut fatal = shared.fatal.subscribe();
+    let mut jobs: JoinSet<()> = JoinSet::new();
+    let mut task_keys: HashMap<tokio::task::Id, Key> = HashMap::new();
+    let mut claim: Option<ClaimFuture> = None;
+    let mut claim_delay: Option<Duration> = None;
+    let mut backoff = shared.backoff();
+    let slots = shared.config.slots;
+
+    let stopped_by: Result<()> = loop {
+        let free = slots.saturating_sub(jobs.len());
+        if claim.is_none() && free > 0 {
+            let req = ClaimRequest {
+                kinds: shared.kinds.clone(),
+                slots: u32::try_from(free).unwrap_or(u32::MAX),
+                wait_ms: u64::try_from(shared.config.claim_wait.as_millis()).unwrap_or(u64::MAX),
+            };
+            let transport = shared.config.transport.clone();
+            let delay = claim_delay.take();
+            claim = Some(Box::pin(async move {
+                if let Some(d) = delay {
+                    sleep(d).await;
+                }
+                transport.claim(&req).await
+            }));
+        }
+        tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            _ = fatal.changed() => {
+                if let Some(e) = fatal.borrow().clone() {
+                    break Err(Error::Unauthorized(e));
+                }
+            }
+            answer = opt_future(&mut claim) => {
+                claim = None;
+                match answer {
+                    Ok(resp) => {
+                        backoff.reset();
+                        for claimed in resp.jobs {
+                            start_job(shared, &mut jobs, &mut task_keys, claimed);
+                        }
+                    }
+                    Err(TransportError::Unauthorized(m)) => {
+                        shared.report_fatal(TransportError::Unauthorized(m));
+                    }
+                    Err(e) => {
+                        let delay = backoff.next_delay();
+                        tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "claiming jobs failed; will retry");
+                        claim_delay = Some(delay);
+                    }
+                }
+            }
+            Some(joined) = jobs.join_next_with_id() => job_joined(shared, &mut task_keys, joined),
+        }
+    };
+    // Stop claiming: an answer to a dropped claim is lost, and the lease of
+    // any job in it expires on the server.
+    drop(claim);
+
+    let mut result = stopped_by;
+    if result.is_ok() {
+        tracing::info!(
+            running = jobs.len(),
+            drain_timeout_s = shared.config.drain_timeout.as_secs(),
+            "shutting down: no more claims; letting running jobs finish"
+        );
+        let deadline = Instant::now() + shared.config.drain_timeout;
+        if let Err(e) = wait_jobs(shared, &mut jobs, &mut task_keys, &mut fatal, deadline).await {
+            result = Err(e);
+        }
+    }
+    if !jobs.is_empty() {
+        if result.is_ok() {
+            tracing::warn!(running = jobs.len(), "drain timeout passed: stopping the jobs still running");
+        }
+        shared.stop_all(StopReason::Shutdown);
+        let deadline = Instant::now() + shared.config.grace + STOP_SLACK;
+        let _ = wait_jobs(shared, &mut jobs, &mut task_keys, &mut fatal, deadline).await;
+        if !jobs.is_empty() {
+            tracing::error!(running = jobs.len(), "jobs did not end after being stopped; abandoning them");
+            jobs.abort_all();
+            while let Some(joined) = jobs.join_next_with_id().await {
+                job_joined(shared, &mut task_keys, joined);
+            }
+        }
+    }
+    if result.is_ok() {
+        let deadline = Instant::now() + shared.config.ship_timeout;
+        if !shared.wait_shippers(deadline).await {
+            tracing::warn!(
+                attempts = lock(&shared.shippers).len(),
+                "could not deliver every log and completion in time; they stay in the spool for the next start"
+            );
+        }
+        if let Some(e) = fatal.borrow().clone() {
+            result = Err(Error::Unauthorized(e));
+        }
+    }
+    shared.abort_all_shippers().await;
+    result
+}
+
+/// Waits for running jobs until none is left or `deadline`; stops them all
+/// when the token is refused meanwhile (and returns that error).
+async fn wait_jobs(
+    shared: &Arc<Shared>,
+    jobs: &mut JoinSet<()>,
+    task_keys: &mut HashMap<tokio::task::Id, Key>,
+    fatal: &mut watch::Receiver<Option<TransportError>>,
+    deadline: Instant,
+) -> Result<()> {
+    let mut result = Ok(());
+    while !jobs.is_empty() {
+        tokio::select! {
+            Some(joined) = jobs.join_next_with_id() => job_joined(shared, task_keys, joined),
+            r = fatal.changed(), if result.is_ok() => {
+                if r.is_ok() {
+                    if let Some(e) = fatal.borrow().clone() {
+                        shared.stop_all(StopReason::Shutdown);
+                        result = Err(Error::Unauthorized(e));
+                    }
+                }
+            }
+            () = sleep_until(deadline) => break,
+        }
+    }
+    result
+}
+
+fn start_job(
+    shared: &Arc<Shared>,
+    jobs: &mut JoinSet<()>,
+    task_keys: &mut HashMap<tokio::task::Id, Key>,
+    claimed: ClaimedJob,
+) {
+    let key: Key = (claimed.job_id.clone(), claimed.attempt);
+    let (stop_tx, stop_rx) = watch::channel(None);
+    {
+        let mut map = lock(&shared.jobs);
+        if map.contains_key(&key) {
+            tracing::error!(job = %key.0, attempt = key.1, "claimed an attempt this runner already runs; ignoring it");
+            return;
+        }
+        map.insert(
+            key.clone(),
+            JobEntry {
+                stop: stop_tx,
+                leased: false,
+            },
+        );
+    }
+    let job = JobRun {
+        shared: shared.clone(),
+        key: key.clone(),
+        claimed,
+        stop: stop_rx,
+    };
+    let handle = jobs.spawn(job.run());
+    task_keys.insert(handle.id(), key);
+}
+
+fn job_joined(
+    shared: &Arc<Shared>,
+    task_keys: &mut HashMap<tokio::task::Id, Key>,
+    joined: std::result::Result<(tokio::task::Id, ()), tokio::task::JoinError>,
+) {
+    let (id, failure) = match joined {
+        Ok((id, ())) => (id, None),
+        Err(e) => (e.id(), Some(e)),
+    };
+    let Some(key) = task_keys.remove(&id) else {
+        return;
+    };
+    lock(&shared.jobs).remove(&key);
+    if let Some(e) = failure {
+        tracing::error!(job = %key.0, attempt = key.1, error = %e, "job task failed");
+        let dir = spool::attempt_dir(&shared.spool_dir, &key.0, key.1);
+        if dir.is_dir() && matches!(spool::read_result(&dir), Ok(None)) {
+            let reason = format!("the runner's task for this job failed: {e}");
+            let finished = SpoolWriter::reopen(&dir, Arc::new(Notify::new())).and_then(|mut w| {
+                w.system(&reason);
+                w.finish(&JobResult::failed(reason.clone()))
+            });
+            if let Err(e) = finished {
+                tracing::error!(dir = %dir.display(), error = %e, "cannot finish the attempt's spool");
+            }
+        }
+    }
+}
+
+/// How the first heartbeat of a job went.
+enum Start {
+    Go,
+    Stop(StopReason),
+    Fatal,
+}
+
+/// One claimed job, from the signature check to its result.
+struct JobRun {
+    shared: Arc<Shared>,
+    key: Key,
+    claimed: ClaimedJob,
+    stop: watch::Receiver<Option<StopReason>>,
+}
+
+impl JobRun {
+    /// Checks the claimed job: signature over the exact bytes, then the spec
+    /// names this job and this runner.
+    fn check(&self) -> std::result::Result<JobSpec, String> {
+        let job = &self.claimed.job_id;
+        let config = &self.shared.config;
+        config
+            .signing_key
+            .verify(self.claimed.spec.as_bytes(), &self.claimed.signature)
+            .map_err(|e| format!("refusing job {job}: {e}"))?;
+        let spec: JobSpec = serde_json::from_str(&self.claimed.spec)
+            .map_err(|e| format!("refusing job {job}: the signed spec is not a valid job spec: {e}"))?;
+        if spec.job_id != *job {
+            return Err(format!(
+                "refusing job {job}: the signed spec is for job {}, not this one",
+                spec.job_id
+            ));
+        }
+        if spec.runner_id != config.runner_id {
+            return Err(format!(
+                "refusing job {job}: the signed spec is for runner {}, not this runner ({})",
+                spec.runner_id, config.runner_id
+            ));
+        }
+        Ok(spec)
+    }
+
+    async fn first_heartbeat(&mut self) -> Start {
+        let req = HeartbeatRequest {
+            leases: vec![LeaseRef {
+                job_id: self.key.0.clone(),
+                attempt: self.key.1,
+            }],
+            wait_ms: 0,
+        };
+        let mut backoff = self.shared.backoff();
+        let transport = self.shared.config.transport.clone();
+        loop {
+            if let Some(reason) = *self.stop.borrow() {
+                return Start::Stop(reason);
+            }
+            let answer = tokio::select! {
+                r = transport.heartbeat(&req) => r,
+                r = self.stop.changed() => {
+                    if r.is_err() {
+                        return Start::Stop(StopReason::Shutdown);
+                    }
+                    continue;
+                }
+            };
+            match answer {
+                Ok(resp) => {
+                    let state = resp
+                        .leases
+                        .iter()
+                        .find(|l| l.job_id == self.key.0 && l.attempt == self.key.1)
+                        .map(|l| l.state);
+                    return match state {
+                        Some(LeaseState::Active) => Start::Go,
+                        Some(LeaseState::Cancel) => Start::Stop(StopReason::Cancelled),
+                        Some(LeaseState::Stale) | None => Start::Stop(StopReason::Stale),
+                    };
+                }
+                Err(TransportError::Unauthorized(m)) => {
+                    self.shared.report_fatal(TransportError::Unauthorized(m));
+                    return Start::Fatal;
+                }
+                Err(e) => {
+                    let delay = backoff.next_delay();
+                    tracing::warn!(job = %self.key.0, attempt = self.key.1, error = %e,
+                        retry_in_ms = delay.as_millis() as u64,
+                        "first heartbeat of the job failed; will retry before starting it");
+                    tokio::select! {
+                        () = sleep(delay) => {}
+                        r = self.stop.changed() => {
+                            if r.is_err() {
+                                return Start::Stop(StopReason::Shutdown);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The attempt is not ours any more: kill nothing more, ship nothing.
+    async fn drop_stale(&self, spool: SpoolWriter) {
+        let dir = spool.dir().to_path_buf();
+        tracing::warn!(job = %self.key.0, attempt = self.key.1, log_lines = spool.lines(),
+            "the attempt is stale (its lease is lost to a newer attempt or expired); dropping its log spool without completing it");
+        drop(spool);
+        self.shared.abort_shipper(&self.key).await;
+        spool::remove(&dir);
+    }
+
+    fn finish(&self, spool: SpoolWriter, result: &JobResult) {
+        tracing::info!(
+            job = %self.key.0,
+            attempt = self.key.1,
+            outcome = ?result.outcome,
+            exit_code = ?result.exit_code,
+            reason = result.reason.as_deref().unwrap_or(""),
+            log_lines = spool.lines(),
+            "job finished"
+        );
+        if let Err(e) = spool.finish(result) {
+            tracing::error!(job = %self.key.0, attempt = self.key.1, error = %e,
+                "cannot write the attempt's result to the spool; it is completed as failed at the next start");
+        }
+    }
+
+    async fn run(mut self) {
+        let meta = Meta {
+            job_id: self.key.0.clone(),
+            attempt: self.key.1,
+        };
+        let notify = Arc::new(Notify::new());
+        let mut spool = match SpoolWriter::create(&self.shared.spool_dir, &meta, notify.clone()) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(job = %meta.job_id, attempt = meta.attempt, error = %e,
+                    "cannot create the attempt's log spool; not running the job (its lease will expire)");
+                return;
+            }
+        };
+        self.shared
+            .spawn_shipper(spool.dir().to_path_buf(), meta, notify);
+
+        let spec = match self.check() {
+            Ok(spec) => spec,
+            Err(reason) => {
+                tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
+                spool.system(&reason);
+                return self.finish(spool, &JobResult::failed(reason));
+            }
+        };
+        let Some(plugin) = self.shared.config.plugins.get(&spec.kind).cloned() else {
+            let reason = format!(
+                "no plugin for job kind {:?} on this runner (it has: {})",
+                spec.kind,
+                self.shared.kinds.join(", ")
+            );
+            tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
+            spool.system(&reason);
+            return self.finish(spool, &JobResult::failed(reason));
+        };
+        if let Err(e) = plugin.validate(&spec) {
+            let reason = e.to_string();
+            tracing::warn!(job = %self.key.0, attempt = self.key.1, kind = %spec.kind, "job is not valid here: {reason}");
+            spool.system(&reason);
+            return self.finish(spool, &JobResult::failed(reason));
+        }
+        match self.first_heartbeat().await {
+            Start::Go => {}
+            Start::Fatal => return,
+            Start::Stop(StopReason::Stale) => return self.drop_stale(spool).await,
+            Start::Stop(reason) => {
+                let result = match reason {
+                    StopReason::Cancelled => JobResult {
+                        outcome: Outcome::Cancelled,
+                        exit_code: None,
+                        reason: Some("cancelled before it started".into()),
+                        outputs: serde_json::Value::Null,
+                    },
+                    _ => JobResult::failed("the runner shut down before the job started"),
+                };
+                spool.system(result.reason.as_deref().unwrap_or_default());
+                return self.finish(spool, &result);
+            }
+        }
+        self.shared.set_leased(&self.key);
+
+        let work_dir = match tempfile::Builder::new()
+            .prefix(&format!("{}-{}-", self.key.0, self.key.1))
+            .tempdir_in(&self.shared.jobs_dir)
+        {
+            Ok(d) => d,
+            Err(e) => {
+                let reason = format!(
+                    "cannot create the job's work directory in {}: {e}",
+                    self.shared.jobs_dir.display()
+                );
+                tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
+                spool.system(&reason);
+                return self.finish(spool, &JobResult::failed(reason));
+            }
+        };
+        tracing::info!(job = %self.key.0, attempt = self.key.1, kind = %spec.kind, "job started");
+        let mut env: BTreeMap<String, String> = self.shared.config.env.clone();
+        env.insert("NUON_JOB_ID".into(), self.key.0.to_string());
+        env.insert("NUON_JOB_ATTEMPT".into(), self.key.1.to_string());
+        let timeout = Duration::from_secs(spec.timeout_secs);
+        let mut host = ProcessHost {
+            work_dir: work_dir.path().to_path_buf(),
+            spool,
+            stop: self.stop.clone(),
+            deadline: Instant::now() + timeout,
+            timeout,
+            grace: self.shared.config.grace,
+            env,
+            guard: self.shared.guard.clone(),
+            stopped: None,
+        };
+        let outcome = plugin.run(&spec, &mut host).await;
+        let stopped = host.stopped.or(*self.stop.borrow());
+        let mut spool = host.spool;
+        let removed = tokio::task::spawn_blocking(move || work_dir.close()).await;
+        if let Ok(Err(e)) = removed {
+            tracing::warn!(job = %self.key.0, attempt = self.key.1, error = %e, "cannot remove the job's work directory");
+        }
+        if stopped == Some(StopReason::Stale) {
+            return self.drop_stale(spool).await;
+        }
+        let result = match outcome {
+            Ok(result) => result,
+            Err(e) => {
+                let reason = e.to_string();
+                spool.system(&reason);
+                JobResult::failed(reason)
+            }
+        };
+        self.finish(spool, &result);
+    }
+}
+
+/// The one heartbeat task of the runner: extends every lease the runner
+/// holds, and stops jobs the control plane cancels or calls stale.
+async fn heartbeat_loop(shared: Arc<Shared>) {
+    let transport = shared.config.transport.clone();
+    let wait = shared.config.heartbeat_wait;
+    let mut backoff = shared.backoff();
+    loop {
+        let changed = shared.leases_changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let leases = shared.leased();
+        if leases.is_empty() {
+            changed.await;
+            continue;
+        }
+        let req = HeartbeatRequest {
+            leases,
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        };
+        let sent = Instant::now();
+        match transport.heartbeat(&req).await {
+            Ok(resp) => {
+                backoff.reset();
+                let mut news = false;
+                for status in &resp.leases {
+                    let key: Key = (status.job_id.clone(), status.attempt);
+                    let reason = match status.state {
+                        LeaseState::Active => continue,
+                        LeaseState::Cancel => StopReason::Cancelled,
+                        LeaseState::Stale => StopReason::Stale,
+                    };
+                    if shared.stop_job(&key, reason) {
+                        news = true;
+                        tracing::info!(job = %key.0, attempt = key.1, ?reason, "control plane stops the job");
+                    }
+                }
+                // The server holds a heartbeat until something happens; if it
+                // answered early with nothing new, pause instead of spinning,
+                // but never past the interval it asked for.
+                let elapsed = sent.elapsed();
+                if !news && elapsed < wait / 2 {
+                    let pause = Duration::from_millis(resp.next_heartbeat_ms).min(wait - elapsed);
+                    sleep(pause).await;
+                }
+            }
+            Err(TransportError::Unauthorized(m)) => {
+                shared.report_fatal(TransportError::Unauthorized(m));
+                return;
+            }
+            Err(e) => {
+                // Jobs keep running: the control plane may be down for hours.
+                let delay = backoff.next_delay();
+                tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "heartbeat failed; jobs keep running; will retry");
+                sleep(delay).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Ships one attempt's spooled log and its completion to the control plane.
+//!
+//! One task per attempt, one request in flight: it reads the spool from the
+//! last acknowledged line, sends what is there (up to [`MAX_BATCH_LINES`]
+//! lines or about [`MAX_BATCH_BYTES`]), and sends again as soon as the answer
+//! comes, so batches grow by themselves when a job writes fast. When the
+//! attempt has ended and every line is acknowledged, it sends the completion
+//! and removes the spool directory.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nuon_core::wire::{Completion, LogBatch, LogLine, MAX_LOG_LINES_PER_BATCH};
+use nuon_core::{Transport, TransportError};
+use tokio::sync::Notify;
+
+use crate::backoff::Backoff;
+use crate::spool::{self, Meta, SpoolReader, SpooledLine};
+
+/// The most lines one batch carries.
+pub(crate) const MAX_BATCH_LINES: usize = if MAX_LOG_LINES_PER_BATCH < 5_000 {
+    MAX_LOG_LINES_PER_BATCH
+} else {
+    5_000
+};
+/// About the most bytes of JSON one batch carries.
+pub(crate) const MAX_BATCH_BYTES: usize = 1024 * 1024;
+/// How long the shipper sleeps without a wake-up before it looks at the
+/// spool anyway (a safety net; flushes wake it at once).
+const IDLE_RECHECK: Duration = Duration::from_secs(1);
+
+/// How a shipper ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ShipEnd {
+    /// The completion was accepted; the spool directory is gone.
+    Completed,
+    /// The control plane says the attempt is not ours any more (or gone);
+    /// the spool directory is gone.
+    Dropped,
+    /// The runner token was refused; the spool stays for a later start.
+    Unauthorized(TransportError),
+    /// The spool could not be read; it stays for a later start.
+    Failed,
+}
+
+/// What a shipper needs.
+pub(crate) struct Shipper {
+    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) dir: PathBuf,
+    pub(crate) meta: Meta,
+    pub(crate) notify: Arc<Notify>,
+    pub(crate) backoff: Backoff,
+}
+
+/// An estimate of a line's size in the JSON of a batch.
+fn json_size(line: &LogLine) -> usize {
+    let escaped: usize = line
+        .text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum();
+    40 + escaped
+}
+
+/// Lines read from the spool and not yet acknowledged, oldest first.
+struct Pending {
+    lines: VecDeque<(SpooledLine, usize)>,
+    bytes: usize,
+}
+
+impl Pending {
+    fn push(&mut self, line: SpooledLine) {
+        let size = json_size(&line.line);
+        self.bytes += size;
+        self.lines.push_back((line, size));
+    }
+
+    fn full(&self) -> bool {
+        self.lines.len() >= MAX_BATCH_LINES || self.bytes >= MAX_BATCH_BYTES
+    }
+
+    /// Drops lines up to `seq`; returns the end offset of the last one dropped.
+    fn drop_through(&mut self, seq: u64) -> Option<u64> {
+        let mut end = None;
+        while let Some((front, size)) = self.lines.front() {
+            if front.seq > seq {
+                break;
+            }
+            end = Some(front.end);
+            self.bytes -= size;
+            self.lines.pop_front();
+        }
+        end
+    }
+
+    fn clear(&mut self) {
+        self.lines.clear();
+        self.bytes = 0;
+    }
+}
+
+fn is_gone(e: &TransportError) -> bool {
+    matches!(e, TransportError::Stale(_))
+        || matches!(e, TransportError::Rejected { status: 404 | 410, .. })
+}
+
+impl Shipper {
+    fn job(&self) -> &nuon_core::JobId {
+        &self.meta.job_id
+    }
+
+    fn reader(&self, after: u64, offset: u64) -> Result<SpoolReader, ShipEnd> {
+        SpoolReader::open(&self.dir, after, offset).map_err(|e| {
+            tracing::error!(job = %self.job(), attempt = self.meta.attempt, dir = %self.dir.display(), error = %e,
+                "cannot read the job's log spool; it stays on disk for the next start");
+            ShipEnd::Failed
+        })
+    }
+
+    async fn pause(&mut self, what: &str, e: &TransportError) {
+        let delay = self.backoff.next_delay();
+        tracing::warn!(job = %self.job(), attempt = self.meta.attempt, error = %e,
+            retry_in_ms = delay.as_millis() as u64, "{what} failed; will retry");
+        tokio::time::sleep(delay).await;
+    }
+
+    fn save_ack(dir: &Path, seq: u64, offset: u64) {
+        if let Err(e) = spool::write_acked(dir, seq, offset) {
+            tracing::debug!(dir = %dir.display(), error = %e, "cannot save shipping progress");
+        }
+    }
+
+    /// Ships until the attempt is completed, dropped, or shipping cannot go on.
+    pub(crate) async fn run(mut self) -> ShipEnd {
+        let (mut acked, acked_offset) = spool::read_acked(&self.dir);
+        let mut reader = match self.reader(acked, acked_offset) {
+            Ok(r) => r,
+            Err(end) => return end,
+        };
+        // The saved progress may be ahead of the file only if it is corrupt.
+        if reader.next_seq() <= acked {
+            acked = reader.next_seq() - 1;
+        }
+        let mut pending = Pending {
+            lines: VecDeque::new(),
+            bytes: 0,
+        };
+        let attempt = self.meta.attempt;
+        loop {
+            while !pending.full() {
+                match reader.next_line() {
+                    Ok(Some(line)) => pending.push(line),
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(job = %self.job(), attempt, error = %e, "cannot read the job's log spool");
+                        return ShipEnd::Failed;
+                    }
+                }
+            }
+
+            // Rewinds to just after `seq` when the server holds less than we thought.
+            let mut rewind_to: Option<u64> = None;
+
+            if let Some((first, _)) = pending.lines.front() {
+                let batch = LogBatch {
+                    attempt,
+                    first_seq: first.seq,
+                    lines: pending.lines.iter().map(|(l, _)| l.line.clone()).collect(),
+                };
+                let last = first.seq + batch.lines.len() as u64 - 1;
+                let answer = match self.transport.append_logs(self.job(), &batch).await {
+                    Ok(ack) => Ok(ack.acked_seq),
+                    Err(TransportError::LogsPending { acked_seq }) => Ok(acked_seq),
+                    Err(e) => Err(e),
+                };
+                match answer {
+                    Ok(server) => {
+                        self.backoff.reset();
+                        if server >= batch.first_seq.saturating_sub(1) && server <= last {
+                            if let Some(end) = pending.drop_through(server) {
+                                acked = server;
+                                Self::save_ack(&self.dir, acked, end);
+                            } else {
+                                // Nothing taken: do not hammer the server with the same batch.
+                                let e = TransportError::Unavailable(format!(
+                                    "control plane stored none of lines {}..={last}", batch.first_seq
+                                ));
+                                self.pause("sending log lines", &e).await;
+                            }
+                        } else if server > last {
+                            // The server already had more (a resend after a restart).
+                            pending.clear();
+                            if let Err(e) = reader.skip_to(server) {
+                                tracing::error!(job = %self.job(), attempt, error = %e, "cannot read the job's log spool");
+                                return ShipEnd::Failed;
+                            }
+                            acked = reader.next_seq() - 1;
+                            Self::save_ack(&self.dir, acked, reader.offset());
+                        } else {
+                            rewind_to = Some(server);
+                        }
+                    }
+                    Err(TransportError::Unauthorized(m)) => {
+                        return ShipEnd::Unauthorized(TransportError::Unauthorized(m));
+                    }
+                    Err(e) if is_gone(&e) => {
+                        tracing::warn!(job = %self.job(), attempt, error = %e,
+                            "control plane refused the attempt's log lines: the attempt is stale; dropping its spool");
+                        spool::remove(&self.dir);
+                        return ShipEnd::Dropped;
+                    }
+                    Err(e) => {
+                        self.pause("sending log lines", &e).await;
+                        continue;
+                    }
+                }
+            } else {
+                // Everything written so far is acknowledged.
+                let result = match spool::read_result(&self.dir) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::error!(job = %self.job(), attempt, error = %e, "cannot read the attempt's result.json");
+                        return ShipEnd::Failed;
+                    }
+                };
+                let Some(result) = result else {
+                    let _ = tokio::time::timeout(IDLE_RECHECK, self.notify.notified()).await;
+                    continue;
+                };
+                // One more look: lines flushed just before result.json was written.
+                match reader.next_line() {
+                    Ok(Some(line)) => {
+                        pending.push(line);
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(job = %self.job(), attempt, error = %e, "cannot read the job's log spool");
+                        return ShipEnd::Failed;
+                    }
+                }
+                let mut log_lines = result.log_lines;
+                if log_lines > acked {
+                    tracing::error!(job = %self.job(), attempt, expected = log_lines, found = acked,
+                        "the spool holds fewer log lines than the attempt wrote; completing with those it holds");
+                    log_lines = acked;
+                }
+                let completion = Completion {
+                    attempt,
+                    log_lines,
+                    result: result.result.clone(),
+                };
+                match self.transport.complete(self.job(), &completion).await {
+                    Ok(ack) => {
+                        tracing::info!(job = %self.job(), attempt, status = %ack.status, log_lines,
+                            "job completion delivered");
+                        spool::remove(&self.dir);
+                        return ShipEnd::Completed;
+                    }
+                    Err(e @ TransportError::LogsPending { acked_seq }) => {
+                        if acked_seq >= log_lines {
+                            // It holds them all and still says no: wait and ask again.
+                            self.pause("sending the job's completion", &e).await;
+                            continue;
+                        }
+                        tracing::warn!(job = %self.job(), attempt, acked_seq, log_lines,
+                            "control plane is missing log lines; resending them");
+                        rewind_to = Some(acked_seq);
+                    }
+                    Err(TransportError::Unauthorized(m)) => {
+                        return ShipEnd::Unauthorized(TransportError::Unauthorized(m));
+                    }
+                    Err(e) if is_gone(&e) => {
+                        tracing::warn!(job = %self.job(), attempt, error = %e,
+                            "control plane refused the completion: the attempt is stale; dropping its spool");
+                        spool::remove(&self.dir);
+                        return ShipEnd::Dropped;
+                    }
+                    Err(e) => {
+                        self.pause("sending the job's completion", &e).await;
+                        continue;
+                    }
+                }
+            }
+
+            if let Some(seq) = rewind_to {
+                pending.clear();
+                reader = match self.reader(seq, 0) {
+                    Ok(r) => r,
+                    Err(end) => return end,
+                };
+                acked = reader.next_seq() - 1;
+                Self::save_ack(&self.dir, acked, reader.offset());
+            }
+        }
+    }
+}

@@ -1,0 +1,546 @@
+//! The on-disk log spool: every line a job writes is on disk before it is
+//! shipped, so a control-plane outage or a runner restart loses nothing.
+//!
+//! One directory per attempt, `spool/JOBID-ATTEMPT/`:
+//!
+//! - `meta.json`: `{"job_id": "...", "attempt": N}`;
+//! - `lines`: append-only, one record a line: the stream code
+//!   ([`LogStream::code`]), the timestamp in ms, a space, the text. A line's
+//!   sequence number is its line number, from 1;
+//! - `acked`: the shipper's progress, `SEQ OFFSET` (advisory: a restart
+//!   resumes from there instead of resending everything);
+//! - `result.json`: `{"log_lines": N, "result": {...}}`, written atomically
+//!   when the attempt ends. Its presence means no more lines will come.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nuon_core::wire::{LogLine, LogStream, MAX_LOG_LINE_BYTES};
+use nuon_core::{JobId, JobResult};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+const META: &str = "meta.json";
+const LINES: &str = "lines";
+const ACKED: &str = "acked";
+const RESULT: &str = "result.json";
+
+/// How long written lines may wait in memory before they reach the file.
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(50);
+
+/// Which attempt a spool directory belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    pub(crate) job_id: JobId,
+    pub(crate) attempt: u32,
+}
+
+/// The end of an attempt, as `result.json` holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ResultFile {
+    pub(crate) log_lines: u64,
+    pub(crate) result: JobResult,
+}
+
+/// The directory of one attempt under the spool root.
+pub(crate) fn attempt_dir(root: &Path, job: &JobId, attempt: u32) -> PathBuf {
+    root.join(format!("{job}-{attempt}"))
+}
+
+/// Writes `bytes` to `dir/name` through a temporary file and a rename, so
+/// readers see the old content or the new, never a part.
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_data()?;
+    fs::rename(&tmp, dir.join(name))
+}
+
+/// Reads `meta.json` of an attempt directory.
+pub(crate) fn read_meta(dir: &Path) -> io::Result<Meta> {
+    let bytes = fs::read(dir.join(META))?;
+    serde_json::from_slice(&bytes).map_err(io::Error::other)
+}
+
+/// Reads `result.json`, if the attempt has ended.
+pub(crate) fn read_result(dir: &Path) -> io::Result<Option<ResultFile>> {
+    match fs::read(dir.join(RESULT)) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(io::Error::other),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The shipper's saved progress: the highest acknowledged line and the byte
+/// offset just after it.
+pub(crate) fn read_acked(dir: &Path) -> (u64, u64) {
+    fs::read_to_string(dir.join(ACKED))
+        .ok()
+        .and_then(|s| {
+            let (seq, off) = s.trim().split_once(' ')?;
+            Some((seq.parse().ok()?, off.parse().ok()?))
+        })
+        .unwrap_or((0, 0))
+}
+
+/// Saves the shipper's progress.
+pub(crate) fn write_acked(dir: &Path, seq: u64, offset: u64) -> io::Result<()> {
+    write_atomic(dir, ACKED, format!("{seq} {offset}\n").as_bytes())
+}
+
+/// Removes an attempt's directory (after completion, or when it is stale).
+pub(crate) fn remove(dir: &Path) {
+    if let Err(e) = fs::remove_dir_all(dir) {
+        if e.kind() != io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove spool directory");
+        }
+    }
+}
+
+/// Every attempt directory under the spool root, with its meta. Directories
+/// without a readable `meta.json` are reported and skipped.
+pub(crate) fn list(root: &Path) -> io::Result<Vec<(PathBuf, Meta)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(root)? {
+        let path = entry?.path();
+        if !path.is_dir() {
+            continue;
+        }
+        match read_meta(&path) {
+            Ok(meta) => out.push((path, meta)),
+            Err(e) => tracing::warn!(
+                dir = %path.display(),
+                error = %e,
+                "skipping spool directory without a readable meta.json; remove it by hand if it is not needed"
+            ),
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Splits `text` into log lines: at newlines, and at character boundaries
+/// so that no line is longer than [`MAX_LOG_LINE_BYTES`].
+fn split_text(text: &str, mut each: impl FnMut(&str)) {
+    for line in text.split('\n') {
+        let mut rest = line;
+        loop {
+            if rest.len() <= MAX_LOG_LINE_BYTES {
+                each(rest);
+                break;
+            }
+            let mut cut = MAX_LOG_LINE_BYTES;
+            while !rest.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            each(&rest[..cut]);
+            rest = &rest[cut..];
+        }
+    }
+}
+
+/// Appends an attempt's log lines to its spool file.
+pub(crate) struct SpoolWriter {
+    dir: PathBuf,
+    file: BufWriter<File>,
+    lines: u64,
+    dirty: bool,
+    last_flush: Instant,
+    notify: Arc<Notify>,
+    broken: bool,
+}
+
+impl SpoolWriter {
+    /// Creates the directory of a new attempt.
+    pub(crate) fn create(root: &Path, meta: &Meta, notify: Arc<Notify>) -> io::Result<Self> {
+        let dir = attempt_dir(root, &meta.job_id, meta.attempt);
+        // Fails when the attempt already has a directory: never mix two
+        // writers in one log.
+        fs::create_dir(&dir)?;
+        let file = File::create(dir.join(LINES))?;
+        write_atomic(&dir, META, &serde_json::to_vec(meta).map_err(io::Error::other)?)?;
+        Ok(Self::new(dir, file, 0, notify))
+    }
+
+    /// Reopens an attempt whose writer died (the runner restarted, or its
+    /// task failed): drops a torn last record and counts the lines.
+    pub(crate) fn reopen(dir: &Path, notify: Arc<Notify>) -> io::Result<Self> {
+        let path = dir.join(LINES);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        let mut lines = 0u64;
+        let mut complete_len = 0u64;
+        let mut pos = 0u64;
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = file.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            for (i, b) in buf[..n].iter().enumerate() {
+                if *b == b'\n' {
+                    lines += 1;
+                    complete_len = pos + i as u64 + 1;
+                }
+            }
+            pos += n as u64;
+        }
+        if complete_len < pos {
+            file.set_len(complete_len)?;
+        }
+        file.seek(SeekFrom::End(0))?;
+        Ok(Self::new(dir.to_path_buf(), file, lines, notify))
+    }
+
+    fn new(dir: PathBuf, file: File, lines: u64, notify: Arc<Notify>) -> Self {
+        SpoolWriter {
+            dir,
+            file: BufWriter::with_capacity(64 * 1024, file),
+            lines,
+            dirty: false,
+            last_flush: Instant::now(),
+            notify,
+            broken: false,
+        }
+    }
+
+    /// The attempt's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How many lines were written.
+    pub(crate) fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    fn fail(&mut self, e: &io::Error) {
+        if !self.broken {
+            tracing::error!(
+                dir = %self.dir.display(),
+                error = %e,
+                "cannot write the job's log spool; further log lines of this attempt are dropped"
+            );
+        }
+        self.broken = true;
+    }
+
+    /// Appends `text` as one or more lines (split at newlines and at
+    /// [`MAX_LOG_LINE_BYTES`]), stamped `ts_ms`.
+    pub(crate) fn append_at(&mut self, stream: LogStream, ts_ms: i64, text: &str) {
+        if self.broken {
+            return;
+        }
+        let code = stream.code();
+        let mut result = Ok(());
+        let mut written = 0;
+        split_text(text, |line| {
+            if result.is_ok() {
+                result = writeln!(self.file, "{code}{ts_ms} {line}");
+                written += 1;
+            }
+        });
+        match result {
+            Ok(()) => {
+                self.lines += written;
+                self.dirty = true;
+            }
+            Err(e) => self.fail(&e),
+        }
+    }
+
+    /// Appends raw process output (one line, without its newline), replacing
+    /// invalid UTF-8.
+    pub(crate) fn append_bytes(&mut self, stream: LogStream, ts_ms: i64, bytes: &[u8]) {
+        self.append_at(stream, ts_ms, &String::from_utf8_lossy(bytes));
+    }
+
+    /// Appends a line on the `system` stream and flushes it at once.
+    pub(crate) fn system(&mut self, text: &str) {
+        self.append_at(LogStream::System, nuon_core::now_ms(), text);
+        self.flush();
+    }
+
+    /// When the buffered lines must reach the file, if any are buffered.
+    pub(crate) fn flush_deadline(&self) -> Option<Instant> {
+        self.dirty.then(|| self.last_flush + FLUSH_EVERY)
+    }
+
+    /// Flushes if lines have waited [`FLUSH_EVERY`].
+    pub(crate) fn maybe_flush(&mut self) {
+        if self.dirty && self.last_flush.elapsed() >= FLUSH_EVERY {
+            self.flush();
+        }
+    }
+
+    /// Writes buffered lines to the file and wakes the shipper.
+    pub(crate) fn flush(&mut self) {
+        self.last_flush = Instant::now();
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        if let Err(e) = self.file.flush() {
+            self.fail(&e);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Ends the attempt: flushes the lines to disk and writes `result.json`.
+    pub(crate) fn finish(mut self, result: &JobResult) -> io::Result<()> {
+        self.dirty = true;
+        self.flush();
+        self.file.get_ref().sync_data()?;
+        let file = ResultFile {
+            log_lines: self.lines,
+            result: result.clone(),
+        };
+        let bytes = serde_json::to_vec(&file).map_err(io::Error::other)?;
+        write_atomic(&self.dir, RESULT, &bytes)?;
+        self.notify.notify_one();
+        Ok(())
+    }
+}
+
+/// Parses one record of the `lines` file (without its newline).
+fn parse_record(raw: &[u8]) -> LogLine {
+    let text = String::from_utf8_lossy(raw);
+    let parsed = (|| {
+        let mut chars = text.chars();
+        let stream = LogStream::from_code(chars.next()?)?;
+        let rest = chars.as_str();
+        let (ts, msg) = rest.split_once(' ')?;
+        Some(LogLine {
+            stream,
+            ts_ms: ts.parse().ok()?,
+            text: msg.to_owned(),
+        })
+    })();
+    parsed.unwrap_or_else(|| LogLine {
+        stream: LogStream::System,
+        ts_ms: nuon_core::now_ms(),
+        text: format!("<unreadable spool record> {text}"),
+    })
+}
+
+/// A line read back from the spool.
+#[derive(Debug, Clone)]
+pub(crate) struct SpooledLine {
+    /// Its sequence number.
+    pub(crate) seq: u64,
+    /// The line.
+    pub(crate) line: LogLine,
+    /// The byte offset just after its record.
+    pub(crate) end: u64,
+}
+
+/// Reads an attempt's lines back, in order, from some position on; lines
+/// still being written (no newline yet) are left for a later read.
+pub(crate) struct SpoolReader {
+    file: BufReader<File>,
+    partial: Vec<u8>,
+    next_seq: u64,
+    offset: u64,
+}
+
+impl SpoolReader {
+    /// Opens the lines file positioned just after line `after_seq`, which
+    /// ends at byte `offset` if the caller knows it (0 otherwise).
+    pub(crate) fn open(dir: &Path, after_seq: u64, offset: u64) -> io::Result<Self> {
+        let mut file = File::open(dir.join(LINES))?;
+        let len = file.metadata()?.len();
+        let trusted = after_seq > 0 && offset > 0 && offset <= len && {
+            let mut b = [0u8; 1];
+            file.seek(SeekFrom::Start(offset - 1))?;
+            file.read_exact(&mut b)?;
+            b[0] == b'\n'
+        };
+        let mut reader = SpoolReader {
+            file: BufReader::with_capacity(256 * 1024, file),
+            partial: Vec::new(),
+            next_seq: 1,
+            offset: 0,
+        };
+        if trusted {
+            reader.file.seek(SeekFrom::Start(offset))?;
+            reader.next_seq = after_seq + 1;
+            reader.offset = offset;
+        } else {
+            reader.file.seek(SeekFrom::Start(0))?;
+            reader.skip_to(after_seq)?;
+        }
+        Ok(reader)
+    }
+
+    /// Skips lines until the next one read is `after_seq + 1` (or the end
+    /// of what is written).
+    pub(crate) fn skip_to(&mut self, after_seq: u64) -> io::Result<()> {
+        while self.next_seq <= after_seq {
+            if self.next_raw()?.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The sequence number the next line read will have.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The byte offset after the last complete line read.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next complete record with its newline, if one is written.
+    fn next_raw(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let n = self.file.read_until(b'\n', &mut self.partial)?;
+        if n == 0 || self.partial.last() != Some(&b'\n') {
+            return Ok(None);
+        }
+        self.offset += self.partial.len() as u64;
+        self.next_seq += 1;
+        Ok(Some(std::mem::take(&mut self.partial)))
+    }
+
+    /// The next complete line, if one is written.
+    pub(crate) fn next_line(&mut self) -> io::Result<Option<SpooledLine>> {
+        let Some(raw) = self.next_raw()? else {
+            return Ok(None);
+        };
+        let line = parse_record(&raw[..raw.len() - 1]);
+        Ok(Some(SpooledLine {
+            seq: self.next_seq - 1,
+            line,
+            end: self.offset,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nuon_core::Outcome;
+
+    use super::*;
+
+    fn meta() -> Meta {
+        Meta {
+            job_id: JobId::generate(),
+            attempt: 2,
+        }
+    }
+
+    fn read_all(dir: &Path, after: u64, offset: u64) -> Vec<(u64, LogLine)> {
+        let mut r = SpoolReader::open(dir, after, offset).unwrap();
+        let mut out = Vec::new();
+        while let Some(l) = r.next_line().unwrap() {
+            out.push((l.seq, l.line));
+        }
+        out
+    }
+
+    #[test]
+    fn lines_round_trip_split_and_resume() {
+        let root = tempfile::tempdir().unwrap();
+        let m = meta();
+        let mut w = SpoolWriter::create(root.path(), &m, Arc::new(Notify::new())).unwrap();
+        w.append_at(LogStream::Stdout, 5, "one");
+        w.append_at(LogStream::Stderr, 6, "two\nthree");
+        w.append_at(LogStream::Stdout, 7, "");
+        let long = "é".repeat(MAX_LOG_LINE_BYTES); // twice the limit in bytes
+        w.append_at(LogStream::Stdout, 8, &long);
+        w.append_bytes(LogStream::Stdout, 9, b"bad \xff utf8 \r");
+        w.system("refused");
+        let dir = w.dir().to_path_buf();
+        assert_eq!(read_meta(&dir).unwrap(), m);
+        assert_eq!(read_result(&dir).unwrap(), None);
+        w.flush();
+        let lines = read_all(&dir, 0, 0);
+        let texts: Vec<_> = lines.iter().map(|(_, l)| l.text.as_str()).collect();
+        assert_eq!(texts.len(), 8);
+        assert_eq!(texts[..4], ["one", "two", "three", ""]);
+        assert!(texts[4].len() <= MAX_LOG_LINE_BYTES && texts[5].len() <= MAX_LOG_LINE_BYTES);
+        assert_eq!(format!("{}{}", texts[4], texts[5]), long);
+        assert_eq!(texts[6], "bad \u{fffd} utf8 \r");
+        assert_eq!(lines[7].1.stream, LogStream::System);
+        assert_eq!(lines[1].1.stream, LogStream::Stderr);
+        assert_eq!(lines[0].1.ts_ms, 5);
+        let seqs: Vec<_> = lines.iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
+
+        // Resume after line 3, by scanning and by a saved offset.
+        let mut r = SpoolReader::open(&dir, 3, 0).unwrap();
+        assert_eq!(r.next_seq(), 4);
+        let off = r.offset();
+        assert_eq!(r.next_line().unwrap().unwrap().line.text, "");
+        assert_eq!(read_all(&dir, 3, off)[0].0, 4);
+        // A wrong offset is not trusted.
+        assert_eq!(read_all(&dir, 3, off + 1)[0].0, 4);
+
+        w.finish(&JobResult::failed("x")).unwrap();
+        let res = read_result(&dir).unwrap().unwrap();
+        assert_eq!(res.log_lines, 8);
+        assert_eq!(res.result.outcome, Outcome::Failed);
+    }
+
+    #[test]
+    fn partial_records_wait_and_torn_tails_are_dropped_on_reopen() {
+        let root = tempfile::tempdir().unwrap();
+        let m = meta();
+        let w = SpoolWriter::create(root.path(), &m, Arc::new(Notify::new())).unwrap();
+        let dir = w.dir().to_path_buf();
+        drop(w);
+        let mut f = OpenOptions::new().append(true).open(dir.join(LINES)).unwrap();
+        f.write_all(b"o1 first\no2 sec").unwrap();
+        let mut r = SpoolReader::open(&dir, 0, 0).unwrap();
+        assert_eq!(r.next_line().unwrap().unwrap().line.text, "first");
+        assert!(r.next_line().unwrap().is_none());
+        f.write_all(b"ond\n").unwrap();
+        assert_eq!(r.next_line().unwrap().unwrap().line.text, "second");
+        f.write_all(b"o3 torn").unwrap();
+
+        let mut w = SpoolWriter::reopen(&dir, Arc::new(Notify::new())).unwrap();
+        assert_eq!(w.lines(), 2);
+        w.system("runner restarted");
+        w.finish(&JobResult::failed("restarted")).unwrap();
+        let texts: Vec<_> = read_all(&dir, 0, 0).into_iter().map(|(_, l)| l.text).collect();
+        assert_eq!(texts, ["first", "second", "runner restarted"]);
+        assert_eq!(read_result(&dir).unwrap().unwrap().log_lines, 3);
+    }
+
+    #[test]
+    fn acked_progress_and_listing() {
+        let root = tempfile::tempdir().unwrap();
+        let m = meta();
+        let w = SpoolWriter::create(root.path(), &m, Arc::new(Notify::new())).unwrap();
+        let dir = w.dir().to_path_buf();
+        assert_eq!(read_acked(&dir), (0, 0));
+        write_acked(&dir, 7, 120).unwrap();
+        assert_eq!(read_acked(&dir), (7, 120));
+        fs::create_dir(root.path().join("junk")).unwrap();
+        let listed = list(root.path()).unwrap();
+        assert_eq!(listed, vec![(dir.clone(), m)]);
+        remove(&dir);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn bad_records_become_system_lines() {
+        let line = parse_record(b"zzz");
+        assert_eq!(line.stream, LogStream::System);
+        assert!(line.text.contains("zzz"));
+        let line = parse_record(b"e-5 x y");
+        assert_eq!((line.stream, line.ts_ms, line.text.as_str()), (LogStream::Stderr, -5, "x y"));
+    }
+}

@@ -1,0 +1,225 @@
+//! Isolation, signed jobs and bad input.
+
+use std::time::Duration;
+
+use nuon_core::JobStatus;
+use nuon_core::wire::{ClaimRequest, Completion, LogBatch, LogLine, LogStream};
+use nuon_core::{JobResult, Transport};
+use nuon_tests::{ControlPlane, Runner, RunnerOpts, all_logs, rt, wait_for, wait_job};
+
+use crate::{LONG, queue_sh, setup};
+
+fn runner_client(cp: &ControlPlane, token: &str) -> nuon_client::RunnerClient {
+    nuon_client::RunnerClient::new(nuon_client::ClientConfig::new(&cp.runner_url, token).unwrap()).unwrap()
+}
+
+/// Acceptance 9: runner tokens see only their own jobs; API tokens only their
+/// org; tokens are stored only as hashes.
+#[test]
+fn tokens_are_scoped_and_stored_hashed() {
+    let cp = ControlPlane::start("10s").unwrap();
+    let t1 = cp.create_runner("r1").unwrap();
+    let t2 = cp.create_runner("r2").unwrap();
+    let client = cp.client();
+    let job = queue_sh(&client, "r1", "echo hi", 1);
+
+    // r2's token claims nothing of r1's, and cannot write into r1's job.
+    let r2 = runner_client(&cp, &t2);
+    let got = rt()
+        .block_on(r2.claim(&ClaimRequest { kinds: vec!["exec".into()], slots: 4, wait_ms: 200 }))
+        .unwrap();
+    assert!(got.jobs.is_empty());
+    let r1 = runner_client(&cp, &t1);
+    let claimed = rt()
+        .block_on(r1.claim(&ClaimRequest { kinds: vec!["exec".into()], slots: 4, wait_ms: 1000 }))
+        .unwrap();
+    assert_eq!(claimed.jobs.len(), 1);
+    let batch = LogBatch {
+        attempt: 1,
+        first_seq: 1,
+        lines: vec![LogLine { stream: LogStream::Stdout, ts_ms: 0, text: "forged".into() }],
+    };
+    let err = rt().block_on(r2.append_logs(&job.id, &batch)).unwrap_err();
+    assert!(matches!(err, nuon_core::TransportError::Stale(_)), "{err:?}");
+    let completion = Completion { attempt: 1, log_lines: 0, result: JobResult::failed("forged") };
+    let err = rt().block_on(r2.complete(&job.id, &completion)).unwrap_err();
+    assert!(matches!(err, nuon_core::TransportError::Stale(_)), "{err:?}");
+
+    // Another org sees nothing of this one.
+    let out = std::process::Command::new(nuon_tests::bin("nuon-ctl"))
+        .args(["orgs", "create", "other", "--data-dir"])
+        .arg(&cp.data_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let other_token = text
+        .lines()
+        .find_map(|l| l.strip_prefix("admin-token: "))
+        .unwrap()
+        .to_owned();
+    let other = cp.client_with(&other_token);
+    assert!(rt().block_on(other.list_jobs()).unwrap().jobs.is_empty());
+    assert!(rt().block_on(other.list_runners()).unwrap().runners.is_empty());
+    for err in [
+        rt().block_on(other.get_job(&job.id)).unwrap_err(),
+        rt().block_on(other.cancel_job(&job.id)).unwrap_err(),
+        rt().block_on(other.job_logs(&job.id, 0)).unwrap_err(),
+        rt().block_on(other.revoke_runner("r1")).unwrap_err(),
+    ] {
+        assert_eq!(err.status(), Some(404), "{err}");
+    }
+    let err = rt()
+        .block_on(other.create_job(&nuon_core::wire::CreateJob {
+            runner: "r1".into(),
+            kind: "exec".into(),
+            payload: serde_json::json!({"command": "true"}),
+            timeout_secs: None,
+            max_attempts: None,
+        }))
+        .unwrap_err();
+    assert_eq!(err.status(), Some(404), "{err}");
+
+    // A revoked runner token is refused.
+    rt().block_on(client.revoke_runner("r2")).unwrap();
+    let err = rt()
+        .block_on(r2.claim(&ClaimRequest { kinds: vec!["exec".into()], slots: 1, wait_ms: 0 }))
+        .unwrap_err();
+    assert!(matches!(err, nuon_core::TransportError::Unauthorized(_)), "{err:?}");
+
+    // No token text is anywhere in the database files.
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(&cp.data_dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().contains(".db") {
+            bytes.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    let haystack = String::from_utf8_lossy(&bytes);
+    for token in [&t1, &t2, &cp.admin_token, &other_token] {
+        let secret = token.split_once('.').unwrap().1;
+        assert!(!haystack.contains(secret), "a token is stored in clear");
+    }
+}
+
+/// Acceptance 10: a job whose signed spec was altered is refused and never
+/// executed; so is every job when the runner has another org's key.
+#[test]
+fn a_tampered_job_is_refused_and_never_runs() {
+    let cp = ControlPlane::start("10s").unwrap();
+    let token = cp.create_runner("r1").unwrap();
+    let client = cp.client();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("pwned");
+    let job = queue_sh(&client, "r1", "echo harmless", 1);
+    // Rewrite the stored spec behind the control plane's back, as a
+    // compromised database or API would.
+    let db = cp.data_dir.join("nuon.db");
+    let sql = format!(
+        "UPDATE jobs SET spec = replace(spec, 'echo harmless', 'touch {}') WHERE id = '{}';",
+        marker.display(),
+        job.id
+    );
+    let status = std::process::Command::new("sqlite3").arg(&db).arg(&sql).status();
+    match status {
+        Ok(s) if s.success() => {}
+        _ => {
+            let msg = "sqlite3 is not installed: cannot tamper with the stored job";
+            assert!(!nuon_tests::require_all(), "{msg}");
+            eprintln!("SKIPPED: {msg}");
+            return;
+        }
+    }
+    let runner = Runner::start(
+        &cp,
+        RunnerOpts { token: &token, signing_key: &cp.signing_key, slots: 1, grace: "1s", work_dir: None },
+    )
+    .unwrap();
+    let done = wait_job(&client, &job.id, LONG).unwrap();
+    assert_eq!(done.status, JobStatus::Failed);
+    assert!(done.reason.as_deref().unwrap_or("").contains("signature"), "{done:?}");
+    assert!(!marker.exists(), "the tampered job ran");
+    let logs = all_logs(&client, &job.id).unwrap();
+    assert!(logs.iter().any(|l| l.stream == LogStream::System && l.text.contains("signature")));
+    assert!(runner.log_text().contains("signature"), "runner log should say why");
+    drop(runner);
+
+    // A runner holding another key refuses an untampered job too.
+    let wrong_key = nuon_core::OrgSigningKey::generate().public_key().to_string();
+    let _runner = Runner::start(
+        &cp,
+        RunnerOpts { token: &token, signing_key: &wrong_key, slots: 1, grace: "1s", work_dir: None },
+    )
+    .unwrap();
+    let job = queue_sh(&client, "r1", &format!("touch {}", marker.display()), 1);
+    let done = wait_job(&client, &job.id, LONG).unwrap();
+    assert_eq!(done.status, JobStatus::Failed);
+    assert!(!marker.exists(), "a job signed by another key ran");
+}
+
+/// Acceptance 11: bad input gets a clear error and harms nothing.
+#[test]
+fn bad_input_gets_clear_errors_and_harms_nothing() {
+    let s = setup("10s", "r1", 1, "1s");
+    let client = s.cp.client();
+    let good = queue_sh(&client, "r1", "echo kept", 1);
+    wait_job(&client, &good.id, LONG).unwrap();
+
+    let http = reqwest::Client::new();
+    let post = |url: String, token: &str, body: Vec<u8>| {
+        rt().block_on(async {
+            let resp = http
+                .post(url)
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let v: serde_json::Value = resp.json().await.unwrap_or_default();
+            (status, v)
+        })
+    };
+    let jobs_url = format!("{}/v1/jobs", s.cp.control_url);
+    let (st, v) = post(jobs_url.clone(), &s.cp.admin_token, b"{\"runner\": ".to_vec());
+    assert_eq!(st, 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("line 1"), "{v}");
+    let (st, v) = post(jobs_url.clone(), &s.cp.admin_token, br#"{"runner":"r1","kind":"exec","payload":{},"bogus":1}"#.to_vec());
+    assert_eq!(st, 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("bogus"), "{v}");
+    let (st, _) = post(jobs_url.clone(), &s.cp.admin_token, vec![b' '; 5 * 1024 * 1024]);
+    assert_eq!(st, 413);
+    let (st, v) = post(jobs_url.clone(), "nope", b"{}".to_vec());
+    assert_eq!(st, 401);
+    assert_eq!(v["error"]["code"], "unauthorized");
+    let (st, _) = post(format!("{}/v1/runner/claim", s.cp.runner_url), "rnr_x.y", b"{}".to_vec());
+    assert_eq!(st, 401);
+    let (st, _) = post(format!("{}/v1/runner/claim", s.cp.runner_url), &s.token, b"[1,2".to_vec());
+    assert_eq!(st, 400);
+
+    let missing = nuon_core::JobId::generate();
+    assert_eq!(rt().block_on(client.get_job(&missing)).unwrap_err().status(), Some(404));
+    let out = s.cp.nuon(&["jobs", "get", "job_not-an-id"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid job id"));
+
+    // A missing binary: the job fails, with the reason in its log.
+    let out = s.cp.nuon(&["jobs", "exec", "--runner", "r1", "--wait", "--", "no-such-binary-xyz", "arg"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value =
+        serde_json::from_slice(&s.cp.nuon(&["jobs", "list", "--json"]).stdout).unwrap();
+    let failed = &v["jobs"][0];
+    assert_eq!(failed["status"], "failed");
+    assert!(failed["reason"].as_str().unwrap().contains("no-such-binary-xyz"), "{failed}");
+    let id = failed["id"].as_str().unwrap().parse().unwrap();
+    let logs = all_logs(&client, &id).unwrap();
+    assert!(logs.iter().any(|l| l.text.contains("no-such-binary-xyz")), "{logs:?}");
+
+    // The server is up and what it had is intact.
+    wait_for("health", Duration::from_secs(5), || {
+        rt().block_on(client.get_job(&good.id)).ok()
+    })
+    .unwrap();
+    assert_eq!(all_logs(&client, &good.id).unwrap()[0].text, "kept");
+}

@@ -1,0 +1,350 @@
+//! Test support: build and start the real binaries on loopback, drive them,
+//! and clean up after. Every wait is bounded, so a broken build fails a test
+//! instead of hanging it.
+#![allow(missing_docs, unsafe_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use nuon_client::{ClientConfig, ControlClient};
+use nuon_core::JobId;
+use nuon_core::wire::{JobInfo, LogEntry};
+
+/// The directory holding the built binaries (building them once per test run).
+pub fn bin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Ok(dir) = std::env::var("NUON_TEST_BIN_DIR") {
+            return PathBuf::from(dir);
+        }
+        // target/<profile>/deps/e2e-HASH -> target/<profile>
+        let exe = std::env::current_exe().expect("current exe");
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binary lives in target/<profile>/deps")
+            .to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "build",
+            "-q",
+            "-p",
+            "nuon-ctl",
+            "-p",
+            "nuon-runner",
+            "-p",
+            "nuon-cli",
+        ]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build for the binaries");
+        assert!(status.success(), "building the binaries failed");
+        dir
+    })
+}
+
+/// The log filter for the started binaries (`NUON_TEST_RUST_LOG` overrides).
+fn log_filter(default: &str) -> String {
+    std::env::var("NUON_TEST_RUST_LOG").unwrap_or_else(|_| default.to_owned())
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// Waits until `f` returns `Some`, checking every 20 ms, for at most `limit`.
+pub fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> Result<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Ok(v);
+        }
+        if start.elapsed() > limit {
+            bail!("timed out after {limit:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn process_alive(pid: i32) -> bool {
+    // A zombie is dead for our purposes.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) with a pid we started; no memory is involved.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+/// A `nuon-ctl serve` process on a data dir.
+pub struct ControlPlane {
+    child: Option<Child>,
+    pub data_dir: PathBuf,
+    pub control_url: String,
+    pub runner_url: String,
+    pub admin_token: String,
+    pub signing_key: String,
+    lease: String,
+    _tmp: Option<tempfile::TempDir>,
+    log: PathBuf,
+}
+
+impl ControlPlane {
+    /// Starts on a fresh data dir with the given lease.
+    pub fn start(lease: &str) -> Result<Self> {
+        let tmp = tempfile::tempdir()?;
+        let data_dir = tmp.path().join("data");
+        let mut cp = Self::spawn(&data_dir, lease, "127.0.0.1:0", "127.0.0.1:0", tmp.path())?;
+        cp._tmp = Some(tmp);
+        Ok(cp)
+    }
+
+    fn spawn(data_dir: &Path, lease: &str, listen: &str, runner_listen: &str, logs: &Path) -> Result<Self> {
+        let log = logs.join("ctl.log");
+        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+        let mut child = Command::new(bin("nuon-ctl"))
+            .args(["serve", "--data-dir"])
+            .arg(data_dir)
+            .args(["--listen", listen, "--runner-listen", runner_listen])
+            .args(["--lease-timeout", lease])
+            .env("RUST_LOG", log_filter("info,nuon_control=debug"))
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .context("start nuon-ctl")?;
+        let stdout = child.stdout.take().expect("piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut next = |prefix: &str| -> Result<String> {
+            let line = lines
+                .next()
+                .context("nuon-ctl exited before printing its addresses")??;
+            line.strip_prefix(prefix)
+                .map(str::to_owned)
+                .with_context(|| format!("unexpected line {line:?}"))
+        };
+        let control_url = next("control-api: ")?;
+        let runner_url = next("runner-api: ")?;
+        let admin_token = std::fs::read_to_string(data_dir.join("admin-token"))?.trim().to_owned();
+        let signing_key = std::fs::read_to_string(data_dir.join("org-signing-key.pub"))?.trim().to_owned();
+        Ok(ControlPlane {
+            child: Some(child),
+            data_dir: data_dir.to_owned(),
+            control_url,
+            runner_url,
+            admin_token,
+            signing_key,
+            lease: lease.to_owned(),
+            _tmp: None,
+            log,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts again on the same data dir and ports (after [`Self::kill9`]).
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill9();
+        let listen = self.control_url.trim_start_matches("http://").to_owned();
+        let runner_listen = self.runner_url.trim_start_matches("http://").to_owned();
+        let logs = self.log.parent().expect("log dir").to_owned();
+        let fresh = wait_for("ports to be free again", Duration::from_secs(10), || {
+            Self::spawn(&self.data_dir, &self.lease, &listen, &runner_listen, &logs).ok()
+        })?;
+        let mut fresh = fresh;
+        self.child = fresh.child.take();
+        Ok(())
+    }
+
+    pub fn client(&self) -> ControlClient {
+        self.client_with(&self.admin_token)
+    }
+
+    pub fn client_with(&self, token: &str) -> ControlClient {
+        ControlClient::new(ClientConfig::new(&self.control_url, token).expect("config")).expect("client")
+    }
+
+    /// Runs the `nuon` CLI against this control plane.
+    pub fn nuon(&self, args: &[&str]) -> Output {
+        Command::new(bin("nuon"))
+            .args(args)
+            .env("NUON_API_URL", &self.control_url)
+            .env("NUON_TOKEN", &self.admin_token)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run nuon")
+    }
+
+    /// Registers a runner through the CLI and returns its token.
+    pub fn create_runner(&self, name: &str) -> Result<String> {
+        let out = self.nuon(&["runners", "create", "--name", name, "--json"]);
+        if !out.status.success() {
+            bail!("runners create failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        Ok(v["token"].as_str().context("token")?.to_owned())
+    }
+
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A `nuon-runner run` process.
+pub struct Runner {
+    child: Option<Child>,
+    pub work_dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    pub log: PathBuf,
+}
+
+/// How to start a runner.
+pub struct RunnerOpts<'a> {
+    pub token: &'a str,
+    pub signing_key: &'a str,
+    pub slots: u32,
+    pub grace: &'a str,
+    pub work_dir: Option<&'a Path>,
+}
+
+impl Runner {
+    pub fn start(cp: &ControlPlane, opts: RunnerOpts<'_>) -> Result<Self> {
+        let tmp = tempfile::tempdir()?;
+        let work_dir = opts.work_dir.map(Path::to_owned).unwrap_or_else(|| tmp.path().join("work"));
+        let log = tmp.path().join("runner.log");
+        let log_file = std::fs::File::create(&log)?;
+        let child = Command::new(bin("nuon-runner"))
+            .arg("run")
+            .args(["--api", &cp.runner_url, "--token", opts.token])
+            .args(["--signing-key", opts.signing_key])
+            .arg("--work-dir")
+            .arg(&work_dir)
+            .args(["--slots", &opts.slots.to_string(), "--grace", opts.grace])
+            .env("RUST_LOG", log_filter("info,nuon_runner_lib=debug"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .context("start nuon-runner")?;
+        Ok(Runner {
+            child: Some(child),
+            work_dir,
+            _tmp: Some(tmp),
+            log,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Result<Option<i32>> {
+        let child = self.child.as_mut().context("runner not running")?;
+        let status = wait_for("runner to exit", limit, || child.try_wait().ok().flatten())?;
+        self.child = None;
+        Ok(status.code())
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A small tokio runtime for the async client in sync tests.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Waits (by following the job's log to its end) until the job finishes.
+pub fn wait_job(client: &ControlClient, id: &JobId, limit: Duration) -> Result<JobInfo> {
+    rt().block_on(async {
+        tokio::time::timeout(limit, async {
+            let mut f = client.follow_logs(id, 0);
+            while f.next().await?.is_some() {}
+            loop {
+                let job = client.get_job(id).await?;
+                if job.status.is_terminal() {
+                    return Ok::<_, anyhow::Error>(job);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .with_context(|| format!("job {id} did not finish within {limit:?}"))?
+    })
+}
+
+/// Every log line of a job.
+pub fn all_logs(client: &ControlClient, id: &JobId) -> Result<Vec<LogEntry>> {
+    rt().block_on(async {
+        let mut out = Vec::new();
+        let mut cursor = 0;
+        loop {
+            let page = client.job_logs(id, cursor).await?;
+            if page.lines.is_empty() {
+                return Ok(out);
+            }
+            cursor = page.next;
+            out.extend(page.lines);
+        }
+    })
+}
+
+/// Reads a pid a job wrote into `path`, waiting for it to appear.
+pub fn read_pid(path: &Path) -> Result<i32> {
+    wait_for("the job to write its pid", Duration::from_secs(20), || {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    })
+}
+
+/// Whether a test must fail rather than skip when a tool is missing.
+pub fn require_all() -> bool {
+    std::env::var("NUON_TEST_REQUIRE").is_ok_and(|v| v == "all")
+}
