@@ -43,7 +43,7 @@ while IFS= read -r line; do
   esac
 done
 for g in $groups; do
-  : kill -s KILL -- "-$g" 2>/dev/null
+  kill -s KILL -- "-$g" 2>/dev/null
 done
 exit 0
 "#;
@@ -154,20 +154,51 @@ pub(crate) mod tests {
         !alive(pid)
     }
 
-    fn spawn_group() -> Child {
-        Command::new("sleep")
-            .arg("1000")
-            .process_group(0)
-            .spawn()
-            .unwrap()
+    /// A child in its own process group, killed and reaped when dropped so a
+    /// failing test leaves nothing behind.
+    struct Group(Child);
+
+    impl Group {
+        fn spawn() -> Self {
+            Group(
+                Command::new("sleep")
+                    .arg("1000")
+                    .process_group(0)
+                    .spawn()
+                    .unwrap(),
+            )
+        }
+
+        fn id(&self) -> u32 {
+            self.0.id()
+        }
+
+        /// Reaps it if it ended within `within`; whether it did.
+        fn ended_within(&mut self, within: Duration) -> bool {
+            let until = Instant::now() + within;
+            while Instant::now() < until {
+                if self.0.try_wait().unwrap().is_some() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false
+        }
+    }
+
+    impl Drop for Group {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 
     #[tokio::test]
     async fn closing_kills_registered_groups_only() {
         let guard = OrphanGuard::spawn().unwrap();
-        let mut kept = spawn_group();
-        let mut ended = spawn_group();
-        let mut other = spawn_group();
+        let mut kept = Group::spawn();
+        let ended = Group::spawn();
+        let other = Group::spawn();
         guard.add(kept.id());
         guard.add(ended.id());
         guard.remove(ended.id());
@@ -176,13 +207,8 @@ pub(crate) mod tests {
         let watchdog = guard.pid().unwrap();
         guard.close().await;
         assert!(!alive(watchdog));
-        let _ = kept.wait();
-        assert!(wait_dead(kept.id(), Duration::from_secs(5)));
+        assert!(kept.ended_within(Duration::from_secs(5)), "registered group survived");
         assert!(alive(ended.id()) && alive(other.id()));
-        for c in [&mut ended, &mut other] {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
     }
 
     /// Run by `killing_the_runner_kills_its_job_groups` in a child process:
@@ -193,7 +219,7 @@ pub(crate) mod tests {
             return;
         }
         let guard = OrphanGuard::spawn().unwrap();
-        let job = spawn_group();
+        let job = Group::spawn();
         guard.add(job.id());
         println!("PGID {}", job.id());
         std::thread::sleep(Duration::from_secs(600));
@@ -220,6 +246,14 @@ pub(crate) mod tests {
         }
         let pgid = pgid.expect("helper printed its job's process group");
         assert!(alive(pgid));
+        /// Kills the group if the test fails, so it leaves nothing behind.
+        struct Cleanup(u32);
+        impl Drop for Cleanup {
+            fn drop(&mut self) {
+                let _ = crate::sys::kill_group(self.0, crate::sys::SIGKILL);
+            }
+        }
+        let _cleanup = Cleanup(pgid);
         // SIGKILL: the holder of the pipe gets no chance to clean up.
         holder.kill().unwrap();
         holder.wait().unwrap();

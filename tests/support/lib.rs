@@ -292,12 +292,17 @@ impl Drop for Runner {
     }
 }
 
-/// A small tokio runtime for the async client in sync tests.
-pub fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
+/// One shared tokio runtime for the async client in sync tests. Shared, so
+/// a client's pooled connections outlive each `block_on`.
+pub fn rt() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime")
+    })
 }
 
 /// Waits (by following the job's log to its end) until the job finishes.
