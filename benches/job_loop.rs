@@ -20,7 +20,16 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn runner(cp: &ControlPlane, token: &str, slots: u32) -> Result<Runner> {
-    Runner::start(cp, RunnerOpts { token, signing_key: &cp.signing_key, slots, grace: "5s", work_dir: None })
+    Runner::start(
+        cp,
+        RunnerOpts {
+            token,
+            signing_key: &cp.signing_key,
+            slots,
+            grace: "5s",
+            work_dir: None,
+        },
+    )
 }
 
 fn queue(client: &ControlClient, runner: &str, command: &str, args: &[&str]) -> Result<JobId> {
@@ -47,13 +56,18 @@ fn dispatch(runners: usize) -> Result<(f64, f64, f64)> {
     // Let every runner settle into its long poll.
     nuon_tests::wait_for("runners to connect", Duration::from_secs(60), || {
         let list = rt().block_on(client.list_runners()).ok()?;
-        list.runners.iter().all(|r| r.last_seen_at_ms.is_some()).then_some(())
+        list.runners
+            .iter()
+            .all(|r| r.last_seen_at_ms.is_some())
+            .then_some(())
     })?;
     std::thread::sleep(Duration::from_millis(500));
     let mut lat = Vec::new();
     for i in 0..200 {
         let target = format!("r{}", i % runners);
-        let sent_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as f64;
+        let sent_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_nanos() as f64;
         let id = queue(&client, &target, "date", &["+%s%N"])?;
         wait_job(&client, &id, Duration::from_secs(30))?;
         let logs = all_logs(&client, &id)?;
@@ -61,7 +75,11 @@ fn dispatch(runners: usize) -> Result<(f64, f64, f64)> {
         lat.push((started_ns - sent_ns) / 1e6);
     }
     lat.sort_by(|a, b| a.total_cmp(b));
-    Ok((percentile(&lat, 0.5), percentile(&lat, 0.99), lat[lat.len() - 1]))
+    Ok((
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        lat[lat.len() - 1],
+    ))
 }
 
 /// Trivial jobs claimed and completed per second, 4 runners x 4 slots.
@@ -118,7 +136,9 @@ fn ceiling() -> Result<f64> {
     rt().block_on(async {
         let org = store.create_org("bench").await?;
         let runner = RunnerId::generate();
-        store.create_runner(&org.org_id, &runner, "r", "hash").await?;
+        store
+            .create_runner(&org.org_id, &runner, "r", "hash")
+            .await?;
         let n = 5000;
         for _ in 0..n {
             let spec = JobSpec {
@@ -132,7 +152,13 @@ fn ceiling() -> Result<f64> {
                 created_at_ms: now_ms(),
             };
             let spec_json = serde_json::to_string(&spec)?;
-            store.enqueue_job(NewJob { spec, spec_json, signature: String::new() }).await?;
+            store
+                .enqueue_job(NewJob {
+                    spec,
+                    spec_json,
+                    signature: String::new(),
+                })
+                .await?;
         }
         let store = std::sync::Arc::new(store);
         let start = Instant::now();
@@ -146,11 +172,31 @@ fn ceiling() -> Result<f64> {
                 let mut done = 0u32;
                 loop {
                     let claimed = store.claim(&runner, &kinds, 1, 60_000).await?;
-                    let Some(job) = claimed.into_iter().next() else { return Ok::<_, anyhow::Error>(done) };
-                    let lease = LeaseRef { job_id: job.job_id.clone(), attempt: job.attempt };
+                    let Some(job) = claimed.into_iter().next() else {
+                        return Ok::<_, anyhow::Error>(done);
+                    };
+                    let lease = LeaseRef {
+                        job_id: job.job_id.clone(),
+                        attempt: job.attempt,
+                    };
                     store.heartbeat(&runner, &[lease], 60_000).await?;
-                    let result = JobResult { outcome: Outcome::Succeeded, exit_code: Some(0), reason: None, outputs: serde_json::Value::Null };
-                    store.complete(&runner, &job.job_id, Completion { attempt: job.attempt, log_lines: 0, result }).await?;
+                    let result = JobResult {
+                        outcome: Outcome::Succeeded,
+                        exit_code: Some(0),
+                        reason: None,
+                        outputs: serde_json::Value::Null,
+                    };
+                    store
+                        .complete(
+                            &runner,
+                            &job.job_id,
+                            Completion {
+                                attempt: job.attempt,
+                                log_lines: 0,
+                                result,
+                            },
+                        )
+                        .await?;
                     done += 1;
                 }
             });
@@ -177,7 +223,8 @@ fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let rest = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
-    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
 }
 
 /// A job printing 200 MB of lines: the job's own wall time against the same
@@ -186,7 +233,9 @@ fn big_log() -> Result<(f64, f64, f64, f64, u64, u64)> {
     let script = "yes 'the quick brown fox jumps over the lazy dog, 0123456789 abcdefghijklmnop' | head -c 200000000";
     let base = {
         let start = Instant::now();
-        let st = std::process::Command::new("sh").args(["-c", &format!("{script} > /dev/null")]).status()?;
+        let st = std::process::Command::new("sh")
+            .args(["-c", &format!("{script} > /dev/null")])
+            .status()?;
         anyhow::ensure!(st.success());
         start.elapsed().as_secs_f64()
     };
@@ -194,7 +243,8 @@ fn big_log() -> Result<(f64, f64, f64, f64, u64, u64)> {
     let client = cp.client();
     let token = cp.create_runner("r")?;
     let r = runner(&cp, &token, 1)?;
-    let wrapped = format!("s=$(date +%s%N); {script}; e=$(date +%s%N); echo \"elapsed_ns $((e - s))\"");
+    let wrapped =
+        format!("s=$(date +%s%N); {script}; e=$(date +%s%N); echo \"elapsed_ns $((e - s))\"");
     let start = Instant::now();
     let id = queue(&client, "r", "sh", &["-c", &wrapped])?;
     let mut peak = 0;
@@ -243,11 +293,17 @@ fn idle() -> Result<(u64, f64)> {
     std::thread::sleep(Duration::from_secs(10));
     let t1 = cpu_ticks(r.pid());
     let ticks_per_sec = 100.0;
-    Ok((rss_kb(r.pid(), "VmRSS:"), (t1 - t0) as f64 / ticks_per_sec / 10.0 * 100.0))
+    Ok((
+        rss_kb(r.pid(), "VmRSS:"),
+        (t1 - t0) as f64 / ticks_per_sec / 10.0 * 100.0,
+    ))
 }
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     // Quiet logs, as in production.
     if std::env::var_os("NUON_TEST_RUST_LOG").is_none() {
         // SAFETY: single-threaded at this point.
@@ -258,7 +314,9 @@ fn main() -> Result<()> {
     if want("dispatch") {
         for n in [1, 100] {
             let (p50, p99, max) = dispatch(n)?;
-            println!("| dispatch latency, {n} runner(s), queued → process started | p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms |");
+            println!(
+                "| dispatch latency, {n} runner(s), queued → process started | p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms |"
+            );
         }
     }
     if want("throughput") {
@@ -267,18 +325,31 @@ fn main() -> Result<()> {
     }
     if want("ceiling") {
         let t = ceiling()?;
-        println!("| raw SQLite store claim + heartbeat + complete, 16 workers, no HTTP | {t:.0} jobs/s |");
+        println!(
+            "| raw SQLite store claim + heartbeat + complete, 16 workers, no HTTP | {t:.0} jobs/s |"
+        );
     }
     if want("bigLog") {
         let (base, job, ratio, e2e, peak, runner_peak) = big_log()?;
         println!("| 200 MB of log lines: bare to /dev/null | {base:.2} s |");
-        println!("| 200 MB of log lines: job wall time under the runner | {job:.2} s ({ratio:.2}×) |");
-        println!("| 200 MB of log lines: until every line is stored and the job complete | {e2e:.2} s |");
-        println!("| 200 MB of log lines: peak RSS control plane / runner | {} MB / {} MB |", peak / 1024, runner_peak / 1024);
+        println!(
+            "| 200 MB of log lines: job wall time under the runner | {job:.2} s ({ratio:.2}×) |"
+        );
+        println!(
+            "| 200 MB of log lines: until every line is stored and the job complete | {e2e:.2} s |"
+        );
+        println!(
+            "| 200 MB of log lines: peak RSS control plane / runner | {} MB / {} MB |",
+            peak / 1024,
+            runner_peak / 1024
+        );
     }
     if want("idle") {
         let (rss, cpu) = idle()?;
-        println!("| idle runner long-polling: RSS, CPU over 10 s | {} MB, {cpu:.2} % |", rss / 1024);
+        println!(
+            "| idle runner long-polling: RSS, CPU over 10 s | {} MB, {cpu:.2} % |",
+            rss / 1024
+        );
     }
     Ok(())
 }

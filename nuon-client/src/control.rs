@@ -28,9 +28,7 @@ impl ControlClient {
     /// Registers a runner; the answer holds its token, shown only this once.
     pub async fn create_runner(&self, name: &str) -> Result<RunnerCreated> {
         let body = CreateRunner { name: name.into() };
-        self.http
-            .post(routes::RUNNERS, &body, Duration::ZERO)
-            .await
+        self.http.post(routes::RUNNERS, &body, Duration::ZERO).await
     }
 
     /// The org's runners.
@@ -154,7 +152,8 @@ impl LogFollower {
                     self.resp = None;
                     self.buf.clear();
                     let url = e.url().map(|u| u.to_string()).unwrap_or_default();
-                    self.retry_or_fail(Error::Connect { url, source: e }).await?;
+                    self.retry_or_fail(Error::Connect { url, source: e })
+                        .await?;
                 }
             }
         }

@@ -32,9 +32,9 @@
 //! ```
 
 mod config;
-mod http;
 mod control;
 mod error;
+mod http;
 mod runner;
 
 pub use config::ClientConfig;

@@ -69,10 +69,7 @@ impl Transport for RunnerClient {
             .map_err(map_err)
     }
 
-    async fn heartbeat(
-        &self,
-        req: &HeartbeatRequest,
-    ) -> Result<HeartbeatResponse, TransportError> {
+    async fn heartbeat(&self, req: &HeartbeatRequest) -> Result<HeartbeatResponse, TransportError> {
         self.http
             .post(routes::HEARTBEAT, req, Duration::from_millis(req.wait_ms))
             .await

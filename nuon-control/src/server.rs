@@ -75,7 +75,10 @@ impl ControlPlane {
             .extend_running_leases(now_ms() + config.lease.as_millis() as i64)
             .await?;
         if extended > 0 {
-            tracing::info!(count = extended, "extended leases of running attempts after start");
+            tracing::info!(
+                count = extended,
+                "extended leases of running attempts after start"
+            );
         }
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timings = Timings {
@@ -116,10 +119,7 @@ impl ControlPlane {
         runner: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
-        let rescuer = tokio::spawn(rescue_loop(
-            self.state.clone(),
-            self.config.rescue_interval,
-        ));
+        let rescuer = tokio::spawn(rescue_loop(self.state.clone(), self.config.rescue_interval));
         let tx = self.shutdown_tx.clone();
         let state = self.state.clone();
         tokio::spawn(async move {

@@ -6,7 +6,9 @@ use std::time::Duration;
 /// number is seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || {
-        format!("invalid duration {text:?}: expected a number with a unit, like 500ms, 30s, 10m, 2h or 1h30m")
+        format!(
+            "invalid duration {text:?}: expected a number with a unit, like 500ms, 30s, 10m, 2h or 1h30m"
+        )
     };
     let s = text.trim();
     if s.is_empty() {
@@ -24,7 +26,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         }
         let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
         let part = match unit {
@@ -45,7 +49,9 @@ mod tests {
     use super::*;
 
     fn check(input: &str, expected: Result<u64, ()>) {
-        let got = parse_duration(input).map(|d| d.as_millis() as u64).map_err(|_| ());
+        let got = parse_duration(input)
+            .map(|d| d.as_millis() as u64)
+            .map_err(|_| ());
         assert_eq!(got, expected, "{input:?}");
     }
 

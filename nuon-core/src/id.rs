@@ -22,7 +22,7 @@ pub fn random_bytes(buf: &mut [u8]) {
 fn ulid() -> String {
     let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u128)
+        .map(|d| d.as_millis())
         .unwrap_or(0)
         & ((1u128 << 48) - 1);
     let mut rnd = [0u8; 10];
@@ -32,10 +32,9 @@ fn ulid() -> String {
         value |= (*b as u128) << (72 - 8 * i);
     }
     let mut out = [0u8; 26];
-    for (i, slot) in out.iter_mut().enumerate().rev() {
+    for slot in out.iter_mut().rev() {
         *slot = CROCKFORD[(value & 31) as usize];
         value >>= 5;
-        let _ = i;
     }
     String::from_utf8(out.to_vec()).expect("crockford alphabet is ascii")
 }

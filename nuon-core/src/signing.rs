@@ -25,7 +25,9 @@ pub enum SignatureError {
     #[error("job signature is malformed")]
     Malformed,
     /// The signature does not match the bytes and the key.
-    #[error("job signature does not match the org's signing key: the spec was altered or signed by another key")]
+    #[error(
+        "job signature does not match the org's signing key: the spec was altered or signed by another key"
+    )]
     Mismatch,
 }
 
@@ -67,7 +69,9 @@ impl OrgSigningKey {
 
 impl fmt::Debug for OrgSigningKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("OrgSigningKey").field(&self.public_key()).finish()
+        f.debug_tuple("OrgSigningKey")
+            .field(&self.public_key())
+            .finish()
     }
 }
 

@@ -54,8 +54,7 @@ pub trait Transport: Send + Sync + 'static {
     /// Long-poll for jobs.
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimResponse, TransportError>;
     /// Extend leases and learn about cancellations.
-    async fn heartbeat(&self, req: &HeartbeatRequest)
-    -> Result<HeartbeatResponse, TransportError>;
+    async fn heartbeat(&self, req: &HeartbeatRequest) -> Result<HeartbeatResponse, TransportError>;
     /// Append a batch of log lines to an attempt.
     async fn append_logs(&self, job: &JobId, batch: &LogBatch) -> Result<LogAck, TransportError>;
     /// Complete an attempt.

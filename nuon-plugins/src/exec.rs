@@ -189,7 +189,10 @@ mod tests {
         match (got, expected) {
             (Ok(()), Ok(())) => {}
             (Err(e), Err(want)) => {
-                assert!(e.to_string().contains(want), "{payload}: {e:?} lacks {want:?}")
+                assert!(
+                    e.to_string().contains(want),
+                    "{payload}: {e:?} lacks {want:?}"
+                )
             }
             (got, want) => panic!("{payload}: got {got:?}, expected {want:?}"),
         }
@@ -203,28 +206,71 @@ mod tests {
             json!({"command": "sh", "args": ["-c", "true"], "env": {"A": "1"}, "dir": "a/./b"}),
             Ok(()),
         );
-        check("exec", json!({"command": "./build.sh", "dir": "src"}), Ok(()));
+        check(
+            "exec",
+            json!({"command": "./build.sh", "dir": "src"}),
+            Ok(()),
+        );
         check("shell", json!({"command": "sh"}), Err("expected \"exec\""));
-        check("exec", json!({"args": []}), Err("invalid job: exec: invalid exec payload"));
-        check("exec", json!({"command": "sh", "bogus": 1}), Err("unknown field `bogus`"));
-        check("exec", json!({"command": "  "}), Err("\"command\" is empty"));
-        check("exec", json!({"command": "sh", "dir": "../x"}), Err("must be a relative path"));
-        check("exec", json!({"command": "sh", "dir": "a/../../x"}), Err("no '..'"));
-        check("exec", json!({"command": "sh", "dir": "/etc"}), Err("no leading '/'"));
-        check("exec", json!({"command": "sh", "env": {"A=B": "1"}}), Err("environment variable"));
-        check("exec", json!({"command": "sh", "args": ["a\u{0}b"]}), Err("NUL"));
+        check(
+            "exec",
+            json!({"args": []}),
+            Err("invalid job: exec: invalid exec payload"),
+        );
+        check(
+            "exec",
+            json!({"command": "sh", "bogus": 1}),
+            Err("unknown field `bogus`"),
+        );
+        check(
+            "exec",
+            json!({"command": "  "}),
+            Err("\"command\" is empty"),
+        );
+        check(
+            "exec",
+            json!({"command": "sh", "dir": "../x"}),
+            Err("must be a relative path"),
+        );
+        check(
+            "exec",
+            json!({"command": "sh", "dir": "a/../../x"}),
+            Err("no '..'"),
+        );
+        check(
+            "exec",
+            json!({"command": "sh", "dir": "/etc"}),
+            Err("no leading '/'"),
+        );
+        check(
+            "exec",
+            json!({"command": "sh", "env": {"A=B": "1"}}),
+            Err("environment variable"),
+        );
+        check(
+            "exec",
+            json!({"command": "sh", "args": ["a\u{0}b"]}),
+            Err("NUL"),
+        );
         check(
             "exec",
             json!({"command": "no-such-command-nuon-test"}),
             Err("exec: command \"no-such-command-nuon-test\" not found on the runner's PATH ("),
         );
-        check("exec", json!({"command": "/no/such/nuon-binary"}), Err("does not exist"));
+        check(
+            "exec",
+            json!({"command": "/no/such/nuon-binary"}),
+            Err("does not exist"),
+        );
     }
 
     #[test]
     fn missing_command_is_a_missing_error() {
         let err = ExecPlugin::new()
-            .validate(&spec("exec", json!({"command": "no-such-command-nuon-test"})))
+            .validate(&spec(
+                "exec",
+                json!({"command": "no-such-command-nuon-test"}),
+            ))
             .unwrap_err();
         assert!(matches!(err, PluginError::Missing(_)), "{err:?}");
     }
@@ -252,12 +298,42 @@ mod tests {
     async fn exits_map_to_results() {
         let table = [
             (ProcessExit::Exited(0), Outcome::Succeeded, Some(0), None),
-            (ProcessExit::Exited(3), Outcome::Failed, Some(3), Some("exit code 3")),
-            (ProcessExit::Signaled(9), Outcome::Failed, None, Some("killed by signal 9")),
-            (ProcessExit::Stopped(StopReason::Cancelled), Outcome::Cancelled, None, Some("cancelled")),
-            (ProcessExit::Stopped(StopReason::TimedOut), Outcome::TimedOut, None, Some("timed out")),
-            (ProcessExit::Stopped(StopReason::Stale), Outcome::Failed, None, Some("lease")),
-            (ProcessExit::Stopped(StopReason::Shutdown), Outcome::Failed, None, Some("shut down")),
+            (
+                ProcessExit::Exited(3),
+                Outcome::Failed,
+                Some(3),
+                Some("exit code 3"),
+            ),
+            (
+                ProcessExit::Signaled(9),
+                Outcome::Failed,
+                None,
+                Some("killed by signal 9"),
+            ),
+            (
+                ProcessExit::Stopped(StopReason::Cancelled),
+                Outcome::Cancelled,
+                None,
+                Some("cancelled"),
+            ),
+            (
+                ProcessExit::Stopped(StopReason::TimedOut),
+                Outcome::TimedOut,
+                None,
+                Some("timed out"),
+            ),
+            (
+                ProcessExit::Stopped(StopReason::Stale),
+                Outcome::Failed,
+                None,
+                Some("lease"),
+            ),
+            (
+                ProcessExit::Stopped(StopReason::Shutdown),
+                Outcome::Failed,
+                None,
+                Some("shut down"),
+            ),
         ];
         let tmp = std::env::temp_dir().join(format!("nuon-plugins-test-{}", std::process::id()));
         for (exit, outcome, code, reason) in table {
@@ -266,7 +342,8 @@ mod tests {
                 exit,
                 seen: None,
             };
-            let payload = json!({"command": "sh", "args": ["-c", "x"], "env": {"K": "V"}, "dir": "sub"});
+            let payload =
+                json!({"command": "sh", "args": ["-c", "x"], "env": {"K": "V"}, "dir": "sub"});
             let result = ExecPlugin::new()
                 .run(&spec("exec", payload), &mut host)
                 .await

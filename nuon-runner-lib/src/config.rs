@@ -217,7 +217,10 @@ mod tests {
         assert!(PluginRegistry::new().kinds().is_empty());
         let id = RunnerId::generate();
         let token = nuon_core::token::issue_runner_token(&id);
-        assert_eq!(RunnerConfig::runner_id_from_token(&token.secret).unwrap(), id);
+        assert_eq!(
+            RunnerConfig::runner_id_from_token(&token.secret).unwrap(),
+            id
+        );
         let err = RunnerConfig::runner_id_from_token("tok_x.y").unwrap_err();
         assert!(err.to_string().contains("not of the form rnr_"), "{err}");
         assert!(RunnerConfig::default_env().contains_key("PATH"));

@@ -41,9 +41,13 @@ pub enum Error {
         lock: PathBuf,
     },
     /// The orphan guard (a `sh` watchdog) could not be started.
-    #[error("cannot start the orphan guard (`sh`, which kills job processes if the runner dies): {0}")]
+    #[error(
+        "cannot start the orphan guard (`sh`, which kills job processes if the runner dies): {0}"
+    )]
     OrphanGuard(#[source] std::io::Error),
     /// The control plane refused the runner's token: it was revoked or is wrong.
-    #[error("the control plane refused this runner's token; it was revoked or is not valid: issue a new token for this runner ({0})")]
+    #[error(
+        "the control plane refused this runner's token; it was revoked or is not valid: issue a new token for this runner ({0})"
+    )]
     Unauthorized(#[source] TransportError),
 }

@@ -103,7 +103,10 @@ impl LineSplitter {
     }
 }
 
-async fn read_opt<R: AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut [u8]) -> std::io::Result<usize> {
+async fn read_opt<R: AsyncRead + Unpin>(
+    r: &mut Option<R>,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
     match r {
         Some(r) => r.read(buf).await,
         None => std::future::pending().await,

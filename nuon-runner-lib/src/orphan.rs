@@ -70,7 +70,10 @@ impl OrphanGuard {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()?;
-        let stdin = child.stdin.take().ok_or_else(|| io::Error::other("no stdin pipe"))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| io::Error::other("no stdin pipe"))?;
         Ok(OrphanGuard {
             inner: Mutex::new(Some(Watchdog { stdin, child })),
             warned: AtomicBool::new(false),
@@ -87,7 +90,10 @@ impl OrphanGuard {
     fn send(&self, line: &str) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let result = match inner.as_mut() {
-            Some(w) => w.stdin.write_all(line.as_bytes()).and_then(|()| w.stdin.flush()),
+            Some(w) => w
+                .stdin
+                .write_all(line.as_bytes())
+                .and_then(|()| w.stdin.flush()),
             None => Err(io::Error::other("the orphan guard was closed")),
         };
         if let Err(e) = result {
@@ -119,7 +125,10 @@ impl OrphanGuard {
         };
         drop(stdin);
         let wait = tokio::task::spawn_blocking(move || child.wait());
-        if tokio::time::timeout(Duration::from_secs(5), wait).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(5), wait)
+            .await
+            .is_err()
+        {
             tracing::warn!("orphan guard did not exit within 5s after the runner closed it");
         }
     }
@@ -207,7 +216,10 @@ pub(crate) mod tests {
         let watchdog = guard.pid().unwrap();
         guard.close().await;
         assert!(!alive(watchdog));
-        assert!(kept.ended_within(Duration::from_secs(5)), "registered group survived");
+        assert!(
+            kept.ended_within(Duration::from_secs(5)),
+            "registered group survived"
+        );
         assert!(alive(ended.id()) && alive(other.id()));
     }
 
@@ -228,7 +240,11 @@ pub(crate) mod tests {
     #[test]
     fn killing_the_runner_kills_its_job_groups() {
         let mut holder = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "orphan::tests::orphan_guard_helper_process", "--nocapture"])
+            .args([
+                "--exact",
+                "orphan::tests::orphan_guard_helper_process",
+                "--nocapture",
+            ])
             .env("NUON_ORPHAN_HELPER", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -183,10 +183,7 @@ pub struct Runner {
     config: RunnerConfig,
 }
 
-fn io_err<'a>(
-    action: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(std::io::Error) -> Error + 'a {
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
     move |source| Error::Io {
         action,
         path: path.to_path_buf(),
@@ -235,7 +232,8 @@ impl Runner {
             fs::create_dir_all(dir).map_err(io_err("create the directory", dir))?;
         }
         let lock_path = work_dir.join("runner.lock");
-        let lock_file = File::create(&lock_path).map_err(io_err("create the lock file", &lock_path))?;
+        let lock_file =
+            File::create(&lock_path).map_err(io_err("create the lock file", &lock_path))?;
         if !sys::try_lock_exclusive(&lock_file).map_err(io_err("lock", &lock_path))? {
             return Err(Error::WorkDirInUse {
                 work_dir,
@@ -275,7 +273,9 @@ impl Runner {
         drop(lock_file);
         match &result {
             Ok(()) => tracing::info!(runner = %shared.config.runner_id, "runner stopped"),
-            Err(e) => tracing::error!(runner = %shared.config.runner_id, error = %e, "runner stopped with an error"),
+            Err(e) => {
+                tracing::error!(runner = %shared.config.runner_id, error = %e, "runner stopped with an error")
+            }
         }
         result
     }
@@ -410,13 +410,19 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
     }
     if !jobs.is_empty() {
         if result.is_ok() {
-            tracing::warn!(running = jobs.len(), "drain timeout passed: stopping the jobs still running");
+            tracing::warn!(
+                running = jobs.len(),
+                "drain timeout passed: stopping the jobs still running"
+            );
         }
         shared.stop_all(StopReason::Shutdown);
         let deadline = Instant::now() + shared.config.grace + STOP_SLACK;
         let _ = wait_jobs(shared, &mut jobs, &mut task_keys, &mut fatal, deadline).await;
         if !jobs.is_empty() {
-            tracing::error!(running = jobs.len(), "jobs did not end after being stopped; abandoning them");
+            tracing::error!(
+                running = jobs.len(),
+                "jobs did not end after being stopped; abandoning them"
+            );
             jobs.abort_all();
             while let Some(joined) = jobs.join_next_with_id().await {
                 job_joined(shared, &mut task_keys, joined);
@@ -552,8 +558,9 @@ impl JobRun {
             .signing_key
             .verify(self.claimed.spec.as_bytes(), &self.claimed.signature)
             .map_err(|e| format!("refusing job {job}: {e}"))?;
-        let spec: JobSpec = serde_json::from_str(&self.claimed.spec)
-            .map_err(|e| format!("refusing job {job}: the signed spec is not a valid job spec: {e}"))?;
+        let spec: JobSpec = serde_json::from_str(&self.claimed.spec).map_err(|e| {
+            format!("refusing job {job}: the signed spec is not a valid job spec: {e}")
+        })?;
         if spec.job_id != *job {
             return Err(format!(
                 "refusing job {job}: the signed spec is for job {}, not this one",

@@ -107,7 +107,13 @@ impl Pending {
 
 fn is_gone(e: &TransportError) -> bool {
     matches!(e, TransportError::Stale(_))
-        || matches!(e, TransportError::Rejected { status: 404 | 410, .. })
+        || matches!(
+            e,
+            TransportError::Rejected {
+                status: 404 | 410,
+                ..
+            }
+        )
 }
 
 impl Shipper {
@@ -189,7 +195,8 @@ impl Shipper {
                             } else {
                                 // Nothing taken: do not hammer the server with the same batch.
                                 let e = TransportError::Unavailable(format!(
-                                    "control plane stored none of lines {}..={last}", batch.first_seq
+                                    "control plane stored none of lines {}..={last}",
+                                    batch.first_seq
                                 ));
                                 self.pause("sending log lines", &e).await;
                             }

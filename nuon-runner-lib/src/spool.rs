@@ -164,7 +164,11 @@ impl SpoolWriter {
         // writers in one log.
         fs::create_dir(&dir)?;
         let file = File::create(dir.join(LINES))?;
-        write_atomic(&dir, META, &serde_json::to_vec(meta).map_err(io::Error::other)?)?;
+        write_atomic(
+            &dir,
+            META,
+            &serde_json::to_vec(meta).map_err(io::Error::other)?,
+        )?;
         Ok(Self::new(dir, file, 0, notify))
     }
 
@@ -501,7 +505,10 @@ mod tests {
         let w = SpoolWriter::create(root.path(), &m, Arc::new(Notify::new())).unwrap();
         let dir = w.dir().to_path_buf();
         drop(w);
-        let mut f = OpenOptions::new().append(true).open(dir.join(LINES)).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.join(LINES))
+            .unwrap();
         f.write_all(b"o1 first\no2 sec").unwrap();
         let mut r = SpoolReader::open(&dir, 0, 0).unwrap();
         assert_eq!(r.next_line().unwrap().unwrap().line.text, "first");
@@ -514,7 +521,10 @@ mod tests {
         assert_eq!(w.lines(), 2);
         w.system("runner restarted");
         w.finish(&JobResult::failed("restarted")).unwrap();
-        let texts: Vec<_> = read_all(&dir, 0, 0).into_iter().map(|(_, l)| l.text).collect();
+        let texts: Vec<_> = read_all(&dir, 0, 0)
+            .into_iter()
+            .map(|(_, l)| l.text)
+            .collect();
         assert_eq!(texts, ["first", "second", "runner restarted"]);
         assert_eq!(read_result(&dir).unwrap().unwrap().log_lines, 3);
     }
@@ -541,6 +551,9 @@ mod tests {
         assert_eq!(line.stream, LogStream::System);
         assert!(line.text.contains("zzz"));
         let line = parse_record(b"e-5 x y");
-        assert_eq!((line.stream, line.ts_ms, line.text.as_str()), (LogStream::Stderr, -5, "x y"));
+        assert_eq!(
+            (line.stream, line.ts_ms, line.text.as_str()),
+            (LogStream::Stderr, -5, "x y")
+        );
     }
 }

@@ -17,7 +17,12 @@ pub(crate) fn kill_group(pgid: u32, signal: libc::c_int) -> io::Result<bool> {
     let pgid = libc::pid_t::try_from(pgid)
         .ok()
         .filter(|p| *p > 1)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "refusing to signal process group <= 1"))?;
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "refusing to signal process group <= 1",
+            )
+        })?;
     // SAFETY: kill(2) takes two integers and touches no memory of ours; a
     // negative pid addresses the process group, which we checked is > 1.
     let rc = unsafe { libc::kill(-pgid, signal) };

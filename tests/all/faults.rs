@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use nuon_core::JobStatus;
-use nuon_tests::{Runner, RunnerOpts, all_logs, process_alive, read_pid, signal, wait_for, wait_job};
+use nuon_tests::{
+    Runner, RunnerOpts, all_logs, process_alive, read_pid, signal, wait_for, wait_job,
+};
 
 use crate::{LONG, queue_sh, setup};
 
@@ -20,7 +22,10 @@ fn a_runner_killed_mid_job_loses_the_attempt_and_leaves_no_process() {
     let once = queue_sh(
         &client,
         "r1",
-        &format!("echo before; sleep 600 & echo $! > {}/once; wait", dir.path().display()),
+        &format!(
+            "echo before; sleep 600 & echo $! > {}/once; wait",
+            dir.path().display()
+        ),
         1,
     );
     let retried = queue_sh(
@@ -42,27 +47,40 @@ fn a_runner_killed_mid_job_loses_the_attempt_and_leaves_no_process() {
     .unwrap();
     s.runner.kill9();
     for pid in [pid_once, pid_retried] {
-        wait_for("the job's processes to die with the runner", Duration::from_secs(10), || {
-            (!process_alive(pid)).then_some(())
-        })
+        wait_for(
+            "the job's processes to die with the runner",
+            Duration::from_secs(10),
+            || (!process_alive(pid)).then_some(()),
+        )
         .unwrap();
     }
 
     let lost = wait_job(&client, &once.id, LONG).unwrap();
     assert_eq!(lost.status, JobStatus::Failed);
-    assert!(lost.reason.as_deref().unwrap_or("").contains("runner lost"), "{lost:?}");
+    assert!(
+        lost.reason.as_deref().unwrap_or("").contains("runner lost"),
+        "{lost:?}"
+    );
     let logs = all_logs(&client, &once.id).unwrap();
     assert_eq!(logs[0].text, "before");
 
     // The retryable job waits, queued, for the runner to come back.
     wait_for("the retryable job to be queued again", LONG, || {
-        let j = nuon_tests::rt().block_on(client.get_job(&retried.id)).ok()?;
+        let j = nuon_tests::rt()
+            .block_on(client.get_job(&retried.id))
+            .ok()?;
         (j.status == JobStatus::Queued).then_some(())
     })
     .unwrap();
     let _again = Runner::start(
         &s.cp,
-        RunnerOpts { token: &s.token, signing_key: &s.cp.signing_key, slots: 2, grace: "5s", work_dir: None },
+        RunnerOpts {
+            token: &s.token,
+            signing_key: &s.cp.signing_key,
+            slots: 2,
+            grace: "5s",
+            work_dir: None,
+        },
     )
     .unwrap();
     let done = wait_job(&client, &retried.id, LONG).unwrap();
@@ -73,7 +91,13 @@ fn a_runner_killed_mid_job_loses_the_attempt_and_leaves_no_process() {
         .into_iter()
         .map(|l| (l.attempt, l.text))
         .collect();
-    assert_eq!(texts, [(1, "first-attempt".to_string()), (2, "second-attempt".to_string())]);
+    assert_eq!(
+        texts,
+        [
+            (1, "first-attempt".to_string()),
+            (2, "second-attempt".to_string())
+        ]
+    );
 }
 
 /// Acceptance 4: kill -9 of the control plane mid-job and a restart on the
@@ -97,9 +121,18 @@ fn a_control_plane_killed_mid_job_loses_nothing() {
     std::thread::sleep(Duration::from_secs(1));
     s.cp.restart().unwrap();
     let done = wait_job(&client, &job.id, LONG).unwrap();
-    assert_eq!(done.status, JobStatus::Succeeded, "{done:?}\n{}", s.runner.log_text());
+    assert_eq!(
+        done.status,
+        JobStatus::Succeeded,
+        "{done:?}\n{}",
+        s.runner.log_text()
+    );
     assert_eq!(done.attempts, 1);
-    let texts: Vec<_> = all_logs(&client, &job.id).unwrap().into_iter().map(|l| l.text).collect();
+    let texts: Vec<_> = all_logs(&client, &job.id)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
     let expected: Vec<_> = (1..=400).map(|i| format!("line {i}")).collect();
     assert_eq!(texts, expected);
 }
@@ -127,15 +160,25 @@ fn a_frozen_runner_is_fenced_off_and_stops_its_stale_job() {
     })
     .unwrap();
     signal(s.runner.pid(), libc::SIGSTOP);
-    wait_for("the lease to expire and the job to be queued again", LONG, || {
-        let j = nuon_tests::rt().block_on(client.get_job(&job.id)).ok()?;
-        (j.status == JobStatus::Queued).then_some(())
-    })
+    wait_for(
+        "the lease to expire and the job to be queued again",
+        LONG,
+        || {
+            let j = nuon_tests::rt().block_on(client.get_job(&job.id)).ok()?;
+            (j.status == JobStatus::Queued).then_some(())
+        },
+    )
     .unwrap();
     // A replacement process of the same runner takes attempt 2.
     let _replacement = Runner::start(
         &s.cp,
-        RunnerOpts { token: &s.token, signing_key: &s.cp.signing_key, slots: 1, grace: "1s", work_dir: None },
+        RunnerOpts {
+            token: &s.token,
+            signing_key: &s.cp.signing_key,
+            slots: 1,
+            grace: "1s",
+            work_dir: None,
+        },
     )
     .unwrap();
     let done = wait_job(&client, &job.id, LONG).unwrap();
@@ -144,16 +187,28 @@ fn a_frozen_runner_is_fenced_off_and_stops_its_stale_job() {
     let woke = Instant::now();
     let woke_ms = nuon_core::now_ms();
     signal(s.runner.pid(), libc::SIGCONT);
-    wait_for("the stale job to be stopped", Duration::from_secs(15), || {
-        (!process_alive(stale_pid)).then_some(())
-    })
+    wait_for(
+        "the stale job to be stopped",
+        Duration::from_secs(15),
+        || (!process_alive(stale_pid)).then_some(()),
+    )
     .unwrap();
     // Give the woken runner time to try shipping what it buffered while frozen.
     std::thread::sleep(Duration::from_secs(1).saturating_sub(woke.elapsed()));
     let logs = all_logs(&client, &job.id).unwrap();
-    let late: Vec<_> = logs.iter().filter(|l| l.attempt == 1 && l.ts_ms >= woke_ms).collect();
-    assert!(late.is_empty(), "stale attempt wrote after waking: {late:?}");
+    let late: Vec<_> = logs
+        .iter()
+        .filter(|l| l.attempt == 1 && l.ts_ms >= woke_ms)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "stale attempt wrote after waking: {late:?}"
+    );
     let job = nuon_tests::rt().block_on(client.get_job(&job.id)).unwrap();
-    assert_eq!(job.status, JobStatus::Succeeded, "the stale runner overwrote the result");
+    assert_eq!(
+        job.status,
+        JobStatus::Succeeded,
+        "the stale runner overwrote the result"
+    );
     assert_eq!(logs.last().map(|l| l.text.as_str()), Some("attempt-two"));
 }

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use nuon_core::JobStatus;
 use nuon_core::wire::LogStream;
-use nuon_tests::{Runner, RunnerOpts, all_logs, process_alive, read_pid, signal, wait_for, wait_job};
+use nuon_tests::{
+    Runner, RunnerOpts, all_logs, process_alive, read_pid, signal, wait_for, wait_job,
+};
 
 use crate::{LONG, queue_sh, setup};
 
@@ -13,12 +15,23 @@ use crate::{LONG, queue_sh, setup};
 fn exec_wait_streams_both_streams_in_order_and_exits_with_the_job_code() {
     let s = setup("10s", "r1", 2, "5s");
     let out = s.cp.nuon(&[
-        "jobs", "exec", "--runner", "r1", "--wait", "--", "sh", "-c",
+        "jobs",
+        "exec",
+        "--runner",
+        "r1",
+        "--wait",
+        "--",
+        "sh",
+        "-c",
         "echo out; echo err >&2; exit 3",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
     assert_eq!(stdout.trim(), "out");
     assert!(stderr.lines().any(|l| l == "err"), "{stderr}");
 
@@ -32,7 +45,10 @@ fn exec_wait_streams_both_streams_in_order_and_exits_with_the_job_code() {
 
     let logs = all_logs(&s.cp.client(), &id.parse().unwrap()).unwrap();
     let lines: Vec<_> = logs.iter().map(|l| (l.stream, l.text.as_str())).collect();
-    assert_eq!(lines, [(LogStream::Stdout, "out"), (LogStream::Stderr, "err")]);
+    assert_eq!(
+        lines,
+        [(LogStream::Stdout, "out"), (LogStream::Stderr, "err")]
+    );
     assert_eq!(logs.iter().map(|l| l.seq).collect::<Vec<_>>(), [1, 2]);
 }
 
@@ -86,16 +102,22 @@ fn cancel_stops_a_running_job_and_its_whole_process_group() {
     let b = read_pid(&dir.path().join("b")).unwrap();
     for job in [&polite, &stubborn] {
         let out = s.cp.nuon(&["jobs", "cancel", job.id.as_str()]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     for job in [&polite, &stubborn] {
         let done = wait_job(&client, &job.id, Duration::from_secs(20)).unwrap();
         assert_eq!(done.status, JobStatus::Cancelled, "{done:?}");
     }
     for pid in [a, b] {
-        wait_for("the job's processes to be gone", Duration::from_secs(5), || {
-            (!process_alive(pid)).then_some(())
-        })
+        wait_for(
+            "the job's processes to be gone",
+            Duration::from_secs(5),
+            || (!process_alive(pid)).then_some(()),
+        )
         .unwrap();
     }
 }
@@ -109,7 +131,10 @@ fn sigterm_drains_the_runner() {
     let running = queue_sh(
         &client,
         "r1",
-        &format!("touch {}/started; sleep 2; echo finished", dir.path().display()),
+        &format!(
+            "touch {}/started; sleep 2; echo finished",
+            dir.path().display()
+        ),
         1,
     );
     wait_for("the job to start", LONG, || {
@@ -119,12 +144,21 @@ fn sigterm_drains_the_runner() {
     signal(s.runner.pid(), libc::SIGTERM);
     std::thread::sleep(Duration::from_millis(200));
     let later = queue_sh(&client, "r1", "echo should-not-run", 1);
-    assert_eq!(s.runner.wait_exit(LONG).unwrap(), Some(0), "{}", s.runner.log_text());
-    let done = nuon_tests::rt().block_on(client.get_job(&running.id)).unwrap();
+    assert_eq!(
+        s.runner.wait_exit(LONG).unwrap(),
+        Some(0),
+        "{}",
+        s.runner.log_text()
+    );
+    let done = nuon_tests::rt()
+        .block_on(client.get_job(&running.id))
+        .unwrap();
     assert_eq!(done.status, JobStatus::Succeeded, "{done:?}");
     let logs = all_logs(&client, &running.id).unwrap();
     assert!(logs.iter().any(|l| l.text == "finished"));
-    let later = nuon_tests::rt().block_on(client.get_job(&later.id)).unwrap();
+    let later = nuon_tests::rt()
+        .block_on(client.get_job(&later.id))
+        .unwrap();
     assert_eq!(later.status, JobStatus::Queued);
 }
 
@@ -147,7 +181,14 @@ fn five_hundred_jobs_over_two_runner_processes_run_exactly_once() {
     let client = s.cp.client();
     let dir = tempfile::tempdir().unwrap();
     let jobs: Vec<_> = (0..500)
-        .map(|i| queue_sh(&client, "r1", &format!("echo run >> {}/{i}", dir.path().display()), 1))
+        .map(|i| {
+            queue_sh(
+                &client,
+                "r1",
+                &format!("echo run >> {}/{i}", dir.path().display()),
+                1,
+            )
+        })
         .collect();
     for job in &jobs {
         let done = wait_job(&client, &job.id, LONG).unwrap();

@@ -39,7 +39,12 @@ pub(crate) fn setup(lease: &str, name: &str, slots: u32, grace: &str) -> Setup {
 }
 
 /// Queues `sh -c SCRIPT` on `runner`.
-pub(crate) fn queue_sh(client: &ControlClient, runner: &str, script: &str, max_attempts: u32) -> JobInfo {
+pub(crate) fn queue_sh(
+    client: &ControlClient,
+    runner: &str,
+    script: &str,
+    max_attempts: u32,
+) -> JobInfo {
     rt().block_on(client.create_job(&CreateJob {
         runner: runner.into(),
         kind: "exec".into(),

@@ -10,7 +10,8 @@ use nuon_tests::{ControlPlane, Runner, RunnerOpts, all_logs, rt, wait_for, wait_
 use crate::{LONG, queue_sh, setup};
 
 fn runner_client(cp: &ControlPlane, token: &str) -> nuon_client::RunnerClient {
-    nuon_client::RunnerClient::new(nuon_client::ClientConfig::new(&cp.runner_url, token).unwrap()).unwrap()
+    nuon_client::RunnerClient::new(nuon_client::ClientConfig::new(&cp.runner_url, token).unwrap())
+        .unwrap()
 }
 
 /// Acceptance 9: runner tokens see only their own jobs; API tokens only their
@@ -26,24 +27,48 @@ fn tokens_are_scoped_and_stored_hashed() {
     // r2's token claims nothing of r1's, and cannot write into r1's job.
     let r2 = runner_client(&cp, &t2);
     let got = rt()
-        .block_on(r2.claim(&ClaimRequest { kinds: vec!["exec".into()], slots: 4, wait_ms: 200 }))
+        .block_on(r2.claim(&ClaimRequest {
+            kinds: vec!["exec".into()],
+            slots: 4,
+            wait_ms: 200,
+        }))
         .unwrap();
     assert!(got.jobs.is_empty());
     let r1 = runner_client(&cp, &t1);
     let claimed = rt()
-        .block_on(r1.claim(&ClaimRequest { kinds: vec!["exec".into()], slots: 4, wait_ms: 1000 }))
+        .block_on(r1.claim(&ClaimRequest {
+            kinds: vec!["exec".into()],
+            slots: 4,
+            wait_ms: 1000,
+        }))
         .unwrap();
     assert_eq!(claimed.jobs.len(), 1);
     let batch = LogBatch {
         attempt: 1,
         first_seq: 1,
-        lines: vec![LogLine { stream: LogStream::Stdout, ts_ms: 0, text: "forged".into() }],
+        lines: vec![LogLine {
+            stream: LogStream::Stdout,
+            ts_ms: 0,
+            text: "forged".into(),
+        }],
     };
     let err = rt().block_on(r2.append_logs(&job.id, &batch)).unwrap_err();
-    assert!(matches!(err, nuon_core::TransportError::Stale(_)), "{err:?}");
-    let completion = Completion { attempt: 1, log_lines: 0, result: JobResult::failed("forged") };
-    let err = rt().block_on(r2.complete(&job.id, &completion)).unwrap_err();
-    assert!(matches!(err, nuon_core::TransportError::Stale(_)), "{err:?}");
+    assert!(
+        matches!(err, nuon_core::TransportError::Stale(_)),
+        "{err:?}"
+    );
+    let completion = Completion {
+        attempt: 1,
+        log_lines: 0,
+        result: JobResult::failed("forged"),
+    };
+    let err = rt()
+        .block_on(r2.complete(&job.id, &completion))
+        .unwrap_err();
+    assert!(
+        matches!(err, nuon_core::TransportError::Stale(_)),
+        "{err:?}"
+    );
 
     // Another org sees nothing of this one.
     let out = std::process::Command::new(nuon_tests::bin("nuon-ctl"))
@@ -51,7 +76,11 @@ fn tokens_are_scoped_and_stored_hashed() {
         .arg(&cp.data_dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let other_token = text
         .lines()
@@ -60,7 +89,12 @@ fn tokens_are_scoped_and_stored_hashed() {
         .to_owned();
     let other = cp.client_with(&other_token);
     assert!(rt().block_on(other.list_jobs()).unwrap().jobs.is_empty());
-    assert!(rt().block_on(other.list_runners()).unwrap().runners.is_empty());
+    assert!(
+        rt().block_on(other.list_runners())
+            .unwrap()
+            .runners
+            .is_empty()
+    );
     for err in [
         rt().block_on(other.get_job(&job.id)).unwrap_err(),
         rt().block_on(other.cancel_job(&job.id)).unwrap_err(),
@@ -83,9 +117,16 @@ fn tokens_are_scoped_and_stored_hashed() {
     // A revoked runner token is refused.
     rt().block_on(client.revoke_runner("r2")).unwrap();
     let err = rt()
-        .block_on(r2.claim(&ClaimRequest { kinds: vec!["exec".into()], slots: 1, wait_ms: 0 }))
+        .block_on(r2.claim(&ClaimRequest {
+            kinds: vec!["exec".into()],
+            slots: 1,
+            wait_ms: 0,
+        }))
         .unwrap_err();
-    assert!(matches!(err, nuon_core::TransportError::Unauthorized(_)), "{err:?}");
+    assert!(
+        matches!(err, nuon_core::TransportError::Unauthorized(_)),
+        "{err:?}"
+    );
 
     // No token text is anywhere in the database files.
     let mut bytes = Vec::new();
@@ -120,7 +161,10 @@ fn a_tampered_job_is_refused_and_never_runs() {
         marker.display(),
         job.id
     );
-    let status = std::process::Command::new("sqlite3").arg(&db).arg(&sql).status();
+    let status = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg(&sql)
+        .status();
     match status {
         Ok(s) if s.success() => {}
         _ => {
@@ -132,23 +176,46 @@ fn a_tampered_job_is_refused_and_never_runs() {
     }
     let runner = Runner::start(
         &cp,
-        RunnerOpts { token: &token, signing_key: &cp.signing_key, slots: 1, grace: "1s", work_dir: None },
+        RunnerOpts {
+            token: &token,
+            signing_key: &cp.signing_key,
+            slots: 1,
+            grace: "1s",
+            work_dir: None,
+        },
     )
     .unwrap();
     let done = wait_job(&client, &job.id, LONG).unwrap();
     assert_eq!(done.status, JobStatus::Failed);
-    assert!(done.reason.as_deref().unwrap_or("").contains("signature"), "{done:?}");
+    assert!(
+        done.reason.as_deref().unwrap_or("").contains("signature"),
+        "{done:?}"
+    );
     assert!(!marker.exists(), "the tampered job ran");
     let logs = all_logs(&client, &job.id).unwrap();
-    assert!(logs.iter().any(|l| l.stream == LogStream::System && l.text.contains("signature")));
-    assert!(runner.log_text().contains("signature"), "runner log should say why");
+    assert!(
+        logs.iter()
+            .any(|l| l.stream == LogStream::System && l.text.contains("signature"))
+    );
+    assert!(
+        runner.log_text().contains("signature"),
+        "runner log should say why"
+    );
     drop(runner);
 
     // A runner holding another key refuses an untampered job too.
-    let wrong_key = nuon_core::OrgSigningKey::generate().public_key().to_string();
+    let wrong_key = nuon_core::OrgSigningKey::generate()
+        .public_key()
+        .to_string();
     let _runner = Runner::start(
         &cp,
-        RunnerOpts { token: &token, signing_key: &wrong_key, slots: 1, grace: "1s", work_dir: None },
+        RunnerOpts {
+            token: &token,
+            signing_key: &wrong_key,
+            slots: 1,
+            grace: "1s",
+            work_dir: None,
+        },
     )
     .unwrap();
     let job = queue_sh(&client, "r1", &format!("touch {}", marker.display()), 1);
@@ -182,39 +249,88 @@ fn bad_input_gets_clear_errors_and_harms_nothing() {
         })
     };
     let jobs_url = format!("{}/v1/jobs", s.cp.control_url);
-    let (st, v) = post(jobs_url.clone(), &s.cp.admin_token, b"{\"runner\": ".to_vec());
+    let (st, v) = post(
+        jobs_url.clone(),
+        &s.cp.admin_token,
+        b"{\"runner\": ".to_vec(),
+    );
     assert_eq!(st, 400);
-    assert!(v["error"]["message"].as_str().unwrap().contains("line 1"), "{v}");
-    let (st, v) = post(jobs_url.clone(), &s.cp.admin_token, br#"{"runner":"r1","kind":"exec","payload":{},"bogus":1}"#.to_vec());
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("line 1"),
+        "{v}"
+    );
+    let (st, v) = post(
+        jobs_url.clone(),
+        &s.cp.admin_token,
+        br#"{"runner":"r1","kind":"exec","payload":{},"bogus":1}"#.to_vec(),
+    );
     assert_eq!(st, 400);
-    assert!(v["error"]["message"].as_str().unwrap().contains("bogus"), "{v}");
-    let (st, _) = post(jobs_url.clone(), &s.cp.admin_token, vec![b' '; 5 * 1024 * 1024]);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("bogus"),
+        "{v}"
+    );
+    let (st, _) = post(
+        jobs_url.clone(),
+        &s.cp.admin_token,
+        vec![b' '; 5 * 1024 * 1024],
+    );
     assert_eq!(st, 413);
     let (st, v) = post(jobs_url.clone(), "nope", b"{}".to_vec());
     assert_eq!(st, 401);
     assert_eq!(v["error"]["code"], "unauthorized");
-    let (st, _) = post(format!("{}/v1/runner/claim", s.cp.runner_url), "rnr_x.y", b"{}".to_vec());
+    let (st, _) = post(
+        format!("{}/v1/runner/claim", s.cp.runner_url),
+        "rnr_x.y",
+        b"{}".to_vec(),
+    );
     assert_eq!(st, 401);
-    let (st, _) = post(format!("{}/v1/runner/claim", s.cp.runner_url), &s.token, b"[1,2".to_vec());
+    let (st, _) = post(
+        format!("{}/v1/runner/claim", s.cp.runner_url),
+        &s.token,
+        b"[1,2".to_vec(),
+    );
     assert_eq!(st, 400);
 
     let missing = nuon_core::JobId::generate();
-    assert_eq!(rt().block_on(client.get_job(&missing)).unwrap_err().status(), Some(404));
+    assert_eq!(
+        rt().block_on(client.get_job(&missing))
+            .unwrap_err()
+            .status(),
+        Some(404)
+    );
     let out = s.cp.nuon(&["jobs", "get", "job_not-an-id"]);
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid job id"));
 
     // A missing binary: the job fails, with the reason in its log.
-    let out = s.cp.nuon(&["jobs", "exec", "--runner", "r1", "--wait", "--", "no-such-binary-xyz", "arg"]);
+    let out = s.cp.nuon(&[
+        "jobs",
+        "exec",
+        "--runner",
+        "r1",
+        "--wait",
+        "--",
+        "no-such-binary-xyz",
+        "arg",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value =
         serde_json::from_slice(&s.cp.nuon(&["jobs", "list", "--json"]).stdout).unwrap();
     let failed = &v["jobs"][0];
     assert_eq!(failed["status"], "failed");
-    assert!(failed["reason"].as_str().unwrap().contains("no-such-binary-xyz"), "{failed}");
+    assert!(
+        failed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-binary-xyz"),
+        "{failed}"
+    );
     let id = failed["id"].as_str().unwrap().parse().unwrap();
     let logs = all_logs(&client, &id).unwrap();
-    assert!(logs.iter().any(|l| l.text.contains("no-such-binary-xyz")), "{logs:?}");
+    assert!(
+        logs.iter().any(|l| l.text.contains("no-such-binary-xyz")),
+        "{logs:?}"
+    );
 
     // The server is up and what it had is intact.
     wait_for("health", Duration::from_secs(5), || {

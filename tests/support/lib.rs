@@ -113,9 +113,18 @@ impl ControlPlane {
         Ok(cp)
     }
 
-    fn spawn(data_dir: &Path, lease: &str, listen: &str, runner_listen: &str, logs: &Path) -> Result<Self> {
+    fn spawn(
+        data_dir: &Path,
+        lease: &str,
+        listen: &str,
+        runner_listen: &str,
+        logs: &Path,
+    ) -> Result<Self> {
         let log = logs.join("ctl.log");
-        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
         let mut child = Command::new(bin("nuon-ctl"))
             .args(["serve", "--data-dir"])
             .arg(data_dir)
@@ -138,8 +147,12 @@ impl ControlPlane {
         };
         let control_url = next("control-api: ")?;
         let runner_url = next("runner-api: ")?;
-        let admin_token = std::fs::read_to_string(data_dir.join("admin-token"))?.trim().to_owned();
-        let signing_key = std::fs::read_to_string(data_dir.join("org-signing-key.pub"))?.trim().to_owned();
+        let admin_token = std::fs::read_to_string(data_dir.join("admin-token"))?
+            .trim()
+            .to_owned();
+        let signing_key = std::fs::read_to_string(data_dir.join("org-signing-key.pub"))?
+            .trim()
+            .to_owned();
         Ok(ControlPlane {
             child: Some(child),
             data_dir: data_dir.to_owned(),
@@ -183,7 +196,8 @@ impl ControlPlane {
     }
 
     pub fn client_with(&self, token: &str) -> ControlClient {
-        ControlClient::new(ClientConfig::new(&self.control_url, token).expect("config")).expect("client")
+        ControlClient::new(ClientConfig::new(&self.control_url, token).expect("config"))
+            .expect("client")
     }
 
     /// Runs the `nuon` CLI against this control plane.
@@ -201,7 +215,10 @@ impl ControlPlane {
     pub fn create_runner(&self, name: &str) -> Result<String> {
         let out = self.nuon(&["runners", "create", "--name", name, "--json"]);
         if !out.status.success() {
-            bail!("runners create failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "runners create failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
         Ok(v["token"].as_str().context("token")?.to_owned())
@@ -238,7 +255,10 @@ pub struct RunnerOpts<'a> {
 impl Runner {
     pub fn start(cp: &ControlPlane, opts: RunnerOpts<'_>) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
-        let work_dir = opts.work_dir.map(Path::to_owned).unwrap_or_else(|| tmp.path().join("work"));
+        let work_dir = opts
+            .work_dir
+            .map(Path::to_owned)
+            .unwrap_or_else(|| tmp.path().join("work"));
         let log = tmp.path().join("runner.log");
         let log_file = std::fs::File::create(&log)?;
         let child = Command::new(bin("nuon-runner"))

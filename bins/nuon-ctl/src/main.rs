@@ -61,8 +61,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
     let rt = match tokio::runtime::Runtime::new() {
@@ -97,9 +96,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let control = tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot listen on {listen} (--listen): {e}"))?;
-            let runner = tokio::net::TcpListener::bind(runner_listen).await.map_err(|e| {
-                anyhow::anyhow!("cannot listen on {runner_listen} (--runner-listen): {e}")
-            })?;
+            let runner = tokio::net::TcpListener::bind(runner_listen)
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot listen on {runner_listen} (--runner-listen): {e}")
+                })?;
             // Tests and scripts read these two lines to find the ports.
             println!("control-api: http://{}", control.local_addr()?);
             println!("runner-api: http://{}", runner.local_addr()?);

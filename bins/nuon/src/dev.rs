@@ -78,11 +78,19 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
         .data_dir
         .canonicalize()
         .map_err(io("cannot resolve the data dir"))?;
-    eprintln!("==> starting the control plane (data in {})", args.data_dir.display());
+    eprintln!(
+        "==> starting the control plane (data in {})",
+        args.data_dir.display()
+    );
     let mut ctl = Command::new(sibling("nuon-ctl")?)
         .args(["serve", "--data-dir"])
         .arg(data_dir.join("control"))
-        .args(["--listen", &args.listen, "--runner-listen", &args.runner_listen])
+        .args([
+            "--listen",
+            &args.listen,
+            "--runner-listen",
+            &args.runner_listen,
+        ])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(data_dir.join("control.log")).map_err(io("log file"))?)
         .kill_on_drop(true)
@@ -92,7 +100,11 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
     let mut urls = Vec::new();
     while urls.len() < 2 {
         match lines.next_line().await.map_err(io("reading nuon-ctl"))? {
-            Some(line) => urls.push(line.split_once(": ").map(|x| x.1.to_owned()).unwrap_or(line)),
+            Some(line) => urls.push(
+                line.split_once(": ")
+                    .map(|x| x.1.to_owned())
+                    .unwrap_or(line),
+            ),
             None => {
                 return Err(CliError {
                     message: format!(

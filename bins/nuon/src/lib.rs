@@ -37,7 +37,12 @@ impl Cli {
 #[derive(Debug, Args)]
 struct Global {
     /// Control API URL.
-    #[arg(long, global = true, env = "NUON_API_URL", default_value = "http://127.0.0.1:7400")]
+    #[arg(
+        long,
+        global = true,
+        env = "NUON_API_URL",
+        default_value = "http://127.0.0.1:7400"
+    )]
     api: String,
     /// API token. Without one, the admin token of a `nuon dev` control plane
     /// in ./nuon-data is used when there is one.
@@ -380,7 +385,10 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
                     print_json(&job)?;
                 } else {
                     println!("{}", job.id);
-                    eprintln!("queued on runner {runner}; follow with: nuon jobs logs {} --follow", job.id);
+                    eprintln!(
+                        "queued on runner {runner}; follow with: nuon jobs logs {} --follow",
+                        job.id
+                    );
                 }
                 return Ok(0);
             }
@@ -463,7 +471,10 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
             } else if job.status.is_terminal() {
                 println!("job {} is {}", job.id, job.status);
             } else {
-                println!("cancel requested for job {}; its runner stops it now", job.id);
+                println!(
+                    "cancel requested for job {}; its runner stops it now",
+                    job.id
+                );
             }
             Ok(0)
         }

@@ -11,7 +11,10 @@ fn main() -> ExitCode {
             return ExitCode::from(if usage { 64 } else { 0 });
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("nuon: cannot start the async runtime: {e}");

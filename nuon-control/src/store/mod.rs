@@ -176,11 +176,13 @@ pub trait Store: Send + Sync + 'static {
         lease_ms: u64,
     ) -> Result<Vec<LeaseStatus>>;
     /// The state of the runner's leases, without extending them.
-    async fn lease_states(&self, runner: &RunnerId, leases: &[LeaseRef])
-    -> Result<Vec<LeaseStatus>>;
+    async fn lease_states(
+        &self,
+        runner: &RunnerId,
+        leases: &[LeaseRef],
+    ) -> Result<Vec<LeaseStatus>>;
     /// Stores a batch of log lines of the runner's current attempt.
-    async fn append_logs(&self, runner: &RunnerId, job: &JobId, batch: LogBatch)
-    -> Result<LogAck>;
+    async fn append_logs(&self, runner: &RunnerId, job: &JobId, batch: LogBatch) -> Result<LogAck>;
     /// Completes the runner's attempt. Idempotent.
     async fn complete(
         &self,

@@ -23,9 +23,7 @@ use nuon_core::{JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, now_m
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::{
-    ApiPrincipal, NewJob, NewOrg, Result, Rescued, RunnerPrincipal, Store, StoreError,
-};
+use super::{ApiPrincipal, NewJob, NewOrg, Rescued, Result, RunnerPrincipal, Store, StoreError};
 
 /// Most operations one write transaction carries.
 const MAX_BATCH: usize = 512;
@@ -200,9 +198,7 @@ impl SqliteStore {
             Box::new(move |commit_error: Option<&rusqlite::Error>| {
                 let result = match commit_error {
                     None => result,
-                    Some(e) => Err(StoreError::Database(
-                        format!("commit failed: {e}").into(),
-                    )),
+                    Some(e) => Err(StoreError::Database(format!("commit failed: {e}").into())),
                 };
                 let _ = tx.send(result);
             })
@@ -290,7 +286,9 @@ fn job_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
         .and_then(|v| v.get("payload").cloned())
         .unwrap_or_default();
     Ok(JobInfo {
-        id: id.parse().map_err(|e: nuon_core::IdError| conv(0, e.to_string()))?,
+        id: id
+            .parse()
+            .map_err(|e: nuon_core::IdError| conv(0, e.to_string()))?,
         runner_id: runner
             .parse()
             .map_err(|e: nuon_core::IdError| conv(1, e.to_string()))?,
@@ -483,8 +481,7 @@ impl Store for SqliteStore {
                 .optional()
                 .map_err(db_err)?;
             raw.map(|b| {
-                OrgSigningKey::from_bytes(&b)
-                    .map_err(|e| StoreError::Database(Box::new(e)))
+                OrgSigningKey::from_bytes(&b).map_err(|e| StoreError::Database(Box::new(e)))
             })
             .transpose()
         })
@@ -732,9 +729,13 @@ impl Store for SqliteStore {
                 let attempt: u32 = row.get(1).map_err(db_err)?;
                 let first_seq: i64 = row.get(2).map_err(db_err)?;
                 let body: String = row.get(3).map_err(db_err)?;
-                let parsed: Vec<LogLine> = serde_json::from_str(&body)
-                    .map_err(|e| StoreError::Database(Box::new(e)))?;
-                let start = if chunk == chunk_after { skip_in_chunk } else { 0 };
+                let parsed: Vec<LogLine> =
+                    serde_json::from_str(&body).map_err(|e| StoreError::Database(Box::new(e)))?;
+                let start = if chunk == chunk_after {
+                    skip_in_chunk
+                } else {
+                    0
+                };
                 for (i, line) in parsed.into_iter().enumerate().skip(start) {
                     if lines.len() as u32 >= limit {
                         exhausted = false;
@@ -894,12 +895,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn append_logs(
-        &self,
-        runner: &RunnerId,
-        job: &JobId,
-        batch: LogBatch,
-    ) -> Result<LogAck> {
+    async fn append_logs(&self, runner: &RunnerId, job: &JobId, batch: LogBatch) -> Result<LogAck> {
         let (runner, job) = (runner.clone(), job.clone());
         self.write(move |conn| {
             check_attempt(conn, &runner, &job, batch.attempt)?;

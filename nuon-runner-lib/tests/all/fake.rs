@@ -41,6 +41,8 @@ pub struct State {
     pub failed_calls: usize,
     /// Every claim request received.
     pub claims: Vec<ClaimRequest>,
+    /// Claims the runner gave up on before they were answered.
+    pub claims_abandoned: usize,
     /// Every heartbeat request received.
     pub heartbeats: Vec<HeartbeatRequest>,
     /// `(first_seq, lines)` of every log batch received.
@@ -125,7 +127,12 @@ impl Fake {
     }
 
     /// Waits until an attempt's stored log has a line `pred` accepts; returns its text.
-    pub async fn line(&self, key: &Key, within: Duration, pred: impl Fn(&LogLine) -> bool) -> String {
+    pub async fn line(
+        &self,
+        key: &Key,
+        within: Duration,
+        pred: impl Fn(&LogLine) -> bool,
+    ) -> String {
         self.wait_for(&format!("a log line of {}", key.0), within, |s| {
             s.logs
                 .get(key)
@@ -182,27 +189,41 @@ fn hb_response(leases: Vec<LeaseStatus>) -> HeartbeatResponse {
 #[async_trait]
 impl Transport for Fake {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimResponse, TransportError> {
+        /// Counts the claim as abandoned if it is dropped before it answers.
+        struct Abandoned<'a>(&'a Fake, bool);
+        impl Drop for Abandoned<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    self.0.with(|s| s.claims_abandoned += 1);
+                }
+            }
+        }
         let deadline = tokio::time::Instant::now() + Duration::from_millis(req.wait_ms);
         self.lock().claims.push(req.clone());
-        self.hold(
-            deadline,
-            |s| {
-                if let Err(e) = s.check() {
-                    return Some(Err(e));
-                }
-                if s.queue.is_empty() {
-                    return None;
-                }
-                let n = (req.slots as usize).min(s.queue.len());
-                let jobs: Vec<ClaimedJob> = s.queue.drain(..n).collect();
-                for j in &jobs {
-                    s.leases.insert((j.job_id.clone(), j.attempt), LeaseState::Active);
-                }
-                Some(Ok(ClaimResponse { jobs }))
-            },
-            |_| ClaimResponse { jobs: Vec::new() },
-        )
-        .await
+        let mut abandoned = Abandoned(self, false);
+        let answer = self
+            .hold(
+                deadline,
+                |s| {
+                    if let Err(e) = s.check() {
+                        return Some(Err(e));
+                    }
+                    if s.queue.is_empty() {
+                        return None;
+                    }
+                    let n = (req.slots as usize).min(s.queue.len());
+                    let jobs: Vec<ClaimedJob> = s.queue.drain(..n).collect();
+                    for j in &jobs {
+                        s.leases
+                            .insert((j.job_id.clone(), j.attempt), LeaseState::Active);
+                    }
+                    Some(Ok(ClaimResponse { jobs }))
+                },
+                |_| ClaimResponse { jobs: Vec::new() },
+            )
+            .await;
+        abandoned.1 = true;
+        answer
     }
 
     async fn heartbeat(&self, req: &HeartbeatRequest) -> Result<HeartbeatResponse, TransportError> {
@@ -257,7 +278,11 @@ impl Transport for Fake {
         r
     }
 
-    async fn complete(&self, job: &JobId, completion: &Completion) -> Result<CompletionAck, TransportError> {
+    async fn complete(
+        &self,
+        job: &JobId,
+        completion: &Completion,
+    ) -> Result<CompletionAck, TransportError> {
         self.with(|s| {
             s.check()?;
             let key = (job.clone(), completion.attempt);
@@ -363,7 +388,10 @@ impl Harness {
 
     /// An exec job running `sh -c script`.
     pub fn sh(&self, script: &str) -> JobSpec {
-        self.spec(serde_json::json!({"command": "sh", "args": ["-c", script]}), 60)
+        self.spec(
+            serde_json::json!({"command": "sh", "args": ["-c", script]}),
+            60,
+        )
     }
 
     pub fn spec(&self, payload: serde_json::Value, timeout_secs: u64) -> JobSpec {
@@ -431,7 +459,10 @@ pub fn alive(pid: u32) -> bool {
 pub async fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
-        assert!(start.elapsed() < within, "timed out after {within:?} waiting for {what}");
+        assert!(
+            start.elapsed() < within,
+            "timed out after {within:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
