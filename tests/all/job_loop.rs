@@ -201,3 +201,31 @@ fn five_hundred_jobs_over_two_runner_processes_run_exactly_once() {
     }
     drop(second);
 }
+
+/// Acceptance 12: the README's first command (`nuon dev`) runs the whole loop
+/// on a fresh directory: control plane, runner, a demo job with its log live.
+#[test]
+fn nuon_dev_runs_the_demo_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(nuon_tests::bin("nuon"))
+        .args([
+            "dev",
+            "--once",
+            "--listen",
+            "127.0.0.1:0",
+            "--runner-listen",
+            "127.0.0.1:0",
+        ])
+        .current_dir(dir.path())
+        .env_remove("NUON_TOKEN")
+        .env_remove("NUON_API_URL")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("step: apply"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("done"), "{stdout}");
+    assert!(stderr.contains("succeeded"), "{stderr}");
+    assert!(dir.path().join("nuon-data/control/admin-token").exists());
+}

@@ -1,16 +1,24 @@
-//! `nuon-runner`: an install's runner. Everything it does lives in `nuon-runner-lib`.
+//! `nuon-runner run --api URL --token rnr_... --signing-key ed25519:...`: claims
+//! an install's signed jobs, runs them and ships their logs and results back.
+//! The work is done by `nuon-runner-lib`; this is configuration, signals and
+//! exit codes: 0 after a drain (SIGTERM or SIGINT), 64 for bad configuration,
+//! 1 when the runner stops on an error (a revoked token).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
 use nuon_client::ClientConfig;
 use nuon_core::PublicKey;
-use nuon_runner_lib::{Runner, RunnerConfig};
+use nuon_runner_lib::{Error, Runner, RunnerConfig};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tracing_subscriber::EnvFilter;
 
+/// Runs an install's nuon jobs.
 #[derive(Parser)]
-#[command(name = "nuon-runner", version, about = "Runs an install's jobs")]
+#[command(name = "nuon-runner", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -18,85 +26,60 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Claim and run jobs until SIGTERM or Ctrl-C, then drain.
+    /// Claim and run jobs until SIGTERM or SIGINT, then drain and exit.
     Run(RunArgs),
 }
 
-#[derive(clap::Args)]
+#[derive(Args)]
 struct RunArgs {
-    /// The control plane's Runner API URL.
+    /// Base URL of the control plane's Runner API.
     #[arg(long, env = "NUON_RUNNER_API_URL")]
     api: String,
-    /// This runner's token.
+    /// This runner's token (`rnr_....SECRET`).
     #[arg(long, env = "NUON_RUNNER_TOKEN", hide_env_values = true)]
     token: String,
     /// The org's job-signing public key (`ed25519:...`), or a file holding it.
     #[arg(long, env = "NUON_RUNNER_SIGNING_KEY")]
     signing_key: String,
-    /// Where jobs run and logs are spooled.
-    #[arg(long, env = "NUON_RUNNER_WORK_DIR", default_value = "nuon-runner-data")]
+    /// Where the runner keeps its log spool and job work directories.
+    #[arg(
+        long,
+        env = "NUON_RUNNER_WORK_DIR",
+        default_value = "./nuon-runner-data"
+    )]
     work_dir: PathBuf,
     /// How many jobs run at once.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, env = "NUON_RUNNER_SLOTS", default_value_t = 4)]
     slots: usize,
-    /// Time between SIGTERM and SIGKILL when a job is stopped.
+    /// Time between SIGTERM and SIGKILL when a job is stopped (e.g. 10s, 500ms).
     #[arg(long, default_value = "10s", value_parser = nuon_core::parse_duration)]
     grace: Duration,
-    /// How long a drain lets running jobs finish.
+    /// How long a shutdown lets running jobs finish (e.g. 10m).
     #[arg(long, default_value = "10m", value_parser = nuon_core::parse_duration)]
     drain_timeout: Duration,
-    /// Extra PEM CA certificates to trust.
+    /// Extra PEM CA certificates to trust for the control plane.
     #[arg(long, env = "NUON_RUNNER_CA_BUNDLE")]
     ca_bundle: Option<PathBuf>,
+    /// How long the server may hold a claim, in ms (for tests).
+    #[arg(long, env = "NUON_RUNNER_CLAIM_WAIT_MS", hide = true)]
+    claim_wait_ms: Option<u64>,
 }
 
-fn main() -> ExitCode {
-    let Cli {
-        command: Command::Run(args),
-    } = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    let config = match configure(&args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("nuon-runner: {e:#}");
-            return ExitCode::from(64);
-        }
-    };
-    let rt = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("nuon-runner: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(Runner::new(config).run(shutdown_signal())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nuon-runner: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn configure(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
-    let key_text = if args.signing_key.trim().starts_with("ed25519:") {
-        args.signing_key.clone()
+/// The key text itself, or the path of a file holding it.
+fn signing_key(arg: &str) -> anyhow::Result<PublicKey> {
+    let text = if arg.trim().starts_with("ed25519:") {
+        arg.to_owned()
     } else {
-        std::fs::read_to_string(&args.signing_key).map_err(|e| {
-            anyhow::anyhow!(
-                "--signing-key {:?} is neither a key (ed25519:...) nor a readable file: {e}",
-                args.signing_key
-            )
+        std::fs::read_to_string(arg).with_context(|| {
+            format!("--signing-key {arg:?} is neither a key (ed25519:...) nor a readable file")
         })?
     };
-    let key: PublicKey = key_text.trim().parse()?;
-    let mut client = ClientConfig::new(&args.api, &args.token)?;
+    text.parse().context("--signing-key")
+}
+
+fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
+    let key = signing_key(&args.signing_key)?;
+    let mut client = ClientConfig::new(&args.api, &args.token).context("--api")?;
     client.ca_bundle = args.ca_bundle.clone();
     let mut config = RunnerConfig::connect(client, key, &args.work_dir)?;
     anyhow::ensure!(
@@ -106,27 +89,65 @@ fn configure(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
     config.slots = args.slots;
     config.grace = args.grace;
     config.drain_timeout = args.drain_timeout;
-    if let Some(ms) = std::env::var("NUON_RUNNER_CLAIM_WAIT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(ms) = args.claim_wait_ms {
         config.claim_wait = Duration::from_millis(ms);
     }
     Ok(config)
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
+/// Resolves on SIGTERM or SIGINT; a second one ends the process at once (the
+/// orphan guard kills job processes, the spool keeps their logs).
+async fn shutdown(mut term: Signal, mut int: Signal) {
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: draining"),
+        _ = int.recv() => tracing::info!("SIGINT: draining"),
+    }
+    tokio::spawn(async move {
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        tracing::warn!("second signal: exiting without finishing the drain");
+        std::process::exit(130);
+    });
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match Cli::try_parse() {
+        Ok(Cli {
+            command: Command::Run(args),
+        }) => args,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
         }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let config = match config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("nuon-runner: {e:#}");
+            return ExitCode::from(64);
+        }
+    };
+    let signals =
+        signal(SignalKind::terminate()).and_then(|t| Ok((t, signal(SignalKind::interrupt())?)));
+    let Ok((term, int)) =
+        signals.inspect_err(|e| eprintln!("nuon-runner: cannot handle signals: {e}"))
+    else {
+        return ExitCode::FAILURE;
+    };
+    match Runner::new(config).run(shutdown(term, int)).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nuon-runner: {e}");
+            let usage = matches!(
+                e,
+                Error::Config(_) | Error::Client(_) | Error::WorkDirInUse { .. } | Error::Io { .. }
+            );
+            ExitCode::from(if usage { 64 } else { 1 })
         }
     }
-    tracing::info!("shutdown requested: draining");
 }

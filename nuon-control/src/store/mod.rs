@@ -198,3 +198,6 @@ pub trait Store: Send + Sync + 'static {
     /// since no runner could heartbeat while the control plane was down.
     async fn extend_running_leases(&self, until_ms: i64) -> Result<u64>;
 }
+
+#[cfg(test)]
+mod tests;

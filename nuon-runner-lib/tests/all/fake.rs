@@ -199,7 +199,7 @@ impl Transport for Fake {
             }
         }
         let deadline = tokio::time::Instant::now() + Duration::from_millis(req.wait_ms);
-        self.lock().claims.push(req.clone());
+        self.with(|s| s.claims.push(req.clone()));
         let mut abandoned = Abandoned(self, false);
         let answer = self
             .hold(
@@ -228,7 +228,7 @@ impl Transport for Fake {
 
     async fn heartbeat(&self, req: &HeartbeatRequest) -> Result<HeartbeatResponse, TransportError> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(req.wait_ms);
-        self.lock().heartbeats.push(req.clone());
+        self.with(|s| s.heartbeats.push(req.clone()));
         let immediate = req.wait_ms == 0;
         self.hold(
             deadline,
@@ -249,7 +249,7 @@ impl Transport for Fake {
     }
 
     async fn append_logs(&self, job: &JobId, batch: &LogBatch) -> Result<LogAck, TransportError> {
-        let r = self.with(|s| {
+        self.with(|s| {
             s.check()?;
             let key = (job.clone(), batch.attempt);
             if s.leases.get(&key) != Some(&LeaseState::Active)
@@ -274,8 +274,7 @@ impl Transport for Fake {
             Ok(LogAck {
                 acked_seq: stored.len() as u64,
             })
-        });
-        r
+        })
     }
 
     async fn complete(

@@ -9,30 +9,30 @@ use crate::fake::{Harness, secs};
 async fn tampered_or_misaddressed_jobs_never_run() {
     let h = Harness::new();
     let marker = h.dir.path().join("marker");
-    let evil = h.sh(&format!("touch '{}'", marker.display()));
-    let evil_text = serde_json::to_string(&evil).unwrap();
+    let evil = || h.sh(&format!("touch '{}'", marker.display()));
 
     // The org signed a harmless spec; the spec delivered was changed.
     let harmless = h.claimed(&h.sh("echo harmless"));
+    let changed = evil();
     let mut altered = harmless.clone();
-    altered.job_id = evil.job_id.clone();
-    altered.spec = evil_text.clone();
+    altered.job_id = changed.job_id.clone();
+    altered.spec = serde_json::to_string(&changed).unwrap();
 
     // Signed by another key.
-    let mut other_key = h.claimed(&evil);
-    other_key.signature = OrgSigningKey::generate().sign(evil_text.as_bytes());
+    let mut other_key = h.claimed(&evil());
+    other_key.signature = OrgSigningKey::generate().sign(other_key.spec.as_bytes());
 
     // Unsigned.
-    let mut unsigned = h.claimed(&evil);
+    let mut unsigned = h.claimed(&evil());
     unsigned.signature = String::new();
 
     // Signed, but for another runner.
-    let mut for_other = h.sh(&format!("touch '{}'", marker.display()));
+    let mut for_other = evil();
     for_other.runner_id = RunnerId::generate();
     let for_other = h.claimed(&for_other);
 
     // Signed, but claimed as another job.
-    let mut other_job = h.claimed(&h.sh(&format!("touch '{}'", marker.display())));
+    let mut other_job = h.claimed(&evil());
     other_job.job_id = JobId::generate();
 
     // Signed spec that is not a job spec.

@@ -1,0 +1,281 @@
+//! Store behaviour, run against the SQLite store. Written against the
+//! `Store` trait so the PostgreSQL store can run the same checks.
+
+use nuon_core::wire::{Completion, LeaseRef, LeaseState, LogBatch, LogLine, LogStream};
+use nuon_core::{JobId, JobResult, JobSpec, JobStatus, OrgId, RetryPolicy, RunnerId, now_ms};
+
+use super::{NewJob, SqliteStore, Store, StoreError};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: SqliteStore,
+    org: OrgId,
+    runner: RunnerId,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let org = store.create_org("o").await.unwrap().org_id;
+    let runner = RunnerId::generate();
+    store.create_runner(&org, &runner, "r", "h").await.unwrap();
+    Fixture {
+        _dir: dir,
+        store,
+        org,
+        runner,
+    }
+}
+
+impl Fixture {
+    async fn queue(&self, max_attempts: u32) -> JobId {
+        let spec = JobSpec {
+            job_id: JobId::generate(),
+            org_id: self.org.clone(),
+            runner_id: self.runner.clone(),
+            kind: "exec".into(),
+            payload: serde_json::json!({"command": "true"}),
+            timeout_secs: 60,
+            retry: RetryPolicy { max_attempts },
+            created_at_ms: now_ms(),
+        };
+        let spec_json = serde_json::to_string(&spec).unwrap();
+        let id = spec.job_id.clone();
+        self.store
+            .enqueue_job(NewJob {
+                spec,
+                spec_json,
+                signature: "s".into(),
+            })
+            .await
+            .unwrap();
+        id
+    }
+
+    async fn claim_one(&self, lease_ms: u64) -> (JobId, u32) {
+        let jobs = self
+            .store
+            .claim(&self.runner, &["exec".into()], 1, lease_ms)
+            .await
+            .unwrap();
+        let j = &jobs[0];
+        (j.job_id.clone(), j.attempt)
+    }
+
+    fn batch(attempt: u32, first_seq: u64, texts: &[&str]) -> LogBatch {
+        LogBatch {
+            attempt,
+            first_seq,
+            lines: texts
+                .iter()
+                .map(|t| LogLine {
+                    stream: LogStream::Stdout,
+                    ts_ms: 0,
+                    text: (*t).into(),
+                })
+                .collect(),
+        }
+    }
+
+    async fn texts(&self, job: &JobId) -> Vec<String> {
+        let page = self
+            .store
+            .read_logs(&self.org, job, 0, 100)
+            .await
+            .unwrap()
+            .unwrap();
+        page.lines.into_iter().map(|l| l.text).collect()
+    }
+}
+
+fn ok_result() -> JobResult {
+    JobResult {
+        outcome: nuon_core::Outcome::Succeeded,
+        exit_code: Some(0),
+        reason: None,
+        outputs: serde_json::Value::Null,
+    }
+}
+
+#[tokio::test]
+async fn log_batches_are_idempotent_and_gaps_store_nothing() {
+    let f = fixture().await;
+    let job = f.queue(1).await;
+    let (job2, n) = f.claim_one(60_000).await;
+    assert_eq!(job, job2);
+    // check(batch, expected ack) in order; the log must end as a, b, c, d.
+    let cases: [(u64, &[&str], u64); 5] = [
+        (1, &["a", "b"], 2),
+        (1, &["a", "b"], 2), // a resend: nothing new
+        (2, &["b", "c"], 3), // overlap: only "c" is new
+        (5, &["e"], 3),      // a gap: nothing stored
+        (4, &["d"], 4),
+    ];
+    for (first, texts, expected) in cases {
+        let ack = f
+            .store
+            .append_logs(&f.runner, &job, Fixture::batch(n, first, texts))
+            .await
+            .unwrap();
+        assert_eq!(ack.acked_seq, expected, "batch from {first}");
+    }
+    assert_eq!(f.texts(&job).await, ["a", "b", "c", "d"]);
+}
+
+#[tokio::test]
+async fn completion_waits_for_logs_and_is_idempotent() {
+    let f = fixture().await;
+    let job = f.queue(1).await;
+    let (_, n) = f.claim_one(60_000).await;
+    f.store
+        .append_logs(&f.runner, &job, Fixture::batch(n, 1, &["a"]))
+        .await
+        .unwrap();
+    let done = || Completion {
+        attempt: n,
+        log_lines: 2,
+        result: ok_result(),
+    };
+    match f.store.complete(&f.runner, &job, done()).await {
+        Err(StoreError::Conflict {
+            code: "logs_pending",
+            acked_seq: Some(1),
+            ..
+        }) => {}
+        other => panic!("expected logs_pending, got {other:?}"),
+    }
+    f.store
+        .append_logs(&f.runner, &job, Fixture::batch(n, 2, &["b"]))
+        .await
+        .unwrap();
+    let first = f.store.complete(&f.runner, &job, done()).await.unwrap();
+    let again = f.store.complete(&f.runner, &job, done()).await.unwrap();
+    assert_eq!(
+        (first.status, again.status),
+        (JobStatus::Succeeded, JobStatus::Succeeded)
+    );
+    // A finished attempt takes no more lines.
+    let late = f
+        .store
+        .append_logs(&f.runner, &job, Fixture::batch(n, 3, &["c"]))
+        .await;
+    assert!(
+        matches!(
+            late,
+            Err(StoreError::Conflict {
+                code: "stale_attempt",
+                ..
+            })
+        ),
+        "{late:?}"
+    );
+}
+
+#[tokio::test]
+async fn expired_leases_requeue_or_fail_by_policy_and_fence_the_old_attempt() {
+    let f = fixture().await;
+    let once = f.queue(1).await;
+    let twice = f.queue(2).await;
+    let never_confirmed = f.queue(1).await;
+    let claimed = f
+        .store
+        .claim(&f.runner, &["exec".into()], 3, 1)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    // The first two confirm with a heartbeat (work started); the third never does.
+    let leases: Vec<_> = claimed[..2]
+        .iter()
+        .map(|c| LeaseRef {
+            job_id: c.job_id.clone(),
+            attempt: c.attempt,
+        })
+        .collect();
+    let states = f.store.heartbeat(&f.runner, &leases, 1).await.unwrap();
+    assert!(states.iter().all(|s| s.state == LeaseState::Active));
+    let rescued = f.store.rescue_expired(now_ms() + 10).await.unwrap();
+    assert_eq!(rescued.len(), 3);
+    let status = |id: JobId| {
+        let (store, org) = (&f.store, f.org.clone());
+        async move { store.get_job(&org, &id).await.unwrap().unwrap() }
+    };
+    let lost = status(once.clone()).await;
+    assert_eq!(lost.status, JobStatus::Failed);
+    assert!(lost.reason.unwrap().contains("runner lost"));
+    assert_eq!(status(twice.clone()).await.status, JobStatus::Queued);
+    assert_eq!(
+        status(never_confirmed.clone()).await.status,
+        JobStatus::Queued
+    );
+    // The old attempt of the requeued job is fenced off.
+    let stale = f
+        .store
+        .heartbeat(&f.runner, &leases[1..], 60_000)
+        .await
+        .unwrap();
+    assert_eq!(stale[0].state, LeaseState::Stale);
+    let write = f
+        .store
+        .append_logs(&f.runner, &twice, Fixture::batch(1, 1, &["x"]))
+        .await;
+    assert!(
+        matches!(
+            write,
+            Err(StoreError::Conflict {
+                code: "stale_attempt",
+                ..
+            })
+        ),
+        "{write:?}"
+    );
+    let next = f
+        .store
+        .claim(&f.runner, &["exec".into()], 5, 60_000)
+        .await
+        .unwrap();
+    let twice_next = next.iter().find(|c| c.job_id == twice).unwrap();
+    assert_eq!(twice_next.attempt, 2);
+}
+
+#[tokio::test]
+async fn queries_are_scoped_by_org_and_runner() {
+    let f = fixture().await;
+    let job = f.queue(1).await;
+    let other_org = f.store.create_org("other").await.unwrap().org_id;
+    assert!(f.store.get_job(&other_org, &job).await.unwrap().is_none());
+    assert!(f.store.list_jobs(&other_org, 10).await.unwrap().is_empty());
+    assert!(
+        f.store
+            .read_logs(&other_org, &job, 0, 10)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        f.store
+            .request_cancel(&other_org, &job)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let stranger = RunnerId::generate();
+    f.store
+        .create_runner(&f.org, &stranger, "s", "h2")
+        .await
+        .unwrap();
+    assert!(
+        f.store
+            .claim(&stranger, &["exec".into()], 5, 1000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        f.store
+            .claim(&f.runner, &["other-kind".into()], 5, 1000)
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
+}
