@@ -119,14 +119,16 @@ fn throughput() -> Result<f64> {
         }
         Ok::<_, anyhow::Error>(ids)
     })?;
-    let start = Instant::now();
+    // Measured from the server's own timestamps: first claim to last completion.
+    let mut first_start = i64::MAX;
+    let mut last_finish = 0;
     for id in &ids {
-        wait_job(&client, id, Duration::from_secs(300))?;
+        let job = wait_job(&client, id, Duration::from_secs(300))?;
+        anyhow::ensure!(job.status == nuon_core::JobStatus::Succeeded, "{job:?}");
+        first_start = first_start.min(job.started_at_ms.context("started")?);
+        last_finish = last_finish.max(job.finished_at_ms.context("finished")?);
     }
-    // The first job may have started before `start`; count from the first start.
-    let jobs = rt().block_on(client.list_jobs())?.jobs;
-    let _ = jobs;
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    Ok(n as f64 / ((last_finish - first_start) as f64 / 1000.0))
 }
 
 /// The store alone: claim + heartbeat + complete, no HTTP, no processes.

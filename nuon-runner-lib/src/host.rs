@@ -26,6 +26,15 @@ const READ_CHUNK: usize = 64 * 1024;
 /// process that left the group may hold them open forever.
 const PIPE_DRAIN: Duration = Duration::from_secs(2);
 
+/// A duration too long to wait for (about 30 years).
+const FOREVER: Duration = Duration::from_secs(30 * 365 * 86_400);
+
+/// The instant `d` from now, or a far future one when `d` is absurdly long.
+pub(crate) fn deadline_in(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d).unwrap_or_else(|| now + FOREVER)
+}
+
 /// Everything a job's processes need from the runner.
 pub(crate) struct ProcessHost {
     pub(crate) work_dir: PathBuf,
@@ -284,7 +293,7 @@ impl JobHost for ProcessHost {
                 if let Err(e) = sys::kill_group(pgid, sys::SIGTERM) {
                     tracing::warn!(pgid, error = %e, "cannot signal a job's process group");
                 }
-                kill_at = Some(Instant::now() + self.grace);
+                kill_at = Some(deadline_in(self.grace));
             }
         }
         out_lines.finish(&mut self.spool);

@@ -19,7 +19,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 use crate::backoff::Backoff;
 use crate::config::RunnerConfig;
 use crate::error::{Error, Result};
-use crate::host::ProcessHost;
+use crate::host::{ProcessHost, deadline_in};
 use crate::orphan::OrphanGuard;
 use crate::shipper::{ShipEnd, Shipper};
 use crate::spool::{self, Meta, SpoolWriter};
@@ -30,6 +30,8 @@ type Key = (JobId, u32);
 
 /// How much longer than the grace period stopped jobs get to end.
 const STOP_SLACK: Duration = Duration::from_secs(10);
+/// The shortest pause between two heartbeats answered early with nothing new.
+const MIN_HEARTBEAT_GAP: Duration = Duration::from_millis(50);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -198,7 +200,9 @@ async fn opt_future<F: Future + Unpin>(f: &mut Option<F>) -> F::Output {
     }
 }
 
-type ClaimFuture = Pin<Box<dyn Future<Output = Result<ClaimResponse, TransportError>> + Send>>;
+/// A claim in flight; its output says how long the server held it.
+type ClaimFuture =
+    Pin<Box<dyn Future<Output = (Result<ClaimResponse, TransportError>, Duration)> + Send>>;
 
 impl Runner {
     /// A runner with this configuration. Nothing starts before [`Runner::run`].
@@ -345,6 +349,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
     let mut claim_delay: Option<Duration> = None;
     let mut backoff = shared.backoff();
     let slots = shared.config.slots;
+    let claim_wait = shared.config.claim_wait;
 
     let stopped_by: Result<()> = loop {
         let free = slots.saturating_sub(jobs.len());
@@ -360,7 +365,9 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                 if let Some(d) = delay {
                     sleep(d).await;
                 }
-                transport.claim(&req).await
+                let sent = Instant::now();
+                let answer = transport.claim(&req).await;
+                (answer, sent.elapsed())
             }));
         }
         tokio::select! {
@@ -370,9 +377,17 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                     break Err(Error::Unauthorized(e));
                 }
             }
-            answer = opt_future(&mut claim) => {
+            (answer, held) = opt_future(&mut claim) => {
                 claim = None;
                 match answer {
+                    Ok(resp) if resp.jobs.is_empty() && held < claim_wait / 2 => {
+                        // Nothing, and early: the server did not hold the
+                        // claim. Do not spin; this is not the happy path.
+                        let delay = backoff.next_delay();
+                        tracing::debug!(held_ms = held.as_millis() as u64, retry_in_ms = delay.as_millis() as u64,
+                            "empty claim answered early; pausing before the next");
+                        claim_delay = Some(delay);
+                    }
                     Ok(resp) => {
                         backoff.reset();
                         for claimed in resp.jobs {
@@ -403,7 +418,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
             drain_timeout_s = shared.config.drain_timeout.as_secs(),
             "shutting down: no more claims; letting running jobs finish"
         );
-        let deadline = Instant::now() + shared.config.drain_timeout;
+        let deadline = deadline_in(shared.config.drain_timeout);
         if let Err(e) = wait_jobs(shared, &mut jobs, &mut task_keys, &mut fatal, deadline).await {
             result = Err(e);
         }
@@ -416,7 +431,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
             );
         }
         shared.stop_all(StopReason::Shutdown);
-        let deadline = Instant::now() + shared.config.grace + STOP_SLACK;
+        let deadline = deadline_in(shared.config.grace.saturating_add(STOP_SLACK));
         let _ = wait_jobs(shared, &mut jobs, &mut task_keys, &mut fatal, deadline).await;
         if !jobs.is_empty() {
             tracing::error!(
@@ -430,7 +445,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
         }
     }
     if result.is_ok() {
-        let deadline = Instant::now() + shared.config.ship_timeout;
+        let deadline = deadline_in(shared.config.ship_timeout);
         if !shared.wait_shippers(deadline).await {
             tracing::warn!(
                 attempts = lock(&shared.shippers).len(),
@@ -616,6 +631,7 @@ impl JobRun {
                     self.shared.report_fatal(TransportError::Unauthorized(m));
                     return Start::Fatal;
                 }
+                Err(TransportError::Stale(_)) => return Start::Stop(StopReason::Stale),
                 Err(e) => {
                     let delay = backoff.next_delay();
                     tracing::warn!(job = %self.key.0, attempt = self.key.1, error = %e,
@@ -634,7 +650,7 @@ impl JobRun {
         }
     }
 
-    /// The attempt is not ours any more: kill nothing more, ship nothing.
+    /// The attempt is not ours any more: drop its log, never complete it.
     async fn drop_stale(&self, spool: SpoolWriter) {
         let dir = spool.dir().to_path_buf();
         tracing::warn!(job = %self.key.0, attempt = self.key.1, log_lines = spool.lines(),
@@ -745,7 +761,7 @@ impl JobRun {
             work_dir: work_dir.path().to_path_buf(),
             spool,
             stop: self.stop.clone(),
-            deadline: Instant::now() + timeout,
+            deadline: deadline_in(timeout),
             timeout,
             grace: self.shared.config.grace,
             env,
@@ -814,9 +830,14 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                 // answered early with nothing new, pause instead of spinning,
                 // but never past the interval it asked for.
                 let elapsed = sent.elapsed();
-                if !news && elapsed < wait / 2 {
-                    let pause = Duration::from_millis(resp.next_heartbeat_ms).min(wait - elapsed);
-                    sleep(pause).await;
+                if !news && (wait.is_zero() || elapsed < wait / 2) {
+                    let next = Duration::from_millis(resp.next_heartbeat_ms);
+                    let pause = if wait.is_zero() {
+                        next
+                    } else {
+                        next.min(wait - elapsed)
+                    };
+                    sleep(pause.max(MIN_HEARTBEAT_GAP)).await;
                 }
             }
             Err(TransportError::Unauthorized(m)) => {
