@@ -246,7 +246,7 @@ fn big_log() -> Result<(f64, f64, f64, f64, u64, u64)> {
     let token = cp.create_runner("r")?;
     let r = runner(&cp, &token, 1)?;
     let wrapped =
-        format!("s=$(date +%s%N); {script}; e=$(date +%s%N); echo \"elapsed_ns $((e - s))\"");
+        format!("s=$(date +%s%N); {script}; e=$(date +%s%N); echo; echo \"elapsed_ns $((e - s))\"");
     let start = Instant::now();
     let id = queue(&client, "r", "sh", &["-c", &wrapped])?;
     let mut peak = 0;
@@ -275,11 +275,17 @@ fn big_log() -> Result<(f64, f64, f64, f64, u64, u64)> {
             last = page.lines.last().cloned();
         }
     })?;
+    let job = rt().block_on(client.get_job(&id))?;
+    let last = last.context("no log")?;
     let job_ns: f64 = last
-        .context("no log")?
         .text
         .strip_prefix("elapsed_ns ")
-        .context("last line")?
+        .with_context(|| {
+            format!(
+                "last line {:?} of job {job:?}",
+                last.text.chars().take(120).collect::<String>()
+            )
+        })?
         .parse()?;
     let job_wall = job_ns / 1e9;
     Ok((base, job_wall, job_wall / base, e2e, peak, runner_peak))
