@@ -393,6 +393,14 @@ fn lease_state(
     })
 }
 
+/// Records that `runner` called the Runner API at `now`.
+fn touch_runner(conn: &Connection, runner: &RunnerId, now: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE runners SET last_seen_at = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![runner.as_str(), now]))
+        .map(drop)
+        .map_err(db_err)
+}
+
 fn encode_cursor(chunk: i64, line: usize) -> u64 {
     ((chunk as u64) << CURSOR_LINE_BITS) | line as u64
 }
@@ -778,11 +786,7 @@ impl Store for SqliteStore {
         let kinds = serde_json::to_string(kinds).unwrap_or_else(|_| "[]".into());
         self.write(move |conn| {
             let now = now_ms();
-            conn.execute(
-                "UPDATE runners SET last_seen_at = ?2 WHERE id = ?1",
-                params![runner.as_str(), now],
-            )
-            .map_err(db_err)?;
+            touch_runner(conn, &runner, now)?;
             if max == 0 {
                 return Ok(Vec::new());
             }
@@ -846,11 +850,7 @@ impl Store for SqliteStore {
         let leases = leases.to_vec();
         self.write(move |conn| {
             let now = now_ms();
-            conn.execute(
-                "UPDATE runners SET last_seen_at = ?2 WHERE id = ?1",
-                params![runner.as_str(), now],
-            )
-            .map_err(db_err)?;
+            touch_runner(conn, &runner, now)?;
             let mut out = Vec::with_capacity(leases.len());
             for lease in leases {
                 let state = lease_state(conn, &runner, &lease).map_err(db_err)?;
