@@ -3,7 +3,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nuon_core::wire::{
     ClaimRequest, ClaimResponse, Completion, CompletionAck, HeartbeatRequest, HeartbeatResponse,
-    LogAck, LogBatch, routes,
+    LOG_RECORDS_CONTENT_TYPE, LogAck, LogBatch, LogBatchQuery, routes,
 };
 use nuon_core::{JobId, Transport, TransportError};
 
@@ -78,10 +78,17 @@ impl Transport for RunnerClient {
 
     async fn append_logs(&self, job: &JobId, batch: &LogBatch) -> Result<LogAck, TransportError> {
         let path = routes::with_id(routes::LOGS, job.as_str());
-        self.http
-            .post(&path, batch, Duration::ZERO)
-            .await
-            .map_err(map_err)
+        let query = LogBatchQuery {
+            attempt: batch.attempt,
+            first_seq: batch.first_seq,
+        };
+        let req = self
+            .http
+            .request(reqwest::Method::POST, &path)
+            .query(&query)
+            .header(reqwest::header::CONTENT_TYPE, LOG_RECORDS_CONTENT_TYPE)
+            .body(batch.lines.as_bytes().to_vec());
+        self.http.send(req).await.map_err(map_err)
     }
 
     async fn complete(

@@ -43,6 +43,7 @@ mod duration;
 mod id;
 mod job;
 mod plugin;
+pub mod records;
 mod signing;
 pub mod token;
 mod transport;

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `POST /v1/runner/claim` | [`ClaimRequest`] | [`ClaimResponse`], held up to `wait_ms` |
 //! | `POST /v1/runner/heartbeat` | [`HeartbeatRequest`] | [`HeartbeatResponse`], early on cancellation |
-//! | `POST /v1/runner/jobs/{id}/logs` | [`LogBatch`] | [`LogAck`]; 409 when the attempt is stale |
+//! | `POST /v1/runner/jobs/{id}/logs?attempt=N&first_seq=S` | [`LogBatch`] lines as log records | [`LogAck`]; 409 when the attempt is stale |
 //! | `POST /v1/runner/jobs/{id}/complete` | [`Completion`] | [`CompletionAck`]; idempotent; 409 when stale |
 //!
 //! Control API (API token as bearer), all scoped to the token's org:
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::id::{JobId, RunnerId};
 use crate::job::{JobResult, JobStatus};
+pub use crate::records::{LOG_RECORDS_CONTENT_TYPE, LogLineRef, LogRecords, RecordError};
 
 /// Route paths, so client and server cannot drift apart.
 pub mod routes {
@@ -199,15 +200,28 @@ pub struct LogLine {
 /// Lines `first_seq ..= first_seq + lines.len() - 1` of one attempt's log.
 /// Sequence numbers start at 1. Sending a batch twice is harmless: lines the
 /// server already has are skipped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+///
+/// On the wire the lines are the body, in the record format of
+/// [`crate::records`] (content type [`LOG_RECORDS_CONTENT_TYPE`]), and
+/// `attempt` and `first_seq` are the query ([`LogBatchQuery`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogBatch {
     /// The attempt the lines belong to.
     pub attempt: u32,
     /// The sequence number of the first line.
     pub first_seq: u64,
     /// The lines, in order.
-    pub lines: Vec<LogLine>,
+    pub lines: LogRecords,
+}
+
+/// The query string of a log batch: `?attempt=N&first_seq=S`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogBatchQuery {
+    /// The attempt the lines belong to.
+    pub attempt: u32,
+    /// The sequence number of the first line.
+    pub first_seq: u64,
 }
 
 /// The highest sequence number up to which the server holds every line.

@@ -4,24 +4,30 @@
 //! cancellation, timeout, a lost lease or shutdown.
 
 use std::collections::BTreeMap;
+use std::io::{self, PipeReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use nuon_core::wire::{LogStream, MAX_LOG_LINE_BYTES};
 use nuon_core::{HostError, JobHost, ProcessExit, ProcessSpec, StopReason};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::oneshot;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
 use crate::orphan::OrphanGuard;
-use crate::spool::SpoolWriter;
+use crate::spool::{SharedSpool, SpoolWriter};
 use crate::sys;
 
+/// The pipe buffer asked for each output stream (see [`sys::grow_pipe`]).
+const PIPE_SIZE: usize = 1024 * 1024;
 /// How much output is read at once from each pipe.
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 256 * 1024;
+/// How often a pump waiting for output checks that it is still wanted.
+const PUMP_POLL: Duration = Duration::from_millis(250);
 /// How long to keep reading pipes after the process group was killed: a
 /// process that left the group may hold them open forever.
 const PIPE_DRAIN: Duration = Duration::from_secs(2);
@@ -38,7 +44,7 @@ pub(crate) fn deadline_in(d: Duration) -> Instant {
 /// Everything a job's processes need from the runner.
 pub(crate) struct ProcessHost {
     pub(crate) work_dir: PathBuf,
-    pub(crate) spool: SpoolWriter,
+    pub(crate) spool: SharedSpool,
     pub(crate) stop: watch::Receiver<Option<StopReason>>,
     pub(crate) deadline: Instant,
     pub(crate) timeout: Duration,
@@ -81,19 +87,27 @@ impl LineSplitter {
 
     fn push(&mut self, mut data: &[u8], spool: &mut SpoolWriter) {
         let ts = nuon_core::now_ms();
-        while let Some(i) = data.iter().position(|b| *b == b'\n') {
-            if self.partial.is_empty() {
-                spool.append_bytes(self.stream, ts, &data[..i]);
-            } else {
-                self.partial.extend_from_slice(&data[..i]);
-                spool.append_bytes(self.stream, ts, &self.partial);
-                self.partial.clear();
-            }
+        if !self.partial.is_empty() {
+            // The end of the line started by an earlier read.
+            let Some(i) = memchr::memchr(b'\n', data) else {
+                self.partial.extend_from_slice(data);
+                self.cut_long(ts, spool);
+                return;
+            };
+            self.partial.extend_from_slice(&data[..i]);
+            spool.append_bytes(self.stream, ts, &self.partial);
+            self.partial.clear();
             data = &data[i + 1..];
         }
-        self.partial.extend_from_slice(data);
-        // A line longer than the limit is cut, at a UTF-8 boundary when the
-        // bytes are UTF-8.
+        let complete = memchr::memrchr(b'\n', data).map_or(0, |i| i + 1);
+        spool.append_lines(self.stream, ts, &data[..complete]);
+        self.partial.extend_from_slice(&data[complete..]);
+        self.cut_long(ts, spool);
+    }
+
+    /// Cuts a line longer than the limit, at a UTF-8 boundary when the
+    /// bytes are UTF-8.
+    fn cut_long(&mut self, ts: i64, spool: &mut SpoolWriter) {
         while self.partial.len() >= MAX_LOG_LINE_BYTES {
             let mut cut = MAX_LOG_LINE_BYTES;
             while cut > MAX_LOG_LINE_BYTES - 3 && (self.partial[cut] & 0xC0) == 0x80 {
@@ -112,14 +126,87 @@ impl LineSplitter {
     }
 }
 
-async fn read_opt<R: AsyncRead + Unpin>(
-    r: &mut Option<R>,
-    buf: &mut [u8],
-) -> std::io::Result<usize> {
+async fn done_opt(r: &mut Option<oneshot::Receiver<()>>) {
     match r {
-        Some(r) => r.read(buf).await,
+        Some(r) => {
+            let _ = r.await;
+        }
         None => std::future::pending().await,
     }
+}
+
+/// Starts the thread that drains one output pipe of a job into the spool.
+/// The receiver resolves when the thread has ended.
+fn spawn_pump(
+    pipe: PipeReader,
+    stream: LogStream,
+    spool: SharedSpool,
+    stop: Arc<AtomicBool>,
+) -> io::Result<oneshot::Receiver<()>> {
+    let (done, rx) = oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name(format!("job-{}", stream_name(stream)))
+        .spawn(move || {
+            pump(pipe, stream, &spool, &stop);
+            drop(done);
+        })?;
+    Ok(rx)
+}
+
+fn stream_name(stream: LogStream) -> &'static str {
+    match stream {
+        LogStream::Stdout => "stdout",
+        LogStream::Stderr => "stderr",
+        LogStream::System => "system",
+    }
+}
+
+/// Drains a pipe into the spool the way `cat > file` would: a blocking read
+/// as soon as there is output, the lines cut and appended on this thread,
+/// so a chatty job never waits for the runner's async scheduler. Ends at
+/// end-of-file, or soon after `stop` is set (a process that left the job's
+/// group may hold the pipe open forever).
+fn pump(mut pipe: PipeReader, stream: LogStream, spool: &SharedSpool, stop: &AtomicBool) {
+    let mut lines = LineSplitter::new(stream);
+    let mut buf = vec![0u8; READ_CHUNK];
+    let fail = |e: io::Error| {
+        spool.lock().system(&format!(
+            "cannot read the process's {}: {e}",
+            stream_name(stream)
+        ));
+    };
+    while !stop.load(Ordering::Relaxed) {
+        // Wake up when buffered lines are due on disk (and in the shipper's
+        // hands), or now and then to see whether reading is still wanted.
+        let wait = spool.lock().flush_deadline().map_or(PUMP_POLL, |at| {
+            at.saturating_duration_since(std::time::Instant::now())
+        });
+        match sys::wait_readable(&pipe, wait) {
+            Ok(true) => {}
+            Ok(false) => {
+                spool.lock().maybe_flush();
+                continue;
+            }
+            Err(e) => {
+                fail(e);
+                break;
+            }
+        }
+        match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let mut spool = spool.lock();
+                lines.push(&buf[..n], &mut spool);
+                spool.maybe_flush();
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                fail(e);
+                break;
+            }
+        }
+    }
+    lines.finish(&mut spool.lock());
 }
 
 async fn sleep_opt(at: Option<Instant>) {
@@ -167,7 +254,7 @@ impl JobHost for ProcessHost {
     }
 
     fn log(&mut self, text: &str) {
-        self.spool.system(text);
+        self.spool.lock().system(text);
     }
 
     async fn run_process(&mut self, process: ProcessSpec) -> Result<ProcessExit, HostError> {
@@ -186,11 +273,21 @@ impl JobHost for ProcessHost {
             .envs(&process.env)
             .current_dir(&cwd)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(false);
-        let mut child = cmd.spawn().map_err(|source| HostError::Spawn {
+        let pipes = std::io::pipe().and_then(|out| Ok((out, std::io::pipe()?)));
+        let ((out_r, out_w), (err_r, err_w)) = pipes.map_err(|source| HostError::Io {
+            program: program.clone(),
+            source,
+        })?;
+        sys::grow_pipe(&out_r, PIPE_SIZE);
+        sys::grow_pipe(&err_r, PIPE_SIZE);
+        cmd.stdout(out_w).stderr(err_w);
+        let spawned = cmd.spawn();
+        // The command holds our copies of the write ends: without dropping
+        // it, the pipes would never reach end-of-file.
+        drop(cmd);
+        let mut child = spawned.map_err(|source| HostError::Spawn {
             program: program.clone(),
             source,
         })?;
@@ -207,12 +304,27 @@ impl JobHost for ProcessHost {
         };
         tracing::debug!(pgid, %program, "started job process");
 
-        let mut stdout = child.stdout.take();
-        let mut stderr = child.stderr.take();
-        let mut out_buf = vec![0u8; READ_CHUNK];
-        let mut err_buf = vec![0u8; READ_CHUNK];
-        let mut out_lines = LineSplitter::new(LogStream::Stdout);
-        let mut err_lines = LineSplitter::new(LogStream::Stderr);
+        let stop_pumps = Arc::new(AtomicBool::new(false));
+        let pumps = spawn_pump(
+            out_r,
+            LogStream::Stdout,
+            self.spool.clone(),
+            stop_pumps.clone(),
+        )
+        .and_then(|o| {
+            let e = spawn_pump(
+                err_r,
+                LogStream::Stderr,
+                self.spool.clone(),
+                stop_pumps.clone(),
+            )?;
+            Ok((o, e))
+        });
+        let (stdout, stderr) = pumps.map_err(|source| HostError::Io {
+            program: program.clone(),
+            source,
+        })?;
+        let (mut stdout, mut stderr) = (Some(stdout), Some(stderr));
         let mut status: Option<ExitStatus> = None;
         let mut stopping: Option<StopReason> = None;
         let mut kill_at: Option<Instant> = None;
@@ -227,28 +339,8 @@ impl JobHost for ProcessHost {
             let running = status.is_none();
             let mut begin_stop = None;
             tokio::select! {
-                r = read_opt(&mut stdout, &mut out_buf) => match r {
-                    Ok(n) if n > 0 => {
-                        out_lines.push(&out_buf[..n], &mut self.spool);
-                        self.spool.maybe_flush();
-                    }
-                    Ok(_) => stdout = None,
-                    Err(e) => {
-                        self.spool.system(&format!("cannot read the process's stdout: {e}"));
-                        stdout = None;
-                    }
-                },
-                r = read_opt(&mut stderr, &mut err_buf) => match r {
-                    Ok(n) if n > 0 => {
-                        err_lines.push(&err_buf[..n], &mut self.spool);
-                        self.spool.maybe_flush();
-                    }
-                    Ok(_) => stderr = None,
-                    Err(e) => {
-                        self.spool.system(&format!("cannot read the process's stderr: {e}"));
-                        stderr = None;
-                    }
-                },
+                () = done_opt(&mut stdout) => stdout = None,
+                () = done_opt(&mut stderr) => stderr = None,
                 r = child.wait(), if running => {
                     let st = r.map_err(|source| HostError::Io { program: program.clone(), source })?;
                     status = Some(st);
@@ -267,7 +359,7 @@ impl JobHost for ProcessHost {
                 },
                 () = sleep_opt(kill_at), if running => {
                     kill_at = None;
-                    self.spool.system(&format!(
+                    self.spool.lock().system(&format!(
                         "processes still running {}s after SIGTERM: sending SIGKILL to the process group",
                         self.grace.as_secs_f64()
                     ));
@@ -275,17 +367,16 @@ impl JobHost for ProcessHost {
                         tracing::warn!(pgid, error = %e, "cannot kill a job's process group");
                     }
                 },
-                () = sleep_opt(self.spool.flush_deadline().map(Instant::from_std)) => self.spool.flush(),
                 () = sleep_opt(drain_until) => {
                     tracing::warn!(pgid, %program, "job output pipes still open after its process group was killed; a process left the group");
-                    self.spool.system("output pipes still held open by a process that left the job's process group; stopped reading them");
+                    self.spool.lock().system("output pipes still held open by a process that left the job's process group; stopped reading them");
                     break;
                 },
             }
             if let Some(reason) = begin_stop {
                 stopping = Some(reason);
                 self.stopped = Some(reason);
-                self.spool.system(&format!(
+                self.spool.lock().system(&format!(
                     "{}: sending SIGTERM to the job's processes, SIGKILL after {}s",
                     describe(reason, self.timeout),
                     self.grace.as_secs_f64()
@@ -296,9 +387,8 @@ impl JobHost for ProcessHost {
                 kill_at = Some(deadline_in(self.grace));
             }
         }
-        out_lines.finish(&mut self.spool);
-        err_lines.finish(&mut self.spool);
-        self.spool.flush();
+        stop_pumps.store(true, Ordering::Relaxed);
+        self.spool.lock().flush();
         drop(group);
         let status = status.expect("the loop ends only after the process exited");
         let exit = match stopping {

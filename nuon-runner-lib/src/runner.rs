@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::host::{ProcessHost, deadline_in};
 use crate::orphan::OrphanGuard;
 use crate::shipper::{ShipEnd, Shipper};
-use crate::spool::{self, Meta, SpoolWriter};
+use crate::spool::{self, Meta, SharedSpool, SpoolWriter};
 use crate::sys;
 
 /// One attempt of one job.
@@ -651,16 +651,17 @@ impl JobRun {
     }
 
     /// The attempt is not ours any more: drop its log, never complete it.
-    async fn drop_stale(&self, spool: SpoolWriter) {
-        let dir = spool.dir().to_path_buf();
-        tracing::warn!(job = %self.key.0, attempt = self.key.1, log_lines = spool.lines(),
+    /// The caller closes the writer first (see [`SpoolWriter::close`]), so
+    /// that a pipe thread still running cannot write into the directory
+    /// being removed.
+    async fn drop_stale(&self, (dir, log_lines): (PathBuf, u64)) {
+        tracing::warn!(job = %self.key.0, attempt = self.key.1, log_lines,
             "the attempt is stale (its lease is lost to a newer attempt or expired); dropping its log spool without completing it");
-        drop(spool);
         self.shared.abort_shipper(&self.key).await;
         spool::remove(&dir);
     }
 
-    fn finish(&self, spool: SpoolWriter, result: &JobResult) {
+    fn finish(&self, spool: &mut SpoolWriter, result: &JobResult) {
         tracing::info!(
             job = %self.key.0,
             attempt = self.key.1,
@@ -698,7 +699,7 @@ impl JobRun {
             Err(reason) => {
                 tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
                 spool.system(&reason);
-                return self.finish(spool, &JobResult::failed(reason));
+                return self.finish(&mut spool, &JobResult::failed(reason));
             }
         };
         let Some(plugin) = self.shared.config.plugins.get(&spec.kind).cloned() else {
@@ -709,18 +710,18 @@ impl JobRun {
             );
             tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
             spool.system(&reason);
-            return self.finish(spool, &JobResult::failed(reason));
+            return self.finish(&mut spool, &JobResult::failed(reason));
         };
         if let Err(e) = plugin.validate(&spec) {
             let reason = e.to_string();
             tracing::warn!(job = %self.key.0, attempt = self.key.1, kind = %spec.kind, "job is not valid here: {reason}");
             spool.system(&reason);
-            return self.finish(spool, &JobResult::failed(reason));
+            return self.finish(&mut spool, &JobResult::failed(reason));
         }
         match self.first_heartbeat().await {
             Start::Go => {}
             Start::Fatal => return,
-            Start::Stop(StopReason::Stale) => return self.drop_stale(spool).await,
+            Start::Stop(StopReason::Stale) => return self.drop_stale(spool.close()).await,
             Start::Stop(reason) => {
                 let result = match reason {
                     StopReason::Cancelled => JobResult {
@@ -732,7 +733,7 @@ impl JobRun {
                     _ => JobResult::failed("the runner shut down before the job started"),
                 };
                 spool.system(result.reason.as_deref().unwrap_or_default());
-                return self.finish(spool, &result);
+                return self.finish(&mut spool, &result);
             }
         }
         self.shared.set_leased(&self.key);
@@ -749,7 +750,7 @@ impl JobRun {
                 );
                 tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
                 spool.system(&reason);
-                return self.finish(spool, &JobResult::failed(reason));
+                return self.finish(&mut spool, &JobResult::failed(reason));
             }
         };
         tracing::info!(job = %self.key.0, attempt = self.key.1, kind = %spec.kind, "job started");
@@ -759,7 +760,7 @@ impl JobRun {
         let timeout = Duration::from_secs(spec.timeout_secs);
         let mut host = ProcessHost {
             work_dir: work_dir.path().to_path_buf(),
-            spool,
+            spool: SharedSpool::new(spool),
             stop: self.stop.clone(),
             deadline: deadline_in(timeout),
             timeout,
@@ -770,14 +771,15 @@ impl JobRun {
         };
         let outcome = plugin.run(&spec, &mut host).await;
         let stopped = host.stopped.or(*self.stop.borrow());
-        let mut spool = host.spool;
         let removed = tokio::task::spawn_blocking(move || work_dir.close()).await;
         if let Ok(Err(e)) = removed {
             tracing::warn!(job = %self.key.0, attempt = self.key.1, error = %e, "cannot remove the job's work directory");
         }
         if stopped == Some(StopReason::Stale) {
-            return self.drop_stale(spool).await;
+            let closed = host.spool.lock().close();
+            return self.drop_stale(closed).await;
         }
+        let mut spool = host.spool.lock();
         let result = match outcome {
             Ok(result) => result,
             Err(e) => {
@@ -786,7 +788,7 @@ impl JobRun {
                 JobResult::failed(reason)
             }
         };
-        self.finish(spool, &result);
+        self.finish(&mut spool, &result);
     }
 }
 

@@ -12,21 +12,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nuon_core::wire::{Completion, LogBatch, LogLine, MAX_LOG_LINES_PER_BATCH};
+use nuon_core::wire::{Completion, LogBatch, LogRecords, MAX_LOG_LINES_PER_BATCH};
 use nuon_core::{Transport, TransportError};
 use tokio::sync::Notify;
 
 use crate::backoff::Backoff;
-use crate::spool::{self, Meta, SpoolReader, SpooledLine};
+use crate::spool::{self, Meta, SpoolReader};
 
 /// The most lines one batch carries.
-pub(crate) const MAX_BATCH_LINES: usize = if MAX_LOG_LINES_PER_BATCH < 5_000 {
-    MAX_LOG_LINES_PER_BATCH
-} else {
-    5_000
-};
-/// About the most bytes of JSON one batch carries.
-pub(crate) const MAX_BATCH_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_BATCH_LINES: usize = MAX_LOG_LINES_PER_BATCH;
+/// About the most bytes of log records one batch carries.
+pub(crate) const MAX_BATCH_BYTES: usize = 2 * 1024 * 1024;
 /// How long the shipper sleeps without a wake-up before it looks at the
 /// spool anyway (a safety net; flushes wake it at once).
 const IDLE_RECHECK: Duration = Duration::from_secs(1);
@@ -54,54 +50,68 @@ pub(crate) struct Shipper {
     pub(crate) backoff: Backoff,
 }
 
-/// An estimate of a line's size in the JSON of a batch.
-fn json_size(line: &LogLine) -> usize {
-    let escaped: usize = line
-        .text
-        .bytes()
-        .map(|b| match b {
-            b'"' | b'\\' => 2,
-            0..=0x1f => 6,
-            _ => 1,
-        })
-        .sum();
-    40 + escaped
-}
-
-/// Lines read from the spool and not yet acknowledged, oldest first.
+/// Lines read from the spool and not yet acknowledged, oldest first, as
+/// the batch that carries them.
 struct Pending {
-    lines: VecDeque<(SpooledLine, usize)>,
-    bytes: usize,
+    batch: LogBatch,
+    /// The spool offset just after each line of the batch.
+    ends: VecDeque<u64>,
 }
 
 impl Pending {
-    fn push(&mut self, line: SpooledLine) {
-        let size = json_size(&line.line);
-        self.bytes += size;
-        self.lines.push_back((line, size));
+    fn new(attempt: u32) -> Self {
+        Pending {
+            batch: LogBatch {
+                attempt,
+                first_seq: 0,
+                lines: LogRecords::new(),
+            },
+            ends: VecDeque::new(),
+        }
+    }
+
+    /// Reads the next line of the spool into the batch, if one is written.
+    fn read(&mut self, reader: &mut SpoolReader) -> std::io::Result<bool> {
+        let seq = reader.next_seq();
+        let Some(end) = reader.next_into(&mut self.batch.lines)? else {
+            return Ok(false);
+        };
+        if self.ends.is_empty() {
+            self.batch.first_seq = seq;
+        }
+        self.ends.push_back(end);
+        Ok(true)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ends.is_empty()
     }
 
     fn full(&self) -> bool {
-        self.lines.len() >= MAX_BATCH_LINES || self.bytes >= MAX_BATCH_BYTES
+        self.ends.len() >= MAX_BATCH_LINES || self.batch.lines.as_bytes().len() >= MAX_BATCH_BYTES
+    }
+
+    /// The sequence number of the last line.
+    fn last_seq(&self) -> u64 {
+        self.batch.first_seq + self.ends.len() as u64 - 1
     }
 
     /// Drops lines up to `seq`; returns the end offset of the last one dropped.
     fn drop_through(&mut self, seq: u64) -> Option<u64> {
-        let mut end = None;
-        while let Some((front, size)) = self.lines.front() {
-            if front.seq > seq {
-                break;
-            }
-            end = Some(front.end);
-            self.bytes -= size;
-            self.lines.pop_front();
+        if self.is_empty() || seq < self.batch.first_seq {
+            return None;
         }
-        end
+        let n = ((seq - self.batch.first_seq + 1) as usize).min(self.ends.len());
+        let end = self.ends[n - 1];
+        self.ends.drain(..n);
+        self.batch.lines.remove_front(n);
+        self.batch.first_seq += n as u64;
+        Some(end)
     }
 
     fn clear(&mut self) {
-        self.lines.clear();
-        self.bytes = 0;
+        self.ends.clear();
+        self.batch.lines.clear();
     }
 }
 
@@ -153,16 +163,13 @@ impl Shipper {
         if reader.next_seq() <= acked {
             acked = reader.next_seq() - 1;
         }
-        let mut pending = Pending {
-            lines: VecDeque::new(),
-            bytes: 0,
-        };
         let attempt = self.meta.attempt;
+        let mut pending = Pending::new(attempt);
         loop {
             while !pending.full() {
-                match reader.next_line() {
-                    Ok(Some(line)) => pending.push(line),
-                    Ok(None) => break,
+                match pending.read(&mut reader) {
+                    Ok(true) => {}
+                    Ok(false) => break,
                     Err(e) => {
                         tracing::error!(job = %self.job(), attempt, error = %e, "cannot read the job's log spool");
                         return ShipEnd::Failed;
@@ -173,14 +180,10 @@ impl Shipper {
             // Rewinds to just after `seq` when the server holds less than we thought.
             let mut rewind_to: Option<u64> = None;
 
-            if let Some((first, _)) = pending.lines.front() {
-                let batch = LogBatch {
-                    attempt,
-                    first_seq: first.seq,
-                    lines: pending.lines.iter().map(|(l, _)| l.line.clone()).collect(),
-                };
-                let last = first.seq + batch.lines.len() as u64 - 1;
-                let answer = match self.transport.append_logs(self.job(), &batch).await {
+            if !pending.is_empty() {
+                let first = pending.batch.first_seq;
+                let last = pending.last_seq();
+                let answer = match self.transport.append_logs(self.job(), &pending.batch).await {
                     Ok(ack) => Ok(ack.acked_seq),
                     Err(TransportError::LogsPending { acked_seq }) => Ok(acked_seq),
                     Err(e) => Err(e),
@@ -188,15 +191,14 @@ impl Shipper {
                 match answer {
                     Ok(server) => {
                         self.backoff.reset();
-                        if server >= batch.first_seq.saturating_sub(1) && server <= last {
+                        if server >= first.saturating_sub(1) && server <= last {
                             if let Some(end) = pending.drop_through(server) {
                                 acked = server;
                                 Self::save_ack(&self.dir, acked, end);
                             } else {
                                 // Nothing taken: do not hammer the server with the same batch.
                                 let e = TransportError::Unavailable(format!(
-                                    "control plane stored none of lines {}..={last}",
-                                    batch.first_seq
+                                    "control plane stored none of lines {first}..={last}"
                                 ));
                                 self.pause("sending log lines", &e).await;
                             }
@@ -241,12 +243,9 @@ impl Shipper {
                     continue;
                 };
                 // One more look: lines flushed just before result.json was written.
-                match reader.next_line() {
-                    Ok(Some(line)) => {
-                        pending.push(line);
-                        continue;
-                    }
-                    Ok(None) => {}
+                match pending.read(&mut reader) {
+                    Ok(true) => continue,
+                    Ok(false) => {}
                     Err(e) => {
                         tracing::error!(job = %self.job(), attempt, error = %e, "cannot read the job's log spool");
                         return ShipEnd::Failed;

@@ -15,10 +15,10 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use nuon_core::wire::{LogLine, LogStream, MAX_LOG_LINE_BYTES};
+use nuon_core::wire::{LogLine, LogRecords, LogStream, MAX_LOG_LINE_BYTES};
 use nuon_core::{JobId, JobResult};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -209,7 +209,7 @@ impl SpoolWriter {
     fn new(dir: PathBuf, file: File, lines: u64, notify: Arc<Notify>) -> Self {
         SpoolWriter {
             dir,
-            file: BufWriter::with_capacity(64 * 1024, file),
+            file: BufWriter::with_capacity(256 * 1024, file),
             lines,
             dirty: false,
             last_flush: Instant::now(),
@@ -269,6 +269,48 @@ impl SpoolWriter {
         self.append_at(stream, ts_ms, &String::from_utf8_lossy(bytes));
     }
 
+    /// Appends a block of complete lines of process output, each ending in
+    /// a newline, all stamped `ts_ms`. This is the hot path of a chatty job:
+    /// the block is checked for UTF-8 once and each line is copied as is;
+    /// only lines that are invalid UTF-8 or too long take the slow path.
+    pub(crate) fn append_lines(&mut self, stream: LogStream, ts_ms: i64, block: &[u8]) {
+        if self.broken || block.is_empty() {
+            return;
+        }
+        debug_assert_eq!(block.last(), Some(&b'\n'));
+        let valid = std::str::from_utf8(block).is_ok();
+        let mut prefix = [0u8; 24];
+        let prefix = {
+            let mut cur = io::Cursor::new(&mut prefix[..]);
+            // An i64 and a one-byte code always fit in 24 bytes.
+            let _ = write!(cur, "{}{ts_ms} ", stream.code());
+            let n = cur.position() as usize;
+            &prefix[..n]
+        };
+        let mut start = 0;
+        let mut result = Ok(());
+        for end in memchr::memchr_iter(b'\n', block) {
+            let line = &block[start..end];
+            start = end + 1;
+            if valid && line.len() <= MAX_LOG_LINE_BYTES {
+                result = self
+                    .file
+                    .write_all(prefix)
+                    .and_then(|()| self.file.write_all(&block[end - line.len()..=end]));
+                if result.is_err() {
+                    break;
+                }
+                self.lines += 1;
+            } else {
+                self.append_bytes(stream, ts_ms, line);
+            }
+        }
+        match result {
+            Ok(()) => self.dirty = true,
+            Err(e) => self.fail(&e),
+        }
+    }
+
     /// Appends a line on the `system` stream and flushes it at once.
     pub(crate) fn system(&mut self, text: &str) {
         self.append_at(LogStream::System, nuon_core::now_ms(), text);
@@ -300,10 +342,24 @@ impl SpoolWriter {
         self.notify.notify_one();
     }
 
+    /// Stops writing: lines appended after this are dropped. Returns the
+    /// directory and how many lines were written.
+    pub(crate) fn close(&mut self) -> (PathBuf, u64) {
+        self.flush();
+        self.broken = true;
+        (self.dir.clone(), self.lines)
+    }
+
     /// Ends the attempt: flushes the lines to disk and writes `result.json`.
-    pub(crate) fn finish(mut self, result: &JobResult) -> io::Result<()> {
+    /// Lines appended after this are dropped (they could not be shipped: the
+    /// result counts the lines).
+    pub(crate) fn finish(&mut self, result: &JobResult) -> io::Result<()> {
         self.dirty = true;
         self.flush();
+        if !self.broken {
+            tracing::debug!(dir = %self.dir.display(), "spool finished; later lines are dropped");
+        }
+        self.broken = true;
         self.file.get_ref().sync_data()?;
         let file = ResultFile {
             log_lines: self.lines,
@@ -313,6 +369,23 @@ impl SpoolWriter {
         write_atomic(&self.dir, RESULT, &bytes)?;
         self.notify.notify_one();
         Ok(())
+    }
+}
+
+/// A [`SpoolWriter`] shared by the threads that drain a job's pipes and
+/// the task that runs the job.
+#[derive(Clone)]
+pub(crate) struct SharedSpool(Arc<Mutex<SpoolWriter>>);
+
+impl SharedSpool {
+    pub(crate) fn new(writer: SpoolWriter) -> Self {
+        SharedSpool(Arc::new(Mutex::new(writer)))
+    }
+
+    /// The writer. A thread that panicked while holding it left at worst a
+    /// line half in the buffer: keep using it.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SpoolWriter> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -338,14 +411,13 @@ fn parse_record(raw: &[u8]) -> LogLine {
 }
 
 /// A line read back from the spool.
+#[cfg(test)]
 #[derive(Debug, Clone)]
 pub(crate) struct SpooledLine {
     /// Its sequence number.
     pub(crate) seq: u64,
     /// The line.
     pub(crate) line: LogLine,
-    /// The byte offset just after its record.
-    pub(crate) end: u64,
 }
 
 /// Reads an attempt's lines back, in order, from some position on; lines
@@ -418,7 +490,38 @@ impl SpoolReader {
         Ok(Some(std::mem::take(&mut self.partial)))
     }
 
+    /// Appends the next complete record to `out`, if one is written, and
+    /// returns the byte offset just after it. A record that is not valid
+    /// (the file was damaged) goes out as a `system` line saying so, so
+    /// sequence numbers stay the line numbers of the file.
+    pub(crate) fn next_into(&mut self, out: &mut LogRecords) -> io::Result<Option<u64>> {
+        let n = self.file.read_until(b'\n', &mut self.partial)?;
+        if n == 0 || self.partial.last() != Some(&b'\n') {
+            return Ok(None);
+        }
+        if out.push_record(&self.partial).is_err() {
+            let line = parse_record(&self.partial[..self.partial.len() - 1]);
+            let mut cut = line.text.len().min(MAX_LOG_LINE_BYTES);
+            while !line.text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            if out
+                .push(line.stream, line.ts_ms, &line.text[..cut])
+                .is_err()
+            {
+                // Cannot happen (the text is cut and has no newline); keep
+                // the numbering anyway.
+                let _ = out.push(LogStream::System, line.ts_ms, "<unreadable spool record>");
+            }
+        }
+        self.offset += self.partial.len() as u64;
+        self.next_seq += 1;
+        self.partial.clear();
+        Ok(Some(self.offset))
+    }
+
     /// The next complete line, if one is written.
+    #[cfg(test)]
     pub(crate) fn next_line(&mut self) -> io::Result<Option<SpooledLine>> {
         let Some(raw) = self.next_raw()? else {
             return Ok(None);
@@ -427,7 +530,6 @@ impl SpoolReader {
         Ok(Some(SpooledLine {
             seq: self.next_seq - 1,
             line,
-            end: self.offset,
         }))
     }
 }
@@ -496,6 +598,50 @@ mod tests {
         let res = read_result(&dir).unwrap().unwrap();
         assert_eq!(res.log_lines, 8);
         assert_eq!(res.result.outcome, Outcome::Failed);
+    }
+
+    #[test]
+    fn blocks_of_lines_take_the_fast_path_and_keep_the_slow_cases() {
+        let root = tempfile::tempdir().unwrap();
+        let mut w = SpoolWriter::create(root.path(), &meta(), Arc::new(Notify::new())).unwrap();
+        w.append_lines(LogStream::Stdout, 11, b"a\n\nb c\r\n");
+        let long = "x".repeat(MAX_LOG_LINE_BYTES + 5);
+        w.append_lines(LogStream::Stderr, -3, format!("{long}\nok\n").as_bytes());
+        w.append_lines(LogStream::Stdout, 12, b"bad \xff\nfine\n");
+        w.append_lines(LogStream::Stdout, 13, b"");
+        assert_eq!(w.lines(), 8);
+        let dir = w.dir().to_path_buf();
+        w.flush();
+        let lines = read_all(&dir, 0, 0);
+        let got: Vec<_> = lines
+            .iter()
+            .map(|(s, l)| {
+                // Long lines by their length.
+                let t = &l.text;
+                let t = if t.len() > 20 {
+                    t.len().to_string()
+                } else {
+                    t.clone()
+                };
+                (*s, l.stream, l.ts_ms, t)
+            })
+            .collect();
+        let o = LogStream::Stdout;
+        let e = LogStream::Stderr;
+        let n = |s: &str| s.to_owned();
+        assert_eq!(
+            got,
+            vec![
+                (1, o, 11, n("a")),
+                (2, o, 11, n("")),
+                (3, o, 11, n("b c\r")),
+                (4, e, -3, MAX_LOG_LINE_BYTES.to_string()),
+                (5, e, -3, n("xxxxx")),
+                (6, e, -3, n("ok")),
+                (7, o, 12, n("bad \u{fffd}")),
+                (8, o, 12, n("fine")),
+            ]
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use nuon_core::JobStatus;
-use nuon_core::wire::{ClaimRequest, Completion, LogBatch, LogLine, LogStream};
+use nuon_core::wire::{ClaimRequest, Completion, LogBatch, LogRecords, LogStream};
 use nuon_core::{JobResult, Transport};
 use nuon_tests::{ControlPlane, Runner, RunnerOpts, all_logs, rt, wait_for, wait_job};
 
@@ -43,14 +43,12 @@ fn tokens_are_scoped_and_stored_hashed() {
         }))
         .unwrap();
     assert_eq!(claimed.jobs.len(), 1);
+    let mut lines = LogRecords::new();
+    lines.push(LogStream::Stdout, 0, "forged").unwrap();
     let batch = LogBatch {
         attempt: 1,
         first_seq: 1,
-        lines: vec![LogLine {
-            stream: LogStream::Stdout,
-            ts_ms: 0,
-            text: "forged".into(),
-        }],
+        lines,
     };
     let err = rt().block_on(r2.append_logs(&job.id, &batch)).unwrap_err();
     assert!(
@@ -233,12 +231,12 @@ fn bad_input_gets_clear_errors_and_harms_nothing() {
     wait_job(&client, &good.id, LONG).unwrap();
 
     let http = reqwest::Client::new();
-    let post = |url: String, token: &str, body: Vec<u8>| {
+    let post_as = |url: String, token: &str, content_type: &str, body: Vec<u8>| {
         rt().block_on(async {
             let resp = http
                 .post(url)
                 .bearer_auth(token)
-                .header("content-type", "application/json")
+                .header("content-type", content_type)
                 .body(body)
                 .send()
                 .await
@@ -248,6 +246,8 @@ fn bad_input_gets_clear_errors_and_harms_nothing() {
             (status, v)
         })
     };
+    let post =
+        |url: String, token: &str, body: Vec<u8>| post_as(url, token, "application/json", body);
     let jobs_url = format!("{}/v1/jobs", s.cp.control_url);
     let (st, v) = post(
         jobs_url.clone(),
@@ -290,6 +290,42 @@ fn bad_input_gets_clear_errors_and_harms_nothing() {
         b"[1,2".to_vec(),
     );
     assert_eq!(st, 400);
+
+    // Log batches: records only, checked before anything is stored.
+    let logs_url =
+        |query: &str| format!("{}/v1/runner/jobs/{}/logs{query}", s.cp.runner_url, good.id);
+    let records = nuon_core::wire::LOG_RECORDS_CONTENT_TYPE;
+    let (st, v) = post(logs_url("?attempt=1&first_seq=2"), &s.token, b"[]".to_vec());
+    assert_eq!(st, 415, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains(records),
+        "{v}"
+    );
+    let (st, v) = post_as(
+        logs_url("?attempt=1&first_seq=2"),
+        &s.token,
+        records,
+        b"o1 fine\nx1 bad stream\n".to_vec(),
+    );
+    assert_eq!(st, 400, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("line 3") && msg.contains("stream code"),
+        "{msg}"
+    );
+    let (st, v) = post_as(logs_url(""), &s.token, records, b"o1 a\n".to_vec());
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("query"),
+        "{v}"
+    );
+    let (st, _) = post_as(
+        logs_url("?attempt=1&first_seq=2"),
+        &s.token,
+        records,
+        vec![b'o'; 5 * 1024 * 1024],
+    );
+    assert_eq!(st, 413);
 
     let missing = nuon_core::JobId::generate();
     assert_eq!(

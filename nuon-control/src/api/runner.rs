@@ -3,12 +3,15 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
 use axum::routing::post;
 use axum::{Json, Router};
 use nuon_core::wire::{
     ClaimRequest, ClaimResponse, Completion, CompletionAck, HeartbeatRequest, HeartbeatResponse,
-    LeaseState, LogAck, LogBatch, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_BATCH, routes,
+    LOG_RECORDS_CONTENT_TYPE, LeaseState, LogAck, LogBatch, LogBatchQuery, LogRecords,
+    MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, routes,
 };
 use nuon_core::{JobId, JobStatus};
 
@@ -122,29 +125,73 @@ async fn heartbeat(
     }))
 }
 
+/// A log batch as it comes over the wire: the query names the attempt and
+/// the first sequence number, the body is log records.
+struct LogBatchBody(LogBatch);
+
+impl FromRequest<SharedState> for LogBatchBody {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &SharedState) -> Result<Self, Error> {
+        let query = Query::<LogBatchQuery>::try_from_uri(req.uri())
+            .map_err(|e| Error::bad_request(format!("invalid log batch query: {}", e.body_text())))?
+            .0;
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if content_type != LOG_RECORDS_CONTENT_TYPE {
+            return Err(Error::api(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                format!(
+                    "a log batch must be sent as `Content-Type: {LOG_RECORDS_CONTENT_TYPE}`, not {content_type:?}"
+                ),
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Error::api(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+                )
+            } else {
+                Error::bad_request(format!(
+                    "cannot read the request body: {}",
+                    rejection.body_text()
+                ))
+            }
+        })?;
+        let lines = LogRecords::parse(bytes.to_vec()).map_err(|e| {
+            Error::bad_request(format!(
+                "line {} of the batch: {}",
+                query.first_seq + e.index as u64,
+                e.message
+            ))
+        })?;
+        if lines.len() > MAX_LOG_LINES_PER_BATCH {
+            return Err(Error::bad_request(format!(
+                "a log batch may carry at most {MAX_LOG_LINES_PER_BATCH} lines, got {}",
+                lines.len()
+            )));
+        }
+        Ok(LogBatchBody(LogBatch {
+            attempt: query.attempt,
+            first_seq: query.first_seq,
+            lines,
+        }))
+    }
+}
+
 async fn append_logs(
     State(state): State<SharedState>,
     RunnerAuth(runner): RunnerAuth,
     Path(raw): Path<String>,
-    Body(batch): Body<LogBatch>,
+    LogBatchBody(batch): LogBatchBody,
 ) -> Result<Json<LogAck>, Error> {
     let job: JobId = path_id("job", &raw)?;
-    if batch.lines.len() > MAX_LOG_LINES_PER_BATCH {
-        return Err(Error::bad_request(format!(
-            "a log batch may carry at most {MAX_LOG_LINES_PER_BATCH} lines, got {}",
-            batch.lines.len()
-        )));
-    }
-    if let Some(i) = batch
-        .lines
-        .iter()
-        .position(|l| l.text.len() > MAX_LOG_LINE_BYTES)
-    {
-        return Err(Error::bad_request(format!(
-            "log line {} is longer than {MAX_LOG_LINE_BYTES} bytes; split it",
-            batch.first_seq + i as u64
-        )));
-    }
     let had_lines = !batch.lines.is_empty();
     let ack = state
         .store

@@ -14,10 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
 use async_trait::async_trait;
+use nuon_core::records;
 use nuon_core::token::issue_api_token;
 use nuon_core::wire::{
     ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus, LogAck,
-    LogBatch, LogEntry, LogLine, LogPage, RunnerInfo,
+    LogBatch, LogEntry, LogPage, RunnerInfo,
 };
 use nuon_core::{JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, now_ms};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -91,7 +92,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     PRIMARY KEY (job_id, n)
 );
 CREATE INDEX IF NOT EXISTS attempts_leases ON attempts (lease_expires) WHERE state = 'running';
-CREATE TABLE IF NOT EXISTS logs.chunks (
+CREATE TABLE IF NOT EXISTS logs.records (
     id INTEGER PRIMARY KEY,
     job_id TEXT NOT NULL,
     attempt INTEGER NOT NULL,
@@ -99,7 +100,7 @@ CREATE TABLE IF NOT EXISTS logs.chunks (
     last_seq INTEGER NOT NULL,
     body TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS logs.chunks_job ON chunks (job_id, id);
+CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 "#;
 
 type Finish = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
@@ -722,7 +723,7 @@ impl Store for SqliteStore {
             let skip_in_chunk = (cursor & ((1 << CURSOR_LINE_BITS) - 1)) as usize;
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT id, attempt, first_seq, body FROM logs.chunks \
+                    "SELECT id, attempt, first_seq, body FROM logs.records \
                      WHERE job_id = ?1 AND id >= ?2 ORDER BY id LIMIT 64",
                 )
                 .map_err(db_err)?;
@@ -736,15 +737,16 @@ impl Store for SqliteStore {
                 let chunk: i64 = row.get(0).map_err(db_err)?;
                 let attempt: u32 = row.get(1).map_err(db_err)?;
                 let first_seq: i64 = row.get(2).map_err(db_err)?;
-                let body: String = row.get(3).map_err(db_err)?;
-                let parsed: Vec<LogLine> =
-                    serde_json::from_str(&body).map_err(|e| StoreError::Database(Box::new(e)))?;
+                let body = row.get_ref(3).map_err(db_err)?;
+                let body = body
+                    .as_str()
+                    .map_err(|e| StoreError::Database(Box::new(e)))?;
                 let start = if chunk == chunk_after {
                     skip_in_chunk
                 } else {
                     0
                 };
-                for (i, line) in parsed.into_iter().enumerate().skip(start) {
+                for (i, line) in records::iter_str(body).enumerate().skip(start) {
                     if lines.len() as u32 >= limit {
                         exhausted = false;
                         break;
@@ -755,7 +757,7 @@ impl Store for SqliteStore {
                         seq: first_seq as u64 + i as u64,
                         stream: line.stream,
                         ts_ms: line.ts_ms,
-                        text: line.text,
+                        text: line.text.to_owned(),
                         cursor: next,
                     });
                 }
@@ -915,12 +917,11 @@ impl Store for SqliteStore {
             if skip >= batch.lines.len() {
                 return Ok(LogAck { acked_seq: acked });
             }
-            let fresh = &batch.lines[skip..];
+            let body = batch.lines.tail(skip);
             let first = acked + 1;
-            let last = acked + fresh.len() as u64;
-            let body = serde_json::to_string(fresh).map_err(|e| StoreError::Database(Box::new(e)))?;
+            let last = acked + (batch.lines.len() - skip) as u64;
             conn.prepare_cached(
-                "INSERT INTO logs.chunks (job_id, attempt, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO logs.records (job_id, attempt, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .and_then(|mut s| {
                 s.execute(params![job.as_str(), batch.attempt, first as i64, last as i64, body])

@@ -1,7 +1,7 @@
 //! Store behaviour, run against the SQLite store. Written against the
 //! `Store` trait so the PostgreSQL store can run the same checks.
 
-use nuon_core::wire::{Completion, LeaseRef, LeaseState, LogBatch, LogLine, LogStream};
+use nuon_core::wire::{Completion, LeaseRef, LeaseState, LogBatch, LogRecords, LogStream};
 use nuon_core::{JobId, JobResult, JobSpec, JobStatus, OrgId, RetryPolicy, RunnerId, now_ms};
 
 use super::{NewJob, SqliteStore, Store, StoreError};
@@ -63,17 +63,14 @@ impl Fixture {
     }
 
     fn batch(attempt: u32, first_seq: u64, texts: &[&str]) -> LogBatch {
+        let mut lines = LogRecords::new();
+        for t in texts {
+            lines.push(LogStream::Stdout, 0, t).unwrap();
+        }
         LogBatch {
             attempt,
             first_seq,
-            lines: texts
-                .iter()
-                .map(|t| LogLine {
-                    stream: LogStream::Stdout,
-                    ts_ms: 0,
-                    text: (*t).into(),
-                })
-                .collect(),
+            lines,
         }
     }
 

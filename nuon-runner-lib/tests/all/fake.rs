@@ -263,7 +263,8 @@ impl Transport for Fake {
             let have = stored.len() as u64;
             if batch.first_seq <= have + 1 {
                 let skip = (have + 1 - batch.first_seq) as usize;
-                let mut new: Vec<LogLine> = batch.lines.iter().skip(skip).cloned().collect();
+                let mut new: Vec<LogLine> =
+                    batch.lines.iter().skip(skip).map(|l| l.to_line()).collect();
                 if short && new.len() > 1 {
                     new.truncate(new.len() / 2);
                 } else if short {

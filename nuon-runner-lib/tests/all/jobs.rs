@@ -26,7 +26,13 @@ async fn lines_arrive_in_order_with_streams_and_exit_code() {
         assert_eq!(s.texts(&key, LogStream::Stdout), expected);
         assert_eq!(s.texts(&key, LogStream::Stderr), ["to stderr"]);
         assert_eq!(done.log_lines, s.logs[&key].len() as u64);
-        assert!(s.batches.iter().all(|(_, n)| *n <= 5000), "{:?}", s.batches);
+        assert!(
+            s.batches
+                .iter()
+                .all(|(_, n)| *n <= nuon_core::wire::MAX_LOG_LINES_PER_BATCH),
+            "{:?}",
+            s.batches
+        );
         assert!(
             s.claims
                 .iter()

@@ -1,0 +1,313 @@
+//! Log lines in the record format, the one encoding of a job's log from the
+//! runner's spool to the control plane's store.
+//!
+//! One record a line: the stream code ([`LogStream::code`]), the timestamp in
+//! milliseconds since the Unix epoch, one space, the text, a newline:
+//!
+//! ```text
+//! o1763800000000 Apply complete! Resources: 3 added, 0 changed, 0 destroyed.
+//! e1763800000004 warning: provider is deprecated
+//! ```
+//!
+//! The runner appends records to its spool as the job prints, ships runs of
+//! them as they are (`POST /v1/runner/jobs/{id}/logs` with the
+//! [`LOG_RECORDS_CONTENT_TYPE`] body), and the control plane stores them as
+//! they arrived. A chatty job's log is therefore checked once per hop (one
+//! UTF-8 pass, one scan for newlines) and never re-encoded: shipping 200 MB
+//! of lines costs a few copies, not millions of JSON objects.
+
+use std::fmt;
+
+use crate::wire::{LogLine, LogStream, MAX_LOG_LINE_BYTES};
+
+/// The media type of a body of log records.
+pub const LOG_RECORDS_CONTENT_TYPE: &str = "application/vnd.nuon.log-records";
+
+/// Why a run of records is malformed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    /// The 0-based index of the bad record.
+    pub index: usize,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "log record {}: {}", self.index, self.message)
+    }
+}
+
+impl std::error::Error for RecordError {}
+
+/// One line borrowed from a run of records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLineRef<'a> {
+    /// Which stream.
+    pub stream: LogStream,
+    /// When the runner read it, milliseconds since the Unix epoch.
+    pub ts_ms: i64,
+    /// The text, without its newline.
+    pub text: &'a str,
+}
+
+impl LogLineRef<'_> {
+    /// An owned copy.
+    pub fn to_line(&self) -> LogLine {
+        LogLine {
+            stream: self.stream,
+            ts_ms: self.ts_ms,
+            text: self.text.to_owned(),
+        }
+    }
+}
+
+/// Checks one record, without its newline, and splits it.
+fn parse_one(raw: &str) -> Result<LogLineRef<'_>, String> {
+    let mut chars = raw.chars();
+    let code = chars.next().ok_or("empty record")?;
+    let stream = LogStream::from_code(code)
+        .ok_or_else(|| format!("unknown stream code {code:?} (expected o, e or s)"))?;
+    let rest = chars.as_str();
+    let (ts, text) = rest
+        .split_once(' ')
+        .ok_or("no space between the timestamp and the text")?;
+    let ts_ms = ts
+        .parse::<i64>()
+        .map_err(|_| format!("timestamp {ts:?} is not an integer"))?;
+    if text.len() > MAX_LOG_LINE_BYTES {
+        return Err(format!(
+            "the text is {} bytes, longer than {MAX_LOG_LINE_BYTES}; split it",
+            text.len()
+        ));
+    }
+    Ok(LogLineRef {
+        stream,
+        ts_ms,
+        text,
+    })
+}
+
+/// A run of complete, valid records: UTF-8, each ending in a newline.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct LogRecords {
+    text: String,
+    count: usize,
+}
+
+impl fmt::Debug for LogRecords {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogRecords")
+            .field("count", &self.count)
+            .field("bytes", &self.text.len())
+            .finish()
+    }
+}
+
+impl LogRecords {
+    /// No records.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Checks every record of `bytes` and takes them.
+    pub fn parse(bytes: Vec<u8>) -> Result<Self, RecordError> {
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                let bad = e.utf8_error().valid_up_to();
+                let index = memchr::memchr_iter(b'\n', &e.as_bytes()[..bad]).count();
+                return Err(RecordError {
+                    index,
+                    message: "not valid UTF-8".into(),
+                });
+            }
+        };
+        if !text.is_empty() && !text.ends_with('\n') {
+            return Err(RecordError {
+                index: memchr::memchr_iter(b'\n', text.as_bytes()).count(),
+                message: "the last record has no newline".into(),
+            });
+        }
+        let mut count = 0;
+        for raw in text.split_terminator('\n') {
+            parse_one(raw).map_err(|message| RecordError {
+                index: count,
+                message,
+            })?;
+            count += 1;
+        }
+        Ok(LogRecords { text, count })
+    }
+
+    /// Appends one line. A text with newlines or longer than
+    /// [`MAX_LOG_LINE_BYTES`] is refused: split it first.
+    pub fn push(&mut self, stream: LogStream, ts_ms: i64, text: &str) -> Result<(), RecordError> {
+        let fail = |message: String| RecordError {
+            index: self.count,
+            message,
+        };
+        if text.contains('\n') {
+            return Err(fail("the text contains a newline".into()));
+        }
+        if text.len() > MAX_LOG_LINE_BYTES {
+            return Err(fail(format!(
+                "the text is {} bytes, longer than {MAX_LOG_LINE_BYTES}; split it",
+                text.len()
+            )));
+        }
+        use fmt::Write as _;
+        let _ = writeln!(self.text, "{}{ts_ms} {text}", stream.code());
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Appends one raw record with its newline, after checking it.
+    pub fn push_record(&mut self, raw: &[u8]) -> Result<(), RecordError> {
+        let fail = |message: &str| RecordError {
+            index: self.count,
+            message: message.into(),
+        };
+        let Some(body) = raw.strip_suffix(b"\n") else {
+            return Err(fail("the record has no newline"));
+        };
+        let body = std::str::from_utf8(body).map_err(|_| fail("not valid UTF-8"))?;
+        if body.contains('\n') {
+            return Err(fail("more than one record"));
+        }
+        parse_one(body).map_err(|message| RecordError {
+            index: self.count,
+            message,
+        })?;
+        self.text.push_str(body);
+        self.text.push('\n');
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Drops the first `n` lines (all of them when there are fewer).
+    pub fn remove_front(&mut self, n: usize) {
+        let keep = tail_str(&self.text, n).len();
+        self.text.drain(..self.text.len() - keep);
+        self.count = self.count.saturating_sub(n);
+    }
+
+    /// How many lines.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are no lines.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The records as bytes, ready to send or store.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.text.as_bytes()
+    }
+
+    /// The records as text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Empties the run, keeping its memory.
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.count = 0;
+    }
+
+    /// The lines, in order.
+    pub fn iter(&self) -> impl Iterator<Item = LogLineRef<'_>> + '_ {
+        iter_str(&self.text)
+    }
+
+    /// The records after the first `n`.
+    pub fn tail(&self, n: usize) -> &str {
+        tail_str(&self.text, n)
+    }
+}
+
+/// The lines of records already checked (by [`LogRecords::parse`] before
+/// they were stored). A record that does not parse is skipped: stored
+/// records always parse.
+pub fn iter_str(records: &str) -> impl Iterator<Item = LogLineRef<'_>> + '_ {
+    records
+        .split_terminator('\n')
+        .filter_map(|raw| parse_one(raw).ok())
+}
+
+/// The records of `records` after the first `n`.
+pub fn tail_str(records: &str, n: usize) -> &str {
+    if n == 0 {
+        return records;
+    }
+    match memchr::memchr_iter(b'\n', records.as_bytes()).nth(n - 1) {
+        Some(i) => &records[i + 1..],
+        None => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let mut r = LogRecords::new();
+        r.push(LogStream::Stdout, 5, "one").unwrap();
+        r.push(LogStream::Stderr, -2, "").unwrap();
+        r.push_record(b"s9 with space \r\n").unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r.as_str(), "o5 one\ne-2 \ns9 with space \r\n");
+        let again = LogRecords::parse(r.as_bytes().to_vec()).unwrap();
+        assert_eq!(again, r);
+        let lines: Vec<_> = r.iter().map(|l| (l.stream, l.ts_ms, l.text)).collect();
+        assert_eq!(
+            lines,
+            [
+                (LogStream::Stdout, 5, "one"),
+                (LogStream::Stderr, -2, ""),
+                (LogStream::System, 9, "with space \r"),
+            ]
+        );
+        assert_eq!(r.tail(0), r.as_str());
+        assert_eq!(r.tail(2), "s9 with space \r\n");
+        assert_eq!(r.tail(3), "");
+        assert_eq!(r.tail(9), "");
+        let mut front = r.clone();
+        front.remove_front(1);
+        assert_eq!(
+            (front.len(), front.as_str()),
+            (2, "e-2 \ns9 with space \r\n")
+        );
+        front.remove_front(5);
+        assert!(front.is_empty() && front.as_str().is_empty());
+        assert_eq!(LogRecords::parse(Vec::new()).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn bad_records_name_the_record_and_the_fault() {
+        let cases: &[(&[u8], usize, &str)] = &[
+            (b"o1 a\nx1 b\n", 1, "unknown stream code 'x'"),
+            (b"o1 a\no1b\n", 1, "no space"),
+            (b"oz a\n", 0, "timestamp \"z\" is not an integer"),
+            (b"o1 a\no2 b", 1, "no newline"),
+            (b"o1 a\no2 \xff\n", 1, "UTF-8"),
+            (b"\n", 0, "empty record"),
+        ];
+        for (bytes, index, msg) in cases {
+            let e = LogRecords::parse(bytes.to_vec()).unwrap_err();
+            assert_eq!(e.index, *index, "{e}");
+            assert!(e.message.contains(msg), "{e}");
+        }
+        let long = format!("o1 {}\n", "x".repeat(MAX_LOG_LINE_BYTES + 1));
+        assert!(LogRecords::parse(long.into_bytes()).is_err());
+        let mut r = LogRecords::new();
+        assert!(r.push(LogStream::Stdout, 1, "a\nb").is_err());
+        assert!(r.push_record(b"o1 a\no2 b\n").is_err());
+        assert!(r.push_record(b"o1 a").is_err());
+        assert!(r.is_empty());
+    }
+}
