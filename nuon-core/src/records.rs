@@ -62,16 +62,33 @@ impl LogLineRef<'_> {
     }
 }
 
+/// The longest timestamp: `-9223372036854775808`.
+const MAX_TS_CHARS: usize = 20;
+
 /// Checks one record, without its newline, and splits it.
 fn parse_one(raw: &str) -> Result<LogLineRef<'_>, String> {
-    let mut chars = raw.chars();
-    let code = chars.next().ok_or("empty record")?;
-    let stream = LogStream::from_code(code)
-        .ok_or_else(|| format!("unknown stream code {code:?} (expected o, e or s)"))?;
-    let rest = chars.as_str();
-    let (ts, text) = rest
-        .split_once(' ')
+    let bytes = raw.as_bytes();
+    let Some(&code) = bytes.first() else {
+        return Err("empty record".into());
+    };
+    let stream = if code.is_ascii() {
+        LogStream::from_code(code as char)
+    } else {
+        None
+    };
+    let Some(stream) = stream else {
+        let code = raw.chars().next().unwrap_or_default();
+        return Err(format!("unknown stream code {code:?} (expected o, e or s)"));
+    };
+    // The code is one ASCII byte, so index 1 is a character boundary, and
+    // so is the ASCII space found after it.
+    let space = bytes[1..]
+        .iter()
+        .take(MAX_TS_CHARS + 1)
+        .position(|b| *b == b' ')
         .ok_or("no space between the timestamp and the text")?;
+    let ts = &raw[1..1 + space];
+    let text = &raw[2 + space..];
     let ts_ms = ts
         .parse::<i64>()
         .map_err(|_| format!("timestamp {ts:?} is not an integer"))?;
@@ -296,6 +313,8 @@ mod tests {
             (b"o1 a\no2 b", 1, "no newline"),
             (b"o1 a\no2 \xff\n", 1, "UTF-8"),
             (b"\n", 0, "empty record"),
+            ("\u{e9}1 a\n".as_bytes(), 0, "unknown stream code '\u{e9}'"),
+            (b"o123456789012345678901 a\n", 0, "no space"),
         ];
         for (bytes, index, msg) in cases {
             let e = LogRecords::parse(bytes.to_vec()).unwrap_err();

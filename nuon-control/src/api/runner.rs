@@ -164,7 +164,7 @@ impl FromRequest<SharedState> for LogBatchBody {
                 ))
             }
         })?;
-        let lines = LogRecords::parse(bytes.to_vec()).map_err(|e| {
+        let lines = LogRecords::parse(Vec::from(bytes)).map_err(|e| {
             Error::bad_request(format!(
                 "line {} of the batch: {}",
                 query.first_seq + e.index as u64,
