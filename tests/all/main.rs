@@ -2,6 +2,7 @@
 //! `nuon` binaries over loopback sockets.
 #![allow(missing_docs)]
 
+mod apps;
 mod faults;
 mod job_loop;
 mod security;

@@ -2,7 +2,7 @@
 //!
 //! Every read command takes `--json` and then prints exactly the API's JSON.
 //! Exit codes: 0 success, 1 an API or connection error, 64 bad usage or
-//! configuration; `jobs exec --wait` exits with the job's own exit code
+//! configuration, 65 an invalid app config (`apps validate`); `jobs exec --wait` exits with the job's own exit code
 //! (124 when it timed out, 130 when it was cancelled, 1 when it failed without one).
 
 use std::collections::BTreeMap;
@@ -69,6 +69,21 @@ enum Command {
     Jobs {
         #[command(subcommand)]
         command: JobsCommand,
+    },
+    /// Apps and their configs.
+    Apps {
+        #[command(subcommand)]
+        command: AppsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AppsCommand {
+    /// Check an app config directory, offline: every problem at once, as
+    /// FILE:LINE:COL: MESSAGE. Exits 0 when valid (warnings allowed), 65 when not.
+    Validate {
+        /// The config directory (the one with metadata.toml).
+        dir: PathBuf,
     },
 }
 
@@ -343,8 +358,68 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
             Ok(0)
         }
         Command::Jobs { command } => jobs(g, command).await,
+        Command::Apps { command } => match command {
+            AppsCommand::Validate { dir } => validate(g, dir),
+        },
         Command::Dev(args) => dev::run(args).await,
     }
+}
+
+/// The exit code of `apps validate` when the config has errors (sysexits'
+/// EX_DATAERR).
+pub const EXIT_INVALID_CONFIG: u8 = 65;
+
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+fn validate(g: &Global, dir: &std::path::Path) -> Result<u8, CliError> {
+    let (config, diags) = nuon_core::app::validate_dir(dir);
+    let errors = diags.errors().count();
+    let warnings = diags.warnings().count();
+    if g.json {
+        print_json(&serde_json::json!({
+            "valid": config.is_some(),
+            "errors": errors,
+            "warnings": warnings,
+            "diagnostics": diags.0,
+        }))?;
+    } else {
+        let mut err = std::io::stderr().lock();
+        for d in diags.iter() {
+            let _ = writeln!(err, "{d}");
+        }
+        match &config {
+            Some(c) => println!(
+                "{} is a valid app config: {}, {}, {}, {}, {}{}",
+                dir.display(),
+                plural(c.components.len(), "component"),
+                plural(c.inputs.len(), "input"),
+                plural(c.secrets.len(), "secret"),
+                plural(c.actions.len(), "action"),
+                plural(c.installs.len(), "install"),
+                if warnings > 0 {
+                    format!(" ({})", plural(warnings, "warning"))
+                } else {
+                    String::new()
+                }
+            ),
+            None => {
+                let _ = writeln!(
+                    err,
+                    "{} is not a valid app config: {}, {}",
+                    dir.display(),
+                    plural(errors, "error"),
+                    plural(warnings, "warning")
+                );
+            }
+        }
+    }
+    Ok(if config.is_some() {
+        0
+    } else {
+        EXIT_INVALID_CONFIG
+    })
 }
 
 async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {

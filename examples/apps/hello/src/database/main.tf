@@ -1,0 +1,27 @@
+variable "name" {
+  type = string
+}
+
+variable "network_id" {
+  type = string
+}
+
+variable "password" {
+  type      = string
+  sensitive = true
+}
+
+resource "terraform_data" "database" {
+  input = {
+    name    = var.name
+    network = var.network_id
+  }
+}
+
+output "url" {
+  value = "postgres://app@${terraform_data.database.output.name}.${terraform_data.database.output.network}:5432/app"
+}
+
+output "port" {
+  value = 5432
+}

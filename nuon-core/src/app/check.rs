@@ -1,0 +1,539 @@
+//! Checks across files: unique names, references between parts (input
+//! groups, dependencies, templates, triggers, install inputs), dependency
+//! cycles; then the config is put together in dependency order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use super::diag::{Diagnostics, SourceFile, did_you_mean};
+use super::load::{Item, Loaded};
+use super::reader::Located;
+use super::template::{self, Reference};
+use super::{AppConfig, Source};
+
+/// Where a name or reference was written.
+#[derive(Clone)]
+struct Place {
+    file: usize,
+    offset: usize,
+}
+
+/// Reports names given twice; returns each name's first place.
+fn unique<T>(
+    what: &str,
+    items: &[Item<T>],
+    files: &[SourceFile],
+    d: &mut Diagnostics,
+) -> BTreeMap<String, Place> {
+    let mut seen: BTreeMap<String, Place> = BTreeMap::new();
+    for item in items {
+        let Some(name) = &item.name else { continue };
+        let place = Place {
+            file: item.file,
+            offset: name.span.start,
+        };
+        if let Some(first) = seen.get(&name.text) {
+            let f = &files[first.file];
+            let (line, col) = f.position(first.offset);
+            d.push(files[item.file].at(
+                &name.span,
+                format!(
+                    "duplicate {what} name {:?} (first defined at {}:{line}:{col})",
+                    name.text, f.name
+                ),
+            ));
+        } else {
+            seen.insert(name.text.clone(), place);
+        }
+    }
+    seen
+}
+
+/// The byte offset in the file of position `offset` of a string value's
+/// decoded text (escapes make the two differ; the same text is looked for
+/// in the raw value).
+fn locate(file: &SourceFile, s: &Located, offset: usize) -> usize {
+    let raw = file.text.get(s.span.clone()).unwrap_or("");
+    let mut end = (offset + 40).min(s.text.len());
+    while !s.text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let needle = s.text[offset..end].lines().next().unwrap_or("");
+    if needle.is_empty() {
+        return s.span.start;
+    }
+    let nth = s.text[..offset].matches(needle).count();
+    raw.match_indices(needle)
+        .nth(nth)
+        .map(|(i, _)| s.span.start + i)
+        .unwrap_or(s.span.start)
+}
+
+/// An edge of the component graph, with where it was declared.
+struct Edge {
+    to: String,
+    file: usize,
+    offset: usize,
+}
+
+/// What the templates of one item read.
+#[derive(Default)]
+struct Reads {
+    components: Vec<(String, Place)>,
+}
+
+struct Names<'a> {
+    inputs: &'a BTreeMap<String, Place>,
+    secrets: &'a BTreeMap<String, Place>,
+    components: &'a BTreeMap<String, Place>,
+}
+
+fn check_templates(
+    strings: &[Located],
+    file_idx: usize,
+    files: &[SourceFile],
+    names: &Names<'_>,
+    d: &mut Diagnostics,
+) -> Reads {
+    let file = &files[file_idx];
+    let mut reads = Reads::default();
+    for s in strings {
+        if !s.text.contains("{{") {
+            continue;
+        }
+        let (actions, errors) = template::scan(&s.text);
+        for e in errors {
+            d.push(file.diag(locate(file, s, e.offset), e.message));
+        }
+        for a in actions {
+            let at = locate(file, s, a.start);
+            let unknown = |what: &str, name: &str, known: &BTreeMap<String, Place>, hint: &str| {
+                format!(
+                    "{} reads unknown {what} {name:?}{}",
+                    a.written,
+                    if known.is_empty() {
+                        format!(" ({hint})")
+                    } else {
+                        did_you_mean(name, known.keys().map(String::as_str))
+                    }
+                )
+            };
+            match &a.reference {
+                Reference::Input(n) if !names.inputs.contains_key(n) => d.push(file.diag(
+                    at,
+                    unknown("input", n, names.inputs, "inputs.toml declares none"),
+                )),
+                Reference::Secret(n) if !names.secrets.contains_key(n) => d.push(file.diag(
+                    at,
+                    unknown("secret", n, names.secrets, "secrets.toml declares none"),
+                )),
+                Reference::ComponentOutput { component, .. } => {
+                    if names.components.contains_key(component) {
+                        reads.components.push((
+                            component.clone(),
+                            Place {
+                                file: file_idx,
+                                offset: at,
+                            },
+                        ));
+                    } else {
+                        d.push(file.diag(
+                            at,
+                            unknown(
+                                "component",
+                                component,
+                                names.components,
+                                "the app has no components",
+                            ),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    reads
+}
+
+fn check_refs(
+    what: &str,
+    refs: &[Located],
+    known: &BTreeMap<String, Place>,
+    file: &SourceFile,
+    d: &mut Diagnostics,
+) {
+    for r in refs {
+        if !known.contains_key(&r.text) {
+            d.push(file.at(
+                &r.span,
+                format!(
+                    "unknown {what} {:?}{}",
+                    r.text,
+                    did_you_mean(&r.text, known.keys().map(String::as_str))
+                ),
+            ));
+        }
+    }
+}
+
+/// Every cycle of the graph, each once, as a path that returns to its
+/// start, with the place of its first edge.
+fn cycles(graph: &BTreeMap<String, Vec<Edge>>) -> Vec<(Vec<String>, usize, usize)> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Active,
+        Done,
+    }
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, Vec<Edge>>,
+        marks: &mut BTreeMap<String, Mark>,
+        stack: &mut Vec<String>,
+        found: &mut Vec<(Vec<String>, usize, usize)>,
+        seen: &mut BTreeSet<Vec<String>>,
+    ) {
+        marks.insert(node.to_owned(), Mark::Active);
+        stack.push(node.to_owned());
+        for e in graph.get(node).into_iter().flatten() {
+            match marks.get(&e.to).copied().unwrap_or(Mark::New) {
+                Mark::New if graph.contains_key(&e.to) => {
+                    visit(&e.to, graph, marks, stack, found, seen)
+                }
+                Mark::Active => {
+                    let start = stack.iter().position(|n| *n == e.to).unwrap_or(0);
+                    let mut cycle: Vec<String> = stack[start..].to_vec();
+                    // One cycle, whichever node it was entered by.
+                    let min = cycle
+                        .iter()
+                        .enumerate()
+                        .min_by(|a, b| a.1.cmp(b.1))
+                        .map(|(i, _)| i)
+                        .unwrap_or(0);
+                    cycle.rotate_left(min);
+                    if seen.insert(cycle.clone()) {
+                        // The place of the edge leaving the cycle's first node.
+                        let first = &cycle[0];
+                        let next = cycle.get(1).unwrap_or(first);
+                        let (file, offset) = graph[first]
+                            .iter()
+                            .find(|x| &x.to == next)
+                            .map(|x| (x.file, x.offset))
+                            .unwrap_or((e.file, e.offset));
+                        let mut path = cycle.clone();
+                        path.push(cycle[0].clone());
+                        found.push((path, file, offset));
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        marks.insert(node.to_owned(), Mark::Done);
+    }
+    let mut marks = BTreeMap::new();
+    let mut found = Vec::new();
+    let mut seen = BTreeSet::new();
+    for node in graph.keys() {
+        if marks.get(node).copied().unwrap_or(Mark::New) == Mark::New {
+            visit(
+                node,
+                graph,
+                &mut marks,
+                &mut Vec::new(),
+                &mut found,
+                &mut seen,
+            );
+        }
+    }
+    found
+}
+
+/// Components in dependency order: dependencies first, otherwise by name.
+fn topo_order(deps: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut done: BTreeSet<String> = BTreeSet::new();
+    let mut out = Vec::new();
+    while out.len() < deps.len() {
+        let ready: Vec<String> = deps
+            .iter()
+            .filter(|(n, ds)| {
+                !done.contains(*n) && ds.iter().all(|x| done.contains(x) || !deps.contains_key(x))
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        if ready.is_empty() {
+            // A cycle (already reported): the rest by name.
+            out.extend(deps.keys().filter(|n| !done.contains(*n)).cloned());
+            break;
+        }
+        for n in ready {
+            done.insert(n.clone());
+            out.push(n);
+        }
+    }
+    out
+}
+
+pub(crate) fn cross_check(
+    files: &[SourceFile],
+    loaded: Loaded,
+    d: &mut Diagnostics,
+) -> Option<AppConfig> {
+    let groups = unique("input group", &loaded.groups, files, d);
+    let inputs = unique("input", &loaded.inputs, files, d);
+    let secrets = unique("secret", &loaded.secrets, files, d);
+    let components = unique("component", &loaded.components, files, d);
+    let actions = unique("action", &loaded.actions, files, d);
+    let _ = actions;
+    unique("install", &loaded.installs, files, d);
+    let names = Names {
+        inputs: &inputs,
+        secrets: &secrets,
+        components: &components,
+    };
+
+    for i in &loaded.inputs {
+        check_refs("input group", &i.refs, &groups, &files[i.file], d);
+    }
+
+    if let Some(s) = &loaded.sandbox {
+        let reads = check_templates(&s.strings, s.file, files, &names, d);
+        for (c, place) in reads.components {
+            d.push(files[place.file].diag(
+                place.offset,
+                format!(
+                    "the sandbox cannot read the outputs of component {c:?}: it is provisioned before any component"
+                ),
+            ));
+        }
+    }
+
+    let mut graph: BTreeMap<String, Vec<Edge>> = BTreeMap::new();
+    let mut all_deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for c in &loaded.components {
+        let file = &files[c.file];
+        let me = c.name.as_ref().map(|n| n.text.clone());
+        check_refs("component", &c.deps, &components, file, d);
+        let reads = check_templates(&c.strings, c.file, files, &names, d);
+        let Some(me) = me else { continue };
+        let mut edges = Vec::new();
+        for dep in &c.deps {
+            if dep.text == me {
+                d.push(file.at(
+                    &dep.span,
+                    format!("component {me:?} cannot depend on itself"),
+                ));
+            } else if components.contains_key(&dep.text) {
+                edges.push(Edge {
+                    to: dep.text.clone(),
+                    file: c.file,
+                    offset: dep.span.start,
+                });
+            }
+        }
+        for (to, place) in reads.components {
+            if to == me {
+                d.push(files[place.file].diag(
+                    place.offset,
+                    format!("component {me:?} cannot read its own outputs"),
+                ));
+            } else {
+                edges.push(Edge {
+                    to,
+                    file: place.file,
+                    offset: place.offset,
+                });
+            }
+        }
+        if graph.contains_key(&me) {
+            continue; // a duplicate, already reported
+        }
+        all_deps.insert(me.clone(), edges.iter().map(|e| e.to.clone()).collect());
+        graph.insert(me, edges);
+    }
+    for (path, file, offset) in cycles(&graph) {
+        d.push(files[file].diag(offset, format!("dependency cycle: {}", path.join(" -> "))));
+    }
+
+    let mut action_deps: Vec<BTreeSet<String>> = Vec::new();
+    for a in &loaded.actions {
+        let file = &files[a.file];
+        check_refs("component", &a.deps, &components, file, d);
+        check_refs("component", &a.refs, &components, file, d);
+        let reads = check_templates(&a.strings, a.file, files, &names, d);
+        let mut deps: BTreeSet<String> = a
+            .deps
+            .iter()
+            .filter(|x| components.contains_key(&x.text))
+            .map(|x| x.text.clone())
+            .collect();
+        deps.extend(reads.components.into_iter().map(|(c, _)| c));
+        action_deps.push(deps);
+    }
+
+    // Install inputs: declared, of the right type, every required one given.
+    let mut install_inputs = Vec::new();
+    for inst in &loaded.installs {
+        let file = &files[inst.file];
+        let mut values = BTreeMap::new();
+        for (key, raw) in &inst.values {
+            let Some(decl) = loaded
+                .inputs
+                .iter()
+                .filter_map(|i| i.value.as_ref())
+                .find(|i| i.name == key.text)
+            else {
+                if !inputs.contains_key(&key.text) {
+                    d.push(file.at(
+                        &key.span,
+                        format!(
+                            "unknown input {:?}{}",
+                            key.text,
+                            did_you_mean(&key.text, inputs.keys().map(String::as_str))
+                        ),
+                    ));
+                }
+                continue;
+            };
+            match decl.ty.coerce(raw) {
+                Ok(v) => {
+                    values.insert(key.text.clone(), v);
+                }
+                Err(e) => d.push(file.at(&key.span, format!("input {:?}: {e}", key.text))),
+            }
+        }
+        for decl in loaded.inputs.iter().filter_map(|i| i.value.as_ref()) {
+            if decl.required && !values.contains_key(&decl.name) {
+                let at = inst.name.as_ref().map(|n| n.span.clone()).unwrap_or(0..0);
+                d.push(file.at(
+                    &at,
+                    format!(
+                        "install {:?} does not give the required input {:?}",
+                        inst.name.as_ref().map(|n| n.text.as_str()).unwrap_or(""),
+                        decl.name
+                    ),
+                ));
+            }
+        }
+        install_inputs.push(values);
+    }
+
+    if d.has_errors() {
+        return None;
+    }
+    // No error: every part was read.
+    let metadata = loaded.metadata?;
+    let mut by_name: BTreeMap<String, super::Component> = BTreeMap::new();
+    for c in loaded.components {
+        let mut c = c.value?;
+        c.depends_on = all_deps
+            .get(&c.name)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        by_name.insert(c.name.clone(), c);
+    }
+    let components = topo_order(&all_deps)
+        .into_iter()
+        .filter_map(|n| by_name.remove(&n))
+        .collect();
+    let mut actions = Vec::new();
+    for (a, deps) in loaded.actions.into_iter().zip(action_deps) {
+        let mut a = a.value?;
+        a.depends_on = deps.into_iter().collect();
+        actions.push(a);
+    }
+    let mut installs = Vec::new();
+    for (i, values) in loaded.installs.into_iter().zip(install_inputs) {
+        let mut i = i.value?;
+        i.inputs = values;
+        installs.push(i);
+    }
+    Some(AppConfig {
+        metadata,
+        sandbox: match loaded.sandbox {
+            Some(s) => Some(s.value?),
+            None => None,
+        },
+        runner: loaded.runner,
+        input_groups: loaded
+            .groups
+            .into_iter()
+            .map(|g| g.value)
+            .collect::<Option<_>>()?,
+        inputs: loaded
+            .inputs
+            .into_iter()
+            .map(|i| i.value)
+            .collect::<Option<_>>()?,
+        secrets: loaded
+            .secrets
+            .into_iter()
+            .map(|s| s.value)
+            .collect::<Option<_>>()?,
+        components,
+        actions,
+        installs,
+    })
+}
+
+/// Checks that the `path` sources and file contents named by a valid
+/// config exist in its directory.
+pub(crate) fn local_paths(
+    dir: &Path,
+    config: &AppConfig,
+    files: &[SourceFile],
+    d: &mut Diagnostics,
+) {
+    // `file` is where the path is written: the sandbox's file, or the file
+    // of the component with that name.
+    let mut check =
+        |owner: &str, in_file: &dyn Fn(&SourceFile) -> bool, path: &str, is_dir: bool| {
+            let full = dir.join(path);
+            let ok = if is_dir {
+                full.is_dir()
+            } else {
+                full.is_file()
+            };
+            if ok {
+                return;
+            }
+            let Some(f) = files.iter().find(|f| in_file(f) && f.text.contains(path)) else {
+                return;
+            };
+            let at = f.text.find(path).map(|i| i.saturating_sub(1)).unwrap_or(0);
+            d.push(f.diag(
+                at,
+                format!(
+                    "{owner}: {} {path:?} does not exist next to the config",
+                    if is_dir { "directory" } else { "file" }
+                ),
+            ));
+        };
+    let looks_like_path = |s: &str| s.starts_with("./") || s.starts_with("../");
+    if let Some(s) = &config.sandbox {
+        let in_file = |f: &SourceFile| f.name == "sandbox.toml";
+        if let Source::Path { path } = &s.source {
+            check("the sandbox", &in_file, path, true);
+        }
+        for v in s.var_files.iter().filter(|v| looks_like_path(v)) {
+            check("the sandbox", &in_file, v, false);
+        }
+    }
+    for c in &config.components {
+        let owner = format!("component {:?}", c.name);
+        let quoted = format!("{:?}", c.name);
+        let in_file =
+            |f: &SourceFile| f.name.starts_with("components/") && f.text.contains(&quoted);
+        if let Source::Path { path } = &c.source {
+            check(&owner, &in_file, path, true);
+        }
+        for v in c
+            .var_files
+            .iter()
+            .chain(&c.values_files)
+            .filter(|v| looks_like_path(v))
+        {
+            check(&owner, &in_file, v, false);
+        }
+    }
+}

@@ -1,0 +1,1129 @@
+//! Finding a config's files and reading each one into its part of the
+//! model, recording every problem with its place.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+use toml::de::DeTable;
+
+use super::check;
+use super::diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
+use super::reader::{Located, Reader, strings_in};
+use super::{
+    Action, AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType, InstallDecl,
+    Metadata, RunnerSettings, Sandbox, SecretDecl, Source, Step, Trigger,
+};
+
+/// The largest config file read.
+pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+/// The most files a config may have.
+pub const MAX_FILES: usize = 1000;
+
+/// Top-level files this project reads.
+const FILES: &[&str] = &[
+    "metadata.toml",
+    "sandbox.toml",
+    "runner.toml",
+    "inputs.toml",
+    "secrets.toml",
+];
+/// Directories whose `*.toml` files (at any depth) this project reads.
+const DIRS: &[&str] = &["components", "actions", "installs", "secrets"];
+/// Files and directories Nuon reads that this project ignores (with a warning).
+const NUON_ONLY_FILES: &[&str] = &[
+    "stack.toml",
+    "permissions.toml",
+    "policies.toml",
+    "break_glass.toml",
+    "branch.toml",
+    "operation_roles.toml",
+    "kubernetes_contexts.toml",
+    "installs.toml",
+    "installer.toml",
+];
+const NUON_ONLY_DIRS: &[&str] = &[
+    "permissions",
+    "policies",
+    "break_glass",
+    "runbooks",
+    "branches",
+    "kubernetes_contexts",
+    "inputs",
+    "input_groups",
+];
+
+fn top_dir(name: &str) -> Option<&str> {
+    name.split_once('/').map(|(d, _)| d)
+}
+
+/// Reads the config files of directory `dir`: the files of the layout (see
+/// the module docs), and Nuon's other files so they can be reported.
+/// Everything else (sources, values files, READMEs) is left alone.
+pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, Diagnostics> {
+    let mut out = Vec::new();
+    let mut d = Diagnostics::default();
+    let fail = |name: &str, message: String| Diagnostic {
+        file: name.to_owned(),
+        line: 1,
+        col: 1,
+        warning: false,
+        message,
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            d.push(fail(
+                &dir.display().to_string(),
+                format!("cannot read the config directory: {e}"),
+            ));
+            return Err(d);
+        }
+    };
+    let mut names = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if path.is_dir() {
+            if DIRS.contains(&name.as_str()) || NUON_ONLY_DIRS.contains(&name.as_str()) {
+                collect(&path, &name, &mut names);
+            }
+        } else if name.ends_with(".toml") {
+            names.push((name, path));
+        }
+    }
+    names.sort();
+    if names.len() > MAX_FILES {
+        d.push(fail(
+            ".",
+            format!(
+                "the config has {} files; at most {MAX_FILES} are read",
+                names.len()
+            ),
+        ));
+        return Err(d);
+    }
+    for (name, path) in names {
+        match std::fs::read(&path) {
+            Ok(bytes) if bytes.len() > MAX_FILE_BYTES => d.push(fail(
+                &name,
+                format!(
+                    "the file is {} bytes; config files may be at most {MAX_FILE_BYTES}",
+                    bytes.len()
+                ),
+            )),
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => out.push(SourceFile::new(name, text)),
+                Err(e) => {
+                    let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                    let file = SourceFile::new(name, text);
+                    d.push(file.diag(e.utf8_error().valid_up_to(), "the file is not valid UTF-8"));
+                }
+            },
+            Err(e) => d.push(fail(&name, format!("cannot read the file: {e}"))),
+        }
+    }
+    if d.has_errors() { Err(d) } else { Ok(out) }
+}
+
+fn collect(dir: &Path, prefix: &str, out: &mut Vec<(String, std::path::PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = format!("{prefix}/{}", entry.file_name().to_string_lossy());
+        let path = entry.path();
+        if path.is_dir() {
+            collect(&path, &name, out);
+        } else if name.ends_with(".toml") {
+            out.push((name, path));
+        }
+    }
+}
+
+/// Reads and checks the config in `dir`: the config when it has no error,
+/// and every problem found (warnings too).
+pub fn validate_dir(dir: &Path) -> (Option<AppConfig>, Diagnostics) {
+    match read_dir(dir) {
+        Ok(files) => {
+            let (config, mut d) = parse(&files);
+            // Paths named by the config must exist next to it.
+            if let Some(c) = &config {
+                check::local_paths(dir, c, &files, &mut d);
+            }
+            let d = d.finish();
+            if d.has_errors() {
+                (None, d)
+            } else {
+                (config, d)
+            }
+        }
+        Err(d) => (None, d),
+    }
+}
+
+/// Something read from one file, with what the cross-file checks need.
+pub(crate) struct Item<T> {
+    pub(crate) value: Option<T>,
+    pub(crate) file: usize,
+    pub(crate) name: Option<Located>,
+    /// Every string of the item, for template checks.
+    pub(crate) strings: Vec<Located>,
+    /// Written dependencies.
+    pub(crate) deps: Vec<Located>,
+    /// Other names it refers to (an input's group, a trigger's component).
+    pub(crate) refs: Vec<Located>,
+    /// Install input values by name, unchecked.
+    pub(crate) values: Vec<(Located, Value)>,
+}
+
+impl<T> Item<T> {
+    fn new(file: usize) -> Self {
+        Item {
+            value: None,
+            file,
+            name: None,
+            strings: Vec::new(),
+            deps: Vec::new(),
+            refs: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+/// Everything read from the files, before the cross-file checks.
+#[derive(Default)]
+pub(crate) struct Loaded {
+    pub(crate) metadata: Option<Metadata>,
+    pub(crate) sandbox: Option<Item<Sandbox>>,
+    pub(crate) runner: Option<RunnerSettings>,
+    pub(crate) groups: Vec<Item<InputGroup>>,
+    pub(crate) inputs: Vec<Item<InputDecl>>,
+    pub(crate) secrets: Vec<Item<SecretDecl>>,
+    pub(crate) components: Vec<Item<Component>>,
+    pub(crate) actions: Vec<Item<Action>>,
+    pub(crate) installs: Vec<Item<InstallDecl>>,
+}
+
+/// Checks the files of a config and builds it. Returns the config when
+/// there is no error, and every problem found (sorted; warnings too).
+pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
+    let mut d = Diagnostics::default();
+    let mut loaded = Loaded::default();
+    let has_secrets_file = files.iter().any(|f| f.name == "secrets.toml");
+    for (i, file) in files.iter().enumerate() {
+        if file.text.len() > MAX_FILE_BYTES {
+            d.push(file.diag(
+                0,
+                format!(
+                    "the file is {} bytes; config files may be at most {MAX_FILE_BYTES}",
+                    file.text.len()
+                ),
+            ));
+            continue;
+        }
+        let name = file.name.as_str();
+        let dir = top_dir(name);
+        if NUON_ONLY_FILES.contains(&name) || dir.is_some_and(|d| NUON_ONLY_DIRS.contains(&d)) {
+            d.push(file.warn(
+                &(0..0),
+                "a Nuon config file not supported here yet; it is ignored",
+            ));
+            continue;
+        }
+        let known_place = FILES.contains(&name) || dir.is_some_and(|d| DIRS.contains(&d));
+        if !known_place || !name.ends_with(".toml") {
+            let hint = did_you_mean(name, FILES.iter().copied());
+            let message = if hint.is_empty() {
+                format!(
+                    "unknown config file {name:?}: an app config has metadata.toml, sandbox.toml, runner.toml, inputs.toml, secrets.toml and components/, actions/, installs/, secrets/"
+                )
+            } else {
+                format!("unknown config file {name:?}{hint}")
+            };
+            d.push(file.diag(0, message));
+            continue;
+        }
+        if dir == Some("secrets") && has_secrets_file {
+            d.push(file.diag(
+                0,
+                "secrets are given both in secrets.toml and in secrets/: keep one of the two",
+            ));
+            continue;
+        }
+        let (table, errors) = DeTable::parse_recoverable(&file.text);
+        if !errors.is_empty() {
+            for e in errors {
+                let at = e.span().map(|s| s.start).unwrap_or(0);
+                let msg = e
+                    .message()
+                    .trim()
+                    .lines()
+                    .next()
+                    .unwrap_or("invalid TOML")
+                    .to_owned();
+                d.push(file.diag(at, format!("TOML syntax error: {msg}")));
+            }
+            continue;
+        }
+        let span = table.span();
+        let table = table.into_inner();
+        let _ = span;
+        let r = Reader::new(file, &table, 0..0);
+        match (name, dir) {
+            ("metadata.toml", _) => loaded.metadata = metadata(r, &mut d),
+            ("sandbox.toml", _) => loaded.sandbox = Some(sandbox(r, i, &mut d)),
+            ("runner.toml", _) => loaded.runner = runner(r, &mut d),
+            ("inputs.toml", _) => inputs(r, i, &mut d, &mut loaded),
+            ("secrets.toml", _) => {
+                let mut r = r;
+                for s in r.tables(&mut d, "secret") {
+                    loaded.secrets.push(secret(s, i, &mut d));
+                }
+                r.finish(&mut d, &[], |_| None);
+            }
+            (_, Some("secrets")) => loaded.secrets.push(secret(r, i, &mut d)),
+            (_, Some("components")) => loaded.components.push(component(r, i, &mut d)),
+            (_, Some("actions")) => loaded.actions.push(action(r, i, &mut d)),
+            (_, Some("installs")) => loaded.installs.push(install(r, i, &mut d)),
+            _ => unreachable!("every known place is matched"),
+        }
+    }
+    if !files.iter().any(|f| f.name == "metadata.toml") {
+        d.push(Diagnostic {
+            file: "metadata.toml".into(),
+            line: 1,
+            col: 1,
+            warning: false,
+            message: format!(
+                "missing metadata.toml: every app config has one, with version = \"{}\"",
+                super::CONFIG_VERSION
+            ),
+        });
+    }
+    let config = check::cross_check(files, loaded, &mut d);
+    let d = d.finish();
+    if d.has_errors() {
+        (None, d)
+    } else {
+        (config, d)
+    }
+}
+
+fn text(l: Option<Located>) -> Option<String> {
+    l.map(|l| l.text)
+}
+
+fn metadata(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<Metadata> {
+    let version = r.req_str(d, "version");
+    if let Some(v) = &version
+        && v.text != super::CONFIG_VERSION
+    {
+        d.push(r.file.at(
+            &v.span,
+            format!(
+                "config version {:?} is not supported: write version = \"{}\"",
+                v.text,
+                super::CONFIG_VERSION
+            ),
+        ));
+    }
+    let m = Metadata {
+        version: version.map(|v| v.text).unwrap_or_default(),
+        display_name: text(r.str(d, "display_name")),
+        description: text(r.str(d, "description")),
+        readme: text(r.str(d, "readme")),
+    };
+    r.finish(
+        d,
+        &[
+            ("slack_webhook_url", ""),
+            ("label_colors", ""),
+            ("default_labels", ""),
+            ("onboarding", ""),
+        ],
+        |_| None,
+    );
+    Some(m)
+}
+
+/// Keys of Nuon's that a component (or sandbox) may carry and this project
+/// ignores.
+const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
+    ("connected_repo", "use [public_repo], [git] or path"),
+    ("var_name", ""),
+    ("labels", ""),
+    ("operation_roles", ""),
+    ("max_auto_retries", ""),
+    ("skip_noops", ""),
+    ("auto_approve_on_policies_passing", ""),
+    ("kubernetes_context", ""),
+    ("toggleable", ""),
+    ("default_enabled", ""),
+    ("drift_schedule", ""),
+    ("health", ""),
+    ("take_ownership", ""),
+    ("aws_ecr", "use [public] or oci"),
+    ("gcp_gar", "use [public] or oci"),
+];
+
+/// Reads the source of a component, sandbox or step: exactly one of the
+/// `allowed` kinds.
+fn source(
+    r: &mut Reader<'_, '_>,
+    d: &mut Diagnostics,
+    allowed: &[&'static str],
+    required: bool,
+) -> Option<Source> {
+    let mut found: Vec<(&str, Option<Source>, std::ops::Range<usize>)> = Vec::new();
+    let repo = |t: &mut Reader<'_, '_>, d: &mut Diagnostics| {
+        let repo = t.req_str(d, "repo");
+        let directory = t.str(d, "directory");
+        let branch = t.str(d, "branch");
+        t.know(&["directory", "branch"]);
+        (repo, directory, branch)
+    };
+    for &kind in allowed {
+        match kind {
+            "path" | "oci" => {
+                if let Some(v) = r.str(d, kind) {
+                    let s = match kind {
+                        "path" => Source::Path { path: v.text },
+                        _ => Source::Oci { reference: v.text },
+                    };
+                    found.push((kind, Some(s), v.span));
+                }
+            }
+            "public_repo" | "git" => {
+                if let Some(mut t) = r.table(d, kind) {
+                    let span = t.span();
+                    let (repo, directory, branch) = repo(&mut t, d);
+                    t.finish(d, &[], |_| None);
+                    let s = repo.map(|repo| {
+                        let directory = directory.map(|x| x.text).unwrap_or_else(|| ".".into());
+                        let branch = branch.map(|x| x.text).unwrap_or_else(|| "main".into());
+                        if kind == "git" {
+                            Source::Git {
+                                repo: repo.text,
+                                directory,
+                                branch,
+                            }
+                        } else {
+                            Source::PublicRepo {
+                                repo: repo.text,
+                                directory,
+                                branch,
+                            }
+                        }
+                    });
+                    found.push((kind, s, span));
+                }
+            }
+            "helm_repo" => {
+                if let Some(mut t) = r.table(d, kind) {
+                    let span = t.span();
+                    let url = t.req_str(d, "repo_url");
+                    let chart = t.req_str(d, "chart");
+                    let version = t.str(d, "version");
+                    t.finish(d, &[], |_| None);
+                    let s = url.zip(chart).map(|(u, c)| Source::HelmRepo {
+                        repo_url: u.text,
+                        chart: c.text,
+                        version: text(version),
+                    });
+                    found.push((kind, s, span));
+                }
+            }
+            "public" => {
+                if let Some(mut t) = r.table(d, kind) {
+                    let span = t.span();
+                    let url = t.req_str(d, "image_url");
+                    let tag = t.req_str(d, "tag");
+                    t.finish(d, &[], |_| None);
+                    let s = url.zip(tag).map(|(u, t)| Source::Image {
+                        image_url: u.text,
+                        tag: t.text,
+                    });
+                    found.push((kind, s, span));
+                }
+            }
+            other => unreachable!("unknown source kind {other}"),
+        }
+    }
+    let shown = |k: &str| match k {
+        "path" | "oci" => k.to_string(),
+        _ => format!("[{k}]"),
+    };
+    match found.len() {
+        0 if required => {
+            let list: Vec<String> = allowed.iter().map(|k| shown(k)).collect();
+            d.push(r.file.at(
+                &r.span(),
+                format!("missing a source: give one of {}", list.join(", ")),
+            ));
+            None
+        }
+        0 => None,
+        1 => found.pop().and_then(|(_, s, _)| s),
+        _ => {
+            let (second, _, span) = &found[1];
+            d.push(r.file.at(
+                span,
+                format!(
+                    "only one source may be given, but there are {} and {}",
+                    shown(found[0].0),
+                    shown(second)
+                ),
+            ));
+            None
+        }
+    }
+}
+
+fn var_files(
+    r: &mut Reader<'_, '_>,
+    d: &mut Diagnostics,
+    key: &'static str,
+    strings: &mut Vec<Located>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for mut t in r.tables(d, key) {
+        let contents = t.str(d, "contents");
+        let path = t.str(d, "path");
+        let span = t.span();
+        t.finish(d, &[("source", "use contents")], |_| None);
+        match (contents, path) {
+            (Some(c), None) | (None, Some(c)) => {
+                strings.push(c.clone());
+                out.push(c.text);
+            }
+            (Some(_), Some(p)) => d.push(r.file.at(
+                &p.span,
+                format!("[[{key}]] takes contents or path, not both"),
+            )),
+            (None, None) => d.push(r.file.at(
+                &span,
+                format!("[[{key}]] needs contents (inline, or a path in the config)"),
+            )),
+        }
+    }
+    out
+}
+
+fn duration(r: &mut Reader<'_, '_>, d: &mut Diagnostics, key: &'static str) -> Option<String> {
+    let v = r.str(d, key)?;
+    match crate::parse_duration(&v.text) {
+        Ok(_) => Some(v.text),
+        Err(e) => {
+            d.push(r.file.at(&v.span, format!("{key:?}: {e}")));
+            None
+        }
+    }
+}
+
+fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sandbox> {
+    let mut item = Item::new(file);
+    let tf = r.req_str(d, "terraform_version");
+    let src = source(&mut r, d, &["path", "public_repo", "git"], true);
+    let vars = r.map(d, "vars", &mut item.strings);
+    let env_vars = r.str_map(d, "env_vars", &mut item.strings);
+    let var_files = var_files(&mut r, d, "var_file", &mut item.strings);
+    r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| {
+        matches!(k, "type" | "runtime" | "pulumi_version" | "pulumi_config")
+            .then(|| "is for Nuon's Pulumi sandboxes, not supported here".to_string())
+    });
+    if let (Some(tf), Some(source)) = (tf, src) {
+        item.value = Some(Sandbox {
+            terraform_version: tf.text,
+            source,
+            vars,
+            env_vars,
+            var_files,
+        });
+    }
+    item
+}
+
+fn runner(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<RunnerSettings> {
+    let mut strings = Vec::new();
+    let runner_type = r.req_str(d, "runner_type");
+    if let Some(t) = &runner_type
+        && !["aws", "azure", "gcp", "local"].contains(&t.text.as_str())
+    {
+        d.push(r.file.at(
+            &t.span,
+            format!(
+                "runner_type {:?} is not one of aws, azure, gcp, local{}",
+                t.text,
+                did_you_mean(&t.text, ["aws", "azure", "gcp", "local"])
+            ),
+        ));
+    }
+    let helm_driver = r.str(d, "helm_driver");
+    if let Some(h) = &helm_driver
+        && !["configmap", "secret"].contains(&h.text.as_str())
+    {
+        d.push(r.file.at(
+            &h.span,
+            format!("helm_driver {:?} is not configmap or secret", h.text),
+        ));
+    }
+    let settings = RunnerSettings {
+        runner_type: runner_type.map(|t| t.text).unwrap_or_default(),
+        helm_driver: text(helm_driver),
+        init_script_url: text(r.str(d, "init_script_url")),
+        env_vars: r.str_map(d, "env_vars", &mut strings),
+    };
+    r.finish(d, &[], |k| {
+        (k == "env_var").then(|| "is Nuon's old form: use an [env_vars] table".to_string())
+    });
+    Some(settings)
+}
+
+fn inputs(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics, loaded: &mut Loaded) {
+    for mut g in r.tables(d, "group") {
+        let mut item = Item::new(file);
+        let name = g.name(d, "name");
+        let display_name = text(g.str(d, "display_name"));
+        let description = text(g.str(d, "description"));
+        g.finish(d, &[], |_| None);
+        item.value = name.as_ref().map(|n| InputGroup {
+            name: n.text.clone(),
+            display_name,
+            description,
+        });
+        item.name = name;
+        loaded.groups.push(item);
+    }
+    for mut t in r.tables(d, "input") {
+        let mut item = Item::new(file);
+        let name = t.name(d, "name");
+        let display_name = text(t.str(d, "display_name"));
+        let description = text(t.str(d, "description"));
+        let group = t.str(d, "group");
+        let required = t.bool(d, "required").unwrap_or(false);
+        let sensitive = t.bool(d, "sensitive").unwrap_or(false);
+        let ty = match t.str(d, "type") {
+            None => Some(InputType::String),
+            Some(v) => match InputType::parse(&v.text) {
+                Some(ty) => Some(ty),
+                None => {
+                    d.push(t.file.at(
+                        &v.span,
+                        format!(
+                            "input type {:?} is not one of {}{}",
+                            v.text,
+                            InputType::ALL.join(", "),
+                            did_you_mean(&v.text, InputType::ALL)
+                        ),
+                    ));
+                    None
+                }
+            },
+        };
+        let mut default = None;
+        let mut ok = ty.is_some();
+        if let Some((raw, v)) = t.any(d, "default")
+            && let Some(ty) = ty
+        {
+            match ty.coerce(&raw) {
+                Ok(value) => default = Some(value),
+                Err(e) => {
+                    ok = false;
+                    let n = name.as_ref().map(|n| n.text.as_str()).unwrap_or("");
+                    d.push(t.file.at(&v.span(), format!("default of input {n:?}: {e}")));
+                }
+            }
+        }
+        if required && default.is_some() {
+            d.push(t.file.at(
+                &t.span(),
+                "an input is either required or has a default, not both",
+            ));
+        }
+        t.know(&["internal"]);
+        t.finish(d, &[("user_configurable", "")], |_| None);
+        if let Some(g) = group.clone() {
+            item.refs.push(g);
+        }
+        if let (Some(n), Some(ty), true) = (&name, ty, ok) {
+            item.value = Some(InputDecl {
+                name: n.text.clone(),
+                display_name,
+                description,
+                group: group.map(|g| g.text),
+                default,
+                required,
+                sensitive,
+                ty,
+            });
+        }
+        item.name = name;
+        loaded.inputs.push(item);
+    }
+    r.finish(d, &[], |k| {
+        matches!(k, "groups" | "inputs").then(|| {
+            format!(
+                "is not a section of inputs.toml: write [[{}]]",
+                k.trim_end_matches('s')
+            )
+        })
+    });
+}
+
+fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<SecretDecl> {
+    let mut item = Item::new(file);
+    let name = r.name(d, "name");
+    let display_name = text(r.str(d, "display_name"));
+    let description = r.req_str(d, "description");
+    let required = r.bool(d, "required").unwrap_or(false);
+    let auto_generate = r.bool(d, "auto_generate").unwrap_or(false);
+    let format = r.str(d, "format");
+    if let Some(f) = &format
+        && !f.text.is_empty()
+        && f.text != "base64"
+    {
+        d.push(r.file.at(
+            &f.span,
+            format!("secret format {:?} is not \"base64\"", f.text),
+        ));
+    }
+    if required && auto_generate {
+        d.push(r.file.at(
+            &r.span(),
+            "a secret is either required or auto_generate, not both",
+        ));
+    }
+    r.finish(
+        d,
+        &[
+            (
+                "default",
+                "secret values are given when an install is created",
+            ),
+            ("kubernetes_sync", ""),
+            ("kubernetes_secret_namespace", ""),
+            ("kubernetes_secret_name", ""),
+            ("user_configurable", ""),
+        ],
+        |_| None,
+    );
+    if let (Some(n), Some(desc)) = (&name, description) {
+        item.value = Some(SecretDecl {
+            name: n.text.clone(),
+            display_name,
+            description: desc.text,
+            required,
+            auto_generate,
+            format: format.map(|f| f.text).filter(|f| !f.is_empty()),
+        });
+    }
+    item.name = name;
+    item
+}
+
+/// Which component kinds read a kind-specific key.
+fn kinds_of(key: &str) -> &'static [&'static str] {
+    match key {
+        "terraform_version" | "vars" | "var_file" => &["terraform_module"],
+        "chart_name" | "namespace" | "storage_driver" | "values" | "values_file" | "helm_repo" => {
+            &["helm_chart"]
+        }
+        "dockerfile" => &["docker_build"],
+        "public" => &["container_image"],
+        "config" | "capabilities" => &["wasm"],
+        "env_vars" => &["terraform_module", "docker_build"],
+        _ => &[],
+    }
+}
+
+fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Component> {
+    let mut item = Item::new(file);
+    let name = r.name(d, "name");
+    let kind_v = r.req_str(d, "type");
+    let kind = kind_v.as_ref().and_then(|k| {
+        let kind = ComponentKind::parse(&k.text);
+        if kind.is_none() {
+            let message = if ["job", "kubernetes_manifest", "pulumi"].contains(&k.text.as_str()) {
+                format!(
+                    "component type {:?} is a Nuon type not supported here yet (supported: {})",
+                    k.text,
+                    ComponentKind::ALL.join(", ")
+                )
+            } else {
+                format!(
+                    "unknown component type {:?}{} (supported: {})",
+                    k.text,
+                    did_you_mean(&k.text, ComponentKind::ALL),
+                    ComponentKind::ALL.join(", ")
+                )
+            };
+            d.push(r.file.at(&k.span, message));
+        }
+        kind
+    });
+    item.deps = r.str_list(d, "dependencies");
+    let build_timeout = duration(&mut r, d, "build_timeout");
+    let deploy_timeout = duration(&mut r, d, "deploy_timeout");
+    let Some(kind) = kind else {
+        // Without a type, the other keys cannot be checked; still record
+        // the name so other components may refer to it.
+        r.know(&[
+            "terraform_version",
+            "vars",
+            "env_vars",
+            "var_file",
+            "chart_name",
+            "namespace",
+            "storage_driver",
+            "values",
+            "values_file",
+            "dockerfile",
+            "config",
+            "capabilities",
+            "path",
+            "public_repo",
+            "git",
+            "helm_repo",
+            "public",
+            "oci",
+        ]);
+        r.finish(d, NUON_ONLY_COMPONENT_KEYS, |_| None);
+        item.name = name;
+        return item;
+    };
+    let mut c = Component {
+        name: name.as_ref().map(|n| n.text.clone()).unwrap_or_default(),
+        kind,
+        dependencies: item.deps.iter().map(|l| l.text.clone()).collect(),
+        depends_on: Vec::new(),
+        source: Source::Path {
+            path: String::new(),
+        },
+        build_timeout,
+        deploy_timeout,
+        terraform_version: None,
+        vars: BTreeMap::new(),
+        env_vars: BTreeMap::new(),
+        var_files: Vec::new(),
+        chart_name: None,
+        namespace: None,
+        storage_driver: None,
+        values: BTreeMap::new(),
+        values_files: Vec::new(),
+        dockerfile: None,
+        config: None,
+        capabilities: None,
+    };
+    let mut ok = name.is_some();
+    let strings = &mut item.strings;
+    let src = match kind {
+        ComponentKind::TerraformModule => {
+            let tf = r.req_str(d, "terraform_version");
+            ok &= tf.is_some();
+            c.terraform_version = text(tf);
+            c.vars = r.map(d, "vars", strings);
+            c.env_vars = r.str_map(d, "env_vars", strings);
+            c.var_files = var_files(&mut r, d, "var_file", strings);
+            source(&mut r, d, &["path", "public_repo", "git", "oci"], true)
+        }
+        ComponentKind::HelmChart => {
+            let chart = r.req_str(d, "chart_name");
+            ok &= chart.is_some();
+            c.chart_name = text(chart);
+            if let Some(ns) = r.str(d, "namespace") {
+                strings.push(ns.clone());
+                c.namespace = Some(ns.text);
+            }
+            let driver = r.str(d, "storage_driver");
+            if let Some(s) = &driver
+                && !["configmap", "secret"].contains(&s.text.as_str())
+            {
+                d.push(r.file.at(
+                    &s.span,
+                    format!("storage_driver {:?} is not configmap or secret", s.text),
+                ));
+            }
+            c.storage_driver = text(driver);
+            c.values = r.map(d, "values", strings);
+            c.values_files = var_files(&mut r, d, "values_file", strings);
+            source(
+                &mut r,
+                d,
+                &["path", "public_repo", "git", "helm_repo", "oci"],
+                true,
+            )
+        }
+        ComponentKind::ContainerImage => source(&mut r, d, &["public", "oci"], true),
+        ComponentKind::DockerBuild => {
+            let file = r.req_str(d, "dockerfile");
+            ok &= file.is_some();
+            c.dockerfile = text(file);
+            c.env_vars = r.str_map(d, "env_vars", strings);
+            source(&mut r, d, &["path", "public_repo", "git"], true)
+        }
+        ComponentKind::Wasm => {
+            if let Some((v, raw)) = r.any(d, "config") {
+                if v.is_object() {
+                    strings_in(raw, strings);
+                    c.config = Some(v);
+                } else {
+                    d.push(r.file.at(&raw.span(), "\"config\" must be a table"));
+                }
+            }
+            if let Some((v, raw)) = r.any(d, "capabilities") {
+                if v.is_object() {
+                    c.capabilities = Some(v);
+                } else {
+                    d.push(r.file.at(&raw.span(), "\"capabilities\" must be a table"));
+                }
+            }
+            source(&mut r, d, &["path", "public_repo", "git", "oci"], true)
+        }
+    };
+    let kind_name = kind.as_str();
+    r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| {
+        let kinds = kinds_of(k);
+        (!kinds.is_empty() && !kinds.contains(&kind_name)).then(|| {
+            format!(
+                "belongs to {} components, not {kind_name}",
+                kinds.join(" and ")
+            )
+        })
+    });
+    match src {
+        Some(s) if ok => {
+            c.source = s;
+            item.value = Some(c);
+        }
+        _ => {}
+    }
+    item.name = name;
+    item
+}
+
+/// The trigger types an action may have.
+pub(crate) const TRIGGERS: &[&str] = &[
+    "manual",
+    "cron",
+    "pre-provision",
+    "post-provision",
+    "pre-deprovision",
+    "post-deprovision",
+    "pre-deploy-all-components",
+    "post-deploy-all-components",
+    "pre-teardown-all-components",
+    "post-teardown-all-components",
+    "pre-deploy-component",
+    "post-deploy-component",
+    "pre-teardown-component",
+    "post-teardown-component",
+];
+
+fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Action> {
+    let mut item = Item::new(file);
+    let name = r.name(d, "name");
+    let timeout = if r.get("timeout").is_some() {
+        duration(&mut r, d, "timeout")
+    } else {
+        r.req_str(d, "timeout");
+        None
+    };
+    item.deps = r.str_list(d, "dependencies");
+    let mut triggers = Vec::new();
+    let trigger_tables = r.tables(d, "triggers");
+    if trigger_tables.is_empty() && r.get("triggers").is_none() {
+        d.push(r.file.at(
+            &r.span(),
+            "missing [[triggers]]: say when the action runs (type = \"manual\", \"cron\", ...)",
+        ));
+    }
+    let mut ok = name.is_some() && timeout.is_some();
+    for mut t in trigger_tables {
+        let kind = t.req_str(d, "type");
+        let cron = t.str(d, "cron_schedule");
+        let component = t.str(d, "component_name");
+        t.know(&["index"]);
+        let tspan = t.span();
+        let file = t.file;
+        t.finish(d, &[], |_| None);
+        let Some(kind) = kind else {
+            ok = false;
+            continue;
+        };
+        if !TRIGGERS.contains(&kind.text.as_str()) {
+            let nuon_only = kind.text.starts_with("pre-")
+                || kind.text.starts_with("post-")
+                || kind.text.starts_with("role-");
+            let msg = if nuon_only && did_you_mean(&kind.text, TRIGGERS.iter().copied()).is_empty()
+            {
+                format!(
+                    "trigger type {:?} is a Nuon trigger not supported here yet",
+                    kind.text
+                )
+            } else {
+                format!(
+                    "unknown trigger type {:?}{}",
+                    kind.text,
+                    did_you_mean(&kind.text, TRIGGERS.iter().copied())
+                )
+            };
+            d.push(file.at(&kind.span, msg));
+            ok = false;
+            continue;
+        }
+        if kind.text == "cron" {
+            match &cron {
+                None => {
+                    d.push(file.at(
+                        &tspan,
+                        "a cron trigger needs cron_schedule (five fields, e.g. \"0 * * * *\")",
+                    ));
+                    ok = false;
+                }
+                Some(c) if c.text.split_whitespace().count() != 5 => {
+                    d.push(file.at(
+                        &c.span,
+                        format!("cron_schedule {:?} must have five fields (minute hour day month weekday)", c.text),
+                    ));
+                    ok = false;
+                }
+                _ => {}
+            }
+        }
+        let per_component = kind.text.ends_with("-component");
+        match (&component, per_component) {
+            (None, true) => {
+                d.push(file.at(
+                    &tspan,
+                    format!("a {} trigger needs component_name", kind.text),
+                ));
+                ok = false;
+            }
+            (Some(c), false) => d.push(file.at(
+                &c.span,
+                format!(
+                    "component_name applies only to *-component triggers, not {}",
+                    kind.text
+                ),
+            )),
+            (Some(c), true) => item.refs.push(c.clone()),
+            (None, false) => {}
+        }
+        triggers.push(Trigger {
+            kind: kind.text,
+            cron_schedule: text(cron),
+            component_name: text(component),
+        });
+    }
+    let mut steps = Vec::new();
+    let step_tables = r.tables(d, "steps");
+    if step_tables.is_empty() && r.get("steps").is_none() {
+        d.push(r.file.at(
+            &r.span(),
+            "missing [[steps]]: an action runs at least one step",
+        ));
+        ok = false;
+    }
+    for mut s in step_tables {
+        let sname = s.name(d, "name");
+        let command = s.str(d, "command");
+        let inline = s.str(d, "inline_contents");
+        let env_vars = s.str_map(d, "env_vars", &mut item.strings);
+        let src = source(&mut s, d, &["path", "public_repo", "git"], false);
+        if command.is_none() && inline.is_none() {
+            d.push(
+                s.file
+                    .at(&s.span(), "a step needs command or inline_contents"),
+            );
+            ok = false;
+        }
+        s.finish(
+            d,
+            &[(
+                "connected_repo",
+                "use [steps.public_repo], [steps.git] or path",
+            )],
+            |_| None,
+        );
+        item.strings.extend(command.iter().cloned());
+        item.strings.extend(inline.iter().cloned());
+        match sname {
+            Some(n) => steps.push(Step {
+                name: n.text,
+                command: text(command),
+                inline_contents: text(inline),
+                env_vars,
+                source: src,
+            }),
+            None => ok = false,
+        }
+    }
+    r.finish(
+        d,
+        &[
+            ("labels", ""),
+            ("role", ""),
+            ("break_glass_role", ""),
+            ("enable_kube_config", ""),
+            ("image", ""),
+            ("kubernetes_context", ""),
+        ],
+        |_| None,
+    );
+    if ok && let (Some(n), Some(timeout)) = (&name, timeout) {
+        item.value = Some(Action {
+            name: n.text.clone(),
+            timeout,
+            triggers,
+            steps,
+            dependencies: item.deps.iter().map(|l| l.text.clone()).collect(),
+            depends_on: Vec::new(),
+        });
+    }
+    item.name = name;
+    item
+}
+
+fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<InstallDecl> {
+    let mut item = Item::new(file);
+    let name = r.name(d, "name");
+    let approval = r.str(d, "approval_option");
+    if let Some(a) = &approval
+        && !["approve-all", "auto", "prompt"].contains(&a.text.as_str())
+    {
+        d.push(r.file.at(
+            &a.span,
+            format!(
+                "approval_option {:?} is not one of approve-all, auto, prompt",
+                a.text
+            ),
+        ));
+    }
+    for t in r.tables(d, "inputs") {
+        for (key, val) in t.entries() {
+            match super::reader::to_json(val.get_ref()) {
+                Ok(j) => item.values.push((key, j)),
+                Err(e) => d.push(r.file.at(&val.span(), format!("{:?}: {e}", key.text))),
+            }
+        }
+    }
+    r.finish(
+        d,
+        &[
+            ("labels", ""),
+            ("aws_account", ""),
+            ("gcp_account", ""),
+            ("azure_account", ""),
+            ("stack_overrides", ""),
+        ],
+        |_| None,
+    );
+    item.value = name.as_ref().map(|n| InstallDecl {
+        name: n.text.clone(),
+        approval_option: text(approval),
+        inputs: BTreeMap::new(),
+    });
+    item.name = name;
+    item
+}

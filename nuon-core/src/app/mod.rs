@@ -1,0 +1,526 @@
+//! App configs: the directory of TOML files a vendor describes an app with,
+//! in Nuon's format, and everything needed to check one offline.
+//!
+//! ```text
+//! metadata.toml            version = "v2", display_name, description, readme
+//! sandbox.toml             the install's base infrastructure (a Terraform module)
+//! runner.toml              runner_type, env_vars
+//! inputs.toml              [[group]] and [[input]]
+//! secrets.toml             [[secret]]     (or secrets/*.toml, one secret a file)
+//! components/*.toml        one component a file: name, type, dependencies, source, ...
+//! actions/*.toml           one action a file: name, timeout, [[triggers]], [[steps]]
+//! installs/*.toml          one install a file: name, [[inputs]]
+//! ```
+//!
+//! [`parse`] reads the files of a config and reports **every** problem at
+//! once, each as `file:line:col: message`, with a suggestion for near-miss
+//! names. Keys and files that Nuon has and this project does not support yet
+//! are warnings, so Nuon's own configs stay readable; everything else is an
+//! error. Values may use Nuon's templates ([`template`]); component
+//! dependencies are the explicit list plus every component whose outputs a
+//! template reads, and must form no cycle.
+
+mod check;
+mod diag;
+mod load;
+mod reader;
+pub mod template;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use diag::{Diagnostic, Diagnostics, SourceFile};
+pub use load::{parse, read_dir, validate_dir};
+
+/// The only config version this project reads.
+pub const CONFIG_VERSION: &str = "v2";
+
+/// A whole, valid app config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppConfig {
+    /// `metadata.toml`.
+    pub metadata: Metadata,
+    /// `sandbox.toml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
+    /// `runner.toml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<RunnerSettings>,
+    /// `[[group]]` of `inputs.toml`.
+    #[serde(default)]
+    pub input_groups: Vec<InputGroup>,
+    /// `[[input]]` of `inputs.toml`.
+    #[serde(default)]
+    pub inputs: Vec<InputDecl>,
+    /// `secrets.toml` or `secrets/*.toml`.
+    #[serde(default)]
+    pub secrets: Vec<SecretDecl>,
+    /// `components/*.toml`, in dependency order (dependencies first).
+    #[serde(default)]
+    pub components: Vec<Component>,
+    /// `actions/*.toml`.
+    #[serde(default)]
+    pub actions: Vec<Action>,
+    /// `installs/*.toml`.
+    #[serde(default)]
+    pub installs: Vec<InstallDecl>,
+}
+
+impl AppConfig {
+    /// The component named `name`.
+    pub fn component(&self, name: &str) -> Option<&Component> {
+        self.components.iter().find(|c| c.name == name)
+    }
+
+    /// The input named `name`.
+    pub fn input(&self, name: &str) -> Option<&InputDecl> {
+        self.inputs.iter().find(|i| i.name == name)
+    }
+}
+
+/// `metadata.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    /// Always [`CONFIG_VERSION`].
+    pub version: String,
+    /// A name for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// One paragraph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Markdown, or the path of a Markdown file of the config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readme: Option<String>,
+}
+
+/// Where a component's (or the sandbox's) source comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Source {
+    /// `path = "./src/db"`: a directory next to the config, for development.
+    Path {
+        /// Relative to the config directory.
+        path: String,
+    },
+    /// `[public_repo]`: a public GitHub repository, `owner/name`.
+    PublicRepo {
+        /// `owner/name`.
+        repo: String,
+        /// The directory inside the repository.
+        directory: String,
+        /// The branch.
+        branch: String,
+    },
+    /// `[git]`: any git repository by URL (`https://`, `ssh://`, `file://`).
+    Git {
+        /// The clone URL.
+        repo: String,
+        /// The directory inside the repository.
+        directory: String,
+        /// The branch.
+        branch: String,
+    },
+    /// `[helm_repo]`: a chart from a Helm repository.
+    HelmRepo {
+        /// The repository URL.
+        repo_url: String,
+        /// The chart's name there.
+        chart: String,
+        /// The chart version; the newest when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<String>,
+    },
+    /// `[public]`: a container image anyone can pull.
+    Image {
+        /// `registry/repository`.
+        image_url: String,
+        /// The tag.
+        tag: String,
+    },
+    /// `oci = "registry/repository:tag"` (or `@sha256:…`): an artifact
+    /// already in an OCI registry.
+    Oci {
+        /// The reference.
+        reference: String,
+    },
+}
+
+/// `sandbox.toml`: the install's base infrastructure, a Terraform module.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sandbox {
+    /// The Terraform version the module needs.
+    pub terraform_version: String,
+    /// Where the module comes from.
+    pub source: Source,
+    /// `[vars]`, templated.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vars: BTreeMap<String, Value>,
+    /// `[env_vars]`, templated.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_vars: BTreeMap<String, String>,
+    /// `[[var_file]] contents`: inline tfvars or a path in the config.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub var_files: Vec<String>,
+}
+
+/// `runner.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerSettings {
+    /// Where install runners run: `aws`, `azure`, `gcp` or `local`.
+    pub runner_type: String,
+    /// How Helm stores releases: `configmap` or `secret`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm_driver: Option<String>,
+    /// A script that sets the runner's machine up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_script_url: Option<String>,
+    /// Environment for every job of the runner.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_vars: BTreeMap<String, String>,
+}
+
+/// `[[group]]` of `inputs.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputGroup {
+    /// What inputs name in `group`.
+    pub name: String,
+    /// A name for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// One sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// The type of an input's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputType {
+    /// Text (the default).
+    #[default]
+    String,
+    /// An integer or a decimal number.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// A list of values.
+    List,
+    /// Any JSON document.
+    Json,
+}
+
+impl InputType {
+    /// Every type, as written in `type = "…"`.
+    pub const ALL: [&str; 5] = ["string", "number", "bool", "list", "json"];
+
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "string" => InputType::String,
+            "number" => InputType::Number,
+            "bool" => InputType::Bool,
+            "list" => InputType::List,
+            "json" => InputType::Json,
+            _ => return None,
+        })
+    }
+
+    /// Checks a value given for an input of this type (in TOML, JSON, or
+    /// Nuon's style of strings for everything: `"3"`, `"true"`) and returns
+    /// it in its proper JSON shape.
+    pub fn coerce(self, v: &Value) -> Result<Value, String> {
+        match (self, v) {
+            (InputType::String, Value::String(_)) => Ok(v.clone()),
+            (InputType::String, other) => {
+                Err(format!("expected a string, found {}", json_kind(other)))
+            }
+            (InputType::Number, Value::Number(_)) => Ok(v.clone()),
+            (InputType::Number, Value::String(s)) => s
+                .trim()
+                .parse::<serde_json::Number>()
+                .map(Value::Number)
+                .map_err(|_| format!("expected a number, found {s:?}")),
+            (InputType::Number, other) => {
+                Err(format!("expected a number, found {}", json_kind(other)))
+            }
+            (InputType::Bool, Value::Bool(_)) => Ok(v.clone()),
+            (InputType::Bool, Value::String(s)) if s == "true" || s == "false" => {
+                Ok(Value::Bool(s == "true"))
+            }
+            (InputType::Bool, other) => Err(format!(
+                "expected true or false, found {}",
+                match other {
+                    Value::String(s) => format!("{s:?}"),
+                    o => json_kind(o).to_string(),
+                }
+            )),
+            (InputType::List, Value::Array(_)) => Ok(v.clone()),
+            (InputType::List, Value::String(s)) => Ok(Value::Array(
+                s.split(',')
+                    .map(|x| x.trim())
+                    .filter(|x| !x.is_empty())
+                    .map(|x| Value::String(x.into()))
+                    .collect(),
+            )),
+            (InputType::List, other) => Err(format!(
+                "expected a list (an array, or a comma-separated string), found {}",
+                json_kind(other)
+            )),
+            (InputType::Json, Value::String(s)) => serde_json::from_str(s)
+                .map_err(|e| format!("expected a JSON document, but it does not parse: {e}")),
+            (InputType::Json, other) => Ok(other.clone()),
+        }
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "a table",
+    }
+}
+
+/// `[[input]]` of `inputs.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputDecl {
+    /// What templates read: `{{ .nuon.install.inputs.NAME }}`.
+    pub name: String,
+    /// A name for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// One sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The `[[group]]` it is shown in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The value when an install gives none, already of `type`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// An install must give a value (there is no default).
+    #[serde(default)]
+    pub required: bool,
+    /// Never shown after it is set: not in API answers, not in logs.
+    #[serde(default)]
+    pub sensitive: bool,
+    /// The type of its value.
+    #[serde(rename = "type", default)]
+    pub ty: InputType,
+}
+
+/// A secret an install provides (`secrets.toml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretDecl {
+    /// What templates read: `{{ .nuon.secrets.NAME }}`.
+    pub name: String,
+    /// A name for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// What it is for.
+    pub description: String,
+    /// An install must give it.
+    #[serde(default)]
+    pub required: bool,
+    /// The control plane makes a random value when the install gives none.
+    #[serde(default)]
+    pub auto_generate: bool,
+    /// `base64` when the value is base64-encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+}
+
+/// The kinds of component this project deploys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentKind {
+    /// A Terraform (or OpenTofu) module.
+    TerraformModule,
+    /// A Helm chart.
+    HelmChart,
+    /// An existing container image, copied into the install.
+    ContainerImage,
+    /// A container image built from a Dockerfile.
+    DockerBuild,
+    /// A vendor's WebAssembly plugin.
+    Wasm,
+}
+
+impl ComponentKind {
+    /// Every kind, as written in `type = "…"`.
+    pub const ALL: [&str; 5] = [
+        "terraform_module",
+        "helm_chart",
+        "container_image",
+        "docker_build",
+        "wasm",
+    ];
+
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "terraform_module" => ComponentKind::TerraformModule,
+            "helm_chart" => ComponentKind::HelmChart,
+            "container_image" | "external_image" => ComponentKind::ContainerImage,
+            "docker_build" => ComponentKind::DockerBuild,
+            "wasm" => ComponentKind::Wasm,
+            _ => return None,
+        })
+    }
+
+    /// As written in `type = "…"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComponentKind::TerraformModule => "terraform_module",
+            ComponentKind::HelmChart => "helm_chart",
+            ComponentKind::ContainerImage => "container_image",
+            ComponentKind::DockerBuild => "docker_build",
+            ComponentKind::Wasm => "wasm",
+        }
+    }
+}
+
+/// `components/NAME.toml`. Keys that do not apply to its kind are empty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Component {
+    /// Unique in the app; what dependencies and templates name.
+    pub name: String,
+    /// `type = "…"`.
+    #[serde(rename = "type")]
+    pub kind: ComponentKind,
+    /// The dependencies written in the file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    /// Every dependency: the written ones and every component whose outputs
+    /// a template reads; sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// Where it comes from.
+    pub source: Source,
+    /// How long a build may take (`10m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_timeout: Option<String>,
+    /// How long a deploy may take (`30m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy_timeout: Option<String>,
+    /// terraform_module: the Terraform version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terraform_version: Option<String>,
+    /// terraform_module: `[vars]`, templated.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vars: BTreeMap<String, Value>,
+    /// terraform_module, docker_build: `[env_vars]`, templated.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_vars: BTreeMap<String, String>,
+    /// terraform_module: `[[var_file]] contents`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub var_files: Vec<String>,
+    /// helm_chart: the chart's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart_name: Option<String>,
+    /// helm_chart: the namespace (templated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// helm_chart: `configmap` or `secret`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_driver: Option<String>,
+    /// helm_chart: `[values]`, templated.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, Value>,
+    /// helm_chart: `[[values_file]] contents`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_files: Vec<String>,
+    /// docker_build: the Dockerfile's path in the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dockerfile: Option<String>,
+    /// wasm: `[config]`, passed to the plugin (templated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    /// wasm: `[capabilities]` the plugin is granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Value>,
+}
+
+/// `[[triggers]]` of an action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trigger {
+    /// `manual`, `cron`, `pre-deploy-component`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// For `cron`: five fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron_schedule: Option<String>,
+    /// For the `*-component` hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component_name: Option<String>,
+}
+
+/// `[[steps]]` of an action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// Unique in the action.
+    pub name: String,
+    /// A command to run (templated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// A script to run, inline or a path in the config (templated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline_contents: Option<String>,
+    /// `[steps.env_vars]`, templated.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_vars: BTreeMap<String, String>,
+    /// Where the step's files come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
+}
+
+/// `actions/NAME.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Action {
+    /// Unique in the app.
+    pub name: String,
+    /// How long one run may take (`30s`, `5m`).
+    pub timeout: String,
+    /// When it runs.
+    pub triggers: Vec<Trigger>,
+    /// What it runs, in order.
+    pub steps: Vec<Step>,
+    /// The written dependencies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    /// Every component it needs: written, and read by its templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+}
+
+/// `installs/NAME.toml`: an install the config describes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallDecl {
+    /// Unique in the app.
+    pub name: String,
+    /// `approve-all`, `auto` or `prompt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_option: Option<String>,
+    /// Input values (from every `[[inputs]]` table), typed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, Value>,
+}
+
+#[cfg(test)]
+mod tests;
