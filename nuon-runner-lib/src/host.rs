@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, PipeReader, Read};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -135,19 +136,23 @@ async fn done_opt(r: &mut Option<oneshot::Receiver<()>>) {
     }
 }
 
-/// Starts the thread that drains one output pipe of a job into the spool.
-/// The receiver resolves when the thread has ended.
+/// Starts the thread that drains a job's output pipes into the spool. The
+/// receiver resolves when the thread has ended.
 fn spawn_pump(
-    pipe: PipeReader,
-    stream: LogStream,
+    stdout: PipeReader,
+    stderr: PipeReader,
     spool: SharedSpool,
     stop: Arc<AtomicBool>,
 ) -> io::Result<oneshot::Receiver<()>> {
     let (done, rx) = oneshot::channel::<()>();
     std::thread::Builder::new()
-        .name(format!("job-{}", stream_name(stream)))
+        .name("job-output".into())
         .spawn(move || {
-            pump(pipe, stream, &spool, &stop);
+            pump(
+                [(stdout, LogStream::Stdout), (stderr, LogStream::Stderr)],
+                &spool,
+                &stop,
+            );
             drop(done);
         })?;
     Ok(rx)
@@ -161,52 +166,73 @@ fn stream_name(stream: LogStream) -> &'static str {
     }
 }
 
-/// Drains a pipe into the spool the way `cat > file` would: a blocking read
-/// as soon as there is output, the lines cut and appended on this thread,
-/// so a chatty job never waits for the runner's async scheduler. Ends at
-/// end-of-file, or soon after `stop` is set (a process that left the job's
-/// group may hold the pipe open forever).
-fn pump(mut pipe: PipeReader, stream: LogStream, spool: &SharedSpool, stop: &AtomicBool) {
-    let mut lines = LineSplitter::new(stream);
+/// Drains a job's pipes into the spool the way `cat > file` would: a
+/// blocking wait for output, then the lines cut and appended on this
+/// thread, so a chatty job never waits for the runner's async scheduler.
+/// One thread for both pipes keeps the order in which the job wrote to
+/// them, as far as the order can be seen: a pipe that became readable first
+/// is read first, and stdout before stderr when both did at once. Ends at
+/// end-of-file of both, or soon after `stop` is set (a process that left
+/// the job's group may hold a pipe open forever).
+fn pump(pipes: [(PipeReader, LogStream); 2], spool: &SharedSpool, stop: &AtomicBool) {
+    let mut open: Vec<(PipeReader, LineSplitter)> = pipes
+        .into_iter()
+        .map(|(p, stream)| (p, LineSplitter::new(stream)))
+        .collect();
     let mut buf = vec![0u8; READ_CHUNK];
-    let fail = |e: io::Error| {
+    let fail = |stream: LogStream, e: io::Error| {
         spool.lock().system(&format!(
             "cannot read the process's {}: {e}",
             stream_name(stream)
         ));
     };
-    while !stop.load(Ordering::Relaxed) {
+    while !open.is_empty() && !stop.load(Ordering::Relaxed) {
         // Wake up when buffered lines are due on disk (and in the shipper's
         // hands), or now and then to see whether reading is still wanted.
-        let wait = spool.lock().flush_deadline().map_or(PUMP_POLL, |at| {
-            at.saturating_duration_since(std::time::Instant::now())
-        });
-        match sys::wait_readable(&pipe, wait) {
+        let wait = spool
+            .lock()
+            .flush_deadline()
+            .map_or(PUMP_POLL, |at| at.saturating_duration_since(std::time::Instant::now()));
+        let fds: Vec<&dyn AsRawFd> = open.iter().map(|(p, _)| p as &dyn AsRawFd).collect();
+        let mut ready = vec![false; fds.len()];
+        match sys::wait_readable(&fds, &mut ready, wait) {
             Ok(true) => {}
             Ok(false) => {
                 spool.lock().maybe_flush();
                 continue;
             }
             Err(e) => {
-                fail(e);
+                fail(LogStream::System, e);
                 break;
             }
         }
-        match pipe.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let mut spool = spool.lock();
-                lines.push(&buf[..n], &mut spool);
-                spool.maybe_flush();
+        let mut closed = Vec::new();
+        for (i, (pipe, lines)) in open.iter_mut().enumerate() {
+            if !ready[i] {
+                continue;
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                fail(e);
-                break;
+            match pipe.read(&mut buf) {
+                Ok(0) => closed.push(i),
+                Ok(n) => {
+                    let mut spool = spool.lock();
+                    lines.push(&buf[..n], &mut spool);
+                    spool.maybe_flush();
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    fail(lines.stream, e);
+                    closed.push(i);
+                }
             }
+        }
+        for i in closed.into_iter().rev() {
+            let (_, mut lines) = open.remove(i);
+            lines.finish(&mut spool.lock());
         }
     }
-    lines.finish(&mut spool.lock());
+    for (_, mut lines) in open {
+        lines.finish(&mut spool.lock());
+    }
 }
 
 async fn sleep_opt(at: Option<Instant>) {
@@ -304,27 +330,14 @@ impl JobHost for ProcessHost {
         };
         tracing::debug!(pgid, %program, "started job process");
 
-        let stop_pumps = Arc::new(AtomicBool::new(false));
-        let pumps = spawn_pump(
-            out_r,
-            LogStream::Stdout,
-            self.spool.clone(),
-            stop_pumps.clone(),
-        )
-        .and_then(|o| {
-            let e = spawn_pump(
-                err_r,
-                LogStream::Stderr,
-                self.spool.clone(),
-                stop_pumps.clone(),
-            )?;
-            Ok((o, e))
-        });
-        let (stdout, stderr) = pumps.map_err(|source| HostError::Io {
-            program: program.clone(),
-            source,
-        })?;
-        let (mut stdout, mut stderr) = (Some(stdout), Some(stderr));
+        let stop_pump = Arc::new(AtomicBool::new(false));
+        let pump = spawn_pump(out_r, err_r, self.spool.clone(), stop_pump.clone()).map_err(
+            |source| HostError::Io {
+                program: program.clone(),
+                source,
+            },
+        )?;
+        let mut pump = Some(pump);
         let mut status: Option<ExitStatus> = None;
         let mut stopping: Option<StopReason> = None;
         let mut kill_at: Option<Instant> = None;
@@ -333,14 +346,13 @@ impl JobHost for ProcessHost {
         let deadline = self.deadline;
 
         loop {
-            if status.is_some() && stdout.is_none() && stderr.is_none() {
+            if status.is_some() && pump.is_none() {
                 break;
             }
             let running = status.is_none();
             let mut begin_stop = None;
             tokio::select! {
-                () = done_opt(&mut stdout) => stdout = None,
-                () = done_opt(&mut stderr) => stderr = None,
+                () = done_opt(&mut pump) => pump = None,
                 r = child.wait(), if running => {
                     let st = r.map_err(|source| HostError::Io { program: program.clone(), source })?;
                     status = Some(st);
@@ -387,7 +399,7 @@ impl JobHost for ProcessHost {
                 kill_at = Some(deadline_in(self.grace));
             }
         }
-        stop_pumps.store(true, Ordering::Relaxed);
+        stop_pump.store(true, Ordering::Relaxed);
         self.spool.lock().flush();
         drop(group);
         let status = status.expect("the loop ends only after the process exited");

@@ -56,27 +56,39 @@ pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<bool> {
     }
 }
 
-/// Waits up to `timeout` until `fd` has data to read or is closed. Returns
-/// `false` when the time ran out (or a signal interrupted the wait).
-pub(crate) fn wait_readable(fd: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+/// Waits up to `timeout` until one of `fds` has data to read or is closed,
+/// and sets `ready[i]` for each that has. Returns `false` when the time ran
+/// out (or a signal interrupted the wait).
+pub(crate) fn wait_readable(
+    fds: &[&dyn AsRawFd],
+    ready: &mut [bool],
+    timeout: Duration,
+) -> io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: poll(2) on one pollfd that lives on our stack for the whole
-    // call, on a descriptor the caller keeps open.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if rc >= 0 {
-        return Ok(rc > 0);
+    let n = libc::nfds_t::try_from(pfds.len()).unwrap_or(0);
+    // SAFETY: poll(2) on `n` pollfds that live in `pfds` for the whole call,
+    // on descriptors the caller keeps open.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), n, ms) };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        return if err.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(err)
+        };
     }
-    let err = io::Error::last_os_error();
-    if err.kind() == io::ErrorKind::Interrupted {
-        Ok(false)
-    } else {
-        Err(err)
+    for (r, p) in ready.iter_mut().zip(&pfds) {
+        *r = p.revents != 0;
     }
+    Ok(rc > 0)
 }
 
 /// Asks the kernel for a pipe buffer of `size` bytes on Linux (the most an
