@@ -3,13 +3,29 @@ use std::time::Duration;
 
 use nuon_core::JobId;
 use nuon_core::wire::{
-    CreateJob, CreateRunner, JobInfo, JobList, LogEntry, LogPage, RunnerCreated, RunnerInfo,
-    RunnerList, routes,
+    AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList, CreateApp,
+    CreateInstall, CreateJob, CreateRunner, InstallCreated, InstallInfo, InstallList, JobInfo,
+    JobList, LogEntry, LogPage, RunnerCreated, RunnerInfo, RunnerList, SetInputs, SyncConfig,
+    routes,
 };
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::http::Http;
+
+/// A name or id as one path segment: anything but letters, digits, `-`,
+/// `_` and `.` is percent-encoded.
+fn seg(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
 
 /// A client of the Control API, scoped to the org of its API token.
 #[derive(Debug, Clone)]
@@ -40,6 +56,91 @@ impl ControlClient {
     pub async fn revoke_runner(&self, runner: &str) -> Result<RunnerInfo> {
         let path = routes::with_id(routes::RUNNER_REVOKE, runner);
         self.http.post(&path, &(), Duration::ZERO).await
+    }
+
+    /// Creates an app.
+    pub async fn create_app(&self, name: &str) -> Result<AppInfo> {
+        let body = CreateApp { name: name.into() };
+        self.http.post(routes::APPS, &body, Duration::ZERO).await
+    }
+
+    /// The org's apps.
+    pub async fn list_apps(&self) -> Result<AppList> {
+        self.http.get(routes::APPS).await
+    }
+
+    /// One app, by name or id.
+    pub async fn get_app(&self, app: &str) -> Result<AppInfo> {
+        self.http
+            .get(&routes::with_id(routes::APP, &seg(app)))
+            .await
+    }
+
+    /// Syncs a new config version of an app from its files. An invalid
+    /// config is refused with every problem in [`Error::Api`]'s
+    /// `diagnostics`.
+    pub async fn sync_config(
+        &self,
+        app: &str,
+        files: Vec<ConfigFile>,
+    ) -> Result<ConfigVersionInfo> {
+        let path = routes::with_id(routes::APP_CONFIGS, &seg(app));
+        self.http
+            .post(&path, &SyncConfig { files }, Duration::ZERO)
+            .await
+    }
+
+    /// The config versions of an app.
+    pub async fn list_configs(&self, app: &str) -> Result<ConfigVersionList> {
+        self.http
+            .get(&routes::with_id(routes::APP_CONFIGS, &seg(app)))
+            .await
+    }
+
+    /// One config version of an app; the latest for `None`.
+    pub async fn get_config(&self, app: &str, version: Option<u32>) -> Result<ConfigVersionInfo> {
+        let v = version.map_or_else(|| "latest".to_owned(), |v| v.to_string());
+        let path = routes::with_id(routes::APP_CONFIG, &seg(app)).replace("{version}", &v);
+        self.http.get(&path).await
+    }
+
+    /// The components of an app's latest config, dependencies first.
+    pub async fn list_components(&self, app: &str) -> Result<ComponentList> {
+        self.http
+            .get(&routes::with_id(routes::APP_COMPONENTS, &seg(app)))
+            .await
+    }
+
+    /// Creates an install of an app, with its runner; the answer holds the
+    /// runner's token, shown only this once.
+    pub async fn create_install(&self, req: &CreateInstall) -> Result<InstallCreated> {
+        self.http.post(routes::INSTALLS, req, Duration::ZERO).await
+    }
+
+    /// The org's installs.
+    pub async fn list_installs(&self) -> Result<InstallList> {
+        self.http.get(routes::INSTALLS).await
+    }
+
+    /// One install, by name or id.
+    pub async fn get_install(&self, install: &str) -> Result<InstallInfo> {
+        self.http
+            .get(&routes::with_id(routes::INSTALL, &seg(install)))
+            .await
+    }
+
+    /// Sets some inputs of an install.
+    pub async fn set_inputs(
+        &self,
+        install: &str,
+        inputs: std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> Result<InstallInfo> {
+        let path = routes::with_id(routes::INSTALL_INPUTS, &seg(install));
+        let req = self
+            .http
+            .request(reqwest::Method::PATCH, &path)
+            .json(&SetInputs { inputs });
+        self.http.send(req).await
     }
 
     /// Queues a job.

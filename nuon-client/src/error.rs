@@ -17,6 +17,8 @@ pub enum Error {
         message: String,
         /// With `logs_pending`, the highest log line the server holds.
         acked_seq: Option<u64>,
+        /// With `invalid_config`, every problem of the config.
+        diagnostics: Vec<nuon_core::app::Diagnostic>,
     },
     /// The server could not be reached, or the connection broke.
     #[error("cannot reach {url}: {source}")]
@@ -61,12 +63,14 @@ impl Error {
                 code: e.error.code,
                 message: e.error.message,
                 acked_seq: e.error.acked_seq,
+                diagnostics: e.error.diagnostics,
             },
             Err(_) => Error::Api {
                 status,
                 code: "http_error".into(),
                 message: String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
                 acked_seq: None,
+                diagnostics: Vec::new(),
             },
         }
     }

@@ -38,6 +38,7 @@ fn map_err(e: Error) -> TransportError {
             code,
             acked_seq,
             message,
+            ..
         } => {
             if code == "logs_pending" {
                 TransportError::LogsPending {

@@ -1,6 +1,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use nuon_core::app::Diagnostic;
 use nuon_core::wire::{ApiError, ApiErrorBody};
 
 use crate::store::StoreError;
@@ -19,6 +20,14 @@ pub enum Error {
         message: String,
         /// With `logs_pending`, the highest log line held.
         acked_seq: Option<u64>,
+    },
+    /// An app config that does not validate: every problem.
+    #[error("{message}")]
+    InvalidConfig {
+        /// One sentence.
+        message: String,
+        /// Every problem, as `nuon apps validate` shows them.
+        diagnostics: Vec<Diagnostic>,
     },
     /// The store failed.
     #[error(transparent)]
@@ -60,7 +69,15 @@ impl Error {
 
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
+        let mut diagnostics = Vec::new();
         let (status, code, message, acked_seq) = match self {
+            Error::InvalidConfig {
+                message,
+                diagnostics: d,
+            } => {
+                diagnostics = d;
+                (StatusCode::BAD_REQUEST, "invalid_config", message, None)
+            }
             Error::Api {
                 status,
                 code,
@@ -96,6 +113,7 @@ impl IntoResponse for Error {
                 code: code.into(),
                 message,
                 acked_seq,
+                diagnostics,
             },
         };
         (status, Json(body)).into_response()

@@ -22,6 +22,7 @@
 mod api;
 mod error;
 mod hub;
+pub mod secrets;
 mod server;
 pub mod store;
 

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::api::{AppState, SharedState, Timings, control_router, runner_router};
 use crate::error::{Error, Result};
+use crate::secrets::SecretBox;
 use crate::store::{SqliteStore, Store};
 
 /// File in the data dir holding the first org's admin API token (mode 0600).
@@ -86,7 +87,8 @@ impl ControlPlane {
             max_claim_wait: config.max_claim_wait,
             max_heartbeat_wait: config.max_heartbeat_wait,
         };
-        let state = Arc::new(AppState::new(store, timings, shutdown_rx));
+        let secrets = Arc::new(SecretBox::load_or_create(&config.data_dir)?);
+        let state = Arc::new(AppState::new(store, timings, shutdown_rx, secrets));
         Ok(ControlPlane {
             state,
             shutdown_tx,
@@ -190,7 +192,7 @@ async fn bootstrap(store: &dyn Store, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn write_private(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_private(path: &Path, text: &str) -> Result<()> {
     write_file(path, text, 0o600)
 }
 

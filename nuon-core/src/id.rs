@@ -130,6 +130,14 @@ id_type!(
     /// An API token (the id, never the secret).
     TokenId, "tok", "token"
 );
+id_type!(
+    /// An app: what a vendor ships, described by its app config.
+    AppId, "app", "app"
+);
+id_type!(
+    /// An install: one customer's copy of an app.
+    InstallId, "ins", "install"
+);
 
 #[cfg(test)]
 mod tests {

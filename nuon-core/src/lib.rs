@@ -51,7 +51,7 @@ mod transport;
 pub mod wire;
 
 pub use duration::parse_duration;
-pub use id::{IdError, JobId, OrgId, RunnerId, TokenId, random_bytes};
+pub use id::{AppId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, random_bytes};
 pub use job::{ExecJob, Job, JobResult, JobSpec, JobStatus, Outcome, PayloadError, RetryPolicy};
 pub use plugin::{HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, StopReason};
 pub use signing::{OrgSigningKey, PublicKey, SignatureError};

@@ -16,7 +16,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{JobId, RunnerId};
+use std::collections::BTreeMap;
+
+use crate::app::{AppConfig, Component, Diagnostic};
+use crate::id::{AppId, InstallId, JobId, RunnerId};
 use crate::job::{JobResult, JobStatus};
 pub use crate::records::{LOG_RECORDS_CONTENT_TYPE, LogLineRef, LogRecords, RecordError};
 
@@ -42,6 +45,22 @@ pub mod routes {
     pub const JOB_CANCEL: &str = "/v1/jobs/{id}/cancel";
     /// Control API: a job's log (`?after=CURSOR&follow=true`).
     pub const JOB_LOGS: &str = "/v1/jobs/{id}/logs";
+    /// Control API: apps.
+    pub const APPS: &str = "/v1/apps";
+    /// Control API: one app (by id or name).
+    pub const APP: &str = "/v1/apps/{id}";
+    /// Control API: an app's config versions (POST syncs a new one).
+    pub const APP_CONFIGS: &str = "/v1/apps/{id}/configs";
+    /// Control API: one config version of an app.
+    pub const APP_CONFIG: &str = "/v1/apps/{id}/configs/{version}";
+    /// Control API: the components of an app's latest config.
+    pub const APP_COMPONENTS: &str = "/v1/apps/{id}/components";
+    /// Control API: installs.
+    pub const INSTALLS: &str = "/v1/installs";
+    /// Control API: one install (by id or name).
+    pub const INSTALL: &str = "/v1/installs/{id}";
+    /// Control API: set some of an install's inputs.
+    pub const INSTALL_INPUTS: &str = "/v1/installs/{id}/inputs";
     /// Both listeners: liveness.
     pub const HEALTH: &str = "/healthz";
 
@@ -403,4 +422,174 @@ pub struct ApiErrorBody {
     /// With `logs_pending`: the highest log sequence number the server holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acked_seq: Option<u64>,
+    /// With `invalid_config`: every problem of the config.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+// ---------------------------------------------------------------- Apps and installs
+
+/// Create an app.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateApp {
+    /// Unique in the org.
+    pub name: String,
+}
+
+/// An app.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppInfo {
+    /// Its id.
+    pub id: AppId,
+    /// Its name.
+    pub name: String,
+    /// When it was created, ms since the epoch.
+    pub created_at_ms: i64,
+    /// The newest config version, if one was synced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_config: Option<u32>,
+}
+
+/// A list of apps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppList {
+    /// The apps, oldest first.
+    pub apps: Vec<AppInfo>,
+}
+
+/// One file of an app config, as synced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Relative to the config directory, `/`-separated (`components/db.toml`).
+    pub path: String,
+    /// The file's text.
+    pub contents: String,
+}
+
+/// Sync a new config version: the config's files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncConfig {
+    /// Every file of the config.
+    pub files: Vec<ConfigFile>,
+}
+
+/// One immutable config version of an app.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigVersionInfo {
+    /// The app.
+    pub app_id: AppId,
+    /// 1, 2, 3, ... per app.
+    pub version: u32,
+    /// When it was synced.
+    pub created_at_ms: i64,
+    /// The config, as the control plane read it.
+    pub config: AppConfig,
+    /// The files as synced.
+    pub files: Vec<ConfigFile>,
+    /// Warnings found when it was synced (Nuon keys that are ignored).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// A config version without its contents, for lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigVersionSummary {
+    /// 1, 2, 3, ... per app.
+    pub version: u32,
+    /// When it was synced.
+    pub created_at_ms: i64,
+    /// How many components it has.
+    pub components: u32,
+}
+
+/// The config versions of an app.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigVersionList {
+    /// Oldest first.
+    pub configs: Vec<ConfigVersionSummary>,
+}
+
+/// The components of an app's latest config, in dependency order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentList {
+    /// The config version they come from.
+    pub config_version: u32,
+    /// The components.
+    pub components: Vec<Component>,
+}
+
+/// Create an install of an app, with its runner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateInstall {
+    /// The app, by name or id.
+    pub app: String,
+    /// Unique in the org.
+    pub name: String,
+    /// Input values by name (strings are read as the input's type).
+    #[serde(default)]
+    pub inputs: BTreeMap<String, serde_json::Value>,
+    /// Secret values by name. Write-only: never returned.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, String>,
+}
+
+/// Set some inputs of an install; the others keep their values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetInputs {
+    /// Input values by name.
+    pub inputs: BTreeMap<String, serde_json::Value>,
+}
+
+/// An install. Sensitive inputs and secrets are never shown: only which
+/// ones are set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstallInfo {
+    /// Its id.
+    pub id: InstallId,
+    /// Its name.
+    pub name: String,
+    /// Its app.
+    pub app_id: AppId,
+    /// The app config version it runs.
+    pub config_version: u32,
+    /// Its runner.
+    pub runner_id: RunnerId,
+    /// `created`, later `provisioning`, `active`, ...
+    pub state: String,
+    /// The values of its inputs that are not sensitive (defaults included).
+    pub inputs: BTreeMap<String, serde_json::Value>,
+    /// The sensitive inputs that have a value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive_inputs: Vec<String>,
+    /// The secrets that have a value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// Outputs of its sandbox and components, once deployed.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub outputs: serde_json::Value,
+    /// When it was created.
+    pub created_at_ms: i64,
+}
+
+/// A new install, with its runner's token (shown only here, once).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstallCreated {
+    /// The install.
+    pub install: InstallInfo,
+    /// The install runner's token for the Runner API.
+    pub runner_token: String,
+    /// The org's job-signing public key to configure the runner with.
+    pub signing_public_key: String,
+}
+
+/// A list of installs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstallList {
+    /// Oldest first.
+    pub installs: Vec<InstallInfo>,
 }

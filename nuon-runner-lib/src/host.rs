@@ -189,10 +189,9 @@ fn pump(pipes: [(PipeReader, LogStream); 2], spool: &SharedSpool, stop: &AtomicB
     while !open.is_empty() && !stop.load(Ordering::Relaxed) {
         // Wake up when buffered lines are due on disk (and in the shipper's
         // hands), or now and then to see whether reading is still wanted.
-        let wait = spool
-            .lock()
-            .flush_deadline()
-            .map_or(PUMP_POLL, |at| at.saturating_duration_since(std::time::Instant::now()));
+        let wait = spool.lock().flush_deadline().map_or(PUMP_POLL, |at| {
+            at.saturating_duration_since(std::time::Instant::now())
+        });
         let fds: Vec<&dyn AsRawFd> = open.iter().map(|(p, _)| p as &dyn AsRawFd).collect();
         let mut ready = vec![false; fds.len()];
         match sys::wait_readable(&fds, &mut ready, wait) {
@@ -331,12 +330,13 @@ impl JobHost for ProcessHost {
         tracing::debug!(pgid, %program, "started job process");
 
         let stop_pump = Arc::new(AtomicBool::new(false));
-        let pump = spawn_pump(out_r, err_r, self.spool.clone(), stop_pump.clone()).map_err(
-            |source| HostError::Io {
-                program: program.clone(),
-                source,
-            },
-        )?;
+        let pump =
+            spawn_pump(out_r, err_r, self.spool.clone(), stop_pump.clone()).map_err(|source| {
+                HostError::Io {
+                    program: program.clone(),
+                    source,
+                }
+            })?;
         let mut pump = Some(pump);
         let mut status: Option<ExitStatus> = None;
         let mut stopping: Option<StopReason> = None;

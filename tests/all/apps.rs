@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use nuon_tests::bin;
+use nuon_tests::{bin, rt};
 
 fn validate(dir: &Path, json: bool) -> std::process::Output {
     let mut cmd = Command::new(bin("nuon"));
@@ -81,4 +81,260 @@ fn validate_works_offline_and_reports_every_error_at_once() {
     let out = validate(&dir.path().join("missing"), false);
     assert_eq!(out.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the config directory"));
+}
+
+fn ok(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+fn example() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello")
+}
+
+/// Acceptance 2 and 6: an example config syncs, and what is read back is
+/// what was synced; the CLI's --json of each read command is the API's JSON.
+#[test]
+fn an_example_config_syncs_and_reads_back_as_synced() {
+    let cp = nuon_tests::ControlPlane::start("10s").unwrap();
+    let client = cp.client();
+    ok(&cp.nuon(&["apps", "create", "hello", "--json"]));
+    let synced = ok(&cp.nuon(&[
+        "apps",
+        "sync",
+        example().to_str().unwrap(),
+        "--app",
+        "hello",
+        "--json",
+    ]));
+    assert_eq!(synced["version"], 1);
+
+    // Read back: the same config the validator builds locally, and the same files.
+    let (local, _) = nuon_core::app::validate_dir(&example());
+    let local = local.unwrap();
+    let back = rt().block_on(client.get_config("hello", None)).unwrap();
+    assert_eq!(back.config, local);
+    let files = nuon_core::app::read_dir(&example()).unwrap();
+    let sent: Vec<(String, String)> = files.into_iter().map(|f| (f.name, f.text)).collect();
+    let got: Vec<(String, String)> = back
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.contents.clone()))
+        .collect();
+    assert_eq!(got, sent);
+    assert_eq!(serde_json::to_value(&back).unwrap(), synced);
+
+    // A second sync is version 2; versions are immutable.
+    ok(&cp.nuon(&[
+        "apps",
+        "sync",
+        example().to_str().unwrap(),
+        "--app",
+        "hello",
+    ]));
+    let v1 = rt().block_on(client.get_config("hello", Some(1))).unwrap();
+    assert_eq!(v1.config, local);
+
+    // A broken config is refused with every problem, and stores nothing.
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "metadata.toml", "version = \"v2\"\n");
+    write(
+        dir.path(),
+        "components/a.toml",
+        "name = \"a\"\ntype = \"helm_chart\"\nchart_nme = \"x\"\noci = \"r/a:1\"\n",
+    );
+    let out = cp.nuon(&[
+        "apps",
+        "sync",
+        dir.path().to_str().unwrap(),
+        "--app",
+        "hello",
+    ]);
+    assert_eq!(out.status.code(), Some(65));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "components/a.toml:3:1: unknown key \"chart_nme\", did you mean \"chart_name\"?"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("components/a.toml:1:1: missing required key \"chart_name\""),
+        "{stderr}"
+    );
+
+    // --json of every read command is exactly the API's answer.
+    assert_eq!(
+        ok(&cp.nuon(&["apps", "list", "--json"])),
+        serde_json::to_value(rt().block_on(client.list_apps()).unwrap()).unwrap()
+    );
+    assert_eq!(
+        ok(&cp.nuon(&["apps", "get", "hello", "--json"])),
+        serde_json::to_value(rt().block_on(client.get_app("hello")).unwrap()).unwrap()
+    );
+    let configs = ok(&cp.nuon(&["apps", "configs", "hello", "--json"]));
+    assert_eq!(configs["configs"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        configs,
+        serde_json::to_value(rt().block_on(client.list_configs("hello")).unwrap()).unwrap()
+    );
+    let comps = ok(&cp.nuon(&["components", "list", "--app", "hello", "--json"]));
+    let names: Vec<&str> = comps["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["database", "app"]);
+    assert_eq!(
+        comps["components"][1]["depends_on"],
+        serde_json::json!(["database"])
+    );
+}
+
+/// Acceptance 3: installs check their inputs; sensitive inputs and secrets
+/// are never in an answer or a log, and are encrypted at rest.
+#[test]
+fn installs_check_inputs_and_never_show_secrets() {
+    let cp = nuon_tests::ControlPlane::start("10s").unwrap();
+    let client = cp.client();
+    ok(&cp.nuon(&["apps", "create", "hello"]));
+    ok(&cp.nuon(&[
+        "apps",
+        "sync",
+        example().to_str().unwrap(),
+        "--app",
+        "hello",
+    ]));
+
+    // Missing the required (sensitive) input: refused, saying which.
+    let out = cp.nuon(&["installs", "create", "--app", "hello", "--name", "acme"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("missing required input \"api_key\""),
+        "{stderr}"
+    );
+    // Wrong type, unknown input with a suggestion, unknown secret: all at once.
+    let out = cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "acme",
+        "--input",
+        "api_key=k",
+        "--input",
+        "replicas=many",
+        "--input",
+        "greting=hi",
+        "--secret",
+        "db_pasword=x",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("input \"replicas\": expected a number, found \"many\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("unknown input \"greting\", did you mean \"greeting\"?"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("unknown secret \"db_pasword\", did you mean \"db_password\"?"),
+        "{stderr}"
+    );
+    // Nothing was created.
+    assert!(
+        !rt()
+            .block_on(client.list_installs())
+            .unwrap()
+            .installs
+            .iter()
+            .any(|i| i.name == "acme")
+    );
+
+    const API_KEY: &str = "sk-live-5f1e0c9a-very-secret";
+    const DB_PASSWORD: &str = "pw-7d3b8e21-also-secret";
+    let created = ok(&cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "acme",
+        "--json",
+        "--input",
+        &format!("api_key={API_KEY}"),
+        "--input",
+        "replicas=3",
+        "--secret",
+        &format!("db_password={DB_PASSWORD}"),
+    ]));
+    let install = &created["install"];
+    assert_eq!(install["inputs"]["replicas"], 3);
+    assert_eq!(
+        install["inputs"]["greeting"], "hello",
+        "defaults are filled in"
+    );
+    assert!(install["inputs"].get("api_key").is_none());
+    assert_eq!(install["sensitive_inputs"], serde_json::json!(["api_key"]));
+    assert_eq!(install["secrets"], serde_json::json!(["db_password"]));
+    assert!(
+        created["runner_token"]
+            .as_str()
+            .unwrap()
+            .starts_with("rnr_")
+    );
+
+    let set = ok(&cp.nuon(&[
+        "installs",
+        "inputs",
+        "set",
+        "acme",
+        "greeting=hey",
+        "--json",
+    ]));
+    assert_eq!(set["inputs"]["greeting"], "hey");
+    assert_eq!(set["sensitive_inputs"], serde_json::json!(["api_key"]));
+    let out = cp.nuon(&["installs", "inputs", "set", "acme", "replicas=lots"]);
+    assert_eq!(out.status.code(), Some(1));
+
+    // Every answer and the server's log: no secret value anywhere.
+    let mut seen = vec![created.to_string(), set.to_string()];
+    for args in [
+        vec!["installs", "list", "--json"],
+        vec!["installs", "get", "acme", "--json"],
+        vec!["installs", "get", "acme"],
+        vec!["apps", "configs", "hello", "--json"],
+    ] {
+        let out = cp.nuon(&args);
+        seen.push(String::from_utf8_lossy(&out.stdout).into_owned());
+        seen.push(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    assert_eq!(
+        ok(&cp.nuon(&["installs", "get", "acme", "--json"])),
+        serde_json::to_value(rt().block_on(client.get_install("acme")).unwrap()).unwrap()
+    );
+    seen.push(cp.server_log());
+    for text in &seen {
+        assert!(
+            !text.contains(API_KEY) && !text.contains(DB_PASSWORD),
+            "a secret leaked: {text}"
+        );
+    }
+    // At rest: encrypted in the database files.
+    for entry in std::fs::read_dir(&cp.data_dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(API_KEY) && !text.contains(DB_PASSWORD));
+    }
 }

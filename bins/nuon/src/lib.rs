@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod apps;
 mod dev;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::{CreateJob, JobInfo, LogEntry, LogStream};
@@ -35,7 +36,7 @@ impl Cli {
 }
 
 #[derive(Debug, Args)]
-struct Global {
+pub(crate) struct Global {
     /// Control API URL.
     #[arg(
         long,
@@ -70,20 +71,20 @@ enum Command {
         #[command(subcommand)]
         command: JobsCommand,
     },
-    /// Apps and their configs.
+    /// Apps and their config versions.
     Apps {
         #[command(subcommand)]
-        command: AppsCommand,
+        command: apps::AppsCommand,
     },
-}
-
-#[derive(Debug, Subcommand)]
-enum AppsCommand {
-    /// Check an app config directory, offline: every problem at once, as
-    /// FILE:LINE:COL: MESSAGE. Exits 0 when valid (warnings allowed), 65 when not.
-    Validate {
-        /// The config directory (the one with metadata.toml).
-        dir: PathBuf,
+    /// Installs: one customer's copy of an app each.
+    Installs {
+        #[command(subcommand)]
+        command: apps::InstallsCommand,
+    },
+    /// The components of an app.
+    Components {
+        #[command(subcommand)]
+        command: apps::ComponentsCommand,
     },
 }
 
@@ -156,7 +157,7 @@ enum JobsCommand {
     },
 }
 
-fn parse_env(s: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))?;
@@ -203,7 +204,7 @@ fn job_id(raw: &str) -> Result<JobId, CliError> {
         .map_err(|e: nuon_core::IdError| CliError::usage(e.to_string()))
 }
 
-fn client(global: &Global) -> Result<ControlClient, CliError> {
+pub(crate) fn client(global: &Global) -> Result<ControlClient, CliError> {
     let token = match &global.token {
         Some(t) => t.clone(),
         None => std::fs::read_to_string("nuon-data/control/admin-token")
@@ -219,7 +220,7 @@ fn client(global: &Global) -> Result<ControlClient, CliError> {
     Ok(ControlClient::new(config)?)
 }
 
-fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(|e| CliError {
         message: format!("cannot encode JSON: {e}"),
         code: 1,
@@ -228,7 +229,7 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
     Ok(())
 }
 
-fn fmt_time(ms: Option<i64>) -> String {
+pub(crate) fn fmt_time(ms: Option<i64>) -> String {
     match ms {
         None => "-".into(),
         Some(ms) => {
@@ -244,7 +245,7 @@ fn fmt_time(ms: Option<i64>) -> String {
 }
 
 /// Prints rows as columns padded to their widest cell.
-fn table(header: &[&str], rows: Vec<Vec<String>>) {
+pub(crate) fn table(header: &[&str], rows: Vec<Vec<String>>) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -358,9 +359,9 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
             Ok(0)
         }
         Command::Jobs { command } => jobs(g, command).await,
-        Command::Apps { command } => match command {
-            AppsCommand::Validate { dir } => validate(g, dir),
-        },
+        Command::Apps { command } => apps::apps(g, command).await,
+        Command::Installs { command } => apps::installs(g, command).await,
+        Command::Components { command } => apps::components(g, command).await,
         Command::Dev(args) => dev::run(args).await,
     }
 }
@@ -369,57 +370,8 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
 /// EX_DATAERR).
 pub const EXIT_INVALID_CONFIG: u8 = 65;
 
-fn plural(n: usize, what: &str) -> String {
+pub(crate) fn plural(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
-}
-
-fn validate(g: &Global, dir: &std::path::Path) -> Result<u8, CliError> {
-    let (config, diags) = nuon_core::app::validate_dir(dir);
-    let errors = diags.errors().count();
-    let warnings = diags.warnings().count();
-    if g.json {
-        print_json(&serde_json::json!({
-            "valid": config.is_some(),
-            "errors": errors,
-            "warnings": warnings,
-            "diagnostics": diags.0,
-        }))?;
-    } else {
-        let mut err = std::io::stderr().lock();
-        for d in diags.iter() {
-            let _ = writeln!(err, "{d}");
-        }
-        match &config {
-            Some(c) => println!(
-                "{} is a valid app config: {}, {}, {}, {}, {}{}",
-                dir.display(),
-                plural(c.components.len(), "component"),
-                plural(c.inputs.len(), "input"),
-                plural(c.secrets.len(), "secret"),
-                plural(c.actions.len(), "action"),
-                plural(c.installs.len(), "install"),
-                if warnings > 0 {
-                    format!(" ({})", plural(warnings, "warning"))
-                } else {
-                    String::new()
-                }
-            ),
-            None => {
-                let _ = writeln!(
-                    err,
-                    "{} is not a valid app config: {}, {}",
-                    dir.display(),
-                    plural(errors, "error"),
-                    plural(warnings, "warning")
-                );
-            }
-        }
-    }
-    Ok(if config.is_some() {
-        0
-    } else {
-        EXIT_INVALID_CONFIG
-    })
 }
 
 async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {

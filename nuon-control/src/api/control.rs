@@ -32,7 +32,7 @@ pub(super) fn routes() -> Router<SharedState> {
         .route(routes::JOB_LOGS, get(job_logs))
 }
 
-fn valid_name(name: &str) -> bool {
+pub(super) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -40,7 +40,7 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-fn require_admin(auth: &ApiAuth) -> Result<(), Error> {
+pub(super) fn require_admin(auth: &ApiAuth) -> Result<(), Error> {
     if auth.0.scope == "admin" {
         Ok(())
     } else {

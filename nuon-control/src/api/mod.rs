@@ -1,6 +1,7 @@
 //! The two HTTP APIs: the Control API (vendors, the CLI) and the Runner API
 //! (runners), each on its own listener and router.
 
+mod apps;
 mod control;
 mod runner;
 
@@ -21,6 +22,7 @@ use tokio::sync::watch;
 
 use crate::error::Error;
 use crate::hub::Hub;
+use crate::secrets::SecretBox;
 use crate::store::{ApiPrincipal, RunnerPrincipal, Store};
 
 /// How long a runner token's lookup is reused before the store is asked again.
@@ -47,6 +49,7 @@ pub(crate) struct AppState {
     keys: Mutex<HashMap<OrgId, OrgSigningKey>>,
     runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    pub(crate) secrets: Arc<SecretBox>,
 }
 
 impl AppState {
@@ -54,6 +57,7 @@ impl AppState {
         store: Arc<dyn Store>,
         timings: Timings,
         shutdown: watch::Receiver<bool>,
+        secrets: Arc<SecretBox>,
     ) -> Self {
         AppState {
             store,
@@ -63,6 +67,7 @@ impl AppState {
             keys: Mutex::new(HashMap::new()),
             runner_auth: Mutex::new(HashMap::new()),
             shutdown,
+            secrets,
         }
     }
 
@@ -235,7 +240,7 @@ fn finish(router: Router<SharedState>, state: SharedState) -> Router {
 }
 
 pub(crate) fn control_router(state: SharedState) -> Router {
-    finish(control::routes(), state)
+    finish(control::routes().merge(apps::routes()), state)
 }
 
 pub(crate) fn runner_router(state: SharedState) -> Router {

@@ -10,10 +10,10 @@ mod sqlite;
 use async_trait::async_trait;
 use nuon_core::token::IssuedToken;
 use nuon_core::wire::{
-    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck, LogBatch,
-    LogPage, RunnerInfo,
+    AppInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck,
+    LogBatch, LogPage, RunnerInfo,
 };
-use nuon_core::{JobId, JobSpec, OrgId, OrgSigningKey, RunnerId, TokenId};
+use nuon_core::{AppId, InstallId, JobId, JobSpec, OrgId, OrgSigningKey, RunnerId, TokenId};
 
 pub use sqlite::SqliteStore;
 
@@ -108,9 +108,114 @@ pub struct Rescued {
     pub requeued: bool,
 }
 
+/// A stored config version. The JSON columns are the API's types, encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredConfig {
+    /// 1, 2, 3, ... per app.
+    pub version: u32,
+    /// When it was synced.
+    pub created_at_ms: i64,
+    /// How many components it has.
+    pub components: u32,
+    /// `Vec<ConfigFile>` as JSON.
+    pub files_json: String,
+    /// `AppConfig` as JSON.
+    pub config_json: String,
+    /// `Vec<Diagnostic>` (warnings) as JSON.
+    pub warnings_json: String,
+}
+
+/// A new install and its runner, created together.
+#[derive(Debug, Clone)]
+pub struct NewInstall {
+    /// The install.
+    pub id: InstallId,
+    /// Its app.
+    pub app_id: AppId,
+    /// Unique in the org.
+    pub name: String,
+    /// The config version it runs.
+    pub config_version: u32,
+    /// Its runner.
+    pub runner_id: RunnerId,
+    /// The runner's name (unique among the org's runners).
+    pub runner_name: String,
+    /// The hash of the runner's token.
+    pub runner_token_hash: String,
+    /// Plain input values, JSON object.
+    pub inputs_json: String,
+    /// Sealed sensitive inputs and secrets, JSON (see `secrets`).
+    pub sealed_json: String,
+}
+
+/// A stored install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredInstall {
+    /// The install.
+    pub id: InstallId,
+    /// Unique in the org.
+    pub name: String,
+    /// Its app.
+    pub app_id: AppId,
+    /// The config version it runs.
+    pub config_version: u32,
+    /// Its runner.
+    pub runner_id: RunnerId,
+    /// Its state.
+    pub state: String,
+    /// Plain input values, JSON object.
+    pub inputs_json: String,
+    /// Sealed values, JSON.
+    pub sealed_json: String,
+    /// Outputs, JSON, once deployed.
+    pub outputs_json: Option<String>,
+    /// When it was created.
+    pub created_at_ms: i64,
+}
+
 /// The control plane's state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    // ------------------------------------------------------------- apps
+    /// Creates an app (409 `name_taken` when the org has one of that name).
+    async fn create_app(&self, org: &OrgId, id: &AppId, name: &str) -> Result<AppInfo>;
+    /// The org's apps, oldest first.
+    async fn list_apps(&self, org: &OrgId) -> Result<Vec<AppInfo>>;
+    /// An app of the org, by id or name.
+    async fn find_app(&self, org: &OrgId, name_or_id: &str) -> Result<Option<AppInfo>>;
+    /// Stores a new config version of an app: the next number.
+    async fn add_config(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        config: StoredConfig,
+    ) -> Result<StoredConfig>;
+    /// The config versions of an app (without files and config).
+    async fn list_configs(&self, org: &OrgId, app: &AppId) -> Result<Vec<StoredConfig>>;
+    /// One config version of an app; the latest when `version` is `None`.
+    async fn get_config(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        version: Option<u32>,
+    ) -> Result<Option<StoredConfig>>;
+
+    // ------------------------------------------------------------- installs
+    /// Creates an install and its runner in one transaction.
+    async fn create_install(&self, org: &OrgId, install: NewInstall) -> Result<StoredInstall>;
+    /// The org's installs, oldest first.
+    async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>>;
+    /// An install of the org, by id or name.
+    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>>;
+    /// Replaces an install's input values (plain and sealed).
+    async fn set_install_inputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        inputs_json: &str,
+        sealed_json: &str,
+    ) -> Result<Option<StoredInstall>>;
+
     // ------------------------------------------------------------- orgs
     /// Creates an org with a signing key and an admin token.
     async fn create_org(&self, name: &str) -> Result<NewOrg>;

@@ -17,14 +17,19 @@ use async_trait::async_trait;
 use nuon_core::records;
 use nuon_core::token::issue_api_token;
 use nuon_core::wire::{
-    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus, LogAck,
-    LogBatch, LogEntry, LogPage, RunnerInfo,
+    AppInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus,
+    LogAck, LogBatch, LogEntry, LogPage, RunnerInfo,
 };
-use nuon_core::{JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, now_ms};
+use nuon_core::{
+    AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, now_ms,
+};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::{ApiPrincipal, NewJob, NewOrg, Rescued, Result, RunnerPrincipal, Store, StoreError};
+use super::{
+    ApiPrincipal, NewInstall, NewJob, NewOrg, Rescued, Result, RunnerPrincipal, Store, StoreError,
+    StoredConfig, StoredInstall,
+};
 
 /// Most operations one write transaction carries.
 const MAX_BATCH: usize = 512;
@@ -92,6 +97,37 @@ CREATE TABLE IF NOT EXISTS attempts (
     PRIMARY KEY (job_id, n)
 );
 CREATE INDEX IF NOT EXISTS attempts_leases ON attempts (lease_expires) WHERE state = 'running';
+CREATE TABLE IF NOT EXISTS apps (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE IF NOT EXISTS app_configs (
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    components INTEGER NOT NULL,
+    files TEXT NOT NULL,
+    config TEXT NOT NULL,
+    warnings TEXT NOT NULL,
+    PRIMARY KEY (app_id, version)
+);
+CREATE TABLE IF NOT EXISTS installs (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    name TEXT NOT NULL,
+    config_version INTEGER NOT NULL,
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    state TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    outputs TEXT,
+    created_at INTEGER NOT NULL,
+    UNIQUE (org_id, name)
+);
 CREATE TABLE IF NOT EXISTS logs.records (
     id INTEGER PRIMARY KEY,
     job_id TEXT NOT NULL,
@@ -116,6 +152,65 @@ pub struct SqliteStore {
 
 fn db_err(e: rusqlite::Error) -> StoreError {
     StoreError::Database(Box::new(e))
+}
+
+/// An id column, parsed.
+fn id_at<T: std::str::FromStr<Err = nuon_core::IdError>>(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+) -> rusqlite::Result<T> {
+    let raw: String = r.get(i)?;
+    raw.parse().map_err(|e: nuon_core::IdError| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+    })
+}
+
+const APP_COLUMNS: &str = "a.id, a.name, a.created_at, \
+     (SELECT MAX(version) FROM app_configs c WHERE c.app_id = a.id)";
+
+fn app_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AppInfo> {
+    Ok(AppInfo {
+        id: id_at(r, 0)?,
+        name: r.get(1)?,
+        created_at_ms: r.get(2)?,
+        latest_config: r.get(3)?,
+    })
+}
+
+const INSTALL_COLUMNS: &str =
+    "id, name, app_id, config_version, runner_id, state, inputs, sealed, outputs, created_at";
+
+fn install_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredInstall> {
+    Ok(StoredInstall {
+        id: id_at(r, 0)?,
+        name: r.get(1)?,
+        app_id: id_at(r, 2)?,
+        config_version: r.get(3)?,
+        runner_id: id_at(r, 4)?,
+        state: r.get(5)?,
+        inputs_json: r.get(6)?,
+        sealed_json: r.get(7)?,
+        outputs_json: r.get(8)?,
+        created_at_ms: r.get(9)?,
+    })
+}
+
+/// A unique-constraint failure as a 409 `name_taken`.
+fn name_taken(e: rusqlite::Error, what: &str, name: &str) -> StoreError {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            StoreError::Conflict {
+                code: "name_taken",
+                message: format!(
+                    "{what} named {name:?} already exists in this org; pick another name"
+                ),
+                acked_seq: None,
+            }
+        }
+        e => db_err(e),
+    }
 }
 
 fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Connection> {
@@ -493,6 +588,266 @@ impl Store for SqliteStore {
                 OrgSigningKey::from_bytes(&b).map_err(|e| StoreError::Database(Box::new(e)))
             })
             .transpose()
+        })
+        .await
+    }
+
+    async fn create_app(&self, org: &OrgId, id: &AppId, name: &str) -> Result<AppInfo> {
+        let (org, id, name) = (org.clone(), id.clone(), name.to_owned());
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO apps (id, org_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![id.as_str(), org.as_str(), name, now],
+            )
+            .map_err(|e| name_taken(e, "an app", &name))?;
+            Ok(AppInfo {
+                id,
+                name,
+                created_at_ms: now,
+                latest_config: None,
+            })
+        })
+        .await
+    }
+
+    async fn list_apps(&self, org: &OrgId) -> Result<Vec<AppInfo>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {APP_COLUMNS} FROM apps a WHERE a.org_id = ?1 ORDER BY a.created_at, a.id"
+                ))
+                .map_err(db_err)?;
+            let rows = stmt.query_map([org.as_str()], app_from_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn find_app(&self, org: &OrgId, name_or_id: &str) -> Result<Option<AppInfo>> {
+        let (org, key) = (org.clone(), name_or_id.to_owned());
+        self.read(move |conn| {
+            conn.query_row(
+                &format!(
+                    "SELECT {APP_COLUMNS} FROM apps a WHERE a.org_id = ?1 AND (a.id = ?2 OR a.name = ?2)"
+                ),
+                params![org.as_str(), key],
+                app_from_row,
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn add_config(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        config: StoredConfig,
+    ) -> Result<StoredConfig> {
+        let (org, app) = (org.clone(), app.clone());
+        self.write(move |conn| {
+            let owned: bool = conn
+                .query_row(
+                    "SELECT 1 FROM apps WHERE id = ?1 AND org_id = ?2",
+                    params![app.as_str(), org.as_str()],
+                    |_| Ok(true),
+                )
+                .optional()
+                .map_err(db_err)?
+                .unwrap_or(false);
+            if !owned {
+                return Err(StoreError::Invalid(format!("no app {app}")));
+            }
+            let version: u32 = conn
+                .query_row(
+                    "SELECT COALESCE(MAX(version), 0) + 1 FROM app_configs WHERE app_id = ?1",
+                    [app.as_str()],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO app_configs (app_id, version, created_at, components, files, config, warnings) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    app.as_str(),
+                    version,
+                    now,
+                    config.components,
+                    config.files_json,
+                    config.config_json,
+                    config.warnings_json
+                ],
+            )
+            .map_err(db_err)?;
+            Ok(StoredConfig {
+                version,
+                created_at_ms: now,
+                ..config
+            })
+        })
+        .await
+    }
+
+    async fn list_configs(&self, org: &OrgId, app: &AppId) -> Result<Vec<StoredConfig>> {
+        let (org, app) = (org.clone(), app.clone());
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT c.version, c.created_at, c.components FROM app_configs c \
+                     JOIN apps a ON a.id = c.app_id WHERE a.org_id = ?1 AND c.app_id = ?2 ORDER BY c.version",
+                )
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![org.as_str(), app.as_str()], |r| {
+                    Ok(StoredConfig {
+                        version: r.get(0)?,
+                        created_at_ms: r.get(1)?,
+                        components: r.get(2)?,
+                        files_json: String::new(),
+                        config_json: String::new(),
+                        warnings_json: String::new(),
+                    })
+                })
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn get_config(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        version: Option<u32>,
+    ) -> Result<Option<StoredConfig>> {
+        let (org, app) = (org.clone(), app.clone());
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT c.version, c.created_at, c.components, c.files, c.config, c.warnings \
+                 FROM app_configs c JOIN apps a ON a.id = c.app_id \
+                 WHERE a.org_id = ?1 AND c.app_id = ?2 AND (?3 IS NULL OR c.version = ?3) \
+                 ORDER BY c.version DESC LIMIT 1",
+                params![org.as_str(), app.as_str(), version],
+                |r| {
+                    Ok(StoredConfig {
+                        version: r.get(0)?,
+                        created_at_ms: r.get(1)?,
+                        components: r.get(2)?,
+                        files_json: r.get(3)?,
+                        config_json: r.get(4)?,
+                        warnings_json: r.get(5)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn create_install(&self, org: &OrgId, new: NewInstall) -> Result<StoredInstall> {
+        let org = org.clone();
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![new.runner_id.as_str(), org.as_str(), new.runner_name, new.runner_token_hash, now],
+            )
+            .map_err(|e| name_taken(e, "a runner", &new.runner_name))?;
+            conn.execute(
+                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9)",
+                params![
+                    new.id.as_str(),
+                    org.as_str(),
+                    new.app_id.as_str(),
+                    new.name,
+                    new.config_version,
+                    new.runner_id.as_str(),
+                    new.inputs_json,
+                    new.sealed_json,
+                    now
+                ],
+            )
+            .map_err(|e| name_taken(e, "an install", &new.name))?;
+            Ok(StoredInstall {
+                id: new.id,
+                name: new.name,
+                app_id: new.app_id,
+                config_version: new.config_version,
+                runner_id: new.runner_id,
+                state: "created".into(),
+                inputs_json: new.inputs_json,
+                sealed_json: new.sealed_json,
+                outputs_json: None,
+                created_at_ms: now,
+            })
+        })
+        .await
+    }
+
+    async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = ?1 ORDER BY created_at, id"
+                ))
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map([org.as_str()], install_from_row)
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>> {
+        let (org, key) = (org.clone(), name_or_id.to_owned());
+        self.read(move |conn| {
+            conn.query_row(
+                &format!(
+                    "SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = ?1 AND (id = ?2 OR name = ?2)"
+                ),
+                params![org.as_str(), key],
+                install_from_row,
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn set_install_inputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        inputs_json: &str,
+        sealed_json: &str,
+    ) -> Result<Option<StoredInstall>> {
+        let (org, id, inputs, sealed) = (
+            org.clone(),
+            id.clone(),
+            inputs_json.to_owned(),
+            sealed_json.to_owned(),
+        );
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET inputs = ?3, sealed = ?4 WHERE org_id = ?1 AND id = ?2",
+                params![org.as_str(), id.as_str(), inputs, sealed],
+            )
+            .map_err(db_err)?;
+            conn.query_row(
+                &format!("SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = ?1 AND id = ?2"),
+                params![org.as_str(), id.as_str()],
+                install_from_row,
+            )
+            .optional()
+            .map_err(db_err)
         })
         .await
     }

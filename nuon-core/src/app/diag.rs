@@ -170,10 +170,7 @@ pub(crate) fn suggest<'a>(
 }
 
 /// `, did you mean "x"?` or nothing.
-pub(crate) fn did_you_mean<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> String {
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
     suggest(word, candidates)
         .map(|s| format!(", did you mean {s:?}?"))
         .unwrap_or_default()

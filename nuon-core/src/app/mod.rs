@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use diag::{Diagnostic, Diagnostics, SourceFile};
+pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 pub use load::{parse, read_dir, validate_dir};
 
 /// The only config version this project reads.

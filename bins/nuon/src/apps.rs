@@ -1,0 +1,400 @@
+//! `nuon apps`, `nuon installs` and `nuon components`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use nuon_core::app;
+use nuon_core::wire::{ConfigFile, CreateInstall, InstallInfo};
+
+use crate::{
+    CliError, EXIT_INVALID_CONFIG, Global, client, fmt_time, parse_env, plural, print_json, table,
+};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AppsCommand {
+    /// Create an app.
+    Create {
+        /// Unique in the org.
+        name: String,
+    },
+    /// List the org's apps.
+    List,
+    /// Show one app.
+    Get {
+        /// The app, by name or id.
+        app: String,
+    },
+    /// Sync a config directory as the app's next config version. An invalid
+    /// config is refused with every problem (exit 65).
+    Sync {
+        /// The config directory (the one with metadata.toml).
+        dir: PathBuf,
+        /// The app, by name or id.
+        #[arg(long)]
+        app: String,
+    },
+    /// List an app's config versions.
+    Configs {
+        /// The app, by name or id.
+        app: String,
+    },
+    /// Check an app config directory, offline: every problem at once, as
+    /// FILE:LINE:COL: MESSAGE. Exits 0 when valid (warnings allowed), 65 when not.
+    Validate {
+        /// The config directory (the one with metadata.toml).
+        dir: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum InstallsCommand {
+    /// Create an install of an app, with its runner.
+    Create {
+        /// The app, by name or id.
+        #[arg(long)]
+        app: String,
+        /// Unique in the org.
+        #[arg(long)]
+        name: String,
+        /// An input value (repeatable); read as the input's type.
+        #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_env)]
+        inputs: Vec<(String, String)>,
+        /// A secret value (repeatable). Never shown again.
+        #[arg(long = "secret", value_name = "NAME=VALUE", value_parser = parse_env)]
+        secrets: Vec<(String, String)>,
+    },
+    /// List the org's installs.
+    List,
+    /// Show one install (sensitive inputs and secrets only by name).
+    Get {
+        /// The install, by name or id.
+        install: String,
+    },
+    /// An install's inputs.
+    Inputs {
+        #[command(subcommand)]
+        command: InputsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum InputsCommand {
+    /// Set some inputs; the others keep their values.
+    Set {
+        /// The install, by name or id.
+        install: String,
+        /// NAME=VALUE, read as the input's type.
+        #[arg(required = true, value_name = "NAME=VALUE", value_parser = parse_env)]
+        values: Vec<(String, String)>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ComponentsCommand {
+    /// List the components of an app's latest config, dependencies first.
+    List {
+        /// The app, by name or id.
+        #[arg(long)]
+        app: String,
+    },
+}
+
+fn print_diagnostics(diags: &[app::Diagnostic]) {
+    let mut err = std::io::stderr().lock();
+    for d in diags {
+        let _ = writeln!(err, "{d}");
+    }
+}
+
+/// An API error; a refused config prints its problems and exits 65.
+fn api_error(e: nuon_client::Error) -> CliError {
+    if let nuon_client::Error::Api {
+        code, diagnostics, ..
+    } = &e
+        && code == "invalid_config"
+    {
+        print_diagnostics(diagnostics);
+        return CliError {
+            message: e.to_string(),
+            code: EXIT_INVALID_CONFIG,
+        };
+    }
+    e.into()
+}
+
+fn validate(g: &Global, dir: &Path) -> Result<u8, CliError> {
+    let (config, diags) = app::validate_dir(dir);
+    let errors = diags.errors().count();
+    let warnings = diags.warnings().count();
+    if g.json {
+        print_json(&serde_json::json!({
+            "valid": config.is_some(),
+            "errors": errors,
+            "warnings": warnings,
+            "diagnostics": diags.0,
+        }))?;
+    } else {
+        print_diagnostics(&diags.0);
+        match &config {
+            Some(c) => println!(
+                "{} is a valid app config: {}, {}, {}, {}, {}{}",
+                dir.display(),
+                plural(c.components.len(), "component"),
+                plural(c.inputs.len(), "input"),
+                plural(c.secrets.len(), "secret"),
+                plural(c.actions.len(), "action"),
+                plural(c.installs.len(), "install"),
+                if warnings > 0 {
+                    format!(" ({})", plural(warnings, "warning"))
+                } else {
+                    String::new()
+                }
+            ),
+            None => eprintln!(
+                "{} is not a valid app config: {}, {}",
+                dir.display(),
+                plural(errors, "error"),
+                plural(warnings, "warning")
+            ),
+        }
+    }
+    Ok(if config.is_some() {
+        0
+    } else {
+        EXIT_INVALID_CONFIG
+    })
+}
+
+pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliError> {
+    if let AppsCommand::Validate { dir } = command {
+        return validate(g, dir);
+    }
+    let client = client(g)?;
+    match command {
+        AppsCommand::Create { name } => {
+            let app = client.create_app(name).await?;
+            if g.json {
+                print_json(&app)?;
+            } else {
+                println!("created app {} ({})", app.name, app.id);
+            }
+        }
+        AppsCommand::List => {
+            let list = client.list_apps().await?;
+            if g.json {
+                print_json(&list)?;
+            } else {
+                table(
+                    &["ID", "NAME", "CONFIG", "CREATED"],
+                    list.apps
+                        .into_iter()
+                        .map(|a| {
+                            vec![
+                                a.id.to_string(),
+                                a.name,
+                                a.latest_config.map_or("-".into(), |v| format!("v{v}")),
+                                fmt_time(Some(a.created_at_ms)),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+        }
+        AppsCommand::Get { app } => {
+            let a = client.get_app(app).await?;
+            if g.json {
+                print_json(&a)?;
+            } else {
+                println!("id:      {}", a.id);
+                println!("name:    {}", a.name);
+                println!(
+                    "config:  {}",
+                    a.latest_config
+                        .map_or("none synced".into(), |v| format!("v{v}"))
+                );
+                println!("created: {}", fmt_time(Some(a.created_at_ms)));
+            }
+        }
+        AppsCommand::Sync { dir, app } => {
+            let files = app::read_dir(dir).map_err(|d| {
+                print_diagnostics(&d.0);
+                CliError {
+                    message: format!("cannot read the config in {}", dir.display()),
+                    code: EXIT_INVALID_CONFIG,
+                }
+            })?;
+            let files = files
+                .into_iter()
+                .map(|f| ConfigFile {
+                    path: f.name,
+                    contents: f.text,
+                })
+                .collect();
+            let v = client.sync_config(app, files).await.map_err(api_error)?;
+            if g.json {
+                print_json(&v)?;
+            } else {
+                print_diagnostics(&v.warnings);
+                println!(
+                    "synced {} as config v{} of app {}: {}",
+                    dir.display(),
+                    v.version,
+                    app,
+                    plural(v.config.components.len(), "component")
+                );
+            }
+        }
+        AppsCommand::Configs { app } => {
+            let list = client.list_configs(app).await?;
+            if g.json {
+                print_json(&list)?;
+            } else {
+                table(
+                    &["VERSION", "COMPONENTS", "SYNCED"],
+                    list.configs
+                        .into_iter()
+                        .map(|c| {
+                            vec![
+                                format!("v{}", c.version),
+                                c.components.to_string(),
+                                fmt_time(Some(c.created_at_ms)),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+        }
+        AppsCommand::Validate { .. } => unreachable!("handled above"),
+    }
+    Ok(0)
+}
+
+fn values(pairs: &[(String, String)]) -> BTreeMap<String, serde_json::Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect()
+}
+
+fn show_install(i: &InstallInfo) {
+    println!("id:       {}", i.id);
+    println!("name:     {}", i.name);
+    println!("app:      {} (config v{})", i.app_id, i.config_version);
+    println!("runner:   {}", i.runner_id);
+    println!("state:    {}", i.state);
+    for (k, v) in &i.inputs {
+        let v = match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        println!("input:    {k} = {v}");
+    }
+    for k in &i.sensitive_inputs {
+        println!("input:    {k} = (sensitive, set)");
+    }
+    for k in &i.secrets {
+        println!("secret:   {k} (set)");
+    }
+}
+
+pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8, CliError> {
+    let client = client(g)?;
+    match command {
+        InstallsCommand::Create {
+            app,
+            name,
+            inputs,
+            secrets,
+        } => {
+            let created = client
+                .create_install(&CreateInstall {
+                    app: app.clone(),
+                    name: name.clone(),
+                    inputs: values(inputs),
+                    secrets: secrets.iter().cloned().collect(),
+                })
+                .await?;
+            if g.json {
+                print_json(&created)?;
+            } else {
+                show_install(&created.install);
+                eprintln!(
+                    "\nThe runner token is shown only now. Start the install's runner with:\n  nuon-runner run --api RUNNER_API_URL --token {} --signing-key {}",
+                    created.runner_token, created.signing_public_key
+                );
+            }
+        }
+        InstallsCommand::List => {
+            let list = client.list_installs().await?;
+            if g.json {
+                print_json(&list)?;
+            } else {
+                table(
+                    &["ID", "NAME", "APP", "CONFIG", "STATE", "CREATED"],
+                    list.installs
+                        .into_iter()
+                        .map(|i| {
+                            vec![
+                                i.id.to_string(),
+                                i.name,
+                                i.app_id.to_string(),
+                                format!("v{}", i.config_version),
+                                i.state,
+                                fmt_time(Some(i.created_at_ms)),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+        }
+        InstallsCommand::Get { install } => {
+            let i = client.get_install(install).await?;
+            if g.json {
+                print_json(&i)?;
+            } else {
+                show_install(&i);
+            }
+        }
+        InstallsCommand::Inputs {
+            command: InputsCommand::Set { install, values: v },
+        } => {
+            let i = client.set_inputs(install, values(v)).await?;
+            if g.json {
+                print_json(&i)?;
+            } else {
+                show_install(&i);
+            }
+        }
+    }
+    Ok(0)
+}
+
+pub(crate) async fn components(g: &Global, command: &ComponentsCommand) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let ComponentsCommand::List { app } = command;
+    let list = client.list_components(app).await?;
+    if g.json {
+        print_json(&list)?;
+    } else {
+        table(
+            &["NAME", "TYPE", "DEPENDS ON"],
+            list.components
+                .into_iter()
+                .map(|c| {
+                    vec![
+                        c.name,
+                        c.kind.as_str().to_owned(),
+                        if c.depends_on.is_empty() {
+                            "-".into()
+                        } else {
+                            c.depends_on.join(", ")
+                        },
+                    ]
+                })
+                .collect(),
+        );
+    }
+    Ok(0)
+}

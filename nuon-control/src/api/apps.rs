@@ -1,0 +1,588 @@
+//! The Control API for apps, their config versions and components, and
+//! installs with their inputs and secrets.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use nuon_core::app::{self, AppConfig, SourceFile};
+use nuon_core::token::issue_runner_token;
+use nuon_core::wire::{
+    AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList,
+    ConfigVersionSummary, CreateApp, CreateInstall, InstallCreated, InstallInfo, InstallList,
+    SetInputs, SyncConfig, routes,
+};
+use nuon_core::{AppId, InstallId, RunnerId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::control::{require_admin, valid_name};
+use super::{ApiAuth, Body, SharedState};
+use crate::error::Error;
+use crate::secrets::SecretBox;
+use crate::store::{NewInstall, StoredConfig, StoredInstall};
+
+pub(super) fn routes() -> Router<SharedState> {
+    Router::new()
+        .route(routes::APPS, post(create_app).get(list_apps))
+        .route(routes::APP, get(get_app))
+        .route(routes::APP_CONFIGS, post(sync_config).get(list_configs))
+        .route(routes::APP_CONFIG, get(get_config))
+        .route(routes::APP_COMPONENTS, get(list_components))
+        .route(routes::INSTALLS, post(create_install).get(list_installs))
+        .route(routes::INSTALL, get(get_install))
+        .route(routes::INSTALL_INPUTS, axum::routing::patch(set_inputs))
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), Error> {
+    if valid_name(name) {
+        Ok(())
+    } else {
+        Err(Error::bad_request(format!(
+            "invalid {what} name {:?}: use 1 to 64 letters, digits, '-', '_' or '.'",
+            name.chars().take(80).collect::<String>()
+        )))
+    }
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> Error {
+    tracing::error!(error = %e, "{what}");
+    Error::api(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        format!("{what}; see the control plane's log"),
+    )
+}
+
+async fn app_of(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<AppInfo, Error> {
+    state
+        .store
+        .find_app(&auth.0.org_id, key)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no app {key:?}")))
+}
+
+async fn create_app(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Body(req): Body<CreateApp>,
+) -> Result<(StatusCode, Json<AppInfo>), Error> {
+    require_admin(&auth)?;
+    check_name("app", &req.name)?;
+    let app = state
+        .store
+        .create_app(&auth.0.org_id, &AppId::generate(), &req.name)
+        .await?;
+    tracing::info!(app = %app.id, name = %app.name, "app created");
+    Ok((StatusCode::CREATED, Json(app)))
+}
+
+async fn list_apps(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+) -> Result<Json<AppList>, Error> {
+    let apps = state.store.list_apps(&auth.0.org_id).await?;
+    Ok(Json(AppList { apps }))
+}
+
+async fn get_app(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<AppInfo>, Error> {
+    Ok(Json(app_of(&state, &auth, &key).await?))
+}
+
+/// The most files one config version may have.
+const MAX_CONFIG_FILES: usize = 1000;
+
+fn check_path(path: &str) -> Result<(), String> {
+    let ok = !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\\')
+        && path
+            .split('/')
+            .all(|p| !p.is_empty() && p != "." && p != "..");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "file path {path:?} must be relative to the config directory, with '/' separators and no '.' or '..' parts"
+        ))
+    }
+}
+
+async fn sync_config(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+    Body(req): Body<SyncConfig>,
+) -> Result<(StatusCode, Json<ConfigVersionInfo>), Error> {
+    require_admin(&auth)?;
+    let app = app_of(&state, &auth, &key).await?;
+    if req.files.len() > MAX_CONFIG_FILES {
+        return Err(Error::bad_request(format!(
+            "a config may have at most {MAX_CONFIG_FILES} files, got {}",
+            req.files.len()
+        )));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &req.files {
+        check_path(&f.path).map_err(Error::bad_request)?;
+        if !seen.insert(f.path.as_str()) {
+            return Err(Error::bad_request(format!(
+                "file {:?} is given twice",
+                f.path
+            )));
+        }
+    }
+    let sources: Vec<SourceFile> = req
+        .files
+        .iter()
+        .filter(|f| f.path.ends_with(".toml"))
+        .map(|f| SourceFile::new(f.path.clone(), f.contents.clone()))
+        .collect();
+    let (config, diags) = app::parse(&sources);
+    let Some(config) = config else {
+        let errors = diags.errors().count();
+        return Err(Error::InvalidConfig {
+            message: format!(
+                "the config has {errors} error{}; nothing was stored (see diagnostics, or run `nuon apps validate DIR`)",
+                if errors == 1 { "" } else { "s" }
+            ),
+            diagnostics: diags.0,
+        });
+    };
+    let warnings: Vec<_> = diags.warnings().cloned().collect();
+    let stored = StoredConfig {
+        version: 0,
+        created_at_ms: 0,
+        components: config.components.len() as u32,
+        files_json: serde_json::to_string(&req.files)
+            .map_err(|e| internal("cannot encode files", e))?,
+        config_json: serde_json::to_string(&config)
+            .map_err(|e| internal("cannot encode config", e))?,
+        warnings_json: serde_json::to_string(&warnings)
+            .map_err(|e| internal("cannot encode warnings", e))?,
+    };
+    let stored = state
+        .store
+        .add_config(&auth.0.org_id, &app.id, stored)
+        .await?;
+    tracing::info!(app = %app.id, version = stored.version, components = stored.components, "app config synced");
+    Ok((
+        StatusCode::CREATED,
+        Json(ConfigVersionInfo {
+            app_id: app.id,
+            version: stored.version,
+            created_at_ms: stored.created_at_ms,
+            config,
+            files: req.files,
+            warnings,
+        }),
+    ))
+}
+
+async fn list_configs(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<ConfigVersionList>, Error> {
+    let app = app_of(&state, &auth, &key).await?;
+    let configs = state
+        .store
+        .list_configs(&auth.0.org_id, &app.id)
+        .await?
+        .into_iter()
+        .map(|c| ConfigVersionSummary {
+            version: c.version,
+            created_at_ms: c.created_at_ms,
+            components: c.components,
+        })
+        .collect();
+    Ok(Json(ConfigVersionList { configs }))
+}
+
+fn decode_config(app: &AppInfo, c: StoredConfig) -> Result<ConfigVersionInfo, Error> {
+    Ok(ConfigVersionInfo {
+        app_id: app.id.clone(),
+        version: c.version,
+        created_at_ms: c.created_at_ms,
+        config: serde_json::from_str(&c.config_json)
+            .map_err(|e| internal("stored config unreadable", e))?,
+        files: serde_json::from_str::<Vec<ConfigFile>>(&c.files_json)
+            .map_err(|e| internal("stored config files unreadable", e))?,
+        warnings: serde_json::from_str(&c.warnings_json)
+            .map_err(|e| internal("stored warnings unreadable", e))?,
+    })
+}
+
+async fn latest_config(
+    state: &SharedState,
+    auth: &ApiAuth,
+    app: &AppInfo,
+) -> Result<ConfigVersionInfo, Error> {
+    let c = state
+        .store
+        .get_config(&auth.0.org_id, &app.id, None)
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "app {:?} has no config yet: sync one with `nuon apps sync DIR --app {}`",
+                app.name, app.name
+            ))
+        })?;
+    decode_config(app, c)
+}
+
+async fn get_config(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path((key, version)): Path<(String, String)>,
+) -> Result<Json<ConfigVersionInfo>, Error> {
+    let app = app_of(&state, &auth, &key).await?;
+    if version == "latest" {
+        return Ok(Json(latest_config(&state, &auth, &app).await?));
+    }
+    let v: u32 = version.parse().map_err(|_| {
+        Error::not_found(format!(
+            "no config version {version:?} (give a number or latest)"
+        ))
+    })?;
+    let c = state
+        .store
+        .get_config(&auth.0.org_id, &app.id, Some(v))
+        .await?
+        .ok_or_else(|| Error::not_found(format!("app {:?} has no config version {v}", app.name)))?;
+    Ok(Json(decode_config(&app, c)?))
+}
+
+async fn list_components(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<ComponentList>, Error> {
+    let app = app_of(&state, &auth, &key).await?;
+    let c = latest_config(&state, &auth, &app).await?;
+    Ok(Json(ComponentList {
+        config_version: c.version,
+        components: c.config.components,
+    }))
+}
+
+/// Sensitive inputs and secrets of an install, each sealed.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Sealed {
+    #[serde(default)]
+    inputs: BTreeMap<String, String>,
+    #[serde(default)]
+    secrets: BTreeMap<String, String>,
+}
+
+fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
+    format!("{install}/{kind}/{name}")
+}
+
+/// Checks `given` inputs against the config and merges them over
+/// `current` (plain values and sealed sensitive ones). Every problem is
+/// reported at once.
+fn resolve_inputs(
+    config: &AppConfig,
+    install: &InstallId,
+    given: &BTreeMap<String, Value>,
+    plain: &mut BTreeMap<String, Value>,
+    sealed: &mut Sealed,
+    secrets: &SecretBox,
+    problems: &mut Vec<String>,
+) {
+    for (name, raw) in given {
+        let Some(decl) = config.input(name) else {
+            let names: Vec<&str> = config.inputs.iter().map(|i| i.name.as_str()).collect();
+            let hint = nuon_core::app::did_you_mean(name, names.iter().copied());
+            problems.push(if names.is_empty() {
+                format!("unknown input {name:?}: the app declares no inputs")
+            } else {
+                format!(
+                    "unknown input {name:?}{hint} (inputs: {})",
+                    names.join(", ")
+                )
+            });
+            continue;
+        };
+        match decl.ty.coerce(raw) {
+            Ok(v) if decl.sensitive => {
+                let text = match &v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                sealed.inputs.insert(
+                    name.clone(),
+                    secrets.seal(&text, &seal_context(install, "input", name)),
+                );
+                plain.remove(name);
+            }
+            Ok(v) => {
+                plain.insert(name.clone(), v);
+            }
+            // A sensitive value is never echoed, not even in an error.
+            Err(_) if decl.sensitive => problems.push(format!(
+                "input {name:?} must be a {} (the value is sensitive and not shown)",
+                serde_json::to_value(decl.ty)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            )),
+            Err(e) => problems.push(format!("input {name:?}: {e}")),
+        }
+    }
+    for decl in &config.inputs {
+        let set = plain.contains_key(&decl.name) || sealed.inputs.contains_key(&decl.name);
+        if set {
+            continue;
+        }
+        match &decl.default {
+            Some(d) if decl.sensitive => {
+                let text = match d {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                sealed.inputs.insert(
+                    decl.name.clone(),
+                    secrets.seal(&text, &seal_context(install, "input", &decl.name)),
+                );
+            }
+            Some(d) => {
+                plain.insert(decl.name.clone(), d.clone());
+            }
+            None if decl.required => problems.push(format!(
+                "missing required input {:?}{}",
+                decl.name,
+                decl.description
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            )),
+            None => {}
+        }
+    }
+}
+
+fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
+    let inputs: BTreeMap<String, Value> = serde_json::from_str(&i.inputs_json)
+        .map_err(|e| internal("stored inputs unreadable", e))?;
+    let sealed: Sealed = serde_json::from_str(&i.sealed_json)
+        .map_err(|e| internal("stored secrets unreadable", e))?;
+    let outputs = match &i.outputs_json {
+        Some(o) => serde_json::from_str(o).map_err(|e| internal("stored outputs unreadable", e))?,
+        None => Value::Null,
+    };
+    Ok(InstallInfo {
+        id: i.id,
+        name: i.name,
+        app_id: i.app_id,
+        config_version: i.config_version,
+        runner_id: i.runner_id,
+        state: i.state,
+        inputs,
+        sensitive_inputs: sealed.inputs.into_keys().collect(),
+        secrets: sealed.secrets.into_keys().collect(),
+        outputs,
+        created_at_ms: i.created_at_ms,
+    })
+}
+
+async fn create_install(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Body(req): Body<CreateInstall>,
+) -> Result<(StatusCode, Json<InstallCreated>), Error> {
+    require_admin(&auth)?;
+    check_name("install", &req.name)?;
+    let org = &auth.0.org_id;
+    let app = app_of(&state, &auth, &req.app).await?;
+    let version = latest_config(&state, &auth, &app).await?;
+    let config = &version.config;
+    let id = InstallId::generate();
+    let mut plain = BTreeMap::new();
+    let mut sealed = Sealed::default();
+    let mut problems = Vec::new();
+    resolve_inputs(
+        config,
+        &id,
+        &req.inputs,
+        &mut plain,
+        &mut sealed,
+        &state.secrets,
+        &mut problems,
+    );
+    for (name, value) in &req.secrets {
+        if config.secrets.iter().any(|s| &s.name == name) {
+            sealed.secrets.insert(
+                name.clone(),
+                state
+                    .secrets
+                    .seal(value, &seal_context(&id, "secret", name)),
+            );
+        } else {
+            let names: Vec<&str> = config.secrets.iter().map(|s| s.name.as_str()).collect();
+            problems.push(format!(
+                "unknown secret {name:?}{}",
+                nuon_core::app::did_you_mean(name, names.iter().copied())
+            ));
+        }
+    }
+    for s in &config.secrets {
+        if sealed.secrets.contains_key(&s.name) {
+            continue;
+        }
+        if s.auto_generate {
+            let mut raw = [0u8; 24];
+            nuon_core::random_bytes(&mut raw);
+            let value = hex::encode(raw);
+            sealed.secrets.insert(
+                s.name.clone(),
+                state
+                    .secrets
+                    .seal(&value, &seal_context(&id, "secret", &s.name)),
+            );
+        } else if s.required {
+            problems.push(format!(
+                "missing required secret {:?} ({})",
+                s.name, s.description
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::api(
+            StatusCode::BAD_REQUEST,
+            "invalid_install",
+            format!(
+                "install {:?} of app {:?} (config version {}): {}",
+                req.name,
+                app.name,
+                version.version,
+                problems.join("; ")
+            ),
+        ));
+    }
+    let runner_id = RunnerId::generate();
+    let token = issue_runner_token(&runner_id);
+    let stored = state
+        .store
+        .create_install(
+            org,
+            NewInstall {
+                id,
+                app_id: app.id.clone(),
+                name: req.name.clone(),
+                config_version: version.version,
+                runner_id,
+                runner_name: format!("install-{}", req.name),
+                runner_token_hash: token.hash,
+                inputs_json: serde_json::to_string(&plain)
+                    .map_err(|e| internal("cannot encode inputs", e))?,
+                sealed_json: serde_json::to_string(&sealed)
+                    .map_err(|e| internal("cannot encode secrets", e))?,
+            },
+        )
+        .await?;
+    let key = state.signing_key(org).await?;
+    tracing::info!(install = %stored.id, name = %stored.name, app = %app.id, "install created");
+    Ok((
+        StatusCode::CREATED,
+        Json(InstallCreated {
+            install: install_info(stored)?,
+            runner_token: token.secret,
+            signing_public_key: key.public_key().to_string(),
+        }),
+    ))
+}
+
+async fn list_installs(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+) -> Result<Json<InstallList>, Error> {
+    let installs = state
+        .store
+        .list_installs(&auth.0.org_id)
+        .await?
+        .into_iter()
+        .map(install_info)
+        .collect::<Result<_, _>>()?;
+    Ok(Json(InstallList { installs }))
+}
+
+async fn install_of(
+    state: &SharedState,
+    auth: &ApiAuth,
+    key: &str,
+) -> Result<StoredInstall, Error> {
+    state
+        .store
+        .find_install(&auth.0.org_id, key)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no install {key:?}")))
+}
+
+async fn get_install(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<InstallInfo>, Error> {
+    Ok(Json(install_info(install_of(&state, &auth, &key).await?)?))
+}
+
+async fn set_inputs(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+    Body(req): Body<SetInputs>,
+) -> Result<Json<InstallInfo>, Error> {
+    require_admin(&auth)?;
+    let install = install_of(&state, &auth, &key).await?;
+    let app = state
+        .store
+        .find_app(&auth.0.org_id, install.app_id.as_str())
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no app {}", install.app_id)))?;
+    let c = state
+        .store
+        .get_config(&auth.0.org_id, &app.id, Some(install.config_version))
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no config version {}", install.config_version)))?;
+    let config = decode_config(&app, c)?.config;
+    let mut plain: BTreeMap<String, Value> = serde_json::from_str(&install.inputs_json)
+        .map_err(|e| internal("stored inputs unreadable", e))?;
+    let mut sealed: Sealed = serde_json::from_str(&install.sealed_json)
+        .map_err(|e| internal("stored secrets unreadable", e))?;
+    let mut problems = Vec::new();
+    resolve_inputs(
+        &config,
+        &install.id,
+        &req.inputs,
+        &mut plain,
+        &mut sealed,
+        &state.secrets,
+        &mut problems,
+    );
+    if !problems.is_empty() {
+        return Err(Error::api(
+            StatusCode::BAD_REQUEST,
+            "invalid_inputs",
+            format!("install {:?}: {}", install.name, problems.join("; ")),
+        ));
+    }
+    let updated = state
+        .store
+        .set_install_inputs(
+            &auth.0.org_id,
+            &install.id,
+            &serde_json::to_string(&plain).map_err(|e| internal("cannot encode inputs", e))?,
+            &serde_json::to_string(&sealed).map_err(|e| internal("cannot encode secrets", e))?,
+        )
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
+    Ok(Json(install_info(updated)?))
+}
