@@ -4,9 +4,9 @@ use std::time::Duration;
 use nuon_core::JobId;
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList, CreateApp,
-    CreateInstall, CreateJob, CreateRunner, InstallCreated, InstallInfo, InstallList, JobInfo,
-    JobList, LogEntry, LogPage, RunnerCreated, RunnerInfo, RunnerList, SetInputs, SyncConfig,
-    routes,
+    CreateInstall, CreateJob, CreateRunner, CreateToken, InstallCreated, InstallInfo, InstallList,
+    JobInfo, JobList, LogEntry, LogPage, OrgInfo, RunnerCreated, RunnerInfo, RunnerList,
+    SetInputs, SyncConfig, TokenCreated, TokenInfo, TokenList, TokenScope, routes,
 };
 
 use crate::config::ClientConfig;
@@ -55,6 +55,31 @@ impl ControlClient {
     /// Revokes a runner's token (by name or id); the runner can make no call after.
     pub async fn revoke_runner(&self, runner: &str) -> Result<RunnerInfo> {
         let path = routes::with_id(routes::RUNNER_REVOKE, runner);
+        self.http.post(&path, &(), Duration::ZERO).await
+    }
+
+    /// The token's org.
+    pub async fn get_org(&self) -> Result<OrgInfo> {
+        self.http.get(routes::ORG).await
+    }
+
+    /// Creates an API token; the answer holds its secret, shown only this once.
+    pub async fn create_token(&self, name: &str, scope: TokenScope) -> Result<TokenCreated> {
+        let body = CreateToken {
+            name: name.into(),
+            scope,
+        };
+        self.http.post(routes::TOKENS, &body, Duration::ZERO).await
+    }
+
+    /// The org's API tokens.
+    pub async fn list_tokens(&self) -> Result<TokenList> {
+        self.http.get(routes::TOKENS).await
+    }
+
+    /// Revokes an API token by id.
+    pub async fn revoke_token(&self, id: &str) -> Result<TokenInfo> {
+        let path = routes::with_id(routes::TOKEN_REVOKE, &seg(id));
         self.http.post(&path, &(), Duration::ZERO).await
     }
 

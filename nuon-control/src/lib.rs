@@ -26,6 +26,8 @@ pub mod secrets;
 mod server;
 pub mod store;
 
+pub use api::openapi;
+
 pub use api::Timings;
 pub use error::{Error, Result};
 pub use server::{ADMIN_TOKEN_FILE, ControlPlane, SIGNING_KEY_FILE, ServerConfig};

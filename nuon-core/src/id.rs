@@ -99,6 +99,20 @@ macro_rules! id_type {
             }
         }
 
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
+                    "type": "string",
+                    "pattern": concat!("^", $prefix, "_[0-9A-HJKMNP-TV-Z]{26}$"),
+                    "description": concat!("A ", $kind, " id: `", $prefix, "_` and 26 Crockford base32 characters."),
+                })
+            }
+        }
+
         impl TryFrom<String> for $name {
             type Error = IdError;
             fn try_from(s: String) -> Result<Self, IdError> {

@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::de::DeserializeOwned;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::id::{JobId, OrgId, RunnerId};
@@ -20,7 +21,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 }
 
 /// What to do when an attempt is lost (its runner stopped heartbeating).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryPolicy {
     /// How many attempts the job may have in all. `1` means never retry.
@@ -36,7 +37,7 @@ impl Default for RetryPolicy {
 /// Everything a runner needs to run a job. This is what the org's key signs:
 /// the control plane serializes it once, signs those exact bytes, and the
 /// runner verifies the same bytes before it parses them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
     /// The job this spec belongs to; a runner refuses a spec whose id differs
@@ -99,7 +100,7 @@ pub enum PayloadError {
 
 /// Run a command with arguments, environment and a working directory inside
 /// the job's work directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecJob {
     /// The program (looked up on the runner's `PATH` when it has no slash).
@@ -120,7 +121,7 @@ impl Job for ExecJob {
 }
 
 /// The state of a job as the control plane and the API report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     /// Waiting for its runner to claim it.
@@ -183,7 +184,7 @@ impl FromStr for JobStatus {
 }
 
 /// How an attempt ended, as the runner reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The work succeeded.
@@ -208,7 +209,7 @@ impl From<Outcome> for JobStatus {
 }
 
 /// The result of one attempt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobResult {
     /// How it ended.

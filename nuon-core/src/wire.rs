@@ -14,12 +14,13 @@
 //! `POST/GET /v1/runners`, `POST /v1/runners/{id}/revoke`, `POST/GET /v1/jobs`,
 //! `GET /v1/jobs/{id}`, `POST /v1/jobs/{id}/cancel`, `GET /v1/jobs/{id}/logs`.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
 use crate::app::{AppConfig, Component, Diagnostic};
-use crate::id::{AppId, InstallId, JobId, RunnerId};
+use crate::id::{AppId, InstallId, JobId, OrgId, RunnerId, TokenId};
 use crate::job::{JobResult, JobStatus};
 pub use crate::records::{LOG_RECORDS_CONTENT_TYPE, LogLineRef, LogRecords, RecordError};
 
@@ -45,6 +46,12 @@ pub mod routes {
     pub const JOB_CANCEL: &str = "/v1/jobs/{id}/cancel";
     /// Control API: a job's log (`?after=CURSOR&follow=true`).
     pub const JOB_LOGS: &str = "/v1/jobs/{id}/logs";
+    /// Control API: the caller's org.
+    pub const ORG: &str = "/v1/org";
+    /// Control API: the org's API tokens.
+    pub const TOKENS: &str = "/v1/tokens";
+    /// Control API: revoke an API token.
+    pub const TOKEN_REVOKE: &str = "/v1/tokens/{id}/revoke";
     /// Control API: apps.
     pub const APPS: &str = "/v1/apps";
     /// Control API: one app (by id or name).
@@ -61,6 +68,8 @@ pub mod routes {
     pub const INSTALL: &str = "/v1/installs/{id}";
     /// Control API: set some of an install's inputs.
     pub const INSTALL_INPUTS: &str = "/v1/installs/{id}/inputs";
+    /// Control API: its OpenAPI 3.1 document (no token needed).
+    pub const OPENAPI: &str = "/openapi.json";
     /// Both listeners: liveness.
     pub const HEALTH: &str = "/healthz";
 
@@ -81,7 +90,7 @@ pub const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
 
 /// Ask for work. The server holds the request until a job is ready or
 /// `wait_ms` has passed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Job kinds this runner can run.
@@ -93,14 +102,14 @@ pub struct ClaimRequest {
 }
 
 /// Jobs given to the runner; empty when the wait ran out.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClaimResponse {
     /// The claimed jobs, each with a fresh attempt and lease.
     pub jobs: Vec<ClaimedJob>,
 }
 
 /// One job as the runner receives it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClaimedJob {
     /// The job.
     pub job_id: JobId,
@@ -115,7 +124,7 @@ pub struct ClaimedJob {
 }
 
 /// A lease the runner holds: a job and the attempt it runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LeaseRef {
     /// The job.
     pub job_id: JobId,
@@ -124,7 +133,7 @@ pub struct LeaseRef {
 }
 
 /// Extend every lease the runner holds, and wait for cancellations.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     /// The leases to extend.
@@ -136,7 +145,7 @@ pub struct HeartbeatRequest {
 }
 
 /// What the server says of one lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LeaseState {
     /// Extended; keep working.
@@ -148,7 +157,7 @@ pub enum LeaseState {
 }
 
 /// The server's answer for one lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LeaseStatus {
     /// The job.
     pub job_id: JobId,
@@ -159,7 +168,7 @@ pub struct LeaseStatus {
 }
 
 /// The answer to a heartbeat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HeartbeatResponse {
     /// One status for each lease in the request, in the same order.
     pub leases: Vec<LeaseStatus>,
@@ -170,7 +179,7 @@ pub struct HeartbeatResponse {
 }
 
 /// Where a log line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LogStream {
     /// The job process's standard output.
@@ -203,7 +212,7 @@ impl LogStream {
 }
 
 /// One line of a job's log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LogLine {
     /// Which stream.
     #[serde(rename = "s")]
@@ -234,7 +243,7 @@ pub struct LogBatch {
 }
 
 /// The query string of a log batch: `?attempt=N&first_seq=S`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogBatchQuery {
     /// The attempt the lines belong to.
@@ -246,14 +255,14 @@ pub struct LogBatchQuery {
 /// The highest sequence number up to which the server holds every line.
 /// When `acked_seq + 1 < first_seq` of a batch, the server stored nothing and
 /// the runner resends from `acked_seq + 1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LogAck {
     /// Highest contiguous sequence number stored.
     pub acked_seq: u64,
 }
 
 /// Finish an attempt. Idempotent: the same completion twice is accepted once.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Completion {
     /// The attempt that finished.
@@ -266,7 +275,7 @@ pub struct Completion {
 }
 
 /// The answer to a completion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CompletionAck {
     /// The job's status after the completion.
     pub status: JobStatus,
@@ -275,7 +284,7 @@ pub struct CompletionAck {
 // --------------------------------------------------------------- Control API
 
 /// Register a runner.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRunner {
     /// A name unique in the org: letters, digits, `-`, `_`, `.`; at most 64.
@@ -283,7 +292,7 @@ pub struct CreateRunner {
 }
 
 /// A runner as the Control API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RunnerInfo {
     /// Its id.
     pub id: RunnerId,
@@ -298,7 +307,7 @@ pub struct RunnerInfo {
 }
 
 /// A new runner with its token. The token is shown only here, once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RunnerCreated {
     /// The runner.
     pub runner: RunnerInfo,
@@ -309,14 +318,14 @@ pub struct RunnerCreated {
 }
 
 /// A list of runners.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RunnerList {
     /// The runners, oldest first.
     pub runners: Vec<RunnerInfo>,
 }
 
 /// Queue a job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateJob {
     /// The runner, by name or id.
@@ -334,7 +343,7 @@ pub struct CreateJob {
 }
 
 /// A job as the Control API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JobInfo {
     /// Its id.
     pub id: JobId,
@@ -369,14 +378,14 @@ pub struct JobInfo {
 }
 
 /// A list of jobs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JobList {
     /// The jobs, newest first.
     pub jobs: Vec<JobInfo>,
 }
 
 /// One line of a job's log as the Control API returns it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LogEntry {
     /// The attempt that wrote it.
     pub attempt: u32,
@@ -395,7 +404,7 @@ pub struct LogEntry {
 /// A page of a job's log (`GET /v1/jobs/{id}/logs?after=CURSOR`). With
 /// `follow=true` the answer is instead a stream of [`LogEntry`] objects, one
 /// JSON object a line, that ends when the job has finished and every line was sent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LogPage {
     /// The lines after the cursor.
     pub lines: Vec<LogEntry>,
@@ -406,14 +415,14 @@ pub struct LogPage {
 }
 
 /// The body of every error answer of both APIs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ApiError {
     /// The error.
     pub error: ApiErrorBody,
 }
 
 /// What went wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ApiErrorBody {
     /// A stable machine-readable code (`not_found`, `stale_attempt`, ...).
     pub code: String,
@@ -427,10 +436,82 @@ pub struct ApiErrorBody {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+// ---------------------------------------------------------------- Orgs and tokens
+
+/// The caller's org.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OrgInfo {
+    /// Its id.
+    pub id: OrgId,
+    /// Its name.
+    pub name: String,
+}
+
+/// What an API token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenScope {
+    /// Read and change everything of the org.
+    Admin,
+    /// Read only: every change is refused (403).
+    Read,
+}
+
+impl TokenScope {
+    /// As stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenScope::Admin => "admin",
+            TokenScope::Read => "read",
+        }
+    }
+}
+
+/// Create an API token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    /// What it is for.
+    pub name: String,
+    /// What it may do.
+    pub scope: TokenScope,
+}
+
+/// An API token (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenInfo {
+    /// Its id, the part before the dot.
+    pub id: TokenId,
+    /// What it is for.
+    pub name: String,
+    /// What it may do.
+    pub scope: TokenScope,
+    /// When it was made.
+    pub created_at_ms: i64,
+    /// Whether it was revoked.
+    pub revoked: bool,
+}
+
+/// A new API token with its secret, shown only here, once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenCreated {
+    /// The token.
+    pub token: TokenInfo,
+    /// The bearer secret.
+    pub secret: String,
+}
+
+/// The org's API tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenList {
+    /// Oldest first.
+    pub tokens: Vec<TokenInfo>,
+}
+
 // ---------------------------------------------------------------- Apps and installs
 
 /// Create an app.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApp {
     /// Unique in the org.
@@ -438,7 +519,7 @@ pub struct CreateApp {
 }
 
 /// An app.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AppInfo {
     /// Its id.
     pub id: AppId,
@@ -452,14 +533,14 @@ pub struct AppInfo {
 }
 
 /// A list of apps.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AppList {
     /// The apps, oldest first.
     pub apps: Vec<AppInfo>,
 }
 
 /// One file of an app config, as synced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
     /// Relative to the config directory, `/`-separated (`components/db.toml`).
@@ -469,7 +550,7 @@ pub struct ConfigFile {
 }
 
 /// Sync a new config version: the config's files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyncConfig {
     /// Every file of the config.
@@ -477,7 +558,7 @@ pub struct SyncConfig {
 }
 
 /// One immutable config version of an app.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ConfigVersionInfo {
     /// The app.
     pub app_id: AppId,
@@ -495,7 +576,7 @@ pub struct ConfigVersionInfo {
 }
 
 /// A config version without its contents, for lists.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ConfigVersionSummary {
     /// 1, 2, 3, ... per app.
     pub version: u32,
@@ -506,14 +587,14 @@ pub struct ConfigVersionSummary {
 }
 
 /// The config versions of an app.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ConfigVersionList {
     /// Oldest first.
     pub configs: Vec<ConfigVersionSummary>,
 }
 
 /// The components of an app's latest config, in dependency order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ComponentList {
     /// The config version they come from.
     pub config_version: u32,
@@ -522,7 +603,7 @@ pub struct ComponentList {
 }
 
 /// Create an install of an app, with its runner.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateInstall {
     /// The app, by name or id.
@@ -538,7 +619,7 @@ pub struct CreateInstall {
 }
 
 /// Set some inputs of an install; the others keep their values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetInputs {
     /// Input values by name.
@@ -547,7 +628,7 @@ pub struct SetInputs {
 
 /// An install. Sensitive inputs and secrets are never shown: only which
 /// ones are set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InstallInfo {
     /// Its id.
     pub id: InstallId,
@@ -577,7 +658,7 @@ pub struct InstallInfo {
 }
 
 /// A new install, with its runner's token (shown only here, once).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InstallCreated {
     /// The install.
     pub install: InstallInfo,
@@ -588,7 +669,7 @@ pub struct InstallCreated {
 }
 
 /// A list of installs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InstallList {
     /// Oldest first.
     pub installs: Vec<InstallInfo>,

@@ -41,6 +41,8 @@ enum Command {
         #[command(subcommand)]
         command: OrgsCommand,
     },
+    /// Print the Control API's OpenAPI 3.1 document (also served at /openapi.json).
+    Openapi,
 }
 
 #[derive(Subcommand)]
@@ -118,6 +120,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("admin-token: {}", org.admin_token.secret);
             println!("signing-public-key: {}", org.signing_key.public_key());
             store.close();
+            Ok(())
+        }
+        Command::Openapi => {
+            println!("{}", serde_json::to_string_pretty(&nuon_control::openapi())?);
             Ok(())
         }
     }

@@ -398,3 +398,104 @@ pub(crate) async fn components(g: &Global, command: &ComponentsCommand) -> Resul
     }
     Ok(0)
 }
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum OrgsCommand {
+    /// Show the token's org.
+    Get,
+    /// The org's API tokens.
+    Tokens {
+        #[command(subcommand)]
+        command: TokensCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TokensCommand {
+    /// Create an API token; its secret is shown only now.
+    Create {
+        /// What it is for.
+        #[arg(long)]
+        name: String,
+        /// `admin` (read and change) or `read` (read only).
+        #[arg(long, value_enum, default_value = "read")]
+        scope: Scope,
+    },
+    /// List the org's API tokens (never their secrets).
+    List,
+    /// Revoke an API token: it authenticates nothing after.
+    Revoke {
+        /// The token's id (`tok_…`).
+        id: String,
+    },
+}
+
+/// A token scope on the command line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum Scope {
+    Admin,
+    Read,
+}
+
+pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliError> {
+    use nuon_core::wire::TokenScope;
+    let client = client(g)?;
+    match command {
+        OrgsCommand::Get => {
+            let org = client.get_org().await?;
+            if g.json {
+                print_json(&org)?;
+            } else {
+                println!("{} ({})", org.name, org.id);
+            }
+        }
+        OrgsCommand::Tokens { command } => match command {
+            TokensCommand::Create { name, scope } => {
+                let scope = match scope {
+                    Scope::Admin => TokenScope::Admin,
+                    Scope::Read => TokenScope::Read,
+                };
+                let created = client.create_token(name, scope).await?;
+                if g.json {
+                    print_json(&created)?;
+                } else {
+                    println!("token id: {}", created.token.id);
+                    println!("scope:    {}", created.token.scope.as_str());
+                    println!("secret:   {}", created.secret);
+                    eprintln!("\nThe secret is shown only now. Use it as --token or NUON_TOKEN.");
+                }
+            }
+            TokensCommand::List => {
+                let list = client.list_tokens().await?;
+                if g.json {
+                    print_json(&list)?;
+                } else {
+                    table(
+                        &["ID", "NAME", "SCOPE", "CREATED", "STATE"],
+                        list.tokens
+                            .into_iter()
+                            .map(|t| {
+                                vec![
+                                    t.id.to_string(),
+                                    t.name,
+                                    t.scope.as_str().into(),
+                                    fmt_time(Some(t.created_at_ms)),
+                                    if t.revoked { "revoked" } else { "active" }.into(),
+                                ]
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            TokensCommand::Revoke { id } => {
+                let t = client.revoke_token(id).await?;
+                if g.json {
+                    print_json(&t)?;
+                } else {
+                    println!("revoked token {} ({})", t.name, t.id);
+                }
+            }
+        },
+    }
+    Ok(0)
+}

@@ -86,6 +86,11 @@ enum Command {
         #[command(subcommand)]
         command: apps::ComponentsCommand,
     },
+    /// The token's org and its API tokens.
+    Orgs {
+        #[command(subcommand)]
+        command: apps::OrgsCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -362,6 +367,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Apps { command } => apps::apps(g, command).await,
         Command::Installs { command } => apps::installs(g, command).await,
         Command::Components { command } => apps::components(g, command).await,
+        Command::Orgs { command } => apps::orgs(g, command).await,
         Command::Dev(args) => dev::run(args).await,
     }
 }

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
+use axum::routing::{get, patch, post};
 use nuon_core::app::{self, AppConfig, SourceFile};
 use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
@@ -19,21 +19,39 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::control::{require_admin, valid_name};
+use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
 use crate::error::Error;
 use crate::secrets::SecretBox;
 use crate::store::{NewInstall, StoredConfig, StoredInstall};
 
-pub(super) fn routes() -> Router<SharedState> {
-    Router::new()
-        .route(routes::APPS, post(create_app).get(list_apps))
-        .route(routes::APP, get(get_app))
-        .route(routes::APP_CONFIGS, post(sync_config).get(list_configs))
-        .route(routes::APP_CONFIG, get(get_config))
-        .route(routes::APP_COMPONENTS, get(list_components))
-        .route(routes::INSTALLS, post(create_install).get(list_installs))
-        .route(routes::INSTALL, get(get_install))
-        .route(routes::INSTALL_INPUTS, axum::routing::patch(set_inputs))
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::post(routes::APPS, "createApp", "Create an app.", post(create_app))
+            .takes::<CreateApp>()
+            .returns::<AppInfo>(201),
+        Op::get(routes::APPS, "listApps", "The org's apps.", get(list_apps)).returns::<AppList>(200),
+        Op::get(routes::APP, "getApp", "One app, by id or name.", get(get_app)).returns::<AppInfo>(200),
+        Op::post(routes::APP_CONFIGS, "syncAppConfig", "Sync the app's next config version from its files; an invalid config is refused with every diagnostic.", post(sync_config))
+            .takes::<SyncConfig>()
+            .returns::<ConfigVersionInfo>(201),
+        Op::get(routes::APP_CONFIGS, "listAppConfigs", "The app's config versions.", get(list_configs))
+            .returns::<ConfigVersionList>(200),
+        Op::get(routes::APP_CONFIG, "getAppConfig", "One config version (a number, or latest).", get(get_config))
+            .returns::<ConfigVersionInfo>(200),
+        Op::get(routes::APP_COMPONENTS, "listComponents", "The components of the app's latest config, dependencies first.", get(list_components))
+            .returns::<ComponentList>(200),
+        Op::post(routes::INSTALLS, "createInstall", "Create an install of an app, with its runner; the runner token is shown only in this answer.", post(create_install))
+            .takes::<CreateInstall>()
+            .returns::<InstallCreated>(201),
+        Op::get(routes::INSTALLS, "listInstalls", "The org's installs.", get(list_installs))
+            .returns::<InstallList>(200),
+        Op::get(routes::INSTALL, "getInstall", "One install, by id or name; sensitive inputs and secrets only by name.", get(get_install))
+            .returns::<InstallInfo>(200),
+        Op::patch(routes::INSTALL_INPUTS, "setInstallInputs", "Set some of an install's inputs.", patch(set_inputs))
+            .takes::<SetInputs>()
+            .returns::<InstallInfo>(200),
+    ]
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), Error> {

@@ -2,18 +2,23 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use bytes::Bytes;
 use nuon_core::token::issue_runner_token;
-use nuon_core::wire::{CreateJob, CreateRunner, JobList, RunnerCreated, RunnerList, routes};
+use nuon_core::wire::{
+    CreateJob, CreateRunner, JobInfo, JobList, LogEntry, LogPage, RunnerCreated, RunnerInfo,
+    RunnerList, routes,
+};
+use serde_json::json;
 use nuon_core::{JobId, JobSpec, RetryPolicy, RunnerId, now_ms};
 use serde::Deserialize;
 
-use super::{ApiAuth, Body, SharedState, path_id};
+use super::doc::Op;
+use super::{ApiAuth, Body, Q, SharedState, path_id};
 use crate::error::Error;
 use crate::store::NewJob;
 
@@ -22,14 +27,31 @@ const MAX_TIMEOUT_SECS: u64 = 7 * 86_400;
 const MAX_ATTEMPTS: u32 = 10;
 const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 
-pub(super) fn routes() -> Router<SharedState> {
-    Router::new()
-        .route(routes::RUNNERS, post(create_runner).get(list_runners))
-        .route(routes::RUNNER_REVOKE, post(revoke_runner))
-        .route(routes::JOBS, post(create_job).get(list_jobs))
-        .route(routes::JOB, get(get_job))
-        .route(routes::JOB_CANCEL, post(cancel_job))
-        .route(routes::JOB_LOGS, get(job_logs))
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::post(routes::RUNNERS, "createRunner", "Register a runner; its token is shown only in this answer.", post(create_runner))
+            .takes::<CreateRunner>()
+            .returns::<RunnerCreated>(201),
+        Op::get(routes::RUNNERS, "listRunners", "The org's runners.", get(list_runners))
+            .returns::<RunnerList>(200),
+        Op::post(routes::RUNNER_REVOKE, "revokeRunner", "Revoke a runner's token.", post(revoke_runner))
+            .returns::<RunnerInfo>(200),
+        Op::post(routes::JOBS, "createJob", "Queue a signed job for a runner.", post(create_job))
+            .takes::<CreateJob>()
+            .returns::<JobInfo>(201),
+        Op::get(routes::JOBS, "listJobs", "The org's newest jobs.", get(list_jobs))
+            .query("limit", json!({"type": "integer", "minimum": 0}), "How many (1 to 1000, default 100).")
+            .returns::<JobList>(200),
+        Op::get(routes::JOB, "getJob", "One job.", get(get_job)).returns::<JobInfo>(200),
+        Op::post(routes::JOB_CANCEL, "cancelJob", "Cancel a job.", post(cancel_job))
+            .returns::<JobInfo>(200),
+        Op::get(routes::JOB_LOGS, "getJobLogs", "A page of a job's log, or with follow=true its live stream (NDJSON).", get(job_logs))
+            .query("after", json!({"type": "integer", "minimum": 0}), "The cursor of the last line read (0 for the start).")
+            .query("limit", json!({"type": "integer", "minimum": 0}), "Lines per page (1 to 10000).")
+            .query("follow", json!({"type": "boolean"}), "Stream lines until the job has finished.")
+            .returns::<LogPage>(200)
+            .streams::<LogEntry>("application/x-ndjson"),
+    ]
 }
 
 pub(super) fn valid_name(name: &str) -> bool {
@@ -195,7 +217,7 @@ struct ListQuery {
 async fn list_jobs(
     State(state): State<SharedState>,
     auth: ApiAuth,
-    Query(q): Query<ListQuery>,
+    Q(q): Q<ListQuery>,
 ) -> Result<Json<JobList>, Error> {
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let jobs = state.store.list_jobs(&auth.0.org_id, limit).await?;
@@ -247,7 +269,7 @@ async fn job_logs(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(raw): Path<String>,
-    Query(q): Query<LogQuery>,
+    Q(q): Q<LogQuery>,
 ) -> Result<Response, Error> {
     let id: JobId = path_id("job", &raw)?;
     let org = auth.0.org_id;

@@ -2,7 +2,9 @@
 //! (runners), each on its own listener and router.
 
 mod apps;
+pub(crate) mod doc;
 mod control;
+mod orgs;
 mod runner;
 
 use std::collections::HashMap;
@@ -217,6 +219,19 @@ fn json_rejection(rejection: JsonRejection) -> Error {
     Error::bad_request(message)
 }
 
+/// A query string, with JSON errors like every other rejection.
+pub(crate) struct Q<T>(pub(crate) T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Q<T> {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Error> {
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|q| Q(q.0))
+            .map_err(|e| Error::bad_request(format!("invalid query string: {}", e.body_text())))
+    }
+}
+
 /// Parses an id from a path; a malformed id is simply not found.
 pub(crate) fn path_id<T: std::str::FromStr>(kind: &str, raw: &str) -> Result<T, Error> {
     raw.parse()
@@ -239,8 +254,30 @@ fn finish(router: Router<SharedState>, state: SharedState) -> Router {
         .with_state(state)
 }
 
+/// Every operation of the Control API.
+pub(crate) fn control_ops() -> Vec<doc::Op> {
+    let mut ops = control::ops();
+    ops.extend(orgs::ops());
+    ops.extend(apps::ops());
+    ops
+}
+
+/// The OpenAPI document of the Control API.
+pub fn openapi() -> serde_json::Value {
+    doc::openapi(&control_ops())
+}
+
 pub(crate) fn control_router(state: SharedState) -> Router {
-    finish(control::routes().merge(apps::routes()), state)
+    let ops = control_ops();
+    let document = Arc::new(doc::openapi(&ops));
+    let router = doc::router(ops).route(
+        routes::OPENAPI,
+        axum::routing::get(move || {
+            let document = document.clone();
+            async move { axum::Json(document.as_ref().clone()) }
+        }),
+    );
+    finish(router, state)
 }
 
 pub(crate) fn runner_router(state: SharedState) -> Router {

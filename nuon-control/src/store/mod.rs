@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use nuon_core::token::IssuedToken;
 use nuon_core::wire::{
     AppInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck,
-    LogBatch, LogPage, RunnerInfo,
+    LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope,
 };
 use nuon_core::{AppId, InstallId, JobId, JobSpec, OrgId, OrgSigningKey, RunnerId, TokenId};
 
@@ -176,6 +176,23 @@ pub struct StoredInstall {
 /// The control plane's state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    // ------------------------------------------------------------- tokens
+    /// The org's id and name.
+    async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>>;
+    /// Stores a new API token of the org (only its hash).
+    async fn create_api_token(
+        &self,
+        org: &OrgId,
+        id: &TokenId,
+        name: &str,
+        scope: TokenScope,
+        token_hash: &str,
+    ) -> Result<TokenInfo>;
+    /// The org's API tokens.
+    async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>>;
+    /// Revokes an API token of the org; it authenticates nothing after.
+    async fn revoke_api_token(&self, org: &OrgId, id: &TokenId) -> Result<Option<TokenInfo>>;
+
     // ------------------------------------------------------------- apps
     /// Creates an app (409 `name_taken` when the org has one of that name).
     async fn create_app(&self, org: &OrgId, id: &AppId, name: &str) -> Result<AppInfo>;

@@ -18,7 +18,7 @@ use nuon_core::records;
 use nuon_core::token::issue_api_token;
 use nuon_core::wire::{
     AppInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus,
-    LogAck, LogBatch, LogEntry, LogPage, RunnerInfo,
+    LogAck, LogBatch, LogEntry, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope,
 };
 use nuon_core::{
     AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, now_ms,
@@ -162,6 +162,19 @@ fn id_at<T: std::str::FromStr<Err = nuon_core::IdError>>(
     let raw: String = r.get(i)?;
     raw.parse().map_err(|e: nuon_core::IdError| {
         rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+    })
+}
+
+const TOKEN_COLUMNS: &str = "id, name, scope, created_at, revoked_at";
+
+fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenInfo> {
+    let scope: String = r.get(2)?;
+    Ok(TokenInfo {
+        id: id_at(r, 0)?,
+        name: r.get(1)?,
+        scope: if scope == "admin" { TokenScope::Admin } else { TokenScope::Read },
+        created_at_ms: r.get(3)?,
+        revoked: r.get::<_, Option<i64>>(4)?.is_some(),
     })
 }
 
@@ -588,6 +601,80 @@ impl Store for SqliteStore {
                 OrgSigningKey::from_bytes(&b).map_err(|e| StoreError::Database(Box::new(e)))
             })
             .transpose()
+        })
+        .await
+    }
+
+    async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT id, name FROM orgs WHERE id = ?1",
+                [org.as_str()],
+                |r| Ok(OrgInfo { id: id_at(r, 0)?, name: r.get(1)? }),
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn create_api_token(
+        &self,
+        org: &OrgId,
+        id: &TokenId,
+        name: &str,
+        scope: TokenScope,
+        token_hash: &str,
+    ) -> Result<TokenInfo> {
+        let (org, id, name, hash) = (org.clone(), id.clone(), name.to_owned(), token_hash.to_owned());
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id.as_str(), org.as_str(), name, hash, scope.as_str(), now],
+            )
+            .map_err(db_err)?;
+            Ok(TokenInfo {
+                id,
+                name,
+                scope,
+                created_at_ms: now,
+                revoked: false,
+            })
+        })
+        .await
+    }
+
+    async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE org_id = ?1 ORDER BY created_at, id"
+                ))
+                .map_err(db_err)?;
+            let rows = stmt.query_map([org.as_str()], token_from_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn revoke_api_token(&self, org: &OrgId, id: &TokenId) -> Result<Option<TokenInfo>> {
+        let (org, id) = (org.clone(), id.clone());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE api_tokens SET revoked_at = ?3 WHERE org_id = ?1 AND id = ?2 AND revoked_at IS NULL",
+                params![org.as_str(), id.as_str(), now_ms()],
+            )
+            .map_err(db_err)?;
+            conn.query_row(
+                &format!("SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE org_id = ?1 AND id = ?2"),
+                params![org.as_str(), id.as_str()],
+                token_from_row,
+            )
+            .optional()
+            .map_err(db_err)
         })
         .await
     }

@@ -3,10 +3,11 @@
 use std::fmt;
 use std::ops::Range;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One problem in an app config, at a place in one of its files.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct Diagnostic {
     /// The file, relative to the config directory (`components/db.toml`).
     pub file: String,
@@ -34,7 +35,7 @@ impl fmt::Display for Diagnostic {
 }
 
 /// Every problem of a config, sorted by file and position.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
 impl Diagnostics {

@@ -28,6 +28,7 @@ pub mod template;
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -38,7 +39,7 @@ pub use load::{parse, read_dir, validate_dir};
 pub const CONFIG_VERSION: &str = "v2";
 
 /// A whole, valid app config.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AppConfig {
     /// `metadata.toml`.
@@ -82,7 +83,7 @@ impl AppConfig {
 }
 
 /// `metadata.toml`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Metadata {
     /// Always [`CONFIG_VERSION`].
@@ -99,7 +100,7 @@ pub struct Metadata {
 }
 
 /// Where a component's (or the sandbox's) source comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Source {
     /// `path = "./src/db"`: a directory next to the config, for development.
@@ -151,7 +152,7 @@ pub enum Source {
 }
 
 /// `sandbox.toml`: the install's base infrastructure, a Terraform module.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Sandbox {
     /// The Terraform version the module needs.
@@ -170,7 +171,7 @@ pub struct Sandbox {
 }
 
 /// `runner.toml`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunnerSettings {
     /// Where install runners run: `aws`, `azure`, `gcp` or `local`.
@@ -187,7 +188,7 @@ pub struct RunnerSettings {
 }
 
 /// `[[group]]` of `inputs.toml`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InputGroup {
     /// What inputs name in `group`.
@@ -201,7 +202,7 @@ pub struct InputGroup {
 }
 
 /// The type of an input's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InputType {
     /// Text (the default).
@@ -292,7 +293,7 @@ fn json_kind(v: &Value) -> &'static str {
 }
 
 /// `[[input]]` of `inputs.toml`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InputDecl {
     /// What templates read: `{{ .nuon.install.inputs.NAME }}`.
@@ -321,7 +322,7 @@ pub struct InputDecl {
 }
 
 /// A secret an install provides (`secrets.toml`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SecretDecl {
     /// What templates read: `{{ .nuon.secrets.NAME }}`.
@@ -343,7 +344,7 @@ pub struct SecretDecl {
 }
 
 /// The kinds of component this project deploys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ComponentKind {
     /// A Terraform (or OpenTofu) module.
@@ -392,7 +393,7 @@ impl ComponentKind {
 }
 
 /// `components/NAME.toml`. Keys that do not apply to its kind are empty.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Component {
     /// Unique in the app; what dependencies and templates name.
@@ -454,7 +455,7 @@ pub struct Component {
 }
 
 /// `[[triggers]]` of an action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Trigger {
     /// `manual`, `cron`, `pre-deploy-component`, ...
@@ -469,7 +470,7 @@ pub struct Trigger {
 }
 
 /// `[[steps]]` of an action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     /// Unique in the action.
@@ -489,7 +490,7 @@ pub struct Step {
 }
 
 /// `actions/NAME.toml`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Action {
     /// Unique in the app.
@@ -509,7 +510,7 @@ pub struct Action {
 }
 
 /// `installs/NAME.toml`: an install the config describes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InstallDecl {
     /// Unique in the app.

@@ -1,0 +1,85 @@
+//! The Control API for the caller's org and its API tokens.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use axum::routing::{get, post};
+use nuon_core::TokenId;
+use nuon_core::token::issue_api_token;
+use nuon_core::wire::{CreateToken, OrgInfo, TokenCreated, TokenInfo, TokenList, routes};
+
+use super::control::{require_admin, valid_name};
+use super::doc::Op;
+use super::{ApiAuth, Body, SharedState, path_id};
+use crate::error::Error;
+
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::get(routes::ORG, "getOrg", "The token's org.", get(get_org)).returns::<OrgInfo>(200),
+        Op::post(routes::TOKENS, "createToken", "Create an API token; its secret is shown only in this answer.", post(create_token))
+            .takes::<CreateToken>()
+            .returns::<TokenCreated>(201),
+        Op::get(routes::TOKENS, "listTokens", "The org's API tokens, never their secrets.", get(list_tokens))
+            .returns::<TokenList>(200),
+        Op::post(routes::TOKEN_REVOKE, "revokeToken", "Revoke an API token.", post(revoke_token))
+            .returns::<TokenInfo>(200),
+    ]
+}
+
+async fn get_org(State(state): State<SharedState>, auth: ApiAuth) -> Result<Json<OrgInfo>, Error> {
+    let org = state
+        .store
+        .get_org(&auth.0.org_id)
+        .await?
+        .ok_or_else(|| Error::not_found("the token's org no longer exists"))?;
+    Ok(Json(org))
+}
+
+async fn create_token(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Body(req): Body<CreateToken>,
+) -> Result<(StatusCode, Json<TokenCreated>), Error> {
+    require_admin(&auth)?;
+    if !valid_name(&req.name) {
+        return Err(Error::bad_request(format!(
+            "invalid token name {:?}: use 1 to 64 letters, digits, '-', '_' or '.'",
+            req.name.chars().take(80).collect::<String>()
+        )));
+    }
+    let id = TokenId::generate();
+    let issued = issue_api_token(&id);
+    let token = state
+        .store
+        .create_api_token(&auth.0.org_id, &id, &req.name, req.scope, &issued.hash)
+        .await?;
+    tracing::info!(token = %id, scope = req.scope.as_str(), "API token created");
+    Ok((
+        StatusCode::CREATED,
+        Json(TokenCreated {
+            token,
+            secret: issued.secret,
+        }),
+    ))
+}
+
+async fn list_tokens(State(state): State<SharedState>, auth: ApiAuth) -> Result<Json<TokenList>, Error> {
+    let tokens = state.store.list_api_tokens(&auth.0.org_id).await?;
+    Ok(Json(TokenList { tokens }))
+}
+
+async fn revoke_token(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+) -> Result<Json<TokenInfo>, Error> {
+    require_admin(&auth)?;
+    let id: TokenId = path_id("token", &raw)?;
+    let token = state
+        .store
+        .revoke_api_token(&auth.0.org_id, &id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no token {raw:?}")))?;
+    tracing::info!(token = %id, "API token revoked");
+    Ok(Json(token))
+}
