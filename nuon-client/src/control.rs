@@ -5,8 +5,8 @@ use nuon_core::JobId;
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList, CreateApp,
     CreateInstall, CreateJob, CreateRunner, CreateToken, InstallCreated, InstallInfo, InstallList,
-    JobInfo, JobList, LogEntry, LogPage, OrgInfo, RunnerCreated, RunnerInfo, RunnerList,
-    SetInputs, SyncConfig, TokenCreated, TokenInfo, TokenList, TokenScope, routes,
+    JobInfo, JobList, LogEntry, LogPage, OrgInfo, RunnerCreated, RunnerInfo, RunnerList, SetInputs,
+    SyncConfig, TokenCreated, TokenInfo, TokenList, TokenScope, routes,
 };
 
 use crate::config::ClientConfig;

@@ -79,6 +79,10 @@ pub mod routes {
     }
 }
 
+/// What names of runners, apps, installs and tokens may be: 1 to 64
+/// letters, digits, `-`, `_` and `.`.
+pub const NAME_PATTERN: &str = "^[A-Za-z0-9._-]{1,64}$";
+
 /// The largest request body either API accepts, in bytes.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// The most lines one [`LogBatch`] may carry.
@@ -288,6 +292,7 @@ pub struct CompletionAck {
 #[serde(deny_unknown_fields)]
 pub struct CreateRunner {
     /// A name unique in the org: letters, digits, `-`, `_`, `.`; at most 64.
+    #[schemars(regex(pattern = NAME_PATTERN))]
     pub name: String,
 }
 
@@ -472,6 +477,7 @@ impl TokenScope {
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
     /// What it is for.
+    #[schemars(regex(pattern = NAME_PATTERN))]
     pub name: String,
     /// What it may do.
     pub scope: TokenScope,
@@ -515,6 +521,7 @@ pub struct TokenList {
 #[serde(deny_unknown_fields)]
 pub struct CreateApp {
     /// Unique in the org.
+    #[schemars(regex(pattern = NAME_PATTERN))]
     pub name: String,
 }
 
@@ -609,6 +616,7 @@ pub struct CreateInstall {
     /// The app, by name or id.
     pub app: String,
     /// Unique in the org.
+    #[schemars(regex(pattern = NAME_PATTERN))]
     pub name: String,
     /// Input values by name (strings are read as the input's type).
     #[serde(default)]

@@ -5,6 +5,7 @@
 mod apps;
 mod faults;
 mod job_loop;
+mod openapi;
 mod security;
 
 use std::time::Duration;

@@ -373,3 +373,16 @@ pub fn read_pid(path: &Path) -> Result<i32> {
 pub fn require_all() -> bool {
     std::env::var("NUON_TEST_REQUIRE").is_ok_and(|v| v == "all")
 }
+
+/// Whether the outside tool `name` is on PATH. When it is not, the test
+/// should return: this says so loudly, and fails the test instead when
+/// `NUON_TEST_REQUIRE=all` (as in CI).
+pub fn have_tool(name: &str, what_for: &str) -> bool {
+    if which::which(name).is_ok() {
+        return true;
+    }
+    let msg = format!("{name} is not installed: cannot {what_for}");
+    assert!(!require_all(), "{msg} (NUON_TEST_REQUIRE=all)");
+    eprintln!("SKIPPED: {msg}");
+    false
+}

@@ -123,7 +123,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Openapi => {
-            println!("{}", serde_json::to_string_pretty(&nuon_control::openapi())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&nuon_control::openapi())?
+            );
             Ok(())
         }
     }

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::Json;
 use axum::routing::{get, patch, post};
 use nuon_core::app::{self, AppConfig, SourceFile};
 use nuon_core::token::issue_runner_token;

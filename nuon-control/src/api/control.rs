@@ -2,20 +2,20 @@
 
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Json;
 use bytes::Bytes;
 use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
     CreateJob, CreateRunner, JobInfo, JobList, LogEntry, LogPage, RunnerCreated, RunnerInfo,
     RunnerList, routes,
 };
-use serde_json::json;
 use nuon_core::{JobId, JobSpec, RetryPolicy, RunnerId, now_ms};
 use serde::Deserialize;
+use serde_json::json;
 
 use super::doc::Op;
 use super::{ApiAuth, Body, Q, SharedState, path_id};
@@ -29,28 +29,79 @@ const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::post(routes::RUNNERS, "createRunner", "Register a runner; its token is shown only in this answer.", post(create_runner))
-            .takes::<CreateRunner>()
-            .returns::<RunnerCreated>(201),
-        Op::get(routes::RUNNERS, "listRunners", "The org's runners.", get(list_runners))
-            .returns::<RunnerList>(200),
-        Op::post(routes::RUNNER_REVOKE, "revokeRunner", "Revoke a runner's token.", post(revoke_runner))
-            .returns::<RunnerInfo>(200),
-        Op::post(routes::JOBS, "createJob", "Queue a signed job for a runner.", post(create_job))
-            .takes::<CreateJob>()
-            .returns::<JobInfo>(201),
-        Op::get(routes::JOBS, "listJobs", "The org's newest jobs.", get(list_jobs))
-            .query("limit", json!({"type": "integer", "minimum": 0}), "How many (1 to 1000, default 100).")
-            .returns::<JobList>(200),
+        Op::post(
+            routes::RUNNERS,
+            "createRunner",
+            "Register a runner; its token is shown only in this answer.",
+            post(create_runner),
+        )
+        .takes::<CreateRunner>()
+        .returns::<RunnerCreated>(201),
+        Op::get(
+            routes::RUNNERS,
+            "listRunners",
+            "The org's runners.",
+            get(list_runners),
+        )
+        .returns::<RunnerList>(200),
+        Op::post(
+            routes::RUNNER_REVOKE,
+            "revokeRunner",
+            "Revoke a runner's token.",
+            post(revoke_runner),
+        )
+        .returns::<RunnerInfo>(200),
+        Op::post(
+            routes::JOBS,
+            "createJob",
+            "Queue a signed job for a runner.",
+            post(create_job),
+        )
+        .takes::<CreateJob>()
+        .returns::<JobInfo>(201),
+        Op::get(
+            routes::JOBS,
+            "listJobs",
+            "The org's newest jobs.",
+            get(list_jobs),
+        )
+        .query(
+            "limit",
+            json!({"type": "integer", "minimum": 0}),
+            "How many (1 to 1000, default 100).",
+        )
+        .returns::<JobList>(200),
         Op::get(routes::JOB, "getJob", "One job.", get(get_job)).returns::<JobInfo>(200),
-        Op::post(routes::JOB_CANCEL, "cancelJob", "Cancel a job.", post(cancel_job))
-            .returns::<JobInfo>(200),
-        Op::get(routes::JOB_LOGS, "getJobLogs", "A page of a job's log, or with follow=true its live stream (NDJSON).", get(job_logs))
-            .query("after", json!({"type": "integer", "minimum": 0}), "The cursor of the last line read (0 for the start).")
-            .query("limit", json!({"type": "integer", "minimum": 0}), "Lines per page (1 to 10000).")
-            .query("follow", json!({"type": "boolean"}), "Stream lines until the job has finished.")
-            .returns::<LogPage>(200)
-            .streams::<LogEntry>("application/x-ndjson"),
+        Op::post(
+            routes::JOB_CANCEL,
+            "cancelJob",
+            "Cancel a job.",
+            post(cancel_job),
+        )
+        .returns::<JobInfo>(200),
+        Op::get(
+            routes::JOB_LOGS,
+            "getJobLogs",
+            "A page of a job's log, or with follow=true its live stream (NDJSON).",
+            get(job_logs),
+        )
+        .query(
+            "after",
+            json!({"type": "integer", "minimum": 0}),
+            "The cursor of the last line read (0 for the start).",
+        )
+        .query(
+            "limit",
+            json!({"type": "integer", "minimum": 0}),
+            "Lines per page (1 to 10000).",
+        )
+        .query(
+            "follow",
+            json!({"type": "boolean"}),
+            "Stream lines until the job has finished.",
+        )
+        .returns::<LogPage>(200)
+        .streams::<LogEntry>("application/x-ndjson"),
     ]
 }
 

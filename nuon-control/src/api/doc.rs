@@ -116,7 +116,12 @@ impl Op {
     }
 
     /// A query parameter.
-    pub(crate) fn query(mut self, name: &'static str, schema: Value, description: &'static str) -> Self {
+    pub(crate) fn query(
+        mut self,
+        name: &'static str,
+        schema: Value,
+        description: &'static str,
+    ) -> Self {
         self.query.push(QueryParam {
             name,
             schema,
@@ -192,14 +197,20 @@ pub(crate) fn openapi(ops: &[Op]) -> Value {
         let mut responses = Map::new();
         responses.insert(op.status.to_string(), ok);
         let err = |d: &str| json!({ "description": d, "content": json_content(error.clone()) });
-        responses.insert("400".into(), err("Invalid input: what, where and how to fix it."));
+        responses.insert(
+            "400".into(),
+            err("Invalid input: what, where and how to fix it."),
+        );
         responses.insert("401".into(), err("Missing or unknown token."));
         if op.write {
             responses.insert("403".into(), err("A read-only token."));
         }
         responses.insert("404".into(), err("No such resource in the token's org."));
         if op.write {
-            responses.insert("409".into(), err("Conflicts with the current state (a name taken)."));
+            responses.insert(
+                "409".into(),
+                err("Conflicts with the current state (a name taken)."),
+            );
         }
         responses.insert("413".into(), err("The body is larger than 4 MiB."));
         responses.insert("415".into(), err("The body is not JSON."));

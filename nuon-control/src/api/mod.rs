@@ -2,8 +2,8 @@
 //! (runners), each on its own listener and router.
 
 mod apps;
-pub(crate) mod doc;
 mod control;
+pub(crate) mod doc;
 mod orgs;
 mod runner;
 

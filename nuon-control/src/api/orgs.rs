@@ -1,8 +1,8 @@
 //! The Control API for the caller's org and its API tokens.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::Json;
 use axum::routing::{get, post};
 use nuon_core::TokenId;
 use nuon_core::token::issue_api_token;
@@ -16,13 +16,28 @@ use crate::error::Error;
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::get(routes::ORG, "getOrg", "The token's org.", get(get_org)).returns::<OrgInfo>(200),
-        Op::post(routes::TOKENS, "createToken", "Create an API token; its secret is shown only in this answer.", post(create_token))
-            .takes::<CreateToken>()
-            .returns::<TokenCreated>(201),
-        Op::get(routes::TOKENS, "listTokens", "The org's API tokens, never their secrets.", get(list_tokens))
-            .returns::<TokenList>(200),
-        Op::post(routes::TOKEN_REVOKE, "revokeToken", "Revoke an API token.", post(revoke_token))
-            .returns::<TokenInfo>(200),
+        Op::post(
+            routes::TOKENS,
+            "createToken",
+            "Create an API token; its secret is shown only in this answer.",
+            post(create_token),
+        )
+        .takes::<CreateToken>()
+        .returns::<TokenCreated>(201),
+        Op::get(
+            routes::TOKENS,
+            "listTokens",
+            "The org's API tokens, never their secrets.",
+            get(list_tokens),
+        )
+        .returns::<TokenList>(200),
+        Op::post(
+            routes::TOKEN_REVOKE,
+            "revokeToken",
+            "Revoke an API token.",
+            post(revoke_token),
+        )
+        .returns::<TokenInfo>(200),
     ]
 }
 
@@ -63,7 +78,10 @@ async fn create_token(
     ))
 }
 
-async fn list_tokens(State(state): State<SharedState>, auth: ApiAuth) -> Result<Json<TokenList>, Error> {
+async fn list_tokens(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+) -> Result<Json<TokenList>, Error> {
     let tokens = state.store.list_api_tokens(&auth.0.org_id).await?;
     Ok(Json(TokenList { tokens }))
 }
@@ -75,6 +93,13 @@ async fn revoke_token(
 ) -> Result<Json<TokenInfo>, Error> {
     require_admin(&auth)?;
     let id: TokenId = path_id("token", &raw)?;
+    if id == auth.0.token_id {
+        return Err(Error::api(
+            StatusCode::CONFLICT,
+            "own_token",
+            "a token cannot revoke itself: revoke it with another admin token",
+        ));
+    }
     let token = state
         .store
         .revoke_api_token(&auth.0.org_id, &id)

@@ -172,7 +172,11 @@ fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenInfo> {
     Ok(TokenInfo {
         id: id_at(r, 0)?,
         name: r.get(1)?,
-        scope: if scope == "admin" { TokenScope::Admin } else { TokenScope::Read },
+        scope: if scope == "admin" {
+            TokenScope::Admin
+        } else {
+            TokenScope::Read
+        },
         created_at_ms: r.get(3)?,
         revoked: r.get::<_, Option<i64>>(4)?.is_some(),
     })
@@ -611,7 +615,12 @@ impl Store for SqliteStore {
             conn.query_row(
                 "SELECT id, name FROM orgs WHERE id = ?1",
                 [org.as_str()],
-                |r| Ok(OrgInfo { id: id_at(r, 0)?, name: r.get(1)? }),
+                |r| {
+                    Ok(OrgInfo {
+                        id: id_at(r, 0)?,
+                        name: r.get(1)?,
+                    })
+                },
             )
             .optional()
             .map_err(db_err)
@@ -627,7 +636,12 @@ impl Store for SqliteStore {
         scope: TokenScope,
         token_hash: &str,
     ) -> Result<TokenInfo> {
-        let (org, id, name, hash) = (org.clone(), id.clone(), name.to_owned(), token_hash.to_owned());
+        let (org, id, name, hash) = (
+            org.clone(),
+            id.clone(),
+            name.to_owned(),
+            token_hash.to_owned(),
+        );
         self.write(move |conn| {
             let now = now_ms();
             conn.execute(

@@ -1,0 +1,355 @@
+//! The Control API as its OpenAPI document describes it: every route is
+//! walked, so a new route is covered without touching this test.
+//! Acceptance 4 of "Apps, components and installs": a token of org A gets
+//! 404 on org B's resources, a read-only token 403 on every write.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use nuon_tests::{ControlPlane, bin, rt};
+
+fn example() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello")
+}
+
+/// A second org in the control plane's data dir: its admin token.
+fn create_org(cp: &ControlPlane, name: &str) -> String {
+    let out = Command::new(bin("nuon-ctl"))
+        .args(["orgs", "create", name, "--data-dir"])
+        .arg(&cp.data_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("admin-token: "))
+        .unwrap()
+        .to_owned()
+}
+
+fn nuon(cp: &ControlPlane, token: &str, args: &[&str]) -> Value {
+    let out = Command::new(bin("nuon"))
+        .arg("--json")
+        .args(args)
+        .env("NUON_API_URL", &cp.control_url)
+        .env("NUON_TOKEN", token)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nuon {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// What org B owns, by the names and ids a request could carry.
+struct OrgB {
+    /// Path parameter values by parameter name and route.
+    app: String,
+    install: String,
+    runner: String,
+    job: String,
+    token: String,
+    /// Every id and name of B, none of which may appear in an answer to A.
+    secrets: Vec<String>,
+}
+
+fn send(
+    cp: &ControlPlane,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    rt().block_on(async {
+        let http = reqwest::Client::new();
+        let url = format!("{}{path}", cp.control_url);
+        let mut req = match method {
+            "get" => http.get(url),
+            "post" => http.post(url),
+            "patch" => http.patch(url),
+            other => panic!("method {other} is not handled by this test"),
+        }
+        .bearer_auth(token);
+        if let Some(b) = body {
+            req = req.json(b);
+        } else if method != "get" {
+            req = req.header("content-type", "application/json").body("{}");
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    })
+}
+
+/// A body the operation accepts, naming B's resources where it names any.
+fn body_for(op: &str, b: &OrgB) -> Option<Value> {
+    Some(match op {
+        "createRunner" => json!({"name": "a-runner"}),
+        "createJob" => json!({"runner": b.runner, "kind": "exec", "payload": {"command": "true"}}),
+        "createApp" => json!({"name": "a-app"}),
+        "syncAppConfig" => {
+            json!({"files": [{"path": "metadata.toml", "contents": "version = \"v2\"\n"}]})
+        }
+        "createInstall" => json!({"app": b.app, "name": "a-install"}),
+        "setInstallInputs" => json!({"inputs": {}}),
+        "createToken" => json!({"name": "a-token", "scope": "read"}),
+        "revokeRunner" | "cancelJob" | "revokeToken" => return None,
+        other => panic!("no request body known for write operation {other}: add one to this test"),
+    })
+}
+
+#[test]
+fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
+    let cp = ControlPlane::start("10s").unwrap();
+    let a_admin = cp.admin_token.clone();
+    let b_admin = create_org(&cp, "org-b");
+
+    // Org B: an app with a config, an install (with its runner), a job, a token.
+    nuon(&cp, &b_admin, &["apps", "create", "b-app"]);
+    nuon(
+        &cp,
+        &b_admin,
+        &[
+            "apps",
+            "sync",
+            example().to_str().unwrap(),
+            "--app",
+            "b-app",
+        ],
+    );
+    let inst = nuon(
+        &cp,
+        &b_admin,
+        &[
+            "installs",
+            "create",
+            "--app",
+            "b-app",
+            "--name",
+            "b-install",
+            "--input",
+            "api_key=k",
+        ],
+    );
+    let runner = inst["install"]["runner_id"].as_str().unwrap().to_owned();
+    let job = nuon(
+        &cp,
+        &b_admin,
+        &["jobs", "exec", "--runner", &runner, "--", "true"],
+    );
+    let token = nuon(
+        &cp,
+        &b_admin,
+        &["orgs", "tokens", "create", "--name", "b-reader"],
+    );
+    let b = OrgB {
+        app: "b-app".into(),
+        install: "b-install".into(),
+        runner: runner.clone(),
+        job: job["id"].as_str().unwrap().to_owned(),
+        token: token["token"]["id"].as_str().unwrap().to_owned(),
+        secrets: vec![
+            "b-app".into(),
+            inst["install"]["app_id"].as_str().unwrap().into(),
+            "b-install".into(),
+            inst["install"]["id"].as_str().unwrap().into(),
+            runner,
+            job["id"].as_str().unwrap().into(),
+            token["token"]["id"].as_str().unwrap().into(),
+        ],
+    };
+    // Org A: a read-only token.
+    let a_read = nuon(
+        &cp,
+        &a_admin,
+        &["orgs", "tokens", "create", "--name", "a-reader"],
+    )["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let (status, doc) = send(&cp, "get", "/openapi.json", "no-token-needed", None);
+    assert_eq!(status, 200);
+    let mut walked = 0;
+    let mut writes = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().unwrap();
+            let write = method != "get";
+            // Fill path parameters with B's resources.
+            let mut url = path.clone();
+            let mut has_params = false;
+            for seg in path.split('/') {
+                let value = match seg {
+                    "{id}" if path.starts_with("/v1/apps") => &b.app,
+                    "{id}" if path.starts_with("/v1/installs") => &b.install,
+                    "{id}" if path.starts_with("/v1/runners") => &b.runner,
+                    "{id}" if path.starts_with("/v1/jobs") => &b.job,
+                    "{id}" if path.starts_with("/v1/tokens") => &b.token,
+                    "{version}" => "1",
+                    s if s.starts_with('{') => panic!("no value known for {s} in {path}: add one"),
+                    _ => continue,
+                };
+                has_params = true;
+                url = url.replace(seg, value);
+            }
+            let body = if write { body_for(id, &b) } else { None };
+            let names_b = op["requestBody"].is_object()
+                && body.as_ref().is_some_and(|v| {
+                    let t = v.to_string();
+                    b.secrets.iter().any(|s| t.contains(s.as_str()))
+                });
+
+            // A's admin token on B's resources: not found, never B's data.
+            let (status, answer) = send(&cp, method, &url, &a_admin, body.as_ref());
+            if has_params || names_b {
+                assert_eq!(
+                    status, 404,
+                    "{method} {url} ({id}) with org A's token: {answer}"
+                );
+                let msg = answer["error"]["message"].as_str().unwrap_or("");
+                assert!(
+                    !msg.starts_with("no route"),
+                    "{method} {url} is not served: {answer}"
+                );
+            } else {
+                assert!(status < 300, "{method} {url} ({id}): {status} {answer}");
+                let text = answer.to_string();
+                for s in &b.secrets {
+                    assert!(
+                        !text.contains(s.as_str()),
+                        "{method} {url} shows org B's {s}: {text}"
+                    );
+                }
+            }
+
+            // A's read-only token: every write is forbidden.
+            if write {
+                let own = url.replace(&b.app, "a-app");
+                let (status, answer) = send(&cp, method, &own, &a_read, body.as_ref());
+                assert_eq!(
+                    status, 403,
+                    "{method} {own} ({id}) with a read-only token: {answer}"
+                );
+                assert_eq!(answer["error"]["code"], "forbidden");
+                writes += 1;
+            }
+            walked += 1;
+        }
+    }
+    assert!(
+        walked >= 20 && writes >= 9,
+        "walked {walked} operations, {writes} writes"
+    );
+    // B's things are all still there and unchanged for B.
+    let (status, list) = send(&cp, "get", "/v1/installs", &b_admin, None);
+    assert_eq!(status, 200);
+    assert_eq!(list["installs"][0]["name"], "b-install");
+}
+
+/// Acceptance 5: the document validates (openapi-spec-validator), and
+/// schemathesis, generating requests from it against a live server with
+/// data in it, finds no answer that breaks it and no server error.
+#[test]
+fn the_document_validates_and_schemathesis_finds_no_answer_that_breaks_it() {
+    if !nuon_tests::have_tool("st", "run schemathesis (pip install schemathesis)") {
+        return;
+    }
+    let cp = ControlPlane::start("10s").unwrap();
+    let admin = cp.admin_token.clone();
+    nuon(&cp, &admin, &["apps", "create", "hello"]);
+    nuon(
+        &cp,
+        &admin,
+        &[
+            "apps",
+            "sync",
+            example().to_str().unwrap(),
+            "--app",
+            "hello",
+        ],
+    );
+    nuon(
+        &cp,
+        &admin,
+        &[
+            "installs",
+            "create",
+            "--app",
+            "hello",
+            "--name",
+            "demo",
+            "--input",
+            "api_key=k",
+        ],
+    );
+    let runner = nuon(&cp, &admin, &["runners", "create", "--name", "r1"]);
+    nuon(
+        &cp,
+        &admin,
+        &["jobs", "exec", "--runner", "r1", "--", "true"],
+    );
+    let _ = runner;
+
+    let dir = tempfile::tempdir().unwrap();
+    let doc_path = dir.path().join("openapi.json");
+    let (status, doc) = send(&cp, "get", "/openapi.json", "none", None);
+    assert_eq!(status, 200);
+    std::fs::write(&doc_path, doc.to_string()).unwrap();
+    let check = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys; from openapi_spec_validator import validate; validate(json.load(open(sys.argv[1]))); print('valid')",
+        ])
+        .arg(&doc_path)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "the OpenAPI document does not validate (pip install openapi-spec-validator):\n{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    let out = Command::new("st")
+        .args(["run", &format!("{}/openapi.json", cp.control_url)])
+        .args(["-H", &format!("Authorization: Bearer {admin}")])
+        .args([
+            "--checks",
+            "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+            "--max-examples",
+            "25",
+            "--seed",
+            "1",
+        ])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "schemathesis found problems:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = stdout
+        .lines()
+        .find(|l| l.contains(" generated, "))
+        .unwrap_or_default()
+        .to_owned();
+    eprintln!("schemathesis: {summary}");
+    assert!(
+        summary.contains("passed") && !summary.contains("failed"),
+        "{stdout}"
+    );
+    assert!(
+        !cp.server_log().contains("internal error"),
+        "{}",
+        cp.server_log()
+    );
+}
