@@ -338,3 +338,69 @@ fn installs_check_inputs_and_never_show_secrets() {
         assert!(!text.contains(API_KEY) && !text.contains(DB_PASSWORD));
     }
 }
+
+/// Acceptance 6: the --json output of every read command parses and is
+/// exactly what the API answers.
+#[test]
+fn every_read_command_prints_the_api_json() {
+    let cp = nuon_tests::ControlPlane::start("10s").unwrap();
+    let c = cp.client();
+    ok(&cp.nuon(&["apps", "create", "hello"]));
+    ok(&cp.nuon(&[
+        "apps",
+        "sync",
+        example().to_str().unwrap(),
+        "--app",
+        "hello",
+    ]));
+    ok(&cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "demo",
+        "--input",
+        "api_key=k",
+    ]));
+    ok(&cp.nuon(&["runners", "create", "--name", "r1", "--json"]));
+    let job = ok(&cp.nuon(&["--json", "jobs", "exec", "--runner", "r1", "--", "true"]));
+    let job_id = job["id"].as_str().unwrap().to_owned();
+    ok(&cp.nuon(&["orgs", "tokens", "create", "--name", "reader", "--json"]));
+
+    let cases: Vec<(Vec<&str>, serde_json::Value)> = vec![
+        (vec!["apps", "list"], api(c.list_apps())),
+        (vec!["apps", "get", "hello"], api(c.get_app("hello"))),
+        (
+            vec!["apps", "configs", "hello"],
+            api(c.list_configs("hello")),
+        ),
+        (
+            vec!["components", "list", "--app", "hello"],
+            api(c.list_components("hello")),
+        ),
+        (vec!["installs", "list"], api(c.list_installs())),
+        (vec!["installs", "get", "demo"], api(c.get_install("demo"))),
+        (vec!["orgs", "get"], api(c.get_org())),
+        (vec!["orgs", "tokens", "list"], api(c.list_tokens())),
+        (vec!["runners", "list"], api(c.list_runners())),
+    ];
+    for (args, api) in cases {
+        let mut all = args.clone();
+        all.push("--json");
+        assert_eq!(ok(&cp.nuon(&all)), api, "nuon {}", args.join(" "));
+    }
+    // No runner process runs here, so the job stays queued and comparable.
+    let id: nuon_core::JobId = job_id.parse().unwrap();
+    assert_eq!(
+        ok(&cp.nuon(&["jobs", "get", &job_id, "--json"])),
+        api(c.get_job(&id))
+    );
+}
+
+/// What the API answers, as JSON.
+fn api<T: serde::Serialize>(
+    call: impl std::future::Future<Output = nuon_client::Result<T>>,
+) -> serde_json::Value {
+    serde_json::to_value(rt().block_on(call).unwrap()).unwrap()
+}
