@@ -9,8 +9,8 @@
 //! | `.nuon.install.id`, `.nuon.install.name` | the install's id and name |
 //! | `.nuon.app.id`, `.nuon.app.name`, `.nuon.org.id` | the app and org |
 //! | `.nuon.install.inputs.NAME`, `.nuon.inputs.inputs.NAME` | an input of the install |
-//! | `.nuon.sandbox.outputs.KEY…` | an output of the install's sandbox |
-//! | `.nuon.components.NAME.outputs.KEY…` | an output of another component (a dependency) |
+//! | `.nuon.sandbox.outputs.KEY…` (or `.nuon.install.sandbox.outputs.KEY…`) | an output of the install's sandbox |
+//! | `.nuon.components.NAME.outputs.KEY…` (or `.nuon.install.components.…`) | an output of another component (a dependency) |
 //! | `.nuon.secrets.NAME` | a secret of the install |
 //!
 //! Checking happens when a config is validated ([`scan`] finds the
@@ -109,11 +109,17 @@ fn parse_reference(path: &str) -> Result<Reference, String> {
         ["install", "inputs", ..] | ["inputs", ..] => {
             bad("write .nuon.install.inputs.NAME, one input name")
         }
-        ["sandbox", "outputs", key @ ..] if !key.is_empty() => {
+        // Nuon's older spellings, still common in its example configs.
+        ["sandbox", "outputs", key @ ..] | ["install", "sandbox", "outputs", key @ ..]
+            if !key.is_empty() =>
+        {
             Ok(Reference::SandboxOutput(owned(key)))
         }
         ["sandbox", ..] => bad("write .nuon.sandbox.outputs.KEY"),
-        ["components", name, "outputs", key @ ..] if !key.is_empty() => {
+        ["components", name, "outputs", key @ ..]
+        | ["install", "components", name, "outputs", key @ ..]
+            if !key.is_empty() =>
+        {
             Ok(Reference::ComponentOutput {
                 component: name.to_string(),
                 path: owned(key),
@@ -123,8 +129,8 @@ fn parse_reference(path: &str) -> Result<Reference, String> {
         ["secrets", name] => Ok(Reference::Secret(name.to_string())),
         ["secrets", ..] => bad("write .nuon.secrets.NAME, one secret name"),
         ["install", other, ..] => Err(format!(
-            "unknown template reference {path:?}: .nuon.install has id, name and inputs{}",
-            super::diag::did_you_mean(other, ["id", "name", "inputs"])
+            "unknown template reference {path:?}: .nuon.install has id, name, inputs, sandbox and components{}",
+            super::diag::did_you_mean(other, ["id", "name", "inputs", "sandbox", "components"])
         )),
         [root, ..] if NOT_YET.contains(root) => Err(format!(
             "template reference {path:?} is a Nuon value not provided here yet"
@@ -382,6 +388,18 @@ mod tests {
         assert_eq!(
             refs("{{ .nuon.sandbox.outputs.vpc_id | default \"none\" }}"),
             [Reference::SandboxOutput(vec!["vpc_id".into()])]
+        );
+        assert_eq!(
+            refs(
+                "{{.nuon.install.sandbox.outputs.dns.zone}}{{ .nuon.install.components.db.outputs.url }}"
+            ),
+            [
+                Reference::SandboxOutput(vec!["dns".into(), "zone".into()]),
+                Reference::ComponentOutput {
+                    component: "db".into(),
+                    path: vec!["url".into()]
+                }
+            ]
         );
         assert!(refs("no templates { here }").is_empty());
     }
