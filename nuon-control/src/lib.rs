@@ -30,4 +30,6 @@ pub use api::openapi;
 
 pub use api::Timings;
 pub use error::{Error, Result};
-pub use server::{ADMIN_TOKEN_FILE, ControlPlane, SIGNING_KEY_FILE, ServerConfig};
+pub use server::{
+    ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, ControlPlane, SIGNING_KEY_FILE, ServerConfig,
+};

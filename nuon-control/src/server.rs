@@ -18,6 +18,8 @@ use crate::store::{SqliteStore, Store};
 
 /// File in the data dir holding the first org's admin API token (mode 0600).
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
+/// The file the first org's build runner token is written to.
+pub const BUILD_RUNNER_TOKEN_FILE: &str = "build-runner-token";
 /// File in the data dir holding the first org's job-signing public key.
 pub const SIGNING_KEY_FILE: &str = "org-signing-key.pub";
 
@@ -179,6 +181,10 @@ async fn bootstrap(store: &dyn Store, dir: &Path) -> Result<()> {
     }
     let org = store.create_org("default").await?;
     write_private(&dir.join(ADMIN_TOKEN_FILE), &org.admin_token.secret)?;
+    write_private(
+        &dir.join(BUILD_RUNNER_TOKEN_FILE),
+        &org.build_runner_token.secret,
+    )?;
     write_file(
         &dir.join(SIGNING_KEY_FILE),
         &org.signing_key.public_key().to_string(),

@@ -309,6 +309,34 @@ pub struct RunnerInfo {
     pub last_seen_at_ms: Option<i64>,
     /// Whether its token was revoked.
     pub revoked: bool,
+    /// What it is for.
+    #[serde(default)]
+    pub role: RunnerRole,
+}
+
+/// What a runner is for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerRole {
+    /// Registered by hand (`nuon runners create`): runs the jobs it is given.
+    #[default]
+    Generic,
+    /// The runner of one install, made with it.
+    Install,
+    /// The org's build runner, made with the org: turns component sources
+    /// into artifacts.
+    Build,
+}
+
+impl RunnerRole {
+    /// As stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerRole::Generic => "generic",
+            RunnerRole::Install => "install",
+            RunnerRole::Build => "build",
+        }
+    }
 }
 
 /// A new runner with its token. The token is shown only here, once.

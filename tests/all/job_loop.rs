@@ -61,7 +61,8 @@ fn a_job_queued_while_the_runner_waits_starts_at_once() {
     // Let the runner settle into its long poll first.
     wait_for("the runner to connect", LONG, || {
         let list = nuon_tests::rt().block_on(client.list_runners()).ok()?;
-        list.runners[0].last_seen_at_ms.map(|_| ())
+        let r1 = list.runners.iter().find(|r| r.name == "r1")?;
+        r1.last_seen_at_ms.map(|_| ())
     })
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));

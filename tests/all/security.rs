@@ -87,12 +87,10 @@ fn tokens_are_scoped_and_stored_hashed() {
         .to_owned();
     let other = cp.client_with(&other_token);
     assert!(rt().block_on(other.list_jobs()).unwrap().jobs.is_empty());
-    assert!(
-        rt().block_on(other.list_runners())
-            .unwrap()
-            .runners
-            .is_empty()
-    );
+    // The other org sees only its own build runner.
+    let runners = rt().block_on(other.list_runners()).unwrap().runners;
+    assert_eq!(runners.len(), 1);
+    assert_eq!(runners[0].role, nuon_core::wire::RunnerRole::Build);
     for err in [
         rt().block_on(other.get_job(&job.id)).unwrap_err(),
         rt().block_on(other.cancel_job(&job.id)).unwrap_err(),

@@ -118,6 +118,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let org = store.create_org(&name).await?;
             println!("org: {}", org.org_id);
             println!("admin-token: {}", org.admin_token.secret);
+            println!("build-runner: {}", org.build_runner);
+            println!("build-runner-token: {}", org.build_runner_token.secret);
             println!("signing-public-key: {}", org.signing_key.public_key());
             store.close();
             Ok(())

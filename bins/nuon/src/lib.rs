@@ -337,13 +337,14 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                         print_json(&list)?;
                     } else {
                         table(
-                            &["ID", "NAME", "LAST SEEN", "STATE"],
+                            &["ID", "NAME", "ROLE", "LAST SEEN", "STATE"],
                             list.runners
                                 .into_iter()
                                 .map(|r| {
                                     vec![
                                         r.id.to_string(),
                                         r.name,
+                                        r.role.as_str().into(),
                                         fmt_time(r.last_seen_at_ms),
                                         if r.revoked { "revoked" } else { "active" }.into(),
                                     ]

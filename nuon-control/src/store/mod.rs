@@ -84,6 +84,10 @@ pub struct NewOrg {
     pub admin_token: IssuedToken,
     /// Its job-signing key.
     pub signing_key: OrgSigningKey,
+    /// Its build runner.
+    pub build_runner: RunnerId,
+    /// The build runner's token (the secret, to hand out once).
+    pub build_runner_token: IssuedToken,
 }
 
 /// A job to queue: the spec and the exact bytes the org's key signed.

@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex, mpsc};
 
 use async_trait::async_trait;
 use nuon_core::records;
-use nuon_core::token::issue_api_token;
+use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus,
-    LogAck, LogBatch, LogEntry, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope,
+    LogAck, LogBatch, LogEntry, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
 };
 use nuon_core::{
     AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, now_ms,
@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS runners (
     created_at INTEGER NOT NULL,
     revoked_at INTEGER,
     last_seen_at INTEGER,
+    role TEXT NOT NULL DEFAULT 'generic',
     UNIQUE (org_id, name)
 );
 CREATE TABLE IF NOT EXISTS jobs (
@@ -253,6 +254,17 @@ fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Conn
     Ok(conn)
 }
 
+/// Brings a data dir made by an earlier version up to the schema.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_role: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('runners') WHERE name = 'role'")?
+        .exists([])?;
+    if !has_role {
+        conn.execute_batch("ALTER TABLE runners ADD COLUMN role TEXT NOT NULL DEFAULT 'generic'")?;
+    }
+    Ok(())
+}
+
 impl SqliteStore {
     /// Opens (creating when needed) the store in `dir`: `nuon.db` and `logs.db`.
     pub fn open(dir: &Path) -> Result<Self> {
@@ -263,6 +275,7 @@ impl SqliteStore {
         let logs = dir.join("logs.db");
         let conn = open_conn(&main, &logs, false).map_err(db_err)?;
         conn.execute_batch(SCHEMA).map_err(db_err)?;
+        migrate(&conn).map_err(db_err)?;
         let (tx, rx) = mpsc::channel::<Op>();
         let thread = std::thread::Builder::new()
             .name("nuon-store-writer".into())
@@ -433,10 +446,19 @@ fn runner_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerInfo> {
         created_at_ms: row.get(2)?,
         last_seen_at_ms: row.get(3)?,
         revoked: row.get::<_, Option<i64>>(4)?.is_some(),
+        role: role_of(&row.get::<_, String>(5)?),
     })
 }
 
-const RUNNER_COLUMNS: &str = "id, name, created_at, last_seen_at, revoked_at";
+const RUNNER_COLUMNS: &str = "id, name, created_at, last_seen_at, revoked_at, role";
+
+fn role_of(s: &str) -> RunnerRole {
+    match s {
+        "install" => RunnerRole::Install,
+        "build" => RunnerRole::Build,
+        _ => RunnerRole::Generic,
+    }
+}
 
 fn load_job(conn: &Connection, id: &str) -> Result<Option<JobInfo>> {
     conn.query_row(
@@ -550,10 +572,20 @@ impl Store for SqliteStore {
                 params![token_id.as_str(), org_id.as_str(), token.hash, now],
             )
             .map_err(db_err)?;
+            let build_id = RunnerId::generate();
+            let build_token = issue_runner_token(&build_id);
+            conn.execute(
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at, role) \
+                 VALUES (?1, ?2, 'build', ?3, ?4, 'build')",
+                params![build_id.as_str(), org_id.as_str(), build_token.hash, now],
+            )
+            .map_err(db_err)?;
             Ok(NewOrg {
                 org_id,
                 admin_token: token,
                 signing_key: key,
+                build_runner: build_id,
+                build_runner_token: build_token,
             })
         })
         .await
@@ -855,7 +887,7 @@ impl Store for SqliteStore {
         self.write(move |conn| {
             let now = now_ms();
             conn.execute(
-                "INSERT INTO runners (id, org_id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at, role) VALUES (?1, ?2, ?3, ?4, ?5, 'install')",
                 params![new.runner_id.as_str(), org.as_str(), new.runner_name, new.runner_token_hash, now],
             )
             .map_err(|e| name_taken(e, "a runner", &new.runner_name))?;
@@ -992,6 +1024,7 @@ impl Store for SqliteStore {
                 created_at_ms: now,
                 last_seen_at_ms: None,
                 revoked: false,
+                role: RunnerRole::Generic,
             })
         })
         .await
