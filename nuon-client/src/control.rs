@@ -6,7 +6,7 @@ use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList, CreateApp,
     CreateInstall, CreateJob, CreateRunner, CreateToken, InstallCreated, InstallInfo, InstallList,
     JobInfo, JobList, LogEntry, LogPage, OrgInfo, RunnerCreated, RunnerInfo, RunnerList, SetInputs,
-    SyncConfig, TokenCreated, TokenInfo, TokenList, TokenScope, routes,
+    SyncConfig, TokenCreated, TokenInfo, TokenList, TokenScope, WorkflowInfo, WorkflowList, routes,
 };
 
 use crate::config::ClientConfig;
@@ -166,6 +166,20 @@ impl ControlClient {
             .request(reqwest::Method::PATCH, &path)
             .json(&SetInputs { inputs });
         self.http.send(req).await
+    }
+
+    /// An install's workflows, newest first.
+    pub async fn list_workflows(&self, install: &str) -> Result<WorkflowList> {
+        self.http
+            .get(&routes::with_id(routes::INSTALL_WORKFLOWS, &seg(install)))
+            .await
+    }
+
+    /// One workflow with its steps.
+    pub async fn get_workflow(&self, id: &str) -> Result<WorkflowInfo> {
+        self.http
+            .get(&routes::with_id(routes::WORKFLOW, &seg(id)))
+            .await
     }
 
     /// Queues a job.

@@ -152,6 +152,10 @@ id_type!(
     /// An install: one customer's copy of an app.
     InstallId, "ins", "install"
 );
+id_type!(
+    /// A workflow: the ordered steps of one install operation.
+    WorkflowId, "wfl", "workflow"
+);
 
 #[cfg(test)]
 mod tests {

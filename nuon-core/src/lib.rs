@@ -49,9 +49,12 @@ mod signing;
 pub mod token;
 mod transport;
 pub mod wire;
+pub mod workflow;
 
 pub use duration::parse_duration;
-pub use id::{AppId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, random_bytes};
+pub use id::{
+    AppId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, WorkflowId, random_bytes,
+};
 pub use job::{ExecJob, Job, JobResult, JobSpec, JobStatus, Outcome, PayloadError, RetryPolicy};
 pub use plugin::{HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, StopReason};
 pub use signing::{OrgSigningKey, PublicKey, SignatureError};

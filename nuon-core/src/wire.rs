@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::app::{AppConfig, Component, Diagnostic};
-use crate::id::{AppId, InstallId, JobId, OrgId, RunnerId, TokenId};
+use crate::id::{AppId, InstallId, JobId, OrgId, RunnerId, TokenId, WorkflowId};
 use crate::job::{JobResult, JobStatus};
 pub use crate::records::{LOG_RECORDS_CONTENT_TYPE, LogLineRef, LogRecords, RecordError};
+use crate::workflow::{StepKind, WorkflowKind};
 
 /// Route paths, so client and server cannot drift apart.
 pub mod routes {
@@ -68,6 +69,10 @@ pub mod routes {
     pub const INSTALL: &str = "/v1/installs/{id}";
     /// Control API: set some of an install's inputs.
     pub const INSTALL_INPUTS: &str = "/v1/installs/{id}/inputs";
+    /// Control API: an install's workflows.
+    pub const INSTALL_WORKFLOWS: &str = "/v1/installs/{id}/workflows";
+    /// Control API: one workflow with its steps.
+    pub const WORKFLOW: &str = "/v1/workflows/{id}";
     /// Control API: its OpenAPI 3.1 document (no token needed).
     pub const OPENAPI: &str = "/openapi.json";
     /// Both listeners: liveness.
@@ -709,4 +714,59 @@ pub struct InstallCreated {
 pub struct InstallList {
     /// Oldest first.
     pub installs: Vec<InstallInfo>,
+}
+
+// ---------------------------------------------------------------- Workflows
+
+/// One step of a workflow and how far it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkflowStepInfo {
+    /// 0, 1, 2, ... in order.
+    pub index: u32,
+    /// For people.
+    pub name: String,
+    /// What it does.
+    pub kind: StepKind,
+    /// The component or action, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Whether it waits for an approval.
+    pub needs_approval: bool,
+    /// `pending`, `waiting_approval`, `running`, `succeeded`, `failed`, `skipped`.
+    pub status: String,
+    /// The job that runs it, once dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<JobId>,
+    /// When it was approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_at_ms: Option<i64>,
+}
+
+/// A workflow of an install.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkflowInfo {
+    /// Its id.
+    pub id: WorkflowId,
+    /// The install.
+    pub install_id: InstallId,
+    /// What it does.
+    pub kind: WorkflowKind,
+    /// `pending`, `running`, `succeeded`, `failed`, `cancelled`.
+    pub status: String,
+    /// The app config version it deploys.
+    pub config_version: u32,
+    /// When it was created.
+    pub created_at_ms: i64,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<i64>,
+    /// Its steps, in order.
+    pub steps: Vec<WorkflowStepInfo>,
+}
+
+/// An install's workflows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkflowList {
+    /// Newest first.
+    pub workflows: Vec<WorkflowInfo>,
 }

@@ -384,6 +384,10 @@ fn every_read_command_prints_the_api_json() {
         (vec!["orgs", "get"], api(c.get_org())),
         (vec!["orgs", "tokens", "list"], api(c.list_tokens())),
         (vec!["runners", "list"], api(c.list_runners())),
+        (
+            vec!["workflows", "list", "--install", "demo"],
+            api(c.list_workflows("demo")),
+        ),
     ];
     for (args, api) in cases {
         let mut all = args.clone();

@@ -56,6 +56,7 @@ struct OrgB {
     runner: String,
     job: String,
     token: String,
+    workflow: String,
     /// Every id and name of B, none of which may appear in an answer to A.
     secrets: Vec<String>,
 }
@@ -155,6 +156,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
         runner: runner.clone(),
         job: job["id"].as_str().unwrap().to_owned(),
         token: token["token"]["id"].as_str().unwrap().to_owned(),
+        workflow: nuon_core::WorkflowId::generate().to_string(),
         secrets: vec![
             "b-app".into(),
             inst["install"]["app_id"].as_str().unwrap().into(),
@@ -193,6 +195,8 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                     "{id}" if path.starts_with("/v1/runners") => &b.runner,
                     "{id}" if path.starts_with("/v1/jobs") => &b.job,
                     "{id}" if path.starts_with("/v1/tokens") => &b.token,
+                    // Org B has no workflow yet: any id is someone else's.
+                    "{id}" if path.starts_with("/v1/workflows") => &b.workflow,
                     "{version}" => "1",
                     s if s.starts_with('{') => panic!("no value known for {s} in {path}: add one"),
                     _ => continue,

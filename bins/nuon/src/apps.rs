@@ -499,3 +499,76 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
     }
     Ok(0)
 }
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkflowsCommand {
+    /// An install's workflows, newest first.
+    List {
+        /// The install, by name or id.
+        #[arg(long)]
+        install: String,
+    },
+    /// One workflow with its steps.
+    Get {
+        /// The workflow's id.
+        id: String,
+    },
+}
+
+pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<u8, CliError> {
+    let client = client(g)?;
+    match command {
+        WorkflowsCommand::List { install } => {
+            let list = client.list_workflows(install).await?;
+            if g.json {
+                print_json(&list)?;
+            } else {
+                table(
+                    &["ID", "KIND", "STATUS", "CONFIG", "STEPS", "CREATED"],
+                    list.workflows
+                        .into_iter()
+                        .map(|w| {
+                            vec![
+                                w.id.to_string(),
+                                serde_json::to_value(w.kind)
+                                    .ok()
+                                    .and_then(|v| v.as_str().map(str::to_owned))
+                                    .unwrap_or_default(),
+                                w.status,
+                                format!("v{}", w.config_version),
+                                w.steps.len().to_string(),
+                                fmt_time(Some(w.created_at_ms)),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+        }
+        WorkflowsCommand::Get { id } => {
+            let w = client.get_workflow(id).await?;
+            if g.json {
+                print_json(&w)?;
+            } else {
+                println!(
+                    "workflow {} ({}), config v{}",
+                    w.id, w.status, w.config_version
+                );
+                table(
+                    &["#", "STEP", "STATUS", "APPROVAL"],
+                    w.steps
+                        .into_iter()
+                        .map(|s| {
+                            vec![
+                                s.index.to_string(),
+                                s.name,
+                                s.status,
+                                if s.needs_approval { "needed" } else { "-" }.into(),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+        }
+    }
+    Ok(0)
+}

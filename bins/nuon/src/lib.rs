@@ -86,6 +86,11 @@ enum Command {
         #[command(subcommand)]
         command: apps::ComponentsCommand,
     },
+    /// The workflows of installs (provision, deploy, teardown, deprovision).
+    Workflows {
+        #[command(subcommand)]
+        command: apps::WorkflowsCommand,
+    },
     /// The token's org and its API tokens.
     Orgs {
         #[command(subcommand)]
@@ -369,6 +374,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Installs { command } => apps::installs(g, command).await,
         Command::Components { command } => apps::components(g, command).await,
         Command::Orgs { command } => apps::orgs(g, command).await,
+        Command::Workflows { command } => apps::workflows(g, command).await,
         Command::Dev(args) => dev::run(args).await,
     }
 }

@@ -12,9 +12,9 @@ use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList,
     ConfigVersionSummary, CreateApp, CreateInstall, InstallCreated, InstallInfo, InstallList,
-    SetInputs, SyncConfig, routes,
+    SetInputs, SyncConfig, WorkflowInfo, WorkflowList, routes,
 };
-use nuon_core::{AppId, InstallId, RunnerId};
+use nuon_core::{AppId, InstallId, RunnerId, WorkflowId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -51,6 +51,10 @@ pub(super) fn ops() -> Vec<Op> {
         Op::patch(routes::INSTALL_INPUTS, "setInstallInputs", "Set some of an install's inputs.", patch(set_inputs))
             .takes::<SetInputs>()
             .returns::<InstallInfo>(200),
+        Op::get(routes::INSTALL_WORKFLOWS, "listInstallWorkflows", "An install's workflows, newest first, with their steps.", get(list_workflows))
+            .returns::<WorkflowList>(200),
+        Op::get(routes::WORKFLOW, "getWorkflow", "One workflow with its steps.", get(get_workflow))
+            .returns::<WorkflowInfo>(200),
     ]
 }
 
@@ -603,4 +607,31 @@ async fn set_inputs(
         .await?
         .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
     Ok(Json(install_info(updated)?))
+}
+
+async fn list_workflows(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<WorkflowList>, Error> {
+    let install = install_of(&state, &auth, &key).await?;
+    let workflows = state
+        .store
+        .list_workflows(&auth.0.org_id, &install.id)
+        .await?;
+    Ok(Json(WorkflowList { workflows }))
+}
+
+async fn get_workflow(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+) -> Result<Json<WorkflowInfo>, Error> {
+    let id: WorkflowId = super::path_id("workflow", &raw)?;
+    state
+        .store
+        .get_workflow(&auth.0.org_id, &id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))
 }

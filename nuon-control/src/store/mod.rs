@@ -11,9 +11,12 @@ use async_trait::async_trait;
 use nuon_core::token::IssuedToken;
 use nuon_core::wire::{
     AppInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck,
-    LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope,
+    LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
 };
-use nuon_core::{AppId, InstallId, JobId, JobSpec, OrgId, OrgSigningKey, RunnerId, TokenId};
+use nuon_core::workflow::{PlannedStep, WorkflowKind};
+use nuon_core::{
+    AppId, InstallId, JobId, JobSpec, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId,
+};
 
 pub use sqlite::SqliteStore;
 
@@ -177,9 +180,32 @@ pub struct StoredInstall {
     pub created_at_ms: i64,
 }
 
+/// A new workflow with its planned steps.
+#[derive(Debug, Clone)]
+pub struct NewWorkflow {
+    /// The workflow.
+    pub id: WorkflowId,
+    /// The install.
+    pub install_id: InstallId,
+    /// What it does.
+    pub kind: WorkflowKind,
+    /// The config version it deploys.
+    pub config_version: u32,
+    /// Its steps, in order.
+    pub steps: Vec<PlannedStep>,
+}
+
 /// The control plane's state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    // ------------------------------------------------------------- workflows
+    /// Stores a new workflow, pending, with its steps.
+    async fn create_workflow(&self, org: &OrgId, workflow: NewWorkflow) -> Result<WorkflowInfo>;
+    /// An install's workflows, newest first.
+    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<WorkflowInfo>>;
+    /// One workflow of the org.
+    async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>>;
+
     // ------------------------------------------------------------- tokens
     /// The org's id and name.
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>>;

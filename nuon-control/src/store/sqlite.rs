@@ -19,16 +19,17 @@ use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus,
     LogAck, LogBatch, LogEntry, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
+    WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::{
-    AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, now_ms,
+    AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId, now_ms,
 };
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use super::{
-    ApiPrincipal, NewInstall, NewJob, NewOrg, Rescued, Result, RunnerPrincipal, Store, StoreError,
-    StoredConfig, StoredInstall,
+    ApiPrincipal, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued, Result, RunnerPrincipal, Store,
+    StoreError, StoredConfig, StoredInstall,
 };
 
 /// Most operations one write transaction carries.
@@ -129,6 +130,29 @@ CREATE TABLE IF NOT EXISTS installs (
     created_at INTEGER NOT NULL,
     UNIQUE (org_id, name)
 );
+CREATE TABLE IF NOT EXISTS workflows (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    config_version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS workflows_install ON workflows (install_id, created_at);
+CREATE TABLE IF NOT EXISTS workflow_steps (
+    workflow_id TEXT NOT NULL REFERENCES workflows(id),
+    idx INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT,
+    needs_approval INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    job_id TEXT,
+    approved_at INTEGER,
+    PRIMARY KEY (workflow_id, idx)
+);
 CREATE TABLE IF NOT EXISTS logs.records (
     id INTEGER PRIMARY KEY,
     job_id TEXT NOT NULL,
@@ -211,6 +235,93 @@ fn install_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredInstall> {
         outputs_json: r.get(8)?,
         created_at_ms: r.get(9)?,
     })
+}
+
+/// A unit enum as its serde name (`"provision"`).
+fn enum_str<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A unit enum from its serde name.
+fn enum_from<T: serde::de::DeserializeOwned>(s: &str) -> Result<T> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned()))
+        .map_err(|e| StoreError::Database(Box::new(e)))
+}
+
+fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
+    let row = conn
+        .query_row(
+            "SELECT install_id, kind, status, config_version, created_at, finished_at \
+             FROM workflows WHERE id = ?1 AND org_id = ?2",
+            params![id.as_str(), org.as_str()],
+            |r| {
+                Ok((
+                    id_at::<InstallId>(r, 0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, u32>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, Option<i64>>(5)?,
+                ))
+            },
+        )
+        .optional()
+        .map_err(db_err)?;
+    let Some((install_id, kind, status, config_version, created_at_ms, finished_at_ms)) = row
+    else {
+        return Ok(None);
+    };
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT idx, name, kind, target, needs_approval, status, job_id, approved_at \
+             FROM workflow_steps WHERE workflow_id = ?1 ORDER BY idx",
+        )
+        .map_err(db_err)?;
+    let raw = stmt
+        .query_map([id.as_str()], |r| {
+            Ok((
+                r.get::<_, u32>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, bool>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, Option<String>>(6)?,
+                r.get::<_, Option<i64>>(7)?,
+            ))
+        })
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(db_err)?;
+    let mut steps = Vec::new();
+    for (index, name, kind, target, needs_approval, status, job, approved_at_ms) in raw {
+        steps.push(WorkflowStepInfo {
+            index,
+            name,
+            kind: enum_from(&kind)?,
+            target,
+            needs_approval,
+            status,
+            job_id: job
+                .map(|j| j.parse())
+                .transpose()
+                .map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
+            approved_at_ms,
+        });
+    }
+    Ok(Some(WorkflowInfo {
+        id: id.clone(),
+        install_id,
+        kind: enum_from(&kind)?,
+        status,
+        config_version,
+        created_at_ms,
+        finished_at_ms,
+        steps,
+    }))
 }
 
 /// A unique-constraint failure as a 409 `name_taken`.
@@ -639,6 +750,75 @@ impl Store for SqliteStore {
             .transpose()
         })
         .await
+    }
+
+    async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<WorkflowInfo> {
+        let org = org.clone();
+        self.write(move |conn| {
+            let owned = conn
+                .query_row(
+                    "SELECT 1 FROM installs WHERE id = ?1 AND org_id = ?2",
+                    params![new.install_id.as_str(), org.as_str()],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(db_err)?;
+            if owned.is_none() {
+                return Err(StoreError::Invalid(format!("no install {}", new.install_id)));
+            }
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6)",
+                params![
+                    new.id.as_str(),
+                    org.as_str(),
+                    new.install_id.as_str(),
+                    enum_str(&new.kind),
+                    new.config_version,
+                    now
+                ],
+            )
+            .map_err(db_err)?;
+            for (i, s) in new.steps.iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO workflow_steps (workflow_id, idx, name, kind, target, needs_approval, status) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending')",
+                    params![new.id.as_str(), i as u32, s.name, enum_str(&s.kind), s.target, s.needs_approval],
+                )
+                .map_err(db_err)?;
+            }
+            load_workflow(conn, &org, &new.id)?
+                .ok_or_else(|| StoreError::Invalid("the workflow vanished".into()))
+        })
+        .await
+    }
+
+    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<WorkflowInfo>> {
+        let (org, install) = (org.clone(), install.clone());
+        self.read(move |conn| {
+            let ids: Vec<String> = conn
+                .prepare_cached(
+                    "SELECT id FROM workflows WHERE org_id = ?1 AND install_id = ?2 ORDER BY created_at DESC, id DESC",
+                )
+                .and_then(|mut st| {
+                    st.query_map(params![org.as_str(), install.as_str()], |r| r.get(0))?
+                        .collect()
+                })
+                .map_err(db_err)?;
+            let mut out = Vec::new();
+            for id in ids {
+                let id: WorkflowId = id.parse().map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?;
+                out.extend(load_workflow(conn, &org, &id)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
+        let (org, id) = (org.clone(), id.clone());
+        self.read(move |conn| load_workflow(conn, &org, &id)).await
     }
 
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {

@@ -530,3 +530,88 @@ async fn a_data_dir_of_an_earlier_version_is_migrated() {
     let org = store.create_org("p").await.unwrap().org_id;
     assert_eq!(store.list_runners(&org).await.unwrap()[0].name, "build");
 }
+
+#[tokio::test]
+async fn workflows_keep_their_planned_steps_and_belong_to_one_org() {
+    use nuon_core::workflow::{PlannedStep, StepKind, WorkflowKind};
+    use nuon_core::{AppId, InstallId, WorkflowId};
+
+    use super::{NewInstall, NewWorkflow};
+
+    let f = fixture().await;
+    let other = f.store.create_org("other").await.unwrap().org_id;
+    let app = f
+        .store
+        .create_app(&f.org, &AppId::generate(), "web")
+        .await
+        .unwrap();
+    let inst = f
+        .store
+        .create_install(
+            &f.org,
+            NewInstall {
+                id: InstallId::generate(),
+                app_id: app.id.clone(),
+                name: "acme".into(),
+                config_version: 1,
+                runner_id: RunnerId::generate(),
+                runner_name: "install-acme".into(),
+                runner_token_hash: "h-acme".into(),
+                inputs_json: "{}".into(),
+                sealed_json: "{}".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let steps = vec![
+        PlannedStep {
+            name: "plan db".into(),
+            kind: StepKind::Plan,
+            target: Some("db".into()),
+            needs_approval: false,
+        },
+        PlannedStep {
+            name: "apply db".into(),
+            kind: StepKind::Apply,
+            target: Some("db".into()),
+            needs_approval: true,
+        },
+    ];
+    let new = |id: &WorkflowId| NewWorkflow {
+        id: id.clone(),
+        install_id: inst.id.clone(),
+        kind: WorkflowKind::Provision,
+        config_version: 1,
+        steps: steps.clone(),
+    };
+    let id = WorkflowId::generate();
+    let w = f.store.create_workflow(&f.org, new(&id)).await.unwrap();
+    assert_eq!(
+        (w.status.as_str(), w.kind, w.steps.len()),
+        ("pending", WorkflowKind::Provision, 2)
+    );
+    assert_eq!(w.steps[1].kind, StepKind::Apply);
+    assert!(w.steps[1].needs_approval);
+    assert_eq!(
+        f.store.get_workflow(&f.org, &id).await.unwrap(),
+        Some(w.clone())
+    );
+    assert_eq!(
+        f.store.list_workflows(&f.org, &inst.id).await.unwrap(),
+        vec![w]
+    );
+    assert!(f.store.get_workflow(&other, &id).await.unwrap().is_none());
+    assert!(
+        f.store
+            .list_workflows(&other, &inst.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let e = f
+        .store
+        .create_workflow(&other, new(&WorkflowId::generate()))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Invalid(_)), "{e}");
+}

@@ -1,0 +1,244 @@
+//! Workflows: the ordered steps of an install operation, planned from the
+//! app config. Provision builds the sandbox then every component in
+//! dependency order; deploy does the components; teardown destroys them in
+//! reverse order; deprovision also destroys the sandbox. Every change is a
+//! plan step then an apply of exactly that plan; an apply can wait for an
+//! approval. Actions run where their triggers say.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::app::AppConfig;
+
+/// What a workflow does to an install.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkflowKind {
+    /// Sandbox, then every component.
+    Provision,
+    /// Every component.
+    Deploy,
+    /// Every component destroyed, dependents first.
+    Teardown,
+    /// Teardown, then the sandbox destroyed.
+    Deprovision,
+}
+
+/// What one step does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// Plan the sandbox.
+    SandboxPlan,
+    /// Apply the sandbox's plan.
+    SandboxApply,
+    /// Plan the sandbox's destruction.
+    SandboxDestroyPlan,
+    /// Destroy the sandbox (apply the destroy plan).
+    SandboxDestroy,
+    /// Plan a component.
+    Plan,
+    /// Apply a component's plan.
+    Apply,
+    /// Plan a component's destruction.
+    DestroyPlan,
+    /// Destroy a component (apply the destroy plan).
+    Destroy,
+    /// Run an action.
+    Action,
+}
+
+/// One planned step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PlannedStep {
+    /// For people: `plan database`, `action smoke_test`.
+    pub name: String,
+    /// What it does.
+    pub kind: StepKind,
+    /// The component or action, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Whether it waits for an approval before it runs.
+    pub needs_approval: bool,
+}
+
+fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedStep {
+    let verb = match kind {
+        StepKind::SandboxPlan => "plan sandbox",
+        StepKind::SandboxApply => "apply sandbox",
+        StepKind::SandboxDestroyPlan => "plan sandbox destroy",
+        StepKind::SandboxDestroy => "destroy sandbox",
+        StepKind::Plan => "plan",
+        StepKind::Apply => "apply",
+        StepKind::DestroyPlan => "plan destroy",
+        StepKind::Destroy => "destroy",
+        StepKind::Action => "action",
+    };
+    PlannedStep {
+        name: match target {
+            Some(t) => format!("{verb} {t}"),
+            None => verb.to_owned(),
+        },
+        kind,
+        target: target.map(str::to_owned),
+        needs_approval,
+    }
+}
+
+/// The actions of `config` triggered by `trigger` (for `component`, when
+/// it is a per-component hook), in file order.
+fn actions(config: &AppConfig, trigger: &str, component: Option<&str>, out: &mut Vec<PlannedStep>) {
+    for a in &config.actions {
+        let fires = a
+            .triggers
+            .iter()
+            .any(|t| t.kind == trigger && t.component_name.as_deref() == component);
+        if fires {
+            out.push(step(StepKind::Action, Some(&a.name), false));
+        }
+    }
+}
+
+/// The steps of a workflow of `kind` for `config`. With `approvals`, every
+/// apply and destroy waits for an approval of its plan.
+pub fn plan(config: &AppConfig, kind: WorkflowKind, approvals: bool) -> Vec<PlannedStep> {
+    let mut out = Vec::new();
+    let deploy = |out: &mut Vec<PlannedStep>| {
+        for c in &config.components {
+            let name = Some(c.name.as_str());
+            actions(config, "pre-deploy-component", name, out);
+            out.push(step(StepKind::Plan, name, false));
+            out.push(step(StepKind::Apply, name, approvals));
+            actions(config, "post-deploy-component", name, out);
+        }
+    };
+    let teardown = |out: &mut Vec<PlannedStep>| {
+        actions(config, "pre-teardown-all-components", None, out);
+        for c in config.components.iter().rev() {
+            let name = Some(c.name.as_str());
+            actions(config, "pre-teardown-component", name, out);
+            out.push(step(StepKind::DestroyPlan, name, false));
+            out.push(step(StepKind::Destroy, name, approvals));
+            actions(config, "post-teardown-component", name, out);
+        }
+        actions(config, "post-teardown-all-components", None, out);
+    };
+    match kind {
+        WorkflowKind::Provision => {
+            actions(config, "pre-provision", None, &mut out);
+            if config.sandbox.is_some() {
+                out.push(step(StepKind::SandboxPlan, None, false));
+                out.push(step(StepKind::SandboxApply, None, approvals));
+            }
+            actions(config, "pre-deploy-all-components", None, &mut out);
+            deploy(&mut out);
+            actions(config, "post-deploy-all-components", None, &mut out);
+            actions(config, "post-provision", None, &mut out);
+        }
+        WorkflowKind::Deploy => {
+            actions(config, "pre-deploy-all-components", None, &mut out);
+            deploy(&mut out);
+            actions(config, "post-deploy-all-components", None, &mut out);
+        }
+        WorkflowKind::Teardown => teardown(&mut out),
+        WorkflowKind::Deprovision => {
+            actions(config, "pre-deprovision", None, &mut out);
+            teardown(&mut out);
+            if config.sandbox.is_some() {
+                out.push(step(StepKind::SandboxDestroyPlan, None, false));
+                out.push(step(StepKind::SandboxDestroy, None, approvals));
+            }
+            actions(config, "post-deprovision", None, &mut out);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::{SourceFile, parse};
+
+    fn config() -> AppConfig {
+        let image = |name: &str, deps: &str| {
+            format!(
+                "name = \"{name}\"\ntype = \"container_image\"\ndependencies = [{deps}]\noci = \"r/{name}:1\"\n"
+            )
+        };
+        let files = vec![
+            SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            SourceFile::new(
+                "sandbox.toml",
+                "terraform_version = \"1.9.0\"\npath = \"./sb\"\n",
+            ),
+            SourceFile::new("components/web.toml", image("web", "\"db\"")),
+            SourceFile::new("components/db.toml", image("db", "")),
+            SourceFile::new(
+                "actions/check.toml",
+                "name = \"check\"\ntimeout = \"1m\"\n[[triggers]]\ntype = \"post-deploy-component\"\ncomponent_name = \"db\"\n[[triggers]]\ntype = \"post-provision\"\n[[steps]]\nname = \"s\"\ncommand = \"true\"\n",
+            ),
+        ];
+        let (c, d) = parse(&files);
+        c.unwrap_or_else(|| panic!("{d}"))
+    }
+
+    fn names(steps: &[PlannedStep]) -> Vec<String> {
+        steps
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}{}",
+                    s.name,
+                    if s.needs_approval { " (approval)" } else { "" }
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn provision_builds_the_sandbox_then_components_in_order_with_hooks() {
+        let steps = plan(&config(), WorkflowKind::Provision, true);
+        assert_eq!(
+            names(&steps),
+            [
+                "plan sandbox",
+                "apply sandbox (approval)",
+                "plan db",
+                "apply db (approval)",
+                "action check",
+                "plan web",
+                "apply web (approval)",
+                "action check",
+            ]
+        );
+        let deploy = plan(&config(), WorkflowKind::Deploy, false);
+        assert_eq!(
+            names(&deploy),
+            [
+                "plan db",
+                "apply db",
+                "action check",
+                "plan web",
+                "apply web"
+            ]
+        );
+    }
+
+    #[test]
+    fn teardown_goes_dependents_first_and_deprovision_ends_with_the_sandbox() {
+        let steps = plan(&config(), WorkflowKind::Deprovision, true);
+        assert_eq!(
+            names(&steps),
+            [
+                "plan destroy web",
+                "destroy web (approval)",
+                "plan destroy db",
+                "destroy db (approval)",
+                "plan sandbox destroy",
+                "destroy sandbox (approval)",
+            ]
+        );
+        assert_eq!(steps[1].target.as_deref(), Some("web"));
+        assert_eq!(steps[1].kind, StepKind::Destroy);
+    }
+}
