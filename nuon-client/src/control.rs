@@ -6,7 +6,8 @@ use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList, CreateApp,
     CreateInstall, CreateJob, CreateRunner, CreateToken, InstallCreated, InstallInfo, InstallList,
     JobInfo, JobList, LogEntry, LogPage, OrgInfo, RunnerCreated, RunnerInfo, RunnerList, SetInputs,
-    SyncConfig, TokenCreated, TokenInfo, TokenList, TokenScope, WorkflowInfo, WorkflowList, routes,
+    StateList, StateUnlocked, SyncConfig, TokenCreated, TokenInfo, TokenList, TokenScope,
+    WorkflowInfo, WorkflowList, routes,
 };
 
 use crate::config::ClientConfig;
@@ -180,6 +181,24 @@ impl ControlClient {
         self.http
             .get(&routes::with_id(routes::WORKFLOW, &seg(id)))
             .await
+    }
+
+    /// The Terraform states of an install (versions and locks).
+    pub async fn list_states(&self, install: &str) -> Result<StateList> {
+        self.http
+            .get(&routes::with_id(routes::INSTALL_STATES, &seg(install)))
+            .await
+    }
+
+    /// Releases a component's state lock by force.
+    pub async fn force_unlock_state(
+        &self,
+        install: &str,
+        component: &str,
+    ) -> Result<StateUnlocked> {
+        let path = routes::with_id(routes::INSTALL_STATE_UNLOCK, &seg(install))
+            .replace("{component}", &seg(component));
+        self.http.post(&path, &(), Duration::ZERO).await
     }
 
     /// Queues a job.

@@ -35,6 +35,9 @@ pub mod routes {
     pub const LOGS: &str = "/v1/runner/jobs/{id}/logs";
     /// Runner API: complete an attempt (`{id}` is the job id).
     pub const COMPLETE: &str = "/v1/runner/jobs/{id}/complete";
+    /// Runner API: Terraform's `http` state backend for one component of
+    /// the runner's install (GET, POST, LOCK, UNLOCK).
+    pub const RUNNER_STATE: &str = "/v1/runner/state/{component}";
     /// Control API: runners.
     pub const RUNNERS: &str = "/v1/runners";
     /// Control API: revoke a runner's token.
@@ -73,6 +76,10 @@ pub mod routes {
     pub const INSTALL_WORKFLOWS: &str = "/v1/installs/{id}/workflows";
     /// Control API: one workflow with its steps.
     pub const WORKFLOW: &str = "/v1/workflows/{id}";
+    /// Control API: the Terraform states of an install.
+    pub const INSTALL_STATES: &str = "/v1/installs/{id}/state";
+    /// Control API: release a component's state lock by force.
+    pub const INSTALL_STATE_UNLOCK: &str = "/v1/installs/{id}/state/{component}/unlock";
     /// Control API: its OpenAPI 3.1 document (no token needed).
     pub const OPENAPI: &str = "/openapi.json";
     /// Both listeners: liveness.
@@ -769,4 +776,56 @@ pub struct WorkflowInfo {
 pub struct WorkflowList {
     /// Newest first.
     pub workflows: Vec<WorkflowInfo>,
+}
+
+// ---------------------------------------------------------------- Terraform state
+
+/// A held Terraform state lock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StateLockInfo {
+    /// Terraform's lock id.
+    pub id: String,
+    /// Terraform's lock info as it sent it (`ID`, `Operation`, `Who`,
+    /// `Version`, `Created`, ...).
+    pub info: serde_json::Value,
+    /// When it was taken.
+    pub created_at_ms: i64,
+}
+
+/// The Terraform state of one component (or `sandbox`) of an install. The
+/// state itself is never shown: it holds the install's secrets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ComponentStateInfo {
+    /// The component, or `sandbox`.
+    pub component: String,
+    /// The newest version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_version: Option<u32>,
+    /// How many versions are kept.
+    pub versions: u32,
+    /// When the newest version was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at_ms: Option<i64>,
+    /// The lock, when held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<StateLockInfo>,
+}
+
+/// The Terraform states of an install.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StateList {
+    /// By component.
+    pub states: Vec<ComponentStateInfo>,
+}
+
+/// The answer to a forced unlock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StateUnlocked {
+    /// The component.
+    pub component: String,
+    /// The lock that was released, if one was held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<StateLockInfo>,
+    /// What happened, for people.
+    pub message: String,
 }

@@ -7,6 +7,7 @@ mod faults;
 mod job_loop;
 mod openapi;
 mod security;
+mod state;
 
 use std::time::Duration;
 

@@ -90,6 +90,19 @@ pub fn signal(pid: u32, sig: i32) {
     }
 }
 
+/// Sends `sig` to every process of the group `pgid` (a group this test
+/// started with `process_group(0)`). Groups 0 and 1 are refused: they
+/// would reach far more than the test's own processes.
+pub fn signal_group(pgid: u32, sig: i32) {
+    let pgid = i32::try_from(pgid).unwrap_or(0);
+    assert!(pgid > 1, "refusing to signal process group {pgid}");
+    // SAFETY: kill(2) with a negative pid (a group the test started); no
+    // memory is involved.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+}
+
 /// A `nuon-ctl serve` process on a data dir.
 pub struct ControlPlane {
     child: Option<Child>,

@@ -77,6 +77,29 @@ pub(crate) enum InstallsCommand {
         #[command(subcommand)]
         command: InputsCommand,
     },
+    /// An install's Terraform states (kept on the control plane).
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum StateCommand {
+    /// Each component's state: versions kept, and who holds its lock.
+    List {
+        /// The install, by name or id.
+        install: String,
+    },
+    /// Release a component's state lock by force, when the run that took it
+    /// died (say who held it first, with `state list`).
+    Unlock {
+        /// The install, by name or id.
+        install: String,
+        /// The component (or `sandbox`).
+        #[arg(long)]
+        component: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -355,6 +378,44 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 print_json(&i)?;
             } else {
                 show_install(&i);
+            }
+        }
+        InstallsCommand::State {
+            command: StateCommand::List { install },
+        } => {
+            let list = client.list_states(install).await?;
+            if g.json {
+                print_json(&list)?;
+            } else {
+                table(
+                    &["COMPONENT", "VERSION", "VERSIONS", "UPDATED", "LOCKED BY"],
+                    list.states
+                        .into_iter()
+                        .map(|s| {
+                            vec![
+                                s.component,
+                                s.latest_version.map_or("-".into(), |v| v.to_string()),
+                                s.versions.to_string(),
+                                fmt_time(s.updated_at_ms),
+                                s.lock.map_or("-".into(), |l| {
+                                    let who =
+                                        l.info.get("Who").and_then(|w| w.as_str()).unwrap_or("?");
+                                    format!("{who} ({})", l.id)
+                                }),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+        }
+        InstallsCommand::State {
+            command: StateCommand::Unlock { install, component },
+        } => {
+            let r = client.force_unlock_state(install, component).await?;
+            if g.json {
+                print_json(&r)?;
+            } else {
+                println!("{}", r.message);
             }
         }
         InstallsCommand::Inputs {

@@ -6,6 +6,7 @@ mod control;
 pub(crate) mod doc;
 mod orgs;
 mod runner;
+mod state;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -105,7 +106,11 @@ impl AppState {
 
 pub(crate) type SharedState = Arc<AppState>;
 
-fn bearer(parts: &Parts) -> Result<&str, Error> {
+/// The token of a request: `Authorization: Bearer TOKEN`, or HTTP basic
+/// auth with the token as the password (what Terraform's `http` state
+/// backend sends, from `TF_HTTP_PASSWORD`).
+fn bearer(parts: &Parts) -> Result<String, Error> {
+    use base64::Engine as _;
     let header = parts
         .headers
         .get(axum::http::header::AUTHORIZATION)
@@ -116,17 +121,25 @@ fn bearer(parts: &Parts) -> Result<&str, Error> {
                 "missing bearer token: send `Authorization: Bearer TOKEN` (the CLI takes --token or NUON_TOKEN)",
             )
         })?;
-    header
-        .to_str()
-        .ok()
+    let value = header.to_str().ok();
+    let basic = || {
+        let raw = value?.strip_prefix("Basic ")?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(raw.trim())
+            .ok()?;
+        let text = String::from_utf8(decoded).ok()?;
+        Some(text.split_once(':')?.1.to_owned())
+    };
+    value
         .and_then(|h| h.strip_prefix("Bearer "))
-        .map(str::trim)
+        .map(|t| t.trim().to_owned())
+        .or_else(basic)
         .filter(|t| !t.is_empty() && t.len() <= 256)
         .ok_or_else(|| {
             Error::api(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
-                "malformed Authorization header: expected `Bearer TOKEN`",
+                "malformed Authorization header: expected `Bearer TOKEN` (or basic auth with the token as password)",
             )
         })
 }
@@ -141,7 +154,7 @@ impl FromRequestParts<SharedState> for ApiAuth {
         let token = bearer(parts)?;
         state
             .store
-            .authenticate_api(&hash_token(token))
+            .authenticate_api(&hash_token(&token))
             .await?
             .map(ApiAuth)
             .ok_or_else(|| {
@@ -161,7 +174,7 @@ impl FromRequestParts<SharedState> for RunnerAuth {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
-        let hash = hash_token(bearer(parts)?);
+        let hash = hash_token(&bearer(parts)?);
         if let Some((p, at)) = state.runner_auth.lock().expect("auth lock").get(&hash)
             && at.elapsed() < AUTH_CACHE_TTL
         {
@@ -259,6 +272,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     let mut ops = control::ops();
     ops.extend(orgs::ops());
     ops.extend(apps::ops());
+    ops.extend(state::ops());
     ops
 }
 
@@ -281,5 +295,5 @@ pub(crate) fn control_router(state: SharedState) -> Router {
 }
 
 pub(crate) fn runner_router(state: SharedState) -> Router {
-    finish(runner::routes(), state)
+    finish(runner::routes().merge(state::runner_routes()), state)
 }

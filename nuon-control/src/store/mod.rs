@@ -195,9 +195,82 @@ pub struct NewWorkflow {
     pub steps: Vec<PlannedStep>,
 }
 
+/// Who holds a Terraform state lock: the lock info Terraform sent, as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateLock {
+    /// Terraform's lock id.
+    pub id: String,
+    /// Terraform's lock info JSON (ID, Operation, Who, Version, Created, ...).
+    pub info: String,
+    /// When it was taken.
+    pub created_at_ms: i64,
+}
+
+/// The Terraform state of one component (or the sandbox) of an install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentState {
+    /// The component, or `sandbox`.
+    pub component: String,
+    /// The newest version, if any was written.
+    pub latest: Option<u32>,
+    /// When the newest version was written.
+    pub updated_at_ms: Option<i64>,
+    /// The lock, if held.
+    pub lock: Option<StateLock>,
+}
+
 /// The control plane's state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    // ------------------------------------------------------------- terraform state
+    /// The install whose runner this is, if any.
+    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;
+    /// The newest state of a component: its version and sealed body.
+    async fn get_state(
+        &self,
+        install: &InstallId,
+        component: &str,
+    ) -> Result<Option<(u32, String)>>;
+    /// Writes the next state version. Refused (with the holder) when the
+    /// state is locked under another id, or locked and `lock_id` is `None`.
+    async fn put_state(
+        &self,
+        install: &InstallId,
+        component: &str,
+        lock_id: Option<&str>,
+        sealed: String,
+    ) -> Result<Result<u32, StateLock>>;
+    /// Takes the lock, or answers who holds it.
+    async fn lock_state(
+        &self,
+        install: &InstallId,
+        component: &str,
+        lock: StateLock,
+    ) -> Result<Result<(), StateLock>>;
+    /// Releases the lock `lock_id`; answers the holder when it is another.
+    async fn unlock_state(
+        &self,
+        install: &InstallId,
+        component: &str,
+        lock_id: &str,
+    ) -> Result<Result<(), StateLock>>;
+    /// Releases whatever lock is held, for an operator; returns it.
+    async fn force_unlock_state(
+        &self,
+        org: &OrgId,
+        install: &InstallId,
+        component: &str,
+    ) -> Result<Option<StateLock>>;
+    /// Every component with a state or a lock.
+    async fn list_states(&self, org: &OrgId, install: &InstallId) -> Result<Vec<ComponentState>>;
+    /// How many versions of a component's state are kept.
+    async fn count_state_versions(
+        &self,
+        org: &OrgId,
+        install: &InstallId,
+        component: &str,
+    ) -> Result<u32>;
+
     // ------------------------------------------------------------- workflows
     /// Stores a new workflow, pending, with its steps.
     async fn create_workflow(&self, org: &OrgId, workflow: NewWorkflow) -> Result<WorkflowInfo>;

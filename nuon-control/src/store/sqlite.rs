@@ -28,8 +28,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use super::{
-    ApiPrincipal, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued, Result, RunnerPrincipal, Store,
-    StoreError, StoredConfig, StoredInstall,
+    ApiPrincipal, ComponentState, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued, Result,
+    RunnerPrincipal, StateLock, Store, StoreError, StoredConfig, StoredInstall,
 };
 
 /// Most operations one write transaction carries.
@@ -152,6 +152,22 @@ CREATE TABLE IF NOT EXISTS workflow_steps (
     job_id TEXT,
     approved_at INTEGER,
     PRIMARY KEY (workflow_id, idx)
+);
+CREATE TABLE IF NOT EXISTS tf_states (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (install_id, component, version)
+);
+CREATE TABLE IF NOT EXISTS tf_locks (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    lock_id TEXT NOT NULL,
+    info TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (install_id, component)
 );
 CREATE TABLE IF NOT EXISTS logs.records (
     id INTEGER PRIMARY KEY,
@@ -322,6 +338,37 @@ fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Opti
         finished_at_ms,
         steps,
     }))
+}
+
+fn current_lock(
+    conn: &Connection,
+    install: &InstallId,
+    component: &str,
+) -> Result<Option<StateLock>> {
+    conn.query_row(
+        "SELECT lock_id, info, created_at FROM tf_locks WHERE install_id = ?1 AND component = ?2",
+        params![install.as_str(), component],
+        |r| {
+            Ok(StateLock {
+                id: r.get(0)?,
+                info: r.get(1)?,
+                created_at_ms: r.get(2)?,
+            })
+        },
+    )
+    .optional()
+    .map_err(db_err)
+}
+
+fn install_in_org(conn: &Connection, org: &OrgId, install: &InstallId) -> Result<bool> {
+    conn.query_row(
+        "SELECT 1 FROM installs WHERE id = ?1 AND org_id = ?2",
+        params![install.as_str(), org.as_str()],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|r| r.is_some())
+    .map_err(db_err)
 }
 
 /// A unique-constraint failure as a 409 `name_taken`.
@@ -748,6 +795,200 @@ impl Store for SqliteStore {
                 OrgSigningKey::from_bytes(&b).map_err(|e| StoreError::Database(Box::new(e)))
             })
             .transpose()
+        })
+        .await
+    }
+
+    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>> {
+        let runner = runner.clone();
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT org_id, id FROM installs WHERE runner_id = ?1",
+                [runner.as_str()],
+                |r| Ok((id_at::<OrgId>(r, 0)?, id_at::<InstallId>(r, 1)?)),
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn get_state(
+        &self,
+        install: &InstallId,
+        component: &str,
+    ) -> Result<Option<(u32, String)>> {
+        let (install, component) = (install.clone(), component.to_owned());
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT version, body FROM tf_states WHERE install_id = ?1 AND component = ?2 \
+                 ORDER BY version DESC LIMIT 1",
+                params![install.as_str(), component],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn put_state(
+        &self,
+        install: &InstallId,
+        component: &str,
+        lock_id: Option<&str>,
+        sealed: String,
+    ) -> Result<Result<u32, StateLock>> {
+        let (install, component, lock_id) = (
+            install.clone(),
+            component.to_owned(),
+            lock_id.map(str::to_owned),
+        );
+        self.write(move |conn| {
+            if let Some(held) = current_lock(conn, &install, &component)?
+                && lock_id.as_deref() != Some(held.id.as_str())
+            {
+                return Ok(Err(held));
+            }
+            let version: u32 = conn
+                .query_row(
+                    "SELECT COALESCE(MAX(version), 0) + 1 FROM tf_states WHERE install_id = ?1 AND component = ?2",
+                    params![install.as_str(), component],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            conn.execute(
+                "INSERT INTO tf_states (install_id, component, version, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![install.as_str(), component, version, sealed, now_ms()],
+            )
+            .map_err(db_err)?;
+            Ok(Ok(version))
+        })
+        .await
+    }
+
+    async fn lock_state(
+        &self,
+        install: &InstallId,
+        component: &str,
+        lock: StateLock,
+    ) -> Result<Result<(), StateLock>> {
+        let (install, component) = (install.clone(), component.to_owned());
+        self.write(move |conn| {
+            if let Some(held) = current_lock(conn, &install, &component)? {
+                return Ok(if held.id == lock.id { Ok(()) } else { Err(held) });
+            }
+            conn.execute(
+                "INSERT INTO tf_locks (install_id, component, lock_id, info, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![install.as_str(), component, lock.id, lock.info, lock.created_at_ms],
+            )
+            .map_err(db_err)?;
+            Ok(Ok(()))
+        })
+        .await
+    }
+
+    async fn unlock_state(
+        &self,
+        install: &InstallId,
+        component: &str,
+        lock_id: &str,
+    ) -> Result<Result<(), StateLock>> {
+        let (install, component, lock_id) =
+            (install.clone(), component.to_owned(), lock_id.to_owned());
+        self.write(
+            move |conn| match current_lock(conn, &install, &component)? {
+                Some(held) if held.id != lock_id => Ok(Err(held)),
+                Some(_) => {
+                    conn.execute(
+                        "DELETE FROM tf_locks WHERE install_id = ?1 AND component = ?2",
+                        params![install.as_str(), component],
+                    )
+                    .map_err(db_err)?;
+                    Ok(Ok(()))
+                }
+                None => Ok(Ok(())),
+            },
+        )
+        .await
+    }
+
+    async fn force_unlock_state(
+        &self,
+        org: &OrgId,
+        install: &InstallId,
+        component: &str,
+    ) -> Result<Option<StateLock>> {
+        let (org, install, component) = (org.clone(), install.clone(), component.to_owned());
+        self.write(move |conn| {
+            if !install_in_org(conn, &org, &install)? {
+                return Ok(None);
+            }
+            let held = current_lock(conn, &install, &component)?;
+            conn.execute(
+                "DELETE FROM tf_locks WHERE install_id = ?1 AND component = ?2",
+                params![install.as_str(), component],
+            )
+            .map_err(db_err)?;
+            Ok(held)
+        })
+        .await
+    }
+
+    async fn list_states(&self, org: &OrgId, install: &InstallId) -> Result<Vec<ComponentState>> {
+        let (org, install) = (org.clone(), install.clone());
+        self.read(move |conn| {
+            if !install_in_org(conn, &org, &install)? {
+                return Ok(Vec::new());
+            }
+            let components: Vec<String> = conn
+                .prepare_cached(
+                    "SELECT component FROM tf_states WHERE install_id = ?1 \
+                     UNION SELECT component FROM tf_locks WHERE install_id = ?1 ORDER BY 1",
+                )
+                .and_then(|mut st| st.query_map([install.as_str()], |r| r.get(0))?.collect())
+                .map_err(db_err)?;
+            let mut out = Vec::new();
+            for component in components {
+                let latest: Option<(u32, i64)> = conn
+                    .query_row(
+                        "SELECT version, created_at FROM tf_states WHERE install_id = ?1 AND component = ?2 \
+                         ORDER BY version DESC LIMIT 1",
+                        params![install.as_str(), component],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()
+                    .map_err(db_err)?;
+                let lock = current_lock(conn, &install, &component)?;
+                out.push(ComponentState {
+                    component,
+                    latest: latest.map(|l| l.0),
+                    updated_at_ms: latest.map(|l| l.1),
+                    lock,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn count_state_versions(
+        &self,
+        org: &OrgId,
+        install: &InstallId,
+        component: &str,
+    ) -> Result<u32> {
+        let (org, install, component) = (org.clone(), install.clone(), component.to_owned());
+        self.read(move |conn| {
+            if !install_in_org(conn, &org, &install)? {
+                return Ok(0);
+            }
+            conn.query_row(
+                "SELECT count(*) FROM tf_states WHERE install_id = ?1 AND component = ?2",
+                params![install.as_str(), component],
+                |r| r.get(0),
+            )
+            .map_err(db_err)
         })
         .await
     }

@@ -1,0 +1,255 @@
+//! Terraform state on the control plane: the `http` backend Terraform
+//! itself talks to (on the Runner API, with the install runner's token as
+//! the basic-auth password), and the operator's view and forced unlock (on
+//! the Control API).
+//!
+//! Terraform's protocol: `GET` the state (404 when there is none), `POST` a
+//! new state (with `?ID=LOCK` while it holds the lock), `LOCK` and `UNLOCK`
+//! with its lock info as the body. A lock held by someone else answers 423
+//! with the holder's lock info, which Terraform prints. Every state written
+//! is kept as a new version, sealed like the install's secrets.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use nuon_core::wire::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked, routes};
+use nuon_core::{InstallId, now_ms};
+use serde::Deserialize;
+
+use super::control::{require_admin, valid_name};
+use super::doc::Op;
+use super::{ApiAuth, Q, RunnerAuth, SharedState};
+use crate::error::Error;
+use crate::store::StateLock;
+
+pub(super) fn runner_routes() -> axum::Router<SharedState> {
+    axum::Router::new().route(routes::RUNNER_STATE, any(backend))
+}
+
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::get(
+            routes::INSTALL_STATES,
+            "listInstallStates",
+            "The Terraform states of an install: versions and locks, never the state itself.",
+            get(list_states),
+        )
+        .returns::<StateList>(200),
+        Op::post(
+            routes::INSTALL_STATE_UNLOCK,
+            "forceUnlockState",
+            "Release a component's Terraform state lock by force (a runner died holding it).",
+            post(force_unlock),
+        )
+        .returns::<StateUnlocked>(200),
+    ]
+}
+
+fn context(install: &InstallId, component: &str) -> String {
+    format!("{install}/state/{component}")
+}
+
+fn check_component(component: &str) -> Result<(), Error> {
+    if valid_name(component) {
+        Ok(())
+    } else {
+        Err(Error::bad_request(format!(
+            "invalid component name {:?} in the state address",
+            component.chars().take(80).collect::<String>()
+        )))
+    }
+}
+
+/// A lock held by someone else: 423 with the holder's lock info, as
+/// Terraform expects.
+fn locked(held: StateLock) -> Response {
+    (
+        StatusCode::LOCKED,
+        [(header::CONTENT_TYPE, "application/json")],
+        held.info,
+    )
+        .into_response()
+}
+
+#[derive(Deserialize)]
+struct StateQuery {
+    #[serde(rename = "ID")]
+    id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct LockBody {
+    #[serde(rename = "ID")]
+    id: String,
+}
+
+async fn backend(
+    State(state): State<SharedState>,
+    RunnerAuth(runner): RunnerAuth,
+    Path(component): Path<String>,
+    Q(q): Q<StateQuery>,
+    method: Method,
+    body: Bytes,
+) -> Result<Response, Error> {
+    check_component(&component)?;
+    let (_, install) = state
+        .store
+        .install_of_runner(&runner.runner_id)
+        .await?
+        .ok_or_else(|| {
+            Error::api(
+                StatusCode::FORBIDDEN,
+                "not_an_install_runner",
+                "Terraform state is kept per install: use the token of the install's runner",
+            )
+        })?;
+    let lock_info = |body: &Bytes| -> Result<StateLock, Error> {
+        let parsed: LockBody = serde_json::from_slice(body).map_err(|e| {
+            Error::bad_request(format!(
+                "the lock info is not Terraform's JSON with an ID: {e}"
+            ))
+        })?;
+        Ok(StateLock {
+            id: parsed.id,
+            info: String::from_utf8_lossy(body).into_owned(),
+            created_at_ms: now_ms(),
+        })
+    };
+    match method.as_str() {
+        "GET" => match state.store.get_state(&install, &component).await? {
+            Some((_, sealed)) => {
+                let text = state
+                    .secrets
+                    .open(&sealed, &context(&install, &component))?;
+                Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
+            }
+            None => Err(Error::not_found(format!("no state yet for {component}"))),
+        },
+        "POST" => {
+            let text = std::str::from_utf8(&body)
+                .ok()
+                .filter(|t| serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok())
+                .ok_or_else(|| Error::bad_request("a Terraform state must be JSON"))?;
+            let sealed = state.secrets.seal(text, &context(&install, &component));
+            match state
+                .store
+                .put_state(&install, &component, q.id.as_deref(), sealed)
+                .await?
+            {
+                Ok(version) => {
+                    tracing::info!(install = %install, component, version, "terraform state written");
+                    Ok(StatusCode::OK.into_response())
+                }
+                Err(held) => Ok(locked(held)),
+            }
+        }
+        "LOCK" => {
+            let lock = lock_info(&body)?;
+            match state.store.lock_state(&install, &component, lock).await? {
+                Ok(()) => Ok(StatusCode::OK.into_response()),
+                Err(held) => Ok(locked(held)),
+            }
+        }
+        "UNLOCK" => {
+            let lock = lock_info(&body)?;
+            match state
+                .store
+                .unlock_state(&install, &component, &lock.id)
+                .await?
+            {
+                Ok(()) => Ok(StatusCode::OK.into_response()),
+                Err(held) => Ok(locked(held)),
+            }
+        }
+        other => Err(Error::api(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!(
+                "{other} is not part of Terraform's http backend here: use GET, POST, LOCK or UNLOCK"
+            ),
+        )),
+    }
+}
+
+fn lock_view(l: StateLock) -> StateLockInfo {
+    StateLockInfo {
+        id: l.id,
+        info: serde_json::from_str(&l.info).unwrap_or(serde_json::Value::String(l.info)),
+        created_at_ms: l.created_at_ms,
+    }
+}
+
+async fn install_id(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<InstallId, Error> {
+    state
+        .store
+        .find_install(&auth.0.org_id, key)
+        .await?
+        .map(|i| i.id)
+        .ok_or_else(|| Error::not_found(format!("no install {key:?}")))
+}
+
+async fn list_states(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<StateList>, Error> {
+    let install = install_id(&state, &auth, &key).await?;
+    let mut states = Vec::new();
+    for s in state.store.list_states(&auth.0.org_id, &install).await? {
+        let versions = state
+            .store
+            .count_state_versions(&auth.0.org_id, &install, &s.component)
+            .await?;
+        states.push(ComponentStateInfo {
+            component: s.component,
+            latest_version: s.latest,
+            versions,
+            updated_at_ms: s.updated_at_ms,
+            lock: s.lock.map(lock_view),
+        });
+    }
+    Ok(Json(StateList { states }))
+}
+
+async fn force_unlock(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path((key, component)): Path<(String, String)>,
+) -> Result<Json<StateUnlocked>, Error> {
+    require_admin(&auth)?;
+    check_component(&component)?;
+    let install = install_id(&state, &auth, &key).await?;
+    let released = state
+        .store
+        .force_unlock_state(&auth.0.org_id, &install, &component)
+        .await?
+        .map(lock_view);
+    let message = match &released {
+        Some(l) => {
+            let who = l
+                .info
+                .get("Who")
+                .and_then(|w| w.as_str())
+                .unwrap_or("unknown");
+            let op = l
+                .info
+                .get("Operation")
+                .and_then(|w| w.as_str())
+                .unwrap_or("unknown");
+            tracing::warn!(install = %install, component, lock = %l.id, who, "terraform state lock released by force");
+            format!(
+                "released the lock {} on {component} held by {who} for {op}; if that run is still going, it may now write a state that another run overwrites",
+                l.id
+            )
+        }
+        None => format!("{component} was not locked; nothing was released"),
+    };
+    Ok(Json(StateUnlocked {
+        component,
+        released,
+        message,
+    }))
+}
