@@ -40,6 +40,7 @@
 //! ```
 
 pub mod app;
+pub mod artifact;
 mod duration;
 mod id;
 mod job;

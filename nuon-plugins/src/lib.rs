@@ -10,6 +10,8 @@
 //!
 //! - `exec` (default): [`exec::ExecPlugin`] runs one command
 //!   ([`nuon_core::ExecJob`]).
+//! - `oci` (default): [`oci::LayoutStore`], the OCI image layout
+//!   [`nuon_core::artifact::ArtifactStore`].
 //!
 //! ```
 //! # #[cfg(feature = "exec")] {
@@ -34,3 +36,5 @@
 
 #[cfg(feature = "exec")]
 pub mod exec;
+#[cfg(feature = "oci")]
+pub mod oci;

@@ -1,0 +1,196 @@
+use std::collections::BTreeMap;
+
+use nuon_core::artifact::{
+    ArtifactError, ArtifactStore, Descriptor, Digest, EMPTY_MEDIA_TYPE, MANIFEST_MEDIA_TYPE,
+    RawManifest, copy_artifact,
+};
+
+use super::LayoutStore;
+
+fn blob(media_type: &str, bytes: &[u8]) -> Descriptor {
+    Descriptor {
+        media_type: media_type.into(),
+        digest: Digest::of(bytes),
+        size: bytes.len() as u64,
+        annotations: BTreeMap::new(),
+    }
+}
+
+async fn put(store: &LayoutStore, repo: &str, d: &Descriptor, bytes: &'static [u8]) {
+    store.put_blob(repo, d, Box::pin(bytes)).await.unwrap();
+}
+
+/// A module-package-like artifact: an empty config and one layer.
+async fn push(store: &LayoutStore, repo: &str, layer: &'static [u8], tag: &str) -> RawManifest {
+    let config = blob(EMPTY_MEDIA_TYPE, b"{}");
+    let layer_d = blob("archive/zip", layer);
+    put(store, repo, &config, b"{}").await;
+    put(store, repo, &layer_d, layer).await;
+    let bytes = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_MEDIA_TYPE,
+        "artifactType": "application/vnd.opentofu.modulepkg",
+        "config": config,
+        "layers": [layer_d],
+    }))
+    .unwrap();
+    let m = RawManifest {
+        digest: Digest::of(&bytes),
+        bytes,
+        media_type: MANIFEST_MEDIA_TYPE.into(),
+    };
+    store.put_manifest(repo, &m, Some(tag)).await.unwrap();
+    m
+}
+
+#[tokio::test]
+async fn artifacts_copy_by_digest_skip_what_is_there_and_resync_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let vendor = LayoutStore::open(dir.path().join("vendor")).unwrap();
+    let install = LayoutStore::open(dir.path().join("install")).unwrap();
+    let m = push(&vendor, "hello/app", b"PK-module-bytes", "build-1").await;
+
+    // By tag and by digest, the same raw bytes.
+    let by_tag = vendor
+        .get_manifest("hello/app", "build-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(by_tag, m);
+    let by_digest = vendor
+        .get_manifest("hello/app", m.digest.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(by_digest.bytes, m.bytes);
+
+    let (d, copied) = copy_artifact(
+        &vendor,
+        "hello/app",
+        "build-1",
+        &install,
+        "app",
+        None,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!((d.clone(), copied), (m.digest.clone(), 2));
+    // Again: the manifest is there, nothing is copied.
+    let (_, copied) = copy_artifact(
+        &vendor,
+        "hello/app",
+        m.digest.as_str(),
+        &install,
+        "app",
+        None,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(copied, 0);
+
+    // The vendor store can go away: the install has everything, by digest.
+    drop(vendor);
+    std::fs::remove_dir_all(dir.path().join("vendor")).unwrap();
+    let got = install
+        .get_manifest("app", m.digest.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.bytes, m.bytes);
+    let layer = blob("archive/zip", b"PK-module-bytes");
+    install.verify_blob("app", &layer).await.unwrap();
+
+    // A corrupted blob (same size) is caught on read and re-synced by a
+    // verifying copy.
+    let path = install.blob_path("app", &layer.digest).unwrap();
+    std::fs::write(&path, b"PK-module-bytez").unwrap();
+    let e = install.verify_blob("app", &layer).await.unwrap_err();
+    assert!(matches!(e, ArtifactError::Corrupt(_)), "{e}");
+    assert!(e.to_string().contains("does not match its digest"), "{e}");
+    let vendor = LayoutStore::open(dir.path().join("vendor2")).unwrap();
+    push(&vendor, "hello/app", b"PK-module-bytes", "build-1").await;
+    let (_, copied) = copy_artifact(&vendor, "hello/app", "build-1", &install, "app", None, true)
+        .await
+        .unwrap();
+    assert_eq!(copied, 1, "only the corrupted blob is copied again");
+    install.verify_blob("app", &layer).await.unwrap();
+}
+
+#[tokio::test]
+async fn stores_refuse_bad_bytes_bad_names_and_dangling_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = LayoutStore::open(dir.path()).unwrap();
+    let d = blob("application/octet-stream", b"right");
+    let e = s
+        .put_blob("r", &d, Box::pin(&b"wrong"[..]))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ArtifactError::Corrupt(_)), "{e}");
+    assert!(!s.has_blob("r", &d).await.unwrap(), "nothing is kept");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("r/blobs/sha256"))
+        .unwrap()
+        .collect();
+    assert!(leftovers.is_empty(), "no temporary file is left");
+
+    for bad in ["../x", "Upper", "a//b", "-a", ""] {
+        assert!(s.repo_dir(bad).is_err(), "{bad}");
+    }
+
+    // A manifest naming a blob the store lacks is refused.
+    let missing = blob("archive/zip", b"never pushed");
+    let config = blob(EMPTY_MEDIA_TYPE, b"{}");
+    put(&s, "r", &config, b"{}").await;
+    let bytes = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "config": config, "layers": [missing],
+    }))
+    .unwrap();
+    let m = RawManifest {
+        digest: Digest::of(&bytes),
+        bytes,
+        media_type: MANIFEST_MEDIA_TYPE.into(),
+    };
+    let e = s.put_manifest("r", &m, Some("v1")).await.unwrap_err();
+    assert!(e.to_string().contains("push blobs first"), "{e}");
+    // A manifest whose bytes are not its digest is refused.
+    let mut lying = m.clone();
+    lying.digest = Digest::of(b"other");
+    assert!(s.put_manifest("r", &lying, None).await.is_err());
+}
+
+#[tokio::test]
+async fn tags_move_and_the_layout_is_standard() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = LayoutStore::open(dir.path()).unwrap();
+    let a = push(&s, "app", b"one", "latest").await;
+    let b = push(&s, "app", b"two", "latest").await;
+    assert_eq!(
+        s.get_manifest("app", "latest")
+            .await
+            .unwrap()
+            .unwrap()
+            .digest,
+        b.digest
+    );
+    // The older one is still there by digest.
+    assert!(
+        s.get_manifest("app", a.digest.as_str())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(s.get_manifest("app", "nope").await.unwrap().is_none());
+    let layout = std::fs::read_to_string(dir.path().join("app/oci-layout")).unwrap();
+    assert_eq!(layout, r#"{"imageLayoutVersion":"1.0.0"}"#);
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("app/index.json")).unwrap()).unwrap();
+    let tagged: Vec<_> = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["annotations"]["org.opencontainers.image.ref.name"] == "latest")
+        .collect();
+    assert_eq!(tagged.len(), 1);
+    assert_eq!(tagged[0]["digest"], b.digest.as_str());
+}
