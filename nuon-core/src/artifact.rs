@@ -208,6 +208,27 @@ pub trait ArtifactStore: Send + Sync {
     }
 }
 
+/// The digest and size of everything `r` yields (read in 256 KiB pieces).
+pub fn digest_of_reader(r: &mut impl std::io::Read) -> std::io::Result<(Digest, u64)> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((
+        Digest(format!("sha256:{}", hex::encode(hasher.finalize()))),
+        size,
+    ))
+}
+
 /// A reader that hashes what passes through it and, at the end, fails with
 /// `InvalidData` when the bytes are not `size` bytes with digest `digest`.
 pub struct VerifyingReader<R> {

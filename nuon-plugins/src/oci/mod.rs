@@ -1,7 +1,9 @@
 //! OCI artifacts on the runner side: the OCI image layout store (the
-//! embedded default for the vendor's and each install's store).
+//! embedded default for the vendor's and each install's store) and
+//! Terraform modules packaged as OpenTofu module packages.
 
 pub mod layout;
+pub mod modulepkg;
 
 pub use layout::LayoutStore;
 

@@ -194,3 +194,163 @@ async fn tags_move_and_the_layout_is_standard() {
     assert_eq!(tagged.len(), 1);
     assert_eq!(tagged[0]["digest"], b.digest.as_str());
 }
+
+mod modules {
+    use std::io::Write;
+    use std::path::{Path, PathBuf};
+
+    use nuon_core::artifact::{
+        ArtifactError, ArtifactStore, Digest, MANIFEST_MEDIA_TYPE, RawManifest,
+    };
+
+    use super::super::LayoutStore;
+    use super::super::modulepkg::{MODULE_ARTIFACT_TYPE, push_module, unpack_module};
+    use super::{blob, put};
+
+    fn example_module() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello/src/database")
+    }
+
+    fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[tokio::test]
+    async fn modules_package_reproducibly_and_unpack_to_the_same_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LayoutStore::open(dir.path().join("store")).unwrap();
+        let a = push_module(&store, "hello/database", &example_module(), Some("b1"))
+            .await
+            .unwrap();
+        let b = push_module(&store, "hello/database", &example_module(), Some("b2"))
+            .await
+            .unwrap();
+        assert_eq!(a, b, "the same source gives the same digest");
+        let m = store
+            .get_manifest("hello/database", "b1")
+            .await
+            .unwrap()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
+        assert_eq!(v["artifactType"], MODULE_ARTIFACT_TYPE);
+        assert_eq!(v["layers"][0]["mediaType"], "archive/zip");
+        assert_eq!(
+            v["config"]["mediaType"],
+            "application/vnd.oci.empty.v1+json"
+        );
+
+        let dest = dir.path().join("work");
+        unpack_module(&store, "hello/database", &a, &dest)
+            .await
+            .unwrap();
+        assert_eq!(files(&dest), files(&example_module()));
+        // Unpacking again into a used directory is refused.
+        assert!(
+            unpack_module(&store, "hello/database", &a, &dest)
+                .await
+                .is_err()
+        );
+
+        // Terraform reads the unpacked module.
+        if which::which("terraform").is_ok() {
+            let init = std::process::Command::new("terraform")
+                .args(["init", "-backend=false", "-input=false"])
+                .current_dir(&dest)
+                .output()
+                .unwrap();
+            assert!(
+                init.status.success(),
+                "{}",
+                String::from_utf8_lossy(&init.stderr)
+            );
+            let validate = std::process::Command::new("terraform")
+                .arg("validate")
+                .current_dir(&dest)
+                .output()
+                .unwrap();
+            assert!(
+                validate.status.success(),
+                "{}",
+                String::from_utf8_lossy(&validate.stderr)
+            );
+        } else {
+            eprintln!("SKIPPED: terraform is not installed: the unpacked module is not validated");
+        }
+    }
+
+    #[tokio::test]
+    async fn corrupted_or_hostile_packages_are_never_unpacked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LayoutStore::open(dir.path().join("store")).unwrap();
+        let d = push_module(&store, "m", &example_module(), None)
+            .await
+            .unwrap();
+        let m = store.get_manifest("m", d.as_str()).await.unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
+        let layer_digest: Digest = v["layers"][0]["digest"].as_str().unwrap().parse().unwrap();
+        let path = store.blob_path("m", &layer_digest).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        let dest = dir.path().join("work");
+        let e = unpack_module(&store, "m", &d, &dest).await.unwrap_err();
+        assert!(matches!(e, ArtifactError::Corrupt(_)), "{e}");
+        assert!(e.to_string().contains("not deployed"), "{e}");
+        assert!(!dest.exists() || std::fs::read_dir(&dest).unwrap().next().is_none());
+
+        // A zip whose entry climbs out of the module.
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        zip.start_file("../evil.tf", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        zip.write_all(b"# evil").unwrap();
+        let bytes: &'static [u8] = Box::leak(zip.finish().unwrap().into_inner().into_boxed_slice());
+        let config = blob("application/vnd.oci.empty.v1+json", b"{}");
+        let layer = blob("archive/zip", bytes);
+        put(&store, "evil", &config, b"{}").await;
+        put(&store, "evil", &layer, bytes).await;
+        let mbytes = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
+            "artifactType": MODULE_ARTIFACT_TYPE, "config": config, "layers": [layer],
+        }))
+        .unwrap();
+        let raw = RawManifest {
+            digest: Digest::of(&mbytes),
+            bytes: mbytes,
+            media_type: MANIFEST_MEDIA_TYPE.into(),
+        };
+        store.put_manifest("evil", &raw, None).await.unwrap();
+        let dest = dir.path().join("sandboxed/work");
+        let e = unpack_module(&store, "evil", &raw.digest, &dest)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("outside the module"), "{e}");
+        assert!(!dir.path().join("sandboxed/evil.tf").exists());
+
+        // Not a module, and links, are refused when packaging.
+        let empty = tempfile::tempdir().unwrap();
+        std::fs::write(empty.path().join("README.md"), "x").unwrap();
+        let e = push_module(&store, "m", empty.path(), None)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("no .tf file"), "{e}");
+        std::fs::write(empty.path().join("main.tf"), "").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", empty.path().join("leak.tf")).unwrap();
+        let e = push_module(&store, "m", empty.path(), None)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("no links"), "{e}");
+    }
+}
