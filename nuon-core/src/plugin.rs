@@ -51,6 +51,11 @@ pub struct ProcessSpec {
     pub env: BTreeMap<String, String>,
     /// Working directory; relative paths are inside the job's work directory.
     pub cwd: Option<PathBuf>,
+    /// Write the process's stdout to this file (relative paths are inside
+    /// the job's work directory) instead of the log: for output a plugin
+    /// reads back, like `terraform output -json`. Stderr still goes to the
+    /// log.
+    pub stdout_file: Option<PathBuf>,
 }
 
 impl ProcessSpec {
@@ -61,6 +66,7 @@ impl ProcessSpec {
             args: Vec::new(),
             env: BTreeMap::new(),
             cwd: None,
+            stdout_file: None,
         }
     }
 

@@ -155,6 +155,7 @@ impl Plugin for ExecPlugin {
             args: job.args,
             env: job.env,
             cwd: dir,
+            stdout_file: None,
         };
         let exit = host.run_process(process).await?;
         Ok(result_of(exit))

@@ -139,8 +139,7 @@ async fn done_opt(r: &mut Option<oneshot::Receiver<()>>) {
 /// Starts the thread that drains a job's output pipes into the spool. The
 /// receiver resolves when the thread has ended.
 fn spawn_pump(
-    stdout: PipeReader,
-    stderr: PipeReader,
+    pipes: Vec<(PipeReader, LogStream)>,
     spool: SharedSpool,
     stop: Arc<AtomicBool>,
 ) -> io::Result<oneshot::Receiver<()>> {
@@ -148,11 +147,7 @@ fn spawn_pump(
     std::thread::Builder::new()
         .name("job-output".into())
         .spawn(move || {
-            pump(
-                [(stdout, LogStream::Stdout), (stderr, LogStream::Stderr)],
-                &spool,
-                &stop,
-            );
+            pump(pipes, &spool, &stop);
             drop(done);
         })?;
     Ok(rx)
@@ -174,7 +169,7 @@ fn stream_name(stream: LogStream) -> &'static str {
 /// is read first, and stdout before stderr when both did at once. Ends at
 /// end-of-file of both, or soon after `stop` is set (a process that left
 /// the job's group may hold a pipe open forever).
-fn pump(pipes: [(PipeReader, LogStream); 2], spool: &SharedSpool, stop: &AtomicBool) {
+fn pump(pipes: Vec<(PipeReader, LogStream)>, spool: &SharedSpool, stop: &AtomicBool) {
     let mut open: Vec<(PipeReader, LineSplitter)> = pipes
         .into_iter()
         .map(|(p, stream)| (p, LineSplitter::new(stream)))
@@ -300,14 +295,38 @@ impl JobHost for ProcessHost {
             .stdin(Stdio::null())
             .process_group(0)
             .kill_on_drop(false);
-        let pipes = std::io::pipe().and_then(|out| Ok((out, std::io::pipe()?)));
-        let ((out_r, out_w), (err_r, err_w)) = pipes.map_err(|source| HostError::Io {
+        let io_err = |source| HostError::Io {
             program: program.clone(),
             source,
-        })?;
-        sys::grow_pipe(&out_r, PIPE_SIZE);
+        };
+        let mut pipes = Vec::new();
+        match &process.stdout_file {
+            // Stdout goes straight to the file the plugin reads back.
+            Some(path) => {
+                let path = self.work_dir.join(path);
+                let file = std::fs::File::create(&path).map_err(|e| HostError::Io {
+                    program: program.clone(),
+                    source: std::io::Error::new(
+                        e.kind(),
+                        format!(
+                            "cannot create {} for the process's output: {e}",
+                            path.display()
+                        ),
+                    ),
+                })?;
+                cmd.stdout(file);
+            }
+            None => {
+                let (out_r, out_w) = std::io::pipe().map_err(io_err)?;
+                sys::grow_pipe(&out_r, PIPE_SIZE);
+                cmd.stdout(out_w);
+                pipes.push((out_r, LogStream::Stdout));
+            }
+        }
+        let (err_r, err_w) = std::io::pipe().map_err(io_err)?;
         sys::grow_pipe(&err_r, PIPE_SIZE);
-        cmd.stdout(out_w).stderr(err_w);
+        cmd.stderr(err_w);
+        pipes.push((err_r, LogStream::Stderr));
         let spawned = cmd.spawn();
         // The command holds our copies of the write ends: without dropping
         // it, the pipes would never reach end-of-file.
@@ -330,13 +349,12 @@ impl JobHost for ProcessHost {
         tracing::debug!(pgid, %program, "started job process");
 
         let stop_pump = Arc::new(AtomicBool::new(false));
-        let pump =
-            spawn_pump(out_r, err_r, self.spool.clone(), stop_pump.clone()).map_err(|source| {
-                HostError::Io {
-                    program: program.clone(),
-                    source,
-                }
-            })?;
+        let pump = spawn_pump(pipes, self.spool.clone(), stop_pump.clone()).map_err(|source| {
+            HostError::Io {
+                program: program.clone(),
+                source,
+            }
+        })?;
         let mut pump = Some(pump);
         let mut status: Option<ExitStatus> = None;
         let mut stopping: Option<StopReason> = None;

@@ -241,3 +241,61 @@ async fn a_work_directory_serves_one_runner() {
     );
     first.stop(secs(30)).await.unwrap();
 }
+
+/// A plugin that reads a process's stdout back (as the Terraform plugin
+/// reads `terraform output -json`): stdout goes to a file, not the log.
+struct CapturePlugin;
+
+#[async_trait::async_trait]
+impl nuon_core::Plugin for CapturePlugin {
+    fn kind(&self) -> &'static str {
+        "capture"
+    }
+
+    fn validate(&self, _: &nuon_core::JobSpec) -> Result<(), nuon_core::PluginError> {
+        Ok(())
+    }
+
+    async fn run(
+        &self,
+        _: &nuon_core::JobSpec,
+        host: &mut dyn nuon_core::JobHost,
+    ) -> Result<nuon_core::JobResult, nuon_core::PluginError> {
+        let mut p = nuon_core::ProcessSpec::new("sh");
+        p.args = vec![
+            "-c".into(),
+            "echo '{\"answer\": 42}'; echo 'to the log' >&2".into(),
+        ];
+        p.stdout_file = Some("out.json".into());
+        host.run_process(p).await?;
+        let text = std::fs::read_to_string(host.work_dir().join("out.json"))
+            .map_err(|e| nuon_core::PluginError::Missing(e.to_string()))?;
+        let outputs: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| nuon_core::PluginError::Invalid(e.to_string()))?;
+        Ok(nuon_core::JobResult {
+            outcome: Outcome::Succeeded,
+            exit_code: Some(0),
+            reason: None,
+            outputs,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_can_read_a_process_stdout_back_instead_of_logging_it() {
+    let h = Harness::new();
+    let mut config = h.config();
+    config.plugins.register(std::sync::Arc::new(CapturePlugin));
+    let runner = h.start(config);
+    let mut spec = h.sh("unused");
+    spec.kind = "capture".into();
+    let key = h.enqueue_spec(&spec);
+    let done = h.fake.completion(&key.0, secs(30)).await;
+    assert_eq!(done.result.outcome, Outcome::Succeeded, "{:?}", done.result);
+    assert_eq!(done.result.outputs, serde_json::json!({"answer": 42}));
+    h.fake.with(|s| {
+        assert!(s.texts(&key, LogStream::Stdout).is_empty());
+        assert_eq!(s.texts(&key, LogStream::Stderr), ["to the log"]);
+    });
+    runner.stop(secs(30)).await.unwrap();
+}
