@@ -295,6 +295,36 @@ fn installs_check_inputs_and_never_show_secrets() {
             .starts_with("rnr_")
     );
 
+    // The name is the install's: a second one is refused as such, and a
+    // runner's name never blocks an install's.
+    let again = cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "acme",
+        "--input",
+        "api_key=k",
+    ]);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains("an install named \"acme\" already exists"),
+        "{stderr}"
+    );
+    ok(&cp.nuon(&["runners", "create", "--name", "install-other", "--json"]));
+    ok(&cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "other",
+        "--input",
+        "api_key=k",
+        "--json",
+    ]));
+
     let set = ok(&cp.nuon(&[
         "installs",
         "inputs",

@@ -106,10 +106,19 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
                     .unwrap_or(line),
             ),
             None => {
+                // Say why, from the control plane's own log.
+                let log_path = data_dir.join("control.log");
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let why = log
+                    .lines()
+                    .rev()
+                    .find(|l| l.contains("nuon-ctl:") || l.contains("ERROR"))
+                    .map(|l| format!(": {}", l.trim()))
+                    .unwrap_or_default();
                 return Err(CliError {
                     message: format!(
-                        "the control plane exited at start; see {}",
-                        data_dir.join("control.log").display()
+                        "the control plane exited at start{why} (full log: {})",
+                        log_path.display()
                     ),
                     code: 1,
                 });
@@ -124,10 +133,12 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
     eprintln!("==> starting a local runner");
     let mut runner = Command::new(sibling("nuon-runner")?)
         .arg("run")
-        .args(["--api", &runner_url, "--token", &token, "--signing-key"])
+        .args(["--api", &runner_url, "--signing-key"])
         .arg(data_dir.join("control/org-signing-key.pub"))
         .arg("--work-dir")
         .arg(data_dir.join("runner"))
+        // In the environment, not the command line, where `ps` would show it.
+        .env("NUON_RUNNER_TOKEN", &token)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(data_dir.join("runner.log")).map_err(io("log file"))?)
         .kill_on_drop(true)
@@ -150,8 +161,23 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
     }
     let done = client.get_job(&job.id).await?;
     eprintln!("==> job {} {}", done.id, done.status);
+    let me = std::env::current_exe()
+        .ok()
+        .and_then(|p| {
+            let cwd = std::env::current_dir().ok()?;
+            Some(match p.strip_prefix(&cwd) {
+                Ok(rel) => format!("./{}", rel.display()),
+                Err(_) => p.display().to_string(),
+            })
+        })
+        .unwrap_or_else(|| "nuon".into());
+    let api = if control_url == "http://127.0.0.1:7400" {
+        String::new()
+    } else {
+        format!(" --api {control_url}")
+    };
     eprintln!(
-        "\nThe control plane is at {control_url} (logs in {dir}/control.log).\nTry, from this directory:\n  nuon --api {control_url} jobs list\n  nuon --api {control_url} jobs exec --runner local --wait -- uname -a",
+        "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nTry, from this directory (the CLI finds the admin token in {dir}/control/admin-token):\n  {me}{api} jobs list\n  {me}{api} jobs exec --runner local --wait -- uname -a\n  {me}{api} apps validate examples/apps/hello",
         dir = args.data_dir.display()
     );
     if !args.once {

@@ -491,6 +491,8 @@ async fn create_install(
     }
     let runner_id = RunnerId::generate();
     let token = issue_runner_token(&runner_id);
+    // The install's id: unique, and never a name someone picked.
+    let runner_name = id.to_string();
     let stored = state
         .store
         .create_install(
@@ -501,7 +503,7 @@ async fn create_install(
                 name: req.name.clone(),
                 config_version: version.version,
                 runner_id,
-                runner_name: format!("install-{}", req.name),
+                runner_name,
                 runner_token_hash: token.hash,
                 inputs_json: serde_json::to_string(&plain)
                     .map_err(|e| internal("cannot encode inputs", e))?,

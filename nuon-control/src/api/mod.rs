@@ -161,7 +161,7 @@ impl FromRequestParts<SharedState> for ApiAuth {
                 Error::api(
                     StatusCode::UNAUTHORIZED,
                     "unauthorized",
-                    "invalid or revoked API token (an admin token is in the control plane's DATA_DIR/admin-token)",
+                    "invalid or revoked API token (an admin token is in the control plane's DATA_DIR/admin-token; under `nuon dev`, ./nuon-data/control/admin-token)",
                 )
             })
     }
