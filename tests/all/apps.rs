@@ -312,6 +312,44 @@ fn installs_check_inputs_and_never_show_secrets() {
         stderr.contains("an install named \"acme\" already exists"),
         "{stderr}"
     );
+    // Secrets from a file (not the command line), and a clear error for a
+    // file that is not there.
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret_file = secret_dir.path().join("db_password");
+    std::fs::write(&secret_file, format!("{DB_PASSWORD}\n")).unwrap();
+    let filed = ok(&cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "filed",
+        "--input",
+        "api_key=k",
+        "--secret-file",
+        &format!("db_password={}", secret_file.display()),
+        "--json",
+    ]));
+    assert_eq!(
+        filed["install"]["secrets"],
+        serde_json::json!(["db_password"])
+    );
+    let missing = cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "nofile",
+        "--input",
+        "api_key=k",
+        "--secret-file",
+        "db_password=/nonexistent/secret",
+    ]);
+    assert_eq!(missing.status.code(), Some(64));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("cannot read secret \"db_password\"")
+    );
     ok(&cp.nuon(&["runners", "create", "--name", "install-other", "--json"]));
     ok(&cp.nuon(&[
         "installs",

@@ -61,9 +61,14 @@ pub(crate) enum InstallsCommand {
         /// An input value (repeatable); read as the input's type.
         #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_env)]
         inputs: Vec<(String, String)>,
-        /// A secret value (repeatable). Never shown again.
+        /// A secret value (repeatable). Never shown again. Prefer
+        /// --secret-file: a value here stays in your shell's history.
         #[arg(long = "secret", value_name = "NAME=VALUE", value_parser = parse_env)]
         secrets: Vec<(String, String)>,
+        /// A secret read from a file (repeatable; one trailing newline is
+        /// dropped), `-` for standard input.
+        #[arg(long = "secret-file", value_name = "NAME=PATH", value_parser = parse_env)]
+        secret_files: Vec<(String, String)>,
     },
     /// List the org's installs.
     List,
@@ -301,6 +306,22 @@ fn values(pairs: &[(String, String)]) -> BTreeMap<String, serde_json::Value> {
         .collect()
 }
 
+/// A secret's value from a file, or standard input for `-`.
+fn read_secret(name: &str, path: &str) -> Result<String, CliError> {
+    let text = if path == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .map_err(|e| CliError {
+        message: format!("cannot read secret {name:?} from {path}: {e}"),
+        code: 64,
+    })?;
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    Ok(text.strip_suffix('\r').unwrap_or(text).to_owned())
+}
+
 fn show_install(i: &InstallInfo) {
     println!("id:       {}", i.id);
     println!("name:     {}", i.name);
@@ -330,13 +351,18 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
             name,
             inputs,
             secrets,
+            secret_files,
         } => {
+            let mut all: BTreeMap<String, String> = secrets.iter().cloned().collect();
+            for (secret, path) in secret_files {
+                all.insert(secret.clone(), read_secret(secret, path)?);
+            }
             let created = client
                 .create_install(&CreateInstall {
                     app: app.clone(),
                     name: name.clone(),
                     inputs: values(inputs),
-                    secrets: secrets.iter().cloned().collect(),
+                    secrets: all,
                 })
                 .await?;
             if g.json {
