@@ -49,6 +49,7 @@ pub mod records;
 mod signing;
 pub mod token;
 mod transport;
+pub mod version;
 pub mod wire;
 pub mod workflow;
 

@@ -10,6 +10,8 @@
 //!
 //! - `exec` (default): [`exec::ExecPlugin`] runs one command
 //!   ([`nuon_core::ExecJob`]).
+//! - `terraform` (default): [`terraform::find`], the Terraform (or OpenTofu)
+//!   binary that satisfies a component's `terraform_version`.
 //! - `oci` (default): [`oci::LayoutStore`], the OCI image layout
 //!   [`nuon_core::artifact::ArtifactStore`].
 //!
@@ -38,3 +40,5 @@
 pub mod exec;
 #[cfg(feature = "oci")]
 pub mod oci;
+#[cfg(feature = "terraform")]
+pub mod terraform;

@@ -521,9 +521,21 @@ fn duration(r: &mut Reader<'_, '_>, d: &mut Diagnostics, key: &'static str) -> O
     }
 }
 
+/// A required `terraform_version`, checked as a version constraint.
+fn terraform_version(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Option<Located> {
+    let v = r.req_str(d, "terraform_version")?;
+    match v.text.parse::<crate::version::Constraint>() {
+        Ok(_) => Some(v),
+        Err(e) => {
+            d.push(r.file.at(&v.span, format!("terraform_version: {e}")));
+            None
+        }
+    }
+}
+
 fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sandbox> {
     let mut item = Item::new(file);
-    let tf = r.req_str(d, "terraform_version");
+    let tf = terraform_version(&mut r, d);
     let src = source(&mut r, d, &["path", "public_repo", "git"], true);
     let vars = r.map(d, "vars", &mut item.strings);
     let env_vars = r.str_map(d, "env_vars", &mut item.strings);
@@ -819,7 +831,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     let strings = &mut item.strings;
     let src = match kind {
         ComponentKind::TerraformModule => {
-            let tf = r.req_str(d, "terraform_version");
+            let tf = terraform_version(&mut r, d);
             ok &= tf.is_some();
             c.terraform_version = text(tf);
             c.vars = r.map(d, "vars", strings);
