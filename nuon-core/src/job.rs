@@ -120,6 +120,75 @@ impl Job for ExecJob {
     const KIND: &'static str = "exec";
 }
 
+/// What a `terraform` job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TerraformAction {
+    /// Plan the changes; the plan file is kept in the install's store and
+    /// its digest reported, with a summary of the changes.
+    Plan,
+    /// Plan the destruction of everything, kept the same way.
+    DestroyPlan,
+    /// Apply exactly the plan named by `plan`, then report the outputs.
+    Apply,
+}
+
+/// Terraform's `http` state backend settings of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HttpBackend {
+    /// The state address (also the lock and unlock address).
+    pub address: String,
+    /// The basic-auth user name.
+    pub username: String,
+    /// The basic-auth password.
+    pub password: String,
+}
+
+/// An artifact by repository and digest in the runner's install store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactRef {
+    /// The repository in the store.
+    pub repo: String,
+    /// The manifest (or, for a plan, blob) digest.
+    pub digest: crate::artifact::Digest,
+    /// The blob's size, for a plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// Run Terraform on a module from the install's store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TerraformJob {
+    /// What to do.
+    pub action: TerraformAction,
+    /// The module package.
+    pub module: ArtifactRef,
+    /// The version constraint the binary must meet.
+    pub terraform_version: String,
+    /// Input variables, rendered.
+    #[serde(default)]
+    pub vars: BTreeMap<String, serde_json::Value>,
+    /// Environment for Terraform, rendered.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// tfvars files, their contents, rendered.
+    #[serde(default)]
+    pub var_files: Vec<String>,
+    /// Where the state lives; a local state in the work directory without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<HttpBackend>,
+    /// For `apply`: the plan to apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<ArtifactRef>,
+}
+
+impl Job for TerraformJob {
+    const KIND: &'static str = "terraform";
+}
+
 /// The state of a job as the control plane and the API report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -57,7 +57,10 @@ pub use duration::parse_duration;
 pub use id::{
     AppId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, WorkflowId, random_bytes,
 };
-pub use job::{ExecJob, Job, JobResult, JobSpec, JobStatus, Outcome, PayloadError, RetryPolicy};
+pub use job::{
+    ArtifactRef, ExecJob, HttpBackend, Job, JobResult, JobSpec, JobStatus, Outcome, PayloadError,
+    RetryPolicy, TerraformAction, TerraformJob,
+};
 pub use plugin::{HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, StopReason};
 pub use signing::{OrgSigningKey, PublicKey, SignatureError};
 pub use transport::{Transport, TransportError};

@@ -68,7 +68,7 @@ fn check_dir(dir: &str) -> Result<(), PluginError> {
 }
 
 /// The result a process end maps to.
-fn result_of(exit: ProcessExit) -> JobResult {
+pub(crate) fn result_of(exit: ProcessExit) -> JobResult {
     let (outcome, exit_code, reason) = match exit {
         ProcessExit::Exited(0) => (Outcome::Succeeded, Some(0), None),
         ProcessExit::Exited(n) => (Outcome::Failed, Some(n), Some(format!("exit code {n}"))),

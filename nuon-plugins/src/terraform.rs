@@ -117,3 +117,284 @@ mod tests {
         );
     }
 }
+
+#[cfg(feature = "oci")]
+pub use plugin::TerraformPlugin;
+
+/// The `terraform` job kind: plan and apply a module from the install's
+/// store, with the state where the job says.
+#[cfg(feature = "oci")]
+mod plugin {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use nuon_core::artifact::{ArtifactStore, Descriptor};
+    use nuon_core::{
+        ArtifactRef, Job, JobHost, JobResult, JobSpec, Outcome, Plugin, PluginError, ProcessExit,
+        ProcessSpec, TerraformAction, TerraformJob,
+    };
+    use serde_json::{Value, json};
+
+    use super::find;
+    use crate::oci::LayoutStore;
+    use crate::oci::modulepkg::unpack_module;
+
+    /// The media type of a saved Terraform plan kept in the store.
+    pub const PLAN_MEDIA_TYPE: &str = "application/vnd.nuon.terraform.plan";
+
+    /// Runs `terraform` jobs against the install's store.
+    pub struct TerraformPlugin {
+        store: Arc<LayoutStore>,
+    }
+
+    impl TerraformPlugin {
+        /// A plugin reading modules from, and keeping plans in, `store`.
+        pub fn new(store: Arc<LayoutStore>) -> Self {
+            TerraformPlugin { store }
+        }
+    }
+
+    fn decode(spec: &JobSpec) -> Result<TerraformJob, PluginError> {
+        let job: TerraformJob = spec
+            .payload_as()
+            .map_err(|e| PluginError::Invalid(format!("terraform: {e}")))?;
+        if job.action == TerraformAction::Apply && job.plan.is_none() {
+            return Err(PluginError::Invalid(
+                "terraform: apply needs the plan to apply (\"plan\")".into(),
+            ));
+        }
+        Ok(job)
+    }
+
+    fn store_err(e: nuon_core::artifact::ArtifactError) -> PluginError {
+        PluginError::Missing(format!("terraform: {e}"))
+    }
+
+    /// One Terraform command; a failure ends the job with what failed.
+    async fn tf(
+        host: &mut dyn JobHost,
+        bin: &Path,
+        env: &BTreeMap<String, String>,
+        args: &[&str],
+        stdout_file: Option<&str>,
+    ) -> Result<Option<JobResult>, PluginError> {
+        host.log(&format!("$ terraform {}", args.join(" ")));
+        let mut p = ProcessSpec::new(bin);
+        p.args = args.iter().map(|a| a.to_string()).collect();
+        p.env = env.clone();
+        p.cwd = Some("module".into());
+        // Relative to the work directory (the process runs in module/).
+        p.stdout_file = stdout_file.map(Into::into);
+        let exit = host.run_process(p).await?;
+        Ok(match exit {
+            ProcessExit::Exited(0) => None,
+            other => {
+                let mut r = crate::exec::result_of(other);
+                r.reason = Some(format!(
+                    "terraform {} failed: {}; see the job's log",
+                    args[0],
+                    r.reason.unwrap_or_default()
+                ));
+                Some(r)
+            }
+        })
+    }
+
+    /// Counts and addresses of the changes in `terraform show -json` of a plan.
+    fn summary(plan: &Value) -> Value {
+        let (mut add, mut change, mut destroy) = (0, 0, 0);
+        let mut resources = Vec::new();
+        for rc in plan["resource_changes"].as_array().into_iter().flatten() {
+            let actions: Vec<&str> = rc["change"]["actions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str())
+                .collect();
+            if actions == ["no-op"] || actions == ["read"] {
+                continue;
+            }
+            if actions.contains(&"create") {
+                add += 1;
+            }
+            if actions.contains(&"update") {
+                change += 1;
+            }
+            if actions.contains(&"delete") {
+                destroy += 1;
+            }
+            resources.push(json!({"address": rc["address"], "actions": actions}));
+        }
+        json!({"add": add, "change": change, "destroy": destroy, "resources": resources})
+    }
+
+    #[async_trait]
+    impl Plugin for TerraformPlugin {
+        fn kind(&self) -> &'static str {
+            TerraformJob::KIND
+        }
+
+        fn validate(&self, spec: &JobSpec) -> Result<(), PluginError> {
+            let job = decode(spec)?;
+            find(&job.terraform_version).map(|_| ())
+        }
+
+        async fn run(
+            &self,
+            spec: &JobSpec,
+            host: &mut dyn JobHost,
+        ) -> Result<JobResult, PluginError> {
+            let job = decode(spec)?;
+            let bin = find(&job.terraform_version)?;
+            host.log(&format!("using {} {}", bin.path.display(), bin.version));
+            let work = host.work_dir().to_path_buf();
+            let module = work.join("module");
+            unpack_module(&*self.store, &job.module.repo, &job.module.digest, &module)
+                .await
+                .map_err(store_err)?;
+            let write = |name: &str, text: &str| {
+                std::fs::write(module.join(name), text).map_err(|e| {
+                    PluginError::Missing(format!("terraform: cannot write {name}: {e}"))
+                })
+            };
+            write(
+                "_nuon.auto.tfvars.json",
+                &serde_json::to_string(&job.vars).unwrap_or_else(|_| "{}".into()),
+            )?;
+            for (i, contents) in job.var_files.iter().enumerate() {
+                write(&format!("_nuon_{i}.auto.tfvars"), contents)?;
+            }
+            let mut env = job.env.clone();
+            env.insert("TF_IN_AUTOMATION".into(), "1".into());
+            env.insert("TF_INPUT".into(), "0".into());
+            env.insert("CHECKPOINT_DISABLE".into(), "1".into());
+            if let Some(b) = &job.backend {
+                write(
+                    "_nuon_backend_override.tf",
+                    "terraform {\n  backend \"http\" {}\n}\n",
+                )?;
+                for (k, v) in [
+                    ("TF_HTTP_ADDRESS", &b.address),
+                    ("TF_HTTP_LOCK_ADDRESS", &b.address),
+                    ("TF_HTTP_UNLOCK_ADDRESS", &b.address),
+                    ("TF_HTTP_USERNAME", &b.username),
+                    ("TF_HTTP_PASSWORD", &b.password),
+                ] {
+                    env.insert(k.into(), v.clone());
+                }
+            }
+            if let Some(failed) = tf(host, &bin.path, &env, &["init", "-no-color"], None).await? {
+                return Ok(failed);
+            }
+            match job.action {
+                TerraformAction::Plan | TerraformAction::DestroyPlan => {
+                    let mut args = vec!["plan", "-no-color", "-out=../plan.tfplan"];
+                    if job.action == TerraformAction::DestroyPlan {
+                        args.push("-destroy");
+                    }
+                    if let Some(failed) = tf(host, &bin.path, &env, &args, None).await? {
+                        return Ok(failed);
+                    }
+                    let show = ["show", "-json", "-no-color", "../plan.tfplan"];
+                    if let Some(failed) =
+                        tf(host, &bin.path, &env, &show, Some("plan.json")).await?
+                    {
+                        return Ok(failed);
+                    }
+                    let plan_json: Value = std::fs::read(work.join("plan.json"))
+                        .ok()
+                        .and_then(|b| serde_json::from_slice(&b).ok())
+                        .unwrap_or(Value::Null);
+                    let changes = summary(&plan_json);
+                    host.log(&format!(
+                        "plan: {} to add, {} to change, {} to destroy",
+                        changes["add"], changes["change"], changes["destroy"]
+                    ));
+                    // Keep the plan in the install's store, by digest.
+                    let bytes = std::fs::read(work.join("plan.tfplan")).map_err(|e| {
+                        PluginError::Missing(format!("terraform: the plan file: {e}"))
+                    })?;
+                    let blob = Descriptor {
+                        media_type: PLAN_MEDIA_TYPE.into(),
+                        digest: nuon_core::artifact::Digest::of(&bytes),
+                        size: bytes.len() as u64,
+                        annotations: BTreeMap::new(),
+                    };
+                    let file = tokio::fs::File::open(work.join("plan.tfplan"))
+                        .await
+                        .map_err(|e| {
+                            PluginError::Missing(format!("terraform: the plan file: {e}"))
+                        })?;
+                    self.store
+                        .put_blob(&job.module.repo, &blob, Box::pin(file))
+                        .await
+                        .map_err(store_err)?;
+                    let plan = ArtifactRef {
+                        repo: job.module.repo.clone(),
+                        digest: blob.digest,
+                        size: Some(blob.size),
+                    };
+                    Ok(JobResult {
+                        outcome: Outcome::Succeeded,
+                        exit_code: Some(0),
+                        reason: None,
+                        outputs: json!({"plan": plan, "changes": changes}),
+                    })
+                }
+                TerraformAction::Apply => {
+                    let plan = job.plan.as_ref().expect("decode checked it");
+                    let blob = Descriptor {
+                        media_type: PLAN_MEDIA_TYPE.into(),
+                        digest: plan.digest.clone(),
+                        size: plan.size.unwrap_or(0),
+                        annotations: BTreeMap::new(),
+                    };
+                    let mut reader = self
+                        .store
+                        .open_blob(&plan.repo, &blob)
+                        .await
+                        .map_err(store_err)?;
+                    let mut out = tokio::fs::File::create(work.join("plan.tfplan"))
+                        .await
+                        .map_err(|e| {
+                            PluginError::Missing(format!("terraform: the plan file: {e}"))
+                        })?;
+                    tokio::io::copy(&mut reader, &mut out).await.map_err(|e| {
+                        PluginError::Missing(format!(
+                            "terraform: the plan {} is not usable: {e}",
+                            plan.digest
+                        ))
+                    })?;
+                    let apply = ["apply", "-no-color", "../plan.tfplan"];
+                    if let Some(failed) = tf(host, &bin.path, &env, &apply, None).await? {
+                        return Ok(failed);
+                    }
+                    let output = ["output", "-json", "-no-color"];
+                    if let Some(failed) =
+                        tf(host, &bin.path, &env, &output, Some("outputs.json")).await?
+                    {
+                        return Ok(failed);
+                    }
+                    let raw: Value = std::fs::read(work.join("outputs.json"))
+                        .ok()
+                        .and_then(|b| serde_json::from_slice(&b).ok())
+                        .unwrap_or(Value::Null);
+                    let outputs: serde_json::Map<String, Value> = raw
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), v["value"].clone()))
+                        .collect();
+                    Ok(JobResult {
+                        outcome: Outcome::Succeeded,
+                        exit_code: Some(0),
+                        reason: None,
+                        outputs: json!({"outputs": outputs}),
+                    })
+                }
+            }
+        }
+    }
+}

@@ -4,3 +4,4 @@ mod delivery;
 mod fake;
 mod jobs;
 mod signing;
+mod terraform;
