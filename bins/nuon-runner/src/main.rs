@@ -6,12 +6,15 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use nuon_client::ClientConfig;
 use nuon_core::PublicKey;
+use nuon_plugins::oci::LayoutStore;
+use nuon_plugins::terraform::TerraformPlugin;
 use nuon_runner_lib::{Error, Runner, RunnerConfig};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing_subscriber::EnvFilter;
@@ -48,6 +51,11 @@ struct RunArgs {
         default_value = "./nuon-runner-data"
     )]
     work_dir: PathBuf,
+    /// The install's artifact store (an OCI image layout directory per
+    /// repository) that Terraform modules and plans are read from and kept
+    /// in. Default: `store/` in the work directory.
+    #[arg(long, env = "NUON_RUNNER_STORE_DIR")]
+    store_dir: Option<PathBuf>,
     /// How many jobs run at once.
     #[arg(long, env = "NUON_RUNNER_SLOTS", default_value_t = 4)]
     slots: usize,
@@ -87,6 +95,15 @@ fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
         "--slots must be between 1 and 256"
     );
     config.slots = args.slots;
+    let store_dir = args
+        .store_dir
+        .clone()
+        .unwrap_or_else(|| args.work_dir.join("store"));
+    let store = LayoutStore::open(&store_dir)
+        .with_context(|| format!("--store-dir {}", store_dir.display()))?;
+    config
+        .plugins
+        .register(Arc::new(TerraformPlugin::new(Arc::new(store))));
     config.grace = args.grace;
     config.drain_timeout = args.drain_timeout;
     if let Some(ms) = args.claim_wait_ms {
