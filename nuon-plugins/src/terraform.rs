@@ -147,12 +147,31 @@ mod plugin {
     /// Runs `terraform` jobs against the install's store.
     pub struct TerraformPlugin {
         store: Arc<LayoutStore>,
+        /// The binary found for each constraint: `version -json` costs a
+        /// process per call, and every job checks before it runs.
+        found: std::sync::Mutex<BTreeMap<String, super::Terraform>>,
     }
 
     impl TerraformPlugin {
         /// A plugin reading modules from, and keeping plans in, `store`.
         pub fn new(store: Arc<LayoutStore>) -> Self {
-            TerraformPlugin { store }
+            TerraformPlugin {
+                store,
+                found: std::sync::Mutex::new(BTreeMap::new()),
+            }
+        }
+
+        /// [`find`], remembered while the binary stays where it was.
+        fn find(&self, constraint: &str) -> Result<super::Terraform, PluginError> {
+            let mut cache = self.found.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(t) = cache.get(constraint)
+                && t.path.is_file()
+            {
+                return Ok(t.clone());
+            }
+            let t = find(constraint)?;
+            cache.insert(constraint.to_owned(), t.clone());
+            Ok(t)
         }
     }
 
@@ -238,7 +257,7 @@ mod plugin {
 
         fn validate(&self, spec: &JobSpec) -> Result<(), PluginError> {
             let job = decode(spec)?;
-            find(&job.terraform_version).map(|_| ())
+            self.find(&job.terraform_version).map(|_| ())
         }
 
         async fn run(
@@ -247,7 +266,7 @@ mod plugin {
             host: &mut dyn JobHost,
         ) -> Result<JobResult, PluginError> {
             let job = decode(spec)?;
-            let bin = find(&job.terraform_version)?;
+            let bin = self.find(&job.terraform_version)?;
             host.log(&format!("using {} {}", bin.path.display(), bin.version));
             let work = host.work_dir().to_path_buf();
             let module = work.join("module");
