@@ -13,25 +13,6 @@ fn example() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello")
 }
 
-/// A second org in the control plane's data dir: its admin token.
-fn create_org(cp: &ControlPlane, name: &str) -> String {
-    let out = Command::new(bin("nuon-ctl"))
-        .args(["orgs", "create", name, "--data-dir"])
-        .arg(&cp.data_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("admin-token: "))
-        .unwrap()
-        .to_owned()
-}
-
 fn nuon(cp: &ControlPlane, token: &str, args: &[&str]) -> Value {
     let out = Command::new(bin("nuon"))
         .arg("--json")
@@ -110,7 +91,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
 fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
     let cp = ControlPlane::start("10s").unwrap();
     let a_admin = cp.admin_token.clone();
-    let b_admin = create_org(&cp, "org-b");
+    let b_admin = cp.create_org("org-b").unwrap();
 
     // Org B: an app with a config, an install (with its runner), a job, a token.
     nuon(&cp, &b_admin, &["apps", "create", "b-app"]);

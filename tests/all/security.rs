@@ -69,22 +69,7 @@ fn tokens_are_scoped_and_stored_hashed() {
     );
 
     // Another org sees nothing of this one.
-    let out = std::process::Command::new(nuon_tests::bin("nuon-ctl"))
-        .args(["orgs", "create", "other", "--data-dir"])
-        .arg(&cp.data_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let other_token = text
-        .lines()
-        .find_map(|l| l.strip_prefix("admin-token: "))
-        .unwrap()
-        .to_owned();
+    let other_token = cp.create_org("other").unwrap();
     let other = cp.client_with(&other_token);
     assert!(rt().block_on(other.list_jobs()).unwrap().jobs.is_empty());
     // The other org sees only its own build runner.

@@ -237,6 +237,26 @@ impl ControlPlane {
         Ok(v["token"].as_str().context("token")?.to_owned())
     }
 
+    /// Creates another org in this control plane's data dir with
+    /// `nuon-ctl orgs create`; returns its admin token.
+    pub fn create_org(&self, name: &str) -> Result<String> {
+        let out = Command::new(bin("nuon-ctl"))
+            .args(["orgs", "create", name, "--data-dir"])
+            .arg(&self.data_dir)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "orgs create failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("admin-token: "))
+            .map(str::to_owned)
+            .context("no admin-token line in the output of nuon-ctl orgs create")
+    }
+
     pub fn server_log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -307,6 +307,14 @@ fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
     format!("{install}/{kind}/{name}")
 }
 
+/// A value as the text sealed for it: a string as is, anything else as JSON.
+fn as_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Checks `given` inputs against the config and merges them over
 /// `current` (plain values and sealed sensitive ones). Every problem is
 /// reported at once.
@@ -335,10 +343,7 @@ fn resolve_inputs(
         };
         match decl.ty.coerce(raw) {
             Ok(v) if decl.sensitive => {
-                let text = match &v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
+                let text = as_text(&v);
                 sealed.inputs.insert(
                     name.clone(),
                     secrets.seal(&text, &seal_context(install, "input", name)),
@@ -366,10 +371,7 @@ fn resolve_inputs(
         }
         match &decl.default {
             Some(d) if decl.sensitive => {
-                let text = match d {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
+                let text = as_text(d);
                 sealed.inputs.insert(
                     decl.name.clone(),
                     secrets.seal(&text, &seal_context(install, "input", &decl.name)),

@@ -197,20 +197,19 @@ async fn list_states(
     Path(key): Path<String>,
 ) -> Result<Json<StateList>, Error> {
     let install = install_id(&state, &auth, &key).await?;
-    let mut states = Vec::new();
-    for s in state.store.list_states(&auth.0.org_id, &install).await? {
-        let versions = state
-            .store
-            .count_state_versions(&auth.0.org_id, &install, &s.component)
-            .await?;
-        states.push(ComponentStateInfo {
+    let states = state
+        .store
+        .list_states(&auth.0.org_id, &install)
+        .await?
+        .into_iter()
+        .map(|s| ComponentStateInfo {
             component: s.component,
             latest_version: s.latest,
-            versions,
+            versions: s.versions,
             updated_at_ms: s.updated_at_ms,
             lock: s.lock.map(lock_view),
-        });
-    }
+        })
+        .collect();
     Ok(Json(StateList { states }))
 }
 

@@ -213,6 +213,8 @@ pub struct ComponentState {
     pub component: String,
     /// The newest version, if any was written.
     pub latest: Option<u32>,
+    /// How many versions are kept.
+    pub versions: u32,
     /// When the newest version was written.
     pub updated_at_ms: Option<i64>,
     /// The lock, if held.
@@ -263,13 +265,6 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Option<StateLock>>;
     /// Every component with a state or a lock.
     async fn list_states(&self, org: &OrgId, install: &InstallId) -> Result<Vec<ComponentState>>;
-    /// How many versions of a component's state are kept.
-    async fn count_state_versions(
-        &self,
-        org: &OrgId,
-        install: &InstallId,
-        component: &str,
-    ) -> Result<u32>;
 
     // ------------------------------------------------------------- workflows
     /// Stores a new workflow, pending, with its steps.

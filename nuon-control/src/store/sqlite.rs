@@ -195,6 +195,18 @@ fn db_err(e: rusqlite::Error) -> StoreError {
     StoreError::Database(Box::new(e))
 }
 
+/// Every row of a query, each turned into a `T`.
+fn all_rows<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+    let rows = stmt.query_map(params, row).map_err(db_err)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+}
+
 /// An id column, parsed.
 fn id_at<T: std::str::FromStr<Err = nuon_core::IdError>>(
     r: &rusqlite::Row<'_>,
@@ -950,45 +962,24 @@ impl Store for SqliteStore {
                 .map_err(db_err)?;
             let mut out = Vec::new();
             for component in components {
-                let latest: Option<(u32, i64)> = conn
+                let (latest, versions, updated_at_ms): (Option<u32>, u32, Option<i64>) = conn
                     .query_row(
-                        "SELECT version, created_at FROM tf_states WHERE install_id = ?1 AND component = ?2 \
-                         ORDER BY version DESC LIMIT 1",
+                        "SELECT MAX(version), count(*), MAX(created_at) FROM tf_states \
+                         WHERE install_id = ?1 AND component = ?2",
                         params![install.as_str(), component],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                     )
-                    .optional()
                     .map_err(db_err)?;
                 let lock = current_lock(conn, &install, &component)?;
                 out.push(ComponentState {
                     component,
-                    latest: latest.map(|l| l.0),
-                    updated_at_ms: latest.map(|l| l.1),
+                    latest,
+                    versions,
+                    updated_at_ms,
                     lock,
                 });
             }
             Ok(out)
-        })
-        .await
-    }
-
-    async fn count_state_versions(
-        &self,
-        org: &OrgId,
-        install: &InstallId,
-        component: &str,
-    ) -> Result<u32> {
-        let (org, install, component) = (org.clone(), install.clone(), component.to_owned());
-        self.read(move |conn| {
-            if !install_in_org(conn, &org, &install)? {
-                return Ok(0);
-            }
-            conn.query_row(
-                "SELECT count(*) FROM tf_states WHERE install_id = ?1 AND component = ?2",
-                params![install.as_str(), component],
-                |r| r.get(0),
-            )
-            .map_err(db_err)
         })
         .await
     }
@@ -1116,13 +1107,14 @@ impl Store for SqliteStore {
     async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>> {
         let org = org.clone();
         self.read(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(&format!(
+            all_rows(
+                conn,
+                &format!(
                     "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE org_id = ?1 ORDER BY created_at, id"
-                ))
-                .map_err(db_err)?;
-            let rows = stmt.query_map([org.as_str()], token_from_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+                ),
+                [org.as_str()],
+                token_from_row,
+            )
         })
         .await
     }
@@ -1168,13 +1160,14 @@ impl Store for SqliteStore {
     async fn list_apps(&self, org: &OrgId) -> Result<Vec<AppInfo>> {
         let org = org.clone();
         self.read(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(&format!(
+            all_rows(
+                conn,
+                &format!(
                     "SELECT {APP_COLUMNS} FROM apps a WHERE a.org_id = ?1 ORDER BY a.created_at, a.id"
-                ))
-                .map_err(db_err)?;
-            let rows = stmt.query_map([org.as_str()], app_from_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+                ),
+                [org.as_str()],
+                app_from_row,
+            )
         })
         .await
     }
@@ -1347,15 +1340,14 @@ impl Store for SqliteStore {
     async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>> {
         let org = org.clone();
         self.read(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(&format!(
+            all_rows(
+                conn,
+                &format!(
                     "SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = ?1 ORDER BY created_at, id"
-                ))
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map([org.as_str()], install_from_row)
-                .map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+                ),
+                [org.as_str()],
+                install_from_row,
+            )
         })
         .await
     }
@@ -1454,15 +1446,14 @@ impl Store for SqliteStore {
     async fn list_runners(&self, org: &OrgId) -> Result<Vec<RunnerInfo>> {
         let org = org.clone();
         self.read(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(&format!(
+            all_rows(
+                conn,
+                &format!(
                     "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = ?1 ORDER BY created_at, id"
-                ))
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map([org.as_str()], runner_from_row)
-                .map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+                ),
+                [org.as_str()],
+                runner_from_row,
+            )
         })
         .await
     }
@@ -1566,15 +1557,14 @@ impl Store for SqliteStore {
     async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<JobInfo>> {
         let org = org.clone();
         self.read(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(&format!(
+            all_rows(
+                conn,
+                &format!(
                     "SELECT {JOB_COLUMNS} FROM jobs WHERE org_id = ?1 ORDER BY seq DESC LIMIT ?2"
-                ))
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map(params![org.as_str(), limit], job_from_row)
-                .map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+                ),
+                params![org.as_str(), limit],
+                job_from_row,
+            )
         })
         .await
     }

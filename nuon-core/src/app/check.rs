@@ -283,8 +283,7 @@ pub(crate) fn cross_check(
     let inputs = unique("input", &loaded.inputs, files, d);
     let secrets = unique("secret", &loaded.secrets, files, d);
     let components = unique("component", &loaded.components, files, d);
-    let actions = unique("action", &loaded.actions, files, d);
-    let _ = actions;
+    unique("action", &loaded.actions, files, d);
     unique("install", &loaded.installs, files, d);
     let names = Names {
         inputs: &inputs,

@@ -380,7 +380,6 @@ fn source(
         let repo = t.req_str(d, "repo");
         let directory = t.str(d, "directory");
         let branch = t.str(d, "branch");
-        t.know(&["directory", "branch"]);
         (repo, directory, branch)
     };
     for &kind in allowed {
