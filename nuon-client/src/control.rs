@@ -3,12 +3,14 @@ use std::time::Duration;
 
 use nuon_core::JobId;
 use nuon_core::wire::{
+    BuildInfo, BuildList, CreateBuilds, CreateWorkflow, InstallOutputs, StepChoice,
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList, CreateApp,
     CreateInstall, CreateJob, CreateRunner, CreateToken, InstallCreated, InstallInfo, InstallList,
     JobInfo, JobList, LogEntry, LogPage, OrgInfo, RunnerCreated, RunnerInfo, RunnerList, SetInputs,
     StateList, StateUnlocked, SyncConfig, TokenCreated, TokenInfo, TokenList, TokenScope,
     WorkflowInfo, WorkflowList, routes,
 };
+use nuon_core::workflow::WorkflowKind;
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
@@ -102,17 +104,93 @@ impl ControlClient {
             .await
     }
 
-    /// Syncs a new config version of an app from its files. An invalid
-    /// config is refused with every problem in [`Error::Api`]'s
-    /// `diagnostics`.
+    /// Syncs a new config version of an app from its files (and the files
+    /// of its `path` sources, for builds). An invalid config is refused
+    /// with every problem in [`Error::Api`]'s `diagnostics`.
     pub async fn sync_config(
         &self,
         app: &str,
         files: Vec<ConfigFile>,
+        sources: Vec<ConfigFile>,
     ) -> Result<ConfigVersionInfo> {
         let path = routes::with_id(routes::APP_CONFIGS, &seg(app));
         self.http
-            .post(&path, &SyncConfig { files }, Duration::ZERO)
+            .post(&path, &SyncConfig { files, sources }, Duration::ZERO)
+            .await
+    }
+
+    /// Builds an app's components (or one; `sandbox` for the sandbox).
+    pub async fn create_builds(&self, app: &str, component: Option<&str>) -> Result<BuildList> {
+        let path = routes::with_id(routes::APP_BUILDS, &seg(app));
+        let req = CreateBuilds {
+            component: component.map(str::to_owned),
+        };
+        self.http.post(&path, &req, Duration::ZERO).await
+    }
+
+    /// An app's builds, newest first.
+    pub async fn list_builds(&self, app: &str) -> Result<BuildList> {
+        self.http
+            .get(&routes::with_id(routes::APP_BUILDS, &seg(app)))
+            .await
+    }
+
+    /// One build.
+    pub async fn get_build(&self, id: &str) -> Result<BuildInfo> {
+        self.http
+            .get(&routes::with_id(routes::BUILD, &seg(id)))
+            .await
+    }
+
+    /// Starts a workflow on an install.
+    pub async fn create_workflow(
+        &self,
+        install: &str,
+        kind: WorkflowKind,
+        component: Option<&str>,
+    ) -> Result<WorkflowInfo> {
+        let path = routes::with_id(routes::INSTALL_WORKFLOWS, &seg(install));
+        let req = CreateWorkflow {
+            kind,
+            component: component.map(str::to_owned),
+        };
+        self.http.post(&path, &req, Duration::ZERO).await
+    }
+
+    /// Approves a workflow's waiting step (or `step`).
+    pub async fn approve_step(&self, id: &str, step: Option<&str>) -> Result<WorkflowInfo> {
+        self.workflow_act(routes::WORKFLOW_APPROVE, id, step).await
+    }
+
+    /// Denies a workflow's waiting step (or `step`): it and its dependents
+    /// are skipped.
+    pub async fn deny_step(&self, id: &str, step: Option<&str>) -> Result<WorkflowInfo> {
+        self.workflow_act(routes::WORKFLOW_DENY, id, step).await
+    }
+
+    /// Cancels a workflow.
+    pub async fn cancel_workflow(&self, id: &str) -> Result<WorkflowInfo> {
+        self.workflow_act(routes::WORKFLOW_CANCEL, id, None).await
+    }
+
+    /// Retries a failed workflow from its failed step (or `step`).
+    pub async fn retry_workflow(&self, id: &str, step: Option<&str>) -> Result<WorkflowInfo> {
+        self.workflow_act(routes::WORKFLOW_RETRY, id, step).await
+    }
+
+    async fn workflow_act(&self, route: &str, id: &str, step: Option<&str>) -> Result<WorkflowInfo> {
+        let req = StepChoice {
+            step: step.map(str::to_owned),
+        };
+        self.http
+            .post(&routes::with_id(route, &seg(id)), &req, Duration::ZERO)
+            .await
+    }
+
+    /// The outputs of an install's sandbox and components.
+    pub async fn install_outputs(&self, install: &str) -> Result<InstallOutputs> {
+        self.http
+            .get(&routes::with_id(routes::INSTALL_OUTPUTS, &seg(install)))
             .await
     }
 

@@ -65,6 +65,14 @@ impl Error {
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::api(StatusCode::BAD_REQUEST, "bad_request", message)
     }
+
+    pub(crate) fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::api(StatusCode::CONFLICT, code, message)
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::api(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
 }
 
 impl IntoResponse for Error {

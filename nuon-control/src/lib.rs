@@ -21,6 +21,7 @@
 
 mod api;
 mod error;
+mod executor;
 mod hub;
 pub mod secrets;
 mod server;

@@ -36,6 +36,10 @@ pub struct ServerConfig {
     pub max_heartbeat_wait: Duration,
     /// How often expired leases are looked for (default 1 s).
     pub rescue_interval: Duration,
+    /// The Runner API's base URL as runners reach it, for the Terraform
+    /// state backend address in jobs (default: `http://` and the runner
+    /// listener's address).
+    pub runner_url: Option<String>,
 }
 
 impl ServerConfig {
@@ -47,6 +51,7 @@ impl ServerConfig {
             max_claim_wait: Duration::from_secs(50),
             max_heartbeat_wait: Duration::from_secs(20),
             rescue_interval: Duration::from_secs(1),
+            runner_url: None,
         }
     }
 }
@@ -123,7 +128,13 @@ impl ControlPlane {
         runner: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
+        let url = match &self.config.runner_url {
+            Some(u) => u.clone(),
+            None => format!("http://{}", runner.local_addr()?),
+        };
+        let _ = self.state.runner_url.set(url);
         let rescuer = tokio::spawn(rescue_loop(self.state.clone(), self.config.rescue_interval));
+        let executor = tokio::spawn(crate::executor::run(self.state.clone()));
         let tx = self.shutdown_tx.clone();
         let state = self.state.clone();
         tokio::spawn(async move {
@@ -142,6 +153,7 @@ impl ControlPlane {
             async move { runner_srv.await }
         );
         rescuer.abort();
+        executor.abort();
         self.sqlite.close();
         a?;
         b?;
@@ -165,6 +177,8 @@ async fn rescue_loop(state: SharedState, every: Duration) {
                     );
                     if r.requeued {
                         state.runners.wake(&r.runner_id);
+                    } else {
+                        state.executor.wake();
                     }
                     state.logs.wake(&r.job_id);
                 }

@@ -189,6 +189,69 @@ impl Job for TerraformJob {
     const KIND: &'static str = "terraform";
 }
 
+/// A file of a component's source, as synced with its app config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SourceFileContents {
+    /// Relative to the source directory, `/`-separated.
+    pub path: String,
+    /// The file's text.
+    pub contents: String,
+}
+
+/// Where a build takes a component's source from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BuildSource {
+    /// The files of a `path` source, synced with the config.
+    Files {
+        /// Every file of the directory.
+        files: Vec<SourceFileContents>,
+    },
+    /// A git repository, cloned with the `git` binary.
+    Git {
+        /// Clone URL (`https://...`, `git@...`, `file://...`).
+        url: String,
+        /// Branch (or tag) to check out.
+        branch: String,
+        /// The module's directory in the repository (`.` for its root).
+        directory: String,
+    },
+}
+
+/// The `build` job: package a component's source as an OCI artifact in the
+/// vendor's store. Outputs `{"artifact": ArtifactRef}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BuildJob {
+    /// The component (or `sandbox`), for the log.
+    pub component: String,
+    /// The repository of the vendor store to push to.
+    pub repo: String,
+    /// The tag to point at the artifact (the build's id).
+    pub tag: String,
+    /// Where the source comes from.
+    pub source: BuildSource,
+}
+
+impl Job for BuildJob {
+    const KIND: &'static str = "build";
+}
+
+/// The `sync` job: copy an artifact by digest from the vendor's store into
+/// the install's store, re-checking the blobs already there. Outputs
+/// `{"digest": ..., "copied": N}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncJob {
+    /// The artifact, by digest, in the same repository of both stores.
+    pub artifact: ArtifactRef,
+}
+
+impl Job for SyncJob {
+    const KIND: &'static str = "sync";
+}
+
 /// The state of a job as the control plane and the API report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

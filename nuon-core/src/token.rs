@@ -46,6 +46,16 @@ pub fn issue_api_token(id: &TokenId) -> IssuedToken {
     }
 }
 
+/// A new state token (`stt_SECRET`): Terraform's credential for one
+/// component's state while one job runs.
+pub fn issue_state_token() -> IssuedToken {
+    let secret = format!("stt_{}", secret_part());
+    IssuedToken {
+        hash: hash_token(&secret),
+        secret,
+    }
+}
+
 /// The runner id a runner token names, when it is well formed.
 pub fn runner_id_of_token(token: &str) -> Option<RunnerId> {
     token.split_once('.')?.0.parse().ok()

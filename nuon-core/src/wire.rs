@@ -76,6 +76,20 @@ pub mod routes {
     pub const INSTALL_WORKFLOWS: &str = "/v1/installs/{id}/workflows";
     /// Control API: one workflow with its steps.
     pub const WORKFLOW: &str = "/v1/workflows/{id}";
+    /// Control API: approve a workflow's waiting step.
+    pub const WORKFLOW_APPROVE: &str = "/v1/workflows/{id}/approve";
+    /// Control API: deny a workflow's waiting step.
+    pub const WORKFLOW_DENY: &str = "/v1/workflows/{id}/deny";
+    /// Control API: cancel a workflow.
+    pub const WORKFLOW_CANCEL: &str = "/v1/workflows/{id}/cancel";
+    /// Control API: retry a workflow's failed step.
+    pub const WORKFLOW_RETRY: &str = "/v1/workflows/{id}/retry";
+    /// Control API: the outputs of an install's sandbox and components.
+    pub const INSTALL_OUTPUTS: &str = "/v1/installs/{id}/outputs";
+    /// Control API: an app's builds.
+    pub const APP_BUILDS: &str = "/v1/apps/{id}/builds";
+    /// Control API: one build.
+    pub const BUILD: &str = "/v1/builds/{id}";
     /// Control API: the Terraform states of an install.
     pub const INSTALL_STATES: &str = "/v1/installs/{id}/state";
     /// Control API: release a component's state lock by force.
@@ -602,6 +616,10 @@ pub struct ConfigFile {
 pub struct SyncConfig {
     /// Every file of the config.
     pub files: Vec<ConfigFile>,
+    /// The files of the components' `path` sources, relative to the config
+    /// directory (`src/app/main.tf`), for the build runner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<ConfigFile>,
 }
 
 /// One immutable config version of an app.
@@ -664,6 +682,10 @@ pub struct CreateInstall {
     /// Secret values by name. Write-only: never returned.
     #[serde(default)]
     pub secrets: BTreeMap<String, String>,
+    /// `approve-all` (the default: applies run after their plans) or
+    /// `prompt` (each apply waits for `nuon workflows approve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 /// Set some inputs of an install; the others keep their values.
@@ -690,6 +712,8 @@ pub struct InstallInfo {
     pub runner_id: RunnerId,
     /// `created`, later `provisioning`, `active`, ...
     pub state: String,
+    /// `approve-all` or `prompt`.
+    pub approval: String,
     /// The values of its inputs that are not sensitive (defaults included).
     pub inputs: BTreeMap<String, serde_json::Value>,
     /// The sensitive inputs that have a value.
@@ -747,6 +771,12 @@ pub struct WorkflowStepInfo {
     /// When it was approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_at_ms: Option<i64>,
+    /// Why it failed or was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What its job reported (a plan's changes, an apply's outputs).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub outputs: serde_json::Value,
 }
 
 /// A workflow of an install.
@@ -758,8 +788,13 @@ pub struct WorkflowInfo {
     pub install_id: InstallId,
     /// What it does.
     pub kind: WorkflowKind,
-    /// `pending`, `running`, `succeeded`, `failed`, `cancelled`.
+    /// `pending` (queued behind another workflow of the install),
+    /// `running`, `succeeded`, `partial` (ended; a denial skipped some
+    /// steps), `failed` (a step failed; it can be retried) or `cancelled`.
     pub status: String,
+    /// Only this component, when it was asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
     /// The app config version it deploys.
     pub config_version: u32,
     /// When it was created.
@@ -769,6 +804,77 @@ pub struct WorkflowInfo {
     pub finished_at_ms: Option<i64>,
     /// Its steps, in order.
     pub steps: Vec<WorkflowStepInfo>,
+}
+
+/// Start a workflow on an install.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWorkflow {
+    /// What to do.
+    pub kind: WorkflowKind,
+    /// Only this component (deploy and teardown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
+}
+
+/// Approve, deny or retry a step of a workflow.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepChoice {
+    /// The step, by index or name (`apply database`); default: the one
+    /// waiting (approve, deny) or failed (retry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+}
+
+/// The outputs of an install's sandbox and components.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallOutputs {
+    /// The sandbox's Terraform outputs.
+    #[serde(default)]
+    pub sandbox: serde_json::Map<String, serde_json::Value>,
+    /// Each applied component's outputs.
+    #[serde(default)]
+    pub components: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Build an app's components (of its latest config version).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBuilds {
+    /// Only this component (`sandbox` for the sandbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
+}
+
+/// A build of a component: a `build` job on the org's build runner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BuildInfo {
+    /// The build's id (its job's id: `nuon builds logs` follows it).
+    pub id: JobId,
+    /// The app.
+    pub app_id: AppId,
+    /// The config version it builds.
+    pub config_version: u32,
+    /// The component, or `sandbox`.
+    pub component: String,
+    /// Its job's state.
+    pub status: JobStatus,
+    /// The artifact, once built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<crate::job::ArtifactRef>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it was queued.
+    pub created_at_ms: i64,
+}
+
+/// Builds of an app.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BuildList {
+    /// Newest first.
+    pub builds: Vec<BuildInfo>,
 }
 
 /// An install's workflows.

@@ -22,12 +22,18 @@ pub enum WorkflowKind {
     Teardown,
     /// Teardown, then the sandbox destroyed.
     Deprovision,
+    /// Provision again: the sandbox, then every component.
+    Reprovision,
 }
 
 /// What one step does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepKind {
+    /// Copy the sandbox's artifact into the install's store.
+    SandboxSync,
+    /// Copy a component's artifact into the install's store.
+    Sync,
     /// Plan the sandbox.
     SandboxPlan,
     /// Apply the sandbox's plan.
@@ -64,6 +70,8 @@ pub struct PlannedStep {
 
 fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedStep {
     let verb = match kind {
+        StepKind::SandboxSync => "sync sandbox",
+        StepKind::Sync => "sync",
         StepKind::SandboxPlan => "plan sandbox",
         StepKind::SandboxApply => "apply sandbox",
         StepKind::SandboxDestroyPlan => "plan sandbox destroy",
@@ -99,34 +107,57 @@ fn actions(config: &AppConfig, trigger: &str, component: Option<&str>, out: &mut
     }
 }
 
-/// The steps of a workflow of `kind` for `config`. With `approvals`, every
-/// apply and destroy waits for an approval of its plan.
-pub fn plan(config: &AppConfig, kind: WorkflowKind, approvals: bool) -> Vec<PlannedStep> {
+/// The steps of a workflow of `kind` for `config`; with `only`, of that
+/// one component (no sandbox, no workflow-wide hooks). With `approvals`,
+/// every apply and destroy waits for an approval of its plan. Each
+/// component is synced (its artifact copied into the install's store),
+/// planned, then applied.
+pub fn plan(
+    config: &AppConfig,
+    kind: WorkflowKind,
+    approvals: bool,
+    only: Option<&str>,
+) -> Vec<PlannedStep> {
     let mut out = Vec::new();
+    let picked = |c: &&crate::app::Component| only.is_none_or(|o| o == c.name);
     let deploy = |out: &mut Vec<PlannedStep>| {
-        for c in &config.components {
+        for c in config.components.iter().filter(picked) {
             let name = Some(c.name.as_str());
             actions(config, "pre-deploy-component", name, out);
+            out.push(step(StepKind::Sync, name, false));
             out.push(step(StepKind::Plan, name, false));
             out.push(step(StepKind::Apply, name, approvals));
             actions(config, "post-deploy-component", name, out);
         }
     };
     let teardown = |out: &mut Vec<PlannedStep>| {
-        actions(config, "pre-teardown-all-components", None, out);
-        for c in config.components.iter().rev() {
+        if only.is_none() {
+            actions(config, "pre-teardown-all-components", None, out);
+        }
+        for c in config.components.iter().rev().filter(picked) {
             let name = Some(c.name.as_str());
             actions(config, "pre-teardown-component", name, out);
+            out.push(step(StepKind::Sync, name, false));
             out.push(step(StepKind::DestroyPlan, name, false));
             out.push(step(StepKind::Destroy, name, approvals));
             actions(config, "post-teardown-component", name, out);
         }
-        actions(config, "post-teardown-all-components", None, out);
+        if only.is_none() {
+            actions(config, "post-teardown-all-components", None, out);
+        }
     };
+    if only.is_some() {
+        match kind {
+            WorkflowKind::Teardown | WorkflowKind::Deprovision => teardown(&mut out),
+            _ => deploy(&mut out),
+        }
+        return out;
+    }
     match kind {
-        WorkflowKind::Provision => {
+        WorkflowKind::Provision | WorkflowKind::Reprovision => {
             actions(config, "pre-provision", None, &mut out);
             if config.sandbox.is_some() {
+                out.push(step(StepKind::SandboxSync, None, false));
                 out.push(step(StepKind::SandboxPlan, None, false));
                 out.push(step(StepKind::SandboxApply, None, approvals));
             }
@@ -145,6 +176,7 @@ pub fn plan(config: &AppConfig, kind: WorkflowKind, approvals: bool) -> Vec<Plan
             actions(config, "pre-deprovision", None, &mut out);
             teardown(&mut out);
             if config.sandbox.is_some() {
+                out.push(step(StepKind::SandboxSync, None, false));
                 out.push(step(StepKind::SandboxDestroyPlan, None, false));
                 out.push(step(StepKind::SandboxDestroy, None, approvals));
             }
@@ -152,6 +184,67 @@ pub fn plan(config: &AppConfig, kind: WorkflowKind, approvals: bool) -> Vec<Plan
         }
     }
     out
+}
+
+/// Whether a step of `kind` changes infrastructure from the plan before it.
+pub fn applies_a_plan(kind: StepKind) -> bool {
+    matches!(
+        kind,
+        StepKind::SandboxApply | StepKind::SandboxDestroy | StepKind::Apply | StepKind::Destroy
+    )
+}
+
+/// Whether a step of `kind` destroys.
+pub fn destroys(kind: StepKind) -> bool {
+    matches!(
+        kind,
+        StepKind::SandboxDestroyPlan
+            | StepKind::SandboxDestroy
+            | StepKind::DestroyPlan
+            | StepKind::Destroy
+    )
+}
+
+/// The components a denial of `denied` (a component, or `None` for the
+/// sandbox) takes out of a workflow with it. Deploying, those are the
+/// components that depend on it (everything, for the sandbox); destroying,
+/// the components it depends on, which must outlive it (and the sandbox,
+/// marked by `None` in the answer's second part).
+pub fn left_out_by_denial(
+    config: &AppConfig,
+    denied: Option<&str>,
+    destroying: bool,
+) -> (std::collections::BTreeSet<String>, bool) {
+    use std::collections::BTreeSet;
+    let deps_of = |c: &crate::app::Component| -> BTreeSet<String> {
+        c.dependencies
+            .iter()
+            .chain(&c.depends_on)
+            .cloned()
+            .collect()
+    };
+    let mut out: BTreeSet<String> = BTreeSet::new();
+    let Some(denied) = denied else {
+        // The sandbox: everything after it.
+        return (config.components.iter().map(|c| c.name.clone()).collect(), true);
+    };
+    out.insert(denied.to_owned());
+    loop {
+        let before = out.len();
+        for c in &config.components {
+            if destroying {
+                if out.contains(&c.name) {
+                    out.extend(deps_of(c));
+                }
+            } else if deps_of(c).iter().any(|d| out.contains(d)) {
+                out.insert(c.name.clone());
+            }
+        }
+        if out.len() == before {
+            break;
+        }
+    }
+    (out, destroying)
 }
 
 #[cfg(test)]
@@ -197,7 +290,7 @@ mod tests {
 
     #[test]
     fn provision_builds_the_sandbox_then_components_in_order_with_hooks() {
-        let steps = plan(&config(), WorkflowKind::Provision, true);
+        let steps = plan(&config(), WorkflowKind::Provision, true, None);
         assert_eq!(
             names(&steps),
             [
@@ -211,7 +304,7 @@ mod tests {
                 "action check",
             ]
         );
-        let deploy = plan(&config(), WorkflowKind::Deploy, false);
+        let deploy = plan(&config(), WorkflowKind::Deploy, false, None);
         assert_eq!(
             names(&deploy),
             [
@@ -226,7 +319,7 @@ mod tests {
 
     #[test]
     fn teardown_goes_dependents_first_and_deprovision_ends_with_the_sandbox() {
-        let steps = plan(&config(), WorkflowKind::Deprovision, true);
+        let steps = plan(&config(), WorkflowKind::Deprovision, true, None);
         assert_eq!(
             names(&steps),
             [

@@ -13,7 +13,10 @@
 //! - `terraform` (default): [`terraform::find`], the Terraform (or OpenTofu)
 //!   binary that satisfies a component's `terraform_version`.
 //! - `oci` (default): [`oci::LayoutStore`], the OCI image layout
-//!   [`nuon_core::artifact::ArtifactStore`].
+//!   [`nuon_core::artifact::ArtifactStore`], and [`sync::SyncPlugin`] (the
+//!   `sync` job kind: an artifact copied by digest into the install's store).
+//! - `build` (default): [`build::BuildPlugin`], the build runner's `build`
+//!   job kind.
 //!
 //! ```
 //! # #[cfg(feature = "exec")] {
@@ -36,9 +39,13 @@
 //! # }
 //! ```
 
+#[cfg(feature = "build")]
+pub mod build;
 #[cfg(feature = "exec")]
 pub mod exec;
 #[cfg(feature = "oci")]
 pub mod oci;
+#[cfg(feature = "oci")]
+pub mod sync;
 #[cfg(feature = "terraform")]
 pub mod terraform;

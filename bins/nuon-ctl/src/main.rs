@@ -35,6 +35,10 @@ enum Command {
         /// The longest a runner's claim is held open.
         #[arg(long, default_value = "50s", value_parser = nuon_core::parse_duration)]
         max_claim_wait: Duration,
+        /// The Runner API's URL as runners reach it (Terraform's state
+        /// backend address in jobs); default http:// and --runner-listen.
+        #[arg(long, env = "NUON_RUNNER_URL")]
+        runner_url: Option<String>,
     },
     /// Manage orgs directly in a data dir.
     Orgs {
@@ -90,8 +94,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             runner_listen,
             lease_timeout,
             max_claim_wait,
+            runner_url,
         } => {
             let mut config = ServerConfig::new(&data_dir);
+            config.runner_url = runner_url;
             config.lease = lease_timeout;
             config.max_claim_wait = max_claim_wait;
             let plane = ControlPlane::open(config).await?;

@@ -1,170 +1,53 @@
 //! `nuon-runner run --api URL --token rnr_... --signing-key ed25519:...`: claims
-//! an install's signed jobs, runs them and ships their logs and results back.
-//! The work is done by `nuon-runner-lib`; this is configuration, signals and
-//! exit codes: 0 after a drain (SIGTERM or SIGINT), 64 for bad configuration,
-//! 1 when the runner stops on an error (a revoked token).
+//! an install's signed jobs (`exec`, `sync`, `terraform`), runs them and
+//! ships their logs and results back. Terraform modules and plans are read
+//! from and kept in the install's own store; `sync` jobs copy artifacts into
+//! it from the vendor's store.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
-use nuon_client::ClientConfig;
-use nuon_core::PublicKey;
-use nuon_plugins::oci::LayoutStore;
+use clap::Args;
+use nuon_plugins::sync::SyncPlugin;
 use nuon_plugins::terraform::TerraformPlugin;
-use nuon_runner_lib::{Error, Runner, RunnerConfig};
-use tokio::signal::unix::{Signal, SignalKind, signal};
-use tracing_subscriber::EnvFilter;
+use nuon_runner::open_store;
 
-/// Runs an install's nuon jobs.
-#[derive(Parser)]
-#[command(name = "nuon-runner", version)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Claim and run jobs until SIGTERM or SIGINT, then drain and exit.
-    Run(RunArgs),
-}
-
+/// The install runner's own flags.
 #[derive(Args)]
-struct RunArgs {
-    /// Base URL of the control plane's Runner API.
-    #[arg(long, env = "NUON_RUNNER_API_URL")]
-    api: String,
-    /// This runner's token (`rnr_....SECRET`).
-    #[arg(long, env = "NUON_RUNNER_TOKEN", hide_env_values = true)]
-    token: String,
-    /// The org's job-signing public key (`ed25519:...`), or a file holding it.
-    #[arg(long, env = "NUON_RUNNER_SIGNING_KEY")]
-    signing_key: String,
-    /// Where the runner keeps its log spool and job work directories.
-    #[arg(
-        long,
-        env = "NUON_RUNNER_WORK_DIR",
-        default_value = "./nuon-runner-data"
-    )]
-    work_dir: PathBuf,
+struct InstallArgs {
     /// The install's artifact store (an OCI image layout directory per
     /// repository) that Terraform modules and plans are read from and kept
     /// in. Default: `store/` in the work directory.
     #[arg(long, env = "NUON_RUNNER_STORE_DIR")]
     store_dir: Option<PathBuf>,
-    /// How many jobs run at once.
-    #[arg(long, env = "NUON_RUNNER_SLOTS", default_value_t = 4)]
-    slots: usize,
-    /// Time between SIGTERM and SIGKILL when a job is stopped (e.g. 10s, 500ms).
-    #[arg(long, default_value = "10s", value_parser = nuon_core::parse_duration)]
-    grace: Duration,
-    /// How long a shutdown lets running jobs finish (e.g. 10m).
-    #[arg(long, default_value = "10m", value_parser = nuon_core::parse_duration)]
-    drain_timeout: Duration,
-    /// Extra PEM CA certificates to trust for the control plane.
-    #[arg(long, env = "NUON_RUNNER_CA_BUNDLE")]
-    ca_bundle: Option<PathBuf>,
-    /// How long the server may hold a claim, in ms (for tests).
-    #[arg(long, env = "NUON_RUNNER_CLAIM_WAIT_MS", hide = true)]
-    claim_wait_ms: Option<u64>,
-}
-
-/// The key text itself, or the path of a file holding it.
-fn signing_key(arg: &str) -> anyhow::Result<PublicKey> {
-    let text = if arg.trim().starts_with("ed25519:") {
-        arg.to_owned()
-    } else {
-        std::fs::read_to_string(arg).with_context(|| {
-            format!("--signing-key {arg:?} is neither a key (ed25519:...) nor a readable file")
-        })?
-    };
-    text.parse().context("--signing-key")
-}
-
-fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
-    let key = signing_key(&args.signing_key)?;
-    let mut client = ClientConfig::new(&args.api, &args.token).context("--api")?;
-    client.ca_bundle = args.ca_bundle.clone();
-    let mut config = RunnerConfig::connect(client, key, &args.work_dir)?;
-    anyhow::ensure!(
-        (1..=256).contains(&args.slots),
-        "--slots must be between 1 and 256"
-    );
-    config.slots = args.slots;
-    let store_dir = args
-        .store_dir
-        .clone()
-        .unwrap_or_else(|| args.work_dir.join("store"));
-    let store = LayoutStore::open(&store_dir)
-        .with_context(|| format!("--store-dir {}", store_dir.display()))?;
-    config
-        .plugins
-        .register(Arc::new(TerraformPlugin::new(Arc::new(store))));
-    config.grace = args.grace;
-    config.drain_timeout = args.drain_timeout;
-    if let Some(ms) = args.claim_wait_ms {
-        config.claim_wait = Duration::from_millis(ms);
-    }
-    Ok(config)
-}
-
-/// Resolves on SIGTERM or SIGINT; a second one ends the process at once (the
-/// orphan guard kills job processes, the spool keeps their logs).
-async fn shutdown(mut term: Signal, mut int: Signal) {
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: draining"),
-        _ = int.recv() => tracing::info!("SIGINT: draining"),
-    }
-    tokio::spawn(async move {
-        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-        tracing::warn!("second signal: exiting without finishing the drain");
-        std::process::exit(130);
-    });
+    /// The vendor's artifact store that `sync` jobs copy from. Without it,
+    /// only artifacts already in the install's store deploy.
+    #[arg(long, env = "NUON_RUNNER_VENDOR_STORE")]
+    vendor_store: Option<PathBuf>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match Cli::try_parse() {
-        Ok(Cli {
-            command: Command::Run(args),
-        }) => args,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
-        }
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let config = match config(&args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("nuon-runner: {e:#}");
-            return ExitCode::from(64);
-        }
-    };
-    let signals =
-        signal(SignalKind::terminate()).and_then(|t| Ok((t, signal(SignalKind::interrupt())?)));
-    let Ok((term, int)) =
-        signals.inspect_err(|e| eprintln!("nuon-runner: cannot handle signals: {e}"))
-    else {
-        return ExitCode::FAILURE;
-    };
-    match Runner::new(config).run(shutdown(term, int)).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nuon-runner: {e}");
-            let usage = matches!(
-                e,
-                Error::Config(_) | Error::Client(_) | Error::WorkDirInUse { .. } | Error::Io { .. }
-            );
-            ExitCode::from(if usage { 64 } else { 1 })
-        }
-    }
+    nuon_runner::main::<InstallArgs>(
+        "nuon-runner",
+        "Runs an install's nuon jobs.",
+        |common, args, config| {
+            let dir = args
+                .store_dir
+                .clone()
+                .unwrap_or_else(|| common.work_dir.join("store"));
+            let store = open_store(&dir, "--store-dir")?;
+            let vendor = match &args.vendor_store {
+                Some(v) => Some(open_store(v, "--vendor-store")? as _),
+                None => None,
+            };
+            config
+                .plugins
+                .register(Arc::new(TerraformPlugin::new(store.clone())))
+                .register(Arc::new(SyncPlugin::new(vendor, store)));
+            Ok(())
+        },
+    )
+    .await
 }

@@ -69,6 +69,25 @@ pub(crate) enum InstallsCommand {
         /// dropped), `-` for standard input.
         #[arg(long = "secret-file", value_name = "NAME=PATH", value_parser = parse_env)]
         secret_files: Vec<(String, String)>,
+        /// `approve-all` (applies follow their plans) or `prompt` (each
+        /// apply waits for `nuon workflows approve`).
+        #[arg(long, default_value = "approve-all", value_parser = ["approve-all", "prompt"])]
+        approval: String,
+    },
+    /// Provision: the sandbox, then every component in dependency order.
+    Provision(WorkflowArgs),
+    /// Deploy every component (or --component).
+    Deploy(WorkflowArgs),
+    /// Tear down every component (or --component), dependents first.
+    Teardown(WorkflowArgs),
+    /// Tear down every component, then destroy the sandbox.
+    Deprovision(WorkflowArgs),
+    /// Provision again.
+    Reprovision(WorkflowArgs),
+    /// The outputs of the install's sandbox and components.
+    Outputs {
+        /// The install, by name or id.
+        install: String,
     },
     /// List the org's installs.
     List,
@@ -87,6 +106,22 @@ pub(crate) enum InstallsCommand {
         #[command(subcommand)]
         command: StateCommand,
     },
+}
+
+/// What the workflow commands of `nuon installs` take.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkflowArgs {
+    /// The install, by name or id.
+    install: String,
+    /// Only this component.
+    #[arg(long)]
+    component: Option<String>,
+    /// Follow the workflow until it ends (or waits for an approval).
+    #[arg(long)]
+    wait: bool,
+    /// With --wait, print the log lines of its jobs too.
+    #[arg(long)]
+    logs: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -253,6 +288,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                     code: EXIT_INVALID_CONFIG,
                 }
             })?;
+            let sources = crate::deploy::read_sources(dir, &files)?;
             let files = files
                 .into_iter()
                 .map(|f| ConfigFile {
@@ -260,7 +296,10 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                     contents: f.text,
                 })
                 .collect();
-            let v = client.sync_config(app, files).await.map_err(api_error)?;
+            let v = client
+                .sync_config(app, files, sources)
+                .await
+                .map_err(api_error)?;
             if g.json {
                 print_json(&v)?;
             } else {
@@ -344,6 +383,28 @@ fn show_install(i: &InstallInfo) {
 }
 
 pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8, CliError> {
+    use nuon_core::workflow::WorkflowKind;
+    let (kind, a) = match command {
+        InstallsCommand::Provision(a) => (WorkflowKind::Provision, a),
+        InstallsCommand::Deploy(a) => (WorkflowKind::Deploy, a),
+        InstallsCommand::Teardown(a) => (WorkflowKind::Teardown, a),
+        InstallsCommand::Deprovision(a) => (WorkflowKind::Deprovision, a),
+        InstallsCommand::Reprovision(a) => (WorkflowKind::Reprovision, a),
+        InstallsCommand::Outputs { install } => return crate::deploy::outputs(g, install).await,
+        other => return installs_other(g, other).await,
+    };
+    crate::deploy::start(
+        g,
+        &a.install,
+        kind,
+        a.component.as_deref(),
+        a.wait,
+        a.logs,
+    )
+    .await
+}
+
+async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, CliError> {
     let client = client(g)?;
     match command {
         InstallsCommand::Create {
@@ -352,6 +413,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
             inputs,
             secrets,
             secret_files,
+            approval,
         } => {
             let mut all: BTreeMap<String, String> = secrets.iter().cloned().collect();
             for (secret, path) in secret_files {
@@ -363,6 +425,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                     name: name.clone(),
                     inputs: values(inputs),
                     secrets: all,
+                    approval: Some(approval.clone()),
                 })
                 .await?;
             if g.json {
@@ -454,6 +517,12 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 show_install(&i);
             }
         }
+        InstallsCommand::Provision(_)
+        | InstallsCommand::Deploy(_)
+        | InstallsCommand::Teardown(_)
+        | InstallsCommand::Deprovision(_)
+        | InstallsCommand::Reprovision(_)
+        | InstallsCommand::Outputs { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)
 }
@@ -600,11 +669,14 @@ pub(crate) enum WorkflowsCommand {
         /// The workflow's id.
         id: String,
     },
+    #[command(flatten)]
+    Act(crate::deploy::WorkflowActCommand),
 }
 
 pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<u8, CliError> {
     let client = client(g)?;
     match command {
+        WorkflowsCommand::Act(act) => return crate::deploy::workflow_act(g, act).await,
         WorkflowsCommand::List { install } => {
             let list = client.list_workflows(install).await?;
             if g.json {
@@ -641,7 +713,7 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
                     w.id, w.status, w.config_version
                 );
                 table(
-                    &["#", "STEP", "STATUS", "APPROVAL"],
+                    &["#", "STEP", "STATUS", "APPROVAL", "JOB", "WHY"],
                     w.steps
                         .into_iter()
                         .map(|s| {
@@ -650,6 +722,8 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
                                 s.name,
                                 s.status,
                                 if s.needs_approval { "needed" } else { "-" }.into(),
+                                s.job_id.map_or("-".into(), |j| j.to_string()),
+                                s.reason.unwrap_or_default(),
                             ]
                         })
                         .collect(),

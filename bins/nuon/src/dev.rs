@@ -1,18 +1,21 @@
-//! `nuon dev`: the whole loop on one machine. Starts the control plane on an
-//! embedded store in a local directory and a local runner (child processes),
-//! runs a demo job with its log live, and keeps both running until Ctrl-C
-//! (`--once` stops after the demo).
+//! `nuon dev`: the whole product on one machine. Starts the control plane
+//! on an embedded store in a local directory, the org's build runner and a
+//! local install runner (child processes); syncs an example app, builds
+//! it, creates an install and provisions it with live progress; prints the
+//! outputs and the time of each phase, and keeps everything running until
+//! Ctrl-C (`--once` stops after the workflow).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nuon_client::{ClientConfig, ControlClient};
-use nuon_core::wire::CreateJob;
+use nuon_core::wire::{ConfigFile, CreateInstall};
+use nuon_core::workflow::WorkflowKind;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::{CliError, job_exit_code, print_log_line};
+use crate::CliError;
 
 /// Options of `nuon dev`.
 #[derive(Debug, clap::Args)]
@@ -20,9 +23,25 @@ pub struct DevArgs {
     /// Where the control plane keeps its store and the runner its work dir.
     #[arg(long, default_value = "nuon-data")]
     data_dir: PathBuf,
-    /// Exit after the demo instead of running until Ctrl-C.
+    /// Exit after the workflow instead of running until Ctrl-C.
     #[arg(long)]
     once: bool,
+    /// The app config directory to deploy.
+    #[arg(long, default_value = "examples/apps/hello")]
+    app_dir: PathBuf,
+    /// The app's name (default: the directory's name).
+    #[arg(long)]
+    app: Option<String>,
+    /// The install's name; its inputs come from the app's installs/NAME.toml.
+    #[arg(long, default_value = "demo")]
+    install: String,
+    /// `approve-all`, or `prompt` to approve each apply with
+    /// `nuon workflows approve`.
+    #[arg(long, default_value = "approve-all", value_parser = ["approve-all", "prompt"])]
+    approval: String,
+    /// Print the log lines of the workflow's jobs.
+    #[arg(long)]
+    logs: bool,
     /// Address of the Control API.
     #[arg(long, default_value = "127.0.0.1:7400")]
     listen: String,
@@ -30,11 +49,6 @@ pub struct DevArgs {
     #[arg(long, default_value = "127.0.0.1:7401")]
     runner_listen: String,
 }
-
-const DEMO: &str = r#"echo "hello from job $NUON_JOB_ID on $(uname -n)"
-for step in fetch plan apply; do echo "step: $step"; sleep 0.3; done
-echo "a line on stderr" >&2
-echo done"#;
 
 fn sibling(name: &str) -> Result<PathBuf, CliError> {
     let exe = std::env::current_exe().map_err(|e| CliError::usage(e.to_string()))?;
@@ -73,6 +87,13 @@ async fn stop(child: &mut Child) {
 
 /// Runs `nuon dev`.
 pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
+    let t0 = Instant::now();
+    if !args.app_dir.join("metadata.toml").is_file() {
+        return Err(CliError::usage(format!(
+            "{} is not an app config directory (no metadata.toml); run from the repository root or pass --app-dir",
+            args.app_dir.display()
+        )));
+    }
     std::fs::create_dir_all(&args.data_dir).map_err(io("cannot create the data dir"))?;
     let data_dir = args
         .data_dir
@@ -128,39 +149,161 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
     let (control_url, runner_url) = (urls[0].clone(), urls[1].clone());
     let admin = read(&data_dir.join("control/admin-token"))?;
     let client = ControlClient::new(ClientConfig::new(&control_url, &admin)?)?;
-    let token = runner_token(&client, &data_dir).await?;
 
-    eprintln!("==> starting a local runner");
-    let mut runner = Command::new(sibling("nuon-runner")?)
-        .arg("run")
-        .args(["--api", &runner_url, "--signing-key"])
-        .arg(data_dir.join("control/org-signing-key.pub"))
-        .arg("--work-dir")
-        .arg(data_dir.join("runner"))
-        // In the environment, not the command line, where `ps` would show it.
-        .env("NUON_RUNNER_TOKEN", &token)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(data_dir.join("runner.log")).map_err(io("log file"))?)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(io("cannot start nuon-runner"))?;
+    let phase = |name: &str, since: Instant, phases: &mut Vec<(String, Duration)>| {
+        phases.push((name.to_owned(), since.elapsed()));
+    };
+    let mut phases = Vec::new();
+    phase("start control plane", t0, &mut phases);
 
-    eprintln!("==> running a demo job on it, log live:");
-    let job = client
-        .create_job(&CreateJob {
-            runner: "local".into(),
-            kind: "exec".into(),
-            payload: serde_json::json!({"command": "sh", "args": ["-c", DEMO]}),
-            timeout_secs: Some(120),
-            max_attempts: Some(1),
+    let t = Instant::now();
+    let vendor_store = data_dir.join("vendor-store");
+    let build_token = read(&data_dir.join("control/build-runner-token"))?;
+    eprintln!("==> starting the build runner (vendor store in {})", args.data_dir.join("vendor-store").display());
+    let mut builder = spawn_runner(
+        "nuon-build-runner",
+        &runner_url,
+        &data_dir,
+        &build_token,
+        &data_dir.join("build-runner"),
+        &[("--vendor-store", &vendor_store)],
+    )?;
+
+    let app_dir = &args.app_dir;
+    let app_name = args.app.clone().unwrap_or_else(|| {
+        app_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "app".into())
+    });
+    eprintln!("==> syncing {} as app {app_name}", app_dir.display());
+    let files = nuon_core::app::read_dir(app_dir).map_err(|d| {
+        for x in &d.0 {
+            eprintln!("{x}");
+        }
+        CliError::usage(format!("cannot read the app config in {}", app_dir.display()))
+    })?;
+    let sources = crate::deploy::read_sources(app_dir, &files)?;
+    let config_files = files
+        .iter()
+        .map(|f| ConfigFile {
+            path: f.name.clone(),
+            contents: f.text.clone(),
         })
-        .await?;
-    let mut follower = client.follow_logs(&job.id, 0);
-    while let Some(line) = follower.next().await? {
-        print_log_line(&line);
+        .collect();
+    if client.get_app(&app_name).await.is_err() {
+        client.create_app(&app_name).await?;
     }
-    let done = client.get_job(&job.id).await?;
-    eprintln!("==> job {} {}", done.id, done.status);
+    let version = client.sync_config(&app_name, config_files, sources).await?;
+    eprintln!("    config v{}: {} components", version.version, version.config.components.len());
+    phase("sync app", t, &mut phases);
+
+    let t = Instant::now();
+    eprintln!("==> building its components on the build runner");
+    let builds = client.create_builds(&app_name, None).await?.builds;
+    let builds = crate::deploy::wait_builds(&client, builds).await?;
+    for b in &builds {
+        match &b.artifact {
+            Some(a) => eprintln!("    {:<10} {}@{}", b.component, a.repo, a.digest),
+            None => {
+                return Err(CliError {
+                    message: format!(
+                        "the build of {} {}: {} (see `nuon builds logs {}`)",
+                        b.component,
+                        b.status,
+                        b.reason.clone().unwrap_or_default(),
+                        b.id
+                    ),
+                    code: 1,
+                });
+            }
+        }
+    }
+    phase("build", t, &mut phases);
+
+    let t = Instant::now();
+    let install_dir = data_dir.join("installs").join(&args.install);
+    std::fs::create_dir_all(&install_dir).map_err(io("cannot create the install's directory"))?;
+    let token_path = install_dir.join("runner-token");
+    let install_token = match std::fs::read_to_string(&token_path) {
+        Ok(t) => {
+            eprintln!("==> install {} exists; provisioning it again", args.install);
+            t.trim().to_owned()
+        }
+        Err(_) => {
+            eprintln!("==> creating install {}", args.install);
+            let decl = version
+                .config
+                .installs
+                .iter()
+                .find(|i| i.name == args.install);
+            let inputs = decl.map(|d| d.inputs.clone()).unwrap_or_default();
+            // Local secrets: random values, kept only sealed on the control plane.
+            let secrets = version
+                .config
+                .secrets
+                .iter()
+                .map(|s| (s.name.clone(), random_secret()))
+                .collect();
+            let created = client
+                .create_install(&CreateInstall {
+                    app: app_name.clone(),
+                    name: args.install.clone(),
+                    inputs,
+                    secrets,
+                    approval: Some(args.approval.clone()),
+                })
+                .await?;
+            write_private(&token_path, &created.runner_token)?;
+            created.runner_token
+        }
+    };
+    eprintln!("==> starting the install's runner (its store in {})", args.data_dir.join("installs").join(&args.install).join("store").display());
+    let mut runner = spawn_runner(
+        "nuon-runner",
+        &runner_url,
+        &data_dir,
+        &install_token,
+        &install_dir.join("runner"),
+        &[
+            ("--store-dir", &install_dir.join("store")),
+            ("--vendor-store", &vendor_store),
+        ],
+    )?;
+    phase("create install", t, &mut phases);
+
+    let t = Instant::now();
+    eprintln!("==> provisioning {}", args.install);
+    let wf = client
+        .create_workflow(&args.install, WorkflowKind::Provision, None)
+        .await?;
+    let done = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false).await?;
+    phase("provision", t, &mut phases);
+    let code = crate::deploy::exit_of(&done);
+    if code == 0 {
+        let outputs = client.install_outputs(&args.install).await?;
+        eprintln!("==> outputs");
+        for (k, v) in &outputs.sandbox {
+            eprintln!("    sandbox.{k} = {v}");
+        }
+        for (c, o) in &outputs.components {
+            for (k, v) in o {
+                eprintln!("    {c}.{k} = {v}");
+            }
+        }
+    } else {
+        eprintln!("==> workflow {} {}: see `nuon workflows get {}`", done.id, done.status, done.id);
+    }
+    let total: Duration = phases.iter().map(|p| p.1).sum();
+    eprintln!(
+        "==> phases: {} (total {:.2}s)",
+        phases
+            .iter()
+            .map(|(n, d)| format!("{n} {:.2}s", d.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        total.as_secs_f64()
+    );
     let me = std::env::current_exe()
         .ok()
         .and_then(|p| {
@@ -177,8 +320,10 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
         format!(" --api {control_url}")
     };
     eprintln!(
-        "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nTry, from this directory (the CLI finds the admin token in {dir}/control/admin-token):\n  {me}{api} jobs list\n  {me}{api} jobs exec --runner local --wait -- uname -a\n  {me}{api} apps validate examples/apps/hello",
-        dir = args.data_dir.display()
+        "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nTry, from this directory (the CLI finds the admin token in {dir}/control/admin-token):\n  {me}{api} workflows get {wf}\n  {me}{api} installs outputs {inst}\n  {me}{api} installs state list {inst}\n  {me}{api} installs deploy {inst} --wait\n  {me}{api} installs deprovision {inst} --wait",
+        dir = args.data_dir.display(),
+        wf = done.id,
+        inst = args.install,
     );
     if !args.once {
         eprintln!("\nRunning until Ctrl-C.");
@@ -186,31 +331,66 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
     }
     eprintln!("==> stopping");
     stop(&mut runner).await;
+    stop(&mut builder).await;
     stop(&mut ctl).await;
-    Ok(job_exit_code(&done))
+    Ok(code)
 }
 
-fn read(path: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(path)
-        .map(|s| s.trim().to_owned())
-        .map_err(io("cannot read the control plane's files"))
-}
-
-/// The local runner's token: created on first use and kept in the data dir.
-async fn runner_token(client: &ControlClient, data_dir: &Path) -> Result<String, CliError> {
-    let path = data_dir.join("runner-token");
-    if let Ok(t) = std::fs::read_to_string(&path) {
-        return Ok(t.trim().to_owned());
+/// Starts runner binary `bin` against the Runner API.
+fn spawn_runner(
+    bin: &str,
+    runner_url: &str,
+    data_dir: &Path,
+    token: &str,
+    work_dir: &Path,
+    extra: &[(&str, &Path)],
+) -> Result<Child, CliError> {
+    let log = data_dir.join(format!(
+        "{}.log",
+        work_dir
+            .strip_prefix(data_dir)
+            .unwrap_or(work_dir)
+            .to_string_lossy()
+            .replace('/', "-")
+    ));
+    let mut cmd = Command::new(sibling(bin)?);
+    cmd.arg("run")
+        .args(["--api", runner_url, "--signing-key"])
+        .arg(data_dir.join("control/org-signing-key.pub"))
+        .arg("--work-dir")
+        .arg(work_dir);
+    for (flag, path) in extra {
+        cmd.arg(flag).arg(path);
     }
-    let created = client.create_runner("local").await?;
+    // In the environment, not the command line, where `ps` would show it.
+    cmd.env("NUON_RUNNER_TOKEN", token)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).map_err(io("log file"))?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(io("cannot start a runner"))
+}
+
+fn random_secret() -> String {
+    let mut raw = [0u8; 16];
+    nuon_core::random_bytes(&mut raw);
+    raw.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn write_private(path: &Path, text: &str) -> Result<(), CliError> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&path)
-        .map_err(io("cannot store the runner token"))?;
-    std::io::Write::write_all(&mut f, created.token.as_bytes()).map_err(io("write token"))?;
-    Ok(created.token)
+        .open(path)
+        .map_err(io("cannot store a token"))?;
+    std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io("cannot store a token"))
+}
+
+fn read(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .map_err(io("cannot read the control plane's files"))
 }

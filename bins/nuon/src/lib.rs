@@ -13,6 +13,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 mod apps;
+mod deploy;
 mod dev;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::{CreateJob, JobInfo, LogEntry, LogStream};
@@ -85,6 +86,11 @@ enum Command {
     Components {
         #[command(subcommand)]
         command: apps::ComponentsCommand,
+    },
+    /// Builds of an app's components into the vendor's artifact store.
+    Builds {
+        #[command(subcommand)]
+        command: deploy::BuildsCommand,
     },
     /// The workflows of installs (provision, deploy, teardown, deprovision).
     Workflows {
@@ -187,7 +193,7 @@ pub struct CliError {
 }
 
 impl CliError {
-    fn usage(message: impl Into<String>) -> Self {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
         CliError {
             message: message.into(),
             code: 64,
@@ -375,6 +381,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Components { command } => apps::components(g, command).await,
         Command::Orgs { command } => apps::orgs(g, command).await,
         Command::Workflows { command } => apps::workflows(g, command).await,
+        Command::Builds { command } => deploy::builds(g, command).await,
         Command::Dev(args) => dev::run(args).await,
     }
 }

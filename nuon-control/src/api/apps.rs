@@ -78,7 +78,7 @@ fn internal(what: &str, e: impl std::fmt::Display) -> Error {
     )
 }
 
-async fn app_of(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<AppInfo, Error> {
+pub(super) async fn app_of(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<AppInfo, Error> {
     state
         .store
         .find_app(&auth.0.org_id, key)
@@ -160,6 +160,16 @@ async fn sync_config(
             )));
         }
     }
+    let mut seen_sources = std::collections::BTreeSet::new();
+    for f in &req.sources {
+        check_path(&f.path).map_err(Error::bad_request)?;
+        if !seen_sources.insert(f.path.as_str()) {
+            return Err(Error::bad_request(format!(
+                "source file {:?} is given twice",
+                f.path
+            )));
+        }
+    }
     let sources: Vec<SourceFile> = req
         .files
         .iter()
@@ -188,6 +198,8 @@ async fn sync_config(
             .map_err(|e| internal("cannot encode config", e))?,
         warnings_json: serde_json::to_string(&warnings)
             .map_err(|e| internal("cannot encode warnings", e))?,
+        sources_json: serde_json::to_string(&req.sources)
+            .map_err(|e| internal("cannot encode sources", e))?,
     };
     let stored = state
         .store
@@ -241,7 +253,7 @@ fn decode_config(app: &AppInfo, c: StoredConfig) -> Result<ConfigVersionInfo, Er
     })
 }
 
-async fn latest_config(
+pub(super) async fn latest_config(
     state: &SharedState,
     auth: &ApiAuth,
     app: &AppInfo,
@@ -296,14 +308,14 @@ async fn list_components(
 
 /// Sensitive inputs and secrets of an install, each sealed.
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct Sealed {
+pub(crate) struct Sealed {
     #[serde(default)]
-    inputs: BTreeMap<String, String>,
+    pub(crate) inputs: BTreeMap<String, String>,
     #[serde(default)]
-    secrets: BTreeMap<String, String>,
+    pub(crate) secrets: BTreeMap<String, String>,
 }
 
-fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
+pub(crate) fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
     format!("{install}/{kind}/{name}")
 }
 
@@ -409,6 +421,7 @@ fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
         config_version: i.config_version,
         runner_id: i.runner_id,
         state: i.state,
+        approval: i.approval,
         inputs,
         sensitive_inputs: sealed.inputs.into_keys().collect(),
         secrets: sealed.secrets.into_keys().collect(),
@@ -424,6 +437,13 @@ async fn create_install(
 ) -> Result<(StatusCode, Json<InstallCreated>), Error> {
     require_admin(&auth)?;
     check_name("install", &req.name)?;
+    let approval = req.approval.clone().unwrap_or_else(|| "approve-all".into());
+    if approval != "approve-all" && approval != "prompt" {
+        return Err(Error::bad_request(format!(
+            "approval must be \"approve-all\" or \"prompt\", got {:?}",
+            approval.chars().take(40).collect::<String>()
+        )));
+    }
     let org = &auth.0.org_id;
     let app = app_of(&state, &auth, &req.app).await?;
     let version = latest_config(&state, &auth, &app).await?;
@@ -511,6 +531,7 @@ async fn create_install(
                     .map_err(|e| internal("cannot encode inputs", e))?,
                 sealed_json: serde_json::to_string(&sealed)
                     .map_err(|e| internal("cannot encode secrets", e))?,
+                approval,
             },
         )
         .await?;
@@ -540,7 +561,7 @@ async fn list_installs(
     Ok(Json(InstallList { installs }))
 }
 
-async fn install_of(
+pub(super) async fn install_of(
     state: &SharedState,
     auth: &ApiAuth,
     key: &str,

@@ -1,12 +1,13 @@
 //! The two HTTP APIs: the Control API (vendors, the CLI) and the Runner API
 //! (runners), each on its own listener and router.
 
-mod apps;
+pub(crate) mod apps;
 mod control;
 pub(crate) mod doc;
 mod orgs;
 mod runner;
-mod state;
+pub(crate) mod state;
+mod workflows;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,6 +25,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::error::Error;
+use crate::executor::Executor;
 use crate::hub::Hub;
 use crate::secrets::SecretBox;
 use crate::store::{ApiPrincipal, RunnerPrincipal, Store};
@@ -53,6 +55,10 @@ pub(crate) struct AppState {
     runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) secrets: Arc<SecretBox>,
+    pub(crate) executor: Executor,
+    /// The Runner API's base URL as runners reach it (for the state
+    /// backend address in Terraform jobs); set when serving starts.
+    pub(crate) runner_url: std::sync::OnceLock<String>,
 }
 
 impl AppState {
@@ -71,7 +77,17 @@ impl AppState {
             runner_auth: Mutex::new(HashMap::new()),
             shutdown,
             secrets,
+            executor: Executor::new(),
+            runner_url: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The Runner API's base URL for jobs.
+    pub(crate) fn runner_url(&self) -> &str {
+        self.runner_url
+            .get()
+            .map(String::as_str)
+            .unwrap_or("http://127.0.0.1:7401")
     }
 
     pub(crate) async fn signing_key(&self, org: &OrgId) -> Result<OrgSigningKey, Error> {
@@ -109,7 +125,7 @@ pub(crate) type SharedState = Arc<AppState>;
 /// The token of a request: `Authorization: Bearer TOKEN`, or HTTP basic
 /// auth with the token as the password (what Terraform's `http` state
 /// backend sends, from `TF_HTTP_PASSWORD`).
-fn bearer(parts: &Parts) -> Result<String, Error> {
+pub(crate) fn bearer(parts: &Parts) -> Result<String, Error> {
     use base64::Engine as _;
     let header = parts
         .headers
@@ -273,6 +289,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(orgs::ops());
     ops.extend(apps::ops());
     ops.extend(state::ops());
+    ops.extend(workflows::ops());
     ops
 }
 

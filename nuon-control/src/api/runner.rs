@@ -217,6 +217,7 @@ async fn complete(
         .await?;
     state.logs.wake(&job);
     if ack.status != JobStatus::Running {
+        state.executor.wake();
         tracing::info!(job = %job, runner = %runner.runner_id, ?outcome, "job finished");
     }
     Ok(Json(ack))

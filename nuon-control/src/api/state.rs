@@ -1,7 +1,14 @@
 //! Terraform state on the control plane: the `http` backend Terraform
-//! itself talks to (on the Runner API, with the install runner's token as
-//! the basic-auth password), and the operator's view and forced unlock (on
-//! the Control API).
+//! itself talks to (on the Runner API), and the operator's view and forced
+//! unlock (on the Control API).
+//!
+//! The backend's basic-auth password is either a job's state token
+//! (`stt_...`, minted when the workflow step is dispatched, good for that
+//! one component while that job has not ended, so a runner's own token
+//! never reaches Terraform) or the install runner's token (for operators).
+//! A lock taken with a state token records its job: when the job ends
+//! without releasing it (its runner was lost), the executor releases it
+//! and says so in the step.
 //!
 //! Terraform's protocol: `GET` the state (404 when there is none), `POST` a
 //! new state (with `?ID=LOCK` while it holds the lock), `LOCK` and `UNLOCK`
@@ -22,6 +29,10 @@ use serde::Deserialize;
 use super::control::{require_admin, valid_name};
 use super::doc::Op;
 use super::{ApiAuth, Q, RunnerAuth, SharedState};
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use nuon_core::JobId;
+use nuon_core::token::hash_token;
 use crate::error::Error;
 use crate::store::StateLock;
 
@@ -86,26 +97,80 @@ struct LockBody {
     id: String,
 }
 
+/// The prefix of state tokens.
+pub(crate) const STATE_TOKEN_PREFIX: &str = "stt_";
+
+/// Who calls the state backend: the install, and the job when it came
+/// with a state token (then only for its one component).
+pub(crate) struct StateAuth {
+    install: InstallId,
+    only: Option<(String, JobId)>,
+}
+
+impl FromRequestParts<SharedState> for StateAuth {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
+        let token = super::bearer(parts)?;
+        if token.starts_with(STATE_TOKEN_PREFIX) {
+            let p = state
+                .store
+                .authenticate_state(&hash_token(&token))
+                .await?
+                .ok_or_else(|| {
+                    Error::api(
+                        StatusCode::UNAUTHORIZED,
+                        "unauthorized",
+                        "this state token is unknown or its job has ended: state tokens are good only while their job runs",
+                    )
+                })?;
+            return Ok(StateAuth {
+                install: p.install_id,
+                only: Some((p.component, p.job_id)),
+            });
+        }
+        let RunnerAuth(runner) = RunnerAuth::from_request_parts(parts, state).await?;
+        let (_, install) = state
+            .store
+            .install_of_runner(&runner.runner_id)
+            .await?
+            .ok_or_else(|| {
+                Error::api(
+                    StatusCode::FORBIDDEN,
+                    "not_an_install_runner",
+                    "Terraform state is kept per install: use the token of the install's runner",
+                )
+            })?;
+        Ok(StateAuth {
+            install,
+            only: None,
+        })
+    }
+}
+
 async fn backend(
     State(state): State<SharedState>,
-    RunnerAuth(runner): RunnerAuth,
+    auth: StateAuth,
     Path(component): Path<String>,
     Q(q): Q<StateQuery>,
     method: Method,
     body: Bytes,
 ) -> Result<Response, Error> {
     check_component(&component)?;
-    let (_, install) = state
-        .store
-        .install_of_runner(&runner.runner_id)
-        .await?
-        .ok_or_else(|| {
-            Error::api(
+    let install = auth.install;
+    let job_id = match auth.only {
+        Some((allowed, _)) if allowed != component => {
+            return Err(Error::api(
                 StatusCode::FORBIDDEN,
-                "not_an_install_runner",
-                "Terraform state is kept per install: use the token of the install's runner",
-            )
-        })?;
+                "wrong_component",
+                format!(
+                    "this state token is for the state of {allowed:?}, not {component:?}"
+                ),
+            ));
+        }
+        Some((_, job)) => Some(job),
+        None => None,
+    };
     let lock_info = |body: &Bytes| -> Result<StateLock, Error> {
         let parsed: LockBody = serde_json::from_slice(body).map_err(|e| {
             Error::bad_request(format!(
@@ -116,6 +181,7 @@ async fn backend(
             id: parsed.id,
             info: String::from_utf8_lossy(body).into_owned(),
             created_at_ms: now_ms(),
+            job_id: job_id.clone(),
         })
     };
     match method.as_str() {

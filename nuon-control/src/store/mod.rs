@@ -10,7 +10,7 @@ mod sqlite;
 use async_trait::async_trait;
 use nuon_core::token::IssuedToken;
 use nuon_core::wire::{
-    AppInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck,
+    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck,
     LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
 };
 use nuon_core::workflow::{PlannedStep, WorkflowKind};
@@ -130,6 +130,8 @@ pub struct StoredConfig {
     pub config_json: String,
     /// `Vec<Diagnostic>` (warnings) as JSON.
     pub warnings_json: String,
+    /// `Vec<ConfigFile>` of the `path` sources as JSON.
+    pub sources_json: String,
 }
 
 /// A new install and its runner, created together.
@@ -153,6 +155,8 @@ pub struct NewInstall {
     pub inputs_json: String,
     /// Sealed sensitive inputs and secrets, JSON (see `secrets`).
     pub sealed_json: String,
+    /// `approve-all` or `prompt`.
+    pub approval: String,
 }
 
 /// A stored install.
@@ -178,6 +182,8 @@ pub struct StoredInstall {
     pub outputs_json: Option<String>,
     /// When it was created.
     pub created_at_ms: i64,
+    /// `approve-all` or `prompt`.
+    pub approval: String,
 }
 
 /// A new workflow with its planned steps.
@@ -191,8 +197,50 @@ pub struct NewWorkflow {
     pub kind: WorkflowKind,
     /// The config version it deploys.
     pub config_version: u32,
+    /// Only this component, when asked for one.
+    pub component: Option<String>,
     /// Its steps, in order.
     pub steps: Vec<PlannedStep>,
+}
+
+/// A change to a workflow step, made by the executor.
+#[derive(Debug, Clone, Default)]
+pub struct StepUpdate {
+    /// The new status.
+    pub status: String,
+    /// Why (a failure, a skip).
+    pub reason: Option<String>,
+    /// Its job's outputs, JSON.
+    pub outputs_json: Option<String>,
+    /// Set the approval time to now (`Some(true)`) or clear it.
+    pub approved: Option<bool>,
+    /// Forget the job (a retry).
+    pub clear_job: bool,
+}
+
+/// A credential for Terraform's `http` backend, good for one component's
+/// state while one job runs.
+#[derive(Debug, Clone)]
+pub struct StateToken {
+    /// The hash of the token.
+    pub hash: String,
+    /// The install.
+    pub install_id: InstallId,
+    /// The component, or `sandbox`.
+    pub component: String,
+}
+
+/// Who a state token was given to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatePrincipal {
+    /// The org.
+    pub org_id: OrgId,
+    /// The install.
+    pub install_id: InstallId,
+    /// The only state it may touch.
+    pub component: String,
+    /// The job it was given to.
+    pub job_id: JobId,
 }
 
 /// Who holds a Terraform state lock: the lock info Terraform sent, as is.
@@ -204,6 +252,8 @@ pub struct StateLock {
     pub info: String,
     /// When it was taken.
     pub created_at_ms: i64,
+    /// The job whose Terraform took it, when it came with a state token.
+    pub job_id: Option<JobId>,
 }
 
 /// The Terraform state of one component (or the sandbox) of an install.
@@ -273,6 +323,58 @@ pub trait Store: Send + Sync + 'static {
     async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<WorkflowInfo>>;
     /// One workflow of the org.
     async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>>;
+    /// Every workflow that is `pending` or `running`, oldest first.
+    async fn active_workflows(&self) -> Result<Vec<(OrgId, WorkflowId)>>;
+    /// Sets a workflow's status (and its end time, for an ending status).
+    async fn set_workflow_status(&self, org: &OrgId, id: &WorkflowId, status: &str) -> Result<()>;
+    /// Changes one step.
+    async fn update_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        update: StepUpdate,
+    ) -> Result<()>;
+    /// Queues a step's job and marks the step running, in one transaction,
+    /// with the state token its Terraform uses.
+    async fn dispatch_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        job: NewJob,
+        state_token: Option<StateToken>,
+    ) -> Result<()>;
+    /// Sets an install's outputs (JSON) and state.
+    async fn set_install_outputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        outputs_json: &str,
+        state: &str,
+    ) -> Result<()>;
+    /// Points an install at another config version.
+    async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()>;
+    /// The holder of a state token, while its job has not ended.
+    async fn authenticate_state(&self, token_hash: &str) -> Result<Option<StatePrincipal>>;
+    /// Releases every state lock taken by `job`'s Terraform; returns them.
+    async fn release_locks_of_job(&self, job: &JobId) -> Result<Vec<(String, StateLock)>>;
+
+    // ------------------------------------------------------------- builds
+    /// Queues a build job and records it as a build of `component`.
+    async fn enqueue_build(
+        &self,
+        job: NewJob,
+        app: &AppId,
+        config_version: u32,
+        component: &str,
+    ) -> Result<BuildInfo>;
+    /// An app's builds, newest first.
+    async fn list_builds(&self, org: &OrgId, app: &AppId) -> Result<Vec<BuildInfo>>;
+    /// One build of the org.
+    async fn get_build(&self, org: &OrgId, id: &JobId) -> Result<Option<BuildInfo>>;
+    /// The org's build runner.
+    async fn build_runner(&self, org: &OrgId) -> Result<Option<RunnerId>>;
 
     // ------------------------------------------------------------- tokens
     /// The org's id and name.

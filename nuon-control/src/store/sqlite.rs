@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use nuon_core::records;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
-    AppInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus,
+    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus,
     LogAck, LogBatch, LogEntry, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
     WorkflowInfo, WorkflowStepInfo,
 };
@@ -29,7 +29,8 @@ use tokio::sync::oneshot;
 
 use super::{
     ApiPrincipal, ComponentState, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued, Result,
-    RunnerPrincipal, StateLock, Store, StoreError, StoredConfig, StoredInstall,
+    RunnerPrincipal, StateLock, StatePrincipal, StateToken, StepUpdate, Store, StoreError,
+    StoredConfig, StoredInstall,
 };
 
 /// Most operations one write transaction carries.
@@ -153,6 +154,21 @@ CREATE TABLE IF NOT EXISTS workflow_steps (
     approved_at INTEGER,
     PRIMARY KEY (workflow_id, idx)
 );
+CREATE TABLE IF NOT EXISTS builds (
+    job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    config_version INTEGER NOT NULL,
+    component TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS builds_app ON builds (app_id, config_version, component);
+CREATE TABLE IF NOT EXISTS state_tokens (
+    token_hash TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS tf_states (
     install_id TEXT NOT NULL REFERENCES installs(id),
     component TEXT NOT NULL,
@@ -247,8 +263,7 @@ fn app_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AppInfo> {
     })
 }
 
-const INSTALL_COLUMNS: &str =
-    "id, name, app_id, config_version, runner_id, state, inputs, sealed, outputs, created_at";
+const INSTALL_COLUMNS: &str = "id, name, app_id, config_version, runner_id, state, inputs, sealed, outputs, created_at, approval";
 
 fn install_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredInstall> {
     Ok(StoredInstall {
@@ -262,6 +277,7 @@ fn install_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredInstall> {
         sealed_json: r.get(7)?,
         outputs_json: r.get(8)?,
         created_at_ms: r.get(9)?,
+        approval: r.get(10)?,
     })
 }
 
@@ -282,7 +298,7 @@ fn enum_from<T: serde::de::DeserializeOwned>(s: &str) -> Result<T> {
 fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
     let row = conn
         .query_row(
-            "SELECT install_id, kind, status, config_version, created_at, finished_at \
+            "SELECT install_id, kind, status, config_version, created_at, finished_at, component \
              FROM workflows WHERE id = ?1 AND org_id = ?2",
             params![id.as_str(), org.as_str()],
             |r| {
@@ -293,18 +309,20 @@ fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Opti
                     r.get::<_, u32>(3)?,
                     r.get::<_, i64>(4)?,
                     r.get::<_, Option<i64>>(5)?,
+                    r.get::<_, Option<String>>(6)?,
                 ))
             },
         )
         .optional()
         .map_err(db_err)?;
-    let Some((install_id, kind, status, config_version, created_at_ms, finished_at_ms)) = row
+    let Some((install_id, kind, status, config_version, created_at_ms, finished_at_ms, component)) =
+        row
     else {
         return Ok(None);
     };
     let mut stmt = conn
         .prepare_cached(
-            "SELECT idx, name, kind, target, needs_approval, status, job_id, approved_at \
+            "SELECT idx, name, kind, target, needs_approval, status, job_id, approved_at, reason, outputs \
              FROM workflow_steps WHERE workflow_id = ?1 ORDER BY idx",
         )
         .map_err(db_err)?;
@@ -319,13 +337,17 @@ fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Opti
                 r.get::<_, String>(5)?,
                 r.get::<_, Option<String>>(6)?,
                 r.get::<_, Option<i64>>(7)?,
+                r.get::<_, Option<String>>(8)?,
+                r.get::<_, Option<String>>(9)?,
             ))
         })
         .map_err(db_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(db_err)?;
     let mut steps = Vec::new();
-    for (index, name, kind, target, needs_approval, status, job, approved_at_ms) in raw {
+    for (index, name, kind, target, needs_approval, status, job, approved_at_ms, reason, outputs) in
+        raw
+    {
         steps.push(WorkflowStepInfo {
             index,
             name,
@@ -338,6 +360,10 @@ fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Opti
                 .transpose()
                 .map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
             approved_at_ms,
+            reason,
+            outputs: outputs
+                .and_then(|o| serde_json::from_str(&o).ok())
+                .unwrap_or(serde_json::Value::Null),
         });
     }
     Ok(Some(WorkflowInfo {
@@ -345,6 +371,7 @@ fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Opti
         install_id,
         kind: enum_from(&kind)?,
         status,
+        component,
         config_version,
         created_at_ms,
         finished_at_ms,
@@ -358,18 +385,23 @@ fn current_lock(
     component: &str,
 ) -> Result<Option<StateLock>> {
     conn.query_row(
-        "SELECT lock_id, info, created_at FROM tf_locks WHERE install_id = ?1 AND component = ?2",
+        "SELECT lock_id, info, created_at, job_id FROM tf_locks WHERE install_id = ?1 AND component = ?2",
         params![install.as_str(), component],
-        |r| {
-            Ok(StateLock {
-                id: r.get(0)?,
-                info: r.get(1)?,
-                created_at_ms: r.get(2)?,
-            })
-        },
+        lock_from_row,
     )
     .optional()
     .map_err(db_err)
+}
+
+fn lock_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StateLock> {
+    Ok(StateLock {
+        id: r.get(0)?,
+        info: r.get(1)?,
+        created_at_ms: r.get(2)?,
+        job_id: r
+            .get::<_, Option<String>>(3)?
+            .and_then(|j| j.parse().ok()),
+    })
 }
 
 fn install_in_org(conn: &Connection, org: &OrgId, install: &InstallId) -> Result<bool> {
@@ -426,11 +458,24 @@ fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Conn
 
 /// Brings a data dir made by an earlier version up to the schema.
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let has_role: bool = conn
-        .prepare("SELECT 1 FROM pragma_table_info('runners') WHERE name = 'role'")?
-        .exists([])?;
-    if !has_role {
-        conn.execute_batch("ALTER TABLE runners ADD COLUMN role TEXT NOT NULL DEFAULT 'generic'")?;
+    const COLUMNS: [(&str, &str, &str); 7] = [
+        ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
+        ("app_configs", "sources", "TEXT NOT NULL DEFAULT '[]'"),
+        ("installs", "approval", "TEXT NOT NULL DEFAULT 'approve-all'"),
+        ("workflows", "component", "TEXT"),
+        ("workflow_steps", "reason", "TEXT"),
+        ("workflow_steps", "outputs", "TEXT"),
+        ("tf_locks", "job_id", "TEXT"),
+    ];
+    for (table, column, decl) in COLUMNS {
+        let has: bool = conn
+            .prepare(&format!(
+                "SELECT 1 FROM pragma_table_info('{table}') WHERE name = '{column}'"
+            ))?
+            .exists([])?;
+        if !has {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
+        }
     }
     Ok(())
 }
@@ -565,6 +610,50 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Op>) {
 
 // ---------------------------------------------------------------- row mapping
 
+const BUILD_COLUMNS: &str = "b.job_id, b.app_id, b.config_version, b.component, j.status, \
+     j.outputs, j.reason, b.created_at";
+
+fn build_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BuildInfo> {
+    let status: String = r.get(4)?;
+    let outputs: Option<String> = r.get(5)?;
+    Ok(BuildInfo {
+        id: id_at(r, 0)?,
+        app_id: id_at(r, 1)?,
+        config_version: r.get(2)?,
+        component: r.get(3)?,
+        status: status.parse().map_err(|e: String| {
+            rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, e.into())
+        })?,
+        artifact: outputs
+            .and_then(|o| serde_json::from_str::<serde_json::Value>(&o).ok())
+            .and_then(|o| serde_json::from_value(o["artifact"].clone()).ok()),
+        reason: r.get(6)?,
+        created_at_ms: r.get(7)?,
+    })
+}
+
+/// Inserts a queued job (the caller's transaction).
+fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
+    let s = &job.spec;
+    conn.execute(
+        "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
+         timeout_secs, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9)",
+        params![
+            s.job_id.as_str(),
+            s.org_id.as_str(),
+            s.runner_id.as_str(),
+            s.kind,
+            job.spec_json,
+            job.signature,
+            s.retry.max_attempts,
+            s.timeout_secs as i64,
+            s.created_at_ms
+        ],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
 const JOB_COLUMNS: &str = "id, runner_id, kind, spec, status, attempts, max_attempts, timeout_secs, \
      cancel_requested, exit_code, reason, outputs, created_at, started_at, finished_at";
 
@@ -577,10 +666,14 @@ fn job_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
     let spec: String = row.get(3)?;
     let status: String = row.get(4)?;
     let outputs: Option<String> = row.get(11)?;
-    let payload = serde_json::from_str::<serde_json::Value>(&spec)
+    let mut payload = serde_json::from_str::<serde_json::Value>(&spec)
         .ok()
         .and_then(|v| v.get("payload").cloned())
         .unwrap_or_default();
+    // A job's state credential is for its Terraform only.
+    if let Some(p) = payload.pointer_mut("/backend/password") {
+        *p = serde_json::Value::String("(hidden)".into());
+    }
     Ok(JobInfo {
         id: id
             .parse()
@@ -891,8 +984,8 @@ impl Store for SqliteStore {
                 return Ok(if held.id == lock.id { Ok(()) } else { Err(held) });
             }
             conn.execute(
-                "INSERT INTO tf_locks (install_id, component, lock_id, info, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![install.as_str(), component, lock.id, lock.info, lock.created_at_ms],
+                "INSERT INTO tf_locks (install_id, component, lock_id, info, created_at, job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![install.as_str(), component, lock.id, lock.info, lock.created_at_ms, lock.job_id.as_ref().map(|j| j.as_str())],
             )
             .map_err(db_err)?;
             Ok(Ok(()))
@@ -1000,15 +1093,16 @@ impl Store for SqliteStore {
             }
             let now = now_ms();
             conn.execute(
-                "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6)",
+                "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component) \
+                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7)",
                 params![
                     new.id.as_str(),
                     org.as_str(),
                     new.install_id.as_str(),
                     enum_str(&new.kind),
                     new.config_version,
-                    now
+                    now,
+                    new.component
                 ],
             )
             .map_err(db_err)?;
@@ -1051,6 +1145,275 @@ impl Store for SqliteStore {
     async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
         let (org, id) = (org.clone(), id.clone());
         self.read(move |conn| load_workflow(conn, &org, &id)).await
+    }
+
+    async fn active_workflows(&self) -> Result<Vec<(OrgId, WorkflowId)>> {
+        self.read(move |conn| {
+            all_rows(
+                conn,
+                "SELECT org_id, id FROM workflows WHERE status IN ('pending', 'running') \
+                 ORDER BY created_at, id",
+                [],
+                |r| Ok((id_at(r, 0)?, id_at(r, 1)?)),
+            )
+        })
+        .await
+    }
+
+    async fn set_workflow_status(&self, org: &OrgId, id: &WorkflowId, status: &str) -> Result<()> {
+        let (org, id, status) = (org.clone(), id.clone(), status.to_owned());
+        self.write(move |conn| {
+            let ended = !matches!(status.as_str(), "pending" | "running");
+            conn.execute(
+                "UPDATE workflows SET status = ?3, finished_at = CASE WHEN ?4 THEN ?5 ELSE NULL END \
+                 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), status, ended, now_ms()],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn update_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        u: StepUpdate,
+    ) -> Result<()> {
+        let (org, id) = (org.clone(), id.clone());
+        self.write(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE workflow_steps SET status = ?4, reason = ?5, \
+                     outputs = COALESCE(?6, outputs), \
+                     approved_at = CASE ?7 WHEN 1 THEN ?8 WHEN 0 THEN NULL ELSE approved_at END, \
+                     job_id = CASE WHEN ?9 THEN NULL ELSE job_id END \
+                     WHERE workflow_id = ?1 AND idx = ?3 \
+                     AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = ?1 AND w.org_id = ?2)",
+                    params![
+                        id.as_str(),
+                        org.as_str(),
+                        index,
+                        u.status,
+                        u.reason,
+                        u.outputs_json,
+                        u.approved,
+                        now_ms(),
+                        u.clear_job
+                    ],
+                )
+                .map_err(db_err)?;
+            if changed == 0 {
+                return Err(StoreError::Invalid(format!("no step {index} in workflow {id}")));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn dispatch_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        job: NewJob,
+        token: Option<StateToken>,
+    ) -> Result<()> {
+        let (org, id) = (org.clone(), id.clone());
+        self.write(move |conn| {
+            insert_job(conn, &job)?;
+            let changed = conn
+                .execute(
+                    "UPDATE workflow_steps SET status = 'running', job_id = ?4, reason = NULL \
+                     WHERE workflow_id = ?1 AND idx = ?3 \
+                     AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = ?1 AND w.org_id = ?2 \
+                                 AND w.status = 'running')",
+                    params![id.as_str(), org.as_str(), index, job.spec.job_id.as_str()],
+                )
+                .map_err(db_err)?;
+            if changed == 0 {
+                return Err(StoreError::Invalid(format!(
+                    "workflow {id} is not running: step {index} not dispatched"
+                )));
+            }
+            if let Some(t) = token {
+                conn.execute(
+                    "INSERT INTO state_tokens (token_hash, job_id, install_id, component) VALUES (?1, ?2, ?3, ?4)",
+                    params![t.hash, job.spec.job_id.as_str(), t.install_id.as_str(), t.component],
+                )
+                .map_err(db_err)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_install_outputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        outputs_json: &str,
+        state: &str,
+    ) -> Result<()> {
+        let (org, id, outputs, state) =
+            (org.clone(), id.clone(), outputs_json.to_owned(), state.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET outputs = ?3, state = ?4 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), outputs, state],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()> {
+        let (org, id) = (org.clone(), id.clone());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET config_version = ?3 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), version],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn authenticate_state(&self, token_hash: &str) -> Result<Option<StatePrincipal>> {
+        let hash = token_hash.to_owned();
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT j.org_id, t.install_id, t.component, t.job_id FROM state_tokens t \
+                 JOIN jobs j ON j.id = t.job_id \
+                 WHERE t.token_hash = ?1 AND j.status IN ('queued', 'running')",
+                [hash],
+                |r| {
+                    Ok(StatePrincipal {
+                        org_id: id_at(r, 0)?,
+                        install_id: id_at(r, 1)?,
+                        component: r.get(2)?,
+                        job_id: id_at(r, 3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn release_locks_of_job(&self, job: &JobId) -> Result<Vec<(String, StateLock)>> {
+        let job = job.clone();
+        self.write(move |conn| {
+            let held = all_rows(
+                conn,
+                "SELECT component, lock_id, info, created_at, job_id FROM tf_locks WHERE job_id = ?1",
+                [job.as_str()],
+                |r| {
+                    let component: String = r.get(0)?;
+                    let lock = StateLock {
+                        id: r.get(1)?,
+                        info: r.get(2)?,
+                        created_at_ms: r.get(3)?,
+                        job_id: r.get::<_, Option<String>>(4)?.and_then(|j| j.parse().ok()),
+                    };
+                    Ok((component, lock))
+                },
+            )?;
+            conn.execute("DELETE FROM tf_locks WHERE job_id = ?1", [job.as_str()])
+                .map_err(db_err)?;
+            conn.execute("DELETE FROM state_tokens WHERE job_id = ?1", [job.as_str()])
+                .map_err(db_err)?;
+            Ok(held)
+        })
+        .await
+    }
+
+    async fn enqueue_build(
+        &self,
+        job: NewJob,
+        app: &AppId,
+        config_version: u32,
+        component: &str,
+    ) -> Result<BuildInfo> {
+        let (app, component) = (app.clone(), component.to_owned());
+        self.write(move |conn| {
+            insert_job(conn, &job)?;
+            conn.execute(
+                "INSERT INTO builds (job_id, org_id, app_id, config_version, component, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    job.spec.job_id.as_str(),
+                    job.spec.org_id.as_str(),
+                    app.as_str(),
+                    config_version,
+                    component,
+                    job.spec.created_at_ms
+                ],
+            )
+            .map_err(db_err)?;
+            conn.query_row(
+                &format!(
+                    "SELECT {BUILD_COLUMNS} FROM builds b JOIN jobs j ON j.id = b.job_id WHERE b.job_id = ?1"
+                ),
+                [job.spec.job_id.as_str()],
+                build_from_row,
+            )
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn list_builds(&self, org: &OrgId, app: &AppId) -> Result<Vec<BuildInfo>> {
+        let (org, app) = (org.clone(), app.clone());
+        self.read(move |conn| {
+            all_rows(
+                conn,
+                &format!(
+                    "SELECT {BUILD_COLUMNS} FROM builds b JOIN jobs j ON j.id = b.job_id \
+                     WHERE b.org_id = ?1 AND b.app_id = ?2 ORDER BY b.created_at DESC, j.seq DESC"
+                ),
+                params![org.as_str(), app.as_str()],
+                build_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn get_build(&self, org: &OrgId, id: &JobId) -> Result<Option<BuildInfo>> {
+        let (org, id) = (org.clone(), id.clone());
+        self.read(move |conn| {
+            conn.query_row(
+                &format!(
+                    "SELECT {BUILD_COLUMNS} FROM builds b JOIN jobs j ON j.id = b.job_id \
+                     WHERE b.org_id = ?1 AND b.job_id = ?2"
+                ),
+                params![org.as_str(), id.as_str()],
+                build_from_row,
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn build_runner(&self, org: &OrgId) -> Result<Option<RunnerId>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT id FROM runners WHERE org_id = ?1 AND role = 'build' AND revoked_at IS NULL \
+                 ORDER BY created_at LIMIT 1",
+                [org.as_str()],
+                |r| id_at(r, 0),
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
     }
 
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {
@@ -1217,8 +1580,8 @@ impl Store for SqliteStore {
                 .map_err(db_err)?;
             let now = now_ms();
             conn.execute(
-                "INSERT INTO app_configs (app_id, version, created_at, components, files, config, warnings) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO app_configs (app_id, version, created_at, components, files, config, warnings, sources) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     app.as_str(),
                     version,
@@ -1226,7 +1589,8 @@ impl Store for SqliteStore {
                     config.components,
                     config.files_json,
                     config.config_json,
-                    config.warnings_json
+                    config.warnings_json,
+                    config.sources_json
                 ],
             )
             .map_err(db_err)?;
@@ -1257,6 +1621,7 @@ impl Store for SqliteStore {
                         files_json: String::new(),
                         config_json: String::new(),
                         warnings_json: String::new(),
+                        sources_json: String::new(),
                     })
                 })
                 .map_err(db_err)?;
@@ -1274,7 +1639,7 @@ impl Store for SqliteStore {
         let (org, app) = (org.clone(), app.clone());
         self.read(move |conn| {
             conn.query_row(
-                "SELECT c.version, c.created_at, c.components, c.files, c.config, c.warnings \
+                "SELECT c.version, c.created_at, c.components, c.files, c.config, c.warnings, c.sources \
                  FROM app_configs c JOIN apps a ON a.id = c.app_id \
                  WHERE a.org_id = ?1 AND c.app_id = ?2 AND (?3 IS NULL OR c.version = ?3) \
                  ORDER BY c.version DESC LIMIT 1",
@@ -1287,6 +1652,7 @@ impl Store for SqliteStore {
                         files_json: r.get(3)?,
                         config_json: r.get(4)?,
                         warnings_json: r.get(5)?,
+                        sources_json: r.get(6)?,
                     })
                 },
             )
@@ -1306,8 +1672,8 @@ impl Store for SqliteStore {
             )
             .map_err(|e| name_taken(e, "a runner", &new.runner_name))?;
             conn.execute(
-                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9)",
+                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9, ?10)",
                 params![
                     new.id.as_str(),
                     org.as_str(),
@@ -1317,7 +1683,8 @@ impl Store for SqliteStore {
                     new.runner_id.as_str(),
                     new.inputs_json,
                     new.sealed_json,
-                    now
+                    now,
+                    new.approval
                 ],
             )
             .map_err(|e| name_taken(e, "an install", &new.name))?;
@@ -1332,6 +1699,7 @@ impl Store for SqliteStore {
                 sealed_json: new.sealed_json,
                 outputs_json: None,
                 created_at_ms: now,
+                approval: new.approval,
             })
         })
         .await
@@ -1517,24 +1885,8 @@ impl Store for SqliteStore {
 
     async fn enqueue_job(&self, job: NewJob) -> Result<JobInfo> {
         self.write(move |conn| {
-            let s = &job.spec;
-            conn.execute(
-                "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
-                 timeout_secs, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9)",
-                params![
-                    s.job_id.as_str(),
-                    s.org_id.as_str(),
-                    s.runner_id.as_str(),
-                    s.kind,
-                    job.spec_json,
-                    job.signature,
-                    s.retry.max_attempts,
-                    s.timeout_secs as i64,
-                    s.created_at_ms
-                ],
-            )
-            .map_err(db_err)?;
-            load_job(conn, s.job_id.as_str())?
+            insert_job(conn, &job)?;
+            load_job(conn, job.spec.job_id.as_str())?
                 .ok_or_else(|| StoreError::Invalid("job vanished after insert".into()))
         })
         .await

@@ -151,6 +151,47 @@ pub enum Source {
     },
 }
 
+/// The directory of a `path` source relative to the config's root,
+/// `/`-separated, without `./` (`"./src/app/"` is `src/app`; `"."` is
+/// the empty string). An absolute path, or one that leaves the root, is
+/// an error saying so.
+pub fn source_dir(path: &str) -> Result<String, String> {
+    if path.starts_with('/') || path.starts_with('\\') {
+        return Err(format!(
+            "path {path:?} is absolute: give it relative to the app config's directory"
+        ));
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split(['/', '\\']) {
+        match p {
+            "" | "." => {}
+            ".." => {
+                return Err(format!(
+                    "path {path:?} leaves the app config's directory: the source must be inside it"
+                ));
+            }
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// Every `path` source of `config`: (`sandbox` or the component, directory).
+pub fn path_sources(config: &AppConfig) -> Vec<(String, String)> {
+    let sandbox = config
+        .sandbox
+        .iter()
+        .map(|s| ("sandbox".to_owned(), &s.source));
+    let components = config.components.iter().map(|c| (c.name.clone(), &c.source));
+    sandbox
+        .chain(components)
+        .filter_map(|(who, src)| match src {
+            Source::Path { path } => Some((who, path.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// `sandbox.toml`: the install's base infrastructure, a Terraform module.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

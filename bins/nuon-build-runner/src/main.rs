@@ -1,0 +1,44 @@
+//! `nuon-build-runner run --api URL --token rnr_... --signing-key ... --vendor-store DIR`:
+//! the org's build runner. It is the runner library in build mode: it has
+//! only the `build` plugin, so it claims only build jobs. Each build
+//! packages a component's source (files synced with the app config, or a
+//! git repository cloned with `git`) and pushes it to the vendor's store.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use nuon_plugins::build::BuildPlugin;
+use nuon_runner::open_store;
+use nuon_runner_lib::PluginRegistry;
+
+/// The build runner's own flags.
+#[derive(Args)]
+struct BuildArgs {
+    /// The vendor's artifact store (an OCI image layout directory per
+    /// repository) that builds are pushed to. Default: `vendor-store/` in
+    /// the work directory.
+    #[arg(long, env = "NUON_VENDOR_STORE")]
+    vendor_store: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    nuon_runner::main::<BuildArgs>(
+        "nuon-build-runner",
+        "Builds an org's components into OCI artifacts in the vendor's store.",
+        |common, args, config| {
+            let dir = args
+                .vendor_store
+                .clone()
+                .unwrap_or_else(|| common.work_dir.join("vendor-store"));
+            let store = open_store(&dir, "--vendor-store")?;
+            let mut plugins = PluginRegistry::new();
+            plugins.register(Arc::new(BuildPlugin::new(store)));
+            config.plugins = plugins;
+            Ok(())
+        },
+    )
+    .await
+}

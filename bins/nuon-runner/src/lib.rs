@@ -1,0 +1,176 @@
+//! What `nuon-runner` and `nuon-build-runner` share: the `run` command's
+//! flags, signals and exit codes (0 after a drain on SIGTERM or SIGINT, 64
+//! for bad configuration, 1 when the runner stops on an error such as a
+//! revoked token). Each binary says which plugins its runner has.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use nuon_client::ClientConfig;
+use nuon_core::PublicKey;
+use nuon_runner_lib::{Error, Runner, RunnerConfig};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+struct Cli<E: Args> {
+    #[command(subcommand)]
+    command: Command<E>,
+}
+
+#[derive(Subcommand)]
+enum Command<E: Args> {
+    /// Claim and run jobs until SIGTERM or SIGINT, then drain and exit.
+    Run {
+        #[command(flatten)]
+        common: RunArgs,
+        #[command(flatten)]
+        extra: E,
+    },
+}
+
+/// The flags every runner has.
+#[derive(Args)]
+pub struct RunArgs {
+    /// Base URL of the control plane's Runner API.
+    #[arg(long, env = "NUON_RUNNER_API_URL")]
+    api: String,
+    /// This runner's token (`rnr_....SECRET`).
+    #[arg(long, env = "NUON_RUNNER_TOKEN", hide_env_values = true)]
+    token: String,
+    /// The org's job-signing public key (`ed25519:...`), or a file holding it.
+    #[arg(long, env = "NUON_RUNNER_SIGNING_KEY")]
+    signing_key: String,
+    /// Where the runner keeps its log spool and job work directories.
+    #[arg(
+        long,
+        env = "NUON_RUNNER_WORK_DIR",
+        default_value = "./nuon-runner-data"
+    )]
+    pub work_dir: PathBuf,
+    /// How many jobs run at once.
+    #[arg(long, env = "NUON_RUNNER_SLOTS", default_value_t = 4)]
+    slots: usize,
+    /// Time between SIGTERM and SIGKILL when a job is stopped (e.g. 10s, 500ms).
+    #[arg(long, default_value = "10s", value_parser = nuon_core::parse_duration)]
+    grace: Duration,
+    /// How long a shutdown lets running jobs finish (e.g. 10m).
+    #[arg(long, default_value = "10m", value_parser = nuon_core::parse_duration)]
+    drain_timeout: Duration,
+    /// Extra PEM CA certificates to trust for the control plane.
+    #[arg(long, env = "NUON_RUNNER_CA_BUNDLE")]
+    ca_bundle: Option<PathBuf>,
+    /// How long the server may hold a claim, in ms (for tests).
+    #[arg(long, env = "NUON_RUNNER_CLAIM_WAIT_MS", hide = true)]
+    claim_wait_ms: Option<u64>,
+}
+
+/// The key text itself, or the path of a file holding it.
+fn signing_key(arg: &str) -> anyhow::Result<PublicKey> {
+    let text = if arg.trim().starts_with("ed25519:") {
+        arg.to_owned()
+    } else {
+        std::fs::read_to_string(arg).with_context(|| {
+            format!("--signing-key {arg:?} is neither a key (ed25519:...) nor a readable file")
+        })?
+    };
+    text.parse().context("--signing-key")
+}
+
+fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
+    let key = signing_key(&args.signing_key)?;
+    let mut client = ClientConfig::new(&args.api, &args.token).context("--api")?;
+    client.ca_bundle = args.ca_bundle.clone();
+    let mut config = RunnerConfig::connect(client, key, &args.work_dir)?;
+    anyhow::ensure!(
+        (1..=256).contains(&args.slots),
+        "--slots must be between 1 and 256"
+    );
+    config.slots = args.slots;
+    config.grace = args.grace;
+    config.drain_timeout = args.drain_timeout;
+    if let Some(ms) = args.claim_wait_ms {
+        config.claim_wait = Duration::from_millis(ms);
+    }
+    Ok(config)
+}
+
+/// Resolves on SIGTERM or SIGINT; a second one ends the process at once (the
+/// orphan guard kills job processes, the spool keeps their logs).
+async fn shutdown(mut term: Signal, mut int: Signal) {
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: draining"),
+        _ = int.recv() => tracing::info!("SIGINT: draining"),
+    }
+    tokio::spawn(async move {
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        tracing::warn!("second signal: exiting without finishing the drain");
+        std::process::exit(130);
+    });
+}
+
+/// Parses the command line of runner binary `name`, then runs the runner
+/// with the plugins `plugins` adds for its own flags `E`.
+pub async fn main<E: Args>(
+    name: &'static str,
+    about: &'static str,
+    plugins: impl FnOnce(&RunArgs, &E, &mut RunnerConfig) -> anyhow::Result<()>,
+) -> ExitCode {
+    use clap::{CommandFactory, FromArgMatches};
+    let command = Cli::<E>::command().name(name).about(about).version(env!("CARGO_PKG_VERSION"));
+    let parsed = command
+        .try_get_matches()
+        .and_then(|m| Cli::<E>::from_arg_matches(&m));
+    let (args, extra) = match parsed {
+        Ok(Cli {
+            command: Command::Run { common, extra },
+        }) => (common, extra),
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let config = match config(&args).and_then(|mut c| {
+        plugins(&args, &extra, &mut c)?;
+        Ok(c)
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            return ExitCode::from(64);
+        }
+    };
+    let signals =
+        signal(SignalKind::terminate()).and_then(|t| Ok((t, signal(SignalKind::interrupt())?)));
+    let Ok((term, int)) = signals.inspect_err(|e| eprintln!("{name}: cannot handle signals: {e}"))
+    else {
+        return ExitCode::FAILURE;
+    };
+    match Runner::new(config).run(shutdown(term, int)).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            let usage = matches!(
+                e,
+                Error::Config(_) | Error::Client(_) | Error::WorkDirInUse { .. } | Error::Io { .. }
+            );
+            ExitCode::from(if usage { 64 } else { 1 })
+        }
+    }
+}
+
+/// Opens an artifact store directory named by flag `flag`.
+pub fn open_store(dir: &std::path::Path, flag: &str) -> anyhow::Result<Arc<nuon_plugins::oci::LayoutStore>> {
+    nuon_plugins::oci::LayoutStore::open(dir)
+        .map(Arc::new)
+        .with_context(|| format!("{flag} {}", dir.display()))
+}

@@ -1,0 +1,471 @@
+//! `nuon builds`, the workflow commands of `nuon installs`
+//! (provision, deploy, teardown, deprovision, reprovision, outputs) and of
+//! `nuon workflows` (approve, deny, cancel, retry, watch), and the live
+//! progress of a workflow.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use clap::Subcommand;
+use nuon_client::ControlClient;
+use nuon_core::JobId;
+use nuon_core::app::{self, SourceFile};
+use nuon_core::wire::{BuildInfo, ConfigFile, WorkflowInfo};
+use nuon_core::workflow::WorkflowKind;
+
+use crate::{CliError, Global, JobsCommand, client, fmt_time, print_json, print_log_line, table};
+
+/// The most source bytes one sync carries (the API takes 4 MiB bodies).
+const MAX_SOURCE_BYTES: u64 = 3 * 1024 * 1024;
+
+/// The files of the config's `path` sources, relative to the config
+/// directory, for the build runner. Hidden entries and Terraform's working
+/// directories are left out.
+pub(crate) fn read_sources(dir: &Path, files: &[SourceFile]) -> Result<Vec<ConfigFile>, CliError> {
+    let (Some(config), _) = app::parse(files) else {
+        // The server refuses the config with every problem; no sources needed.
+        return Ok(Vec::new());
+    };
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut total = 0u64;
+    for (who, path) in app::path_sources(&config) {
+        let rel = app::source_dir(&path).map_err(|e| CliError::usage(format!("{who}: {e}")))?;
+        let root = dir.join(&rel);
+        if !root.is_dir() {
+            return Err(CliError::usage(format!(
+                "{who}: its path {path:?} is not a directory under {}",
+                dir.display()
+            )));
+        }
+        let mut stack = vec![root.clone()];
+        while let Some(d) = stack.pop() {
+            let entries = std::fs::read_dir(&d)
+                .map_err(|e| CliError::usage(format!("cannot read {}: {e}", d.display())))?;
+            for entry in entries {
+                let entry =
+                    entry.map_err(|e| CliError::usage(format!("cannot read {}: {e}", d.display())))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') || name == "terraform.tfstate" || name.ends_with(".tfstate.backup") {
+                    continue;
+                }
+                let p = entry.path();
+                let meta = std::fs::metadata(&p)
+                    .map_err(|e| CliError::usage(format!("cannot read {}: {e}", p.display())))?;
+                if meta.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                total += meta.len();
+                if total > MAX_SOURCE_BYTES {
+                    return Err(CliError::usage(format!(
+                        "the path sources under {} are larger than {} MiB: keep large sources in a git repository ([git] source)",
+                        dir.display(),
+                        MAX_SOURCE_BYTES >> 20
+                    )));
+                }
+                let text = std::fs::read_to_string(&p).map_err(|e| {
+                    CliError::usage(format!(
+                        "{}: {e} (path sources sync as text; keep binary files in a git repository)",
+                        p.display()
+                    ))
+                })?;
+                let rel_path = p
+                    .strip_prefix(dir)
+                    .unwrap_or(&p)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.insert(rel_path, text);
+            }
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|(path, contents)| ConfigFile { path, contents })
+        .collect())
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BuildsCommand {
+    /// Build an app's components (and sandbox) of its latest config version
+    /// on the org's build runner.
+    Create {
+        /// The app, by name or id.
+        #[arg(long)]
+        app: String,
+        /// Only this component (`sandbox` for the sandbox).
+        #[arg(long)]
+        component: Option<String>,
+        /// Wait until every build has ended; exit 1 when one failed.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// An app's builds, newest first.
+    List {
+        /// The app, by name or id.
+        #[arg(long)]
+        app: String,
+    },
+    /// One build.
+    Get {
+        /// The build's id.
+        id: String,
+    },
+    /// A build's log.
+    Logs {
+        /// The build's id.
+        id: String,
+        /// Keep following until the build ends.
+        #[arg(long, short)]
+        follow: bool,
+    },
+}
+
+fn show_builds(builds: &[BuildInfo]) {
+    table(
+        &["ID", "COMPONENT", "CONFIG", "STATUS", "ARTIFACT", "CREATED"],
+        builds
+            .iter()
+            .map(|b| {
+                vec![
+                    b.id.to_string(),
+                    b.component.clone(),
+                    format!("v{}", b.config_version),
+                    b.status.to_string(),
+                    b.artifact.as_ref().map_or_else(
+                        || b.reason.clone().unwrap_or_else(|| "-".into()),
+                        |a| format!("{}@{}", a.repo, a.digest),
+                    ),
+                    fmt_time(Some(b.created_at_ms)),
+                ]
+            })
+            .collect(),
+    );
+}
+
+/// Waits until every build in `builds` has ended.
+pub(crate) async fn wait_builds(
+    client: &ControlClient,
+    builds: Vec<BuildInfo>,
+) -> Result<Vec<BuildInfo>, CliError> {
+    let mut done = Vec::new();
+    for b in builds {
+        let mut b = b;
+        while !b.status.is_terminal() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            b = client.get_build(b.id.as_str()).await?;
+        }
+        done.push(b);
+    }
+    Ok(done)
+}
+
+pub(crate) async fn builds(g: &Global, command: &BuildsCommand) -> Result<u8, CliError> {
+    let client = client(g)?;
+    match command {
+        BuildsCommand::Create {
+            app,
+            component,
+            wait,
+        } => {
+            let mut list = client.create_builds(app, component.as_deref()).await?.builds;
+            if *wait {
+                list = wait_builds(&client, list).await?;
+            }
+            if g.json {
+                print_json(&list)?;
+            } else {
+                show_builds(&list);
+            }
+            let failed = list
+                .iter()
+                .any(|b| b.status.is_terminal() && b.status != nuon_core::JobStatus::Succeeded);
+            Ok(u8::from(failed))
+        }
+        BuildsCommand::List { app } => {
+            let list = client.list_builds(app).await?;
+            if g.json {
+                print_json(&list)?;
+            } else {
+                show_builds(&list.builds);
+            }
+            Ok(0)
+        }
+        BuildsCommand::Get { id } => {
+            let b = client.get_build(id).await?;
+            if g.json {
+                print_json(&b)?;
+            } else {
+                show_builds(std::slice::from_ref(&b));
+            }
+            Ok(0)
+        }
+        BuildsCommand::Logs { id, follow } => {
+            crate::jobs(
+                g,
+                &JobsCommand::Logs {
+                    id: id.clone(),
+                    follow: *follow,
+                },
+            )
+            .await
+        }
+    }
+}
+
+/// How a workflow ended, as an exit code: 0 when it succeeded (or a denial
+/// skipped part of it), 1 otherwise.
+pub(crate) fn exit_of(wf: &WorkflowInfo) -> u8 {
+    u8::from(!matches!(wf.status.as_str(), "succeeded" | "partial"))
+}
+
+fn kind_name(kind: WorkflowKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Follows a workflow until it ends (or waits for an approval, with
+/// `stop_at_approval`), printing each step as its status changes and, with
+/// `logs`, the log lines of its jobs. On a terminal the step list is
+/// redrawn in place; otherwise one line per change.
+pub(crate) async fn watch(
+    client: &ControlClient,
+    id: &str,
+    logs: bool,
+    stop_at_approval: bool,
+) -> Result<WorkflowInfo, CliError> {
+    let tty = std::io::stdout().is_terminal() && !logs;
+    let mut seen: BTreeMap<u32, String> = BTreeMap::new();
+    let mut cursors: BTreeMap<JobId, u64> = BTreeMap::new();
+    let mut drawn = 0usize;
+    let started = std::time::Instant::now();
+    loop {
+        let wf = client.get_workflow(id).await?;
+        if logs {
+            for s in &wf.steps {
+                let Some(job) = &s.job_id else { continue };
+                if s.status == "pending" {
+                    continue;
+                }
+                let cursor = cursors.entry(job.clone()).or_insert(0);
+                loop {
+                    let page = client.job_logs(job, *cursor).await?;
+                    if page.lines.is_empty() {
+                        break;
+                    }
+                    *cursor = page.next;
+                    for l in &page.lines {
+                        print!("  {} | ", s.name);
+                        print_log_line(l);
+                    }
+                }
+            }
+        }
+        let mut out = std::io::stdout().lock();
+        if tty {
+            if drawn > 0 {
+                let _ = write!(out, "\x1b[{drawn}A\x1b[J");
+            }
+            let _ = writeln!(
+                out,
+                "workflow {} ({}) {} [{:.0?}]",
+                wf.id,
+                kind_name(wf.kind),
+                wf.status,
+                started.elapsed()
+            );
+            for s in &wf.steps {
+                let mark = match s.status.as_str() {
+                    "succeeded" => "✓",
+                    "failed" => "✗",
+                    "running" => "…",
+                    "waiting_approval" => "?",
+                    "skipped" | "denied" | "cancelled" => "-",
+                    _ => " ",
+                };
+                let _ = writeln!(
+                    out,
+                    " {mark} {:<32} {}{}",
+                    s.name,
+                    s.status,
+                    s.reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                );
+            }
+            drawn = wf.steps.len() + 1;
+        } else {
+            for s in &wf.steps {
+                if seen.get(&s.index) != Some(&s.status) {
+                    seen.insert(s.index, s.status.clone());
+                    if s.status == "pending" {
+                        continue;
+                    }
+                    let _ = writeln!(
+                        out,
+                        "[{}/{}] {:<32} {}{}",
+                        s.index + 1,
+                        wf.steps.len(),
+                        s.name,
+                        s.status,
+                        s.reason
+                            .as_deref()
+                            .map(|r| format!(" ({r})"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+        }
+        let _ = out.flush();
+        drop(out);
+        let waiting = wf.steps.iter().any(|s| s.status == "waiting_approval");
+        if !matches!(wf.status.as_str(), "pending" | "running") || (stop_at_approval && waiting) {
+            if !tty {
+                println!("workflow {} {}", wf.id, wf.status);
+            }
+            if waiting && stop_at_approval {
+                println!(
+                    "waiting for approval: `nuon workflows approve {}` or `nuon workflows deny {}`",
+                    wf.id, wf.id
+                );
+            }
+            return Ok(wf);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Starts a workflow and, with `wait`, follows it to its end.
+pub(crate) async fn start(
+    g: &Global,
+    install: &str,
+    kind: WorkflowKind,
+    component: Option<&str>,
+    wait: bool,
+    logs: bool,
+) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let wf = client.create_workflow(install, kind, component).await?;
+    if !wait {
+        if g.json {
+            print_json(&wf)?;
+        } else {
+            println!(
+                "workflow {} ({}) started with {} steps; follow it with `nuon workflows watch {}`",
+                wf.id,
+                kind_name(kind),
+                wf.steps.len(),
+                wf.id
+            );
+        }
+        return Ok(0);
+    }
+    let done = watch(&client, wf.id.as_str(), logs, true).await?;
+    if g.json {
+        print_json(&done)?;
+    }
+    Ok(exit_of(&done))
+}
+
+pub(crate) async fn outputs(g: &Global, install: &str) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let o = client.install_outputs(install).await?;
+    if g.json {
+        print_json(&o)?;
+        return Ok(0);
+    }
+    let mut rows = Vec::new();
+    for (k, v) in &o.sandbox {
+        rows.push(vec!["sandbox".into(), k.clone(), v.to_string()]);
+    }
+    for (c, outs) in &o.components {
+        for (k, v) in outs {
+            rows.push(vec![c.clone(), k.clone(), v.to_string()]);
+        }
+    }
+    table(&["FROM", "OUTPUT", "VALUE"], rows);
+    Ok(0)
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkflowActCommand {
+    /// Approve the step that waits for an approval (or --step).
+    Approve {
+        /// The workflow's id.
+        id: String,
+        /// The step, by index or name (`apply database`).
+        #[arg(long)]
+        step: Option<String>,
+    },
+    /// Deny the step that waits for an approval (or --step): it and the
+    /// steps that depend on it are skipped.
+    Deny {
+        /// The workflow's id.
+        id: String,
+        /// The step, by index or name.
+        #[arg(long)]
+        step: Option<String>,
+    },
+    /// Cancel a workflow.
+    Cancel {
+        /// The workflow's id.
+        id: String,
+    },
+    /// Retry a failed workflow from its failed step (an apply from its plan).
+    Retry {
+        /// The workflow's id.
+        id: String,
+        /// The step, by index or name.
+        #[arg(long)]
+        step: Option<String>,
+        /// Follow the workflow to its end.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Follow a workflow's steps until it ends.
+    Watch {
+        /// The workflow's id.
+        id: String,
+        /// Print the log lines of its jobs too.
+        #[arg(long)]
+        logs: bool,
+    },
+}
+
+pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let (wf, follow) = match command {
+        WorkflowActCommand::Approve { id, step } => {
+            (client.approve_step(id, step.as_deref()).await?, false)
+        }
+        WorkflowActCommand::Deny { id, step } => (client.deny_step(id, step.as_deref()).await?, false),
+        WorkflowActCommand::Cancel { id } => (client.cancel_workflow(id).await?, false),
+        WorkflowActCommand::Retry { id, step, wait } => {
+            (client.retry_workflow(id, step.as_deref()).await?, *wait)
+        }
+        WorkflowActCommand::Watch { id, logs } => {
+            let wf = watch(&client, id, *logs, false).await?;
+            if g.json {
+                print_json(&wf)?;
+            }
+            return Ok(exit_of(&wf));
+        }
+    };
+    if follow {
+        let wf = watch(&client, wf.id.as_str(), false, true).await?;
+        return Ok(exit_of(&wf));
+    }
+    if g.json {
+        print_json(&wf)?;
+    } else {
+        println!("workflow {} is {}", wf.id, wf.status);
+        for s in wf.steps.iter().filter(|s| s.status != "pending") {
+            println!("  {:<32} {}", s.name, s.status);
+        }
+    }
+    Ok(0)
+}

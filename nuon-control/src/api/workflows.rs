@@ -1,0 +1,451 @@
+//! Builds, workflows and outputs on the Control API: starting a workflow
+//! (checked before any job runs: components that deploy, builds, inputs
+//! and secrets its templates read), approving, denying, cancelling and
+//! retrying its steps (through the executor), an install's outputs, and
+//! building an app's components on the org's build runner.
+
+use std::collections::BTreeSet;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use nuon_core::app::{Source, source_dir};
+use nuon_core::wire::{
+    BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow, InstallOutputs, StepChoice,
+    WorkflowInfo, routes,
+};
+use nuon_core::workflow::{self, StepKind};
+use nuon_core::{
+    BuildJob, BuildSource, Job, JobId, JobSpec, RetryPolicy, SourceFileContents, WorkflowId,
+    now_ms,
+};
+
+use super::apps::{app_of, install_of, latest_config};
+use super::control::require_admin;
+use super::doc::Op;
+use super::{ApiAuth, Body, SharedState};
+use crate::error::Error;
+use crate::executor::{
+    Act, deployable, latest_builds, precheck_templates, render_context,
+};
+use crate::store::{NewJob, NewWorkflow};
+
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::post(routes::INSTALL_WORKFLOWS, "createWorkflow", "Start a workflow (provision, deploy, teardown, deprovision, reprovision) on an install; it queues behind the install's running workflow.", post(create_workflow))
+            .takes::<CreateWorkflow>()
+            .returns::<WorkflowInfo>(201),
+        Op::post(routes::WORKFLOW_APPROVE, "approveWorkflowStep", "Approve the step that waits for an approval (or the one named).", post(approve))
+            .takes::<StepChoice>()
+            .returns::<WorkflowInfo>(200),
+        Op::post(routes::WORKFLOW_DENY, "denyWorkflowStep", "Deny the step that waits for an approval: it and every step that depends on it are skipped.", post(deny))
+            .takes::<StepChoice>()
+            .returns::<WorkflowInfo>(200),
+        Op::post(routes::WORKFLOW_CANCEL, "cancelWorkflow", "Cancel a workflow: its running job is cancelled, its other steps will not run.", post(cancel))
+            .takes::<StepChoice>()
+            .returns::<WorkflowInfo>(200),
+        Op::post(routes::WORKFLOW_RETRY, "retryWorkflow", "Retry a failed or cancelled workflow from its failed step (an apply from its plan).", post(retry))
+            .takes::<StepChoice>()
+            .returns::<WorkflowInfo>(200),
+        Op::get(routes::INSTALL_OUTPUTS, "getInstallOutputs", "The Terraform outputs of an install's sandbox and components.", get(outputs))
+            .returns::<InstallOutputs>(200),
+        Op::post(routes::APP_BUILDS, "createBuilds", "Build the components (and sandbox) of the app's latest config version on the org's build runner.", post(create_builds))
+            .takes::<CreateBuilds>()
+            .returns::<BuildList>(201),
+        Op::get(routes::APP_BUILDS, "listBuilds", "An app's builds, newest first.", get(list_builds))
+            .returns::<BuildList>(200),
+        Op::get(routes::BUILD, "getBuild", "One build.", get(get_build)).returns::<BuildInfo>(200),
+    ]
+}
+
+async fn create_workflow(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+    Body(req): Body<CreateWorkflow>,
+) -> Result<(StatusCode, Json<WorkflowInfo>), Error> {
+    require_admin(&auth)?;
+    let org = &auth.0.org_id;
+    let install = install_of(&state, &auth, &key).await?;
+    let app = app_of(&state, &auth, install.app_id.as_str()).await?;
+    let latest = latest_config(&state, &auth, &app).await?;
+    let config = &latest.config;
+    if let Some(c) = &req.component
+        && config.component(c).is_none()
+    {
+        let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::not_found(format!(
+            "app {} has no component {c:?}{} (components: {})",
+            app.name,
+            nuon_core::app::did_you_mean(c, names.iter().copied()),
+            names.join(", ")
+        )));
+    }
+    let steps = workflow::plan(
+        config,
+        req.kind,
+        install.approval == "prompt",
+        req.component.as_deref(),
+    );
+    if steps.is_empty() {
+        return Err(Error::bad_request(format!(
+            "a {:?} workflow of app {} has no steps: the app has no sandbox and no components",
+            req.kind, app.name
+        )));
+    }
+    let mut targets = BTreeSet::new();
+    let mut problems = Vec::new();
+    for s in &steps {
+        match (s.kind, &s.target) {
+            (StepKind::SandboxSync, _) => {
+                targets.insert("sandbox".to_owned());
+            }
+            (StepKind::Sync, Some(c)) => {
+                if let Some(comp) = config.component(c)
+                    && let Err(e) = deployable(comp)
+                {
+                    problems.push(e);
+                }
+                targets.insert(c.clone());
+            }
+            _ => {}
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::bad_request(problems.join("; ")));
+    }
+    let builds = latest_builds(&state, org, &app.id, latest.version).await?;
+    let unbuilt: Vec<&str> = targets
+        .iter()
+        .filter(|t| !builds.contains_key(*t))
+        .map(String::as_str)
+        .collect();
+    if !unbuilt.is_empty() {
+        return Err(Error::conflict(
+            "not_built",
+            format!(
+                "config version {} of app {} has no successful build of {}: run `nuon builds create --app {} --wait` first",
+                latest.version,
+                app.name,
+                unbuilt.join(", "),
+                app.name
+            ),
+        ));
+    }
+    let ctx = render_context(&state, org, &install, &app.name).map_err(Error::internal)?;
+    let problems = precheck_templates(config, &ctx, &targets);
+    if !problems.is_empty() {
+        return Err(Error::bad_request(format!(
+            "the workflow would fail before it starts: {}",
+            problems.join("; ")
+        )));
+    }
+    if install.config_version != latest.version {
+        state
+            .store
+            .set_install_config(org, &install.id, latest.version)
+            .await?;
+    }
+    let wf = state
+        .store
+        .create_workflow(
+            org,
+            NewWorkflow {
+                id: WorkflowId::generate(),
+                install_id: install.id.clone(),
+                kind: req.kind,
+                config_version: latest.version,
+                component: req.component,
+                steps,
+            },
+        )
+        .await?;
+    tracing::info!(workflow = %wf.id, install = %install.id, kind = ?wf.kind, "workflow created");
+    state.executor.wake();
+    Ok((StatusCode::CREATED, Json(wf)))
+}
+
+async fn act(
+    state: SharedState,
+    auth: ApiAuth,
+    raw: String,
+    act: Act,
+    step: Option<String>,
+) -> Result<Json<WorkflowInfo>, Error> {
+    require_admin(&auth)?;
+    let id: WorkflowId = super::path_id("workflow", &raw)?;
+    state.executor.act(&auth.0.org_id, &id, act, step).await?;
+    state.executor.wake();
+    state
+        .store
+        .get_workflow(&auth.0.org_id, &id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))
+}
+
+async fn approve(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+    Body(req): Body<StepChoice>,
+) -> Result<Json<WorkflowInfo>, Error> {
+    act(state, auth, raw, Act::Approve, req.step).await
+}
+
+async fn deny(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+    Body(req): Body<StepChoice>,
+) -> Result<Json<WorkflowInfo>, Error> {
+    act(state, auth, raw, Act::Deny, req.step).await
+}
+
+async fn cancel(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+    Body(req): Body<StepChoice>,
+) -> Result<Json<WorkflowInfo>, Error> {
+    act(state, auth, raw, Act::Cancel, req.step).await
+}
+
+async fn retry(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+    Body(req): Body<StepChoice>,
+) -> Result<Json<WorkflowInfo>, Error> {
+    act(state, auth, raw, Act::Retry, req.step).await
+}
+
+async fn outputs(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<InstallOutputs>, Error> {
+    let install = install_of(&state, &auth, &key).await?;
+    Ok(Json(
+        install
+            .outputs_json
+            .as_deref()
+            .and_then(|o| serde_json::from_str(o).ok())
+            .unwrap_or_default(),
+    ))
+}
+
+/// A repository name from free text: lowercase letters, digits and `-`.
+fn repo_part(s: &str) -> String {
+    let mapped: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = mapped.trim_matches('-');
+    if trimmed.is_empty() {
+        "x".into()
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+/// Where a component's source comes from, for its build job.
+fn build_source(
+    who: &str,
+    source: &Source,
+    sources: &[ConfigFile],
+    version: u32,
+) -> Result<BuildSource, String> {
+    match source {
+        Source::Path { path } => {
+            let dir = source_dir(path).map_err(|e| format!("{who}: {e}"))?;
+            let prefix = if dir.is_empty() {
+                String::new()
+            } else {
+                format!("{dir}/")
+            };
+            let files: Vec<SourceFileContents> = sources
+                .iter()
+                .filter_map(|f| {
+                    f.path.strip_prefix(&prefix).map(|rel| SourceFileContents {
+                        path: rel.to_owned(),
+                        contents: f.contents.clone(),
+                    })
+                })
+                .collect();
+            if files.is_empty() {
+                return Err(format!(
+                    "{who}: config version {version} has no source files under {path:?}; sync the app with `nuon apps sync DIR`, which uploads the files of path sources"
+                ));
+            }
+            Ok(BuildSource::Files { files })
+        }
+        Source::Git {
+            repo,
+            directory,
+            branch,
+        } => Ok(BuildSource::Git {
+            url: repo.clone(),
+            branch: branch.clone(),
+            directory: directory.clone(),
+        }),
+        Source::PublicRepo {
+            repo,
+            directory,
+            branch,
+        } => Ok(BuildSource::Git {
+            url: if repo.contains("://") || repo.starts_with("git@") {
+                repo.clone()
+            } else {
+                format!("https://github.com/{repo}.git")
+            },
+            branch: branch.clone(),
+            directory: directory.clone(),
+        }),
+        _ => Err(format!(
+            "{who}: its source cannot be built yet (only path, git and public_repo sources of Terraform modules)"
+        )),
+    }
+}
+
+async fn create_builds(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+    Body(req): Body<CreateBuilds>,
+) -> Result<(StatusCode, Json<BuildList>), Error> {
+    require_admin(&auth)?;
+    let org = &auth.0.org_id;
+    let app = app_of(&state, &auth, &key).await?;
+    let latest = latest_config(&state, &auth, &app).await?;
+    let stored = state
+        .store
+        .get_config(org, &app.id, Some(latest.version))
+        .await?
+        .ok_or_else(|| Error::not_found("the config version vanished"))?;
+    let sources: Vec<ConfigFile> = serde_json::from_str(&stored.sources_json)
+        .map_err(|e| Error::internal(format!("stored sources unreadable: {e}")))?;
+    let config = &latest.config;
+    let mut wanted: Vec<(String, Source)> = Vec::new();
+    if let Some(sb) = &config.sandbox
+        && req.component.as_deref().is_none_or(|c| c == "sandbox")
+    {
+        wanted.push(("sandbox".into(), sb.source.clone()));
+    }
+    let mut problems = Vec::new();
+    for c in &config.components {
+        if req.component.as_deref().is_some_and(|w| w != c.name) {
+            continue;
+        }
+        if let Err(e) = deployable(c) {
+            if req.component.is_some() {
+                problems.push(e);
+            }
+            continue;
+        }
+        wanted.push((c.name.clone(), c.source.clone()));
+    }
+    if let Some(c) = &req.component
+        && wanted.is_empty()
+        && problems.is_empty()
+    {
+        return Err(Error::not_found(format!(
+            "app {} has no component {c:?} (and no sandbox by that name)",
+            app.name
+        )));
+    }
+    let runner = state.store.build_runner(org).await?.ok_or_else(|| {
+        Error::conflict(
+            "no_build_runner",
+            "this org has no build runner (its token may be revoked)",
+        )
+    })?;
+    let mut jobs = Vec::new();
+    for (who, source) in &wanted {
+        let label = if who == "sandbox" {
+            "the sandbox".to_owned()
+        } else {
+            format!("component {who:?}")
+        };
+        match build_source(&label, source, &sources, latest.version) {
+            Ok(src) => jobs.push((who.clone(), src)),
+            Err(e) => problems.push(e),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::bad_request(problems.join("; ")));
+    }
+    let key = state.signing_key(org).await?;
+    let mut builds = Vec::new();
+    for (who, source) in jobs {
+        let job_id = JobId::generate();
+        let payload = BuildJob {
+            component: who.clone(),
+            repo: format!("{}/{}", repo_part(app.id.as_str()), repo_part(&who)),
+            tag: repo_part(job_id.as_str()),
+            source,
+        };
+        let spec = JobSpec {
+            job_id,
+            org_id: org.clone(),
+            runner_id: runner.clone(),
+            kind: BuildJob::KIND.into(),
+            payload: serde_json::to_value(&payload)
+                .map_err(|e| Error::internal(format!("cannot encode build: {e}")))?,
+            timeout_secs: 1800,
+            retry: RetryPolicy { max_attempts: 2 },
+            created_at_ms: now_ms(),
+        };
+        let spec_json = serde_json::to_string(&spec)
+            .map_err(|e| Error::internal(format!("cannot encode build: {e}")))?;
+        let signature = key.sign(spec_json.as_bytes());
+        let b = state
+            .store
+            .enqueue_build(
+                NewJob {
+                    spec,
+                    spec_json,
+                    signature,
+                },
+                &app.id,
+                latest.version,
+                &who,
+            )
+            .await?;
+        tracing::info!(build = %b.id, app = %app.id, component = %who, "build queued");
+        builds.push(b);
+    }
+    state.runners.wake(&runner);
+    Ok((StatusCode::CREATED, Json(BuildList { builds })))
+}
+
+async fn list_builds(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<BuildList>, Error> {
+    let app = app_of(&state, &auth, &key).await?;
+    let builds = state.store.list_builds(&auth.0.org_id, &app.id).await?;
+    Ok(Json(BuildList { builds }))
+}
+
+async fn get_build(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+) -> Result<Json<BuildInfo>, Error> {
+    let id: JobId = super::path_id("build", &raw)?;
+    state
+        .store
+        .get_build(&auth.0.org_id, &id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| Error::not_found(format!("no build {raw:?}")))
+}

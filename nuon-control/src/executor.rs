@@ -1,0 +1,1057 @@
+//! The workflow executor: one task that moves every active workflow
+//! forward, one step at a time.
+//!
+//! A workflow's steps run in order. A step is dispatched as a signed job to
+//! the install's runner (`sync`, `terraform` or `exec`), with its templates
+//! rendered from the install's inputs, secrets and the outputs the sandbox
+//! and earlier components reported. An apply that needs an approval waits
+//! for one (unless its plan changes nothing). When the job ends, its
+//! outputs are kept on the step (a plan's changes) and on the install (an
+//! apply's Terraform outputs); a failure fails the workflow, which can be
+//! retried from the failed step. Only the oldest active workflow of an
+//! install moves; the others queue behind it.
+//!
+//! Every change to workflow state goes through this task (API requests to
+//! approve, deny, cancel or retry are messages to it), so two writers never
+//! race on a step. Jobs ending, workflows created and approvals wake it;
+//! a one-second tick covers anything missed.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use nuon_core::app::template::{self, Reference, RenderContext};
+use nuon_core::app::{AppConfig, Component, ComponentKind};
+use nuon_core::wire::{BuildInfo, InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
+use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys, left_out_by_denial};
+use nuon_core::{
+    AppId, ArtifactRef, ExecJob, HttpBackend, Job, JobId, JobSpec, JobStatus, OrgId, RetryPolicy,
+    SyncJob, TerraformAction, TerraformJob, WorkflowId, now_ms,
+};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::api::SharedState;
+use crate::api::apps::{Sealed, seal_context};
+use crate::error::Error;
+use crate::store::{NewJob, StateToken, StepUpdate, StoredInstall};
+
+/// What an operator asks of a workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Act {
+    Approve,
+    Deny,
+    Cancel,
+    Retry,
+}
+
+struct Request {
+    org: OrgId,
+    workflow: WorkflowId,
+    act: Act,
+    step: Option<String>,
+    reply: oneshot::Sender<Result<(), Error>>,
+}
+
+enum Msg {
+    Wake,
+    Act(Request),
+}
+
+/// The handle handlers use to reach the executor task.
+pub(crate) struct Executor {
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<Msg>>>,
+}
+
+impl Executor {
+    pub(crate) fn new() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Executor {
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+
+    /// Something changed (a job ended, a workflow was created): look again.
+    pub(crate) fn wake(&self) {
+        let _ = self.tx.send(Msg::Wake);
+    }
+
+    /// Applies `act` to a workflow, in the executor's order.
+    pub(crate) async fn act(
+        &self,
+        org: &OrgId,
+        workflow: &WorkflowId,
+        act: Act,
+        step: Option<String>,
+    ) -> Result<(), Error> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Act(Request {
+                org: org.clone(),
+                workflow: workflow.clone(),
+                act,
+                step,
+                reply,
+            }))
+            .map_err(|_| shutting_down())?;
+        rx.await.map_err(|_| shutting_down())?
+    }
+}
+
+fn shutting_down() -> Error {
+    Error::api(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "shutting_down",
+        "the control plane is shutting down; try again when it is back",
+    )
+}
+
+/// Runs until the server shuts down.
+pub(crate) async fn run(state: SharedState) {
+    let Some(mut rx) = state.executor.rx.lock().expect("executor lock").take() else {
+        return;
+    };
+    loop {
+        advance_all(&state).await;
+        let msg = tokio::select! {
+            m = rx.recv() => m,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => Some(Msg::Wake),
+            _ = state.shutting_down() => None,
+        };
+        let Some(msg) = msg else { return };
+        let mut next = Some(msg);
+        while let Some(m) = next.take() {
+            if let Msg::Act(r) = m {
+                let result = act(&state, &r).await;
+                let _ = r.reply.send(result);
+            }
+            next = rx.try_recv().ok();
+        }
+    }
+}
+
+async fn advance_all(state: &SharedState) {
+    let active = match state.store.active_workflows().await {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot list active workflows");
+            return;
+        }
+    };
+    let mut busy = HashSet::new();
+    for (org, id) in active {
+        let wf = match state.store.get_workflow(&org, &id).await {
+            Ok(Some(wf)) => wf,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::error!(workflow = %id, error = %e, "cannot load workflow");
+                continue;
+            }
+        };
+        // The oldest active workflow of an install moves; the rest queue.
+        if !busy.insert(wf.install_id.clone()) {
+            continue;
+        }
+        if let Err(e) = advance(state, &org, wf).await {
+            tracing::error!(workflow = %id, error = %e, "workflow did not advance");
+        }
+    }
+}
+
+/// What dispatching needs about a workflow's install and app.
+struct Ctx {
+    org: OrgId,
+    wf: WorkflowInfo,
+    install: StoredInstall,
+    app_name: String,
+    config: AppConfig,
+    builds: BTreeMap<String, ArtifactRef>,
+}
+
+async fn load(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<Ctx, Error> {
+    let install = state
+        .store
+        .find_install(org, wf.install_id.as_str())
+        .await?
+        .ok_or_else(|| Error::not_found(format!("install {} is gone", wf.install_id)))?;
+    let (app_name, config) = app_config(state, org, &install.app_id, wf.config_version).await?;
+    let builds = latest_builds(state, org, &install.app_id, wf.config_version).await?;
+    Ok(Ctx {
+        org: org.clone(),
+        wf,
+        install,
+        app_name,
+        config,
+        builds,
+    })
+}
+
+/// An app's name and one of its config versions.
+pub(crate) async fn app_config(
+    state: &SharedState,
+    org: &OrgId,
+    app: &AppId,
+    version: u32,
+) -> Result<(String, AppConfig), Error> {
+    let app_info = state
+        .store
+        .find_app(org, app.as_str())
+        .await?
+        .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
+    let stored = state
+        .store
+        .get_config(org, app, Some(version))
+        .await?
+        .ok_or_else(|| Error::not_found(format!("config version {version} of {app} is gone")))?;
+    let config = serde_json::from_str(&stored.config_json)
+        .map_err(|e| Error::internal(format!("stored config unreadable: {e}")))?;
+    Ok((app_info.name, config))
+}
+
+/// The artifact of the newest successful build of each component (and
+/// `sandbox`) of a config version.
+pub(crate) async fn latest_builds(
+    state: &SharedState,
+    org: &OrgId,
+    app: &AppId,
+    version: u32,
+) -> Result<BTreeMap<String, ArtifactRef>, Error> {
+    let mut out = BTreeMap::new();
+    for b in state.store.list_builds(org, app).await? {
+        if let BuildInfo {
+            status: JobStatus::Succeeded,
+            artifact: Some(a),
+            config_version,
+            component,
+            ..
+        } = b
+            && config_version == version
+        {
+            out.entry(component).or_insert(a);
+        }
+    }
+    Ok(out)
+}
+
+fn outputs_of(install: &StoredInstall) -> InstallOutputs {
+    install
+        .outputs_json
+        .as_deref()
+        .and_then(|o| serde_json::from_str(o).ok())
+        .unwrap_or_default()
+}
+
+fn state_during(kind: WorkflowKind) -> &'static str {
+    match kind {
+        WorkflowKind::Provision | WorkflowKind::Reprovision => "provisioning",
+        WorkflowKind::Deploy => "deploying",
+        WorkflowKind::Teardown => "tearing_down",
+        WorkflowKind::Deprovision => "deprovisioning",
+    }
+}
+
+fn update(status: &str, reason: Option<String>) -> StepUpdate {
+    StepUpdate {
+        status: status.into(),
+        reason,
+        ..StepUpdate::default()
+    }
+}
+
+async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(), Error> {
+    let mut cx = load(state, org, wf).await?;
+    let id = cx.wf.id.clone();
+    if cx.wf.status == "pending" {
+        state.store.set_workflow_status(org, &id, "running").await?;
+        cx.wf.status = "running".into();
+        let outputs = cx.install.outputs_json.clone().unwrap_or_else(|| "{}".into());
+        state
+            .store
+            .set_install_outputs(org, &cx.install.id, &outputs, state_during(cx.wf.kind))
+            .await?;
+        tracing::info!(workflow = %id, install = %cx.install.id, kind = ?cx.wf.kind, "workflow started");
+    }
+    for i in 0..cx.wf.steps.len() {
+        let step = cx.wf.steps[i].clone();
+        match step.status.as_str() {
+            "succeeded" | "skipped" | "denied" | "cancelled" => continue,
+            "running" => {
+                let Some(job_id) = &step.job_id else {
+                    return fail(state, &cx, &step, "the step lost its job".into()).await;
+                };
+                let job = state
+                    .store
+                    .get_job(org, job_id)
+                    .await?
+                    .ok_or_else(|| Error::internal(format!("job {job_id} is gone")))?;
+                if !job.status.is_terminal() {
+                    return Ok(());
+                }
+                if job.status != JobStatus::Succeeded {
+                    let reason = failure_reason(state, &job).await;
+                    return fail(state, &cx, &step, reason).await;
+                }
+                succeeded(state, &mut cx, i, &job).await?;
+            }
+            "waiting_approval" if step.approved_at_ms.is_none() => return Ok(()),
+            "pending" if step.needs_approval && step.approved_at_ms.is_none() => {
+                if plan_changes_nothing(&cx.wf.steps, i) {
+                    state
+                        .store
+                        .update_step(
+                            org,
+                            &id,
+                            step.index,
+                            StepUpdate {
+                                status: "pending".into(),
+                                reason: Some("the plan changes nothing: no approval needed".into()),
+                                approved: Some(true),
+                                ..StepUpdate::default()
+                            },
+                        )
+                        .await?;
+                    return dispatch_or_fail(state, &cx, &step).await;
+                }
+                state
+                    .store
+                    .update_step(org, &id, step.index, update("waiting_approval", None))
+                    .await?;
+                tracing::info!(workflow = %id, step = %step.name, "waiting for approval");
+                return Ok(());
+            }
+            "pending" | "waiting_approval" => return dispatch_or_fail(state, &cx, &step).await,
+            _ => {
+                // A failed step: the workflow failed with it.
+                state.store.set_workflow_status(org, &id, "failed").await?;
+                return Ok(());
+            }
+        }
+    }
+    let skipped = cx
+        .wf
+        .steps
+        .iter()
+        .any(|s| s.status == "skipped" || s.status == "denied");
+    let status = if skipped { "partial" } else { "succeeded" };
+    state.store.set_workflow_status(org, &id, status).await?;
+    let install_state = match cx.wf.kind {
+        WorkflowKind::Deprovision if cx.wf.component.is_none() && !skipped => "deprovisioned",
+        _ => "active",
+    };
+    let outputs = state
+        .store
+        .find_install(org, cx.install.id.as_str())
+        .await?
+        .and_then(|i| i.outputs_json)
+        .unwrap_or_else(|| "{}".into());
+    state
+        .store
+        .set_install_outputs(org, &cx.install.id, &outputs, install_state)
+        .await?;
+    tracing::info!(workflow = %id, status, "workflow ended");
+    Ok(())
+}
+
+/// Whether the plan an approval step applies changes nothing.
+fn plan_changes_nothing(steps: &[WorkflowStepInfo], i: usize) -> bool {
+    let Some(plan) = plan_step_of(steps, i) else {
+        return false;
+    };
+    let c = &plan.outputs["changes"];
+    ["add", "change", "destroy"]
+        .iter()
+        .all(|k| c[*k].as_u64() == Some(0))
+}
+
+/// The plan step an apply step `i` applies: the nearest earlier plan of
+/// its target.
+fn plan_step_of(steps: &[WorkflowStepInfo], i: usize) -> Option<&WorkflowStepInfo> {
+    let me = &steps[i];
+    steps[..i].iter().rev().find(|s| {
+        s.target == me.target
+            && matches!(
+                s.kind,
+                StepKind::Plan
+                    | StepKind::DestroyPlan
+                    | StepKind::SandboxPlan
+                    | StepKind::SandboxDestroyPlan
+            )
+    })
+}
+
+async fn failure_reason(state: &SharedState, job: &JobInfo) -> String {
+    let mut reason = job
+        .reason
+        .clone()
+        .unwrap_or_else(|| format!("its job ended {}", job.status));
+    match state.store.release_locks_of_job(&job.id).await {
+        Ok(released) => {
+            for (component, lock) in released {
+                reason.push_str(&format!(
+                    "; the Terraform state lock of {component} its job held ({}) was released",
+                    lock.id
+                ));
+            }
+        }
+        Err(e) => reason.push_str(&format!(
+            "; the state locks of its job could not be checked ({e}): see `nuon installs state list`"
+        )),
+    }
+    reason
+}
+
+async fn fail(
+    state: &SharedState,
+    cx: &Ctx,
+    step: &WorkflowStepInfo,
+    reason: String,
+) -> Result<(), Error> {
+    tracing::warn!(workflow = %cx.wf.id, step = %step.name, %reason, "step failed");
+    state
+        .store
+        .update_step(&cx.org, &cx.wf.id, step.index, update("failed", Some(reason)))
+        .await?;
+    state
+        .store
+        .set_workflow_status(&cx.org, &cx.wf.id, "failed")
+        .await?;
+    let outputs = cx.install.outputs_json.clone().unwrap_or_else(|| "{}".into());
+    state
+        .store
+        .set_install_outputs(&cx.org, &cx.install.id, &outputs, "failed")
+        .await
+        .map_err(Into::into)
+}
+
+/// Records a step's success: its outputs, and an apply's or destroy's
+/// effect on the install's outputs.
+async fn succeeded(state: &SharedState, cx: &mut Ctx, i: usize, job: &JobInfo) -> Result<(), Error> {
+    let step = cx.wf.steps[i].clone();
+    let outputs = job.outputs.clone();
+    if applies_a_plan(step.kind) {
+        let mut all = match state.store.find_install(&cx.org, cx.install.id.as_str()).await? {
+            Some(i) => outputs_of(&i),
+            None => InstallOutputs::default(),
+        };
+        let tf: serde_json::Map<String, Value> = job.outputs["outputs"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        match (step.kind, &step.target) {
+            (StepKind::SandboxApply, _) => all.sandbox = tf,
+            (StepKind::SandboxDestroy, _) => all.sandbox.clear(),
+            (StepKind::Apply, Some(c)) => {
+                all.components.insert(c.clone(), tf);
+            }
+            (StepKind::Destroy, Some(c)) => {
+                all.components.remove(c);
+            }
+            _ => {}
+        }
+        let json = serde_json::to_string(&all)
+            .map_err(|e| Error::internal(format!("cannot encode outputs: {e}")))?;
+        state
+            .store
+            .set_install_outputs(&cx.org, &cx.install.id, &json, state_during(cx.wf.kind))
+            .await?;
+        cx.install.outputs_json = Some(json);
+    }
+    state
+        .store
+        .update_step(
+            &cx.org,
+            &cx.wf.id,
+            step.index,
+            StepUpdate {
+                status: "succeeded".into(),
+                reason: step.reason.clone(),
+                outputs_json: Some(outputs.to_string()),
+                ..StepUpdate::default()
+            },
+        )
+        .await?;
+    cx.wf.steps[i].status = "succeeded".into();
+    cx.wf.steps[i].outputs = outputs;
+    Ok(())
+}
+
+async fn dispatch_or_fail(
+    state: &SharedState,
+    cx: &Ctx,
+    step: &WorkflowStepInfo,
+) -> Result<(), Error> {
+    match job_for(state, cx, step) {
+        Ok((spec, token)) => {
+            let spec_json = serde_json::to_string(&spec)
+                .map_err(|e| Error::internal(format!("cannot encode job: {e}")))?;
+            let signature = state.signing_key(&cx.org).await?.sign(spec_json.as_bytes());
+            let job_id = spec.job_id.clone();
+            state
+                .store
+                .dispatch_step(
+                    &cx.org,
+                    &cx.wf.id,
+                    step.index,
+                    NewJob {
+                        spec,
+                        spec_json,
+                        signature,
+                    },
+                    token,
+                )
+                .await?;
+            state.runners.wake(&cx.install.runner_id);
+            tracing::info!(workflow = %cx.wf.id, step = %step.name, job = %job_id, "step dispatched");
+            Ok(())
+        }
+        Err(reason) => fail(state, cx, step, reason).await,
+    }
+}
+
+/// The install's values for templates.
+pub(crate) fn render_context(
+    state: &SharedState,
+    org: &OrgId,
+    install: &StoredInstall,
+    app_name: &str,
+) -> Result<RenderContext, String> {
+    let mut inputs: BTreeMap<String, Value> =
+        serde_json::from_str(&install.inputs_json).map_err(|e| format!("stored inputs: {e}"))?;
+    let sealed: Sealed =
+        serde_json::from_str(&install.sealed_json).map_err(|e| format!("stored secrets: {e}"))?;
+    for (name, s) in &sealed.inputs {
+        let v = state
+            .secrets
+            .open(s, &seal_context(&install.id, "input", name))
+            .map_err(|e| format!("sensitive input {name:?}: {e}"))?;
+        inputs.insert(name.clone(), Value::String(v));
+    }
+    let mut secrets = BTreeMap::new();
+    for (name, s) in &sealed.secrets {
+        let v = state
+            .secrets
+            .open(s, &seal_context(&install.id, "secret", name))
+            .map_err(|e| format!("secret {name:?}: {e}"))?;
+        secrets.insert(name.clone(), v);
+    }
+    let outputs = outputs_of(install);
+    Ok(RenderContext {
+        install_id: install.id.to_string(),
+        install_name: install.name.clone(),
+        app_id: install.app_id.to_string(),
+        app_name: app_name.to_owned(),
+        org_id: org.to_string(),
+        inputs,
+        sandbox_outputs: Value::Object(outputs.sandbox),
+        component_outputs: outputs
+            .components
+            .into_iter()
+            .map(|(k, v)| (k, Value::Object(v)))
+            .collect(),
+        secrets,
+    })
+}
+
+/// Renders every string in `v`. A template that renders to nothing is an
+/// error: a Terraform variable set to "" by accident deploys wrong.
+fn render_value(v: &Value, ctx: &RenderContext, what: &str) -> Result<Value, String> {
+    Ok(match v {
+        Value::String(s) => Value::String(render_text(s, ctx, what)?),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .enumerate()
+                .map(|(i, x)| render_value(x, ctx, &format!("{what}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| Ok((k.clone(), render_value(x, ctx, &format!("{what}.{k}"))?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+fn render_text(s: &str, ctx: &RenderContext, what: &str) -> Result<String, String> {
+    let out = template::render(s, ctx).map_err(|e| format!("{what}: {}", e.message))?;
+    if out.trim().is_empty() && s.contains("{{") {
+        return Err(format!(
+            "{what}: {s:?} renders to nothing; give the value it reads (an input, secret or output) a value"
+        ));
+    }
+    Ok(out)
+}
+
+/// Checks, before a workflow starts, that every input and secret its
+/// templates read has a value (outputs are known only as it runs).
+pub(crate) fn precheck_templates(
+    config: &AppConfig,
+    ctx: &RenderContext,
+    targets: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut check = |what: String, text: &str| {
+        let (actions, _) = template::scan(text);
+        for a in actions {
+            if a.default.is_some() {
+                continue;
+            }
+            let missing = match &a.reference {
+                Reference::Input(n) => ctx
+                    .inputs
+                    .get(n)
+                    .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+                    .then(|| format!("input {n:?} has no value (set it with `nuon installs inputs set`)")),
+                Reference::Secret(n) => ctx
+                    .secrets
+                    .get(n)
+                    .is_none_or(|v| v.is_empty())
+                    .then(|| format!("secret {n:?} has no value (give it with `nuon installs create --secret {n}=...`)")),
+                _ => None,
+            };
+            if let Some(m) = missing {
+                problems.push(format!("{what}: {} renders to nothing: {m}", a.written));
+            }
+        }
+    };
+    let mut strings = |who: &str, vars: &BTreeMap<String, Value>, env: &BTreeMap<String, String>| {
+        for (k, v) in vars {
+            for s in strings_of(v) {
+                check(format!("{who} var {k}"), s);
+            }
+        }
+        for (k, v) in env {
+            check(format!("{who} env var {k}"), v);
+        }
+    };
+    if let Some(sb) = &config.sandbox
+        && targets.contains("sandbox")
+    {
+        strings("sandbox", &sb.vars, &sb.env_vars);
+    }
+    for c in config.components.iter().filter(|c| targets.contains(&c.name)) {
+        strings(&format!("component {}", c.name), &c.vars, &c.env_vars);
+    }
+    problems
+}
+
+fn strings_of(v: &Value) -> Vec<&str> {
+    match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().flat_map(strings_of).collect(),
+        Value::Object(m) => m.values().flat_map(strings_of).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a component deploys through a plugin that exists now.
+pub(crate) fn deployable(c: &Component) -> Result<(), String> {
+    match c.kind {
+        ComponentKind::TerraformModule => Ok(()),
+        other => Err(format!(
+            "component {:?} is a {}: only terraform_module components deploy so far",
+            c.name,
+            other.as_str()
+        )),
+    }
+}
+
+/// The module of a step's target: its build's artifact.
+fn artifact(cx: &Ctx, target: &str) -> Result<ArtifactRef, String> {
+    cx.builds.get(target).cloned().ok_or_else(|| {
+        format!(
+            "{target} has no successful build of config version {}: run `nuon builds create --app {}`",
+            cx.wf.config_version, cx.app_name
+        )
+    })
+}
+
+fn timeout_of(text: Option<&str>, default: Duration) -> Result<u64, String> {
+    match text {
+        Some(t) => nuon_core::parse_duration(t)
+            .map(|d| d.as_secs().max(1))
+            .map_err(|e| format!("timeout {t:?}: {e}")),
+        None => Ok(default.as_secs()),
+    }
+}
+
+/// The job spec of a step, and the state token its Terraform gets.
+fn job_for(
+    state: &SharedState,
+    cx: &Ctx,
+    step: &WorkflowStepInfo,
+) -> Result<(JobSpec, Option<StateToken>), String> {
+    let target = step.target.clone().unwrap_or_else(|| "sandbox".into());
+    let spec = |kind: &str, payload: Value, timeout_secs: u64| JobSpec {
+        job_id: JobId::generate(),
+        org_id: cx.org.clone(),
+        runner_id: cx.install.runner_id.clone(),
+        kind: kind.into(),
+        payload,
+        timeout_secs,
+        retry: RetryPolicy { max_attempts: 1 },
+        created_at_ms: now_ms(),
+    };
+    match step.kind {
+        StepKind::Sync | StepKind::SandboxSync => {
+            let job = SyncJob {
+                artifact: artifact(cx, &target)?,
+            };
+            Ok((spec(SyncJob::KIND, encode(&job)?, 600), None))
+        }
+        StepKind::Action => {
+            let action = cx
+                .config
+                .actions
+                .iter()
+                .find(|a| a.name == target)
+                .ok_or_else(|| format!("action {target:?} is not in config version {}", cx.wf.config_version))?;
+            let ctx = render_context(state, &cx.org, &cx.install, &cx.app_name)?;
+            let mut script = String::from("set -e\n");
+            let mut env = BTreeMap::new();
+            for s in &action.steps {
+                let what = format!("action {} step {}", action.name, s.name);
+                let body = s
+                    .command
+                    .as_deref()
+                    .or(s.inline_contents.as_deref())
+                    .ok_or_else(|| format!("{what} has neither command nor inline_contents"))?;
+                script.push_str(&format!("echo '--- {}'\n", s.name.replace('\'', "")));
+                script.push_str(&render_text(body, &ctx, &what)?);
+                script.push('\n');
+                for (k, v) in &s.env_vars {
+                    env.insert(k.clone(), render_text(v, &ctx, &format!("{what} env {k}"))?);
+                }
+            }
+            let job = ExecJob {
+                command: "sh".into(),
+                args: vec!["-c".into(), script],
+                env,
+                dir: None,
+            };
+            let timeout = timeout_of(Some(&action.timeout), Duration::from_secs(600))?;
+            Ok((spec(ExecJob::KIND, encode(&job)?, timeout), None))
+        }
+        kind => {
+            let (version, vars, env_vars, var_files, deploy_timeout) = if target == "sandbox"
+                && step.target.is_none()
+            {
+                let sb = cx
+                    .config
+                    .sandbox
+                    .as_ref()
+                    .ok_or("the app config has no sandbox")?;
+                (
+                    Some(sb.terraform_version.clone()),
+                    &sb.vars,
+                    &sb.env_vars,
+                    &sb.var_files,
+                    None,
+                )
+            } else {
+                let c = cx
+                    .config
+                    .component(&target)
+                    .ok_or_else(|| format!("component {target:?} is not in config version {}", cx.wf.config_version))?;
+                deployable(c)?;
+                (
+                    c.terraform_version.clone(),
+                    &c.vars,
+                    &c.env_vars,
+                    &c.var_files,
+                    c.deploy_timeout.as_deref(),
+                )
+            };
+            let ctx = render_context(state, &cx.org, &cx.install, &cx.app_name)?;
+            let who = if step.target.is_none() {
+                "sandbox".to_owned()
+            } else {
+                format!("component {target}")
+            };
+            let vars = vars
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), render_value(v, &ctx, &format!("{who} var {k}"))?)))
+                .collect::<Result<BTreeMap<_, _>, String>>()?;
+            let env = env_vars
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), render_text(v, &ctx, &format!("{who} env var {k}"))?)))
+                .collect::<Result<BTreeMap<_, _>, String>>()?;
+            let var_files = var_files
+                .iter()
+                .enumerate()
+                .map(|(i, v)| render_text(v, &ctx, &format!("{who} var file {i}")))
+                .collect::<Result<Vec<_>, String>>()?;
+            let (action, plan) = if applies_a_plan(kind) {
+                let i = cx
+                    .wf
+                    .steps
+                    .iter()
+                    .position(|s| s.index == step.index)
+                    .unwrap_or(0);
+                let plan_step = plan_step_of(&cx.wf.steps, i)
+                    .filter(|p| p.status == "succeeded")
+                    .ok_or_else(|| format!("{} has no successful plan to apply", step.name))?;
+                let plan: ArtifactRef = serde_json::from_value(plan_step.outputs["plan"].clone())
+                    .map_err(|e| format!("the plan of {} is unreadable: {e}", plan_step.name))?;
+                (TerraformAction::Apply, Some(plan))
+            } else if destroys(kind) {
+                (TerraformAction::DestroyPlan, None)
+            } else {
+                (TerraformAction::Plan, None)
+            };
+            let token = nuon_core::token::issue_state_token();
+            let backend = HttpBackend {
+                address: format!(
+                    "{}/v1/runner/state/{target}",
+                    state.runner_url().trim_end_matches('/')
+                ),
+                username: "nuon".into(),
+                password: token.secret,
+            };
+            let job = TerraformJob {
+                action,
+                module: artifact(cx, &target)?,
+                terraform_version: version.unwrap_or_else(|| ">= 0.0.0".into()),
+                vars,
+                env,
+                var_files,
+                backend: Some(backend),
+                plan,
+            };
+            let timeout = timeout_of(deploy_timeout, Duration::from_secs(3600))?;
+            let state_token = StateToken {
+                hash: token.hash,
+                install_id: cx.install.id.clone(),
+                component: target,
+            };
+            Ok((
+                spec(TerraformJob::KIND, encode(&job)?, timeout),
+                Some(state_token),
+            ))
+        }
+    }
+}
+
+fn encode<T: serde::Serialize>(v: &T) -> Result<Value, String> {
+    serde_json::to_value(v).map_err(|e| format!("cannot encode the job: {e}"))
+}
+
+/// Finds the step `key` names (an index or a name), or the one `pick`
+/// chooses.
+fn find_step<'a>(
+    wf: &'a WorkflowInfo,
+    key: Option<&str>,
+    pick: impl Fn(&WorkflowStepInfo) -> bool,
+    what: &str,
+) -> Result<&'a WorkflowStepInfo, Error> {
+    match key {
+        Some(k) => wf
+            .steps
+            .iter()
+            .find(|s| s.name == k || s.index.to_string() == k)
+            .ok_or_else(|| {
+                Error::not_found(format!(
+                    "workflow {} has no step {k:?} (steps: {})",
+                    wf.id,
+                    wf.steps
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }),
+        None => wf.steps.iter().find(|s| pick(s)).ok_or_else(|| {
+            Error::conflict("no_such_step", format!("workflow {} has no step {what}", wf.id))
+        }),
+    }
+}
+
+async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
+    let org = &r.org;
+    let wf = state
+        .store
+        .get_workflow(org, &r.workflow)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no workflow {}", r.workflow)))?;
+    let id = &wf.id;
+    let active = wf.status == "pending" || wf.status == "running";
+    match r.act {
+        Act::Approve | Act::Deny => {
+            if !active {
+                return Err(Error::conflict(
+                    "workflow_ended",
+                    format!("workflow {id} has ended ({}); nothing waits for approval", wf.status),
+                ));
+            }
+            let step = find_step(
+                &wf,
+                r.step.as_deref(),
+                |s| s.status == "waiting_approval",
+                "waiting for approval",
+            )?;
+            let waiting = step.status == "waiting_approval"
+                || (step.status == "pending" && step.needs_approval);
+            if !waiting || step.approved_at_ms.is_some() {
+                return Err(Error::conflict(
+                    "not_waiting",
+                    format!(
+                        "step {:?} of workflow {id} does not wait for an approval (it is {})",
+                        step.name, step.status
+                    ),
+                ));
+            }
+            if r.act == Act::Approve {
+                state
+                    .store
+                    .update_step(
+                        org,
+                        id,
+                        step.index,
+                        StepUpdate {
+                            status: step.status.clone(),
+                            approved: Some(true),
+                            ..StepUpdate::default()
+                        },
+                    )
+                    .await?;
+                tracing::info!(workflow = %id, step = %step.name, "approved");
+            } else {
+                deny(state, org, &wf, step).await?;
+            }
+        }
+        Act::Cancel => {
+            if !active {
+                return Err(Error::conflict(
+                    "workflow_ended",
+                    format!("workflow {id} has ended ({}); there is nothing to cancel", wf.status),
+                ));
+            }
+            for s in &wf.steps {
+                match s.status.as_str() {
+                    "running" => {
+                        if let Some(j) = &s.job_id {
+                            state.store.request_cancel(org, j).await?;
+                            state.logs.wake(j);
+                        }
+                    }
+                    "pending" | "waiting_approval" => {}
+                    _ => continue,
+                }
+                state
+                    .store
+                    .update_step(org, id, s.index, update("cancelled", Some("the workflow was cancelled".into())))
+                    .await?;
+            }
+            state.store.set_workflow_status(org, id, "cancelled").await?;
+            tracing::info!(workflow = %id, "cancelled");
+        }
+        Act::Retry => {
+            if wf.status != "failed" && wf.status != "cancelled" {
+                return Err(Error::conflict(
+                    "not_failed",
+                    format!("workflow {id} is {}: only a failed or cancelled workflow can be retried", wf.status),
+                ));
+            }
+            let others = state.store.list_workflows(org, &wf.install_id).await?;
+            if let Some(o) = others
+                .iter()
+                .find(|o| o.id != *id && (o.status == "pending" || o.status == "running"))
+            {
+                return Err(Error::conflict(
+                    "install_busy",
+                    format!(
+                        "workflow {} is {} on this install; retry once it ends (or cancel it)",
+                        o.id, o.status
+                    ),
+                ));
+            }
+            let step = find_step(
+                &wf,
+                r.step.as_deref(),
+                |s| s.status == "failed" || s.status == "cancelled",
+                "that failed",
+            )?;
+            let i = wf.steps.iter().position(|s| s.index == step.index).unwrap_or(0);
+            // An apply is retried from its plan: a saved plan is stale once
+            // an apply of it has run (even partly).
+            let from = if applies_a_plan(step.kind) {
+                plan_step_of(&wf.steps, i).map(|p| p.index).unwrap_or(step.index)
+            } else {
+                step.index
+            };
+            for s in wf.steps.iter().filter(|s| s.index >= from) {
+                if s.status == "skipped" || s.status == "denied" {
+                    continue;
+                }
+                state
+                    .store
+                    .update_step(
+                        org,
+                        id,
+                        s.index,
+                        StepUpdate {
+                            status: "pending".into(),
+                            approved: Some(false),
+                            clear_job: true,
+                            ..StepUpdate::default()
+                        },
+                    )
+                    .await?;
+            }
+            state.store.set_workflow_status(org, id, "running").await?;
+            tracing::info!(workflow = %id, step = %step.name, "retrying");
+        }
+    }
+    Ok(())
+}
+
+async fn deny(
+    state: &SharedState,
+    org: &OrgId,
+    wf: &WorkflowInfo,
+    step: &WorkflowStepInfo,
+) -> Result<(), Error> {
+    let install = state
+        .store
+        .find_install(org, wf.install_id.as_str())
+        .await?
+        .ok_or_else(|| Error::not_found(format!("install {} is gone", wf.install_id)))?;
+    let (_, config) = app_config(state, org, &install.app_id, wf.config_version).await?;
+    let (left_out, sandbox_too) =
+        left_out_by_denial(&config, step.target.as_deref(), destroys(step.kind));
+    state
+        .store
+        .update_step(
+            org,
+            &wf.id,
+            step.index,
+            update("denied", Some("denied by an operator".into())),
+        )
+        .await?;
+    let why = format!("skipped: {:?} was denied", step.name);
+    for s in wf.steps.iter().filter(|s| s.index > step.index) {
+        if s.status != "pending" && s.status != "waiting_approval" {
+            continue;
+        }
+        let out = match (s.kind, &s.target) {
+            (StepKind::Action, Some(a)) => config
+                .actions
+                .iter()
+                .find(|x| &x.name == a)
+                .is_some_and(|x| x.depends_on.iter().any(|d| left_out.contains(d))),
+            (_, Some(c)) => left_out.contains(c),
+            (_, None) => sandbox_too,
+        };
+        if out {
+            state
+                .store
+                .update_step(org, &wf.id, s.index, update("skipped", Some(why.clone())))
+                .await?;
+        }
+    }
+    tracing::info!(workflow = %wf.id, step = %step.name, "denied");
+    Ok(())
+}

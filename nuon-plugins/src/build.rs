@@ -1,0 +1,163 @@
+//! The `build` job kind of the build runner: a component's source (files
+//! synced with its app config, or a git repository cloned with the `git`
+//! binary) packaged as an OpenTofu module package and pushed to the
+//! vendor's store, tagged with the build's id.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use nuon_core::artifact::ArtifactStore;
+use nuon_core::{
+    ArtifactRef, BuildJob, BuildSource, Job, JobHost, JobResult, JobSpec, Outcome, Plugin,
+    PluginError, ProcessExit, ProcessSpec,
+};
+use serde_json::json;
+
+use crate::oci::modulepkg::push_module;
+
+/// Runs `build` jobs into the vendor's store.
+pub struct BuildPlugin {
+    store: Arc<dyn ArtifactStore>,
+}
+
+impl BuildPlugin {
+    /// A plugin pushing to `store`.
+    pub fn new(store: Arc<dyn ArtifactStore>) -> Self {
+        BuildPlugin { store }
+    }
+}
+
+fn decode(spec: &JobSpec) -> Result<BuildJob, PluginError> {
+    spec.payload_as()
+        .map_err(|e| PluginError::Invalid(format!("build: {e}")))
+}
+
+/// `rel` joined to `root`, refused when it is absolute or leaves `root`.
+fn inside(root: &Path, rel: &str) -> Result<PathBuf, PluginError> {
+    let mut out = root.to_path_buf();
+    for part in rel.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return Err(PluginError::Invalid(format!(
+                    "build: {rel:?} leaves the source directory"
+                )));
+            }
+            p => out.push(p),
+        }
+    }
+    if rel.starts_with('/') {
+        return Err(PluginError::Invalid(format!(
+            "build: {rel:?} is an absolute path"
+        )));
+    }
+    Ok(out)
+}
+
+fn git() -> Result<PathBuf, PluginError> {
+    which::which("git").map_err(|_| {
+        PluginError::Missing(
+            "build: `git` is not on PATH; install git (apt-get install git) to build components from a repository".into(),
+        )
+    })
+}
+
+#[async_trait]
+impl Plugin for BuildPlugin {
+    fn kind(&self) -> &'static str {
+        BuildJob::KIND
+    }
+
+    fn validate(&self, spec: &JobSpec) -> Result<(), PluginError> {
+        let job = decode(spec)?;
+        if let BuildSource::Git { .. } = job.source {
+            git()?;
+        }
+        Ok(())
+    }
+
+    async fn run(&self, spec: &JobSpec, host: &mut dyn JobHost) -> Result<JobResult, PluginError> {
+        let job = decode(spec)?;
+        let work = host.work_dir().to_path_buf();
+        let dir = match &job.source {
+            BuildSource::Files { files } => {
+                let root = work.join("src");
+                host.log(&format!(
+                    "writing {} source file(s) of {}",
+                    files.len(),
+                    job.component
+                ));
+                for f in files {
+                    let path = inside(&root, &f.path)?;
+                    if let Some(parent) = path.parent() {
+                        std::fs::create_dir_all(parent).map_err(|e| {
+                            PluginError::Missing(format!("build: cannot create {}: {e}", parent.display()))
+                        })?;
+                    }
+                    std::fs::write(&path, &f.contents).map_err(|e| {
+                        PluginError::Missing(format!("build: cannot write {}: {e}", f.path))
+                    })?;
+                }
+                root
+            }
+            BuildSource::Git {
+                url,
+                branch,
+                directory,
+            } => {
+                let git = git()?;
+                host.log(&format!("$ git clone --depth 1 --branch {branch} {url}"));
+                let mut p = ProcessSpec::new(git).args([
+                    "clone",
+                    "--quiet",
+                    "--depth",
+                    "1",
+                    "--branch",
+                    branch,
+                    "--",
+                    url,
+                    "repo",
+                ]);
+                p.env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
+                match host.run_process(p).await? {
+                    ProcessExit::Exited(0) => {}
+                    other => {
+                        let mut r = crate::exec::result_of(other);
+                        r.reason = Some(format!(
+                            "git clone of {url} (branch {branch}) failed: {}; see the job's log",
+                            r.reason.unwrap_or_default()
+                        ));
+                        return Ok(r);
+                    }
+                }
+                let dir = inside(&work.join("repo"), directory)?;
+                if !dir.is_dir() {
+                    return Ok(JobResult::failed(format!(
+                        "build: the repository {url} (branch {branch}) has no directory {directory:?}"
+                    )));
+                }
+                dir
+            }
+        };
+        host.log(&format!(
+            "packaging {} as an OpenTofu module package into {}:{}",
+            job.component, job.repo, job.tag
+        ));
+        let digest = push_module(&*self.store, &job.repo, &dir, Some(&job.tag))
+            .await
+            .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
+        host.log(&format!("built {}@{digest}", job.repo));
+        let artifact = ArtifactRef {
+            repo: job.repo.clone(),
+            digest,
+            size: None,
+        };
+        Ok(JobResult {
+            outcome: Outcome::Succeeded,
+            exit_code: None,
+            reason: None,
+            outputs: json!({ "artifact": artifact }),
+        })
+    }
+}
