@@ -321,10 +321,12 @@ pub async fn copy_artifact(
             manifest.digest
         ))
     })?;
-    let present = dst
-        .get_manifest(dst_repo, manifest.digest.as_str())
-        .await?
-        .is_some();
+    // A damaged manifest in the destination is as good as none: replaced.
+    let present = match dst.get_manifest(dst_repo, manifest.digest.as_str()).await {
+        Ok(m) => m.is_some(),
+        Err(ArtifactError::Corrupt(_)) => false,
+        Err(e) => return Err(e),
+    };
     let mut copied = 0;
     if !present || verify {
         for blob in std::iter::once(&parsed.config).chain(&parsed.layers) {

@@ -71,10 +71,14 @@ impl Plugin for SyncPlugin {
         let a = &job.artifact;
         let digest = a.digest.as_str();
         let failed = |e: ArtifactError| PluginError::Missing(format!("sync: {e}"));
-        match damaged_blobs(&*self.install, &a.repo, digest)
-            .await
-            .map_err(failed)?
-        {
+        let found = match damaged_blobs(&*self.install, &a.repo, digest).await {
+            Err(ArtifactError::Corrupt(e)) => {
+                host.log(&format!("{e}: copying it again"));
+                Some(vec![digest.to_owned()])
+            }
+            other => other.map_err(failed)?,
+        };
+        match found {
             Some(bad) if bad.is_empty() => {
                 host.log(&format!(
                     "{}@{digest} is in the install's store and every blob matches its digest",

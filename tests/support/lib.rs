@@ -38,6 +38,8 @@ pub fn bin_dir() -> &'static Path {
             "-p",
             "nuon-runner",
             "-p",
+            "nuon-build-runner",
+            "-p",
             "nuon-cli",
         ]);
         if dir.file_name().is_some_and(|n| n == "release") {
