@@ -3,12 +3,12 @@ use std::time::Duration;
 
 use nuon_core::JobId;
 use nuon_core::wire::{
-    BuildInfo, BuildList, CreateBuilds, CreateWorkflow, InstallOutputs, StepChoice,
-    AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList, CreateApp,
-    CreateInstall, CreateJob, CreateRunner, CreateToken, InstallCreated, InstallInfo, InstallList,
-    JobInfo, JobList, LogEntry, LogPage, OrgInfo, RunnerCreated, RunnerInfo, RunnerList, SetInputs,
-    StateList, StateUnlocked, SyncConfig, TokenCreated, TokenInfo, TokenList, TokenScope,
-    WorkflowInfo, WorkflowList, routes,
+    AppInfo, AppList, BuildInfo, BuildList, ComponentList, ConfigFile, ConfigVersionInfo,
+    ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob, CreateRunner,
+    CreateToken, CreateWorkflow, InstallCreated, InstallInfo, InstallList, InstallOutputs, JobInfo,
+    JobList, LogEntry, LogPage, OrgInfo, RunnerCreated, RunnerInfo, RunnerList, SetInputs,
+    StateList, StateUnlocked, StepChoice, SyncConfig, TokenCreated, TokenInfo, TokenList,
+    TokenScope, WorkflowInfo, WorkflowList, routes,
 };
 use nuon_core::workflow::WorkflowKind;
 
@@ -178,7 +178,12 @@ impl ControlClient {
         self.workflow_act(routes::WORKFLOW_RETRY, id, step).await
     }
 
-    async fn workflow_act(&self, route: &str, id: &str, step: Option<&str>) -> Result<WorkflowInfo> {
+    async fn workflow_act(
+        &self,
+        route: &str,
+        id: &str,
+        step: Option<&str>,
+    ) -> Result<WorkflowInfo> {
         let req = StepChoice {
             step: step.map(str::to_owned),
         };

@@ -267,7 +267,11 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
     if cx.wf.status == "pending" {
         state.store.set_workflow_status(org, &id, "running").await?;
         cx.wf.status = "running".into();
-        let outputs = cx.install.outputs_json.clone().unwrap_or_else(|| "{}".into());
+        let outputs = cx
+            .install
+            .outputs_json
+            .clone()
+            .unwrap_or_else(|| "{}".into());
         state
             .store
             .set_install_outputs(org, &cx.install.id, &outputs, state_during(cx.wf.kind))
@@ -412,13 +416,22 @@ async fn fail(
     tracing::warn!(workflow = %cx.wf.id, step = %step.name, %reason, "step failed");
     state
         .store
-        .update_step(&cx.org, &cx.wf.id, step.index, update("failed", Some(reason)))
+        .update_step(
+            &cx.org,
+            &cx.wf.id,
+            step.index,
+            update("failed", Some(reason)),
+        )
         .await?;
     state
         .store
         .set_workflow_status(&cx.org, &cx.wf.id, "failed")
         .await?;
-    let outputs = cx.install.outputs_json.clone().unwrap_or_else(|| "{}".into());
+    let outputs = cx
+        .install
+        .outputs_json
+        .clone()
+        .unwrap_or_else(|| "{}".into());
     state
         .store
         .set_install_outputs(&cx.org, &cx.install.id, &outputs, "failed")
@@ -428,11 +441,20 @@ async fn fail(
 
 /// Records a step's success: its outputs, and an apply's or destroy's
 /// effect on the install's outputs.
-async fn succeeded(state: &SharedState, cx: &mut Ctx, i: usize, job: &JobInfo) -> Result<(), Error> {
+async fn succeeded(
+    state: &SharedState,
+    cx: &mut Ctx,
+    i: usize,
+    job: &JobInfo,
+) -> Result<(), Error> {
     let step = cx.wf.steps[i].clone();
     let outputs = job.outputs.clone();
     if applies_a_plan(step.kind) {
-        let mut all = match state.store.find_install(&cx.org, cx.install.id.as_str()).await? {
+        let mut all = match state
+            .store
+            .find_install(&cx.org, cx.install.id.as_str())
+            .await?
+        {
             Some(i) => outputs_of(&i),
             None => InstallOutputs::default(),
         };
@@ -617,22 +639,27 @@ pub(crate) fn precheck_templates(
             }
         }
     };
-    let mut strings = |who: &str, vars: &BTreeMap<String, Value>, env: &BTreeMap<String, String>| {
-        for (k, v) in vars {
-            for s in strings_of(v) {
-                check(format!("{who} var {k}"), s);
+    let mut strings =
+        |who: &str, vars: &BTreeMap<String, Value>, env: &BTreeMap<String, String>| {
+            for (k, v) in vars {
+                for s in strings_of(v) {
+                    check(format!("{who} var {k}"), s);
+                }
             }
-        }
-        for (k, v) in env {
-            check(format!("{who} env var {k}"), v);
-        }
-    };
+            for (k, v) in env {
+                check(format!("{who} env var {k}"), v);
+            }
+        };
     if let Some(sb) = &config.sandbox
         && targets.contains("sandbox")
     {
         strings("sandbox", &sb.vars, &sb.env_vars);
     }
-    for c in config.components.iter().filter(|c| targets.contains(&c.name)) {
+    for c in config
+        .components
+        .iter()
+        .filter(|c| targets.contains(&c.name))
+    {
         strings(&format!("component {}", c.name), &c.vars, &c.env_vars);
     }
     problems
@@ -708,7 +735,12 @@ fn job_for(
                 .actions
                 .iter()
                 .find(|a| a.name == target)
-                .ok_or_else(|| format!("action {target:?} is not in config version {}", cx.wf.config_version))?;
+                .ok_or_else(|| {
+                    format!(
+                        "action {target:?} is not in config version {}",
+                        cx.wf.config_version
+                    )
+                })?;
             let ctx = render_context(state, &cx.org, &cx.install, &cx.app_name)?;
             let mut script = String::from("set -e\n");
             let mut env = BTreeMap::new();
@@ -736,35 +768,36 @@ fn job_for(
             Ok((spec(ExecJob::KIND, encode(&job)?, timeout), None))
         }
         kind => {
-            let (version, vars, env_vars, var_files, deploy_timeout) = if target == "sandbox"
-                && step.target.is_none()
-            {
-                let sb = cx
-                    .config
-                    .sandbox
-                    .as_ref()
-                    .ok_or("the app config has no sandbox")?;
-                (
-                    Some(sb.terraform_version.clone()),
-                    &sb.vars,
-                    &sb.env_vars,
-                    &sb.var_files,
-                    None,
-                )
-            } else {
-                let c = cx
-                    .config
-                    .component(&target)
-                    .ok_or_else(|| format!("component {target:?} is not in config version {}", cx.wf.config_version))?;
-                deployable(c)?;
-                (
-                    c.terraform_version.clone(),
-                    &c.vars,
-                    &c.env_vars,
-                    &c.var_files,
-                    c.deploy_timeout.as_deref(),
-                )
-            };
+            let (version, vars, env_vars, var_files, deploy_timeout) =
+                if target == "sandbox" && step.target.is_none() {
+                    let sb = cx
+                        .config
+                        .sandbox
+                        .as_ref()
+                        .ok_or("the app config has no sandbox")?;
+                    (
+                        Some(sb.terraform_version.clone()),
+                        &sb.vars,
+                        &sb.env_vars,
+                        &sb.var_files,
+                        None,
+                    )
+                } else {
+                    let c = cx.config.component(&target).ok_or_else(|| {
+                        format!(
+                            "component {target:?} is not in config version {}",
+                            cx.wf.config_version
+                        )
+                    })?;
+                    deployable(c)?;
+                    (
+                        c.terraform_version.clone(),
+                        &c.vars,
+                        &c.env_vars,
+                        &c.var_files,
+                        c.deploy_timeout.as_deref(),
+                    )
+                };
             let ctx = render_context(state, &cx.org, &cx.install, &cx.app_name)?;
             let who = if step.target.is_none() {
                 "sandbox".to_owned()
@@ -777,7 +810,12 @@ fn job_for(
                 .collect::<Result<BTreeMap<_, _>, String>>()?;
             let env = env_vars
                 .iter()
-                .map(|(k, v)| Ok((k.clone(), render_text(v, &ctx, &format!("{who} env var {k}"))?)))
+                .map(|(k, v)| {
+                    Ok((
+                        k.clone(),
+                        render_text(v, &ctx, &format!("{who} env var {k}"))?,
+                    ))
+                })
                 .collect::<Result<BTreeMap<_, _>, String>>()?;
             let var_files = var_files
                 .iter()
@@ -795,7 +833,9 @@ fn job_for(
                     .filter(|p| p.status == "succeeded")
                     .ok_or_else(|| format!("{} has no successful plan to apply", step.name))?;
                 let plan: ArtifactRef = serde_json::from_value(plan_step.outputs["plan"].clone())
-                    .map_err(|e| format!("the plan of {} is unreadable: {e}", plan_step.name))?;
+                    .map_err(|e| {
+                    format!("the plan of {} is unreadable: {e}", plan_step.name)
+                })?;
                 (TerraformAction::Apply, Some(plan))
             } else if destroys(kind) {
                 (TerraformAction::DestroyPlan, None)
@@ -864,7 +904,10 @@ fn find_step<'a>(
                 ))
             }),
         None => wf.steps.iter().find(|s| pick(s)).ok_or_else(|| {
-            Error::conflict("no_such_step", format!("workflow {} has no step {what}", wf.id))
+            Error::conflict(
+                "no_such_step",
+                format!("workflow {} has no step {what}", wf.id),
+            )
         }),
     }
 }
@@ -883,7 +926,10 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
             if !active {
                 return Err(Error::conflict(
                     "workflow_ended",
-                    format!("workflow {id} has ended ({}); nothing waits for approval", wf.status),
+                    format!(
+                        "workflow {id} has ended ({}); nothing waits for approval",
+                        wf.status
+                    ),
                 ));
             }
             let step = find_step(
@@ -926,7 +972,10 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
             if !active {
                 return Err(Error::conflict(
                     "workflow_ended",
-                    format!("workflow {id} has ended ({}); there is nothing to cancel", wf.status),
+                    format!(
+                        "workflow {id} has ended ({}); there is nothing to cancel",
+                        wf.status
+                    ),
                 ));
             }
             for s in &wf.steps {
@@ -942,17 +991,28 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                 }
                 state
                     .store
-                    .update_step(org, id, s.index, update("cancelled", Some("the workflow was cancelled".into())))
+                    .update_step(
+                        org,
+                        id,
+                        s.index,
+                        update("cancelled", Some("the workflow was cancelled".into())),
+                    )
                     .await?;
             }
-            state.store.set_workflow_status(org, id, "cancelled").await?;
+            state
+                .store
+                .set_workflow_status(org, id, "cancelled")
+                .await?;
             tracing::info!(workflow = %id, "cancelled");
         }
         Act::Retry => {
             if wf.status != "failed" && wf.status != "cancelled" {
                 return Err(Error::conflict(
                     "not_failed",
-                    format!("workflow {id} is {}: only a failed or cancelled workflow can be retried", wf.status),
+                    format!(
+                        "workflow {id} is {}: only a failed or cancelled workflow can be retried",
+                        wf.status
+                    ),
                 ));
             }
             let others = state.store.list_workflows(org, &wf.install_id).await?;
@@ -974,11 +1034,17 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                 |s| s.status == "failed" || s.status == "cancelled",
                 "that failed",
             )?;
-            let i = wf.steps.iter().position(|s| s.index == step.index).unwrap_or(0);
+            let i = wf
+                .steps
+                .iter()
+                .position(|s| s.index == step.index)
+                .unwrap_or(0);
             // An apply is retried from its plan: a saved plan is stale once
             // an apply of it has run (even partly).
             let from = if applies_a_plan(step.kind) {
-                plan_step_of(&wf.steps, i).map(|p| p.index).unwrap_or(step.index)
+                plan_step_of(&wf.steps, i)
+                    .map(|p| p.index)
+                    .unwrap_or(step.index)
             } else {
                 step.index
             };

@@ -226,7 +226,10 @@ pub fn left_out_by_denial(
     let mut out: BTreeSet<String> = BTreeSet::new();
     let Some(denied) = denied else {
         // The sandbox: everything after it.
-        return (config.components.iter().map(|c| c.name.clone()).collect(), true);
+        return (
+            config.components.iter().map(|c| c.name.clone()).collect(),
+            true,
+        );
     };
     out.insert(denied.to_owned());
     loop {

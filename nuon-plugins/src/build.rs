@@ -92,7 +92,10 @@ impl Plugin for BuildPlugin {
                     let path = inside(&root, &f.path)?;
                     if let Some(parent) = path.parent() {
                         std::fs::create_dir_all(parent).map_err(|e| {
-                            PluginError::Missing(format!("build: cannot create {}: {e}", parent.display()))
+                            PluginError::Missing(format!(
+                                "build: cannot create {}: {e}",
+                                parent.display()
+                            ))
                         })?;
                     }
                     std::fs::write(&path, &f.contents).map_err(|e| {
@@ -109,15 +112,7 @@ impl Plugin for BuildPlugin {
                 let git = git()?;
                 host.log(&format!("$ git clone --depth 1 --branch {branch} {url}"));
                 let mut p = ProcessSpec::new(git).args([
-                    "clone",
-                    "--quiet",
-                    "--depth",
-                    "1",
-                    "--branch",
-                    branch,
-                    "--",
-                    url,
-                    "repo",
+                    "clone", "--quiet", "--depth", "1", "--branch", branch, "--", url, "repo",
                 ]);
                 p.env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
                 match host.run_process(p).await? {

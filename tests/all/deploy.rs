@@ -63,7 +63,11 @@ fn newest_workflow(c: &ControlClient) -> WorkflowInfo {
         .expect("a workflow")
 }
 
-fn wait_workflow(c: &ControlClient, id: &str, done: impl Fn(&WorkflowInfo) -> bool) -> WorkflowInfo {
+fn wait_workflow(
+    c: &ControlClient,
+    id: &str,
+    done: impl Fn(&WorkflowInfo) -> bool,
+) -> WorkflowInfo {
     wait_for("the workflow", Duration::from_secs(120), || {
         let w = rt().block_on(c.get_workflow(id)).ok()?;
         done(&w).then_some(w)
@@ -117,10 +121,19 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
     let out = dev(&data, ports, &["--once"]).output().unwrap();
     let log = text(&out);
     assert!(out.status.success(), "{log}");
-    let order: Vec<usize> = ["plan sandbox", "apply sandbox", "apply database", "apply app", "action smoke_test"]
-        .iter()
-        .map(|s| log.find(&format!("{s:<32} succeeded")).unwrap_or_else(|| panic!("{s}: {log}")))
-        .collect();
+    let order: Vec<usize> = [
+        "plan sandbox",
+        "apply sandbox",
+        "apply database",
+        "apply app",
+        "action smoke_test",
+    ]
+    .iter()
+    .map(|s| {
+        log.find(&format!("{s:<32} succeeded"))
+            .unwrap_or_else(|| panic!("{s}: {log}"))
+    })
+    .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{log}");
     assert!(log.contains("==> phases:"), "{log}");
 
@@ -145,17 +158,30 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
     for p in ["plan sandbox", "plan database", "plan app"] {
         let ch = &step(&second, p).outputs["changes"];
         assert_eq!(
-            (ch["add"].as_u64(), ch["change"].as_u64(), ch["destroy"].as_u64()),
+            (
+                ch["add"].as_u64(),
+                ch["change"].as_u64(),
+                ch["destroy"].as_u64()
+            ),
             (Some(0), Some(0), Some(0)),
             "{p} planned changes on the second run: {ch}"
         );
     }
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
     let network = outputs.sandbox["network_id"].as_str().unwrap().to_owned();
-    let db_url = outputs.components["database"]["url"].as_str().unwrap().to_owned();
-    assert!(db_url.contains(&network), "the sandbox's output reached the database: {db_url}");
+    let db_url = outputs.components["database"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        db_url.contains(&network),
+        "the sandbox's output reached the database: {db_url}"
+    );
     let messages = outputs.components["app"]["messages"].to_string();
-    assert!(messages.contains(&db_url), "the database's output reached the app: {messages}");
+    assert!(
+        messages.contains(&db_url),
+        "the database's output reached the app: {messages}"
+    );
 
     // 5. A corrupted blob in the install's store is found by digest and
     // copied again, never deployed.
@@ -163,7 +189,9 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
     let mut corrupted = 0;
     for entry in walk(&store) {
         if entry.to_string_lossy().contains("/database/blobs/sha256/")
-            && std::fs::metadata(&entry).map(|m| m.len() > 100).unwrap_or(false)
+            && std::fs::metadata(&entry)
+                .map(|m| m.len() > 100)
+                .unwrap_or(false)
         {
             let mut bytes = std::fs::read(&entry).unwrap();
             bytes[50] ^= 0xff;
@@ -196,7 +224,10 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
     let ch = &step(&wf, "plan destroy database").outputs["changes"];
     assert!(ch["destroy"].as_u64() >= Some(1), "{ch}");
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
-    assert!(outputs.sandbox.is_empty() && outputs.components.is_empty(), "{outputs:?}");
+    assert!(
+        outputs.sandbox.is_empty() && outputs.components.is_empty(),
+        "{outputs:?}"
+    );
     let install = rt().block_on(c.get_install("demo")).unwrap();
     assert_eq!(install.state, "deprovisioned");
     let states = rt().block_on(c.list_states("demo")).unwrap();
@@ -207,7 +238,10 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
     let wf = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(wf.status, "succeeded", "{wf:#?}");
     let ch = &step(&wf, "plan database").outputs["changes"];
-    assert!(ch["add"].as_u64() >= Some(1), "a provision after deprovision starts clean: {ch}");
+    assert!(
+        ch["add"].as_u64() >= Some(1),
+        "a provision after deprovision starts clean: {ch}"
+    );
     drop(dev_proc);
 }
 
@@ -260,7 +294,11 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
     };
     let w = wait_workflow(&c, &id, waiting("apply sandbox"));
     assert_eq!(step(&w, "plan sandbox").status, "succeeded");
-    assert_eq!(step(&w, "sync database").status, "pending", "nothing runs past a waiting step");
+    assert_eq!(
+        step(&w, "sync database").status,
+        "pending",
+        "nothing runs past a waiting step"
+    );
     // Approving a step that needs no approval is refused.
     let e = rt()
         .block_on(c.approve_step(&id, Some("plan app")))
@@ -272,7 +310,12 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
     // The CLI denies it: the database and what depends on it are skipped.
     let out = Command::new(bin("nuon"))
         .args(["--api", &format!("http://127.0.0.1:{}", ports.0)])
-        .args(["--token", std::fs::read_to_string(data.join("control/admin-token")).unwrap().trim()])
+        .args([
+            "--token",
+            std::fs::read_to_string(data.join("control/admin-token"))
+                .unwrap()
+                .trim(),
+        ])
         .args(["workflows", "deny", &id])
         .output()
         .unwrap();
@@ -282,15 +325,29 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
     assert_eq!(step(&w, "apply database").status, "denied");
     for s in ["sync app", "plan app", "apply app", "action smoke_test"] {
         assert_eq!(step(&w, s).status, "skipped", "{s}: {w:#?}");
-        assert!(step(&w, s).reason.as_deref().unwrap_or("").contains("denied"));
+        assert!(
+            step(&w, s)
+                .reason
+                .as_deref()
+                .unwrap_or("")
+                .contains("denied")
+        );
     }
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
-    assert!(outputs.components.is_empty() && !outputs.sandbox.is_empty(), "{outputs:?}");
+    assert!(
+        outputs.components.is_empty() && !outputs.sandbox.is_empty(),
+        "{outputs:?}"
+    );
 
     // 7. A template that renders to nothing is refused before any job runs.
     let out = Command::new(bin("nuon"))
         .args(["--api", &format!("http://127.0.0.1:{}", ports.0)])
-        .args(["--token", std::fs::read_to_string(data.join("control/admin-token")).unwrap().trim()])
+        .args([
+            "--token",
+            std::fs::read_to_string(data.join("control/admin-token"))
+                .unwrap()
+                .trim(),
+        ])
         .args(["installs", "inputs", "set", "demo", "greeting="])
         .output()
         .unwrap();
@@ -300,6 +357,13 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
         .block_on(c.create_workflow("demo", WorkflowKind::Deploy, None))
         .unwrap_err();
     let msg = e.to_string();
-    assert!(msg.contains("greeting") && msg.contains("renders to nothing"), "{msg}");
-    assert_eq!(rt().block_on(c.list_jobs()).unwrap().jobs.len(), before, "no job ran");
+    assert!(
+        msg.contains("greeting") && msg.contains("renders to nothing"),
+        "{msg}"
+    );
+    assert_eq!(
+        rt().block_on(c.list_jobs()).unwrap().jobs.len(),
+        before,
+        "no job ran"
+    );
 }

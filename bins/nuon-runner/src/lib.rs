@@ -121,7 +121,10 @@ pub async fn main<E: Args>(
     plugins: impl FnOnce(&RunArgs, &E, &mut RunnerConfig) -> anyhow::Result<()>,
 ) -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
-    let command = Cli::<E>::command().name(name).about(about).version(env!("CARGO_PKG_VERSION"));
+    let command = Cli::<E>::command()
+        .name(name)
+        .about(about)
+        .version(env!("CARGO_PKG_VERSION"));
     let parsed = command
         .try_get_matches()
         .and_then(|m| Cli::<E>::from_arg_matches(&m));
@@ -169,7 +172,10 @@ pub async fn main<E: Args>(
 }
 
 /// Opens an artifact store directory named by flag `flag`.
-pub fn open_store(dir: &std::path::Path, flag: &str) -> anyhow::Result<Arc<nuon_plugins::oci::LayoutStore>> {
+pub fn open_store(
+    dir: &std::path::Path,
+    flag: &str,
+) -> anyhow::Result<Arc<nuon_plugins::oci::LayoutStore>> {
     nuon_plugins::oci::LayoutStore::open(dir)
         .map(Arc::new)
         .with_context(|| format!("{flag} {}", dir.display()))

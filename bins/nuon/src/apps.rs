@@ -393,15 +393,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         InstallsCommand::Outputs { install } => return crate::deploy::outputs(g, install).await,
         other => return installs_other(g, other).await,
     };
-    crate::deploy::start(
-        g,
-        &a.install,
-        kind,
-        a.component.as_deref(),
-        a.wait,
-        a.logs,
-    )
-    .await
+    crate::deploy::start(g, &a.install, kind, a.component.as_deref(), a.wait, a.logs).await
 }
 
 async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, CliError> {

@@ -44,10 +44,13 @@ pub(crate) fn read_sources(dir: &Path, files: &[SourceFile]) -> Result<Vec<Confi
             let entries = std::fs::read_dir(&d)
                 .map_err(|e| CliError::usage(format!("cannot read {}: {e}", d.display())))?;
             for entry in entries {
-                let entry =
-                    entry.map_err(|e| CliError::usage(format!("cannot read {}: {e}", d.display())))?;
+                let entry = entry
+                    .map_err(|e| CliError::usage(format!("cannot read {}: {e}", d.display())))?;
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') || name == "terraform.tfstate" || name.ends_with(".tfstate.backup") {
+                if name.starts_with('.')
+                    || name == "terraform.tfstate"
+                    || name.ends_with(".tfstate.backup")
+                {
                     continue;
                 }
                 let p = entry.path();
@@ -169,7 +172,10 @@ pub(crate) async fn builds(g: &Global, command: &BuildsCommand) -> Result<u8, Cl
             component,
             wait,
         } => {
-            let mut list = client.create_builds(app, component.as_deref()).await?.builds;
+            let mut list = client
+                .create_builds(app, component.as_deref())
+                .await?
+                .builds;
             if *wait {
                 list = wait_builds(&client, list).await?;
             }
@@ -442,7 +448,9 @@ pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Re
         WorkflowActCommand::Approve { id, step } => {
             (client.approve_step(id, step.as_deref()).await?, false)
         }
-        WorkflowActCommand::Deny { id, step } => (client.deny_step(id, step.as_deref()).await?, false),
+        WorkflowActCommand::Deny { id, step } => {
+            (client.deny_step(id, step.as_deref()).await?, false)
+        }
         WorkflowActCommand::Cancel { id } => (client.cancel_workflow(id).await?, false),
         WorkflowActCommand::Retry { id, step, wait } => {
             (client.retry_workflow(id, step.as_deref()).await?, *wait)

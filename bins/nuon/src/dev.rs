@@ -159,7 +159,10 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
     let t = Instant::now();
     let vendor_store = data_dir.join("vendor-store");
     let build_token = read(&data_dir.join("control/build-runner-token"))?;
-    eprintln!("==> starting the build runner (vendor store in {})", args.data_dir.join("vendor-store").display());
+    eprintln!(
+        "==> starting the build runner (vendor store in {})",
+        args.data_dir.join("vendor-store").display()
+    );
     let mut builder = spawn_runner(
         "nuon-build-runner",
         &runner_url,
@@ -181,7 +184,10 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
         for x in &d.0 {
             eprintln!("{x}");
         }
-        CliError::usage(format!("cannot read the app config in {}", app_dir.display()))
+        CliError::usage(format!(
+            "cannot read the app config in {}",
+            app_dir.display()
+        ))
     })?;
     let sources = crate::deploy::read_sources(app_dir, &files)?;
     let config_files = files
@@ -195,7 +201,11 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
         client.create_app(&app_name).await?;
     }
     let version = client.sync_config(&app_name, config_files, sources).await?;
-    eprintln!("    config v{}: {} components", version.version, version.config.components.len());
+    eprintln!(
+        "    config v{}: {} components",
+        version.version,
+        version.config.components.len()
+    );
     phase("sync app", t, &mut phases);
 
     let t = Instant::now();
@@ -258,7 +268,14 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
             created.runner_token
         }
     };
-    eprintln!("==> starting the install's runner (its store in {})", args.data_dir.join("installs").join(&args.install).join("store").display());
+    eprintln!(
+        "==> starting the install's runner (its store in {})",
+        args.data_dir
+            .join("installs")
+            .join(&args.install)
+            .join("store")
+            .display()
+    );
     let mut runner = spawn_runner(
         "nuon-runner",
         &runner_url,
@@ -292,7 +309,10 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
             }
         }
     } else {
-        eprintln!("==> workflow {} {}: see `nuon workflows get {}`", done.id, done.status, done.id);
+        eprintln!(
+            "==> workflow {} {}: see `nuon workflows get {}`",
+            done.id, done.status, done.id
+        );
     }
     let total: Duration = phases.iter().map(|p| p.1).sum();
     eprintln!(

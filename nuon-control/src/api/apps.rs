@@ -78,7 +78,11 @@ fn internal(what: &str, e: impl std::fmt::Display) -> Error {
     )
 }
 
-pub(super) async fn app_of(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<AppInfo, Error> {
+pub(super) async fn app_of(
+    state: &SharedState,
+    auth: &ApiAuth,
+    key: &str,
+) -> Result<AppInfo, Error> {
     state
         .store
         .find_app(&auth.0.org_id, key)

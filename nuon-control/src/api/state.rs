@@ -29,12 +29,12 @@ use serde::Deserialize;
 use super::control::{require_admin, valid_name};
 use super::doc::Op;
 use super::{ApiAuth, Q, RunnerAuth, SharedState};
+use crate::error::Error;
+use crate::store::StateLock;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use nuon_core::JobId;
 use nuon_core::token::hash_token;
-use crate::error::Error;
-use crate::store::StateLock;
 
 pub(super) fn runner_routes() -> axum::Router<SharedState> {
     axum::Router::new().route(routes::RUNNER_STATE, any(backend))
@@ -163,9 +163,7 @@ async fn backend(
             return Err(Error::api(
                 StatusCode::FORBIDDEN,
                 "wrong_component",
-                format!(
-                    "this state token is for the state of {allowed:?}, not {component:?}"
-                ),
+                format!("this state token is for the state of {allowed:?}, not {component:?}"),
             ));
         }
         Some((_, job)) => Some(job),

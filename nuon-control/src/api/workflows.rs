@@ -17,8 +17,7 @@ use nuon_core::wire::{
 };
 use nuon_core::workflow::{self, StepKind};
 use nuon_core::{
-    BuildJob, BuildSource, Job, JobId, JobSpec, RetryPolicy, SourceFileContents, WorkflowId,
-    now_ms,
+    BuildJob, BuildSource, Job, JobId, JobSpec, RetryPolicy, SourceFileContents, WorkflowId, now_ms,
 };
 
 use super::apps::{app_of, install_of, latest_config};
@@ -26,9 +25,7 @@ use super::control::require_admin;
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
 use crate::error::Error;
-use crate::executor::{
-    Act, deployable, latest_builds, precheck_templates, render_context,
-};
+use crate::executor::{Act, deployable, latest_builds, precheck_templates, render_context};
 use crate::store::{NewJob, NewWorkflow};
 
 pub(super) fn ops() -> Vec<Op> {

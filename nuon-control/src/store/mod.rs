@@ -10,8 +10,8 @@ mod sqlite;
 use async_trait::async_trait;
 use nuon_core::token::IssuedToken;
 use nuon_core::wire::{
-    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck,
-    LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
+    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
+    LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
 };
 use nuon_core::workflow::{PlannedStep, WorkflowKind};
 use nuon_core::{

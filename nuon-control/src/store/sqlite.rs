@@ -17,9 +17,9 @@ use async_trait::async_trait;
 use nuon_core::records;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
-    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus,
-    LogAck, LogBatch, LogEntry, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
-    WorkflowInfo, WorkflowStepInfo,
+    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
+    LeaseStatus, LogAck, LogBatch, LogEntry, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo,
+    TokenScope, WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::{
     AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId, now_ms,
@@ -398,9 +398,7 @@ fn lock_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StateLock> {
         id: r.get(0)?,
         info: r.get(1)?,
         created_at_ms: r.get(2)?,
-        job_id: r
-            .get::<_, Option<String>>(3)?
-            .and_then(|j| j.parse().ok()),
+        job_id: r.get::<_, Option<String>>(3)?.and_then(|j| j.parse().ok()),
     })
 }
 
@@ -461,7 +459,11 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     const COLUMNS: [(&str, &str, &str); 7] = [
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
         ("app_configs", "sources", "TEXT NOT NULL DEFAULT '[]'"),
-        ("installs", "approval", "TEXT NOT NULL DEFAULT 'approve-all'"),
+        (
+            "installs",
+            "approval",
+            "TEXT NOT NULL DEFAULT 'approve-all'",
+        ),
         ("workflows", "component", "TEXT"),
         ("workflow_steps", "reason", "TEXT"),
         ("workflow_steps", "outputs", "TEXT"),
@@ -1206,7 +1208,9 @@ impl Store for SqliteStore {
                 )
                 .map_err(db_err)?;
             if changed == 0 {
-                return Err(StoreError::Invalid(format!("no step {index} in workflow {id}")));
+                return Err(StoreError::Invalid(format!(
+                    "no step {index} in workflow {id}"
+                )));
             }
             Ok(())
         })
@@ -1257,8 +1261,12 @@ impl Store for SqliteStore {
         outputs_json: &str,
         state: &str,
     ) -> Result<()> {
-        let (org, id, outputs, state) =
-            (org.clone(), id.clone(), outputs_json.to_owned(), state.to_owned());
+        let (org, id, outputs, state) = (
+            org.clone(),
+            id.clone(),
+            outputs_json.to_owned(),
+            state.to_owned(),
+        );
         self.write(move |conn| {
             conn.execute(
                 "UPDATE installs SET outputs = ?3, state = ?4 WHERE id = ?1 AND org_id = ?2",

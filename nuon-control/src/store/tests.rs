@@ -378,6 +378,7 @@ async fn config_versions_count_per_app_and_apps_and_installs_are_org_scoped() {
         files_json: "[]".into(),
         config_json: n.into(),
         warnings_json: "[]".into(),
+        sources_json: "[]".into(),
     };
     assert_eq!(
         f.store
@@ -451,6 +452,7 @@ async fn config_versions_count_per_app_and_apps_and_installs_are_org_scoped() {
         runner_token_hash: format!("hash-{name}"),
         inputs_json: "{}".into(),
         sealed_json: "{}".into(),
+        approval: "approve-all".into(),
     };
     let inst = f
         .store
@@ -559,6 +561,7 @@ async fn workflows_keep_their_planned_steps_and_belong_to_one_org() {
                 runner_token_hash: "h-acme".into(),
                 inputs_json: "{}".into(),
                 sealed_json: "{}".into(),
+                approval: "prompt".into(),
             },
         )
         .await
@@ -582,6 +585,7 @@ async fn workflows_keep_their_planned_steps_and_belong_to_one_org() {
         install_id: inst.id.clone(),
         kind: WorkflowKind::Provision,
         config_version: 1,
+        component: None,
         steps: steps.clone(),
     };
     let id = WorkflowId::generate();

@@ -182,7 +182,10 @@ pub fn path_sources(config: &AppConfig) -> Vec<(String, String)> {
         .sandbox
         .iter()
         .map(|s| ("sandbox".to_owned(), &s.source));
-    let components = config.components.iter().map(|c| (c.name.clone(), &c.source));
+    let components = config
+        .components
+        .iter()
+        .map(|c| (c.name.clone(), &c.source));
     sandbox
         .chain(components)
         .filter_map(|(who, src)| match src {
