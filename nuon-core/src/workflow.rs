@@ -297,11 +297,14 @@ mod tests {
         assert_eq!(
             names(&steps),
             [
+                "sync sandbox",
                 "plan sandbox",
                 "apply sandbox (approval)",
+                "sync db",
                 "plan db",
                 "apply db (approval)",
                 "action check",
+                "sync web",
                 "plan web",
                 "apply web (approval)",
                 "action check",
@@ -311,9 +314,11 @@ mod tests {
         assert_eq!(
             names(&deploy),
             [
+                "sync db",
                 "plan db",
                 "apply db",
                 "action check",
+                "sync web",
                 "plan web",
                 "apply web"
             ]
@@ -326,15 +331,49 @@ mod tests {
         assert_eq!(
             names(&steps),
             [
+                "sync web",
                 "plan destroy web",
                 "destroy web (approval)",
+                "sync db",
                 "plan destroy db",
                 "destroy db (approval)",
+                "sync sandbox",
                 "plan sandbox destroy",
                 "destroy sandbox (approval)",
             ]
         );
-        assert_eq!(steps[1].target.as_deref(), Some("web"));
-        assert_eq!(steps[1].kind, StepKind::Destroy);
+        assert_eq!(steps[2].target.as_deref(), Some("web"));
+        assert_eq!(steps[2].kind, StepKind::Destroy);
+    }
+
+    #[test]
+    fn one_component_gets_only_its_own_steps() {
+        let steps = plan(&config(), WorkflowKind::Deploy, false, Some("db"));
+        assert_eq!(
+            names(&steps),
+            ["sync db", "plan db", "apply db", "action check"]
+        );
+        let steps = plan(&config(), WorkflowKind::Teardown, true, Some("web"));
+        assert_eq!(
+            names(&steps),
+            ["sync web", "plan destroy web", "destroy web (approval)"]
+        );
+    }
+
+    #[test]
+    fn a_denial_leaves_out_dependents_when_deploying_and_dependencies_when_destroying() {
+        let c = config();
+        let (out, sandbox) = left_out_by_denial(&c, Some("db"), false);
+        assert_eq!(out.into_iter().collect::<Vec<_>>(), ["db", "web"]);
+        assert!(!sandbox);
+        let (out, sandbox) = left_out_by_denial(&c, Some("web"), false);
+        assert_eq!(out.into_iter().collect::<Vec<_>>(), ["web"]);
+        assert!(!sandbox);
+        let (out, sandbox) = left_out_by_denial(&c, Some("web"), true);
+        assert_eq!(out.into_iter().collect::<Vec<_>>(), ["db", "web"]);
+        assert!(sandbox, "the sandbox outlives every component");
+        let (out, sandbox) = left_out_by_denial(&c, None, false);
+        assert_eq!(out.len(), 2);
+        assert!(sandbox);
     }
 }
