@@ -464,6 +464,55 @@ fn idle() -> Result<(u64, f64)> {
     ))
 }
 
+/// Medians of `nuon dev --once` on a fresh data dir, by phase (as it
+/// prints them), over `runs` runs.
+fn dev_phases(runs: usize) -> Result<Vec<(String, f64)>> {
+    let app = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello");
+    let mut samples: Vec<Vec<(String, f64)>> = Vec::new();
+    for _ in 0..runs {
+        let tmp = tempfile::tempdir()?;
+        let start = Instant::now();
+        let out = std::process::Command::new(nuon_tests::bin("nuon"))
+            .arg("dev")
+            .arg("--once")
+            .arg("--data-dir")
+            .arg(tmp.path().join("data"))
+            .arg("--app-dir")
+            .arg(&app)
+            .args(["--listen", "127.0.0.1:0", "--runner-listen", "127.0.0.1:0"])
+            .output()?;
+        let wall = start.elapsed().as_secs_f64();
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        anyhow::ensure!(out.status.success(), "nuon dev --once failed: {text}");
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("==> phases: "))
+            .context("no phases line")?;
+        let mut phases: Vec<(String, f64)> = line
+            .split(" (total")
+            .next()
+            .unwrap_or("")
+            .split(", ")
+            .filter_map(|p| {
+                let (name, secs) = p.rsplit_once(' ')?;
+                Some((name.to_owned(), secs.trim_end_matches('s').parse().ok()?))
+            })
+            .collect();
+        phases.push((
+            "wall time of `nuon dev --once` (to every process stopped)".into(),
+            wall,
+        ));
+        samples.push(phases);
+    }
+    let mut out = Vec::new();
+    for (i, (name, _)) in samples[0].iter().enumerate() {
+        let mut v: Vec<f64> = samples.iter().map(|s| s[i].1).collect();
+        v.sort_by(f64::total_cmp);
+        out.push((name.clone(), percentile(&v, 0.5)));
+    }
+    Ok(out)
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -550,6 +599,14 @@ fn main() -> Result<()> {
             apply / bare_apply,
             (apply - bare_apply) * 1e3
         );
+    }
+    if want("dev") {
+        for (name, secs) in dev_phases(5)? {
+            println!(
+                "| `nuon dev --once`, empty data dir: {name} | {:.0} ms |",
+                secs * 1e3
+            );
+        }
     }
     if want("idle") {
         let (rss, cpu) = idle()?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::WorkflowInfo;
 use nuon_core::workflow::WorkflowKind;
-use nuon_tests::{bin, have_tool, rt, signal, wait_for};
+use nuon_tests::{ControlPlane, bin, have_tool, rt, signal, wait_for};
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello")
@@ -366,4 +366,246 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
         before,
         "no job ran"
     );
+}
+
+/// A control plane with the org's build runner, an app synced from files
+/// written here, its builds done, and an install with its runner.
+struct Manual {
+    cp: ControlPlane,
+    dir: tempfile::TempDir,
+    build_runner: Child,
+    install_runner: Option<Child>,
+    install_token: String,
+}
+
+impl Drop for Manual {
+    fn drop(&mut self) {
+        for c in [Some(&mut self.build_runner), self.install_runner.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn write_files(root: &Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+fn ok(out: Output) -> String {
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Manual {
+    fn start(files: &[(&str, &str)]) -> Manual {
+        let cp = ControlPlane::start("3s").expect("control plane");
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("app");
+        write_files(&app, files);
+        let token = std::fs::read_to_string(cp.data_dir.join("build-runner-token")).unwrap();
+        let build_runner = Command::new(bin("nuon-build-runner"))
+            .arg("run")
+            .args(["--api", &cp.runner_url, "--signing-key", &cp.signing_key])
+            .arg("--work-dir")
+            .arg(dir.path().join("build"))
+            .arg("--vendor-store")
+            .arg(dir.path().join("vendor"))
+            .env("NUON_RUNNER_TOKEN", token.trim())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("build.log")).unwrap())
+            .spawn()
+            .unwrap();
+        ok(cp.nuon(&["apps", "create", "app"]));
+        ok(cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+        ok(cp.nuon(&["builds", "create", "--app", "app", "--wait"]));
+        let created = ok(cp.nuon(&[
+            "installs", "create", "--app", "app", "--name", "demo", "--json",
+        ]));
+        let v: serde_json::Value = serde_json::from_str(&created).unwrap();
+        let install_token = v["runner_token"].as_str().unwrap().to_owned();
+        let mut m = Manual {
+            cp,
+            dir,
+            build_runner,
+            install_runner: None,
+            install_token,
+        };
+        m.install_runner = Some(m.runner(None));
+        m
+    }
+
+    /// Starts the install's runner (with `path` as its PATH when given).
+    fn runner(&self, path: Option<&str>) -> Child {
+        let d = self.dir.path();
+        let mut c = Command::new(bin("nuon-runner"));
+        c.arg("run")
+            .args([
+                "--api",
+                &self.cp.runner_url,
+                "--signing-key",
+                &self.cp.signing_key,
+            ])
+            .arg("--work-dir")
+            .arg(d.join("install"))
+            .arg("--store-dir")
+            .arg(d.join("install-store"))
+            .arg("--vendor-store")
+            .arg(d.join("vendor"))
+            .env("NUON_RUNNER_TOKEN", &self.install_token)
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(d.join("install.log"))
+                    .unwrap(),
+            );
+        if let Some(p) = path {
+            c.env("PATH", p);
+        }
+        c.spawn().unwrap()
+    }
+
+    fn restart_runner(&mut self, path: Option<&str>) {
+        if let Some(mut c) = self.install_runner.take() {
+            signal(c.id(), 15);
+            let _ = c.wait();
+        }
+        self.install_runner = Some(self.runner(path));
+    }
+}
+
+const METADATA: (&str, &str) = ("metadata.toml", "version = \"v2\"\n");
+
+#[test]
+fn a_runner_killed_during_an_apply_fails_the_step_releases_its_lock_and_a_retry_completes() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let mut m = Manual::start(&[
+        METADATA,
+        (
+            "inputs.toml",
+            "[[input]]\nname = \"pause\"\ndescription = \"seconds\"\ntype = \"number\"\ndefault = \"30\"\n",
+        ),
+        (
+            "components/slow.toml",
+            "name = \"slow\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/slow\"\n\n[vars]\npause = \"{{ .nuon.install.inputs.pause }}\"\n",
+        ),
+        (
+            "src/slow/main.tf",
+            "variable \"pause\" {\n  type = number\n}\n\nresource \"terraform_data\" \"slow\" {\n  input = var.pause\n  provisioner \"local-exec\" {\n    command = \"sleep ${var.pause}\"\n  }\n}\n\noutput \"done\" {\n  value = terraform_data.slow.output\n}\n",
+        ),
+    ]);
+    let c = m.cp.client();
+    let wf = rt()
+        .block_on(c.create_workflow("demo", WorkflowKind::Provision, None))
+        .unwrap();
+    let id = wf.id.as_str().to_owned();
+    // Once Terraform holds the lock inside the apply, the runner dies.
+    wait_for(
+        "the apply to hold the state lock",
+        Duration::from_secs(60),
+        || {
+            let w = rt().block_on(c.get_workflow(&id)).ok()?;
+            let states = rt().block_on(c.list_states("demo")).ok()?;
+            (step(&w, "apply slow").status == "running"
+                && states.states.iter().any(|s| s.lock.is_some()))
+            .then_some(())
+        },
+    )
+    .unwrap();
+    let mut runner = m.install_runner.take().unwrap();
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    let w = wait_workflow(&c, &id, ended);
+    assert_eq!(w.status, "failed", "{w:#?}");
+    let reason = step(&w, "apply slow").reason.clone().unwrap_or_default();
+    assert!(reason.contains("runner lost"), "{reason}");
+    assert!(
+        reason.contains("state lock of slow") && reason.contains("released"),
+        "{reason}"
+    );
+    let states = rt().block_on(c.list_states("demo")).unwrap();
+    assert!(states.states.iter().all(|s| s.lock.is_none()), "{states:?}");
+
+    // A new runner, a shorter pause, and a retry: the deploy completes.
+    m.restart_runner(None);
+    ok(m.cp.nuon(&["installs", "inputs", "set", "demo", "pause=0"]));
+    let out = m.cp.nuon(&["workflows", "retry", &id, "--wait"]);
+    let w = rt().block_on(c.get_workflow(&id)).unwrap();
+    assert!(out.status.success(), "{}\n{w:#?}", text(&out));
+    assert_eq!(w.status, "succeeded");
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.components["slow"]["done"], 0, "{outputs:?}");
+}
+
+#[test]
+fn broken_inputs_fail_with_clear_errors() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let component = |name: &str, version: &str| {
+        format!(
+            "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \"{version}\"\npath = \"./src/{name}\"\n"
+        )
+    };
+    let (future, syntax, fine) = (
+        component("future", ">= 99.0"),
+        component("syntax", ">= 1.5"),
+        component("fine", ">= 1.5"),
+    );
+    let mut m = Manual::start(&[
+        METADATA,
+        ("components/future.toml", &future),
+        ("components/syntax.toml", &syntax),
+        ("components/fine.toml", &fine),
+        ("src/future/main.tf", "output \"x\" {\n  value = 1\n}\n"),
+        (
+            "src/syntax/main.tf",
+            "resource \"terraform_data\" \"x\" {\n  input = \n}\n",
+        ),
+        ("src/fine/main.tf", "output \"x\" {\n  value = 1\n}\n"),
+    ]);
+    let c = m.cp.client();
+    let deploy = |component: &str| {
+        let wf = rt()
+            .block_on(c.create_workflow("demo", WorkflowKind::Deploy, Some(component)))
+            .unwrap();
+        wait_workflow(&c, wf.id.as_str(), ended)
+    };
+    // A terraform_version no installed binary satisfies.
+    let w = deploy("future");
+    assert_eq!(w.status, "failed");
+    let reason = step(&w, "plan future").reason.clone().unwrap_or_default();
+    assert!(reason.contains(">= 99.0"), "{reason}");
+
+    // A module with a syntax error: Terraform's own message is in the log.
+    let w = deploy("syntax");
+    assert_eq!(w.status, "failed");
+    let plan = step(&w, "plan syntax");
+    assert!(
+        plan.reason.as_deref().unwrap_or("").contains("terraform"),
+        "{plan:#?}"
+    );
+    let logs = nuon_tests::all_logs(&c, plan.job_id.as_ref().unwrap()).unwrap();
+    let text: String = logs.iter().map(|l| format!("{}\n", l.text)).collect();
+    assert!(text.contains("Error:"), "{text}");
+
+    // No terraform on the runner's PATH: the error says what to install.
+    m.restart_runner(Some("/usr/bin:/bin"));
+    let w = deploy("fine");
+    assert_eq!(w.status, "failed");
+    let reason = step(&w, "plan fine").reason.clone().unwrap_or_default();
+    assert!(reason.to_lowercase().contains("install"), "{reason}");
+    // With terraform back, the same deploy works.
+    m.restart_runner(None);
+    assert_eq!(deploy("fine").status, "succeeded");
 }

@@ -82,7 +82,18 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "createInstall" => json!({"app": b.app, "name": "a-install"}),
         "setInstallInputs" => json!({"inputs": {}}),
         "createToken" => json!({"name": "a-token", "scope": "read"}),
-        "revokeRunner" | "cancelJob" | "revokeToken" | "forceUnlockState" => return None,
+        "createWorkflow" => json!({"kind": "deploy"}),
+        "revokeRunner"
+        | "cancelJob"
+        | "revokeToken"
+        | "forceUnlockState"
+        | "createBuilds"
+        | "approveWorkflowStep"
+        | "denyWorkflowStep"
+        | "cancelWorkflow"
+        | "retryWorkflow" => {
+            return None;
+        }
         other => panic!("no request body known for write operation {other}: add one to this test"),
     })
 }
@@ -175,6 +186,8 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                     "{id}" if path.starts_with("/v1/installs") => &b.install,
                     "{id}" if path.starts_with("/v1/runners") => &b.runner,
                     "{id}" if path.starts_with("/v1/jobs") => &b.job,
+                    // A build's id is its job's: B's job is no build of A's.
+                    "{id}" if path.starts_with("/v1/builds") => &b.job,
                     "{id}" if path.starts_with("/v1/tokens") => &b.token,
                     // Org B has no workflow yet: any id is someone else's.
                     "{id}" if path.starts_with("/v1/workflows") => &b.workflow,
