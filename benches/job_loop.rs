@@ -154,6 +154,7 @@ fn ceiling() -> Result<f64> {
                 timeout_secs: 60,
                 retry: RetryPolicy::default(),
                 created_at_ms: now_ms(),
+                redact: Vec::new(),
             };
             let spec_json = serde_json::to_string(&spec)?;
             store

@@ -533,6 +533,36 @@ async fn dispatch_or_fail(
     }
 }
 
+/// An install's sensitive inputs and secrets, unsealed.
+type Unsealed = (BTreeMap<String, String>, BTreeMap<String, String>);
+
+fn unseal(state: &SharedState, install: &StoredInstall) -> Result<Unsealed, String> {
+    let sealed: Sealed =
+        serde_json::from_str(&install.sealed_json).map_err(|e| format!("stored secrets: {e}"))?;
+    let open = |kind: &str, name: &str, s: &str| {
+        state
+            .secrets
+            .open(s, &seal_context(&install.id, kind, name))
+            .map_err(|e| format!("{kind} {name:?}: {e}"))
+    };
+    let mut inputs = BTreeMap::new();
+    for (name, s) in &sealed.inputs {
+        inputs.insert(name.clone(), open("input", name, s)?);
+    }
+    let mut secrets = BTreeMap::new();
+    for (name, s) in &sealed.secrets {
+        secrets.insert(name.clone(), open("secret", name, s)?);
+    }
+    Ok((inputs, secrets))
+}
+
+/// The values a job's log must not show: the install's sensitive inputs
+/// and secrets.
+fn redactions(state: &SharedState, install: &StoredInstall) -> Result<Vec<String>, String> {
+    let (inputs, secrets) = unseal(state, install)?;
+    Ok(inputs.into_values().chain(secrets.into_values()).collect())
+}
+
 /// The install's values for templates.
 pub(crate) fn render_context(
     state: &SharedState,
@@ -542,22 +572,9 @@ pub(crate) fn render_context(
 ) -> Result<RenderContext, String> {
     let mut inputs: BTreeMap<String, Value> =
         serde_json::from_str(&install.inputs_json).map_err(|e| format!("stored inputs: {e}"))?;
-    let sealed: Sealed =
-        serde_json::from_str(&install.sealed_json).map_err(|e| format!("stored secrets: {e}"))?;
-    for (name, s) in &sealed.inputs {
-        let v = state
-            .secrets
-            .open(s, &seal_context(&install.id, "input", name))
-            .map_err(|e| format!("sensitive input {name:?}: {e}"))?;
-        inputs.insert(name.clone(), Value::String(v));
-    }
-    let mut secrets = BTreeMap::new();
-    for (name, s) in &sealed.secrets {
-        let v = state
-            .secrets
-            .open(s, &seal_context(&install.id, "secret", name))
-            .map_err(|e| format!("secret {name:?}: {e}"))?;
-        secrets.insert(name.clone(), v);
+    let (sensitive, secrets) = unseal(state, install)?;
+    for (name, v) in sensitive {
+        inputs.insert(name, Value::String(v));
     }
     let outputs = outputs_of(install);
     Ok(RenderContext {
@@ -712,6 +729,7 @@ fn job_for(
     step: &WorkflowStepInfo,
 ) -> Result<(JobSpec, Option<StateToken>), String> {
     let target = step.target.clone().unwrap_or_else(|| "sandbox".into());
+    let redact = redactions(state, &cx.install)?;
     let spec = |kind: &str, payload: Value, timeout_secs: u64| JobSpec {
         job_id: JobId::generate(),
         org_id: cx.org.clone(),
@@ -721,6 +739,7 @@ fn job_for(
         timeout_secs,
         retry: RetryPolicy { max_attempts: 1 },
         created_at_ms: now_ms(),
+        redact: redact.clone(),
     };
     match step.kind {
         StepKind::Sync | StepKind::SandboxSync => {

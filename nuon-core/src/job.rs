@@ -58,6 +58,11 @@ pub struct JobSpec {
     pub retry: RetryPolicy,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_at_ms: i64,
+    /// Values the runner replaces with `***` in the job's log before it
+    /// leaves the machine: the install's secrets and sensitive inputs the
+    /// job was given (values shorter than 4 characters are not redacted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redact: Vec<String>,
 }
 
 impl JobSpec {
@@ -393,6 +398,7 @@ mod tests {
             timeout_secs: 1,
             retry: RetryPolicy::default(),
             created_at_ms: 0,
+            redact: Vec::new(),
         };
         let err = spec.payload_as::<ExecJob>().unwrap_err();
         assert!(err.to_string().contains("unknown field `bogus`"), "{err}");

@@ -32,6 +32,7 @@
 //!     timeout_secs: 60,
 //!     retry: Default::default(),
 //!     created_at_ms: 0,
+//!     redact: Vec::new(),
 //! };
 //! let bytes = serde_json::to_vec(&spec)?;
 //! let signature = key.sign(&bytes);

@@ -181,6 +181,7 @@ mod tests {
             timeout_secs: 10,
             retry: Default::default(),
             created_at_ms: 0,
+            redact: Vec::new(),
         }
     }
 

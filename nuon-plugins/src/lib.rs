@@ -32,6 +32,7 @@
 //!     timeout_secs: 60,
 //!     retry: Default::default(),
 //!     created_at_ms: 0,
+//!     redact: Vec::new(),
 //! };
 //! let plugin = ExecPlugin::new();
 //! assert_eq!(plugin.kind(), "exec");

@@ -695,7 +695,10 @@ impl JobRun {
             .spawn_shipper(spool.dir().to_path_buf(), meta, notify);
 
         let spec = match self.check() {
-            Ok(spec) => spec,
+            Ok(spec) => {
+                spool.set_redact(&spec.redact);
+                spec
+            }
             Err(reason) => {
                 tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
                 spool.system(&reason);

@@ -154,9 +154,39 @@ pub(crate) struct SpoolWriter {
     last_flush: Instant,
     notify: Arc<Notify>,
     broken: bool,
+    /// Values replaced with `***` in every line (the job's secrets).
+    redact: Vec<String>,
 }
 
+/// The shortest value that is redacted: shorter ones would blank out
+/// ordinary words of the log.
+pub(crate) const MIN_REDACTED_LEN: usize = 4;
+
 impl SpoolWriter {
+    /// Replaces each of `values` with `***` in every line written from now
+    /// on, before it reaches the spool file (and so before it leaves the
+    /// machine).
+    pub(crate) fn set_redact(&mut self, values: &[String]) {
+        let mut v: Vec<String> = values
+            .iter()
+            .filter(|s| s.len() >= MIN_REDACTED_LEN && !s.contains('\n'))
+            .cloned()
+            .collect();
+        // Longest first, so a secret that contains another is replaced whole.
+        v.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        v.dedup();
+        self.redact = v;
+    }
+
+    fn redacted<'a>(&self, line: &'a str) -> std::borrow::Cow<'a, str> {
+        let mut out = std::borrow::Cow::Borrowed(line);
+        for secret in &self.redact {
+            if out.contains(secret.as_str()) {
+                out = std::borrow::Cow::Owned(out.replace(secret.as_str(), "***"));
+            }
+        }
+        out
+    }
     /// Creates the directory of a new attempt.
     pub(crate) fn create(root: &Path, meta: &Meta, notify: Arc<Notify>) -> io::Result<Self> {
         let dir = attempt_dir(root, &meta.job_id, meta.attempt);
@@ -215,6 +245,7 @@ impl SpoolWriter {
             last_flush: Instant::now(),
             notify,
             broken: false,
+            redact: Vec::new(),
         }
     }
 
@@ -248,7 +279,8 @@ impl SpoolWriter {
         let code = stream.code();
         let mut result = Ok(());
         let mut written = 0;
-        split_text(text, |line| {
+        let text = self.redacted(text);
+        split_text(&text, |line| {
             if result.is_ok() {
                 result = writeln!(self.file, "{code}{ts_ms} {line}");
                 written += 1;
@@ -278,7 +310,11 @@ impl SpoolWriter {
             return;
         }
         debug_assert_eq!(block.last(), Some(&b'\n'));
-        let valid = std::str::from_utf8(block).is_ok();
+        let secret_inside = self
+            .redact
+            .iter()
+            .any(|s| memchr::memmem::find(block, s.as_bytes()).is_some());
+        let valid = !secret_inside && std::str::from_utf8(block).is_ok();
         let mut prefix = [0u8; 24];
         let prefix = {
             let mut cur = io::Cursor::new(&mut prefix[..]);
@@ -598,6 +634,38 @@ mod tests {
         let res = read_result(&dir).unwrap().unwrap();
         assert_eq!(res.log_lines, 8);
         assert_eq!(res.result.outcome, Outcome::Failed);
+    }
+
+    #[test]
+    fn secrets_are_redacted_before_they_reach_the_spool() {
+        let root = tempfile::tempdir().unwrap();
+        let mut w = SpoolWriter::create(root.path(), &meta(), Arc::new(Notify::new())).unwrap();
+        w.set_redact(&["hunter22".into(), "hunter22-long".into(), "abc".into()]);
+        w.append_lines(
+            LogStream::Stdout,
+            1,
+            b"plain\npw=hunter22 and hunter22-long\nabc stays\n",
+        );
+        w.append_at(LogStream::Stderr, 2, "again hunter22");
+        w.system("system hunter22-long");
+        let dir = w.dir().to_path_buf();
+        w.flush();
+        let got: Vec<String> = read_all(&dir, 0, 0)
+            .into_iter()
+            .map(|(_, l)| l.text)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "plain",
+                "pw=*** and ***",
+                "abc stays",
+                "again ***",
+                "system ***"
+            ]
+        );
+        let raw = std::fs::read_to_string(dir.join(LINES)).unwrap();
+        assert!(!raw.contains("hunter22"), "{raw}");
     }
 
     #[test]

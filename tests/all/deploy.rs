@@ -183,6 +183,21 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
         "the database's output reached the app: {messages}"
     );
 
+    // The sensitive input the action reads is redacted on the runner, and
+    // not shown in the job's payload either.
+    let action = step(&second, "action smoke_test");
+    let job = action.job_id.clone().unwrap();
+    let logs = nuon_tests::all_logs(&c, &job).unwrap();
+    let log: String = logs.iter().map(|l| format!("{}\n", l.text)).collect();
+    assert!(log.contains("with key ***"), "{log}");
+    assert!(!log.contains("demo-key"), "{log}");
+    let info = rt().block_on(c.get_job(&job)).unwrap();
+    assert!(
+        !info.payload.to_string().contains("demo-key"),
+        "{}",
+        info.payload
+    );
+
     // 5. A corrupted blob in the install's store is found by digest and
     // copied again, never deployed.
     let store = data.join("installs/demo/store");

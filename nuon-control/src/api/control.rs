@@ -242,6 +242,7 @@ async fn create_job(
         timeout_secs,
         retry: RetryPolicy { max_attempts },
         created_at_ms: now_ms(),
+        redact: Vec::new(),
     };
     let spec_json = serde_json::to_string(&spec)
         .map_err(|e| Error::bad_request(format!("cannot encode job: {e}")))?;

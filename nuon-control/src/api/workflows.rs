@@ -399,6 +399,7 @@ async fn create_builds(
             timeout_secs: 1800,
             retry: RetryPolicy { max_attempts: 2 },
             created_at_ms: now_ms(),
+            redact: Vec::new(),
         };
         let spec_json = serde_json::to_string(&spec)
             .map_err(|e| Error::internal(format!("cannot encode build: {e}")))?;

@@ -656,6 +656,22 @@ fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
     Ok(())
 }
 
+/// Replaces every secret in the strings of `v` with `(secret)`.
+fn hide(v: &mut serde_json::Value, secrets: &[&str]) {
+    match v {
+        serde_json::Value::String(s) => {
+            for secret in secrets {
+                if s.contains(secret) {
+                    *s = s.replace(secret, "(secret)");
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| hide(x, secrets)),
+        serde_json::Value::Object(m) => m.values_mut().for_each(|x| hide(x, secrets)),
+        _ => {}
+    }
+}
+
 const JOB_COLUMNS: &str = "id, runner_id, kind, spec, status, attempts, max_attempts, timeout_secs, \
      cancel_requested, exit_code, reason, outputs, created_at, started_at, finished_at";
 
@@ -668,13 +684,22 @@ fn job_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
     let spec: String = row.get(3)?;
     let status: String = row.get(4)?;
     let outputs: Option<String> = row.get(11)?;
-    let mut payload = serde_json::from_str::<serde_json::Value>(&spec)
-        .ok()
-        .and_then(|v| v.get("payload").cloned())
-        .unwrap_or_default();
-    // A job's state credential is for its Terraform only.
+    let parsed = serde_json::from_str::<serde_json::Value>(&spec).unwrap_or_default();
+    let mut payload = parsed.get("payload").cloned().unwrap_or_default();
+    // A job's state credential is for its Terraform only, and the
+    // install's secrets are for its runner only.
     if let Some(p) = payload.pointer_mut("/backend/password") {
         *p = serde_json::Value::String("(hidden)".into());
+    }
+    let secrets: Vec<&str> = parsed["redact"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if !secrets.is_empty() {
+        hide(&mut payload, &secrets);
     }
     Ok(JobInfo {
         id: id

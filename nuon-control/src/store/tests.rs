@@ -38,6 +38,7 @@ impl Fixture {
             timeout_secs: 60,
             retry: RetryPolicy { max_attempts },
             created_at_ms: now_ms(),
+            redact: Vec::new(),
         };
         let spec_json = serde_json::to_string(&spec).unwrap();
         let id = spec.job_id.clone();

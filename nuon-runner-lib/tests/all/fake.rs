@@ -404,6 +404,7 @@ impl Harness {
             timeout_secs,
             retry: Default::default(),
             created_at_ms: nuon_core::now_ms(),
+            redact: Vec::new(),
         }
     }
 
