@@ -156,7 +156,7 @@ pub(crate) async fn wait_builds(
     for b in builds {
         let mut b = b;
         while !b.status.is_terminal() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
             b = client.get_build(b.id.as_str()).await?;
         }
         done.push(b);
@@ -341,7 +341,7 @@ pub(crate) async fn watch(
             }
             return Ok(wf);
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(if tty { 200 } else { 50 })).await;
     }
 }
 

@@ -319,7 +319,7 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
         "==> phases: {} (total {:.2}s)",
         phases
             .iter()
-            .map(|(n, d)| format!("{n} {:.2}s", d.as_secs_f64()))
+            .map(|(n, d)| format!("{n} {:.3}s", d.as_secs_f64()))
             .collect::<Vec<_>>()
             .join(", "),
         total.as_secs_f64()
