@@ -604,7 +604,10 @@ fn main() -> Result<()> {
         }
     }
     if want("terraform") {
-        for (label, module) in [("", TF_MODULE), (", module with 1 s of apply work", TF_MODULE_SLOW)] {
+        for (label, module) in [
+            ("", TF_MODULE),
+            (", module with 1 s of apply work", TF_MODULE_SLOW),
+        ] {
             let (bare_plan, plan, bare_apply, apply) = terraform_step(5, module)?;
             println!(
                 "| terraform plan step (init + plan -out){label}: by hand / as a job, queue to completion | {:.0} ms / {:.0} ms ({:.2}×, +{:.0} ms) |",

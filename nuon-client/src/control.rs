@@ -153,6 +153,18 @@ impl ControlClient {
         let req = CreateWorkflow {
             kind,
             component: component.map(str::to_owned),
+            action: None,
+        };
+        self.http.post(&path, &req, Duration::ZERO).await
+    }
+
+    /// Runs an action of an install by hand (it needs a `manual` trigger).
+    pub async fn run_action(&self, install: &str, action: &str) -> Result<WorkflowInfo> {
+        let path = routes::with_id(routes::INSTALL_WORKFLOWS, &seg(install));
+        let req = CreateWorkflow {
+            kind: WorkflowKind::Action,
+            component: None,
+            action: Some(action.to_owned()),
         };
         self.http.post(&path, &req, Duration::ZERO).await
     }

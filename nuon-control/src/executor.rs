@@ -244,12 +244,14 @@ fn outputs_of(install: &StoredInstall) -> InstallOutputs {
         .unwrap_or_default()
 }
 
-fn state_during(kind: WorkflowKind) -> &'static str {
-    match kind {
-        WorkflowKind::Provision | WorkflowKind::Reprovision => "provisioning",
-        WorkflowKind::Deploy => "deploying",
-        WorkflowKind::Teardown => "tearing_down",
-        WorkflowKind::Deprovision => "deprovisioning",
+/// The install's state while a workflow runs (an action leaves it as is).
+fn state_during(cx: &Ctx) -> String {
+    match cx.wf.kind {
+        WorkflowKind::Provision | WorkflowKind::Reprovision => "provisioning".into(),
+        WorkflowKind::Deploy => "deploying".into(),
+        WorkflowKind::Teardown => "tearing_down".into(),
+        WorkflowKind::Deprovision => "deprovisioning".into(),
+        WorkflowKind::Action => cx.install.state.clone(),
     }
 }
 
@@ -274,7 +276,7 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
             .unwrap_or_else(|| "{}".into());
         state
             .store
-            .set_install_outputs(org, &cx.install.id, &outputs, state_during(cx.wf.kind))
+            .set_install_outputs(org, &cx.install.id, &outputs, &state_during(&cx))
             .await?;
         tracing::info!(workflow = %id, install = %cx.install.id, kind = ?cx.wf.kind, "workflow started");
     }
@@ -343,6 +345,7 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
     state.store.set_workflow_status(org, &id, status).await?;
     let install_state = match cx.wf.kind {
         WorkflowKind::Deprovision if cx.wf.component.is_none() && !skipped => "deprovisioned",
+        WorkflowKind::Action => cx.install.state.as_str(),
         _ => "active",
     };
     let outputs = state
@@ -434,9 +437,19 @@ async fn fail(
         .unwrap_or_else(|| "{}".into());
     state
         .store
-        .set_install_outputs(&cx.org, &cx.install.id, &outputs, "failed")
+        .set_install_outputs(&cx.org, &cx.install.id, &outputs, &failed_state(cx))
         .await
         .map_err(Into::into)
+}
+
+/// The install's state after a failed workflow (a failed action changes
+/// nothing deployed).
+fn failed_state(cx: &Ctx) -> String {
+    if cx.wf.kind == WorkflowKind::Action {
+        cx.install.state.clone()
+    } else {
+        "failed".into()
+    }
 }
 
 /// Records a step's success: its outputs, and an apply's or destroy's
@@ -477,7 +490,7 @@ async fn succeeded(
             .map_err(|e| Error::internal(format!("cannot encode outputs: {e}")))?;
         state
             .store
-            .set_install_outputs(&cx.org, &cx.install.id, &json, state_during(cx.wf.kind))
+            .set_install_outputs(&cx.org, &cx.install.id, &json, &state_during(cx))
             .await?;
         cx.install.outputs_json = Some(json);
     }

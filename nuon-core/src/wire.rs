@@ -792,7 +792,8 @@ pub struct WorkflowInfo {
     /// `running`, `succeeded`, `partial` (ended; a denial skipped some
     /// steps), `failed` (a step failed; it can be retried) or `cancelled`.
     pub status: String,
-    /// Only this component, when it was asked for one.
+    /// Only this component, when it was asked for one (for an `action`
+    /// workflow, the action).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component: Option<String>,
     /// The app config version it deploys.
@@ -815,6 +816,9 @@ pub struct CreateWorkflow {
     /// Only this component (deploy and teardown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component: Option<String>,
+    /// The action to run (kind `action`; it needs a `manual` trigger).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
 }
 
 /// Approve, deny or retry a step of a workflow.

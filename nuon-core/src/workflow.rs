@@ -24,6 +24,8 @@ pub enum WorkflowKind {
     Deprovision,
     /// Provision again: the sandbox, then every component.
     Reprovision,
+    /// Run one action by hand (its `manual` trigger).
+    Action,
 }
 
 /// What one step does.
@@ -108,7 +110,8 @@ fn actions(config: &AppConfig, trigger: &str, component: Option<&str>, out: &mut
 }
 
 /// The steps of a workflow of `kind` for `config`; with `only`, of that
-/// one component (no sandbox, no workflow-wide hooks). With `approvals`,
+/// one component (no sandbox, no workflow-wide hooks), or for
+/// [`WorkflowKind::Action`] the action to run. With `approvals`,
 /// every apply and destroy waits for an approval of its plan. Each
 /// component is synced (its artifact copied into the install's store),
 /// planned, then applied.
@@ -146,6 +149,10 @@ pub fn plan(
             actions(config, "post-teardown-all-components", None, out);
         }
     };
+    if let (WorkflowKind::Action, Some(action)) = (kind, only) {
+        out.push(step(StepKind::Action, Some(action), false));
+        return out;
+    }
     if only.is_some() {
         match kind {
             WorkflowKind::Teardown | WorkflowKind::Deprovision => teardown(&mut out),
@@ -172,6 +179,8 @@ pub fn plan(
             actions(config, "post-deploy-all-components", None, &mut out);
         }
         WorkflowKind::Teardown => teardown(&mut out),
+        // An action workflow names its action (`only`).
+        WorkflowKind::Action => {}
         WorkflowKind::Deprovision => {
             actions(config, "pre-deprovision", None, &mut out);
             teardown(&mut out);

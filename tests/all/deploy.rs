@@ -504,21 +504,7 @@ fn a_runner_killed_during_an_apply_fails_the_step_releases_its_lock_and_a_retry_
     if !have_tool("terraform", "run Terraform") {
         return;
     }
-    let mut m = Manual::start(&[
-        METADATA,
-        (
-            "inputs.toml",
-            "[[input]]\nname = \"pause\"\ndescription = \"seconds\"\ntype = \"number\"\ndefault = \"30\"\n",
-        ),
-        (
-            "components/slow.toml",
-            "name = \"slow\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/slow\"\n\n[vars]\npause = \"{{ .nuon.install.inputs.pause }}\"\n",
-        ),
-        (
-            "src/slow/main.tf",
-            "variable \"pause\" {\n  type = number\n}\n\nresource \"terraform_data\" \"slow\" {\n  input = var.pause\n  provisioner \"local-exec\" {\n    command = \"sleep ${var.pause}\"\n  }\n}\n\noutput \"done\" {\n  value = terraform_data.slow.output\n}\n",
-        ),
-    ]);
+    let mut m = Manual::start(&[METADATA, SLOW[0], SLOW[1], SLOW[2]]);
     let c = m.cp.client();
     let wf = rt()
         .block_on(c.create_workflow("demo", WorkflowKind::Provision, None))
@@ -623,4 +609,139 @@ fn broken_inputs_fail_with_clear_errors() {
     // With terraform back, the same deploy works.
     m.restart_runner(None);
     assert_eq!(deploy("fine").status, "succeeded");
+}
+
+const SLOW: [(&str, &str); 3] = [
+    (
+        "inputs.toml",
+        "[[input]]\nname = \"pause\"\ndescription = \"seconds\"\ntype = \"number\"\ndefault = \"30\"\n",
+    ),
+    (
+        "components/slow.toml",
+        "name = \"slow\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/slow\"\n\n[vars]\npause = \"{{ .nuon.install.inputs.pause }}\"\n",
+    ),
+    (
+        "src/slow/main.tf",
+        "variable \"pause\" {\n  type = number\n}\n\nresource \"terraform_data\" \"slow\" {\n  input = var.pause\n  provisioner \"local-exec\" {\n    command = \"sleep ${var.pause}\"\n  }\n}\n\noutput \"done\" {\n  value = terraform_data.slow.output\n}\n",
+    ),
+];
+
+#[test]
+fn one_workflow_at_a_time_writes_to_an_install_and_a_cancel_lets_the_next_one_run() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let m = Manual::start(&[METADATA, SLOW[0], SLOW[1], SLOW[2]]);
+    let c = m.cp.client();
+    let first = rt()
+        .block_on(c.create_workflow("demo", WorkflowKind::Provision, None))
+        .unwrap();
+    let first_id = first.id.as_str().to_owned();
+    wait_workflow(&c, &first_id, |w| step(w, "apply slow").status == "running");
+    // A second workflow queues behind the running one.
+    let second = rt()
+        .block_on(c.create_workflow("demo", WorkflowKind::Deploy, None))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let w2 = rt().block_on(c.get_workflow(second.id.as_str())).unwrap();
+    assert_eq!(w2.status, "pending", "{w2:#?}");
+    assert!(w2.steps.iter().all(|s| s.status == "pending"));
+
+    ok(m.cp.nuon(&["installs", "inputs", "set", "demo", "pause=0"]));
+    let out = ok(m.cp.nuon(&["workflows", "cancel", &first_id]));
+    assert!(out.contains("cancelled"), "{out}");
+    let w1 = rt().block_on(c.get_workflow(&first_id)).unwrap();
+    assert_eq!(w1.status, "cancelled");
+    let apply = step(&w1, "apply slow");
+    assert_eq!(apply.status, "cancelled");
+    let job = apply.job_id.clone().unwrap();
+    let done = nuon_tests::wait_job(&c, &job, Duration::from_secs(60)).unwrap();
+    assert_eq!(done.status, nuon_core::JobStatus::Cancelled, "{done:?}");
+
+    // The queued deploy runs once the install is free, through any lock
+    // the cancelled Terraform left behind.
+    let w2 = wait_workflow(&c, second.id.as_str(), ended);
+    assert_eq!(w2.status, "succeeded", "{w2:#?}");
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.components["slow"]["done"], 0, "{outputs:?}");
+    // A cancelled workflow cannot be cancelled again; it can be retried.
+    let e = rt().block_on(c.cancel_workflow(&first_id)).unwrap_err();
+    assert!(e.to_string().contains("has ended"), "{e}");
+}
+
+#[test]
+fn components_build_from_git_and_actions_run_by_hand() {
+    if !have_tool("terraform", "run Terraform") || !have_tool("git", "clone a source") {
+        return;
+    }
+    let repo = tempfile::tempdir().unwrap();
+    write_files(
+        repo.path(),
+        &[(
+            "modules/net/main.tf",
+            "resource \"terraform_data\" \"net\" {\n  input = \"net-1\"\n}\n\noutput \"id\" {\n  value = terraform_data.net.output\n}\n",
+        )],
+    );
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(repo.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    };
+    git(&["init", "-q", "-b", "release"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "net"]);
+    let component = format!(
+        "name = \"net\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\n\n[git]\nrepo = \"file://{}\"\nbranch = \"release\"\ndirectory = \"modules/net\"\n",
+        repo.path().display()
+    );
+    let action = "name = \"hello\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo hello from {{ .nuon.components.net.outputs.id }}\"\n";
+    let m = Manual::start(&[
+        METADATA,
+        ("components/net.toml", &component),
+        ("actions/hello.toml", action),
+    ]);
+    let c = m.cp.client();
+    let builds = rt().block_on(c.list_builds("app")).unwrap().builds;
+    assert_eq!(
+        builds[0].status,
+        nuon_core::JobStatus::Succeeded,
+        "{builds:?}"
+    );
+    let logs = nuon_tests::all_logs(&c, &builds[0].id).unwrap();
+    assert!(
+        logs.iter().any(|l| l.text.contains("git clone")),
+        "{logs:?}"
+    );
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    // The action has only a manual trigger: no provision step ran it.
+    assert!(
+        w.steps
+            .iter()
+            .all(|s| s.kind != nuon_core::workflow::StepKind::Action)
+    );
+    let out = m.cp.nuon(&[
+        "installs",
+        "run-action",
+        "demo",
+        "hello",
+        "--wait",
+        "--logs",
+    ]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("hello from net-1"), "{t}");
+    let install = rt().block_on(c.get_install("demo")).unwrap();
+    assert_eq!(
+        install.state, "active",
+        "an action leaves the install's state"
+    );
+    // An action without a manual trigger, or unknown, is refused.
+    let out = m.cp.nuon(&["installs", "run-action", "demo", "helo"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("did you mean"), "{}", text(&out));
 }

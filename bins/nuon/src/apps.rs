@@ -89,6 +89,19 @@ pub(crate) enum InstallsCommand {
         /// The install, by name or id.
         install: String,
     },
+    /// Run an action by hand (it needs a `manual` trigger).
+    RunAction {
+        /// The install, by name or id.
+        install: String,
+        /// The action.
+        action: String,
+        /// Follow it until it ends.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait, print its log too.
+        #[arg(long)]
+        logs: bool,
+    },
     /// List the org's installs.
     List,
     /// Show one install (sensitive inputs and secrets only by name).
@@ -391,6 +404,22 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         InstallsCommand::Deprovision(a) => (WorkflowKind::Deprovision, a),
         InstallsCommand::Reprovision(a) => (WorkflowKind::Reprovision, a),
         InstallsCommand::Outputs { install } => return crate::deploy::outputs(g, install).await,
+        InstallsCommand::RunAction {
+            install,
+            action,
+            wait,
+            logs,
+        } => {
+            return crate::deploy::start(
+                g,
+                install,
+                WorkflowKind::Action,
+                Some(action),
+                *wait,
+                *logs,
+            )
+            .await;
+        }
         other => return installs_other(g, other).await,
     };
     crate::deploy::start(g, &a.install, kind, a.component.as_deref(), a.wait, a.logs).await
@@ -514,7 +543,8 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::Teardown(_)
         | InstallsCommand::Deprovision(_)
         | InstallsCommand::Reprovision(_)
-        | InstallsCommand::Outputs { .. } => unreachable!("handled by installs()"),
+        | InstallsCommand::Outputs { .. }
+        | InstallsCommand::RunAction { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)
 }

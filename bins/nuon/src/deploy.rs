@@ -345,17 +345,22 @@ pub(crate) async fn watch(
     }
 }
 
-/// Starts a workflow and, with `wait`, follows it to its end.
+/// Starts a workflow (for [`WorkflowKind::Action`], of the action
+/// `target`; otherwise of the component `target`, or all) and, with
+/// `wait`, follows it to its end.
 pub(crate) async fn start(
     g: &Global,
     install: &str,
     kind: WorkflowKind,
-    component: Option<&str>,
+    target: Option<&str>,
     wait: bool,
     logs: bool,
 ) -> Result<u8, CliError> {
     let client = client(g)?;
-    let wf = client.create_workflow(install, kind, component).await?;
+    let wf = match (kind, target) {
+        (WorkflowKind::Action, Some(action)) => client.run_action(install, action).await?,
+        _ => client.create_workflow(install, kind, target).await?,
+    };
     if !wait {
         if g.json {
             print_json(&wf)?;

@@ -15,7 +15,7 @@ use nuon_core::wire::{
     BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow, InstallOutputs, StepChoice,
     WorkflowInfo, routes,
 };
-use nuon_core::workflow::{self, StepKind};
+use nuon_core::workflow::{self, StepKind, WorkflowKind};
 use nuon_core::{
     BuildJob, BuildSource, Job, JobId, JobSpec, RetryPolicy, SourceFileContents, WorkflowId, now_ms,
 };
@@ -79,11 +79,39 @@ async fn create_workflow(
             names.join(", ")
         )));
     }
+    let only = if req.kind == WorkflowKind::Action {
+        let Some(name) = &req.action else {
+            return Err(Error::bad_request(
+                "an action workflow names its action (\"action\")",
+            ));
+        };
+        let Some(action) = config.actions.iter().find(|a| &a.name == name) else {
+            let names: Vec<&str> = config.actions.iter().map(|a| a.name.as_str()).collect();
+            return Err(Error::not_found(format!(
+                "app {} has no action {name:?}{} (actions: {})",
+                app.name,
+                nuon_core::app::did_you_mean(name, names.iter().copied()),
+                names.join(", ")
+            )));
+        };
+        if !action.triggers.iter().any(|t| t.kind == "manual") {
+            return Err(Error::bad_request(format!(
+                "action {name:?} has no manual trigger: add `[[triggers]] type = \"manual\"` to run it by hand"
+            )));
+        }
+        Some(name.clone())
+    } else if req.action.is_some() {
+        return Err(Error::bad_request(
+            "\"action\" is for action workflows (kind \"action\")",
+        ));
+    } else {
+        req.component.clone()
+    };
     let steps = workflow::plan(
         config,
         req.kind,
         install.approval == "prompt",
-        req.component.as_deref(),
+        only.as_deref(),
     );
     if steps.is_empty() {
         return Err(Error::bad_request(format!(
@@ -153,7 +181,7 @@ async fn create_workflow(
                 install_id: install.id.clone(),
                 kind: req.kind,
                 config_version: latest.version,
-                component: req.component,
+                component: only,
                 steps,
             },
         )

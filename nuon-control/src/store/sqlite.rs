@@ -1008,7 +1008,38 @@ impl Store for SqliteStore {
         let (install, component) = (install.clone(), component.to_owned());
         self.write(move |conn| {
             if let Some(held) = current_lock(conn, &install, &component)? {
-                return Ok(if held.id == lock.id { Ok(()) } else { Err(held) });
+                if held.id == lock.id {
+                    return Ok(Ok(()));
+                }
+                // A lock whose job has ended is stale: its Terraform is
+                // gone (cancelled, killed, its runner lost).
+                let ended = match &held.job_id {
+                    Some(j) => conn
+                        .query_row(
+                            "SELECT status NOT IN ('queued', 'running') FROM jobs WHERE id = ?1",
+                            [j.as_str()],
+                            |r| r.get::<_, bool>(0),
+                        )
+                        .optional()
+                        .map_err(db_err)?
+                        .unwrap_or(true),
+                    None => false,
+                };
+                if !ended {
+                    return Ok(Err(held));
+                }
+                tracing::warn!(
+                    install = %install,
+                    component,
+                    lock = %held.id,
+                    job = ?held.job_id,
+                    "terraform state lock of an ended job released for a new lock"
+                );
+                conn.execute(
+                    "DELETE FROM tf_locks WHERE install_id = ?1 AND component = ?2",
+                    params![install.as_str(), component],
+                )
+                .map_err(db_err)?;
             }
             conn.execute(
                 "INSERT INTO tf_locks (install_id, component, lock_id, info, created_at, job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
