@@ -4,6 +4,8 @@
 
 pub mod layout;
 pub mod modulepkg;
+#[cfg(feature = "registry")]
+pub mod registry;
 
 pub use layout::LayoutStore;
 

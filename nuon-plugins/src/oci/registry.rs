@@ -1,0 +1,502 @@
+//! An OCI distribution registry (ECR, ACR, GAR, Harbor, `docker-registry`)
+//! as an [`ArtifactStore`], over reqwest.
+//!
+//! - Blobs are uploaded in one streamed `PUT` after a `POST` that opens the
+//!   upload (and settles authentication, since a streamed body cannot be
+//!   sent twice); every byte is hashed on the way and checked against its
+//!   digest, in both directions.
+//! - Manifests are read and written as raw bytes with their media type,
+//!   never re-serialized.
+//! - Authentication: anonymous, HTTP basic, or bearer tokens from the
+//!   registry's token service (with the basic credentials, when given),
+//!   cached per scope; credentials may come from a docker `config.json`.
+//!   Plain HTTP is for loopback registries; TLS takes extra CA certificates.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use futures_util::TryStreamExt;
+use nuon_core::artifact::{
+    ArtifactError, ArtifactStore, BlobReader, Descriptor, Digest, RawManifest, VerifyingReader,
+};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+
+use super::layout::check_repo;
+
+/// The manifest media types a read accepts.
+const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
+    application/vnd.oci.image.index.v1+json, \
+    application/vnd.docker.distribution.manifest.v2+json, \
+    application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// Where a registry is and how to reach it.
+#[derive(Debug, Clone, Default)]
+pub struct RegistryConfig {
+    /// `https://registry.example` or `http://127.0.0.1:5000` (plain HTTP
+    /// only for loopback addresses).
+    pub url: String,
+    /// Basic credentials (also used to get bearer tokens).
+    pub username: Option<String>,
+    /// The password or access token.
+    pub password: Option<String>,
+    /// Extra PEM CA certificates to trust.
+    pub ca_bundle: Option<std::path::PathBuf>,
+}
+
+impl RegistryConfig {
+    /// A registry at `url`, anonymous.
+    pub fn new(url: impl Into<String>) -> Self {
+        RegistryConfig {
+            url: url.into(),
+            ..RegistryConfig::default()
+        }
+    }
+
+    /// Takes the credentials for this registry's host from a docker
+    /// `config.json` (`auths.HOST.auth`, base64 of `user:password`), when
+    /// it has some.
+    pub fn with_docker_config(mut self, path: &Path) -> Result<Self, ArtifactError> {
+        use base64::Engine as _;
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self),
+            Err(source) => {
+                return Err(ArtifactError::Io {
+                    what: format!("cannot read {}", path.display()),
+                    source,
+                });
+            }
+        };
+        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            ArtifactError::Invalid(format!("{} is not a docker config.json: {e}", path.display()))
+        })?;
+        let host = host_of(&self.url);
+        let entry = json["auths"]
+            .as_object()
+            .and_then(|a| {
+                a.iter()
+                    .find(|(k, _)| host_of(k) == host || k.as_str() == host)
+                    .map(|(_, v)| v.clone())
+            });
+        if let Some(auth) = entry.as_ref().and_then(|e| e["auth"].as_str()) {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(auth.trim())
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .ok_or_else(|| {
+                    ArtifactError::Invalid(format!(
+                        "{}: the auth of {host} is not base64 of user:password",
+                        path.display()
+                    ))
+                })?;
+            if let Some((u, p)) = decoded.split_once(':') {
+                self.username = Some(u.to_owned());
+                self.password = Some(p.to_owned());
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// `host[:port]` of a URL or a bare host.
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |x| x.1);
+    rest.split('/').next().unwrap_or(rest).to_owned()
+}
+
+/// A registry, as an artifact store.
+pub struct RegistryStore {
+    base: String,
+    client: reqwest::Client,
+    username: Option<String>,
+    password: Option<String>,
+    /// The `Authorization` value that worked, per scope.
+    auth: Mutex<HashMap<String, String>>,
+}
+
+fn io_err(what: impl Into<String>, e: impl std::error::Error + Send + Sync + 'static) -> ArtifactError {
+    ArtifactError::Io {
+        what: what.into(),
+        source: std::io::Error::other(e),
+    }
+}
+
+/// One parameter of a `WWW-Authenticate` challenge.
+fn param(challenge: &str, key: &str) -> Option<String> {
+    let at = challenge.find(&format!("{key}=\""))? + key.len() + 2;
+    let end = challenge[at..].find('"')? + at;
+    Some(challenge[at..end].to_owned())
+}
+
+impl RegistryStore {
+    /// A client of the registry `config` names.
+    pub fn new(config: &RegistryConfig) -> Result<Self, ArtifactError> {
+        let url = config.url.trim_end_matches('/');
+        let (scheme, _) = url.split_once("://").ok_or_else(|| {
+            ArtifactError::Invalid(format!(
+                "registry URL {url:?} has no scheme: use https://HOST or, on loopback, http://127.0.0.1:PORT"
+            ))
+        })?;
+        let host = host_of(url);
+        let loopback = host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]");
+        match scheme {
+            "https" => {}
+            "http" if loopback => {}
+            "http" => {
+                return Err(ArtifactError::Invalid(format!(
+                    "registry {url} is plain HTTP on a non-loopback address: use https"
+                )));
+            }
+            other => {
+                return Err(ArtifactError::Invalid(format!(
+                    "registry URL scheme {other:?} is not http or https"
+                )));
+            }
+        }
+        let mut builder = reqwest::Client::builder()
+            .user_agent(concat!("nuon/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(std::time::Duration::from_secs(15));
+        if let Some(path) = &config.ca_bundle {
+            let pem = std::fs::read(path).map_err(|source| ArtifactError::Io {
+                what: format!("cannot read CA bundle {}", path.display()),
+                source,
+            })?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| io_err(format!("CA bundle {}", path.display()), e))?
+            {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder
+            .build()
+            .map_err(|e| io_err("cannot build the HTTP client", e))?;
+        Ok(RegistryStore {
+            base: url.to_owned(),
+            client,
+            username: config.username.clone(),
+            password: config.password.clone(),
+            auth: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Gets (and caches) the `Authorization` value a challenge asks for.
+    async fn authorize(&self, challenge: &str, scope: &str) -> Result<String, ArtifactError> {
+        use base64::Engine as _;
+        let basic = || -> Result<String, ArtifactError> {
+            match (&self.username, &self.password) {
+                (Some(u), Some(p)) => Ok(format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+                )),
+                _ => Err(ArtifactError::Invalid(format!(
+                    "registry {} needs credentials for {scope}: give a username and password (or a docker config.json entry for it)",
+                    self.base
+                ))),
+            }
+        };
+        let value = if challenge.trim_start().to_ascii_lowercase().starts_with("bearer") {
+            let realm = param(challenge, "realm").ok_or_else(|| {
+                ArtifactError::Invalid(format!(
+                    "registry {} sent a bearer challenge without a realm: {challenge}",
+                    self.base
+                ))
+            })?;
+            let mut req = self.client.get(&realm);
+            let mut query = vec![("scope", scope.to_owned())];
+            if let Some(s) = param(challenge, "service") {
+                query.push(("service", s));
+            }
+            req = req.query(&query);
+            if let Ok(b) = basic() {
+                req = req.header(AUTHORIZATION, b);
+            }
+            let resp = req
+                .send()
+                .await
+                .map_err(|e| io_err(format!("token request to {realm}"), e))?;
+            if !resp.status().is_success() {
+                return Err(ArtifactError::Invalid(format!(
+                    "the token service of {} refused {scope}: {} (check the credentials)",
+                    self.base,
+                    resp.status()
+                )));
+            }
+            let body: serde_json::Value = resp
+                .json()
+                .await
+                .map_err(|e| io_err(format!("token answer of {realm}"), e))?;
+            let token = body["token"]
+                .as_str()
+                .or_else(|| body["access_token"].as_str())
+                .ok_or_else(|| {
+                    ArtifactError::Invalid(format!("the token service {realm} answered no token"))
+                })?;
+            format!("Bearer {token}")
+        } else {
+            basic()?
+        };
+        self.auth
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(scope.to_owned(), value.clone());
+        Ok(value)
+    }
+
+    fn cached(&self, scope: &str) -> Option<String> {
+        self.auth
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(scope)
+            .cloned()
+    }
+
+    /// Sends a request built by `build` (again, with credentials, after a
+    /// 401 that asks for them).
+    async fn send(
+        &self,
+        scope: &str,
+        what: &str,
+        build: impl Fn() -> RequestBuilder,
+    ) -> Result<Response, ArtifactError> {
+        let with_auth = |auth: Option<String>| {
+            let req = build();
+            match auth {
+                Some(a) => req.header(AUTHORIZATION, a),
+                None => req,
+            }
+        };
+        let resp = with_auth(self.cached(scope))
+            .send()
+            .await
+            .map_err(|e| io_err(what, e))?;
+        if resp.status() != StatusCode::UNAUTHORIZED {
+            return Ok(resp);
+        }
+        let challenge = resp
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("Basic")
+            .to_owned();
+        let auth = self.authorize(&challenge, scope).await?;
+        let resp = with_auth(Some(auth))
+            .send()
+            .await
+            .map_err(|e| io_err(what, e))?;
+        if resp.status() == StatusCode::UNAUTHORIZED || resp.status() == StatusCode::FORBIDDEN {
+            return Err(ArtifactError::Invalid(format!(
+                "registry {} refused the credentials for {scope} ({}): check the username and password",
+                self.base,
+                resp.status()
+            )));
+        }
+        Ok(resp)
+    }
+}
+
+fn pull(repo: &str) -> String {
+    format!("repository:{repo}:pull")
+}
+
+fn push(repo: &str) -> String {
+    format!("repository:{repo}:pull,push")
+}
+
+async fn unexpected(resp: Response, what: &str) -> ArtifactError {
+    let status = resp.status();
+    let body = resp.text().await.unwrap_or_default();
+    ArtifactError::Invalid(format!(
+        "{what}: the registry answered {status}: {}",
+        body.chars().take(300).collect::<String>()
+    ))
+}
+
+#[async_trait]
+impl ArtifactStore for RegistryStore {
+    async fn has_blob(&self, repo: &str, blob: &Descriptor) -> Result<bool, ArtifactError> {
+        check_repo(repo)?;
+        let url = self.url(&format!("/v2/{repo}/blobs/{}", blob.digest));
+        let resp = self
+            .send(&pull(repo), "blob check", || self.client.head(&url))
+            .await?;
+        match resp.status() {
+            StatusCode::NOT_FOUND => Ok(false),
+            s if s.is_success() => Ok(resp
+                .headers()
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_none_or(|n| n == blob.size)),
+            _ => Err(unexpected(resp, &format!("HEAD blob {} in {repo}", blob.digest)).await),
+        }
+    }
+
+    async fn open_blob(&self, repo: &str, blob: &Descriptor) -> Result<BlobReader, ArtifactError> {
+        check_repo(repo)?;
+        let url = self.url(&format!("/v2/{repo}/blobs/{}", blob.digest));
+        let resp = self
+            .send(&pull(repo), "blob download", || self.client.get(&url))
+            .await?;
+        match resp.status() {
+            StatusCode::NOT_FOUND => Err(ArtifactError::NotFound(format!(
+                "no blob {} in {}/{repo}",
+                blob.digest, self.base
+            ))),
+            s if s.is_success() => {
+                let stream = resp.bytes_stream().map_err(std::io::Error::other);
+                let reader = tokio_util::io::StreamReader::new(stream);
+                Ok(Box::pin(VerifyingReader::new(reader, blob.clone())))
+            }
+            _ => Err(unexpected(resp, &format!("GET blob {} in {repo}", blob.digest)).await),
+        }
+    }
+
+    async fn put_blob(
+        &self,
+        repo: &str,
+        blob: &Descriptor,
+        reader: BlobReader,
+    ) -> Result<(), ArtifactError> {
+        check_repo(repo)?;
+        let start = self.url(&format!("/v2/{repo}/blobs/uploads/"));
+        let resp = self
+            .send(&push(repo), "blob upload", || {
+                self.client.post(&start).header(CONTENT_LENGTH, "0")
+            })
+            .await?;
+        if resp.status() != StatusCode::ACCEPTED {
+            return Err(unexpected(resp, &format!("starting the upload of {} to {repo}", blob.digest)).await);
+        }
+        let location = resp
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| ArtifactError::Invalid("the registry opened an upload without a Location".into()))?;
+        let mut put = if location.starts_with("http://") || location.starts_with("https://") {
+            location.to_owned()
+        } else {
+            self.url(location)
+        };
+        put.push(if put.contains('?') { '&' } else { '?' });
+        put.push_str(&format!("digest={}", blob.digest));
+        // The bytes are checked while they stream: a source that does not
+        // match the digest ends the upload with an error.
+        let checked = VerifyingReader::new(reader, blob.clone());
+        let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(
+            checked,
+            256 * 1024,
+        ));
+        let mut req = self
+            .client
+            .put(&put)
+            .header(CONTENT_TYPE, "application/octet-stream")
+            .header(CONTENT_LENGTH, blob.size)
+            .body(body);
+        if let Some(a) = self.cached(&push(repo)) {
+            req = req.header(AUTHORIZATION, a);
+        }
+        let resp = req.send().await.map_err(|e| {
+            let mut src: Option<&dyn std::error::Error> = Some(&e);
+            let mut corrupt = false;
+            while let Some(s) = src {
+                if s.to_string().contains("does not match its digest") {
+                    corrupt = true;
+                }
+                src = s.source();
+            }
+            if corrupt {
+                ArtifactError::Corrupt(format!(
+                    "refused blob {} for {repo}: its bytes do not match the digest",
+                    blob.digest
+                ))
+            } else {
+                io_err(format!("uploading {} to {repo}", blob.digest), e)
+            }
+        })?;
+        if resp.status() != StatusCode::CREATED {
+            return Err(unexpected(resp, &format!("uploading {} to {repo}", blob.digest)).await);
+        }
+        Ok(())
+    }
+
+    async fn get_manifest(
+        &self,
+        repo: &str,
+        reference: &str,
+    ) -> Result<Option<RawManifest>, ArtifactError> {
+        check_repo(repo)?;
+        let url = self.url(&format!("/v2/{repo}/manifests/{reference}"));
+        let resp = self
+            .send(&pull(repo), "manifest download", || {
+                self.client.get(&url).header(ACCEPT, MANIFEST_ACCEPT)
+            })
+            .await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !resp.status().is_success() {
+            return Err(unexpected(resp, &format!("GET manifest {reference} of {repo}")).await);
+        }
+        let media_type = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/vnd.oci.image.manifest.v1+json")
+            .to_owned();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| io_err(format!("reading manifest {reference} of {repo}"), e))?
+            .to_vec();
+        let digest = Digest::of(&bytes);
+        if let Ok(want) = reference.parse::<Digest>()
+            && want != digest
+        {
+            return Err(ArtifactError::Corrupt(format!(
+                "manifest {want} of {repo} from {} hashes to {digest}",
+                self.base
+            )));
+        }
+        Ok(Some(RawManifest {
+            digest,
+            bytes,
+            media_type,
+        }))
+    }
+
+    async fn put_manifest(
+        &self,
+        repo: &str,
+        manifest: &RawManifest,
+        tag: Option<&str>,
+    ) -> Result<(), ArtifactError> {
+        check_repo(repo)?;
+        if Digest::of(&manifest.bytes) != manifest.digest {
+            return Err(ArtifactError::Corrupt(format!(
+                "manifest bytes do not hash to {}",
+                manifest.digest
+            )));
+        }
+        let reference = tag.map_or_else(|| manifest.digest.to_string(), str::to_owned);
+        let url = self.url(&format!("/v2/{repo}/manifests/{reference}"));
+        let resp = self
+            .send(&push(repo), "manifest upload", || {
+                self.client
+                    .request(Method::PUT, &url)
+                    .header(CONTENT_TYPE, manifest.media_type.clone())
+                    .body(manifest.bytes.clone())
+            })
+            .await?;
+        if resp.status() != StatusCode::CREATED {
+            return Err(unexpected(resp, &format!("PUT manifest {reference} of {repo}")).await);
+        }
+        Ok(())
+    }
+}
