@@ -264,8 +264,30 @@ fn update(status: &str, reason: Option<String>) -> StepUpdate {
 }
 
 async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(), Error> {
-    let mut cx = load(state, org, wf).await?;
-    let id = cx.wf.id.clone();
+    let id = wf.id.clone();
+    let mut cx = match load(state, org, wf.clone()).await {
+        Ok(cx) => cx,
+        // Its install, app or config is gone: it can never move again, and
+        // must not block the install's queue.
+        Err(Error::Api {
+            status: StatusCode::NOT_FOUND,
+            message,
+            ..
+        }) => {
+            if let Some(s) = wf.steps.iter().find(|s| !step_done(&s.status)) {
+                state
+                    .store
+                    .update_step(org, &id, s.index, update("failed", Some(message)))
+                    .await?;
+            }
+            state.store.set_workflow_status(org, &id, "failed").await?;
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    if cx.wf.status == "cancelling" {
+        return finish_cancel(state, &mut cx).await;
+    }
     if cx.wf.status == "pending" {
         state.store.set_workflow_status(org, &id, "running").await?;
         cx.wf.status = "running".into();
@@ -359,6 +381,70 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
         .set_install_outputs(org, &cx.install.id, &outputs, install_state)
         .await?;
     tracing::info!(workflow = %id, status, "workflow ended");
+    Ok(())
+}
+
+fn step_done(status: &str) -> bool {
+    matches!(status, "succeeded" | "skipped" | "denied" | "cancelled")
+}
+
+/// Ends a cancel once the job that was running has ended: what it did is
+/// recorded (an apply that finished anyway keeps its outputs), locks its
+/// Terraform left are released, and the install is free again.
+async fn finish_cancel(state: &SharedState, cx: &mut Ctx) -> Result<(), Error> {
+    let org = cx.org.clone();
+    let mut interrupted = false;
+    for i in 0..cx.wf.steps.len() {
+        let step = cx.wf.steps[i].clone();
+        let Some(job_id) = step.job_id.clone().filter(|_| step.status == "cancelled") else {
+            continue;
+        };
+        let Some(job) = state.store.get_job(&org, &job_id).await? else {
+            continue;
+        };
+        if !job.status.is_terminal() {
+            return Ok(());
+        }
+        if job.status == JobStatus::Succeeded {
+            succeeded(state, cx, i, &job).await?;
+            continue;
+        }
+        interrupted |= applies_a_plan(step.kind);
+        let reason = failure_reason(state, &job).await;
+        state
+            .store
+            .update_step(
+                &org,
+                &cx.wf.id,
+                step.index,
+                update(
+                    "cancelled",
+                    Some(format!("the workflow was cancelled: {reason}")),
+                ),
+            )
+            .await?;
+    }
+    state
+        .store
+        .set_workflow_status(&org, &cx.wf.id, "cancelled")
+        .await?;
+    let current = state
+        .store
+        .find_install(&org, cx.install.id.as_str())
+        .await?;
+    let outputs = current
+        .and_then(|i| i.outputs_json)
+        .unwrap_or_else(|| "{}".into());
+    let install_state = match cx.wf.kind {
+        WorkflowKind::Action => cx.install.state.clone(),
+        _ if interrupted => "failed".into(),
+        _ => "active".into(),
+    };
+    state
+        .store
+        .set_install_outputs(&org, &cx.install.id, &outputs, &install_state)
+        .await?;
+    tracing::info!(workflow = %cx.wf.id, "cancelled");
     Ok(())
 }
 
@@ -475,6 +561,14 @@ async fn succeeded(
             .as_object()
             .cloned()
             .unwrap_or_default();
+        let from = match (step.kind, &step.target) {
+            (StepKind::SandboxApply | StepKind::SandboxDestroy, _) => "sandbox".to_owned(),
+            (_, Some(c)) => c.clone(),
+            (_, None) => "sandbox".to_owned(),
+        };
+        // What this apply reports replaces what it reported before.
+        all.sensitive
+            .retain(|n| n.split_once('.').is_none_or(|(f, _)| f != from));
         match (step.kind, &step.target) {
             (StepKind::SandboxApply, _) => all.sandbox = tf,
             (StepKind::SandboxDestroy, _) => all.sandbox.clear(),
@@ -485,6 +579,13 @@ async fn succeeded(
                 all.components.remove(c);
             }
             _ => {}
+        }
+        if matches!(step.kind, StepKind::SandboxApply | StepKind::Apply) {
+            for name in job.outputs["sensitive"].as_array().into_iter().flatten() {
+                if let Some(n) = name.as_str() {
+                    all.sensitive.push(format!("{from}.{n}"));
+                }
+            }
         }
         let json = serde_json::to_string(&all)
             .map_err(|e| Error::internal(format!("cannot encode outputs: {e}")))?;
@@ -573,7 +674,11 @@ fn unseal(state: &SharedState, install: &StoredInstall) -> Result<Unsealed, Stri
 /// and secrets.
 fn redactions(state: &SharedState, install: &StoredInstall) -> Result<Vec<String>, String> {
     let (inputs, secrets) = unseal(state, install)?;
-    Ok(inputs.into_values().chain(secrets.into_values()).collect())
+    Ok(inputs
+        .into_values()
+        .chain(secrets.into_values())
+        .chain(outputs_of(install).sensitive_values())
+        .collect())
 }
 
 /// The install's values for templates.
@@ -742,7 +847,12 @@ fn job_for(
     step: &WorkflowStepInfo,
 ) -> Result<(JobSpec, Option<StateToken>), String> {
     let target = step.target.clone().unwrap_or_else(|| "sandbox".into());
-    let redact = redactions(state, &cx.install)?;
+    // Sync jobs render nothing: only the others carry values to redact.
+    let redact = if matches!(step.kind, StepKind::Sync | StepKind::SandboxSync) {
+        Vec::new()
+    } else {
+        redactions(state, &cx.install)?
+    };
     let spec = |kind: &str, payload: Value, timeout_secs: u64| JobSpec {
         job_id: JobId::generate(),
         org_id: cx.org.clone(),
@@ -883,9 +993,22 @@ fn job_for(
                 username: "nuon".into(),
                 password: token.secret,
             };
+            // The module is the one this workflow synced (a newer build
+            // of the same config version does not slip in between).
+            let synced = cx.wf.steps.iter().rev().find(|s| {
+                s.target == step.target
+                    && matches!(s.kind, StepKind::Sync | StepKind::SandboxSync)
+                    && s.status == "succeeded"
+                    && s.index < step.index
+            });
+            let module = match synced {
+                Some(s) => serde_json::from_value(s.outputs["artifact"].clone())
+                    .map_err(|e| format!("the sync of {target} reported no artifact: {e}"))?,
+                None => artifact(cx, &target)?,
+            };
             let job = TerraformJob {
                 action,
-                module: artifact(cx, &target)?,
+                module,
                 terraform_version: version.unwrap_or_else(|| ">= 0.0.0".into()),
                 vars,
                 env,
@@ -970,13 +1093,20 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                 |s| s.status == "waiting_approval",
                 "waiting for approval",
             )?;
+            // An approval is of a plan someone saw: only a waiting step
+            // takes one. A denial may come ahead of time.
             let waiting = step.status == "waiting_approval"
-                || (step.status == "pending" && step.needs_approval);
+                || (r.act == Act::Deny && step.status == "pending" && step.needs_approval);
             if !waiting || step.approved_at_ms.is_some() {
+                let why = if step.needs_approval && step.status == "pending" {
+                    "its plan has not run yet; approve it once it waits"
+                } else {
+                    "it does not wait for an approval"
+                };
                 return Err(Error::conflict(
                     "not_waiting",
                     format!(
-                        "step {:?} of workflow {id} does not wait for an approval (it is {})",
+                        "step {:?} of workflow {id} is {}: {why}",
                         step.name, step.status
                     ),
                 ));
@@ -1001,7 +1131,7 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
             }
         }
         Act::Cancel => {
-            if !active {
+            if !active || wf.status == "cancelling" {
                 return Err(Error::conflict(
                     "workflow_ended",
                     format!(
@@ -1010,12 +1140,14 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                     ),
                 ));
             }
+            let mut stopping = false;
             for s in &wf.steps {
                 match s.status.as_str() {
                     "running" => {
                         if let Some(j) = &s.job_id {
                             state.store.request_cancel(org, j).await?;
                             state.logs.wake(j);
+                            stopping = true;
                         }
                     }
                     "pending" | "waiting_approval" => {}
@@ -1031,11 +1163,15 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                     )
                     .await?;
             }
-            state
-                .store
-                .set_workflow_status(org, id, "cancelled")
-                .await?;
-            tracing::info!(workflow = %id, "cancelled");
+            // With a job still stopping, the install stays busy until it
+            // has ended and what it did is recorded (see `finish_cancel`).
+            let status = if stopping || wf.status == "running" {
+                "cancelling"
+            } else {
+                "cancelled"
+            };
+            state.store.set_workflow_status(org, id, status).await?;
+            tracing::info!(workflow = %id, status, "cancel requested");
         }
         Act::Retry => {
             if wf.status != "failed" && wf.status != "cancelled" {
@@ -1048,10 +1184,9 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                 ));
             }
             let others = state.store.list_workflows(org, &wf.install_id).await?;
-            if let Some(o) = others
-                .iter()
-                .find(|o| o.id != *id && (o.status == "pending" || o.status == "running"))
-            {
+            if let Some(o) = others.iter().find(|o| {
+                o.id != *id && matches!(o.status.as_str(), "pending" | "running" | "cancelling")
+            }) {
                 return Err(Error::conflict(
                     "install_busy",
                     format!(
@@ -1060,12 +1195,18 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                     ),
                 ));
             }
-            let step = find_step(
-                &wf,
-                r.step.as_deref(),
-                |s| s.status == "failed" || s.status == "cancelled",
-                "that failed",
-            )?;
+            let unfinished = |s: &WorkflowStepInfo| s.status == "failed" || s.status == "cancelled";
+            let first = find_step(&wf, None, unfinished, "that failed or was cancelled")?;
+            let step = find_step(&wf, r.step.as_deref(), unfinished, "that failed")?;
+            if step.index > first.index {
+                return Err(Error::conflict(
+                    "after_the_failure",
+                    format!(
+                        "step {:?} comes after {:?}, which did not finish: retry from it (or without --step)",
+                        step.name, first.name
+                    ),
+                ));
+            }
             let i = wf
                 .steps
                 .iter()
@@ -1135,11 +1276,19 @@ async fn deny(
             continue;
         }
         let out = match (s.kind, &s.target) {
+            // An action that reads a left-out component, or hooks on one.
             (StepKind::Action, Some(a)) => config
                 .actions
                 .iter()
                 .find(|x| &x.name == a)
-                .is_some_and(|x| x.depends_on.iter().any(|d| left_out.contains(d))),
+                .is_some_and(|x| {
+                    x.depends_on.iter().any(|d| left_out.contains(d))
+                        || x.triggers.iter().any(|t| {
+                            t.component_name
+                                .as_ref()
+                                .is_some_and(|c| left_out.contains(c))
+                        })
+                }),
             (_, Some(c)) => left_out.contains(c),
             (_, None) => sandbox_too,
         };

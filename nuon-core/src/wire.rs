@@ -790,7 +790,9 @@ pub struct WorkflowInfo {
     pub kind: WorkflowKind,
     /// `pending` (queued behind another workflow of the install),
     /// `running`, `succeeded`, `partial` (ended; a denial skipped some
-    /// steps), `failed` (a step failed; it can be retried) or `cancelled`.
+    /// steps), `failed` (a step failed; it can be retried), `cancelling`
+    /// (its running job is being stopped; the install stays busy) or
+    /// `cancelled`.
     pub status: String,
     /// Only this component, when it was asked for one (for an `action`
     /// workflow, the action).
@@ -840,6 +842,51 @@ pub struct InstallOutputs {
     /// Each applied component's outputs.
     #[serde(default)]
     pub components: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// The outputs Terraform marks sensitive (`sandbox.NAME`,
+    /// `COMPONENT.NAME`): the API shows them as `(sensitive)`; they are
+    /// rendered into dependents and redacted from their logs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive: Vec<String>,
+}
+
+impl InstallOutputs {
+    /// The values of the sensitive outputs.
+    pub fn sensitive_values(&self) -> Vec<String> {
+        self.sensitive
+            .iter()
+            .filter_map(|name| {
+                let (from, key) = name.split_once('.')?;
+                let v = if from == "sandbox" {
+                    self.sandbox.get(key)
+                } else {
+                    self.components.get(from)?.get(key)
+                }?;
+                Some(match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// A copy with every sensitive value replaced by `(sensitive)`.
+    pub fn masked(&self) -> InstallOutputs {
+        let mut out = self.clone();
+        for name in &self.sensitive {
+            let Some((from, key)) = name.split_once('.') else {
+                continue;
+            };
+            let map = if from == "sandbox" {
+                Some(&mut out.sandbox)
+            } else {
+                out.components.get_mut(from)
+            };
+            if let Some(v) = map.and_then(|m| m.get_mut(key)) {
+                *v = serde_json::Value::String("(sensitive)".into());
+            }
+        }
+        out
+    }
 }
 
 /// Build an app's components (of its latest config version).

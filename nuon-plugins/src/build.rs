@@ -132,7 +132,18 @@ impl Plugin for BuildPlugin {
                         "build: the repository {url} (branch {branch}) has no directory {directory:?}"
                     )));
                 }
-                dir
+                // A symlink in the repository must not lead the package
+                // out of it (to the runner's own files).
+                let real = dir.canonicalize().ok();
+                let root = work.join("repo").canonicalize().ok();
+                match (real, root) {
+                    (Some(real), Some(root)) if real.starts_with(&root) => real,
+                    _ => {
+                        return Ok(JobResult::failed(format!(
+                            "build: directory {directory:?} of {url} leads out of the repository (a symlink?)"
+                        )));
+                    }
+                }
             }
         };
         host.log(&format!(

@@ -88,7 +88,7 @@ impl Plugin for SyncPlugin {
                     outcome: Outcome::Succeeded,
                     exit_code: None,
                     reason: None,
-                    outputs: json!({"digest": digest, "copied": 0}),
+                    outputs: json!({"digest": digest, "artifact": a, "copied": 0}),
                 });
             }
             Some(bad) => {
@@ -126,7 +126,7 @@ impl Plugin for SyncPlugin {
             outcome: Outcome::Succeeded,
             exit_code: None,
             reason: None,
-            outputs: json!({"digest": got, "copied": copied}),
+            outputs: json!({"digest": got, "artifact": a, "copied": copied}),
         })
     }
 }

@@ -406,11 +406,18 @@ mod plugin {
                         .flatten()
                         .map(|(k, v)| (k.clone(), v["value"].clone()))
                         .collect();
+                    let sensitive: Vec<&String> = raw
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .filter(|(_, v)| v["sensitive"].as_bool() == Some(true))
+                        .map(|(k, _)| k)
+                        .collect();
                     Ok(JobResult {
                         outcome: Outcome::Succeeded,
                         exit_code: Some(0),
                         reason: None,
-                        outputs: json!({"outputs": outputs}),
+                        outputs: json!({"outputs": outputs, "sensitive": sensitive}),
                     })
                 }
             }

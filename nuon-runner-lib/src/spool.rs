@@ -167,10 +167,14 @@ impl SpoolWriter {
     /// on, before it reaches the spool file (and so before it leaves the
     /// machine).
     pub(crate) fn set_redact(&mut self, values: &[String]) {
+        // A multi-line secret (a PEM key) reaches the log a line at a time:
+        // each of its lines is redacted on its own.
         let mut v: Vec<String> = values
             .iter()
-            .filter(|s| s.len() >= MIN_REDACTED_LEN && !s.contains('\n'))
-            .cloned()
+            .flat_map(|s| s.lines())
+            .map(|l| l.trim_end_matches('\r'))
+            .filter(|l| l.len() >= MIN_REDACTED_LEN)
+            .map(str::to_owned)
             .collect();
         // Longest first, so a secret that contains another is replaced whole.
         v.sort_by_key(|s| std::cmp::Reverse(s.len()));

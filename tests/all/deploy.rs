@@ -76,7 +76,7 @@ fn wait_workflow(
 }
 
 fn ended(w: &WorkflowInfo) -> bool {
-    !matches!(w.status.as_str(), "pending" | "running")
+    !matches!(w.status.as_str(), "pending" | "running" | "cancelling")
 }
 
 fn step<'a>(w: &'a WorkflowInfo, name: &str) -> &'a nuon_core::wire::WorkflowStepInfo {
@@ -168,6 +168,10 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
         );
     }
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.components["database"]["admin_dsn"], "(sensitive)");
+    assert_eq!(outputs.sensitive, ["database.admin_dsn"]);
+    let apply_db = step(&second, "apply database");
+    assert_eq!(apply_db.outputs["outputs"]["admin_dsn"], "(sensitive)");
     let network = outputs.sandbox["network_id"].as_str().unwrap().to_owned();
     let db_url = outputs.components["database"]["url"]
         .as_str()
@@ -314,11 +318,16 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
         "pending",
         "nothing runs past a waiting step"
     );
-    // Approving a step that needs no approval is refused.
+    // Approving a step that needs no approval is refused, and so is an
+    // approval of an apply whose plan has not run.
     let e = rt()
         .block_on(c.approve_step(&id, Some("plan app")))
         .unwrap_err();
     assert!(e.to_string().contains("does not wait"), "{e}");
+    let e = rt()
+        .block_on(c.approve_step(&id, Some("apply app")))
+        .unwrap_err();
+    assert!(e.to_string().contains("plan has not run"), "{e}");
     rt().block_on(c.approve_step(&id, None)).unwrap();
     let w = wait_workflow(&c, &id, waiting("apply database"));
     assert_eq!(step(&w, "apply sandbox").status, "succeeded");
@@ -649,8 +658,9 @@ fn one_workflow_at_a_time_writes_to_an_install_and_a_cancel_lets_the_next_one_ru
 
     ok(m.cp.nuon(&["installs", "inputs", "set", "demo", "pause=0"]));
     let out = ok(m.cp.nuon(&["workflows", "cancel", &first_id]));
-    assert!(out.contains("cancelled"), "{out}");
-    let w1 = rt().block_on(c.get_workflow(&first_id)).unwrap();
+    assert!(out.contains("cancelling"), "{out}");
+    // The install stays busy until the cancelled job has ended.
+    let w1 = wait_workflow(&c, &first_id, ended);
     assert_eq!(w1.status, "cancelled");
     let apply = step(&w1, "apply slow");
     assert_eq!(apply.status, "cancelled");

@@ -329,7 +329,9 @@ pub(crate) async fn watch(
         let _ = out.flush();
         drop(out);
         let waiting = wf.steps.iter().any(|s| s.status == "waiting_approval");
-        if !matches!(wf.status.as_str(), "pending" | "running") || (stop_at_approval && waiting) {
+        if !matches!(wf.status.as_str(), "pending" | "running" | "cancelling")
+            || (stop_at_approval && waiting)
+        {
             if !tty {
                 println!("workflow {} {}", wf.id, wf.status);
             }

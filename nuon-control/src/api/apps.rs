@@ -415,7 +415,12 @@ fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
     let sealed: Sealed = serde_json::from_str(&i.sealed_json)
         .map_err(|e| internal("stored secrets unreadable", e))?;
     let outputs = match &i.outputs_json {
-        Some(o) => serde_json::from_str(o).map_err(|e| internal("stored outputs unreadable", e))?,
+        Some(o) => {
+            let parsed: nuon_core::wire::InstallOutputs =
+                serde_json::from_str(o).map_err(|e| internal("stored outputs unreadable", e))?;
+            serde_json::to_value(parsed.masked())
+                .map_err(|e| internal("cannot encode outputs", e))?
+        }
         None => Value::Null,
     };
     Ok(InstallInfo {
@@ -648,7 +653,9 @@ async fn list_workflows(
         .store
         .list_workflows(&auth.0.org_id, &install.id)
         .await?;
-    Ok(Json(WorkflowList { workflows }))
+    Ok(Json(WorkflowList {
+        workflows: workflows.into_iter().map(super::workflow_view).collect(),
+    }))
 }
 
 async fn get_workflow(
@@ -661,6 +668,6 @@ async fn get_workflow(
         .store
         .get_workflow(&auth.0.org_id, &id)
         .await?
-        .map(Json)
+        .map(|w| Json(super::workflow_view(w)))
         .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))
 }

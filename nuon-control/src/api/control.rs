@@ -273,7 +273,9 @@ async fn list_jobs(
 ) -> Result<Json<JobList>, Error> {
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let jobs = state.store.list_jobs(&auth.0.org_id, limit).await?;
-    Ok(Json(JobList { jobs }))
+    Ok(Json(JobList {
+        jobs: jobs.into_iter().map(super::job_view).collect(),
+    }))
 }
 
 async fn get_job(
@@ -286,7 +288,7 @@ async fn get_job(
         .store
         .get_job(&auth.0.org_id, &id)
         .await?
-        .map(Json)
+        .map(|j| Json(super::job_view(j)))
         .ok_or_else(|| Error::not_found(format!("no job {id} in this org")))
 }
 
@@ -304,7 +306,7 @@ async fn cancel_job(
         .ok_or_else(|| Error::not_found(format!("no job {id} in this org")))?;
     state.runners.wake(&job.runner_id);
     state.logs.wake(&job.id);
-    Ok(Json(job))
+    Ok(Json(super::job_view(job)))
 }
 
 #[derive(Deserialize)]

@@ -122,6 +122,38 @@ impl AppState {
 
 pub(crate) type SharedState = Arc<AppState>;
 
+/// Shows the outputs a Terraform apply marked sensitive (a job's or a
+/// step's `{"outputs": ..., "sensitive": [...]}`) as `(sensitive)`.
+pub(crate) fn mask_sensitive_outputs(outputs: &mut serde_json::Value) {
+    let names: Vec<String> = outputs["sensitive"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    for n in names {
+        if let Some(v) = outputs.get_mut("outputs").and_then(|o| o.get_mut(&n)) {
+            *v = serde_json::Value::String("(sensitive)".into());
+        }
+    }
+}
+
+/// A job as the API shows it: sensitive outputs masked.
+pub(crate) fn job_view(mut job: nuon_core::wire::JobInfo) -> nuon_core::wire::JobInfo {
+    mask_sensitive_outputs(&mut job.outputs);
+    job
+}
+
+/// A workflow as the API shows it: sensitive outputs of its steps masked.
+pub(crate) fn workflow_view(
+    mut wf: nuon_core::wire::WorkflowInfo,
+) -> nuon_core::wire::WorkflowInfo {
+    for s in &mut wf.steps {
+        mask_sensitive_outputs(&mut s.outputs);
+    }
+    wf
+}
+
 /// The token of a request: `Authorization: Bearer TOKEN`, or HTTP basic
 /// auth with the token as the password (what Terraform's `http` state
 /// backend sends, from `TF_HTTP_PASSWORD`).

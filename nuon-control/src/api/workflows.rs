@@ -188,7 +188,7 @@ async fn create_workflow(
         .await?;
     tracing::info!(workflow = %wf.id, install = %install.id, kind = ?wf.kind, "workflow created");
     state.executor.wake();
-    Ok((StatusCode::CREATED, Json(wf)))
+    Ok((StatusCode::CREATED, Json(super::workflow_view(wf))))
 }
 
 async fn act(
@@ -206,7 +206,7 @@ async fn act(
         .store
         .get_workflow(&auth.0.org_id, &id)
         .await?
-        .map(Json)
+        .map(|w| Json(super::workflow_view(w)))
         .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))
 }
 
@@ -252,13 +252,12 @@ async fn outputs(
     Path(key): Path<String>,
 ) -> Result<Json<InstallOutputs>, Error> {
     let install = install_of(&state, &auth, &key).await?;
-    Ok(Json(
-        install
-            .outputs_json
-            .as_deref()
-            .and_then(|o| serde_json::from_str(o).ok())
-            .unwrap_or_default(),
-    ))
+    let outputs: InstallOutputs = install
+        .outputs_json
+        .as_deref()
+        .and_then(|o| serde_json::from_str(o).ok())
+        .unwrap_or_default();
+    Ok(Json(outputs.masked()))
 }
 
 /// A repository name from free text: lowercase letters, digits and `-`.

@@ -656,8 +656,16 @@ fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
     Ok(())
 }
 
-/// Replaces every secret in the strings of `v` with `(secret)`.
+/// Replaces every secret (longest first, so no part of a longer one is
+/// left) in the strings of `v` with `(secret)`.
 fn hide(v: &mut serde_json::Value, secrets: &[&str]) {
+    let mut sorted = secrets.to_vec();
+    sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    sorted.dedup();
+    hide_sorted(v, &sorted);
+}
+
+fn hide_sorted(v: &mut serde_json::Value, secrets: &[&str]) {
     match v {
         serde_json::Value::String(s) => {
             for secret in secrets {
@@ -666,8 +674,8 @@ fn hide(v: &mut serde_json::Value, secrets: &[&str]) {
                 }
             }
         }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| hide(x, secrets)),
-        serde_json::Value::Object(m) => m.values_mut().for_each(|x| hide(x, secrets)),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| hide_sorted(x, secrets)),
+        serde_json::Value::Object(m) => m.values_mut().for_each(|x| hide_sorted(x, secrets)),
         _ => {}
     }
 }
@@ -701,6 +709,9 @@ fn job_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
     if !secrets.is_empty() {
         hide(&mut payload, &secrets);
     }
+    let outputs: serde_json::Value = outputs
+        .and_then(|o| serde_json::from_str(&o).ok())
+        .unwrap_or(serde_json::Value::Null);
     Ok(JobInfo {
         id: id
             .parse()
@@ -717,9 +728,7 @@ fn job_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
         cancel_requested: row.get::<_, i64>(8)? != 0,
         exit_code: row.get(9)?,
         reason: row.get(10)?,
-        outputs: outputs
-            .and_then(|o| serde_json::from_str(&o).ok())
-            .unwrap_or_default(),
+        outputs,
         created_at_ms: row.get(12)?,
         started_at_ms: row.get(13)?,
         finished_at_ms: row.get(14)?,
@@ -1209,7 +1218,7 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             all_rows(
                 conn,
-                "SELECT org_id, id FROM workflows WHERE status IN ('pending', 'running') \
+                "SELECT org_id, id FROM workflows WHERE status IN ('pending', 'running', 'cancelling') \
                  ORDER BY created_at, id",
                 [],
                 |r| Ok((id_at(r, 0)?, id_at(r, 1)?)),
@@ -1221,7 +1230,7 @@ impl Store for SqliteStore {
     async fn set_workflow_status(&self, org: &OrgId, id: &WorkflowId, status: &str) -> Result<()> {
         let (org, id, status) = (org.clone(), id.clone(), status.to_owned());
         self.write(move |conn| {
-            let ended = !matches!(status.as_str(), "pending" | "running");
+            let ended = !matches!(status.as_str(), "pending" | "running" | "cancelling");
             conn.execute(
                 "UPDATE workflows SET status = ?3, finished_at = CASE WHEN ?4 THEN ?5 ELSE NULL END \
                  WHERE id = ?1 AND org_id = ?2",

@@ -283,6 +283,15 @@ pub(crate) fn cross_check(
     let inputs = unique("input", &loaded.inputs, files, d);
     let secrets = unique("secret", &loaded.secrets, files, d);
     let components = unique("component", &loaded.components, files, d);
+    // The sandbox's state, build and outputs go by this name.
+    for c in &loaded.components {
+        if let Some(n) = c.name.as_ref().filter(|n| n.text == "sandbox") {
+            d.push(files[c.file].at(
+                &n.span,
+                "component name \"sandbox\" is reserved for the app's sandbox: pick another name",
+            ));
+        }
+    }
     unique("action", &loaded.actions, files, d);
     unique("install", &loaded.installs, files, d);
     let names = Names {

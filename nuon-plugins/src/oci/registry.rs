@@ -21,7 +21,9 @@ use futures_util::TryStreamExt;
 use nuon_core::artifact::{
     ArtifactError, ArtifactStore, BlobReader, Descriptor, Digest, RawManifest, VerifyingReader,
 };
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE,
+};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 
 use super::layout::check_repo;
@@ -71,16 +73,17 @@ impl RegistryConfig {
             }
         };
         let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            ArtifactError::Invalid(format!("{} is not a docker config.json: {e}", path.display()))
+            ArtifactError::Invalid(format!(
+                "{} is not a docker config.json: {e}",
+                path.display()
+            ))
         })?;
         let host = host_of(&self.url);
-        let entry = json["auths"]
-            .as_object()
-            .and_then(|a| {
-                a.iter()
-                    .find(|(k, _)| host_of(k) == host || k.as_str() == host)
-                    .map(|(_, v)| v.clone())
-            });
+        let entry = json["auths"].as_object().and_then(|a| {
+            a.iter()
+                .find(|(k, _)| host_of(k) == host || k.as_str() == host)
+                .map(|(_, v)| v.clone())
+        });
         if let Some(auth) = entry.as_ref().and_then(|e| e["auth"].as_str()) {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(auth.trim())
@@ -117,7 +120,10 @@ pub struct RegistryStore {
     auth: Mutex<HashMap<String, String>>,
 }
 
-fn io_err(what: impl Into<String>, e: impl std::error::Error + Send + Sync + 'static) -> ArtifactError {
+fn io_err(
+    what: impl Into<String>,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> ArtifactError {
     ArtifactError::Io {
         what: what.into(),
         source: std::io::Error::other(e),
@@ -141,7 +147,8 @@ impl RegistryStore {
             ))
         })?;
         let host = host_of(url);
-        let loopback = host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]");
+        let loopback =
+            host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]");
         match scheme {
             "https" => {}
             "http" if loopback => {}
@@ -201,7 +208,11 @@ impl RegistryStore {
                 ))),
             }
         };
-        let value = if challenge.trim_start().to_ascii_lowercase().starts_with("bearer") {
+        let value = if challenge
+            .trim_start()
+            .to_ascii_lowercase()
+            .starts_with("bearer")
+        {
             let realm = param(challenge, "realm").ok_or_else(|| {
                 ArtifactError::Invalid(format!(
                     "registry {} sent a bearer challenge without a realm: {challenge}",
@@ -372,13 +383,19 @@ impl ArtifactStore for RegistryStore {
             })
             .await?;
         if resp.status() != StatusCode::ACCEPTED {
-            return Err(unexpected(resp, &format!("starting the upload of {} to {repo}", blob.digest)).await);
+            return Err(unexpected(
+                resp,
+                &format!("starting the upload of {} to {repo}", blob.digest),
+            )
+            .await);
         }
         let location = resp
             .headers()
             .get(LOCATION)
             .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| ArtifactError::Invalid("the registry opened an upload without a Location".into()))?;
+            .ok_or_else(|| {
+                ArtifactError::Invalid("the registry opened an upload without a Location".into())
+            })?;
         let mut put = if location.starts_with("http://") || location.starts_with("https://") {
             location.to_owned()
         } else {

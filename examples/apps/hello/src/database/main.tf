@@ -25,3 +25,10 @@ output "url" {
 output "port" {
   value = 5432
 }
+
+# Sensitive: the API shows it as (sensitive), and a job that renders it
+# has it redacted from its log.
+output "admin_dsn" {
+  value     = "postgres://admin:${var.password}@${terraform_data.database.output.name}:5432/app"
+  sensitive = true
+}
