@@ -421,3 +421,75 @@ pub fn have_tool(name: &str, what_for: &str) -> bool {
     eprintln!("SKIPPED: {msg}");
     false
 }
+
+/// A Distribution registry (`docker-registry`, Debian's package) on a
+/// loopback port, with its storage in a temporary directory; with
+/// `htpasswd`, it wants basic credentials (`USER`, `PASSWORD`).
+pub struct Registry {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// `127.0.0.1:PORT`, as skopeo names it.
+    pub host: String,
+    _tmp: tempfile::TempDir,
+}
+
+impl Registry {
+    /// Starts one; `None` when `docker-registry` is not installed (said
+    /// loudly; a failure under `NUON_TEST_REQUIRE=all`).
+    pub fn start(htpasswd: Option<(&str, &str)>) -> Result<Option<Self>> {
+        if !have_tool("docker-registry", "run a loopback OCI registry") {
+            return Ok(None);
+        }
+        let tmp = tempfile::tempdir()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            tmp.path().join("data").display()
+        );
+        if let Some((user, password)) = htpasswd {
+            anyhow::ensure!(
+                have_tool("htpasswd", "write a registry's password file"),
+                "htpasswd is missing"
+            );
+            let out = Command::new("htpasswd")
+                .args(["-Bbn", user, password])
+                .output()?;
+            anyhow::ensure!(out.status.success(), "htpasswd failed");
+            std::fs::write(tmp.path().join("htpasswd"), &out.stdout)?;
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: nuon-test\n    path: {}\n",
+                tmp.path().join("htpasswd").display()
+            ));
+        }
+        let config_path = tmp.path().join("config.yml");
+        std::fs::write(&config_path, config)?;
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(tmp.path().join("registry.log"))?)
+            .spawn()
+            .context("start docker-registry")?;
+        let host = format!("127.0.0.1:{port}");
+        wait_for("the registry to listen", Duration::from_secs(20), || {
+            std::net::TcpStream::connect(&host).ok()
+        })?;
+        Ok(Some(Registry {
+            child,
+            url: format!("http://{host}"),
+            host,
+            _tmp: tmp,
+        }))
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

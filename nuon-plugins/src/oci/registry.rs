@@ -438,7 +438,16 @@ impl ArtifactStore for RegistryStore {
             }
         })?;
         if resp.status() != StatusCode::CREATED {
-            return Err(unexpected(resp, &format!("uploading {} to {repo}", blob.digest)).await);
+            let e = unexpected(resp, &format!("uploading {} to {repo}", blob.digest)).await;
+            // The registry checks the digest too (the last bytes may have
+            // left before our check ended the stream).
+            if e.to_string().contains("DIGEST_INVALID") {
+                return Err(ArtifactError::Corrupt(format!(
+                    "refused blob {} for {repo}: its bytes do not match the digest",
+                    blob.digest
+                )));
+            }
+            return Err(e);
         }
         Ok(())
     }
