@@ -130,7 +130,7 @@ mod plugin {
     use std::sync::Arc;
 
     use async_trait::async_trait;
-    use nuon_core::artifact::{ArtifactStore, Descriptor};
+    use nuon_core::artifact::Descriptor;
     use nuon_core::{
         ArtifactRef, Job, JobHost, JobResult, JobSpec, Outcome, Plugin, PluginError, ProcessExit,
         ProcessSpec, TerraformAction, TerraformJob,
@@ -138,7 +138,6 @@ mod plugin {
     use serde_json::{Value, json};
 
     use super::find;
-    use crate::oci::LayoutStore;
     use crate::oci::modulepkg::unpack_module;
 
     /// The media type of a saved Terraform plan kept in the store.
@@ -146,7 +145,7 @@ mod plugin {
 
     /// Runs `terraform` jobs against the install's store.
     pub struct TerraformPlugin {
-        store: Arc<LayoutStore>,
+        store: Arc<dyn nuon_core::artifact::ArtifactStore>,
         /// The binary found for each constraint: `version -json` costs a
         /// process per call, and every job checks before it runs.
         found: std::sync::Mutex<BTreeMap<String, super::Terraform>>,
@@ -154,7 +153,7 @@ mod plugin {
 
     impl TerraformPlugin {
         /// A plugin reading modules from, and keeping plans in, `store`.
-        pub fn new(store: Arc<LayoutStore>) -> Self {
+        pub fn new(store: Arc<dyn nuon_core::artifact::ArtifactStore>) -> Self {
             TerraformPlugin {
                 store,
                 found: std::sync::Mutex::new(BTreeMap::new()),

@@ -400,6 +400,7 @@ struct Manual {
     build_runner: Child,
     install_runner: Option<Child>,
     install_token: String,
+    vendor: String,
 }
 
 impl Drop for Manual {
@@ -429,8 +430,18 @@ fn ok(out: Output) -> String {
 
 impl Manual {
     fn start(files: &[(&str, &str)]) -> Manual {
+        Self::start_with(files, None)
+    }
+
+    /// With `vendor` (a registry URL) as the vendor's store instead of a
+    /// directory.
+    fn start_with(files: &[(&str, &str)], vendor: Option<&str>) -> Manual {
         let cp = ControlPlane::start("3s").expect("control plane");
         let dir = tempfile::tempdir().unwrap();
+        let vendor = vendor.map_or_else(
+            || dir.path().join("vendor").to_string_lossy().into_owned(),
+            str::to_owned,
+        );
         let app = dir.path().join("app");
         write_files(&app, files);
         let token = std::fs::read_to_string(cp.data_dir.join("build-runner-token")).unwrap();
@@ -439,8 +450,7 @@ impl Manual {
             .args(["--api", &cp.runner_url, "--signing-key", &cp.signing_key])
             .arg("--work-dir")
             .arg(dir.path().join("build"))
-            .arg("--vendor-store")
-            .arg(dir.path().join("vendor"))
+            .args(["--vendor-store", &vendor])
             .env("NUON_RUNNER_TOKEN", token.trim())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("build.log")).unwrap())
@@ -460,6 +470,7 @@ impl Manual {
             build_runner,
             install_runner: None,
             install_token,
+            vendor,
         };
         m.install_runner = Some(m.runner(None));
         m
@@ -480,8 +491,7 @@ impl Manual {
             .arg(d.join("install"))
             .arg("--store-dir")
             .arg(d.join("install-store"))
-            .arg("--vendor-store")
-            .arg(d.join("vendor"))
+            .args(["--vendor-store", &self.vendor])
             .env("NUON_RUNNER_TOKEN", &self.install_token)
             .stdout(Stdio::null())
             .stderr(
@@ -754,4 +764,54 @@ fn components_build_from_git_and_actions_run_by_hand() {
     let out = m.cp.nuon(&["installs", "run-action", "demo", "helo"]);
     assert!(!out.status.success());
     assert!(text(&out).contains("did you mean"), "{}", text(&out));
+}
+
+#[test]
+fn a_registry_as_the_vendor_store_builds_syncs_and_deploys() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let m = Manual::start_with(
+        &[
+            METADATA,
+            (
+                "components/net.toml",
+                "name = \"net\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/net\"\n",
+            ),
+            (
+                "src/net/main.tf",
+                "resource \"terraform_data\" \"net\" {\n  input = \"net-1\"\n}\n\noutput \"id\" {\n  value = terraform_data.net.output\n}\n",
+            ),
+        ],
+        Some(&registry.url),
+    );
+    let c = m.cp.client();
+    let build = rt()
+        .block_on(c.list_builds("app"))
+        .unwrap()
+        .builds
+        .remove(0);
+    let artifact = build.artifact.clone().expect("built");
+    // The build is in the registry, by digest and by the build's tag.
+    let store = nuon_plugins::oci::registry::RegistryStore::new(
+        &nuon_plugins::oci::registry::RegistryConfig::new(&registry.url),
+    )
+    .unwrap();
+    use nuon_core::artifact::ArtifactStore as _;
+    assert!(
+        rt().block_on(store.get_manifest(&artifact.repo, artifact.digest.as_str()))
+            .unwrap()
+            .is_some()
+    );
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(step(&w, "sync net").outputs["copied"], 2);
+    // With the registry gone, a redeploy runs from the install's store.
+    drop(registry);
+    let w = run_workflow(&c, WorkflowKind::Deploy);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(step(&w, "sync net").outputs["copied"], 0);
 }

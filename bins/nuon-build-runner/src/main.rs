@@ -4,7 +4,6 @@
 //! packages a component's source (files synced with the app config, or a
 //! git repository cloned with `git`) and pushes it to the vendor's store.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -16,11 +15,11 @@ use nuon_runner_lib::PluginRegistry;
 /// The build runner's own flags.
 #[derive(Args)]
 struct BuildArgs {
-    /// The vendor's artifact store (an OCI image layout directory per
-    /// repository) that builds are pushed to. Default: `vendor-store/` in
-    /// the work directory.
+    /// The vendor's artifact store that builds are pushed to: an OCI
+    /// registry URL (credentials from the docker config.json) or a layout
+    /// directory. Default: `vendor-store/` in the work directory.
     #[arg(long, env = "NUON_VENDOR_STORE")]
-    vendor_store: Option<PathBuf>,
+    vendor_store: Option<String>,
 }
 
 #[tokio::main]
@@ -29,10 +28,13 @@ async fn main() -> ExitCode {
         "nuon-build-runner",
         "Builds an org's components into OCI artifacts in the vendor's store.",
         |common, args, config| {
-            let dir = args
-                .vendor_store
-                .clone()
-                .unwrap_or_else(|| common.work_dir.join("vendor-store"));
+            let dir = args.vendor_store.clone().unwrap_or_else(|| {
+                common
+                    .work_dir
+                    .join("vendor-store")
+                    .to_string_lossy()
+                    .into_owned()
+            });
             let store = open_store(&dir, "--vendor-store")?;
             let mut plugins = PluginRegistry::new();
             plugins.register(Arc::new(BuildPlugin::new(store)));

@@ -171,12 +171,30 @@ pub async fn main<E: Args>(
     }
 }
 
-/// Opens an artifact store directory named by flag `flag`.
+/// Opens the artifact store flag `flag` names: an OCI registry
+/// (`https://HOST`, or `http://127.0.0.1:PORT` on loopback; credentials
+/// from the docker `config.json` in `$DOCKER_CONFIG` or `~/.docker`), or
+/// else an OCI image layout directory.
 pub fn open_store(
-    dir: &std::path::Path,
+    spec: &str,
     flag: &str,
-) -> anyhow::Result<Arc<nuon_plugins::oci::LayoutStore>> {
-    nuon_plugins::oci::LayoutStore::open(dir)
-        .map(Arc::new)
-        .with_context(|| format!("{flag} {}", dir.display()))
+) -> anyhow::Result<Arc<dyn nuon_core::artifact::ArtifactStore>> {
+    use nuon_plugins::oci::registry::{RegistryConfig, RegistryStore};
+    if spec.starts_with("http://") || spec.starts_with("https://") {
+        let docker = std::env::var_os("DOCKER_CONFIG")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".docker")))
+            .map(|d| d.join("config.json"));
+        let mut config = RegistryConfig::new(spec);
+        if let Some(path) = docker {
+            config = config
+                .with_docker_config(&path)
+                .with_context(|| format!("{flag} {spec}"))?;
+        }
+        let store = RegistryStore::new(&config).with_context(|| format!("{flag} {spec}"))?;
+        return Ok(Arc::new(store));
+    }
+    let store =
+        nuon_plugins::oci::LayoutStore::open(spec).with_context(|| format!("{flag} {spec}"))?;
+    Ok(Arc::new(store))
 }

@@ -21,10 +21,11 @@ struct InstallArgs {
     /// in. Default: `store/` in the work directory.
     #[arg(long, env = "NUON_RUNNER_STORE_DIR")]
     store_dir: Option<PathBuf>,
-    /// The vendor's artifact store that `sync` jobs copy from. Without it,
-    /// only artifacts already in the install's store deploy.
+    /// The vendor's artifact store that `sync` jobs copy from: an OCI
+    /// registry URL or a layout directory. Without it, only artifacts
+    /// already in the install's store deploy.
     #[arg(long, env = "NUON_RUNNER_VENDOR_STORE")]
-    vendor_store: Option<PathBuf>,
+    vendor_store: Option<String>,
 }
 
 #[tokio::main]
@@ -37,9 +38,9 @@ async fn main() -> ExitCode {
                 .store_dir
                 .clone()
                 .unwrap_or_else(|| common.work_dir.join("store"));
-            let store = open_store(&dir, "--store-dir")?;
+            let store = open_store(&dir.to_string_lossy(), "--store-dir")?;
             let vendor = match &args.vendor_store {
-                Some(v) => Some(open_store(v, "--vendor-store")? as _),
+                Some(v) => Some(open_store(v, "--vendor-store")?),
                 None => None,
             };
             config
