@@ -296,12 +296,64 @@ impl<R: AsyncRead + Unpin> AsyncRead for VerifyingReader<R> {
     }
 }
 
+/// An image index (or a Docker manifest list): the manifests it names.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageIndex {
+    /// Always 2.
+    pub schema_version: u32,
+    /// The manifests, one per platform (or artifact).
+    pub manifests: Vec<Descriptor>,
+}
+
+/// The Docker manifest list media type (an index, as Docker names it).
+pub const DOCKER_LIST_MEDIA_TYPE: &str =
+    "application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// Whether a manifest is an index (OCI or Docker), by its media type or,
+/// failing that, by its `manifests` field.
+pub fn is_index(m: &RawManifest) -> bool {
+    if m.media_type == INDEX_MEDIA_TYPE || m.media_type == DOCKER_LIST_MEDIA_TYPE {
+        return true;
+    }
+    serde_json::from_slice::<serde_json::Value>(&m.bytes)
+        .is_ok_and(|v| v.get("manifests").is_some() && v.get("layers").is_none())
+}
+
+/// How a copy runs.
+#[derive(Debug, Clone)]
+pub struct CopyOptions {
+    /// Re-check (read and hash) blobs the destination already has.
+    pub verify: bool,
+    /// Blobs uploaded at once (largest first).
+    pub concurrency: usize,
+}
+
+impl Default for CopyOptions {
+    fn default() -> Self {
+        CopyOptions {
+            verify: false,
+            concurrency: 6,
+        }
+    }
+}
+
+/// What a copy did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyReport {
+    /// The digest of the manifest (or index) copied.
+    pub digest: Digest,
+    /// Blobs sent.
+    pub blobs_copied: usize,
+    /// Bytes of the blobs sent.
+    pub bytes_copied: u64,
+    /// Manifests written (an index and its children count one each).
+    pub manifests_written: usize,
+}
+
 /// Copies the artifact `reference` (tag or digest) from `src`/`src_repo`
-/// to `dst`/`dst_repo`: nothing when the destination has the manifest
-/// already (unless `verify` asks to re-check its blobs), otherwise every
-/// missing or (with `verify`) corrupted blob, then the manifest's exact
-/// bytes, then `tag`. Returns the manifest's digest and how many blobs were
-/// copied.
+/// to `dst`/`dst_repo` (see [`copy_with`]); returns the manifest's digest
+/// and how many blobs were sent.
 pub async fn copy_artifact(
     src: &dyn ArtifactStore,
     src_repo: &str,
@@ -311,39 +363,198 @@ pub async fn copy_artifact(
     tag: Option<&str>,
     verify: bool,
 ) -> Result<(Digest, usize), ArtifactError> {
+    let opts = CopyOptions {
+        verify,
+        ..CopyOptions::default()
+    };
+    let r = copy_with(src, src_repo, reference, dst, dst_repo, tag, &opts).await?;
+    Ok((r.digest, r.blobs_copied))
+}
+
+/// Copies an artifact: nothing when the destination has the manifest
+/// already (unless `verify` asks to re-check its blobs); otherwise, for an
+/// index every manifest it names (every platform), and for a manifest
+/// every blob the destination lacks (or, with `verify`, has damaged),
+/// uploaded `concurrency` at a time, largest first; then the manifests'
+/// exact bytes, children before their index, then `tag`.
+pub async fn copy_with(
+    src: &dyn ArtifactStore,
+    src_repo: &str,
+    reference: &str,
+    dst: &dyn ArtifactStore,
+    dst_repo: &str,
+    tag: Option<&str>,
+    opts: &CopyOptions,
+) -> Result<CopyReport, ArtifactError> {
     let manifest = src
         .get_manifest(src_repo, reference)
         .await?
         .ok_or_else(|| ArtifactError::NotFound(format!("no artifact {reference} in {src_repo}")))?;
-    let parsed: ImageManifest = serde_json::from_slice(&manifest.bytes).map_err(|e| {
-        ArtifactError::Invalid(format!(
-            "manifest {} is not an OCI image manifest: {e}",
-            manifest.digest
-        ))
-    })?;
-    // A damaged manifest in the destination is as good as none: replaced.
-    let present = match dst.get_manifest(dst_repo, manifest.digest.as_str()).await {
-        Ok(m) => m.is_some(),
-        Err(ArtifactError::Corrupt(_)) => false,
-        Err(e) => return Err(e),
+    let mut report = CopyReport {
+        digest: manifest.digest.clone(),
+        blobs_copied: 0,
+        bytes_copied: 0,
+        manifests_written: 0,
     };
-    let mut copied = 0;
-    if !present || verify {
-        for blob in std::iter::once(&parsed.config).chain(&parsed.layers) {
-            let good = dst.has_blob(dst_repo, blob).await?
-                && (!verify || dst.verify_blob(dst_repo, blob).await.is_ok());
-            if good {
+    let present = has_manifest(dst, dst_repo, &manifest.digest).await?;
+    if !present || opts.verify {
+        copy_tree(
+            src,
+            src_repo,
+            &manifest,
+            dst,
+            dst_repo,
+            tag,
+            opts,
+            &mut report,
+        )
+        .await?;
+    } else if let Some(t) = tag {
+        dst.put_manifest(dst_repo, &manifest, Some(t)).await?;
+    }
+    Ok(report)
+}
+
+/// Whether `dst` has the manifest (a damaged copy counts as none).
+async fn has_manifest(
+    dst: &dyn ArtifactStore,
+    repo: &str,
+    digest: &Digest,
+) -> Result<bool, ArtifactError> {
+    match dst.get_manifest(repo, digest.as_str()).await {
+        Ok(m) => Ok(m.is_some()),
+        Err(ArtifactError::Corrupt(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Copies what `manifest` names, then the manifest itself (under `tag`).
+#[allow(clippy::too_many_arguments)]
+async fn copy_tree(
+    src: &dyn ArtifactStore,
+    src_repo: &str,
+    manifest: &RawManifest,
+    dst: &dyn ArtifactStore,
+    dst_repo: &str,
+    tag: Option<&str>,
+    opts: &CopyOptions,
+    report: &mut CopyReport,
+) -> Result<(), ArtifactError> {
+    if is_index(manifest) {
+        let index: ImageIndex = serde_json::from_slice(&manifest.bytes).map_err(|e| {
+            ArtifactError::Invalid(format!("index {} is not readable: {e}", manifest.digest))
+        })?;
+        for child in &index.manifests {
+            if !opts.verify && has_manifest(dst, dst_repo, &child.digest).await? {
                 continue;
             }
-            let reader = src.open_blob(src_repo, blob).await?;
-            dst.put_blob(dst_repo, blob, reader).await?;
-            copied += 1;
+            let m = src
+                .get_manifest(src_repo, child.digest.as_str())
+                .await?
+                .ok_or_else(|| {
+                    ArtifactError::NotFound(format!(
+                        "index {} names manifest {} that {src_repo} does not have",
+                        manifest.digest, child.digest
+                    ))
+                })?;
+            Box::pin(copy_tree(
+                src, src_repo, &m, dst, dst_repo, None, opts, report,
+            ))
+            .await?;
+        }
+    } else {
+        let parsed: ImageManifest = serde_json::from_slice(&manifest.bytes).map_err(|e| {
+            ArtifactError::Invalid(format!(
+                "manifest {} is not an OCI image manifest: {e}",
+                manifest.digest
+            ))
+        })?;
+        copy_blobs(
+            src,
+            src_repo,
+            std::iter::once(&parsed.config).chain(&parsed.layers),
+            dst,
+            dst_repo,
+            opts,
+            report,
+        )
+        .await?;
+    }
+    dst.put_manifest(dst_repo, manifest, tag).await?;
+    report.manifests_written += 1;
+    Ok(())
+}
+
+/// Whether `dst` has `b` whole (and, with `verify`, with the right bytes).
+async fn check_blob<'a>(
+    dst: &'a dyn ArtifactStore,
+    repo: &'a str,
+    b: &'a Descriptor,
+    verify: bool,
+) -> Result<(&'a Descriptor, bool), ArtifactError> {
+    let good = dst.has_blob(repo, b).await? && (!verify || dst.verify_blob(repo, b).await.is_ok());
+    Ok((b, good))
+}
+
+/// Streams one blob from `src` to `dst`; returns its size.
+async fn send_blob(
+    src: &dyn ArtifactStore,
+    src_repo: &str,
+    dst: &dyn ArtifactStore,
+    dst_repo: &str,
+    b: &Descriptor,
+) -> Result<u64, ArtifactError> {
+    let reader = src.open_blob(src_repo, b).await?;
+    dst.put_blob(dst_repo, b, reader).await?;
+    Ok(b.size)
+}
+
+/// Sends the blobs `dst` lacks, largest first, `opts.concurrency` at a time.
+async fn copy_blobs<'a>(
+    src: &dyn ArtifactStore,
+    src_repo: &str,
+    blobs: impl Iterator<Item = &'a Descriptor>,
+    dst: &dyn ArtifactStore,
+    dst_repo: &str,
+    opts: &CopyOptions,
+    report: &mut CopyReport,
+) -> Result<(), ArtifactError> {
+    use futures_util::StreamExt as _;
+    let mut unique: Vec<&Descriptor> = Vec::new();
+    for b in blobs {
+        if !unique.iter().any(|u| u.digest == b.digest) {
+            unique.push(b);
         }
     }
-    if !present || tag.is_some() {
-        dst.put_manifest(dst_repo, &manifest, tag).await?;
+    let checks: Vec<_> = unique
+        .into_iter()
+        .map(|b| check_blob(dst, dst_repo, b, opts.verify))
+        .collect();
+    let checks = futures_util::stream::iter(checks)
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    let mut missing = Vec::new();
+    for c in checks {
+        let (b, good) = c?;
+        if !good {
+            missing.push(b);
+        }
     }
-    Ok((manifest.digest, copied))
+    missing.sort_by_key(|b| std::cmp::Reverse(b.size));
+    let sends: Vec<_> = missing
+        .into_iter()
+        .map(|b| send_blob(src, src_repo, dst, dst_repo, b))
+        .collect();
+    let sent = futures_util::stream::iter(sends)
+        .buffer_unordered(opts.concurrency.max(1))
+        .collect::<Vec<_>>()
+        .await;
+    for r in sent {
+        report.bytes_copied += r?;
+        report.blobs_copied += 1;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -234,3 +234,99 @@ fn registry_urls_are_checked() {
         assert!(e.contains(says), "{url}: {e}");
     }
 }
+
+#[test]
+fn an_image_index_is_copied_with_every_platform_and_its_bytes() {
+    let Some(a) = Registry::start(None).unwrap() else {
+        return;
+    };
+    let b = Registry::start(None).unwrap().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = LayoutStore::open(tmp.path().join("layout")).unwrap();
+    let sizes = [1 << 20, 3 << 20];
+    let index = rt()
+        .block_on(nuon_tests::make_image(
+            &layout,
+            "img/app",
+            "1.0",
+            &sizes,
+            &["linux/amd64", "linux/arm64"],
+            7,
+        ))
+        .unwrap();
+    let ra = RegistryStore::new(&RegistryConfig::new(&a.url)).unwrap();
+    let rb = RegistryStore::new(&RegistryConfig::new(&b.url)).unwrap();
+    let opts = nuon_core::artifact::CopyOptions::default();
+    let r = rt()
+        .block_on(nuon_core::artifact::copy_with(
+            &layout,
+            "img/app",
+            "1.0",
+            &ra,
+            "img/app",
+            Some("1.0"),
+            &opts,
+        ))
+        .unwrap();
+    assert_eq!(r.digest, index);
+    // Two platforms: two configs and four layers; two manifests and the index.
+    assert_eq!((r.blobs_copied, r.manifests_written), (6, 3));
+    // 8 MiB of layers, and two small configs.
+    assert!((8 << 20..(8 << 20) + 4096).contains(&r.bytes_copied), "{r:?}");
+    let r = rt()
+        .block_on(nuon_core::artifact::copy_with(
+            &ra,
+            "img/app",
+            "1.0",
+            &rb,
+            "mirror/app",
+            Some("1.0"),
+            &opts,
+        ))
+        .unwrap();
+    assert_eq!((r.digest.clone(), r.blobs_copied), (index.clone(), 6));
+    let raw = rt()
+        .block_on(layout.get_manifest("img/app", index.as_str()))
+        .unwrap()
+        .unwrap();
+    let got = rt()
+        .block_on(rb.get_manifest("mirror/app", "1.0"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.bytes, raw.bytes, "the index's bytes are kept");
+    // Warm: nothing is sent.
+    let r = rt()
+        .block_on(nuon_core::artifact::copy_with(
+            &ra,
+            "img/app",
+            "1.0",
+            &rb,
+            "mirror/app",
+            Some("1.0"),
+            &opts,
+        ))
+        .unwrap();
+    assert_eq!((r.blobs_copied, r.manifests_written), (0, 0));
+    if have_tool("skopeo", "check the index with an independent client") {
+        let out = skopeo(&[
+            "inspect",
+            "--raw",
+            "--tls-verify=false",
+            &format!("docker://{}/mirror/app:1.0", b.host),
+        ]);
+        assert_eq!(out.stdout, raw.bytes);
+        let dest = tmp.path().join("skopeo");
+        let out = skopeo(&[
+            "copy",
+            "--all",
+            "--src-tls-verify=false",
+            &format!("docker://{}/mirror/app:1.0", b.host),
+            &format!("oci:{}:x", dest.display()),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

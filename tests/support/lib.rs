@@ -493,3 +493,89 @@ impl Drop for Registry {
         let _ = self.child.wait();
     }
 }
+
+/// Pseudo-random bytes (xorshift), the same for the same seed: layers
+/// that do not compress and do not repeat across fixtures.
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Puts an image into `store`/`repo` under `tag`: for each platform, a
+/// config and random layers of `sizes` bytes; with more than one platform,
+/// an OCI index of them. Returns the digest of what the tag names.
+pub async fn make_image(
+    store: &dyn nuon_core::artifact::ArtifactStore,
+    repo: &str,
+    tag: &str,
+    sizes: &[usize],
+    platforms: &[&str],
+    seed: u64,
+) -> Result<nuon_core::artifact::Digest> {
+    use nuon_core::artifact::{
+        Descriptor, Digest, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, RawManifest,
+    };
+    let put = |bytes: Vec<u8>, media_type: &str| {
+        let d = Descriptor {
+            media_type: media_type.into(),
+            digest: Digest::of(&bytes),
+            size: bytes.len() as u64,
+            annotations: Default::default(),
+        };
+        async move {
+            store
+                .put_blob(repo, &d, Box::pin(std::io::Cursor::new(bytes)))
+                .await?;
+            Ok::<_, anyhow::Error>(d)
+        }
+    };
+    let mut children = Vec::new();
+    for (p, platform) in platforms.iter().enumerate() {
+        let (os, arch) = platform.split_once('/').unwrap_or(("linux", platform));
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": arch, "os": os, "rootfs": {"type": "layers", "diff_ids": []}
+        }))?;
+        let config = put(config, "application/vnd.oci.image.config.v1+json").await?;
+        let mut layers = Vec::new();
+        for (i, size) in sizes.iter().enumerate() {
+            let bytes = random_bytes(*size, seed ^ ((p as u64) << 32) ^ (i as u64 + 1));
+            layers.push(put(bytes, "application/vnd.oci.image.layer.v1.tar").await?);
+        }
+        let bytes = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
+            "config": config, "layers": layers,
+        }))?;
+        let m = RawManifest {
+            digest: Digest::of(&bytes),
+            bytes,
+            media_type: MANIFEST_MEDIA_TYPE.into(),
+        };
+        let single = platforms.len() == 1;
+        store.put_manifest(repo, &m, single.then_some(tag)).await?;
+        if single {
+            return Ok(m.digest);
+        }
+        children.push(serde_json::json!({
+            "mediaType": MANIFEST_MEDIA_TYPE, "digest": m.digest, "size": m.bytes.len(),
+            "platform": {"os": os, "architecture": arch},
+        }));
+    }
+    let bytes = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": children,
+    }))?;
+    let index = RawManifest {
+        digest: Digest::of(&bytes),
+        bytes,
+        media_type: INDEX_MEDIA_TYPE.into(),
+    };
+    store.put_manifest(repo, &index, Some(tag)).await?;
+    Ok(index.digest)
+}

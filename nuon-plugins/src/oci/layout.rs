@@ -266,12 +266,23 @@ impl ArtifactStore for LayoutStore {
                 manifest.digest
             )));
         }
-        let parsed: ImageManifest = serde_json::from_slice(&manifest.bytes)
-            .map_err(|e| ArtifactError::Invalid(format!("not an OCI image manifest: {e}")))?;
-        for blob in std::iter::once(&parsed.config).chain(&parsed.layers) {
+        // Everything the manifest names must be here first: an index's
+        // manifests, or an image manifest's config and layers.
+        let named: Vec<Descriptor> = if nuon_core::artifact::is_index(manifest) {
+            let index: nuon_core::artifact::ImageIndex = serde_json::from_slice(&manifest.bytes)
+                .map_err(|e| ArtifactError::Invalid(format!("not an OCI image index: {e}")))?;
+            index.manifests
+        } else {
+            let parsed: ImageManifest = serde_json::from_slice(&manifest.bytes)
+                .map_err(|e| ArtifactError::Invalid(format!("not an OCI image manifest: {e}")))?;
+            std::iter::once(parsed.config)
+                .chain(parsed.layers)
+                .collect()
+        };
+        for blob in &named {
             if !self.has_blob(repo, blob).await? {
                 return Err(ArtifactError::Invalid(format!(
-                    "manifest {} names blob {} that {repo} does not have: push blobs first",
+                    "manifest {} names {} that {repo} does not have: push it first",
                     manifest.digest, blob.digest
                 )));
             }
