@@ -135,7 +135,11 @@ impl LayoutStore {
 }
 
 async fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ArtifactError> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    // Unique per call: parallel uploads into a new repository all write
+    // its marker file.
+    let mut rand = [0u8; 8];
+    nuon_core::random_bytes(&mut rand);
+    let tmp = path.with_extension(format!("tmp-{}", hex_of(&rand)));
     let mut f = tokio::fs::File::create(&tmp)
         .await
         .map_err(io(format!("cannot write {}", tmp.display())))?;

@@ -152,7 +152,7 @@ async fn stores_refuse_bad_bytes_bad_names_and_dangling_manifests() {
         media_type: MANIFEST_MEDIA_TYPE.into(),
     };
     let e = s.put_manifest("r", &m, Some("v1")).await.unwrap_err();
-    assert!(e.to_string().contains("push blobs first"), "{e}");
+    assert!(e.to_string().contains("push it first"), "{e}");
     // A manifest whose bytes are not its digest is refused.
     let mut lying = m.clone();
     lying.digest = Digest::of(b"other");
