@@ -198,6 +198,19 @@ pub trait ArtifactStore: Send + Sync {
         tag: Option<&str>,
     ) -> Result<(), ArtifactError>;
 
+    /// Makes `blob`, which `from_repo` of this same store has, part of
+    /// `repo` without sending it (a registry's cross-repository mount).
+    /// `Ok(false)` when the store cannot or will not; the caller uploads.
+    async fn mount_blob(
+        &self,
+        repo: &str,
+        from_repo: &str,
+        blob: &Descriptor,
+    ) -> Result<bool, ArtifactError> {
+        let _ = (repo, from_repo, blob);
+        Ok(false)
+    }
+
     /// Reads the whole blob and checks its digest.
     async fn verify_blob(&self, repo: &str, blob: &Descriptor) -> Result<(), ArtifactError> {
         let mut r = self.open_blob(repo, blob).await?;
@@ -320,6 +333,30 @@ pub fn is_index(m: &RawManifest) -> bool {
         .is_ok_and(|v| v.get("manifests").is_some() && v.get("layers").is_none())
 }
 
+/// Which repositories of a destination store hold which blobs, learned
+/// while copying: a later copy into another repository of the same store
+/// mounts those blobs instead of sending them. Share one across the
+/// copies of a sync.
+#[derive(Debug, Default)]
+pub struct BlobLocations(std::sync::Mutex<std::collections::HashMap<Digest, String>>);
+
+impl BlobLocations {
+    fn get(&self, d: &Digest) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(d)
+            .cloned()
+    }
+
+    fn note(&self, d: &Digest, repo: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(d.clone(), repo.to_owned());
+    }
+}
+
 /// How a copy runs.
 #[derive(Debug, Clone)]
 pub struct CopyOptions {
@@ -327,6 +364,8 @@ pub struct CopyOptions {
     pub verify: bool,
     /// Blobs uploaded at once (largest first).
     pub concurrency: usize,
+    /// Where the destination holds blobs already, for mounts.
+    pub locations: Option<std::sync::Arc<BlobLocations>>,
 }
 
 impl Default for CopyOptions {
@@ -334,6 +373,7 @@ impl Default for CopyOptions {
         CopyOptions {
             verify: false,
             concurrency: 6,
+            locations: None,
         }
     }
 }
@@ -347,6 +387,8 @@ pub struct CopyReport {
     pub blobs_copied: usize,
     /// Bytes of the blobs sent.
     pub bytes_copied: u64,
+    /// Blobs mounted from another repository of the destination.
+    pub blobs_mounted: usize,
     /// Manifests written (an index and its children count one each).
     pub manifests_written: usize,
 }
@@ -394,6 +436,7 @@ pub async fn copy_with(
         digest: manifest.digest.clone(),
         blobs_copied: 0,
         bytes_copied: 0,
+        blobs_mounted: 0,
         manifests_written: 0,
     };
     let present = has_manifest(dst, dst_repo, &manifest.digest).await?;
@@ -409,10 +452,43 @@ pub async fn copy_with(
             &mut report,
         )
         .await?;
-    } else if let Some(t) = tag {
-        dst.put_manifest(dst_repo, &manifest, Some(t)).await?;
+    } else {
+        if let Some(t) = tag {
+            dst.put_manifest(dst_repo, &manifest, Some(t)).await?;
+        }
+        // Nothing to send, but the blobs are known to be there now: later
+        // copies into other repositories can mount them.
+        if let Some(l) = &opts.locations {
+            note_tree(src, src_repo, &manifest, dst_repo, l).await?;
+        }
     }
     Ok(report)
+}
+
+/// Notes every blob `manifest` names (through its index) as held by
+/// `dst_repo`.
+async fn note_tree(
+    src: &dyn ArtifactStore,
+    src_repo: &str,
+    manifest: &RawManifest,
+    dst_repo: &str,
+    locations: &BlobLocations,
+) -> Result<(), ArtifactError> {
+    if is_index(manifest) {
+        let index: ImageIndex = serde_json::from_slice(&manifest.bytes).map_err(|e| {
+            ArtifactError::Invalid(format!("index {} is not readable: {e}", manifest.digest))
+        })?;
+        for child in &index.manifests {
+            if let Some(m) = src.get_manifest(src_repo, child.digest.as_str()).await? {
+                Box::pin(note_tree(src, src_repo, &m, dst_repo, locations)).await?;
+            }
+        }
+    } else if let Ok(m) = serde_json::from_slice::<ImageManifest>(&manifest.bytes) {
+        for b in std::iter::once(&m.config).chain(&m.layers) {
+            locations.note(&b.digest, dst_repo);
+        }
+    }
+    Ok(())
 }
 
 /// Whether `dst` has the manifest (a damaged copy counts as none).
@@ -496,17 +572,34 @@ async fn check_blob<'a>(
     Ok((b, good))
 }
 
-/// Streams one blob from `src` to `dst`; returns its size.
+/// How a blob reached the destination.
+enum Sent {
+    Uploaded(u64),
+    Mounted,
+}
+
+/// Mounts one blob from another repository of `dst` that has it, or
+/// streams it from `src`.
 async fn send_blob(
     src: &dyn ArtifactStore,
     src_repo: &str,
     dst: &dyn ArtifactStore,
     dst_repo: &str,
     b: &Descriptor,
-) -> Result<u64, ArtifactError> {
+    locations: Option<&BlobLocations>,
+) -> Result<Sent, ArtifactError> {
+    if let Some(from) = locations.and_then(|l| l.get(&b.digest))
+        && from != dst_repo
+        && dst.mount_blob(dst_repo, &from, b).await?
+    {
+        return Ok(Sent::Mounted);
+    }
     let reader = src.open_blob(src_repo, b).await?;
     dst.put_blob(dst_repo, b, reader).await?;
-    Ok(b.size)
+    if let Some(l) = locations {
+        l.note(&b.digest, dst_repo);
+    }
+    Ok(Sent::Uploaded(b.size))
 }
 
 /// Sends the blobs `dst` lacks, largest first, `opts.concurrency` at a time.
@@ -537,22 +630,31 @@ async fn copy_blobs<'a>(
     let mut missing = Vec::new();
     for c in checks {
         let (b, good) = c?;
-        if !good {
+        if good {
+            if let Some(l) = &opts.locations {
+                l.note(&b.digest, dst_repo);
+            }
+        } else {
             missing.push(b);
         }
     }
     missing.sort_by_key(|b| std::cmp::Reverse(b.size));
     let sends: Vec<_> = missing
         .into_iter()
-        .map(|b| send_blob(src, src_repo, dst, dst_repo, b))
+        .map(|b| send_blob(src, src_repo, dst, dst_repo, b, opts.locations.as_deref()))
         .collect();
     let sent = futures_util::stream::iter(sends)
         .buffer_unordered(opts.concurrency.max(1))
         .collect::<Vec<_>>()
         .await;
     for r in sent {
-        report.bytes_copied += r?;
-        report.blobs_copied += 1;
+        match r? {
+            Sent::Uploaded(n) => {
+                report.bytes_copied += n;
+                report.blobs_copied += 1;
+            }
+            Sent::Mounted => report.blobs_mounted += 1,
+        }
     }
     Ok(())
 }

@@ -272,7 +272,10 @@ fn an_image_index_is_copied_with_every_platform_and_its_bytes() {
     // Two platforms: two configs and four layers; two manifests and the index.
     assert_eq!((r.blobs_copied, r.manifests_written), (6, 3));
     // 8 MiB of layers, and two small configs.
-    assert!((8 << 20..(8 << 20) + 4096).contains(&r.bytes_copied), "{r:?}");
+    assert!(
+        (8 << 20..(8 << 20) + 4096).contains(&r.bytes_copied),
+        "{r:?}"
+    );
     let r = rt()
         .block_on(nuon_core::artifact::copy_with(
             &ra,
@@ -294,6 +297,41 @@ fn an_image_index_is_copied_with_every_platform_and_its_bytes() {
         .unwrap()
         .unwrap();
     assert_eq!(got.bytes, raw.bytes, "the index's bytes are kept");
+    // Into another repository of the same registry: mounted, not sent.
+    let locations = std::sync::Arc::new(nuon_core::artifact::BlobLocations::default());
+    let with_mounts = nuon_core::artifact::CopyOptions {
+        locations: Some(locations),
+        ..nuon_core::artifact::CopyOptions::default()
+    };
+    let r = rt()
+        .block_on(nuon_core::artifact::copy_with(
+            &ra,
+            "img/app",
+            "1.0",
+            &rb,
+            "mirror/app",
+            Some("1.0"),
+            &with_mounts,
+        ))
+        .unwrap();
+    assert_eq!(r.blobs_copied, 0, "already there: {r:?}");
+    let r = rt()
+        .block_on(nuon_core::artifact::copy_with(
+            &ra,
+            "img/app",
+            "1.0",
+            &rb,
+            "second/app",
+            Some("1.0"),
+            &with_mounts,
+        ))
+        .unwrap();
+    assert_eq!(
+        (r.blobs_copied, r.blobs_mounted, r.bytes_copied),
+        (0, 6, 0),
+        "{r:?}"
+    );
+
     // Warm: nothing is sent.
     let r = rt()
         .block_on(nuon_core::artifact::copy_with(

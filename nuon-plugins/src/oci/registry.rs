@@ -452,6 +452,34 @@ impl ArtifactStore for RegistryStore {
         Ok(())
     }
 
+    async fn mount_blob(
+        &self,
+        repo: &str,
+        from_repo: &str,
+        blob: &Descriptor,
+    ) -> Result<bool, ArtifactError> {
+        check_repo(repo)?;
+        check_repo(from_repo)?;
+        let url = self.url(&format!(
+            "/v2/{repo}/blobs/uploads/?mount={}&from={from_repo}",
+            blob.digest
+        ));
+        // The token must allow pulling from the other repository too.
+        let scope = format!("{} {}", push(repo), pull(from_repo));
+        let resp = self
+            .send(&scope, "blob mount", || {
+                self.client.post(&url).header(CONTENT_LENGTH, "0")
+            })
+            .await?;
+        // 201: mounted. 202: declined (an upload was opened instead; it is
+        // left to expire and the blob is uploaded as usual).
+        match resp.status() {
+            StatusCode::CREATED => Ok(true),
+            StatusCode::ACCEPTED => Ok(false),
+            _ => Err(unexpected(resp, &format!("mounting {} into {repo}", blob.digest)).await),
+        }
+    }
+
     async fn get_manifest(
         &self,
         repo: &str,
