@@ -533,6 +533,192 @@ fn dev_phases(runs: usize) -> Result<Vec<(String, f64)>> {
     Ok(out)
 }
 
+/// Artifact copies between two loopback registries, ours against skopeo,
+/// side by side: (name, ours in s, skopeo in s) rows.
+fn registry_copy(runs: usize) -> Result<Vec<(String, f64, f64)>> {
+    use nuon_core::artifact::{BlobLocations, CopyOptions, copy_with};
+    use nuon_plugins::oci::registry::{RegistryConfig, RegistryStore};
+    use nuon_tests::{Registry, make_image};
+    let a = Registry::start(None)?.context("docker-registry is not installed")?;
+    let b = Registry::start(None)?.context("docker-registry is not installed")?;
+    anyhow::ensure!(which_ok("skopeo"), "skopeo is not installed");
+    let ra = RegistryStore::new(&RegistryConfig::new(&a.url))?;
+    let rb = RegistryStore::new(&RegistryConfig::new(&b.url))?;
+    // The fixture: layers of 1, 10 and 50 MiB of random data.
+    rt().block_on(make_image(
+        &ra,
+        "fx/img",
+        "1",
+        &[(1 << 20, 41), (10 << 20, 42), (50 << 20, 43)],
+        &["linux/amd64"],
+    ))?;
+    let skopeo = |args: &[&str]| -> Result<f64> {
+        let start = Instant::now();
+        let out = std::process::Command::new("skopeo").args(args).output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "skopeo {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let ours = |src_repo: &str, tag: &str, dst_repo: &str, opts: &CopyOptions| -> Result<f64> {
+        let start = Instant::now();
+        rt().block_on(copy_with(
+            &ra,
+            src_repo,
+            tag,
+            &rb,
+            dst_repo,
+            Some(tag),
+            opts,
+        ))?;
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let opts = CopyOptions::default();
+    let src = format!("docker://{}/fx/img:1", a.host);
+    let (mut cold_ours, mut cold_sk, mut warm_ours, mut warm_sk, mut warm_sync) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for i in 0..runs {
+        cold_ours.push(ours("fx/img", "1", &format!("ours{i}/img"), &opts)?);
+        cold_sk.push(skopeo(&[
+            "copy",
+            "--quiet",
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+            &src,
+            &format!("docker://{}/sk{i}/img:1", b.host),
+        ])?);
+    }
+    // skopeo sync's own destination, filled once (cold), then warm.
+    let sync_dst = format!("{}/sync", b.host);
+    let sync = |dst: &str| {
+        skopeo(&[
+            "sync",
+            "--src",
+            "docker",
+            "--dest",
+            "docker",
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+            &format!("{}/fx/img:1", a.host),
+            dst,
+        ])
+    };
+    let cold_sync = sync(&sync_dst)?;
+    for _ in 0..runs {
+        warm_ours.push(ours("fx/img", "1", "ours0/img", &opts)?);
+        warm_sk.push(skopeo(&[
+            "copy",
+            "--quiet",
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+            &src,
+            &format!("docker://{}/sk0/img:1", b.host),
+        ])?);
+        warm_sync.push(sync(&sync_dst)?);
+    }
+    let mut rows = vec![
+        (
+            "image of 1 + 10 + 50 MiB, cold copy: ours / skopeo copy".to_owned(),
+            median(cold_ours),
+            median(cold_sk),
+        ),
+        (
+            "same, cold: ours / skopeo sync (one run)".to_owned(),
+            0.0,
+            cold_sync,
+        ),
+        (
+            "same, warm (everything there): ours / skopeo copy".to_owned(),
+            median(warm_ours.clone()),
+            median(warm_sk),
+        ),
+        (
+            "same, warm: ours / skopeo sync".to_owned(),
+            median(warm_ours),
+            median(warm_sync),
+        ),
+    ];
+    rows[1].1 = rows[0].1;
+    // 20 images with 2 tags each, sharing a 10 MiB base layer.
+    for n in 0..20 {
+        let repo = format!("many/img{n}");
+        for (t, tag) in ["a", "b"].iter().enumerate() {
+            // A shared 10 MiB base layer and a 1 MiB layer of its own.
+            let own = 1000 + n * 2 + t as u64;
+            rt().block_on(make_image(
+                &ra,
+                &repo,
+                tag,
+                &[(10 << 20, 7), (1 << 20, own)],
+                &["linux/amd64"],
+            ))?;
+        }
+    }
+    let locations = std::sync::Arc::new(BlobLocations::default());
+    let with_mounts = CopyOptions {
+        locations: Some(locations),
+        ..CopyOptions::default()
+    };
+    let all = |opts: &CopyOptions, prefix: &str| -> Result<f64> {
+        let start = Instant::now();
+        for n in 0..20 {
+            for tag in ["a", "b"] {
+                rt().block_on(copy_with(
+                    &ra,
+                    &format!("many/img{n}"),
+                    tag,
+                    &rb,
+                    &format!("{prefix}/img{n}"),
+                    Some(tag),
+                    opts,
+                ))?;
+            }
+        }
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let sync_all = |dst: &str| -> Result<f64> {
+        let start = Instant::now();
+        for n in 0..20 {
+            skopeo(&[
+                "sync",
+                "--src",
+                "docker",
+                "--dest",
+                "docker",
+                "--src-tls-verify=false",
+                "--dest-tls-verify=false",
+                &format!("{}/many/img{n}", a.host),
+                dst,
+            ])?;
+        }
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let ours_cold = all(&with_mounts, "mine")?;
+    let ours_warm = all(&with_mounts, "mine")?;
+    let sk_cold = sync_all(&format!("{}/theirs", b.host))?;
+    let sk_warm = sync_all(&format!("{}/theirs", b.host))?;
+    rows.push((
+        "20 images × 2 tags, cold sync: ours (mounts across repositories) / skopeo sync".into(),
+        ours_cold,
+        sk_cold,
+    ));
+    rows.push((
+        "20 images × 2 tags, warm sync: ours / skopeo sync".into(),
+        ours_warm,
+        sk_warm,
+    ));
+    Ok(rows)
+}
+
+fn which_ok(name: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -630,6 +816,16 @@ fn main() -> Result<()> {
             println!(
                 "| `nuon dev --once`, empty data dir: {name} | {:.0} ms |",
                 secs * 1e3
+            );
+        }
+    }
+    if want("registry") {
+        for (name, ours, theirs) in registry_copy(5)? {
+            println!(
+                "| {name} | {:.3} s / {:.3} s ({:.2}×) |",
+                ours,
+                theirs,
+                ours / theirs
             );
         }
     }

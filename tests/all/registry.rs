@@ -243,15 +243,13 @@ fn an_image_index_is_copied_with_every_platform_and_its_bytes() {
     let b = Registry::start(None).unwrap().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let layout = LayoutStore::open(tmp.path().join("layout")).unwrap();
-    let sizes = [1 << 20, 3 << 20];
     let index = rt()
         .block_on(nuon_tests::make_image(
             &layout,
             "img/app",
             "1.0",
-            &sizes,
+            &[(1 << 20, 7), (3 << 20, 8)],
             &["linux/amd64", "linux/arm64"],
-            7,
         ))
         .unwrap();
     let ra = RegistryStore::new(&RegistryConfig::new(&a.url)).unwrap();

@@ -510,15 +510,15 @@ pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
 }
 
 /// Puts an image into `store`/`repo` under `tag`: for each platform, a
-/// config and random layers of `sizes` bytes; with more than one platform,
-/// an OCI index of them. Returns the digest of what the tag names.
+/// config and random layers, one per `(size, seed)` (the same seed makes
+/// the same layer, to share it between images); with more than one
+/// platform, an OCI index of them. Returns the digest the tag names.
 pub async fn make_image(
     store: &dyn nuon_core::artifact::ArtifactStore,
     repo: &str,
     tag: &str,
-    sizes: &[usize],
+    layers: &[(usize, u64)],
     platforms: &[&str],
-    seed: u64,
 ) -> Result<nuon_core::artifact::Digest> {
     use nuon_core::artifact::{
         Descriptor, Digest, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, RawManifest,
@@ -541,17 +541,18 @@ pub async fn make_image(
     for (p, platform) in platforms.iter().enumerate() {
         let (os, arch) = platform.split_once('/').unwrap_or(("linux", platform));
         let config = serde_json::to_vec(&serde_json::json!({
-            "architecture": arch, "os": os, "rootfs": {"type": "layers", "diff_ids": []}
+            "architecture": arch, "os": os, "rootfs": {"type": "layers", "diff_ids": []},
+            "config": {"Labels": {"nuon.test/tag": tag}},
         }))?;
         let config = put(config, "application/vnd.oci.image.config.v1+json").await?;
-        let mut layers = Vec::new();
-        for (i, size) in sizes.iter().enumerate() {
-            let bytes = random_bytes(*size, seed ^ ((p as u64) << 32) ^ (i as u64 + 1));
-            layers.push(put(bytes, "application/vnd.oci.image.layer.v1.tar").await?);
+        let mut descs = Vec::new();
+        for (size, seed) in layers {
+            let bytes = random_bytes(*size, seed ^ ((p as u64) << 32));
+            descs.push(put(bytes, "application/vnd.oci.image.layer.v1.tar").await?);
         }
         let bytes = serde_json::to_vec(&serde_json::json!({
             "schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
-            "config": config, "layers": layers,
+            "config": config, "layers": descs,
         }))?;
         let m = RawManifest {
             digest: Digest::of(&bytes),
