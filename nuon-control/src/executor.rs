@@ -595,6 +595,43 @@ async fn succeeded(
             .await?;
         cx.install.outputs_json = Some(json);
     }
+    // An image is deployed by its sync: its place in the install's store
+    // is the component's output.
+    let image = step.kind == StepKind::Sync
+        && step
+            .target
+            .as_deref()
+            .and_then(|t| cx.config.component(t))
+            .is_some_and(|c| c.kind == ComponentKind::ContainerImage);
+    if let (true, Some(c), Ok(a)) = (
+        image,
+        &step.target,
+        serde_json::from_value::<ArtifactRef>(job.outputs["artifact"].clone()),
+    ) {
+        let mut all = match state
+            .store
+            .find_install(&cx.org, cx.install.id.as_str())
+            .await?
+        {
+            Some(i) => outputs_of(&i),
+            None => InstallOutputs::default(),
+        };
+        let mut o = serde_json::Map::new();
+        o.insert("repository".into(), Value::String(a.repo.clone()));
+        o.insert("digest".into(), Value::String(a.digest.to_string()));
+        o.insert(
+            "image".into(),
+            Value::String(format!("{}@{}", a.repo, a.digest)),
+        );
+        all.components.insert(c.clone(), o);
+        let json = serde_json::to_string(&all)
+            .map_err(|e| Error::internal(format!("cannot encode outputs: {e}")))?;
+        state
+            .store
+            .set_install_outputs(&cx.org, &cx.install.id, &json, &state_during(cx))
+            .await?;
+        cx.install.outputs_json = Some(json);
+    }
     state
         .store
         .update_step(
@@ -812,9 +849,9 @@ fn strings_of(v: &Value) -> Vec<&str> {
 /// Whether a component deploys through a plugin that exists now.
 pub(crate) fn deployable(c: &Component) -> Result<(), String> {
     match c.kind {
-        ComponentKind::TerraformModule => Ok(()),
+        ComponentKind::TerraformModule | ComponentKind::ContainerImage => Ok(()),
         other => Err(format!(
-            "component {:?} is a {}: only terraform_module components deploy so far",
+            "component {:?} is a {}: only terraform_module and container_image components deploy so far",
             c.name,
             other.as_str()
         )),

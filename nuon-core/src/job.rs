@@ -213,6 +213,11 @@ pub enum BuildSource {
         /// Every file of the directory.
         files: Vec<SourceFileContents>,
     },
+    /// An image (every platform) copied from a registry.
+    Image {
+        /// `HOST/REPOSITORY:TAG` or `HOST/REPOSITORY@sha256:...`.
+        reference: String,
+    },
     /// A git repository, cloned with the `git` binary.
     Git {
         /// Clone URL (`https://...`, `git@...`, `file://...`).

@@ -8,7 +8,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::app::AppConfig;
+use crate::app::{AppConfig, ComponentKind};
 
 /// What a workflow does to an install.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -128,8 +128,11 @@ pub fn plan(
             let name = Some(c.name.as_str());
             actions(config, "pre-deploy-component", name, out);
             out.push(step(StepKind::Sync, name, false));
-            out.push(step(StepKind::Plan, name, false));
-            out.push(step(StepKind::Apply, name, approvals));
+            // An image is deployed by copying it into the install's store.
+            if c.kind != ComponentKind::ContainerImage {
+                out.push(step(StepKind::Plan, name, false));
+                out.push(step(StepKind::Apply, name, approvals));
+            }
             actions(config, "post-deploy-component", name, out);
         }
     };
@@ -137,7 +140,13 @@ pub fn plan(
         if only.is_none() {
             actions(config, "pre-teardown-all-components", None, out);
         }
-        for c in config.components.iter().rev().filter(picked) {
+        for c in config
+            .components
+            .iter()
+            .rev()
+            .filter(picked)
+            .filter(|c| c.kind != ComponentKind::ContainerImage)
+        {
             let name = Some(c.name.as_str());
             actions(config, "pre-teardown-component", name, out);
             out.push(step(StepKind::Sync, name, false));
@@ -267,7 +276,7 @@ mod tests {
     fn config() -> AppConfig {
         let image = |name: &str, deps: &str| {
             format!(
-                "name = \"{name}\"\ntype = \"container_image\"\ndependencies = [{deps}]\noci = \"r/{name}:1\"\n"
+                "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\ndependencies = [{deps}]\npath = \"./{name}\"\n"
             )
         };
         let files = vec![
@@ -353,6 +362,24 @@ mod tests {
         );
         assert_eq!(steps[2].target.as_deref(), Some("web"));
         assert_eq!(steps[2].kind, StepKind::Destroy);
+    }
+
+    #[test]
+    fn an_image_is_deployed_by_its_sync_and_has_nothing_to_destroy() {
+        let files = vec![
+            SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            SourceFile::new(
+                "components/img.toml",
+                "name = \"img\"\ntype = \"container_image\"\n[public]\nimage_url = \"r.example/img\"\ntag = \"1\"\n",
+            ),
+        ];
+        let (c, d) = parse(&files);
+        let c = c.unwrap_or_else(|| panic!("{d}"));
+        assert_eq!(
+            names(&plan(&c, WorkflowKind::Deploy, true, None)),
+            ["sync img"]
+        );
+        assert!(plan(&c, WorkflowKind::Teardown, true, None).is_empty());
     }
 
     #[test]

@@ -63,6 +63,58 @@ fn git() -> Result<PathBuf, PluginError> {
     })
 }
 
+impl BuildPlugin {
+    /// An image build: the image (an index with every platform, or one
+    /// manifest) copied byte for byte from its registry into the vendor's
+    /// store.
+    async fn copy_image(
+        &self,
+        job: &BuildJob,
+        reference: &str,
+        host: &mut dyn JobHost,
+    ) -> Result<JobResult, PluginError> {
+        use crate::oci::registry::{RegistryConfig, RegistryStore, parse_image_ref};
+        let invalid =
+            |e: nuon_core::artifact::ArtifactError| PluginError::Invalid(format!("build: {e}"));
+        let (base, repo, tag) = parse_image_ref(reference).map_err(invalid)?;
+        let config = RegistryConfig::new(&base)
+            .with_default_docker_config()
+            .map_err(invalid)?;
+        let source = RegistryStore::new(&config).map_err(invalid)?;
+        host.log(&format!(
+            "copying {base}/{repo}:{tag} into {}:{}",
+            job.repo, job.tag
+        ));
+        let opts = nuon_core::artifact::CopyOptions::default();
+        let r = nuon_core::artifact::copy_with(
+            &source,
+            &repo,
+            &tag,
+            &*self.store,
+            &job.repo,
+            Some(&job.tag),
+            &opts,
+        )
+        .await
+        .map_err(|e| PluginError::Missing(format!("build: copying {reference}: {e}")))?;
+        host.log(&format!(
+            "copied {}@{}: {} blob(s), {} bytes, {} manifest(s)",
+            job.repo, r.digest, r.blobs_copied, r.bytes_copied, r.manifests_written
+        ));
+        let artifact = ArtifactRef {
+            repo: job.repo.clone(),
+            digest: r.digest,
+            size: None,
+        };
+        Ok(JobResult {
+            outcome: Outcome::Succeeded,
+            exit_code: None,
+            reason: None,
+            outputs: json!({ "artifact": artifact }),
+        })
+    }
+}
+
 #[async_trait]
 impl Plugin for BuildPlugin {
     fn kind(&self) -> &'static str {
@@ -79,8 +131,12 @@ impl Plugin for BuildPlugin {
 
     async fn run(&self, spec: &JobSpec, host: &mut dyn JobHost) -> Result<JobResult, PluginError> {
         let job = decode(spec)?;
+        if let BuildSource::Image { reference } = &job.source {
+            return self.copy_image(&job, reference, host).await;
+        }
         let work = host.work_dir().to_path_buf();
         let dir = match &job.source {
+            BuildSource::Image { .. } => unreachable!("handled above"),
             BuildSource::Files { files } => {
                 let root = work.join("src");
                 host.log(&format!(

@@ -815,3 +815,67 @@ fn a_registry_as_the_vendor_store_builds_syncs_and_deploys() {
     assert_eq!(w.status, "succeeded", "{w:#?}");
     assert_eq!(step(&w, "sync net").outputs["copied"], 0);
 }
+
+#[test]
+fn a_container_image_is_built_from_its_registry_and_synced_with_every_platform() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(source) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    use nuon_core::artifact::ArtifactStore as _;
+    let src = nuon_plugins::oci::registry::RegistryStore::new(
+        &nuon_plugins::oci::registry::RegistryConfig::new(&source.url),
+    )
+    .unwrap();
+    let index = rt()
+        .block_on(nuon_tests::make_image(
+            &src,
+            "img/app",
+            "1.0",
+            &[(256 << 10, 1), (512 << 10, 2)],
+            &["linux/amd64", "linux/arm64"],
+        ))
+        .unwrap();
+    let component = format!(
+        "name = \"img\"\ntype = \"container_image\"\n\n[public]\nimage_url = \"{}/img/app\"\ntag = \"1.0\"\n",
+        source.host
+    );
+    let m = Manual::start(&[METADATA, ("components/img.toml", &component)]);
+    let c = m.cp.client();
+    let build = rt()
+        .block_on(c.list_builds("app"))
+        .unwrap()
+        .builds
+        .remove(0);
+    assert_eq!(
+        build.artifact.as_ref().map(|a| a.digest.clone()),
+        Some(index.clone()),
+        "{build:?}"
+    );
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(
+        w.steps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["sync img"]
+    );
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.components["img"]["digest"], index.to_string());
+    // The install's store has the index and both platforms' images.
+    let store = nuon_plugins::oci::LayoutStore::open(m.dir.path().join("install-store")).unwrap();
+    let repo = build.artifact.unwrap().repo;
+    let raw = rt()
+        .block_on(store.get_manifest(&repo, index.as_str()))
+        .unwrap()
+        .expect("the index is in the install's store");
+    let parsed: serde_json::Value = serde_json::from_slice(&raw.bytes).unwrap();
+    for child in parsed["manifests"].as_array().unwrap() {
+        let d = child["digest"].as_str().unwrap();
+        assert!(
+            rt().block_on(store.get_manifest(&repo, d))
+                .unwrap()
+                .is_some()
+        );
+    }
+}

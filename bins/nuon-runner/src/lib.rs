@@ -181,16 +181,9 @@ pub fn open_store(
 ) -> anyhow::Result<Arc<dyn nuon_core::artifact::ArtifactStore>> {
     use nuon_plugins::oci::registry::{RegistryConfig, RegistryStore};
     if spec.starts_with("http://") || spec.starts_with("https://") {
-        let docker = std::env::var_os("DOCKER_CONFIG")
-            .map(std::path::PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".docker")))
-            .map(|d| d.join("config.json"));
-        let mut config = RegistryConfig::new(spec);
-        if let Some(path) = docker {
-            config = config
-                .with_docker_config(&path)
-                .with_context(|| format!("{flag} {spec}"))?;
-        }
+        let config = RegistryConfig::new(spec)
+            .with_default_docker_config()
+            .with_context(|| format!("{flag} {spec}"))?;
         let store = RegistryStore::new(&config).with_context(|| format!("{flag} {spec}"))?;
         return Ok(Arc::new(store));
     }

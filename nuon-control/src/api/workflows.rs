@@ -333,8 +333,14 @@ fn build_source(
             branch: branch.clone(),
             directory: directory.clone(),
         }),
-        _ => Err(format!(
-            "{who}: its source cannot be built yet (only path, git and public_repo sources of Terraform modules)"
+        Source::Image { image_url, tag } => Ok(BuildSource::Image {
+            reference: format!("{image_url}:{tag}"),
+        }),
+        Source::Oci { reference } => Ok(BuildSource::Image {
+            reference: reference.clone(),
+        }),
+        Source::HelmRepo { .. } => Err(format!(
+            "{who}: Helm repository sources cannot be built yet"
         )),
     }
 }

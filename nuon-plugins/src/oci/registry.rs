@@ -57,6 +57,18 @@ impl RegistryConfig {
         }
     }
 
+    /// Takes credentials from the docker `config.json` in `$DOCKER_CONFIG`
+    /// or `~/.docker`, when there is one.
+    pub fn with_default_docker_config(self) -> Result<Self, ArtifactError> {
+        let dir = std::env::var_os("DOCKER_CONFIG")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")));
+        match dir {
+            Some(d) => self.with_docker_config(&d.join("config.json")),
+            None => Ok(self),
+        }
+    }
+
     /// Takes the credentials for this registry's host from a docker
     /// `config.json` (`auths.HOST.auth`, base64 of `user:password`), when
     /// it has some.
@@ -102,6 +114,48 @@ impl RegistryConfig {
         }
         Ok(self)
     }
+}
+
+/// An image reference split into where it lives: `127.0.0.1:5000/img/app:1.0`
+/// is (`http://127.0.0.1:5000`, `img/app`, `1.0`); `docker.io/library/busybox`
+/// or `busybox` is Docker Hub's `library/busybox`; `@sha256:...` names a digest.
+pub fn parse_image_ref(reference: &str) -> Result<(String, String, String), ArtifactError> {
+    let bad = |why: &str| {
+        ArtifactError::Invalid(format!(
+            "image reference {reference:?} {why}: give HOST/REPOSITORY:TAG or HOST/REPOSITORY@sha256:..."
+        ))
+    };
+    let (name, tag) = match reference.rsplit_once('@') {
+        Some((n, d)) => (n, d.to_owned()),
+        None => match reference.rsplit_once(':') {
+            Some((n, t)) if !t.contains('/') => (n, t.to_owned()),
+            _ => (reference, "latest".to_owned()),
+        },
+    };
+    let (first, rest) = name.split_once('/').unwrap_or(("", name));
+    let has_host = first.contains('.') || first.contains(':') || first == "localhost";
+    let (host, repo) = if has_host {
+        (first.to_owned(), rest.to_owned())
+    } else {
+        ("docker.io".to_owned(), name.to_owned())
+    };
+    let (base, repo) = if host == "docker.io" || host == "index.docker.io" {
+        let repo = if repo.contains('/') {
+            repo
+        } else {
+            format!("library/{repo}")
+        };
+        ("https://registry-1.docker.io".to_owned(), repo)
+    } else if host.starts_with("127.") || host.starts_with("localhost") {
+        (format!("http://{host}"), repo)
+    } else {
+        (format!("https://{host}"), repo)
+    };
+    if repo.is_empty() || tag.is_empty() {
+        return Err(bad("has no repository or tag"));
+    }
+    check_repo(&repo)?;
+    Ok((base, repo, tag))
 }
 
 /// `host[:port]` of a URL or a bare host.
