@@ -26,8 +26,8 @@ use nuon_core::app::{AppConfig, Component, ComponentKind};
 use nuon_core::wire::{BuildInfo, InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys, left_out_by_denial};
 use nuon_core::{
-    AppId, ArtifactRef, ExecJob, HttpBackend, Job, JobId, JobSpec, JobStatus, OrgId, RetryPolicy,
-    SyncJob, TerraformAction, TerraformJob, WorkflowId, now_ms,
+    AppId, ArtifactRef, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobId, JobSpec, JobStatus,
+    OrgId, RetryPolicy, SyncJob, TerraformAction, TerraformJob, WorkflowId, now_ms,
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -849,9 +849,11 @@ fn strings_of(v: &Value) -> Vec<&str> {
 /// Whether a component deploys through a plugin that exists now.
 pub(crate) fn deployable(c: &Component) -> Result<(), String> {
     match c.kind {
-        ComponentKind::TerraformModule | ComponentKind::ContainerImage => Ok(()),
+        ComponentKind::TerraformModule
+        | ComponentKind::ContainerImage
+        | ComponentKind::HelmChart => Ok(()),
         other => Err(format!(
-            "component {:?} is a {}: only terraform_module and container_image components deploy so far",
+            "component {:?} is a {}: only terraform_module, helm_chart and container_image components deploy so far",
             c.name,
             other.as_str()
         )),
@@ -945,6 +947,73 @@ fn job_for(
             };
             let timeout = timeout_of(Some(&action.timeout), Duration::from_secs(600))?;
             Ok((spec(ExecJob::KIND, encode(&job)?, timeout), None))
+        }
+        kind if step
+            .target
+            .as_deref()
+            .and_then(|t| cx.config.component(t))
+            .is_some_and(|c| c.kind == ComponentKind::HelmChart) =>
+        {
+            let c = cx
+                .config
+                .component(&target)
+                .ok_or_else(|| format!("component {target:?} is gone"))?;
+            let ctx = render_context(state, &cx.org, &cx.install, &cx.app_name)?;
+            let who = format!("component {target}");
+            let values = c
+                .values
+                .iter()
+                .map(|(k, v)| {
+                    Ok((
+                        k.clone(),
+                        render_value(v, &ctx, &format!("{who} value {k}"))?,
+                    ))
+                })
+                .collect::<Result<BTreeMap<_, _>, String>>()?;
+            let values_files = c
+                .values_files
+                .iter()
+                .enumerate()
+                .map(|(i, v)| render_text(v, &ctx, &format!("{who} values file {i}")))
+                .collect::<Result<Vec<_>, String>>()?;
+            let synced = cx.wf.steps.iter().rev().find(|s| {
+                s.target == step.target
+                    && s.kind == StepKind::Sync
+                    && s.status == "succeeded"
+                    && s.index < step.index
+            });
+            let chart = match synced {
+                Some(s) => serde_json::from_value(s.outputs["artifact"].clone())
+                    .map_err(|e| format!("the sync of {target} reported no artifact: {e}"))?,
+                None => artifact(cx, &target)?,
+            };
+            let action = match kind {
+                StepKind::Plan => HelmAction::Plan,
+                StepKind::Apply => HelmAction::Apply,
+                StepKind::DestroyPlan => HelmAction::DestroyPlan,
+                _ => HelmAction::Destroy,
+            };
+            let release: String = c
+                .chart_name
+                .clone()
+                .unwrap_or_else(|| c.name.clone())
+                .to_ascii_lowercase()
+                .replace('_', "-");
+            let job = HelmJob {
+                action,
+                chart,
+                release,
+                namespace: c.namespace.clone().unwrap_or_else(|| "default".into()),
+                values,
+                values_files,
+                kubeconfig: ctx
+                    .sandbox_outputs
+                    .get("kubeconfig")
+                    .and_then(|k| k.as_str())
+                    .map(str::to_owned),
+            };
+            let timeout = timeout_of(c.deploy_timeout.as_deref(), Duration::from_secs(3600))?;
+            Ok((spec(HelmJob::KIND, encode(&job)?, timeout), None))
         }
         kind => {
             let (version, vars, env_vars, var_files, deploy_timeout) =

@@ -242,6 +242,61 @@ pub struct BuildJob {
     pub tag: String,
     /// Where the source comes from.
     pub source: BuildSource,
+    /// What a source directory is packaged as.
+    #[serde(default)]
+    pub package: Package,
+}
+
+/// What a build packages a source directory as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Package {
+    /// An OpenTofu module package.
+    #[default]
+    TerraformModule,
+    /// A Helm OCI chart (tagged with the chart's version too).
+    HelmChart,
+}
+
+/// What a `helm` job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HelmAction {
+    /// Render the chart with its values (`helm template`).
+    Plan,
+    /// `helm upgrade --install --atomic --wait`.
+    Apply,
+    /// What an uninstall would remove (`helm status`).
+    DestroyPlan,
+    /// `helm uninstall`.
+    Destroy,
+}
+
+/// The `helm` job: a chart from the install's store, by digest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HelmJob {
+    /// What to do.
+    pub action: HelmAction,
+    /// The chart, in the install's store.
+    pub chart: ArtifactRef,
+    /// The release's name.
+    pub release: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Values, rendered (they override the values files).
+    #[serde(default)]
+    pub values: BTreeMap<String, serde_json::Value>,
+    /// Values files' contents, rendered, in order.
+    #[serde(default)]
+    pub values_files: Vec<String>,
+    /// A kubeconfig (from the sandbox's outputs), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<String>,
+}
+
+impl Job for HelmJob {
+    const KIND: &'static str = "helm";
 }
 
 impl Job for BuildJob {

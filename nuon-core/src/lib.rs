@@ -59,8 +59,9 @@ pub use id::{
     AppId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, WorkflowId, random_bytes,
 };
 pub use job::{
-    ArtifactRef, BuildJob, BuildSource, ExecJob, HttpBackend, Job, JobResult, JobSpec, JobStatus,
-    Outcome, PayloadError, RetryPolicy, SourceFileContents, SyncJob, TerraformAction, TerraformJob,
+    ArtifactRef, BuildJob, BuildSource, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobResult,
+    JobSpec, JobStatus, Outcome, Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob,
+    TerraformAction, TerraformJob,
 };
 pub use plugin::{HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, StopReason};
 pub use signing::{OrgSigningKey, PublicKey, SignatureError};

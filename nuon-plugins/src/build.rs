@@ -202,13 +202,32 @@ impl Plugin for BuildPlugin {
                 }
             }
         };
-        host.log(&format!(
-            "packaging {} as an OpenTofu module package into {}:{}",
-            job.component, job.repo, job.tag
-        ));
-        let digest = push_module(&*self.store, &job.repo, &dir, Some(&job.tag))
-            .await
-            .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
+        let digest = match job.package {
+            nuon_core::Package::TerraformModule => {
+                host.log(&format!(
+                    "packaging {} as an OpenTofu module package into {}:{}",
+                    job.component, job.repo, job.tag
+                ));
+                push_module(&*self.store, &job.repo, &dir, Some(&job.tag)).await
+            }
+            nuon_core::Package::HelmChart => {
+                host.log(&format!(
+                    "packaging {} as a Helm OCI chart into {}:{}",
+                    job.component, job.repo, job.tag
+                ));
+                crate::oci::helmpkg::push_chart(&*self.store, &job.repo, &dir, Some(&job.tag))
+                    .await
+                    .map(|(d, meta)| {
+                        host.log(&format!(
+                            "chart {} version {}",
+                            meta["name"].as_str().unwrap_or("?"),
+                            meta["version"].as_str().unwrap_or("?")
+                        ));
+                        d
+                    })
+            }
+        }
+        .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
         host.log(&format!("built {}@{digest}", job.repo));
         let artifact = ArtifactRef {
             repo: job.repo.clone(),

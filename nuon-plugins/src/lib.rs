@@ -44,6 +44,8 @@
 pub mod build;
 #[cfg(feature = "exec")]
 pub mod exec;
+#[cfg(feature = "helm")]
+pub mod helm;
 #[cfg(feature = "oci")]
 pub mod oci;
 #[cfg(feature = "oci")]

@@ -879,3 +879,149 @@ fn a_container_image_is_built_from_its_registry_and_synced_with_every_platform()
         );
     }
 }
+
+#[test]
+fn a_helm_chart_is_packaged_synced_planned_applied_and_uninstalled_with_a_stand_in_helm() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    // A stand-in `helm`: records its arguments, the digest and listing of
+    // the chart it gets and the values, and answers like Helm.
+    let bin = tempfile::tempdir().unwrap();
+    let record = bin.path().join("record");
+    let script = format!(
+        r#"#!/bin/sh
+rec="{rec}"
+echo "ARGS $*" >> "$rec"
+for a in "$@"; do
+  case "$a" in
+    *.tgz) echo "CHART sha256:$(sha256sum "$a" | cut -d' ' -f1)" >> "$rec"; tar tzf "$a" | sed 's/^/FILE /' >> "$rec" ;;
+    *values.json) echo "VALUES $(cat "$a")" >> "$rec" ;;
+  esac
+done
+case "$1" in
+  template) printf 'kind: Deployment\nmetadata:\n  name: web\n---\nkind: Service\n' ;;
+  upgrade) touch "$rec.installed"; echo "Release \"$3\" has been upgraded. Happy Helming!" ;;
+  status)
+    [ -e "$rec.installed" ] || {{ echo "Error: release: not found" >&2; exit 1; }}
+    case "$*" in *json*) echo '{{"version":1,"info":{{"status":"deployed"}}}}' ;; *) echo "STATUS: deployed" ;; esac ;;
+  uninstall) rm -f "$rec.installed"; echo "release \"$2\" uninstalled" ;;
+  *) echo "unexpected: $*" >&2; exit 2 ;;
+esac
+"#,
+        rec = record.display()
+    );
+    let helm = bin.path().join("helm");
+    std::fs::write(&helm, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&helm, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let mut m = Manual::start_with(
+        &[
+            METADATA,
+            (
+                "inputs.toml",
+                "[[input]]\nname = \"greeting\"\ndescription = \"what it says\"\ndefault = \"hello\"\n",
+            ),
+            (
+                "components/web.toml",
+                "name = \"web\"\ntype = \"helm_chart\"\nchart_name = \"web\"\nnamespace = \"apps\"\npath = \"./src/web\"\n\n[values]\ngreeting = \"{{ .nuon.install.inputs.greeting }}\"\n",
+            ),
+            (
+                "src/web/Chart.yaml",
+                "apiVersion: v2\nname: web\ndescription: A test chart\nversion: 0.1.0\nappVersion: \"1.0\"\n",
+            ),
+            ("src/web/values.yaml", "greeting: hi\n"),
+            (
+                "src/web/templates/deployment.yaml",
+                "kind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n",
+            ),
+        ],
+        Some(&registry.url),
+    );
+    let c = m.cp.client();
+    let build = rt()
+        .block_on(c.list_builds("app"))
+        .unwrap()
+        .builds
+        .remove(0);
+    let artifact = build.artifact.clone().expect("built");
+    // The chart in the vendor's registry: Helm's media types, tagged with
+    // the chart's version, read back by skopeo.
+    if have_tool("skopeo", "read the chart with an independent client") {
+        let out = Command::new("skopeo")
+            .args(["inspect", "--raw", "--tls-verify=false"])
+            .arg(format!(
+                "docker://{}/{}:0.1.0",
+                registry.host, artifact.repo
+            ))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            m["config"]["mediaType"],
+            "application/vnd.cncf.helm.config.v1+json"
+        );
+        assert_eq!(
+            m["layers"][0]["mediaType"],
+            "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+        );
+    }
+
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    m.restart_runner(Some(&path));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(step(&w, "plan web").outputs["changes"]["add"], 2);
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(
+        outputs.components["web"]["status"], "deployed",
+        "{outputs:?}"
+    );
+    let rec = std::fs::read_to_string(&record).unwrap();
+    assert!(rec.contains("ARGS template web "), "{rec}");
+    assert!(rec.contains("ARGS upgrade --install web "), "{rec}");
+    assert!(rec.contains("--namespace apps"), "{rec}");
+    assert!(rec.contains("--atomic --wait --timeout"), "{rec}");
+    assert!(
+        rec.contains(r#"VALUES {"greeting":"hello"}"#),
+        "values rendered: {rec}"
+    );
+    assert!(
+        rec.contains("FILE web/Chart.yaml") && rec.contains("FILE web/templates/deployment.yaml"),
+        "{rec}"
+    );
+    // The chart helm got is the layer in the install's store, by digest.
+    use nuon_core::artifact::ArtifactStore as _;
+    let store = nuon_plugins::oci::LayoutStore::open(m.dir.path().join("install-store")).unwrap();
+    let raw = rt()
+        .block_on(store.get_manifest(&artifact.repo, artifact.digest.as_str()))
+        .unwrap()
+        .unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(&raw.bytes).unwrap();
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap();
+    assert!(rec.contains(&format!("CHART {layer}")), "{rec}");
+
+    let w = run_workflow(&c, WorkflowKind::Teardown);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let rec = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        rec.contains("ARGS uninstall web --namespace apps --wait"),
+        "{rec}"
+    );
+    assert!(
+        !rt()
+            .block_on(c.install_outputs("demo"))
+            .unwrap()
+            .components
+            .contains_key("web")
+    );
+}

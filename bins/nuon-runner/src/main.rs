@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use nuon_plugins::helm::HelmPlugin;
 use nuon_plugins::sync::SyncPlugin;
 use nuon_plugins::terraform::TerraformPlugin;
 use nuon_runner::open_store;
@@ -46,6 +47,7 @@ async fn main() -> ExitCode {
             config
                 .plugins
                 .register(Arc::new(TerraformPlugin::new(store.clone())))
+                .register(Arc::new(HelmPlugin::new(store.clone())))
                 .register(Arc::new(SyncPlugin::new(vendor, store)));
             Ok(())
         },

@@ -10,14 +10,15 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use nuon_core::app::{Source, source_dir};
+use nuon_core::app::{ComponentKind, Source, source_dir};
 use nuon_core::wire::{
     BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow, InstallOutputs, StepChoice,
     WorkflowInfo, routes,
 };
 use nuon_core::workflow::{self, StepKind, WorkflowKind};
 use nuon_core::{
-    BuildJob, BuildSource, Job, JobId, JobSpec, RetryPolicy, SourceFileContents, WorkflowId, now_ms,
+    BuildJob, BuildSource, Job, JobId, JobSpec, Package, RetryPolicy, SourceFileContents,
+    WorkflowId, now_ms,
 };
 
 use super::apps::{app_of, install_of, latest_config};
@@ -416,11 +417,19 @@ async fn create_builds(
     let mut builds = Vec::new();
     for (who, source) in jobs {
         let job_id = JobId::generate();
+        let helm = config
+            .component(&who)
+            .is_some_and(|c| c.kind == ComponentKind::HelmChart);
         let payload = BuildJob {
             component: who.clone(),
             repo: format!("{}/{}", repo_part(app.id.as_str()), repo_part(&who)),
             tag: repo_part(job_id.as_str()),
             source,
+            package: if helm {
+                Package::HelmChart
+            } else {
+                Package::TerraformModule
+            },
         };
         let spec = JobSpec {
             job_id,

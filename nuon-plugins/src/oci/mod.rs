@@ -2,6 +2,7 @@
 //! embedded default for the vendor's and each install's store) and
 //! Terraform modules packaged as OpenTofu module packages.
 
+pub mod helmpkg;
 pub mod layout;
 pub mod modulepkg;
 #[cfg(feature = "registry")]
