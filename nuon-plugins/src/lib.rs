@@ -49,6 +49,8 @@ pub mod helm;
 #[cfg(feature = "oci")]
 pub mod oci;
 #[cfg(feature = "oci")]
+pub mod release;
+#[cfg(feature = "oci")]
 pub mod sync;
 #[cfg(feature = "terraform")]
 pub mod terraform;

@@ -400,7 +400,10 @@ struct Manual {
     build_runner: Child,
     install_runner: Option<Child>,
     install_token: String,
-    vendor: String,
+    /// The install runner's vendor store (none: only its own store).
+    vendor: Option<String>,
+    /// The install runner's store.
+    store_dir: PathBuf,
 }
 
 impl Drop for Manual {
@@ -464,13 +467,15 @@ impl Manual {
         ]));
         let v: serde_json::Value = serde_json::from_str(&created).unwrap();
         let install_token = v["runner_token"].as_str().unwrap().to_owned();
+        let store_dir = dir.path().join("install-store");
         let mut m = Manual {
             cp,
             dir,
             build_runner,
             install_runner: None,
             install_token,
-            vendor,
+            vendor: Some(vendor),
+            store_dir,
         };
         m.install_runner = Some(m.runner(None));
         m
@@ -490,9 +495,13 @@ impl Manual {
             .arg("--work-dir")
             .arg(d.join("install"))
             .arg("--store-dir")
-            .arg(d.join("install-store"))
-            .args(["--vendor-store", &self.vendor])
+            .arg(&self.store_dir)
             .env("NUON_RUNNER_TOKEN", &self.install_token)
+            .args(
+                self.vendor
+                    .iter()
+                    .flat_map(|v| ["--vendor-store", v.as_str()]),
+            )
             .stdout(Stdio::null())
             .stderr(
                 std::fs::OpenOptions::new()
@@ -1024,4 +1033,91 @@ esac
             .components
             .contains_key("web")
     );
+}
+
+#[test]
+fn a_release_bundle_exported_moved_and_imported_deploys_without_the_vendor_store() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let mut m = Manual::start_with(
+        &[
+            METADATA,
+            (
+                "components/net.toml",
+                "name = \"net\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/net\"\n",
+            ),
+            (
+                "src/net/main.tf",
+                "resource \"terraform_data\" \"net\" {\n  input = \"net-1\"\n}\n\noutput \"id\" {\n  value = terraform_data.net.output\n}\n",
+            ),
+        ],
+        Some(&registry.url),
+    );
+    let bundle = m.dir.path().join("bundle");
+    let out = ok(m.cp.nuon(&[
+        "releases",
+        "export",
+        "--app",
+        "app",
+        "--vendor-store",
+        &registry.url,
+        "--out",
+        bundle.to_str().unwrap(),
+    ]));
+    assert!(out.contains("exported 1 artifact"), "{out}");
+    // Moved: the vendor's registry is gone from the install's view.
+    drop(registry);
+    let moved = m.dir.path().join("moved");
+    std::fs::rename(&bundle, &moved).unwrap();
+
+    // A damaged copy of the bundle is refused.
+    let damaged = m.dir.path().join("damaged");
+    let cp = Command::new("cp")
+        .arg("-r")
+        .arg(&moved)
+        .arg(&damaged)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    for f in walk(&damaged) {
+        if f.to_string_lossy().contains("/blobs/sha256/")
+            && std::fs::metadata(&f)
+                .map(|x| x.len() > 200)
+                .unwrap_or(false)
+        {
+            let mut b = std::fs::read(&f).unwrap();
+            b[100] ^= 0xff;
+            std::fs::write(&f, b).unwrap();
+        }
+    }
+    let import = |bundle: &Path, store: &Path| {
+        Command::new(bin("nuon-runner"))
+            .arg("import")
+            .arg("--bundle")
+            .arg(bundle)
+            .arg("--store-dir")
+            .arg(store)
+            .output()
+            .unwrap()
+    };
+    let fresh = m.dir.path().join("air-gapped-store");
+    let out = import(&damaged, &fresh);
+    assert!(!out.status.success(), "{}", text(&out));
+    let why = text(&out);
+    assert!(why.contains("corrupted") || why.contains("digest"), "{why}");
+    let out = import(&moved, &fresh);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // The install's runner with that store and no vendor store deploys.
+    m.vendor = None;
+    m.store_dir = fresh;
+    m.restart_runner(None);
+    let c = m.cp.client();
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(step(&w, "sync net").outputs["copied"], 0);
 }

@@ -15,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 mod apps;
 mod deploy;
 mod dev;
+mod releases;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::{CreateJob, JobInfo, LogEntry, LogStream};
 use nuon_core::{ExecJob, Job, JobId, JobStatus};
@@ -86,6 +87,11 @@ enum Command {
     Components {
         #[command(subcommand)]
         command: apps::ComponentsCommand,
+    },
+    /// Release bundles for installs with no route to the vendor's store.
+    Releases {
+        #[command(subcommand)]
+        command: releases::ReleasesCommand,
     },
     /// Builds of an app's components into the vendor's artifact store.
     Builds {
@@ -382,6 +388,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Orgs { command } => apps::orgs(g, command).await,
         Command::Workflows { command } => apps::workflows(g, command).await,
         Command::Builds { command } => deploy::builds(g, command).await,
+        Command::Releases { command } => releases::releases(g, command).await,
         Command::Dev(args) => dev::run(args).await,
     }
 }

@@ -1,0 +1,134 @@
+//! `nuon releases export`: a release (the newest successful build of every
+//! component of an app's latest config version) as an OCI image layout
+//! directory, with `release.json` naming each artifact by digest, for
+//! installs with no route to the vendor's store. The install's runner
+//! imports it with `nuon-runner import`.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use nuon_core::JobStatus;
+use nuon_core::artifact::copy_with;
+use nuon_plugins::oci::LayoutStore;
+use nuon_plugins::release::{Release, ReleaseArtifact, write_release};
+
+use crate::{CliError, Global, client, print_json};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ReleasesCommand {
+    /// Export an app's newest builds as an OCI image layout directory.
+    Export {
+        /// The app, by name or id.
+        #[arg(long)]
+        app: String,
+        /// The vendor's store the builds are in: a registry URL or a layout
+        /// directory.
+        #[arg(long)]
+        vendor_store: String,
+        /// The directory to write (created; must be empty when it exists).
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8, CliError> {
+    let ReleasesCommand::Export {
+        app,
+        vendor_store,
+        out,
+    } = command;
+    let client = client(g)?;
+    let config = client.get_config(app, None).await?;
+    let builds = client.list_builds(app).await?.builds;
+    let mut artifacts: Vec<ReleaseArtifact> = Vec::new();
+    for b in builds {
+        if b.config_version != config.version || b.status != JobStatus::Succeeded {
+            continue;
+        }
+        if artifacts.iter().any(|a| a.component == b.component) {
+            continue;
+        }
+        if let Some(a) = b.artifact {
+            artifacts.push(ReleaseArtifact {
+                component: b.component,
+                repo: a.repo,
+                digest: a.digest,
+            });
+        }
+    }
+    if artifacts.is_empty() {
+        return Err(CliError::usage(format!(
+            "app {app} has no successful build of config v{}: run `nuon builds create --app {app} --wait` first",
+            config.version
+        )));
+    }
+    if out.exists()
+        && std::fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(CliError::usage(format!(
+            "{} exists and is not empty: export into a new directory",
+            out.display()
+        )));
+    }
+    let source = nuon_runner_store(vendor_store)?;
+    let bundle = LayoutStore::open(out).map_err(|e| CliError::usage(e.to_string()))?;
+    let opts = nuon_core::artifact::CopyOptions {
+        verify: true,
+        ..Default::default()
+    };
+    for a in &artifacts {
+        copy_with(
+            &*source,
+            &a.repo,
+            a.digest.as_str(),
+            &bundle,
+            &a.repo,
+            None,
+            &opts,
+        )
+        .await
+        .map_err(|e| CliError {
+            message: format!("exporting {} ({}@{}): {e}", a.component, a.repo, a.digest),
+            code: 1,
+        })?;
+    }
+    let release = Release {
+        app: config.app_id.to_string(),
+        config_version: config.version,
+        artifacts,
+    };
+    write_release(out, &release).map_err(|e| CliError::usage(e.to_string()))?;
+    if g.json {
+        print_json(&release)?;
+    } else {
+        println!(
+            "exported {} artifact(s) of config v{} into {}; import it on the install's machine with `nuon-runner import --bundle DIR --store-dir STORE`",
+            release.artifacts.len(),
+            release.config_version,
+            out.display()
+        );
+    }
+    Ok(0)
+}
+
+/// A store from a registry URL or a layout directory.
+fn nuon_runner_store(spec: &str) -> Result<Box<dyn nuon_core::artifact::ArtifactStore>, CliError> {
+    use nuon_plugins::oci::registry::{RegistryConfig, RegistryStore};
+    let err = |e: nuon_core::artifact::ArtifactError| {
+        CliError::usage(format!("--vendor-store {spec}: {e}"))
+    };
+    if spec.starts_with("http://") || spec.starts_with("https://") {
+        let config = RegistryConfig::new(spec)
+            .with_default_docker_config()
+            .map_err(err)?;
+        return Ok(Box::new(RegistryStore::new(&config).map_err(err)?));
+    }
+    if !std::path::Path::new(spec).is_dir() {
+        return Err(CliError::usage(format!(
+            "--vendor-store {spec} is neither a registry URL nor a directory"
+        )));
+    }
+    Ok(Box::new(LayoutStore::open(spec).map_err(err)?))
+}
