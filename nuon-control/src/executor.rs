@@ -602,7 +602,12 @@ async fn succeeded(
             .target
             .as_deref()
             .and_then(|t| cx.config.component(t))
-            .is_some_and(|c| c.kind == ComponentKind::ContainerImage);
+            .is_some_and(|c| {
+                matches!(
+                    c.kind,
+                    ComponentKind::ContainerImage | ComponentKind::DockerBuild
+                )
+            });
     if let (true, Some(c), Ok(a)) = (
         image,
         &step.target,
@@ -851,9 +856,10 @@ pub(crate) fn deployable(c: &Component) -> Result<(), String> {
     match c.kind {
         ComponentKind::TerraformModule
         | ComponentKind::ContainerImage
+        | ComponentKind::DockerBuild
         | ComponentKind::HelmChart => Ok(()),
         other => Err(format!(
-            "component {:?} is a {}: only terraform_module, helm_chart and container_image components deploy so far",
+            "component {:?} is a {}: wasm components deploy with the WASM plugin host, which is not built yet",
             c.name,
             other.as_str()
         )),

@@ -248,7 +248,7 @@ pub struct BuildJob {
 }
 
 /// What a build packages a source directory as.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Package {
     /// An OpenTofu module package.
@@ -256,6 +256,12 @@ pub enum Package {
     TerraformModule,
     /// A Helm OCI chart (tagged with the chart's version too).
     HelmChart,
+    /// A container image built from a Dockerfile (with `buildah`, or
+    /// `docker buildx`) in the source directory.
+    DockerImage {
+        /// The Dockerfile, relative to the source directory.
+        dockerfile: String,
+    },
 }
 
 /// What a `helm` job does.

@@ -63,7 +63,124 @@ fn git() -> Result<PathBuf, PluginError> {
     })
 }
 
+/// The binary that builds images: `buildah`, else `docker` (with buildx).
+fn image_builder() -> Result<(PathBuf, bool), PluginError> {
+    if let Ok(b) = which::which("buildah") {
+        return Ok((b, true));
+    }
+    if let Ok(d) = which::which("docker") {
+        // `docker buildx` is a CLI plugin, in one of these places.
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut places: Vec<PathBuf> = [
+            "/usr/local/lib/docker/cli-plugins",
+            "/usr/local/libexec/docker/cli-plugins",
+            "/usr/lib/docker/cli-plugins",
+            "/usr/libexec/docker/cli-plugins",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        places.extend(home.map(|h| h.join(".docker/cli-plugins")));
+        if places.iter().any(|p| p.join("docker-buildx").is_file()) {
+            return Ok((d, false));
+        }
+        return Err(PluginError::Missing(format!(
+            "build: {} has no buildx plugin (docker buildx builds the OCI image): install docker-buildx, or buildah (apt-get install buildah)",
+            d.display()
+        )));
+    }
+    Err(PluginError::Missing(
+        "build: neither `buildah` nor `docker` is on PATH: install buildah (apt-get install buildah) or Docker with buildx to build docker_build components".into(),
+    ))
+}
+
 impl BuildPlugin {
+    /// A `docker_build`: the image built into an OCI layout in the work
+    /// directory, then copied into the vendor's store like any image.
+    async fn build_image(
+        &self,
+        job: &BuildJob,
+        dir: &Path,
+        dockerfile: &str,
+        host: &mut dyn JobHost,
+    ) -> Result<JobResult, PluginError> {
+        let (bin, buildah) = image_builder()?;
+        let file = inside(dir, dockerfile)?;
+        if !file.is_file() {
+            return Ok(JobResult::failed(format!(
+                "build: the source of {} has no Dockerfile {dockerfile:?}",
+                job.component
+            )));
+        }
+        let work = host.work_dir().to_path_buf();
+        let layout = work.join("image-layout");
+        let name = format!("nuon-build-{}", job.tag);
+        let (f, d, out) = (
+            file.to_string_lossy().into_owned(),
+            dir.to_string_lossy().into_owned(),
+            layout.join("image").to_string_lossy().into_owned(),
+        );
+        let steps: Vec<Vec<String>> = if buildah {
+            vec![
+                vec!["bud".into(), "-f".into(), f, "-t".into(), name.clone(), d],
+                vec!["push".into(), name, format!("oci:{out}:latest")],
+            ]
+        } else {
+            vec![vec![
+                "buildx".into(),
+                "build".into(),
+                "-f".into(),
+                f,
+                "--output".into(),
+                format!("type=oci,tar=false,dest={out}"),
+                d,
+            ]]
+        };
+        for args in steps {
+            host.log(&format!("$ {} {}", bin.display(), args.join(" ")));
+            let mut p = ProcessSpec::new(&bin);
+            p.args = args;
+            match host.run_process(p).await? {
+                ProcessExit::Exited(0) => {}
+                other => {
+                    let mut r = crate::exec::result_of(other);
+                    r.reason = Some(format!(
+                        "building the image of {} failed: {}; see the job's log",
+                        job.component,
+                        r.reason.unwrap_or_default()
+                    ));
+                    return Ok(r);
+                }
+            }
+        }
+        let built = crate::oci::LayoutStore::open(&layout)
+            .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
+        let opts = nuon_core::artifact::CopyOptions::default();
+        let r = nuon_core::artifact::copy_with(
+            &built,
+            "image",
+            "latest",
+            &*self.store,
+            &job.repo,
+            Some(&job.tag),
+            &opts,
+        )
+        .await
+        .map_err(|e| PluginError::Missing(format!("build: the built image: {e}")))?;
+        host.log(&format!("built {}@{}", job.repo, r.digest));
+        let artifact = ArtifactRef {
+            repo: job.repo.clone(),
+            digest: r.digest,
+            size: None,
+        };
+        Ok(JobResult {
+            outcome: Outcome::Succeeded,
+            exit_code: None,
+            reason: None,
+            outputs: json!({ "artifact": artifact }),
+        })
+    }
+
     /// An image build: the image (an index with every platform, or one
     /// manifest) copied byte for byte from its registry into the vendor's
     /// store.
@@ -125,6 +242,9 @@ impl Plugin for BuildPlugin {
         let job = decode(spec)?;
         if let BuildSource::Git { .. } = job.source {
             git()?;
+        }
+        if let nuon_core::Package::DockerImage { .. } = job.package {
+            image_builder()?;
         }
         Ok(())
     }
@@ -202,7 +322,10 @@ impl Plugin for BuildPlugin {
                 }
             }
         };
-        let digest = match job.package {
+        let digest = match &job.package {
+            nuon_core::Package::DockerImage { dockerfile } => {
+                return self.build_image(&job, &dir, dockerfile, host).await;
+            }
             nuon_core::Package::TerraformModule => {
                 host.log(&format!(
                     "packaging {} as an OpenTofu module package into {}:{}",

@@ -417,19 +417,20 @@ async fn create_builds(
     let mut builds = Vec::new();
     for (who, source) in jobs {
         let job_id = JobId::generate();
-        let helm = config
-            .component(&who)
-            .is_some_and(|c| c.kind == ComponentKind::HelmChart);
+        let component = config.component(&who);
+        let package = match component.map(|c| (c.kind, c.dockerfile.clone())) {
+            Some((ComponentKind::HelmChart, _)) => Package::HelmChart,
+            Some((ComponentKind::DockerBuild, f)) => Package::DockerImage {
+                dockerfile: f.unwrap_or_else(|| "Dockerfile".into()),
+            },
+            _ => Package::TerraformModule,
+        };
         let payload = BuildJob {
             component: who.clone(),
             repo: format!("{}/{}", repo_part(app.id.as_str()), repo_part(&who)),
             tag: repo_part(job_id.as_str()),
             source,
-            package: if helm {
-                Package::HelmChart
-            } else {
-                Package::TerraformModule
-            },
+            package,
         };
         let spec = JobSpec {
             job_id,
