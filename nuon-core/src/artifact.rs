@@ -572,6 +572,9 @@ async fn check_blob<'a>(
     Ok((b, good))
 }
 
+/// How many times one blob is tried when the transfer fails on I/O.
+pub const BLOB_ATTEMPTS: u32 = 3;
+
 /// How a blob reached the destination.
 enum Sent {
     Uploaded(u64),
@@ -594,8 +597,25 @@ async fn send_blob(
     {
         return Ok(Sent::Mounted);
     }
-    let reader = src.open_blob(src_repo, b).await?;
-    dst.put_blob(dst_repo, b, reader).await?;
+    // Each blob is retried on its own: a dropped connection costs that
+    // blob, not the copy. Bad bytes, a missing blob or a refusal are not
+    // retried.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let sent = async {
+            let reader = src.open_blob(src_repo, b).await?;
+            dst.put_blob(dst_repo, b, reader).await
+        }
+        .await;
+        match sent {
+            Ok(()) => break,
+            Err(ArtifactError::Io { .. }) if attempt < BLOB_ATTEMPTS => {
+                tokio::time::sleep(std::time::Duration::from_millis(100 << attempt)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
     if let Some(l) = locations {
         l.note(&b.digest, dst_repo);
     }

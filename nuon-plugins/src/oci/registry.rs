@@ -46,6 +46,11 @@ pub struct RegistryConfig {
     pub password: Option<String>,
     /// Extra PEM CA certificates to trust.
     pub ca_bundle: Option<std::path::PathBuf>,
+    /// Blobs larger than this go up in chunks (`PATCH`es), so a dropped
+    /// connection costs one chunk, not the blob. `None`: 512 MiB.
+    pub chunk_threshold: Option<u64>,
+    /// The size of those chunks. `None`: 64 MiB.
+    pub chunk_size: Option<u64>,
 }
 
 impl RegistryConfig {
@@ -166,6 +171,8 @@ fn host_of(url: &str) -> String {
 
 /// A registry, as an artifact store.
 pub struct RegistryStore {
+    chunk_threshold: u64,
+    chunk_size: u64,
     base: String,
     client: reqwest::Client,
     username: Option<String>,
@@ -235,6 +242,8 @@ impl RegistryStore {
             .build()
             .map_err(|e| io_err("cannot build the HTTP client", e))?;
         Ok(RegistryStore {
+            chunk_threshold: config.chunk_threshold.unwrap_or(512 << 20),
+            chunk_size: config.chunk_size.unwrap_or(64 << 20).max(1 << 16),
             base: url.to_owned(),
             client,
             username: config.username.clone(),
@@ -245,6 +254,112 @@ impl RegistryStore {
 
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// An upload `Location`, which may be relative.
+    fn absolute(&self, location: &str) -> String {
+        if location.starts_with("http://") || location.starts_with("https://") {
+            location.to_owned()
+        } else {
+            self.url(location)
+        }
+    }
+
+    /// A large blob in chunks: each `PATCH` is retried after asking the
+    /// registry how far the upload got (its `Range`), so a dropped
+    /// connection costs at most one chunk; memory stays one chunk.
+    async fn put_chunked(
+        &self,
+        repo: &str,
+        blob: &Descriptor,
+        reader: BlobReader,
+        mut location: String,
+    ) -> Result<(), ArtifactError> {
+        use tokio::io::AsyncReadExt;
+        let what = format!("uploading {} to {repo}", blob.digest);
+        let mut checked = VerifyingReader::new(reader, blob.clone());
+        let mut offset = 0u64;
+        let mut chunk = Vec::with_capacity(self.chunk_size as usize);
+        loop {
+            chunk.clear();
+            let mut limited = (&mut checked).take(self.chunk_size);
+            limited.read_to_end(&mut chunk).await.map_err(|e| {
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    ArtifactError::Corrupt(format!("refused blob {} for {repo}: {e}", blob.digest))
+                } else {
+                    io_err(what.clone(), e)
+                }
+            })?;
+            if chunk.is_empty() {
+                break;
+            }
+            let end = offset + chunk.len() as u64 - 1;
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                let mut req = self
+                    .client
+                    .patch(&location)
+                    .header(CONTENT_TYPE, "application/octet-stream")
+                    .header(CONTENT_LENGTH, chunk.len())
+                    .header("Content-Range", format!("{offset}-{end}"))
+                    .body(chunk.clone());
+                if let Some(a) = self.cached(&push(repo)) {
+                    req = req.header(AUTHORIZATION, a);
+                }
+                match req.send().await {
+                    Ok(resp) if resp.status() == StatusCode::ACCEPTED => {
+                        if let Some(l) = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok())
+                        {
+                            location = self.absolute(l);
+                        }
+                        break;
+                    }
+                    Ok(resp) if tries >= 3 => return Err(unexpected(resp, &what).await),
+                    Err(e) if tries >= 3 => return Err(io_err(what.clone(), e)),
+                    _ => {
+                        // Where did the upload get to? Resume from there
+                        // when it holds this chunk's start.
+                        let got = self.upload_offset(repo, &location).await?;
+                        if got == end + 1 {
+                            break;
+                        }
+                        if got != offset {
+                            return Err(ArtifactError::Invalid(format!(
+                                "{what}: the registry holds {got} bytes of the upload where {offset} were sent; start again"
+                            )));
+                        }
+                    }
+                }
+            }
+            offset = end + 1;
+        }
+        let mut put = location;
+        put.push(if put.contains('?') { '&' } else { '?' });
+        put.push_str(&format!("digest={}", blob.digest));
+        let mut req = self.client.put(&put).header(CONTENT_LENGTH, 0);
+        if let Some(a) = self.cached(&push(repo)) {
+            req = req.header(AUTHORIZATION, a);
+        }
+        let resp = req.send().await.map_err(|e| io_err(what.clone(), e))?;
+        if resp.status() != StatusCode::CREATED {
+            return Err(unexpected(resp, &what).await);
+        }
+        Ok(())
+    }
+
+    /// How many bytes an upload session holds (its `Range: 0-N`).
+    async fn upload_offset(&self, repo: &str, location: &str) -> Result<u64, ArtifactError> {
+        let resp = self
+            .send(&push(repo), "upload status", || self.client.get(location))
+            .await?;
+        Ok(resp
+            .headers()
+            .get("Range")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(_, end)| end.parse::<u64>().ok())
+            .map_or(0, |end| end + 1))
     }
 
     /// Gets (and caches) the `Authorization` value a challenge asks for.
@@ -450,11 +565,10 @@ impl ArtifactStore for RegistryStore {
             .ok_or_else(|| {
                 ArtifactError::Invalid("the registry opened an upload without a Location".into())
             })?;
-        let mut put = if location.starts_with("http://") || location.starts_with("https://") {
-            location.to_owned()
-        } else {
-            self.url(location)
-        };
+        let mut put = self.absolute(location);
+        if blob.size > self.chunk_threshold {
+            return self.put_chunked(repo, blob, reader, put).await;
+        }
         put.push(if put.contains('?') { '&' } else { '?' });
         put.push_str(&format!("digest={}", blob.digest));
         // The bytes are checked while they stream: a source that does not

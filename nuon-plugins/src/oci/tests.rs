@@ -354,3 +354,77 @@ mod modules {
         assert!(e.to_string().contains("no links"), "{e}");
     }
 }
+
+/// A store whose first upload of each blob fails on I/O, as a dropped
+/// connection would.
+struct Flaky {
+    inner: LayoutStore,
+    failed: std::sync::Mutex<std::collections::HashSet<Digest>>,
+    attempts: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl ArtifactStore for Flaky {
+    async fn has_blob(&self, repo: &str, blob: &Descriptor) -> Result<bool, ArtifactError> {
+        self.inner.has_blob(repo, blob).await
+    }
+    async fn open_blob(
+        &self,
+        repo: &str,
+        blob: &Descriptor,
+    ) -> Result<nuon_core::artifact::BlobReader, ArtifactError> {
+        self.inner.open_blob(repo, blob).await
+    }
+    async fn put_blob(
+        &self,
+        repo: &str,
+        blob: &Descriptor,
+        reader: nuon_core::artifact::BlobReader,
+    ) -> Result<(), ArtifactError> {
+        self.attempts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.failed.lock().unwrap().insert(blob.digest.clone()) {
+            return Err(ArtifactError::Io {
+                what: "uploading".into(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "connection reset",
+                ),
+            });
+        }
+        self.inner.put_blob(repo, blob, reader).await
+    }
+    async fn get_manifest(
+        &self,
+        repo: &str,
+        reference: &str,
+    ) -> Result<Option<RawManifest>, ArtifactError> {
+        self.inner.get_manifest(repo, reference).await
+    }
+    async fn put_manifest(
+        &self,
+        repo: &str,
+        manifest: &RawManifest,
+        tag: Option<&str>,
+    ) -> Result<(), ArtifactError> {
+        self.inner.put_manifest(repo, manifest, tag).await
+    }
+}
+
+#[tokio::test]
+async fn a_blob_that_fails_on_the_way_is_retried_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = LayoutStore::open(dir.path().join("src")).unwrap();
+    let m = push(&src, "app", b"some layer bytes", "v1").await;
+    let dst = Flaky {
+        inner: LayoutStore::open(dir.path().join("dst")).unwrap(),
+        failed: Default::default(),
+        attempts: Default::default(),
+    };
+    let (d, copied) = copy_artifact(&src, "app", "v1", &dst, "app", None, false)
+        .await
+        .unwrap();
+    assert_eq!((d, copied), (m.digest, 2));
+    // Two blobs, each failed once and sent again.
+    assert_eq!(dst.attempts.load(std::sync::atomic::Ordering::SeqCst), 4);
+}
