@@ -198,6 +198,49 @@ pub trait ArtifactStore: Send + Sync {
         tag: Option<&str>,
     ) -> Result<(), ArtifactError>;
 
+    /// The blob's bytes from `offset` on (to resume a copy). The default
+    /// reads and drops the first `offset` bytes; the reader still checks
+    /// the whole blob's digest at its end.
+    async fn open_blob_from(
+        &self,
+        repo: &str,
+        blob: &Descriptor,
+        offset: u64,
+    ) -> Result<BlobReader, ArtifactError> {
+        use tokio::io::AsyncReadExt as _;
+        let mut r = self.open_blob(repo, blob).await?;
+        let mut head = (&mut r).take(offset);
+        tokio::io::copy(&mut head, &mut tokio::io::sink())
+            .await
+            .map_err(|e| ArtifactError::Corrupt(format!("blob {} in {repo}: {e}", blob.digest)))?;
+        Ok(r)
+    }
+
+    /// How many bytes of `blob` an interrupted upload left here, to resume
+    /// from (0: start afresh).
+    async fn partial_len(&self, repo: &str, blob: &Descriptor) -> Result<u64, ArtifactError> {
+        let _ = (repo, blob);
+        Ok(0)
+    }
+
+    /// Finishes an interrupted upload: `reader` has the bytes from
+    /// `offset` on; the whole blob is checked against its digest.
+    async fn put_blob_from(
+        &self,
+        repo: &str,
+        blob: &Descriptor,
+        offset: u64,
+        reader: BlobReader,
+    ) -> Result<(), ArtifactError> {
+        if offset == 0 {
+            return self.put_blob(repo, blob, reader).await;
+        }
+        Err(ArtifactError::Invalid(format!(
+            "this store cannot resume the upload of {} to {repo}",
+            blob.digest
+        )))
+    }
+
     /// Makes `blob`, which `from_repo` of this same store has, part of
     /// `repo` without sending it (a registry's cross-repository mount).
     /// `Ok(false)` when the store cannot or will not; the caller uploads.
@@ -389,6 +432,8 @@ pub struct CopyReport {
     pub bytes_copied: u64,
     /// Blobs mounted from another repository of the destination.
     pub blobs_mounted: usize,
+    /// Blobs whose interrupted copy was resumed where it stopped.
+    pub blobs_resumed: usize,
     /// Manifests written (an index and its children count one each).
     pub manifests_written: usize,
 }
@@ -437,6 +482,7 @@ pub async fn copy_with(
         blobs_copied: 0,
         bytes_copied: 0,
         blobs_mounted: 0,
+        blobs_resumed: 0,
         manifests_written: 0,
     };
     let present = has_manifest(dst, dst_repo, &manifest.digest).await?;
@@ -577,7 +623,7 @@ pub const BLOB_ATTEMPTS: u32 = 3;
 
 /// How a blob reached the destination.
 enum Sent {
-    Uploaded(u64),
+    Uploaded { bytes: u64, resumed: bool },
     Mounted,
 }
 
@@ -600,12 +646,21 @@ async fn send_blob(
     // Each blob is retried on its own: a dropped connection costs that
     // blob, not the copy. Bad bytes, a missing blob or a refusal are not
     // retried.
+    // What an interrupted copy left in `dst` is kept: only the rest is
+    // read from `src` (a ranged read), and the whole is checked.
     let mut attempt = 0;
+    let mut resumed_from = 0;
     loop {
         attempt += 1;
         let sent = async {
-            let reader = src.open_blob(src_repo, b).await?;
-            dst.put_blob(dst_repo, b, reader).await
+            let have = dst.partial_len(dst_repo, b).await.unwrap_or(0);
+            let reader = if have > 0 {
+                src.open_blob_from(src_repo, b, have).await?
+            } else {
+                src.open_blob(src_repo, b).await?
+            };
+            resumed_from = have;
+            dst.put_blob_from(dst_repo, b, have, reader).await
         }
         .await;
         match sent {
@@ -619,7 +674,10 @@ async fn send_blob(
     if let Some(l) = locations {
         l.note(&b.digest, dst_repo);
     }
-    Ok(Sent::Uploaded(b.size))
+    Ok(Sent::Uploaded {
+        bytes: b.size - resumed_from.min(b.size),
+        resumed: resumed_from > 0,
+    })
 }
 
 /// Sends the blobs `dst` lacks, largest first, `opts.concurrency` at a time.
@@ -669,9 +727,10 @@ async fn copy_blobs<'a>(
         .await;
     for r in sent {
         match r? {
-            Sent::Uploaded(n) => {
-                report.bytes_copied += n;
+            Sent::Uploaded { bytes, resumed } => {
+                report.bytes_copied += bytes;
                 report.blobs_copied += 1;
+                report.blobs_resumed += usize::from(resumed);
             }
             Sent::Mounted => report.blobs_mounted += 1,
         }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nuon_core::artifact::{ArtifactError, ArtifactStore, ImageManifest, copy_artifact};
+use nuon_core::artifact::{ArtifactError, ArtifactStore, CopyOptions, ImageManifest, copy_with};
 use nuon_core::{Job, JobHost, JobResult, JobSpec, Outcome, Plugin, PluginError, SyncJob};
 use serde_json::json;
 
@@ -110,23 +110,46 @@ impl Plugin for SyncPlugin {
                 a.repo
             )));
         };
-        let (got, copied) = copy_artifact(
+        let opts = CopyOptions {
+            verify: true,
+            ..CopyOptions::default()
+        };
+        let r = copy_with(
             &**vendor,
             &a.repo,
             digest,
             &*self.install,
             &a.repo,
             None,
-            true,
+            &opts,
         )
         .await
         .map_err(failed)?;
-        host.log(&format!("copied {copied} blob(s) of {}@{got}", a.repo));
+        let (got, copied) = (r.digest, r.blobs_copied);
+        host.log(&format!(
+            "copied {copied} blob(s) ({} bytes) of {}@{got}{}",
+            r.bytes_copied,
+            a.repo,
+            if r.blobs_resumed > 0 {
+                format!(
+                    "; {} resumed where an earlier copy stopped",
+                    r.blobs_resumed
+                )
+            } else {
+                String::new()
+            }
+        ));
         Ok(JobResult {
             outcome: Outcome::Succeeded,
             exit_code: None,
             reason: None,
-            outputs: json!({"digest": got, "artifact": a, "copied": copied}),
+            outputs: json!({
+                "digest": got,
+                "artifact": a,
+                "copied": copied,
+                "bytes": r.bytes_copied,
+                "resumed": r.blobs_resumed,
+            }),
         })
     }
 }

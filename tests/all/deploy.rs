@@ -1170,3 +1170,101 @@ fn a_docker_build_without_buildah_or_docker_says_what_to_install() {
         "{e}"
     );
 }
+
+#[test]
+fn a_sync_cut_off_mid_blob_resumes_without_sending_finished_blobs_again() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(source) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let vendor = nuon_tests::Registry::start(None).unwrap().unwrap();
+    use nuon_core::artifact::ArtifactStore as _;
+    let src = nuon_plugins::oci::registry::RegistryStore::new(
+        &nuon_plugins::oci::registry::RegistryConfig::new(&source.url),
+    )
+    .unwrap();
+    const BIG: usize = 400 << 20;
+    let digest = rt()
+        .block_on(nuon_tests::make_image(
+            &src,
+            "img/app",
+            "1.0",
+            &[(64 << 10, 1), (BIG, 2)],
+            &["linux/amd64"],
+        ))
+        .unwrap();
+    let raw = rt()
+        .block_on(src.get_manifest("img/app", digest.as_str()))
+        .unwrap()
+        .unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(&raw.bytes).unwrap();
+    let big = manifest["layers"][1]["digest"].as_str().unwrap().to_owned();
+    let component = format!(
+        "name = \"img\"\ntype = \"container_image\"\n\n[public]\nimage_url = \"{}/img/app\"\ntag = \"1.0\"\n",
+        source.host
+    );
+    let mut m = Manual::start_with(
+        &[METADATA, ("components/img.toml", &component)],
+        Some(&vendor.url),
+    );
+    let c = m.cp.client();
+    let repo = rt().block_on(c.list_builds("app")).unwrap().builds[0]
+        .artifact
+        .clone()
+        .expect("built")
+        .repo;
+    let partial = m
+        .store_dir
+        .join(&repo)
+        .join("blobs/sha256")
+        .join(format!(".partial-{}", big.trim_start_matches("sha256:")));
+    let wf = rt()
+        .block_on(c.create_workflow("demo", WorkflowKind::Provision, None))
+        .unwrap();
+    // Cut the runner off in the middle of the big layer.
+    wait_for(
+        "the big layer to be half way",
+        Duration::from_secs(60),
+        || {
+            let n = std::fs::metadata(&partial).map(|x| x.len()).unwrap_or(0);
+            (n > (16 << 20) && n < (BIG as u64 - (64 << 20))).then_some(())
+        },
+    )
+    .unwrap();
+    let mut runner = m.install_runner.take().unwrap();
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    let held = std::fs::metadata(&partial).unwrap().len();
+    let w = wait_workflow(&c, wf.id.as_str(), ended);
+    assert_eq!(w.status, "failed", "{w:#?}");
+    assert!(
+        step(&w, "sync img")
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("runner lost"),
+        "{w:#?}"
+    );
+
+    // A new runner and a retry: only the big layer is sent, from where the
+    // cut-off copy stopped.
+    m.restart_runner(None);
+    let out = m.cp.nuon(&["workflows", "retry", wf.id.as_str(), "--wait"]);
+    let w = rt().block_on(c.get_workflow(wf.id.as_str())).unwrap();
+    assert!(out.status.success(), "{}\n{w:#?}", text(&out));
+    let sync = step(&w, "sync img");
+    assert_eq!(
+        sync.outputs["copied"], 1,
+        "the finished blobs were not sent again: {sync:#?}"
+    );
+    assert_eq!(sync.outputs["resumed"], 1, "{sync:#?}");
+    let sent = sync.outputs["bytes"].as_u64().unwrap();
+    assert!(
+        sent <= BIG as u64 - held,
+        "sent {sent} bytes with {held} held: {sync:#?}"
+    );
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.components["img"]["digest"], digest.to_string());
+}

@@ -99,12 +99,24 @@ impl LayoutStore {
         Ok(self.root.join(repo))
     }
 
+    /// Where an upload of `digest` collects its bytes until they check out.
+    pub(crate) fn partial_path(
+        &self,
+        repo: &str,
+        digest: &Digest,
+    ) -> Result<PathBuf, ArtifactError> {
+        Ok(self
+            .repo_dir(repo)?
+            .join("blobs/sha256")
+            .join(format!(".partial-{}", digest.hex())))
+    }
+
     /// Where a blob of a repository lives.
     pub fn blob_path(&self, repo: &str, digest: &Digest) -> Result<PathBuf, ArtifactError> {
         Ok(self.repo_dir(repo)?.join("blobs/sha256").join(digest.hex()))
     }
 
-    async fn ensure(&self, dir: &Path) -> Result<(), ArtifactError> {
+    pub(crate) async fn ensure(&self, dir: &Path) -> Result<(), ArtifactError> {
         let blobs = dir.join("blobs/sha256");
         tokio::fs::create_dir_all(&blobs)
             .await
@@ -181,38 +193,99 @@ impl ArtifactStore for LayoutStore {
         blob: &Descriptor,
         reader: BlobReader,
     ) -> Result<(), ArtifactError> {
+        self.put_blob_from(repo, blob, 0, reader).await
+    }
+
+    async fn partial_len(&self, repo: &str, blob: &Descriptor) -> Result<u64, ArtifactError> {
+        let path = self.partial_path(repo, &blob.digest)?;
+        Ok(match tokio::fs::metadata(&path).await {
+            Ok(m) if m.len() < blob.size => m.len(),
+            Ok(_) => {
+                // Longer than the blob: not a prefix of it.
+                let _ = tokio::fs::remove_file(&path).await;
+                0
+            }
+            Err(_) => 0,
+        })
+    }
+
+    /// Writes into `.partial-HEX` next to the blobs, so that a copy cut
+    /// off (the runner killed) leaves what it had for the next one to
+    /// resume; the file becomes the blob only once its bytes match.
+    async fn put_blob_from(
+        &self,
+        repo: &str,
+        blob: &Descriptor,
+        offset: u64,
+        reader: BlobReader,
+    ) -> Result<(), ArtifactError> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let dir = self.repo_dir(repo)?;
         self.ensure(&dir).await?;
         let path = self.blob_path(repo, &blob.digest)?;
-        let mut rand = [0u8; 8];
-        nuon_core::random_bytes(&mut rand);
-        let tmp = dir
-            .join("blobs/sha256")
-            .join(format!(".tmp-{}", hex_of(&rand)));
+        let partial = self.partial_path(repo, &blob.digest)?;
         let result = async {
-            let mut file = tokio::fs::File::create(&tmp)
-                .await
-                .map_err(io(format!("cannot create {}", tmp.display())))?;
-            let mut checked = VerifyingReader::new(reader, blob.clone());
-            tokio::io::copy(&mut checked, &mut file)
-                .await
-                .map_err(|e| {
+            let (mut file, source): (tokio::fs::File, BlobReader) = if offset == 0 {
+                let f = tokio::fs::File::create(&partial)
+                    .await
+                    .map_err(io(format!("cannot create {}", partial.display())))?;
+                (f, reader)
+            } else {
+                let held = tokio::fs::metadata(&partial)
+                    .await
+                    .map(|m| m.len())
+                    .unwrap_or(0);
+                if held != offset {
+                    return Err(ArtifactError::Invalid(format!(
+                        "cannot resume {} in {repo}: {held} bytes are held, not {offset}",
+                        blob.digest
+                    )));
+                }
+                // The whole blob is checked: what is held, then the rest.
+                let head = tokio::fs::File::open(&partial)
+                    .await
+                    .map_err(io(format!("cannot read {}", partial.display())))?;
+                let f = tokio::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&partial)
+                    .await
+                    .map_err(io(format!("cannot append to {}", partial.display())))?;
+                (f, Box::pin(head.take(offset).chain(reader)))
+            };
+            let mut checked = VerifyingReader::new(source, blob.clone());
+            let mut buf = vec![0u8; 256 * 1024];
+            let mut pos = 0u64;
+            loop {
+                let n = checked.read(&mut buf).await.map_err(|e| {
                     if e.kind() == std::io::ErrorKind::InvalidData {
                         ArtifactError::Corrupt(format!("refused blob for {repo}: {e}"))
                     } else {
                         io(format!("cannot store blob {} in {repo}", blob.digest))(e)
                     }
                 })?;
+                if n == 0 {
+                    break;
+                }
+                let end = pos + n as u64;
+                if end > offset {
+                    let skip = offset.saturating_sub(pos) as usize;
+                    file.write_all(&buf[skip..n])
+                        .await
+                        .map_err(io(format!("cannot write {}", partial.display())))?;
+                }
+                pos = end;
+            }
             file.sync_all()
                 .await
-                .map_err(io(format!("cannot sync {}", tmp.display())))?;
-            tokio::fs::rename(&tmp, &path)
+                .map_err(io(format!("cannot sync {}", partial.display())))?;
+            tokio::fs::rename(&partial, &path)
                 .await
                 .map_err(io(format!("cannot rename into {}", path.display())))
         }
         .await;
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&tmp).await;
+        // Bad bytes are dropped; anything else keeps what arrived, to resume.
+        if let Err(ArtifactError::Corrupt(_) | ArtifactError::Invalid(_)) = &result {
+            let _ = tokio::fs::remove_file(&partial).await;
         }
         result
     }

@@ -428,3 +428,46 @@ async fn a_blob_that_fails_on_the_way_is_retried_on_its_own() {
     // Two blobs, each failed once and sent again.
     assert_eq!(dst.attempts.load(std::sync::atomic::Ordering::SeqCst), 4);
 }
+
+#[tokio::test]
+async fn an_interrupted_upload_resumes_from_what_it_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LayoutStore::open(dir.path()).unwrap();
+    let bytes: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let d = blob("application/octet-stream", &bytes);
+    // A copy cut off after 30,000 bytes left them in the partial file.
+    let upload = async |from: usize, body: Vec<u8>| {
+        store
+            .put_blob_from("r", &d, from as u64, Box::pin(std::io::Cursor::new(body)))
+            .await
+    };
+    store.ensure(&store.repo_dir("r").unwrap()).await.unwrap();
+    std::fs::write(
+        store.partial_path("r", &d.digest).unwrap(),
+        &bytes[..30_000],
+    )
+    .unwrap();
+    assert_eq!(store.partial_len("r", &d).await.unwrap(), 30_000);
+    upload(30_000, bytes[30_000..].to_vec()).await.unwrap();
+    assert!(store.has_blob("r", &d).await.unwrap());
+    store.verify_blob("r", &d).await.unwrap();
+    assert_eq!(store.partial_len("r", &d).await.unwrap(), 0);
+
+    // A resume whose rest does not make the blob is refused, and the
+    // partial bytes are dropped.
+    let other: Vec<u8> = bytes.iter().map(|b| b.wrapping_add(1)).collect();
+    let d2 = blob("application/octet-stream", &other);
+    std::fs::write(store.partial_path("r", &d2.digest).unwrap(), &other[..10]).unwrap();
+    let e = store
+        .put_blob_from(
+            "r",
+            &d2,
+            10,
+            Box::pin(std::io::Cursor::new(bytes[10..].to_vec())),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ArtifactError::Corrupt(_)), "{e}");
+    assert_eq!(store.partial_len("r", &d2).await.unwrap(), 0);
+    assert!(!store.has_blob("r", &d2).await.unwrap());
+}
