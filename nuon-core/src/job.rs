@@ -213,6 +213,16 @@ pub enum BuildSource {
         /// Every file of the directory.
         files: Vec<SourceFileContents>,
     },
+    /// A chart version from a classic Helm repository (`index.yaml`).
+    HelmRepo {
+        /// The repository's URL.
+        repo_url: String,
+        /// The chart's name.
+        chart: String,
+        /// The version; the newest when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<String>,
+    },
     /// An image (every platform) copied from a registry.
     Image {
         /// `HOST/REPOSITORY:TAG` or `HOST/REPOSITORY@sha256:...`.

@@ -95,6 +95,87 @@ fn image_builder() -> Result<(PathBuf, bool), PluginError> {
 }
 
 impl BuildPlugin {
+    /// A chart from a Helm repository: picked from its `index.yaml`,
+    /// downloaded, checked against the index's digest, pushed as an OCI
+    /// chart (the archive as it came is the layer).
+    async fn pull_chart(
+        &self,
+        job: &BuildJob,
+        repo_url: &str,
+        chart: &str,
+        version: Option<&str>,
+        host: &mut dyn JobHost,
+    ) -> Result<JobResult, PluginError> {
+        use crate::oci::helmrepo::{index_entries, pick, push_chart_archive};
+        let base = repo_url.trim_end_matches('/');
+        let client = reqwest::Client::new();
+        let get = |url: String| {
+            let client = client.clone();
+            async move {
+                let resp =
+                    client.get(&url).send().await.map_err(|e| {
+                        PluginError::Missing(format!("build: cannot fetch {url}: {e}"))
+                    })?;
+                if !resp.status().is_success() {
+                    return Err(PluginError::Missing(format!(
+                        "build: {url} answered {}",
+                        resp.status()
+                    )));
+                }
+                resp.bytes()
+                    .await
+                    .map(|b| b.to_vec())
+                    .map_err(|e| PluginError::Missing(format!("build: reading {url}: {e}")))
+            }
+        };
+        host.log(&format!("reading {base}/index.yaml"));
+        let index = String::from_utf8_lossy(&get(format!("{base}/index.yaml")).await?).into_owned();
+        let entries = index_entries(&index, chart);
+        let Some(entry) = pick(&entries, version) else {
+            let have: Vec<&str> = entries.iter().map(|e| e.version.as_str()).collect();
+            return Ok(JobResult::failed(format!(
+                "build: {base} has no chart {chart:?}{} (versions there: {})",
+                version.map(|v| format!(" version {v}")).unwrap_or_default(),
+                if have.is_empty() {
+                    "none".into()
+                } else {
+                    have.join(", ")
+                }
+            )));
+        };
+        let url = &entry.urls[0];
+        let url = if url.contains("://") {
+            url.clone()
+        } else {
+            format!("{base}/{url}")
+        };
+        host.log(&format!("downloading {chart} {} from {url}", entry.version));
+        let tgz = get(url.clone()).await?;
+        if let Some(want) = &entry.digest {
+            let got = nuon_core::artifact::Digest::of(&tgz);
+            if got.hex() != want {
+                return Ok(JobResult::failed(format!(
+                    "build: {url} does not match the digest the index gives (sha256:{want}, got {got})"
+                )));
+            }
+        }
+        let digest = push_chart_archive(&*self.store, &job.repo, tgz, Some(&job.tag))
+            .await
+            .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
+        host.log(&format!("built {}@{digest}", job.repo));
+        let artifact = ArtifactRef {
+            repo: job.repo.clone(),
+            digest,
+            size: None,
+        };
+        Ok(JobResult {
+            outcome: Outcome::Succeeded,
+            exit_code: None,
+            reason: None,
+            outputs: json!({ "artifact": artifact }),
+        })
+    }
+
     /// A `docker_build`: the image built into an OCI layout in the work
     /// directory, then copied into the vendor's store like any image.
     async fn build_image(
@@ -254,9 +335,21 @@ impl Plugin for BuildPlugin {
         if let BuildSource::Image { reference } = &job.source {
             return self.copy_image(&job, reference, host).await;
         }
+        if let BuildSource::HelmRepo {
+            repo_url,
+            chart,
+            version,
+        } = &job.source
+        {
+            return self
+                .pull_chart(&job, repo_url, chart, version.as_deref(), host)
+                .await;
+        }
         let work = host.work_dir().to_path_buf();
         let dir = match &job.source {
-            BuildSource::Image { .. } => unreachable!("handled above"),
+            BuildSource::Image { .. } | BuildSource::HelmRepo { .. } => {
+                unreachable!("handled above")
+            }
             BuildSource::Files { files } => {
                 let root = work.join("src");
                 host.log(&format!(

@@ -463,8 +463,10 @@ impl Manual {
         ok(cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
         // Builds may fail on purpose; the tests look at them.
         let builds = cp.nuon(&["builds", "create", "--app", "app", "--wait"]);
-        let docker_build = files.iter().any(|(_, t)| t.contains("docker_build"));
-        if !docker_build {
+        let may_fail = files
+            .iter()
+            .any(|(_, t)| t.contains("docker_build") || t.contains("helm_repo"));
+        if !may_fail {
             ok(builds);
         }
         let created = ok(cp.nuon(&[
@@ -1267,4 +1269,91 @@ fn a_sync_cut_off_mid_blob_resumes_without_sending_finished_blobs_again() {
     );
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
     assert_eq!(outputs.components["img"]["digest"], digest.to_string());
+}
+
+#[test]
+fn a_chart_from_a_helm_repository_is_built_checked_against_the_index() {
+    if !have_tool("python3", "serve a Helm repository") {
+        return;
+    }
+    let repo = tempfile::tempdir().unwrap();
+    let chart = tempfile::tempdir().unwrap();
+    write_files(
+        chart.path(),
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: web\nversion: 0.1.0\n"),
+            ("templates/x.yaml", "kind: ConfigMap\n"),
+        ],
+    );
+    let tgz = nuon_plugins::oci::helmpkg::package_chart(chart.path(), "web").unwrap();
+    let sha = nuon_core::artifact::Digest::of(&tgz);
+    std::fs::write(repo.path().join("web-0.1.0.tgz"), &tgz).unwrap();
+    std::fs::write(repo.path().join("web-0.2.0.tgz"), &tgz).unwrap();
+    std::fs::write(
+        repo.path().join("index.yaml"),
+        format!(
+            "apiVersion: v1\nentries:\n  web:\n  - name: web\n    version: 0.2.0\n    digest: {}\n    urls:\n    - web-0.2.0.tgz\n  - name: web\n    version: 0.1.0\n    digest: {}\n    urls:\n    - web-0.1.0.tgz\n",
+            "0".repeat(64),
+            sha.hex()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut server = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(repo.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the Helm repository", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    })
+    .unwrap();
+    let component = |name: &str, version: &str| {
+        format!(
+            "name = \"{name}\"\ntype = \"helm_chart\"\nchart_name = \"web\"\n\n[helm_repo]\nrepo_url = \"http://127.0.0.1:{port}\"\nchart = \"web\"\nversion = \"{version}\"\n"
+        )
+    };
+    let (good, bad) = (component("good", "0.1.0"), component("bad", "0.2.0"));
+    let m = Manual::start(&[
+        METADATA,
+        ("components/good.toml", &good),
+        ("components/bad.toml", &bad),
+    ]);
+    let c = m.cp.client();
+    let builds = rt().block_on(c.list_builds("app")).unwrap().builds;
+    let of = |n: &str| builds.iter().find(|b| b.component == n).unwrap().clone();
+    let good = of("good");
+    assert_eq!(good.status, nuon_core::JobStatus::Succeeded, "{good:?}");
+    let bad = of("bad");
+    assert_eq!(bad.status, nuon_core::JobStatus::Failed, "{bad:?}");
+    assert!(
+        bad.reason
+            .unwrap_or_default()
+            .contains("does not match the digest")
+    );
+    // The chart's archive is the layer, byte for byte.
+    use nuon_core::artifact::ArtifactStore as _;
+    let vendor = nuon_plugins::oci::LayoutStore::open(m.dir.path().join("vendor")).unwrap();
+    let a = good.artifact.unwrap();
+    let raw = rt()
+        .block_on(vendor.get_manifest(&a.repo, "0.1.0"))
+        .unwrap()
+        .expect("tagged with the chart's version");
+    let manifest: serde_json::Value = serde_json::from_slice(&raw.bytes).unwrap();
+    assert_eq!(manifest["layers"][0]["digest"], sha.to_string());
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.cncf.helm.config.v1+json"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
 }

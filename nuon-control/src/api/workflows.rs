@@ -340,9 +340,15 @@ fn build_source(
         Source::Oci { reference } => Ok(BuildSource::Image {
             reference: reference.clone(),
         }),
-        Source::HelmRepo { .. } => Err(format!(
-            "{who}: Helm repository sources cannot be built yet"
-        )),
+        Source::HelmRepo {
+            repo_url,
+            chart,
+            version,
+        } => Ok(BuildSource::HelmRepo {
+            repo_url: repo_url.clone(),
+            chart: chart.clone(),
+            version: version.clone(),
+        }),
     }
 }
 

@@ -3,6 +3,8 @@
 //! Terraform modules packaged as OpenTofu module packages.
 
 pub mod helmpkg;
+#[cfg(feature = "registry")]
+pub mod helmrepo;
 pub mod layout;
 pub mod modulepkg;
 #[cfg(feature = "registry")]
