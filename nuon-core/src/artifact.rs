@@ -637,9 +637,11 @@ async fn send_blob(
     b: &Descriptor,
     locations: Option<&BlobLocations>,
 ) -> Result<Sent, ArtifactError> {
+    // A mount that fails (a registry without them, a token that cannot
+    // read the other repository) costs nothing: the blob is uploaded.
     if let Some(from) = locations.and_then(|l| l.get(&b.digest))
         && from != dst_repo
-        && dst.mount_blob(dst_repo, &from, b).await?
+        && dst.mount_blob(dst_repo, &from, b).await.unwrap_or(false)
     {
         return Ok(Sent::Mounted);
     }
@@ -668,6 +670,9 @@ async fn send_blob(
             Err(ArtifactError::Io { .. }) if attempt < BLOB_ATTEMPTS => {
                 tokio::time::sleep(std::time::Duration::from_millis(100 << attempt)).await;
             }
+            // What an earlier copy left did not make the blob (the store
+            // dropped it): once more, from the start.
+            Err(ArtifactError::Corrupt(_)) if resumed_from > 0 && attempt < BLOB_ATTEMPTS => {}
             Err(e) => return Err(e),
         }
     }

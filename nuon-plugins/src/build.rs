@@ -108,7 +108,11 @@ impl BuildPlugin {
     ) -> Result<JobResult, PluginError> {
         use crate::oci::helmrepo::{index_entries, pick, push_chart_archive};
         let base = repo_url.trim_end_matches('/');
-        let client = reqwest::Client::new();
+        let client = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(15))
+            .timeout(std::time::Duration::from_secs(300))
+            .build()
+            .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
         let get = |url: String| {
             let client = client.clone();
             async move {
@@ -122,10 +126,25 @@ impl BuildPlugin {
                         resp.status()
                     )));
                 }
-                resp.bytes()
+                // A chart (or an index) is small: refuse what is not.
+                const MAX: usize = 64 << 20;
+                if resp.content_length().is_some_and(|n| n > MAX as u64) {
+                    return Err(PluginError::Missing(format!(
+                        "build: {url} is larger than {} MiB",
+                        MAX >> 20
+                    )));
+                }
+                let bytes = resp
+                    .bytes()
                     .await
-                    .map(|b| b.to_vec())
-                    .map_err(|e| PluginError::Missing(format!("build: reading {url}: {e}")))
+                    .map_err(|e| PluginError::Missing(format!("build: reading {url}: {e}")))?;
+                if bytes.len() > MAX {
+                    return Err(PluginError::Missing(format!(
+                        "build: {url} is larger than {} MiB",
+                        MAX >> 20
+                    )));
+                }
+                Ok(bytes.to_vec())
             }
         };
         host.log(&format!("reading {base}/index.yaml"));
@@ -204,7 +223,9 @@ impl BuildPlugin {
         let steps: Vec<Vec<String>> = if buildah {
             vec![
                 vec!["bud".into(), "-f".into(), f, "-t".into(), name.clone(), d],
-                vec!["push".into(), name, format!("oci:{out}:latest")],
+                vec!["push".into(), name.clone(), format!("oci:{out}:latest")],
+                // The local image is not needed once pushed.
+                vec!["rmi".into(), name],
             ]
         } else {
             vec![vec![

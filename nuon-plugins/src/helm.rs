@@ -117,23 +117,54 @@ impl Plugin for HelmPlugin {
         let job = decode(spec)?;
         let bin = helm()?;
         let work = host.work_dir().to_path_buf();
+        // Values and the kubeconfig can hold secrets: only the job's user
+        // reads them.
         let write = |name: &str, text: &str| -> Result<String, PluginError> {
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt;
             let p = work.join(name);
-            std::fs::write(&p, text)
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&p)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
                 .map_err(|e| PluginError::Missing(format!("helm: cannot write {name}: {e}")))?;
             Ok(p.to_string_lossy().into_owned())
         };
         let mut env = Vec::new();
         if let Some(k) = &job.kubeconfig {
             let p = write("kubeconfig", k)?;
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
             env.push(("KUBECONFIG".to_owned(), p));
         }
         let ns = vec!["--namespace".to_owned(), job.namespace.clone()];
         if matches!(job.action, HelmAction::DestroyPlan | HelmAction::Destroy) {
-            let status = [vec!["status".to_owned(), job.release.clone()], ns.clone()].concat();
-            let present = run_helm(host, &bin, &env, &status, None).await?.is_none();
+            // Whether the release is there: `helm list` must succeed (an
+            // unreachable cluster is an error, not an absent release).
+            let list = [
+                vec![
+                    "list".to_owned(),
+                    "--filter".to_owned(),
+                    format!("^{}$", job.release),
+                    "--output".to_owned(),
+                    "json".to_owned(),
+                ],
+                ns.clone(),
+            ]
+            .concat();
+            if let Some(failed) = run_helm(host, &bin, &env, &list, Some("releases.json")).await? {
+                return Ok(failed);
+            }
+            let present = std::fs::read(work.join("releases.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .and_then(|v| v.as_array().map(|a| !a.is_empty()))
+                .ok_or_else(|| {
+                    PluginError::Missing(
+                        "helm: `helm list --output json` answered no JSON list".into(),
+                    )
+                })?;
             if job.action == HelmAction::DestroyPlan || !present {
                 if !present {
                     host.log(&format!(
@@ -183,12 +214,19 @@ impl Plugin for HelmPlugin {
                 {
                     return Ok(failed);
                 }
+                // The rendered manifests can hold secrets (base64 in a
+                // Secret's data): the log gets what they are, not their text.
                 let rendered =
                     std::fs::read_to_string(work.join("rendered.yaml")).unwrap_or_default();
-                for line in rendered.lines() {
-                    host.log(line);
+                let kinds: Vec<&str> = rendered
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("kind:"))
+                    .map(str::trim)
+                    .collect();
+                for k in &kinds {
+                    host.log(&format!("renders a {k}"));
                 }
-                let resources = rendered.lines().filter(|l| l.starts_with("kind:")).count();
+                let resources = kinds.len();
                 host.log(&format!(
                     "plan: {resources} Kubernetes resource(s) rendered"
                 ));

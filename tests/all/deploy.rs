@@ -925,6 +925,7 @@ case "$1" in
     [ -e "$rec.installed" ] || {{ echo "Error: release: not found" >&2; exit 1; }}
     case "$*" in *json*) echo '{{"version":1,"info":{{"status":"deployed"}}}}' ;; *) echo "STATUS: deployed" ;; esac ;;
   uninstall) rm -f "$rec.installed"; echo "release \"$2\" uninstalled" ;;
+  list) if [ -e "$rec.installed" ]; then echo '[{{"name":"web"}}]'; else echo '[]'; fi ;;
   *) echo "unexpected: $*" >&2; exit 2 ;;
 esac
 "#,

@@ -56,9 +56,20 @@ pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8
             });
         }
     }
-    if artifacts.is_empty() {
+    // A bundle is the whole release: every component (and the sandbox).
+    let expected = config
+        .config
+        .sandbox
+        .iter()
+        .map(|_| "sandbox".to_owned())
+        .chain(config.config.components.iter().map(|c| c.name.clone()));
+    let missing: Vec<String> = expected
+        .filter(|n| !artifacts.iter().any(|a| &a.component == n))
+        .collect();
+    if !missing.is_empty() {
         return Err(CliError::usage(format!(
-            "app {app} has no successful build of config v{}: run `nuon builds create --app {app} --wait` first",
+            "app {app} has no successful build of {} in config v{}: run `nuon builds create --app {app} --wait` first",
+            missing.join(", "),
             config.version
         )));
     }

@@ -49,7 +49,13 @@ pub fn chart_metadata(
             .and_then(|x| x.strip_suffix('"'))
             .or_else(|| v.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
             .unwrap_or(v);
-        out.insert(k.trim().to_owned(), serde_json::Value::String(v.to_owned()));
+        // Helm's metadata has one boolean (`deprecated`); the rest are text.
+        let value = match (k.trim(), v) {
+            ("deprecated", "true") => serde_json::Value::Bool(true),
+            ("deprecated", "false") => serde_json::Value::Bool(false),
+            _ => serde_json::Value::String(v.to_owned()),
+        };
+        out.insert(k.trim().to_owned(), value);
     }
     for required in ["name", "version"] {
         if !out.contains_key(required) {

@@ -127,12 +127,14 @@ fn newer(a: &str, b: &str) -> bool {
     key(a) > key(b)
 }
 
-/// Picks `version` (or the newest) of `chart` from an index.
+/// Picks `version` (or, as Helm does, the newest that is not a
+/// pre-release) of `chart` from an index.
 pub fn pick(entries: &[IndexEntry], version: Option<&str>) -> Option<IndexEntry> {
     match version {
         Some(v) => entries.iter().find(|e| e.version == v).cloned(),
         None => entries
             .iter()
+            .filter(|e| !e.version.contains('-'))
             .fold(None::<&IndexEntry>, |best, e| match best {
                 Some(b) if !newer(&e.version, &b.version) => Some(b),
                 _ => Some(e),
@@ -277,6 +279,24 @@ generated: "2024-01-01T00:00:00Z"
             "0.10.0",
             "numeric, not text, order"
         );
+        let pre = vec![
+            IndexEntry {
+                version: "1.0.0-rc.1".into(),
+                urls: vec!["a".into()],
+                digest: None,
+            },
+            IndexEntry {
+                version: "0.9.0".into(),
+                urls: vec!["b".into()],
+                digest: None,
+            },
+        ];
+        assert_eq!(
+            pick(&pre, None).unwrap().version,
+            "0.9.0",
+            "no pre-release unless asked"
+        );
+        assert_eq!(pick(&pre, Some("1.0.0-rc.1")).unwrap().urls, ["a"]);
         assert_eq!(pick(&e, Some("0.1.0")).unwrap().urls, ["web-0.1.0.tgz"]);
         assert!(pick(&e, Some("9.9.9")).is_none());
         assert_eq!(index_entries(INDEX, "other").len(), 1);

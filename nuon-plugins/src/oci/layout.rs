@@ -99,6 +99,33 @@ impl LayoutStore {
         Ok(self.root.join(repo))
     }
 
+    /// The lock on `digest`'s partial file, when no other writer holds it.
+    fn partial_lock(
+        &self,
+        repo: &str,
+        digest: &Digest,
+    ) -> Result<Option<std::fs::File>, ArtifactError> {
+        // Lock files stay (removing one races with its next opener), in a
+        // directory of their own, out of the blobs'.
+        let locks = self.repo_dir(repo)?.join(".locks");
+        std::fs::create_dir_all(&locks)
+            .map_err(io(format!("cannot create {}", locks.display())))?;
+        let path = locks.join(format!("{}.lock", digest.hex()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io(format!("cannot open {}", path.display())))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(io(format!("cannot lock {}", path.display()))(e))
+            }
+        }
+    }
+
     /// Where an upload of `digest` collects its bytes until they check out.
     pub(crate) fn partial_path(
         &self,
@@ -198,6 +225,10 @@ impl ArtifactStore for LayoutStore {
 
     async fn partial_len(&self, repo: &str, blob: &Descriptor) -> Result<u64, ArtifactError> {
         let path = self.partial_path(repo, &blob.digest)?;
+        // While another copy writes it, it is not ours to resume.
+        let Some(_lock) = self.partial_lock(repo, &blob.digest)? else {
+            return Ok(0);
+        };
         Ok(match tokio::fs::metadata(&path).await {
             Ok(m) if m.len() < blob.size => m.len(),
             Ok(_) => {
@@ -211,7 +242,10 @@ impl ArtifactStore for LayoutStore {
 
     /// Writes into `.partial-HEX` next to the blobs, so that a copy cut
     /// off (the runner killed) leaves what it had for the next one to
-    /// resume; the file becomes the blob only once its bytes match.
+    /// resume; the file becomes the blob only once its bytes match. One
+    /// writer at a time holds `.partial-HEX.lock` (an advisory lock the
+    /// system drops when its process dies); a second writer of the same
+    /// blob writes a file of its own and does not resume.
     async fn put_blob_from(
         &self,
         repo: &str,
@@ -223,7 +257,25 @@ impl ArtifactStore for LayoutStore {
         let dir = self.repo_dir(repo)?;
         self.ensure(&dir).await?;
         let path = self.blob_path(repo, &blob.digest)?;
-        let partial = self.partial_path(repo, &blob.digest)?;
+        let lock = self.partial_lock(repo, &blob.digest)?;
+        let partial = match &lock {
+            Some(_) => self.partial_path(repo, &blob.digest)?,
+            None if offset > 0 => {
+                return Err(ArtifactError::Io {
+                    what: format!("resuming {} in {repo}", blob.digest),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::WouldBlock,
+                        "another copy is writing this blob",
+                    ),
+                });
+            }
+            None => {
+                let mut rand = [0u8; 8];
+                nuon_core::random_bytes(&mut rand);
+                dir.join("blobs/sha256")
+                    .join(format!(".tmp-{}", hex_of(&rand)))
+            }
+        };
         let result = async {
             let (mut file, source): (tokio::fs::File, BlobReader) = if offset == 0 {
                 let f = tokio::fs::File::create(&partial)
@@ -236,10 +288,12 @@ impl ArtifactStore for LayoutStore {
                     .map(|m| m.len())
                     .unwrap_or(0);
                 if held != offset {
-                    return Err(ArtifactError::Invalid(format!(
-                        "cannot resume {} in {repo}: {held} bytes are held, not {offset}",
-                        blob.digest
-                    )));
+                    return Err(ArtifactError::Io {
+                        what: format!("resuming {} in {repo}", blob.digest),
+                        source: std::io::Error::other(format!(
+                            "{held} bytes are held, not {offset}"
+                        )),
+                    });
                 }
                 // The whole blob is checked: what is held, then the rest.
                 let head = tokio::fs::File::open(&partial)
@@ -256,13 +310,18 @@ impl ArtifactStore for LayoutStore {
             let mut buf = vec![0u8; 256 * 1024];
             let mut pos = 0u64;
             loop {
-                let n = checked.read(&mut buf).await.map_err(|e| {
-                    if e.kind() == std::io::ErrorKind::InvalidData {
-                        ArtifactError::Corrupt(format!("refused blob for {repo}: {e}"))
-                    } else {
-                        io(format!("cannot store blob {} in {repo}", blob.digest))(e)
+                let n = match checked.read(&mut buf).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // What arrived is on disk before anyone resumes it.
+                        let _ = file.flush().await;
+                        return Err(if e.kind() == std::io::ErrorKind::InvalidData {
+                            ArtifactError::Corrupt(format!("refused blob for {repo}: {e}"))
+                        } else {
+                            io(format!("cannot store blob {} in {repo}", blob.digest))(e)
+                        });
                     }
-                })?;
+                };
                 if n == 0 {
                     break;
                 }
@@ -283,10 +342,12 @@ impl ArtifactStore for LayoutStore {
                 .map_err(io(format!("cannot rename into {}", path.display())))
         }
         .await;
-        // Bad bytes are dropped; anything else keeps what arrived, to resume.
-        if let Err(ArtifactError::Corrupt(_) | ArtifactError::Invalid(_)) = &result {
+        // Bad bytes are dropped (and a file of our own); anything else keeps
+        // what arrived, to resume.
+        if result.is_err() && (lock.is_none() || matches!(result, Err(ArtifactError::Corrupt(_)))) {
             let _ = tokio::fs::remove_file(&partial).await;
         }
+        drop(lock);
         result
     }
 

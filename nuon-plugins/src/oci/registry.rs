@@ -96,11 +96,23 @@ impl RegistryConfig {
             ))
         })?;
         let host = host_of(&self.url);
-        let entry = json["auths"].as_object().and_then(|a| {
-            a.iter()
-                .find(|(k, _)| host_of(k) == host || k.as_str() == host)
-                .map(|(_, v)| v.clone())
-        });
+        // Docker Hub's credentials are kept under its index's address.
+        let hub = ["registry-1.docker.io", "index.docker.io", "docker.io"];
+        let same = |k: &str| {
+            let h = host_of(k);
+            h == host || (hub.contains(&h.as_str()) && hub.contains(&host.as_str()))
+        };
+        let entry = json["auths"]
+            .as_object()
+            .and_then(|a| a.iter().find(|(k, _)| same(k)).map(|(_, v)| v.clone()));
+        if entry.is_none()
+            && (json.get("credsStore").is_some() || json.get("credHelpers").is_some())
+        {
+            eprintln!(
+                "note: {} keeps credentials in a credential helper, which is not read: put {host}'s in `auths`",
+                path.display()
+            );
+        }
         if let Some(auth) = entry.as_ref().and_then(|e| e["auth"].as_str()) {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(auth.trim())
@@ -131,7 +143,13 @@ pub fn parse_image_ref(reference: &str) -> Result<(String, String, String), Arti
         ))
     };
     let (name, tag) = match reference.rsplit_once('@') {
-        Some((n, d)) => (n, d.to_owned()),
+        // `NAME:TAG@DIGEST`: the digest decides; the tag is for people.
+        Some((n, d)) => (
+            n.rsplit_once(':')
+                .filter(|(_, t)| !t.contains('/'))
+                .map_or(n, |(n, _)| n),
+            d.to_owned(),
+        ),
         None => match reference.rsplit_once(':') {
             Some((n, t)) if !t.contains('/') => (n, t.to_owned()),
             _ => (reference, "latest".to_owned()),
@@ -151,7 +169,7 @@ pub fn parse_image_ref(reference: &str) -> Result<(String, String, String), Arti
             format!("library/{repo}")
         };
         ("https://registry-1.docker.io".to_owned(), repo)
-    } else if host.starts_with("127.") || host.starts_with("localhost") {
+    } else if is_loopback(&host) {
         (format!("http://{host}"), repo)
     } else {
         (format!("https://{host}"), repo)
@@ -161,6 +179,22 @@ pub fn parse_image_ref(reference: &str) -> Result<(String, String, String), Arti
     }
     check_repo(&repo)?;
     Ok((base, repo, tag))
+}
+
+/// Whether `host[:port]` names this machine: `localhost` or a loopback
+/// address, nothing that merely starts like one.
+pub fn is_loopback(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(host, |(h, _)| h)
+    };
+    name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `host[:port]` of a URL or a bare host.
@@ -208,8 +242,7 @@ impl RegistryStore {
             ))
         })?;
         let host = host_of(url);
-        let loopback =
-            host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]");
+        let loopback = is_loopback(&host);
         match scheme {
             "https" => {}
             "http" if loopback => {}
@@ -294,16 +327,20 @@ impl RegistryStore {
                 break;
             }
             let end = offset + chunk.len() as u64 - 1;
+            // Where this chunk's upload has got to: after a failure the
+            // registry says (its `Range`), and the rest is sent from there.
+            let mut from = offset;
             let mut tries = 0;
             loop {
                 tries += 1;
+                let part = chunk[(from - offset) as usize..].to_vec();
                 let mut req = self
                     .client
                     .patch(&location)
                     .header(CONTENT_TYPE, "application/octet-stream")
-                    .header(CONTENT_LENGTH, chunk.len())
-                    .header("Content-Range", format!("{offset}-{end}"))
-                    .body(chunk.clone());
+                    .header(CONTENT_LENGTH, part.len())
+                    .header("Content-Range", format!("{from}-{end}"))
+                    .body(part);
                 if let Some(a) = self.cached(&push(repo)) {
                     req = req.header(AUTHORIZATION, a);
                 }
@@ -318,17 +355,24 @@ impl RegistryStore {
                     Ok(resp) if tries >= 3 => return Err(unexpected(resp, &what).await),
                     Err(e) if tries >= 3 => return Err(io_err(what.clone(), e)),
                     _ => {
-                        // Where did the upload get to? Resume from there
-                        // when it holds this chunk's start.
-                        let got = self.upload_offset(repo, &location).await?;
-                        if got == end + 1 {
+                        let (got, loc) = self.upload_status(repo, &location).await?;
+                        location = loc;
+                        // An empty upload says `0-0`, as one holding a byte would.
+                        let got = if offset == 0 && got <= 1 { 0 } else { got };
+                        if got > end {
                             break;
                         }
-                        if got != offset {
-                            return Err(ArtifactError::Invalid(format!(
-                                "{what}: the registry holds {got} bytes of the upload where {offset} were sent; start again"
-                            )));
+                        if got < offset {
+                            // The session lost what earlier chunks sent: the
+                            // blob is sent again, from a new upload.
+                            return Err(io_err(
+                                what.clone(),
+                                std::io::Error::other(format!(
+                                    "the registry holds {got} bytes of the upload where {offset} were sent"
+                                )),
+                            ));
                         }
+                        from = got;
                     }
                 }
             }
@@ -348,18 +392,36 @@ impl RegistryStore {
         Ok(())
     }
 
-    /// How many bytes an upload session holds (its `Range: 0-N`).
-    async fn upload_offset(&self, repo: &str, location: &str) -> Result<u64, ArtifactError> {
+    /// How many bytes an upload session holds (its `Range: 0-N`) and its
+    /// current location. A session the registry no longer has is an I/O
+    /// error, so the blob is sent again from a new one.
+    async fn upload_status(
+        &self,
+        repo: &str,
+        location: &str,
+    ) -> Result<(u64, String), ArtifactError> {
         let resp = self
             .send(&push(repo), "upload status", || self.client.get(location))
             .await?;
-        Ok(resp
+        if !resp.status().is_success() {
+            return Err(io_err(
+                format!("upload status of {repo}"),
+                std::io::Error::other(format!("the registry answered {}", resp.status())),
+            ));
+        }
+        let held = resp
             .headers()
             .get("Range")
             .and_then(|v| v.to_str().ok())
             .and_then(|r| r.split_once('-'))
             .and_then(|(_, end)| end.parse::<u64>().ok())
-            .map_or(0, |end| end + 1))
+            .map_or(0, |end| end + 1);
+        let loc = resp
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| location.to_owned(), |l| self.absolute(l));
+        Ok((held, loc))
     }
 
     /// Gets (and caches) the `Authorization` value a challenge asks for.
@@ -471,11 +533,20 @@ impl RegistryStore {
             .await
             .map_err(|e| io_err(what, e))?;
         if resp.status() == StatusCode::UNAUTHORIZED || resp.status() == StatusCode::FORBIDDEN {
-            return Err(ArtifactError::Invalid(format!(
-                "registry {} refused the credentials for {scope} ({}): check the username and password",
-                self.base,
-                resp.status()
-            )));
+            let message = if self.username.is_some() {
+                format!(
+                    "registry {} refused the credentials for {scope} ({}): check the username and password",
+                    self.base,
+                    resp.status()
+                )
+            } else {
+                format!(
+                    "registry {} refused anonymous access to {scope} ({}): give credentials (a docker config.json `auths` entry for it)",
+                    self.base,
+                    resp.status()
+                )
+            };
+            return Err(ArtifactError::Invalid(message));
         }
         Ok(resp)
     }
@@ -759,5 +830,56 @@ impl ArtifactStore for RegistryStore {
             return Err(unexpected(resp, &format!("PUT manifest {reference} of {repo}")).await);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_an_address_not_a_prefix() {
+        for h in [
+            "127.0.0.1:5000",
+            "localhost:5000",
+            "localhost",
+            "[::1]:5000",
+            "127.3.4.5",
+        ] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in [
+            "localhost.attacker.example:5000",
+            "127.foo.example",
+            "10.0.0.1:5000",
+            "registry.example",
+        ] {
+            assert!(!is_loopback(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn image_references_split_into_registry_repository_and_reference() {
+        let p = |r: &str| parse_image_ref(r).unwrap();
+        let s = |a: &str, b: &str, c: &str| (a.to_owned(), b.to_owned(), c.to_owned());
+        assert_eq!(
+            p("busybox"),
+            s("https://registry-1.docker.io", "library/busybox", "latest")
+        );
+        assert_eq!(
+            p("127.0.0.1:5000/img/app:1.0"),
+            s("http://127.0.0.1:5000", "img/app", "1.0")
+        );
+        let d = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a";
+        assert_eq!(
+            p(&format!("ghcr.io/org/app:1.0@{d}")),
+            s("https://ghcr.io", "org/app", d)
+        );
+        assert!(
+            parse_image_ref("localhost.evil.example/x:1")
+                .unwrap()
+                .0
+                .starts_with("https://")
+        );
     }
 }
