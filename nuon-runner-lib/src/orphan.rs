@@ -96,13 +96,13 @@ impl OrphanGuard {
                 .and_then(|()| w.stdin.flush()),
             None => Err(io::Error::other("the orphan guard was closed")),
         };
-        if let Err(e) = result {
-            if !self.warned.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    error = %e,
-                    "orphan guard is gone: job processes may outlive the runner if it is killed"
-                );
-            }
+        if let Err(e) = result
+            && !self.warned.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                error = %e,
+                "orphan guard is gone: job processes may outlive the runner if it is killed"
+            );
         }
     }
 

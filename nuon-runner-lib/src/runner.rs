@@ -474,12 +474,11 @@ async fn wait_jobs(
         tokio::select! {
             Some(joined) = jobs.join_next_with_id() => job_joined(shared, task_keys, joined),
             r = fatal.changed(), if result.is_ok() => {
-                if r.is_ok() {
-                    if let Some(e) = fatal.borrow().clone() {
+                if r.is_ok()
+                    && let Some(e) = fatal.borrow().clone() {
                         shared.stop_all(StopReason::Shutdown);
                         result = Err(Error::Unauthorized(e));
                     }
-                }
             }
             () = sleep_until(deadline) => break,
         }

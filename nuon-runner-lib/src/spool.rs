@@ -96,10 +96,10 @@ pub(crate) fn write_acked(dir: &Path, seq: u64, offset: u64) -> io::Result<()> {
 
 /// Removes an attempt's directory (after completion, or when it is stale).
 pub(crate) fn remove(dir: &Path) {
-    if let Err(e) = fs::remove_dir_all(dir) {
-        if e.kind() != io::ErrorKind::NotFound {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove spool directory");
-        }
+    if let Err(e) = fs::remove_dir_all(dir)
+        && e.kind() != io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot remove spool directory");
     }
 }
 

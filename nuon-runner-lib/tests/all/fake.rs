@@ -286,12 +286,12 @@ impl Transport for Fake {
         self.with(|s| {
             s.check()?;
             let key = (job.clone(), completion.attempt);
-            if let Some(done) = s.completions.get(job) {
-                if done.attempt == completion.attempt {
-                    return Ok(CompletionAck {
-                        status: done.result.outcome.into(),
-                    });
-                }
+            if let Some(done) = s.completions.get(job)
+                && done.attempt == completion.attempt
+            {
+                return Ok(CompletionAck {
+                    status: done.result.outcome.into(),
+                });
             }
             if s.leases.get(&key) != Some(&LeaseState::Active)
                 && s.leases.get(&key) != Some(&LeaseState::Cancel)
