@@ -1358,3 +1358,42 @@ fn a_chart_from_a_helm_repository_is_built_checked_against_the_index() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn a_deprovision_destroys_what_was_deployed_even_if_a_newer_config_dropped_it() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let module = "resource \"terraform_data\" \"x\" {\n  input = \"x\"\n}\n";
+    let component = |n: &str| {
+        format!(
+            "name = \"{n}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/{n}\"\n"
+        )
+    };
+    let (a, b) = (component("a"), component("b"));
+    let m = Manual::start(&[
+        METADATA,
+        ("components/a.toml", &a),
+        ("components/b.toml", &b),
+        ("src/a/main.tf", module),
+        ("src/b/main.tf", module),
+    ]);
+    let c = m.cp.client();
+    assert_eq!(
+        run_workflow(&c, WorkflowKind::Provision).status,
+        "succeeded"
+    );
+    // Config v2 drops b.
+    let app = m.dir.path().join("app");
+    std::fs::remove_file(app.join("components/b.toml")).unwrap();
+    ok(m.cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+    let w = run_workflow(&c, WorkflowKind::Deprovision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(
+        w.config_version, 1,
+        "destroyed with the config it was deployed with"
+    );
+    assert_eq!(step(&w, "destroy b").status, "succeeded");
+    let states = rt().block_on(c.list_states("demo")).unwrap();
+    assert!(states.states.iter().all(|s| s.lock.is_none()));
+}

@@ -243,7 +243,7 @@ async fn list_configs(
     Ok(Json(ConfigVersionList { configs }))
 }
 
-fn decode_config(app: &AppInfo, c: StoredConfig) -> Result<ConfigVersionInfo, Error> {
+pub(super) fn decode_config(app: &AppInfo, c: StoredConfig) -> Result<ConfigVersionInfo, Error> {
     Ok(ConfigVersionInfo {
         app_id: app.id.clone(),
         version: c.version,

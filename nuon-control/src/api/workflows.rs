@@ -67,7 +67,25 @@ async fn create_workflow(
     let org = &auth.0.org_id;
     let install = install_of(&state, &auth, &key).await?;
     let app = app_of(&state, &auth, install.app_id.as_str()).await?;
-    let latest = latest_config(&state, &auth, &app).await?;
+    // Destroying works from the config the install was deployed with, so
+    // a component a newer config dropped is still torn down; everything
+    // else from the app's latest config.
+    let destroying = matches!(req.kind, WorkflowKind::Teardown | WorkflowKind::Deprovision);
+    let latest = if destroying {
+        let stored = state
+            .store
+            .get_config(org, &app.id, Some(install.config_version))
+            .await?
+            .ok_or_else(|| {
+                Error::not_found(format!(
+                    "config v{} of app {} is gone",
+                    install.config_version, app.name
+                ))
+            })?;
+        super::apps::decode_config(&app, stored)?
+    } else {
+        latest_config(&state, &auth, &app).await?
+    };
     let config = &latest.config;
     if let Some(c) = &req.component
         && config.component(c).is_none()
