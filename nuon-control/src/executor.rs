@@ -126,6 +126,11 @@ pub(crate) async fn run(state: SharedState) {
         while let Some(m) = next.take() {
             if let Msg::Act(r) = m {
                 let result = act(&state, &r).await;
+                // The answer shows what the act set off (the approved
+                // step dispatched, the skipped ones, the end).
+                if result.is_ok() {
+                    advance_all(&state).await;
+                }
                 let _ = r.reply.send(result);
             }
             next = rx.try_recv().ok();
@@ -1287,11 +1292,15 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
         }
         Act::Retry => {
             if wf.status != "failed" && wf.status != "cancelled" {
+                let state_now = if active {
+                    format!("is {}", wf.status)
+                } else {
+                    format!("has ended ({})", wf.status)
+                };
                 return Err(Error::conflict(
                     "not_failed",
                     format!(
-                        "workflow {id} is {}: only a failed or cancelled workflow can be retried",
-                        wf.status
+                        "workflow {id} {state_now}: only a failed or cancelled workflow can be retried"
                     ),
                 ));
             }

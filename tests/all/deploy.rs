@@ -684,7 +684,7 @@ fn one_workflow_at_a_time_writes_to_an_install_and_a_cancel_lets_the_next_one_ru
 
     ok(m.cp.nuon(&["installs", "inputs", "set", "demo", "pause=0"]));
     let out = ok(m.cp.nuon(&["workflows", "cancel", &first_id]));
-    assert!(out.contains("cancelling"), "{out}");
+    assert!(out.contains("is cancel"), "{out}");
     // The install stays busy until the cancelled job has ended.
     let w1 = wait_workflow(&c, &first_id, ended);
     assert_eq!(w1.status, "cancelled");

@@ -454,7 +454,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             } else {
                 show_install(&created.install);
                 eprintln!(
-                    "\nThe runner token is shown only now. Start the install's runner with:\n  nuon-runner run --api RUNNER_API_URL --token {} --signing-key {}",
+                    "\nThe runner token is shown only now. Start the install's runner with:\n  nuon-runner run --api RUNNER_API_URL --token {} --signing-key {} \\\n      --work-dir DIR --vendor-store VENDOR_STORE",
                     created.runner_token, created.signing_public_key
                 );
             }
@@ -739,11 +739,19 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
                     w.steps
                         .into_iter()
                         .map(|s| {
+                            let approval =
+                                match (s.needs_approval, s.approved_at_ms, s.status.as_str()) {
+                                    (false, _, _) => "-",
+                                    (true, Some(_), _) => "approved",
+                                    (true, None, "denied") => "denied",
+                                    (true, None, "skipped" | "cancelled") => "-",
+                                    (true, None, _) => "needed",
+                                };
                             vec![
-                                s.index.to_string(),
+                                (s.index + 1).to_string(),
                                 s.name,
                                 s.status,
-                                if s.needs_approval { "needed" } else { "-" }.into(),
+                                approval.into(),
                                 s.job_id.map_or("-".into(), |j| j.to_string()),
                                 s.reason.unwrap_or_default(),
                             ]

@@ -15,7 +15,7 @@ use nuon_core::app::{self, SourceFile};
 use nuon_core::wire::{BuildInfo, ConfigFile, WorkflowInfo};
 use nuon_core::workflow::WorkflowKind;
 
-use crate::{CliError, Global, JobsCommand, client, fmt_time, print_json, print_log_line, table};
+use crate::{CliError, Global, JobsCommand, client, fmt_time, print_json, table};
 
 /// The most source bytes one sync carries (the API takes 4 MiB bodies).
 const MAX_SOURCE_BYTES: u64 = 3 * 1024 * 1024;
@@ -250,26 +250,6 @@ pub(crate) async fn watch(
     let started = std::time::Instant::now();
     loop {
         let wf = client.get_workflow(id).await?;
-        if logs {
-            for s in &wf.steps {
-                let Some(job) = &s.job_id else { continue };
-                if s.status == "pending" {
-                    continue;
-                }
-                let cursor = cursors.entry(job.clone()).or_insert(0);
-                loop {
-                    let page = client.job_logs(job, *cursor).await?;
-                    if page.lines.is_empty() {
-                        break;
-                    }
-                    *cursor = page.next;
-                    for l in &page.lines {
-                        print!("  {} | ", s.name);
-                        print_log_line(l);
-                    }
-                }
-            }
-        }
         let mut out = std::io::stdout().lock();
         if tty {
             if drawn > 0 {
@@ -328,6 +308,34 @@ pub(crate) async fn watch(
         }
         let _ = out.flush();
         drop(out);
+        if logs {
+            // Each line on stdout, behind its step (stderr lines marked `!`,
+            // the runner's own with `runner:`), after the step list moved.
+            for s in &wf.steps {
+                let Some(job) = &s.job_id else { continue };
+                if s.status == "pending" {
+                    continue;
+                }
+                let cursor = cursors.entry(job.clone()).or_insert(0);
+                loop {
+                    let page = client.job_logs(job, *cursor).await?;
+                    if page.lines.is_empty() {
+                        break;
+                    }
+                    *cursor = page.next;
+                    let mut out = std::io::stdout().lock();
+                    for l in &page.lines {
+                        let mark = match l.stream {
+                            nuon_core::wire::LogStream::Stdout => "|",
+                            nuon_core::wire::LogStream::Stderr => "!",
+                            nuon_core::wire::LogStream::System => "| runner:",
+                        };
+                        let _ = writeln!(out, "    {} {mark} {}", s.name, l.text);
+                    }
+                    let _ = out.flush();
+                }
+            }
+        }
         let waiting = wf.steps.iter().any(|s| s.status == "waiting_approval");
         if !matches!(wf.status.as_str(), "pending" | "running" | "cancelling")
             || (stop_at_approval && waiting)
@@ -410,7 +418,8 @@ pub(crate) enum WorkflowActCommand {
     Approve {
         /// The workflow's id.
         id: String,
-        /// The step, by index or name (`apply database`).
+        /// The step, by number (as `workflows get` shows it) or name
+        /// (`apply database`).
         #[arg(long)]
         step: Option<String>,
     },
@@ -419,7 +428,7 @@ pub(crate) enum WorkflowActCommand {
     Deny {
         /// The workflow's id.
         id: String,
-        /// The step, by index or name.
+        /// The step, by number (as `workflows get` shows it) or name.
         #[arg(long)]
         step: Option<String>,
     },
@@ -432,7 +441,7 @@ pub(crate) enum WorkflowActCommand {
     Retry {
         /// The workflow's id.
         id: String,
-        /// The step, by index or name.
+        /// The step, by number (as `workflows get` shows it) or name.
         #[arg(long)]
         step: Option<String>,
         /// Follow the workflow to its end.
@@ -449,19 +458,30 @@ pub(crate) enum WorkflowActCommand {
     },
 }
 
+/// A step as the API names it: numbers are shown from 1, the API's from 0.
+fn step_arg(step: &Option<String>) -> Option<String> {
+    step.as_ref().map(|s| match s.parse::<u32>() {
+        Ok(n) if n >= 1 => (n - 1).to_string(),
+        _ => s.clone(),
+    })
+}
+
 pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Result<u8, CliError> {
     let client = client(g)?;
     let (wf, follow) = match command {
-        WorkflowActCommand::Approve { id, step } => {
-            (client.approve_step(id, step.as_deref()).await?, false)
-        }
-        WorkflowActCommand::Deny { id, step } => {
-            (client.deny_step(id, step.as_deref()).await?, false)
-        }
+        WorkflowActCommand::Approve { id, step } => (
+            client.approve_step(id, step_arg(step).as_deref()).await?,
+            false,
+        ),
+        WorkflowActCommand::Deny { id, step } => (
+            client.deny_step(id, step_arg(step).as_deref()).await?,
+            false,
+        ),
         WorkflowActCommand::Cancel { id } => (client.cancel_workflow(id).await?, false),
-        WorkflowActCommand::Retry { id, step, wait } => {
-            (client.retry_workflow(id, step.as_deref()).await?, *wait)
-        }
+        WorkflowActCommand::Retry { id, step, wait } => (
+            client.retry_workflow(id, step_arg(step).as_deref()).await?,
+            *wait,
+        ),
         WorkflowActCommand::Watch { id, logs } => {
             let wf = watch(&client, id, *logs, false).await?;
             if g.json {

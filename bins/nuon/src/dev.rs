@@ -339,8 +339,20 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
     } else {
         format!(" --api {control_url}")
     };
+    // The CLI finds the admin token by itself only in ./nuon-data.
+    let token = if args.data_dir == Path::new("nuon-data") {
+        format!(
+            "from this directory (the CLI finds the admin token in {}/control/admin-token)",
+            args.data_dir.display()
+        )
+    } else {
+        format!(
+            "after `export NUON_TOKEN=$(cat {}/control/admin-token)`",
+            args.data_dir.display()
+        )
+    };
     eprintln!(
-        "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nTry, from this directory (the CLI finds the admin token in {dir}/control/admin-token):\n  {me}{api} workflows get {wf}\n  {me}{api} installs outputs {inst}\n  {me}{api} installs state list {inst}\n  {me}{api} installs deploy {inst} --wait\n  {me}{api} installs deprovision {inst} --wait",
+        "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nTry, {token}:\n  {me}{api} workflows get {wf}\n  {me}{api} installs outputs {inst}\n  {me}{api} installs state list {inst}\n  {me}{api} installs deploy {inst} --wait --logs\n  {me}{api} installs deprovision {inst} --wait",
         dir = args.data_dir.display(),
         wf = done.id,
         inst = args.install,

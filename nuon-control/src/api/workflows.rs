@@ -91,8 +91,13 @@ async fn create_workflow(
         && config.component(c).is_none()
     {
         let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
+        let sandbox = if c == "sandbox" {
+            "; the sandbox goes with the whole install: `nuon installs provision` or `deprovision`"
+        } else {
+            ""
+        };
         return Err(Error::not_found(format!(
-            "app {} has no component {c:?}{} (components: {})",
+            "app {} has no component {c:?}{} (components: {}){sandbox}",
             app.name,
             nuon_core::app::did_you_mean(c, names.iter().copied()),
             names.join(", ")
