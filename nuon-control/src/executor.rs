@@ -871,6 +871,42 @@ pub(crate) fn deployable(c: &Component) -> Result<(), String> {
     }
 }
 
+/// Renders every value of `m` (`what KEY` in errors).
+fn render_map(
+    m: &BTreeMap<String, Value>,
+    ctx: &RenderContext,
+    what: &str,
+) -> Result<BTreeMap<String, Value>, String> {
+    m.iter()
+        .map(|(k, v)| Ok((k.clone(), render_value(v, ctx, &format!("{what} {k}"))?)))
+        .collect()
+}
+
+/// Renders each text of `v` (`what N` in errors).
+fn render_texts(v: &[String], ctx: &RenderContext, what: &str) -> Result<Vec<String>, String> {
+    v.iter()
+        .enumerate()
+        .map(|(i, t)| render_text(t, ctx, &format!("{what} {i}")))
+        .collect()
+}
+
+/// What a plan or apply deploys: the artifact its workflow synced (so a
+/// newer build of the same config version cannot slip in between), or
+/// the build's.
+fn synced_artifact(cx: &Ctx, step: &WorkflowStepInfo, target: &str) -> Result<ArtifactRef, String> {
+    let synced = cx.wf.steps.iter().rev().find(|s| {
+        s.target == step.target
+            && matches!(s.kind, StepKind::Sync | StepKind::SandboxSync)
+            && s.status == "succeeded"
+            && s.index < step.index
+    });
+    match synced {
+        Some(s) => serde_json::from_value(s.outputs["artifact"].clone())
+            .map_err(|e| format!("the sync of {target} reported no artifact: {e}")),
+        None => artifact(cx, target),
+    }
+}
+
 /// The module of a step's target: its build's artifact.
 fn artifact(cx: &Ctx, target: &str) -> Result<ArtifactRef, String> {
     cx.builds.get(target).cloned().ok_or_else(|| {
@@ -971,33 +1007,9 @@ fn job_for(
                 .ok_or_else(|| format!("component {target:?} is gone"))?;
             let ctx = render_context(state, &cx.org, &cx.install, &cx.app_name)?;
             let who = format!("component {target}");
-            let values = c
-                .values
-                .iter()
-                .map(|(k, v)| {
-                    Ok((
-                        k.clone(),
-                        render_value(v, &ctx, &format!("{who} value {k}"))?,
-                    ))
-                })
-                .collect::<Result<BTreeMap<_, _>, String>>()?;
-            let values_files = c
-                .values_files
-                .iter()
-                .enumerate()
-                .map(|(i, v)| render_text(v, &ctx, &format!("{who} values file {i}")))
-                .collect::<Result<Vec<_>, String>>()?;
-            let synced = cx.wf.steps.iter().rev().find(|s| {
-                s.target == step.target
-                    && s.kind == StepKind::Sync
-                    && s.status == "succeeded"
-                    && s.index < step.index
-            });
-            let chart = match synced {
-                Some(s) => serde_json::from_value(s.outputs["artifact"].clone())
-                    .map_err(|e| format!("the sync of {target} reported no artifact: {e}"))?,
-                None => artifact(cx, &target)?,
-            };
+            let values = render_map(&c.values, &ctx, &format!("{who} value"))?;
+            let values_files = render_texts(&c.values_files, &ctx, &format!("{who} values file"))?;
+            let chart = synced_artifact(cx, step, &target)?;
             let action = match kind {
                 StepKind::Plan => HelmAction::Plan,
                 StepKind::Apply => HelmAction::Apply,
@@ -1063,10 +1075,7 @@ fn job_for(
             } else {
                 format!("component {target}")
             };
-            let vars = vars
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), render_value(v, &ctx, &format!("{who} var {k}"))?)))
-                .collect::<Result<BTreeMap<_, _>, String>>()?;
+            let vars = render_map(vars, &ctx, &format!("{who} var"))?;
             let env = env_vars
                 .iter()
                 .map(|(k, v)| {
@@ -1076,11 +1085,7 @@ fn job_for(
                     ))
                 })
                 .collect::<Result<BTreeMap<_, _>, String>>()?;
-            let var_files = var_files
-                .iter()
-                .enumerate()
-                .map(|(i, v)| render_text(v, &ctx, &format!("{who} var file {i}")))
-                .collect::<Result<Vec<_>, String>>()?;
+            let var_files = render_texts(var_files, &ctx, &format!("{who} var file"))?;
             let (action, plan) = if applies_a_plan(kind) {
                 let i = cx
                     .wf
@@ -1112,17 +1117,7 @@ fn job_for(
             };
             // The module is the one this workflow synced (a newer build
             // of the same config version does not slip in between).
-            let synced = cx.wf.steps.iter().rev().find(|s| {
-                s.target == step.target
-                    && matches!(s.kind, StepKind::Sync | StepKind::SandboxSync)
-                    && s.status == "succeeded"
-                    && s.index < step.index
-            });
-            let module = match synced {
-                Some(s) => serde_json::from_value(s.outputs["artifact"].clone())
-                    .map_err(|e| format!("the sync of {target} reported no artifact: {e}"))?,
-                None => artifact(cx, &target)?,
-            };
+            let module = synced_artifact(cx, step, &target)?;
             let job = TerraformJob {
                 action,
                 module,

@@ -63,6 +63,21 @@ fn git() -> Result<PathBuf, PluginError> {
     })
 }
 
+/// A build's result: its artifact in the vendor's store.
+fn built(job: &BuildJob, digest: nuon_core::artifact::Digest) -> JobResult {
+    let artifact = ArtifactRef {
+        repo: job.repo.clone(),
+        digest,
+        size: None,
+    };
+    JobResult {
+        outcome: Outcome::Succeeded,
+        exit_code: None,
+        reason: None,
+        outputs: json!({ "artifact": artifact }),
+    }
+}
+
 /// The binary that builds images: `buildah`, else `docker` (with buildx).
 fn image_builder() -> Result<(PathBuf, bool), PluginError> {
     if let Ok(b) = which::which("buildah") {
@@ -178,21 +193,11 @@ impl BuildPlugin {
                 )));
             }
         }
-        let digest = push_chart_archive(&*self.store, &job.repo, tgz, Some(&job.tag))
+        let (digest, _) = push_chart_archive(&*self.store, &job.repo, tgz, Some(&job.tag))
             .await
             .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
         host.log(&format!("built {}@{digest}", job.repo));
-        let artifact = ArtifactRef {
-            repo: job.repo.clone(),
-            digest,
-            size: None,
-        };
-        Ok(JobResult {
-            outcome: Outcome::Succeeded,
-            exit_code: None,
-            reason: None,
-            outputs: json!({ "artifact": artifact }),
-        })
+        Ok(built(job, digest))
     }
 
     /// A `docker_build`: the image built into an OCI layout in the work
@@ -255,11 +260,11 @@ impl BuildPlugin {
                 }
             }
         }
-        let built = crate::oci::LayoutStore::open(&layout)
+        let image = crate::oci::LayoutStore::open(&layout)
             .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
         let opts = nuon_core::artifact::CopyOptions::default();
         let r = nuon_core::artifact::copy_with(
-            &built,
+            &image,
             "image",
             "latest",
             &*self.store,
@@ -270,17 +275,7 @@ impl BuildPlugin {
         .await
         .map_err(|e| PluginError::Missing(format!("build: the built image: {e}")))?;
         host.log(&format!("built {}@{}", job.repo, r.digest));
-        let artifact = ArtifactRef {
-            repo: job.repo.clone(),
-            digest: r.digest,
-            size: None,
-        };
-        Ok(JobResult {
-            outcome: Outcome::Succeeded,
-            exit_code: None,
-            reason: None,
-            outputs: json!({ "artifact": artifact }),
-        })
+        Ok(built(job, r.digest))
     }
 
     /// An image build: the image (an index with every platform, or one
@@ -320,17 +315,7 @@ impl BuildPlugin {
             "copied {}@{}: {} blob(s), {} bytes, {} manifest(s)",
             job.repo, r.digest, r.blobs_copied, r.bytes_copied, r.manifests_written
         ));
-        let artifact = ArtifactRef {
-            repo: job.repo.clone(),
-            digest: r.digest,
-            size: None,
-        };
-        Ok(JobResult {
-            outcome: Outcome::Succeeded,
-            exit_code: None,
-            reason: None,
-            outputs: json!({ "artifact": artifact }),
-        })
+        Ok(built(job, r.digest))
     }
 }
 
@@ -466,16 +451,6 @@ impl Plugin for BuildPlugin {
         }
         .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
         host.log(&format!("built {}@{digest}", job.repo));
-        let artifact = ArtifactRef {
-            repo: job.repo.clone(),
-            digest,
-            size: None,
-        };
-        Ok(JobResult {
-            outcome: Outcome::Succeeded,
-            exit_code: None,
-            reason: None,
-            outputs: json!({ "artifact": artifact }),
-        })
+        Ok(built(&job, digest))
     }
 }

@@ -8,7 +8,7 @@
 //! 0644 or 0755.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use nuon_core::artifact::{
@@ -168,14 +168,67 @@ pub async fn push_chart(
 ) -> Result<(Digest, serde_json::Map<String, serde_json::Value>), ArtifactError> {
     let chart_yaml = std::fs::read_to_string(dir.join("Chart.yaml"))
         .map_err(io(format!("{} has no readable Chart.yaml", dir.display())))?;
-    let meta = chart_metadata(&chart_yaml)?;
-    let name = meta["name"].as_str().unwrap_or_default().to_owned();
-    let version = meta["version"].as_str().unwrap_or_default().to_owned();
-    let dir2 = dir.to_owned();
-    let name2 = name.clone();
-    let archive = tokio::task::spawn_blocking(move || package_chart(&dir2, &name2))
+    let name = chart_metadata(&chart_yaml)?["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let dir = dir.to_owned();
+    let archive = tokio::task::spawn_blocking(move || package_chart(&dir, &name))
         .await
         .map_err(|e| ArtifactError::Invalid(format!("packaging failed: {e}")))??;
+    push_chart_archive(store, repo, archive, extra_tag).await
+}
+
+/// `Chart.yaml` of the chart archive `tgz` (the first `*/Chart.yaml`).
+pub fn chart_yaml_of(tgz: &[u8]) -> Result<String, ArtifactError> {
+    let bad = |why: &str| ArtifactError::Invalid(format!("the chart archive {why}"));
+    let mut tar = Vec::new();
+    flate2::read::GzDecoder::new(tgz)
+        .read_to_end(&mut tar)
+        .map_err(|e| bad(&format!("is not gzip: {e}")))?;
+    let mut at = 0;
+    while at + 512 <= tar.len() {
+        let h = &tar[at..at + 512];
+        if h.iter().all(|&b| b == 0) {
+            break;
+        }
+        let field = |from: usize, len: usize| {
+            let f = &h[from..from + len];
+            let end = f.iter().position(|&b| b == 0).unwrap_or(len);
+            String::from_utf8_lossy(&f[..end]).into_owned()
+        };
+        let name = {
+            let (prefix, base) = (field(345, 155), field(0, 100));
+            if prefix.is_empty() {
+                base
+            } else {
+                format!("{prefix}/{base}")
+            }
+        };
+        let size = u64::from_str_radix(field(124, 12).trim(), 8)
+            .map_err(|_| bad("has a bad tar header"))? as usize;
+        let body = at + 512;
+        if body + size > tar.len() {
+            return Err(bad("is cut short"));
+        }
+        if name.split('/').nth(1) == Some("Chart.yaml") && name.matches('/').count() == 1 {
+            return Ok(String::from_utf8_lossy(&tar[body..body + size]).into_owned());
+        }
+        at = body + size.div_ceil(512) * 512;
+    }
+    Err(bad("has no NAME/Chart.yaml"))
+}
+
+/// Pushes the chart archive `tgz` to `store`/`repo` as a Helm OCI chart
+/// (the archive as it is, as the layer) tagged with its version and
+/// `extra_tag`; returns the manifest's digest and the chart's metadata.
+pub async fn push_chart_archive(
+    store: &dyn ArtifactStore,
+    repo: &str,
+    tgz: Vec<u8>,
+    extra_tag: Option<&str>,
+) -> Result<(Digest, serde_json::Map<String, serde_json::Value>), ArtifactError> {
+    let meta = chart_metadata(&chart_yaml_of(&tgz)?)?;
     let config_bytes = serde_json::to_vec(&meta)
         .map_err(|e| ArtifactError::Invalid(format!("cannot encode the chart metadata: {e}")))?;
     let blob = |bytes: &[u8], media_type: &str| Descriptor {
@@ -185,7 +238,7 @@ pub async fn push_chart(
         annotations: BTreeMap::new(),
     };
     let config = blob(&config_bytes, HELM_CONFIG_MEDIA_TYPE);
-    let layer = blob(&archive, HELM_CHART_MEDIA_TYPE);
+    let layer = blob(&tgz, HELM_CHART_MEDIA_TYPE);
     if !store.has_blob(repo, &config).await? {
         store
             .put_blob(repo, &config, Box::pin(std::io::Cursor::new(config_bytes)))
@@ -193,26 +246,27 @@ pub async fn push_chart(
     }
     if !store.has_blob(repo, &layer).await? {
         store
-            .put_blob(repo, &layer, Box::pin(std::io::Cursor::new(archive)))
+            .put_blob(repo, &layer, Box::pin(std::io::Cursor::new(tgz)))
             .await?;
     }
-    let manifest = ImageManifest {
+    let bytes = serde_json::to_vec(&ImageManifest {
         schema_version: 2,
         media_type: Some(MANIFEST_MEDIA_TYPE.into()),
         artifact_type: None,
         config,
         layers: vec![layer],
-    };
-    let bytes = serde_json::to_vec(&manifest)
-        .map_err(|e| ArtifactError::Invalid(format!("cannot encode the manifest: {e}")))?;
+    })
+    .map_err(|e| ArtifactError::Invalid(format!("cannot encode the manifest: {e}")))?;
     let raw = RawManifest {
         digest: Digest::of(&bytes),
         bytes,
         media_type: MANIFEST_MEDIA_TYPE.into(),
     };
-    // Helm's tags cannot hold `+`: it writes `_` instead.
-    let version_tag = version.replace('+', "_");
-    store.put_manifest(repo, &raw, Some(&version_tag)).await?;
+    let version = meta["version"]
+        .as_str()
+        .unwrap_or_default()
+        .replace('+', "_");
+    store.put_manifest(repo, &raw, Some(&version)).await?;
     if let Some(t) = extra_tag {
         store.put_manifest(repo, &raw, Some(t)).await?;
     }

@@ -6,15 +6,7 @@
 //! `index.yaml` is read line by line for what this needs (each entry's
 //! name, version, urls and digest), as `helm repo index` writes it.
 
-use std::collections::BTreeMap;
-use std::io::Read;
-
-use nuon_core::artifact::{
-    ArtifactError, ArtifactStore, Descriptor, Digest, ImageManifest, MANIFEST_MEDIA_TYPE,
-    RawManifest,
-};
-
-use super::helmpkg::{HELM_CHART_MEDIA_TYPE, HELM_CONFIG_MEDIA_TYPE, chart_metadata};
+pub use super::helmpkg::{chart_yaml_of, push_chart_archive};
 
 /// One version of a chart in an index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -141,99 +133,6 @@ pub fn pick(entries: &[IndexEntry], version: Option<&str>) -> Option<IndexEntry>
             })
             .cloned(),
     }
-}
-
-/// `Chart.yaml` of the chart archive `tgz` (the first `*/Chart.yaml`).
-pub fn chart_yaml_of(tgz: &[u8]) -> Result<String, ArtifactError> {
-    let bad = |why: &str| ArtifactError::Invalid(format!("the chart archive {why}"));
-    let mut tar = Vec::new();
-    flate2::read::GzDecoder::new(tgz)
-        .read_to_end(&mut tar)
-        .map_err(|e| bad(&format!("is not gzip: {e}")))?;
-    let mut at = 0;
-    while at + 512 <= tar.len() {
-        let h = &tar[at..at + 512];
-        if h.iter().all(|&b| b == 0) {
-            break;
-        }
-        let field = |from: usize, len: usize| {
-            let f = &h[from..from + len];
-            let end = f.iter().position(|&b| b == 0).unwrap_or(len);
-            String::from_utf8_lossy(&f[..end]).into_owned()
-        };
-        let name = {
-            let (prefix, base) = (field(345, 155), field(0, 100));
-            if prefix.is_empty() {
-                base
-            } else {
-                format!("{prefix}/{base}")
-            }
-        };
-        let size = u64::from_str_radix(field(124, 12).trim(), 8)
-            .map_err(|_| bad("has a bad tar header"))? as usize;
-        let body = at + 512;
-        if body + size > tar.len() {
-            return Err(bad("is cut short"));
-        }
-        if name.split('/').nth(1) == Some("Chart.yaml") && name.matches('/').count() == 1 {
-            return Ok(String::from_utf8_lossy(&tar[body..body + size]).into_owned());
-        }
-        at = body + size.div_ceil(512) * 512;
-    }
-    Err(bad("has no NAME/Chart.yaml"))
-}
-
-/// Pushes the chart archive `tgz` to `store`/`repo` as a Helm OCI chart
-/// tagged with its version and `extra_tag`; returns the manifest's digest.
-pub async fn push_chart_archive(
-    store: &dyn ArtifactStore,
-    repo: &str,
-    tgz: Vec<u8>,
-    extra_tag: Option<&str>,
-) -> Result<Digest, ArtifactError> {
-    let meta = chart_metadata(&chart_yaml_of(&tgz)?)?;
-    let config_bytes = serde_json::to_vec(&meta)
-        .map_err(|e| ArtifactError::Invalid(format!("cannot encode the chart metadata: {e}")))?;
-    let blob = |bytes: &[u8], media_type: &str| Descriptor {
-        media_type: media_type.into(),
-        digest: Digest::of(bytes),
-        size: bytes.len() as u64,
-        annotations: BTreeMap::new(),
-    };
-    let config = blob(&config_bytes, HELM_CONFIG_MEDIA_TYPE);
-    let layer = blob(&tgz, HELM_CHART_MEDIA_TYPE);
-    if !store.has_blob(repo, &config).await? {
-        store
-            .put_blob(repo, &config, Box::pin(std::io::Cursor::new(config_bytes)))
-            .await?;
-    }
-    if !store.has_blob(repo, &layer).await? {
-        store
-            .put_blob(repo, &layer, Box::pin(std::io::Cursor::new(tgz)))
-            .await?;
-    }
-    let bytes = serde_json::to_vec(&ImageManifest {
-        schema_version: 2,
-        media_type: Some(MANIFEST_MEDIA_TYPE.into()),
-        artifact_type: None,
-        config,
-        layers: vec![layer],
-    })
-    .map_err(|e| ArtifactError::Invalid(format!("cannot encode the manifest: {e}")))?;
-    let raw = RawManifest {
-        digest: Digest::of(&bytes),
-        bytes,
-        media_type: MANIFEST_MEDIA_TYPE.into(),
-    };
-    let version = meta["version"]
-        .as_str()
-        .unwrap_or_default()
-        .replace('+', "_");
-    store.put_manifest(repo, &raw, Some(&version)).await?;
-    if let Some(t) = extra_tag {
-        store.put_manifest(repo, &raw, Some(t)).await?;
-    }
-    Ok(raw.digest)
 }
 
 #[cfg(test)]
