@@ -296,14 +296,9 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
     if cx.wf.status == "pending" {
         state.store.set_workflow_status(org, &id, "running").await?;
         cx.wf.status = "running".into();
-        let outputs = cx
-            .install
-            .outputs_json
-            .clone()
-            .unwrap_or_else(|| "{}".into());
         state
             .store
-            .set_install_outputs(org, &cx.install.id, &outputs, &state_during(&cx))
+            .set_install_state(org, &cx.install.id, &state_during(&cx))
             .await?;
         tracing::info!(workflow = %id, install = %cx.install.id, kind = ?cx.wf.kind, "workflow started");
     }
@@ -375,15 +370,9 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
         WorkflowKind::Action => cx.install.state.as_str(),
         _ => "active",
     };
-    let outputs = state
-        .store
-        .find_install(org, cx.install.id.as_str())
-        .await?
-        .and_then(|i| i.outputs_json)
-        .unwrap_or_else(|| "{}".into());
     state
         .store
-        .set_install_outputs(org, &cx.install.id, &outputs, install_state)
+        .set_install_state(org, &cx.install.id, install_state)
         .await?;
     tracing::info!(workflow = %id, status, "workflow ended");
     Ok(())
@@ -433,13 +422,6 @@ async fn finish_cancel(state: &SharedState, cx: &mut Ctx) -> Result<(), Error> {
         .store
         .set_workflow_status(&org, &cx.wf.id, "cancelled")
         .await?;
-    let current = state
-        .store
-        .find_install(&org, cx.install.id.as_str())
-        .await?;
-    let outputs = current
-        .and_then(|i| i.outputs_json)
-        .unwrap_or_else(|| "{}".into());
     let install_state = match cx.wf.kind {
         WorkflowKind::Action => cx.install.state.clone(),
         _ if interrupted => "failed".into(),
@@ -447,7 +429,7 @@ async fn finish_cancel(state: &SharedState, cx: &mut Ctx) -> Result<(), Error> {
     };
     state
         .store
-        .set_install_outputs(&org, &cx.install.id, &outputs, &install_state)
+        .set_install_state(&org, &cx.install.id, &install_state)
         .await?;
     tracing::info!(workflow = %cx.wf.id, "cancelled");
     Ok(())
@@ -521,14 +503,9 @@ async fn fail(
         .store
         .set_workflow_status(&cx.org, &cx.wf.id, "failed")
         .await?;
-    let outputs = cx
-        .install
-        .outputs_json
-        .clone()
-        .unwrap_or_else(|| "{}".into());
     state
         .store
-        .set_install_outputs(&cx.org, &cx.install.id, &outputs, &failed_state(cx))
+        .set_install_state(&cx.org, &cx.install.id, &failed_state(cx))
         .await
         .map_err(Into::into)
 }
@@ -543,6 +520,32 @@ fn failed_state(cx: &Ctx) -> String {
     }
 }
 
+/// The install's outputs as stored now.
+async fn current_outputs(state: &SharedState, cx: &Ctx) -> Result<InstallOutputs, Error> {
+    Ok(state
+        .store
+        .find_install(&cx.org, cx.install.id.as_str())
+        .await?
+        .map(|i| outputs_of(&i))
+        .unwrap_or_default())
+}
+
+/// Stores the install's outputs (and keeps them in `cx` for rendering).
+async fn store_outputs(
+    state: &SharedState,
+    cx: &mut Ctx,
+    all: &InstallOutputs,
+) -> Result<(), Error> {
+    let json = serde_json::to_string(all)
+        .map_err(|e| Error::internal(format!("cannot encode outputs: {e}")))?;
+    state
+        .store
+        .set_install_outputs(&cx.org, &cx.install.id, &json, &state_during(cx))
+        .await?;
+    cx.install.outputs_json = Some(json);
+    Ok(())
+}
+
 /// Records a step's success: its outputs, and an apply's or destroy's
 /// effect on the install's outputs.
 async fn succeeded(
@@ -554,14 +557,7 @@ async fn succeeded(
     let step = cx.wf.steps[i].clone();
     let outputs = job.outputs.clone();
     if applies_a_plan(step.kind) {
-        let mut all = match state
-            .store
-            .find_install(&cx.org, cx.install.id.as_str())
-            .await?
-        {
-            Some(i) => outputs_of(&i),
-            None => InstallOutputs::default(),
-        };
+        let mut all = current_outputs(state, cx).await?;
         let tf: serde_json::Map<String, Value> = job.outputs["outputs"]
             .as_object()
             .cloned()
@@ -592,13 +588,7 @@ async fn succeeded(
                 }
             }
         }
-        let json = serde_json::to_string(&all)
-            .map_err(|e| Error::internal(format!("cannot encode outputs: {e}")))?;
-        state
-            .store
-            .set_install_outputs(&cx.org, &cx.install.id, &json, &state_during(cx))
-            .await?;
-        cx.install.outputs_json = Some(json);
+        store_outputs(state, cx, &all).await?;
     }
     // An image is deployed by its sync: its place in the install's store
     // is the component's output.
@@ -618,14 +608,7 @@ async fn succeeded(
         &step.target,
         serde_json::from_value::<ArtifactRef>(job.outputs["artifact"].clone()),
     ) {
-        let mut all = match state
-            .store
-            .find_install(&cx.org, cx.install.id.as_str())
-            .await?
-        {
-            Some(i) => outputs_of(&i),
-            None => InstallOutputs::default(),
-        };
+        let mut all = current_outputs(state, cx).await?;
         let mut o = serde_json::Map::new();
         o.insert("repository".into(), Value::String(a.repo.clone()));
         o.insert("digest".into(), Value::String(a.digest.to_string()));
@@ -634,13 +617,7 @@ async fn succeeded(
             Value::String(format!("{}@{}", a.repo, a.digest)),
         );
         all.components.insert(c.clone(), o);
-        let json = serde_json::to_string(&all)
-            .map_err(|e| Error::internal(format!("cannot encode outputs: {e}")))?;
-        state
-            .store
-            .set_install_outputs(&cx.org, &cx.install.id, &json, &state_during(cx))
-            .await?;
-        cx.install.outputs_json = Some(json);
+        store_outputs(state, cx, &all).await?;
     }
     state
         .store

@@ -353,6 +353,8 @@ pub trait Store: Send + Sync + 'static {
         outputs_json: &str,
         state: &str,
     ) -> Result<()>;
+    /// Sets an install's state (`provisioning`, `active`, `failed`, ...).
+    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: &str) -> Result<()>;
     /// Points an install at another config version.
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()>;
     /// The holder of a state token, while its job has not ended.

@@ -1343,6 +1343,19 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: &str) -> Result<()> {
+        let (org, id, state) = (org.clone(), id.clone(), state.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET state = ?3 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), state],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()> {
         let (org, id) = (org.clone(), id.clone());
         self.write(move |conn| {
