@@ -487,7 +487,7 @@ fn idle() -> Result<(u64, f64)> {
 /// Medians of `nuon dev --once` on a fresh data dir, by phase (as it
 /// prints them), over `runs` runs.
 fn dev_phases(runs: usize) -> Result<Vec<(String, f64)>> {
-    let app = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello");
+    let app = nuon_tests::manifest_dir().join("../examples/apps/hello");
     let mut samples: Vec<Vec<(String, f64)>> = Vec::new();
     for _ in 0..runs {
         let tmp = tempfile::tempdir()?;

@@ -27,7 +27,7 @@ fn write(dir: &Path, name: &str, text: &str) {
 
 #[test]
 fn validate_works_offline_and_reports_every_error_at_once() {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello");
+    let examples = nuon_tests::manifest_dir().join("../examples/apps/hello");
     let out = validate(&examples, false);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
@@ -95,7 +95,7 @@ fn ok(out: &std::process::Output) -> serde_json::Value {
 }
 
 fn example() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello")
+    nuon_tests::manifest_dir().join("../examples/apps/hello")
 }
 
 /// Acceptance 2 and 6: an example config syncs, and what is read back is

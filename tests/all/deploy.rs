@@ -14,7 +14,7 @@ use nuon_core::workflow::WorkflowKind;
 use nuon_tests::{ControlPlane, bin, have_tool, rt, signal, wait_for};
 
 fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello")
+    nuon_tests::manifest_dir().join("../examples/apps/hello")
 }
 
 fn free_port() -> u16 {

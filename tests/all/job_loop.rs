@@ -212,7 +212,7 @@ fn nuon_dev_runs_the_demo_end_to_end() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let app = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello");
+    let app = nuon_tests::manifest_dir().join("../examples/apps/hello");
     let out = std::process::Command::new(nuon_tests::bin("nuon"))
         .args([
             "dev",

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use nuon_tests::{ControlPlane, bin, rt};
 
 fn example() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello")
+    nuon_tests::manifest_dir().join("../examples/apps/hello")
 }
 
 fn nuon(cp: &ControlPlane, token: &str, args: &[&str]) -> Value {

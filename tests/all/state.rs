@@ -2,7 +2,6 @@
 //! backend (acceptance 4 of "Terraform apps end to end"): locking between
 //! two applies, kept versions, a stale lock released by force.
 
-use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -104,7 +103,7 @@ fn terraform_uses_the_state_backend_with_locks_and_versions() {
         return;
     }
     let cp = ControlPlane::start("10s").unwrap();
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello");
+    let example = nuon_tests::manifest_dir().join("../examples/apps/hello");
     for args in [
         vec!["apps", "create", "hello"],
         vec!["apps", "sync", example.to_str().unwrap(), "--app", "hello"],

@@ -580,3 +580,11 @@ pub async fn make_image(
     store.put_manifest(repo, &index, Some(tag)).await?;
     Ok(index.digest)
 }
+
+/// The `tests` package's directory: cargo's at run time (a binary built in
+/// another checkout of the tree keeps that checkout's path in `env!`).
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+        .into()
+}

@@ -208,7 +208,11 @@ mod modules {
     use super::{blob, put};
 
     fn example_module() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/apps/hello/src/database")
+        std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR")
+                .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("../examples/apps/hello/src/database")
     }
 
     fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
