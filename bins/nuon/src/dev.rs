@@ -87,6 +87,37 @@ async fn stop(child: &mut Child) {
 
 /// Runs `nuon dev`.
 pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
+    // Ctrl-C at any point (even in the middle of provisioning) stops the
+    // child processes before `nuon dev` exits; none is left behind.
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let signal = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = tx.send(true);
+        }
+    });
+    let mut children = Vec::new();
+    let mut interrupted = rx.clone();
+    let result = tokio::select! {
+        r = run_children(args, &mut children, rx) => r,
+        _ = interrupted.wait_for(|v| *v) => {
+            eprintln!("\n==> interrupted");
+            Ok(130)
+        }
+    };
+    eprintln!("==> stopping");
+    for child in children.iter_mut().rev() {
+        stop(child).await;
+    }
+    signal.abort();
+    result
+}
+
+/// Everything `nuon dev` does; the processes it starts go into `children`.
+async fn run_children(
+    args: &DevArgs,
+    children: &mut Vec<Child>,
+    mut interrupt: tokio::sync::watch::Receiver<bool>,
+) -> Result<u8, CliError> {
     let t0 = Instant::now();
     if !args.app_dir.join("metadata.toml").is_file() {
         return Err(CliError::usage(format!(
@@ -118,6 +149,7 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
         .spawn()
         .map_err(io("cannot start nuon-ctl"))?;
     let mut lines = BufReader::new(ctl.stdout.take().expect("piped")).lines();
+    children.push(ctl);
     let mut urls = Vec::new();
     while urls.len() < 2 {
         match lines.next_line().await.map_err(io("reading nuon-ctl"))? {
@@ -163,14 +195,14 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
         "==> starting the build runner (vendor store in {})",
         args.data_dir.join("vendor-store").display()
     );
-    let mut builder = spawn_runner(
+    children.push(spawn_runner(
         "nuon-build-runner",
         &runner_url,
         &data_dir,
         &build_token,
         &data_dir.join("build-runner"),
         &[("--vendor-store", &vendor_store)],
-    )?;
+    )?);
 
     let app_dir = &args.app_dir;
     let app_name = args.app.clone().unwrap_or_else(|| {
@@ -276,7 +308,7 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
             .join("store")
             .display()
     );
-    let mut runner = spawn_runner(
+    children.push(spawn_runner(
         "nuon-runner",
         &runner_url,
         &data_dir,
@@ -286,7 +318,7 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
             ("--store-dir", &install_dir.join("store")),
             ("--vendor-store", &vendor_store),
         ],
-    )?;
+    )?);
     phase("create install", t, &mut phases);
 
     let t = Instant::now();
@@ -359,12 +391,8 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
     );
     if !args.once {
         eprintln!("\nRunning until Ctrl-C.");
-        let _ = tokio::signal::ctrl_c().await;
+        let _ = interrupt.wait_for(|v| *v).await;
     }
-    eprintln!("==> stopping");
-    stop(&mut runner).await;
-    stop(&mut builder).await;
-    stop(&mut ctl).await;
     Ok(code)
 }
 
