@@ -179,15 +179,5 @@ pub fn open_store(
     spec: &str,
     flag: &str,
 ) -> anyhow::Result<Arc<dyn nuon_core::artifact::ArtifactStore>> {
-    use nuon_plugins::oci::registry::{RegistryConfig, RegistryStore};
-    if spec.starts_with("http://") || spec.starts_with("https://") {
-        let config = RegistryConfig::new(spec)
-            .with_default_docker_config()
-            .with_context(|| format!("{flag} {spec}"))?;
-        let store = RegistryStore::new(&config).with_context(|| format!("{flag} {spec}"))?;
-        return Ok(Arc::new(store));
-    }
-    let store =
-        nuon_plugins::oci::LayoutStore::open(spec).with_context(|| format!("{flag} {spec}"))?;
-    Ok(Arc::new(store))
+    nuon_plugins::oci::open_store(spec).with_context(|| format!("{flag} {spec}"))
 }

@@ -83,7 +83,16 @@ pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8
             out.display()
         )));
     }
-    let source = nuon_runner_store(vendor_store)?;
+    // A directory must be there: an export reads it, and a typo would
+    // otherwise open an empty store.
+    let is_url = vendor_store.starts_with("http://") || vendor_store.starts_with("https://");
+    if !is_url && !std::path::Path::new(vendor_store).is_dir() {
+        return Err(CliError::usage(format!(
+            "--vendor-store {vendor_store} is neither a registry URL nor a directory"
+        )));
+    }
+    let source = nuon_plugins::oci::open_store(vendor_store)
+        .map_err(|e| CliError::usage(format!("--vendor-store {vendor_store}: {e}")))?;
     let bundle = LayoutStore::open(out).map_err(|e| CliError::usage(e.to_string()))?;
     let opts = nuon_core::artifact::CopyOptions {
         verify: true,
@@ -122,24 +131,4 @@ pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8
         );
     }
     Ok(0)
-}
-
-/// A store from a registry URL or a layout directory.
-fn nuon_runner_store(spec: &str) -> Result<Box<dyn nuon_core::artifact::ArtifactStore>, CliError> {
-    use nuon_plugins::oci::registry::{RegistryConfig, RegistryStore};
-    let err = |e: nuon_core::artifact::ArtifactError| {
-        CliError::usage(format!("--vendor-store {spec}: {e}"))
-    };
-    if spec.starts_with("http://") || spec.starts_with("https://") {
-        let config = RegistryConfig::new(spec)
-            .with_default_docker_config()
-            .map_err(err)?;
-        return Ok(Box::new(RegistryStore::new(&config).map_err(err)?));
-    }
-    if !std::path::Path::new(spec).is_dir() {
-        return Err(CliError::usage(format!(
-            "--vendor-store {spec} is neither a registry URL nor a directory"
-        )));
-    }
-    Ok(Box::new(LayoutStore::open(spec).map_err(err)?))
 }

@@ -223,6 +223,16 @@ fn all_rows<T>(
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
 }
 
+/// The row of a query that finds at most one, turned into a `T`.
+fn one_row<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
+    conn.query_row(sql, params, row).optional().map_err(db_err)
+}
+
 /// An id column, parsed.
 fn id_at<T: std::str::FromStr<Err = nuon_core::IdError>>(
     r: &rusqlite::Row<'_>,
@@ -296,25 +306,23 @@ fn enum_from<T: serde::de::DeserializeOwned>(s: &str) -> Result<T> {
 }
 
 fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
-    let row = conn
-        .query_row(
-            "SELECT install_id, kind, status, config_version, created_at, finished_at, component \
+    let row = one_row(
+        conn,
+        "SELECT install_id, kind, status, config_version, created_at, finished_at, component \
              FROM workflows WHERE id = ?1 AND org_id = ?2",
-            params![id.as_str(), org.as_str()],
-            |r| {
-                Ok((
-                    id_at::<InstallId>(r, 0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, u32>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, Option<i64>>(5)?,
-                    r.get::<_, Option<String>>(6)?,
-                ))
-            },
-        )
-        .optional()
-        .map_err(db_err)?;
+        params![id.as_str(), org.as_str()],
+        |r| {
+            Ok((
+                id_at::<InstallId>(r, 0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, u32>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, Option<i64>>(5)?,
+                r.get::<_, Option<String>>(6)?,
+            ))
+        },
+    )?;
     let Some((install_id, kind, status, config_version, created_at_ms, finished_at_ms, component)) =
         row
     else {
@@ -384,13 +392,12 @@ fn current_lock(
     install: &InstallId,
     component: &str,
 ) -> Result<Option<StateLock>> {
-    conn.query_row(
+    one_row(
+        conn,
         "SELECT lock_id, info, created_at, job_id FROM tf_locks WHERE install_id = ?1 AND component = ?2",
         params![install.as_str(), component],
         lock_from_row,
     )
-    .optional()
-    .map_err(db_err)
 }
 
 fn lock_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StateLock> {
@@ -760,27 +767,24 @@ fn role_of(s: &str) -> RunnerRole {
 }
 
 fn load_job(conn: &Connection, id: &str) -> Result<Option<JobInfo>> {
-    conn.query_row(
+    one_row(
+        conn,
         &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
         [id],
         job_from_row,
     )
-    .optional()
-    .map_err(db_err)
 }
 
 /// The attempt a runner may write to: it must be the job's current attempt,
 /// run by this runner, and still running.
 fn check_attempt(conn: &Connection, runner: &RunnerId, job: &JobId, n: u32) -> Result<()> {
-    let row: Option<(i64, String, String)> = conn
-        .query_row(
-            "SELECT j.attempts, a.runner_id, a.state FROM jobs j \
+    let row: Option<(i64, String, String)> = one_row(
+        conn,
+        "SELECT j.attempts, a.runner_id, a.state FROM jobs j \
              JOIN attempts a ON a.job_id = j.id AND a.n = ?2 WHERE j.id = ?1",
-            params![job.as_str(), n],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()
-        .map_err(db_err)?;
+        params![job.as_str(), n],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
     match row {
         None => Err(StoreError::stale(format!(
             "job {job} has no attempt {n} of this runner"
@@ -902,14 +906,11 @@ impl Store for SqliteStore {
     async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>> {
         let hash = token_hash.to_owned();
         self.read(move |conn| {
-            let row: Option<(String, String, String)> = conn
-                .query_row(
+            let row: Option<(String, String, String)> = one_row(conn,
                     "SELECT org_id, id, scope FROM api_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
                     [hash],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()
-                .map_err(db_err)?;
+                )?;
             Ok(row.and_then(|(org, tok, scope)| {
                 Some(ApiPrincipal {
                     org_id: org.parse().ok()?,
@@ -924,14 +925,12 @@ impl Store for SqliteStore {
     async fn signing_key(&self, org: &OrgId) -> Result<Option<OrgSigningKey>> {
         let org = org.clone();
         self.read(move |conn| {
-            let raw: Option<Vec<u8>> = conn
-                .query_row(
-                    "SELECT signing_key FROM orgs WHERE id = ?1",
-                    [org.as_str()],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db_err)?;
+            let raw: Option<Vec<u8>> = one_row(
+                conn,
+                "SELECT signing_key FROM orgs WHERE id = ?1",
+                [org.as_str()],
+                |r| r.get(0),
+            )?;
             raw.map(|b| {
                 OrgSigningKey::from_bytes(&b).map_err(|e| StoreError::Database(Box::new(e)))
             })
@@ -943,13 +942,12 @@ impl Store for SqliteStore {
     async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>> {
         let runner = runner.clone();
         self.read(move |conn| {
-            conn.query_row(
+            one_row(
+                conn,
                 "SELECT org_id, id FROM installs WHERE runner_id = ?1",
                 [runner.as_str()],
                 |r| Ok((id_at::<OrgId>(r, 0)?, id_at::<InstallId>(r, 1)?)),
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -961,14 +959,13 @@ impl Store for SqliteStore {
     ) -> Result<Option<(u32, String)>> {
         let (install, component) = (install.clone(), component.to_owned());
         self.read(move |conn| {
-            conn.query_row(
+            one_row(
+                conn,
                 "SELECT version, body FROM tf_states WHERE install_id = ?1 AND component = ?2 \
                  ORDER BY version DESC LIMIT 1",
                 params![install.as_str(), component],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1023,14 +1020,11 @@ impl Store for SqliteStore {
                 // A lock whose job has ended is stale: its Terraform is
                 // gone (cancelled, killed, its runner lost).
                 let ended = match &held.job_id {
-                    Some(j) => conn
-                        .query_row(
+                    Some(j) => one_row(conn,
                             "SELECT status NOT IN ('queued', 'running') FROM jobs WHERE id = ?1",
                             [j.as_str()],
                             |r| r.get::<_, bool>(0),
-                        )
-                        .optional()
-                        .map_err(db_err)?
+                        )?
                         .unwrap_or(true),
                     None => false,
                 };
@@ -1147,14 +1141,11 @@ impl Store for SqliteStore {
     async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<WorkflowInfo> {
         let org = org.clone();
         self.write(move |conn| {
-            let owned = conn
-                .query_row(
+            let owned = one_row(conn,
                     "SELECT 1 FROM installs WHERE id = ?1 AND org_id = ?2",
                     params![new.install_id.as_str(), org.as_str()],
                     |_| Ok(()),
-                )
-                .optional()
-                .map_err(db_err)?;
+                )?;
             if owned.is_none() {
                 return Err(StoreError::Invalid(format!("no install {}", new.install_id)));
             }
@@ -1372,7 +1363,8 @@ impl Store for SqliteStore {
     async fn authenticate_state(&self, token_hash: &str) -> Result<Option<StatePrincipal>> {
         let hash = token_hash.to_owned();
         self.read(move |conn| {
-            conn.query_row(
+            one_row(
+                conn,
                 "SELECT j.org_id, t.install_id, t.component, t.job_id FROM state_tokens t \
                  JOIN jobs j ON j.id = t.job_id \
                  WHERE t.token_hash = ?1 AND j.status IN ('queued', 'running')",
@@ -1386,8 +1378,6 @@ impl Store for SqliteStore {
                     })
                 },
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1473,7 +1463,8 @@ impl Store for SqliteStore {
     async fn get_build(&self, org: &OrgId, id: &JobId) -> Result<Option<BuildInfo>> {
         let (org, id) = (org.clone(), id.clone());
         self.read(move |conn| {
-            conn.query_row(
+            one_row(
+                conn,
                 &format!(
                     "SELECT {BUILD_COLUMNS} FROM builds b JOIN jobs j ON j.id = b.job_id \
                      WHERE b.org_id = ?1 AND b.job_id = ?2"
@@ -1481,8 +1472,6 @@ impl Store for SqliteStore {
                 params![org.as_str(), id.as_str()],
                 build_from_row,
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1490,14 +1479,12 @@ impl Store for SqliteStore {
     async fn build_runner(&self, org: &OrgId) -> Result<Option<RunnerId>> {
         let org = org.clone();
         self.read(move |conn| {
-            conn.query_row(
+            one_row(conn,
                 "SELECT id FROM runners WHERE org_id = ?1 AND role = 'build' AND revoked_at IS NULL \
                  ORDER BY created_at LIMIT 1",
                 [org.as_str()],
                 |r| id_at(r, 0),
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1505,7 +1492,8 @@ impl Store for SqliteStore {
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {
         let org = org.clone();
         self.read(move |conn| {
-            conn.query_row(
+            one_row(
+                conn,
                 "SELECT id, name FROM orgs WHERE id = ?1",
                 [org.as_str()],
                 |r| {
@@ -1515,8 +1503,6 @@ impl Store for SqliteStore {
                     })
                 },
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1576,13 +1562,11 @@ impl Store for SqliteStore {
                 params![org.as_str(), id.as_str(), now_ms()],
             )
             .map_err(db_err)?;
-            conn.query_row(
+            one_row(conn,
                 &format!("SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE org_id = ?1 AND id = ?2"),
                 params![org.as_str(), id.as_str()],
                 token_from_row,
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1624,15 +1608,13 @@ impl Store for SqliteStore {
     async fn find_app(&self, org: &OrgId, name_or_id: &str) -> Result<Option<AppInfo>> {
         let (org, key) = (org.clone(), name_or_id.to_owned());
         self.read(move |conn| {
-            conn.query_row(
+            one_row(conn,
                 &format!(
                     "SELECT {APP_COLUMNS} FROM apps a WHERE a.org_id = ?1 AND (a.id = ?2 OR a.name = ?2)"
                 ),
                 params![org.as_str(), key],
                 app_from_row,
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1645,14 +1627,11 @@ impl Store for SqliteStore {
     ) -> Result<StoredConfig> {
         let (org, app) = (org.clone(), app.clone());
         self.write(move |conn| {
-            let owned: bool = conn
-                .query_row(
+            let owned: bool = one_row(conn,
                     "SELECT 1 FROM apps WHERE id = ?1 AND org_id = ?2",
                     params![app.as_str(), org.as_str()],
                     |_| Ok(true),
-                )
-                .optional()
-                .map_err(db_err)?
+                )?
                 .unwrap_or(false);
             if !owned {
                 return Err(StoreError::Invalid(format!("no app {app}")));
@@ -1724,7 +1703,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<StoredConfig>> {
         let (org, app) = (org.clone(), app.clone());
         self.read(move |conn| {
-            conn.query_row(
+            one_row(conn,
                 "SELECT c.version, c.created_at, c.components, c.files, c.config, c.warnings, c.sources \
                  FROM app_configs c JOIN apps a ON a.id = c.app_id \
                  WHERE a.org_id = ?1 AND c.app_id = ?2 AND (?3 IS NULL OR c.version = ?3) \
@@ -1742,8 +1721,6 @@ impl Store for SqliteStore {
                     })
                 },
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1809,15 +1786,13 @@ impl Store for SqliteStore {
     async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>> {
         let (org, key) = (org.clone(), name_or_id.to_owned());
         self.read(move |conn| {
-            conn.query_row(
+            one_row(conn,
                 &format!(
                     "SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = ?1 AND (id = ?2 OR name = ?2)"
                 ),
                 params![org.as_str(), key],
                 install_from_row,
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1841,13 +1816,12 @@ impl Store for SqliteStore {
                 params![org.as_str(), id.as_str(), inputs, sealed],
             )
             .map_err(db_err)?;
-            conn.query_row(
+            one_row(
+                conn,
                 &format!("SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = ?1 AND id = ?2"),
                 params![org.as_str(), id.as_str()],
                 install_from_row,
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1915,7 +1889,7 @@ impl Store for SqliteStore {
     async fn find_runner(&self, org: &OrgId, name_or_id: &str) -> Result<Option<RunnerInfo>> {
         let (org, key) = (org.clone(), name_or_id.to_owned());
         self.read(move |conn| {
-            conn.query_row(
+            one_row(conn,
                 &format!(
                     "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = ?1 AND (id = ?2 OR name = ?2) \
                      ORDER BY revoked_at IS NOT NULL LIMIT 1"
@@ -1923,8 +1897,6 @@ impl Store for SqliteStore {
                 params![org.as_str(), key],
                 runner_from_row,
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1937,13 +1909,11 @@ impl Store for SqliteStore {
                 params![org.as_str(), id.as_str(), now_ms()],
             )
             .map_err(db_err)?;
-            conn.query_row(
+            one_row(conn,
                 &format!("SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = ?1 AND id = ?2"),
                 params![org.as_str(), id.as_str()],
                 runner_from_row,
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -1951,14 +1921,12 @@ impl Store for SqliteStore {
     async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>> {
         let hash = token_hash.to_owned();
         self.read(move |conn| {
-            let row: Option<(String, String)> = conn
-                .query_row(
-                    "SELECT id, org_id FROM runners WHERE token_hash = ?1 AND revoked_at IS NULL",
-                    [hash],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .map_err(db_err)?;
+            let row: Option<(String, String)> = one_row(
+                conn,
+                "SELECT id, org_id FROM runners WHERE token_hash = ?1 AND revoked_at IS NULL",
+                [hash],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
             Ok(row.and_then(|(id, org)| {
                 Some(RunnerPrincipal {
                     runner_id: id.parse().ok()?,
@@ -1981,13 +1949,12 @@ impl Store for SqliteStore {
     async fn get_job(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>> {
         let (org, id) = (org.clone(), id.clone());
         self.read(move |conn| {
-            conn.query_row(
+            one_row(
+                conn,
                 &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1 AND org_id = ?2"),
                 params![id.as_str(), org.as_str()],
                 job_from_row,
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -2022,13 +1989,11 @@ impl Store for SqliteStore {
                 params![id.as_str(), org.as_str()],
             )
             .map_err(db_err)?;
-            conn.query_row(
+            one_row(conn,
                 &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1 AND org_id = ?2"),
                 params![id.as_str(), org.as_str()],
                 job_from_row,
             )
-            .optional()
-            .map_err(db_err)
         })
         .await
     }
@@ -2042,14 +2007,12 @@ impl Store for SqliteStore {
     ) -> Result<Option<LogPage>> {
         let (org, job) = (org.clone(), job.clone());
         self.read(move |conn| {
-            let status: Option<String> = conn
-                .query_row(
-                    "SELECT status FROM jobs WHERE id = ?1 AND org_id = ?2",
-                    params![job.as_str(), org.as_str()],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db_err)?;
+            let status: Option<String> = one_row(
+                conn,
+                "SELECT status FROM jobs WHERE id = ?1 AND org_id = ?2",
+                params![job.as_str(), org.as_str()],
+                |r| r.get(0),
+            )?;
             let Some(status) = status else {
                 return Ok(None);
             };
@@ -2285,15 +2248,12 @@ impl Store for SqliteStore {
         self.write(move |conn| {
             let n = completion.attempt;
             // Idempotence: the same attempt completing again gets the same answer.
-            let existing: Option<(String, String, i64)> = conn
-                .query_row(
+            let existing: Option<(String, String, i64)> = one_row(conn,
                     "SELECT a.state, j.status, j.attempts FROM attempts a JOIN jobs j ON j.id = a.job_id \
                      WHERE a.job_id = ?1 AND a.n = ?2 AND a.runner_id = ?3",
                     params![job.as_str(), n, runner.as_str()],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()
-                .map_err(db_err)?;
+                )?;
             if let Some((state, status, current)) = &existing
                 && state == "finished"
                 && *current == i64::from(n)

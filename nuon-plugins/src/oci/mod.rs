@@ -12,5 +12,24 @@ pub mod registry;
 
 pub use layout::LayoutStore;
 
+/// The artifact store `spec` names: an OCI registry (`https://HOST`, or
+/// `http://127.0.0.1:PORT` on loopback; credentials from the docker
+/// `config.json` in `$DOCKER_CONFIG` or `~/.docker`), or else an OCI image
+/// layout directory (created when missing).
+#[cfg(feature = "registry")]
+pub fn open_store(
+    spec: &str,
+) -> Result<
+    std::sync::Arc<dyn nuon_core::artifact::ArtifactStore>,
+    nuon_core::artifact::ArtifactError,
+> {
+    use registry::{RegistryConfig, RegistryStore};
+    if spec.starts_with("http://") || spec.starts_with("https://") {
+        let config = RegistryConfig::new(spec).with_default_docker_config()?;
+        return Ok(std::sync::Arc::new(RegistryStore::new(&config)?));
+    }
+    Ok(std::sync::Arc::new(LayoutStore::open(spec)?))
+}
+
 #[cfg(test)]
 mod tests;

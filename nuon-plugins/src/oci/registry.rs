@@ -334,16 +334,15 @@ impl RegistryStore {
             loop {
                 tries += 1;
                 let part = chunk[(from - offset) as usize..].to_vec();
-                let mut req = self
-                    .client
-                    .patch(&location)
-                    .header(CONTENT_TYPE, "application/octet-stream")
-                    .header(CONTENT_LENGTH, part.len())
-                    .header("Content-Range", format!("{from}-{end}"))
-                    .body(part);
-                if let Some(a) = self.cached(&push(repo)) {
-                    req = req.header(AUTHORIZATION, a);
-                }
+                let req = self.pushing(
+                    repo,
+                    self.client
+                        .patch(&location)
+                        .header(CONTENT_TYPE, "application/octet-stream")
+                        .header(CONTENT_LENGTH, part.len())
+                        .header("Content-Range", format!("{from}-{end}"))
+                        .body(part),
+                );
                 match req.send().await {
                     Ok(resp) if resp.status() == StatusCode::ACCEPTED => {
                         if let Some(l) = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok())
@@ -378,13 +377,8 @@ impl RegistryStore {
             }
             offset = end + 1;
         }
-        let mut put = location;
-        put.push(if put.contains('?') { '&' } else { '?' });
-        put.push_str(&format!("digest={}", blob.digest));
-        let mut req = self.client.put(&put).header(CONTENT_LENGTH, 0);
-        if let Some(a) = self.cached(&push(repo)) {
-            req = req.header(AUTHORIZATION, a);
-        }
+        let put = with_digest(&location, &blob.digest);
+        let req = self.pushing(repo, self.client.put(&put).header(CONTENT_LENGTH, 0));
         let resp = req.send().await.map_err(|e| io_err(what.clone(), e))?;
         if resp.status() != StatusCode::CREATED {
             return Err(unexpected(resp, &what).await);
@@ -491,6 +485,15 @@ impl RegistryStore {
         Ok(value)
     }
 
+    /// `req` with the credentials that opened `repo`'s upload: a streamed
+    /// body cannot be sent twice, so the upload's `POST` settled them.
+    fn pushing(&self, repo: &str, req: RequestBuilder) -> RequestBuilder {
+        match self.cached(&push(repo)) {
+            Some(a) => req.header(AUTHORIZATION, a),
+            None => req,
+        }
+    }
+
     fn cached(&self, scope: &str) -> Option<String> {
         self.auth
             .lock()
@@ -550,6 +553,12 @@ impl RegistryStore {
         }
         Ok(resp)
     }
+}
+
+/// An upload location with the blob's digest, to finish the upload.
+fn with_digest(location: &str, digest: &Digest) -> String {
+    let sep = if location.contains('?') { '&' } else { '?' };
+    format!("{location}{sep}digest={digest}")
 }
 
 fn pull(repo: &str) -> String {
@@ -675,12 +684,11 @@ impl ArtifactStore for RegistryStore {
             .ok_or_else(|| {
                 ArtifactError::Invalid("the registry opened an upload without a Location".into())
             })?;
-        let mut put = self.absolute(location);
+        let location = self.absolute(location);
         if blob.size > self.chunk_threshold {
-            return self.put_chunked(repo, blob, reader, put).await;
+            return self.put_chunked(repo, blob, reader, location).await;
         }
-        put.push(if put.contains('?') { '&' } else { '?' });
-        put.push_str(&format!("digest={}", blob.digest));
+        let put = with_digest(&location, &blob.digest);
         // The bytes are checked while they stream: a source that does not
         // match the digest ends the upload with an error.
         let checked = VerifyingReader::new(reader, blob.clone());
@@ -688,15 +696,14 @@ impl ArtifactStore for RegistryStore {
             checked,
             256 * 1024,
         ));
-        let mut req = self
-            .client
-            .put(&put)
-            .header(CONTENT_TYPE, "application/octet-stream")
-            .header(CONTENT_LENGTH, blob.size)
-            .body(body);
-        if let Some(a) = self.cached(&push(repo)) {
-            req = req.header(AUTHORIZATION, a);
-        }
+        let req = self.pushing(
+            repo,
+            self.client
+                .put(&put)
+                .header(CONTENT_TYPE, "application/octet-stream")
+                .header(CONTENT_LENGTH, blob.size)
+                .body(body),
+        );
         let resp = req.send().await.map_err(|e| {
             let mut src: Option<&dyn std::error::Error> = Some(&e);
             let mut corrupt = false;
