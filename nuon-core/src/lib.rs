@@ -51,6 +51,7 @@ mod signing;
 pub mod token;
 mod transport;
 pub mod version;
+pub mod wasm;
 pub mod wire;
 pub mod workflow;
 

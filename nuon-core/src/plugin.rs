@@ -142,4 +142,11 @@ pub trait JobHost: Send {
     /// whole group: SIGTERM, a grace period, SIGKILL) on cancellation,
     /// timeout or a lost lease, and reports that as [`ProcessExit::Stopped`].
     async fn run_process(&mut self, process: ProcessSpec) -> Result<ProcessExit, HostError>;
+
+    /// Why the job must stop now (cancelled, timed out, lease lost, runner
+    /// shutting down), if it must: for plugins that work in-process, which
+    /// check it while they run.
+    fn stop_requested(&mut self) -> Option<StopReason> {
+        None
+    }
 }

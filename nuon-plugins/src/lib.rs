@@ -54,3 +54,5 @@ pub mod release;
 pub mod sync;
 #[cfg(feature = "terraform")]
 pub mod terraform;
+#[cfg(feature = "wasm")]
+pub mod wasm;

@@ -273,6 +273,10 @@ impl JobHost for ProcessHost {
         &self.work_dir
     }
 
+    fn stop_requested(&mut self) -> Option<StopReason> {
+        self.pending_stop()
+    }
+
     fn log(&mut self, text: &str) {
         self.spool.lock().system(text);
     }

@@ -7,6 +7,7 @@ mod deploy;
 mod faults;
 mod job_loop;
 mod openapi;
+mod plugins;
 mod registry;
 mod security;
 mod state;

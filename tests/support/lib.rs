@@ -588,3 +588,270 @@ pub fn manifest_dir() -> PathBuf {
         .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
         .into()
 }
+
+/// The WASM plugins the tests run, built for `wasm32-wasip2`.
+#[derive(Debug, Clone)]
+pub struct WasmPlugins {
+    /// The example plugin of `examples/plugins/records`.
+    pub records: PathBuf,
+    /// `tests/plugins/hostile`: its config picks an attack.
+    pub hostile: PathBuf,
+    /// `tests/plugins/compat`: built against the frozen 0.1.0 contract.
+    pub compat: PathBuf,
+    /// `tests/plugins/other-world`: a WASI command, not a plugin.
+    pub other_world: PathBuf,
+}
+
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    manifest_dir()
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Where the plugins are built: a target directory of their own (so the
+/// build does not wait on the lock of the one running the tests).
+fn plugin_target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => PathBuf::from(d).join("wasm-plugins"),
+        None => repo_root().join("target").join("wasm-plugins"),
+    }
+}
+
+/// Builds the Rust plugins (once per test process, incrementally across
+/// runs). `None`, said loudly, when the `wasm32-wasip2` target is not
+/// installed (a failure under `NUON_TEST_REQUIRE=all`).
+pub fn wasm_plugins() -> Option<WasmPlugins> {
+    static BUILT: OnceLock<Result<WasmPlugins, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let sysroot = Command::new("rustc")
+            .args(["--print", "sysroot"])
+            .output()
+            .map_err(|e| format!("rustc: {e}"))?;
+        let sysroot = String::from_utf8_lossy(&sysroot.stdout).trim().to_owned();
+        if !Path::new(&sysroot)
+            .join("lib/rustlib/wasm32-wasip2")
+            .is_dir()
+        {
+            return Err(
+                "the wasm32-wasip2 target is not installed (rustup target add wasm32-wasip2)"
+                    .into(),
+            );
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let target = plugin_target_dir();
+        let out = Command::new(cargo)
+            .current_dir(repo_root())
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "-p",
+                "records-plugin",
+                "-p",
+                "hostile-plugin",
+                "-p",
+                "compat-plugin",
+                "-p",
+                "other-world",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .output()
+            .map_err(|e| format!("cargo: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "building the test plugins failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let dir = target.join("wasm32-wasip2/release");
+        Ok(WasmPlugins {
+            records: dir.join("records_plugin.wasm"),
+            hostile: dir.join("hostile_plugin.wasm"),
+            compat: dir.join("compat_plugin.wasm"),
+            other_world: dir.join("other-world.wasm"),
+        })
+    });
+    match built {
+        Ok(p) => Some(p.clone()),
+        Err(e) if e.contains("not installed") => {
+            assert!(!require_all(), "{e} (NUON_TEST_REQUIRE=all)");
+            eprintln!("SKIPPED: {e}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The Python example plugin (`examples/plugins/inventory-py`) built with
+/// componentize-py; `None`, said loudly, when componentize-py is missing.
+pub fn python_plugin() -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    if !have_tool("componentize-py", "build the Python plugin") {
+        return None;
+    }
+    let built = BUILT.get_or_init(|| {
+        let src = repo_root().join("examples/plugins/inventory-py");
+        let out_dir = plugin_target_dir();
+        std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
+        let out = out_dir.join("inventory.wasm");
+        let fresh = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        if fresh(&out).is_some() && fresh(&out) >= fresh(&src.join("app.py")) {
+            return Ok(out);
+        }
+        let wit = repo_root().join("nuon-plugins/sdk/wit");
+        let run = Command::new("componentize-py")
+            .arg("-d")
+            .arg(&wit)
+            .args(["-w", "nuon-plugin", "componentize", "app", "-p"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .map_err(|e| format!("componentize-py: {e}"))?;
+        if !run.status.success() {
+            return Err(format!(
+                "componentize-py failed:\n{}",
+                String::from_utf8_lossy(&run.stderr)
+            ));
+        }
+        Ok(out)
+    });
+    Some(built.clone().unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// A record service on a loopback port: the HTTP API the records example
+/// plugin manages (`GET|PUT|DELETE /records/{collection}/{id}`, a bearer
+/// token), in memory. It counts every request it is sent.
+pub struct RecordService {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The bearer token it wants.
+    pub token: String,
+    state: std::sync::Arc<std::sync::Mutex<RecordState>>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+#[derive(Default)]
+struct RecordState {
+    records: std::collections::BTreeMap<String, serde_json::Value>,
+    requests: usize,
+}
+
+impl RecordService {
+    /// Starts one on its own thread.
+    pub fn start(token: &str) -> Result<RecordService> {
+        use axum::extract::{Path as UrlPath, State};
+        use axum::http::{HeaderMap, StatusCode};
+        use axum::routing::get;
+        use axum::{Json, Router};
+        type Shared = std::sync::Arc<std::sync::Mutex<RecordState>>;
+        let state: Shared = Default::default();
+        let want = format!("Bearer {token}");
+        let authed = move |h: &HeaderMap| {
+            h.get("authorization").and_then(|v| v.to_str().ok()) == Some(want.as_str())
+        };
+        let (a1, a2, a3) = (authed.clone(), authed.clone(), authed);
+        let app = Router::new()
+            .route(
+                "/records/{collection}/{id}",
+                get(
+                    move |State(s): State<Shared>,
+                          UrlPath((c, id)): UrlPath<(String, String)>,
+                          h: HeaderMap| async move {
+                        let mut s = s.lock().unwrap();
+                        s.requests += 1;
+                        if !a1(&h) {
+                            return Err(StatusCode::UNAUTHORIZED);
+                        }
+                        s.records
+                            .get(&format!("{c}/{id}"))
+                            .cloned()
+                            .map(Json)
+                            .ok_or(StatusCode::NOT_FOUND)
+                    },
+                )
+                .put(
+                    move |State(s): State<Shared>,
+                          UrlPath((c, id)): UrlPath<(String, String)>,
+                          h: HeaderMap,
+                          Json(body): Json<serde_json::Value>| async move {
+                        let mut s = s.lock().unwrap();
+                        s.requests += 1;
+                        if !a2(&h) {
+                            return Err(StatusCode::UNAUTHORIZED);
+                        }
+                        let key = format!("{c}/{id}");
+                        let revision = s
+                            .records
+                            .get(&key)
+                            .and_then(|r| r["revision"].as_u64())
+                            .unwrap_or(0)
+                            + 1;
+                        let record =
+                            serde_json::json!({"fields": body["fields"], "revision": revision});
+                        s.records.insert(key, record.clone());
+                        Ok(Json(record))
+                    },
+                )
+                .delete(
+                    move |State(s): State<Shared>,
+                          UrlPath((c, id)): UrlPath<(String, String)>,
+                          h: HeaderMap| async move {
+                        let mut s = s.lock().unwrap();
+                        s.requests += 1;
+                        if !a3(&h) {
+                            return StatusCode::UNAUTHORIZED;
+                        }
+                        match s.records.remove(&format!("{c}/{id}")) {
+                            Some(_) => StatusCode::NO_CONTENT,
+                            None => StatusCode::NOT_FOUND,
+                        }
+                    },
+                ),
+            )
+            .with_state(state.clone());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        Ok(RecordService {
+            url,
+            token: token.into(),
+            state,
+            _stop: stop,
+        })
+    }
+
+    /// Record `collection/id`, if there is one.
+    pub fn get(&self, collection: &str, id: &str) -> Option<serde_json::Value> {
+        self.state
+            .lock()
+            .unwrap()
+            .records
+            .get(&format!("{collection}/{id}"))
+            .cloned()
+    }
+
+    /// How many requests it has been sent.
+    pub fn requests(&self) -> usize {
+        self.state.lock().unwrap().requests
+    }
+}

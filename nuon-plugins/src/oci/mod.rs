@@ -7,6 +7,7 @@ pub mod helmpkg;
 pub mod helmrepo;
 pub mod layout;
 pub mod modulepkg;
+pub mod pluginpkg;
 #[cfg(feature = "registry")]
 pub mod registry;
 

@@ -1,0 +1,5 @@
+//! A `wasi:cli/command` component: a valid component of another world.
+
+fn main() {
+    println!("not a nuon plugin");
+}
