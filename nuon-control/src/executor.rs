@@ -23,6 +23,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use nuon_core::app::template::{self, Reference, RenderContext};
 use nuon_core::app::{AppConfig, Component, ComponentKind};
+use nuon_core::wasm::{WasmAction, WasmJob};
 use nuon_core::wire::{BuildInfo, InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys, left_out_by_denial};
 use nuon_core::{
@@ -589,6 +590,15 @@ async fn succeeded(
             }
         }
         store_outputs(state, cx, &all).await?;
+        if let Some(c) = wasm_target(cx, &step) {
+            let name = c.name.clone();
+            let kept = if step.kind == StepKind::Apply {
+                job.outputs["state"].clone()
+            } else {
+                Value::Null
+            };
+            keep_plugin_state(state, cx, &name, &kept).await?;
+        }
     }
     // An image is deployed by its sync: its place in the install's store
     // is the component's output.
@@ -643,7 +653,11 @@ async fn dispatch_or_fail(
     cx: &Ctx,
     step: &WorkflowStepInfo,
 ) -> Result<(), Error> {
-    match job_for(state, cx, step) {
+    let plugin_state = match wasm_target(cx, step) {
+        Some(c) if !matches!(step.kind, StepKind::Sync) => plugin_state(state, cx, &c.name).await?,
+        _ => None,
+    };
+    match job_for(state, cx, step, plugin_state) {
         Ok((spec, token)) => {
             let spec_json = serde_json::to_string(&spec)
                 .map_err(|e| Error::internal(format!("cannot encode job: {e}")))?;
@@ -668,6 +682,60 @@ async fn dispatch_or_fail(
             Ok(())
         }
         Err(reason) => fail(state, cx, step, reason).await,
+    }
+}
+
+/// The `wasm` component a step targets, if it targets one.
+fn wasm_target<'a>(cx: &'a Ctx, step: &WorkflowStepInfo) -> Option<&'a Component> {
+    step.target
+        .as_deref()
+        .and_then(|t| cx.config.component(t))
+        .filter(|c| c.kind == ComponentKind::Wasm)
+}
+
+/// The state a plugin's last apply returned, kept (sealed) beside the
+/// install's Terraform states.
+async fn plugin_state(
+    state: &SharedState,
+    cx: &Ctx,
+    component: &str,
+) -> Result<Option<Value>, Error> {
+    let Some((_, sealed)) = state.store.get_state(&cx.install.id, component).await? else {
+        return Ok(None);
+    };
+    let text = state
+        .secrets
+        .open(
+            &sealed,
+            &crate::api::state::context(&cx.install.id, component),
+        )
+        .map_err(|e| Error::internal(format!("the state of {component}: {e}")))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::internal(format!("the state of {component} is not JSON: {e}")))?;
+    Ok(Some(v).filter(|v| !v.is_null()))
+}
+
+/// Keeps what a plugin's apply (or destroy: `null`) left as its state.
+async fn keep_plugin_state(
+    state: &SharedState,
+    cx: &Ctx,
+    component: &str,
+    value: &Value,
+) -> Result<(), Error> {
+    let sealed = state.secrets.seal(
+        &value.to_string(),
+        &crate::api::state::context(&cx.install.id, component),
+    );
+    match state
+        .store
+        .put_state(&cx.install.id, component, None, sealed)
+        .await?
+    {
+        Ok(_) => Ok(()),
+        Err(lock) => Err(Error::conflict(
+            "state_locked",
+            format!("the state of {component} is locked by {}", lock.id),
+        )),
     }
 }
 
@@ -840,11 +908,17 @@ pub(crate) fn deployable(c: &Component) -> Result<(), String> {
         | ComponentKind::ContainerImage
         | ComponentKind::DockerBuild
         | ComponentKind::HelmChart => Ok(()),
-        other => Err(format!(
-            "component {:?} is a {}: wasm components deploy with the WASM plugin host, which is not built yet",
-            c.name,
-            other.as_str()
-        )),
+        ComponentKind::Wasm => c
+            .capabilities
+            .as_ref()
+            .map(|v| {
+                nuon_core::wasm::Capabilities::from_value(
+                    v,
+                    &format!("component {:?} [capabilities]", c.name),
+                )
+            })
+            .transpose()
+            .map(|_| ()),
     }
 }
 
@@ -908,6 +982,7 @@ fn job_for(
     state: &SharedState,
     cx: &Ctx,
     step: &WorkflowStepInfo,
+    plugin_state: Option<Value>,
 ) -> Result<(JobSpec, Option<StateToken>), String> {
     let target = step.target.clone().unwrap_or_else(|| "sandbox".into());
     // Sync jobs render nothing: only the others carry values to redact.
@@ -971,6 +1046,51 @@ fn job_for(
             };
             let timeout = timeout_of(Some(&action.timeout), Duration::from_secs(600))?;
             Ok((spec(ExecJob::KIND, encode(&job)?, timeout), None))
+        }
+        kind if wasm_target(cx, step).is_some() => {
+            let c = wasm_target(cx, step).expect("matched");
+            let ctx = render_context(state, &cx.org, &cx.install, &cx.app_name)?;
+            let who = format!("component {target}");
+            let empty = Value::Object(Default::default());
+            let config = render_value(
+                c.config.as_ref().unwrap_or(&empty),
+                &ctx,
+                &format!("{who} config"),
+            )?;
+            let grant = nuon_core::wasm::Capabilities::from_value(
+                c.capabilities.as_ref().unwrap_or(&empty),
+                &format!("{who} [capabilities]"),
+            )?;
+            let (_, secrets) = unseal(state, &cx.install)?;
+            let mut granted = BTreeMap::new();
+            for name in &grant.secrets {
+                let v = secrets.get(name).ok_or_else(|| {
+                    format!("{who} grants secret {name:?}, which the install does not have")
+                })?;
+                granted.insert(name.clone(), v.clone());
+            }
+            let action = match kind {
+                StepKind::Plan => WasmAction::Plan,
+                StepKind::Apply => WasmAction::Apply,
+                StepKind::DestroyPlan => WasmAction::DestroyPlan,
+                _ => WasmAction::Destroy,
+            };
+            let plan = if applies_a_plan(kind) {
+                Some(planned(cx, step)?.outputs["plan"].clone())
+            } else {
+                None
+            };
+            let job = WasmJob {
+                action,
+                plugin: synced_artifact(cx, step, &target)?,
+                config,
+                grant,
+                state: plugin_state,
+                plan,
+                secrets: granted,
+            };
+            let timeout = timeout_of(c.deploy_timeout.as_deref(), Duration::from_secs(3600))?;
+            Ok((spec(WasmJob::KIND, encode(&job)?, timeout), None))
         }
         kind if step
             .target
@@ -1064,15 +1184,7 @@ fn job_for(
                 .collect::<Result<BTreeMap<_, _>, String>>()?;
             let var_files = render_texts(var_files, &ctx, &format!("{who} var file"))?;
             let (action, plan) = if applies_a_plan(kind) {
-                let i = cx
-                    .wf
-                    .steps
-                    .iter()
-                    .position(|s| s.index == step.index)
-                    .unwrap_or(0);
-                let plan_step = plan_step_of(&cx.wf.steps, i)
-                    .filter(|p| p.status == "succeeded")
-                    .ok_or_else(|| format!("{} has no successful plan to apply", step.name))?;
+                let plan_step = planned(cx, step)?;
                 let plan: ArtifactRef = serde_json::from_value(plan_step.outputs["plan"].clone())
                     .map_err(|e| {
                     format!("the plan of {} is unreadable: {e}", plan_step.name)
@@ -1117,6 +1229,19 @@ fn job_for(
             ))
         }
     }
+}
+
+/// The successful plan step an apply or destroy step carries out.
+fn planned<'a>(cx: &'a Ctx, step: &WorkflowStepInfo) -> Result<&'a WorkflowStepInfo, String> {
+    let i = cx
+        .wf
+        .steps
+        .iter()
+        .position(|s| s.index == step.index)
+        .unwrap_or(0);
+    plan_step_of(&cx.wf.steps, i)
+        .filter(|p| p.status == "succeeded")
+        .ok_or_else(|| format!("{} has no successful plan to apply", step.name))
 }
 
 fn encode<T: serde::Serialize>(v: &T) -> Result<Value, String> {

@@ -200,8 +200,11 @@ impl Job for TerraformJob {
 pub struct SourceFileContents {
     /// Relative to the source directory, `/`-separated.
     pub path: String,
-    /// The file's text.
+    /// The file's text (base64 when `encoding` says so).
     pub contents: String,
+    /// `base64` for a binary file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
 }
 
 /// Where a build takes a component's source from.
@@ -272,6 +275,9 @@ pub enum Package {
         /// The Dockerfile, relative to the source directory.
         dockerfile: String,
     },
+    /// A WASM plugin (`plugin.toml` and the component it names) as an OCI
+    /// artifact of type `application/vnd.nuon.plugin.v1`.
+    WasmPlugin,
 }
 
 /// What a `helm` job does.

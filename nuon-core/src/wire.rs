@@ -606,8 +606,11 @@ pub struct AppList {
 pub struct ConfigFile {
     /// Relative to the config directory, `/`-separated (`components/db.toml`).
     pub path: String,
-    /// The file's text.
+    /// The file's text (base64 when `encoding` says so).
     pub contents: String,
+    /// `base64` for a binary file of a path source (a plugin's `.wasm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
 }
 
 /// Sync a new config version: the config's files.

@@ -373,7 +373,27 @@ impl Plugin for BuildPlugin {
                             ))
                         })?;
                     }
-                    std::fs::write(&path, &f.contents).map_err(|e| {
+                    let bytes = match f.encoding.as_deref() {
+                        None => f.contents.clone().into_bytes(),
+                        Some("base64") => {
+                            use base64::Engine as _;
+                            base64::engine::general_purpose::STANDARD
+                                .decode(&f.contents)
+                                .map_err(|e| {
+                                    PluginError::Invalid(format!(
+                                        "build: {}: bad base64: {e}",
+                                        f.path
+                                    ))
+                                })?
+                        }
+                        Some(other) => {
+                            return Err(PluginError::Invalid(format!(
+                                "build: {}: unknown encoding {other:?}",
+                                f.path
+                            )));
+                        }
+                    };
+                    std::fs::write(&path, bytes).map_err(|e| {
                         PluginError::Missing(format!("build: cannot write {}: {e}", f.path))
                     })?;
                 }
@@ -431,6 +451,14 @@ impl Plugin for BuildPlugin {
                     job.component, job.repo, job.tag
                 ));
                 push_module(&*self.store, &job.repo, &dir, Some(&job.tag)).await
+            }
+            nuon_core::Package::WasmPlugin => {
+                host.log(&format!(
+                    "packaging {} as a WASM plugin into {}:{}",
+                    job.component, job.repo, job.tag
+                ));
+                crate::oci::pluginpkg::push_plugin(&*self.store, &job.repo, &dir, Some(&job.tag))
+                    .await
             }
             nuon_core::Package::HelmChart => {
                 host.log(&format!(

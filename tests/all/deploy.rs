@@ -439,6 +439,17 @@ impl Manual {
     /// With `vendor` (a registry URL) as the vendor's store instead of a
     /// directory.
     fn start_with(files: &[(&str, &str)], vendor: Option<&str>) -> Manual {
+        Self::start_full(files, vendor, |_| {}, &[])
+    }
+
+    /// With `prepare` called on the app's directory before the sync, and
+    /// `install_args` added to `nuon installs create`.
+    fn start_full(
+        files: &[(&str, &str)],
+        vendor: Option<&str>,
+        prepare: impl FnOnce(&Path),
+        install_args: &[&str],
+    ) -> Manual {
         let cp = ControlPlane::start("3s").expect("control plane");
         let dir = tempfile::tempdir().unwrap();
         let vendor = vendor.map_or_else(
@@ -447,6 +458,7 @@ impl Manual {
         );
         let app = dir.path().join("app");
         write_files(&app, files);
+        prepare(&app);
         let token = std::fs::read_to_string(cp.data_dir.join("build-runner-token")).unwrap();
         let build_runner = Command::new(bin("nuon-build-runner"))
             .arg("run")
@@ -469,9 +481,11 @@ impl Manual {
         if !may_fail {
             ok(builds);
         }
-        let created = ok(cp.nuon(&[
+        let mut create = vec![
             "installs", "create", "--app", "app", "--name", "demo", "--json",
-        ]));
+        ];
+        create.extend_from_slice(install_args);
+        let created = ok(cp.nuon(&create));
         let v: serde_json::Value = serde_json::from_str(&created).unwrap();
         let install_token = v["runner_token"].as_str().unwrap().to_owned();
         let store_dir = dir.path().join("install-store");
@@ -1396,4 +1410,142 @@ fn a_deprovision_destroys_what_was_deployed_even_if_a_newer_config_dropped_it() 
     assert_eq!(step(&w, "destroy b").status, "succeeded");
     let states = rt().block_on(c.list_states("demo")).unwrap();
     assert!(states.states.iter().all(|s| s.lock.is_none()));
+}
+
+/// Copies directory `from` into `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let e = entry.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn wasm_component_plans_waits_applies_feeds_a_dependent_and_destroys() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(plugins) = nuon_tests::wasm_plugins() else {
+        return;
+    };
+    let svc = nuon_tests::RecordService::start("s3cret-token").unwrap();
+    let example = nuon_tests::repo_root().join("examples/apps/records");
+    let endpoint = format!("records_endpoint={}", svc.url);
+    let m = Manual::start_full(
+        &[],
+        None,
+        |app| {
+            copy_dir(&example, app);
+            std::fs::copy(&plugins.records, app.join("plugin/records.wasm")).unwrap();
+        },
+        &[
+            "--approval",
+            "prompt",
+            "--input",
+            &endpoint,
+            "--input",
+            "seats=12",
+            "--secret",
+            "records_token=s3cret-token",
+        ],
+    );
+    let c = m.cp.client();
+    let builds = rt().block_on(c.list_builds("app")).unwrap().builds;
+    assert!(
+        builds
+            .iter()
+            .all(|b| b.status == nuon_core::JobStatus::Succeeded),
+        "{builds:?}"
+    );
+    let wf = rt()
+        .block_on(c.create_workflow("demo", WorkflowKind::Provision, None))
+        .unwrap();
+    let id = wf.id.as_str().to_owned();
+    let waiting = |name: &'static str| {
+        move |w: &WorkflowInfo| {
+            ended(w)
+                || w.steps
+                    .iter()
+                    .any(|s| s.name == name && s.status == "waiting_approval")
+        }
+    };
+    // The plugin planned (validate + plan), and nothing changed yet.
+    let w = wait_workflow(&c, &id, waiting("apply license"));
+    let plan = step(&w, "plan license");
+    assert_eq!(plan.status, "succeeded", "{w:#?}");
+    assert_eq!(plan.outputs["changes"]["add"], 1, "{:?}", plan.outputs);
+    assert_eq!(plan.outputs["plan"]["changes"][0]["action"], "create");
+    let install = rt().block_on(c.get_install("demo")).unwrap();
+    assert!(
+        svc.get("licenses", install.id.as_str()).is_none(),
+        "a plan changes nothing"
+    );
+    rt().block_on(c.approve_step(&id, Some("apply license")))
+        .unwrap();
+    let w = wait_workflow(&c, &id, waiting("apply app"));
+    let record = svc
+        .get("licenses", install.id.as_str())
+        .expect("the record exists");
+    assert_eq!(record["fields"]["seats"], "12");
+    assert_eq!(record["fields"]["customer"], "demo");
+    assert_eq!(step(&w, "apply license").outputs["outputs"]["revision"], 1);
+    rt().block_on(c.approve_step(&id, Some("apply app")))
+        .unwrap();
+    let w = wait_workflow(&c, &id, ended);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    // The plugin's outputs fed the Terraform component.
+    let out = ok(m.cp.nuon(&["installs", "outputs", "demo", "--json"]));
+    let outputs: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let license = outputs["components"]["license"].clone();
+    assert_eq!(license["revision"], 1, "{outputs}");
+    let app = outputs["components"]["app"]["license"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        app.contains(&format!("/records/licenses/{}", install.id)),
+        "{app}"
+    );
+    assert!(app.contains("(revision 1)"), "{app}");
+    // The plugin's log reached the job's, and the secret did not.
+    let apply_job = step(&w, "apply license").job_id.clone().unwrap();
+    let logs = nuon_tests::all_logs(&c, &apply_job).unwrap();
+    let text: Vec<&str> = logs.iter().map(|l| l.text.as_str()).collect();
+    assert!(
+        text.iter()
+            .any(|l| l.contains("[plugin progress 1/1] record written")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter().any(|l| l.contains("plugin records 0.1.0")),
+        "{text:?}"
+    );
+    assert!(!text.iter().any(|l| l.contains("s3cret-token")), "{text:?}");
+
+    // Teardown: the plugin destroys the record it manages.
+    let wf = rt()
+        .block_on(c.create_workflow("demo", WorkflowKind::Teardown, None))
+        .unwrap();
+    let id = wf.id.as_str().to_owned();
+    for name in ["destroy app", "destroy license"] {
+        let w = wait_workflow(&c, &id, waiting(name));
+        assert!(!ended(&w), "{w:#?}");
+        rt().block_on(c.approve_step(&id, Some(name))).unwrap();
+    }
+    let w = wait_workflow(&c, &id, ended);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert!(
+        svc.get("licenses", install.id.as_str()).is_none(),
+        "destroyed"
+    );
+    assert_eq!(
+        step(&w, "plan destroy license").outputs["changes"]["destroy"],
+        1
+    );
 }

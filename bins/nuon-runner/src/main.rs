@@ -12,6 +12,8 @@ use clap::Args;
 use nuon_plugins::helm::HelmPlugin;
 use nuon_plugins::sync::SyncPlugin;
 use nuon_plugins::terraform::TerraformPlugin;
+use nuon_plugins::wasm::job::{WasmPlugin, WasmPolicy};
+use nuon_plugins::wasm::{HostConfig, WasmHost, default_cache_dir};
 use nuon_runner::open_store;
 
 /// The install runner's own flags.
@@ -27,6 +29,15 @@ struct InstallArgs {
     /// already in the install's store deploy.
     #[arg(long, env = "NUON_RUNNER_VENDOR_STORE")]
     vendor_store: Option<String>,
+    /// Whether this runner runs vendors' WASM plugins (`wasm` components):
+    /// `on` or `off`.
+    #[arg(long, env = "NUON_RUNNER_WASM_PLUGINS", default_value = "on", value_parser = ["on", "off"])]
+    wasm_plugins: String,
+    /// The only hosts any WASM plugin may call (comma-separated `host` or
+    /// `host:port`); a plugin asking for another is refused. Unset: what
+    /// each component grants.
+    #[arg(long, env = "NUON_RUNNER_WASM_ALLOWED_HOSTS", value_delimiter = ',')]
+    wasm_allowed_hosts: Option<Vec<String>>,
 }
 
 /// `nuon-runner import --bundle DIR --store-dir STORE`: copies a release
@@ -99,7 +110,20 @@ async fn main() -> ExitCode {
                 .plugins
                 .register(Arc::new(TerraformPlugin::new(store.clone())))
                 .register(Arc::new(HelmPlugin::new(store.clone())))
-                .register(Arc::new(SyncPlugin::new(vendor, store)));
+                .register(Arc::new(SyncPlugin::new(vendor, store.clone())));
+            // Registered even when off, so that a wasm job fails with the
+            // reason instead of waiting for a runner that never claims it.
+            let host = WasmHost::new(HostConfig {
+                cache_dir: Some(default_cache_dir(&common.work_dir)),
+                max_instances: 32,
+            })?;
+            let policy = WasmPolicy {
+                enabled: args.wasm_plugins == "on",
+                allowed_hosts: args.wasm_allowed_hosts.clone(),
+            };
+            config
+                .plugins
+                .register(Arc::new(WasmPlugin::new(host, store, policy)));
             Ok(())
         },
     )

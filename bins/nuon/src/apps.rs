@@ -307,6 +307,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                 .map(|f| ConfigFile {
                     path: f.name,
                     contents: f.text,
+                    encoding: None,
                 })
                 .collect();
             let v = client

@@ -28,7 +28,7 @@ pub(crate) fn read_sources(dir: &Path, files: &[SourceFile]) -> Result<Vec<Confi
         // The server refuses the config with every problem; no sources needed.
         return Ok(Vec::new());
     };
-    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut out: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
     let mut total = 0u64;
     for (who, path) in app::path_sources(&config) {
         let rel = app::source_dir(&path).map_err(|e| CliError::usage(format!("{who}: {e}")))?;
@@ -68,24 +68,33 @@ pub(crate) fn read_sources(dir: &Path, files: &[SourceFile]) -> Result<Vec<Confi
                         MAX_SOURCE_BYTES >> 20
                     )));
                 }
-                let text = std::fs::read_to_string(&p).map_err(|e| {
-                    CliError::usage(format!(
-                        "{}: {e} (path sources sync as text; keep binary files in a git repository)",
-                        p.display()
-                    ))
-                })?;
+                let bytes = std::fs::read(&p)
+                    .map_err(|e| CliError::usage(format!("cannot read {}: {e}", p.display())))?;
+                // Text as it is; a binary file (a plugin's .wasm) as base64.
+                let file = match String::from_utf8(bytes) {
+                    Ok(text) => (text, None),
+                    Err(e) => {
+                        use base64::Engine as _;
+                        let b64 = base64::engine::general_purpose::STANDARD.encode(e.into_bytes());
+                        (b64, Some("base64".to_owned()))
+                    }
+                };
                 let rel_path = p
                     .strip_prefix(dir)
                     .unwrap_or(&p)
                     .to_string_lossy()
                     .replace('\\', "/");
-                out.insert(rel_path, text);
+                out.insert(rel_path, file);
             }
         }
     }
     Ok(out
         .into_iter()
-        .map(|(path, contents)| ConfigFile { path, contents })
+        .map(|(path, (contents, encoding))| ConfigFile {
+            path,
+            contents,
+            encoding,
+        })
         .collect())
 }
 

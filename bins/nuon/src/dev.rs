@@ -227,6 +227,7 @@ async fn run_children(
         .map(|f| ConfigFile {
             path: f.name.clone(),
             contents: f.text.clone(),
+            encoding: None,
         })
         .collect();
     if client.get_app(&app_name).await.is_err() {

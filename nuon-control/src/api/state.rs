@@ -59,7 +59,8 @@ pub(super) fn ops() -> Vec<Op> {
     ]
 }
 
-fn context(install: &InstallId, component: &str) -> String {
+/// The sealing context of a component's state.
+pub(crate) fn context(install: &InstallId, component: &str) -> String {
     format!("{install}/state/{component}")
 }
 

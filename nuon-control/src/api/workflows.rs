@@ -325,6 +325,7 @@ fn build_source(
                     f.path.strip_prefix(&prefix).map(|rel| SourceFileContents {
                         path: rel.to_owned(),
                         contents: f.contents.clone(),
+                        encoding: f.encoding.clone(),
                     })
                 })
                 .collect();
@@ -449,6 +450,7 @@ async fn create_builds(
         let component = config.component(&who);
         let package = match component.map(|c| (c.kind, c.dockerfile.clone())) {
             Some((ComponentKind::HelmChart, _)) => Package::HelmChart,
+            Some((ComponentKind::Wasm, _)) => Package::WasmPlugin,
             Some((ComponentKind::DockerBuild, f)) => Package::DockerImage {
                 dockerfile: f.unwrap_or_else(|| "Dockerfile".into()),
             },
