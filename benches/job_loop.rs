@@ -692,6 +692,130 @@ fn registry_copy(runs: usize) -> Result<Vec<(String, f64, f64)>> {
     Ok(rows)
 }
 
+/// The WASM host with the example records plugin: first compile, cold
+/// load from the on-disk cache, warm calls (a fresh instance each), and
+/// memory per live instance.
+fn wasm() -> Result<Vec<(String, String)>> {
+    use nuon_plugins::wasm::{Call, CallContext, HostConfig, PlanMode, Request, WasmHost};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let Some(plugins) = nuon_tests::wasm_plugins() else {
+        anyhow::bail!("the wasm32-wasip2 target is not installed");
+    };
+    let svc = nuon_tests::RecordService::start("t")?;
+    let tmp = tempfile::tempdir()?;
+    let cache = tmp.path().join("cache");
+    let records = std::fs::read(&plugins.records)?;
+    let hostile = std::fs::read(&plugins.hostile)?;
+    let limits = nuon_core::wasm::Limits {
+        memory: 64 << 20,
+        timeout: Duration::from_secs(10),
+    };
+    let mut out = Vec::new();
+    nuon_tests::rt().block_on(async {
+        let host = WasmHost::new(HostConfig { cache_dir: Some(cache.clone()), max_instances: 256 })?;
+        let t = Instant::now();
+        let p = host.load(&records, &limits).await?;
+        out.push((
+            format!("first compile of the records plugin ({} KiB component), load + `info`", records.len() >> 10),
+            format!("{:.0} ms", t.elapsed().as_secs_f64() * 1000.0),
+        ));
+        let mut cold = Vec::new();
+        for _ in 0..20 {
+            let h = WasmHost::new(HostConfig { cache_dir: Some(cache.clone()), max_instances: 8 })?;
+            let t = Instant::now();
+            let p = h.load(&records, &limits).await?;
+            cold.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(p.loaded.0, nuon_plugins::wasm::LoadedFrom::DiskCache);
+        }
+        out.push((
+            "cold load from the on-disk compile cache (MAC check, deserialize, link, pre-instantiate, one `info` call), median of 20".into(),
+            format!("{:.2} ms", median(cold)),
+        ));
+        let (log, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let ctx = CallContext {
+            work_dir: tmp.path().to_path_buf(),
+            env: Vec::new(),
+            allowed_hosts: vec!["127.0.0.1".into()],
+            secrets: [("records_token".to_string(), "t".to_string())].into(),
+            limits: limits.clone(),
+            stop: Arc::new(AtomicBool::new(false)),
+            log,
+        };
+        let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        let config = serde_json::json!({"endpoint": svc.url, "collection": "c", "id": "i", "fields": {"a": 1}, "token_secret": "records_token"});
+        let req = Request { config: config.to_string(), state: None };
+        let time_calls = |n: usize, call: Call| {
+            let (host, p, ctx) = (&host, &p, &ctx);
+            async move {
+                let mut v = Vec::new();
+                for _ in 0..n {
+                    let t = Instant::now();
+                    host.call(p, ctx, call.clone()).await?;
+                    v.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                v.sort_by(f64::total_cmp);
+                Ok::<_, anyhow::Error>((percentile(&v, 50.0), percentile(&v, 99.0)))
+            }
+        };
+        time_calls(200, Call::Validate(config.to_string())).await?;
+        let (p50, p99) = time_calls(2000, Call::Validate(config.to_string())).await?;
+        out.push(("warm call, records plugin: fresh instance + `validate` (no I/O)".into(), format!("p50 {p50:.0} µs, p99 {p99:.0} µs")));
+        let (p50, p99) = time_calls(1000, Call::Plan(req.clone(), PlanMode::Deploy)).await?;
+        out.push(("warm call, records plugin: fresh instance + `plan` (one HTTP GET to a loopback service)".into(), format!("p50 {p50:.0} µs, p99 {p99:.0} µs")));
+        let hp = host.load(&hostile, &limits).await?;
+        let none = Request { config: r#"{"attack":"none"}"#.into(), state: None };
+        let mut v = Vec::new();
+        for i in 0..2200 {
+            let t = Instant::now();
+            host.call(&hp, &ctx, Call::Plan(none.clone(), PlanMode::Deploy)).await?;
+            if i >= 200 {
+                v.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        v.sort_by(f64::total_cmp);
+        out.push(("warm call, an SDK plugin whose `plan` does no I/O: fresh instance + `plan`".into(), format!("p50 {:.0} µs, p99 {:.0} µs", percentile(&v, 50.0), percentile(&v, 99.0))));
+        let rss = || rss_kb(std::process::id(), "VmRSS:");
+        let before = rss();
+        let mut held = Vec::new();
+        for _ in 0..200 {
+            held.push(host.hold_instance(&p, &ctx).await?);
+        }
+        let after = rss();
+        out.push(("memory per live instance of the records plugin (RSS growth over 200 live instances)".into(), format!("{:.0} KiB", (after.saturating_sub(before)) as f64 / 200.0)));
+        drop(held);
+        drop(ctx);
+        let _ = drain.await;
+        if let Some(py) = nuon_tests::python_plugin() {
+            let bytes = std::fs::read(&py)?;
+            let big = nuon_core::wasm::Limits { memory: 256 << 20, timeout: Duration::from_secs(60) };
+            let h = WasmHost::new(HostConfig { cache_dir: Some(tmp.path().join("pycache")), max_instances: 8 })?;
+            let t = Instant::now();
+            h.load(&bytes, &big).await?;
+            out.push((format!("Python plugin ({} MiB component): first compile", bytes.len() >> 20), format!("{:.1} s", t.elapsed().as_secs_f64())));
+            let h = WasmHost::new(HostConfig { cache_dir: Some(tmp.path().join("pycache")), max_instances: 8 })?;
+            let t = Instant::now();
+            let pp = h.load(&bytes, &big).await?;
+            out.push(("Python plugin: cold load from the compile cache".into(), format!("{:.0} ms", t.elapsed().as_secs_f64() * 1000.0)));
+            let (log, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let ctx = CallContext { work_dir: tmp.path().to_path_buf(), env: Vec::new(), allowed_hosts: Vec::new(), secrets: Default::default(), limits: big, stop: Arc::new(AtomicBool::new(false)), log };
+            let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+            let req = Request { config: r#"{"items":{"a":1}}"#.into(), state: None };
+            let mut v = Vec::new();
+            for _ in 0..50 {
+                let t = Instant::now();
+                h.call(&pp, &ctx, Call::Plan(req.clone(), PlanMode::Deploy)).await?;
+                v.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            drop(ctx);
+            let _ = drain.await;
+            out.push(("Python plugin: warm call, fresh instance + `plan`, median of 50".into(), format!("{:.2} ms", median(v))));
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(out)
+}
+
 fn which_ok(name: &str) -> bool {
     std::process::Command::new("sh")
         .args(["-c", &format!("command -v {name}")])
@@ -711,6 +835,11 @@ fn main() -> Result<()> {
     }
     let want = |name: &str| args.is_empty() || args.iter().any(|a| a == name);
     println!("| benchmark | result |\n|---|---|");
+    if want("wasm") {
+        for (what, result) in wasm()? {
+            println!("| {what} | {result} |");
+        }
+    }
     if want("dispatch") {
         for n in [1, 100] {
             let (p50, p99, max) = dispatch(n)?;

@@ -15,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 mod apps;
 mod deploy;
 mod dev;
+mod plugins;
 mod releases;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::{CreateJob, JobInfo, LogEntry, LogStream};
@@ -92,6 +93,11 @@ enum Command {
     Releases {
         #[command(subcommand)]
         command: releases::ReleasesCommand,
+    },
+    /// WASM plugins: run one locally, as the runner would.
+    Plugins {
+        #[command(subcommand)]
+        command: plugins::PluginsCommand,
     },
     /// Builds of an app's components into the vendor's artifact store.
     Builds {
@@ -389,6 +395,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Workflows { command } => apps::workflows(g, command).await,
         Command::Builds { command } => deploy::builds(g, command).await,
         Command::Releases { command } => releases::releases(g, command).await,
+        Command::Plugins { command } => plugins::plugins(command).await,
         Command::Dev(args) => dev::run(args).await,
     }
 }

@@ -478,6 +478,65 @@ impl WasmHost {
         ctx: &CallContext,
         call: Call,
     ) -> Result<Reply, WasmError> {
+        let mut store = self.new_store(ctx)?;
+        let result = async {
+            let instance = plugin.pre.instantiate_async(&mut store).await?;
+            let p = instance.nuon_plugin_plugin();
+            Ok::<_, wasmtime::Error>(match call {
+                Call::Info => {
+                    let i = p.call_info(&mut store).await?;
+                    info_of(i).map(Reply::Info)
+                }
+                Call::Validate(config) => p
+                    .call_validate(&mut store, &config)
+                    .await?
+                    .map(|()| Reply::Done),
+                Call::Plan(r, mode) => p.call_plan(&mut store, &r, mode).await?.map(Reply::Plan),
+                Call::Apply(r, plan) => p
+                    .call_apply(&mut store, &r, &plan)
+                    .await?
+                    .map(Reply::Applied),
+                Call::Destroy(r, plan) => p
+                    .call_destroy(&mut store, &r, &plan)
+                    .await?
+                    .map(|()| Reply::Done),
+            })
+        }
+        .await;
+        let s = store.data();
+        match result {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => Err(WasmError::Plugin(e)),
+            Err(_) if s.limiter.hit => Err(WasmError::Memory(s.limiter.limit)),
+            Err(_) if s.stopped_by == Some(StopCause::Deadline) => {
+                Err(WasmError::Deadline(s.timeout))
+            }
+            Err(_) if s.stopped_by == Some(StopCause::Stop) => {
+                Err(WasmError::Stopped("the job was stopped".into()))
+            }
+            Err(e) => Err(WasmError::Trap(trap_text(&e))),
+        }
+    }
+
+    /// A live instance of `plugin`, kept until the returned value is
+    /// dropped: for measuring what an instance costs (benchmarks).
+    #[doc(hidden)]
+    pub async fn hold_instance(
+        &self,
+        plugin: &LoadedPlugin,
+        ctx: &CallContext,
+    ) -> Result<Box<dyn std::any::Any + Send>, WasmError> {
+        let mut store = self.new_store(ctx)?;
+        let instance = plugin
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| WasmError::Trap(trap_text(&e)))?;
+        Ok(Box::new((store, instance)))
+    }
+
+    /// A fresh store for one call: WASI, limits, deadline.
+    fn new_store(&self, ctx: &CallContext) -> Result<Store<CallState>, WasmError> {
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdout(imports::LogPipe::new(ctx.log.clone(), "stdout"))
             .stderr(imports::LogPipe::new(ctx.log.clone(), "stderr"))
@@ -524,43 +583,7 @@ impl WasmHost {
             }
             Ok(wasmtime::UpdateDeadline::Yield(1))
         });
-        let result = async {
-            let instance = plugin.pre.instantiate_async(&mut store).await?;
-            let p = instance.nuon_plugin_plugin();
-            Ok::<_, wasmtime::Error>(match call {
-                Call::Info => {
-                    let i = p.call_info(&mut store).await?;
-                    info_of(i).map(Reply::Info)
-                }
-                Call::Validate(config) => p
-                    .call_validate(&mut store, &config)
-                    .await?
-                    .map(|()| Reply::Done),
-                Call::Plan(r, mode) => p.call_plan(&mut store, &r, mode).await?.map(Reply::Plan),
-                Call::Apply(r, plan) => p
-                    .call_apply(&mut store, &r, &plan)
-                    .await?
-                    .map(Reply::Applied),
-                Call::Destroy(r, plan) => p
-                    .call_destroy(&mut store, &r, &plan)
-                    .await?
-                    .map(|()| Reply::Done),
-            })
-        }
-        .await;
-        let s = store.data();
-        match result {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(e)) => Err(WasmError::Plugin(e)),
-            Err(_) if s.limiter.hit => Err(WasmError::Memory(s.limiter.limit)),
-            Err(_) if s.stopped_by == Some(StopCause::Deadline) => {
-                Err(WasmError::Deadline(s.timeout))
-            }
-            Err(_) if s.stopped_by == Some(StopCause::Stop) => {
-                Err(WasmError::Stopped("the job was stopped".into()))
-            }
-            Err(e) => Err(WasmError::Trap(trap_text(&e))),
-        }
+        Ok(store)
     }
 
     /// The engine (for benchmarks and tests).
