@@ -1549,3 +1549,78 @@ fn wasm_component_plans_waits_applies_feeds_a_dependent_and_destroys() {
         1
     );
 }
+
+#[test]
+fn hostile_wasm_components_fail_with_clear_reasons_and_the_runner_carries_on() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(plugins) = nuon_tests::wasm_plugins() else {
+        return;
+    };
+    let manifest = |timeout: &str, hosts: &str| {
+        format!(
+            "name = \"hostile\"\nversion = \"0.1.0\"\nwasm = \"hostile.wasm\"\n\n[capabilities]\nmemory = \"32MiB\"\ntimeout = \"{timeout}\"\nallowed_hosts = [{hosts}]\n"
+        )
+    };
+    let component = |name: &str, attack: &str, grant_hosts: &str| {
+        format!(
+            "name = \"{name}\"\ntype = \"wasm\"\npath = \"./{name}\"\n\n[config]\nattack = \"{attack}\"\n\n[capabilities]\nmemory = \"32MiB\"\ntimeout = \"2s\"\nallowed_hosts = [{grant_hosts}]\n"
+        )
+    };
+    let spin = manifest("1s", "");
+    let bomb = manifest("2s", "");
+    let greedy = manifest("2s", "\"api.example.com\"");
+    let mut m = Manual::start_full(
+        &[
+            METADATA,
+            ("components/spin.toml", &component("spin", "loop", "")),
+            ("spin/plugin.toml", &spin),
+            ("components/bomb.toml", &component("bomb", "memory", "")),
+            ("bomb/plugin.toml", &bomb),
+            ("components/greedy.toml", &component("greedy", "none", "")),
+            ("greedy/plugin.toml", &greedy),
+        ],
+        None,
+        |app| {
+            for d in ["spin", "bomb", "greedy"] {
+                std::fs::copy(&plugins.hostile, app.join(d).join("hostile.wasm")).unwrap();
+            }
+        },
+        &[],
+    );
+    let c = m.cp.client();
+    let deploy = |component: &str| {
+        let wf = rt()
+            .block_on(c.create_workflow("demo", WorkflowKind::Deploy, Some(component)))
+            .unwrap();
+        wait_workflow(&c, wf.id.as_str(), ended)
+    };
+    for (component, reason) in [
+        ("spin", "ran past its deadline of 1s"),
+        ("bomb", "reached its memory limit of 32 MiB"),
+        (
+            "greedy",
+            "asks for more than it is granted, so it was not run: host \"api.example.com\"",
+        ),
+    ] {
+        let t = std::time::Instant::now();
+        let w = deploy(component);
+        assert_eq!(w.status, "failed", "{w:#?}");
+        let plan = step(&w, &format!("plan {component}"));
+        let why = plan.reason.clone().unwrap_or_default();
+        assert!(why.contains(reason), "{component}: {why}");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{component} took {:?}",
+            t.elapsed()
+        );
+    }
+    // The runner is the same process, alive, and still runs jobs.
+    let mut runner = m.install_runner.take().unwrap();
+    assert!(runner.try_wait().unwrap().is_none(), "the runner died");
+    let w = deploy("greedy");
+    assert_eq!(w.status, "failed");
+    let _ = runner.kill();
+    let _ = runner.wait();
+}
