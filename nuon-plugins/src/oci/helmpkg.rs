@@ -11,10 +11,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use nuon_core::artifact::{
-    ArtifactError, ArtifactStore, Descriptor, Digest, ImageManifest, MANIFEST_MEDIA_TYPE,
-    RawManifest,
-};
+use nuon_core::artifact::{ArtifactError, ArtifactStore, Descriptor, Digest, ImageManifest};
 
 /// The config media type of a Helm chart.
 pub const HELM_CONFIG_MEDIA_TYPE: &str = "application/vnd.cncf.helm.config.v1+json";
@@ -249,19 +246,7 @@ pub async fn push_chart_archive(
             .put_blob(repo, &layer, Box::pin(std::io::Cursor::new(tgz)))
             .await?;
     }
-    let bytes = serde_json::to_vec(&ImageManifest {
-        schema_version: 2,
-        media_type: Some(MANIFEST_MEDIA_TYPE.into()),
-        artifact_type: None,
-        config,
-        layers: vec![layer],
-    })
-    .map_err(|e| ArtifactError::Invalid(format!("cannot encode the manifest: {e}")))?;
-    let raw = RawManifest {
-        digest: Digest::of(&bytes),
-        bytes,
-        media_type: MANIFEST_MEDIA_TYPE.into(),
-    };
+    let raw = super::image_manifest(None, config, vec![layer])?;
     let version = meta["version"]
         .as_str()
         .unwrap_or_default()

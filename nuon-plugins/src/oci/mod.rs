@@ -13,6 +13,32 @@ pub mod registry;
 
 pub use layout::LayoutStore;
 
+use nuon_core::artifact::{
+    ArtifactError, Descriptor, Digest, ImageManifest, MANIFEST_MEDIA_TYPE, RawManifest,
+};
+
+/// The OCI image manifest of an artifact of `artifact_type` with `config`
+/// and `layers`, as the bytes to store.
+pub(crate) fn image_manifest(
+    artifact_type: Option<&str>,
+    config: Descriptor,
+    layers: Vec<Descriptor>,
+) -> Result<RawManifest, ArtifactError> {
+    let bytes = serde_json::to_vec(&ImageManifest {
+        schema_version: 2,
+        media_type: Some(MANIFEST_MEDIA_TYPE.into()),
+        artifact_type: artifact_type.map(Into::into),
+        config,
+        layers,
+    })
+    .map_err(|e| ArtifactError::Invalid(format!("cannot encode the manifest: {e}")))?;
+    Ok(RawManifest {
+        digest: Digest::of(&bytes),
+        bytes,
+        media_type: MANIFEST_MEDIA_TYPE.into(),
+    })
+}
+
 /// The artifact store `spec` names: an OCI registry (`https://HOST`, or
 /// `http://127.0.0.1:PORT` on loopback; credentials from the docker
 /// `config.json` in `$DOCKER_CONFIG` or `~/.docker`), or else an OCI image

@@ -15,7 +15,6 @@ use std::path::{Component, Path, PathBuf};
 
 use nuon_core::artifact::{
     ArtifactError, ArtifactStore, Descriptor, Digest, EMPTY_MEDIA_TYPE, ImageManifest,
-    MANIFEST_MEDIA_TYPE, RawManifest,
 };
 
 /// The artifact type of a module package.
@@ -156,20 +155,7 @@ pub async fn push_module(
         let file = tokio::fs::File::from_std(file);
         store.put_blob(repo, &layer, Box::pin(file)).await?;
     }
-    let manifest = ImageManifest {
-        schema_version: 2,
-        media_type: Some(MANIFEST_MEDIA_TYPE.into()),
-        artifact_type: Some(MODULE_ARTIFACT_TYPE.into()),
-        config,
-        layers: vec![layer],
-    };
-    let bytes = serde_json::to_vec(&manifest)
-        .map_err(|e| ArtifactError::Invalid(format!("cannot encode the manifest: {e}")))?;
-    let raw = RawManifest {
-        digest: Digest::of(&bytes),
-        bytes,
-        media_type: MANIFEST_MEDIA_TYPE.into(),
-    };
+    let raw = super::image_manifest(Some(MODULE_ARTIFACT_TYPE), config, vec![layer])?;
     store.put_manifest(repo, &raw, tag).await?;
     Ok(raw.digest)
 }

@@ -5,10 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use nuon_core::artifact::{
-    ArtifactError, ArtifactStore, Descriptor, Digest, ImageManifest, MANIFEST_MEDIA_TYPE,
-    RawManifest,
-};
+use nuon_core::artifact::{ArtifactError, ArtifactStore, Descriptor, Digest, ImageManifest};
 use nuon_core::wasm::{
     PLUGIN_ARTIFACT_TYPE, PLUGIN_COMPONENT_MEDIA_TYPE, PLUGIN_MANIFEST_MEDIA_TYPE, PluginManifest,
 };
@@ -126,20 +123,7 @@ pub async fn push_parts(
                 .await?;
         }
     }
-    let m = ImageManifest {
-        schema_version: 2,
-        media_type: Some(MANIFEST_MEDIA_TYPE.into()),
-        artifact_type: Some(PLUGIN_ARTIFACT_TYPE.into()),
-        config,
-        layers: vec![layer],
-    };
-    let bytes = serde_json::to_vec(&m)
-        .map_err(|e| ArtifactError::Invalid(format!("cannot encode the manifest: {e}")))?;
-    let raw = RawManifest {
-        digest: Digest::of(&bytes),
-        bytes,
-        media_type: MANIFEST_MEDIA_TYPE.into(),
-    };
+    let raw = super::image_manifest(Some(PLUGIN_ARTIFACT_TYPE), config, vec![layer])?;
     store.put_manifest(repo, &raw, tag).await?;
     Ok(raw.digest)
 }

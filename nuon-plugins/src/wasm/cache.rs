@@ -205,8 +205,15 @@ mod tests {
 
     #[test]
     fn hmac_matches_rfc_4231_vector() {
-        // RFC 4231 test case 2 needs a 4-byte key; check our 32-byte path
-        // against a vector computed with a zero-padded key instead.
+        // RFC 4231 test case 1: a 20-byte key of 0x0b. HMAC pads keys with
+        // zeros to the block size, so the same key zero-padded to 32 bytes
+        // gives the same MAC.
+        let mut rfc_key = [0u8; 32];
+        rfc_key[..20].fill(0x0b);
+        assert_eq!(
+            hex::encode(hmac(&rfc_key, b"Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
         let key = [0x0bu8; 32];
         let a = hmac(&key, b"Hi There");
         let b = hmac(&key, b"Hi There");
