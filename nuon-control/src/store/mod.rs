@@ -5,6 +5,8 @@
 //! org data takes the org, and every runner-side method takes the calling
 //! runner, so scoping is in the signature, not left to the caller.
 
+mod postgres;
+mod shared;
 mod sqlite;
 
 use async_trait::async_trait;
@@ -18,6 +20,7 @@ use nuon_core::{
     AppId, InstallId, JobId, JobSpec, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId,
 };
 
+pub use postgres::{NOTIFY_GAP, PostgresStore};
 pub use sqlite::SqliteStore;
 
 /// The result type of store calls.
@@ -271,9 +274,43 @@ pub struct ComponentState {
     pub lock: Option<StateLock>,
 }
 
+/// A wake-up for the waiters of one replica, announced by another that
+/// shares the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wake {
+    /// A job was queued for this runner, or one of its jobs cancelled.
+    Runner(RunnerId),
+    /// New log lines of this job, or its end.
+    Logs(JobId),
+    /// A job of a workflow ended, or a workflow changed: the leader looks again.
+    Executor,
+    /// Announcements may have been missed: every waiter looks again.
+    All,
+}
+
 /// The control plane's state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    // ------------------------------------------------------------- replicas
+    /// Tells the other replicas sharing this store (none, for an embedded
+    /// store) about a wake-up. Never blocks; may be coalesced.
+    fn announce(&self, wake: Wake) {
+        let _ = wake;
+    }
+    /// The other replicas' wake-ups, when the store is shared.
+    fn wakeups(&self) -> Option<tokio::sync::broadcast::Receiver<Wake>> {
+        None
+    }
+    /// Takes, or keeps, the maintenance lead: `true` while this replica is
+    /// the one that rescues leases, prunes and drives workflows. An embedded
+    /// store has one replica, always the leader.
+    async fn lead(&self) -> Result<bool> {
+        Ok(true)
+    }
+    /// Deletes the logs of jobs that finished before `finished_before_ms`,
+    /// and those jobs when nothing refers to them; returns the rows removed.
+    async fn prune(&self, finished_before_ms: i64) -> Result<u64>;
+
     // ------------------------------------------------------------- terraform state
     /// The install whose runner this is, if any.
     async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;

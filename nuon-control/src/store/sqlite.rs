@@ -14,12 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
 use async_trait::async_trait;
-use nuon_core::records;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
-    LeaseStatus, LogAck, LogBatch, LogEntry, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo,
-    TokenScope, WorkflowInfo, WorkflowStepInfo,
+    LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
+    WorkflowInfo,
 };
 use nuon_core::{
     AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId, now_ms,
@@ -27,6 +26,10 @@ use nuon_core::{
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
+use super::shared::{
+    self, AttemptRow, CHUNKS_PER_PAGE, JOB_COLUMNS, JobRow, LogChunk, StepRow, enum_from, enum_str,
+    role_of, scope_of,
+};
 use super::{
     ApiPrincipal, ComponentState, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued, Result,
     RunnerPrincipal, StateLock, StatePrincipal, StateToken, StepUpdate, Store, StoreError,
@@ -35,8 +38,6 @@ use super::{
 
 /// Most operations one write transaction carries.
 const MAX_BATCH: usize = 512;
-/// Bits of a log cursor that address a line inside a chunk.
-const CURSOR_LINE_BITS: u32 = 20;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS orgs (
@@ -247,15 +248,10 @@ fn id_at<T: std::str::FromStr<Err = nuon_core::IdError>>(
 const TOKEN_COLUMNS: &str = "id, name, scope, created_at, revoked_at";
 
 fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenInfo> {
-    let scope: String = r.get(2)?;
     Ok(TokenInfo {
         id: id_at(r, 0)?,
         name: r.get(1)?,
-        scope: if scope == "admin" {
-            TokenScope::Admin
-        } else {
-            TokenScope::Read
-        },
+        scope: scope_of(&r.get::<_, String>(2)?),
         created_at_ms: r.get(3)?,
         revoked: r.get::<_, Option<i64>>(4)?.is_some(),
     })
@@ -291,20 +287,6 @@ fn install_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredInstall> {
     })
 }
 
-/// A unit enum as its serde name (`"provision"`).
-fn enum_str<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
-/// A unit enum from its serde name.
-fn enum_from<T: serde::de::DeserializeOwned>(s: &str) -> Result<T> {
-    serde_json::from_value(serde_json::Value::String(s.to_owned()))
-        .map_err(|e| StoreError::Database(Box::new(e)))
-}
-
 fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
     let row = one_row(
         conn,
@@ -334,46 +316,27 @@ fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Opti
              FROM workflow_steps WHERE workflow_id = ?1 ORDER BY idx",
         )
         .map_err(db_err)?;
-    let raw = stmt
+    let steps = stmt
         .query_map([id.as_str()], |r| {
             Ok((
-                r.get::<_, u32>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, Option<String>>(3)?,
-                r.get::<_, bool>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, Option<String>>(6)?,
-                r.get::<_, Option<i64>>(7)?,
-                r.get::<_, Option<String>>(8)?,
-                r.get::<_, Option<String>>(9)?,
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+                r.get(9)?,
             ))
         })
         .map_err(db_err)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(db_err)?;
-    let mut steps = Vec::new();
-    for (index, name, kind, target, needs_approval, status, job, approved_at_ms, reason, outputs) in
-        raw
-    {
-        steps.push(WorkflowStepInfo {
-            index,
-            name,
-            kind: enum_from(&kind)?,
-            target,
-            needs_approval,
-            status,
-            job_id: job
-                .map(|j| j.parse())
-                .transpose()
-                .map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
-            approved_at_ms,
-            reason,
-            outputs: outputs
-                .and_then(|o| serde_json::from_str(&o).ok())
-                .unwrap_or(serde_json::Value::Null),
-        });
-    }
+        .collect::<rusqlite::Result<Vec<StepRow>>>()
+        .map_err(db_err)?
+        .into_iter()
+        .map(shared::step_info)
+        .collect::<Result<Vec<_>>>()?;
     Ok(Some(WorkflowInfo {
         id: id.clone(),
         install_id,
@@ -633,9 +596,7 @@ fn build_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BuildInfo> {
         status: status.parse().map_err(|e: String| {
             rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, e.into())
         })?,
-        artifact: outputs
-            .and_then(|o| serde_json::from_str::<serde_json::Value>(&o).ok())
-            .and_then(|o| serde_json::from_value(o["artifact"].clone()).ok()),
+        artifact: shared::build_artifact(outputs),
         reason: r.get(6)?,
         created_at_ms: r.get(7)?,
     })
@@ -663,83 +624,25 @@ fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
     Ok(())
 }
 
-/// Replaces every secret (longest first, so no part of a longer one is
-/// left) in the strings of `v` with `(secret)`.
-fn hide(v: &mut serde_json::Value, secrets: &[&str]) {
-    let mut sorted = secrets.to_vec();
-    sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    sorted.dedup();
-    hide_sorted(v, &sorted);
-}
-
-fn hide_sorted(v: &mut serde_json::Value, secrets: &[&str]) {
-    match v {
-        serde_json::Value::String(s) => {
-            for secret in secrets {
-                if s.contains(secret) {
-                    *s = s.replace(secret, "(secret)");
-                }
-            }
-        }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| hide_sorted(x, secrets)),
-        serde_json::Value::Object(m) => m.values_mut().for_each(|x| hide_sorted(x, secrets)),
-        _ => {}
-    }
-}
-
-const JOB_COLUMNS: &str = "id, runner_id, kind, spec, status, attempts, max_attempts, timeout_secs, \
-     cancel_requested, exit_code, reason, outputs, created_at, started_at, finished_at";
-
-fn job_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
-    let conv = |i: usize, e: String| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
-    };
-    let id: String = row.get(0)?;
-    let runner: String = row.get(1)?;
-    let spec: String = row.get(3)?;
-    let status: String = row.get(4)?;
-    let outputs: Option<String> = row.get(11)?;
-    let parsed = serde_json::from_str::<serde_json::Value>(&spec).unwrap_or_default();
-    let mut payload = parsed.get("payload").cloned().unwrap_or_default();
-    // A job's state credential is for its Terraform only, and the
-    // install's secrets are for its runner only.
-    if let Some(p) = payload.pointer_mut("/backend/password") {
-        *p = serde_json::Value::String("(hidden)".into());
-    }
-    let secrets: Vec<&str> = parsed["redact"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if !secrets.is_empty() {
-        hide(&mut payload, &secrets);
-    }
-    let outputs: serde_json::Value = outputs
-        .and_then(|o| serde_json::from_str(&o).ok())
-        .unwrap_or(serde_json::Value::Null);
-    Ok(JobInfo {
-        id: id
-            .parse()
-            .map_err(|e: nuon_core::IdError| conv(0, e.to_string()))?,
-        runner_id: runner
-            .parse()
-            .map_err(|e: nuon_core::IdError| conv(1, e.to_string()))?,
+fn job_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<JobInfo>> {
+    Ok(JobRow {
+        id: row.get(0)?,
+        runner_id: row.get(1)?,
         kind: row.get(2)?,
-        payload,
-        status: status.parse().map_err(|e| conv(4, e))?,
+        spec: row.get(3)?,
+        status: row.get(4)?,
         attempts: row.get(5)?,
         max_attempts: row.get(6)?,
-        timeout_secs: row.get::<_, i64>(7)? as u64,
+        timeout_secs: row.get(7)?,
         cancel_requested: row.get::<_, i64>(8)? != 0,
         exit_code: row.get(9)?,
         reason: row.get(10)?,
-        outputs,
-        created_at_ms: row.get(12)?,
-        started_at_ms: row.get(13)?,
-        finished_at_ms: row.get(14)?,
-    })
+        outputs: row.get(11)?,
+        created_at: row.get(12)?,
+        started_at: row.get(13)?,
+        finished_at: row.get(14)?,
+    }
+    .into_info())
 }
 
 fn runner_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerInfo> {
@@ -758,48 +661,27 @@ fn runner_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerInfo> {
 
 const RUNNER_COLUMNS: &str = "id, name, created_at, last_seen_at, revoked_at, role";
 
-fn role_of(s: &str) -> RunnerRole {
-    match s {
-        "install" => RunnerRole::Install,
-        "build" => RunnerRole::Build,
-        _ => RunnerRole::Generic,
-    }
-}
-
 fn load_job(conn: &Connection, id: &str) -> Result<Option<JobInfo>> {
     one_row(
         conn,
         &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
         [id],
         job_from_row,
-    )
+    )?
+    .transpose()
 }
 
 /// The attempt a runner may write to: it must be the job's current attempt,
 /// run by this runner, and still running.
 fn check_attempt(conn: &Connection, runner: &RunnerId, job: &JobId, n: u32) -> Result<()> {
-    let row: Option<(i64, String, String)> = one_row(
+    let row: Option<AttemptRow> = one_row(
         conn,
         "SELECT j.attempts, a.runner_id, a.state FROM jobs j \
              JOIN attempts a ON a.job_id = j.id AND a.n = ?2 WHERE j.id = ?1",
         params![job.as_str(), n],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
-    match row {
-        None => Err(StoreError::stale(format!(
-            "job {job} has no attempt {n} of this runner"
-        ))),
-        Some((_, owner, _)) if owner != runner.as_str() => Err(StoreError::stale(format!(
-            "attempt {n} of job {job} belongs to another runner"
-        ))),
-        Some((current, _, _)) if current != i64::from(n) => Err(StoreError::stale(format!(
-            "attempt {n} of job {job} was superseded by attempt {current}"
-        ))),
-        Some((_, _, state)) if state != "running" => Err(StoreError::stale(format!(
-            "attempt {n} of job {job} is {state}, no longer running"
-        ))),
-        Some(_) => Ok(()),
-    }
+    shared::check_attempt(row, runner, job, n)
 }
 
 fn lease_state(
@@ -807,28 +689,15 @@ fn lease_state(
     runner: &RunnerId,
     lease: &LeaseRef,
 ) -> rusqlite::Result<LeaseState> {
-    let row: Option<(i64, i64, String, String)> = conn
+    let row = conn
         .query_row(
             "SELECT j.attempts, j.cancel_requested, a.runner_id, a.state FROM jobs j \
              JOIN attempts a ON a.job_id = j.id AND a.n = ?2 WHERE j.id = ?1",
             params![lease.job_id.as_str(), lease.attempt],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| Ok((r.get(0)?, r.get::<_, i64>(1)? != 0, r.get(2)?, r.get(3)?)),
         )
         .optional()?;
-    Ok(match row {
-        Some((current, cancel, owner, state))
-            if current == i64::from(lease.attempt)
-                && owner == runner.as_str()
-                && state == "running" =>
-        {
-            if cancel != 0 {
-                LeaseState::Cancel
-            } else {
-                LeaseState::Active
-            }
-        }
-        _ => LeaseState::Stale,
-    })
+    Ok(shared::lease_state(row, runner, lease.attempt))
 }
 
 /// Records that `runner` called the Runner API at `now`.
@@ -837,10 +706,6 @@ fn touch_runner(conn: &Connection, runner: &RunnerId, now: i64) -> Result<()> {
         .and_then(|mut s| s.execute(params![runner.as_str(), now]))
         .map(drop)
         .map_err(db_err)
-}
-
-fn encode_cursor(chunk: i64, line: usize) -> u64 {
-    ((chunk as u64) << CURSOR_LINE_BITS) | line as u64
 }
 
 #[async_trait]
@@ -1954,7 +1819,8 @@ impl Store for SqliteStore {
                 &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1 AND org_id = ?2"),
                 params![id.as_str(), org.as_str()],
                 job_from_row,
-            )
+            )?
+            .transpose()
         })
         .await
     }
@@ -1969,7 +1835,9 @@ impl Store for SqliteStore {
                 ),
                 params![org.as_str(), limit],
                 job_from_row,
-            )
+            )?
+            .into_iter()
+            .collect()
         })
         .await
     }
@@ -1993,7 +1861,8 @@ impl Store for SqliteStore {
                 &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1 AND org_id = ?2"),
                 params![id.as_str(), org.as_str()],
                 job_from_row,
-            )
+            )?
+            .transpose()
         })
         .await
     }
@@ -2020,60 +1889,34 @@ impl Store for SqliteStore {
                 .parse::<JobStatus>()
                 .map(JobStatus::is_terminal)
                 .unwrap_or(false);
-            let chunk_after = (cursor >> CURSOR_LINE_BITS) as i64;
-            let skip_in_chunk = (cursor & ((1 << CURSOR_LINE_BITS) - 1)) as usize;
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT id, attempt, first_seq, body FROM logs.records \
-                     WHERE job_id = ?1 AND id >= ?2 ORDER BY id LIMIT 64",
+                     WHERE job_id = ?1 AND id >= ?2 ORDER BY id LIMIT ?3",
                 )
                 .map_err(db_err)?;
-            let mut rows = stmt
-                .query(params![job.as_str(), chunk_after])
+            let rows = stmt
+                .query_map(
+                    params![job.as_str(), shared::cursor_chunk(cursor), CHUNKS_PER_PAGE],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, u32>(1)?,
+                            r.get::<_, i64>(2)?,
+                            r.get::<_, String>(3)?,
+                        ))
+                    },
+                )
+                .map_err(db_err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db_err)?;
-            let mut lines = Vec::new();
-            let mut next = cursor;
-            let mut exhausted = true;
-            while let Some(row) = rows.next().map_err(db_err)? {
-                let chunk: i64 = row.get(0).map_err(db_err)?;
-                let attempt: u32 = row.get(1).map_err(db_err)?;
-                let first_seq: i64 = row.get(2).map_err(db_err)?;
-                let body = row.get_ref(3).map_err(db_err)?;
-                let body = body
-                    .as_str()
-                    .map_err(|e| StoreError::Database(Box::new(e)))?;
-                let start = if chunk == chunk_after {
-                    skip_in_chunk
-                } else {
-                    0
-                };
-                for (i, line) in records::iter_str(body).enumerate().skip(start) {
-                    if lines.len() as u32 >= limit {
-                        exhausted = false;
-                        break;
-                    }
-                    next = encode_cursor(chunk, i + 1);
-                    lines.push(LogEntry {
-                        attempt,
-                        seq: first_seq as u64 + i as u64,
-                        stream: line.stream,
-                        ts_ms: line.ts_ms,
-                        text: line.text.to_owned(),
-                        cursor: next,
-                    });
-                }
-                if !exhausted {
-                    break;
-                }
-            }
-            if exhausted && lines.len() as u32 >= limit {
-                exhausted = false;
-            }
-            Ok(Some(LogPage {
-                lines,
-                next,
-                complete: terminal && exhausted,
-            }))
+            let chunks = rows.iter().map(|(id, attempt, first_seq, body)| LogChunk {
+                id: *id,
+                attempt: *attempt,
+                first_seq: *first_seq,
+                body,
+            });
+            Ok(Some(shared::log_page(chunks, cursor, limit, terminal)))
         })
         .await
     }
@@ -2209,18 +2052,10 @@ impl Store for SqliteStore {
                     |r| r.get(0),
                 )
                 .map_err(db_err)?;
-            let acked = acked as u64;
-            if batch.first_seq == 0 || batch.first_seq > acked + 1 {
-                // A gap: store nothing; the runner resends from acked + 1.
-                return Ok(LogAck { acked_seq: acked });
-            }
-            let skip = (acked + 1 - batch.first_seq) as usize;
-            if skip >= batch.lines.len() {
-                return Ok(LogAck { acked_seq: acked });
-            }
+            let Some((skip, first, last)) = shared::new_lines(acked as u64, &batch) else {
+                return Ok(LogAck { acked_seq: acked as u64 });
+            };
             let body = batch.lines.tail(skip);
-            let first = acked + 1;
-            let last = acked + (batch.lines.len() - skip) as u64;
             conn.prepare_cached(
                 "INSERT INTO logs.records (job_id, attempt, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4, ?5)",
             )
@@ -2273,14 +2108,7 @@ impl Store for SqliteStore {
                 )
                 .map_err(db_err)?;
             if (acked as u64) < completion.log_lines {
-                return Err(StoreError::Conflict {
-                    code: "logs_pending",
-                    message: format!(
-                        "attempt {n} of job {job} wrote {} log lines but the server holds {acked}; send the rest first",
-                        completion.log_lines
-                    ),
-                    acked_seq: Some(acked as u64),
-                });
+                return Err(shared::logs_pending(&job, n, completion.log_lines, acked as u64));
             }
             let now = now_ms();
             let result = completion.result;
@@ -2340,32 +2168,25 @@ impl Store for SqliteStore {
                 .map_err(db_err)?;
             let mut out = Vec::new();
             for (job, n, runner, confirmed, cancel, max_attempts, started) in expired {
-                let state = if confirmed { "lost" } else { "abandoned" };
+                let fate = shared::expire(n, confirmed, cancel, max_attempts, started);
                 conn.execute(
                     "UPDATE attempts SET state = ?3, finished_at = ?4 WHERE job_id = ?1 AND n = ?2",
-                    params![job, n, state, now_ms],
+                    params![job, n, fate.attempt_state, now_ms],
                 )
                 .map_err(db_err)?;
-                // An attempt that never confirmed with a heartbeat never started
-                // work, so it may always be queued again.
-                let requeue = !cancel && (!confirmed || started < max_attempts);
-                if requeue {
-                    conn.execute(
-                        "UPDATE jobs SET status = 'queued' WHERE id = ?1",
-                        [&job],
-                    )
-                    .map_err(db_err)?;
-                } else {
-                    let (status, reason) = if cancel {
-                        ("cancelled", format!("cancelled; runner lost during attempt {n}"))
-                    } else {
-                        ("failed", format!("runner lost: no heartbeat before the lease of attempt {n} expired"))
-                    };
-                    conn.execute(
-                        "UPDATE jobs SET status = ?2, reason = ?3, finished_at = ?4 WHERE id = ?1",
-                        params![job, status, reason, now_ms],
-                    )
-                    .map_err(db_err)?;
+                let requeue = fate.end.is_none();
+                match fate.end {
+                    None => {
+                        conn.execute("UPDATE jobs SET status = 'queued' WHERE id = ?1", [&job])
+                            .map_err(db_err)?;
+                    }
+                    Some((status, reason)) => {
+                        conn.execute(
+                            "UPDATE jobs SET status = ?2, reason = ?3, finished_at = ?4 WHERE id = ?1",
+                            params![job, status, reason, now_ms],
+                        )
+                        .map_err(db_err)?;
+                    }
                 }
                 out.push(Rescued {
                     job_id: job.parse().map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
@@ -2374,6 +2195,37 @@ impl Store for SqliteStore {
                 });
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn prune(&self, finished_before_ms: i64) -> Result<u64> {
+        self.write(move |conn| {
+            let logs = conn
+                .execute(
+                    "DELETE FROM logs.records WHERE job_id IN \
+                     (SELECT id FROM jobs WHERE finished_at < ?1)",
+                    [finished_before_ms],
+                )
+                .map_err(db_err)?;
+            conn.execute(
+                "DELETE FROM attempts WHERE job_id IN (SELECT id FROM jobs j WHERE j.finished_at < ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM builds b WHERE b.job_id = j.id) \
+                 AND NOT EXISTS (SELECT 1 FROM workflow_steps s WHERE s.job_id = j.id) \
+                 AND NOT EXISTS (SELECT 1 FROM state_tokens t WHERE t.job_id = j.id))",
+                [finished_before_ms],
+            )
+            .map_err(db_err)?;
+            let jobs = conn
+                .execute(
+                    "DELETE FROM jobs WHERE finished_at < ?1 \
+                     AND NOT EXISTS (SELECT 1 FROM builds b WHERE b.job_id = jobs.id) \
+                     AND NOT EXISTS (SELECT 1 FROM workflow_steps s WHERE s.job_id = jobs.id) \
+                     AND NOT EXISTS (SELECT 1 FROM state_tokens t WHERE t.job_id = jobs.id)",
+                    [finished_before_ms],
+                )
+                .map_err(db_err)?;
+            Ok((logs + jobs) as u64)
         })
         .await
     }

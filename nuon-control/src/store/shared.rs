@@ -1,0 +1,370 @@
+//! What both stores decide the same way: turning rows into API types, the
+//! fencing of attempts, the idempotence of log batches, the fate of an
+//! expired lease, and paging through a job's log. Each store only reads the
+//! rows and writes the outcome.
+
+use nuon_core::records;
+use nuon_core::wire::{
+    JobInfo, LeaseState, LogBatch, LogEntry, LogPage, RunnerRole, TokenScope, WorkflowStepInfo,
+};
+use nuon_core::{JobId, RunnerId};
+
+use super::{Result, StoreError};
+
+/// Bits of a log cursor that address a line inside a chunk.
+pub(super) const CURSOR_LINE_BITS: u32 = 20;
+
+/// Columns of a job row, as stored.
+pub(super) const JOB_COLUMNS: &str = "id, runner_id, kind, spec, status, attempts, max_attempts, timeout_secs, \
+     cancel_requested, exit_code, reason, outputs, created_at, started_at, finished_at";
+
+/// A job row as both stores read it ([`JOB_COLUMNS`], in order).
+pub(super) struct JobRow {
+    pub id: String,
+    pub runner_id: String,
+    pub kind: String,
+    pub spec: String,
+    pub status: String,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub timeout_secs: i64,
+    pub cancel_requested: bool,
+    pub exit_code: Option<i32>,
+    pub reason: Option<String>,
+    pub outputs: Option<String>,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// A stored value the store cannot make sense of.
+pub(super) fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Database(what.to_string().into())
+}
+
+/// An id column, parsed.
+pub(super) fn parse_id<T: std::str::FromStr<Err = nuon_core::IdError>>(raw: &str) -> Result<T> {
+    raw.parse().map_err(|e: nuon_core::IdError| corrupt(e))
+}
+
+impl JobRow {
+    /// The job as the Control API shows it: the state credential and the
+    /// install's secrets are hidden from the payload.
+    pub(super) fn into_info(self) -> Result<JobInfo> {
+        let parsed = serde_json::from_str::<serde_json::Value>(&self.spec).unwrap_or_default();
+        let mut payload = parsed.get("payload").cloned().unwrap_or_default();
+        // A job's state credential is for its Terraform only, and the
+        // install's secrets are for its runner only.
+        if let Some(p) = payload.pointer_mut("/backend/password") {
+            *p = serde_json::Value::String("(hidden)".into());
+        }
+        let secrets: Vec<&str> = parsed["redact"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if !secrets.is_empty() {
+            hide(&mut payload, &secrets);
+        }
+        Ok(JobInfo {
+            id: parse_id(&self.id)?,
+            runner_id: parse_id(&self.runner_id)?,
+            kind: self.kind,
+            payload,
+            status: self.status.parse().map_err(corrupt)?,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            timeout_secs: self.timeout_secs as u64,
+            cancel_requested: self.cancel_requested,
+            exit_code: self.exit_code,
+            reason: self.reason,
+            outputs: json_or_null(self.outputs),
+            created_at_ms: self.created_at,
+            started_at_ms: self.started_at,
+            finished_at_ms: self.finished_at,
+        })
+    }
+}
+
+/// A JSON column, or `null` when empty or unreadable.
+pub(super) fn json_or_null(raw: Option<String>) -> serde_json::Value {
+    raw.and_then(|o| serde_json::from_str(&o).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The artifact a build job's outputs name.
+pub(super) fn build_artifact(outputs: Option<String>) -> Option<nuon_core::ArtifactRef> {
+    serde_json::from_value(json_or_null(outputs)["artifact"].clone()).ok()
+}
+
+/// Replaces every secret (longest first, so no part of a longer one is
+/// left) in the strings of `v` with `(secret)`.
+fn hide(v: &mut serde_json::Value, secrets: &[&str]) {
+    let mut sorted = secrets.to_vec();
+    sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    sorted.dedup();
+    hide_sorted(v, &sorted);
+}
+
+fn hide_sorted(v: &mut serde_json::Value, secrets: &[&str]) {
+    match v {
+        serde_json::Value::String(s) => {
+            for secret in secrets {
+                if s.contains(secret) {
+                    *s = s.replace(secret, "(secret)");
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| hide_sorted(x, secrets)),
+        serde_json::Value::Object(m) => m.values_mut().for_each(|x| hide_sorted(x, secrets)),
+        _ => {}
+    }
+}
+
+/// A runner's stored role.
+pub(super) fn role_of(s: &str) -> RunnerRole {
+    match s {
+        "install" => RunnerRole::Install,
+        "build" => RunnerRole::Build,
+        _ => RunnerRole::Generic,
+    }
+}
+
+/// A token's stored scope.
+pub(super) fn scope_of(s: &str) -> TokenScope {
+    if s == "admin" {
+        TokenScope::Admin
+    } else {
+        TokenScope::Read
+    }
+}
+
+/// A unit enum as its serde name (`"provision"`).
+pub(super) fn enum_str<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A unit enum from its serde name.
+pub(super) fn enum_from<T: serde::de::DeserializeOwned>(s: &str) -> Result<T> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(corrupt)
+}
+
+/// A workflow step row (`idx, name, kind, target, needs_approval, status,
+/// job_id, approved_at, reason, outputs`).
+pub(super) type StepRow = (
+    u32,
+    String,
+    String,
+    Option<String>,
+    bool,
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// A workflow step as the API shows it.
+pub(super) fn step_info(row: StepRow) -> Result<WorkflowStepInfo> {
+    let (index, name, kind, target, needs_approval, status, job, approved_at_ms, reason, outputs) =
+        row;
+    Ok(WorkflowStepInfo {
+        index,
+        name,
+        kind: enum_from(&kind)?,
+        target,
+        needs_approval,
+        status,
+        job_id: job.as_deref().map(parse_id).transpose()?,
+        approved_at_ms,
+        reason,
+        outputs: json_or_null(outputs),
+    })
+}
+
+/// The attempt row a runner's write is checked against: the job's current
+/// attempt number, and the attempt's runner and state.
+pub(super) type AttemptRow = (i64, String, String);
+
+/// The fence: a runner may write only to the job's current attempt, its
+/// own, while it runs.
+pub(super) fn check_attempt(
+    row: Option<AttemptRow>,
+    runner: &RunnerId,
+    job: &JobId,
+    n: u32,
+) -> Result<()> {
+    match row {
+        None => Err(StoreError::stale(format!(
+            "job {job} has no attempt {n} of this runner"
+        ))),
+        Some((_, owner, _)) if owner != runner.as_str() => Err(StoreError::stale(format!(
+            "attempt {n} of job {job} belongs to another runner"
+        ))),
+        Some((current, _, _)) if current != i64::from(n) => Err(StoreError::stale(format!(
+            "attempt {n} of job {job} was superseded by attempt {current}"
+        ))),
+        Some((_, _, state)) if state != "running" => Err(StoreError::stale(format!(
+            "attempt {n} of job {job} is {state}, no longer running"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// What a heartbeat answers for one lease, given the job's current attempt,
+/// whether a cancel was asked, and the attempt's runner and state.
+pub(super) fn lease_state(
+    row: Option<(i64, bool, String, String)>,
+    runner: &RunnerId,
+    attempt: u32,
+) -> LeaseState {
+    match row {
+        Some((current, cancel, owner, state))
+            if current == i64::from(attempt) && owner == runner.as_str() && state == "running" =>
+        {
+            if cancel {
+                LeaseState::Cancel
+            } else {
+                LeaseState::Active
+            }
+        }
+        _ => LeaseState::Stale,
+    }
+}
+
+/// The part of a log batch to store after `acked` lines are held: the lines
+/// to skip and the sequence numbers of the first and last line kept.
+/// `None` stores nothing: a gap (the runner resends from `acked + 1`) or
+/// lines already held.
+pub(super) fn new_lines(acked: u64, batch: &LogBatch) -> Option<(usize, u64, u64)> {
+    if batch.first_seq == 0 || batch.first_seq > acked + 1 {
+        return None;
+    }
+    let skip = (acked + 1 - batch.first_seq) as usize;
+    if skip >= batch.lines.len() {
+        return None;
+    }
+    Some((skip, acked + 1, acked + (batch.lines.len() - skip) as u64))
+}
+
+/// The error of a completion that comes before all its log lines.
+pub(super) fn logs_pending(job: &JobId, n: u32, wrote: u64, acked: u64) -> StoreError {
+    StoreError::Conflict {
+        code: "logs_pending",
+        message: format!(
+            "attempt {n} of job {job} wrote {wrote} log lines but the server holds {acked}; send the rest first"
+        ),
+        acked_seq: Some(acked),
+    }
+}
+
+/// What happens to a job whose attempt `n` lost its lease.
+pub(super) struct Expiry {
+    /// The attempt's new state: `lost`, or `abandoned` when it never
+    /// confirmed with a heartbeat.
+    pub attempt_state: &'static str,
+    /// `None`: queued again. Otherwise the job's end: status and reason.
+    pub end: Option<(&'static str, String)>,
+}
+
+/// Decides an expired attempt's fate: an attempt that never confirmed with
+/// a heartbeat never started work, so its job may always be queued again;
+/// otherwise the retry policy decides, and a cancelled job ends cancelled.
+pub(super) fn expire(
+    n: u32,
+    confirmed: bool,
+    cancel: bool,
+    max_attempts: u32,
+    started: u32,
+) -> Expiry {
+    let attempt_state = if confirmed { "lost" } else { "abandoned" };
+    let requeue = !cancel && (!confirmed || started < max_attempts);
+    let end = if requeue {
+        None
+    } else if cancel {
+        Some((
+            "cancelled",
+            format!("cancelled; runner lost during attempt {n}"),
+        ))
+    } else {
+        Some((
+            "failed",
+            format!("runner lost: no heartbeat before the lease of attempt {n} expired"),
+        ))
+    };
+    Expiry { attempt_state, end }
+}
+
+/// One stored chunk of log records: its id, attempt, first sequence number
+/// and body.
+pub(super) struct LogChunk<'a> {
+    pub id: i64,
+    pub attempt: u32,
+    pub first_seq: i64,
+    pub body: &'a str,
+}
+
+/// How many chunks one page reads at most.
+pub(super) const CHUNKS_PER_PAGE: i64 = 64;
+
+/// The chunk a cursor points into (the first chunk to read).
+pub(super) fn cursor_chunk(cursor: u64) -> i64 {
+    (cursor >> CURSOR_LINE_BITS) as i64
+}
+
+/// Pages through chunks read from [`cursor_chunk`] on, in order: up to
+/// `limit` lines after `cursor`. `terminal`: the job has ended, so a page
+/// that reaches the end completes the log.
+pub(super) fn log_page<'a>(
+    chunks: impl IntoIterator<Item = LogChunk<'a>>,
+    cursor: u64,
+    limit: u32,
+    terminal: bool,
+) -> LogPage {
+    let chunk_after = cursor_chunk(cursor);
+    let skip_in_chunk = (cursor & ((1 << CURSOR_LINE_BITS) - 1)) as usize;
+    let mut lines = Vec::new();
+    let mut next = cursor;
+    let mut exhausted = true;
+    let mut read = 0;
+    for chunk in chunks {
+        read += 1;
+        let start = if chunk.id == chunk_after {
+            skip_in_chunk
+        } else {
+            0
+        };
+        for (i, line) in records::iter_str(chunk.body).enumerate().skip(start) {
+            if lines.len() as u32 >= limit {
+                exhausted = false;
+                break;
+            }
+            next = ((chunk.id as u64) << CURSOR_LINE_BITS) | (i + 1) as u64;
+            lines.push(LogEntry {
+                attempt: chunk.attempt,
+                seq: chunk.first_seq as u64 + i as u64,
+                stream: line.stream,
+                ts_ms: line.ts_ms,
+                text: line.text.to_owned(),
+                cursor: next,
+            });
+        }
+        if !exhausted {
+            break;
+        }
+    }
+    // A full page of lines, or of chunks, may have more behind it.
+    if exhausted && (lines.len() as u32 >= limit || read >= CHUNKS_PER_PAGE) {
+        exhausted = false;
+    }
+    LogPage {
+        lines,
+        next,
+        complete: terminal && exhausted,
+    }
+}
