@@ -116,7 +116,9 @@ pub(crate) async fn run(state: SharedState) {
         return;
     };
     loop {
-        advance_all(&state).await;
+        if state.is_leader() {
+            advance_all(&state).await;
+        }
         let msg = tokio::select! {
             m = rx.recv() => m,
             _ = tokio::time::sleep(Duration::from_secs(1)) => Some(Msg::Wake),
@@ -130,7 +132,12 @@ pub(crate) async fn run(state: SharedState) {
                 // The answer shows what the act set off (the approved
                 // step dispatched, the skipped ones, the end).
                 if result.is_ok() {
-                    advance_all(&state).await;
+                    if state.is_leader() {
+                        advance_all(&state).await;
+                    } else {
+                        // The leader drives what the act set off.
+                        state.wake_executor();
+                    }
                 }
                 let _ = r.reply.send(result);
             }
@@ -677,7 +684,7 @@ async fn dispatch_or_fail(
                     token,
                 )
                 .await?;
-            state.runners.wake(&cx.install.runner_id);
+            state.wake_runner(&cx.install.runner_id);
             tracing::info!(workflow = %cx.wf.id, step = %step.name, job = %job_id, "step dispatched");
             Ok(())
         }
@@ -1360,7 +1367,7 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                     "running" => {
                         if let Some(j) = &s.job_id {
                             state.store.request_cancel(org, j).await?;
-                            state.logs.wake(j);
+                            state.wake_logs(j);
                             stopping = true;
                         }
                     }

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use crate::api::{AppState, SharedState, Timings, control_router, runner_router};
 use crate::error::{Error, Result};
 use crate::secrets::SecretBox;
-use crate::store::{SqliteStore, Store};
+use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
 
 /// File in the data dir holding the first org's admin API token (mode 0600).
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
@@ -26,8 +26,14 @@ pub const SIGNING_KEY_FILE: &str = "org-signing-key.pub";
 /// How to run the control plane.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Where the store lives.
+    /// Where the embedded store lives, and the secrets key (replicas on one
+    /// database must share the same `secrets.key`).
     pub data_dir: PathBuf,
+    /// A PostgreSQL URL (`postgres://...`): keep the state there instead of
+    /// the embedded SQLite store, so several replicas can share it.
+    pub database_url: Option<String>,
+    /// How long finished jobs and their logs are kept (default 30 days).
+    pub retention: Duration,
     /// How long a lease lasts without a heartbeat (default 60 s).
     pub lease: Duration,
     /// The longest a claim is held open (default 50 s).
@@ -47,6 +53,8 @@ impl ServerConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         ServerConfig {
             data_dir: data_dir.into(),
+            database_url: None,
+            retention: Duration::from_secs(30 * 24 * 3600),
             lease: Duration::from_secs(60),
             max_claim_wait: Duration::from_secs(50),
             max_heartbeat_wait: Duration::from_secs(20),
@@ -61,7 +69,13 @@ pub struct ControlPlane {
     state: SharedState,
     shutdown_tx: watch::Sender<bool>,
     config: ServerConfig,
-    sqlite: Arc<SqliteStore>,
+    backend: Backend,
+}
+
+/// The store as opened, to close it the way it needs.
+enum Backend {
+    Sqlite(Arc<SqliteStore>),
+    Postgres(Arc<PostgresStore>),
 }
 
 impl ControlPlane {
@@ -74,8 +88,20 @@ impl ControlPlane {
                 message: "lease must be at least 300ms".into(),
             });
         }
-        let sqlite = Arc::new(SqliteStore::open(&config.data_dir)?);
-        let store: Arc<dyn Store> = sqlite.clone();
+        let (backend, store): (Backend, Arc<dyn Store>) = match &config.database_url {
+            None => {
+                let s = Arc::new(SqliteStore::open(&config.data_dir)?);
+                (Backend::Sqlite(s.clone()), s)
+            }
+            Some(url) => {
+                std::fs::create_dir_all(&config.data_dir).map_err(|e| Error::DataDir {
+                    path: config.data_dir.display().to_string(),
+                    message: e.to_string(),
+                })?;
+                let s = Arc::new(PostgresStore::connect(url).await?);
+                (Backend::Postgres(s.clone()), s)
+            }
+        };
         bootstrap(&*store, &config.data_dir).await?;
         // Nobody could heartbeat while we were down: give running attempts a
         // full lease from now before the rescuer may call them lost.
@@ -93,6 +119,10 @@ impl ControlPlane {
             lease: config.lease,
             max_claim_wait: config.max_claim_wait,
             max_heartbeat_wait: config.max_heartbeat_wait,
+            fallback_poll: match backend {
+                Backend::Sqlite(_) => None,
+                Backend::Postgres(_) => Some(FALLBACK_POLL),
+            },
         };
         let secrets = Arc::new(SecretBox::load_or_create(&config.data_dir)?);
         let state = Arc::new(AppState::new(store, timings, shutdown_rx, secrets));
@@ -100,7 +130,7 @@ impl ControlPlane {
             state,
             shutdown_tx,
             config,
-            sqlite,
+            backend,
         })
     }
 
@@ -133,7 +163,16 @@ impl ControlPlane {
             None => format!("http://{}", runner.local_addr()?),
         };
         let _ = self.state.runner_url.set(url);
-        let rescuer = tokio::spawn(rescue_loop(self.state.clone(), self.config.rescue_interval));
+        let maintenance = tokio::spawn(maintenance_loop(
+            self.state.clone(),
+            self.config.rescue_interval,
+            self.config.retention,
+        ));
+        let wakeups = self
+            .state
+            .store
+            .wakeups()
+            .map(|rx| tokio::spawn(forward_wakeups(self.state.clone(), rx)));
         let executor = tokio::spawn(crate::executor::run(self.state.clone()));
         let tx = self.shutdown_tx.clone();
         let state = self.state.clone();
@@ -152,20 +191,76 @@ impl ControlPlane {
             async move { control_srv.await },
             async move { runner_srv.await }
         );
-        rescuer.abort();
+        maintenance.abort();
         executor.abort();
-        self.sqlite.close();
+        if let Some(w) = wakeups {
+            w.abort();
+        }
+        match &self.backend {
+            Backend::Sqlite(s) => s.close(),
+            Backend::Postgres(s) => s.close().await,
+        }
         a?;
         b?;
         Ok(())
     }
 }
 
-async fn rescue_loop(state: SharedState, every: Duration) {
+/// How often a parked claim on a shared store looks again by itself.
+const FALLBACK_POLL: Duration = Duration::from_secs(10);
+/// How often the leader prunes finished jobs.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Applies the other replicas' wake-ups here.
+async fn forward_wakeups(state: SharedState, mut rx: tokio::sync::broadcast::Receiver<crate::store::Wake>) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match rx.recv().await {
+            Ok(w) => state.apply_wake(w),
+            // Fell behind: some were dropped, so everyone looks again.
+            Err(RecvError::Lagged(_)) => state.apply_wake(crate::store::Wake::All),
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Holds or seeks the maintenance lead; while leading, rescues expired
+/// leases every tick and prunes old jobs every [`PRUNE_EVERY`].
+async fn maintenance_loop(state: SharedState, every: Duration, retention: Duration) {
+    use std::sync::atomic::Ordering;
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_prune: Option<tokio::time::Instant> = None;
     loop {
         tick.tick().await;
+        let leading = match state.store.lead().await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot reach the store to take the maintenance lead");
+                false
+            }
+        };
+        let was = state.leader.swap(leading, Ordering::Relaxed);
+        if leading != was {
+            if leading {
+                tracing::info!("this replica leads maintenance (rescuing leases, pruning, driving workflows)");
+                state.executor.wake();
+            } else {
+                tracing::warn!("this replica no longer leads maintenance");
+            }
+        }
+        if !leading {
+            continue;
+        }
+        if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+            last_prune = Some(tokio::time::Instant::now());
+            let before = now_ms() - retention.as_millis() as i64;
+            match state.store.prune(before).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(rows = n, "pruned finished jobs and logs past retention"),
+                Err(e) => tracing::error!(error = %e, "pruning failed"),
+            }
+        }
         match state.store.rescue_expired(now_ms()).await {
             Ok(rescued) => {
                 for r in rescued {
@@ -176,11 +271,11 @@ async fn rescue_loop(state: SharedState, every: Duration) {
                         "lease expired: attempt lost"
                     );
                     if r.requeued {
-                        state.runners.wake(&r.runner_id);
+                        state.wake_runner(&r.runner_id);
                     } else {
-                        state.executor.wake();
+                        state.wake_executor();
                     }
-                    state.logs.wake(&r.job_id);
+                    state.wake_logs(&r.job_id);
                 }
             }
             Err(e) => tracing::error!(error = %e, "rescuing expired leases failed"),
@@ -193,7 +288,12 @@ async fn bootstrap(store: &dyn Store, dir: &Path) -> Result<()> {
     if store.count_orgs().await? > 0 {
         return Ok(());
     }
-    let org = store.create_org("default").await?;
+    let org = match store.create_org("default").await {
+        Ok(org) => org,
+        // Another replica made it first.
+        Err(StoreError::Conflict { .. }) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
     write_private(&dir.join(ADMIN_TOKEN_FILE), &org.admin_token.secret)?;
     write_private(
         &dir.join(BUILD_RUNNER_TOKEN_FILE),

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use nuon_control::store::{SqliteStore, Store};
+use nuon_control::store::{PostgresStore, SqliteStore, Store};
 use nuon_control::{ControlPlane, ServerConfig};
 
 #[derive(Parser)]
@@ -20,9 +20,19 @@ struct Cli {
 enum Command {
     /// Serve the Control API and the Runner API.
     Serve {
-        /// Where the store lives; created on first use.
+        /// Where the store lives; created on first use. With
+        /// --database-url it holds only the secrets key and the first org's
+        /// token files: replicas on one database share its `secrets.key`.
         #[arg(long, env = "NUON_DATA_DIR", default_value = "nuon-data")]
         data_dir: PathBuf,
+        /// Keep the state in PostgreSQL (postgres://USER[:PASSWORD]@HOST[:PORT]/DB)
+        /// instead of the embedded SQLite store; any number of replicas may
+        /// serve one database.
+        #[arg(long, env = "NUON_DATABASE_URL")]
+        database_url: Option<String>,
+        /// How long finished jobs and their logs are kept.
+        #[arg(long, default_value = "30d", value_parser = nuon_core::parse_duration)]
+        retention: Duration,
         /// Address of the Control API.
         #[arg(long, default_value = "127.0.0.1:7400")]
         listen: SocketAddr,
@@ -58,6 +68,9 @@ enum OrgsCommand {
         /// The data dir of the control plane.
         #[arg(long, env = "NUON_DATA_DIR", default_value = "nuon-data")]
         data_dir: PathBuf,
+        /// The control plane's PostgreSQL database, when it uses one.
+        #[arg(long, env = "NUON_DATABASE_URL")]
+        database_url: Option<String>,
     },
 }
 
@@ -90,6 +103,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve {
             data_dir,
+            database_url,
+            retention,
             listen,
             runner_listen,
             lease_timeout,
@@ -98,6 +113,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let mut config = ServerConfig::new(&data_dir);
             config.runner_url = runner_url;
+            config.database_url = database_url;
+            config.retention = retention;
             config.lease = lease_timeout;
             config.max_claim_wait = max_claim_wait;
             let plane = ControlPlane::open(config).await?;
@@ -118,16 +135,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Orgs {
-            command: OrgsCommand::Create { name, data_dir },
+            command:
+                OrgsCommand::Create {
+                    name,
+                    data_dir,
+                    database_url,
+                },
         } => {
-            let store = SqliteStore::open(&data_dir)?;
-            let org = store.create_org(&name).await?;
+            let org = match database_url {
+                Some(url) => {
+                    let store = PostgresStore::connect(&url).await?;
+                    let org = store.create_org(&name).await;
+                    store.close().await;
+                    org?
+                }
+                None => {
+                    let store = SqliteStore::open(&data_dir)?;
+                    let org = store.create_org(&name).await;
+                    store.close();
+                    org?
+                }
+            };
             println!("org: {}", org.org_id);
             println!("admin-token: {}", org.admin_token.secret);
             println!("build-runner: {}", org.build_runner);
             println!("build-runner-token: {}", org.build_runner_token.secret);
             println!("signing-public-key: {}", org.signing_key.public_key());
-            store.close();
             Ok(())
         }
         Command::Openapi => {

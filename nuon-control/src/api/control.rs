@@ -182,7 +182,7 @@ async fn revoke_runner(
         .await?
         .ok_or_else(|| Error::not_found(format!("no runner {raw:?} in this org")))?;
     state.forget_runner_tokens(&runner.id);
-    state.runners.wake(&runner.id);
+    state.wake_runner(&runner.id);
     tracing::info!(runner = %runner.id, "runner token revoked");
     Ok(Json(revoked))
 }
@@ -255,7 +255,7 @@ async fn create_job(
             signature,
         })
         .await?;
-    state.runners.wake(&runner.id);
+    state.wake_runner(&runner.id);
     tracing::debug!(job = %job.id, runner = %runner.id, "job queued");
     Ok((StatusCode::CREATED, Json(job)))
 }
@@ -304,8 +304,8 @@ async fn cancel_job(
         .request_cancel(&auth.0.org_id, &id)
         .await?
         .ok_or_else(|| Error::not_found(format!("no job {id} in this org")))?;
-    state.runners.wake(&job.runner_id);
-    state.logs.wake(&job.id);
+    state.wake_runner(&job.runner_id);
+    state.wake_logs(&job.id);
     Ok(Json(super::job_view(job)))
 }
 

@@ -28,7 +28,7 @@ use crate::error::Error;
 use crate::executor::Executor;
 use crate::hub::Hub;
 use crate::secrets::SecretBox;
-use crate::store::{ApiPrincipal, RunnerPrincipal, Store};
+use crate::store::{ApiPrincipal, RunnerPrincipal, Store, Wake};
 
 /// How long a runner token's lookup is reused before the store is asked again.
 /// Revocation through this process clears it at once.
@@ -43,6 +43,10 @@ pub struct Timings {
     pub max_claim_wait: Duration,
     /// The longest a heartbeat is held open.
     pub max_heartbeat_wait: Duration,
+    /// How often a parked claim looks at the store again without a wake-up:
+    /// a safety net for wake-ups lost between replicas (`None` for an
+    /// embedded store, where every wake-up is in process).
+    pub fallback_poll: Option<Duration>,
 }
 
 /// What every handler shares.
@@ -59,6 +63,9 @@ pub(crate) struct AppState {
     /// The Runner API's base URL as runners reach it (for the state
     /// backend address in Terraform jobs); set when serving starts.
     pub(crate) runner_url: std::sync::OnceLock<String>,
+    /// Whether this replica holds the maintenance lead (rescues leases,
+    /// prunes, drives workflows).
+    pub(crate) leader: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
@@ -79,7 +86,46 @@ impl AppState {
             secrets,
             executor: Executor::new(),
             runner_url: std::sync::OnceLock::new(),
+            leader: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Wakes the runner's parked claims and heartbeats, here and on the
+    /// other replicas.
+    pub(crate) fn wake_runner(&self, runner: &RunnerId) {
+        self.runners.wake(runner);
+        self.store.announce(Wake::Runner(runner.clone()));
+    }
+
+    /// Wakes the followers of a job's log, here and on the other replicas.
+    pub(crate) fn wake_logs(&self, job: &JobId) {
+        self.logs.wake(job);
+        self.store.announce(Wake::Logs(job.clone()));
+    }
+
+    /// Tells the executor to look again, wherever it leads.
+    pub(crate) fn wake_executor(&self) {
+        self.executor.wake();
+        self.store.announce(Wake::Executor);
+    }
+
+    /// Applies another replica's wake-up here.
+    pub(crate) fn apply_wake(&self, wake: Wake) {
+        match wake {
+            Wake::Runner(r) => self.runners.wake(&r),
+            Wake::Logs(j) => self.logs.wake(&j),
+            Wake::Executor => self.executor.wake(),
+            Wake::All => {
+                self.runners.wake_all();
+                self.logs.wake_all();
+                self.executor.wake();
+            }
+        }
+    }
+
+    /// Whether this replica drives workflows and maintenance now.
+    pub(crate) fn is_leader(&self) -> bool {
+        self.leader.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The Runner API's base URL for jobs.

@@ -65,8 +65,13 @@ async fn claim(
             }
             return Ok(Json(ClaimResponse { jobs }));
         }
+        let fallback = state
+            .timings
+            .fallback_poll
+            .map_or(deadline, |every| deadline.min(tokio::time::Instant::now() + every));
         tokio::select! {
             _ = &mut notified => {}
+            _ = tokio::time::sleep_until(fallback), if fallback < deadline => {}
             _ = tokio::time::sleep_until(deadline) => return Ok(Json(ClaimResponse { jobs: Vec::new() })),
             _ = state.shutting_down() => return Ok(Json(ClaimResponse { jobs: Vec::new() })),
         }
@@ -198,7 +203,7 @@ async fn append_logs(
         .append_logs(&runner.runner_id, &job, batch)
         .await?;
     if had_lines {
-        state.logs.wake(&job);
+        state.wake_logs(&job);
     }
     Ok(Json(ack))
 }
@@ -215,9 +220,9 @@ async fn complete(
         .store
         .complete(&runner.runner_id, &job, completion)
         .await?;
-    state.logs.wake(&job);
+    state.wake_logs(&job);
     if ack.status != JobStatus::Running {
-        state.executor.wake();
+        state.wake_executor();
         tracing::info!(job = %job, runner = %runner.runner_id, ?outcome, "job finished");
     }
     Ok(Json(ack))

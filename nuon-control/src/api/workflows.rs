@@ -211,7 +211,7 @@ async fn create_workflow(
         )
         .await?;
     tracing::info!(workflow = %wf.id, install = %install.id, kind = ?wf.kind, "workflow created");
-    state.executor.wake();
+    state.wake_executor();
     Ok((StatusCode::CREATED, Json(super::workflow_view(wf))))
 }
 
@@ -225,7 +225,7 @@ async fn act(
     require_admin(&auth)?;
     let id: WorkflowId = super::path_id("workflow", &raw)?;
     state.executor.act(&auth.0.org_id, &id, act, step).await?;
-    state.executor.wake();
+    state.wake_executor();
     state
         .store
         .get_workflow(&auth.0.org_id, &id)
@@ -494,7 +494,7 @@ async fn create_builds(
         tracing::info!(build = %b.id, app = %app.id, component = %who, "build queued");
         builds.push(b);
     }
-    state.runners.wake(&runner);
+    state.wake_runner(&runner);
     Ok((StatusCode::CREATED, Json(BuildList { builds })))
 }
 
