@@ -17,6 +17,9 @@ pub struct ClientConfig {
     /// Speak HTTP/2 without negotiation on `http://` URLs (h2c), so every call
     /// shares one connection. Off by default: plain proxies do not pass h2c.
     pub http2_prior_knowledge: bool,
+    /// More base URLs of the same control plane (other replicas). After a
+    /// request fails to connect, the next request goes to the next URL.
+    pub fallback_urls: Vec<reqwest::Url>,
 }
 
 impl ClientConfig {
@@ -39,7 +42,31 @@ impl ClientConfig {
             ca_bundle: None,
             request_timeout: Duration::from_secs(30),
             http2_prior_knowledge: false,
+            fallback_urls: Vec::new(),
         })
+    }
+
+    /// A configuration for a comma-separated list of base URLs (replicas of
+    /// one control plane): the first is used until it cannot be reached.
+    pub fn with_replicas(urls: &str, token: &str) -> Result<Self> {
+        let mut parts = urls.split(',').map(str::trim).filter(|u| !u.is_empty());
+        let first = parts
+            .next()
+            .ok_or_else(|| Error::Config("no control plane URL given".into()))?;
+        let mut config = ClientConfig::new(first, token)?;
+        for url in parts {
+            config
+                .fallback_urls
+                .push(ClientConfig::new(url, token)?.base_url);
+        }
+        Ok(config)
+    }
+
+    /// Every base URL, the primary first.
+    pub(crate) fn bases(&self) -> Vec<reqwest::Url> {
+        std::iter::once(self.base_url.clone())
+            .chain(self.fallback_urls.iter().cloned())
+            .collect()
     }
 
     pub(crate) fn build_http(&self) -> Result<reqwest::Client> {

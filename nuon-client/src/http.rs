@@ -1,3 +1,5 @@
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -11,19 +13,51 @@ use crate::error::{Error, Result};
 pub(crate) struct Http {
     pub(crate) client: reqwest::Client,
     pub(crate) config: ClientConfig,
+    /// The replicas' base URLs, and which one requests go to now.
+    bases: Arc<[reqwest::Url]>,
+    current: Arc<AtomicUsize>,
 }
 
 impl Http {
     pub(crate) fn new(config: ClientConfig) -> Result<Self> {
         Ok(Http {
             client: config.build_http()?,
+            bases: config.bases().into(),
+            current: Arc::new(AtomicUsize::new(0)),
             config,
         })
     }
 
+    /// The URL of `path` on the replica in use.
+    fn url(&self, path: &str) -> reqwest::Url {
+        let mut url = self.bases[self.current.load(Ordering::Relaxed) % self.bases.len()].clone();
+        url.set_path(path);
+        url
+    }
+
+    /// After a request to `failed` could not connect, later ones go to the
+    /// next replica (unless another request moved on already).
+    fn fail_over(&self, failed: &reqwest::Url) {
+        if self.bases.len() < 2 {
+            return;
+        }
+        let now = self.current.load(Ordering::Relaxed);
+        let base = &self.bases[now % self.bases.len()];
+        if failed.origin() == base.origin() {
+            let next = (now + 1) % self.bases.len();
+            if self
+                .current
+                .compare_exchange(now, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                tracing::warn!(from = %base, to = %self.bases[next], "control plane unreachable; trying another replica");
+            }
+        }
+    }
+
     pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.client
-            .request(method, self.config.url(path))
+            .request(method, self.url(path))
             .bearer_auth(&self.config.token)
             .timeout(self.config.request_timeout)
     }
@@ -48,15 +82,17 @@ impl Http {
     /// Sends a request and returns the response when its status is a success.
     pub(crate) async fn execute(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
         let req = req.build().map_err(|e| Error::Config(e.to_string()))?;
-        let url = req.url().to_string();
-        let resp = self
-            .client
-            .execute(req)
-            .await
-            .map_err(|source| Error::Connect {
+        let target = req.url().clone();
+        let url = target.to_string();
+        let resp = self.client.execute(req).await.map_err(|source| {
+            if source.is_connect() || source.is_timeout() || source.is_request() {
+                self.fail_over(&target);
+            }
+            Error::Connect {
                 url: url.clone(),
                 source,
-            })?;
+            }
+        })?;
         let status = resp.status();
         if status.is_success() {
             return Ok(resp);

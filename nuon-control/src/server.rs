@@ -212,7 +212,10 @@ const FALLBACK_POLL: Duration = Duration::from_secs(10);
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Applies the other replicas' wake-ups here.
-async fn forward_wakeups(state: SharedState, mut rx: tokio::sync::broadcast::Receiver<crate::store::Wake>) {
+async fn forward_wakeups(
+    state: SharedState,
+    mut rx: tokio::sync::broadcast::Receiver<crate::store::Wake>,
+) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
         match rx.recv().await {
@@ -243,7 +246,9 @@ async fn maintenance_loop(state: SharedState, every: Duration, retention: Durati
         let was = state.leader.swap(leading, Ordering::Relaxed);
         if leading != was {
             if leading {
-                tracing::info!("this replica leads maintenance (rescuing leases, pruning, driving workflows)");
+                tracing::info!(
+                    "this replica leads maintenance (rescuing leases, pruning, driving workflows)"
+                );
                 state.executor.wake();
             } else {
                 tracing::warn!("this replica no longer leads maintenance");

@@ -9,6 +9,7 @@ mod job_loop;
 mod openapi;
 mod plugins;
 mod registry;
+mod replicas;
 mod security;
 mod state;
 

@@ -114,16 +114,46 @@ pub struct ControlPlane {
     pub admin_token: String,
     pub signing_key: String,
     lease: String,
+    extra: Vec<String>,
     _tmp: Option<tempfile::TempDir>,
     log: PathBuf,
 }
 
 impl ControlPlane {
+    /// Starts a replica on PostgreSQL at `database_url`, sharing `data_dir`
+    /// (the secrets key and the first org's files) with the other replicas;
+    /// its log is `logs/ctl-NAME.log`.
+    pub fn start_replica(
+        data_dir: &Path,
+        lease: &str,
+        database_url: &str,
+        logs: &Path,
+        name: &str,
+    ) -> Result<Self> {
+        let dir = logs.join(name);
+        std::fs::create_dir_all(&dir)?;
+        Self::spawn(
+            data_dir,
+            lease,
+            "127.0.0.1:0",
+            "127.0.0.1:0",
+            &dir,
+            vec!["--database-url".into(), database_url.into()],
+        )
+    }
+
     /// Starts on a fresh data dir with the given lease.
     pub fn start(lease: &str) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let data_dir = tmp.path().join("data");
-        let mut cp = Self::spawn(&data_dir, lease, "127.0.0.1:0", "127.0.0.1:0", tmp.path())?;
+        let mut cp = Self::spawn(
+            &data_dir,
+            lease,
+            "127.0.0.1:0",
+            "127.0.0.1:0",
+            tmp.path(),
+            Vec::new(),
+        )?;
         cp._tmp = Some(tmp);
         Ok(cp)
     }
@@ -134,6 +164,7 @@ impl ControlPlane {
         listen: &str,
         runner_listen: &str,
         logs: &Path,
+        extra: Vec<String>,
     ) -> Result<Self> {
         let log = logs.join("ctl.log");
         let log_file = std::fs::OpenOptions::new()
@@ -145,6 +176,7 @@ impl ControlPlane {
             .arg(data_dir)
             .args(["--listen", listen, "--runner-listen", runner_listen])
             .args(["--lease-timeout", lease])
+            .args(&extra)
             .env("RUST_LOG", log_filter("info,nuon_control=debug"))
             .stdout(Stdio::piped())
             .stderr(log_file)
@@ -176,6 +208,7 @@ impl ControlPlane {
             admin_token,
             signing_key,
             lease: lease.to_owned(),
+            extra,
             _tmp: None,
             log,
         })
@@ -199,7 +232,15 @@ impl ControlPlane {
         let runner_listen = self.runner_url.trim_start_matches("http://").to_owned();
         let logs = self.log.parent().expect("log dir").to_owned();
         let fresh = wait_for("ports to be free again", Duration::from_secs(10), || {
-            Self::spawn(&self.data_dir, &self.lease, &listen, &runner_listen, &logs).ok()
+            Self::spawn(
+                &self.data_dir,
+                &self.lease,
+                &listen,
+                &runner_listen,
+                &logs,
+                self.extra.clone(),
+            )
+            .ok()
         })?;
         let mut fresh = fresh;
         self.child = fresh.child.take();
@@ -245,6 +286,7 @@ impl ControlPlane {
         let out = Command::new(bin("nuon-ctl"))
             .args(["orgs", "create", name, "--data-dir"])
             .arg(&self.data_dir)
+            .args(&self.extra)
             .output()?;
         if !out.status.success() {
             bail!(
@@ -289,6 +331,12 @@ pub struct RunnerOpts<'a> {
 
 impl Runner {
     pub fn start(cp: &ControlPlane, opts: RunnerOpts<'_>) -> Result<Self> {
+        Self::start_with_api(&cp.runner_url, opts)
+    }
+
+    /// Starts one against `api` (a Runner API URL, or a comma-separated list
+    /// of replicas' URLs).
+    pub fn start_with_api(api: &str, opts: RunnerOpts<'_>) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let work_dir = opts
             .work_dir
@@ -298,7 +346,7 @@ impl Runner {
         let log_file = std::fs::File::create(&log)?;
         let child = Command::new(bin("nuon-runner"))
             .arg("run")
-            .args(["--api", &cp.runner_url, "--token", opts.token])
+            .args(["--api", api, "--token", opts.token])
             .args(["--signing-key", opts.signing_key])
             .arg("--work-dir")
             .arg(&work_dir)

@@ -36,7 +36,9 @@ enum Command<E: Args> {
 /// The flags every runner has.
 #[derive(Args)]
 pub struct RunArgs {
-    /// Base URL of the control plane's Runner API.
+    /// Base URL of the control plane's Runner API; a comma-separated list
+    /// names replicas of one control plane, tried in turn when one cannot
+    /// be reached.
     #[arg(long, env = "NUON_RUNNER_API_URL")]
     api: String,
     /// This runner's token (`rnr_....SECRET`).
@@ -83,7 +85,7 @@ fn signing_key(arg: &str) -> anyhow::Result<PublicKey> {
 
 fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
     let key = signing_key(&args.signing_key)?;
-    let mut client = ClientConfig::new(&args.api, &args.token).context("--api")?;
+    let mut client = ClientConfig::with_replicas(&args.api, &args.token).context("--api")?;
     client.ca_bundle = args.ca_bundle.clone();
     let mut config = RunnerConfig::connect(client, key, &args.work_dir)?;
     anyhow::ensure!(

@@ -65,10 +65,9 @@ async fn claim(
             }
             return Ok(Json(ClaimResponse { jobs }));
         }
-        let fallback = state
-            .timings
-            .fallback_poll
-            .map_or(deadline, |every| deadline.min(tokio::time::Instant::now() + every));
+        let fallback = state.timings.fallback_poll.map_or(deadline, |every| {
+            deadline.min(tokio::time::Instant::now() + every)
+        });
         tokio::select! {
             _ = &mut notified => {}
             _ = tokio::time::sleep_until(fallback), if fallback < deadline => {}

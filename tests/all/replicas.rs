@@ -1,0 +1,187 @@
+//! Two `nuon-ctl` replicas on one throwaway PostgreSQL cluster, real
+//! runners spread over both.
+
+use std::time::{Duration, Instant};
+
+use nuon_core::JobStatus;
+use nuon_core::wire::CreateJob;
+use nuon_tests::{ControlPlane, PgCluster, Runner, RunnerOpts, rt, wait_for};
+
+const JOBS: usize = 2000;
+
+/// Acceptance 2, 3 and 4 of the scale-out issue: 2,000 jobs queued through
+/// both replicas run exactly once; killing the leading replica mid-run loses
+/// no job, log line or result (its runners move to the other one), and the
+/// other replica takes over maintenance; an org with 10% of the backlog
+/// still gets its jobs started.
+#[test]
+fn two_replicas_run_every_job_once_and_survive_losing_the_leader() {
+    let Some(pg) = PgCluster::start().expect("start PostgreSQL") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut a = ControlPlane::start_replica(&data, "3s", &pg.url, tmp.path(), "a").unwrap();
+    wait_for("replica a to lead", Duration::from_secs(10), || {
+        a.server_log()
+            .contains("this replica leads maintenance")
+            .then_some(())
+    })
+    .unwrap();
+    let b = ControlPlane::start_replica(&data, "3s", &pg.url, tmp.path(), "b").unwrap();
+    let both = |first: &ControlPlane, second: &ControlPlane| {
+        format!("{},{}", first.runner_url, second.runner_url)
+    };
+
+    // The big org: four runners, two preferring each replica.
+    let mut runners = Vec::new();
+    let mut names = Vec::new();
+    for i in 0..4 {
+        let name = format!("big-{i}");
+        let token = a.create_runner(&name).unwrap();
+        let api = if i % 2 == 0 {
+            both(&a, &b)
+        } else {
+            both(&b, &a)
+        };
+        runners.push(
+            Runner::start_with_api(
+                &api,
+                RunnerOpts {
+                    token: &token,
+                    signing_key: &a.signing_key,
+                    slots: 4,
+                    grace: "5s",
+                    work_dir: None,
+                },
+            )
+            .unwrap(),
+        );
+        names.push(name);
+    }
+    // The small org: one runner on replica b.
+    let small_admin = b.create_org("small").unwrap();
+    let small = b.client_with(&small_admin);
+    let created = rt().block_on(small.create_runner("small-0")).unwrap();
+    runners.push(
+        Runner::start_with_api(
+            &both(&b, &a),
+            RunnerOpts {
+                token: &created.token,
+                signing_key: &created.signing_public_key,
+                slots: 2,
+                grace: "5s",
+                work_dir: None,
+            },
+        )
+        .unwrap(),
+    );
+
+    // 90% of the backlog for the big org, through both replicas, then the
+    // small org's 10%.
+    let (ca, cb) = (a.client(), b.client());
+    let big = JOBS * 9 / 10;
+    let queued_at = Instant::now();
+    let mut jobs = Vec::with_capacity(JOBS);
+    for i in 0..big {
+        let client = if i % 2 == 0 { &ca } else { &cb };
+        let job = rt()
+            .block_on(client.create_job(&CreateJob {
+                runner: names[i % names.len()].clone(),
+                kind: "exec".into(),
+                payload: serde_json::json!({"command": "sh", "args": ["-c", format!("echo job-{i}")]}),
+                timeout_secs: Some(600),
+                max_attempts: Some(1),
+            }))
+            .unwrap();
+        jobs.push((i, job.id, false));
+    }
+    let mut small_jobs = Vec::new();
+    let small_queued_at = Instant::now();
+    for i in big..JOBS {
+        let job = rt()
+            .block_on(small.create_job(&CreateJob {
+                runner: "small-0".into(),
+                kind: "exec".into(),
+                payload: serde_json::json!({"command": "sh", "args": ["-c", format!("echo job-{i}")]}),
+                timeout_secs: Some(600),
+                max_attempts: Some(1),
+            }))
+            .unwrap();
+        small_jobs.push(job.id.clone());
+        jobs.push((i, job.id, true));
+    }
+    eprintln!("queued {JOBS} jobs in {:?}", queued_at.elapsed());
+
+    // Fairness: the small org's first job starts while the big backlog waits.
+    let first_small = wait_for(
+        "the small org's first job to start",
+        Duration::from_secs(60),
+        || {
+            let j = rt().block_on(small.get_job(&small_jobs[0])).ok()?;
+            (j.status != JobStatus::Queued).then(Instant::now)
+        },
+    )
+    .unwrap();
+    eprintln!(
+        "the small org's first job started {:?} after it was queued, behind the big org's {big}",
+        first_small - small_queued_at
+    );
+
+    // Kill the leader once a quarter of the jobs have finished (each
+    // runner's queue runs in order).
+    let quarter = jobs[JOBS / 4].1.clone();
+    wait_for(
+        "a quarter of the jobs to finish",
+        Duration::from_secs(300),
+        || {
+            let j = rt().block_on(cb.get_job(&quarter)).ok()?;
+            j.status.is_terminal().then_some(())
+        },
+    )
+    .unwrap();
+    a.kill9();
+    let killed = Instant::now();
+    wait_for(
+        "replica b to take the lead",
+        Duration::from_secs(30),
+        || {
+            b.server_log()
+                .contains("this replica leads maintenance")
+                .then_some(())
+        },
+    )
+    .unwrap();
+    eprintln!(
+        "replica b took the lead {:?} after the leader was killed",
+        killed.elapsed()
+    );
+
+    // Every job ends, succeeded, with its one line exactly once.
+    let admin_b = b.client();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    for (i, id, is_small) in &jobs {
+        let client = if *is_small { &small } else { &admin_b };
+        let job = nuon_tests::wait_job(
+            client,
+            id,
+            deadline.saturating_duration_since(Instant::now()),
+        )
+        .unwrap();
+        assert_eq!(
+            job.status,
+            JobStatus::Succeeded,
+            "job {i} ({id}): {:?}\nreplica b:\n{}",
+            job.reason,
+            b.server_log()
+        );
+        let lines = nuon_tests::all_logs(client, id).unwrap();
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, [format!("job-{i}")], "job {i} ({id})");
+    }
+    eprintln!(
+        "all {JOBS} jobs done {:?} after queueing",
+        queued_at.elapsed()
+    );
+    drop(runners);
+}
