@@ -642,8 +642,8 @@ where
     )
 }
 
-async fn load_workflow<'c>(
-    conn: &'c mut PgConnection,
+async fn load_workflow(
+    conn: &mut PgConnection,
     org: &OrgId,
     id: &WorkflowId,
 ) -> Result<Option<WorkflowInfo>> {
