@@ -97,10 +97,4 @@ impl ClientConfig {
             .build()
             .map_err(|e| Error::Config(format!("cannot build HTTP client: {e}")))
     }
-
-    pub(crate) fn url(&self, path: &str) -> reqwest::Url {
-        let mut url = self.base_url.clone();
-        url.set_path(path);
-        url
-    }
 }

@@ -418,7 +418,7 @@ impl LogFollower {
         let path = routes::with_id(routes::JOB_LOGS, self.job.as_str());
         let req = http
             .client
-            .get(http.config.url(&path))
+            .get(http.url(&path))
             .bearer_auth(&http.config.token)
             .query(&[
                 ("after", self.cursor.to_string()),

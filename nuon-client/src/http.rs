@@ -29,7 +29,7 @@ impl Http {
     }
 
     /// The URL of `path` on the replica in use.
-    fn url(&self, path: &str) -> reqwest::Url {
+    pub(crate) fn url(&self, path: &str) -> reqwest::Url {
         let mut url = self.bases[self.current.load(Ordering::Relaxed) % self.bases.len()].clone();
         url.set_path(path);
         url
