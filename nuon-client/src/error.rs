@@ -21,7 +21,7 @@ pub enum Error {
         diagnostics: Vec<nuon_core::app::Diagnostic>,
     },
     /// The server could not be reached, or the connection broke.
-    #[error("cannot reach {url}: {source}")]
+    #[error("cannot reach {url}: {}", causes(.source))]
     Connect {
         /// The URL asked for.
         url: String,
@@ -74,4 +74,20 @@ impl Error {
             },
         }
     }
+}
+
+/// An error and its causes, `outer: inner: root`, as reqwest's own message
+/// ("error sending request") says little without them.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
 }

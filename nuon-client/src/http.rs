@@ -20,12 +20,18 @@ pub(crate) struct Http {
 
 impl Http {
     pub(crate) fn new(config: ClientConfig) -> Result<Self> {
-        Ok(Http {
-            client: config.build_http()?,
+        Ok(Self::with_client(config.build_http()?, config))
+    }
+
+    /// Uses `client` (and its connection pool) instead of building one;
+    /// `config`'s TLS and HTTP/2 settings are then the client's business.
+    pub(crate) fn with_client(client: reqwest::Client, config: ClientConfig) -> Self {
+        Http {
+            client,
             bases: config.bases().into(),
             current: Arc::new(AtomicUsize::new(0)),
             config,
-        })
+        }
     }
 
     /// The URL of `path` on the replica in use.

@@ -24,6 +24,22 @@ impl RunnerClient {
             http: Http::new(config)?,
         })
     }
+
+    /// A client that sends its requests through `client`, so that many
+    /// runners in one process (a fleet simulator, a host of several runners)
+    /// share one connection pool and TLS setup. `config` still gives the
+    /// token, the URLs and the request timeout.
+    pub fn with_http_client(config: ClientConfig, client: reqwest::Client) -> Self {
+        RunnerClient {
+            http: Http::with_client(client, config),
+        }
+    }
+
+    /// A `reqwest` client built from `config` (its CA bundle, HTTP/2 and
+    /// timeouts), to share between clients with [`Self::with_http_client`].
+    pub fn http_client(config: &ClientConfig) -> Result<reqwest::Client> {
+        config.build_http()
+    }
 }
 
 fn map_err(e: Error) -> TransportError {

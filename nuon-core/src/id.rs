@@ -17,6 +17,18 @@ pub fn random_bytes(buf: &mut [u8]) {
     getrandom::fill(buf).expect("the operating system random source failed");
 }
 
+/// A uniformly random duration in `[0, max)` (zero when `max` is zero):
+/// the jitter of backoffs and long-poll deadlines.
+pub fn random_below(max: std::time::Duration) -> std::time::Duration {
+    let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+    if nanos == 0 {
+        return std::time::Duration::ZERO;
+    }
+    let mut raw = [0u8; 8];
+    random_bytes(&mut raw);
+    std::time::Duration::from_nanos(u64::from_le_bytes(raw) % nanos)
+}
+
 /// A 26-character ULID-style string: 48 bits of milliseconds, 80 random bits,
 /// Crockford base32. Sorts by creation time.
 fn ulid() -> String {

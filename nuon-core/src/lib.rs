@@ -57,7 +57,8 @@ pub mod workflow;
 
 pub use duration::parse_duration;
 pub use id::{
-    AppId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, WorkflowId, random_bytes,
+    AppId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, WorkflowId, random_below,
+    random_bytes,
 };
 pub use job::{
     ArtifactRef, BuildJob, BuildSource, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobResult,

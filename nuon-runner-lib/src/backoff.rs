@@ -6,14 +6,15 @@ use std::time::Duration;
 /// Delays after consecutive failures: a random duration between zero and
 /// `min(cap, base * 2^failures)`.
 #[derive(Debug, Clone)]
-pub(crate) struct Backoff {
+pub struct Backoff {
     base: Duration,
     cap: Duration,
     failures: u32,
 }
 
 impl Backoff {
-    pub(crate) fn new(base: Duration, cap: Duration) -> Self {
+    /// Delays that start at `base` and double up to `cap`.
+    pub fn new(base: Duration, cap: Duration) -> Self {
         Backoff {
             base,
             cap,
@@ -22,24 +23,18 @@ impl Backoff {
     }
 
     /// Forgets past failures (after a success).
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.failures = 0;
     }
 
     /// The delay before the next try, counting one more failure.
-    pub(crate) fn next_delay(&mut self) -> Duration {
+    pub fn next_delay(&mut self) -> Duration {
         let ceiling = self
             .base
             .saturating_mul(1u32 << self.failures.min(24))
             .min(self.cap);
         self.failures = self.failures.saturating_add(1);
-        let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
-        if nanos == 0 {
-            return Duration::ZERO;
-        }
-        let mut raw = [0u8; 8];
-        nuon_core::random_bytes(&mut raw);
-        Duration::from_nanos(u64::from_le_bytes(raw) % nanos.saturating_add(1))
+        nuon_core::random_below(ceiling)
     }
 }
 

@@ -66,6 +66,7 @@ mod shipper;
 mod spool;
 mod sys;
 
+pub use backoff::Backoff;
 pub use config::{PluginRegistry, RunnerConfig};
 pub use error::{Error, Result};
 pub use runner::Runner;

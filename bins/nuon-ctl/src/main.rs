@@ -118,14 +118,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.lease = lease_timeout;
             config.max_claim_wait = max_claim_wait;
             let plane = ControlPlane::open(config).await?;
-            let control = tokio::net::TcpListener::bind(listen)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot listen on {listen} (--listen): {e}"))?;
-            let runner = tokio::net::TcpListener::bind(runner_listen)
-                .await
-                .map_err(|e| {
-                    anyhow::anyhow!("cannot listen on {runner_listen} (--runner-listen): {e}")
-                })?;
+            raise_open_files_limit();
+            let control = bind(listen, "--listen")?;
+            let runner = bind(runner_listen, "--runner-listen")?;
             // Tests and scripts read these two lines to find the ports.
             println!("control-api: http://{}", control.local_addr()?);
             println!("runner-api: http://{}", runner.local_addr()?);
@@ -181,4 +176,48 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
     }
     tracing::info!("shutting down");
+}
+
+/// Pending connections the kernel may queue on each listener (it caps this
+/// at `net.core.somaxconn`): a fleet of runners reconnecting after a restart
+/// arrives in thousands, and a short queue turns the overflow into connect
+/// timeouts and long backoffs.
+const LISTEN_BACKLOG: u32 = 8192;
+
+fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let listen = || -> std::io::Result<tokio::net::TcpListener> {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    listen().map_err(|e| anyhow::anyhow!("cannot listen on {addr} ({flag}): {e}"))
+}
+
+/// Every parked runner holds a connection, so the default soft limit of
+/// open files (often 1,024) would refuse the 1,025th runner: raise it to the
+/// hard limit, as servers of many connections do.
+#[allow(unsafe_code)]
+fn raise_open_files_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    let raised = unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= lim.rlim_max {
+            None
+        } else {
+            let before = lim.rlim_cur;
+            lim.rlim_cur = lim.rlim_max;
+            (libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0).then_some((before, lim.rlim_max))
+        }
+    };
+    if let Some((before, after)) = raised {
+        tracing::debug!(before, after, "raised the open files limit");
+    }
 }

@@ -47,6 +47,9 @@ async fn claim(
     }
     let slots = req.slots.min(MAX_SLOTS);
     let wait = Duration::from_millis(req.wait_ms).min(state.timings.max_claim_wait);
+    // Runners that connected together (after a restart) would otherwise come
+    // back together every wait, for ever: end each wait up to a tenth early.
+    let wait = wait.saturating_sub(nuon_core::random_below(wait / 10));
     let deadline = tokio::time::Instant::now() + wait;
     let sub = state.runners.subscribe(&runner.runner_id);
     loop {

@@ -1,0 +1,766 @@
+//! Fleet load generator: thousands of simulated runners against real
+//! `nuon-ctl` processes.
+//!
+//! Each simulated runner is a real client of the Runner API with its own
+//! token and connection: it long-polls for work, confirms each claimed job
+//! with a heartbeat, ships one log line and completes it, and backs off with
+//! the runner's own jittered backoff when the control plane is away. Only
+//! the job process is left out, so what is measured is the control plane.
+//!
+//! ```text
+//! cargo bench -p nuon-benches --bench fleet -- [SECTION...] [--runners N] [--rate R] [--secs S]
+//!     sqlite    N runners (default 10,000) on one control plane on SQLite: connect, idle,
+//!               R jobs/s (default 200) for S seconds (default 30), then a restart storm
+//!     pgbench   the raw SKIP LOCKED claim + complete rate of PostgreSQL (pgbench)
+//!     pg        throughput on PostgreSQL with 1 and with 2 replicas (--jobs J, default 6,000)
+//! ```
+//!
+//! Prints Markdown for BENCHMARKS.md. With no section, runs them all.
+#![allow(missing_docs)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use nuon_client::{ClientConfig, ControlClient, RunnerClient};
+use nuon_core::records::LogRecords;
+use nuon_core::wire::{
+    ClaimRequest, ClaimedJob, Completion, CreateJob, HeartbeatRequest, LeaseRef, LogBatch,
+    LogStream,
+};
+use nuon_core::{JobResult, JobSpec, Outcome, Transport, TransportError, now_ms};
+use nuon_runner_lib::Backoff;
+use nuon_tests::{ControlPlane, PgCluster};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// How long a simulated runner's claim is held, as the real runner asks.
+const CLAIM_WAIT_MS: u64 = 50_000;
+
+struct Args {
+    sections: Vec<String>,
+    runners: usize,
+    rate: f64,
+    secs: u64,
+    jobs: usize,
+}
+
+fn args() -> Result<Args> {
+    let mut a = Args {
+        sections: Vec::new(),
+        runners: 10_000,
+        rate: 200.0,
+        secs: 30,
+        jobs: 6_000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--bench" => {}
+            "--runners" => a.runners = value("--runners")?.parse()?,
+            "--rate" => a.rate = value("--rate")?.parse()?,
+            "--secs" => a.secs = value("--secs")?.parse()?,
+            "--jobs" => a.jobs = value("--jobs")?.parse()?,
+            s if s.starts_with("--") => bail!("unknown flag {s}; see the top of benches/fleet.rs"),
+            s => a.sections.push(s.to_owned()),
+        }
+    }
+    Ok(a)
+}
+
+fn main() -> Result<()> {
+    let args = args()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let want = |s: &str| args.sections.is_empty() || args.sections.iter().any(|a| a == s);
+    if want("sqlite") {
+        rt.block_on(sqlite_fleet(&args))?;
+    }
+    let mut raw = None;
+    if want("pgbench") {
+        raw = pgbench()?;
+    }
+    if want("pg") {
+        rt.block_on(pg_throughput(&args, raw))?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ the fleet
+
+/// What the simulated runners saw.
+#[derive(Default)]
+struct Stats {
+    /// Job queued (the generator's clock when it sent the create) → claim
+    /// answered (the simulated runner's clock), in ms.
+    latencies: Mutex<Vec<f64>>,
+    claimed: AtomicU64,
+    completed: AtomicU64,
+    /// Requests that failed and were retried after a backoff.
+    retries: AtomicU64,
+    /// Why requests failed, by message, to explain the retries.
+    errors: Mutex<HashMap<String, u64>>,
+}
+
+impl Stats {
+    fn failed(&self, e: &TransportError) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+        let mut key = e.to_string();
+        if let Some(i) = key.find("error sending request") {
+            key.drain(..i);
+        }
+        key.truncate(240);
+        *self.errors.lock().expect("stats").entry(key).or_default() += 1;
+    }
+
+    /// The failures since the last call, most frequent first.
+    fn take_errors(&self) -> String {
+        let mut v: Vec<(String, u64)> = std::mem::take(&mut *self.errors.lock().expect("stats"))
+            .into_iter()
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v.iter()
+            .take(3)
+            .map(|(m, n)| format!("{n}× {m}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+fn unix_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// The runner's default backoff (`RunnerConfig`): 250 ms doubling to 30 s.
+fn backoff() -> Backoff {
+    Backoff::new(Duration::from_millis(250), Duration::from_secs(30))
+}
+
+/// Retries `f` with the runner's backoff until it succeeds or is refused.
+async fn retry<T, F, Fut>(stats: &Stats, mut f: F) -> Result<T, TransportError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, TransportError>>,
+{
+    let mut backoff = backoff();
+    loop {
+        match f().await {
+            Err(e @ TransportError::Unavailable(_)) => {
+                stats.failed(&e);
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// One simulated runner: claims up to `slots` jobs at a time and runs each
+/// through the protocol (confirming heartbeat, one log line, completion).
+async fn sim_runner(client: RunnerClient, slots: u32, stats: Arc<Stats>) {
+    let client = Arc::new(client);
+    let mut backoff = backoff();
+    let req = ClaimRequest {
+        kinds: vec!["exec".into()],
+        slots,
+        wait_ms: CLAIM_WAIT_MS,
+    };
+    loop {
+        let jobs = match client.claim(&req).await {
+            Ok(resp) => {
+                backoff.reset();
+                resp.jobs
+            }
+            Err(TransportError::Unauthorized(e)) => {
+                eprintln!("simulated runner refused: {e}");
+                return;
+            }
+            Err(e) => {
+                stats.failed(&e);
+                tokio::time::sleep(backoff.next_delay()).await;
+                continue;
+            }
+        };
+        let now = unix_ns();
+        let mut running = JoinSet::new();
+        for job in jobs {
+            stats.claimed.fetch_add(1, Ordering::Relaxed);
+            if let Some(sent) = sent_at(&job) {
+                let ms = now.saturating_sub(sent) as f64 / 1e6;
+                stats.latencies.lock().expect("stats").push(ms);
+            }
+            let (client, stats) = (client.clone(), stats.clone());
+            running.spawn(async move {
+                if let Err(e) = run_job(&client, &job, &stats).await {
+                    eprintln!("job {} not completed: {e}", job.job_id);
+                } else {
+                    stats.completed.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        running.join_all().await;
+    }
+}
+
+/// The generator's send time, which it puts in the job's first argument.
+fn sent_at(job: &ClaimedJob) -> Option<u128> {
+    let spec: JobSpec = serde_json::from_str(&job.spec).ok()?;
+    spec.payload.get("args")?.get(0)?.as_str()?.parse().ok()
+}
+
+async fn run_job(
+    client: &RunnerClient,
+    job: &ClaimedJob,
+    stats: &Stats,
+) -> Result<(), TransportError> {
+    let lease = LeaseRef {
+        job_id: job.job_id.clone(),
+        attempt: job.attempt,
+    };
+    let beat = HeartbeatRequest {
+        leases: vec![lease],
+        wait_ms: 0,
+    };
+    retry(stats, || client.heartbeat(&beat)).await?;
+    let mut lines = LogRecords::new();
+    lines
+        .push(LogStream::Stdout, now_ms(), "simulated job ran")
+        .map_err(|e| TransportError::Rejected {
+            status: 0,
+            message: e.to_string(),
+        })?;
+    let batch = LogBatch {
+        attempt: job.attempt,
+        first_seq: 1,
+        lines,
+    };
+    retry(stats, || client.append_logs(&job.job_id, &batch)).await?;
+    let done = Completion {
+        attempt: job.attempt,
+        log_lines: 1,
+        result: JobResult {
+            outcome: Outcome::Succeeded,
+            exit_code: Some(0),
+            reason: None,
+            outputs: serde_json::Value::Null,
+        },
+    };
+    retry(stats, || client.complete(&job.job_id, &done)).await?;
+    Ok(())
+}
+
+/// The simulated runners of one fleet, and their tasks.
+struct Fleet {
+    names: Vec<String>,
+    stats: Arc<Stats>,
+    /// Held so the runners live as long as the fleet (dropping it aborts them).
+    _tasks: JoinSet<()>,
+}
+
+impl Fleet {
+    /// Registers `n` runners through `control` (many at once).
+    async fn register(control: &ControlClient, n: usize) -> Result<Vec<(String, String)>> {
+        let sem = Arc::new(Semaphore::new(32));
+        let mut set = JoinSet::new();
+        for i in 0..n {
+            let (control, sem) = (control.clone(), sem.clone());
+            set.spawn(async move {
+                let _permit = sem.acquire_owned().await?;
+                let name = format!("sim-{i}");
+                let created = control.create_runner(&name).await?;
+                anyhow::Ok((name, created.token))
+            });
+        }
+        let mut out = Vec::with_capacity(n);
+        while let Some(r) = set.join_next().await {
+            out.push(r??);
+        }
+        out.sort_by_key(|(name, _)| name[4..].parse::<usize>().unwrap_or(0));
+        Ok(out)
+    }
+
+    /// Starts one simulated runner per `(name, token)`, runner `i` talking
+    /// to `urls[i % urls.len()]` first (the others as its fallbacks).
+    fn start(runners: &[(String, String)], urls: &[String], slots: u32) -> Result<Fleet> {
+        let stats = Arc::new(Stats::default());
+        let mut tasks = JoinSet::new();
+        let http = RunnerClient::http_client(&ClientConfig::new(&urls[0], "x")?)?;
+        for (i, (_, token)) in runners.iter().enumerate() {
+            let mut order: Vec<&str> = urls.iter().map(String::as_str).collect();
+            order.rotate_left(i % urls.len());
+            let mut config = ClientConfig::with_replicas(&order.join(","), token)?;
+            config.request_timeout = Duration::from_secs(30);
+            let client = RunnerClient::with_http_client(config, http.clone());
+            tasks.spawn(sim_runner(client, slots, stats.clone()));
+        }
+        Ok(Fleet {
+            names: runners.iter().map(|(n, _)| n.clone()).collect(),
+            stats,
+            _tasks: tasks,
+        })
+    }
+
+    fn latencies(&self) -> Vec<f64> {
+        let mut v = std::mem::take(&mut *self.stats.latencies.lock().expect("stats"));
+        v.sort_by(f64::total_cmp);
+        v
+    }
+}
+
+/// Queues `count` jobs at `rate` per second (0: as fast as the API takes
+/// them), round-robin over `runners`, through the `controls` in turn.
+async fn queue_jobs(
+    controls: &[ControlClient],
+    runners: &[String],
+    count: usize,
+    rate: f64,
+) -> Result<Duration> {
+    let sem = Arc::new(Semaphore::new(64));
+    let mut set = JoinSet::new();
+    let start = Instant::now();
+    for i in 0..count {
+        if rate > 0.0 {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let permit = sem.clone().acquire_owned().await?;
+        let control = controls[i % controls.len()].clone();
+        let runner = runners[(i * 7919) % runners.len()].clone();
+        set.spawn(async move {
+            let _permit = permit;
+            let job = CreateJob {
+                runner,
+                kind: "exec".into(),
+                payload: serde_json::json!({"command": "true", "args": [unix_ns().to_string()]}),
+                timeout_secs: Some(600),
+                max_attempts: Some(1),
+            };
+            control.create_job(&job).await.map(drop)
+        });
+        while let Some(r) = set.try_join_next() {
+            r??;
+        }
+    }
+    while let Some(r) = set.join_next().await {
+        r??;
+    }
+    Ok(start.elapsed())
+}
+
+async fn wait_completed(stats: &Stats, count: u64, limit: Duration) -> Result<Duration> {
+    let start = Instant::now();
+    while stats.completed.load(Ordering::Relaxed) < count {
+        if start.elapsed() > limit {
+            bail!(
+                "only {} of {count} jobs completed after {limit:?}",
+                stats.completed.load(Ordering::Relaxed)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(start.elapsed())
+}
+
+/// How many of `names` the control plane has seen since `since_ms`.
+async fn seen_since(control: &ControlClient, names: &[String], since_ms: i64) -> Result<usize> {
+    let list = control.list_runners().await?;
+    let seen: HashMap<&str, Option<i64>> = list
+        .runners
+        .iter()
+        .map(|r| (r.name.as_str(), r.last_seen_at_ms))
+        .collect();
+    Ok(names
+        .iter()
+        .filter(|n| {
+            seen.get(n.as_str())
+                .copied()
+                .flatten()
+                .is_some_and(|t| t >= since_ms)
+        })
+        .count())
+}
+
+async fn wait_seen(
+    control: &ControlClient,
+    names: &[String],
+    since_ms: i64,
+    limit: Duration,
+) -> Result<Duration> {
+    let start = Instant::now();
+    loop {
+        // The control plane may be starting: a failed look is not an answer.
+        if let Ok(n) = seen_since(control, names, since_ms).await
+            && n == names.len()
+        {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            bail!("not every runner was served within {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+// ------------------------------------------------------------ process probes
+
+/// CPU time (user + system) of a process, and of its whole machine.
+#[derive(Clone, Copy)]
+struct Sample {
+    at: Instant,
+    cpu_ticks: u64,
+    write_bytes: u64,
+}
+
+fn sample(pid: u32) -> Sample {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 of the line; 12 and 13 here.
+    let cpu_ticks = ticks(11) + ticks(12);
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    let write_bytes = io
+        .lines()
+        .find_map(|l| l.strip_prefix("write_bytes: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    Sample {
+        at: Instant::now(),
+        cpu_ticks,
+        write_bytes,
+    }
+}
+
+/// CPU use in % of one core, and bytes written to disk per second, between two samples.
+fn rates(a: Sample, b: Sample) -> (f64, f64) {
+    let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
+    // Linux reports CPU time in ticks of 1/100 s.
+    let cpu = (b.cpu_ticks - a.cpu_ticks) as f64 / 100.0 / secs * 100.0;
+    let write = (b.write_bytes - a.write_bytes) as f64 / secs;
+    (cpu, write)
+}
+
+/// Resident and peak resident memory of a process, in MB.
+fn memory(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (kb("VmRSS:") / 1024.0, kb("VmHWM:") / 1024.0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn latency_summary(sorted: &[f64]) -> String {
+    format!(
+        "p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} jobs)",
+        percentile(sorted, 0.5),
+        percentile(sorted, 0.9),
+        percentile(sorted, 0.99),
+        sorted.last().copied().unwrap_or(f64::NAN),
+        sorted.len()
+    )
+}
+
+fn mb(bytes_per_s: f64) -> String {
+    format!("{:.2} MB/s", bytes_per_s / 1e6)
+}
+
+// ------------------------------------------------------------ SQLite, 10,000
+
+async fn sqlite_fleet(args: &Args) -> Result<()> {
+    let n = args.runners;
+    println!("\n## Fleet on SQLite: {n} simulated runners, one control plane\n");
+    println!("| what | result |\n|---|---|");
+    let mut cp = ControlPlane::start("60s")?;
+    let control = cp.client();
+    let (rss0, _) = memory(cp.pid());
+    println!("| control plane at start, no runner | {rss0:.0} MB resident |");
+
+    let t = Instant::now();
+    let runners = Fleet::register(&control, n).await?;
+    let took = t.elapsed();
+    println!(
+        "| register {n} runners over the Control API (32 at a time) | {:.1} s ({:.0}/s) |",
+        took.as_secs_f64(),
+        n as f64 / took.as_secs_f64()
+    );
+
+    let since = now_ms();
+    let t = Instant::now();
+    let fleet = Fleet::start(&runners, &[cp.runner_url.clone()], 1)?;
+    let took = wait_seen(&control, &fleet.names, since, Duration::from_secs(300)).await?;
+    let (rss, _) = memory(cp.pid());
+    println!(
+        "| all {n} connected and long-polling (each seen by the control plane) | {:.1} s after the first started |",
+        took.max(t.elapsed()).as_secs_f64()
+    );
+    println!("| control plane with {n} parked long polls | {rss:.0} MB resident |");
+
+    // Idle: nothing queued; every runner re-polls once per claim wait, so
+    // the window spans more than one.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle_secs = 60;
+    let a = sample(cp.pid());
+    tokio::time::sleep(Duration::from_secs(idle_secs)).await;
+    let b = sample(cp.pid());
+    let (cpu, write) = rates(a, b);
+    println!(
+        "| idle, {idle_secs} s: control-plane CPU / disk writes | {cpu:.1} % of one core / {} |",
+        mb(write)
+    );
+
+    // Load: jobs arriving at a steady rate to runners picked across the fleet.
+    let count = (args.rate * args.secs as f64) as usize;
+    let a = sample(cp.pid());
+    let queued = queue_jobs(
+        std::slice::from_ref(&control),
+        &fleet.names,
+        count,
+        args.rate,
+    )
+    .await?;
+    let drained = wait_completed(&fleet.stats, count as u64, Duration::from_secs(300)).await?;
+    let b = sample(cp.pid());
+    let (cpu, write) = rates(a, b);
+    let (rss, peak) = memory(cp.pid());
+    let lat = fleet.latencies();
+    let secs = (queued + drained).as_secs_f64();
+    println!(
+        "| load: {count} jobs at {:.0}/s to random runners: dispatch, queued → claimed | {} |",
+        args.rate,
+        latency_summary(&lat)
+    );
+    println!(
+        "| load: completed / control-plane CPU / disk writes | {:.0} jobs/s / {cpu:.0} % of one core / {} |",
+        count as f64 / secs,
+        mb(write)
+    );
+    println!("| control plane after the load | {rss:.0} MB resident, {peak:.0} MB peak |");
+    let errors = fleet.stats.take_errors();
+    if !errors.is_empty() {
+        eprintln!("failed requests during the load: {errors}");
+    }
+
+    // The storm: the control plane dies and comes back on the same data
+    // dir; every runner finds its connection gone and comes back on its own
+    // backoff.
+    let retries = fleet.stats.retries.load(Ordering::Relaxed);
+    let killed = Instant::now();
+    cp.kill9();
+    let since = now_ms();
+    tokio::task::block_in_place(|| cp.restart())?;
+    let up = killed.elapsed();
+    let served = wait_seen(&control, &fleet.names, since, Duration::from_secs(300)).await?;
+    let (rss, _) = memory(cp.pid());
+    eprintln!(
+        "failed requests during the storm: {}",
+        fleet.stats.take_errors()
+    );
+    println!(
+        "| restart storm: `kill -9`, restart on the same data dir ({:.2} s to listen again) → all {n} runners served again | {:.1} s after the restart ({} failed tries, backoff 250 ms doubling to 30 s, full jitter) |",
+        up.as_secs_f64(),
+        served.as_secs_f64(),
+        fleet.stats.retries.load(Ordering::Relaxed) - retries
+    );
+    println!("| control plane after the storm | {rss:.0} MB resident |");
+    // A job after the storm still dispatches at once.
+    let before = fleet.stats.completed.load(Ordering::Relaxed);
+    queue_jobs(std::slice::from_ref(&control), &fleet.names, 200, 50.0).await?;
+    wait_completed(&fleet.stats, before + 200, Duration::from_secs(60)).await?;
+    println!(
+        "| after the storm: 200 jobs at 50/s, dispatch | {} |",
+        latency_summary(&fleet.latencies())
+    );
+    drop(fleet);
+    Ok(())
+}
+
+// ------------------------------------------------------------------ pgbench
+
+/// The raw claim + complete rate: pgbench clients taking rows with
+/// `FOR UPDATE SKIP LOCKED` and marking them done, durable commits.
+/// Returns jobs/s for one job per transaction.
+fn pgbench() -> Result<Option<f64>> {
+    let Some(pg) = PgCluster::start_with(true)? else {
+        return Ok(None);
+    };
+    let psql = |sql: &str| -> Result<String> {
+        let out = Command::new("psql")
+            .args([
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                &pg.url,
+                "-c",
+                sql,
+            ])
+            .output()
+            .context("run psql")?;
+        if !out.status.success() {
+            bail!("psql failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let dir = tempfile::tempdir()?;
+    let single = dir.path().join("single.sql");
+    // One transaction claims (the SELECT locks, the UPDATE takes), the next
+    // completes: two durable commits per job, as a runner needs.
+    std::fs::write(
+        &single,
+        "BEGIN;\n\
+         SELECT id FROM q WHERE status = 0 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED \\gset\n\
+         UPDATE q SET status = 1, claimed_at = now() WHERE id = :id;\n\
+         COMMIT;\n\
+         UPDATE q SET status = 2, done_at = now() WHERE id = :id;\n",
+    )?;
+    let batch = dir.path().join("batch.sql");
+    std::fs::write(
+        &batch,
+        "WITH c AS (SELECT id FROM q WHERE status = 0 ORDER BY id LIMIT 10 FOR UPDATE SKIP LOCKED), \
+         u AS (UPDATE q SET status = 1, claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id) \
+         SELECT array_agg(id) AS ids FROM u \\gset\n\
+         UPDATE q SET status = 2, done_at = now() WHERE id = ANY(:'ids'::bigint[]);\n",
+    )?;
+    let run = |script: &Path, per_tx: f64| -> Result<f64> {
+        psql("DROP TABLE IF EXISTS q")?;
+        psql(
+            "CREATE TABLE q (id bigserial PRIMARY KEY, status int NOT NULL, payload text, \
+             claimed_at timestamptz, done_at timestamptz)",
+        )?;
+        psql(
+            "INSERT INTO q (status, payload) SELECT 0, 'job ' || g FROM generate_series(1, 400000) g",
+        )?;
+        psql("CREATE INDEX q_queued ON q (id) WHERE status = 0")?;
+        psql("VACUUM ANALYZE q")?;
+        let out = Command::new("pgbench")
+            .args(["-n", "-c", "16", "-j", "2", "-T", "15", "-f"])
+            .arg(script)
+            .arg(&pg.url)
+            .output()
+            .context("run pgbench")?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if !out.status.success() {
+            bail!(
+                "pgbench failed: {}{}",
+                text,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let tps: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("tps = "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("no tps in pgbench's output: {text}"))?;
+        Ok(tps * per_tx)
+    };
+    if !nuon_tests::have_tool("pgbench", "measure the raw PostgreSQL rate")
+        || !nuon_tests::have_tool("psql", "measure the raw PostgreSQL rate")
+    {
+        return Ok(None);
+    }
+    let one = run(&single, 1.0)?;
+    let ten = run(&batch, 10.0)?;
+    println!("\n## PostgreSQL raw claim + complete rate (pgbench, durable commits)\n");
+    println!("| what | jobs/s |\n|---|---|");
+    println!(
+        "| pgbench, 16 clients, claim (`FOR UPDATE SKIP LOCKED`) and complete, one job per claim | {one:.0} |"
+    );
+    println!("| the same, 10 jobs per claim and per completion | {ten:.0} |");
+    Ok(Some(one))
+}
+
+// ------------------------------------------------------------- PostgreSQL
+
+async fn pg_throughput(args: &Args, raw: Option<f64>) -> Result<()> {
+    println!("\n## Throughput on PostgreSQL (durable commits)\n");
+    println!(
+        "| replicas | jobs | queueing (64 at a time) | run: claimed to completed | control-plane CPU | PostgreSQL commits/s, WAL | vs raw |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for replicas in [1, 2] {
+        let Some(pg) = PgCluster::start_with(true)? else {
+            return Ok(());
+        };
+        let logs = tempfile::tempdir()?;
+        let data = logs.path().join("data");
+        let mut cps = Vec::new();
+        for i in 0..replicas {
+            cps.push(ControlPlane::start_replica(
+                &data,
+                "60s",
+                &pg.url,
+                logs.path(),
+                &format!("r{i}"),
+            )?);
+        }
+        let controls: Vec<ControlClient> = cps.iter().map(ControlPlane::client).collect();
+        let runners = Fleet::register(&controls[0], 64).await?;
+        let names: Vec<String> = runners.iter().map(|(n, _)| n.clone()).collect();
+        let jobs = args.jobs;
+        let queued = queue_jobs(&controls, &names, jobs, 0.0).await?;
+
+        let db = |sql: &str| -> Result<f64> {
+            let out = Command::new("psql")
+                .args(["-X", "-A", "-t", &pg.url, "-c", sql])
+                .output()?;
+            Ok(String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .unwrap_or(0.0))
+        };
+        let commits_sql = "SELECT sum(xact_commit) FROM pg_stat_database";
+        let wal_sql = "SELECT wal_bytes FROM pg_stat_wal";
+        let (c0, w0) = (db(commits_sql)?, db(wal_sql)?);
+        let a: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
+        let t = Instant::now();
+        let urls: Vec<String> = cps.iter().map(|c| c.runner_url.clone()).collect();
+        let fleet = Fleet::start(&runners, &urls, 4)?;
+        wait_completed(&fleet.stats, jobs as u64, Duration::from_secs(600)).await?;
+        let secs = t.elapsed().as_secs_f64();
+        let b: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
+        let (c1, w1) = (db(commits_sql)?, db(wal_sql)?);
+        let cpu: Vec<String> = a
+            .iter()
+            .zip(&b)
+            .map(|(a, b)| format!("{:.0} %", rates(*a, *b).0))
+            .collect();
+        let rate = jobs as f64 / secs;
+        println!(
+            "| {replicas} | {jobs} | {:.0} jobs/s | {rate:.0} jobs/s (64 runners × 4 slots) | {} | {:.0}/s, {} | {} |",
+            jobs as f64 / queued.as_secs_f64(),
+            cpu.join(" + "),
+            (c1 - c0) / secs,
+            mb((w1 - w0) / secs),
+            raw.map_or("-".into(), |r| format!("{:.2}×", rate / r)),
+        );
+        drop(fleet);
+        for mut cp in cps {
+            cp.kill9();
+        }
+    }
+    Ok(())
+}
