@@ -176,7 +176,7 @@ fn ceiling() -> Result<f64> {
                 let kinds = vec!["exec".to_string()];
                 let mut done = 0u32;
                 loop {
-                    let claimed = store.claim(&runner, &kinds, 1, 60_000).await?;
+                    let claimed = store.claim(&runner, &kinds, 1, 60_000).await?.jobs;
                     let Some(job) = claimed.into_iter().next() else {
                         return Ok::<_, anyhow::Error>(done);
                     };

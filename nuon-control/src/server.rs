@@ -280,6 +280,7 @@ async fn maintenance_loop(state: SharedState, every: Duration, retention: Durati
                     } else {
                         state.wake_executor();
                     }
+                    state.wake_org(&r.org_id);
                     state.wake_logs(&r.job_id);
                 }
             }

@@ -185,3 +185,124 @@ fn two_replicas_run_every_job_once_and_survive_losing_the_leader() {
     );
     drop(runners);
 }
+
+/// Fairness, second half: an org's limit on running jobs (`nuon-ctl orgs
+/// limit`) holds its jobs to that many at once over all its runners, on
+/// either replica; a runner held back is woken, across replicas, the moment
+/// a job of its org ends; lifting the limit lifts it.
+#[test]
+fn an_org_limit_holds_its_running_jobs_across_runners_and_replicas() {
+    let Some(pg) = PgCluster::start().expect("start PostgreSQL") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let a = ControlPlane::start_replica(&data, "60s", &pg.url, tmp.path(), "a").unwrap();
+    let b = ControlPlane::start_replica(&data, "60s", &pg.url, tmp.path(), "b").unwrap();
+    let ctl = |args: &[&str]| {
+        std::process::Command::new(nuon_tests::bin("nuon-ctl"))
+            .args(["orgs", "limit"])
+            .args(args)
+            .args(["--database-url", &pg.url])
+            .output()
+            .unwrap()
+    };
+    // Bad input is refused, saying why.
+    let out = ctl(&["default", "--max-running", "lots"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a number of jobs"),
+        "{out:?}"
+    );
+    let out = ctl(&["nope", "--max-running", "1"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no org is named \"nope\""),
+        "{out:?}"
+    );
+    // The first org may run one job at a time; set while the replicas run.
+    let out = ctl(&["default", "--max-running", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("at most 1 jobs run at once"));
+
+    // Two runners with two slots each, one on each replica.
+    let mut runners = Vec::new();
+    for (name, first, second) in [("r0", &a, &b), ("r1", &b, &a)] {
+        let token = a.create_runner(name).unwrap();
+        runners.push(
+            Runner::start_with_api(
+                &format!("{},{}", first.runner_url, second.runner_url),
+                RunnerOpts {
+                    token: &token,
+                    signing_key: &a.signing_key,
+                    slots: 2,
+                    grace: "5s",
+                    work_dir: None,
+                },
+            )
+            .unwrap(),
+        );
+    }
+    let (ca, cb) = (a.client(), b.client());
+    // Each job prints when it starts and when it ends (ns).
+    let run = |count: usize, sleep: &str| -> Vec<(u128, u128)> {
+        let ids: Vec<_> = (0..count)
+            .map(|i| {
+                let client = if i % 2 == 0 { &ca } else { &cb };
+                rt().block_on(client.create_job(&CreateJob {
+                    runner: format!("r{}", i % 2),
+                    kind: "exec".into(),
+                    payload: serde_json::json!({"command": "sh", "args": ["-c",
+                        format!("date +%s%N; sleep {sleep}; date +%s%N")]}),
+                    timeout_secs: Some(60),
+                    max_attempts: Some(1),
+                }))
+                .unwrap()
+                .id
+            })
+            .collect();
+        let mut spans: Vec<(u128, u128)> = ids
+            .iter()
+            .map(|id| {
+                let job = nuon_tests::wait_job(&ca, id, Duration::from_secs(120)).unwrap();
+                assert_eq!(job.status, JobStatus::Succeeded, "{job:?}");
+                let lines = nuon_tests::all_logs(&ca, id).unwrap();
+                let t: Vec<u128> = lines
+                    .iter()
+                    .map(|l| l.text.trim().parse().unwrap())
+                    .collect();
+                (t[0], t[1])
+            })
+            .collect();
+        spans.sort();
+        spans
+    };
+    let spans = run(6, "0.2");
+    let mut idle_ms = 0.0;
+    for pair in spans.windows(2) {
+        assert!(
+            pair[1].0 >= pair[0].1,
+            "two jobs of the org ran at once under a limit of 1: {spans:?}"
+        );
+        idle_ms += (pair[1].0 - pair[0].1) as f64 / 1e6;
+    }
+    // Held-back runners are woken by the end of the job before (across
+    // replicas), not by the 10 s fallback poll: five hand-overs would take
+    // about 25 s that way.
+    assert!(
+        idle_ms < 5_000.0,
+        "the hand-overs took {idle_ms:.0} ms in all: {spans:?}"
+    );
+    eprintln!("limit 1: 6 jobs, one at a time; {idle_ms:.0} ms between them in all");
+
+    // Lifted, the four slots run the org's jobs at once again.
+    let out = ctl(&["default", "--max-running", "none"]);
+    assert!(out.status.success(), "{out:?}");
+    let spans = run(4, "1");
+    let overlapping = spans.windows(2).any(|p| p[1].0 < p[0].1);
+    assert!(
+        overlapping,
+        "no two jobs ran at once without a limit: {spans:?}"
+    );
+    drop(runners);
+}

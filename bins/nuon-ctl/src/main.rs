@@ -65,13 +65,74 @@ enum OrgsCommand {
     Create {
         /// The org's name.
         name: String,
-        /// The data dir of the control plane.
-        #[arg(long, env = "NUON_DATA_DIR", default_value = "nuon-data")]
-        data_dir: PathBuf,
-        /// The control plane's PostgreSQL database, when it uses one.
-        #[arg(long, env = "NUON_DATABASE_URL")]
-        database_url: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
+    /// Limit how many jobs of an org run at once, over all its runners (so
+    /// one org cannot take every slot of a shared fleet). Jobs past the limit
+    /// wait queued and start as running ones end.
+    Limit {
+        /// The org's name.
+        name: String,
+        /// Most jobs running at once; `none` lifts the limit.
+        #[arg(long, value_name = "N|none", value_parser = parse_limit)]
+        max_running: Limit,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// The store an `orgs` command works on, directly (the server may run).
+#[derive(clap::Args)]
+struct StoreArgs {
+    /// The data dir of the control plane.
+    #[arg(long, env = "NUON_DATA_DIR", default_value = "nuon-data")]
+    data_dir: PathBuf,
+    /// The control plane's PostgreSQL database, when it uses one.
+    #[arg(long, env = "NUON_DATABASE_URL")]
+    database_url: Option<String>,
+}
+
+/// A value of `--max-running`.
+#[derive(Clone, Copy)]
+struct Limit(Option<u32>);
+
+fn parse_limit(raw: &str) -> Result<Limit, String> {
+    if raw == "none" {
+        return Ok(Limit(None));
+    }
+    raw.parse().map(|n| Limit(Some(n))).map_err(|_| {
+        format!("{raw:?} is not a number of jobs; give e.g. 10, or none to lift the limit")
+    })
+}
+
+/// An open store of either kind.
+enum Direct {
+    Sqlite(SqliteStore),
+    Postgres(PostgresStore),
+}
+
+impl Direct {
+    async fn open(args: &StoreArgs) -> anyhow::Result<Self> {
+        Ok(match &args.database_url {
+            Some(url) => Direct::Postgres(PostgresStore::connect(url).await?),
+            None => Direct::Sqlite(SqliteStore::open(&args.data_dir)?),
+        })
+    }
+
+    fn store(&self) -> &dyn Store {
+        match self {
+            Direct::Sqlite(s) => s,
+            Direct::Postgres(s) => s,
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Direct::Sqlite(s) => s.close(),
+            Direct::Postgres(s) => s.close().await,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -130,32 +191,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Orgs {
-            command:
-                OrgsCommand::Create {
-                    name,
-                    data_dir,
-                    database_url,
-                },
+            command: OrgsCommand::Create { name, store },
         } => {
-            let org = match database_url {
-                Some(url) => {
-                    let store = PostgresStore::connect(&url).await?;
-                    let org = store.create_org(&name).await;
-                    store.close().await;
-                    org?
-                }
-                None => {
-                    let store = SqliteStore::open(&data_dir)?;
-                    let org = store.create_org(&name).await;
-                    store.close();
-                    org?
-                }
-            };
+            let direct = Direct::open(&store).await?;
+            let org = direct.store().create_org(&name).await;
+            direct.close().await;
+            let org = org?;
             println!("org: {}", org.org_id);
             println!("admin-token: {}", org.admin_token.secret);
             println!("build-runner: {}", org.build_runner);
             println!("build-runner-token: {}", org.build_runner_token.secret);
             println!("signing-public-key: {}", org.signing_key.public_key());
+            Ok(())
+        }
+        Command::Orgs {
+            command:
+                OrgsCommand::Limit {
+                    name,
+                    max_running: Limit(max_running),
+                    store,
+                },
+        } => {
+            let direct = Direct::open(&store).await?;
+            let org = direct.store().set_org_limit(&name, max_running).await;
+            direct.close().await;
+            let org = org?;
+            match max_running {
+                Some(n) => println!("org {name} ({org}): at most {n} jobs run at once"),
+                None => println!("org {name} ({org}): no limit on running jobs"),
+            }
             Ok(())
         }
         Command::Openapi => {

@@ -54,6 +54,9 @@ pub(crate) struct AppState {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) timings: Timings,
     pub(crate) runners: Hub<RunnerId>,
+    /// Claims that an org's limit on running jobs held back, woken when a
+    /// job of the org ends.
+    pub(crate) orgs: Hub<OrgId>,
     pub(crate) logs: Hub<JobId>,
     keys: Mutex<HashMap<OrgId, OrgSigningKey>>,
     runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
@@ -79,6 +82,7 @@ impl AppState {
             store,
             timings,
             runners: Hub::new(),
+            orgs: Hub::new(),
             logs: Hub::new(),
             keys: Mutex::new(HashMap::new()),
             runner_auth: Mutex::new(HashMap::new()),
@@ -95,6 +99,13 @@ impl AppState {
     pub(crate) fn wake_runner(&self, runner: &RunnerId) {
         self.runners.wake(runner);
         self.store.announce(Wake::Runner(runner.clone()));
+    }
+
+    /// Wakes the claims the org's limit on running jobs held back, here and
+    /// on the other replicas: one of its running jobs ended.
+    pub(crate) fn wake_org(&self, org: &OrgId) {
+        self.orgs.wake(org);
+        self.store.announce(Wake::Org(org.clone()));
     }
 
     /// Wakes the followers of a job's log, here and on the other replicas.
@@ -114,9 +125,11 @@ impl AppState {
         match wake {
             Wake::Runner(r) => self.runners.wake(&r),
             Wake::Logs(j) => self.logs.wake(&j),
+            Wake::Org(o) => self.orgs.wake(&o),
             Wake::Executor => self.executor.wake(),
             Wake::All => {
                 self.runners.wake_all();
+                self.orgs.wake_all();
                 self.logs.wake_all();
                 self.executor.wake();
             }

@@ -13,7 +13,7 @@ use nuon_core::wire::{
     LOG_RECORDS_CONTENT_TYPE, LeaseState, LogAck, LogBatch, LogBatchQuery, LogRecords,
     MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, routes,
 };
-use nuon_core::{JobId, JobStatus};
+use nuon_core::{JobId, JobStatus, OrgId};
 
 use super::{Body, RunnerAuth, SharedState, path_id};
 use crate::error::Error;
@@ -52,27 +52,49 @@ async fn claim(
     let wait = wait.saturating_sub(nuon_core::random_below(wait / 10));
     let deadline = tokio::time::Instant::now() + wait;
     let sub = state.runners.subscribe(&runner.runner_id);
+    // Taken once the org's limit on running jobs holds this runner's jobs
+    // back: then the end of any job of the org is worth a look.
+    let mut org_sub: Option<crate::hub::Subscription<'_, OrgId>> = None;
+    let mut watch_org = false;
     loop {
-        // Register for wake-ups before looking, so a job queued between the
-        // look and the wait is not missed.
+        if watch_org && org_sub.is_none() {
+            org_sub = Some(state.orgs.subscribe(&runner.org_id));
+        }
+        // Register for wake-ups before looking, so a job queued (or ended)
+        // between the look and the wait is not missed.
         let notified = sub.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let jobs = state
+        let org_notified = org_sub.as_ref().map(|s| s.notify().notified());
+        tokio::pin!(org_notified);
+        if let Some(n) = org_notified.as_mut().as_pin_mut() {
+            n.enable();
+        }
+        let claimed = state
             .store
             .claim(&runner.runner_id, &req.kinds, slots, lease_ms(&state))
             .await?;
-        if !jobs.is_empty() || slots == 0 {
-            if !jobs.is_empty() {
-                tracing::debug!(runner = %runner.runner_id, count = jobs.len(), "jobs claimed");
-            }
-            return Ok(Json(ClaimResponse { jobs }));
+        if !claimed.jobs.is_empty() || slots == 0 {
+            tracing::debug!(runner = %runner.runner_id, count = claimed.jobs.len(), "jobs claimed");
+            return Ok(Json(ClaimResponse { jobs: claimed.jobs }));
+        }
+        if claimed.held_back && !watch_org {
+            // Look once more with the org's wake-up registered.
+            watch_org = true;
+            continue;
         }
         let fallback = state.timings.fallback_poll.map_or(deadline, |every| {
             deadline.min(tokio::time::Instant::now() + every)
         });
+        let org_ended = async {
+            match org_notified.as_mut().as_pin_mut() {
+                Some(n) => n.await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = &mut notified => {}
+            () = org_ended => {}
             _ = tokio::time::sleep_until(fallback), if fallback < deadline => {}
             _ = tokio::time::sleep_until(deadline) => return Ok(Json(ClaimResponse { jobs: Vec::new() })),
             _ = state.shutting_down() => return Ok(Json(ClaimResponse { jobs: Vec::new() })),
@@ -224,6 +246,7 @@ async fn complete(
         .await?;
     state.wake_logs(&job);
     if ack.status != JobStatus::Running {
+        state.wake_org(&runner.org_id);
         state.wake_executor();
         tracing::info!(job = %job, runner = %runner.runner_id, ?outcome, "job finished");
     }

@@ -107,6 +107,16 @@ pub struct NewJob {
     pub signature: String,
 }
 
+/// The jobs a claim took.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Claimed {
+    /// The jobs, each with its new attempt.
+    pub jobs: Vec<ClaimedJob>,
+    /// Whether the runner has queued jobs that its org's limit on running
+    /// jobs held back: it should look again when a job of the org ends.
+    pub held_back: bool,
+}
+
 /// What the rescuer did with an attempt whose lease expired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rescued {
@@ -114,6 +124,8 @@ pub struct Rescued {
     pub job_id: JobId,
     /// Its runner (to wake when the job was queued again).
     pub runner_id: RunnerId,
+    /// Its org (whose runners held back by its limit look again).
+    pub org_id: OrgId,
     /// Whether the job was queued again (otherwise it ended).
     pub requeued: bool,
 }
@@ -282,6 +294,9 @@ pub enum Wake {
     Runner(RunnerId),
     /// New log lines of this job, or its end.
     Logs(JobId),
+    /// A running job of this org ended: its runners that its limit on
+    /// running jobs held back look again.
+    Org(OrgId),
     /// A job of a workflow ended, or a workflow changed: the leader looks again.
     Executor,
     /// Announcements may have been missed: every waiter looks again.
@@ -475,6 +490,10 @@ pub trait Store: Send + Sync + 'static {
     // ------------------------------------------------------------- orgs
     /// Creates an org with a signing key and an admin token.
     async fn create_org(&self, name: &str) -> Result<NewOrg>;
+    /// Sets (or, with `None`, lifts) the limit on how many jobs of the org
+    /// named `name` run at once; returns the org. Jobs already running are
+    /// left alone: the limit holds back the next claims.
+    async fn set_org_limit(&self, name: &str, max_running: Option<u32>) -> Result<OrgId>;
     /// How many orgs exist.
     async fn count_orgs(&self) -> Result<u64>;
     /// The org and scope of an API token, by the token's hash; `None` when
@@ -521,14 +540,15 @@ pub trait Store: Send + Sync + 'static {
 
     // ------------------------------------------------------- runner side
     /// Claims up to `max` queued jobs of the given kinds for `runner`, each
-    /// with a new attempt whose lease lasts `lease_ms`.
+    /// with a new attempt whose lease lasts `lease_ms`, and no more than its
+    /// org's limit on running jobs leaves room for.
     async fn claim(
         &self,
         runner: &RunnerId,
         kinds: &[String],
         max: u32,
         lease_ms: u64,
-    ) -> Result<Vec<ClaimedJob>>;
+    ) -> Result<Claimed>;
     /// Extends the runner's leases and says, per lease, whether to go on.
     async fn heartbeat(
         &self,

@@ -40,8 +40,8 @@ use super::shared::{
     enum_str, parse_id, role_of, scope_of,
 };
 use super::{
-    ApiPrincipal, ComponentState, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued, Result,
-    RunnerPrincipal, StateLock, StatePrincipal, StateToken, StepUpdate, Store, StoreError,
+    ApiPrincipal, Claimed, ComponentState, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued,
+    Result, RunnerPrincipal, StateLock, StatePrincipal, StateToken, StepUpdate, Store, StoreError,
     StoredConfig, StoredInstall, Wake,
 };
 
@@ -57,9 +57,10 @@ const LEADER_LOCK: i64 = 0x6e75_6f6e_6c65_6164; // "nuonlead"
 const MIGRATE_LOCK: i64 = 0x6e75_6f6e_6d69_6772; // "nuonmigr"
 
 /// Numbered migrations; each runs once, in order, in one transaction.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    r#"
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        r#"
 CREATE TABLE orgs (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -224,7 +225,15 @@ CREATE TABLE log_records (
 );
 CREATE INDEX log_records_job ON log_records (job_id, id);
 "#,
-)];
+    ),
+    (
+        2,
+        r#"
+ALTER TABLE orgs ADD COLUMN max_running BIGINT;
+CREATE INDEX jobs_running ON jobs (org_id) WHERE status = 'running';
+"#,
+    ),
+];
 
 fn db(e: sqlx::Error) -> StoreError {
     StoreError::Database(Box::new(e))
@@ -531,6 +540,7 @@ fn encode_wake(w: &Wake) -> String {
     match w {
         Wake::Runner(r) => format!("R {r}"),
         Wake::Logs(j) => format!("L {j}"),
+        Wake::Org(o) => format!("O {o}"),
         Wake::Executor => "X".into(),
         Wake::All => "A".into(),
     }
@@ -541,6 +551,7 @@ fn decode_wake(s: &str) -> Option<Wake> {
     match tag {
         "R" => rest.parse().ok().map(Wake::Runner),
         "L" => rest.parse().ok().map(Wake::Logs),
+        "O" => rest.parse().ok().map(Wake::Org),
         "X" => Some(Wake::Executor),
         "A" => Some(Wake::All),
         _ => None,
@@ -906,6 +917,17 @@ impl Store for PostgresStore {
             build_runner: build_id,
             build_runner_token: build_token,
         })
+    }
+
+    async fn set_org_limit(&self, name: &str, max_running: Option<u32>) -> Result<OrgId> {
+        let id: Option<String> =
+            sqlx::query_scalar("UPDATE orgs SET max_running = $2 WHERE name = $1 RETURNING id")
+                .bind(name)
+                .bind(max_running.map(i64::from))
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db)?;
+        parse_id(&id.ok_or_else(|| shared::no_org(name))?)
     }
 
     async fn count_orgs(&self) -> Result<u64> {
@@ -2027,7 +2049,7 @@ impl Store for PostgresStore {
         kinds: &[String],
         max: u32,
         lease_ms: u64,
-    ) -> Result<Vec<ClaimedJob>> {
+    ) -> Result<Claimed> {
         let now = now_ms();
         let mut tx = self.begin().await?;
         sqlx::query("UPDATE runners SET last_seen_at = $2 WHERE id = $1")
@@ -2036,9 +2058,49 @@ impl Store for PostgresStore {
             .execute(&mut *tx)
             .await
             .map_err(db)?;
+        // The org's limit on running jobs: its row stays locked to the end
+        // of the claim, so claims of one limited org (on any replica) take
+        // turns, each counting what the last one started.
+        let limit: Option<(String, i64)> = sqlx::query_as(
+            "SELECT o.id, o.max_running FROM runners r JOIN orgs o ON o.id = r.org_id \
+             WHERE r.id = $1 AND o.max_running IS NOT NULL FOR UPDATE OF o",
+        )
+        .bind(runner.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db)?;
+        let mut max = i64::from(max);
+        let mut held_back = false;
+        if let Some((org, limit)) = limit {
+            let running: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM jobs WHERE org_id = $1 AND status = 'running'",
+            )
+            .bind(&org)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+            let room = (limit - running).clamp(0, max);
+            if room < max {
+                let queued: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE runner_id = $1 \
+                     AND status = 'queued' AND kind = ANY($2) LIMIT $3) q",
+                )
+                .bind(runner.as_str())
+                .bind(kinds)
+                .bind(room + 1)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?;
+                held_back = queued > room;
+                max = room;
+            }
+        }
         if max == 0 {
             tx.commit().await.map_err(db)?;
-            return Ok(Vec::new());
+            return Ok(Claimed {
+                jobs: Vec::new(),
+                held_back,
+            });
         }
         let mut picked = sqlx::query(
             "WITH picked AS ( \
@@ -2051,7 +2113,7 @@ impl Store for PostgresStore {
         )
         .bind(runner.as_str())
         .bind(kinds)
-        .bind(i64::from(max))
+        .bind(max)
         .bind(now)
         .fetch_all(&mut *tx)
         .await
@@ -2085,7 +2147,7 @@ impl Store for PostgresStore {
             .map_err(db)?;
         }
         tx.commit().await.map_err(db)?;
-        picked
+        let jobs = picked
             .into_iter()
             .map(|(_, id, spec, signature, n)| {
                 Ok(ClaimedJob {
@@ -2096,7 +2158,8 @@ impl Store for PostgresStore {
                     lease_ms,
                 })
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok(Claimed { jobs, held_back })
     }
 
     async fn heartbeat(
@@ -2244,7 +2307,7 @@ impl Store for PostgresStore {
         let mut tx = self.begin().await?;
         let expired = sqlx::query(
             "SELECT a.job_id, a.n, a.runner_id, a.confirmed, j.cancel_requested, j.max_attempts, \
-             (SELECT count(*) FROM attempts c WHERE c.job_id = a.job_id AND c.confirmed) \
+             (SELECT count(*) FROM attempts c WHERE c.job_id = a.job_id AND c.confirmed), j.org_id \
              FROM attempts a JOIN jobs j ON j.id = a.job_id \
              WHERE a.state = 'running' AND a.lease_expires < $1 \
              FOR UPDATE OF a, j SKIP LOCKED",
@@ -2294,6 +2357,7 @@ impl Store for PostgresStore {
             out.push(Rescued {
                 job_id: parse_id(&job)?,
                 runner_id: parse_id(&runner)?,
+                org_id: parse_id(&get::<String>(r, 7)?)?,
                 requeued,
             });
         }

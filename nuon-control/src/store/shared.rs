@@ -47,6 +47,26 @@ pub(super) fn parse_id<T: std::str::FromStr<Err = nuon_core::IdError>>(raw: &str
     raw.parse().map_err(|e: nuon_core::IdError| corrupt(e))
 }
 
+/// The error for an org name that names none.
+pub(super) fn no_org(name: &str) -> StoreError {
+    StoreError::Invalid(format!(
+        "no org is named {name:?}; check the name it was created with"
+    ))
+}
+
+/// Keeps of the `picked` jobs only as many as the org has `room` for (its
+/// limit on running jobs less those running; `None`: no limit); whether any
+/// was held back.
+pub(super) fn hold_back<T>(picked: &mut Vec<T>, room: Option<i64>) -> bool {
+    let Some(room) = room else {
+        return false;
+    };
+    let room = usize::try_from(room.max(0)).unwrap_or(usize::MAX);
+    let held_back = picked.len() > room;
+    picked.truncate(room);
+    held_back
+}
+
 impl JobRow {
     /// The job as the Control API shows it: the state credential and the
     /// install's secrets are hidden from the payload.

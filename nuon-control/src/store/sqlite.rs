@@ -28,11 +28,11 @@ use tokio::sync::oneshot;
 
 use super::shared::{
     self, AttemptRow, CHUNKS_PER_PAGE, JOB_COLUMNS, JobRow, LogChunk, StepRow, enum_from, enum_str,
-    role_of, scope_of,
+    parse_id, role_of, scope_of,
 };
 use super::{
-    ApiPrincipal, ComponentState, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued, Result,
-    RunnerPrincipal, StateLock, StatePrincipal, StateToken, StepUpdate, Store, StoreError,
+    ApiPrincipal, Claimed, ComponentState, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued,
+    Result, RunnerPrincipal, StateLock, StatePrincipal, StateToken, StepUpdate, Store, StoreError,
     StoredConfig, StoredInstall,
 };
 
@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS orgs (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
     signing_key BLOB NOT NULL,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    max_running INTEGER
 );
 CREATE TABLE IF NOT EXISTS api_tokens (
     id TEXT PRIMARY KEY,
@@ -88,6 +89,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (runner_id, seq) WHERE status = 'queued';
 CREATE INDEX IF NOT EXISTS jobs_org ON jobs (org_id, seq);
+CREATE INDEX IF NOT EXISTS jobs_running ON jobs (org_id) WHERE status = 'running';
 CREATE TABLE IF NOT EXISTS attempts (
     job_id TEXT NOT NULL REFERENCES jobs(id),
     n INTEGER NOT NULL,
@@ -426,7 +428,8 @@ fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Conn
 
 /// Brings a data dir made by an earlier version up to the schema.
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 7] = [
+    const COLUMNS: [(&str, &str, &str); 8] = [
+        ("orgs", "max_running", "INTEGER"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
         ("app_configs", "sources", "TEXT NOT NULL DEFAULT '[]'"),
         (
@@ -755,6 +758,22 @@ impl Store for SqliteStore {
                 build_runner: build_id,
                 build_runner_token: build_token,
             })
+        })
+        .await
+    }
+
+    async fn set_org_limit(&self, name: &str, max_running: Option<u32>) -> Result<OrgId> {
+        let name = name.to_owned();
+        self.write(move |conn| {
+            let id: Option<String> = conn
+                .query_row(
+                    "UPDATE orgs SET max_running = ?2 WHERE name = ?1 RETURNING id",
+                    params![name, max_running],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err)?;
+            parse_id(&id.ok_or_else(|| shared::no_org(&name))?)
         })
         .await
     }
@@ -1927,14 +1946,14 @@ impl Store for SqliteStore {
         kinds: &[String],
         max: u32,
         lease_ms: u64,
-    ) -> Result<Vec<ClaimedJob>> {
+    ) -> Result<Claimed> {
         let runner = runner.clone();
         let kinds = serde_json::to_string(kinds).unwrap_or_else(|_| "[]".into());
         self.write(move |conn| {
             let now = now_ms();
             touch_runner(conn, &runner, now)?;
             if max == 0 {
-                return Ok(Vec::new());
+                return Ok(Claimed::default());
             }
             let mut stmt = conn
                 .prepare_cached(
@@ -1943,7 +1962,7 @@ impl Store for SqliteStore {
                      AND kind IN (SELECT value FROM json_each(?2)) ORDER BY seq LIMIT ?3",
                 )
                 .map_err(db_err)?;
-            let picked = stmt
+            let mut picked = stmt
                 .query_map(params![runner.as_str(), kinds, max], |r| {
                     Ok((
                         r.get::<_, i64>(0)?,
@@ -1956,6 +1975,24 @@ impl Store for SqliteStore {
                 .map_err(db_err)?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db_err)?;
+            if picked.is_empty() {
+                return Ok(Claimed::default());
+            }
+            // The org's limit on running jobs (the writer is the only one, so
+            // the count cannot change under us).
+            let room = conn
+                .prepare_cached(
+                    "SELECT o.max_running - (SELECT count(*) FROM jobs j \
+                     WHERE j.org_id = o.id AND j.status = 'running') \
+                     FROM runners r JOIN orgs o ON o.id = r.org_id \
+                     WHERE r.id = ?1 AND o.max_running IS NOT NULL",
+                )
+                .and_then(|mut s| {
+                    s.query_row([runner.as_str()], |r| r.get::<_, i64>(0))
+                        .optional()
+                })
+                .map_err(db_err)?;
+            let held_back = shared::hold_back(&mut picked, room);
             let mut claimed = Vec::with_capacity(picked.len());
             for (seq, id, spec, signature, attempts) in picked {
                 let n = attempts + 1;
@@ -1981,7 +2018,10 @@ impl Store for SqliteStore {
                     lease_ms,
                 });
             }
-            Ok(claimed)
+            Ok(Claimed {
+                jobs: claimed,
+                held_back,
+            })
         })
         .await
     }
@@ -2146,7 +2186,7 @@ impl Store for SqliteStore {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT a.job_id, a.n, a.runner_id, a.confirmed, j.cancel_requested, j.max_attempts, \
-                     (SELECT count(*) FROM attempts c WHERE c.job_id = a.job_id AND c.confirmed = 1) \
+                     (SELECT count(*) FROM attempts c WHERE c.job_id = a.job_id AND c.confirmed = 1), j.org_id \
                      FROM attempts a JOIN jobs j ON j.id = a.job_id \
                      WHERE a.state = 'running' AND a.lease_expires < ?1",
                 )
@@ -2161,13 +2201,14 @@ impl Store for SqliteStore {
                         r.get::<_, i64>(4)? != 0,
                         r.get::<_, u32>(5)?,
                         r.get::<_, u32>(6)?,
+                        r.get::<_, String>(7)?,
                     ))
                 })
                 .map_err(db_err)?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db_err)?;
             let mut out = Vec::new();
-            for (job, n, runner, confirmed, cancel, max_attempts, started) in expired {
+            for (job, n, runner, confirmed, cancel, max_attempts, started, org) in expired {
                 let fate = shared::expire(n, confirmed, cancel, max_attempts, started);
                 conn.execute(
                     "UPDATE attempts SET state = ?3, finished_at = ?4 WHERE job_id = ?1 AND n = ?2",
@@ -2191,6 +2232,7 @@ impl Store for SqliteStore {
                 out.push(Rescued {
                     job_id: job.parse().map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
                     runner_id: runner.parse().map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
+                    org_id: parse_id(&org)?,
                     requeued: requeue,
                 });
             }

@@ -79,10 +79,14 @@ impl Fixture {
     }
 
     async fn queue(&self, max_attempts: u32) -> JobId {
+        self.queue_for(&self.runner, max_attempts).await
+    }
+
+    async fn queue_for(&self, runner: &RunnerId, max_attempts: u32) -> JobId {
         let spec = JobSpec {
             job_id: JobId::generate(),
             org_id: self.org.clone(),
-            runner_id: self.runner.clone(),
+            runner_id: runner.clone(),
             kind: "exec".into(),
             payload: serde_json::json!({"command": "true"}),
             timeout_secs: 60,
@@ -104,12 +108,12 @@ impl Fixture {
     }
 
     async fn claim_one(&self, lease_ms: u64) -> (JobId, u32) {
-        let jobs = self
+        let claimed = self
             .store
             .claim(&self.runner, &["exec".into()], 1, lease_ms)
             .await
             .unwrap();
-        let j = &jobs[0];
+        let j = &claimed.jobs[0];
         (j.job_id.clone(), j.attempt)
     }
 
@@ -228,7 +232,8 @@ conformance! {
             .store
             .claim(&f.runner, &["exec".into()], 3, 1)
             .await
-            .unwrap();
+            .unwrap()
+            .jobs;
         assert_eq!(claimed.len(), 3);
         // The first two confirm with a heartbeat (work started); the third never does.
         let leases: Vec<_> = claimed[..2]
@@ -279,9 +284,73 @@ conformance! {
             .store
             .claim(&f.runner, &["exec".into()], 5, 60_000)
             .await
-            .unwrap();
+            .unwrap()
+            .jobs;
         let twice_next = next.iter().find(|c| c.job_id == twice).unwrap();
         assert_eq!(twice_next.attempt, 2);
+    }
+}
+
+conformance! {
+    async fn an_org_limit_caps_its_running_jobs_across_its_runners(f: Fixture) {
+        let second = RunnerId::generate();
+        f.store
+            .create_runner(&f.org, &second, "r2", "h2")
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            f.queue(1).await;
+        }
+        let seconds = f.queue_for(&second, 1).await;
+        let claim = |runner: RunnerId| {
+            let store = &f.store;
+            async move {
+                store
+                    .claim(&runner, &["exec".into()], 5, 60_000)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(f.store.set_org_limit("o", Some(2)).await.unwrap(), f.org);
+        // Two of the org's jobs may run: the first runner takes both places.
+        let first = claim(f.runner.clone()).await;
+        assert_eq!((first.jobs.len(), first.held_back), (2, true));
+        let none = claim(second.clone()).await;
+        assert_eq!((none.jobs.len(), none.held_back), (0, true));
+        // A job that ends makes room for one more, whichever runner asks.
+        let done = Completion {
+            attempt: first.jobs[0].attempt,
+            log_lines: 0,
+            result: ok_result(),
+        };
+        f.store
+            .complete(&f.runner, &first.jobs[0].job_id, done)
+            .await
+            .unwrap();
+        let next = claim(second.clone()).await;
+        assert_eq!(next.jobs.len(), 1);
+        assert_eq!(next.jobs[0].job_id, seconds);
+        assert!(!next.held_back, "the second runner has nothing left queued");
+        let full = claim(f.runner.clone()).await;
+        assert_eq!((full.jobs.len(), full.held_back), (0, true));
+        // So do lost attempts: both running ones (never confirmed, so
+        // queued again) leave room for the first runner's two queued jobs.
+        let rescued = f.store.rescue_expired(now_ms() + 120_000).await.unwrap();
+        assert_eq!(rescued.len(), 2);
+        assert!(rescued.iter().all(|r| r.org_id == f.org));
+        let after = claim(f.runner.clone()).await;
+        assert_eq!((after.jobs.len(), after.held_back), (2, false));
+        // Lifting the limit lifts it; a limit of an unknown org is refused.
+        f.store.set_org_limit("o", Some(0)).await.unwrap();
+        f.queue(1).await;
+        assert!(claim(f.runner.clone()).await.held_back);
+        f.store.set_org_limit("o", None).await.unwrap();
+        assert_eq!(claim(f.runner.clone()).await.jobs.len(), 1);
+        let unknown = f.store.set_org_limit("nope", Some(1)).await;
+        assert!(
+            matches!(&unknown, Err(StoreError::Invalid(m)) if m.contains("nope")),
+            "{unknown:?}"
+        );
     }
 }
 
@@ -315,6 +384,7 @@ conformance! {
                 .claim(&stranger, &["exec".into()], 5, 1000)
                 .await
                 .unwrap()
+                .jobs
                 .is_empty()
         );
         assert_eq!(
@@ -322,6 +392,7 @@ conformance! {
                 .claim(&f.runner, &["other-kind".into()], 5, 1000)
                 .await
                 .unwrap()
+                .jobs
                 .len(),
             0
         );
