@@ -641,8 +641,8 @@ fn pgbench() -> Result<Option<f64>> {
         &batch,
         "WITH c AS (SELECT id FROM q WHERE status = 0 ORDER BY id LIMIT 10 FOR UPDATE SKIP LOCKED), \
          u AS (UPDATE q SET status = 1, claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id) \
-         SELECT array_agg(id) AS ids FROM u \\gset\n\
-         UPDATE q SET status = 2, done_at = now() WHERE id = ANY(:'ids'::bigint[]);\n",
+         SELECT string_agg(id::text, ',') AS ids FROM u \\gset\n\
+         UPDATE q SET status = 2, done_at = now() WHERE id IN (:ids);\n",
     )?;
     let run = |script: &Path, per_tx: f64| -> Result<f64> {
         psql("DROP TABLE IF EXISTS q")?;

@@ -75,7 +75,9 @@ async fn claim(
             .claim(&runner.runner_id, &req.kinds, slots, lease_ms(&state))
             .await?;
         if !claimed.jobs.is_empty() || slots == 0 {
-            tracing::debug!(runner = %runner.runner_id, count = claimed.jobs.len(), "jobs claimed");
+            if !claimed.jobs.is_empty() {
+                tracing::debug!(runner = %runner.runner_id, count = claimed.jobs.len(), "jobs claimed");
+            }
             return Ok(Json(ClaimResponse { jobs: claimed.jobs }));
         }
         if claimed.held_back && !watch_org {
