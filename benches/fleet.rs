@@ -125,7 +125,7 @@ impl Stats {
         let mut v: Vec<(String, u64)> = std::mem::take(&mut *self.errors.lock().expect("stats"))
             .into_iter()
             .collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v.sort_by_key(|e| std::cmp::Reverse(e.1));
         v.iter()
             .take(3)
             .map(|(m, n)| format!("{n}× {m}"))

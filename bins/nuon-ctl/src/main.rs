@@ -109,13 +109,13 @@ fn parse_limit(raw: &str) -> Result<Limit, String> {
 /// An open store of either kind.
 enum Direct {
     Sqlite(SqliteStore),
-    Postgres(PostgresStore),
+    Postgres(Box<PostgresStore>),
 }
 
 impl Direct {
     async fn open(args: &StoreArgs) -> anyhow::Result<Self> {
         Ok(match &args.database_url {
-            Some(url) => Direct::Postgres(PostgresStore::connect(url).await?),
+            Some(url) => Direct::Postgres(Box::new(PostgresStore::connect(url).await?)),
             None => Direct::Sqlite(SqliteStore::open(&args.data_dir)?),
         })
     }
@@ -123,7 +123,7 @@ impl Direct {
     fn store(&self) -> &dyn Store {
         match self {
             Direct::Sqlite(s) => s,
-            Direct::Postgres(s) => s,
+            Direct::Postgres(s) => s.as_ref(),
         }
     }
 
