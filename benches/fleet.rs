@@ -412,7 +412,7 @@ async fn wait_seen(
 
 // ------------------------------------------------------------ process probes
 
-/// CPU time (user + system) of a process, and of its whole machine.
+/// CPU time (user + system) and bytes written to disk by a process, at a moment.
 #[derive(Clone, Copy)]
 struct Sample {
     at: Instant,
