@@ -469,6 +469,41 @@ impl PostgresStore {
     async fn begin(&self) -> Result<Tx> {
         self.pool.begin().await.map_err(db)
     }
+
+    /// The rows of `sql`, whose `$1` is the org, each made by `from_row`.
+    async fn org_rows<T>(
+        &self,
+        sql: String,
+        org: &OrgId,
+        from_row: fn(&PgRow) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(org.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?
+            .iter()
+            .map(from_row)
+            .collect()
+    }
+
+    /// The row of `sql`, whose `$1` is the org and `$2` a name or id.
+    async fn org_row<T>(
+        &self,
+        sql: String,
+        org: &OrgId,
+        name_or_id: &str,
+        from_row: fn(&PgRow) -> Result<T>,
+    ) -> Result<Option<T>> {
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(org.as_str())
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?
+            .map(|r| from_row(&r))
+            .transpose()
+    }
 }
 
 impl Drop for PostgresStore {
@@ -1573,16 +1608,14 @@ impl Store for PostgresStore {
     }
 
     async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>> {
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE org_id = $1 ORDER BY created_at, id"
-        )))
-        .bind(org.as_str())
-        .fetch_all(&self.pool)
+        self.org_rows(
+            format!(
+                "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE org_id = $1 ORDER BY created_at, id"
+            ),
+            org,
+            token_from_row,
+        )
         .await
-        .map_err(db)?
-        .iter()
-        .map(token_from_row)
-        .collect()
     }
 
     async fn revoke_api_token(&self, org: &OrgId, id: &TokenId) -> Result<Option<TokenInfo>> {
@@ -1630,29 +1663,26 @@ impl Store for PostgresStore {
     }
 
     async fn list_apps(&self, org: &OrgId) -> Result<Vec<AppInfo>> {
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {APP_COLUMNS} FROM apps a WHERE a.org_id = $1 ORDER BY a.created_at, a.id"
-        )))
-        .bind(org.as_str())
-        .fetch_all(&self.pool)
+        self.org_rows(
+            format!(
+                "SELECT {APP_COLUMNS} FROM apps a WHERE a.org_id = $1 ORDER BY a.created_at, a.id"
+            ),
+            org,
+            app_from_row,
+        )
         .await
-        .map_err(db)?
-        .iter()
-        .map(app_from_row)
-        .collect()
     }
 
     async fn find_app(&self, org: &OrgId, name_or_id: &str) -> Result<Option<AppInfo>> {
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {APP_COLUMNS} FROM apps a WHERE a.org_id = $1 AND (a.id = $2 OR a.name = $2)"
-        )))
-        .bind(org.as_str())
-        .bind(name_or_id)
-        .fetch_optional(&self.pool)
+        self.org_row(
+            format!(
+                "SELECT {APP_COLUMNS} FROM apps a WHERE a.org_id = $1 AND (a.id = $2 OR a.name = $2)"
+            ),
+            org,
+            name_or_id,
+            app_from_row,
+        )
         .await
-        .map_err(db)?
-        .map(|r| app_from_row(&r))
-        .transpose()
     }
 
     async fn add_config(
@@ -1802,29 +1832,26 @@ impl Store for PostgresStore {
     }
 
     async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>> {
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = $1 ORDER BY created_at, id"
-        )))
-        .bind(org.as_str())
-        .fetch_all(&self.pool)
+        self.org_rows(
+            format!(
+                "SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = $1 ORDER BY created_at, id"
+            ),
+            org,
+            install_from_row,
+        )
         .await
-        .map_err(db)?
-        .iter()
-        .map(install_from_row)
-        .collect()
     }
 
     async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>> {
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = $1 AND (id = $2 OR name = $2)"
-        )))
-        .bind(org.as_str())
-        .bind(name_or_id)
-        .fetch_optional(&self.pool)
+        self.org_row(
+            format!(
+                "SELECT {INSTALL_COLUMNS} FROM installs WHERE org_id = $1 AND (id = $2 OR name = $2)"
+            ),
+            org,
+            name_or_id,
+            install_from_row,
+        )
         .await
-        .map_err(db)?
-        .map(|r| install_from_row(&r))
-        .transpose()
     }
 
     async fn set_install_inputs(
@@ -1885,30 +1912,27 @@ impl Store for PostgresStore {
     }
 
     async fn list_runners(&self, org: &OrgId) -> Result<Vec<RunnerInfo>> {
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = $1 ORDER BY created_at, id"
-        )))
-        .bind(org.as_str())
-        .fetch_all(&self.pool)
+        self.org_rows(
+            format!(
+                "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = $1 ORDER BY created_at, id"
+            ),
+            org,
+            runner_from_row,
+        )
         .await
-        .map_err(db)?
-        .iter()
-        .map(runner_from_row)
-        .collect()
     }
 
     async fn find_runner(&self, org: &OrgId, name_or_id: &str) -> Result<Option<RunnerInfo>> {
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = $1 AND (id = $2 OR name = $2) \
+        self.org_row(
+            format!(
+                "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = $1 AND (id = $2 OR name = $2) \
              ORDER BY revoked_at IS NOT NULL LIMIT 1"
-        )))
-        .bind(org.as_str())
-        .bind(name_or_id)
-        .fetch_optional(&self.pool)
+            ),
+            org,
+            name_or_id,
+            runner_from_row,
+        )
         .await
-        .map_err(db)?
-        .map(|r| runner_from_row(&r))
-        .transpose()
     }
 
     async fn revoke_runner(&self, org: &OrgId, id: &RunnerId) -> Result<Option<RunnerInfo>> {
