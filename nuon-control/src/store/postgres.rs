@@ -24,8 +24,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
-    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
-    LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
+    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
+    LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
     WorkflowInfo,
 };
 use nuon_core::{
@@ -36,8 +36,8 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
 use tokio::sync::{broadcast, mpsc};
 
 use super::shared::{
-    self, AttemptRow, CHUNKS_PER_PAGE, JOB_COLUMNS, JobRow, LogChunk, StepRow, corrupt, enum_from,
-    enum_str, parse_id, role_of, scope_of,
+    self, CHUNKS_PER_PAGE, JOB_COLUMNS, JobRow, LogChunk, StepRow, corrupt, enum_from, enum_str,
+    parse_id, role_of, scope_of,
 };
 use super::{
     ApiPrincipal, Claimed, ComponentState, NewInstall, NewJob, NewOrg, NewWorkflow, Rescued,
@@ -45,6 +45,10 @@ use super::{
     StoredConfig, StoredInstall, Wake,
 };
 
+mod group;
+
+/// Group-commit tasks per replica: while one commits, the next gathers.
+const COMMITTERS: usize = 2;
 /// The channel replicas announce wake-ups on.
 const CHANNEL: &str = "nuon_wake";
 /// The shortest time between two notifications of this replica.
@@ -395,6 +399,8 @@ pub struct PostgresStore {
     wakes: broadcast::Sender<Wake>,
     outbox: mpsc::UnboundedSender<Wake>,
     leader: tokio::sync::Mutex<Option<(PgConnection, bool)>>,
+    /// Heartbeats, log batches and completions, committed in groups.
+    writes: group::GroupCommit,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -440,10 +446,13 @@ impl PostgresStore {
         let replica = RunnerId::generate().to_string();
         let mut listener = PgListener::connect_with(&pool).await.map_err(db)?;
         listener.listen(CHANNEL).await.map_err(db)?;
-        let tasks = vec![
-            tokio::spawn(publish(pool.clone(), replica.clone(), rx)),
-            tokio::spawn(listen(listener, replica.clone(), wakes.clone())),
-        ];
+        let (writes, mut tasks) = group::GroupCommit::start(&pool, COMMITTERS);
+        tasks.push(tokio::spawn(publish(pool.clone(), replica.clone(), rx)));
+        tasks.push(tokio::spawn(listen(
+            listener,
+            replica.clone(),
+            wakes.clone(),
+        )));
         Ok(PostgresStore {
             pool,
             options,
@@ -451,6 +460,7 @@ impl PostgresStore {
             wakes,
             outbox,
             leader: tokio::sync::Mutex::new(None),
+            writes,
             tasks: Mutex::new(tasks),
         })
     }
@@ -782,26 +792,6 @@ where
     .map_err(db)?
     .map(|r| job_from_row(&r))
     .transpose()
-}
-
-/// The fence of a write to attempt `n` (the attempt row locked until the
-/// transaction ends).
-async fn check_attempt(tx: &mut Tx, runner: &RunnerId, job: &JobId, n: u32) -> Result<i64> {
-    let row = sqlx::query(
-        "SELECT j.attempts, a.runner_id, a.state, a.acked_seq FROM jobs j \
-         JOIN attempts a ON a.job_id = j.id AND a.n = $2 WHERE j.id = $1 FOR UPDATE OF a",
-    )
-    .bind(job.as_str())
-    .bind(i64::from(n))
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(db)?;
-    let (attempt, acked): (Option<AttemptRow>, i64) = match &row {
-        Some(r) => (Some((get(r, 0)?, get(r, 1)?, get(r, 2)?)), get(r, 3)?),
-        None => (None, 0),
-    };
-    shared::check_attempt(attempt, runner, job, n)?;
-    Ok(acked)
 }
 
 async fn lease_states(
@@ -2193,36 +2183,7 @@ impl Store for PostgresStore {
         leases: &[LeaseRef],
         lease_ms: u64,
     ) -> Result<Vec<LeaseStatus>> {
-        let now = now_ms();
-        let mut tx = self.begin().await?;
-        sqlx::query("UPDATE runners SET last_seen_at = $2 WHERE id = $1")
-            .bind(runner.as_str())
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        let states = lease_states(&mut tx, runner, leases).await?;
-        let live: Vec<&LeaseStatus> = states
-            .iter()
-            .filter(|s| s.state != LeaseState::Stale)
-            .collect();
-        if !live.is_empty() {
-            let ids: Vec<&str> = live.iter().map(|s| s.job_id.as_str()).collect();
-            let ns: Vec<i64> = live.iter().map(|s| i64::from(s.attempt)).collect();
-            sqlx::query(
-                "UPDATE attempts a SET lease_expires = $3, confirmed = true \
-                 FROM UNNEST($1::text[], $2::bigint[]) AS t(id, n) \
-                 WHERE a.job_id = t.id AND a.n = t.n AND a.state = 'running'",
-            )
-            .bind(&ids)
-            .bind(&ns)
-            .bind(now + lease_ms as i64)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        }
-        tx.commit().await.map_err(db)?;
-        Ok(states)
+        self.writes.heartbeat(runner, leases, lease_ms).await
     }
 
     async fn lease_states(
@@ -2235,27 +2196,7 @@ impl Store for PostgresStore {
     }
 
     async fn append_logs(&self, runner: &RunnerId, job: &JobId, batch: LogBatch) -> Result<LogAck> {
-        let mut tx = self.begin().await?;
-        let acked = check_attempt(&mut tx, runner, job, batch.attempt).await? as u64;
-        let Some((skip, first, last)) = shared::new_lines(acked, &batch) else {
-            return Ok(LogAck { acked_seq: acked });
-        };
-        // One statement (one round trip): the chunk and the new high mark.
-        sqlx::query(
-            "WITH chunk AS (INSERT INTO log_records (job_id, attempt, first_seq, last_seq, body) \
-                VALUES ($1, $2, $3, $4, $5)) \
-             UPDATE attempts SET acked_seq = $4 WHERE job_id = $1 AND n = $2",
-        )
-        .bind(job.as_str())
-        .bind(i64::from(batch.attempt))
-        .bind(first as i64)
-        .bind(last as i64)
-        .bind(batch.lines.tail(skip).as_bytes())
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-        tx.commit().await.map_err(db)?;
-        Ok(LogAck { acked_seq: last })
+        self.writes.append_logs(runner, job, batch).await
     }
 
     async fn complete(
@@ -2264,59 +2205,7 @@ impl Store for PostgresStore {
         job: &JobId,
         completion: Completion,
     ) -> Result<CompletionAck> {
-        let n = completion.attempt;
-        let mut tx = self.begin().await?;
-        // Idempotence: the same attempt completing again gets the same answer.
-        let existing = sqlx::query(
-            "SELECT a.state, j.status, j.attempts FROM attempts a JOIN jobs j ON j.id = a.job_id \
-             WHERE a.job_id = $1 AND a.n = $2 AND a.runner_id = $3",
-        )
-        .bind(job.as_str())
-        .bind(i64::from(n))
-        .bind(runner.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db)?;
-        if let Some(r) = &existing
-            && get::<String>(r, 0)? == "finished"
-            && get::<i64>(r, 2)? == i64::from(n)
-        {
-            return Ok(CompletionAck {
-                status: get::<String>(r, 1)?.parse().map_err(corrupt)?,
-            });
-        }
-        let acked = check_attempt(&mut tx, runner, job, n).await?;
-        if (acked as u64) < completion.log_lines {
-            return Err(shared::logs_pending(
-                job,
-                n,
-                completion.log_lines,
-                acked as u64,
-            ));
-        }
-        let now = now_ms();
-        let result = completion.result;
-        let status = JobStatus::from(result.outcome);
-        let outputs = (!result.outputs.is_null()).then(|| result.outputs.to_string());
-        // One statement (one round trip): the attempt and the job end.
-        sqlx::query(
-            "WITH attempt AS (UPDATE attempts SET state = 'finished', finished_at = $6 \
-                WHERE job_id = $1 AND n = $7) \
-             UPDATE jobs SET status = $2, exit_code = $3, reason = $4, outputs = $5, finished_at = $6 \
-             WHERE id = $1",
-        )
-        .bind(job.as_str())
-        .bind(status.as_str())
-        .bind(result.exit_code)
-        .bind(&result.reason)
-        .bind(outputs)
-        .bind(now)
-        .bind(i64::from(n))
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-        tx.commit().await.map_err(db)?;
-        Ok(CompletionAck { status })
+        self.writes.complete(runner, job, completion).await
     }
 
     async fn rescue_expired(&self, now_ms: i64) -> Result<Vec<Rescued>> {

@@ -224,6 +224,91 @@ conformance! {
 }
 
 conformance! {
+    async fn writes_arriving_together_are_each_answered_as_if_alone(f: Fixture) {
+        // Many runners' writes at once, as a group commit takes them:
+        // each job gets its log lines (and a resend of them) and its
+        // completion together; one write is stale, one completion comes
+        // early. Each is answered on its own.
+        let jobs = 12;
+        for _ in 0..jobs {
+            f.queue(1).await;
+        }
+        let claimed = f
+            .store
+            .claim(&f.runner, &["exec".into()], jobs, 60_000)
+            .await
+            .unwrap()
+            .jobs;
+        assert_eq!(claimed.len(), jobs as usize);
+        let mut leases: Vec<LeaseRef> = claimed
+            .iter()
+            .map(|c| LeaseRef {
+                job_id: c.job_id.clone(),
+                attempt: c.attempt,
+            })
+            .collect();
+        leases.push(LeaseRef {
+            job_id: claimed[0].job_id.clone(),
+            attempt: 7,
+        });
+        let store = &f.store;
+        let runner = &f.runner;
+        let heartbeat = store.heartbeat(runner, &leases, 60_000);
+        let logs = claimed.iter().flat_map(|c| {
+            let once = store.append_logs(runner, &c.job_id, Fixture::batch(c.attempt, 1, &["a", "b"]));
+            let again = store.append_logs(runner, &c.job_id, Fixture::batch(c.attempt, 2, &["b"]));
+            [once, again]
+        });
+        let stale = store.append_logs(runner, &claimed[1].job_id, Fixture::batch(9, 1, &["x"]));
+        let (states, acks, stale) = tokio::join!(
+            heartbeat,
+            futures_util::future::join_all(logs),
+            stale
+        );
+        let states = states.unwrap();
+        assert_eq!(states.len(), leases.len());
+        assert!(states[..jobs as usize].iter().all(|s| s.state == LeaseState::Active));
+        assert_eq!(states[jobs as usize].state, LeaseState::Stale);
+        assert!(acks.iter().all(|a| a.as_ref().unwrap().acked_seq == 2), "{acks:?}");
+        assert!(
+            matches!(stale, Err(StoreError::Conflict { code: "stale_attempt", .. })),
+            "{stale:?}"
+        );
+        let done = |i: usize, log_lines| {
+            let c = &claimed[i];
+            store.complete(
+                runner,
+                &c.job_id,
+                Completion {
+                    attempt: c.attempt,
+                    log_lines,
+                    result: ok_result(),
+                },
+            )
+        };
+        // The last job's completion comes once too early (before a line it
+        // names), then as it should; the first job's comes twice.
+        let mut ends = vec![done(claimed.len() - 1, 3), done(0, 2)];
+        ends.extend((0..claimed.len()).map(|i| done(i, 2)));
+        let mut ends = futures_util::future::join_all(ends).await;
+        let early = ends.remove(0);
+        assert!(
+            matches!(early, Err(StoreError::Conflict { code: "logs_pending", acked_seq: Some(2), .. })),
+            "{early:?}"
+        );
+        assert!(
+            ends.iter().all(|e| e.as_ref().unwrap().status == JobStatus::Succeeded),
+            "{ends:?}"
+        );
+        for c in &claimed {
+            assert_eq!(f.texts(&c.job_id).await, ["a", "b"]);
+            let job = f.store.get_job(&f.org, &c.job_id).await.unwrap().unwrap();
+            assert_eq!((job.status, job.exit_code), (JobStatus::Succeeded, Some(0)));
+        }
+    }
+}
+
+conformance! {
     async fn expired_leases_requeue_or_fail_by_policy_and_fence_the_old_attempt(f: Fixture) {
         let once = f.queue(1).await;
         let twice = f.queue(2).await;

@@ -1,0 +1,499 @@
+//! Group commit of the runners' writes: heartbeats, log batches and
+//! completions from many runners share one transaction.
+//!
+//! A call queues its write and waits for the answer. A few committer tasks
+//! take whatever is waiting (up to [`MAX_BATCH`] writes or
+//! [`MAX_BATCH_LOG_BYTES`] of log lines) and apply it in four round trips,
+//! however many writes it holds:
+//!
+//! 1. the heartbeating runners are seen (their rows locked in id order);
+//! 2. every attempt the writes name is read and locked, in key order;
+//! 3. each write is decided in order, in memory, against those rows (the
+//!    fence, the log high mark, a completion's idempotence), so that a
+//!    refused write refuses only itself;
+//! 4. one statement stores the log chunks, the attempts' new leases, high
+//!    marks and ends, and the jobs' results; then the commit.
+//!
+//! Every committer locks runner rows, then attempt rows, each in key order,
+//! so two batches (of this replica or another) wait on each other at most
+//! once and never deadlock. A batch that fails in the database answers every
+//! write in it with the error; each write is safe to send again.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use nuon_core::wire::{
+    Completion, CompletionAck, LeaseRef, LeaseState, LeaseStatus, LogAck, LogBatch,
+};
+use nuon_core::{JobId, JobStatus, RunnerId, now_ms};
+use sqlx::PgPool;
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use super::{db, get};
+use crate::store::shared::{self, corrupt};
+use crate::store::{Result, StoreError};
+
+/// The most writes one transaction applies.
+pub(super) const MAX_BATCH: usize = 256;
+/// A batch stops taking log batches once it holds this many bytes of lines.
+pub(super) const MAX_BATCH_LOG_BYTES: usize = 8 * 1024 * 1024;
+/// Writes queued beyond this make callers wait (back-pressure).
+const QUEUE: usize = 4096;
+
+/// One runner's write.
+enum Op {
+    Heartbeat {
+        runner: RunnerId,
+        leases: Vec<LeaseRef>,
+        lease_ms: u64,
+    },
+    Logs {
+        runner: RunnerId,
+        job: JobId,
+        batch: LogBatch,
+    },
+    Complete {
+        runner: RunnerId,
+        job: JobId,
+        completion: Completion,
+    },
+}
+
+impl Op {
+    /// The log bytes the write carries.
+    fn log_bytes(&self) -> usize {
+        match self {
+            Op::Logs { batch, .. } => batch.lines.as_bytes().len(),
+            _ => 0,
+        }
+    }
+}
+
+/// The answer to one [`Op`].
+enum Answer {
+    Leases(Vec<LeaseStatus>),
+    Logs(LogAck),
+    Completed(CompletionAck),
+}
+
+struct Write {
+    op: Op,
+    reply: oneshot::Sender<Result<Answer>>,
+}
+
+/// The queue in front of the committers.
+pub(super) struct GroupCommit {
+    queue: mpsc::Sender<Write>,
+}
+
+impl GroupCommit {
+    /// Starts `committers` tasks applying batches on `pool`'s connections.
+    pub(super) fn start(
+        pool: &PgPool,
+        committers: usize,
+    ) -> (GroupCommit, Vec<tokio::task::JoinHandle<()>>) {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
+        let tasks = (0..committers.max(1))
+            .map(|_| tokio::spawn(committer(pool.clone(), rx.clone())))
+            .collect();
+        (GroupCommit { queue }, tasks)
+    }
+
+    async fn submit(&self, op: Op) -> Result<Answer> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send(Write { op, reply })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    pub(super) async fn heartbeat(
+        &self,
+        runner: &RunnerId,
+        leases: &[LeaseRef],
+        lease_ms: u64,
+    ) -> Result<Vec<LeaseStatus>> {
+        let op = Op::Heartbeat {
+            runner: runner.clone(),
+            leases: leases.to_vec(),
+            lease_ms,
+        };
+        match self.submit(op).await? {
+            Answer::Leases(states) => Ok(states),
+            _ => Err(mismatch()),
+        }
+    }
+
+    pub(super) async fn append_logs(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        batch: LogBatch,
+    ) -> Result<LogAck> {
+        let op = Op::Logs {
+            runner: runner.clone(),
+            job: job.clone(),
+            batch,
+        };
+        match self.submit(op).await? {
+            Answer::Logs(ack) => Ok(ack),
+            _ => Err(mismatch()),
+        }
+    }
+
+    pub(super) async fn complete(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        completion: Completion,
+    ) -> Result<CompletionAck> {
+        let op = Op::Complete {
+            runner: runner.clone(),
+            job: job.clone(),
+            completion,
+        };
+        match self.submit(op).await? {
+            Answer::Completed(ack) => Ok(ack),
+            _ => Err(mismatch()),
+        }
+    }
+}
+
+fn mismatch() -> StoreError {
+    StoreError::Invalid("internal error: a write was answered as another kind".into())
+}
+
+/// Takes what is waiting, applies it, answers; until the queue closes.
+async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::Receiver<Write>>>) {
+    loop {
+        let mut batch = Vec::new();
+        {
+            let mut rx = rx.lock().await;
+            let Some(first) = rx.recv().await else {
+                return;
+            };
+            let mut bytes = first.op.log_bytes();
+            batch.push(first);
+            while batch.len() < MAX_BATCH && bytes < MAX_BATCH_LOG_BYTES {
+                match rx.try_recv() {
+                    Ok(w) => {
+                        bytes += w.op.log_bytes();
+                        batch.push(w);
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        let ops: Vec<&Op> = batch.iter().map(|w| &w.op).collect();
+        match apply(&pool, &ops).await {
+            Ok(answers) => {
+                for (w, a) in batch.into_iter().zip(answers) {
+                    let _ = w.reply.send(a);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(writes = batch.len(), error = %e, "a group commit failed");
+                let message = e.to_string();
+                for w in batch {
+                    let _ = w
+                        .reply
+                        .send(Err(StoreError::Database(message.clone().into())));
+                }
+            }
+        }
+    }
+}
+
+/// An attempt row as the batch sees it: read at the start, changed by each
+/// write in turn, written back at the end when `dirty`.
+struct Attempt {
+    /// The job's current attempt number.
+    current: i64,
+    cancel: bool,
+    runner: String,
+    state: String,
+    acked: i64,
+    /// The job's status.
+    status: String,
+    /// A heartbeat extended the lease to this.
+    lease_until: Option<i64>,
+    finished_at: Option<i64>,
+    dirty: bool,
+}
+
+/// A job's end, as a completion records it.
+struct JobEnd {
+    job: String,
+    status: &'static str,
+    exit_code: Option<i32>,
+    reason: Option<String>,
+    outputs: Option<String>,
+}
+
+/// A log chunk to insert.
+struct Chunk<'a> {
+    job: &'a str,
+    attempt: i64,
+    first: i64,
+    last: i64,
+    body: &'a [u8],
+}
+
+/// Everything a batch writes, decided in memory.
+#[derive(Default)]
+struct Plan<'a> {
+    chunks: Vec<Chunk<'a>>,
+    ends: Vec<JobEnd>,
+}
+
+type Key = (String, i64);
+
+/// Applies `ops` in one transaction; one answer per op, in order.
+async fn apply(pool: &PgPool, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
+    let now = now_ms();
+    let mut runners = BTreeSet::new();
+    let mut keys = BTreeSet::new();
+    for op in ops {
+        match op {
+            Op::Heartbeat { runner, leases, .. } => {
+                runners.insert(runner.as_str());
+                for l in leases {
+                    keys.insert((l.job_id.as_str().to_owned(), i64::from(l.attempt)));
+                }
+            }
+            Op::Logs { job, batch, .. } => {
+                keys.insert((job.as_str().to_owned(), i64::from(batch.attempt)));
+            }
+            Op::Complete {
+                job, completion, ..
+            } => {
+                keys.insert((job.as_str().to_owned(), i64::from(completion.attempt)));
+            }
+        }
+    }
+    let mut tx = pool.begin().await.map_err(db)?;
+    if !runners.is_empty() {
+        let ids: Vec<&str> = runners.into_iter().collect();
+        sqlx::query(
+            "UPDATE runners r SET last_seen_at = $2 FROM ( \
+                SELECT id FROM runners WHERE id = ANY($1) ORDER BY id FOR UPDATE) s \
+             WHERE r.id = s.id",
+        )
+        .bind(&ids)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    }
+    let (job_ids, ns): (Vec<&str>, Vec<i64>) = keys.iter().map(|(j, n)| (j.as_str(), *n)).unzip();
+    let rows = sqlx::query(
+        "SELECT a.job_id, a.n, j.attempts, j.cancel_requested, a.runner_id, a.state, \
+            a.acked_seq, j.status \
+         FROM attempts a JOIN jobs j ON j.id = a.job_id \
+         WHERE (a.job_id, a.n) IN (SELECT * FROM UNNEST($1::text[], $2::bigint[])) \
+         ORDER BY a.job_id, a.n FOR UPDATE OF a",
+    )
+    .bind(&job_ids)
+    .bind(&ns)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db)?;
+    let mut attempts: HashMap<Key, Attempt> = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        attempts.insert(
+            (get(r, 0)?, get(r, 1)?),
+            Attempt {
+                current: get(r, 2)?,
+                cancel: get(r, 3)?,
+                runner: get(r, 4)?,
+                state: get(r, 5)?,
+                acked: get(r, 6)?,
+                status: get(r, 7)?,
+                lease_until: None,
+                finished_at: None,
+                dirty: false,
+            },
+        );
+    }
+    let mut plan = Plan::default();
+    let answers: Vec<Result<Answer>> = ops
+        .iter()
+        .map(|op| decide(op, now, &mut attempts, &mut plan))
+        .collect();
+    write(&mut tx, now, &attempts, &plan).await?;
+    tx.commit().await.map_err(db)?;
+    Ok(answers)
+}
+
+/// Decides one write against the attempts as the writes before it left them.
+fn decide<'a>(
+    op: &'a Op,
+    now: i64,
+    attempts: &mut HashMap<Key, Attempt>,
+    plan: &mut Plan<'a>,
+) -> Result<Answer> {
+    match op {
+        Op::Heartbeat {
+            runner,
+            leases,
+            lease_ms,
+        } => Ok(Answer::Leases(
+            leases
+                .iter()
+                .map(|l| {
+                    let key = (l.job_id.as_str().to_owned(), i64::from(l.attempt));
+                    let row = attempts.get_mut(&key);
+                    let state = shared::lease_state(
+                        row.as_ref()
+                            .map(|a| (a.current, a.cancel, a.runner.clone(), a.state.clone())),
+                        runner,
+                        l.attempt,
+                    );
+                    if let Some(a) = row
+                        && state != LeaseState::Stale
+                    {
+                        a.lease_until = Some(now + *lease_ms as i64);
+                        a.dirty = true;
+                    }
+                    LeaseStatus {
+                        job_id: l.job_id.clone(),
+                        attempt: l.attempt,
+                        state,
+                    }
+                })
+                .collect(),
+        )),
+        Op::Logs { runner, job, batch } => {
+            let a = fenced(attempts, runner, job, batch.attempt)?;
+            let Some((skip, first, last)) = shared::new_lines(a.acked as u64, batch) else {
+                return Ok(Answer::Logs(LogAck {
+                    acked_seq: a.acked as u64,
+                }));
+            };
+            plan.chunks.push(Chunk {
+                job: job.as_str(),
+                attempt: i64::from(batch.attempt),
+                first: first as i64,
+                last: last as i64,
+                body: batch.lines.tail(skip).as_bytes(),
+            });
+            a.acked = last as i64;
+            a.dirty = true;
+            Ok(Answer::Logs(LogAck { acked_seq: last }))
+        }
+        Op::Complete {
+            runner,
+            job,
+            completion,
+        } => {
+            let n = completion.attempt;
+            // Idempotence: the same attempt completing again gets the same answer.
+            if let Some(a) = attempts.get(&(job.as_str().to_owned(), i64::from(n)))
+                && a.runner == runner.as_str()
+                && a.state == "finished"
+                && a.current == i64::from(n)
+            {
+                return Ok(Answer::Completed(CompletionAck {
+                    status: a.status.parse().map_err(corrupt)?,
+                }));
+            }
+            let a = fenced(attempts, runner, job, n)?;
+            if (a.acked as u64) < completion.log_lines {
+                return Err(shared::logs_pending(
+                    job,
+                    n,
+                    completion.log_lines,
+                    a.acked as u64,
+                ));
+            }
+            let result = &completion.result;
+            let status = JobStatus::from(result.outcome);
+            a.state = "finished".into();
+            a.status = status.as_str().into();
+            a.finished_at = Some(now);
+            a.dirty = true;
+            plan.ends.push(JobEnd {
+                job: job.as_str().to_owned(),
+                status: status.as_str(),
+                exit_code: result.exit_code,
+                reason: result.reason.clone(),
+                outputs: (!result.outputs.is_null()).then(|| result.outputs.to_string()),
+            });
+            Ok(Answer::Completed(CompletionAck { status }))
+        }
+    }
+}
+
+/// The attempt a runner may write to, or why not (the fence).
+fn fenced<'m>(
+    attempts: &'m mut HashMap<Key, Attempt>,
+    runner: &RunnerId,
+    job: &JobId,
+    n: u32,
+) -> Result<&'m mut Attempt> {
+    let a = attempts.get_mut(&(job.as_str().to_owned(), i64::from(n)));
+    shared::check_attempt(
+        a.as_ref()
+            .map(|a| (a.current, a.runner.clone(), a.state.clone())),
+        runner,
+        job,
+        n,
+    )?;
+    a.ok_or_else(|| StoreError::stale(format!("job {job} has no attempt {n} of this runner")))
+}
+
+/// Writes what the batch decided, in one statement.
+async fn write(
+    tx: &mut sqlx::PgConnection,
+    now: i64,
+    attempts: &HashMap<Key, Attempt>,
+    plan: &Plan<'_>,
+) -> Result<()> {
+    let dirty: Vec<(&Key, &Attempt)> = attempts.iter().filter(|(_, a)| a.dirty).collect();
+    if dirty.is_empty() && plan.chunks.is_empty() && plan.ends.is_empty() {
+        return Ok(());
+    }
+    let c = &plan.chunks;
+    let e = &plan.ends;
+    sqlx::query(
+        "WITH chunks AS ( \
+            INSERT INTO log_records (job_id, attempt, first_seq, last_seq, body) \
+            SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[])), \
+         att AS ( \
+            UPDATE attempts a SET acked_seq = t.acked, state = t.state, \
+                lease_expires = COALESCE(t.lease, a.lease_expires), \
+                confirmed = a.confirmed OR t.lease IS NOT NULL, \
+                finished_at = COALESCE(t.finished, a.finished_at) \
+            FROM UNNEST($6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], \
+                $11::bigint[]) AS t(id, n, acked, state, lease, finished) \
+            WHERE a.job_id = t.id AND a.n = t.n) \
+         UPDATE jobs j SET status = t.status, exit_code = t.code, reason = t.reason, \
+            outputs = t.outputs, finished_at = $12 \
+         FROM UNNEST($13::text[], $14::text[], $15::int[], $16::text[], $17::text[]) \
+            AS t(id, status, code, reason, outputs) \
+         WHERE j.id = t.id",
+    )
+    .bind(c.iter().map(|c| c.job).collect::<Vec<_>>())
+    .bind(c.iter().map(|c| c.attempt).collect::<Vec<_>>())
+    .bind(c.iter().map(|c| c.first).collect::<Vec<_>>())
+    .bind(c.iter().map(|c| c.last).collect::<Vec<_>>())
+    .bind(c.iter().map(|c| c.body).collect::<Vec<_>>())
+    .bind(dirty.iter().map(|(k, _)| k.0.as_str()).collect::<Vec<_>>())
+    .bind(dirty.iter().map(|(k, _)| k.1).collect::<Vec<_>>())
+    .bind(dirty.iter().map(|(_, a)| a.acked).collect::<Vec<_>>())
+    .bind(dirty.iter().map(|(_, a)| a.state.as_str()).collect::<Vec<_>>())
+    .bind(dirty.iter().map(|(_, a)| a.lease_until).collect::<Vec<_>>())
+    .bind(dirty.iter().map(|(_, a)| a.finished_at).collect::<Vec<_>>())
+    .bind(now)
+    .bind(e.iter().map(|e| e.job.as_str()).collect::<Vec<_>>())
+    .bind(e.iter().map(|e| e.status).collect::<Vec<_>>())
+    .bind(e.iter().map(|e| e.exit_code).collect::<Vec<_>>())
+    .bind(e.iter().map(|e| e.reason.as_deref()).collect::<Vec<_>>())
+    .bind(e.iter().map(|e| e.outputs.as_deref()).collect::<Vec<_>>())
+    .execute(tx)
+    .await
+    .map_err(db)?;
+    Ok(())
+}
