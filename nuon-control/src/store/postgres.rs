@@ -1,9 +1,10 @@
 //! The PostgreSQL store, for several control-plane replicas on one database.
 //!
-//! - Every call is one transaction on a pooled connection; claims take
-//!   queued jobs `FOR UPDATE SKIP LOCKED`, so replicas never wait on each
-//!   other's claims, and a heartbeat extends all of a runner's leases in one
-//!   `UPDATE ... FROM UNNEST`.
+//! - Claims take queued jobs `FOR UPDATE SKIP LOCKED`, so replicas never
+//!   wait on each other's claims. The runners' heartbeats, log batches and
+//!   completions are group-committed ([`group`]): what many runners send at
+//!   once shares one transaction. Every other call is one transaction of
+//!   its own on a pooled connection.
 //! - Wake-ups cross replicas with `LISTEN/NOTIFY` on one channel: a
 //!   publisher task coalesces what this replica announces into at most one
 //!   `NOTIFY` per [`NOTIFY_GAP`] (so a queue is never notified more often,
@@ -828,6 +829,72 @@ async fn lease_states(
             ),
         })
         .collect())
+}
+
+/// Starts up to `max` of `runner`'s queued jobs of `kinds`, oldest first,
+/// in one statement: the runner is seen, the jobs taken `FOR UPDATE SKIP
+/// LOCKED`, their attempts begun. Unless `limit_checked`, `None` (and
+/// nothing started) when the runner's org has a limit on running jobs,
+/// which the caller must count first.
+async fn start_jobs<'e, E>(
+    e: E,
+    runner: &RunnerId,
+    kinds: &[String],
+    max: i64,
+    now: i64,
+    lease_ms: u64,
+    limit_checked: bool,
+) -> Result<Option<Vec<ClaimedJob>>>
+where
+    E: sqlx::Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query(
+        "WITH seen AS (UPDATE runners SET last_seen_at = $4 WHERE id = $1 RETURNING org_id), \
+         limited AS (SELECT 1 FROM seen JOIN orgs o ON o.id = seen.org_id \
+            WHERE o.max_running IS NOT NULL AND NOT $6), \
+         picked AS (SELECT seq FROM jobs \
+            WHERE runner_id = $1 AND status = 'queued' AND kind = ANY($2) \
+            AND NOT EXISTS (SELECT 1 FROM limited) \
+            ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED), \
+         taken AS (UPDATE jobs j SET status = 'running', attempts = j.attempts + 1, \
+            started_at = COALESCE(j.started_at, $4) \
+            FROM picked WHERE j.seq = picked.seq \
+            RETURNING j.seq, j.id, j.spec, j.signature, j.attempts), \
+         begun AS (INSERT INTO attempts (job_id, n, runner_id, state, lease_expires, started_at) \
+            SELECT id, attempts, $1, 'running', $5, $4 FROM taken) \
+         SELECT seq, id, spec, signature, attempts, false FROM taken \
+         UNION ALL SELECT 0, '', '', '', 0, true FROM limited",
+    )
+    .bind(runner.as_str())
+    .bind(kinds)
+    .bind(max)
+    .bind(now)
+    .bind(now + lease_ms as i64)
+    .bind(limit_checked)
+    .fetch_all(e)
+    .await
+    .map_err(db)?;
+    let mut taken = Vec::with_capacity(rows.len());
+    for r in &rows {
+        if get::<bool>(r, 5)? {
+            return Ok(None);
+        }
+        taken.push((get::<i64>(r, 0)?, get::<String>(r, 1)?, r));
+    }
+    taken.sort_by_key(|t| t.0);
+    taken
+        .into_iter()
+        .map(|(_, id, r)| {
+            Ok(ClaimedJob {
+                job_id: parse_id(&id)?,
+                attempt: get::<i64>(r, 4)? as u32,
+                spec: get(r, 2)?,
+                signature: get(r, 3)?,
+                lease_ms,
+            })
+        })
+        .collect::<Result<_>>()
+        .map(Some)
 }
 
 #[async_trait]
@@ -2069,18 +2136,33 @@ impl Store for PostgresStore {
         lease_ms: u64,
     ) -> Result<Claimed> {
         let now = now_ms();
+        // Most orgs have no limit: then the claim is one statement (one
+        // round trip, one commit), which also says whether the org has one.
+        if let Some(jobs) = start_jobs(
+            &self.pool,
+            runner,
+            kinds,
+            i64::from(max),
+            now,
+            lease_ms,
+            false,
+        )
+        .await?
+        {
+            return Ok(Claimed {
+                jobs,
+                held_back: false,
+            });
+        }
         let mut tx = self.begin().await?;
-        // The runner is seen, and its org's limit on running jobs read, in
-        // one round trip. The org's row stays locked to the end of the
-        // claim, so claims of one limited org (on any replica) take turns,
-        // each counting what the last one started.
+        // The org's row stays locked to the end of the claim, so claims of
+        // one limited org (on any replica) take turns, each counting what
+        // the last one started.
         let limit: Option<(String, i64)> = sqlx::query_as(
-            "WITH seen AS (UPDATE runners SET last_seen_at = $2 WHERE id = $1) \
-             SELECT o.id, o.max_running FROM runners r JOIN orgs o ON o.id = r.org_id \
+            "SELECT o.id, o.max_running FROM runners r JOIN orgs o ON o.id = r.org_id \
              WHERE r.id = $1 AND o.max_running IS NOT NULL FOR UPDATE OF o",
         )
         .bind(runner.as_str())
-        .bind(now)
         .fetch_optional(&mut *tx)
         .await
         .map_err(db)?;
@@ -2110,70 +2192,14 @@ impl Store for PostgresStore {
                 max = room;
             }
         }
-        if max == 0 {
-            tx.commit().await.map_err(db)?;
-            return Ok(Claimed {
-                jobs: Vec::new(),
-                held_back,
-            });
-        }
-        let mut picked = sqlx::query(
-            "WITH picked AS ( \
-                SELECT seq FROM jobs WHERE runner_id = $1 AND status = 'queued' AND kind = ANY($2) \
-                ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) \
-             UPDATE jobs j SET status = 'running', attempts = j.attempts + 1, \
-                started_at = COALESCE(j.started_at, $4) \
-             FROM picked WHERE j.seq = picked.seq \
-             RETURNING j.seq, j.id, j.spec, j.signature, j.attempts",
-        )
-        .bind(runner.as_str())
-        .bind(kinds)
-        .bind(max)
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db)?
-        .iter()
-        .map(|r| {
-            Ok((
-                get::<i64>(r, 0)?,
-                get::<String>(r, 1)?,
-                get::<String>(r, 2)?,
-                get::<String>(r, 3)?,
-                get::<i64>(r, 4)?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
-        picked.sort_by_key(|p| p.0);
-        if !picked.is_empty() {
-            let ids: Vec<&str> = picked.iter().map(|p| p.1.as_str()).collect();
-            let ns: Vec<i64> = picked.iter().map(|p| p.4).collect();
-            sqlx::query(
-                "INSERT INTO attempts (job_id, n, runner_id, state, lease_expires, started_at) \
-                 SELECT id, n, $3, 'running', $4, $5 FROM UNNEST($1::text[], $2::bigint[]) AS t(id, n)",
-            )
-            .bind(&ids)
-            .bind(&ns)
-            .bind(runner.as_str())
-            .bind(now + lease_ms as i64)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        }
+        let jobs = if max == 0 {
+            Vec::new()
+        } else {
+            start_jobs(&mut *tx, runner, kinds, max, now, lease_ms, true)
+                .await?
+                .unwrap_or_default()
+        };
         tx.commit().await.map_err(db)?;
-        let jobs = picked
-            .into_iter()
-            .map(|(_, id, spec, signature, n)| {
-                Ok(ClaimedJob {
-                    job_id: parse_id(&id)?,
-                    attempt: n as u32,
-                    spec,
-                    signature,
-                    lease_ms,
-                })
-            })
-            .collect::<Result<_>>()?;
         Ok(Claimed { jobs, held_back })
     }
 
