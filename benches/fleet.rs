@@ -12,7 +12,7 @@
 //!     sqlite    N runners (default 10,000) on one control plane on SQLite: connect, idle,
 //!               R jobs/s (default 200) for S seconds (default 30), then a restart storm
 //!     pgbench   the raw SKIP LOCKED claim + complete rate of PostgreSQL (pgbench)
-//!     pg        throughput on PostgreSQL with 1 and with 2 replicas (--jobs J, default 6,000)
+//!     pg        throughput on PostgreSQL with 1 and with 2 replicas (--jobs J, default 12,000)
 //! ```
 //!
 //! Prints Markdown for BENCHMARKS.md. With no section, runs them all.
@@ -55,7 +55,7 @@ fn args() -> Result<Args> {
         runners: 10_000,
         rate: 200.0,
         secs: 30,
-        jobs: 6_000,
+        jobs: 12_000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {

@@ -3,16 +3,17 @@
 //!
 //! A call queues its write and waits for the answer. A few committer tasks
 //! take whatever is waiting (up to [`MAX_BATCH`] writes or
-//! [`MAX_BATCH_LOG_BYTES`] of log lines) and apply it in four round trips,
-//! however many writes it holds:
+//! [`MAX_BATCH_LOG_BYTES`] of log lines) and apply it in one transaction of
+//! at most five round trips, however many writes it holds:
 //!
-//! 1. the heartbeating runners are seen (their rows locked in id order);
+//! 1. `BEGIN`, and the heartbeating runners are seen (their rows locked in
+//!    id order);
 //! 2. every attempt the writes name is read and locked, in key order;
 //! 3. each write is decided in order, in memory, against those rows (the
 //!    fence, the log high mark, a completion's idempotence), so that a
 //!    refused write refuses only itself;
 //! 4. one statement stores the log chunks, the attempts' new leases, high
-//!    marks and ends, and the jobs' results; then the commit.
+//!    marks and ends, and the jobs' results; then `COMMIT`.
 //!
 //! Every committer locks runner rows, then attempt rows, each in key order,
 //! so two batches (of this replica or another) wait on each other at most
@@ -250,7 +251,8 @@ struct Plan<'a> {
 
 type Key = (String, i64);
 
-/// Applies `ops` in one transaction; one answer per op, in order.
+/// Applies `ops` in one transaction; one answer per op, in order. An `Err`
+/// is the database's: nothing of the batch was stored.
 async fn apply(pool: &PgPool, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
     let now = now_ms();
     let mut runners = BTreeSet::new();
