@@ -103,17 +103,6 @@ impl ControlPlane {
             }
         };
         bootstrap(&*store, &config.data_dir).await?;
-        // Nobody could heartbeat while we were down: give running attempts a
-        // full lease from now before the rescuer may call them lost.
-        let extended = store
-            .extend_running_leases(now_ms() + config.lease.as_millis() as i64)
-            .await?;
-        if extended > 0 {
-            tracing::info!(
-                count = extended,
-                "extended leases of running attempts after start"
-            );
-        }
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timings = Timings {
             lease: config.lease,
@@ -244,6 +233,27 @@ async fn maintenance_loop(state: SharedState, every: Duration, retention: Durati
             }
         };
         let was = state.leader.swap(leading, Ordering::Relaxed);
+        if leading && !was {
+            // Runners may have reached no control plane while the lead was
+            // vacant (every replica down, or the leader's runners moving to
+            // another): give running attempts a full lease from now before
+            // any is called lost.
+            let until = now_ms() + state.timings.lease.as_millis() as i64;
+            match state.store.extend_running_leases(until).await {
+                Ok(0) => {}
+                Ok(count) => {
+                    tracing::info!(
+                        count,
+                        "extended the leases of running attempts on taking the lead"
+                    )
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot extend running leases on taking the lead; trying again");
+                    state.leader.store(false, Ordering::Relaxed);
+                    continue;
+                }
+            }
+        }
         if leading != was {
             if leading {
                 tracing::info!(
