@@ -12,7 +12,8 @@
 //!     sqlite    N runners (default 10,000) on one control plane on SQLite: connect, idle,
 //!               R jobs/s (default 200) for S seconds (default 30), then a restart storm
 //!     pgbench   the raw SKIP LOCKED claim + complete rate of PostgreSQL (pgbench)
-//!     pg        throughput on PostgreSQL with 1 and with 2 replicas (--jobs J, default 12,000)
+//!     pg        throughput on PostgreSQL with 1 and with 2 replicas (--jobs J, default 12,000),
+//!               then dispatch latency at --rate R jobs/s for 10 s
 //! ```
 //!
 //! Prints Markdown for BENCHMARKS.md. With no section, runs them all.
@@ -701,6 +702,7 @@ async fn pg_throughput(args: &Args, raw: Option<f64>) -> Result<()> {
         "| replicas | jobs | queueing (64 at a time) | run: claimed to completed | control-plane CPU | PostgreSQL commits/s, WAL | vs raw |"
     );
     println!("|---|---|---|---|---|---|---|");
+    let mut dispatch = Vec::new();
     for replicas in [1, 2] {
         let Some(pg) = PgCluster::start_with(true)? else {
             return Ok(());
@@ -757,10 +759,28 @@ async fn pg_throughput(args: &Args, raw: Option<f64>) -> Result<()> {
             mb((w1 - w0) / secs),
             raw.map_or("-".into(), |r| format!("{:.2}×", rate / r)),
         );
+        // Dispatch with the runners parked: jobs at a steady rate, queued
+        // through the replicas in turn, so with two replicas half of them
+        // reach their runner through the other replica's NOTIFY.
+        let _ = fleet.latencies();
+        let count = (args.rate * 10.0) as usize;
+        let before = fleet.stats.completed.load(Ordering::Relaxed);
+        queue_jobs(&controls, &names, count, args.rate).await?;
+        wait_completed(&fleet.stats, before + count as u64, Duration::from_secs(120)).await?;
+        dispatch.push(format!(
+            "| {replicas} | {count} jobs at {:.0}/s | {} |",
+            args.rate,
+            latency_summary(&fleet.latencies())
+        ));
         drop(fleet);
         for mut cp in cps {
             cp.kill9();
         }
+    }
+    println!("\n| replicas | load (queued through the replicas in turn) | dispatch, queued → claim answered |");
+    println!("|---|---|---|");
+    for row in dispatch {
+        println!("{row}");
     }
     Ok(())
 }
