@@ -766,7 +766,12 @@ async fn pg_throughput(args: &Args, raw: Option<f64>) -> Result<()> {
         let count = (args.rate * 10.0) as usize;
         let before = fleet.stats.completed.load(Ordering::Relaxed);
         queue_jobs(&controls, &names, count, args.rate).await?;
-        wait_completed(&fleet.stats, before + count as u64, Duration::from_secs(120)).await?;
+        wait_completed(
+            &fleet.stats,
+            before + count as u64,
+            Duration::from_secs(120),
+        )
+        .await?;
         dispatch.push(format!(
             "| {replicas} | {count} jobs at {:.0}/s | {} |",
             args.rate,
@@ -777,7 +782,9 @@ async fn pg_throughput(args: &Args, raw: Option<f64>) -> Result<()> {
             cp.kill9();
         }
     }
-    println!("\n| replicas | load (queued through the replicas in turn) | dispatch, queued → claim answered |");
+    println!(
+        "\n| replicas | load (queued through the replicas in turn) | dispatch, queued → claim answered |"
+    );
     println!("|---|---|---|");
     for row in dispatch {
         println!("{row}");

@@ -2105,13 +2105,26 @@ impl Store for PostgresStore {
             .parse::<JobStatus>()
             .map(JobStatus::is_terminal)
             .unwrap_or(false);
-        let rows = sqlx::query(
-            "SELECT id, attempt, first_seq, body FROM log_records \
+        // The chunks' sizes first, then only the bodies the page needs.
+        let sizes: Vec<shared::ChunkSize> = sqlx::query_as(
+            "SELECT id, last_seq - first_seq + 1, octet_length(body)::bigint FROM log_records \
              WHERE job_id = $1 AND id >= $2 ORDER BY id LIMIT $3",
         )
         .bind(job.as_str())
         .bind(shared::cursor_chunk(cursor))
         .bind(CHUNKS_PER_PAGE)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+        let (take, more) = shared::chunks_for_page(&sizes, cursor, limit);
+        let last = sizes.get(take.wrapping_sub(1)).map_or(-1, |c| c.0);
+        let rows = sqlx::query(
+            "SELECT id, attempt, first_seq, body FROM log_records \
+             WHERE job_id = $1 AND id >= $2 AND id <= $3 ORDER BY id",
+        )
+        .bind(job.as_str())
+        .bind(shared::cursor_chunk(cursor))
+        .bind(last)
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;
@@ -2125,7 +2138,9 @@ impl Store for PostgresStore {
                 body: std::str::from_utf8(body).map_err(corrupt)?,
             });
         }
-        Ok(Some(shared::log_page(chunks, cursor, limit, terminal)))
+        Ok(Some(shared::log_page(
+            chunks, cursor, limit, more, terminal,
+        )))
     }
 
     async fn claim(

@@ -329,42 +329,77 @@ pub(super) struct LogChunk<'a> {
     pub body: &'a str,
 }
 
-/// How many chunks one page reads at most.
+/// How many chunks one page looks at, at most.
 pub(super) const CHUNKS_PER_PAGE: i64 = 64;
+/// The most bytes of log text one page carries (but always one line): a
+/// page of long lines stops early, and a reader's memory stays bounded
+/// however chatty the job was.
+pub(super) const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 /// The chunk a cursor points into (the first chunk to read).
 pub(super) fn cursor_chunk(cursor: u64) -> i64 {
     (cursor >> CURSOR_LINE_BITS) as i64
 }
 
+/// The lines of [`cursor_chunk`] the cursor has already passed.
+fn cursor_skip(cursor: u64) -> usize {
+    (cursor & ((1 << CURSOR_LINE_BITS) - 1)) as usize
+}
+
+/// A stored chunk's size, read before any body: its id, lines and bytes.
+pub(super) type ChunkSize = (i64, i64, i64);
+
+/// Of the chunks from the cursor's on (their sizes, in order, at most
+/// [`CHUNKS_PER_PAGE`]), how many a page of `limit` lines reads, and whether
+/// chunks beyond those may hold more lines.
+pub(super) fn chunks_for_page(sizes: &[ChunkSize], cursor: u64, limit: u32) -> (usize, bool) {
+    let (first, skip) = (cursor_chunk(cursor), cursor_skip(cursor) as i64);
+    let (mut lines, mut bytes) = (0, 0);
+    let mut take = sizes.len();
+    for (i, &(id, count, size)) in sizes.iter().enumerate() {
+        if lines >= i64::from(limit) || bytes >= MAX_PAGE_BYTES as i64 {
+            take = i;
+            break;
+        }
+        lines += if id == first { count - skip } else { count };
+        bytes += size;
+    }
+    (
+        take,
+        take < sizes.len() || sizes.len() as i64 >= CHUNKS_PER_PAGE,
+    )
+}
+
 /// Pages through chunks read from [`cursor_chunk`] on, in order: up to
-/// `limit` lines after `cursor`. `terminal`: the job has ended, so a page
-/// that reaches the end completes the log.
+/// `limit` lines (or [`MAX_PAGE_BYTES`]) after `cursor`. `more`: chunks
+/// after these were not read. `terminal`: the job has ended, so a page that
+/// reaches the end completes the log.
 pub(super) fn log_page<'a>(
     chunks: impl IntoIterator<Item = LogChunk<'a>>,
     cursor: u64,
     limit: u32,
+    more: bool,
     terminal: bool,
 ) -> LogPage {
     let chunk_after = cursor_chunk(cursor);
-    let skip_in_chunk = (cursor & ((1 << CURSOR_LINE_BITS) - 1)) as usize;
+    let skip_in_chunk = cursor_skip(cursor);
     let mut lines = Vec::new();
+    let mut bytes = 0;
     let mut next = cursor;
     let mut exhausted = true;
-    let mut read = 0;
     for chunk in chunks {
-        read += 1;
         let start = if chunk.id == chunk_after {
             skip_in_chunk
         } else {
             0
         };
         for (i, line) in records::iter_str(chunk.body).enumerate().skip(start) {
-            if lines.len() as u32 >= limit {
+            if lines.len() as u32 >= limit || bytes >= MAX_PAGE_BYTES {
                 exhausted = false;
                 break;
             }
             next = ((chunk.id as u64) << CURSOR_LINE_BITS) | (i + 1) as u64;
+            bytes += line.text.len();
             lines.push(LogEntry {
                 attempt: chunk.attempt,
                 seq: chunk.first_seq as u64 + i as u64,
@@ -378,8 +413,8 @@ pub(super) fn log_page<'a>(
             break;
         }
     }
-    // A full page of lines, or of chunks, may have more behind it.
-    if exhausted && (lines.len() as u32 >= limit || read >= CHUNKS_PER_PAGE) {
+    // A full page, or one that left chunks unread, may have more behind it.
+    if exhausted && (more || lines.len() as u32 >= limit || bytes >= MAX_PAGE_BYTES) {
         exhausted = false;
     }
     LogPage {

@@ -1908,15 +1908,31 @@ impl Store for SqliteStore {
                 .parse::<JobStatus>()
                 .map(JobStatus::is_terminal)
                 .unwrap_or(false);
+            // The chunks' sizes first, then only the bodies the page needs.
+            let sizes = conn
+                .prepare_cached(
+                    "SELECT id, last_seq - first_seq + 1, octet_length(body) FROM logs.records \
+                     WHERE job_id = ?1 AND id >= ?2 ORDER BY id LIMIT ?3",
+                )
+                .and_then(|mut s| {
+                    s.query_map(
+                        params![job.as_str(), shared::cursor_chunk(cursor), CHUNKS_PER_PAGE],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )?
+                    .collect::<rusqlite::Result<Vec<shared::ChunkSize>>>()
+                })
+                .map_err(db_err)?;
+            let (take, more) = shared::chunks_for_page(&sizes, cursor, limit);
+            let last = sizes.get(take.wrapping_sub(1)).map_or(-1, |c| c.0);
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT id, attempt, first_seq, body FROM logs.records \
-                     WHERE job_id = ?1 AND id >= ?2 ORDER BY id LIMIT ?3",
+                     WHERE job_id = ?1 AND id >= ?2 AND id <= ?3 ORDER BY id",
                 )
                 .map_err(db_err)?;
             let rows = stmt
                 .query_map(
-                    params![job.as_str(), shared::cursor_chunk(cursor), CHUNKS_PER_PAGE],
+                    params![job.as_str(), shared::cursor_chunk(cursor), last],
                     |r| {
                         Ok((
                             r.get::<_, i64>(0)?,
@@ -1935,7 +1951,9 @@ impl Store for SqliteStore {
                 first_seq: *first_seq,
                 body,
             });
-            Ok(Some(shared::log_page(chunks, cursor, limit, terminal)))
+            Ok(Some(shared::log_page(
+                chunks, cursor, limit, more, terminal,
+            )))
         })
         .await
     }

@@ -901,6 +901,45 @@ conformance! {
     }
 }
 
+conformance! {
+    async fn a_page_of_long_lines_stops_at_its_byte_budget(f: Fixture) {
+        let job = f.queue(1).await;
+        let (_, n) = f.claim_one(60_000).await;
+        // Three batches of 40 lines of 16,000 bytes: 1.9 MB in all.
+        let lines: Vec<String> = (0..120).map(|i| format!("{i:05}{}", "x".repeat(15_995))).collect();
+        for (b, chunk) in lines.chunks(40).enumerate() {
+            let texts: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            f.store
+                .append_logs(&f.runner, &job, Fixture::batch(n, 1 + 40 * b as u64, &texts))
+                .await
+                .unwrap();
+        }
+        let done = Completion {
+            attempt: n,
+            log_lines: 120,
+            result: ok_result(),
+        };
+        f.store.complete(&f.runner, &job, done).await.unwrap();
+        let (mut cursor, mut seen, mut pages) = (0, Vec::new(), 0);
+        loop {
+            let page = f.store.read_logs(&f.org, &job, cursor, 10_000).await.unwrap().unwrap();
+            let bytes: usize = page.lines.iter().map(|l| l.text.len()).sum();
+            assert!(
+                bytes <= super::shared::MAX_PAGE_BYTES + 16_000,
+                "a page of {bytes} bytes"
+            );
+            seen.extend(page.lines.into_iter().map(|l| l.text));
+            cursor = page.next;
+            pages += 1;
+            if page.complete {
+                break;
+            }
+        }
+        assert_eq!(seen, lines);
+        assert!(pages >= 2, "1.9 MB came in {pages} page(s)");
+    }
+}
+
 /// Two PostgreSQL stores on one database, as two replicas would hold them.
 async fn two_replicas() -> Option<(nuon_tests::PgCluster, PostgresStore, PostgresStore)> {
     let pg = nuon_tests::PgCluster::start().unwrap()?;
