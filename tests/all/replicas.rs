@@ -306,3 +306,79 @@ fn an_org_limit_holds_its_running_jobs_across_runners_and_replicas() {
     );
     drop(runners);
 }
+
+/// Running leases are extended by the replica that takes the maintenance
+/// lead (runners may have reached nobody while the lead was vacant), not by
+/// a replica starting beside a live leader: that one would only delay the
+/// rescue of runners that really died.
+#[test]
+fn leases_are_extended_by_the_replica_taking_the_lead_not_by_one_starting_beside_it() {
+    let Some(pg) = PgCluster::start().expect("start PostgreSQL") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut a = ControlPlane::start_replica(&data, "20s", &pg.url, tmp.path(), "a").unwrap();
+    let leads = |cp: &ControlPlane| cp.server_log().contains("this replica leads maintenance");
+    wait_for("replica a to lead", Duration::from_secs(10), || {
+        leads(&a).then_some(())
+    })
+    .unwrap();
+    let token = a.create_runner("r").unwrap();
+    let runner = Runner::start_with_api(
+        &a.runner_url,
+        RunnerOpts {
+            token: &token,
+            signing_key: &a.signing_key,
+            slots: 1,
+            grace: "1s",
+            work_dir: None,
+        },
+    )
+    .unwrap();
+    let ca = a.client();
+    let job = rt()
+        .block_on(ca.create_job(&CreateJob {
+            runner: "r".into(),
+            kind: "exec".into(),
+            payload: serde_json::json!({"command": "sleep", "args": ["600"]}),
+            timeout_secs: Some(900),
+            max_attempts: Some(1),
+        }))
+        .unwrap();
+    wait_for("the job to run", Duration::from_secs(30), || {
+        let j = rt().block_on(ca.get_job(&job.id)).ok()?;
+        (j.status == JobStatus::Running).then_some(())
+    })
+    .unwrap();
+
+    // b starts beside the leader and runs its maintenance loop a few times.
+    let b = ControlPlane::start_replica(&data, "20s", &pg.url, tmp.path(), "b").unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let log_b = b.server_log();
+    assert!(!leads(&b), "b leads beside a live leader:\n{log_b}");
+    assert!(
+        !log_b.contains("extended"),
+        "b extended leases without taking the lead:\n{log_b}"
+    );
+
+    // The leader dies: b takes the lead and extends the running lease.
+    a.kill9();
+    wait_for(
+        "replica b to take the lead",
+        Duration::from_secs(30),
+        || leads(&b).then_some(()),
+    )
+    .unwrap();
+    let log_b = b.server_log();
+    let line = log_b
+        .lines()
+        .find(|l| l.contains("extended the leases of running attempts on taking the lead"))
+        .unwrap_or_else(|| panic!("b took the lead without extending leases:\n{log_b}"));
+    assert!(line.contains("count=1"), "{line}");
+    assert_eq!(
+        rt().block_on(b.client().get_job(&job.id)).unwrap().status,
+        JobStatus::Running
+    );
+    drop(runner);
+}
