@@ -238,9 +238,16 @@ async fn complete(
     State(state): State<SharedState>,
     RunnerAuth(runner): RunnerAuth,
     Path(raw): Path<String>,
-    Body(completion): Body<Completion>,
+    Body(mut completion): Body<Completion>,
 ) -> Result<Json<CompletionAck>, Error> {
     let job: JobId = path_id("job", &raw)?;
+    // PostgreSQL's text cannot hold NUL; a reason is for people, so NUL is
+    // shown as U+FFFD, on either store.
+    if let Some(reason) = &mut completion.result.reason
+        && reason.contains('\0')
+    {
+        *reason = reason.replace('\0', "\u{FFFD}");
+    }
     let outcome = completion.result.outcome;
     let ack = state
         .store

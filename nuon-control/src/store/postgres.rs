@@ -2313,7 +2313,12 @@ impl Store for PostgresStore {
 
     async fn extend_running_leases(&self, until_ms: i64) -> Result<u64> {
         Ok(sqlx::query(
-            "UPDATE attempts SET lease_expires = $1 WHERE state = 'running' AND lease_expires < $1",
+            // Locked in key order, as group commits lock them, so the two
+            // cannot deadlock.
+            "UPDATE attempts a SET lease_expires = $1 FROM ( \
+                SELECT job_id, n FROM attempts WHERE state = 'running' AND lease_expires < $1 \
+                ORDER BY job_id, n FOR UPDATE) r \
+             WHERE a.job_id = r.job_id AND a.n = r.n",
         )
         .bind(until_ms)
         .execute(&self.pool)

@@ -357,12 +357,17 @@ pub(super) fn chunks_for_page(sizes: &[ChunkSize], cursor: u64, limit: u32) -> (
     let (mut lines, mut bytes) = (0, 0);
     let mut take = sizes.len();
     for (i, &(id, count, size)) in sizes.iter().enumerate() {
-        if lines >= i64::from(limit) || bytes >= MAX_PAGE_BYTES as i64 {
+        if lines > 0 && (lines >= i64::from(limit) || bytes >= MAX_PAGE_BYTES as i64) {
             take = i;
             break;
         }
-        lines += if id == first { count - skip } else { count };
-        bytes += size;
+        // The cursor's chunk may be read to its end already: it adds
+        // nothing, and must not use up the page.
+        let fresh = if id == first { count - skip } else { count };
+        if fresh > 0 {
+            lines += fresh;
+            bytes += size;
+        }
     }
     (
         take,

@@ -905,18 +905,19 @@ conformance! {
     async fn a_page_of_long_lines_stops_at_its_byte_budget(f: Fixture) {
         let job = f.queue(1).await;
         let (_, n) = f.claim_one(60_000).await;
-        // Three batches of 40 lines of 16,000 bytes: 1.9 MB in all.
-        let lines: Vec<String> = (0..120).map(|i| format!("{i:05}{}", "x".repeat(15_995))).collect();
-        for (b, chunk) in lines.chunks(40).enumerate() {
+        // Three batches of 130 lines of 16,000 bytes: chunks of 2 MB, each
+        // more than a page holds, 6.2 MB in all.
+        let lines: Vec<String> = (0..390).map(|i| format!("{i:05}{}", "x".repeat(15_995))).collect();
+        for (b, chunk) in lines.chunks(130).enumerate() {
             let texts: Vec<&str> = chunk.iter().map(String::as_str).collect();
             f.store
-                .append_logs(&f.runner, &job, Fixture::batch(n, 1 + 40 * b as u64, &texts))
+                .append_logs(&f.runner, &job, Fixture::batch(n, 1 + 130 * b as u64, &texts))
                 .await
                 .unwrap();
         }
         let done = Completion {
             attempt: n,
-            log_lines: 120,
+            log_lines: 390,
             result: ok_result(),
         };
         f.store.complete(&f.runner, &job, done).await.unwrap();
@@ -928,15 +929,59 @@ conformance! {
                 bytes <= super::shared::MAX_PAGE_BYTES + 16_000,
                 "a page of {bytes} bytes"
             );
+            let moved = page.next != cursor;
             seen.extend(page.lines.into_iter().map(|l| l.text));
             cursor = page.next;
             pages += 1;
             if page.complete {
                 break;
             }
+            assert!(moved, "page {pages} is not complete and does not move on");
         }
-        assert_eq!(seen, lines);
-        assert!(pages >= 2, "1.9 MB came in {pages} page(s)");
+        assert_eq!(seen.len(), lines.len());
+        assert!(seen == lines, "the lines came back out of order");
+        assert!(pages >= 6, "6.2 MB came in {pages} page(s)");
+    }
+}
+
+conformance! {
+    async fn a_write_the_database_refuses_fails_alone(f: Fixture) {
+        // PostgreSQL's text cannot hold NUL: the completion carrying one
+        // may fail (SQLite takes it), but the writes arriving with it must
+        // not fail with it.
+        for _ in 0..2 {
+            f.queue(1).await;
+        }
+        let claimed = f
+            .store
+            .claim(&f.runner, &["exec".into()], 2, 60_000)
+            .await
+            .unwrap()
+            .jobs;
+        let (a, b) = (&claimed[0], &claimed[1]);
+        let lease = [LeaseRef {
+            job_id: a.job_id.clone(),
+            attempt: a.attempt,
+        }];
+        let mut poisoned = ok_result();
+        poisoned.reason = Some("bad\0reason".into());
+        let (beat, logs, end) = tokio::join!(
+            f.store.heartbeat(&f.runner, &lease, 60_000),
+            f.store.append_logs(&f.runner, &a.job_id, Fixture::batch(a.attempt, 1, &["a"])),
+            f.store.complete(
+                &f.runner,
+                &b.job_id,
+                Completion {
+                    attempt: b.attempt,
+                    log_lines: 0,
+                    result: poisoned,
+                },
+            ),
+        );
+        assert_eq!(beat.unwrap()[0].state, LeaseState::Active);
+        assert_eq!(logs.unwrap().acked_seq, 1);
+        assert!(matches!(end, Ok(_) | Err(StoreError::Database(_))), "{end:?}");
+        assert_eq!(f.texts(&a.job_id).await, ["a"]);
     }
 }
 
@@ -946,6 +991,43 @@ async fn two_replicas() -> Option<(nuon_tests::PgCluster, PostgresStore, Postgre
     let a = PostgresStore::connect(&pg.url).await.unwrap();
     let b = PostgresStore::connect(&pg.url).await.unwrap();
     Some((pg, a, b))
+}
+
+#[tokio::test]
+async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both() {
+    let Some((_pg, a, b)) = two_replicas().await else {
+        return;
+    };
+    let org = a.create_org("o").await.unwrap().org_id;
+    let runner = RunnerId::generate();
+    a.create_runner(&org, &runner, "r", "h").await.unwrap();
+    let f = Fixture {
+        store: Box::new(a),
+        backing: Backing::Sqlite {
+            _dir: tempfile::tempdir().unwrap(),
+        },
+        org,
+        runner,
+    };
+    // The same completion sent twice, through each replica, at once: one
+    // stores it, the other waits on its lock and must answer the same.
+    for _ in 0..40 {
+        f.queue(1).await;
+        let (job, n) = f.claim_one(60_000).await;
+        let done = || Completion {
+            attempt: n,
+            log_lines: 0,
+            result: ok_result(),
+        };
+        let (x, y) = tokio::join!(
+            f.store.complete(&f.runner, &job, done()),
+            b.complete(&f.runner, &job, done())
+        );
+        assert_eq!(
+            (x.unwrap().status, y.unwrap().status),
+            (JobStatus::Succeeded, JobStatus::Succeeded)
+        );
+    }
 }
 
 #[tokio::test]

@@ -194,13 +194,18 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::Receiver<Write>>>) {
                     let _ = w.reply.send(a);
                 }
             }
+            Err(e) if batch.len() == 1 => {
+                let _ = batch.pop().map(|w| w.reply.send(Err(e)));
+            }
             Err(e) => {
-                tracing::warn!(writes = batch.len(), error = %e, "a group commit failed");
-                let message = e.to_string();
+                // One write the database refuses must not fail the others
+                // (every runner's heartbeats with it): each on its own.
+                tracing::warn!(writes = batch.len(), error = %e, "a group commit failed; applying its writes one by one");
                 for w in batch {
-                    let _ = w
-                        .reply
-                        .send(Err(StoreError::Database(message.clone().into())));
+                    let answer = apply(&pool, &[&w.op])
+                        .await
+                        .and_then(|mut a| a.pop().unwrap_or_else(|| Err(mismatch())));
+                    let _ = w.reply.send(answer);
                 }
             }
         }
@@ -319,6 +324,28 @@ async fn apply(pool: &PgPool, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
             },
         );
     }
+    // A completion of another batch may have ended one of these attempts
+    // while this one waited for its lock: the attempt row read is the new
+    // one, the job row the old one. A new statement sees the job's end.
+    let ended: Vec<&str> = attempts
+        .iter()
+        .filter(|(_, a)| a.state == "finished" && !status_is_final(&a.status))
+        .map(|(k, _)| k.0.as_str())
+        .collect();
+    if !ended.is_empty() {
+        let rows: Vec<(String, String)> =
+            sqlx::query_as("SELECT id, status FROM jobs WHERE id = ANY($1)")
+                .bind(&ended)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db)?;
+        let rows: HashMap<String, String> = rows.into_iter().collect();
+        for ((job, _), a) in attempts.iter_mut() {
+            if let Some(status) = rows.get(job) {
+                a.status.clone_from(status);
+            }
+        }
+    }
     let mut plan = Plan::default();
     let answers: Vec<Result<Answer>> = ops
         .iter()
@@ -327,6 +354,12 @@ async fn apply(pool: &PgPool, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
     write(&mut tx, now, &attempts, &plan).await?;
     tx.commit().await.map_err(db)?;
     Ok(answers)
+}
+
+fn status_is_final(status: &str) -> bool {
+    status
+        .parse::<JobStatus>()
+        .is_ok_and(JobStatus::is_terminal)
 }
 
 /// Decides one write against the attempts as the writes before it left them.
@@ -462,7 +495,9 @@ async fn write(
     sqlx::query(
         "WITH chunks AS ( \
             INSERT INTO log_records (job_id, attempt, first_seq, last_seq, body) \
-            SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[])), \
+            SELECT id, n, f, l, b FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], \
+                $4::bigint[], $5::bytea[]) WITH ORDINALITY AS t(id, n, f, l, b, ord) \
+            ORDER BY ord), \
          att AS ( \
             UPDATE attempts a SET acked_seq = t.acked, state = t.state, \
                 lease_expires = COALESCE(t.lease, a.lease_expires), \
@@ -485,7 +520,12 @@ async fn write(
     .bind(dirty.iter().map(|(k, _)| k.0.as_str()).collect::<Vec<_>>())
     .bind(dirty.iter().map(|(k, _)| k.1).collect::<Vec<_>>())
     .bind(dirty.iter().map(|(_, a)| a.acked).collect::<Vec<_>>())
-    .bind(dirty.iter().map(|(_, a)| a.state.as_str()).collect::<Vec<_>>())
+    .bind(
+        dirty
+            .iter()
+            .map(|(_, a)| a.state.as_str())
+            .collect::<Vec<_>>(),
+    )
     .bind(dirty.iter().map(|(_, a)| a.lease_until).collect::<Vec<_>>())
     .bind(dirty.iter().map(|(_, a)| a.finished_at).collect::<Vec<_>>())
     .bind(now)
