@@ -17,8 +17,9 @@
 //!
 //! Every committer locks runner rows, then attempt rows, each in key order,
 //! so two batches (of this replica or another) wait on each other at most
-//! once and never deadlock. A batch that fails in the database answers every
-//! write in it with the error; each write is safe to send again.
+//! once and never deadlock. A batch the database refuses is applied again
+//! write by write, so one bad write fails alone; every write is safe to
+//! send again.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
