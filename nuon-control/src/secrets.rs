@@ -57,24 +57,40 @@ impl SecretBox {
     /// The key from the environment, or from the data directory (made there
     /// on first use).
     pub fn load_or_create(dir: &Path) -> Result<Self> {
+        match Self::load(dir)? {
+            Some(b) => Ok(b),
+            None => Self::create(dir),
+        }
+    }
+
+    /// The key from the environment, or from the data directory; `None`
+    /// when neither has one.
+    pub fn load(dir: &Path) -> Result<Option<Self>> {
         if let Ok(text) = std::env::var(SECRETS_KEY_ENV) {
-            return Ok(Self::new(parse_key(&text, SECRETS_KEY_ENV)?));
+            return Ok(Some(Self::new(parse_key(&text, SECRETS_KEY_ENV)?)));
         }
         let path = dir.join(SECRETS_KEY_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => Ok(Self::new(parse_key(&text, &path.display().to_string())?)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut key = [0u8; 32];
-                nuon_core::random_bytes(&mut key);
-                crate::server::write_private(&path, &hex::encode(key))?;
-                tracing::info!(path = %path.display(), "created the secrets key; back it up apart from the data");
-                Ok(Self::new(key))
-            }
+            Ok(text) => Ok(Some(Self::new(parse_key(
+                &text,
+                &path.display().to_string(),
+            )?))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::DataDir {
                 path: path.display().to_string(),
                 message: format!("cannot read the secrets key: {e}"),
             }),
         }
+    }
+
+    /// Makes a new key in the data directory.
+    pub fn create(dir: &Path) -> Result<Self> {
+        let path = dir.join(SECRETS_KEY_FILE);
+        let mut key = [0u8; 32];
+        nuon_core::random_bytes(&mut key);
+        crate::server::write_private(&path, &hex::encode(key))?;
+        tracing::info!(path = %path.display(), "created the secrets key; back it up apart from the data");
+        Ok(Self::new(key))
     }
 
     /// Seals `value`, bound to `context` (install id and name).

@@ -102,6 +102,24 @@ impl ControlPlane {
                 (Backend::Postgres(s.clone()), s)
             }
         };
+        let secrets = match SecretBox::load(&config.data_dir)? {
+            Some(b) => b,
+            // A replica joining a database that already serves orgs must
+            // use the key the others seal secrets with: a new one could
+            // not open them.
+            None if matches!(backend, Backend::Postgres(_)) && store.count_orgs().await? > 0 => {
+                return Err(Error::DataDir {
+                    path: config.data_dir.display().to_string(),
+                    message: format!(
+                        "this database already serves orgs, but this replica has no secrets key: \
+                         set {} to the key the other replicas use (or copy their secrets.key \
+                         into the data dir)",
+                        crate::secrets::SECRETS_KEY_ENV
+                    ),
+                });
+            }
+            None => SecretBox::create(&config.data_dir)?,
+        };
         bootstrap(&*store, &config.data_dir).await?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timings = Timings {
@@ -113,8 +131,12 @@ impl ControlPlane {
                 Backend::Postgres(_) => Some(FALLBACK_POLL),
             },
         };
-        let secrets = Arc::new(SecretBox::load_or_create(&config.data_dir)?);
-        let state = Arc::new(AppState::new(store, timings, shutdown_rx, secrets));
+        let state = Arc::new(AppState::new(
+            store,
+            timings,
+            shutdown_rx,
+            Arc::new(secrets),
+        ));
         Ok(ControlPlane {
             state,
             shutdown_tx,

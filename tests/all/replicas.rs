@@ -220,6 +220,39 @@ fn an_org_limit_holds_its_running_jobs_across_runners_and_replicas() {
         String::from_utf8_lossy(&out.stderr).contains("no org is named \"nope\""),
         "{out:?}"
     );
+    // A data dir that holds no store is refused, not made into an empty one
+    // (the data dir of a replica on PostgreSQL holds none).
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = std::process::Command::new(nuon_tests::bin("nuon-ctl"))
+        .args([
+            "orgs",
+            "limit",
+            "default",
+            "--max-running",
+            "1",
+            "--data-dir",
+        ])
+        .arg(&empty)
+        .env_remove("NUON_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("holds no control-plane store"),
+        "{out:?}"
+    );
+    assert!(!empty.join("nuon.db").exists());
+    // A third replica without the others' secrets key refuses to start.
+    let alone = tmp.path().join("alone");
+    let started = ControlPlane::start_replica(&alone, "60s", &pg.url, tmp.path(), "c");
+    assert!(
+        started.is_err(),
+        "a replica without the secrets key started"
+    );
+    let log = std::fs::read_to_string(tmp.path().join("c").join("ctl.log")).unwrap();
+    assert!(log.contains("has no secrets key"), "{log}");
+    assert!(!alone.join("secrets.key").exists());
     // The first org may run one job at a time; set while the replicas run.
     let out = ctl(&["default", "--max-running", "1"]);
     assert!(out.status.success(), "{out:?}");

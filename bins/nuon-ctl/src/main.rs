@@ -116,7 +116,18 @@ impl Direct {
     async fn open(args: &StoreArgs) -> anyhow::Result<Self> {
         Ok(match &args.database_url {
             Some(url) => Direct::Postgres(Box::new(PostgresStore::connect(url).await?)),
-            None => Direct::Sqlite(SqliteStore::open(&args.data_dir)?),
+            None => {
+                // An `orgs` command never makes a store: a data dir without
+                // one is a typo, or the data dir of a replica on PostgreSQL.
+                if !args.data_dir.join("nuon.db").exists() {
+                    anyhow::bail!(
+                        "{} holds no control-plane store (nuon.db): give the data dir `nuon-ctl serve` uses, \
+                         or --database-url (NUON_DATABASE_URL) when the control plane runs on PostgreSQL",
+                        args.data_dir.display()
+                    );
+                }
+                Direct::Sqlite(SqliteStore::open(&args.data_dir)?)
+            }
         })
     }
 
@@ -217,6 +228,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             direct.close().await;
             let org = org?;
             match max_running {
+                Some(0) => println!(
+                    "org {name} ({org}): at most 0 jobs run at once; none of its jobs starts until the limit is raised or lifted (--max-running none)"
+                ),
                 Some(n) => println!("org {name} ({org}): at most {n} jobs run at once"),
                 None => println!("org {name} ({org}): no limit on running jobs"),
             }

@@ -418,6 +418,12 @@ impl PostgresStore {
     /// brings the schema up to date, and starts listening for the other
     /// replicas' wake-ups.
     pub async fn connect(url: &str) -> Result<Self> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(StoreError::Invalid(format!(
+                "database URL {:?} is not a PostgreSQL URL; expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+                redact_url(url)
+            )));
+        }
         let options: PgConnectOptions = url.parse().map_err(|e| {
             StoreError::Invalid(format!(
                 "database URL {:?} is not valid: {e}; expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
@@ -425,6 +431,19 @@ impl PostgresStore {
             ))
         })?;
         let options = options.application_name("nuon-ctl");
+        // One connection first: its error says what is wrong (refused,
+        // password, no such database), where the pool only times out.
+        PgConnection::connect_with(&options)
+            .await
+            .map_err(|e| {
+                StoreError::Invalid(format!(
+                    "cannot connect to PostgreSQL at {}: {e}",
+                    redact_url(url)
+                ))
+            })?
+            .close()
+            .await
+            .map_err(db)?;
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .min_connections(2)
@@ -527,11 +546,12 @@ impl Drop for PostgresStore {
 
 /// `url` without its password, for error messages.
 fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let userinfo = &url[s + 3..at];
+    let start = url.find("://").map_or(0, |s| s + 3);
+    match url.rfind('@') {
+        Some(at) if at > start => {
+            let userinfo = &url[start..at];
             let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
+            format!("{}{user}:***{}", &url[..start], &url[at..])
         }
         _ => url.to_owned(),
     }
@@ -539,6 +559,11 @@ fn redact_url(url: &str) -> String {
 
 async fn migrate(pool: &PgPool) -> Result<()> {
     let mut conn = pool.acquire().await.map_err(db)?;
+    // `CREATE ... IF NOT EXISTS` would log a notice on every start.
+    sqlx::query("SET client_min_messages = warning")
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(MIGRATE_LOCK)
         .execute(&mut *conn)

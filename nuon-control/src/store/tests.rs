@@ -1031,6 +1031,25 @@ async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both(
 }
 
 #[tokio::test]
+async fn a_bad_database_url_says_what_is_wrong_and_hides_the_password() {
+    for url in [
+        "nuon:s3cret@127.0.0.1:1/nuon",
+        "mysql://nuon:s3cret@127.0.0.1:1/nuon",
+    ] {
+        let e = PostgresStore::connect(url).await.unwrap_err().to_string();
+        assert!(e.contains("is not a PostgreSQL URL"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
+    }
+    // Nothing listens on port 1: the error names the refused connection.
+    let e = PostgresStore::connect("postgres://nuon:s3cret@127.0.0.1:1/nuon")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.to_lowercase().contains("refused"), "{e}");
+    assert!(e.contains("nuon:***@127.0.0.1:1"), "{e}");
+}
+
+#[tokio::test]
 async fn replicas_wake_each_other_and_not_themselves() {
     use super::Wake;
     let Some((_pg, a, b)) = two_replicas().await else {
