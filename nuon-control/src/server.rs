@@ -120,6 +120,22 @@ impl ControlPlane {
             }
             None => SecretBox::create(&config.data_dir)?,
         };
+        // The key must be the one the store's secrets are sealed with: the
+        // first start seals a check value, every later one opens it.
+        let check = store
+            .setting_or_insert(KEY_CHECK, &secrets.seal(KEY_CHECK, KEY_CHECK))
+            .await?;
+        if secrets.open(&check, KEY_CHECK).is_err() {
+            return Err(Error::DataDir {
+                path: config.data_dir.display().to_string(),
+                message: format!(
+                    "the secrets key is not the one this store's secrets are sealed with: set {} \
+                     (or secrets.key in the data dir) to that key; with another, no stored secret \
+                     could be opened",
+                    crate::secrets::SECRETS_KEY_ENV
+                ),
+            });
+        }
         bootstrap(&*store, &config.data_dir).await?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timings = Timings {
@@ -219,6 +235,8 @@ impl ControlPlane {
 
 /// How often a parked claim on a shared store looks again by itself.
 const FALLBACK_POLL: Duration = Duration::from_secs(10);
+/// The setting holding a value sealed with the secrets key, to check the key.
+const KEY_CHECK: &str = "secrets_key_check";
 /// How often the leader prunes finished jobs.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 

@@ -253,6 +253,21 @@ fn an_org_limit_holds_its_running_jobs_across_runners_and_replicas() {
     let log = std::fs::read_to_string(tmp.path().join("c").join("ctl.log")).unwrap();
     assert!(log.contains("has no secrets key"), "{log}");
     assert!(!alone.join("secrets.key").exists());
+    // One with a key of its own (not the one the secrets are sealed with)
+    // refuses too.
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("secrets.key"), "ab".repeat(32)).unwrap();
+    let started = ControlPlane::start_replica(&other, "60s", &pg.url, tmp.path(), "d");
+    assert!(
+        started.is_err(),
+        "a replica with another secrets key started"
+    );
+    let log = std::fs::read_to_string(tmp.path().join("d").join("ctl.log")).unwrap();
+    assert!(
+        log.contains("is not the one this store's secrets are sealed with"),
+        "{log}"
+    );
     // The first org may run one job at a time; set while the replicas run.
     let out = ctl(&["default", "--max-running", "1"]);
     assert!(out.status.success(), "{out:?}");

@@ -496,6 +496,9 @@ pub trait Store: Send + Sync + 'static {
     async fn set_org_limit(&self, name: &str, max_running: Option<u32>) -> Result<OrgId>;
     /// How many orgs exist.
     async fn count_orgs(&self) -> Result<u64>;
+    /// The setting `name`: `proposed` is stored unless a value is there
+    /// already (set by this or another replica); returns what is stored.
+    async fn setting_or_insert(&self, name: &str, proposed: &str) -> Result<String>;
     /// The org and scope of an API token, by the token's hash; `None` when
     /// unknown or revoked.
     async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>>;

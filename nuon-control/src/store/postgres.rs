@@ -238,6 +238,15 @@ ALTER TABLE orgs ADD COLUMN max_running BIGINT;
 CREATE INDEX jobs_running ON jobs (org_id) WHERE status = 'running';
 "#,
     ),
+    (
+        3,
+        r#"
+CREATE TABLE settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"#,
+    ),
 ];
 
 fn db(e: sqlx::Error) -> StoreError {
@@ -1049,6 +1058,23 @@ impl Store for PostgresStore {
                 .await
                 .map_err(db)?;
         parse_id(&id.ok_or_else(|| shared::no_org(name))?)
+    }
+
+    async fn setting_or_insert(&self, name: &str, proposed: &str) -> Result<String> {
+        sqlx::query(
+            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(proposed)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        // A new statement: it sees a value another replica stored meanwhile.
+        sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)
     }
 
     async fn count_orgs(&self) -> Result<u64> {

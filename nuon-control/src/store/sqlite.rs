@@ -188,6 +188,10 @@ CREATE TABLE IF NOT EXISTS tf_locks (
     created_at INTEGER NOT NULL,
     PRIMARY KEY (install_id, component)
 );
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS logs.records (
     id INTEGER PRIMARY KEY,
     job_id TEXT NOT NULL,
@@ -774,6 +778,24 @@ impl Store for SqliteStore {
                 .optional()
                 .map_err(db_err)?;
             parse_id(&id.ok_or_else(|| shared::no_org(&name))?)
+        })
+        .await
+    }
+
+    async fn setting_or_insert(&self, name: &str, proposed: &str) -> Result<String> {
+        let (name, proposed) = (name.to_owned(), proposed.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO settings (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+                params![name, proposed],
+            )
+            .map_err(db_err)?;
+            conn.query_row(
+                "SELECT value FROM settings WHERE name = ?1",
+                params![name],
+                |r| r.get(0),
+            )
+            .map_err(db_err)
         })
         .await
     }

@@ -985,6 +985,14 @@ conformance! {
     }
 }
 
+conformance! {
+    async fn a_setting_is_stored_once_and_kept(f: Fixture) {
+        assert_eq!(f.store.setting_or_insert("k", "first").await.unwrap(), "first");
+        assert_eq!(f.store.setting_or_insert("k", "second").await.unwrap(), "first");
+        assert_eq!(f.store.setting_or_insert("other", "x").await.unwrap(), "x");
+    }
+}
+
 /// Two PostgreSQL stores on one database, as two replicas would hold them.
 async fn two_replicas() -> Option<(nuon_tests::PgCluster, PostgresStore, PostgresStore)> {
     let pg = nuon_tests::PgCluster::start().unwrap()?;
