@@ -762,7 +762,7 @@ async fn pg_throughput(args: &Args, raw: Option<f64>) -> Result<()> {
         // Dispatch with the runners parked: jobs at a steady rate, queued
         // through the replicas in turn, so with two replicas half of them
         // reach their runner through the other replica's NOTIFY.
-        let _ = fleet.latencies();
+        let _ = fleet.latencies(); // the backlog's, taken and dropped
         let count = (args.rate * 10.0) as usize;
         let before = fleet.stats.completed.load(Ordering::Relaxed);
         queue_jobs(&controls, &names, count, args.rate).await?;

@@ -119,7 +119,7 @@ impl Direct {
             None => {
                 // An `orgs` command never makes a store: a data dir without
                 // one is a typo, or the data dir of a replica on PostgreSQL.
-                if !args.data_dir.join("nuon.db").exists() {
+                if !args.data_dir.join(SqliteStore::DB_FILE).exists() {
                     anyhow::bail!(
                         "{} holds no control-plane store (nuon.db): give the data dir `nuon-ctl serve` uses, \
                          or --database-url (NUON_DATABASE_URL) when the control plane runs on PostgreSQL",

@@ -526,6 +526,34 @@ impl PostgresStore {
             .collect()
     }
 
+    /// Revokes row `id` of the org in `table` (once; a second revoke keeps
+    /// the first time) and returns it, or `None` when the org has no such row.
+    async fn revoke<T>(
+        &self,
+        table: &str,
+        columns: &str,
+        org: &OrgId,
+        id: &str,
+        from_row: fn(&PgRow) -> Result<T>,
+    ) -> Result<Option<T>> {
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {table} SET revoked_at = $3 WHERE org_id = $1 AND id = $2 AND revoked_at IS NULL"
+        )))
+        .bind(org.as_str())
+        .bind(id)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        self.org_row(
+            format!("SELECT {columns} FROM {table} WHERE org_id = $1 AND id = $2"),
+            org,
+            id,
+            from_row,
+        )
+        .await
+    }
+
     /// The row of `sql`, whose `$1` is the org and `$2` a name or id.
     async fn org_row<T>(
         &self,
@@ -846,7 +874,7 @@ async fn lease_states(
     .map_err(db)?;
     let mut found = std::collections::HashMap::new();
     for r in &rows {
-        let key: (String, i64) = (get(r, 0)?, get(r, 1)?);
+        let key: (&str, i64) = (get(r, 0)?, get(r, 1)?);
         found.insert(key, (get(r, 2)?, get(r, 3)?, get(r, 4)?, get(r, 5)?));
     }
     Ok(leases
@@ -856,8 +884,8 @@ async fn lease_states(
             attempt: l.attempt,
             state: shared::lease_state(
                 found
-                    .get(&(l.job_id.as_str().to_owned(), i64::from(l.attempt)))
-                    .cloned(),
+                    .get(&(l.job_id.as_str(), i64::from(l.attempt)))
+                    .copied(),
                 runner,
                 l.attempt,
             ),
@@ -1727,25 +1755,14 @@ impl Store for PostgresStore {
     }
 
     async fn revoke_api_token(&self, org: &OrgId, id: &TokenId) -> Result<Option<TokenInfo>> {
-        sqlx::query(
-            "UPDATE api_tokens SET revoked_at = $3 WHERE org_id = $1 AND id = $2 AND revoked_at IS NULL",
+        self.revoke(
+            "api_tokens",
+            TOKEN_COLUMNS,
+            org,
+            id.as_str(),
+            token_from_row,
         )
-        .bind(org.as_str())
-        .bind(id.as_str())
-        .bind(now_ms())
-        .execute(&self.pool)
         .await
-        .map_err(db)?;
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE org_id = $1 AND id = $2"
-        )))
-        .bind(org.as_str())
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db)?
-        .map(|r| token_from_row(&r))
-        .transpose()
     }
 
     async fn create_app(&self, org: &OrgId, id: &AppId, name: &str) -> Result<AppInfo> {
@@ -2044,25 +2061,8 @@ impl Store for PostgresStore {
     }
 
     async fn revoke_runner(&self, org: &OrgId, id: &RunnerId) -> Result<Option<RunnerInfo>> {
-        sqlx::query(
-            "UPDATE runners SET revoked_at = $3 WHERE org_id = $1 AND id = $2 AND revoked_at IS NULL",
-        )
-        .bind(org.as_str())
-        .bind(id.as_str())
-        .bind(now_ms())
-        .execute(&self.pool)
-        .await
-        .map_err(db)?;
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id = $1 AND id = $2"
-        )))
-        .bind(org.as_str())
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db)?
-        .map(|r| runner_from_row(&r))
-        .transpose()
+        self.revoke("runners", RUNNER_COLUMNS, org, id.as_str(), runner_from_row)
+            .await
     }
 
     async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>> {

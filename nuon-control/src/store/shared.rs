@@ -209,12 +209,12 @@ pub(super) fn step_info(row: StepRow) -> Result<WorkflowStepInfo> {
 
 /// The attempt row a runner's write is checked against: the job's current
 /// attempt number, and the attempt's runner and state.
-pub(super) type AttemptRow = (i64, String, String);
+pub(super) type AttemptRow<'a> = (i64, &'a str, &'a str);
 
 /// The fence: a runner may write only to the job's current attempt, its
 /// own, while it runs.
 pub(super) fn check_attempt(
-    row: Option<AttemptRow>,
+    row: Option<AttemptRow<'_>>,
     runner: &RunnerId,
     job: &JobId,
     n: u32,
@@ -239,7 +239,7 @@ pub(super) fn check_attempt(
 /// What a heartbeat answers for one lease, given the job's current attempt,
 /// whether a cancel was asked, and the attempt's runner and state.
 pub(super) fn lease_state(
-    row: Option<(i64, bool, String, String)>,
+    row: Option<(i64, bool, &str, &str)>,
     runner: &RunnerId,
     attempt: u32,
 ) -> LeaseState {

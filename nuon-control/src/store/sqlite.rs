@@ -460,12 +460,15 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 impl SqliteStore {
+    /// The store's main database file in its data dir.
+    pub const DB_FILE: &'static str = "nuon.db";
+
     /// Opens (creating when needed) the store in `dir`: `nuon.db` and `logs.db`.
     pub fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| {
             StoreError::Invalid(format!("cannot create data dir {}: {e}", dir.display()))
         })?;
-        let main = dir.join("nuon.db");
+        let main = dir.join(Self::DB_FILE);
         let logs = dir.join("logs.db");
         let conn = open_conn(&main, &logs, false).map_err(db_err)?;
         conn.execute_batch(SCHEMA).map_err(db_err)?;
@@ -681,13 +684,14 @@ fn load_job(conn: &Connection, id: &str) -> Result<Option<JobInfo>> {
 /// The attempt a runner may write to: it must be the job's current attempt,
 /// run by this runner, and still running.
 fn check_attempt(conn: &Connection, runner: &RunnerId, job: &JobId, n: u32) -> Result<()> {
-    let row: Option<AttemptRow> = one_row(
+    let row: Option<(i64, String, String)> = one_row(
         conn,
         "SELECT j.attempts, a.runner_id, a.state FROM jobs j \
              JOIN attempts a ON a.job_id = j.id AND a.n = ?2 WHERE j.id = ?1",
         params![job.as_str(), n],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
+    let row: Option<AttemptRow<'_>> = row.as_ref().map(|(c, r, s)| (*c, r.as_str(), s.as_str()));
     shared::check_attempt(row, runner, job, n)
 }
 
@@ -696,7 +700,7 @@ fn lease_state(
     runner: &RunnerId,
     lease: &LeaseRef,
 ) -> rusqlite::Result<LeaseState> {
-    let row = conn
+    let row: Option<(i64, bool, String, String)> = conn
         .query_row(
             "SELECT j.attempts, j.cancel_requested, a.runner_id, a.state FROM jobs j \
              JOIN attempts a ON a.job_id = j.id AND a.n = ?2 WHERE j.id = ?1",
@@ -704,7 +708,12 @@ fn lease_state(
             |r| Ok((r.get(0)?, r.get::<_, i64>(1)? != 0, r.get(2)?, r.get(3)?)),
         )
         .optional()?;
-    Ok(shared::lease_state(row, runner, lease.attempt))
+    Ok(shared::lease_state(
+        row.as_ref()
+            .map(|(c, x, r, s)| (*c, *x, r.as_str(), s.as_str())),
+        runner,
+        lease.attempt,
+    ))
 }
 
 /// Records that `runner` called the Runner API at `now`.

@@ -1003,17 +1003,16 @@ async fn two_replicas() -> Option<(nuon_tests::PgCluster, PostgresStore, Postgre
 
 #[tokio::test]
 async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both() {
-    let Some((_pg, a, b)) = two_replicas().await else {
+    let Some((pg, a, b)) = two_replicas().await else {
         return;
     };
     let org = a.create_org("o").await.unwrap().org_id;
     let runner = RunnerId::generate();
     a.create_runner(&org, &runner, "r", "h").await.unwrap();
+    // Replica a as a fixture (which keeps the cluster); b beside it.
     let f = Fixture {
         store: Box::new(a),
-        backing: Backing::Sqlite {
-            _dir: tempfile::tempdir().unwrap(),
-        },
+        backing: Backing::Postgres { _cluster: pg },
         org,
         runner,
     };
@@ -1036,6 +1035,8 @@ async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both(
             (JobStatus::Succeeded, JobStatus::Succeeded)
         );
     }
+    // b goes before the cluster the fixture holds.
+    b.close().await;
 }
 
 #[tokio::test]

@@ -383,7 +383,7 @@ fn decide<'a>(
                     let row = attempts.get_mut(&key);
                     let state = shared::lease_state(
                         row.as_ref()
-                            .map(|a| (a.current, a.cancel, a.runner.clone(), a.state.clone())),
+                            .map(|a| (a.current, a.cancel, a.runner.as_str(), a.state.as_str())),
                         runner,
                         l.attempt,
                     );
@@ -472,7 +472,7 @@ fn fenced<'m>(
     let a = attempts.get_mut(&(job.as_str().to_owned(), i64::from(n)));
     shared::check_attempt(
         a.as_ref()
-            .map(|a| (a.current, a.runner.clone(), a.state.clone())),
+            .map(|a| (a.current, a.runner.as_str(), a.state.as_str())),
         runner,
         job,
         n,
