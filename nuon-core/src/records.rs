@@ -140,21 +140,24 @@ impl LogRecords {
                 });
             }
         };
-        if !text.is_empty() && !text.ends_with('\n') {
-            return Err(RecordError {
-                index: memchr::memchr_iter(b'\n', text.as_bytes()).count(),
-                message: "the last record has no newline".into(),
-            });
-        }
-        let mut count = 0;
-        for raw in text.split_terminator('\n') {
-            parse_one(raw).map_err(|message| RecordError {
-                index: count,
-                message,
-            })?;
-            count += 1;
-        }
+        let count = check_records(&text)?;
         Ok(LogRecords { text, count })
+    }
+
+    /// Appends a run of raw records, each with its newline, after checking
+    /// them all; nothing is taken when one is bad. One pass for UTF-8 and
+    /// one for the newlines, however many records: this is how a reader of
+    /// stored records takes them in bulk. The error's index counts from the
+    /// start of `raw`.
+    pub fn push_records(&mut self, raw: &[u8]) -> Result<(), RecordError> {
+        let text = std::str::from_utf8(raw).map_err(|e| RecordError {
+            index: memchr::memchr_iter(b'\n', &raw[..e.valid_up_to()]).count(),
+            message: "not valid UTF-8".into(),
+        })?;
+        let count = check_records(text)?;
+        self.text.push_str(text);
+        self.count += count;
+        Ok(())
     }
 
     /// Appends one line. A text with newlines or longer than
@@ -189,7 +192,7 @@ impl LogRecords {
             return Err(fail("the record has no newline"));
         };
         let body = std::str::from_utf8(body).map_err(|_| fail("not valid UTF-8"))?;
-        if body.contains('\n') {
+        if memchr::memchr(b'\n', body.as_bytes()).is_some() {
             return Err(fail("more than one record"));
         }
         parse_one(body).map_err(|message| RecordError {
@@ -244,6 +247,30 @@ impl LogRecords {
     pub fn tail(&self, n: usize) -> &str {
         tail_str(&self.text, n)
     }
+}
+
+/// Checks every record of `text` (each must end in a newline); the number
+/// of records.
+fn check_records(text: &str) -> Result<usize, RecordError> {
+    let bytes = text.as_bytes();
+    let mut count = 0;
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', bytes) {
+        // Both ends are at ASCII newlines (or 0), so character boundaries.
+        parse_one(&text[start..end]).map_err(|message| RecordError {
+            index: count,
+            message,
+        })?;
+        count += 1;
+        start = end + 1;
+    }
+    if start < bytes.len() {
+        return Err(RecordError {
+            index: count,
+            message: "the last record has no newline".into(),
+        });
+    }
+    Ok(count)
 }
 
 /// The lines of records already checked (by [`LogRecords::parse`] before
@@ -323,6 +350,22 @@ mod tests {
         }
         let long = format!("o1 {}\n", "x".repeat(MAX_LOG_LINE_BYTES + 1));
         assert!(LogRecords::parse(long.into_bytes()).is_err());
+        for (bytes, index, msg) in cases {
+            let mut r = LogRecords::new();
+            r.push(LogStream::Stdout, 0, "kept").unwrap();
+            let e = r.push_records(bytes).unwrap_err();
+            assert_eq!(
+                (e.index, r.len(), r.as_str()),
+                (*index, 1, "o0 kept\n"),
+                "{e}"
+            );
+            assert!(e.message.contains(msg), "{e}");
+        }
+        let mut r = LogRecords::new();
+        r.push_records(b"o1 a\ne2 b c\n").unwrap();
+        r.push_records(b"").unwrap();
+        r.push_records(b"s3 \n").unwrap();
+        assert_eq!((r.len(), r.as_str()), (3, "o1 a\ne2 b c\ns3 \n"));
         let mut r = LogRecords::new();
         assert!(r.push(LogStream::Stdout, 1, "a\nb").is_err());
         assert!(r.push_record(b"o1 a\no2 b\n").is_err());

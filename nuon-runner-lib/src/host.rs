@@ -29,6 +29,12 @@ const PIPE_SIZE: usize = 1024 * 1024;
 const READ_CHUNK: usize = 256 * 1024;
 /// How often a pump waiting for output checks that it is still wanted.
 const PUMP_POLL: Duration = Duration::from_millis(250);
+/// How long a pump that found only a little output waits before it looks
+/// again, so that a job writing its lines one small `write` at a time is
+/// read in large batches rather than woken for at every line. Only with
+/// pipes of [`PIPE_SIZE`]: a job would need more than 2 GB/s to fill one in
+/// this time. Nothing is shipped more often than every 50 ms anyway.
+const PUMP_COALESCE: Duration = Duration::from_micros(500);
 /// How long to keep reading pipes after the process group was killed: a
 /// process that left the group may hold them open forever.
 const PIPE_DRAIN: Duration = Duration::from_secs(2);
@@ -140,6 +146,7 @@ async fn done_opt(r: &mut Option<oneshot::Receiver<()>>) {
 /// receiver resolves when the thread has ended.
 fn spawn_pump(
     pipes: Vec<(PipeReader, LogStream)>,
+    coalesce: bool,
     spool: SharedSpool,
     stop: Arc<AtomicBool>,
 ) -> io::Result<oneshot::Receiver<()>> {
@@ -147,7 +154,8 @@ fn spawn_pump(
     std::thread::Builder::new()
         .name("job-output".into())
         .spawn(move || {
-            pump(pipes, &spool, &stop);
+            sys::batch_scheduling();
+            pump(pipes, coalesce, &spool, &stop);
             drop(done);
         })?;
     Ok(rx)
@@ -166,15 +174,24 @@ fn stream_name(stream: LogStream) -> &'static str {
 /// thread, so a chatty job never waits for the runner's async scheduler.
 /// One thread for both pipes keeps the order in which the job wrote to
 /// them, as far as the order can be seen: a pipe that became readable first
-/// is read first, and stdout before stderr when both did at once. Ends at
-/// end-of-file of both, or soon after `stop` is set (a process that left
-/// the job's group may hold a pipe open forever).
-fn pump(pipes: Vec<(PipeReader, LogStream)>, spool: &SharedSpool, stop: &AtomicBool) {
+/// is read first, and stdout before stderr when both did at once. With
+/// `coalesce` (the pipes are large), a round that found only a little
+/// output is followed by a short pause ([`PUMP_COALESCE`]) while more
+/// collects. Ends at end-of-file of both, or soon after `stop` is set (a
+/// process that left the job's group may hold a pipe open forever).
+fn pump(
+    pipes: Vec<(PipeReader, LogStream)>,
+    coalesce: bool,
+    spool: &SharedSpool,
+    stop: &AtomicBool,
+) {
     let mut open: Vec<(PipeReader, LineSplitter)> = pipes
         .into_iter()
         .map(|(p, stream)| (p, LineSplitter::new(stream)))
         .collect();
     let mut buf = vec![0u8; READ_CHUNK];
+    // The stream read last.
+    let mut last_read: Option<LogStream> = None;
     let fail = |stream: LogStream, e: io::Error| {
         spool.lock().system(&format!(
             "cannot read the process's {}: {e}",
@@ -201,6 +218,7 @@ fn pump(pipes: Vec<(PipeReader, LogStream)>, spool: &SharedSpool, stop: &AtomicB
             }
         }
         let mut closed = Vec::new();
+        let mut trickle = coalesce;
         for (i, (pipe, lines)) in open.iter_mut().enumerate() {
             if !ready[i] {
                 continue;
@@ -208,6 +226,11 @@ fn pump(pipes: Vec<(PipeReader, LogStream)>, spool: &SharedSpool, stop: &AtomicB
             match pipe.read(&mut buf) {
                 Ok(0) => closed.push(i),
                 Ok(n) => {
+                    // Only a job writing to one stream is left to collect:
+                    // lines of two streams waiting together could not be
+                    // told apart in time.
+                    let same = last_read.replace(lines.stream) == Some(lines.stream);
+                    trickle &= same && n < READ_CHUNK / 2;
                     let mut spool = spool.lock();
                     lines.push(&buf[..n], &mut spool);
                     spool.maybe_flush();
@@ -219,9 +242,15 @@ fn pump(pipes: Vec<(PipeReader, LogStream)>, spool: &SharedSpool, stop: &AtomicB
                 }
             }
         }
+        if !closed.is_empty() {
+            trickle = false;
+        }
         for i in closed.into_iter().rev() {
             let (_, mut lines) = open.remove(i);
             lines.finish(&mut spool.lock());
+        }
+        if trickle {
+            std::thread::sleep(PUMP_COALESCE);
         }
     }
     for (_, mut lines) in open {
@@ -304,6 +333,7 @@ impl JobHost for ProcessHost {
             source,
         };
         let mut pipes = Vec::new();
+        let mut grown = true;
         match &process.stdout_file {
             // Stdout goes straight to the file the plugin reads back.
             Some(path) => {
@@ -322,13 +352,13 @@ impl JobHost for ProcessHost {
             }
             None => {
                 let (out_r, out_w) = std::io::pipe().map_err(io_err)?;
-                sys::grow_pipe(&out_r, PIPE_SIZE);
+                grown &= sys::grow_pipe(&out_r, PIPE_SIZE);
                 cmd.stdout(out_w);
                 pipes.push((out_r, LogStream::Stdout));
             }
         }
         let (err_r, err_w) = std::io::pipe().map_err(io_err)?;
-        sys::grow_pipe(&err_r, PIPE_SIZE);
+        grown &= sys::grow_pipe(&err_r, PIPE_SIZE);
         cmd.stderr(err_w);
         pipes.push((err_r, LogStream::Stderr));
         let spawned = cmd.spawn();
@@ -353,12 +383,13 @@ impl JobHost for ProcessHost {
         tracing::debug!(pgid, %program, "started job process");
 
         let stop_pump = Arc::new(AtomicBool::new(false));
-        let pump = spawn_pump(pipes, self.spool.clone(), stop_pump.clone()).map_err(|source| {
-            HostError::Io {
-                program: program.clone(),
-                source,
-            }
-        })?;
+        let pump =
+            spawn_pump(pipes, grown, self.spool.clone(), stop_pump.clone()).map_err(|source| {
+                HostError::Io {
+                    program: program.clone(),
+                    source,
+                }
+            })?;
         let mut pump = Some(pump);
         let mut status: Option<ExitStatus> = None;
         let mut stopping: Option<StopReason> = None;

@@ -70,17 +70,19 @@ impl Pending {
         }
     }
 
-    /// Reads the next line of the spool into the batch, if one is written.
+    /// Reads the next lines of the spool into the batch, as many as are
+    /// read ahead and fit; whether there were any.
     fn read(&mut self, reader: &mut SpoolReader) -> std::io::Result<bool> {
         let seq = reader.next_seq();
-        let Some(end) = reader.next_into(&mut self.batch.lines)? else {
-            return Ok(false);
-        };
-        if self.ends.is_empty() {
+        let was_empty = self.ends.is_empty();
+        let max_lines = MAX_BATCH_LINES.saturating_sub(self.ends.len());
+        let max_bytes = MAX_BATCH_BYTES.saturating_sub(self.batch.lines.as_bytes().len());
+        let n =
+            reader.next_run_into(&mut self.batch.lines, &mut self.ends, max_lines, max_bytes)?;
+        if n > 0 && was_empty {
             self.batch.first_seq = seq;
         }
-        self.ends.push_back(end);
-        Ok(true)
+        Ok(n > 0)
     }
 
     fn is_empty(&self) -> bool {

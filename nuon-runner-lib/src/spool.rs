@@ -12,6 +12,7 @@
 //! - `result.json`: `{"log_lines": N, "result": {...}}`, written atomically
 //!   when the attempt ends. Its presence means no more lines will come.
 
+use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -51,12 +52,22 @@ pub(crate) fn attempt_dir(root: &Path, job: &JobId, attempt: u32) -> PathBuf {
 }
 
 /// Writes `bytes` to `dir/name` through a temporary file and a rename, so
-/// readers see the old content or the new, never a part.
+/// readers see the old content or the new, never a part, even after a
+/// power loss.
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    write_renamed(dir, name, bytes, true)
+}
+
+/// [`write_atomic`], with the data synced to disk before the rename only
+/// when `durable`: without it, a crash of the machine (not of the process)
+/// may leave the file empty.
+fn write_renamed(dir: &Path, name: &str, bytes: &[u8], durable: bool) -> io::Result<()> {
     let tmp = dir.join(format!(".{name}.tmp"));
     let mut f = File::create(&tmp)?;
     f.write_all(bytes)?;
-    f.sync_data()?;
+    if durable {
+        f.sync_data()?;
+    }
     fs::rename(&tmp, dir.join(name))
 }
 
@@ -89,9 +100,12 @@ pub(crate) fn read_acked(dir: &Path) -> (u64, u64) {
         .unwrap_or((0, 0))
 }
 
-/// Saves the shipper's progress.
+/// Saves the shipper's progress. Not synced to disk: it is written at
+/// every acknowledgement, and losing it to a machine crash costs only a
+/// resend of lines the control plane takes again idempotently (an empty or
+/// unreadable file reads as no progress).
 pub(crate) fn write_acked(dir: &Path, seq: u64, offset: u64) -> io::Result<()> {
-    write_atomic(dir, ACKED, format!("{seq} {offset}\n").as_bytes())
+    write_renamed(dir, ACKED, format!("{seq} {offset}\n").as_bytes(), false)
 }
 
 /// Removes an attempt's directory (after completion, or when it is stale).
@@ -530,6 +544,69 @@ impl SpoolReader {
         Ok(Some(std::mem::take(&mut self.partial)))
     }
 
+    /// Appends the complete records that are read ahead, up to `max_lines`
+    /// and `max_bytes` (at least one), to `out`, and the byte offset just
+    /// after each to `ends`; how many. The records are checked in bulk (one
+    /// pass for UTF-8, one for newlines), so a chatty job's log is not read
+    /// back a line at a time; a damaged record, or one that straddles the
+    /// read-ahead buffer, goes through [`Self::next_into`].
+    pub(crate) fn next_run_into(
+        &mut self,
+        out: &mut LogRecords,
+        ends: &mut VecDeque<u64>,
+        max_lines: usize,
+        max_bytes: usize,
+    ) -> io::Result<usize> {
+        if max_lines == 0 {
+            return Ok(0);
+        }
+        if self.partial.is_empty() {
+            let buf = self.file.fill_buf()?;
+            let first = ends.len();
+            let mut take = 0;
+            for nl in memchr::memchr_iter(b'\n', buf) {
+                if ends.len() - first == max_lines || (take > 0 && nl + 1 > max_bytes) {
+                    break;
+                }
+                take = nl + 1;
+                ends.push_back(self.offset + take as u64);
+            }
+            let good = match out.push_records(&buf[..take]) {
+                Ok(()) => take,
+                // Take the records before the damaged one; it goes the
+                // slow way below.
+                Err(e) => {
+                    ends.truncate(first + e.index);
+                    let good = if e.index == 0 {
+                        0
+                    } else {
+                        ends.back().map_or(0, |end| (end - self.offset) as usize)
+                    };
+                    if good > 0 && out.push_records(&buf[..good]).is_ok() {
+                        good
+                    } else {
+                        ends.truncate(first);
+                        0
+                    }
+                }
+            };
+            if good > 0 {
+                let lines = ends.len() - first;
+                self.file.consume(good);
+                self.offset += good as u64;
+                self.next_seq += lines as u64;
+                return Ok(lines);
+            }
+        }
+        match self.next_into(out)? {
+            Some(end) => {
+                ends.push_back(end);
+                Ok(1)
+            }
+            None => Ok(0),
+        }
+    }
+
     /// Appends the next complete record to `out`, if one is written, and
     /// returns the byte offset just after it. A record that is not valid
     /// (the file was damaged) goes out as a `system` line saying so, so
@@ -761,6 +838,89 @@ mod tests {
         assert_eq!(listed, vec![(dir.clone(), m)]);
         remove(&dir);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn runs_are_read_in_bulk_around_damage_and_budgets() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("a");
+        fs::create_dir(&dir).unwrap();
+        // 3 good records, a damaged one, a record longer than the reader's
+        // read-ahead buffer (it straddles it), 2 good ones, a partial tail.
+        let long = format!("o4 {}\n", "x".repeat(300 * 1024));
+        let mut bytes = b"o1 a\ne2 b\no3 c\nz bad\n".to_vec();
+        bytes.extend_from_slice(long.as_bytes());
+        bytes.extend_from_slice(b"o5 d\no6 e\no7 tai");
+        fs::write(dir.join(LINES), &bytes).unwrap();
+        let mut r = SpoolReader::open(&dir, 0, 0).unwrap();
+        let mut out = LogRecords::new();
+        let mut ends = VecDeque::new();
+        // A line budget of 2 stops the first run early.
+        assert_eq!(
+            r.next_run_into(&mut out, &mut ends, 2, usize::MAX).unwrap(),
+            2
+        );
+        // The rest of the good run, then the damaged record alone.
+        assert_eq!(
+            r.next_run_into(&mut out, &mut ends, 100, usize::MAX)
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            r.next_run_into(&mut out, &mut ends, 100, usize::MAX)
+                .unwrap(),
+            1
+        );
+        // A byte budget smaller than a record still takes one.
+        let mut total = 0;
+        while total < 3 {
+            let n = r.next_run_into(&mut out, &mut ends, 100, 1).unwrap();
+            assert!(n == 1, "{n}");
+            total += n;
+        }
+        assert_eq!(
+            r.next_run_into(&mut out, &mut ends, 100, usize::MAX)
+                .unwrap(),
+            0
+        );
+        assert_eq!(r.next_seq(), 8);
+        let lines: Vec<_> = out
+            .iter()
+            .map(|l| (l.stream, l.ts_ms, l.text.len()))
+            .collect();
+        assert_eq!(
+            &lines[..3],
+            [
+                (LogStream::Stdout, 1, 1),
+                (LogStream::Stderr, 2, 1),
+                (LogStream::Stdout, 3, 1)
+            ]
+        );
+        let bad = out.iter().nth(3).unwrap();
+        assert_eq!(bad.stream, LogStream::System);
+        assert!(bad.text.contains("unreadable spool record"), "{}", bad.text);
+        assert_eq!(out.len(), 7);
+        // Each end is the offset just after its record in the file.
+        let want: Vec<u64> = bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .map(|(i, _)| i as u64 + 1)
+            .collect();
+        assert_eq!(ends.iter().copied().collect::<Vec<_>>(), want);
+        assert_eq!(r.offset(), want[6]);
+        // The tail is taken once it is complete.
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.join(LINES))
+            .unwrap();
+        f.write_all(b"l\n").unwrap();
+        assert_eq!(
+            r.next_run_into(&mut out, &mut ends, 100, usize::MAX)
+                .unwrap(),
+            1
+        );
+        assert_eq!(out.iter().last().unwrap().text, "tail");
     }
 
     #[test]

@@ -95,21 +95,46 @@ pub(crate) fn wait_readable(
 /// unprivileged process may ask for is `/proc/sys/fs/pipe-max-size`, 1 MiB
 /// by default). A chatty job then fills the buffer 16 times less often than
 /// with the default 64 KiB, and the runner wakes up as many times less.
-/// Best effort: the pipe keeps its size when the call fails.
+/// Best effort: the pipe keeps its size when the call fails. Returns whether
+/// the pipe now holds at least `size` bytes.
 #[cfg(target_os = "linux")]
-pub(crate) fn grow_pipe(pipe: &impl AsRawFd, size: usize) {
-    let size = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+pub(crate) fn grow_pipe(pipe: &impl AsRawFd, size: usize) -> bool {
+    let want = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
     // SAFETY: fcntl(2) F_SETPIPE_SZ on a descriptor the caller keeps open
     // for the duration of the call; it takes an integer and no memory.
-    let rc = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
+    let rc = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
     if rc < 0 {
         tracing::debug!(error = %io::Error::last_os_error(), "cannot grow a job's output pipe");
+        return false;
+    }
+    rc >= want
+}
+
+/// Marks the calling thread as batch work for the Linux scheduler
+/// (`SCHED_BATCH`): it no longer preempts a running thread when it wakes
+/// up. For the thread that drains a job's output: woken by the job's every
+/// write, it would otherwise keep taking the job's CPU from under it. Any
+/// thread may lower itself so; best effort.
+#[cfg(target_os = "linux")]
+pub(crate) fn batch_scheduling() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler(2) on the calling thread (0) with a
+    // parameter that lives across the call.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    if rc != 0 {
+        tracing::debug!(error = %io::Error::last_os_error(), "cannot set SCHED_BATCH");
     }
 }
 
+/// Other systems have no batch policy.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn batch_scheduling() {}
+
 /// Other systems keep their default pipe size.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn grow_pipe(_pipe: &impl AsRawFd, _size: usize) {}
+pub(crate) fn grow_pipe(_pipe: &impl AsRawFd, _size: usize) -> bool {
+    false
+}
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,8 @@
 //! they declared.
 //!
 //! - One [`Engine`] per process: component model, epoch interruption (a
-//!   ticker thread advances the epoch every [`TICK`]) and the pooling
-//!   allocator.
+//!   ticker thread advances the epoch every [`TICK`] while a call runs)
+//!   and the pooling allocator.
 //! - Components are compiled once and cached on disk by content hash and
 //!   engine version ([`cache`]); only files the host wrote itself are ever
 //!   deserialized: each carries a MAC under a key only the host holds.
@@ -25,7 +25,7 @@ pub mod schema;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nuon_core::wasm::Limits;
@@ -278,7 +278,7 @@ pub struct WasmHost {
     cache: Option<CompileCache>,
     loaded: Mutex<HashMap<String, Arc<LoadedPlugin>>>,
     http: reqwest::Client,
-    _ticker: Ticker,
+    ticker: Ticker,
 }
 
 impl std::fmt::Debug for WasmHost {
@@ -289,34 +289,85 @@ impl std::fmt::Debug for WasmHost {
     }
 }
 
-/// Advances the engine's epoch every [`TICK`] until dropped.
-struct Ticker(Arc<AtomicBool>);
+/// Advances the engine's epoch every [`TICK`] while a call runs, until
+/// dropped. Between calls its thread sleeps on a condition variable, so an
+/// idle runner is not woken 100 times a second (nor a job's CPU taken).
+struct Ticker(Arc<TickState>);
+
+struct TickState {
+    /// Calls running now.
+    calls: Mutex<usize>,
+    wake: std::sync::Condvar,
+    done: AtomicBool,
+}
+
+/// Keeps the epoch advancing while it lives: held across every stretch of
+/// guest code (instantiation and the call).
+struct Ticking<'a>(&'a TickState);
 
 impl Ticker {
     fn start(engine: &Engine) -> Result<Ticker, WasmError> {
-        let done = Arc::new(AtomicBool::new(false));
-        let (flag, engine) = (Arc::downgrade(&done), engine.weak());
+        let state = Arc::new(TickState {
+            calls: Mutex::new(0),
+            wake: std::sync::Condvar::new(),
+            done: AtomicBool::new(false),
+        });
+        let (shared, engine) = (state.clone(), engine.weak());
         std::thread::Builder::new()
             .name("nuon-wasm-epoch".into())
-            .spawn(move || tick(flag, engine))
+            .spawn(move || tick(&shared, engine))
             .map_err(|e| WasmError::Host(format!("cannot start the epoch thread: {e}")))?;
-        Ok(Ticker(done))
+        Ok(Ticker(state))
+    }
+
+    fn running(&self) -> Ticking<'_> {
+        *lock(&self.0.calls) += 1;
+        self.0.wake.notify_one();
+        Ticking(&self.0)
     }
 }
 
-fn tick(flag: Weak<AtomicBool>, engine: wasmtime::EngineWeak) {
+fn lock(calls: &Mutex<usize>) -> std::sync::MutexGuard<'_, usize> {
+    calls
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Drop for Ticking<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.calls) -= 1;
+    }
+}
+
+fn tick(state: &TickState, engine: wasmtime::EngineWeak) {
     loop {
+        {
+            let mut calls = lock(&state.calls);
+            while *calls == 0 && !state.done.load(Ordering::Relaxed) {
+                calls = state
+                    .wake
+                    .wait(calls)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        }
+        if state.done.load(Ordering::Relaxed) {
+            return;
+        }
         std::thread::sleep(TICK);
-        match (flag.upgrade(), engine.upgrade()) {
-            (Some(f), Some(e)) if !f.load(Ordering::Relaxed) => e.increment_epoch(),
-            _ => return,
+        match engine.upgrade() {
+            Some(e) => e.increment_epoch(),
+            None => return,
         }
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
+        // Under the lock, so the thread cannot miss it between its check
+        // and its wait.
+        let _calls = lock(&self.0.calls);
+        self.0.done.store(true, Ordering::Relaxed);
+        self.0.wake.notify_all();
     }
 }
 
@@ -371,7 +422,7 @@ impl WasmHost {
             cache,
             loaded: Mutex::new(HashMap::new()),
             http,
-            _ticker: ticker,
+            ticker,
         }))
     }
 
@@ -479,6 +530,7 @@ impl WasmHost {
         call: Call,
     ) -> Result<Reply, WasmError> {
         let mut store = self.new_store(ctx)?;
+        let _ticking = self.ticker.running();
         let result = async {
             let instance = plugin.pre.instantiate_async(&mut store).await?;
             let p = instance.nuon_plugin_plugin();
@@ -527,6 +579,7 @@ impl WasmHost {
         ctx: &CallContext,
     ) -> Result<Box<dyn std::any::Any + Send>, WasmError> {
         let mut store = self.new_store(ctx)?;
+        let _ticking = self.ticker.running();
         let instance = plugin
             .pre
             .instantiate_async(&mut store)
