@@ -50,6 +50,27 @@ fn exec_wait_streams_both_streams_in_order_and_exits_with_the_job_code() {
         [(LogStream::Stdout, "out"), (LogStream::Stderr, "err")]
     );
     assert_eq!(logs.iter().map(|l| l.seq).collect::<Vec<_>>(), [1, 2]);
+
+    // Output into a closed pipe (`nuon … | head`) ends the command quietly.
+    for args in [
+        &["jobs", "get", &id, "--json"][..],
+        &["jobs", "logs", &id],
+        &["jobs", "list"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(nuon_tests::bin("nuon"))
+            .args(args)
+            .env("NUON_API_URL", &s.cp.control_url)
+            .env("NUON_TOKEN", &s.cp.admin_token)
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
 }
 
 /// Acceptance 2: a runner long-polls with a 50 s wait; a job queued while it

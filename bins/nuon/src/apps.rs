@@ -214,7 +214,7 @@ fn validate(g: &Global, dir: &Path) -> Result<u8, CliError> {
     } else {
         print_diagnostics(&diags.0);
         match &config {
-            Some(c) => println!(
+            Some(c) => outln!(
                 "{} is a valid app config: {}, {}, {}, {}, {}{}",
                 dir.display(),
                 plural(c.components.len(), "component"),
@@ -254,7 +254,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
             if g.json {
                 print_json(&app)?;
             } else {
-                println!("created app {} ({})", app.name, app.id);
+                outln!("created app {} ({})", app.name, app.id);
             }
         }
         AppsCommand::List => {
@@ -283,14 +283,14 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
             if g.json {
                 print_json(&a)?;
             } else {
-                println!("id:      {}", a.id);
-                println!("name:    {}", a.name);
-                println!(
+                outln!("id:      {}", a.id);
+                outln!("name:    {}", a.name);
+                outln!(
                     "config:  {}",
                     a.latest_config
                         .map_or("none synced".into(), |v| format!("v{v}"))
                 );
-                println!("created: {}", fmt_time(Some(a.created_at_ms)));
+                outln!("created: {}", fmt_time(Some(a.created_at_ms)));
             }
         }
         AppsCommand::Sync { dir, app } => {
@@ -318,7 +318,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                 print_json(&v)?;
             } else {
                 print_diagnostics(&v.warnings);
-                println!(
+                outln!(
                     "synced {} as config v{} of app {}: {}",
                     dir.display(),
                     v.version,
@@ -376,23 +376,23 @@ fn read_secret(name: &str, path: &str) -> Result<String, CliError> {
 }
 
 fn show_install(i: &InstallInfo) {
-    println!("id:       {}", i.id);
-    println!("name:     {}", i.name);
-    println!("app:      {} (config v{})", i.app_id, i.config_version);
-    println!("runner:   {}", i.runner_id);
-    println!("state:    {}", i.state);
+    outln!("id:       {}", i.id);
+    outln!("name:     {}", i.name);
+    outln!("app:      {} (config v{})", i.app_id, i.config_version);
+    outln!("runner:   {}", i.runner_id);
+    outln!("state:    {}", i.state);
     for (k, v) in &i.inputs {
         let v = match v {
             serde_json::Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        println!("input:    {k} = {v}");
+        outln!("input:    {k} = {v}");
     }
     for k in &i.sensitive_inputs {
-        println!("input:    {k} = (sensitive, set)");
+        outln!("input:    {k} = (sensitive, set)");
     }
     for k in &i.secrets {
-        println!("secret:   {k} (set)");
+        outln!("secret:   {k} (set)");
     }
 }
 
@@ -526,7 +526,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             if g.json {
                 print_json(&r)?;
             } else {
-                println!("{}", r.message);
+                outln!("{}", r.message);
             }
         }
         InstallsCommand::Inputs {
@@ -625,7 +625,7 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
             if g.json {
                 print_json(&org)?;
             } else {
-                println!("{} ({})", org.name, org.id);
+                outln!("{} ({})", org.name, org.id);
             }
         }
         OrgsCommand::Tokens { command } => match command {
@@ -638,9 +638,9 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
                 if g.json {
                     print_json(&created)?;
                 } else {
-                    println!("token id: {}", created.token.id);
-                    println!("scope:    {}", created.token.scope.as_str());
-                    println!("secret:   {}", created.secret);
+                    outln!("token id: {}", created.token.id);
+                    outln!("scope:    {}", created.token.scope.as_str());
+                    outln!("secret:   {}", created.secret);
                     eprintln!("\nThe secret is shown only now. Use it as --token or NUON_TOKEN.");
                 }
             }
@@ -671,7 +671,7 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
                 if g.json {
                     print_json(&t)?;
                 } else {
-                    println!("revoked token {} ({})", t.name, t.id);
+                    outln!("revoked token {} ({})", t.name, t.id);
                 }
             }
         },
@@ -731,9 +731,11 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
             if g.json {
                 print_json(&w)?;
             } else {
-                println!(
+                outln!(
                     "workflow {} ({}), config v{}",
-                    w.id, w.status, w.config_version
+                    w.id,
+                    w.status,
+                    w.config_version
                 );
                 table(
                     &["#", "STEP", "STATUS", "APPROVAL", "JOB", "WHY"],

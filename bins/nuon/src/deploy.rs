@@ -350,12 +350,13 @@ pub(crate) async fn watch(
             || (stop_at_approval && waiting)
         {
             if !tty {
-                println!("workflow {} {}", wf.id, wf.status);
+                outln!("workflow {} {}", wf.id, wf.status);
             }
             if waiting && stop_at_approval {
-                println!(
+                outln!(
                     "waiting for approval: `nuon workflows approve {}` or `nuon workflows deny {}`",
-                    wf.id, wf.id
+                    wf.id,
+                    wf.id
                 );
             }
             return Ok(wf);
@@ -384,7 +385,7 @@ pub(crate) async fn start(
         if g.json {
             print_json(&wf)?;
         } else {
-            println!(
+            outln!(
                 "workflow {} ({}) started with {} steps; follow it with `nuon workflows watch {}`",
                 wf.id,
                 kind_name(kind),
@@ -506,9 +507,9 @@ pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Re
     if g.json {
         print_json(&wf)?;
     } else {
-        println!("workflow {} is {}", wf.id, wf.status);
+        outln!("workflow {} is {}", wf.id, wf.status);
         for s in wf.steps.iter().filter(|s| s.status != "pending") {
-            println!("  {:<32} {}", s.name, s.status);
+            outln!("  {:<32} {}", s.name, s.status);
         }
     }
     Ok(0)

@@ -4,6 +4,8 @@
 //! Exit codes: 0 success, 1 an API or connection error, 64 bad usage or
 //! configuration, 65 an invalid app config (`apps validate`); `jobs exec --wait` exits with the job's own exit code
 //! (124 when it timed out, 130 when it was cancelled, 1 when it failed without one).
+//! Output into a closed pipe (`nuon jobs logs ID | head`) ends the command
+//! quietly with 141, as a process killed by SIGPIPE would.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -11,6 +13,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+
+/// `outln!` for a command's output, through [`write_stdout`].
+macro_rules! outln {
+    () => {
+        $crate::write_stdout(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))
+    };
+}
 
 mod apps;
 mod deploy;
@@ -248,12 +260,31 @@ pub(crate) fn client(global: &Global) -> Result<ControlClient, CliError> {
     Ok(ControlClient::new(config)?)
 }
 
+/// Writes one line to standard output. When that is a closed pipe (the
+/// reader, such as `head`, has what it wanted) the command ends at once and
+/// quietly with 141, as Unix tools killed by SIGPIPE do, instead of
+/// panicking or (when following a log) going on for ever.
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let written = out
+        .write_fmt(args)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("nuon: cannot write to standard output: {e}");
+        std::process::exit(74);
+    }
+}
+
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(|e| CliError {
         message: format!("cannot encode JSON: {e}"),
         code: 1,
     })?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -280,8 +311,7 @@ pub(crate) fn table(header: &[&str], rows: Vec<Vec<String>>) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let mut out = std::io::stdout().lock();
-    let line = |out: &mut std::io::StdoutLock<'_>, cells: Vec<String>| {
+    let line = |cells: Vec<String>| {
         let mut s = String::new();
         for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
             if i + 1 == cells.len() {
@@ -290,11 +320,11 @@ pub(crate) fn table(header: &[&str], rows: Vec<Vec<String>>) {
                 s.push_str(&format!("{cell:<w$}  ", w = *w));
             }
         }
-        let _ = writeln!(out, "{}", s.trim_end());
+        outln!("{}", s.trim_end());
     };
-    line(&mut out, header.iter().map(|h| h.to_string()).collect());
+    line(header.iter().map(|h| h.to_string()).collect());
     for row in rows {
-        line(&mut out, row);
+        line(row);
     }
 }
 
@@ -313,11 +343,7 @@ pub fn job_exit_code(job: &JobInfo) -> u8 {
 
 pub(crate) fn print_log_line(line: &LogEntry) {
     match line.stream {
-        LogStream::Stdout => {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", line.text);
-            let _ = out.flush();
-        }
+        LogStream::Stdout => outln!("{}", line.text),
         LogStream::Stderr => eprintln!("{}", line.text),
         LogStream::System => eprintln!("[runner] {}", line.text),
     }
@@ -345,9 +371,9 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                     if g.json {
                         print_json(&created)?;
                     } else {
-                        println!("runner id:          {}", created.runner.id);
-                        println!("runner token:       {}", created.token);
-                        println!("signing public key: {}", created.signing_public_key);
+                        outln!("runner id:          {}", created.runner.id);
+                        outln!("runner token:       {}", created.token);
+                        outln!("signing public key: {}", created.signing_public_key);
                         eprintln!(
                             "\nThe token is shown only now. Start the runner with:\n  nuon-runner run --api RUNNER_API_URL --token {} --signing-key {}",
                             created.token, created.signing_public_key
@@ -381,7 +407,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                     if g.json {
                         print_json(&r)?;
                     } else {
-                        println!("revoked runner {} ({})", r.name, r.id);
+                        outln!("revoked runner {} ({})", r.name, r.id);
                     }
                 }
             }
@@ -445,7 +471,7 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
                 if g.json {
                     print_json(&job)?;
                 } else {
-                    println!("{}", job.id);
+                    outln!("{}", job.id);
                     eprintln!(
                         "queued on runner {runner}; follow with: nuon jobs logs {} --follow",
                         job.id
@@ -475,20 +501,20 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
             if g.json {
                 print_json(&job)?;
             } else {
-                println!("id:        {}", job.id);
-                println!("runner:    {}", job.runner_id);
-                println!("kind:      {}", job.kind);
-                println!("status:    {}", job.status);
-                println!("attempts:  {}/{}", job.attempts, job.max_attempts);
-                println!(
+                outln!("id:        {}", job.id);
+                outln!("runner:    {}", job.runner_id);
+                outln!("kind:      {}", job.kind);
+                outln!("status:    {}", job.status);
+                outln!("attempts:  {}/{}", job.attempts, job.max_attempts);
+                outln!(
                     "exit code: {}",
                     job.exit_code.map(|c| c.to_string()).unwrap_or("-".into())
                 );
                 if let Some(reason) = &job.reason {
-                    println!("reason:    {reason}");
+                    outln!("reason:    {reason}");
                 }
-                println!("created:   {}", fmt_time(Some(job.created_at_ms)));
-                println!("finished:  {}", fmt_time(job.finished_at_ms));
+                outln!("created:   {}", fmt_time(Some(job.created_at_ms)));
+                outln!("finished:  {}", fmt_time(job.finished_at_ms));
             }
             Ok(0)
         }
@@ -530,9 +556,9 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
             if g.json {
                 print_json(&job)?;
             } else if job.status.is_terminal() {
-                println!("job {} is {}", job.id, job.status);
+                outln!("job {} is {}", job.id, job.status);
             } else {
-                println!(
+                outln!(
                     "cancel requested for job {}; its runner stops it now",
                     job.id
                 );

@@ -123,7 +123,7 @@ pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8
     if g.json {
         print_json(&release)?;
     } else {
-        println!(
+        outln!(
             "exported {} artifact(s) of config v{} into {}; import it on the install's machine with `nuon-runner import --bundle DIR --store-dir STORE`",
             release.artifacts.len(),
             release.config_version,
