@@ -868,6 +868,9 @@ fn main() -> Result<()> {
                 "awk printing 2.5 M lines (211 MB)",
                 "awk 'BEGIN{for(i=0;i<2500000;i++) printf \"line %d the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnop\\n\", i}'",
             ),
+            // The worst case per byte: 25 M lines of 8.5 bytes, each of
+            // which costs a record of its own (stream, timestamp).
+            ("`seq 1 25000000` (214 MB)", "seq 1 25000000"),
         ];
         for (name, script) in producers {
             let b = big_log(script)?;
