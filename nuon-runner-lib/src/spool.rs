@@ -577,11 +577,10 @@ impl SpoolReader {
                 // slow way below.
                 Err(e) => {
                     ends.truncate(first + e.index);
-                    let good = if e.index == 0 {
-                        0
-                    } else {
-                        ends.back().map_or(0, |end| (end - self.offset) as usize)
-                    };
+                    let good = ends
+                        .range(first..)
+                        .last()
+                        .map_or(0, |end| (end - self.offset) as usize);
                     if good > 0 && out.push_records(&buf[..good]).is_ok() {
                         good
                     } else {

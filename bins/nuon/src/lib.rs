@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-/// `outln!` for a command's output, through [`write_stdout`].
+/// `println!` for a command's output, through [`write_stdout`].
 macro_rules! outln {
     () => {
         $crate::write_stdout(format_args!(""))
@@ -266,10 +266,8 @@ pub(crate) fn client(global: &Global) -> Result<ControlClient, CliError> {
 /// panicking or (when following a log) going on for ever.
 pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
-    let written = out
-        .write_fmt(args)
-        .and_then(|()| out.write_all(b"\n"))
-        .and_then(|()| out.flush());
+    // Standard output is line-buffered: the newline writes the line out.
+    let written = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
     if let Err(e) = written {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(141);
