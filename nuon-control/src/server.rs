@@ -14,7 +14,9 @@ use tokio::sync::watch;
 use crate::api::{AppState, SharedState, Timings, control_router, runner_router};
 use crate::error::{Error, Result};
 use crate::secrets::SecretBox;
-use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
+#[cfg(feature = "postgres")]
+use crate::store::PostgresStore;
+use crate::store::{SqliteStore, Store, StoreError};
 
 /// File in the data dir holding the first org's admin API token (mode 0600).
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
@@ -75,6 +77,7 @@ pub struct ControlPlane {
 /// The store as opened, to close it the way it needs.
 enum Backend {
     Sqlite(Arc<SqliteStore>),
+    #[cfg(feature = "postgres")]
     Postgres(Arc<PostgresStore>),
 }
 
@@ -93,6 +96,7 @@ impl ControlPlane {
                 let s = Arc::new(SqliteStore::open(&config.data_dir)?);
                 (Backend::Sqlite(s.clone()), s)
             }
+            #[cfg(feature = "postgres")]
             Some(url) => {
                 std::fs::create_dir_all(&config.data_dir).map_err(|e| Error::DataDir {
                     path: config.data_dir.display().to_string(),
@@ -101,13 +105,23 @@ impl ControlPlane {
                 let s = Arc::new(PostgresStore::connect(url).await?);
                 (Backend::Postgres(s.clone()), s)
             }
+            #[cfg(not(feature = "postgres"))]
+            Some(_) => {
+                return Err(Error::DataDir {
+                    path: config.data_dir.display().to_string(),
+                    message: "this nuon-ctl was built without PostgreSQL support (cargo feature \
+                              `postgres`); leave out --database-url to use the embedded store, or \
+                              build with the feature"
+                        .into(),
+                });
+            }
         };
         let secrets = match SecretBox::load(&config.data_dir)? {
             Some(b) => b,
             // A replica joining a database that already serves orgs must
             // use the key the others seal secrets with: a new one could
             // not open them.
-            None if matches!(backend, Backend::Postgres(_)) && store.count_orgs().await? > 0 => {
+            None if !matches!(backend, Backend::Sqlite(_)) && store.count_orgs().await? > 0 => {
                 return Err(Error::DataDir {
                     path: config.data_dir.display().to_string(),
                     message: format!(
@@ -144,6 +158,7 @@ impl ControlPlane {
             max_heartbeat_wait: config.max_heartbeat_wait,
             fallback_poll: match backend {
                 Backend::Sqlite(_) => None,
+                #[cfg(feature = "postgres")]
                 Backend::Postgres(_) => Some(FALLBACK_POLL),
             },
         };
@@ -225,6 +240,7 @@ impl ControlPlane {
         }
         match &self.backend {
             Backend::Sqlite(s) => s.close(),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(s) => s.close().await,
         }
         a?;
@@ -234,6 +250,7 @@ impl ControlPlane {
 }
 
 /// How often a parked claim on a shared store looks again by itself.
+#[cfg(feature = "postgres")]
 const FALLBACK_POLL: Duration = Duration::from_secs(10);
 /// The setting holding a value sealed with the secrets key, to check the key.
 const KEY_CHECK: &str = "secrets_key_check";

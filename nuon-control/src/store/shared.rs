@@ -4,9 +4,7 @@
 //! rows and writes the outcome.
 
 use nuon_core::records;
-use nuon_core::wire::{
-    JobInfo, LeaseState, LogBatch, LogEntry, LogPage, RunnerRole, TokenScope, WorkflowStepInfo,
-};
+use nuon_core::wire::{JobInfo, LeaseState, LogBatch, LogEntry, LogPage, RunnerRole, TokenScope};
 use nuon_core::{JobId, RunnerId};
 
 use super::{Result, StoreError};
@@ -14,11 +12,7 @@ use super::{Result, StoreError};
 /// Bits of a log cursor that address a line inside a chunk.
 pub(super) const CURSOR_LINE_BITS: u32 = 20;
 
-/// Columns of a job row, as stored.
-pub(super) const JOB_COLUMNS: &str = "id, runner_id, kind, spec, status, attempts, max_attempts, timeout_secs, \
-     cancel_requested, exit_code, reason, outputs, created_at, started_at, finished_at";
-
-/// A job row as both stores read it ([`JOB_COLUMNS`], in order).
+/// A job row as both stores read it (`JobInfo`'s columns in `rows.rs`, in order).
 pub(super) struct JobRow {
     pub id: String,
     pub runner_id: String,
@@ -172,39 +166,6 @@ pub(super) fn enum_str<T: serde::Serialize>(v: &T) -> String {
 /// A unit enum from its serde name.
 pub(super) fn enum_from<T: serde::de::DeserializeOwned>(s: &str) -> Result<T> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(corrupt)
-}
-
-/// A workflow step row (`idx, name, kind, target, needs_approval, status,
-/// job_id, approved_at, reason, outputs`).
-pub(super) type StepRow = (
-    u32,
-    String,
-    String,
-    Option<String>,
-    bool,
-    String,
-    Option<String>,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-);
-
-/// A workflow step as the API shows it.
-pub(super) fn step_info(row: StepRow) -> Result<WorkflowStepInfo> {
-    let (index, name, kind, target, needs_approval, status, job, approved_at_ms, reason, outputs) =
-        row;
-    Ok(WorkflowStepInfo {
-        index,
-        name,
-        kind: enum_from(&kind)?,
-        target,
-        needs_approval,
-        status,
-        job_id: job.as_deref().map(parse_id).transpose()?,
-        approved_at_ms,
-        reason,
-        outputs: json_or_null(outputs),
-    })
 }
 
 /// The attempt row a runner's write is checked against: the job's current

@@ -1,0 +1,95 @@
+//! Installs: their inputs, state, config version and outputs.
+
+use super::*;
+
+/// A new install and its runner, created together.
+#[derive(Debug, Clone)]
+pub struct NewInstall {
+    /// The install.
+    pub id: InstallId,
+    /// Its app.
+    pub app_id: AppId,
+    /// Unique in the org.
+    pub name: String,
+    /// The config version it runs.
+    pub config_version: u32,
+    /// Its runner.
+    pub runner_id: RunnerId,
+    /// The runner's name (unique among the org's runners).
+    pub runner_name: String,
+    /// The hash of the runner's token.
+    pub runner_token_hash: String,
+    /// Plain input values, JSON object.
+    pub inputs_json: String,
+    /// Sealed sensitive inputs and secrets, JSON (see `secrets`).
+    pub sealed_json: String,
+    /// `approve-all` or `prompt`.
+    pub approval: String,
+}
+
+/// A stored install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredInstall {
+    /// The install.
+    pub id: InstallId,
+    /// Unique in the org.
+    pub name: String,
+    /// Its app.
+    pub app_id: AppId,
+    /// The config version it runs.
+    pub config_version: u32,
+    /// Its runner.
+    pub runner_id: RunnerId,
+    /// Its state.
+    pub state: String,
+    /// Plain input values, JSON object.
+    pub inputs_json: String,
+    /// Sealed values, JSON.
+    pub sealed_json: String,
+    /// Outputs, JSON, once deployed.
+    pub outputs_json: Option<String>,
+    /// When it was created.
+    pub created_at_ms: i64,
+    /// `approve-all` or `prompt`.
+    pub approval: String,
+}
+
+/// Installs: their inputs, state, config version and outputs.
+#[async_trait]
+pub trait InstallStore: Send + Sync + 'static {
+    /// Creates an install and its runner in one transaction.
+    async fn create_install(&self, org: &OrgId, install: NewInstall) -> Result<StoredInstall>;
+
+    /// The org's installs, oldest first.
+    async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>>;
+
+    /// An install of the org, by id or name.
+    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>>;
+
+    /// Replaces an install's input values (plain and sealed).
+    async fn set_install_inputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        inputs_json: &str,
+        sealed_json: &str,
+    ) -> Result<Option<StoredInstall>>;
+
+    /// Sets an install's outputs (JSON) and state.
+    async fn set_install_outputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        outputs_json: &str,
+        state: &str,
+    ) -> Result<()>;
+
+    /// Sets an install's state (`provisioning`, `active`, `failed`, ...).
+    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: &str) -> Result<()>;
+
+    /// Points an install at another config version.
+    async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()>;
+
+    /// The install whose runner this is, if any.
+    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;
+}

@@ -1,0 +1,39 @@
+//! Jobs as the Control API sees them: queue, read, cancel, logs.
+
+use super::*;
+
+/// A job to queue: the spec and the exact bytes the org's key signed.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    /// The spec.
+    pub spec: JobSpec,
+    /// `serde_json::to_string(&spec)`, the signed bytes.
+    pub spec_json: String,
+    /// The signature of `spec_json`.
+    pub signature: String,
+}
+
+/// Jobs as the Control API sees them: queue, read, cancel, logs.
+#[async_trait]
+pub trait JobStore: Send + Sync + 'static {
+    /// Queues a job.
+    async fn enqueue_job(&self, job: NewJob) -> Result<JobInfo>;
+
+    /// One job of the org.
+    async fn get_job(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>>;
+
+    /// The org's newest jobs.
+    async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<JobInfo>>;
+
+    /// Cancels a queued job at once, or flags a running one for its runner.
+    async fn request_cancel(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>>;
+
+    /// Up to `limit` log lines of an org's job after `cursor`.
+    async fn read_logs(
+        &self,
+        org: &OrgId,
+        job: &JobId,
+        cursor: u64,
+        limit: u32,
+    ) -> Result<Option<LogPage>>;
+}

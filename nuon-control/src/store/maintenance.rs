@@ -1,0 +1,66 @@
+//! Replicas and upkeep: wake-ups, the lead, rescue and pruning.
+
+use super::*;
+
+/// What the rescuer did with an attempt whose lease expired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rescued {
+    /// The job.
+    pub job_id: JobId,
+    /// Its runner (to wake when the job was queued again).
+    pub runner_id: RunnerId,
+    /// Its org (whose runners held back by its limit look again).
+    pub org_id: OrgId,
+    /// Whether the job was queued again (otherwise it ended).
+    pub requeued: bool,
+}
+
+/// A wake-up for the waiters of one replica, announced by another that
+/// shares the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wake {
+    /// A job was queued for this runner, or one of its jobs cancelled.
+    Runner(RunnerId),
+    /// New log lines of this job, or its end.
+    Logs(JobId),
+    /// A running job of this org ended: its runners that its limit on
+    /// running jobs held back look again.
+    Org(OrgId),
+    /// A job of a workflow ended, or a workflow changed: the leader looks again.
+    Executor,
+    /// Announcements may have been missed: every waiter looks again.
+    All,
+}
+
+/// Replicas and upkeep: wake-ups, the lead, rescue and pruning.
+#[async_trait]
+pub trait MaintenanceStore: Send + Sync + 'static {
+    /// Tells the other replicas sharing this store (none, for an embedded
+    /// store) about a wake-up. Never blocks; may be coalesced.
+    fn announce(&self, wake: Wake) {
+        let _ = wake;
+    }
+
+    /// The other replicas' wake-ups, when the store is shared.
+    fn wakeups(&self) -> Option<tokio::sync::broadcast::Receiver<Wake>> {
+        None
+    }
+
+    /// Takes, or keeps, the maintenance lead: `true` while this replica is
+    /// the one that rescues leases, prunes and drives workflows. An embedded
+    /// store has one replica, always the leader.
+    async fn lead(&self) -> Result<bool> {
+        Ok(true)
+    }
+
+    /// Deletes the logs of jobs that finished before `finished_before_ms`,
+    /// and those jobs when nothing refers to them; returns the rows removed.
+    async fn prune(&self, finished_before_ms: i64) -> Result<u64>;
+
+    /// Ends every running attempt whose lease expired before `now_ms`.
+    async fn rescue_expired(&self, now_ms: i64) -> Result<Vec<Rescued>>;
+
+    /// Gives every running lease at least until `until_ms`; used at start-up,
+    /// since no runner could heartbeat while the control plane was down.
+    async fn extend_running_leases(&self, until_ms: i64) -> Result<u64>;
+}

@@ -1,0 +1,153 @@
+//! Installs: their inputs, state, config version and outputs.
+
+use super::*;
+
+#[async_trait]
+impl InstallStore for PostgresStore {
+    async fn create_install(&self, org: &OrgId, new: NewInstall) -> Result<StoredInstall> {
+        let mut tx = self.begin().await?;
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO runners (id, org_id, name, token_hash, created_at, role) VALUES ($1, $2, $3, $4, $5, 'install')",
+        )
+        .bind(new.runner_id.as_str())
+        .bind(org.as_str())
+        .bind(&new.runner_name)
+        .bind(&new.runner_token_hash)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| {
+            taken(e, || {
+                format!(
+                    "a runner named {:?} already exists in this org; pick another name",
+                    new.runner_name
+                )
+            })
+        })?;
+        sqlx::query(
+            "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'created', $7, $8, $9, $10)",
+        )
+        .bind(new.id.as_str())
+        .bind(org.as_str())
+        .bind(new.app_id.as_str())
+        .bind(&new.name)
+        .bind(i64::from(new.config_version))
+        .bind(new.runner_id.as_str())
+        .bind(&new.inputs_json)
+        .bind(&new.sealed_json)
+        .bind(now)
+        .bind(&new.approval)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| {
+            taken(e, || {
+                format!(
+                    "an install named {:?} already exists in this org; pick another name",
+                    new.name
+                )
+            })
+        })?;
+        tx.commit().await.map_err(db)?;
+        Ok(StoredInstall {
+            id: new.id,
+            name: new.name,
+            app_id: new.app_id,
+            config_version: new.config_version,
+            runner_id: new.runner_id,
+            state: "created".into(),
+            inputs_json: new.inputs_json,
+            sealed_json: new.sealed_json,
+            outputs_json: None,
+            created_at_ms: now,
+            approval: new.approval,
+        })
+    }
+
+    async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>> {
+        self.list_in_org(org).await
+    }
+
+    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>> {
+        self.find_in_org(org, name_or_id).await
+    }
+
+    async fn set_install_inputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        inputs_json: &str,
+        sealed_json: &str,
+    ) -> Result<Option<StoredInstall>> {
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE installs SET inputs = $3, sealed = $4 WHERE org_id = $1 AND id = $2 \
+             RETURNING {}",
+            StoredInstall::COLUMNS
+        )))
+        .bind(org.as_str())
+        .bind(id.as_str())
+        .bind(inputs_json)
+        .bind(sealed_json)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?
+        .map(|r| StoredInstall::read(&r))
+        .transpose()
+    }
+
+    async fn set_install_outputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        outputs_json: &str,
+        state: &str,
+    ) -> Result<()> {
+        sqlx::query("UPDATE installs SET outputs = $3, state = $4 WHERE id = $1 AND org_id = $2")
+            .bind(id.as_str())
+            .bind(org.as_str())
+            .bind(outputs_json)
+            .bind(state)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: &str) -> Result<()> {
+        sqlx::query("UPDATE installs SET state = $3 WHERE id = $1 AND org_id = $2")
+            .bind(id.as_str())
+            .bind(org.as_str())
+            .bind(state)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()> {
+        sqlx::query("UPDATE installs SET config_version = $3 WHERE id = $1 AND org_id = $2")
+            .bind(id.as_str())
+            .bind(org.as_str())
+            .bind(i64::from(version))
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>> {
+        sqlx::query("SELECT org_id, id FROM installs WHERE runner_id = $1")
+            .bind(runner.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?
+            .map(|r| {
+                Ok((
+                    parse_id(&get::<String>(&r, 0)?)?,
+                    parse_id(&get::<String>(&r, 1)?)?,
+                ))
+            })
+            .transpose()
+    }
+}

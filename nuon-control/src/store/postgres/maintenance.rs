@@ -1,0 +1,151 @@
+//! Replicas and upkeep: wake-ups, the lead, rescue and pruning.
+
+use super::*;
+
+#[async_trait]
+impl MaintenanceStore for PostgresStore {
+    fn announce(&self, wake: Wake) {
+        let _ = self.outbox.send(wake);
+    }
+
+    fn wakeups(&self) -> Option<broadcast::Receiver<Wake>> {
+        Some(self.wakes.subscribe())
+    }
+
+    async fn lead(&self) -> Result<bool> {
+        let mut slot = self.leader.lock().await;
+        if slot.is_none() {
+            let conn = PgConnection::connect_with(&self.options)
+                .await
+                .map_err(db)?;
+            *slot = Some((conn, false));
+        }
+        let (conn, held) = slot.as_mut().expect("a leader connection");
+        let answer = if *held {
+            sqlx::query("SELECT 1")
+                .execute(&mut *conn)
+                .await
+                .map(|_| true)
+        } else {
+            sqlx::query_scalar::<_, bool>("SELECT pg_try_advisory_lock($1)")
+                .bind(LEADER_LOCK)
+                .fetch_one(&mut *conn)
+                .await
+        };
+        match answer {
+            Ok(lead) => {
+                *held = lead;
+                Ok(lead)
+            }
+            Err(e) => {
+                // The connection is gone, and the lock with it.
+                *slot = None;
+                Err(db(e))
+            }
+        }
+    }
+
+    async fn prune(&self, finished_before_ms: i64) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let logs = sqlx::query(
+            "DELETE FROM log_records l USING jobs j WHERE l.job_id = j.id \
+             AND j.finished_at < $1",
+        )
+        .bind(finished_before_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?
+        .rows_affected();
+        let jobs = sqlx::query(
+            "DELETE FROM jobs j WHERE j.finished_at < $1 \
+             AND NOT EXISTS (SELECT 1 FROM builds b WHERE b.job_id = j.id) \
+             AND NOT EXISTS (SELECT 1 FROM workflow_steps s WHERE s.job_id = j.id) \
+             AND NOT EXISTS (SELECT 1 FROM state_tokens t WHERE t.job_id = j.id)",
+        )
+        .bind(finished_before_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?
+        .rows_affected();
+        tx.commit().await.map_err(db)?;
+        Ok(logs + jobs)
+    }
+
+    async fn rescue_expired(&self, now_ms: i64) -> Result<Vec<Rescued>> {
+        let mut tx = self.begin().await?;
+        let expired = sqlx::query(
+            "SELECT a.job_id, a.n, a.runner_id, a.confirmed, j.cancel_requested, j.max_attempts, \
+             (SELECT count(*) FROM attempts c WHERE c.job_id = a.job_id AND c.confirmed), j.org_id \
+             FROM attempts a JOIN jobs j ON j.id = a.job_id \
+             WHERE a.state = 'running' AND a.lease_expires < $1 \
+             FOR UPDATE OF a, j SKIP LOCKED",
+        )
+        .bind(now_ms)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db)?;
+        let mut out = Vec::new();
+        for r in &expired {
+            let job: String = get(r, 0)?;
+            let n = r.u32(1)?;
+            let runner: String = get(r, 2)?;
+            let fate = shared::expire(n, get(r, 3)?, get(r, 4)?, r.u32(5)?, r.u32(6)?);
+            sqlx::query(
+                "UPDATE attempts SET state = $3, finished_at = $4 WHERE job_id = $1 AND n = $2",
+            )
+            .bind(&job)
+            .bind(i64::from(n))
+            .bind(fate.attempt_state)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+            let requeued = fate.end.is_none();
+            match fate.end {
+                None => {
+                    sqlx::query("UPDATE jobs SET status = 'queued' WHERE id = $1")
+                        .bind(&job)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db)?;
+                }
+                Some((status, reason)) => {
+                    sqlx::query(
+                        "UPDATE jobs SET status = $2, reason = $3, finished_at = $4 WHERE id = $1",
+                    )
+                    .bind(&job)
+                    .bind(status)
+                    .bind(reason)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?;
+                }
+            }
+            out.push(Rescued {
+                job_id: parse_id(&job)?,
+                runner_id: parse_id(&runner)?,
+                org_id: parse_id(&get::<String>(r, 7)?)?,
+                requeued,
+            });
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(out)
+    }
+
+    async fn extend_running_leases(&self, until_ms: i64) -> Result<u64> {
+        Ok(sqlx::query(
+            // Locked in key order, as group commits lock them, so the two
+            // cannot deadlock.
+            "UPDATE attempts a SET lease_expires = $1 FROM ( \
+                SELECT job_id, n FROM attempts WHERE state = 'running' AND lease_expires < $1 \
+                ORDER BY job_id, n FOR UPDATE) r \
+             WHERE a.job_id = r.job_id AND a.n = r.n",
+        )
+        .bind(until_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?
+        .rows_affected())
+    }
+}

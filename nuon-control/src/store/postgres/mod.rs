@@ -1,0 +1,834 @@
+//! The PostgreSQL store, for several control-plane replicas on one database.
+//!
+//! - Claims take queued jobs `FOR UPDATE SKIP LOCKED`, so replicas never
+//!   wait on each other's claims. The runners' heartbeats, log batches and
+//!   completions are group-committed ([`group`]): what many runners send at
+//!   once shares one transaction. Every other call is one transaction of
+//!   its own on a pooled connection.
+//! - Wake-ups cross replicas with `LISTEN/NOTIFY` on one channel: a
+//!   publisher task coalesces what this replica announces into at most one
+//!   `NOTIFY` per [`NOTIFY_GAP`] (so a queue is never notified more often,
+//!   and a burst of queued jobs costs one notification, not one each); a
+//!   listener task turns what the others announce into local wake-ups, and
+//!   after its connection is lost it wakes everything for a full claim pass.
+//! - Maintenance runs on one replica at a time: the one holding a
+//!   session-level advisory lock on its own connection. When that replica
+//!   dies, its connection closes and the lock passes to the next replica
+//!   that asks.
+//! - Migrations are numbered and applied once, under an advisory lock, so
+//!   replicas starting together do not race.
+
+mod apps;
+mod builds;
+mod installs;
+mod jobs;
+mod maintenance;
+mod orgs;
+mod queue;
+mod runners;
+mod states;
+mod workflows;
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nuon_core::token::{issue_api_token, issue_runner_token};
+use nuon_core::wire::{
+    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
+    LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
+    WorkflowInfo, WorkflowStepInfo,
+};
+use nuon_core::{
+    AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId, now_ms,
+};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
+use tokio::sync::{broadcast, mpsc};
+
+use super::rows::{
+    Cells, ConfigSummary, Dialect, HeldLock, Offset, OrgScoped, Record, Revocable, WorkflowHead,
+};
+use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt, enum_str, parse_id};
+use super::{
+    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
+    MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,
+    Result, RunnerPrincipal, RunnerStore, StateLock, StatePrincipal, StateStore, StateToken,
+    StepUpdate, StoreError, StoredConfig, StoredInstall, Wake, WorkflowStore,
+};
+
+mod group;
+
+/// Group-commit tasks per replica: while one commits, the next gathers.
+const COMMITTERS: usize = 2;
+/// The channel replicas announce wake-ups on.
+const CHANNEL: &str = "nuon_wake";
+/// The shortest time between two notifications of this replica.
+pub const NOTIFY_GAP: Duration = Duration::from_millis(5);
+/// `NOTIFY` payloads must stay under 8000 bytes.
+const MAX_PAYLOAD: usize = 7000;
+/// The advisory lock of the maintenance leader.
+const LEADER_LOCK: i64 = 0x6e75_6f6e_6c65_6164; // "nuonlead"
+/// The advisory lock migrations run under.
+const MIGRATE_LOCK: i64 = 0x6e75_6f6e_6d69_6772; // "nuonmigr"
+
+/// Numbered migrations; each runs once, in order, in one transaction.
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        r#"
+CREATE TABLE orgs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    signing_key BYTEA NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE api_tokens (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    scope TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT
+);
+CREATE TABLE runners (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT,
+    last_seen_at BIGINT,
+    role TEXT NOT NULL DEFAULT 'generic',
+    UNIQUE (org_id, name)
+);
+CREATE TABLE jobs (
+    seq BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    kind TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts BIGINT NOT NULL DEFAULT 0,
+    max_attempts BIGINT NOT NULL,
+    timeout_secs BIGINT NOT NULL,
+    cancel_requested BOOLEAN NOT NULL DEFAULT false,
+    exit_code INTEGER,
+    reason TEXT,
+    outputs TEXT,
+    created_at BIGINT NOT NULL,
+    started_at BIGINT,
+    finished_at BIGINT
+);
+CREATE INDEX jobs_queue ON jobs (runner_id, seq) WHERE status = 'queued';
+CREATE INDEX jobs_org ON jobs (org_id, seq);
+CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+CREATE TABLE attempts (
+    job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+    n BIGINT NOT NULL,
+    runner_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    confirmed BOOLEAN NOT NULL DEFAULT false,
+    lease_expires BIGINT NOT NULL,
+    acked_seq BIGINT NOT NULL DEFAULT 0,
+    started_at BIGINT NOT NULL,
+    finished_at BIGINT,
+    PRIMARY KEY (job_id, n)
+);
+CREATE INDEX attempts_leases ON attempts (lease_expires) WHERE state = 'running';
+CREATE TABLE apps (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE app_configs (
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    version BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    components BIGINT NOT NULL,
+    files TEXT NOT NULL,
+    config TEXT NOT NULL,
+    warnings TEXT NOT NULL,
+    sources TEXT NOT NULL,
+    PRIMARY KEY (app_id, version)
+);
+CREATE TABLE installs (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    name TEXT NOT NULL,
+    config_version BIGINT NOT NULL,
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    state TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    outputs TEXT,
+    created_at BIGINT NOT NULL,
+    approval TEXT NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE workflows (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    config_version BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    finished_at BIGINT,
+    component TEXT
+);
+CREATE INDEX workflows_install ON workflows (install_id, created_at);
+CREATE INDEX workflows_active ON workflows (created_at) WHERE status IN ('pending', 'running', 'cancelling');
+CREATE TABLE workflow_steps (
+    workflow_id TEXT NOT NULL REFERENCES workflows(id),
+    idx BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT,
+    needs_approval BOOLEAN NOT NULL,
+    status TEXT NOT NULL,
+    job_id TEXT,
+    approved_at BIGINT,
+    reason TEXT,
+    outputs TEXT,
+    PRIMARY KEY (workflow_id, idx)
+);
+CREATE TABLE builds (
+    job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    config_version BIGINT NOT NULL,
+    component TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX builds_app ON builds (app_id, config_version, component);
+CREATE TABLE state_tokens (
+    token_hash TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL
+);
+CREATE TABLE tf_states (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (install_id, component, version)
+);
+CREATE TABLE tf_locks (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    lock_id TEXT NOT NULL,
+    info TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    job_id TEXT,
+    PRIMARY KEY (install_id, component)
+);
+CREATE TABLE log_records (
+    id BIGSERIAL PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    attempt BIGINT NOT NULL,
+    first_seq BIGINT NOT NULL,
+    last_seq BIGINT NOT NULL,
+    body BYTEA NOT NULL
+);
+CREATE INDEX log_records_job ON log_records (job_id, id);
+"#,
+    ),
+    (
+        2,
+        r#"
+ALTER TABLE orgs ADD COLUMN max_running BIGINT;
+CREATE INDEX jobs_running ON jobs (org_id) WHERE status = 'running';
+"#,
+    ),
+    (
+        3,
+        r#"
+CREATE TABLE settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"#,
+    ),
+];
+
+fn db(e: sqlx::Error) -> StoreError {
+    StoreError::Database(Box::new(e))
+}
+
+/// A unique-constraint failure as a 409 `name_taken` with `message`.
+fn taken(e: sqlx::Error, message: impl FnOnce() -> String) -> StoreError {
+    match &e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict {
+            code: "name_taken",
+            message: message(),
+            acked_seq: None,
+        },
+        _ => db(e),
+    }
+}
+
+fn get<'r, T>(row: &'r PgRow, i: usize) -> Result<T>
+where
+    T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+{
+    row.try_get(i).map_err(db)
+}
+
+type Tx = Transaction<'static, Postgres>;
+
+/// The PostgreSQL store; see the module docs.
+pub struct PostgresStore {
+    pool: PgPool,
+    options: PgConnectOptions,
+    /// This replica's name in the notifications it sends.
+    replica: String,
+    wakes: broadcast::Sender<Wake>,
+    outbox: mpsc::UnboundedSender<Wake>,
+    leader: tokio::sync::Mutex<Option<(PgConnection, bool)>>,
+    /// Heartbeats, log batches and completions, committed in groups.
+    writes: group::GroupCommit,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("replica", &self.replica)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user:password@host:port/database`),
+    /// brings the schema up to date, and starts listening for the other
+    /// replicas' wake-ups.
+    pub async fn connect(url: &str) -> Result<Self> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(StoreError::Invalid(format!(
+                "database URL {:?} is not a PostgreSQL URL; expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+                redact_url(url)
+            )));
+        }
+        let options: PgConnectOptions = url.parse().map_err(|e| {
+            StoreError::Invalid(format!(
+                "database URL {:?} is not valid: {e}; expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+                redact_url(url)
+            ))
+        })?;
+        let options = options.application_name("nuon-ctl");
+        // One connection first: its error says what is wrong (refused,
+        // password, no such database), where the pool only times out.
+        PgConnection::connect_with(&options)
+            .await
+            .map_err(|e| {
+                StoreError::Invalid(format!(
+                    "cannot connect to PostgreSQL at {}: {e}",
+                    redact_url(url)
+                ))
+            })?
+            .close()
+            .await
+            .map_err(db)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .min_connections(2)
+            .acquire_timeout(Duration::from_secs(10))
+            // No ping before each use: it was one more round trip in every
+            // store call (a quarter of a job's). A connection that broke
+            // fails its call, the caller retries, the pool replaces it.
+            .test_before_acquire(false)
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| {
+                StoreError::Invalid(format!(
+                    "cannot connect to PostgreSQL at {}: {e}",
+                    redact_url(url)
+                ))
+            })?;
+        migrate(&pool).await?;
+        let (wakes, _) = broadcast::channel(4096);
+        let (outbox, rx) = mpsc::unbounded_channel();
+        let replica = RunnerId::generate().to_string();
+        let mut listener = PgListener::connect_with(&pool).await.map_err(db)?;
+        listener.listen(CHANNEL).await.map_err(db)?;
+        let (writes, mut tasks) = group::GroupCommit::start(&pool, COMMITTERS);
+        tasks.push(tokio::spawn(publish(pool.clone(), replica.clone(), rx)));
+        tasks.push(tokio::spawn(listen(
+            listener,
+            replica.clone(),
+            wakes.clone(),
+        )));
+        Ok(PostgresStore {
+            pool,
+            options,
+            replica,
+            wakes,
+            outbox,
+            leader: tokio::sync::Mutex::new(None),
+            writes,
+            tasks: Mutex::new(tasks),
+        })
+    }
+
+    /// Stops the background tasks and closes every connection.
+    pub async fn close(&self) {
+        for t in self.tasks.lock().expect("tasks lock").drain(..) {
+            t.abort();
+        }
+        if let Some((conn, _)) = self.leader.lock().await.take() {
+            let _ = conn.close().await;
+        }
+        self.pool.close().await;
+    }
+
+    async fn begin(&self) -> Result<Tx> {
+        self.pool.begin().await.map_err(db)
+    }
+
+    /// The org's rows of `T`, oldest first.
+    async fn list_in_org<T: OrgScoped>(&self, org: &OrgId) -> Result<Vec<T>> {
+        sqlx::query(AssertSqlSafe(Dialect::Postgres.list_in_org::<T>()))
+            .bind(org.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?
+            .iter()
+            .map(T::read)
+            .collect()
+    }
+
+    /// The org's row of `T` with this name or id.
+    async fn find_in_org<T: OrgScoped>(&self, org: &OrgId, name_or_id: &str) -> Result<Option<T>> {
+        self.one_in_org(Dialect::Postgres.find_in_org::<T>(), org, name_or_id)
+            .await
+    }
+
+    /// Revokes the org's row `id` of `T` (once: a second revoke keeps the
+    /// first time) and returns it, or `None` when the org has no such row.
+    async fn revoke_in_org<T: Revocable>(&self, org: &OrgId, id: &str) -> Result<Option<T>> {
+        sqlx::query(AssertSqlSafe(Dialect::Postgres.revoke_in_org::<T>()))
+            .bind(org.as_str())
+            .bind(id)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        self.one_in_org(Dialect::Postgres.get_in_org::<T>(), org, id)
+            .await
+    }
+
+    /// The row of `sql`, whose `$1` is the org and `$2` a name or id.
+    async fn one_in_org<T: Record>(
+        &self,
+        sql: String,
+        org: &OrgId,
+        key: &str,
+    ) -> Result<Option<T>> {
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(org.as_str())
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?
+            .map(|r| T::read(&r))
+            .transpose()
+    }
+}
+
+impl Cells for PgRow {
+    fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        self.try_get(i).map_err(db)
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        use sqlx::{TypeInfo, ValueRef};
+        let v = self.try_get_raw(i).map_err(db)?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        let ty = v.type_info().name().to_owned();
+        match ty.as_str() {
+            "INT2" => self.try_get::<i16, _>(i).map(|v| Some(i64::from(v))),
+            "INT4" => self.try_get::<i32, _>(i).map(|v| Some(i64::from(v))),
+            _ => self.try_get::<i64, _>(i).map(Some),
+        }
+        .map_err(db)
+    }
+    fn flag(&self, i: usize) -> Result<bool> {
+        self.try_get(i).map_err(db)
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        for t in self.tasks.lock().expect("tasks lock").drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// `url` without its password, for error messages.
+fn redact_url(url: &str) -> String {
+    let start = url.find("://").map_or(0, |s| s + 3);
+    match url.rfind('@') {
+        Some(at) if at > start => {
+            let userinfo = &url[start..at];
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{}{user}:***{}", &url[..start], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+async fn migrate(pool: &PgPool) -> Result<()> {
+    let mut conn = pool.acquire().await.map_err(db)?;
+    // `CREATE ... IF NOT EXISTS` would log a notice on every start.
+    sqlx::query("SET client_min_messages = warning")
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(MIGRATE_LOCK)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    let result = async {
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS nuon_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+        )
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        let done: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM nuon_migrations")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db)?;
+        let done = done.unwrap_or(0);
+        if let Some(&(newest, _)) = MIGRATIONS.last()
+            && done > newest
+        {
+            return Err(StoreError::Invalid(format!(
+                "the database's schema is version {done}, newer than this nuon-ctl knows ({newest}); run a newer nuon-ctl"
+            )));
+        }
+        for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > done) {
+            let mut tx = conn.begin().await.map_err(db)?;
+            sqlx::raw_sql(sql).execute(&mut *tx).await.map_err(db)?;
+            sqlx::query("INSERT INTO nuon_migrations (version, applied_at) VALUES ($1, $2)")
+                .bind(version)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+            tx.commit().await.map_err(db)?;
+            tracing::info!(version, "database schema migrated");
+        }
+        Ok(())
+    }
+    .await;
+    let _ = sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(MIGRATE_LOCK)
+        .execute(&mut *conn)
+        .await;
+    result
+}
+
+/// One notification's text for a wake-up: `R <runner>`, `L <job>`, `X`, `A`.
+fn encode_wake(w: &Wake) -> String {
+    match w {
+        Wake::Runner(r) => format!("R {r}"),
+        Wake::Logs(j) => format!("L {j}"),
+        Wake::Org(o) => format!("O {o}"),
+        Wake::Executor => "X".into(),
+        Wake::All => "A".into(),
+    }
+}
+
+fn decode_wake(s: &str) -> Option<Wake> {
+    let (tag, rest) = s.split_once(' ').unwrap_or((s, ""));
+    match tag {
+        "R" => rest.parse().ok().map(Wake::Runner),
+        "L" => rest.parse().ok().map(Wake::Logs),
+        "O" => rest.parse().ok().map(Wake::Org),
+        "X" => Some(Wake::Executor),
+        "A" => Some(Wake::All),
+        _ => None,
+    }
+}
+
+/// Sends this replica's wake-ups: everything announced since the last
+/// notification, each once, at most one `NOTIFY` (per 7 KB) every
+/// [`NOTIFY_GAP`].
+async fn publish(pool: PgPool, replica: String, mut rx: mpsc::UnboundedReceiver<Wake>) {
+    while let Some(first) = rx.recv().await {
+        let mut pending = BTreeSet::new();
+        pending.insert(encode_wake(&first));
+        while let Ok(w) = rx.try_recv() {
+            pending.insert(encode_wake(&w));
+        }
+        let mut payloads = vec![replica.clone()];
+        for item in pending {
+            let last = payloads.last_mut().expect("one payload");
+            if last.len() + item.len() + 1 > MAX_PAYLOAD {
+                payloads.push(format!("{replica}\n{item}"));
+            } else {
+                last.push('\n');
+                last.push_str(&item);
+            }
+        }
+        for payload in payloads {
+            let sent = sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CHANNEL)
+                .bind(&payload)
+                .execute(&pool)
+                .await;
+            if let Err(e) = sent {
+                // The others fall back to their poll; nothing is lost for good.
+                tracing::warn!(error = %e, "cannot notify the other replicas");
+            }
+        }
+        tokio::time::sleep(NOTIFY_GAP).await;
+    }
+}
+
+/// Turns the other replicas' notifications into local wake-ups.
+async fn listen(mut listener: PgListener, replica: String, wakes: broadcast::Sender<Wake>) {
+    loop {
+        match listener.try_recv().await {
+            Ok(Some(n)) => {
+                let mut lines = n.payload().lines();
+                if lines.next() == Some(replica.as_str()) {
+                    continue;
+                }
+                for w in lines.filter_map(decode_wake) {
+                    let _ = wakes.send(w);
+                }
+            }
+            Ok(None) => {
+                // The connection was lost: whatever was announced meanwhile is
+                // gone, so every waiter looks again.
+                tracing::warn!("lost the notification connection; reconnecting");
+                let _ = wakes.send(Wake::All);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "notification listener failed; retrying in 1s");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let _ = wakes.send(Wake::All);
+            }
+        }
+    }
+}
+
+async fn current_lock(
+    tx: &mut Tx,
+    install: &InstallId,
+    component: &str,
+) -> Result<Option<StateLock>> {
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT {} FROM tf_locks WHERE install_id = $1 AND component = $2 FOR UPDATE",
+        StateLock::COLUMNS
+    )))
+    .bind(install.as_str())
+    .bind(component)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db)?
+    .map(|r| StateLock::read(&r))
+    .transpose()
+}
+
+async fn install_in_org<'e, E>(e: E, org: &OrgId, install: &InstallId) -> Result<bool>
+where
+    E: sqlx::Executor<'e, Database = Postgres>,
+{
+    Ok(
+        sqlx::query("SELECT 1 FROM installs WHERE id = $1 AND org_id = $2")
+            .bind(install.as_str())
+            .bind(org.as_str())
+            .fetch_optional(e)
+            .await
+            .map_err(db)?
+            .is_some(),
+    )
+}
+
+async fn load_workflow(
+    conn: &mut PgConnection,
+    org: &OrgId,
+    id: &WorkflowId,
+) -> Result<Option<WorkflowInfo>> {
+    let Some(head) = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {} FROM workflows WHERE id = $1 AND org_id = $2",
+        WorkflowHead::COLUMNS
+    )))
+    .bind(id.as_str())
+    .bind(org.as_str())
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db)?
+    else {
+        return Ok(None);
+    };
+    let head = WorkflowHead::read(&head)?;
+    let steps = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {} FROM workflow_steps WHERE workflow_id = $1 ORDER BY idx",
+        WorkflowStepInfo::COLUMNS
+    )))
+    .bind(id.as_str())
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db)?
+    .iter()
+    .map(WorkflowStepInfo::read)
+    .collect::<Result<Vec<_>>>()?;
+    Ok(Some(head.with_steps(id.clone(), steps)))
+}
+
+async fn insert_job(tx: &mut Tx, job: &NewJob) -> Result<()> {
+    let s = &job.spec;
+    sqlx::query(
+        "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
+         timeout_secs, created_at) VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9)",
+    )
+    .bind(s.job_id.as_str())
+    .bind(s.org_id.as_str())
+    .bind(s.runner_id.as_str())
+    .bind(&s.kind)
+    .bind(&job.spec_json)
+    .bind(&job.signature)
+    .bind(i64::from(s.retry.max_attempts))
+    .bind(s.timeout_secs as i64)
+    .bind(s.created_at_ms)
+    .execute(&mut **tx)
+    .await
+    .map_err(db)?;
+    Ok(())
+}
+
+async fn load_job<'e, E>(e: E, id: &str, org: Option<&OrgId>) -> Result<Option<JobInfo>>
+where
+    E: sqlx::Executor<'e, Database = Postgres>,
+{
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT {} FROM jobs WHERE id = $1 AND ($2::text IS NULL OR org_id = $2)",
+        JobInfo::COLUMNS
+    )))
+    .bind(id)
+    .bind(org.map(|o| o.as_str()))
+    .fetch_optional(e)
+    .await
+    .map_err(db)?
+    .map(|r| JobInfo::read(&r))
+    .transpose()
+}
+
+async fn lease_states(
+    conn: &mut PgConnection,
+    runner: &RunnerId,
+    leases: &[LeaseRef],
+) -> Result<Vec<LeaseStatus>> {
+    let ids: Vec<&str> = leases.iter().map(|l| l.job_id.as_str()).collect();
+    let rows = sqlx::query(
+        "SELECT j.id, a.n, j.attempts, j.cancel_requested, a.runner_id, a.state FROM jobs j \
+         JOIN attempts a ON a.job_id = j.id WHERE j.id = ANY($1) AND a.runner_id = $2",
+    )
+    .bind(&ids)
+    .bind(runner.as_str())
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db)?;
+    let mut found = std::collections::HashMap::new();
+    for r in &rows {
+        let key: (&str, i64) = (get(r, 0)?, get(r, 1)?);
+        found.insert(key, (get(r, 2)?, get(r, 3)?, get(r, 4)?, get(r, 5)?));
+    }
+    Ok(leases
+        .iter()
+        .map(|l| LeaseStatus {
+            job_id: l.job_id.clone(),
+            attempt: l.attempt,
+            state: shared::lease_state(
+                found
+                    .get(&(l.job_id.as_str(), i64::from(l.attempt)))
+                    .copied(),
+                runner,
+                l.attempt,
+            ),
+        })
+        .collect())
+}
+
+/// Starts up to `max` of `runner`'s queued jobs of `kinds`, oldest first,
+/// in one statement: the runner is seen, the jobs taken `FOR UPDATE SKIP
+/// LOCKED`, their attempts begun. Unless `limit_checked`, `None` (and
+/// nothing started) when the runner's org has a limit on running jobs,
+/// which the caller must count first.
+async fn start_jobs<'e, E>(
+    e: E,
+    runner: &RunnerId,
+    kinds: &[String],
+    max: i64,
+    now: i64,
+    lease_ms: u64,
+    limit_checked: bool,
+) -> Result<Option<Vec<ClaimedJob>>>
+where
+    E: sqlx::Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query(
+        "WITH seen AS (UPDATE runners SET last_seen_at = $4 WHERE id = $1 RETURNING org_id), \
+         limited AS (SELECT 1 FROM seen JOIN orgs o ON o.id = seen.org_id \
+            WHERE o.max_running IS NOT NULL AND NOT $6), \
+         picked AS (SELECT seq FROM jobs \
+            WHERE runner_id = $1 AND status = 'queued' AND kind = ANY($2) \
+            AND NOT EXISTS (SELECT 1 FROM limited) \
+            ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED), \
+         taken AS (UPDATE jobs j SET status = 'running', attempts = j.attempts + 1, \
+            started_at = COALESCE(j.started_at, $4) \
+            FROM picked WHERE j.seq = picked.seq \
+            RETURNING j.seq, j.id, j.spec, j.signature, j.attempts), \
+         begun AS (INSERT INTO attempts (job_id, n, runner_id, state, lease_expires, started_at) \
+            SELECT id, attempts, $1, 'running', $5, $4 FROM taken) \
+         SELECT seq, id, spec, signature, attempts, false FROM taken \
+         UNION ALL SELECT 0, '', '', '', 0, true FROM limited",
+    )
+    .bind(runner.as_str())
+    .bind(kinds)
+    .bind(max)
+    .bind(now)
+    .bind(now + lease_ms as i64)
+    .bind(limit_checked)
+    .fetch_all(e)
+    .await
+    .map_err(db)?;
+    let mut taken = Vec::with_capacity(rows.len());
+    for r in &rows {
+        if get::<bool>(r, 5)? {
+            return Ok(None);
+        }
+        taken.push((get::<i64>(r, 0)?, get::<String>(r, 1)?, r));
+    }
+    taken.sort_by_key(|t| t.0);
+    taken
+        .into_iter()
+        .map(|(_, id, r)| {
+            Ok(ClaimedJob {
+                job_id: parse_id(&id)?,
+                attempt: get::<i64>(r, 4)? as u32,
+                spec: get(r, 2)?,
+                signature: get(r, 3)?,
+                lease_ms,
+            })
+        })
+        .collect::<Result<_>>()
+        .map(Some)
+}

@@ -1,0 +1,172 @@
+//! Orgs, their settings, signing keys and API tokens.
+
+use super::*;
+
+#[async_trait]
+impl OrgStore for PostgresStore {
+    async fn create_org(&self, name: &str) -> Result<NewOrg> {
+        let mut tx = self.begin().await?;
+        let org_id = OrgId::generate();
+        let key = OrgSigningKey::generate();
+        let token_id = TokenId::generate();
+        let token = issue_api_token(&token_id);
+        let now = now_ms();
+        sqlx::query("INSERT INTO orgs (id, name, signing_key, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(org_id.as_str())
+            .bind(name)
+            .bind(key.to_bytes().to_vec())
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| taken(e, || format!("an org named {name:?} already exists")))?;
+        sqlx::query(
+            "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at) \
+             VALUES ($1, $2, 'admin', $3, 'admin', $4)",
+        )
+        .bind(token_id.as_str())
+        .bind(org_id.as_str())
+        .bind(&token.hash)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        let build_id = RunnerId::generate();
+        let build_token = issue_runner_token(&build_id);
+        sqlx::query(
+            "INSERT INTO runners (id, org_id, name, token_hash, created_at, role) \
+             VALUES ($1, $2, 'build', $3, $4, 'build')",
+        )
+        .bind(build_id.as_str())
+        .bind(org_id.as_str())
+        .bind(&build_token.hash)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(NewOrg {
+            org_id,
+            admin_token: token,
+            signing_key: key,
+            build_runner: build_id,
+            build_runner_token: build_token,
+        })
+    }
+
+    async fn set_org_limit(&self, name: &str, max_running: Option<u32>) -> Result<OrgId> {
+        let id: Option<String> =
+            sqlx::query_scalar("UPDATE orgs SET max_running = $2 WHERE name = $1 RETURNING id")
+                .bind(name)
+                .bind(max_running.map(i64::from))
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db)?;
+        parse_id(&id.ok_or_else(|| shared::no_org(name))?)
+    }
+
+    async fn count_orgs(&self) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM orgs")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(n as u64)
+    }
+
+    async fn setting_or_insert(&self, name: &str, proposed: &str) -> Result<String> {
+        sqlx::query(
+            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(proposed)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        // A new statement: it sees a value another replica stored meanwhile.
+        sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)
+    }
+
+    async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>> {
+        let row = sqlx::query(
+            "SELECT org_id, id, scope FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?;
+        row.map(|r| {
+            Ok(ApiPrincipal {
+                org_id: parse_id(&get::<String>(&r, 0)?)?,
+                token_id: parse_id(&get::<String>(&r, 1)?)?,
+                scope: get(&r, 2)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn signing_key(&self, org: &OrgId) -> Result<Option<OrgSigningKey>> {
+        let raw: Option<Vec<u8>> = sqlx::query_scalar("SELECT signing_key FROM orgs WHERE id = $1")
+            .bind(org.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        raw.map(|b| OrgSigningKey::from_bytes(&b).map_err(corrupt))
+            .transpose()
+    }
+
+    async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {
+        sqlx::query("SELECT id, name FROM orgs WHERE id = $1")
+            .bind(org.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?
+            .map(|r| {
+                Ok(OrgInfo {
+                    id: parse_id(&get::<String>(&r, 0)?)?,
+                    name: get(&r, 1)?,
+                })
+            })
+            .transpose()
+    }
+
+    async fn create_api_token(
+        &self,
+        org: &OrgId,
+        id: &TokenId,
+        name: &str,
+        scope: TokenScope,
+        token_hash: &str,
+    ) -> Result<TokenInfo> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(name)
+        .bind(token_hash)
+        .bind(scope.as_str())
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(TokenInfo {
+            id: id.clone(),
+            name: name.to_owned(),
+            scope,
+            created_at_ms: now,
+            revoked: false,
+        })
+    }
+
+    async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>> {
+        self.list_in_org(org).await
+    }
+
+    async fn revoke_api_token(&self, org: &OrgId, id: &TokenId) -> Result<Option<TokenInfo>> {
+        self.revoke_in_org(org, id.as_str()).await
+    }
+}

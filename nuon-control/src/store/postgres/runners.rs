@@ -1,0 +1,81 @@
+//! Runners and their tokens.
+
+use super::*;
+
+#[async_trait]
+impl RunnerStore for PostgresStore {
+    async fn create_runner(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        name: &str,
+        token_hash: &str,
+    ) -> Result<RunnerInfo> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO runners (id, org_id, name, token_hash, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(name)
+        .bind(token_hash)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| {
+            taken(e, || {
+                format!(
+                    "a runner named {name:?} already exists in this org; pick another name or revoke it first"
+                )
+            })
+        })?;
+        Ok(RunnerInfo {
+            id: id.clone(),
+            name: name.to_owned(),
+            created_at_ms: now,
+            last_seen_at_ms: None,
+            revoked: false,
+            role: RunnerRole::Generic,
+        })
+    }
+
+    async fn list_runners(&self, org: &OrgId) -> Result<Vec<RunnerInfo>> {
+        self.list_in_org(org).await
+    }
+
+    async fn find_runner(&self, org: &OrgId, name_or_id: &str) -> Result<Option<RunnerInfo>> {
+        self.find_in_org(org, name_or_id).await
+    }
+
+    async fn revoke_runner(&self, org: &OrgId, id: &RunnerId) -> Result<Option<RunnerInfo>> {
+        self.revoke_in_org(org, id.as_str()).await
+    }
+
+    async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>> {
+        let row = sqlx::query(
+            "SELECT id, org_id FROM runners WHERE token_hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(row.and_then(|r| {
+            Some(RunnerPrincipal {
+                runner_id: get::<String>(&r, 0).ok()?.parse().ok()?,
+                org_id: get::<String>(&r, 1).ok()?.parse().ok()?,
+            })
+        }))
+    }
+
+    async fn build_runner(&self, org: &OrgId) -> Result<Option<RunnerId>> {
+        let id: Option<String> = sqlx::query_scalar(
+            "SELECT id FROM runners WHERE org_id = $1 AND role = 'build' AND revoked_at IS NULL \
+             ORDER BY created_at LIMIT 1",
+        )
+        .bind(org.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?;
+        id.as_deref().map(parse_id).transpose()
+    }
+}

@@ -1,0 +1,189 @@
+//! Workflows and their steps.
+
+use super::*;
+
+#[async_trait]
+impl WorkflowStore for PostgresStore {
+    async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<WorkflowInfo> {
+        let mut tx = self.begin().await?;
+        if !install_in_org(&mut *tx, org, &new.install_id).await? {
+            return Err(StoreError::Invalid(format!(
+                "no install {}",
+                new.install_id
+            )));
+        }
+        sqlx::query(
+            "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component) \
+             VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7)",
+        )
+        .bind(new.id.as_str())
+        .bind(org.as_str())
+        .bind(new.install_id.as_str())
+        .bind(enum_str(&new.kind))
+        .bind(i64::from(new.config_version))
+        .bind(now_ms())
+        .bind(&new.component)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        for (i, s) in new.steps.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO workflow_steps (workflow_id, idx, name, kind, target, needs_approval, status) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'pending')",
+            )
+            .bind(new.id.as_str())
+            .bind(i as i64)
+            .bind(&s.name)
+            .bind(enum_str(&s.kind))
+            .bind(&s.target)
+            .bind(s.needs_approval)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        }
+        let wf = load_workflow(&mut tx, org, &new.id)
+            .await?
+            .ok_or_else(|| StoreError::Invalid("the workflow vanished".into()))?;
+        tx.commit().await.map_err(db)?;
+        Ok(wf)
+    }
+
+    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<WorkflowInfo>> {
+        let mut conn = self.pool.acquire().await.map_err(db)?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM workflows WHERE org_id = $1 AND install_id = $2 ORDER BY created_at DESC, id DESC",
+        )
+        .bind(org.as_str())
+        .bind(install.as_str())
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(load_workflow(&mut conn, org, &parse_id(&id)?).await?);
+        }
+        Ok(out)
+    }
+
+    async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
+        let mut conn = self.pool.acquire().await.map_err(db)?;
+        load_workflow(&mut conn, org, id).await
+    }
+
+    async fn active_workflows(&self) -> Result<Vec<(OrgId, WorkflowId)>> {
+        sqlx::query(
+            "SELECT org_id, id FROM workflows WHERE status IN ('pending', 'running', 'cancelling') \
+             ORDER BY created_at, id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?
+        .iter()
+        .map(|r| {
+            Ok((
+                parse_id(&get::<String>(r, 0)?)?,
+                parse_id(&get::<String>(r, 1)?)?,
+            ))
+        })
+        .collect()
+    }
+
+    async fn set_workflow_status(&self, org: &OrgId, id: &WorkflowId, status: &str) -> Result<()> {
+        let ended = !matches!(status, "pending" | "running" | "cancelling");
+        sqlx::query(
+            "UPDATE workflows SET status = $3, finished_at = CASE WHEN $4 THEN $5::bigint ELSE NULL END \
+             WHERE id = $1 AND org_id = $2",
+        )
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(status)
+        .bind(ended)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn update_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        u: StepUpdate,
+    ) -> Result<()> {
+        let changed = sqlx::query(
+            "UPDATE workflow_steps SET status = $4, reason = $5, \
+             outputs = COALESCE($6, outputs), \
+             approved_at = CASE WHEN $7::boolean IS NULL THEN approved_at \
+                                WHEN $7 THEN $8::bigint ELSE NULL END, \
+             job_id = CASE WHEN $9 THEN NULL ELSE job_id END \
+             WHERE workflow_id = $1 AND idx = $3 \
+             AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = $1 AND w.org_id = $2)",
+        )
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(i64::from(index))
+        .bind(&u.status)
+        .bind(&u.reason)
+        .bind(&u.outputs_json)
+        .bind(u.approved)
+        .bind(now_ms())
+        .bind(u.clear_job)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?
+        .rows_affected();
+        if changed == 0 {
+            return Err(StoreError::Invalid(format!(
+                "no step {index} in workflow {id}"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn dispatch_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        job: NewJob,
+        token: Option<StateToken>,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        insert_job(&mut tx, &job).await?;
+        let changed = sqlx::query(
+            "UPDATE workflow_steps SET status = 'running', job_id = $4, reason = NULL \
+             WHERE workflow_id = $1 AND idx = $3 \
+             AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = $1 AND w.org_id = $2 \
+                         AND w.status = 'running')",
+        )
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(i64::from(index))
+        .bind(job.spec.job_id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?
+        .rows_affected();
+        if changed == 0 {
+            return Err(StoreError::Invalid(format!(
+                "workflow {id} is not running: step {index} not dispatched"
+            )));
+        }
+        if let Some(t) = token {
+            sqlx::query(
+                "INSERT INTO state_tokens (token_hash, job_id, install_id, component) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(&t.hash)
+            .bind(job.spec.job_id.as_str())
+            .bind(t.install_id.as_str())
+            .bind(&t.component)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,414 @@
+//! Rows as both stores read them: each row type's columns and its mapping
+//! are written once here, over [`Cells`], which each database's row type
+//! implements. The org-scoped list, find-by-name-or-id and revoke queries
+//! are written once too, in each dialect's placeholders.
+
+use nuon_core::wire::{AppInfo, BuildInfo, JobInfo, RunnerInfo, TokenInfo, WorkflowStepInfo};
+
+use super::shared::{self, JobRow, corrupt, enum_from, json_or_null, parse_id, role_of, scope_of};
+use super::{Result, StateLock, StatePrincipal, StoredConfig, StoredInstall};
+
+/// The cells of one result row, by column index, as either database gives
+/// them. Integers are read whatever their width; a flag is SQLite's
+/// `INTEGER` 0/1 or PostgreSQL's `BOOLEAN`.
+pub(super) trait Cells {
+    /// A text column that may be `NULL`.
+    fn opt_text(&self, i: usize) -> Result<Option<String>>;
+    /// An integer column that may be `NULL`.
+    fn opt_int(&self, i: usize) -> Result<Option<i64>>;
+    /// A true/false column.
+    fn flag(&self, i: usize) -> Result<bool>;
+
+    /// A text column that is never `NULL`.
+    fn text(&self, i: usize) -> Result<String> {
+        self.opt_text(i)?.ok_or_else(|| null(i))
+    }
+    /// An integer column that is never `NULL`.
+    fn int(&self, i: usize) -> Result<i64> {
+        self.opt_int(i)?.ok_or_else(|| null(i))
+    }
+    /// An integer column that holds a `u32`.
+    fn u32(&self, i: usize) -> Result<u32> {
+        narrow(i, self.int(i)?)
+    }
+    /// An integer column that holds a `u32`, or `NULL`.
+    fn opt_u32(&self, i: usize) -> Result<Option<u32>> {
+        self.opt_int(i)?.map(|v| narrow(i, v)).transpose()
+    }
+    /// An id column, parsed.
+    fn id<T: std::str::FromStr<Err = nuon_core::IdError>>(&self, i: usize) -> Result<T>
+    where
+        Self: Sized,
+    {
+        parse_id(&self.text(i)?)
+    }
+}
+
+fn null(i: usize) -> super::StoreError {
+    corrupt(format!("column {i} is NULL"))
+}
+
+fn narrow(i: usize, v: i64) -> Result<u32> {
+    u32::try_from(v).map_err(|_| corrupt(format!("column {i}: {v} is out of range")))
+}
+
+/// The cells of a row from column `at` on: a row type read after others in
+/// a joined row.
+pub(super) struct Offset<'a, C>(pub &'a C, pub usize);
+
+impl<C: Cells> Cells for Offset<'_, C> {
+    fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        self.0.opt_text(self.1 + i)
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        self.0.opt_int(self.1 + i)
+    }
+    fn flag(&self, i: usize) -> Result<bool> {
+        self.0.flag(self.1 + i)
+    }
+}
+
+/// A row type: its columns, and how it is made from them.
+pub(super) trait Record: Sized {
+    /// The columns, in the order [`Record::read`] takes them.
+    const COLUMNS: &'static str;
+    /// The row type from the cells of one row.
+    fn read(r: &impl Cells) -> Result<Self>;
+}
+
+/// A row type kept per org, with a name: listed, found by name or id, and
+/// (with [`Revocable`]) revoked by the same queries in both stores.
+pub(super) trait OrgScoped: Record {
+    /// The table, with the alias [`Record::COLUMNS`] uses, if any.
+    const TABLE: &'static str;
+    /// The alias with its dot (`a.`), or nothing.
+    const ALIAS: &'static str = "";
+    /// What picks one row when a name matches several (revoked ones).
+    const FIND_ORDER: &'static str = "";
+}
+
+/// An [`OrgScoped`] row type with a `revoked_at` column.
+pub(super) trait Revocable: OrgScoped {}
+
+/// How a database spells the `n`th parameter of a statement.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Dialect {
+    /// `?1`
+    Sqlite,
+    /// `$1`
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Postgres,
+}
+
+impl Dialect {
+    fn p(self, n: u8) -> String {
+        match self {
+            Dialect::Sqlite => format!("?{n}"),
+            Dialect::Postgres => format!("${n}"),
+        }
+    }
+
+    /// The org's rows, oldest first; parameter 1 is the org.
+    pub(super) fn list_in_org<T: OrgScoped>(self) -> String {
+        let (a, org) = (T::ALIAS, self.p(1));
+        format!(
+            "SELECT {} FROM {} WHERE {a}org_id = {org} ORDER BY {a}created_at, {a}id",
+            T::COLUMNS,
+            T::TABLE
+        )
+    }
+
+    /// The org's row of a name or id; parameters: the org, the name or id.
+    pub(super) fn find_in_org<T: OrgScoped>(self) -> String {
+        let (a, org, key) = (T::ALIAS, self.p(1), self.p(2));
+        format!(
+            "SELECT {} FROM {} WHERE {a}org_id = {org} AND ({a}id = {key} OR {a}name = {key}){}",
+            T::COLUMNS,
+            T::TABLE,
+            T::FIND_ORDER
+        )
+    }
+
+    /// The org's row of an id; parameters: the org, the id.
+    pub(super) fn get_in_org<T: OrgScoped>(self) -> String {
+        let (a, org, key) = (T::ALIAS, self.p(1), self.p(2));
+        format!(
+            "SELECT {} FROM {} WHERE {a}org_id = {org} AND {a}id = {key}",
+            T::COLUMNS,
+            T::TABLE
+        )
+    }
+
+    /// Revokes the org's row of an id, once (a second revoke keeps the
+    /// first time); parameters: the org, the id, the time.
+    pub(super) fn revoke_in_org<T: Revocable>(self) -> String {
+        let (org, id, now) = (self.p(1), self.p(2), self.p(3));
+        format!(
+            "UPDATE {} SET revoked_at = {now} WHERE org_id = {org} AND id = {id} AND revoked_at IS NULL",
+            T::TABLE
+        )
+    }
+}
+
+impl Record for TokenInfo {
+    const COLUMNS: &'static str = "id, name, scope, created_at, revoked_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(TokenInfo {
+            id: r.id(0)?,
+            name: r.text(1)?,
+            scope: scope_of(&r.text(2)?),
+            created_at_ms: r.int(3)?,
+            revoked: r.opt_int(4)?.is_some(),
+        })
+    }
+}
+
+impl OrgScoped for TokenInfo {
+    const TABLE: &'static str = "api_tokens";
+}
+
+impl Revocable for TokenInfo {}
+
+impl Record for RunnerInfo {
+    const COLUMNS: &'static str = "id, name, created_at, last_seen_at, revoked_at, role";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(RunnerInfo {
+            id: r.id(0)?,
+            name: r.text(1)?,
+            created_at_ms: r.int(2)?,
+            last_seen_at_ms: r.opt_int(3)?,
+            revoked: r.opt_int(4)?.is_some(),
+            role: role_of(&r.text(5)?),
+        })
+    }
+}
+
+impl OrgScoped for RunnerInfo {
+    const TABLE: &'static str = "runners";
+    const FIND_ORDER: &'static str = " ORDER BY revoked_at IS NOT NULL LIMIT 1";
+}
+
+impl Revocable for RunnerInfo {}
+
+impl Record for AppInfo {
+    const COLUMNS: &'static str = "a.id, a.name, a.created_at, \
+         (SELECT MAX(version) FROM app_configs c WHERE c.app_id = a.id)";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(AppInfo {
+            id: r.id(0)?,
+            name: r.text(1)?,
+            created_at_ms: r.int(2)?,
+            latest_config: r.opt_u32(3)?,
+        })
+    }
+}
+
+impl OrgScoped for AppInfo {
+    const TABLE: &'static str = "apps a";
+    const ALIAS: &'static str = "a.";
+}
+
+impl Record for StoredInstall {
+    const COLUMNS: &'static str = "id, name, app_id, config_version, runner_id, state, inputs, \
+         sealed, outputs, created_at, approval";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(StoredInstall {
+            id: r.id(0)?,
+            name: r.text(1)?,
+            app_id: r.id(2)?,
+            config_version: r.u32(3)?,
+            runner_id: r.id(4)?,
+            state: r.text(5)?,
+            inputs_json: r.text(6)?,
+            sealed_json: r.text(7)?,
+            outputs_json: r.opt_text(8)?,
+            created_at_ms: r.int(9)?,
+            approval: r.text(10)?,
+        })
+    }
+}
+
+impl OrgScoped for StoredInstall {
+    const TABLE: &'static str = "installs";
+}
+
+impl Record for BuildInfo {
+    const COLUMNS: &'static str = "b.job_id, b.app_id, b.config_version, b.component, j.status, \
+         j.outputs, j.reason, b.created_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(BuildInfo {
+            id: r.id(0)?,
+            app_id: r.id(1)?,
+            config_version: r.u32(2)?,
+            component: r.text(3)?,
+            status: r.text(4)?.parse().map_err(corrupt)?,
+            artifact: shared::build_artifact(r.opt_text(5)?),
+            reason: r.opt_text(6)?,
+            created_at_ms: r.int(7)?,
+        })
+    }
+}
+
+impl Record for JobInfo {
+    const COLUMNS: &'static str = "id, runner_id, kind, spec, status, attempts, max_attempts, \
+         timeout_secs, cancel_requested, exit_code, reason, outputs, created_at, started_at, \
+         finished_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        JobRow {
+            id: r.text(0)?,
+            runner_id: r.text(1)?,
+            kind: r.text(2)?,
+            spec: r.text(3)?,
+            status: r.text(4)?,
+            attempts: r.u32(5)?,
+            max_attempts: r.u32(6)?,
+            timeout_secs: r.int(7)?,
+            cancel_requested: r.flag(8)?,
+            exit_code: r
+                .opt_int(9)?
+                .map(|c| i32::try_from(c).map_err(|_| corrupt(format!("exit code {c}"))))
+                .transpose()?,
+            reason: r.opt_text(10)?,
+            outputs: r.opt_text(11)?,
+            created_at: r.int(12)?,
+            started_at: r.opt_int(13)?,
+            finished_at: r.opt_int(14)?,
+        }
+        .into_info()
+    }
+}
+
+impl Record for StateLock {
+    const COLUMNS: &'static str = "lock_id, info, created_at, job_id";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(StateLock {
+            id: r.text(0)?,
+            info: r.text(1)?,
+            created_at_ms: r.int(2)?,
+            job_id: r.opt_text(3)?.and_then(|j| j.parse().ok()),
+        })
+    }
+}
+
+/// A lock with the component it locks.
+pub(super) struct HeldLock(pub String, pub StateLock);
+
+impl Record for HeldLock {
+    const COLUMNS: &'static str = "component, lock_id, info, created_at, job_id";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(HeldLock(r.text(0)?, StateLock::read(&Offset(r, 1))?))
+    }
+}
+
+impl Record for StatePrincipal {
+    const COLUMNS: &'static str = "j.org_id, t.install_id, t.component, t.job_id";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(StatePrincipal {
+            org_id: r.id(0)?,
+            install_id: r.id(1)?,
+            component: r.text(2)?,
+            job_id: r.id(3)?,
+        })
+    }
+}
+
+impl Record for StoredConfig {
+    const COLUMNS: &'static str = "c.version, c.created_at, c.components, c.files, c.config, \
+         c.warnings, c.sources";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(StoredConfig {
+            version: r.u32(0)?,
+            created_at_ms: r.int(1)?,
+            components: r.u32(2)?,
+            files_json: r.text(3)?,
+            config_json: r.text(4)?,
+            warnings_json: r.text(5)?,
+            sources_json: r.text(6)?,
+        })
+    }
+}
+
+/// A config version without its files and config, for lists.
+pub(super) struct ConfigSummary(pub StoredConfig);
+
+impl Record for ConfigSummary {
+    const COLUMNS: &'static str = "c.version, c.created_at, c.components";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(ConfigSummary(StoredConfig {
+            version: r.u32(0)?,
+            created_at_ms: r.int(1)?,
+            components: r.u32(2)?,
+            files_json: String::new(),
+            config_json: String::new(),
+            warnings_json: String::new(),
+            sources_json: String::new(),
+        }))
+    }
+}
+
+impl Record for WorkflowStepInfo {
+    const COLUMNS: &'static str =
+        "idx, name, kind, target, needs_approval, status, job_id, approved_at, reason, outputs";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(WorkflowStepInfo {
+            index: r.u32(0)?,
+            name: r.text(1)?,
+            kind: enum_from(&r.text(2)?)?,
+            target: r.opt_text(3)?,
+            needs_approval: r.flag(4)?,
+            status: r.text(5)?,
+            job_id: r.opt_text(6)?.as_deref().map(parse_id).transpose()?,
+            approved_at_ms: r.opt_int(7)?,
+            reason: r.opt_text(8)?,
+            outputs: json_or_null(r.opt_text(9)?),
+        })
+    }
+}
+
+/// A workflow without its steps (read from `workflows`).
+pub(super) struct WorkflowHead {
+    pub install_id: nuon_core::InstallId,
+    pub kind: nuon_core::workflow::WorkflowKind,
+    pub status: String,
+    pub config_version: u32,
+    pub created_at_ms: i64,
+    pub finished_at_ms: Option<i64>,
+    pub component: Option<String>,
+}
+
+impl Record for WorkflowHead {
+    const COLUMNS: &'static str =
+        "install_id, kind, status, config_version, created_at, finished_at, component";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(WorkflowHead {
+            install_id: r.id(0)?,
+            kind: enum_from(&r.text(1)?)?,
+            status: r.text(2)?,
+            config_version: r.u32(3)?,
+            created_at_ms: r.int(4)?,
+            finished_at_ms: r.opt_int(5)?,
+            component: r.opt_text(6)?,
+        })
+    }
+}
+
+impl WorkflowHead {
+    /// The workflow with its steps.
+    pub(super) fn with_steps(
+        self,
+        id: nuon_core::WorkflowId,
+        steps: Vec<WorkflowStepInfo>,
+    ) -> nuon_core::wire::WorkflowInfo {
+        nuon_core::wire::WorkflowInfo {
+            id,
+            install_id: self.install_id,
+            kind: self.kind,
+            status: self.status,
+            component: self.component,
+            config_version: self.config_version,
+            created_at_ms: self.created_at_ms,
+            finished_at_ms: self.finished_at_ms,
+            steps,
+        }
+    }
+}

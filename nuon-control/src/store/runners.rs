@@ -1,0 +1,40 @@
+//! Runners and their tokens.
+
+use super::*;
+
+/// The runner a runner token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerPrincipal {
+    /// The runner.
+    pub runner_id: RunnerId,
+    /// Its org.
+    pub org_id: OrgId,
+}
+
+/// Runners and their tokens.
+#[async_trait]
+pub trait RunnerStore: Send + Sync + 'static {
+    /// Registers a runner under `id` with the hash of its token.
+    async fn create_runner(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        name: &str,
+        token_hash: &str,
+    ) -> Result<RunnerInfo>;
+
+    /// The org's runners.
+    async fn list_runners(&self, org: &OrgId) -> Result<Vec<RunnerInfo>>;
+
+    /// A runner of the org, by name or id.
+    async fn find_runner(&self, org: &OrgId, name_or_id: &str) -> Result<Option<RunnerInfo>>;
+
+    /// Revokes a runner's token.
+    async fn revoke_runner(&self, org: &OrgId, id: &RunnerId) -> Result<Option<RunnerInfo>>;
+
+    /// The runner of a runner token, by the token's hash; `None` when unknown or revoked.
+    async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>>;
+
+    /// The org's build runner.
+    async fn build_runner(&self, org: &OrgId) -> Result<Option<RunnerId>>;
+}

@@ -1,0 +1,151 @@
+//! Installs: their inputs, state, config version and outputs.
+
+use super::*;
+
+#[async_trait]
+impl InstallStore for SqliteStore {
+    async fn create_install(&self, org: &OrgId, new: NewInstall) -> Result<StoredInstall> {
+        let org = org.clone();
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at, role) VALUES (?1, ?2, ?3, ?4, ?5, 'install')",
+                params![new.runner_id.as_str(), org.as_str(), new.runner_name, new.runner_token_hash, now],
+            )
+            .map_err(|e| name_taken(e, "a runner", &new.runner_name))?;
+            conn.execute(
+                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9, ?10)",
+                params![
+                    new.id.as_str(),
+                    org.as_str(),
+                    new.app_id.as_str(),
+                    new.name,
+                    new.config_version,
+                    new.runner_id.as_str(),
+                    new.inputs_json,
+                    new.sealed_json,
+                    now,
+                    new.approval
+                ],
+            )
+            .map_err(|e| name_taken(e, "an install", &new.name))?;
+            Ok(StoredInstall {
+                id: new.id,
+                name: new.name,
+                app_id: new.app_id,
+                config_version: new.config_version,
+                runner_id: new.runner_id,
+                state: "created".into(),
+                inputs_json: new.inputs_json,
+                sealed_json: new.sealed_json,
+                outputs_json: None,
+                created_at_ms: now,
+                approval: new.approval,
+            })
+        })
+        .await
+    }
+
+    async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>> {
+        self.list_in_org(org).await
+    }
+
+    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>> {
+        self.find_in_org(org, name_or_id).await
+    }
+
+    async fn set_install_inputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        inputs_json: &str,
+        sealed_json: &str,
+    ) -> Result<Option<StoredInstall>> {
+        let (org, id, inputs, sealed) = (
+            org.clone(),
+            id.clone(),
+            inputs_json.to_owned(),
+            sealed_json.to_owned(),
+        );
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET inputs = ?3, sealed = ?4 WHERE org_id = ?1 AND id = ?2",
+                params![org.as_str(), id.as_str(), inputs, sealed],
+            )
+            .map_err(db_err)?;
+            record(
+                conn,
+                &format!(
+                    "SELECT {} FROM installs WHERE org_id = ?1 AND id = ?2",
+                    StoredInstall::COLUMNS
+                ),
+                params![org.as_str(), id.as_str()],
+            )
+        })
+        .await
+    }
+
+    async fn set_install_outputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        outputs_json: &str,
+        state: &str,
+    ) -> Result<()> {
+        let (org, id, outputs, state) = (
+            org.clone(),
+            id.clone(),
+            outputs_json.to_owned(),
+            state.to_owned(),
+        );
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET outputs = ?3, state = ?4 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), outputs, state],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: &str) -> Result<()> {
+        let (org, id, state) = (org.clone(), id.clone(), state.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET state = ?3 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), state],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()> {
+        let (org, id) = (org.clone(), id.clone());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET config_version = ?3 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), version],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>> {
+        let runner = runner.clone();
+        self.read(move |conn| {
+            one_row(
+                conn,
+                "SELECT org_id, id FROM installs WHERE runner_id = ?1",
+                [runner.as_str()],
+                |r| Ok((id_at::<OrgId>(r, 0)?, id_at::<InstallId>(r, 1)?)),
+            )
+        })
+        .await
+    }
+}

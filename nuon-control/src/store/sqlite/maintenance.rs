@@ -1,0 +1,109 @@
+//! Replicas and upkeep: wake-ups, the lead, rescue and pruning.
+
+use super::*;
+
+#[async_trait]
+impl MaintenanceStore for SqliteStore {
+    async fn prune(&self, finished_before_ms: i64) -> Result<u64> {
+        self.write(move |conn| {
+            let logs = conn
+                .execute(
+                    "DELETE FROM logs.records WHERE job_id IN \
+                     (SELECT id FROM jobs WHERE finished_at < ?1)",
+                    [finished_before_ms],
+                )
+                .map_err(db_err)?;
+            conn.execute(
+                "DELETE FROM attempts WHERE job_id IN (SELECT id FROM jobs j WHERE j.finished_at < ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM builds b WHERE b.job_id = j.id) \
+                 AND NOT EXISTS (SELECT 1 FROM workflow_steps s WHERE s.job_id = j.id) \
+                 AND NOT EXISTS (SELECT 1 FROM state_tokens t WHERE t.job_id = j.id))",
+                [finished_before_ms],
+            )
+            .map_err(db_err)?;
+            let jobs = conn
+                .execute(
+                    "DELETE FROM jobs WHERE finished_at < ?1 \
+                     AND NOT EXISTS (SELECT 1 FROM builds b WHERE b.job_id = jobs.id) \
+                     AND NOT EXISTS (SELECT 1 FROM workflow_steps s WHERE s.job_id = jobs.id) \
+                     AND NOT EXISTS (SELECT 1 FROM state_tokens t WHERE t.job_id = jobs.id)",
+                    [finished_before_ms],
+                )
+                .map_err(db_err)?;
+            Ok((logs + jobs) as u64)
+        })
+        .await
+    }
+
+    async fn rescue_expired(&self, now_ms: i64) -> Result<Vec<Rescued>> {
+        self.write(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT a.job_id, a.n, a.runner_id, a.confirmed, j.cancel_requested, j.max_attempts, \
+                     (SELECT count(*) FROM attempts c WHERE c.job_id = a.job_id AND c.confirmed = 1), j.org_id \
+                     FROM attempts a JOIN jobs j ON j.id = a.job_id \
+                     WHERE a.state = 'running' AND a.lease_expires < ?1",
+                )
+                .map_err(db_err)?;
+            let expired = stmt
+                .query_map([now_ms], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, u32>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)? != 0,
+                        r.get::<_, i64>(4)? != 0,
+                        r.get::<_, u32>(5)?,
+                        r.get::<_, u32>(6)?,
+                        r.get::<_, String>(7)?,
+                    ))
+                })
+                .map_err(db_err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(db_err)?;
+            let mut out = Vec::new();
+            for (job, n, runner, confirmed, cancel, max_attempts, started, org) in expired {
+                let fate = shared::expire(n, confirmed, cancel, max_attempts, started);
+                conn.execute(
+                    "UPDATE attempts SET state = ?3, finished_at = ?4 WHERE job_id = ?1 AND n = ?2",
+                    params![job, n, fate.attempt_state, now_ms],
+                )
+                .map_err(db_err)?;
+                let requeue = fate.end.is_none();
+                match fate.end {
+                    None => {
+                        conn.execute("UPDATE jobs SET status = 'queued' WHERE id = ?1", [&job])
+                            .map_err(db_err)?;
+                    }
+                    Some((status, reason)) => {
+                        conn.execute(
+                            "UPDATE jobs SET status = ?2, reason = ?3, finished_at = ?4 WHERE id = ?1",
+                            params![job, status, reason, now_ms],
+                        )
+                        .map_err(db_err)?;
+                    }
+                }
+                out.push(Rescued {
+                    job_id: job.parse().map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
+                    runner_id: runner.parse().map_err(|e: nuon_core::IdError| StoreError::Database(Box::new(e)))?,
+                    org_id: parse_id(&org)?,
+                    requeued: requeue,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn extend_running_leases(&self, until_ms: i64) -> Result<u64> {
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE attempts SET lease_expires = ?1 WHERE state = 'running' AND lease_expires < ?1",
+                [until_ms],
+            )
+            .map(|n| n as u64)
+            .map_err(db_err)
+        })
+        .await
+    }
+}

@@ -1,0 +1,680 @@
+//! The embedded store: SQLite in WAL mode.
+//!
+//! - One writer thread owns the only writing connection. Callers send it
+//!   closures; it runs as many as are waiting (up to [`MAX_BATCH`]) in one
+//!   `BEGIN IMMEDIATE` transaction, each inside its own savepoint so one
+//!   failing operation does not undo the others, commits once, and only then
+//!   answers the callers. Heartbeats, log batches and claims from many
+//!   runners therefore share commits (group commit).
+//! - Reads run on a small pool of read-only connections on the blocking pool.
+//! - Job logs live in their own database file (`logs.db`), attached to every
+//!   connection, so log volume never bloats or locks the main database.
+
+mod apps;
+mod builds;
+mod installs;
+mod jobs;
+mod maintenance;
+mod orgs;
+mod queue;
+mod runners;
+mod states;
+mod workflows;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+
+use async_trait::async_trait;
+use nuon_core::token::{issue_api_token, issue_runner_token};
+use nuon_core::wire::{
+    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
+    LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
+    WorkflowInfo, WorkflowStepInfo,
+};
+use nuon_core::{
+    AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId, now_ms,
+};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use super::rows::{
+    Cells, ConfigSummary, Dialect, HeldLock, OrgScoped, Record, Revocable, WorkflowHead,
+};
+use super::shared::{self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, enum_str, parse_id};
+use super::{
+    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
+    MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,
+    Result, RunnerPrincipal, RunnerStore, StateLock, StatePrincipal, StateStore, StateToken,
+    StepUpdate, StoreError, StoredConfig, StoredInstall, WorkflowStore,
+};
+
+/// Most operations one write transaction carries.
+const MAX_BATCH: usize = 512;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS orgs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    signing_key BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    max_running INTEGER
+);
+CREATE TABLE IF NOT EXISTS api_tokens (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    scope TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS runners (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER,
+    last_seen_at INTEGER,
+    role TEXT NOT NULL DEFAULT 'generic',
+    UNIQUE (org_id, name)
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    kind TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    timeout_secs INTEGER NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    exit_code INTEGER,
+    reason TEXT,
+    outputs TEXT,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (runner_id, seq) WHERE status = 'queued';
+CREATE INDEX IF NOT EXISTS jobs_org ON jobs (org_id, seq);
+CREATE INDEX IF NOT EXISTS jobs_running ON jobs (org_id) WHERE status = 'running';
+CREATE TABLE IF NOT EXISTS attempts (
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    n INTEGER NOT NULL,
+    runner_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    confirmed INTEGER NOT NULL DEFAULT 0,
+    lease_expires INTEGER NOT NULL,
+    acked_seq INTEGER NOT NULL DEFAULT 0,
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    PRIMARY KEY (job_id, n)
+);
+CREATE INDEX IF NOT EXISTS attempts_leases ON attempts (lease_expires) WHERE state = 'running';
+CREATE TABLE IF NOT EXISTS apps (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE IF NOT EXISTS app_configs (
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    components INTEGER NOT NULL,
+    files TEXT NOT NULL,
+    config TEXT NOT NULL,
+    warnings TEXT NOT NULL,
+    PRIMARY KEY (app_id, version)
+);
+CREATE TABLE IF NOT EXISTS installs (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    name TEXT NOT NULL,
+    config_version INTEGER NOT NULL,
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    state TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    outputs TEXT,
+    created_at INTEGER NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE IF NOT EXISTS workflows (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    config_version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS workflows_install ON workflows (install_id, created_at);
+CREATE TABLE IF NOT EXISTS workflow_steps (
+    workflow_id TEXT NOT NULL REFERENCES workflows(id),
+    idx INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT,
+    needs_approval INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    job_id TEXT,
+    approved_at INTEGER,
+    PRIMARY KEY (workflow_id, idx)
+);
+CREATE TABLE IF NOT EXISTS builds (
+    job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    config_version INTEGER NOT NULL,
+    component TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS builds_app ON builds (app_id, config_version, component);
+CREATE TABLE IF NOT EXISTS state_tokens (
+    token_hash TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tf_states (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (install_id, component, version)
+);
+CREATE TABLE IF NOT EXISTS tf_locks (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    lock_id TEXT NOT NULL,
+    info TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (install_id, component)
+);
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS logs.records (
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
+"#;
+
+type Finish = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
+type Op = Box<dyn FnOnce(&Connection) -> Finish + Send>;
+
+/// The embedded SQLite store; see the module docs.
+pub struct SqliteStore {
+    writer: Mutex<Option<mpsc::Sender<Op>>>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    paths: Arc<(PathBuf, PathBuf)>,
+}
+
+fn db_err(e: rusqlite::Error) -> StoreError {
+    StoreError::Database(Box::new(e))
+}
+
+/// Every row of a query, each turned into a `T`.
+fn all_rows<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+    let rows = stmt.query_map(params, row).map_err(db_err)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+}
+
+/// The row of a query that finds at most one, turned into a `T`.
+fn one_row<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
+    conn.query_row(sql, params, row).optional().map_err(db_err)
+}
+
+/// Every row of a query, each read as a `T`.
+fn records<T: Record>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+    let mut rows = stmt.query(params).map_err(db_err)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(db_err)? {
+        out.push(T::read(r)?);
+    }
+    Ok(out)
+}
+
+/// The row of a query that finds at most one, read as a `T`.
+fn record<T: Record>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Option<T>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+    let mut rows = stmt.query(params).map_err(db_err)?;
+    rows.next().map_err(db_err)?.map(T::read).transpose()
+}
+
+/// An id column, parsed.
+fn id_at<T: std::str::FromStr<Err = nuon_core::IdError>>(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+) -> rusqlite::Result<T> {
+    let raw: String = r.get(i)?;
+    raw.parse().map_err(|e: nuon_core::IdError| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+    })
+}
+
+impl Cells for rusqlite::Row<'_> {
+    fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        self.get(i).map_err(db_err)
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        self.get(i).map_err(db_err)
+    }
+    fn flag(&self, i: usize) -> Result<bool> {
+        Ok(self.get::<_, i64>(i).map_err(db_err)? != 0)
+    }
+}
+
+fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
+    let Some(head) = record::<WorkflowHead>(
+        conn,
+        &format!(
+            "SELECT {} FROM workflows WHERE id = ?1 AND org_id = ?2",
+            WorkflowHead::COLUMNS
+        ),
+        params![id.as_str(), org.as_str()],
+    )?
+    else {
+        return Ok(None);
+    };
+    let steps = records(
+        conn,
+        &format!(
+            "SELECT {} FROM workflow_steps WHERE workflow_id = ?1 ORDER BY idx",
+            WorkflowStepInfo::COLUMNS
+        ),
+        [id.as_str()],
+    )?;
+    Ok(Some(head.with_steps(id.clone(), steps)))
+}
+
+fn current_lock(
+    conn: &Connection,
+    install: &InstallId,
+    component: &str,
+) -> Result<Option<StateLock>> {
+    record(
+        conn,
+        &format!(
+            "SELECT {} FROM tf_locks WHERE install_id = ?1 AND component = ?2",
+            StateLock::COLUMNS
+        ),
+        params![install.as_str(), component],
+    )
+}
+
+fn install_in_org(conn: &Connection, org: &OrgId, install: &InstallId) -> Result<bool> {
+    conn.query_row(
+        "SELECT 1 FROM installs WHERE id = ?1 AND org_id = ?2",
+        params![install.as_str(), org.as_str()],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|r| r.is_some())
+    .map_err(db_err)
+}
+
+/// A unique-constraint failure as a 409 `name_taken`.
+fn name_taken(e: rusqlite::Error, what: &str, name: &str) -> StoreError {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            StoreError::Conflict {
+                code: "name_taken",
+                message: format!(
+                    "{what} named {name:?} already exists in this org; pick another name"
+                ),
+                acked_seq: None,
+            }
+        }
+        e => db_err(e),
+    }
+}
+
+fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Connection> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = Connection::open_with_flags(main, flags)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    if !read_only {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    let logs_uri = logs.to_string_lossy().into_owned();
+    conn.execute("ATTACH DATABASE ?1 AS logs", [logs_uri])?;
+    if !read_only {
+        // Log chunks are blobs of up to a few MB: 16 KiB pages write them
+        // with a quarter of the WAL frames (and syscalls, and checksums) of
+        // the default 4 KiB, for about a third less CPU per stored byte.
+        // Larger pages save little more and cost memory (each cached page is
+        // a whole page). Only a new logs.db takes it; an existing one keeps
+        // its page size.
+        conn.execute_batch(
+            "PRAGMA logs.page_size = 16384; PRAGMA logs.journal_mode = WAL; PRAGMA logs.synchronous = NORMAL;",
+        )?;
+    }
+    Ok(conn)
+}
+
+/// Brings a data dir made by an earlier version up to the schema.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    const COLUMNS: [(&str, &str, &str); 8] = [
+        ("orgs", "max_running", "INTEGER"),
+        ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
+        ("app_configs", "sources", "TEXT NOT NULL DEFAULT '[]'"),
+        (
+            "installs",
+            "approval",
+            "TEXT NOT NULL DEFAULT 'approve-all'",
+        ),
+        ("workflows", "component", "TEXT"),
+        ("workflow_steps", "reason", "TEXT"),
+        ("workflow_steps", "outputs", "TEXT"),
+        ("tf_locks", "job_id", "TEXT"),
+    ];
+    for (table, column, decl) in COLUMNS {
+        let has: bool = conn
+            .prepare(&format!(
+                "SELECT 1 FROM pragma_table_info('{table}') WHERE name = '{column}'"
+            ))?
+            .exists([])?;
+        if !has {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
+        }
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    /// The store's main database file in its data dir.
+    pub const DB_FILE: &'static str = "nuon.db";
+
+    /// Opens (creating when needed) the store in `dir`: `nuon.db` and `logs.db`.
+    pub fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::Invalid(format!("cannot create data dir {}: {e}", dir.display()))
+        })?;
+        let main = dir.join(Self::DB_FILE);
+        let logs = dir.join("logs.db");
+        let conn = open_conn(&main, &logs, false).map_err(db_err)?;
+        conn.execute_batch(SCHEMA).map_err(db_err)?;
+        migrate(&conn).map_err(db_err)?;
+        let (tx, rx) = mpsc::channel::<Op>();
+        let thread = std::thread::Builder::new()
+            .name("nuon-store-writer".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| StoreError::Database(Box::new(e)))?;
+        Ok(SqliteStore {
+            writer: Mutex::new(Some(tx)),
+            writer_thread: Mutex::new(Some(thread)),
+            readers: Arc::new(Mutex::new(Vec::new())),
+            paths: Arc::new((main, logs)),
+        })
+    }
+
+    /// Stops the writer after it has committed what it was sent.
+    pub fn close(&self) {
+        self.writer.lock().expect("writer lock").take();
+        if let Some(t) = self.writer_thread.lock().expect("writer lock").take() {
+            let _ = t.join();
+        }
+    }
+
+    /// The org's rows of `T`, oldest first.
+    async fn list_in_org<T: OrgScoped + Send + 'static>(&self, org: &OrgId) -> Result<Vec<T>> {
+        let org = org.clone();
+        self.read(move |conn| records(conn, &Dialect::Sqlite.list_in_org::<T>(), [org.as_str()]))
+            .await
+    }
+
+    /// The org's row of `T` with this name or id.
+    async fn find_in_org<T: OrgScoped + Send + 'static>(
+        &self,
+        org: &OrgId,
+        name_or_id: &str,
+    ) -> Result<Option<T>> {
+        let (org, key) = (org.clone(), name_or_id.to_owned());
+        self.read(move |conn| {
+            record(
+                conn,
+                &Dialect::Sqlite.find_in_org::<T>(),
+                params![org.as_str(), key],
+            )
+        })
+        .await
+    }
+
+    /// Revokes the org's row `id` of `T` (once: a second revoke keeps the
+    /// first time) and returns it, or `None` when the org has no such row.
+    async fn revoke_in_org<T: Revocable + Send + 'static>(
+        &self,
+        org: &OrgId,
+        id: &str,
+    ) -> Result<Option<T>> {
+        let (org, id) = (org.clone(), id.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                &Dialect::Sqlite.revoke_in_org::<T>(),
+                params![org.as_str(), id, now_ms()],
+            )
+            .map_err(db_err)?;
+            record(
+                conn,
+                &Dialect::Sqlite.get_in_org::<T>(),
+                params![org.as_str(), id],
+            )
+        })
+        .await
+    }
+
+    /// Runs `f` in the next write transaction and returns its value once that
+    /// transaction has committed.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<T>>();
+        let op: Op = Box::new(move |conn: &Connection| {
+            let result = match conn.execute_batch("SAVEPOINT op") {
+                Ok(()) => {
+                    let r = f(conn);
+                    let end = if r.is_ok() {
+                        "RELEASE op"
+                    } else {
+                        "ROLLBACK TO op; RELEASE op"
+                    };
+                    match conn.execute_batch(end) {
+                        Ok(()) => r,
+                        Err(e) => Err(db_err(e)),
+                    }
+                }
+                Err(e) => Err(db_err(e)),
+            };
+            Box::new(move |commit_error: Option<&rusqlite::Error>| {
+                let result = match commit_error {
+                    None => result,
+                    Some(e) => Err(StoreError::Database(format!("commit failed: {e}").into())),
+                };
+                let _ = tx.send(result);
+            })
+        });
+        {
+            let guard = self.writer.lock().expect("writer lock");
+            let sender = guard.as_ref().ok_or(StoreError::Closed)?;
+            sender.send(op).map_err(|_| StoreError::Closed)?;
+        }
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Runs `f` on a pooled read-only connection.
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let readers = self.readers.clone();
+        let paths = self.paths.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = readers.lock().expect("reader pool").pop();
+            let conn = match conn {
+                Some(c) => c,
+                None => open_conn(&paths.0, &paths.1, true).map_err(db_err)?,
+            };
+            let r = f(&conn);
+            readers.lock().expect("reader pool").push(conn);
+            r
+        })
+        .await
+        .map_err(|e| StoreError::Database(Box::new(e)))?
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn writer_loop(conn: Connection, rx: mpsc::Receiver<Op>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            // Run nothing: dropping the operations tells every caller the
+            // store failed, and nothing was half-written.
+            tracing::error!(error = %e, ops = batch.len(), "store: cannot begin a write transaction");
+            drop(batch);
+            continue;
+        }
+        let finishes: Vec<Finish> = batch.into_iter().map(|op| op(&conn)).collect();
+        let commit = conn.execute_batch("COMMIT").err();
+        if commit.is_some() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for finish in finishes {
+            finish(commit.as_ref());
+        }
+    }
+}
+
+/// Inserts a queued job (the caller's transaction).
+fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
+    let s = &job.spec;
+    conn.execute(
+        "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
+         timeout_secs, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9)",
+        params![
+            s.job_id.as_str(),
+            s.org_id.as_str(),
+            s.runner_id.as_str(),
+            s.kind,
+            job.spec_json,
+            job.signature,
+            s.retry.max_attempts,
+            s.timeout_secs as i64,
+            s.created_at_ms
+        ],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
+fn load_job(conn: &Connection, id: &str) -> Result<Option<JobInfo>> {
+    record(
+        conn,
+        &format!("SELECT {} FROM jobs WHERE id = ?1", JobInfo::COLUMNS),
+        [id],
+    )
+}
+
+/// The attempt a runner may write to: it must be the job's current attempt,
+/// run by this runner, and still running.
+fn check_attempt(conn: &Connection, runner: &RunnerId, job: &JobId, n: u32) -> Result<()> {
+    let row: Option<(i64, String, String)> = one_row(
+        conn,
+        "SELECT j.attempts, a.runner_id, a.state FROM jobs j \
+             JOIN attempts a ON a.job_id = j.id AND a.n = ?2 WHERE j.id = ?1",
+        params![job.as_str(), n],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    let row: Option<AttemptRow<'_>> = row.as_ref().map(|(c, r, s)| (*c, r.as_str(), s.as_str()));
+    shared::check_attempt(row, runner, job, n)
+}
+
+fn lease_state(
+    conn: &Connection,
+    runner: &RunnerId,
+    lease: &LeaseRef,
+) -> rusqlite::Result<LeaseState> {
+    let row: Option<(i64, bool, String, String)> = conn
+        .query_row(
+            "SELECT j.attempts, j.cancel_requested, a.runner_id, a.state FROM jobs j \
+             JOIN attempts a ON a.job_id = j.id AND a.n = ?2 WHERE j.id = ?1",
+            params![lease.job_id.as_str(), lease.attempt],
+            |r| Ok((r.get(0)?, r.get::<_, i64>(1)? != 0, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    Ok(shared::lease_state(
+        row.as_ref()
+            .map(|(c, x, r, s)| (*c, *x, r.as_str(), s.as_str())),
+        runner,
+        lease.attempt,
+    ))
+}
+
+/// Records that `runner` called the Runner API at `now`.
+fn touch_runner(conn: &Connection, runner: &RunnerId, now: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE runners SET last_seen_at = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![runner.as_str(), now]))
+        .map(drop)
+        .map_err(db_err)
+}

@@ -1,0 +1,192 @@
+//! Orgs, their settings, signing keys and API tokens.
+
+use super::*;
+
+#[async_trait]
+impl OrgStore for SqliteStore {
+    async fn create_org(&self, name: &str) -> Result<NewOrg> {
+        let name = name.to_owned();
+        self.write(move |conn| {
+            let org_id = OrgId::generate();
+            let key = OrgSigningKey::generate();
+            let token_id = TokenId::generate();
+            let token = issue_api_token(&token_id);
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO orgs (id, name, signing_key, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![org_id.as_str(), name, key.to_bytes().to_vec(), now],
+            )
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    StoreError::Conflict {
+                        code: "name_taken",
+                        message: format!("an org named {name:?} already exists"),
+                        acked_seq: None,
+                    }
+                }
+                e => db_err(e),
+            })?;
+            conn.execute(
+                "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at) \
+                 VALUES (?1, ?2, 'admin', ?3, 'admin', ?4)",
+                params![token_id.as_str(), org_id.as_str(), token.hash, now],
+            )
+            .map_err(db_err)?;
+            let build_id = RunnerId::generate();
+            let build_token = issue_runner_token(&build_id);
+            conn.execute(
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at, role) \
+                 VALUES (?1, ?2, 'build', ?3, ?4, 'build')",
+                params![build_id.as_str(), org_id.as_str(), build_token.hash, now],
+            )
+            .map_err(db_err)?;
+            Ok(NewOrg {
+                org_id,
+                admin_token: token,
+                signing_key: key,
+                build_runner: build_id,
+                build_runner_token: build_token,
+            })
+        })
+        .await
+    }
+
+    async fn set_org_limit(&self, name: &str, max_running: Option<u32>) -> Result<OrgId> {
+        let name = name.to_owned();
+        self.write(move |conn| {
+            let id: Option<String> = conn
+                .query_row(
+                    "UPDATE orgs SET max_running = ?2 WHERE name = ?1 RETURNING id",
+                    params![name, max_running],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err)?;
+            parse_id(&id.ok_or_else(|| shared::no_org(&name))?)
+        })
+        .await
+    }
+
+    async fn count_orgs(&self) -> Result<u64> {
+        self.read(|conn| {
+            conn.query_row("SELECT count(*) FROM orgs", [], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn setting_or_insert(&self, name: &str, proposed: &str) -> Result<String> {
+        let (name, proposed) = (name.to_owned(), proposed.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO settings (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+                params![name, proposed],
+            )
+            .map_err(db_err)?;
+            conn.query_row(
+                "SELECT value FROM settings WHERE name = ?1",
+                params![name],
+                |r| r.get(0),
+            )
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>> {
+        let hash = token_hash.to_owned();
+        self.read(move |conn| {
+            let row: Option<(String, String, String)> = one_row(conn,
+                    "SELECT org_id, id, scope FROM api_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
+                    [hash],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )?;
+            Ok(row.and_then(|(org, tok, scope)| {
+                Some(ApiPrincipal {
+                    org_id: org.parse().ok()?,
+                    token_id: tok.parse().ok()?,
+                    scope,
+                })
+            }))
+        })
+        .await
+    }
+
+    async fn signing_key(&self, org: &OrgId) -> Result<Option<OrgSigningKey>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            let raw: Option<Vec<u8>> = one_row(
+                conn,
+                "SELECT signing_key FROM orgs WHERE id = ?1",
+                [org.as_str()],
+                |r| r.get(0),
+            )?;
+            raw.map(|b| {
+                OrgSigningKey::from_bytes(&b).map_err(|e| StoreError::Database(Box::new(e)))
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            one_row(
+                conn,
+                "SELECT id, name FROM orgs WHERE id = ?1",
+                [org.as_str()],
+                |r| {
+                    Ok(OrgInfo {
+                        id: id_at(r, 0)?,
+                        name: r.get(1)?,
+                    })
+                },
+            )
+        })
+        .await
+    }
+
+    async fn create_api_token(
+        &self,
+        org: &OrgId,
+        id: &TokenId,
+        name: &str,
+        scope: TokenScope,
+        token_hash: &str,
+    ) -> Result<TokenInfo> {
+        let (org, id, name, hash) = (
+            org.clone(),
+            id.clone(),
+            name.to_owned(),
+            token_hash.to_owned(),
+        );
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id.as_str(), org.as_str(), name, hash, scope.as_str(), now],
+            )
+            .map_err(db_err)?;
+            Ok(TokenInfo {
+                id,
+                name,
+                scope,
+                created_at_ms: now,
+                revoked: false,
+            })
+        })
+        .await
+    }
+
+    async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>> {
+        self.list_in_org(org).await
+    }
+
+    async fn revoke_api_token(&self, org: &OrgId, id: &TokenId) -> Result<Option<TokenInfo>> {
+        self.revoke_in_org(org, id.as_str()).await
+    }
+}

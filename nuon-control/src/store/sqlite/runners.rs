@@ -1,0 +1,95 @@
+//! Runners and their tokens.
+
+use super::*;
+
+#[async_trait]
+impl RunnerStore for SqliteStore {
+    async fn create_runner(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        name: &str,
+        token_hash: &str,
+    ) -> Result<RunnerInfo> {
+        let (org, id, name, hash) = (
+            org.clone(),
+            id.clone(),
+            name.to_owned(),
+            token_hash.to_owned(),
+        );
+        self.write(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id.as_str(), org.as_str(), name, hash, now],
+            )
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    StoreError::Conflict {
+                        code: "name_taken",
+                        message: format!(
+                            "a runner named {name:?} already exists in this org; pick another name or revoke it first"
+                        ),
+                        acked_seq: None,
+                    }
+                }
+                e => db_err(e),
+            })?;
+            Ok(RunnerInfo {
+                id,
+                name,
+                created_at_ms: now,
+                last_seen_at_ms: None,
+                revoked: false,
+                role: RunnerRole::Generic,
+            })
+        })
+        .await
+    }
+
+    async fn list_runners(&self, org: &OrgId) -> Result<Vec<RunnerInfo>> {
+        self.list_in_org(org).await
+    }
+
+    async fn find_runner(&self, org: &OrgId, name_or_id: &str) -> Result<Option<RunnerInfo>> {
+        self.find_in_org(org, name_or_id).await
+    }
+
+    async fn revoke_runner(&self, org: &OrgId, id: &RunnerId) -> Result<Option<RunnerInfo>> {
+        self.revoke_in_org(org, id.as_str()).await
+    }
+
+    async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>> {
+        let hash = token_hash.to_owned();
+        self.read(move |conn| {
+            let row: Option<(String, String)> = one_row(
+                conn,
+                "SELECT id, org_id FROM runners WHERE token_hash = ?1 AND revoked_at IS NULL",
+                [hash],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            Ok(row.and_then(|(id, org)| {
+                Some(RunnerPrincipal {
+                    runner_id: id.parse().ok()?,
+                    org_id: org.parse().ok()?,
+                })
+            }))
+        })
+        .await
+    }
+
+    async fn build_runner(&self, org: &OrgId) -> Result<Option<RunnerId>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            one_row(conn,
+                "SELECT id FROM runners WHERE org_id = ?1 AND role = 'build' AND revoked_at IS NULL \
+                 ORDER BY created_at LIMIT 1",
+                [org.as_str()],
+                |r| id_at(r, 0),
+            )
+        })
+        .await
+    }
+}

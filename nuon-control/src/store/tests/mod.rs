@@ -1,0 +1,166 @@
+//! The store conformance suite: every behaviour of the `Store` trait, run
+//! against the SQLite store and against the PostgreSQL store (each test on
+//! a throwaway cluster of its own, started with `initdb` and `pg_ctl`).
+
+use nuon_core::wire::{Completion, LeaseRef, LeaseState, LogBatch, LogRecords, LogStream};
+use nuon_core::{JobId, JobResult, JobSpec, JobStatus, OrgId, RetryPolicy, RunnerId, now_ms};
+
+#[cfg(feature = "postgres")]
+use super::PostgresStore;
+use super::*;
+
+/// What keeps a store's database alive for a test.
+enum Backing {
+    Sqlite {
+        _dir: tempfile::TempDir,
+    },
+    #[cfg(feature = "postgres")]
+    Postgres {
+        _cluster: nuon_tests::PgCluster,
+    },
+}
+
+struct Fixture {
+    // Dropped before the database it lives in.
+    store: Box<dyn Store>,
+    backing: Backing,
+    org: OrgId,
+    runner: RunnerId,
+}
+
+/// An empty store of each kind: the SQLite one, then the PostgreSQL one
+/// when PostgreSQL is installed.
+async fn empty_stores() -> Vec<(Box<dyn Store>, Backing)> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut out: Vec<(Box<dyn Store>, Backing)> = vec![(
+        Box::new(SqliteStore::open(dir.path()).unwrap()),
+        Backing::Sqlite { _dir: dir },
+    )];
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = nuon_tests::PgCluster::start().unwrap() {
+        let store = PostgresStore::connect(&pg.url).await.unwrap();
+        out.push((Box::new(store), Backing::Postgres { _cluster: pg }));
+    }
+    out
+}
+
+/// A fixture on each kind of store: an org with a runner `r`.
+async fn fixtures() -> Vec<Fixture> {
+    let mut out = Vec::new();
+    for (store, backing) in empty_stores().await {
+        let org = store.create_org("o").await.unwrap().org_id;
+        let runner = RunnerId::generate();
+        store.create_runner(&org, &runner, "r", "h").await.unwrap();
+        out.push(Fixture {
+            store,
+            backing,
+            org,
+            runner,
+        });
+    }
+    out
+}
+
+/// Runs a check on every kind of store, naming the store when it fails.
+macro_rules! conformance {
+    ($(async fn $name:ident($f:ident: Fixture) $body:block)*) => {$(
+        #[tokio::test]
+        async fn $name() {
+            for $f in fixtures().await {
+                let kind = $f.kind();
+                let run = async move { $body };
+                if let Err(panic) = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(run)).await {
+                    eprintln!("failed on the {kind} store");
+                    std::panic::resume_unwind(panic);
+                }
+            }
+        }
+    )*};
+}
+
+mod catalog;
+mod logs;
+mod queue;
+#[cfg(feature = "postgres")]
+mod replicas;
+mod workflows;
+
+impl Fixture {
+    fn kind(&self) -> &'static str {
+        match self.backing {
+            Backing::Sqlite { .. } => "SQLite",
+            #[cfg(feature = "postgres")]
+            Backing::Postgres { .. } => "PostgreSQL",
+        }
+    }
+
+    async fn queue(&self, max_attempts: u32) -> JobId {
+        self.queue_for(&self.runner, max_attempts).await
+    }
+
+    async fn queue_for(&self, runner: &RunnerId, max_attempts: u32) -> JobId {
+        let spec = JobSpec {
+            job_id: JobId::generate(),
+            org_id: self.org.clone(),
+            runner_id: runner.clone(),
+            kind: "exec".into(),
+            payload: serde_json::json!({"command": "true"}),
+            timeout_secs: 60,
+            retry: RetryPolicy { max_attempts },
+            created_at_ms: now_ms(),
+            redact: Vec::new(),
+        };
+        let spec_json = serde_json::to_string(&spec).unwrap();
+        let id = spec.job_id.clone();
+        self.store
+            .enqueue_job(NewJob {
+                spec,
+                spec_json,
+                signature: "s".into(),
+            })
+            .await
+            .unwrap();
+        id
+    }
+
+    async fn claim_one(&self, lease_ms: u64) -> (JobId, u32) {
+        let claimed = self
+            .store
+            .claim(&self.runner, &["exec".into()], 1, lease_ms)
+            .await
+            .unwrap();
+        let j = &claimed.jobs[0];
+        (j.job_id.clone(), j.attempt)
+    }
+
+    fn batch(attempt: u32, first_seq: u64, texts: &[&str]) -> LogBatch {
+        let mut lines = LogRecords::new();
+        for t in texts {
+            lines.push(LogStream::Stdout, 0, t).unwrap();
+        }
+        LogBatch {
+            attempt,
+            first_seq,
+            lines,
+        }
+    }
+
+    async fn texts(&self, job: &JobId) -> Vec<String> {
+        let page = self
+            .store
+            .read_logs(&self.org, job, 0, 100)
+            .await
+            .unwrap()
+            .unwrap();
+        page.lines.into_iter().map(|l| l.text).collect()
+    }
+}
+
+fn ok_result() -> JobResult {
+    JobResult {
+        outcome: nuon_core::Outcome::Succeeded,
+        exit_code: Some(0),
+        reason: None,
+        outputs: serde_json::Value::Null,
+    }
+}

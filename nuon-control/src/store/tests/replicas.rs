@@ -1,0 +1,118 @@
+//! Replicas sharing one PostgreSQL database.
+
+use super::*;
+
+/// Two PostgreSQL stores on one database, as two replicas would hold them.
+async fn two_replicas() -> Option<(nuon_tests::PgCluster, PostgresStore, PostgresStore)> {
+    let pg = nuon_tests::PgCluster::start().unwrap()?;
+    let a = PostgresStore::connect(&pg.url).await.unwrap();
+    let b = PostgresStore::connect(&pg.url).await.unwrap();
+    Some((pg, a, b))
+}
+
+#[tokio::test]
+async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both() {
+    let Some((pg, a, b)) = two_replicas().await else {
+        return;
+    };
+    let org = a.create_org("o").await.unwrap().org_id;
+    let runner = RunnerId::generate();
+    a.create_runner(&org, &runner, "r", "h").await.unwrap();
+    // Replica a as a fixture (which keeps the cluster); b beside it.
+    let f = Fixture {
+        store: Box::new(a),
+        backing: Backing::Postgres { _cluster: pg },
+        org,
+        runner,
+    };
+    // The same completion sent twice, through each replica, at once: one
+    // stores it, the other waits on its lock and must answer the same.
+    for _ in 0..40 {
+        f.queue(1).await;
+        let (job, n) = f.claim_one(60_000).await;
+        let done = || Completion {
+            attempt: n,
+            log_lines: 0,
+            result: ok_result(),
+        };
+        let (x, y) = tokio::join!(
+            f.store.complete(&f.runner, &job, done()),
+            b.complete(&f.runner, &job, done())
+        );
+        assert_eq!(
+            (x.unwrap().status, y.unwrap().status),
+            (JobStatus::Succeeded, JobStatus::Succeeded)
+        );
+    }
+    // b goes before the cluster the fixture holds.
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_bad_database_url_says_what_is_wrong_and_hides_the_password() {
+    for url in [
+        "nuon:s3cret@127.0.0.1:1/nuon",
+        "mysql://nuon:s3cret@127.0.0.1:1/nuon",
+    ] {
+        let e = PostgresStore::connect(url).await.unwrap_err().to_string();
+        assert!(e.contains("is not a PostgreSQL URL"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
+    }
+    // Nothing listens on port 1: the error names the refused connection.
+    let e = PostgresStore::connect("postgres://nuon:s3cret@127.0.0.1:1/nuon")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.to_lowercase().contains("refused"), "{e}");
+    assert!(e.contains("nuon:***@127.0.0.1:1"), "{e}");
+}
+
+#[tokio::test]
+async fn replicas_wake_each_other_and_not_themselves() {
+    use super::Wake;
+    let Some((_pg, a, b)) = two_replicas().await else {
+        return;
+    };
+    let mut at_a = a.wakeups().unwrap();
+    let mut at_b = b.wakeups().unwrap();
+    let runner = RunnerId::generate();
+    let job = JobId::generate();
+    // A burst is coalesced, but every distinct wake-up arrives.
+    for _ in 0..50 {
+        a.announce(Wake::Runner(runner.clone()));
+    }
+    a.announce(Wake::Logs(job.clone()));
+    a.announce(Wake::Executor);
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let w = tokio::time::timeout(std::time::Duration::from_secs(5), at_b.recv())
+            .await
+            .expect("the other replica hears within 5s")
+            .unwrap();
+        if !got.contains(&w) {
+            got.push(w);
+        }
+    }
+    assert!(got.contains(&Wake::Runner(runner)));
+    assert!(got.contains(&Wake::Logs(job)));
+    assert!(got.contains(&Wake::Executor));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(at_a.try_recv().is_err(), "a replica does not wake itself");
+}
+
+#[tokio::test]
+async fn one_replica_leads_and_the_lead_passes_on_when_it_goes() {
+    let Some((_pg, a, b)) = two_replicas().await else {
+        return;
+    };
+    assert!(a.lead().await.unwrap());
+    assert!(!b.lead().await.unwrap());
+    assert!(a.lead().await.unwrap(), "the leader keeps the lead");
+    a.close().await;
+    drop(a);
+    let start = std::time::Instant::now();
+    while !b.lead().await.unwrap() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

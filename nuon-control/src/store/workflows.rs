@@ -1,0 +1,74 @@
+//! Workflows and their steps.
+
+use super::*;
+
+/// A new workflow with its planned steps.
+#[derive(Debug, Clone)]
+pub struct NewWorkflow {
+    /// The workflow.
+    pub id: WorkflowId,
+    /// The install.
+    pub install_id: InstallId,
+    /// What it does.
+    pub kind: WorkflowKind,
+    /// The config version it deploys.
+    pub config_version: u32,
+    /// Only this component, when asked for one.
+    pub component: Option<String>,
+    /// Its steps, in order.
+    pub steps: Vec<PlannedStep>,
+}
+
+/// A change to a workflow step, made by the executor.
+#[derive(Debug, Clone, Default)]
+pub struct StepUpdate {
+    /// The new status.
+    pub status: String,
+    /// Why (a failure, a skip).
+    pub reason: Option<String>,
+    /// Its job's outputs, JSON.
+    pub outputs_json: Option<String>,
+    /// Set the approval time to now (`Some(true)`) or clear it.
+    pub approved: Option<bool>,
+    /// Forget the job (a retry).
+    pub clear_job: bool,
+}
+
+/// Workflows and their steps.
+#[async_trait]
+pub trait WorkflowStore: Send + Sync + 'static {
+    /// Stores a new workflow, pending, with its steps.
+    async fn create_workflow(&self, org: &OrgId, workflow: NewWorkflow) -> Result<WorkflowInfo>;
+
+    /// An install's workflows, newest first.
+    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<WorkflowInfo>>;
+
+    /// One workflow of the org.
+    async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>>;
+
+    /// Every workflow that is `pending` or `running`, oldest first.
+    async fn active_workflows(&self) -> Result<Vec<(OrgId, WorkflowId)>>;
+
+    /// Sets a workflow's status (and its end time, for an ending status).
+    async fn set_workflow_status(&self, org: &OrgId, id: &WorkflowId, status: &str) -> Result<()>;
+
+    /// Changes one step.
+    async fn update_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        update: StepUpdate,
+    ) -> Result<()>;
+
+    /// Queues a step's job and marks the step running, in one transaction,
+    /// with the state token its Terraform uses.
+    async fn dispatch_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        job: NewJob,
+        state_token: Option<StateToken>,
+    ) -> Result<()>;
+}
