@@ -1,0 +1,247 @@
+//! The PostgreSQL schema: numbered migrations, applied once each under an advisory lock.
+
+use super::*;
+
+/// The advisory lock migrations run under.
+const MIGRATE_LOCK: i64 = 0x6e75_6f6e_6d69_6772; // "nuonmigr"
+
+/// Numbered migrations; each runs once, in order, in one transaction.
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        r#"
+CREATE TABLE orgs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    signing_key BYTEA NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE api_tokens (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    scope TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT
+);
+CREATE TABLE runners (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT,
+    last_seen_at BIGINT,
+    role TEXT NOT NULL DEFAULT 'generic',
+    UNIQUE (org_id, name)
+);
+CREATE TABLE jobs (
+    seq BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    kind TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts BIGINT NOT NULL DEFAULT 0,
+    max_attempts BIGINT NOT NULL,
+    timeout_secs BIGINT NOT NULL,
+    cancel_requested BOOLEAN NOT NULL DEFAULT false,
+    exit_code INTEGER,
+    reason TEXT,
+    outputs TEXT,
+    created_at BIGINT NOT NULL,
+    started_at BIGINT,
+    finished_at BIGINT
+);
+CREATE INDEX jobs_queue ON jobs (runner_id, seq) WHERE status = 'queued';
+CREATE INDEX jobs_org ON jobs (org_id, seq);
+CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+CREATE TABLE attempts (
+    job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+    n BIGINT NOT NULL,
+    runner_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    confirmed BOOLEAN NOT NULL DEFAULT false,
+    lease_expires BIGINT NOT NULL,
+    acked_seq BIGINT NOT NULL DEFAULT 0,
+    started_at BIGINT NOT NULL,
+    finished_at BIGINT,
+    PRIMARY KEY (job_id, n)
+);
+CREATE INDEX attempts_leases ON attempts (lease_expires) WHERE state = 'running';
+CREATE TABLE apps (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE app_configs (
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    version BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    components BIGINT NOT NULL,
+    files TEXT NOT NULL,
+    config TEXT NOT NULL,
+    warnings TEXT NOT NULL,
+    sources TEXT NOT NULL,
+    PRIMARY KEY (app_id, version)
+);
+CREATE TABLE installs (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    name TEXT NOT NULL,
+    config_version BIGINT NOT NULL,
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    state TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    outputs TEXT,
+    created_at BIGINT NOT NULL,
+    approval TEXT NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE workflows (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    config_version BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    finished_at BIGINT,
+    component TEXT
+);
+CREATE INDEX workflows_install ON workflows (install_id, created_at);
+CREATE INDEX workflows_active ON workflows (created_at) WHERE status IN ('pending', 'running', 'cancelling');
+CREATE TABLE workflow_steps (
+    workflow_id TEXT NOT NULL REFERENCES workflows(id),
+    idx BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT,
+    needs_approval BOOLEAN NOT NULL,
+    status TEXT NOT NULL,
+    job_id TEXT,
+    approved_at BIGINT,
+    reason TEXT,
+    outputs TEXT,
+    PRIMARY KEY (workflow_id, idx)
+);
+CREATE TABLE builds (
+    job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    config_version BIGINT NOT NULL,
+    component TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX builds_app ON builds (app_id, config_version, component);
+CREATE TABLE state_tokens (
+    token_hash TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL
+);
+CREATE TABLE tf_states (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (install_id, component, version)
+);
+CREATE TABLE tf_locks (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    lock_id TEXT NOT NULL,
+    info TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    job_id TEXT,
+    PRIMARY KEY (install_id, component)
+);
+CREATE TABLE log_records (
+    id BIGSERIAL PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    attempt BIGINT NOT NULL,
+    first_seq BIGINT NOT NULL,
+    last_seq BIGINT NOT NULL,
+    body BYTEA NOT NULL
+);
+CREATE INDEX log_records_job ON log_records (job_id, id);
+"#,
+    ),
+    (
+        2,
+        r#"
+ALTER TABLE orgs ADD COLUMN max_running BIGINT;
+CREATE INDEX jobs_running ON jobs (org_id) WHERE status = 'running';
+"#,
+    ),
+    (
+        3,
+        r#"
+CREATE TABLE settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"#,
+    ),
+];
+
+pub(super) async fn migrate(pool: &PgPool) -> Result<()> {
+    let mut conn = pool.acquire().await.map_err(db)?;
+    // `CREATE ... IF NOT EXISTS` would log a notice on every start.
+    sqlx::query("SET client_min_messages = warning")
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(MIGRATE_LOCK)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    let result = async {
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS nuon_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+        )
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        let done: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM nuon_migrations")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db)?;
+        let done = done.unwrap_or(0);
+        if let Some(&(newest, _)) = MIGRATIONS.last()
+            && done > newest
+        {
+            return Err(StoreError::Invalid(format!(
+                "the database's schema is version {done}, newer than this nuon-ctl knows ({newest}); run a newer nuon-ctl"
+            )));
+        }
+        for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > done) {
+            let mut tx = conn.begin().await.map_err(db)?;
+            sqlx::raw_sql(sql).execute(&mut *tx).await.map_err(db)?;
+            sqlx::query("INSERT INTO nuon_migrations (version, applied_at) VALUES ($1, $2)")
+                .bind(version)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+            tx.commit().await.map_err(db)?;
+            tracing::info!(version, "database schema migrated");
+        }
+        Ok(())
+    }
+    .await;
+    let _ = sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(MIGRATE_LOCK)
+        .execute(&mut *conn)
+        .await;
+    result
+}

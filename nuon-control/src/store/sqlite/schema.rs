@@ -1,0 +1,196 @@
+//! The SQLite schema, and the small migration of data dirs of earlier versions.
+
+use super::*;
+
+pub(super) const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS orgs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    signing_key BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    max_running INTEGER
+);
+CREATE TABLE IF NOT EXISTS api_tokens (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    scope TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS runners (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER,
+    last_seen_at INTEGER,
+    role TEXT NOT NULL DEFAULT 'generic',
+    UNIQUE (org_id, name)
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    kind TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    timeout_secs INTEGER NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    exit_code INTEGER,
+    reason TEXT,
+    outputs TEXT,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (runner_id, seq) WHERE status = 'queued';
+CREATE INDEX IF NOT EXISTS jobs_org ON jobs (org_id, seq);
+CREATE INDEX IF NOT EXISTS jobs_running ON jobs (org_id) WHERE status = 'running';
+CREATE TABLE IF NOT EXISTS attempts (
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    n INTEGER NOT NULL,
+    runner_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    confirmed INTEGER NOT NULL DEFAULT 0,
+    lease_expires INTEGER NOT NULL,
+    acked_seq INTEGER NOT NULL DEFAULT 0,
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    PRIMARY KEY (job_id, n)
+);
+CREATE INDEX IF NOT EXISTS attempts_leases ON attempts (lease_expires) WHERE state = 'running';
+CREATE TABLE IF NOT EXISTS apps (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE IF NOT EXISTS app_configs (
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    components INTEGER NOT NULL,
+    files TEXT NOT NULL,
+    config TEXT NOT NULL,
+    warnings TEXT NOT NULL,
+    PRIMARY KEY (app_id, version)
+);
+CREATE TABLE IF NOT EXISTS installs (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    name TEXT NOT NULL,
+    config_version INTEGER NOT NULL,
+    runner_id TEXT NOT NULL REFERENCES runners(id),
+    state TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    outputs TEXT,
+    created_at INTEGER NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE IF NOT EXISTS workflows (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    config_version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS workflows_install ON workflows (install_id, created_at);
+CREATE TABLE IF NOT EXISTS workflow_steps (
+    workflow_id TEXT NOT NULL REFERENCES workflows(id),
+    idx INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT,
+    needs_approval INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    job_id TEXT,
+    approved_at INTEGER,
+    PRIMARY KEY (workflow_id, idx)
+);
+CREATE TABLE IF NOT EXISTS builds (
+    job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    config_version INTEGER NOT NULL,
+    component TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS builds_app ON builds (app_id, config_version, component);
+CREATE TABLE IF NOT EXISTS state_tokens (
+    token_hash TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tf_states (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (install_id, component, version)
+);
+CREATE TABLE IF NOT EXISTS tf_locks (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    component TEXT NOT NULL,
+    lock_id TEXT NOT NULL,
+    info TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (install_id, component)
+);
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS logs.records (
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
+"#;
+
+/// Brings a data dir made by an earlier version up to the schema.
+pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    const COLUMNS: [(&str, &str, &str); 8] = [
+        ("orgs", "max_running", "INTEGER"),
+        ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
+        ("app_configs", "sources", "TEXT NOT NULL DEFAULT '[]'"),
+        (
+            "installs",
+            "approval",
+            "TEXT NOT NULL DEFAULT 'approve-all'",
+        ),
+        ("workflows", "component", "TEXT"),
+        ("workflow_steps", "reason", "TEXT"),
+        ("workflow_steps", "outputs", "TEXT"),
+        ("tf_locks", "job_id", "TEXT"),
+    ];
+    for (table, column, decl) in COLUMNS {
+        let has: bool = conn
+            .prepare(&format!(
+                "SELECT 1 FROM pragma_table_info('{table}') WHERE name = '{column}'"
+            ))?
+            .exists([])?;
+        if !has {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
+        }
+    }
+    Ok(())
+}
