@@ -257,3 +257,51 @@ async fn a_data_dir_of_an_earlier_version_is_migrated() {
     let org = store.create_org("p").await.unwrap().org_id;
     assert_eq!(store.list_runners(&org).await.unwrap()[0].name, "build");
 }
+
+conformance! {
+    async fn orgs_keep_their_key_and_installs_their_state_outputs_and_version(f: Fixture) {
+        let s = &*f.store;
+        assert_eq!(s.count_orgs().await.unwrap(), 1);
+        let other = s.create_org("other").await.unwrap();
+        assert_eq!(s.count_orgs().await.unwrap(), 2);
+        let org = s.get_org(&f.org).await.unwrap().unwrap();
+        assert_eq!((org.id.clone(), org.name.as_str()), (f.org.clone(), "o"));
+        assert_eq!(s.get_org(&nuon_core::OrgId::generate()).await.unwrap(), None);
+        let key = s.signing_key(&other.org_id).await.unwrap().unwrap();
+        assert_eq!(key.to_bytes(), other.signing_key.to_bytes());
+        assert_ne!(s.signing_key(&f.org).await.unwrap().unwrap().to_bytes(), key.to_bytes());
+
+        let a = f.install("a").await;
+        let b = f.install("b").await;
+        let names: Vec<_> = s.list_installs(&f.org).await.unwrap().into_iter().map(|i| i.name).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(s.list_installs(&other.org_id).await.unwrap().is_empty());
+        let apps: Vec<_> = s.list_apps(&f.org).await.unwrap().into_iter().map(|a| a.name).collect();
+        assert_eq!(apps, ["web"]);
+        assert!(s.list_apps(&other.org_id).await.unwrap().is_empty());
+
+        s.set_install_state(&f.org, &a.id, "provisioning").await.unwrap();
+        s.set_install_config(&f.org, &a.id, 3).await.unwrap();
+        s.set_install_outputs(&f.org, &a.id, r#"{"url":"u"}"#, "active").await.unwrap();
+        // Another org's writes touch nothing.
+        s.set_install_state(&other.org_id, &b.id, "failed").await.unwrap();
+        s.set_install_config(&other.org_id, &b.id, 9).await.unwrap();
+        s.set_install_outputs(&other.org_id, &b.id, "{}", "failed").await.unwrap();
+        let a = s.find_install(&f.org, "a").await.unwrap().unwrap();
+        assert_eq!((a.state.as_str(), a.config_version, a.outputs_json.as_deref()), ("active", 3, Some(r#"{"url":"u"}"#)));
+        let b2 = s.find_install(&f.org, &b.id.to_string()).await.unwrap().unwrap();
+        assert_eq!((b2.state, b2.config_version, b2.outputs_json), (b.state, 1, None));
+    }
+
+    async fn a_revoked_runner_authenticates_nothing_and_only_its_org_revokes_it(f: Fixture) {
+        let other = f.store.create_org("other").await.unwrap().org_id;
+        assert!(f.store.authenticate_runner("h").await.unwrap().is_some());
+        assert_eq!(f.store.revoke_runner(&other, &f.runner).await.unwrap(), None);
+        assert!(f.store.authenticate_runner("h").await.unwrap().is_some());
+        let r = f.store.revoke_runner(&f.org, &f.runner).await.unwrap().unwrap();
+        assert!(r.revoked);
+        assert!(f.store.authenticate_runner("h").await.unwrap().is_none());
+        // A second revoke keeps the first and still answers the runner.
+        assert!(f.store.revoke_runner(&f.org, &f.runner).await.unwrap().unwrap().revoked);
+    }
+}

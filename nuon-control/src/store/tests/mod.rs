@@ -78,11 +78,13 @@ macro_rules! conformance {
     )*};
 }
 
+mod builds;
 mod catalog;
 mod logs;
 mod queue;
 #[cfg(feature = "postgres")]
 mod replicas;
+mod states;
 mod workflows;
 
 impl Fixture {
@@ -99,28 +101,60 @@ impl Fixture {
     }
 
     async fn queue_for(&self, runner: &RunnerId, max_attempts: u32) -> JobId {
+        let job = self.new_job(runner, "exec", max_attempts);
+        let id = job.spec.job_id.clone();
+        self.store.enqueue_job(job).await.unwrap();
+        id
+    }
+
+    /// A job of `kind` for `runner`, not yet queued.
+    fn new_job(&self, runner: &RunnerId, kind: &str, max_attempts: u32) -> NewJob {
         let spec = JobSpec {
             job_id: JobId::generate(),
             org_id: self.org.clone(),
             runner_id: runner.clone(),
-            kind: "exec".into(),
+            kind: kind.into(),
             payload: serde_json::json!({"command": "true"}),
             timeout_secs: 60,
             retry: RetryPolicy { max_attempts },
             created_at_ms: now_ms(),
             redact: Vec::new(),
         };
-        let spec_json = serde_json::to_string(&spec).unwrap();
-        let id = spec.job_id.clone();
+        NewJob {
+            spec_json: serde_json::to_string(&spec).unwrap(),
+            spec,
+            signature: "s".into(),
+        }
+    }
+
+    /// An app `web` and an install of it named `name`, with its runner.
+    async fn install(&self, name: &str) -> StoredInstall {
+        let app = match self.store.find_app(&self.org, "web").await.unwrap() {
+            Some(app) => app,
+            None => self
+                .store
+                .create_app(&self.org, &nuon_core::AppId::generate(), "web")
+                .await
+                .unwrap(),
+        };
         self.store
-            .enqueue_job(NewJob {
-                spec,
-                spec_json,
-                signature: "s".into(),
-            })
+            .create_install(
+                &self.org,
+                NewInstall {
+                    id: nuon_core::InstallId::generate(),
+                    app_id: app.id,
+                    name: name.into(),
+                    config_version: 1,
+                    runner_id: RunnerId::generate(),
+                    runner_name: format!("install-{name}"),
+                    runner_token_hash: format!("h-{name}"),
+                    inputs_json: "{}".into(),
+                    sealed_json: "{}".into(),
+                    approval: "prompt".into(),
+                },
+            )
             .await
-            .unwrap();
-        id
+            .unwrap()
     }
 
     async fn claim_one(&self, lease_ms: u64) -> (JobId, u32) {

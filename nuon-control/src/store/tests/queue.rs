@@ -385,3 +385,28 @@ conformance! {
         assert_eq!(f.store.setting_or_insert("other", "x").await.unwrap(), "x");
     }
 }
+
+conformance! {
+    async fn lease_states_are_read_without_extending_and_leases_are_extended_at_a_new_lead(f: Fixture) {
+        f.queue(1).await;
+        let (job, n) = f.claim_one(60_000).await;
+        let lease = LeaseRef { job_id: job.clone(), attempt: n };
+        let stale = LeaseRef { job_id: job.clone(), attempt: n + 1 };
+        let states = f.store.lease_states(&f.runner, &[lease.clone(), stale]).await.unwrap();
+        let states: Vec<_> = states.into_iter().map(|s| (s.attempt, s.state)).collect();
+        assert_eq!(states, [(n, LeaseState::Active), (n + 1, LeaseState::Stale)]);
+        let stranger = RunnerId::generate();
+        let theirs = f.store.lease_states(&stranger, std::slice::from_ref(&lease)).await.unwrap();
+        assert_eq!(theirs[0].state, LeaseState::Stale);
+
+        // Rescue at a time past the lease would end the attempt, unless the
+        // leases were extended past it first (a new lead does that).
+        let later = now_ms() + 120_000;
+        assert_eq!(f.store.extend_running_leases(later + 1_000).await.unwrap(), 1);
+        assert!(f.store.rescue_expired(later).await.unwrap().is_empty());
+        assert_eq!(f.store.lease_states(&f.runner, &[lease]).await.unwrap()[0].state, LeaseState::Active);
+        // Leases already past the time are left alone.
+        assert_eq!(f.store.extend_running_leases(later).await.unwrap(), 0);
+        assert_eq!(f.store.rescue_expired(later + 2_000).await.unwrap().len(), 1);
+    }
+}

@@ -123,3 +123,89 @@ conformance! {
         );
     }
 }
+
+conformance! {
+    async fn the_executor_moves_workflows_and_steps(f: Fixture) {
+        use nuon_core::WorkflowId;
+        use nuon_core::workflow::{PlannedStep, StepKind, WorkflowKind};
+
+        let inst = f.install("acme").await;
+        let other = f.store.create_org("other").await.unwrap().org_id;
+        let step = |name: &str| PlannedStep {
+            name: name.into(),
+            kind: StepKind::Plan,
+            target: Some("db".into()),
+            needs_approval: true,
+        };
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let id = WorkflowId::generate();
+            f.store
+                .create_workflow(
+                    &f.org,
+                    NewWorkflow {
+                        id: id.clone(),
+                        install_id: inst.id.clone(),
+                        kind: WorkflowKind::Deploy,
+                        config_version: 1,
+                        component: None,
+                        steps: vec![step("plan db"), step("apply db")],
+                    },
+                )
+                .await
+                .unwrap();
+            ids.push(id);
+        }
+        let active = |v: Vec<(OrgId, WorkflowId)>| v.into_iter().map(|(_, w)| w).collect::<Vec<_>>();
+        assert_eq!(active(f.store.active_workflows().await.unwrap()), ids, "oldest first");
+
+        f.store.set_workflow_status(&f.org, &ids[0], "running").await.unwrap();
+        f.store
+            .update_step(&f.org, &ids[0], 0, StepUpdate {
+                status: "succeeded".into(),
+                outputs_json: Some(r#"{"changes":1}"#.into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        f.store
+            .update_step(&f.org, &ids[0], 1, StepUpdate {
+                status: "waiting_approval".into(),
+                reason: Some("waits".into()),
+                approved: Some(true),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        // Another org's writes change nothing.
+        f.store.set_workflow_status(&other, &ids[0], "failed").await.unwrap();
+        let refused = f.store
+            .update_step(&other, &ids[0], 0, StepUpdate { status: "failed".into(), ..Default::default() })
+            .await;
+        assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+        let w = f.store.get_workflow(&f.org, &ids[0]).await.unwrap().unwrap();
+        assert_eq!(w.status, "running");
+        assert_eq!(w.finished_at_ms, None);
+        assert_eq!((w.steps[0].status.as_str(), w.steps[0].outputs["changes"].as_i64()), ("succeeded", Some(1)));
+        assert_eq!(w.steps[1].status, "waiting_approval");
+        assert_eq!(w.steps[1].reason.as_deref(), Some("waits"));
+        assert!(w.steps[1].approved_at_ms.is_some());
+        f.store
+            .update_step(&f.org, &ids[0], 1, StepUpdate {
+                status: "pending".into(),
+                approved: Some(false),
+                clear_job: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let w = f.store.get_workflow(&f.org, &ids[0]).await.unwrap().unwrap();
+        assert_eq!((w.steps[1].approved_at_ms, w.steps[1].job_id.as_ref()), (None, None));
+
+        // An ending status ends the workflow and takes it off the active list.
+        f.store.set_workflow_status(&f.org, &ids[0], "succeeded").await.unwrap();
+        let w = f.store.get_workflow(&f.org, &ids[0]).await.unwrap().unwrap();
+        assert!(w.finished_at_ms.is_some());
+        assert_eq!(active(f.store.active_workflows().await.unwrap()), ids[1..]);
+    }
+}

@@ -1,0 +1,132 @@
+//! Terraform state behind the `http` backend: versions, locks, state tokens.
+
+use super::*;
+
+fn lock(id: &str, job: Option<&JobId>) -> StateLock {
+    StateLock {
+        id: id.into(),
+        info: format!("{{\"ID\":\"{id}\"}}"),
+        created_at_ms: now_ms(),
+        job_id: job.cloned(),
+    }
+}
+
+conformance! {
+    async fn state_versions_and_locks_follow_terraforms_http_backend(f: Fixture) {
+        let inst = f.install("acme").await;
+        let other = f.store.create_org("other").await.unwrap().org_id;
+        let s = &*f.store;
+        assert_eq!(s.get_state(&inst.id, "db").await.unwrap(), None);
+        assert_eq!(s.put_state(&inst.id, "db", None, "v1".into()).await.unwrap(), Ok(1));
+        assert_eq!(s.put_state(&inst.id, "db", None, "v2".into()).await.unwrap(), Ok(2));
+        assert_eq!(s.get_state(&inst.id, "db").await.unwrap(), Some((2, "v2".into())));
+
+        // A lock: taken once; others are told who holds it.
+        s.lock_state(&inst.id, "db", lock("L1", None)).await.unwrap().unwrap();
+        let held = s.lock_state(&inst.id, "db", lock("L2", None)).await.unwrap().unwrap_err();
+        assert_eq!(held.id, "L1");
+        // Writes need the lock's id while it is held.
+        assert_eq!(s.put_state(&inst.id, "db", None, "x".into()).await.unwrap().unwrap_err().id, "L1");
+        assert_eq!(s.put_state(&inst.id, "db", Some("L2"), "x".into()).await.unwrap().unwrap_err().id, "L1");
+        assert_eq!(s.put_state(&inst.id, "db", Some("L1"), "v3".into()).await.unwrap(), Ok(3));
+        assert_eq!(s.unlock_state(&inst.id, "db", "L2").await.unwrap().unwrap_err().id, "L1");
+        s.unlock_state(&inst.id, "db", "L1").await.unwrap().unwrap();
+        s.lock_state(&inst.id, "db", lock("L3", None)).await.unwrap().unwrap();
+
+        // The operator's view, scoped by org.
+        s.lock_state(&inst.id, "app", lock("L4", None)).await.unwrap().unwrap();
+        let states = s.list_states(&f.org, &inst.id).await.unwrap();
+        let view: Vec<_> = states
+            .iter()
+            .map(|c| (c.component.as_str(), c.latest, c.versions, c.lock.as_ref().map(|l| l.id.as_str())))
+            .collect();
+        assert_eq!(view, [("app", None, 0, Some("L4")), ("db", Some(3), 3, Some("L3"))]);
+        assert!(states[1].updated_at_ms.is_some());
+        assert!(s.list_states(&other, &inst.id).await.unwrap().is_empty());
+        assert_eq!(s.force_unlock_state(&other, &inst.id, "db").await.unwrap(), None);
+        assert_eq!(s.force_unlock_state(&f.org, &inst.id, "db").await.unwrap().unwrap().id, "L3");
+        assert_eq!(s.force_unlock_state(&f.org, &inst.id, "db").await.unwrap(), None);
+        assert!(s.get_state(&inst.id, "db").await.unwrap().is_some());
+    }
+
+    async fn a_state_token_lasts_while_its_job_runs_and_its_locks_go_with_it(f: Fixture) {
+        use nuon_core::WorkflowId;
+        use nuon_core::workflow::{PlannedStep, StepKind, WorkflowKind};
+
+        let inst = f.install("acme").await;
+        assert_eq!(
+            f.store.install_of_runner(&inst.runner_id).await.unwrap(),
+            Some((f.org.clone(), inst.id.clone()))
+        );
+        assert_eq!(f.store.install_of_runner(&f.runner).await.unwrap(), None);
+        let wf = WorkflowId::generate();
+        f.store
+            .create_workflow(
+                &f.org,
+                NewWorkflow {
+                    id: wf.clone(),
+                    install_id: inst.id.clone(),
+                    kind: WorkflowKind::Provision,
+                    config_version: 1,
+                    component: None,
+                    steps: vec![PlannedStep {
+                        name: "plan db".into(),
+                        kind: StepKind::Plan,
+                        target: Some("db".into()),
+                        needs_approval: false,
+                    }],
+                },
+            )
+            .await
+            .unwrap();
+        f.store.set_workflow_status(&f.org, &wf, "running").await.unwrap();
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        let job_id = job.spec.job_id.clone();
+        let token = StateToken {
+            hash: "stt-hash".into(),
+            install_id: inst.id.clone(),
+            component: "db".into(),
+        };
+        f.store.dispatch_step(&f.org, &wf, 0, job, Some(token)).await.unwrap();
+        let who = f.store.authenticate_state("stt-hash").await.unwrap().unwrap();
+        assert_eq!(
+            who,
+            StatePrincipal {
+                org_id: f.org.clone(),
+                install_id: inst.id.clone(),
+                component: "db".into(),
+                job_id: job_id.clone(),
+            }
+        );
+        assert_eq!(f.store.authenticate_state("other").await.unwrap(), None);
+        f.store
+            .lock_state(&inst.id, "db", lock("L1", Some(&job_id)))
+            .await
+            .unwrap()
+            .unwrap();
+        f.store.lock_state(&inst.id, "app", lock("L2", None)).await.unwrap().unwrap();
+
+        // The job ends: its token stops working, and its locks are released.
+        let claimed = f.store.claim(&inst.runner_id, &["terraform".into()], 1, 60_000).await.unwrap();
+        assert_eq!(claimed.jobs.len(), 1);
+        f.store
+            .complete(&inst.runner_id, &job_id, Completion { attempt: 1, log_lines: 0, result: ok_result() })
+            .await
+            .unwrap();
+        assert_eq!(f.store.authenticate_state("stt-hash").await.unwrap(), None);
+        let released = f.store.release_locks_of_job(&job_id).await.unwrap();
+        assert_eq!(released.len(), 1);
+        assert_eq!((released[0].0.as_str(), released[0].1.id.as_str()), ("db", "L1"));
+        assert_eq!(released[0].1.job_id.as_ref(), Some(&job_id));
+        let left: Vec<_> = f
+            .store
+            .list_states(&f.org, &inst.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|c| c.lock.map(|l| l.id))
+            .collect();
+        assert_eq!(left, ["L2"]);
+        assert!(f.store.release_locks_of_job(&job_id).await.unwrap().is_empty());
+    }
+}
