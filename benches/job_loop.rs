@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use nuon_client::ControlClient;
-use nuon_control::store::{NewJob, SqliteStore, Store};
+use nuon_control::store::prelude::*;
+use nuon_control::store::{NewJob, SqliteStore};
 use nuon_core::wire::{Completion, CreateJob, LeaseRef};
 use nuon_core::{JobId, JobResult, JobSpec, Outcome, RetryPolicy, RunnerId, now_ms};
 use nuon_tests::{ControlPlane, Runner, RunnerOpts, all_logs, rt, wait_job};

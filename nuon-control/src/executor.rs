@@ -25,7 +25,10 @@ use nuon_core::app::template::{self, Reference, RenderContext};
 use nuon_core::app::{AppConfig, Component, ComponentKind};
 use nuon_core::wasm::{WasmAction, WasmJob};
 use nuon_core::wire::{BuildInfo, InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
-use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys, left_out_by_denial};
+use nuon_core::workflow::{
+    StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan, destroys,
+    left_out_by_denial,
+};
 use nuon_core::{
     AppId, ArtifactRef, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobId, JobSpec, JobStatus,
     OrgId, RetryPolicy, SyncJob, TerraformAction, TerraformJob, WorkflowId, now_ms,
@@ -268,9 +271,9 @@ fn state_during(cx: &Ctx) -> String {
     }
 }
 
-fn update(status: &str, reason: Option<String>) -> StepUpdate {
+fn update(status: StepStatus, reason: Option<String>) -> StepUpdate {
     StepUpdate {
-        status: status.into(),
+        status,
         reason,
         ..StepUpdate::default()
     }
@@ -287,23 +290,29 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
             message,
             ..
         }) => {
-            if let Some(s) = wf.steps.iter().find(|s| !step_done(&s.status)) {
+            if let Some(s) = wf.steps.iter().find(|s| !s.status.is_passed()) {
                 state
                     .store
-                    .update_step(org, &id, s.index, update("failed", Some(message)))
+                    .update_step(org, &id, s.index, update(StepStatus::Failed, Some(message)))
                     .await?;
             }
-            state.store.set_workflow_status(org, &id, "failed").await?;
+            state
+                .store
+                .set_workflow_status(org, &id, WorkflowStatus::Failed)
+                .await?;
             return Ok(());
         }
         Err(e) => return Err(e),
     };
-    if cx.wf.status == "cancelling" {
+    if cx.wf.status == WorkflowStatus::Cancelling {
         return finish_cancel(state, &mut cx).await;
     }
-    if cx.wf.status == "pending" {
-        state.store.set_workflow_status(org, &id, "running").await?;
-        cx.wf.status = "running".into();
+    if cx.wf.status == WorkflowStatus::Pending {
+        state
+            .store
+            .set_workflow_status(org, &id, WorkflowStatus::Running)
+            .await?;
+        cx.wf.status = WorkflowStatus::Running;
         state
             .store
             .set_install_state(org, &cx.install.id, &state_during(&cx))
@@ -312,9 +321,9 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
     }
     for i in 0..cx.wf.steps.len() {
         let step = cx.wf.steps[i].clone();
-        match step.status.as_str() {
-            "succeeded" | "skipped" | "denied" | "cancelled" => continue,
-            "running" => {
+        match step.status {
+            s if s.is_passed() => continue,
+            StepStatus::Running => {
                 let Some(job_id) = &step.job_id else {
                     return fail(state, &cx, &step, "the step lost its job".into()).await;
                 };
@@ -332,8 +341,8 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
                 }
                 succeeded(state, &mut cx, i, &job).await?;
             }
-            "waiting_approval" if step.approved_at_ms.is_none() => return Ok(()),
-            "pending" if step.needs_approval && step.approved_at_ms.is_none() => {
+            StepStatus::WaitingApproval if step.approved_at_ms.is_none() => return Ok(()),
+            StepStatus::Pending if step.needs_approval && step.approved_at_ms.is_none() => {
                 if plan_changes_nothing(&cx.wf.steps, i) {
                     state
                         .store
@@ -342,7 +351,7 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
                             &id,
                             step.index,
                             StepUpdate {
-                                status: "pending".into(),
+                                status: StepStatus::Pending,
                                 reason: Some("the plan changes nothing: no approval needed".into()),
                                 approved: Some(true),
                                 ..StepUpdate::default()
@@ -353,15 +362,25 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
                 }
                 state
                     .store
-                    .update_step(org, &id, step.index, update("waiting_approval", None))
+                    .update_step(
+                        org,
+                        &id,
+                        step.index,
+                        update(StepStatus::WaitingApproval, None),
+                    )
                     .await?;
                 tracing::info!(workflow = %id, step = %step.name, "waiting for approval");
                 return Ok(());
             }
-            "pending" | "waiting_approval" => return dispatch_or_fail(state, &cx, &step).await,
+            StepStatus::Pending | StepStatus::WaitingApproval => {
+                return dispatch_or_fail(state, &cx, &step).await;
+            }
             _ => {
                 // A failed step: the workflow failed with it.
-                state.store.set_workflow_status(org, &id, "failed").await?;
+                state
+                    .store
+                    .set_workflow_status(org, &id, WorkflowStatus::Failed)
+                    .await?;
                 return Ok(());
             }
         }
@@ -370,8 +389,12 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
         .wf
         .steps
         .iter()
-        .any(|s| s.status == "skipped" || s.status == "denied");
-    let status = if skipped { "partial" } else { "succeeded" };
+        .any(|s| s.status == StepStatus::Skipped || s.status == StepStatus::Denied);
+    let status = if skipped {
+        WorkflowStatus::Partial
+    } else {
+        WorkflowStatus::Succeeded
+    };
     state.store.set_workflow_status(org, &id, status).await?;
     let install_state = match cx.wf.kind {
         WorkflowKind::Deprovision if cx.wf.component.is_none() && !skipped => "deprovisioned",
@@ -382,12 +405,8 @@ async fn advance(state: &SharedState, org: &OrgId, wf: WorkflowInfo) -> Result<(
         .store
         .set_install_state(org, &cx.install.id, install_state)
         .await?;
-    tracing::info!(workflow = %id, status, "workflow ended");
+    tracing::info!(workflow = %id, %status, "workflow ended");
     Ok(())
-}
-
-fn step_done(status: &str) -> bool {
-    matches!(status, "succeeded" | "skipped" | "denied" | "cancelled")
 }
 
 /// Ends a cancel once the job that was running has ended: what it did is
@@ -398,7 +417,11 @@ async fn finish_cancel(state: &SharedState, cx: &mut Ctx) -> Result<(), Error> {
     let mut interrupted = false;
     for i in 0..cx.wf.steps.len() {
         let step = cx.wf.steps[i].clone();
-        let Some(job_id) = step.job_id.clone().filter(|_| step.status == "cancelled") else {
+        let Some(job_id) = step
+            .job_id
+            .clone()
+            .filter(|_| step.status == StepStatus::Cancelled)
+        else {
             continue;
         };
         let Some(job) = state.store.get_job(&org, &job_id).await? else {
@@ -420,7 +443,7 @@ async fn finish_cancel(state: &SharedState, cx: &mut Ctx) -> Result<(), Error> {
                 &cx.wf.id,
                 step.index,
                 update(
-                    "cancelled",
+                    StepStatus::Cancelled,
                     Some(format!("the workflow was cancelled: {reason}")),
                 ),
             )
@@ -428,7 +451,7 @@ async fn finish_cancel(state: &SharedState, cx: &mut Ctx) -> Result<(), Error> {
     }
     state
         .store
-        .set_workflow_status(&org, &cx.wf.id, "cancelled")
+        .set_workflow_status(&org, &cx.wf.id, WorkflowStatus::Cancelled)
         .await?;
     let install_state = match cx.wf.kind {
         WorkflowKind::Action => cx.install.state.clone(),
@@ -504,12 +527,12 @@ async fn fail(
             &cx.org,
             &cx.wf.id,
             step.index,
-            update("failed", Some(reason)),
+            update(StepStatus::Failed, Some(reason)),
         )
         .await?;
     state
         .store
-        .set_workflow_status(&cx.org, &cx.wf.id, "failed")
+        .set_workflow_status(&cx.org, &cx.wf.id, WorkflowStatus::Failed)
         .await?;
     state
         .store
@@ -643,14 +666,14 @@ async fn succeeded(
             &cx.wf.id,
             step.index,
             StepUpdate {
-                status: "succeeded".into(),
+                status: StepStatus::Succeeded,
                 reason: step.reason.clone(),
                 outputs_json: Some(outputs.to_string()),
                 ..StepUpdate::default()
             },
         )
         .await?;
-    cx.wf.steps[i].status = "succeeded".into();
+    cx.wf.steps[i].status = StepStatus::Succeeded;
     cx.wf.steps[i].outputs = outputs;
     Ok(())
 }
@@ -955,7 +978,7 @@ fn synced_artifact(cx: &Ctx, step: &WorkflowStepInfo, target: &str) -> Result<Ar
     let synced = cx.wf.steps.iter().rev().find(|s| {
         s.target == step.target
             && matches!(s.kind, StepKind::Sync | StepKind::SandboxSync)
-            && s.status == "succeeded"
+            && s.status == StepStatus::Succeeded
             && s.index < step.index
     });
     match synced {
@@ -1247,7 +1270,7 @@ fn planned<'a>(cx: &'a Ctx, step: &WorkflowStepInfo) -> Result<&'a WorkflowStepI
         .position(|s| s.index == step.index)
         .unwrap_or(0);
     plan_step_of(&cx.wf.steps, i)
-        .filter(|p| p.status == "succeeded")
+        .filter(|p| p.status == StepStatus::Succeeded)
         .ok_or_else(|| format!("{} has no successful plan to apply", step.name))
 }
 
@@ -1296,7 +1319,7 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
         .await?
         .ok_or_else(|| Error::not_found(format!("no workflow {}", r.workflow)))?;
     let id = &wf.id;
-    let active = wf.status == "pending" || wf.status == "running";
+    let active = wf.status == WorkflowStatus::Pending || wf.status == WorkflowStatus::Running;
     match r.act {
         Act::Approve | Act::Deny => {
             if !active {
@@ -1311,15 +1334,17 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
             let step = find_step(
                 &wf,
                 r.step.as_deref(),
-                |s| s.status == "waiting_approval",
+                |s| s.status == StepStatus::WaitingApproval,
                 "waiting for approval",
             )?;
             // An approval is of a plan someone saw: only a waiting step
             // takes one. A denial may come ahead of time.
-            let waiting = step.status == "waiting_approval"
-                || (r.act == Act::Deny && step.status == "pending" && step.needs_approval);
+            let waiting = step.status == StepStatus::WaitingApproval
+                || (r.act == Act::Deny
+                    && step.status == StepStatus::Pending
+                    && step.needs_approval);
             if !waiting || step.approved_at_ms.is_some() {
-                let why = if step.needs_approval && step.status == "pending" {
+                let why = if step.needs_approval && step.status == StepStatus::Pending {
                     "its plan has not run yet; approve it once it waits"
                 } else {
                     "it does not wait for an approval"
@@ -1352,7 +1377,7 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
             }
         }
         Act::Cancel => {
-            if !active || wf.status == "cancelling" {
+            if !active || wf.status == WorkflowStatus::Cancelling {
                 return Err(Error::conflict(
                     "workflow_ended",
                     format!(
@@ -1363,15 +1388,15 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
             }
             let mut stopping = false;
             for s in &wf.steps {
-                match s.status.as_str() {
-                    "running" => {
+                match s.status {
+                    StepStatus::Running => {
                         if let Some(j) = &s.job_id {
                             state.store.request_cancel(org, j).await?;
                             state.wake_logs(j);
                             stopping = true;
                         }
                     }
-                    "pending" | "waiting_approval" => {}
+                    StepStatus::Pending | StepStatus::WaitingApproval => {}
                     _ => continue,
                 }
                 state
@@ -1380,22 +1405,25 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                         org,
                         id,
                         s.index,
-                        update("cancelled", Some("the workflow was cancelled".into())),
+                        update(
+                            StepStatus::Cancelled,
+                            Some("the workflow was cancelled".into()),
+                        ),
                     )
                     .await?;
             }
             // With a job still stopping, the install stays busy until it
             // has ended and what it did is recorded (see `finish_cancel`).
-            let status = if stopping || wf.status == "running" {
-                "cancelling"
+            let status = if stopping || wf.status == WorkflowStatus::Running {
+                WorkflowStatus::Cancelling
             } else {
-                "cancelled"
+                WorkflowStatus::Cancelled
             };
             state.store.set_workflow_status(org, id, status).await?;
-            tracing::info!(workflow = %id, status, "cancel requested");
+            tracing::info!(workflow = %id, %status, "cancel requested");
         }
         Act::Retry => {
-            if wf.status != "failed" && wf.status != "cancelled" {
+            if wf.status != WorkflowStatus::Failed && wf.status != WorkflowStatus::Cancelled {
                 let state_now = if active {
                     format!("is {}", wf.status)
                 } else {
@@ -1409,9 +1437,7 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                 ));
             }
             let others = state.store.list_workflows(org, &wf.install_id).await?;
-            if let Some(o) = others.iter().find(|o| {
-                o.id != *id && matches!(o.status.as_str(), "pending" | "running" | "cancelling")
-            }) {
+            if let Some(o) = others.iter().find(|o| o.id != *id && o.status.is_active()) {
                 return Err(Error::conflict(
                     "install_busy",
                     format!(
@@ -1420,7 +1446,9 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                     ),
                 ));
             }
-            let unfinished = |s: &WorkflowStepInfo| s.status == "failed" || s.status == "cancelled";
+            let unfinished = |s: &WorkflowStepInfo| {
+                s.status == StepStatus::Failed || s.status == StepStatus::Cancelled
+            };
             let first = find_step(&wf, None, unfinished, "that failed or was cancelled")?;
             let step = find_step(&wf, r.step.as_deref(), unfinished, "that failed")?;
             if step.index > first.index {
@@ -1447,7 +1475,7 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                 step.index
             };
             for s in wf.steps.iter().filter(|s| s.index >= from) {
-                if s.status == "skipped" || s.status == "denied" {
+                if s.status == StepStatus::Skipped || s.status == StepStatus::Denied {
                     continue;
                 }
                 state
@@ -1457,7 +1485,7 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                         id,
                         s.index,
                         StepUpdate {
-                            status: "pending".into(),
+                            status: StepStatus::Pending,
                             approved: Some(false),
                             clear_job: true,
                             ..StepUpdate::default()
@@ -1465,7 +1493,10 @@ async fn act(state: &SharedState, r: &Request) -> Result<(), Error> {
                     )
                     .await?;
             }
-            state.store.set_workflow_status(org, id, "running").await?;
+            state
+                .store
+                .set_workflow_status(org, id, WorkflowStatus::Running)
+                .await?;
             tracing::info!(workflow = %id, step = %step.name, "retrying");
         }
     }
@@ -1492,12 +1523,12 @@ async fn deny(
             org,
             &wf.id,
             step.index,
-            update("denied", Some("denied by an operator".into())),
+            update(StepStatus::Denied, Some("denied by an operator".into())),
         )
         .await?;
     let why = format!("skipped: {:?} was denied", step.name);
     for s in wf.steps.iter().filter(|s| s.index > step.index) {
-        if s.status != "pending" && s.status != "waiting_approval" {
+        if s.status != StepStatus::Pending && s.status != StepStatus::WaitingApproval {
             continue;
         }
         let out = match (s.kind, &s.target) {
@@ -1520,7 +1551,12 @@ async fn deny(
         if out {
             state
                 .store
-                .update_step(org, &wf.id, s.index, update("skipped", Some(why.clone())))
+                .update_step(
+                    org,
+                    &wf.id,
+                    s.index,
+                    update(StepStatus::Skipped, Some(why.clone())),
+                )
                 .await?;
         }
     }

@@ -23,7 +23,7 @@ use crate::app::{AppConfig, Component, Diagnostic};
 use crate::id::{AppId, InstallId, JobId, OrgId, RunnerId, TokenId, WorkflowId};
 use crate::job::{JobResult, JobStatus};
 pub use crate::records::{LOG_RECORDS_CONTENT_TYPE, LogLineRef, LogRecords, RecordError};
-use crate::workflow::{StepKind, WorkflowKind};
+use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 
 /// Route paths, so client and server cannot drift apart.
 pub mod routes {
@@ -766,8 +766,8 @@ pub struct WorkflowStepInfo {
     pub target: Option<String>,
     /// Whether it waits for an approval.
     pub needs_approval: bool,
-    /// `pending`, `waiting_approval`, `running`, `succeeded`, `failed`, `skipped`.
-    pub status: String,
+    /// How far it got.
+    pub status: StepStatus,
     /// The job that runs it, once dispatched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<JobId>,
@@ -791,12 +791,8 @@ pub struct WorkflowInfo {
     pub install_id: InstallId,
     /// What it does.
     pub kind: WorkflowKind,
-    /// `pending` (queued behind another workflow of the install),
-    /// `running`, `succeeded`, `partial` (ended; a denial skipped some
-    /// steps), `failed` (a step failed; it can be retried), `cancelling`
-    /// (its running job is being stopped; the install stays busy) or
-    /// `cancelled`.
-    pub status: String,
+    /// How far it got.
+    pub status: WorkflowStatus,
     /// Only this component, when it was asked for one (for an `action`
     /// workflow, the action).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -56,6 +56,134 @@ pub enum StepKind {
     Action,
 }
 
+/// Declares a status enum whose every variant is spelled once, in its serde
+/// name: [`as_str`](WorkflowStatus::as_str), `Display`, `FromStr` and
+/// comparisons with a `&str` all use that spelling.
+macro_rules! status {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant,)*
+        }
+
+        impl $name {
+            /// Every status, in order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// The status as the API spells it.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str() == s)
+                    .ok_or_else(|| format!("unknown {} {s:?}", stringify!($name)))
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
+}
+
+status! {
+    /// How far a workflow got.
+    WorkflowStatus {
+        /// Queued behind another workflow of the install.
+        Pending = "pending",
+        /// Its steps are moving.
+        Running = "running",
+        /// Every step succeeded (or was skipped for want of changes).
+        Succeeded = "succeeded",
+        /// Ended; a denial skipped some steps.
+        Partial = "partial",
+        /// A step failed; it can be retried from that step.
+        Failed = "failed",
+        /// Its running job is being stopped; the install stays busy.
+        Cancelling = "cancelling",
+        /// Cancelled.
+        Cancelled = "cancelled",
+    }
+}
+
+impl WorkflowStatus {
+    /// Whether the workflow still holds its install (pending, running or
+    /// cancelling).
+    pub const fn is_active(self) -> bool {
+        matches!(
+            self,
+            WorkflowStatus::Pending | WorkflowStatus::Running | WorkflowStatus::Cancelling
+        )
+    }
+}
+
+status! {
+    /// How far a step of a workflow got.
+    StepStatus {
+        /// Not started.
+        Pending = "pending",
+        /// Waits for an operator's approval.
+        WaitingApproval = "waiting_approval",
+        /// Its job runs.
+        Running = "running",
+        /// Done.
+        Succeeded = "succeeded",
+        /// Its job failed (or could not be dispatched).
+        Failed = "failed",
+        /// Left out: an earlier denial, or nothing to do.
+        Skipped = "skipped",
+        /// An operator denied its approval.
+        Denied = "denied",
+        /// The workflow was cancelled while it waited or ran.
+        Cancelled = "cancelled",
+    }
+}
+
+impl Default for StepStatus {
+    fn default() -> Self {
+        StepStatus::Pending
+    }
+}
+
+impl StepStatus {
+    /// Whether the workflow moves past the step: it succeeded, was skipped
+    /// or denied, or its workflow was cancelled. (A failed step stops the
+    /// workflow until it is retried.)
+    pub const fn is_passed(self) -> bool {
+        matches!(
+            self,
+            StepStatus::Succeeded
+                | StepStatus::Skipped
+                | StepStatus::Denied
+                | StepStatus::Cancelled
+        )
+    }
+}
+
 /// One planned step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PlannedStep {
@@ -270,6 +398,43 @@ pub fn left_out_by_denial(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn statuses_are_spelled_once_and_read_back() {
+        for s in WorkflowStatus::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(s.as_str().parse::<WorkflowStatus>(), Ok(*s));
+            assert_eq!(*s, s.to_string().as_str());
+        }
+        for s in StepStatus::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(s.as_str().parse::<StepStatus>(), Ok(*s));
+        }
+        assert!("done".parse::<StepStatus>().is_err());
+        let active: Vec<_> = WorkflowStatus::ALL
+            .iter()
+            .filter(|s| s.is_active())
+            .collect();
+        assert_eq!(
+            active,
+            [
+                &WorkflowStatus::Pending,
+                &WorkflowStatus::Running,
+                &WorkflowStatus::Cancelling
+            ]
+        );
+        let passed: Vec<_> = StepStatus::ALL.iter().filter(|s| s.is_passed()).collect();
+        assert_eq!(
+            passed,
+            [
+                &StepStatus::Succeeded,
+                &StepStatus::Skipped,
+                &StepStatus::Denied,
+                &StepStatus::Cancelled
+            ]
+        );
+    }
+
     use super::*;
     use crate::app::{SourceFile, parse};
 

@@ -716,7 +716,7 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
                                     .ok()
                                     .and_then(|v| v.as_str().map(str::to_owned))
                                     .unwrap_or_default(),
-                                w.status,
+                                w.status.to_string(),
                                 format!("v{}", w.config_version),
                                 w.steps.len().to_string(),
                                 fmt_time(Some(w.created_at_ms)),
@@ -742,18 +742,18 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
                     w.steps
                         .into_iter()
                         .map(|s| {
-                            let approval =
-                                match (s.needs_approval, s.approved_at_ms, s.status.as_str()) {
-                                    (false, _, _) => "-",
-                                    (true, Some(_), _) => "approved",
-                                    (true, None, "denied") => "denied",
-                                    (true, None, "skipped" | "cancelled") => "-",
-                                    (true, None, _) => "needed",
-                                };
+                            use nuon_core::workflow::StepStatus;
+                            let approval = match (s.needs_approval, s.approved_at_ms, s.status) {
+                                (false, _, _) => "-",
+                                (true, Some(_), _) => "approved",
+                                (true, None, StepStatus::Denied) => StepStatus::Denied.as_str(),
+                                (true, None, StepStatus::Skipped | StepStatus::Cancelled) => "-",
+                                (true, None, _) => "needed",
+                            };
                             vec![
                                 (s.index + 1).to_string(),
                                 s.name,
-                                s.status,
+                                s.status.to_string(),
                                 approval.into(),
                                 s.job_id.map_or("-".into(), |j| j.to_string()),
                                 s.reason.unwrap_or_default(),

@@ -13,7 +13,7 @@ use nuon_client::ControlClient;
 use nuon_core::JobId;
 use nuon_core::app::{self, SourceFile};
 use nuon_core::wire::{BuildInfo, ConfigFile, WorkflowInfo};
-use nuon_core::workflow::WorkflowKind;
+use nuon_core::workflow::{StepStatus, WorkflowKind, WorkflowStatus};
 
 use crate::{CliError, Global, JobsCommand, client, fmt_time, print_json, table};
 
@@ -232,7 +232,10 @@ pub(crate) async fn builds(g: &Global, command: &BuildsCommand) -> Result<u8, Cl
 /// How a workflow ended, as an exit code: 0 when it succeeded (or a denial
 /// skipped part of it), 1 otherwise.
 pub(crate) fn exit_of(wf: &WorkflowInfo) -> u8 {
-    u8::from(!matches!(wf.status.as_str(), "succeeded" | "partial"))
+    u8::from(!matches!(
+        wf.status,
+        WorkflowStatus::Succeeded | WorkflowStatus::Partial
+    ))
 }
 
 fn kind_name(kind: WorkflowKind) -> String {
@@ -253,7 +256,7 @@ pub(crate) async fn watch(
     stop_at_approval: bool,
 ) -> Result<WorkflowInfo, CliError> {
     let tty = std::io::stdout().is_terminal() && !logs;
-    let mut seen: BTreeMap<u32, String> = BTreeMap::new();
+    let mut seen: BTreeMap<u32, StepStatus> = BTreeMap::new();
     let mut cursors: BTreeMap<JobId, u64> = BTreeMap::new();
     let mut drawn = 0usize;
     let started = std::time::Instant::now();
@@ -273,13 +276,13 @@ pub(crate) async fn watch(
                 started.elapsed()
             );
             for s in &wf.steps {
-                let mark = match s.status.as_str() {
-                    "succeeded" => "✓",
-                    "failed" => "✗",
-                    "running" => "…",
-                    "waiting_approval" => "?",
-                    "skipped" | "denied" | "cancelled" => "-",
-                    _ => " ",
+                let mark = match s.status {
+                    StepStatus::Succeeded => "✓",
+                    StepStatus::Failed => "✗",
+                    StepStatus::Running => "…",
+                    StepStatus::WaitingApproval => "?",
+                    StepStatus::Skipped | StepStatus::Denied | StepStatus::Cancelled => "-",
+                    StepStatus::Pending => " ",
                 };
                 let _ = writeln!(
                     out,
@@ -296,8 +299,8 @@ pub(crate) async fn watch(
         } else {
             for s in &wf.steps {
                 if seen.get(&s.index) != Some(&s.status) {
-                    seen.insert(s.index, s.status.clone());
-                    if s.status == "pending" {
+                    seen.insert(s.index, s.status);
+                    if s.status == StepStatus::Pending {
                         continue;
                     }
                     let _ = writeln!(
@@ -322,7 +325,7 @@ pub(crate) async fn watch(
             // the runner's own with `runner:`), after the step list moved.
             for s in &wf.steps {
                 let Some(job) = &s.job_id else { continue };
-                if s.status == "pending" {
+                if s.status == StepStatus::Pending {
                     continue;
                 }
                 let cursor = cursors.entry(job.clone()).or_insert(0);
@@ -345,10 +348,11 @@ pub(crate) async fn watch(
                 }
             }
         }
-        let waiting = wf.steps.iter().any(|s| s.status == "waiting_approval");
-        if !matches!(wf.status.as_str(), "pending" | "running" | "cancelling")
-            || (stop_at_approval && waiting)
-        {
+        let waiting = wf
+            .steps
+            .iter()
+            .any(|s| s.status == StepStatus::WaitingApproval);
+        if !wf.status.is_active() || (stop_at_approval && waiting) {
             if !tty {
                 outln!("workflow {} {}", wf.id, wf.status);
             }
@@ -508,7 +512,7 @@ pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Re
         print_json(&wf)?;
     } else {
         outln!("workflow {} is {}", wf.id, wf.status);
-        for s in wf.steps.iter().filter(|s| s.status != "pending") {
+        for s in wf.steps.iter().filter(|s| s.status != StepStatus::Pending) {
             outln!("  {:<32} {}", s.name, s.status);
         }
     }

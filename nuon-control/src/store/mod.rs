@@ -42,7 +42,7 @@ use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
     LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
 };
-use nuon_core::workflow::{PlannedStep, WorkflowKind};
+use nuon_core::workflow::{PlannedStep, StepStatus, WorkflowKind, WorkflowStatus};
 use nuon_core::{
     AppId, InstallId, JobId, JobSpec, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId,
 };
@@ -60,6 +60,15 @@ pub use runners::{RunnerPrincipal, RunnerStore};
 pub use sqlite::SqliteStore;
 pub use states::{ComponentState, StateLock, StatePrincipal, StateStore, StateToken};
 pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
+
+/// Every store trait, to call a concrete store's methods:
+/// `use nuon_control::store::prelude::*;`.
+pub mod prelude {
+    pub use super::{
+        AppStore, BuildStore, InstallStore, JobStore, MaintenanceStore, OrgStore, QueueStore,
+        RunnerStore, StateStore, Store, WorkflowStore,
+    };
+}
 
 /// The result type of store calls.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -356,7 +356,7 @@ impl Record for WorkflowStepInfo {
             kind: enum_from(&r.text(2)?)?,
             target: r.opt_text(3)?,
             needs_approval: r.flag(4)?,
-            status: r.text(5)?,
+            status: r.text(5)?.parse().map_err(corrupt)?,
             job_id: r.opt_text(6)?.as_deref().map(parse_id).transpose()?,
             approved_at_ms: r.opt_int(7)?,
             reason: r.opt_text(8)?,
@@ -369,7 +369,7 @@ impl Record for WorkflowStepInfo {
 pub(super) struct WorkflowHead {
     pub install_id: nuon_core::InstallId,
     pub kind: nuon_core::workflow::WorkflowKind,
-    pub status: String,
+    pub status: nuon_core::workflow::WorkflowStatus,
     pub config_version: u32,
     pub created_at_ms: i64,
     pub finished_at_ms: Option<i64>,
@@ -383,7 +383,7 @@ impl Record for WorkflowHead {
         Ok(WorkflowHead {
             install_id: r.id(0)?,
             kind: enum_from(&r.text(1)?)?,
-            status: r.text(2)?,
+            status: r.text(2)?.parse().map_err(corrupt)?,
             config_version: r.u32(3)?,
             created_at_ms: r.int(4)?,
             finished_at_ms: r.opt_int(5)?,

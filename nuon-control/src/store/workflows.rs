@@ -23,7 +23,7 @@ pub struct NewWorkflow {
 #[derive(Debug, Clone, Default)]
 pub struct StepUpdate {
     /// The new status.
-    pub status: String,
+    pub status: StepStatus,
     /// Why (a failure, a skip).
     pub reason: Option<String>,
     /// Its job's outputs, JSON.
@@ -50,7 +50,12 @@ pub trait WorkflowStore: Send + Sync + 'static {
     async fn active_workflows(&self) -> Result<Vec<(OrgId, WorkflowId)>>;
 
     /// Sets a workflow's status (and its end time, for an ending status).
-    async fn set_workflow_status(&self, org: &OrgId, id: &WorkflowId, status: &str) -> Result<()>;
+    async fn set_workflow_status(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        status: WorkflowStatus,
+    ) -> Result<()>;
 
     /// Changes one step.
     async fn update_step(

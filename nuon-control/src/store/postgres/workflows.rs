@@ -88,15 +88,20 @@ impl WorkflowStore for PostgresStore {
         .collect()
     }
 
-    async fn set_workflow_status(&self, org: &OrgId, id: &WorkflowId, status: &str) -> Result<()> {
-        let ended = !matches!(status, "pending" | "running" | "cancelling");
+    async fn set_workflow_status(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        status: WorkflowStatus,
+    ) -> Result<()> {
+        let ended = !status.is_active();
         sqlx::query(
             "UPDATE workflows SET status = $3, finished_at = CASE WHEN $4 THEN $5::bigint ELSE NULL END \
              WHERE id = $1 AND org_id = $2",
         )
         .bind(id.as_str())
         .bind(org.as_str())
-        .bind(status)
+        .bind(status.as_str())
         .bind(ended)
         .bind(now_ms())
         .execute(&self.pool)
@@ -124,7 +129,7 @@ impl WorkflowStore for PostgresStore {
         .bind(id.as_str())
         .bind(org.as_str())
         .bind(i64::from(index))
-        .bind(&u.status)
+        .bind(u.status.as_str())
         .bind(&u.reason)
         .bind(&u.outputs_json)
         .bind(u.approved)

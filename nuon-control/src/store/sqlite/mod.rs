@@ -32,6 +32,7 @@ use nuon_core::wire::{
     LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
     WorkflowInfo, WorkflowStepInfo,
 };
+use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{
     AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId, now_ms,
 };

@@ -84,14 +84,19 @@ impl WorkflowStore for SqliteStore {
         .await
     }
 
-    async fn set_workflow_status(&self, org: &OrgId, id: &WorkflowId, status: &str) -> Result<()> {
-        let (org, id, status) = (org.clone(), id.clone(), status.to_owned());
+    async fn set_workflow_status(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        status: WorkflowStatus,
+    ) -> Result<()> {
+        let (org, id) = (org.clone(), id.clone());
         self.write(move |conn| {
-            let ended = !matches!(status.as_str(), "pending" | "running" | "cancelling");
+            let ended = !status.is_active();
             conn.execute(
                 "UPDATE workflows SET status = ?3, finished_at = CASE WHEN ?4 THEN ?5 ELSE NULL END \
                  WHERE id = ?1 AND org_id = ?2",
-                params![id.as_str(), org.as_str(), status, ended, now_ms()],
+                params![id.as_str(), org.as_str(), status.as_str(), ended, now_ms()],
             )
             .map_err(db_err)?;
             Ok(())
@@ -120,7 +125,7 @@ impl WorkflowStore for SqliteStore {
                         id.as_str(),
                         org.as_str(),
                         index,
-                        u.status,
+                        u.status.as_str(),
                         u.reason,
                         u.outputs_json,
                         u.approved,

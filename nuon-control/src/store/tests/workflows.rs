@@ -159,10 +159,10 @@ conformance! {
         let active = |v: Vec<(OrgId, WorkflowId)>| v.into_iter().map(|(_, w)| w).collect::<Vec<_>>();
         assert_eq!(active(f.store.active_workflows().await.unwrap()), ids, "oldest first");
 
-        f.store.set_workflow_status(&f.org, &ids[0], "running").await.unwrap();
+        f.store.set_workflow_status(&f.org, &ids[0], nuon_core::workflow::WorkflowStatus::Running).await.unwrap();
         f.store
             .update_step(&f.org, &ids[0], 0, StepUpdate {
-                status: "succeeded".into(),
+                status: nuon_core::workflow::StepStatus::Succeeded,
                 outputs_json: Some(r#"{"changes":1}"#.into()),
                 ..Default::default()
             })
@@ -170,7 +170,7 @@ conformance! {
             .unwrap();
         f.store
             .update_step(&f.org, &ids[0], 1, StepUpdate {
-                status: "waiting_approval".into(),
+                status: nuon_core::workflow::StepStatus::WaitingApproval,
                 reason: Some("waits".into()),
                 approved: Some(true),
                 ..Default::default()
@@ -178,9 +178,9 @@ conformance! {
             .await
             .unwrap();
         // Another org's writes change nothing.
-        f.store.set_workflow_status(&other, &ids[0], "failed").await.unwrap();
+        f.store.set_workflow_status(&other, &ids[0], nuon_core::workflow::WorkflowStatus::Failed).await.unwrap();
         let refused = f.store
-            .update_step(&other, &ids[0], 0, StepUpdate { status: "failed".into(), ..Default::default() })
+            .update_step(&other, &ids[0], 0, StepUpdate { status: nuon_core::workflow::StepStatus::Failed, ..Default::default() })
             .await;
         assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
         let w = f.store.get_workflow(&f.org, &ids[0]).await.unwrap().unwrap();
@@ -192,7 +192,7 @@ conformance! {
         assert!(w.steps[1].approved_at_ms.is_some());
         f.store
             .update_step(&f.org, &ids[0], 1, StepUpdate {
-                status: "pending".into(),
+                status: nuon_core::workflow::StepStatus::Pending,
                 approved: Some(false),
                 clear_job: true,
                 ..Default::default()
@@ -203,7 +203,7 @@ conformance! {
         assert_eq!((w.steps[1].approved_at_ms, w.steps[1].job_id.as_ref()), (None, None));
 
         // An ending status ends the workflow and takes it off the active list.
-        f.store.set_workflow_status(&f.org, &ids[0], "succeeded").await.unwrap();
+        f.store.set_workflow_status(&f.org, &ids[0], nuon_core::workflow::WorkflowStatus::Succeeded).await.unwrap();
         let w = f.store.get_workflow(&f.org, &ids[0]).await.unwrap().unwrap();
         assert!(w.finished_at_ms.is_some());
         assert_eq!(active(f.store.active_workflows().await.unwrap()), ids[1..]);
