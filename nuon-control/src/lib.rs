@@ -20,8 +20,8 @@
 //! ```
 
 mod api;
+mod engine;
 mod error;
-mod executor;
 mod hub;
 pub mod secrets;
 mod server;

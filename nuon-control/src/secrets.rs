@@ -13,6 +13,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use nuon_core::InstallId;
 
 use crate::error::{Error, Result};
 
@@ -137,6 +138,27 @@ impl SecretBox {
             .map_err(|_| bad("authentication failed"))?;
         String::from_utf8(plain).map_err(|_| bad("not UTF-8"))
     }
+}
+
+/// An install's sensitive inputs and secrets, each sealed (the install's
+/// `sealed_json`).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Sealed {
+    #[serde(default)]
+    pub(crate) inputs: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) secrets: std::collections::BTreeMap<String, String>,
+}
+
+/// The sealing context of an install's sensitive input or secret (`kind`
+/// is `input` or `secret`).
+pub(crate) fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
+    format!("{install}/{kind}/{name}")
+}
+
+/// The sealing context of a component's Terraform or plugin state.
+pub(crate) fn state_context(install: &InstallId, component: &str) -> String {
+    format!("{install}/state/{component}")
 }
 
 #[cfg(test)]

@@ -204,7 +204,7 @@ impl ControlPlane {
             Some(u) => u.clone(),
             None => format!("http://{}", runner.local_addr()?),
         };
-        let _ = self.state.runner_url.set(url);
+        self.state.engine.set_runner_url(url);
         let maintenance = tokio::spawn(maintenance_loop(
             self.state.clone(),
             self.config.rescue_interval,
@@ -215,14 +215,16 @@ impl ControlPlane {
             .store
             .wakeups()
             .map(|rx| tokio::spawn(forward_wakeups(self.state.clone(), rx)));
-        let executor = tokio::spawn(crate::executor::run(self.state.clone()));
+        let engine = self.state.engine.clone();
+        let engine_shutdown = self.state.shutdown.clone();
+        let engine = tokio::spawn(async move { engine.run(engine_shutdown).await });
         let tx = self.shutdown_tx.clone();
         let state = self.state.clone();
         tokio::spawn(async move {
             shutdown.await;
             let _ = tx.send(true);
-            state.runners.wake_all();
-            state.logs.wake_all();
+            state.wakes.runners.wake_all();
+            state.wakes.logs.wake_all();
         });
         let stop = |state: SharedState| async move { state.shutting_down().await };
         let control_srv = axum::serve(control, self.control_router())
@@ -234,7 +236,7 @@ impl ControlPlane {
             async move { runner_srv.await }
         );
         maintenance.abort();
-        executor.abort();
+        engine.abort();
         if let Some(w) = wakeups {
             w.abort();
         }
@@ -316,7 +318,7 @@ async fn maintenance_loop(state: SharedState, every: Duration, retention: Durati
                 tracing::info!(
                     "this replica leads maintenance (rescuing leases, pruning, driving workflows)"
                 );
-                state.executor.wake();
+                state.engine.wake();
             } else {
                 tracing::warn!("this replica no longer leads maintenance");
             }
@@ -345,7 +347,7 @@ async fn maintenance_loop(state: SharedState, every: Duration, retention: Durati
                     if r.requeued {
                         state.wake_runner(&r.runner_id);
                     } else {
-                        state.wake_executor();
+                        state.engine.job_ended(&r.job_id);
                     }
                     state.wake_org(&r.org_id);
                     state.wake_logs(&r.job_id);

@@ -62,7 +62,7 @@ pub enum StepKind {
 macro_rules! status {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)* }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $text)] $variant,)*
         }
@@ -114,6 +114,7 @@ status! {
     /// How far a workflow got.
     WorkflowStatus {
         /// Queued behind another workflow of the install.
+        #[default]
         Pending = "pending",
         /// Its steps are moving.
         Running = "running",
@@ -145,6 +146,7 @@ status! {
     /// How far a step of a workflow got.
     StepStatus {
         /// Not started.
+        #[default]
         Pending = "pending",
         /// Waits for an operator's approval.
         WaitingApproval = "waiting_approval",
@@ -160,12 +162,6 @@ status! {
         Denied = "denied",
         /// The workflow was cancelled while it waited or ran.
         Cancelled = "cancelled",
-    }
-}
-
-impl Default for StepStatus {
-    fn default() -> Self {
-        StepStatus::Pending
     }
 }
 
@@ -398,6 +394,8 @@ pub fn left_out_by_denial(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::app::{SourceFile, parse};
 
     #[test]
     fn statuses_are_spelled_once_and_read_back() {
@@ -434,9 +432,6 @@ mod tests {
             ]
         );
     }
-
-    use super::*;
-    use crate::app::{SourceFile, parse};
 
     fn config() -> AppConfig {
         let image = |name: &str, deps: &str| {

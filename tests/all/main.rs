@@ -12,6 +12,7 @@ mod registry;
 mod replicas;
 mod security;
 mod state;
+mod tidy;
 
 use std::time::Duration;
 

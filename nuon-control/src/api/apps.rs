@@ -15,14 +15,14 @@ use nuon_core::wire::{
     SetInputs, SyncConfig, WorkflowInfo, WorkflowList, routes,
 };
 use nuon_core::{AppId, InstallId, RunnerId, WorkflowId};
-use serde::{Deserialize, Serialize};
+
 use serde_json::Value;
 
 use super::control::{require_admin, valid_name};
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
 use crate::error::Error;
-use crate::secrets::SecretBox;
+use crate::secrets::{Sealed, SecretBox, seal_context};
 use crate::store::{NewInstall, StoredConfig, StoredInstall};
 
 pub(super) fn ops() -> Vec<Op> {
@@ -308,19 +308,6 @@ async fn list_components(
         config_version: c.version,
         components: c.config.components,
     }))
-}
-
-/// Sensitive inputs and secrets of an install, each sealed.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub(crate) struct Sealed {
-    #[serde(default)]
-    pub(crate) inputs: BTreeMap<String, String>,
-    #[serde(default)]
-    pub(crate) secrets: BTreeMap<String, String>,
-}
-
-pub(crate) fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
-    format!("{install}/{kind}/{name}")
 }
 
 /// A value as the text sealed for it: a string as is, anything else as JSON.

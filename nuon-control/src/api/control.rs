@@ -363,7 +363,7 @@ async fn follow(
     mut cursor: u64,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
-    let sub = state.logs.subscribe(&job);
+    let sub = state.wakes.logs.subscribe(&job);
     loop {
         let notified = sub.notify().notified();
         tokio::pin!(notified);

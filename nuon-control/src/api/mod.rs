@@ -10,6 +10,7 @@ pub(crate) mod state;
 mod workflows;
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,9 +25,9 @@ use nuon_core::{JobId, OrgId, OrgSigningKey, RunnerId};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+use crate::engine::{Engine, EngineError, SigningKeys};
 use crate::error::Error;
-use crate::executor::Executor;
-use crate::hub::Hub;
+use crate::hub::Wakes;
 use crate::secrets::SecretBox;
 use crate::store::{ApiPrincipal, RunnerPrincipal, Store, Wake};
 
@@ -53,22 +54,17 @@ pub struct Timings {
 pub(crate) struct AppState {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) timings: Timings,
-    pub(crate) runners: Hub<RunnerId>,
-    /// Claims that an org's limit on running jobs held back, woken when a
-    /// job of the org ends.
-    pub(crate) orgs: Hub<OrgId>,
-    pub(crate) logs: Hub<JobId>,
-    keys: Mutex<HashMap<OrgId, OrgSigningKey>>,
+    /// Who waits for what, woken here and on the other replicas.
+    pub(crate) wakes: Arc<Wakes>,
+    keys: Arc<SigningKeys>,
     runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) secrets: Arc<SecretBox>,
-    pub(crate) executor: Executor,
-    /// The Runner API's base URL as runners reach it (for the state
-    /// backend address in Terraform jobs); set when serving starts.
-    pub(crate) runner_url: std::sync::OnceLock<String>,
+    /// The workflow engine.
+    pub(crate) engine: Arc<Engine>,
     /// Whether this replica holds the maintenance lead (rescues leases,
     /// prunes, drives workflows).
-    pub(crate) leader: std::sync::atomic::AtomicBool,
+    pub(crate) leader: Arc<AtomicBool>,
 }
 
 impl AppState {
@@ -78,91 +74,68 @@ impl AppState {
         shutdown: watch::Receiver<bool>,
         secrets: Arc<SecretBox>,
     ) -> Self {
+        let wakes = Arc::new(Wakes::new(store.clone()));
+        let keys = Arc::new(SigningKeys::new(store.clone()));
+        let leader = Arc::new(AtomicBool::new(false));
+        let engine = Arc::new(Engine::new(
+            store.clone(),
+            secrets.clone(),
+            keys.clone(),
+            wakes.clone(),
+            leader.clone(),
+        ));
         AppState {
             store,
             timings,
-            runners: Hub::new(),
-            orgs: Hub::new(),
-            logs: Hub::new(),
-            keys: Mutex::new(HashMap::new()),
+            wakes,
+            keys,
             runner_auth: Mutex::new(HashMap::new()),
             shutdown,
             secrets,
-            executor: Executor::new(),
-            runner_url: std::sync::OnceLock::new(),
-            leader: std::sync::atomic::AtomicBool::new(false),
+            engine,
+            leader,
         }
     }
 
     /// Wakes the runner's parked claims and heartbeats, here and on the
     /// other replicas.
     pub(crate) fn wake_runner(&self, runner: &RunnerId) {
-        self.runners.wake(runner);
-        self.store.announce(Wake::Runner(runner.clone()));
+        self.wakes.runner(runner);
     }
 
     /// Wakes the claims the org's limit on running jobs held back, here and
     /// on the other replicas: one of its running jobs ended.
     pub(crate) fn wake_org(&self, org: &OrgId) {
-        self.orgs.wake(org);
-        self.store.announce(Wake::Org(org.clone()));
+        self.wakes.org(org);
     }
 
     /// Wakes the followers of a job's log, here and on the other replicas.
     pub(crate) fn wake_logs(&self, job: &JobId) {
-        self.logs.wake(job);
-        self.store.announce(Wake::Logs(job.clone()));
-    }
-
-    /// Tells the executor to look again, wherever it leads.
-    pub(crate) fn wake_executor(&self) {
-        self.executor.wake();
-        self.store.announce(Wake::Executor);
+        self.wakes.logs(job);
     }
 
     /// Applies another replica's wake-up here.
     pub(crate) fn apply_wake(&self, wake: Wake) {
+        let w = &self.wakes;
         match wake {
-            Wake::Runner(r) => self.runners.wake(&r),
-            Wake::Logs(j) => self.logs.wake(&j),
-            Wake::Org(o) => self.orgs.wake(&o),
-            Wake::Executor => self.executor.wake(),
+            Wake::Runner(r) => w.runners.wake(&r),
+            Wake::Logs(j) => w.logs.wake(&j),
+            Wake::Org(o) => w.orgs.wake(&o),
+            Wake::Executor => self.engine.wake(),
             Wake::All => {
-                self.runners.wake_all();
-                self.orgs.wake_all();
-                self.logs.wake_all();
-                self.executor.wake();
+                w.runners.wake_all();
+                w.orgs.wake_all();
+                w.logs.wake_all();
+                self.engine.wake();
             }
         }
     }
 
-    /// Whether this replica drives workflows and maintenance now.
-    pub(crate) fn is_leader(&self) -> bool {
-        self.leader.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// The Runner API's base URL for jobs.
-    pub(crate) fn runner_url(&self) -> &str {
-        self.runner_url
-            .get()
-            .map(String::as_str)
-            .unwrap_or("http://127.0.0.1:7401")
-    }
-
     pub(crate) async fn signing_key(&self, org: &OrgId) -> Result<OrgSigningKey, Error> {
-        if let Some(k) = self.keys.lock().expect("keys lock").get(org) {
-            return Ok(k.clone());
-        }
-        let key = self
-            .store
-            .signing_key(org)
-            .await?
-            .ok_or_else(|| Error::not_found(format!("org {org} not found")))?;
         self.keys
-            .lock()
-            .expect("keys lock")
-            .insert(org.clone(), key.clone());
-        Ok(key)
+            .get(org)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("org {org} not found")))
     }
 
     pub(crate) fn forget_runner_tokens(&self, runner: &RunnerId) {
@@ -180,6 +153,24 @@ impl AppState {
 }
 
 pub(crate) type SharedState = Arc<AppState>;
+
+/// The engine's errors as answers.
+impl From<EngineError> for Error {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Invalid(m) => Error::bad_request(m),
+            EngineError::NotFound(m) => Error::not_found(m),
+            EngineError::Conflict { code, message } => Error::conflict(code, message),
+            EngineError::ShuttingDown => Error::api(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                EngineError::ShuttingDown.to_string(),
+            ),
+            EngineError::Store(e) => Error::Store(e),
+            EngineError::Internal(m) => Error::internal(m),
+        }
+    }
+}
 
 /// Shows the outputs a Terraform apply marked sensitive (a job's or a
 /// step's `{"outputs": ..., "sensitive": [...]}`) as `(sensitive)`.

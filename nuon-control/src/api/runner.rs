@@ -51,14 +51,14 @@ async fn claim(
     // back together every wait, for ever: end each wait up to a tenth early.
     let wait = wait.saturating_sub(nuon_core::random_below(wait / 10));
     let deadline = tokio::time::Instant::now() + wait;
-    let sub = state.runners.subscribe(&runner.runner_id);
+    let sub = state.wakes.runners.subscribe(&runner.runner_id);
     // Taken once the org's limit on running jobs holds this runner's jobs
     // back: then the end of any job of the org is worth a look.
     let mut org_sub: Option<crate::hub::Subscription<'_, OrgId>> = None;
     let mut watch_org = false;
     loop {
         if watch_org && org_sub.is_none() {
-            org_sub = Some(state.orgs.subscribe(&runner.org_id));
+            org_sub = Some(state.wakes.orgs.subscribe(&runner.org_id));
         }
         // Register for wake-ups before looking, so a job queued (or ended)
         // between the look and the wait is not missed.
@@ -124,7 +124,7 @@ async fn heartbeat(
         .min(lease / 3);
     let next_heartbeat_ms = (lease / 3).as_millis() as u64;
     let deadline = tokio::time::Instant::now() + wait;
-    let sub = state.runners.subscribe(&runner.runner_id);
+    let sub = state.wakes.runners.subscribe(&runner.runner_id);
     let notified = sub.notify().notified();
     tokio::pin!(notified);
     notified.as_mut().enable();
@@ -256,7 +256,7 @@ async fn complete(
     state.wake_logs(&job);
     if ack.status != JobStatus::Running {
         state.wake_org(&runner.org_id);
-        state.wake_executor();
+        state.engine.job_ended(&job);
         tracing::info!(job = %job, runner = %runner.runner_id, ?outcome, "job finished");
     }
     Ok(Json(ack))

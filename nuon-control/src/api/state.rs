@@ -30,6 +30,7 @@ use super::control::{require_admin, valid_name};
 use super::doc::Op;
 use super::{ApiAuth, Q, RunnerAuth, SharedState};
 use crate::error::Error;
+use crate::secrets::state_context;
 use crate::store::StateLock;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -57,11 +58,6 @@ pub(super) fn ops() -> Vec<Op> {
         )
         .returns::<StateUnlocked>(200),
     ]
-}
-
-/// The sealing context of a component's state.
-pub(crate) fn context(install: &InstallId, component: &str) -> String {
-    format!("{install}/state/{component}")
 }
 
 fn check_component(component: &str) -> Result<(), Error> {
@@ -188,7 +184,7 @@ async fn backend(
             Some((_, sealed)) => {
                 let text = state
                     .secrets
-                    .open(&sealed, &context(&install, &component))?;
+                    .open(&sealed, &state_context(&install, &component))?;
                 Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
             }
             None => Err(Error::not_found(format!("no state yet for {component}"))),
@@ -198,7 +194,9 @@ async fn backend(
                 .ok()
                 .filter(|t| serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok())
                 .ok_or_else(|| Error::bad_request("a Terraform state must be JSON"))?;
-            let sealed = state.secrets.seal(text, &context(&install, &component));
+            let sealed = state
+                .secrets
+                .seal(text, &state_context(&install, &component));
             match state
                 .store
                 .put_state(&install, &component, q.id.as_deref(), sealed)

@@ -4,8 +4,6 @@
 //! retrying its steps (through the executor), an install's outputs, and
 //! building an app's components on the org's build runner.
 
-use std::collections::BTreeSet;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -15,7 +13,7 @@ use nuon_core::wire::{
     BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow, InstallOutputs, StepChoice,
     WorkflowInfo, routes,
 };
-use nuon_core::workflow::{self, StepKind, WorkflowKind};
+use nuon_core::workflow::WorkflowKind;
 use nuon_core::{
     BuildJob, BuildSource, Job, JobId, JobSpec, Package, RetryPolicy, SourceFileContents,
     WorkflowId, now_ms,
@@ -25,9 +23,10 @@ use super::apps::{app_of, install_of, latest_config};
 use super::control::require_admin;
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
+use crate::engine::Start;
+use crate::engine::render::deployable;
 use crate::error::Error;
-use crate::executor::{Act, deployable, latest_builds, precheck_templates, render_context};
-use crate::store::{NewJob, NewWorkflow};
+use crate::store::NewJob;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
@@ -86,133 +85,30 @@ async fn create_workflow(
     } else {
         latest_config(&state, &auth, &app).await?
     };
-    let config = &latest.config;
-    if let Some(c) = &req.component
-        && config.component(c).is_none()
-    {
-        let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
-        let sandbox = if c == "sandbox" {
-            "; the sandbox goes with the whole install: `nuon installs provision` or `deprovision`"
-        } else {
-            ""
-        };
-        return Err(Error::not_found(format!(
-            "app {} has no component {c:?}{} (components: {}){sandbox}",
-            app.name,
-            nuon_core::app::did_you_mean(c, names.iter().copied()),
-            names.join(", ")
-        )));
-    }
-    let only = if req.kind == WorkflowKind::Action {
-        let Some(name) = &req.action else {
-            return Err(Error::bad_request(
-                "an action workflow names its action (\"action\")",
-            ));
-        };
-        let Some(action) = config.actions.iter().find(|a| &a.name == name) else {
-            let names: Vec<&str> = config.actions.iter().map(|a| a.name.as_str()).collect();
-            return Err(Error::not_found(format!(
-                "app {} has no action {name:?}{} (actions: {})",
-                app.name,
-                nuon_core::app::did_you_mean(name, names.iter().copied()),
-                names.join(", ")
-            )));
-        };
-        if !action.triggers.iter().any(|t| t.kind == "manual") {
-            return Err(Error::bad_request(format!(
-                "action {name:?} has no manual trigger: add `[[triggers]] type = \"manual\"` to run it by hand"
-            )));
-        }
-        Some(name.clone())
-    } else if req.action.is_some() {
-        return Err(Error::bad_request(
-            "\"action\" is for action workflows (kind \"action\")",
-        ));
-    } else {
-        req.component.clone()
-    };
-    let steps = workflow::plan(
-        config,
-        req.kind,
-        install.approval == "prompt",
-        only.as_deref(),
-    );
-    if steps.is_empty() {
-        return Err(Error::bad_request(format!(
-            "a {:?} workflow of app {} has no steps: the app has no sandbox and no components",
-            req.kind, app.name
-        )));
-    }
-    let mut targets = BTreeSet::new();
-    let mut problems = Vec::new();
-    for s in &steps {
-        match (s.kind, &s.target) {
-            (StepKind::SandboxSync, _) => {
-                targets.insert("sandbox".to_owned());
-            }
-            (StepKind::Sync, Some(c)) => {
-                if let Some(comp) = config.component(c)
-                    && let Err(e) = deployable(comp)
-                {
-                    problems.push(e);
-                }
-                targets.insert(c.clone());
-            }
-            _ => {}
-        }
-    }
-    if !problems.is_empty() {
-        return Err(Error::bad_request(problems.join("; ")));
-    }
-    let builds = latest_builds(&state, org, &app.id, latest.version).await?;
-    let unbuilt: Vec<&str> = targets
-        .iter()
-        .filter(|t| !builds.contains_key(*t))
-        .map(String::as_str)
-        .collect();
-    if !unbuilt.is_empty() {
-        return Err(Error::conflict(
-            "not_built",
-            format!(
-                "config version {} of app {} has no successful build of {}: run `nuon builds create --app {} --wait` first",
-                latest.version,
-                app.name,
-                unbuilt.join(", "),
-                app.name
-            ),
-        ));
-    }
-    let ctx = render_context(&state, org, &install, &app.name).map_err(Error::internal)?;
-    let problems = precheck_templates(config, &ctx, &targets);
-    if !problems.is_empty() {
-        return Err(Error::bad_request(format!(
-            "the workflow would fail before it starts: {}",
-            problems.join("; ")
-        )));
-    }
-    if install.config_version != latest.version {
-        state
-            .store
-            .set_install_config(org, &install.id, latest.version)
-            .await?;
-    }
     let wf = state
-        .store
-        .create_workflow(
+        .engine
+        .start(
             org,
-            NewWorkflow {
-                id: WorkflowId::generate(),
-                install_id: install.id.clone(),
-                kind: req.kind,
+            Start {
+                install: &install,
+                app_name: &app.name,
+                config: &latest.config,
                 config_version: latest.version,
-                component: only,
-                steps,
+                kind: req.kind,
+                component: req.component,
+                action: req.action,
             },
         )
         .await?;
-    tracing::info!(workflow = %wf.id, install = %install.id, kind = ?wf.kind, "workflow created");
-    state.wake_executor();
     Ok((StatusCode::CREATED, Json(super::workflow_view(wf))))
+}
+
+/// What an operator asks of a workflow.
+enum Act {
+    Approve,
+    Deny,
+    Cancel,
+    Retry,
 }
 
 async fn act(
@@ -224,8 +120,14 @@ async fn act(
 ) -> Result<Json<WorkflowInfo>, Error> {
     require_admin(&auth)?;
     let id: WorkflowId = super::path_id("workflow", &raw)?;
-    state.executor.act(&auth.0.org_id, &id, act, step).await?;
-    state.wake_executor();
+    let org = &auth.0.org_id;
+    let engine = &state.engine;
+    match act {
+        Act::Approve => engine.approve(org, &id, step).await?,
+        Act::Deny => engine.deny(org, &id, step).await?,
+        Act::Cancel => engine.cancel(org, &id).await?,
+        Act::Retry => engine.retry(org, &id, step).await?,
+    }
     state
         .store
         .get_workflow(&auth.0.org_id, &id)

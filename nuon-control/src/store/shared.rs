@@ -5,9 +5,13 @@
 
 use nuon_core::records;
 use nuon_core::wire::{JobInfo, LeaseState, LogBatch, LogEntry, LogPage, RunnerRole, TokenScope};
-use nuon_core::{JobId, RunnerId};
+use nuon_core::{JobId, JobStatus, RunnerId};
 
 use super::{Result, StoreError};
+
+/// The state of an attempt that holds its lease (the others: `lost`,
+/// `abandoned`, or how its job ended).
+pub(super) const ATTEMPT_RUNNING: &str = "running";
 
 /// Bits of a log cursor that address a line inside a chunk.
 pub(super) const CURSOR_LINE_BITS: u32 = 20;
@@ -190,7 +194,7 @@ pub(super) fn check_attempt(
         Some((current, _, _)) if current != i64::from(n) => Err(StoreError::stale(format!(
             "attempt {n} of job {job} was superseded by attempt {current}"
         ))),
-        Some((_, _, state)) if state != "running" => Err(StoreError::stale(format!(
+        Some((_, _, state)) if state != ATTEMPT_RUNNING => Err(StoreError::stale(format!(
             "attempt {n} of job {job} is {state}, no longer running"
         ))),
         Some(_) => Ok(()),
@@ -206,7 +210,9 @@ pub(super) fn lease_state(
 ) -> LeaseState {
     match row {
         Some((current, cancel, owner, state))
-            if current == i64::from(attempt) && owner == runner.as_str() && state == "running" =>
+            if current == i64::from(attempt)
+                && owner == runner.as_str()
+                && state == ATTEMPT_RUNNING =>
         {
             if cancel {
                 LeaseState::Cancel
@@ -269,12 +275,12 @@ pub(super) fn expire(
         None
     } else if cancel {
         Some((
-            "cancelled",
+            JobStatus::Cancelled.as_str(),
             format!("cancelled; runner lost during attempt {n}"),
         ))
     } else {
         Some((
-            "failed",
+            JobStatus::Failed.as_str(),
             format!("runner lost: no heartbeat before the lease of attempt {n} expired"),
         ))
     };

@@ -1,0 +1,135 @@
+//! The operator's commands, applied in the engine's task: approving,
+//! denying, cancelling and retrying. The rules decide what each touches;
+//! this records it.
+
+use nuon_core::OrgId;
+use nuon_core::wire::{WorkflowInfo, WorkflowStepInfo};
+use nuon_core::workflow::StepStatus;
+
+use super::advance::update;
+use super::rules;
+use super::{Act, Engine, EngineError, Request, Result};
+use crate::store::StepUpdate;
+
+impl Engine {
+    pub(super) async fn act(&self, r: &Request) -> Result<()> {
+        let org = &r.org;
+        let wf = self
+            .store
+            .get_workflow(org, &r.workflow)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("no workflow {}", r.workflow)))?;
+        let id = &wf.id;
+        match r.act {
+            Act::Approve => {
+                let step = rules::approval_step(&wf, r.step.as_deref(), false)?;
+                self.store
+                    .update_step(
+                        org,
+                        id,
+                        step.index,
+                        StepUpdate {
+                            status: step.status,
+                            approved: Some(true),
+                            ..StepUpdate::default()
+                        },
+                    )
+                    .await?;
+                tracing::info!(workflow = %id, step = %step.name, "approved");
+            }
+            Act::Deny => {
+                let step = rules::approval_step(&wf, r.step.as_deref(), true)?;
+                self.record_denial(org, &wf, step).await?;
+            }
+            Act::Cancel => {
+                let cancel = rules::cancel(&wf)?;
+                for (index, job) in &cancel.steps {
+                    if let Some(j) = job {
+                        self.store.request_cancel(org, j).await?;
+                        self.notifier.cancel_requested(j);
+                    }
+                    self.store
+                        .update_step(
+                            org,
+                            id,
+                            *index,
+                            update(
+                                StepStatus::Cancelled,
+                                Some("the workflow was cancelled".into()),
+                            ),
+                        )
+                        .await?;
+                }
+                // With a job still stopping, the install stays busy until
+                // it has ended and what it did is recorded.
+                self.store
+                    .set_workflow_status(org, id, cancel.status)
+                    .await?;
+                tracing::info!(workflow = %id, status = %cancel.status, "cancel requested");
+            }
+            Act::Retry => {
+                let others = self.store.list_workflows(org, &wf.install_id).await?;
+                let (step, redo) = rules::retry(&wf, r.step.as_deref(), &others)?;
+                for index in redo {
+                    self.store
+                        .update_step(
+                            org,
+                            id,
+                            index,
+                            StepUpdate {
+                                status: StepStatus::Pending,
+                                approved: Some(false),
+                                clear_job: true,
+                                ..StepUpdate::default()
+                            },
+                        )
+                        .await?;
+                }
+                self.store
+                    .set_workflow_status(org, id, nuon_core::workflow::WorkflowStatus::Running)
+                    .await?;
+                tracing::info!(workflow = %id, step = %step.name, "retrying");
+            }
+        }
+        Ok(())
+    }
+
+    /// Denies `step`, and skips what the denial leaves out.
+    async fn record_denial(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowInfo,
+        step: &WorkflowStepInfo,
+    ) -> Result<()> {
+        let install = self
+            .store
+            .find_install(org, wf.install_id.as_str())
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("install {} is gone", wf.install_id)))?;
+        let (_, config) = self
+            .app_config(org, &install.app_id, wf.config_version)
+            .await?;
+        let skipped = rules::skipped_by_denial(&config, &wf.steps, step);
+        self.store
+            .update_step(
+                org,
+                &wf.id,
+                step.index,
+                update(StepStatus::Denied, Some("denied by an operator".into())),
+            )
+            .await?;
+        let why = format!("skipped: {:?} was denied", step.name);
+        for index in skipped {
+            self.store
+                .update_step(
+                    org,
+                    &wf.id,
+                    index,
+                    update(StepStatus::Skipped, Some(why.clone())),
+                )
+                .await?;
+        }
+        tracing::info!(workflow = %wf.id, step = %step.name, "approval denied");
+        Ok(())
+    }
+}

@@ -1,0 +1,313 @@
+//! Moving one workflow: starting it, recording a step's job as it ends,
+//! asking for approvals, dispatching the next step, and ending it.
+
+use nuon_core::app::ComponentKind;
+use nuon_core::wire::{InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
+use nuon_core::workflow::{StepKind, StepStatus, WorkflowStatus, applies_a_plan};
+use nuon_core::{ArtifactRef, JobStatus, OrgId};
+use serde_json::Value;
+
+use super::rules::{self, Next};
+use super::{Ctx, Engine, EngineError, Result, render};
+use crate::store::StepUpdate;
+
+/// A step update to `status`, with a reason.
+pub(super) fn update(status: StepStatus, reason: Option<String>) -> StepUpdate {
+    StepUpdate {
+        status,
+        reason,
+        ..StepUpdate::default()
+    }
+}
+
+impl Engine {
+    /// Moves a workflow as far as it goes now.
+    pub(super) async fn advance(&self, org: &OrgId, wf: WorkflowInfo) -> Result<()> {
+        let id = wf.id.clone();
+        let mut cx = match self.load(org, wf.clone()).await {
+            Ok(cx) => cx,
+            // Its install, app or config is gone: it can never move again,
+            // and must not block the install's queue.
+            Err(EngineError::NotFound(message)) => {
+                if let Some(s) = wf.steps.iter().find(|s| !s.status.is_passed()) {
+                    self.store
+                        .update_step(org, &id, s.index, update(StepStatus::Failed, Some(message)))
+                        .await?;
+                }
+                self.store
+                    .set_workflow_status(org, &id, WorkflowStatus::Failed)
+                    .await?;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        if cx.wf.status == WorkflowStatus::Cancelling {
+            return self.finish_cancel(&mut cx).await;
+        }
+        if cx.wf.status == WorkflowStatus::Pending {
+            self.store
+                .set_workflow_status(org, &id, WorkflowStatus::Running)
+                .await?;
+            cx.wf.status = WorkflowStatus::Running;
+            self.store
+                .set_install_state(org, &cx.install.id, &state_during(&cx))
+                .await?;
+            tracing::info!(workflow = %id, install = %cx.install.id, kind = ?cx.wf.kind, "workflow started");
+        }
+        loop {
+            match rules::next(&cx.wf.steps) {
+                Next::Job(i) => {
+                    let step = cx.wf.steps[i].clone();
+                    let Some(job_id) = &step.job_id else {
+                        return self.fail(&cx, &step, "the step lost its job".into()).await;
+                    };
+                    let job =
+                        self.store.get_job(org, job_id).await?.ok_or_else(|| {
+                            EngineError::Internal(format!("job {job_id} is gone"))
+                        })?;
+                    if !job.status.is_terminal() {
+                        return Ok(());
+                    }
+                    if job.status != JobStatus::Succeeded {
+                        let reason = self.failure_reason(&job).await;
+                        return self.fail(&cx, &step, reason).await;
+                    }
+                    self.succeeded(&mut cx, i, &job).await?;
+                }
+                Next::Waiting(_) => return Ok(()),
+                Next::NoApprovalNeeded(i) => {
+                    let step = &cx.wf.steps[i];
+                    self.store
+                        .update_step(
+                            org,
+                            &id,
+                            step.index,
+                            StepUpdate {
+                                status: StepStatus::Pending,
+                                reason: Some("the plan changes nothing: no approval needed".into()),
+                                approved: Some(true),
+                                ..StepUpdate::default()
+                            },
+                        )
+                        .await?;
+                    return self.dispatch_or_fail(&cx, step).await;
+                }
+                Next::Ask(i) => {
+                    let step = &cx.wf.steps[i];
+                    self.store
+                        .update_step(
+                            org,
+                            &id,
+                            step.index,
+                            update(StepStatus::WaitingApproval, None),
+                        )
+                        .await?;
+                    tracing::info!(workflow = %id, step = %step.name, "waiting for approval");
+                    return Ok(());
+                }
+                Next::Dispatch(i) => return self.dispatch_or_fail(&cx, &cx.wf.steps[i]).await,
+                Next::Failed(_) => {
+                    self.store
+                        .set_workflow_status(org, &id, WorkflowStatus::Failed)
+                        .await?;
+                    return Ok(());
+                }
+                Next::End(status) => {
+                    self.store.set_workflow_status(org, &id, status).await?;
+                    let after =
+                        rules::install_state_after(&cx.wf, status, false, &cx.install.state);
+                    self.store
+                        .set_install_state(org, &cx.install.id, &after)
+                        .await?;
+                    tracing::info!(workflow = %id, %status, "workflow ended");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Ends a cancel once the job that was running has ended: what it did
+    /// is recorded (an apply that finished anyway keeps its outputs), locks
+    /// its Terraform left are released, and the install is free again.
+    async fn finish_cancel(&self, cx: &mut Ctx) -> Result<()> {
+        let org = cx.org.clone();
+        let mut interrupted = false;
+        for i in 0..cx.wf.steps.len() {
+            let step = cx.wf.steps[i].clone();
+            let Some(job_id) = step
+                .job_id
+                .clone()
+                .filter(|_| step.status == StepStatus::Cancelled)
+            else {
+                continue;
+            };
+            let Some(job) = self.store.get_job(&org, &job_id).await? else {
+                continue;
+            };
+            if !job.status.is_terminal() {
+                return Ok(());
+            }
+            if job.status == JobStatus::Succeeded {
+                self.succeeded(cx, i, &job).await?;
+                continue;
+            }
+            interrupted |= applies_a_plan(step.kind);
+            let reason = self.failure_reason(&job).await;
+            self.store
+                .update_step(
+                    &org,
+                    &cx.wf.id,
+                    step.index,
+                    update(
+                        StepStatus::Cancelled,
+                        Some(format!("the workflow was cancelled: {reason}")),
+                    ),
+                )
+                .await?;
+        }
+        let status = WorkflowStatus::Cancelled;
+        self.store
+            .set_workflow_status(&org, &cx.wf.id, status)
+            .await?;
+        let after = rules::install_state_after(&cx.wf, status, interrupted, &cx.install.state);
+        self.store
+            .set_install_state(&org, &cx.install.id, &after)
+            .await?;
+        tracing::info!(workflow = %cx.wf.id, "cancelled");
+        Ok(())
+    }
+
+    /// Why a job failed, and the Terraform state locks it held, released.
+    async fn failure_reason(&self, job: &JobInfo) -> String {
+        let mut reason = job
+            .reason
+            .clone()
+            .unwrap_or_else(|| format!("its job ended {}", job.status));
+        match self.store.release_locks_of_job(&job.id).await {
+            Ok(released) => {
+                for (component, lock) in released {
+                    reason.push_str(&format!(
+                        "; the Terraform state lock of {component} its job held ({}) was released",
+                        lock.id
+                    ));
+                }
+            }
+            Err(e) => reason.push_str(&format!(
+                "; the state locks of its job could not be checked ({e}): see `nuon installs state list`"
+            )),
+        }
+        reason
+    }
+
+    /// Fails a step, its workflow and (unless it is an action) the install.
+    pub(super) async fn fail(
+        &self,
+        cx: &Ctx,
+        step: &WorkflowStepInfo,
+        reason: String,
+    ) -> Result<()> {
+        tracing::warn!(workflow = %cx.wf.id, step = %step.name, %reason, "step failed");
+        self.store
+            .update_step(
+                &cx.org,
+                &cx.wf.id,
+                step.index,
+                update(StepStatus::Failed, Some(reason)),
+            )
+            .await?;
+        let status = WorkflowStatus::Failed;
+        self.store
+            .set_workflow_status(&cx.org, &cx.wf.id, status)
+            .await?;
+        let after = rules::install_state_after(&cx.wf, status, false, &cx.install.state);
+        self.store
+            .set_install_state(&cx.org, &cx.install.id, &after)
+            .await?;
+        Ok(())
+    }
+
+    /// The install's outputs as stored now.
+    async fn current_outputs(&self, cx: &Ctx) -> Result<InstallOutputs> {
+        Ok(self
+            .store
+            .find_install(&cx.org, cx.install.id.as_str())
+            .await?
+            .map(|i| render::outputs_of(&i))
+            .unwrap_or_default())
+    }
+
+    /// Stores the install's outputs (and keeps them in `cx` for rendering).
+    async fn store_outputs(&self, cx: &mut Ctx, all: &InstallOutputs) -> Result<()> {
+        let json = serde_json::to_string(all)
+            .map_err(|e| EngineError::Internal(format!("cannot encode outputs: {e}")))?;
+        self.store
+            .set_install_outputs(&cx.org, &cx.install.id, &json, &state_during(cx))
+            .await?;
+        cx.install.outputs_json = Some(json);
+        Ok(())
+    }
+
+    /// Records a step's success: its outputs, and an apply's or destroy's
+    /// effect on the install's outputs (and a plugin's state).
+    async fn succeeded(&self, cx: &mut Ctx, i: usize, job: &JobInfo) -> Result<()> {
+        let step = cx.wf.steps[i].clone();
+        let outputs = job.outputs.clone();
+        if applies_a_plan(step.kind) {
+            let mut all = self.current_outputs(cx).await?;
+            rules::record_outputs(&mut all, &step, &job.outputs);
+            self.store_outputs(cx, &all).await?;
+            if let Some(c) = super::dispatch::wasm_target(cx, &step) {
+                let name = c.name.clone();
+                let kept = if step.kind == StepKind::Apply {
+                    job.outputs["state"].clone()
+                } else {
+                    Value::Null
+                };
+                self.keep_plugin_state(cx, &name, &kept).await?;
+            }
+        }
+        // An image is deployed by its sync: its place in the install's
+        // registry is the component's output.
+        let image = step.kind == StepKind::Sync
+            && step
+                .target
+                .as_deref()
+                .and_then(|t| cx.config.component(t))
+                .is_some_and(|c| {
+                    matches!(
+                        c.kind,
+                        ComponentKind::ContainerImage | ComponentKind::DockerBuild
+                    )
+                });
+        if let (true, Some(c), Ok(a)) = (
+            image,
+            &step.target,
+            serde_json::from_value::<ArtifactRef>(job.outputs["artifact"].clone()),
+        ) {
+            let mut all = self.current_outputs(cx).await?;
+            all.components.insert(c.clone(), rules::image_outputs(&a));
+            self.store_outputs(cx, &all).await?;
+        }
+        self.store
+            .update_step(
+                &cx.org,
+                &cx.wf.id,
+                step.index,
+                StepUpdate {
+                    status: StepStatus::Succeeded,
+                    reason: step.reason.clone(),
+                    outputs_json: Some(outputs.to_string()),
+                    ..StepUpdate::default()
+                },
+            )
+            .await?;
+        cx.wf.steps[i].status = StepStatus::Succeeded;
+        cx.wf.steps[i].outputs = outputs;
+        Ok(())
+    }
+}
+
+/// The install's state while its workflow runs.
+fn state_during(cx: &Ctx) -> String {
+    rules::install_state_during(cx.wf.kind, &cx.install.state)
+}

@@ -1,0 +1,422 @@
+//! Dispatching a step: the signed job each kind of step sends to the
+//! install's runner (a sync, an action's script, a plugin call, a Helm
+//! release, a Terraform run), rendered from the install's values.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use nuon_core::app::template::RenderContext;
+use nuon_core::app::{Action, Component, ComponentKind};
+use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
+use nuon_core::wire::WorkflowStepInfo;
+use nuon_core::workflow::{StepKind, applies_a_plan, destroys};
+use nuon_core::{
+    ArtifactRef, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobId, JobSpec, RetryPolicy,
+    SyncJob, TerraformAction, TerraformJob, now_ms,
+};
+use serde_json::Value;
+
+use super::render::{self, render_env, render_map, render_text, render_texts, render_value};
+use super::rules;
+use super::{Ctx, Engine, EngineError, Result};
+use crate::secrets::state_context;
+use crate::store::{NewJob, StateToken};
+
+/// A step's job, or why it cannot be sent (the step fails with it).
+type Made = std::result::Result<(JobSpec, Option<StateToken>), String>;
+
+impl Engine {
+    /// Sends a step's job to the install's runner, or fails the step with
+    /// why it cannot run.
+    pub(super) async fn dispatch_or_fail(&self, cx: &Ctx, step: &WorkflowStepInfo) -> Result<()> {
+        let plugin_state = match wasm_target(cx, step) {
+            Some(c) if step.kind != StepKind::Sync => self.plugin_state(cx, &c.name).await?,
+            _ => None,
+        };
+        let (spec, token) = match self.job_for(cx, step, plugin_state) {
+            Ok(made) => made,
+            Err(reason) => return self.fail(cx, step, reason).await,
+        };
+        let spec_json = serde_json::to_string(&spec)
+            .map_err(|e| EngineError::Internal(format!("cannot encode job: {e}")))?;
+        let key = self
+            .keys
+            .get(&cx.org)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("org {} not found", cx.org)))?;
+        let signature = key.sign(spec_json.as_bytes());
+        let job_id = spec.job_id.clone();
+        self.store
+            .dispatch_step(
+                &cx.org,
+                &cx.wf.id,
+                step.index,
+                NewJob {
+                    spec,
+                    spec_json,
+                    signature,
+                },
+                token,
+            )
+            .await?;
+        self.notifier.job_queued(&cx.install.runner_id);
+        tracing::info!(workflow = %cx.wf.id, step = %step.name, job = %job_id, "step dispatched");
+        Ok(())
+    }
+
+    /// The job spec of a step, and the state token its Terraform gets.
+    fn job_for(&self, cx: &Ctx, step: &WorkflowStepInfo, plugin_state: Option<Value>) -> Made {
+        let target = step.target.clone().unwrap_or_else(|| "sandbox".into());
+        // Sync jobs render nothing: only the others carry values to redact.
+        let redact = if matches!(step.kind, StepKind::Sync | StepKind::SandboxSync) {
+            Vec::new()
+        } else {
+            render::redactions(&self.secrets, &cx.install)?
+        };
+        let job = Spec { cx, redact };
+        if matches!(step.kind, StepKind::Sync | StepKind::SandboxSync) {
+            let sync = SyncJob {
+                artifact: artifact(cx, &target)?,
+            };
+            return job.make(&sync, Duration::from_secs(600), None);
+        }
+        let values = || render::render_context(&self.secrets, &cx.org, &cx.install, &cx.app_name);
+        if step.kind == StepKind::Action {
+            let action = cx
+                .config
+                .actions
+                .iter()
+                .find(|a| a.name == target)
+                .ok_or_else(|| {
+                    format!(
+                        "action {target:?} is not in config version {}",
+                        cx.wf.config_version
+                    )
+                })?;
+            let (exec, timeout) = action_job(action, &values()?)?;
+            return job.make(&exec, timeout, None);
+        }
+        if let Some(c) = wasm_target(cx, step) {
+            let secrets = render::unseal(&self.secrets, &cx.install)?.secrets;
+            let plugin = wasm_job(cx, step, c, &values()?, &secrets, plugin_state)?;
+            return job.make(&plugin, deploy_timeout(c.deploy_timeout.as_deref())?, None);
+        }
+        if let Some(c) = step
+            .target
+            .as_deref()
+            .and_then(|t| cx.config.component(t))
+            .filter(|c| c.kind == ComponentKind::HelmChart)
+        {
+            let helm = helm_job(cx, step, c, &values()?)?;
+            return job.make(&helm, deploy_timeout(c.deploy_timeout.as_deref())?, None);
+        }
+        let (tf, timeout, token) = self.terraform_job(cx, step, &target, &values()?)?;
+        job.make(&tf, timeout, Some(token))
+    }
+
+    /// A Terraform plan, apply or destroy plan of the sandbox or a
+    /// module, with the control plane as its state backend.
+    fn terraform_job(
+        &self,
+        cx: &Ctx,
+        step: &WorkflowStepInfo,
+        target: &str,
+        ctx: &RenderContext,
+    ) -> std::result::Result<(TerraformJob, Duration, StateToken), String> {
+        let (version, vars, env_vars, var_files, timeout) =
+            if target == "sandbox" && step.target.is_none() {
+                let sb = cx
+                    .config
+                    .sandbox
+                    .as_ref()
+                    .ok_or("the app config has no sandbox")?;
+                (
+                    Some(sb.terraform_version.clone()),
+                    &sb.vars,
+                    &sb.env_vars,
+                    &sb.var_files,
+                    None,
+                )
+            } else {
+                let c = cx.config.component(target).ok_or_else(|| {
+                    format!(
+                        "component {target:?} is not in config version {}",
+                        cx.wf.config_version
+                    )
+                })?;
+                render::deployable(c)?;
+                (
+                    c.terraform_version.clone(),
+                    &c.vars,
+                    &c.env_vars,
+                    &c.var_files,
+                    c.deploy_timeout.as_deref(),
+                )
+            };
+        let who = if step.target.is_none() {
+            "sandbox".to_owned()
+        } else {
+            format!("component {target}")
+        };
+        let (action, plan) = if applies_a_plan(step.kind) {
+            let plan_step = rules::planned(&cx.wf.steps, step)?;
+            let plan: ArtifactRef = serde_json::from_value(plan_step.outputs["plan"].clone())
+                .map_err(|e| format!("the plan of {} is unreadable: {e}", plan_step.name))?;
+            (TerraformAction::Apply, Some(plan))
+        } else if destroys(step.kind) {
+            (TerraformAction::DestroyPlan, None)
+        } else {
+            (TerraformAction::Plan, None)
+        };
+        let token = nuon_core::token::issue_state_token();
+        let backend = HttpBackend {
+            address: format!(
+                "{}/v1/runner/state/{target}",
+                self.runner_url().trim_end_matches('/')
+            ),
+            username: "nuon".into(),
+            password: token.secret,
+        };
+        let job = TerraformJob {
+            action,
+            // The module this workflow synced (a newer build of the same
+            // config version does not slip in between).
+            module: synced_artifact(cx, step, target)?,
+            terraform_version: version.unwrap_or_else(|| ">= 0.0.0".into()),
+            vars: render_map(vars, ctx, &format!("{who} var"))?,
+            env: render_env(env_vars, ctx, &format!("{who} env var"))?,
+            var_files: render_texts(var_files, ctx, &format!("{who} var file"))?,
+            backend: Some(backend),
+            plan,
+        };
+        let state_token = StateToken {
+            hash: token.hash,
+            install_id: cx.install.id.clone(),
+            component: target.to_owned(),
+        };
+        Ok((job, deploy_timeout(timeout)?, state_token))
+    }
+
+    /// The state a plugin's last apply returned, kept (sealed) beside the
+    /// install's Terraform states.
+    async fn plugin_state(&self, cx: &Ctx, component: &str) -> Result<Option<Value>> {
+        let Some((_, sealed)) = self.store.get_state(&cx.install.id, component).await? else {
+            return Ok(None);
+        };
+        let text = self
+            .secrets
+            .open(&sealed, &state_context(&cx.install.id, component))
+            .map_err(|e| EngineError::Internal(format!("the state of {component}: {e}")))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| {
+            EngineError::Internal(format!("the state of {component} is not JSON: {e}"))
+        })?;
+        Ok(Some(v).filter(|v| !v.is_null()))
+    }
+
+    /// Keeps what a plugin's apply (or destroy: `null`) left as its state.
+    pub(super) async fn keep_plugin_state(
+        &self,
+        cx: &Ctx,
+        component: &str,
+        value: &Value,
+    ) -> Result<()> {
+        let sealed = self.secrets.seal(
+            &value.to_string(),
+            &state_context(&cx.install.id, component),
+        );
+        match self
+            .store
+            .put_state(&cx.install.id, component, None, sealed)
+            .await?
+        {
+            Ok(_) => Ok(()),
+            Err(lock) => Err(EngineError::conflict(
+                "state_locked",
+                format!("the state of {component} is locked by {}", lock.id),
+            )),
+        }
+    }
+}
+
+/// What every job of a step shares: its runner, org and what its log must
+/// not show.
+struct Spec<'a> {
+    cx: &'a Ctx,
+    redact: Vec<String>,
+}
+
+impl Spec<'_> {
+    fn make<J: Job>(&self, job: &J, timeout: Duration, token: Option<StateToken>) -> Made {
+        let payload =
+            serde_json::to_value(job).map_err(|e| format!("cannot encode the job: {e}"))?;
+        let spec = JobSpec {
+            job_id: JobId::generate(),
+            org_id: self.cx.org.clone(),
+            runner_id: self.cx.install.runner_id.clone(),
+            kind: J::KIND.into(),
+            payload,
+            timeout_secs: timeout.as_secs(),
+            retry: RetryPolicy { max_attempts: 1 },
+            created_at_ms: now_ms(),
+            redact: self.redact.clone(),
+        };
+        Ok((spec, token))
+    }
+}
+
+/// An action's steps as one `sh -c` script, each step announced.
+fn action_job(
+    action: &Action,
+    ctx: &RenderContext,
+) -> std::result::Result<(ExecJob, Duration), String> {
+    let mut script = String::from("set -e\n");
+    let mut env = BTreeMap::new();
+    for s in &action.steps {
+        let what = format!("action {} step {}", action.name, s.name);
+        let body = s
+            .command
+            .as_deref()
+            .or(s.inline_contents.as_deref())
+            .ok_or_else(|| format!("{what} has neither command nor inline_contents"))?;
+        script.push_str(&format!("echo '--- {}'\n", s.name.replace('\'', "")));
+        script.push_str(&render_text(body, ctx, &what)?);
+        script.push('\n');
+        env.extend(render_env(&s.env_vars, ctx, &format!("{what} env"))?);
+    }
+    let job = ExecJob {
+        command: "sh".into(),
+        args: vec!["-c".into(), script],
+        env,
+        dir: None,
+    };
+    let timeout = timeout_of(Some(&action.timeout), Duration::from_secs(600))?;
+    Ok((job, timeout))
+}
+
+/// A plugin call: its rendered config, the capabilities and secrets it is
+/// granted, its last state and (for an apply) the plan it applies.
+fn wasm_job(
+    cx: &Ctx,
+    step: &WorkflowStepInfo,
+    c: &Component,
+    ctx: &RenderContext,
+    secrets: &BTreeMap<String, String>,
+    state: Option<Value>,
+) -> std::result::Result<WasmJob, String> {
+    let who = format!("component {}", c.name);
+    let empty = Value::Object(Default::default());
+    let config = render_value(
+        c.config.as_ref().unwrap_or(&empty),
+        ctx,
+        &format!("{who} config"),
+    )?;
+    let grant = Capabilities::from_value(
+        c.capabilities.as_ref().unwrap_or(&empty),
+        &format!("{who} [capabilities]"),
+    )?;
+    let mut granted = BTreeMap::new();
+    for name in &grant.secrets {
+        let v = secrets.get(name).ok_or_else(|| {
+            format!("{who} grants secret {name:?}, which the install does not have")
+        })?;
+        granted.insert(name.clone(), v.clone());
+    }
+    let action = match step.kind {
+        StepKind::Plan => WasmAction::Plan,
+        StepKind::Apply => WasmAction::Apply,
+        StepKind::DestroyPlan => WasmAction::DestroyPlan,
+        _ => WasmAction::Destroy,
+    };
+    let plan = if applies_a_plan(step.kind) {
+        Some(rules::planned(&cx.wf.steps, step)?.outputs["plan"].clone())
+    } else {
+        None
+    };
+    Ok(WasmJob {
+        action,
+        plugin: synced_artifact(cx, step, &c.name)?,
+        config,
+        grant,
+        state,
+        plan,
+        secrets: granted,
+    })
+}
+
+/// A Helm release of a chart component, its values rendered.
+fn helm_job(
+    cx: &Ctx,
+    step: &WorkflowStepInfo,
+    c: &Component,
+    ctx: &RenderContext,
+) -> std::result::Result<HelmJob, String> {
+    let who = format!("component {}", c.name);
+    let action = match step.kind {
+        StepKind::Plan => HelmAction::Plan,
+        StepKind::Apply => HelmAction::Apply,
+        StepKind::DestroyPlan => HelmAction::DestroyPlan,
+        _ => HelmAction::Destroy,
+    };
+    let release = c
+        .chart_name
+        .clone()
+        .unwrap_or_else(|| c.name.clone())
+        .to_ascii_lowercase()
+        .replace('_', "-");
+    Ok(HelmJob {
+        action,
+        chart: synced_artifact(cx, step, &c.name)?,
+        release,
+        namespace: c.namespace.clone().unwrap_or_else(|| "default".into()),
+        values: render_map(&c.values, ctx, &format!("{who} value"))?,
+        values_files: render_texts(&c.values_files, ctx, &format!("{who} values file"))?,
+        kubeconfig: ctx
+            .sandbox_outputs
+            .get("kubeconfig")
+            .and_then(|k| k.as_str())
+            .map(str::to_owned),
+    })
+}
+
+/// The `wasm` component a step targets, if it targets one.
+pub(super) fn wasm_target<'a>(cx: &'a Ctx, step: &WorkflowStepInfo) -> Option<&'a Component> {
+    step.target
+        .as_deref()
+        .and_then(|t| cx.config.component(t))
+        .filter(|c| c.kind == ComponentKind::Wasm)
+}
+
+/// What a plan or apply deploys: the artifact its workflow synced (so a
+/// newer build of the same config version cannot slip in between), or
+/// the build's.
+fn synced_artifact(
+    cx: &Ctx,
+    step: &WorkflowStepInfo,
+    target: &str,
+) -> std::result::Result<ArtifactRef, String> {
+    rules::synced_before(&cx.wf.steps, step).unwrap_or_else(|| artifact(cx, target))
+}
+
+/// The newest build's artifact of a step's target.
+fn artifact(cx: &Ctx, target: &str) -> std::result::Result<ArtifactRef, String> {
+    cx.builds.get(target).cloned().ok_or_else(|| {
+        format!(
+            "{target} has no successful build of config version {}: run `nuon builds create --app {}`",
+            cx.wf.config_version, cx.app_name
+        )
+    })
+}
+
+/// A component's `deploy_timeout`, an hour when it gives none.
+fn deploy_timeout(text: Option<&str>) -> std::result::Result<Duration, String> {
+    timeout_of(text, Duration::from_secs(3600))
+}
+
+fn timeout_of(text: Option<&str>, default: Duration) -> std::result::Result<Duration, String> {
+    match text {
+        Some(t) => nuon_core::parse_duration(t)
+            .map(|d| Duration::from_secs(d.as_secs().max(1)))
+            .map_err(|e| format!("timeout {t:?}: {e}")),
+        None => Ok(default),
+    }
+}

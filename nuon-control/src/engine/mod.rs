@@ -1,0 +1,584 @@
+//! The workflow engine: one task that moves every active workflow forward,
+//! one step at a time. It sits below the APIs: it takes a store, the
+//! secrets box, the org signing keys and a [`Notifier`], and knows nothing
+//! of HTTP; the API maps its [`EngineError`]s to answers.
+//!
+//! A workflow's steps run in order. A step is dispatched as a signed job to
+//! the install's runner (`sync`, `terraform`, `helm`, `wasm` or `exec`),
+//! with its templates rendered from the install's inputs, secrets and the
+//! outputs the sandbox and earlier components reported. An apply that
+//! needs an approval waits for one (unless its plan changes nothing). When
+//! the job ends, its outputs are kept on the step (a plan's changes) and on
+//! the install (an apply's Terraform outputs); a failure fails the
+//! workflow, which can be retried from the failed step. Only the oldest
+//! active workflow of an install moves; the others queue behind it.
+//!
+//! Every change to workflow state goes through this task: the commands
+//! ([`Engine::approve`], [`Engine::deny`], [`Engine::cancel`],
+//! [`Engine::retry`]) are messages to it, so two writers never race on a
+//! step. [`Engine::start`] and [`Engine::job_ended`] wake it, and a
+//! one-second tick covers anything missed.
+//!
+//! - [`rules`]: the pure rules (what runs next, what a denial skips, what
+//!   a retry redoes), table-tested.
+//! - `advance`: moving one workflow (a job ended, an approval came).
+//! - `acts`: the operator's commands.
+//! - `dispatch`: the job each kind of step sends.
+//! - [`render`]: templates, secrets and the checks before a start.
+
+mod acts;
+mod advance;
+mod dispatch;
+pub(crate) mod render;
+pub(crate) mod rules;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use nuon_core::app::AppConfig;
+use nuon_core::wire::{BuildInfo, WorkflowInfo};
+use nuon_core::workflow::{self, StepKind, WorkflowKind};
+use nuon_core::{AppId, ArtifactRef, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, WorkflowId};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::secrets::SecretBox;
+use crate::store::{NewWorkflow, Store, StoreError, StoredInstall, Wake};
+
+/// What the engine tells the rest of the control plane.
+pub(crate) trait Notifier: Send + Sync + 'static {
+    /// A job was queued for `runner`: its parked claims should look.
+    fn job_queued(&self, runner: &RunnerId);
+    /// A job was asked to stop: its runner's heartbeat and its log's
+    /// followers should hear it.
+    fn cancel_requested(&self, job: &JobId);
+}
+
+/// Why a command or a step failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EngineError {
+    /// The request cannot be met as asked.
+    #[error("{0}")]
+    Invalid(String),
+    /// A workflow, step, install, app or config is not there.
+    #[error("{0}")]
+    NotFound(String),
+    /// The workflow is not in a state that takes this command.
+    #[error("{message}")]
+    Conflict {
+        /// A stable code (`not_waiting`, `install_busy`, ...).
+        code: &'static str,
+        /// What, and what to do instead.
+        message: String,
+    },
+    /// The engine has stopped.
+    #[error("the control plane is shutting down; try again when it is back")]
+    ShuttingDown,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Stored data the engine cannot read, or cannot write.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl EngineError {
+    pub(crate) fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        EngineError::Conflict {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// Its stable code, as the API answers it.
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            EngineError::Invalid(_) => "bad_request",
+            EngineError::NotFound(_) => "not_found",
+            EngineError::Conflict { code, .. } => code,
+            EngineError::ShuttingDown => "shutting_down",
+            EngineError::Store(_) | EngineError::Internal(_) => "internal",
+        }
+    }
+}
+
+type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// What an operator asks of a workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Act {
+    Approve,
+    Deny,
+    Cancel,
+    Retry,
+}
+
+struct Request {
+    org: OrgId,
+    workflow: WorkflowId,
+    act: Act,
+    step: Option<String>,
+    reply: oneshot::Sender<Result<()>>,
+}
+
+enum Msg {
+    Wake,
+    Act(Request),
+}
+
+/// A workflow to start on an install: the API has found the install, its
+/// app and the config version it runs.
+pub(crate) struct Start<'a> {
+    pub(crate) install: &'a StoredInstall,
+    pub(crate) app_name: &'a str,
+    pub(crate) config: &'a AppConfig,
+    pub(crate) config_version: u32,
+    pub(crate) kind: WorkflowKind,
+    /// Only this component.
+    pub(crate) component: Option<String>,
+    /// The action an `action` workflow runs.
+    pub(crate) action: Option<String>,
+}
+
+/// The engine: its task's inbox and what it works with.
+pub(crate) struct Engine {
+    store: Arc<dyn Store>,
+    secrets: Arc<SecretBox>,
+    keys: Arc<SigningKeys>,
+    notifier: Arc<dyn Notifier>,
+    leader: Arc<AtomicBool>,
+    runner_url: OnceLock<String>,
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<Msg>>>,
+}
+
+impl Engine {
+    /// An engine that moves workflows while `leader` is set.
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        secrets: Arc<SecretBox>,
+        keys: Arc<SigningKeys>,
+        notifier: Arc<dyn Notifier>,
+        leader: Arc<AtomicBool>,
+    ) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Engine {
+            store,
+            secrets,
+            keys,
+            notifier,
+            leader,
+            runner_url: OnceLock::new(),
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+
+    /// The Runner API's base URL as runners reach it (the state backend
+    /// of Terraform jobs); set once, when serving starts.
+    pub(crate) fn set_runner_url(&self, url: String) {
+        let _ = self.runner_url.set(url);
+    }
+
+    fn runner_url(&self) -> &str {
+        self.runner_url
+            .get()
+            .map(String::as_str)
+            .unwrap_or("http://127.0.0.1:7401")
+    }
+
+    fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Relaxed)
+    }
+
+    /// Something changed: look again, here.
+    pub(crate) fn wake(&self) {
+        let _ = self.tx.send(Msg::Wake);
+    }
+
+    /// Something changed: look again, on whichever replica leads.
+    pub(crate) fn wake_everywhere(&self) {
+        self.wake();
+        self.store.announce(Wake::Executor);
+    }
+
+    /// A job ended: the step it ran moves on.
+    pub(crate) fn job_ended(&self, _job: &JobId) {
+        self.wake_everywhere();
+    }
+
+    /// Plans a workflow, checks it can run (its components deploy, they
+    /// are built, the inputs and secrets its templates read have values)
+    /// and queues it on the install.
+    pub(crate) async fn start(&self, org: &OrgId, s: Start<'_>) -> Result<WorkflowInfo> {
+        let config = s.config;
+        let app = s.app_name;
+        if let Some(c) = &s.component
+            && config.component(c).is_none()
+        {
+            let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
+            let sandbox = if c == "sandbox" {
+                "; the sandbox goes with the whole install: `nuon installs provision` or `deprovision`"
+            } else {
+                ""
+            };
+            return Err(EngineError::NotFound(format!(
+                "app {app} has no component {c:?}{} (components: {}){sandbox}",
+                nuon_core::app::did_you_mean(c, names.iter().copied()),
+                names.join(", ")
+            )));
+        }
+        let only = if s.kind == WorkflowKind::Action {
+            let Some(name) = &s.action else {
+                return Err(EngineError::Invalid(
+                    "an action workflow names its action (\"action\")".into(),
+                ));
+            };
+            let Some(action) = config.actions.iter().find(|a| &a.name == name) else {
+                let names: Vec<&str> = config.actions.iter().map(|a| a.name.as_str()).collect();
+                return Err(EngineError::NotFound(format!(
+                    "app {app} has no action {name:?}{} (actions: {})",
+                    nuon_core::app::did_you_mean(name, names.iter().copied()),
+                    names.join(", ")
+                )));
+            };
+            if !action.triggers.iter().any(|t| t.kind == "manual") {
+                return Err(EngineError::Invalid(format!(
+                    "action {name:?} has no manual trigger: add `[[triggers]] type = \"manual\"` to run it by hand"
+                )));
+            }
+            Some(name.clone())
+        } else if s.action.is_some() {
+            return Err(EngineError::Invalid(
+                "\"action\" is for action workflows (kind \"action\")".into(),
+            ));
+        } else {
+            s.component.clone()
+        };
+        let install = s.install;
+        let steps = workflow::plan(
+            config,
+            s.kind,
+            install.approval == "prompt",
+            only.as_deref(),
+        );
+        if steps.is_empty() {
+            return Err(EngineError::Invalid(format!(
+                "a {:?} workflow of app {app} has no steps: the app has no sandbox and no components",
+                s.kind
+            )));
+        }
+        let mut targets = BTreeSet::new();
+        let mut problems = Vec::new();
+        for step in &steps {
+            match (step.kind, &step.target) {
+                (StepKind::SandboxSync, _) => {
+                    targets.insert("sandbox".to_owned());
+                }
+                (StepKind::Sync, Some(c)) => {
+                    if let Some(comp) = config.component(c)
+                        && let Err(e) = render::deployable(comp)
+                    {
+                        problems.push(e);
+                    }
+                    targets.insert(c.clone());
+                }
+                _ => {}
+            }
+        }
+        if !problems.is_empty() {
+            return Err(EngineError::Invalid(problems.join("; ")));
+        }
+        let builds = self
+            .latest_builds(org, &install.app_id, s.config_version)
+            .await?;
+        let unbuilt: Vec<&str> = targets
+            .iter()
+            .filter(|t| !builds.contains_key(*t))
+            .map(String::as_str)
+            .collect();
+        if !unbuilt.is_empty() {
+            return Err(EngineError::conflict(
+                "not_built",
+                format!(
+                    "config version {} of app {app} has no successful build of {}: run `nuon builds create --app {app} --wait` first",
+                    s.config_version,
+                    unbuilt.join(", "),
+                ),
+            ));
+        }
+        let ctx = render::render_context(&self.secrets, org, install, app)
+            .map_err(EngineError::Internal)?;
+        let problems = render::precheck_templates(config, &ctx, &targets);
+        if !problems.is_empty() {
+            return Err(EngineError::Invalid(format!(
+                "the workflow would fail before it starts: {}",
+                problems.join("; ")
+            )));
+        }
+        if install.config_version != s.config_version {
+            self.store
+                .set_install_config(org, &install.id, s.config_version)
+                .await?;
+        }
+        let wf = self
+            .store
+            .create_workflow(
+                org,
+                NewWorkflow {
+                    id: WorkflowId::generate(),
+                    install_id: install.id.clone(),
+                    kind: s.kind,
+                    config_version: s.config_version,
+                    component: only,
+                    steps,
+                },
+            )
+            .await?;
+        tracing::info!(workflow = %wf.id, install = %install.id, kind = ?wf.kind, "workflow created");
+        self.wake_everywhere();
+        Ok(wf)
+    }
+
+    /// Approves the step that waits for an approval (or the one named).
+    pub(crate) async fn approve(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+    ) -> Result<()> {
+        self.send(org, wf, Act::Approve, step).await
+    }
+
+    /// Denies the step that waits for an approval (or the one named): it
+    /// and every step that depends on it are skipped.
+    pub(crate) async fn deny(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+    ) -> Result<()> {
+        self.send(org, wf, Act::Deny, step).await
+    }
+
+    /// Cancels a workflow: its running job is asked to stop, its other
+    /// steps will not run.
+    pub(crate) async fn cancel(&self, org: &OrgId, wf: &WorkflowId) -> Result<()> {
+        self.send(org, wf, Act::Cancel, None).await
+    }
+
+    /// Retries a failed or cancelled workflow from its failed step (or the
+    /// one named; an apply from its plan).
+    pub(crate) async fn retry(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+    ) -> Result<()> {
+        self.send(org, wf, Act::Retry, step).await
+    }
+
+    /// Applies `act` to a workflow, in the engine's order.
+    async fn send(
+        &self,
+        org: &OrgId,
+        workflow: &WorkflowId,
+        act: Act,
+        step: Option<String>,
+    ) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Act(Request {
+                org: org.clone(),
+                workflow: workflow.clone(),
+                act,
+                step,
+                reply,
+            }))
+            .map_err(|_| EngineError::ShuttingDown)?;
+        rx.await.map_err(|_| EngineError::ShuttingDown)??;
+        self.wake_everywhere();
+        Ok(())
+    }
+
+    /// Runs until `shutdown` turns true.
+    pub(crate) async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+        let Some(mut rx) = self.rx.lock().expect("engine lock").take() else {
+            return;
+        };
+        loop {
+            if self.is_leader() {
+                self.advance_all().await;
+            }
+            let msg = tokio::select! {
+                m = rx.recv() => m,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => Some(Msg::Wake),
+                _ = shutdown.wait_for(|down| *down) => None,
+            };
+            let Some(msg) = msg else { return };
+            let mut next = Some(msg);
+            while let Some(m) = next.take() {
+                if let Msg::Act(r) = m {
+                    let result = self.act(&r).await;
+                    // The answer shows what the act set off (the approved
+                    // step dispatched, the skipped ones, the end).
+                    if result.is_ok() {
+                        if self.is_leader() {
+                            self.advance_all().await;
+                        } else {
+                            // The leader drives what the act set off.
+                            self.wake_everywhere();
+                        }
+                    }
+                    let _ = r.reply.send(result);
+                }
+                next = rx.try_recv().ok();
+            }
+        }
+    }
+
+    async fn advance_all(&self) {
+        let active = match self.store.active_workflows().await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list active workflows");
+                return;
+            }
+        };
+        let mut busy = HashSet::new();
+        for (org, id) in active {
+            let wf = match self.store.get_workflow(&org, &id).await {
+                Ok(Some(wf)) => wf,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::error!(workflow = %id, error = %e, "cannot load workflow");
+                    continue;
+                }
+            };
+            // The oldest active workflow of an install moves; the rest queue.
+            if !busy.insert(wf.install_id.clone()) {
+                continue;
+            }
+            if let Err(e) = self.advance(&org, wf).await {
+                tracing::error!(workflow = %id, error = %e, "workflow did not advance");
+            }
+        }
+    }
+
+    /// An app's name and one of its config versions.
+    async fn app_config(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        version: u32,
+    ) -> Result<(String, AppConfig)> {
+        let app_info = self
+            .store
+            .find_app(org, app.as_str())
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("app {app} is gone")))?;
+        let stored = self
+            .store
+            .get_config(org, app, Some(version))
+            .await?
+            .ok_or_else(|| {
+                EngineError::NotFound(format!("config version {version} of {app} is gone"))
+            })?;
+        let config = serde_json::from_str(&stored.config_json)
+            .map_err(|e| EngineError::Internal(format!("stored config unreadable: {e}")))?;
+        Ok((app_info.name, config))
+    }
+
+    /// The artifact of the newest successful build of each component (and
+    /// `sandbox`) of a config version.
+    async fn latest_builds(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        version: u32,
+    ) -> Result<BTreeMap<String, ArtifactRef>> {
+        let mut out = BTreeMap::new();
+        for b in self.store.list_builds(org, app).await? {
+            if let BuildInfo {
+                status: JobStatus::Succeeded,
+                artifact: Some(a),
+                config_version,
+                component,
+                ..
+            } = b
+                && config_version == version
+            {
+                out.entry(component).or_insert(a);
+            }
+        }
+        Ok(out)
+    }
+
+    /// What moving a workflow needs about its install and app.
+    async fn load(&self, org: &OrgId, wf: WorkflowInfo) -> Result<Ctx> {
+        let install = self
+            .store
+            .find_install(org, wf.install_id.as_str())
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("install {} is gone", wf.install_id)))?;
+        let (app_name, config) = self
+            .app_config(org, &install.app_id, wf.config_version)
+            .await?;
+        let builds = self
+            .latest_builds(org, &install.app_id, wf.config_version)
+            .await?;
+        Ok(Ctx {
+            org: org.clone(),
+            wf,
+            install,
+            app_name,
+            config,
+            builds,
+        })
+    }
+}
+
+/// A workflow being moved, with its install and app.
+struct Ctx {
+    org: OrgId,
+    wf: WorkflowInfo,
+    install: StoredInstall,
+    app_name: String,
+    config: AppConfig,
+    builds: BTreeMap<String, ArtifactRef>,
+}
+
+/// The org signing keys, read from the store once each.
+pub(crate) struct SigningKeys {
+    store: Arc<dyn Store>,
+    cache: Mutex<std::collections::HashMap<OrgId, OrgSigningKey>>,
+}
+
+impl SigningKeys {
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        SigningKeys {
+            store,
+            cache: Mutex::new(Default::default()),
+        }
+    }
+
+    /// The org's key; `None` when there is no such org.
+    pub(crate) async fn get(
+        &self,
+        org: &OrgId,
+    ) -> std::result::Result<Option<OrgSigningKey>, StoreError> {
+        if let Some(k) = self.cache.lock().expect("keys lock").get(org) {
+            return Ok(Some(k.clone()));
+        }
+        let Some(key) = self.store.signing_key(org).await? else {
+            return Ok(None);
+        };
+        self.cache
+            .lock()
+            .expect("keys lock")
+            .insert(org.clone(), key.clone());
+        Ok(Some(key))
+    }
+}

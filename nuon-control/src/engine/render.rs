@@ -1,0 +1,249 @@
+//! What a step's job is rendered from: the install's inputs (sensitive
+//! ones unsealed), its secrets, and the outputs its sandbox and components
+//! reported; the checks a workflow passes before it starts.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nuon_core::OrgId;
+use nuon_core::app::template::{self, Reference, RenderContext};
+use nuon_core::app::{AppConfig, Component, ComponentKind};
+use nuon_core::wire::InstallOutputs;
+use serde_json::Value;
+
+use crate::secrets::{Sealed, SecretBox, seal_context};
+use crate::store::StoredInstall;
+
+/// The install's outputs as stored.
+pub(crate) fn outputs_of(install: &StoredInstall) -> InstallOutputs {
+    install
+        .outputs_json
+        .as_deref()
+        .and_then(|o| serde_json::from_str(o).ok())
+        .unwrap_or_default()
+}
+
+/// An install's sensitive inputs and secrets, unsealed.
+pub(crate) struct Unsealed {
+    pub(crate) inputs: BTreeMap<String, String>,
+    pub(crate) secrets: BTreeMap<String, String>,
+}
+
+pub(crate) fn unseal(secrets: &SecretBox, install: &StoredInstall) -> Result<Unsealed, String> {
+    let sealed: Sealed =
+        serde_json::from_str(&install.sealed_json).map_err(|e| format!("stored secrets: {e}"))?;
+    let open = |kind: &str, name: &str, s: &str| {
+        secrets
+            .open(s, &seal_context(&install.id, kind, name))
+            .map_err(|e| format!("{kind} {name:?}: {e}"))
+    };
+    let mut out = Unsealed {
+        inputs: BTreeMap::new(),
+        secrets: BTreeMap::new(),
+    };
+    for (name, s) in &sealed.inputs {
+        out.inputs.insert(name.clone(), open("input", name, s)?);
+    }
+    for (name, s) in &sealed.secrets {
+        out.secrets.insert(name.clone(), open("secret", name, s)?);
+    }
+    Ok(out)
+}
+
+/// The values a job's log must not show: the install's sensitive inputs,
+/// secrets and sensitive outputs.
+pub(crate) fn redactions(
+    secrets: &SecretBox,
+    install: &StoredInstall,
+) -> Result<Vec<String>, String> {
+    let open = unseal(secrets, install)?;
+    Ok(open
+        .inputs
+        .into_values()
+        .chain(open.secrets.into_values())
+        .chain(outputs_of(install).sensitive_values())
+        .collect())
+}
+
+/// The install's values for templates.
+pub(crate) fn render_context(
+    secrets: &SecretBox,
+    org: &OrgId,
+    install: &StoredInstall,
+    app_name: &str,
+) -> Result<RenderContext, String> {
+    let mut inputs: BTreeMap<String, Value> =
+        serde_json::from_str(&install.inputs_json).map_err(|e| format!("stored inputs: {e}"))?;
+    let open = unseal(secrets, install)?;
+    for (name, v) in open.inputs {
+        inputs.insert(name, Value::String(v));
+    }
+    let outputs = outputs_of(install);
+    Ok(RenderContext {
+        install_id: install.id.to_string(),
+        install_name: install.name.clone(),
+        app_id: install.app_id.to_string(),
+        app_name: app_name.to_owned(),
+        org_id: org.to_string(),
+        inputs,
+        sandbox_outputs: Value::Object(outputs.sandbox),
+        component_outputs: outputs
+            .components
+            .into_iter()
+            .map(|(k, v)| (k, Value::Object(v)))
+            .collect(),
+        secrets: open.secrets,
+    })
+}
+
+/// Renders every string in `v`. A template that renders to nothing is an
+/// error: a Terraform variable set to "" by accident deploys wrong.
+pub(crate) fn render_value(v: &Value, ctx: &RenderContext, what: &str) -> Result<Value, String> {
+    Ok(match v {
+        Value::String(s) => Value::String(render_text(s, ctx, what)?),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .enumerate()
+                .map(|(i, x)| render_value(x, ctx, &format!("{what}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| Ok((k.clone(), render_value(x, ctx, &format!("{what}.{k}"))?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// Renders one text (`what` in errors).
+pub(crate) fn render_text(s: &str, ctx: &RenderContext, what: &str) -> Result<String, String> {
+    let out = template::render(s, ctx).map_err(|e| format!("{what}: {}", e.message))?;
+    if out.trim().is_empty() && s.contains("{{") {
+        return Err(format!(
+            "{what}: {s:?} renders to nothing; give the value it reads (an input, secret or output) a value"
+        ));
+    }
+    Ok(out)
+}
+
+/// Renders every value of `m` (`what KEY` in errors).
+pub(crate) fn render_map(
+    m: &BTreeMap<String, Value>,
+    ctx: &RenderContext,
+    what: &str,
+) -> Result<BTreeMap<String, Value>, String> {
+    m.iter()
+        .map(|(k, v)| Ok((k.clone(), render_value(v, ctx, &format!("{what} {k}"))?)))
+        .collect()
+}
+
+/// Renders every value of a map of texts (`what KEY` in errors).
+pub(crate) fn render_env(
+    m: &BTreeMap<String, String>,
+    ctx: &RenderContext,
+    what: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    m.iter()
+        .map(|(k, v)| Ok((k.clone(), render_text(v, ctx, &format!("{what} {k}"))?)))
+        .collect()
+}
+
+/// Renders each text of `v` (`what N` in errors).
+pub(crate) fn render_texts(
+    v: &[String],
+    ctx: &RenderContext,
+    what: &str,
+) -> Result<Vec<String>, String> {
+    v.iter()
+        .enumerate()
+        .map(|(i, t)| render_text(t, ctx, &format!("{what} {i}")))
+        .collect()
+}
+
+/// Checks, before a workflow starts, that every input and secret its
+/// templates read has a value (outputs are known only as it runs).
+pub(crate) fn precheck_templates(
+    config: &AppConfig,
+    ctx: &RenderContext,
+    targets: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut check = |what: String, text: &str| {
+        let (actions, _) = template::scan(text);
+        for a in actions {
+            if a.default.is_some() {
+                continue;
+            }
+            let missing = match &a.reference {
+                Reference::Input(n) => ctx
+                    .inputs
+                    .get(n)
+                    .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+                    .then(|| format!("input {n:?} has no value (set it with `nuon installs inputs set`)")),
+                Reference::Secret(n) => ctx
+                    .secrets
+                    .get(n)
+                    .is_none_or(|v| v.is_empty())
+                    .then(|| format!("secret {n:?} has no value (give it with `nuon installs create --secret {n}=...`)")),
+                _ => None,
+            };
+            if let Some(m) = missing {
+                problems.push(format!("{what}: {} renders to nothing: {m}", a.written));
+            }
+        }
+    };
+    let mut strings =
+        |who: &str, vars: &BTreeMap<String, Value>, env: &BTreeMap<String, String>| {
+            for (k, v) in vars {
+                for s in strings_of(v) {
+                    check(format!("{who} var {k}"), s);
+                }
+            }
+            for (k, v) in env {
+                check(format!("{who} env var {k}"), v);
+            }
+        };
+    if let Some(sb) = &config.sandbox
+        && targets.contains("sandbox")
+    {
+        strings("sandbox", &sb.vars, &sb.env_vars);
+    }
+    for c in config
+        .components
+        .iter()
+        .filter(|c| targets.contains(&c.name))
+    {
+        strings(&format!("component {}", c.name), &c.vars, &c.env_vars);
+    }
+    problems
+}
+
+fn strings_of(v: &Value) -> Vec<&str> {
+    match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().flat_map(strings_of).collect(),
+        Value::Object(m) => m.values().flat_map(strings_of).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a component deploys through a plugin that exists now.
+pub(crate) fn deployable(c: &Component) -> Result<(), String> {
+    match c.kind {
+        ComponentKind::TerraformModule
+        | ComponentKind::ContainerImage
+        | ComponentKind::DockerBuild
+        | ComponentKind::HelmChart => Ok(()),
+        ComponentKind::Wasm => c
+            .capabilities
+            .as_ref()
+            .map(|v| {
+                nuon_core::wasm::Capabilities::from_value(
+                    v,
+                    &format!("component {:?} [capabilities]", c.name),
+                )
+            })
+            .transpose()
+            .map(|_| ()),
+    }
+}

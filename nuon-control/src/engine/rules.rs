@@ -1,0 +1,874 @@
+//! The engine's rules, as pure functions of a workflow's steps: what runs
+//! next, what an approval or a denial applies to, what a denial skips,
+//! what a cancel stops, what a retry redoes, and what the install's state
+//! and outputs become. No store, no clock, no I/O: the table tests at the
+//! bottom run them directly.
+
+use nuon_core::app::AppConfig;
+use nuon_core::wire::{InstallOutputs, WorkflowInfo, WorkflowStepInfo};
+use nuon_core::workflow::{
+    StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan, destroys,
+    left_out_by_denial,
+};
+use nuon_core::{ArtifactRef, JobId};
+use serde_json::Value;
+
+use super::EngineError;
+
+/// What a workflow does next, read from its steps alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Step `i`'s job runs: whether it has ended decides.
+    Job(usize),
+    /// Step `i` waits for an operator's approval.
+    Waiting(usize),
+    /// Step `i` needs an approval it has not asked for yet.
+    Ask(usize),
+    /// Step `i` needs an approval, but its plan changes nothing: it runs
+    /// without one.
+    NoApprovalNeeded(usize),
+    /// Step `i` runs now.
+    Dispatch(usize),
+    /// Step `i` failed, and the workflow with it.
+    Failed(usize),
+    /// Every step is behind: the workflow ends so.
+    End(WorkflowStatus),
+}
+
+/// What a workflow does next: its first step that is not passed decides.
+pub(crate) fn next(steps: &[WorkflowStepInfo]) -> Next {
+    for (i, step) in steps.iter().enumerate() {
+        let approved = step.approved_at_ms.is_some();
+        return match step.status {
+            s if s.is_passed() => continue,
+            StepStatus::Running => Next::Job(i),
+            StepStatus::WaitingApproval if !approved => Next::Waiting(i),
+            StepStatus::Pending if step.needs_approval && !approved => {
+                if plan_changes_nothing(steps, i) {
+                    Next::NoApprovalNeeded(i)
+                } else {
+                    Next::Ask(i)
+                }
+            }
+            StepStatus::Pending | StepStatus::WaitingApproval => Next::Dispatch(i),
+            _ => Next::Failed(i),
+        };
+    }
+    Next::End(if left_something_out(steps) {
+        WorkflowStatus::Partial
+    } else {
+        WorkflowStatus::Succeeded
+    })
+}
+
+/// Whether a denial (or nothing to do) left steps out.
+fn left_something_out(steps: &[WorkflowStepInfo]) -> bool {
+    steps
+        .iter()
+        .any(|s| s.status == StepStatus::Skipped || s.status == StepStatus::Denied)
+}
+
+/// Whether the plan an approval step `i` applies changes nothing.
+pub(crate) fn plan_changes_nothing(steps: &[WorkflowStepInfo], i: usize) -> bool {
+    let Some(plan) = plan_step_of(steps, i) else {
+        return false;
+    };
+    let c = &plan.outputs["changes"];
+    ["add", "change", "destroy"]
+        .iter()
+        .all(|k| c[*k].as_u64() == Some(0))
+}
+
+/// The plan step an apply step `i` applies: the nearest earlier plan of
+/// its target.
+pub(crate) fn plan_step_of(steps: &[WorkflowStepInfo], i: usize) -> Option<&WorkflowStepInfo> {
+    let me = &steps[i];
+    steps[..i].iter().rev().find(|s| {
+        s.target == me.target
+            && matches!(
+                s.kind,
+                StepKind::Plan
+                    | StepKind::DestroyPlan
+                    | StepKind::SandboxPlan
+                    | StepKind::SandboxDestroyPlan
+            )
+    })
+}
+
+/// The successful plan step an apply or destroy step carries out.
+pub(crate) fn planned<'a>(
+    steps: &'a [WorkflowStepInfo],
+    step: &WorkflowStepInfo,
+) -> Result<&'a WorkflowStepInfo, String> {
+    let i = position(steps, step.index);
+    plan_step_of(steps, i)
+        .filter(|p| p.status == StepStatus::Succeeded)
+        .ok_or_else(|| format!("{} has no successful plan to apply", step.name))
+}
+
+/// The artifact the workflow's sync of `step`'s target reported before
+/// `step`, if it synced it.
+pub(crate) fn synced_before(
+    steps: &[WorkflowStepInfo],
+    step: &WorkflowStepInfo,
+) -> Option<Result<ArtifactRef, String>> {
+    let synced = steps.iter().rev().find(|s| {
+        s.target == step.target
+            && matches!(s.kind, StepKind::Sync | StepKind::SandboxSync)
+            && s.status == StepStatus::Succeeded
+            && s.index < step.index
+    })?;
+    Some(
+        serde_json::from_value(synced.outputs["artifact"].clone()).map_err(|e| {
+            format!(
+                "the sync of {} reported no artifact: {e}",
+                step.target.as_deref().unwrap_or("sandbox")
+            )
+        }),
+    )
+}
+
+fn position(steps: &[WorkflowStepInfo], index: u32) -> usize {
+    steps.iter().position(|s| s.index == index).unwrap_or(0)
+}
+
+/// Finds the step `key` names (an index or a name), or the one `pick`
+/// chooses.
+pub(crate) fn find_step<'a>(
+    wf: &'a WorkflowInfo,
+    key: Option<&str>,
+    pick: impl Fn(&WorkflowStepInfo) -> bool,
+    what: &str,
+) -> Result<&'a WorkflowStepInfo, EngineError> {
+    match key {
+        Some(k) => wf
+            .steps
+            .iter()
+            .find(|s| s.name == k || s.index.to_string() == k)
+            .ok_or_else(|| {
+                EngineError::NotFound(format!(
+                    "workflow {} has no step {k:?} (steps: {})",
+                    wf.id,
+                    wf.steps
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }),
+        None => wf.steps.iter().find(|s| pick(s)).ok_or_else(|| {
+            EngineError::conflict(
+                "no_such_step",
+                format!("workflow {} has no step {what}", wf.id),
+            )
+        }),
+    }
+}
+
+/// Whether the workflow still takes approvals and cancels.
+fn takes_acts(wf: &WorkflowInfo) -> bool {
+    wf.status == WorkflowStatus::Pending || wf.status == WorkflowStatus::Running
+}
+
+/// The step an approval (or, with `deny`, a denial) of `wf` applies to:
+/// the one `key` names, or the one that waits. An approval is of a plan
+/// someone saw, so only a waiting step takes one; a denial may come ahead
+/// of time.
+pub(crate) fn approval_step<'a>(
+    wf: &'a WorkflowInfo,
+    key: Option<&str>,
+    deny: bool,
+) -> Result<&'a WorkflowStepInfo, EngineError> {
+    let id = &wf.id;
+    if !takes_acts(wf) {
+        return Err(EngineError::conflict(
+            "workflow_ended",
+            format!(
+                "workflow {id} has ended ({}); nothing waits for approval",
+                wf.status
+            ),
+        ));
+    }
+    let step = find_step(
+        wf,
+        key,
+        |s| s.status == StepStatus::WaitingApproval,
+        "waiting for approval",
+    )?;
+    let waiting = step.status == StepStatus::WaitingApproval
+        || (deny && step.status == StepStatus::Pending && step.needs_approval);
+    if !waiting || step.approved_at_ms.is_some() {
+        let why = if step.needs_approval && step.status == StepStatus::Pending {
+            "its plan has not run yet; approve it once it waits"
+        } else {
+            "it does not wait for an approval"
+        };
+        return Err(EngineError::conflict(
+            "not_waiting",
+            format!(
+                "step {:?} of workflow {id} is {}: {why}",
+                step.name, step.status
+            ),
+        ));
+    }
+    Ok(step)
+}
+
+/// The steps after `denied` that its denial skips: those still to run
+/// that deploy or destroy what the denial leaves out, and the actions
+/// that read or hook on it.
+pub(crate) fn skipped_by_denial(
+    config: &AppConfig,
+    steps: &[WorkflowStepInfo],
+    denied: &WorkflowStepInfo,
+) -> Vec<u32> {
+    let (left_out, sandbox_too) =
+        left_out_by_denial(config, denied.target.as_deref(), destroys(denied.kind));
+    steps
+        .iter()
+        .filter(|s| s.index > denied.index)
+        .filter(|s| s.status == StepStatus::Pending || s.status == StepStatus::WaitingApproval)
+        .filter(|s| match (s.kind, &s.target) {
+            (StepKind::Action, Some(a)) => config
+                .actions
+                .iter()
+                .find(|x| &x.name == a)
+                .is_some_and(|x| {
+                    x.depends_on.iter().any(|d| left_out.contains(d))
+                        || x.triggers.iter().any(|t| {
+                            t.component_name
+                                .as_ref()
+                                .is_some_and(|c| left_out.contains(c))
+                        })
+                }),
+            (_, Some(c)) => left_out.contains(c),
+            (_, None) => sandbox_too,
+        })
+        .map(|s| s.index)
+        .collect()
+}
+
+/// What a cancel does: the steps it marks cancelled (with the job to stop,
+/// for one that runs) and the workflow's status after it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Cancel {
+    /// Each step cancelled, and its running job.
+    pub(crate) steps: Vec<(u32, Option<JobId>)>,
+    /// `cancelling` while a job stops (the install stays busy until it has
+    /// ended and what it did is recorded), else `cancelled`.
+    pub(crate) status: WorkflowStatus,
+}
+
+/// What cancelling `wf` does.
+pub(crate) fn cancel(wf: &WorkflowInfo) -> Result<Cancel, EngineError> {
+    if !takes_acts(wf) {
+        return Err(EngineError::conflict(
+            "workflow_ended",
+            format!(
+                "workflow {} has ended ({}); there is nothing to cancel",
+                wf.id, wf.status
+            ),
+        ));
+    }
+    let mut stopping = false;
+    let mut steps = Vec::new();
+    for s in &wf.steps {
+        match s.status {
+            StepStatus::Running => {
+                stopping |= s.job_id.is_some();
+                steps.push((s.index, s.job_id.clone()));
+            }
+            StepStatus::Pending | StepStatus::WaitingApproval => steps.push((s.index, None)),
+            _ => {}
+        }
+    }
+    let status = if stopping || wf.status == WorkflowStatus::Running {
+        WorkflowStatus::Cancelling
+    } else {
+        WorkflowStatus::Cancelled
+    };
+    Ok(Cancel { steps, status })
+}
+
+/// What a retry of `wf` redoes: the step it retries (the one `key` names,
+/// or the first that did not finish) and every step it sets back to
+/// pending. An apply is retried from its plan: a saved plan is stale once
+/// an apply of it has run (even partly). `others` are the install's
+/// workflows: one still active keeps the install busy.
+pub(crate) fn retry<'a>(
+    wf: &'a WorkflowInfo,
+    key: Option<&str>,
+    others: &[WorkflowInfo],
+) -> Result<(&'a WorkflowStepInfo, Vec<u32>), EngineError> {
+    let id = &wf.id;
+    if wf.status != WorkflowStatus::Failed && wf.status != WorkflowStatus::Cancelled {
+        let now = if takes_acts(wf) {
+            format!("is {}", wf.status)
+        } else {
+            format!("has ended ({})", wf.status)
+        };
+        return Err(EngineError::conflict(
+            "not_failed",
+            format!("workflow {id} {now}: only a failed or cancelled workflow can be retried"),
+        ));
+    }
+    if let Some(o) = others.iter().find(|o| o.id != *id && o.status.is_active()) {
+        return Err(EngineError::conflict(
+            "install_busy",
+            format!(
+                "workflow {} is {} on this install; retry once it ends (or cancel it)",
+                o.id, o.status
+            ),
+        ));
+    }
+    let unfinished =
+        |s: &WorkflowStepInfo| s.status == StepStatus::Failed || s.status == StepStatus::Cancelled;
+    let first = find_step(wf, None, unfinished, "that failed or was cancelled")?;
+    let step = find_step(wf, key, unfinished, "that failed")?;
+    if step.index > first.index {
+        return Err(EngineError::conflict(
+            "after_the_failure",
+            format!(
+                "step {:?} comes after {:?}, which did not finish: retry from it (or without --step)",
+                step.name, first.name
+            ),
+        ));
+    }
+    let from = if applies_a_plan(step.kind) {
+        plan_step_of(&wf.steps, position(&wf.steps, step.index))
+            .map(|p| p.index)
+            .unwrap_or(step.index)
+    } else {
+        step.index
+    };
+    let redo = wf
+        .steps
+        .iter()
+        .filter(|s| s.index >= from)
+        .filter(|s| s.status != StepStatus::Skipped && s.status != StepStatus::Denied)
+        .map(|s| s.index)
+        .collect();
+    Ok((step, redo))
+}
+
+/// The install's state while a workflow of `kind` runs (an action leaves
+/// it as it was).
+pub(crate) fn install_state_during(kind: WorkflowKind, now: &str) -> String {
+    match kind {
+        WorkflowKind::Provision | WorkflowKind::Reprovision => "provisioning".into(),
+        WorkflowKind::Deploy => "deploying".into(),
+        WorkflowKind::Teardown => "tearing_down".into(),
+        WorkflowKind::Deprovision => "deprovisioning".into(),
+        WorkflowKind::Action => now.into(),
+    }
+}
+
+/// The install's state once its workflow ended with `status`: `whole`
+/// when it was not about one component, `interrupted` when a cancel
+/// stopped an apply or destroy part way. An action changes nothing
+/// deployed.
+pub(crate) fn install_state_after(
+    wf: &WorkflowInfo,
+    status: WorkflowStatus,
+    interrupted: bool,
+    now: &str,
+) -> String {
+    match (wf.kind, status) {
+        (WorkflowKind::Action, _) => now.into(),
+        (_, WorkflowStatus::Failed) => "failed".into(),
+        (_, WorkflowStatus::Cancelled) if interrupted => "failed".into(),
+        (WorkflowKind::Deprovision, WorkflowStatus::Succeeded) if wf.component.is_none() => {
+            "deprovisioned".into()
+        }
+        _ => "active".into(),
+    }
+}
+
+/// Folds what a successful apply or destroy step reported into the
+/// install's outputs: what it reports replaces what it reported before.
+pub(crate) fn record_outputs(all: &mut InstallOutputs, step: &WorkflowStepInfo, job: &Value) {
+    let tf: serde_json::Map<String, Value> =
+        job["outputs"].as_object().cloned().unwrap_or_default();
+    let from = match (step.kind, &step.target) {
+        (StepKind::SandboxApply | StepKind::SandboxDestroy, _) | (_, None) => "sandbox".to_owned(),
+        (_, Some(c)) => c.clone(),
+    };
+    all.sensitive
+        .retain(|n| n.split_once('.').is_none_or(|(f, _)| f != from));
+    match (step.kind, &step.target) {
+        (StepKind::SandboxApply, _) => all.sandbox = tf,
+        (StepKind::SandboxDestroy, _) => all.sandbox.clear(),
+        (StepKind::Apply, Some(c)) => {
+            all.components.insert(c.clone(), tf);
+        }
+        (StepKind::Destroy, Some(c)) => {
+            all.components.remove(c);
+        }
+        _ => {}
+    }
+    if matches!(step.kind, StepKind::SandboxApply | StepKind::Apply) {
+        for name in job["sensitive"].as_array().into_iter().flatten() {
+            if let Some(n) = name.as_str() {
+                all.sensitive.push(format!("{from}.{n}"));
+            }
+        }
+    }
+}
+
+/// An image component's outputs once its sync put it in the install's
+/// registry: where it is.
+pub(crate) fn image_outputs(a: &ArtifactRef) -> serde_json::Map<String, Value> {
+    let mut o = serde_json::Map::new();
+    o.insert("repository".into(), Value::String(a.repo.clone()));
+    o.insert("digest".into(), Value::String(a.digest.to_string()));
+    o.insert(
+        "image".into(),
+        Value::String(format!("{}@{}", a.repo, a.digest)),
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use nuon_core::app::{SourceFile, parse};
+    use nuon_core::{InstallId, WorkflowId};
+    use serde_json::json;
+
+    use super::*;
+
+    use StepKind as K;
+    use StepStatus as S;
+
+    /// A step: `(kind, target, status)`; applies and destroys need an
+    /// approval.
+    fn step(i: u32, kind: StepKind, target: Option<&str>, status: StepStatus) -> WorkflowStepInfo {
+        WorkflowStepInfo {
+            index: i,
+            name: format!("{kind:?} {}", target.unwrap_or("sandbox")).to_lowercase(),
+            kind,
+            target: target.map(str::to_owned),
+            needs_approval: applies_a_plan(kind),
+            status,
+            job_id: (status == S::Running).then(JobId::generate),
+            approved_at_ms: None,
+            reason: None,
+            outputs: Value::Null,
+        }
+    }
+
+    /// A deploy of `db` (plan, apply) then `app` (plan, apply), with these
+    /// statuses.
+    fn deploy(statuses: [StepStatus; 4]) -> Vec<WorkflowStepInfo> {
+        let shape = [
+            (K::Plan, "db"),
+            (K::Apply, "db"),
+            (K::Plan, "app"),
+            (K::Apply, "app"),
+        ];
+        shape
+            .iter()
+            .zip(statuses)
+            .enumerate()
+            .map(|(i, ((k, t), s))| step(i as u32, *k, Some(t), s))
+            .collect()
+    }
+
+    fn workflow(status: WorkflowStatus, steps: Vec<WorkflowStepInfo>) -> WorkflowInfo {
+        WorkflowInfo {
+            id: WorkflowId::generate(),
+            install_id: InstallId::generate(),
+            kind: WorkflowKind::Deploy,
+            status,
+            component: None,
+            config_version: 1,
+            created_at_ms: 0,
+            finished_at_ms: None,
+            steps,
+        }
+    }
+
+    fn changes(add: u64) -> Value {
+        json!({"changes": {"add": add, "change": 0, "destroy": 0}})
+    }
+
+    #[test]
+    fn what_runs_next() {
+        let approved = |mut s: Vec<WorkflowStepInfo>, i: usize| {
+            s[i].approved_at_ms = Some(1);
+            s
+        };
+        let planned = |mut s: Vec<WorkflowStepInfo>, i: usize, add: u64| {
+            s[i].outputs = changes(add);
+            s
+        };
+        let table: Vec<(&str, Vec<WorkflowStepInfo>, Next)> = vec![
+            (
+                "a new workflow plans first",
+                deploy([S::Pending; 4]),
+                Next::Dispatch(0),
+            ),
+            (
+                "a running job decides",
+                deploy([S::Running, S::Pending, S::Pending, S::Pending]),
+                Next::Job(0),
+            ),
+            (
+                "an apply whose plan changes something asks",
+                planned(
+                    deploy([S::Succeeded, S::Pending, S::Pending, S::Pending]),
+                    0,
+                    2,
+                ),
+                Next::Ask(1),
+            ),
+            (
+                "an apply whose plan changes nothing runs without asking",
+                planned(
+                    deploy([S::Succeeded, S::Pending, S::Pending, S::Pending]),
+                    0,
+                    0,
+                ),
+                Next::NoApprovalNeeded(1),
+            ),
+            (
+                "a waiting step waits",
+                deploy([S::Succeeded, S::WaitingApproval, S::Pending, S::Pending]),
+                Next::Waiting(1),
+            ),
+            (
+                "an approved step runs",
+                approved(
+                    deploy([S::Succeeded, S::WaitingApproval, S::Pending, S::Pending]),
+                    1,
+                ),
+                Next::Dispatch(1),
+            ),
+            (
+                "an approved pending step runs (a retry keeps no approval, but a plan that changed nothing gave one)",
+                approved(
+                    deploy([S::Succeeded, S::Pending, S::Pending, S::Pending]),
+                    1,
+                ),
+                Next::Dispatch(1),
+            ),
+            (
+                "a failed step fails the workflow",
+                deploy([S::Succeeded, S::Failed, S::Pending, S::Pending]),
+                Next::Failed(1),
+            ),
+            (
+                "a denied step is passed",
+                deploy([S::Succeeded, S::Denied, S::Pending, S::Pending]),
+                Next::Dispatch(2),
+            ),
+            (
+                "skipped steps are passed",
+                deploy([S::Skipped, S::Skipped, S::Pending, S::Pending]),
+                Next::Dispatch(2),
+            ),
+            (
+                "all succeeded",
+                deploy([S::Succeeded; 4]),
+                Next::End(WorkflowStatus::Succeeded),
+            ),
+            (
+                "a denial leaves the end partial",
+                deploy([S::Succeeded, S::Denied, S::Succeeded, S::Succeeded]),
+                Next::End(WorkflowStatus::Partial),
+            ),
+            (
+                "a skip leaves the end partial",
+                deploy([S::Succeeded, S::Succeeded, S::Skipped, S::Skipped]),
+                Next::End(WorkflowStatus::Partial),
+            ),
+            (
+                "no steps end at once",
+                Vec::new(),
+                Next::End(WorkflowStatus::Succeeded),
+            ),
+        ];
+        for (what, steps, want) in table {
+            assert_eq!(next(&steps), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn what_a_denial_skips() {
+        let module = |name: &str, deps: &str| {
+            SourceFile::new(
+                format!("components/{name}.toml"),
+                format!(
+                    "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\ndependencies = [{deps}]\npath = \"./{name}\"\n"
+                ),
+            )
+        };
+        let action = |name: &str, extra: &str| {
+            SourceFile::new(
+                format!("actions/{name}.toml"),
+                format!(
+                    "name = \"{name}\"\ntimeout = \"1m\"\n{extra}[[triggers]]\ntype = \"manual\"\n[[steps]]\nname = \"s\"\ncommand = \"true\"\n"
+                ),
+            )
+        };
+        let files = [
+            SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            module("db", ""),
+            module("app", "\"db\""),
+            module("cache", ""),
+            action("smoke", "dependencies = [\"app\"]\n"),
+            action(
+                "hook",
+                "[[triggers]]\ntype = \"post-deploy-component\"\ncomponent_name = \"db\"\n",
+            ),
+            action("other", ""),
+        ];
+        let (config, d) = parse(&files);
+        let config = config.unwrap_or_else(|| panic!("{d}"));
+        let steps = vec![
+            step(0, K::Plan, Some("db"), S::Succeeded),
+            step(1, K::Apply, Some("db"), S::WaitingApproval),
+            step(2, K::Plan, Some("cache"), S::Pending),
+            step(3, K::Apply, Some("cache"), S::Pending),
+            step(4, K::Plan, Some("app"), S::Pending),
+            step(5, K::Apply, Some("app"), S::Pending),
+            step(6, K::Action, Some("smoke"), S::Pending),
+            step(7, K::Action, Some("hook"), S::Pending),
+            step(8, K::Action, Some("other"), S::Pending),
+        ];
+        let table: Vec<(&str, usize, Vec<u32>)> = vec![
+            (
+                "denying the database skips what depends on it and the actions on it",
+                1,
+                vec![4, 5, 6, 7],
+            ),
+            ("denying a leaf skips nothing after it", 3, vec![]),
+            ("denying the app skips the action that reads it", 5, vec![6]),
+        ];
+        for (what, denied, want) in table {
+            assert_eq!(
+                skipped_by_denial(&config, &steps, &steps[denied]),
+                want,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_a_retry_redoes() {
+        use WorkflowStatus as W;
+        /// The step retried and those redone, or the refusal's code.
+        type Redo = Result<(u32, Vec<u32>), &'static str>;
+        let table: Vec<(&str, WorkflowInfo, Option<&str>, Redo)> = vec![
+            (
+                "a failed plan is redone from itself",
+                workflow(
+                    W::Failed,
+                    deploy([S::Succeeded, S::Succeeded, S::Failed, S::Pending]),
+                ),
+                None,
+                Ok((2, vec![2, 3])),
+            ),
+            (
+                "a failed apply is redone from its plan",
+                workflow(
+                    W::Failed,
+                    deploy([S::Succeeded, S::Succeeded, S::Succeeded, S::Failed]),
+                ),
+                None,
+                Ok((3, vec![2, 3])),
+            ),
+            (
+                "a cancelled workflow is redone from its first cancelled step",
+                workflow(
+                    W::Cancelled,
+                    deploy([S::Succeeded, S::Cancelled, S::Cancelled, S::Cancelled]),
+                ),
+                None,
+                Ok((1, vec![0, 1, 2, 3])),
+            ),
+            (
+                "denied and skipped steps stay as they are",
+                workflow(
+                    W::Failed,
+                    deploy([S::Failed, S::Denied, S::Skipped, S::Pending]),
+                ),
+                None,
+                Ok((0, vec![0, 3])),
+            ),
+            (
+                "a step named by its index",
+                workflow(
+                    W::Failed,
+                    deploy([S::Succeeded, S::Succeeded, S::Failed, S::Pending]),
+                ),
+                Some("2"),
+                Ok((2, vec![2, 3])),
+            ),
+            (
+                "a step after the failure is refused",
+                workflow(
+                    W::Failed,
+                    deploy([S::Failed, S::Succeeded, S::Failed, S::Pending]),
+                ),
+                Some("2"),
+                Err("after_the_failure"),
+            ),
+            (
+                "a running workflow is refused",
+                workflow(
+                    W::Running,
+                    deploy([S::Running, S::Pending, S::Pending, S::Pending]),
+                ),
+                None,
+                Err("not_failed"),
+            ),
+            (
+                "a succeeded workflow is refused",
+                workflow(W::Succeeded, deploy([S::Succeeded; 4])),
+                None,
+                Err("not_failed"),
+            ),
+            (
+                "an unknown step is not found",
+                workflow(
+                    W::Failed,
+                    deploy([S::Failed, S::Pending, S::Pending, S::Pending]),
+                ),
+                Some("nope"),
+                Err("not_found"),
+            ),
+        ];
+        for (what, wf, key, want) in table {
+            let got = retry(&wf, key, &[])
+                .map(|(s, redo)| (s.index, redo))
+                .map_err(|e| e.code());
+            assert_eq!(got, want, "{what}");
+        }
+        // Another active workflow of the install keeps it busy.
+        let failed = workflow(
+            W::Failed,
+            deploy([S::Failed, S::Pending, S::Pending, S::Pending]),
+        );
+        let busy = workflow(W::Pending, deploy([S::Pending; 4]));
+        assert_eq!(
+            retry(&failed, None, &[busy])
+                .map(|_| ())
+                .map_err(|e| e.code()),
+            Err("install_busy")
+        );
+    }
+
+    #[test]
+    fn what_an_approval_and_a_cancel_apply_to() {
+        use WorkflowStatus as W;
+        let waiting = workflow(
+            W::Running,
+            deploy([S::Succeeded, S::WaitingApproval, S::Pending, S::Pending]),
+        );
+        assert_eq!(
+            approval_step(&waiting, None, false).map(|s| s.index).ok(),
+            Some(1)
+        );
+        // An apply whose plan has not run takes a denial, not an approval.
+        let early = workflow(
+            W::Running,
+            deploy([S::Running, S::Pending, S::Pending, S::Pending]),
+        );
+        assert_eq!(
+            approval_step(&early, Some("1"), false)
+                .map(|_| ())
+                .map_err(|e| e.code()),
+            Err("not_waiting")
+        );
+        assert_eq!(
+            approval_step(&early, Some("1"), true).map(|s| s.index).ok(),
+            Some(1)
+        );
+        assert_eq!(
+            approval_step(&early, None, false)
+                .map(|_| ())
+                .map_err(|e| e.code()),
+            Err("no_such_step")
+        );
+        let ended = workflow(W::Succeeded, deploy([S::Succeeded; 4]));
+        assert_eq!(
+            approval_step(&ended, None, true)
+                .map(|_| ())
+                .map_err(|e| e.code()),
+            Err("workflow_ended")
+        );
+
+        // A cancel stops the running job and marks what is still to run.
+        let c = cancel(&early).expect("cancels");
+        assert_eq!(c.status, W::Cancelling);
+        assert_eq!(
+            c.steps,
+            vec![
+                (0, early.steps[0].job_id.clone()),
+                (1, None),
+                (2, None),
+                (3, None)
+            ]
+        );
+        assert!(c.steps[0].1.is_some());
+        // A pending workflow has nothing to stop.
+        let queued = workflow(W::Pending, deploy([S::Pending; 4]));
+        assert_eq!(cancel(&queued).expect("cancels").status, W::Cancelled);
+        assert_eq!(
+            cancel(&ended).map(|_| ()).map_err(|e| e.code()),
+            Err("workflow_ended")
+        );
+    }
+
+    #[test]
+    fn what_the_install_becomes() {
+        use WorkflowKind as WK;
+        use WorkflowStatus as W;
+        let mut wf = workflow(W::Running, Vec::new());
+        let table = [
+            (WK::Deploy, None, W::Succeeded, false, "active"),
+            (WK::Deploy, None, W::Partial, false, "active"),
+            (WK::Deploy, None, W::Failed, false, "failed"),
+            (WK::Deploy, None, W::Cancelled, false, "active"),
+            (WK::Deploy, None, W::Cancelled, true, "failed"),
+            (WK::Deprovision, None, W::Succeeded, false, "deprovisioned"),
+            (WK::Deprovision, None, W::Partial, false, "active"),
+            (WK::Deprovision, Some("db"), W::Succeeded, false, "active"),
+            (WK::Action, None, W::Failed, false, "was"),
+            (WK::Action, None, W::Cancelled, true, "was"),
+        ];
+        for (kind, component, status, interrupted, want) in table {
+            wf.kind = kind;
+            wf.component = component.map(str::to_owned);
+            assert_eq!(
+                install_state_after(&wf, status, interrupted, "was"),
+                want,
+                "{kind:?} {component:?} {status} interrupted={interrupted}"
+            );
+        }
+        assert_eq!(
+            install_state_during(WK::Reprovision, "active"),
+            "provisioning"
+        );
+        assert_eq!(install_state_during(WK::Action, "failed"), "failed");
+    }
+
+    #[test]
+    fn an_apply_replaces_what_it_reported_before() {
+        let mut all = InstallOutputs::default();
+        let apply = step(1, K::Apply, Some("db"), S::Running);
+        record_outputs(
+            &mut all,
+            &apply,
+            &json!({"outputs": {"host": "a", "password": "p"}, "sensitive": ["password"]}),
+        );
+        assert_eq!(all.components["db"]["host"], "a");
+        assert_eq!(all.sensitive, vec!["db.password"]);
+        record_outputs(&mut all, &apply, &json!({"outputs": {"host": "b"}}));
+        assert_eq!(all.components["db"]["host"], "b");
+        assert!(all.sensitive.is_empty(), "{:?}", all.sensitive);
+        let destroy = step(3, K::Destroy, Some("db"), S::Running);
+        record_outputs(&mut all, &destroy, &json!({}));
+        assert!(all.components.is_empty());
+    }
+}

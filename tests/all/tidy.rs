@@ -1,0 +1,217 @@
+//! Tidy: the architecture's lines that code review would otherwise have to
+//! remember (rust-analyzer's `tidy.rs` habit). Each check reads the source
+//! tree as text and names every place that breaks its rule.
+
+use std::path::{Path, PathBuf};
+
+use nuon_tests::repo_root;
+
+/// Every file under `dir` (relative to the repo root) ending in `ext`.
+fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n == "target") {
+                    continue;
+                }
+                walk(&p, ext, out);
+            } else if p.extension().is_some_and(|x| x == ext) {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&repo_root().join(dir), ext, &mut out);
+    out.sort();
+    out
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn rel(p: &Path) -> String {
+    p.strip_prefix(repo_root())
+        .unwrap_or(p)
+        .display()
+        .to_string()
+}
+
+/// The names of the workspace crates a `Cargo.toml` depends on, in its
+/// `[dependencies]` (not dev or build dependencies).
+fn our_dependencies(manifest: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if !in_deps {
+            continue;
+        }
+        let name = line.split(['=', '.', ' ']).next().unwrap_or("");
+        if name.starts_with("nuon-") {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn crates_depend_one_way() {
+    // Each library crate, and the workspace crates it may depend on.
+    let allowed: &[(&str, &[&str])] = &[
+        ("nuon-core", &[]),
+        ("nuon-client", &["nuon-core"]),
+        ("nuon-plugins", &["nuon-core"]),
+        (
+            "nuon-runner-lib",
+            &["nuon-core", "nuon-client", "nuon-plugins"],
+        ),
+        ("nuon-control", &["nuon-core"]),
+    ];
+    let mut wrong = Vec::new();
+    for (krate, may) in allowed {
+        let manifest = read(&repo_root().join(krate).join("Cargo.toml"));
+        for dep in our_dependencies(&manifest) {
+            if !may.contains(&dep.as_str()) {
+                wrong.push(format!(
+                    "{krate} depends on {dep} (it may use only {may:?})"
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "dependencies must point one way (ARCHITECTURE.md, invariants):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn every_crate_takes_the_workspace_lints_and_they_ask_for_docs() {
+    let root = read(&repo_root().join("Cargo.toml"));
+    assert!(
+        root.contains("missing_docs = \"warn\"") || root.contains("missing_docs = \"deny\""),
+        "the workspace lints must ask for docs on every public item (missing_docs)"
+    );
+    let mut manifests = files("", "toml");
+    manifests.retain(|p| {
+        p.file_name().is_some_and(|n| n == "Cargo.toml") && p != &repo_root().join("Cargo.toml")
+    });
+    let missing: Vec<_> = manifests
+        .iter()
+        .filter(|p| !read(p).contains("[lints]\nworkspace = true"))
+        .map(|p| rel(p))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "these crates do not take the workspace lints ([lints] workspace = true), so nothing checks their docs or unsafe code:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_store_stays_small_by_domain() {
+    let mut long = Vec::new();
+    for p in files("nuon-control/src/store", "rs") {
+        let n = read(&p).lines().count();
+        if n > 800 {
+            long.push(format!("{}: {n} lines", rel(&p)));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "no file of the store over 800 lines: split it by domain\n{}",
+        long.join("\n")
+    );
+    // Each store trait: a handful of methods.
+    let mut large = Vec::new();
+    for p in files("nuon-control/src/store", "rs") {
+        let text = read(&p);
+        let mut current: Option<(String, usize)> = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("pub trait ") {
+                let name = rest.split([':', ' ', '<']).next().unwrap_or("").to_owned();
+                current = Some((name, 0));
+            } else if line == "}" {
+                if let Some((name, n)) = current.take()
+                    && n >= 15
+                {
+                    large.push(format!("{}: {name} has {n} methods", rel(&p)));
+                }
+            } else if let Some((_, n)) = current.as_mut()
+                && (line.starts_with("    async fn ") || line.starts_with("    fn "))
+            {
+                *n += 1;
+            }
+        }
+    }
+    assert!(
+        large.is_empty(),
+        "a store trait has under 15 methods: split it by domain\n{}",
+        large.join("\n")
+    );
+}
+
+#[test]
+fn workflow_and_step_states_are_spelled_only_in_their_enums() {
+    // The statuses that are workflow or step states and nothing else.
+    let only_states = [
+        "\"waiting_approval\"",
+        "\"cancelling\"",
+        "\"partial\"",
+        "\"denied\"",
+    ];
+    let mut found = Vec::new();
+    for dir in ["nuon-control/src", "bins/nuon/src", "nuon-client/src"] {
+        for p in files(dir, "rs") {
+            if rel(&p).contains("/tests/") {
+                continue;
+            }
+            for (i, line) in read(&p).lines().enumerate() {
+                if only_states.iter().any(|s| line.contains(s)) {
+                    found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "use WorkflowStatus / StepStatus (nuon_core::workflow), not their spelling:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_engine_knows_nothing_of_http() {
+    let mut found = Vec::new();
+    for p in files("nuon-control/src/engine", "rs") {
+        for (i, line) in read(&p).lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if [
+                "crate::api",
+                "super::api",
+                "axum",
+                "StatusCode",
+                "crate::error",
+            ]
+            .iter()
+            .any(|w| code.contains(w))
+            {
+                found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the workflow engine sits below the API: it returns EngineError, which the API maps to HTTP (ARCHITECTURE.md, invariants)\n{}",
+        found.join("\n")
+    );
+}
