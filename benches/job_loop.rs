@@ -539,8 +539,8 @@ fn dev_phases(runs: usize) -> Result<Vec<(String, f64)>> {
 /// registry of its own, started for it, so neither tool can mount or skip
 /// what an earlier run left.
 fn registry_copy(runs: usize) -> Result<Vec<(String, f64, f64)>> {
-    use nuon_core::artifact::{BlobLocations, CopyOptions, copy_with};
     use nuon_plugins::oci::registry::{RegistryConfig, RegistryStore};
+    use nuon_plugins::oci::{BlobLocations, CopyOptions, copy};
     use nuon_tests::{Registry, make_image};
     anyhow::ensure!(which_ok("skopeo"), "skopeo is not installed");
     let fresh = || -> Result<Registry> {
@@ -608,15 +608,7 @@ fn registry_copy(runs: usize) -> Result<Vec<(String, f64, f64)>> {
                 opts: &CopyOptions|
      -> Result<f64> {
         let start = Instant::now();
-        rt().block_on(copy_with(
-            &ra,
-            src_repo,
-            tag,
-            dst,
-            dst_repo,
-            Some(tag),
-            opts,
-        ))?;
+        rt().block_on(copy(&ra, src_repo, tag, dst, dst_repo, Some(tag), opts))?;
         Ok(start.elapsed().as_secs_f64())
     };
     let opts = CopyOptions::default();

@@ -31,6 +31,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod app_dir;
 mod config;
 mod control;
 mod error;

@@ -5,8 +5,11 @@
 //! stream logs that are stored exactly once, and complete idempotently.
 //! Vendors drive it through the Control API with org-scoped API tokens.
 //!
-//! - [`store`]: the [`Store`](store::Store) trait and its SQLite implementation.
-//! - [`ControlPlane`]: opens a data dir and serves both APIs.
+//! - [`store`]: the [`Store`](store::Store) traits, by domain, and their
+//!   SQLite and (feature `postgres`) PostgreSQL implementations.
+//! - [`ControlPlane`]: opens a data dir (an [`OpenStore`]) and serves both
+//!   APIs; the workflow engine runs inside it, below the APIs.
+//! - [`sys`]: the listen backlog and open-files limit a fleet needs.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), nuon_control::Error> {
@@ -26,11 +29,13 @@ mod hub;
 pub mod secrets;
 mod server;
 pub mod store;
+pub mod sys;
 
 pub use api::openapi;
 
 pub use api::Timings;
 pub use error::{Error, Result};
 pub use server::{
-    ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, ControlPlane, SIGNING_KEY_FILE, ServerConfig,
+    ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, ControlPlane, OpenStore, SIGNING_KEY_FILE,
+    ServerConfig,
 };

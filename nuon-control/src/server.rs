@@ -71,7 +71,7 @@ pub struct ControlPlane {
     state: SharedState,
     shutdown_tx: watch::Sender<bool>,
     config: ServerConfig,
-    backend: Backend,
+    backend: OpenStore,
 }
 
 /// The store as opened, to close it the way it needs.
@@ -79,6 +79,79 @@ enum Backend {
     Sqlite(Arc<SqliteStore>),
     #[cfg(feature = "postgres")]
     Postgres(Arc<PostgresStore>),
+}
+
+/// A control plane's store, open: the embedded SQLite store of a data
+/// directory, or a PostgreSQL database. What `serve` works on, and what
+/// `nuon-ctl orgs` commands change directly.
+pub struct OpenStore {
+    kind: Backend,
+    store: Arc<dyn Store>,
+}
+
+impl OpenStore {
+    /// Opens (creating it when new) the store of `data_dir`, or the
+    /// database at `database_url` (the data dir then holds only the
+    /// secrets key and token files).
+    pub async fn open(data_dir: &Path, database_url: Option<&str>) -> Result<Self> {
+        match database_url {
+            None => {
+                let s = Arc::new(SqliteStore::open(data_dir)?);
+                Ok(OpenStore {
+                    kind: Backend::Sqlite(s.clone()),
+                    store: s,
+                })
+            }
+            #[cfg(feature = "postgres")]
+            Some(url) => {
+                std::fs::create_dir_all(data_dir).map_err(|e| Error::DataDir {
+                    path: data_dir.display().to_string(),
+                    message: e.to_string(),
+                })?;
+                let s = Arc::new(PostgresStore::connect(url).await?);
+                Ok(OpenStore {
+                    kind: Backend::Postgres(s.clone()),
+                    store: s,
+                })
+            }
+            #[cfg(not(feature = "postgres"))]
+            Some(_) => Err(Error::DataDir {
+                path: data_dir.display().to_string(),
+                message: "this nuon-ctl was built without PostgreSQL support (cargo feature \
+                          `postgres`); leave out --database-url to use the embedded store, or \
+                          build with the feature"
+                    .into(),
+            }),
+        }
+    }
+
+    /// Opens a store that must exist already: a data dir without one is a
+    /// typo, or the data dir of a replica on PostgreSQL.
+    pub async fn existing(data_dir: &Path, database_url: Option<&str>) -> Result<Self> {
+        if database_url.is_none() && !data_dir.join(SqliteStore::DB_FILE).exists() {
+            return Err(Error::DataDir {
+                path: data_dir.display().to_string(),
+                message: "holds no control-plane store (nuon.db): give the data dir `nuon-ctl serve` uses, \
+                          or --database-url (NUON_DATABASE_URL) when the control plane runs on PostgreSQL"
+                    .into(),
+            });
+        }
+        Self::open(data_dir, database_url).await
+    }
+
+    /// The store.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// Closes it: SQLite checkpoints, PostgreSQL's pool drains.
+    pub async fn close(&self) {
+        match &self.kind {
+            Backend::Sqlite(s) => s.close(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(s) => s.close().await,
+        }
+    }
 }
 
 impl ControlPlane {
@@ -91,37 +164,16 @@ impl ControlPlane {
                 message: "lease must be at least 300ms".into(),
             });
         }
-        let (backend, store): (Backend, Arc<dyn Store>) = match &config.database_url {
-            None => {
-                let s = Arc::new(SqliteStore::open(&config.data_dir)?);
-                (Backend::Sqlite(s.clone()), s)
-            }
-            #[cfg(feature = "postgres")]
-            Some(url) => {
-                std::fs::create_dir_all(&config.data_dir).map_err(|e| Error::DataDir {
-                    path: config.data_dir.display().to_string(),
-                    message: e.to_string(),
-                })?;
-                let s = Arc::new(PostgresStore::connect(url).await?);
-                (Backend::Postgres(s.clone()), s)
-            }
-            #[cfg(not(feature = "postgres"))]
-            Some(_) => {
-                return Err(Error::DataDir {
-                    path: config.data_dir.display().to_string(),
-                    message: "this nuon-ctl was built without PostgreSQL support (cargo feature \
-                              `postgres`); leave out --database-url to use the embedded store, or \
-                              build with the feature"
-                        .into(),
-                });
-            }
-        };
+        let backend = OpenStore::open(&config.data_dir, config.database_url.as_deref()).await?;
+        let store = backend.store();
         let secrets = match SecretBox::load(&config.data_dir)? {
             Some(b) => b,
             // A replica joining a database that already serves orgs must
             // use the key the others seal secrets with: a new one could
             // not open them.
-            None if !matches!(backend, Backend::Sqlite(_)) && store.count_orgs().await? > 0 => {
+            None if !matches!(backend.kind, Backend::Sqlite(_))
+                && store.count_orgs().await? > 0 =>
+            {
                 return Err(Error::DataDir {
                     path: config.data_dir.display().to_string(),
                     message: format!(
@@ -156,7 +208,7 @@ impl ControlPlane {
             lease: config.lease,
             max_claim_wait: config.max_claim_wait,
             max_heartbeat_wait: config.max_heartbeat_wait,
-            fallback_poll: match backend {
+            fallback_poll: match backend.kind {
                 Backend::Sqlite(_) => None,
                 #[cfg(feature = "postgres")]
                 Backend::Postgres(_) => Some(FALLBACK_POLL),
@@ -240,11 +292,7 @@ impl ControlPlane {
         if let Some(w) = wakeups {
             w.abort();
         }
-        match &self.backend {
-            Backend::Sqlite(s) => s.close(),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(s) => s.close().await,
-        }
+        self.backend.close().await;
         a?;
         b?;
         Ok(())

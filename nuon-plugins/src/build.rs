@@ -262,8 +262,8 @@ impl BuildPlugin {
         }
         let image = crate::oci::LayoutStore::open(&layout)
             .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
-        let opts = nuon_core::artifact::CopyOptions::default();
-        let r = nuon_core::artifact::copy_with(
+        let opts = crate::oci::CopyOptions::default();
+        let r = crate::oci::copy(
             &image,
             "image",
             "latest",
@@ -299,8 +299,8 @@ impl BuildPlugin {
             "copying {base}/{repo}:{tag} into {}:{}",
             job.repo, job.tag
         ));
-        let opts = nuon_core::artifact::CopyOptions::default();
-        let r = nuon_core::artifact::copy_with(
+        let opts = crate::oci::CopyOptions::default();
+        let r = crate::oci::copy(
             &source,
             &repo,
             &tag,

@@ -6,7 +6,9 @@
 
 use std::path::Path;
 
-use nuon_core::artifact::{ArtifactError, ArtifactStore, CopyOptions, Digest, copy_with};
+use nuon_core::artifact::{ArtifactError, ArtifactStore, Digest};
+
+use crate::oci::{CopyOptions, copy};
 use serde::{Deserialize, Serialize};
 
 use crate::oci::LayoutStore;
@@ -74,7 +76,7 @@ pub async fn import_release(
     };
     for a in &release.artifacts {
         // Read back from the bundle, checked: a damaged bundle is refused.
-        let r = copy_with(
+        let r = copy(
             &bundle,
             &a.repo,
             a.digest.as_str(),

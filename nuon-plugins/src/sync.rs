@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nuon_core::artifact::{ArtifactError, ArtifactStore, CopyOptions, ImageManifest, copy_with};
+use nuon_core::artifact::{ArtifactError, ArtifactStore, ImageManifest};
+
+use crate::oci::{CopyOptions, copy};
 use nuon_core::{Job, JobHost, JobResult, JobSpec, Outcome, Plugin, PluginError, SyncJob};
 use serde_json::json;
 
@@ -114,7 +116,7 @@ impl Plugin for SyncPlugin {
             verify: true,
             ..CopyOptions::default()
         };
-        let r = copy_with(
+        let r = copy(
             &**vendor,
             &a.repo,
             digest,

@@ -57,6 +57,8 @@
 //! ```
 
 mod backoff;
+#[cfg(feature = "cmd")]
+pub mod cmd;
 mod config;
 mod error;
 mod host;

@@ -116,11 +116,11 @@ fn an_example_config_syncs_and_reads_back_as_synced() {
     assert_eq!(synced["version"], 1);
 
     // Read back: the same config the validator builds locally, and the same files.
-    let (local, _) = nuon_core::app::validate_dir(&example());
+    let (local, _) = nuon_client::app_dir::validate_dir(&example());
     let local = local.unwrap();
     let back = rt().block_on(client.get_config("hello", None)).unwrap();
     assert_eq!(back.config, local);
-    let files = nuon_core::app::read_dir(&example()).unwrap();
+    let files = nuon_client::app_dir::read_dir(&example()).unwrap();
     let sent: Vec<(String, String)> = files.into_iter().map(|f| (f.name, f.text)).collect();
     let got: Vec<(String, String)> = back
         .files

@@ -4,8 +4,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use nuon_core::artifact::{ArtifactError, ArtifactStore, Descriptor, Digest, copy_artifact};
+use nuon_core::artifact::{ArtifactError, ArtifactStore, Descriptor, Digest};
 use nuon_plugins::oci::LayoutStore;
+use nuon_plugins::oci::copy_artifact;
 use nuon_plugins::oci::modulepkg::{push_module, unpack_module};
 use nuon_plugins::oci::registry::{RegistryConfig, RegistryStore};
 use nuon_tests::{Registry, have_tool, rt};
@@ -254,9 +255,9 @@ fn an_image_index_is_copied_with_every_platform_and_its_bytes() {
         .unwrap();
     let ra = RegistryStore::new(&RegistryConfig::new(&a.url)).unwrap();
     let rb = RegistryStore::new(&RegistryConfig::new(&b.url)).unwrap();
-    let opts = nuon_core::artifact::CopyOptions::default();
+    let opts = nuon_plugins::oci::CopyOptions::default();
     let r = rt()
-        .block_on(nuon_core::artifact::copy_with(
+        .block_on(nuon_plugins::oci::copy(
             &layout,
             "img/app",
             "1.0",
@@ -275,7 +276,7 @@ fn an_image_index_is_copied_with_every_platform_and_its_bytes() {
         "{r:?}"
     );
     let r = rt()
-        .block_on(nuon_core::artifact::copy_with(
+        .block_on(nuon_plugins::oci::copy(
             &ra,
             "img/app",
             "1.0",
@@ -296,13 +297,13 @@ fn an_image_index_is_copied_with_every_platform_and_its_bytes() {
         .unwrap();
     assert_eq!(got.bytes, raw.bytes, "the index's bytes are kept");
     // Into another repository of the same registry: mounted, not sent.
-    let locations = std::sync::Arc::new(nuon_core::artifact::BlobLocations::default());
-    let with_mounts = nuon_core::artifact::CopyOptions {
+    let locations = std::sync::Arc::new(nuon_plugins::oci::BlobLocations::default());
+    let with_mounts = nuon_plugins::oci::CopyOptions {
         locations: Some(locations),
-        ..nuon_core::artifact::CopyOptions::default()
+        ..nuon_plugins::oci::CopyOptions::default()
     };
     let r = rt()
-        .block_on(nuon_core::artifact::copy_with(
+        .block_on(nuon_plugins::oci::copy(
             &ra,
             "img/app",
             "1.0",
@@ -314,7 +315,7 @@ fn an_image_index_is_copied_with_every_platform_and_its_bytes() {
         .unwrap();
     assert_eq!(r.blobs_copied, 0, "already there: {r:?}");
     let r = rt()
-        .block_on(nuon_core::artifact::copy_with(
+        .block_on(nuon_plugins::oci::copy(
             &ra,
             "img/app",
             "1.0",
@@ -332,7 +333,7 @@ fn an_image_index_is_copied_with_every_platform_and_its_bytes() {
 
     // Warm: nothing is sent.
     let r = rt()
-        .block_on(nuon_core::artifact::copy_with(
+        .block_on(nuon_plugins::oci::copy(
             &ra,
             "img/app",
             "1.0",

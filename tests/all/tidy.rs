@@ -215,3 +215,114 @@ fn the_engine_knows_nothing_of_http() {
         found.join("\n")
     );
 }
+
+#[test]
+fn the_core_does_no_io() {
+    let banned = [
+        "std::fs",
+        "std::process",
+        "std::net",
+        "tokio::fs",
+        "tokio::process",
+        "tokio::net",
+    ];
+    let mut found = Vec::new();
+    for p in files("nuon-core/src", "rs") {
+        for (i, line) in read(&p).lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if let Some(b) = banned.iter().find(|b| code.contains(*b)) {
+                found.push(format!("{}:{}: {b}: {}", rel(&p), i + 1, line.trim()));
+            }
+        }
+    }
+    // Its tokio is the I/O traits alone: no runtime features of its own.
+    let manifest = read(&repo_root().join("nuon-core/Cargo.toml"));
+    let deps = manifest
+        .split("[dev-dependencies]")
+        .next()
+        .unwrap_or_default();
+    for line in deps.lines().filter(|l| l.starts_with("tokio")) {
+        if !line.contains("default-features = false") || line.contains("features = [") {
+            found.push(format!("nuon-core/Cargo.toml: {line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "nuon-core is types, traits and pure logic: it is handed what it parses (the loader in nuon-client walks directories; the copy engine is nuon_plugins::oci::copy)\n{}",
+        found.join("\n")
+    );
+}
+
+/// Where `unsafe` may appear: the list in ARCHITECTURE.md's invariants.
+const UNSAFE_ALLOWED: &[&str] = &[
+    "nuon-runner-lib/src/sys.rs",
+    "nuon-control/src/sys.rs",
+    "nuon-plugins/src/wasm/cache.rs",
+    "nuon-plugins/sdk/src/lib.rs",
+    "tests/plugins/compat/src/lib.rs",
+    "tests/support/lib.rs",
+    "benches/job_loop.rs",
+];
+
+#[test]
+fn unsafe_stays_where_the_architecture_allows_it() {
+    let architecture = read(&repo_root().join("ARCHITECTURE.md"));
+    let mut found = Vec::new();
+    for allowed in UNSAFE_ALLOWED {
+        if !architecture.contains(&format!("`{allowed}`")) {
+            found.push(format!(
+                "{allowed} is allowed unsafe here but ARCHITECTURE.md does not list it"
+            ));
+        }
+    }
+    for dir in [
+        "nuon-core",
+        "nuon-client",
+        "nuon-plugins",
+        "nuon-runner-lib",
+        "nuon-control",
+        "bins",
+        "tests",
+        "benches",
+        "examples",
+    ] {
+        for p in files(dir, "rs") {
+            let r = rel(&p);
+            if UNSAFE_ALLOWED.contains(&r.as_str()) || r == "tests/all/tidy.rs" {
+                continue;
+            }
+            for (i, line) in read(&p).lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if code.contains("unsafe ")
+                    || code.contains("unsafe_code")
+                    || code.contains("unsafe{")
+                {
+                    found.push(format!("{r}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "unsafe outside the allow-list (ARCHITECTURE.md, invariants): move it into a sys.rs that is listed, or list it with why\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn mains_are_thin() {
+    let mut long = Vec::new();
+    for p in files("bins", "rs") {
+        if p.file_name().is_some_and(|n| n == "main.rs") {
+            let n = read(&p).lines().count();
+            if n > 150 {
+                long.push(format!("{}: {n} lines", rel(&p)));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "a binary's main.rs stays under 150 lines: its commands belong in a library\n{}",
+        long.join("\n")
+    );
+}

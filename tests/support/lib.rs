@@ -1,6 +1,10 @@
 //! Test support: build and start the real binaries on loopback, drive them,
 //! and clean up after. Every wait is bounded, so a broken build fails a test
 //! instead of hanging it.
+//!
+//! The fixtures unit tests need too (a throwaway PostgreSQL cluster, the
+//! rule for missing tools) live in the light `nuon-test-fixtures` crate and
+//! are re-exported here.
 #![allow(missing_docs, unsafe_code)]
 
 use std::io::{BufRead, BufReader};
@@ -13,6 +17,7 @@ use anyhow::{Context, Result, bail};
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::JobId;
 use nuon_core::wire::{JobInfo, LogEntry};
+pub use nuon_test_fixtures::{PgCluster, have_tool, require_all};
 
 /// The directory holding the built binaries (building them once per test run).
 pub fn bin_dir() -> &'static Path {
@@ -450,170 +455,6 @@ pub fn read_pid(path: &Path) -> Result<i32> {
             .ok()
             .and_then(|s| s.trim().parse().ok())
     })
-}
-
-/// Whether a test must fail rather than skip when a tool is missing.
-pub fn require_all() -> bool {
-    std::env::var("NUON_TEST_REQUIRE").is_ok_and(|v| v == "all")
-}
-
-/// Whether the outside tool `name` is on PATH. When it is not, the test
-/// should return: this says so loudly, and fails the test instead when
-/// `NUON_TEST_REQUIRE=all` (as in CI).
-pub fn have_tool(name: &str, what_for: &str) -> bool {
-    if which::which(name).is_ok() {
-        return true;
-    }
-    let msg = format!("{name} is not installed: cannot {what_for}");
-    assert!(!require_all(), "{msg} (NUON_TEST_REQUIRE=all)");
-    eprintln!("SKIPPED: {msg}");
-    false
-}
-
-/// A throwaway PostgreSQL cluster: `initdb` into a temporary directory,
-/// `pg_ctl start` on a loopback port (and a socket in that directory), the
-/// superuser `nuon` with trust authentication. As root, the server runs as
-/// the `postgres` user (PostgreSQL refuses root). Stopped (`-m immediate`)
-/// and removed when dropped.
-pub struct PgCluster {
-    dir: tempfile::TempDir,
-    /// `postgres://nuon@127.0.0.1:PORT/postgres`.
-    pub url: String,
-    /// The server's port.
-    pub port: u16,
-    as_postgres: bool,
-}
-
-impl PgCluster {
-    /// Starts one, with `fsync` off (tests); `None` when `initdb` or
-    /// `pg_ctl` is missing (said loudly; a failure under
-    /// `NUON_TEST_REQUIRE=all`).
-    pub fn start() -> Result<Option<Self>> {
-        Self::start_with(false)
-    }
-
-    /// Starts one; `durable` keeps PostgreSQL's default `fsync` and
-    /// synchronous commits (benchmarks).
-    pub fn start_with(durable: bool) -> Result<Option<Self>> {
-        if !have_tool("initdb", "start a throwaway PostgreSQL cluster")
-            || !have_tool("pg_ctl", "start a throwaway PostgreSQL cluster")
-        {
-            return Ok(None);
-        }
-        let dir = tempfile::Builder::new().prefix("nuon-pg-").tempdir()?;
-        use std::os::unix::fs::MetadataExt;
-        let as_postgres = std::fs::metadata(dir.path())?.uid() == 0;
-        if as_postgres {
-            let id = |flag: &str| -> Result<u32> {
-                let out = Command::new("id").args([flag, "postgres"]).output()?;
-                anyhow::ensure!(
-                    out.status.success(),
-                    "running as root needs a `postgres` user to run PostgreSQL as"
-                );
-                Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
-            };
-            std::os::unix::fs::chown(dir.path(), Some(id("-u")?), Some(id("-g")?))?;
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let cluster = PgCluster {
-            url: format!("postgres://nuon@127.0.0.1:{port}/postgres"),
-            port,
-            as_postgres,
-            dir,
-        };
-        let data = cluster.dir.path().join("data");
-        cluster.run(
-            "initdb",
-            &[
-                "-D".as_ref(),
-                data.as_os_str(),
-                "-U".as_ref(),
-                "nuon".as_ref(),
-                "--auth=trust".as_ref(),
-                "-E".as_ref(),
-                "UTF8".as_ref(),
-                "--no-sync".as_ref(),
-            ],
-        )?;
-        let mut options = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
-            cluster.dir.path().display()
-        );
-        if !durable {
-            options.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
-        }
-        let log = cluster.dir.path().join("server.log");
-        cluster.run(
-            "pg_ctl",
-            &[
-                "-D".as_ref(),
-                data.as_os_str(),
-                "-l".as_ref(),
-                log.as_os_str(),
-                "-w".as_ref(),
-                "-o".as_ref(),
-                options.as_ref(),
-                "start".as_ref(),
-            ],
-        )?;
-        Ok(Some(cluster))
-    }
-
-    fn command(&self, tool: &str) -> Command {
-        if self.as_postgres {
-            let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid=postgres",
-                "--regid=postgres",
-                "--init-groups",
-                tool,
-            ]);
-            c
-        } else {
-            Command::new(tool)
-        }
-    }
-
-    fn run(&self, tool: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
-        let out = self
-            .command(tool)
-            .args(args)
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("cannot run {tool}"))?;
-        if !out.status.success() {
-            let log =
-                std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
-            bail!(
-                "{tool} failed: {}{}\n{log}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(())
-    }
-
-    /// The server's log so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for PgCluster {
-    fn drop(&mut self) {
-        let data = self.dir.path().join("data");
-        let _ = self
-            .command("pg_ctl")
-            .arg("-D")
-            .arg(&data)
-            .args(["-m", "immediate", "-w", "stop"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
 }
 
 /// A Distribution registry (`docker-registry`, Debian's package) on a

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use clap::Args;
 use nuon_plugins::build::BuildPlugin;
-use nuon_runner::open_store;
 use nuon_runner_lib::PluginRegistry;
+use nuon_runner_lib::cmd::open_store;
 
 /// The build runner's own flags.
 #[derive(Args)]
@@ -24,7 +24,7 @@ struct BuildArgs {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    nuon_runner::main::<BuildArgs>(
+    nuon_runner_lib::cmd::main::<BuildArgs>(
         "nuon-build-runner",
         "Builds an org's components into OCI artifacts in the vendor's store.",
         |common, args, config| {

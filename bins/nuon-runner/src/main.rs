@@ -14,7 +14,7 @@ use nuon_plugins::sync::SyncPlugin;
 use nuon_plugins::terraform::TerraformPlugin;
 use nuon_plugins::wasm::job::{WasmPlugin, WasmPolicy};
 use nuon_plugins::wasm::{HostConfig, WasmHost, default_cache_dir};
-use nuon_runner::open_store;
+use nuon_runner_lib::cmd::open_store;
 
 /// The install runner's own flags.
 #[derive(Args)]
@@ -93,7 +93,7 @@ async fn main() -> ExitCode {
     if argv.get(1).map(String::as_str) == Some("import") {
         return import(&argv[1..]).await;
     }
-    nuon_runner::main::<InstallArgs>(
+    nuon_runner_lib::cmd::main::<InstallArgs>(
         "nuon-runner",
         "Runs an install's nuon jobs.",
         |common, args, config| {

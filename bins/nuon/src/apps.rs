@@ -201,7 +201,7 @@ fn api_error(e: nuon_client::Error) -> CliError {
 }
 
 fn validate(g: &Global, dir: &Path) -> Result<u8, CliError> {
-    let (config, diags) = app::validate_dir(dir);
+    let (config, diags) = nuon_client::app_dir::validate_dir(dir);
     let errors = diags.errors().count();
     let warnings = diags.warnings().count();
     if g.json {
@@ -294,7 +294,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
             }
         }
         AppsCommand::Sync { dir, app } => {
-            let files = app::read_dir(dir).map_err(|d| {
+            let files = nuon_client::app_dir::read_dir(dir).map_err(|d| {
                 print_diagnostics(&d.0);
                 CliError {
                     message: format!("cannot read the config in {}", dir.display()),

@@ -212,7 +212,7 @@ async fn run_children(
             .unwrap_or_else(|| "app".into())
     });
     eprintln!("==> syncing {} as app {app_name}", app_dir.display());
-    let files = nuon_core::app::read_dir(app_dir).map_err(|d| {
+    let files = nuon_client::app_dir::read_dir(app_dir).map_err(|d| {
         for x in &d.0 {
             eprintln!("{x}");
         }

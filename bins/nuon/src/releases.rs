@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use nuon_core::JobStatus;
-use nuon_core::artifact::copy_with;
 use nuon_plugins::oci::LayoutStore;
+use nuon_plugins::oci::copy;
 use nuon_plugins::release::{Release, ReleaseArtifact, write_release};
 
 use crate::{CliError, Global, client, print_json};
@@ -94,12 +94,12 @@ pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8
     let source = nuon_plugins::oci::open_store(vendor_store)
         .map_err(|e| CliError::usage(format!("--vendor-store {vendor_store}: {e}")))?;
     let bundle = LayoutStore::open(out).map_err(|e| CliError::usage(e.to_string()))?;
-    let opts = nuon_core::artifact::CopyOptions {
+    let opts = nuon_plugins::oci::CopyOptions {
         verify: true,
         ..Default::default()
     };
     for a in &artifacts {
-        copy_with(
+        copy(
             &*source,
             &a.repo,
             a.digest.as_str(),

@@ -3,7 +3,6 @@
 //! cycles; then the config is put together in dependency order.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use super::diag::{Diagnostics, SourceFile, did_you_mean};
 use super::load::{Item, Loaded};
@@ -487,7 +486,7 @@ pub(crate) fn cross_check(
 /// Checks that the `path` sources and file contents named by a valid
 /// config exist in its directory.
 pub(crate) fn local_paths(
-    dir: &Path,
+    exists: &dyn Fn(&str, bool) -> bool,
     config: &AppConfig,
     files: &[SourceFile],
     d: &mut Diagnostics,
@@ -496,13 +495,7 @@ pub(crate) fn local_paths(
     // of the component with that name.
     let mut check =
         |owner: &str, in_file: &dyn Fn(&SourceFile) -> bool, path: &str, is_dir: bool| {
-            let full = dir.join(path);
-            let ok = if is_dir {
-                full.is_dir()
-            } else {
-                full.is_file()
-            };
-            if ok {
+            if exists(path, is_dir) {
                 return;
             }
             let Some(f) = files.iter().find(|f| in_file(f) && f.text.contains(path)) else {

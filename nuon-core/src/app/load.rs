@@ -2,7 +2,6 @@
 //! model, recording every problem with its place.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde_json::Value;
 use toml::de::DeTable;
@@ -57,108 +56,106 @@ fn top_dir(name: &str) -> Option<&str> {
     name.split_once('/').map(|(d, _)| d)
 }
 
-/// Reads the config files of directory `dir`: the files of the layout (see
-/// the module docs), and Nuon's other files so they can be reported.
-/// Everything else (sources, values files, READMEs) is left alone.
-pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, Diagnostics> {
-    let mut out = Vec::new();
-    let mut d = Diagnostics::default();
-    let fail = |name: &str, message: String| Diagnostic {
-        file: name.to_owned(),
+/// Whether a config's loader reads the files (at any depth) of the
+/// top-level directory `name`: the layout's directories, and Nuon's others
+/// so they can be reported.
+pub fn reads_dir(name: &str) -> bool {
+    DIRS.contains(&name) || NUON_ONLY_DIRS.contains(&name)
+}
+
+/// Whether a config's loader reads the file `name` (its path relative to
+/// the config directory, `/`-separated): every `*.toml` at the top level or
+/// under a directory it [reads](reads_dir). Everything else (sources,
+/// values files, READMEs) is left alone.
+pub fn reads_file(name: &str) -> bool {
+    name.ends_with(".toml") && top_dir(name).is_none_or(reads_dir)
+}
+
+/// An error about the config as a whole (`file` is where).
+fn whole(file: &str, message: String) -> Diagnostic {
+    Diagnostic {
+        file: file.to_owned(),
         line: 1,
         col: 1,
         warning: false,
         message,
-    };
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) => {
-            d.push(fail(
-                &dir.display().to_string(),
-                format!("cannot read the config directory: {e}"),
-            ));
-            return Err(d);
-        }
-    };
-    let mut names = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = entry.path();
-        if path.is_dir() {
-            if DIRS.contains(&name.as_str()) || NUON_ONLY_DIRS.contains(&name.as_str()) {
-                collect(&path, &name, &mut names);
-            }
-        } else if name.ends_with(".toml") {
-            names.push((name, path));
-        }
     }
-    names.sort();
-    if names.len() > MAX_FILES {
-        d.push(fail(
-            ".",
-            format!(
-                "the config has {} files; at most {MAX_FILES} are read",
-                names.len()
-            ),
-        ));
-        return Err(d);
+}
+
+/// The problem of a config directory that cannot be listed.
+pub fn unreadable_dir(dir: &str, error: &dyn std::fmt::Display) -> Diagnostics {
+    let mut d = Diagnostics::default();
+    d.push(whole(
+        dir,
+        format!("cannot read the config directory: {error}"),
+    ));
+    d
+}
+
+/// Checks how many files a config has before they are read.
+pub fn check_file_count(n: usize) -> Result<(), Diagnostics> {
+    if n <= MAX_FILES {
+        return Ok(());
     }
-    for (name, path) in names {
-        match std::fs::read(&path) {
-            Ok(bytes) if bytes.len() > MAX_FILE_BYTES => d.push(fail(
+    let mut d = Diagnostics::default();
+    d.push(whole(
+        ".",
+        format!("the config has {n} files; at most {MAX_FILES} are read"),
+    ));
+    Err(d)
+}
+
+/// A config file as read (`read` is its bytes, or why they could not be
+/// read): the file, or its problem (too large, not UTF-8) in `d`.
+pub fn source_file(
+    name: String,
+    read: Result<Vec<u8>, String>,
+    d: &mut Diagnostics,
+) -> Option<SourceFile> {
+    match read {
+        Ok(bytes) if bytes.len() > MAX_FILE_BYTES => {
+            d.push(whole(
                 &name,
                 format!(
                     "the file is {} bytes; config files may be at most {MAX_FILE_BYTES}",
                     bytes.len()
                 ),
-            )),
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => out.push(SourceFile::new(name, text)),
-                Err(e) => {
-                    let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
-                    let file = SourceFile::new(name, text);
-                    d.push(file.diag(e.utf8_error().valid_up_to(), "the file is not valid UTF-8"));
-                }
-            },
-            Err(e) => d.push(fail(&name, format!("cannot read the file: {e}"))),
+            ));
+            None
         }
-    }
-    if d.has_errors() { Err(d) } else { Ok(out) }
-}
-
-fn collect(dir: &Path, prefix: &str, out: &mut Vec<(String, std::path::PathBuf)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = format!("{prefix}/{}", entry.file_name().to_string_lossy());
-        let path = entry.path();
-        if path.is_dir() {
-            collect(&path, &name, out);
-        } else if name.ends_with(".toml") {
-            out.push((name, path));
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Some(SourceFile::new(name, text)),
+            Err(e) => {
+                let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                let file = SourceFile::new(name, text);
+                d.push(file.diag(e.utf8_error().valid_up_to(), "the file is not valid UTF-8"));
+                None
+            }
+        },
+        Err(e) => {
+            d.push(whole(&name, format!("cannot read the file: {e}")));
+            None
         }
     }
 }
 
-/// Reads and checks the config in `dir`: the config when it has no error,
-/// and every problem found (warnings too).
-pub fn validate_dir(dir: &Path) -> (Option<AppConfig>, Diagnostics) {
-    match read_dir(dir) {
-        Ok(files) => {
-            let (config, mut d) = parse(&files);
-            // Paths named by the config must exist next to it.
-            if let Some(c) = &config {
-                check::local_paths(dir, c, &files, &mut d);
-            }
-            let d = d.finish();
-            if d.has_errors() {
-                (None, d)
-            } else {
-                (config, d)
-            }
-        }
-        Err(d) => (None, d),
+/// Checks a config's files, and that the paths it names exist next to it
+/// (`exists(path, is_dir)` answers for a path relative to the config
+/// directory): the config when it has no error, and every problem found
+/// (warnings too).
+pub fn validate(
+    files: &[SourceFile],
+    exists: &dyn Fn(&str, bool) -> bool,
+) -> (Option<AppConfig>, Diagnostics) {
+    let (config, mut d) = parse(files);
+    if let Some(c) = &config {
+        check::local_paths(exists, c, files, &mut d);
+    }
+    let d = d.finish();
+    if d.has_errors() {
+        (None, d)
+    } else {
+        (config, d)
     }
 }
 

@@ -33,7 +33,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
-pub use load::{parse, read_dir, validate_dir};
+pub use load::{
+    check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
+};
 
 /// The only config version this project reads.
 pub const CONFIG_VERSION: &str = "v2";

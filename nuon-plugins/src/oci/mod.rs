@@ -2,6 +2,7 @@
 //! embedded default for the vendor's and each install's store) and
 //! Terraform modules packaged as OpenTofu module packages.
 
+mod copy;
 pub mod helmpkg;
 #[cfg(feature = "registry")]
 pub mod helmrepo;
@@ -11,6 +12,7 @@ pub mod pluginpkg;
 #[cfg(feature = "registry")]
 pub mod registry;
 
+pub use copy::{BLOB_ATTEMPTS, BlobLocations, CopyOptions, CopyReport, copy, copy_artifact};
 pub use layout::LayoutStore;
 
 use nuon_core::artifact::{

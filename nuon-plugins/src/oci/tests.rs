@@ -2,10 +2,10 @@ use std::collections::BTreeMap;
 
 use nuon_core::artifact::{
     ArtifactError, ArtifactStore, Descriptor, Digest, EMPTY_MEDIA_TYPE, MANIFEST_MEDIA_TYPE,
-    RawManifest, copy_artifact,
+    RawManifest,
 };
 
-use super::LayoutStore;
+use super::{LayoutStore, copy_artifact};
 
 fn blob(media_type: &str, bytes: &[u8]) -> Descriptor {
     Descriptor {

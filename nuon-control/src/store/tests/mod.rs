@@ -16,7 +16,7 @@ enum Backing {
     },
     #[cfg(feature = "postgres")]
     Postgres {
-        _cluster: nuon_tests::PgCluster,
+        _cluster: nuon_test_fixtures::PgCluster,
     },
 }
 
@@ -37,7 +37,7 @@ async fn empty_stores() -> Vec<(Box<dyn Store>, Backing)> {
         Backing::Sqlite { _dir: dir },
     )];
     #[cfg(feature = "postgres")]
-    if let Some(pg) = nuon_tests::PgCluster::start().unwrap() {
+    if let Some(pg) = nuon_test_fixtures::PgCluster::start().unwrap() {
         let store = PostgresStore::connect(&pg.url).await.unwrap();
         out.push((Box::new(store), Backing::Postgres { _cluster: pg }));
     }

@@ -3,8 +3,8 @@
 use super::*;
 
 /// Two PostgreSQL stores on one database, as two replicas would hold them.
-async fn two_replicas() -> Option<(nuon_tests::PgCluster, PostgresStore, PostgresStore)> {
-    let pg = nuon_tests::PgCluster::start().unwrap()?;
+async fn two_replicas() -> Option<(nuon_test_fixtures::PgCluster, PostgresStore, PostgresStore)> {
+    let pg = nuon_test_fixtures::PgCluster::start().unwrap()?;
     let a = PostgresStore::connect(&pg.url).await.unwrap();
     let b = PostgresStore::connect(&pg.url).await.unwrap();
     Some((pg, a, b))

@@ -1,18 +1,18 @@
-//! What `nuon-runner` and `nuon-build-runner` share: the `run` command's
-//! flags, signals and exit codes (0 after a drain on SIGTERM or SIGINT, 64
-//! for bad configuration, 1 when the runner stops on an error such as a
-//! revoked token). Each binary says which plugins its runner has.
+//! The `run` command `nuon-runner` and `nuon-build-runner` share (feature
+//! `cmd`): its flags, signals and exit codes (0 after a drain on SIGTERM or
+//! SIGINT, 64 for bad configuration, 1 when the runner stops on an error
+//! such as a revoked token). Each binary says which plugins its runner has.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::{Error, Runner, RunnerConfig};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use nuon_client::ClientConfig;
 use nuon_core::PublicKey;
-use nuon_runner_lib::{Error, Runner, RunnerConfig};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 

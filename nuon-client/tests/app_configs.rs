@@ -3,11 +3,12 @@
 //! section, every diagnostic `nuon apps validate` must print for it, in
 //! order, exactly; `ok` when the config is valid without a warning.
 //!
-//! `NUON_BLESS=1 cargo test -p nuon-core --test app_configs` rewrites the
+//! `NUON_BLESS=1 cargo test -p nuon-client --test app_configs` rewrites the
 //! expected sections from what the validator says now: review the diff.
 
 use std::path::{Path, PathBuf};
 
+use nuon_client::app_dir;
 use nuon_core::app;
 
 struct Case {
@@ -63,7 +64,7 @@ fn run(case: &Case) -> String {
             std::fs::write(p, body).unwrap();
         }
     }
-    let (config, diags) = app::validate_dir(dir.path());
+    let (config, diags) = app_dir::validate_dir(dir.path());
     let mut out = diags.to_string();
     if diags.is_empty() {
         out = "ok\n".into();
@@ -137,7 +138,7 @@ fn every_example_app_config_is_valid_without_warnings_and_round_trips() {
     let mut seen = 0;
     for entry in std::fs::read_dir(&root).unwrap() {
         let dir = entry.unwrap().path();
-        let (config, diags) = app::validate_dir(&dir);
+        let (config, diags) = app_dir::validate_dir(&dir);
         assert!(diags.is_empty(), "{}:\n{diags}", dir.display());
         let config = config.unwrap();
         let json = serde_json::to_value(&config).unwrap();

@@ -1,0 +1,208 @@
+//! `nuon-ctl`'s commands: serve the control plane, manage orgs directly in
+//! its store, print the OpenAPI document. Everything they do lives in
+//! `nuon-control`; `main.rs` only starts the runtime.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use nuon_control::{ControlPlane, OpenStore, ServerConfig};
+
+/// The command line.
+#[derive(Parser)]
+#[command(name = "nuon-ctl", version, about = "The nuon control plane")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Control API and the Runner API.
+    Serve {
+        /// Where the store lives; created on first use. With
+        /// --database-url it holds only the secrets key and the first org's
+        /// token files: replicas on one database share its `secrets.key`.
+        #[arg(long, env = "NUON_DATA_DIR", default_value = "nuon-data")]
+        data_dir: PathBuf,
+        /// Keep the state in PostgreSQL (postgres://USER[:PASSWORD]@HOST[:PORT]/DB)
+        /// instead of the embedded SQLite store; any number of replicas may
+        /// serve one database.
+        #[arg(long, env = "NUON_DATABASE_URL")]
+        database_url: Option<String>,
+        /// How long finished jobs and their logs are kept.
+        #[arg(long, default_value = "30d", value_parser = nuon_core::parse_duration)]
+        retention: Duration,
+        /// Address of the Control API.
+        #[arg(long, default_value = "127.0.0.1:7400")]
+        listen: SocketAddr,
+        /// Address of the Runner API.
+        #[arg(long, default_value = "127.0.0.1:7401")]
+        runner_listen: SocketAddr,
+        /// How long a lease lasts without a heartbeat.
+        #[arg(long, default_value = "60s", value_parser = nuon_core::parse_duration)]
+        lease_timeout: Duration,
+        /// The longest a runner's claim is held open.
+        #[arg(long, default_value = "50s", value_parser = nuon_core::parse_duration)]
+        max_claim_wait: Duration,
+        /// The Runner API's URL as runners reach it (Terraform's state
+        /// backend address in jobs); default http:// and --runner-listen.
+        #[arg(long, env = "NUON_RUNNER_URL")]
+        runner_url: Option<String>,
+    },
+    /// Manage orgs directly in a data dir.
+    Orgs {
+        #[command(subcommand)]
+        command: OrgsCommand,
+    },
+    /// Print the Control API's OpenAPI 3.1 document (also served at /openapi.json).
+    Openapi,
+}
+
+#[derive(Subcommand)]
+enum OrgsCommand {
+    /// Create an org; prints its admin API token (shown once) and signing key.
+    Create {
+        /// The org's name.
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Limit how many jobs of an org run at once, over all its runners (so
+    /// one org cannot take every slot of a shared fleet). Jobs past the limit
+    /// wait queued and start as running ones end.
+    Limit {
+        /// The org's name.
+        name: String,
+        /// Most jobs running at once; `none` lifts the limit.
+        #[arg(long, value_name = "N|none", value_parser = parse_limit)]
+        max_running: Limit,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// The store an `orgs` command works on, directly (the server may run).
+#[derive(clap::Args)]
+struct StoreArgs {
+    /// The data dir of the control plane.
+    #[arg(long, env = "NUON_DATA_DIR", default_value = "nuon-data")]
+    data_dir: PathBuf,
+    /// The control plane's PostgreSQL database, when it uses one.
+    #[arg(long, env = "NUON_DATABASE_URL")]
+    database_url: Option<String>,
+}
+
+impl StoreArgs {
+    /// The store, which must exist (the server may be running on it).
+    async fn open(&self) -> anyhow::Result<OpenStore> {
+        OpenStore::existing(&self.data_dir, self.database_url.as_deref())
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
+/// A value of `--max-running`.
+#[derive(Clone, Copy)]
+struct Limit(Option<u32>);
+
+fn parse_limit(raw: &str) -> Result<Limit, String> {
+    if raw == "none" {
+        return Ok(Limit(None));
+    }
+    raw.parse().map(|n| Limit(Some(n))).map_err(|_| {
+        format!("{raw:?} is not a number of jobs; give e.g. 10, or none to lift the limit")
+    })
+}
+
+/// Runs a command to its end.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve {
+            data_dir,
+            database_url,
+            retention,
+            listen,
+            runner_listen,
+            lease_timeout,
+            max_claim_wait,
+            runner_url,
+        } => {
+            let mut config = ServerConfig::new(&data_dir);
+            config.runner_url = runner_url;
+            config.database_url = database_url;
+            config.retention = retention;
+            config.lease = lease_timeout;
+            config.max_claim_wait = max_claim_wait;
+            let plane = ControlPlane::open(config).await?;
+            nuon_control::sys::raise_open_files_limit();
+            let control = bind(listen, "--listen")?;
+            let runner = bind(runner_listen, "--runner-listen")?;
+            // Tests and scripts read these two lines to find the ports.
+            println!("control-api: http://{}", control.local_addr()?);
+            println!("runner-api: http://{}", runner.local_addr()?);
+            tracing::info!(data_dir = %data_dir.display(), "control plane serving");
+            plane.serve(control, runner, shutdown_signal()).await?;
+            tracing::info!("control plane stopped");
+            Ok(())
+        }
+        Command::Orgs {
+            command: OrgsCommand::Create { name, store },
+        } => {
+            let direct = store.open().await?;
+            let org = direct.store().create_org(&name).await;
+            direct.close().await;
+            let org = org?;
+            println!("org: {}", org.org_id);
+            println!("admin-token: {}", org.admin_token.secret);
+            println!("build-runner: {}", org.build_runner);
+            println!("build-runner-token: {}", org.build_runner_token.secret);
+            println!("signing-public-key: {}", org.signing_key.public_key());
+            Ok(())
+        }
+        Command::Orgs {
+            command:
+                OrgsCommand::Limit {
+                    name,
+                    max_running: Limit(max_running),
+                    store,
+                },
+        } => {
+            let direct = store.open().await?;
+            let org = direct.store().set_org_limit(&name, max_running).await;
+            direct.close().await;
+            let org = org?;
+            match max_running {
+                Some(0) => println!(
+                    "org {name} ({org}): at most 0 jobs run at once; none of its jobs starts until the limit is raised or lifted (--max-running none)"
+                ),
+                Some(n) => println!("org {name} ({org}): at most {n} jobs run at once"),
+                None => println!("org {name} ({org}): no limit on running jobs"),
+            }
+            Ok(())
+        }
+        Command::Openapi => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&nuon_control::openapi())?
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down");
+}
+
+fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    nuon_control::sys::listen(addr)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} ({flag}): {e}"))
+}
