@@ -13,10 +13,15 @@
 //! - `terraform` (default): [`terraform::find`], the Terraform (or OpenTofu)
 //!   binary that satisfies a component's `terraform_version`.
 //! - `oci` (default): [`oci::LayoutStore`], the OCI image layout
-//!   [`nuon_core::artifact::ArtifactStore`], and [`sync::SyncPlugin`] (the
+//!   [`nuon_core::artifact::ArtifactStore`]; [`oci::copy`], the copy engine
+//!   (blobs by digest, in parallel, resumable); [`sync::SyncPlugin`] (the
 //!   `sync` job kind: an artifact copied by digest into the install's store).
+//! - `registry`: OCI distribution registries as artifact stores.
+//! - `helm`: the `helm` job kind, charts through the `helm` binary.
 //! - `build` (default): [`build::BuildPlugin`], the build runner's `build`
 //!   job kind.
+//! - `wasm`: the `wasm` job kind, vendor plugins as WebAssembly components
+//!   under wasmtime (the one feature that compiles wasmtime).
 //!
 //! ```
 //! # #[cfg(feature = "exec")] {

@@ -6,7 +6,7 @@
 //!   ticker thread advances the epoch every [`TICK`] while a call runs)
 //!   and the pooling allocator.
 //! - Components are compiled once and cached on disk by content hash and
-//!   engine version ([`cache`]); only files the host wrote itself are ever
+//!   engine version (the `cache` module); only files the host wrote itself are ever
 //!   deserialized: each carries a MAC under a key only the host holds.
 //! - A loaded plugin keeps its linker and pre-instantiation; every call
 //!   gets a fresh instance in a fresh store, with a deadline and a memory
