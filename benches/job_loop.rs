@@ -139,7 +139,8 @@ fn ceiling() -> Result<f64> {
     let dir = tempfile::tempdir()?;
     let store = SqliteStore::open(dir.path())?;
     rt().block_on(async {
-        let org = store.create_org("bench").await?;
+        let secrets = nuon_control::secrets::SecretBox::new([1; 32]);
+        let (org, _) = nuon_control::keys::create_org(&store, &secrets, "bench").await?;
         let runner = RunnerId::generate();
         store
             .create_runner(&org.org_id, &runner, "r", "hash")
@@ -157,12 +158,14 @@ fn ceiling() -> Result<f64> {
                 created_at_ms: now_ms(),
                 redact: Vec::new(),
             };
-            let spec_json = serde_json::to_string(&spec)?;
+            // The store alone: what it keeps is the caller's to seal.
+            let sealed_spec = serde_json::to_string(&spec)?;
             store
                 .enqueue_job(NewJob {
                     spec,
-                    spec_json,
+                    sealed_spec,
                     signature: String::new(),
+                    payload: serde_json::Value::Null,
                 })
                 .await?;
         }

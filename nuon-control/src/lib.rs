@@ -26,6 +26,8 @@ mod api;
 mod engine;
 mod error;
 mod hub;
+pub mod keys;
+mod private;
 pub mod secrets;
 mod server;
 pub mod store;

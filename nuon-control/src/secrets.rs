@@ -96,6 +96,12 @@ impl SecretBox {
 
     /// Seals `value`, bound to `context` (install id and name).
     pub fn seal(&self, value: &str, context: &str) -> String {
+        self.seal_bytes(value.as_bytes(), context)
+    }
+
+    /// Seals bytes, bound to `context`: base64 of the nonce and the
+    /// ciphertext.
+    pub fn seal_bytes(&self, value: &[u8], context: &str) -> String {
         let mut nonce = [0u8; 24];
         nuon_core::random_bytes(&mut nonce);
         let sealed = self
@@ -103,7 +109,7 @@ impl SecretBox {
             .encrypt(
                 XNonce::from_slice(&nonce),
                 Payload {
-                    msg: value.as_bytes(),
+                    msg: value,
                     aad: context.as_bytes(),
                 },
             )
@@ -115,19 +121,19 @@ impl SecretBox {
 
     /// Opens a value sealed with [`SecretBox::seal`] for the same context.
     pub fn open(&self, sealed: &str, context: &str) -> Result<String> {
-        let bad = |why: &str| Error::DataDir {
-            path: SECRETS_KEY_FILE.into(),
-            message: format!(
-                "cannot decrypt a stored secret ({why}): was the secrets key changed?"
-            ),
-        };
-        let raw = STANDARD.decode(sealed).map_err(|_| bad("not base64"))?;
+        String::from_utf8(self.open_bytes(sealed, context)?).map_err(|_| Self::bad("not UTF-8"))
+    }
+
+    /// Opens bytes sealed with [`SecretBox::seal_bytes`] for the same context.
+    pub fn open_bytes(&self, sealed: &str, context: &str) -> Result<Vec<u8>> {
+        let raw = STANDARD
+            .decode(sealed)
+            .map_err(|_| Self::bad("not base64"))?;
         if raw.len() < 24 {
-            return Err(bad("too short"));
+            return Err(Self::bad("too short"));
         }
         let (nonce, ct) = raw.split_at(24);
-        let plain = self
-            .cipher
+        self.cipher
             .decrypt(
                 XNonce::from_slice(nonce),
                 Payload {
@@ -135,8 +141,16 @@ impl SecretBox {
                     aad: context.as_bytes(),
                 },
             )
-            .map_err(|_| bad("authentication failed"))?;
-        String::from_utf8(plain).map_err(|_| bad("not UTF-8"))
+            .map_err(|_| Self::bad("authentication failed"))
+    }
+
+    fn bad(why: &str) -> Error {
+        Error::DataDir {
+            path: SECRETS_KEY_FILE.into(),
+            message: format!(
+                "cannot decrypt a stored secret ({why}): was the secrets key changed?"
+            ),
+        }
     }
 }
 
@@ -152,7 +166,7 @@ pub(crate) struct Sealed {
 
 /// The sealing context of an install's sensitive input or secret (`kind`
 /// is `input` or `secret`).
-pub(crate) fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
+pub fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
     format!("{install}/{kind}/{name}")
 }
 

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::api::{AppState, SharedState, Timings, control_router, runner_router};
 use crate::error::{Error, Result};
+use crate::keys::{OrgSigners, SealedKeys};
 use crate::secrets::SecretBox;
 #[cfg(feature = "postgres")]
 use crate::store::PostgresStore;
@@ -48,6 +49,12 @@ pub struct ServerConfig {
     /// state backend address in jobs (default: `http://` and the runner
     /// listener's address).
     pub runner_url: Option<String>,
+    /// Signs the orgs' jobs (default: each org's key, sealed in the store;
+    /// see [`crate::keys`]). A vendor's own, over a KMS or an HSM, goes here.
+    pub signers: Option<Arc<dyn OrgSigners>>,
+    /// Refuse to start when the data dir or a file in it is readable by
+    /// others, instead of fixing the mode with a warning.
+    pub strict_permissions: bool,
 }
 
 impl ServerConfig {
@@ -62,6 +69,8 @@ impl ServerConfig {
             max_heartbeat_wait: Duration::from_secs(20),
             rescue_interval: Duration::from_secs(1),
             runner_url: None,
+            signers: None,
+            strict_permissions: false,
         }
     }
 }
@@ -104,10 +113,7 @@ impl OpenStore {
             }
             #[cfg(feature = "postgres")]
             Some(url) => {
-                std::fs::create_dir_all(data_dir).map_err(|e| Error::DataDir {
-                    path: data_dir.display().to_string(),
-                    message: e.to_string(),
-                })?;
+                crate::private::secure_data_dir(data_dir, false)?;
                 let s = Arc::new(PostgresStore::connect(url).await?);
                 Ok(OpenStore {
                     kind: Backend::Postgres(s.clone()),
@@ -144,6 +150,62 @@ impl OpenStore {
         self.store.clone()
     }
 
+    /// The secrets key this store's secrets are sealed with: from
+    /// `NUON_SECRETS_KEY`, or `secrets.key` in the data dir (made there for
+    /// a new store). A key that does not open the store's check value is
+    /// refused.
+    pub async fn secrets(&self, data_dir: &Path) -> Result<SecretBox> {
+        let secrets = match SecretBox::load(data_dir)? {
+            Some(b) => b,
+            // A replica joining a database that already serves orgs must
+            // use the key the others seal secrets with: a new one could
+            // not open them.
+            None if !matches!(self.kind, Backend::Sqlite(_))
+                && self.store.count_orgs().await? > 0 =>
+            {
+                return Err(Error::DataDir {
+                    path: data_dir.display().to_string(),
+                    message: format!(
+                        "this database already serves orgs, but this replica has no secrets key: \
+                         set {} to the key the other replicas use (or copy their secrets.key \
+                         into the data dir)",
+                        crate::secrets::SECRETS_KEY_ENV
+                    ),
+                });
+            }
+            None => SecretBox::create(data_dir)?,
+        };
+        // The key must be the one the store's secrets are sealed with: the
+        // first start seals a check value, every later one opens it.
+        let check = self
+            .store
+            .setting_or_insert(KEY_CHECK, &secrets.seal(KEY_CHECK, KEY_CHECK))
+            .await?;
+        if secrets.open(&check, KEY_CHECK).is_err() {
+            return Err(Error::DataDir {
+                path: data_dir.display().to_string(),
+                message: format!(
+                    "the secrets key is not the one this store's secrets are sealed with: set {} \
+                     (or secrets.key in the data dir) to that key; with another, no stored secret \
+                     could be opened",
+                    crate::secrets::SECRETS_KEY_ENV
+                ),
+            });
+        }
+        Ok(secrets)
+    }
+
+    /// Creates an org (its signing key sealed with the store's secrets
+    /// key) and answers it with the public key its runners verify with.
+    pub async fn create_org(
+        &self,
+        data_dir: &Path,
+        name: &str,
+    ) -> Result<(crate::store::NewOrg, nuon_core::PublicKey)> {
+        let secrets = self.secrets(data_dir).await?;
+        Ok(crate::keys::create_org(&*self.store, &secrets, name).await?)
+    }
+
     /// Closes it: SQLite checkpoints, PostgreSQL's pool drains.
     pub async fn close(&self) {
         match &self.kind {
@@ -164,45 +226,25 @@ impl ControlPlane {
                 message: "lease must be at least 300ms".into(),
             });
         }
+        crate::private::secure_data_dir(&config.data_dir, config.strict_permissions)?;
         let backend = OpenStore::open(&config.data_dir, config.database_url.as_deref()).await?;
         let store = backend.store();
-        let secrets = match SecretBox::load(&config.data_dir)? {
-            Some(b) => b,
-            // A replica joining a database that already serves orgs must
-            // use the key the others seal secrets with: a new one could
-            // not open them.
-            None if !matches!(backend.kind, Backend::Sqlite(_))
-                && store.count_orgs().await? > 0 =>
-            {
-                return Err(Error::DataDir {
-                    path: config.data_dir.display().to_string(),
-                    message: format!(
-                        "this database already serves orgs, but this replica has no secrets key: \
-                         set {} to the key the other replicas use (or copy their secrets.key \
-                         into the data dir)",
-                        crate::secrets::SECRETS_KEY_ENV
-                    ),
-                });
-            }
-            None => SecretBox::create(&config.data_dir)?,
-        };
-        // The key must be the one the store's secrets are sealed with: the
-        // first start seals a check value, every later one opens it.
-        let check = store
-            .setting_or_insert(KEY_CHECK, &secrets.seal(KEY_CHECK, KEY_CHECK))
-            .await?;
-        if secrets.open(&check, KEY_CHECK).is_err() {
-            return Err(Error::DataDir {
+        let secrets = Arc::new(backend.secrets(&config.data_dir).await?);
+        let sealed = crate::keys::seal_legacy(&*store, &secrets)
+            .await
+            .map_err(|e| Error::DataDir {
                 path: config.data_dir.display().to_string(),
-                message: format!(
-                    "the secrets key is not the one this store's secrets are sealed with: set {} \
-                     (or secrets.key in the data dir) to that key; with another, no stored secret \
-                     could be opened",
-                    crate::secrets::SECRETS_KEY_ENV
-                ),
-            });
+                message: format!("cannot seal what an earlier version kept in the clear: {e}"),
+            })?;
+        if sealed > 0 {
+            tracing::info!(
+                values = sealed,
+                "sealed signing keys and job specs an earlier version kept in the clear"
+            );
         }
-        bootstrap(&*store, &config.data_dir).await?;
+        bootstrap(&*store, &secrets, &config.data_dir).await?;
+        // What the store and the bootstrap made is private too.
+        crate::private::secure_data_dir(&config.data_dir, config.strict_permissions)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timings = Timings {
             lease: config.lease,
@@ -214,12 +256,11 @@ impl ControlPlane {
                 Backend::Postgres(_) => Some(FALLBACK_POLL),
             },
         };
-        let state = Arc::new(AppState::new(
-            store,
-            timings,
-            shutdown_rx,
-            Arc::new(secrets),
-        ));
+        let signers = config
+            .signers
+            .clone()
+            .unwrap_or_else(|| Arc::new(SealedKeys::new(store.clone(), secrets.clone())));
+        let state = Arc::new(AppState::new(store, timings, shutdown_rx, secrets, signers));
         Ok(ControlPlane {
             state,
             shutdown_tx,
@@ -407,11 +448,11 @@ async fn maintenance_loop(state: SharedState, every: Duration, retention: Durati
 }
 
 /// On an empty store: the first org, its admin token and public key files.
-async fn bootstrap(store: &dyn Store, dir: &Path) -> Result<()> {
+async fn bootstrap(store: &dyn Store, secrets: &SecretBox, dir: &Path) -> Result<()> {
     if store.count_orgs().await? > 0 {
         return Ok(());
     }
-    let org = match store.create_org("default").await {
+    let (org, public_key) = match crate::keys::create_org(store, secrets, "default").await {
         Ok(org) => org,
         // Another replica made it first.
         Err(StoreError::Conflict { .. }) => return Ok(()),
@@ -422,11 +463,7 @@ async fn bootstrap(store: &dyn Store, dir: &Path) -> Result<()> {
         &dir.join(BUILD_RUNNER_TOKEN_FILE),
         &org.build_runner_token.secret,
     )?;
-    write_file(
-        &dir.join(SIGNING_KEY_FILE),
-        &org.signing_key.public_key().to_string(),
-        0o644,
-    )?;
+    write_file(&dir.join(SIGNING_KEY_FILE), &public_key.to_string(), 0o644)?;
     tracing::info!(
         org = %org.org_id,
         admin_token = %dir.join(ADMIN_TOKEN_FILE).display(),

@@ -35,7 +35,7 @@
 //!     redact: Vec::new(),
 //! };
 //! let bytes = serde_json::to_vec(&spec)?;
-//! let signature = key.sign(&bytes);
+//! let signature = key.sign_now(&bytes);
 //! key.public_key().verify(&bytes, &signature)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -46,6 +46,7 @@ mod duration;
 mod id;
 mod job;
 mod plugin;
+pub mod private;
 pub mod records;
 mod signing;
 pub mod token;
@@ -66,7 +67,7 @@ pub use job::{
     TerraformAction, TerraformJob,
 };
 pub use plugin::{HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, StopReason};
-pub use signing::{OrgSigningKey, PublicKey, SignatureError};
+pub use signing::{OrgSigningKey, PublicKey, SignatureError, Signer, SignerError};
 pub use transport::{Transport, TransportError};
 
 /// Milliseconds since the Unix epoch, now.

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier, VerifyingKey};
 
 const PREFIX: &str = "ed25519:";
 
@@ -29,6 +29,65 @@ pub enum SignatureError {
         "job signature does not match the org's signing key: the spec was altered or signed by another key"
     )]
     Mismatch,
+}
+
+/// Why a [`Signer`] could not sign.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot sign the job: {0}")]
+pub struct SignerError(pub Box<dyn std::error::Error + Send + Sync>);
+
+/// What signs an org's jobs: the private half of the key runners verify
+/// every job with.
+///
+/// The control plane's own implementation is [`OrgSigningKey`], kept sealed
+/// in its store. A vendor who keeps the key in a KMS or an HSM implements
+/// this trait over it, and the private key never reaches the control
+/// plane: the signature must be Ed25519 over exactly `message`, base64.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use nuon_core::{OrgSigningKey, PublicKey, Signer, SignerError};
+///
+/// /// Stands in for a remote key: here a local key and a counter; a real
+/// /// one would send `message` to the HSM and return its signature.
+/// struct Hsm {
+///     key: OrgSigningKey,
+///     signed: AtomicU64,
+/// }
+///
+/// #[async_trait::async_trait]
+/// impl Signer for Hsm {
+///     fn public_key(&self) -> PublicKey {
+///         self.key.public_key()
+///     }
+///     async fn sign(&self, message: &[u8]) -> Result<String, SignerError> {
+///         self.signed.fetch_add(1, Ordering::Relaxed);
+///         self.key.sign(message).await
+///     }
+/// }
+///
+/// # futures_lite_block_on(async {
+/// let hsm = Hsm { key: OrgSigningKey::generate(), signed: AtomicU64::new(0) };
+/// let signature = hsm.sign(b"{\"job\":1}").await.unwrap();
+/// hsm.public_key().verify(b"{\"job\":1}", &signature).unwrap();
+/// assert_eq!(hsm.signed.load(Ordering::Relaxed), 1);
+/// # });
+/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     let waker = std::task::Waker::noop();
+/// #     let mut cx = std::task::Context::from_waker(&waker);
+/// #     let mut f = std::pin::pin!(f);
+/// #     loop {
+/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+/// #     }
+/// # }
+/// ```
+#[async_trait::async_trait]
+pub trait Signer: Send + Sync {
+    /// The public key runners verify the signatures with.
+    fn public_key(&self) -> PublicKey;
+
+    /// The base64 Ed25519 signature of exactly `message`.
+    async fn sign(&self, message: &[u8]) -> Result<String, SignerError>;
 }
 
 /// An org's private job-signing key.
@@ -62,8 +121,19 @@ impl OrgSigningKey {
     }
 
     /// Signs `bytes`, returning the base64 signature.
-    pub fn sign(&self, bytes: &[u8]) -> String {
+    pub fn sign_now(&self, bytes: &[u8]) -> String {
         B64.encode(self.0.sign(bytes).to_bytes())
+    }
+}
+
+#[async_trait::async_trait]
+impl Signer for OrgSigningKey {
+    fn public_key(&self) -> PublicKey {
+        OrgSigningKey::public_key(self)
+    }
+
+    async fn sign(&self, message: &[u8]) -> Result<String, SignerError> {
+        Ok(self.sign_now(message))
     }
 }
 
@@ -128,7 +198,7 @@ mod tests {
     fn sign_verify_and_tamper() {
         let key = OrgSigningKey::generate();
         let public: PublicKey = key.public_key().to_string().parse().unwrap();
-        let sig = key.sign(b"{\"a\":1}");
+        let sig = key.sign_now(b"{\"a\":1}");
         public.verify(b"{\"a\":1}", &sig).unwrap();
         assert_eq!(
             public.verify(b"{\"a\":2}", &sig),

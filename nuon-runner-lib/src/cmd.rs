@@ -66,6 +66,10 @@ pub struct RunArgs {
     /// Extra PEM CA certificates to trust for the control plane.
     #[arg(long, env = "NUON_RUNNER_CA_BUNDLE")]
     ca_bundle: Option<PathBuf>,
+    /// Refuse to start when the work dir is readable by others (default:
+    /// make it private, with a warning).
+    #[arg(long, env = "NUON_RUNNER_STRICT_PERMISSIONS")]
+    strict_permissions: bool,
     /// How long the server may hold a claim, in ms (for tests).
     #[arg(long, env = "NUON_RUNNER_CLAIM_WAIT_MS", hide = true)]
     claim_wait_ms: Option<u64>,
@@ -95,6 +99,7 @@ fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
     config.slots = args.slots;
     config.grace = args.grace;
     config.drain_timeout = args.drain_timeout;
+    config.strict_permissions = args.strict_permissions;
     if let Some(ms) = args.claim_wait_ms {
         config.claim_wait = Duration::from_millis(ms);
     }

@@ -118,6 +118,9 @@ pub struct RunnerConfig {
     pub env: BTreeMap<String, String>,
     /// The plugins, which decide the job kinds the runner claims.
     pub plugins: PluginRegistry,
+    /// Refuse to start when the work dir, spool or jobs dir is readable by
+    /// others, instead of making it private with a warning (default off).
+    pub strict_permissions: bool,
 }
 
 impl RunnerConfig {
@@ -143,6 +146,7 @@ impl RunnerConfig {
             backoff_cap: Duration::from_secs(30),
             env: Self::default_env(),
             plugins: PluginRegistry::with_builtin(),
+            strict_permissions: false,
         }
     }
 

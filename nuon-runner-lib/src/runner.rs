@@ -233,7 +233,7 @@ impl Runner {
         let spool_dir = work_dir.join("spool");
         let jobs_dir = work_dir.join("jobs");
         for dir in [&work_dir, &spool_dir, &jobs_dir] {
-            fs::create_dir_all(dir).map_err(io_err("create the directory", dir))?;
+            private_dir(dir, config.strict_permissions)?;
         }
         let lock_path = work_dir.join("runner.lock");
         let lock_file =
@@ -282,6 +282,33 @@ impl Runner {
             }
         }
         result
+    }
+}
+
+/// Makes `dir` (when missing) private to the runner's user: job specs,
+/// logs and work files hold the install's secrets. A wider mode is fixed
+/// with a warning, or refused under `strict`.
+fn private_dir(dir: &Path, strict: bool) -> Result<()> {
+    use nuon_core::private::{DIR_MODE, Verdict, verdict};
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .map_err(io_err("create the directory", dir))?;
+    let mode = fs::metadata(dir)
+        .map_err(io_err("read the mode of", dir))?
+        .permissions()
+        .mode();
+    match verdict(&dir.display().to_string(), mode, true, strict) {
+        Verdict::Private => Ok(()),
+        Verdict::Fix(message) => {
+            fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
+                .map_err(io_err("set the mode of", dir))?;
+            tracing::warn!("{message}");
+            Ok(())
+        }
+        Verdict::Refuse(message) => Err(Error::Config(message)),
     }
 }
 

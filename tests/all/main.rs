@@ -3,6 +3,7 @@
 #![allow(missing_docs)]
 
 mod apps;
+mod at_rest;
 mod deploy;
 mod faults;
 mod job_loop;

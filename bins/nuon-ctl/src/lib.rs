@@ -50,6 +50,10 @@ enum Command {
         /// backend address in jobs); default http:// and --runner-listen.
         #[arg(long, env = "NUON_RUNNER_URL")]
         runner_url: Option<String>,
+        /// Refuse to start when the data dir or a file in it is readable by
+        /// others (default: set it private, with a warning).
+        #[arg(long, env = "NUON_STRICT_PERMISSIONS")]
+        strict_permissions: bool,
     },
     /// Manage orgs directly in a data dir.
     Orgs {
@@ -128,6 +132,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             lease_timeout,
             max_claim_wait,
             runner_url,
+            strict_permissions,
         } => {
             let mut config = ServerConfig::new(&data_dir);
             config.runner_url = runner_url;
@@ -135,6 +140,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.retention = retention;
             config.lease = lease_timeout;
             config.max_claim_wait = max_claim_wait;
+            config.strict_permissions = strict_permissions;
             let plane = ControlPlane::open(config).await?;
             nuon_control::sys::raise_open_files_limit();
             let control = bind(listen, "--listen")?;
@@ -151,14 +157,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             command: OrgsCommand::Create { name, store },
         } => {
             let direct = store.open().await?;
-            let org = direct.store().create_org(&name).await;
+            let org = direct.create_org(&store.data_dir, &name).await;
             direct.close().await;
-            let org = org?;
+            let (org, public_key) = org?;
             println!("org: {}", org.org_id);
             println!("admin-token: {}", org.admin_token.secret);
             println!("build-runner: {}", org.build_runner);
             println!("build-runner-token: {}", org.build_runner_token.secret);
-            println!("signing-public-key: {}", org.signing_key.public_key());
+            println!("signing-public-key: {public_key}");
             Ok(())
         }
         Command::Orgs {

@@ -20,8 +20,9 @@ use serde_json::Value;
 
 use super::control::{require_admin, valid_name};
 use super::doc::Op;
-use super::{ApiAuth, Body, SharedState};
+use super::{ApiAuth, AppState, Body, SharedState};
 use crate::error::Error;
+use crate::keys::{open_config, seal_config};
 use crate::secrets::{Sealed, SecretBox, seal_context};
 use crate::store::{NewInstall, StoredConfig, StoredInstall};
 
@@ -196,14 +197,27 @@ async fn sync_config(
         version: 0,
         created_at_ms: 0,
         components: config.components.len() as u32,
-        files_json: serde_json::to_string(&req.files)
-            .map_err(|e| internal("cannot encode files", e))?,
-        config_json: serde_json::to_string(&config)
-            .map_err(|e| internal("cannot encode config", e))?,
+        files_json: seal_config(
+            &state.secrets,
+            &app.id,
+            "files",
+            &serde_json::to_string(&req.files).map_err(|e| internal("cannot encode files", e))?,
+        ),
+        config_json: seal_config(
+            &state.secrets,
+            &app.id,
+            "config",
+            &serde_json::to_string(&config).map_err(|e| internal("cannot encode config", e))?,
+        ),
         warnings_json: serde_json::to_string(&warnings)
             .map_err(|e| internal("cannot encode warnings", e))?,
-        sources_json: serde_json::to_string(&req.sources)
-            .map_err(|e| internal("cannot encode sources", e))?,
+        sources_json: seal_config(
+            &state.secrets,
+            &app.id,
+            "sources",
+            &serde_json::to_string(&req.sources)
+                .map_err(|e| internal("cannot encode sources", e))?,
+        ),
     };
     let stored = state
         .store
@@ -243,14 +257,21 @@ async fn list_configs(
     Ok(Json(ConfigVersionList { configs }))
 }
 
-pub(super) fn decode_config(app: &AppInfo, c: StoredConfig) -> Result<ConfigVersionInfo, Error> {
+pub(super) fn decode_config(
+    state: &AppState,
+    app: &AppInfo,
+    c: StoredConfig,
+) -> Result<ConfigVersionInfo, Error> {
+    let open = |part: &str, stored: &str| {
+        open_config(&state.secrets, &app.id, part, stored).map_err(Error::internal)
+    };
     Ok(ConfigVersionInfo {
         app_id: app.id.clone(),
         version: c.version,
         created_at_ms: c.created_at_ms,
-        config: serde_json::from_str(&c.config_json)
+        config: serde_json::from_str(&open("config", &c.config_json)?)
             .map_err(|e| internal("stored config unreadable", e))?,
-        files: serde_json::from_str::<Vec<ConfigFile>>(&c.files_json)
+        files: serde_json::from_str::<Vec<ConfigFile>>(&open("files", &c.files_json)?)
             .map_err(|e| internal("stored config files unreadable", e))?,
         warnings: serde_json::from_str(&c.warnings_json)
             .map_err(|e| internal("stored warnings unreadable", e))?,
@@ -272,7 +293,7 @@ pub(super) async fn latest_config(
                 app.name, app.name
             ))
         })?;
-    decode_config(app, c)
+    decode_config(state, app, c)
 }
 
 async fn get_config(
@@ -294,7 +315,7 @@ async fn get_config(
         .get_config(&auth.0.org_id, &app.id, Some(v))
         .await?
         .ok_or_else(|| Error::not_found(format!("app {:?} has no config version {v}", app.name)))?;
-    Ok(Json(decode_config(&app, c)?))
+    Ok(Json(decode_config(&state, &app, c)?))
 }
 
 async fn list_components(
@@ -531,14 +552,14 @@ async fn create_install(
             },
         )
         .await?;
-    let key = state.signing_key(org).await?;
+    let key = state.signing_public_key(org).await?;
     tracing::info!(install = %stored.id, name = %stored.name, app = %app.id, "install created");
     Ok((
         StatusCode::CREATED,
         Json(InstallCreated {
             install: install_info(stored)?,
             runner_token: token.secret,
-            signing_public_key: key.public_key().to_string(),
+            signing_public_key: key.to_string(),
         }),
     ))
 }
@@ -595,7 +616,7 @@ async fn set_inputs(
         .get_config(&auth.0.org_id, &app.id, Some(install.config_version))
         .await?
         .ok_or_else(|| Error::not_found(format!("no config version {}", install.config_version)))?;
-    let config = decode_config(&app, c)?.config;
+    let config = decode_config(&state, &app, c)?.config;
     let mut plain: BTreeMap<String, Value> = serde_json::from_str(&install.inputs_json)
         .map_err(|e| internal("stored inputs unreadable", e))?;
     let mut sealed: Sealed = serde_json::from_str(&install.sealed_json)

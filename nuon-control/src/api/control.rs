@@ -20,7 +20,6 @@ use serde_json::json;
 use super::doc::Op;
 use super::{ApiAuth, Body, Q, SharedState, path_id};
 use crate::error::Error;
-use crate::store::NewJob;
 
 const DEFAULT_TIMEOUT_SECS: u64 = 3600;
 const MAX_TIMEOUT_SECS: u64 = 7 * 86_400;
@@ -144,14 +143,14 @@ async fn create_runner(
         .store
         .create_runner(org, &id, &req.name, &token.hash)
         .await?;
-    let key = state.signing_key(org).await?;
+    let key = state.signing_public_key(org).await?;
     tracing::info!(runner = %id, name = %req.name, org = %org, "runner registered");
     Ok((
         StatusCode::CREATED,
         Json(RunnerCreated {
             runner,
             token: token.secret,
-            signing_public_key: key.public_key().to_string(),
+            signing_public_key: key.to_string(),
         }),
     ))
 }
@@ -244,17 +243,8 @@ async fn create_job(
         created_at_ms: now_ms(),
         redact: Vec::new(),
     };
-    let spec_json = serde_json::to_string(&spec)
-        .map_err(|e| Error::bad_request(format!("cannot encode job: {e}")))?;
-    let signature = state.signing_key(&org).await?.sign(spec_json.as_bytes());
-    let job = state
-        .store
-        .enqueue_job(NewJob {
-            spec,
-            spec_json,
-            signature,
-        })
-        .await?;
+    let job = state.keys.sign(spec).await?;
+    let job = state.store.enqueue_job(job).await?;
     state.wake_runner(&runner.id);
     tracing::debug!(job = %job.id, runner = %runner.id, "job queued");
     Ok((StatusCode::CREATED, Json(job)))

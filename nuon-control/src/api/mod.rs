@@ -21,13 +21,14 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use nuon_core::token::hash_token;
 use nuon_core::wire::{MAX_BODY_BYTES, routes};
-use nuon_core::{JobId, OrgId, OrgSigningKey, RunnerId};
+use nuon_core::{JobId, OrgId, PublicKey, RunnerId};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::engine::{Engine, EngineError, SigningKeys};
+use crate::engine::{Engine, EngineError};
 use crate::error::Error;
 use crate::hub::Wakes;
+use crate::keys::{JobKeys, KeyError, OrgSigners};
 use crate::secrets::SecretBox;
 use crate::store::{ApiPrincipal, RunnerPrincipal, Store, Wake};
 
@@ -56,7 +57,8 @@ pub(crate) struct AppState {
     pub(crate) timings: Timings,
     /// Who waits for what, woken here and on the other replicas.
     pub(crate) wakes: Arc<Wakes>,
-    keys: Arc<SigningKeys>,
+    /// Signs and seals jobs, opens them for their runners.
+    pub(crate) keys: Arc<JobKeys>,
     runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) secrets: Arc<SecretBox>,
@@ -73,9 +75,10 @@ impl AppState {
         timings: Timings,
         shutdown: watch::Receiver<bool>,
         secrets: Arc<SecretBox>,
+        signers: Arc<dyn OrgSigners>,
     ) -> Self {
         let wakes = Arc::new(Wakes::new(store.clone()));
-        let keys = Arc::new(SigningKeys::new(store.clone()));
+        let keys = Arc::new(JobKeys::new(signers, secrets.clone()));
         let leader = Arc::new(AtomicBool::new(false));
         let engine = Arc::new(Engine::new(
             store.clone(),
@@ -131,11 +134,9 @@ impl AppState {
         }
     }
 
-    pub(crate) async fn signing_key(&self, org: &OrgId) -> Result<OrgSigningKey, Error> {
-        self.keys
-            .get(org)
-            .await?
-            .ok_or_else(|| Error::not_found(format!("org {org} not found")))
+    /// The public key the org's runners verify its jobs with.
+    pub(crate) async fn signing_public_key(&self, org: &OrgId) -> Result<PublicKey, Error> {
+        Ok(self.keys.signer(org).await?.public_key())
     }
 
     pub(crate) fn forget_runner_tokens(&self, runner: &RunnerId) {
@@ -168,6 +169,21 @@ impl From<EngineError> for Error {
             ),
             EngineError::Store(e) => Error::Store(e),
             EngineError::Internal(m) => Error::internal(m),
+        }
+    }
+}
+
+impl From<KeyError> for Error {
+    fn from(e: KeyError) -> Self {
+        match e {
+            KeyError::NoOrg(org) => Error::not_found(format!("org {org} not found")),
+            KeyError::Store(e) => Error::Store(e),
+            KeyError::Sealed(m) => Error::internal(m),
+            e @ KeyError::Sign(_) => Error::api(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "signer_unavailable",
+                e.to_string(),
+            ),
         }
     }
 }

@@ -70,7 +70,7 @@ async fn claim(
         if let Some(n) = org_notified.as_mut().as_pin_mut() {
             n.enable();
         }
-        let claimed = state
+        let mut claimed = state
             .store
             .claim(&runner.runner_id, &req.kinds, slots, lease_ms(&state))
             .await?;
@@ -78,6 +78,7 @@ async fn claim(
             if !claimed.jobs.is_empty() {
                 tracing::debug!(runner = %runner.runner_id, count = claimed.jobs.len(), "jobs claimed");
             }
+            state.keys.open_claimed(&mut claimed.jobs)?;
             return Ok(Json(ClaimResponse { jobs: claimed.jobs }));
         }
         if claimed.held_back && !watch_org {
@@ -248,6 +249,8 @@ async fn complete(
     {
         *reason = reason.replace('\0', "\u{FFFD}");
     }
+    // Values Terraform marks sensitive are kept sealed.
+    state.keys.seal_job_outputs(&mut completion.result.outputs);
     let outcome = completion.result.outcome;
     let ack = state
         .store

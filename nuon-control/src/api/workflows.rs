@@ -26,7 +26,6 @@ use super::{ApiAuth, Body, SharedState};
 use crate::engine::Start;
 use crate::engine::render::deployable;
 use crate::error::Error;
-use crate::store::NewJob;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
@@ -81,7 +80,7 @@ async fn create_workflow(
                     install.config_version, app.name
                 ))
             })?;
-        super::apps::decode_config(&app, stored)?
+        super::apps::decode_config(&state, &app, stored)?
     } else {
         latest_config(&state, &auth, &app).await?
     };
@@ -293,7 +292,10 @@ async fn create_builds(
         .get_config(org, &app.id, Some(latest.version))
         .await?
         .ok_or_else(|| Error::not_found("the config version vanished"))?;
-    let sources: Vec<ConfigFile> = serde_json::from_str(&stored.sources_json)
+    let sources =
+        crate::keys::open_config(&state.secrets, &app.id, "sources", &stored.sources_json)
+            .map_err(Error::internal)?;
+    let sources: Vec<ConfigFile> = serde_json::from_str(&sources)
         .map_err(|e| Error::internal(format!("stored sources unreadable: {e}")))?;
     let config = &latest.config;
     let mut wanted: Vec<(String, Source)> = Vec::new();
@@ -345,7 +347,6 @@ async fn create_builds(
     if !problems.is_empty() {
         return Err(Error::bad_request(problems.join("; ")));
     }
-    let key = state.signing_key(org).await?;
     let mut builds = Vec::new();
     for (who, source) in jobs {
         let job_id = JobId::generate();
@@ -377,21 +378,10 @@ async fn create_builds(
             created_at_ms: now_ms(),
             redact: Vec::new(),
         };
-        let spec_json = serde_json::to_string(&spec)
-            .map_err(|e| Error::internal(format!("cannot encode build: {e}")))?;
-        let signature = key.sign(spec_json.as_bytes());
+        let job = state.keys.sign(spec).await?;
         let b = state
             .store
-            .enqueue_build(
-                NewJob {
-                    spec,
-                    spec_json,
-                    signature,
-                },
-                &app.id,
-                latest.version,
-                &who,
-            )
+            .enqueue_build(job, &app.id, latest.version, &who)
             .await?;
         tracing::info!(build = %b.id, app = %app.id, component = %who, "build queued");
         builds.push(b);

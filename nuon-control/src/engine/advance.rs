@@ -226,19 +226,24 @@ impl Engine {
         Ok(())
     }
 
-    /// The install's outputs as stored now.
+    /// The install's outputs as stored now, opened.
     async fn current_outputs(&self, cx: &Ctx) -> Result<InstallOutputs> {
-        Ok(self
+        match self
             .store
             .find_install(&cx.org, cx.install.id.as_str())
             .await?
-            .map(|i| render::outputs_of(&i))
-            .unwrap_or_default())
+        {
+            Some(i) => render::outputs_of(&self.secrets, &i).map_err(EngineError::Internal),
+            None => Ok(InstallOutputs::default()),
+        }
     }
 
-    /// Stores the install's outputs (and keeps them in `cx` for rendering).
+    /// Stores the install's outputs, the sensitive ones sealed (and keeps
+    /// them in `cx` for rendering).
     async fn store_outputs(&self, cx: &mut Ctx, all: &InstallOutputs) -> Result<()> {
-        let json = serde_json::to_string(all)
+        let mut all = all.clone();
+        crate::keys::seal_outputs(&self.secrets, &mut all);
+        let json = serde_json::to_string(&all)
             .map_err(|e| EngineError::Internal(format!("cannot encode outputs: {e}")))?;
         self.store
             .set_install_outputs(&cx.org, &cx.install.id, &json, &state_during(cx))

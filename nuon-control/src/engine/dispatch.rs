@@ -20,7 +20,7 @@ use super::render::{self, render_env, render_map, render_text, render_texts, ren
 use super::rules;
 use super::{Ctx, Engine, EngineError, Result};
 use crate::secrets::state_context;
-use crate::store::{NewJob, StateToken};
+use crate::store::StateToken;
 
 /// A step's job, or why it cannot be sent (the step fails with it).
 type Made = std::result::Result<(JobSpec, Option<StateToken>), String>;
@@ -37,27 +37,10 @@ impl Engine {
             Ok(made) => made,
             Err(reason) => return self.fail(cx, step, reason).await,
         };
-        let spec_json = serde_json::to_string(&spec)
-            .map_err(|e| EngineError::Internal(format!("cannot encode job: {e}")))?;
-        let key = self
-            .keys
-            .get(&cx.org)
-            .await?
-            .ok_or_else(|| EngineError::NotFound(format!("org {} not found", cx.org)))?;
-        let signature = key.sign(spec_json.as_bytes());
         let job_id = spec.job_id.clone();
+        let job = self.keys.sign(spec).await?;
         self.store
-            .dispatch_step(
-                &cx.org,
-                &cx.wf.id,
-                step.index,
-                NewJob {
-                    spec,
-                    spec_json,
-                    signature,
-                },
-                token,
-            )
+            .dispatch_step(&cx.org, &cx.wf.id, step.index, job, token)
             .await?;
         self.notifier.job_queued(&cx.install.runner_id);
         tracing::info!(workflow = %cx.wf.id, step = %step.name, job = %job_id, "step dispatched");

@@ -40,9 +40,10 @@ use std::time::Duration;
 use nuon_core::app::AppConfig;
 use nuon_core::wire::{BuildInfo, WorkflowInfo};
 use nuon_core::workflow::{self, StepKind, WorkflowKind};
-use nuon_core::{AppId, ArtifactRef, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, WorkflowId};
+use nuon_core::{AppId, ArtifactRef, JobId, JobStatus, OrgId, RunnerId, WorkflowId};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::keys::{JobKeys, KeyError};
 use crate::secrets::SecretBox;
 use crate::store::{NewWorkflow, Store, StoreError, StoredInstall, Wake};
 
@@ -81,6 +82,16 @@ pub(crate) enum EngineError {
     /// Stored data the engine cannot read, or cannot write.
     #[error("{0}")]
     Internal(String),
+}
+
+impl From<KeyError> for EngineError {
+    fn from(e: KeyError) -> Self {
+        match e {
+            KeyError::NoOrg(org) => EngineError::NotFound(format!("org {org} not found")),
+            KeyError::Store(e) => EngineError::Store(e),
+            e @ (KeyError::Sealed(_) | KeyError::Sign(_)) => EngineError::Internal(e.to_string()),
+        }
+    }
 }
 
 impl EngineError {
@@ -146,7 +157,7 @@ pub(crate) struct Start<'a> {
 pub(crate) struct Engine {
     store: Arc<dyn Store>,
     secrets: Arc<SecretBox>,
-    keys: Arc<SigningKeys>,
+    keys: Arc<JobKeys>,
     notifier: Arc<dyn Notifier>,
     leader: Arc<AtomicBool>,
     runner_url: OnceLock<String>,
@@ -159,7 +170,7 @@ impl Engine {
     pub(crate) fn new(
         store: Arc<dyn Store>,
         secrets: Arc<SecretBox>,
-        keys: Arc<SigningKeys>,
+        keys: Arc<JobKeys>,
         notifier: Arc<dyn Notifier>,
         leader: Arc<AtomicBool>,
     ) -> Self {
@@ -486,7 +497,9 @@ impl Engine {
             .ok_or_else(|| {
                 EngineError::NotFound(format!("config version {version} of {app} is gone"))
             })?;
-        let config = serde_json::from_str(&stored.config_json)
+        let text = crate::keys::open_config(&self.secrets, app, "config", &stored.config_json)
+            .map_err(EngineError::Internal)?;
+        let config = serde_json::from_str(&text)
             .map_err(|e| EngineError::Internal(format!("stored config unreadable: {e}")))?;
         Ok((app_info.name, config))
     }
@@ -548,37 +561,4 @@ struct Ctx {
     app_name: String,
     config: AppConfig,
     builds: BTreeMap<String, ArtifactRef>,
-}
-
-/// The org signing keys, read from the store once each.
-pub(crate) struct SigningKeys {
-    store: Arc<dyn Store>,
-    cache: Mutex<std::collections::HashMap<OrgId, OrgSigningKey>>,
-}
-
-impl SigningKeys {
-    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
-        SigningKeys {
-            store,
-            cache: Mutex::new(Default::default()),
-        }
-    }
-
-    /// The org's key; `None` when there is no such org.
-    pub(crate) async fn get(
-        &self,
-        org: &OrgId,
-    ) -> std::result::Result<Option<OrgSigningKey>, StoreError> {
-        if let Some(k) = self.cache.lock().expect("keys lock").get(org) {
-            return Ok(Some(k.clone()));
-        }
-        let Some(key) = self.store.signing_key(org).await? else {
-            return Ok(None);
-        };
-        self.cache
-            .lock()
-            .expect("keys lock")
-            .insert(org.clone(), key.clone());
-        Ok(Some(key))
-    }
 }

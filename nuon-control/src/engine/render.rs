@@ -13,13 +13,18 @@ use serde_json::Value;
 use crate::secrets::{Sealed, SecretBox, seal_context};
 use crate::store::StoredInstall;
 
-/// The install's outputs as stored.
-pub(crate) fn outputs_of(install: &StoredInstall) -> InstallOutputs {
-    install
+/// The install's outputs, its sensitive ones opened.
+pub(crate) fn outputs_of(
+    secrets: &SecretBox,
+    install: &StoredInstall,
+) -> Result<InstallOutputs, String> {
+    let mut all: InstallOutputs = install
         .outputs_json
         .as_deref()
         .and_then(|o| serde_json::from_str(o).ok())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    crate::keys::open_outputs(secrets, &mut all)?;
+    Ok(all)
 }
 
 /// An install's sensitive inputs and secrets, unsealed.
@@ -60,7 +65,7 @@ pub(crate) fn redactions(
         .inputs
         .into_values()
         .chain(open.secrets.into_values())
-        .chain(outputs_of(install).sensitive_values())
+        .chain(outputs_of(secrets, install)?.sensitive_values())
         .collect())
 }
 
@@ -77,7 +82,7 @@ pub(crate) fn render_context(
     for (name, v) in open.inputs {
         inputs.insert(name, Value::String(v));
     }
-    let outputs = outputs_of(install);
+    let outputs = outputs_of(secrets, install)?;
     Ok(RenderContext {
         install_id: install.id.to_string(),
         install_name: install.name.clone(),

@@ -2,15 +2,19 @@
 
 use super::*;
 
-/// A job to queue: the spec and the exact bytes the org's key signed.
+/// A job to queue: its spec, the signed bytes sealed, and the payload as
+/// the Control API shows it (made by [`crate::keys`]).
 #[derive(Debug, Clone)]
 pub struct NewJob {
     /// The spec.
     pub spec: JobSpec,
-    /// `serde_json::to_string(&spec)`, the signed bytes.
-    pub spec_json: String,
-    /// The signature of `spec_json`.
+    /// `serde_json::to_string(&spec)`, the signed bytes, sealed: what a
+    /// claim hands out, opened on the way to the runner.
+    pub sealed_spec: String,
+    /// The signature of the signed bytes.
     pub signature: String,
+    /// The payload as the Control API shows it (no secret in it).
+    pub payload: serde_json::Value,
 }
 
 /// Jobs as the Control API sees them: queue, read, cancel, logs.

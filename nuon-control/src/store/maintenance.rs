@@ -54,7 +54,8 @@ pub trait MaintenanceStore: Send + Sync + 'static {
     }
 
     /// Deletes the logs of jobs that finished before `finished_before_ms`,
-    /// and those jobs when nothing refers to them; returns the rows removed.
+    /// and those jobs when nothing refers to them; the others lose their
+    /// spec (their result stays). Returns the rows removed or emptied.
     async fn prune(&self, finished_before_ms: i64) -> Result<u64>;
 
     /// Ends every running attempt whose lease expired before `now_ms`.

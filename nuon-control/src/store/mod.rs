@@ -31,6 +31,7 @@ mod postgres;
 mod queue;
 mod rows;
 mod runners;
+mod sealing;
 mod shared;
 mod sqlite;
 mod states;
@@ -43,9 +44,7 @@ use nuon_core::wire::{
     LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
 };
 use nuon_core::workflow::{PlannedStep, StepStatus, WorkflowKind, WorkflowStatus};
-use nuon_core::{
-    AppId, InstallId, JobId, JobSpec, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId,
-};
+use nuon_core::{AppId, InstallId, JobId, JobSpec, OrgId, RunnerId, TokenId, WorkflowId};
 
 pub use apps::{AppStore, StoredConfig};
 pub use builds::BuildStore;
@@ -57,6 +56,7 @@ pub use orgs::{ApiPrincipal, NewOrg, OrgStore};
 pub use postgres::{NOTIFY_GAP, PostgresStore};
 pub use queue::{Claimed, QueueStore};
 pub use runners::{RunnerPrincipal, RunnerStore};
+pub use sealing::SealingStore;
 pub use sqlite::SqliteStore;
 pub use states::{ComponentState, StateLock, StatePrincipal, StateStore, StateToken};
 pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
@@ -66,7 +66,7 @@ pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
 pub mod prelude {
     pub use super::{
         AppStore, BuildStore, InstallStore, JobStore, MaintenanceStore, OrgStore, QueueStore,
-        RunnerStore, StateStore, Store, WorkflowStore,
+        RunnerStore, SealingStore, StateStore, Store, WorkflowStore,
     };
 }
 
@@ -120,6 +120,7 @@ pub trait Store:
     + WorkflowStore
     + StateStore
     + BuildStore
+    + SealingStore
 {
 }
 
@@ -134,6 +135,7 @@ impl<T> Store for T where
         + WorkflowStore
         + StateStore
         + BuildStore
+        + SealingStore
 {
 }
 

@@ -20,8 +20,6 @@ pub struct NewOrg {
     pub org_id: OrgId,
     /// Its admin API token (the secret, to hand out once).
     pub admin_token: IssuedToken,
-    /// Its job-signing key.
-    pub signing_key: OrgSigningKey,
     /// Its build runner.
     pub build_runner: RunnerId,
     /// The build runner's token (the secret, to hand out once).
@@ -31,8 +29,9 @@ pub struct NewOrg {
 /// Orgs, their settings, signing keys and API tokens.
 #[async_trait]
 pub trait OrgStore: Send + Sync + 'static {
-    /// Creates an org with a signing key and an admin token.
-    async fn create_org(&self, name: &str) -> Result<NewOrg>;
+    /// Creates the org `id` with its signing key (as it is kept: sealed,
+    /// see [`crate::keys`]) and an admin token.
+    async fn create_org(&self, id: &OrgId, name: &str, signing_key: &[u8]) -> Result<NewOrg>;
 
     /// Sets (or, with `None`, lifts) the limit on how many jobs of the org
     /// named `name` run at once; returns the org. Jobs already running are
@@ -50,8 +49,8 @@ pub trait OrgStore: Send + Sync + 'static {
     /// unknown or revoked.
     async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>>;
 
-    /// An org's job-signing key.
-    async fn signing_key(&self, org: &OrgId) -> Result<Option<OrgSigningKey>>;
+    /// An org's job-signing key, as it is kept (sealed).
+    async fn signing_key(&self, org: &OrgId) -> Result<Option<Vec<u8>>>;
 
     /// The org's id and name.
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>>;

@@ -250,7 +250,7 @@ impl Record for BuildInfo {
 }
 
 impl Record for JobInfo {
-    const COLUMNS: &'static str = "id, runner_id, kind, spec, status, attempts, max_attempts, \
+    const COLUMNS: &'static str = "id, runner_id, kind, payload, status, attempts, max_attempts, \
          timeout_secs, cancel_requested, exit_code, reason, outputs, created_at, started_at, \
          finished_at";
     fn read(r: &impl Cells) -> Result<Self> {
@@ -258,7 +258,7 @@ impl Record for JobInfo {
             id: r.text(0)?,
             runner_id: r.text(1)?,
             kind: r.text(2)?,
-            spec: r.text(3)?,
+            payload: r.opt_text(3)?,
             status: r.text(4)?,
             attempts: r.u32(5)?,
             max_attempts: r.u32(6)?,

@@ -21,7 +21,7 @@ pub(super) struct JobRow {
     pub id: String,
     pub runner_id: String,
     pub kind: String,
-    pub spec: String,
+    pub payload: Option<String>,
     pub status: String,
     pub attempts: u32,
     pub max_attempts: u32,
@@ -66,31 +66,14 @@ pub(super) fn hold_back<T>(picked: &mut Vec<T>, room: Option<i64>) -> bool {
 }
 
 impl JobRow {
-    /// The job as the Control API shows it: the state credential and the
-    /// install's secrets are hidden from the payload.
+    /// The job as the Control API shows it (its payload was stored as
+    /// shown: see `crate::keys`).
     pub(super) fn into_info(self) -> Result<JobInfo> {
-        let parsed = serde_json::from_str::<serde_json::Value>(&self.spec).unwrap_or_default();
-        let mut payload = parsed.get("payload").cloned().unwrap_or_default();
-        // A job's state credential is for its Terraform only, and the
-        // install's secrets are for its runner only.
-        if let Some(p) = payload.pointer_mut("/backend/password") {
-            *p = serde_json::Value::String("(hidden)".into());
-        }
-        let secrets: Vec<&str> = parsed["redact"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v.as_str())
-            .filter(|s| !s.is_empty())
-            .collect();
-        if !secrets.is_empty() {
-            hide(&mut payload, &secrets);
-        }
         Ok(JobInfo {
             id: parse_id(&self.id)?,
             runner_id: parse_id(&self.runner_id)?,
             kind: self.kind,
-            payload,
+            payload: json_or_null(self.payload),
             status: self.status.parse().map_err(corrupt)?,
             attempts: self.attempts,
             max_attempts: self.max_attempts,
@@ -115,30 +98,6 @@ pub(super) fn json_or_null(raw: Option<String>) -> serde_json::Value {
 /// The artifact a build job's outputs name.
 pub(super) fn build_artifact(outputs: Option<String>) -> Option<nuon_core::ArtifactRef> {
     serde_json::from_value(json_or_null(outputs)["artifact"].clone()).ok()
-}
-
-/// Replaces every secret (longest first, so no part of a longer one is
-/// left) in the strings of `v` with `(secret)`.
-fn hide(v: &mut serde_json::Value, secrets: &[&str]) {
-    let mut sorted = secrets.to_vec();
-    sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    sorted.dedup();
-    hide_sorted(v, &sorted);
-}
-
-fn hide_sorted(v: &mut serde_json::Value, secrets: &[&str]) {
-    match v {
-        serde_json::Value::String(s) => {
-            for secret in secrets {
-                if s.contains(secret) {
-                    *s = s.replace(secret, "(secret)");
-                }
-            }
-        }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| hide_sorted(x, secrets)),
-        serde_json::Value::Object(m) => m.values_mut().for_each(|x| hide_sorted(x, secrets)),
-        _ => {}
-    }
 }
 
 /// A runner's stored role.

@@ -414,7 +414,7 @@ impl Harness {
         ClaimedJob {
             job_id: spec.job_id.clone(),
             attempt: 1,
-            signature: self.key.sign(text.as_bytes()),
+            signature: self.key.sign_now(text.as_bytes()),
             spec: text,
             lease_ms: 60_000,
         }

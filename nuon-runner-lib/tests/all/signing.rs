@@ -20,7 +20,7 @@ async fn tampered_or_misaddressed_jobs_never_run() {
 
     // Signed by another key.
     let mut other_key = h.claimed(&evil());
-    other_key.signature = OrgSigningKey::generate().sign(other_key.spec.as_bytes());
+    other_key.signature = OrgSigningKey::generate().sign_now(other_key.spec.as_bytes());
 
     // Unsigned.
     let mut unsigned = h.claimed(&evil());
@@ -38,7 +38,7 @@ async fn tampered_or_misaddressed_jobs_never_run() {
     // Signed spec that is not a job spec.
     let mut not_a_spec = h.claimed(&h.sh("true"));
     not_a_spec.spec = "{\"command\":\"true\"}".into();
-    not_a_spec.signature = h.key.sign(not_a_spec.spec.as_bytes());
+    not_a_spec.signature = h.key.sign_now(not_a_spec.spec.as_bytes());
 
     let cases = [
         (

@@ -67,8 +67,16 @@ impl MaintenanceStore for PostgresStore {
         .await
         .map_err(db)?
         .rows_affected();
+        // Jobs kept for their build, step or state lock keep their result,
+        // not what they were sent.
+        let specs = sqlx::query("UPDATE jobs SET spec = '' WHERE finished_at < $1 AND spec <> ''")
+            .bind(finished_before_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?
+            .rows_affected();
         tx.commit().await.map_err(db)?;
-        Ok(logs + jobs)
+        Ok(logs + jobs + specs)
     }
 
     async fn rescue_expired(&self, now_ms: i64) -> Result<Vec<Rescued>> {

@@ -27,6 +27,7 @@ mod orgs;
 mod queue;
 mod runners;
 mod schema;
+mod sealing;
 mod states;
 mod workflows;
 
@@ -42,9 +43,7 @@ use nuon_core::wire::{
     WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
-use nuon_core::{
-    AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId, now_ms,
-};
+use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, TokenId, WorkflowId, now_ms};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
 use tokio::sync::{broadcast, mpsc};
@@ -56,8 +55,8 @@ use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt, enum_str, parse_id
 use super::{
     ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
     MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,
-    Result, RunnerPrincipal, RunnerStore, StateLock, StatePrincipal, StateStore, StateToken,
-    StepUpdate, StoreError, StoredConfig, StoredInstall, Wake, WorkflowStore,
+    Result, RunnerPrincipal, RunnerStore, SealingStore, StateLock, StatePrincipal, StateStore,
+    StateToken, StepUpdate, StoreError, StoredConfig, StoredInstall, Wake, WorkflowStore,
 };
 
 mod group;
@@ -455,17 +454,18 @@ async fn insert_job(tx: &mut Tx, job: &NewJob) -> Result<()> {
     let s = &job.spec;
     sqlx::query(
         "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
-         timeout_secs, created_at) VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9)",
+         timeout_secs, created_at, payload) VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10)",
     )
     .bind(s.job_id.as_str())
     .bind(s.org_id.as_str())
     .bind(s.runner_id.as_str())
     .bind(&s.kind)
-    .bind(&job.spec_json)
+    .bind(&job.sealed_spec)
     .bind(&job.signature)
     .bind(i64::from(s.retry.max_attempts))
     .bind(s.timeout_secs as i64)
     .bind(s.created_at_ms)
+    .bind(job.payload.to_string())
     .execute(&mut **tx)
     .await
     .map_err(db)?;

@@ -4,17 +4,16 @@ use super::*;
 
 #[async_trait]
 impl OrgStore for PostgresStore {
-    async fn create_org(&self, name: &str) -> Result<NewOrg> {
+    async fn create_org(&self, id: &OrgId, name: &str, signing_key: &[u8]) -> Result<NewOrg> {
         let mut tx = self.begin().await?;
-        let org_id = OrgId::generate();
-        let key = OrgSigningKey::generate();
+        let org_id = id.clone();
         let token_id = TokenId::generate();
         let token = issue_api_token(&token_id);
         let now = now_ms();
         sqlx::query("INSERT INTO orgs (id, name, signing_key, created_at) VALUES ($1, $2, $3, $4)")
             .bind(org_id.as_str())
             .bind(name)
-            .bind(key.to_bytes().to_vec())
+            .bind(signing_key)
             .bind(now)
             .execute(&mut *tx)
             .await
@@ -47,7 +46,6 @@ impl OrgStore for PostgresStore {
         Ok(NewOrg {
             org_id,
             admin_token: token,
-            signing_key: key,
             build_runner: build_id,
             build_runner_token: build_token,
         })
@@ -107,14 +105,12 @@ impl OrgStore for PostgresStore {
         .transpose()
     }
 
-    async fn signing_key(&self, org: &OrgId) -> Result<Option<OrgSigningKey>> {
-        let raw: Option<Vec<u8>> = sqlx::query_scalar("SELECT signing_key FROM orgs WHERE id = $1")
+    async fn signing_key(&self, org: &OrgId) -> Result<Option<Vec<u8>>> {
+        sqlx::query_scalar("SELECT signing_key FROM orgs WHERE id = $1")
             .bind(org.as_str())
             .fetch_optional(&self.pool)
             .await
-            .map_err(db)?;
-        raw.map(|b| OrgSigningKey::from_bytes(&b).map_err(corrupt))
-            .transpose()
+            .map_err(db)
     }
 
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {

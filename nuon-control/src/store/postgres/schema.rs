@@ -191,6 +191,12 @@ CREATE TABLE settings (
 );
 "#,
     ),
+    (
+        4,
+        r#"
+ALTER TABLE jobs ADD COLUMN payload TEXT;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -30,7 +30,15 @@ impl MaintenanceStore for SqliteStore {
                     [finished_before_ms],
                 )
                 .map_err(db_err)?;
-            Ok((logs + jobs) as u64)
+            // Jobs kept for their build, step or state lock keep their
+            // result, not what they were sent.
+            let specs = conn
+                .execute(
+                    "UPDATE jobs SET spec = '' WHERE finished_at < ?1 AND spec <> ''",
+                    [finished_before_ms],
+                )
+                .map_err(db_err)?;
+            Ok((logs + jobs + specs) as u64)
         })
         .await
     }

@@ -19,6 +19,7 @@ mod orgs;
 mod queue;
 mod runners;
 mod schema;
+mod sealing;
 mod states;
 mod workflows;
 
@@ -33,9 +34,7 @@ use nuon_core::wire::{
     WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
-use nuon_core::{
-    AppId, InstallId, JobId, JobStatus, OrgId, OrgSigningKey, RunnerId, TokenId, WorkflowId, now_ms,
-};
+use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, TokenId, WorkflowId, now_ms};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
@@ -46,8 +45,8 @@ use super::shared::{self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, enum_str, parse
 use super::{
     ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
     MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,
-    Result, RunnerPrincipal, RunnerStore, StateLock, StatePrincipal, StateStore, StateToken,
-    StepUpdate, StoreError, StoredConfig, StoredInstall, WorkflowStore,
+    Result, RunnerPrincipal, RunnerStore, SealingStore, StateLock, StatePrincipal, StateStore,
+    StateToken, StepUpdate, StoreError, StoredConfig, StoredInstall, WorkflowStore,
 };
 
 /// Most operations one write transaction carries.
@@ -243,11 +242,27 @@ impl SqliteStore {
 
     /// Opens (creating when needed) the store in `dir`: `nuon.db` and `logs.db`.
     pub fn open(dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            StoreError::Invalid(format!("cannot create data dir {}: {e}", dir.display()))
-        })?;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let cannot = |what: &Path, e: std::io::Error| {
+            StoreError::Invalid(format!("cannot create {}: {e}", what.display()))
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(nuon_core::private::DIR_MODE)
+            .create(dir)
+            .map_err(|e| cannot(dir, e))?;
         let main = dir.join(Self::DB_FILE);
         let logs = dir.join("logs.db");
+        // Made private before SQLite opens them: their WAL and shared
+        // memory files take the database file's mode.
+        for file in [&main, &logs] {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(nuon_core::private::FILE_MODE)
+                .open(file)
+                .map_err(|e| cannot(file, e))?;
+        }
         let conn = open_conn(&main, &logs, false).map_err(db_err)?;
         conn.execute_batch(schema::SCHEMA).map_err(db_err)?;
         schema::migrate(&conn).map_err(db_err)?;
@@ -420,17 +435,18 @@ fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
     let s = &job.spec;
     conn.execute(
         "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
-         timeout_secs, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9)",
+         timeout_secs, created_at, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9, ?10)",
         params![
             s.job_id.as_str(),
             s.org_id.as_str(),
             s.runner_id.as_str(),
             s.kind,
-            job.spec_json,
+            job.sealed_spec,
             job.signature,
             s.retry.max_attempts,
             s.timeout_secs as i64,
-            s.created_at_ms
+            s.created_at_ms,
+            job.payload.to_string()
         ],
     )
     .map_err(db_err)?;

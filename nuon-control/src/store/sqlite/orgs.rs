@@ -4,17 +4,17 @@ use super::*;
 
 #[async_trait]
 impl OrgStore for SqliteStore {
-    async fn create_org(&self, name: &str) -> Result<NewOrg> {
+    async fn create_org(&self, id: &OrgId, name: &str, signing_key: &[u8]) -> Result<NewOrg> {
         let name = name.to_owned();
+        let org_id = id.clone();
+        let key = signing_key.to_vec();
         self.write(move |conn| {
-            let org_id = OrgId::generate();
-            let key = OrgSigningKey::generate();
             let token_id = TokenId::generate();
             let token = issue_api_token(&token_id);
             let now = now_ms();
             conn.execute(
                 "INSERT INTO orgs (id, name, signing_key, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![org_id.as_str(), name, key.to_bytes().to_vec(), now],
+                params![org_id.as_str(), name, key, now],
             )
             .map_err(|e| match e {
                 rusqlite::Error::SqliteFailure(f, _)
@@ -45,7 +45,6 @@ impl OrgStore for SqliteStore {
             Ok(NewOrg {
                 org_id,
                 admin_token: token,
-                signing_key: key,
                 build_runner: build_id,
                 build_runner_token: build_token,
             })
@@ -115,19 +114,15 @@ impl OrgStore for SqliteStore {
         .await
     }
 
-    async fn signing_key(&self, org: &OrgId) -> Result<Option<OrgSigningKey>> {
+    async fn signing_key(&self, org: &OrgId) -> Result<Option<Vec<u8>>> {
         let org = org.clone();
         self.read(move |conn| {
-            let raw: Option<Vec<u8>> = one_row(
+            one_row(
                 conn,
                 "SELECT signing_key FROM orgs WHERE id = ?1",
                 [org.as_str()],
                 |r| r.get(0),
-            )?;
-            raw.map(|b| {
-                OrgSigningKey::from_bytes(&b).map_err(|e| StoreError::Database(Box::new(e)))
-            })
-            .transpose()
+            )
         })
         .await
     }

@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     outputs TEXT,
     created_at INTEGER NOT NULL,
     started_at INTEGER,
-    finished_at INTEGER
+    finished_at INTEGER,
+    payload TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (runner_id, seq) WHERE status = 'queued';
 CREATE INDEX IF NOT EXISTS jobs_org ON jobs (org_id, seq);
@@ -168,7 +169,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 8] = [
+    const COLUMNS: [(&str, &str, &str); 9] = [
         ("orgs", "max_running", "INTEGER"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
         ("app_configs", "sources", "TEXT NOT NULL DEFAULT '[]'"),
@@ -181,6 +182,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("workflow_steps", "reason", "TEXT"),
         ("workflow_steps", "outputs", "TEXT"),
         ("tf_locks", "job_id", "TEXT"),
+        ("jobs", "payload", "TEXT"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

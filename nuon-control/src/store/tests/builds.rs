@@ -6,7 +6,7 @@ conformance! {
     async fn builds_are_jobs_of_the_build_runner_listed_per_app(f: Fixture) {
         use nuon_core::AppId;
 
-        let other = f.store.create_org("other").await.unwrap().org_id;
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         let builder = f.store.build_runner(&f.org).await.unwrap().unwrap();
         assert_ne!(Some(&builder), f.store.build_runner(&other).await.unwrap().as_ref());
         let app = f.store.create_app(&f.org, &AppId::generate(), "web").await.unwrap();

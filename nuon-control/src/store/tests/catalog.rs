@@ -9,7 +9,7 @@ conformance! {
         use nuon_core::wire::{RunnerRole, TokenScope};
 
         let store = &f.store;
-        let org = store.create_org("o2").await.unwrap();
+        let org = store.create_org(&OrgId::generate(), "o2", b"sealed key of o2").await.unwrap();
         let runners = store.list_runners(&org.org_id).await.unwrap();
         assert_eq!(runners.len(), 1);
         assert_eq!(
@@ -40,7 +40,7 @@ conformance! {
             (org.org_id.clone(), "read")
         );
         // Another org can neither see nor revoke it.
-        let other = store.create_org("other").await.unwrap().org_id;
+        let other = store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         assert!(store.revoke_api_token(&other, &id).await.unwrap().is_none());
         assert!(
             store
@@ -68,7 +68,7 @@ conformance! {
 
         use super::{NewInstall, StoredConfig};
 
-        let other = f.store.create_org("other").await.unwrap().org_id;
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         let app = f
             .store
             .create_app(&f.org, &AppId::generate(), "web")
@@ -245,7 +245,10 @@ async fn a_data_dir_of_an_earlier_version_is_migrated() {
     let dir = tempfile::tempdir().unwrap();
     {
         let store = SqliteStore::open(dir.path()).unwrap();
-        store.create_org("o").await.unwrap();
+        store
+            .create_org(&OrgId::generate(), "o", b"sealed key of o")
+            .await
+            .unwrap();
         store.close();
     }
     // The runners table as an earlier version made it.
@@ -254,7 +257,11 @@ async fn a_data_dir_of_an_earlier_version_is_migrated() {
         .unwrap();
     drop(conn);
     let store = SqliteStore::open(dir.path()).unwrap();
-    let org = store.create_org("p").await.unwrap().org_id;
+    let org = store
+        .create_org(&OrgId::generate(), "p", b"sealed key of p")
+        .await
+        .unwrap()
+        .org_id;
     assert_eq!(store.list_runners(&org).await.unwrap()[0].name, "build");
 }
 
@@ -262,14 +269,15 @@ conformance! {
     async fn orgs_keep_their_key_and_installs_their_state_outputs_and_version(f: Fixture) {
         let s = &*f.store;
         assert_eq!(s.count_orgs().await.unwrap(), 1);
-        let other = s.create_org("other").await.unwrap();
+        let other = s.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap();
         assert_eq!(s.count_orgs().await.unwrap(), 2);
         let org = s.get_org(&f.org).await.unwrap().unwrap();
         assert_eq!((org.id.clone(), org.name.as_str()), (f.org.clone(), "o"));
         assert_eq!(s.get_org(&nuon_core::OrgId::generate()).await.unwrap(), None);
         let key = s.signing_key(&other.org_id).await.unwrap().unwrap();
-        assert_eq!(key.to_bytes(), other.signing_key.to_bytes());
-        assert_ne!(s.signing_key(&f.org).await.unwrap().unwrap().to_bytes(), key.to_bytes());
+        assert_eq!(key, b"sealed key of other");
+        assert_eq!(s.signing_key(&f.org).await.unwrap().unwrap(), b"sealed key of o");
+        assert_eq!(s.signing_key(&nuon_core::OrgId::generate()).await.unwrap(), None);
 
         let a = f.install("a").await;
         let b = f.install("b").await;
@@ -294,7 +302,7 @@ conformance! {
     }
 
     async fn a_revoked_runner_authenticates_nothing_and_only_its_org_revokes_it(f: Fixture) {
-        let other = f.store.create_org("other").await.unwrap().org_id;
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         assert!(f.store.authenticate_runner("h").await.unwrap().is_some());
         assert_eq!(f.store.revoke_runner(&other, &f.runner).await.unwrap(), None);
         assert!(f.store.authenticate_runner("h").await.unwrap().is_some());

@@ -12,11 +12,11 @@ use super::*;
 /// What keeps a store's database alive for a test.
 enum Backing {
     Sqlite {
-        _dir: tempfile::TempDir,
+        dir: tempfile::TempDir,
     },
     #[cfg(feature = "postgres")]
     Postgres {
-        _cluster: nuon_test_fixtures::PgCluster,
+        cluster: nuon_test_fixtures::PgCluster,
     },
 }
 
@@ -34,12 +34,12 @@ async fn empty_stores() -> Vec<(Box<dyn Store>, Backing)> {
     let dir = tempfile::tempdir().unwrap();
     let mut out: Vec<(Box<dyn Store>, Backing)> = vec![(
         Box::new(SqliteStore::open(dir.path()).unwrap()),
-        Backing::Sqlite { _dir: dir },
+        Backing::Sqlite { dir },
     )];
     #[cfg(feature = "postgres")]
     if let Some(pg) = nuon_test_fixtures::PgCluster::start().unwrap() {
         let store = PostgresStore::connect(&pg.url).await.unwrap();
-        out.push((Box::new(store), Backing::Postgres { _cluster: pg }));
+        out.push((Box::new(store), Backing::Postgres { cluster: pg }));
     }
     out
 }
@@ -48,7 +48,11 @@ async fn empty_stores() -> Vec<(Box<dyn Store>, Backing)> {
 async fn fixtures() -> Vec<Fixture> {
     let mut out = Vec::new();
     for (store, backing) in empty_stores().await {
-        let org = store.create_org("o").await.unwrap().org_id;
+        let org = store
+            .create_org(&OrgId::generate(), "o", b"sealed key of o")
+            .await
+            .unwrap()
+            .org_id;
         let runner = RunnerId::generate();
         store.create_runner(&org, &runner, "r", "h").await.unwrap();
         out.push(Fixture {
@@ -84,6 +88,7 @@ mod logs;
 mod queue;
 #[cfg(feature = "postgres")]
 mod replicas;
+mod sealing;
 mod states;
 mod workflows;
 
@@ -93,6 +98,30 @@ impl Fixture {
             Backing::Sqlite { .. } => "SQLite",
             #[cfg(feature = "postgres")]
             Backing::Postgres { .. } => "PostgreSQL",
+        }
+    }
+
+    /// One column of a job's row, read past the store (`sql` selects it
+    /// by the job's id, `?` for the parameter).
+    async fn raw_text(&self, sql: &str, job: &JobId) -> Option<String> {
+        match &self.backing {
+            Backing::Sqlite { dir } => {
+                let conn =
+                    rusqlite::Connection::open(dir.path().join(SqliteStore::DB_FILE)).unwrap();
+                conn.query_row(&sql.replace('?', "?1"), [job.as_str()], |r| r.get(0))
+                    .unwrap()
+            }
+            #[cfg(feature = "postgres")]
+            Backing::Postgres { cluster } => {
+                let pool = sqlx::PgPool::connect(&cluster.url).await.unwrap();
+                let v = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.replace('?', "$1")))
+                    .bind(job.as_str())
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+                pool.close().await;
+                v
+            }
         }
     }
 
@@ -121,7 +150,8 @@ impl Fixture {
             redact: Vec::new(),
         };
         NewJob {
-            spec_json: serde_json::to_string(&spec).unwrap(),
+            sealed_spec: serde_json::to_string(&spec).unwrap(),
+            payload: spec.payload.clone(),
             spec,
             signature: "s".into(),
         }

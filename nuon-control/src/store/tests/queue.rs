@@ -295,7 +295,7 @@ conformance! {
 conformance! {
     async fn queries_are_scoped_by_org_and_runner(f: Fixture) {
         let job = f.queue(1).await;
-        let other_org = f.store.create_org("other").await.unwrap().org_id;
+        let other_org = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         assert!(f.store.get_job(&other_org, &job).await.unwrap().is_none());
         assert!(f.store.list_jobs(&other_org, 10).await.unwrap().is_empty());
         assert!(

@@ -15,13 +15,17 @@ async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both(
     let Some((pg, a, b)) = two_replicas().await else {
         return;
     };
-    let org = a.create_org("o").await.unwrap().org_id;
+    let org = a
+        .create_org(&OrgId::generate(), "o", b"sealed key of o")
+        .await
+        .unwrap()
+        .org_id;
     let runner = RunnerId::generate();
     a.create_runner(&org, &runner, "r", "h").await.unwrap();
     // Replica a as a fixture (which keeps the cluster); b beside it.
     let f = Fixture {
         store: Box::new(a),
-        backing: Backing::Postgres { _cluster: pg },
+        backing: Backing::Postgres { cluster: pg },
         org,
         runner,
     };

@@ -14,7 +14,7 @@ fn lock(id: &str, job: Option<&JobId>) -> StateLock {
 conformance! {
     async fn state_versions_and_locks_follow_terraforms_http_backend(f: Fixture) {
         let inst = f.install("acme").await;
-        let other = f.store.create_org("other").await.unwrap().org_id;
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         let s = &*f.store;
         assert_eq!(s.get_state(&inst.id, "db").await.unwrap(), None);
         assert_eq!(s.put_state(&inst.id, "db", None, "v1".into()).await.unwrap(), Ok(1));

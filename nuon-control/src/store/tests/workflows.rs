@@ -9,7 +9,7 @@ conformance! {
 
         use super::{NewInstall, NewWorkflow};
 
-        let other = f.store.create_org("other").await.unwrap().org_id;
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         let app = f
             .store
             .create_app(&f.org, &AppId::generate(), "web")
@@ -130,7 +130,7 @@ conformance! {
         use nuon_core::workflow::{PlannedStep, StepKind, WorkflowKind};
 
         let inst = f.install("acme").await;
-        let other = f.store.create_org("other").await.unwrap().org_id;
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         let step = |name: &str| PlannedStep {
             name: name.into(),
             kind: StepKind::Plan,

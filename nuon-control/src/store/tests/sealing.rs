@@ -1,0 +1,65 @@
+//! What the store keeps sealed, and what an earlier version kept in the clear.
+
+use super::*;
+
+conformance! {
+    async fn signing_keys_kept_in_the_clear_are_found_and_sealed_once(f: Fixture) {
+        let s = &*f.store;
+        assert!(s.clear_signing_keys().await.unwrap().is_empty(), "sealed keys are not listed");
+        // What an earlier version kept: the key's 32 bytes.
+        let old = OrgId::generate();
+        s.create_org(&old, "old", &[7u8; 32]).await.unwrap();
+        assert_eq!(s.clear_signing_keys().await.unwrap(), vec![(old.clone(), vec![7u8; 32])]);
+        s.seal_signing_key(&old, b"sealed now").await.unwrap();
+        assert!(s.clear_signing_keys().await.unwrap().is_empty());
+        assert_eq!(s.signing_key(&old).await.unwrap().unwrap(), b"sealed now");
+        // Sealing twice changes nothing: only a key in the clear is replaced.
+        s.seal_signing_key(&old, b"again").await.unwrap();
+        assert_eq!(s.signing_key(&old).await.unwrap().unwrap(), b"sealed now");
+    }
+
+    async fn jobs_keep_their_spec_sealed_and_show_the_stored_payload(f: Fixture) {
+        let mut job = f.new_job(&f.runner, "exec", 1);
+        job.sealed_spec = "SEALED-SPEC".into();
+        job.payload = serde_json::json!({"command": "(secret)"});
+        let id = job.spec.job_id.clone();
+        f.store.enqueue_job(job).await.unwrap();
+        let shown = f.store.get_job(&f.org, &id).await.unwrap().unwrap();
+        assert_eq!(shown.payload, serde_json::json!({"command": "(secret)"}));
+        assert!(f.store.clear_job_specs(10).await.unwrap().is_empty());
+        // A claim hands out what is kept: the API opens it for the runner.
+        let claimed = f.store.claim(&f.runner, &["exec".into()], 1, 60_000).await.unwrap();
+        assert_eq!(claimed.jobs[0].spec, "SEALED-SPEC");
+
+        // A job an earlier version queued: its spec in the clear, no payload.
+        let legacy = f.queue(1).await;
+        assert_eq!(f.raw_text("UPDATE jobs SET payload = NULL WHERE id = ? RETURNING spec", &legacy).await.map(|s| s.contains("true")), Some(true));
+        let found = f.store.clear_job_specs(10).await.unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, legacy);
+        f.store.seal_job_spec(&legacy, "NOW-SEALED", "{\"command\":\"true\"}").await.unwrap();
+        assert!(f.store.clear_job_specs(10).await.unwrap().is_empty());
+        assert_eq!(f.raw_text("SELECT spec FROM jobs WHERE id = ?", &legacy).await.unwrap(), "NOW-SEALED");
+        let shown = f.store.get_job(&f.org, &legacy).await.unwrap().unwrap();
+        assert_eq!(shown.payload, serde_json::json!({"command": "true"}));
+    }
+
+    async fn a_kept_job_loses_its_spec_after_retention_and_keeps_its_result(f: Fixture) {
+        use nuon_core::AppId;
+        let builder = f.store.build_runner(&f.org).await.unwrap().unwrap();
+        let app = f.store.create_app(&f.org, &AppId::generate(), "web").await.unwrap();
+        let b = f.store.enqueue_build(f.new_job(&builder, "build", 1), &app.id, 1, "db").await.unwrap();
+        f.store.claim(&builder, &["build".into()], 1, 60_000).await.unwrap();
+        let mut result = ok_result();
+        result.outputs = serde_json::json!({"artifact": {"repo": "web/db", "digest": format!("sha256:{}", "a".repeat(64))}});
+        f.store.complete(&builder, &b.id, Completion { attempt: 1, log_lines: 0, result }).await.unwrap();
+        assert_ne!(f.raw_text("SELECT spec FROM jobs WHERE id = ?", &b.id).await.unwrap(), "");
+        f.store.prune(now_ms() - 3_600_000).await.unwrap();
+        assert_ne!(f.raw_text("SELECT spec FROM jobs WHERE id = ?", &b.id).await.unwrap(), "", "inside the window");
+        assert!(f.store.prune(now_ms() + 1).await.unwrap() >= 1);
+        assert_eq!(f.raw_text("SELECT spec FROM jobs WHERE id = ?", &b.id).await.unwrap(), "");
+        let kept = f.store.get_build(&f.org, &b.id).await.unwrap().unwrap();
+        assert_eq!(kept.status, JobStatus::Succeeded);
+        assert!(kept.artifact.is_some(), "the result stays");
+    }
+}
