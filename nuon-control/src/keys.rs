@@ -101,7 +101,7 @@ fn signing_key_context(org: &OrgId) -> String {
 }
 
 /// The sealing context of a job's spec.
-fn spec_context(job: &JobId) -> String {
+pub fn spec_context(job: &JobId) -> String {
     format!("{job}/spec")
 }
 
@@ -185,15 +185,30 @@ impl JobKeys {
     }
 
     /// Opens the specs of claimed jobs into the signed bytes their runner
-    /// verifies.
-    pub(crate) fn open_claimed(&self, jobs: &mut [ClaimedJob]) -> Result<(), KeyError> {
-        for job in jobs {
-            job.spec = self
-                .secrets
-                .open(&job.spec, &spec_context(&job.job_id))
-                .map_err(|e| KeyError::Sealed(format!("the spec of job {}: {e}", job.job_id)))?;
+    /// verifies; answers those that do not open apart, each with why.
+    pub(crate) fn open_claimed(
+        &self,
+        jobs: Vec<ClaimedJob>,
+    ) -> (Vec<ClaimedJob>, Vec<(ClaimedJob, String)>) {
+        let mut opened = Vec::with_capacity(jobs.len());
+        let mut refused = Vec::new();
+        for mut job in jobs {
+            match self.secrets.open(&job.spec, &spec_context(&job.job_id)) {
+                Ok(spec) => {
+                    job.spec = spec;
+                    opened.push(job);
+                }
+                Err(e) => {
+                    let why = format!(
+                        "the control plane cannot open the job's stored spec ({e}): it was \
+                         altered in the store, or sealed under another secrets key; the job \
+                         was not sent to its runner"
+                    );
+                    refused.push((job, why));
+                }
+            }
         }
-        Ok(())
+        (opened, refused)
     }
 
     /// Seals the values a job reported as sensitive

@@ -30,8 +30,11 @@ pub fn random_below(max: std::time::Duration) -> std::time::Duration {
 }
 
 /// A 26-character ULID-style string: 48 bits of milliseconds, 80 random bits,
-/// Crockford base32. Sorts by creation time.
+/// Crockford base32. Sorts by creation time, and strictly increases within
+/// a process (ULID's monotonic mode): two ids made in one millisecond sort
+/// in the order they were made.
 fn ulid() -> String {
+    static LAST: std::sync::Mutex<u128> = std::sync::Mutex::new(0);
     let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -42,6 +45,13 @@ fn ulid() -> String {
     let mut value = ms << 80;
     for (i, b) in rnd.iter().enumerate() {
         value |= (*b as u128) << (72 - 8 * i);
+    }
+    {
+        let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+        if value <= *last {
+            value = *last + 1;
+        }
+        *last = value;
     }
     let mut out = [0u8; 26];
     for slot in out.iter_mut().rev() {
@@ -181,6 +191,12 @@ mod tests {
         assert!(a < b, "{a} should sort before {b}");
         assert_eq!(a.as_str().parse::<JobId>().unwrap(), a);
         assert_eq!(a.as_str().len(), 4 + 26);
+    }
+
+    #[test]
+    fn ids_made_in_one_millisecond_sort_in_the_order_made() {
+        let ids: Vec<WorkflowId> = (0..1000).map(|_| WorkflowId::generate()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

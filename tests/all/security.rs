@@ -135,26 +135,32 @@ fn a_tampered_job_is_refused_and_never_runs() {
     let marker = dir.path().join("pwned");
     let job = queue_sh(&client, "r1", "echo harmless", 1);
     // Rewrite the stored spec behind the control plane's back, as a
-    // compromised database or API would.
+    // compromised database would. Specs are sealed at rest, so this
+    // attacker holds the secrets key too (an insider): the spec is opened,
+    // altered and sealed again; only the signature stands in the way.
     let db = cp.data_dir.join("nuon.db");
-    let sql = format!(
-        "UPDATE jobs SET spec = replace(spec, 'echo harmless', 'touch {}') WHERE id = '{}';",
-        marker.display(),
-        job.id
-    );
-    let status = std::process::Command::new("sqlite3")
-        .arg(&db)
-        .arg(&sql)
-        .status();
-    match status {
-        Ok(s) if s.success() => {}
-        _ => {
-            let msg = "sqlite3 is not installed: cannot tamper with the stored job";
-            assert!(!nuon_tests::require_all(), "{msg}");
-            eprintln!("SKIPPED: {msg}");
-            return;
-        }
-    }
+    let Some(stored) = sqlite3(
+        &db,
+        &format!("SELECT spec FROM jobs WHERE id = '{}'", job.id),
+    ) else {
+        return;
+    };
+    let secrets = nuon_control::secrets::SecretBox::load(&cp.data_dir)
+        .unwrap()
+        .unwrap();
+    let context = nuon_control::keys::spec_context(&job.id);
+    let spec = secrets.open(stored.trim(), &context).unwrap();
+    assert!(spec.contains("echo harmless"), "{spec}");
+    let altered = spec.replace("echo harmless", &format!("touch {}", marker.display()));
+    sqlite3(
+        &db,
+        &format!(
+            "UPDATE jobs SET spec = '{}' WHERE id = '{}'",
+            secrets.seal(&altered, &context),
+            job.id
+        ),
+    )
+    .unwrap();
     let runner = Runner::start(
         &cp,
         RunnerOpts {
@@ -203,6 +209,65 @@ fn a_tampered_job_is_refused_and_never_runs() {
     let done = wait_job(&client, &job.id, LONG).unwrap();
     assert_eq!(done.status, JobStatus::Failed);
     assert!(!marker.exists(), "a job signed by another key ran");
+}
+
+/// A stored spec altered without the secrets key does not open: the
+/// control plane fails the job with why, and never sends it.
+#[test]
+fn a_sealed_spec_altered_without_the_key_is_never_sent() {
+    let s = setup("10s", "r1", 1, "1s");
+    let client = s.cp.client();
+    // Keep the runner busy while the next job is altered.
+    let busy = queue_sh(&client, "r1", "sleep 2", 1);
+    let job = queue_sh(&client, "r1", "echo harmless", 1);
+    let db = s.cp.data_dir.join("nuon.db");
+    // Flip a character of the sealed text (base64 stays base64).
+    let flip = format!(
+        "UPDATE jobs SET spec = CASE substr(spec, 40, 1) WHEN 'A' THEN \
+         substr(spec, 1, 39) || 'B' || substr(spec, 41) ELSE substr(spec, 1, 39) || 'A' || \
+         substr(spec, 41) END WHERE id = '{}'",
+        job.id
+    );
+    if sqlite3(&db, &flip).is_none() {
+        return;
+    }
+    let done = wait_job(&client, &job.id, LONG).unwrap();
+    assert_eq!(done.status, JobStatus::Failed, "{done:?}");
+    let reason = done.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("cannot open the job's stored spec"),
+        "{reason}"
+    );
+    assert_eq!(done.attempts, 1, "refused once, not retried: {done:?}");
+    assert_eq!(
+        wait_job(&client, &busy.id, LONG).unwrap().status,
+        JobStatus::Succeeded
+    );
+    // The runner goes on with the next job.
+    let next = queue_sh(&client, "r1", "echo next", 1);
+    assert_eq!(
+        wait_job(&client, &next.id, LONG).unwrap().status,
+        JobStatus::Succeeded
+    );
+}
+
+/// Runs `sql` on `db` with the `sqlite3` tool; `None` (a loud skip) when
+/// it is not installed.
+fn sqlite3(db: &std::path::Path, sql: &str) -> Option<String> {
+    match std::process::Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+    {
+        Ok(o) if o.status.success() => Some(String::from_utf8_lossy(&o.stdout).into_owned()),
+        Ok(o) => panic!("sqlite3 {sql}: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(_) => {
+            let msg = "sqlite3 is not installed: cannot tamper with the stored job";
+            assert!(!nuon_tests::require_all(), "{msg}");
+            eprintln!("SKIPPED: {msg}");
+            None
+        }
+    }
 }
 
 /// Acceptance 11: bad input gets a clear error and harms nothing.

@@ -9,14 +9,15 @@ use axum::http::{StatusCode, header};
 use axum::routing::post;
 use axum::{Json, Router};
 use nuon_core::wire::{
-    ClaimRequest, ClaimResponse, Completion, CompletionAck, HeartbeatRequest, HeartbeatResponse,
-    LOG_RECORDS_CONTENT_TYPE, LeaseState, LogAck, LogBatch, LogBatchQuery, LogRecords,
-    MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, routes,
+    ClaimRequest, ClaimResponse, ClaimedJob, Completion, CompletionAck, HeartbeatRequest,
+    HeartbeatResponse, LOG_RECORDS_CONTENT_TYPE, LeaseState, LogAck, LogBatch, LogBatchQuery,
+    LogRecords, MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, routes,
 };
-use nuon_core::{JobId, JobStatus, OrgId};
+use nuon_core::{JobId, JobResult, JobStatus, OrgId};
 
 use super::{Body, RunnerAuth, SharedState, path_id};
 use crate::error::Error;
+use crate::store::RunnerPrincipal;
 
 const MAX_KINDS: usize = 64;
 const MAX_SLOTS: u32 = 1024;
@@ -70,7 +71,7 @@ async fn claim(
         if let Some(n) = org_notified.as_mut().as_pin_mut() {
             n.enable();
         }
-        let mut claimed = state
+        let claimed = state
             .store
             .claim(&runner.runner_id, &req.kinds, slots, lease_ms(&state))
             .await?;
@@ -78,8 +79,11 @@ async fn claim(
             if !claimed.jobs.is_empty() {
                 tracing::debug!(runner = %runner.runner_id, count = claimed.jobs.len(), "jobs claimed");
             }
-            state.keys.open_claimed(&mut claimed.jobs)?;
-            return Ok(Json(ClaimResponse { jobs: claimed.jobs }));
+            let (jobs, refused) = state.keys.open_claimed(claimed.jobs);
+            for (job, why) in refused {
+                refuse_unopened(&state, &runner, job, why).await?;
+            }
+            return Ok(Json(ClaimResponse { jobs }));
         }
         if claimed.held_back && !watch_org {
             // Look once more with the org's wake-up registered.
@@ -233,6 +237,30 @@ async fn append_logs(
         state.wake_logs(&job);
     }
     Ok(Json(ack))
+}
+
+/// Ends a claimed job whose stored spec does not open, on its runner's
+/// behalf: it is never sent, and says why.
+async fn refuse_unopened(
+    state: &SharedState,
+    runner: &RunnerPrincipal,
+    job: ClaimedJob,
+    why: String,
+) -> Result<(), Error> {
+    tracing::error!(job = %job.job_id, runner = %runner.runner_id, "{why}");
+    let completion = Completion {
+        attempt: job.attempt,
+        log_lines: 0,
+        result: JobResult::failed(why),
+    };
+    state
+        .store
+        .complete(&runner.runner_id, &job.job_id, completion)
+        .await?;
+    state.wake_logs(&job.job_id);
+    state.wake_org(&runner.org_id);
+    state.engine.job_ended(&job.job_id);
+    Ok(())
 }
 
 async fn complete(
