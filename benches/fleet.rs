@@ -174,6 +174,7 @@ async fn sim_runner(client: RunnerClient, slots: u32, stats: Arc<Stats>) {
         kinds: vec!["exec".into()],
         slots,
         wait_ms: CLAIM_WAIT_MS,
+        signing_key: None,
     };
     loop {
         let jobs = match client.claim(&req).await {

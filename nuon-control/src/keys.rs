@@ -16,10 +16,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use nuon_core::wire::{ClaimedJob, InstallOutputs};
-use nuon_core::{AppId, JobId, JobSpec, OrgId, OrgSigningKey, PublicKey, Signer, SignerError};
+use nuon_core::{
+    AppId, JobId, JobSpec, OrgId, OrgSigningKey, PublicKey, SignedRotation, Signer, SignerError,
+};
 use serde_json::Value;
 
 use crate::secrets::SecretBox;
@@ -51,13 +54,43 @@ pub enum KeyError {
 pub trait OrgSigners: Send + Sync + std::fmt::Debug + 'static {
     /// The signer of `org`'s jobs; `None` when there is no such org.
     async fn signer(&self, org: &OrgId) -> Result<Option<Arc<dyn Signer>>, KeyError>;
+
+    /// The rotations of `org`'s key, oldest first, each signed by the key
+    /// it replaced: what a runner that trusts an earlier key is sent. None
+    /// by default (a signer that never rotates, or rotates out of band).
+    async fn rotations(&self, org: &OrgId) -> Result<Vec<SignedRotation>, KeyError> {
+        let _ = org;
+        Ok(Vec::new())
+    }
+
+    /// Forgets what is cached of `org`'s key: a job was found signed by a
+    /// key the cache does not know (another replica rotated first).
+    async fn reload(&self, org: &OrgId) {
+        let _ = org;
+    }
 }
 
-/// The orgs' keys as the store keeps them, sealed; each opened once.
+/// How long [`SealedKeys`] trusts what it read of an org's key before it
+/// looks again: a rotation by `nuon-ctl orgs rotate-signing-key` (or on
+/// another replica) is picked up within this time.
+pub const KEY_REFRESH: Duration = Duration::from_secs(10);
+
+/// The orgs' keys as the store keeps them, sealed; each opened once and
+/// looked at again every [`KEY_REFRESH`].
 pub struct SealedKeys {
     store: Arc<dyn Store>,
     secrets: Arc<SecretBox>,
-    cache: Mutex<HashMap<OrgId, Arc<dyn Signer>>>,
+    refresh: Duration,
+    cache: Mutex<HashMap<OrgId, Arc<Cached>>>,
+}
+
+/// An org's key as last read.
+struct Cached {
+    /// The key as kept, to open it again only when it changed.
+    sealed: Vec<u8>,
+    signer: Arc<dyn Signer>,
+    rotations: Arc<Vec<SignedRotation>>,
+    read_at: Instant,
 }
 
 impl std::fmt::Debug for SealedKeys {
@@ -67,32 +100,154 @@ impl std::fmt::Debug for SealedKeys {
 }
 
 impl SealedKeys {
-    /// The keys of `store`, opened with `secrets`.
-    pub fn new(store: Arc<dyn Store>, secrets: Arc<SecretBox>) -> Self {
+    /// The keys of `store`, opened with `secrets`, looked at again every
+    /// `refresh` ([`KEY_REFRESH`] for a server).
+    pub fn new(store: Arc<dyn Store>, secrets: Arc<SecretBox>, refresh: Duration) -> Self {
         SealedKeys {
             store,
             secrets,
+            refresh,
             cache: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The org's key as cached, read again once `refresh` has passed.
+    async fn cached(&self, org: &OrgId) -> Result<Option<Arc<Cached>>, KeyError> {
+        let old = self.cache.lock().expect("keys lock").get(org).cloned();
+        if let Some(c) = &old
+            && c.read_at.elapsed() < self.refresh
+        {
+            return Ok(old);
+        }
+        let Some(sealed) = self.store.signing_key(org).await? else {
+            return Ok(None);
+        };
+        let rotations = Arc::new(self.store.key_rotations(org).await?);
+        let signer: Arc<dyn Signer> = match old {
+            Some(c) if c.sealed == sealed => c.signer.clone(),
+            _ => Arc::new(open_signing_key(&self.secrets, org, &sealed)?),
+        };
+        let fresh = Arc::new(Cached {
+            sealed,
+            signer,
+            rotations,
+            read_at: Instant::now(),
+        });
+        self.cache
+            .lock()
+            .expect("keys lock")
+            .insert(org.clone(), fresh.clone());
+        Ok(Some(fresh))
     }
 }
 
 #[async_trait]
 impl OrgSigners for SealedKeys {
     async fn signer(&self, org: &OrgId) -> Result<Option<Arc<dyn Signer>>, KeyError> {
-        if let Some(k) = self.cache.lock().expect("keys lock").get(org) {
-            return Ok(Some(k.clone()));
-        }
-        let Some(raw) = self.store.signing_key(org).await? else {
-            return Ok(None);
-        };
-        let key: Arc<dyn Signer> = Arc::new(open_signing_key(&self.secrets, org, &raw)?);
-        self.cache
-            .lock()
-            .expect("keys lock")
-            .insert(org.clone(), key.clone());
-        Ok(Some(key))
+        Ok(self.cached(org).await?.map(|c| c.signer.clone()))
     }
+
+    async fn rotations(&self, org: &OrgId) -> Result<Vec<SignedRotation>, KeyError> {
+        Ok(self
+            .cached(org)
+            .await?
+            .map(|c| c.rotations.as_ref().clone())
+            .unwrap_or_default())
+    }
+
+    async fn reload(&self, org: &OrgId) {
+        self.cache.lock().expect("keys lock").remove(org);
+    }
+}
+
+/// A job's signature as the store keeps it: the signature, a space, and
+/// the public key that made it, so a claim knows which key its runner
+/// needs without checking the signature. The key is public.
+fn tag_signature(signature: &str, key: &PublicKey) -> String {
+    format!("{signature} {key}")
+}
+
+/// Splits a stored signature into the signature the runner verifies and
+/// the key that made it (unknown for one stored by an earlier version).
+fn untag_signature(stored: &mut String) -> Option<String> {
+    let at = stored.find(' ')?;
+    let key = stored[at + 1..].to_owned();
+    stored.truncate(at);
+    Some(key)
+}
+
+/// The most rotations an org keeps: a runner further behind than this
+/// many rotations must be given the current key by hand.
+pub const MAX_ROTATIONS: usize = 16;
+
+/// What a rotation of an org's signing key did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Rotated {
+    /// The org.
+    pub org: OrgId,
+    /// The key replaced.
+    pub previous: String,
+    /// The new key.
+    pub key: String,
+    /// Until when (ms since the epoch) runners accept jobs signed by the
+    /// previous key.
+    pub previous_until_ms: i64,
+    /// Jobs not ended (queued or running) signed again with the new key.
+    pub resigned: u64,
+}
+
+/// Rotates the org's signing key (kept sealed in the store): a new key,
+/// announced to runners by a message the old key signs; runners accept
+/// jobs signed by the old key for `overlap` more. Jobs that have not ended
+/// are signed again with the new key, so none of them is refused once the
+/// window closes.
+pub async fn rotate_signing_key(
+    store: &dyn Store,
+    secrets: &SecretBox,
+    org: &OrgId,
+    overlap: Duration,
+) -> Result<Rotated, KeyError> {
+    let sealed_old = store
+        .signing_key(org)
+        .await?
+        .ok_or_else(|| KeyError::NoOrg(org.clone()))?;
+    let old = open_signing_key(secrets, org, &sealed_old)?;
+    let (new, sealed_new) = new_signing_key(secrets, org);
+    let overlap_ms = i64::try_from(overlap.as_millis()).unwrap_or(i64::MAX);
+    let until = nuon_core::now_ms().saturating_add(overlap_ms);
+    let signed = SignedRotation::sign(&old, new.public_key(), until).await?;
+    let mut chain = store.key_rotations(org).await?;
+    chain.push(signed);
+    let keep_from = chain.len().saturating_sub(MAX_ROTATIONS);
+    store
+        .rotate_signing_key(org, &sealed_old, &sealed_new, &chain[keep_from..])
+        .await?;
+    let mut resigned = 0;
+    let mut after: Option<JobId> = None;
+    loop {
+        let batch = store.unended_job_specs(org, after.as_ref(), 500).await?;
+        let Some((last, _)) = batch.last() else {
+            break;
+        };
+        after = Some(last.clone());
+        for (job, sealed) in batch {
+            // A spec that does not open is refused at its claim anyway.
+            let Ok(text) = secrets.open(&sealed, &spec_context(&job)) else {
+                tracing::warn!(%job, "cannot open the job's spec to sign it again; left as it was");
+                continue;
+            };
+            let signature = tag_signature(&new.sign_now(text.as_bytes()), &new.public_key());
+            store.set_job_signature(&job, &signature).await?;
+            resigned += 1;
+        }
+    }
+    Ok(Rotated {
+        org: org.clone(),
+        previous: old.public_key().to_string(),
+        key: new.public_key().to_string(),
+        previous_until_ms: until,
+        resigned,
+    })
 }
 
 /// The sealing context of an org's signing key.
@@ -148,6 +303,23 @@ pub async fn create_org(
     Ok((org, key.public_key()))
 }
 
+/// Claimed jobs, opened.
+pub(crate) struct OpenedJobs {
+    /// Those to send, their specs the signed bytes.
+    pub(crate) jobs: Vec<ClaimedJob>,
+    /// Those whose stored spec does not open, each with why.
+    pub(crate) refused: Vec<(ClaimedJob, String)>,
+    /// The keys that signed them (`ed25519:...`), where known.
+    pub(crate) signed_by: Vec<String>,
+}
+
+/// Whether the rotations `chain` lead to `key`.
+fn reaches(chain: &[SignedRotation], key: &str) -> bool {
+    chain.iter().any(|r| {
+        serde_json::from_str::<nuon_core::KeyRotation>(&r.rotation).is_ok_and(|r| r.key == key)
+    })
+}
+
 /// Signs and seals jobs, and opens them for the runners that claim them.
 pub(crate) struct JobKeys {
     signers: Arc<dyn OrgSigners>,
@@ -167,13 +339,47 @@ impl JobKeys {
             .ok_or_else(|| KeyError::NoOrg(org.clone()))
     }
 
+    /// The org's key rotations a runner trusting `runner_key` needs, to
+    /// check jobs signed by the keys `signed_by`: none when it trusts the
+    /// current key and the jobs are signed by it. A job signed by a key the
+    /// cached rotations do not reach (another replica rotated, or signed
+    /// after a rotation this one has not read yet) makes the org's key be
+    /// read again. Never fails a claim: a key that cannot be read is
+    /// logged, and the runner hears of it next time.
+    pub(crate) async fn rotations_for(
+        &self,
+        org: &OrgId,
+        runner_key: Option<&str>,
+        signed_by: &[String],
+    ) -> Vec<SignedRotation> {
+        let news = async {
+            let current = self.signer(org).await?.public_key().to_string();
+            if runner_key == Some(current.as_str()) && signed_by.iter().all(|k| *k == current) {
+                return Ok(Vec::new());
+            }
+            let mut chain = self.signers.rotations(org).await?;
+            let known = |chain: &[SignedRotation], k: &String| {
+                *k == current || Some(k.as_str()) == runner_key || reaches(chain, k)
+            };
+            if !signed_by.iter().all(|k| known(&chain, k)) {
+                self.signers.reload(org).await;
+                chain = self.signers.rotations(org).await?;
+            }
+            Ok(chain)
+        };
+        news.await.unwrap_or_else(|e: KeyError| {
+            tracing::warn!(%org, error = %e, "cannot read the org's key rotations for a runner");
+            Vec::new()
+        })
+    }
+
     /// The job to queue: `spec` signed by its org, sealed, and its payload
     /// as the Control API shows it.
     pub(crate) async fn sign(&self, spec: JobSpec) -> Result<NewJob, KeyError> {
         let signer = self.signer(&spec.org_id).await?;
         let text = serde_json::to_string(&spec)
             .map_err(|e| KeyError::Sealed(format!("cannot encode the job: {e}")))?;
-        let signature = signer.sign(text.as_bytes()).await?;
+        let signature = tag_signature(&signer.sign(text.as_bytes()).await?, &signer.public_key());
         let payload = shown_payload(&spec);
         let sealed_spec = self.secrets.seal(&text, &spec_context(&spec.job_id));
         Ok(NewJob {
@@ -186,16 +392,19 @@ impl JobKeys {
 
     /// Opens the specs of claimed jobs into the signed bytes their runner
     /// verifies; answers those that do not open apart, each with why.
-    pub(crate) fn open_claimed(
-        &self,
-        jobs: Vec<ClaimedJob>,
-    ) -> (Vec<ClaimedJob>, Vec<(ClaimedJob, String)>) {
+    pub(crate) fn open_claimed(&self, jobs: Vec<ClaimedJob>) -> OpenedJobs {
         let mut opened = Vec::with_capacity(jobs.len());
         let mut refused = Vec::new();
+        let mut signed_by: Vec<String> = Vec::new();
         for mut job in jobs {
             match self.secrets.open(&job.spec, &spec_context(&job.job_id)) {
                 Ok(spec) => {
                     job.spec = spec;
+                    if let Some(key) = untag_signature(&mut job.signature)
+                        && !signed_by.contains(&key)
+                    {
+                        signed_by.push(key);
+                    }
                     opened.push(job);
                 }
                 Err(e) => {
@@ -208,7 +417,11 @@ impl JobKeys {
                 }
             }
         }
-        (opened, refused)
+        OpenedJobs {
+            jobs: opened,
+            refused,
+            signed_by,
+        }
     }
 
     /// Seals the values a job reported as sensitive

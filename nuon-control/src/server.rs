@@ -55,6 +55,10 @@ pub struct ServerConfig {
     /// Refuse to start when the data dir or a file in it is readable by
     /// others, instead of fixing the mode with a warning.
     pub strict_permissions: bool,
+    /// How soon a rotation of an org's signing key made elsewhere (by
+    /// `nuon-ctl orgs rotate-signing-key`, another replica) is picked up
+    /// (default [`crate::keys::KEY_REFRESH`], 10 s).
+    pub key_refresh: Duration,
 }
 
 impl ServerConfig {
@@ -71,6 +75,7 @@ impl ServerConfig {
             runner_url: None,
             signers: None,
             strict_permissions: false,
+            key_refresh: crate::keys::KEY_REFRESH,
         }
     }
 }
@@ -206,6 +211,33 @@ impl OpenStore {
         Ok(crate::keys::create_org(&*self.store, &secrets, name).await?)
     }
 
+    /// Rotates the signing key of the org named `name` (see
+    /// [`crate::keys::rotate_signing_key`]); the data dir's
+    /// `org-signing-key.pub`, when it holds the old key, gets the new one.
+    pub async fn rotate_signing_key(
+        &self,
+        data_dir: &Path,
+        name: &str,
+        overlap: Duration,
+    ) -> Result<crate::keys::Rotated> {
+        let secrets = self.secrets(data_dir).await?;
+        let org = self.store.org_named(name).await?;
+        let rotated = crate::keys::rotate_signing_key(&*self.store, &secrets, &org, overlap)
+            .await
+            .map_err(|e| match e {
+                crate::keys::KeyError::Store(e) => Error::Store(e),
+                e => Error::DataDir {
+                    path: data_dir.display().to_string(),
+                    message: e.to_string(),
+                },
+            })?;
+        let file = data_dir.join(SIGNING_KEY_FILE);
+        if std::fs::read_to_string(&file).is_ok_and(|k| k.trim() == rotated.previous) {
+            write_file(&file, &rotated.key, 0o644)?;
+        }
+        Ok(rotated)
+    }
+
     /// Closes it: SQLite checkpoints, PostgreSQL's pool drains.
     pub async fn close(&self) {
         match &self.kind {
@@ -256,10 +288,13 @@ impl ControlPlane {
                 Backend::Postgres(_) => Some(FALLBACK_POLL),
             },
         };
-        let signers = config
-            .signers
-            .clone()
-            .unwrap_or_else(|| Arc::new(SealedKeys::new(store.clone(), secrets.clone())));
+        let signers = config.signers.clone().unwrap_or_else(|| {
+            Arc::new(SealedKeys::new(
+                store.clone(),
+                secrets.clone(),
+                config.key_refresh,
+            ))
+        });
         let state = Arc::new(AppState::new(store, timings, shutdown_rx, secrets, signers));
         Ok(ControlPlane {
             state,

@@ -67,7 +67,10 @@ pub use job::{
     TerraformAction, TerraformJob,
 };
 pub use plugin::{HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, StopReason};
-pub use signing::{OrgSigningKey, PublicKey, SignatureError, Signer, SignerError};
+pub use signing::{
+    KeyRefused, KeyRotation, Learned, OrgSigningKey, PublicKey, SignatureError, SignedRotation,
+    Signer, SignerError, TrustedKeys,
+};
 pub use transport::{Transport, TransportError};
 
 /// Milliseconds since the Unix epoch, now.

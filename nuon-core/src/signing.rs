@@ -190,6 +190,177 @@ impl FromStr for PublicKey {
     }
 }
 
+/// An org's new signing key, announced by the key it replaces.
+///
+/// The control plane signs the announcement with the previous key, so a
+/// runner that trusts the previous key can trust the new one without anyone
+/// pasting keys again (The Update Framework's root rotation). Jobs signed by
+/// the previous key are accepted until `previous_until_ms`, so jobs queued
+/// before the rotation still run.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct KeyRotation {
+    /// The key being replaced; it signs this announcement.
+    pub previous: String,
+    /// The new key, `ed25519:BASE64`.
+    pub key: String,
+    /// Until when (milliseconds since the Unix epoch) jobs signed by the
+    /// previous key are accepted.
+    pub previous_until_ms: i64,
+}
+
+/// A [`KeyRotation`] as sent to runners: its exact JSON text and the
+/// previous key's signature of it.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct SignedRotation {
+    /// The [`KeyRotation`], as JSON text (the signed bytes).
+    pub rotation: String,
+    /// Base64 Ed25519 signature of `rotation` by the previous key.
+    pub signature: String,
+}
+
+impl SignedRotation {
+    /// Announces `next` as the successor of `previous` (which signs it).
+    pub async fn sign(
+        previous: &dyn Signer,
+        next: PublicKey,
+        previous_until_ms: i64,
+    ) -> Result<Self, SignerError> {
+        let rotation = KeyRotation {
+            previous: previous.public_key().to_string(),
+            key: next.to_string(),
+            previous_until_ms,
+        };
+        let rotation = serde_json::to_string(&rotation).map_err(|e| SignerError(Box::new(e)))?;
+        let signature = previous.sign(rotation.as_bytes()).await?;
+        Ok(SignedRotation {
+            rotation,
+            signature,
+        })
+    }
+
+    /// The announcement, once `by` is shown to have signed it.
+    pub fn verified(&self, by: &PublicKey) -> Result<KeyRotation, SignatureError> {
+        by.verify(self.rotation.as_bytes(), &self.signature)?;
+        serde_json::from_str(&self.rotation).map_err(|_| SignatureError::Malformed)
+    }
+}
+
+/// The keys a runner accepts jobs from: the org's current key, and the one
+/// before it until its overlap window closes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustedKeys {
+    /// The org's current key.
+    pub current: PublicKey,
+    /// The key it replaced, and until when (ms since the epoch) its
+    /// signatures are accepted.
+    pub previous: Option<(PublicKey, i64)>,
+}
+
+/// What [`TrustedKeys::learn`] made of a chain of rotations.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Learned {
+    /// The new keys taken on, in order.
+    pub adopted: Vec<PublicKey>,
+    /// Announcements refused, each with why (forged, or not for this org's
+    /// chain).
+    pub refused: Vec<String>,
+}
+
+impl TrustedKeys {
+    /// Trusts `current` alone.
+    pub fn new(current: PublicKey) -> Self {
+        TrustedKeys {
+            current,
+            previous: None,
+        }
+    }
+
+    /// Checks `signature` over `bytes`: by the current key, or by the
+    /// previous one while its window is open at `now_ms`.
+    pub fn verify(&self, bytes: &[u8], signature: &str, now_ms: i64) -> Result<(), KeyRefused> {
+        let err = match self.current.verify(bytes, signature) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if let (SignatureError::Mismatch, Some((previous, until))) = (&err, &self.previous)
+            && previous.verify(bytes, signature).is_ok()
+        {
+            if now_ms < *until {
+                return Ok(());
+            }
+            return Err(KeyRefused::Retired {
+                key: previous.to_string(),
+                until_ms: *until,
+            });
+        }
+        Err(KeyRefused::Signature(err))
+    }
+
+    /// Takes on each rotation of `chain` (oldest first) that the current
+    /// key signed; answers what changed. A rotation to a key already
+    /// trusted as current is skipped quietly.
+    pub fn learn(&mut self, chain: &[SignedRotation]) -> Learned {
+        let mut learned = Learned::default();
+        for signed in chain {
+            let Ok(rotation) = serde_json::from_str::<KeyRotation>(&signed.rotation) else {
+                learned
+                    .refused
+                    .push("a key rotation that is not valid JSON".into());
+                continue;
+            };
+            let Ok(next) = rotation.key.parse::<PublicKey>() else {
+                learned.refused.push(format!(
+                    "a key rotation to an invalid key {:?}",
+                    rotation.key
+                ));
+                continue;
+            };
+            if next == self.current || self.previous.is_some_and(|(p, _)| p == next) {
+                continue;
+            }
+            if rotation.previous != self.current.to_string() {
+                // A link of the chain before the key this runner already
+                // trusts, or one it cannot reach: not news.
+                continue;
+            }
+            match signed.verified(&self.current) {
+                Ok(_) => {
+                    self.previous = Some((self.current, rotation.previous_until_ms));
+                    self.current = next;
+                    learned.adopted.push(next);
+                }
+                Err(e) => learned.refused.push(format!(
+                    "a rotation from {} to {next} whose signature does not check ({e}); kept {}",
+                    rotation.previous, self.current
+                )),
+            }
+        }
+        learned
+    }
+}
+
+/// Why [`TrustedKeys`] refused a signature.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyRefused {
+    /// Signed by no trusted key, or not a signature at all.
+    #[error(transparent)]
+    Signature(SignatureError),
+    /// Signed by the org's previous key after its overlap window closed.
+    #[error(
+        "job is signed by the org's previous signing key {key}, retired at {until_ms} ms since the epoch: the key was rotated (nuon-ctl orgs rotate-signing-key) and its overlap window has closed"
+    )]
+    Retired {
+        /// The retired key, `ed25519:BASE64`.
+        key: String,
+        /// When its window closed.
+        until_ms: i64,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,5 +390,64 @@ mod tests {
             let err = bad.parse::<PublicKey>().unwrap_err();
             assert!(err.to_string().contains("invalid signing public key"));
         }
+    }
+
+    #[tokio::test]
+    async fn a_rotation_signed_by_the_current_key_is_learned() {
+        let a = OrgSigningKey::generate();
+        let b = OrgSigningKey::generate();
+        let c = OrgSigningKey::generate();
+        let ab = SignedRotation::sign(&a, b.public_key(), 1_000)
+            .await
+            .unwrap();
+        let bc = SignedRotation::sign(&b, c.public_key(), 2_000)
+            .await
+            .unwrap();
+        let mut keys = TrustedKeys::new(a.public_key());
+        // A chain walks from the key trusted now, whatever came before.
+        let learned = keys.learn(&[ab.clone(), bc.clone()]);
+        assert_eq!(learned.adopted, vec![b.public_key(), c.public_key()]);
+        assert!(learned.refused.is_empty());
+        assert_eq!(keys.current, c.public_key());
+        assert_eq!(keys.previous, Some((b.public_key(), 2_000)));
+        // Learning it again changes nothing.
+        assert_eq!(keys.learn(&[ab, bc]), Learned::default());
+        let sig_b = b.sign_now(b"job");
+        assert_eq!(keys.verify(b"job", &sig_b, 1_999), Ok(()));
+        assert!(matches!(
+            keys.verify(b"job", &sig_b, 2_000),
+            Err(KeyRefused::Retired {
+                until_ms: 2_000,
+                ..
+            })
+        ));
+        let sig_a = a.sign_now(b"job");
+        assert_eq!(
+            keys.verify(b"job", &sig_a, 0),
+            Err(KeyRefused::Signature(SignatureError::Mismatch))
+        );
+        assert_eq!(keys.verify(b"job", &c.sign_now(b"job"), i64::MAX), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_forged_rotation_is_refused() {
+        let a = OrgSigningKey::generate();
+        let evil = OrgSigningKey::generate();
+        let mut keys = TrustedKeys::new(a.public_key());
+        // Claims to come from `a`, signed by another key.
+        let rotation = serde_json::to_string(&KeyRotation {
+            previous: a.public_key().to_string(),
+            key: evil.public_key().to_string(),
+            previous_until_ms: i64::MAX,
+        })
+        .unwrap();
+        let forged = SignedRotation {
+            signature: evil.sign_now(rotation.as_bytes()),
+            rotation,
+        };
+        let learned = keys.learn(&[forged]);
+        assert!(learned.adopted.is_empty());
+        assert_eq!(learned.refused.len(), 1, "{learned:?}");
+        assert_eq!(keys, TrustedKeys::new(a.public_key()));
     }
 }

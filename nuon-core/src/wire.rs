@@ -129,6 +129,12 @@ pub struct ClaimRequest {
     pub slots: u32,
     /// How long the server may hold the request, in milliseconds (capped by the server).
     pub wait_ms: u64,
+    /// The org signing key the runner trusts as current (`ed25519:BASE64`).
+    /// When the org's key has been rotated since, the answer carries the
+    /// rotations; a runner that leaves this out gets them whenever there
+    /// are any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<String>,
 }
 
 /// Jobs given to the runner; empty when the wait ran out.
@@ -136,6 +142,11 @@ pub struct ClaimRequest {
 pub struct ClaimResponse {
     /// The claimed jobs, each with a fresh attempt and lease.
     pub jobs: Vec<ClaimedJob>,
+    /// The org's signing-key rotations, oldest first, each signed by the
+    /// key it replaces; sent when the runner's key is not the current one.
+    /// Take them on before checking the jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_rotations: Vec<crate::SignedRotation>,
 }
 
 /// One job as the runner receives it.

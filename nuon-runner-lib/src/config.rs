@@ -88,6 +88,9 @@ pub struct RunnerConfig {
     /// The way to the control plane's Runner API.
     pub transport: Arc<dyn Transport>,
     /// The org's job-signing public key; jobs not signed by it are refused.
+    /// When the org's key is rotated the runner learns the new one from the
+    /// control plane (signed by this one) and keeps it in the work dir
+    /// (`trusted-keys.json`).
     pub signing_key: PublicKey,
     /// This runner's id (from its token); jobs for another runner are refused.
     pub runner_id: RunnerId,

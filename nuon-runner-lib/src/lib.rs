@@ -62,6 +62,7 @@ pub mod cmd;
 mod config;
 mod error;
 mod host;
+mod keys;
 mod orphan;
 mod runner;
 mod shipper;

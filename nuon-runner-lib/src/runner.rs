@@ -20,6 +20,7 @@ use crate::backoff::Backoff;
 use crate::config::RunnerConfig;
 use crate::error::{Error, Result};
 use crate::host::{ProcessHost, deadline_in};
+use crate::keys::Keys;
 use crate::orphan::OrphanGuard;
 use crate::shipper::{ShipEnd, Shipper};
 use crate::spool::{self, Meta, SharedSpool, SpoolWriter};
@@ -47,6 +48,8 @@ struct JobEntry {
 /// State shared by the runner's tasks.
 struct Shared {
     config: RunnerConfig,
+    /// The org keys jobs are accepted from.
+    keys: Keys,
     kinds: Vec<String>,
     spool_dir: PathBuf,
     jobs_dir: PathBuf,
@@ -248,6 +251,7 @@ impl Runner {
         let guard = Arc::new(OrphanGuard::spawn().map_err(Error::OrphanGuard)?);
 
         let shared = Arc::new(Shared {
+            keys: Keys::load(&work_dir, config.signing_key),
             kinds,
             spool_dir,
             jobs_dir,
@@ -385,6 +389,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                 kinds: shared.kinds.clone(),
                 slots: u32::try_from(free).unwrap_or(u32::MAX),
                 wait_ms: u64::try_from(shared.config.claim_wait.as_millis()).unwrap_or(u64::MAX),
+                signing_key: Some(shared.keys.current().to_string()),
             };
             let transport = shared.config.transport.clone();
             let delay = claim_delay.take();
@@ -406,6 +411,11 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
             }
             (answer, held) = opt_future(&mut claim) => {
                 claim = None;
+                if let Ok(resp) = &answer {
+                    // Before its jobs are checked: they may be signed by
+                    // the new key.
+                    shared.keys.learn(&resp.key_rotations);
+                }
                 match answer {
                     Ok(resp) if resp.jobs.is_empty() && held < claim_wait / 2 => {
                         // Nothing, and early: the server did not hold the
@@ -595,8 +605,8 @@ impl JobRun {
     fn check(&self) -> std::result::Result<JobSpec, String> {
         let job = &self.claimed.job_id;
         let config = &self.shared.config;
-        config
-            .signing_key
+        self.shared
+            .keys
             .verify(self.claimed.spec.as_bytes(), &self.claimed.signature)
             .map_err(|e| format!("refusing job {job}: {e}"))?;
         let spec: JobSpec = serde_json::from_str(&self.claimed.spec).map_err(|e| {

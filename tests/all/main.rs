@@ -11,6 +11,7 @@ mod openapi;
 mod plugins;
 mod registry;
 mod replicas;
+mod rotation;
 mod security;
 mod state;
 mod tidy;

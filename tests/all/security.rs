@@ -31,6 +31,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             kinds: vec!["exec".into()],
             slots: 4,
             wait_ms: 200,
+            signing_key: None,
         }))
         .unwrap();
     assert!(got.jobs.is_empty());
@@ -40,6 +41,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             kinds: vec!["exec".into()],
             slots: 4,
             wait_ms: 1000,
+            signing_key: None,
         }))
         .unwrap();
     assert_eq!(claimed.jobs.len(), 1);
@@ -102,6 +104,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             kinds: vec!["exec".into()],
             slots: 1,
             wait_ms: 0,
+            signing_key: None,
         }))
         .unwrap_err();
     assert!(

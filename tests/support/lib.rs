@@ -135,20 +135,32 @@ impl ControlPlane {
         logs: &Path,
         name: &str,
     ) -> Result<Self> {
+        Self::start_replica_with(data_dir, lease, database_url, logs, name, &[])
+    }
+
+    /// [`Self::start_replica`] with more arguments to `nuon-ctl serve`.
+    pub fn start_replica_with(
+        data_dir: &Path,
+        lease: &str,
+        database_url: &str,
+        logs: &Path,
+        name: &str,
+        args: &[&str],
+    ) -> Result<Self> {
         let dir = logs.join(name);
         std::fs::create_dir_all(&dir)?;
-        Self::spawn(
-            data_dir,
-            lease,
-            "127.0.0.1:0",
-            "127.0.0.1:0",
-            &dir,
-            vec!["--database-url".into(), database_url.into()],
-        )
+        let mut extra = vec!["--database-url".to_owned(), database_url.to_owned()];
+        extra.extend(args.iter().map(|a| a.to_string()));
+        Self::spawn(data_dir, lease, "127.0.0.1:0", "127.0.0.1:0", &dir, extra)
     }
 
     /// Starts on a fresh data dir with the given lease.
     pub fn start(lease: &str) -> Result<Self> {
+        Self::start_with(lease, &[])
+    }
+
+    /// [`Self::start`] with more arguments to `nuon-ctl serve`.
+    pub fn start_with(lease: &str, args: &[&str]) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let data_dir = tmp.path().join("data");
         let mut cp = Self::spawn(
@@ -157,7 +169,7 @@ impl ControlPlane {
             "127.0.0.1:0",
             "127.0.0.1:0",
             tmp.path(),
-            Vec::new(),
+            args.iter().map(|a| a.to_string()).collect(),
         )?;
         cp._tmp = Some(tmp);
         Ok(cp)
@@ -291,7 +303,7 @@ impl ControlPlane {
         let out = Command::new(bin("nuon-ctl"))
             .args(["orgs", "create", name, "--data-dir"])
             .arg(&self.data_dir)
-            .args(&self.extra)
+            .args(self.store_args())
             .output()?;
         if !out.status.success() {
             bail!(
@@ -304,6 +316,14 @@ impl ControlPlane {
             .find_map(|l| l.strip_prefix("admin-token: "))
             .map(str::to_owned)
             .context("no admin-token line in the output of nuon-ctl orgs create")
+    }
+
+    /// The arguments naming this control plane's store, for `nuon-ctl`'s
+    /// other commands: `--database-url URL` when on PostgreSQL.
+    pub fn store_args(&self) -> Vec<String> {
+        let at = self.extra.iter().position(|a| a == "--database-url");
+        at.map(|i| self.extra[i..i + 2].to_vec())
+            .unwrap_or_default()
     }
 
     pub fn server_log(&self) -> String {

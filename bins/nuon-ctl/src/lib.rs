@@ -54,6 +54,11 @@ enum Command {
         /// others (default: set it private, with a warning).
         #[arg(long, env = "NUON_STRICT_PERMISSIONS")]
         strict_permissions: bool,
+        /// How soon a rotation of an org's signing key made by another
+        /// command or replica is picked up (the orgs' keys are read again
+        /// this often).
+        #[arg(long, default_value = "10s", value_parser = nuon_core::parse_duration)]
+        key_refresh: Duration,
     },
     /// Manage orgs directly in a data dir.
     Orgs {
@@ -82,6 +87,23 @@ enum OrgsCommand {
         /// Most jobs running at once; `none` lifts the limit.
         #[arg(long, value_name = "N|none", value_parser = parse_limit)]
         max_running: Limit,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Give an org a new job-signing key. Runners learn it from a message
+    /// the old key signs (no key is pasted again, no runner restarted) and
+    /// accept jobs signed by the old key until the overlap ends; jobs not
+    /// ended yet are signed again with the new key. Running control planes
+    /// pick the new key up within 10 s.
+    RotateSigningKey {
+        /// The org's name.
+        name: String,
+        /// How long runners keep accepting jobs signed by the old key.
+        #[arg(long, default_value = "24h", value_parser = nuon_core::parse_duration)]
+        overlap: Duration,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -133,6 +155,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             max_claim_wait,
             runner_url,
             strict_permissions,
+            key_refresh,
         } => {
             let mut config = ServerConfig::new(&data_dir);
             config.runner_url = runner_url;
@@ -141,6 +164,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.lease = lease_timeout;
             config.max_claim_wait = max_claim_wait;
             config.strict_permissions = strict_permissions;
+            config.key_refresh = key_refresh;
             let plane = ControlPlane::open(config).await?;
             nuon_control::sys::raise_open_files_limit();
             let control = bind(listen, "--listen")?;
@@ -185,6 +209,38 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 ),
                 Some(n) => println!("org {name} ({org}): at most {n} jobs run at once"),
                 None => println!("org {name} ({org}): no limit on running jobs"),
+            }
+            Ok(())
+        }
+        Command::Orgs {
+            command:
+                OrgsCommand::RotateSigningKey {
+                    name,
+                    overlap,
+                    json,
+                    store,
+                },
+        } => {
+            let direct = store.open().await?;
+            let rotated = direct
+                .rotate_signing_key(&store.data_dir, &name, overlap)
+                .await;
+            direct.close().await;
+            let rotated = rotated?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rotated)?);
+            } else {
+                println!(
+                    "org {name} ({}): new signing key {}",
+                    rotated.org, rotated.key
+                );
+                println!(
+                    "runners accept jobs signed by the previous key {} for {} s more; {} jobs not ended were signed again",
+                    rotated.previous,
+                    overlap.as_secs(),
+                    rotated.resigned
+                );
+                println!("signing-public-key: {}", rotated.key);
             }
             Ok(())
         }

@@ -79,11 +79,22 @@ async fn claim(
             if !claimed.jobs.is_empty() {
                 tracing::debug!(runner = %runner.runner_id, count = claimed.jobs.len(), "jobs claimed");
             }
-            let (jobs, refused) = state.keys.open_claimed(claimed.jobs);
-            for (job, why) in refused {
+            let opened = state.keys.open_claimed(claimed.jobs);
+            for (job, why) in opened.refused {
                 refuse_unopened(&state, &runner, job, why).await?;
             }
-            return Ok(Json(ClaimResponse { jobs }));
+            let key_rotations = state
+                .keys
+                .rotations_for(
+                    &runner.org_id,
+                    req.signing_key.as_deref(),
+                    &opened.signed_by,
+                )
+                .await;
+            return Ok(Json(ClaimResponse {
+                jobs: opened.jobs,
+                key_rotations,
+            }));
         }
         if claimed.held_back && !watch_org {
             // Look once more with the org's wake-up registered.
@@ -103,10 +114,19 @@ async fn claim(
             _ = &mut notified => {}
             () = org_ended => {}
             _ = tokio::time::sleep_until(fallback), if fallback < deadline => {}
-            _ = tokio::time::sleep_until(deadline) => return Ok(Json(ClaimResponse { jobs: Vec::new() })),
-            _ = state.shutting_down() => return Ok(Json(ClaimResponse { jobs: Vec::new() })),
+            _ = tokio::time::sleep_until(deadline) => break,
+            _ = state.shutting_down() => break,
         }
     }
+    // Nothing to run; a runner behind on the org's key learns of it now,
+    // before its next job needs it.
+    Ok(Json(ClaimResponse {
+        jobs: Vec::new(),
+        key_rotations: state
+            .keys
+            .rotations_for(&runner.org_id, req.signing_key.as_deref(), &[])
+            .await,
+    }))
 }
 
 /// Extends every lease at once, then holds the answer until one of the jobs

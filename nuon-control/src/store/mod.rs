@@ -44,7 +44,9 @@ use nuon_core::wire::{
     LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
 };
 use nuon_core::workflow::{PlannedStep, StepStatus, WorkflowKind, WorkflowStatus};
-use nuon_core::{AppId, InstallId, JobId, JobSpec, OrgId, RunnerId, TokenId, WorkflowId};
+use nuon_core::{
+    AppId, InstallId, JobId, JobSpec, OrgId, RunnerId, SignedRotation, TokenId, WorkflowId,
+};
 
 pub use apps::{AppStore, StoredConfig};
 pub use builds::BuildStore;

@@ -52,6 +52,24 @@ pub trait OrgStore: Send + Sync + 'static {
     /// An org's job-signing key, as it is kept (sealed).
     async fn signing_key(&self, org: &OrgId) -> Result<Option<Vec<u8>>>;
 
+    /// The org named `name`.
+    async fn org_named(&self, name: &str) -> Result<OrgId>;
+
+    /// The rotations of the org's signing key, oldest first, each signed
+    /// by the key it replaced (see [`crate::keys::rotate_signing_key`]).
+    async fn key_rotations(&self, org: &OrgId) -> Result<Vec<SignedRotation>>;
+
+    /// Replaces the org's signing key `previous` (as kept) by `next`, and
+    /// its rotations by `rotations`. A conflict when the key is no longer
+    /// `previous` (another rotation won).
+    async fn rotate_signing_key(
+        &self,
+        org: &OrgId,
+        previous: &[u8],
+        next: &[u8],
+        rotations: &[SignedRotation],
+    ) -> Result<()>;
+
     /// The org's id and name.
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>>;
 

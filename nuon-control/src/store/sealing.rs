@@ -20,4 +20,17 @@ pub trait SealingStore: Send + Sync + 'static {
     /// Replaces a job's spec kept in the clear by its sealed form, and
     /// stores its payload as the Control API shows it.
     async fn seal_job_spec(&self, job: &JobId, sealed: &str, payload: &str) -> Result<()>;
+
+    /// Up to `limit` jobs of `org` that have not ended (queued or
+    /// running), after `after` in id order, with their sealed specs: the
+    /// jobs to sign again when the org's key is rotated.
+    async fn unended_job_specs(
+        &self,
+        org: &OrgId,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, String)>>;
+
+    /// Replaces a job's signature.
+    async fn set_job_signature(&self, job: &JobId, signature: &str) -> Result<()>;
 }

@@ -5,7 +5,7 @@
 
 use nuon_core::records;
 use nuon_core::wire::{JobInfo, LeaseState, LogBatch, LogEntry, LogPage, RunnerRole, TokenScope};
-use nuon_core::{JobId, JobStatus, RunnerId};
+use nuon_core::{JobId, JobStatus, OrgId, RunnerId, SignedRotation};
 
 use super::{Result, StoreError};
 
@@ -46,6 +46,33 @@ pub(super) fn parse_id<T: std::str::FromStr<Err = nuon_core::IdError>>(raw: &str
 }
 
 /// The error for an org name that names none.
+/// A conflict: the org's signing key was rotated by another command.
+pub(super) fn key_rotated_meanwhile(org: &OrgId) -> StoreError {
+    StoreError::Conflict {
+        code: "key_rotated",
+        message: format!(
+            "the signing key of org {org} was rotated by another command meanwhile; nothing was \
+             changed: run the rotation again if a further one is wanted"
+        ),
+        acked_seq: None,
+    }
+}
+
+/// The rotations of an org's key as the store keeps them (JSON text, none
+/// when empty).
+pub(super) fn rotations_text(rotations: &[SignedRotation]) -> Option<String> {
+    (!rotations.is_empty()).then(|| serde_json::to_string(rotations).unwrap_or_default())
+}
+
+/// The rotations of an org's key from what the store keeps.
+pub(super) fn rotations_from(text: Option<String>) -> Result<Vec<SignedRotation>> {
+    match text {
+        None => Ok(Vec::new()),
+        Some(t) => serde_json::from_str(&t)
+            .map_err(|e| StoreError::Invalid(format!("the stored key rotations do not read: {e}"))),
+    }
+}
+
 pub(super) fn no_org(name: &str) -> StoreError {
     StoreError::Invalid(format!(
         "no org is named {name:?}; check the name it was created with"

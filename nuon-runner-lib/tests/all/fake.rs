@@ -217,9 +217,15 @@ impl Transport for Fake {
                         s.leases
                             .insert((j.job_id.clone(), j.attempt), LeaseState::Active);
                     }
-                    Some(Ok(ClaimResponse { jobs }))
+                    Some(Ok(ClaimResponse {
+                        jobs,
+                        key_rotations: Vec::new(),
+                    }))
                 },
-                |_| ClaimResponse { jobs: Vec::new() },
+                |_| ClaimResponse {
+                    jobs: Vec::new(),
+                    key_rotations: Vec::new(),
+                },
             )
             .await;
         abandoned.1 = true;

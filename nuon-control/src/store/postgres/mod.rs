@@ -43,7 +43,10 @@ use nuon_core::wire::{
     WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
-use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, TokenId, WorkflowId, now_ms};
+use nuon_core::{
+    AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, SignedRotation, TokenId, WorkflowId,
+    now_ms,
+};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
 use tokio::sync::{broadcast, mpsc};

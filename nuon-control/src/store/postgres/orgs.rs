@@ -113,6 +113,50 @@ impl OrgStore for PostgresStore {
             .map_err(db)
     }
 
+    async fn org_named(&self, name: &str) -> Result<OrgId> {
+        let id: Option<String> = sqlx::query_scalar("SELECT id FROM orgs WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        parse_id(&id.ok_or_else(|| shared::no_org(name))?)
+    }
+
+    async fn key_rotations(&self, org: &OrgId) -> Result<Vec<SignedRotation>> {
+        let text: Option<Option<String>> =
+            sqlx::query_scalar("SELECT key_rotations FROM orgs WHERE id = $1")
+                .bind(org.as_str())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db)?;
+        shared::rotations_from(text.flatten())
+    }
+
+    async fn rotate_signing_key(
+        &self,
+        org: &OrgId,
+        previous: &[u8],
+        next: &[u8],
+        rotations: &[SignedRotation],
+    ) -> Result<()> {
+        let changed = sqlx::query(
+            "UPDATE orgs SET signing_key = $3, key_rotations = $4 \
+             WHERE id = $1 AND signing_key = $2",
+        )
+        .bind(org.as_str())
+        .bind(previous)
+        .bind(next)
+        .bind(shared::rotations_text(rotations))
+        .execute(&self.pool)
+        .await
+        .map_err(db)?
+        .rows_affected();
+        if changed == 0 {
+            return Err(shared::key_rotated_meanwhile(org));
+        }
+        Ok(())
+    }
+
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {
         sqlx::query("SELECT id, name FROM orgs WHERE id = $1")
             .bind(org.as_str())

@@ -197,6 +197,12 @@ CREATE TABLE settings (
 ALTER TABLE jobs ADD COLUMN payload TEXT;
 "#,
     ),
+    (
+        5,
+        r#"
+ALTER TABLE orgs ADD COLUMN key_rotations TEXT;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

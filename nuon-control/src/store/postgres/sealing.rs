@@ -38,6 +38,37 @@ impl SealingStore for PostgresStore {
             .collect()
     }
 
+    async fn unended_job_specs(
+        &self,
+        org: &OrgId,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, String)>> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT id, spec FROM jobs WHERE org_id = $1 AND id > $2 \
+             AND status IN ('queued', 'running') AND spec <> '' ORDER BY id LIMIT $3",
+        )
+        .bind(org.as_str())
+        .bind(after.map_or("", |a| a.as_str()))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?;
+        rows.into_iter()
+            .map(|(id, spec)| Ok((parse_id(&id)?, spec)))
+            .collect()
+    }
+
+    async fn set_job_signature(&self, job: &JobId, signature: &str) -> Result<()> {
+        sqlx::query("UPDATE jobs SET signature = $2 WHERE id = $1")
+            .bind(job.as_str())
+            .bind(signature)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
     async fn seal_job_spec(&self, job: &JobId, sealed: &str, payload: &str) -> Result<()> {
         sqlx::query("UPDATE jobs SET spec = $2, payload = $3 WHERE id = $1 AND payload IS NULL")
             .bind(job.as_str())

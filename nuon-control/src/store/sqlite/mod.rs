@@ -34,7 +34,10 @@ use nuon_core::wire::{
     WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
-use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, TokenId, WorkflowId, now_ms};
+use nuon_core::{
+    AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, SignedRotation, TokenId, WorkflowId,
+    now_ms,
+};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 

@@ -127,6 +127,58 @@ impl OrgStore for SqliteStore {
         .await
     }
 
+    async fn org_named(&self, name: &str) -> Result<OrgId> {
+        let name = name.to_owned();
+        self.read(move |conn| {
+            let id: Option<String> =
+                one_row(conn, "SELECT id FROM orgs WHERE name = ?1", [&name], |r| {
+                    r.get(0)
+                })?;
+            parse_id(&id.ok_or_else(|| shared::no_org(&name))?)
+        })
+        .await
+    }
+
+    async fn key_rotations(&self, org: &OrgId) -> Result<Vec<SignedRotation>> {
+        let org = org.clone();
+        let text: Option<Option<String>> = self
+            .read(move |conn| {
+                one_row(
+                    conn,
+                    "SELECT key_rotations FROM orgs WHERE id = ?1",
+                    [org.as_str()],
+                    |r| r.get(0),
+                )
+            })
+            .await?;
+        shared::rotations_from(text.flatten())
+    }
+
+    async fn rotate_signing_key(
+        &self,
+        org: &OrgId,
+        previous: &[u8],
+        next: &[u8],
+        rotations: &[SignedRotation],
+    ) -> Result<()> {
+        let (org, previous, next) = (org.clone(), previous.to_vec(), next.to_vec());
+        let rotations = shared::rotations_text(rotations);
+        self.write(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE orgs SET signing_key = ?3, key_rotations = ?4 \
+                     WHERE id = ?1 AND signing_key = ?2",
+                    params![org.as_str(), previous, next, rotations],
+                )
+                .map_err(db_err)?;
+            if changed == 0 {
+                return Err(shared::key_rotated_meanwhile(&org));
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {
         let org = org.clone();
         self.read(move |conn| {

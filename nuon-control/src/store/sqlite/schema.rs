@@ -8,7 +8,8 @@ CREATE TABLE IF NOT EXISTS orgs (
     name TEXT NOT NULL UNIQUE,
     signing_key BLOB NOT NULL,
     created_at INTEGER NOT NULL,
-    max_running INTEGER
+    max_running INTEGER,
+    key_rotations TEXT
 );
 CREATE TABLE IF NOT EXISTS api_tokens (
     id TEXT PRIMARY KEY,
@@ -169,8 +170,9 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 9] = [
+    const COLUMNS: [(&str, &str, &str); 10] = [
         ("orgs", "max_running", "INTEGER"),
+        ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
         ("app_configs", "sources", "TEXT NOT NULL DEFAULT '[]'"),
         (

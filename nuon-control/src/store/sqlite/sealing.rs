@@ -59,6 +59,48 @@ impl SealingStore for SqliteStore {
         .await
     }
 
+    async fn unended_job_specs(
+        &self,
+        org: &OrgId,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, String)>> {
+        let org = org.clone();
+        let after = after.map_or_else(String::new, |a| a.as_str().to_owned());
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT id, spec FROM jobs WHERE org_id = ?1 AND id > ?2 \
+                     AND status IN ('queued', 'running') AND spec <> '' ORDER BY id LIMIT ?3",
+                )
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![org.as_str(), after, limit], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })
+                .map_err(db_err)?;
+            rows.map(|r| {
+                let (id, spec) = r.map_err(db_err)?;
+                Ok((parse_id(&id)?, spec))
+            })
+            .collect()
+        })
+        .await
+    }
+
+    async fn set_job_signature(&self, job: &JobId, signature: &str) -> Result<()> {
+        let (job, signature) = (job.clone(), signature.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE jobs SET signature = ?2 WHERE id = ?1",
+                params![job.as_str(), signature],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn seal_job_spec(&self, job: &JobId, sealed: &str, payload: &str) -> Result<()> {
         let (job, sealed, payload) = (job.clone(), sealed.to_owned(), payload.to_owned());
         self.write(move |conn| {

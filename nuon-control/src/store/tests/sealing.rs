@@ -62,4 +62,52 @@ conformance! {
         assert_eq!(kept.status, JobStatus::Succeeded);
         assert!(kept.artifact.is_some(), "the result stays");
     }
+
+    async fn a_rotation_replaces_the_key_it_was_given_and_only_that(f: Fixture) {
+        use nuon_core::SignedRotation;
+        let s = &*f.store;
+        assert_eq!(s.org_named("o").await.unwrap(), f.org);
+        assert!(s.org_named("nobody").await.unwrap_err().to_string().contains("no org is named"));
+        assert!(s.key_rotations(&f.org).await.unwrap().is_empty());
+        let chain = vec![SignedRotation { rotation: "{}".into(), signature: "sig".into() }];
+        s.rotate_signing_key(&f.org, b"sealed key of o", b"second", &chain).await.unwrap();
+        assert_eq!(s.signing_key(&f.org).await.unwrap().unwrap(), b"second");
+        assert_eq!(s.key_rotations(&f.org).await.unwrap(), chain);
+        // A rotation from a key that is no longer the org's changes nothing.
+        let err = s.rotate_signing_key(&f.org, b"sealed key of o", b"third", &[]).await.unwrap_err();
+        assert!(matches!(err, StoreError::Conflict { code: "key_rotated", .. }), "{err:?}");
+        assert_eq!(s.signing_key(&f.org).await.unwrap().unwrap(), b"second");
+        assert_eq!(s.key_rotations(&f.org).await.unwrap(), chain);
+    }
+
+    async fn jobs_not_ended_are_listed_to_be_signed_again(f: Fixture) {
+        let s = &*f.store;
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            ids.push(f.queue(1).await);
+        }
+        // One runs, one has ended: the ended one is not listed.
+        s.claim(&f.runner, &["exec".into()], 2, 60_000).await.unwrap();
+        let claimed: Vec<JobId> = {
+            let mut c = Vec::new();
+            for id in &ids {
+                if s.get_job(&f.org, id).await.unwrap().unwrap().status == JobStatus::Running {
+                    c.push(id.clone());
+                }
+            }
+            c
+        };
+        assert_eq!(claimed.len(), 2);
+        s.complete(&f.runner, &claimed[0], Completion { attempt: 1, log_lines: 0, result: ok_result() }).await.unwrap();
+        let mut want: Vec<JobId> = ids.iter().filter(|i| **i != claimed[0]).cloned().collect();
+        want.sort();
+        // Paged in id order.
+        let first = s.unended_job_specs(&f.org, None, 3).await.unwrap();
+        let rest = s.unended_job_specs(&f.org, Some(&first[2].0), 3).await.unwrap();
+        let got: Vec<JobId> = first.iter().chain(&rest).map(|(id, _)| id.clone()).collect();
+        assert_eq!(got, want);
+        assert!(s.unended_job_specs(&OrgId::generate(), None, 10).await.unwrap().is_empty());
+        s.set_job_signature(&want[0], "NEW-SIGNATURE").await.unwrap();
+        assert_eq!(f.raw_text("SELECT signature FROM jobs WHERE id = ?", &want[0]).await.unwrap(), "NEW-SIGNATURE");
+    }
 }
