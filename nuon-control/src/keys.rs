@@ -251,7 +251,7 @@ pub async fn rotate_signing_key(
 }
 
 /// The sealing context of an org's signing key.
-fn signing_key_context(org: &OrgId) -> String {
+pub(crate) fn signing_key_context(org: &OrgId) -> String {
     format!("{org}/signing-key")
 }
 
@@ -261,7 +261,7 @@ pub fn spec_context(job: &JobId) -> String {
 }
 
 /// The sealing context of a sensitive Terraform output.
-fn output_context(name: &str) -> String {
+pub(crate) fn output_context(name: &str) -> String {
     format!("output/{name}")
 }
 
@@ -512,7 +512,33 @@ pub(crate) fn open_outputs(secrets: &SecretBox, all: &mut InstallOutputs) -> Res
 /// Seals a part (`files`, `config`, `sources`) of an app's config version:
 /// the vendor's files may hold values as secret as any input.
 pub(crate) fn seal_config(secrets: &SecretBox, app: &AppId, part: &str, json: &str) -> String {
-    secrets.seal(json, &format!("{app}/config/{part}"))
+    secrets.seal(json, &config_context(app, part))
+}
+
+/// The sealing context of a part of an app's config version.
+pub(crate) fn config_context(app: &AppId, part: &str) -> String {
+    format!("{app}/config/{part}")
+}
+
+/// Calls `f` with the name and sealed text of every sealed output in a
+/// JSON document (a job's, an install's or a step's outputs), wherever it
+/// stands.
+pub(crate) fn each_sealed_output(doc: &mut Value, f: &mut dyn FnMut(&str, &mut String)) {
+    match doc {
+        Value::Object(map) => {
+            for (name, v) in map.iter_mut() {
+                if is_sealed(v) {
+                    if let Some(Value::String(s)) = v.get_mut(SEALED) {
+                        f(name, s);
+                    }
+                } else {
+                    each_sealed_output(v, f);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| each_sealed_output(v, f)),
+        _ => {}
+    }
 }
 
 /// Opens a part of a stored config version (one stored by an earlier
@@ -527,7 +553,7 @@ pub(crate) fn open_config(
         return Ok(stored.to_owned());
     }
     secrets
-        .open(stored, &format!("{app}/config/{part}"))
+        .open(stored, &config_context(app, part))
         .map_err(|e| format!("the stored config {part} of app {app}: {e}"))
 }
 

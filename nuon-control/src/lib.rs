@@ -28,6 +28,7 @@ mod error;
 mod hub;
 pub mod keys;
 mod private;
+pub mod reseal;
 pub mod secrets;
 mod server;
 pub mod store;

@@ -6,8 +6,13 @@
 //! from `NUON_SECRETS_KEY` when set, otherwise `DATA_DIR/secrets.key`
 //! (created with mode 0600 on first start). Losing the key loses the
 //! secrets: back it up with the data directory, apart from it.
+//!
+//! A keyring, for a rotation: several keys, comma-separated in the
+//! variable or one per line in the file. The first seals; every one opens.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::time::SystemTime;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -23,8 +28,23 @@ pub const SECRETS_KEY_FILE: &str = "secrets.key";
 pub const SECRETS_KEY_ENV: &str = "NUON_SECRETS_KEY";
 
 /// Seals and opens values with the control plane's secrets key.
+///
+/// A box loaded from `secrets.key` reads the file again when it changes
+/// ([`SecretBox::reload_if_changed`], and before a value that does not
+/// open is given up on), so a running control plane follows a rotation of
+/// the secrets key (`nuon-ctl rotate-secrets-key`).
 pub struct SecretBox {
+    ring: RwLock<Ring>,
+    /// The key file, and its modification time when last read.
+    source: Option<(PathBuf, RwLock<Option<SystemTime>>)>,
+}
+
+/// The keys.
+struct Ring {
+    /// What values are sealed with.
     cipher: XChaCha20Poly1305,
+    /// Earlier keys values are still opened with, until a rotation is done.
+    older: Vec<XChaCha20Poly1305>,
 }
 
 impl std::fmt::Debug for SecretBox {
@@ -33,26 +53,98 @@ impl std::fmt::Debug for SecretBox {
     }
 }
 
-fn parse_key(text: &str, from: &str) -> Result<[u8; 32]> {
-    let bytes = hex::decode(text.trim()).map_err(|e| Error::DataDir {
+/// A keyring: keys separated by commas or lines (a line starting with `#`
+/// is a comment), the first the one that seals.
+fn parse_keys(text: &str, from: &str) -> Result<SecretBox> {
+    let bad = |message: String| Error::DataDir {
         path: from.into(),
-        message: format!("the secrets key must be 64 hex characters: {e}"),
-    })?;
-    bytes.try_into().map_err(|b: Vec<u8>| Error::DataDir {
-        path: from.into(),
-        message: format!(
+        message,
+    };
+    let keys = key_ring(text).map_err(bad)?;
+    SecretBox::with_keys(&keys)
+        .ok_or_else(|| bad("holds no secrets key: give 64 hex characters".into()))
+}
+
+/// The keys of a keyring's text (see [`parse_keys`]).
+pub(crate) fn key_ring(text: &str) -> std::result::Result<Vec<[u8; 32]>, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .flat_map(|l| l.split(','))
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(key_hex)
+        .collect()
+}
+
+/// One key: 64 hex characters.
+pub(crate) fn key_hex(text: &str) -> std::result::Result<[u8; 32], String> {
+    let raw = hex::decode(text.trim())
+        .map_err(|e| format!("the secrets key must be 64 hex characters: {e}"))?;
+    raw.try_into().map_err(|b: Vec<u8>| {
+        format!(
             "the secrets key must be 32 bytes (64 hex characters), found {}",
             b.len()
-        ),
+        )
     })
 }
 
 impl SecretBox {
     /// A box with this key.
     pub fn new(key: [u8; 32]) -> Self {
+        Self::from_ring(Self::ring(&[key]).expect("one key"))
+    }
+
+    /// A keyring: the first key seals, every one opens; `None` when empty.
+    pub fn with_keys(keys: &[[u8; 32]]) -> Option<Self> {
+        Self::ring(keys).map(Self::from_ring)
+    }
+
+    fn ring(keys: &[[u8; 32]]) -> Option<Ring> {
+        let (first, older) = keys.split_first()?;
+        Some(Ring {
+            cipher: XChaCha20Poly1305::new(&(*first).into()),
+            older: older
+                .iter()
+                .map(|k| XChaCha20Poly1305::new(&(*k).into()))
+                .collect(),
+        })
+    }
+
+    fn from_ring(ring: Ring) -> Self {
         SecretBox {
-            cipher: XChaCha20Poly1305::new(&key.into()),
+            ring: RwLock::new(ring),
+            source: None,
         }
+    }
+
+    /// Reads the key file again when it changed since it was read (a
+    /// rotation wrote it); answers whether it did. A box whose key came
+    /// from the environment never changes.
+    pub fn reload_if_changed(&self) -> Result<bool> {
+        let Some((path, read_at)) = &self.source else {
+            return Ok(false);
+        };
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        if modified.is_none() || *read_at.read().expect("key lock") == modified {
+            return Ok(false);
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| Error::DataDir {
+            path: path.display().to_string(),
+            message: format!("cannot read the secrets key: {e}"),
+        })?;
+        let fresh = parse_keys(&text, &path.display().to_string())?;
+        let ring = fresh.ring.into_inner().expect("fresh lock");
+        *self.ring.write().expect("key lock") = ring;
+        *read_at.write().expect("key lock") = modified;
+        tracing::info!(path = %path.display(), "read the secrets key again (it changed)");
+        Ok(true)
+    }
+
+    fn with_source(mut self, path: PathBuf) -> Self {
+        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        self.source = Some((path, RwLock::new(modified)));
+        self
     }
 
     /// The key from the environment, or from the data directory (made there
@@ -68,14 +160,13 @@ impl SecretBox {
     /// when neither has one.
     pub fn load(dir: &Path) -> Result<Option<Self>> {
         if let Ok(text) = std::env::var(SECRETS_KEY_ENV) {
-            return Ok(Some(Self::new(parse_key(&text, SECRETS_KEY_ENV)?)));
+            return Ok(Some(parse_keys(&text, SECRETS_KEY_ENV)?));
         }
         let path = dir.join(SECRETS_KEY_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(Self::new(parse_key(
-                &text,
-                &path.display().to_string(),
-            )?))),
+            Ok(text) => Ok(Some(
+                parse_keys(&text, &path.display().to_string())?.with_source(path),
+            )),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::DataDir {
                 path: path.display().to_string(),
@@ -91,7 +182,7 @@ impl SecretBox {
         nuon_core::random_bytes(&mut key);
         crate::server::write_private(&path, &hex::encode(key))?;
         tracing::info!(path = %path.display(), "created the secrets key; back it up apart from the data");
-        Ok(Self::new(key))
+        Ok(Self::new(key).with_source(path))
     }
 
     /// Seals `value`, bound to `context` (install id and name).
@@ -105,6 +196,9 @@ impl SecretBox {
         let mut nonce = [0u8; 24];
         nuon_core::random_bytes(&mut nonce);
         let sealed = self
+            .ring
+            .read()
+            .expect("key lock")
             .cipher
             .encrypt(
                 XNonce::from_slice(&nonce),
@@ -126,6 +220,22 @@ impl SecretBox {
 
     /// Opens bytes sealed with [`SecretBox::seal_bytes`] for the same context.
     pub fn open_bytes(&self, sealed: &str, context: &str) -> Result<Vec<u8>> {
+        self.open_which(sealed, context).map(|(value, _)| value)
+    }
+
+    /// Opens a value and says whether it is sealed with the first key of
+    /// the ring (`true`), or an older one, so must be sealed again.
+    pub fn open_which(&self, sealed: &str, context: &str) -> Result<(Vec<u8>, bool)> {
+        match self.open_with_ring(sealed, context) {
+            // Sealed under a key this box has not read yet?
+            Err(e) if self.reload_if_changed().unwrap_or(false) => {
+                self.open_with_ring(sealed, context).map_err(|_| e)
+            }
+            r => r,
+        }
+    }
+
+    fn open_with_ring(&self, sealed: &str, context: &str) -> Result<(Vec<u8>, bool)> {
         let raw = STANDARD
             .decode(sealed)
             .map_err(|_| Self::bad("not base64"))?;
@@ -133,15 +243,20 @@ impl SecretBox {
             return Err(Self::bad("too short"));
         }
         let (nonce, ct) = raw.split_at(24);
-        self.cipher
-            .decrypt(
-                XNonce::from_slice(nonce),
-                Payload {
-                    msg: ct,
-                    aad: context.as_bytes(),
-                },
-            )
-            .map_err(|_| Self::bad("authentication failed"))
+        let payload = || Payload {
+            msg: ct,
+            aad: context.as_bytes(),
+        };
+        let nonce = XNonce::from_slice(nonce);
+        let ring = self.ring.read().expect("key lock");
+        if let Ok(value) = ring.cipher.decrypt(nonce, payload()) {
+            return Ok((value, true));
+        }
+        ring.older
+            .iter()
+            .find_map(|c| c.decrypt(nonce, payload()).ok())
+            .map(|value| (value, false))
+            .ok_or_else(|| Self::bad("authentication failed"))
     }
 
     fn bad(why: &str) -> Error {
@@ -192,6 +307,33 @@ mod tests {
                 .open(&s, "ins_1/db_password")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_keyring_seals_with_its_first_key_and_opens_with_all() {
+        let old = SecretBox::new([1; 32]);
+        let by_old = old.seal("v", "c");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(SECRETS_KEY_FILE);
+        let (new_hex, old_hex) = (hex::encode([2u8; 32]), hex::encode([1u8; 32]));
+        std::fs::write(&file, format!("# rotating\n{new_hex}\n{old_hex}\n")).unwrap();
+        let ring = SecretBox::load(dir.path()).unwrap().unwrap();
+        assert_eq!(
+            ring.open_which(&by_old, "c").unwrap(),
+            (b"v".to_vec(), false)
+        );
+        let by_new = ring.seal("w", "c");
+        assert_eq!(
+            ring.open_which(&by_new, "c").unwrap(),
+            (b"w".to_vec(), true)
+        );
+        assert!(old.open(&by_new, "c").is_err(), "the new key seals");
+        assert!(
+            ring.open(&by_old, "d").is_err(),
+            "still bound to its context"
+        );
+        assert!(parse_keys(" , \n", "here").is_err());
+        assert!(parse_keys(&format!("{new_hex},{old_hex}"), "env").is_ok());
     }
 
     #[test]

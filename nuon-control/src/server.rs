@@ -238,6 +238,17 @@ impl OpenStore {
         Ok(rotated)
     }
 
+    /// Rotates the secrets key of this store (see [`crate::reseal`]);
+    /// `on_batch` hears of each batch sealed again.
+    pub async fn rotate_secrets_key(
+        &self,
+        data_dir: &Path,
+        how: &crate::reseal::RotateSecrets,
+        on_batch: crate::reseal::OnBatch<'_>,
+    ) -> Result<crate::reseal::Resealed> {
+        crate::reseal::rotate_secrets_key(&*self.store, data_dir, how, on_batch).await
+    }
+
     /// Closes it: SQLite checkpoints, PostgreSQL's pool drains.
     pub async fn close(&self) {
         match &self.kind {
@@ -343,6 +354,17 @@ impl ControlPlane {
             .store
             .wakeups()
             .map(|rx| tokio::spawn(forward_wakeups(self.state.clone(), rx)));
+        // A rotation of the secrets key rewrites the key file: follow it.
+        let secrets = self.state.secrets.clone();
+        let every = self.config.key_refresh;
+        let key_file = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if let Err(e) = secrets.reload_if_changed() {
+                    tracing::error!(error = %e, "cannot read the changed secrets key; keeping the keys read before");
+                }
+            }
+        });
         let engine = self.state.engine.clone();
         let engine_shutdown = self.state.shutdown.clone();
         let engine = tokio::spawn(async move { engine.run(engine_shutdown).await });
@@ -364,6 +386,7 @@ impl ControlPlane {
             async move { runner_srv.await }
         );
         maintenance.abort();
+        key_file.abort();
         engine.abort();
         if let Some(w) = wakeups {
             w.abort();

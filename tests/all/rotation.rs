@@ -231,3 +231,191 @@ fn signing_key_rotation_on_postgres_with_replicas() {
     let api = format!("{},{}", a.runner_url, b.runner_url);
     rotation_under_running_runners(&[a, b], Some(&pg.url), &api);
 }
+
+/// Every value kept at `column`, with its row key.
+fn all_values(
+    cp: &ControlPlane,
+    database_url: Option<&str>,
+    column: nuon_control::store::SealedColumn,
+) -> Vec<(String, String)> {
+    rt().block_on(async {
+        let s = open(cp, database_url).await;
+        let mut all: Vec<(String, String)> = Vec::new();
+        loop {
+            let after = all.last().map(|(k, _)| k.clone()).unwrap_or_default();
+            let batch = s.store().sealed_values(column, &after, 1000).await.unwrap();
+            if batch.is_empty() {
+                break;
+            }
+            all.extend(batch);
+        }
+        s.close().await;
+        all
+    })
+}
+
+/// How many values of `column` open with `key` alone.
+fn under(
+    values: &[(String, String)],
+    column: nuon_control::store::SealedColumn,
+    key: [u8; 32],
+) -> usize {
+    let only = nuon_control::secrets::SecretBox::new(key);
+    values
+        .iter()
+        .filter(|(k, v)| nuon_control::reseal::reseal_value(&only, column, k, v) == Ok(None))
+        .count()
+}
+
+fn hex_of(key: &[u8; 32]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> [u8; 32] {
+    let text = text.trim();
+    let mut key = [0u8; 32];
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap();
+    }
+    key
+}
+
+/// Queues `n` trivial jobs on `runner` through `client` and waits for them
+/// all to succeed.
+fn run_jobs(client: &ControlClient, runner: &str, n: usize) {
+    let ids: Vec<JobId> = (0..n)
+        .map(|_| queue_sh(client, runner, "true", 1).id)
+        .collect();
+    for id in &ids {
+        let job = wait_job(client, id, LONG).unwrap();
+        assert_eq!(job.status, JobStatus::Succeeded, "{job:?}");
+    }
+}
+
+fn rotate_secrets(cp: &ControlPlane, new_key: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin("nuon-ctl"));
+    c.args(["rotate-secrets-key", "--new-key", new_key, "--grace", "1s"])
+        .args(extra)
+        .arg("--data-dir")
+        .arg(&cp.data_dir)
+        .args(cp.store_args())
+        .env_remove("NUON_SECRETS_KEY");
+    c
+}
+
+fn secrets_key_rotation_killed_halfway(
+    replicas: &mut [ControlPlane],
+    database_url: Option<&str>,
+    runner_api: &str,
+) {
+    use nuon_control::store::SealedColumn;
+    use std::io::BufRead;
+    let token = replicas[0].create_runner("s1").unwrap();
+    let _runner = Runner::start_with_api(
+        runner_api,
+        RunnerOpts {
+            token: &token,
+            signing_key: &replicas[0].signing_key,
+            slots: 4,
+            grace: "5s",
+            work_dir: None,
+        },
+    )
+    .unwrap();
+    let clients: Vec<ControlClient> = replicas.iter().map(ControlPlane::client).collect();
+    // 300 jobs: each spec is kept sealed until the retention window.
+    run_jobs(&clients[0], "s1", 300);
+    let cp = &replicas[0];
+    let key_file = cp.data_dir.join(nuon_control::secrets::SECRETS_KEY_FILE);
+    let old = unhex(&std::fs::read_to_string(&key_file).unwrap());
+    let new = [0x5a; 32];
+    let new_hex = hex_of(&new);
+
+    // Stopped (kill -9) once it has sealed some specs again.
+    let mut child = rotate_secrets(cp, &new_hex, &["--batch", "10"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        if line.starts_with("resealed ")
+            && line.ends_with("of jobs.spec")
+            && !line.starts_with("resealed 0 ")
+        {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let specs = all_values(cp, database_url, SealedColumn::JobSpecs);
+    let (by_new, by_old) = (
+        under(&specs, SealedColumn::JobSpecs, new),
+        under(&specs, SealedColumn::JobSpecs, old),
+    );
+    eprintln!(
+        "secrets key rotation stopped halfway: {by_new} specs under the new key, {by_old} under the old"
+    );
+    assert!(by_new > 0 && by_old > 0, "{by_new} new, {by_old} old");
+    assert_eq!(by_new + by_old, specs.len());
+
+    // Half rotated, every replica still opens both and serves.
+    for client in &clients {
+        run_jobs(client, "s1", 10);
+    }
+
+    // Run again: it finishes.
+    let out = rotate_secrets(cp, &new_hex, &["--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert!(report["resealed"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(unhex(&std::fs::read_to_string(&key_file).unwrap()), new);
+    assert_eq!(std::fs::read_to_string(&key_file).unwrap().trim(), new_hex);
+
+    // Every value in every place opens with the new key, none with the old.
+    let mut checked = 0;
+    for column in SealedColumn::ALL {
+        let values = all_values(cp, database_url, column);
+        assert_eq!(under(&values, column, new), values.len(), "{column:?}");
+        assert_eq!(under(&values, column, old), 0, "{column:?}");
+        checked += values.len();
+    }
+    eprintln!("secrets key rotation finished: {checked} sealed values, all under the new key");
+    assert!(checked > 300);
+
+    // The replicas follow the file: they serve on, and start again on it.
+    for client in &clients {
+        run_jobs(client, "s1", 10);
+    }
+    replicas[0].restart().unwrap();
+    run_jobs(&replicas[0].client(), "s1", 10);
+}
+
+#[test]
+fn secrets_key_rotation_on_sqlite() {
+    let cp = ControlPlane::start_with("10s", &["--key-refresh", "300ms"]).unwrap();
+    let api = cp.runner_url.clone();
+    secrets_key_rotation_killed_halfway(&mut [cp], None, &api);
+}
+
+#[test]
+fn secrets_key_rotation_on_postgres_with_replicas() {
+    let Some(pg) = PgCluster::start().expect("start PostgreSQL") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let args = ["--key-refresh", "300ms"];
+    let a =
+        ControlPlane::start_replica_with(&data, "10s", &pg.url, tmp.path(), "a", &args).unwrap();
+    let b =
+        ControlPlane::start_replica_with(&data, "10s", &pg.url, tmp.path(), "b", &args).unwrap();
+    let api = format!("{},{}", a.runner_url, b.runner_url);
+    secrets_key_rotation_killed_halfway(&mut [a, b], Some(&pg.url), &api);
+}

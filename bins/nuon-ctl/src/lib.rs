@@ -65,6 +65,28 @@ enum Command {
         #[command(subcommand)]
         command: OrgsCommand,
     },
+    /// Rotate the secrets key: put the new key first in the data dir's
+    /// secrets.key (the old one after it, so both open), wait for running
+    /// control planes to read it, seal every stored secret again with the
+    /// new key, then leave the new key alone in the file. Safe to stop and
+    /// run again; control planes keep serving throughout.
+    RotateSecretsKey {
+        /// The new key: 64 hex characters (e.g. `openssl rand -hex 32`).
+        #[arg(long, value_name = "HEX")]
+        new_key: String,
+        /// How long to wait for running control planes to read the new key
+        /// (longer than their --key-refresh).
+        #[arg(long, default_value = "15s", value_parser = nuon_core::parse_duration)]
+        grace: Duration,
+        /// Values sealed again per batch.
+        #[arg(long, default_value_t = 500)]
+        batch: u32,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Print the Control API's OpenAPI 3.1 document (also served at /openapi.json).
     Openapi,
 }
@@ -241,6 +263,38 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     rotated.resigned
                 );
                 println!("signing-public-key: {}", rotated.key);
+            }
+            Ok(())
+        }
+        Command::RotateSecretsKey {
+            new_key,
+            grace,
+            batch,
+            json,
+            store,
+        } => {
+            let direct = store.open().await?;
+            let how = nuon_control::reseal::RotateSecrets {
+                new_key,
+                grace,
+                batch,
+            };
+            let mut on_batch = |column: nuon_control::store::SealedColumn, done: u64| {
+                // Progress, a line a batch, on stderr (tests read it).
+                eprintln!("resealed {done} of {}", column.name());
+            };
+            let rotated = direct
+                .rotate_secrets_key(&store.data_dir, &how, &mut on_batch)
+                .await;
+            direct.close().await;
+            let rotated = rotated?;
+            if json {
+                println!("{}", serde_json::to_string(&rotated)?);
+            } else {
+                println!(
+                    "secrets key rotated: {} values sealed again, {} were already under the new key ({} passes); {}",
+                    rotated.resealed, rotated.current, rotated.passes, rotated.key
+                );
             }
             Ok(())
         }

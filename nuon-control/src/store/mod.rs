@@ -58,7 +58,7 @@ pub use orgs::{ApiPrincipal, NewOrg, OrgStore};
 pub use postgres::{NOTIFY_GAP, PostgresStore};
 pub use queue::{Claimed, QueueStore};
 pub use runners::{RunnerPrincipal, RunnerStore};
-pub use sealing::SealingStore;
+pub use sealing::{SealedColumn, SealingStore};
 pub use sqlite::SqliteStore;
 pub use states::{ComponentState, StateLock, StatePrincipal, StateStore, StateToken};
 pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};

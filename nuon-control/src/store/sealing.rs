@@ -3,8 +3,110 @@
 
 use super::*;
 
+/// Every place the store keeps values sealed under the secrets key: what a
+/// rotation of the secrets key reads and seals again. Each holds a sealed
+/// text, or a JSON document with sealed values inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SealedColumn {
+    /// `orgs.signing_key`, by org id.
+    SigningKeys,
+    /// `jobs.spec`, by job id.
+    JobSpecs,
+    /// `jobs.outputs` (sensitive outputs inside), by job id.
+    JobOutputs,
+    /// `installs.sealed` (sensitive inputs and secrets inside), by install id.
+    InstallSecrets,
+    /// `installs.outputs`, by install id.
+    InstallOutputs,
+    /// `workflow_steps.outputs`, by `WORKFLOW/IDX`.
+    StepOutputs,
+    /// `tf_states.body` (Terraform and plugin state), by `INSTALL/COMPONENT/VERSION`.
+    States,
+    /// `app_configs.files`, by `APP/VERSION`.
+    ConfigFiles,
+    /// `app_configs.config`, by `APP/VERSION`.
+    ConfigConfig,
+    /// `app_configs.sources`, by `APP/VERSION`.
+    ConfigSources,
+    /// The setting that checks the key, by its name.
+    KeyCheck,
+}
+
+impl SealedColumn {
+    /// All of them.
+    pub const ALL: [SealedColumn; 11] = [
+        SealedColumn::SigningKeys,
+        SealedColumn::JobSpecs,
+        SealedColumn::JobOutputs,
+        SealedColumn::InstallSecrets,
+        SealedColumn::InstallOutputs,
+        SealedColumn::StepOutputs,
+        SealedColumn::States,
+        SealedColumn::ConfigFiles,
+        SealedColumn::ConfigConfig,
+        SealedColumn::ConfigSources,
+        SealedColumn::KeyCheck,
+    ];
+
+    /// Where it is: table, the row's key as one text, the column, which
+    /// rows hold a sealed value.
+    pub(crate) fn place(self) -> Place {
+        let p = |table, key, column, filter| Place {
+            table,
+            key,
+            column,
+            filter,
+        };
+        match self {
+            SealedColumn::SigningKeys => p("orgs", "id", "signing_key", "true"),
+            SealedColumn::JobSpecs => p("jobs", "id", "spec", "spec <> '' AND payload IS NOT NULL"),
+            SealedColumn::JobOutputs => p("jobs", "id", "outputs", "outputs LIKE '%$sealed%'"),
+            SealedColumn::InstallSecrets => p("installs", "id", "sealed", "true"),
+            SealedColumn::InstallOutputs => {
+                p("installs", "id", "outputs", "outputs LIKE '%$sealed%'")
+            }
+            SealedColumn::StepOutputs => p(
+                "workflow_steps",
+                "workflow_id || '/' || idx",
+                "outputs",
+                "outputs LIKE '%$sealed%'",
+            ),
+            SealedColumn::States => p(
+                "tf_states",
+                "install_id || '/' || component || '/' || version",
+                "body",
+                "true",
+            ),
+            SealedColumn::ConfigFiles => {
+                p("app_configs", "app_id || '/' || version", "files", "true")
+            }
+            SealedColumn::ConfigConfig => {
+                p("app_configs", "app_id || '/' || version", "config", "true")
+            }
+            SealedColumn::ConfigSources => {
+                p("app_configs", "app_id || '/' || version", "sources", "true")
+            }
+            SealedColumn::KeyCheck => p("settings", "name", "value", "name = 'secrets_key_check'"),
+        }
+    }
+
+    /// `table.column`, for messages.
+    pub fn name(self) -> String {
+        let p = self.place();
+        format!("{}.{}", p.table, p.column)
+    }
+}
+
+/// Where a [`SealedColumn`] is.
+pub(crate) struct Place {
+    pub(crate) table: &'static str,
+    pub(crate) key: &'static str,
+    pub(crate) column: &'static str,
+    pub(crate) filter: &'static str,
+}
+
 /// Values kept sealed: finding and sealing what an earlier version kept in
-/// the clear.
+/// the clear, and what a rotation of the secrets key seals again.
 #[async_trait]
 pub trait SealingStore: Send + Sync + 'static {
     /// Orgs whose signing key is kept in the clear (its 32 bytes).
@@ -33,4 +135,23 @@ pub trait SealingStore: Send + Sync + 'static {
 
     /// Replaces a job's signature.
     async fn set_job_signature(&self, job: &JobId, signature: &str) -> Result<()>;
+
+    /// Up to `limit` values of `column` whose row key is after `after`, in
+    /// key order, each with its row key.
+    async fn sealed_values(
+        &self,
+        column: SealedColumn,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>>;
+
+    /// Replaces the value of `column` at `key` by `new` if it is still
+    /// `old`; answers whether it was (a write since leaves it alone).
+    async fn replace_sealed(
+        &self,
+        column: SealedColumn,
+        key: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<bool>;
 }

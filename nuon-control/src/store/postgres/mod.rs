@@ -58,8 +58,9 @@ use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt, enum_str, parse_id
 use super::{
     ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
     MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,
-    Result, RunnerPrincipal, RunnerStore, SealingStore, StateLock, StatePrincipal, StateStore,
-    StateToken, StepUpdate, StoreError, StoredConfig, StoredInstall, Wake, WorkflowStore,
+    Result, RunnerPrincipal, RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal,
+    StateStore, StateToken, StepUpdate, StoreError, StoredConfig, StoredInstall, Wake,
+    WorkflowStore,
 };
 
 mod group;

@@ -69,6 +69,67 @@ impl SealingStore for PostgresStore {
         Ok(())
     }
 
+    async fn sealed_values(
+        &self,
+        column: SealedColumn,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>> {
+        let p = column.place();
+        // The signing key is BYTEA holding the sealed text.
+        let value = if column == SealedColumn::SigningKeys {
+            format!("convert_from({}, 'UTF8')", p.column)
+        } else {
+            p.column.to_owned()
+        };
+        let sql = format!(
+            "SELECT {key} AS k, {value} AS v FROM {table} WHERE {filter} AND {column} IS NOT NULL \
+             AND ({key}) COLLATE \"C\" > $1 ORDER BY ({key}) COLLATE \"C\" LIMIT $2",
+            key = p.key,
+            table = p.table,
+            filter = p.filter,
+            column = p.column,
+        );
+        let rows: Vec<(String, String)> = // The SQL is built from the fixed places of `SealedColumn` alone.
+            sqlx::query_as(AssertSqlSafe(sql))
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(rows)
+    }
+
+    async fn replace_sealed(
+        &self,
+        column: SealedColumn,
+        key: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<bool> {
+        let p = column.place();
+        let (old_v, new_v) = if column == SealedColumn::SigningKeys {
+            ("convert_to($3, 'UTF8')", "convert_to($2, 'UTF8')")
+        } else {
+            ("$3", "$2")
+        };
+        let sql = format!(
+            "UPDATE {table} SET {column} = {new_v} WHERE {key} = $1 AND {column} = {old_v}",
+            table = p.table,
+            column = p.column,
+            key = p.key,
+        );
+        let n = sqlx::query(AssertSqlSafe(sql))
+            .bind(key)
+            .bind(new)
+            .bind(old)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?
+            .rows_affected();
+        Ok(n > 0)
+    }
+
     async fn seal_job_spec(&self, job: &JobId, sealed: &str, payload: &str) -> Result<()> {
         sqlx::query("UPDATE jobs SET spec = $2, payload = $3 WHERE id = $1 AND payload IS NULL")
             .bind(job.as_str())

@@ -48,8 +48,8 @@ use super::shared::{self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, enum_str, parse
 use super::{
     ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
     MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,
-    Result, RunnerPrincipal, RunnerStore, SealingStore, StateLock, StatePrincipal, StateStore,
-    StateToken, StepUpdate, StoreError, StoredConfig, StoredInstall, WorkflowStore,
+    Result, RunnerPrincipal, RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal,
+    StateStore, StateToken, StepUpdate, StoreError, StoredConfig, StoredInstall, WorkflowStore,
 };
 
 /// Most operations one write transaction carries.

@@ -101,6 +101,66 @@ impl SealingStore for SqliteStore {
         .await
     }
 
+    async fn sealed_values(
+        &self,
+        column: SealedColumn,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>> {
+        let p = column.place();
+        // The signing key is a BLOB holding the sealed text.
+        let value = if column == SealedColumn::SigningKeys {
+            format!("CAST({} AS TEXT)", p.column)
+        } else {
+            p.column.to_owned()
+        };
+        let sql = format!(
+            "SELECT {key}, {value} FROM {table} WHERE {filter} AND {column} IS NOT NULL \
+             AND {key} > ?1 ORDER BY {key} LIMIT ?2",
+            key = p.key,
+            table = p.table,
+            filter = p.filter,
+            column = p.column,
+        );
+        let after = after.to_owned();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare(&sql).map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![after, limit], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(db_err)?;
+            rows.map(|r| r.map_err(db_err)).collect()
+        })
+        .await
+    }
+
+    async fn replace_sealed(
+        &self,
+        column: SealedColumn,
+        key: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<bool> {
+        let p = column.place();
+        let value = if column == SealedColumn::SigningKeys {
+            "CAST(?{} AS BLOB)"
+        } else {
+            "?{}"
+        };
+        let (old_v, new_v) = (value.replace("{}", "3"), value.replace("{}", "2"));
+        let sql = format!(
+            "UPDATE {table} SET {column} = {new_v} WHERE {key} = ?1 AND {column} = {old_v}",
+            table = p.table,
+            column = p.column,
+            key = p.key,
+        );
+        let (key, old, new) = (key.to_owned(), old.to_owned(), new.to_owned());
+        self.write(move |conn| {
+            let n = conn.execute(&sql, params![key, new, old]).map_err(db_err)?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
     async fn seal_job_spec(&self, job: &JobId, sealed: &str, payload: &str) -> Result<()> {
         let (job, sealed, payload) = (job.clone(), sealed.to_owned(), payload.to_owned());
         self.write(move |conn| {

@@ -110,4 +110,40 @@ conformance! {
         s.set_job_signature(&want[0], "NEW-SIGNATURE").await.unwrap();
         assert_eq!(f.raw_text("SELECT signature FROM jobs WHERE id = ?", &want[0]).await.unwrap(), "NEW-SIGNATURE");
     }
+
+    async fn sealed_values_are_listed_by_place_and_replaced_only_if_unchanged(f: Fixture) {
+        use crate::store::SealedColumn;
+        let s = &*f.store;
+        // The org's key is bytes holding the sealed text.
+        let keys = s.sealed_values(SealedColumn::SigningKeys, "", 10).await.unwrap();
+        assert_eq!(keys, vec![(f.org.to_string(), "sealed key of o".to_owned())]);
+        assert!(s.replace_sealed(SealedColumn::SigningKeys, f.org.as_str(), "sealed key of o", "resealed").await.unwrap());
+        assert_eq!(s.signing_key(&f.org).await.unwrap().unwrap(), b"resealed");
+        assert!(!s.replace_sealed(SealedColumn::SigningKeys, f.org.as_str(), "sealed key of o", "again").await.unwrap());
+        assert_eq!(s.signing_key(&f.org).await.unwrap().unwrap(), b"resealed");
+
+        // Specs, paged in key order.
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            ids.push(f.queue(1).await.to_string());
+        }
+        ids.sort();
+        let first = s.sealed_values(SealedColumn::JobSpecs, "", 3).await.unwrap();
+        let rest = s.sealed_values(SealedColumn::JobSpecs, &first[2].0, 3).await.unwrap();
+        let got: Vec<String> = first.iter().chain(&rest).map(|(k, _)| k.clone()).collect();
+        assert_eq!(got, ids);
+        let (key, old) = &first[0];
+        assert!(s.replace_sealed(SealedColumn::JobSpecs, key, old, "NEW-SPEC").await.unwrap());
+        assert_eq!(f.raw_text("SELECT spec FROM jobs WHERE id = ?", &key.parse().unwrap()).await.unwrap(), "NEW-SPEC");
+
+        // The key check is one setting.
+        s.setting_or_insert("secrets_key_check", "CHECK").await.unwrap();
+        s.setting_or_insert("other", "x").await.unwrap();
+        let checks = s.sealed_values(SealedColumn::KeyCheck, "", 10).await.unwrap();
+        assert_eq!(checks, vec![("secrets_key_check".to_owned(), "CHECK".to_owned())]);
+        // Every place can be read (its SQL is valid on this database).
+        for column in SealedColumn::ALL {
+            s.sealed_values(column, "", 10).await.unwrap_or_else(|e| panic!("{column:?}: {e}"));
+        }
+    }
 }
