@@ -219,6 +219,45 @@ fn no_secret_key_or_token_is_readable_in_the_data_dir_on_sqlite() {
         hits.is_empty(),
         "found in the clear after a restart: {hits:#?}"
     );
+
+    // The secrets key rotated over a whole provisioned install: every
+    // place holds values, every value opens with the new key alone, and
+    // the next deploy works on it.
+    use crate::rotation::{all_values, hex_of, under, unhex};
+    use nuon_control::store::SealedColumn;
+    let key_file = control.join(nuon_control::secrets::SECRETS_KEY_FILE);
+    let old = unhex(&std::fs::read_to_string(&key_file).unwrap());
+    let new = [0x6b; 32];
+    let out = Command::new(bin("nuon-ctl"))
+        .args([
+            "rotate-secrets-key",
+            "--grace",
+            "0s",
+            "--new-key",
+            &hex_of(&new),
+        ])
+        .arg("--data-dir")
+        .arg(&control)
+        .env_remove("NUON_SECRETS_KEY")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for column in SealedColumn::ALL {
+        let values = all_values(&control, None, column);
+        let optional = [SealedColumn::JobOutputs, SealedColumn::StepOutputs];
+        assert!(
+            !values.is_empty() || optional.contains(&column),
+            "the example keeps nothing at {column:?}"
+        );
+        assert_eq!(under(&values, column, new), values.len(), "{column:?}");
+        assert_eq!(under(&values, column, old), 0, "{column:?}");
+    }
+    provision(&data, None);
+    assert_private(&control, 8);
 }
 
 #[test]

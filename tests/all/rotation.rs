@@ -232,14 +232,15 @@ fn signing_key_rotation_on_postgres_with_replicas() {
     rotation_under_running_runners(&[a, b], Some(&pg.url), &api);
 }
 
-/// Every value kept at `column`, with its row key.
-fn all_values(
-    cp: &ControlPlane,
+/// Every value kept at `column` by the store of `data_dir`, with its row
+/// key.
+pub(crate) fn all_values(
+    data_dir: &std::path::Path,
     database_url: Option<&str>,
     column: nuon_control::store::SealedColumn,
 ) -> Vec<(String, String)> {
     rt().block_on(async {
-        let s = open(cp, database_url).await;
+        let s = OpenStore::existing(data_dir, database_url).await.unwrap();
         let mut all: Vec<(String, String)> = Vec::new();
         loop {
             let after = all.last().map(|(k, _)| k.clone()).unwrap_or_default();
@@ -255,7 +256,7 @@ fn all_values(
 }
 
 /// How many values of `column` open with `key` alone.
-fn under(
+pub(crate) fn under(
     values: &[(String, String)],
     column: nuon_control::store::SealedColumn,
     key: [u8; 32],
@@ -267,11 +268,11 @@ fn under(
         .count()
 }
 
-fn hex_of(key: &[u8; 32]) -> String {
+pub(crate) fn hex_of(key: &[u8; 32]) -> String {
     key.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn unhex(text: &str) -> [u8; 32] {
+pub(crate) fn unhex(text: &str) -> [u8; 32] {
     let text = text.trim();
     let mut key = [0u8; 32];
     for (i, b) in key.iter_mut().enumerate() {
@@ -349,7 +350,7 @@ fn secrets_key_rotation_killed_halfway(
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let specs = all_values(cp, database_url, SealedColumn::JobSpecs);
+    let specs = all_values(&cp.data_dir, database_url, SealedColumn::JobSpecs);
     let (by_new, by_old) = (
         under(&specs, SealedColumn::JobSpecs, new),
         under(&specs, SealedColumn::JobSpecs, old),
@@ -381,7 +382,7 @@ fn secrets_key_rotation_killed_halfway(
     // Every value in every place opens with the new key, none with the old.
     let mut checked = 0;
     for column in SealedColumn::ALL {
-        let values = all_values(cp, database_url, column);
+        let values = all_values(&cp.data_dir, database_url, column);
         assert_eq!(under(&values, column, new), values.len(), "{column:?}");
         assert_eq!(under(&values, column, old), 0, "{column:?}");
         checked += values.len();
