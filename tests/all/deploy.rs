@@ -1624,3 +1624,88 @@ fn hostile_wasm_components_fail_with_clear_reasons_and_the_runner_carries_on() {
     let _ = runner.kill();
     let _ = runner.wait();
 }
+
+/// Every `--json` command prints exactly one JSON document on standard
+/// output, with `--wait` (progress goes to standard error) and when it
+/// fails (`{"error", "code", "exit_code"}`).
+#[test]
+fn every_json_command_prints_one_json_document() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let component = "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n";
+    let module = "resource \"terraform_data\" \"box\" {\n  input = \"box-1\"\n}\n\noutput \"id\" {\n  value = terraform_data.box.output\n}\n";
+    let action = "name = \"hello\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo hello\"\n";
+    let m = Manual::start(&[
+        METADATA,
+        ("components/box.toml", component),
+        ("src/box/main.tf", module),
+        ("actions/hello.toml", action),
+    ]);
+    let one_document = |args: &[&str]| -> (serde_json::Value, std::process::ExitStatus) {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let out = m.cp.nuon(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!(
+                "nuon {}: stdout is not one JSON document ({e}):\n{stdout}\nstderr:\n{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (v, out.status)
+    };
+    let mut walked = 0;
+    for args in [
+        &["installs", "provision", "demo", "--wait"][..],
+        &["installs", "deploy", "demo", "--wait", "--logs"],
+        &[
+            "installs",
+            "run-action",
+            "demo",
+            "hello",
+            "--wait",
+            "--logs",
+        ],
+        &["installs", "teardown", "demo", "--wait"],
+        &["installs", "deprovision", "demo", "--wait"],
+        &["installs", "list"],
+        &["installs", "get", "demo"],
+        &["installs", "outputs", "demo"],
+        &["workflows", "list", "--install", "demo"],
+        &["apps", "list"],
+        &["builds", "list", "--app", "app"],
+        &["runners", "list"],
+        &["jobs", "list"],
+    ] {
+        let (v, status) = one_document(args);
+        assert!(status.success(), "nuon {args:?}: {v}");
+        walked += 1;
+    }
+    let (wf, _) = one_document(&["workflows", "list", "--install", "demo"]);
+    let newest = wf["workflows"][0]["id"]
+        .as_str()
+        .or_else(|| wf[0]["id"].as_str())
+        .unwrap_or_else(|| panic!("{wf}"))
+        .to_owned();
+    let (watched, status) = one_document(&["workflows", "watch", &newest]);
+    assert!(status.success(), "{watched}");
+    assert_eq!(watched["id"], newest.as_str());
+    // Failures are JSON too, with the API's code.
+    for (args, code) in [
+        (&["installs", "get", "nope"][..], "not_found"),
+        (&["installs", "provision", "nope", "--wait"], "not_found"),
+        (&["workflows", "watch", "wf_nope"], ""),
+        (&["installs", "no-such-command"], "usage"),
+    ] {
+        let (v, status) = one_document(args);
+        assert!(!status.success(), "nuon {args:?} should fail: {v}");
+        assert!(v["error"].is_string(), "{v}");
+        if !code.is_empty() {
+            assert_eq!(v["code"], code, "{v}");
+        }
+        walked += 1;
+    }
+    eprintln!("{walked} --json commands walked, each printed one JSON document");
+}

@@ -195,6 +195,7 @@ fn api_error(e: nuon_client::Error) -> CliError {
         return CliError {
             message: e.to_string(),
             code: EXIT_INVALID_CONFIG,
+            api_code: Some(code.clone()),
         };
     }
     e.into()
@@ -299,6 +300,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                 CliError {
                     message: format!("cannot read the config in {}", dir.display()),
                     code: EXIT_INVALID_CONFIG,
+                    api_code: None,
                 }
             })?;
             let sources = crate::deploy::read_sources(dir, &files)?;
@@ -370,6 +372,7 @@ fn read_secret(name: &str, path: &str) -> Result<String, CliError> {
     .map_err(|e| CliError {
         message: format!("cannot read secret {name:?} from {path}: {e}"),
         code: 64,
+        api_code: None,
     })?;
     let text = text.strip_suffix('\n').unwrap_or(&text);
     Ok(text.strip_suffix('\r').unwrap_or(text).to_owned())

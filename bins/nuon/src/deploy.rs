@@ -254,15 +254,29 @@ pub(crate) async fn watch(
     id: &str,
     logs: bool,
     stop_at_approval: bool,
+    json: bool,
 ) -> Result<WorkflowInfo, CliError> {
-    let tty = std::io::stdout().is_terminal() && !logs;
+    // Under --json standard output carries the one JSON document alone:
+    // the progress goes to standard error.
+    let progress = || -> Box<dyn Write> {
+        if json {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        }
+    };
+    let tty = if json {
+        std::io::stderr().is_terminal()
+    } else {
+        std::io::stdout().is_terminal()
+    } && !logs;
     let mut seen: BTreeMap<u32, StepStatus> = BTreeMap::new();
     let mut cursors: BTreeMap<JobId, u64> = BTreeMap::new();
     let mut drawn = 0usize;
     let started = std::time::Instant::now();
     loop {
         let wf = client.get_workflow(id).await?;
-        let mut out = std::io::stdout().lock();
+        let mut out = progress();
         if tty {
             if drawn > 0 {
                 let _ = write!(out, "\x1b[{drawn}A\x1b[J");
@@ -335,7 +349,7 @@ pub(crate) async fn watch(
                         break;
                     }
                     *cursor = page.next;
-                    let mut out = std::io::stdout().lock();
+                    let mut out = progress();
                     for l in &page.lines {
                         let mark = match l.stream {
                             nuon_core::wire::LogStream::Stdout => "|",
@@ -353,14 +367,15 @@ pub(crate) async fn watch(
             .iter()
             .any(|s| s.status == StepStatus::WaitingApproval);
         if !wf.status.is_active() || (stop_at_approval && waiting) {
+            let mut out = progress();
             if !tty {
-                outln!("workflow {} {}", wf.id, wf.status);
+                let _ = writeln!(out, "workflow {} {}", wf.id, wf.status);
             }
             if waiting && stop_at_approval {
-                outln!(
+                let _ = writeln!(
+                    out,
                     "waiting for approval: `nuon workflows approve {}` or `nuon workflows deny {}`",
-                    wf.id,
-                    wf.id
+                    wf.id, wf.id
                 );
             }
             return Ok(wf);
@@ -399,7 +414,7 @@ pub(crate) async fn start(
         }
         return Ok(0);
     }
-    let done = watch(&client, wf.id.as_str(), logs, true).await?;
+    let done = watch(&client, wf.id.as_str(), logs, true, g.json).await?;
     if g.json {
         print_json(&done)?;
     }
@@ -497,7 +512,7 @@ pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Re
             *wait,
         ),
         WorkflowActCommand::Watch { id, logs } => {
-            let wf = watch(&client, id, *logs, false).await?;
+            let wf = watch(&client, id, *logs, false, g.json).await?;
             if g.json {
                 print_json(&wf)?;
             }
@@ -505,7 +520,10 @@ pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Re
         }
     };
     if follow {
-        let wf = watch(&client, wf.id.as_str(), false, true).await?;
+        let wf = watch(&client, wf.id.as_str(), false, true, g.json).await?;
+        if g.json {
+            print_json(&wf)?;
+        }
         return Ok(exit_of(&wf));
     }
     if g.json {

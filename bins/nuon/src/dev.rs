@@ -67,6 +67,7 @@ fn io(what: &str) -> impl FnOnce(std::io::Error) -> CliError + '_ {
     move |e| CliError {
         message: format!("{what}: {e}"),
         code: 1,
+        api_code: None,
     }
 }
 
@@ -174,6 +175,7 @@ async fn run_children(
                         log_path.display()
                     ),
                     code: 1,
+                    api_code: None,
                 });
             }
         }
@@ -258,6 +260,7 @@ async fn run_children(
                         b.id
                     ),
                     code: 1,
+                    api_code: None,
                 });
             }
         }
@@ -327,7 +330,7 @@ async fn run_children(
     let wf = client
         .create_workflow(&args.install, WorkflowKind::Provision, None)
         .await?;
-    let done = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false).await?;
+    let done = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false, false).await?;
     phase("provision", t, &mut phases);
     let code = crate::deploy::exit_of(&done);
     if code == 0 {

@@ -1,6 +1,11 @@
 //! The `nuon` CLI's commands, as a library so tests and embedders can run them.
 //!
-//! Every read command takes `--json` and then prints exactly the API's JSON.
+//! Every command takes `--json`: standard output then carries exactly one
+//! JSON document (the API's JSON; with `--wait` the finished workflow or
+//! job, its progress on standard error), a failure included:
+//! `{"error": MESSAGE, "code": CODE, "exit_code": N}`, `CODE` the API's
+//! stable error code or `usage`, `unreachable`, `failed`. (`jobs logs
+//! --follow --json` streams a document a line.)
 //! Exit codes: 0 success, 1 an API or connection error, 64 bad usage or
 //! configuration, 65 an invalid app config (`apps validate`); `jobs exec --wait` exits with the job's own exit code
 //! (124 when it timed out, 130 when it was cancelled, 1 when it failed without one).
@@ -47,6 +52,12 @@ impl Cli {
     /// Parses the process arguments.
     pub fn try_parse_args() -> Result<Self, clap::Error> {
         <Cli as Parser>::try_parse()
+    }
+
+    /// Whether `--json` was given: standard output then carries exactly
+    /// one JSON document, an error included ([`CliError::to_json`]).
+    pub fn json(&self) -> bool {
+        self.global.json
     }
 }
 
@@ -214,13 +225,34 @@ pub struct CliError {
     pub message: String,
     /// The process exit code.
     pub code: u8,
+    /// The API's stable error code, when the API refused.
+    pub api_code: Option<String>,
 }
 
 impl CliError {
-    pub(crate) fn usage(message: impl Into<String>) -> Self {
+    /// The error as the one JSON document of a `--json` command:
+    /// `{"error": MESSAGE, "code": CODE, "exit_code": N}`, `CODE` the API's
+    /// stable error code, or what kind of failure it was.
+    pub fn to_json(&self) -> String {
+        let code = self.api_code.clone().unwrap_or_else(|| {
+            match self.code {
+                64 => "usage",
+                65 => "invalid_config",
+                69 => "unavailable",
+                74 => "io_error",
+                _ => "failed",
+            }
+            .to_owned()
+        });
+        serde_json::json!({"error": self.message, "code": code, "exit_code": self.code}).to_string()
+    }
+
+    /// A usage error (exit code 64).
+    pub fn usage(message: impl Into<String>) -> Self {
         CliError {
             message: message.into(),
             code: 64,
+            api_code: None,
         }
     }
 }
@@ -232,9 +264,15 @@ impl From<nuon_client::Error> for CliError {
         } else {
             1
         };
+        let api_code = match &e {
+            nuon_client::Error::Api { code, .. } => Some(code.clone()),
+            nuon_client::Error::Connect { .. } => Some("unreachable".into()),
+            _ => None,
+        };
         CliError {
             message: e.to_string(),
             code,
+            api_code,
         }
     }
 }
@@ -281,6 +319,7 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError>
     let text = serde_json::to_string_pretty(value).map_err(|e| CliError {
         message: format!("cannot encode JSON: {e}"),
         code: 1,
+        api_code: None,
     })?;
     outln!("{text}");
     Ok(())
@@ -460,6 +499,7 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
                     payload: serde_json::to_value(&payload).map_err(|e| CliError {
                         message: e.to_string(),
                         code: 1,
+                        api_code: None,
                     })?,
                     timeout_secs: Some(timeout.as_secs().max(1)),
                     max_attempts: Some(*max_attempts),

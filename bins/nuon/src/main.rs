@@ -8,6 +8,11 @@ fn main() -> ExitCode {
         Err(e) => {
             let usage = e.use_stderr();
             let _ = e.print();
+            // Under --json a usage error is one JSON document too.
+            if usage && std::env::args().any(|a| a == "--json") {
+                let error = nuon_cli::CliError::usage(e.kind().to_string());
+                println!("{}", error.to_json());
+            }
             return ExitCode::from(if usage { 64 } else { 0 });
         }
     };
@@ -21,9 +26,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let json = cli.json();
     match rt.block_on(nuon_cli::run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            if json {
+                println!("{}", e.to_json());
+            }
             eprintln!("nuon: {}", e.message);
             ExitCode::from(e.code)
         }

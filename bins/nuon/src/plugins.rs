@@ -111,6 +111,7 @@ pub(crate) async fn plugins(command: &PluginsCommand) -> Result<u8, CliError> {
     let failed = |e: nuon_plugins::wasm::WasmError| CliError {
         message: e.to_string(),
         code: 1,
+        api_code: None,
     };
     let loaded = host.load(&wasm, &limits).await.map_err(failed)?;
     if action == "info" {

@@ -112,6 +112,7 @@ pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8
         .map_err(|e| CliError {
             message: format!("exporting {} ({}@{}): {e}", a.component, a.repo, a.digest),
             code: 1,
+            api_code: None,
         })?;
     }
     let release = Release {
