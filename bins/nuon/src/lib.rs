@@ -562,7 +562,8 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
                 let mut follower = client.follow_logs(&id, 0);
                 while let Some(line) = follower.next().await? {
                     if g.json {
-                        print_json(&line)?;
+                        // A stream: one compact document a line.
+                        outln!("{}", serde_json::to_string(&line).unwrap_or_default());
                     } else {
                         print_log_line(&line);
                     }
