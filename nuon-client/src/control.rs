@@ -149,24 +149,37 @@ impl ControlClient {
         kind: WorkflowKind,
         component: Option<&str>,
     ) -> Result<WorkflowInfo> {
-        let path = routes::with_id(routes::INSTALL_WORKFLOWS, &seg(install));
         let req = CreateWorkflow {
             kind,
             component: component.map(str::to_owned),
             action: None,
+            only: false,
+            config_version: None,
         };
-        self.http.post(&path, &req, Duration::ZERO).await
+        self.start_workflow(install, &req).await
+    }
+
+    /// Starts a workflow on an install, everything about it said in `req`
+    /// (a teardown or deprovision with another config version, say).
+    pub async fn start_workflow(
+        &self,
+        install: &str,
+        req: &CreateWorkflow,
+    ) -> Result<WorkflowInfo> {
+        let path = routes::with_id(routes::INSTALL_WORKFLOWS, &seg(install));
+        self.http.post(&path, req, Duration::ZERO).await
     }
 
     /// Runs an action of an install by hand (it needs a `manual` trigger).
     pub async fn run_action(&self, install: &str, action: &str) -> Result<WorkflowInfo> {
-        let path = routes::with_id(routes::INSTALL_WORKFLOWS, &seg(install));
         let req = CreateWorkflow {
             kind: WorkflowKind::Action,
             component: None,
             action: Some(action.to_owned()),
+            only: false,
+            config_version: None,
         };
-        self.http.post(&path, &req, Duration::ZERO).await
+        self.start_workflow(install, &req).await
     }
 
     /// Approves a workflow's waiting step (or `step`).

@@ -481,12 +481,7 @@ fn each_sensitive(all: &mut InstallOutputs, mut f: impl FnMut(&str, &mut Value))
         let Some((from, key)) = full.split_once('.') else {
             continue;
         };
-        let map = if from == "sandbox" {
-            Some(&mut all.sandbox)
-        } else {
-            all.components.get_mut(from)
-        };
-        if let Some(v) = map.and_then(|m| m.get_mut(key)) {
+        if let Some(v) = all.of_mut(from).and_then(|m| m.get_mut(key)) {
             f(key, v);
         }
     }

@@ -344,6 +344,10 @@ impl ControlPlane {
             None => format!("http://{}", runner.local_addr()?),
         };
         self.state.engine.set_runner_url(url);
+        let _ = self
+            .state
+            .control_url
+            .set(format!("http://{}", control.local_addr()?));
         let maintenance = tokio::spawn(maintenance_loop(
             self.state.clone(),
             self.config.rescue_interval,

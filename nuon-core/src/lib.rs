@@ -66,7 +66,10 @@ pub use job::{
     JobSpec, JobStatus, Outcome, Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob,
     TerraformAction, TerraformJob,
 };
-pub use plugin::{HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, StopReason};
+pub use plugin::{
+    HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, STDERR_TAIL_LINES,
+    StopReason,
+};
 pub use signing::{
     KeyRefused, KeyRotation, Learned, OrgSigningKey, PublicKey, SignatureError, SignedRotation,
     Signer, SignerError, TrustedKeys,

@@ -149,4 +149,15 @@ pub trait JobHost: Send {
     fn stop_requested(&mut self) -> Option<StopReason> {
         None
     }
+
+    /// The last lines (at most [`STDERR_TAIL_LINES`]) the latest process
+    /// wrote to stderr, redacted as in the log: what a failure's reason
+    /// quotes. Empty where the host does not keep them.
+    fn stderr_tail(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }
+
+/// How many of a process's last stderr lines a host keeps for
+/// [`JobHost::stderr_tail`].
+pub const STDERR_TAIL_LINES: usize = 40;

@@ -831,6 +831,15 @@ pub struct CreateWorkflow {
     /// The action to run (kind `action`; it needs a `manual` trigger).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
+    /// A teardown of `component` alone: the components that depend on it
+    /// stay deployed (by default they are torn down first).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub only: bool,
+    /// The app config version a teardown or deprovision destroys with
+    /// (default: the one the install was deployed with), so that a fix
+    /// synced and built since can destroy what a broken version left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<u32>,
 }
 
 /// Approve, deny or retry a step of a workflow.
@@ -852,6 +861,11 @@ pub struct InstallOutputs {
     /// Each applied component's outputs.
     #[serde(default)]
     pub components: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// The outputs each destroyed component reported at its last apply:
+    /// no longer live, kept so that destroying what depended on it can
+    /// still render its values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub destroyed: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
     /// The outputs Terraform marks sensitive (`sandbox.NAME`,
     /// `COMPONENT.NAME`): the API shows them as `(sensitive)`; they are
     /// rendered into dependents and redacted from their logs.
@@ -860,17 +874,39 @@ pub struct InstallOutputs {
 }
 
 impl InstallOutputs {
+    /// The outputs `from` reported: `sandbox`, or a component (live, or
+    /// as it was at its last apply when destroyed).
+    pub fn of(&self, from: &str) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        if from == "sandbox" {
+            Some(&self.sandbox)
+        } else {
+            self.components
+                .get(from)
+                .or_else(|| self.destroyed.get(from))
+        }
+    }
+
+    /// [`InstallOutputs::of`], to change.
+    pub fn of_mut(
+        &mut self,
+        from: &str,
+    ) -> Option<&mut serde_json::Map<String, serde_json::Value>> {
+        if from == "sandbox" {
+            Some(&mut self.sandbox)
+        } else if self.components.contains_key(from) {
+            self.components.get_mut(from)
+        } else {
+            self.destroyed.get_mut(from)
+        }
+    }
+
     /// The values of the sensitive outputs.
     pub fn sensitive_values(&self) -> Vec<String> {
         self.sensitive
             .iter()
             .filter_map(|name| {
                 let (from, key) = name.split_once('.')?;
-                let v = if from == "sandbox" {
-                    self.sandbox.get(key)
-                } else {
-                    self.components.get(from)?.get(key)
-                }?;
+                let v = self.of(from)?.get(key)?;
                 Some(match v {
                     serde_json::Value::String(s) => s.clone(),
                     other => other.to_string(),
@@ -886,12 +922,7 @@ impl InstallOutputs {
             let Some((from, key)) = name.split_once('.') else {
                 continue;
             };
-            let map = if from == "sandbox" {
-                Some(&mut out.sandbox)
-            } else {
-                out.components.get_mut(from)
-            };
-            if let Some(v) = map.and_then(|m| m.get_mut(key)) {
+            if let Some(v) = out.of_mut(from).and_then(|m| m.get_mut(key)) {
                 *v = serde_json::Value::String("(sensitive)".into());
             }
         }

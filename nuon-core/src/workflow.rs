@@ -245,8 +245,28 @@ pub fn plan(
     approvals: bool,
     only: Option<&str>,
 ) -> Vec<PlannedStep> {
+    plan_with(config, kind, approvals, only, false)
+}
+
+/// [`plan`], and with `dependents` a teardown of `only` tears down the
+/// components that depend on it first (what a deprovision would do to
+/// them), so none is left deployed on top of a destroyed dependency.
+pub fn plan_with(
+    config: &AppConfig,
+    kind: WorkflowKind,
+    approvals: bool,
+    only: Option<&str>,
+    dependents: bool,
+) -> Vec<PlannedStep> {
     let mut out = Vec::new();
-    let picked = |c: &&crate::app::Component| only.is_none_or(|o| o == c.name);
+    let destroying = matches!(kind, WorkflowKind::Teardown | WorkflowKind::Deprovision);
+    let with_dependents = match only {
+        Some(c) if dependents && destroying => left_out_by_denial(config, Some(c), false).0,
+        _ => std::collections::BTreeSet::new(),
+    };
+    let picked = |c: &&crate::app::Component| {
+        only.is_none_or(|o| o == c.name) || with_dependents.contains(&c.name)
+    };
     let deploy = |out: &mut Vec<PlannedStep>| {
         for c in config.components.iter().filter(picked) {
             let name = Some(c.name.as_str());
@@ -553,6 +573,30 @@ mod tests {
         assert_eq!(
             names(&steps),
             ["sync web", "plan destroy web", "destroy web (approval)"]
+        );
+    }
+
+    #[test]
+    fn a_teardown_of_one_component_takes_its_dependents_down_first() {
+        let steps = plan_with(&config(), WorkflowKind::Teardown, false, Some("db"), true);
+        assert_eq!(
+            names(&steps),
+            [
+                "sync web",
+                "plan destroy web",
+                "destroy web",
+                "sync db",
+                "plan destroy db",
+                "destroy db",
+            ]
+        );
+        // Nothing depends on web; and a deploy is never widened.
+        let steps = plan_with(&config(), WorkflowKind::Teardown, false, Some("web"), true);
+        assert_eq!(names(&steps).len(), 3);
+        let steps = plan_with(&config(), WorkflowKind::Deploy, false, Some("db"), true);
+        assert_eq!(
+            names(&steps),
+            ["sync db", "plan db", "apply db", "action check"]
         );
     }
 

@@ -83,9 +83,82 @@ fn version_of(bin: &std::path::Path) -> Result<Version, PluginError> {
         .map_err(|e: String| PluginError::Missing(format!("{}: {e}", bin.display())))
 }
 
+/// Terraform's own diagnoses among a command's last stderr lines: each
+/// `Error:` summary with its detail, the last paragraph of its frame
+/// (after the `on main.tf line 3:` location and the source excerpt).
+#[cfg(feature = "oci")]
+fn errors_of(stderr: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut lines = stderr.iter().map(|l| l.trim_end()).peekable();
+    while let Some(line) = lines.next() {
+        let Some(summary) = line
+            .trim_start_matches(['╷', '│'])
+            .trim_start()
+            .strip_prefix("Error: ")
+        else {
+            continue;
+        };
+        // The frame's paragraphs, to its end (`╵`) or the next error.
+        let mut paragraphs: Vec<Vec<&str>> = vec![Vec::new()];
+        while let Some(next) = lines.peek() {
+            let text = next.trim_start_matches(['╷', '│']).trim();
+            if next.starts_with('╵') || text.starts_with("Error: ") {
+                break;
+            }
+            lines.next();
+            match paragraphs.last_mut() {
+                Some(p) if !text.is_empty() => p.push(text),
+                _ => paragraphs.push(Vec::new()),
+            }
+        }
+        let detail = paragraphs
+            .iter()
+            .rev()
+            .find(|p| p.first().is_some_and(|l| !l.starts_with("on ")))
+            .map(|p| p.join(" "));
+        out.push(match detail {
+            Some(d) => format!("Error: {summary}: {d}"),
+            None => format!("Error: {summary}"),
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(feature = "oci")]
+    fn a_failure_quotes_terraforms_own_errors() {
+        let stderr: Vec<String> = [
+            "╷",
+            "│ Error: Instance cannot be destroyed",
+            "│ ",
+            "│   on main.tf line 1:",
+            "│    1: resource \"terraform_data\" \"db\" {",
+            "│ ",
+            "│ Resource terraform_data.db has lifecycle.prevent_destroy set, but the plan",
+            "│ calls for this resource to be destroyed.",
+            "╵",
+            "╷",
+            "│ Error: No value for required variable",
+            "╵",
+            "noise",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            errors_of(&stderr),
+            [
+                "Error: Instance cannot be destroyed: Resource terraform_data.db has \
+                 lifecycle.prevent_destroy set, but the plan calls for this resource to be \
+                 destroyed.",
+                "Error: No value for required variable",
+            ]
+        );
+        assert!(errors_of(&["plain failure".to_owned()]).is_empty());
+    }
 
     #[test]
     fn missing_or_mismatched_terraform_says_what_to_install() {
@@ -209,12 +282,15 @@ mod plugin {
         Ok(match exit {
             ProcessExit::Exited(0) => None,
             other => {
+                let errors = super::errors_of(&host.stderr_tail());
                 let mut r = crate::exec::result_of(other);
-                r.reason = Some(format!(
-                    "terraform {} failed: {}; see the job's log",
-                    args[0],
-                    r.reason.unwrap_or_default()
-                ));
+                let why = r.reason.unwrap_or_default();
+                let command = format!("terraform {}", args.join(" "));
+                r.reason = Some(if errors.is_empty() {
+                    format!("`{command}` failed ({why}); see the job's log")
+                } else {
+                    format!("`{command}` failed ({why}): {}", errors.join("; "))
+                });
                 Some(r)
             }
         })

@@ -310,6 +310,10 @@ impl JobHost for ProcessHost {
         self.spool.lock().system(text);
     }
 
+    fn stderr_tail(&mut self) -> Vec<String> {
+        self.spool.lock().take_stderr_tail()
+    }
+
     async fn run_process(&mut self, process: ProcessSpec) -> Result<ProcessExit, HostError> {
         let program = process.program.display().to_string();
         if let Some(reason) = self.pending_stop() {
@@ -319,6 +323,8 @@ impl JobHost for ProcessHost {
             Some(dir) => self.work_dir.join(dir),
             None => self.work_dir.clone(),
         };
+        // The tail a failure quotes is this process's alone.
+        drop(self.spool.lock().take_stderr_tail());
         let mut cmd = tokio::process::Command::new(&process.program);
         cmd.args(&process.args)
             .env_clear()

@@ -434,6 +434,14 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                     Err(TransportError::Unauthorized(m)) => {
                         shared.report_fatal(TransportError::Unauthorized(m));
                     }
+                    Err(TransportError::Rejected { status: 404, message }) => {
+                        // No claim route at this address: the URL names
+                        // something else (the Control API, a proxy's
+                        // path). Retrying for ever would only hide it.
+                        break Err(Error::Config(format!(
+                            "the control plane has no Runner API at this address (404): {message}"
+                        )));
+                    }
                     Err(e) => {
                         let delay = backoff.next_delay();
                         tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "claiming jobs failed; will retry");

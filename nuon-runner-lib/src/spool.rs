@@ -170,6 +170,8 @@ pub(crate) struct SpoolWriter {
     broken: bool,
     /// Values replaced with `***` in every line (the job's secrets).
     redact: Vec<String>,
+    /// The last stderr lines of the latest process, redacted.
+    stderr_tail: std::collections::VecDeque<String>,
 }
 
 /// The shortest value that is redacted: shorter ones would blank out
@@ -264,6 +266,7 @@ impl SpoolWriter {
             notify,
             broken: false,
             redact: Vec::new(),
+            stderr_tail: std::collections::VecDeque::new(),
         }
     }
 
@@ -298,12 +301,20 @@ impl SpoolWriter {
         let mut result = Ok(());
         let mut written = 0;
         let text = self.redacted(text);
+        let keep = stream == LogStream::Stderr;
+        let mut kept = Vec::new();
         split_text(&text, |line| {
             if result.is_ok() {
                 result = writeln!(self.file, "{code}{ts_ms} {line}");
                 written += 1;
             }
+            if keep {
+                kept.push(line.to_owned());
+            }
         });
+        for line in kept {
+            self.remember_stderr(line);
+        }
         match result {
             Ok(()) => {
                 self.lines += written;
@@ -355,6 +366,9 @@ impl SpoolWriter {
                     break;
                 }
                 self.lines += 1;
+                if stream == LogStream::Stderr {
+                    self.remember_stderr(String::from_utf8_lossy(line).into_owned());
+                }
             } else {
                 self.append_bytes(stream, ts_ms, line);
             }
@@ -363,6 +377,19 @@ impl SpoolWriter {
             Ok(()) => self.dirty = true,
             Err(e) => self.fail(&e),
         }
+    }
+
+    fn remember_stderr(&mut self, line: String) {
+        if self.stderr_tail.len() == nuon_core::STDERR_TAIL_LINES {
+            self.stderr_tail.pop_front();
+        }
+        self.stderr_tail.push_back(line);
+    }
+
+    /// The last stderr lines written since the last call, redacted; forgets
+    /// them.
+    pub(crate) fn take_stderr_tail(&mut self) -> Vec<String> {
+        self.stderr_tail.drain(..).collect()
     }
 
     /// Appends a line on the `system` stream and flushes it at once.

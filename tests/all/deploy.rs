@@ -1709,3 +1709,210 @@ fn every_json_command_prints_one_json_document() {
     }
     eprintln!("{walked} --json commands walked, each printed one JSON document");
 }
+
+/// The issue "The destroy side and the CLI's contracts", points 1 and 2: a
+/// destroy always completes. A component never applied (its provision
+/// failed before it) or destroyed already is skipped and says so; a
+/// dependent's destroy renders with the outputs its dependency reported at
+/// its last apply, though that dependency is gone; and a config version
+/// that cannot destroy (`prevent_destroy`) is replaced by a fixed one with
+/// `--config VERSION`, checked before any job.
+#[test]
+fn a_destroy_always_completes_and_a_fixed_config_destroys_what_a_broken_one_left() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let db = |module: &str| -> [(String, String); 2] {
+        [
+            (
+                "components/database.toml".into(),
+                "name = \"database\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/database\"\n".into(),
+            ),
+            ("src/database/main.tf".into(), module.into()),
+        ]
+    };
+    // v1 cannot be destroyed, and its apply fails after creating a resource.
+    let broken = "resource \"terraform_data\" \"db\" {\n  input = \"db\"\n  lifecycle {\n    prevent_destroy = true\n  }\n}\n\nresource \"terraform_data\" \"boom\" {\n  input = \"boom\"\n  depends_on = [terraform_data.db]\n  provisioner \"local-exec\" {\n    command = \"exit 3\"\n  }\n}\n\noutput \"url\" {\n  value = \"postgres://db\"\n}\n";
+    let fixed = "resource \"terraform_data\" \"db\" {\n  input = \"db\"\n}\n\noutput \"url\" {\n  value = \"postgres://db\"\n}\n";
+    let app_toml = "name = \"app\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/app\"\n\n[vars]\ndatabase_url = \"{{ .nuon.components.database.outputs.url }}\"\n";
+    let app_tf = "variable \"database_url\" {\n  type = string\n}\n\nresource \"terraform_data\" \"app\" {\n  input = var.database_url\n}\n";
+    let v1 = db(broken);
+    let m = Manual::start(&[
+        METADATA,
+        (&v1[0].0, &v1[0].1),
+        (&v1[1].0, &v1[1].1),
+        ("components/app.toml", app_toml),
+        ("src/app/main.tf", app_tf),
+    ]);
+    let c = m.cp.client();
+    let deprovision = |extra: &[&str]| -> (serde_json::Value, Option<i32>) {
+        let mut args = vec!["installs", "deprovision", "demo", "--wait", "--json"];
+        args.extend_from_slice(extra);
+        let out = m.cp.nuon(&args);
+        let v =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+        (v, out.status.code())
+    };
+    let step_of = |w: &serde_json::Value, name: &str| -> serde_json::Value {
+        w["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"].as_str().unwrap().starts_with(name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no step {name} in {w:#}"))
+    };
+
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "failed", "{w:#?}");
+    assert_eq!(step(&w, "plan app").status, "pending");
+
+    // A version that does not exist is refused before anything runs.
+    let before = rt()
+        .block_on(c.list_workflows("demo"))
+        .unwrap()
+        .workflows
+        .len();
+    let (err, code) = deprovision(&["--config", "9"]);
+    assert_ne!(code, Some(0));
+    assert_eq!(err["code"], "not_found", "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("no config version 9"),
+        "{err}"
+    );
+    let after = rt()
+        .block_on(c.list_workflows("demo"))
+        .unwrap()
+        .workflows
+        .len();
+    assert_eq!(before, after, "no workflow was queued");
+
+    // v1: the app was never applied, so its destroy is skipped (it would
+    // need the database's outputs, which never existed); the database's
+    // own destroy is refused by its config.
+    let (w, code) = deprovision(&[]);
+    assert_ne!(code, Some(0), "{w:#}");
+    let skipped = step_of(&w, "destroy app");
+    assert_eq!(skipped["status"], "skipped", "{w:#}");
+    let why = skipped["reason"].as_str().unwrap();
+    assert!(
+        why.contains("nothing to destroy") && why.contains("app"),
+        "{why}"
+    );
+    let plan = step_of(&w, "plan destroy database");
+    assert_eq!(plan["status"], "failed", "{w:#}");
+    // Point 8: the failure names its job, the command and Terraform's own
+    // error, not "exit code 1; see the job's log".
+    let why = plan["reason"].as_str().unwrap();
+    let job = plan["job_id"].as_str().unwrap();
+    assert!(why.starts_with(&format!("job {job}: ")), "{why}");
+    assert!(why.contains("`terraform plan -no-color"), "{why}");
+    assert!(why.contains("-destroy` failed (exit code 1)"), "{why}");
+    assert!(
+        why.contains("Error: Instance cannot be destroyed: Resource terraform_data.db has lifecycle.prevent_destroy set"),
+        "{why}"
+    );
+
+    // The fix, synced and built as v2, destroys what v1 left.
+    let app = m.dir.path().join("app");
+    std::fs::write(app.join("src/database/main.tf"), fixed).unwrap();
+    ok(m.cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+    ok(m.cp.nuon(&["builds", "create", "--app", "app", "--wait"]));
+    let (w, code) = deprovision(&["--config", "2"]);
+    assert_eq!(code, Some(0), "{w:#}");
+    assert_eq!(w["status"], "succeeded", "{w:#}");
+    assert_eq!(w["config_version"], 2);
+    assert_eq!(step_of(&w, "destroy database")["status"], "succeeded");
+    let install = rt().block_on(c.get_install("demo")).unwrap();
+    assert_eq!(install.state, "deprovisioned");
+
+    let teardown = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["installs", "teardown", "demo", "--wait", "--json"];
+        args.extend_from_slice(extra);
+        let out = m.cp.nuon(&args);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let names = |w: &serde_json::Value| -> Vec<String> {
+        w["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    // The issue's own case: a teardown, then a deprovision, which finds
+    // everything gone already and still completes.
+    assert_eq!(
+        run_workflow(&c, WorkflowKind::Provision).status,
+        "succeeded"
+    );
+    teardown(&[]);
+    let (w, code) = deprovision(&[]);
+    assert_eq!(code, Some(0), "{w:#}");
+    assert_eq!(w["status"], "succeeded", "{w:#}");
+    for name in ["plan destroy app", "destroy app", "plan destroy database"] {
+        assert_eq!(step_of(&w, name)["status"], "skipped", "{name}: {w:#}");
+    }
+    let install = rt().block_on(c.get_install("demo")).unwrap();
+    assert_eq!(install.state, "deprovisioned");
+
+    // Point 7: a teardown of the database takes the app, which depends on
+    // it, down first.
+    assert_eq!(
+        run_workflow(&c, WorkflowKind::Provision).status,
+        "succeeded"
+    );
+    let w = teardown(&["--component", "database"]);
+    assert_eq!(
+        names(&w),
+        [
+            "sync app",
+            "plan destroy app",
+            "destroy app",
+            "sync database",
+            "plan destroy database",
+            "destroy database"
+        ],
+        "{w:#}"
+    );
+    assert_eq!(w["status"], "succeeded", "{w:#}");
+
+    // With --only, the database alone goes, and the app stays deployed on
+    // it; the deprovision after renders the app's destroy with the url the
+    // database reported at its last apply.
+    assert_eq!(
+        run_workflow(&c, WorkflowKind::Provision).status,
+        "succeeded"
+    );
+    let w = teardown(&["--component", "database", "--only"]);
+    assert_eq!(
+        names(&w),
+        ["sync database", "plan destroy database", "destroy database"],
+        "{w:#}"
+    );
+    let (w, code) = deprovision(&[]);
+    assert_eq!(code, Some(0), "{w:#}");
+    assert_eq!(step_of(&w, "destroy app")["status"], "succeeded", "{w:#}");
+    let db_skipped = step_of(&w, "destroy database");
+    assert_eq!(db_skipped["status"], "skipped", "{w:#}");
+    assert!(
+        db_skipped["reason"]
+            .as_str()
+            .unwrap()
+            .contains("destroyed already"),
+        "{w:#}"
+    );
+    let install = rt().block_on(c.get_install("demo")).unwrap();
+    assert_eq!(install.state, "deprovisioned");
+
+    // A deploy cannot be given another config version, nor --only.
+    let out = m.cp.nuon(&["installs", "deploy", "demo", "--config", "1"]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+    let out = m.cp.nuon(&["installs", "teardown", "demo", "--only"]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+}

@@ -435,3 +435,61 @@ fn bad_input_gets_clear_errors_and_harms_nothing() {
     .unwrap();
     assert_eq!(all_logs(&client, &good.id).unwrap()[0].text, "kept");
 }
+
+/// Issue "The destroy side and the CLI's contracts", point 13: an empty
+/// `NUON_TOKEN=` is named as such, not as a malformed header.
+#[test]
+fn an_empty_token_is_named() {
+    let cp = ControlPlane::start("10s").unwrap();
+    let out = std::process::Command::new(nuon_tests::bin("nuon"))
+        .args(["apps", "list"])
+        .env("NUON_API_URL", &cp.control_url)
+        .env("NUON_TOKEN", "")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "a usage error: {err}");
+    assert!(err.contains("the API token is empty"), "{err}");
+    assert!(!err.contains("malformed"), "{err}");
+}
+
+/// Point 9: a runner pointed at the Control API stops with a message that
+/// names the Runner API's address, instead of retrying a 404 for ever; the
+/// CLI pointed at the Runner API is told where the Control API is.
+#[test]
+fn each_api_names_the_other_when_reached_by_mistake() {
+    let cp = ControlPlane::start("10s").unwrap();
+    let token = cp.create_runner("lost").unwrap();
+    let mut runner = Runner::start_with_api(
+        &cp.control_url,
+        RunnerOpts {
+            token: &token,
+            signing_key: &cp.signing_key,
+            slots: 1,
+            grace: "5s",
+            work_dir: None,
+        },
+    )
+    .unwrap();
+    let code = runner.wait_exit(LONG).unwrap();
+    let log = runner.log_text();
+    assert_ne!(code, Some(0), "{log}");
+    assert!(log.contains("not its Runner API"), "{log}");
+    assert!(log.contains(&cp.runner_url), "{log}");
+
+    let out = std::process::Command::new(nuon_tests::bin("nuon"))
+        .args(["apps", "list", "--json"])
+        .env("NUON_API_URL", &cp.runner_url)
+        .env("NUON_TOKEN", &cp.admin_token)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let err: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let message = err["error"].as_str().unwrap();
+    assert_eq!(err["code"], "wrong_api", "{err}");
+    assert!(message.contains("not its Control API"), "{message}");
+    assert!(message.contains(&cp.control_url), "{message}");
+}

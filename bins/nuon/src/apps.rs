@@ -79,9 +79,9 @@ pub(crate) enum InstallsCommand {
     /// Deploy every component (or --component).
     Deploy(WorkflowArgs),
     /// Tear down every component (or --component), dependents first.
-    Teardown(WorkflowArgs),
+    Teardown(DestroyArgs),
     /// Tear down every component, then destroy the sandbox.
-    Deprovision(WorkflowArgs),
+    Deprovision(DestroyArgs),
     /// Provision again.
     Reprovision(WorkflowArgs),
     /// The outputs of the install's sandbox and components.
@@ -135,6 +135,23 @@ pub(crate) struct WorkflowArgs {
     /// With --wait, print the log lines of its jobs too.
     #[arg(long)]
     logs: bool,
+}
+
+/// A teardown's or a deprovision's arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DestroyArgs {
+    #[command(flatten)]
+    workflow: WorkflowArgs,
+    /// Destroy with this app config version (default: the one the install
+    /// was deployed with): a fix synced and built since destroys what a
+    /// broken version left.
+    #[arg(long = "config", value_name = "VERSION")]
+    config: Option<u32>,
+    /// With --component, tear down that component alone, leaving the
+    /// components that depend on it deployed (by default they are torn
+    /// down first).
+    #[arg(long, requires = "component")]
+    only: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -404,8 +421,22 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
     let (kind, a) = match command {
         InstallsCommand::Provision(a) => (WorkflowKind::Provision, a),
         InstallsCommand::Deploy(a) => (WorkflowKind::Deploy, a),
-        InstallsCommand::Teardown(a) => (WorkflowKind::Teardown, a),
-        InstallsCommand::Deprovision(a) => (WorkflowKind::Deprovision, a),
+        InstallsCommand::Teardown(a) | InstallsCommand::Deprovision(a) => {
+            let kind = if matches!(command, InstallsCommand::Teardown(_)) {
+                WorkflowKind::Teardown
+            } else {
+                WorkflowKind::Deprovision
+            };
+            let w = &a.workflow;
+            let req = nuon_core::wire::CreateWorkflow {
+                kind,
+                component: w.component.clone(),
+                action: None,
+                only: a.only,
+                config_version: a.config,
+            };
+            return crate::deploy::start_with(g, &w.install, req, w.wait, w.logs).await;
+        }
         InstallsCommand::Reprovision(a) => (WorkflowKind::Reprovision, a),
         InstallsCommand::Outputs { install } => return crate::deploy::outputs(g, install).await,
         InstallsCommand::RunAction {

@@ -12,7 +12,7 @@ use clap::Subcommand;
 use nuon_client::ControlClient;
 use nuon_core::JobId;
 use nuon_core::app::{self, SourceFile};
-use nuon_core::wire::{BuildInfo, ConfigFile, WorkflowInfo};
+use nuon_core::wire::{BuildInfo, ConfigFile, CreateWorkflow, WorkflowInfo};
 use nuon_core::workflow::{StepStatus, WorkflowKind, WorkflowStatus};
 
 use crate::{CliError, Global, JobsCommand, client, fmt_time, print_json, table};
@@ -395,11 +395,36 @@ pub(crate) async fn start(
     wait: bool,
     logs: bool,
 ) -> Result<u8, CliError> {
-    let client = client(g)?;
-    let wf = match (kind, target) {
-        (WorkflowKind::Action, Some(action)) => client.run_action(install, action).await?,
-        _ => client.create_workflow(install, kind, target).await?,
+    let req = match (kind, target) {
+        (WorkflowKind::Action, Some(action)) => CreateWorkflow {
+            kind,
+            component: None,
+            action: Some(action.to_owned()),
+            only: false,
+            config_version: None,
+        },
+        _ => CreateWorkflow {
+            kind,
+            component: target.map(str::to_owned),
+            action: None,
+            only: false,
+            config_version: None,
+        },
     };
+    start_with(g, install, req, wait, logs).await
+}
+
+/// Starts the workflow `req` asks for, then as [`start`].
+pub(crate) async fn start_with(
+    g: &Global,
+    install: &str,
+    req: CreateWorkflow,
+    wait: bool,
+    logs: bool,
+) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let kind = req.kind;
+    let wf = client.start_workflow(install, &req).await?;
     if !wait {
         if g.json {
             print_json(&wf)?;

@@ -284,6 +284,13 @@ fn job_id(raw: &str) -> Result<JobId, CliError> {
 
 pub(crate) fn client(global: &Global) -> Result<ControlClient, CliError> {
     let token = match &global.token {
+        Some(t) if t.trim().is_empty() => {
+            return Err(CliError::usage(
+                "the API token is empty: NUON_TOKEN (or --token) is set to nothing; set it to a \
+                 token from `nuon tokens create`, or unset it to use a local control plane's \
+                 admin token",
+            ));
+        }
         Some(t) => t.clone(),
         None => std::fs::read_to_string("nuon-data/control/admin-token")
             .map(|t| t.trim().to_owned())

@@ -11,7 +11,7 @@ mod workflows;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -67,6 +67,9 @@ pub(crate) struct AppState {
     /// Whether this replica holds the maintenance lead (rescues leases,
     /// prunes, drives workflows).
     pub(crate) leader: Arc<AtomicBool>,
+    /// The Control API's base URL, once serving: named to a client that
+    /// reached the Runner API by mistake.
+    pub(crate) control_url: OnceLock<String>,
 }
 
 impl AppState {
@@ -97,6 +100,7 @@ impl AppState {
             secrets,
             engine,
             leader,
+            control_url: OnceLock::new(),
         }
     }
 
@@ -365,18 +369,68 @@ pub(crate) fn path_id<T: std::str::FromStr>(kind: &str, raw: &str) -> Result<T, 
         .map_err(|_| Error::not_found(format!("no {kind} {raw:?}")))
 }
 
-async fn not_found_route(uri: axum::http::Uri) -> Error {
-    Error::not_found(format!("no route {}", uri.path()))
+/// Which of the two APIs a router serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Control,
+    Runner,
+}
+
+/// Paths under this prefix belong to the Runner API.
+const RUNNER_PREFIX: &str = "/v1/runner/";
+
+/// A request no route matched. A request meant for the other API (a runner
+/// pointed at the Control API's port, a client at the Runner API's) is told
+/// so, with the address of the right one when it is known.
+fn not_found_route(api: Api, state: &AppState, path: &str) -> Error {
+    let for_runner = path.starts_with(RUNNER_PREFIX);
+    let for_control = !for_runner && (path.starts_with("/v1/") || path == routes::OPENAPI);
+    match api {
+        Api::Control if for_runner => {
+            let at = state
+                .engine
+                .runner_url_known()
+                .map(|u| format!(": {u}"))
+                .unwrap_or_else(|| " (nuon-ctl serve --runner-listen)".into());
+            Error::api(
+                StatusCode::NOT_FOUND,
+                "wrong_api",
+                format!(
+                    "this is the control plane's Control API, not its Runner API; \
+                     point the runner at the Runner API{at}"
+                ),
+            )
+        }
+        Api::Runner if for_control => {
+            let at = state
+                .control_url
+                .get()
+                .map(|u| format!(": {u}"))
+                .unwrap_or_else(|| " (nuon-ctl serve --listen)".into());
+            Error::api(
+                StatusCode::NOT_FOUND,
+                "wrong_api",
+                format!(
+                    "this is the control plane's Runner API, not its Control API; \
+                     point the client (NUON_API_URL, --api) at the Control API{at}"
+                ),
+            )
+        }
+        _ => Error::not_found(format!("no route {path}")),
+    }
 }
 
 async fn health() -> &'static str {
     "ok\n"
 }
 
-fn finish(router: Router<SharedState>, state: SharedState) -> Router {
+fn finish(router: Router<SharedState>, state: SharedState, api: Api) -> Router {
     router
         .route(routes::HEALTH, axum::routing::get(health))
-        .fallback(not_found_route)
+        .fallback(
+            move |axum::extract::State(s): axum::extract::State<SharedState>,
+                  uri: axum::http::Uri| async move { not_found_route(api, &s, uri.path()) },
+        )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -406,9 +460,13 @@ pub(crate) fn control_router(state: SharedState) -> Router {
             async move { axum::Json(document.as_ref().clone()) }
         }),
     );
-    finish(router, state)
+    finish(router, state, Api::Control)
 }
 
 pub(crate) fn runner_router(state: SharedState) -> Router {
-    finish(runner::routes().merge(state::runner_routes()), state)
+    finish(
+        runner::routes().merge(state::runner_routes()),
+        state,
+        Api::Runner,
+    )
 }

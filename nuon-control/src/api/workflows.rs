@@ -69,16 +69,32 @@ async fn create_workflow(
     // a component a newer config dropped is still torn down; everything
     // else from the app's latest config.
     let destroying = matches!(req.kind, WorkflowKind::Teardown | WorkflowKind::Deprovision);
+    if req.only && !(destroying && req.component.is_some()) {
+        return Err(Error::bad_request(
+            "\"only\" is for a teardown of one component (\"component\"): it leaves the components that depend on it deployed",
+        ));
+    }
+    if let (false, Some(v)) = (destroying, req.config_version) {
+        return Err(Error::bad_request(format!(
+            "\"config_version\" ({v}) is for a teardown or a deprovision; a {} uses the app's latest config (sync and build another to change it)",
+            format!("{:?}", req.kind).to_lowercase()
+        )));
+    }
     let latest = if destroying {
+        let version = req.config_version.unwrap_or(install.config_version);
         let stored = state
             .store
-            .get_config(org, &app.id, Some(install.config_version))
+            .get_config(org, &app.id, Some(version))
             .await?
-            .ok_or_else(|| {
-                Error::not_found(format!(
+            .ok_or_else(|| match req.config_version {
+                Some(v) => Error::not_found(format!(
+                    "app {} has no config version {v} (the install was deployed with {}; `nuon apps configs {}` lists them)",
+                    app.name, install.config_version, app.name
+                )),
+                None => Error::not_found(format!(
                     "config v{} of app {} is gone",
                     install.config_version, app.name
-                ))
+                )),
             })?;
         super::apps::decode_config(&state, &app, stored)?
     } else {
@@ -95,6 +111,7 @@ async fn create_workflow(
                 config_version: latest.version,
                 kind: req.kind,
                 component: req.component,
+                only: req.only,
                 action: req.action,
             },
         )

@@ -105,7 +105,12 @@ impl Engine {
                     tracing::info!(workflow = %id, step = %step.name, "waiting for approval");
                     return Ok(());
                 }
-                Next::Dispatch(i) => return self.dispatch_or_fail(&cx, &cx.wf.steps[i]).await,
+                Next::Dispatch(i) => {
+                    if self.skip_if_nothing_to_destroy(&mut cx, i).await? {
+                        continue;
+                    }
+                    return self.dispatch_or_fail(&cx, &cx.wf.steps[i]).await;
+                }
                 Next::Failed(_) => {
                     self.store
                         .set_workflow_status(org, &id, WorkflowStatus::Failed)
@@ -179,10 +184,13 @@ impl Engine {
 
     /// Why a job failed, and the Terraform state locks it held, released.
     async fn failure_reason(&self, job: &JobInfo) -> String {
-        let mut reason = job
-            .reason
-            .clone()
-            .unwrap_or_else(|| format!("its job ended {}", job.status));
+        let mut reason = format!(
+            "job {}: {}",
+            job.id,
+            job.reason
+                .clone()
+                .unwrap_or_else(|| format!("it ended {}", job.status))
+        );
         match self.store.release_locks_of_job(&job.id).await {
             Ok(released) => {
                 for (component, lock) in released {

@@ -30,11 +30,18 @@ impl Engine {
     /// why it cannot run.
     pub(super) async fn dispatch_or_fail(&self, cx: &Ctx, step: &WorkflowStepInfo) -> Result<()> {
         let plugin_state = match wasm_target(cx, step) {
-            Some(c) if step.kind != StepKind::Sync => self.plugin_state(cx, &c.name).await?,
+            Some(c) if step.kind != StepKind::Sync => self.stored_state(cx, &c.name).await?,
             _ => None,
         };
         let (spec, token) = match self.job_for(cx, step, plugin_state) {
             Ok(made) => made,
+            Err(reason) if destroys(step.kind) => {
+                let hint = "a destroy renders with the install's inputs and the outputs each \
+                            component reported at its last apply: give the missing value \
+                            (`nuon installs inputs set`), or destroy with a config version \
+                            that does not need it (`--config VERSION`)";
+                return self.fail(cx, step, format!("{reason}; {hint}")).await;
+            }
             Err(reason) => return self.fail(cx, step, reason).await,
         };
         let job_id = spec.job_id.clone();
@@ -63,7 +70,15 @@ impl Engine {
             };
             return job.make(&sync, Duration::from_secs(600), None);
         }
-        let values = || render::render_context(&self.secrets, &cx.org, &cx.install, &cx.app_name);
+        let values = || {
+            render::render_context(
+                &self.secrets,
+                &cx.org,
+                &cx.install,
+                &cx.app_name,
+                destroys(step.kind),
+            )
+        };
         if step.kind == StepKind::Action {
             let action = cx
                 .config
@@ -180,9 +195,10 @@ impl Engine {
         Ok((job, deploy_timeout(timeout)?, state_token))
     }
 
-    /// The state a plugin's last apply returned, kept (sealed) beside the
-    /// install's Terraform states.
-    async fn plugin_state(&self, cx: &Ctx, component: &str) -> Result<Option<Value>> {
+    /// The state a component's last run left, kept sealed: Terraform's (the
+    /// control plane is its backend), or what a plugin's last apply
+    /// returned.
+    pub(super) async fn stored_state(&self, cx: &Ctx, component: &str) -> Result<Option<Value>> {
         let Some((_, sealed)) = self.store.get_state(&cx.install.id, component).await? else {
             return Ok(None);
         };

@@ -28,6 +28,7 @@
 
 mod acts;
 mod advance;
+mod destroy;
 mod dispatch;
 pub(crate) mod render;
 pub(crate) mod rules;
@@ -149,6 +150,8 @@ pub(crate) struct Start<'a> {
     pub(crate) kind: WorkflowKind,
     /// Only this component.
     pub(crate) component: Option<String>,
+    /// A teardown of `component` alone, leaving what depends on it.
+    pub(crate) only: bool,
     /// The action an `action` workflow runs.
     pub(crate) action: Option<String>,
 }
@@ -191,6 +194,11 @@ impl Engine {
     /// of Terraform jobs); set once, when serving starts.
     pub(crate) fn set_runner_url(&self, url: String) {
         let _ = self.runner_url.set(url);
+    }
+
+    /// The Runner API's base URL, when serving has set it.
+    pub(crate) fn runner_url_known(&self) -> Option<&str> {
+        self.runner_url.get().map(String::as_str)
     }
 
     fn runner_url(&self) -> &str {
@@ -269,11 +277,12 @@ impl Engine {
             s.component.clone()
         };
         let install = s.install;
-        let steps = workflow::plan(
+        let steps = workflow::plan_with(
             config,
             s.kind,
             install.approval == "prompt",
             only.as_deref(),
+            !s.only,
         );
         if steps.is_empty() {
             return Err(EngineError::Invalid(format!(
@@ -320,7 +329,7 @@ impl Engine {
                 ),
             ));
         }
-        let ctx = render::render_context(&self.secrets, org, install, app)
+        let ctx = render::render_context(&self.secrets, org, install, app, false)
             .map_err(EngineError::Internal)?;
         let problems = render::precheck_templates(config, &ctx, &targets);
         if !problems.is_empty() {

@@ -69,12 +69,15 @@ pub(crate) fn redactions(
         .collect())
 }
 
-/// The install's values for templates.
+/// The install's values for templates. `destroying`, a component's
+/// outputs are those of its last apply even when it is destroyed already:
+/// a dependent's destroy renders as it was applied.
 pub(crate) fn render_context(
     secrets: &SecretBox,
     org: &OrgId,
     install: &StoredInstall,
     app_name: &str,
+    destroying: bool,
 ) -> Result<RenderContext, String> {
     let mut inputs: BTreeMap<String, Value> =
         serde_json::from_str(&install.inputs_json).map_err(|e| format!("stored inputs: {e}"))?;
@@ -82,7 +85,12 @@ pub(crate) fn render_context(
     for (name, v) in open.inputs {
         inputs.insert(name, Value::String(v));
     }
-    let outputs = outputs_of(secrets, install)?;
+    let mut outputs = outputs_of(secrets, install)?;
+    if destroying {
+        for (c, last) in std::mem::take(&mut outputs.destroyed) {
+            outputs.components.entry(c).or_insert(last);
+        }
+    }
     Ok(RenderContext {
         install_id: install.id.to_string(),
         install_name: install.name.clone(),

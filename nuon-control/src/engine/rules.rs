@@ -61,11 +61,45 @@ pub(crate) fn next(steps: &[WorkflowStepInfo]) -> Next {
     })
 }
 
-/// Whether a denial (or nothing to do) left steps out.
+/// Whether a denial (or nothing to do) left steps out. A destroy skipped
+/// because there was nothing to destroy left nothing out.
 fn left_something_out(steps: &[WorkflowStepInfo]) -> bool {
-    steps
-        .iter()
-        .any(|s| s.status == StepStatus::Skipped || s.status == StepStatus::Denied)
+    steps.iter().any(|s| {
+        (s.status == StepStatus::Skipped && !nothing_was_there(s)) || s.status == StepStatus::Denied
+    })
+}
+
+/// The mark a step skipped for having nothing to destroy carries in its
+/// outputs.
+pub(crate) const NOTHING_TO_DESTROY: &str = "nothing_to_destroy";
+
+fn nothing_was_there(step: &WorkflowStepInfo) -> bool {
+    step.outputs[NOTHING_TO_DESTROY] == Value::Bool(true)
+}
+
+/// The steps that destroy one target, when step `i` starts them: its sync
+/// (if `i` is the sync just before a destroy plan), its destroy plan and
+/// the destroy that applies it. Skipped together when there is nothing to
+/// destroy.
+pub(crate) fn destroy_group(steps: &[WorkflowStepInfo], i: usize) -> Option<Vec<usize>> {
+    let me = steps.get(i)?;
+    let plan = match me.kind {
+        StepKind::Sync | StepKind::SandboxSync => {
+            let next = steps.get(i + 1)?;
+            (next.target == me.target
+                && matches!(
+                    next.kind,
+                    StepKind::DestroyPlan | StepKind::SandboxDestroyPlan
+                ))
+            .then_some(i + 1)?
+        }
+        StepKind::DestroyPlan | StepKind::SandboxDestroyPlan => i,
+        _ => return None,
+    };
+    let apply = steps[plan + 1..].iter().position(|s| {
+        s.target == me.target && matches!(s.kind, StepKind::Destroy | StepKind::SandboxDestroy)
+    })?;
+    Some((i..=plan).chain([plan + 1 + apply]).collect())
 }
 
 /// Whether the plan an approval step `i` applies changes nothing.
@@ -393,16 +427,24 @@ pub(crate) fn record_outputs(all: &mut InstallOutputs, step: &WorkflowStepInfo, 
         (StepKind::SandboxApply | StepKind::SandboxDestroy, _) | (_, None) => "sandbox".to_owned(),
         (_, Some(c)) => c.clone(),
     };
-    all.sensitive
-        .retain(|n| n.split_once('.').is_none_or(|(f, _)| f != from));
+    // A destroyed component's outputs (and which of them are sensitive)
+    // are kept apart: a later destroy of what depended on it renders with
+    // them.
+    if step.kind != StepKind::Destroy {
+        all.sensitive
+            .retain(|n| n.split_once('.').is_none_or(|(f, _)| f != from));
+    }
     match (step.kind, &step.target) {
         (StepKind::SandboxApply, _) => all.sandbox = tf,
         (StepKind::SandboxDestroy, _) => all.sandbox.clear(),
         (StepKind::Apply, Some(c)) => {
+            all.destroyed.remove(c);
             all.components.insert(c.clone(), tf);
         }
         (StepKind::Destroy, Some(c)) => {
-            all.components.remove(c);
+            if let Some(last) = all.components.remove(c) {
+                all.destroyed.insert(c.clone(), last);
+            }
         }
         _ => {}
     }
@@ -870,5 +912,64 @@ mod tests {
         let destroy = step(3, K::Destroy, Some("db"), S::Running);
         record_outputs(&mut all, &destroy, &json!({}));
         assert!(all.components.is_empty());
+        // What it reported last is kept apart for the destroys after it.
+        assert_eq!(all.destroyed["db"]["host"], "b");
+        assert_eq!(all.of("db").unwrap()["host"], "b");
+        record_outputs(
+            &mut all,
+            &apply,
+            &json!({"outputs": {"host": "c", "password": "q"}, "sensitive": ["password"]}),
+        );
+        assert!(all.destroyed.is_empty());
+        // A destroyed component's sensitive outputs stay known as such.
+        record_outputs(&mut all, &destroy, &json!({}));
+        assert_eq!(all.sensitive, vec!["db.password"]);
+        assert_eq!(all.sensitive_values(), vec!["q"]);
+        assert_eq!(all.masked().destroyed["db"]["password"], "(sensitive)");
+    }
+
+    /// A teardown of `app` then `db`: sync, destroy plan, destroy each.
+    fn teardown(statuses: [StepStatus; 6]) -> Vec<WorkflowStepInfo> {
+        let shape = [
+            (K::Sync, "app"),
+            (K::DestroyPlan, "app"),
+            (K::Destroy, "app"),
+            (K::Sync, "db"),
+            (K::DestroyPlan, "db"),
+            (K::Destroy, "db"),
+        ];
+        shape
+            .iter()
+            .zip(statuses)
+            .enumerate()
+            .map(|(i, ((k, t), s))| step(i as u32, *k, Some(t), s))
+            .collect()
+    }
+
+    #[test]
+    fn a_destroy_with_nothing_there_is_skipped_whole_and_leaves_nothing_out() {
+        let steps = teardown([S::Pending; 6]);
+        // From the sync, or from the destroy plan: through its destroy.
+        assert_eq!(destroy_group(&steps, 0), Some(vec![0, 1, 2]));
+        assert_eq!(destroy_group(&steps, 4), Some(vec![4, 5]));
+        assert_eq!(destroy_group(&steps, 2), None);
+        // A deploy's sync starts no destroy.
+        assert_eq!(destroy_group(&deploy([S::Pending; 4]), 0), None);
+        // Skipped for nothing there: the workflow succeeded, not partial.
+        let mut steps = teardown([
+            S::Skipped,
+            S::Skipped,
+            S::Skipped,
+            S::Succeeded,
+            S::Succeeded,
+            S::Succeeded,
+        ]);
+        for s in &mut steps[..3] {
+            s.outputs = json!({ NOTHING_TO_DESTROY: true });
+        }
+        assert_eq!(next(&steps), Next::End(WorkflowStatus::Succeeded));
+        // Skipped by a denial: partial.
+        steps[0].outputs = Value::Null;
+        assert_eq!(next(&steps), Next::End(WorkflowStatus::Partial));
     }
 }
