@@ -61,6 +61,13 @@ impl ControlClient {
         self.http.post(&path, &(), Duration::ZERO).await
     }
 
+    /// Issues a runner (by name or id) a new token, shown only in this
+    /// answer; its old token stops working.
+    pub async fn rotate_runner_token(&self, runner: &str) -> Result<RunnerCreated> {
+        let path = routes::with_id(routes::RUNNER_ROTATE_TOKEN, runner);
+        self.http.post(&path, &(), Duration::ZERO).await
+    }
+
     /// The token's org.
     pub async fn get_org(&self) -> Result<OrgInfo> {
         self.http.get(routes::ORG).await

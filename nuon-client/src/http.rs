@@ -16,6 +16,8 @@ pub(crate) struct Http {
     /// The replicas' base URLs, and which one requests go to now.
     bases: Arc<[reqwest::Url]>,
     current: Arc<AtomicUsize>,
+    /// A header sent with every request (a runner's session).
+    pub(crate) always: Option<(&'static str, reqwest::header::HeaderValue)>,
 }
 
 impl Http {
@@ -31,6 +33,7 @@ impl Http {
             bases: config.bases().into(),
             current: Arc::new(AtomicUsize::new(0)),
             config,
+            always: None,
         }
     }
 
@@ -62,10 +65,15 @@ impl Http {
     }
 
     pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        self.client
+        let req = self
+            .client
             .request(method, self.url(path))
             .bearer_auth(&self.config.token)
-            .timeout(self.config.request_timeout)
+            .timeout(self.config.request_timeout);
+        match &self.always {
+            Some((name, value)) => req.header(*name, value.clone()),
+            None => req,
+        }
     }
 
     /// Sends a request and decodes a JSON answer, or the API's error body.

@@ -3,7 +3,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nuon_core::wire::{
     ClaimRequest, ClaimResponse, Completion, CompletionAck, HeartbeatRequest, HeartbeatResponse,
-    LOG_RECORDS_CONTENT_TYPE, LogAck, LogBatch, LogBatchQuery, routes,
+    LOG_RECORDS_CONTENT_TYPE, LogAck, LogBatch, LogBatchQuery, RunnerSession, SESSION_HEADER,
+    routes,
 };
 use nuon_core::{JobId, Transport, TransportError};
 
@@ -35,6 +36,16 @@ impl RunnerClient {
         }
     }
 
+    /// Names the runner process's session on every request: one token, one
+    /// live runner. With `replace`, this session takes the token over from
+    /// a live one, which is refused from then on.
+    pub fn with_session(mut self, session: &RunnerSession, replace: bool) -> Result<Self> {
+        let value = reqwest::header::HeaderValue::from_str(&session.header(replace))
+            .map_err(|e| Error::Config(format!("runner session: {e}")))?;
+        self.http.always = Some((SESSION_HEADER, value));
+        Ok(self)
+    }
+
     /// A `reqwest` client built from `config` (its CA bundle, HTTP/2 and
     /// timeouts), to share between clients with [`Self::with_http_client`].
     pub fn http_client(config: &ClientConfig) -> Result<reqwest::Client> {
@@ -49,6 +60,13 @@ fn map_err(e: Error) -> TransportError {
             message,
             ..
         } => TransportError::Unauthorized(message),
+        // Another process runs with this token: this one must stop.
+        Error::Api {
+            status: 409,
+            code,
+            message,
+            ..
+        } if code == "runner_in_use" => TransportError::Unauthorized(message),
         Error::Api {
             status: 409,
             code,

@@ -383,8 +383,13 @@ impl ControlPlane {
         let stop = |state: SharedState| async move { state.shutting_down().await };
         let control_srv = axum::serve(control, self.control_router())
             .with_graceful_shutdown(stop(self.state.clone()));
-        let runner_srv = axum::serve(runner, self.runner_router())
-            .with_graceful_shutdown(stop(self.state.clone()));
+        // Runner sessions name the address a runner calls from.
+        let runner_srv = axum::serve(
+            runner,
+            self.runner_router()
+                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(stop(self.state.clone()));
         let (a, b) = tokio::join!(
             async move { control_srv.await },
             async move { runner_srv.await }

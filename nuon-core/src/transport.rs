@@ -21,7 +21,8 @@ pub enum TransportError {
         /// Highest contiguous sequence number the server holds.
         acked_seq: u64,
     },
-    /// The runner token is unknown or revoked (401): retrying will not help.
+    /// The runner token is unknown or revoked (401), or another process of
+    /// the runner uses it (409 `runner_in_use`): retrying will not help.
     #[error("runner token refused: {0}")]
     Unauthorized(String),
     /// The request was refused as invalid (other 4xx): retrying it will not help.

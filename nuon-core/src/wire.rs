@@ -42,6 +42,8 @@ pub mod routes {
     pub const RUNNERS: &str = "/v1/runners";
     /// Control API: revoke a runner's token.
     pub const RUNNER_REVOKE: &str = "/v1/runners/{id}/revoke";
+    /// Control API: issue a runner a new token (its old one stops working).
+    pub const RUNNER_ROTATE_TOKEN: &str = "/v1/runners/{id}/rotate-token";
     /// Control API: jobs.
     pub const JOBS: &str = "/v1/jobs";
     /// Control API: one job.
@@ -108,6 +110,86 @@ pub mod routes {
 /// What names of runners, apps, installs and tokens may be: 1 to 64
 /// letters, digits, `-`, `_` and `.`.
 pub const NAME_PATTERN: &str = "^[A-Za-z0-9._-]{1,64}$";
+
+/// The header a runner process names its session in, on every Runner API
+/// request: `id=ID; host=HOST; pid=PID`, and `; replace` to take the
+/// token over from a live session. One token, one live runner: a second
+/// session is refused while the first is seen.
+pub const SESSION_HEADER: &str = "nuon-runner-session";
+
+/// A runner process using a runner token: the one live session of the
+/// token, as the control plane knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunnerSession {
+    /// Kept in the runner's work directory: a restart in the same
+    /// directory is the same session.
+    pub id: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id there.
+    pub pid: u32,
+    /// The address its requests came from, as the control plane saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    /// When it took the token, ms since the epoch.
+    #[serde(default)]
+    pub since_ms: i64,
+}
+
+impl RunnerSession {
+    /// The header value ([`SESSION_HEADER`]) naming this session.
+    pub fn header(&self, replace: bool) -> String {
+        let clean = |s: &str| -> String {
+            s.chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+                .take(64)
+                .collect()
+        };
+        let mut v = format!(
+            "id={}; host={}; pid={}",
+            clean(&self.id),
+            clean(&self.host),
+            self.pid
+        );
+        if replace {
+            v.push_str("; replace");
+        }
+        v
+    }
+
+    /// Reads a [`SESSION_HEADER`] value: the session, and whether it asks
+    /// to take the token over.
+    pub fn parse_header(value: &str) -> Result<(RunnerSession, bool), String> {
+        let mut s = RunnerSession {
+            id: String::new(),
+            host: String::new(),
+            pid: 0,
+            addr: None,
+            since_ms: 0,
+        };
+        let mut replace = false;
+        for part in value.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+            match part.split_once('=') {
+                Some(("id", v)) => s.id = v.to_owned(),
+                Some(("host", v)) => s.host = v.to_owned(),
+                Some(("pid", v)) => {
+                    s.pid = v
+                        .parse()
+                        .map_err(|_| format!("{SESSION_HEADER}: pid {v:?} is not a number"))?;
+                }
+                None if part == "replace" => replace = true,
+                // Keys a newer runner sends are for a newer control plane.
+                _ => {}
+            }
+        }
+        if s.id.is_empty() || s.id.len() > 64 {
+            return Err(format!(
+                "{SESSION_HEADER}: expected `id=ID; host=HOST; pid=PID` with an id of 1 to 64 characters, got {value:?}"
+            ));
+        }
+        Ok((s, replace))
+    }
+}
 
 /// The largest request body either API accepts, in bytes.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -349,6 +431,39 @@ pub struct RunnerInfo {
     /// What it is for.
     #[serde(default)]
     pub role: RunnerRole,
+    /// The runner process using its token, once one has called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<RunnerSession>,
+    /// Whether it is there now.
+    #[serde(default)]
+    pub status: RunnerStatus,
+}
+
+/// Whether a runner is there, as the control plane sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerStatus {
+    /// No process has called with its token yet.
+    #[default]
+    NeverSeen,
+    /// A process called within the time a live runner calls in.
+    Connected,
+    /// Its process has not called for longer than that.
+    Gone,
+    /// Its token is revoked.
+    Revoked,
+}
+
+impl RunnerStatus {
+    /// The status as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerStatus::NeverSeen => "never_seen",
+            RunnerStatus::Connected => "connected",
+            RunnerStatus::Gone => "gone",
+            RunnerStatus::Revoked => "revoked",
+        }
+    }
 }
 
 /// What a runner is for.

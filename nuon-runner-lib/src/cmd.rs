@@ -70,6 +70,11 @@ pub struct RunArgs {
     /// make it private, with a warning).
     #[arg(long, env = "NUON_RUNNER_STRICT_PERMISSIONS")]
     strict_permissions: bool,
+    /// Take the runner token over from another process using it (one token,
+    /// one live runner): that process is refused from then on and stops.
+    /// Without it, this one is refused while the other is seen.
+    #[arg(long)]
+    replace: bool,
     /// How long the server may hold a claim, in ms (for tests).
     #[arg(long, env = "NUON_RUNNER_CLAIM_WAIT_MS", hide = true)]
     claim_wait_ms: Option<u64>,
@@ -91,7 +96,7 @@ fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
     let key = signing_key(&args.signing_key)?;
     let mut client = ClientConfig::with_replicas(&args.api, &args.token).context("--api")?;
     client.ca_bundle = args.ca_bundle.clone();
-    let mut config = RunnerConfig::connect(client, key, &args.work_dir)?;
+    let mut config = RunnerConfig::connect_with(client, key, &args.work_dir, args.replace)?;
     anyhow::ensure!(
         (1..=256).contains(&args.slots),
         "--slots must be between 1 and 256"

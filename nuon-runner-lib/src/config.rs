@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nuon_client::{ClientConfig, RunnerClient};
+use nuon_core::wire::RunnerSession;
 use nuon_core::{Plugin, PublicKey, RunnerId, Transport};
 
 use crate::error::{Error, Result};
@@ -155,13 +156,33 @@ impl RunnerConfig {
 
     /// A configuration talking HTTP to the control plane described by
     /// `client` (whose token must be a runner token).
+    ///
+    /// The process names its session on every request: one token, one live
+    /// runner. While another process of the token is seen, this one is
+    /// refused (and stops, saying which); a restart in the same work dir on
+    /// the same host is the same session.
     pub fn connect(
         client: ClientConfig,
         signing_key: PublicKey,
         work_dir: impl Into<PathBuf>,
     ) -> Result<Self> {
+        Self::connect_with(client, signing_key, work_dir, false)
+    }
+
+    /// [`RunnerConfig::connect`], and with `replace` this process takes
+    /// the token over from a live one (`nuon-runner run --replace`), which
+    /// is refused from then on.
+    pub fn connect_with(
+        client: ClientConfig,
+        signing_key: PublicKey,
+        work_dir: impl Into<PathBuf>,
+        replace: bool,
+    ) -> Result<Self> {
+        let work_dir = work_dir.into();
         let runner_id = Self::runner_id_from_token(&client.token)?;
-        let transport = RunnerClient::new(client).map_err(Error::Client)?;
+        let transport = RunnerClient::new(client)
+            .and_then(|c| c.with_session(&session_of(&work_dir), replace))
+            .map_err(Error::Client)?;
         Ok(Self::new(
             Arc::new(transport),
             signing_key,
@@ -191,6 +212,26 @@ impl RunnerConfig {
         env.entry("PATH".into())
             .or_insert_with(|| "/usr/local/bin:/usr/bin:/bin".into());
         env
+    }
+}
+
+/// This process's session: its id is the same for every start on this host
+/// in this work dir (whose lock lets one process use it at a time).
+fn session_of(work_dir: &std::path::Path) -> RunnerSession {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    let dir = std::path::absolute(work_dir).unwrap_or_else(|_| work_dir.to_owned());
+    let id = nuon_core::token::hash_token(&format!("{host}\n{}", dir.display()));
+    RunnerSession {
+        id: id[..24].to_owned(),
+        host,
+        pid: std::process::id(),
+        addr: None,
+        since_ms: 0,
     }
 }
 

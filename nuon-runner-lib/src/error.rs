@@ -45,9 +45,8 @@ pub enum Error {
         "cannot start the orphan guard (`sh`, which kills job processes if the runner dies): {0}"
     )]
     OrphanGuard(#[source] std::io::Error),
-    /// The control plane refused the runner's token: it was revoked or is wrong.
-    #[error(
-        "the control plane refused this runner's token; it was revoked or is not valid: issue a new token for this runner ({0})"
-    )]
+    /// The control plane refused the runner: its token was revoked or is
+    /// wrong, or another process of the runner uses it.
+    #[error("the control plane refused this runner; it stops: {0}")]
     Unauthorized(#[source] TransportError),
 }

@@ -67,7 +67,7 @@ impl Shared {
     }
 
     fn report_fatal(&self, e: TransportError) {
-        tracing::error!(error = %e, "control plane refused the runner token (revoked?); the runner stops");
+        tracing::error!(error = %e, "the control plane refused this runner; it stops");
         self.fatal.send_if_modified(|v| {
             if v.is_none() {
                 *v = Some(e);

@@ -451,6 +451,17 @@ impl Manual {
         install_args: &[&str],
     ) -> Manual {
         let cp = ControlPlane::start("3s").expect("control plane");
+        Self::start_on(cp, files, vendor, prepare, install_args)
+    }
+
+    /// [`Self::start_full`] on a control plane of the test's own.
+    fn start_on(
+        cp: ControlPlane,
+        files: &[(&str, &str)],
+        vendor: Option<&str>,
+        prepare: impl FnOnce(&Path),
+        install_args: &[&str],
+    ) -> Manual {
         let dir = tempfile::tempdir().unwrap();
         let vendor = vendor.map_or_else(
             || dir.path().join("vendor").to_string_lossy().into_owned(),
@@ -1915,4 +1926,128 @@ fn a_destroy_always_completes_and_a_fixed_config_destroys_what_a_broken_one_left
     assert_eq!(out.status.code(), Some(64), "{}", text(&out));
     let out = m.cp.nuon(&["installs", "teardown", "demo", "--only"]);
     assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+}
+
+/// Points 6 and 13: a runner's state is what it is (never seen, connected,
+/// gone, with the process using its token); a step whose job waits for a
+/// runner that is gone says so instead of "running"; and an install
+/// runner's token is reissued with `nuon runners rotate-token`, the old one
+/// refused with a message that names that command.
+#[test]
+fn a_step_waiting_for_a_runner_that_is_gone_says_so_and_a_reissued_token_brings_it_back() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    // A short claim wait: a runner counts as gone 5 s after its last call.
+    let cp = ControlPlane::start_with("3s", &["--max-claim-wait", "2s"]).unwrap();
+    let component = "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n";
+    let module = "resource \"terraform_data\" \"box\" {\n  input = \"box\"\n}\n";
+    let mut m = Manual::start_on(
+        cp,
+        &[
+            METADATA,
+            ("components/box.toml", component),
+            ("src/box/main.tf", module),
+        ],
+        None,
+        |_| {},
+        &[],
+    );
+    let c = m.cp.client();
+    let runners = |m: &Manual| -> serde_json::Value {
+        serde_json::from_str(&ok(m.cp.nuon(&["runners", "list", "--json"]))).unwrap()
+    };
+    let install_runner = |list: &serde_json::Value| -> serde_json::Value {
+        list["runners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == "install")
+            .cloned()
+            .unwrap_or_else(|| panic!("no install runner in {list:#}"))
+    };
+    ok(m.cp.nuon(&["runners", "create", "--name", "idle"]));
+    let pid = m.install_runner.as_ref().unwrap().id();
+    let seen = wait_for(
+        "the install runner to be connected",
+        Duration::from_secs(30),
+        || {
+            let r = install_runner(&runners(&m));
+            (r["status"] == "connected" && r["session"]["pid"] == pid).then_some(r)
+        },
+    )
+    .unwrap();
+    let name = seen["name"].as_str().unwrap().to_owned();
+    let list = runners(&m);
+    let idle = list["runners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "idle")
+        .unwrap();
+    assert_eq!(idle["status"], "never_seen", "{list:#}");
+    let table = ok(m.cp.nuon(&["runners", "list"]));
+    assert!(table.contains("never seen"), "{table}");
+    assert!(table.contains(&format!("pid {pid} on ")), "{table}");
+
+    // The install runner stops; a provision waits for it, and says so.
+    let mut runner = m.install_runner.take().unwrap();
+    signal(runner.id(), 15);
+    runner.wait().unwrap();
+    wait_for(
+        "the install runner to be gone",
+        Duration::from_secs(30),
+        || (install_runner(&runners(&m))["status"] == "gone").then_some(()),
+    )
+    .unwrap();
+    let wf = rt()
+        .block_on(c.create_workflow("demo", WorkflowKind::Provision, None))
+        .unwrap();
+    let waiting = wait_for("the step to say it waits", Duration::from_secs(30), || {
+        let w = rt().block_on(c.get_workflow(wf.id.as_str())).ok()?;
+        let s = w.steps.iter().find(|s| s.status == "running")?;
+        s.reason
+            .clone()
+            .filter(|r| r.contains("waiting for runner"))
+    })
+    .unwrap();
+    assert!(waiting.contains(&name), "{waiting}");
+    assert!(waiting.contains("last seen"), "{waiting}");
+
+    // Its token reissued: the old one is refused, naming the command; the
+    // new one brings the runner back and the provision completes.
+    let rotated: serde_json::Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "runners",
+        "rotate-token",
+        &name,
+        "--json",
+    ])))
+    .unwrap();
+    let mut old = m.runner(None);
+    let refused = wait_for(
+        "the old token to be refused",
+        Duration::from_secs(30),
+        || {
+            let log = std::fs::read_to_string(m.dir.path().join("install.log")).ok()?;
+            log.contains("nuon runners rotate-token").then_some(log)
+        },
+    )
+    .unwrap();
+    assert!(
+        refused.contains("invalid or revoked runner token"),
+        "{refused}"
+    );
+    let _ = old.kill();
+    let _ = old.wait();
+    m.install_token = rotated["token"].as_str().unwrap().to_owned();
+    m.install_runner = Some(m.runner(None));
+    let w = wait_workflow(&c, wf.id.as_str(), ended);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert!(
+        w.steps.iter().all(|s| s
+            .reason
+            .as_deref()
+            .is_none_or(|r| !r.contains("waiting for runner"))),
+        "{w:#?}"
+    );
 }

@@ -72,8 +72,10 @@ fn a_runner_killed_mid_job_loses_the_attempt_and_leaves_no_process() {
         (j.status == JobStatus::Queued).then_some(())
     })
     .unwrap();
-    let _again = Runner::start(
-        &s.cp,
+    // Another work dir is another session: it takes the token over from
+    // the dead one, which the control plane saw moments ago.
+    let _again = Runner::start_with_args(
+        &s.cp.runner_url,
         RunnerOpts {
             token: &s.token,
             signing_key: &s.cp.signing_key,
@@ -81,6 +83,7 @@ fn a_runner_killed_mid_job_loses_the_attempt_and_leaves_no_process() {
             grace: "5s",
             work_dir: None,
         },
+        &["--replace"],
     )
     .unwrap();
     let done = wait_job(&client, &retried.id, LONG).unwrap();
@@ -170,8 +173,8 @@ fn a_frozen_runner_is_fenced_off_and_stops_its_stale_job() {
     )
     .unwrap();
     // A replacement process of the same runner takes attempt 2.
-    let _replacement = Runner::start(
-        &s.cp,
+    let _replacement = Runner::start_with_args(
+        &s.cp.runner_url,
         RunnerOpts {
             token: &s.token,
             signing_key: &s.cp.signing_key,
@@ -179,6 +182,7 @@ fn a_frozen_runner_is_fenced_off_and_stops_its_stale_job() {
             grace: "1s",
             work_dir: None,
         },
+        &["--replace"],
     )
     .unwrap();
     let done = wait_job(&client, &job.id, LONG).unwrap();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use nuon_core::JobStatus;
 use nuon_core::wire::LogStream;
 use nuon_tests::{
-    Runner, RunnerOpts, all_logs, process_alive, read_pid, signal, wait_for, wait_job,
+    Runner, RunnerOpts, all_logs, process_alive, read_pid, rt, signal, wait_for, wait_job,
 };
 
 use crate::{LONG, queue_sh, setup};
@@ -184,23 +184,57 @@ fn sigterm_drains_the_runner() {
     assert_eq!(later.status, JobStatus::Queued);
 }
 
-/// Acceptance 8: two runner processes of one runner, 500 short jobs, each
-/// runs exactly once.
+/// Acceptance 8, as the issue "The destroy side and the CLI's contracts"
+/// (point 3) changed it: one token, one live runner. A second process of a
+/// runner is refused, naming the first; one started with `--replace` takes
+/// the token over and the first is fenced off (refused, it stops); 500
+/// short jobs then each run exactly once.
 #[test]
-fn five_hundred_jobs_over_two_runner_processes_run_exactly_once() {
-    let s = setup("10s", "r1", 4, "5s");
-    let second = Runner::start(
-        &s.cp,
-        RunnerOpts {
-            token: &s.token,
-            signing_key: &s.cp.signing_key,
-            slots: 4,
-            grace: "5s",
-            work_dir: None,
-        },
-    )
-    .unwrap();
+fn one_token_one_live_runner_and_five_hundred_jobs_run_exactly_once() {
+    let mut s = setup("10s", "r1", 4, "5s");
     let client = s.cp.client();
+    let opts = |slots| RunnerOpts {
+        token: &s.token,
+        signing_key: &s.cp.signing_key,
+        slots,
+        grace: "5s",
+        work_dir: None,
+    };
+    let holder = |pid: u32| {
+        wait_for("the runner's session", LONG, || {
+            let list = rt().block_on(client.list_runners()).ok()?;
+            let r = list.runners.into_iter().find(|r| r.name == "r1")?;
+            (r.session?.pid == pid).then_some(())
+        })
+    };
+    holder(s.runner.pid()).unwrap();
+
+    let mut second = Runner::start(&s.cp, opts(4)).unwrap();
+    let code = second.wait_exit(LONG).unwrap();
+    let log = second.log_text();
+    assert_ne!(code, Some(0), "{log}");
+    assert!(
+        log.contains(&format!(
+            "is already running as pid {} on host",
+            s.runner.pid()
+        )),
+        "{log}"
+    );
+    assert!(log.contains("--replace"), "{log}");
+
+    let third = Runner::start_with_args(&s.cp.runner_url, opts(4), &["--replace"]).unwrap();
+    holder(third.pid()).unwrap();
+    let code = s.runner.wait_exit(LONG).unwrap();
+    let log = s.runner.log_text();
+    assert_ne!(code, Some(0), "the first runner goes on: {log}");
+    assert!(
+        log.contains(&format!(
+            "is already running as pid {} on host",
+            third.pid()
+        )),
+        "{log}"
+    );
+
     let dir = tempfile::tempdir().unwrap();
     let jobs: Vec<_> = (0..500)
         .map(|i| {
@@ -221,7 +255,7 @@ fn five_hundred_jobs_over_two_runner_processes_run_exactly_once() {
         let text = std::fs::read_to_string(dir.path().join(i.to_string())).unwrap();
         assert_eq!(text, "run\n", "job {i} ran {} times", text.lines().count());
     }
-    drop(second);
+    drop(third);
 }
 
 /// Acceptance 12: the README's first command (`nuon dev`) runs the whole loop

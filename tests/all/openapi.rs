@@ -84,6 +84,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "createToken" => json!({"name": "a-token", "scope": "read"}),
         "createWorkflow" => json!({"kind": "deploy"}),
         "revokeRunner"
+        | "rotateRunnerToken"
         | "cancelJob"
         | "revokeToken"
         | "forceUnlockState"

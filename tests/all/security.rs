@@ -197,8 +197,8 @@ fn a_tampered_job_is_refused_and_never_runs() {
     let wrong_key = nuon_core::OrgSigningKey::generate()
         .public_key()
         .to_string();
-    let _runner = Runner::start(
-        &cp,
+    let _runner = Runner::start_with_args(
+        &cp.runner_url,
         RunnerOpts {
             token: &token,
             signing_key: &wrong_key,
@@ -206,6 +206,7 @@ fn a_tampered_job_is_refused_and_never_runs() {
             grace: "1s",
             work_dir: None,
         },
+        &["--replace"],
     )
     .unwrap();
     let job = queue_sh(&client, "r1", &format!("touch {}", marker.display()), 1);

@@ -362,6 +362,12 @@ impl Runner {
     /// Starts one against `api` (a Runner API URL, or a comma-separated list
     /// of replicas' URLs).
     pub fn start_with_api(api: &str, opts: RunnerOpts<'_>) -> Result<Self> {
+        Self::start_with_args(api, opts, &[])
+    }
+
+    /// Starts one against `api` with more arguments of `nuon-runner run`
+    /// (`--replace`, say).
+    pub fn start_with_args(api: &str, opts: RunnerOpts<'_>, args: &[&str]) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let work_dir = opts
             .work_dir
@@ -376,6 +382,7 @@ impl Runner {
             .arg("--work-dir")
             .arg(&work_dir)
             .args(["--slots", &opts.slots.to_string(), "--grace", opts.grace])
+            .args(args)
             .env("RUST_LOG", log_filter("info,nuon_runner_lib=debug"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -154,6 +154,12 @@ enum RunnersCommand {
         /// The runner.
         runner: String,
     },
+    /// Issue a runner (by name or id; an install's runner is named after
+    /// the install) a new token; the old one stops working at once.
+    RotateToken {
+        /// The runner.
+        runner: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -410,8 +416,11 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Runners { command } => {
             let client = client(g)?;
             match command {
-                RunnersCommand::Create { name } => {
-                    let created = client.create_runner(name).await?;
+                RunnersCommand::Create { name } | RunnersCommand::RotateToken { runner: name } => {
+                    let created = match command {
+                        RunnersCommand::Create { .. } => client.create_runner(name).await?,
+                        _ => client.rotate_runner_token(name).await?,
+                    };
                     if g.json {
                         print_json(&created)?;
                     } else {
@@ -419,7 +428,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                         outln!("runner token:       {}", created.token);
                         outln!("signing public key: {}", created.signing_public_key);
                         eprintln!(
-                            "\nThe token is shown only now. Start the runner with:\n  nuon-runner run --api RUNNER_API_URL --token {} --signing-key {}",
+                            "\nThe token is shown only now. Start the runner (again) with:\n  NUON_RUNNER_TOKEN={} nuon-runner run --api RUNNER_API_URL --signing-key {}",
                             created.token, created.signing_public_key
                         );
                     }
@@ -430,7 +439,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                         print_json(&list)?;
                     } else {
                         table(
-                            &["ID", "NAME", "ROLE", "LAST SEEN", "STATE"],
+                            &["ID", "NAME", "ROLE", "LAST SEEN", "STATE", "PROCESS"],
                             list.runners
                                 .into_iter()
                                 .map(|r| {
@@ -439,7 +448,10 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                                         r.name,
                                         r.role.as_str().into(),
                                         fmt_time(r.last_seen_at_ms),
-                                        if r.revoked { "revoked" } else { "active" }.into(),
+                                        r.status.as_str().replace('_', " "),
+                                        r.session
+                                            .map(|s| format!("pid {} on {}", s.pid, s.host))
+                                            .unwrap_or_else(|| "-".into()),
                                     ]
                                 })
                                 .collect(),

@@ -672,10 +672,11 @@ async fn get_workflow(
     Path(raw): Path<String>,
 ) -> Result<Json<WorkflowInfo>, Error> {
     let id: WorkflowId = super::path_id("workflow", &raw)?;
-    state
+    let org = &auth.0.org_id;
+    let wf = state
         .store
-        .get_workflow(&auth.0.org_id, &id)
+        .get_workflow(org, &id)
         .await?
-        .map(|w| Json(super::workflow_view(w)))
-        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))
+        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))?;
+    Ok(Json(super::workflow_view_live(&state, org, wf).await?))
 }

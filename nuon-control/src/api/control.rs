@@ -51,6 +51,13 @@ pub(super) fn ops() -> Vec<Op> {
         )
         .returns::<RunnerInfo>(200),
         Op::post(
+            routes::RUNNER_ROTATE_TOKEN,
+            "rotateRunnerToken",
+            "Issue a runner a new token, shown only in this answer; the old one stops working at once (a revoked runner is active again). For an install's runner too, which `createRunner` cannot reissue.",
+            post(rotate_runner_token),
+        )
+        .returns::<RunnerCreated>(200),
+        Op::post(
             routes::JOBS,
             "createJob",
             "Queue a signed job for a runner.",
@@ -160,7 +167,9 @@ async fn list_runners(
     auth: ApiAuth,
 ) -> Result<Json<RunnerList>, Error> {
     let runners = state.store.list_runners(&auth.0.org_id).await?;
-    Ok(Json(RunnerList { runners }))
+    Ok(Json(RunnerList {
+        runners: runners.into_iter().map(|r| state.runner_view(r)).collect(),
+    }))
 }
 
 async fn revoke_runner(
@@ -183,7 +192,38 @@ async fn revoke_runner(
     state.forget_runner_tokens(&runner.id);
     state.wake_runner(&runner.id);
     tracing::info!(runner = %runner.id, "runner token revoked");
-    Ok(Json(revoked))
+    Ok(Json(state.runner_view(revoked)))
+}
+
+async fn rotate_runner_token(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+) -> Result<Json<RunnerCreated>, Error> {
+    require_admin(&auth)?;
+    let org = &auth.0.org_id;
+    let no_such = || Error::not_found(format!("no runner {raw:?} in this org"));
+    let runner = state
+        .store
+        .find_runner(org, &raw)
+        .await?
+        .ok_or_else(no_such)?;
+    let token = issue_runner_token(&runner.id);
+    let runner = state
+        .store
+        .rotate_runner_token(org, &runner.id, &token.hash)
+        .await?
+        .ok_or_else(no_such)?;
+    // The old token stops here at once; other replicas within their cache.
+    state.forget_runner_tokens(&runner.id);
+    state.wake_runner(&runner.id);
+    let key = state.signing_public_key(org).await?;
+    tracing::info!(runner = %runner.id, "runner token rotated");
+    Ok(Json(RunnerCreated {
+        runner: state.runner_view(runner),
+        token: token.secret,
+        signing_public_key: key.to_string(),
+    }))
 }
 
 async fn create_job(

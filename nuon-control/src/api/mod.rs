@@ -6,6 +6,7 @@ mod control;
 pub(crate) mod doc;
 mod orgs;
 mod runner;
+mod session;
 pub(crate) mod state;
 mod workflows;
 
@@ -21,6 +22,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use nuon_core::token::hash_token;
 use nuon_core::wire::{MAX_BODY_BYTES, routes};
+use nuon_core::wire::{RunnerInfo, RunnerStatus};
 use nuon_core::{JobId, OrgId, PublicKey, RunnerId};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -143,6 +145,29 @@ impl AppState {
         Ok(self.keys.signer(org).await?.public_key())
     }
 
+    /// How long a runner counts as there after its last call: a live
+    /// runner calls at least once a claim's wait or a lease.
+    pub(crate) fn live_window(&self) -> Duration {
+        self.timings.max_claim_wait + self.timings.lease
+    }
+
+    /// Whether a runner is there, from its last call.
+    pub(crate) fn runner_status(&self, revoked: bool, last_seen_ms: Option<i64>) -> RunnerStatus {
+        let window = i64::try_from(self.live_window().as_millis()).unwrap_or(i64::MAX);
+        match (revoked, last_seen_ms) {
+            (true, _) => RunnerStatus::Revoked,
+            (false, None) => RunnerStatus::NeverSeen,
+            (false, Some(at)) if nuon_core::now_ms() - at < window => RunnerStatus::Connected,
+            (false, Some(_)) => RunnerStatus::Gone,
+        }
+    }
+
+    /// A runner as the API shows it: with whether it is there.
+    pub(crate) fn runner_view(&self, mut r: RunnerInfo) -> RunnerInfo {
+        r.status = self.runner_status(r.revoked, r.last_seen_at_ms);
+        r
+    }
+
     pub(crate) fn forget_runner_tokens(&self, runner: &RunnerId) {
         self.runner_auth
             .lock()
@@ -224,6 +249,54 @@ pub(crate) fn workflow_view(
     wf
 }
 
+/// [`workflow_view`], and a running step whose job waits for a runner
+/// that is not there says so: "running" would say it runs.
+pub(crate) async fn workflow_view_live(
+    state: &AppState,
+    org: &OrgId,
+    wf: nuon_core::wire::WorkflowInfo,
+) -> Result<nuon_core::wire::WorkflowInfo, Error> {
+    let mut wf = workflow_view(wf);
+    for s in &mut wf.steps {
+        let Some(job) = s
+            .job_id
+            .as_ref()
+            .filter(|_| s.status == nuon_core::workflow::StepStatus::Running)
+        else {
+            continue;
+        };
+        let Some(job) = state.store.get_job(org, job).await? else {
+            continue;
+        };
+        if job.status != nuon_core::JobStatus::Queued {
+            continue;
+        }
+        let Some(r) = state.store.find_runner(org, job.runner_id.as_str()).await? else {
+            continue;
+        };
+        let r = state.runner_view(r);
+        let seen = match r.last_seen_at_ms {
+            Some(at) => format!(
+                "last seen {} s ago",
+                (nuon_core::now_ms() - at).max(0) / 1000
+            ),
+            None => "never seen".to_owned(),
+        };
+        s.reason = match r.status {
+            RunnerStatus::Connected => continue,
+            RunnerStatus::Revoked => Some(format!(
+                "waiting for runner {}, whose token is revoked: issue it a new one (`nuon runners rotate-token {}`)",
+                r.name, r.name
+            )),
+            _ => Some(format!(
+                "waiting for runner {} ({seen}): start it, or see `nuon runners list`",
+                r.name
+            )),
+        };
+    }
+    Ok(wf)
+}
+
 /// The token of a request: `Authorization: Bearer TOKEN`, or HTTP basic
 /// auth with the token as the password (what Terraform's `http` state
 /// backend sends, from `TF_HTTP_PASSWORD`).
@@ -293,10 +366,16 @@ impl FromRequestParts<SharedState> for RunnerAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
         let hash = hash_token(&bearer(parts)?);
-        if let Some((p, at)) = state.runner_auth.lock().expect("auth lock").get(&hash)
-            && at.elapsed() < AUTH_CACHE_TTL
-        {
-            return Ok(RunnerAuth(p.clone()));
+        let cached = state
+            .runner_auth
+            .lock()
+            .expect("auth lock")
+            .get(&hash)
+            .filter(|(_, at)| at.elapsed() < AUTH_CACHE_TTL)
+            .map(|(p, _)| p.clone());
+        if let Some(p) = cached {
+            session::check(state, parts, &p).await?;
+            return Ok(RunnerAuth(p));
         }
         let principal = state
             .store
@@ -306,7 +385,7 @@ impl FromRequestParts<SharedState> for RunnerAuth {
                 Error::api(
                     StatusCode::UNAUTHORIZED,
                     "unauthorized",
-                    "invalid or revoked runner token; create a new one with `nuon runners create`",
+                    "invalid or revoked runner token; issue this runner a new one with `nuon runners rotate-token RUNNER` (an install's runner is named after the install)",
                 )
             })?;
         state
@@ -314,6 +393,7 @@ impl FromRequestParts<SharedState> for RunnerAuth {
             .lock()
             .expect("auth lock")
             .insert(hash, (principal.clone(), Instant::now()));
+        session::check(state, parts, &principal).await?;
         Ok(RunnerAuth(principal))
     }
 }

@@ -170,7 +170,7 @@ impl OrgScoped for TokenInfo {
 impl Revocable for TokenInfo {}
 
 impl Record for RunnerInfo {
-    const COLUMNS: &'static str = "id, name, created_at, last_seen_at, revoked_at, role";
+    const COLUMNS: &'static str = "id, name, created_at, last_seen_at, revoked_at, role, session";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(RunnerInfo {
             id: r.id(0)?,
@@ -179,6 +179,8 @@ impl Record for RunnerInfo {
             last_seen_at_ms: r.opt_int(3)?,
             revoked: r.opt_int(4)?.is_some(),
             role: role_of(&r.text(5)?),
+            session: r.opt_text(6)?.and_then(|s| serde_json::from_str(&s).ok()),
+            status: Default::default(),
         })
     }
 }

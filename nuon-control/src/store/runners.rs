@@ -9,6 +9,11 @@ pub struct RunnerPrincipal {
     pub runner_id: RunnerId,
     /// Its org.
     pub org_id: OrgId,
+    /// The session using its token ([`nuon_core::wire::RunnerSession`],
+    /// JSON, as stored: what [`RunnerStore::set_runner_session`] compares).
+    pub session: Option<String>,
+    /// When it last called, ms since the epoch.
+    pub last_seen_ms: Option<i64>,
 }
 
 /// Runners and their tokens.
@@ -32,9 +37,28 @@ pub trait RunnerStore: Send + Sync + 'static {
     /// Revokes a runner's token.
     async fn revoke_runner(&self, org: &OrgId, id: &RunnerId) -> Result<Option<RunnerInfo>>;
 
+    /// Gives a runner of the org the token of hash `token_hash` in place of
+    /// its old one (a revoked runner is active again), and forgets its
+    /// session. `None` when the org has no such runner.
+    async fn rotate_runner_token(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        token_hash: &str,
+    ) -> Result<Option<RunnerInfo>>;
+
     /// The runner of a runner token, by the token's hash; `None` when unknown or revoked.
     async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>>;
 
     /// The org's build runner.
     async fn build_runner(&self, org: &OrgId) -> Result<Option<RunnerId>>;
+
+    /// Makes `session` (JSON) the one session of the runner's token, if the
+    /// stored one is still `expected` (`None`: none yet). Whether it did.
+    async fn set_runner_session(
+        &self,
+        runner: &RunnerId,
+        expected: Option<&str>,
+        session: &str,
+    ) -> Result<bool>;
 }

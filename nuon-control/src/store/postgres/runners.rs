@@ -36,6 +36,8 @@ impl RunnerStore for PostgresStore {
             last_seen_at_ms: None,
             revoked: false,
             role: RunnerRole::Generic,
+            session: None,
+            status: Default::default(),
         })
     }
 
@@ -51,9 +53,32 @@ impl RunnerStore for PostgresStore {
         self.revoke_in_org(org, id.as_str()).await
     }
 
+    async fn rotate_runner_token(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        token_hash: &str,
+    ) -> Result<Option<RunnerInfo>> {
+        let done = sqlx::query(
+            "UPDATE runners SET token_hash = $3, revoked_at = NULL, session = NULL \
+             WHERE org_id = $1 AND id = $2",
+        )
+        .bind(org.as_str())
+        .bind(id.as_str())
+        .bind(token_hash)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.find_in_org(org, id.as_str()).await
+    }
+
     async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>> {
         let row = sqlx::query(
-            "SELECT id, org_id FROM runners WHERE token_hash = $1 AND revoked_at IS NULL",
+            "SELECT id, org_id, session, last_seen_at FROM runners \
+             WHERE token_hash = $1 AND revoked_at IS NULL",
         )
         .bind(token_hash)
         .fetch_optional(&self.pool)
@@ -63,6 +88,8 @@ impl RunnerStore for PostgresStore {
             Some(RunnerPrincipal {
                 runner_id: get::<String>(&r, 0).ok()?.parse().ok()?,
                 org_id: get::<String>(&r, 1).ok()?.parse().ok()?,
+                session: get::<Option<String>>(&r, 2).ok()?,
+                last_seen_ms: get::<Option<i64>>(&r, 3).ok()?,
             })
         }))
     }
@@ -77,5 +104,23 @@ impl RunnerStore for PostgresStore {
         .await
         .map_err(db)?;
         id.as_deref().map(parse_id).transpose()
+    }
+
+    async fn set_runner_session(
+        &self,
+        runner: &RunnerId,
+        expected: Option<&str>,
+        session: &str,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE runners SET session = $3 WHERE id = $1 AND session IS NOT DISTINCT FROM $2",
+        )
+        .bind(runner.as_str())
+        .bind(expected)
+        .bind(session)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(done.rows_affected() == 1)
     }
 }

@@ -203,6 +203,12 @@ ALTER TABLE jobs ADD COLUMN payload TEXT;
 ALTER TABLE orgs ADD COLUMN key_rotations TEXT;
 "#,
     ),
+    (
+        6,
+        r#"
+ALTER TABLE runners ADD COLUMN session TEXT;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -44,6 +44,8 @@ impl RunnerStore for SqliteStore {
                 last_seen_at_ms: None,
                 revoked: false,
                 role: RunnerRole::Generic,
+                session: None,
+            status: Default::default(),
             })
         })
         .await
@@ -61,19 +63,46 @@ impl RunnerStore for SqliteStore {
         self.revoke_in_org(org, id.as_str()).await
     }
 
+    async fn rotate_runner_token(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        token_hash: &str,
+    ) -> Result<Option<RunnerInfo>> {
+        let (o, i, hash) = (org.clone(), id.clone(), token_hash.to_owned());
+        let changed = self
+            .write(move |conn| {
+                conn.execute(
+                    "UPDATE runners SET token_hash = ?3, revoked_at = NULL, session = NULL \
+                     WHERE org_id = ?1 AND id = ?2",
+                    params![o.as_str(), i.as_str(), hash],
+                )
+                .map_err(db_err)
+            })
+            .await?;
+        if changed == 0 {
+            return Ok(None);
+        }
+        self.find_in_org(org, id.as_str()).await
+    }
+
     async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>> {
         let hash = token_hash.to_owned();
         self.read(move |conn| {
-            let row: Option<(String, String)> = one_row(
+            type Row = (String, String, Option<String>, Option<i64>);
+            let row: Option<Row> = one_row(
                 conn,
-                "SELECT id, org_id FROM runners WHERE token_hash = ?1 AND revoked_at IS NULL",
+                "SELECT id, org_id, session, last_seen_at FROM runners \
+                 WHERE token_hash = ?1 AND revoked_at IS NULL",
                 [hash],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )?;
-            Ok(row.and_then(|(id, org)| {
+            Ok(row.and_then(|(id, org, session, last_seen_ms)| {
                 Some(RunnerPrincipal {
                     runner_id: id.parse().ok()?,
                     org_id: org.parse().ok()?,
+                    session,
+                    last_seen_ms,
                 })
             }))
         })
@@ -89,6 +118,29 @@ impl RunnerStore for SqliteStore {
                 [org.as_str()],
                 |r| id_at(r, 0),
             )
+        })
+        .await
+    }
+
+    async fn set_runner_session(
+        &self,
+        runner: &RunnerId,
+        expected: Option<&str>,
+        session: &str,
+    ) -> Result<bool> {
+        let (runner, expected, session) = (
+            runner.clone(),
+            expected.map(str::to_owned),
+            session.to_owned(),
+        );
+        self.write(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE runners SET session = ?3 WHERE id = ?1 AND session IS ?2",
+                    params![runner.as_str(), expected, session],
+                )
+                .map_err(db_err)?;
+            Ok(n == 1)
         })
         .await
     }

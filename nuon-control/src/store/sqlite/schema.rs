@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS runners (
     revoked_at INTEGER,
     last_seen_at INTEGER,
     role TEXT NOT NULL DEFAULT 'generic',
+    session TEXT,
     UNIQUE (org_id, name)
 );
 CREATE TABLE IF NOT EXISTS jobs (
@@ -170,7 +171,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 10] = [
+    const COLUMNS: [(&str, &str, &str); 11] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -185,6 +186,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("workflow_steps", "outputs", "TEXT"),
         ("tf_locks", "job_id", "TEXT"),
         ("jobs", "payload", "TEXT"),
+        ("runners", "session", "TEXT"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

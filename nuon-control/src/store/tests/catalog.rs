@@ -312,4 +312,20 @@ conformance! {
         // A second revoke keeps the first and still answers the runner.
         assert!(f.store.revoke_runner(&f.org, &f.runner).await.unwrap().unwrap().revoked);
     }
+
+    async fn a_runner_session_is_taken_only_from_the_one_seen(f: Fixture) {
+        let s = &f.store;
+        assert_eq!(s.authenticate_runner("h").await.unwrap().unwrap().session, None);
+        let a = r#"{"id":"a","host":"h1","pid":1}"#;
+        let b = r#"{"id":"b","host":"h2","pid":2}"#;
+        assert!(s.set_runner_session(&f.runner, None, a).await.unwrap());
+        // Two takers that saw no session: only the first wins.
+        assert!(!s.set_runner_session(&f.runner, None, b).await.unwrap());
+        assert_eq!(s.authenticate_runner("h").await.unwrap().unwrap().session.as_deref(), Some(a));
+        // A taker that saw `a` replaces it; one that saw it too late does not.
+        assert!(s.set_runner_session(&f.runner, Some(a), b).await.unwrap());
+        assert!(!s.set_runner_session(&f.runner, Some(a), a).await.unwrap());
+        let listed = s.find_runner(&f.org, f.runner.as_str()).await.unwrap().unwrap();
+        assert_eq!(listed.session.map(|x| (x.host, x.pid)), Some(("h2".to_owned(), 2)));
+    }
 }

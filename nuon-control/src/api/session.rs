@@ -1,0 +1,123 @@
+//! One token, one live runner: each runner process names its session on
+//! every Runner API request ([`SESSION_HEADER`]). The first session of a
+//! token takes it; a second is refused while the first is seen, naming
+//! it, unless it asks to replace it, after which the first is refused in
+//! turn (fenced off) within the auth cache's time.
+
+use std::net::SocketAddr;
+
+use axum::extract::ConnectInfo;
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use nuon_core::now_ms;
+use nuon_core::wire::{RunnerSession, SESSION_HEADER};
+
+use super::AppState;
+use crate::error::Error;
+use crate::store::RunnerPrincipal;
+
+/// Checks the request's session against the token's, taking the token
+/// when it is free, its session gone quiet, or the request replaces it.
+/// A request without a session (an older runner, a tool of the vendor's
+/// own) is not tracked.
+pub(super) async fn check(
+    state: &AppState,
+    parts: &Parts,
+    principal: &RunnerPrincipal,
+) -> Result<(), Error> {
+    let Some(raw) = parts.headers.get(SESSION_HEADER) else {
+        return Ok(());
+    };
+    let raw = raw
+        .to_str()
+        .map_err(|_| Error::bad_request(format!("{SESSION_HEADER} is not ASCII")))?;
+    let (mut mine, replace) = RunnerSession::parse_header(raw).map_err(Error::bad_request)?;
+    let current: Option<RunnerSession> = principal
+        .session
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok());
+    if let Some(cur) = &current {
+        if cur.id == mine.id {
+            return Ok(());
+        }
+        let quiet = now_ms() - principal.last_seen_ms.unwrap_or(0);
+        let live = quiet < i64::try_from(state.live_window().as_millis()).unwrap_or(i64::MAX);
+        if live && !replace {
+            return Err(in_use(principal, cur, quiet));
+        }
+    }
+    mine.addr = peer(parts);
+    mine.since_ms = now_ms();
+    let json = serde_json::to_string(&mine)
+        .map_err(|e| Error::internal(format!("cannot encode a runner session: {e}")))?;
+    let took = state
+        .store
+        .set_runner_session(&principal.runner_id, principal.session.as_deref(), &json)
+        .await?;
+    // Every replica's cached view of this token is stale now (theirs
+    // within the cache's time).
+    state.forget_runner_tokens(&principal.runner_id);
+    if !took {
+        return Err(Error::api(
+            StatusCode::CONFLICT,
+            "runner_in_use",
+            format!(
+                "another process took runner {}'s token at the same moment; one token, one runner: stop the other, or start this one with --replace",
+                principal.runner_id
+            ),
+        ));
+    }
+    match &current {
+        Some(cur) => tracing::warn!(
+            runner = %principal.runner_id,
+            new = %describe(&mine),
+            old = %describe(cur),
+            "a runner session took the token over; the old one is refused from now on"
+        ),
+        None => {
+            tracing::info!(runner = %principal.runner_id, session = %describe(&mine), "runner session started")
+        }
+    }
+    Ok(())
+}
+
+fn in_use(principal: &RunnerPrincipal, cur: &RunnerSession, quiet_ms: i64) -> Error {
+    Error::api(
+        StatusCode::CONFLICT,
+        "runner_in_use",
+        format!(
+            "runner {} is already running as {}, started {} s ago and last seen {} s ago; one token, one live runner: stop that one, or start this one with --replace to take over (the other is then refused)",
+            principal.runner_id,
+            describe(cur),
+            (now_ms() - cur.since_ms).max(0) / 1000,
+            quiet_ms.max(0) / 1000,
+        ),
+    )
+}
+
+fn describe(s: &RunnerSession) -> String {
+    let from = s
+        .addr
+        .as_deref()
+        .map(|a| format!(" from {a}"))
+        .unwrap_or_default();
+    format!("pid {} on host {}{from}", s.pid, s.host)
+}
+
+/// The address a request came from: the first `X-Forwarded-For` hop when
+/// a proxy says so, else the peer.
+fn peer(parts: &Parts) -> Option<String> {
+    let forwarded = parts
+        .headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty());
+    forwarded.or_else(|| {
+        parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip().to_string())
+    })
+}
