@@ -348,6 +348,10 @@ pub fn plan_with(
     out
 }
 
+/// The reason an apply that needed an approval carries when its plan
+/// changes nothing: it ran without one.
+pub const NO_CHANGES: &str = "approval skipped: the plan has no changes";
+
 /// Whether a step of `kind` changes infrastructure from the plan before it.
 pub fn applies_a_plan(kind: StepKind) -> bool {
     matches!(

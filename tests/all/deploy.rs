@@ -26,12 +26,17 @@ fn free_port() -> u16 {
 
 /// `nuon dev` on `data_dir` with the given extra flags.
 fn dev(data_dir: &Path, ports: (u16, u16), extra: &[&str]) -> Command {
+    dev_of(&example(), data_dir, ports, extra)
+}
+
+/// `nuon dev` of the app in `app_dir`.
+fn dev_of(app_dir: &Path, data_dir: &Path, ports: (u16, u16), extra: &[&str]) -> Command {
     let mut c = Command::new(bin("nuon"));
     c.arg("dev")
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--app-dir")
-        .arg(example())
+        .arg(app_dir)
         .args(["--listen", &format!("127.0.0.1:{}", ports.0)])
         .args(["--runner-listen", &format!("127.0.0.1:{}", ports.1)])
         .args(extra)
@@ -288,7 +293,22 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let ports = (free_port(), free_port());
-    let child = dev(&data, ports, &["--approval", "prompt"])
+    // The issue "The destroy side and the CLI's contracts", point 5: `nuon
+    // dev` takes the install's approval mode from installs/demo.toml.
+    let app = tmp.path().join("hello");
+    std::fs::create_dir_all(&app).unwrap();
+    copy_dir(&example(), &app);
+    let decl = app.join("installs/demo.toml");
+    let declared = std::fs::read_to_string(&decl).unwrap();
+    std::fs::write(
+        &decl,
+        declared.replace(
+            "approval_option = \"approve-all\"",
+            "approval_option = \"prompt\"",
+        ),
+    )
+    .unwrap();
+    let child = dev_of(&app, &data, ports, &[])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -2050,4 +2070,87 @@ fn a_step_waiting_for_a_runner_that_is_gone_says_so_and_a_reissued_token_brings_
             .is_none_or(|r| !r.contains("waiting for runner"))),
         "{w:#?}"
     );
+}
+
+/// Point 5: `--wait` stops at an approval with its own exit code, the
+/// plan's summary and the exact commands; a workflow queued behind another
+/// says so; an apply whose plan changes nothing says its approval was
+/// skipped, not "approved"; a denied workflow does not exit 0.
+#[test]
+fn approvals_say_what_they_approve_and_queued_workflows_say_what_they_wait_for() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let component = "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n";
+    let module = "resource \"terraform_data\" \"box\" {\n  input = \"box\"\n}\n";
+    let m = Manual::start_full(
+        &[
+            METADATA,
+            ("components/box.toml", component),
+            ("src/box/main.tf", module),
+        ],
+        None,
+        |_| {},
+        &["--approval", "prompt"],
+    );
+    let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(said.contains("apply box waits for an approval"), "{said}");
+    assert!(
+        said.contains("1 to add, 0 to change, 0 to destroy"),
+        "{said}"
+    );
+    assert!(said.contains("terraform_data.box (create)"), "{said}");
+    let c = m.cp.client();
+    let first = newest_workflow(&c);
+    let approve = format!("nuon workflows approve {} --step \"apply box\"", first.id);
+    assert!(said.contains(&approve), "{said}");
+    assert!(
+        said.contains(&format!(
+            "nuon workflows deny {} --step \"apply box\"",
+            first.id
+        )),
+        "{said}"
+    );
+
+    // A deploy asked for meanwhile is queued, and says behind what.
+    let queued = ok(m.cp.nuon(&["installs", "deploy", "demo"]));
+    assert!(
+        queued.contains(&format!(
+            "queued behind workflow {} (provision, running)",
+            first.id
+        )),
+        "{queued}"
+    );
+    let second = newest_workflow(&c);
+    ok(m.cp.nuon(&[
+        "workflows",
+        "approve",
+        first.id.as_str(),
+        "--step",
+        "apply box",
+    ]));
+    assert_eq!(
+        wait_workflow(&c, first.id.as_str(), ended).status,
+        "succeeded"
+    );
+
+    // The deploy's plan changes nothing: its apply runs without an
+    // approval, and says so.
+    let out = m.cp.nuon(&["workflows", "watch", second.id.as_str()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let shown = ok(m.cp.nuon(&["workflows", "get", second.id.as_str()]));
+    let apply = shown.lines().find(|l| l.contains("apply box")).unwrap();
+    assert!(apply.contains("skipped: no changes"), "{shown}");
+    assert!(!apply.contains(" approved "), "{shown}");
+
+    // A teardown denied at its approval ends partial, and not with 0.
+    let out = m.cp.nuon(&["installs", "teardown", "demo", "--wait"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let teardown = newest_workflow(&c);
+    ok(m.cp.nuon(&["workflows", "deny", teardown.id.as_str()]));
+    let out = m.cp.nuon(&["workflows", "watch", teardown.id.as_str()]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(text(&out).contains("partial"), "{}", text(&out));
 }

@@ -771,14 +771,35 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
                     w.status,
                     w.config_version
                 );
+                // An apply that ran without its approval because its plan
+                // changed nothing.
+                let no_changes: Vec<bool> = w
+                    .steps
+                    .iter()
+                    .map(|s| {
+                        s.needs_approval
+                            && w.steps
+                                .iter()
+                                .rev()
+                                .filter(|p| p.index < s.index && p.target == s.target)
+                                .find_map(|p| p.outputs.get("changes"))
+                                .is_some_and(|c| {
+                                    ["add", "change", "destroy"]
+                                        .iter()
+                                        .all(|k| c[*k].as_u64() == Some(0))
+                                })
+                    })
+                    .collect();
                 table(
                     &["#", "STEP", "STATUS", "APPROVAL", "JOB", "WHY"],
                     w.steps
                         .into_iter()
-                        .map(|s| {
+                        .zip(no_changes)
+                        .map(|(s, no_changes)| {
                             use nuon_core::workflow::StepStatus;
                             let approval = match (s.needs_approval, s.approved_at_ms, s.status) {
                                 (false, _, _) => "-",
+                                (true, Some(_), _) if no_changes => "skipped: no changes",
                                 (true, Some(_), _) => "approved",
                                 (true, None, StepStatus::Denied) => StepStatus::Denied.as_str(),
                                 (true, None, StepStatus::Skipped | StepStatus::Cancelled) => "-",

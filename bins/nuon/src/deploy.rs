@@ -229,13 +229,65 @@ pub(crate) async fn builds(g: &Global, command: &BuildsCommand) -> Result<u8, Cl
     }
 }
 
-/// How a workflow ended, as an exit code: 0 when it succeeded (or a denial
-/// skipped part of it), 1 otherwise.
+/// The exit code of a workflow command that waited and stopped at a step
+/// waiting for an approval.
+pub const EXIT_WAITING_APPROVAL: u8 = 3;
+/// The exit code of a workflow that ended partial: a denial left steps out.
+pub const EXIT_PARTIAL: u8 = 4;
+
+/// How a workflow ended (or where it stopped), as an exit code: 0 when it
+/// succeeded, [`EXIT_WAITING_APPROVAL`] at an approval,
+/// [`EXIT_PARTIAL`] when a denial left part of it out, 1 otherwise.
 pub(crate) fn exit_of(wf: &WorkflowInfo) -> u8 {
-    u8::from(!matches!(
-        wf.status,
-        WorkflowStatus::Succeeded | WorkflowStatus::Partial
-    ))
+    match wf.status {
+        WorkflowStatus::Succeeded => 0,
+        WorkflowStatus::Partial => EXIT_PARTIAL,
+        s if s.is_active() && waiting_step(wf).is_some() => EXIT_WAITING_APPROVAL,
+        _ => 1,
+    }
+}
+
+fn waiting_step(wf: &WorkflowInfo) -> Option<&nuon_core::wire::WorkflowStepInfo> {
+    wf.steps
+        .iter()
+        .find(|s| s.status == StepStatus::WaitingApproval)
+}
+
+/// What an operator needs at an approval: the plan's summary and the
+/// exact commands that approve or deny it.
+fn approval_prompt(wf: &WorkflowInfo) -> Option<String> {
+    let step = waiting_step(wf)?;
+    let plan = wf.steps[..wf.steps.iter().position(|s| s.index == step.index)?]
+        .iter()
+        .rev()
+        .find(|s| s.target == step.target && s.outputs.get("changes").is_some());
+    let mut text = format!("{} waits for an approval.", step.name);
+    if let Some(p) = plan {
+        let c = &p.outputs["changes"];
+        text.push_str(&format!(
+            " Its plan ({}): {} to add, {} to change, {} to destroy",
+            p.name, c["add"], c["change"], c["destroy"]
+        ));
+        for r in c["resources"].as_array().into_iter().flatten().take(20) {
+            let actions: Vec<&str> = r["actions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str())
+                .collect();
+            text.push_str(&format!(
+                "\n    {} ({})",
+                r["address"].as_str().unwrap_or("?"),
+                actions.join(", ")
+            ));
+        }
+    }
+    text.push_str(&format!(
+        "\n  approve: nuon workflows approve {id} --step \"{name}\"\n  deny:    nuon workflows deny {id} --step \"{name}\"",
+        id = wf.id,
+        name = step.name
+    ));
+    Some(text)
 }
 
 fn kind_name(kind: WorkflowKind) -> String {
@@ -270,7 +322,8 @@ pub(crate) async fn watch(
     } else {
         std::io::stdout().is_terminal()
     } && !logs;
-    let mut seen: BTreeMap<u32, StepStatus> = BTreeMap::new();
+    // A line is printed when a step's status or reason changes.
+    let mut seen: BTreeMap<u32, (StepStatus, Option<String>)> = BTreeMap::new();
     let mut cursors: BTreeMap<JobId, u64> = BTreeMap::new();
     let mut drawn = 0usize;
     let started = std::time::Instant::now();
@@ -312,8 +365,9 @@ pub(crate) async fn watch(
             drawn = wf.steps.len() + 1;
         } else {
             for s in &wf.steps {
-                if seen.get(&s.index) != Some(&s.status) {
-                    seen.insert(s.index, s.status);
+                let now = (s.status, s.reason.clone());
+                if seen.get(&s.index) != Some(&now) {
+                    seen.insert(s.index, now);
                     if s.status == StepStatus::Pending {
                         continue;
                     }
@@ -371,12 +425,11 @@ pub(crate) async fn watch(
             if !tty {
                 let _ = writeln!(out, "workflow {} {}", wf.id, wf.status);
             }
-            if waiting && stop_at_approval {
-                let _ = writeln!(
-                    out,
-                    "waiting for approval: `nuon workflows approve {}` or `nuon workflows deny {}`",
-                    wf.id, wf.id
-                );
+            if waiting
+                && stop_at_approval
+                && let Some(prompt) = approval_prompt(&wf)
+            {
+                let _ = writeln!(out, "{prompt}");
             }
             return Ok(wf);
         }
@@ -436,6 +489,14 @@ pub(crate) async fn start_with(
                 wf.steps.len(),
                 wf.id
             );
+            if let Some(queued) = wf
+                .steps
+                .first()
+                .and_then(|s| s.reason.as_deref())
+                .filter(|_| wf.status == WorkflowStatus::Pending)
+            {
+                outln!("{queued}");
+            }
         }
         return Ok(0);
     }

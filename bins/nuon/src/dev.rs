@@ -36,9 +36,10 @@ pub struct DevArgs {
     #[arg(long, default_value = "demo")]
     install: String,
     /// `approve-all`, or `prompt` to approve each apply with
-    /// `nuon workflows approve`.
-    #[arg(long, default_value = "approve-all", value_parser = ["approve-all", "prompt"])]
-    approval: String,
+    /// `nuon workflows approve` (default: the install's `approval_option`
+    /// in installs/NAME.toml, else approve-all).
+    #[arg(long, value_parser = ["approve-all", "prompt"])]
+    approval: Option<String>,
     /// Print the log lines of the workflow's jobs.
     #[arg(long)]
     logs: bool,
@@ -284,6 +285,19 @@ async fn run_children(
                 .iter()
                 .find(|i| i.name == args.install);
             let inputs = decl.map(|d| d.inputs.clone()).unwrap_or_default();
+            // The flag, else what the app's installs/NAME.toml says (`auto`
+            // is Nuon's name for approve-all).
+            let approval = args
+                .approval
+                .clone()
+                .or_else(|| decl.and_then(|d| d.approval_option.clone()))
+                .map(|a| if a == "auto" { "approve-all".into() } else { a })
+                .unwrap_or_else(|| "approve-all".into());
+            if approval == "prompt" {
+                eprintln!(
+                    "==> approvals: each apply waits for `nuon workflows approve` (approval_option = \"prompt\"; --approval approve-all to skip)"
+                );
+            }
             // Local secrets: random values, kept only sealed on the control plane.
             let secrets = version
                 .config
@@ -297,7 +311,7 @@ async fn run_children(
                     name: args.install.clone(),
                     inputs,
                     secrets,
-                    approval: Some(args.approval.clone()),
+                    approval: Some(approval),
                 })
                 .await?;
             write_private(&token_path, &created.runner_token)?;

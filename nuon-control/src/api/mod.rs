@@ -257,6 +257,26 @@ pub(crate) async fn workflow_view_live(
     wf: nuon_core::wire::WorkflowInfo,
 ) -> Result<nuon_core::wire::WorkflowInfo, Error> {
     let mut wf = workflow_view(wf);
+    if wf.status == nuon_core::workflow::WorkflowStatus::Pending {
+        // One workflow at a time writes to an install: say which one this
+        // one waits for.
+        let ahead = state
+            .store
+            .list_workflows(org, &wf.install_id)
+            .await?
+            .into_iter()
+            .filter(|w| w.id != wf.id && w.status.is_active())
+            .filter(|w| w.created_at_ms <= wf.created_at_ms)
+            .min_by_key(|w| w.created_at_ms);
+        if let (Some(a), Some(first)) = (ahead, wf.steps.first_mut()) {
+            first.reason = Some(format!(
+                "queued behind workflow {} ({}, {}): it starts when that one ends",
+                a.id,
+                format!("{:?}", a.kind).to_lowercase(),
+                a.status
+            ));
+        }
+    }
     for s in &mut wf.steps {
         let Some(job) = s
             .job_id

@@ -116,7 +116,10 @@ async fn create_workflow(
             },
         )
         .await?;
-    Ok((StatusCode::CREATED, Json(super::workflow_view(wf))))
+    Ok((
+        StatusCode::CREATED,
+        Json(super::workflow_view_live(&state, org, wf).await?),
+    ))
 }
 
 /// What an operator asks of a workflow.

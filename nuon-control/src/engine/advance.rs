@@ -84,7 +84,7 @@ impl Engine {
                             step.index,
                             StepUpdate {
                                 status: StepStatus::Pending,
-                                reason: Some("the plan changes nothing: no approval needed".into()),
+                                reason: Some(nuon_core::workflow::NO_CHANGES.into()),
                                 approved: Some(true),
                                 ..StepUpdate::default()
                             },
