@@ -2154,3 +2154,77 @@ fn approvals_say_what_they_approve_and_queued_workflows_say_what_they_wait_for()
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
     assert!(text(&out).contains("partial"), "{}", text(&out));
 }
+
+/// Points 10 and 13: a second `nuon dev` on a data dir in use is refused
+/// before it touches any file (the running one's log stays whole); a
+/// re-run appends to the logs of the run before; `--once` says that what
+/// it started stops.
+#[test]
+fn a_second_nuon_dev_on_a_data_dir_is_refused_and_logs_are_appended() {
+    if !have_tool("terraform", "run the example app's Terraform") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let ports = (free_port(), free_port());
+    let child = dev(&data, ports, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = Dev(child);
+    let c = wait_for("nuon dev to be up", Duration::from_secs(60), || {
+        client(&data, ports.0)
+    })
+    .unwrap();
+    wait_for("the provision to end", Duration::from_secs(180), || {
+        let w = rt().block_on(c.list_workflows("demo")).ok()?;
+        w.workflows.first().filter(|w| ended(w)).map(drop)
+    })
+    .unwrap();
+    // The logs `nuon dev` writes: the control plane's and each runner's.
+    let logs = || -> Vec<(PathBuf, Vec<u8>)> {
+        std::fs::read_dir(&data)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect()
+    };
+    let before = logs();
+    assert!(before.len() >= 3, "{before:?}");
+
+    let out = dev(&data, (free_port(), free_port()), &["--once"])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("another `nuon dev` is running on"), "{said}");
+    assert!(said.contains(&format!("(pid {})", first.0.id())), "{said}");
+    for (path, was) in &before {
+        let now = std::fs::read(path).unwrap();
+        assert!(now.starts_with(was), "{} was rewritten", path.display());
+        assert!(!now.contains(&0), "{} holds NUL bytes", path.display());
+    }
+    drop(first);
+
+    // A re-run (the install exists) appends to every log.
+    let before = logs();
+    let out = dev(&data, (free_port(), free_port()), &["--once"])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("--once: the control plane and the runners stop now"),
+        "{said}"
+    );
+    for (path, was) in &before {
+        let now = std::fs::read(path).unwrap();
+        assert!(now.len() > was.len(), "{} did not grow", path.display());
+        assert!(now.starts_with(was), "{} was truncated", path.display());
+    }
+}

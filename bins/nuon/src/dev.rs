@@ -132,6 +132,9 @@ async fn run_children(
         .data_dir
         .canonicalize()
         .map_err(io("cannot resolve the data dir"))?;
+    // Before any other file of the data dir is touched: another `nuon dev`
+    // on it keeps its logs and its control plane.
+    let _lock = lock_data_dir(&data_dir)?;
     eprintln!(
         "==> starting the control plane (data in {})",
         args.data_dir.display()
@@ -146,7 +149,7 @@ async fn run_children(
             &args.runner_listen,
         ])
         .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(data_dir.join("control.log")).map_err(io("log file"))?)
+        .stderr(append(&data_dir.join("control.log"))?)
         .kill_on_drop(true)
         .spawn()
         .map_err(io("cannot start nuon-ctl"))?;
@@ -401,12 +404,25 @@ async fn run_children(
             args.data_dir.display()
         )
     };
-    eprintln!(
-        "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nTry, {token}:\n  {me}{api} workflows get {wf}\n  {me}{api} installs outputs {inst}\n  {me}{api} installs state list {inst}\n  {me}{api} installs deploy {inst} --wait --logs\n  {me}{api} installs deprovision {inst} --wait",
-        dir = args.data_dir.display(),
+    let commands = format!(
+        "  {me}{api} workflows get {wf}\n  {me}{api} installs outputs {inst}\n  {me}{api} installs state list {inst}\n  {me}{api} installs deploy {inst} --wait --logs\n  {me}{api} installs deprovision {inst} --wait",
         wf = done.id,
         inst = args.install,
     );
+    if args.once {
+        // What it started stops now: the commands are for the next run.
+        eprintln!(
+            "\n--once: the control plane and the runners stop now; their data and logs stay in {dir}/. \
+             `{me} dev --data-dir {dir}` starts them again on it (the install is found and provisioned again); \
+             then, {token}:\n{commands}",
+            dir = args.data_dir.display(),
+        );
+    } else {
+        eprintln!(
+            "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nTry, {token}:\n{commands}",
+            dir = args.data_dir.display(),
+        );
+    }
     if !args.once {
         eprintln!("\nRunning until Ctrl-C.");
         let _ = interrupt.wait_for(|v| *v).await;
@@ -443,10 +459,62 @@ fn spawn_runner(
     // In the environment, not the command line, where `ps` would show it.
     cmd.env("NUON_RUNNER_TOKEN", token)
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).map_err(io("log file"))?)
+        .stderr(append(&log)?)
         .kill_on_drop(true)
         .spawn()
         .map_err(io("cannot start a runner"))
+}
+
+/// The lock of a data dir `nuon dev` runs on, held as long as it runs; it
+/// names the process holding it.
+fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, CliError> {
+    use std::io::{Read, Seek, Write};
+    let path = data_dir.join("dev.lock");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io("cannot open the data dir's lock"))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = f.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let who = if holder.is_empty() {
+                String::new()
+            } else {
+                format!(" (pid {holder})")
+            };
+            return Err(CliError {
+                message: format!(
+                    "another `nuon dev` is running on {}{who}; stop it (Ctrl-C) first, or pass another --data-dir",
+                    data_dir.display()
+                ),
+                code: 1,
+                api_code: Some("data_dir_in_use".into()),
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(io("cannot lock the data dir")(e));
+        }
+    }
+    f.set_len(0)
+        .and_then(|()| f.rewind())
+        .and_then(|()| writeln!(f, "{}", std::process::id()))
+        .map_err(io("cannot write the data dir's lock"))?;
+    Ok(f)
+}
+
+/// A log file, appended to: an earlier run's lines stay.
+fn append(path: &Path) -> Result<std::fs::File, CliError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io("log file"))
 }
 
 fn random_secret() -> String {
