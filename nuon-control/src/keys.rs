@@ -576,12 +576,16 @@ pub(crate) fn shown_payload(spec: &JobSpec) -> Value {
     payload
 }
 
+/// Replaces each secret in the strings of `v` with `(secret)`: a whole
+/// value, or an occurrence that stands on its own (not inside a word:
+/// `pw=SECRET@host` is hidden, a secret that happens to be part of
+/// `checking` leaves the word alone).
 fn hide(v: &mut Value, secrets: &[&str]) {
     match v {
         Value::String(s) => {
             for secret in secrets {
                 if s.contains(secret) {
-                    *s = s.replace(secret, "(secret)");
+                    *s = replace_standalone(s, secret, "(secret)");
                 }
             }
         }
@@ -589,6 +593,28 @@ fn hide(v: &mut Value, secrets: &[&str]) {
         Value::Object(m) => m.values_mut().for_each(|x| hide(x, secrets)),
         _ => {}
     }
+}
+
+fn replace_standalone(text: &str, needle: &str, with: &str) -> String {
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(needle) {
+        let before = rest[..at]
+            .chars()
+            .next_back()
+            .or_else(|| out.chars().next_back());
+        let after = rest[at + needle.len()..].chars().next();
+        out.push_str(&rest[..at]);
+        if word(before) || word(after) {
+            out.push_str(needle);
+        } else {
+            out.push_str(with);
+        }
+        rest = &rest[at + needle.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Seals what an earlier version kept in the clear: orgs' signing keys and
@@ -625,6 +651,19 @@ pub(crate) async fn seal_legacy(store: &dyn Store, secrets: &SecretBox) -> Resul
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_api_view_hides_whole_secrets_not_parts_of_words() {
+        let hide = |t: &str| super::replace_standalone(t, "s3cret", "(secret)");
+        assert_eq!(hide("s3cret"), "(secret)");
+        assert_eq!(hide("pw=s3cret@host s3cret."), "pw=(secret)@host (secret).");
+        assert_eq!(hide("checks3cretive s3cret"), "checks3cretive (secret)");
+        let k = |t: &str| super::replace_standalone(t, "chk", "(secret)");
+        assert_eq!(
+            k("checking chk chk-2 xchk"),
+            "checking (secret) (secret)-2 xchk"
+        );
+    }
+
     use super::*;
 
     #[test]

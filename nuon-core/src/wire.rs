@@ -111,6 +111,10 @@ pub mod routes {
 /// letters, digits, `-`, `_` and `.`.
 pub const NAME_PATTERN: &str = "^[A-Za-z0-9._-]{1,64}$";
 
+/// The fewest characters a secret or a sensitive input may have: a shorter
+/// value cannot be hidden in a log without hiding ordinary text with it.
+pub const MIN_SECRET_CHARS: usize = 4;
+
 /// The header a runner process names its session in, on every Runner API
 /// request: `id=ID; host=HOST; pid=PID`, and `; replace` to take the
 /// token over from a live session. One token, one live runner: a second

@@ -174,10 +174,6 @@ pub(crate) struct SpoolWriter {
     stderr_tail: std::collections::VecDeque<String>,
 }
 
-/// The shortest value that is redacted: shorter ones would blank out
-/// ordinary words of the log.
-pub(crate) const MIN_REDACTED_LEN: usize = 4;
-
 impl SpoolWriter {
     /// Replaces each of `values` with `***` in every line written from now
     /// on, before it reaches the spool file (and so before it leaves the
@@ -189,7 +185,10 @@ impl SpoolWriter {
             .iter()
             .flat_map(|s| s.lines())
             .map(|l| l.trim_end_matches('\r'))
-            .filter(|l| l.len() >= MIN_REDACTED_LEN)
+            // Every value, whatever its length: the control plane refuses
+            // secrets too short to tell from ordinary text, so a short
+            // one here is a sensitive output, and it is hidden all the same.
+            .filter(|l| !l.is_empty())
             .map(str::to_owned)
             .collect();
         // Longest first, so a secret that contains another is replaced whole.
@@ -751,7 +750,7 @@ mod tests {
         w.append_lines(
             LogStream::Stdout,
             1,
-            b"plain\npw=hunter22 and hunter22-long\nabc stays\n",
+            b"plain\npw=hunter22 and hunter22-long\nabc goes too\n",
         );
         w.append_at(LogStream::Stderr, 2, "again hunter22");
         w.system("system hunter22-long");
@@ -766,7 +765,7 @@ mod tests {
             [
                 "plain",
                 "pw=*** and ***",
-                "abc stays",
+                "*** goes too",
                 "again ***",
                 "system ***"
             ]

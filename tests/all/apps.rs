@@ -230,7 +230,7 @@ fn installs_check_inputs_and_never_show_secrets() {
         "--name",
         "acme",
         "--input",
-        "api_key=k",
+        "api_key=k3y-demo",
         "--input",
         "replicas=many",
         "--input",
@@ -305,7 +305,7 @@ fn installs_check_inputs_and_never_show_secrets() {
         "--name",
         "acme",
         "--input",
-        "api_key=k",
+        "api_key=k3y-demo",
     ]);
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(
@@ -325,7 +325,7 @@ fn installs_check_inputs_and_never_show_secrets() {
         "--name",
         "filed",
         "--input",
-        "api_key=k",
+        "api_key=k3y-demo",
         "--secret-file",
         &format!("db_password={}", secret_file.display()),
         "--json",
@@ -342,13 +342,47 @@ fn installs_check_inputs_and_never_show_secrets() {
         "--name",
         "nofile",
         "--input",
-        "api_key=k",
+        "api_key=k3y-demo",
         "--secret-file",
         "db_password=/nonexistent/secret",
     ]);
     assert_eq!(missing.status.code(), Some(64));
     assert!(
         String::from_utf8_lossy(&missing.stderr).contains("cannot read secret \"db_password\"")
+    );
+    // Point 11 of "The destroy side and the CLI's contracts": a secret or
+    // sensitive input too short to hide in a log is refused, its value not
+    // shown; so is an empty value for a required input.
+    let short = cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "short",
+        "--input",
+        "api_key=k",
+        "--secret",
+        "db_password=pw",
+    ]);
+    let said = String::from_utf8_lossy(&short.stderr);
+    assert_ne!(short.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("input \"api_key\" is shorter than 4 characters"),
+        "{said}"
+    );
+    assert!(
+        said.contains("secret \"db_password\" is shorter than 4 characters"),
+        "{said}"
+    );
+    assert!(!said.contains("=pw") && !said.contains("\"pw\""), "{said}");
+    let empty = cp.nuon(&[
+        "installs", "create", "--app", "hello", "--name", "empty", "--input", "api_key=",
+    ]);
+    let said = String::from_utf8_lossy(&empty.stderr);
+    assert!(
+        said.contains("input \"api_key\" is required and was given an empty value"),
+        "{said}"
     );
     ok(&cp.nuon(&["runners", "create", "--name", "install-other", "--json"]));
     ok(&cp.nuon(&[
@@ -359,7 +393,7 @@ fn installs_check_inputs_and_never_show_secrets() {
         "--name",
         "other",
         "--input",
-        "api_key=k",
+        "api_key=k3y-demo",
         "--json",
     ]));
 
@@ -429,7 +463,7 @@ fn every_read_command_prints_the_api_json() {
         "--name",
         "demo",
         "--input",
-        "api_key=k",
+        "api_key=k3y-demo",
     ]));
     ok(&cp.nuon(&["runners", "create", "--name", "r1", "--json"]));
     let job = ok(&cp.nuon(&["--json", "jobs", "exec", "--runner", "r1", "--", "true"]));

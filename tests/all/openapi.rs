@@ -129,7 +129,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
             "--name",
             "b-install",
             "--input",
-            "api_key=k",
+            "api_key=k3y-demo",
         ],
     );
     let runner = inst["install"]["runner_id"].as_str().unwrap().to_owned();
@@ -287,7 +287,7 @@ fn the_document_validates_and_schemathesis_finds_no_answer_that_breaks_it() {
             "--name",
             "demo",
             "--input",
-            "api_key=k",
+            "api_key=k3y-demo",
         ],
     );
     let runner = nuon(&cp, &admin, &["runners", "create", "--name", "r1"]);

@@ -118,7 +118,7 @@ fn terraform_uses_the_state_backend_with_locks_and_versions() {
         "--name",
         "demo",
         "--input",
-        "api_key=k",
+        "api_key=k3y-demo",
         "--json",
     ]);
     assert!(

@@ -12,7 +12,7 @@ use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList,
     ConfigVersionSummary, CreateApp, CreateInstall, InstallCreated, InstallInfo, InstallList,
-    SetInputs, SyncConfig, WorkflowInfo, WorkflowList, routes,
+    MIN_SECRET_CHARS, SetInputs, SyncConfig, WorkflowInfo, WorkflowList, routes,
 };
 use nuon_core::{AppId, InstallId, RunnerId, WorkflowId};
 
@@ -365,7 +365,17 @@ fn resolve_inputs(
             });
             continue;
         };
+        let empty = raw.is_null() || raw.as_str().is_some_and(|s| s.trim().is_empty());
+        if empty && decl.required {
+            problems.push(format!(
+                "input {name:?} is required and was given an empty value; give it a value"
+            ));
+            continue;
+        }
         match decl.ty.coerce(raw) {
+            Ok(v) if decl.sensitive && as_text(&v).chars().count() < MIN_SECRET_CHARS => {
+                problems.push(too_short("input", name));
+            }
             Ok(v) if decl.sensitive => {
                 let text = as_text(&v);
                 sealed.inputs.insert(
@@ -415,6 +425,14 @@ fn resolve_inputs(
             None => {}
         }
     }
+}
+
+/// A secret or sensitive input too short to be hidden in logs (its value is
+/// never echoed).
+fn too_short(kind: &str, name: &str) -> String {
+    format!(
+        "{kind} {name:?} is shorter than {MIN_SECRET_CHARS} characters: a value that short cannot be hidden in job logs without hiding ordinary text with it; give a longer one (the value is not shown)"
+    )
 }
 
 fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
@@ -479,7 +497,10 @@ async fn create_install(
         &mut problems,
     );
     for (name, value) in &req.secrets {
-        if config.secrets.iter().any(|s| &s.name == name) {
+        let known = config.secrets.iter().any(|s| &s.name == name);
+        if known && value.chars().count() < MIN_SECRET_CHARS {
+            problems.push(too_short("secret", name));
+        } else if known {
             sealed.secrets.insert(
                 name.clone(),
                 state
