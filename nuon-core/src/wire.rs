@@ -504,6 +504,10 @@ pub struct RunnerCreated {
     pub token: String,
     /// The org's job-signing public key (`ed25519:BASE64`) to configure it with.
     pub signing_public_key: String,
+    /// The Runner API's URL as the control plane knows it (its
+    /// `--runner-url`, or its runner listener's address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_api_url: Option<String>,
 }
 
 /// A list of runners.
@@ -871,6 +875,10 @@ pub struct InstallCreated {
     pub runner_token: String,
     /// The org's job-signing public key to configure the runner with.
     pub signing_public_key: String,
+    /// The Runner API's URL as the control plane knows it (its
+    /// `--runner-url`, or its runner listener's address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_api_url: Option<String>,
 }
 
 /// A list of installs.

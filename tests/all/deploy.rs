@@ -2228,3 +2228,161 @@ fn a_second_nuon_dev_on_a_data_dir_is_refused_and_logs_are_appended() {
         assert!(now.starts_with(was), "{} was truncated", path.display());
     }
 }
+
+/// The sh blocks of the README marked `<!-- walkthrough` (the comment just
+/// before the block).
+fn walkthrough_blocks(readme: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = readme;
+    while let Some(at) = rest.find("<!-- walkthrough") {
+        rest = &rest[at..];
+        let Some(start) = rest.find("```sh\n") else {
+            break;
+        };
+        let body = &rest[start + 6..];
+        let end = body.find("```").expect("a closed sh block");
+        out.push(body[..end].to_owned());
+        rest = &body[end..];
+    }
+    out
+}
+
+/// Point 12: the README's walkthrough after `nuon dev`, each line run as
+/// written (the CLI at ./target/debug/nuon swapped for the one under test,
+/// `WORKFLOW` for the workflow it names, and demo2's runner started with
+/// the command `installs create` printed), from a fresh directory.
+#[test]
+fn the_readme_walkthrough_runs_as_written() {
+    if !have_tool("terraform", "run the example app's Terraform") {
+        return;
+    }
+    let readme = std::fs::read_to_string(nuon_tests::repo_root().join("README.md")).unwrap();
+    let blocks = walkthrough_blocks(&readme);
+    assert!(
+        blocks.len() >= 2,
+        "the README marks its walkthrough: {blocks:?}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    std::os::unix::fs::symlink(
+        nuon_tests::repo_root().join("examples"),
+        cwd.join("examples"),
+    )
+    .unwrap();
+    let ports = (free_port(), free_port());
+    let child = Command::new(bin("nuon"))
+        .arg("dev")
+        .args(["--listen", &format!("127.0.0.1:{}", ports.0)])
+        .args(["--runner-listen", &format!("127.0.0.1:{}", ports.1)])
+        .current_dir(cwd)
+        .env_remove("NUON_TOKEN")
+        .env_remove("NUON_API_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _dev = Dev(child);
+    let data = cwd.join("nuon-data");
+    let c = wait_for("nuon dev to be up", Duration::from_secs(60), || {
+        client(&data, ports.0)
+    })
+    .unwrap();
+    wait_for(
+        "the demo's provision to end",
+        Duration::from_secs(180),
+        || {
+            let w = rt().block_on(c.list_workflows("demo")).ok()?;
+            w.workflows.first().filter(|w| ended(w)).map(drop)
+        },
+    )
+    .unwrap();
+
+    let api = format!("http://127.0.0.1:{}", ports.0);
+    let nuon = bin("nuon");
+    // What each line printed, newest last.
+    let mut printed: Vec<String> = Vec::new();
+    let mut started: Vec<Child> = Vec::new();
+    let mut ran = 0;
+    for line in blocks.iter().flat_map(|b| b.lines()) {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line.starts_with('#') {
+            if line.contains("start demo2's runner") {
+                // The command as `installs create` printed it, joined.
+                let created = printed
+                    .iter()
+                    .rev()
+                    .find(|p| p.contains("NUON_RUNNER_TOKEN="))
+                    .unwrap_or_else(|| panic!("no runner command printed:\n{printed:?}"));
+                let at = created.find("NUON_RUNNER_TOKEN=").unwrap();
+                let command: String = created[at..]
+                    .lines()
+                    .scan(true, |more, l| {
+                        let go = *more;
+                        *more = l.trim_end().ends_with('\\');
+                        go.then(|| l.trim_end().trim_end_matches('\\').to_owned())
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                assert!(!command.contains("RUNNER_API_URL"), "{command}");
+                assert!(!command.contains("VENDOR_STORE"), "{command}");
+                let command = command
+                    .replacen("NUON_RUNNER_TOKEN=", "export NUON_RUNNER_TOKEN=", 1)
+                    .replacen(
+                        " nuon-runner ",
+                        &format!("; exec {} ", bin("nuon-runner").display()),
+                        1,
+                    );
+                started.push(
+                    Command::new("sh")
+                        .args(["-c", &command])
+                        .current_dir(cwd)
+                        .stdout(Stdio::null())
+                        .stderr(std::fs::File::create(cwd.join("demo2-runner.log")).unwrap())
+                        .spawn()
+                        .unwrap(),
+                );
+            }
+            continue;
+        }
+        let (command, comment) = line.split_once(" # ").unwrap_or((line, ""));
+        let expect: i32 = comment
+            .split("exit code ")
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let mut command = command
+            .trim()
+            .replace("./target/debug/nuon", &nuon.display().to_string());
+        if command.contains("WORKFLOW") {
+            let newest = rt().block_on(c.list_workflows("demo2")).unwrap().workflows;
+            command = command.replace("WORKFLOW", newest[0].id.as_str());
+        }
+        let out = Command::new("sh")
+            .args(["-c", &command])
+            .current_dir(cwd)
+            .env("NUON_API_URL", &api)
+            .env_remove("NUON_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let said = text(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(expect),
+            "README line `{line}`:\n{said}"
+        );
+        printed.push(said);
+        ran += 1;
+    }
+    for mut c in started {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert!(ran >= 12, "{ran} lines ran");
+    eprintln!("{ran} README lines ran as written");
+}

@@ -488,9 +488,23 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                 print_json(&created)?;
             } else {
                 show_install(&created.install);
+                // Where `nuon dev` keeps the vendor's artifacts, when it
+                // runs here.
+                let local_store = Path::new("nuon-data/vendor-store");
+                let vendor = if local_store.is_dir() {
+                    format!(" \\\n      --vendor-store ./{}", local_store.display())
+                } else {
+                    " \\\n      --vendor-store VENDOR_STORE    # the build runner's store".into()
+                };
                 eprintln!(
-                    "\nThe runner token is shown only now. Start the install's runner with:\n  nuon-runner run --api RUNNER_API_URL --token {} --signing-key {} \\\n      --work-dir DIR --vendor-store VENDOR_STORE",
-                    created.runner_token, created.signing_public_key
+                    "\nThe runner token is shown only now. Start the install's runner with:\n  NUON_RUNNER_TOKEN={} nuon-runner run --api {} --signing-key {} \\\n      --work-dir ./nuon-runner-{}{vendor}",
+                    created.runner_token,
+                    created
+                        .runner_api_url
+                        .as_deref()
+                        .unwrap_or("RUNNER_API_URL"),
+                    created.signing_public_key,
+                    created.install.name,
                 );
             }
         }

@@ -428,8 +428,13 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                         outln!("runner token:       {}", created.token);
                         outln!("signing public key: {}", created.signing_public_key);
                         eprintln!(
-                            "\nThe token is shown only now. Start the runner (again) with:\n  NUON_RUNNER_TOKEN={} nuon-runner run --api RUNNER_API_URL --signing-key {}",
-                            created.token, created.signing_public_key
+                            "\nThe token is shown only now. Start the runner (again) with:\n  NUON_RUNNER_TOKEN={} nuon-runner run --api {} --signing-key {}",
+                            created.token,
+                            created
+                                .runner_api_url
+                                .as_deref()
+                                .unwrap_or("RUNNER_API_URL"),
+                            created.signing_public_key
                         );
                     }
                 }

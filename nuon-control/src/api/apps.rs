@@ -581,6 +581,7 @@ async fn create_install(
             install: install_info(stored)?,
             runner_token: token.secret,
             signing_public_key: key.to_string(),
+            runner_api_url: state.engine.runner_url_known().map(str::to_owned),
         }),
     ))
 }

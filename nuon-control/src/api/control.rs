@@ -158,6 +158,7 @@ async fn create_runner(
             runner,
             token: token.secret,
             signing_public_key: key.to_string(),
+            runner_api_url: state.engine.runner_url_known().map(str::to_owned),
         }),
     ))
 }
@@ -223,6 +224,7 @@ async fn rotate_runner_token(
         runner: state.runner_view(runner),
         token: token.secret,
         signing_public_key: key.to_string(),
+        runner_api_url: state.engine.runner_url_known().map(str::to_owned),
     }))
 }
 
