@@ -66,7 +66,9 @@ fn map_err(e: Error) -> TransportError {
             code,
             message,
             ..
-        } if code == "runner_in_use" => TransportError::Unauthorized(message),
+        } if code == "runner_in_use" || code == "wrong_signing_key" => {
+            TransportError::Unauthorized(message)
+        }
         Error::Api {
             status: 409,
             code,

@@ -346,6 +346,22 @@ impl JobKeys {
     /// after a rotation this one has not read yet) makes the org's key be
     /// read again. Never fails a claim: a key that cannot be read is
     /// logged, and the runner hears of it next time.
+    /// The org's current public key when `runner_key` is none the org ever
+    /// signed with (not its current key, nor one of its rotations): the
+    /// runner was started with another org's key, or a mistyped one.
+    pub(crate) async fn foreign_key(&self, org: &OrgId, runner_key: &str) -> Option<String> {
+        let current = self.signer(org).await.ok()?.public_key().to_string();
+        if runner_key == current {
+            return None;
+        }
+        let chain = self.signers.rotations(org).await.ok()?;
+        let ours = chain.iter().any(|r| {
+            serde_json::from_str::<nuon_core::KeyRotation>(&r.rotation)
+                .is_ok_and(|r| r.key == runner_key || r.previous == runner_key)
+        });
+        (!ours).then_some(current)
+    }
+
     pub(crate) async fn rotations_for(
         &self,
         org: &OrgId,

@@ -200,7 +200,7 @@ fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedSt
         StepKind::Sync => "sync",
         StepKind::SandboxPlan => "plan sandbox",
         StepKind::SandboxApply => "apply sandbox",
-        StepKind::SandboxDestroyPlan => "plan sandbox destroy",
+        StepKind::SandboxDestroyPlan => "plan destroy sandbox",
         StepKind::SandboxDestroy => "destroy sandbox",
         StepKind::Plan => "plan",
         StepKind::Apply => "apply",
@@ -540,7 +540,7 @@ mod tests {
                 "plan destroy db",
                 "destroy db (approval)",
                 "sync sandbox",
-                "plan sandbox destroy",
+                "plan destroy sandbox",
                 "destroy sandbox (approval)",
             ]
         );

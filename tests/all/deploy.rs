@@ -1883,6 +1883,9 @@ fn a_destroy_always_completes_and_a_fixed_config_destroys_what_a_broken_one_left
         "succeeded"
     );
     teardown(&[]);
+    // Polish: an install whose components are all torn down says so.
+    let install = rt().block_on(c.get_install("demo")).unwrap();
+    assert_eq!(install.state, "torn_down");
     let (w, code) = deprovision(&[]);
     assert_eq!(code, Some(0), "{w:#}");
     assert_eq!(w["status"], "succeeded", "{w:#}");
@@ -2093,6 +2096,9 @@ fn approvals_say_what_they_approve_and_queued_workflows_say_what_they_wait_for()
         |_| {},
         &["--approval", "prompt"],
     );
+    // Polish: the install shows its approval mode.
+    let shown = ok(m.cp.nuon(&["installs", "get", "demo"]));
+    assert!(shown.contains("approval: prompt"), "{shown}");
     let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(3), "{said}");

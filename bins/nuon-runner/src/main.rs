@@ -95,7 +95,8 @@ async fn main() -> ExitCode {
     }
     nuon_runner_lib::cmd::main::<InstallArgs>(
         "nuon-runner",
-        "Runs an install's nuon jobs.",
+        "Runs an install's nuon jobs (`run`). `nuon-runner import --bundle DIR --store-dir STORE` \
+         copies a release bundle (from `nuon releases export`) into the install's store.",
         |common, args, config| {
             let dir = args
                 .store_dir

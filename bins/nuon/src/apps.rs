@@ -401,6 +401,7 @@ fn show_install(i: &InstallInfo) {
     outln!("app:      {} (config v{})", i.app_id, i.config_version);
     outln!("runner:   {}", i.runner_id);
     outln!("state:    {}", i.state);
+    outln!("approval: {}", i.approval);
     for (k, v) in &i.inputs {
         let v = match v {
             serde_json::Value::String(s) => s.clone(),

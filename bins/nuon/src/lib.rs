@@ -355,6 +355,10 @@ pub(crate) fn fmt_time(ms: Option<i64>) -> String {
 
 /// Prints rows as columns padded to their widest cell.
 pub(crate) fn table(header: &[&str], rows: Vec<Vec<String>>) {
+    if rows.is_empty() {
+        outln!("(none)");
+        return;
+    }
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -46,6 +46,17 @@ async fn claim(
             "claim must name between 1 and {MAX_KINDS} job kinds"
         )));
     }
+    if let Some(key) = req.signing_key.as_deref()
+        && let Some(current) = state.keys.foreign_key(&runner.org_id, key).await
+    {
+        // Caught at the first claim, not job by job.
+        return Err(Error::conflict(
+            "wrong_signing_key",
+            format!(
+                "this runner verifies jobs with {key}, a key its org never signed with; the org signs with {current}: restart the runner with --signing-key {current} (the control plane's DATA_DIR/org-signing-key.pub)"
+            ),
+        ));
+    }
     let slots = req.slots.min(MAX_SLOTS);
     let wait = Duration::from_millis(req.wait_ms).min(state.timings.max_claim_wait);
     // Runners that connected together (after a restart) would otherwise come

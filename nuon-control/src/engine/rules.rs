@@ -414,6 +414,10 @@ pub(crate) fn install_state_after(
         (WorkflowKind::Deprovision, WorkflowStatus::Succeeded) if wf.component.is_none() => {
             "deprovisioned".into()
         }
+        // Every component is down; the sandbox stays.
+        (WorkflowKind::Teardown, WorkflowStatus::Succeeded) if wf.component.is_none() => {
+            "torn_down".into()
+        }
         _ => "active".into(),
     }
 }
@@ -876,6 +880,9 @@ mod tests {
             (WK::Deprovision, None, W::Succeeded, false, "deprovisioned"),
             (WK::Deprovision, None, W::Partial, false, "active"),
             (WK::Deprovision, Some("db"), W::Succeeded, false, "active"),
+            (WK::Teardown, None, W::Succeeded, false, "torn_down"),
+            (WK::Teardown, None, W::Partial, false, "active"),
+            (WK::Teardown, Some("db"), W::Succeeded, false, "active"),
             (WK::Action, None, W::Failed, false, "was"),
             (WK::Action, None, W::Cancelled, true, "was"),
         ];
