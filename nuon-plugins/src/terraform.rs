@@ -449,7 +449,16 @@ mod plugin {
                         .store
                         .open_blob(&plan.repo, &blob)
                         .await
-                        .map_err(store_err)?;
+                        .map_err(|e| match e {
+                            nuon_core::artifact::ArtifactError::NotFound(m) => {
+                                PluginError::Missing(format!(
+                                    "terraform: the plan to apply is not in this runner's store ({m}): \
+                                     the runner process that made it kept it in another store (another \
+                                     --store-dir or work dir, or a store wiped since); plan again"
+                                ))
+                            }
+                            e => store_err(e),
+                        })?;
                     let mut out = tokio::fs::File::create(work.join("plan.tfplan"))
                         .await
                         .map_err(|e| {

@@ -2392,3 +2392,73 @@ fn the_readme_walkthrough_runs_as_written() {
     assert!(ran >= 12, "{ran} lines ran");
     eprintln!("{ran} README lines ran as written");
 }
+
+/// Point 3's last part: an apply that cannot find its plan (the runner now
+/// keeps another store) says so, names the job that made the plan and the
+/// command that plans again; that command completes the workflow.
+#[test]
+fn an_apply_whose_plan_is_in_another_store_names_where_it_came_from() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let component = "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n";
+    let module = "resource \"terraform_data\" \"box\" {\n  input = \"box\"\n}\n";
+    let mut m = Manual::start_full(
+        &[
+            METADATA,
+            ("components/box.toml", component),
+            ("src/box/main.tf", module),
+        ],
+        None,
+        |_| {},
+        &["--approval", "prompt"],
+    );
+    let c = m.cp.client();
+    let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let wf = newest_workflow(&c);
+    // The runner comes back on another store: a copy of its own without the
+    // plan (as another process of the runner, with its own store, had).
+    let digest = step(&wf, "plan box").outputs["plan"]["digest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:")
+        .to_owned();
+    let another = m.dir.path().join("another-store");
+    std::fs::create_dir_all(&another).unwrap();
+    copy_dir(&m.store_dir, &another);
+    let mut removed = 0;
+    for f in walk(&another) {
+        if f.file_name().is_some_and(|n| n == digest.as_str()) {
+            std::fs::remove_file(f).unwrap();
+            removed += 1;
+        }
+    }
+    assert_eq!(removed, 1, "the plan blob {digest}");
+    m.store_dir = another;
+    m.restart_runner(None);
+    ok(m.cp.nuon(&["workflows", "approve", wf.id.as_str()]));
+    let failed = wait_workflow(&c, wf.id.as_str(), ended);
+    assert_eq!(failed.status, "failed", "{failed:#?}");
+    let why = step(&failed, "apply box").reason.clone().unwrap();
+    let plan_job = step(&failed, "plan box").job_id.clone().unwrap();
+    assert!(
+        why.contains("the plan to apply is not in this runner's store"),
+        "{why}"
+    );
+    assert!(
+        why.contains(&format!("its plan came from job {plan_job} (plan box)")),
+        "{why}"
+    );
+    let retry = format!("nuon workflows retry {} --step \"sync box\"", wf.id);
+    assert!(why.contains(&retry), "{why}");
+    ok(m.cp.nuon(&["workflows", "retry", wf.id.as_str(), "--step", "sync box"]));
+    let waiting = wait_for("the new plan's approval", Duration::from_secs(60), || {
+        let w = rt().block_on(c.get_workflow(wf.id.as_str())).ok()?;
+        (step(&w, "apply box").status == "waiting_approval").then_some(())
+    });
+    waiting.unwrap();
+    ok(m.cp.nuon(&["workflows", "approve", wf.id.as_str()]));
+    let done = wait_workflow(&c, wf.id.as_str(), ended);
+    assert_eq!(done.status, "succeeded", "{done:#?}");
+}

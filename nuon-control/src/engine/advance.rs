@@ -69,7 +69,28 @@ impl Engine {
                         return Ok(());
                     }
                     if job.status != JobStatus::Succeeded {
-                        let reason = self.failure_reason(&job).await;
+                        let mut reason = self.failure_reason(&job).await;
+                        // An apply names the plan it applied, and where it
+                        // came from.
+                        if applies_a_plan(step.kind)
+                            && let Some(plan) = rules::plan_step_of(&cx.wf.steps, i)
+                            && let Some(made_by) = &plan.job_id
+                        {
+                            // Again from the sync, when there is one: the
+                            // module may be missing where the plan is.
+                            let from = cx.wf.steps[..i]
+                                .iter()
+                                .rev()
+                                .find(|s| {
+                                    s.target == step.target
+                                        && matches!(s.kind, StepKind::Sync | StepKind::SandboxSync)
+                                })
+                                .unwrap_or(plan);
+                            reason.push_str(&format!(
+                                "; its plan came from job {made_by} ({}): plan again with `nuon workflows retry {} --step \"{}\"`",
+                                plan.name, cx.wf.id, from.name
+                            ));
+                        }
                         return self.fail(&cx, &step, reason).await;
                     }
                     self.succeeded(&mut cx, i, &job).await?;
