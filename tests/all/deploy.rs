@@ -2039,13 +2039,15 @@ fn a_step_waiting_for_a_runner_that_is_gone_says_so_and_a_reissued_token_brings_
 
     // Its token reissued: the old one is refused, naming the command; the
     // new one brings the runner back and the provision completes.
+    // By the install's name: an install's runner is found by it.
     let rotated: serde_json::Value = serde_json::from_str(&ok(m.cp.nuon(&[
         "runners",
         "rotate-token",
-        &name,
+        "demo",
         "--json",
     ])))
     .unwrap();
+    assert_eq!(rotated["runner"]["name"], name.as_str());
     let mut old = m.runner(None);
     let refused = wait_for(
         "the old token to be refused",
@@ -2073,6 +2075,10 @@ fn a_step_waiting_for_a_runner_that_is_gone_says_so_and_a_reissued_token_brings_
             .is_none_or(|r| !r.contains("waiting for runner"))),
         "{w:#?}"
     );
+    // Polish: jobs go to an install's runner by the install's name.
+    let out =
+        m.cp.nuon(&["jobs", "exec", "--runner", "demo", "--", "true"]);
+    assert!(out.status.success(), "{}", text(&out));
 }
 
 /// Point 5: `--wait` stops at an approval with its own exit code, the
@@ -2173,6 +2179,18 @@ fn a_second_nuon_dev_on_a_data_dir_is_refused_and_logs_are_appended() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let ports = (free_port(), free_port());
+    // Polish: flags meant for another control plane are refused, not
+    // ignored, before anything starts.
+    let out = dev(&data, ports, &["--json", "--api", "http://elsewhere:7400"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+    assert!(
+        text(&out).contains("--json, --api do not apply"),
+        "{}",
+        text(&out)
+    );
+    assert!(!data.exists(), "nothing was touched");
     let child = dev(&data, ports, &[])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

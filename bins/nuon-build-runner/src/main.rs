@@ -17,8 +17,10 @@ use nuon_runner_lib::cmd::open_store;
 struct BuildArgs {
     /// The vendor's artifact store that builds are pushed to: an OCI
     /// registry URL (credentials from the docker config.json) or a layout
-    /// directory. Default: `vendor-store/` in the work directory.
-    #[arg(long, env = "NUON_VENDOR_STORE")]
+    /// directory. Default: `vendor-store/` in the work directory. The same
+    /// variable as the install runner's (`NUON_VENDOR_STORE`, its earlier
+    /// name, is still read).
+    #[arg(long, env = "NUON_RUNNER_VENDOR_STORE")]
     vendor_store: Option<String>,
 }
 
@@ -28,7 +30,8 @@ async fn main() -> ExitCode {
         "nuon-build-runner",
         "Builds an org's components into OCI artifacts in the vendor's store.",
         |common, args, config| {
-            let dir = args.vendor_store.clone().unwrap_or_else(|| {
+            let earlier = std::env::var("NUON_VENDOR_STORE").ok();
+            let dir = args.vendor_store.clone().or(earlier).unwrap_or_else(|| {
                 common
                     .work_dir
                     .join("vendor-store")

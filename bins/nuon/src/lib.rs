@@ -487,7 +487,21 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Builds { command } => deploy::builds(g, command).await,
         Command::Releases { command } => releases::releases(g, command).await,
         Command::Plugins { command } => plugins::plugins(command).await,
-        Command::Dev(args) => dev::run(args).await,
+        Command::Dev(args) => {
+            // Flags for a control plane elsewhere mean nothing to the one
+            // `nuon dev` starts: say so rather than ignore them.
+            let given: Vec<&str> = ["--json", "--api", "--token", "--ca-bundle"]
+                .into_iter()
+                .filter(|f| std::env::args().any(|a| a == *f || a.starts_with(&format!("{f}="))))
+                .collect();
+            if !given.is_empty() {
+                return Err(CliError::usage(format!(
+                    "nuon dev starts a control plane of its own, so {} do not apply: it listens on --listen and --runner-listen, keeps its admin token in DATA_DIR/control/admin-token, and prints its progress, not JSON",
+                    given.join(", ")
+                )));
+            }
+            dev::run(args).await
+        }
     }
 }
 

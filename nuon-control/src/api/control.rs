@@ -180,9 +180,7 @@ async fn revoke_runner(
 ) -> Result<Json<nuon_core::wire::RunnerInfo>, Error> {
     require_admin(&auth)?;
     let org = &auth.0.org_id;
-    let runner = state
-        .store
-        .find_runner(org, &raw)
+    let runner = runner_named(&state, org, &raw)
         .await?
         .ok_or_else(|| Error::not_found(format!("no runner {raw:?} in this org")))?;
     let revoked = state
@@ -196,6 +194,23 @@ async fn revoke_runner(
     Ok(Json(state.runner_view(revoked)))
 }
 
+/// A runner of the org by its name or id, or by the name or id of the
+/// install it runs for (an install's runner is named after the install's
+/// id).
+async fn runner_named(
+    state: &SharedState,
+    org: &nuon_core::OrgId,
+    raw: &str,
+) -> Result<Option<RunnerInfo>, Error> {
+    if let Some(r) = state.store.find_runner(org, raw).await? {
+        return Ok(Some(r));
+    }
+    match state.store.find_install(org, raw).await? {
+        Some(i) => Ok(state.store.find_runner(org, i.runner_id.as_str()).await?),
+        None => Ok(None),
+    }
+}
+
 async fn rotate_runner_token(
     State(state): State<SharedState>,
     auth: ApiAuth,
@@ -204,11 +219,7 @@ async fn rotate_runner_token(
     require_admin(&auth)?;
     let org = &auth.0.org_id;
     let no_such = || Error::not_found(format!("no runner {raw:?} in this org"));
-    let runner = state
-        .store
-        .find_runner(org, &raw)
-        .await?
-        .ok_or_else(no_such)?;
+    let runner = runner_named(&state, org, &raw).await?.ok_or_else(no_such)?;
     let token = issue_runner_token(&runner.id);
     let runner = state
         .store
@@ -263,9 +274,7 @@ async fn create_job(
             "max_attempts must be between 1 and {MAX_ATTEMPTS}, got {max_attempts}"
         )));
     }
-    let runner = state
-        .store
-        .find_runner(&org, &req.runner)
+    let runner = runner_named(&state, &org, &req.runner)
         .await?
         .filter(|r| !r.revoked)
         .ok_or_else(|| {
