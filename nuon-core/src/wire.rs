@@ -775,6 +775,10 @@ pub struct ConfigVersionInfo {
     /// Warnings found when it was synced (Nuon keys that are ignored).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Diagnostic>,
+    /// Set in the answer of a sync whose files were the latest version's:
+    /// no version was made, this is that one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchanged: bool,
 }
 
 /// A config version without its contents, for lists.

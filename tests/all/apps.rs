@@ -130,14 +130,32 @@ fn an_example_config_syncs_and_reads_back_as_synced() {
     assert_eq!(got, sent);
     assert_eq!(serde_json::to_value(&back).unwrap(), synced);
 
-    // A second sync is version 2; versions are immutable.
-    ok(&cp.nuon(&[
+    // A second sync of the same files makes no version (polish of "The
+    // destroy side and the CLI's contracts"); versions are immutable.
+    let again = ok(&cp.nuon(&[
         "apps",
         "sync",
         example().to_str().unwrap(),
         "--app",
         "hello",
+        "--json",
     ]));
+    assert_eq!(again["version"], 1);
+    assert_eq!(again["unchanged"], true);
+    let said = cp.nuon(&[
+        "apps",
+        "sync",
+        example().to_str().unwrap(),
+        "--app",
+        "hello",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&said.stdout).contains("is config v1 of app hello already"),
+        "{}",
+        String::from_utf8_lossy(&said.stdout)
+    );
+    let listed = rt().block_on(client.list_configs("hello")).unwrap();
+    assert_eq!(listed.configs.len(), 1);
     let v1 = rt().block_on(client.get_config("hello", Some(1))).unwrap();
     assert_eq!(v1.config, local);
 
@@ -179,7 +197,7 @@ fn an_example_config_syncs_and_reads_back_as_synced() {
         serde_json::to_value(rt().block_on(client.get_app("hello")).unwrap()).unwrap()
     );
     let configs = ok(&cp.nuon(&["apps", "configs", "hello", "--json"]));
-    assert_eq!(configs["configs"].as_array().unwrap().len(), 2);
+    assert_eq!(configs["configs"].as_array().unwrap().len(), 1);
     assert_eq!(
         configs,
         serde_json::to_value(rt().block_on(client.list_configs("hello")).unwrap()).unwrap()

@@ -337,6 +337,15 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                 print_json(&v)?;
             } else {
                 print_diagnostics(&v.warnings);
+                if v.unchanged {
+                    outln!(
+                        "{} is config v{} of app {} already: no new version",
+                        dir.display(),
+                        v.version,
+                        app
+                    );
+                    return Ok(0);
+                }
                 outln!(
                     "synced {} as config v{} of app {}: {}",
                     dir.display(),

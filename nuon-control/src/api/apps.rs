@@ -35,7 +35,8 @@ pub(super) fn ops() -> Vec<Op> {
         Op::get(routes::APP, "getApp", "One app, by id or name.", get(get_app)).returns::<AppInfo>(200),
         Op::post(routes::APP_CONFIGS, "syncAppConfig", "Sync the app's next config version from its files; an invalid config is refused with every diagnostic.", post(sync_config))
             .takes::<SyncConfig>()
-            .returns::<ConfigVersionInfo>(201),
+            .returns::<ConfigVersionInfo>(201)
+            .or_status(200, "The files are those of the latest version: no version is made; the answer is that one."),
         Op::get(routes::APP_CONFIGS, "listAppConfigs", "The app's config versions.", get(list_configs))
             .returns::<ConfigVersionList>(200),
         Op::get(routes::APP_CONFIG, "getAppConfig", "One config version (a number, or latest).", get(get_config))
@@ -193,6 +194,24 @@ async fn sync_config(
         });
     };
     let warnings: Vec<_> = diags.warnings().cloned().collect();
+    // The same files and sources as the latest version: that version it
+    // stays (a new one would start workflows and builds for nothing).
+    if let Some(latest) = state
+        .store
+        .get_config(&auth.0.org_id, &app.id, None)
+        .await?
+    {
+        let same_sources = open_config(&state.secrets, &app.id, "sources", &latest.sources_json)
+            .ok()
+            .and_then(|s| serde_json::from_str::<Vec<ConfigFile>>(&s).ok())
+            .is_some_and(|s| s == req.sources);
+        let mut latest = decode_config(&state, &app, latest)?;
+        if same_sources && latest.files == req.files {
+            latest.unchanged = true;
+            tracing::info!(app = %app.id, version = latest.version, "app config synced unchanged");
+            return Ok((StatusCode::OK, Json(latest)));
+        }
+    }
     let stored = StoredConfig {
         version: 0,
         created_at_ms: 0,
@@ -233,6 +252,7 @@ async fn sync_config(
             config,
             files: req.files,
             warnings,
+            unchanged: false,
         }),
     ))
 }
@@ -275,6 +295,7 @@ pub(super) fn decode_config(
             .map_err(|e| internal("stored config files unreadable", e))?,
         warnings: serde_json::from_str(&c.warnings_json)
             .map_err(|e| internal("stored warnings unreadable", e))?,
+        unchanged: false,
     })
 }
 

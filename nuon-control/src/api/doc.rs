@@ -39,6 +39,8 @@ pub(crate) struct Op {
     pub(crate) query: Vec<QueryParam>,
     request: Option<SchemaFn>,
     status: u16,
+    /// Another success status with the same body, and when it is given.
+    also: Option<(u16, &'static str)>,
     response: Option<SchemaFn>,
     /// Another media type for the success answer (a stream), with the
     /// schema of one item.
@@ -63,6 +65,7 @@ impl Op {
             query: Vec::new(),
             request: None,
             status: 200,
+            also: None,
             response: None,
             stream: None,
             handler,
@@ -106,6 +109,12 @@ impl Op {
     pub(crate) fn returns<T: JsonSchema>(mut self, status: u16) -> Self {
         self.status = status;
         self.response = Some(schema_of::<T>);
+        self
+    }
+
+    /// It may also succeed with `status` (same body): `when`.
+    pub(crate) fn or_status(mut self, status: u16, when: &'static str) -> Self {
+        self.also = Some((status, when));
         self
     }
 
@@ -195,6 +204,11 @@ pub(crate) fn openapi(ops: &[Op]) -> Value {
             ok["content"] = Value::Object(content);
         }
         let mut responses = Map::new();
+        if let Some((status, when)) = op.also {
+            let mut also = ok.clone();
+            also["description"] = Value::String(when.into());
+            responses.insert(status.to_string(), also);
+        }
         responses.insert(op.status.to_string(), ok);
         let err = |d: &str| json!({ "description": d, "content": json_content(error.clone()) });
         responses.insert(
