@@ -339,13 +339,6 @@ impl JobKeys {
             .ok_or_else(|| KeyError::NoOrg(org.clone()))
     }
 
-    /// The org's key rotations a runner trusting `runner_key` needs, to
-    /// check jobs signed by the keys `signed_by`: none when it trusts the
-    /// current key and the jobs are signed by it. A job signed by a key the
-    /// cached rotations do not reach (another replica rotated, or signed
-    /// after a rotation this one has not read yet) makes the org's key be
-    /// read again. Never fails a claim: a key that cannot be read is
-    /// logged, and the runner hears of it next time.
     /// The org's current public key when `runner_key` is none the org ever
     /// signed with (not its current key, nor one of its rotations): the
     /// runner was started with another org's key, or a mistyped one.
@@ -362,6 +355,13 @@ impl JobKeys {
         (!ours).then_some(current)
     }
 
+    /// The org's key rotations a runner trusting `runner_key` needs, to
+    /// check jobs signed by the keys `signed_by`: none when it trusts the
+    /// current key and the jobs are signed by it. A job signed by a key the
+    /// cached rotations do not reach (another replica rotated, or signed
+    /// after a rotation this one has not read yet) makes the org's key be
+    /// read again. Never fails a claim: a key that cannot be read is
+    /// logged, and the runner hears of it next time.
     pub(crate) async fn rotations_for(
         &self,
         org: &OrgId,

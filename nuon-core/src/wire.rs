@@ -847,6 +847,9 @@ pub struct InstallInfo {
     pub name: String,
     /// Its app.
     pub app_id: AppId,
+    /// The app's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_name: Option<String>,
     /// The app config version it runs.
     pub config_version: u32,
     /// Its runner.

@@ -2105,6 +2105,11 @@ fn approvals_say_what_they_approve_and_queued_workflows_say_what_they_wait_for()
     // Polish: the install shows its approval mode.
     let shown = ok(m.cp.nuon(&["installs", "get", "demo"]));
     assert!(shown.contains("approval: prompt"), "{shown}");
+    // ... and its app by name, as the list does.
+    assert!(shown.contains("app:      app (app_"), "{shown}");
+    let listed = ok(m.cp.nuon(&["installs", "list"]));
+    let row = listed.lines().find(|l| l.contains(" demo ")).unwrap();
+    assert!(row.contains(" app "), "{listed}");
     let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(3), "{said}");

@@ -407,7 +407,14 @@ fn read_secret(name: &str, path: &str) -> Result<String, CliError> {
 fn show_install(i: &InstallInfo) {
     outln!("id:       {}", i.id);
     outln!("name:     {}", i.name);
-    outln!("app:      {} (config v{})", i.app_id, i.config_version);
+    match &i.app_name {
+        Some(name) => outln!(
+            "app:      {name} ({}, config v{})",
+            i.app_id,
+            i.config_version
+        ),
+        None => outln!("app:      {} (config v{})", i.app_id, i.config_version),
+    }
     outln!("runner:   {}", i.runner_id);
     outln!("state:    {}", i.state);
     outln!("approval: {}", i.approval);
@@ -531,7 +538,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                             vec![
                                 i.id.to_string(),
                                 i.name,
-                                i.app_id.to_string(),
+                                i.app_name.unwrap_or_else(|| i.app_id.to_string()),
                                 format!("v{}", i.config_version),
                                 i.state,
                                 fmt_time(Some(i.created_at_ms)),

@@ -474,6 +474,7 @@ fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
         id: i.id,
         name: i.name,
         app_id: i.app_id,
+        app_name: None,
         config_version: i.config_version,
         runner_id: i.runner_id,
         state: i.state,
@@ -599,7 +600,10 @@ async fn create_install(
     Ok((
         StatusCode::CREATED,
         Json(InstallCreated {
-            install: install_info(stored)?,
+            install: InstallInfo {
+                app_name: Some(app.name.clone()),
+                ..install_info(stored)?
+            },
             runner_token: token.secret,
             signing_public_key: key.to_string(),
             runner_api_url: state.engine.runner_url_known().map(str::to_owned),
@@ -618,7 +622,9 @@ async fn list_installs(
         .into_iter()
         .map(install_info)
         .collect::<Result<_, _>>()?;
-    Ok(Json(InstallList { installs }))
+    Ok(Json(InstallList {
+        installs: named(&state, &auth, installs).await?,
+    }))
 }
 
 pub(super) async fn install_of(
@@ -638,7 +644,27 @@ async fn get_install(
     auth: ApiAuth,
     Path(key): Path<String>,
 ) -> Result<Json<InstallInfo>, Error> {
-    Ok(Json(install_info(install_of(&state, &auth, &key).await?)?))
+    let info = install_info(install_of(&state, &auth, &key).await?)?;
+    Ok(Json(named(&state, &auth, vec![info]).await?.remove(0)))
+}
+
+/// Installs with their apps' names.
+async fn named(
+    state: &SharedState,
+    auth: &ApiAuth,
+    mut installs: Vec<InstallInfo>,
+) -> Result<Vec<InstallInfo>, Error> {
+    let apps: BTreeMap<_, _> = state
+        .store
+        .list_apps(&auth.0.org_id)
+        .await?
+        .into_iter()
+        .map(|a| (a.id, a.name))
+        .collect();
+    for i in &mut installs {
+        i.app_name = apps.get(&i.app_id).cloned();
+    }
+    Ok(installs)
 }
 
 async fn set_inputs(
@@ -691,7 +717,8 @@ async fn set_inputs(
         )
         .await?
         .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
-    Ok(Json(install_info(updated)?))
+    let info = install_info(updated)?;
+    Ok(Json(named(&state, &auth, vec![info]).await?.remove(0)))
 }
 
 async fn list_workflows(

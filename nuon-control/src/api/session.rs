@@ -58,6 +58,16 @@ pub(super) async fn check(
     // within the cache's time).
     state.forget_runner_tokens(&principal.runner_id);
     if !took {
+        // Another request of this same session may have taken it first
+        // (a runner's first calls can overlap): that is no conflict.
+        let now = state
+            .store
+            .find_runner(&principal.org_id, principal.runner_id.as_str())
+            .await?
+            .and_then(|r| r.session);
+        if now.is_some_and(|s| s.id == mine.id) {
+            return Ok(());
+        }
         return Err(Error::api(
             StatusCode::CONFLICT,
             "runner_in_use",
