@@ -348,6 +348,36 @@ pub fn plan_with(
     out
 }
 
+/// Whether the plan an approval step `i` applies changes nothing.
+pub fn plan_changes_nothing(steps: &[crate::wire::WorkflowStepInfo], i: usize) -> bool {
+    let Some(plan) = plan_step_of(steps, i) else {
+        return false;
+    };
+    let c = &plan.outputs["changes"];
+    ["add", "change", "destroy"]
+        .iter()
+        .all(|k| c[*k].as_u64() == Some(0))
+}
+
+/// The plan step an apply step `i` applies: the nearest earlier plan of
+/// its target.
+pub fn plan_step_of(
+    steps: &[crate::wire::WorkflowStepInfo],
+    i: usize,
+) -> Option<&crate::wire::WorkflowStepInfo> {
+    let me = &steps[i];
+    steps[..i].iter().rev().find(|s| {
+        s.target == me.target
+            && matches!(
+                s.kind,
+                StepKind::Plan
+                    | StepKind::DestroyPlan
+                    | StepKind::SandboxPlan
+                    | StepKind::SandboxDestroyPlan
+            )
+    })
+}
+
 /// The reason an apply that needed an approval carries when its plan
 /// changes nothing: it ran without one.
 pub const NO_CHANGES: &str = "approval skipped: the plan has no changes";

@@ -113,6 +113,38 @@ impl Drop for Dev {
 
 const SIGINT: i32 = 2;
 
+/// A client of the `nuon dev` on `data`, once its provision of the demo
+/// has ended.
+fn provisioned_by_dev(data: &Path, port: u16) -> ControlClient {
+    let c = wait_for("nuon dev to be up", Duration::from_secs(60), || {
+        client(data, port)
+    })
+    .unwrap();
+    wait_for(
+        "the demo's provision to end",
+        Duration::from_secs(180),
+        || {
+            let w = rt().block_on(c.list_workflows("demo")).ok()?;
+            w.workflows.first().filter(|w| ended(w)).map(drop)
+        },
+    )
+    .unwrap();
+    c
+}
+
+/// An app of one Terraform component, `box`, that makes one resource.
+const BOX_APP: [(&str, &str); 3] = [
+    METADATA,
+    (
+        "components/box.toml",
+        "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n",
+    ),
+    (
+        "src/box/main.tf",
+        "resource \"terraform_data\" \"box\" {\n  input = \"box\"\n}\n",
+    ),
+];
+
 #[test]
 fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_its_store() {
     if !have_tool("terraform", "run the example app's Terraform") {
@@ -1963,19 +1995,7 @@ fn a_step_waiting_for_a_runner_that_is_gone_says_so_and_a_reissued_token_brings_
     }
     // A short claim wait: a runner counts as gone 5 s after its last call.
     let cp = ControlPlane::start_with("3s", &["--max-claim-wait", "2s"]).unwrap();
-    let component = "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n";
-    let module = "resource \"terraform_data\" \"box\" {\n  input = \"box\"\n}\n";
-    let mut m = Manual::start_on(
-        cp,
-        &[
-            METADATA,
-            ("components/box.toml", component),
-            ("src/box/main.tf", module),
-        ],
-        None,
-        |_| {},
-        &[],
-    );
+    let mut m = Manual::start_on(cp, &BOX_APP, None, |_| {}, &[]);
     let c = m.cp.client();
     let runners = |m: &Manual| -> serde_json::Value {
         serde_json::from_str(&ok(m.cp.nuon(&["runners", "list", "--json"]))).unwrap()
@@ -2090,18 +2110,7 @@ fn approvals_say_what_they_approve_and_queued_workflows_say_what_they_wait_for()
     if !have_tool("terraform", "run Terraform") {
         return;
     }
-    let component = "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n";
-    let module = "resource \"terraform_data\" \"box\" {\n  input = \"box\"\n}\n";
-    let m = Manual::start_full(
-        &[
-            METADATA,
-            ("components/box.toml", component),
-            ("src/box/main.tf", module),
-        ],
-        None,
-        |_| {},
-        &["--approval", "prompt"],
-    );
+    let m = Manual::start_full(&BOX_APP, None, |_| {}, &["--approval", "prompt"]);
     // Polish: the install shows its approval mode.
     let shown = ok(m.cp.nuon(&["installs", "get", "demo"]));
     assert!(shown.contains("approval: prompt"), "{shown}");
@@ -2202,15 +2211,7 @@ fn a_second_nuon_dev_on_a_data_dir_is_refused_and_logs_are_appended() {
         .spawn()
         .unwrap();
     let first = Dev(child);
-    let c = wait_for("nuon dev to be up", Duration::from_secs(60), || {
-        client(&data, ports.0)
-    })
-    .unwrap();
-    wait_for("the provision to end", Duration::from_secs(180), || {
-        let w = rt().block_on(c.list_workflows("demo")).ok()?;
-        w.workflows.first().filter(|w| ended(w)).map(drop)
-    })
-    .unwrap();
+    provisioned_by_dev(&data, ports.0);
     // The logs `nuon dev` writes: the control plane's and each runner's.
     let logs = || -> Vec<(PathBuf, Vec<u8>)> {
         std::fs::read_dir(&data)
@@ -2313,19 +2314,7 @@ fn the_readme_walkthrough_runs_as_written() {
         .unwrap();
     let _dev = Dev(child);
     let data = cwd.join("nuon-data");
-    let c = wait_for("nuon dev to be up", Duration::from_secs(60), || {
-        client(&data, ports.0)
-    })
-    .unwrap();
-    wait_for(
-        "the demo's provision to end",
-        Duration::from_secs(180),
-        || {
-            let w = rt().block_on(c.list_workflows("demo")).ok()?;
-            w.workflows.first().filter(|w| ended(w)).map(drop)
-        },
-    )
-    .unwrap();
+    let c = provisioned_by_dev(&data, ports.0);
 
     let api = format!("http://127.0.0.1:{}", ports.0);
     let nuon = bin("nuon");
@@ -2424,18 +2413,7 @@ fn an_apply_whose_plan_is_in_another_store_names_where_it_came_from() {
     if !have_tool("terraform", "run Terraform") {
         return;
     }
-    let component = "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n";
-    let module = "resource \"terraform_data\" \"box\" {\n  input = \"box\"\n}\n";
-    let mut m = Manual::start_full(
-        &[
-            METADATA,
-            ("components/box.toml", component),
-            ("src/box/main.tf", module),
-        ],
-        None,
-        |_| {},
-        &["--approval", "prompt"],
-    );
+    let mut m = Manual::start_full(&BOX_APP, None, |_| {}, &["--approval", "prompt"]);
     let c = m.cp.client();
     let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));

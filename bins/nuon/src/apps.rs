@@ -804,21 +804,10 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
                 );
                 // An apply that ran without its approval because its plan
                 // changed nothing.
-                let no_changes: Vec<bool> = w
-                    .steps
-                    .iter()
-                    .map(|s| {
-                        s.needs_approval
-                            && w.steps
-                                .iter()
-                                .rev()
-                                .filter(|p| p.index < s.index && p.target == s.target)
-                                .find_map(|p| p.outputs.get("changes"))
-                                .is_some_and(|c| {
-                                    ["add", "change", "destroy"]
-                                        .iter()
-                                        .all(|k| c[*k].as_u64() == Some(0))
-                                })
+                let no_changes: Vec<bool> = (0..w.steps.len())
+                    .map(|i| {
+                        w.steps[i].needs_approval
+                            && nuon_core::workflow::plan_changes_nothing(&w.steps, i)
                     })
                     .collect();
                 table(

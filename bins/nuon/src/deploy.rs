@@ -257,10 +257,9 @@ fn waiting_step(wf: &WorkflowInfo) -> Option<&nuon_core::wire::WorkflowStepInfo>
 /// exact commands that approve or deny it.
 fn approval_prompt(wf: &WorkflowInfo) -> Option<String> {
     let step = waiting_step(wf)?;
-    let plan = wf.steps[..wf.steps.iter().position(|s| s.index == step.index)?]
-        .iter()
-        .rev()
-        .find(|s| s.target == step.target && s.outputs.get("changes").is_some());
+    let at = wf.steps.iter().position(|s| s.index == step.index)?;
+    let plan = nuon_core::workflow::plan_step_of(&wf.steps, at)
+        .filter(|p| p.outputs.get("changes").is_some());
     let mut text = format!("{} waits for an approval.", step.name);
     if let Some(p) = plan {
         let c = &p.outputs["changes"];

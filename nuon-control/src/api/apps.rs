@@ -645,10 +645,24 @@ async fn get_install(
     Path(key): Path<String>,
 ) -> Result<Json<InstallInfo>, Error> {
     let info = install_info(install_of(&state, &auth, &key).await?)?;
-    Ok(Json(named(&state, &auth, vec![info]).await?.remove(0)))
+    Ok(Json(with_app_name(&state, &auth, info).await?))
 }
 
-/// Installs with their apps' names.
+/// An install with its app's name.
+async fn with_app_name(
+    state: &SharedState,
+    auth: &ApiAuth,
+    mut install: InstallInfo,
+) -> Result<InstallInfo, Error> {
+    install.app_name = state
+        .store
+        .find_app(&auth.0.org_id, install.app_id.as_str())
+        .await?
+        .map(|a| a.name);
+    Ok(install)
+}
+
+/// Installs with their apps' names (the org's apps read once).
 async fn named(
     state: &SharedState,
     auth: &ApiAuth,
@@ -718,7 +732,7 @@ async fn set_inputs(
         .await?
         .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
     let info = install_info(updated)?;
-    Ok(Json(named(&state, &auth, vec![info]).await?.remove(0)))
+    Ok(Json(with_app_name(&state, &auth, info).await?))
 }
 
 async fn list_workflows(

@@ -485,39 +485,32 @@ const RUNNER_PREFIX: &str = "/v1/runner/";
 fn not_found_route(api: Api, state: &AppState, path: &str) -> Error {
     let for_runner = path.starts_with(RUNNER_PREFIX);
     let for_control = !for_runner && (path.starts_with("/v1/") || path == routes::OPENAPI);
-    match api {
-        Api::Control if for_runner => {
-            let at = state
-                .engine
-                .runner_url_known()
-                .map(|u| format!(": {u}"))
-                .unwrap_or_else(|| " (nuon-ctl serve --runner-listen)".into());
-            Error::api(
-                StatusCode::NOT_FOUND,
-                "wrong_api",
-                format!(
-                    "this is the control plane's Control API, not its Runner API; \
-                     point the runner at the Runner API{at}"
-                ),
-            )
-        }
-        Api::Runner if for_control => {
-            let at = state
-                .control_url
-                .get()
-                .map(|u| format!(": {u}"))
-                .unwrap_or_else(|| " (nuon-ctl serve --listen)".into());
-            Error::api(
-                StatusCode::NOT_FOUND,
-                "wrong_api",
-                format!(
-                    "this is the control plane's Runner API, not its Control API; \
-                     point the client (NUON_API_URL, --api) at the Control API{at}"
-                ),
-            )
-        }
-        _ => Error::not_found(format!("no route {path}")),
-    }
+    // This API, the one the request meant, who calls it, and where it is.
+    let (this, meant, caller, at, flag) = match api {
+        Api::Control if for_runner => (
+            "Control",
+            "Runner",
+            "the runner",
+            state.engine.runner_url_known(),
+            "--runner-listen",
+        ),
+        Api::Runner if for_control => (
+            "Runner",
+            "Control",
+            "the client (NUON_API_URL, --api)",
+            state.control_url.get().map(String::as_str),
+            "--listen",
+        ),
+        _ => return Error::not_found(format!("no route {path}")),
+    };
+    let at = at.map_or_else(|| format!(" (nuon-ctl serve {flag})"), |u| format!(": {u}"));
+    Error::api(
+        StatusCode::NOT_FOUND,
+        "wrong_api",
+        format!(
+            "this is the control plane's {this} API, not its {meant} API; point {caller} at the {meant} API{at}"
+        ),
+    )
 }
 
 async fn health() -> &'static str {

@@ -10,7 +10,7 @@ use axum::extract::ConnectInfo;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use nuon_core::now_ms;
-use nuon_core::wire::{RunnerSession, SESSION_HEADER};
+use nuon_core::wire::{RunnerSession, RunnerStatus, SESSION_HEADER};
 
 use super::AppState;
 use crate::error::Error;
@@ -41,7 +41,7 @@ pub(super) async fn check(
             return Ok(());
         }
         let quiet = now_ms() - principal.last_seen_ms.unwrap_or(0);
-        let live = quiet < i64::try_from(state.live_window().as_millis()).unwrap_or(i64::MAX);
+        let live = state.runner_status(false, principal.last_seen_ms) == RunnerStatus::Connected;
         if live && !replace {
             return Err(in_use(principal, cur, quiet));
         }

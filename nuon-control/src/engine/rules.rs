@@ -10,6 +10,7 @@ use nuon_core::workflow::{
     StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan, destroys,
     left_out_by_denial,
 };
+pub(crate) use nuon_core::workflow::{plan_changes_nothing, plan_step_of};
 use nuon_core::{ArtifactRef, JobId};
 use serde_json::Value;
 
@@ -100,33 +101,6 @@ pub(crate) fn destroy_group(steps: &[WorkflowStepInfo], i: usize) -> Option<Vec<
         s.target == me.target && matches!(s.kind, StepKind::Destroy | StepKind::SandboxDestroy)
     })?;
     Some((i..=plan).chain([plan + 1 + apply]).collect())
-}
-
-/// Whether the plan an approval step `i` applies changes nothing.
-pub(crate) fn plan_changes_nothing(steps: &[WorkflowStepInfo], i: usize) -> bool {
-    let Some(plan) = plan_step_of(steps, i) else {
-        return false;
-    };
-    let c = &plan.outputs["changes"];
-    ["add", "change", "destroy"]
-        .iter()
-        .all(|k| c[*k].as_u64() == Some(0))
-}
-
-/// The plan step an apply step `i` applies: the nearest earlier plan of
-/// its target.
-pub(crate) fn plan_step_of(steps: &[WorkflowStepInfo], i: usize) -> Option<&WorkflowStepInfo> {
-    let me = &steps[i];
-    steps[..i].iter().rev().find(|s| {
-        s.target == me.target
-            && matches!(
-                s.kind,
-                StepKind::Plan
-                    | StepKind::DestroyPlan
-                    | StepKind::SandboxPlan
-                    | StepKind::SandboxDestroyPlan
-            )
-    })
 }
 
 /// The successful plan step an apply or destroy step carries out.
@@ -511,11 +485,16 @@ mod tests {
             (K::Plan, "app"),
             (K::Apply, "app"),
         ];
+        steps_of(&shape, &statuses)
+    }
+
+    /// Steps of these kinds and targets, with these statuses.
+    fn steps_of(shape: &[(StepKind, &str)], statuses: &[StepStatus]) -> Vec<WorkflowStepInfo> {
         shape
             .iter()
             .zip(statuses)
             .enumerate()
-            .map(|(i, ((k, t), s))| step(i as u32, *k, Some(t), s))
+            .map(|(i, ((k, t), s))| step(i as u32, *k, Some(t), *s))
             .collect()
     }
 
@@ -945,12 +924,7 @@ mod tests {
             (K::DestroyPlan, "db"),
             (K::Destroy, "db"),
         ];
-        shape
-            .iter()
-            .zip(statuses)
-            .enumerate()
-            .map(|(i, ((k, t), s))| step(i as u32, *k, Some(t), s))
-            .collect()
+        steps_of(&shape, &statuses)
     }
 
     #[test]
