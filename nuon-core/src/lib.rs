@@ -49,6 +49,7 @@ mod plugin;
 pub mod private;
 pub mod records;
 mod signing;
+pub mod template;
 pub mod token;
 mod transport;
 pub mod version;

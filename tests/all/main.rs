@@ -14,6 +14,7 @@ mod replicas;
 mod rotation;
 mod security;
 mod state;
+mod templates;
 mod tidy;
 
 use std::time::Duration;

@@ -1,0 +1,226 @@
+//! Go's `text/template` language with sprig's functions, as Nuon's app
+//! configs (and Helm charts) use it.
+//!
+//! The whole language: actions, pipelines and parenthesized calls,
+//! variables (`$x :=`, `$x =`, `$`), `if`/`else if`/`else`, `with`/`else`,
+//! `range` over lists and maps (with `break` and `continue`), `define`,
+//! `template` and `block`, comments and `{{-`/`-}}` trimming; Go's builtins
+//! and sprig 3's library. Values behave as Go's do: JSON numbers are
+//! `float64` (so `eq .n 3` is an error, as in Go), maps iterate in key
+//! order, `printf` has Go's verbs, and a missing key prints `<no value>`.
+//! `tests/templates/` holds the differential test against Go 1.19 and
+//! sprig 3.2.3 themselves.
+//!
+//! ```
+//! use nuon_core::template::{Template, Value};
+//!
+//! let t = Template::parse("example", r#"{{ range $i, $r := .regions }}{{ if $i }},{{ end }}{{ upper $r }}{{ end }}"#)?;
+//! let data = Value::from_json(&serde_json::json!({"regions": ["us", "eu"]}));
+//! assert_eq!(t.execute(&data)?, "US,EU");
+//! # Ok::<(), nuon_core::template::Error>(())
+//! ```
+//!
+//! Not provided: functions that read the control plane's environment
+//! (`env`, `expandenv`), look up hosts, or generate keys and certificates
+//! (a parse error says why); time zones other than UTC; methods on values
+//! (`.Major` of `semver` is a map key here).
+
+mod exec;
+mod fmt;
+mod funcs;
+mod lex;
+mod parse;
+mod time;
+mod value;
+
+use std::collections::HashSet;
+
+pub use fmt::{json, quote, sprintf};
+pub use value::{Elem, IntType, Value};
+
+/// What a missing map key gives: Go's `missingkey` option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingKey {
+    /// `<no value>` when printed (Go's default).
+    #[default]
+    Default,
+    /// The zero value of the map's element type.
+    Zero,
+    /// An error.
+    Error,
+}
+
+/// A parse or execution error, at a place in the template's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name}:{line}:{col}: {message}")]
+pub struct Error {
+    /// The template's name (for a config, its file and key).
+    pub name: String,
+    /// 1-based line inside the template.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub col: usize,
+    /// Byte offset inside the template.
+    pub offset: usize,
+    /// What went wrong; an execution error says where (`at <.x>`).
+    pub message: String,
+}
+
+/// A parsed template.
+#[derive(Debug, Clone)]
+pub struct Template {
+    name: String,
+    source: String,
+    trees: parse::Trees,
+    missing_key: MissingKey,
+    no_value_is_error: bool,
+    max_output: usize,
+}
+
+/// A field chain the template reads from its data (`.nuon.install.id` is
+/// `["nuon", "install", "id"]`), where the template says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldRef {
+    /// The keys, from the data's root.
+    pub path: Vec<String>,
+    /// Byte offset in the template.
+    pub offset: usize,
+    /// Byte offset just past the chain.
+    pub end: usize,
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+impl Template {
+    /// Parses `text`; `name` names it in errors (`components/db.toml`).
+    pub fn parse(name: &str, text: &str) -> Result<Template, Error> {
+        let is_func = |n: &str| funcs::exists(n);
+        match parse::parse(text, &is_func) {
+            Ok(trees) => Ok(Template {
+                name: name.into(),
+                source: text.into(),
+                trees,
+                missing_key: MissingKey::Default,
+                no_value_is_error: false,
+                max_output: 64 << 20,
+            }),
+            Err(e) => {
+                let mut message = e.message;
+                let why = message
+                    .strip_prefix("function \"")
+                    .and_then(|m| m.strip_suffix("\" not defined"))
+                    .and_then(funcs::not_provided);
+                if let Some(why) = why {
+                    message = format!("{message}: {why}");
+                }
+                Err(Self::error_at(name, text, e.pos, message))
+            }
+        }
+    }
+
+    fn error_at(name: &str, text: &str, offset: usize, message: String) -> Error {
+        let (line, col) = line_col(text, offset);
+        Error {
+            name: name.into(),
+            line,
+            col,
+            offset,
+            message,
+        }
+    }
+
+    /// Sets what a missing map key gives (Go's `Option("missingkey=…")`).
+    pub fn missing_key(mut self, m: MissingKey) -> Self {
+        self.missing_key = m;
+        self
+    }
+
+    /// Makes an action that prints no value (`<no value>` in Go) an error
+    /// naming what it read, so a typo in a config cannot render silently.
+    pub fn no_value_is_error(mut self, yes: bool) -> Self {
+        self.no_value_is_error = yes;
+        self
+    }
+
+    /// Caps the output (64 MiB unless set).
+    pub fn max_output(mut self, bytes: usize) -> Self {
+        self.max_output = bytes;
+        self
+    }
+
+    /// The template's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the text has any action at all (plain text renders as is).
+    pub fn is_plain(&self) -> bool {
+        self.trees.defined.is_empty()
+            && self
+                .trees
+                .main
+                .iter()
+                .all(|n| matches!(n, parse::Node::Text(_)))
+    }
+
+    /// Renders the template with `data`.
+    pub fn execute(&self, data: &Value) -> Result<String, Error> {
+        let mut state = exec::State::new(self, data);
+        match state.walk_list(data, &self.trees.main) {
+            Ok(()) => Ok(state.out),
+            Err(exec::Stop::Err(pos, end, msg)) => {
+                let at = &self.source[pos.min(self.source.len())
+                    ..end.min(self.source.len()).max(pos.min(self.source.len()))];
+                let message = if at.is_empty() {
+                    format!("executing {:?}: {msg}", self.name)
+                } else {
+                    format!("executing {:?} at <{at}>: {msg}", self.name)
+                };
+                Err(Self::error_at(&self.name, &self.source, pos, message))
+            }
+            Err(_) => Err(Self::error_at(
+                &self.name,
+                &self.source,
+                0,
+                "break or continue outside range".into(),
+            )),
+        }
+    }
+
+    /// Renders the template with JSON data, read as Go's `encoding/json`
+    /// reads it into `interface{}`.
+    pub fn execute_json(&self, data: &serde_json::Value) -> Result<String, Error> {
+        self.execute(&Value::from_json(data))
+    }
+
+    /// Every function the template calls.
+    pub fn functions(&self) -> HashSet<String> {
+        let mut out = HashSet::new();
+        parse::collect_idents(&self.trees.main, &mut out);
+        for t in self.trees.defined.values() {
+            parse::collect_idents(t, &mut out);
+        }
+        out
+    }
+
+    /// Every field chain read from the data's root: `.a.b` where dot is the
+    /// root, and `$.a.b` anywhere.
+    pub fn references(&self) -> Vec<FieldRef> {
+        let mut out = Vec::new();
+        parse::collect_refs(&self.trees.main, true, &mut out);
+        for t in self.trees.defined.values() {
+            parse::collect_refs(t, false, &mut out);
+        }
+        out
+    }
+}
+
+/// Renders `text` once with `data` (parse and execute).
+pub fn render(name: &str, text: &str, data: &Value) -> Result<String, Error> {
+    Template::parse(name, text)?.execute(data)
+}
