@@ -105,6 +105,7 @@ pub(crate) fn render_context(
             .map(|(k, v)| (k, Value::Object(v)))
             .collect(),
         secrets: open.secrets,
+        ..Default::default()
     })
 }
 
@@ -184,7 +185,7 @@ pub(crate) fn precheck_templates(
     let mut check = |what: String, text: &str| {
         let (actions, _) = template::scan(text);
         for a in actions {
-            if a.default.is_some() {
+            if !a.printed {
                 continue;
             }
             let missing = match &a.reference {

@@ -57,7 +57,11 @@ fn locate(file: &SourceFile, s: &Located, offset: usize) -> usize {
     while !s.text.is_char_boundary(end) {
         end -= 1;
     }
-    let needle = s.text[offset..end].lines().next().unwrap_or("");
+    // The text up to the first character TOML may have escaped.
+    let needle = s.text[offset..end]
+        .split(|c: char| c == '"' || c == '\\' || c.is_control())
+        .next()
+        .unwrap_or("");
     if needle.is_empty() {
         return s.span.start;
     }

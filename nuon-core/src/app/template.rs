@@ -1,8 +1,5 @@
-//! Nuon's template syntax in config values: `{{ .nuon.install.inputs.region }}`.
-//!
-//! A value may hold any number of actions `{{ … }}` (with Go's `{{-`/`-}}`
-//! trim markers accepted and ignored). An action is one reference, optionally
-//! piped into `default "fallback"`:
+//! Templates in config values: Go's `text/template` language with sprig
+//! ([`crate::template`]), over Nuon's values under `.nuon`:
 //!
 //! | reference | value |
 //! |---|---|
@@ -12,14 +9,22 @@
 //! | `.nuon.sandbox.outputs.KEY…` (or `.nuon.install.sandbox.outputs.KEY…`) | an output of the install's sandbox |
 //! | `.nuon.components.NAME.outputs.KEY…` (or `.nuon.install.components.…`) | an output of another component (a dependency) |
 //! | `.nuon.secrets.NAME` | a secret of the install |
+//! | `.nuon.install_stack.outputs.KEY…` | an output of the install stack (arrives at run time) |
+//! | `.nuon.cloud_account.…` | the install's cloud account (arrives at run time) |
+//! | `.nuon.actions.workflows.NAME.outputs.KEY…` | an output an action run wrote (arrives at run time) |
 //!
-//! Checking happens when a config is validated ([`scan`] finds the
-//! references, the config check resolves them); rendering happens on the
-//! control plane when a job is dispatched ([`render`]).
+//! Checking happens when a config is validated ([`scan`] parses each value
+//! and finds the references read from the root; the config check resolves
+//! them); rendering happens on the control plane when a job is dispatched
+//! ([`render`]). A value printed as it is that has no value (`{{
+//! .nuon.install.inputs.typo }}`) is an error naming it, where Go would
+//! print `<no value>`; `{{ .x | default "y" }}` and the like work as in Go.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+
+use crate::template::{Template, Value as TValue};
 
 /// What a reference points at.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -47,21 +52,35 @@ pub enum Reference {
     },
     /// `.nuon.secrets.NAME`
     Secret(String),
+    /// `.nuon.install_stack.outputs.KEY…`
+    InstallStackOutput(Vec<String>),
+    /// `.nuon.cloud_account.…`
+    CloudAccount(Vec<String>),
+    /// `.nuon.actions.workflows.NAME.outputs.KEY…`
+    ActionOutput {
+        /// The action.
+        workflow: String,
+        /// The path inside its outputs.
+        path: Vec<String>,
+    },
+    /// A whole map of values (`.nuon.install.inputs`, `.nuon.components`),
+    /// read by a function such as `index` or `range`.
+    Prefix(Vec<String>),
 }
 
-/// One `{{ … }}` of a value.
+/// One field chain a value reads from under `.nuon`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Action {
-    /// Byte offset of `{{` in the text.
+    /// Byte offset of the chain in the text.
     pub start: usize,
-    /// Byte offset just after `}}`.
+    /// Byte offset just after it.
     pub end: usize,
-    /// The reference, as written (`.nuon.install.id`).
+    /// The chain, as written (`.nuon.install.id`).
     pub written: String,
     /// What it points at.
     pub reference: Reference,
-    /// The `default "…"` fallback, if any.
-    pub default: Option<String>,
+    /// Whether the value is printed as it is (no `default`, `if`, …).
+    pub printed: bool,
 }
 
 /// A template that does not parse, or a reference that does not resolve.
@@ -82,186 +101,135 @@ pub const ROOTS: &[&str] = &[
     "sandbox",
     "components",
     "secrets",
+    "install_stack",
+    "cloud_account",
+    "actions",
 ];
 
-/// Nuon values we do not provide yet.
-const NOT_YET: &[&str] = &["install_stack", "cloud_account", "runner", "actions"];
-
-fn parse_reference(path: &str) -> Result<Reference, String> {
-    let parts: Vec<&str> = path.trim_start_matches('.').split('.').collect();
-    if parts.first() != Some(&"nuon") {
+fn parse_reference(written: &str, path: &[String]) -> Result<Reference, String> {
+    let rest: Vec<&str> = path.iter().map(String::as_str).collect();
+    if rest.first() != Some(&"nuon") {
         return Err(format!(
-            "unknown template reference {path:?}: values are read from under .nuon (for example .nuon.install.inputs.NAME)"
+            "unknown template reference {written:?}: values are read from under .nuon (for example .nuon.install.inputs.NAME)"
         ));
     }
-    let rest = &parts[1..];
+    let rest = &rest[1..];
     let owned = |s: &[&str]| s.iter().map(|p| p.to_string()).collect::<Vec<_>>();
-    let bad = |hint: &str| Err(format!("template reference {path:?} is incomplete: {hint}"));
+    let prefix = || Ok(Reference::Prefix(owned(rest)));
     match rest {
+        [] => prefix(),
         ["install", "id"] => Ok(Reference::InstallId),
         ["install", "name"] => Ok(Reference::InstallName),
         ["app", "id"] => Ok(Reference::AppId),
         ["app", "name"] => Ok(Reference::AppName),
         ["org", "id"] => Ok(Reference::OrgId),
-        ["install", "inputs", name] | ["inputs", "inputs", name] => {
+        ["install", "inputs", name, ..] | ["inputs", "inputs", name, ..] => {
             Ok(Reference::Input(name.to_string()))
         }
-        ["install", "inputs", ..] | ["inputs", ..] => {
-            bad("write .nuon.install.inputs.NAME, one input name")
-        }
-        // Nuon's older spellings, still common in its example configs.
         ["sandbox", "outputs", key @ ..] | ["install", "sandbox", "outputs", key @ ..]
             if !key.is_empty() =>
         {
             Ok(Reference::SandboxOutput(owned(key)))
         }
-        ["sandbox", ..] => bad("write .nuon.sandbox.outputs.KEY"),
-        ["components", name, "outputs", key @ ..]
-        | ["install", "components", name, "outputs", key @ ..]
-            if !key.is_empty() =>
-        {
+        ["components", name, tail @ ..] | ["install", "components", name, tail @ ..] => {
             Ok(Reference::ComponentOutput {
                 component: name.to_string(),
-                path: owned(key),
+                path: match tail {
+                    ["outputs", key @ ..] => owned(key),
+                    _ => Vec::new(),
+                },
             })
         }
-        ["components", ..] => bad("write .nuon.components.NAME.outputs.KEY"),
-        ["secrets", name] => Ok(Reference::Secret(name.to_string())),
-        ["secrets", ..] => bad("write .nuon.secrets.NAME, one secret name"),
+        ["secrets", name, ..] => Ok(Reference::Secret(name.to_string())),
+        ["install_stack", tail @ ..] => Ok(Reference::InstallStackOutput(match tail {
+            ["outputs", key @ ..] => owned(key),
+            _ => Vec::new(),
+        })),
+        ["cloud_account", tail @ ..] => Ok(Reference::CloudAccount(owned(tail))),
+        ["actions", "workflows", name, tail @ ..] => Ok(Reference::ActionOutput {
+            workflow: name.to_string(),
+            path: match tail {
+                ["outputs", key @ ..] => owned(key),
+                _ => Vec::new(),
+            },
+        }),
+        ["install"]
+        | ["install", "inputs"]
+        | ["inputs"]
+        | ["inputs", "inputs"]
+        | ["sandbox"]
+        | ["sandbox", "outputs"]
+        | ["install", "sandbox"]
+        | ["install", "sandbox", "outputs"]
+        | ["components"]
+        | ["install", "components"]
+        | ["secrets"]
+        | ["app"]
+        | ["org"]
+        | ["actions"]
+        | ["actions", "workflows"] => prefix(),
         ["install", other, ..] => Err(format!(
-            "unknown template reference {path:?}: .nuon.install has id, name, inputs, sandbox and components{}",
+            "unknown template reference {written:?}: .nuon.install has id, name, inputs, sandbox and components{}",
             super::diag::did_you_mean(other, ["id", "name", "inputs", "sandbox", "components"])
         )),
-        [root, ..] if NOT_YET.contains(root) => Err(format!(
-            "template reference {path:?} is a Nuon value not provided here yet"
+        ["app" | "org", other, ..] => Err(format!(
+            "unknown template reference {written:?}: .nuon.{} has id{}",
+            rest[0],
+            if rest[0] == "app" { " and name" } else { "" },
+        ))
+        .map_err(|m| format!("{m}{}", super::diag::did_you_mean(other, ["id", "name"]))),
+        ["inputs", other, ..] => Err(format!(
+            "unknown template reference {written:?}: write .nuon.install.inputs.NAME (or .nuon.inputs.inputs.NAME){}",
+            super::diag::did_you_mean(other, ["inputs"])
+        )),
+        ["sandbox", ..] => Err(format!(
+            "unknown template reference {written:?}: write .nuon.sandbox.outputs.KEY"
+        )),
+        ["actions", ..] => Err(format!(
+            "unknown template reference {written:?}: write .nuon.actions.workflows.NAME.outputs.KEY"
         )),
         [root, ..] => Err(format!(
-            "unknown template reference {path:?}{}",
+            "unknown template reference {written:?}{}",
             super::diag::did_you_mean(root, ROOTS.iter().copied())
                 .replace("did you mean \"", "did you mean \".nuon.")
         )),
-        [] => bad("name a value under .nuon"),
     }
 }
 
-/// Splits the inside of an action into words, keeping quoted strings whole.
-fn words(inner: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut chars = inner.char_indices().peekable();
-    while let Some(&(_, c)) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
-            continue;
-        }
-        if c == '|' {
-            chars.next();
-            out.push("|".into());
-            continue;
-        }
-        if c == '"' {
-            chars.next();
-            let mut s = String::from("\"");
-            let mut closed = false;
-            while let Some((_, c)) = chars.next() {
-                match c {
-                    '\\' => {
-                        if let Some((_, n)) = chars.next() {
-                            s.push(match n {
-                                'n' => '\n',
-                                't' => '\t',
-                                other => other,
-                            });
-                        }
-                    }
-                    '"' => {
-                        closed = true;
-                        break;
-                    }
-                    other => s.push(other),
-                }
-            }
-            if !closed {
-                return Err("unterminated string in template".into());
-            }
-            out.push(s);
-            continue;
-        }
-        let mut w = String::new();
-        while let Some(&(_, c)) = chars.peek() {
-            if c.is_whitespace() || c == '|' || c == '"' {
-                break;
-            }
-            w.push(c);
-            chars.next();
-        }
-        out.push(w);
-    }
-    Ok(out)
-}
-
-fn parse_action(inner: &str) -> Result<(String, Reference, Option<String>), String> {
-    let inner = inner.strip_prefix('-').unwrap_or(inner);
-    let inner = inner.strip_suffix('-').unwrap_or(inner);
-    let words = words(inner)?;
-    let (reference, rest) = match words.split_first() {
-        Some((r, rest)) if r.starts_with('.') => (r, rest),
-        Some((f, _)) => {
-            return Err(format!(
-                "template function {f:?} is not supported: an action is a reference under .nuon, optionally piped to `default \"value\"`"
-            ));
-        }
-        None => return Err("empty template action {{ }}".into()),
-    };
-    let parsed = parse_reference(reference)?;
-    let default = match rest {
-        [] => None,
-        [pipe, f, lit] if pipe == "|" && f == "default" && lit.starts_with('"') => {
-            Some(lit[1..].to_string())
-        }
-        [pipe, f, ..] if pipe == "|" => {
-            return Err(format!(
-                "template function {f:?} is not supported: only `| default \"value\"` is"
-            ));
-        }
-        _ => {
-            return Err(format!(
-                "unexpected {:?} after the reference {reference}",
-                rest.join(" ")
-            ));
-        }
-    };
-    Ok((reference.clone(), parsed, default))
-}
-
-/// Every action of `text`, or the first problem of each bad one.
+/// Parses `text` as a template: every reference it reads from under
+/// `.nuon`, and every problem (a parse error, or a reference that does not
+/// resolve).
 pub fn scan(text: &str) -> (Vec<Action>, Vec<TemplateError>) {
     let mut actions = Vec::new();
     let mut errors = Vec::new();
-    let mut from = 0;
-    while let Some(i) = text[from..].find("{{") {
-        let start = from + i;
-        let Some(j) = text[start + 2..].find("}}") else {
+    if !text.contains("{{") {
+        return (actions, errors);
+    }
+    let t = match Template::parse("template", text) {
+        Ok(t) => t,
+        Err(e) => {
             errors.push(TemplateError {
-                offset: start,
-                message: "unclosed template action: \"{{\" without \"}}\"".into(),
+                offset: e.offset,
+                message: e.message,
             });
-            break;
-        };
-        let end = start + 2 + j + 2;
-        match parse_action(&text[start + 2..end - 2]) {
-            Ok((written, reference, default)) => actions.push(Action {
-                start,
-                end,
+            return (actions, errors);
+        }
+    };
+    for r in t.references() {
+        let written = text[r.offset..r.end].to_string();
+        match parse_reference(&written, &r.path) {
+            Ok(reference) => actions.push(Action {
+                start: r.offset,
+                end: r.end,
                 written,
                 reference,
-                default,
+                printed: r.printed,
             }),
             Err(message) => errors.push(TemplateError {
-                offset: start,
+                offset: r.offset,
                 message,
             }),
         }
-        from = end;
     }
     (actions, errors)
 }
@@ -287,66 +255,94 @@ pub struct RenderContext {
     pub component_outputs: BTreeMap<String, Value>,
     /// The install's secrets.
     pub secrets: BTreeMap<String, String>,
+    /// The install stack's outputs (empty until the stack reports them).
+    pub install_stack_outputs: BTreeMap<String, Value>,
+    /// Each action's last outputs, by action name.
+    pub action_outputs: BTreeMap<String, Value>,
 }
 
-fn lookup<'v>(mut v: &'v Value, path: &[String]) -> Option<&'v Value> {
-    for p in path {
-        v = match v {
-            Value::Object(m) => m.get(p)?,
-            Value::Array(a) => a.get(p.parse::<usize>().ok()?)?,
-            _ => return None,
+impl RenderContext {
+    /// The data a template sees: everything under `nuon`.
+    pub fn data(&self) -> TValue {
+        let obj = |pairs: Vec<(&str, Value)>| -> Value {
+            Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
         };
+        let map = |m: &BTreeMap<String, Value>| -> Value {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        };
+        let outputs = |v: &Value| match v {
+            Value::Null => Value::Object(Default::default()),
+            v => v.clone(),
+        };
+        let inputs = map(&self.inputs);
+        let sandbox = obj(vec![("outputs", outputs(&self.sandbox_outputs))]);
+        let components = Value::Object(
+            self.component_outputs
+                .iter()
+                .map(|(k, v)| (k.clone(), obj(vec![("outputs", outputs(v))])))
+                .collect(),
+        );
+        let secrets = Value::Object(
+            self.secrets
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect(),
+        );
+        let workflows = Value::Object(
+            self.action_outputs
+                .iter()
+                .map(|(k, v)| (k.clone(), obj(vec![("outputs", outputs(v))])))
+                .collect(),
+        );
+        let nuon = obj(vec![
+            (
+                "install",
+                obj(vec![
+                    ("id", Value::String(self.install_id.clone())),
+                    ("name", Value::String(self.install_name.clone())),
+                    ("inputs", inputs.clone()),
+                    ("sandbox", sandbox.clone()),
+                    ("components", components.clone()),
+                ]),
+            ),
+            ("inputs", obj(vec![("inputs", inputs)])),
+            (
+                "app",
+                obj(vec![
+                    ("id", Value::String(self.app_id.clone())),
+                    ("name", Value::String(self.app_name.clone())),
+                ]),
+            ),
+            ("org", obj(vec![("id", Value::String(self.org_id.clone()))])),
+            ("sandbox", sandbox),
+            ("components", components),
+            ("secrets", secrets),
+            (
+                "install_stack",
+                obj(vec![("outputs", map(&self.install_stack_outputs))]),
+            ),
+            ("cloud_account", Value::Object(Default::default())),
+            ("actions", obj(vec![("workflows", workflows)])),
+        ]);
+        TValue::from_json(&obj(vec![("nuon", nuon)]))
     }
-    Some(v)
 }
 
-fn text_of(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-/// Renders `text`: every action replaced by the value it names. A value that
-/// is missing and has no default is an error naming the reference.
+/// Renders `text` with the install's values. A value printed as it is that
+/// has no value is an error naming it.
 pub fn render(text: &str, ctx: &RenderContext) -> Result<String, TemplateError> {
-    let (actions, errors) = scan(text);
-    if let Some(e) = errors.into_iter().next() {
-        return Err(e);
+    if !text.contains("{{") {
+        return Ok(text.to_string());
     }
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for a in actions {
-        out.push_str(&text[at..a.start]);
-        let found: Option<String> = match &a.reference {
-            Reference::InstallId => Some(ctx.install_id.clone()),
-            Reference::InstallName => Some(ctx.install_name.clone()),
-            Reference::AppId => Some(ctx.app_id.clone()),
-            Reference::AppName => Some(ctx.app_name.clone()),
-            Reference::OrgId => Some(ctx.org_id.clone()),
-            Reference::Input(n) => ctx.inputs.get(n).map(text_of),
-            Reference::SandboxOutput(p) => lookup(&ctx.sandbox_outputs, p).map(text_of),
-            Reference::ComponentOutput { component, path } => ctx
-                .component_outputs
-                .get(component)
-                .and_then(|o| lookup(o, path))
-                .map(text_of),
-            Reference::Secret(n) => ctx.secrets.get(n).cloned(),
-        };
-        match found.or_else(|| a.default.clone()) {
-            Some(v) => out.push_str(&v),
-            None => {
-                return Err(TemplateError {
-                    offset: a.start,
-                    message: format!("{} has no value", a.written),
-                });
-            }
-        }
-        at = a.end;
-    }
-    out.push_str(&text[at..]);
-    Ok(out)
+    let err = |e: crate::template::Error| TemplateError {
+        offset: e.offset,
+        message: e.message,
+    };
+    let t = Template::parse("template", text)
+        .map_err(err)?
+        .no_value_is_error(true)
+        .max_output(16 << 20);
+    t.execute(&ctx.data()).map_err(err)
 }
 
 #[cfg(test)]
@@ -391,33 +387,42 @@ mod tests {
         );
         assert_eq!(
             refs(
-                "{{.nuon.install.sandbox.outputs.dns.zone}}{{ .nuon.install.components.db.outputs.url }}"
+                "{{ join \",\" (splitList \",\" .nuon.install.inputs.tags) }}{{ with .nuon.sandbox.outputs.cluster }}{{ .name }}{{ end }}"
             ),
             [
-                Reference::SandboxOutput(vec!["dns".into(), "zone".into()]),
-                Reference::ComponentOutput {
-                    component: "db".into(),
-                    path: vec!["url".into()]
-                }
+                Reference::Input("tags".into()),
+                Reference::SandboxOutput(vec!["cluster".into()])
             ]
+        );
+        assert_eq!(
+            refs("{{ index .nuon.components \"db\" }}{{ $.nuon.install_stack.outputs.role_arn }}"),
+            [
+                Reference::Prefix(vec!["components".into()]),
+                Reference::InstallStackOutput(vec!["role_arn".into()])
+            ]
+        );
+        assert_eq!(
+            refs("{{ .nuon.actions.workflows.migrate.outputs.version }}"),
+            [Reference::ActionOutput {
+                workflow: "migrate".into(),
+                path: vec!["version".into()]
+            }]
         );
         assert!(refs("no templates { here }").is_empty());
     }
 
     #[test]
     fn bad_templates_say_why() {
-        assert!(err("{{ .nuon.install.id").contains("unclosed"));
+        assert!(err("{{ .nuon.install.id").contains("unclosed action"));
         assert!(
             err("{{ .nuon.compnents.db.outputs.x }}")
                 .contains("did you mean \".nuon.components\"?")
         );
         assert!(err("{{ .nuon.install.inptus.x }}").contains("did you mean \"inputs\"?"));
         assert!(err("{{ .Values.x }}").contains("under .nuon"));
-        assert!(err("{{ toJson .nuon.install.id }}").contains("\"toJson\" is not supported"));
-        assert!(err("{{ .nuon.install.id | upper }}").contains("\"upper\" is not supported"));
-        assert!(err("{{ .nuon.components.db }}").contains("incomplete"));
-        assert!(err("{{ .nuon.install_stack.outputs.x }}").contains("not provided here yet"));
-        assert!(err("{{ }}").contains("empty"));
+        assert!(err("{{ nosuch .nuon.install.id }}").contains("function \"nosuch\" not defined"));
+        assert!(err("{{ env \"HOME\" }}").contains("never its environment"));
+        assert!(err("{{ }}").contains("missing value"));
     }
 
     #[test]
@@ -426,22 +431,26 @@ mod tests {
             install_id: "inst_1".into(),
             ..Default::default()
         };
-        ctx.inputs.insert("replicas".into(), Value::from(3));
+        ctx.inputs.insert("replicas".into(), Value::from("3"));
+        ctx.inputs.insert("tags".into(), Value::from("a,b"));
         ctx.component_outputs.insert(
             "db".into(),
             serde_json::json!({"endpoint": {"host": "db.local"}, "ports": [5432]}),
         );
         ctx.secrets.insert("pw".into(), "hunter2".into());
         let out = render(
-            "{{ .nuon.install.id }}/{{ .nuon.install.inputs.replicas }}/{{ .nuon.components.db.outputs.endpoint.host }}:{{ .nuon.components.db.outputs.ports.0 }}/{{ .nuon.secrets.pw }}/{{ .nuon.sandbox.outputs.x | default \"d\" }}",
+            "{{ .nuon.install.id }}/{{ .nuon.install.inputs.replicas }}/{{ .nuon.components.db.outputs.endpoint.host }}:{{ index .nuon.components.db.outputs.ports 0 }}/{{ .nuon.secrets.pw }}/{{ .nuon.sandbox.outputs.x | default \"d\" }}/{{ join \"+\" (splitList \",\" .nuon.install.inputs.tags) | upper }}",
             &ctx,
         )
         .unwrap();
-        assert_eq!(out, "inst_1/3/db.local:5432/hunter2/d");
+        assert_eq!(out, "inst_1/3/db.local:5432/hunter2/d/A+B");
         let e = render("a {{ .nuon.sandbox.outputs.vpc }}", &ctx).unwrap_err();
-        assert_eq!(
-            (e.offset, e.message.as_str()),
-            (2, ".nuon.sandbox.outputs.vpc has no value")
+        assert_eq!(e.offset, 5);
+        assert!(
+            e.message
+                .ends_with(".nuon.sandbox.outputs.vpc has no value"),
+            "{}",
+            e.message
         );
     }
 }

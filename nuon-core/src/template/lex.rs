@@ -174,13 +174,13 @@ impl Lexer<'_> {
             }
             self.emit(T::LeftDelim, delim_at, "{{");
             self.paren_depth = 0;
-            trim_next = self.inside_action()?;
+            trim_next = self.inside_action(delim_at)?;
         }
     }
 
     /// Lexes one action up to and including its `}}`; returns whether it
     /// ended with a trim marker.
-    fn inside_action(&mut self) -> Result<bool, (usize, String)> {
+    fn inside_action(&mut self, delim_at: usize) -> Result<bool, (usize, String)> {
         loop {
             if let Some(trim) = self.at_right_delim() {
                 if self.paren_depth != 0 {
@@ -193,7 +193,7 @@ impl Lexer<'_> {
             }
             let start = self.pos;
             let Some(c) = self.rest().chars().next() else {
-                return Err((start, "unclosed action".into()));
+                return Err((delim_at, "unclosed action: \"{{\" without \"}}\"".into()));
             };
             let b = c as u32;
             if b < 128 && is_space(b as u8) {

@@ -87,6 +87,10 @@ pub struct FieldRef {
     pub offset: usize,
     /// Byte offset just past the chain.
     pub end: usize,
+    /// Whether the chain is printed as it is (`{{ .a.b }}`), rather than
+    /// handed to a function or tested (`{{ .a.b | default "x" }}`,
+    /// `{{ if .a.b }}`).
+    pub printed: bool,
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {

@@ -383,9 +383,10 @@ impl Parser<'_> {
         let pipe = self.pipeline(context, T::RightDelim)?;
         let in_range = context == "range";
         let (list, end) = self.list(false)?;
+        let unclosed = format!("unexpected EOF: {{{{{context}}}}} has no {{{{end}}}}");
         let else_list = match end {
             End::Done => None,
-            End::Eof => return Err(self.err_at(pos, "unexpected EOF")),
+            End::Eof => return Err(self.err_at(pos, unclosed)),
             End::Else(_) => {
                 if context == "if" && self.peek_non_space().t == T::If {
                     // {{else if b}} is {{else}}{{if b}}…{{end}}, sharing our {{end}}.
@@ -405,7 +406,7 @@ impl Parser<'_> {
                         End::Else(p) => {
                             return Err(self.err_at(p, "expected end; found {{else}}"));
                         }
-                        End::Eof => return Err(self.err_at(pos, "unexpected EOF")),
+                        End::Eof => return Err(self.err_at(pos, unclosed)),
                     }
                 }
             }
@@ -899,17 +900,27 @@ pub(crate) fn collect_refs(nodes: &[Node], dot_is_root: bool, out: &mut Vec<supe
             }
         }
     }
+    fn printed(p: &Pipe, root: bool, out: &mut Vec<super::FieldRef>) {
+        let before = out.len();
+        pipe(p, root, out);
+        let alone = p.decl.is_empty() && p.cmds.len() == 1 && p.cmds[0].args.len() == 1;
+        if alone && out.len() == before + 1 {
+            out[before].printed = true;
+        }
+    }
     fn arg(a: &Arg, root: bool, out: &mut Vec<super::FieldRef>) {
         match &a.kind {
             ArgKind::Field(f) if root => out.push(super::FieldRef {
                 path: f.clone(),
                 offset: a.pos,
                 end: a.end,
+                printed: false,
             }),
             ArgKind::Var(v) if v[0] == "$" && v.len() > 1 => out.push(super::FieldRef {
                 path: v[1..].to_vec(),
                 offset: a.pos,
                 end: a.end,
+                printed: false,
             }),
             ArgKind::Pipe(p) => pipe(p, root, out),
             ArgKind::Chain(inner, _) => arg(inner, root, out),
@@ -918,7 +929,7 @@ pub(crate) fn collect_refs(nodes: &[Node], dot_is_root: bool, out: &mut Vec<supe
     }
     for n in nodes {
         match n {
-            Node::Action(p) => pipe(p, dot_is_root, out),
+            Node::Action(p) => printed(p, dot_is_root, out),
             Node::If(b) => {
                 pipe(&b.pipe, dot_is_root, out);
                 collect_refs(&b.list, dot_is_root, out);
