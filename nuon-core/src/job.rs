@@ -274,6 +274,12 @@ pub enum Package {
     DockerImage {
         /// The Dockerfile, relative to the source directory.
         dockerfile: String,
+        /// The stage to build (`--target`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+        /// `--build-arg NAME=VALUE`s.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        build_args: BTreeMap<String, String>,
     },
     /// A WASM plugin (`plugin.toml` and the component it names) as an OCI
     /// artifact of type `application/vnd.nuon.plugin.v1`.
@@ -315,6 +321,10 @@ pub struct HelmJob {
     /// A kubeconfig (from the sandbox's outputs), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubeconfig: Option<String>,
+    /// Where Helm keeps the release (`HELM_DRIVER`: `secret` or
+    /// `configmap`); Helm's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_driver: Option<String>,
 }
 
 impl Job for HelmJob {

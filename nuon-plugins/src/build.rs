@@ -79,6 +79,52 @@ fn built(job: &BuildJob, digest: nuon_core::artifact::Digest) -> JobResult {
 }
 
 /// The binary that builds images: `buildah`, else `docker` (with buildx).
+/// How a `docker_build` image is built.
+struct ImageOptions<'a> {
+    dockerfile: &'a str,
+    target: Option<&'a str>,
+    build_args: &'a std::collections::BTreeMap<String, String>,
+}
+
+/// The commands that build an image into the OCI layout `out`: with
+/// buildah (`bud`, `push oci:`, `rmi`) or with `docker buildx build`.
+fn image_build_steps(
+    buildah: bool,
+    opts: &ImageOptions<'_>,
+    file: String,
+    dir: String,
+    out: String,
+    name: String,
+) -> Vec<Vec<String>> {
+    let mut build: Vec<String> = vec!["-f".into(), file];
+    if let Some(t) = opts.target {
+        build.extend(["--target".into(), t.to_owned()]);
+    }
+    for (k, v) in opts.build_args {
+        build.extend(["--build-arg".into(), format!("{k}={v}")]);
+    }
+    if buildah {
+        let mut bud = vec!["bud".to_owned()];
+        bud.extend(build);
+        bud.extend(["-t".into(), name.clone(), dir]);
+        vec![
+            bud,
+            vec!["push".into(), name.clone(), format!("oci:{out}:latest")],
+            // The local image is not needed once pushed.
+            vec!["rmi".into(), name],
+        ]
+    } else {
+        let mut bx = vec!["buildx".to_owned(), "build".to_owned()];
+        bx.extend(build);
+        bx.extend([
+            "--output".into(),
+            format!("type=oci,tar=false,dest={out}"),
+            dir,
+        ]);
+        vec![bx]
+    }
+}
+
 fn image_builder() -> Result<(PathBuf, bool), PluginError> {
     if let Ok(b) = which::which("buildah") {
         return Ok((b, true));
@@ -206,9 +252,10 @@ impl BuildPlugin {
         &self,
         job: &BuildJob,
         dir: &Path,
-        dockerfile: &str,
+        opts: &ImageOptions<'_>,
         host: &mut dyn JobHost,
     ) -> Result<JobResult, PluginError> {
+        let dockerfile = opts.dockerfile;
         let (bin, buildah) = image_builder()?;
         let file = inside(dir, dockerfile)?;
         if !file.is_file() {
@@ -225,24 +272,7 @@ impl BuildPlugin {
             dir.to_string_lossy().into_owned(),
             layout.join("image").to_string_lossy().into_owned(),
         );
-        let steps: Vec<Vec<String>> = if buildah {
-            vec![
-                vec!["bud".into(), "-f".into(), f, "-t".into(), name.clone(), d],
-                vec!["push".into(), name.clone(), format!("oci:{out}:latest")],
-                // The local image is not needed once pushed.
-                vec!["rmi".into(), name],
-            ]
-        } else {
-            vec![vec![
-                "buildx".into(),
-                "build".into(),
-                "-f".into(),
-                f,
-                "--output".into(),
-                format!("type=oci,tar=false,dest={out}"),
-                d,
-            ]]
-        };
+        let steps = image_build_steps(buildah, opts, f, d, out, name);
         for args in steps {
             host.log(&format!("$ {} {}", bin.display(), args.join(" ")));
             let mut p = ProcessSpec::new(&bin);
@@ -442,8 +472,17 @@ impl Plugin for BuildPlugin {
             }
         };
         let digest = match &job.package {
-            nuon_core::Package::DockerImage { dockerfile } => {
-                return self.build_image(&job, &dir, dockerfile, host).await;
+            nuon_core::Package::DockerImage {
+                dockerfile,
+                target,
+                build_args,
+            } => {
+                let opts = ImageOptions {
+                    dockerfile,
+                    target: target.as_deref(),
+                    build_args,
+                };
+                return self.build_image(&job, &dir, &opts, host).await;
             }
             nuon_core::Package::TerraformModule => {
                 host.log(&format!(
@@ -480,5 +519,63 @@ impl Plugin for BuildPlugin {
         .map_err(|e| PluginError::Missing(format!("build: {e}")))?;
         host.log(&format!("built {}@{digest}", job.repo));
         Ok(built(&job, digest))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_docker_build_gives_its_target_and_build_args_to_either_builder() {
+        let mut args = std::collections::BTreeMap::new();
+        args.insert("GREETING".to_owned(), "hi there".to_owned());
+        args.insert("VERSION".to_owned(), "1.2".to_owned());
+        let opts = ImageOptions {
+            dockerfile: "Dockerfile",
+            target: Some("runtime"),
+            build_args: &args,
+        };
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let buildah =
+            image_build_steps(true, &opts, "F".into(), "D".into(), "O".into(), "N".into());
+        assert_eq!(
+            buildah[0],
+            s(&[
+                "bud",
+                "-f",
+                "F",
+                "--target",
+                "runtime",
+                "--build-arg",
+                "GREETING=hi there",
+                "--build-arg",
+                "VERSION=1.2",
+                "-t",
+                "N",
+                "D"
+            ])
+        );
+        assert_eq!(buildah[1], s(&["push", "N", "oci:O:latest"]));
+        let docker =
+            image_build_steps(false, &opts, "F".into(), "D".into(), "O".into(), "N".into());
+        assert_eq!(
+            docker,
+            [s(&[
+                "buildx",
+                "build",
+                "-f",
+                "F",
+                "--target",
+                "runtime",
+                "--build-arg",
+                "GREETING=hi there",
+                "--build-arg",
+                "VERSION=1.2",
+                "--output",
+                "type=oci,tar=false,dest=O",
+                "D"
+            ])]
+        );
     }
 }

@@ -9,8 +9,9 @@
 //! - destroy: `helm uninstall --wait`.
 //!
 //! Values are written as JSON (which YAML reads) after the values files, so
-//! they win. A kubeconfig from the sandbox's outputs is written to the work
-//! directory (0600) and given as `KUBECONFIG`.
+//! they win. A `storage_driver` is given to Helm as `HELM_DRIVER`. A
+//! kubeconfig from the sandbox's outputs is written to the work directory
+//! (0600) and given as `KUBECONFIG`.
 //!
 //! There is no Kubernetes cluster and no `helm` binary on the machines that
 //! test this project: the tests run the plugin against a stand-in `helm`
@@ -134,6 +135,9 @@ impl Plugin for HelmPlugin {
             Ok(p.to_string_lossy().into_owned())
         };
         let mut env = Vec::new();
+        if let Some(driver) = &job.storage_driver {
+            env.push(("HELM_DRIVER".to_owned(), driver.clone()));
+        }
         if let Some(k) = &job.kubeconfig {
             let p = write("kubeconfig", k)?;
             env.push(("KUBECONFIG".to_owned(), p));

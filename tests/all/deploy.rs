@@ -973,26 +973,22 @@ fn a_container_image_is_built_from_its_registry_and_synced_with_every_platform()
     }
 }
 
-#[test]
-fn a_helm_chart_is_packaged_synced_planned_applied_and_uninstalled_with_a_stand_in_helm() {
-    if !have_tool("terraform", "run Terraform") {
-        return;
-    }
-    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
-        return;
-    };
-    // A stand-in `helm`: records its arguments, the digest and listing of
-    // the chart it gets and the values, and answers like Helm.
+/// A stand-in `helm` in a directory of its own: records its arguments, the
+/// digest and listing of the chart it gets, the values and values files,
+/// `HELM_DRIVER`, and answers like Helm.
+fn stand_in_helm() -> (tempfile::TempDir, std::path::PathBuf) {
     let bin = tempfile::tempdir().unwrap();
     let record = bin.path().join("record");
     let script = format!(
         r#"#!/bin/sh
 rec="{rec}"
 echo "ARGS $*" >> "$rec"
+echo "DRIVER ${{HELM_DRIVER:-unset}}" >> "$rec"
 for a in "$@"; do
   case "$a" in
     *.tgz) echo "CHART sha256:$(sha256sum "$a" | cut -d' ' -f1)" >> "$rec"; tar tzf "$a" | sed 's/^/FILE /' >> "$rec" ;;
     *values.json) echo "VALUES $(cat "$a")" >> "$rec" ;;
+    *values-*.yaml) echo "VALUESFILE $(tr '\n' ' ' < "$a")" >> "$rec" ;;
   esac
 done
 case "$1" in
@@ -1012,7 +1008,94 @@ esac
     std::fs::write(&helm, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&helm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (bin, record)
+}
 
+/// Review findings: dotted `[values]` keys, a templated namespace,
+/// `storage_driver` and a values file named in `contents` each reached Helm
+/// wrong (one literal key, a refused namespace, no driver, the path as the
+/// file's text).
+#[test]
+fn helm_values_namespace_driver_and_values_files_reach_helm_as_nuon_gives_them() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let (bin, record) = stand_in_helm();
+    let mut m = Manual::start_with(
+        &[
+            METADATA,
+            (
+                "inputs.toml",
+                "[[input]]\nname = \"domain\"\ndescription = \"the host\"\ndefault = \"acme.example.com\"\n\n[[input]]\nname = \"replicas\"\ndescription = \"how many\"\ndefault = \"3\"\n",
+            ),
+            (
+                "components/web.toml",
+                concat!(
+                    "name = \"web\"\ntype = \"helm_chart\"\nchart_name = \"web\"\n",
+                    "namespace = \"{{ .nuon.install.name }}-apps\"\nstorage_driver = \"configmap\"\npath = \"./src/web\"\n\n",
+                    "[[values_file]]\ncontents = \"./values/web.yaml\"\n\n",
+                    "[values]\n\"ingress.host\" = \"{{ .nuon.install.inputs.domain }}\"\n\"ingress.enabled\" = \"true\"\nreplicaCount = \"{{ .nuon.install.inputs.replicas }}\"\n",
+                ),
+            ),
+            (
+                "values/web.yaml",
+                "greeting: from-the-values-file\nzone: {{ .nuon.install.id }}\n",
+            ),
+            (
+                "src/web/Chart.yaml",
+                "apiVersion: v2\nname: web\ndescription: A test chart\nversion: 0.1.0\nappVersion: \"1.0\"\n",
+            ),
+            (
+                "src/web/templates/deployment.yaml",
+                "kind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n",
+            ),
+        ],
+        Some(&registry.url),
+    );
+    let c = m.cp.client();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    m.restart_runner(Some(&path));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let rec = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        rec.contains("--namespace demo-apps"),
+        "the namespace is rendered: {rec}"
+    );
+    assert!(
+        rec.contains("DRIVER configmap"),
+        "storage_driver is HELM_DRIVER: {rec}"
+    );
+    assert!(!rec.contains("DRIVER unset"), "{rec}");
+    assert!(
+        rec.contains(
+            r#"VALUES {"ingress":{"enabled":true,"host":"acme.example.com"},"replicaCount":3}"#
+        ),
+        "dotted keys nest and strings are typed as --set types them: {rec}"
+    );
+    assert!(
+        rec.contains("VALUESFILE greeting: from-the-values-file zone: ins_"),
+        "the values file's text, rendered, not its path: {rec}"
+    );
+    assert!(!rec.contains("./values/web.yaml"), "{rec}");
+}
+
+#[test]
+fn a_helm_chart_is_packaged_synced_planned_applied_and_uninstalled_with_a_stand_in_helm() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let (bin, record) = stand_in_helm();
     let mut m = Manual::start_with(
         &[
             METADATA,

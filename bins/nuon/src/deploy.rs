@@ -88,6 +88,30 @@ pub(crate) fn read_sources(dir: &Path, files: &[SourceFile]) -> Result<Vec<Confi
             }
         }
     }
+    // Files named in `contents`/`inline_contents`: sent with the config,
+    // which keeps their text.
+    for (who, path) in app::file_refs(&config) {
+        let rel = app::source_dir(&path).map_err(|e| CliError::usage(format!("{who}: {e}")))?;
+        if out.contains_key(&rel) {
+            continue;
+        }
+        let p = dir.join(&rel);
+        let text = std::fs::read_to_string(&p).map_err(|e| {
+            CliError::usage(format!(
+                "{who}: cannot read {} (named in contents): {e}",
+                p.display()
+            ))
+        })?;
+        total += text.len() as u64;
+        if total > MAX_SOURCE_BYTES {
+            return Err(CliError::usage(format!(
+                "the sources under {} are larger than {} MiB",
+                dir.display(),
+                MAX_SOURCE_BYTES >> 20
+            )));
+        }
+        out.insert(rel, (text, None));
+    }
     Ok(out
         .into_iter()
         .map(|(path, (contents, encoding))| ConfigFile {

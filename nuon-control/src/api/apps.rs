@@ -182,7 +182,27 @@ async fn sync_config(
         .filter(|f| f.path.ends_with(".toml"))
         .map(|f| SourceFile::new(f.path.clone(), f.contents.clone()))
         .collect();
-    let (config, diags) = app::parse(&sources);
+    let (config, mut diags) = app::parse(&sources);
+    // Files named in contents: the config version keeps their text.
+    let config = config.and_then(|mut c| {
+        let text_of = |rel: &str| {
+            req.sources
+                .iter()
+                .find(|f| f.path == rel && f.encoding.is_none())
+                .map(|f| f.contents.clone())
+        };
+        let problems = app::inline_file_refs(&mut c, &text_of);
+        for p in &problems {
+            diags.0.push(app::Diagnostic {
+                file: ".".into(),
+                line: 1,
+                col: 1,
+                warning: false,
+                message: p.clone(),
+            });
+        }
+        problems.is_empty().then_some(c)
+    });
     let Some(config) = config else {
         let errors = diags.errors().count();
         return Err(Error::InvalidConfig {

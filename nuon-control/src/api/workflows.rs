@@ -371,11 +371,19 @@ async fn create_builds(
     for (who, source) in jobs {
         let job_id = JobId::generate();
         let component = config.component(&who);
-        let package = match component.map(|c| (c.kind, c.dockerfile.clone())) {
-            Some((ComponentKind::HelmChart, _)) => Package::HelmChart,
-            Some((ComponentKind::Wasm, _)) => Package::WasmPlugin,
-            Some((ComponentKind::DockerBuild, f)) => Package::DockerImage {
-                dockerfile: f.unwrap_or_else(|| "Dockerfile".into()),
+        let package = match component {
+            Some(c) if c.kind == ComponentKind::HelmChart => Package::HelmChart,
+            Some(c) if c.kind == ComponentKind::Wasm => Package::WasmPlugin,
+            Some(c) if c.kind == ComponentKind::DockerBuild => Package::DockerImage {
+                dockerfile: c.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into()),
+                target: c.target.clone(),
+                // [env_vars] are build arguments, as in Nuon; [build_args] win.
+                build_args: c
+                    .env_vars
+                    .iter()
+                    .chain(&c.build_args)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
             },
             _ => Package::TerraformModule,
         };

@@ -272,13 +272,29 @@ fn action_job(
     let mut env = BTreeMap::new();
     for s in &action.steps {
         let what = format!("action {} step {}", action.name, s.name);
-        let body = s
-            .command
-            .as_deref()
-            .or(s.inline_contents.as_deref())
-            .ok_or_else(|| format!("{what} has neither command nor inline_contents"))?;
         script.push_str(&format!("echo '--- {}'\n", s.name.replace('\'', "")));
-        script.push_str(&render_text(body, ctx, &what)?);
+        match (&s.command, &s.inline_contents) {
+            (Some(command), _) => script.push_str(&render_text(command, ctx, &what)?),
+            // A script (inline, or the text of the file it names, kept
+            // with the config version): written out and run, by its `#!`
+            // line when it has one.
+            (None, Some(contents)) => {
+                let body = render_text(contents, ctx, &what)?;
+                let mut fence = String::from("NUON_SCRIPT");
+                while body.contains(&fence) {
+                    fence.push('_');
+                }
+                script.push_str(&format!(
+                    "nuon_step=$(mktemp)\ncat > \"$nuon_step\" <<'{fence}'\n{body}\n{fence}\nchmod 700 \"$nuon_step\"\n"
+                ));
+                if body.starts_with("#!") {
+                    script.push_str("\"$nuon_step\"\n");
+                } else {
+                    script.push_str("sh \"$nuon_step\"\n");
+                }
+            }
+            (None, None) => return Err(format!("{what} has neither command nor inline_contents")),
+        }
         script.push('\n');
         env.extend(render_env(&s.env_vars, ctx, &format!("{what} env"))?);
     }
@@ -366,14 +382,21 @@ fn helm_job(
         action,
         chart: synced_artifact(cx, step, &c.name)?,
         release,
-        namespace: c.namespace.clone().unwrap_or_else(|| "default".into()),
-        values: render_map(&c.values, ctx, &format!("{who} value"))?,
+        namespace: match &c.namespace {
+            Some(ns) => render_text(ns, ctx, &format!("{who} namespace"))?,
+            None => "default".into(),
+        },
+        values: nuon_core::app::helm_values(&render_map(&c.values, ctx, &format!("{who} value"))?)
+            .map_err(|e| format!("{who}: {e}"))?
+            .into_iter()
+            .collect(),
         values_files: render_texts(&c.values_files, ctx, &format!("{who} values file"))?,
         kubeconfig: ctx
             .sandbox_outputs
             .get("kubeconfig")
             .and_then(|k| k.as_str())
             .map(str::to_owned),
+        storage_driver: c.storage_driver.clone(),
     })
 }
 

@@ -514,7 +514,7 @@ pub(crate) fn local_paths(
                 ),
             ));
         };
-    let looks_like_path = |s: &str| s.starts_with("./") || s.starts_with("../");
+    let looks_like_path = |s: &str| super::is_file_ref(s);
     if let Some(s) = &config.sandbox {
         let in_file = |f: &SourceFile| f.name == "sandbox.toml";
         if let Source::Path { path } = &s.source {
@@ -536,6 +536,19 @@ pub(crate) fn local_paths(
             .var_files
             .iter()
             .chain(&c.values_files)
+            .filter(|v| looks_like_path(v))
+        {
+            check(&owner, &in_file, v, false);
+        }
+    }
+    for a in &config.actions {
+        let owner = format!("action {:?}", a.name);
+        let quoted = format!("{:?}", a.name);
+        let in_file = |f: &SourceFile| f.name.starts_with("actions/") && f.text.contains(&quoted);
+        for v in a
+            .steps
+            .iter()
+            .filter_map(|s| s.inline_contents.as_deref())
             .filter(|v| looks_like_path(v))
         {
             check(&owner, &in_file, v, false);

@@ -737,7 +737,7 @@ fn kinds_of(key: &str) -> &'static [&'static str] {
         "chart_name" | "namespace" | "storage_driver" | "values" | "values_file" | "helm_repo" => {
             &["helm_chart"]
         }
-        "dockerfile" => &["docker_build"],
+        "dockerfile" | "target" | "build_args" => &["docker_build"],
         "public" => &["container_image"],
         "config" | "capabilities" => &["wasm"],
         "env_vars" => &["terraform_module", "docker_build"],
@@ -787,6 +787,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
             "values",
             "values_file",
             "dockerfile",
+            "target",
+            "build_args",
             "config",
             "capabilities",
             "path",
@@ -820,6 +822,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         values: BTreeMap::new(),
         values_files: Vec::new(),
         dockerfile: None,
+        target: None,
+        build_args: BTreeMap::new(),
         config: None,
         capabilities: None,
     };
@@ -868,6 +872,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
             ok &= file.is_some();
             c.dockerfile = text(file);
             c.env_vars = r.str_map(d, "env_vars", strings);
+            c.target = text(r.str(d, "target"));
+            c.build_args = r.str_map(d, "build_args", strings);
             source(&mut r, d, &["path", "public_repo", "git"], true)
         }
         ComponentKind::Wasm => {

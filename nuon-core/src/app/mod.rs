@@ -25,6 +25,7 @@ mod diag;
 mod load;
 mod reader;
 pub mod template;
+mod values;
 
 use std::collections::BTreeMap;
 
@@ -36,6 +37,7 @@ pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
 };
+pub use values::{helm_values, set_typed};
 
 /// The only config version this project reads.
 pub const CONFIG_VERSION: &str = "v2";
@@ -195,6 +197,98 @@ pub fn path_sources(config: &AppConfig) -> Vec<(String, String)> {
             _ => None,
         })
         .collect()
+}
+
+/// Whether a `contents` (of `[[var_file]]`, `[[values_file]]`) or a step's
+/// `inline_contents` names a file of the config (`./values/web.yaml`)
+/// rather than holding the text itself: one word, no template, shaped like
+/// a path.
+pub fn is_file_ref(s: &str) -> bool {
+    const EXTS: &[&str] = &[
+        "tfvars", "json", "yaml", "yml", "sh", "bash", "py", "txt", "hcl", "tf", "env", "toml",
+    ];
+    let s = s.trim();
+    !s.is_empty()
+        && !s.contains(char::is_whitespace)
+        && !s.contains(['=', '{', '}', ':', '"', '\'', '$', ';', '|', '&'])
+        && (s.starts_with("./")
+            || s.starts_with("../")
+            || s.rsplit_once('.')
+                .is_some_and(|(_, ext)| EXTS.contains(&ext)))
+}
+
+/// Every file a config names in a `contents` or `inline_contents`: (who,
+/// path as written).
+pub fn file_refs(config: &AppConfig) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Some(s) = &config.sandbox {
+        for v in s.var_files.iter().filter(|v| is_file_ref(v)) {
+            out.push(("the sandbox".to_owned(), v.clone()));
+        }
+    }
+    for c in &config.components {
+        for v in c
+            .var_files
+            .iter()
+            .chain(&c.values_files)
+            .filter(|v| is_file_ref(v))
+        {
+            out.push((format!("component {:?}", c.name), v.clone()));
+        }
+    }
+    for a in &config.actions {
+        for st in &a.steps {
+            if let Some(v) = st.inline_contents.as_ref().filter(|v| is_file_ref(v)) {
+                out.push((format!("action {:?} step {:?}", a.name, st.name), v.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Replaces every file a config names in a `contents` or `inline_contents`
+/// by the file's text, as `read` gives it for the path relative to the
+/// config directory: what a config version keeps, so a deploy never sees
+/// the path. Returns the problems (a file not given).
+pub fn inline_file_refs(
+    config: &mut AppConfig,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut one = |who: &str, v: &mut String| {
+        if !is_file_ref(v) {
+            return;
+        }
+        match source_dir(v) {
+            Ok(rel) => match read(&rel) {
+                Some(text) => *v = text,
+                None => problems.push(format!(
+                    "{who}: file {v:?} named in contents was not given with the config (sync from the config's directory with `nuon apps sync`)"
+                )),
+            },
+            Err(e) => problems.push(format!("{who}: {e}")),
+        }
+    };
+    if let Some(s) = &mut config.sandbox {
+        for v in &mut s.var_files {
+            one("the sandbox", v);
+        }
+    }
+    for c in &mut config.components {
+        let who = format!("component {:?}", c.name);
+        for v in c.var_files.iter_mut().chain(c.values_files.iter_mut()) {
+            one(&who, v);
+        }
+    }
+    for a in &mut config.actions {
+        for st in &mut a.steps {
+            let who = format!("action {:?} step {:?}", a.name, st.name);
+            if let Some(v) = &mut st.inline_contents {
+                one(&who, v);
+            }
+        }
+    }
+    problems
 }
 
 /// `sandbox.toml`: the install's base infrastructure, a Terraform module.
@@ -492,6 +586,13 @@ pub struct Component {
     /// docker_build: the Dockerfile's path in the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dockerfile: Option<String>,
+    /// docker_build: the Dockerfile stage to build (`--target`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// docker_build: `[build_args]`, given as `--build-arg` (over
+    /// `[env_vars]`, which are build arguments too, as in Nuon).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub build_args: BTreeMap<String, String>,
     /// wasm: `[config]`, passed to the plugin (templated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Value>,

@@ -1,0 +1,195 @@
+//! Template rendering and config validation.
+//!
+//! `cargo bench -p nuon-benches --bench templates` (release):
+//!
+//! 1. Every case of `tests/templates/cases.txt` that Go renders, executed
+//!    `ITER` times by our engine and by the Go oracle (Go's `text/template`
+//!    and sprig 3.2.3, `tests/templates/oracle`): the execute loops only
+//!    (templates parsed and data decoded before timing), the ratio ours/Go.
+//! 2. `nuon apps validate` of a generated app with 100 components, 50
+//!    actions and 200 inputs: in process (`validate_dir`) and as the CLI
+//!    (process start included), medians.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use nuon_core::template::{MissingKey, Template, Value};
+use nuon_test_fixtures::templates::{self, Outcome};
+
+const ITER: u32 = 200;
+
+fn main() -> Result<()> {
+    render_against_go()?;
+    validate_generated_app()?;
+    Ok(())
+}
+
+fn render_against_go() -> Result<()> {
+    let dir = templates::dir();
+    let (cases_path, data_path) = (dir.join("cases.txt"), dir.join("data.json"));
+    let cases = templates::read_cases(&cases_path)?;
+    let default: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&data_path)?)?;
+    let tmp = tempfile::tempdir()?;
+    let Some(oracle) = templates::build_oracle(tmp.path())? else {
+        println!("templates: Go or sprig missing, no comparison");
+        return Ok(());
+    };
+    let go = templates::run_oracle(&oracle, &cases_path, &data_path)?;
+    // The cases Go renders, parsed once, with their data decoded once.
+    let mut ready: Vec<(Template, Value)> = Vec::new();
+    for (case, (_, outcome)) in cases.iter().zip(&go) {
+        if !matches!(outcome, Outcome::Out(_)) {
+            continue;
+        }
+        let data = match &case.data {
+            Some(d) => serde_json::from_str(d)?,
+            None => default.clone(),
+        };
+        let mk = match case.missing_key.as_deref() {
+            Some("error") => MissingKey::Error,
+            Some("zero") => MissingKey::Zero,
+            _ => MissingKey::Default,
+        };
+        let t = Template::parse(&case.name, &case.template)
+            .with_context(|| format!("case {}", case.name))?
+            .missing_key(mk);
+        ready.push((t, Value::from_json(&data)));
+    }
+    // Warm up, then time the execute loop.
+    for (t, d) in &ready {
+        let _ = t.execute(d);
+    }
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        for _ in 0..ITER {
+            for (t, d) in &ready {
+                std::hint::black_box(t.execute(d).ok());
+            }
+        }
+        ours.push(start.elapsed());
+        let (n, ns) = templates::time_oracle(&oracle, &cases_path, &data_path, ITER)?;
+        anyhow::ensure!(n == ready.len(), "Go timed {n} cases, we {}", ready.len());
+        theirs.push(Duration::from_nanos(ns as u64));
+    }
+    ours.sort();
+    theirs.sort();
+    let (o, g) = (ours[1], theirs[1]);
+    let per = |d: Duration| d.as_nanos() as f64 / (f64::from(ITER) * ready.len() as f64);
+    println!(
+        "templates: {} cases x {ITER}: ours {:.1} ms ({:.0} ns a render), Go {:.1} ms ({:.0} ns a render), ratio ours/Go {:.2} (median of 3)",
+        ready.len(),
+        o.as_secs_f64() * 1e3,
+        per(o),
+        g.as_secs_f64() * 1e3,
+        per(g),
+        o.as_secs_f64() / g.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Writes an app of `components` components (terraform modules reading
+/// inputs and each other's outputs), `actions` actions and `inputs` inputs.
+pub fn generate_app(dir: &Path, components: usize, actions: usize, inputs: usize) -> Result<()> {
+    let w = |p: &str, s: &str| -> Result<()> {
+        let path = dir.join(p);
+        std::fs::create_dir_all(path.parent().unwrap_or(dir))?;
+        std::fs::write(path, s)?;
+        Ok(())
+    };
+    w(
+        "metadata.toml",
+        "version = \"v2\"\ndisplay_name = \"Generated\"\ndescription = \"A big app\"\n",
+    )?;
+    w(
+        "sandbox.toml",
+        "terraform_version = \"1.9.0\"\npath = \"./src/sandbox\"\n",
+    )?;
+    w(
+        "src/sandbox/main.tf",
+        "output \"network_id\" { value = \"n\" }\n",
+    )?;
+    w(
+        "src/mod/main.tf",
+        "variable \"a\" {}\noutput \"url\" { value = var.a }\n",
+    )?;
+    let mut s = String::from(
+        "[[group]]\nname = \"main\"\ndisplay_name = \"Main\"\ndescription = \"Main inputs\"\n",
+    );
+    for i in 0..inputs {
+        write!(
+            s,
+            "\n[[input]]\nname = \"in_{i}\"\ndisplay_name = \"Input {i}\"\ndescription = \"Input number {i}\"\ngroup = \"main\"\ndefault = \"v{i}\"\n"
+        )?;
+    }
+    w("inputs.toml", &s)?;
+    for c in 0..components {
+        let mut s = format!(
+            "name = \"c{c}\"\ntype = \"terraform_module\"\nterraform_version = \"1.9.0\"\npath = \"./src/mod\"\n\n[vars]\na = \"{{{{ .nuon.install.inputs.in_{} | upper }}}}-{{{{ .nuon.sandbox.outputs.network_id }}}}\"\n",
+            c % inputs.max(1)
+        );
+        if c > 0 {
+            writeln!(
+                s,
+                "b = \"{{{{ .nuon.components.c{}.outputs.url }}}}\"",
+                c - 1
+            )?;
+        }
+        writeln!(
+            s,
+            "tags = \"{{{{ join \\\",\\\" (list .nuon.install.id .nuon.app.name) }}}}\""
+        )?;
+        w(&format!("components/c{c}.toml"), &s)?;
+    }
+    for a in 0..actions {
+        let s = format!(
+            "name = \"a{a}\"\ntimeout = \"5m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"run\"\ncommand = \"echo {{{{ .nuon.install.inputs.in_{} }}}} {{{{ .nuon.components.c{}.outputs.url }}}}\"\n",
+            a % inputs.max(1),
+            a % components.max(1)
+        );
+        w(&format!("actions/a{a}.toml"), &s)?;
+    }
+    Ok(())
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn validate_generated_app() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    generate_app(tmp.path(), 100, 50, 200)?;
+    let (config, diags) = nuon_client::app_dir::validate_dir(tmp.path());
+    anyhow::ensure!(config.is_some(), "the generated app is invalid:\n{diags}");
+    let mut inproc = Vec::new();
+    for _ in 0..20 {
+        let start = Instant::now();
+        std::hint::black_box(nuon_client::app_dir::validate_dir(tmp.path()));
+        inproc.push(start.elapsed());
+    }
+    let nuon = nuon_tests::bin("nuon");
+    let mut cli = Vec::new();
+    for _ in 0..10 {
+        let start = Instant::now();
+        let out = std::process::Command::new(&nuon)
+            .args(["apps", "validate"])
+            .arg(tmp.path())
+            .output()?;
+        cli.push(start.elapsed());
+        anyhow::ensure!(
+            out.status.success(),
+            "nuon apps validate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    println!(
+        "validate: app of 100 components, 50 actions, 200 inputs: {:.1} ms in process, {:.1} ms as `nuon apps validate` (medians of 20 and 10)",
+        median(inproc).as_secs_f64() * 1e3,
+        median(cli).as_secs_f64() * 1e3
+    );
+    Ok(())
+}
