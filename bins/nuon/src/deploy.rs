@@ -90,8 +90,16 @@ pub(crate) fn read_sources(dir: &Path, files: &[SourceFile]) -> Result<Vec<Confi
     }
     // Files named in `contents`/`inline_contents`: sent with the config,
     // which keeps their text.
-    for (who, path) in app::file_refs(&config) {
-        let rel = app::source_dir(&path).map_err(|e| CliError::usage(format!("{who}: {e}")))?;
+    for (who, category, path) in app::file_refs(&config) {
+        let candidates = app::file_ref_candidates(category, &path)
+            .map_err(|e| CliError::usage(format!("{who}: {e}")))?;
+        let Some(rel) = candidates.iter().find(|c| dir.join(c).is_file()).cloned() else {
+            return Err(CliError::usage(format!(
+                "{who}: file {path:?} named in contents is not in {} (looked for {})",
+                dir.display(),
+                candidates.join(" and ")
+            )));
+        };
         if out.contains_key(&rel) {
             continue;
         }

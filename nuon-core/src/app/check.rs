@@ -295,13 +295,36 @@ pub(crate) fn cross_check(
             ));
         }
     }
-    unique("action", &loaded.actions, files, d);
+    let actions = unique("action", &loaded.actions, files, d);
     unique("install", &loaded.installs, files, d);
     let names = Names {
         inputs: &inputs,
         secrets: &secrets,
         components: &components,
     };
+
+    // The platform files: their templates, and the components and actions
+    // they name.
+    for (file, strings) in &loaded.platform.strings {
+        check_templates(strings, *file, files, &names, d);
+    }
+    for (file, r, kind) in &loaded.platform.refs {
+        let known = if *kind == "component" {
+            &components
+        } else {
+            &actions
+        };
+        if !known.contains_key(&r.text) {
+            d.push(files[*file].diag(
+                r.span.start,
+                format!(
+                    "unknown {kind} {:?}{}",
+                    r.text,
+                    did_you_mean(&r.text, known.keys().map(String::as_str))
+                ),
+            ));
+        }
+    }
 
     for i in &loaded.inputs {
         check_refs("input group", &i.refs, &groups, &files[i.file], d);
@@ -484,6 +507,12 @@ pub(crate) fn cross_check(
         components,
         actions,
         installs,
+        stack: loaded.platform.stack,
+        permissions: loaded.platform.permissions,
+        operation_roles: loaded.platform.operation_roles,
+        policies: loaded.platform.policies,
+        kubernetes_contexts: loaded.platform.kubernetes_contexts,
+        runbooks: loaded.platform.runbooks,
     })
 }
 
@@ -514,14 +543,10 @@ pub(crate) fn local_paths(
                 ),
             ));
         };
-    let looks_like_path = |s: &str| super::is_file_ref(s);
     if let Some(s) = &config.sandbox {
         let in_file = |f: &SourceFile| f.name == "sandbox.toml";
         if let Source::Path { path } = &s.source {
             check("the sandbox", &in_file, path, true);
-        }
-        for v in s.var_files.iter().filter(|v| looks_like_path(v)) {
-            check("the sandbox", &in_file, v, false);
         }
     }
     for c in &config.components {
@@ -532,26 +557,18 @@ pub(crate) fn local_paths(
         if let Source::Path { path } = &c.source {
             check(&owner, &in_file, path, true);
         }
-        for v in c
-            .var_files
-            .iter()
-            .chain(&c.values_files)
-            .filter(|v| looks_like_path(v))
-        {
-            check(&owner, &in_file, v, false);
-        }
     }
-    for a in &config.actions {
-        let owner = format!("action {:?}", a.name);
-        let quoted = format!("{:?}", a.name);
-        let in_file = |f: &SourceFile| f.name.starts_with("actions/") && f.text.contains(&quoted);
-        for v in a
-            .steps
-            .iter()
-            .filter_map(|s| s.inline_contents.as_deref())
-            .filter(|v| looks_like_path(v))
-        {
-            check(&owner, &in_file, v, false);
+    // Files named in contents: next to the part's file, or at the top.
+    for (who, category, path) in super::file_refs(config) {
+        let Ok(candidates) = super::file_ref_candidates(category, &path) else {
+            continue;
+        };
+        if candidates.iter().any(|c| exists(c, false)) {
+            continue;
         }
+        let in_file = |f: &SourceFile| {
+            (category.is_empty() || f.name.starts_with(category)) && f.text.contains(&path)
+        };
+        check(&who, &in_file, &path, false);
     }
 }

@@ -26,31 +26,32 @@ const FILES: &[&str] = &[
     "runner.toml",
     "inputs.toml",
     "secrets.toml",
-];
-/// Directories whose `*.toml` files (at any depth) this project reads.
-const DIRS: &[&str] = &["components", "actions", "installs", "secrets"];
-/// Files and directories Nuon reads that this project ignores (with a warning).
-const NUON_ONLY_FILES: &[&str] = &[
     "stack.toml",
     "permissions.toml",
-    "policies.toml",
     "break_glass.toml",
-    "branch.toml",
     "operation_roles.toml",
+    "policies.toml",
     "kubernetes_contexts.toml",
-    "installs.toml",
     "installer.toml",
 ];
-const NUON_ONLY_DIRS: &[&str] = &[
-    "permissions",
-    "policies",
-    "break_glass",
-    "runbooks",
-    "branches",
-    "kubernetes_contexts",
+/// Directories whose `*.toml` files (at any depth) this project reads.
+const DIRS: &[&str] = &[
+    "components",
+    "actions",
+    "installs",
+    "secrets",
     "inputs",
     "input_groups",
+    "permissions",
+    "break_glass",
+    "policies",
+    "kubernetes_contexts",
+    "runbooks",
 ];
+/// Files and directories of Nuon's cloud service (app branches, event
+/// automation, an installs repository): read, and answered with a warning.
+const NUON_ONLY_FILES: &[&str] = &["branch.toml", "installs.toml", "triggers.toml"];
+const NUON_ONLY_DIRS: &[&str] = &["branches"];
 
 fn top_dir(name: &str) -> Option<&str> {
     name.split_once('/').map(|(d, _)| d)
@@ -200,6 +201,7 @@ pub(crate) struct Loaded {
     pub(crate) components: Vec<Item<Component>>,
     pub(crate) actions: Vec<Item<Action>>,
     pub(crate) installs: Vec<Item<InstallDecl>>,
+    pub(crate) platform: super::platform::Loaded,
 }
 
 /// Checks the files of a config and builds it. Returns the config when
@@ -208,6 +210,7 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
     let mut d = Diagnostics::default();
     let mut loaded = Loaded::default();
     let has_secrets_file = files.iter().any(|f| f.name == "secrets.toml");
+    let has_inputs_file = files.iter().any(|f| f.name == "inputs.toml");
     for (i, file) in files.iter().enumerate() {
         if file.text.len() > MAX_FILE_BYTES {
             d.push(file.diag(
@@ -222,9 +225,24 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
         let name = file.name.as_str();
         let dir = top_dir(name);
         if NUON_ONLY_FILES.contains(&name) || dir.is_some_and(|d| NUON_ONLY_DIRS.contains(&d)) {
+            let why = match name {
+                "installs.toml" => {
+                    "it points Nuon's service at a repository of install files; put them in installs/ here"
+                }
+                "triggers.toml" => {
+                    "event automation of app branches is part of Nuon's hosted service"
+                }
+                _ => {
+                    "app branches (preview runs of pull requests, install groups) are part of Nuon's hosted service; roll out with `nuon installs deploy`"
+                }
+            };
+            if let Err(e) = DeTable::parse(&file.text) {
+                let at = e.span().map(|s| s.start).unwrap_or(0);
+                d.push(file.diag(at, format!("TOML syntax error: {}", e.message().trim())));
+            }
             d.push(file.warn(
                 &(0..0),
-                "a Nuon config file not supported here yet; it is ignored",
+                format!("{name} cannot take effect here: {why}; it is read and ignored"),
             ));
             continue;
         }
@@ -233,12 +251,21 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
             let hint = did_you_mean(name, FILES.iter().copied());
             let message = if hint.is_empty() {
                 format!(
-                    "unknown config file {name:?}: an app config has metadata.toml, sandbox.toml, runner.toml, inputs.toml, secrets.toml and components/, actions/, installs/, secrets/"
+                    "unknown config file {name:?} is ignored: an app config has {} and {}/",
+                    FILES.join(", "),
+                    DIRS.join("/, ")
                 )
             } else {
-                format!("unknown config file {name:?}{hint}")
+                format!("unknown config file {name:?} is ignored{hint}")
             };
-            d.push(file.diag(0, message));
+            d.push(file.warn(&(0..0), message));
+            continue;
+        }
+        if dir == Some("inputs") && has_inputs_file {
+            d.push(file.diag(
+                0,
+                "inputs are given both in inputs.toml and in inputs/: keep one of the two",
+            ));
             continue;
         }
         if dir == Some("secrets") && has_secrets_file {
@@ -280,6 +307,32 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
                 r.finish(&mut d, &[], |_| None);
             }
             (_, Some("secrets")) => loaded.secrets.push(secret(r, i, &mut d)),
+            (_, Some("inputs")) => {
+                let mut r = r;
+                loaded.inputs.push(input(&mut r, i, &mut d));
+                r.finish(&mut d, &[], |_| None);
+            }
+            (_, Some("input_groups")) => {
+                let mut r = r;
+                loaded.groups.push(group(&mut r, i, &mut d));
+                r.finish(&mut d, &[], |_| None);
+            }
+            (
+                "stack.toml"
+                | "permissions.toml"
+                | "break_glass.toml"
+                | "operation_roles.toml"
+                | "policies.toml"
+                | "kubernetes_contexts.toml"
+                | "installer.toml",
+                _,
+            )
+            | (
+                _,
+                Some(
+                    "permissions" | "break_glass" | "policies" | "kubernetes_contexts" | "runbooks",
+                ),
+            ) => super::platform::load(r, i, name, &mut d, &mut loaded.platform),
             (_, Some("components")) => loaded.components.push(component(r, i, &mut d)),
             (_, Some("actions")) => loaded.actions.push(action(r, i, &mut d)),
             (_, Some("installs")) => loaded.installs.push(install(r, i, &mut d)),
@@ -334,10 +387,23 @@ fn metadata(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<Metadata> {
     r.finish(
         d,
         &[
-            ("slack_webhook_url", ""),
-            ("label_colors", ""),
-            ("default_labels", ""),
-            ("onboarding", ""),
+            (
+                "slack_webhook_url",
+                "notifications are not sent to Slack by this platform",
+            ),
+            (
+                "label_colors",
+                "labels are shown in Nuon's dashboard; this platform keeps none",
+            ),
+            (
+                "default_labels",
+                "labels are shown in Nuon's dashboard; this platform keeps none",
+            ),
+            ("onboarding", "it configures Nuon's hosted onboarding pages"),
+            (
+                "customer_managed",
+                "it describes runner images for Nuon's customer-managed mode",
+            ),
         ],
         |_| None,
     );
@@ -347,21 +413,70 @@ fn metadata(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<Metadata> {
 /// Keys of Nuon's that a component (or sandbox) may carry and this project
 /// ignores.
 const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
-    ("connected_repo", "use [public_repo], [git] or path"),
-    ("var_name", ""),
-    ("labels", ""),
-    ("operation_roles", ""),
-    ("max_auto_retries", ""),
-    ("skip_noops", ""),
-    ("auto_approve_on_policies_passing", ""),
-    ("kubernetes_context", ""),
-    ("toggleable", ""),
-    ("default_enabled", ""),
-    ("drift_schedule", ""),
-    ("health", ""),
-    ("take_ownership", ""),
-    ("aws_ecr", "use [public] or oci"),
-    ("gcp_gar", "use [public] or oci"),
+    (
+        "connected_repo",
+        "connected repos are GitHub repositories reached through Nuon's GitHub app; use [public_repo], [git] or path",
+    ),
+    (
+        "var_name",
+        "it names the component's outputs for Nuon's Terraform variables; read them with .nuon.components.NAME.outputs",
+    ),
+    (
+        "labels",
+        "labels are shown in Nuon's dashboard; this platform keeps none",
+    ),
+    (
+        "operation_roles",
+        "cloud roles are made by Nuon's install stack, which this platform does not generate yet: every job runs with the runner's own credentials",
+    ),
+    (
+        "max_auto_retries",
+        "automatic retries of a failed step are not available yet: retry the workflow",
+    ),
+    (
+        "skip_noops",
+        "an apply whose plan changes nothing is always skipped here",
+    ),
+    (
+        "auto_approve_on_policies_passing",
+        "policies are not evaluated on this platform yet: approvals follow the install's approval_option",
+    ),
+    (
+        "kubernetes_context",
+        "kubernetes contexts are not applied yet: Helm jobs use the sandbox's kubeconfig output",
+    ),
+    (
+        "toggleable",
+        "turning components on and off per install is not available yet",
+    ),
+    (
+        "default_enabled",
+        "turning components on and off per install is not available yet",
+    ),
+    (
+        "drift_schedule",
+        "drift detection is not scheduled on this platform yet",
+    ),
+    (
+        "health",
+        "component health checks are not run on this platform yet",
+    ),
+    (
+        "take_ownership",
+        "adopting an existing Helm release is not available yet",
+    ),
+    (
+        "source",
+        "a component's keys are read from its own file here, not merged from another source",
+    ),
+    (
+        "aws_ecr",
+        "ECR images are pulled with Nuon's AWS role; use [public] or oci",
+    ),
+    (
+        "gcp_gar",
+        "Artifact Registry images are pulled with Nuon's GCP identity; use [public] or oci",
+    ),
 ];
 
 /// Reads the source of a component, sandbox or step: exactly one of the
@@ -537,8 +652,9 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
     let env_vars = r.str_map(d, "env_vars", &mut item.strings);
     let var_files = var_files(&mut r, d, "var_file", &mut item.strings);
     r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| {
-        matches!(k, "type" | "runtime" | "pulumi_version" | "pulumi_config")
-            .then(|| "is for Nuon's Pulumi sandboxes, not supported here".to_string())
+        matches!(k, "type" | "runtime" | "pulumi_version" | "pulumi_config").then(|| {
+            "is for Nuon's Pulumi sandboxes; this platform runs Terraform sandboxes".to_string()
+        })
     });
     if let (Some(tf), Some(source)) = (tf, src) {
         item.value = Some(Sandbox {
@@ -555,15 +671,26 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
 fn runner(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<RunnerSettings> {
     let mut strings = Vec::new();
     let runner_type = r.req_str(d, "runner_type");
+    const TYPES: &[&str] = &[
+        "aws",
+        "azure",
+        "gcp",
+        "local",
+        "aws-ecs",
+        "aws-eks",
+        "azure-aks",
+        "azure-acs",
+    ];
     if let Some(t) = &runner_type
-        && !["aws", "azure", "gcp", "local"].contains(&t.text.as_str())
+        && !TYPES.contains(&t.text.as_str())
     {
         d.push(r.file.at(
             &t.span,
             format!(
-                "runner_type {:?} is not one of aws, azure, gcp, local{}",
+                "runner_type {:?} is not one of {}{}",
                 t.text,
-                did_you_mean(&t.text, ["aws", "azure", "gcp", "local"])
+                TYPES.join(", "),
+                did_you_mean(&t.text, TYPES.iter().copied())
             ),
         ));
     }
@@ -581,59 +708,112 @@ fn runner(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<RunnerSettings> 
         helm_driver: text(helm_driver),
         init_script_url: text(r.str(d, "init_script_url")),
         env_vars: r.str_map(d, "env_vars", &mut strings),
+        instance_type: text(r.str(d, "instance_type")),
     };
-    r.finish(d, &[], |k| {
-        (k == "env_var").then(|| "is Nuon's old form: use an [env_vars] table".to_string())
-    });
+    r.finish(
+        d,
+        &[
+            ("source", "runner settings are read from this file"),
+            (
+                "phone_home_script_url",
+                "runners are not installed by an install stack on this platform yet",
+            ),
+            (
+                "runner_api_url",
+                "runners are given the control plane's address when they start",
+            ),
+            (
+                "public_api_url",
+                "runners are given the control plane's address when they start",
+            ),
+        ],
+        |k| (k == "env_var").then(|| "is Nuon's old form: use an [env_vars] table".to_string()),
+    );
     Some(settings)
 }
 
 fn inputs(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics, loaded: &mut Loaded) {
     for mut g in r.tables(d, "group") {
-        let mut item = Item::new(file);
-        let name = g.name(d, "name");
-        let display_name = text(g.str(d, "display_name"));
-        let description = text(g.str(d, "description"));
+        let item = group(&mut g, file, d);
         g.finish(d, &[], |_| None);
-        item.value = name.as_ref().map(|n| InputGroup {
-            name: n.text.clone(),
-            display_name,
-            description,
-        });
-        item.name = name;
         loaded.groups.push(item);
     }
     for mut t in r.tables(d, "input") {
-        let mut item = Item::new(file);
-        let name = t.name(d, "name");
-        let display_name = text(t.str(d, "display_name"));
-        let description = text(t.str(d, "description"));
-        let group = t.str(d, "group");
-        let required = t.bool(d, "required").unwrap_or(false);
-        let sensitive = t.bool(d, "sensitive").unwrap_or(false);
-        let ty = match t.str(d, "type") {
-            None => Some(InputType::String),
-            Some(v) => match InputType::parse(&v.text) {
-                Some(ty) => Some(ty),
-                None => {
-                    d.push(t.file.at(
-                        &v.span,
-                        format!(
-                            "input type {:?} is not one of {}{}",
-                            v.text,
-                            InputType::ALL.join(", "),
-                            did_you_mean(&v.text, InputType::ALL)
-                        ),
-                    ));
-                    None
-                }
-            },
-        };
-        let mut default = None;
-        let mut ok = ty.is_some();
-        if let Some((raw, v)) = t.any(d, "default")
-            && let Some(ty) = ty
-        {
+        let item = input(&mut t, file, d);
+        t.finish(d, &[], |_| None);
+        loaded.inputs.push(item);
+    }
+    r.finish(
+        d,
+        &[
+            ("source", ": inputs are read from this file"),
+            ("sources", ": inputs are read from this file"),
+        ],
+        |k| {
+            matches!(k, "groups" | "inputs").then(|| {
+                format!(
+                    "is not a section of inputs.toml: write [[{}]]",
+                    k.trim_end_matches('s')
+                )
+            })
+        },
+    );
+}
+
+/// An input group: a `[[group]]`, or one file of `input_groups/`.
+fn group(g: &mut Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<InputGroup> {
+    let mut item = Item::new(file);
+    let name = g.name(d, "name");
+    let display_name = text(g.str(d, "display_name"));
+    let description = text(g.str(d, "description"));
+    item.value = name.as_ref().map(|n| InputGroup {
+        name: n.text.clone(),
+        display_name,
+        description,
+    });
+    item.name = name;
+    item
+}
+
+/// An input: an `[[input]]`, or one file of `inputs/`.
+fn input(t: &mut Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<InputDecl> {
+    let mut item = Item::new(file);
+    let name = t.name(d, "name");
+    let display_name = text(t.str(d, "display_name"));
+    let description = text(t.str(d, "description"));
+    let group = t.str(d, "group");
+    let required = t.bool(d, "required").unwrap_or(false);
+    let sensitive = t.bool(d, "sensitive").unwrap_or(false);
+    let internal = t.bool(d, "internal").unwrap_or(false);
+    let user_configurable = t.bool(d, "user_configurable").unwrap_or(false);
+    let ty = match t.str(d, "type") {
+        None => Some(InputType::String),
+        Some(v) if v.text.is_empty() => Some(InputType::String),
+        Some(v) => match InputType::parse(&v.text) {
+            Some(ty) => Some(ty),
+            None => {
+                d.push(t.file.at(
+                    &v.span,
+                    format!(
+                        "input type {:?} is not one of {}{}",
+                        v.text,
+                        InputType::ALL.join(", "),
+                        did_you_mean(&v.text, InputType::ALL)
+                    ),
+                ));
+                None
+            }
+        },
+    };
+    let mut default = None;
+    let mut ok = ty.is_some();
+    if let Some((raw, v)) = t.any(d, "default")
+        && let Some(ty) = ty
+    {
+        // Nuon writes `required = true` with `default = ""`: an empty
+        // default of a required input is no default.
+        let empty = raw.as_str() == Some("");
+        if !(required && empty) {
             match ty.coerce(&raw) {
                 Ok(value) => default = Some(value),
                 Err(e) => {
@@ -643,40 +823,32 @@ fn inputs(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics, loaded: &mut 
                 }
             }
         }
-        if required && default.is_some() {
-            d.push(t.file.at(
-                &t.span(),
-                "an input is either required or has a default, not both",
-            ));
-        }
-        t.know(&["internal"]);
-        t.finish(d, &[("user_configurable", "")], |_| None);
-        if let Some(g) = group.clone() {
-            item.refs.push(g);
-        }
-        if let (Some(n), Some(ty), true) = (&name, ty, ok) {
-            item.value = Some(InputDecl {
-                name: n.text.clone(),
-                display_name,
-                description,
-                group: group.map(|g| g.text),
-                default,
-                required,
-                sensitive,
-                ty,
-            });
-        }
-        item.name = name;
-        loaded.inputs.push(item);
     }
-    r.finish(d, &[], |k| {
-        matches!(k, "groups" | "inputs").then(|| {
-            format!(
-                "is not a section of inputs.toml: write [[{}]]",
-                k.trim_end_matches('s')
-            )
-        })
-    });
+    if user_configurable {
+        d.push(t.file.warn(
+            &t.span(),
+            "user_configurable cannot take effect here: it asks for the value in Nuon's install stack (CloudFormation parameters); give it with `nuon installs create --input`",
+        ));
+    }
+    if let Some(g) = group.clone() {
+        item.refs.push(g);
+    }
+    if let (Some(n), Some(ty), true) = (&name, ty, ok) {
+        item.value = Some(InputDecl {
+            name: n.text.clone(),
+            display_name,
+            description,
+            group: group.map(|g| g.text),
+            default,
+            required,
+            sensitive,
+            internal,
+            user_configurable,
+            ty,
+        });
+    }
+    item.name = name;
+    item
 }
 
 fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<SecretDecl> {
@@ -709,10 +881,11 @@ fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Secre
                 "default",
                 "secret values are given when an install is created",
             ),
-            ("kubernetes_sync", ""),
-            ("kubernetes_secret_namespace", ""),
-            ("kubernetes_secret_name", ""),
-            ("user_configurable", ""),
+            ("kubernetes_sync", "secrets are not synced into Kubernetes by this platform yet"),
+            ("kubernetes_secret_namespace", "secrets are not synced into Kubernetes by this platform yet"),
+            ("kubernetes_secret_name", "secrets are not synced into Kubernetes by this platform yet"),
+            ("kubernetes_sync_targets", "secrets are not synced into Kubernetes by this platform yet"),
+            ("user_configurable", "it asks for the value in Nuon's install stack; give it with `nuon installs create --secret`"),
         ],
         |_| None,
     );
@@ -934,6 +1107,28 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "post-teardown-component",
 ];
 
+/// Nuon's other trigger types: accepted, and answered with a warning (they
+/// do not fire on this platform yet).
+pub(crate) const NUON_TRIGGERS: &[&str] = &[
+    "post-provision-sandbox",
+    "pre-reprovision",
+    "post-reprovision",
+    "pre-deprovision-sandbox",
+    "post-deprovision-sandbox",
+    "pre-reprovision-sandbox",
+    "post-reprovision-sandbox",
+    "pre-enable-component",
+    "post-enable-component",
+    "pre-disable-component",
+    "post-disable-component",
+    "pre-update-inputs",
+    "post-update-inputs",
+    "pre-secrets-sync",
+    "post-secrets-sync",
+    "role-enabled",
+    "role-disabled",
+];
+
 fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Action> {
     let mut item = Item::new(file);
     let name = r.name(d, "name");
@@ -965,24 +1160,24 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
             ok = false;
             continue;
         };
-        if !TRIGGERS.contains(&kind.text.as_str()) {
-            let nuon_only = kind.text.starts_with("pre-")
-                || kind.text.starts_with("post-")
-                || kind.text.starts_with("role-");
-            let msg = if nuon_only && did_you_mean(&kind.text, TRIGGERS.iter().copied()).is_empty()
-            {
+        if NUON_TRIGGERS.contains(&kind.text.as_str()) {
+            d.push(file.warn(
+                &kind.span,
                 format!(
-                    "trigger type {:?} is a Nuon trigger not supported here yet",
+                    "trigger type {:?} does not fire on this platform yet: the action runs on its other triggers and by hand",
                     kind.text
-                )
-            } else {
+                ),
+            ));
+        } else if !TRIGGERS.contains(&kind.text.as_str()) {
+            let all = TRIGGERS.iter().chain(NUON_TRIGGERS).copied();
+            d.push(file.at(
+                &kind.span,
                 format!(
                     "unknown trigger type {:?}{}",
                     kind.text,
-                    did_you_mean(&kind.text, TRIGGERS.iter().copied())
-                )
-            };
-            d.push(file.at(&kind.span, msg));
+                    did_you_mean(&kind.text, all)
+                ),
+            ));
             ok = false;
             continue;
         }
@@ -1004,6 +1199,16 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
                 }
                 _ => {}
             }
+        }
+        if kind.text == "cron"
+            && cron
+                .as_ref()
+                .is_some_and(|c| c.text.split_whitespace().count() == 5)
+        {
+            d.push(file.warn(
+                &kind.span,
+                "cron triggers are not scheduled on this platform yet: the action runs on its other triggers and by hand",
+            ));
         }
         let per_component = kind.text.ends_with("-component");
         match (&component, per_component) {
@@ -1076,12 +1281,14 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
     r.finish(
         d,
         &[
-            ("labels", ""),
-            ("role", ""),
-            ("break_glass_role", ""),
-            ("enable_kube_config", ""),
-            ("image", ""),
-            ("kubernetes_context", ""),
+            ("labels", "labels are shown in Nuon's dashboard; this platform keeps none"),
+            ("role", "cloud roles are made by Nuon's install stack, which this platform does not generate yet: every job runs with the runner's own credentials"),
+            ("break_glass_role", "cloud roles are made by Nuon's install stack, which this platform does not generate yet: every job runs with the runner's own credentials"),
+            ("enable_kube_config", "actions get no kubeconfig on this platform yet"),
+            ("image", "steps run on the runner's host; running them in an image comes with container jobs"),
+            ("kubernetes_context", "kubernetes contexts are not applied yet"),
+            ("description", "actions have no description on this platform yet"),
+            ("inputs", "run-time inputs of actions are not available yet"),
         ],
         |_| None,
     );
@@ -1125,11 +1332,43 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
     r.finish(
         d,
         &[
-            ("labels", ""),
-            ("aws_account", ""),
-            ("gcp_account", ""),
-            ("azure_account", ""),
-            ("stack_overrides", ""),
+            (
+                "labels",
+                "labels are shown in Nuon's dashboard; this platform keeps none",
+            ),
+            (
+                "aws_account",
+                "the install's cloud account is the runner's own; nothing is read from this",
+            ),
+            (
+                "gcp_account",
+                "the install's cloud account is the runner's own; nothing is read from this",
+            ),
+            (
+                "azure_account",
+                "the install's cloud account is the runner's own; nothing is read from this",
+            ),
+            (
+                "stack_overrides",
+                "install stacks are not generated on this platform yet",
+            ),
+            ("telemetry", "this platform sends no telemetry"),
+            (
+                "component_toggles",
+                "turning components on and off per install is not available yet",
+            ),
+            (
+                "components",
+                "per-install Helm values and Terraform variables are not applied yet",
+            ),
+            (
+                "app_branch",
+                "app branches are part of Nuon's hosted service",
+            ),
+            (
+                "app_branch_group",
+                "app branches are part of Nuon's hosted service",
+            ),
         ],
         |_| None,
     );

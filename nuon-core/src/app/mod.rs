@@ -23,6 +23,7 @@
 mod check;
 mod diag;
 mod load;
+mod platform;
 mod reader;
 pub mod template;
 mod values;
@@ -36,6 +37,10 @@ use serde_json::Value;
 pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
+};
+pub use platform::{
+    KubernetesContext, NestedStack, OperationRoles, OperationRule, Permissions, Policy, Role,
+    Runbook, Stack,
 };
 pub use values::{helm_values, set_typed};
 
@@ -72,6 +77,25 @@ pub struct AppConfig {
     /// `installs/*.toml`.
     #[serde(default)]
     pub installs: Vec<InstallDecl>,
+    /// `stack.toml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<Stack>,
+    /// `permissions.toml` (or `permissions/`) and `break_glass.toml` (or
+    /// `break_glass/`).
+    #[serde(default, skip_serializing_if = "Permissions::is_empty")]
+    pub permissions: Permissions,
+    /// `operation_roles.toml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_roles: Option<OperationRoles>,
+    /// `policies.toml` or `policies/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<Policy>,
+    /// `kubernetes_contexts.toml` or `kubernetes_contexts/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kubernetes_contexts: Vec<KubernetesContext>,
+    /// `runbooks/*.toml`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runbooks: Vec<Runbook>,
 }
 
 impl AppConfig {
@@ -217,50 +241,86 @@ pub fn is_file_ref(s: &str) -> bool {
                 .is_some_and(|(_, ext)| EXTS.contains(&ext)))
 }
 
-/// Every file a config names in a `contents` or `inline_contents`: (who,
-/// path as written).
-pub fn file_refs(config: &AppConfig) -> Vec<(String, String)> {
+/// Where a file named in a `contents` of a part written in `category`
+/// (`components`, `actions`, `policies`, or `""` at the top) may be, in
+/// order: next to the part's file first (as Nuon reads it), then at the
+/// top of the config.
+pub fn file_ref_candidates(category: &str, path: &str) -> Result<Vec<String>, String> {
+    let top = source_dir(path)?;
     let mut out = Vec::new();
-    if let Some(s) = &config.sandbox {
-        for v in s.var_files.iter().filter(|v| is_file_ref(v)) {
-            out.push(("the sandbox".to_owned(), v.clone()));
-        }
+    if !category.is_empty()
+        && let Ok(near) = source_dir(&format!("{category}/{path}"))
+    {
+        out.push(near);
     }
-    for c in &config.components {
-        for v in c
-            .var_files
-            .iter()
-            .chain(&c.values_files)
-            .filter(|v| is_file_ref(v))
-        {
-            out.push((format!("component {:?}", c.name), v.clone()));
-        }
-    }
-    for a in &config.actions {
-        for st in &a.steps {
-            if let Some(v) = st.inline_contents.as_ref().filter(|v| is_file_ref(v)) {
-                out.push((format!("action {:?} step {:?}", a.name, st.name), v.clone()));
-            }
-        }
-    }
+    out.push(top);
+    Ok(out)
+}
+
+/// Every file a config names in a `contents`, `inline_contents` or
+/// `permissions_boundary`: (who, the category it is written in, path as
+/// written).
+pub fn file_refs(config: &AppConfig) -> Vec<(String, &'static str, String)> {
+    let mut out = Vec::new();
+    let mut config = config.clone();
+    visit_file_refs(&mut config, &mut |who, category, v| {
+        out.push((who.to_owned(), category, v.clone()));
+    });
     out
 }
 
-/// Replaces every file a config names in a `contents` or `inline_contents`
-/// by the file's text, as `read` gives it for the path relative to the
-/// config directory: what a config version keeps, so a deploy never sees
-/// the path. Returns the problems (a file not given).
+/// Calls `f` with every file reference of `config`, which it may rewrite.
+fn visit_file_refs(config: &mut AppConfig, f: &mut dyn FnMut(&str, &'static str, &mut String)) {
+    let mut one = |who: &str, category: &'static str, v: &mut String| {
+        if is_file_ref(v) {
+            f(who, category, v);
+        }
+    };
+    if let Some(s) = &mut config.sandbox {
+        for v in &mut s.var_files {
+            one("the sandbox", "", v);
+        }
+    }
+    for c in &mut config.components {
+        let who = format!("component {:?}", c.name);
+        for v in c.var_files.iter_mut().chain(c.values_files.iter_mut()) {
+            one(&who, "components", v);
+        }
+    }
+    for a in &mut config.actions {
+        for st in &mut a.steps {
+            let who = format!("action {:?} step {:?}", a.name, st.name);
+            if let Some(v) = &mut st.inline_contents {
+                one(&who, "actions", v);
+            }
+        }
+    }
+    for p in &mut config.policies {
+        let who = format!("policy {:?}", p.name.as_deref().unwrap_or(&p.kind));
+        one(&who, "policies", &mut p.contents);
+    }
+    let perms = &mut config.permissions;
+    for r in perms.roles.iter_mut().chain(perms.break_glass.iter_mut()) {
+        let who = format!("role {:?}", r.name);
+        if let Some(b) = &mut r.permissions_boundary {
+            one(&who, "permissions", b);
+        }
+    }
+}
+
+/// Replaces every file a config names in a `contents` (and the like) by
+/// the file's text, as `read` gives it for a path relative to the config
+/// directory ([`file_ref_candidates`] in order): what a config version
+/// keeps, so a deploy never sees the path. Returns the problems (a file not
+/// given).
 pub fn inline_file_refs(
     config: &mut AppConfig,
     read: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    let mut one = |who: &str, v: &mut String| {
-        if !is_file_ref(v) {
-            return;
-        }
-        match source_dir(v) {
-            Ok(rel) => match read(&rel) {
+    visit_file_refs(config, &mut |who, category, v| {
+        match file_ref_candidates(category, v) {
+            Ok(candidates) => match candidates.iter().find_map(|c| read(c)) {
                 Some(text) => *v = text,
                 None => problems.push(format!(
                     "{who}: file {v:?} named in contents was not given with the config (sync from the config's directory with `nuon apps sync`)"
@@ -268,26 +328,7 @@ pub fn inline_file_refs(
             },
             Err(e) => problems.push(format!("{who}: {e}")),
         }
-    };
-    if let Some(s) = &mut config.sandbox {
-        for v in &mut s.var_files {
-            one("the sandbox", v);
-        }
-    }
-    for c in &mut config.components {
-        let who = format!("component {:?}", c.name);
-        for v in c.var_files.iter_mut().chain(c.values_files.iter_mut()) {
-            one(&who, v);
-        }
-    }
-    for a in &mut config.actions {
-        for st in &mut a.steps {
-            let who = format!("action {:?} step {:?}", a.name, st.name);
-            if let Some(v) = &mut st.inline_contents {
-                one(&who, v);
-            }
-        }
-    }
+    });
     problems
 }
 
@@ -325,6 +366,9 @@ pub struct RunnerSettings {
     /// Environment for every job of the runner.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env_vars: BTreeMap<String, String>,
+    /// The machine type of a VM runner (`t3a.medium`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
 }
 
 /// `[[group]]` of `inputs.toml`.
@@ -456,6 +500,12 @@ pub struct InputDecl {
     /// Never shown after it is set: not in API answers, not in logs.
     #[serde(default)]
     pub sensitive: bool,
+    /// Set by the vendor only, not shown to the customer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub internal: bool,
+    /// Asked of the customer in Nuon's install stack.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub user_configurable: bool,
     /// The type of its value.
     #[serde(rename = "type", default)]
     pub ty: InputType,

@@ -190,6 +190,24 @@ impl<'a, 'i> Reader<'a, 'i> {
         }
     }
 
+    /// An optional integer.
+    pub(crate) fn int(&mut self, d: &mut Diagnostics, key: &'static str) -> Option<i64> {
+        let v = self.get(key)?;
+        match v.get_ref() {
+            DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    self.wrong(d, key, v, "an integer of 64 bits");
+                    None
+                }
+            },
+            _ => {
+                self.wrong(d, key, v, "an integer");
+                None
+            }
+        }
+    }
+
     /// An optional list of strings.
     pub(crate) fn str_list(&mut self, d: &mut Diagnostics, key: &'static str) -> Vec<Located> {
         let Some(v) = self.get(key) else {
@@ -344,7 +362,7 @@ impl<'a, 'i> Reader<'a, 'i> {
     /// support yet (with its hint), a key that belongs elsewhere (with the
     /// hint `elsewhere` gives), or a typo (with the nearest known key).
     pub(crate) fn finish(
-        self,
+        &self,
         d: &mut Diagnostics,
         unsupported: &[(&str, &str)],
         elsewhere: impl Fn(&str) -> Option<String>,
@@ -354,29 +372,24 @@ impl<'a, 'i> Reader<'a, 'i> {
             if self.known.contains(&key) {
                 continue;
             }
-            if let Some((_, hint)) = unsupported.iter().find(|(u, _)| *u == key) {
-                let hint = if hint.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({hint})")
-                };
+            if let Some((_, why)) = unsupported.iter().find(|(u, _)| *u == key) {
                 d.push(self.file.warn(
                     &k.span(),
-                    format!(
-                        "key {key:?} is a Nuon key not supported here yet; it is ignored{hint}"
-                    ),
+                    format!("key {key:?} cannot take effect here ({why}): it is read and ignored"),
                 ));
                 continue;
             }
+            // Nuon ignores keys it does not know; so does this platform,
+            // saying so (a typo is the likeliest cause).
             let message = if let Some(hint) = elsewhere(key) {
-                format!("key {key:?} {hint}")
+                format!("key {key:?} {hint}: it is ignored")
             } else {
                 format!(
-                    "unknown key {key:?}{}",
+                    "unknown key {key:?} is ignored{}",
                     did_you_mean(key, self.known.iter().copied())
                 )
             };
-            d.push(self.file.at(&k.span(), message));
+            d.push(self.file.warn(&k.span(), message));
         }
     }
 }

@@ -19,6 +19,8 @@
 //! ([`render`]). A value printed as it is that has no value (`{{
 //! .nuon.install.inputs.typo }}`) is an error naming it, where Go would
 //! print `<no value>`; `{{ .x | default "y" }}` and the like work as in Go.
+//! As in Nuon, a value that reads nothing under `.nuon` is not a template
+//! and is left as written ([`is_template`]).
 
 use std::collections::BTreeMap;
 
@@ -196,13 +198,20 @@ fn parse_reference(written: &str, path: &[String]) -> Result<Reference, String> 
     }
 }
 
+/// Whether a value is a template of the config: it has an action and reads
+/// something under `.nuon`. As in Nuon, any other text is left as it is
+/// (`{{ .Values.x }}` for a chart's own templating, a Kyverno `{{ request.object }}`).
+pub fn is_template(text: &str) -> bool {
+    text.contains("{{") && text.contains(".nuon")
+}
+
 /// Parses `text` as a template: every reference it reads from under
 /// `.nuon`, and every problem (a parse error, or a reference that does not
 /// resolve).
 pub fn scan(text: &str) -> (Vec<Action>, Vec<TemplateError>) {
     let mut actions = Vec::new();
     let mut errors = Vec::new();
-    if !text.contains("{{") {
+    if !is_template(text) {
         return (actions, errors);
     }
     let t = match Template::parse("template", text) {
@@ -331,7 +340,7 @@ impl RenderContext {
 /// Renders `text` with the install's values. A value printed as it is that
 /// has no value is an error naming it.
 pub fn render(text: &str, ctx: &RenderContext) -> Result<String, TemplateError> {
-    if !text.contains("{{") {
+    if !is_template(text) {
         return Ok(text.to_string());
     }
     let err = |e: crate::template::Error| TemplateError {
@@ -419,10 +428,14 @@ mod tests {
                 .contains("did you mean \".nuon.components\"?")
         );
         assert!(err("{{ .nuon.install.inptus.x }}").contains("did you mean \"inputs\"?"));
-        assert!(err("{{ .Values.x }}").contains("under .nuon"));
+        assert!(err("{{ .Values.x }}{{ .nuon.app.id }}").contains("under .nuon"));
+        assert!(
+            scan("{{ .Values.x }}").1.is_empty(),
+            "no .nuon: left as written"
+        );
         assert!(err("{{ nosuch .nuon.install.id }}").contains("function \"nosuch\" not defined"));
-        assert!(err("{{ env \"HOME\" }}").contains("never its environment"));
-        assert!(err("{{ }}").contains("missing value"));
+        assert!(err("{{ env \"HOME\" }}{{ .nuon.app.id }}").contains("never its environment"));
+        assert!(err("{{ }}{{ .nuon.app.id }}").contains("missing value"));
     }
 
     #[test]

@@ -1,0 +1,812 @@
+//! The files of Nuon's format that describe the install's cloud platform
+//! and operations rather than what it runs: `stack.toml`, `permissions`,
+//! `break_glass`, `operation_roles.toml`, `policies`, `kubernetes_contexts`,
+//! `runbooks/`, `installer.toml`, and the app-branch files. Each is read
+//! key by key against its schema ([`Spec`]), kept in the config, and what
+//! cannot take effect on this platform is answered with a warning that
+//! says why.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::diag::Diagnostics;
+use super::reader::{Located, Reader};
+
+/// What a key holds.
+#[derive(Clone, Copy)]
+pub(crate) enum K {
+    Str,
+    Bool,
+    Int,
+    StrList,
+    StrMap,
+    /// Anything (a free-form table or value).
+    Any,
+    Tables(&'static Spec),
+}
+
+/// A table's schema: its keys, and which are required.
+pub(crate) struct Spec {
+    pub keys: &'static [(&'static str, K)],
+    pub required: &'static [&'static str],
+}
+
+/// Reads `r` against `spec` into JSON; every string goes to `strings` (for
+/// template checks); unknown keys are warnings (Nuon ignores them).
+pub(crate) fn read(
+    r: &mut Reader<'_, '_>,
+    d: &mut Diagnostics,
+    spec: &Spec,
+    strings: &mut Vec<Located>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for &(key, kind) in spec.keys {
+        let present = r.get(key).is_some();
+        if !present {
+            if spec.required.contains(&key) {
+                r.req_str(d, key);
+            }
+            continue;
+        }
+        let v = match kind {
+            K::Str => r.str(d, key).map(|l| {
+                strings.push(l.clone());
+                Value::String(l.text)
+            }),
+            K::Bool => r.bool(d, key).map(Value::Bool),
+            K::Int => r.int(d, key).map(Value::from),
+            K::StrList => {
+                let l = r.str_list(d, key);
+                strings.extend(l.iter().cloned());
+                Some(Value::Array(
+                    l.into_iter().map(|x| Value::String(x.text)).collect(),
+                ))
+            }
+            K::StrMap => {
+                let m = r.str_map(d, key, strings);
+                Some(Value::Object(
+                    m.into_iter().map(|(k, v)| (k, Value::String(v))).collect(),
+                ))
+            }
+            K::Any => r.any(d, key).map(|(j, _)| j),
+            K::Tables(sub) => {
+                let items: Vec<Value> = r
+                    .tables(d, key)
+                    .into_iter()
+                    .map(|mut t| {
+                        let m = read(&mut t, d, sub, strings);
+                        t.finish(d, &[], |_| None);
+                        Value::Object(m)
+                    })
+                    .collect();
+                Some(Value::Array(items))
+            }
+        };
+        if let Some(v) = v {
+            out.insert(key.to_owned(), v);
+        }
+    }
+    out
+}
+
+/// Deserializes what [`read`] gave; a shape it cannot take (a missing key
+/// reported already) is `None`.
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(m: Map<String, Value>) -> Option<T> {
+    serde_json::from_value(Value::Object(m)).ok()
+}
+
+const NESTED_STACK: Spec = Spec {
+    keys: &[
+        ("name", K::Str),
+        ("template_url", K::Str),
+        ("index", K::Int),
+        ("parameters", K::StrMap),
+    ],
+    required: &["name", "template_url"],
+};
+
+/// `stack.toml`.
+pub(crate) const STACK: Spec = Spec {
+    keys: &[
+        ("type", K::Str),
+        ("name", K::Str),
+        ("description", K::Str),
+        ("vpc_nested_template_url", K::Str),
+        ("runner_nested_template_url", K::Str),
+        ("deployment_scope", K::Str),
+        ("custom_nested_stacks", K::Tables(&NESTED_STACK)),
+    ],
+    required: &["name", "description"],
+};
+
+/// `stack.toml`: the install stack the customer applies once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Stack {
+    /// `aws-cloudformation`, `azure-bicep` or `gcp-terraform`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The stack's name (templated).
+    pub name: String,
+    /// What it is (templated).
+    pub description: String,
+    /// A VPC template to nest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vpc_nested_template_url: Option<String>,
+    /// A runner template to nest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_nested_template_url: Option<String>,
+    /// `resource_group` or `subscription` (Azure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_scope: Option<String>,
+    /// `[[custom_nested_stacks]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub custom_nested_stacks: Vec<NestedStack>,
+}
+
+/// One of `[[custom_nested_stacks]]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NestedStack {
+    /// Unique in the stack.
+    pub name: String,
+    /// The template.
+    pub template_url: String,
+    /// Its place among the nested stacks.
+    #[serde(default)]
+    pub index: i64,
+    /// Its parameters (templated).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
+}
+
+const ROLE_POLICY: Spec = Spec {
+    keys: &[
+        ("name", K::Str),
+        ("managed_policy_name", K::Str),
+        ("contents", K::Str),
+        ("gcp_permissions", K::StrList),
+        ("gcp_predefined_role", K::Str),
+        ("azure_actions", K::StrList),
+        ("azure_built_in_roles", K::StrList),
+    ],
+    required: &[],
+};
+
+const NAMED_REF: Spec = Spec {
+    keys: &[("name", K::Str)],
+    required: &["name"],
+};
+
+/// A role of `permissions` or `break_glass`.
+pub(crate) const ROLE: Spec = Spec {
+    keys: &[
+        ("type", K::Str),
+        ("cloud_platform", K::Str),
+        ("name", K::Str),
+        ("description", K::Str),
+        ("display_name", K::Str),
+        ("policies", K::Tables(&ROLE_POLICY)),
+        ("permissions_boundary", K::Str),
+        ("enabled_in_stack", K::Bool),
+        ("named_policies", K::Tables(&NAMED_REF)),
+    ],
+    required: &["name", "description"],
+};
+
+/// A cloud role the install stack creates: for an operation (provision,
+/// maintenance, deprovision), a custom one, or a break-glass one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Role {
+    /// `provision`, `maintenance`, `deprovision` or `custom`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// `aws`, `azure` or `gcp` (the runner's type when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_platform: Option<String>,
+    /// The role's name (templated).
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// A name for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// `[[policies]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<Value>,
+    /// An AWS permissions boundary (a policy document, or a file of the config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions_boundary: Option<String>,
+    /// Whether the install stack creates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled_in_stack: Option<bool>,
+    /// `[[named_policies]]`: names of the config's named policies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub named_policies: Vec<Value>,
+}
+
+const NAMED_POLICY: Spec = Spec {
+    keys: &[
+        ("name", K::Str),
+        ("description", K::Str),
+        ("contents", K::Str),
+    ],
+    required: &["name", "contents"],
+};
+
+/// `permissions.toml` or `permissions/` and `break_glass`: the cloud roles
+/// of the install.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Permissions {
+    /// Every role, each with its `type`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<Role>,
+    /// `[[named_policies]]` (and `permissions/policies/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub named_policies: Vec<Value>,
+    /// Break-glass roles (`break_glass.toml` or `break_glass/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub break_glass: Vec<Role>,
+}
+
+impl Permissions {
+    /// Whether nothing is declared.
+    pub fn is_empty(&self) -> bool {
+        self.roles.is_empty() && self.named_policies.is_empty() && self.break_glass.is_empty()
+    }
+}
+
+const RULE: Spec = Spec {
+    keys: &[
+        ("principal", K::Str),
+        ("operation", K::Str),
+        ("role", K::Str),
+    ],
+    required: &["principal", "operation", "role"],
+};
+
+/// `operation_roles.toml`.
+pub(crate) const OPERATION_ROLES: Spec = Spec {
+    keys: &[("type", K::Str), ("rules", K::Tables(&RULE))],
+    required: &["type"],
+};
+
+/// `operation_roles.toml`: which role each operation of each part runs with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OperationRoles {
+    /// Always `matrix`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `[[rules]]`.
+    #[serde(default)]
+    pub rules: Vec<OperationRule>,
+}
+
+/// One rule of `operation_roles.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OperationRule {
+    /// `nuon::component:NAME`, `nuon::component:*`, `nuon::sandbox`,
+    /// `nuon::action:NAME` or `nuon::action:*`.
+    pub principal: String,
+    /// `provision`, `deprovision`, `reprovision`, `deploy`, `teardown` or `trigger`.
+    pub operation: String,
+    /// The role's name (templated).
+    pub role: String,
+}
+
+/// A policy of `policies.toml` or `policies/`.
+pub(crate) const POLICY: Spec = Spec {
+    keys: &[
+        ("type", K::Str),
+        ("engine", K::Str),
+        ("name", K::Str),
+        ("contents", K::Str),
+        ("components", K::StrList),
+    ],
+    required: &["type", "contents"],
+};
+
+/// A policy checked before an apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Policy {
+    /// What it checks: `terraform_module`, `helm_chart`,
+    /// `kubernetes_manifest`, `docker_build`, `container_image`, `sandbox`,
+    /// `kubernetes_cluster` or `pulumi`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `opa` (Rego; also written `rego`) or `kyverno` (Nuon's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Its name (the file's name when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The policy itself, or a file of the config holding it.
+    pub contents: String,
+    /// The components it applies to (`*`: every one of its type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<String>,
+}
+
+/// A `[[kubernetes_context]]` (or one file of `kubernetes_contexts/`).
+pub(crate) const KUBERNETES_CONTEXT: Spec = Spec {
+    keys: &[("name", K::Str), ("component", K::Str)],
+    required: &["name", "component"],
+};
+
+/// A cluster a component or action can run against: the `cluster` output
+/// of a component.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct KubernetesContext {
+    /// What components and actions name in `kubernetes_context`.
+    pub name: String,
+    /// The component whose outputs describe the cluster.
+    pub component: String,
+}
+
+const RUNBOOK_INPUT: Spec = Spec {
+    keys: &[
+        ("name", K::Str),
+        ("display_name", K::Str),
+        ("description", K::Str),
+        ("default", K::Any),
+        ("required", K::Bool),
+        ("sensitive", K::Bool),
+        ("type", K::Str),
+    ],
+    required: &["name"],
+};
+
+const RUNBOOK_STEP: Spec = Spec {
+    keys: &[
+        ("name", K::Str),
+        ("type", K::Str),
+        ("component_name", K::Str),
+        ("deploy_dependents", K::Bool),
+        ("tear_down_dependents", K::Bool),
+        ("deploy_dependencies", K::Bool),
+        ("skip_component_deploys", K::Bool),
+        ("action_name", K::Str),
+        ("command", K::Str),
+        ("inline_contents", K::Str),
+        ("env_vars", K::StrMap),
+        ("timeout", K::Str),
+        ("role", K::Str),
+    ],
+    required: &["name", "type"],
+};
+
+/// A file of `runbooks/`.
+pub(crate) const RUNBOOK: Spec = Spec {
+    keys: &[
+        ("name", K::Str),
+        ("description", K::Str),
+        ("readme", K::Str),
+        ("labels", K::StrMap),
+        ("input", K::Tables(&RUNBOOK_INPUT)),
+        ("dependencies", K::StrList),
+        ("steps", K::Tables(&RUNBOOK_STEP)),
+    ],
+    required: &["name"],
+};
+
+/// A runbook: component deploys, teardowns and actions run in order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Runbook {
+    /// Unique in the app.
+    pub name: String,
+    /// What it is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Markdown, or a file of the config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readme: Option<String>,
+    /// Labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// `[[input]]`: values given when it runs.
+    #[serde(default, rename = "input", skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<Value>,
+    /// The written dependencies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    /// `[[steps]]`, in order.
+    #[serde(default)]
+    pub steps: Vec<Value>,
+}
+
+/// The step types of a runbook.
+pub(crate) const RUNBOOK_STEP_TYPES: &[&str] = &[
+    "component_deploy",
+    "deploy",
+    "component_tear_down",
+    "action",
+    "sandbox_reprovision",
+];
+
+/// `installer.toml` (Nuon's hosted installer page).
+pub(crate) const INSTALLER: Spec = Spec {
+    keys: &[
+        ("source", K::Str),
+        ("name", K::Str),
+        ("description", K::Str),
+        ("slug", K::Str),
+        ("apps", K::StrList),
+        ("documentation_url", K::Str),
+        ("community_url", K::Str),
+        ("homepage_url", K::Str),
+        ("github_url", K::Str),
+        ("logo_url", K::Str),
+        ("favicon_url", K::Str),
+        ("og_image_url", K::Str),
+        ("demo_url", K::Str),
+        ("post_install_markdown", K::Str),
+        ("copyright_markdown", K::Str),
+        ("footer_markdown", K::Str),
+    ],
+    required: &[],
+};
+
+/// What the platform files gave, with what the cross-file checks need.
+#[derive(Default)]
+pub(crate) struct Loaded {
+    pub(crate) stack: Option<Stack>,
+    pub(crate) permissions: Permissions,
+    pub(crate) operation_roles: Option<OperationRoles>,
+    pub(crate) policies: Vec<Policy>,
+    pub(crate) kubernetes_contexts: Vec<KubernetesContext>,
+    pub(crate) runbooks: Vec<Runbook>,
+    /// Every string, by file, for template checks.
+    pub(crate) strings: Vec<(usize, Vec<Located>)>,
+    /// Names of components (`"component"`) and actions (`"action"`) these
+    /// files refer to, by file.
+    pub(crate) refs: Vec<(usize, Located, &'static str)>,
+}
+
+const ROLES_WHY: &str = "cloud roles are made by Nuon's install stack, which this platform does not generate yet: every job runs with the runner's own credentials";
+
+fn warn_file(r: &Reader<'_, '_>, d: &mut Diagnostics, what: &str, why: &str) {
+    d.push(r.file.warn(
+        &(0..0),
+        format!("{what} cannot take effect here ({why}): it is kept with the config"),
+    ));
+}
+
+fn role_of(
+    r: &mut Reader<'_, '_>,
+    d: &mut Diagnostics,
+    strings: &mut Vec<Located>,
+    kind: Option<&str>,
+) -> Option<Role> {
+    let m = read(r, d, &ROLE, strings);
+    r.finish(d, &[], |_| None);
+    let mut role: Role = typed(m)?;
+    if let Some(k) = kind {
+        role.kind = Some(k.to_owned());
+    }
+    if let Some(k) = role.kind.as_deref()
+        && ![
+            "provision",
+            "maintenance",
+            "deprovision",
+            "custom",
+            "break_glass",
+        ]
+        .contains(&k)
+    {
+        d.push(r.file.at(
+            &r.span(),
+            format!("role type {k:?} is not one of provision, maintenance, deprovision, custom"),
+        ));
+        return None;
+    }
+    if let Some(p) = role.cloud_platform.as_deref()
+        && !["aws", "azure", "gcp"].contains(&p)
+    {
+        d.push(r.file.at(
+            &r.span(),
+            format!("cloud_platform {p:?} is not one of aws, azure, gcp"),
+        ));
+    }
+    Some(role)
+}
+
+fn file_stem(name: &str) -> String {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    base.strip_suffix(".toml").unwrap_or(base).to_owned()
+}
+
+const POLICY_TYPES: &[&str] = &[
+    "terraform_module",
+    "helm_chart",
+    "kubernetes_manifest",
+    "docker_build",
+    "container_image",
+    "sandbox",
+    "kubernetes_cluster",
+    "pulumi",
+];
+
+fn policy_of(
+    r: &mut Reader<'_, '_>,
+    d: &mut Diagnostics,
+    strings: &mut Vec<Located>,
+    default_name: Option<String>,
+) -> Option<Policy> {
+    let m = read(r, d, &POLICY, strings);
+    r.finish(d, &[], |_| None);
+    let mut p: Policy = typed(m)?;
+    if p.name.is_none() {
+        p.name = default_name;
+    }
+    let at = r.span();
+    if !POLICY_TYPES.contains(&p.kind.as_str()) {
+        d.push(r.file.at(
+            &at,
+            format!(
+                "policy type {:?} is not one of {}{}",
+                p.kind,
+                POLICY_TYPES.join(", "),
+                super::did_you_mean(&p.kind, POLICY_TYPES.iter().copied())
+            ),
+        ));
+        return None;
+    }
+    match p.engine.as_deref().unwrap_or("kyverno") {
+        "opa" | "rego" => d.push(r.file.warn(&at, "policies are not evaluated on this platform yet; the policy is kept with the config")),
+        "kyverno" => d.push(r.file.warn(&at, "Kyverno policies are admission rules of a Kubernetes cluster; this platform evaluates no Kyverno policy (the policy is kept with the config)")),
+        other => {
+            d.push(r.file.at(&at, format!("policy engine {other:?} is not one of opa (rego) or kyverno")));
+            return None;
+        }
+    }
+    if p.components.iter().any(|c| c == "*") && p.components.len() > 1 {
+        d.push(r.file.at(
+            &at,
+            "components = [\"*\"] means every component: do not list others with it",
+        ));
+    }
+    Some(p)
+}
+
+const OPERATIONS: &[&str] = &[
+    "provision",
+    "deprovision",
+    "reprovision",
+    "deploy",
+    "teardown",
+    "trigger",
+];
+
+/// Reads one platform file (`name`, the `file`-th) into `out`.
+pub(crate) fn load(
+    mut r: Reader<'_, '_>,
+    file: usize,
+    name: &str,
+    d: &mut Diagnostics,
+    out: &mut Loaded,
+) {
+    let mut strings = Vec::new();
+    let dir = name.split_once('/').map(|(d, _)| d);
+    match (name, dir) {
+        ("stack.toml", _) => {
+            let m = read(&mut r, d, &STACK, &mut strings);
+            r.finish(d, &[], |_| None);
+            out.stack = typed(m);
+            warn_file(
+                &r,
+                d,
+                "stack.toml",
+                "install stacks (CloudFormation, Bicep) are not generated on this platform yet: the runner is installed with `nuon-runner` and its token",
+            );
+        }
+        ("permissions.toml", _) => {
+            for (key, kind) in [
+                ("provision_role", "provision"),
+                ("maintenance_role", "maintenance"),
+                ("deprovision_role", "deprovision"),
+            ] {
+                if let Some(mut t) = r.table(d, key) {
+                    out.permissions
+                        .roles
+                        .extend(role_of(&mut t, d, &mut strings, Some(kind)));
+                }
+            }
+            for key in ["custom_roles", "roles"] {
+                for mut t in r.tables(d, key) {
+                    let kind = (key == "custom_roles").then_some("custom");
+                    out.permissions
+                        .roles
+                        .extend(role_of(&mut t, d, &mut strings, kind));
+                }
+            }
+            for mut t in r.tables(d, "named_policies") {
+                let m = read(&mut t, d, &NAMED_POLICY, &mut strings);
+                t.finish(d, &[], |_| None);
+                out.permissions.named_policies.push(Value::Object(m));
+            }
+            r.finish(d, &[], |_| None);
+            warn_file(&r, d, "permissions.toml", ROLES_WHY);
+        }
+        (_, Some("permissions")) if name.starts_with("permissions/policies/") => {
+            let m = read(&mut r, d, &NAMED_POLICY, &mut strings);
+            r.finish(d, &[], |_| None);
+            out.permissions.named_policies.push(Value::Object(m));
+            warn_file(&r, d, "a named IAM policy", ROLES_WHY);
+        }
+        (_, Some("permissions")) => {
+            if r.get("type").is_none() {
+                r.req_str(d, "type");
+            }
+            out.permissions
+                .roles
+                .extend(role_of(&mut r, d, &mut strings, None));
+            warn_file(&r, d, "a permissions role", ROLES_WHY);
+        }
+        ("break_glass.toml", _) => {
+            for mut t in r.tables(d, "role") {
+                out.permissions
+                    .break_glass
+                    .extend(role_of(&mut t, d, &mut strings, None));
+            }
+            r.finish(d, &[], |_| None);
+            warn_file(&r, d, "break_glass.toml", ROLES_WHY);
+        }
+        (_, Some("break_glass")) => {
+            out.permissions
+                .break_glass
+                .extend(role_of(&mut r, d, &mut strings, None));
+            warn_file(&r, d, "a break-glass role", ROLES_WHY);
+        }
+        ("operation_roles.toml", _) => {
+            let m = read(&mut r, d, &OPERATION_ROLES, &mut strings);
+            r.finish(d, &[], |_| None);
+            if let Some(o) = typed::<OperationRoles>(m) {
+                if o.kind != "matrix" {
+                    d.push(r.file.at(
+                        &r.span(),
+                        format!("operation_roles type {:?} is not \"matrix\"", o.kind),
+                    ));
+                }
+                let mut seen = std::collections::BTreeSet::new();
+                for rule in &o.rules {
+                    let at = r.file.text.find(&rule.principal).unwrap_or(0);
+                    if !OPERATIONS.contains(&rule.operation.as_str()) {
+                        d.push(r.file.diag(
+                            at,
+                            format!(
+                                "operation {:?} is not one of {}",
+                                rule.operation,
+                                OPERATIONS.join(", ")
+                            ),
+                        ));
+                    }
+                    if !seen.insert((rule.principal.clone(), rule.operation.clone())) {
+                        d.push(r.file.diag(
+                            at,
+                            format!("{} {} is given two roles", rule.principal, rule.operation),
+                        ));
+                    }
+                    let target = rule.principal.strip_prefix("nuon::");
+                    match target.and_then(|t| t.split_once(':')) {
+                        Some(("component", n)) | Some(("action", n)) if n != "*" => {
+                            let kind = if target.is_some_and(|t| t.starts_with("component")) { "component" } else { "action" };
+                            out.refs.push((file, Located { text: n.to_owned(), span: at..at }, kind));
+                        }
+                        Some(("component" | "action", _)) => {}
+                        _ if target == Some("sandbox") => {}
+                        _ => d.push(r.file.diag(at, format!("principal {:?} is not nuon::sandbox, nuon::component:NAME (or *), or nuon::action:NAME (or *)", rule.principal))),
+                    }
+                }
+                out.operation_roles = Some(o);
+            }
+            warn_file(&r, d, "operation_roles.toml", ROLES_WHY);
+        }
+        ("policies.toml", _) => {
+            for mut t in r.tables(d, "policy") {
+                out.policies
+                    .extend(policy_of(&mut t, d, &mut strings, None));
+            }
+            r.finish(d, &[], |_| None);
+        }
+        (_, Some("policies")) => {
+            out.policies
+                .extend(policy_of(&mut r, d, &mut strings, Some(file_stem(name))));
+        }
+        ("kubernetes_contexts.toml", _) | (_, Some("kubernetes_contexts")) => {
+            let tables = if name == "kubernetes_contexts.toml" {
+                let t = r.tables(d, "kubernetes_context");
+                t.into_iter().map(Some).collect::<Vec<_>>()
+            } else {
+                vec![None]
+            };
+            for t in tables {
+                let m = match t {
+                    Some(mut t) => {
+                        let m = read(&mut t, d, &KUBERNETES_CONTEXT, &mut strings);
+                        t.finish(d, &[], |_| None);
+                        m
+                    }
+                    None => read(&mut r, d, &KUBERNETES_CONTEXT, &mut strings),
+                };
+                if let Some(k) = typed::<KubernetesContext>(m) {
+                    let at = r.file.text.find(&format!("{:?}", k.component)).unwrap_or(0);
+                    out.refs.push((
+                        file,
+                        Located {
+                            text: k.component.clone(),
+                            span: at..at,
+                        },
+                        "component",
+                    ));
+                    out.kubernetes_contexts.push(k);
+                }
+            }
+            r.finish(d, &[], |_| None);
+            warn_file(
+                &r,
+                d,
+                "a kubernetes context",
+                "kubernetes contexts are not applied yet: Helm jobs use the sandbox's `kubeconfig` output",
+            );
+        }
+        (_, Some("runbooks")) => {
+            let m = read(&mut r, d, &RUNBOOK, &mut strings);
+            r.finish(d, &[], |_| None);
+            if let Some(rb) = typed::<Runbook>(m) {
+                if rb.steps.is_empty() {
+                    d.push(r.file.at(
+                        &r.span(),
+                        "missing [[steps]]: a runbook runs at least one step",
+                    ));
+                }
+                for st in &rb.steps {
+                    let t = st["type"].as_str().unwrap_or_default();
+                    let at = r.file.text.find(&format!("{t:?}")).unwrap_or(0);
+                    if !RUNBOOK_STEP_TYPES.contains(&t) {
+                        d.push(r.file.diag(
+                            at,
+                            format!(
+                                "runbook step type {t:?} is not one of {}",
+                                RUNBOOK_STEP_TYPES.join(", ")
+                            ),
+                        ));
+                    }
+                    for (key, kind) in [("component_name", "component"), ("action_name", "action")]
+                    {
+                        if let Some(n) = st[key].as_str() {
+                            let at = r.file.text.find(&format!("{n:?}")).unwrap_or(0);
+                            out.refs.push((
+                                file,
+                                Located {
+                                    text: n.to_owned(),
+                                    span: at..at,
+                                },
+                                kind,
+                            ));
+                        }
+                    }
+                }
+                out.runbooks.push(rb);
+            }
+            warn_file(
+                &r,
+                d,
+                "a runbook",
+                "running runbooks is not available on this platform yet",
+            );
+        }
+        ("installer.toml", _) => {
+            read(&mut r, d, &INSTALLER, &mut strings);
+            r.finish(d, &[], |_| None);
+            warn_file(
+                &r,
+                d,
+                "installer.toml",
+                "it describes Nuon's hosted installer page, which this platform does not have",
+            );
+        }
+        _ => {}
+    }
+    out.strings.push((file, strings));
+}
