@@ -284,6 +284,9 @@ pub enum Package {
     /// A WASM plugin (`plugin.toml` and the component it names) as an OCI
     /// artifact of type `application/vnd.nuon.plugin.v1`.
     WasmPlugin,
+    /// Any directory, zipped as a module package is (a
+    /// `kubernetes_manifest`'s manifest or kustomization).
+    Directory,
 }
 
 /// What a `helm` job does.
@@ -325,6 +328,54 @@ pub struct HelmJob {
     /// `configmap`); Helm's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_driver: Option<String>,
+}
+
+/// The `kubernetes_manifest` job: Kubernetes objects applied server-side
+/// with `kubectl` (field manager `nuon`), pruning what the component no
+/// longer renders.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesJob {
+    /// What to do (the same four steps as a Helm release).
+    pub action: HelmAction,
+    /// The component, for messages.
+    pub component: String,
+    /// The objects, rendered (an inline manifest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    /// A kustomization to build instead, from the component's artifact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kustomize: Option<KustomizeBuild>,
+    /// The namespace objects without one go to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// A kubeconfig (from the sandbox's outputs), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<String>,
+    /// The objects the last apply made (`kind.group/name`, as `kubectl -o
+    /// name` gives them): what an apply prunes and a destroy deletes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<String>,
+}
+
+/// A kustomization of a `kubernetes_manifest` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KustomizeBuild {
+    /// The component's source, packaged by its build, in the install's store.
+    pub artifact: ArtifactRef,
+    /// The kustomization's directory in it.
+    pub path: String,
+    /// `--enable-helm`.
+    #[serde(default)]
+    pub enable_helm: bool,
+    /// `--load-restrictor LoadRestrictionsNone` when `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_restrictor: Option<String>,
+}
+
+impl Job for KubernetesJob {
+    const KIND: &'static str = "kubernetes_manifest";
 }
 
 impl Job for HelmJob {

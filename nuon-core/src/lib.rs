@@ -64,8 +64,8 @@ pub use id::{
 };
 pub use job::{
     ArtifactRef, BuildJob, BuildSource, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobResult,
-    JobSpec, JobStatus, Outcome, Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob,
-    TerraformAction, TerraformJob,
+    JobSpec, JobStatus, KubernetesJob, KustomizeBuild, Outcome, Package, PayloadError, RetryPolicy,
+    SourceFileContents, SyncJob, TerraformAction, TerraformJob,
 };
 pub use plugin::{
     HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, STDERR_TAIL_LINES,

@@ -491,6 +491,14 @@ impl Plugin for BuildPlugin {
                 ));
                 push_module(&*self.store, &job.repo, &dir, Some(&job.tag)).await
             }
+            nuon_core::Package::Directory => {
+                host.log(&format!(
+                    "packaging {} into {}:{}",
+                    job.component, job.repo, job.tag
+                ));
+                crate::oci::modulepkg::push_directory(&*self.store, &job.repo, &dir, Some(&job.tag))
+                    .await
+            }
             nuon_core::Package::WasmPlugin => {
                 host.log(&format!(
                     "packaging {} as a WASM plugin into {}:{}",

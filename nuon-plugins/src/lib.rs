@@ -17,7 +17,8 @@
 //!   (blobs by digest, in parallel, resumable); [`sync::SyncPlugin`] (the
 //!   `sync` job kind: an artifact copied by digest into the install's store).
 //! - `registry`: OCI distribution registries as artifact stores.
-//! - `helm`: the `helm` job kind, charts through the `helm` binary.
+//! - `helm`: the `helm` job kind, charts through the `helm` binary, and
+//!   the `kubernetes_manifest` job kind, objects through `kubectl`.
 //! - `build` (default): [`build::BuildPlugin`], the build runner's `build`
 //!   job kind.
 //! - `wasm`: the `wasm` job kind, vendor plugins as WebAssembly components
@@ -51,6 +52,8 @@ pub mod build;
 pub mod exec;
 #[cfg(feature = "helm")]
 pub mod helm;
+#[cfg(feature = "helm")]
+pub mod kubernetes;
 #[cfg(feature = "oci")]
 pub mod oci;
 #[cfg(feature = "oci")]

@@ -2546,3 +2546,136 @@ fn an_apply_whose_plan_is_in_another_store_names_where_it_came_from() {
     let done = wait_workflow(&c, wf.id.as_str(), ended);
     assert_eq!(done.status, "succeeded", "{done:#?}");
 }
+
+/// A stand-in `kubectl`: records its arguments and the manifest it gets,
+/// and answers like kubectl (`-o name` lines of what the manifest holds;
+/// `diff` exits 1 with a `diff` header an object).
+fn stand_in_kubectl() -> (tempfile::TempDir, std::path::PathBuf) {
+    let bin = tempfile::tempdir().unwrap();
+    let record = bin.path().join("record");
+    let script = format!(
+        r#"#!/bin/sh
+rec="{rec}"
+echo "ARGS $*" >> "$rec"
+f=""; prev=""
+for a in "$@"; do [ "$prev" = "-f" ] && f="$a"; prev="$a"; done
+[ -n "$f" ] && echo "MANIFEST $(tr '\n' ' ' < "$f")" >> "$rec"
+names() {{ awk '/^kind:/{{k=tolower($2)}} /^  name:/{{print k"/"$2}}' "$f"; }}
+case "$1" in
+  apply) names ;;
+  diff) names | sed 's/^/diff -u -N live\//'; exit 1 ;;
+  delete) echo "deleted" ;;
+  *) echo "unexpected: $*" >&2; exit 2 ;;
+esac
+"#,
+        rec = record.display()
+    );
+    let kubectl = bin.path().join("kubectl");
+    std::fs::write(&kubectl, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (bin, record)
+}
+
+/// A `kubernetes_manifest` component: its inline manifest is packaged,
+/// synced, rendered, planned (`kubectl diff`) and applied server-side; a
+/// later config that renders less prunes the rest; a teardown deletes what
+/// was applied. Against a stand-in `kubectl` (no Kubernetes API server runs
+/// here).
+#[test]
+fn a_kubernetes_manifest_is_applied_server_side_pruned_and_deleted_with_a_stand_in_kubectl() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let (bin, record) = stand_in_kubectl();
+    let two = concat!(
+        "name = \"cfg\"\ntype = \"kubernetes_manifest\"\nnamespace = \"{{ .nuon.install.name }}\"\n",
+        "manifest = \"\"\"\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\n",
+        "data:\n  greeting: \"{{ .nuon.install.inputs.greeting | upper }}\"\n---\n",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports:\n  - port: 80\n\"\"\"\n",
+    );
+    let mut m = Manual::start_with(
+        &[
+            METADATA,
+            (
+                "inputs.toml",
+                "[[input]]\nname = \"greeting\"\ndescription = \"what it says\"\ndefault = \"hello\"\n",
+            ),
+            ("components/cfg.toml", two),
+        ],
+        Some(&registry.url),
+    );
+    let c = m.cp.client();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    m.restart_runner(Some(&path));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(
+        w.steps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["sync cfg", "plan cfg", "apply cfg"]
+    );
+    assert_eq!(step(&w, "plan cfg").outputs["changes"]["add"], 2);
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(
+        outputs.components["cfg"]["objects"],
+        serde_json::json!(["configmap/app-config", "service/web"]),
+        "{outputs:?}"
+    );
+    let rec = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        rec.contains("ARGS apply --server-side --field-manager=nuon --namespace demo -f ")
+            && rec.contains("--dry-run=server -o name"),
+        "{rec}"
+    );
+    assert!(
+        rec.contains("ARGS diff --server-side --field-manager=nuon --namespace demo -f "),
+        "{rec}"
+    );
+    assert!(rec.contains("--force-conflicts -o name"), "{rec}");
+    assert!(
+        rec.contains("greeting: \"HELLO\""),
+        "the manifest is rendered: {rec}"
+    );
+
+    // Config v2 renders only the ConfigMap: the Service is pruned.
+    let app = m.dir.path().join("app");
+    let one = two.split("---").next().unwrap().to_owned() + "\"\"\"\n";
+    std::fs::write(app.join("components/cfg.toml"), one).unwrap();
+    ok(m.cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+    ok(m.cp.nuon(&["builds", "create", "--app", "app", "--wait"]));
+    std::fs::write(&record, "").unwrap();
+    let w = run_workflow(&c, WorkflowKind::Deploy);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(
+        step(&w, "plan cfg").outputs["changes"]["destroy"],
+        1,
+        "{w:#?}"
+    );
+    let rec = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        rec.contains("ARGS delete --ignore-not-found --namespace demo service/web"),
+        "the object no longer rendered is pruned: {rec}"
+    );
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(
+        outputs.components["cfg"]["objects"],
+        serde_json::json!(["configmap/app-config"])
+    );
+
+    // A teardown deletes what the last apply made.
+    std::fs::write(&record, "").unwrap();
+    let w = run_workflow(&c, WorkflowKind::Teardown);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let rec = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        rec.contains("ARGS delete --ignore-not-found --wait --namespace demo configmap/app-config"),
+        "{rec}"
+    );
+}

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use nuon_plugins::helm::HelmPlugin;
+use nuon_plugins::kubernetes::KubernetesPlugin;
 use nuon_plugins::sync::SyncPlugin;
 use nuon_plugins::terraform::TerraformPlugin;
 use nuon_plugins::wasm::job::{WasmPlugin, WasmPolicy};
@@ -111,6 +112,7 @@ async fn main() -> ExitCode {
                 .plugins
                 .register(Arc::new(TerraformPlugin::new(store.clone())))
                 .register(Arc::new(HelmPlugin::new(store.clone())))
+                .register(Arc::new(KubernetesPlugin::new(store.clone())))
                 .register(Arc::new(SyncPlugin::new(vendor, store.clone())));
             // Registered even when off, so that a wasm job fails with the
             // reason instead of waiting for a runner that never claims it.

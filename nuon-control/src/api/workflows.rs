@@ -294,6 +294,9 @@ fn build_source(
             chart: chart.clone(),
             version: version.clone(),
         }),
+        Source::Inline => Err(format!(
+            "{who}: its content is in its config; its build packages that"
+        )),
     }
 }
 
@@ -359,6 +362,21 @@ async fn create_builds(
         } else {
             format!("component {who:?}")
         };
+        // An inline manifest is packaged from the config itself.
+        let inline = config
+            .component(who)
+            .and_then(|c| c.manifest.as_ref())
+            .map(|m| BuildSource::Files {
+                files: vec![SourceFileContents {
+                    path: "manifest.yaml".into(),
+                    contents: m.clone(),
+                    encoding: None,
+                }],
+            });
+        if let Some(src) = inline {
+            jobs.push((who.clone(), src));
+            continue;
+        }
         match build_source(&label, source, &sources, latest.version) {
             Ok(src) => jobs.push((who.clone(), src)),
             Err(e) => problems.push(e),
@@ -374,6 +392,7 @@ async fn create_builds(
         let package = match component {
             Some(c) if c.kind == ComponentKind::HelmChart => Package::HelmChart,
             Some(c) if c.kind == ComponentKind::Wasm => Package::WasmPlugin,
+            Some(c) if c.kind == ComponentKind::KubernetesManifest => Package::Directory,
             Some(c) if c.kind == ComponentKind::DockerBuild => Package::DockerImage {
                 dockerfile: c.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into()),
                 target: c.target.clone(),

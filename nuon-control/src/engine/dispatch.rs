@@ -11,8 +11,8 @@ use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, applies_a_plan, destroys};
 use nuon_core::{
-    ArtifactRef, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobId, JobSpec, RetryPolicy,
-    SyncJob, TerraformAction, TerraformJob, now_ms,
+    ArtifactRef, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobId, JobSpec, KubernetesJob,
+    KustomizeBuild, RetryPolicy, SyncJob, TerraformAction, TerraformJob, now_ms,
 };
 use serde_json::Value;
 
@@ -107,6 +107,15 @@ impl Engine {
         {
             let helm = helm_job(cx, step, c, &values()?)?;
             return job.make(&helm, deploy_timeout(c.deploy_timeout.as_deref())?, None);
+        }
+        if let Some(c) = step
+            .target
+            .as_deref()
+            .and_then(|t| cx.config.component(t))
+            .filter(|c| c.kind == ComponentKind::KubernetesManifest)
+        {
+            let k = kubernetes_job(cx, step, c, &values()?)?;
+            return job.make(&k, deploy_timeout(c.deploy_timeout.as_deref())?, None);
         }
         let (tf, timeout, token) = self.terraform_job(cx, step, &target, &values()?)?;
         job.make(&tf, timeout, Some(token))
@@ -397,6 +406,66 @@ fn helm_job(
             .and_then(|k| k.as_str())
             .map(str::to_owned),
         storage_driver: c.storage_driver.clone(),
+    })
+}
+
+/// Kubernetes objects of a manifest component: the manifest rendered (or
+/// the kustomization from its artifact), and what its last apply made.
+fn kubernetes_job(
+    cx: &Ctx,
+    step: &WorkflowStepInfo,
+    c: &Component,
+    ctx: &RenderContext,
+) -> std::result::Result<KubernetesJob, String> {
+    let who = format!("component {}", c.name);
+    let action = match step.kind {
+        StepKind::Plan => HelmAction::Plan,
+        StepKind::Apply => HelmAction::Apply,
+        StepKind::DestroyPlan => HelmAction::DestroyPlan,
+        _ => HelmAction::Destroy,
+    };
+    let destroying = matches!(step.kind, StepKind::DestroyPlan | StepKind::Destroy);
+    let manifest = match (&c.manifest, destroying) {
+        (Some(m), false) => Some(render_text(m, ctx, &format!("{who} manifest"))?),
+        _ => None,
+    };
+    let kustomize = match (&c.kustomize, destroying) {
+        (Some(k), false) => Some(KustomizeBuild {
+            artifact: synced_artifact(cx, step, &c.name)?,
+            path: k.path.clone(),
+            enable_helm: k.enable_helm,
+            load_restrictor: k.load_restrictor.clone(),
+        }),
+        _ => None,
+    };
+    let applied = ctx
+        .component_outputs
+        .get(&c.name)
+        .and_then(|o| o.get("objects"))
+        .and_then(|o| o.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(KubernetesJob {
+        action,
+        component: c.name.clone(),
+        // A destroy needs no manifest: it deletes what the last apply made.
+        manifest,
+        kustomize,
+        namespace: c
+            .namespace
+            .as_deref()
+            .map(|ns| render_text(ns, ctx, &format!("{who} namespace")))
+            .transpose()?,
+        kubeconfig: ctx
+            .sandbox_outputs
+            .get("kubeconfig")
+            .and_then(|k| k.as_str())
+            .map(str::to_owned),
+        applied,
     })
 }
 

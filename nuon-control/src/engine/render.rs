@@ -247,7 +247,8 @@ pub(crate) fn deployable(c: &Component) -> Result<(), String> {
         ComponentKind::TerraformModule
         | ComponentKind::ContainerImage
         | ComponentKind::DockerBuild
-        | ComponentKind::HelmChart => Ok(()),
+        | ComponentKind::HelmChart
+        | ComponentKind::KubernetesManifest => Ok(()),
         ComponentKind::Wasm => c
             .capabilities
             .as_ref()

@@ -11,7 +11,7 @@ use super::diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 use super::reader::{Located, Reader, strings_in};
 use super::{
     Action, AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType, InstallDecl,
-    Metadata, RunnerSettings, Sandbox, SecretDecl, Source, Step, Trigger,
+    Kustomize, Metadata, RunnerSettings, Sandbox, SecretDecl, Source, Step, Trigger,
 };
 
 /// The largest config file read.
@@ -907,9 +907,9 @@ fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Secre
 fn kinds_of(key: &str) -> &'static [&'static str] {
     match key {
         "terraform_version" | "vars" | "var_file" => &["terraform_module"],
-        "chart_name" | "namespace" | "storage_driver" | "values" | "values_file" | "helm_repo" => {
-            &["helm_chart"]
-        }
+        "chart_name" | "storage_driver" | "values" | "values_file" | "helm_repo" => &["helm_chart"],
+        "namespace" => &["helm_chart", "kubernetes_manifest"],
+        "manifest" | "kustomize" => &["kubernetes_manifest"],
         "dockerfile" | "target" | "build_args" => &["docker_build"],
         "public" => &["container_image"],
         "config" | "capabilities" => &["wasm"],
@@ -925,7 +925,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     let kind = kind_v.as_ref().and_then(|k| {
         let kind = ComponentKind::parse(&k.text);
         if kind.is_none() {
-            let message = if ["job", "kubernetes_manifest", "pulumi"].contains(&k.text.as_str()) {
+            let message = if ["job", "pulumi"].contains(&k.text.as_str()) {
                 format!(
                     "component type {:?} is a Nuon type not supported here yet (supported: {})",
                     k.text,
@@ -964,6 +964,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
             "build_args",
             "config",
             "capabilities",
+            "manifest",
+            "kustomize",
             "path",
             "public_repo",
             "git",
@@ -999,6 +1001,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         build_args: BTreeMap::new(),
         config: None,
         capabilities: None,
+        manifest: None,
+        kustomize: None,
     };
     let mut ok = name.is_some();
     let strings = &mut item.strings;
@@ -1048,6 +1052,66 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
             c.target = text(r.str(d, "target"));
             c.build_args = r.str_map(d, "build_args", strings);
             source(&mut r, d, &["path", "public_repo", "git"], true)
+        }
+        ComponentKind::KubernetesManifest => {
+            if let Some(ns) = r.str(d, "namespace") {
+                strings.push(ns.clone());
+                c.namespace = Some(ns.text);
+            }
+            let manifest = r.str(d, "manifest");
+            let kustomize = r.table(d, "kustomize").map(|mut t| {
+                let path = t.req_str(d, "path");
+                let patches = t.str_list(d, "patches");
+                let enable_helm = t.bool(d, "enable_helm").unwrap_or(false);
+                let restrictor = t.str(d, "load_restrictor");
+                if let Some(lr) = &restrictor
+                    && !["rootOnly", "none"].contains(&lr.text.as_str())
+                {
+                    d.push(t.file.at(
+                        &lr.span,
+                        format!("load_restrictor {:?} is not rootOnly or none", lr.text),
+                    ));
+                }
+                t.finish(d, &[], |_| None);
+                (
+                    path,
+                    t.span(),
+                    Kustomize {
+                        path: String::new(),
+                        patches: patches.into_iter().map(|p| p.text).collect(),
+                        enable_helm,
+                        load_restrictor: text(restrictor),
+                    },
+                )
+            });
+            match (manifest, kustomize) {
+                (Some(m), None) => {
+                    strings.push(m.clone());
+                    c.manifest = Some(m.text);
+                    r.know(&["path", "public_repo", "git"]);
+                    Some(Source::Inline)
+                }
+                (None, Some((path, _, mut k))) => {
+                    ok &= path.is_some();
+                    k.path = path.map(|p| p.text).unwrap_or_default();
+                    c.kustomize = Some(k);
+                    source(&mut r, d, &["path", "public_repo", "git"], true)
+                }
+                (Some(m), Some(_)) => {
+                    d.push(r.file.at(
+                        &m.span,
+                        "a kubernetes_manifest has either manifest or [kustomize], not both",
+                    ));
+                    None
+                }
+                (None, None) => {
+                    d.push(r.file.at(
+                        &r.span(),
+                        "a kubernetes_manifest needs manifest (inline YAML, or a file of the config) or [kustomize]",
+                    ));
+                    None
+                }
+            }
         }
         ComponentKind::Wasm => {
             if let Some((v, raw)) = r.any(d, "config") {

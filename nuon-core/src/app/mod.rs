@@ -177,6 +177,9 @@ pub enum Source {
         /// The reference.
         reference: String,
     },
+    /// The component's content is in its config: a `kubernetes_manifest`'s
+    /// inline `manifest`, packaged by its build.
+    Inline,
 }
 
 /// The directory of a `path` source relative to the config's root,
@@ -283,7 +286,12 @@ fn visit_file_refs(config: &mut AppConfig, f: &mut dyn FnMut(&str, &'static str,
     }
     for c in &mut config.components {
         let who = format!("component {:?}", c.name);
-        for v in c.var_files.iter_mut().chain(c.values_files.iter_mut()) {
+        for v in c
+            .var_files
+            .iter_mut()
+            .chain(c.values_files.iter_mut())
+            .chain(c.manifest.iter_mut())
+        {
             one(&who, "components", v);
         }
     }
@@ -547,16 +555,20 @@ pub enum ComponentKind {
     DockerBuild,
     /// A vendor's WebAssembly plugin.
     Wasm,
+    /// Kubernetes objects (an inline manifest, or a kustomization),
+    /// applied server-side with `kubectl`.
+    KubernetesManifest,
 }
 
 impl ComponentKind {
     /// Every kind, as written in `type = "…"`.
-    pub const ALL: [&str; 5] = [
+    pub const ALL: [&str; 6] = [
         "terraform_module",
         "helm_chart",
         "container_image",
         "docker_build",
         "wasm",
+        "kubernetes_manifest",
     ];
 
     fn parse(s: &str) -> Option<Self> {
@@ -566,6 +578,7 @@ impl ComponentKind {
             "container_image" | "external_image" => ComponentKind::ContainerImage,
             "docker_build" => ComponentKind::DockerBuild,
             "wasm" => ComponentKind::Wasm,
+            "kubernetes_manifest" => ComponentKind::KubernetesManifest,
             _ => return None,
         })
     }
@@ -578,6 +591,7 @@ impl ComponentKind {
             ComponentKind::ContainerImage => "container_image",
             ComponentKind::DockerBuild => "docker_build",
             ComponentKind::Wasm => "wasm",
+            ComponentKind::KubernetesManifest => "kubernetes_manifest",
         }
     }
 }
@@ -649,6 +663,29 @@ pub struct Component {
     /// wasm: `[capabilities]` the plugin is granted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Value>,
+    /// kubernetes_manifest: the objects, multi-document YAML (templated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    /// kubernetes_manifest: `[kustomize]`, built from the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kustomize: Option<Kustomize>,
+}
+
+/// `[kustomize]` of a `kubernetes_manifest` component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Kustomize {
+    /// The kustomization's directory in the source.
+    pub path: String,
+    /// Patch files applied over it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<String>,
+    /// `kustomize build --enable-helm`.
+    #[serde(default)]
+    pub enable_helm: bool,
+    /// `rootOnly` (the default) or `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_restrictor: Option<String>,
 }
 
 /// `[[triggers]]` of an action.

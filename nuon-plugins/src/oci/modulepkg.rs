@@ -70,14 +70,16 @@ fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<(), ArtifactE
     Ok(())
 }
 
-/// Writes the zip of module directory `dir` to `out`.
-fn zip_module<W: Write + Seek>(dir: &Path, out: W) -> Result<W, ArtifactError> {
+/// Writes the zip of module directory `dir` to `out` (`module`: it must
+/// hold a `.tf` file).
+fn zip_module<W: Write + Seek>(dir: &Path, out: W, module: bool) -> Result<W, ArtifactError> {
     use std::os::unix::fs::PermissionsExt;
     let mut files = Vec::new();
     walk(dir, Path::new(""), &mut files)?;
-    if !files
-        .iter()
-        .any(|f| f.extension().is_some_and(|e| e == "tf" || e == "json"))
+    if module
+        && !files
+            .iter()
+            .any(|f| f.extension().is_some_and(|e| e == "tf" || e == "json"))
     {
         return Err(ArtifactError::Invalid(format!(
             "{} has no .tf file: is it a Terraform module?",
@@ -120,10 +122,31 @@ pub async fn push_module(
     dir: &Path,
     tag: Option<&str>,
 ) -> Result<Digest, ArtifactError> {
+    push_zip(store, repo, dir, tag, true).await
+}
+
+/// Packages any directory the way [`push_module`] packages a module (a
+/// `kubernetes_manifest`'s source), unpacked by [`unpack_module`].
+pub async fn push_directory(
+    store: &dyn ArtifactStore,
+    repo: &str,
+    dir: &Path,
+    tag: Option<&str>,
+) -> Result<Digest, ArtifactError> {
+    push_zip(store, repo, dir, tag, false).await
+}
+
+async fn push_zip(
+    store: &dyn ArtifactStore,
+    repo: &str,
+    dir: &Path,
+    tag: Option<&str>,
+    module: bool,
+) -> Result<Digest, ArtifactError> {
     let dir = dir.to_owned();
     let (file, layer) = tokio::task::spawn_blocking(move || -> Result<_, ArtifactError> {
         let tmp = tempfile::tempfile().map_err(io("cannot create a temporary file"))?;
-        let mut file = zip_module(&dir, tmp)?;
+        let mut file = zip_module(&dir, tmp, module)?;
         file.rewind()
             .map_err(io("cannot read the module package"))?;
         let (digest, size) = nuon_core::artifact::digest_of_reader(&mut file)
