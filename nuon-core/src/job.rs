@@ -119,6 +119,48 @@ pub struct ExecJob {
     /// Working directory relative to the job's work directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
+    /// Give the process `NUON_ACTIONS_OUTPUT_FILEPATH`, a file of its work
+    /// directory: what it writes there (a JSON object, or `KEY=VALUE`
+    /// lines) becomes the job's `outputs` (an action's outputs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outputs_file: bool,
+}
+
+/// The variable an action's steps write their outputs to the file of.
+pub const ACTION_OUTPUTS_VAR: &str = "NUON_ACTIONS_OUTPUT_FILEPATH";
+
+/// What an action wrote to its outputs file: a JSON object, or `KEY=VALUE`
+/// lines (blank lines and `#` comments skipped). Anything else is an error
+/// saying what was found.
+pub fn parse_action_outputs(
+    text: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Ok(serde_json::Map::new());
+    }
+    if t.starts_with('{') {
+        return match serde_json::from_str::<serde_json::Value>(t) {
+            Ok(serde_json::Value::Object(m)) => Ok(m),
+            Ok(_) => Err("the outputs file holds JSON that is not an object".into()),
+            Err(e) => Err(format!("the outputs file is not valid JSON: {e}")),
+        };
+    }
+    let mut out = serde_json::Map::new();
+    for (i, line) in t.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(format!(
+                "line {} of the outputs file is not KEY=VALUE (nor is the file a JSON object)",
+                i + 1
+            ));
+        };
+        out.insert(k.trim().to_owned(), serde_json::Value::String(v.to_owned()));
+    }
+    Ok(out)
 }
 
 impl Job for ExecJob {

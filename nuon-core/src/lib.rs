@@ -28,6 +28,7 @@
 //!         args: vec!["hello".into()],
 //!         env: Default::default(),
 //!         dir: None,
+//!         outputs_file: false,
 //!     })?,
 //!     timeout_secs: 60,
 //!     retry: Default::default(),
@@ -63,9 +64,10 @@ pub use id::{
     random_bytes,
 };
 pub use job::{
-    ArtifactRef, BuildJob, BuildSource, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobResult,
-    JobSpec, JobStatus, KubernetesJob, KustomizeBuild, Outcome, Package, PayloadError, RetryPolicy,
-    SourceFileContents, SyncJob, TerraformAction, TerraformJob,
+    ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, ExecJob, HelmAction, HelmJob,
+    HttpBackend, Job, JobResult, JobSpec, JobStatus, KubernetesJob, KustomizeBuild, Outcome,
+    Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob, TerraformAction, TerraformJob,
+    parse_action_outputs,
 };
 pub use plugin::{
     HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, STDERR_TAIL_LINES,

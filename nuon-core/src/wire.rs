@@ -1005,6 +1005,11 @@ pub struct InstallOutputs {
     /// rendered into dependents and redacted from their logs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sensitive: Vec<String>,
+    /// What each action's last successful run wrote to
+    /// `$NUON_ACTIONS_OUTPUT_FILEPATH`, by action name (templates read them
+    /// as `.nuon.actions.workflows.NAME.outputs.KEY`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub actions: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
 }
 
 impl InstallOutputs {

@@ -150,15 +150,33 @@ impl Plugin for ExecPlugin {
         } else {
             PathBuf::from(&job.command)
         };
+        let mut env = job.env;
+        let outputs = host.work_dir().join("action-outputs");
+        if job.outputs_file {
+            env.insert(
+                nuon_core::ACTION_OUTPUTS_VAR.to_owned(),
+                outputs.to_string_lossy().into_owned(),
+            );
+        }
         let process = ProcessSpec {
             program,
             args: job.args,
-            env: job.env,
+            env,
             cwd: dir,
             stdout_file: None,
         };
         let exit = host.run_process(process).await?;
-        Ok(result_of(exit))
+        let mut result = result_of(exit);
+        if job.outputs_file && result.outcome == Outcome::Succeeded {
+            let text = std::fs::read_to_string(&outputs).unwrap_or_default();
+            match nuon_core::parse_action_outputs(&text) {
+                Ok(m) => result.outputs = serde_json::json!({ "outputs": m }),
+                Err(e) => {
+                    result = JobResult::failed(format!("{e} (${})", nuon_core::ACTION_OUTPUTS_VAR))
+                }
+            }
+        }
+        Ok(result)
     }
 }
 

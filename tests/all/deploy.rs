@@ -2679,3 +2679,64 @@ fn a_kubernetes_manifest_is_applied_server_side_pruned_and_deleted_with_a_stand_
         "{rec}"
     );
 }
+
+/// An action's outputs: what its steps write to
+/// `$NUON_ACTIONS_OUTPUT_FILEPATH` (a JSON object, or KEY=VALUE lines) are
+/// the install's `actions` outputs, read by later templates as
+/// `.nuon.actions.workflows.NAME.outputs.KEY`; an outputs file that is
+/// neither fails the run saying so. A step script named in
+/// `inline_contents` runs as a script.
+#[test]
+fn an_action_writes_outputs_that_later_templates_read() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let produce = "name = \"produce\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"write\"\ncommand = \"printf '{\\\"version\\\": \\\"1.2.3\\\", \\\"build\\\": 7}' > \\\"$NUON_ACTIONS_OUTPUT_FILEPATH\\\"\"\n";
+    let lines = "name = \"lines\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"script\"\ninline_contents = \"./scripts/lines.sh\"\n";
+    let consume = "name = \"consume\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"read\"\ncommand = \"echo consumed {{ .nuon.actions.workflows.produce.outputs.version }} on {{ .nuon.actions.workflows.lines.outputs.channel }}\"\n";
+    let bad = "name = \"bad\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"write\"\ncommand = \"echo 'no equals sign' > \\\"$NUON_ACTIONS_OUTPUT_FILEPATH\\\"\"\n";
+    let m = Manual::start(&[
+        METADATA,
+        ("actions/produce.toml", produce),
+        ("actions/lines.toml", lines),
+        ("actions/consume.toml", consume),
+        ("actions/bad.toml", bad),
+        (
+            "scripts/lines.sh",
+            "#!/bin/sh\n# a script of the config, run as a script\necho \"channel=stable\" >> \"$NUON_ACTIONS_OUTPUT_FILEPATH\"\necho \"# a comment\" >> \"$NUON_ACTIONS_OUTPUT_FILEPATH\"\n",
+        ),
+    ]);
+    let c = m.cp.client();
+    for a in ["produce", "lines"] {
+        let out = m.cp.nuon(&["installs", "run-action", "demo", a, "--wait"]);
+        assert!(out.status.success(), "{a}: {}", text(&out));
+    }
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(
+        outputs.actions["produce"]["version"], "1.2.3",
+        "{outputs:?}"
+    );
+    assert_eq!(outputs.actions["produce"]["build"], 7);
+    assert_eq!(outputs.actions["lines"]["channel"], "stable");
+    let out = m.cp.nuon(&[
+        "installs",
+        "run-action",
+        "demo",
+        "consume",
+        "--wait",
+        "--logs",
+    ]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("consumed 1.2.3 on stable"), "{t}");
+    let out =
+        m.cp.nuon(&["installs", "run-action", "demo", "bad", "--wait"]);
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    let w = newest_workflow(&c);
+    let reason = step(&w, "action bad").reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("not KEY=VALUE") && reason.contains("NUON_ACTIONS_OUTPUT_FILEPATH"),
+        "{reason}"
+    );
+}

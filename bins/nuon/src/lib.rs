@@ -533,6 +533,7 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
                 args: args.to_vec(),
                 env: env.iter().cloned().collect::<BTreeMap<_, _>>(),
                 dir: dir.clone(),
+                outputs_file: false,
             };
             let job = client
                 .create_job(&CreateJob {

@@ -286,7 +286,7 @@ impl Engine {
     async fn succeeded(&self, cx: &mut Ctx, i: usize, job: &JobInfo) -> Result<()> {
         let step = cx.wf.steps[i].clone();
         let outputs = job.outputs.clone();
-        if applies_a_plan(step.kind) {
+        if applies_a_plan(step.kind) || step.kind == StepKind::Action {
             let mut all = self.current_outputs(cx).await?;
             rules::record_outputs(&mut all, &step, &job.outputs);
             self.store_outputs(cx, &all).await?;

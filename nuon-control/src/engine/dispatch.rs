@@ -312,6 +312,7 @@ fn action_job(
         args: vec!["-c".into(), script],
         env,
         dir: None,
+        outputs_file: true,
     };
     let timeout = timeout_of(Some(&action.timeout), Duration::from_secs(600))?;
     Ok((job, timeout))

@@ -105,6 +105,11 @@ pub(crate) fn render_context(
             .map(|(k, v)| (k, Value::Object(v)))
             .collect(),
         secrets: open.secrets,
+        action_outputs: outputs
+            .actions
+            .into_iter()
+            .map(|(k, v)| (k, Value::Object(v)))
+            .collect(),
         ..Default::default()
     })
 }

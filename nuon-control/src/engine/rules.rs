@@ -401,6 +401,11 @@ pub(crate) fn install_state_after(
 pub(crate) fn record_outputs(all: &mut InstallOutputs, step: &WorkflowStepInfo, job: &Value) {
     let tf: serde_json::Map<String, Value> =
         job["outputs"].as_object().cloned().unwrap_or_default();
+    // An action's run: what it wrote to its outputs file.
+    if let (StepKind::Action, Some(a)) = (step.kind, &step.target) {
+        all.actions.insert(a.clone(), tf);
+        return;
+    }
     let from = match (step.kind, &step.target) {
         (StepKind::SandboxApply | StepKind::SandboxDestroy, _) | (_, None) => "sandbox".to_owned(),
         (_, Some(c)) => c.clone(),
