@@ -69,6 +69,41 @@ const DAYS: [&str; 7] = [
     "Saturday",
 ];
 
+/// The elements of Go's reference layout, longest first where one is the
+/// start of another.
+const ELEMS: &[&str] = &[
+    "January",
+    "Jan",
+    "Monday",
+    "Mon",
+    "MST",
+    "2006",
+    "-07:00:00",
+    "-0700",
+    "-07:00",
+    "-07",
+    "Z07:00:00",
+    "Z0700",
+    "Z07:00",
+    "Z07",
+    "002",
+    "01",
+    "02",
+    "_2",
+    "03",
+    "04",
+    "05",
+    "06",
+    "15",
+    "PM",
+    "pm",
+    "1",
+    "2",
+    "3",
+    "4",
+    "5",
+];
+
 /// Go's `Time.String()` for a UTC time.
 pub fn go_string(t: i128) -> String {
     format(t, "2006-01-02 15:04:05.999999999 -0700 MST")
@@ -90,38 +125,6 @@ pub fn format(t: i128, layout: &str) -> String {
         c.hour % 12
     };
     while !rest.is_empty() {
-        let table: &[(&str, String)] = &[
-            ("January", MONTHS[c.month as usize - 1].into()),
-            ("Jan", MONTHS[c.month as usize - 1][..3].into()),
-            ("Monday", DAYS[c.weekday as usize].into()),
-            ("Mon", DAYS[c.weekday as usize][..3].into()),
-            ("MST", "UTC".into()),
-            ("2006", format!("{:04}", c.year)),
-            ("-07:00:00", "+00:00:00".into()),
-            ("-0700", "+0000".into()),
-            ("-07:00", "+00:00".into()),
-            ("-07", "+00".into()),
-            ("Z07:00:00", "Z".into()),
-            ("Z0700", "Z".into()),
-            ("Z07:00", "Z".into()),
-            ("Z07", "Z".into()),
-            ("002", format!("{:03}", c.yday)),
-            ("01", format!("{:02}", c.month)),
-            ("02", format!("{:02}", c.day)),
-            ("_2", format!("{:>2}", c.day)),
-            ("03", format!("{hour12:02}")),
-            ("04", format!("{:02}", c.min)),
-            ("05", format!("{:02}", c.sec)),
-            ("06", format!("{:02}", c.year.rem_euclid(100))),
-            ("15", format!("{:02}", c.hour)),
-            ("PM", if c.hour >= 12 { "PM" } else { "AM" }.into()),
-            ("pm", if c.hour >= 12 { "pm" } else { "am" }.into()),
-            ("1", c.month.to_string()),
-            ("2", c.day.to_string()),
-            ("3", hour12.to_string()),
-            ("4", c.min.to_string()),
-            ("5", c.sec.to_string()),
-        ];
         // Fractional seconds: .000 / ,000 (fixed) and .999 (trimmed).
         let b = rest.as_bytes();
         if (b[0] == b'.' || b[0] == b',') && b.len() > 1 && (b[1] == b'0' || b[1] == b'9') {
@@ -145,8 +148,39 @@ pub fn format(t: i128, layout: &str) -> String {
                 continue;
             }
         }
-        if let Some((k, v)) = table.iter().find(|(k, _)| rest.starts_with(k)) {
-            out.push_str(v);
+        if let Some(k) = ELEMS.iter().find(|k| rest.starts_with(**k)) {
+            use std::fmt::Write as _;
+            let month = MONTHS[c.month as usize - 1];
+            let day = DAYS[c.weekday as usize];
+            let _ = match *k {
+                "January" => write!(out, "{month}"),
+                "Jan" => write!(out, "{}", &month[..3]),
+                "Monday" => write!(out, "{day}"),
+                "Mon" => write!(out, "{}", &day[..3]),
+                "MST" => write!(out, "UTC"),
+                "2006" => write!(out, "{:04}", c.year),
+                "-07:00:00" => write!(out, "+00:00:00"),
+                "-0700" => write!(out, "+0000"),
+                "-07:00" => write!(out, "+00:00"),
+                "-07" => write!(out, "+00"),
+                "Z07:00:00" | "Z0700" | "Z07:00" | "Z07" => write!(out, "Z"),
+                "002" => write!(out, "{:03}", c.yday),
+                "01" => write!(out, "{:02}", c.month),
+                "02" => write!(out, "{:02}", c.day),
+                "_2" => write!(out, "{:>2}", c.day),
+                "03" => write!(out, "{hour12:02}"),
+                "04" => write!(out, "{:02}", c.min),
+                "05" => write!(out, "{:02}", c.sec),
+                "06" => write!(out, "{:02}", c.year.rem_euclid(100)),
+                "15" => write!(out, "{:02}", c.hour),
+                "PM" => write!(out, "{}", if c.hour >= 12 { "PM" } else { "AM" }),
+                "pm" => write!(out, "{}", if c.hour >= 12 { "pm" } else { "am" }),
+                "1" => write!(out, "{}", c.month),
+                "2" => write!(out, "{}", c.day),
+                "3" => write!(out, "{hour12}"),
+                "4" => write!(out, "{}", c.min),
+                _ => write!(out, "{}", c.sec),
+            };
             rest = &rest[k.len()..];
             continue;
         }
@@ -188,38 +222,6 @@ pub fn parse(layout: &str, value: &str) -> Result<i128, String> {
         }
         Some((v[..n].parse().ok()?, n))
     };
-    const ELEMS: &[&str] = &[
-        "January",
-        "Jan",
-        "Monday",
-        "Mon",
-        "MST",
-        "2006",
-        "-07:00:00",
-        "-0700",
-        "-07:00",
-        "-07",
-        "Z07:00:00",
-        "Z0700",
-        "Z07:00",
-        "Z07",
-        "002",
-        "01",
-        "02",
-        "_2",
-        "03",
-        "04",
-        "05",
-        "06",
-        "15",
-        "PM",
-        "pm",
-        "1",
-        "2",
-        "3",
-        "4",
-        "5",
-    ];
     while !l.is_empty() {
         let lb = l.as_bytes();
         if (lb[0] == b'.' || lb[0] == b',') && lb.len() > 1 && (lb[1] == b'0' || lb[1] == b'9') {

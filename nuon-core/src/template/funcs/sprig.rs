@@ -1534,8 +1534,17 @@ fn regexes(m: &mut HashMap<&'static str, Func>) {
     });
 }
 
+/// A compiled regular expression, from a small per-thread cache: a
+/// template calls `regexMatch` with the same pattern on every render.
 fn compile(re: &str) -> Result<regex::Regex, String> {
-    regex::RegexBuilder::new(re)
+    thread_local! {
+        static CACHE: std::cell::RefCell<HashMap<String, regex::Regex>> =
+            std::cell::RefCell::new(HashMap::new());
+    }
+    if let Some(r) = CACHE.with(|c| c.borrow().get(re).cloned()) {
+        return Ok(r);
+    }
+    let compiled = regex::RegexBuilder::new(re)
         .size_limit(1 << 20)
         .build()
         .map_err(|e| {
@@ -1547,7 +1556,15 @@ fn compile(re: &str) -> Result<regex::Regex, String> {
                     .last()
                     .unwrap_or("error parsing regexp")
             )
-        })
+        })?;
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= 256 {
+            c.clear();
+        }
+        c.insert(re.to_owned(), compiled.clone());
+    });
+    Ok(compiled)
 }
 
 fn now_nanos() -> i128 {
