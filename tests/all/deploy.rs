@@ -2740,3 +2740,61 @@ fn an_action_writes_outputs_that_later_templates_read() {
         "{reason}"
     );
 }
+
+/// Review findings: a secret's `format = "base64"` was checked in the
+/// config and never applied, and Nuon's secret `default` was refused. A
+/// generated base64 secret is base64, a given one must be, and a default
+/// is the value when the install gives none.
+#[test]
+fn secret_formats_and_defaults_apply() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let secrets = concat!(
+        "[[secret]]\nname = \"gen\"\ndescription = \"generated\"\nauto_generate = true\nformat = \"base64\"\n\n",
+        "[[secret]]\nname = \"given\"\ndescription = \"given\"\nformat = \"base64\"\n\n",
+        "[[secret]]\nname = \"fallback\"\ndescription = \"defaulted\"\ndefault = \"the-default\"\n",
+    );
+    let report = concat!(
+        "name = \"report\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"measure\"\n",
+        "command = \"\"\"\n",
+        "gen='{{ .nuon.secrets.gen }}'\n",
+        "printf 'gen_chars=%s\\\\n' \"${#gen}\" >> \"$NUON_ACTIONS_OUTPUT_FILEPATH\"\n",
+        "printf '%s' \"$gen\" | base64 -d > /dev/null && echo gen_decodes=yes >> \"$NUON_ACTIONS_OUTPUT_FILEPATH\"\n",
+        "echo 'fallback={{ .nuon.secrets.fallback }}' >> \"$NUON_ACTIONS_OUTPUT_FILEPATH\"\n",
+        "\"\"\"\n",
+    );
+    let files = [
+        METADATA,
+        ("secrets.toml", secrets),
+        ("actions/report.toml", report),
+    ];
+    let m = Manual::start_full(
+        &files,
+        None,
+        |_| {},
+        &["--secret", "given=aGVsbG8gd29ybGQ="],
+    );
+    let c = m.cp.client();
+    let out =
+        m.cp.nuon(&["installs", "run-action", "demo", "report", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    let a = &outputs.actions["report"];
+    assert_eq!(a["gen_chars"], "32", "24 random bytes in base64: {a:?}");
+    assert_eq!(a["gen_decodes"], "yes", "{a:?}");
+    assert_eq!(a["fallback"], "the-default", "{a:?}");
+    // A given value that is not base64 is refused, saying why.
+    let out = m.cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "app",
+        "--name",
+        "demo2",
+        "--secret",
+        "given=not base64!",
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("is not base64"), "{}", text(&out));
+}

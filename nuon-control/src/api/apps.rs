@@ -539,9 +539,20 @@ async fn create_install(
         &mut problems,
     );
     for (name, value) in &req.secrets {
-        let known = config.secrets.iter().any(|s| &s.name == name);
+        let decl = config.secrets.iter().find(|s| &s.name == name);
+        let known = decl.is_some();
+        let base64_ok = |v: &str| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD
+                .decode(v.trim())
+                .is_ok()
+        };
         if known && value.chars().count() < MIN_SECRET_CHARS {
             problems.push(too_short("secret", name));
+        } else if decl.is_some_and(|d| d.format.as_deref() == Some("base64")) && !base64_ok(value) {
+            problems.push(format!(
+                "secret {name:?} has format = \"base64\", and its value is not base64 (standard alphabet, padded)"
+            ));
         } else if known {
             sealed.secrets.insert(
                 name.clone(),
@@ -561,10 +572,23 @@ async fn create_install(
         if sealed.secrets.contains_key(&s.name) {
             continue;
         }
-        if s.auto_generate {
+        if let Some(value) = s.default.as_ref().filter(|_| !s.auto_generate) {
+            sealed.secrets.insert(
+                s.name.clone(),
+                state
+                    .secrets
+                    .seal(value, &seal_context(&id, "secret", &s.name)),
+            );
+        } else if s.auto_generate {
             let mut raw = [0u8; 24];
             nuon_core::random_bytes(&mut raw);
-            let value = hex::encode(raw);
+            // 24 random bytes: 48 hex characters, or 32 of base64.
+            let value = if s.format.as_deref() == Some("base64") {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD.encode(raw)
+            } else {
+                hex::encode(raw)
+            };
             sealed.secrets.insert(
                 s.name.clone(),
                 state

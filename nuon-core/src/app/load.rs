@@ -333,7 +333,33 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
                     "permissions" | "break_glass" | "policies" | "kubernetes_contexts" | "runbooks",
                 ),
             ) => super::platform::load(r, i, name, &mut d, &mut loaded.platform),
-            (_, Some("components")) => loaded.components.push(component(r, i, &mut d)),
+            (_, Some("components")) => {
+                // Nuon's Pulumi and (deprecated) job components: read, and
+                // answered with a warning; they are not deployed here.
+                let kind = table.get("type").and_then(|t| match t.get_ref() {
+                    toml::de::DeValue::String(s) => Some(s.to_string()),
+                    _ => None,
+                });
+                let why = match kind.as_deref() {
+                    Some("pulumi") => {
+                        Some("Pulumi programs do not run on this platform; deploy with Terraform")
+                    }
+                    Some("job") => {
+                        Some("job components are deprecated in Nuon; run the image from an action")
+                    }
+                    _ => None,
+                };
+                match why {
+                    Some(why) => d.push(file.warn(
+                        &(0..0),
+                        format!(
+                            "component type {:?} cannot take effect here ({why}): the component is read and not deployed",
+                            kind.unwrap_or_default()
+                        ),
+                    )),
+                    None => loaded.components.push(component(r, i, &mut d)),
+                }
+            }
             (_, Some("actions")) => loaded.actions.push(action(r, i, &mut d)),
             (_, Some("installs")) => loaded.installs.push(install(r, i, &mut d)),
             _ => unreachable!("every known place is matched"),
@@ -874,13 +900,24 @@ fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Secre
             "a secret is either required or auto_generate, not both",
         ));
     }
+    let default = r.str(d, "default");
+    if let Some(dv) = &default {
+        if required {
+            d.push(r.file.at(
+                &dv.span,
+                "a secret is either required or has a default, not both",
+            ));
+        }
+        if auto_generate {
+            d.push(r.file.at(
+                &dv.span,
+                "a secret either has a default or is auto_generate, not both",
+            ));
+        }
+    }
     r.finish(
         d,
         &[
-            (
-                "default",
-                "secret values are given when an install is created",
-            ),
             ("kubernetes_sync", "secrets are not synced into Kubernetes by this platform yet"),
             ("kubernetes_secret_namespace", "secrets are not synced into Kubernetes by this platform yet"),
             ("kubernetes_secret_name", "secrets are not synced into Kubernetes by this platform yet"),
@@ -897,6 +934,7 @@ fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Secre
             required,
             auto_generate,
             format: format.map(|f| f.text).filter(|f| !f.is_empty()),
+            default: text(default),
         });
     }
     item.name = name;
@@ -925,20 +963,12 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     let kind = kind_v.as_ref().and_then(|k| {
         let kind = ComponentKind::parse(&k.text);
         if kind.is_none() {
-            let message = if ["job", "pulumi"].contains(&k.text.as_str()) {
-                format!(
-                    "component type {:?} is a Nuon type not supported here yet (supported: {})",
-                    k.text,
-                    ComponentKind::ALL.join(", ")
-                )
-            } else {
-                format!(
-                    "unknown component type {:?}{} (supported: {})",
-                    k.text,
-                    did_you_mean(&k.text, ComponentKind::ALL),
-                    ComponentKind::ALL.join(", ")
-                )
-            };
+            let message = format!(
+                "unknown component type {:?}{} (supported: {})",
+                k.text,
+                did_you_mean(&k.text, ComponentKind::ALL),
+                ComponentKind::ALL.join(", ")
+            );
             d.push(r.file.at(&k.span, message));
         }
         kind

@@ -536,9 +536,13 @@ pub struct SecretDecl {
     /// The control plane makes a random value when the install gives none.
     #[serde(default)]
     pub auto_generate: bool,
-    /// `base64` when the value is base64-encoded.
+    /// `base64`: the value is base64 (a given one is checked; a generated
+    /// one is random bytes in base64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
+    /// The value when the install gives none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
 }
 
 /// The kinds of component this project deploys.
