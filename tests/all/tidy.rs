@@ -242,8 +242,8 @@ fn the_core_does_no_io() {
         .next()
         .unwrap_or_default();
     for line in deps.lines().filter(|l| l.starts_with("tokio")) {
-        let features_ok = !line.contains(" features = [")
-            || line.contains(" features = [\"io-util\"]");
+        let features_ok =
+            !line.contains(" features = [") || line.contains(" features = [\"io-util\"]");
         if !line.contains("default-features = false") || !features_ok {
             found.push(format!("nuon-core/Cargo.toml: {line}"));
         }
