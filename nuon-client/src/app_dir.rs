@@ -56,14 +56,25 @@ fn collect(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) {
 /// problem found (warnings too).
 pub fn validate_dir(dir: &Path) -> (Option<AppConfig>, Diagnostics) {
     match read_dir(dir) {
-        Ok(files) => app::validate(&files, &|path, is_dir| {
-            let full = dir.join(path);
-            if is_dir {
-                full.is_dir()
-            } else {
-                full.is_file()
+        Ok(files) => {
+            let (config, mut d) = app::validate(&files, &|path, is_dir| {
+                let full = dir.join(path);
+                if is_dir {
+                    full.is_dir()
+                } else {
+                    full.is_file()
+                }
+            });
+            // Rego policies compile, with their files read from the directory.
+            let Some(c) = config else { return (None, d) };
+            let bad = app::check_policies(&c, &|rel| std::fs::read_to_string(dir.join(rel)).ok());
+            if bad.is_empty() {
+                return (Some(c), d);
             }
-        }),
+            d.0.extend(bad);
+            d.0.sort();
+            (None, d)
+        }
         Err(d) => (None, d),
     }
 }

@@ -230,6 +230,10 @@ pub struct TerraformJob {
     /// For `apply`: the plan to apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<ArtifactRef>,
+    /// Rego policies a plan must pass (`deny` fails the plan; `warn` is
+    /// shown with it), evaluated on `terraform show -json` of the plan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<crate::policy::PolicySource>,
 }
 
 impl Job for TerraformJob {

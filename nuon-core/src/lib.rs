@@ -47,6 +47,7 @@ mod duration;
 mod id;
 mod job;
 mod plugin;
+pub mod policy;
 pub mod private;
 pub mod records;
 mod signing;

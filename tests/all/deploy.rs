@@ -2798,3 +2798,62 @@ fn secret_formats_and_defaults_apply() {
     assert!(!out.status.success());
     assert!(text(&out).contains("is not base64"), "{}", text(&out));
 }
+
+/// Rego policies (`engine = "opa"`) are evaluated by the install's runner
+/// against `terraform show -json` of each plan: `deny` fails the plan with
+/// the policy's messages, `warn` is kept with a plan that passes.
+#[test]
+fn a_rego_policy_denies_a_terraform_plan_before_its_apply() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let module =
+        "variable \"value\" {}\nresource \"terraform_data\" \"x\" {\n  input = var.value\n}\n";
+    let component = |name: &str, value: &str| {
+        format!(
+            "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/m\"\n\n[vars]\nvalue = \"{value}\"\n"
+        )
+    };
+    let (ok_c, bad_c) = (component("ok", "fine"), component("zbad", "forbidden"));
+    let rego = concat!(
+        "package nuon.guard\nimport rego.v1\n\n",
+        "deny contains msg if {\n  some r in input.resource_changes\n  r.type == \"terraform_data\"\n",
+        "  r.change.after.input == \"forbidden\"\n  msg := sprintf(\"%s sets a forbidden input\", [r.address])\n}\n\n",
+        "warn contains \"terraform_data is for tests\" if {\n  some r in input.resource_changes\n  r.type == \"terraform_data\"\n}\n",
+    );
+    let m = Manual::start(&[
+        METADATA,
+        ("components/ok.toml", &ok_c),
+        ("components/zbad.toml", &bad_c),
+        ("src/m/main.tf", module),
+        (
+            "policies/guard.toml",
+            "type = \"terraform_module\"\nengine = \"opa\"\ncontents = \"./guard.rego\"\ncomponents = [\"*\"]\n",
+        ),
+        ("policies/guard.rego", rego),
+    ]);
+    let c = m.cp.client();
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "failed", "{w:#?}");
+    let ok_plan = step(&w, "plan ok");
+    assert_eq!(ok_plan.status, "succeeded", "{w:#?}");
+    assert_eq!(
+        ok_plan.outputs["policy_warnings"],
+        serde_json::json!(["guard: terraform_data is for tests"])
+    );
+    assert_eq!(step(&w, "apply ok").status, "succeeded");
+    let bad = step(&w, "plan zbad");
+    assert_eq!(bad.status, "failed", "{w:#?}");
+    let reason = bad.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("denied by policy")
+            && reason.contains("guard: terraform_data.x sets a forbidden input"),
+        "{reason}"
+    );
+    assert!(
+        w.steps
+            .iter()
+            .all(|s| s.name != "apply zbad" || s.status != "succeeded"),
+        "a denied plan is never applied: {w:#?}"
+    );
+}

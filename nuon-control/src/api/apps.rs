@@ -191,6 +191,12 @@ async fn sync_config(
                 .find(|f| f.path == rel && f.encoding.is_none())
                 .map(|f| f.contents.clone())
         };
+        let bad = app::check_policies(&c, &text_of);
+        let compiles = bad.is_empty();
+        diags.0.extend(bad);
+        if !compiles {
+            return None;
+        }
         let problems = app::inline_file_refs(&mut c, &text_of);
         for p in &problems {
             diags.0.push(app::Diagnostic {

@@ -195,6 +195,12 @@ impl Engine {
             var_files: render_texts(var_files, ctx, &format!("{who} var file"))?,
             backend: Some(backend),
             plan,
+            // A plan (not a destroy plan) passes the part's Rego policies.
+            policies: if step.kind == StepKind::Plan || step.kind == StepKind::SandboxPlan {
+                nuon_core::app::rego_policies_for(&cx.config, step.target.as_deref())
+            } else {
+                Vec::new()
+            },
         };
         let state_token = StateToken {
             hash: token.hash,

@@ -316,6 +316,71 @@ fn visit_file_refs(config: &mut AppConfig, f: &mut dyn FnMut(&str, &'static str,
     }
 }
 
+/// The Rego policies (`engine = "opa"` or `"rego"`) of `config`, their
+/// contents read through `read` when they name a file: every one that does
+/// not compile, as a diagnostic at its file (the `.rego` file, or
+/// `policies NAME` for inline contents), line and column.
+pub fn check_policies(
+    config: &AppConfig,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for p in &config.policies {
+        if !matches!(p.engine.as_deref(), Some("opa" | "rego")) {
+            continue;
+        }
+        let name = p.name.clone().unwrap_or_else(|| p.kind.clone());
+        let (file, text) = if is_file_ref(&p.contents) {
+            let found = file_ref_candidates("policies", &p.contents)
+                .ok()
+                .and_then(|c| c.into_iter().find_map(|f| read(&f).map(|t| (f, t))));
+            match found {
+                Some(ft) => ft,
+                None => continue, // reported as a missing file elsewhere
+            }
+        } else {
+            (format!("policy {name:?} (inline)"), p.contents.clone())
+        };
+        let source = crate::policy::PolicySource {
+            name: name.clone(),
+            contents: text,
+        };
+        if let Err(e) = crate::policy::compile(&source) {
+            out.push(Diagnostic {
+                file,
+                line: e.line as u32,
+                col: e.col as u32,
+                warning: false,
+                message: format!("policy {name:?} does not compile: {}", e.message),
+            });
+        }
+    }
+    out
+}
+
+/// The Rego policies that apply to a part: the sandbox (`None`) or a
+/// Terraform component, as a job carries them.
+pub fn rego_policies_for(
+    config: &AppConfig,
+    component: Option<&str>,
+) -> Vec<crate::policy::PolicySource> {
+    config
+        .policies
+        .iter()
+        .filter(|p| matches!(p.engine.as_deref(), Some("opa" | "rego")))
+        .filter(|p| match component {
+            None => p.kind == "sandbox",
+            Some(c) => {
+                p.kind == "terraform_module" && p.components.iter().any(|x| x == "*" || x == c)
+            }
+        })
+        .map(|p| crate::policy::PolicySource {
+            name: p.name.clone().unwrap_or_else(|| p.kind.clone()),
+            contents: p.contents.clone(),
+        })
+        .collect()
+}
+
 /// Replaces every file a config names in a `contents` (and the like) by
 /// the file's text, as `read` gives it for a path relative to the config
 /// directory ([`file_ref_candidates`] in order): what a config version

@@ -553,7 +553,8 @@ fn policy_of(
         return None;
     }
     match p.engine.as_deref().unwrap_or("kyverno") {
-        "opa" | "rego" => d.push(r.file.warn(&at, "policies are not evaluated on this platform yet; the policy is kept with the config")),
+        "opa" | "rego" if !matches!(p.kind.as_str(), "terraform_module" | "sandbox") => d.push(r.file.warn(&at, format!("{} policies are not evaluated on this platform yet (Terraform module and sandbox plans are); the policy is kept with the config", p.kind))),
+        "opa" | "rego" => {}
         "kyverno" => d.push(r.file.warn(&at, "Kyverno policies are admission rules of a Kubernetes cluster; this platform evaluates no Kyverno policy (the policy is kept with the config)")),
         other => {
             d.push(r.file.at(&at, format!("policy engine {other:?} is not one of opa (rego) or kyverno")));

@@ -66,6 +66,7 @@ async fn a_module_is_planned_then_exactly_that_plan_is_applied() {
         var_files: Vec::new(),
         backend: None,
         plan,
+        policies: Vec::new(),
     };
     let spec_of = |j: &TerraformJob| {
         let mut spec = h.spec(serde_json::to_value(j).unwrap(), 120);

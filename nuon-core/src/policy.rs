@@ -1,0 +1,178 @@
+//! Rego policies (Nuon's `engine = "opa"`), checked with regorus: compiled
+//! when a config is checked, evaluated by the install's runner against a
+//! Terraform plan (`terraform show -json`) before the apply.
+//!
+//! A policy's `deny` rule gives the messages that fail the step; its `warn`
+//! rule the messages shown with the plan. Rego v1 (`deny contains msg if
+//! { … }`) is read first; a policy in the older syntax (`deny[msg] { … }`)
+//! is read as such when v1 refuses it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A policy as a job carries it: its name and Rego text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySource {
+    /// Its name, in messages.
+    pub name: String,
+    /// The Rego module.
+    pub contents: String,
+}
+
+/// Why a policy does not compile: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError {
+    /// 1-based line in the policy.
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// What was expected or found.
+    pub message: String,
+}
+
+/// What the policies say of an input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// `deny` messages, each prefixed with its policy's name.
+    pub deny: Vec<String>,
+    /// `warn` messages, each prefixed with its policy's name.
+    pub warn: Vec<String>,
+}
+
+fn error_of(e: &dyn std::fmt::Display) -> CompileError {
+    let text = e.to_string();
+    let mut out = CompileError {
+        line: 1,
+        col: 1,
+        message: text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("invalid Rego")
+            .trim()
+            .trim_start_matches("error: ")
+            .to_owned(),
+    };
+    if let Some(at) = text.lines().find_map(|l| l.trim().strip_prefix("--> ")) {
+        let mut parts = at.rsplitn(3, ':');
+        let col = parts.next().and_then(|c| c.trim().parse().ok());
+        let line = parts.next().and_then(|l| l.trim().parse().ok());
+        if let (Some(line), Some(col)) = (line, col) {
+            out.line = line;
+            out.col = col;
+        }
+    }
+    out
+}
+
+fn engine(p: &PolicySource) -> Result<(regorus::Engine, String), CompileError> {
+    let mut e = regorus::Engine::new();
+    let file = format!("{}.rego", p.name);
+    let first = match e.add_policy(file.clone(), p.contents.clone()) {
+        Ok(package) => return Ok((e, package)),
+        Err(err) => error_of(&err),
+    };
+    let mut old = regorus::Engine::new();
+    old.set_rego_v0(true);
+    match old.add_policy(file, p.contents.clone()) {
+        Ok(package) => Ok((old, package)),
+        Err(_) => Err(first),
+    }
+}
+
+/// Compiles a policy; the first error, with its place.
+pub fn compile(p: &PolicySource) -> Result<(), CompileError> {
+    engine(p).map(|_| ())
+}
+
+fn messages(e: &mut regorus::Engine, rule: &str) -> Result<Vec<String>, String> {
+    match e.eval_rule(rule.to_owned()) {
+        Ok(v) => {
+            let json: serde_json::Value =
+                serde_json::from_str(&v.to_json_str().map_err(|e| e.to_string())?)
+                    .map_err(|e| e.to_string())?;
+            Ok(match json {
+                serde_json::Value::Array(a) => a
+                    .into_iter()
+                    .map(|m| match m {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    })
+                    .collect(),
+                serde_json::Value::Null => Vec::new(),
+                serde_json::Value::Bool(false) => Vec::new(),
+                serde_json::Value::String(s) => vec![s],
+                other => vec![other.to_string()],
+            })
+        }
+        // A policy without the rule says nothing of it.
+        Err(err) if err.to_string().contains("not a valid rule path") => Ok(Vec::new()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+/// Evaluates every policy's `deny` and `warn` against `input`.
+pub fn evaluate(policies: &[PolicySource], input: &serde_json::Value) -> Result<Verdict, String> {
+    let mut verdict = Verdict::default();
+    let input = regorus::Value::from_json_str(&input.to_string()).map_err(|e| e.to_string())?;
+    for p in policies {
+        let (mut e, package) = engine(p).map_err(|c| {
+            format!(
+                "policy {:?} does not compile: {}:{}: {}",
+                p.name, c.line, c.col, c.message
+            )
+        })?;
+        e.set_input(input.clone());
+        for (rule, out) in [("deny", &mut verdict.deny), ("warn", &mut verdict.warn)] {
+            let found = messages(&mut e, &format!("{package}.{rule}"))
+                .map_err(|err| format!("policy {:?}: {rule}: {err}", p.name))?;
+            out.extend(found.into_iter().map(|m| format!("{}: {m}", p.name)));
+        }
+    }
+    Ok(verdict)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(name: &str, text: &str) -> PolicySource {
+        PolicySource {
+            name: name.into(),
+            contents: text.into(),
+        }
+    }
+
+    #[test]
+    fn deny_and_warn_come_back_with_their_policy() {
+        let p = policy(
+            "no-public",
+            "package nuon.s3\nimport rego.v1\n\ndeny contains msg if {\n  some r in input.resource_changes\n  r.change.after.acl == \"public-read\"\n  msg := sprintf(\"%s is public\", [r.address])\n}\n\nwarn contains \"plans are reviewed\" if { true }\n",
+        );
+        let plan = serde_json::json!({"resource_changes": [
+            {"address": "aws_s3_bucket.a", "change": {"after": {"acl": "public-read"}}},
+            {"address": "aws_s3_bucket.b", "change": {"after": {"acl": "private"}}}
+        ]});
+        let v = evaluate(&[p], &plan).unwrap();
+        assert_eq!(v.deny, ["no-public: aws_s3_bucket.a is public"]);
+        assert_eq!(v.warn, ["no-public: plans are reviewed"]);
+    }
+
+    #[test]
+    fn the_older_syntax_is_read_and_bad_rego_says_where() {
+        let old = policy(
+            "old",
+            "package old\ndeny[msg] { input.x == 1; msg := \"x is 1\" }\n",
+        );
+        let v = evaluate(&[old], &serde_json::json!({"x": 1})).unwrap();
+        assert_eq!(v.deny, ["old: x is 1"]);
+        let bad = policy(
+            "bad",
+            "package nuon\nimport rego.v1\n\ndeny contains msg if {\n  x := \n}\n",
+        );
+        let e = compile(&bad).unwrap_err();
+        assert_eq!((e.line, e.col), (5, 5), "{e:?}");
+        assert!(e.message.contains("expecting"), "{e:?}");
+    }
+}
