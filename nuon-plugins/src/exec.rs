@@ -68,6 +68,62 @@ fn check_dir(dir: &str) -> Result<(), PluginError> {
 }
 
 /// The result a process end maps to.
+/// Runs a tool of a job (logged as `$ NAME ARGS`), with `env` and its
+/// stdout to `stdout_file` when given: how it ended.
+#[cfg(feature = "helm")]
+pub(crate) async fn run_tool(
+    host: &mut dyn JobHost,
+    bin: &std::path::Path,
+    env: &[(String, String)],
+    args: &[String],
+    stdout_file: Option<&str>,
+) -> Result<ProcessExit, PluginError> {
+    let name = bin
+        .file_name()
+        .map_or("tool".into(), |n| n.to_string_lossy().into_owned());
+    host.log(&format!("$ {name} {}", args.join(" ")));
+    let mut p = ProcessSpec::new(bin);
+    p.args = args.to_vec();
+    p.env = env.iter().cloned().collect();
+    p.stdout_file = stdout_file.map(Into::into);
+    Ok(host.run_process(p).await?)
+}
+
+/// The result of a tool that did not succeed: `what failed: why`.
+#[cfg(feature = "helm")]
+pub(crate) fn tool_failed(what: &str, exit: ProcessExit) -> JobResult {
+    let mut r = result_of(exit);
+    r.reason = Some(format!(
+        "{what} failed: {}; see the job's log",
+        r.reason.unwrap_or_default()
+    ));
+    r
+}
+
+/// Writes `text` to `name` in the work directory, readable by the job's
+/// user alone (values, manifests and kubeconfigs can hold secrets); the
+/// file's path.
+#[cfg(feature = "helm")]
+pub(crate) fn write_private(
+    work: &std::path::Path,
+    name: &str,
+    text: &str,
+    kind: &str,
+) -> Result<String, PluginError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let p = work.join(name);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&p)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| PluginError::Missing(format!("{kind}: cannot write {name}: {e}")))?;
+    Ok(p.to_string_lossy().into_owned())
+}
+
 pub(crate) fn result_of(exit: ProcessExit) -> JobResult {
     let (outcome, exit_code, reason) = match exit {
         ProcessExit::Exited(0) => (Outcome::Succeeded, Some(0), None),

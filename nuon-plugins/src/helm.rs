@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use nuon_core::artifact::ArtifactStore;
 use nuon_core::{
     HelmAction, HelmJob, Job, JobHost, JobResult, JobSpec, Outcome, Plugin, PluginError,
-    ProcessExit, ProcessSpec,
+    ProcessExit,
 };
 use serde_json::{Value, json};
 
@@ -63,23 +63,15 @@ async fn run_helm(
     args: &[String],
     stdout_file: Option<&str>,
 ) -> Result<Option<JobResult>, PluginError> {
-    host.log(&format!("$ helm {}", args.join(" ")));
-    let mut p = ProcessSpec::new(bin);
-    p.args = args.to_vec();
-    p.env = env.iter().cloned().collect();
-    p.stdout_file = stdout_file.map(Into::into);
-    Ok(match host.run_process(p).await? {
-        ProcessExit::Exited(0) => None,
-        other => {
-            let mut r = crate::exec::result_of(other);
-            r.reason = Some(format!(
-                "helm {} failed: {}; see the job's log",
-                args[0],
-                r.reason.unwrap_or_default()
-            ));
-            Some(r)
-        }
-    })
+    Ok(
+        match crate::exec::run_tool(host, bin, env, args, stdout_file).await? {
+            ProcessExit::Exited(0) => None,
+            other => Some(crate::exec::tool_failed(
+                &format!("helm {}", args[0]),
+                other,
+            )),
+        },
+    )
 }
 
 fn ok(outputs: Value) -> JobResult {
@@ -120,20 +112,7 @@ impl Plugin for HelmPlugin {
         let work = host.work_dir().to_path_buf();
         // Values and the kubeconfig can hold secrets: only the job's user
         // reads them.
-        let write = |name: &str, text: &str| -> Result<String, PluginError> {
-            use std::io::Write as _;
-            use std::os::unix::fs::OpenOptionsExt;
-            let p = work.join(name);
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&p)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .map_err(|e| PluginError::Missing(format!("helm: cannot write {name}: {e}")))?;
-            Ok(p.to_string_lossy().into_owned())
-        };
+        let write = |name: &str, text: &str| crate::exec::write_private(&work, name, text, "helm");
         let mut env = Vec::new();
         if let Some(driver) = &job.storage_driver {
             env.push(("HELM_DRIVER".to_owned(), driver.clone()));

@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use nuon_core::artifact::ArtifactStore;
 use nuon_core::{
     HelmAction, Job, JobHost, JobResult, JobSpec, KubernetesJob, Outcome, Plugin, PluginError,
-    ProcessExit, ProcessSpec,
+    ProcessExit,
 };
 use serde_json::{Value, json};
 
@@ -62,34 +62,7 @@ fn kubectl() -> Result<PathBuf, PluginError> {
     tool("kubectl", "https://kubernetes.io/docs/tasks/tools/")
 }
 
-/// Runs a tool; the exit code when it ended, after logging the command.
-async fn run(
-    host: &mut dyn JobHost,
-    bin: &Path,
-    env: &[(String, String)],
-    args: &[String],
-    stdout_file: Option<&str>,
-) -> Result<ProcessExit, PluginError> {
-    let name = bin
-        .file_name()
-        .map_or("tool".into(), |n| n.to_string_lossy().into_owned());
-    host.log(&format!("$ {name} {}", args.join(" ")));
-    let mut p = ProcessSpec::new(bin);
-    p.args = args.to_vec();
-    p.env = env.iter().cloned().collect();
-    p.stdout_file = stdout_file.map(Into::into);
-    host.run_process(p).await.map_err(PluginError::from)
-}
-
-/// The result of a tool that did not succeed.
-fn failed(what: &str, exit: ProcessExit) -> JobResult {
-    let mut r = crate::exec::result_of(exit);
-    r.reason = Some(format!(
-        "{what} failed: {}; see the job's log",
-        r.reason.unwrap_or_default()
-    ));
-    r
-}
+use crate::exec::{run_tool as run, tool_failed as failed};
 
 fn ok(outputs: Value) -> JobResult {
     JobResult {
@@ -110,22 +83,8 @@ fn names_in(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Writes a file only the job's user reads (manifests can hold Secrets).
 fn write_private(work: &Path, name: &str, text: &str) -> Result<String, PluginError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
-    let p = work.join(name);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&p)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| {
-            PluginError::Missing(format!("kubernetes_manifest: cannot write {name}: {e}"))
-        })?;
-    Ok(p.to_string_lossy().into_owned())
+    crate::exec::write_private(work, name, text, "kubernetes_manifest")
 }
 
 #[async_trait]

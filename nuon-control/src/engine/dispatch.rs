@@ -374,6 +374,16 @@ fn wasm_job(
     })
 }
 
+/// What a Helm release or a manifest does at a step.
+fn release_action(kind: StepKind) -> HelmAction {
+    match kind {
+        StepKind::Plan => HelmAction::Plan,
+        StepKind::Apply => HelmAction::Apply,
+        StepKind::DestroyPlan => HelmAction::DestroyPlan,
+        _ => HelmAction::Destroy,
+    }
+}
+
 /// A Helm release of a chart component, its values rendered.
 fn helm_job(
     cx: &Ctx,
@@ -382,12 +392,7 @@ fn helm_job(
     ctx: &RenderContext,
 ) -> std::result::Result<HelmJob, String> {
     let who = format!("component {}", c.name);
-    let action = match step.kind {
-        StepKind::Plan => HelmAction::Plan,
-        StepKind::Apply => HelmAction::Apply,
-        StepKind::DestroyPlan => HelmAction::DestroyPlan,
-        _ => HelmAction::Destroy,
-    };
+    let action = release_action(step.kind);
     let release = c
         .chart_name
         .clone()
@@ -425,12 +430,7 @@ fn kubernetes_job(
     ctx: &RenderContext,
 ) -> std::result::Result<KubernetesJob, String> {
     let who = format!("component {}", c.name);
-    let action = match step.kind {
-        StepKind::Plan => HelmAction::Plan,
-        StepKind::Apply => HelmAction::Apply,
-        StepKind::DestroyPlan => HelmAction::DestroyPlan,
-        _ => HelmAction::Destroy,
-    };
+    let action = release_action(step.kind);
     let destroying = matches!(step.kind, StepKind::DestroyPlan | StepKind::Destroy);
     let manifest = match (&c.manifest, destroying) {
         (Some(m), false) => Some(render_text(m, ctx, &format!("{who} manifest"))?),

@@ -307,39 +307,31 @@ impl Lexer<'_> {
     }
 
     fn quote(&mut self, start: usize) -> Lexed {
-        let mut chars = self.rest().char_indices();
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '\\' if chars.next().is_none() => break,
-                '\\' => {}
-                '\n' => break,
-                '"' => {
-                    self.pos += i + 1;
-                    self.emit(T::Str, start, &self.src[start..self.pos]);
-                    return Ok(());
-                }
-                _ => {}
-            }
-        }
-        Err((start, "unterminated quoted string".into()))
+        self.quoted(start, '"', T::Str, "unterminated quoted string")
     }
 
     fn char_constant(&mut self, start: usize) -> Lexed {
+        self.quoted(start, '\'', T::Char, "unterminated character constant")
+    }
+
+    /// A literal up to its closing `close` on the same line, with `\`
+    /// escapes (checked when the literal is parsed).
+    fn quoted(&mut self, start: usize, close: char, t: T, unterminated: &str) -> Lexed {
         let mut chars = self.rest().char_indices();
         while let Some((i, c)) = chars.next() {
             match c {
                 '\\' if chars.next().is_none() => break,
                 '\\' => {}
                 '\n' => break,
-                '\'' => {
+                c if c == close => {
                     self.pos += i + 1;
-                    self.emit(T::Char, start, &self.src[start..self.pos]);
+                    self.emit(t, start, &self.src[start..self.pos]);
                     return Ok(());
                 }
                 _ => {}
             }
         }
-        Err((start, "unterminated character constant".into()))
+        Err((start, unterminated.into()))
     }
 
     fn number(&mut self, start: usize) -> Lexed {
