@@ -2193,7 +2193,17 @@ fn approvals_say_what_they_approve_and_queued_workflows_say_what_they_wait_for()
     if !have_tool("terraform", "run Terraform") {
         return;
     }
-    let m = Manual::start_full(&BOX_APP, None, |_| {}, &["--approval", "prompt"]);
+    // A policy's warnings go with the plan to approve.
+    let mut files = BOX_APP.to_vec();
+    files.push((
+        "policies/tags.toml",
+        "type = \"terraform_module\"\nengine = \"opa\"\ncontents = \"./tags.rego\"\ncomponents = [\"*\"]\n",
+    ));
+    files.push((
+        "policies/tags.rego",
+        "package nuon.tags\nimport rego.v1\n\nwarn contains \"resources carry no owner tag\" if { true }\n",
+    ));
+    let m = Manual::start_full(&files, None, |_| {}, &["--approval", "prompt"]);
     // Polish: the install shows its approval mode.
     let shown = ok(m.cp.nuon(&["installs", "get", "demo"]));
     assert!(shown.contains("approval: prompt"), "{shown}");
@@ -2211,6 +2221,10 @@ fn approvals_say_what_they_approve_and_queued_workflows_say_what_they_wait_for()
         "{said}"
     );
     assert!(said.contains("terraform_data.box (create)"), "{said}");
+    assert!(
+        said.contains("policy warning: tags: resources carry no owner tag"),
+        "{said}"
+    );
     let c = m.cp.client();
     let first = newest_workflow(&c);
     let approve = format!("nuon workflows approve {} --step \"apply box\"", first.id);
@@ -2718,6 +2732,13 @@ fn an_action_writes_outputs_that_later_templates_read() {
     );
     assert_eq!(outputs.actions["produce"]["build"], 7);
     assert_eq!(outputs.actions["lines"]["channel"], "stable");
+    let shown = ok(m.cp.nuon(&["installs", "outputs", "demo"]));
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("action produce") && l.contains("version") && l.contains("1.2.3")),
+        "{shown}"
+    );
     let out = m.cp.nuon(&[
         "installs",
         "run-action",

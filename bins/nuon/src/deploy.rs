@@ -312,6 +312,17 @@ fn approval_prompt(wf: &WorkflowInfo) -> Option<String> {
                 actions.join(", ")
             ));
         }
+        // What the policies warn of goes with the plan to approve.
+        for w in p.outputs["policy_warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            text.push_str(&format!(
+                "\n  policy warning: {}",
+                w.as_str().unwrap_or("?")
+            ));
+        }
     }
     text.push_str(&format!(
         "\n  approve: nuon workflows approve {id} --step \"{name}\"\n  deny:    nuon workflows deny {id} --step \"{name}\"",
@@ -552,6 +563,11 @@ pub(crate) async fn outputs(g: &Global, install: &str) -> Result<u8, CliError> {
     for (c, outs) in &o.components {
         for (k, v) in outs {
             rows.push(vec![c.clone(), k.clone(), v.to_string()]);
+        }
+    }
+    for (a, outs) in &o.actions {
+        for (k, v) in outs {
+            rows.push(vec![format!("action {a}"), k.clone(), v.to_string()]);
         }
     }
     table(&["FROM", "OUTPUT", "VALUE"], rows);
