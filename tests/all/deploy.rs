@@ -2878,3 +2878,57 @@ fn a_rego_policy_denies_a_terraform_plan_before_its_apply() {
         "a denied plan is never applied: {w:#?}"
     );
 }
+
+/// Review finding: an action step's repository (`[steps.git]`,
+/// `[steps.public_repo]`) was parsed and never checked out. A step with
+/// one runs in the directory it names of a fresh clone.
+#[test]
+fn an_action_step_runs_in_its_repository() {
+    if !have_tool("terraform", "run Terraform") || !have_tool("git", "clone a source") {
+        return;
+    }
+    let repo = tempfile::tempdir().unwrap();
+    write_files(
+        repo.path(),
+        &[
+            (
+                "ops/check.sh",
+                "#!/bin/sh\necho \"checked=$(cat version.txt)\" >> \"$NUON_ACTIONS_OUTPUT_FILEPATH\"\n",
+            ),
+            ("ops/version.txt", "v7\n"),
+        ],
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        repo.path().join("ops/check.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(repo.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    };
+    git(&["init", "-q", "-b", "ops"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "ops"]);
+    let action = format!(
+        "name = \"check\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"in-repo\"\ncommand = \"./check.sh\"\n\n[steps.git]\nrepo = \"file://{}\"\nbranch = \"ops\"\ndirectory = \"ops\"\n\n[[steps]]\nname = \"after\"\ncommand = \"echo after=$(test -e version.txt && echo in-repo || echo back) >> \\\"$NUON_ACTIONS_OUTPUT_FILEPATH\\\"\"\n",
+        repo.path().display()
+    );
+    let m = Manual::start(&[METADATA, ("actions/check.toml", &action)]);
+    let c = m.cp.client();
+    let out =
+        m.cp.nuon(&["installs", "run-action", "demo", "check", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.actions["check"]["checked"], "v7", "{outputs:?}");
+    assert_eq!(
+        outputs.actions["check"]["after"], "back",
+        "the next step is back where it was: {outputs:?}"
+    );
+}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nuon_core::app::template::RenderContext;
-use nuon_core::app::{Action, Component, ComponentKind};
+use nuon_core::app::{Action, Component, ComponentKind, Source};
 use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, applies_a_plan, destroys};
@@ -288,6 +288,34 @@ fn action_job(
     for s in &action.steps {
         let what = format!("action {} step {}", action.name, s.name);
         script.push_str(&format!("echo '--- {}'\n", s.name.replace('\'', "")));
+        // A step with a repository runs in a subshell, in the directory it
+        // names of a fresh shallow clone.
+        let repo = match &s.source {
+            None => None,
+            Some(Source::Git {
+                repo,
+                directory,
+                branch,
+            }) => Some((repo.clone(), directory, branch)),
+            Some(Source::PublicRepo {
+                repo,
+                directory,
+                branch,
+            }) => Some((format!("https://github.com/{repo}.git"), directory, branch)),
+            Some(other) => {
+                return Err(format!(
+                    "{what}: a step's source must be [steps.public_repo] or [steps.git], not {other:?}"
+                ));
+            }
+        };
+        if let Some((url, directory, branch)) = &repo {
+            script.push_str(&format!(
+                "(\nnuon_src=$(mktemp -d)\ngit clone --quiet --depth 1 --branch {} {} \"$nuon_src\"\ncd \"$nuon_src\"/{}\n",
+                shell_quote(branch),
+                shell_quote(url),
+                shell_quote(directory.trim_start_matches("./"))
+            ));
+        }
         match (&s.command, &s.inline_contents) {
             (Some(command), _) => script.push_str(&render_text(command, ctx, &what)?),
             // A script (inline, or the text of the file it names, kept
@@ -311,6 +339,9 @@ fn action_job(
             (None, None) => return Err(format!("{what} has neither command nor inline_contents")),
         }
         script.push('\n');
+        if repo.is_some() {
+            script.push_str(")\n");
+        }
         env.extend(render_env(&s.env_vars, ctx, &format!("{what} env"))?);
     }
     let job = ExecJob {
@@ -322,6 +353,11 @@ fn action_job(
     };
     let timeout = timeout_of(Some(&action.timeout), Duration::from_secs(600))?;
     Ok((job, timeout))
+}
+
+/// `s` as one word of `sh`, single-quoted.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// A plugin call: its rendered config, the capabilities and secrets it is
