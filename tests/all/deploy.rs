@@ -795,18 +795,7 @@ fn components_build_from_git_and_actions_run_by_hand() {
             "resource \"terraform_data\" \"net\" {\n  input = \"net-1\"\n}\n\noutput \"id\" {\n  value = terraform_data.net.output\n}\n",
         )],
     );
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
-            .args(args)
-            .current_dir(repo.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", text(&out));
-    };
-    git(&["init", "-q", "-b", "release"]);
-    git(&["add", "."]);
-    git(&["commit", "-q", "-m", "net"]);
+    commit_all(repo.path(), "release");
     let component = format!(
         "name = \"net\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\n\n[git]\nrepo = \"file://{}\"\nbranch = \"release\"\ndirectory = \"modules/net\"\n",
         repo.path().display()
@@ -973,6 +962,30 @@ fn a_container_image_is_built_from_its_registry_and_synced_with_every_platform()
     }
 }
 
+/// Writes `text` to `path` as an executable (0755).
+fn write_executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Makes `repo` a git repository on `branch` with everything in it committed.
+fn commit_all(repo: &Path, branch: &str) {
+    for args in [
+        &["init", "-q", "-b", branch][..],
+        &["add", "."],
+        &["commit", "-q", "-m", "test"],
+    ] {
+        let out = Command::new("git")
+            .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(repo)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    }
+}
+
 /// A stand-in `helm` in a directory of its own: records its arguments, the
 /// digest and listing of the chart it gets, the values and values files,
 /// `HELM_DRIVER`, and answers like Helm.
@@ -1004,10 +1017,7 @@ esac
 "#,
         rec = record.display()
     );
-    let helm = bin.path().join("helm");
-    std::fs::write(&helm, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&helm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_executable(&bin.path().join("helm"), &script);
     (bin, record)
 }
 
@@ -2584,10 +2594,7 @@ esac
 "#,
         rec = record.display()
     );
-    let kubectl = bin.path().join("kubectl");
-    std::fs::write(&kubectl, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_executable(&bin.path().join("kubectl"), &script);
     (bin, record)
 }
 
@@ -2898,24 +2905,9 @@ fn an_action_step_runs_in_its_repository() {
             ("ops/version.txt", "v7\n"),
         ],
     );
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        repo.path().join("ops/check.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
-            .args(args)
-            .current_dir(repo.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", text(&out));
-    };
-    git(&["init", "-q", "-b", "ops"]);
-    git(&["add", "."]);
-    git(&["commit", "-q", "-m", "ops"]);
+    let script = repo.path().join("ops/check.sh");
+    write_executable(&script, &std::fs::read_to_string(&script).unwrap());
+    commit_all(repo.path(), "ops");
     let action = format!(
         "name = \"check\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"in-repo\"\ncommand = \"./check.sh\"\n\n[steps.git]\nrepo = \"file://{}\"\nbranch = \"ops\"\ndirectory = \"ops\"\n\n[[steps]]\nname = \"after\"\ncommand = \"echo after=$(test -e version.txt && echo in-repo || echo back) >> \\\"$NUON_ACTIONS_OUTPUT_FILEPATH\\\"\"\n",
         repo.path().display()

@@ -199,15 +199,9 @@ impl Lexer<'_> {
             if b < 128 && is_space(b as u8) {
                 let n = self.rest().bytes().take_while(|&x| is_space(x)).count();
                 // " -}}" after more than one space: the last space belongs to the marker.
-                let after = &self.src[start + n..];
-                if after.starts_with("-}}") {
-                    if n == 1 {
-                        continue; // unreachable: at_right_delim matched
-                    }
-                    self.pos += n - 1;
-                } else {
-                    self.pos += n;
-                }
+                // (A single space before "-}}" was taken as the delimiter above.)
+                let marker = self.src[start + n..].starts_with("-}}");
+                self.pos += n - usize::from(marker);
                 self.emit(T::Space, start, &self.src[start..self.pos]);
                 continue;
             }
@@ -252,13 +246,7 @@ impl Lexer<'_> {
                 }
                 c if is_alnum(c) => {
                     self.pos = start;
-                    let n: usize = self
-                        .rest()
-                        .chars()
-                        .take_while(|&c| is_alnum(c))
-                        .map(char::len_utf8)
-                        .sum();
-                    self.pos += n;
+                    self.pos += self.alnum_len();
                     let word = &self.src[start..self.pos];
                     let t = keyword(word).unwrap_or(T::Ident);
                     self.emit(t, start, word);
@@ -290,13 +278,17 @@ impl Lexer<'_> {
         Err((self.pos, format!("bad character U+{:04X} '{c}'", c as u32)))
     }
 
-    fn field_or_variable(&mut self, start: usize, t: T) -> Lexed {
-        let n: usize = self
-            .rest()
+    /// The length in bytes of the run of letters, digits and `_` next.
+    fn alnum_len(&self) -> usize {
+        self.rest()
             .chars()
             .take_while(|&c| is_alnum(c))
             .map(char::len_utf8)
-            .sum();
+            .sum()
+    }
+
+    fn field_or_variable(&mut self, start: usize, t: T) -> Lexed {
+        let n = self.alnum_len();
         if n == 0 && t == T::Field {
             self.emit(T::Dot, start, ".");
             return self.terminator();

@@ -255,15 +255,21 @@ impl Parser<'_> {
     fn define(&mut self, pos: usize) -> Parsed<()> {
         let name = self.expect_string("define clause")?;
         self.expect(T::RightDelim, "define clause")?;
-        let saved = std::mem::replace(&mut self.vars, vec!["$".into()]);
-        let (body, end) = self.list(false)?;
-        self.vars = saved;
-        match end {
-            End::Done => {}
-            End::Else(p) => return Err(self.err_at(p, "unexpected {{else}}")),
-            End::Eof => return Err(self.err_at(pos, "unexpected EOF")),
-        }
+        let body = self.defined_body(pos)?;
         self.add_defined(pos, name, body)
+    }
+
+    /// The body of a `define` or `block` up to its `{{end}}`, with only `$`
+    /// in scope (a defined template inherits no variables).
+    fn defined_body(&mut self, pos: usize) -> Parsed<Vec<Node>> {
+        let saved = std::mem::replace(&mut self.vars, vec!["$".into()]);
+        let r = self.list(false);
+        self.vars = saved;
+        match r? {
+            (body, End::Done) => Ok(body),
+            (_, End::Else(p)) => Err(self.err_at(p, "unexpected {{else}}")),
+            (_, End::Eof) => Err(self.err_at(pos, "unexpected EOF")),
+        }
     }
 
     fn add_defined(&mut self, pos: usize, name: String, body: Vec<Node>) -> Parsed<()> {
@@ -355,14 +361,7 @@ impl Parser<'_> {
     fn block(&mut self, pos: usize) -> Parsed<Node> {
         let name = self.expect_string("block clause")?;
         let pipe = self.pipeline("block clause", T::RightDelim)?;
-        let saved = std::mem::replace(&mut self.vars, vec!["$".into()]);
-        let (body, end) = self.list(false)?;
-        self.vars = saved;
-        match end {
-            End::Done => {}
-            End::Else(p) => return Err(self.err_at(p, "unexpected {{else}}")),
-            End::Eof => return Err(self.err_at(pos, "unexpected EOF")),
-        }
+        let body = self.defined_body(pos)?;
         self.add_defined(pos, name.clone(), body)?;
         Ok(Node::Template {
             pos,

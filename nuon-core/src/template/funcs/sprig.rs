@@ -112,18 +112,10 @@ pub(crate) fn to_f64(v: &Value) -> f64 {
 }
 
 fn go_parse_float(s: &str) -> Option<f64> {
-    let t = s.to_ascii_lowercase();
-    let body = t.trim_start_matches(['+', '-']);
-    if matches!(body, "inf" | "infinity" | "nan") {
-        return s.parse::<f64>().ok().or(Some(if body == "nan" {
-            f64::NAN
-        } else if t.starts_with('-') {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        }));
-    }
-    if s.contains('_') || body.starts_with("0x") {
+    // Rust reads `inf`, `infinity` and `nan` in any case, as Go does; Go
+    // reads underscores and hex floats only in literals, not here.
+    let body = s.trim_start_matches(['+', '-']);
+    if s.contains('_') || body.starts_with("0x") || body.starts_with("0X") {
         return None;
     }
     s.parse::<f64>().ok()
@@ -456,8 +448,7 @@ fn go_space(c: char) -> bool {
     matches!(
         c,
         '\t' | '\n' | '\x0b' | '\x0c' | '\r' | ' ' | '\u{85}' | '\u{a0}'
-    ) || ((c as u32) > 0xff && c.is_whitespace() && !matches!(c, '\u{2028}' | '\u{2029}'))
-        || matches!(c, '\u{2028}' | '\u{2029}')
+    ) || ((c as u32) > 0xff && c.is_whitespace())
 }
 
 /// Go's `strings.Title`.
