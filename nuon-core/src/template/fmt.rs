@@ -210,6 +210,11 @@ fn bad_verb(out: &mut String, v: &Value, verb: char) {
     }
 }
 
+/// `v` as `%v` writes it (and `fmt.Print`).
+pub(crate) fn write_v(out: &mut String, v: &Value) {
+    format_arg(out, v, 'v', Spec::default());
+}
+
 fn format_arg(out: &mut String, v: &Value, verb: char, spec: Spec) {
     if verb == 'T' {
         pad(out, &v.type_name(), spec, false);
@@ -360,27 +365,15 @@ fn format_float_verb(out: &mut String, v: &Value, f: f64, verb: char, spec: Spec
             return;
         }
     };
-    if spec.sharp && !s.contains('.') && !s.contains(['e', 'E']) && f.is_finite() {
-        s.push('.');
-    }
-    if !s.starts_with('-') {
-        if spec.plus {
-            s.insert(0, '+');
-        } else if spec.space {
-            s.insert(0, ' ');
-        }
-    }
     if !f.is_finite() {
-        // Infinities and NaN are padded with spaces, never zeros.
-        let s = if f.is_nan() && !spec.plus && !spec.space {
-            "NaN".to_string()
-        } else {
-            s
-        };
-        let s = if f == f64::INFINITY && !spec.plus {
-            s.trim_start_matches('+').to_string()
-        } else {
-            s
+        // Go writes infinities with their sign and NaN bare (signed only
+        // when asked), padded with spaces, never zeros.
+        let s = match (f.is_nan(), spec.plus, spec.space) {
+            (true, true, _) => "+NaN".to_owned(),
+            (true, false, true) => " NaN".to_owned(),
+            (true, false, false) => "NaN".to_owned(),
+            (false, ..) if f > 0.0 => "+Inf".to_owned(),
+            (false, ..) => "-Inf".to_owned(),
         };
         pad(
             out,
@@ -392,6 +385,16 @@ fn format_float_verb(out: &mut String, v: &Value, f: f64, verb: char, spec: Spec
             false,
         );
         return;
+    }
+    if spec.sharp && !s.contains('.') && !s.contains(['e', 'E']) {
+        s.push('.');
+    }
+    if !s.starts_with('-') {
+        if spec.plus {
+            s.insert(0, '+');
+        } else if spec.space {
+            s.insert(0, ' ');
+        }
     }
     pad(out, &s, spec, true);
 }

@@ -208,38 +208,7 @@ fn elem_name(e: Elem) -> &'static str {
 
 /// Appends `v` as Go's `fmt.Print` (`%v`) shows it.
 pub fn write_plain(out: &mut String, v: &Value) {
-    match v {
-        Value::Missing | Value::Nil => out.push_str("<nil>"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i, _) => {
-            let _ = write!(out, "{i}");
-        }
-        Value::Float(f) => out.push_str(&format_float(*f, 'g', None)),
-        Value::Str(s) => out.push_str(s),
-        Value::List(l, _) => {
-            out.push('[');
-            for (i, e) in l.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                write_plain(out, e);
-            }
-            out.push(']');
-        }
-        Value::Map(m, _) => {
-            out.push_str("map[");
-            for (i, (k, e)) in m.borrow().iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                out.push_str(k);
-                out.push(':');
-                write_plain(out, e);
-            }
-            out.push(']');
-        }
-        Value::Time(t) => out.push_str(&super::time::go_string(*t)),
-    }
+    super::fmt::write_v(out, v);
 }
 
 /// `v` as `fmt.Sprint` shows it.
