@@ -328,3 +328,62 @@ fn mains_are_thin() {
         long.join("\n")
     );
 }
+
+/// The `[[package]]` entries of a Cargo.lock as (name, version) pairs.
+fn locked_packages(lock: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut name = None;
+    for line in lock.lines() {
+        if let Some(n) = line.strip_prefix("name = ") {
+            name = Some(n.trim_matches('"').to_string());
+        } else if let Some(v) = line.strip_prefix("version = ") {
+            if let Some(n) = name.take() {
+                out.push((n, v.trim_matches('"').to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_fuzz_lock_file_follows_the_workspace() {
+    // fuzz/ is its own workspace with its own Cargo.lock, which CI builds
+    // with --locked: a dependency added to nuon-core must land there too,
+    // at the version the main workspace uses.
+    let root = repo_root();
+    let main = locked_packages(&read(&root.join("Cargo.lock")));
+    let fuzz = locked_packages(&read(&root.join("fuzz/Cargo.lock")));
+    let mut differ = Vec::new();
+    for (name, version) in &fuzz {
+        let ours: Vec<&String> = main
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v)
+            .collect();
+        if !ours.is_empty() && !ours.contains(&version) {
+            differ.push(format!("{name} {version} (workspace: {ours:?})"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "fuzz/Cargo.lock pins other versions than Cargo.lock: run `cargo update --offline --manifest-path fuzz/Cargo.toml -p NAME --precise VERSION`\n{}",
+        differ.join("\n")
+    );
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--locked",
+            "--offline",
+            "--format-version",
+            "1",
+            "--manifest-path",
+        ])
+        .arg(root.join("fuzz/Cargo.toml"))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "fuzz/Cargo.lock is out of date with fuzz/Cargo.toml and the crates it builds on: run `cargo metadata --offline --manifest-path fuzz/Cargo.toml` and commit fuzz/Cargo.lock\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
