@@ -3,12 +3,13 @@ use std::time::Duration;
 
 use nuon_core::JobId;
 use nuon_core::wire::{
-    AppInfo, AppList, BuildInfo, BuildList, ComponentList, ConfigFile, ConfigVersionInfo,
-    ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob, CreateRunner,
-    CreateToken, CreateWorkflow, InstallCreated, InstallInfo, InstallList, InstallOutputs, JobInfo,
-    JobList, LogEntry, LogPage, OrgInfo, RunnerCreated, RunnerInfo, RunnerList, SetInputs,
-    StateList, StateUnlocked, StepChoice, SyncConfig, TokenCreated, TokenInfo, TokenList,
-    TokenScope, WorkflowInfo, WorkflowList, routes,
+    AppInfo, AppList, BuildInfo, BuildList, ComponentList, ComponentToggled, ConfigFile,
+    ConfigVersionInfo, ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob,
+    CreateRunner, CreateToken, CreateWorkflow, InstallComponents, InstallCreated, InstallInfo,
+    InstallList, InstallOutputs, JobInfo, JobList, LogEntry, LogPage, OrgInfo, RunnerCreated,
+    RunnerInfo, RunnerList, SetInputs, StateList, StateUnlocked, StepChoice, SyncConfig,
+    ToggleComponent, TokenCreated, TokenInfo, TokenList, TokenScope, WorkflowInfo, WorkflowList,
+    routes,
 };
 use nuon_core::workflow::WorkflowKind;
 
@@ -162,6 +163,7 @@ impl ControlClient {
             action: None,
             only: false,
             config_version: None,
+            inputs: Default::default(),
         };
         self.start_workflow(install, &req).await
     }
@@ -177,14 +179,21 @@ impl ControlClient {
         self.http.post(&path, req, Duration::ZERO).await
     }
 
-    /// Runs an action of an install by hand (it needs a `manual` trigger).
-    pub async fn run_action(&self, install: &str, action: &str) -> Result<WorkflowInfo> {
+    /// Runs an action of an install by hand (it needs a `manual` trigger),
+    /// with run-time `inputs` it declares.
+    pub async fn run_action(
+        &self,
+        install: &str,
+        action: &str,
+        inputs: std::collections::BTreeMap<String, String>,
+    ) -> Result<WorkflowInfo> {
         let req = CreateWorkflow {
             kind: WorkflowKind::Action,
             component: None,
             action: Some(action.to_owned()),
             only: false,
             config_version: None,
+            inputs,
         };
         self.start_workflow(install, &req).await
     }
@@ -221,6 +230,32 @@ impl ControlClient {
         };
         self.http
             .post(&routes::with_id(route, &seg(id)), &req, Duration::ZERO)
+            .await
+    }
+
+    /// An install's components, each on or off.
+    pub async fn install_components(&self, install: &str) -> Result<InstallComponents> {
+        self.http
+            .get(&routes::with_id(routes::INSTALL_COMPONENTS, &seg(install)))
+            .await
+    }
+
+    /// Turns a toggleable component of an install on (`true`: it is
+    /// deployed) or off (it and its dependents are torn down).
+    pub async fn toggle_component(
+        &self,
+        install: &str,
+        component: &str,
+        on: bool,
+    ) -> Result<ComponentToggled> {
+        let route = if on {
+            routes::INSTALL_COMPONENT_ENABLE
+        } else {
+            routes::INSTALL_COMPONENT_DISABLE
+        };
+        let path = routes::with_id(route, &seg(install)).replace("{component}", &seg(component));
+        self.http
+            .post(&path, &ToggleComponent::default(), Duration::ZERO)
             .await
     }
 

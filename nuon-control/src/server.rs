@@ -438,6 +438,10 @@ async fn maintenance_loop(state: SharedState, every: Duration, retention: Durati
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_prune: Option<tokio::time::Instant> = None;
+    // Cron runs are due on the minute: looked for once a minute, and on
+    // taking the lead.
+    let mut cron_minute: Option<i64> = None;
+    let mut cron_tried = crate::engine::cron::Tried::default();
     loop {
         tick.tick().await;
         let leading = match state.store.lead().await {
@@ -480,7 +484,16 @@ async fn maintenance_loop(state: SharedState, every: Duration, retention: Durati
             }
         }
         if !leading {
+            cron_minute = None;
             continue;
+        }
+        let minute = now_ms() / 60_000;
+        if cron_minute != Some(minute) {
+            cron_minute = Some(minute);
+            if let Err(e) = state.engine.fire_crons(now_ms(), &mut cron_tried).await {
+                tracing::error!(error = %e, "starting the cron runs that are due failed");
+                cron_minute = None;
+            }
         }
         if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
             last_prune = Some(tokio::time::Instant::now());

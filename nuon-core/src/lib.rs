@@ -43,6 +43,7 @@
 
 pub mod app;
 pub mod artifact;
+pub mod cron;
 mod duration;
 mod id;
 mod job;

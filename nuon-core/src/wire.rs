@@ -88,6 +88,12 @@ pub mod routes {
     pub const WORKFLOW_RETRY: &str = "/v1/workflows/{id}/retry";
     /// Control API: the outputs of an install's sandbox and components.
     pub const INSTALL_OUTPUTS: &str = "/v1/installs/{id}/outputs";
+    /// Control API: an install's components, each on or off.
+    pub const INSTALL_COMPONENTS: &str = "/v1/installs/{id}/components";
+    /// Control API: turn a toggleable component on for an install.
+    pub const INSTALL_COMPONENT_ENABLE: &str = "/v1/installs/{id}/components/{component}/enable";
+    /// Control API: turn a toggleable component off for an install.
+    pub const INSTALL_COMPONENT_DISABLE: &str = "/v1/installs/{id}/components/{component}/disable";
     /// Control API: an app's builds.
     pub const APP_BUILDS: &str = "/v1/apps/{id}/builds";
     /// Control API: one build.
@@ -925,6 +931,25 @@ pub struct WorkflowStepInfo {
     /// What its job reported (a plan's changes, an apply's outputs).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub outputs: serde_json::Value,
+    /// Its earlier tries that failed, oldest first: each automatic retry
+    /// (`max_auto_retries`) and each `nuon workflows retry` adds one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<StepAttempt>,
+}
+
+/// A try of a step that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StepAttempt {
+    /// The job that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<JobId>,
+    /// Why it failed.
+    pub reason: String,
+    /// When it failed.
+    pub failed_at_ms: i64,
+    /// For an automatic retry, when the next try may start (the backoff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at_ms: Option<i64>,
 }
 
 /// A workflow of an install.
@@ -949,8 +974,69 @@ pub struct WorkflowInfo {
     /// When it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at_ms: Option<i64>,
+    /// An action workflow's run-time inputs (`--input k=v`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, String>,
+    /// What started it, when not a person: `cron` (and the time it was
+    /// due), or the lifecycle point of a toggle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
     /// Its steps, in order.
     pub steps: Vec<WorkflowStepInfo>,
+}
+
+/// A component of an install's app, and whether it is on there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallComponent {
+    /// Its name.
+    pub name: String,
+    /// Its type (`terraform_module`, `helm_chart`, ...).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Whether the install may turn it off (`toggleable`).
+    pub toggleable: bool,
+    /// Whether it is on for this install.
+    pub enabled: bool,
+    /// Off because a component it depends on is off (it is skipped by
+    /// deploys until that one is on again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_off_by: Option<String>,
+    /// Whether an apply of it has recorded outputs on the install.
+    pub deployed: bool,
+    /// The components it depends on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+}
+
+/// An install's components.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallComponents {
+    /// In dependency order.
+    pub components: Vec<InstallComponent>,
+}
+
+/// Turn a component on or off.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToggleComponent {}
+
+/// What turning a component on or off did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ComponentToggled {
+    /// The component.
+    pub component: String,
+    /// Whether it is on now.
+    pub enabled: bool,
+    /// The workflow that tears it down (off) or deploys it (on); none
+    /// when the install was never provisioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowInfo>,
+    /// The components that depend on it: torn down with it, and skipped
+    /// by deploys while it is off; deploy them again once it is on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependents: Vec<String>,
+    /// What happened, for people.
+    pub message: String,
 }
 
 /// Start a workflow on an install.
@@ -974,6 +1060,10 @@ pub struct CreateWorkflow {
     /// synced and built since can destroy what a broken version left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_version: Option<u32>,
+    /// An action's inputs for this run (kind `action`): each must be one
+    /// the action declares in its `inputs`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, String>,
 }
 
 /// Approve, deny or retry a step of a workflow.

@@ -192,7 +192,15 @@ pub struct PlannedStep {
     pub target: Option<String>,
     /// Whether it waits for an approval before it runs.
     pub needs_approval: bool,
+    /// Why it is skipped before it starts (its component is turned off on
+    /// the install, or depends on one that is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
+
+/// The mark a step skipped for a component turned off on the install
+/// carries in its outputs: the workflow still succeeds.
+pub const TURNED_OFF: &str = "turned_off";
 
 fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedStep {
     let verb = match kind {
@@ -216,11 +224,24 @@ fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedSt
         kind,
         target: target.map(str::to_owned),
         needs_approval,
+        skipped: None,
     }
 }
 
 /// The actions of `config` triggered by `trigger` (for `component`, when
 /// it is a per-component hook), in file order.
+/// The action steps a lifecycle `trigger` fires (of `component`, for a
+/// `*-component` trigger).
+pub fn trigger_steps(
+    config: &AppConfig,
+    trigger: &str,
+    component: Option<&str>,
+) -> Vec<PlannedStep> {
+    let mut out = Vec::new();
+    actions(config, trigger, component, &mut out);
+    out
+}
+
 fn actions(config: &AppConfig, trigger: &str, component: Option<&str>, out: &mut Vec<PlannedStep>) {
     for a in &config.actions {
         let fires = a
@@ -315,16 +336,30 @@ pub fn plan_with(
     }
     match kind {
         WorkflowKind::Provision | WorkflowKind::Reprovision => {
-            actions(config, "pre-provision", None, &mut out);
+            let re = if kind == WorkflowKind::Reprovision {
+                "re"
+            } else {
+                ""
+            };
+            actions(config, &format!("pre-{re}provision"), None, &mut out);
             if config.sandbox.is_some() {
+                if !re.is_empty() {
+                    actions(config, "pre-reprovision-sandbox", None, &mut out);
+                }
                 out.push(step(StepKind::SandboxSync, None, false));
                 out.push(step(StepKind::SandboxPlan, None, false));
                 out.push(step(StepKind::SandboxApply, None, approvals));
+                actions(
+                    config,
+                    &format!("post-{re}provision-sandbox"),
+                    None,
+                    &mut out,
+                );
             }
             actions(config, "pre-deploy-all-components", None, &mut out);
             deploy(&mut out);
             actions(config, "post-deploy-all-components", None, &mut out);
-            actions(config, "post-provision", None, &mut out);
+            actions(config, &format!("post-{re}provision"), None, &mut out);
         }
         WorkflowKind::Deploy => {
             actions(config, "pre-deploy-all-components", None, &mut out);
@@ -338,9 +373,11 @@ pub fn plan_with(
             actions(config, "pre-deprovision", None, &mut out);
             teardown(&mut out);
             if config.sandbox.is_some() {
+                actions(config, "pre-deprovision-sandbox", None, &mut out);
                 out.push(step(StepKind::SandboxSync, None, false));
                 out.push(step(StepKind::SandboxDestroyPlan, None, false));
                 out.push(step(StepKind::SandboxDestroy, None, approvals));
+                actions(config, "post-deprovision-sandbox", None, &mut out);
             }
             actions(config, "post-deprovision", None, &mut out);
         }
@@ -388,6 +425,12 @@ pub fn applies_a_plan(kind: StepKind) -> bool {
         kind,
         StepKind::SandboxApply | StepKind::SandboxDestroy | StepKind::Apply | StepKind::Destroy
     )
+}
+
+/// Whether a workflow of `kind` destroys what it touches (a teardown or a
+/// deprovision).
+pub fn destroys_all(kind: WorkflowKind) -> bool {
+    matches!(kind, WorkflowKind::Teardown | WorkflowKind::Deprovision)
 }
 
 /// Whether a step of `kind` destroys.

@@ -101,6 +101,15 @@ pub(crate) enum InstallsCommand {
         /// With --wait, print its log too.
         #[arg(long)]
         logs: bool,
+        /// A run-time input the action declares in its [[inputs]]
+        /// (repeatable); its steps see it as an environment variable.
+        #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_env)]
+        inputs: Vec<(String, String)>,
+    },
+    /// An install's components: list them, turn a toggleable one off or on.
+    Components {
+        #[command(subcommand)]
+        command: InstallComponentsCommand,
     },
     /// List the org's installs.
     List,
@@ -182,6 +191,35 @@ pub(crate) enum InputsCommand {
         #[arg(required = true, value_name = "NAME=VALUE", value_parser = parse_env)]
         values: Vec<(String, String)>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum InstallComponentsCommand {
+    /// Each component of the install: on or off, deployed or not.
+    List {
+        /// The install, by name or id.
+        install: String,
+    },
+    /// Turn a toggleable component off: it (and what depends on it) is
+    /// torn down, and deploys skip it until it is on again.
+    Disable(ToggleArgs),
+    /// Turn a toggleable component on again: it is deployed.
+    Enable(ToggleArgs),
+}
+
+/// What `nuon installs components enable|disable` take.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ToggleArgs {
+    /// The install, by name or id.
+    pub(crate) install: String,
+    /// The component.
+    pub(crate) component: String,
+    /// Follow the workflow it starts until it ends.
+    #[arg(long)]
+    pub(crate) wait: bool,
+    /// With --wait, print the log lines of its jobs too.
+    #[arg(long)]
+    pub(crate) logs: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -451,6 +489,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 action: None,
                 only: a.only,
                 config_version: a.config,
+                inputs: Default::default(),
             };
             return crate::deploy::start_with(g, &w.install, req, w.wait, w.logs).await;
         }
@@ -461,16 +500,20 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
             action,
             wait,
             logs,
+            inputs,
         } => {
-            return crate::deploy::start(
-                g,
-                install,
-                WorkflowKind::Action,
-                Some(action),
-                *wait,
-                *logs,
-            )
-            .await;
+            let req = nuon_core::wire::CreateWorkflow {
+                kind: WorkflowKind::Action,
+                component: None,
+                action: Some(action.clone()),
+                only: false,
+                config_version: None,
+                inputs: inputs.iter().cloned().collect(),
+            };
+            return crate::deploy::start_with(g, install, req, *wait, *logs).await;
+        }
+        InstallsCommand::Components { command } => {
+            return crate::deploy::install_components(g, command).await;
         }
         other => return installs_other(g, other).await,
     };
@@ -610,7 +653,8 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::Deprovision(_)
         | InstallsCommand::Reprovision(_)
         | InstallsCommand::Outputs { .. }
-        | InstallsCommand::RunAction { .. } => unreachable!("handled by installs()"),
+        | InstallsCommand::RunAction { .. }
+        | InstallsCommand::Components { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)
 }

@@ -497,6 +497,7 @@ pub(crate) async fn start(
             action: Some(action.to_owned()),
             only: false,
             config_version: None,
+            inputs: Default::default(),
         },
         _ => CreateWorkflow {
             kind,
@@ -504,6 +505,7 @@ pub(crate) async fn start(
             action: None,
             only: false,
             config_version: None,
+            inputs: Default::default(),
         },
     };
     start_with(g, install, req, wait, logs).await
@@ -547,6 +549,72 @@ pub(crate) async fn start_with(
         print_json(&done)?;
     }
     Ok(exit_of(&done))
+}
+
+/// `nuon installs components list|disable|enable`.
+pub(crate) async fn install_components(
+    g: &Global,
+    command: &crate::apps::InstallComponentsCommand,
+) -> Result<u8, CliError> {
+    use crate::apps::InstallComponentsCommand as C;
+    let client = client(g)?;
+    let (a, on) = match command {
+        C::List { install } => {
+            let list = client.install_components(install).await?;
+            if g.json {
+                print_json(&list)?;
+                return Ok(0);
+            }
+            let rows = list
+                .components
+                .into_iter()
+                .map(|c| {
+                    let state = match (&c.held_off_by, c.enabled) {
+                        (Some(by), _) => format!("off (needs {by})"),
+                        (None, true) => "on".into(),
+                        (None, false) => "off".into(),
+                    };
+                    vec![
+                        c.name,
+                        c.kind,
+                        state,
+                        if c.toggleable { "yes" } else { "no" }.into(),
+                        if c.deployed { "yes" } else { "no" }.into(),
+                    ]
+                })
+                .collect();
+            table(
+                &["COMPONENT", "TYPE", "STATE", "TOGGLEABLE", "DEPLOYED"],
+                rows,
+            );
+            return Ok(0);
+        }
+        C::Disable(a) => (a, false),
+        C::Enable(a) => (a, true),
+    };
+    let r = client
+        .toggle_component(&a.install, &a.component, on)
+        .await?;
+    match (&r.workflow, a.wait) {
+        (Some(wf), true) => {
+            if !g.json {
+                outln!("{}", r.message);
+            }
+            let done = watch(&client, wf.id.as_str(), a.logs, true, g.json).await?;
+            if g.json {
+                print_json(&done)?;
+            }
+            Ok(exit_of(&done))
+        }
+        _ => {
+            if g.json {
+                print_json(&r)?;
+            } else {
+                outln!("{}", r.message);
+            }
+            Ok(0)
+        }
+    }
 }
 
 pub(crate) async fn outputs(g: &Global, install: &str) -> Result<u8, CliError> {

@@ -8,6 +8,7 @@ mod orgs;
 mod runner;
 mod session;
 pub(crate) mod state;
+mod toggles;
 mod workflows;
 
 use std::collections::HashMap;
@@ -535,6 +536,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(apps::ops());
     ops.extend(state::ops());
     ops.extend(workflows::ops());
+    ops.extend(toggles::ops());
     ops
 }
 

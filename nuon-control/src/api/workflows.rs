@@ -105,14 +105,17 @@ async fn create_workflow(
         .start(
             org,
             Start {
-                install: &install,
-                app_name: &app.name,
-                config: &latest.config,
-                config_version: latest.version,
-                kind: req.kind,
                 component: req.component,
                 only: req.only,
                 action: req.action,
+                inputs: req.inputs,
+                ..Start::new(
+                    &install,
+                    &app.name,
+                    &latest.config,
+                    latest.version,
+                    req.kind,
+                )
             },
         )
         .await?;

@@ -71,6 +71,22 @@ impl Engine {
                 let others = self.store.list_workflows(org, &wf.install_id).await?;
                 let (step, redo) = rules::retry(&wf, r.step.as_deref(), &others)?;
                 for index in redo {
+                    // A step that failed keeps its try with the others.
+                    let tried = wf
+                        .steps
+                        .iter()
+                        .find(|s| s.index == index)
+                        .filter(|s| s.status == StepStatus::Failed);
+                    let attempts_json = tried.map(|s| {
+                        let mut all = s.attempts.clone();
+                        all.push(nuon_core::wire::StepAttempt {
+                            job_id: s.job_id.clone(),
+                            reason: s.reason.clone().unwrap_or_default(),
+                            failed_at_ms: wf.finished_at_ms.unwrap_or_else(nuon_core::now_ms),
+                            retry_at_ms: None,
+                        });
+                        serde_json::to_string(&all).unwrap_or_default()
+                    });
                     self.store
                         .update_step(
                             org,
@@ -80,6 +96,7 @@ impl Engine {
                                 status: StepStatus::Pending,
                                 approved: Some(false),
                                 clear_job: true,
+                                attempts_json,
                                 ..StepUpdate::default()
                             },
                         )

@@ -2,7 +2,7 @@
 //! asking for approvals, dispatching the next step, and ending it.
 
 use nuon_core::app::ComponentKind;
-use nuon_core::wire::{InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
+use nuon_core::wire::{InstallOutputs, JobInfo, StepAttempt, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowStatus, applies_a_plan};
 use nuon_core::{ArtifactRef, JobStatus, OrgId};
 use serde_json::Value;
@@ -91,11 +91,32 @@ impl Engine {
                                 plan.name, cx.wf.id, from.name
                             ));
                         }
+                        if let Some(redo) =
+                            rules::auto_retry(&cx.config, &cx.wf.steps, i, job.status)
+                        {
+                            self.retry_later(&mut cx, i, &redo, reason).await?;
+                            continue;
+                        }
+                        let tries = rules::auto_tries(&step.attempts);
+                        if tries > 0 {
+                            reason.push_str(&format!(
+                                " (try {} of {}: every automatic retry failed)",
+                                tries + 1,
+                                tries + 1
+                            ));
+                        }
                         return self.fail(&cx, &step, reason).await;
                     }
                     self.succeeded(&mut cx, i, &job).await?;
                 }
                 Next::Waiting(_) => return Ok(()),
+                Next::Dispatch(_) | Next::Ask(_) | Next::NoApprovalNeeded(_)
+                    if rules::retry_due(&cx.wf.steps, nuon_core::now_ms()).is_some() =>
+                {
+                    // Backing off before an automatic retry: the tick
+                    // looks again.
+                    return Ok(());
+                }
                 Next::NoApprovalNeeded(i) => {
                     let step = &cx.wf.steps[i];
                     self.store
@@ -150,6 +171,69 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Sets the steps `redo` back to pending for an automatic retry of
+    /// step `i` after its backoff, recording the try that failed.
+    async fn retry_later(
+        &self,
+        cx: &mut Ctx,
+        i: usize,
+        redo: &[u32],
+        reason: String,
+    ) -> Result<()> {
+        let now = nuon_core::now_ms();
+        let step = cx.wf.steps[i].clone();
+        let max = cx
+            .config
+            .component(step.target.as_deref().unwrap_or_default())
+            .map_or(0, |c| c.max_auto_retries);
+        let tries = rules::auto_tries(&step.attempts);
+        let retry_at = now + rules::retry_backoff_ms(tries);
+        let mut attempts = step.attempts.clone();
+        attempts.push(StepAttempt {
+            job_id: step.job_id.clone(),
+            reason: reason.clone(),
+            failed_at_ms: now,
+            retry_at_ms: Some(retry_at),
+        });
+        let json = serde_json::to_string(&attempts)
+            .map_err(|e| EngineError::Internal(format!("cannot encode attempts: {e}")))?;
+        let said = format!(
+            "try {} of {} failed; retrying in {} s (max_auto_retries = {max}): {reason}",
+            tries + 1,
+            max + 1,
+            (retry_at - now) / 1000
+        );
+        tracing::warn!(workflow = %cx.wf.id, step = %step.name, %said, "automatic retry");
+        for &index in redo {
+            let me = index == step.index;
+            self.store
+                .update_step(
+                    &cx.org,
+                    &cx.wf.id,
+                    index,
+                    StepUpdate {
+                        status: StepStatus::Pending,
+                        reason: me.then(|| said.clone()),
+                        approved: Some(false),
+                        clear_job: true,
+                        attempts_json: me.then(|| json.clone()),
+                        ..StepUpdate::default()
+                    },
+                )
+                .await?;
+            if let Some(s) = cx.wf.steps.iter_mut().find(|s| s.index == index) {
+                s.status = StepStatus::Pending;
+                s.job_id = None;
+                s.approved_at_ms = None;
+                s.reason = me.then(|| said.clone());
+                if me {
+                    s.attempts = attempts.clone();
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Ends a cancel once the job that was running has ended: what it did

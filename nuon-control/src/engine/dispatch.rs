@@ -9,7 +9,7 @@ use nuon_core::app::template::RenderContext;
 use nuon_core::app::{Action, Component, ComponentKind, Source};
 use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
-use nuon_core::workflow::{StepKind, applies_a_plan, destroys};
+use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys};
 use nuon_core::{
     ArtifactRef, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobId, JobSpec, KubernetesJob,
     KustomizeBuild, RetryPolicy, SyncJob, TerraformAction, TerraformJob, now_ms,
@@ -91,7 +91,16 @@ impl Engine {
                         cx.wf.config_version
                     )
                 })?;
-            let (exec, timeout) = action_job(action, &values()?)?;
+            let (mut exec, timeout) = action_job(action, &values()?)?;
+            // Run-time inputs: the workflow's own, for the action it was
+            // started for; else each input's default.
+            let given = if cx.wf.kind == WorkflowKind::Action {
+                cx.wf.inputs.clone()
+            } else {
+                BTreeMap::new()
+            };
+            exec.env
+                .extend(render::action_inputs(&cx.config, &action.name, &given)?);
             return job.make(&exec, timeout, None);
         }
         if let Some(c) = wasm_target(cx, step) {

@@ -28,6 +28,7 @@
 
 mod acts;
 mod advance;
+pub(crate) mod cron;
 mod destroy;
 mod dispatch;
 pub(crate) mod render;
@@ -154,6 +155,39 @@ pub(crate) struct Start<'a> {
     pub(crate) only: bool,
     /// The action an `action` workflow runs.
     pub(crate) action: Option<String>,
+    /// An action's run-time inputs.
+    pub(crate) inputs: BTreeMap<String, String>,
+    /// What starts it, when not a person: `cron` (with `fire`, the
+    /// action and the time it was due), `enable-component` or
+    /// `disable-component` (the actions of those triggers run around it).
+    pub(crate) trigger: Option<&'static str>,
+    /// A cron run's action and due time.
+    pub(crate) fire: Option<(String, i64)>,
+}
+
+impl<'a> Start<'a> {
+    /// A person's start of a `kind` workflow.
+    pub(crate) fn new(
+        install: &'a StoredInstall,
+        app_name: &'a str,
+        config: &'a AppConfig,
+        config_version: u32,
+        kind: WorkflowKind,
+    ) -> Self {
+        Start {
+            install,
+            app_name,
+            config,
+            config_version,
+            kind,
+            component: None,
+            only: false,
+            action: None,
+            inputs: BTreeMap::new(),
+            trigger: None,
+            fire: None,
+        }
+    }
 }
 
 /// The engine: its task's inbox and what it works with.
@@ -263,7 +297,8 @@ impl Engine {
                     names.join(", ")
                 )));
             };
-            if !action.triggers.iter().any(|t| t.kind == "manual") {
+            let by = if s.fire.is_some() { "cron" } else { "manual" };
+            if !action.triggers.iter().any(|t| t.kind == by) {
                 return Err(EngineError::Invalid(format!(
                     "action {name:?} has no manual trigger: add `[[triggers]] type = \"manual\"` to run it by hand"
                 )));
@@ -276,14 +311,39 @@ impl Engine {
         } else {
             s.component.clone()
         };
+        let inputs = match (&only, s.kind) {
+            (Some(a), WorkflowKind::Action) => {
+                render::action_inputs(config, a, &s.inputs).map_err(EngineError::Invalid)?
+            }
+            _ if !s.inputs.is_empty() => {
+                return Err(EngineError::Invalid(
+                    "\"inputs\" are an action's run-time inputs (kind \"action\"); an install's inputs are set with `nuon installs inputs set`".into(),
+                ));
+            }
+            _ => BTreeMap::new(),
+        };
         let install = s.install;
-        let steps = workflow::plan_with(
+        let mut steps = workflow::plan_with(
             config,
             s.kind,
             install.approval == "prompt",
             only.as_deref(),
             !s.only,
         );
+        if let (Some(c), Some(trigger)) = (&only, s.trigger) {
+            let mut around = workflow::trigger_steps(config, &format!("pre-{trigger}"), Some(c));
+            around.append(&mut steps);
+            around.extend(workflow::trigger_steps(
+                config,
+                &format!("post-{trigger}"),
+                Some(c),
+            ));
+            steps = around;
+        }
+        if !workflow::destroys_all(s.kind) {
+            render::skip_turned_off(config, install, only.as_deref(), &mut steps)
+                .map_err(EngineError::Invalid)?;
+        }
         if steps.is_empty() {
             return Err(EngineError::Invalid(format!(
                 "a {:?} workflow of app {app} has no steps: the app has no sandbox and no components",
@@ -292,7 +352,7 @@ impl Engine {
         }
         let mut targets = BTreeSet::new();
         let mut problems = Vec::new();
-        for step in &steps {
+        for step in steps.iter().filter(|s| s.skipped.is_none()) {
             match (step.kind, &step.target) {
                 (StepKind::SandboxSync, _) => {
                     targets.insert("sandbox".to_owned());
@@ -354,6 +414,9 @@ impl Engine {
                     config_version: s.config_version,
                     component: only,
                     steps,
+                    inputs,
+                    trigger: s.trigger.map(str::to_owned),
+                    fire: s.fire,
                 },
             )
             .await?;

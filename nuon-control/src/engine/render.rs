@@ -267,3 +267,99 @@ pub(crate) fn deployable(c: &Component) -> Result<(), String> {
             .map(|_| ()),
     }
 }
+
+/// An action run's inputs: `given` checked against the action's
+/// `[[inputs]]`, with their defaults filled in.
+pub(crate) fn action_inputs(
+    config: &AppConfig,
+    action: &str,
+    given: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let Some(a) = config.actions.iter().find(|a| a.name == action) else {
+        return Err(format!("no action {action:?}"));
+    };
+    let declared: Vec<&str> = a.inputs.iter().map(|i| i.name.as_str()).collect();
+    let mut problems = Vec::new();
+    for name in given.keys() {
+        if !declared.contains(&name.as_str()) {
+            let known = if declared.is_empty() {
+                "it declares none".to_owned()
+            } else {
+                format!("it declares {}", declared.join(", "))
+            };
+            problems.push(format!(
+                "action {action:?} has no input {name:?}{} ({known} in [[inputs]])",
+                nuon_core::app::did_you_mean(name, declared.iter().copied())
+            ));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for i in &a.inputs {
+        match given.get(&i.name).or(i.default.as_ref()) {
+            Some(v) => {
+                out.insert(i.name.clone(), v.clone());
+            }
+            None if i.required => problems.push(format!(
+                "action {action:?} needs input {:?}: give it with --input {}=VALUE",
+                i.name, i.name
+            )),
+            None => {}
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// Marks the steps of components turned off on `install` (and of the
+/// components and actions that depend on them) as skipped, saying why. A
+/// workflow of `only` one component that is off is refused.
+pub(crate) fn skip_turned_off(
+    config: &AppConfig,
+    install: &StoredInstall,
+    only: Option<&str>,
+    steps: &mut [nuon_core::workflow::PlannedStep],
+) -> Result<(), String> {
+    use nuon_core::workflow::{StepKind, left_out_by_denial};
+    // Each component left out: why, and the component turned off.
+    let mut why: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for c in config.components.iter().filter(|c| !install.enabled(c)) {
+        let reason = format!("component {} is turned off on this install", c.name);
+        why.insert(c.name.clone(), (reason, c.name.clone()));
+    }
+    let off: Vec<String> = why.keys().cloned().collect();
+    for c in &off {
+        for d in left_out_by_denial(config, Some(c), false).0 {
+            why.entry(d.clone()).or_insert_with(|| {
+                let reason =
+                    format!("component {d} depends on {c}, which is turned off on this install");
+                (reason, c.clone())
+            });
+        }
+    }
+    if let Some((reason, root)) = only.and_then(|o| why.get(o)) {
+        return Err(format!(
+            "{reason}: turn it on with `nuon installs components enable {} {root}`",
+            install.name
+        ));
+    }
+    for s in steps.iter_mut() {
+        let Some(t) = &s.target else { continue };
+        let reason = if s.kind == StepKind::Action {
+            config
+                .actions
+                .iter()
+                .find(|a| &a.name == t)
+                .and_then(|a| a.depends_on.iter().find_map(|d| why.get(d)))
+                .map(|(r, _)| r.clone())
+        } else {
+            why.get(t).map(|(r, _)| r.clone())
+        };
+        if let Some(r) = reason {
+            s.skipped = Some(r);
+        }
+    }
+    Ok(())
+}

@@ -11,7 +11,7 @@ use nuon_core::workflow::{
     left_out_by_denial,
 };
 pub(crate) use nuon_core::workflow::{plan_changes_nothing, plan_step_of};
-use nuon_core::{ArtifactRef, JobId};
+use nuon_core::{ArtifactRef, JobId, JobStatus};
 use serde_json::Value;
 
 use super::EngineError;
@@ -76,6 +76,7 @@ pub(crate) const NOTHING_TO_DESTROY: &str = "nothing_to_destroy";
 
 fn nothing_was_there(step: &WorkflowStepInfo) -> bool {
     step.outputs[NOTHING_TO_DESTROY] == Value::Bool(true)
+        || step.outputs[nuon_core::workflow::TURNED_OFF] == Value::Bool(true)
 }
 
 /// The steps that destroy one target, when step `i` starts them: its sync
@@ -359,6 +360,69 @@ pub(crate) fn retry<'a>(
     Ok((step, redo))
 }
 
+/// The first automatic retry waits this long; each next one twice as long.
+pub(crate) const RETRY_BACKOFF_MS: i64 = 2_000;
+/// The longest wait between automatic retries.
+pub(crate) const RETRY_BACKOFF_MAX_MS: i64 = 60_000;
+
+/// How long the automatic retry after `failed` earlier tries waits.
+pub(crate) fn retry_backoff_ms(failed: usize) -> i64 {
+    let doublings = failed.min(16) as u32;
+    (RETRY_BACKOFF_MS << doublings).min(RETRY_BACKOFF_MAX_MS)
+}
+
+/// An automatic retry of step `i`, whose job failed: `Some` with the
+/// steps it sets back to pending (an apply from its plan, as a retry by
+/// hand does), when its component's `max_auto_retries` leaves a try.
+pub(crate) fn auto_retry(
+    config: &AppConfig,
+    steps: &[WorkflowStepInfo],
+    i: usize,
+    status: JobStatus,
+) -> Option<Vec<u32>> {
+    let step = &steps[i];
+    if status == JobStatus::Cancelled || step.kind == StepKind::Action {
+        return None;
+    }
+    let c = config.component(step.target.as_deref()?)?;
+    if auto_tries(&step.attempts) >= c.max_auto_retries as usize {
+        return None;
+    }
+    let from = if applies_a_plan(step.kind) {
+        plan_step_of(steps, i).map_or(step.index, |p| p.index)
+    } else {
+        step.index
+    };
+    Some(
+        steps
+            .iter()
+            .filter(|s| s.index >= from && s.index <= step.index)
+            .map(|s| s.index)
+            .collect(),
+    )
+}
+
+/// The tries that failed since the step was last started by a person (each
+/// start by hand gets `max_auto_retries` again).
+pub(crate) fn auto_tries(attempts: &[nuon_core::wire::StepAttempt]) -> usize {
+    attempts
+        .iter()
+        .rev()
+        .take_while(|a| a.retry_at_ms.is_some())
+        .count()
+}
+
+/// When the automatic retry a workflow waits for may start, if it waits
+/// for one: the newest try of a step set back to pending, not yet due.
+pub(crate) fn retry_due(steps: &[WorkflowStepInfo], now_ms: i64) -> Option<i64> {
+    steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Pending)
+        .filter_map(|s| s.attempts.last()?.retry_at_ms)
+        .filter(|at| *at > now_ms)
+        .max()
+}
+
 /// The install's state while a workflow of `kind` runs (an action leaves
 /// it as it was).
 pub(crate) fn install_state_during(kind: WorkflowKind, now: &str) -> String {
@@ -478,6 +542,7 @@ mod tests {
             approved_at_ms: None,
             reason: None,
             outputs: Value::Null,
+            attempts: Vec::new(),
         }
     }
 
@@ -513,6 +578,8 @@ mod tests {
             config_version: 1,
             created_at_ms: 0,
             finished_at_ms: None,
+            inputs: Default::default(),
+            trigger: None,
             steps,
         }
     }

@@ -52,6 +52,22 @@ pub struct StoredInstall {
     pub created_at_ms: i64,
     /// `approve-all` or `prompt`.
     pub approval: String,
+    /// Components turned on or off on this install (`nuon installs
+    /// components enable|disable`); the others follow their
+    /// `default_enabled`.
+    pub toggles: std::collections::BTreeMap<String, bool>,
+}
+
+impl StoredInstall {
+    /// Whether `component` is on for this install.
+    pub fn enabled(&self, component: &nuon_core::app::Component) -> bool {
+        !component.toggleable
+            || self
+                .toggles
+                .get(&component.name)
+                .copied()
+                .unwrap_or(component.default_enabled)
+    }
 }
 
 /// Installs: their inputs, state, config version and outputs.
@@ -87,8 +103,22 @@ pub trait InstallStore: Send + Sync + 'static {
     /// Sets an install's state (`provisioning`, `active`, `failed`, ...).
     async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: &str) -> Result<()>;
 
+    /// Turns a component on (`Some(true)`) or off for an install, or
+    /// back to its `default_enabled` (`None`).
+    async fn set_install_toggle(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        component: &str,
+        enabled: Option<bool>,
+    ) -> Result<()>;
+
     /// Points an install at another config version.
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()>;
+
+    /// Every install of every org that is provisioned (not `created`,
+    /// `deprovisioning` or `deprovisioned`): where cron actions run.
+    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>>;
 
     /// The install whose runner this is, if any.
     async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;

@@ -210,9 +210,17 @@ impl OrgScoped for AppInfo {
     const ALIAS: &'static str = "a.";
 }
 
+/// A JSON column holding a list (or a map), empty when `NULL`.
+fn json_list<T: serde::de::DeserializeOwned + Default>(raw: Option<String>) -> Result<T> {
+    match raw {
+        Some(t) => serde_json::from_str(&t).map_err(corrupt),
+        None => Ok(T::default()),
+    }
+}
+
 impl Record for StoredInstall {
     const COLUMNS: &'static str = "id, name, app_id, config_version, runner_id, state, inputs, \
-         sealed, outputs, created_at, approval";
+         sealed, outputs, created_at, approval, toggles";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(StoredInstall {
             id: r.id(0)?,
@@ -226,6 +234,7 @@ impl Record for StoredInstall {
             outputs_json: r.opt_text(8)?,
             created_at_ms: r.int(9)?,
             approval: r.text(10)?,
+            toggles: json_list(r.opt_text(11)?)?,
         })
     }
 }
@@ -349,8 +358,8 @@ impl Record for ConfigSummary {
 }
 
 impl Record for WorkflowStepInfo {
-    const COLUMNS: &'static str =
-        "idx, name, kind, target, needs_approval, status, job_id, approved_at, reason, outputs";
+    const COLUMNS: &'static str = "idx, name, kind, target, needs_approval, status, job_id, approved_at, reason, outputs, \
+         attempts";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(WorkflowStepInfo {
             index: r.u32(0)?,
@@ -363,6 +372,7 @@ impl Record for WorkflowStepInfo {
             approved_at_ms: r.opt_int(7)?,
             reason: r.opt_text(8)?,
             outputs: json_or_null(r.opt_text(9)?),
+            attempts: json_list(r.opt_text(10)?)?,
         })
     }
 }
@@ -376,11 +386,13 @@ pub(super) struct WorkflowHead {
     pub created_at_ms: i64,
     pub finished_at_ms: Option<i64>,
     pub component: Option<String>,
+    pub inputs: std::collections::BTreeMap<String, String>,
+    pub trigger: Option<String>,
 }
 
 impl Record for WorkflowHead {
-    const COLUMNS: &'static str =
-        "install_id, kind, status, config_version, created_at, finished_at, component";
+    const COLUMNS: &'static str = "install_id, kind, status, config_version, created_at, finished_at, \
+         component, inputs, trigger";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(WorkflowHead {
             install_id: r.id(0)?,
@@ -390,6 +402,8 @@ impl Record for WorkflowHead {
             created_at_ms: r.int(4)?,
             finished_at_ms: r.opt_int(5)?,
             component: r.opt_text(6)?,
+            inputs: json_list(r.opt_text(7)?)?,
+            trigger: r.opt_text(8)?,
         })
     }
 }
@@ -410,6 +424,8 @@ impl WorkflowHead {
             config_version: self.config_version,
             created_at_ms: self.created_at_ms,
             finished_at_ms: self.finished_at_ms,
+            inputs: self.inputs,
+            trigger: self.trigger,
             steps,
         }
     }

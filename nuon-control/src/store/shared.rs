@@ -381,3 +381,32 @@ pub(super) fn log_page<'a>(
         complete: terminal && exhausted,
     }
 }
+
+/// The conflict of a cron run stored before.
+pub(super) fn already_started(action: &str, at_ms: i64) -> StoreError {
+    StoreError::Conflict {
+        code: "already_started",
+        message: format!("the cron run of action {action} due at {at_ms} ms was started before"),
+        acked_seq: None,
+    }
+}
+
+/// A workflow's run-time inputs as stored: `NULL` when there are none.
+pub(super) fn inputs_column(inputs: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    (!inputs.is_empty()).then(|| serde_json::to_string(inputs).unwrap_or_default())
+}
+
+/// A planned step's first status, and its outputs when it is skipped
+/// before it starts (marked so the workflow still succeeds).
+pub(super) fn planned_status(
+    s: &nuon_core::workflow::PlannedStep,
+) -> (&'static str, Option<String>) {
+    use nuon_core::workflow::{StepStatus, TURNED_OFF};
+    match s.skipped {
+        Some(_) => (
+            StepStatus::Skipped.as_str(),
+            Some(serde_json::json!({ TURNED_OFF: true }).to_string()),
+        ),
+        None => (StepStatus::Pending.as_str(), None),
+    }
+}

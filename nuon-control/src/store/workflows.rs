@@ -17,6 +17,15 @@ pub struct NewWorkflow {
     pub component: Option<String>,
     /// Its steps, in order.
     pub steps: Vec<PlannedStep>,
+    /// An action's run-time inputs.
+    pub inputs: std::collections::BTreeMap<String, String>,
+    /// What started it, when not a person (`cron`, `disable-component`).
+    pub trigger: Option<String>,
+    /// A cron run: the action and the time it was due. The workflow is
+    /// stored only if no other run of that action was stored for that
+    /// time (two leaders in turn never start it twice): else a conflict
+    /// `already_started`.
+    pub fire: Option<(String, i64)>,
 }
 
 /// A change to a workflow step, made by the executor.
@@ -32,6 +41,9 @@ pub struct StepUpdate {
     pub approved: Option<bool>,
     /// Forget the job (a retry).
     pub clear_job: bool,
+    /// Replace its earlier failed tries (JSON list of
+    /// [`nuon_core::wire::StepAttempt`]).
+    pub attempts_json: Option<String>,
 }
 
 /// Workflows and their steps.

@@ -10,8 +10,8 @@ use super::check;
 use super::diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 use super::reader::{Located, Reader, strings_in};
 use super::{
-    Action, AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType, InstallDecl,
-    Kustomize, Metadata, RunnerSettings, Sandbox, SecretDecl, Source, Step, Trigger,
+    Action, ActionInput, AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType,
+    InstallDecl, Kustomize, Metadata, RunnerSettings, Sandbox, SecretDecl, Source, Step, Trigger,
 };
 
 /// The largest config file read.
@@ -456,28 +456,12 @@ const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
         "cloud roles are made by Nuon's install stack, which this platform does not generate yet: every job runs with the runner's own credentials",
     ),
     (
-        "max_auto_retries",
-        "automatic retries of a failed step are not available yet: retry the workflow",
-    ),
-    (
-        "skip_noops",
-        "an apply whose plan changes nothing is always skipped here",
-    ),
-    (
         "auto_approve_on_policies_passing",
-        "policies are not evaluated on this platform yet: approvals follow the install's approval_option",
+        "approvals follow the install's approval_option: policies are evaluated before every apply (a deny fails the plan) but passing them approves nothing",
     ),
     (
         "kubernetes_context",
         "kubernetes contexts are not applied yet: Helm jobs use the sandbox's kubeconfig output",
-    ),
-    (
-        "toggleable",
-        "turning components on and off per install is not available yet",
-    ),
-    (
-        "default_enabled",
-        "turning components on and off per install is not available yet",
     ),
     (
         "drift_schedule",
@@ -647,6 +631,72 @@ fn var_files(
     out
 }
 
+/// `deploy_timeout`, or Nuon's `timeout` for it (one of the two).
+fn deploy_timeout(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Option<String> {
+    let long = duration(r, d, "deploy_timeout");
+    let short = duration(r, d, "timeout");
+    if let (Some(_), Some(_)) = (&long, &short)
+        && let Some(v) = r.get("timeout")
+    {
+        d.push(r.file.at(
+            &v.span(),
+            "timeout and deploy_timeout say the same thing: keep one",
+        ));
+    }
+    long.or(short)
+}
+
+/// Nuon's `skip_noops`: here an apply whose plan changes nothing always
+/// runs as a no-op, without asking for an approval.
+fn skip_noops(r: &mut Reader<'_, '_>, d: &mut Diagnostics) {
+    if let Some(false) = r.bool(d, "skip_noops")
+        && let Some(v) = r.get("skip_noops")
+    {
+        d.push(r.file.warn(
+            &v.span(),
+            "skip_noops = false: an apply whose plan changes nothing is still skipped on this platform (it asks for no approval and changes nothing)",
+        ));
+    }
+}
+
+/// `max_auto_retries`: 0 to [`crate::app::MAX_AUTO_RETRIES`].
+fn max_auto_retries(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> u32 {
+    let Some(n) = r.int(d, "max_auto_retries") else {
+        return 0;
+    };
+    let max = crate::app::MAX_AUTO_RETRIES;
+    match u32::try_from(n) {
+        Ok(n) if n <= max => n,
+        _ => {
+            if let Some(v) = r.get("max_auto_retries") {
+                d.push(r.file.at(
+                    &v.span(),
+                    format!("max_auto_retries = {n}: give 0 to {max}"),
+                ));
+            }
+            0
+        }
+    }
+}
+
+/// `toggleable` and `default_enabled` (on unless a toggleable component
+/// says otherwise).
+fn toggles(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> (bool, bool) {
+    let toggleable = r.bool(d, "toggleable").unwrap_or(false);
+    let enabled = r.bool(d, "default_enabled");
+    if enabled == Some(false)
+        && !toggleable
+        && let Some(v) = r.get("default_enabled")
+    {
+        d.push(r.file.warn(
+            &v.span(),
+            "default_enabled = false takes effect only with toggleable = true: the component is deployed to every install",
+        ));
+        return (false, true);
+    }
+    (toggleable, enabled.unwrap_or(true))
+}
+
 fn duration(r: &mut Reader<'_, '_>, d: &mut Diagnostics, key: &'static str) -> Option<String> {
     let v = r.str(d, key)?;
     match crate::parse_duration(&v.text) {
@@ -677,10 +727,16 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
     let vars = r.map(d, "vars", &mut item.strings);
     let env_vars = r.str_map(d, "env_vars", &mut item.strings);
     let var_files = var_files(&mut r, d, "var_file", &mut item.strings);
-    r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| {
-        matches!(k, "type" | "runtime" | "pulumi_version" | "pulumi_config").then(|| {
-            "is for Nuon's Pulumi sandboxes; this platform runs Terraform sandboxes".to_string()
-        })
+    skip_noops(&mut r, d);
+    r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| match k {
+        "type" | "runtime" | "pulumi_version" | "pulumi_config" => Some(
+            "is for Nuon's Pulumi sandboxes; this platform runs Terraform sandboxes".to_string(),
+        ),
+        "max_auto_retries" | "toggleable" | "default_enabled" => Some(
+            "is a component's key: the sandbox is neither retried on its own nor turned off"
+                .to_string(),
+        ),
+        _ => None,
     });
     if let (Some(tf), Some(source)) = (tf, src) {
         item.value = Some(Sandbox {
@@ -975,7 +1031,10 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     });
     item.deps = r.str_list(d, "dependencies");
     let build_timeout = duration(&mut r, d, "build_timeout");
-    let deploy_timeout = duration(&mut r, d, "deploy_timeout");
+    let deploy_timeout = deploy_timeout(&mut r, d);
+    let max_auto_retries = max_auto_retries(&mut r, d);
+    let (toggleable, default_enabled) = toggles(&mut r, d);
+    skip_noops(&mut r, d);
     let Some(kind) = kind else {
         // Without a type, the other keys cannot be checked; still record
         // the name so other components may refer to it.
@@ -1033,6 +1092,9 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         capabilities: None,
         manifest: None,
         kustomize: None,
+        max_auto_retries,
+        toggleable,
+        default_enabled,
     };
     let mut ok = name.is_some();
     let strings = &mut item.strings;
@@ -1199,22 +1261,22 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "post-deploy-component",
     "pre-teardown-component",
     "post-teardown-component",
+    "post-provision-sandbox",
+    "pre-reprovision",
+    "post-reprovision",
+    "pre-reprovision-sandbox",
+    "post-reprovision-sandbox",
+    "pre-deprovision-sandbox",
+    "post-deprovision-sandbox",
+    "pre-enable-component",
+    "post-enable-component",
+    "pre-disable-component",
+    "post-disable-component",
 ];
 
 /// Nuon's other trigger types: accepted, and answered with a warning (they
 /// do not fire on this platform yet).
 pub(crate) const NUON_TRIGGERS: &[&str] = &[
-    "post-provision-sandbox",
-    "pre-reprovision",
-    "post-reprovision",
-    "pre-deprovision-sandbox",
-    "post-deprovision-sandbox",
-    "pre-reprovision-sandbox",
-    "post-reprovision-sandbox",
-    "pre-enable-component",
-    "post-enable-component",
-    "pre-disable-component",
-    "post-disable-component",
     "pre-update-inputs",
     "post-update-inputs",
     "pre-secrets-sync",
@@ -1284,24 +1346,20 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
                     ));
                     ok = false;
                 }
-                Some(c) if c.text.split_whitespace().count() != 5 => {
-                    d.push(file.at(
-                        &c.span,
-                        format!("cron_schedule {:?} must have five fields (minute hour day month weekday)", c.text),
-                    ));
-                    ok = false;
+                Some(c) => {
+                    if let Err(e) = c.text.parse::<crate::cron::Schedule>() {
+                        d.push(file.at(&c.span, format!("cron_schedule {e}")));
+                        ok = false;
+                    }
                 }
-                _ => {}
             }
-        }
-        if kind.text == "cron"
-            && cron
-                .as_ref()
-                .is_some_and(|c| c.text.split_whitespace().count() == 5)
-        {
+        } else if let Some(c) = &cron {
             d.push(file.warn(
-                &kind.span,
-                "cron triggers are not scheduled on this platform yet: the action runs on its other triggers and by hand",
+                &c.span,
+                format!(
+                    "cron_schedule is for cron triggers: a {} trigger ignores it",
+                    kind.text
+                ),
             ));
         }
         let per_component = kind.text.ends_with("-component");
@@ -1329,6 +1387,7 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
             component_name: text(component),
         });
     }
+    let inputs = action_inputs(&mut r, d);
     let mut steps = Vec::new();
     let step_tables = r.tables(d, "steps");
     if step_tables.is_empty() && r.get("steps").is_none() {
@@ -1382,7 +1441,6 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
             ("image", "steps run on the runner's host; running them in an image comes with container jobs"),
             ("kubernetes_context", "kubernetes contexts are not applied yet"),
             ("description", "actions have no description on this platform yet"),
-            ("inputs", "run-time inputs of actions are not available yet"),
         ],
         |_| None,
     );
@@ -1394,10 +1452,59 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
             steps,
             dependencies: item.deps.iter().map(|l| l.text.clone()).collect(),
             depends_on: Vec::new(),
+            inputs,
         });
     }
     item.name = name;
     item
+}
+
+/// An action's `[[inputs]]`: each a name an environment variable may
+/// have, once.
+fn action_inputs(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Vec<ActionInput> {
+    let mut out: Vec<ActionInput> = Vec::new();
+    for mut t in r.tables(d, "inputs") {
+        let name = t.req_str(d, "name");
+        let description = t.str(d, "description");
+        let default = t.str(d, "default");
+        let required = t.bool(d, "required").unwrap_or(false);
+        t.finish(
+            d,
+            &[("display_name", "action inputs are shown by name here")],
+            |_| None,
+        );
+        let Some(name) = name else { continue };
+        let valid = !name.text.is_empty()
+            && !name.text.starts_with(|c: char| c.is_ascii_digit())
+            && name
+                .text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            d.push(t.file.at(
+                &name.span,
+                format!(
+                    "action input {:?} is not a valid environment variable name (letters, digits and _, not starting with a digit)",
+                    name.text
+                ),
+            ));
+            continue;
+        }
+        if out.iter().any(|i| i.name == name.text) {
+            d.push(t.file.at(
+                &name.span,
+                format!("action input {:?} is declared twice", name.text),
+            ));
+            continue;
+        }
+        out.push(ActionInput {
+            name: name.text,
+            description: text(description),
+            default: text(default),
+            required,
+        });
+    }
+    out
 }
 
 fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<InstallDecl> {

@@ -738,7 +738,30 @@ pub struct Component {
     /// kubernetes_manifest: `[kustomize]`, built from the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kustomize: Option<Kustomize>,
+    /// How many times a failed step of its deploy or teardown is tried
+    /// again on its own, with backoff, before the workflow fails.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_auto_retries: u32,
+    /// Whether an install may turn it off (`nuon installs components
+    /// disable`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub toggleable: bool,
+    /// Whether a new install has it on; only a toggleable component may
+    /// start off.
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub default_enabled: bool,
 }
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The most automatic retries a component may ask for.
+pub const MAX_AUTO_RETRIES: u32 = 10;
 
 /// `[kustomize]` of a `kubernetes_manifest` component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -810,6 +833,28 @@ pub struct Action {
     /// Every component it needs: written, and read by its templates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
+    /// `[[inputs]]`: values given when it is run (`nuon installs
+    /// run-action --input k=v`), passed to its steps as environment
+    /// variables of the same name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<ActionInput>,
+}
+
+/// An `[[inputs]]` table of an action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActionInput {
+    /// The variable's name.
+    pub name: String,
+    /// For people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The value when a run gives none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// Whether a run must give it (when it has no default).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
 }
 
 /// `installs/NAME.toml`: an install the config describes.

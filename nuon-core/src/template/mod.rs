@@ -30,7 +30,7 @@ mod fmt;
 mod funcs;
 mod lex;
 mod parse;
-mod time;
+pub(crate) mod time;
 mod value;
 
 use std::collections::HashSet;

@@ -62,6 +62,7 @@ impl InstallStore for PostgresStore {
             outputs_json: None,
             created_at_ms: now,
             approval: new.approval,
+            toggles: Default::default(),
         })
     }
 
@@ -125,6 +126,34 @@ impl InstallStore for PostgresStore {
         Ok(())
     }
 
+    async fn set_install_toggle(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        component: &str,
+        enabled: Option<bool>,
+    ) -> Result<()> {
+        // TEXT holding a JSON object, changed as jsonb in one statement.
+        let changed = sqlx::query(
+            "UPDATE installs SET toggles = (CASE WHEN $4::boolean IS NULL \
+                 THEN COALESCE(toggles, '{}')::jsonb - $3 \
+                 ELSE COALESCE(toggles, '{}')::jsonb || jsonb_build_object($3::text, $4::boolean) END)::text \
+             WHERE id = $1 AND org_id = $2",
+        )
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(component)
+        .bind(enabled)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?
+        .rows_affected();
+        if changed == 0 {
+            return Err(StoreError::Invalid(format!("no install {id}")));
+        }
+        Ok(())
+    }
+
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()> {
         sqlx::query("UPDATE installs SET config_version = $3 WHERE id = $1 AND org_id = $2")
             .bind(id.as_str())
@@ -134,6 +163,24 @@ impl InstallStore for PostgresStore {
             .await
             .map_err(db)?;
         Ok(())
+    }
+
+    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>> {
+        sqlx::query(
+            "SELECT org_id, id FROM installs \
+             WHERE state NOT IN ('created', 'deprovisioning', 'deprovisioned') ORDER BY created_at, id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?
+        .iter()
+        .map(|r| {
+            Ok((
+                parse_id(&get::<String>(r, 0)?)?,
+                parse_id(&get::<String>(r, 1)?)?,
+            ))
+        })
+        .collect()
     }
 
     async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>> {

@@ -54,7 +54,9 @@ use tokio::sync::{broadcast, mpsc};
 use super::rows::{
     Cells, ConfigSummary, Dialect, HeldLock, Offset, OrgScoped, Record, Revocable, WorkflowHead,
 };
-use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt, enum_str, parse_id};
+use super::shared::{
+    self, CHUNKS_PER_PAGE, LogChunk, already_started, corrupt, enum_str, inputs_column, parse_id,
+};
 use super::{
     ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
     MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,

@@ -209,6 +209,22 @@ ALTER TABLE orgs ADD COLUMN key_rotations TEXT;
 ALTER TABLE runners ADD COLUMN session TEXT;
 "#,
     ),
+    (
+        7,
+        r#"
+ALTER TABLE workflow_steps ADD COLUMN attempts TEXT;
+ALTER TABLE installs ADD COLUMN toggles TEXT;
+ALTER TABLE workflows ADD COLUMN inputs TEXT;
+ALTER TABLE workflows ADD COLUMN trigger TEXT;
+CREATE TABLE cron_fires (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    action TEXT NOT NULL,
+    fire_at BIGINT NOT NULL,
+    workflow_id TEXT NOT NULL,
+    PRIMARY KEY (install_id, action, fire_at)
+);
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -12,9 +12,26 @@ impl WorkflowStore for PostgresStore {
                 new.install_id
             )));
         }
+        if let Some((action, at)) = &new.fire {
+            let fresh = sqlx::query(
+                "INSERT INTO cron_fires (install_id, action, fire_at, workflow_id) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(new.install_id.as_str())
+            .bind(action)
+            .bind(at)
+            .bind(new.id.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?
+            .rows_affected();
+            if fresh == 0 {
+                return Err(already_started(action, *at));
+            }
+        }
         sqlx::query(
-            "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component) \
-             VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7)",
+            "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component, inputs, trigger) \
+             VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $9)",
         )
         .bind(new.id.as_str())
         .bind(org.as_str())
@@ -23,13 +40,16 @@ impl WorkflowStore for PostgresStore {
         .bind(i64::from(new.config_version))
         .bind(now_ms())
         .bind(&new.component)
+        .bind(inputs_column(&new.inputs))
+        .bind(&new.trigger)
         .execute(&mut *tx)
         .await
         .map_err(db)?;
         for (i, s) in new.steps.iter().enumerate() {
+            let (status, outputs) = shared::planned_status(s);
             sqlx::query(
-                "INSERT INTO workflow_steps (workflow_id, idx, name, kind, target, needs_approval, status) \
-                 VALUES ($1, $2, $3, $4, $5, $6, 'pending')",
+                "INSERT INTO workflow_steps (workflow_id, idx, name, kind, target, needs_approval, status, reason, outputs) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(new.id.as_str())
             .bind(i as i64)
@@ -37,6 +57,9 @@ impl WorkflowStore for PostgresStore {
             .bind(enum_str(&s.kind))
             .bind(&s.target)
             .bind(s.needs_approval)
+            .bind(status)
+            .bind(&s.skipped)
+            .bind(outputs)
             .execute(&mut *tx)
             .await
             .map_err(db)?;
@@ -122,7 +145,8 @@ impl WorkflowStore for PostgresStore {
              outputs = COALESCE($6, outputs), \
              approved_at = CASE WHEN $7::boolean IS NULL THEN approved_at \
                                 WHEN $7 THEN $8::bigint ELSE NULL END, \
-             job_id = CASE WHEN $9 THEN NULL ELSE job_id END \
+             job_id = CASE WHEN $9 THEN NULL ELSE job_id END, \
+             attempts = COALESCE($10, attempts) \
              WHERE workflow_id = $1 AND idx = $3 \
              AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = $1 AND w.org_id = $2)",
         )
@@ -135,6 +159,7 @@ impl WorkflowStore for PostgresStore {
         .bind(u.approved)
         .bind(now_ms())
         .bind(u.clear_job)
+        .bind(&u.attempts_json)
         .execute(&self.pool)
         .await
         .map_err(db)?

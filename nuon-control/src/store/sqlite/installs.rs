@@ -42,6 +42,7 @@ impl InstallStore for SqliteStore {
                 outputs_json: None,
                 created_at_ms: now,
                 approval: new.approval,
+                toggles: Default::default(),
             })
         })
         .await
@@ -123,6 +124,42 @@ impl InstallStore for SqliteStore {
         .await
     }
 
+    async fn set_install_toggle(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        component: &str,
+        enabled: Option<bool>,
+    ) -> Result<()> {
+        let (org, id, component) = (org.clone(), id.clone(), component.to_owned());
+        self.write(move |conn| {
+            let path = format!("$.{}", serde_json::Value::String(component));
+            let changed = match enabled {
+                Some(on) => conn.execute(
+                    "UPDATE installs SET toggles = json_set(COALESCE(toggles, '{}'), ?3, json(?4)) \
+                     WHERE id = ?1 AND org_id = ?2",
+                    params![
+                        id.as_str(),
+                        org.as_str(),
+                        path,
+                        if on { "true" } else { "false" }
+                    ],
+                ),
+                None => conn.execute(
+                    "UPDATE installs SET toggles = json_remove(COALESCE(toggles, '{}'), ?3) \
+                     WHERE id = ?1 AND org_id = ?2",
+                    params![id.as_str(), org.as_str(), path],
+                ),
+            }
+            .map_err(db_err)?;
+            if changed == 0 {
+                return Err(StoreError::Invalid(format!("no install {id}")));
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()> {
         let (org, id) = (org.clone(), id.clone());
         self.write(move |conn| {
@@ -132,6 +169,19 @@ impl InstallStore for SqliteStore {
             )
             .map_err(db_err)?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>> {
+        self.read(move |conn| {
+            all_rows(
+                conn,
+                "SELECT org_id, id FROM installs \
+                 WHERE state NOT IN ('created', 'deprovisioning', 'deprovisioned') ORDER BY created_at, id",
+                [],
+                |r| Ok((id_at::<OrgId>(r, 0)?, id_at::<InstallId>(r, 1)?)),
+            )
         })
         .await
     }

@@ -44,7 +44,9 @@ use tokio::sync::oneshot;
 use super::rows::{
     Cells, ConfigSummary, Dialect, HeldLock, OrgScoped, Record, Revocable, WorkflowHead,
 };
-use super::shared::{self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, enum_str, parse_id};
+use super::shared::{
+    self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, already_started, enum_str, inputs_column, parse_id,
+};
 use super::{
     ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
     MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,

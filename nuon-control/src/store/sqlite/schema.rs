@@ -98,6 +98,7 @@ CREATE TABLE IF NOT EXISTS installs (
     sealed TEXT NOT NULL,
     outputs TEXT,
     created_at INTEGER NOT NULL,
+    toggles TEXT,
     UNIQUE (org_id, name)
 );
 CREATE TABLE IF NOT EXISTS workflows (
@@ -121,7 +122,15 @@ CREATE TABLE IF NOT EXISTS workflow_steps (
     status TEXT NOT NULL,
     job_id TEXT,
     approved_at INTEGER,
+    attempts TEXT,
     PRIMARY KEY (workflow_id, idx)
+);
+CREATE TABLE IF NOT EXISTS cron_fires (
+    install_id TEXT NOT NULL REFERENCES installs(id),
+    action TEXT NOT NULL,
+    fire_at INTEGER NOT NULL,
+    workflow_id TEXT NOT NULL,
+    PRIMARY KEY (install_id, action, fire_at)
 );
 CREATE TABLE IF NOT EXISTS builds (
     job_id TEXT PRIMARY KEY REFERENCES jobs(id),
@@ -171,7 +180,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 11] = [
+    const COLUMNS: [(&str, &str, &str); 15] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -187,6 +196,10 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("tf_locks", "job_id", "TEXT"),
         ("jobs", "payload", "TEXT"),
         ("runners", "session", "TEXT"),
+        ("workflow_steps", "attempts", "TEXT"),
+        ("installs", "toggles", "TEXT"),
+        ("workflows", "inputs", "TEXT"),
+        ("workflows", "trigger", "TEXT"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

@@ -16,9 +16,21 @@ impl WorkflowStore for SqliteStore {
                 return Err(StoreError::Invalid(format!("no install {}", new.install_id)));
             }
             let now = now_ms();
+            if let Some((action, at)) = &new.fire {
+                let fresh = conn
+                    .execute(
+                        "INSERT INTO cron_fires (install_id, action, fire_at, workflow_id) VALUES (?1, ?2, ?3, ?4) \
+                         ON CONFLICT DO NOTHING",
+                        params![new.install_id.as_str(), action, at, new.id.as_str()],
+                    )
+                    .map_err(db_err)?;
+                if fresh == 0 {
+                    return Err(already_started(action, *at));
+                }
+            }
             conn.execute(
-                "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component) \
-                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7)",
+                "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component, inputs, trigger) \
+                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?8, ?9)",
                 params![
                     new.id.as_str(),
                     org.as_str(),
@@ -26,15 +38,18 @@ impl WorkflowStore for SqliteStore {
                     enum_str(&new.kind),
                     new.config_version,
                     now,
-                    new.component
+                    new.component,
+                    inputs_column(&new.inputs),
+                    new.trigger
                 ],
             )
             .map_err(db_err)?;
             for (i, s) in new.steps.iter().enumerate() {
+                let (status, outputs) = shared::planned_status(s);
                 conn.execute(
-                    "INSERT INTO workflow_steps (workflow_id, idx, name, kind, target, needs_approval, status) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending')",
-                    params![new.id.as_str(), i as u32, s.name, enum_str(&s.kind), s.target, s.needs_approval],
+                    "INSERT INTO workflow_steps (workflow_id, idx, name, kind, target, needs_approval, status, reason, outputs) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![new.id.as_str(), i as u32, s.name, enum_str(&s.kind), s.target, s.needs_approval, status, s.skipped, outputs],
                 )
                 .map_err(db_err)?;
             }
@@ -118,7 +133,8 @@ impl WorkflowStore for SqliteStore {
                     "UPDATE workflow_steps SET status = ?4, reason = ?5, \
                      outputs = COALESCE(?6, outputs), \
                      approved_at = CASE ?7 WHEN 1 THEN ?8 WHEN 0 THEN NULL ELSE approved_at END, \
-                     job_id = CASE WHEN ?9 THEN NULL ELSE job_id END \
+                     job_id = CASE WHEN ?9 THEN NULL ELSE job_id END, \
+                     attempts = COALESCE(?10, attempts) \
                      WHERE workflow_id = ?1 AND idx = ?3 \
                      AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = ?1 AND w.org_id = ?2)",
                     params![
@@ -130,7 +146,8 @@ impl WorkflowStore for SqliteStore {
                         u.outputs_json,
                         u.approved,
                         now_ms(),
-                        u.clear_job
+                        u.clear_job,
+                        u.attempts_json
                     ],
                 )
                 .map_err(db_err)?;

@@ -74,7 +74,11 @@ conformance! {
                         kind: StepKind::Plan,
                         target: Some("db".into()),
                         needs_approval: false,
+                        skipped: None,
                     }],
+                    inputs: Default::default(),
+                    trigger: None,
+                    fire: None,
                 },
             )
             .await

@@ -40,12 +40,14 @@ conformance! {
                 kind: StepKind::Plan,
                 target: Some("db".into()),
                 needs_approval: false,
+                skipped: None,
             },
             PlannedStep {
                 name: "apply db".into(),
                 kind: StepKind::Apply,
                 target: Some("db".into()),
                 needs_approval: true,
+                skipped: None,
             },
         ];
         let new = |id: &WorkflowId| NewWorkflow {
@@ -55,6 +57,9 @@ conformance! {
             config_version: 1,
             component: None,
             steps: steps.clone(),
+            inputs: Default::default(),
+            trigger: None,
+            fire: None,
         };
         let id = WorkflowId::generate();
         let w = f.store.create_workflow(&f.org, new(&id)).await.unwrap();
@@ -86,6 +91,60 @@ conformance! {
             .await
             .unwrap_err();
         assert!(matches!(e, StoreError::Invalid(_)), "{e}");
+
+        // A step skipped before it starts, run-time inputs and a trigger
+        // are kept; tries that failed are kept with their step.
+        let skipped = PlannedStep {
+            skipped: Some("component db is turned off on this install".into()),
+            ..steps[0].clone()
+        };
+        let cron = |id: &WorkflowId| NewWorkflow {
+            steps: vec![skipped.clone(), steps[1].clone()],
+            inputs: [("LEVEL".to_string(), "debug".to_string())].into(),
+            trigger: Some("cron".into()),
+            fire: Some(("nightly".into(), 1_700_000_000_000)),
+            ..new(id)
+        };
+        let c1 = WorkflowId::generate();
+        let w = f.store.create_workflow(&f.org, cron(&c1)).await.unwrap();
+        assert_eq!(w.steps[0].status.as_str(), "skipped");
+        assert_eq!(w.steps[0].reason.as_deref(), skipped.skipped.as_deref());
+        assert_eq!(w.steps[0].outputs[nuon_core::workflow::TURNED_OFF], true);
+        assert_eq!(w.inputs["LEVEL"], "debug");
+        assert_eq!(w.trigger.as_deref(), Some("cron"));
+        // The same cron run, stored again (another leader): refused, and
+        // nothing of it is kept.
+        let c2 = WorkflowId::generate();
+        let e = f.store.create_workflow(&f.org, cron(&c2)).await.unwrap_err();
+        assert!(matches!(e, StoreError::Conflict { code: "already_started", .. }), "{e}");
+        assert!(f.store.get_workflow(&f.org, &c2).await.unwrap().is_none());
+        let tried = serde_json::json!([{"job_id": null, "reason": "boom", "failed_at_ms": 5, "retry_at_ms": 7}]);
+        f.store
+            .update_step(
+                &f.org,
+                &c1,
+                1,
+                super::StepUpdate {
+                    status: nuon_core::workflow::StepStatus::Pending,
+                    attempts_json: Some(tried.to_string()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let w = f.store.get_workflow(&f.org, &c1).await.unwrap().unwrap();
+        assert_eq!(w.steps[1].attempts.len(), 1);
+        assert_eq!(w.steps[1].attempts[0].retry_at_ms, Some(7));
+
+        // Components turned off and on, per install.
+        f.store.set_install_toggle(&f.org, &inst.id, "db", Some(false)).await.unwrap();
+        f.store.set_install_toggle(&f.org, &inst.id, "web", Some(true)).await.unwrap();
+        let got = f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap();
+        assert_eq!(got.toggles, [("db".to_string(), false), ("web".to_string(), true)].into());
+        f.store.set_install_toggle(&f.org, &inst.id, "db", None).await.unwrap();
+        let got = f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap();
+        assert_eq!(got.toggles, [("web".to_string(), true)].into());
+        assert!(f.store.set_install_toggle(&other, &inst.id, "db", Some(true)).await.is_err());
     }
 }
 
@@ -136,6 +195,7 @@ conformance! {
             kind: StepKind::Plan,
             target: Some("db".into()),
             needs_approval: true,
+            skipped: None,
         };
         let mut ids = Vec::new();
         for _ in 0..2 {
@@ -150,6 +210,9 @@ conformance! {
                         config_version: 1,
                         component: None,
                         steps: vec![step("plan db"), step("apply db")],
+                        inputs: Default::default(),
+                        trigger: None,
+                        fire: None,
                     },
                 )
                 .await

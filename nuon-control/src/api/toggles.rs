@@ -1,0 +1,218 @@
+//! An install's components on the Control API: each on or off, and
+//! turning a `toggleable` one off (it is torn down, with what depends on
+//! it) or on again (it is deployed).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use nuon_core::app::AppConfig;
+use nuon_core::wire::{
+    ComponentToggled, InstallComponent, InstallComponents, InstallOutputs, ToggleComponent, routes,
+};
+use nuon_core::workflow::{WorkflowKind, left_out_by_denial};
+
+use super::apps::{app_of, install_of, latest_config};
+use super::control::require_admin;
+use super::doc::Op;
+use super::{ApiAuth, Body, SharedState};
+use crate::engine::Start;
+use crate::error::Error;
+use crate::store::StoredInstall;
+
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::get(routes::INSTALL_COMPONENTS, "listInstallComponents", "An install's components in dependency order: each on or off (toggleable ones can be turned off), and whether it is deployed.", get(list))
+            .returns::<InstallComponents>(200),
+        Op::post(routes::INSTALL_COMPONENT_DISABLE, "disableInstallComponent", "Turn a toggleable component off for an install: it and the components that depend on it are torn down, and deploys skip them until it is on again.", post(disable))
+            .takes::<ToggleComponent>()
+            .returns::<ComponentToggled>(200),
+        Op::post(routes::INSTALL_COMPONENT_ENABLE, "enableInstallComponent", "Turn a toggleable component on again for an install: it is deployed.", post(enable))
+            .takes::<ToggleComponent>()
+            .returns::<ComponentToggled>(200),
+    ]
+}
+
+/// The components of `config` as they stand on `install`.
+fn components(config: &AppConfig, install: &StoredInstall) -> Vec<InstallComponent> {
+    let outputs: InstallOutputs = install
+        .outputs_json
+        .as_deref()
+        .and_then(|o| serde_json::from_str(o).ok())
+        .unwrap_or_default();
+    let off: Vec<&str> = config
+        .components
+        .iter()
+        .filter(|c| !install.enabled(c))
+        .map(|c| c.name.as_str())
+        .collect();
+    let held = |name: &str| {
+        off.iter()
+            .find(|o| left_out_by_denial(config, Some(o), false).0.contains(name))
+            .map(|o| o.to_string())
+    };
+    config
+        .components
+        .iter()
+        .map(|c| InstallComponent {
+            name: c.name.clone(),
+            kind: c.kind.as_str().to_owned(),
+            toggleable: c.toggleable,
+            enabled: install.enabled(c),
+            held_off_by: held(&c.name),
+            deployed: outputs.components.contains_key(&c.name),
+            depends_on: c.depends_on.clone(),
+        })
+        .collect()
+}
+
+async fn list(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<InstallComponents>, Error> {
+    let install = install_of(&state, &auth, &key).await?;
+    let app = app_of(&state, &auth, install.app_id.as_str()).await?;
+    let latest = latest_config(&state, &auth, &app).await?;
+    Ok(Json(InstallComponents {
+        components: components(&latest.config, &install),
+    }))
+}
+
+async fn disable(
+    state: State<SharedState>,
+    auth: ApiAuth,
+    path: Path<(String, String)>,
+    _: Body<ToggleComponent>,
+) -> Result<Json<ComponentToggled>, Error> {
+    toggle(state, auth, path, false).await
+}
+
+async fn enable(
+    state: State<SharedState>,
+    auth: ApiAuth,
+    path: Path<(String, String)>,
+    _: Body<ToggleComponent>,
+) -> Result<Json<ComponentToggled>, Error> {
+    toggle(state, auth, path, true).await
+}
+
+async fn toggle(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path((key, name)): Path<(String, String)>,
+    on: bool,
+) -> Result<Json<ComponentToggled>, Error> {
+    require_admin(&auth)?;
+    let org = &auth.0.org_id;
+    let install = install_of(&state, &auth, &key).await?;
+    let app = app_of(&state, &auth, install.app_id.as_str()).await?;
+    let latest = latest_config(&state, &auth, &app).await?;
+    let config = &latest.config;
+    let Some(c) = config.component(&name) else {
+        let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::not_found(format!(
+            "app {} has no component {name:?}{} (components: {})",
+            app.name,
+            nuon_core::app::did_you_mean(&name, names.iter().copied()),
+            names.join(", ")
+        )));
+    };
+    if !c.toggleable {
+        return Err(Error::bad_request(format!(
+            "component {name} of app {} is not toggleable: add `toggleable = true` to its config to let installs turn it off",
+            app.name
+        )));
+    }
+    let dependents: Vec<String> = left_out_by_denial(config, Some(&name), false)
+        .0
+        .into_iter()
+        .filter(|d| *d != name)
+        .collect();
+    let verb = if on { "on" } else { "off" };
+    if install.enabled(c) == on {
+        return Ok(Json(ComponentToggled {
+            component: name.clone(),
+            enabled: on,
+            workflow: None,
+            dependents,
+            message: format!(
+                "component {name} is {verb} for install {} already: nothing to do",
+                install.name
+            ),
+        }));
+    }
+    state
+        .store
+        .set_install_toggle(org, &install.id, &name, Some(on))
+        .await?;
+    let mut turned = install.clone();
+    turned.toggles.insert(name.clone(), on);
+    // An install never provisioned has nothing to tear down or deploy yet:
+    // its first provision follows the toggle.
+    let workflow = if install.state == "created" {
+        None
+    } else {
+        let start = Start {
+            component: Some(name.clone()),
+            trigger: Some(if on {
+                "enable-component"
+            } else {
+                "disable-component"
+            }),
+            ..Start::new(
+                &turned,
+                &app.name,
+                config,
+                latest.version,
+                if on {
+                    WorkflowKind::Deploy
+                } else {
+                    WorkflowKind::Teardown
+                },
+            )
+        };
+        match state.engine.start(org, start).await {
+            Ok(wf) => Some(super::workflow_view_live(&state, org, wf).await?),
+            Err(e) => {
+                // Nothing half done: the toggle goes back as it was.
+                state
+                    .store
+                    .set_install_toggle(
+                        org,
+                        &install.id,
+                        &name,
+                        install.toggles.get(&name).copied(),
+                    )
+                    .await?;
+                return Err(e.into());
+            }
+        }
+    };
+    let what = match (&workflow, on) {
+        (Some(w), false) => format!("; workflow {} tears it down", w.id),
+        (Some(w), true) => format!("; workflow {} deploys it", w.id),
+        (None, _) => "; the install was never provisioned, so nothing runs now".into(),
+    };
+    let told = match (dependents.is_empty(), on) {
+        (true, _) => String::new(),
+        (false, false) => format!(
+            "; {} depend on it: torn down with it, and skipped by deploys until it is on again",
+            dependents.join(", ")
+        ),
+        (false, true) => format!(
+            "; {} depend on it: deploy them again with `nuon installs deploy {}`",
+            dependents.join(", "),
+            install.name
+        ),
+    };
+    Ok(Json(ComponentToggled {
+        component: name.clone(),
+        enabled: on,
+        workflow,
+        dependents,
+        message: format!(
+            "component {name} is {verb} for install {}{what}{told}",
+            install.name
+        ),
+    }))
+}
