@@ -44,7 +44,7 @@ fn dev_of(app_dir: &Path, data_dir: &Path, ports: (u16, u16), extra: &[&str]) ->
     c
 }
 
-fn text(o: &Output) -> String {
+pub(crate) fn text(o: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -59,7 +59,7 @@ fn client(data_dir: &Path, port: u16) -> Option<ControlClient> {
     ControlClient::new(config).ok()
 }
 
-fn newest_workflow(c: &ControlClient) -> WorkflowInfo {
+pub(crate) fn newest_workflow(c: &ControlClient) -> WorkflowInfo {
     rt().block_on(c.list_workflows("demo"))
         .expect("workflows")
         .workflows
@@ -68,7 +68,7 @@ fn newest_workflow(c: &ControlClient) -> WorkflowInfo {
         .expect("a workflow")
 }
 
-fn wait_workflow(
+pub(crate) fn wait_workflow(
     c: &ControlClient,
     id: &str,
     done: impl Fn(&WorkflowInfo) -> bool,
@@ -80,18 +80,18 @@ fn wait_workflow(
     .expect("workflow reached the state")
 }
 
-fn ended(w: &WorkflowInfo) -> bool {
+pub(crate) fn ended(w: &WorkflowInfo) -> bool {
     !matches!(w.status.as_str(), "pending" | "running" | "cancelling")
 }
 
-fn step<'a>(w: &'a WorkflowInfo, name: &str) -> &'a nuon_core::wire::WorkflowStepInfo {
+pub(crate) fn step<'a>(w: &'a WorkflowInfo, name: &str) -> &'a nuon_core::wire::WorkflowStepInfo {
     w.steps
         .iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no step {name} in {w:#?}"))
 }
 
-fn run_workflow(c: &ControlClient, kind: WorkflowKind) -> WorkflowInfo {
+pub(crate) fn run_workflow(c: &ControlClient, kind: WorkflowKind) -> WorkflowInfo {
     let wf = rt()
         .block_on(c.create_workflow("demo", kind, None))
         .expect("create workflow");
@@ -446,9 +446,9 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
 
 /// A control plane with the org's build runner, an app synced from files
 /// written here, its builds done, and an install with its runner.
-struct Manual {
-    cp: ControlPlane,
-    dir: tempfile::TempDir,
+pub(crate) struct Manual {
+    pub(crate) cp: ControlPlane,
+    pub(crate) dir: tempfile::TempDir,
     build_runner: Child,
     install_runner: Option<Child>,
     install_token: String,
@@ -478,13 +478,13 @@ fn write_files(root: &Path, files: &[(&str, &str)]) {
     }
 }
 
-fn ok(out: Output) -> String {
+pub(crate) fn ok(out: Output) -> String {
     assert!(out.status.success(), "{}", text(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 impl Manual {
-    fn start(files: &[(&str, &str)]) -> Manual {
+    pub(crate) fn start(files: &[(&str, &str)]) -> Manual {
         Self::start_with(files, None)
     }
 
@@ -609,7 +609,7 @@ impl Manual {
     }
 }
 
-const METADATA: (&str, &str) = ("metadata.toml", "version = \"v2\"\n");
+pub(crate) const METADATA: (&str, &str) = ("metadata.toml", "version = \"v2\"\n");
 
 #[test]
 fn a_runner_killed_during_an_apply_fails_the_step_releases_its_lock_and_a_retry_completes() {

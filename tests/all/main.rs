@@ -4,6 +4,7 @@
 
 mod apps;
 mod at_rest;
+mod config_effects;
 mod deploy;
 mod faults;
 mod job_loop;

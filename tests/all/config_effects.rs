@@ -1,0 +1,314 @@
+//! What the keys of a Nuon config do at run time, with real Terraform:
+//! `max_auto_retries`, `toggleable`/`default_enabled` with `nuon installs
+//! components`, an action's `[[inputs]]` given with `--input`, and cron
+//! triggers the control plane starts.
+
+use std::time::Duration;
+
+use nuon_core::workflow::WorkflowKind;
+use nuon_tests::{have_tool, rt, wait_for};
+
+use crate::deploy::{METADATA, Manual, ended, newest_workflow, ok, run_workflow, step, text};
+
+/// A Terraform module whose apply fails until `marker` exists (the first
+/// failure creates it), or always with `marker = ""`.
+const FLAKY_TF: &str = r#"variable "marker" {
+  type = string
+}
+
+resource "terraform_data" "try" {
+  input = var.marker
+  provisioner "local-exec" {
+    command = "test -n '${var.marker}' && test -f '${var.marker}' || { [ -n '${var.marker}' ] && touch '${var.marker}'; echo 'the service is not ready yet' >&2; exit 1; }"
+  }
+}
+
+output "ok" {
+  value = true
+}
+"#;
+
+fn component(name: &str, extra: &str) -> String {
+    format!(
+        "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\n{extra}"
+    )
+}
+
+#[test]
+fn a_failed_apply_is_retried_on_its_own_and_every_try_is_kept() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let marker = tempfile::tempdir().unwrap();
+    let marker = marker.path().join("first-try-failed");
+    let flaky = component(
+        "flaky",
+        &format!(
+            "max_auto_retries = 2\n[vars]\nmarker = \"{}\"\n",
+            marker.display()
+        ),
+    );
+    let broken = component(
+        "broken",
+        "max_auto_retries = 1\ndependencies = [\"flaky\"]\n[vars]\nmarker = \"\"\n",
+    );
+    let m = Manual::start(&[
+        METADATA,
+        ("components/flaky.toml", &flaky),
+        ("components/broken.toml", &broken),
+        ("tf/main.tf", FLAKY_TF),
+    ]);
+    let c = m.cp.client();
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    // flaky: its first apply failed, it was planned and applied again on
+    // its own, and succeeded.
+    let apply = step(&w, "apply flaky");
+    assert_eq!(apply.status, "succeeded", "{w:#?}");
+    assert_eq!(apply.attempts.len(), 1, "{apply:#?}");
+    let first = &apply.attempts[0];
+    assert!(
+        first.reason.contains("the service is not ready yet"),
+        "{first:?}"
+    );
+    let job = first.job_id.clone().expect("the try's job");
+    assert_ne!(
+        Some(&job),
+        apply.job_id.as_ref(),
+        "a new job for the second try"
+    );
+    let waited = first.retry_at_ms.unwrap() - first.failed_at_ms;
+    assert_eq!(waited, 2_000, "the first backoff");
+    assert!(marker.exists());
+    // broken: its one automatic retry failed too; the workflow failed,
+    // saying so, with both tries kept.
+    assert_eq!(w.status, "failed", "{w:#?}");
+    let apply = step(&w, "apply broken");
+    assert_eq!(apply.status, "failed");
+    assert_eq!(apply.attempts.len(), 1, "{apply:#?}");
+    let reason = apply.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("the service is not ready yet")
+            && reason.contains("try 2 of 2: every automatic retry failed"),
+        "{reason}"
+    );
+    // Each try is shown by `workflows get`, and in its JSON.
+    let shown = ok(m.cp.nuon(&["workflows", "get", w.id.as_str(), "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    let tries = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "apply flaky")
+        .unwrap()["attempts"]
+        .clone();
+    assert_eq!(tries[0]["job_id"], job.as_str(), "{shown}");
+    // A retry by hand keeps the failed try with the others, and starts
+    // the automatic retries afresh.
+    let out = m.cp.nuon(&["workflows", "retry", w.id.as_str(), "--wait"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let w = rt().block_on(c.get_workflow(w.id.as_str())).unwrap();
+    let apply = step(&w, "apply broken");
+    assert_eq!(apply.attempts.len(), 3, "{apply:#?}");
+    assert_eq!(
+        apply
+            .attempts
+            .iter()
+            .map(|a| a.retry_at_ms.is_some())
+            .collect::<Vec<_>>(),
+        [true, false, true],
+        "auto, by hand, auto"
+    );
+}
+
+#[test]
+fn a_toggleable_component_is_turned_off_torn_down_skipped_and_turned_on_again() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let ok_tf = "resource \"terraform_data\" \"x\" {\n  input = \"up\"\n}\n\noutput \"up\" {\n  value = terraform_data.x.output\n}\n";
+    let db = component("db", "toggleable = true\n");
+    let api = component("api", "dependencies = [\"db\"]\n");
+    let cache = component("cache", "toggleable = true\ndefault_enabled = false\n");
+    let web = component("web", "");
+    let bye = "name = \"bye\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"pre-disable-component\"\ncomponent_name = \"db\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo db goes\"\n";
+    let m = Manual::start(&[
+        METADATA,
+        ("components/db.toml", &db),
+        ("components/api.toml", &api),
+        ("components/cache.toml", &cache),
+        ("components/web.toml", &web),
+        ("actions/bye.toml", bye),
+        ("tf/main.tf", ok_tf),
+    ]);
+    let c = m.cp.client();
+    // cache starts off: provisioning skips it and still succeeds.
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let skipped = step(&w, "apply cache");
+    assert_eq!(skipped.status, "skipped");
+    assert_eq!(
+        skipped.reason.as_deref(),
+        Some("component cache is turned off on this install")
+    );
+    assert_eq!(step(&w, "apply db").status, "succeeded");
+    let list = || {
+        let out =
+            ok(m.cp.nuon(&["installs", "components", "list", "demo", "--json"]));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let name = c["name"].as_str().unwrap().to_owned();
+                (
+                    name,
+                    (
+                        c["enabled"].as_bool().unwrap(),
+                        c["deployed"].as_bool().unwrap(),
+                    ),
+                )
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let l = list();
+    assert_eq!(l["cache"], (false, false));
+    assert_eq!(l["db"], (true, true));
+
+    // A component that is not toggleable cannot be turned off.
+    let out =
+        m.cp.nuon(&["installs", "components", "disable", "demo", "web"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("not toggleable"), "{}", text(&out));
+
+    // db off: its pre-disable action runs, then api (which depends on it)
+    // and db are torn down; api is named as a dependent.
+    let out =
+        m.cp.nuon(&["installs", "components", "disable", "demo", "db", "--json"]);
+    let r: serde_json::Value = serde_json::from_str(&ok(out)).unwrap();
+    assert_eq!(r["dependents"], serde_json::json!(["api"]), "{r}");
+    assert!(
+        r["message"].as_str().unwrap().contains("api depend on it"),
+        "{r}"
+    );
+    let id = r["workflow"]["id"].as_str().unwrap().to_owned();
+    let w = crate::deploy::wait_workflow(&c, &id, ended);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(w.trigger.as_deref(), Some("disable-component"));
+    let names: Vec<&str> = w.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names.first(), Some(&"action bye"), "{names:?}");
+    assert!(
+        names.contains(&"destroy api") && names.contains(&"destroy db"),
+        "{names:?}"
+    );
+    let l = list();
+    assert_eq!(l["db"], (false, false));
+    assert_eq!(l["api"].1, false);
+    // A deploy skips db and api, and succeeds.
+    let w = run_workflow(&c, WorkflowKind::Deploy);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(step(&w, "apply db").status, "skipped");
+    assert_eq!(
+        step(&w, "apply api").reason.as_deref(),
+        Some("component api depends on db, which is turned off on this install")
+    );
+    assert_eq!(step(&w, "apply web").status, "succeeded");
+    // Deploying api alone says what to turn on.
+    let out =
+        m.cp.nuon(&["installs", "deploy", "demo", "--component", "api"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("nuon installs components enable demo db"),
+        "{}",
+        text(&out)
+    );
+
+    // db on again: it is deployed.
+    let out =
+        m.cp.nuon(&["installs", "components", "enable", "demo", "db", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let w = newest_workflow(&c);
+    assert_eq!(w.trigger.as_deref(), Some("enable-component"));
+    assert_eq!(step(&w, "apply db").status, "succeeded");
+    assert_eq!(list()["db"], (true, true));
+}
+
+#[test]
+fn action_inputs_are_given_at_run_time_and_cron_triggers_fire() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let greet = "name = \"greet\"\ntimeout = \"1m\"\n\n[[inputs]]\nname = \"WHO\"\nrequired = true\n\n[[inputs]]\nname = \"LEVEL\"\ndefault = \"info\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo \\\"hello $WHO at $LEVEL\\\"\"\n";
+    let tick = "name = \"tick\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"cron\"\ncron_schedule = \"* * * * *\"\n\n[[steps]]\nname = \"tock\"\ncommand = \"echo tock\"\n";
+    let m = Manual::start(&[
+        METADATA,
+        ("components/web.toml", &component("web", "")),
+        ("actions/greet.toml", greet),
+        ("actions/tick.toml", tick),
+        ("tf/main.tf", "output \"ok\" {\n  value = true\n}\n"),
+    ]);
+    let c = m.cp.client();
+    let out = m.cp.nuon(&[
+        "installs",
+        "run-action",
+        "demo",
+        "greet",
+        "--input",
+        "WHO=world",
+        "--wait",
+        "--logs",
+    ]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("hello world at info"), "{t}");
+    let w = newest_workflow(&c);
+    assert_eq!(w.inputs["WHO"], "world");
+    // A missing required input and one the action does not declare are
+    // refused before anything runs.
+    let out = m.cp.nuon(&["installs", "run-action", "demo", "greet"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("needs input \"WHO\": give it with --input WHO=VALUE"),
+        "{}",
+        text(&out)
+    );
+    let out = m.cp.nuon(&[
+        "installs",
+        "run-action",
+        "demo",
+        "greet",
+        "--input",
+        "WHO=x",
+        "--input",
+        "WHOM=y",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("has no input \"WHOM\"") && text(&out).contains("did you mean"),
+        "{}",
+        text(&out)
+    );
+    // A cron action is not run by hand, and starts on its own once the
+    // install is provisioned.
+    let out = m.cp.nuon(&["installs", "run-action", "demo", "tick"]);
+    assert!(!out.status.success());
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let cron = wait_for("a cron run of tick", Duration::from_secs(100), || {
+        let list = rt().block_on(c.list_workflows("demo")).ok()?;
+        list.workflows
+            .into_iter()
+            .find(|w| w.trigger.as_deref() == Some("cron") && ended(w))
+    })
+    .unwrap();
+    assert_eq!(cron.status, "succeeded", "{cron:#?}");
+    assert_eq!(cron.component.as_deref(), Some("tick"));
+    // One run per due minute.
+    let runs = rt().block_on(c.list_workflows("demo")).unwrap();
+    let crons: Vec<_> = runs
+        .workflows
+        .iter()
+        .filter(|w| w.trigger.as_deref() == Some("cron"))
+        .collect();
+    assert!(crons.len() <= 2, "{crons:#?}");
+}
