@@ -374,6 +374,10 @@ pub struct HelmJob {
     /// `configmap`); Helm's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_driver: Option<String>,
+    /// Rego policies each rendered object must pass (a plan: `deny` fails
+    /// it; `warn` is kept with it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<crate::policy::PolicySource>,
 }
 
 /// The `kubernetes_manifest` job: Kubernetes objects applied server-side
@@ -402,6 +406,10 @@ pub struct KubernetesJob {
     /// name` gives them): what an apply prunes and a destroy deletes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub applied: Vec<String>,
+    /// Rego policies each object must pass (a plan: `deny` fails it;
+    /// `warn` is kept with it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<crate::policy::PolicySource>,
 }
 
 /// A kustomization of a `kubernetes_manifest` job.

@@ -1,6 +1,7 @@
 //! Rego policies (Nuon's `engine = "opa"`), checked with regorus: compiled
-//! when a config is checked, evaluated by the install's runner against a
-//! Terraform plan (`terraform show -json`) before the apply.
+//! when a config is checked, evaluated by the install's runner before the
+//! apply against a Terraform plan (`terraform show -json`), or against
+//! each Kubernetes object a Helm chart or a `kubernetes_manifest` renders.
 //!
 //! A policy's `deny` rule gives the messages that fail the step; its `warn`
 //! rule the messages shown with the plan. Rego v1 (`deny contains msg if
@@ -112,6 +113,73 @@ fn messages(e: &mut regorus::Engine, rule: &str) -> Result<Vec<String>, String> 
     }
 }
 
+/// Whether a policy's text is Rego (its first statement is a `package`
+/// declaration), for a policy that names no engine.
+pub fn looks_like_rego(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .is_some_and(|l| l.starts_with("package ") || l.starts_with("package\t"))
+}
+
+/// The Kubernetes objects of multi-document YAML (rendered Helm
+/// templates, a `kubernetes_manifest`), each as JSON; empty documents and
+/// comments are left out.
+pub fn manifest_objects(yaml: &str) -> Result<Vec<serde_json::Value>, String> {
+    let mut docs = vec![String::new()];
+    for line in yaml.lines() {
+        if line == "---" || line.starts_with("--- ") || line.starts_with("---\t") {
+            docs.push(String::new());
+        } else if line == "..." {
+            continue;
+        } else {
+            let d = docs.last_mut().expect("never empty");
+            d.push_str(line);
+            d.push('\n');
+        }
+    }
+    let mut out = Vec::new();
+    for (i, d) in docs.iter().enumerate() {
+        let meaningful = d
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+        if !meaningful {
+            continue;
+        }
+        let v = regorus::Value::from_yaml_str(d)
+            .map_err(|e| format!("document {} of the manifests is not YAML: {e}", i + 1))?;
+        let json = v.to_json_str().map_err(|e| e.to_string())?;
+        let v: serde_json::Value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// Evaluates every policy against each Kubernetes object in turn (the
+/// object is the `input`, as conftest gives it); each message is prefixed
+/// with the object's `Kind/name`.
+pub fn evaluate_objects(
+    policies: &[PolicySource],
+    objects: &[serde_json::Value],
+) -> Result<Verdict, String> {
+    let mut all = Verdict::default();
+    for o in objects {
+        let who = format!(
+            "{}/{}",
+            o["kind"].as_str().unwrap_or("object"),
+            o["metadata"]["name"].as_str().unwrap_or("unnamed")
+        );
+        let v = evaluate(policies, o)?;
+        all.deny
+            .extend(v.deny.into_iter().map(|m| format!("{who}: {m}")));
+        all.warn
+            .extend(v.warn.into_iter().map(|m| format!("{who}: {m}")));
+    }
+    Ok(all)
+}
+
 /// Evaluates every policy's `deny` and `warn` against `input`.
 pub fn evaluate(policies: &[PolicySource], input: &serde_json::Value) -> Result<Verdict, String> {
     let mut verdict = Verdict::default();
@@ -142,6 +210,29 @@ mod tests {
             name: name.into(),
             contents: text.into(),
         }
+    }
+
+    #[test]
+    fn manifests_are_read_object_by_object() {
+        let yaml = "---\n# Source: chart/templates/a.yaml\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  type: LoadBalancer\n---\n# only a comment\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n...\n";
+        let objects = manifest_objects(yaml).unwrap();
+        assert_eq!(objects.len(), 2, "{objects:?}");
+        assert_eq!(objects[1]["spec"]["replicas"], 3);
+        let p = policy(
+            "no-lb",
+            "package k8s\nimport rego.v1\n\ndeny contains \"load balancers are not allowed\" if {\n  input.kind == \"Service\"\n  input.spec.type == \"LoadBalancer\"\n}\n",
+        );
+        let v = evaluate_objects(&[p], &objects).unwrap();
+        assert_eq!(
+            v.deny,
+            ["Service/web: no-lb: load balancers are not allowed"]
+        );
+        let e = manifest_objects("kind: [unclosed\n").unwrap_err();
+        assert!(e.contains("document 1 of the manifests is not YAML"), "{e}");
+        assert!(looks_like_rego("# checks\n\npackage nuon.x\n"));
+        assert!(!looks_like_rego(
+            "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\n"
+        ));
     }
 
     #[test]

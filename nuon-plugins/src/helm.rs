@@ -213,9 +213,19 @@ impl Plugin for HelmPlugin {
                 host.log(&format!(
                     "plan: {resources} Kubernetes resource(s) rendered"
                 ));
+                let warnings = match crate::policy::gate_manifests(
+                    host,
+                    &job.policies,
+                    "rendered chart",
+                    &rendered,
+                ) {
+                    Ok(w) => w,
+                    Err(failed) => return Ok(failed),
+                };
                 Ok(ok(json!({
                     "changes": {"add": resources, "change": 0, "destroy": 0},
                     "chart": job.chart,
+                    "policy_warnings": warnings,
                 })))
             }
             HelmAction::Apply => {

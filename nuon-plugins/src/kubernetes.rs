@@ -205,6 +205,14 @@ impl Plugin for KubernetesPlugin {
         };
         match job.action {
             HelmAction::Plan => {
+                // The objects pass the component's policies before kubectl
+                // sees them.
+                let text = std::fs::read_to_string(&manifest).unwrap_or_default();
+                let warnings =
+                    match crate::policy::gate_manifests(host, &job.policies, "manifest", &text) {
+                        Ok(w) => w,
+                        Err(failed) => return Ok(failed),
+                    };
                 let mut list = base(&["apply"]);
                 list.extend(["--dry-run=server".into(), "-o".into(), "name".into()]);
                 match run(host, &bin, &env, &list, Some("names.txt")).await? {
@@ -234,6 +242,7 @@ impl Plugin for KubernetesPlugin {
                 Ok(ok(json!({
                     "changes": {"add": add, "change": changed.saturating_sub(add), "destroy": gone.len()},
                     "objects": now,
+                    "policy_warnings": warnings,
                 })))
             }
             HelmAction::Apply => {

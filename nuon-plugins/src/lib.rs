@@ -56,6 +56,8 @@ pub mod helm;
 pub mod kubernetes;
 #[cfg(feature = "oci")]
 pub mod oci;
+#[cfg(any(feature = "helm", feature = "terraform"))]
+mod policy;
 #[cfg(feature = "oci")]
 pub mod release;
 #[cfg(feature = "oci")]

@@ -407,31 +407,11 @@ mod plugin {
                         changes["add"], changes["change"], changes["destroy"]
                     ));
                     // Policies: `deny` fails the plan, `warn` goes with it.
-                    let mut warnings = Vec::new();
-                    if !job.policies.is_empty() {
-                        let verdict = match nuon_core::policy::evaluate(&job.policies, &plan_json) {
-                            Ok(v) => v,
-                            Err(e) => return Ok(JobResult::failed(format!("policies: {e}"))),
-                        };
-                        for w in &verdict.warn {
-                            host.log(&format!("policy warning: {w}"));
-                        }
-                        if !verdict.deny.is_empty() {
-                            for d in &verdict.deny {
-                                host.log(&format!("policy denies: {d}"));
-                            }
-                            return Ok(JobResult::failed(format!(
-                                "the plan is denied by policy: {}",
-                                verdict.deny.join("; ")
-                            )));
-                        }
-                        host.log(&format!(
-                            "plan passes {} polic{}",
-                            job.policies.len(),
-                            if job.policies.len() == 1 { "y" } else { "ies" }
-                        ));
-                        warnings = verdict.warn;
-                    }
+                    let verdict = nuon_core::policy::evaluate(&job.policies, &plan_json);
+                    let warnings = match crate::policy::gate(host, &job.policies, "plan", verdict) {
+                        Ok(w) => w,
+                        Err(failed) => return Ok(failed),
+                    };
                     // Keep the plan in the install's store, by digest.
                     let bytes = std::fs::read(work.join("plan.tfplan")).map_err(|e| {
                         PluginError::Missing(format!("terraform: the plan file: {e}"))

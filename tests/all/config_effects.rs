@@ -1,14 +1,19 @@
 //! What the keys of a Nuon config do at run time, with real Terraform:
 //! `max_auto_retries`, `toggleable`/`default_enabled` with `nuon installs
-//! components`, an action's `[[inputs]]` given with `--input`, and cron
-//! triggers the control plane starts.
+//! components`, an action's `[[inputs]]` given with `--input`, cron
+//! triggers the control plane starts, and Rego policies over rendered Helm
+//! and Kubernetes manifests (against stand-in `helm` and `kubectl`: no
+//! Kubernetes API server runs here).
 
 use std::time::Duration;
 
 use nuon_core::workflow::WorkflowKind;
 use nuon_tests::{have_tool, rt, wait_for};
 
-use crate::deploy::{METADATA, Manual, ended, newest_workflow, ok, run_workflow, step, text};
+use crate::deploy::{
+    METADATA, Manual, ended, newest_workflow, ok, run_workflow, stand_in_helm, stand_in_kubectl,
+    step, text,
+};
 
 /// A Terraform module whose apply fails until `marker` exists (the first
 /// failure creates it), or always with `marker = ""`.
@@ -102,6 +107,13 @@ fn a_failed_apply_is_retried_on_its_own_and_every_try_is_kept() {
         .unwrap()["attempts"]
         .clone();
     assert_eq!(tries[0]["job_id"], job.as_str(), "{shown}");
+    let shown = ok(m.cp.nuon(&["workflows", "get", w.id.as_str()]));
+    assert!(
+        shown.contains("earlier tries of apply flaky:")
+            && shown.contains(&format!("1. job {job} failed"))
+            && shown.contains("(retried automatically): "),
+        "{shown}"
+    );
     // A retry by hand keeps the failed try with the others, and starts
     // the automatic retries afresh.
     let out = m.cp.nuon(&["workflows", "retry", w.id.as_str(), "--wait"]);
@@ -311,4 +323,96 @@ fn action_inputs_are_given_at_run_time_and_cron_triggers_fire() {
         .filter(|w| w.trigger.as_deref() == Some("cron"))
         .collect();
     assert!(crons.len() <= 2, "{crons:#?}");
+}
+
+#[test]
+fn rego_policies_check_what_helm_and_kubernetes_manifests_render() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let (helm_bin, _) = stand_in_helm();
+    let (kubectl_bin, record) = stand_in_kubectl();
+    let manifest = concat!(
+        "name = \"edge\"\ntype = \"kubernetes_manifest\"\nnamespace = \"edge\"\n",
+        "manifest = \"\"\"\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  type: LoadBalancer\n\"\"\"\n",
+    );
+    // The Helm policy names no engine: it reads as Rego, so it is one.
+    let replicas = concat!(
+        "# every Deployment says how many replicas it wants\npackage nuon.replicas\nimport rego.v1\n\n",
+        "warn contains msg if {\n  input.kind == \"Deployment\"\n  not input.spec.replicas\n",
+        "  msg := sprintf(\"%s sets no replicas\", [input.metadata.name])\n}\n",
+    );
+    let no_lb = concat!(
+        "package nuon.edge\nimport rego.v1\n\n",
+        "deny contains \"load balancers are made by the sandbox\" if {\n",
+        "  input.kind == \"Service\"\n  input.spec.type == \"LoadBalancer\"\n}\n",
+    );
+    let mut m = Manual::start_with(
+        &[
+            METADATA,
+            (
+                "components/web.toml",
+                "name = \"web\"\ntype = \"helm_chart\"\nchart_name = \"web\"\nnamespace = \"apps\"\npath = \"./src/web\"\n",
+            ),
+            (
+                "src/web/Chart.yaml",
+                "apiVersion: v2\nname: web\ndescription: A test chart\nversion: 0.1.0\n",
+            ),
+            (
+                "src/web/templates/deployment.yaml",
+                "kind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n",
+            ),
+            (
+                "components/zedge.toml",
+                &manifest.replace("name = \"edge\"", "name = \"zedge\""),
+            ),
+            (
+                "policies/replicas.toml",
+                "type = \"helm_chart\"\ncontents = \"./replicas.rego\"\ncomponents = [\"*\"]\n",
+            ),
+            ("policies/replicas.rego", replicas),
+            (
+                "policies/edge.toml",
+                "type = \"kubernetes_manifest\"\nengine = \"opa\"\ncontents = \"./edge.rego\"\ncomponents = [\"zedge\"]\n",
+            ),
+            ("policies/edge.rego", no_lb),
+        ],
+        Some(&registry.url),
+    );
+    let c = m.cp.client();
+    let path = format!(
+        "{}:{}:{}",
+        helm_bin.path().display(),
+        kubectl_bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    m.restart_runner(Some(&path));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "failed", "{w:#?}");
+    // The chart's rendered Deployment (the stand-in renders `web` with no
+    // replicas) passes with a warning, kept with the plan.
+    let plan = step(&w, "plan web");
+    assert_eq!(plan.status, "succeeded", "{w:#?}");
+    assert_eq!(
+        plan.outputs["policy_warnings"],
+        serde_json::json!(["Deployment/web: replicas: web sets no replicas"])
+    );
+    assert_eq!(step(&w, "apply web").status, "succeeded");
+    // The manifest's LoadBalancer is denied before kubectl sees it.
+    let plan = step(&w, "plan zedge");
+    assert_eq!(plan.status, "failed", "{w:#?}");
+    let reason = plan.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("the manifest is denied by policy")
+            && reason.contains("Service/web: edge: load balancers are made by the sandbox"),
+        "{reason}"
+    );
+    let rec = std::fs::read_to_string(&record).unwrap_or_default();
+    assert!(
+        !rec.contains("LoadBalancer"),
+        "kubectl was never run on it: {rec}"
+    );
 }

@@ -490,7 +490,7 @@ impl Manual {
 
     /// With `vendor` (a registry URL) as the vendor's store instead of a
     /// directory.
-    fn start_with(files: &[(&str, &str)], vendor: Option<&str>) -> Manual {
+    pub(crate) fn start_with(files: &[(&str, &str)], vendor: Option<&str>) -> Manual {
         Self::start_full(files, vendor, |_| {}, &[])
     }
 
@@ -600,7 +600,7 @@ impl Manual {
         c.spawn().unwrap()
     }
 
-    fn restart_runner(&mut self, path: Option<&str>) {
+    pub(crate) fn restart_runner(&mut self, path: Option<&str>) {
         if let Some(mut c) = self.install_runner.take() {
             signal(c.id(), 15);
             let _ = c.wait();
@@ -989,7 +989,7 @@ fn commit_all(repo: &Path, branch: &str) {
 /// A stand-in `helm` in a directory of its own: records its arguments, the
 /// digest and listing of the chart it gets, the values and values files,
 /// `HELM_DRIVER`, and answers like Helm.
-fn stand_in_helm() -> (tempfile::TempDir, std::path::PathBuf) {
+pub(crate) fn stand_in_helm() -> (tempfile::TempDir, std::path::PathBuf) {
     let bin = tempfile::tempdir().unwrap();
     let record = bin.path().join("record");
     let script = format!(
@@ -2574,7 +2574,7 @@ fn an_apply_whose_plan_is_in_another_store_names_where_it_came_from() {
 /// A stand-in `kubectl`: records its arguments and the manifest it gets,
 /// and answers like kubectl (`-o name` lines of what the manifest holds;
 /// `diff` exits 1 with a `diff` header an object).
-fn stand_in_kubectl() -> (tempfile::TempDir, std::path::PathBuf) {
+pub(crate) fn stand_in_kubectl() -> (tempfile::TempDir, std::path::PathBuf) {
     let bin = tempfile::tempdir().unwrap();
     let record = bin.path().join("record");
     let script = format!(

@@ -840,12 +840,26 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
             if g.json {
                 print_json(&w)?;
             } else {
+                let by = match &w.trigger {
+                    Some(t) => format!(", started by {t}"),
+                    None => String::new(),
+                };
                 outln!(
-                    "workflow {} ({}), config v{}",
+                    "workflow {} ({}), config v{}{by}",
                     w.id,
                     w.status,
                     w.config_version
                 );
+                for (k, v) in &w.inputs {
+                    outln!("input {k}={v}");
+                }
+                // Each step's earlier tries, after the table.
+                let tries: Vec<(String, Vec<nuon_core::wire::StepAttempt>)> = w
+                    .steps
+                    .iter()
+                    .filter(|s| !s.attempts.is_empty())
+                    .map(|s| (s.name.clone(), s.attempts.clone()))
+                    .collect();
                 // An apply that ran without its approval because its plan
                 // changed nothing.
                 let no_changes: Vec<bool> = (0..w.steps.len())
@@ -880,6 +894,23 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
                         })
                         .collect(),
                 );
+                for (name, attempts) in tries {
+                    outln!("earlier tries of {name}:");
+                    for (i, a) in attempts.iter().enumerate() {
+                        let how = if a.retry_at_ms.is_some() {
+                            "retried automatically"
+                        } else {
+                            "retried by hand"
+                        };
+                        outln!(
+                            "  {}. job {} failed {} ({how}): {}",
+                            i + 1,
+                            a.job_id.as_ref().map_or("-".into(), |j| j.to_string()),
+                            fmt_time(Some(a.failed_at_ms)),
+                            a.reason
+                        );
+                    }
+                }
             }
         }
     }

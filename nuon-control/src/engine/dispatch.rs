@@ -463,7 +463,18 @@ fn helm_job(
             .and_then(|k| k.as_str())
             .map(str::to_owned),
         storage_driver: c.storage_driver.clone(),
+        policies: plan_policies(cx, step),
     })
+}
+
+/// The Rego policies a plan step (not a destroy plan) of a component
+/// checks what it renders against.
+fn plan_policies(cx: &Ctx, step: &WorkflowStepInfo) -> Vec<nuon_core::policy::PolicySource> {
+    if step.kind == StepKind::Plan {
+        nuon_core::app::rego_policies_for(&cx.config, step.target.as_deref())
+    } else {
+        Vec::new()
+    }
 }
 
 /// Kubernetes objects of a manifest component: the manifest rendered (or
@@ -518,6 +529,7 @@ fn kubernetes_job(
             .and_then(|k| k.as_str())
             .map(str::to_owned),
         applied,
+        policies: plan_policies(cx, step),
     })
 }
 

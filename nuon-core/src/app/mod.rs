@@ -326,7 +326,7 @@ pub fn check_policies(
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for p in &config.policies {
-        if !matches!(p.engine.as_deref(), Some("opa" | "rego")) {
+        if matches!(p.engine.as_deref(), Some(e) if !matches!(e, "opa" | "rego")) {
             continue;
         }
         let name = p.name.clone().unwrap_or_else(|| p.kind.clone());
@@ -341,6 +341,19 @@ pub fn check_policies(
         } else {
             (format!("policy {name:?} (inline)"), p.contents.clone())
         };
+        // No engine, and not Rego: Kyverno (warned when it was inline).
+        if p.engine.is_none() && !crate::policy::looks_like_rego(&text) {
+            if is_file_ref(&p.contents) {
+                out.push(Diagnostic {
+                    file,
+                    line: 1,
+                    col: 1,
+                    warning: true,
+                    message: format!("policy {name:?} names no engine and is not Rego: it is read as Kyverno, which this platform does not evaluate (the policy is kept with the config)"),
+                });
+            }
+            continue;
+        }
         let source = crate::policy::PolicySource {
             name: name.clone(),
             contents: text,
@@ -359,7 +372,7 @@ pub fn check_policies(
 }
 
 /// The Rego policies that apply to a part: the sandbox (`None`) or a
-/// Terraform component, as a job carries them.
+/// component (those of its type naming it or `*`), as a job carries them.
 pub fn rego_policies_for(
     config: &AppConfig,
     component: Option<&str>,
@@ -367,11 +380,14 @@ pub fn rego_policies_for(
     config
         .policies
         .iter()
-        .filter(|p| matches!(p.engine.as_deref(), Some("opa" | "rego")))
-        .filter(|p| match component {
-            None => p.kind == "sandbox",
+        .filter(|p| match p.engine.as_deref() {
+            Some(e) => matches!(e, "opa" | "rego"),
+            None => crate::policy::looks_like_rego(&p.contents),
+        })
+        .filter(|p| match component.and_then(|c| config.component(c)) {
+            None => component.is_none() && p.kind == "sandbox",
             Some(c) => {
-                p.kind == "terraform_module" && p.components.iter().any(|x| x == "*" || x == c)
+                p.kind == c.kind.as_str() && p.components.iter().any(|x| x == "*" || *x == c.name)
             }
         })
         .map(|p| crate::policy::PolicySource {

@@ -527,6 +527,14 @@ const POLICY_TYPES: &[&str] = &[
     "pulumi",
 ];
 
+/// The policy types a Rego policy is evaluated for.
+const EVALUATED: &[&str] = &[
+    "terraform_module",
+    "sandbox",
+    "helm_chart",
+    "kubernetes_manifest",
+];
+
 fn policy_of(
     r: &mut Reader<'_, '_>,
     d: &mut Diagnostics,
@@ -552,8 +560,16 @@ fn policy_of(
         ));
         return None;
     }
-    match p.engine.as_deref().unwrap_or("kyverno") {
-        "opa" | "rego" if !matches!(p.kind.as_str(), "terraform_module" | "sandbox") => d.push(r.file.warn(&at, format!("{} policies are not evaluated on this platform yet (Terraform module and sandbox plans are); the policy is kept with the config", p.kind))),
+    // No engine: Rego when it reads as Rego (a file it names is looked at
+    // when the config is checked), else Kyverno, Nuon's default.
+    let engine = match p.engine.as_deref() {
+        Some(e) => e,
+        None if super::is_file_ref(&p.contents) => "opa",
+        None if crate::policy::looks_like_rego(&p.contents) => "opa",
+        None => "kyverno",
+    };
+    match engine {
+        "opa" | "rego" if !EVALUATED.contains(&p.kind.as_str()) => d.push(r.file.warn(&at, format!("{} policies are not evaluated on this platform (Terraform module and sandbox plans and rendered Helm and Kubernetes manifests are); the policy is kept with the config", p.kind))),
         "opa" | "rego" => {}
         "kyverno" => d.push(r.file.warn(&at, "Kyverno policies are admission rules of a Kubernetes cluster; this platform evaluates no Kyverno policy (the policy is kept with the config)")),
         other => {
