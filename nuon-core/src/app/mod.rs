@@ -343,7 +343,7 @@ pub fn check_policies(
         };
         // No engine, and not Rego: Kyverno (warned when it was inline).
         if p.engine.is_none() && !crate::policy::looks_like_rego(&text) {
-            if is_file_ref(&p.contents) {
+            if p.contents.ends_with(".rego") {
                 out.push(Diagnostic {
                     file,
                     line: 1,

@@ -560,11 +560,11 @@ fn policy_of(
         ));
         return None;
     }
-    // No engine: Rego when it reads as Rego (a file it names is looked at
-    // when the config is checked), else Kyverno, Nuon's default.
+    // No engine: Rego when it reads as Rego (a `.rego` file it names, or
+    // inline text starting with `package`), else Kyverno, Nuon's default.
     let engine = match p.engine.as_deref() {
         Some(e) => e,
-        None if super::is_file_ref(&p.contents) => "opa",
+        None if super::is_file_ref(&p.contents) && p.contents.ends_with(".rego") => "opa",
         None if crate::policy::looks_like_rego(&p.contents) => "opa",
         None => "kyverno",
     };
