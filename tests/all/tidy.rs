@@ -336,10 +336,10 @@ fn locked_packages(lock: &str) -> Vec<(String, String)> {
     for line in lock.lines() {
         if let Some(n) = line.strip_prefix("name = ") {
             name = Some(n.trim_matches('"').to_string());
-        } else if let Some(v) = line.strip_prefix("version = ") {
-            if let Some(n) = name.take() {
-                out.push((n, v.trim_matches('"').to_string()));
-            }
+        } else if let Some(v) = line.strip_prefix("version = ")
+            && let Some(n) = name.take()
+        {
+            out.push((n, v.trim_matches('"').to_string()));
         }
     }
     out
