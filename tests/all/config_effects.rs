@@ -416,3 +416,34 @@ fn rego_policies_check_what_helm_and_kubernetes_manifests_render() {
         "kubectl was never run on it: {rec}"
     );
 }
+
+#[test]
+fn a_component_and_an_action_stop_at_their_timeouts() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let slow_tf = "resource \"terraform_data\" \"x\" {\n  provisioner \"local-exec\" {\n    command = \"sleep 60\"\n  }\n}\n";
+    // Nuon's `timeout` on a component is its deploy timeout.
+    let slow = component("slow", "timeout = \"8s\"\n");
+    let wait = "name = \"wait\"\ntimeout = \"2s\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"nap\"\ncommand = \"sleep 30\"\n";
+    let m = Manual::start(&[
+        METADATA,
+        ("components/slow.toml", &slow),
+        ("actions/wait.toml", wait),
+        ("tf/main.tf", slow_tf),
+    ]);
+    let c = m.cp.client();
+    let out =
+        m.cp.nuon(&["installs", "run-action", "demo", "wait", "--wait"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let w = newest_workflow(&c);
+    let reason = step(&w, "action wait").reason.clone().unwrap_or_default();
+    assert!(reason.contains("its timeout was 2s"), "{reason}");
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "failed", "{w:#?}");
+    let reason = step(&w, "apply slow").reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("timed out") && reason.contains("its timeout was 8s"),
+        "{reason}"
+    );
+}

@@ -296,6 +296,12 @@ impl Engine {
                 .clone()
                 .unwrap_or_else(|| format!("it ended {}", job.status))
         );
+        if job.status == JobStatus::TimedOut {
+            reason.push_str(&format!(
+                "; its timeout was {}s (a component's deploy_timeout, an action's timeout)",
+                job.timeout_secs
+            ));
+        }
         match self.store.release_locks_of_job(&job.id).await {
             Ok(released) => {
                 for (component, lock) in released {
