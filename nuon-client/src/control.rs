@@ -5,11 +5,11 @@ use nuon_core::JobId;
 use nuon_core::wire::{
     AppInfo, AppList, BuildInfo, BuildList, ComponentList, ComponentToggled, ConfigFile,
     ConfigVersionInfo, ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob,
-    CreateRunner, CreateToken, CreateWorkflow, InstallComponents, InstallCreated, InstallInfo,
-    InstallList, InstallOutputs, JobInfo, JobList, LogEntry, LogPage, OrgInfo, RunnerCreated,
-    RunnerInfo, RunnerList, SetInputs, StateList, StateUnlocked, StepChoice, SyncConfig,
-    ToggleComponent, TokenCreated, TokenInfo, TokenList, TokenScope, WorkflowInfo, WorkflowList,
-    routes,
+    CreateRunner, CreateToken, CreateWorkflow, InstallComponents, InstallCreated, InstallDrift,
+    InstallInfo, InstallList, InstallOutputs, JobInfo, JobList, LogEntry, LogPage, OrgInfo,
+    RunnerCreated, RunnerInfo, RunnerList, SetInputs, StateList, StateUnlocked, StepChoice,
+    SyncConfig, ToggleComponent, TokenCreated, TokenInfo, TokenList, TokenScope, WorkflowInfo,
+    WorkflowList, routes,
 };
 use nuon_core::workflow::WorkflowKind;
 
@@ -230,6 +230,21 @@ impl ControlClient {
         };
         self.http
             .post(&routes::with_id(route, &seg(id)), &req, Duration::ZERO)
+            .await
+    }
+
+    /// What the newest drift check of an install's sandbox and of each
+    /// component found.
+    pub async fn install_drift(&self, install: &str) -> Result<InstallDrift> {
+        self.http
+            .get(&routes::with_id(routes::INSTALL_DRIFT, &seg(install)))
+            .await
+    }
+
+    /// Starts a drift check (a plan that is never applied) of a component
+    /// of an install, or of its `sandbox`.
+    pub async fn check_drift(&self, install: &str, target: &str) -> Result<WorkflowInfo> {
+        self.create_workflow(install, WorkflowKind::Drift, Some(target))
             .await
     }
 

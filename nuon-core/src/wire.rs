@@ -88,6 +88,8 @@ pub mod routes {
     pub const WORKFLOW_RETRY: &str = "/v1/workflows/{id}/retry";
     /// Control API: the outputs of an install's sandbox and components.
     pub const INSTALL_OUTPUTS: &str = "/v1/installs/{id}/outputs";
+    /// Control API: an install's drift: what each drift check found.
+    pub const INSTALL_DRIFT: &str = "/v1/installs/{id}/drift";
     /// Control API: an install's components, each on or off.
     pub const INSTALL_COMPONENTS: &str = "/v1/installs/{id}/components";
     /// Control API: turn a toggleable component on for an install.
@@ -983,6 +985,44 @@ pub struct WorkflowInfo {
     pub trigger: Option<String>,
     /// Its steps, in order.
     pub steps: Vec<WorkflowStepInfo>,
+}
+
+/// What the newest drift check of a component (or the sandbox) found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DriftInfo {
+    /// The component, or `sandbox`.
+    pub target: String,
+    /// `drifted` (its plan has changes), `in_sync`, `checking` (a check
+    /// runs or waits), `check_failed` or `never_checked`.
+    pub status: String,
+    /// The plan's summary (`add`, `change`, `destroy`) and, for Terraform,
+    /// the addresses it would change.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub changes: serde_json::Value,
+    /// The drift check's workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_id: Option<WorkflowId>,
+    /// When it was checked (its workflow started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at_ms: Option<i64>,
+    /// Why the check failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its `drift_schedule`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// When the schedule checks it next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_check_ms: Option<i64>,
+}
+
+/// An install's drift.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallDrift {
+    /// The install.
+    pub install: String,
+    /// The sandbox, then each component with a schedule or a check.
+    pub targets: Vec<DriftInfo>,
 }
 
 /// A component of an install's app, and whether it is on there.

@@ -26,6 +26,9 @@ pub enum WorkflowKind {
     Reprovision,
     /// Run one action by hand (its `manual` trigger).
     Action,
+    /// Plan one component (or the sandbox) to find drift: never applies,
+    /// asks for no approval, changes nothing on the install.
+    Drift,
 }
 
 /// What one step does.
@@ -327,6 +330,21 @@ pub fn plan_with(
         out.push(step(StepKind::Action, Some(action), false));
         return out;
     }
+    if kind == WorkflowKind::Drift {
+        match only {
+            Some(SANDBOX) | None => {
+                if config.sandbox.is_some() {
+                    out.push(step(StepKind::SandboxSync, None, false));
+                    out.push(step(StepKind::SandboxPlan, None, false));
+                }
+            }
+            Some(c) => {
+                out.push(step(StepKind::Sync, Some(c), false));
+                out.push(step(StepKind::Plan, Some(c), false));
+            }
+        }
+        return out;
+    }
     if only.is_some() {
         match kind {
             WorkflowKind::Teardown | WorkflowKind::Deprovision => teardown(&mut out),
@@ -367,8 +385,9 @@ pub fn plan_with(
             actions(config, "post-deploy-all-components", None, &mut out);
         }
         WorkflowKind::Teardown => teardown(&mut out),
-        // An action workflow names its action (`only`).
-        WorkflowKind::Action => {}
+        // An action workflow names its action (`only`); a drift check
+        // returned above.
+        WorkflowKind::Action | WorkflowKind::Drift => {}
         WorkflowKind::Deprovision => {
             actions(config, "pre-deprovision", None, &mut out);
             teardown(&mut out);
@@ -425,6 +444,15 @@ pub fn applies_a_plan(kind: StepKind) -> bool {
         kind,
         StepKind::SandboxApply | StepKind::SandboxDestroy | StepKind::Apply | StepKind::Destroy
     )
+}
+
+/// What a drift check of the sandbox names as its target.
+pub const SANDBOX: &str = "sandbox";
+
+/// Whether a workflow of `kind` leaves the install's state as it was (an
+/// action, a drift check).
+pub fn leaves_state(kind: WorkflowKind) -> bool {
+    matches!(kind, WorkflowKind::Action | WorkflowKind::Drift)
 }
 
 /// Whether a workflow of `kind` destroys what it touches (a teardown or a

@@ -447,3 +447,87 @@ fn a_component_and_an_action_stop_at_their_timeouts() {
         "{reason}"
     );
 }
+
+#[test]
+fn drift_is_found_by_plans_that_never_apply_on_demand_and_on_schedule() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let marker_dir = tempfile::tempdir().unwrap();
+    let marker = marker_dir.path().join("changed-outside");
+    let tf = format!(
+        "resource \"terraform_data\" \"x\" {{\n  input = fileexists(\"{}\") ? \"changed\" : \"as deployed\"\n}}\n",
+        marker.display()
+    );
+    let watched = component("watched", "drift_schedule = \"* * * * *\"\n");
+    let m = Manual::start(&[
+        METADATA,
+        ("components/watched.toml", &watched),
+        ("tf/main.tf", &tf),
+    ]);
+    let c = m.cp.client();
+    let drift = |target: &str| {
+        let d = rt().block_on(c.install_drift("demo")).unwrap();
+        d.targets.into_iter().find(|t| t.target == target).unwrap()
+    };
+    assert_eq!(drift("watched").status, "never_checked");
+    assert!(drift("watched").next_check_ms.is_some());
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let check = || {
+        let out =
+            m.cp.nuon(&["installs", "drift", "demo", "--check", "watched", "--wait"]);
+        assert!(out.status.success(), "{}", text(&out));
+        newest_workflow(&c)
+    };
+    // Nothing changed: in sync.
+    let w = check();
+    assert_eq!(w.kind, WorkflowKind::Drift);
+    assert_eq!(
+        w.steps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["sync watched", "plan watched"],
+        "a drift check never applies"
+    );
+    assert_eq!(drift("watched").status, "in_sync");
+    // Changed outside: the plan has a change; the install is untouched.
+    std::fs::write(&marker, "x").unwrap();
+    check();
+    let d = drift("watched");
+    assert_eq!(d.status, "drifted", "{d:?}");
+    assert_eq!(d.changes["change"], 1, "{d:?}");
+    assert_eq!(
+        d.changes["resources"][0]["address"], "terraform_data.x",
+        "{d:?}"
+    );
+    let shown = ok(m.cp.nuon(&["installs", "drift"]));
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("demo") && l.contains("watched") && l.contains("drifted")),
+        "{shown}"
+    );
+    let install = rt().block_on(c.get_install("demo")).unwrap();
+    assert_eq!(install.state, "active");
+    // The schedule checks it too, once a minute.
+    let scheduled = wait_for("a scheduled drift check", Duration::from_secs(100), || {
+        let list = rt().block_on(c.list_workflows("demo")).ok()?;
+        list.workflows
+            .into_iter()
+            .find(|w| w.trigger.as_deref() == Some("drift") && ended(w))
+    })
+    .unwrap();
+    assert_eq!(scheduled.status, "succeeded", "{scheduled:#?}");
+    assert_eq!(drift("watched").status, "drifted");
+    // A deploy remediates it through the normal plan and apply.
+    let out = m.cp.nuon(&[
+        "installs",
+        "deploy",
+        "demo",
+        "--component",
+        "watched",
+        "--wait",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    check();
+    assert_eq!(drift("watched").status, "in_sync");
+}

@@ -106,6 +106,23 @@ pub(crate) enum InstallsCommand {
         #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_env)]
         inputs: Vec<(String, String)>,
     },
+    /// Drift: what the newest drift check of each component (and the
+    /// sandbox) found, for one install or every install; --check starts a
+    /// check (a plan that is never applied). Remediate with `nuon installs
+    /// deploy INSTALL --component C`.
+    Drift {
+        /// The install, by name or id (default: every install of the org).
+        install: Option<String>,
+        /// Check this component (or `sandbox`) now.
+        #[arg(long, value_name = "COMPONENT", requires = "install")]
+        check: Option<String>,
+        /// With --check, follow the check until it ends.
+        #[arg(long, requires = "check")]
+        wait: bool,
+        /// With --wait, print its log too.
+        #[arg(long, requires = "wait")]
+        logs: bool,
+    },
     /// An install's components: list them, turn a toggleable one off or on.
     Components {
         #[command(subcommand)]
@@ -515,6 +532,25 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         InstallsCommand::Components { command } => {
             return crate::deploy::install_components(g, command).await;
         }
+        InstallsCommand::Drift {
+            install,
+            check,
+            wait,
+            logs,
+        } => {
+            if let (Some(i), Some(target)) = (install, check) {
+                let req = nuon_core::wire::CreateWorkflow {
+                    kind: WorkflowKind::Drift,
+                    component: Some(target.clone()),
+                    action: None,
+                    only: false,
+                    config_version: None,
+                    inputs: Default::default(),
+                };
+                return crate::deploy::start_with(g, i, req, *wait, *logs).await;
+            }
+            return crate::deploy::drift(g, install.as_deref()).await;
+        }
         other => return installs_other(g, other).await,
     };
     crate::deploy::start(g, &a.install, kind, a.component.as_deref(), a.wait, a.logs).await
@@ -654,7 +690,8 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::Reprovision(_)
         | InstallsCommand::Outputs { .. }
         | InstallsCommand::RunAction { .. }
-        | InstallsCommand::Components { .. } => unreachable!("handled by installs()"),
+        | InstallsCommand::Components { .. }
+        | InstallsCommand::Drift { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)
 }

@@ -551,6 +551,67 @@ pub(crate) async fn start_with(
     Ok(exit_of(&done))
 }
 
+/// `nuon installs drift [INSTALL]`: every target of the install (or of
+/// every install) and what its newest drift check found.
+pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let names: Vec<String> = match install {
+        Some(i) => vec![i.to_owned()],
+        None => client
+            .list_installs()
+            .await?
+            .installs
+            .into_iter()
+            .map(|i| i.name)
+            .collect(),
+    };
+    let mut all = Vec::new();
+    for n in &names {
+        all.push(client.install_drift(n).await?);
+    }
+    if g.json {
+        match (install, all.len()) {
+            (Some(_), 1) => print_json(&all[0])?,
+            _ => print_json(&all)?,
+        }
+        return Ok(0);
+    }
+    let mut rows = Vec::new();
+    for d in all {
+        for t in d.targets {
+            let c = &t.changes;
+            let summary = if c.is_null() {
+                t.reason.clone().unwrap_or_default()
+            } else {
+                format!(
+                    "{} to add, {} to change, {} to destroy",
+                    c["add"], c["change"], c["destroy"]
+                )
+            };
+            rows.push(vec![
+                d.install.clone(),
+                t.target,
+                t.status,
+                fmt_time(t.checked_at_ms),
+                t.next_check_ms.map_or("-".into(), |n| fmt_time(Some(n))),
+                summary,
+            ]);
+        }
+    }
+    table(
+        &[
+            "INSTALL",
+            "TARGET",
+            "DRIFT",
+            "CHECKED",
+            "NEXT CHECK",
+            "CHANGES",
+        ],
+        rows,
+    );
+    Ok(0)
+}
+
 /// `nuon installs components list|disable|enable`.
 pub(crate) async fn install_components(
     g: &Global,

@@ -4,6 +4,7 @@
 pub(crate) mod apps;
 mod control;
 pub(crate) mod doc;
+mod drift;
 mod orgs;
 mod runner;
 mod session;
@@ -537,6 +538,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(state::ops());
     ops.extend(workflows::ops());
     ops.extend(toggles::ops());
+    ops.extend(drift::ops());
     ops
 }
 

@@ -1,5 +1,9 @@
-//! Cron triggers: the leader starts an action's run when its
-//! `cron_schedule` comes due on a provisioned install. Each due time runs
+//! Schedules: the leader starts an action's run when its `cron_schedule`
+//! comes due on a provisioned install, and a drift check (a plan that is
+//! never applied) of the sandbox or a component when its `drift_schedule`
+//! does. A drift check never overlaps another workflow of the install: it
+//! queues behind it (and says so in its first step), and a check due while
+//! the one before still waits is skipped (and logged). Each due time runs
 //! once: the store keeps which (install, action, due time) was started,
 //! so a leader that takes over never starts a run its predecessor did. A
 //! run missed while no replica led (or the control plane was down) still
@@ -10,8 +14,8 @@ use std::collections::HashMap;
 
 use nuon_core::app::AppConfig;
 use nuon_core::cron::Schedule;
-use nuon_core::workflow::WorkflowKind;
-use nuon_core::{AppId, InstallId};
+use nuon_core::workflow::{SANDBOX, WorkflowKind, WorkflowStatus};
+use nuon_core::{AppId, InstallId, OrgId, WorkflowId};
 
 use super::{Engine, EngineError, Result, Start};
 use crate::store::StoreError;
@@ -25,6 +29,27 @@ pub(crate) const CATCH_UP_MS: i64 = 15 * 60_000;
 pub(crate) struct Tried(HashMap<(InstallId, String), i64>);
 
 impl Engine {
+    /// A drift check of `target` on the install that has not started yet
+    /// (it waits behind another workflow), if any.
+    async fn drift_queued(
+        &self,
+        org: &OrgId,
+        install: &InstallId,
+        target: &str,
+    ) -> Result<Option<WorkflowId>> {
+        Ok(self
+            .store
+            .list_workflows(org, install)
+            .await?
+            .into_iter()
+            .find(|w| {
+                w.kind == WorkflowKind::Drift
+                    && w.status == WorkflowStatus::Pending
+                    && w.component.as_deref() == Some(target)
+            })
+            .map(|w| w.id))
+    }
+
     /// Starts every cron run due at `now_ms`; returns how many started.
     pub(crate) async fn fire_crons(&self, now_ms: i64, tried: &mut Tried) -> Result<usize> {
         let mut configs: HashMap<(AppId, u32), Option<(String, AppConfig)>> = HashMap::new();
@@ -47,53 +72,85 @@ impl Engine {
             let Some(Some((app_name, config))) = configs.get(&key) else {
                 continue;
             };
+            // What is scheduled: each action's cron triggers, and each
+            // drift check (the sandbox's, and those of components that are
+            // on for the install).
+            let mut due_runs: Vec<(WorkflowKind, String, Option<i64>)> = Vec::new();
             for action in &config.actions {
                 let due = action
                     .triggers
                     .iter()
                     .filter(|t| t.kind == "cron")
-                    .filter_map(|t| t.cron_schedule.as_deref()?.parse::<Schedule>().ok())
-                    .filter_map(|s| s.latest_at_or_before(now_ms))
+                    .filter_map(|t| latest(t.cron_schedule.as_deref(), now_ms))
                     .max();
+                due_runs.push((WorkflowKind::Action, action.name.clone(), due));
+            }
+            if let Some(sb) = &config.sandbox {
+                let due = latest(sb.drift_schedule.as_deref(), now_ms);
+                due_runs.push((WorkflowKind::Drift, SANDBOX.to_owned(), due));
+            }
+            for c in config.components.iter().filter(|c| install.enabled(c)) {
+                let due = latest(c.drift_schedule.as_deref(), now_ms);
+                due_runs.push((WorkflowKind::Drift, c.name.clone(), due));
+            }
+            for (kind, target, due) in due_runs {
                 let Some(due) = due.filter(|d| *d >= install.created_at_ms) else {
                     continue;
                 };
-                let slot = (install.id.clone(), action.name.clone());
+                // Drift checks and action runs are kept apart in the store.
+                let key = match kind {
+                    WorkflowKind::Drift => format!("drift:{target}"),
+                    _ => target.clone(),
+                };
+                let slot = (install.id.clone(), key.clone());
                 if tried.0.get(&slot) == Some(&due) {
                     continue;
                 }
                 tried.0.insert(slot, due);
                 if now_ms - due > CATCH_UP_MS {
-                    tracing::warn!(install = %install.id, action = %action.name, due, "cron run skipped: it is more than 15 minutes late");
+                    tracing::warn!(install = %install.id, %target, due, "scheduled run skipped: it is more than 15 minutes late");
                     continue;
                 }
+                if kind == WorkflowKind::Drift
+                    && let Some(w) = self.drift_queued(&org, &install.id, &target).await?
+                {
+                    tracing::info!(install = %install.id, %target, due, waiting = %w, "drift check skipped: the one before it still waits to run");
+                    continue;
+                }
+                let (action, component, trigger) = match kind {
+                    WorkflowKind::Drift => (None, Some(target.clone()), "drift"),
+                    _ => (Some(target.clone()), None, "cron"),
+                };
                 let start = Start {
-                    action: Some(action.name.clone()),
-                    trigger: Some("cron"),
-                    fire: Some((action.name.clone(), due)),
-                    ..Start::new(
-                        &install,
-                        app_name,
-                        config,
-                        install.config_version,
-                        WorkflowKind::Action,
-                    )
+                    action,
+                    component,
+                    trigger: Some(trigger),
+                    fire: Some((key, due)),
+                    ..Start::new(&install, app_name, config, install.config_version, kind)
                 };
                 match self.start(&org, start).await {
                     Ok(wf) => {
                         started += 1;
-                        tracing::info!(workflow = %wf.id, install = %install.id, action = %action.name, due, "cron run started");
+                        tracing::info!(workflow = %wf.id, install = %install.id, %target, due, "{trigger} run started");
                     }
                     Err(EngineError::Store(StoreError::Conflict {
                         code: "already_started",
                         ..
                     })) => {}
                     Err(e) => {
-                        tracing::warn!(install = %install.id, action = %action.name, error = %e, "cron run cannot start")
+                        tracing::warn!(install = %install.id, %target, error = %e, "scheduled run cannot start")
                     }
                 }
             }
         }
         Ok(started)
     }
+}
+
+/// The latest due time at or before `now_ms` of a schedule, if any.
+fn latest(schedule: Option<&str>, now_ms: i64) -> Option<i64> {
+    schedule?
+        .parse::<Schedule>()
+        .ok()?
+        .latest_at_or_before(now_ms)
 }

@@ -205,7 +205,9 @@ impl Engine {
             backend: Some(backend),
             plan,
             // A plan (not a destroy plan) passes the part's Rego policies.
-            policies: if step.kind == StepKind::Plan || step.kind == StepKind::SandboxPlan {
+            policies: if (step.kind == StepKind::Plan || step.kind == StepKind::SandboxPlan)
+                && cx.wf.kind != WorkflowKind::Drift
+            {
                 nuon_core::app::rego_policies_for(&cx.config, step.target.as_deref())
             } else {
                 Vec::new()
@@ -470,7 +472,7 @@ fn helm_job(
 /// The Rego policies a plan step (not a destroy plan) of a component
 /// checks what it renders against.
 fn plan_policies(cx: &Ctx, step: &WorkflowStepInfo) -> Vec<nuon_core::policy::PolicySource> {
-    if step.kind == StepKind::Plan {
+    if step.kind == StepKind::Plan && cx.wf.kind != WorkflowKind::Drift {
         nuon_core::app::rego_policies_for(&cx.config, step.target.as_deref())
     } else {
         Vec::new()

@@ -268,8 +268,30 @@ impl Engine {
     pub(crate) async fn start(&self, org: &OrgId, s: Start<'_>) -> Result<WorkflowInfo> {
         let config = s.config;
         let app = s.app_name;
+        if s.kind == WorkflowKind::Drift {
+            match s.component.as_deref().map(|c| (c, config.component(c))) {
+                None => {
+                    return Err(EngineError::Invalid(
+                        "a drift check names a component (\"component\"), or \"sandbox\"".into(),
+                    ));
+                }
+                Some((workflow::SANDBOX, _)) if config.sandbox.is_none() => {
+                    return Err(EngineError::Invalid(format!(
+                        "app {app} has no sandbox to check for drift"
+                    )));
+                }
+                Some((_, Some(c))) if c.kind == nuon_core::app::ComponentKind::ContainerImage => {
+                    return Err(EngineError::Invalid(format!(
+                        "component {} is a container_image: it has no plan to check for drift",
+                        c.name
+                    )));
+                }
+                _ => {}
+            }
+        }
         if let Some(c) = &s.component
             && config.component(c).is_none()
+            && !(s.kind == WorkflowKind::Drift && c == workflow::SANDBOX)
         {
             let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
             let sandbox = if c == "sandbox" {

@@ -431,7 +431,7 @@ pub(crate) fn install_state_during(kind: WorkflowKind, now: &str) -> String {
         WorkflowKind::Deploy => "deploying".into(),
         WorkflowKind::Teardown => "tearing_down".into(),
         WorkflowKind::Deprovision => "deprovisioning".into(),
-        WorkflowKind::Action => now.into(),
+        WorkflowKind::Action | WorkflowKind::Drift => now.into(),
     }
 }
 
@@ -446,7 +446,7 @@ pub(crate) fn install_state_after(
     now: &str,
 ) -> String {
     match (wf.kind, status) {
-        (WorkflowKind::Action, _) => now.into(),
+        (kind, _) if nuon_core::workflow::leaves_state(kind) => now.into(),
         (_, WorkflowStatus::Failed) => "failed".into(),
         (_, WorkflowStatus::Cancelled) if interrupted => "failed".into(),
         (WorkflowKind::Deprovision, WorkflowStatus::Succeeded) if wf.component.is_none() => {

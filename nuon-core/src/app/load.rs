@@ -464,10 +464,6 @@ const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
         "kubernetes contexts are not applied yet: Helm jobs use the sandbox's kubeconfig output",
     ),
     (
-        "drift_schedule",
-        "drift detection is not scheduled on this platform yet",
-    ),
-    (
         "health",
         "component health checks are not run on this platform yet",
     ),
@@ -659,6 +655,18 @@ fn skip_noops(r: &mut Reader<'_, '_>, d: &mut Diagnostics) {
     }
 }
 
+/// `drift_schedule`: a cron schedule.
+fn drift_schedule(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Option<String> {
+    let v = r.str(d, "drift_schedule")?;
+    match v.text.parse::<crate::cron::Schedule>() {
+        Ok(_) => Some(v.text),
+        Err(e) => {
+            d.push(r.file.at(&v.span, format!("drift_schedule {e}")));
+            None
+        }
+    }
+}
+
 /// `max_auto_retries`: 0 to [`crate::app::MAX_AUTO_RETRIES`].
 fn max_auto_retries(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> u32 {
     let Some(n) = r.int(d, "max_auto_retries") else {
@@ -728,6 +736,7 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
     let env_vars = r.str_map(d, "env_vars", &mut item.strings);
     let var_files = var_files(&mut r, d, "var_file", &mut item.strings);
     skip_noops(&mut r, d);
+    let drift_schedule = drift_schedule(&mut r, d);
     r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| match k {
         "type" | "runtime" | "pulumi_version" | "pulumi_config" => Some(
             "is for Nuon's Pulumi sandboxes; this platform runs Terraform sandboxes".to_string(),
@@ -745,6 +754,7 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
             vars,
             env_vars,
             var_files,
+            drift_schedule,
         });
     }
     item
@@ -1034,6 +1044,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     let deploy_timeout = deploy_timeout(&mut r, d);
     let max_auto_retries = max_auto_retries(&mut r, d);
     let (toggleable, default_enabled) = toggles(&mut r, d);
+    let drift_schedule = drift_schedule(&mut r, d);
     skip_noops(&mut r, d);
     let Some(kind) = kind else {
         // Without a type, the other keys cannot be checked; still record
@@ -1095,6 +1106,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         max_auto_retries,
         toggleable,
         default_enabled,
+        drift_schedule,
     };
     let mut ok = name.is_some();
     let strings = &mut item.strings;

@@ -438,6 +438,9 @@ pub struct Sandbox {
     /// `[[var_file]] contents`: inline tfvars or a path in the config.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub var_files: Vec<String>,
+    /// When the control plane plans it to find drift (cron, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_schedule: Option<String>,
 }
 
 /// `runner.toml`.
@@ -766,6 +769,9 @@ pub struct Component {
     /// start off.
     #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
     pub default_enabled: bool,
+    /// When the control plane plans it to find drift (cron, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_schedule: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {

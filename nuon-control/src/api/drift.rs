@@ -1,0 +1,115 @@
+//! An install's drift on the Control API: what the newest drift check of
+//! the sandbox and of each component found (drift checks are workflows of
+//! kind `drift`, started by `drift_schedule` or by hand).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::routing::get;
+use nuon_core::app::AppConfig;
+use nuon_core::cron::Schedule;
+use nuon_core::wire::{DriftInfo, InstallDrift, WorkflowInfo, routes};
+use nuon_core::workflow::{SANDBOX, StepKind, WorkflowKind, WorkflowStatus};
+
+use super::apps::{app_of, install_of, latest_config};
+use super::doc::Op;
+use super::{ApiAuth, SharedState};
+use crate::error::Error;
+
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::get(routes::INSTALL_DRIFT, "getInstallDrift", "What the newest drift check of the install's sandbox and of each component found (drifted, in sync, checking, failed), with the plan's summary and when its schedule checks it next.", get(drift))
+            .returns::<InstallDrift>(200),
+    ]
+}
+
+/// What `wf`, a drift check, found.
+fn found(wf: &WorkflowInfo) -> (String, serde_json::Value, Option<String>) {
+    let plan = wf
+        .steps
+        .iter()
+        .find(|s| matches!(s.kind, StepKind::Plan | StepKind::SandboxPlan));
+    match wf.status {
+        s if s.is_active() => ("checking".into(), serde_json::Value::Null, None),
+        WorkflowStatus::Succeeded => {
+            let changes = plan
+                .map(|p| p.outputs["changes"].clone())
+                .unwrap_or_default();
+            let any = ["add", "change", "destroy"]
+                .iter()
+                .any(|k| changes[*k].as_u64().unwrap_or(0) > 0);
+            let status = if any { "drifted" } else { "in_sync" };
+            (status.into(), changes, None)
+        }
+        _ => {
+            let reason = wf
+                .steps
+                .iter()
+                .find_map(|s| s.reason.clone().filter(|_| !s.status.is_passed()));
+            ("check_failed".into(), serde_json::Value::Null, reason)
+        }
+    }
+}
+
+/// Each target's drift: the sandbox, then the components, each with a
+/// schedule or a check of its own.
+pub(crate) fn drift_of(
+    config: &AppConfig,
+    workflows: &[WorkflowInfo],
+    now_ms: i64,
+) -> Vec<DriftInfo> {
+    let mut targets: Vec<(String, Option<String>)> = Vec::new();
+    if let Some(sb) = &config.sandbox {
+        targets.push((SANDBOX.into(), sb.drift_schedule.clone()));
+    }
+    for c in &config.components {
+        targets.push((c.name.clone(), c.drift_schedule.clone()));
+    }
+    targets
+        .into_iter()
+        .filter_map(|(target, schedule)| {
+            // Workflows come newest first.
+            let newest = workflows.iter().find(|w| {
+                w.kind == WorkflowKind::Drift && w.component.as_deref() == Some(target.as_str())
+            });
+            if newest.is_none() && schedule.is_none() {
+                return None;
+            }
+            let next_check_ms = schedule
+                .as_deref()
+                .and_then(|s| s.parse::<Schedule>().ok())
+                .and_then(|s| s.next_after(now_ms));
+            let (status, changes, reason) = newest.map_or(
+                ("never_checked".into(), serde_json::Value::Null, None),
+                found,
+            );
+            Some(DriftInfo {
+                target,
+                status,
+                changes,
+                workflow_id: newest.map(|w| w.id.clone()),
+                checked_at_ms: newest.map(|w| w.created_at_ms),
+                reason,
+                schedule,
+                next_check_ms,
+            })
+        })
+        .collect()
+}
+
+async fn drift(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<InstallDrift>, Error> {
+    let install = install_of(&state, &auth, &key).await?;
+    let app = app_of(&state, &auth, install.app_id.as_str()).await?;
+    let latest = latest_config(&state, &auth, &app).await?;
+    let workflows = state
+        .store
+        .list_workflows(&auth.0.org_id, &install.id)
+        .await?;
+    Ok(Json(InstallDrift {
+        install: install.name.clone(),
+        targets: drift_of(&latest.config, &workflows, nuon_core::now_ms()),
+    }))
+}
