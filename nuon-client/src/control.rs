@@ -163,6 +163,7 @@ impl ControlClient {
             action: None,
             only: false,
             config_version: None,
+            runbook: None,
             inputs: Default::default(),
         };
         self.start_workflow(install, &req).await
@@ -193,7 +194,22 @@ impl ControlClient {
             action: Some(action.to_owned()),
             only: false,
             config_version: None,
+            runbook: None,
             inputs,
+        };
+        self.start_workflow(install, &req).await
+    }
+
+    /// Runs a runbook of an install's app as one workflow.
+    pub async fn run_runbook(&self, install: &str, runbook: &str) -> Result<WorkflowInfo> {
+        let req = CreateWorkflow {
+            kind: WorkflowKind::Runbook,
+            component: None,
+            action: None,
+            only: false,
+            config_version: None,
+            runbook: Some(runbook.to_owned()),
+            inputs: Default::default(),
         };
         self.start_workflow(install, &req).await
     }

@@ -1100,6 +1100,9 @@ pub struct CreateWorkflow {
     /// synced and built since can destroy what a broken version left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_version: Option<u32>,
+    /// The runbook to run (kind `runbook`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runbook: Option<String>,
     /// An action's inputs for this run (kind `action`): each must be one
     /// the action declares in its `inputs`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -29,6 +29,9 @@ pub enum WorkflowKind {
     /// Plan one component (or the sandbox) to find drift: never applies,
     /// asks for no approval, changes nothing on the install.
     Drift,
+    /// Run a runbook: its component deploys, teardowns, sandbox
+    /// reprovisions and actions in order, stopping at the first failure.
+    Runbook,
 }
 
 /// What one step does.
@@ -288,8 +291,11 @@ pub fn plan_with(
         Some(c) if dependents && destroying => left_out_by_denial(config, Some(c), false).0,
         _ => std::collections::BTreeSet::new(),
     };
+    // A runbook's `only` names the runbook: its `deploy` steps deploy every
+    // component.
+    let one_component = only.filter(|_| kind != WorkflowKind::Runbook);
     let picked = |c: &&crate::app::Component| {
-        only.is_none_or(|o| o == c.name) || with_dependents.contains(&c.name)
+        one_component.is_none_or(|o| o == c.name) || with_dependents.contains(&c.name)
     };
     let deploy = |out: &mut Vec<PlannedStep>| {
         for c in config.components.iter().filter(picked) {
@@ -328,6 +334,51 @@ pub fn plan_with(
     };
     if let (WorkflowKind::Action, Some(action)) = (kind, only) {
         out.push(step(StepKind::Action, Some(action), false));
+        return out;
+    }
+    if kind == WorkflowKind::Runbook {
+        let Some(rb) = config
+            .runbooks
+            .iter()
+            .find(|r| Some(r.name.as_str()) == only)
+        else {
+            return out;
+        };
+        for st in &rb.steps {
+            let component = st["component_name"].as_str();
+            match st["type"].as_str().unwrap_or_default() {
+                "component_deploy" => {
+                    if let Some(c) = component.and_then(|c| config.component(c)) {
+                        out.push(step(StepKind::Sync, Some(&c.name), false));
+                        if c.kind != ComponentKind::ContainerImage {
+                            out.push(step(StepKind::Plan, Some(&c.name), false));
+                            out.push(step(StepKind::Apply, Some(&c.name), approvals));
+                        }
+                    }
+                }
+                "component_tear_down" => {
+                    if let Some(c) = component.and_then(|c| config.component(c))
+                        && c.kind != ComponentKind::ContainerImage
+                    {
+                        out.push(step(StepKind::Sync, Some(&c.name), false));
+                        out.push(step(StepKind::DestroyPlan, Some(&c.name), false));
+                        out.push(step(StepKind::Destroy, Some(&c.name), approvals));
+                    }
+                }
+                "action" => {
+                    if let Some(a) = st["action_name"].as_str() {
+                        out.push(step(StepKind::Action, Some(a), false));
+                    }
+                }
+                "deploy" => deploy(&mut out),
+                "sandbox_reprovision" if config.sandbox.is_some() => {
+                    out.push(step(StepKind::SandboxSync, None, false));
+                    out.push(step(StepKind::SandboxPlan, None, false));
+                    out.push(step(StepKind::SandboxApply, None, approvals));
+                }
+                _ => {}
+            }
+        }
         return out;
     }
     if kind == WorkflowKind::Drift {
@@ -385,9 +436,9 @@ pub fn plan_with(
             actions(config, "post-deploy-all-components", None, &mut out);
         }
         WorkflowKind::Teardown => teardown(&mut out),
-        // An action workflow names its action (`only`); a drift check
-        // returned above.
-        WorkflowKind::Action | WorkflowKind::Drift => {}
+        // An action workflow names its action (`only`); a drift check and
+        // a runbook returned above.
+        WorkflowKind::Action | WorkflowKind::Drift | WorkflowKind::Runbook => {}
         WorkflowKind::Deprovision => {
             actions(config, "pre-deprovision", None, &mut out);
             teardown(&mut out);

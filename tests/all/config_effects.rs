@@ -531,3 +531,123 @@ fn drift_is_found_by_plans_that_never_apply_on_demand_and_on_schedule() {
     check();
     assert_eq!(drift("watched").status, "in_sync");
 }
+
+#[test]
+fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let ok_tf = "resource \"terraform_data\" \"x\" {\n  input = \"up\"\n}\n\noutput \"up\" {\n  value = terraform_data.x.output\n}\n";
+    let action = |name: &str, command: &str| {
+        format!(
+            "name = \"{name}\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"run\"\ncommand = \"{command}\"\n"
+        )
+    };
+    let runbook = |name: &str, steps: &[(&str, &str, &str)]| {
+        let mut t = format!("name = \"{name}\"\ndescription = \"test\"\n");
+        for (step, kind, extra) in steps {
+            t.push_str(&format!(
+                "\n[[steps]]\nname = \"{step}\"\ntype = \"{kind}\"\n{extra}\n"
+            ));
+        }
+        t
+    };
+    let cycle = runbook(
+        "cycle",
+        &[
+            ("announce", "action", "action_name = \"hello\""),
+            ("up", "component_deploy", "component_name = \"web\""),
+            ("down", "component_tear_down", "component_name = \"web\""),
+            ("again", "component_deploy", "component_name = \"web\""),
+        ],
+    );
+    let broken = runbook(
+        "broken",
+        &[
+            ("first", "action", "action_name = \"hello\""),
+            ("boom", "action", "action_name = \"fail\""),
+            ("never", "component_tear_down", "component_name = \"web\""),
+        ],
+    );
+    let m = Manual::start(&[
+        METADATA,
+        ("components/web.toml", &component("web", "")),
+        ("tf/main.tf", ok_tf),
+        (
+            "actions/hello.toml",
+            &action("hello", "echo hello from the runbook"),
+        ),
+        (
+            "actions/fail.toml",
+            &action("fail", "echo broken >&2; exit 3"),
+        ),
+        ("runbooks/cycle.toml", &cycle),
+        ("runbooks/broken.toml", &broken),
+    ]);
+    let c = m.cp.client();
+    let out = m.cp.nuon(&[
+        "installs",
+        "run-runbook",
+        "demo",
+        "cycle",
+        "--wait",
+        "--logs",
+    ]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("hello from the runbook"), "{t}");
+    let w = newest_workflow(&c);
+    assert_eq!(w.kind, WorkflowKind::Runbook);
+    assert_eq!(w.component.as_deref(), Some("cycle"));
+    assert_eq!(
+        w.steps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        [
+            "action hello",
+            "sync web",
+            "plan web",
+            "apply web",
+            "sync web",
+            "plan destroy web",
+            "destroy web",
+            "sync web",
+            "plan web",
+            "apply web",
+        ]
+    );
+    assert!(w.steps.iter().all(|s| s.status == "succeeded"), "{w:#?}");
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.components["web"]["up"], "up", "{outputs:?}");
+
+    // The first failure stops it: what comes after does not run.
+    let out =
+        m.cp.nuon(&["installs", "run-runbook", "demo", "broken", "--wait"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let w = newest_workflow(&c);
+    assert_eq!(w.status, "failed");
+    assert_eq!(step(&w, "action hello").status, "succeeded");
+    let failed = step(&w, "action fail");
+    assert_eq!(failed.status, "failed");
+    assert!(
+        failed
+            .reason
+            .clone()
+            .unwrap_or_default()
+            .contains("exit code 3"),
+        "{failed:?}"
+    );
+    assert_eq!(step(&w, "destroy web").status, "pending");
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert!(
+        outputs.components.contains_key("web"),
+        "web is still deployed"
+    );
+
+    // A runbook the app does not have.
+    let out = m.cp.nuon(&["installs", "run-runbook", "demo", "cycel"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("no runbook \"cycel\", did you mean \"cycle\"?"),
+        "{}",
+        text(&out)
+    );
+}

@@ -123,6 +123,21 @@ pub(crate) enum InstallsCommand {
         #[arg(long, requires = "wait")]
         logs: bool,
     },
+    /// Run a runbook of the app: its steps (component deploys and
+    /// teardowns, sandbox reprovisions, actions) as one workflow, in order,
+    /// stopping at the first failure.
+    RunRunbook {
+        /// The install, by name or id.
+        install: String,
+        /// The runbook.
+        runbook: String,
+        /// Follow it until it ends.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait, print its log too.
+        #[arg(long)]
+        logs: bool,
+    },
     /// An install's components: list them, turn a toggleable one off or on.
     Components {
         #[command(subcommand)]
@@ -506,6 +521,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 action: None,
                 only: a.only,
                 config_version: a.config,
+                runbook: None,
                 inputs: Default::default(),
             };
             return crate::deploy::start_with(g, &w.install, req, w.wait, w.logs).await;
@@ -525,12 +541,30 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 action: Some(action.clone()),
                 only: false,
                 config_version: None,
+                runbook: None,
                 inputs: inputs.iter().cloned().collect(),
             };
             return crate::deploy::start_with(g, install, req, *wait, *logs).await;
         }
         InstallsCommand::Components { command } => {
             return crate::deploy::install_components(g, command).await;
+        }
+        InstallsCommand::RunRunbook {
+            install,
+            runbook,
+            wait,
+            logs,
+        } => {
+            let req = nuon_core::wire::CreateWorkflow {
+                kind: WorkflowKind::Runbook,
+                component: None,
+                action: None,
+                only: false,
+                config_version: None,
+                runbook: Some(runbook.clone()),
+                inputs: Default::default(),
+            };
+            return crate::deploy::start_with(g, install, req, *wait, *logs).await;
         }
         InstallsCommand::Drift {
             install,
@@ -545,6 +579,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                     action: None,
                     only: false,
                     config_version: None,
+                    runbook: None,
                     inputs: Default::default(),
                 };
                 return crate::deploy::start_with(g, i, req, *wait, *logs).await;
@@ -691,7 +726,8 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::Outputs { .. }
         | InstallsCommand::RunAction { .. }
         | InstallsCommand::Components { .. }
-        | InstallsCommand::Drift { .. } => unreachable!("handled by installs()"),
+        | InstallsCommand::Drift { .. }
+        | InstallsCommand::RunRunbook { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)
 }

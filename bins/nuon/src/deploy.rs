@@ -497,6 +497,7 @@ pub(crate) async fn start(
             action: Some(action.to_owned()),
             only: false,
             config_version: None,
+            runbook: None,
             inputs: Default::default(),
         },
         _ => CreateWorkflow {
@@ -505,6 +506,7 @@ pub(crate) async fn start(
             action: None,
             only: false,
             config_version: None,
+            runbook: None,
             inputs: Default::default(),
         },
     };

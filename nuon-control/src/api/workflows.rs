@@ -108,6 +108,7 @@ async fn create_workflow(
                 component: req.component,
                 only: req.only,
                 action: req.action,
+                runbook: req.runbook,
                 inputs: req.inputs,
                 ..Start::new(
                     &install,

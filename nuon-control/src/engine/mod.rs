@@ -155,6 +155,8 @@ pub(crate) struct Start<'a> {
     pub(crate) only: bool,
     /// The action an `action` workflow runs.
     pub(crate) action: Option<String>,
+    /// The runbook a `runbook` workflow runs.
+    pub(crate) runbook: Option<String>,
     /// An action's run-time inputs.
     pub(crate) inputs: BTreeMap<String, String>,
     /// What starts it, when not a person: `cron` (with `fire`, the
@@ -183,6 +185,7 @@ impl<'a> Start<'a> {
             component: None,
             only: false,
             action: None,
+            runbook: None,
             inputs: BTreeMap::new(),
             trigger: None,
             fire: None,
@@ -326,9 +329,28 @@ impl Engine {
                 )));
             }
             Some(name.clone())
-        } else if s.action.is_some() {
+        } else if s.kind == WorkflowKind::Runbook {
+            let Some(name) = &s.runbook else {
+                return Err(EngineError::Invalid(
+                    "a runbook workflow names its runbook (\"runbook\")".into(),
+                ));
+            };
+            if !config.runbooks.iter().any(|r| &r.name == name) {
+                let names: Vec<&str> = config.runbooks.iter().map(|r| r.name.as_str()).collect();
+                return Err(EngineError::NotFound(format!(
+                    "app {app} has no runbook {name:?}{} (runbooks: {})",
+                    nuon_core::app::did_you_mean(name, names.iter().copied()),
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            }
+            Some(name.clone())
+        } else if s.action.is_some() || s.runbook.is_some() {
             return Err(EngineError::Invalid(
-                "\"action\" is for action workflows (kind \"action\")".into(),
+                "\"action\" is for action workflows (kind \"action\"), \"runbook\" for runbook workflows (kind \"runbook\")".into(),
             ));
         } else {
             s.component.clone()

@@ -428,7 +428,7 @@ pub(crate) fn retry_due(steps: &[WorkflowStepInfo], now_ms: i64) -> Option<i64> 
 pub(crate) fn install_state_during(kind: WorkflowKind, now: &str) -> String {
     match kind {
         WorkflowKind::Provision | WorkflowKind::Reprovision => "provisioning".into(),
-        WorkflowKind::Deploy => "deploying".into(),
+        WorkflowKind::Deploy | WorkflowKind::Runbook => "deploying".into(),
         WorkflowKind::Teardown => "tearing_down".into(),
         WorkflowKind::Deprovision => "deprovisioning".into(),
         WorkflowKind::Action | WorkflowKind::Drift => now.into(),

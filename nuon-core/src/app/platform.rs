@@ -789,6 +789,19 @@ pub(crate) fn load(
                             ),
                         ));
                     }
+                    let needs = match t {
+                        "component_deploy" | "component_tear_down" => Some("component_name"),
+                        "action" => Some("action_name"),
+                        _ => None,
+                    };
+                    if let Some(key) = needs
+                        && st[key].as_str().is_none()
+                    {
+                        d.push(
+                            r.file
+                                .diag(at, format!("a runbook step of type {t:?} needs {key}")),
+                        );
+                    }
                     for (key, kind) in [("component_name", "component"), ("action_name", "action")]
                     {
                         if let Some(n) = st[key].as_str() {
@@ -804,14 +817,14 @@ pub(crate) fn load(
                         }
                     }
                 }
+                if !rb.inputs.is_empty() {
+                    d.push(r.file.warn(
+                        &r.span(),
+                        "a runbook's [[input]] cannot take effect here (runbook inputs are not passed to its steps yet: each action's own [[inputs]] defaults apply): it is kept with the config",
+                    ));
+                }
                 out.runbooks.push(rb);
             }
-            warn_file(
-                &r,
-                d,
-                "a runbook",
-                "running runbooks is not available on this platform yet",
-            );
         }
         ("installer.toml", _) => {
             read(&mut r, d, &INSTALLER, &mut strings);
