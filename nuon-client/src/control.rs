@@ -6,10 +6,10 @@ use nuon_core::wire::{
     AppInfo, AppList, BuildInfo, BuildList, ComponentList, ComponentToggled, ConfigFile,
     ConfigVersionInfo, ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob,
     CreateRunner, CreateToken, CreateWorkflow, InstallComponents, InstallCreated, InstallDrift,
-    InstallInfo, InstallList, InstallOutputs, JobInfo, JobList, LogEntry, LogPage, OrgInfo,
-    RunnerCreated, RunnerInfo, RunnerList, SetInputs, StateList, StateUnlocked, StepChoice,
-    SyncConfig, ToggleComponent, TokenCreated, TokenInfo, TokenList, TokenScope, WorkflowInfo,
-    WorkflowList, routes,
+    InstallHealth, InstallInfo, InstallList, InstallOutputs, JobInfo, JobList, LogEntry, LogPage,
+    OrgInfo, RunnerCreated, RunnerInfo, RunnerList, SetInputs, StateList, StateUnlocked,
+    StepChoice, SyncConfig, ToggleComponent, TokenCreated, TokenInfo, TokenList, TokenScope,
+    WorkflowInfo, WorkflowList, routes,
 };
 use nuon_core::workflow::WorkflowKind;
 
@@ -246,6 +246,14 @@ impl ControlClient {
         };
         self.http
             .post(&routes::with_id(route, &seg(id)), &req, Duration::ZERO)
+            .await
+    }
+
+    /// An install's health: its runner, its components' last deploys and
+    /// its health-check actions.
+    pub async fn install_health(&self, install: &str) -> Result<InstallHealth> {
+        self.http
+            .get(&routes::with_id(routes::INSTALL_HEALTH, &seg(install)))
             .await
     }
 

@@ -88,6 +88,9 @@ pub mod routes {
     pub const WORKFLOW_RETRY: &str = "/v1/workflows/{id}/retry";
     /// Control API: the outputs of an install's sandbox and components.
     pub const INSTALL_OUTPUTS: &str = "/v1/installs/{id}/outputs";
+    /// Control API: an install's health: its runner, its components' last
+    /// deploys and its health-check actions.
+    pub const INSTALL_HEALTH: &str = "/v1/installs/{id}/health";
     /// Control API: an install's drift: what each drift check found.
     pub const INSTALL_DRIFT: &str = "/v1/installs/{id}/drift";
     /// Control API: an install's components, each on or off.
@@ -985,6 +988,40 @@ pub struct WorkflowInfo {
     pub trigger: Option<String>,
     /// Its steps, in order.
     pub steps: Vec<WorkflowStepInfo>,
+}
+
+/// One thing an install's health is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HealthCheck {
+    /// `runner`, `component`, or `action` (a health-check action: one with
+    /// a `cron` trigger).
+    pub kind: String,
+    /// The runner's, component's or action's name.
+    pub name: String,
+    /// `ok`, `failed`, `offline` (the runner), or `unknown` (never run).
+    pub status: String,
+    /// What it says: why it failed, when it was last seen or run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The workflow its status comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_id: Option<WorkflowId>,
+    /// When: the runner's last call, the workflow's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<i64>,
+}
+
+/// An install's health.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallHealth {
+    /// The install.
+    pub install: String,
+    /// `healthy` (its runner is there and nothing failed), `unhealthy`
+    /// (a component's last deploy or a health-check action's last run
+    /// failed) or `offline` (its runner is not there).
+    pub status: String,
+    /// What it is made of.
+    pub checks: Vec<HealthCheck>,
 }
 
 /// What the newest drift check of a component (or the sandbox) found.

@@ -651,3 +651,91 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
         text(&out)
     );
 }
+
+#[test]
+fn install_health_follows_the_runner_the_deploys_and_the_health_check_actions() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let marker_dir = tempfile::tempdir().unwrap();
+    let marker = marker_dir.path().join("service-up");
+    // A health check: a cron action (here due once a year), also run by
+    // hand.
+    let probe = format!(
+        "name = \"probe\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"cron\"\ncron_schedule = \"0 0 1 1 *\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"check\"\ncommand = \"test -f {} || {{ echo 'the service does not answer' >&2; exit 1; }}\"\n",
+        marker.display()
+    );
+    let mut m = Manual::start(&[
+        METADATA,
+        ("components/web.toml", &component("web", "")),
+        ("tf/main.tf", "output \"ok\" {\n  value = true\n}\n"),
+        ("actions/probe.toml", &probe),
+    ]);
+    let c = m.cp.client();
+    let health = || rt().block_on(c.install_health("demo")).unwrap();
+    // A check by name, or the runner's by `runner`.
+    let of = |h: &nuon_core::wire::InstallHealth, name: &str| {
+        h.checks
+            .iter()
+            .find(|c| c.name == name || (name == "runner" && c.kind == "runner"))
+            .unwrap()
+            .clone()
+    };
+    wait_for("the runner to call", Duration::from_secs(30), || {
+        (of(&health(), "runner").status == "ok").then_some(())
+    })
+    .unwrap_or_else(|_| panic!("{:#?}", health()));
+    let h = health();
+    assert_eq!(of(&h, "web").status, "unknown");
+    assert_eq!(of(&h, "probe").detail.as_deref(), Some("never run"));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert_eq!(of(&health(), "web").status, "ok");
+    // The health check fails: unhealthy, saying why; the CLI exits 1.
+    let out =
+        m.cp.nuon(&["installs", "run-action", "demo", "probe", "--wait"]);
+    assert!(!out.status.success());
+    let h = health();
+    assert_eq!(h.status, "unhealthy", "{h:#?}");
+    let probe = of(&h, "probe");
+    assert_eq!(probe.status, "failed");
+    assert!(
+        probe.detail.unwrap_or_default().contains("exit code 1"),
+        "{h:#?}"
+    );
+    let out = m.cp.nuon(&["installs", "health"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out)
+            .lines()
+            .any(|l| l.contains("demo") && l.contains("unhealthy") && l.contains("action probe")),
+        "{}",
+        text(&out)
+    );
+    // It passes again: healthy.
+    std::fs::write(&marker, "up").unwrap();
+    ok(m.cp.nuon(&["installs", "run-action", "demo", "probe", "--wait"]));
+    let out = m.cp.nuon(&["installs", "health", "demo", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_str(&ok(out)).unwrap();
+    assert_eq!(v["status"], "healthy", "{v}");
+    // The runner goes away: offline, once it has not called for a live
+    // runner's longest wait.
+    m.stop_runner();
+    let h = wait_for(
+        "the install to be offline",
+        Duration::from_secs(120),
+        || {
+            let h = health();
+            (h.status == "offline").then_some(h)
+        },
+    )
+    .unwrap();
+    assert!(
+        of(&h, "runner")
+            .detail
+            .unwrap_or_default()
+            .starts_with("last call "),
+        "{h:#?}"
+    );
+}

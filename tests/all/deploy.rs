@@ -600,6 +600,14 @@ impl Manual {
         c.spawn().unwrap()
     }
 
+    /// Stops the install's runner.
+    pub(crate) fn stop_runner(&mut self) {
+        if let Some(mut c) = self.install_runner.take() {
+            signal(c.id(), 15);
+            let _ = c.wait();
+        }
+    }
+
     pub(crate) fn restart_runner(&mut self, path: Option<&str>) {
         if let Some(mut c) = self.install_runner.take() {
             signal(c.id(), 15);

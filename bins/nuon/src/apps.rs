@@ -123,6 +123,13 @@ pub(crate) enum InstallsCommand {
         #[arg(long, requires = "wait")]
         logs: bool,
     },
+    /// Health: healthy, unhealthy or offline, from the install's runner,
+    /// its components' last deploys and its health-check actions (those
+    /// with a cron trigger); every install of the org without INSTALL.
+    Health {
+        /// The install, by name or id (default: every install of the org).
+        install: Option<String>,
+    },
     /// Run a runbook of the app: its steps (component deploys and
     /// teardowns, sandbox reprovisions, actions) as one workflow, in order,
     /// stopping at the first failure.
@@ -549,6 +556,9 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         InstallsCommand::Components { command } => {
             return crate::deploy::install_components(g, command).await;
         }
+        InstallsCommand::Health { install } => {
+            return crate::deploy::health(g, install.as_deref()).await;
+        }
         InstallsCommand::RunRunbook {
             install,
             runbook,
@@ -727,7 +737,8 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::RunAction { .. }
         | InstallsCommand::Components { .. }
         | InstallsCommand::Drift { .. }
-        | InstallsCommand::RunRunbook { .. } => unreachable!("handled by installs()"),
+        | InstallsCommand::RunRunbook { .. }
+        | InstallsCommand::Health { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)
 }

@@ -553,6 +553,62 @@ pub(crate) async fn start_with(
     Ok(exit_of(&done))
 }
 
+/// `nuon installs health [INSTALL]`: an install's health and what it is
+/// made of; without INSTALL, every install's, with what is not ok. Exits 1
+/// when one is not healthy.
+pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let names: Vec<String> = match install {
+        Some(i) => vec![i.to_owned()],
+        None => client
+            .list_installs()
+            .await?
+            .installs
+            .into_iter()
+            .map(|i| i.name)
+            .collect(),
+    };
+    let mut all = Vec::new();
+    for n in &names {
+        all.push(client.install_health(n).await?);
+    }
+    let code = u8::from(all.iter().any(|h| h.status != "healthy"));
+    if g.json {
+        match (install, all.len()) {
+            (Some(_), 1) => print_json(&all[0])?,
+            _ => print_json(&all)?,
+        }
+        return Ok(code);
+    }
+    let mut rows = Vec::new();
+    for h in all {
+        for c in h.checks {
+            // One install: every check; all of them: what is not ok.
+            if install.is_none() && c.status == "ok" {
+                continue;
+            }
+            rows.push(vec![
+                h.install.clone(),
+                h.status.clone(),
+                format!("{} {}", c.kind, c.name),
+                c.status,
+                c.detail.unwrap_or_default(),
+            ]);
+        }
+        if install.is_none() && h.status == "healthy" {
+            rows.push(vec![
+                h.install,
+                h.status,
+                "-".into(),
+                "ok".into(),
+                String::new(),
+            ]);
+        }
+    }
+    table(&["INSTALL", "HEALTH", "CHECK", "STATUS", "DETAIL"], rows);
+    Ok(code)
+}
+
 /// `nuon installs drift [INSTALL]`: every target of the install (or of
 /// every install) and what its newest drift check found.
 pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliError> {

@@ -5,6 +5,7 @@ pub(crate) mod apps;
 mod control;
 pub(crate) mod doc;
 mod drift;
+mod health;
 mod orgs;
 mod runner;
 mod session;
@@ -539,6 +540,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(workflows::ops());
     ops.extend(toggles::ops());
     ops.extend(drift::ops());
+    ops.extend(health::ops());
     ops
 }
 
