@@ -127,7 +127,8 @@ pub const NAME_PATTERN: &str = "^[A-Za-z0-9._-]{1,64}$";
 pub const MIN_SECRET_CHARS: usize = 4;
 
 /// The header a runner process names its session in, on every Runner API
-/// request: `id=ID; host=HOST; pid=PID`, and `; replace` to take the
+/// request: `id=ID; host=HOST; pid=PID` (then `; version=V; os=OS;
+/// arch=ARCH` from runners that report them), and `; replace` to take the
 /// token over from a live session. One token, one live runner: a second
 /// session is refused while the first is seen.
 pub const SESSION_HEADER: &str = "nuon-runner-session";
@@ -149,6 +150,15 @@ pub struct RunnerSession {
     /// When it took the token, ms since the epoch.
     #[serde(default)]
     pub since_ms: i64,
+    /// The runner's version, as it reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Its operating system (`linux`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    /// Its architecture (`x86_64`, `aarch64`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
 }
 
 impl RunnerSession {
@@ -166,10 +176,28 @@ impl RunnerSession {
             clean(&self.host),
             self.pid
         );
+        for (k, val) in [
+            ("version", &self.version),
+            ("os", &self.os),
+            ("arch", &self.arch),
+        ] {
+            if let Some(val) = val {
+                v.push_str(&format!("; {k}={}", clean(val)));
+            }
+        }
         if replace {
             v.push_str("; replace");
         }
         v
+    }
+
+    /// `VERSION on OS/ARCH`, as far as the runner said.
+    pub fn describe_build(&self) -> Option<String> {
+        let version = self.version.as_deref()?;
+        Some(match (&self.os, &self.arch) {
+            (Some(os), Some(arch)) => format!("nuon-runner {version} on {os}/{arch}"),
+            _ => format!("nuon-runner {version}"),
+        })
     }
 
     /// Reads a [`SESSION_HEADER`] value: the session, and whether it asks
@@ -181,12 +209,18 @@ impl RunnerSession {
             pid: 0,
             addr: None,
             since_ms: 0,
+            version: None,
+            os: None,
+            arch: None,
         };
         let mut replace = false;
         for part in value.split(';').map(str::trim).filter(|p| !p.is_empty()) {
             match part.split_once('=') {
                 Some(("id", v)) => s.id = v.to_owned(),
                 Some(("host", v)) => s.host = v.to_owned(),
+                Some(("version", v)) => s.version = Some(v.chars().take(64).collect()),
+                Some(("os", v)) => s.os = Some(v.chars().take(64).collect()),
+                Some(("arch", v)) => s.arch = Some(v.chars().take(64).collect()),
                 Some(("pid", v)) => {
                     s.pid = v
                         .parse()

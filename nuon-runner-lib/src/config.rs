@@ -232,6 +232,9 @@ fn session_of(work_dir: &std::path::Path) -> RunnerSession {
         pid: std::process::id(),
         addr: None,
         since_ms: 0,
+        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        os: Some(std::env::consts::OS.to_owned()),
+        arch: Some(std::env::consts::ARCH.to_owned()),
     }
 }
 

@@ -686,6 +686,17 @@ fn install_health_follows_the_runner_the_deploys_and_the_health_check_actions() 
     })
     .unwrap_or_else(|_| panic!("{:#?}", health()));
     let h = health();
+    // The runner says what it is.
+    let build = format!(
+        "nuon-runner {} on {}/{}",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    );
+    assert!(
+        of(&h, "runner").detail.unwrap_or_default().contains(&build),
+        "{h:#?}"
+    );
     assert_eq!(of(&h, "web").status, "unknown");
     assert_eq!(of(&h, "probe").detail.as_deref(), Some("never run"));
     let w = run_workflow(&c, WorkflowKind::Provision);

@@ -57,7 +57,12 @@ pub(crate) fn health_of(
             if status == RunnerStatus::Connected {
                 r.status = "ok".into();
             }
-            format!("last call {} s ago", (now_ms - at).max(0) / 1000)
+            let build = runner
+                .and_then(|r| r.session.as_ref())
+                .and_then(|s| s.describe_build())
+                .map(|b| format!("; {b}"))
+                .unwrap_or_default();
+            format!("last call {} s ago{build}", (now_ms - at).max(0) / 1000)
         }
     });
     let online = r.status == "ok";

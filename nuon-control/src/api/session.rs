@@ -37,12 +37,16 @@ pub(super) async fn check(
         .as_deref()
         .and_then(|s| serde_json::from_str(s).ok());
     if let Some(cur) = &current {
-        if cur.id == mine.id {
+        // The same session: nothing to record, unless it was restarted
+        // (another process, maybe another version) in the same place.
+        if cur.id == mine.id
+            && (cur.pid == mine.pid && cur.version == mine.version || mine.version.is_none())
+        {
             return Ok(());
         }
         let quiet = now_ms() - principal.last_seen_ms.unwrap_or(0);
         let live = state.runner_status(false, principal.last_seen_ms) == RunnerStatus::Connected;
-        if live && !replace {
+        if live && !replace && cur.id != mine.id {
             return Err(in_use(principal, cur, quiet));
         }
     }
