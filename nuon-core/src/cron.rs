@@ -148,6 +148,21 @@ impl Schedule {
         }
     }
 
+    /// The first unit, largest first, in which `c` does not match.
+    fn mismatch(&self, c: &crate::template::time::Civil) -> Option<Unit> {
+        if self.months & (1 << c.month) == 0 {
+            Some(Unit::Month)
+        } else if !self.day_matches(c.day, c.weekday) {
+            Some(Unit::Day)
+        } else if self.hours & (1 << c.hour) == 0 {
+            Some(Unit::Hour)
+        } else if self.minutes & (1 << c.min) == 0 {
+            Some(Unit::Minute)
+        } else {
+            None
+        }
+    }
+
     /// The latest time at or before `at_ms` (Unix milliseconds) the
     /// schedule fires, to the minute; `None` if it has not fired in years.
     pub fn latest_at_or_before(&self, at_ms: i64) -> Option<i64> {
@@ -155,49 +170,50 @@ impl Schedule {
         for _ in 0..MAX_STEPS {
             let c = civil(i128::from(minute) * 60_000_000_000);
             let day_start = days_from_civil(c.year, c.month, c.day) * 1440;
-            if self.months & (1 << c.month) == 0 {
-                // To the last minute of the month before.
-                minute = days_from_civil(c.year, c.month, 1) * 1440 - 1;
-            } else if !self.day_matches(c.day, c.weekday) {
-                minute = day_start - 1;
-            } else if self.hours & (1 << c.hour) == 0 {
-                minute = day_start + i64::from(c.hour) * 60 - 1;
-            } else if self.minutes & (1 << c.min) == 0 {
-                minute -= 1;
-            } else {
-                return Some(minute * MINUTE_MS);
-            }
+            // Back to the last minute before the unit that does not match.
+            minute = match self.mismatch(&c) {
+                None => return Some(minute * MINUTE_MS),
+                Some(Unit::Month) => days_from_civil(c.year, c.month, 1) * 1440 - 1,
+                Some(Unit::Day) => day_start - 1,
+                Some(Unit::Hour) => day_start + i64::from(c.hour) * 60 - 1,
+                Some(Unit::Minute) => minute - 1,
+            };
         }
         None
     }
 
     /// The first time after `at_ms` the schedule fires, to the minute.
     pub fn next_after(&self, at_ms: i64) -> Option<i64> {
-        // Forward by whole minutes, skipping days and hours that cannot
-        // match.
         let mut minute = at_ms.div_euclid(MINUTE_MS) + 1;
         for _ in 0..MAX_STEPS {
             let c = civil(i128::from(minute) * 60_000_000_000);
             let day_start = days_from_civil(c.year, c.month, c.day) * 1440;
-            if self.months & (1 << c.month) == 0 {
-                let (y, m) = if c.month == 12 {
-                    (c.year + 1, 1)
-                } else {
-                    (c.year, c.month + 1)
-                };
-                minute = days_from_civil(y, m, 1) * 1440;
-            } else if !self.day_matches(c.day, c.weekday) {
-                minute = day_start + 1440;
-            } else if self.hours & (1 << c.hour) == 0 {
-                minute = day_start + i64::from(c.hour + 1) * 60;
-            } else if self.minutes & (1 << c.min) == 0 {
-                minute += 1;
-            } else {
-                return Some(minute * MINUTE_MS);
-            }
+            // On to the first minute after the unit that does not match.
+            minute = match self.mismatch(&c) {
+                None => return Some(minute * MINUTE_MS),
+                Some(Unit::Month) => {
+                    let (y, m) = if c.month == 12 {
+                        (c.year + 1, 1)
+                    } else {
+                        (c.year, c.month + 1)
+                    };
+                    days_from_civil(y, m, 1) * 1440
+                }
+                Some(Unit::Day) => day_start + 1440,
+                Some(Unit::Hour) => day_start + i64::from(c.hour + 1) * 60,
+                Some(Unit::Minute) => minute + 1,
+            };
         }
         None
     }
+}
+
+/// A unit of a civil time a schedule may not match.
+enum Unit {
+    Month,
+    Day,
+    Hour,
+    Minute,
 }
 
 #[cfg(test)]

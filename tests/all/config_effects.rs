@@ -33,6 +33,24 @@ output "ok" {
 }
 "#;
 
+/// A Terraform module with one resource and its output `up`.
+const UP_TF: &str = "resource \"terraform_data\" \"x\" {\n  input = \"up\"\n}\n\noutput \"up\" {\n  value = terraform_data.x.output\n}\n";
+
+/// The first workflow of the install `trigger` started that has ended.
+fn ended_run_of(c: &nuon_client::ControlClient, trigger: &str) -> nuon_core::wire::WorkflowInfo {
+    wait_for(
+        &format!("a run started by {trigger}"),
+        Duration::from_secs(100),
+        || {
+            let list = rt().block_on(c.list_workflows("demo")).ok()?;
+            list.workflows
+                .into_iter()
+                .find(|w| w.trigger.as_deref() == Some(trigger) && ended(w))
+        },
+    )
+    .unwrap()
+}
+
 fn component(name: &str, extra: &str) -> String {
     format!(
         "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\n{extra}"
@@ -137,7 +155,6 @@ fn a_toggleable_component_is_turned_off_torn_down_skipped_and_turned_on_again() 
     if !have_tool("terraform", "run Terraform") {
         return;
     }
-    let ok_tf = "resource \"terraform_data\" \"x\" {\n  input = \"up\"\n}\n\noutput \"up\" {\n  value = terraform_data.x.output\n}\n";
     let db = component("db", "toggleable = true\n");
     let api = component("api", "dependencies = [\"db\"]\n");
     let cache = component("cache", "toggleable = true\ndefault_enabled = false\n");
@@ -150,7 +167,7 @@ fn a_toggleable_component_is_turned_off_torn_down_skipped_and_turned_on_again() 
         ("components/cache.toml", &cache),
         ("components/web.toml", &web),
         ("actions/bye.toml", bye),
-        ("tf/main.tf", ok_tf),
+        ("tf/main.tf", UP_TF),
     ]);
     let c = m.cp.client();
     // cache starts off: provisioning skips it and still succeeds.
@@ -306,13 +323,7 @@ fn action_inputs_are_given_at_run_time_and_cron_triggers_fire() {
     assert!(!out.status.success());
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}");
-    let cron = wait_for("a cron run of tick", Duration::from_secs(100), || {
-        let list = rt().block_on(c.list_workflows("demo")).ok()?;
-        list.workflows
-            .into_iter()
-            .find(|w| w.trigger.as_deref() == Some("cron") && ended(w))
-    })
-    .unwrap();
+    let cron = ended_run_of(&c, "cron");
     assert_eq!(cron.status, "succeeded", "{cron:#?}");
     assert_eq!(cron.component.as_deref(), Some("tick"));
     // One run per due minute.
@@ -509,13 +520,7 @@ fn drift_is_found_by_plans_that_never_apply_on_demand_and_on_schedule() {
     let install = rt().block_on(c.get_install("demo")).unwrap();
     assert_eq!(install.state, "active");
     // The schedule checks it too, once a minute.
-    let scheduled = wait_for("a scheduled drift check", Duration::from_secs(100), || {
-        let list = rt().block_on(c.list_workflows("demo")).ok()?;
-        list.workflows
-            .into_iter()
-            .find(|w| w.trigger.as_deref() == Some("drift") && ended(w))
-    })
-    .unwrap();
+    let scheduled = ended_run_of(&c, "drift");
     assert_eq!(scheduled.status, "succeeded", "{scheduled:#?}");
     assert_eq!(drift("watched").status, "drifted");
     // A deploy remediates it through the normal plan and apply.
@@ -537,7 +542,6 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
     if !have_tool("terraform", "run Terraform") {
         return;
     }
-    let ok_tf = "resource \"terraform_data\" \"x\" {\n  input = \"up\"\n}\n\noutput \"up\" {\n  value = terraform_data.x.output\n}\n";
     let action = |name: &str, command: &str| {
         format!(
             "name = \"{name}\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"run\"\ncommand = \"{command}\"\n"
@@ -572,7 +576,7 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
     let m = Manual::start(&[
         METADATA,
         ("components/web.toml", &component("web", "")),
-        ("tf/main.tf", ok_tf),
+        ("tf/main.tf", UP_TF),
         (
             "actions/hello.toml",
             &action("hello", "echo hello from the runbook"),

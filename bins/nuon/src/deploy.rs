@@ -553,12 +553,12 @@ pub(crate) async fn start_with(
     Ok(exit_of(&done))
 }
 
-/// `nuon installs health [INSTALL]`: an install's health and what it is
-/// made of; without INSTALL, every install's, with what is not ok. Exits 1
-/// when one is not healthy.
-pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliError> {
-    let client = client(g)?;
-    let names: Vec<String> = match install {
+/// `INSTALL`, or every install of the org.
+async fn install_names(
+    client: &ControlClient,
+    install: Option<&str>,
+) -> Result<Vec<String>, CliError> {
+    Ok(match install {
         Some(i) => vec![i.to_owned()],
         None => client
             .list_installs()
@@ -567,17 +567,29 @@ pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliE
             .into_iter()
             .map(|i| i.name)
             .collect(),
-    };
+    })
+}
+
+/// The JSON of one install's answer when one was named, else the list.
+fn print_one_or_all<T: serde::Serialize>(install: Option<&str>, all: &[T]) -> Result<(), CliError> {
+    match (install, all) {
+        (Some(_), [one]) => print_json(one),
+        _ => print_json(&all),
+    }
+}
+
+/// `nuon installs health [INSTALL]`: an install's health and what it is
+/// made of; without INSTALL, every install's, with what is not ok. Exits 1
+/// when one is not healthy.
+pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliError> {
+    let client = client(g)?;
     let mut all = Vec::new();
-    for n in &names {
-        all.push(client.install_health(n).await?);
+    for n in install_names(&client, install).await? {
+        all.push(client.install_health(&n).await?);
     }
     let code = u8::from(all.iter().any(|h| h.status != "healthy"));
     if g.json {
-        match (install, all.len()) {
-            (Some(_), 1) => print_json(&all[0])?,
-            _ => print_json(&all)?,
-        }
+        print_one_or_all(install, &all)?;
         return Ok(code);
     }
     let mut rows = Vec::new();
@@ -613,25 +625,12 @@ pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliE
 /// every install) and what its newest drift check found.
 pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliError> {
     let client = client(g)?;
-    let names: Vec<String> = match install {
-        Some(i) => vec![i.to_owned()],
-        None => client
-            .list_installs()
-            .await?
-            .installs
-            .into_iter()
-            .map(|i| i.name)
-            .collect(),
-    };
     let mut all = Vec::new();
-    for n in &names {
-        all.push(client.install_drift(n).await?);
+    for n in install_names(&client, install).await? {
+        all.push(client.install_drift(&n).await?);
     }
     if g.json {
-        match (install, all.len()) {
-            (Some(_), 1) => print_json(&all[0])?,
-            _ => print_json(&all)?,
-        }
+        print_one_or_all(install, &all)?;
         return Ok(0);
     }
     let mut rows = Vec::new();

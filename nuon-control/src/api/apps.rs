@@ -343,6 +343,18 @@ pub(super) async fn latest_config(
     decode_config(state, app, c)
 }
 
+/// An install of the token's org, its app and the app's latest config.
+pub(super) async fn install_app_config(
+    state: &SharedState,
+    auth: &ApiAuth,
+    key: &str,
+) -> Result<(StoredInstall, AppInfo, ConfigVersionInfo), Error> {
+    let install = install_of(state, auth, key).await?;
+    let app = app_of(state, auth, install.app_id.as_str()).await?;
+    let latest = latest_config(state, auth, &app).await?;
+    Ok((install, app, latest))
+}
+
 async fn get_config(
     State(state): State<SharedState>,
     auth: ApiAuth,

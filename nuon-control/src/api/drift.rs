@@ -10,7 +10,7 @@ use nuon_core::cron::Schedule;
 use nuon_core::wire::{DriftInfo, InstallDrift, WorkflowInfo, routes};
 use nuon_core::workflow::{SANDBOX, StepKind, WorkflowKind, WorkflowStatus};
 
-use super::apps::{app_of, install_of, latest_config};
+use super::apps::install_app_config;
 use super::doc::Op;
 use super::{ApiAuth, SharedState};
 use crate::error::Error;
@@ -101,9 +101,7 @@ async fn drift(
     auth: ApiAuth,
     Path(key): Path<String>,
 ) -> Result<Json<InstallDrift>, Error> {
-    let install = install_of(&state, &auth, &key).await?;
-    let app = app_of(&state, &auth, install.app_id.as_str()).await?;
-    let latest = latest_config(&state, &auth, &app).await?;
+    let (install, _, latest) = install_app_config(&state, &auth, &key).await?;
     let workflows = state
         .store
         .list_workflows(&auth.0.org_id, &install.id)

@@ -9,7 +9,7 @@ use nuon_core::app::{AppConfig, ComponentKind};
 use nuon_core::wire::{HealthCheck, InstallHealth, RunnerInfo, RunnerStatus, WorkflowInfo, routes};
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind};
 
-use super::apps::{app_of, install_of, latest_config};
+use super::apps::install_app_config;
 use super::doc::Op;
 use super::{ApiAuth, SharedState};
 use crate::error::Error;
@@ -158,9 +158,7 @@ async fn health(
     Path(key): Path<String>,
 ) -> Result<Json<InstallHealth>, Error> {
     let org = &auth.0.org_id;
-    let install = install_of(&state, &auth, &key).await?;
-    let app = app_of(&state, &auth, install.app_id.as_str()).await?;
-    let latest = latest_config(&state, &auth, &app).await?;
+    let (install, _, latest) = install_app_config(&state, &auth, &key).await?;
     let runner = state
         .store
         .find_runner(org, install.runner_id.as_str())

@@ -11,7 +11,7 @@ use nuon_core::wire::{
 };
 use nuon_core::workflow::{WorkflowKind, left_out_by_denial};
 
-use super::apps::{app_of, install_of, latest_config};
+use super::apps::install_app_config;
 use super::control::require_admin;
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
@@ -70,9 +70,7 @@ async fn list(
     auth: ApiAuth,
     Path(key): Path<String>,
 ) -> Result<Json<InstallComponents>, Error> {
-    let install = install_of(&state, &auth, &key).await?;
-    let app = app_of(&state, &auth, install.app_id.as_str()).await?;
-    let latest = latest_config(&state, &auth, &app).await?;
+    let (install, _, latest) = install_app_config(&state, &auth, &key).await?;
     Ok(Json(InstallComponents {
         components: components(&latest.config, &install),
     }))
@@ -104,9 +102,7 @@ async fn toggle(
 ) -> Result<Json<ComponentToggled>, Error> {
     require_admin(&auth)?;
     let org = &auth.0.org_id;
-    let install = install_of(&state, &auth, &key).await?;
-    let app = app_of(&state, &auth, install.app_id.as_str()).await?;
-    let latest = latest_config(&state, &auth, &app).await?;
+    let (install, app, latest) = install_app_config(&state, &auth, &key).await?;
     let config = &latest.config;
     let Some(c) = config.component(&name) else {
         let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();

@@ -77,15 +77,9 @@ impl Engine {
                         .iter()
                         .find(|s| s.index == index)
                         .filter(|s| s.status == StepStatus::Failed);
-                    let attempts_json = tried.map(|s| {
-                        let mut all = s.attempts.clone();
-                        all.push(nuon_core::wire::StepAttempt {
-                            job_id: s.job_id.clone(),
-                            reason: s.reason.clone().unwrap_or_default(),
-                            failed_at_ms: wf.finished_at_ms.unwrap_or_else(nuon_core::now_ms),
-                            retry_at_ms: None,
-                        });
-                        serde_json::to_string(&all).unwrap_or_default()
+                    let attempts = tried.map(|s| {
+                        let at = wf.finished_at_ms.unwrap_or_else(nuon_core::now_ms);
+                        rules::with_failed_try(s, s.reason.clone().unwrap_or_default(), at, None)
                     });
                     self.store
                         .update_step(
@@ -96,7 +90,7 @@ impl Engine {
                                 status: StepStatus::Pending,
                                 approved: Some(false),
                                 clear_job: true,
-                                attempts_json,
+                                attempts,
                                 ..StepUpdate::default()
                             },
                         )

@@ -2,7 +2,7 @@
 //! asking for approvals, dispatching the next step, and ending it.
 
 use nuon_core::app::ComponentKind;
-use nuon_core::wire::{InstallOutputs, JobInfo, StepAttempt, WorkflowInfo, WorkflowStepInfo};
+use nuon_core::wire::{InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowStatus, applies_a_plan};
 use nuon_core::{ArtifactRef, JobStatus, OrgId};
 use serde_json::Value;
@@ -190,15 +190,7 @@ impl Engine {
             .map_or(0, |c| c.max_auto_retries);
         let tries = rules::auto_tries(&step.attempts);
         let retry_at = now + rules::retry_backoff_ms(tries);
-        let mut attempts = step.attempts.clone();
-        attempts.push(StepAttempt {
-            job_id: step.job_id.clone(),
-            reason: reason.clone(),
-            failed_at_ms: now,
-            retry_at_ms: Some(retry_at),
-        });
-        let json = serde_json::to_string(&attempts)
-            .map_err(|e| EngineError::Internal(format!("cannot encode attempts: {e}")))?;
+        let attempts = rules::with_failed_try(&step, reason.clone(), now, Some(retry_at));
         let said = format!(
             "try {} of {} failed; retrying in {} s (max_auto_retries = {max}): {reason}",
             tries + 1,
@@ -208,30 +200,27 @@ impl Engine {
         tracing::warn!(workflow = %cx.wf.id, step = %step.name, %said, "automatic retry");
         for &index in redo {
             let me = index == step.index;
-            self.store
-                .update_step(
-                    &cx.org,
-                    &cx.wf.id,
-                    index,
-                    StepUpdate {
-                        status: StepStatus::Pending,
-                        reason: me.then(|| said.clone()),
-                        approved: Some(false),
-                        clear_job: true,
-                        attempts_json: me.then(|| json.clone()),
-                        ..StepUpdate::default()
-                    },
-                )
-                .await?;
-            if let Some(s) = cx.wf.steps.iter_mut().find(|s| s.index == index) {
-                s.status = StepStatus::Pending;
-                s.job_id = None;
-                s.approved_at_ms = None;
-                s.reason = me.then(|| said.clone());
-                if me {
-                    s.attempts = attempts.clone();
-                }
-            }
+            let u = StepUpdate {
+                status: StepStatus::Pending,
+                reason: me.then(|| said.clone()),
+                approved: Some(false),
+                clear_job: true,
+                attempts: me.then(|| attempts.clone()),
+                ..StepUpdate::default()
+            };
+            self.set_step(cx, index, u).await?;
+        }
+        Ok(())
+    }
+
+    /// Updates step `index` of the workflow in the store, and in `cx` as
+    /// the store did.
+    pub(super) async fn set_step(&self, cx: &mut Ctx, index: u32, u: StepUpdate) -> Result<()> {
+        self.store
+            .update_step(&cx.org, &cx.wf.id, index, u.clone())
+            .await?;
+        if let Some(s) = cx.wf.steps.iter_mut().find(|s| s.index == index) {
+            u.apply_to(s);
         }
         Ok(())
     }

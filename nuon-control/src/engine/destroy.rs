@@ -26,23 +26,13 @@ impl Engine {
         let outputs = json!({ NOTHING_TO_DESTROY: true });
         for j in group {
             let index = cx.wf.steps[j].index;
-            self.store
-                .update_step(
-                    &cx.org,
-                    &cx.wf.id,
-                    index,
-                    StepUpdate {
-                        status: StepStatus::Skipped,
-                        reason: Some(reason.clone()),
-                        outputs_json: Some(outputs.to_string()),
-                        ..StepUpdate::default()
-                    },
-                )
-                .await?;
-            let step = &mut cx.wf.steps[j];
-            step.status = StepStatus::Skipped;
-            step.reason = Some(reason.clone());
-            step.outputs = outputs.clone();
+            let u = StepUpdate {
+                status: StepStatus::Skipped,
+                reason: Some(reason.clone()),
+                outputs_json: Some(outputs.to_string()),
+                ..StepUpdate::default()
+            };
+            self.set_step(cx, index, u).await?;
         }
         tracing::info!(workflow = %cx.wf.id, target = target.as_deref().unwrap_or("sandbox"), %reason, "destroy skipped");
         Ok(true)

@@ -412,6 +412,24 @@ pub(crate) fn auto_tries(attempts: &[nuon_core::wire::StepAttempt]) -> usize {
         .count()
 }
 
+/// `step`'s tries with the one that just failed added: its job, its
+/// reason, when, and (for an automatic retry) when the next may start.
+pub(crate) fn with_failed_try(
+    step: &WorkflowStepInfo,
+    reason: String,
+    failed_at_ms: i64,
+    retry_at_ms: Option<i64>,
+) -> Vec<nuon_core::wire::StepAttempt> {
+    let mut all = step.attempts.clone();
+    all.push(nuon_core::wire::StepAttempt {
+        job_id: step.job_id.clone(),
+        reason,
+        failed_at_ms,
+        retry_at_ms,
+    });
+    all
+}
+
 /// When the automatic retry a workflow waits for may start, if it waits
 /// for one: the newest try of a step set back to pending, not yet due.
 pub(crate) fn retry_due(steps: &[WorkflowStepInfo], now_ms: i64) -> Option<i64> {

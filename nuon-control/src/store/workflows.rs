@@ -41,9 +41,38 @@ pub struct StepUpdate {
     pub approved: Option<bool>,
     /// Forget the job (a retry).
     pub clear_job: bool,
-    /// Replace its earlier failed tries (JSON list of
-    /// [`nuon_core::wire::StepAttempt`]).
-    pub attempts_json: Option<String>,
+    /// Replace its earlier failed tries.
+    pub attempts: Option<Vec<nuon_core::wire::StepAttempt>>,
+}
+
+impl StepUpdate {
+    /// The update made to `step` as the store makes it to its row (an
+    /// approval time of now when `approved`).
+    pub fn apply_to(&self, step: &mut nuon_core::wire::WorkflowStepInfo) {
+        step.status = self.status;
+        step.reason = self.reason.clone();
+        if let Some(o) = &self.outputs_json {
+            step.outputs = serde_json::from_str(o).unwrap_or_default();
+        }
+        match self.approved {
+            Some(true) => step.approved_at_ms = Some(nuon_core::now_ms()),
+            Some(false) => step.approved_at_ms = None,
+            None => {}
+        }
+        if self.clear_job {
+            step.job_id = None;
+        }
+        if let Some(a) = &self.attempts {
+            step.attempts = a.clone();
+        }
+    }
+
+    /// Its tries, as the column keeps them.
+    pub(crate) fn attempts_json(&self) -> Option<String> {
+        self.attempts
+            .as_ref()
+            .map(|a| serde_json::to_string(a).unwrap_or_default())
+    }
 }
 
 /// Workflows and their steps.

@@ -159,7 +159,7 @@ impl WorkflowStore for PostgresStore {
         .bind(u.approved)
         .bind(now_ms())
         .bind(u.clear_job)
-        .bind(&u.attempts_json)
+        .bind(u.attempts_json())
         .execute(&self.pool)
         .await
         .map_err(db)?

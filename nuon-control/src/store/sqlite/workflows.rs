@@ -147,7 +147,7 @@ impl WorkflowStore for SqliteStore {
                         u.approved,
                         now_ms(),
                         u.clear_job,
-                        u.attempts_json
+                        u.attempts_json()
                     ],
                 )
                 .map_err(db_err)?;

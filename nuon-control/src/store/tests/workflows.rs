@@ -126,7 +126,7 @@ conformance! {
                 1,
                 super::StepUpdate {
                     status: nuon_core::workflow::StepStatus::Pending,
-                    attempts_json: Some(tried.to_string()),
+                    attempts: Some(serde_json::from_value(tried).unwrap()),
                     ..Default::default()
                 },
             )
