@@ -175,6 +175,7 @@ async fn sim_runner(client: RunnerClient, slots: u32, stats: Arc<Stats>) {
         slots,
         wait_ms: CLAIM_WAIT_MS,
         signing_key: None,
+        telemetry: None,
     };
     loop {
         let jobs = match client.claim(&req).await {
@@ -231,6 +232,7 @@ async fn run_job(
     let beat = HeartbeatRequest {
         leases: vec![lease],
         wait_ms: 0,
+        telemetry: None,
     };
     retry(stats, || client.heartbeat(&beat)).await?;
     let mut lines = LogRecords::new();

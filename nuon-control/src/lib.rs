@@ -27,6 +27,7 @@ mod engine;
 mod error;
 mod hub;
 pub mod keys;
+mod ops;
 mod private;
 pub mod reseal;
 pub mod secrets;
@@ -37,6 +38,7 @@ pub mod sys;
 pub use api::openapi;
 
 pub use api::Timings;
+pub use ops::OpsConfig;
 pub use error::{Error, Result};
 pub use server::{
     ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, ControlPlane, OpenStore, SIGNING_KEY_FILE,

@@ -295,6 +295,10 @@ pub fn reseal_value(
             again(secrets, value, &keys::config_context(&app, part))
         }
         SealedColumn::KeyCheck => again(secrets, value, key),
+        SealedColumn::WebhookSecrets => {
+            let hook: nuon_core::WebhookId = key.parse().map_err(|_| id("a webhook id"))?;
+            again(secrets, value, &crate::secrets::webhook_context(&hook))
+        }
     }
 }
 

@@ -285,6 +285,11 @@ pub fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
     format!("{install}/{kind}/{name}")
 }
 
+/// The sealing context of a webhook's signing secret.
+pub(crate) fn webhook_context(hook: &nuon_core::WebhookId) -> String {
+    format!("webhook/{hook}")
+}
+
 /// The sealing context of a component's Terraform or plugin state.
 pub(crate) fn state_context(install: &InstallId, component: &str) -> String {
     format!("{install}/state/{component}")

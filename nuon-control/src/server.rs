@@ -59,6 +59,8 @@ pub struct ServerConfig {
     /// `nuon-ctl orgs rotate-signing-key`, another replica) is picked up
     /// (default [`crate::keys::KEY_REFRESH`], 10 s).
     pub key_refresh: Duration,
+    /// Runner health thresholds and webhook retries.
+    pub ops: crate::ops::OpsConfig,
 }
 
 impl ServerConfig {
@@ -76,6 +78,7 @@ impl ServerConfig {
             signers: None,
             strict_permissions: false,
             key_refresh: crate::keys::KEY_REFRESH,
+            ops: crate::ops::OpsConfig::default(),
         }
     }
 }
@@ -306,7 +309,14 @@ impl ControlPlane {
                 config.key_refresh,
             ))
         });
-        let state = Arc::new(AppState::new(store, timings, shutdown_rx, secrets, signers));
+        let state = Arc::new(AppState::new(
+            store,
+            timings,
+            shutdown_rx,
+            secrets,
+            signers,
+            config.ops.clone(),
+        ));
         Ok(ControlPlane {
             state,
             shutdown_tx,
@@ -369,6 +379,7 @@ impl ControlPlane {
                 }
             }
         });
+        let operations = tokio::spawn(crate::ops::run(self.state.clone()));
         let engine = self.state.engine.clone();
         let engine_shutdown = self.state.shutdown.clone();
         let engine = tokio::spawn(async move { engine.run(engine_shutdown).await });
@@ -381,8 +392,13 @@ impl ControlPlane {
             state.wakes.logs.wake_all();
         });
         let stop = |state: SharedState| async move { state.shutting_down().await };
-        let control_srv = axum::serve(control, self.control_router())
-            .with_graceful_shutdown(stop(self.state.clone()));
+        // The audit trail names the address each call came from.
+        let control_srv = axum::serve(
+            control,
+            self.control_router()
+                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(stop(self.state.clone()));
         // Runner sessions name the address a runner calls from.
         let runner_srv = axum::serve(
             runner,
@@ -395,6 +411,7 @@ impl ControlPlane {
             async move { runner_srv.await }
         );
         maintenance.abort();
+        operations.abort();
         key_file.abort();
         engine.abort();
         if let Some(w) = wakeups {

@@ -29,6 +29,14 @@ pub fn random_below(max: std::time::Duration) -> std::time::Duration {
     std::time::Duration::from_nanos(u64::from_le_bytes(raw) % nanos)
 }
 
+/// The milliseconds of a ULID's first ten characters.
+fn ulid_ms(ulid: &str) -> i64 {
+    ulid.bytes().take(10).fold(0i64, |acc, b| {
+        let v = CROCKFORD.iter().position(|c| *c == b).unwrap_or(0) as i64;
+        (acc << 5) | v
+    })
+}
+
 /// A 26-character ULID-style string: 48 bits of milliseconds, 80 random bits,
 /// Crockford base32. Sorts by creation time, and strictly increases within
 /// a process (ULID's monotonic mode): two ids made in one millisecond sort
@@ -89,6 +97,11 @@ macro_rules! id_type {
             /// The id as a string slice.
             pub fn as_str(&self) -> &str {
                 &self.0
+            }
+
+            /// When it was made, ms since the Unix epoch (its first 48 bits).
+            pub fn created_at_ms(&self) -> i64 {
+                ulid_ms(&self.0[$prefix.len() + 1..])
             }
         }
 
@@ -178,6 +191,14 @@ id_type!(
     /// A workflow: the ordered steps of one install operation.
     WorkflowId, "wfl", "workflow"
 );
+id_type!(
+    /// A webhook: a URL an org's events are posted to.
+    WebhookId, "whk", "webhook"
+);
+id_type!(
+    /// One delivery of one event to one webhook (the same on every retry).
+    DeliveryId, "dlv", "delivery"
+);
 
 #[cfg(test)]
 mod tests {
@@ -191,6 +212,14 @@ mod tests {
         assert!(a < b, "{a} should sort before {b}");
         assert_eq!(a.as_str().parse::<JobId>().unwrap(), a);
         assert_eq!(a.as_str().len(), 4 + 26);
+    }
+
+    #[test]
+    fn an_id_knows_when_it_was_made() {
+        let before = crate::now_ms();
+        let id = JobId::generate();
+        let after = crate::now_ms();
+        assert!((before..=after).contains(&id.created_at_ms()));
     }
 
     #[test]

@@ -126,6 +126,22 @@ pub struct ExecJob {
     pub outputs_file: bool,
 }
 
+/// A command the vendor asked an install's runner to run, to read logs or
+/// to debug. The runner decides whether it runs: its `--debug-commands`
+/// setting (`off` by default) is the customer's, not the control plane's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DebugJob {
+    /// A log request or a debug command.
+    pub purpose: crate::wire::DebugPurpose,
+    /// The program and its arguments, run without a shell.
+    pub command: Vec<String>,
+}
+
+impl Job for DebugJob {
+    const KIND: &'static str = "debug";
+}
+
 /// The variable an action's steps write their outputs to the file of.
 pub const ACTION_OUTPUTS_VAR: &str = "NUON_ACTIONS_OUTPUT_FILEPATH";
 

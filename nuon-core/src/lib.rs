@@ -43,11 +43,13 @@
 
 pub mod app;
 pub mod artifact;
+pub mod audit;
 pub mod cron;
 mod duration;
 mod id;
 mod job;
 mod plugin;
+pub mod metrics;
 pub mod policy;
 pub mod private;
 pub mod records;
@@ -57,16 +59,17 @@ pub mod token;
 mod transport;
 pub mod version;
 pub mod wasm;
+pub mod webhook;
 pub mod wire;
 pub mod workflow;
 
 pub use duration::parse_duration;
 pub use id::{
-    AppId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, WorkflowId, random_below,
+    AppId, DeliveryId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, WebhookId, WorkflowId, random_below,
     random_bytes,
 };
 pub use job::{
-    ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, ExecJob, HelmAction, HelmJob,
+    ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, DebugJob, ExecJob, HelmAction, HelmJob,
     HttpBackend, Job, JobResult, JobSpec, JobStatus, KubernetesJob, KustomizeBuild, Outcome,
     Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob, TerraformAction, TerraformJob,
     parse_action_outputs,

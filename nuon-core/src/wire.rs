@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::app::{AppConfig, Component, Diagnostic};
-use crate::id::{AppId, InstallId, JobId, OrgId, RunnerId, TokenId, WorkflowId};
+use crate::id::{
+    AppId, DeliveryId, InstallId, JobId, OrgId, RunnerId, TokenId, WebhookId, WorkflowId,
+};
 use crate::job::{JobResult, JobStatus};
 pub use crate::records::{LOG_RECORDS_CONTENT_TYPE, LogLineRef, LogRecords, RecordError};
 use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
@@ -107,6 +109,24 @@ pub mod routes {
     pub const INSTALL_STATES: &str = "/v1/installs/{id}/state";
     /// Control API: release a component's state lock by force.
     pub const INSTALL_STATE_UNLOCK: &str = "/v1/installs/{id}/state/{component}/unlock";
+    /// Control API: ask an install's runner for logs or to run a debug
+    /// command (its runner decides).
+    pub const INSTALL_DEBUG: &str = "/v1/installs/{id}/debug";
+    /// Control API: the org's audit trail, a page at a time.
+    pub const AUDIT: &str = "/v1/audit";
+    /// Control API: the org's whole audit trail (or one runner's jobs), as
+    /// NDJSON.
+    pub const AUDIT_EXPORT: &str = "/v1/audit/export";
+    /// Control API: check the org's audit chain.
+    pub const AUDIT_VERIFY: &str = "/v1/audit/verify";
+    /// Control API: the org's webhooks.
+    pub const WEBHOOKS: &str = "/v1/webhooks";
+    /// Control API: remove a webhook.
+    pub const WEBHOOK_REMOVE: &str = "/v1/webhooks/{id}/remove";
+    /// Control API: the org's webhook deliveries, newest first.
+    pub const WEBHOOK_DELIVERIES: &str = "/v1/webhooks/deliveries";
+    /// Both listeners: Prometheus metrics (no token needed).
+    pub const METRICS: &str = "/metrics";
     /// Control API: its OpenAPI 3.1 document (no token needed).
     pub const OPENAPI: &str = "/openapi.json";
     /// Both listeners: liveness.
@@ -266,6 +286,31 @@ pub struct ClaimRequest {
     /// are any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_key: Option<String>,
+    /// The runner's key figures, so the vendor sees them without reaching
+    /// into the install.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<RunnerTelemetry>,
+}
+
+/// A runner's key figures, sent with its claims and heartbeats.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunnerTelemetry {
+    /// How many jobs it runs at once.
+    pub slots: u32,
+    /// How many run now.
+    pub busy: u32,
+    /// Attempts whose logs or results are not yet all shipped.
+    pub spool_backlog: u32,
+    /// Jobs it finished, by outcome (`succeeded`, `failed`, `cancelled`,
+    /// `refused`).
+    #[serde(default)]
+    pub jobs: BTreeMap<String, u64>,
+    /// The last heartbeat's round trip, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_rtt_ms: Option<u64>,
+    /// The last error it met (a job it refused, a call that failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// Jobs given to the runner; empty when the wait ran out.
@@ -314,6 +359,9 @@ pub struct HeartbeatRequest {
     /// milliseconds; it answers at once when one of the jobs is cancelled.
     #[serde(default)]
     pub wait_ms: u64,
+    /// The runner's key figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<RunnerTelemetry>,
 }
 
 /// What the server says of one lease.
@@ -486,6 +534,59 @@ pub struct RunnerInfo {
     /// Whether it is there now.
     #[serde(default)]
     pub status: RunnerStatus,
+    /// Its health from the age of its last call (see [`RunnerHealth`]).
+    #[serde(default)]
+    pub health: RunnerHealth,
+    /// Since when it has had that health (the last recorded transition),
+    /// ms since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_since_ms: Option<i64>,
+    /// Its key figures, as its last claim or heartbeat reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<RunnerTelemetry>,
+}
+
+/// A runner's health, from the age of its last call against the control
+/// plane's thresholds (`nuon-ctl serve --runner-unhealthy-after`,
+/// `--runner-offline-after`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerHealth {
+    /// It never called.
+    #[default]
+    Unknown,
+    /// It called within the unhealthy threshold.
+    Healthy,
+    /// It has been silent longer than the unhealthy threshold.
+    Unhealthy,
+    /// It has been silent longer than the offline threshold, or its token
+    /// is revoked.
+    Offline,
+}
+
+impl RunnerHealth {
+    /// The health as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerHealth::Unknown => "unknown",
+            RunnerHealth::Healthy => "healthy",
+            RunnerHealth::Unhealthy => "unhealthy",
+            RunnerHealth::Offline => "offline",
+        }
+    }
+}
+
+impl std::str::FromStr for RunnerHealth {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "unknown" => RunnerHealth::Unknown,
+            "healthy" => RunnerHealth::Healthy,
+            "unhealthy" => RunnerHealth::Unhealthy,
+            "offline" => RunnerHealth::Offline,
+            other => return Err(format!("unknown runner health {other:?}")),
+        })
+    }
 }
 
 /// Whether a runner is there, as the control plane sees it.
@@ -1369,4 +1470,128 @@ pub struct StateUnlocked {
     pub released: Option<StateLockInfo>,
     /// What happened, for people.
     pub message: String,
+}
+
+/// A page of the org's audit trail, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AuditList {
+    /// The entries.
+    pub entries: Vec<crate::audit::AuditEntry>,
+    /// Pass as `after` for the next page; absent on the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<u64>,
+}
+
+/// What checking an audit chain found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AuditVerification {
+    /// How many entries chain, from the first.
+    pub entries: u64,
+    /// The hash of the last entry that chains: keep it, and a later
+    /// rewrite of anything up to it is caught.
+    pub head: String,
+    /// The first entry that does not chain, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<crate::audit::ChainBreak>,
+}
+
+/// What a debug request asks of an install's runner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DebugPurpose {
+    /// Logs (`kubectl logs ...`, `journalctl ...`).
+    Logs,
+    /// A debug command.
+    #[default]
+    Debug,
+}
+
+/// Ask an install's runner to run a command; the runner decides
+/// (`nuon-runner run --debug-commands off|allow-list FILE|any`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DebugRequest {
+    /// The command and its arguments, run without a shell.
+    pub command: Vec<String>,
+    /// A log request or a debug command.
+    #[serde(default)]
+    pub purpose: DebugPurpose,
+    /// Seconds it may run (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+/// Add a webhook to the org.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWebhook {
+    /// Where deliveries are posted (`http://` or `https://`).
+    pub url: String,
+    /// What it is told of (at least one).
+    pub events: Vec<crate::webhook::WebhookEvent>,
+}
+
+/// A webhook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WebhookInfo {
+    /// Its id.
+    pub id: WebhookId,
+    /// Where deliveries go.
+    pub url: String,
+    /// What it is told of.
+    pub events: Vec<crate::webhook::WebhookEvent>,
+    /// When it was added, ms since the epoch.
+    pub created_at_ms: i64,
+}
+
+/// A webhook just added, with its signing secret (shown only here).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WebhookCreated {
+    /// The webhook.
+    pub webhook: WebhookInfo,
+    /// The HMAC-SHA256 key its deliveries are signed with (`whsec_...`).
+    pub secret: String,
+}
+
+/// The org's webhooks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WebhookList {
+    /// Oldest first.
+    pub webhooks: Vec<WebhookInfo>,
+}
+
+/// One delivery of an event to a webhook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DeliveryInfo {
+    /// Its id (the `nuon-delivery` header, the same on every try).
+    pub id: DeliveryId,
+    /// The webhook.
+    pub webhook_id: WebhookId,
+    /// The event.
+    pub event: crate::webhook::WebhookEvent,
+    /// `pending` (not yet delivered; retried with backoff), `delivered`,
+    /// or `failed` (given up on).
+    pub status: String,
+    /// Tries so far.
+    pub attempts: u32,
+    /// When the event happened, ms since the epoch.
+    pub created_at_ms: i64,
+    /// When the receiver took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_at_ms: Option<i64>,
+    /// When it is tried next, while pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at_ms: Option<i64>,
+    /// Why the last try failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The body sent.
+    pub payload: serde_json::Value,
+}
+
+/// Webhook deliveries, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DeliveryList {
+    /// The deliveries.
+    pub deliveries: Vec<DeliveryInfo>,
 }

@@ -32,6 +32,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             slots: 4,
             wait_ms: 200,
             signing_key: None,
+            telemetry: None,
         }))
         .unwrap();
     assert!(got.jobs.is_empty());
@@ -42,6 +43,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             slots: 4,
             wait_ms: 1000,
             signing_key: None,
+            telemetry: None,
         }))
         .unwrap();
     assert_eq!(claimed.jobs.len(), 1);
@@ -105,6 +107,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             slots: 1,
             wait_ms: 0,
             signing_key: None,
+            telemetry: None,
         }))
         .unwrap_err();
     assert!(

@@ -34,10 +34,11 @@ fn found(wf: &WorkflowInfo) -> (String, serde_json::Value, Option<String>) {
             let changes = plan
                 .map(|p| p.outputs["changes"].clone())
                 .unwrap_or_default();
-            let any = ["add", "change", "destroy"]
-                .iter()
-                .any(|k| changes[*k].as_u64().unwrap_or(0) > 0);
-            let status = if any { "drifted" } else { "in_sync" };
+            let status = if crate::engine::rules::has_changes(&changes) {
+                "drifted"
+            } else {
+                "in_sync"
+            };
             (status.into(), changes, None)
         }
         _ => {

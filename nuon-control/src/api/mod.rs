@@ -6,6 +6,7 @@ mod control;
 pub(crate) mod doc;
 mod drift;
 mod health;
+mod ops;
 mod orgs;
 mod runner;
 mod session;
@@ -75,6 +76,15 @@ pub(crate) struct AppState {
     /// The Control API's base URL, once serving: named to a client that
     /// reached the Runner API by mistake.
     pub(crate) control_url: OnceLock<String>,
+    /// Writes the audit trail.
+    pub(crate) auditor: Arc<crate::ops::Auditor>,
+    /// Health thresholds and webhook retries.
+    pub(crate) ops: crate::ops::OpsConfig,
+    /// What `/metrics` shows.
+    pub(crate) metrics: Arc<crate::ops::Metrics>,
+    pub(crate) gauges: crate::ops::GaugeCache,
+    /// The telemetry each runner last sent, as stored.
+    telemetry: Mutex<HashMap<RunnerId, nuon_core::wire::RunnerTelemetry>>,
 }
 
 impl AppState {
@@ -84,8 +94,10 @@ impl AppState {
         shutdown: watch::Receiver<bool>,
         secrets: Arc<SecretBox>,
         signers: Arc<dyn OrgSigners>,
+        ops: crate::ops::OpsConfig,
     ) -> Self {
         let wakes = Arc::new(Wakes::new(store.clone()));
+        let metrics = Arc::new(crate::ops::Metrics::default());
         let keys = Arc::new(JobKeys::new(signers, secrets.clone()));
         let leader = Arc::new(AtomicBool::new(false));
         let engine = Arc::new(Engine::new(
@@ -94,8 +106,14 @@ impl AppState {
             keys.clone(),
             wakes.clone(),
             leader.clone(),
+            metrics.clone(),
         ));
         AppState {
+            auditor: crate::ops::Auditor::start(store.clone()),
+            ops,
+            metrics,
+            gauges: Default::default(),
+            telemetry: Mutex::new(HashMap::new()),
             store,
             timings,
             wakes,
@@ -165,10 +183,39 @@ impl AppState {
         }
     }
 
-    /// A runner as the API shows it: with whether it is there.
+    /// A runner as the API shows it: with whether it is there, and its
+    /// health now (the transition to it is recorded within a few seconds).
     pub(crate) fn runner_view(&self, mut r: RunnerInfo) -> RunnerInfo {
         r.status = self.runner_status(r.revoked, r.last_seen_at_ms);
+        let health = self
+            .ops
+            .health(r.revoked, r.last_seen_at_ms, nuon_core::now_ms());
+        if health != r.health {
+            r.health = health;
+            r.health_since_ms = None;
+        }
         r
+    }
+
+    /// Keeps what a runner reported of itself, when it changed.
+    pub(crate) async fn runner_telemetry(
+        &self,
+        runner: &RunnerId,
+        telemetry: Option<nuon_core::wire::RunnerTelemetry>,
+    ) {
+        let Some(t) = telemetry else { return };
+        {
+            let mut seen = self.telemetry.lock().expect("telemetry lock");
+            if seen.get(runner) == Some(&t) {
+                return;
+            }
+            seen.insert(runner.clone(), t.clone());
+        }
+        let json = serde_json::to_string(&t).unwrap_or_default();
+        if let Err(e) = self.store.set_runner_telemetry(runner, &json).await {
+            tracing::warn!(%runner, error = %e, "cannot keep the runner's telemetry");
+            self.telemetry.lock().expect("telemetry lock").remove(runner);
+        }
     }
 
     pub(crate) fn forget_runner_tokens(&self, runner: &RunnerId) {
@@ -366,12 +413,11 @@ impl FromRequestParts<SharedState> for ApiAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
         let token = bearer(parts)?;
-        state
-            .store
-            .authenticate_api(&hash_token(&token))
-            .await?
-            .map(ApiAuth)
-            .ok_or_else(|| {
+        let principal = state.store.authenticate_api(&hash_token(&token)).await?;
+        if let (Some(p), Some(actor)) = (&principal, parts.extensions.get::<crate::ops::Actor>()) {
+            actor.set(p);
+        }
+        principal.map(ApiAuth).ok_or_else(|| {
                 Error::api(
                     StatusCode::UNAUTHORIZED,
                     "unauthorized",
@@ -379,6 +425,24 @@ impl FromRequestParts<SharedState> for ApiAuth {
                 )
             })
     }
+}
+
+/// The address a request came from, when the listener records it.
+pub(crate) struct Source(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Source {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Source(source_of(&parts.extensions)))
+    }
+}
+
+/// The caller's IP address from a request's extensions ("" when unknown).
+pub(crate) fn source_of(ext: &axum::http::Extensions) -> String {
+    ext.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_default()
 }
 
 /// The runner a Runner API request comes from.
@@ -541,6 +605,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(toggles::ops());
     ops.extend(drift::ops());
     ops.extend(health::ops());
+    ops.extend(ops::ops());
     ops
 }
 
@@ -552,13 +617,25 @@ pub fn openapi() -> serde_json::Value {
 pub(crate) fn control_router(state: SharedState) -> Router {
     let ops = control_ops();
     let document = Arc::new(doc::openapi(&ops));
-    let router = doc::router(ops).route(
-        routes::OPENAPI,
-        axum::routing::get(move || {
-            let document = document.clone();
-            async move { axum::Json(document.as_ref().clone()) }
-        }),
+    let writes: crate::ops::WriteOps = Arc::new(
+        ops.iter()
+            .filter(|o| o.write)
+            .map(|o| ((o.method.to_owned(), o.path.to_owned()), o.id))
+            .collect(),
     );
+    let router = doc::router(ops)
+        .route_layer(axum::middleware::from_fn_with_state(
+            (state.clone(), writes),
+            crate::ops::audit_layer,
+        ))
+        .route(
+            routes::OPENAPI,
+            axum::routing::get(move || {
+                let document = document.clone();
+                async move { axum::Json(document.as_ref().clone()) }
+            }),
+        )
+        .route(routes::METRICS, axum::routing::get(ops::metrics));
     finish(router, state, Api::Control)
 }
 

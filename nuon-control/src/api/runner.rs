@@ -13,9 +13,10 @@ use nuon_core::wire::{
     HeartbeatResponse, LOG_RECORDS_CONTENT_TYPE, LeaseState, LogAck, LogBatch, LogBatchQuery,
     LogRecords, MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, routes,
 };
+use nuon_core::audit::AuditEntry;
 use nuon_core::{JobId, JobResult, JobStatus, OrgId};
 
-use super::{Body, RunnerAuth, SharedState, path_id};
+use super::{Body, RunnerAuth, SharedState, Source, path_id};
 use crate::error::Error;
 use crate::store::RunnerPrincipal;
 
@@ -57,6 +58,10 @@ async fn claim(
             ),
         ));
     }
+    state
+        .runner_telemetry(&runner.runner_id, req.telemetry.clone())
+        .await;
+    let _parked = state.metrics.park();
     let slots = req.slots.min(MAX_SLOTS);
     let wait = Duration::from_millis(req.wait_ms).min(state.timings.max_claim_wait);
     // Runners that connected together (after a restart) would otherwise come
@@ -82,13 +87,20 @@ async fn claim(
         if let Some(n) = org_notified.as_mut().as_pin_mut() {
             n.enable();
         }
+        let started = std::time::Instant::now();
         let claimed = state
             .store
             .claim(&runner.runner_id, &req.kinds, slots, lease_ms(&state))
             .await?;
+        state.metrics.store_write("claim", started.elapsed());
         if !claimed.jobs.is_empty() || slots == 0 {
             if !claimed.jobs.is_empty() {
                 tracing::debug!(runner = %runner.runner_id, count = claimed.jobs.len(), "jobs claimed");
+            }
+            let now = nuon_core::now_ms();
+            for j in claimed.jobs.iter().filter(|j| j.attempt == 1) {
+                let waited = (now - j.job_id.created_at_ms()).max(0) as u64;
+                state.metrics.dispatched(Duration::from_millis(waited));
             }
             let opened = state.keys.open_claimed(claimed.jobs);
             for (job, why) in opened.refused {
@@ -159,15 +171,20 @@ async fn heartbeat(
         .min(state.timings.max_heartbeat_wait)
         .min(lease / 3);
     let next_heartbeat_ms = (lease / 3).as_millis() as u64;
+    state
+        .runner_telemetry(&runner.runner_id, req.telemetry.clone())
+        .await;
     let deadline = tokio::time::Instant::now() + wait;
     let sub = state.wakes.runners.subscribe(&runner.runner_id);
     let notified = sub.notify().notified();
     tokio::pin!(notified);
     notified.as_mut().enable();
+    let started = std::time::Instant::now();
     let mut leases = state
         .store
         .heartbeat(&runner.runner_id, &req.leases, lease_ms(&state))
         .await?;
+    state.metrics.store_write("heartbeat", started.elapsed());
     loop {
         let done = leases.iter().any(|l| l.state != LeaseState::Active) || wait.is_zero();
         if done {
@@ -260,10 +277,12 @@ async fn append_logs(
 ) -> Result<Json<LogAck>, Error> {
     let job: JobId = path_id("job", &raw)?;
     let had_lines = !batch.lines.is_empty();
+    let started = std::time::Instant::now();
     let ack = state
         .store
         .append_logs(&runner.runner_id, &job, batch)
         .await?;
+    state.metrics.store_write("append_logs", started.elapsed());
     if had_lines {
         state.wake_logs(&job);
     }
@@ -282,12 +301,22 @@ async fn refuse_unopened(
     let completion = Completion {
         attempt: job.attempt,
         log_lines: 0,
-        result: JobResult::failed(why),
+        result: JobResult::failed(why.clone()),
     };
     state
         .store
         .complete(&runner.runner_id, &job.job_id, completion)
         .await?;
+    let entry = AuditEntry::new(
+        nuon_core::now_ms(),
+        "control-plane",
+        "job.finished",
+        format!("job:{}", job.job_id),
+        "",
+        "failed",
+    )
+    .with_detail(format!("never sent to runner {}: {why}", runner.runner_id));
+    state.auditor.record(&runner.org_id, entry).await;
     state.wake_logs(&job.job_id);
     state.wake_org(&runner.org_id);
     state.engine.job_ended(&job.job_id);
@@ -296,6 +325,7 @@ async fn refuse_unopened(
 
 async fn complete(
     State(state): State<SharedState>,
+    Source(source): Source,
     RunnerAuth(runner): RunnerAuth,
     Path(raw): Path<String>,
     Body(mut completion): Body<Completion>,
@@ -311,15 +341,39 @@ async fn complete(
     // Values Terraform marks sensitive are kept sealed.
     state.keys.seal_job_outputs(&mut completion.result.outputs);
     let outcome = completion.result.outcome;
+    let (attempt, exit_code) = (completion.attempt, completion.result.exit_code);
+    let reason = completion.result.reason.clone();
+    let started = std::time::Instant::now();
     let ack = state
         .store
         .complete(&runner.runner_id, &job, completion)
         .await?;
+    state.metrics.store_write("complete", started.elapsed());
     state.wake_logs(&job);
     if ack.status != JobStatus::Running {
         state.wake_org(&runner.org_id);
         state.engine.job_ended(&job);
         tracing::info!(job = %job, runner = %runner.runner_id, ?outcome, "job finished");
+        let outcome = ack.status.as_str();
+        state.metrics.job_ended(outcome);
+        let mut detail = format!("attempt {attempt}");
+        if let Some(code) = exit_code {
+            detail.push_str(&format!("; exit code {code}"));
+        }
+        if let Some(r) = reason {
+            detail.push_str("; ");
+            detail.push_str(&r.chars().take(500).collect::<String>());
+        }
+        let entry = AuditEntry::new(
+            nuon_core::now_ms(),
+            format!("runner:{}", runner.runner_id),
+            "job.finished",
+            format!("job:{job}"),
+            source,
+            outcome,
+        )
+        .with_detail(detail);
+        state.auditor.record(&runner.org_id, entry).await;
     }
     Ok(Json(ack))
 }

@@ -3,7 +3,8 @@
 
 use nuon_core::app::ComponentKind;
 use nuon_core::wire::{InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
-use nuon_core::workflow::{StepKind, StepStatus, WorkflowStatus, applies_a_plan};
+use nuon_core::webhook::WebhookEvent;
+use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan};
 use nuon_core::{ArtifactRef, JobStatus, OrgId};
 use serde_json::Value;
 
@@ -67,6 +68,12 @@ impl Engine {
                         })?;
                     if !job.status.is_terminal() {
                         return Ok(());
+                    }
+                    if let (Some(a), Some(b)) = (job.started_at_ms, job.finished_at_ms) {
+                        self.metrics.step(
+                            step_kind_name(step.kind),
+                            std::time::Duration::from_millis((b - a).max(0) as u64),
+                        );
                     }
                     if job.status != JobStatus::Succeeded {
                         let mut reason = self.failure_reason(&job).await;
@@ -145,6 +152,8 @@ impl Engine {
                         )
                         .await?;
                     tracing::info!(workflow = %id, step = %step.name, "waiting for approval");
+                    let data = self.event_data(&cx, Some(step));
+                    crate::ops::emit(&*self.store, org, WebhookEvent::ApprovalNeeded, data).await;
                     return Ok(());
                 }
                 Next::Dispatch(i) => {
@@ -153,10 +162,12 @@ impl Engine {
                     }
                     return self.dispatch_or_fail(&cx, &cx.wf.steps[i]).await;
                 }
-                Next::Failed(_) => {
+                Next::Failed(i) => {
                     self.store
                         .set_workflow_status(org, &id, WorkflowStatus::Failed)
                         .await?;
+                    let data = self.event_data(&cx, cx.wf.steps.get(i));
+                    crate::ops::emit(&*self.store, org, WebhookEvent::WorkflowFailed, data).await;
                     return Ok(());
                 }
                 Next::End(status) => {
@@ -167,6 +178,19 @@ impl Engine {
                         .set_install_state(org, &cx.install.id, &after)
                         .await?;
                     tracing::info!(workflow = %id, %status, "workflow ended");
+                    if cx.wf.kind == WorkflowKind::Drift && status == WorkflowStatus::Succeeded {
+                        let plan = cx
+                            .wf
+                            .steps
+                            .iter()
+                            .find(|s| matches!(s.kind, StepKind::Plan | StepKind::SandboxPlan));
+                        if let Some(p) = plan.filter(|p| rules::has_changes(&p.outputs["changes"])) {
+                            let mut data = self.event_data(&cx, Some(p));
+                            data["changes"] = p.outputs["changes"].clone();
+                            crate::ops::emit(&*self.store, org, WebhookEvent::DriftDetected, data)
+                                .await;
+                        }
+                    }
                     return Ok(());
                 }
             }
@@ -320,7 +344,7 @@ impl Engine {
                 &cx.org,
                 &cx.wf.id,
                 step.index,
-                update(StepStatus::Failed, Some(reason)),
+                update(StepStatus::Failed, Some(reason.clone())),
             )
             .await?;
         let status = WorkflowStatus::Failed;
@@ -331,7 +355,22 @@ impl Engine {
         self.store
             .set_install_state(&cx.org, &cx.install.id, &after)
             .await?;
+        let mut data = self.event_data(cx, Some(step));
+        data["reason"] = Value::String(reason);
+        crate::ops::emit(&*self.store, &cx.org, WebhookEvent::WorkflowFailed, data).await;
         Ok(())
+    }
+
+    /// What a webhook is told of a workflow (and one of its steps).
+    fn event_data(&self, cx: &Ctx, step: Option<&WorkflowStepInfo>) -> Value {
+        serde_json::json!({
+            "workflow_id": cx.wf.id,
+            "workflow_kind": cx.wf.kind,
+            "install_id": cx.install.id,
+            "install": cx.install.name,
+            "step": step.map(|s| s.name.clone()),
+            "target": step.and_then(|s| s.target.clone()),
+        })
     }
 
     /// The install's outputs as stored now, opened.
@@ -423,4 +462,21 @@ impl Engine {
 /// The install's state while its workflow runs.
 fn state_during(cx: &Ctx) -> String {
     rules::install_state_during(cx.wf.kind, &cx.install.state)
+}
+
+/// A step kind's name, for metrics.
+fn step_kind_name(kind: StepKind) -> &'static str {
+    match kind {
+        StepKind::SandboxSync => "sandbox_sync",
+        StepKind::Sync => "sync",
+        StepKind::SandboxPlan => "sandbox_plan",
+        StepKind::SandboxApply => "sandbox_apply",
+        StepKind::SandboxDestroyPlan => "sandbox_destroy_plan",
+        StepKind::SandboxDestroy => "sandbox_destroy",
+        StepKind::Plan => "plan",
+        StepKind::Apply => "apply",
+        StepKind::DestroyPlan => "destroy_plan",
+        StepKind::Destroy => "destroy",
+        StepKind::Action => "action",
+    }
 }

@@ -200,6 +200,7 @@ pub(crate) struct Engine {
     keys: Arc<JobKeys>,
     notifier: Arc<dyn Notifier>,
     leader: Arc<AtomicBool>,
+    metrics: Arc<crate::ops::Metrics>,
     runner_url: OnceLock<String>,
     tx: mpsc::UnboundedSender<Msg>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Msg>>>,
@@ -213,6 +214,7 @@ impl Engine {
         keys: Arc<JobKeys>,
         notifier: Arc<dyn Notifier>,
         leader: Arc<AtomicBool>,
+        metrics: Arc<crate::ops::Metrics>,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Engine {
@@ -221,6 +223,7 @@ impl Engine {
             keys,
             notifier,
             leader,
+            metrics,
             runner_url: OnceLock::new(),
             tx,
             rx: Mutex::new(Some(rx)),

@@ -36,6 +36,13 @@ pub(crate) enum Next {
     End(WorkflowStatus),
 }
 
+/// Whether a plan's summary (`add`, `change`, `destroy`) has any change.
+pub(crate) fn has_changes(changes: &serde_json::Value) -> bool {
+    ["add", "change", "destroy"]
+        .iter()
+        .any(|k| changes[*k].as_u64().unwrap_or(0) > 0)
+}
+
 /// What a workflow does next: its first step that is not passed decides.
 pub(crate) fn next(steps: &[WorkflowStepInfo]) -> Next {
     for (i, step) in steps.iter().enumerate() {

@@ -32,6 +32,18 @@ pub enum Wake {
     All,
 }
 
+/// What the store holds now, for `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gauges {
+    /// Jobs queued and running: `(status, kind, count)`.
+    pub jobs: Vec<(String, String, u64)>,
+    /// Runners whose token is not revoked: never seen, healthy,
+    /// unhealthy, offline (by the age of their last call).
+    pub runners: [u64; 4],
+    /// Bytes the job logs take in the store.
+    pub log_bytes: u64,
+}
+
 /// Replicas and upkeep: wake-ups, the lead, rescue and pruning.
 #[async_trait]
 pub trait MaintenanceStore: Send + Sync + 'static {
@@ -64,4 +76,8 @@ pub trait MaintenanceStore: Send + Sync + 'static {
     /// Gives every running lease at least until `until_ms`; used at start-up,
     /// since no runner could heartbeat while the control plane was down.
     async fn extend_running_leases(&self, until_ms: i64) -> Result<u64>;
+
+    /// Counts for `/metrics`: a runner last seen before `unhealthy_before`
+    /// is unhealthy, before `offline_before` offline.
+    async fn gauges(&self, unhealthy_before: i64, offline_before: i64) -> Result<Gauges>;
 }

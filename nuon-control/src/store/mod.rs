@@ -5,7 +5,8 @@
 //! [`InstallStore`], [`RunnerStore`], [`JobStore`] (jobs as the Control API
 //! sees them), [`QueueStore`] (the runner side: claims, leases, logs,
 //! completions), [`WorkflowStore`], [`StateStore`] (Terraform state),
-//! [`BuildStore`] and [`MaintenanceStore`] (replicas, rescue, pruning).
+//! [`BuildStore`], [`MaintenanceStore`] (replicas, rescue, pruning),
+//! [`AuditStore`] (the hash-chained audit trail) and [`WebhookStore`].
 //! [`Store`] is all of them at once, implemented for every type that
 //! implements each.
 //!
@@ -21,6 +22,7 @@
 //! conformance suite, every check run on both stores.
 
 mod apps;
+mod audit;
 mod builds;
 mod installs;
 mod jobs;
@@ -35,13 +37,15 @@ mod sealing;
 mod shared;
 mod sqlite;
 mod states;
+mod webhooks;
 mod workflows;
 
 use async_trait::async_trait;
 use nuon_core::token::IssuedToken;
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
-    LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
+    LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, TokenInfo, TokenScope,
+    WorkflowInfo,
 };
 use nuon_core::workflow::{PlannedStep, StepStatus, WorkflowKind, WorkflowStatus};
 use nuon_core::{
@@ -49,10 +53,11 @@ use nuon_core::{
 };
 
 pub use apps::{AppStore, StoredConfig};
+pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use builds::BuildStore;
 pub use installs::{InstallStore, NewInstall, StoredInstall};
 pub use jobs::{JobStore, NewJob};
-pub use maintenance::{MaintenanceStore, Rescued, Wake};
+pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
 pub use orgs::{ApiPrincipal, NewOrg, OrgStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{NOTIFY_GAP, PostgresStore};
@@ -61,14 +66,15 @@ pub use runners::{RunnerPrincipal, RunnerStore};
 pub use sealing::{SealedColumn, SealingStore};
 pub use sqlite::SqliteStore;
 pub use states::{ComponentState, StateLock, StatePrincipal, StateStore, StateToken};
+pub use webhooks::{DeliveryTry, DueDelivery, WebhookStore};
 pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
 
 /// Every store trait, to call a concrete store's methods:
 /// `use nuon_control::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AppStore, BuildStore, InstallStore, JobStore, MaintenanceStore, OrgStore, QueueStore,
-        RunnerStore, SealingStore, StateStore, Store, WorkflowStore,
+        AppStore, AuditStore, BuildStore, InstallStore, JobStore, MaintenanceStore, OrgStore,
+        QueueStore, RunnerStore, SealingStore, StateStore, Store, WebhookStore, WorkflowStore,
     };
 }
 
@@ -123,6 +129,8 @@ pub trait Store:
     + StateStore
     + BuildStore
     + SealingStore
+    + AuditStore
+    + WebhookStore
 {
 }
 
@@ -138,6 +146,8 @@ impl<T> Store for T where
         + StateStore
         + BuildStore
         + SealingStore
+        + AuditStore
+        + WebhookStore
 {
 }
 

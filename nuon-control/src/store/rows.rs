@@ -170,7 +170,8 @@ impl OrgScoped for TokenInfo {
 impl Revocable for TokenInfo {}
 
 impl Record for RunnerInfo {
-    const COLUMNS: &'static str = "id, name, created_at, last_seen_at, revoked_at, role, session";
+    const COLUMNS: &'static str = "id, name, created_at, last_seen_at, revoked_at, role, session, \
+         health, health_since, telemetry";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(RunnerInfo {
             id: r.id(0)?,
@@ -181,6 +182,12 @@ impl Record for RunnerInfo {
             role: role_of(&r.text(5)?),
             session: r.opt_text(6)?.and_then(|s| serde_json::from_str(&s).ok()),
             status: Default::default(),
+            health: r
+                .opt_text(7)?
+                .and_then(|h| h.parse().ok())
+                .unwrap_or_default(),
+            health_since_ms: r.opt_int(8)?,
+            telemetry: r.opt_text(9)?.and_then(|t| serde_json::from_str(&t).ok()),
         })
     }
 }
@@ -191,6 +198,47 @@ impl OrgScoped for RunnerInfo {
 }
 
 impl Revocable for RunnerInfo {}
+
+impl Record for nuon_core::wire::WebhookInfo {
+    const COLUMNS: &'static str = "id, url, events, created_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(nuon_core::wire::WebhookInfo {
+            id: r.id(0)?,
+            url: r.text(1)?,
+            events: shared::events_of(&r.text(2)?)?,
+            created_at_ms: r.int(3)?,
+        })
+    }
+}
+
+/// A webhook delivery with the body it posts.
+pub(super) struct DeliveryRow {
+    pub(super) info: nuon_core::wire::DeliveryInfo,
+    pub(super) body: String,
+}
+
+impl Record for DeliveryRow {
+    const COLUMNS: &'static str = "d.id, d.webhook_id, d.event, d.status, d.attempts, d.created_at, \
+         d.delivered_at, d.next_at, d.last_error, d.body";
+    fn read(r: &impl Cells) -> Result<Self> {
+        let body = r.text(9)?;
+        Ok(DeliveryRow {
+            info: nuon_core::wire::DeliveryInfo {
+                id: r.id(0)?,
+                webhook_id: r.id(1)?,
+                event: r.text(2)?.parse().map_err(corrupt)?,
+                status: r.text(3)?,
+                attempts: r.u32(4)?,
+                created_at_ms: r.int(5)?,
+                delivered_at_ms: r.opt_int(6)?,
+                next_attempt_at_ms: r.opt_int(7)?,
+                last_error: r.opt_text(8)?,
+                payload: serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
+            },
+            body,
+        })
+    }
+}
 
 impl Record for AppInfo {
     const COLUMNS: &'static str = "a.id, a.name, a.created_at, \

@@ -61,4 +61,21 @@ pub trait RunnerStore: Send + Sync + 'static {
         expected: Option<&str>,
         session: &str,
     ) -> Result<bool>;
+
+    /// Keeps the key figures a runner reported (JSON).
+    async fn set_runner_telemetry(&self, runner: &RunnerId, telemetry: &str) -> Result<()>;
+
+    /// Every runner whose token is not revoked, of every org, with the
+    /// health last recorded for it.
+    async fn all_runners(&self) -> Result<Vec<(OrgId, RunnerInfo)>>;
+
+    /// Records a runner's health `health` since `at_ms` if the recorded one
+    /// is still `expected` (a transition); whether it was.
+    async fn set_runner_health(
+        &self,
+        runner: &RunnerId,
+        expected: RunnerHealth,
+        health: RunnerHealth,
+        at_ms: i64,
+    ) -> Result<bool>;
 }

@@ -30,11 +30,13 @@ pub enum SealedColumn {
     ConfigSources,
     /// The setting that checks the key, by its name.
     KeyCheck,
+    /// `webhooks.secret`, by webhook id.
+    WebhookSecrets,
 }
 
 impl SealedColumn {
     /// All of them.
-    pub const ALL: [SealedColumn; 11] = [
+    pub const ALL: [SealedColumn; 12] = [
         SealedColumn::SigningKeys,
         SealedColumn::JobSpecs,
         SealedColumn::JobOutputs,
@@ -46,6 +48,7 @@ impl SealedColumn {
         SealedColumn::ConfigConfig,
         SealedColumn::ConfigSources,
         SealedColumn::KeyCheck,
+        SealedColumn::WebhookSecrets,
     ];
 
     /// Where it is: table, the row's key as one text, the column, which
@@ -87,6 +90,7 @@ impl SealedColumn {
                 p("app_configs", "app_id || '/' || version", "sources", "true")
             }
             SealedColumn::KeyCheck => p("settings", "name", "value", "name = 'secrets_key_check'"),
+            SealedColumn::WebhookSecrets => p("webhooks", "id", "secret", "true"),
         }
     }
 

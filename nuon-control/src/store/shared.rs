@@ -153,6 +153,37 @@ pub(super) fn enum_str<T: serde::Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
+/// The events a webhook takes, as stored: names, comma-separated.
+pub(super) fn events_column(events: &[nuon_core::webhook::WebhookEvent]) -> String {
+    events.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(",")
+}
+
+/// The events of an [`events_column`].
+pub(super) fn events_of(raw: &str) -> Result<Vec<nuon_core::webhook::WebhookEvent>> {
+    raw.split(',')
+        .filter(|e| !e.is_empty())
+        .map(|e| e.parse().map_err(corrupt))
+        .collect()
+}
+
+/// The body of a webhook delivery: its id, the event, the org, when, and
+/// what happened.
+pub(super) fn delivery_body(
+    id: &nuon_core::DeliveryId,
+    org: &OrgId,
+    event: nuon_core::webhook::WebhookEvent,
+    data: &serde_json::Value,
+) -> String {
+    serde_json::json!({
+        "id": id,
+        "event": event,
+        "org_id": org,
+        "at_ms": nuon_core::now_ms(),
+        "data": data,
+    })
+    .to_string()
+}
+
 /// A unit enum from its serde name.
 pub(super) fn enum_from<T: serde::de::DeserializeOwned>(s: &str) -> Result<T> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(corrupt)

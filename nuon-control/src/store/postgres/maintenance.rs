@@ -1,6 +1,7 @@
 //! Replicas and upkeep: wake-ups, the lead, rescue and pruning.
 
 use super::*;
+use crate::store::Gauges;
 
 #[async_trait]
 impl MaintenanceStore for PostgresStore {
@@ -155,5 +156,40 @@ impl MaintenanceStore for PostgresStore {
         .await
         .map_err(db)?
         .rows_affected())
+    }
+
+    async fn gauges(&self, unhealthy_before: i64, offline_before: i64) -> Result<Gauges> {
+        let rows = sqlx::query(
+            "SELECT status, kind, COUNT(*) FROM jobs WHERE status IN ('queued', 'running') GROUP BY status, kind",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?;
+        let jobs = rows
+            .iter()
+            .map(|r| Ok((r.text(0)?, r.text(1)?, r.int(2)? as u64)))
+            .collect::<Result<Vec<_>>>()?;
+        let r = sqlx::query(
+            "SELECT COUNT(*) FILTER (WHERE last_seen_at IS NULL), \
+             COUNT(*) FILTER (WHERE last_seen_at >= $1), \
+             COUNT(*) FILTER (WHERE last_seen_at < $1 AND last_seen_at >= $2), \
+             COUNT(*) FILTER (WHERE last_seen_at < $2), \
+             pg_total_relation_size('log_records') FROM runners WHERE revoked_at IS NULL",
+        )
+        .bind(unhealthy_before)
+        .bind(offline_before)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(Gauges {
+            jobs,
+            runners: [
+                r.int(0)? as u64,
+                r.int(1)? as u64,
+                r.int(2)? as u64,
+                r.int(3)? as u64,
+            ],
+            log_bytes: r.int(4)? as u64,
+        })
     }
 }

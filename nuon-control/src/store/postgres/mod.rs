@@ -19,6 +19,7 @@
 //!   replicas starting together do not race.
 
 mod apps;
+mod audit;
 mod builds;
 mod installs;
 mod jobs;
@@ -29,6 +30,7 @@ mod runners;
 mod schema;
 mod sealing;
 mod states;
+mod webhooks;
 mod workflows;
 
 use std::collections::BTreeSet;
@@ -39,7 +41,7 @@ use async_trait::async_trait;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
-    LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
+    LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
     WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;

@@ -38,6 +38,9 @@ impl RunnerStore for PostgresStore {
             role: RunnerRole::Generic,
             session: None,
             status: Default::default(),
+            health: Default::default(),
+            health_since_ms: None,
+            telemetry: None,
         })
     }
 
@@ -118,6 +121,50 @@ impl RunnerStore for PostgresStore {
         .bind(runner.as_str())
         .bind(expected)
         .bind(session)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn set_runner_telemetry(&self, runner: &RunnerId, telemetry: &str) -> Result<()> {
+        sqlx::query("UPDATE runners SET telemetry = $2 WHERE id = $1")
+            .bind(runner.as_str())
+            .bind(telemetry)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn all_runners(&self) -> Result<Vec<(OrgId, RunnerInfo)>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {}, org_id FROM runners WHERE revoked_at IS NULL",
+            <RunnerInfo as Record>::COLUMNS
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?;
+        rows.iter()
+            .map(|r| Ok((r.id(10)?, RunnerInfo::read(r)?)))
+            .collect()
+    }
+
+    async fn set_runner_health(
+        &self,
+        runner: &RunnerId,
+        expected: RunnerHealth,
+        health: RunnerHealth,
+        at_ms: i64,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE runners SET health = $3, health_since = $4 \
+             WHERE id = $1 AND COALESCE(health, 'unknown') = $2",
+        )
+        .bind(runner.as_str())
+        .bind(expected.as_str())
+        .bind(health.as_str())
+        .bind(at_ms)
         .execute(&self.pool)
         .await
         .map_err(db)?;

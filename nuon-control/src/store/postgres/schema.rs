@@ -225,6 +225,58 @@ CREATE TABLE cron_fires (
 );
 "#,
     ),
+    (
+        8,
+        r#"
+ALTER TABLE runners ADD COLUMN telemetry TEXT;
+ALTER TABLE runners ADD COLUMN health TEXT;
+ALTER TABLE runners ADD COLUMN health_since BIGINT;
+CREATE TABLE audit (
+    org_id TEXT NOT NULL,
+    n BIGINT NOT NULL,
+    at BIGINT NOT NULL,
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    source TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    prev TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (org_id, n)
+);
+CREATE TABLE audit_heads (
+    org_id TEXT PRIMARY KEY,
+    n BIGINT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE TABLE webhooks (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    url TEXT NOT NULL,
+    events TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    removed_at BIGINT
+);
+CREATE TABLE webhook_deliveries (
+    seq BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    webhook_id TEXT NOT NULL REFERENCES webhooks(id),
+    org_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    body TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    next_at BIGINT,
+    delivered_at BIGINT,
+    last_error TEXT
+);
+CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (webhook_id, seq) WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_org ON webhook_deliveries (org_id, seq);
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -1,6 +1,7 @@
 //! Replicas and upkeep: wake-ups, the lead, rescue and pruning.
 
 use super::*;
+use crate::store::Gauges;
 
 #[async_trait]
 impl MaintenanceStore for SqliteStore {
@@ -111,6 +112,51 @@ impl MaintenanceStore for SqliteStore {
             )
             .map(|n| n as u64)
             .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn gauges(&self, unhealthy_before: i64, offline_before: i64) -> Result<Gauges> {
+        self.read(move |conn| {
+            let mut jobs = Vec::new();
+            // One status at a time, so each count reads its partial index.
+            for status in ["queued", "running"] {
+                let rows = all_rows(
+                    conn,
+                    &format!("SELECT kind, COUNT(*) FROM jobs WHERE status = '{status}' GROUP BY kind"),
+                    [],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)),
+                )?;
+                jobs.extend(rows.into_iter().map(|(k, n)| (status.to_owned(), k, n)));
+            }
+            let runners = one_row(
+                conn,
+                "SELECT COALESCE(SUM(last_seen_at IS NULL), 0), \
+                 COALESCE(SUM(last_seen_at >= ?1), 0), \
+                 COALESCE(SUM(last_seen_at < ?1 AND last_seen_at >= ?2), 0), \
+                 COALESCE(SUM(last_seen_at < ?2), 0) FROM runners WHERE revoked_at IS NULL",
+                params![unhealthy_before, offline_before],
+                |r| {
+                    Ok([
+                        r.get::<_, i64>(0)? as u64,
+                        r.get::<_, i64>(1)? as u64,
+                        r.get::<_, i64>(2)? as u64,
+                        r.get::<_, i64>(3)? as u64,
+                    ])
+                },
+            )?
+            .unwrap_or_default();
+            let pages: i64 = conn
+                .query_row("PRAGMA logs.page_count", [], |r| r.get(0))
+                .map_err(db_err)?;
+            let size: i64 = conn
+                .query_row("PRAGMA logs.page_size", [], |r| r.get(0))
+                .map_err(db_err)?;
+            Ok(Gauges {
+                jobs,
+                runners,
+                log_bytes: (pages * size) as u64,
+            })
         })
         .await
     }

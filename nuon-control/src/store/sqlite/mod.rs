@@ -11,6 +11,7 @@
 //!   connection, so log volume never bloats or locks the main database.
 
 mod apps;
+mod audit;
 mod builds;
 mod installs;
 mod jobs;
@@ -21,6 +22,7 @@ mod runners;
 mod schema;
 mod sealing;
 mod states;
+mod webhooks;
 mod workflows;
 
 use std::path::{Path, PathBuf};
@@ -30,7 +32,7 @@ use async_trait::async_trait;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
-    LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
+    LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
     WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;

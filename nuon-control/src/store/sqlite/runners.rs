@@ -46,6 +46,9 @@ impl RunnerStore for SqliteStore {
                 role: RunnerRole::Generic,
                 session: None,
             status: Default::default(),
+            health: Default::default(),
+            health_since_ms: None,
+            telemetry: None,
             })
         })
         .await
@@ -138,6 +141,56 @@ impl RunnerStore for SqliteStore {
                 .execute(
                     "UPDATE runners SET session = ?3 WHERE id = ?1 AND session IS ?2",
                     params![runner.as_str(), expected, session],
+                )
+                .map_err(db_err)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn set_runner_telemetry(&self, runner: &RunnerId, telemetry: &str) -> Result<()> {
+        let (runner, telemetry) = (runner.clone(), telemetry.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached("UPDATE runners SET telemetry = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![runner.as_str(), telemetry]))
+                .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn all_runners(&self) -> Result<Vec<(OrgId, RunnerInfo)>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {}, org_id FROM runners WHERE revoked_at IS NULL",
+                    <RunnerInfo as Record>::COLUMNS
+                ))
+                .map_err(db_err)?;
+            let mut rows = stmt.query([]).map_err(db_err)?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next().map_err(db_err)? {
+                out.push((r.id(10)?, RunnerInfo::read(r)?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn set_runner_health(
+        &self,
+        runner: &RunnerId,
+        expected: RunnerHealth,
+        health: RunnerHealth,
+        at_ms: i64,
+    ) -> Result<bool> {
+        let runner = runner.clone();
+        self.write(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE runners SET health = ?3, health_since = ?4 \
+                     WHERE id = ?1 AND COALESCE(health, 'unknown') = ?2",
+                    params![runner.as_str(), expected.as_str(), health.as_str(), at_ms],
                 )
                 .map_err(db_err)?;
             Ok(n == 1)

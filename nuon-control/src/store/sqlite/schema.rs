@@ -30,6 +30,9 @@ CREATE TABLE IF NOT EXISTS runners (
     last_seen_at INTEGER,
     role TEXT NOT NULL DEFAULT 'generic',
     session TEXT,
+    telemetry TEXT,
+    health TEXT,
+    health_since INTEGER,
     UNIQUE (org_id, name)
 );
 CREATE TABLE IF NOT EXISTS jobs (
@@ -163,6 +166,50 @@ CREATE TABLE IF NOT EXISTS tf_locks (
     created_at INTEGER NOT NULL,
     PRIMARY KEY (install_id, component)
 );
+CREATE TABLE IF NOT EXISTS audit (
+    org_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    source TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    prev TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (org_id, n)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS audit_heads (
+    org_id TEXT PRIMARY KEY,
+    n INTEGER NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS webhooks (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    url TEXT NOT NULL,
+    events TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    removed_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    webhook_id TEXT NOT NULL REFERENCES webhooks(id),
+    org_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    body TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    next_at INTEGER,
+    delivered_at INTEGER,
+    last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_pending ON webhook_deliveries (webhook_id, seq) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS webhook_deliveries_org ON webhook_deliveries (org_id, seq);
 CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -180,7 +227,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 15] = [
+    const COLUMNS: [(&str, &str, &str); 18] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -200,6 +247,9 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("installs", "toggles", "TEXT"),
         ("workflows", "inputs", "TEXT"),
         ("workflows", "trigger", "TEXT"),
+        ("runners", "telemetry", "TEXT"),
+        ("runners", "health", "TEXT"),
+        ("runners", "health_since", "INTEGER"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

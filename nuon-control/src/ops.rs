@@ -1,0 +1,614 @@
+//! Operating the fleet after day one: the audit trail's writer and the
+//! Control API's audit layer, runner health transitions, webhook
+//! deliveries, and the control plane's metrics.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use nuon_core::audit::AuditEntry;
+use nuon_core::metrics::{Exposition, Histogram, LATENCY_BUCKETS, STEP_BUCKETS};
+use nuon_core::webhook::{self, WebhookEvent};
+use nuon_core::wire::{RunnerHealth, RunnerInfo};
+use nuon_core::{OrgId, now_ms};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::api::SharedState;
+use crate::secrets::{SecretBox, webhook_context};
+use crate::store::{ApiPrincipal, DeliveryTry, NewAudit, Store, StoreError};
+
+/// The most entries one append writes.
+const MAX_AUDIT_BATCH: usize = 4096;
+/// How long a caller waits for its entry to be written before going on
+/// (the entry stays queued, and is written when the store is back).
+const AUDIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Settings of the operations layer.
+#[derive(Debug, Clone)]
+pub struct OpsConfig {
+    /// A runner silent this long is unhealthy (default 90 s).
+    pub runner_unhealthy_after: Duration,
+    /// A runner silent this long is offline (default 5 min).
+    pub runner_offline_after: Duration,
+    /// The longest wait between two tries of a webhook delivery (default
+    /// 5 min); the waits double from 1 s up to it.
+    pub webhook_max_backoff: Duration,
+    /// When a delivery is given up on, counted from its event (default 3 days).
+    pub webhook_give_up_after: Duration,
+}
+
+impl Default for OpsConfig {
+    fn default() -> Self {
+        OpsConfig {
+            runner_unhealthy_after: Duration::from_secs(90),
+            runner_offline_after: Duration::from_secs(300),
+            webhook_max_backoff: Duration::from_secs(300),
+            webhook_give_up_after: Duration::from_secs(3 * 86_400),
+        }
+    }
+}
+
+impl OpsConfig {
+    /// A runner's health from its last call, at `now`.
+    pub(crate) fn health(&self, revoked: bool, last_seen_ms: Option<i64>, now: i64) -> RunnerHealth {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        match (revoked, last_seen_ms) {
+            (true, _) => RunnerHealth::Offline,
+            (false, None) => RunnerHealth::Unknown,
+            (false, Some(at)) if now - at >= ms(self.runner_offline_after) => RunnerHealth::Offline,
+            (false, Some(at)) if now - at >= ms(self.runner_unhealthy_after) => {
+                RunnerHealth::Unhealthy
+            }
+            (false, Some(_)) => RunnerHealth::Healthy,
+        }
+    }
+}
+
+struct Pending {
+    entry: NewAudit,
+    done: Option<oneshot::Sender<()>>,
+}
+
+/// Appends audit entries in batches: everything queued while one batch is
+/// written goes in the next, in the order recorded.
+pub(crate) struct Auditor {
+    tx: mpsc::UnboundedSender<Pending>,
+    pub(crate) written: AtomicU64,
+}
+
+impl Auditor {
+    /// Starts the writer on `store`.
+    pub(crate) fn start(store: Arc<dyn Store>) -> Arc<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let auditor = Arc::new(Auditor {
+            tx,
+            written: AtomicU64::new(0),
+        });
+        tokio::spawn(write_loop(store, rx, Arc::downgrade(&auditor)));
+        auditor
+    }
+
+    /// Records an entry, and waits (a while) until it is written.
+    pub(crate) async fn record(&self, org: &OrgId, entry: AuditEntry) {
+        let (done, written) = oneshot::channel();
+        let pending = Pending {
+            entry: NewAudit {
+                org: org.clone(),
+                entry,
+            },
+            done: Some(done),
+        };
+        if self.tx.send(pending).is_err() {
+            return;
+        }
+        if tokio::time::timeout(AUDIT_WAIT, written).await.is_err() {
+            tracing::warn!("the audit trail is behind: an entry waits to be written");
+        }
+    }
+}
+
+async fn write_loop(
+    store: Arc<dyn Store>,
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+    auditor: std::sync::Weak<Auditor>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_AUDIT_BATCH {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        let entries: Vec<NewAudit> = batch.iter().map(|p| p.entry.clone()).collect();
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match store.append_audit(entries.clone()).await {
+                Ok(()) => break,
+                Err(StoreError::Closed) => return,
+                Err(e) => {
+                    tracing::error!(error = %e, entries = entries.len(), "cannot write to the audit trail; trying again");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        if let Some(a) = auditor.upgrade() {
+            a.written.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        }
+        for p in batch {
+            if let Some(d) = p.done {
+                let _ = d.send(());
+            }
+        }
+    }
+}
+
+/// Filled by the API token's check: whose request this is.
+#[derive(Clone, Default)]
+pub(crate) struct Actor(Arc<Mutex<Option<ApiPrincipal>>>);
+
+impl Actor {
+    pub(crate) fn set(&self, p: &ApiPrincipal) {
+        *self.0.lock().expect("actor lock") = Some(p.clone());
+    }
+}
+
+/// The Control API's write operations, by method and route.
+pub(crate) type WriteOps = Arc<HashMap<(String, String), &'static str>>;
+
+/// Records every state-changing Control API call that a token made: who,
+/// what, on what, from where, and how it ended.
+pub(crate) async fn audit_layer(
+    State((state, ops)): State<(SharedState, WriteOps)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let method = req.method().as_str().to_ascii_lowercase();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned());
+    let Some(op) = route.and_then(|r| ops.get(&(method, r)).copied()) else {
+        return next.run(req).await;
+    };
+    let source = crate::api::source_of(req.extensions());
+    let target = req.uri().path().to_owned();
+    let actor = Actor::default();
+    let mut req = req;
+    req.extensions_mut().insert(actor.clone());
+    let response = next.run(req).await;
+    let who = actor.0.lock().expect("actor lock").clone();
+    if let Some(p) = who {
+        let status = response.status();
+        let outcome = status.as_u16().to_string();
+        let entry = AuditEntry::new(now_ms(), p.token_id.as_str(), op, target, source, outcome);
+        state.auditor.record(&p.org_id, entry).await;
+    }
+    response
+}
+
+/// Looks at every runner's last call, records each change of health in
+/// the audit trail and tells the webhooks.
+pub(crate) async fn check_runners(state: &SharedState) -> Result<(), StoreError> {
+    let now = now_ms();
+    for (org, r) in state.store.all_runners().await? {
+        let health = state.ops.health(false, r.last_seen_at_ms, now);
+        if health == r.health {
+            continue;
+        }
+        if !state
+            .store
+            .set_runner_health(&r.id, r.health, health, now)
+            .await?
+        {
+            continue;
+        }
+        let silent = r
+            .last_seen_at_ms
+            .map(|at| format!("last call {} s ago", (now - at).max(0) / 1000))
+            .unwrap_or_else(|| "never called".into());
+        tracing::info!(runner = %r.name, from = r.health.as_str(), to = health.as_str(), "{silent}");
+        let entry = AuditEntry::new(
+            now,
+            "control-plane",
+            "runner.health",
+            format!("runner:{}", r.id),
+            "",
+            health.as_str(),
+        )
+        .with_detail(format!("{} was {}; {silent}", r.name, r.health.as_str()));
+        state.auditor.record(&org, entry).await;
+        let event = match (r.health, health) {
+            (_, RunnerHealth::Unhealthy | RunnerHealth::Offline) => WebhookEvent::RunnerUnhealthy,
+            (RunnerHealth::Unhealthy | RunnerHealth::Offline, RunnerHealth::Healthy) => {
+                WebhookEvent::RunnerHealthy
+            }
+            _ => continue,
+        };
+        emit(&*state.store, &org, event, runner_event(&r, health, &silent)).await;
+    }
+    Ok(())
+}
+
+fn runner_event(r: &RunnerInfo, health: RunnerHealth, silent: &str) -> serde_json::Value {
+    serde_json::json!({
+        "runner_id": r.id,
+        "runner": r.name,
+        "health": health.as_str(),
+        "was": r.health.as_str(),
+        "last_seen_at_ms": r.last_seen_at_ms,
+        "detail": silent,
+    })
+}
+
+/// Queues `event` for the org's webhooks that take it (a failure is logged:
+/// the event is lost to the webhooks, never to the store).
+pub(crate) async fn emit(store: &dyn Store, org: &OrgId, event: WebhookEvent, data: serde_json::Value) {
+    match store.enqueue_event(org, event, &data).await {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(%org, %event, webhooks = n, "event queued for webhooks"),
+        Err(e) => tracing::error!(%org, %event, error = %e, "cannot queue an event for the org's webhooks"),
+    }
+}
+
+/// How long one delivery may take.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Posts every delivery that is due: of each webhook its oldest pending
+/// one, so each receiver gets its events in order. Answers how many were
+/// tried.
+pub(crate) async fn deliver_webhooks(
+    state: &SharedState,
+    client: &reqwest::Client,
+) -> Result<usize, StoreError> {
+    let due = state.store.due_deliveries(now_ms(), 256).await?;
+    let count = due.len();
+    let tries = due.into_iter().map(|d| async move {
+        let outcome = post(&state.secrets, client, &d).await;
+        let next = match outcome {
+            Ok(()) => DeliveryTry::Delivered,
+            Err(error) => {
+                let age = Duration::from_millis((now_ms() - d.delivery.created_at_ms).max(0) as u64);
+                if age >= state.ops.webhook_give_up_after {
+                    DeliveryTry::GiveUp { error }
+                } else {
+                    let wait = backoff(d.delivery.attempts, state.ops.webhook_max_backoff);
+                    DeliveryTry::Retry {
+                        error,
+                        next_at_ms: now_ms() + wait.as_millis() as i64,
+                    }
+                }
+            }
+        };
+        let delivered = matches!(next, DeliveryTry::Delivered);
+        state.metrics.webhook_tries(delivered);
+        if let Err(e) = state.store.record_try(&d.delivery.id, next).await {
+            tracing::error!(delivery = %d.delivery.id, error = %e, "cannot record a webhook delivery's try");
+        }
+    });
+    futures_util::future::join_all(tries).await;
+    Ok(count)
+}
+
+/// The wait after the `attempts`-th failed try: 1 s doubling, up to `max`.
+fn backoff(attempts: u32, max: Duration) -> Duration {
+    Duration::from_secs(1u64 << attempts.min(20)).min(max)
+}
+
+async fn post(
+    secrets: &SecretBox,
+    client: &reqwest::Client,
+    d: &crate::store::DueDelivery,
+) -> Result<(), String> {
+    let secret = secrets
+        .open(&d.sealed_secret, &webhook_context(&d.delivery.webhook_id))
+        .map_err(|e| format!("cannot open the webhook's secret: {e}"))?;
+    let now = now_ms() / 1000;
+    let signature = webhook::sign(secret.as_bytes(), now, d.body.as_bytes());
+    let answer = client
+        .post(&d.url)
+        .timeout(DELIVERY_TIMEOUT)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(webhook::EVENT_HEADER, d.delivery.event.as_str())
+        .header(webhook::DELIVERY_HEADER, d.delivery.id.as_str())
+        .header(webhook::SIGNATURE_HEADER, signature)
+        .body(d.body.clone())
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach {}: {e}", d.url))?;
+    let status = answer.status();
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format!("{} answered {status}", d.url))
+    }
+}
+
+/// The leader's operations loop: runner health every `health_every`,
+/// webhook deliveries every second (and at once after a busy pass).
+pub(crate) async fn run(state: SharedState) {
+    let client = match reqwest::Client::builder().use_rustls_tls().build() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build the webhook client; no webhook will be delivered");
+            return;
+        }
+    };
+    let health_every = (state.ops.runner_unhealthy_after / 4)
+        .clamp(Duration::from_millis(250), Duration::from_secs(10));
+    let mut last_health: Option<Instant> = None;
+    loop {
+        let leading = state.leader.load(Ordering::Relaxed);
+        let mut busy = false;
+        if leading {
+            if last_health.is_none_or(|t| t.elapsed() >= health_every) {
+                last_health = Some(Instant::now());
+                if let Err(e) = check_runners(&state).await {
+                    tracing::warn!(error = %e, "cannot check the runners' health");
+                }
+            }
+            match deliver_webhooks(&state, &client).await {
+                Ok(n) => busy = n > 0,
+                Err(e) => tracing::warn!(error = %e, "cannot read the webhook deliveries that are due"),
+            }
+        }
+        let pause = if busy {
+            Duration::from_millis(50)
+        } else {
+            Duration::from_millis(250).min(health_every)
+        };
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = state.shutting_down() => return,
+        }
+    }
+}
+
+/// What the control plane counts as it runs (this replica's share); the
+/// store's gauges are read at each scrape.
+pub(crate) struct Metrics {
+    dispatch: Histogram,
+    steps: Mutex<HashMap<&'static str, Arc<Histogram>>>,
+    store_writes: Mutex<HashMap<&'static str, Arc<Histogram>>>,
+    pub(crate) parked_claims: AtomicI64,
+    webhooks_ok: AtomicU64,
+    webhooks_failed: AtomicU64,
+    jobs_ended: Mutex<HashMap<String, u64>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            dispatch: Histogram::new(LATENCY_BUCKETS_LONG),
+            steps: Mutex::default(),
+            store_writes: Mutex::default(),
+            parked_claims: AtomicI64::new(0),
+            webhooks_ok: AtomicU64::new(0),
+            webhooks_failed: AtomicU64::new(0),
+            jobs_ended: Mutex::default(),
+        }
+    }
+}
+
+/// Dispatch latency buckets: a millisecond to ten minutes.
+const LATENCY_BUCKETS_LONG: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 600.0,
+];
+
+/// Counts a parked claim while it lives.
+pub(crate) struct Parked<'a>(&'a Metrics);
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.parked_claims.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Metrics {
+    /// A job was claimed `waited` after it was queued.
+    pub(crate) fn dispatched(&self, waited: Duration) {
+        self.dispatch.observe(waited.as_secs_f64());
+    }
+
+    /// A step of `kind` ran for `took`.
+    pub(crate) fn step(&self, kind: &'static str, took: Duration) {
+        let h = self
+            .steps
+            .lock()
+            .expect("metrics lock")
+            .entry(kind)
+            .or_insert_with(|| Arc::new(Histogram::new(STEP_BUCKETS)))
+            .clone();
+        h.observe(took.as_secs_f64());
+    }
+
+    /// A store write `op` took `took`.
+    pub(crate) fn store_write(&self, op: &'static str, took: Duration) {
+        let h = self
+            .store_writes
+            .lock()
+            .expect("metrics lock")
+            .entry(op)
+            .or_insert_with(|| Arc::new(Histogram::new(LATENCY_BUCKETS)))
+            .clone();
+        h.observe(took.as_secs_f64());
+    }
+
+    /// A job ended with `outcome`.
+    pub(crate) fn job_ended(&self, outcome: &str) {
+        *self
+            .jobs_ended
+            .lock()
+            .expect("metrics lock")
+            .entry(outcome.to_owned())
+            .or_default() += 1;
+    }
+
+    pub(crate) fn park(&self) -> Parked<'_> {
+        self.parked_claims.fetch_add(1, Ordering::Relaxed);
+        Parked(self)
+    }
+
+    fn webhook_tries(&self, delivered: bool) {
+        let c = if delivered {
+            &self.webhooks_ok
+        } else {
+            &self.webhooks_failed
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How long the store's gauges are reused between scrapes.
+const GAUGE_TTL: Duration = Duration::from_secs(1);
+
+/// The store's gauges, read at most once per [`GAUGE_TTL`].
+#[derive(Default)]
+pub(crate) struct GaugeCache(tokio::sync::Mutex<Option<(Instant, crate::store::Gauges)>>);
+
+/// The control plane's metrics page (Prometheus text).
+pub(crate) async fn render(state: &SharedState) -> Result<String, StoreError> {
+    let gauges = {
+        let mut cached = state.gauges.0.lock().await;
+        match &*cached {
+            Some((at, g)) if at.elapsed() < GAUGE_TTL => g.clone(),
+            _ => {
+                let now = now_ms();
+                let ms = |d: Duration| d.as_millis() as i64;
+                let g = state
+                    .store
+                    .gauges(
+                        now - ms(state.ops.runner_unhealthy_after),
+                        now - ms(state.ops.runner_offline_after),
+                    )
+                    .await?;
+                *cached = Some((Instant::now(), g.clone()));
+                g
+            }
+        }
+    };
+    let m = &state.metrics;
+    let mut out = Exposition::default();
+    out.family("nuon_jobs", "gauge", "Jobs queued and running, by kind.");
+    for (status, kind, n) in &gauges.jobs {
+        out.sample("nuon_jobs", &[("status", status), ("kind", kind)], *n as f64);
+    }
+    out.family("nuon_runners", "gauge", "Runners by health (from the age of their last call).");
+    for (health, n) in ["unknown", "healthy", "unhealthy", "offline"]
+        .iter()
+        .zip(gauges.runners)
+    {
+        out.sample("nuon_runners", &[("health", health)], n as f64);
+    }
+    out.single(
+        "nuon_parked_claims",
+        "gauge",
+        "Runner claims held open on this replica, waiting for a job.",
+        m.parked_claims.load(Ordering::Relaxed) as f64,
+    );
+    out.single(
+        "nuon_log_bytes_stored",
+        "gauge",
+        "Bytes the job logs take in the store.",
+        gauges.log_bytes as f64,
+    );
+    m.dispatch.write(
+        &mut out,
+        "nuon_dispatch_latency_seconds",
+        "Time from a job's creation to its claim by a runner.",
+        &[],
+    );
+    out.family(
+        "nuon_jobs_ended_total",
+        "counter",
+        "Jobs whose runner reported their end to this replica, by outcome.",
+    );
+    let ended = m.jobs_ended.lock().expect("metrics lock").clone();
+    let mut ended: Vec<_> = ended.into_iter().collect();
+    ended.sort();
+    for (outcome, n) in ended {
+        out.sample("nuon_jobs_ended_total", &[("outcome", &outcome)], n as f64);
+    }
+    let histograms = |map: &Mutex<HashMap<&'static str, Arc<Histogram>>>| {
+        let mut v: Vec<_> = map
+            .lock()
+            .expect("metrics lock")
+            .iter()
+            .map(|(k, h)| (*k, h.clone()))
+            .collect();
+        v.sort_by_key(|(k, _)| *k);
+        v
+    };
+    out.family(
+        "nuon_workflow_step_duration_seconds",
+        "histogram",
+        "How long workflow steps' jobs ran, by step kind.",
+    );
+    for (kind, h) in histograms(&m.steps) {
+        h.samples(&mut out, "nuon_workflow_step_duration_seconds", &[("kind", kind)]);
+    }
+    out.family(
+        "nuon_store_write_duration_seconds",
+        "histogram",
+        "Store writes of the Runner API, by operation.",
+    );
+    for (op, h) in histograms(&m.store_writes) {
+        h.samples(&mut out, "nuon_store_write_duration_seconds", &[("op", op)]);
+    }
+    out.single(
+        "nuon_audit_entries_written_total",
+        "counter",
+        "Audit entries this replica wrote.",
+        state.auditor.written.load(Ordering::Relaxed) as f64,
+    );
+    out.family(
+        "nuon_webhook_deliveries_total",
+        "counter",
+        "Webhook delivery tries by this replica, by result.",
+    );
+    out.sample(
+        "nuon_webhook_deliveries_total",
+        &[("result", "delivered")],
+        m.webhooks_ok.load(Ordering::Relaxed) as f64,
+    );
+    out.sample(
+        "nuon_webhook_deliveries_total",
+        &[("result", "failed")],
+        m.webhooks_failed.load(Ordering::Relaxed) as f64,
+    );
+    Ok(out.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_follows_the_thresholds() {
+        let c = OpsConfig {
+            runner_unhealthy_after: Duration::from_secs(10),
+            runner_offline_after: Duration::from_secs(60),
+            ..OpsConfig::default()
+        };
+        assert_eq!(c.health(false, None, 0), RunnerHealth::Unknown);
+        assert_eq!(c.health(false, Some(0), 9_999), RunnerHealth::Healthy);
+        assert_eq!(c.health(false, Some(0), 10_000), RunnerHealth::Unhealthy);
+        assert_eq!(c.health(false, Some(0), 60_000), RunnerHealth::Offline);
+        assert_eq!(c.health(true, Some(0), 0), RunnerHealth::Offline);
+    }
+
+    #[test]
+    fn webhook_backoff_doubles_to_its_cap() {
+        let max = Duration::from_secs(300);
+        assert_eq!(backoff(0, max), Duration::from_secs(1));
+        assert_eq!(backoff(3, max), Duration::from_secs(8));
+        assert_eq!(backoff(12, max), max);
+        assert_eq!(backoff(u32::MAX, max), max);
+    }
+}

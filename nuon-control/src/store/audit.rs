@@ -1,0 +1,90 @@
+//! The org's audit trail: one hash chain per org, appended to in batches.
+
+use nuon_core::audit::{AuditEntry, Verifier};
+use nuon_core::wire::AuditVerification;
+
+use super::*;
+
+/// An entry to append to an org's chain (its `n`, `prev` and `hash` are
+/// set by the store).
+#[derive(Debug, Clone)]
+pub struct NewAudit {
+    /// Whose chain.
+    pub org: OrgId,
+    /// The entry.
+    pub entry: AuditEntry,
+}
+
+/// The org's audit trail.
+#[async_trait]
+pub trait AuditStore: Send + Sync + 'static {
+    /// Appends entries, each to its org's chain, in the order given, in one
+    /// transaction: all of them or none.
+    async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()>;
+
+    /// Up to `limit` entries of the org's chain after number `after`, in
+    /// order; only those of `actor` when given.
+    async fn list_audit(
+        &self,
+        org: &OrgId,
+        after: u64,
+        limit: u32,
+        actor: Option<&str>,
+    ) -> Result<Vec<AuditEntry>>;
+
+    /// The number and hash of the org's newest entry, as the chain's head
+    /// records them (`None`: no entry yet).
+    async fn audit_head(&self, org: &OrgId) -> Result<Option<(u64, String)>>;
+}
+
+/// Rows read per page while verifying.
+const VERIFY_PAGE: u32 = 20_000;
+
+/// Checks the org's whole chain, from its first entry to its recorded head.
+pub async fn verify_audit<S: AuditStore + ?Sized>(
+    store: &S,
+    org: &OrgId,
+) -> Result<AuditVerification> {
+    let mut v = Verifier::default();
+    let mut broken = None;
+    'pages: loop {
+        let page = store.list_audit(org, v.count(), VERIFY_PAGE, None).await?;
+        let last_page = page.len() < VERIFY_PAGE as usize;
+        if page.is_empty() {
+            break;
+        }
+        for e in &page {
+            if let Err(b) = v.check(e) {
+                broken = Some(b);
+                break 'pages;
+            }
+        }
+        if last_page {
+            break;
+        }
+    }
+    if broken.is_none() {
+        let head = store.audit_head(org).await?;
+        if let Some((n, hash)) = head {
+            if n > v.count() {
+                broken = Some(nuon_core::audit::ChainBreak {
+                    entry: v.count() + 1,
+                    why: format!(
+                        "missing: the chain's head records {n} entries, but it ends at entry {}",
+                        v.count()
+                    ),
+                });
+            } else if n == v.count() && hash != v.head() {
+                broken = Some(nuon_core::audit::ChainBreak {
+                    entry: n,
+                    why: "changed: the chain's head records another hash for it".into(),
+                });
+            }
+        }
+    }
+    Ok(AuditVerification {
+        entries: v.count(),
+        head: v.head().to_owned(),
+        broken,
+    })
+}

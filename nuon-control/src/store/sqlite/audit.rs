@@ -1,0 +1,127 @@
+//! The org's audit trail.
+
+use std::collections::HashMap;
+
+use nuon_core::audit::{AuditEntry, Chain, GENESIS};
+
+use super::*;
+use crate::store::{AuditStore, NewAudit};
+
+fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEntry> {
+    Ok(AuditEntry {
+        n: r.get::<_, i64>(0)? as u64,
+        at_ms: r.get(1)?,
+        actor: r.get(2)?,
+        action: r.get(3)?,
+        target: r.get(4)?,
+        source: r.get(5)?,
+        outcome: r.get(6)?,
+        detail: r.get(7)?,
+        prev: r.get(8)?,
+        hash: r.get(9)?,
+    })
+}
+
+#[async_trait]
+impl AuditStore for SqliteStore {
+    async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.write(move |conn| {
+            let mut heads: HashMap<OrgId, Chain> = HashMap::new();
+            let mut insert = conn
+                .prepare_cached(
+                    "INSERT INTO audit (org_id, n, at, actor, action, target, source, outcome, detail, prev, hash) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )
+                .map_err(db_err)?;
+            for NewAudit { org, entry } in entries {
+                if !heads.contains_key(&org) {
+                    let head = one_row(
+                        conn,
+                        "SELECT n, hash FROM audit_heads WHERE org_id = ?1",
+                        [org.as_str()],
+                        |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
+                    )?
+                    .unwrap_or((0, GENESIS.to_owned()));
+                    heads.insert(org.clone(), Chain { n: head.0, head: head.1 });
+                }
+                let chain = heads.get_mut(&org).expect("head loaded");
+                let e = chain.append(entry);
+                insert
+                    .execute(params![
+                        org.as_str(),
+                        e.n as i64,
+                        e.at_ms,
+                        e.actor,
+                        e.action,
+                        e.target,
+                        e.source,
+                        e.outcome,
+                        e.detail,
+                        e.prev,
+                        e.hash
+                    ])
+                    .map_err(db_err)?;
+            }
+            for (org, chain) in heads {
+                conn.prepare_cached(
+                    "INSERT INTO audit_heads (org_id, n, hash) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (org_id) DO UPDATE SET n = excluded.n, hash = excluded.hash",
+                )
+                .and_then(|mut s| s.execute(params![org.as_str(), chain.n as i64, chain.head]))
+                .map_err(db_err)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_audit(
+        &self,
+        org: &OrgId,
+        after: u64,
+        limit: u32,
+        actor: Option<&str>,
+    ) -> Result<Vec<AuditEntry>> {
+        let (org, actor) = (org.clone(), actor.map(str::to_owned));
+        self.read(move |conn| {
+            let after = i64::try_from(after).unwrap_or(i64::MAX);
+            const COLUMNS: &str =
+                "n, at, actor, action, target, source, outcome, detail, prev, hash";
+            match actor {
+                None => all_rows(
+                    conn,
+                    &format!(
+                        "SELECT {COLUMNS} FROM audit WHERE org_id = ?1 AND n > ?2 ORDER BY n LIMIT ?3"
+                    ),
+                    params![org.as_str(), after, limit],
+                    entry,
+                ),
+                Some(actor) => all_rows(
+                    conn,
+                    &format!(
+                        "SELECT {COLUMNS} FROM audit WHERE org_id = ?1 AND n > ?2 AND actor = ?4 ORDER BY n LIMIT ?3"
+                    ),
+                    params![org.as_str(), after, limit, actor],
+                    entry,
+                ),
+            }
+        })
+        .await
+    }
+
+    async fn audit_head(&self, org: &OrgId) -> Result<Option<(u64, String)>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            one_row(
+                conn,
+                "SELECT n, hash FROM audit_heads WHERE org_id = ?1",
+                [org.as_str()],
+                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
+            )
+        })
+        .await
+    }
+}
