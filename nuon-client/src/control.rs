@@ -1,7 +1,12 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use nuon_core::JobId;
+use nuon_core::webhook::WebhookEvent;
+use nuon_core::wire::{
+    AuditList, AuditVerification, CreateWebhook, DebugPurpose, DebugRequest, DeliveryList,
+    WebhookCreated, WebhookInfo, WebhookList,
+};
+use nuon_core::{JobId, WebhookId};
 use nuon_core::wire::{
     AppInfo, AppList, BuildInfo, BuildList, ComponentList, ComponentToggled, ConfigFile,
     ConfigVersionInfo, ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob,
@@ -411,6 +416,131 @@ impl ControlClient {
     pub async fn cancel_job(&self, id: &JobId) -> Result<JobInfo> {
         let path = routes::with_id(routes::JOB_CANCEL, id.as_str());
         self.http.post(&path, &(), Duration::ZERO).await
+    }
+
+    /// Asks an install's runner to run `command` for its logs
+    /// ([`DebugPurpose::Logs`]) or to debug; the runner decides. Follow the
+    /// job's log for the answer; a refusal fails the job with the runner's
+    /// reason.
+    pub async fn request_debug(
+        &self,
+        install: &str,
+        purpose: DebugPurpose,
+        command: Vec<String>,
+        timeout_secs: Option<u64>,
+    ) -> Result<JobInfo> {
+        let body = DebugRequest {
+            command,
+            purpose,
+            timeout_secs,
+        };
+        self.http
+            .post(
+                &routes::with_id(routes::INSTALL_DEBUG, &seg(install)),
+                &body,
+                Duration::ZERO,
+            )
+            .await
+    }
+
+    /// A page of the org's audit trail after entry `after`; only `actor`'s
+    /// entries when given.
+    pub async fn list_audit(
+        &self,
+        after: u64,
+        limit: u32,
+        actor: Option<&str>,
+    ) -> Result<AuditList> {
+        let mut query = vec![("after", after.to_string()), ("limit", limit.to_string())];
+        if let Some(a) = actor {
+            query.push(("actor", a.to_owned()));
+        }
+        let req = self
+            .http
+            .request(reqwest::Method::GET, routes::AUDIT)
+            .query(&query);
+        self.http.send(req).await
+    }
+
+    /// The org's whole audit trail, or only the jobs of one runner or of
+    /// one install's runner (`runner` or `install`), as NDJSON, written to
+    /// `out` as it arrives. How many entries.
+    pub async fn export_audit(
+        &self,
+        runner: Option<&str>,
+        install: Option<&str>,
+        out: &mut (dyn std::io::Write + Send),
+    ) -> Result<u64> {
+        let mut query = Vec::new();
+        if let Some(r) = runner {
+            query.push(("runner", r));
+        }
+        if let Some(i) = install {
+            query.push(("install", i));
+        }
+        let req = self
+            .http
+            .request(reqwest::Method::GET, routes::AUDIT_EXPORT)
+            .timeout(Duration::from_secs(3600))
+            .query(&query);
+        let mut resp = self.http.execute(req).await?;
+        let url = resp.url().to_string();
+        let mut lines = 0u64;
+        while let Some(chunk) = resp.chunk().await.map_err(|source| Error::Connect {
+            url: url.clone(),
+            source,
+        })? {
+            lines += chunk.iter().filter(|b| **b == b'\n').count() as u64;
+            out.write_all(&chunk)
+                .map_err(|e| Error::Config(format!("cannot write the export: {e}")))?;
+        }
+        Ok(lines)
+    }
+
+    /// Checks the org's audit chain.
+    pub async fn verify_audit(&self) -> Result<AuditVerification> {
+        self.http.get(routes::AUDIT_VERIFY).await
+    }
+
+    /// Adds a webhook; the answer carries its signing secret, shown once.
+    pub async fn create_webhook(
+        &self,
+        url: &str,
+        events: Vec<WebhookEvent>,
+    ) -> Result<WebhookCreated> {
+        let body = CreateWebhook {
+            url: url.to_owned(),
+            events,
+        };
+        self.http.post(routes::WEBHOOKS, &body, Duration::ZERO).await
+    }
+
+    /// The org's webhooks.
+    pub async fn list_webhooks(&self) -> Result<WebhookList> {
+        self.http.get(routes::WEBHOOKS).await
+    }
+
+    /// Removes a webhook.
+    pub async fn remove_webhook(&self, id: &WebhookId) -> Result<WebhookInfo> {
+        let path = routes::with_id(routes::WEBHOOK_REMOVE, id.as_str());
+        self.http.post(&path, &(), Duration::ZERO).await
+    }
+
+    /// The org's webhook deliveries, newest first; of one webhook when given.
+    pub async fn list_deliveries(
+        &self,
+        webhook: Option<&WebhookId>,
+        limit: u32,
+    ) -> Result<DeliveryList> {
+        let mut query = vec![("limit", limit.to_string())];
+        if let Some(w) = webhook {
+            query.push(("webhook", w.to_string()));
+        }
+        let req = self
+            .http
+            .request(reqwest::Method::GET, routes::WEBHOOK_DELIVERIES)
+            .query(&query);
+        self.http.send(req).await
     }
 
     /// A page of a job's log after `cursor` (0 for the start).

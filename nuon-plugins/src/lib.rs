@@ -49,6 +49,8 @@
 #[cfg(feature = "build")]
 pub mod build;
 #[cfg(feature = "exec")]
+pub mod debug;
+#[cfg(feature = "exec")]
 pub mod exec;
 #[cfg(feature = "helm")]
 pub mod helm;

@@ -31,6 +31,39 @@ enum Command<E: Args> {
         #[command(flatten)]
         extra: E,
     },
+    /// The runner's audit journal (WORK_DIR/audit.jsonl): every job it
+    /// accepted or refused, and how each ended, hash-chained.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check the journal's chain; names the first entry that does not
+    /// chain (exit 1).
+    Verify {
+        /// The runner's work directory.
+        #[arg(long, env = "NUON_RUNNER_WORK_DIR", default_value = "./nuon-runner-data")]
+        work_dir: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare the journal with the control plane's record of this
+    /// install's jobs (`nuon audit export --install INSTALL > EXPORT`):
+    /// jobs on one side only, or ended differently (exit 1).
+    Compare {
+        /// The control plane's export (NDJSON).
+        export: PathBuf,
+        /// The runner's work directory.
+        #[arg(long, env = "NUON_RUNNER_WORK_DIR", default_value = "./nuon-runner-data")]
+        work_dir: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// The flags every runner has.
@@ -75,6 +108,16 @@ pub struct RunArgs {
     /// Without it, this one is refused while the other is seen.
     #[arg(long)]
     replace: bool,
+    /// Which commands the vendor's debug and log requests may run here:
+    /// `off` (the default: only the app's declared actions run),
+    /// `allow-list FILE` (the commands listed in FILE, one per line, each
+    /// matched on the whole command line) or `any`.
+    #[arg(long, env = "NUON_RUNNER_DEBUG_COMMANDS", num_args = 1..=2, value_names = ["MODE", "FILE"], default_value = "off")]
+    debug_commands: Vec<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (jobs by outcome,
+    /// spool backlog, heartbeat round trip).
+    #[arg(long, env = "NUON_RUNNER_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// How long the server may hold a claim, in ms (for tests).
     #[arg(long, env = "NUON_RUNNER_CLAIM_WAIT_MS", hide = true)]
     claim_wait_ms: Option<u64>,
@@ -92,6 +135,25 @@ fn signing_key(arg: &str) -> anyhow::Result<PublicKey> {
     text.parse().context("--signing-key")
 }
 
+/// The `--debug-commands` setting.
+fn debug_policy(words: &[String]) -> anyhow::Result<nuon_plugins::debug::DebugPolicy> {
+    use nuon_plugins::debug::DebugPolicy;
+    match words {
+        [mode] if mode == "off" => Ok(DebugPolicy::Off),
+        [mode] if mode == "any" => Ok(DebugPolicy::Any),
+        [mode, file] if mode == "allow-list" => {
+            DebugPolicy::allow_list_file(std::path::Path::new(file)).map_err(anyhow::Error::msg)
+        }
+        [mode] if mode == "allow-list" => {
+            anyhow::bail!("--debug-commands allow-list needs the list's file: --debug-commands allow-list FILE")
+        }
+        other => anyhow::bail!(
+            "--debug-commands {}: expected off, allow-list FILE or any",
+            other.join(" ")
+        ),
+    }
+}
+
 fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
     let key = signing_key(&args.signing_key)?;
     let mut client = ClientConfig::with_replicas(&args.api, &args.token).context("--api")?;
@@ -105,6 +167,9 @@ fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
     config.grace = args.grace;
     config.drain_timeout = args.drain_timeout;
     config.strict_permissions = args.strict_permissions;
+    config.plugins.register(Arc::new(nuon_plugins::debug::DebugPlugin::new(
+        debug_policy(&args.debug_commands)?,
+    )));
     if let Some(ms) = args.claim_wait_ms {
         config.claim_wait = Duration::from_millis(ms);
     }
@@ -144,6 +209,9 @@ pub async fn main<E: Args>(
         Ok(Cli {
             command: Command::Run { common, extra },
         }) => (common, extra),
+        Ok(Cli {
+            command: Command::Audit { command },
+        }) => return audit(command),
         Err(e) => {
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
@@ -164,6 +232,18 @@ pub async fn main<E: Args>(
             return ExitCode::from(64);
         }
     };
+    if let Some(addr) = args.metrics_listen {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => {
+                tracing::info!(%addr, "serving metrics at /metrics");
+                tokio::spawn(serve_metrics(listener, config.stats.clone()));
+            }
+            Err(e) => {
+                eprintln!("{name}: --metrics-listen {addr}: cannot listen: {e}");
+                return ExitCode::from(64);
+            }
+        }
+    }
     let signals =
         signal(SignalKind::terminate()).and_then(|t| Ok((t, signal(SignalKind::interrupt())?)));
     let Ok((term, int)) = signals.inspect_err(|e| eprintln!("{name}: cannot handle signals: {e}"))
@@ -192,4 +272,84 @@ pub fn open_store(
     flag: &str,
 ) -> anyhow::Result<Arc<dyn nuon_core::artifact::ArtifactStore>> {
     nuon_plugins::oci::open_store(spec).with_context(|| format!("{flag} {spec}"))
+}
+
+/// Serves the runner's metrics until the process ends.
+async fn serve_metrics(listener: tokio::net::TcpListener, stats: Arc<crate::RunnerStats>) {
+    use axum::http::header;
+    let app = axum::Router::new().route(
+        nuon_core::wire::routes::METRICS,
+        axum::routing::get(move || {
+            let stats = stats.clone();
+            async move {
+                (
+                    [(header::CONTENT_TYPE, nuon_core::metrics::CONTENT_TYPE)],
+                    stats.render(),
+                )
+            }
+        }),
+    );
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "the metrics listener failed");
+    }
+}
+
+/// `audit verify` and `audit compare`: offline, on the work directory.
+fn audit(command: AuditCommand) -> ExitCode {
+    use crate::journal::{JOURNAL_FILE, compare, read_entries, verify};
+    let run = || -> anyhow::Result<bool> {
+        match command {
+            AuditCommand::Verify { work_dir, json } => {
+                let entries = read_entries(&work_dir.join(JOURNAL_FILE)).map_err(anyhow::Error::msg)?;
+                let v = verify(&entries);
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                } else if let Some(b) = &v.broken {
+                    println!("BROKEN at entry {}: {}", b.entry, b.why);
+                    println!("{} entries chain before it", v.entries);
+                } else {
+                    println!("ok: {} entries chain; head {}", v.entries, v.head);
+                }
+                Ok(v.broken.is_none())
+            }
+            AuditCommand::Compare {
+                export,
+                work_dir,
+                json,
+            } => {
+                let journal = read_entries(&work_dir.join(JOURNAL_FILE)).map_err(anyhow::Error::msg)?;
+                let export = read_entries(&export).map_err(anyhow::Error::msg)?;
+                let c = compare(&journal, &export);
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&c)?);
+                } else {
+                    println!("{} jobs on both sides", c.matched);
+                    for j in &c.only_in_journal {
+                        println!("only in this runner's journal: job {j} (the control plane's record lacks it)");
+                    }
+                    for j in &c.only_in_export {
+                        println!("only in the control plane's record: job {j} (this runner's journal lacks it)");
+                    }
+                    for (j, here, there) in &c.outcome_differs {
+                        println!("job {j}: {here} here, {there} in the control plane's record");
+                    }
+                    for j in &c.unfinished_here {
+                        println!("job {j}: accepted here, not ended yet");
+                    }
+                    if c.agrees() {
+                        println!("the journal and the record agree");
+                    }
+                }
+                Ok(c.agrees())
+            }
+        }
+    };
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("audit: {e:#}");
+            ExitCode::from(64)
+        }
+    }
 }

@@ -125,6 +125,9 @@ pub struct RunnerConfig {
     /// Refuse to start when the work dir, spool or jobs dir is readable by
     /// others, instead of making it private with a warning (default off).
     pub strict_permissions: bool,
+    /// What the runner counts of itself (sent with its claims and
+    /// heartbeats; shown at `--metrics-listen`).
+    pub stats: Arc<crate::RunnerStats>,
 }
 
 impl RunnerConfig {
@@ -151,6 +154,7 @@ impl RunnerConfig {
             env: Self::default_env(),
             plugins: PluginRegistry::with_builtin(),
             strict_permissions: false,
+            stats: Arc::default(),
         }
     }
 

@@ -92,6 +92,20 @@ impl Keys {
         keys.verify(bytes, signature, nuon_core::now_ms())
     }
 
+    /// The key that signed `bytes` (after [`Keys::verify`] accepted it).
+    pub(crate) fn signer(&self, bytes: &[u8], signature: &str) -> String {
+        let keys = self.lock().keys.clone();
+        match &keys.previous {
+            Some((previous, _))
+                if keys.current.verify(bytes, signature).is_err()
+                    && previous.verify(bytes, signature).is_ok() =>
+            {
+                previous.to_string()
+            }
+            _ => keys.current.to_string(),
+        }
+    }
+
     /// Takes on the rotations a claim's answer carried, and writes what is
     /// trusted when it changed.
     pub(crate) fn learn(&self, chain: &[SignedRotation]) {

@@ -62,17 +62,20 @@ pub mod cmd;
 mod config;
 mod error;
 mod host;
+pub mod journal;
 mod keys;
 mod orphan;
 mod runner;
 mod shipper;
 mod spool;
+mod stats;
 mod sys;
 
 pub use backoff::Backoff;
 pub use config::{PluginRegistry, RunnerConfig};
 pub use error::{Error, Result};
 pub use runner::Runner;
+pub use stats::RunnerStats;
 
 #[allow(dead_code)]
 fn assert_send_sync() {

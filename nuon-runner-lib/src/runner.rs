@@ -20,6 +20,7 @@ use crate::backoff::Backoff;
 use crate::config::RunnerConfig;
 use crate::error::{Error, Result};
 use crate::host::{ProcessHost, deadline_in};
+use crate::journal::Journal;
 use crate::keys::Keys;
 use crate::orphan::OrphanGuard;
 use crate::shipper::{ShipEnd, Shipper};
@@ -59,11 +60,20 @@ struct Shared {
     shippers: Mutex<HashMap<Key, JoinHandle<()>>>,
     shippers_changed: Notify,
     fatal: watch::Sender<Option<TransportError>>,
+    /// Every job accepted, refused and ended, hash-chained.
+    journal: Journal,
 }
 
 impl Shared {
     fn backoff(&self) -> Backoff {
         Backoff::new(self.config.backoff_base, self.config.backoff_cap)
+    }
+
+    /// Brings the counts of running jobs and unshipped attempts up to date.
+    fn count(&self) {
+        let stats = &self.config.stats;
+        stats.set_running(lock(&self.jobs).len());
+        stats.set_backlog(lock(&self.shippers).len());
     }
 
     fn report_fatal(&self, e: TransportError) {
@@ -138,9 +148,12 @@ impl Shared {
                 shared.report_fatal(e);
             }
             lock(&shared.shippers).remove(&task_key);
+            shared.count();
             shared.shippers_changed.notify_waiters();
         });
         shippers.insert(key, handle);
+        drop(shippers);
+        self.count();
     }
 
     /// Stops an attempt's shipper and waits until it has.
@@ -250,7 +263,11 @@ impl Runner {
         clean_jobs_dir(&jobs_dir);
         let guard = Arc::new(OrphanGuard::spawn().map_err(Error::OrphanGuard)?);
 
+        let journal = Journal::open(&work_dir, &config.runner_id)
+            .map_err(io_err("open the audit journal in", &work_dir))?;
+        config.stats.set_slots(config.slots);
         let shared = Arc::new(Shared {
+            journal,
             keys: Keys::load(&work_dir, config.signing_key),
             kinds,
             spool_dir,
@@ -390,6 +407,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                 slots: u32::try_from(free).unwrap_or(u32::MAX),
                 wait_ms: u64::try_from(shared.config.claim_wait.as_millis()).unwrap_or(u64::MAX),
                 signing_key: Some(shared.keys.current().to_string()),
+                telemetry: Some(shared.config.stats.telemetry()),
             };
             let transport = shared.config.transport.clone();
             let delay = claim_delay.take();
@@ -444,6 +462,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                     }
                     Err(e) => {
                         let delay = backoff.next_delay();
+                        shared.config.stats.error(format!("claiming jobs failed: {e}"));
                         tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "claiming jobs failed; will retry");
                         claim_delay = Some(delay);
                     }
@@ -553,6 +572,7 @@ fn start_job(
             },
         );
     }
+    shared.count();
     let job = JobRun {
         shared: shared.clone(),
         key: key.clone(),
@@ -576,6 +596,7 @@ fn job_joined(
         return;
     };
     lock(&shared.jobs).remove(&key);
+    shared.count();
     if let Some(e) = failure {
         tracing::error!(job = %key.0, attempt = key.1, error = %e, "job task failed");
         let dir = spool::attempt_dir(&shared.spool_dir, &key.0, key.1);
@@ -642,6 +663,7 @@ impl JobRun {
                 attempt: self.key.1,
             }],
             wait_ms: 0,
+            telemetry: None,
         };
         let mut backoff = self.shared.backoff();
         let transport = self.shared.config.transport.clone();
@@ -649,6 +671,7 @@ impl JobRun {
             if let Some(reason) = *self.stop.borrow() {
                 return Start::Stop(reason);
             }
+            let sent = Instant::now();
             let answer = tokio::select! {
                 r = transport.heartbeat(&req) => r,
                 r = self.stop.changed() => {
@@ -660,6 +683,8 @@ impl JobRun {
             };
             match answer {
                 Ok(resp) => {
+                    // Answered at once (no wait asked): its round trip.
+                    self.shared.config.stats.heartbeat(sent.elapsed());
                     let state = resp
                         .leases
                         .iter()
@@ -699,13 +724,67 @@ impl JobRun {
     /// that a pipe thread still running cannot write into the directory
     /// being removed.
     async fn drop_stale(&self, (dir, log_lines): (PathBuf, u64)) {
+        self.shared.journal.record(
+            "job.dropped",
+            self.key.0.as_str(),
+            "stale",
+            format!(
+                "attempt {}: its lease went to a newer attempt or expired; not completed here",
+                self.key.1
+            ),
+        );
         tracing::warn!(job = %self.key.0, attempt = self.key.1, log_lines,
             "the attempt is stale (its lease is lost to a newer attempt or expired); dropping its log spool without completing it");
         self.shared.abort_shipper(&self.key).await;
         spool::remove(&dir);
     }
 
+    /// Refuses the job: it never runs. In the journal as refused.
+    fn refuse(&self, spool: &mut SpoolWriter, reason: String) {
+        self.shared.config.stats.error(&reason);
+        self.shared.config.stats.job_ended("refused");
+        self.shared.journal.record(
+            "job.refused",
+            self.key.0.as_str(),
+            "refused",
+            format!("attempt {}; {}; {reason}", self.key.1, self.provenance()),
+        );
+        spool.system(&reason);
+        self.write_result(spool, &JobResult::failed(reason));
+    }
+
+    /// Where the job came from, for the journal: its spec's digest and
+    /// the key that signed it.
+    fn provenance(&self) -> String {
+        let spec = self.claimed.spec.as_bytes();
+        let signer = match self.shared.keys.verify(spec, &self.claimed.signature) {
+            Ok(()) => self.shared.keys.signer(spec, &self.claimed.signature),
+            Err(_) => "no trusted key".into(),
+        };
+        format!(
+            "spec {}; signed by {signer}",
+            nuon_core::artifact::Digest::of(spec)
+        )
+    }
+
     fn finish(&self, spool: &mut SpoolWriter, result: &JobResult) {
+        let outcome = nuon_core::JobStatus::from(result.outcome).as_str();
+        self.shared.config.stats.job_ended(outcome);
+        let mut detail = format!("attempt {}", self.key.1);
+        if let Some(code) = result.exit_code {
+            detail.push_str(&format!("; exit code {code}"));
+        }
+        if let Some(r) = &result.reason {
+            detail.push_str("; ");
+            detail.push_str(&r.chars().take(500).collect::<String>());
+        }
+        self.shared
+            .journal
+            .record("job.finished", self.key.0.as_str(), outcome, detail);
+        self.write_result(spool, result);
+    }
+
+    fn write_result(&self, spool: &mut SpoolWriter, result: &JobResult) {
         tracing::info!(
             job = %self.key.0,
             attempt = self.key.1,
@@ -745,8 +824,7 @@ impl JobRun {
             }
             Err(reason) => {
                 tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
-                spool.system(&reason);
-                return self.finish(&mut spool, &JobResult::failed(reason));
+                return self.refuse(&mut spool, reason);
             }
         };
         let Some(plugin) = self.shared.config.plugins.get(&spec.kind).cloned() else {
@@ -756,15 +834,24 @@ impl JobRun {
                 self.shared.kinds.join(", ")
             );
             tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
-            spool.system(&reason);
-            return self.finish(&mut spool, &JobResult::failed(reason));
+            return self.refuse(&mut spool, reason);
         };
         if let Err(e) = plugin.validate(&spec) {
             let reason = e.to_string();
             tracing::warn!(job = %self.key.0, attempt = self.key.1, kind = %spec.kind, "job is not valid here: {reason}");
-            spool.system(&reason);
-            return self.finish(&mut spool, &JobResult::failed(reason));
+            return self.refuse(&mut spool, reason);
         }
+        self.shared.journal.record(
+            "job.accepted",
+            self.key.0.as_str(),
+            "accepted",
+            format!(
+                "attempt {}; kind {}; {}",
+                self.key.1,
+                spec.kind,
+                self.provenance()
+            ),
+        );
         match self.first_heartbeat().await {
             Start::Go => {}
             Start::Fatal => return,
@@ -857,6 +944,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
         let req = HeartbeatRequest {
             leases,
             wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            telemetry: Some(shared.config.stats.telemetry()),
         };
         let sent = Instant::now();
         match transport.heartbeat(&req).await {
@@ -896,6 +984,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             Err(e) => {
                 // Jobs keep running: the control plane may be down for hours.
                 let delay = backoff.next_delay();
+                shared.config.stats.error(format!("heartbeat failed: {e}"));
                 tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "heartbeat failed; jobs keep running; will retry");
                 sleep(delay).await;
             }

@@ -59,6 +59,17 @@ enum Command {
         /// this often).
         #[arg(long, default_value = "10s", value_parser = nuon_core::parse_duration)]
         key_refresh: Duration,
+        /// A runner silent this long is unhealthy (recorded in the audit
+        /// trail, told to `runner_unhealthy` webhooks).
+        #[arg(long, default_value = "90s", value_parser = nuon_core::parse_duration)]
+        runner_unhealthy_after: Duration,
+        /// A runner silent this long is offline.
+        #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
+        runner_offline_after: Duration,
+        /// The longest wait between two tries of a webhook delivery (the
+        /// waits double from 1s up to it; a delivery is given up after 3 days).
+        #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
+        webhook_max_backoff: Duration,
     },
     /// Manage orgs directly in a data dir.
     Orgs {
@@ -178,7 +189,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             runner_url,
             strict_permissions,
             key_refresh,
+            runner_unhealthy_after,
+            runner_offline_after,
+            webhook_max_backoff,
         } => {
+            if runner_offline_after <= runner_unhealthy_after {
+                anyhow::bail!(
+                    "--runner-offline-after ({runner_offline_after:?}) must be longer than --runner-unhealthy-after ({runner_unhealthy_after:?})"
+                );
+            }
             let mut config = ServerConfig::new(&data_dir);
             config.runner_url = runner_url;
             config.database_url = database_url;
@@ -187,6 +206,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.max_claim_wait = max_claim_wait;
             config.strict_permissions = strict_permissions;
             config.key_refresh = key_refresh;
+            config.ops.runner_unhealthy_after = runner_unhealthy_after;
+            config.ops.runner_offline_after = runner_offline_after;
+            config.ops.webhook_max_backoff = webhook_max_backoff;
             let plane = ControlPlane::open(config).await?;
             nuon_control::sys::raise_open_files_limit();
             let control = bind(listen, "--listen")?;

@@ -123,6 +123,32 @@ pub(crate) enum InstallsCommand {
         #[arg(long, requires = "wait")]
         logs: bool,
     },
+    /// Ask the install's runner for logs: it runs the command after -- (no
+    /// shell) if its operator allows it (`nuon-runner run --debug-commands`)
+    /// and the output is shown here.
+    LogsRequest {
+        /// The install, by name or id.
+        install: String,
+        /// How long the command may run.
+        #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
+        timeout: std::time::Duration,
+        /// The command and its arguments, e.g. -- journalctl -u app -n 100.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Ask the install's runner to run a debug command (after --, no
+    /// shell); its operator decides (`nuon-runner run --debug-commands`),
+    /// and a refusal exits 1 with the runner's reason.
+    Debug {
+        /// The install, by name or id.
+        install: String,
+        /// How long the command may run.
+        #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
+        timeout: std::time::Duration,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Health: healthy, unhealthy or offline, from the install's runner,
     /// its components' last deploys and its health-check actions (those
     /// with a cron trigger); every install of the org without INSTALL.
@@ -559,6 +585,34 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         InstallsCommand::Health { install } => {
             return crate::deploy::health(g, install.as_deref()).await;
         }
+        InstallsCommand::LogsRequest {
+            install,
+            timeout,
+            command,
+        } => {
+            return crate::ops::debug_request(
+                g,
+                install,
+                nuon_core::wire::DebugPurpose::Logs,
+                command,
+                *timeout,
+            )
+            .await;
+        }
+        InstallsCommand::Debug {
+            install,
+            timeout,
+            command,
+        } => {
+            return crate::ops::debug_request(
+                g,
+                install,
+                nuon_core::wire::DebugPurpose::Debug,
+                command,
+                *timeout,
+            )
+            .await;
+        }
         InstallsCommand::RunRunbook {
             install,
             runbook,
@@ -738,6 +792,8 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::Components { .. }
         | InstallsCommand::Drift { .. }
         | InstallsCommand::RunRunbook { .. }
+        | InstallsCommand::LogsRequest { .. }
+        | InstallsCommand::Debug { .. }
         | InstallsCommand::Health { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)
@@ -780,6 +836,12 @@ pub(crate) enum OrgsCommand {
         #[command(subcommand)]
         command: TokensCommand,
     },
+    /// Webhooks: signed deliveries of the org's events, retried with
+    /// backoff, in order.
+    Webhooks {
+        #[command(subcommand)]
+        command: crate::ops::WebhooksCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -811,8 +873,12 @@ pub(crate) enum Scope {
 
 pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliError> {
     use nuon_core::wire::TokenScope;
+    if let OrgsCommand::Webhooks { command } = command {
+        return crate::ops::webhooks(g, command).await;
+    }
     let client = client(g)?;
     match command {
+        OrgsCommand::Webhooks { .. } => unreachable!("handled above"),
         OrgsCommand::Get => {
             let org = client.get_org().await?;
             if g.json {

@@ -32,6 +32,7 @@ macro_rules! outln {
 mod apps;
 mod deploy;
 mod dev;
+mod ops;
 mod plugins;
 mod releases;
 use nuon_client::{ClientConfig, ControlClient};
@@ -136,6 +137,11 @@ enum Command {
     Orgs {
         #[command(subcommand)]
         command: apps::OrgsCommand,
+    },
+    /// The org's audit trail: list, export, verify.
+    Audit {
+        #[command(subcommand)]
+        command: ops::AuditCommand,
     },
 }
 
@@ -448,18 +454,34 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                         print_json(&list)?;
                     } else {
                         table(
-                            &["ID", "NAME", "ROLE", "LAST SEEN", "STATE", "PROCESS"],
+                            &[
+                                "ID", "NAME", "ROLE", "LAST SEEN", "STATE", "HEALTH", "JOBS", "PROCESS",
+                            ],
                             list.runners
                                 .into_iter()
                                 .map(|r| {
+                                    let jobs = r.telemetry.as_ref().map_or_else(
+                                        || "-".into(),
+                                        |t| {
+                                            format!(
+                                                "{}/{} running, {} unshipped",
+                                                t.busy, t.slots, t.spool_backlog
+                                            )
+                                        },
+                                    );
                                     vec![
                                         r.id.to_string(),
                                         r.name,
                                         r.role.as_str().into(),
                                         fmt_time(r.last_seen_at_ms),
                                         r.status.as_str().replace('_', " "),
+                                        r.health.as_str().into(),
+                                        jobs,
                                         r.session
-                                            .map(|s| format!("pid {} on {}", s.pid, s.host))
+                                            .map(|s| {
+                                                let v = s.version.map(|v| format!(" v{v}")).unwrap_or_default();
+                                                format!("pid {} on {}{v}", s.pid, s.host)
+                                            })
                                             .unwrap_or_else(|| "-".into()),
                                     ]
                                 })
@@ -483,6 +505,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Installs { command } => apps::installs(g, command).await,
         Command::Components { command } => apps::components(g, command).await,
         Command::Orgs { command } => apps::orgs(g, command).await,
+        Command::Audit { command } => ops::audit(g, command).await,
         Command::Workflows { command } => apps::workflows(g, command).await,
         Command::Builds { command } => deploy::builds(g, command).await,
         Command::Releases { command } => releases::releases(g, command).await,

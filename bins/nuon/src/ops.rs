@@ -1,0 +1,289 @@
+//! Operations commands: the org's audit trail (`nuon audit`), webhooks
+//! (`nuon orgs webhooks`), and log and debug requests to an install's
+//! runner (`nuon installs logs-request` and `nuon installs debug`).
+
+use std::io::Write;
+
+use clap::Subcommand;
+use nuon_core::wire::DebugPurpose;
+use nuon_core::webhook::WebhookEvent;
+use nuon_core::{JobStatus, WebhookId};
+
+use crate::{CliError, Global, client, fmt_time, print_json, table};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AuditCommand {
+    /// The org's audit trail, oldest first: every state-changing API call
+    /// and every job, each entry chained to the one before by its hash.
+    List {
+        /// Entries after this number.
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        /// How many.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        /// Only this actor's (a token id, or runner:ID).
+        #[arg(long)]
+        actor: Option<String>,
+    },
+    /// The whole trail as NDJSON (to stdout, or --out FILE); with
+    /// --install, what that install's runner ran: the file `nuon-runner
+    /// audit compare` takes.
+    Export {
+        /// Only the jobs of this runner (name or id).
+        #[arg(long, conflicts_with = "install")]
+        runner: Option<String>,
+        /// Only the jobs of this install's runner (name or id).
+        #[arg(long)]
+        install: Option<String>,
+        /// Write to this file instead of stdout.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Check the chain from its first entry; names the first entry that
+    /// does not chain (exit 1).
+    Verify,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum WebhooksCommand {
+    /// Add a webhook; its signing secret is shown only now.
+    Add {
+        /// Where deliveries are posted.
+        url: String,
+        /// What it is told of, comma-separated: approval_needed,
+        /// workflow_failed, drift_detected, runner_unhealthy, runner_healthy.
+        #[arg(long, value_delimiter = ',', required = true)]
+        events: Vec<WebhookEvent>,
+    },
+    /// The org's webhooks.
+    List,
+    /// Remove a webhook (its pending deliveries are given up).
+    Remove {
+        /// The webhook's id (`whk_…`).
+        id: String,
+    },
+    /// Deliveries, newest first: event, status, tries, last error.
+    Deliveries {
+        /// Only this webhook's.
+        #[arg(long)]
+        webhook: Option<String>,
+        /// How many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+}
+
+fn webhook_id(raw: &str) -> Result<WebhookId, CliError> {
+    raw.parse()
+        .map_err(|e: nuon_core::IdError| CliError::usage(e.to_string()))
+}
+
+pub(crate) async fn audit(g: &Global, command: &AuditCommand) -> Result<u8, CliError> {
+    let client = client(g)?;
+    match command {
+        AuditCommand::List {
+            after,
+            limit,
+            actor,
+        } => {
+            let page = client.list_audit(*after, *limit, actor.as_deref()).await?;
+            if g.json {
+                print_json(&page)?;
+            } else {
+                table(
+                    &["N", "WHEN", "ACTOR", "ACTION", "TARGET", "OUTCOME", "FROM"],
+                    page.entries
+                        .iter()
+                        .map(|e| {
+                            vec![
+                                e.n.to_string(),
+                                fmt_time(Some(e.at_ms)),
+                                e.actor.clone(),
+                                e.action.clone(),
+                                e.target.clone(),
+                                e.outcome.clone(),
+                                if e.source.is_empty() {
+                                    "-".into()
+                                } else {
+                                    e.source.clone()
+                                },
+                            ]
+                        })
+                        .collect(),
+                );
+                if let Some(next) = page.next_after {
+                    eprintln!("more: nuon audit list --after {next}");
+                }
+            }
+            Ok(0)
+        }
+        AuditCommand::Export {
+            runner,
+            install,
+            out,
+        } => {
+            let count = match out {
+                Some(path) => {
+                    let mut f = std::fs::File::create(path).map_err(|e| {
+                        CliError::usage(format!("--out {}: {e}", path.display()))
+                    })?;
+                    let n = client
+                        .export_audit(runner.as_deref(), install.as_deref(), &mut f)
+                        .await?;
+                    f.flush().map_err(|e| CliError::usage(format!("--out {}: {e}", path.display())))?;
+                    n
+                }
+                None => {
+                    let mut stdout = std::io::stdout();
+                    client
+                        .export_audit(runner.as_deref(), install.as_deref(), &mut stdout)
+                        .await?
+                }
+            };
+            eprintln!("{} exported", crate::plural(count as usize, "entry"));
+            Ok(0)
+        }
+        AuditCommand::Verify => {
+            let v = client.verify_audit().await?;
+            if g.json {
+                print_json(&v)?;
+            } else if let Some(b) = &v.broken {
+                outln!("BROKEN at entry {}: {}", b.entry, b.why);
+                outln!("{} chain before it", crate::plural(v.entries as usize, "entry"));
+            } else {
+                outln!(
+                    "ok: {} chain; head {}",
+                    crate::plural(v.entries as usize, "entry"),
+                    v.head
+                );
+            }
+            Ok(if v.broken.is_some() { 1 } else { 0 })
+        }
+    }
+}
+
+pub(crate) async fn webhooks(g: &Global, command: &WebhooksCommand) -> Result<u8, CliError> {
+    let client = client(g)?;
+    match command {
+        WebhooksCommand::Add { url, events } => {
+            let created = client.create_webhook(url, events.clone()).await?;
+            if g.json {
+                print_json(&created)?;
+            } else {
+                outln!("webhook: {}", created.webhook.id);
+                outln!("secret:  {}", created.secret);
+                eprintln!(
+                    "\nThe secret is shown only now. Each delivery carries `{}: t=UNIX_SECONDS,v1=HEX`, HEX being HMAC-SHA256 under the secret over UNIX_SECONDS, '.' and the body.",
+                    nuon_core::webhook::SIGNATURE_HEADER
+                );
+            }
+        }
+        WebhooksCommand::List => {
+            let list = client.list_webhooks().await?;
+            if g.json {
+                print_json(&list)?;
+            } else {
+                table(
+                    &["ID", "URL", "EVENTS", "ADDED"],
+                    list.webhooks
+                        .into_iter()
+                        .map(|w| {
+                            vec![
+                                w.id.to_string(),
+                                w.url,
+                                w.events
+                                    .iter()
+                                    .map(|e| e.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(","),
+                                fmt_time(Some(w.created_at_ms)),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+        }
+        WebhooksCommand::Remove { id } => {
+            let w = client.remove_webhook(&webhook_id(id)?).await?;
+            if g.json {
+                print_json(&w)?;
+            } else {
+                outln!("removed webhook {} ({})", w.id, w.url);
+            }
+        }
+        WebhooksCommand::Deliveries { webhook, limit } => {
+            let hook = webhook.as_deref().map(webhook_id).transpose()?;
+            let list = client.list_deliveries(hook.as_ref(), *limit).await?;
+            if g.json {
+                print_json(&list)?;
+            } else {
+                table(
+                    &["ID", "EVENT", "STATUS", "TRIES", "WHEN", "LAST ERROR"],
+                    list.deliveries
+                        .into_iter()
+                        .map(|d| {
+                            let status = match (d.status.as_str(), d.next_attempt_at_ms) {
+                                ("pending", Some(at)) => format!("pending (next {})", fmt_time(Some(at))),
+                                (s, _) => s.to_owned(),
+                            };
+                            vec![
+                                d.id.to_string(),
+                                d.event.to_string(),
+                                status,
+                                d.attempts.to_string(),
+                                fmt_time(Some(d.created_at_ms)),
+                                d.last_error.unwrap_or_else(|| "-".into()),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// `installs logs-request` and `installs debug`: ask, follow the answer,
+/// end as the job did (a refusal exits 1 with the runner's reason).
+pub(crate) async fn debug_request(
+    g: &Global,
+    install: &str,
+    purpose: DebugPurpose,
+    command: &[String],
+    timeout: std::time::Duration,
+) -> Result<u8, CliError> {
+    if command.is_empty() {
+        return Err(CliError::usage(
+            "missing the command after --: e.g. nuon installs logs-request INSTALL -- journalctl -u app -n 100",
+        ));
+    }
+    let client = client(g)?;
+    let job = client
+        .request_debug(
+            install,
+            purpose,
+            command.to_vec(),
+            Some(timeout.as_secs().max(1)),
+        )
+        .await?;
+    if !g.json {
+        eprintln!("asked the runner of {install} (job {}); its answer:", job.id);
+    }
+    crate::follow_to_end(&client, &job.id, !g.json).await?;
+    let done = crate::wait_finished(&client, &job.id).await?;
+    if g.json {
+        print_json(&done)?;
+    } else if done.status != JobStatus::Succeeded {
+        eprintln!(
+            "job {} {}{}",
+            done.id,
+            done.status,
+            done.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(crate::job_exit_code(&done))
+}

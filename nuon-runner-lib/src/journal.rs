@@ -1,0 +1,304 @@
+//! The runner's own audit journal: `WORK_DIR/audit.jsonl`, one JSON
+//! [`AuditEntry`] per line, hash-chained like the control plane's trail.
+//! Every job the runner accepted or refused is in it, and how each ended,
+//! with the digest of its signed spec and the key that signed it. The
+//! customer verifies it offline (`nuon-runner audit verify`) and compares
+//! it with the vendor's record for the install (`nuon-runner audit compare
+//! EXPORT`): nothing ran that the vendor's record lacks, and the reverse.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use nuon_core::audit::{AuditEntry, Chain, ChainBreak, Verifier};
+use nuon_core::{RunnerId, now_ms};
+use serde::Serialize;
+
+/// The journal's file name in the work directory.
+pub const JOURNAL_FILE: &str = "audit.jsonl";
+
+/// The journal of one runner, appended to as jobs are accepted, refused
+/// and finished.
+pub struct Journal {
+    path: PathBuf,
+    actor: String,
+    inner: Mutex<(Chain, File)>,
+}
+
+impl Journal {
+    /// Opens (or starts) the journal in `work_dir`, continuing its chain.
+    pub fn open(work_dir: &Path, runner: &RunnerId) -> std::io::Result<Journal> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = work_dir.join(JOURNAL_FILE);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)?;
+        let chain = match last_line(&mut file)? {
+            None => Chain::default(),
+            Some(line) => {
+                let e: AuditEntry = serde_json::from_str(&line).map_err(|e| {
+                    std::io::Error::other(format!(
+                        "the last line of {} is not a journal entry ({e}); move the file away to start a new journal, and keep it to verify",
+                        path.display()
+                    ))
+                })?;
+                Chain {
+                    n: e.n,
+                    head: e.hash,
+                }
+            }
+        };
+        Ok(Journal {
+            path,
+            actor: format!("runner:{runner}"),
+            inner: Mutex::new((chain, file)),
+        })
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends an entry about `job` (written and flushed before it returns;
+    /// a write that fails is logged, and the job goes on).
+    pub fn record(&self, action: &str, job: &str, outcome: &str, detail: String) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (chain, file) = &mut *inner;
+        let mut next = chain.clone();
+        let entry = next.append(
+            AuditEntry::new(
+                now_ms(),
+                self.actor.as_str(),
+                action,
+                format!("job:{job}"),
+                "",
+                outcome,
+            )
+            .with_detail(detail),
+        );
+        let mut line = serde_json::to_vec(&entry).expect("an entry encodes");
+        line.push(b'\n');
+        match file.write_all(&line).and_then(|()| file.sync_data()) {
+            Ok(()) => *chain = next,
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), error = %e, job, action, "cannot write to the runner's audit journal")
+            }
+        }
+    }
+}
+
+/// The last non-empty line of a file, read from its end.
+fn last_line(file: &mut File) -> std::io::Result<Option<String>> {
+    let len = file.seek(SeekFrom::End(0))?;
+    let mut back = 4096u64;
+    loop {
+        let start = len.saturating_sub(back);
+        file.seek(SeekFrom::Start(start))?;
+        let mut buf = Vec::new();
+        Read::by_ref(file).take(len - start).read_to_end(&mut buf)?;
+        let text = String::from_utf8_lossy(&buf);
+        let trimmed = text.trim_end_matches('\n');
+        match trimmed.rfind('\n') {
+            Some(i) => return Ok(Some(trimmed[i + 1..].to_owned())),
+            None if start == 0 => {
+                return Ok((!trimmed.is_empty()).then(|| trimmed.to_owned()));
+            }
+            None => back *= 4,
+        }
+    }
+}
+
+/// Reads a journal or an export: one JSON entry per line, blank lines
+/// skipped. A line that is not an entry is an error naming it.
+pub fn read_entries(path: &Path) -> Result<Vec<AuditEntry>, String> {
+    let file =
+        File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e = serde_json::from_str(&line).map_err(|e| {
+            format!(
+                "{}:{}: not an audit entry ({e})",
+                path.display(),
+                i + 1
+            )
+        })?;
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// What verifying a journal found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verified {
+    /// Entries that chain, from the first.
+    pub entries: u64,
+    /// The hash of the last of them.
+    pub head: String,
+    /// The first entry that does not chain.
+    pub broken: Option<ChainBreak>,
+}
+
+/// Checks a journal's chain, entry by entry.
+pub fn verify(entries: &[AuditEntry]) -> Verified {
+    let mut v = Verifier::default();
+    let broken = entries.iter().find_map(|e| v.check(e).err());
+    Verified {
+        entries: v.count(),
+        head: v.head().to_owned(),
+        broken,
+    }
+}
+
+/// What comparing the runner's journal with the control plane's export
+/// found. Jobs are named by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Comparison {
+    /// Jobs the runner accepted or refused that both sides record as ended.
+    pub matched: usize,
+    /// Jobs that ended here but that the control plane's record lacks.
+    pub only_in_journal: Vec<String>,
+    /// Jobs the control plane records as ended by this runner that this
+    /// journal lacks.
+    pub only_in_export: Vec<String>,
+    /// Jobs both sides have whose outcome differs: `(job, here, there)`.
+    pub outcome_differs: Vec<(String, String, String)>,
+    /// Jobs accepted here without an end yet (running, or their result not
+    /// yet delivered): not counted as a difference.
+    pub unfinished_here: Vec<String>,
+}
+
+impl Comparison {
+    /// Whether both sides agree.
+    pub fn agrees(&self) -> bool {
+        self.only_in_journal.is_empty()
+            && self.only_in_export.is_empty()
+            && self.outcome_differs.is_empty()
+    }
+}
+
+fn job_of(e: &AuditEntry) -> Option<&str> {
+    e.target.strip_prefix("job:")
+}
+
+/// Compares the jobs of a runner's journal with those the control plane
+/// records for it (`nuon audit export --install INSTALL`: its
+/// `job.finished` entries by `runner:ID`).
+pub fn compare(journal: &[AuditEntry], export: &[AuditEntry]) -> Comparison {
+    let mut here: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut accepted: BTreeSet<&str> = BTreeSet::new();
+    for e in journal {
+        let Some(job) = job_of(e) else { continue };
+        match e.action.as_str() {
+            "job.accepted" => {
+                accepted.insert(job);
+            }
+            "job.finished" | "job.refused" => {
+                here.insert(job, e.outcome.as_str());
+            }
+            _ => {}
+        }
+    }
+    let mut there: BTreeMap<&str, &str> = BTreeMap::new();
+    for e in export {
+        if e.action == "job.finished"
+            && e.actor.starts_with("runner:")
+            && let Some(job) = job_of(e)
+        {
+            there.insert(job, e.outcome.as_str());
+        }
+    }
+    let mut c = Comparison::default();
+    for (job, outcome) in &here {
+        match there.get(job) {
+            None => c.only_in_journal.push((*job).to_owned()),
+            Some(o) if !same_outcome(outcome, o) => {
+                c.outcome_differs
+                    .push(((*job).to_owned(), (*outcome).to_owned(), (*o).to_owned()))
+            }
+            Some(_) => c.matched += 1,
+        }
+    }
+    for job in there.keys() {
+        if !here.contains_key(job) {
+            if accepted.contains(job) {
+                c.outcome_differs.push((
+                    (*job).to_owned(),
+                    "no end recorded".into(),
+                    there[job].to_owned(),
+                ));
+            } else {
+                c.only_in_export.push((*job).to_owned());
+            }
+        }
+    }
+    c.unfinished_here = accepted
+        .iter()
+        .filter(|j| !here.contains_key(*j) && !there.contains_key(*j))
+        .map(|j| (*j).to_owned())
+        .collect();
+    c
+}
+
+/// A refusal here is a failed job there.
+fn same_outcome(here: &str, there: &str) -> bool {
+    here == there || (here == "refused" && there == "failed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(action: &str, job: &str, outcome: &str, actor: &str) -> AuditEntry {
+        AuditEntry::new(0, actor, action, format!("job:{job}"), "", outcome)
+    }
+
+    #[test]
+    fn the_journal_continues_its_chain_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = RunnerId::generate();
+        let j = Journal::open(dir.path(), &runner).unwrap();
+        j.record("job.accepted", "job_a", "accepted", "x".into());
+        drop(j);
+        let j = Journal::open(dir.path(), &runner).unwrap();
+        j.record("job.finished", "job_a", "succeeded", String::new());
+        let entries = read_entries(&dir.path().join(JOURNAL_FILE)).unwrap();
+        assert_eq!(entries.len(), 2);
+        let v = verify(&entries);
+        assert_eq!((v.entries, v.broken), (2, None));
+    }
+
+    #[test]
+    fn compare_names_jobs_on_one_side_only() {
+        let r = "runner:rnr_x";
+        let journal = vec![
+            entry("job.accepted", "a", "accepted", r),
+            entry("job.finished", "a", "succeeded", r),
+            entry("job.refused", "b", "refused", r),
+            entry("job.accepted", "c", "accepted", r),
+            entry("job.finished", "c", "succeeded", r),
+            entry("job.accepted", "d", "accepted", r),
+        ];
+        let export = vec![
+            entry("job.finished", "a", "succeeded", r),
+            entry("job.finished", "b", "failed", r),
+            entry("job.finished", "e", "succeeded", r),
+            entry("deployInstall", "z", "201", "tok_1"),
+        ];
+        let c = compare(&journal, &export);
+        assert_eq!(c.matched, 2);
+        assert_eq!(c.only_in_journal, vec!["c"]);
+        assert_eq!(c.only_in_export, vec!["e"]);
+        assert_eq!(c.unfinished_here, vec!["d"]);
+        assert!(!c.agrees());
+    }
+}

@@ -1,0 +1,125 @@
+//! What the runner counts of itself: sent to the control plane with its
+//! claims and heartbeats (so the vendor sees it without reaching into the
+//! install), and shown at `--metrics-listen` in Prometheus' text format.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use nuon_core::metrics::{Exposition, Histogram, LATENCY_BUCKETS};
+use nuon_core::wire::RunnerTelemetry;
+
+/// The runner's key figures.
+#[derive(Debug)]
+pub struct RunnerStats {
+    slots: AtomicU32,
+    running: AtomicU32,
+    backlog: AtomicU32,
+    jobs: Mutex<BTreeMap<String, u64>>,
+    heartbeat_rtt: Histogram,
+    last_rtt_ms: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Default for RunnerStats {
+    fn default() -> Self {
+        RunnerStats {
+            slots: AtomicU32::new(0),
+            running: AtomicU32::new(0),
+            backlog: AtomicU32::new(0),
+            jobs: Mutex::default(),
+            heartbeat_rtt: Histogram::new(LATENCY_BUCKETS),
+            last_rtt_ms: AtomicU64::new(u64::MAX),
+            last_error: Mutex::default(),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl RunnerStats {
+    pub(crate) fn set_slots(&self, slots: usize) {
+        self.slots.store(slots as u32, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_running(&self, n: usize) {
+        self.running.store(n as u32, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_backlog(&self, n: usize) {
+        self.backlog.store(n as u32, Ordering::Relaxed);
+    }
+
+    /// A job ended here with `outcome` (`succeeded`, `failed`, `cancelled`,
+    /// `refused`).
+    pub(crate) fn job_ended(&self, outcome: &str) {
+        *lock(&self.jobs).entry(outcome.to_owned()).or_default() += 1;
+    }
+
+    pub(crate) fn heartbeat(&self, rtt: Duration) {
+        self.heartbeat_rtt.observe(rtt.as_secs_f64());
+        self.last_rtt_ms
+            .store(rtt.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn error(&self, e: impl std::fmt::Display) {
+        let text: String = e.to_string().chars().take(500).collect();
+        *lock(&self.last_error) = Some(text);
+    }
+
+    /// The figures sent with claims and heartbeats.
+    pub fn telemetry(&self) -> RunnerTelemetry {
+        let rtt = self.last_rtt_ms.load(Ordering::Relaxed);
+        RunnerTelemetry {
+            slots: self.slots.load(Ordering::Relaxed),
+            busy: self.running.load(Ordering::Relaxed),
+            spool_backlog: self.backlog.load(Ordering::Relaxed),
+            jobs: lock(&self.jobs).clone(),
+            heartbeat_rtt_ms: (rtt != u64::MAX).then_some(rtt),
+            last_error: lock(&self.last_error).clone(),
+        }
+    }
+
+    /// The Prometheus text of the figures.
+    pub fn render(&self) -> String {
+        let t = self.telemetry();
+        let mut out = Exposition::default();
+        out.family(
+            "nuon_runner_jobs_total",
+            "counter",
+            "Jobs this runner process ended, by outcome.",
+        );
+        for outcome in ["succeeded", "failed", "cancelled", "refused"] {
+            let n = t.jobs.get(outcome).copied().unwrap_or(0);
+            out.sample("nuon_runner_jobs_total", &[("outcome", outcome)], n as f64);
+        }
+        out.single(
+            "nuon_runner_jobs_running",
+            "gauge",
+            "Jobs running now.",
+            f64::from(t.busy),
+        );
+        out.single(
+            "nuon_runner_slots",
+            "gauge",
+            "Jobs the runner runs at once.",
+            f64::from(t.slots),
+        );
+        out.single(
+            "nuon_runner_spool_backlog",
+            "gauge",
+            "Attempts whose logs or results are not yet all delivered.",
+            f64::from(t.spool_backlog),
+        );
+        self.heartbeat_rtt.write(
+            &mut out,
+            "nuon_runner_heartbeat_rtt_seconds",
+            "Round trip of the runner's heartbeats to the control plane.",
+            &[],
+        );
+        out.finish()
+    }
+}
