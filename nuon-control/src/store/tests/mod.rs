@@ -85,6 +85,7 @@ macro_rules! conformance {
 mod builds;
 mod catalog;
 mod logs;
+mod ops;
 mod queue;
 #[cfg(feature = "postgres")]
 mod replicas;
@@ -104,18 +105,24 @@ impl Fixture {
     /// One column of a job's row, read past the store (`sql` selects it
     /// by the job's id, `?` for the parameter).
     async fn raw_text(&self, sql: &str, job: &JobId) -> Option<String> {
+        self.raw(sql, job.as_str()).await
+    }
+
+    /// One column of a row, read (or written) past the store: `sql` takes
+    /// `key` as its one parameter, `?`.
+    async fn raw(&self, sql: &str, key: &str) -> Option<String> {
         match &self.backing {
             Backing::Sqlite { dir } => {
                 let conn =
                     rusqlite::Connection::open(dir.path().join(SqliteStore::DB_FILE)).unwrap();
-                conn.query_row(&sql.replace('?', "?1"), [job.as_str()], |r| r.get(0))
+                conn.query_row(&sql.replace('?', "?1"), [key], |r| r.get(0))
                     .unwrap()
             }
             #[cfg(feature = "postgres")]
             Backing::Postgres { cluster } => {
                 let pool = sqlx::PgPool::connect(&cluster.url).await.unwrap();
                 let v = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.replace('?', "$1")))
-                    .bind(job.as_str())
+                    .bind(key)
                     .fetch_one(&pool)
                     .await
                     .unwrap();

@@ -1,0 +1,154 @@
+//! The audit trail, webhooks and their deliveries, runner health and the
+//! gauges of `/metrics`.
+
+use nuon_core::audit::AuditEntry;
+use nuon_core::webhook::WebhookEvent;
+use nuon_core::wire::RunnerHealth;
+use nuon_core::{DeliveryId, WebhookId};
+
+use super::*;
+
+fn entry(i: u64) -> AuditEntry {
+    AuditEntry::new(i as i64, "tok_x", "op", format!("/t/{i}"), "127.0.0.1", "200")
+}
+
+conformance! {
+    async fn audit_entries_chain_per_org_and_a_changed_row_is_named(f: Fixture) {
+        let s = &*f.store;
+        let other = s.create_org(&OrgId::generate(), "other", b"k").await.unwrap().org_id;
+        let v = verify_audit(s, &f.org).await.unwrap();
+        assert_eq!((v.entries, v.broken), (0, None));
+        // Two batches, the orgs' entries interleaved: each org its own chain.
+        let batch = |from: u64| {
+            (from..from + 3)
+                .flat_map(|i| {
+                    [
+                        NewAudit { org: f.org.clone(), entry: entry(i) },
+                        NewAudit { org: other.clone(), entry: entry(100 + i) },
+                    ]
+                })
+                .collect::<Vec<_>>()
+        };
+        s.append_audit(batch(1)).await.unwrap();
+        s.append_audit(batch(4)).await.unwrap();
+        let all = s.list_audit(&f.org, 0, 100, None).await.unwrap();
+        assert_eq!(all.iter().map(|e| e.n).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(all.iter().map(|e| e.target.as_str()).collect::<Vec<_>>(), vec!["/t/1", "/t/2", "/t/3", "/t/4", "/t/5", "/t/6"]);
+        assert_eq!(all[3].prev, all[2].hash, "the second batch continues the chain");
+        let v = verify_audit(s, &f.org).await.unwrap();
+        assert_eq!((v.entries, v.broken.clone()), (6, None));
+        assert_eq!(v.head, all[5].hash);
+        assert_eq!(s.audit_head(&f.org).await.unwrap(), Some((6, all[5].hash.clone())));
+        assert_eq!(verify_audit(s, &other).await.unwrap().entries, 6);
+        // Paging and the actor filter.
+        assert_eq!(s.list_audit(&f.org, 4, 10, None).await.unwrap().len(), 2);
+        assert!(s.list_audit(&f.org, 0, 10, Some("tok_y")).await.unwrap().is_empty());
+
+        // Edited past the store: named.
+        let org = f.org.as_str();
+        f.raw("UPDATE audit SET outcome = '500' WHERE org_id = ? AND n = 3 RETURNING outcome", org).await;
+        let b = verify_audit(s, &f.org).await.unwrap().broken.expect("an edit is caught");
+        assert_eq!(b.entry, 3, "{b}");
+        f.raw("UPDATE audit SET outcome = '200' WHERE org_id = ? AND n = 3 RETURNING outcome", org).await;
+        assert_eq!(verify_audit(s, &f.org).await.unwrap().broken, None);
+        // The last row deleted: the head still counts it.
+        f.raw("DELETE FROM audit WHERE org_id = ? AND n = 6 RETURNING outcome", org).await;
+        let b = verify_audit(s, &f.org).await.unwrap().broken.expect("a deletion is caught");
+        assert_eq!(b.entry, 6, "{b}");
+        // A row in the middle deleted.
+        f.raw("DELETE FROM audit WHERE org_id = ? AND n = 2 RETURNING outcome", org).await;
+        let b = verify_audit(s, &f.org).await.unwrap().broken.expect("a deletion is caught");
+        assert_eq!(b.entry, 2, "{b}");
+        assert!(b.why.contains("missing"), "{b}");
+        // The other org's chain is untouched.
+        assert_eq!(verify_audit(s, &other).await.unwrap().broken, None);
+    }
+
+    async fn webhook_deliveries_go_out_in_order_one_at_a_time_per_webhook(f: Fixture) {
+        let s = &*f.store;
+        let a = WebhookId::generate();
+        let b = WebhookId::generate();
+        s.create_webhook(&f.org, &a, "http://127.0.0.1:9/a", &[WebhookEvent::WorkflowFailed, WebhookEvent::RunnerUnhealthy], "sealed-a").await.unwrap();
+        s.create_webhook(&f.org, &b, "http://127.0.0.1:9/b", &[WebhookEvent::RunnerUnhealthy], "sealed-b").await.unwrap();
+        assert_eq!(s.list_webhooks(&f.org).await.unwrap().len(), 2);
+        let data = serde_json::json!({"n": 1});
+        assert_eq!(s.enqueue_event(&f.org, WebhookEvent::WorkflowFailed, &data).await.unwrap(), 1);
+        assert_eq!(s.enqueue_event(&f.org, WebhookEvent::RunnerUnhealthy, &serde_json::json!({"n": 2})).await.unwrap(), 2);
+        assert_eq!(s.enqueue_event(&f.org, WebhookEvent::DriftDetected, &data).await.unwrap(), 0);
+        // Of each webhook only its oldest pending delivery is due.
+        let due = s.due_deliveries(now_ms(), 10).await.unwrap();
+        assert_eq!(due.len(), 2);
+        let first_a = due.iter().find(|d| d.delivery.webhook_id == a).unwrap().clone();
+        assert_eq!(first_a.delivery.event, WebhookEvent::WorkflowFailed);
+        assert_eq!(first_a.sealed_secret, "sealed-a");
+        let body: serde_json::Value = serde_json::from_str(&first_a.body).unwrap();
+        assert_eq!(body["id"], first_a.delivery.id.as_str());
+        assert_eq!(body["data"]["n"], 1);
+        // A failed try waits; the one after it waits behind it.
+        s.record_try(&first_a.delivery.id, DeliveryTry::Retry { error: "refused".into(), next_at_ms: now_ms() + 60_000 }).await.unwrap();
+        let due = s.due_deliveries(now_ms(), 10).await.unwrap();
+        assert_eq!(due.len(), 1, "a's next waits behind its first");
+        assert_eq!(due[0].delivery.webhook_id, b);
+        let later = s.due_deliveries(now_ms() + 61_000, 10).await.unwrap();
+        let again = later.iter().find(|d| d.delivery.webhook_id == a).unwrap();
+        assert_eq!(again.delivery.id, first_a.delivery.id);
+        assert_eq!(again.delivery.attempts, 1);
+        assert_eq!(again.delivery.last_error.as_deref(), Some("refused"));
+        s.record_try(&first_a.delivery.id, DeliveryTry::Delivered).await.unwrap();
+        let due = s.due_deliveries(now_ms(), 10).await.unwrap();
+        let next_a = due.iter().find(|d| d.delivery.webhook_id == a).unwrap();
+        assert_eq!(next_a.delivery.event, WebhookEvent::RunnerUnhealthy);
+        // The log, newest first; one webhook's.
+        let all = s.list_deliveries(&f.org, None, 10).await.unwrap();
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[2].status, "delivered");
+        assert!(all[2].delivered_at_ms.is_some());
+        assert_eq!(s.list_deliveries(&f.org, Some(&b), 10).await.unwrap().len(), 1);
+        // Removed: gone from the list, its pending deliveries given up.
+        assert!(s.remove_webhook(&f.org, &b).await.unwrap().is_some());
+        assert!(s.remove_webhook(&f.org, &b).await.unwrap().is_none());
+        let of_b = s.list_deliveries(&f.org, Some(&b), 10).await.unwrap();
+        assert_eq!(of_b[0].status, "failed");
+        assert_eq!(s.list_webhooks(&f.org).await.unwrap().len(), 1);
+        s.record_try(&next_a.delivery.id, DeliveryTry::GiveUp { error: "gone".into() }).await.unwrap();
+        assert!(s.due_deliveries(now_ms(), 10).await.unwrap().is_empty());
+        let _unused: Option<DeliveryId> = None;
+    }
+
+    async fn runner_health_transitions_are_recorded_once(f: Fixture) {
+        let s = &*f.store;
+        let all = s.all_runners().await.unwrap();
+        let r = all.iter().find(|(_, r)| r.id == f.runner).unwrap();
+        assert_eq!(r.0, f.org);
+        assert_eq!(r.1.health, RunnerHealth::Unknown);
+        assert!(s.set_runner_health(&f.runner, RunnerHealth::Unknown, RunnerHealth::Healthy, 5).await.unwrap());
+        assert!(!s.set_runner_health(&f.runner, RunnerHealth::Unknown, RunnerHealth::Healthy, 6).await.unwrap(), "a stale transition is not recorded");
+        let r = s.find_runner(&f.org, "r").await.unwrap().unwrap();
+        assert_eq!((r.health, r.health_since_ms), (RunnerHealth::Healthy, Some(5)));
+        s.set_runner_telemetry(&f.runner, r#"{"slots":4,"busy":1,"spool_backlog":0}"#).await.unwrap();
+        let r = s.find_runner(&f.org, "r").await.unwrap().unwrap();
+        assert_eq!(r.telemetry.unwrap().busy, 1);
+    }
+
+    async fn gauges_count_jobs_by_status_and_kind_and_runners_by_age(f: Fixture) {
+        let s = &*f.store;
+        f.queue(1).await;
+        f.queue(1).await;
+        let g = s.gauges(now_ms() - 1000, now_ms() - 5000).await.unwrap();
+        assert_eq!(g.jobs, vec![("queued".into(), "exec".into(), 2)]);
+        // The org's build runner and `r`, never seen.
+        let n = g.runners[0];
+        assert!(n >= 1);
+        assert_eq!(g.runners, [n, 0, 0, 0], "never seen");
+        s.claim(&f.runner, &["exec".into()], 1, 60_000).await.unwrap();
+        let g = s.gauges(now_ms() - 1000, now_ms() - 5000).await.unwrap();
+        let mut jobs = g.jobs.clone();
+        jobs.sort();
+        assert_eq!(jobs, vec![("queued".into(), "exec".into(), 1), ("running".into(), "exec".into(), 1)]);
+        assert_eq!(g.runners, [n - 1, 1, 0, 0], "seen just now");
+        let g = s.gauges(now_ms() + 10_000, now_ms() - 10_000).await.unwrap();
+        assert_eq!(g.runners, [n - 1, 0, 1, 0], "unhealthy by the first threshold");
+        let g = s.gauges(now_ms() + 10_000, now_ms() + 10_000).await.unwrap();
+        assert_eq!(g.runners, [n - 1, 0, 0, 1], "offline by the second");
+    }
+}
