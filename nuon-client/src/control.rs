@@ -3,11 +3,6 @@ use std::time::Duration;
 
 use nuon_core::webhook::WebhookEvent;
 use nuon_core::wire::{
-    AuditList, AuditVerification, CreateWebhook, DebugPurpose, DebugRequest, DeliveryList,
-    WebhookCreated, WebhookInfo, WebhookList,
-};
-use nuon_core::{JobId, WebhookId};
-use nuon_core::wire::{
     AppInfo, AppList, BuildInfo, BuildList, ComponentList, ComponentToggled, ConfigFile,
     ConfigVersionInfo, ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob,
     CreateRunner, CreateToken, CreateWorkflow, InstallComponents, InstallCreated, InstallDrift,
@@ -16,7 +11,12 @@ use nuon_core::wire::{
     StepChoice, SyncConfig, ToggleComponent, TokenCreated, TokenInfo, TokenList, TokenScope,
     WorkflowInfo, WorkflowList, routes,
 };
+use nuon_core::wire::{
+    AuditList, AuditVerification, CreateWebhook, DebugPurpose, DebugRequest, DeliveryList,
+    WebhookCreated, WebhookInfo, WebhookList,
+};
 use nuon_core::workflow::WorkflowKind;
+use nuon_core::{JobId, WebhookId};
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
@@ -512,7 +512,9 @@ impl ControlClient {
             url: url.to_owned(),
             events,
         };
-        self.http.post(routes::WEBHOOKS, &body, Duration::ZERO).await
+        self.http
+            .post(routes::WEBHOOKS, &body, Duration::ZERO)
+            .await
     }
 
     /// The org's webhooks.

@@ -38,8 +38,8 @@ pub mod sys;
 pub use api::openapi;
 
 pub use api::Timings;
-pub use ops::OpsConfig;
 pub use error::{Error, Result};
+pub use ops::OpsConfig;
 pub use server::{
     ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, ControlPlane, OpenStore, SIGNING_KEY_FILE,
     ServerConfig,

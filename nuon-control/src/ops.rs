@@ -54,7 +54,12 @@ impl Default for OpsConfig {
 
 impl OpsConfig {
     /// A runner's health from its last call, at `now`.
-    pub(crate) fn health(&self, revoked: bool, last_seen_ms: Option<i64>, now: i64) -> RunnerHealth {
+    pub(crate) fn health(
+        &self,
+        revoked: bool,
+        last_seen_ms: Option<i64>,
+        now: i64,
+    ) -> RunnerHealth {
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         match (revoked, last_seen_ms) {
             (true, _) => RunnerHealth::Offline,
@@ -230,7 +235,13 @@ pub(crate) async fn check_runners(state: &SharedState) -> Result<(), StoreError>
             }
             _ => continue,
         };
-        emit(&*state.store, &org, event, runner_event(&r, health, &silent)).await;
+        emit(
+            &*state.store,
+            &org,
+            event,
+            runner_event(&r, health, &silent),
+        )
+        .await;
     }
     Ok(())
 }
@@ -248,11 +259,18 @@ fn runner_event(r: &RunnerInfo, health: RunnerHealth, silent: &str) -> serde_jso
 
 /// Queues `event` for the org's webhooks that take it (a failure is logged:
 /// the event is lost to the webhooks, never to the store).
-pub(crate) async fn emit(store: &dyn Store, org: &OrgId, event: WebhookEvent, data: serde_json::Value) {
+pub(crate) async fn emit(
+    store: &dyn Store,
+    org: &OrgId,
+    event: WebhookEvent,
+    data: serde_json::Value,
+) {
     match store.enqueue_event(org, event, &data).await {
         Ok(0) => {}
         Ok(n) => tracing::debug!(%org, %event, webhooks = n, "event queued for webhooks"),
-        Err(e) => tracing::error!(%org, %event, error = %e, "cannot queue an event for the org's webhooks"),
+        Err(e) => {
+            tracing::error!(%org, %event, error = %e, "cannot queue an event for the org's webhooks")
+        }
     }
 }
 
@@ -354,7 +372,9 @@ pub(crate) async fn run(state: SharedState) {
             }
             match deliver_webhooks(&state, &client).await {
                 Ok(n) => busy = n > 0,
-                Err(e) => tracing::warn!(error = %e, "cannot read the webhook deliveries that are due"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the webhook deliveries that are due")
+                }
             }
         }
         let pause = if busy {
@@ -497,9 +517,17 @@ pub(crate) async fn render(state: &SharedState) -> Result<String, StoreError> {
     let mut out = Exposition::default();
     out.family("nuon_jobs", "gauge", "Jobs queued and running, by kind.");
     for (status, kind, n) in &gauges.jobs {
-        out.sample("nuon_jobs", &[("status", status), ("kind", kind)], *n as f64);
+        out.sample(
+            "nuon_jobs",
+            &[("status", status), ("kind", kind)],
+            *n as f64,
+        );
     }
-    out.family("nuon_runners", "gauge", "Runners by health (from the age of their last call).");
+    out.family(
+        "nuon_runners",
+        "gauge",
+        "Runners by health (from the age of their last call).",
+    );
     for (health, n) in ["unknown", "healthy", "unhealthy", "offline"]
         .iter()
         .zip(gauges.runners)
@@ -513,7 +541,7 @@ pub(crate) async fn render(state: &SharedState) -> Result<String, StoreError> {
         m.parked_claims.load(Ordering::Relaxed) as f64,
     );
     out.single(
-        "nuon_log_bytes_stored",
+        "nuon_log_stored_bytes",
         "gauge",
         "Bytes the job logs take in the store.",
         gauges.log_bytes as f64,
@@ -551,7 +579,11 @@ pub(crate) async fn render(state: &SharedState) -> Result<String, StoreError> {
         "How long workflow steps' jobs ran, by step kind.",
     );
     for (kind, h) in histograms(&m.steps) {
-        h.samples(&mut out, "nuon_workflow_step_duration_seconds", &[("kind", kind)]);
+        h.samples(
+            &mut out,
+            "nuon_workflow_step_duration_seconds",
+            &[("kind", kind)],
+        );
     }
     out.family(
         "nuon_store_write_duration_seconds",

@@ -166,17 +166,9 @@ pub struct ChainBreak {
 }
 
 /// Checks a chain entry by entry, in order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Verifier {
     chain: Chain,
-}
-
-impl Default for Verifier {
-    fn default() -> Self {
-        Verifier {
-            chain: Chain::default(),
-        }
-    }
 }
 
 impl Verifier {

@@ -48,8 +48,8 @@ pub mod cron;
 mod duration;
 mod id;
 mod job;
-mod plugin;
 pub mod metrics;
+mod plugin;
 pub mod policy;
 pub mod private;
 pub mod records;
@@ -65,8 +65,8 @@ pub mod workflow;
 
 pub use duration::parse_duration;
 pub use id::{
-    AppId, DeliveryId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, WebhookId, WorkflowId, random_below,
-    random_bytes,
+    AppId, DeliveryId, IdError, InstallId, JobId, OrgId, RunnerId, TokenId, WebhookId, WorkflowId,
+    random_below, random_bytes,
 };
 pub use job::{
     ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, DebugJob, ExecJob, HelmAction, HelmJob,

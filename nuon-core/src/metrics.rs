@@ -98,7 +98,9 @@ pub const LATENCY_BUCKETS: &[f64] = &[
 ];
 
 /// Buckets for durations of a second to an hour, in seconds.
-pub const STEP_BUCKETS: &[f64] = &[1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
+pub const STEP_BUCKETS: &[f64] = &[
+    1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
 
 impl Histogram {
     /// A histogram with these upper bounds (ascending; `+Inf` is added).
@@ -183,9 +185,18 @@ mod tests {
         let mut e = Exposition::default();
         h.write(&mut e, "x_seconds", "X.", &[("k", "a\"b")]);
         let t = e.finish();
-        assert!(t.contains("x_seconds_bucket{k=\"a\\\"b\",le=\"1.0\"} 1\n"), "{t}");
-        assert!(t.contains("x_seconds_bucket{k=\"a\\\"b\",le=\"2.0\"} 3\n"), "{t}");
-        assert!(t.contains("x_seconds_bucket{k=\"a\\\"b\",le=\"+Inf\"} 4\n"), "{t}");
+        assert!(
+            t.contains("x_seconds_bucket{k=\"a\\\"b\",le=\"1.0\"} 1\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("x_seconds_bucket{k=\"a\\\"b\",le=\"2.0\"} 3\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("x_seconds_bucket{k=\"a\\\"b\",le=\"+Inf\"} 4\n"),
+            "{t}"
+        );
         assert!(t.contains("x_seconds_sum{k=\"a\\\"b\"} 12.7\n"), "{t}");
         assert!(t.contains("x_seconds_count{k=\"a\\\"b\"} 4\n"), "{t}");
     }

@@ -219,7 +219,9 @@ mod tests {
 
     #[test]
     fn a_refusal_says_why_and_how_to_allow() {
-        let e = DebugPolicy::Off.allows(&cmd("cat /etc/passwd")).unwrap_err();
+        let e = DebugPolicy::Off
+            .allows(&cmd("cat /etc/passwd"))
+            .unwrap_err();
         assert!(e.contains("--debug-commands off"), "{e}");
         assert!(e.contains("`cat /etc/passwd`"), "{e}");
         let p = DebugPolicy::parse_allow_list("true\n").unwrap();

@@ -45,7 +45,11 @@ enum AuditCommand {
     /// chain (exit 1).
     Verify {
         /// The runner's work directory.
-        #[arg(long, env = "NUON_RUNNER_WORK_DIR", default_value = "./nuon-runner-data")]
+        #[arg(
+            long,
+            env = "NUON_RUNNER_WORK_DIR",
+            default_value = "./nuon-runner-data"
+        )]
         work_dir: PathBuf,
         /// Print JSON.
         #[arg(long)]
@@ -58,7 +62,11 @@ enum AuditCommand {
         /// The control plane's export (NDJSON).
         export: PathBuf,
         /// The runner's work directory.
-        #[arg(long, env = "NUON_RUNNER_WORK_DIR", default_value = "./nuon-runner-data")]
+        #[arg(
+            long,
+            env = "NUON_RUNNER_WORK_DIR",
+            default_value = "./nuon-runner-data"
+        )]
         work_dir: PathBuf,
         /// Print JSON.
         #[arg(long)]
@@ -145,7 +153,9 @@ fn debug_policy(words: &[String]) -> anyhow::Result<nuon_plugins::debug::DebugPo
             DebugPolicy::allow_list_file(std::path::Path::new(file)).map_err(anyhow::Error::msg)
         }
         [mode] if mode == "allow-list" => {
-            anyhow::bail!("--debug-commands allow-list needs the list's file: --debug-commands allow-list FILE")
+            anyhow::bail!(
+                "--debug-commands allow-list needs the list's file: --debug-commands allow-list FILE"
+            )
         }
         other => anyhow::bail!(
             "--debug-commands {}: expected off, allow-list FILE or any",
@@ -167,9 +177,11 @@ fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
     config.grace = args.grace;
     config.drain_timeout = args.drain_timeout;
     config.strict_permissions = args.strict_permissions;
-    config.plugins.register(Arc::new(nuon_plugins::debug::DebugPlugin::new(
-        debug_policy(&args.debug_commands)?,
-    )));
+    config
+        .plugins
+        .register(Arc::new(nuon_plugins::debug::DebugPlugin::new(
+            debug_policy(&args.debug_commands)?,
+        )));
     if let Some(ms) = args.claim_wait_ms {
         config.claim_wait = Duration::from_millis(ms);
     }
@@ -300,7 +312,8 @@ fn audit(command: AuditCommand) -> ExitCode {
     let run = || -> anyhow::Result<bool> {
         match command {
             AuditCommand::Verify { work_dir, json } => {
-                let entries = read_entries(&work_dir.join(JOURNAL_FILE)).map_err(anyhow::Error::msg)?;
+                let entries =
+                    read_entries(&work_dir.join(JOURNAL_FILE)).map_err(anyhow::Error::msg)?;
                 let v = verify(&entries);
                 if json {
                     println!("{}", serde_json::to_string_pretty(&v)?);
@@ -317,7 +330,8 @@ fn audit(command: AuditCommand) -> ExitCode {
                 work_dir,
                 json,
             } => {
-                let journal = read_entries(&work_dir.join(JOURNAL_FILE)).map_err(anyhow::Error::msg)?;
+                let journal =
+                    read_entries(&work_dir.join(JOURNAL_FILE)).map_err(anyhow::Error::msg)?;
                 let export = read_entries(&export).map_err(anyhow::Error::msg)?;
                 let c = compare(&journal, &export);
                 if json {
@@ -325,10 +339,14 @@ fn audit(command: AuditCommand) -> ExitCode {
                 } else {
                     println!("{} jobs on both sides", c.matched);
                     for j in &c.only_in_journal {
-                        println!("only in this runner's journal: job {j} (the control plane's record lacks it)");
+                        println!(
+                            "only in this runner's journal: job {j} (the control plane's record lacks it)"
+                        );
                     }
                     for j in &c.only_in_export {
-                        println!("only in the control plane's record: job {j} (this runner's journal lacks it)");
+                        println!(
+                            "only in the control plane's record: job {j} (this runner's journal lacks it)"
+                        );
                     }
                     for (j, here, there) in &c.outcome_differs {
                         println!("job {j}: {here} here, {there} in the control plane's record");

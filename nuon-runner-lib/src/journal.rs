@@ -117,21 +117,15 @@ fn last_line(file: &mut File) -> std::io::Result<Option<String>> {
 /// Reads a journal or an export: one JSON entry per line, blank lines
 /// skipped. A line that is not an entry is an error naming it.
 pub fn read_entries(path: &Path) -> Result<Vec<AuditEntry>, String> {
-    let file =
-        File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in BufReader::new(file).lines().enumerate() {
         let line = line.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         if line.trim().is_empty() {
             continue;
         }
-        let e = serde_json::from_str(&line).map_err(|e| {
-            format!(
-                "{}:{}: not an audit entry ({e})",
-                path.display(),
-                i + 1
-            )
-        })?;
+        let e = serde_json::from_str(&line)
+            .map_err(|e| format!("{}:{}: not an audit entry ({e})", path.display(), i + 1))?;
         out.push(e);
     }
     Ok(out)

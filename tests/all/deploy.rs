@@ -456,6 +456,8 @@ pub(crate) struct Manual {
     vendor: Option<String>,
     /// The install runner's store.
     store_dir: PathBuf,
+    /// More arguments of the install runner's `nuon-runner run`.
+    runner_args: Vec<String>,
 }
 
 impl Drop for Manual {
@@ -560,6 +562,7 @@ impl Manual {
             install_token,
             vendor: Some(vendor),
             store_dir,
+            runner_args: Vec::new(),
         };
         m.install_runner = Some(m.runner(None));
         m
@@ -597,7 +600,20 @@ impl Manual {
         if let Some(p) = path {
             c.env("PATH", p);
         }
+        c.args(&self.runner_args);
         c.spawn().unwrap()
+    }
+
+    /// Restarts the install's runner with more arguments of `nuon-runner
+    /// run` (they stay for later restarts).
+    pub(crate) fn restart_runner_with(&mut self, args: &[&str]) {
+        self.runner_args = args.iter().map(|a| a.to_string()).collect();
+        self.restart_runner(None);
+    }
+
+    /// The install runner's work directory.
+    pub(crate) fn runner_work_dir(&self) -> PathBuf {
+        self.dir.path().join("install")
     }
 
     /// Stops the install's runner.

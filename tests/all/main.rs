@@ -9,6 +9,7 @@ mod deploy;
 mod faults;
 mod job_loop;
 mod openapi;
+mod ops;
 mod plugins;
 mod registry;
 mod replicas;

@@ -455,7 +455,14 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                     } else {
                         table(
                             &[
-                                "ID", "NAME", "ROLE", "LAST SEEN", "STATE", "HEALTH", "JOBS", "PROCESS",
+                                "ID",
+                                "NAME",
+                                "ROLE",
+                                "LAST SEEN",
+                                "STATE",
+                                "HEALTH",
+                                "JOBS",
+                                "PROCESS",
                             ],
                             list.runners
                                 .into_iter()
@@ -479,7 +486,10 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                                         jobs,
                                         r.session
                                             .map(|s| {
-                                                let v = s.version.map(|v| format!(" v{v}")).unwrap_or_default();
+                                                let v = s
+                                                    .version
+                                                    .map(|v| format!(" v{v}"))
+                                                    .unwrap_or_default();
                                                 format!("pid {} on {}{v}", s.pid, s.host)
                                             })
                                             .unwrap_or_else(|| "-".into()),

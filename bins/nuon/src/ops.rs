@@ -5,8 +5,8 @@
 use std::io::Write;
 
 use clap::Subcommand;
-use nuon_core::wire::DebugPurpose;
 use nuon_core::webhook::WebhookEvent;
+use nuon_core::wire::DebugPurpose;
 use nuon_core::{JobStatus, WebhookId};
 
 use crate::{CliError, Global, client, fmt_time, print_json, table};
@@ -125,13 +125,13 @@ pub(crate) async fn audit(g: &Global, command: &AuditCommand) -> Result<u8, CliE
         } => {
             let count = match out {
                 Some(path) => {
-                    let mut f = std::fs::File::create(path).map_err(|e| {
-                        CliError::usage(format!("--out {}: {e}", path.display()))
-                    })?;
+                    let mut f = std::fs::File::create(path)
+                        .map_err(|e| CliError::usage(format!("--out {}: {e}", path.display())))?;
                     let n = client
                         .export_audit(runner.as_deref(), install.as_deref(), &mut f)
                         .await?;
-                    f.flush().map_err(|e| CliError::usage(format!("--out {}: {e}", path.display())))?;
+                    f.flush()
+                        .map_err(|e| CliError::usage(format!("--out {}: {e}", path.display())))?;
                     n
                 }
                 None => {
@@ -150,7 +150,10 @@ pub(crate) async fn audit(g: &Global, command: &AuditCommand) -> Result<u8, CliE
                 print_json(&v)?;
             } else if let Some(b) = &v.broken {
                 outln!("BROKEN at entry {}: {}", b.entry, b.why);
-                outln!("{} chain before it", crate::plural(v.entries as usize, "entry"));
+                outln!(
+                    "{} chain before it",
+                    crate::plural(v.entries as usize, "entry")
+                );
             } else {
                 outln!(
                     "ok: {} chain; head {}",
@@ -224,7 +227,9 @@ pub(crate) async fn webhooks(g: &Global, command: &WebhooksCommand) -> Result<u8
                         .into_iter()
                         .map(|d| {
                             let status = match (d.status.as_str(), d.next_attempt_at_ms) {
-                                ("pending", Some(at)) => format!("pending (next {})", fmt_time(Some(at))),
+                                ("pending", Some(at)) => {
+                                    format!("pending (next {})", fmt_time(Some(at)))
+                                }
                                 (s, _) => s.to_owned(),
                             };
                             vec![
@@ -268,7 +273,10 @@ pub(crate) async fn debug_request(
         )
         .await?;
     if !g.json {
-        eprintln!("asked the runner of {install} (job {}); its answer:", job.id);
+        eprintln!(
+            "asked the runner of {install} (job {}); its answer:",
+            job.id
+        );
     }
     crate::follow_to_end(&client, &job.id, !g.json).await?;
     let done = crate::wait_finished(&client, &job.id).await?;

@@ -214,7 +214,10 @@ impl AppState {
         let json = serde_json::to_string(&t).unwrap_or_default();
         if let Err(e) = self.store.set_runner_telemetry(runner, &json).await {
             tracing::warn!(%runner, error = %e, "cannot keep the runner's telemetry");
-            self.telemetry.lock().expect("telemetry lock").remove(runner);
+            self.telemetry
+                .lock()
+                .expect("telemetry lock")
+                .remove(runner);
         }
     }
 

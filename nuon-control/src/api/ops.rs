@@ -69,7 +69,12 @@ async fn list(
     let limit = q.limit.unwrap_or(1000).clamp(1, 10_000);
     let entries = state
         .store
-        .list_audit(&auth.0.org_id, q.after.unwrap_or(0), limit, q.actor.as_deref())
+        .list_audit(
+            &auth.0.org_id,
+            q.after.unwrap_or(0),
+            limit,
+            q.actor.as_deref(),
+        )
         .await?;
     let next_after = (entries.len() == limit as usize)
         .then(|| entries.last().map(|e| e.n))
@@ -224,7 +229,11 @@ async fn remove_webhook(
         .remove_webhook(&auth.0.org_id, &id)
         .await?
         .map(Json)
-        .ok_or_else(|| Error::not_found(format!("no webhook {raw} in this org (see `nuon orgs webhooks list`)")))
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "no webhook {raw} in this org (see `nuon orgs webhooks list`)"
+            ))
+        })
 }
 
 #[derive(Deserialize)]

@@ -8,12 +8,12 @@ use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::routing::post;
 use axum::{Json, Router};
+use nuon_core::audit::AuditEntry;
 use nuon_core::wire::{
     ClaimRequest, ClaimResponse, ClaimedJob, Completion, CompletionAck, HeartbeatRequest,
     HeartbeatResponse, LOG_RECORDS_CONTENT_TYPE, LeaseState, LogAck, LogBatch, LogBatchQuery,
     LogRecords, MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, routes,
 };
-use nuon_core::audit::AuditEntry;
 use nuon_core::{JobId, JobResult, JobStatus, OrgId};
 
 use super::{Body, RunnerAuth, SharedState, Source, path_id};

@@ -2,8 +2,8 @@
 //! asking for approvals, dispatching the next step, and ending it.
 
 use nuon_core::app::ComponentKind;
-use nuon_core::wire::{InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::webhook::WebhookEvent;
+use nuon_core::wire::{InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan};
 use nuon_core::{ArtifactRef, JobStatus, OrgId};
 use serde_json::Value;
@@ -184,7 +184,8 @@ impl Engine {
                             .steps
                             .iter()
                             .find(|s| matches!(s.kind, StepKind::Plan | StepKind::SandboxPlan));
-                        if let Some(p) = plan.filter(|p| rules::has_changes(&p.outputs["changes"])) {
+                        if let Some(p) = plan.filter(|p| rules::has_changes(&p.outputs["changes"]))
+                        {
                             let mut data = self.event_data(&cx, Some(p));
                             data["changes"] = p.outputs["changes"].clone();
                             crate::ops::emit(&*self.store, org, WebhookEvent::DriftDetected, data)

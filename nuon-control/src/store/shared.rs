@@ -155,7 +155,11 @@ pub(super) fn enum_str<T: serde::Serialize>(v: &T) -> String {
 
 /// The events a webhook takes, as stored: names, comma-separated.
 pub(super) fn events_column(events: &[nuon_core::webhook::WebhookEvent]) -> String {
-    events.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(",")
+    events
+        .iter()
+        .map(|e| e.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The events of an [`events_column`].

@@ -41,8 +41,8 @@ use async_trait::async_trait;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
-    LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
-    WorkflowInfo, WorkflowStepInfo,
+    LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole, TokenInfo,
+    TokenScope, WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{

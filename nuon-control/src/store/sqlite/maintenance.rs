@@ -123,7 +123,9 @@ impl MaintenanceStore for SqliteStore {
             for status in ["queued", "running"] {
                 let rows = all_rows(
                     conn,
-                    &format!("SELECT kind, COUNT(*) FROM jobs WHERE status = '{status}' GROUP BY kind"),
+                    &format!(
+                        "SELECT kind, COUNT(*) FROM jobs WHERE status = '{status}' GROUP BY kind"
+                    ),
                     [],
                     |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)),
                 )?;

@@ -32,8 +32,8 @@ use async_trait::async_trait;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
-    LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole, TokenInfo, TokenScope,
-    WorkflowInfo, WorkflowStepInfo,
+    LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole,
+    TokenInfo, TokenScope, WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{

@@ -5,10 +5,10 @@ use nuon_core::wire::{DeliveryInfo, WebhookInfo};
 use nuon_core::{DeliveryId, WebhookId};
 
 use super::*;
-use crate::store::webhooks::{DueDelivery, DeliveryTry};
 use crate::store::WebhookStore;
 use crate::store::rows::DeliveryRow;
 use crate::store::shared::{delivery_body, events_column};
+use crate::store::webhooks::{DeliveryTry, DueDelivery};
 
 const WEBHOOK: &str = <WebhookInfo as Record>::COLUMNS;
 const DELIVERY: &str = <DeliveryRow as Record>::COLUMNS;
@@ -190,7 +190,9 @@ impl WebhookStore for SqliteStore {
                      AND (?2 IS NULL OR d.webhook_id = ?2) ORDER BY d.seq DESC LIMIT ?3"
                 ))
                 .map_err(db_err)?;
-            let mut rows = stmt.query(params![org.as_str(), hook, limit]).map_err(db_err)?;
+            let mut rows = stmt
+                .query(params![org.as_str(), hook, limit])
+                .map_err(db_err)?;
             let mut out = Vec::new();
             while let Some(r) = rows.next().map_err(db_err)? {
                 out.push(DeliveryRow::read(r)?.info);

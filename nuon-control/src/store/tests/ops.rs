@@ -9,7 +9,14 @@ use nuon_core::{DeliveryId, WebhookId};
 use super::*;
 
 fn entry(i: u64) -> AuditEntry {
-    AuditEntry::new(i as i64, "tok_x", "op", format!("/t/{i}"), "127.0.0.1", "200")
+    AuditEntry::new(
+        i as i64,
+        "tok_x",
+        "op",
+        format!("/t/{i}"),
+        "127.0.0.1",
+        "200",
+    )
 }
 
 conformance! {
