@@ -39,7 +39,7 @@ pub use api::openapi;
 
 pub use api::Timings;
 pub use error::{Error, Result};
-pub use ops::OpsConfig;
+pub use ops::{Auditor, OpsConfig};
 pub use server::{
     ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, ControlPlane, OpenStore, SIGNING_KEY_FILE,
     ServerConfig,

@@ -79,15 +79,15 @@ struct Pending {
 }
 
 /// Appends audit entries in batches: everything queued while one batch is
-/// written goes in the next, in the order recorded.
-pub(crate) struct Auditor {
+/// written goes in the next, in the order recorded (group commit).
+pub struct Auditor {
     tx: mpsc::UnboundedSender<Pending>,
-    pub(crate) written: AtomicU64,
+    written: AtomicU64,
 }
 
 impl Auditor {
-    /// Starts the writer on `store`.
-    pub(crate) fn start(store: Arc<dyn Store>) -> Arc<Self> {
+    /// Starts the writer on `store` (on the current tokio runtime).
+    pub fn start(store: Arc<dyn Store>) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         let auditor = Arc::new(Auditor {
             tx,
@@ -97,8 +97,14 @@ impl Auditor {
         auditor
     }
 
-    /// Records an entry, and waits (a while) until it is written.
-    pub(crate) async fn record(&self, org: &OrgId, entry: AuditEntry) {
+    /// How many entries were written.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Records an entry, and waits until it is written (or 5 s, when the
+    /// store is down: it stays queued, and is written when it is back).
+    pub async fn record(&self, org: &OrgId, entry: AuditEntry) {
         let (done, written) = oneshot::channel();
         let pending = Pending {
             entry: NewAudit {
@@ -597,7 +603,7 @@ pub(crate) async fn render(state: &SharedState) -> Result<String, StoreError> {
         "nuon_audit_entries_written_total",
         "counter",
         "Audit entries this replica wrote.",
-        state.auditor.written.load(Ordering::Relaxed) as f64,
+        state.auditor.written() as f64,
     );
     out.family(
         "nuon_webhook_deliveries_total",
