@@ -344,6 +344,7 @@ mod tests {
         let job = JobId::generate();
         let install = InstallId::generate();
         let app = AppId::generate();
+        let hook = nuon_core::WebhookId::generate();
         let sealed_output = serde_json::json!({
             "outputs": {"db": {"$sealed": old.seal("\"pw\"", &keys::output_context("db"))}, "plain": 1},
             "sensitive": ["db"],
@@ -390,6 +391,11 @@ mod tests {
                 SealedColumn::KeyCheck,
                 "secrets_key_check".into(),
                 old.seal("x", "secrets_key_check"),
+            ),
+            (
+                SealedColumn::WebhookSecrets,
+                hook.to_string(),
+                old.seal("whsec_x", &crate::secrets::webhook_context(&hook)),
             ),
         ];
         for (column, key, value) in cases {

@@ -445,6 +445,15 @@ fn a_stopped_runner_turns_unhealthy_then_offline_fires_signed_webhooks_and_recov
     ]));
     let secret = added["secret"].as_str().unwrap().to_owned();
     assert!(secret.starts_with("whsec_"));
+    // Kept sealed: nowhere in the data dir in the clear.
+    for f in std::fs::read_dir(&cp.data_dir).unwrap().flatten() {
+        let bytes = std::fs::read(f.path()).unwrap_or_default();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "the webhook secret is in the clear in {}",
+            f.path().display()
+        );
+    }
     let got = Received::default();
     let server = receiver(addr, secret, got.clone());
     wait_health(&cp, "edge", "healthy", Duration::from_secs(20));
