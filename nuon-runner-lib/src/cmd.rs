@@ -44,16 +44,8 @@ enum AuditCommand {
     /// Check the journal's chain; names the first entry that does not
     /// chain (exit 1).
     Verify {
-        /// The runner's work directory.
-        #[arg(
-            long,
-            env = "NUON_RUNNER_WORK_DIR",
-            default_value = "./nuon-runner-data"
-        )]
-        work_dir: PathBuf,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        journal: JournalArgs,
     },
     /// Compare the journal with the control plane's record of this
     /// install's jobs (`nuon audit export --install INSTALL > EXPORT`):
@@ -61,17 +53,24 @@ enum AuditCommand {
     Compare {
         /// The control plane's export (NDJSON).
         export: PathBuf,
-        /// The runner's work directory.
-        #[arg(
-            long,
-            env = "NUON_RUNNER_WORK_DIR",
-            default_value = "./nuon-runner-data"
-        )]
-        work_dir: PathBuf,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        journal: JournalArgs,
     },
+}
+
+/// Where the journal is, and how to print what was found.
+#[derive(Args)]
+struct JournalArgs {
+    /// The runner's work directory.
+    #[arg(
+        long,
+        env = "NUON_RUNNER_WORK_DIR",
+        default_value = "./nuon-runner-data"
+    )]
+    work_dir: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// The flags every runner has.
@@ -311,7 +310,9 @@ fn audit(command: AuditCommand) -> ExitCode {
     use crate::journal::{JOURNAL_FILE, compare, read_entries, verify};
     let run = || -> anyhow::Result<bool> {
         match command {
-            AuditCommand::Verify { work_dir, json } => {
+            AuditCommand::Verify {
+                journal: JournalArgs { work_dir, json },
+            } => {
                 let entries =
                     read_entries(&work_dir.join(JOURNAL_FILE)).map_err(anyhow::Error::msg)?;
                 let v = verify(&entries);
@@ -327,8 +328,7 @@ fn audit(command: AuditCommand) -> ExitCode {
             }
             AuditCommand::Compare {
                 export,
-                work_dir,
-                json,
+                journal: JournalArgs { work_dir, json },
             } => {
                 let journal =
                     read_entries(&work_dir.join(JOURNAL_FILE)).map_err(anyhow::Error::msg)?;

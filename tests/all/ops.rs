@@ -376,9 +376,10 @@ fn free_port() -> SocketAddr {
     l.local_addr().unwrap()
 }
 
-/// A control plane with short health thresholds and webhook backoff, and
-/// one runner.
-fn watched(max_backoff: &str) -> (ControlPlane, Runner) {
+/// A control plane with short health thresholds and webhook backoff, one
+/// runner, and a webhook for runner health at an address nothing listens
+/// on yet (with its secret).
+fn watched(max_backoff: &str) -> (ControlPlane, Runner, SocketAddr, String) {
     let cp = ControlPlane::start_with(
         "3s",
         &[
@@ -408,7 +409,19 @@ fn watched(max_backoff: &str) -> (ControlPlane, Runner) {
         &["--claim-wait-ms", "1000"],
     )
     .unwrap();
-    (cp, runner)
+    let addr = free_port();
+    let hook = format!("http://{addr}/hook");
+    let added = json(&cp.nuon(&[
+        "orgs",
+        "webhooks",
+        "add",
+        &hook,
+        "--events",
+        "runner_unhealthy,runner_healthy",
+        "--json",
+    ]));
+    let secret = added["secret"].as_str().unwrap().to_owned();
+    (cp, runner, addr, secret)
 }
 
 fn health_of(cp: &ControlPlane, name: &str) -> String {
@@ -431,19 +444,7 @@ fn wait_health(cp: &ControlPlane, name: &str, want: &str, limit: Duration) {
 
 #[test]
 fn a_stopped_runner_turns_unhealthy_then_offline_fires_signed_webhooks_and_recovers() {
-    let (cp, runner) = watched("2s");
-    let addr = free_port();
-    let hook = format!("http://{addr}/hook");
-    let added = json(&cp.nuon(&[
-        "orgs",
-        "webhooks",
-        "add",
-        &hook,
-        "--events",
-        "runner_unhealthy,runner_healthy",
-        "--json",
-    ]));
-    let secret = added["secret"].as_str().unwrap().to_owned();
+    let (cp, runner, addr, secret) = watched("2s");
     assert!(secret.starts_with("whsec_"));
     // Kept sealed: nowhere in the data dir in the clear.
     for f in std::fs::read_dir(&cp.data_dir).unwrap().flatten() {
@@ -519,19 +520,7 @@ fn a_stopped_runner_turns_unhealthy_then_offline_fires_signed_webhooks_and_recov
 
 #[test]
 fn a_webhook_receiver_down_for_two_minutes_gets_every_event_in_order_and_once() {
-    let (cp, runner) = watched("5s");
-    let addr = free_port();
-    let hook = format!("http://{addr}/hook");
-    let added = json(&cp.nuon(&[
-        "orgs",
-        "webhooks",
-        "add",
-        &hook,
-        "--events",
-        "runner_unhealthy,runner_healthy",
-        "--json",
-    ]));
-    let secret = added["secret"].as_str().unwrap().to_owned();
+    let (cp, runner, addr, secret) = watched("5s");
     wait_health(&cp, "edge", "healthy", Duration::from_secs(20));
     // Nothing listens: three events happen, and are tried, meanwhile.
     let down = std::time::Instant::now();

@@ -126,29 +126,11 @@ pub(crate) enum InstallsCommand {
     /// Ask the install's runner for logs: it runs the command after -- (no
     /// shell) if its operator allows it (`nuon-runner run --debug-commands`)
     /// and the output is shown here.
-    LogsRequest {
-        /// The install, by name or id.
-        install: String,
-        /// How long the command may run.
-        #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
-        timeout: std::time::Duration,
-        /// The command and its arguments, e.g. -- journalctl -u app -n 100.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
+    LogsRequest(crate::ops::DebugArgs),
     /// Ask the install's runner to run a debug command (after --, no
     /// shell); its operator decides (`nuon-runner run --debug-commands`),
     /// and a refusal exits 1 with the runner's reason.
-    Debug {
-        /// The install, by name or id.
-        install: String,
-        /// How long the command may run.
-        #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
-        timeout: std::time::Duration,
-        /// The command and its arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
+    Debug(crate::ops::DebugArgs),
     /// Health: healthy, unhealthy or offline, from the install's runner,
     /// its components' last deploys and its health-check actions (those
     /// with a cron trigger); every install of the org without INSTALL.
@@ -585,33 +567,11 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         InstallsCommand::Health { install } => {
             return crate::deploy::health(g, install.as_deref()).await;
         }
-        InstallsCommand::LogsRequest {
-            install,
-            timeout,
-            command,
-        } => {
-            return crate::ops::debug_request(
-                g,
-                install,
-                nuon_core::wire::DebugPurpose::Logs,
-                command,
-                *timeout,
-            )
-            .await;
+        InstallsCommand::LogsRequest(args) => {
+            return crate::ops::debug_request(g, nuon_core::wire::DebugPurpose::Logs, args).await;
         }
-        InstallsCommand::Debug {
-            install,
-            timeout,
-            command,
-        } => {
-            return crate::ops::debug_request(
-                g,
-                install,
-                nuon_core::wire::DebugPurpose::Debug,
-                command,
-                *timeout,
-            )
-            .await;
+        InstallsCommand::Debug(args) => {
+            return crate::ops::debug_request(g, nuon_core::wire::DebugPurpose::Debug, args).await;
         }
         InstallsCommand::RunRunbook {
             install,
@@ -792,8 +752,8 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::Components { .. }
         | InstallsCommand::Drift { .. }
         | InstallsCommand::RunRunbook { .. }
-        | InstallsCommand::LogsRequest { .. }
-        | InstallsCommand::Debug { .. }
+        | InstallsCommand::LogsRequest(_)
+        | InstallsCommand::Debug(_)
         | InstallsCommand::Health { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)

@@ -593,22 +593,7 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
                 }
                 return Ok(0);
             }
-            follow_to_end(&client, &job.id, !g.json).await?;
-            let done = wait_finished(&client, &job.id).await?;
-            if g.json {
-                print_json(&done)?;
-            } else if done.status != JobStatus::Succeeded {
-                eprintln!(
-                    "job {} {}{}",
-                    done.id,
-                    done.status,
-                    done.reason
-                        .as_deref()
-                        .map(|r| format!(": {r}"))
-                        .unwrap_or_default()
-                );
-            }
-            Ok(job_exit_code(&done))
+            see_job_through(g, &client, &job.id).await
         }
         JobsCommand::Get { id } => {
             let job = client.get_job(&job_id(id)?).await?;
@@ -706,6 +691,31 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
             Ok(0)
         }
     }
+}
+
+/// Shows a job's log as it comes (not under --json), then how it ended;
+/// answers its exit code.
+pub(crate) async fn see_job_through(
+    g: &Global,
+    client: &ControlClient,
+    id: &JobId,
+) -> Result<u8, CliError> {
+    follow_to_end(client, id, !g.json).await?;
+    let done = wait_finished(client, id).await?;
+    if g.json {
+        print_json(&done)?;
+    } else if done.status != JobStatus::Succeeded {
+        eprintln!(
+            "job {} {}{}",
+            done.id,
+            done.status,
+            done.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(job_exit_code(&done))
 }
 
 /// Waits until the job is terminal. The log stream ending means it is, but a

@@ -5,9 +5,9 @@
 use std::io::Write;
 
 use clap::Subcommand;
+use nuon_core::WebhookId;
 use nuon_core::webhook::WebhookEvent;
 use nuon_core::wire::DebugPurpose;
-use nuon_core::{JobStatus, WebhookId};
 
 use crate::{CliError, Global, client, fmt_time, print_json, table};
 
@@ -249,49 +249,40 @@ pub(crate) async fn webhooks(g: &Global, command: &WebhooksCommand) -> Result<u8
     Ok(0)
 }
 
+/// What `installs logs-request` and `installs debug` take.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DebugArgs {
+    /// The install, by name or id.
+    install: String,
+    /// How long the command may run.
+    #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
+    timeout: std::time::Duration,
+    /// The command and its arguments, run without a shell, e.g. -- journalctl -u app -n 100.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
 /// `installs logs-request` and `installs debug`: ask, follow the answer,
 /// end as the job did (a refusal exits 1 with the runner's reason).
 pub(crate) async fn debug_request(
     g: &Global,
-    install: &str,
     purpose: DebugPurpose,
-    command: &[String],
-    timeout: std::time::Duration,
+    args: &DebugArgs,
 ) -> Result<u8, CliError> {
-    if command.is_empty() {
-        return Err(CliError::usage(
-            "missing the command after --: e.g. nuon installs logs-request INSTALL -- journalctl -u app -n 100",
-        ));
-    }
     let client = client(g)?;
     let job = client
         .request_debug(
-            install,
+            &args.install,
             purpose,
-            command.to_vec(),
-            Some(timeout.as_secs().max(1)),
+            args.command.clone(),
+            Some(args.timeout.as_secs().max(1)),
         )
         .await?;
     if !g.json {
         eprintln!(
-            "asked the runner of {install} (job {}); its answer:",
-            job.id
+            "asked the runner of {} (job {}); its answer:",
+            args.install, job.id
         );
     }
-    crate::follow_to_end(&client, &job.id, !g.json).await?;
-    let done = crate::wait_finished(&client, &job.id).await?;
-    if g.json {
-        print_json(&done)?;
-    } else if done.status != JobStatus::Succeeded {
-        eprintln!(
-            "job {} {}{}",
-            done.id,
-            done.status,
-            done.reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default()
-        );
-    }
-    Ok(crate::job_exit_code(&done))
+    crate::see_job_through(g, &client, &job.id).await
 }
