@@ -80,7 +80,7 @@ pub use plugin::{
 };
 pub use signing::{
     KeyRefused, KeyRotation, Learned, OrgSigningKey, PublicKey, SignatureError, SignedRotation,
-    Signer, SignerError, TrustedKeys,
+    Signer, SignerError, TrustedKeys, hmac_sha256,
 };
 pub use transport::{Transport, TransportError};
 

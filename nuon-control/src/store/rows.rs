@@ -199,6 +199,25 @@ impl OrgScoped for RunnerInfo {
 
 impl Revocable for RunnerInfo {}
 
+impl Record for nuon_core::audit::AuditEntry {
+    const COLUMNS: &'static str =
+        "n, at, actor, action, target, source, outcome, detail, prev, hash";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(nuon_core::audit::AuditEntry {
+            n: u64::try_from(r.int(0)?).map_err(corrupt)?,
+            at_ms: r.int(1)?,
+            actor: r.text(2)?,
+            action: r.text(3)?,
+            target: r.text(4)?,
+            source: r.text(5)?,
+            outcome: r.text(6)?,
+            detail: r.text(7)?,
+            prev: r.text(8)?,
+            hash: r.text(9)?,
+        })
+    }
+}
+
 impl Record for nuon_core::wire::WebhookInfo {
     const COLUMNS: &'static str = "id, url, events, created_at";
     fn read(r: &impl Cells) -> Result<Self> {

@@ -61,14 +61,39 @@ pub trait WebhookStore: Send + Sync + 'static {
     async fn remove_webhook(&self, org: &OrgId, id: &WebhookId) -> Result<Option<WebhookInfo>>;
 
     /// Queues a delivery of `event` with `data` to every webhook of the org
-    /// that takes it (the body: [`nuon_core::webhook`]'s delivery, with the
-    /// delivery's id). How many.
+    /// that takes it (the body: the delivery's id, the event, the org, the
+    /// time and `data`). How many.
     async fn enqueue_event(
         &self,
         org: &OrgId,
         event: WebhookEvent,
         data: &serde_json::Value,
-    ) -> Result<usize>;
+    ) -> Result<usize> {
+        let rows: Vec<(DeliveryId, WebhookId, String)> = self
+            .list_webhooks(org)
+            .await?
+            .into_iter()
+            .filter(|w| w.events.contains(&event))
+            .map(|w| {
+                let id = DeliveryId::generate();
+                let body = super::shared::delivery_body(&id, org, event, data);
+                (id, w.id, body)
+            })
+            .collect();
+        let count = rows.len();
+        if count > 0 {
+            self.insert_deliveries(org, event, rows).await?;
+        }
+        Ok(count)
+    }
+
+    /// Stores pending deliveries, due now: `(delivery, webhook, body)`.
+    async fn insert_deliveries(
+        &self,
+        org: &OrgId,
+        event: WebhookEvent,
+        rows: Vec<(DeliveryId, WebhookId, String)>,
+    ) -> Result<()>;
 
     /// Up to `limit` deliveries due at `now_ms`: of each webhook, only its
     /// oldest pending one (so each receiver gets its events in order).

@@ -19,7 +19,6 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -53,20 +52,8 @@ fn euid() -> u32 {
         .unwrap_or(u32::MAX)
 }
 
-/// HMAC-SHA256 (RFC 2104).
 fn hmac(key: &[u8; 32], data: &[u8]) -> [u8; 32] {
-    let mut k = [0u8; 64];
-    k[..32].copy_from_slice(key);
-    let pad = |b: u8| k.map(|x| x ^ b);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(data)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
+    nuon_core::hmac_sha256(key, data)
 }
 
 impl CompileCache {

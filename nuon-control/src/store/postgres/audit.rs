@@ -8,23 +8,6 @@ use nuon_core::audit::{AuditEntry, Chain, GENESIS};
 use super::*;
 use crate::store::{AuditStore, NewAudit};
 
-const COLUMNS: &str = "n, at, actor, action, target, source, outcome, detail, prev, hash";
-
-fn entry(r: &PgRow) -> Result<AuditEntry> {
-    Ok(AuditEntry {
-        n: r.int(0)? as u64,
-        at_ms: r.int(1)?,
-        actor: r.text(2)?,
-        action: r.text(3)?,
-        target: r.text(4)?,
-        source: r.text(5)?,
-        outcome: r.text(6)?,
-        detail: r.text(7)?,
-        prev: r.text(8)?,
-        hash: r.text(9)?,
-    })
-}
-
 #[async_trait]
 impl AuditStore for PostgresStore {
     async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()> {
@@ -97,8 +80,9 @@ impl AuditStore for PostgresStore {
         actor: Option<&str>,
     ) -> Result<Vec<AuditEntry>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM audit WHERE org_id = $1 AND n > $2 \
-             AND ($4::TEXT IS NULL OR actor = $4) ORDER BY n LIMIT $3"
+            "SELECT {} FROM audit WHERE org_id = $1 AND n > $2 \
+             AND ($4::TEXT IS NULL OR actor = $4) ORDER BY n LIMIT $3",
+            <AuditEntry as Record>::COLUMNS
         )))
         .bind(org.as_str())
         .bind(i64::try_from(after).unwrap_or(i64::MAX))
@@ -107,7 +91,7 @@ impl AuditStore for PostgresStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db)?;
-        rows.iter().map(entry).collect()
+        rows.iter().map(AuditEntry::read).collect()
     }
 
     async fn audit_head(&self, org: &OrgId) -> Result<Option<(u64, String)>> {

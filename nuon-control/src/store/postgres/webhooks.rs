@@ -7,7 +7,7 @@ use nuon_core::{DeliveryId, WebhookId};
 use super::*;
 use crate::store::WebhookStore;
 use crate::store::rows::DeliveryRow;
-use crate::store::shared::{delivery_body, events_column};
+use crate::store::shared::events_column;
 use crate::store::webhooks::{DeliveryTry, DueDelivery};
 
 const WEBHOOK: &str = <WebhookInfo as Record>::COLUMNS;
@@ -76,26 +76,15 @@ impl WebhookStore for PostgresStore {
         row.map(|r| WebhookInfo::read(&r)).transpose()
     }
 
-    async fn enqueue_event(
+    async fn insert_deliveries(
         &self,
         org: &OrgId,
         event: WebhookEvent,
-        data: &serde_json::Value,
-    ) -> Result<usize> {
-        let hooks: Vec<WebhookId> = self
-            .list_webhooks(org)
-            .await?
-            .into_iter()
-            .filter(|w| w.events.contains(&event))
-            .map(|w| w.id)
-            .collect();
-        if hooks.is_empty() {
-            return Ok(0);
-        }
+        rows: Vec<(DeliveryId, WebhookId, String)>,
+    ) -> Result<()> {
         let mut tx = self.begin().await?;
         let now = now_ms();
-        for hook in &hooks {
-            let id = DeliveryId::generate();
+        for (id, hook, body) in rows {
             sqlx::query(
                 "INSERT INTO webhook_deliveries (id, webhook_id, org_id, event, body, status, created_at, next_at) \
                  VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6)",
@@ -104,14 +93,13 @@ impl WebhookStore for PostgresStore {
             .bind(hook.as_str())
             .bind(org.as_str())
             .bind(event.as_str())
-            .bind(delivery_body(&id, org, event, data))
+            .bind(body)
             .bind(now)
             .execute(&mut *tx)
             .await
             .map_err(db)?;
         }
-        tx.commit().await.map_err(db)?;
-        Ok(hooks.len())
+        tx.commit().await.map_err(db)
     }
 
     async fn due_deliveries(&self, now: i64, limit: u32) -> Result<Vec<DueDelivery>> {

@@ -7,21 +7,6 @@ use nuon_core::audit::{AuditEntry, Chain, GENESIS};
 use super::*;
 use crate::store::{AuditStore, NewAudit};
 
-fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEntry> {
-    Ok(AuditEntry {
-        n: r.get::<_, i64>(0)? as u64,
-        at_ms: r.get(1)?,
-        actor: r.get(2)?,
-        action: r.get(3)?,
-        target: r.get(4)?,
-        source: r.get(5)?,
-        outcome: r.get(6)?,
-        detail: r.get(7)?,
-        prev: r.get(8)?,
-        hash: r.get(9)?,
-    })
-}
-
 #[async_trait]
 impl AuditStore for SqliteStore {
     async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()> {
@@ -88,26 +73,15 @@ impl AuditStore for SqliteStore {
         let (org, actor) = (org.clone(), actor.map(str::to_owned));
         self.read(move |conn| {
             let after = i64::try_from(after).unwrap_or(i64::MAX);
-            const COLUMNS: &str =
-                "n, at, actor, action, target, source, outcome, detail, prev, hash";
-            match actor {
-                None => all_rows(
-                    conn,
-                    &format!(
-                        "SELECT {COLUMNS} FROM audit WHERE org_id = ?1 AND n > ?2 ORDER BY n LIMIT ?3"
-                    ),
-                    params![org.as_str(), after, limit],
-                    entry,
+            records::<AuditEntry>(
+                conn,
+                &format!(
+                    "SELECT {} FROM audit WHERE org_id = ?1 AND n > ?2 \
+                     AND (?4 IS NULL OR actor = ?4) ORDER BY n LIMIT ?3",
+                    <AuditEntry as Record>::COLUMNS
                 ),
-                Some(actor) => all_rows(
-                    conn,
-                    &format!(
-                        "SELECT {COLUMNS} FROM audit WHERE org_id = ?1 AND n > ?2 AND actor = ?4 ORDER BY n LIMIT ?3"
-                    ),
-                    params![org.as_str(), after, limit, actor],
-                    entry,
-                ),
-            }
+                params![org.as_str(), after, limit, actor],
+            )
         })
         .await
     }

@@ -7,7 +7,7 @@ use nuon_core::{DeliveryId, WebhookId};
 use super::*;
 use crate::store::WebhookStore;
 use crate::store::rows::DeliveryRow;
-use crate::store::shared::{delivery_body, events_column};
+use crate::store::shared::events_column;
 use crate::store::webhooks::{DeliveryTry, DueDelivery};
 
 const WEBHOOK: &str = <WebhookInfo as Record>::COLUMNS;
@@ -78,30 +78,12 @@ impl WebhookStore for SqliteStore {
         .await
     }
 
-    async fn enqueue_event(
+    async fn insert_deliveries(
         &self,
         org: &OrgId,
         event: WebhookEvent,
-        data: &serde_json::Value,
-    ) -> Result<usize> {
-        let hooks: Vec<WebhookId> = self
-            .list_webhooks(org)
-            .await?
-            .into_iter()
-            .filter(|w| w.events.contains(&event))
-            .map(|w| w.id)
-            .collect();
-        if hooks.is_empty() {
-            return Ok(0);
-        }
-        let rows: Vec<(DeliveryId, WebhookId, String)> = hooks
-            .into_iter()
-            .map(|h| {
-                let id = DeliveryId::generate();
-                let b = delivery_body(&id, org, event, data);
-                (id, h, b)
-            })
-            .collect();
+        rows: Vec<(DeliveryId, WebhookId, String)>,
+    ) -> Result<()> {
         let org = org.clone();
         self.write(move |conn| {
             let now = now_ms();
@@ -115,7 +97,7 @@ impl WebhookStore for SqliteStore {
                 })
                 .map_err(db_err)?;
             }
-            Ok(rows.len())
+            Ok(())
         })
         .await
     }
