@@ -418,6 +418,23 @@ impl ControlClient {
         self.http.post(&path, &(), Duration::ZERO).await
     }
 
+    /// An install's stack in `format` (`vm`), with a new one-time token
+    /// for its phone-home (the one before stops working).
+    pub async fn install_stack(
+        &self,
+        install: &str,
+        format: &str,
+    ) -> Result<nuon_core::wire::InstallStack> {
+        let req = self
+            .http
+            .request(
+                reqwest::Method::GET,
+                &routes::with_id(routes::INSTALL_STACK, &seg(install)),
+            )
+            .query(&[("format", format)]);
+        self.http.send(req).await
+    }
+
     /// Asks an install's runner to run `command` for its logs
     /// ([`DebugPurpose::Logs`]) or to debug; the runner decides. Follow the
     /// job's log for the answer; a refusal fails the job with the runner's

@@ -41,4 +41,4 @@ mod runner;
 pub use config::ClientConfig;
 pub use control::{ControlClient, LogFollower};
 pub use error::{Error, Result};
-pub use runner::RunnerClient;
+pub use runner::{RunnerClient, phone_home};

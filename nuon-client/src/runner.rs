@@ -53,6 +53,18 @@ impl RunnerClient {
     }
 }
 
+/// An install stack's first call (no runner token yet): trades the stack's
+/// one-time token for the runner's token, reporting the stack's outputs.
+/// `config` names the Runner API (its token is not used).
+pub async fn phone_home(
+    config: ClientConfig,
+    req: &nuon_core::wire::PhoneHome,
+) -> Result<nuon_core::wire::PhoneHomeAnswer> {
+    Http::new(config)?
+        .post(nuon_core::wire::routes::PHONE_HOME, req, Duration::ZERO)
+        .await
+}
+
 fn map_err(e: Error) -> TransportError {
     match e {
         Error::Api {

@@ -28,6 +28,16 @@ pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// A new one-time install-stack token (`stk_` and a secret): what a
+/// downloaded stack phones home with, once, for its runner's token.
+pub fn issue_stack_token() -> IssuedToken {
+    let secret = format!("stk_{}", secret_part());
+    IssuedToken {
+        hash: hash_token(&secret),
+        secret,
+    }
+}
+
 /// A new runner token for `runner`.
 pub fn issue_runner_token(runner: &RunnerId) -> IssuedToken {
     let secret = format!("{runner}.{}", secret_part());

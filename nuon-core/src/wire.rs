@@ -109,6 +109,12 @@ pub mod routes {
     pub const INSTALL_STATES: &str = "/v1/installs/{id}/state";
     /// Control API: release a component's state lock by force.
     pub const INSTALL_STATE_UNLOCK: &str = "/v1/installs/{id}/state/{component}/unlock";
+    /// Control API: an install's stack (`?format=vm`), with a fresh
+    /// one-time token for its phone-home.
+    pub const INSTALL_STACK: &str = "/v1/installs/{id}/stack";
+    /// Runner API: a stack's first call, with its one-time token (no
+    /// runner token yet).
+    pub const PHONE_HOME: &str = "/v1/runner/phone-home";
     /// Control API: ask an install's runner for logs or to run a debug
     /// command (its runner decides).
     pub const INSTALL_DEBUG: &str = "/v1/installs/{id}/debug";
@@ -1315,6 +1321,10 @@ pub struct InstallOutputs {
     /// as `.nuon.actions.workflows.NAME.outputs.KEY`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub actions: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// What the install's stack reported when it phoned home (templates
+    /// read them as `.nuon.install_stack.outputs.KEY`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub install_stack: BTreeMap<String, String>,
 }
 
 impl InstallOutputs {
@@ -1594,4 +1604,58 @@ pub struct DeliveryInfo {
 pub struct DeliveryList {
     /// The deliveries.
     pub deliveries: Vec<DeliveryInfo>,
+}
+
+/// One file of an install stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StackFile {
+    /// Its path in the stack's directory.
+    pub path: String,
+    /// Its text.
+    pub contents: String,
+    /// Its mode (`0755` for scripts, `0600` for what holds the token).
+    pub mode: u32,
+}
+
+/// An install's stack: what the customer applies once in their account to
+/// run the install's runner. It carries a one-time token (single use,
+/// short-lived, stored hashed): each download issues a new one, and the
+/// one before stops working.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallStack {
+    /// The install.
+    pub install: String,
+    /// `vm`: a shell bundle and a systemd unit.
+    pub format: String,
+    /// The files.
+    pub files: Vec<StackFile>,
+    /// How to apply it.
+    pub instructions: String,
+    /// When its one-time token stops working, ms since the epoch.
+    pub token_expires_at_ms: i64,
+}
+
+/// A stack's first call: its one-time token and the stack's outputs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PhoneHome {
+    /// The one-time token the stack carries (`stk_...`).
+    pub install_token: String,
+    /// What the stack made (`region`, `account_id`, role ARNs, ...): the
+    /// install's `.nuon.install_stack.outputs.*`.
+    #[serde(default)]
+    pub outputs: BTreeMap<String, String>,
+}
+
+/// What a phone-home gets: the runner's long-lived token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PhoneHomeAnswer {
+    /// The install.
+    pub install_id: InstallId,
+    /// Its runner.
+    pub runner_id: RunnerId,
+    /// The runner's token (the one before, if any, stops working).
+    pub runner_token: String,
+    /// The org's job-signing public key.
+    pub signing_public_key: String,
 }

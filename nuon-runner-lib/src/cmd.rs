@@ -81,9 +81,20 @@ pub struct RunArgs {
     /// be reached.
     #[arg(long, env = "NUON_RUNNER_API_URL")]
     api: String,
-    /// This runner's token (`rnr_....SECRET`).
+    /// This runner's token (`rnr_....SECRET`). Without it: the token a
+    /// phone-home stored in the work dir, or --install-token.
     #[arg(long, env = "NUON_RUNNER_TOKEN", hide_env_values = true)]
-    token: String,
+    token: Option<String>,
+    /// The one-time token of the install's stack (`stk_...`, from
+    /// `nuon installs stack`): the runner phones home with it once, gets
+    /// its runner token and keeps it in the work dir. A new one (a stack
+    /// applied again) phones home again.
+    #[arg(long, env = "NUON_RUNNER_INSTALL_TOKEN", hide_env_values = true)]
+    install_token: Option<String>,
+    /// The stack's outputs reported on phoning home: KEY=VALUE pairs
+    /// separated by blanks (the install's `.nuon.install_stack.outputs.*`).
+    #[arg(long, env = "NUON_RUNNER_STACK_OUTPUTS", default_value = "")]
+    stack_outputs: String,
     /// The org's job-signing public key (`ed25519:...`), or a file holding it.
     #[arg(long, env = "NUON_RUNNER_SIGNING_KEY")]
     signing_key: String,
@@ -163,9 +174,85 @@ fn debug_policy(words: &[String]) -> anyhow::Result<nuon_plugins::debug::DebugPo
     }
 }
 
-fn config(args: &RunArgs) -> anyhow::Result<RunnerConfig> {
+/// Where a phone-home keeps the runner token, and the hash of the install
+/// token it was got with.
+const RUNNER_TOKEN_FILE: &str = "runner-token";
+const STACK_TOKEN_FILE: &str = "stack-token.sha256";
+
+/// The runner's token: `--token`, or the one a phone-home stored, or a
+/// phone-home now with `--install-token` (again when the install token is
+/// not the one the stored token came from).
+async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
+    if let Some(t) = &args.token {
+        return Ok(t.trim().to_owned());
+    }
+    let dir = &args.work_dir;
+    let stored = std::fs::read_to_string(dir.join(RUNNER_TOKEN_FILE)).ok();
+    let redeemed = std::fs::read_to_string(dir.join(STACK_TOKEN_FILE)).ok();
+    let Some(install_token) = args.install_token.as_deref().map(str::trim) else {
+        return stored.map(|t| t.trim().to_owned()).ok_or_else(|| {
+            anyhow::anyhow!(
+                "no runner token: give --token (NUON_RUNNER_TOKEN), or the install stack's --install-token (NUON_RUNNER_INSTALL_TOKEN)"
+            )
+        });
+    };
+    let hash = nuon_core::token::hash_token(install_token);
+    if let Some(t) = stored.filter(|_| redeemed.as_deref().map(str::trim) == Some(hash.as_str())) {
+        return Ok(t.trim().to_owned());
+    }
+    let mut outputs = std::collections::BTreeMap::new();
+    for pair in args.stack_outputs.split_whitespace() {
+        let (k, v) = pair
+            .split_once('=')
+            .with_context(|| format!("--stack-outputs: {pair:?} is not KEY=VALUE"))?;
+        outputs.insert(k.to_owned(), v.to_owned());
+    }
+    let mut client = ClientConfig::with_replicas(&args.api, install_token).context("--api")?;
+    client.ca_bundle = args.ca_bundle.clone();
+    let answer = nuon_client::phone_home(
+        client,
+        &nuon_core::wire::PhoneHome {
+            install_token: install_token.to_owned(),
+            outputs,
+        },
+    )
+    .await
+    .context("phoning home with the install stack's token")?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("create {}", dir.display()))?;
+    }
+    write_private(&dir.join(RUNNER_TOKEN_FILE), &answer.runner_token)?;
+    write_private(&dir.join(STACK_TOKEN_FILE), &hash)?;
+    tracing::info!(install = %answer.install_id, runner = %answer.runner_id, "phoned home: the runner's token is kept in the work dir");
+    Ok(answer.runner_token)
+}
+
+/// Writes `text` to `path` (0600) atomically.
+fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("write {}", tmp.display()))?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("write {}", path.display()))?;
+    Ok(())
+}
+
+fn config(args: &RunArgs, token: &str) -> anyhow::Result<RunnerConfig> {
     let key = signing_key(&args.signing_key)?;
-    let mut client = ClientConfig::with_replicas(&args.api, &args.token).context("--api")?;
+    let mut client = ClientConfig::with_replicas(&args.api, token).context("--api")?;
     client.ca_bundle = args.ca_bundle.clone();
     let mut config = RunnerConfig::connect_with(client, key, &args.work_dir, args.replace)?;
     anyhow::ensure!(
@@ -233,7 +320,14 @@ pub async fn main<E: Args>(
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let config = match config(&args).and_then(|mut c| {
+    let token = match runner_token(&args).await {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            return ExitCode::from(64);
+        }
+    };
+    let config = match config(&args, &token).and_then(|mut c| {
         plugins(&args, &extra, &mut c)?;
         Ok(c)
     }) {

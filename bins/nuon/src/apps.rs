@@ -123,6 +123,10 @@ pub(crate) enum InstallsCommand {
         #[arg(long, requires = "wait")]
         logs: bool,
     },
+    /// The install's stack: what the customer applies once to run its
+    /// runner (format vm: install.sh, a systemd unit and its settings),
+    /// with a new one-time token for the runner's phone-home.
+    Stack(crate::ops::StackArgs),
     /// Ask the install's runner for logs: it runs the command after -- (no
     /// shell) if its operator allows it (`nuon-runner run --debug-commands`)
     /// and the output is shown here.
@@ -567,6 +571,9 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         InstallsCommand::Health { install } => {
             return crate::deploy::health(g, install.as_deref()).await;
         }
+        InstallsCommand::Stack(args) => {
+            return crate::ops::stack(g, args).await;
+        }
         InstallsCommand::LogsRequest(args) => {
             return crate::ops::debug_request(g, nuon_core::wire::DebugPurpose::Logs, args).await;
         }
@@ -752,6 +759,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::Components { .. }
         | InstallsCommand::Drift { .. }
         | InstallsCommand::RunRunbook { .. }
+        | InstallsCommand::Stack(_)
         | InstallsCommand::LogsRequest(_)
         | InstallsCommand::Debug(_)
         | InstallsCommand::Health { .. } => unreachable!("handled by installs()"),

@@ -286,3 +286,66 @@ pub(crate) async fn debug_request(
     }
     crate::see_job_through(g, &client, &job.id).await
 }
+
+/// What `installs stack` takes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StackArgs {
+    /// The install, by name or id.
+    install: String,
+    /// The flavour: vm (a shell bundle and a systemd unit).
+    #[arg(long, default_value = "vm")]
+    format: String,
+    /// Write the stack's files here (made if missing) instead of listing them.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+/// `installs stack`: the install's stack, with a new one-time token.
+pub(crate) async fn stack(g: &Global, args: &StackArgs) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let stack = client.install_stack(&args.install, &args.format).await?;
+    if let Some(dir) = &args.out {
+        use std::os::unix::fs::OpenOptionsExt;
+        let fail = |e: std::io::Error, p: &std::path::Path| {
+            CliError::usage(format!("--out: cannot write {}: {e}", p.display()))
+        };
+        std::fs::create_dir_all(dir).map_err(|e| fail(e, dir))?;
+        for f in &stack.files {
+            let path = dir.join(&f.path);
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(f.mode)
+                .open(&path)
+                .map_err(|e| fail(e, &path))?;
+            file.write_all(f.contents.as_bytes())
+                .map_err(|e| fail(e, &path))?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode))
+                .map_err(|e| fail(e, &path))?;
+        }
+    }
+    if g.json {
+        print_json(&stack)?;
+    } else {
+        match &args.out {
+            Some(dir) => {
+                for f in &stack.files {
+                    println!("{}", dir.join(&f.path).display());
+                }
+            }
+            None => {
+                for f in &stack.files {
+                    println!("==> {} (mode {:o})\n{}", f.path, f.mode, f.contents);
+                }
+            }
+        }
+        eprintln!(
+            "\n{}\nIts one-time token expires {}.",
+            stack.instructions,
+            fmt_time(Some(stack.token_expires_at_ms))
+        );
+    }
+    Ok(0)
+}

@@ -10,6 +10,7 @@ mod ops;
 mod orgs;
 mod runner;
 mod session;
+mod stack;
 pub(crate) mod state;
 mod toggles;
 mod workflows;
@@ -609,6 +610,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(drift::ops());
     ops.extend(health::ops());
     ops.extend(ops::ops());
+    ops.extend(stack::ops());
     ops
 }
 
@@ -644,7 +646,9 @@ pub(crate) fn control_router(state: SharedState) -> Router {
 
 pub(crate) fn runner_router(state: SharedState) -> Router {
     finish(
-        runner::routes().merge(state::runner_routes()),
+        runner::routes()
+            .merge(state::runner_routes())
+            .merge(stack::runner_routes()),
         state,
         Api::Runner,
     )

@@ -201,11 +201,12 @@ async fn outputs(
     Path(key): Path<String>,
 ) -> Result<Json<InstallOutputs>, Error> {
     let install = install_of(&state, &auth, &key).await?;
-    let outputs: InstallOutputs = install
+    let mut outputs: InstallOutputs = install
         .outputs_json
         .as_deref()
         .and_then(|o| serde_json::from_str(o).ok())
         .unwrap_or_default();
+    outputs.install_stack = install.stack_outputs.clone();
     Ok(Json(outputs.masked()))
 }
 

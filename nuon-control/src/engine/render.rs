@@ -110,6 +110,11 @@ pub(crate) fn render_context(
             .into_iter()
             .map(|(k, v)| (k, Value::Object(v)))
             .collect(),
+        install_stack_outputs: install
+            .stack_outputs
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
         ..Default::default()
     })
 }

@@ -56,6 +56,28 @@ pub struct StoredInstall {
     /// components enable|disable`); the others follow their
     /// `default_enabled`.
     pub toggles: std::collections::BTreeMap<String, bool>,
+    /// What its stack reported when it phoned home.
+    pub stack_outputs: std::collections::BTreeMap<String, String>,
+}
+
+/// What redeeming a stack's one-time token found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StackRedeem {
+    /// Redeemed now: the token is spent.
+    Redeemed {
+        /// The install's org.
+        org: OrgId,
+        /// The install.
+        install: InstallId,
+        /// Its runner.
+        runner: RunnerId,
+    },
+    /// Spent already, at this time.
+    Used(i64),
+    /// It expired at this time.
+    Expired(i64),
+    /// No install has it (or a newer download replaced it).
+    Unknown,
 }
 
 impl StoredInstall {
@@ -122,4 +144,25 @@ pub trait InstallStore: Send + Sync + 'static {
 
     /// The install whose runner this is, if any.
     async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;
+
+    /// Gives the install's stack a new one-time token (its hash), good
+    /// until `expires_ms`; the one before stops working.
+    async fn set_stack_token(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        token_hash: &str,
+        expires_ms: i64,
+    ) -> Result<()>;
+
+    /// Spends a stack's one-time token at `now_ms`, once.
+    async fn redeem_stack_token(&self, token_hash: &str, now_ms: i64) -> Result<StackRedeem>;
+
+    /// Keeps what the install's stack reported (JSON object of strings).
+    async fn set_stack_outputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        outputs_json: &str,
+    ) -> Result<()>;
 }

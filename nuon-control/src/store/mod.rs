@@ -55,7 +55,7 @@ use nuon_core::{
 pub use apps::{AppStore, StoredConfig};
 pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use builds::BuildStore;
-pub use installs::{InstallStore, NewInstall, StoredInstall};
+pub use installs::{InstallStore, NewInstall, StackRedeem, StoredInstall};
 pub use jobs::{JobStore, NewJob};
 pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
 pub use orgs::{ApiPrincipal, NewOrg, OrgStore};

@@ -287,7 +287,7 @@ fn json_list<T: serde::de::DeserializeOwned + Default>(raw: Option<String>) -> R
 
 impl Record for StoredInstall {
     const COLUMNS: &'static str = "id, name, app_id, config_version, runner_id, state, inputs, \
-         sealed, outputs, created_at, approval, toggles";
+         sealed, outputs, created_at, approval, toggles, stack_outputs";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(StoredInstall {
             id: r.id(0)?,
@@ -302,6 +302,11 @@ impl Record for StoredInstall {
             created_at_ms: r.int(9)?,
             approval: r.text(10)?,
             toggles: json_list(r.opt_text(11)?)?,
+            stack_outputs: r
+                .opt_text(12)?
+                .map(|t| serde_json::from_str(&t).map_err(corrupt))
+                .transpose()?
+                .unwrap_or_default(),
         })
     }
 }

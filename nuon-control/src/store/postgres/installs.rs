@@ -1,6 +1,7 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::*;
+use crate::store::StackRedeem;
 
 #[async_trait]
 impl InstallStore for PostgresStore {
@@ -63,6 +64,7 @@ impl InstallStore for PostgresStore {
             created_at_ms: now,
             approval: new.approval,
             toggles: Default::default(),
+            stack_outputs: Default::default(),
         })
     }
 
@@ -196,5 +198,77 @@ impl InstallStore for PostgresStore {
                 ))
             })
             .transpose()
+    }
+
+    async fn set_stack_token(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        token_hash: &str,
+        expires_ms: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE installs SET stack_token = $3, stack_token_expires = $4, stack_token_used = NULL \
+             WHERE id = $1 AND org_id = $2",
+        )
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(token_hash)
+        .bind(expires_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn redeem_stack_token(&self, token_hash: &str, now: i64) -> Result<StackRedeem> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(
+            "SELECT org_id, id, runner_id, stack_token_expires, stack_token_used FROM installs \
+             WHERE stack_token = $1 FOR UPDATE",
+        )
+        .bind(token_hash)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db)?;
+        let Some(r) = row else {
+            return Ok(StackRedeem::Unknown);
+        };
+        let (org, install, runner): (OrgId, InstallId, RunnerId) = (r.id(0)?, r.id(1)?, r.id(2)?);
+        if let Some(at) = r.opt_int(4)? {
+            return Ok(StackRedeem::Used(at));
+        }
+        let expires = r.int(3)?;
+        if now >= expires {
+            return Ok(StackRedeem::Expired(expires));
+        }
+        sqlx::query("UPDATE installs SET stack_token_used = $2 WHERE id = $1")
+            .bind(install.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(StackRedeem::Redeemed {
+            org,
+            install,
+            runner,
+        })
+    }
+
+    async fn set_stack_outputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        outputs_json: &str,
+    ) -> Result<()> {
+        sqlx::query("UPDATE installs SET stack_outputs = $3 WHERE id = $1 AND org_id = $2")
+            .bind(id.as_str())
+            .bind(org.as_str())
+            .bind(outputs_json)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
     }
 }

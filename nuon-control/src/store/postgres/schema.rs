@@ -277,6 +277,16 @@ CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (webhook_id, seq) 
 CREATE INDEX webhook_deliveries_org ON webhook_deliveries (org_id, seq);
 "#,
     ),
+    (
+        9,
+        r#"
+ALTER TABLE installs ADD COLUMN stack_outputs TEXT;
+ALTER TABLE installs ADD COLUMN stack_token TEXT;
+ALTER TABLE installs ADD COLUMN stack_token_expires BIGINT;
+ALTER TABLE installs ADD COLUMN stack_token_used BIGINT;
+CREATE INDEX installs_stack_token ON installs (stack_token) WHERE stack_token IS NOT NULL;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

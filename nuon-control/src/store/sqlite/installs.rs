@@ -1,6 +1,7 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::*;
+use crate::store::StackRedeem;
 
 #[async_trait]
 impl InstallStore for SqliteStore {
@@ -43,6 +44,7 @@ impl InstallStore for SqliteStore {
                 created_at_ms: now,
                 approval: new.approval,
                 toggles: Default::default(),
+                stack_outputs: Default::default(),
             })
         })
         .await
@@ -195,6 +197,85 @@ impl InstallStore for SqliteStore {
                 [runner.as_str()],
                 |r| Ok((id_at::<OrgId>(r, 0)?, id_at::<InstallId>(r, 1)?)),
             )
+        })
+        .await
+    }
+
+    async fn set_stack_token(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        token_hash: &str,
+        expires_ms: i64,
+    ) -> Result<()> {
+        let (org, id, hash) = (org.clone(), id.clone(), token_hash.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET stack_token = ?3, stack_token_expires = ?4, stack_token_used = NULL \
+                 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), hash, expires_ms],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn redeem_stack_token(&self, token_hash: &str, now: i64) -> Result<StackRedeem> {
+        let hash = token_hash.to_owned();
+        self.write(move |conn| {
+            let row = one_row(
+                conn,
+                "SELECT org_id, id, runner_id, stack_token_expires, stack_token_used FROM installs \
+                 WHERE stack_token = ?1",
+                [hash.as_str()],
+                |r| {
+                    Ok((
+                        id_at::<OrgId>(r, 0)?,
+                        id_at::<InstallId>(r, 1)?,
+                        id_at::<RunnerId>(r, 2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, Option<i64>>(4)?,
+                    ))
+                },
+            )?;
+            let Some((org, install, runner, expires, used)) = row else {
+                return Ok(StackRedeem::Unknown);
+            };
+            if let Some(at) = used {
+                return Ok(StackRedeem::Used(at));
+            }
+            if now >= expires {
+                return Ok(StackRedeem::Expired(expires));
+            }
+            conn.execute(
+                "UPDATE installs SET stack_token_used = ?2 WHERE id = ?1 AND stack_token_used IS NULL",
+                params![install.as_str(), now],
+            )
+            .map_err(db_err)?;
+            Ok(StackRedeem::Redeemed {
+                org,
+                install,
+                runner,
+            })
+        })
+        .await
+    }
+
+    async fn set_stack_outputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        outputs_json: &str,
+    ) -> Result<()> {
+        let (org, id, json) = (org.clone(), id.clone(), outputs_json.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE installs SET stack_outputs = ?3 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), json],
+            )
+            .map_err(db_err)?;
+            Ok(())
         })
         .await
     }

@@ -102,6 +102,10 @@ CREATE TABLE IF NOT EXISTS installs (
     outputs TEXT,
     created_at INTEGER NOT NULL,
     toggles TEXT,
+    stack_outputs TEXT,
+    stack_token TEXT,
+    stack_token_expires INTEGER,
+    stack_token_used INTEGER,
     UNIQUE (org_id, name)
 );
 CREATE TABLE IF NOT EXISTS workflows (
@@ -227,7 +231,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 18] = [
+    const COLUMNS: [(&str, &str, &str); 22] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -250,6 +254,10 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("runners", "telemetry", "TEXT"),
         ("runners", "health", "TEXT"),
         ("runners", "health_since", "INTEGER"),
+        ("installs", "stack_outputs", "TEXT"),
+        ("installs", "stack_token", "TEXT"),
+        ("installs", "stack_token_expires", "INTEGER"),
+        ("installs", "stack_token_used", "INTEGER"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn
@@ -261,5 +269,10 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
         }
     }
+    // On columns an earlier version lacked: made once they are there.
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS installs_stack_token ON installs (stack_token) \
+         WHERE stack_token IS NOT NULL",
+    )?;
     Ok(())
 }

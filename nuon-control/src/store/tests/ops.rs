@@ -7,6 +7,7 @@ use nuon_core::wire::RunnerHealth;
 use nuon_core::{DeliveryId, WebhookId};
 
 use super::*;
+use crate::store::StackRedeem;
 
 fn entry(i: u64) -> AuditEntry {
     AuditEntry::new(
@@ -157,5 +158,33 @@ conformance! {
         assert_eq!(g.runners, [n - 1, 0, 1, 0], "unhealthy by the first threshold");
         let g = s.gauges(now_ms() + 10_000, now_ms() + 10_000).await.unwrap();
         assert_eq!(g.runners, [n - 1, 0, 0, 1], "offline by the second");
+    }
+}
+
+conformance! {
+    async fn a_stack_token_works_once_until_it_expires_and_a_new_one_replaces_it(f: Fixture) {
+        let s = &*f.store;
+        let i = f.install("stacked").await;
+        assert!(i.stack_outputs.is_empty());
+        let now = now_ms();
+        s.set_stack_token(&f.org, &i.id, "hash-1", now + 60_000).await.unwrap();
+        assert_eq!(s.redeem_stack_token("hash-x", now).await.unwrap(), StackRedeem::Unknown);
+        assert_eq!(
+            s.redeem_stack_token("hash-1", now).await.unwrap(),
+            StackRedeem::Redeemed { org: f.org.clone(), install: i.id.clone(), runner: i.runner_id.clone() }
+        );
+        assert_eq!(s.redeem_stack_token("hash-1", now + 1).await.unwrap(), StackRedeem::Used(now));
+        // A new download: the old token is gone, the new one works once.
+        s.set_stack_token(&f.org, &i.id, "hash-2", now + 60_000).await.unwrap();
+        assert_eq!(s.redeem_stack_token("hash-1", now).await.unwrap(), StackRedeem::Unknown);
+        assert!(matches!(s.redeem_stack_token("hash-2", now).await.unwrap(), StackRedeem::Redeemed { .. }));
+        // Expired: refused, and left unspent.
+        s.set_stack_token(&f.org, &i.id, "hash-3", now + 10).await.unwrap();
+        assert_eq!(s.redeem_stack_token("hash-3", now + 10).await.unwrap(), StackRedeem::Expired(now + 10));
+        assert_eq!(s.redeem_stack_token("hash-3", now + 20).await.unwrap(), StackRedeem::Expired(now + 10));
+        // Outputs are kept and read back with the install.
+        s.set_stack_outputs(&f.org, &i.id, r#"{"region":"eu-test-1"}"#).await.unwrap();
+        let back = s.find_install(&f.org, "stacked").await.unwrap().unwrap();
+        assert_eq!(back.stack_outputs.get("region").map(String::as_str), Some("eu-test-1"));
     }
 }
