@@ -616,6 +616,21 @@ impl Manual {
         self.dir.path().join("install")
     }
 
+    /// The stores the install's runner uses, as the environment of
+    /// `nuon-runner run`.
+    pub(crate) fn runner_store_env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![(
+            "NUON_RUNNER_STORE_DIR",
+            self.store_dir.to_string_lossy().into_owned(),
+        )];
+        env.extend(
+            self.vendor
+                .iter()
+                .map(|v| ("NUON_RUNNER_VENDOR_STORE", v.clone())),
+        );
+        env
+    }
+
     /// Stops the install's runner.
     pub(crate) fn stop_runner(&mut self) {
         if let Some(mut c) = self.install_runner.take() {

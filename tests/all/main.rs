@@ -15,6 +15,7 @@ mod registry;
 mod replicas;
 mod rotation;
 mod security;
+mod stack;
 mod state;
 mod templates;
 mod tidy;
