@@ -22,6 +22,8 @@ struct Cli<E: Args> {
     command: Command<E>,
 }
 
+// Parsed once per process: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command<E: Args> {
     /// Claim and run jobs until SIGTERM or SIGINT, then drain and exit.

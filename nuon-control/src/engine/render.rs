@@ -115,7 +115,6 @@ pub(crate) fn render_context(
             .iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
             .collect(),
-        ..Default::default()
     })
 }
 
