@@ -3,7 +3,8 @@
 //! with 10,000 runners.
 //!
 //! `cargo bench -p nuon-benches --bench ops` (release build); sections can
-//! be picked: `-- append verify metrics`. Prints Markdown for BENCHMARKS.md.
+//! be picked: `-- append verify metrics phonehome`. Prints Markdown for
+//! BENCHMARKS.md.
 #![allow(missing_docs)]
 
 use std::sync::Arc;
@@ -216,6 +217,88 @@ async fn metrics(runners: usize) -> Result<(f64, f64, usize)> {
     Ok((median(cold), median(warm), body.len()))
 }
 
+/// Phone-home to runner healthy, `runs` times: each a fresh download of
+/// the install's stack (a new one-time token) and a fresh `nuon-runner run
+/// --install-token` process, timed from its start to the control plane
+/// seeing it call (healthy). Milliseconds, each run.
+fn phone_home(runs: usize) -> Result<Vec<f64>> {
+    use nuon_tests::{bin, rt};
+    let cp = nuon_tests::ControlPlane::start("10s")?;
+    let dir = tempfile::tempdir()?;
+    let app = dir.path().join("app");
+    std::fs::create_dir_all(app.join("actions"))?;
+    std::fs::write(app.join("metadata.toml"), "version = \"v2\"\n")?;
+    std::fs::write(
+        app.join("actions/hello.toml"),
+        "name = \"hello\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo hello\"\n",
+    )?;
+    let run = |args: &[&str]| -> Result<()> {
+        let out = cp.nuon(args);
+        anyhow::ensure!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    run(&["apps", "create", "app"])?;
+    run(&[
+        "apps",
+        "sync",
+        app.to_str().unwrap_or_default(),
+        "--app",
+        "app",
+    ])?;
+    run(&["installs", "create", "--app", "app", "--name", "demo"])?;
+    let c = cp.client();
+    let runner = rt().block_on(c.get_install("demo"))?.runner_id;
+    let mut times = Vec::new();
+    for i in 0..runs {
+        let stack = rt().block_on(c.install_stack("demo", "vm"))?;
+        let env = &stack
+            .files
+            .iter()
+            .find(|f| f.path == "nuon-runner.env")
+            .ok_or_else(|| anyhow::anyhow!("no settings file"))?
+            .contents;
+        let token = env
+            .lines()
+            .find_map(|l| l.strip_prefix("NUON_RUNNER_INSTALL_TOKEN="))
+            .ok_or_else(|| anyhow::anyhow!("no token"))?;
+        let started_ms = now_ms();
+        let t = Instant::now();
+        let mut child = std::process::Command::new(bin("nuon-runner"))
+            .arg("run")
+            .args(["--api", &cp.runner_url, "--signing-key", &cp.signing_key])
+            .arg("--work-dir")
+            .arg(dir.path().join(format!("work-{i}")))
+            .env("NUON_RUNNER_INSTALL_TOKEN", token)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(
+                dir.path().join(format!("runner-{i}.log")),
+            )?)
+            .spawn()?;
+        let seen = nuon_tests::wait_for("the runner to call", Duration::from_secs(30), || {
+            let list = rt().block_on(c.list_runners()).ok()?;
+            list.runners
+                .iter()
+                .find(|r| r.id == runner)
+                .and_then(|r| r.last_seen_at_ms)
+                .filter(|at| *at >= started_ms)
+                .map(|_| ())
+        });
+        if let Err(e) = seen {
+            let log = std::fs::read_to_string(dir.path().join(format!("runner-{i}.log")))
+                .unwrap_or_default();
+            anyhow::bail!("{e}: {log}");
+        }
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Ok(times)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -243,6 +326,15 @@ fn main() -> Result<()> {
         let (wrote, took) = rt.block_on(verify(1_000_000))?;
         println!("| write 1,000,000 audit entries (batches of 10,000) | {wrote:.2} s |");
         println!("| `verify` 1,000,000 audit entries | {took:.2} s |");
+    }
+    if want("phonehome") {
+        let times = phone_home(5)?;
+        let shown: Vec<String> = times.iter().map(|t| format!("{t:.0}")).collect();
+        println!(
+            "| install stack: phone-home to runner healthy (process start to its first call seen; median of 5) | {:.0} ms ({} ms) |",
+            median(times.clone()),
+            shown.join(", ")
+        );
     }
     if want("metrics") {
         let (cold, warm, bytes) = rt.block_on(metrics(10_000))?;
