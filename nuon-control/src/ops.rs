@@ -356,7 +356,12 @@ async fn post(
 /// The leader's operations loop: runner health every `health_every`,
 /// webhook deliveries every second (and at once after a busy pass).
 pub(crate) async fn run(state: SharedState) {
-    let client = match reqwest::Client::builder().use_rustls_tls().build() {
+    // No redirect is followed: a delivery goes to the URL the org gave.
+    let client = match reqwest::Client::builder()
+        .use_rustls_tls()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the webhook client; no webhook will be delivered");

@@ -32,8 +32,22 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-/// The `prev` of a chain's first entry: 64 zeros.
+/// The `prev` of the first entry of a chain of no particular scope: 64
+/// zeros. The stores and the runner start theirs at [`genesis`] instead.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The `prev` of the first entry of the chain of `scope` (an org id, a
+/// runner): SHA-256 of `nuon-audit`, a newline and the scope. It binds a
+/// chain to what it is the record of: a chain moved to another org does
+/// not verify there.
+pub fn genesis(scope: &str) -> String {
+    hex::encode(
+        Sha256::new()
+            .chain_update(b"nuon-audit\n")
+            .chain_update(scope.as_bytes())
+            .finalize(),
+    )
+}
 
 /// One entry of an audit trail.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -146,6 +160,14 @@ impl Default for Chain {
 }
 
 impl Chain {
+    /// An empty chain of `scope`, starting at [`genesis`].
+    pub fn new(scope: &str) -> Self {
+        Chain {
+            n: 0,
+            head: genesis(scope),
+        }
+    }
+
     /// Links `entry` after the head and makes it the head.
     pub fn append(&mut self, mut entry: AuditEntry) -> AuditEntry {
         self.n += 1;
@@ -172,6 +194,13 @@ pub struct Verifier {
 }
 
 impl Verifier {
+    /// Checks the chain of `scope` from its first entry.
+    pub fn new(scope: &str) -> Self {
+        Verifier {
+            chain: Chain::new(scope),
+        }
+    }
+
     /// Checks entries that continue from a known point (an earlier
     /// verification's count and head).
     pub fn from(n: u64, head: impl Into<String>) -> Self {
@@ -214,6 +243,13 @@ impl Verifier {
                     e.n, self.chain.n
                 )
             });
+        }
+        if e.prev != self.chain.head && self.chain.n == 0 {
+            return fail(format!(
+                "does not chain: it is the first entry, but names {} as the hash before it, not this chain's start {} (moved from another chain, or changed)",
+                short(&e.prev),
+                short(&self.chain.head)
+            ));
         }
         if e.prev != self.chain.head {
             return fail(format!(
@@ -314,6 +350,16 @@ mod tests {
         c[1].n = 2;
         c[2].n = 3;
         assert_eq!(verify(&c).unwrap_err().entry, 2);
+    }
+
+    #[test]
+    fn a_chain_verifies_only_in_its_own_scope() {
+        let mut c = Chain::new("org_a");
+        let e = c.append(AuditEntry::new(1, "t", "op", "/x", "", "200"));
+        assert!(Verifier::new("org_a").check(&e).is_ok());
+        let b = Verifier::new("org_b").check(&e).unwrap_err();
+        assert_eq!(b.entry, 1);
+        assert!(b.why.contains("first entry"), "{b}");
     }
 
     #[test]

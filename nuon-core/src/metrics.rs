@@ -86,6 +86,7 @@ fn push_value(out: &mut String, v: f64) {
 #[derive(Debug)]
 pub struct Histogram {
     bounds: Vec<f64>,
+    /// One counter per bound, then one for what is above every bound.
     counts: Vec<AtomicU64>,
     /// The sum, as the bits of an `f64`.
     sum: AtomicU64,
@@ -107,7 +108,7 @@ impl Histogram {
     pub fn new(bounds: &[f64]) -> Self {
         Histogram {
             bounds: bounds.to_vec(),
-            counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
             sum: AtomicU64::new(0f64.to_bits()),
             count: AtomicU64::new(0),
         }
@@ -115,9 +116,12 @@ impl Histogram {
 
     /// Counts one observation.
     pub fn observe(&self, v: f64) {
-        if let Some(i) = self.bounds.iter().position(|b| v <= *b) {
-            self.counts[i].fetch_add(1, Ordering::Relaxed);
-        }
+        let i = self
+            .bounds
+            .iter()
+            .position(|b| v <= *b)
+            .unwrap_or(self.bounds.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
         let _ = self
             .sum
@@ -148,11 +152,13 @@ impl Histogram {
             l.push(("le", le));
             out.sample(&bucket, &l, v as f64);
         };
+        // The count is the buckets' own sum, read once: a scrape never
+        // shows a bucket above `+Inf`, whatever runs meanwhile.
         for (b, c) in self.bounds.iter().zip(&self.counts) {
             cumulative += c.load(Ordering::Relaxed);
             with_le(&format_bound(*b), out, cumulative);
         }
-        let count = self.count.load(Ordering::Relaxed);
+        let count = cumulative + self.counts[self.bounds.len()].load(Ordering::Relaxed);
         with_le("+Inf", out, count);
         out.sample(
             &format!("{name}_sum"),

@@ -199,7 +199,10 @@ async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
         });
     };
     let hash = nuon_core::token::hash_token(install_token);
-    if let Some(t) = stored.filter(|_| redeemed.as_deref().map(str::trim) == Some(hash.as_str())) {
+    if let Some(t) = stored
+        .as_ref()
+        .filter(|_| redeemed.as_deref().map(str::trim) == Some(hash.as_str()))
+    {
         return Ok(t.trim().to_owned());
     }
     let mut outputs = std::collections::BTreeMap::new();
@@ -211,7 +214,7 @@ async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
     }
     let mut client = ClientConfig::with_replicas(&args.api, install_token).context("--api")?;
     client.ca_bundle = args.ca_bundle.clone();
-    let answer = nuon_client::phone_home(
+    let answer = match nuon_client::phone_home(
         client,
         &nuon_core::wire::PhoneHome {
             install_token: install_token.to_owned(),
@@ -219,7 +222,17 @@ async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
         },
     )
     .await
-    .context("phoning home with the install stack's token")?;
+    {
+        Ok(a) => a,
+        // Refused, with a token kept from before (the answer to an earlier
+        // phone-home was kept, then the process stopped before it noted
+        // the install token): go on with it; the control plane decides.
+        Err(e) if stored.is_some() => {
+            tracing::warn!(error = %e, "phoning home again was refused; using the runner token kept in the work dir");
+            return Ok(stored.unwrap_or_default().trim().to_owned());
+        }
+        Err(e) => return Err(e).context("phoning home with the install stack's token"),
+    };
     {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()

@@ -38,8 +38,9 @@ impl Journal {
             .append(true)
             .mode(0o600)
             .open(&path)?;
+        let actor = format!("runner:{runner}");
         let chain = match last_line(&mut file)? {
-            None => Chain::default(),
+            None => Chain::new(&actor),
             Some(line) => {
                 let e: AuditEntry = serde_json::from_str(&line).map_err(|e| {
                     std::io::Error::other(format!(
@@ -55,7 +56,7 @@ impl Journal {
         };
         Ok(Journal {
             path,
-            actor: format!("runner:{runner}"),
+            actor,
             inner: Mutex::new((chain, file)),
         })
     }
@@ -84,9 +85,14 @@ impl Journal {
         );
         let mut line = serde_json::to_vec(&entry).expect("an entry encodes");
         line.push(b'\n');
+        let before = file.metadata().map(|m| m.len());
         match file.write_all(&line).and_then(|()| file.sync_data()) {
             Ok(()) => *chain = next,
             Err(e) => {
+                // A torn line would break every entry after it: cut it off.
+                if let Ok(len) = before {
+                    let _ = file.set_len(len);
+                }
                 tracing::error!(path = %self.path.display(), error = %e, job, action, "cannot write to the runner's audit journal")
             }
         }
@@ -142,9 +148,13 @@ pub struct Verified {
     pub broken: Option<ChainBreak>,
 }
 
-/// Checks a journal's chain, entry by entry.
+/// Checks a journal's chain, entry by entry, from the start of the chain
+/// of the runner its first entry names.
 pub fn verify(entries: &[AuditEntry]) -> Verified {
-    let mut v = Verifier::default();
+    let mut v = entries
+        .first()
+        .map(|e| Verifier::new(&e.actor))
+        .unwrap_or_default();
     let broken = entries.iter().find_map(|e| v.check(e).err());
     Verified {
         entries: v.count(),
@@ -198,6 +208,11 @@ pub fn compare(journal: &[AuditEntry], export: &[AuditEntry]) -> Comparison {
             }
             "job.finished" | "job.refused" => {
                 here.insert(job, e.outcome.as_str());
+            }
+            // Its lease was lost after it ended here: the control plane
+            // never took this attempt's end.
+            "job.dropped" => {
+                here.remove(job);
             }
             _ => {}
         }
@@ -281,6 +296,9 @@ mod tests {
             entry("job.accepted", "c", "accepted", r),
             entry("job.finished", "c", "succeeded", r),
             entry("job.accepted", "d", "accepted", r),
+            entry("job.accepted", "f", "accepted", r),
+            entry("job.finished", "f", "succeeded", r),
+            entry("job.dropped", "f", "stale", r),
         ];
         let export = vec![
             entry("job.finished", "a", "succeeded", r),
@@ -292,7 +310,7 @@ mod tests {
         assert_eq!(c.matched, 2);
         assert_eq!(c.only_in_journal, vec!["c"]);
         assert_eq!(c.only_in_export, vec!["e"]);
-        assert_eq!(c.unfinished_here, vec!["d"]);
+        assert_eq!(c.unfinished_here, vec!["d", "f"]);
         assert!(!c.agrees());
     }
 }

@@ -92,7 +92,7 @@ impl RunnerStats {
             "counter",
             "Jobs this runner process ended, by outcome.",
         );
-        for outcome in ["succeeded", "failed", "cancelled", "refused"] {
+        for outcome in ["succeeded", "failed", "cancelled", "timed_out", "refused"] {
             let n = t.jobs.get(outcome).copied().unwrap_or(0);
             out.sample("nuon_runner_jobs_total", &[("outcome", outcome)], n as f64);
         }

@@ -62,6 +62,16 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
         .to_owned();
     assert!(token.starts_with("stk_"), "{env}");
 
+    // A value that would not read back alike in systemd and sh is refused.
+    let bad = Command::new("sh")
+        .arg(stack_dir.join("install.sh"))
+        .args(["--no-systemd", "--binary", bin("nuon-runner").to_str().unwrap()])
+        .args(["--output", "region=eu west"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(64), "{}", text(&bad));
+    assert!(text(&bad).contains("--output takes KEY=VALUE"), "{}", text(&bad));
+
     let prefix = m.dir.path().join("opt");
     let work = m.dir.path().join("vm-work");
     let log = std::fs::File::create(m.dir.path().join("vm-runner.log")).unwrap();
@@ -157,6 +167,7 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
     // The phone-home is in the audit trail.
     let trail = ok(m.cp.nuon(&["audit", "list", "--limit", "1000", "--json"]));
     assert!(trail.contains("\"phoneHome\""), "{trail}");
+    assert!(trail.contains("\"getInstallStack\""), "{trail}");
     let _ = vm.kill();
     let _ = vm.wait();
 }

@@ -319,10 +319,12 @@ pub(crate) async fn stack(g: &Global, args: &StackArgs) -> Result<u8, CliError> 
                 .mode(f.mode)
                 .open(&path)
                 .map_err(|e| fail(e, &path))?;
-            file.write_all(f.contents.as_bytes())
-                .map_err(|e| fail(e, &path))?;
+            // A file there before keeps its mode on open: set it before
+            // the token is written.
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode))
+                .map_err(|e| fail(e, &path))?;
+            file.write_all(f.contents.as_bytes())
                 .map_err(|e| fail(e, &path))?;
         }
     }

@@ -51,6 +51,7 @@ struct StackQuery {
 
 async fn stack(
     State(state): State<SharedState>,
+    Source(source): Source,
     auth: ApiAuth,
     Path(key): Path<String>,
     Q(q): Q<StackQuery>,
@@ -64,16 +65,32 @@ async fn stack(
         )));
     }
     let install = install_of(&state, &auth, &key).await?;
+    // What can fail first: the token before stays good until a new one
+    // is handed out.
+    let api = state.engine.runner_url_known().ok_or_else(|| {
+        Error::internal("the Runner API's address is not known yet: the control plane is starting")
+    })?;
+    let signing_key = state.signing_public_key(&auth.0.org_id).await?.to_string();
     let token = issue_stack_token();
     let expires = now_ms() + STACK_TOKEN_TTL.as_millis() as i64;
     state
         .store
         .set_stack_token(&auth.0.org_id, &install.id, &token.hash, expires)
         .await?;
-    let api = state.engine.runner_url_known().ok_or_else(|| {
-        Error::internal("the Runner API's address is not known yet: the control plane is starting")
-    })?;
-    let signing_key = state.signing_public_key(&auth.0.org_id).await?.to_string();
+    // A GET, so not in the write layer's record: a credential was issued.
+    let entry = AuditEntry::new(
+        now_ms(),
+        auth.0.token_id.as_str(),
+        "getInstallStack",
+        format!("/v1/installs/{}/stack", install.id),
+        source,
+        "200",
+    )
+    .with_detail(format!(
+        "a new one-time stack token for install {} (the one before stops working)",
+        install.name
+    ));
+    state.auditor.record(&auth.0.org_id, entry).await;
     Ok(Json(vm_stack(
         &install,
         api,
@@ -142,23 +159,29 @@ work_dir=/var/lib/nuon-runner
 binary=
 systemd=1
 outputs=
+fail() { printf 'install.sh: %s\n' "$1" >&2; exit 64; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --prefix) prefix=$2; shift 2 ;;
-    --work-dir) work_dir=$2; shift 2 ;;
-    --binary) binary=$2; shift 2 ;;
+    --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
+    --work-dir) work_dir=${2:?--work-dir needs a directory}; shift 2 ;;
+    --binary) binary=${2:?--binary needs a path}; shift 2 ;;
     --output)
-      case "$2" in
-        *=*) ;;
-        *) echo "install.sh: --output takes KEY=VALUE, not $2" >&2; exit 64 ;;
-      esac
-      outputs="$outputs $2"; shift 2 ;;
+      pair=${2:?--output needs KEY=VALUE}
+      # A name, then a value with no blank, quote, $, backquote or backslash:
+      # it goes into a settings file both systemd and sh read alike.
+      printf '%s' "$pair" | grep -Eq '^[A-Za-z_][A-Za-z0-9_]{0,63}=[^[:space:]"'"'"'$`\\]*$' \
+        || fail "--output takes KEY=VALUE (KEY: letters, digits and _; VALUE: no blank, quote, \$, backquote or backslash), not $pair"
+      outputs="$outputs $pair"; shift 2 ;;
     --no-systemd) systemd=0; shift ;;
     -h|--help)
       echo "usage: install.sh [--binary PATH] [--prefix DIR] [--work-dir DIR] [--output KEY=VALUE]... [--no-systemd]"
       exit 0 ;;
-    *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 64 ;;
+    *) fail "unknown argument $1 (see --help)" ;;
   esac
+done
+for d in "$prefix" "$work_dir"; do
+  printf '%s' "$d" | grep -Eq '^/[A-Za-z0-9._/-]+$' \
+    || fail "$d: give an absolute path of letters, digits, . _ - and /"
 done
 if [ -z "$binary" ]; then
   binary=$(command -v nuon-runner || true)
@@ -176,15 +199,17 @@ mv "$prefix/bin/nuon-runner.new" "$prefix/bin/nuon-runner"
 stack_outputs="hostname=$(uname -n) os=$(uname -s | tr 'A-Z' 'a-z') arch=$(uname -m)$outputs"
 {
   cat "$here/nuon-runner.env"
-  echo "NUON_RUNNER_WORK_DIR=$work_dir"
-  echo "NUON_RUNNER_STACK_OUTPUTS=\"$stack_outputs\""
+  printf 'NUON_RUNNER_WORK_DIR=%s\n' "$work_dir"
+  printf 'NUON_RUNNER_STACK_OUTPUTS="%s"\n' "$stack_outputs"
 } > "$prefix/nuon-runner.env"
 chmod 0600 "$prefix/nuon-runner.env"
 sed -e "s#/opt/nuon-runner#$prefix#g" "$here/nuon-runner.service" > "$prefix/nuon-runner.service"
 if [ "$systemd" = 1 ]; then
   cp "$prefix/nuon-runner.service" /etc/systemd/system/nuon-runner.service
   systemctl daemon-reload
-  systemctl enable --now nuon-runner.service
+  systemctl enable nuon-runner.service
+  # Applied again (a new binary, new settings, a new token): restarted.
+  systemctl restart nuon-runner.service
   echo "nuon-runner installed and started (systemctl status nuon-runner)"
   exit 0
 fi
@@ -207,6 +232,8 @@ EnvironmentFile=/opt/nuon-runner/nuon-runner.env
 ExecStart=/opt/nuon-runner/bin/nuon-runner run
 Restart=always
 RestartSec=5
+# 64: bad settings or a refused install token; restarting cannot help.
+RestartPreventExitStatus=64
 KillMode=mixed
 TimeoutStopSec=11min
 NoNewPrivileges=yes
@@ -286,6 +313,14 @@ async fn phone_home(
             )));
         }
     };
+    // A revoked runner stays revoked: a stack downloaded before does not
+    // bring it back.
+    let current = state.store.find_runner(&org, runner.as_str()).await?;
+    if current.is_none_or(|r| r.revoked) {
+        return Err(refuse(format!(
+            "the install's runner is revoked (`nuon runners revoke`): its stack cannot bring it back; issue it a new token with `nuon runners rotate-token`, then {again}"
+        )));
+    }
     let token = issue_runner_token(&runner);
     state
         .store

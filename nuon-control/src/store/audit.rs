@@ -45,7 +45,7 @@ pub async fn verify_audit<S: AuditStore + ?Sized>(
     store: &S,
     org: &OrgId,
 ) -> Result<AuditVerification> {
-    let mut v = Verifier::default();
+    let mut v = Verifier::new(org.as_str());
     let mut broken = None;
     'pages: loop {
         let page = store.list_audit(org, v.count(), VERIFY_PAGE, None).await?;
@@ -64,23 +64,32 @@ pub async fn verify_audit<S: AuditStore + ?Sized>(
         }
     }
     if broken.is_none() {
-        let head = store.audit_head(org).await?;
-        if let Some((n, hash)) = head {
-            if n > v.count() {
-                broken = Some(nuon_core::audit::ChainBreak {
-                    entry: v.count() + 1,
-                    why: format!(
-                        "missing: the chain's head records {n} entries, but it ends at entry {}",
-                        v.count()
-                    ),
-                });
-            } else if n == v.count() && hash != v.head() {
-                broken = Some(nuon_core::audit::ChainBreak {
-                    entry: n,
-                    why: "changed: the chain's head records another hash for it".into(),
-                });
-            }
-        }
+        let count = v.count();
+        let at = |entry: u64, why: String| Some(nuon_core::audit::ChainBreak { entry, why });
+        broken = match store.audit_head(org).await? {
+            None if count > 0 => at(
+                count,
+                format!("the chain has {count} entries but no head: its head row was deleted"),
+            ),
+            None => None,
+            Some((n, _)) if n > count => at(
+                count + 1,
+                format!(
+                    "missing: the chain's head records {n} entries, but it ends at entry {count}"
+                ),
+            ),
+            Some((n, _)) if n < count => at(
+                n + 1,
+                format!(
+                    "added behind the store's back: the chain's head records {n} entries, but it goes on to entry {count}"
+                ),
+            ),
+            Some((n, hash)) if hash != v.head() => at(
+                n,
+                "changed: the chain's head records another hash for it".into(),
+            ),
+            Some(_) => None,
+        };
     }
     Ok(AuditVerification {
         entries: v.count(),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use nuon_core::audit::{AuditEntry, Chain, GENESIS};
+use nuon_core::audit::{AuditEntry, Chain, genesis};
 
 use super::*;
 use crate::store::{AuditStore, NewAudit};
@@ -25,7 +25,7 @@ impl AuditStore for PostgresStore {
                 "INSERT INTO audit_heads (org_id, n, hash) VALUES ($1, 0, $2) ON CONFLICT DO NOTHING",
             )
             .bind(org.as_str())
-            .bind(GENESIS)
+            .bind(genesis(org.as_str()))
             .execute(&mut *tx)
             .await
             .map_err(db)?;

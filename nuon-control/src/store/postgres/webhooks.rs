@@ -106,7 +106,7 @@ impl WebhookStore for PostgresStore {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {DELIVERY}, d.org_id, w.url, w.secret FROM webhook_deliveries d \
              JOIN webhooks w ON w.id = d.webhook_id \
-             WHERE d.status = 'pending' AND d.next_at <= $1 \
+             WHERE d.status = 'pending' AND w.removed_at IS NULL AND d.next_at <= $1 \
              AND d.seq = (SELECT MIN(p.seq) FROM webhook_deliveries p \
                           WHERE p.webhook_id = d.webhook_id AND p.status = 'pending') \
              ORDER BY d.seq LIMIT $2"

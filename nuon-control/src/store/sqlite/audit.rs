@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use nuon_core::audit::{AuditEntry, Chain, GENESIS};
+use nuon_core::audit::{AuditEntry, Chain, genesis};
 
 use super::*;
 use crate::store::{AuditStore, NewAudit};
@@ -29,7 +29,7 @@ impl AuditStore for SqliteStore {
                         [org.as_str()],
                         |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
                     )?
-                    .unwrap_or((0, GENESIS.to_owned()));
+                    .unwrap_or_else(|| (0, genesis(org.as_str())));
                     heads.insert(org.clone(), Chain { n: head.0, head: head.1 });
                 }
                 let chain = heads.get_mut(&org).expect("head loaded");
