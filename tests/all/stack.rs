@@ -65,12 +65,20 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
     // A value that would not read back alike in systemd and sh is refused.
     let bad = Command::new("sh")
         .arg(stack_dir.join("install.sh"))
-        .args(["--no-systemd", "--binary", bin("nuon-runner").to_str().unwrap()])
+        .args([
+            "--no-systemd",
+            "--binary",
+            bin("nuon-runner").to_str().unwrap(),
+        ])
         .args(["--output", "region=eu west"])
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(64), "{}", text(&bad));
-    assert!(text(&bad).contains("--output takes KEY=VALUE"), "{}", text(&bad));
+    assert!(
+        text(&bad).contains("--output takes KEY=VALUE"),
+        "{}",
+        text(&bad)
+    );
 
     let prefix = m.dir.path().join("opt");
     let work = m.dir.path().join("vm-work");
