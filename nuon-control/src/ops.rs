@@ -3,6 +3,7 @@
 //! deliveries, and the control plane's metrics.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,6 +40,10 @@ pub struct OpsConfig {
     pub webhook_max_backoff: Duration,
     /// When a delivery is given up on, counted from its event (default 3 days).
     pub webhook_give_up_after: Duration,
+    /// Whether webhooks may point at loopback, private, link-local and
+    /// other non-public addresses (default no: an org's webhook must not
+    /// reach into the control plane's own network).
+    pub webhook_allow_private: bool,
 }
 
 impl Default for OpsConfig {
@@ -48,6 +53,7 @@ impl Default for OpsConfig {
             runner_offline_after: Duration::from_secs(300),
             webhook_max_backoff: Duration::from_secs(300),
             webhook_give_up_after: Duration::from_secs(3 * 86_400),
+            webhook_allow_private: false,
         }
     }
 }
@@ -286,14 +292,11 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Posts every delivery that is due: of each webhook its oldest pending
 /// one, so each receiver gets its events in order. Answers how many were
 /// tried.
-pub(crate) async fn deliver_webhooks(
-    state: &SharedState,
-    client: &reqwest::Client,
-) -> Result<usize, StoreError> {
+pub(crate) async fn deliver_webhooks(state: &SharedState) -> Result<usize, StoreError> {
     let due = state.store.due_deliveries(now_ms(), 256).await?;
     let count = due.len();
     let tries = due.into_iter().map(|d| async move {
-        let outcome = post(&state.secrets, client, &d).await;
+        let outcome = post(&state.secrets, state.ops.webhook_allow_private, &d).await;
         let next = match outcome {
             Ok(()) => DeliveryTry::Delivered,
             Err(error) => {
@@ -324,11 +327,81 @@ fn backoff(attempts: u32, max: Duration) -> Duration {
     Duration::from_secs(1u64 << attempts.min(20)).min(max)
 }
 
+/// Whether `ip` is an address of the public internet.
+pub(crate) fn is_public(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            !(v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || a == 0
+                // 100.64.0.0/10, carrier-grade NAT; 198.18.0.0/15, benchmarking.
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 198 && (b == 18 || b == 19))
+                || a >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                // fc00::/7 unique local, fe80::/10 link local.
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+/// The address to post `url` to: resolved once, and refused when it is
+/// not public (unless `allow_private`); the client is then pinned to it, so
+/// a name that resolves elsewhere a moment later changes nothing.
+async fn resolve(url: &str, allow_private: bool) -> Result<(String, SocketAddr), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url} is not a URL: {e}"))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| format!("{url} has no host"))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
+    let first = *addrs
+        .first()
+        .ok_or_else(|| format!("{host} resolves to no address"))?;
+    if !allow_private && let Some(bad) = addrs.iter().find(|a| !is_public(a.ip())) {
+        return Err(format!(
+            "refused: {host} resolves to {}, not a public address (`nuon-ctl serve --webhook-allow-private-networks` allows it)",
+            bad.ip()
+        ));
+    }
+    Ok((host, first))
+}
+
 async fn post(
     secrets: &SecretBox,
-    client: &reqwest::Client,
+    allow_private: bool,
     d: &crate::store::DueDelivery,
 ) -> Result<(), String> {
+    let (host, addr) = resolve(&d.url, allow_private).await?;
+    // No redirect is followed: a delivery goes to the URL the org gave.
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .redirect(reqwest::redirect::Policy::none())
+        .resolve(&host, addr)
+        .build()
+        .map_err(|e| format!("cannot build the webhook client: {e}"))?;
     let secret = secrets
         .open(&d.sealed_secret, &webhook_context(&d.delivery.webhook_id))
         .map_err(|e| format!("cannot open the webhook's secret: {e}"))?;
@@ -356,18 +429,6 @@ async fn post(
 /// The leader's operations loop: runner health every `health_every`,
 /// webhook deliveries every second (and at once after a busy pass).
 pub(crate) async fn run(state: SharedState) {
-    // No redirect is followed: a delivery goes to the URL the org gave.
-    let client = match reqwest::Client::builder()
-        .use_rustls_tls()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot build the webhook client; no webhook will be delivered");
-            return;
-        }
-    };
     let health_every = (state.ops.runner_unhealthy_after / 4)
         .clamp(Duration::from_millis(250), Duration::from_secs(10));
     let mut last_health: Option<Instant> = None;
@@ -381,7 +442,7 @@ pub(crate) async fn run(state: SharedState) {
                     tracing::warn!(error = %e, "cannot check the runners' health");
                 }
             }
-            match deliver_webhooks(&state, &client).await {
+            match deliver_webhooks(&state).await {
                 Ok(n) => busy = n > 0,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the webhook deliveries that are due")
@@ -644,6 +705,37 @@ mod tests {
         assert_eq!(c.health(false, Some(0), 10_000), RunnerHealth::Unhealthy);
         assert_eq!(c.health(false, Some(0), 60_000), RunnerHealth::Offline);
         assert_eq!(c.health(true, Some(0), 0), RunnerHealth::Offline);
+    }
+
+    #[test]
+    fn only_public_addresses_are_public() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["1.1.1.1", "93.184.216.34", "2606:4700:4700::1111"] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_name_that_resolves_to_a_private_address_is_refused_at_delivery() {
+        let e = resolve("http://localhost:9/hook", false).await.unwrap_err();
+        assert!(e.contains("not a public address"), "{e}");
+        let (host, addr) = resolve("http://localhost:9/hook", true).await.unwrap();
+        assert_eq!((host.as_str(), addr.port()), ("localhost", 9));
+        assert!(addr.ip().is_loopback());
     }
 
     #[test]

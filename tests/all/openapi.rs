@@ -84,7 +84,9 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "setInstallInputs" => json!({"inputs": {}}),
         "createToken" => json!({"name": "a-token", "scope": "read"}),
         "createWorkflow" => json!({"kind": "deploy"}),
-        "createWebhook" => json!({"url": "http://127.0.0.1:9/hook", "events": ["workflow_failed"]}),
+        "createWebhook" => {
+            json!({"url": "https://hooks.example.com/a", "events": ["workflow_failed"]})
+        }
         "requestInstallDebug" => json!({"command": ["true"]}),
         "revokeRunner"
         | "rotateRunnerToken"
@@ -156,7 +158,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
             "orgs",
             "webhooks",
             "add",
-            "http://127.0.0.1:9/b",
+            "https://hooks.example.com/b",
             "--events",
             "workflow_failed",
         ],

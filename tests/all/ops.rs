@@ -391,6 +391,8 @@ fn watched(max_backoff: &str) -> (ControlPlane, Runner, SocketAddr, String) {
             "9s",
             "--webhook-max-backoff",
             max_backoff,
+            // The receiver is on loopback.
+            "--webhook-allow-private-networks",
         ],
     )
     .unwrap();
@@ -618,6 +620,22 @@ fn promtool_accepts_both_metrics_pages_while_jobs_run() {
         return;
     }
     let cp = ControlPlane::start("3s").unwrap();
+    // By default an org's webhook may not point into the control plane's
+    // network.
+    let refused = cp.nuon(&[
+        "orgs",
+        "webhooks",
+        "add",
+        "http://169.254.169.254/latest",
+        "--events",
+        "workflow_failed",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("not a public address"),
+        "{}",
+        text(&refused)
+    );
     let token = cp.create_runner("metered").unwrap();
     let metrics = free_port();
     let metrics_arg = metrics.to_string();

@@ -70,6 +70,11 @@ enum Command {
         /// waits double from 1s up to it; a delivery is given up after 3 days).
         #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
         webhook_max_backoff: Duration,
+        /// Let webhooks point at loopback, private and link-local addresses
+        /// (refused by default: an org's webhook must not reach into the
+        /// control plane's own network).
+        #[arg(long)]
+        webhook_allow_private_networks: bool,
     },
     /// Manage orgs directly in a data dir.
     Orgs {
@@ -192,6 +197,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             runner_unhealthy_after,
             runner_offline_after,
             webhook_max_backoff,
+            webhook_allow_private_networks,
         } => {
             if runner_offline_after <= runner_unhealthy_after {
                 anyhow::bail!(
@@ -209,6 +215,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.ops.runner_unhealthy_after = runner_unhealthy_after;
             config.ops.runner_offline_after = runner_offline_after;
             config.ops.webhook_max_backoff = webhook_max_backoff;
+            config.ops.webhook_allow_private = webhook_allow_private_networks;
             let plane = ControlPlane::open(config).await?;
             nuon_control::sys::raise_open_files_limit();
             let control = bind(listen, "--listen")?;

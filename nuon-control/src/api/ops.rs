@@ -178,6 +178,20 @@ async fn create_webhook(
             "webhook url {url:?} must be http:// or https:// with a host"
         )));
     }
+    // A literal address is checked now; a name, at each delivery.
+    let literal = parsed.host_str().and_then(|h| {
+        h.trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .ok()
+    });
+    if let Some(ip) =
+        literal.filter(|ip| !state.ops.webhook_allow_private && !crate::ops::is_public(*ip))
+    {
+        return Err(Error::bad_request(format!(
+            "webhook url {url:?} points at {ip}, not a public address: an org's webhook may not reach into the control plane's network (`nuon-ctl serve --webhook-allow-private-networks` allows it)"
+        )));
+    }
     if req.events.is_empty() {
         let all: Vec<_> = nuon_core::webhook::WebhookEvent::ALL
             .iter()
