@@ -84,19 +84,25 @@ struct Pending {
     done: Option<oneshot::Sender<()>>,
 }
 
+/// The most entries waiting to be written: past it, callers wait for room
+/// (the API slows down rather than the queue growing without bound).
+const MAX_AUDIT_QUEUE: usize = 100_000;
+
 /// Appends audit entries in batches: everything queued while one batch is
 /// written goes in the next, in the order recorded (group commit).
 pub struct Auditor {
-    tx: mpsc::UnboundedSender<Pending>,
+    tx: mpsc::Sender<Pending>,
+    queued: AtomicU64,
     written: AtomicU64,
 }
 
 impl Auditor {
     /// Starts the writer on `store` (on the current tokio runtime).
     pub fn start(store: Arc<dyn Store>) -> Arc<Self> {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(MAX_AUDIT_QUEUE);
         let auditor = Arc::new(Auditor {
             tx,
+            queued: AtomicU64::new(0),
             written: AtomicU64::new(0),
         });
         tokio::spawn(write_loop(store, rx, Arc::downgrade(&auditor)));
@@ -119,18 +125,42 @@ impl Auditor {
             },
             done: Some(done),
         };
-        if self.tx.send(pending).is_err() {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        if self.tx.send(pending).await.is_err() {
             return;
         }
         if tokio::time::timeout(AUDIT_WAIT, written).await.is_err() {
             tracing::warn!("the audit trail is behind: an entry waits to be written");
         }
     }
+
+    /// Waits until every entry recorded so far is written, or `limit`;
+    /// whether they all were. At shutdown, before the store closes.
+    pub async fn flush(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let left = self
+                .queued
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.written());
+            if left == 0 {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::error!(
+                    entries = left,
+                    "shutting down with audit entries not yet written"
+                );
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
 
 async fn write_loop(
     store: Arc<dyn Store>,
-    mut rx: mpsc::UnboundedReceiver<Pending>,
+    mut rx: mpsc::Receiver<Pending>,
     auditor: std::sync::Weak<Auditor>,
 ) {
     while let Some(first) = rx.recv().await {
@@ -736,6 +766,37 @@ mod tests {
         let (host, addr) = resolve("http://localhost:9/hook", true).await.unwrap();
         assert_eq!((host.as_str(), addr.port()), ("localhost", 9));
         assert!(addr.ip().is_loopback());
+    }
+
+    #[tokio::test]
+    async fn a_flush_waits_for_every_recorded_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(crate::store::SqliteStore::open(dir.path()).unwrap());
+        let org = store
+            .create_org(&OrgId::generate(), "o", b"k")
+            .await
+            .unwrap()
+            .org_id;
+        let auditor = Auditor::start(store.clone());
+        let mut callers = Vec::new();
+        for i in 0..500 {
+            let (a, org) = (auditor.clone(), org.clone());
+            callers.push(tokio::spawn(async move {
+                a.record(&org, AuditEntry::new(i, "t", "op", "/x", "", "200"))
+                    .await
+            }));
+        }
+        // Every entry recorded, none waited for yet: the flush waits.
+        while auditor.queued.load(Ordering::Relaxed) < 500 {
+            tokio::task::yield_now().await;
+        }
+        assert!(auditor.flush(Duration::from_secs(5)).await);
+        assert_eq!(auditor.written(), 500);
+        for c in callers {
+            c.await.unwrap();
+        }
+        let v = crate::store::verify_audit(&*store, &org).await.unwrap();
+        assert_eq!((v.entries, v.broken), (500, None));
     }
 
     #[test]

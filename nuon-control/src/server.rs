@@ -413,6 +413,8 @@ impl ControlPlane {
         maintenance.abort();
         operations.abort();
         key_file.abort();
+        // What the last requests recorded is written before the store closes.
+        self.state.auditor.flush(Duration::from_secs(5)).await;
         engine.abort();
         if let Some(w) = wakeups {
             w.abort();
