@@ -327,6 +327,15 @@ impl Received {
     fn all(&self) -> Vec<Delivery> {
         self.0.lock().unwrap().clone()
     }
+
+    /// Waits until `n` deliveries came (`what` names them), and answers all.
+    fn at_least(&self, n: usize, what: &str) -> Vec<Delivery> {
+        wait_for(what, Duration::from_secs(60), || {
+            let all = self.all();
+            (all.len() >= n).then_some(all)
+        })
+        .unwrap()
+    }
 }
 
 /// Serves a webhook receiver on `addr` that checks each delivery's
@@ -464,26 +473,10 @@ fn a_stopped_runner_turns_unhealthy_then_offline_fires_signed_webhooks_and_recov
     signal(runner.pid(), libc::SIGSTOP);
     wait_health(&cp, "edge", "unhealthy", Duration::from_secs(20));
     wait_health(&cp, "edge", "offline", Duration::from_secs(30));
-    let told = wait_for(
-        "two runner_unhealthy deliveries",
-        Duration::from_secs(30),
-        || {
-            let all = got.all();
-            (all.len() >= 2).then_some(all)
-        },
-    )
-    .unwrap();
+    let told = got.at_least(2, "two runner_unhealthy deliveries");
     signal(runner.pid(), libc::SIGCONT);
     wait_health(&cp, "edge", "healthy", Duration::from_secs(20));
-    let all = wait_for(
-        "the runner_healthy delivery",
-        Duration::from_secs(30),
-        || {
-            let all = got.all();
-            (all.len() >= 3).then_some(all)
-        },
-    )
-    .unwrap();
+    let all = got.at_least(3, "the runner_healthy delivery");
     server.abort();
     assert_eq!(told[0].0, "runner_unhealthy");
     assert_eq!(told[0].2["data"]["health"], "unhealthy");
@@ -567,15 +560,7 @@ fn a_webhook_receiver_down_for_two_minutes_gets_every_event_in_order_and_once() 
 
     let got = Received::default();
     let server = receiver(addr, secret, got.clone());
-    let all = wait_for(
-        "every event once the receiver is back",
-        Duration::from_secs(60),
-        || {
-            let all = got.all();
-            (all.len() >= 3).then_some(all)
-        },
-    )
-    .unwrap();
+    let all = got.at_least(3, "every event once the receiver is back");
     // A little longer: nothing comes twice.
     std::thread::sleep(Duration::from_secs(3));
     let all_later = got.all();

@@ -22,6 +22,24 @@ const REGIONAL_TF: (&str, &str) = (
     "variable \"region\" {\n  type = string\n}\n\nvariable \"host\" {\n  type = string\n}\n\nresource \"terraform_data\" \"x\" {\n  input = var.region\n}\n\noutput \"region\" {\n  value = terraform_data.x.output\n}\n\noutput \"host\" {\n  value = var.host\n}\n",
 );
 
+/// A fresh `nuon-runner run` in work dir `dir` with `token` as its stack's
+/// one-time token.
+fn phone_home_again(m: &Manual, dir: &str, token: &str) -> std::process::Output {
+    Command::new(bin("nuon-runner"))
+        .arg("run")
+        .args([
+            "--api",
+            &m.cp.runner_url,
+            "--signing-key",
+            &m.cp.signing_key,
+        ])
+        .arg("--work-dir")
+        .arg(m.dir.path().join(dir))
+        .env("NUON_RUNNER_INSTALL_TOKEN", token)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_terraform() {
     if !have_tool("terraform", "run Terraform") {
@@ -134,38 +152,14 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
     );
 
     // The token works once: a second runner with it is refused, clearly.
-    let again = Command::new(bin("nuon-runner"))
-        .arg("run")
-        .args([
-            "--api",
-            &m.cp.runner_url,
-            "--signing-key",
-            &m.cp.signing_key,
-        ])
-        .arg("--work-dir")
-        .arg(m.dir.path().join("second"))
-        .env("NUON_RUNNER_INSTALL_TOKEN", &token)
-        .output()
-        .unwrap();
+    let again = phone_home_again(&m, "second", &token);
     assert_eq!(again.status.code(), Some(64), "{}", text(&again));
     assert!(
         text(&again).contains("used already") && text(&again).contains("nuon installs stack"),
         "{}",
         text(&again)
     );
-    let unknown = Command::new(bin("nuon-runner"))
-        .arg("run")
-        .args([
-            "--api",
-            &m.cp.runner_url,
-            "--signing-key",
-            &m.cp.signing_key,
-        ])
-        .arg("--work-dir")
-        .arg(m.dir.path().join("third"))
-        .env("NUON_RUNNER_INSTALL_TOKEN", "stk_not-a-token")
-        .output()
-        .unwrap();
+    let unknown = phone_home_again(&m, "third", "stk_not-a-token");
     assert_eq!(unknown.status.code(), Some(64), "{}", text(&unknown));
     assert!(
         text(&unknown).contains("unknown install token"),
