@@ -254,7 +254,7 @@ fn phone_home(runs: usize) -> Result<Vec<f64>> {
     let runner = rt().block_on(c.get_install("demo"))?.runner_id;
     let mut times = Vec::new();
     for i in 0..runs {
-        let stack = rt().block_on(c.install_stack("demo", "vm"))?;
+        let stack = rt().block_on(c.install_stack("demo", Some("vm")))?;
         let env = &stack
             .files
             .iter()

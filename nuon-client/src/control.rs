@@ -423,15 +423,15 @@ impl ControlClient {
     pub async fn install_stack(
         &self,
         install: &str,
-        format: &str,
+        format: Option<&str>,
     ) -> Result<nuon_core::wire::InstallStack> {
-        let req = self
-            .http
-            .request(
-                reqwest::Method::GET,
-                &routes::with_id(routes::INSTALL_STACK, &seg(install)),
-            )
-            .query(&[("format", format)]);
+        let mut req = self.http.request(
+            reqwest::Method::GET,
+            &routes::with_id(routes::INSTALL_STACK, &seg(install)),
+        );
+        if let Some(format) = format {
+            req = req.query(&[("format", format)]);
+        }
         self.http.send(req).await
     }
 

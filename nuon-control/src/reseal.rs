@@ -299,6 +299,10 @@ pub fn reseal_value(
             let hook: nuon_core::WebhookId = key.parse().map_err(|_| id("a webhook id"))?;
             again(secrets, value, &crate::secrets::webhook_context(&hook))
         }
+        SealedColumn::StackOutputs => {
+            let install: InstallId = key.parse().map_err(|_| id("an install id"))?;
+            again(secrets, value, &crate::secrets::stack_context(&install))
+        }
     }
 }
 

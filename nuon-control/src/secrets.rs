@@ -286,6 +286,11 @@ pub fn seal_context(install: &InstallId, kind: &str, name: &str) -> String {
 }
 
 /// The sealing context of a webhook's signing secret.
+/// The context an install's stack outputs are sealed under.
+pub(crate) fn stack_context(install: &InstallId) -> String {
+    format!("install-stack/{install}/outputs")
+}
+
 pub(crate) fn webhook_context(hook: &nuon_core::WebhookId) -> String {
     format!("webhook/{hook}")
 }

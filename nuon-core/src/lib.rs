@@ -54,6 +54,7 @@ pub mod policy;
 pub mod private;
 pub mod records;
 mod signing;
+pub mod stack;
 pub mod template;
 pub mod token;
 mod transport;

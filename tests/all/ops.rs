@@ -47,7 +47,7 @@ fn journal(work_dir: &Path) -> Vec<AuditEntry> {
         .collect()
 }
 
-fn sqlite3(db: &Path, sql: &str) {
+pub(crate) fn sqlite3(db: &Path, sql: &str) {
     let out = Command::new("sqlite3").arg(db).arg(sql).output().unwrap();
     assert!(out.status.success(), "sqlite3 {sql}: {}", text(&out));
 }

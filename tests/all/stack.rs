@@ -2,13 +2,13 @@
 //! installer starts the runner, which phones home with the stack's
 //! one-time token), the stack's outputs reaching Terraform, the unit
 //! checked by `systemd-analyze verify`, and a token used twice, or
-//! unknown, refused clearly.
+//! unknown, refused clearly; a stack output changed in the store refused.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nuon_core::workflow::WorkflowKind;
-use nuon_tests::{bin, have_tool, rt, wait_for};
+use nuon_tests::{ControlPlane, bin, have_python_module, have_tool, rt, wait_for};
 
 use crate::deploy::{METADATA, Manual, ok, run_workflow, text};
 
@@ -170,6 +170,326 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
     let trail = ok(m.cp.nuon(&["audit", "list", "--limit", "1000", "--json"]));
     assert!(trail.contains("\"phoneHome\""), "{trail}");
     assert!(trail.contains("\"getInstallStack\""), "{trail}");
+
+    // A stack output changed behind the control plane's back (a role ARN
+    // swapped in the store) is refused, not used: by the API and by a job.
+    if have_tool("sqlite3", "edit a stack output behind the store") {
+        crate::ops::sqlite3(
+            &m.cp.data_dir.join("nuon.db"),
+            "UPDATE installs SET stack_outputs = substr(stack_outputs, 1, length(stack_outputs) - 6) || 'AAAAAA' WHERE name = 'demo'",
+        );
+        let refused = m.cp.nuon(&["installs", "outputs", "demo"]);
+        assert!(!refused.status.success(), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("changed outside the control plane")
+                && text(&refused).contains("nuon installs stack demo"),
+            "{}",
+            text(&refused)
+        );
+        let w = run_workflow(&c, WorkflowKind::Deploy);
+        assert_eq!(w.status, "failed", "{w:#?}");
+        assert!(
+            format!("{w:?}").contains("changed outside the control plane"),
+            "{w:#?}"
+        );
+    }
     let _ = vm.kill();
     let _ = vm.wait();
+}
+
+/// An app using every feature of `stack.toml`, `runner.toml`,
+/// `permissions` and `break_glass`.
+const EVERY_FEATURE: &[(&str, &str)] = &[
+    METADATA,
+    (
+        "runner.toml",
+        "runner_type = \"aws\"\ninstance_type = \"t3a.large\"\ninit_script_url = \"https://acme.example.com/init.sh\"\nhelm_driver = \"configmap\"\n\n[env_vars]\nTF_IN_AUTOMATION = \"1\"\n",
+    ),
+    (
+        "stack.toml",
+        "type = \"aws-cloudformation\"\nname = \"acme-{{ .nuon.install.name }}\"\ndescription = \"Acme in your account\"\nvpc_nested_template_url = \"https://acme-stacks.s3.amazonaws.com/vpc.yaml\"\nrunner_nested_template_url = \"https://acme-stacks.s3.amazonaws.com/runner.yaml\"\n\n[[custom_nested_stacks]]\nname = \"audit-logs\"\ntemplate_url = \"https://acme-stacks.s3.amazonaws.com/audit.yaml\"\nindex = 2\n\n[custom_nested_stacks.parameters]\nRetentionDays = \"30\"\n\n[[custom_nested_stacks]]\nname = \"dns\"\ntemplate_url = \"https://acme-stacks.s3.amazonaws.com/dns.yaml\"\nindex = 1\n",
+    ),
+    (
+        "permissions/provision.toml",
+        "type = \"provision\"\nname = \"{{ .nuon.install.id }}-provision\"\ndescription = \"Creates the install's infrastructure\"\ndisplay_name = \"Provision\"\npermissions_boundary = \"./boundary.json\"\n\n[[policies]]\nmanaged_policy_name = \"AdministratorAccess\"\n\n[[named_policies]]\nname = \"eks-access\"\n",
+    ),
+    (
+        "permissions/maintenance.toml",
+        "type = \"maintenance\"\nname = \"{{ .nuon.install.id }}-maintenance\"\ndescription = \"Day-two operations\"\npermissions_boundary = \"./boundary.json\"\n\n[[policies]]\nname = \"read-only\"\ncontents = '''\n{\"Version\": \"2012-10-17\", \"Statement\": [{\"Effect\": \"Allow\", \"Action\": [\"ec2:Describe*\", \"s3:GetObject\"], \"Resource\": \"*\"}]}\n'''\n",
+    ),
+    (
+        "permissions/deprovision.toml",
+        "type = \"deprovision\"\nname = \"{{ .nuon.install.id }}-deprovision\"\ndescription = \"Tears the install down\"\n\n[[policies]]\nmanaged_policy_name = \"PowerUserAccess\"\n",
+    ),
+    (
+        "permissions/custom.toml",
+        "type = \"custom\"\nname = \"{{ .nuon.install.id }}-dns\"\ndescription = \"Manages the install's DNS records\"\n\n[[policies]]\nname = \"route53\"\ncontents = '{\"Version\": \"2012-10-17\", \"Statement\": [{\"Effect\": \"Allow\", \"Action\": \"route53:ChangeResourceRecordSets\", \"Resource\": \"*\"}]}'\n",
+    ),
+    (
+        "permissions/boundary.json",
+        "{\"Version\": \"2012-10-17\", \"Statement\": [{\"Effect\": \"Allow\", \"Action\": \"*\", \"Resource\": \"*\"}, {\"Effect\": \"Deny\", \"Action\": [\"iam:CreateUser\", \"organizations:*\"], \"Resource\": \"*\"}]}\n",
+    ),
+    (
+        "permissions/policies/eks.toml",
+        "name = \"eks-access\"\ndescription = \"EKS\"\ncontents = '{\"Version\": \"2012-10-17\", \"Statement\": [{\"Effect\": \"Allow\", \"Action\": \"eks:*\", \"Resource\": \"*\"}]}'\n",
+    ),
+    (
+        "break_glass.toml",
+        "[[role]]\ntype = \"custom\"\nname = \"{{ .nuon.install.id }}-break-glass\"\ndescription = \"Vendor access for emergencies\"\n\n[[role.policies]]\nmanaged_policy_name = \"AdministratorAccess\"\n\n[[role]]\ntype = \"custom\"\nname = \"{{ .nuon.install.id }}-support\"\ndescription = \"Read-only support access\"\nenabled_in_stack = true\n\n[[role.policies]]\nmanaged_policy_name = \"ReadOnlyAccess\"\n",
+    ),
+    (
+        "components/web.toml",
+        "name = \"web\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\n",
+    ),
+    ("tf/main.tf", "output \"ok\" {\n  value = true\n}\n"),
+];
+
+/// Real Helm (Helm v4's Go SDK, through PyPI's helm-python-sdk) lints the
+/// chart strictly and renders it with its default values and with
+/// `values` (JSON): what it prints is `{"default": {...}, "test": {...}}`,
+/// each template's path to its manifest.
+const HELM_CHECK: &str = r#"
+import json, sys
+import helm_python as helm
+chart_dir, test_values = sys.argv[1], json.loads(sys.argv[2])
+out = {}
+for name, values in (("default", None), ("test", test_values)):
+    report = helm.lint(chart_dir, values, strict=True)
+    bad = [m for m in report["messages"] if m["severity"] >= 2] + report.get("errors", [])
+    if bad:
+        sys.exit(f"helm lint ({name} values): {bad}")
+    out[name] = helm.Chart.load(chart_dir).render(values, name="nuon-runner", namespace="customer-ns", is_install=True)
+print(json.dumps(out))
+"#;
+
+fn write_app(dir: &std::path::Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+/// `cfn-lint` on a template: no error (warnings are printed).
+fn cfn_lint(template: &std::path::Path) {
+    let out = Command::new("cfn-lint").arg(template).output().unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    // Its exit code is a bit set: 2 an error, 4 a warning, 8 informational.
+    assert!(
+        code >= 0 && code & 2 == 0 && code & 1 == 0,
+        "cfn-lint {}: exit {code}\n{}",
+        template.display(),
+        text(&out)
+    );
+    assert_eq!(code & 4, 0, "cfn-lint warns:\n{}", text(&out));
+}
+
+/// `nuon installs stack INSTALL --format F --out DIR`, `DIR`.
+fn stack_of(
+    cp: &ControlPlane,
+    dir: &std::path::Path,
+    install: &str,
+    format: Option<&str>,
+) -> std::path::PathBuf {
+    let out_dir = dir.join(format!("{install}-{}", format.unwrap_or("default")));
+    let mut args = vec![
+        "installs",
+        "stack",
+        install,
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    if let Some(f) = format {
+        args.extend(["--format", f]);
+    }
+    ok(cp.nuon(&args));
+    out_dir
+}
+
+#[test]
+fn cloudformation_and_helm_stacks_pass_cfn_lint_and_real_helm() {
+    if !have_tool("cfn-lint", "check the CloudFormation install stacks")
+        || !have_python_module(
+            "helm_python",
+            "helm-python-sdk",
+            "check the Helm chart install stacks with real Helm",
+        )
+    {
+        return;
+    }
+    let cp = ControlPlane::start("3s").expect("control plane");
+    let dir = tempfile::tempdir().unwrap();
+    // An app using every stack and permission feature, and one whose
+    // runner runs on ECS Fargate.
+    write_app(&dir.path().join("full"), EVERY_FEATURE);
+    let mut ecs: Vec<(&str, &str)> = EVERY_FEATURE
+        .iter()
+        .copied()
+        .filter(|(p, _)| !p.starts_with("stack.toml") && *p != "runner.toml")
+        .collect();
+    ecs.push(("runner.toml", "runner_type = \"aws-ecs\"\n"));
+    write_app(&dir.path().join("ecs"), &ecs);
+    let hello = nuon_tests::manifest_dir().join("../examples/apps/hello");
+    for (app, path) in [
+        ("full", dir.path().join("full")),
+        ("ecs", dir.path().join("ecs")),
+        ("hello", hello),
+    ] {
+        ok(cp.nuon(&["apps", "create", app]));
+        let synced = ok(cp.nuon(&["apps", "sync", path.to_str().unwrap(), "--app", app]));
+        if app == "full" {
+            // What takes effect now is not warned about.
+            assert!(
+                !synced.contains("stack.toml cannot take effect"),
+                "{synced}"
+            );
+        }
+        let mut create = vec!["installs", "create", "--app", app, "--name", app];
+        if app == "hello" {
+            create.extend(["--input", "api_key=demo-key"]);
+        }
+        ok(cp.nuon(&create));
+    }
+    let c = cp.client();
+    let full_id = rt().block_on(c.get_install("full")).unwrap().id.to_string();
+
+    // CloudFormation: the runner type's default for aws, and asked for.
+    let full = stack_of(&cp, dir.path(), "full", None);
+    let template = full.join("template.json");
+    cfn_lint(&template);
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&template).unwrap()).unwrap();
+    let r = &t["Resources"];
+    assert_eq!(
+        r["ProvisionRole"]["Properties"]["RoleName"],
+        format!("{full_id}-provision"),
+        "role names are rendered for the install"
+    );
+    assert!(r["ProvisionRoleBoundary"].is_object() && r["MaintenanceRoleBoundary"].is_object());
+    assert_eq!(
+        r["VpcStack"]["Properties"]["TemplateURL"],
+        "https://acme-stacks.s3.amazonaws.com/vpc.yaml"
+    );
+    // Nested stacks in index order, then the break-glass roles: off unless
+    // enabled in the stack.
+    let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
+    assert!(
+        keys.contains(&&"NestedDns".to_owned()) && keys.contains(&&"NestedAuditLogs".to_owned())
+    );
+    assert_eq!(
+        r["NestedAuditLogs"]["Properties"]["Parameters"]["RetentionDays"],
+        "30"
+    );
+    assert_eq!(t["Parameters"]["BreakGlassRoleEnabled"]["Default"], "false");
+    assert_eq!(t["Parameters"]["BreakGlassRole2Enabled"]["Default"], "true");
+    let inline =
+        r["CustomRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"][0]["Action"]
+            .clone();
+    assert_eq!(inline, "route53:ChangeResourceRecordSets");
+    let named = &r["ProvisionRole"]["Properties"]["Policies"][0];
+    assert_eq!(named["PolicyName"], "eks-access");
+    // The token: in the NoEcho parameter only, and the file is private.
+    let text_of = std::fs::read_to_string(&template).unwrap();
+    let token = t["Parameters"]["InstallToken"]["Default"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(token.starts_with("stk_"));
+    assert_eq!(text_of.matches(&token).count(), 1);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&template).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    for (install, format) in [("ecs", None), ("hello", Some("cloudformation"))] {
+        let d = stack_of(&cp, dir.path(), install, format);
+        cfn_lint(&d.join("template.json"));
+    }
+    let ecs_t: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("ecs-default/template.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        ecs_t["Resources"]["RunnerService"]["Properties"]["LaunchType"],
+        "FARGATE"
+    );
+
+    // A Helm chart, for the example app and the full one: strict lint and
+    // render by real Helm with the default values and with test values.
+    let test_values = serde_json::json!({
+        "namespace": {"create": false},
+        "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/runner"}},
+        "persistence": {"storageClass": "gp3", "size": "20Gi"},
+        "runner": {"stackOutputs": {"cluster": "prod-eks", "region": "eu-west-1"}},
+        "nodeSelector": {"kubernetes.io/os": "linux"}
+    });
+    for install in ["hello", "full"] {
+        let d = stack_of(&cp, dir.path(), install, Some("helm"));
+        let chart = d.join("nuon-runner");
+        let out = Command::new("python3")
+            .args(["-c", HELM_CHECK])
+            .arg(&chart)
+            .arg(test_values.to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let rendered: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let values = std::fs::read_to_string(chart.join("values.yaml")).unwrap();
+        let token = values
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("installToken: "))
+            .unwrap()
+            .trim_matches('"')
+            .to_owned();
+        let default = &rendered["default"];
+        let secret = default["nuon-runner/templates/secret.yaml"]
+            .as_str()
+            .unwrap();
+        assert!(secret.contains(&token), "{secret}");
+        assert!(secret.contains("namespace=nuon-runner-"), "{secret}");
+        let ns = default["nuon-runner/templates/namespace.yaml"]
+            .as_str()
+            .unwrap();
+        assert!(ns.contains("kind: Namespace"), "{ns}");
+        let sts = default["nuon-runner/templates/statefulset.yaml"]
+            .as_str()
+            .unwrap();
+        assert!(
+            sts.contains("kind: StatefulSet") && sts.contains("volumeClaimTemplates"),
+            "{sts}"
+        );
+        let test = &rendered["test"];
+        assert!(
+            test["nuon-runner/templates/namespace.yaml"]
+                .as_str()
+                .unwrap_or("")
+                .trim()
+                .is_empty(),
+            "namespace.create=false makes none"
+        );
+        let secret = test["nuon-runner/templates/secret.yaml"].as_str().unwrap();
+        assert!(
+            secret.contains("namespace: customer-ns")
+                && secret.contains("cluster=prod-eks")
+                && secret.contains("region=eu-west-1"),
+            "{secret}"
+        );
+        let sa = test["nuon-runner/templates/serviceaccount.yaml"]
+            .as_str()
+            .unwrap();
+        assert!(sa.contains("eks.amazonaws.com/role-arn"), "{sa}");
+        let sts = test["nuon-runner/templates/statefulset.yaml"]
+            .as_str()
+            .unwrap();
+        assert!(sts.contains("storageClassName: \"gp3\""), "{sts}");
+    }
+
+    // A format that is not one, and a policy that is not JSON: clear.
+    let out = cp.nuon(&["installs", "stack", "full", "--format", "bicep"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("cloudformation, helm, vm"),
+        "{}",
+        text(&out)
+    );
 }

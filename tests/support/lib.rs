@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::JobId;
 use nuon_core::wire::{JobInfo, LogEntry};
-pub use nuon_test_fixtures::{PgCluster, have_tool, require_all};
+pub use nuon_test_fixtures::{PgCluster, have_python_module, have_tool, require_all};
 
 /// The directory holding the built binaries (building them once per test run).
 pub fn bin_dir() -> &'static Path {

@@ -292,9 +292,11 @@ pub(crate) async fn debug_request(
 pub(crate) struct StackArgs {
     /// The install, by name or id.
     install: String,
-    /// The flavour: vm (a shell bundle and a systemd unit).
-    #[arg(long, default_value = "vm")]
-    format: String,
+    /// The flavour: cloudformation (AWS), helm (a chart for a Kubernetes
+    /// cluster) or vm (a shell bundle and a systemd unit); by default the
+    /// one the app's runner_type asks for.
+    #[arg(long, value_parser = ["cloudformation", "helm", "vm"])]
+    format: Option<String>,
     /// Write the stack's files here (made if missing) instead of listing them.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -303,7 +305,9 @@ pub(crate) struct StackArgs {
 /// `installs stack`: the install's stack, with a new one-time token.
 pub(crate) async fn stack(g: &Global, args: &StackArgs) -> Result<u8, CliError> {
     let client = client(g)?;
-    let stack = client.install_stack(&args.install, &args.format).await?;
+    let stack = client
+        .install_stack(&args.install, args.format.as_deref())
+        .await?;
     if let Some(dir) = &args.out {
         use std::os::unix::fs::OpenOptionsExt;
         let fail = |e: std::io::Error, p: &std::path::Path| {
@@ -311,7 +315,21 @@ pub(crate) async fn stack(g: &Global, args: &StackArgs) -> Result<u8, CliError> 
         };
         std::fs::create_dir_all(dir).map_err(|e| fail(e, dir))?;
         for f in &stack.files {
-            let path = dir.join(&f.path);
+            // Relative paths under DIR only, whatever the server says.
+            let rel = std::path::Path::new(&f.path);
+            if !rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+            {
+                return Err(CliError::usage(format!(
+                    "the stack names a file outside --out: {:?}",
+                    f.path
+                )));
+            }
+            let path = dir.join(rel);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| fail(e, parent))?;
+            }
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
                 .create(true)

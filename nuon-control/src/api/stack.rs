@@ -1,6 +1,7 @@
 //! Install stacks: what the customer applies once in their own account to
-//! run an install's runner (so far the `vm` flavour: a shell bundle and a
-//! systemd unit), and the stack's phone-home on the Runner API, which
+//! run an install's runner (made by `nuon_core::stack`: CloudFormation, a
+//! Helm chart, or a shell bundle and a systemd unit), and the stack's
+//! phone-home on the Runner API, which
 //! trades the stack's one-time token for the runner's token and records
 //! the stack's outputs as `.nuon.install_stack.outputs.*`.
 
@@ -11,19 +12,24 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
+use nuon_core::app::RunnerSettings;
+use nuon_core::app::template::RenderContext;
 use nuon_core::audit::AuditEntry;
+use nuon_core::stack::{StackFormat, StackSpec, generate};
 use nuon_core::token::{hash_token, issue_runner_token, issue_stack_token};
-use nuon_core::wire::{InstallStack, PhoneHome, PhoneHomeAnswer, StackFile, routes};
+use nuon_core::wire::{InstallStack, PhoneHome, PhoneHomeAnswer, routes};
 use nuon_core::{OrgId, now_ms};
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::apps::install_of;
 use super::control::require_admin;
 use super::doc::Op;
 use super::{ApiAuth, Body, Q, SharedState, Source};
+use crate::engine::render::{render_context, render_value};
 use crate::error::Error;
-use crate::store::{StackRedeem, StoredInstall};
+use crate::store::StackRedeem;
 
 /// How long a downloaded stack's one-time token works.
 const STACK_TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -33,8 +39,8 @@ const MAX_OUTPUT_CHARS: usize = 4096;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::get(routes::INSTALL_STACK, "getInstallStack", "The install's stack: what the customer applies once to run the install's runner (format vm: install.sh, a systemd unit and its settings). Each download carries a new one-time token for the stack's phone-home (valid 24 h, single use); the one before stops working. Needs an admin token.", get(stack))
-            .query("format", json!({"type": "string", "enum": ["vm"]}), "The flavour (default vm).")
+        Op::get(routes::INSTALL_STACK, "getInstallStack", "The install's stack: what the customer applies once to run the install's runner, made from the app's stack.toml, runner.toml, permissions and break_glass. Each download carries a new one-time token for the stack's phone-home (valid 24 h, single use); the one before stops working. Needs an admin token.", get(stack))
+            .query("format", json!({"type": "string", "enum": StackFormat::NAMES}), "The flavour: cloudformation (AWS), helm (a chart for a Kubernetes cluster) or vm (a shell bundle and a systemd unit). Default: the one the app's runner_type asks for (cloudformation for aws, aws-ecs and aws-eks; helm for azure and gcp; vm for local).")
             .returns::<InstallStack>(200),
     ]
 }
@@ -58,13 +64,37 @@ async fn stack(
 ) -> Result<Json<InstallStack>, Error> {
     // It issues a token: an admin's call, though a read.
     require_admin(&auth)?;
-    let format = q.format.unwrap_or_else(|| "vm".into());
-    if format != "vm" {
-        return Err(Error::bad_request(format!(
-            "stack format {format:?} is not made here yet: the formats are vm (a shell bundle and a systemd unit)"
-        )));
-    }
+    let format = q
+        .format
+        .as_deref()
+        .map(StackFormat::parse)
+        .transpose()
+        .map_err(|e| Error::bad_request(format!("format: {e}")))?;
     let install = install_of(&state, &auth, &key).await?;
+    let org = &auth.0.org_id;
+    let (app_name, config) = state
+        .engine
+        .app_config(org, &install.app_id, install.config_version)
+        .await?;
+    let runner = config.runner.clone().unwrap_or_else(|| RunnerSettings {
+        runner_type: "local".into(),
+        helm_driver: None,
+        init_script_url: None,
+        env_vars: Default::default(),
+        instance_type: None,
+    });
+    let format = format.unwrap_or_else(|| StackFormat::for_runner_type(&runner.runner_type));
+    // Role names and documents are templates (`{{ .nuon.install.id }}`).
+    let ctx = render_context(&state.secrets, org, &install, &app_name, false)
+        .map_err(|e| Error::conflict("stack_not_made", e))?;
+    let permissions =
+        rendered(&config.permissions, &ctx, "permissions").map_err(Error::bad_request)?;
+    let stack_toml = config
+        .stack
+        .as_ref()
+        .map(|s| rendered(s, &ctx, "stack.toml"))
+        .transpose()
+        .map_err(Error::bad_request)?;
     // What can fail first: the token before stays good until a new one
     // is handed out.
     let api = state.engine.runner_url_known().ok_or_else(|| {
@@ -73,6 +103,27 @@ async fn stack(
     let signing_key = state.signing_public_key(&auth.0.org_id).await?.to_string();
     let token = issue_stack_token();
     let expires = now_ms() + STACK_TOKEN_TTL.as_millis() as i64;
+    let spec = StackSpec {
+        install_id: install.id.to_string(),
+        install_name: install.name.clone(),
+        app_name,
+        runner_api: api.to_owned(),
+        signing_key,
+        install_token: token.secret.clone(),
+        token_expires_at_ms: expires,
+        version: env!("CARGO_PKG_VERSION").into(),
+        runner,
+        stack: stack_toml,
+        permissions,
+    };
+    // Made before the token is stored: a stack that cannot be made leaves
+    // the token before working.
+    let made = generate(&spec, format).map_err(|e| {
+        Error::bad_request(format!(
+            "the {format} stack of install {} cannot be made from its app's config: {e}",
+            install.name
+        ))
+    })?;
     state
         .store
         .set_stack_token(&auth.0.org_id, &install.id, &token.hash, expires)
@@ -91,156 +142,20 @@ async fn stack(
         install.name
     ));
     state.auditor.record(&auth.0.org_id, entry).await;
-    Ok(Json(vm_stack(
-        &install,
-        api,
-        &signing_key,
-        &token.secret,
-        expires,
-    )))
+    Ok(Json(made))
 }
 
-/// The `vm` flavour: `install.sh`, the unit it installs, and its settings.
-fn vm_stack(
-    install: &StoredInstall,
-    api: &str,
-    signing_key: &str,
-    token: &str,
-    expires: i64,
-) -> InstallStack {
-    let env = format!(
-        "# The runner of install {name} ({id}). Holds a one-time token: keep it private.\n\
-         NUON_RUNNER_API_URL={api}\n\
-         NUON_RUNNER_SIGNING_KEY={signing_key}\n\
-         NUON_RUNNER_INSTALL_TOKEN={token}\n",
-        name = install.name,
-        id = install.id,
-    );
-    InstallStack {
-        install: install.name.clone(),
-        format: "vm".into(),
-        files: vec![
-            StackFile {
-                path: "install.sh".into(),
-                contents: INSTALL_SH.into(),
-                mode: 0o755,
-            },
-            StackFile {
-                path: "nuon-runner.service".into(),
-                contents: UNIT.into(),
-                mode: 0o644,
-            },
-            StackFile {
-                path: "nuon-runner.env".into(),
-                contents: env,
-                mode: 0o600,
-            },
-        ],
-        instructions: format!(
-            "On the machine that will run install {}'s runner, as root: `sh install.sh` (installs nuon-runner to /opt/nuon-runner, its unit, and starts it; \
-             `--binary PATH` names the nuon-runner binary to install, `--output KEY=VALUE` adds a stack output, `--no-systemd` starts the runner in the foreground instead). \
-             The runner phones home once with the one-time token in nuon-runner.env (it expires in 24 h and works once); then `nuon installs provision {}`.",
-            install.name, install.name
-        ),
-        token_expires_at_ms: expires,
-    }
+/// Part of a config (the cloud roles, `stack.toml`) with every text
+/// rendered for the install (`{{ .nuon.install.id }}-provision`).
+fn rendered<T: Serialize + DeserializeOwned>(
+    part: &T,
+    ctx: &RenderContext,
+    what: &str,
+) -> Result<T, String> {
+    let v = serde_json::to_value(part).map_err(|e| format!("{what}: {e}"))?;
+    let v = render_value(&v, ctx, what)?;
+    serde_json::from_value(v).map_err(|e| format!("{what}: {e}"))
 }
-
-/// The VM bundle's installer: POSIX sh, no dependency beyond coreutils.
-const INSTALL_SH: &str = r#"#!/bin/sh
-# Installs an install's nuon-runner on this machine, and starts it: as a
-# systemd service, or with --no-systemd in the foreground. The runner
-# phones home once with the one-time token in nuon-runner.env and keeps
-# the runner token it gets in its work directory.
-set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-prefix=/opt/nuon-runner
-work_dir=/var/lib/nuon-runner
-binary=
-systemd=1
-outputs=
-fail() { printf 'install.sh: %s\n' "$1" >&2; exit 64; }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
-    --work-dir) work_dir=${2:?--work-dir needs a directory}; shift 2 ;;
-    --binary) binary=${2:?--binary needs a path}; shift 2 ;;
-    --output)
-      pair=${2:?--output needs KEY=VALUE}
-      # A name, then a value with no blank, quote, $, backquote or backslash:
-      # it goes into a settings file both systemd and sh read alike.
-      printf '%s' "$pair" | grep -Eq '^[A-Za-z_][A-Za-z0-9_]{0,63}=[^[:space:]"'"'"'$`\\]*$' \
-        || fail "--output takes KEY=VALUE (KEY: letters, digits and _; VALUE: no blank, quote, \$, backquote or backslash), not $pair"
-      outputs="$outputs $pair"; shift 2 ;;
-    --no-systemd) systemd=0; shift ;;
-    -h|--help)
-      echo "usage: install.sh [--binary PATH] [--prefix DIR] [--work-dir DIR] [--output KEY=VALUE]... [--no-systemd]"
-      exit 0 ;;
-    *) fail "unknown argument $1 (see --help)" ;;
-  esac
-done
-for d in "$prefix" "$work_dir"; do
-  printf '%s' "$d" | grep -Eq '^/[A-Za-z0-9._/-]+$' \
-    || fail "$d: give an absolute path of letters, digits, . _ - and /"
-done
-if [ -z "$binary" ]; then
-  binary=$(command -v nuon-runner || true)
-fi
-if [ -z "$binary" ] || [ ! -x "$binary" ]; then
-  echo "install.sh: no nuon-runner binary: give --binary PATH (or put nuon-runner on PATH)" >&2
-  exit 66
-fi
-umask 077
-mkdir -p "$prefix/bin" "$work_dir"
-cp "$binary" "$prefix/bin/nuon-runner.new"
-chmod 0755 "$prefix/bin/nuon-runner.new"
-mv "$prefix/bin/nuon-runner.new" "$prefix/bin/nuon-runner"
-# What the stack reports on phoning home, with what --output added.
-stack_outputs="hostname=$(uname -n) os=$(uname -s | tr 'A-Z' 'a-z') arch=$(uname -m)$outputs"
-{
-  cat "$here/nuon-runner.env"
-  printf 'NUON_RUNNER_WORK_DIR=%s\n' "$work_dir"
-  printf 'NUON_RUNNER_STACK_OUTPUTS="%s"\n' "$stack_outputs"
-} > "$prefix/nuon-runner.env"
-chmod 0600 "$prefix/nuon-runner.env"
-sed -e "s#/opt/nuon-runner#$prefix#g" "$here/nuon-runner.service" > "$prefix/nuon-runner.service"
-if [ "$systemd" = 1 ]; then
-  cp "$prefix/nuon-runner.service" /etc/systemd/system/nuon-runner.service
-  systemctl daemon-reload
-  systemctl enable nuon-runner.service
-  # Applied again (a new binary, new settings, a new token): restarted.
-  systemctl restart nuon-runner.service
-  echo "nuon-runner installed and started (systemctl status nuon-runner)"
-  exit 0
-fi
-set -a
-. "$prefix/nuon-runner.env"
-set +a
-exec "$prefix/bin/nuon-runner" run
-"#;
-
-/// The systemd unit `install.sh` installs (with its prefix).
-const UNIT: &str = "[Unit]
-Description=nuon runner: runs this install's jobs
-Documentation=https://github.com/nuon-byoc/nuon
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-Type=simple
-EnvironmentFile=/opt/nuon-runner/nuon-runner.env
-ExecStart=/opt/nuon-runner/bin/nuon-runner run
-Restart=always
-RestartSec=5
-# 64: bad settings or a refused install token; restarting cannot help.
-RestartPreventExitStatus=64
-KillMode=mixed
-TimeoutStopSec=11min
-NoNewPrivileges=yes
-
-[Install]
-WantedBy=multi-user.target
-";
 
 /// What a stack may report: names like Terraform outputs, plain text.
 fn check_outputs(outputs: &BTreeMap<String, String>) -> Result<(), Error> {
@@ -330,6 +245,9 @@ async fn phone_home(
     state.forget_runner_tokens(&runner);
     let outputs = serde_json::to_string(&req.outputs)
         .map_err(|e| Error::internal(format!("cannot encode the outputs: {e}")))?;
+    let outputs = state
+        .secrets
+        .seal(&outputs, &crate::secrets::stack_context(&install));
     state
         .store
         .set_stack_outputs(&org, &install, &outputs)

@@ -206,7 +206,8 @@ async fn outputs(
         .as_deref()
         .and_then(|o| serde_json::from_str(o).ok())
         .unwrap_or_default();
-    outputs.install_stack = install.stack_outputs.clone();
+    outputs.install_stack = crate::engine::render::stack_outputs(&state.secrets, &install)
+        .map_err(|e| Error::api(StatusCode::CONFLICT, "stack_outputs_refused", e))?;
     Ok(Json(outputs.masked()))
 }
 

@@ -598,7 +598,7 @@ impl Engine {
     }
 
     /// An app's name and one of its config versions.
-    async fn app_config(
+    pub(crate) async fn app_config(
         &self,
         org: &OrgId,
         app: &AppId,

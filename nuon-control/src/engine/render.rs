@@ -27,6 +27,28 @@ pub(crate) fn outputs_of(
     Ok(all)
 }
 
+/// What the install's stack reported when it phoned home. They are kept
+/// sealed, so a value changed in the store (a role ARN swapped for
+/// another) does not open, and is refused rather than used.
+pub(crate) fn stack_outputs(
+    secrets: &SecretBox,
+    install: &StoredInstall,
+) -> Result<BTreeMap<String, String>, String> {
+    let Some(sealed) = &install.stack_outputs else {
+        return Ok(BTreeMap::new());
+    };
+    let text = secrets
+        .open(sealed, &crate::secrets::stack_context(&install.id))
+        .map_err(|e| {
+            format!(
+                "the outputs of install {}'s stack were changed outside the control plane and are refused ({e}): \
+                 apply the install's stack again (`nuon installs stack {}`) so it phones home anew",
+                install.name, install.name
+            )
+        })?;
+    serde_json::from_str(&text).map_err(|e| format!("stored stack outputs: {e}"))
+}
+
 /// An install's sensitive inputs and secrets, unsealed.
 pub(crate) struct Unsealed {
     pub(crate) inputs: BTreeMap<String, String>,
@@ -110,10 +132,9 @@ pub(crate) fn render_context(
             .into_iter()
             .map(|(k, v)| (k, Value::Object(v)))
             .collect(),
-        install_stack_outputs: install
-            .stack_outputs
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        install_stack_outputs: stack_outputs(secrets, install)?
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
             .collect(),
     })
 }

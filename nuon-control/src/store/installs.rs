@@ -56,8 +56,10 @@ pub struct StoredInstall {
     /// components enable|disable`); the others follow their
     /// `default_enabled`.
     pub toggles: std::collections::BTreeMap<String, bool>,
-    /// What its stack reported when it phoned home.
-    pub stack_outputs: std::collections::BTreeMap<String, String>,
+    /// What its stack reported when it phoned home: a JSON object of
+    /// strings, sealed (so a value changed in the store is refused; see
+    /// `engine::render::stack_outputs`).
+    pub stack_outputs: Option<String>,
 }
 
 /// What redeeming a stack's one-time token found.
@@ -158,7 +160,8 @@ pub trait InstallStore: Send + Sync + 'static {
     /// Spends a stack's one-time token at `now_ms`, once.
     async fn redeem_stack_token(&self, token_hash: &str, now_ms: i64) -> Result<StackRedeem>;
 
-    /// Keeps what the install's stack reported (JSON object of strings).
+    /// Keeps what the install's stack reported (a JSON object of strings,
+    /// sealed).
     async fn set_stack_outputs(
         &self,
         org: &OrgId,

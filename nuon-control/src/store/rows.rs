@@ -302,11 +302,7 @@ impl Record for StoredInstall {
             created_at_ms: r.int(9)?,
             approval: r.text(10)?,
             toggles: json_list(r.opt_text(11)?)?,
-            stack_outputs: r
-                .opt_text(12)?
-                .map(|t| serde_json::from_str(&t).map_err(corrupt))
-                .transpose()?
-                .unwrap_or_default(),
+            stack_outputs: r.opt_text(12)?,
         })
     }
 }

@@ -32,11 +32,13 @@ pub enum SealedColumn {
     KeyCheck,
     /// `webhooks.secret`, by webhook id.
     WebhookSecrets,
+    /// `installs.stack_outputs` (what the install's stack reported), by install id.
+    StackOutputs,
 }
 
 impl SealedColumn {
     /// All of them.
-    pub const ALL: [SealedColumn; 12] = [
+    pub const ALL: [SealedColumn; 13] = [
         SealedColumn::SigningKeys,
         SealedColumn::JobSpecs,
         SealedColumn::JobOutputs,
@@ -49,6 +51,7 @@ impl SealedColumn {
         SealedColumn::ConfigSources,
         SealedColumn::KeyCheck,
         SealedColumn::WebhookSecrets,
+        SealedColumn::StackOutputs,
     ];
 
     /// Where it is: table, the row's key as one text, the column, which
@@ -91,6 +94,12 @@ impl SealedColumn {
             }
             SealedColumn::KeyCheck => p("settings", "name", "value", "name = 'secrets_key_check'"),
             SealedColumn::WebhookSecrets => p("webhooks", "id", "secret", "true"),
+            SealedColumn::StackOutputs => p(
+                "installs",
+                "id",
+                "stack_outputs",
+                "stack_outputs IS NOT NULL",
+            ),
         }
     }
 

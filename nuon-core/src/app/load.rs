@@ -453,7 +453,7 @@ const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
     ),
     (
         "operation_roles",
-        "cloud roles are made by Nuon's install stack, which this platform does not generate yet: every job runs with the runner's own credentials",
+        "the install stack creates the cloud roles, but jobs do not assume them yet: every job runs with the runner's own credentials",
     ),
     (
         "auto_approve_on_policies_passing",
@@ -808,7 +808,7 @@ fn runner(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<RunnerSettings> 
             ("source", "runner settings are read from this file"),
             (
                 "phone_home_script_url",
-                "runners are not installed by an install stack on this platform yet",
+                "the install stack's runner phones home itself: no script is run",
             ),
             (
                 "runner_api_url",
@@ -1447,8 +1447,8 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
         d,
         &[
             ("labels", "labels are shown in Nuon's dashboard; this platform keeps none"),
-            ("role", "cloud roles are made by Nuon's install stack, which this platform does not generate yet: every job runs with the runner's own credentials"),
-            ("break_glass_role", "cloud roles are made by Nuon's install stack, which this platform does not generate yet: every job runs with the runner's own credentials"),
+            ("role", "the install stack creates the cloud roles, but jobs do not assume them yet: every job runs with the runner's own credentials"),
+            ("break_glass_role", "the install stack creates the cloud roles, but jobs do not assume them yet: every job runs with the runner's own credentials"),
             ("enable_kube_config", "actions get no kubeconfig on this platform yet"),
             ("image", "steps run on the runner's host; running them in an image comes with container jobs"),
             ("kubernetes_context", "kubernetes contexts are not applied yet"),
@@ -1563,7 +1563,7 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
             ),
             (
                 "stack_overrides",
-                "install stacks are not generated on this platform yet",
+                "install stacks are made from the app's stack.toml, runner.toml and permissions: per-install overrides are not read",
             ),
             ("telemetry", "this platform sends no telemetry"),
             (

@@ -463,7 +463,7 @@ pub(crate) struct Loaded {
     pub(crate) refs: Vec<(usize, Located, &'static str)>,
 }
 
-const ROLES_WHY: &str = "cloud roles are made by Nuon's install stack, which this platform does not generate yet: every job runs with the runner's own credentials";
+const ROLES_WHY: &str = "the install stack creates these roles (`nuon installs stack INSTALL --format cloudformation`), but jobs do not assume them yet: every job runs with the runner's own credentials";
 
 fn warn_file(r: &Reader<'_, '_>, d: &mut Diagnostics, what: &str, why: &str) {
     d.push(r.file.warn(
@@ -610,12 +610,6 @@ pub(crate) fn load(
             let m = read(&mut r, d, &STACK, &mut strings);
             r.finish(d, &[], |_| None);
             out.stack = typed(m);
-            warn_file(
-                &r,
-                d,
-                "stack.toml",
-                "install stacks (CloudFormation, Bicep) are not generated on this platform yet: the runner is installed with `nuon-runner` and its token",
-            );
         }
         ("permissions.toml", _) => {
             for (key, kind) in [

@@ -64,7 +64,7 @@ impl InstallStore for PostgresStore {
             created_at_ms: now,
             approval: new.approval,
             toggles: Default::default(),
-            stack_outputs: Default::default(),
+            stack_outputs: None,
         })
     }
 

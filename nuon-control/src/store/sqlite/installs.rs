@@ -44,7 +44,7 @@ impl InstallStore for SqliteStore {
                 created_at_ms: now,
                 approval: new.approval,
                 toggles: Default::default(),
-                stack_outputs: Default::default(),
+                stack_outputs: None,
             })
         })
         .await

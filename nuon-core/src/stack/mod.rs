@@ -1,0 +1,226 @@
+//! Install stacks: what the customer applies once in their own account to
+//! run an install's runner, in the flavour its runner type asks for. The
+//! control plane fills a [`StackSpec`] (the app's `stack.toml`,
+//! `runner.toml` and cloud roles with their templates rendered for the
+//! install, the Runner API's address, the org's public key and a one-time
+//! token) and [`generate`] writes the files; nothing here does I/O.
+//!
+//! - `vm` ([`vm`]): `install.sh`, a systemd unit and its settings;
+//! - `cloudformation` ([`cloudformation`]): one AWS CloudFormation template
+//!   (the VPC, optional; the runner on EC2, or on ECS Fargate for
+//!   `aws-ecs`; the operation and break-glass roles with their boundaries;
+//!   the custom nested stacks; the runner phones home from the instance);
+//! - `helm` ([`helm`]): a Helm chart for Kubernetes runner types (its own
+//!   namespace, a ServiceAccount, the settings and token in a Secret, a
+//!   StatefulSet whose volume keeps the runner's token and spool).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::app::{Permissions, Role, RunnerSettings, Stack};
+use crate::wire::{InstallStack, StackFile};
+
+pub mod cloudformation;
+pub mod helm;
+pub mod vm;
+
+/// What a stack is generated from, its templates rendered for the install.
+#[derive(Debug, Clone)]
+pub struct StackSpec {
+    /// The install's id.
+    pub install_id: String,
+    /// The install's name.
+    pub install_name: String,
+    /// The app's name.
+    pub app_name: String,
+    /// The Runner API's base URL, as runners reach it.
+    pub runner_api: String,
+    /// The org's job-signing public key (hex).
+    pub signing_key: String,
+    /// The stack's one-time token (`stk_...`).
+    pub install_token: String,
+    /// When it stops working, ms since the epoch.
+    pub token_expires_at_ms: i64,
+    /// The control plane's version: the runner version the stack installs.
+    pub version: String,
+    /// `runner.toml` (a `local` runner when the app has none).
+    pub runner: RunnerSettings,
+    /// `stack.toml`.
+    pub stack: Option<Stack>,
+    /// The cloud roles, names and documents rendered.
+    pub permissions: Permissions,
+}
+
+/// A stack's flavour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackFormat {
+    /// A shell bundle and a systemd unit.
+    Vm,
+    /// An AWS CloudFormation template.
+    CloudFormation,
+    /// A Helm chart.
+    Helm,
+}
+
+impl StackFormat {
+    /// Every flavour, by name.
+    pub const NAMES: [&'static str; 3] = ["vm", "cloudformation", "helm"];
+
+    /// `vm`, `cloudformation` or `helm`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "vm" => Ok(StackFormat::Vm),
+            "cloudformation" => Ok(StackFormat::CloudFormation),
+            "helm" => Ok(StackFormat::Helm),
+            other => Err(format!(
+                "stack format {other:?} is not one of {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+
+    /// The flavour a runner type asks for: CloudFormation on AWS, a Helm
+    /// chart on Azure and GCP (their Kubernetes), the VM bundle for `local`.
+    pub fn for_runner_type(runner_type: &str) -> Self {
+        match runner_type {
+            "aws" | "aws-ecs" | "aws-eks" => StackFormat::CloudFormation,
+            "azure" | "azure-aks" | "azure-acs" | "gcp" => StackFormat::Helm,
+            _ => StackFormat::Vm,
+        }
+    }
+}
+
+impl fmt::Display for StackFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StackFormat::Vm => "vm",
+            StackFormat::CloudFormation => "cloudformation",
+            StackFormat::Helm => "helm",
+        })
+    }
+}
+
+/// The stack of `spec` in `format`; an error names what in the app's config
+/// cannot be made into it (a policy that is not a JSON document).
+pub fn generate(spec: &StackSpec, format: StackFormat) -> Result<InstallStack, String> {
+    let (files, instructions) = match format {
+        StackFormat::Vm => vm::files(spec),
+        StackFormat::CloudFormation => cloudformation::files(spec)?,
+        StackFormat::Helm => helm::files(spec)?,
+    };
+    Ok(InstallStack {
+        install: spec.install_name.clone(),
+        format: format.to_string(),
+        files,
+        instructions,
+        token_expires_at_ms: spec.token_expires_at_ms,
+    })
+}
+
+/// The roles a stack creates: each permission role the config does not
+/// keep out of the stack (`enabled_in_stack = false`), and the break-glass
+/// roles (created off: the customer turns each on).
+pub fn stack_roles(p: &Permissions) -> impl Iterator<Item = (&Role, bool)> {
+    p.roles
+        .iter()
+        .filter(|r| r.enabled_in_stack != Some(false))
+        .map(|r| (r, false))
+        .chain(p.break_glass.iter().map(|r| (r, true)))
+}
+
+/// A stack output's name for a role: `provision_iam_role_arn` for the
+/// first role of each operation kind, `iam_role_arn_NAME` for the others.
+pub fn role_output_name(role: &Role, first_of_kind: bool) -> String {
+    match role.kind.as_deref() {
+        Some(k @ ("provision" | "maintenance" | "deprovision")) if first_of_kind => {
+            format!("{k}_iam_role_arn")
+        }
+        _ => format!("iam_role_arn_{}", snake(&role.name)),
+    }
+}
+
+/// `s` as a name of letters, digits and `_`, lowercase, at most 50 long.
+pub(crate) fn snake(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .take(50)
+        .collect();
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, '_');
+    }
+    out
+}
+
+/// One file of a stack.
+pub(crate) fn file(path: &str, contents: String, mode: u32) -> StackFile {
+    StackFile {
+        path: path.into(),
+        contents,
+        mode,
+    }
+}
+
+/// The runner's settings every flavour hands it, as `NAME=value` lines of
+/// an environment file (and a Secret's data).
+pub(crate) fn runner_env(spec: &StackSpec) -> BTreeMap<&'static str, String> {
+    BTreeMap::from([
+        ("NUON_RUNNER_API_URL", spec.runner_api.clone()),
+        ("NUON_RUNNER_SIGNING_KEY", spec.signing_key.clone()),
+        ("NUON_RUNNER_INSTALL_TOKEN", spec.install_token.clone()),
+    ])
+}
+
+#[cfg(test)]
+pub(crate) fn test_spec() -> StackSpec {
+    StackSpec {
+        install_id: "inl0123456789abcdef".into(),
+        install_name: "acme-prod".into(),
+        app_name: "hello".into(),
+        runner_api: "https://runners.example.com".into(),
+        signing_key: "ab".repeat(32),
+        install_token: "stk_secret".into(),
+        token_expires_at_ms: 1_800_000_000_000,
+        version: "0.1.0".into(),
+        runner: RunnerSettings {
+            runner_type: "aws".into(),
+            helm_driver: None,
+            init_script_url: None,
+            env_vars: BTreeMap::new(),
+            instance_type: None,
+        },
+        stack: None,
+        permissions: Permissions::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_runner_type_has_its_flavour_and_names_parse() {
+        assert_eq!(
+            StackFormat::for_runner_type("aws-ecs"),
+            StackFormat::CloudFormation
+        );
+        assert_eq!(StackFormat::for_runner_type("azure-aks"), StackFormat::Helm);
+        assert_eq!(StackFormat::for_runner_type("local"), StackFormat::Vm);
+        for n in StackFormat::NAMES {
+            assert_eq!(StackFormat::parse(n).unwrap().to_string(), n);
+        }
+        assert!(
+            StackFormat::parse("terraform")
+                .unwrap_err()
+                .contains("vm, cloudformation, helm")
+        );
+        assert_eq!(snake("Acme-Prod.provision"), "acme_prod_provision");
+        assert_eq!(snake("9x"), "_9x");
+    }
+}
