@@ -60,6 +60,20 @@ pub enum StepKind {
     Destroy,
     /// Run an action.
     Action,
+    /// Wait for the install's stack to phone home (or for a runner started
+    /// another way to connect): the control plane's own step, no job.
+    AwaitStack,
+    /// Wait for the install's runner to be healthy (a recent call, not
+    /// disabled by the customer): the control plane's own step, no job.
+    AwaitRunner,
+}
+
+impl StepKind {
+    /// Whether the control plane does the step itself (it waits for
+    /// something) rather than a runner's job.
+    pub const fn is_await(self) -> bool {
+        matches!(self, StepKind::AwaitStack | StepKind::AwaitRunner)
+    }
 }
 
 /// Declares a status enum whose every variant is spelled once, in its serde
@@ -221,6 +235,8 @@ fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedSt
         StepKind::DestroyPlan => "plan destroy",
         StepKind::Destroy => "destroy",
         StepKind::Action => "action",
+        StepKind::AwaitStack => "await install stack",
+        StepKind::AwaitRunner => "await runner",
     };
     PlannedStep {
         name: match target {
@@ -410,6 +426,12 @@ pub fn plan_with(
             } else {
                 ""
             };
+            // Nuon's order: the install's stack phones home, its runner
+            // is healthy, then the sandbox and the components.
+            if re.is_empty() {
+                out.push(step(StepKind::AwaitStack, None, false));
+            }
+            out.push(step(StepKind::AwaitRunner, None, false));
             actions(config, &format!("pre-{re}provision"), None, &mut out);
             if config.sandbox.is_some() {
                 if !re.is_empty() {
@@ -651,6 +673,8 @@ mod tests {
         assert_eq!(
             names(&steps),
             [
+                "await install stack",
+                "await runner",
                 "sync sandbox",
                 "plan sandbox",
                 "apply sandbox (approval)",

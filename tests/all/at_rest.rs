@@ -117,7 +117,8 @@ fn needles(data: &Path, database_url: Option<&str>) -> Needles {
         }
         open.close().await;
     });
-    let runner_token = std::fs::read_to_string(data.join("installs/demo/runner-token")).unwrap();
+    let runner_token =
+        std::fs::read_to_string(data.join("installs/demo/runner/runner-token")).unwrap();
     n.add("the install runner's token", runner_token.trim());
     let build_token = std::fs::read_to_string(control.join(BUILD_RUNNER_TOKEN_FILE)).unwrap();
     n.add("the build runner's token", build_token.trim());
@@ -193,7 +194,7 @@ fn no_secret_key_or_token_is_readable_in_the_data_dir_on_sqlite() {
     assert_private(&control, 8);
     let n = needles(&data, None);
     // The check finds what it looks for: the runner's own token file.
-    let own = std::fs::read(data.join("installs/demo/runner-token")).unwrap();
+    let own = std::fs::read(data.join("installs/demo/runner/runner-token")).unwrap();
     assert!(!n.hits("runner-token", &own).is_empty());
     let hits = search_data_dir(&control, &n);
     assert!(hits.is_empty(), "found in the clear: {hits:#?}");

@@ -158,7 +158,12 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
     let out = dev(&data, ports, &["--once"]).output().unwrap();
     let log = text(&out);
     assert!(out.status.success(), "{log}");
+    // No hand-started runner: the VM bundle brings it, and the provision
+    // waits for its phone-home, then for it to be healthy.
+    assert!(log.contains("sh install.sh --no-systemd"), "{log}");
     let order: Vec<usize> = [
+        "await install stack",
+        "await runner",
         "plan sandbox",
         "apply sandbox",
         "apply database",

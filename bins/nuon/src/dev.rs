@@ -274,72 +274,54 @@ async fn run_children(
     let t = Instant::now();
     let install_dir = data_dir.join("installs").join(&args.install);
     std::fs::create_dir_all(&install_dir).map_err(io("cannot create the install's directory"))?;
-    let token_path = install_dir.join("runner-token");
-    let install_token = match std::fs::read_to_string(&token_path) {
-        Ok(t) => {
-            eprintln!("==> install {} exists; provisioning it again", args.install);
-            t.trim().to_owned()
+    // The install's runner comes from its stack (the VM bundle), as it
+    // would in a customer's account: `install.sh --no-systemd` installs
+    // the binary under the install's directory and starts it; it phones
+    // home with the stack's one-time token. Each run downloads the stack
+    // again (the Runner API's address may have changed) and applies it:
+    // the runner phones home anew and its token is rotated, as when a
+    // customer updates their stack.
+    let stack_dir = install_dir.join("stack");
+    if client.get_install(&args.install).await.is_ok() {
+        eprintln!("==> install {} exists; provisioning it again", args.install);
+    } else {
+        eprintln!("==> creating install {}", args.install);
+        let decl = version
+            .config
+            .installs
+            .iter()
+            .find(|i| i.name == args.install);
+        let inputs = decl.map(|d| d.inputs.clone()).unwrap_or_default();
+        // The flag, else what the app's installs/NAME.toml says (`auto`
+        // is Nuon's name for approve-all).
+        let approval = args
+            .approval
+            .clone()
+            .or_else(|| decl.and_then(|d| d.approval_option.clone()))
+            .map(|a| if a == "auto" { "approve-all".into() } else { a })
+            .unwrap_or_else(|| "approve-all".into());
+        if approval == "prompt" {
+            eprintln!(
+                "==> approvals: each apply waits for `nuon workflows approve` (approval_option = \"prompt\"; --approval approve-all to skip)"
+            );
         }
-        Err(_) => {
-            eprintln!("==> creating install {}", args.install);
-            let decl = version
-                .config
-                .installs
-                .iter()
-                .find(|i| i.name == args.install);
-            let inputs = decl.map(|d| d.inputs.clone()).unwrap_or_default();
-            // The flag, else what the app's installs/NAME.toml says (`auto`
-            // is Nuon's name for approve-all).
-            let approval = args
-                .approval
-                .clone()
-                .or_else(|| decl.and_then(|d| d.approval_option.clone()))
-                .map(|a| if a == "auto" { "approve-all".into() } else { a })
-                .unwrap_or_else(|| "approve-all".into());
-            if approval == "prompt" {
-                eprintln!(
-                    "==> approvals: each apply waits for `nuon workflows approve` (approval_option = \"prompt\"; --approval approve-all to skip)"
-                );
-            }
-            // Local secrets: random values, kept only sealed on the control plane.
-            let secrets = version
-                .config
-                .secrets
-                .iter()
-                .map(|s| (s.name.clone(), random_secret()))
-                .collect();
-            let created = client
-                .create_install(&CreateInstall {
-                    app: app_name.clone(),
-                    name: args.install.clone(),
-                    inputs,
-                    secrets,
-                    approval: Some(approval),
-                })
-                .await?;
-            write_private(&token_path, &created.runner_token)?;
-            created.runner_token
-        }
-    };
-    eprintln!(
-        "==> starting the install's runner (its store in {})",
-        args.data_dir
-            .join("installs")
-            .join(&args.install)
-            .join("store")
-            .display()
-    );
-    children.push(spawn_runner(
-        "nuon-runner",
-        &runner_url,
-        &data_dir,
-        &install_token,
-        &install_dir.join("runner"),
-        &[
-            ("--store-dir", &install_dir.join("store")),
-            ("--vendor-store", &vendor_store),
-        ],
-    )?);
+        // Local secrets: random values, kept only sealed on the control plane.
+        let secrets = version
+            .config
+            .secrets
+            .iter()
+            .map(|s| (s.name.clone(), random_secret()))
+            .collect();
+        client
+            .create_install(&CreateInstall {
+                app: app_name.clone(),
+                name: args.install.clone(),
+                inputs,
+                secrets,
+                approval: Some(approval),
+            })
+            .await?;
+    }
     phase("create install", t, &mut phases);
 
     let t = Instant::now();
@@ -347,6 +329,25 @@ async fn run_children(
     let wf = client
         .create_workflow(&args.install, WorkflowKind::Provision, None)
         .await?;
+    eprintln!(
+        "==> downloading the install's stack (vm) into {}",
+        stack_dir.display()
+    );
+    let stack = client.install_stack(&args.install, Some("vm")).await?;
+    crate::ops::write_stack(&stack, &stack_dir)?;
+    eprintln!(
+        "==> applying it: sh install.sh --no-systemd (the runner's store in {})",
+        install_dir.join("store").display()
+    );
+    children.push(apply_vm_stack(
+        &stack_dir,
+        &install_dir,
+        &data_dir,
+        &[
+            ("NUON_RUNNER_STORE_DIR", &install_dir.join("store")),
+            ("NUON_RUNNER_VENDOR_STORE", &vendor_store),
+        ],
+    )?);
     let done = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false, false).await?;
     phase("provision", t, &mut phases);
     let code = crate::deploy::exit_of(&done);
@@ -428,6 +429,42 @@ async fn run_children(
         let _ = interrupt.wait_for(|v| *v).await;
     }
     Ok(code)
+}
+
+/// Applies the install's VM bundle in `stack_dir`: `install.sh
+/// --no-systemd` installs the runner under `install_dir` and runs it in
+/// the foreground (the child is the runner once the script execs it).
+fn apply_vm_stack(
+    stack_dir: &Path,
+    install_dir: &Path,
+    data_dir: &Path,
+    env: &[(&str, &Path)],
+) -> Result<Child, CliError> {
+    let log = data_dir.join(format!(
+        "{}-runner.log",
+        install_dir
+            .strip_prefix(data_dir)
+            .unwrap_or(install_dir)
+            .to_string_lossy()
+            .replace('/', "-")
+    ));
+    let mut cmd = Command::new("sh");
+    cmd.arg(stack_dir.join("install.sh"))
+        .arg("--no-systemd")
+        .arg("--binary")
+        .arg(sibling("nuon-runner")?)
+        .arg("--prefix")
+        .arg(install_dir.join("runner-bin"))
+        .arg("--work-dir")
+        .arg(install_dir.join("runner"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::null())
+        .stderr(append(&log)?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(io("cannot apply the install's stack"))
 }
 
 /// Starts runner binary `bin` against the Runner API.
@@ -521,18 +558,6 @@ fn random_secret() -> String {
     let mut raw = [0u8; 16];
     nuon_core::random_bytes(&mut raw);
     raw.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn write_private(path: &Path, text: &str) -> Result<(), CliError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io("cannot store a token"))?;
-    std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io("cannot store a token"))
 }
 
 fn read(path: &Path) -> Result<String, CliError> {

@@ -302,6 +302,48 @@ pub(crate) struct StackArgs {
     out: Option<std::path::PathBuf>,
 }
 
+/// Writes the stack's files under `dir` (made if missing), each with its
+/// mode set before its text (a file there before keeps its mode on open).
+pub(crate) fn write_stack(
+    stack: &nuon_core::wire::InstallStack,
+    dir: &std::path::Path,
+) -> Result<(), CliError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let fail = |e: std::io::Error, p: &std::path::Path| {
+        CliError::usage(format!("cannot write {}: {e}", p.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(e, dir))?;
+    for f in &stack.files {
+        // Relative paths under DIR only, whatever the server says.
+        let rel = std::path::Path::new(&f.path);
+        if !rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(CliError::usage(format!(
+                "the stack names a file outside its directory: {:?}",
+                f.path
+            )));
+        }
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| fail(e, parent))?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(f.mode)
+            .open(&path)
+            .map_err(|e| fail(e, &path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode))
+            .map_err(|e| fail(e, &path))?;
+        file.write_all(f.contents.as_bytes())
+            .map_err(|e| fail(e, &path))?;
+    }
+    Ok(())
+}
+
 /// `installs stack`: the install's stack, with a new one-time token.
 pub(crate) async fn stack(g: &Global, args: &StackArgs) -> Result<u8, CliError> {
     let client = client(g)?;
@@ -309,42 +351,7 @@ pub(crate) async fn stack(g: &Global, args: &StackArgs) -> Result<u8, CliError> 
         .install_stack(&args.install, args.format.as_deref())
         .await?;
     if let Some(dir) = &args.out {
-        use std::os::unix::fs::OpenOptionsExt;
-        let fail = |e: std::io::Error, p: &std::path::Path| {
-            CliError::usage(format!("--out: cannot write {}: {e}", p.display()))
-        };
-        std::fs::create_dir_all(dir).map_err(|e| fail(e, dir))?;
-        for f in &stack.files {
-            // Relative paths under DIR only, whatever the server says.
-            let rel = std::path::Path::new(&f.path);
-            if !rel
-                .components()
-                .all(|c| matches!(c, std::path::Component::Normal(_)))
-            {
-                return Err(CliError::usage(format!(
-                    "the stack names a file outside --out: {:?}",
-                    f.path
-                )));
-            }
-            let path = dir.join(rel);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| fail(e, parent))?;
-            }
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(f.mode)
-                .open(&path)
-                .map_err(|e| fail(e, &path))?;
-            // A file there before keeps its mode on open: set it before
-            // the token is written.
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode))
-                .map_err(|e| fail(e, &path))?;
-            file.write_all(f.contents.as_bytes())
-                .map_err(|e| fail(e, &path))?;
-        }
+        write_stack(&stack, dir)?;
     }
     if g.json {
         print_json(&stack)?;

@@ -108,6 +108,7 @@ impl AppState {
             wakes.clone(),
             leader.clone(),
             metrics.clone(),
+            ops.clone(),
         ));
         AppState {
             auditor: crate::ops::Auditor::start(store.clone()),

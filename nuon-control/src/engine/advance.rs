@@ -117,6 +117,11 @@ impl Engine {
                     self.succeeded(&mut cx, i, &job).await?;
                 }
                 Next::Waiting(_) => return Ok(()),
+                Next::Await(i) => {
+                    if !self.await_step(&mut cx, i).await? {
+                        return Ok(());
+                    }
+                }
                 Next::Dispatch(_) | Next::Ask(_) | Next::NoApprovalNeeded(_)
                     if rules::retry_due(&cx.wf.steps, nuon_core::now_ms()).is_some() =>
                 {
@@ -479,5 +484,7 @@ fn step_kind_name(kind: StepKind) -> &'static str {
         StepKind::DestroyPlan => "destroy_plan",
         StepKind::Destroy => "destroy",
         StepKind::Action => "action",
+        StepKind::AwaitStack => "await_stack",
+        StepKind::AwaitRunner => "await_runner",
     }
 }

@@ -28,6 +28,7 @@
 
 mod acts;
 mod advance;
+mod awaits;
 pub(crate) mod cron;
 mod destroy;
 mod dispatch;
@@ -201,6 +202,8 @@ pub(crate) struct Engine {
     notifier: Arc<dyn Notifier>,
     leader: Arc<AtomicBool>,
     metrics: Arc<crate::ops::Metrics>,
+    /// The runner health thresholds an await-runner step reads.
+    ops: crate::ops::OpsConfig,
     runner_url: OnceLock<String>,
     tx: mpsc::UnboundedSender<Msg>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Msg>>>,
@@ -215,6 +218,7 @@ impl Engine {
         notifier: Arc<dyn Notifier>,
         leader: Arc<AtomicBool>,
         metrics: Arc<crate::ops::Metrics>,
+        ops: crate::ops::OpsConfig,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Engine {
@@ -224,6 +228,7 @@ impl Engine {
             notifier,
             leader,
             metrics,
+            ops,
             runner_url: OnceLock::new(),
             tx,
             rx: Mutex::new(Some(rx)),
@@ -436,8 +441,10 @@ impl Engine {
                 ),
             ));
         }
+        // What cannot be rendered from (a stack output changed in the store)
+        // refuses the workflow before it starts.
         let ctx = render::render_context(&self.secrets, org, install, app, false)
-            .map_err(EngineError::Internal)?;
+            .map_err(|e| EngineError::conflict("install_values_refused", e))?;
         let problems = render::precheck_templates(config, &ctx, &targets);
         if !problems.is_empty() {
             return Err(EngineError::Invalid(format!(

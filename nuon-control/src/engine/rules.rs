@@ -30,6 +30,9 @@ pub(crate) enum Next {
     NoApprovalNeeded(usize),
     /// Step `i` runs now.
     Dispatch(usize),
+    /// Step `i` is the control plane's own wait (for the install's stack,
+    /// for its runner): it looks whether what it waits for is there.
+    Await(usize),
     /// Step `i` failed, and the workflow with it.
     Failed(usize),
     /// Every step is behind: the workflow ends so.
@@ -47,6 +50,10 @@ pub(crate) fn has_changes(changes: &serde_json::Value) -> bool {
 pub(crate) fn next(steps: &[WorkflowStepInfo]) -> Next {
     for (i, step) in steps.iter().enumerate() {
         let approved = step.approved_at_ms.is_some();
+        if step.kind.is_await() && matches!(step.status, StepStatus::Pending | StepStatus::Running)
+        {
+            return Next::Await(i);
+        }
         return match step.status {
             s if s.is_passed() => continue,
             StepStatus::Running => Next::Job(i),
