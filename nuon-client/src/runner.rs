@@ -118,6 +118,13 @@ impl Transport for RunnerClient {
             .map_err(map_err)
     }
 
+    async fn settings(&self) -> Result<nuon_core::wire::RunnerSettingsInfo, TransportError> {
+        self.http
+            .get(routes::RUNNER_SETTINGS)
+            .await
+            .map_err(map_err)
+    }
+
     async fn heartbeat(&self, req: &HeartbeatRequest) -> Result<HeartbeatResponse, TransportError> {
         self.http
             .post(routes::HEARTBEAT, req, Duration::from_millis(req.wait_ms))

@@ -35,6 +35,10 @@ pub struct OpsConfig {
     pub runner_unhealthy_after: Duration,
     /// A runner silent this long is offline (default 5 min).
     pub runner_offline_after: Duration,
+    /// How long a step waits for its install's runner (a provision's
+    /// `await runner`, a step whose runner the customer disabled) before
+    /// it fails (default 15 min).
+    pub await_runner_timeout: Duration,
     /// The longest wait between two tries of a webhook delivery (default
     /// 5 min); the waits double from 1 s up to it.
     pub webhook_max_backoff: Duration,
@@ -51,6 +55,7 @@ impl Default for OpsConfig {
         OpsConfig {
             runner_unhealthy_after: Duration::from_secs(90),
             runner_offline_after: Duration::from_secs(300),
+            await_runner_timeout: Duration::from_secs(900),
             webhook_max_backoff: Duration::from_secs(300),
             webhook_give_up_after: Duration::from_secs(3 * 86_400),
             webhook_allow_private: false,

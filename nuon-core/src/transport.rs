@@ -64,4 +64,9 @@ pub trait Transport: Send + Sync + 'static {
         job: &JobId,
         completion: &Completion,
     ) -> Result<CompletionAck, TransportError>;
+    /// The runner's settings. A control plane that keeps none for it (a
+    /// transport of tests, an older control plane) has empty ones.
+    async fn settings(&self) -> Result<crate::wire::RunnerSettingsInfo, TransportError> {
+        Ok(crate::wire::RunnerSettingsInfo::default())
+    }
 }

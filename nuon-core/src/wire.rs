@@ -115,6 +115,9 @@ pub mod routes {
     /// Runner API: a stack's first call, with its one-time token (no
     /// runner token yet).
     pub const PHONE_HOME: &str = "/v1/runner/phone-home";
+    /// Runner API: the calling runner's settings (its install's
+    /// `runner.toml`).
+    pub const RUNNER_SETTINGS: &str = "/v1/runner/settings";
     /// Control API: ask an install's runner for logs or to run a debug
     /// command (its runner decides).
     pub const INSTALL_DEBUG: &str = "/v1/installs/{id}/debug";
@@ -317,6 +320,10 @@ pub struct RunnerTelemetry {
     /// The last error it met (a job it refused, a call that failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Set while the customer has disabled the runner (`nuon-runner
+    /// disable`): their reason. A disabled runner takes no new job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<String>,
 }
 
 /// Jobs given to the runner; empty when the wait ran out.
@@ -329,6 +336,24 @@ pub struct ClaimResponse {
     /// Take them on before checking the jobs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key_rotations: Vec<crate::SignedRotation>,
+    /// The version of the runner's settings now ([`RunnerSettingsInfo`]):
+    /// a runner whose settings are of another version fetches them
+    /// before it starts the jobs of this answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_version: Option<String>,
+}
+
+/// What the control plane tells a runner to run its jobs with: its
+/// install's `runner.toml`, rendered for the install.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunnerSettingsInfo {
+    /// Changes whenever the settings may have (claims and heartbeats
+    /// carry it).
+    pub version: String,
+    /// Environment for every job of the runner (`runner.toml`'s
+    /// `env_vars`); a job's own environment wins over it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 /// One job as the runner receives it.
@@ -402,6 +427,9 @@ pub struct HeartbeatResponse {
     pub lease_ms: u64,
     /// When the runner should send its next heartbeat at the latest, in milliseconds.
     pub next_heartbeat_ms: u64,
+    /// The version of the runner's settings now (see [`ClaimResponse`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_version: Option<String>,
 }
 
 /// Where a log line came from.
@@ -1139,7 +1167,8 @@ pub struct HealthCheck {
     pub kind: String,
     /// The runner's, component's or action's name.
     pub name: String,
-    /// `ok`, `failed`, `offline` (the runner), or `unknown` (never run).
+    /// `ok`, `failed`, `offline` or `disabled` (the runner), or `unknown`
+    /// (never run).
     pub status: String,
     /// What it says: why it failed, when it was last seen or run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1159,7 +1188,8 @@ pub struct InstallHealth {
     pub install: String,
     /// `healthy` (its runner is there and nothing failed), `unhealthy`
     /// (a component's last deploy or a health-check action's last run
-    /// failed) or `offline` (its runner is not there).
+    /// failed), `disabled` (the customer turned its runner off with
+    /// `nuon-runner disable`) or `offline` (its runner is not there).
     pub status: String,
     /// What it is made of.
     pub checks: Vec<HealthCheck>,

@@ -39,6 +39,34 @@ enum Command<E: Args> {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// The customer's switch: the runner (running or not) takes no new
+    /// job until `enable`; it keeps calling the control plane, which shows
+    /// it disabled with the reason, queues nothing new for it, and fails
+    /// steps waiting for it after their bound. Running jobs finish.
+    Disable {
+        /// Why, for the vendor to read (one line).
+        #[arg(long, default_value = "")]
+        reason: String,
+        #[command(flatten)]
+        dir: WorkDirArg,
+    },
+    /// Turns the customer's switch back on: the runner takes jobs again.
+    Enable {
+        #[command(flatten)]
+        dir: WorkDirArg,
+    },
+}
+
+/// The runner's work directory.
+#[derive(Args)]
+struct WorkDirArg {
+    /// The runner's work directory.
+    #[arg(
+        long,
+        env = "NUON_RUNNER_WORK_DIR",
+        default_value = "./nuon-runner-data"
+    )]
+    work_dir: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -249,20 +277,7 @@ async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
 
 /// Writes `text` to `path` (0600) atomically.
 fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("write {}", tmp.display()))?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("write {}", path.display()))?;
-    Ok(())
+    crate::sys::write_private(path, text).with_context(|| format!("write {}", path.display()))
 }
 
 fn config(args: &RunArgs, token: &str) -> anyhow::Result<RunnerConfig> {
@@ -325,6 +340,12 @@ pub async fn main<E: Args>(
         Ok(Cli {
             command: Command::Audit { command },
         }) => return audit(command),
+        Ok(Cli {
+            command: Command::Disable { reason, dir },
+        }) => return switch(&dir.work_dir, Some(&reason)),
+        Ok(Cli {
+            command: Command::Enable { dir },
+        }) => return switch(&dir.work_dir, None),
         Err(e) => {
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
@@ -415,6 +436,36 @@ async fn serve_metrics(listener: tokio::net::TcpListener, stats: Arc<crate::Runn
 }
 
 /// `audit verify` and `audit compare`: offline, on the work directory.
+/// `disable` (with a reason) or `enable`.
+fn switch(work_dir: &std::path::Path, disable: Option<&str>) -> ExitCode {
+    use crate::switch;
+    let done = match disable {
+        Some(reason) => switch::disable(work_dir, reason).map(|()| {
+            format!(
+                "disabled: the runner of {} takes no new job (running ones finish); `nuon-runner enable` turns it back on",
+                work_dir.display()
+            )
+        }),
+        None => switch::enable(work_dir).map(|was| {
+            if was {
+                "enabled: the runner takes jobs again".to_owned()
+            } else {
+                "the runner was not disabled".to_owned()
+            }
+        }),
+    };
+    match done {
+        Ok(said) => {
+            println!("{said}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", work_dir.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn audit(command: AuditCommand) -> ExitCode {
     use crate::journal::{JOURNAL_FILE, compare, read_entries, verify};
     let run = || -> anyhow::Result<bool> {

@@ -69,6 +69,7 @@ mod runner;
 mod shipper;
 mod spool;
 mod stats;
+pub mod switch;
 mod sys;
 
 pub use backoff::Backoff;

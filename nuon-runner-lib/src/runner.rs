@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use nuon_core::wire::{
     ClaimRequest, ClaimResponse, ClaimedJob, HeartbeatRequest, LeaseRef, LeaseState,
+    RunnerSettingsInfo,
 };
 use nuon_core::{JobId, JobResult, JobSpec, Outcome, StopReason, TransportError};
 use tokio::sync::{Notify, watch};
@@ -62,6 +63,9 @@ struct Shared {
     fatal: watch::Sender<Option<TransportError>>,
     /// Every job accepted, refused and ended, hash-chained.
     journal: Journal,
+    /// The settings the control plane gives this runner (its install's
+    /// `runner.toml`): their environment reaches every job.
+    settings: Mutex<RunnerSettingsInfo>,
 }
 
 impl Shared {
@@ -74,6 +78,32 @@ impl Shared {
         let stats = &self.config.stats;
         stats.set_running(lock(&self.jobs).len());
         stats.set_backlog(lock(&self.shippers).len());
+    }
+
+    /// Fetches the runner's settings when `version` is not the one held
+    /// (`None`: the control plane keeps none for this runner). A failure
+    /// keeps the settings before, and says so.
+    async fn refresh_settings(&self, version: Option<&str>) {
+        let Some(version) = version else { return };
+        if lock(&self.settings).version != version {
+            self.fetch_settings().await;
+        }
+    }
+
+    /// Fetches the runner's settings.
+    async fn fetch_settings(&self) {
+        match self.config.transport.settings().await {
+            Ok(s) => {
+                tracing::info!(version = %s.version, env_vars = s.env.len(), "runner settings fetched");
+                *lock(&self.settings) = s;
+            }
+            Err(e) => {
+                self.config
+                    .stats
+                    .error(format!("fetching the runner's settings failed: {e}"));
+                tracing::warn!(error = %e, "cannot fetch the runner's settings; jobs run with the ones before");
+            }
+        }
     }
 
     fn report_fatal(&self, e: TransportError) {
@@ -278,6 +308,7 @@ impl Runner {
             shippers: Mutex::new(HashMap::new()),
             shippers_changed: Notify::new(),
             fatal: watch::channel(None).0,
+            settings: Mutex::new(RunnerSettingsInfo::default()),
             config,
         });
         tracing::info!(
@@ -288,6 +319,9 @@ impl Runner {
             "runner started"
         );
         recover_spool(&shared).await?;
+        // At start, whatever version: claims and heartbeats then say when
+        // they change.
+        shared.fetch_settings().await;
         let heartbeat = tokio::spawn(heartbeat_loop(shared.clone()));
 
         let result = main_loop(&shared, shutdown).await;
@@ -388,6 +422,9 @@ async fn recover_spool(shared: &Arc<Shared>) -> Result<()> {
     Ok(())
 }
 
+/// How often a disabled runner calls.
+const DISABLED_POLL: Duration = Duration::from_secs(5);
+
 async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> Result<()> {
     let mut shutdown = std::pin::pin!(shutdown);
     let mut fatal = shared.fatal.subscribe();
@@ -399,12 +436,30 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
     let slots = shared.config.slots;
     let claim_wait = shared.config.claim_wait;
 
+    let mut was_disabled: Option<String> = None;
     let stopped_by: Result<()> = loop {
         let free = slots.saturating_sub(jobs.len());
         if claim.is_none() && free > 0 {
+            // The customer's switch: while it is off the runner still
+            // calls (so the vendor sees it, disabled) but takes no job.
+            let disabled = crate::switch::disabled(&shared.config.work_dir);
+            if disabled != was_disabled {
+                match &disabled {
+                    Some(why) => {
+                        tracing::warn!(reason = %why, "the runner is disabled (`nuon-runner enable` turns it back on): it takes no new job")
+                    }
+                    None => tracing::info!("the runner is enabled: it takes jobs again"),
+                }
+                shared.config.stats.set_disabled(disabled.clone());
+                was_disabled = disabled.clone();
+            }
             let req = ClaimRequest {
                 kinds: shared.kinds.clone(),
-                slots: u32::try_from(free).unwrap_or(u32::MAX),
+                slots: if disabled.is_some() {
+                    0
+                } else {
+                    u32::try_from(free).unwrap_or(u32::MAX)
+                },
                 wait_ms: u64::try_from(shared.config.claim_wait.as_millis()).unwrap_or(u64::MAX),
                 signing_key: Some(shared.keys.current().to_string()),
                 telemetry: Some(shared.config.stats.telemetry()),
@@ -435,6 +490,12 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                     shared.keys.learn(&resp.key_rotations);
                 }
                 match answer {
+                    Ok(resp) if resp.jobs.is_empty() && was_disabled.is_some() => {
+                        // Disabled: answered at once. Call again soon, so
+                        // the runner stays healthy and an enable is seen.
+                        shared.refresh_settings(resp.settings_version.as_deref()).await;
+                        claim_delay = Some(DISABLED_POLL.min(claim_wait));
+                    }
                     Ok(resp) if resp.jobs.is_empty() && held < claim_wait / 2 => {
                         // Nothing, and early: the server did not hold the
                         // claim. Do not spin; this is not the happy path.
@@ -445,6 +506,8 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                     }
                     Ok(resp) => {
                         backoff.reset();
+                        // Before its jobs start: they run with the new ones.
+                        shared.refresh_settings(resp.settings_version.as_deref()).await;
                         for claimed in resp.jobs {
                             start_job(shared, &mut jobs, &mut task_keys, claimed);
                         }
@@ -889,6 +952,9 @@ impl JobRun {
         };
         tracing::info!(job = %self.key.0, attempt = self.key.1, kind = %spec.kind, "job started");
         let mut env: BTreeMap<String, String> = self.shared.config.env.clone();
+        // The control plane's settings over the runner's own environment;
+        // the job's own environment (set per process) over both.
+        env.extend(lock(&self.shared.settings).env.clone());
         env.insert("NUON_JOB_ID".into(), self.key.0.to_string());
         env.insert("NUON_JOB_ATTEMPT".into(), self.key.1.to_string());
         let timeout = Duration::from_secs(spec.timeout_secs);
@@ -950,6 +1016,9 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
         match transport.heartbeat(&req).await {
             Ok(resp) => {
                 backoff.reset();
+                shared
+                    .refresh_settings(resp.settings_version.as_deref())
+                    .await;
                 let mut news = false;
                 for status in &resp.leases {
                     let key: Key = (status.job_id.clone(), status.attempt);

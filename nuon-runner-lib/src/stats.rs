@@ -20,6 +20,7 @@ pub struct RunnerStats {
     heartbeat_rtt: Histogram,
     last_rtt_ms: AtomicU64,
     last_error: Mutex<Option<String>>,
+    disabled: Mutex<Option<String>>,
 }
 
 impl Default for RunnerStats {
@@ -32,6 +33,7 @@ impl Default for RunnerStats {
             heartbeat_rtt: Histogram::new(LATENCY_BUCKETS),
             last_rtt_ms: AtomicU64::new(u64::MAX),
             last_error: Mutex::default(),
+            disabled: Mutex::default(),
         }
     }
 }
@@ -65,6 +67,11 @@ impl RunnerStats {
             .store(rtt.as_millis() as u64, Ordering::Relaxed);
     }
 
+    /// Whether (and why) the customer disabled the runner.
+    pub(crate) fn set_disabled(&self, reason: Option<String>) {
+        *lock(&self.disabled) = reason;
+    }
+
     pub(crate) fn error(&self, e: impl std::fmt::Display) {
         let text: String = e.to_string().chars().take(500).collect();
         *lock(&self.last_error) = Some(text);
@@ -80,6 +87,7 @@ impl RunnerStats {
             jobs: lock(&self.jobs).clone(),
             heartbeat_rtt_ms: (rtt != u64::MAX).then_some(rtt),
             last_error: lock(&self.last_error).clone(),
+            disabled: lock(&self.disabled).clone(),
         }
     }
 

@@ -12,6 +12,23 @@ pub(crate) use libc::{SIGKILL, SIGTERM};
 
 /// Sends `signal` to every process of the process group `pgid`. Returns
 /// `Ok(false)` when the group no longer exists.
+/// Writes `text` to `path`, readable by its owner only, atomically (a
+/// temporary file renamed over it).
+pub(crate) fn write_private(path: &std::path::Path, text: &str) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 pub(crate) fn kill_group(pgid: u32, signal: libc::c_int) -> io::Result<bool> {
     // A process group id of 0 or 1 would signal our own group or every
     // process we may signal: never do that.

@@ -514,7 +514,7 @@ impl Manual {
     }
 
     /// [`Self::start_full`] on a control plane of the test's own.
-    fn start_on(
+    pub(crate) fn start_on(
         cp: ControlPlane,
         files: &[(&str, &str)],
         vendor: Option<&str>,
@@ -984,7 +984,7 @@ fn a_container_image_is_built_from_its_registry_and_synced_with_every_platform()
     assert_eq!(w.status, "succeeded", "{w:#?}");
     assert_eq!(
         w.steps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
-        ["sync img"]
+        ["await install stack", "await runner", "sync img"]
     );
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
     assert_eq!(outputs.components["img"]["digest"], index.to_string());
@@ -2684,7 +2684,13 @@ fn a_kubernetes_manifest_is_applied_server_side_pruned_and_deleted_with_a_stand_
     assert_eq!(w.status, "succeeded", "{w:#?}");
     assert_eq!(
         w.steps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
-        ["sync cfg", "plan cfg", "apply cfg"]
+        [
+            "await install stack",
+            "await runner",
+            "sync cfg",
+            "plan cfg",
+            "apply cfg"
+        ]
     );
     assert_eq!(step(&w, "plan cfg").outputs["changes"]["add"], 2);
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();

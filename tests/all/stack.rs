@@ -504,3 +504,129 @@ fn cloudformation_and_helm_stacks_pass_cfn_lint_and_real_helm() {
         text(&out)
     );
 }
+
+const GREETER: (&str, &str) = (
+    "components/greeter.toml",
+    "name = \"greeter\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"greeter\"\n",
+);
+const GREETER_TF: (&str, &str) = (
+    "greeter/main.tf",
+    "variable \"greeting\" {\n  type = string\n}\n\noutput \"greeting\" {\n  value = var.greeting\n}\n",
+);
+
+fn runner_toml(word: &str) -> String {
+    format!(
+        "runner_type = \"local\"\n\n[env_vars]\nTF_VAR_greeting = \"{word} from {{{{ .nuon.install.name }}}}\"\n"
+    )
+}
+
+#[test]
+fn runner_settings_reach_every_job_and_a_change_is_fetched_without_a_restart() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let first = runner_toml("hello");
+    let m = Manual::start(&[METADATA, GREETER, GREETER_TF, ("runner.toml", &first)]);
+    let c = m.cp.client();
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.components["greeter"]["greeting"], "hello from demo");
+
+    // A new runner.toml: the same runner, not restarted, learns of it from
+    // its next claim and its next job runs with it.
+    let app = m.dir.path().join("app");
+    std::fs::write(app.join("runner.toml"), runner_toml("bonjour")).unwrap();
+    ok(m.cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+    ok(m.cp.nuon(&["builds", "create", "--app", "app", "--wait"]));
+    let w = run_workflow(&c, WorkflowKind::Deploy);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(
+        outputs.components["greeter"]["greeting"],
+        "bonjour from demo"
+    );
+    let log = std::fs::read_to_string(m.dir.path().join("install.log")).unwrap();
+    assert!(log.matches("runner settings fetched").count() >= 2, "{log}");
+}
+
+#[test]
+fn the_customer_disables_the_runner_nothing_new_is_queued_and_a_waiting_step_fails_after_its_bound()
+{
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let cp = ControlPlane::start_with("3s", &["--await-runner-timeout", "8s"]).unwrap();
+    let settings = runner_toml("hello");
+    let m = Manual::start_on(
+        cp,
+        &[METADATA, GREETER, GREETER_TF, ("runner.toml", &settings)],
+        None,
+        |_| {},
+        &[],
+    );
+    let c = m.cp.client();
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+
+    // The customer's switch, on the runner's own machine, while it runs.
+    let work = m.runner_work_dir();
+    let switch = |args: &[&str]| {
+        let out = Command::new(bin("nuon-runner"))
+            .args(args)
+            .arg("--work-dir")
+            .arg(&work)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        text(&out)
+    };
+    let said = switch(&["disable", "--reason", "change freeze until Monday"]);
+    assert!(said.contains("nuon-runner enable"), "{said}");
+    // The vendor sees it: the runner calls, disabled, with the reason.
+    wait_for(
+        "the runner to be shown disabled",
+        Duration::from_secs(60),
+        || {
+            let list = rt().block_on(c.list_runners()).ok()?;
+            list.runners
+                .iter()
+                .any(|r| {
+                    r.telemetry.as_ref().and_then(|t| t.disabled.as_deref())
+                        == Some("change freeze until Monday")
+                })
+                .then_some(())
+        },
+    )
+    .unwrap();
+    let health = rt().block_on(c.install_health("demo")).unwrap();
+    assert_eq!(health.status, "disabled", "{health:#?}");
+    let listed = ok(m.cp.nuon(&["runners", "list"]));
+    assert!(listed.contains("(disabled)"), "{listed}");
+
+    // A deploy queues nothing for it: its first step waits, saying why,
+    // and fails after --await-runner-timeout.
+    let w = run_workflow(&c, WorkflowKind::Deploy);
+    assert_eq!(w.status, "failed", "{w:#?}");
+    let first = &w.steps[0];
+    assert!(first.job_id.is_none(), "nothing was queued: {first:#?}");
+    let reason = first.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("gave up after 8 s")
+            && reason.contains("the customer disabled install demo's runner")
+            && reason.contains("change freeze until Monday"),
+        "{reason}"
+    );
+    assert!(w.steps.iter().all(|s| s.job_id.is_none()), "{w:#?}");
+
+    // Enabled again: the retry runs.
+    let said = switch(&["enable"]);
+    assert!(said.contains("enabled"), "{said}");
+    let retried = rt()
+        .block_on(c.retry_workflow(w.id.as_str(), None))
+        .unwrap();
+    let done = crate::deploy::wait_workflow(&c, retried.id.as_str(), crate::deploy::ended);
+    assert_eq!(done.status, "succeeded", "{done:#?}");
+    let health = rt().block_on(c.install_health("demo")).unwrap();
+    assert_eq!(health.status, "healthy", "{health:#?}");
+}

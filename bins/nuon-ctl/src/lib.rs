@@ -66,6 +66,11 @@ enum Command {
         /// A runner silent this long is offline.
         #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
         runner_offline_after: Duration,
+        /// How long a step waits for its install's runner: a provision's
+        /// `await runner` step, and any step whose runner the customer
+        /// disabled (`nuon-runner disable`). Then it fails, saying why.
+        #[arg(long, default_value = "15m", value_parser = nuon_core::parse_duration)]
+        await_runner_timeout: Duration,
         /// The longest wait between two tries of a webhook delivery (the
         /// waits double from 1s up to it; a delivery is given up after 3 days).
         #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
@@ -196,6 +201,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             key_refresh,
             runner_unhealthy_after,
             runner_offline_after,
+            await_runner_timeout,
             webhook_max_backoff,
             webhook_allow_private_networks,
         } => {
@@ -214,6 +220,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.key_refresh = key_refresh;
             config.ops.runner_unhealthy_after = runner_unhealthy_after;
             config.ops.runner_offline_after = runner_offline_after;
+            config.ops.await_runner_timeout = await_runner_timeout;
             config.ops.webhook_max_backoff = webhook_max_backoff;
             config.ops.webhook_allow_private = webhook_allow_private_networks;
             let plane = ControlPlane::open(config).await?;

@@ -482,7 +482,11 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                                         r.role.as_str().into(),
                                         fmt_time(r.last_seen_at_ms),
                                         r.status.as_str().replace('_', " "),
-                                        r.health.as_str().into(),
+                                        match r.telemetry.as_ref().and_then(|t| t.disabled.as_ref())
+                                        {
+                                            Some(_) => format!("{} (disabled)", r.health.as_str()),
+                                            None => r.health.as_str().into(),
+                                        },
                                         jobs,
                                         r.session
                                             .map(|s| {

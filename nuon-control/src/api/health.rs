@@ -62,10 +62,24 @@ pub(crate) fn health_of(
                 .and_then(|s| s.describe_build())
                 .map(|b| format!("; {b}"))
                 .unwrap_or_default();
-            format!("last call {} s ago{build}", (now_ms - at).max(0) / 1000)
+            let disabled = runner
+                .and_then(|r| r.telemetry.as_ref())
+                .and_then(|t| t.disabled.as_ref());
+            match disabled {
+                Some(why) => {
+                    // Calling, but the customer turned it off.
+                    r.status = "disabled".into();
+                    format!(
+                        "disabled by the customer ({why}); last call {} s ago",
+                        (now_ms - at).max(0) / 1000
+                    )
+                }
+                None => format!("last call {} s ago{build}", (now_ms - at).max(0) / 1000),
+            }
         }
     });
     let online = r.status == "ok";
+    let disabled = r.status == "disabled";
     checks.push(r);
     // Each component's last deploy or teardown that ended.
     for c in config.components.iter().filter(|c| install.enabled(c)) {
@@ -138,7 +152,9 @@ pub(crate) fn health_of(
         }
         checks.push(k);
     }
-    let status = if !online {
+    let status = if disabled {
+        "disabled"
+    } else if !online {
         "offline"
     } else if checks.iter().any(|c| c.status == "failed") {
         "unhealthy"

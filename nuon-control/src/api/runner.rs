@@ -6,19 +6,20 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use nuon_core::audit::AuditEntry;
 use nuon_core::wire::{
     ClaimRequest, ClaimResponse, ClaimedJob, Completion, CompletionAck, HeartbeatRequest,
     HeartbeatResponse, LOG_RECORDS_CONTENT_TYPE, LeaseState, LogAck, LogBatch, LogBatchQuery,
-    LogRecords, MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, routes,
+    LogRecords, MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, RunnerSettingsInfo, routes,
 };
 use nuon_core::{JobId, JobResult, JobStatus, OrgId};
 
 use super::{Body, RunnerAuth, SharedState, Source, path_id};
+use crate::engine::render::{render_context, render_env};
 use crate::error::Error;
-use crate::store::RunnerPrincipal;
+use crate::store::{RunnerPrincipal, StoredInstall};
 
 const MAX_KINDS: usize = 64;
 const MAX_SLOTS: u32 = 1024;
@@ -30,6 +31,7 @@ pub(super) fn routes() -> Router<SharedState> {
         .route(routes::HEARTBEAT, post(heartbeat))
         .route(routes::LOGS, post(append_logs))
         .route(routes::COMPLETE, post(complete))
+        .route(routes::RUNNER_SETTINGS, get(settings))
 }
 
 fn lease_ms(state: &SharedState) -> u64 {
@@ -117,6 +119,7 @@ async fn claim(
             return Ok(Json(ClaimResponse {
                 jobs: opened.jobs,
                 key_rotations,
+                settings_version: settings_version(&state, &runner).await?,
             }));
         }
         if claimed.held_back && !watch_org {
@@ -149,6 +152,7 @@ async fn claim(
             .keys
             .rotations_for(&runner.org_id, req.signing_key.as_deref(), &[])
             .await,
+        settings_version: settings_version(&state, &runner).await?,
     }))
 }
 
@@ -206,7 +210,73 @@ async fn heartbeat(
         leases,
         lease_ms: lease_ms(&state),
         next_heartbeat_ms,
+        settings_version: settings_version(&state, &runner).await?,
     }))
+}
+
+/// The version of a runner's settings: a digest of what they are made
+/// from (its install's config version, inputs, secrets and outputs), so
+/// claims and heartbeats carry it for one indexed read. A build runner has
+/// none.
+async fn settings_version(
+    state: &SharedState,
+    runner: &RunnerPrincipal,
+) -> Result<Option<String>, Error> {
+    let Some(install) = state
+        .store
+        .find_install_of_runner(&runner.org_id, &runner.runner_id)
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(version_of(&install)))
+}
+
+fn version_of(install: &StoredInstall) -> String {
+    let mut all = String::new();
+    for part in [
+        install.config_version.to_string().as_str(),
+        &install.inputs_json,
+        &install.sealed_json,
+        install.outputs_json.as_deref().unwrap_or(""),
+        install.stack_outputs.as_deref().unwrap_or(""),
+    ] {
+        all.push_str(&format!("{}:{part};", part.len()));
+    }
+    nuon_core::token::hash_token(&all)[..16].to_owned()
+}
+
+/// The calling runner's settings: its install's `runner.toml` (`env_vars`)
+/// rendered for the install.
+async fn settings(
+    State(state): State<SharedState>,
+    RunnerAuth(runner): RunnerAuth,
+) -> Result<Json<RunnerSettingsInfo>, Error> {
+    let Some(install) = state
+        .store
+        .find_install_of_runner(&runner.org_id, &runner.runner_id)
+        .await?
+    else {
+        return Ok(Json(RunnerSettingsInfo {
+            version: "none".into(),
+            env: Default::default(),
+        }));
+    };
+    let version = version_of(&install);
+    let (app_name, config) = state
+        .engine
+        .app_config(&runner.org_id, &install.app_id, install.config_version)
+        .await?;
+    let env = match config.runner.as_ref().map(|r| &r.env_vars) {
+        Some(vars) if !vars.is_empty() => {
+            let ctx = render_context(&state.secrets, &runner.org_id, &install, &app_name, false)
+                .map_err(|e| Error::conflict("settings_not_rendered", e))?;
+            render_env(vars, &ctx, "runner.toml env_vars")
+                .map_err(|e| Error::conflict("settings_not_rendered", e))?
+        }
+        _ => Default::default(),
+    };
+    Ok(Json(RunnerSettingsInfo { version, env }))
 }
 
 /// A log batch as it comes over the wire: the query names the attempt and

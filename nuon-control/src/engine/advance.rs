@@ -129,6 +129,11 @@ impl Engine {
                     // looks again.
                     return Ok(());
                 }
+                Next::NoApprovalNeeded(i) | Next::Dispatch(i)
+                    if self.held_by_customer(&mut cx, i).await? =>
+                {
+                    return Ok(());
+                }
                 Next::NoApprovalNeeded(i) => {
                     let step = &cx.wf.steps[i];
                     self.store

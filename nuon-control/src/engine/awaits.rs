@@ -17,8 +17,6 @@ use crate::store::StepUpdate;
 /// How long a provision waits for the stack: as long as its one-time token
 /// works.
 const AWAIT_STACK: Duration = Duration::from_secs(24 * 3600);
-/// How long it then waits for the runner to be healthy.
-const AWAIT_RUNNER: Duration = Duration::from_secs(15 * 60);
 
 /// What an await step found.
 struct Look {
@@ -63,10 +61,14 @@ impl Engine {
             }
             _ => {
                 let health = self.ops.health(runner.revoked, runner.last_seen_at_ms, now);
+                let disabled = disabled_reason(&runner);
                 Look {
-                    done: health == RunnerHealth::Healthy,
+                    done: health == RunnerHealth::Healthy && disabled.is_none(),
                     said: match health {
-                        RunnerHealth::Healthy => format!("runner {} is healthy", runner.name),
+                        RunnerHealth::Healthy => match &disabled {
+                            None => format!("runner {} is healthy", runner.name),
+                            Some(why) => disabled_said(name, why),
+                        },
                         _ if runner.revoked => format!(
                             "waiting for install {name}'s runner: it is revoked; issue it a new token with `nuon runners rotate-token {}`",
                             runner.name
@@ -76,42 +78,127 @@ impl Engine {
                             health.as_str()
                         ),
                     },
-                    bound: AWAIT_RUNNER,
+                    bound: self.ops.await_runner_timeout,
                 }
             }
         };
         if look.done {
-            let u = StepUpdate {
-                status: StepStatus::Succeeded,
-                reason: Some(look.said),
-                outputs_json: Some(json!({"runner": runner.id, "passed_at_ms": now}).to_string()),
-                ..StepUpdate::default()
-            };
-            self.set_step(cx, step.index, u).await?;
+            self.pass_await(cx, step.index, look.said, &runner.id, now)
+                .await?;
             return Ok(true);
         }
-        match step.outputs["waiting_since_ms"].as_i64() {
-            Some(since) if now - since > look.bound.as_millis() as i64 => {
-                let reason = format!(
-                    "gave up after {} min: {}",
-                    look.bound.as_secs() / 60,
-                    look.said
-                );
-                self.fail(cx, &step, reason).await?;
+        self.keep_waiting(cx, i, look.said, look.bound, now).await?;
+        Ok(false)
+    }
+
+    /// Whether step `i`, about to be dispatched, must wait instead: the
+    /// customer disabled the install's runner. Nothing new is queued for
+    /// it; the step says so, and fails after `--await-runner-timeout`.
+    pub(super) async fn held_by_customer(&self, cx: &mut Ctx, i: usize) -> Result<bool> {
+        let Some(runner) = self
+            .store
+            .find_runner(&cx.org, cx.install.runner_id.as_str())
+            .await?
+        else {
+            return Ok(false);
+        };
+        let Some(why) = disabled_reason(&runner) else {
+            if cx.wf.steps[i].outputs.get("waiting_since_ms").is_some() {
+                // Enabled again: what it waited for is there.
+                let u = StepUpdate {
+                    status: StepStatus::Pending,
+                    reason: None,
+                    outputs_json: Some("{}".into()),
+                    ..StepUpdate::default()
+                };
+                self.set_step(cx, cx.wf.steps[i].index, u).await?;
             }
-            Some(_) if step.reason.as_deref() == Some(look.said.as_str()) => {}
+            return Ok(false);
+        };
+        let said = disabled_said(&cx.install.name, &why);
+        self.keep_waiting(cx, i, said, self.ops.await_runner_timeout, now_ms())
+            .await?;
+        Ok(true)
+    }
+
+    async fn pass_await(
+        &self,
+        cx: &mut Ctx,
+        index: u32,
+        said: String,
+        runner: &nuon_core::RunnerId,
+        now: i64,
+    ) -> Result<()> {
+        let u = StepUpdate {
+            status: StepStatus::Succeeded,
+            reason: Some(said),
+            outputs_json: Some(json!({"runner": runner, "passed_at_ms": now}).to_string()),
+            ..StepUpdate::default()
+        };
+        self.set_step(cx, index, u).await
+    }
+
+    /// Step `i` goes on waiting, saying why; failed once `bound` has passed
+    /// since it began to. An await step is `running` meanwhile, a step held
+    /// back stays `pending`.
+    async fn keep_waiting(
+        &self,
+        cx: &mut Ctx,
+        i: usize,
+        said: String,
+        bound: Duration,
+        now: i64,
+    ) -> Result<()> {
+        let step = cx.wf.steps[i].clone();
+        // A wait of an earlier try (before a retry) does not count.
+        let tries = step.attempts.len() as u64;
+        let since = step.outputs["waiting_since_ms"]
+            .as_i64()
+            .filter(|_| step.outputs["try"].as_u64() == Some(tries));
+        match since {
+            Some(since) if now - since > bound.as_millis() as i64 => {
+                let reason = format!("gave up after {}: {said}", in_words(bound));
+                self.fail(cx, &step, reason).await
+            }
+            Some(_) if step.reason.as_deref() == Some(said.as_str()) => Ok(()),
             since => {
                 let u = StepUpdate {
-                    status: StepStatus::Running,
-                    reason: Some(look.said),
+                    status: if step.kind.is_await() {
+                        StepStatus::Running
+                    } else {
+                        StepStatus::Pending
+                    },
+                    reason: Some(said),
                     outputs_json: Some(
-                        json!({"waiting_since_ms": since.unwrap_or(now)}).to_string(),
+                        json!({"waiting_since_ms": since.unwrap_or(now), "try": tries}).to_string(),
                     ),
                     ..StepUpdate::default()
                 };
-                self.set_step(cx, step.index, u).await?;
+                self.set_step(cx, step.index, u).await
             }
         }
-        Ok(false)
+    }
+}
+
+/// Why the customer disabled the runner, when they did.
+fn disabled_reason(runner: &nuon_core::wire::RunnerInfo) -> Option<String> {
+    runner.telemetry.as_ref().and_then(|t| t.disabled.clone())
+}
+
+fn disabled_said(install: &str, why: &str) -> String {
+    format!(
+        "the customer disabled install {install}'s runner ({why}): nothing new is queued for it until they run `nuon-runner enable`"
+    )
+}
+
+/// `15 min`, `24 h`, `30 s`.
+fn in_words(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 && s.is_multiple_of(3600) {
+        format!("{} h", s / 3600)
+    } else if s >= 60 && s.is_multiple_of(60) {
+        format!("{} min", s / 60)
+    } else {
+        format!("{s} s")
     }
 }

@@ -106,6 +106,13 @@ pub trait InstallStore: Send + Sync + 'static {
     /// An install of the org, by id or name.
     async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>>;
 
+    /// The install whose runner is `runner` (none for a build runner).
+    async fn find_install_of_runner(
+        &self,
+        org: &OrgId,
+        runner: &RunnerId,
+    ) -> Result<Option<StoredInstall>>;
+
     /// Replaces an install's input values (plain and sealed).
     async fn set_install_inputs(
         &self,

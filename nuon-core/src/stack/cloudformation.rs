@@ -341,7 +341,7 @@ fn template(spec: &StackSpec) -> Result<Value, String> {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": format!(
             "{}: the install stack of install {} ({}) of app {}, made by the control plane; it runs the install's nuon runner",
-            stack.name.is_empty().then(|| "nuon".to_owned()).unwrap_or(stack.name.clone()),
+            if stack.name.is_empty() { "nuon" } else { stack.name.as_str() },
             spec.install_name, spec.install_id, spec.app_name
         ),
         "Parameters": parameters,

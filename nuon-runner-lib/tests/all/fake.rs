@@ -183,6 +183,7 @@ fn hb_response(leases: Vec<LeaseStatus>) -> HeartbeatResponse {
         leases,
         lease_ms: 60_000,
         next_heartbeat_ms: 1_000,
+        settings_version: None,
     }
 }
 
@@ -220,11 +221,13 @@ impl Transport for Fake {
                     Some(Ok(ClaimResponse {
                         jobs,
                         key_rotations: Vec::new(),
+                        settings_version: None,
                     }))
                 },
                 |_| ClaimResponse {
                     jobs: Vec::new(),
                     key_rotations: Vec::new(),
+                    settings_version: None,
                 },
             )
             .await;

@@ -76,6 +76,18 @@ impl InstallStore for PostgresStore {
         self.find_in_org(org, name_or_id).await
     }
 
+    async fn find_install_of_runner(
+        &self,
+        org: &OrgId,
+        runner: &RunnerId,
+    ) -> Result<Option<StoredInstall>> {
+        let sql = format!(
+            "SELECT {} FROM installs WHERE org_id = $1 AND runner_id = $2",
+            StoredInstall::COLUMNS
+        );
+        self.one_in_org(sql, org, runner.as_str()).await
+    }
+
     async fn set_install_inputs(
         &self,
         org: &OrgId,

@@ -287,6 +287,12 @@ ALTER TABLE installs ADD COLUMN stack_token_used BIGINT;
 CREATE INDEX installs_stack_token ON installs (stack_token) WHERE stack_token IS NOT NULL;
 "#,
     ),
+    (
+        10,
+        r#"
+CREATE INDEX installs_runner ON installs (runner_id);
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

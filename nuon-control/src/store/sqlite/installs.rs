@@ -58,6 +58,25 @@ impl InstallStore for SqliteStore {
         self.find_in_org(org, name_or_id).await
     }
 
+    async fn find_install_of_runner(
+        &self,
+        org: &OrgId,
+        runner: &RunnerId,
+    ) -> Result<Option<StoredInstall>> {
+        let (org, runner) = (org.clone(), runner.clone());
+        self.read(move |conn| {
+            record(
+                conn,
+                &format!(
+                    "SELECT {} FROM installs WHERE org_id = ?1 AND runner_id = ?2",
+                    StoredInstall::COLUMNS
+                ),
+                params![org.as_str(), runner.as_str()],
+            )
+        })
+        .await
+    }
+
     async fn set_install_inputs(
         &self,
         org: &OrgId,

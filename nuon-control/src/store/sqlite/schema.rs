@@ -272,7 +272,8 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     // On columns an earlier version lacked: made once they are there.
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS installs_stack_token ON installs (stack_token) \
-         WHERE stack_token IS NOT NULL",
+         WHERE stack_token IS NOT NULL;
+         CREATE INDEX IF NOT EXISTS installs_runner ON installs (runner_id);",
     )?;
     Ok(())
 }
