@@ -157,6 +157,7 @@ fn ceiling() -> Result<f64> {
                 retry: RetryPolicy::default(),
                 created_at_ms: now_ms(),
                 redact: Vec::new(),
+                role: None,
             };
             // The store alone: what it keeps is the caller's to seal.
             let sealed_spec = serde_json::to_string(&spec)?;

@@ -61,6 +61,7 @@ async fn job_loop(
             retry: RetryPolicy { max_attempts: 1 },
             created_at_ms: now_ms(),
             redact: Vec::new(),
+            role: None,
         };
         store
             .enqueue_job(NewJob {

@@ -63,6 +63,25 @@ pub struct JobSpec {
     /// job was given (values shorter than 4 characters are not redacted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redact: Vec<String>,
+    /// The cloud role the job runs with: its operation's, as the install's
+    /// stack created it. The runner's credentials provider hands it to the
+    /// job, or refuses it. `None`: the runner's own identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<JobRole>,
+}
+
+/// A job's cloud identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobRole {
+    /// The role's name, as the stack created it.
+    pub name: String,
+    /// `provision`, `maintenance`, `deprovision`, `custom` or `break_glass`.
+    pub kind: String,
+    /// Its ARN, when the stack reported it (or the account it is in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arn: Option<String>,
+    /// Why this role: the operation, or the rule that chose it.
+    pub because: String,
 }
 
 impl JobSpec {
@@ -612,6 +631,7 @@ mod tests {
             retry: RetryPolicy::default(),
             created_at_ms: 0,
             redact: Vec::new(),
+            role: None,
         };
         let err = spec.payload_as::<ExecJob>().unwrap_err();
         assert!(err.to_string().contains("unknown field `bogus`"), "{err}");

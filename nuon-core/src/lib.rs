@@ -34,6 +34,7 @@
 //!     retry: Default::default(),
 //!     created_at_ms: 0,
 //!     redact: Vec::new(),
+//!     role: None,
 //! };
 //! let bytes = serde_json::to_vec(&spec)?;
 //! let signature = key.sign_now(&bytes);
@@ -71,9 +72,9 @@ pub use id::{
 };
 pub use job::{
     ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, DebugJob, ExecJob, HelmAction, HelmJob,
-    HttpBackend, Job, JobResult, JobSpec, JobStatus, KubernetesJob, KustomizeBuild, Outcome,
-    Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob, TerraformAction, TerraformJob,
-    parse_action_outputs,
+    HttpBackend, Job, JobResult, JobRole, JobSpec, JobStatus, KubernetesJob, KustomizeBuild,
+    Outcome, Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob, TerraformAction,
+    TerraformJob, parse_action_outputs,
 };
 pub use plugin::{
     HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, STDERR_TAIL_LINES,

@@ -324,6 +324,10 @@ pub struct RunnerTelemetry {
     /// disable`): their reason. A disabled runner takes no new job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled: Option<String>,
+    /// The break-glass roles the customer turned on (`nuon-runner
+    /// break-glass enable ROLE`), by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub break_glass: Vec<String>,
 }
 
 /// Jobs given to the runner; empty when the wait ran out.

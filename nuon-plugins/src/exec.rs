@@ -256,6 +256,7 @@ mod tests {
             retry: Default::default(),
             created_at_ms: 0,
             redact: Vec::new(),
+            role: None,
         }
     }
 

@@ -39,6 +39,7 @@
 //!     retry: Default::default(),
 //!     created_at_ms: 0,
 //!     redact: Vec::new(),
+//!     role: None,
 //! };
 //! let plugin = ExecPlugin::new();
 //! assert_eq!(plugin.kind(), "exec");

@@ -55,6 +55,36 @@ enum Command<E: Args> {
         #[command(flatten)]
         dir: WorkDirArg,
     },
+    /// The install's break-glass roles, on the customer's side: a job may
+    /// run with one only while it is on; turning one on or off starts the
+    /// app's `role-enabled` / `role-disabled` actions.
+    BreakGlass {
+        #[command(subcommand)]
+        command: BreakGlassCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BreakGlassCommand {
+    /// Turn break-glass role ROLE on.
+    Enable {
+        /// The role's name, as the install's stack created it.
+        role: String,
+        #[command(flatten)]
+        dir: WorkDirArg,
+    },
+    /// Turn break-glass role ROLE off.
+    Disable {
+        /// The role's name.
+        role: String,
+        #[command(flatten)]
+        dir: WorkDirArg,
+    },
+    /// The break-glass roles that are on.
+    List {
+        #[command(flatten)]
+        dir: WorkDirArg,
+    },
 }
 
 /// The runner's work directory.
@@ -125,6 +155,13 @@ pub struct RunArgs {
     /// separated by blanks (the install's `.nuon.install_stack.outputs.*`).
     #[arg(long, env = "NUON_RUNNER_STACK_OUTPUTS", default_value = "")]
     stack_outputs: String,
+    /// How a job gets the cloud role of its operation: `none` (the
+    /// runner's own identity), `env` (the role named in its environment:
+    /// NUON_JOB_ROLE, NUON_JOB_ROLE_ARN), `aws` (AssumeRole with the AWS
+    /// CLI). A role the install's stack did not create (by its outputs), or
+    /// a break-glass role the customer has not turned on, is refused.
+    #[arg(long, env = "NUON_RUNNER_CREDENTIALS", default_value = "none", value_parser = ["none", "env", "aws"])]
+    credentials: String,
     /// The org's job-signing public key (`ed25519:...`), or a file holding it.
     #[arg(long, env = "NUON_RUNNER_SIGNING_KEY")]
     signing_key: String,
@@ -233,13 +270,7 @@ async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
     {
         return Ok(t.trim().to_owned());
     }
-    let mut outputs = std::collections::BTreeMap::new();
-    for pair in args.stack_outputs.split_whitespace() {
-        let (k, v) = pair
-            .split_once('=')
-            .with_context(|| format!("--stack-outputs: {pair:?} is not KEY=VALUE"))?;
-        outputs.insert(k.to_owned(), v.to_owned());
-    }
+    let outputs = stack_outputs(args)?;
     let mut client = ClientConfig::with_replicas(&args.api, install_token).context("--api")?;
     client.ca_bundle = args.ca_bundle.clone();
     let answer = match nuon_client::phone_home(
@@ -275,6 +306,18 @@ async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
     Ok(answer.runner_token)
 }
 
+/// `--stack-outputs`: `KEY=VALUE` pairs separated by blanks.
+fn stack_outputs(args: &RunArgs) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut outputs = std::collections::BTreeMap::new();
+    for pair in args.stack_outputs.split_whitespace() {
+        let (k, v) = pair
+            .split_once('=')
+            .with_context(|| format!("--stack-outputs: {pair:?} is not KEY=VALUE"))?;
+        outputs.insert(k.to_owned(), v.to_owned());
+    }
+    Ok(outputs)
+}
+
 /// Writes `text` to `path` (0600) atomically.
 fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     crate::sys::write_private(path, text).with_context(|| format!("write {}", path.display()))
@@ -293,6 +336,9 @@ fn config(args: &RunArgs, token: &str) -> anyhow::Result<RunnerConfig> {
     config.grace = args.grace;
     config.drain_timeout = args.drain_timeout;
     config.strict_permissions = args.strict_permissions;
+    let roles = crate::credentials::StackRoles::from_outputs(&stack_outputs(args)?, &args.work_dir);
+    config.credentials =
+        crate::credentials::provider(&args.credentials, roles).map_err(anyhow::Error::msg)?;
     config
         .plugins
         .register(Arc::new(nuon_plugins::debug::DebugPlugin::new(
@@ -346,6 +392,9 @@ pub async fn main<E: Args>(
         Ok(Cli {
             command: Command::Enable { dir },
         }) => return switch(&dir.work_dir, None),
+        Ok(Cli {
+            command: Command::BreakGlass { command },
+        }) => return break_glass(command),
         Err(e) => {
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
@@ -461,6 +510,51 @@ fn switch(work_dir: &std::path::Path, disable: Option<&str>) -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {}: {e}", work_dir.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn break_glass(command: BreakGlassCommand) -> ExitCode {
+    use crate::switch::{break_glass_roles, set_break_glass};
+    let (dir, done) = match command {
+        BreakGlassCommand::Enable { role, dir } => {
+            let done = set_break_glass(&dir.work_dir, &role, true).map(|changed| {
+                if changed {
+                    format!("break-glass role {role} is on: jobs may run with it until `nuon-runner break-glass disable {role}`")
+                } else {
+                    format!("break-glass role {role} was on already")
+                }
+            });
+            (dir, done)
+        }
+        BreakGlassCommand::Disable { role, dir } => {
+            let done = set_break_glass(&dir.work_dir, &role, false).map(|changed| {
+                if changed {
+                    format!("break-glass role {role} is off")
+                } else {
+                    format!("break-glass role {role} was not on")
+                }
+            });
+            (dir, done)
+        }
+        BreakGlassCommand::List { dir } => {
+            let roles = break_glass_roles(&dir.work_dir);
+            let said = if roles.is_empty() {
+                "no break-glass role is on".to_owned()
+            } else {
+                roles.join("\n")
+            };
+            (dir, Ok(said))
+        }
+    };
+    match done {
+        Ok(said) => {
+            println!("{said}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.work_dir.display());
             ExitCode::from(1)
         }
     }

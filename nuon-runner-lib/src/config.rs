@@ -128,6 +128,9 @@ pub struct RunnerConfig {
     /// What the runner counts of itself (sent with its claims and
     /// heartbeats; shown at `--metrics-listen`).
     pub stats: Arc<crate::RunnerStats>,
+    /// How a job gets the cloud role its spec names (default: none, the
+    /// runner's own identity).
+    pub credentials: Arc<dyn crate::credentials::CredentialsProvider>,
 }
 
 impl RunnerConfig {
@@ -155,6 +158,7 @@ impl RunnerConfig {
             plugins: PluginRegistry::with_builtin(),
             strict_permissions: false,
             stats: Arc::default(),
+            credentials: Arc::new(crate::credentials::NoCredentials),
         }
     }
 

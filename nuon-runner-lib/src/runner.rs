@@ -453,6 +453,10 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                 shared.config.stats.set_disabled(disabled.clone());
                 was_disabled = disabled.clone();
             }
+            shared
+                .config
+                .stats
+                .set_break_glass(crate::switch::break_glass_roles(&shared.config.work_dir));
             let req = ClaimRequest {
                 kinds: shared.kinds.clone(),
                 slots: if disabled.is_some() {
@@ -904,6 +908,31 @@ impl JobRun {
             tracing::warn!(job = %self.key.0, attempt = self.key.1, kind = %spec.kind, "job is not valid here: {reason}");
             return self.refuse(&mut spool, reason);
         }
+        // The role of the job's operation, as the stack created it; a
+        // role it did not create (or a break-glass one that is off) is
+        // refused.
+        let role_env = match &spec.role {
+            None => BTreeMap::new(),
+            Some(role) => match self
+                .shared
+                .config
+                .credentials
+                .credentials(role, &self.key.0)
+                .await
+            {
+                Ok(env) => {
+                    spool.system(&format!(
+                        "runs as role {} ({}; {})",
+                        role.name, role.kind, role.because
+                    ));
+                    env
+                }
+                Err(reason) => {
+                    tracing::warn!(job = %self.key.0, attempt = self.key.1, role = %role.name, "role refused: {reason}");
+                    return self.refuse(&mut spool, reason);
+                }
+            },
+        };
         self.shared.journal.record(
             "job.accepted",
             self.key.0.as_str(),
@@ -955,6 +984,7 @@ impl JobRun {
         // The control plane's settings over the runner's own environment;
         // the job's own environment (set per process) over both.
         env.extend(lock(&self.shared.settings).env.clone());
+        env.extend(role_env);
         env.insert("NUON_JOB_ID".into(), self.key.0.to_string());
         env.insert("NUON_JOB_ATTEMPT".into(), self.key.1.to_string());
         let timeout = Duration::from_secs(spec.timeout_secs);

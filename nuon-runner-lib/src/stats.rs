@@ -21,6 +21,7 @@ pub struct RunnerStats {
     last_rtt_ms: AtomicU64,
     last_error: Mutex<Option<String>>,
     disabled: Mutex<Option<String>>,
+    break_glass: Mutex<Vec<String>>,
 }
 
 impl Default for RunnerStats {
@@ -34,6 +35,7 @@ impl Default for RunnerStats {
             last_rtt_ms: AtomicU64::new(u64::MAX),
             last_error: Mutex::default(),
             disabled: Mutex::default(),
+            break_glass: Mutex::default(),
         }
     }
 }
@@ -72,6 +74,11 @@ impl RunnerStats {
         *lock(&self.disabled) = reason;
     }
 
+    /// The break-glass roles the customer turned on.
+    pub(crate) fn set_break_glass(&self, roles: Vec<String>) {
+        *lock(&self.break_glass) = roles;
+    }
+
     pub(crate) fn error(&self, e: impl std::fmt::Display) {
         let text: String = e.to_string().chars().take(500).collect();
         *lock(&self.last_error) = Some(text);
@@ -88,6 +95,7 @@ impl RunnerStats {
             heartbeat_rtt_ms: (rtt != u64::MAX).then_some(rtt),
             last_error: lock(&self.last_error).clone(),
             disabled: lock(&self.disabled).clone(),
+            break_glass: lock(&self.break_glass).clone(),
         }
     }
 

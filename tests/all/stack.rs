@@ -630,3 +630,163 @@ fn the_customer_disables_the_runner_nothing_new_is_queued_and_a_waiting_step_fai
     let health = rt().block_on(c.install_health("demo")).unwrap();
     assert_eq!(health.status, "healthy", "{health:#?}");
 }
+
+/// An app whose jobs run with the roles of their operations.
+const ROLES_APP: &[(&str, &str)] = &[
+    METADATA,
+    (
+        "permissions/provision.toml",
+        "type = \"provision\"\nname = \"{{ .nuon.install.name }}-provision\"\ndescription = \"provisions\"\n",
+    ),
+    (
+        "permissions/maintenance.toml",
+        "type = \"maintenance\"\nname = \"{{ .nuon.install.name }}-maintenance\"\ndescription = \"day two\"\n",
+    ),
+    (
+        "permissions/deprovision.toml",
+        "type = \"deprovision\"\nname = \"{{ .nuon.install.name }}-deprovision\"\ndescription = \"tears down\"\n",
+    ),
+    (
+        "permissions/dns.toml",
+        "type = \"custom\"\nname = \"{{ .nuon.install.name }}-dns\"\ndescription = \"DNS records\"\n",
+    ),
+    (
+        "break_glass.toml",
+        "[[role]]\ntype = \"custom\"\nname = \"{{ .nuon.install.name }}-bg\"\ndescription = \"emergencies\"\n",
+    ),
+    (
+        "operation_roles.toml",
+        "type = \"matrix\"\n\n[[rules]]\nprincipal = \"nuon::component:greeter\"\noperation = \"deploy\"\nrole = \"{{ .nuon.install.name }}-dns\"\n",
+    ),
+    (
+        "components/base.toml",
+        "name = \"base\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"base\"\n",
+    ),
+    ("base/main.tf", "output \"ok\" {\n  value = true\n}\n"),
+    (
+        "components/greeter.toml",
+        "name = \"greeter\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"greeter\"\n\n[vars]\ngreeting = \"hi\"\n",
+    ),
+    GREETER_TF,
+    (
+        "actions/whoami.toml",
+        "name = \"whoami\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"who\"\ncommand = \"echo role=$NUON_JOB_ROLE >> $NUON_ACTIONS_OUTPUT_FILEPATH\"\n",
+    ),
+    (
+        "actions/emergency.toml",
+        "name = \"emergency\"\ntimeout = \"1m\"\nbreak_glass_role = \"{{ .nuon.install.name }}-bg\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"fix\"\ncommand = \"echo role=$NUON_JOB_ROLE >> $NUON_ACTIONS_OUTPUT_FILEPATH\"\n",
+    ),
+    (
+        "actions/on_break_glass.toml",
+        "name = \"on_break_glass\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"role-enabled\"\n\n[[steps]]\nname = \"tell\"\ncommand = \"echo break-glass-on\"\n",
+    ),
+];
+
+/// The log of the job of step `name`.
+fn step_log(m: &Manual, w: &nuon_core::wire::WorkflowInfo, name: &str) -> String {
+    let job = crate::deploy::step(w, name).job_id.clone().expect("a job");
+    // The runner's own lines are on stderr.
+    let out = m.cp.nuon(&["jobs", "logs", job.as_str()]);
+    assert!(out.status.success(), "{}", text(&out));
+    text(&out)
+}
+
+#[test]
+fn each_job_gets_its_operations_role_and_break_glass_waits_for_the_customer() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let mut m = Manual::start(ROLES_APP);
+    // What the stack created, as its outputs say; the env provider hands
+    // each job its role.
+    let arn = |n: &str| format!("arn:aws:iam::123456789012:role/demo-{n}");
+    let outputs = format!(
+        "account_id=123456789012 provision_iam_role_arn={} maintenance_iam_role_arn={} deprovision_iam_role_arn={} iam_role_arn_demo_dns={} break_glass_iam_role_arn_demo_bg={}",
+        arn("provision"),
+        arn("maintenance"),
+        arn("deprovision"),
+        arn("dns"),
+        arn("bg")
+    );
+    m.restart_runner_with(&["--credentials", "env", "--stack-outputs", &outputs]);
+    let c = m.cp.client();
+
+    // Provision: the provision role, but the greeter's deploy has its rule.
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let log = step_log(&m, &w, "apply base");
+    assert!(
+        log.contains("runs as role demo-provision (provision"),
+        "{log}"
+    );
+    let log = step_log(&m, &w, "apply greeter");
+    assert!(
+        log.contains(
+            "runs as role demo-dns (custom; operation_roles.toml: nuon::component:greeter deploy)"
+        ),
+        "{log}"
+    );
+    // Day two: the maintenance role, for a deploy and an action.
+    let w = run_workflow(&c, WorkflowKind::Deploy);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert!(step_log(&m, &w, "plan base").contains("runs as role demo-maintenance (maintenance"));
+    let run = |action: &str| {
+        let w = rt()
+            .block_on(c.run_action("demo", action, Default::default()))
+            .unwrap();
+        crate::deploy::wait_workflow(&c, w.id.as_str(), crate::deploy::ended)
+    };
+    let w = run("whoami");
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.actions["whoami"]["role"], "demo-maintenance");
+
+    // A break-glass role is refused until the customer turns it on, which
+    // starts the app's role-enabled action.
+    let w = run("emergency");
+    assert_eq!(w.status, "failed", "{w:#?}");
+    assert!(
+        format!("{w:?}").contains("break-glass role demo-bg is off"),
+        "{w:#?}"
+    );
+    let before = rt()
+        .block_on(c.list_workflows("demo"))
+        .unwrap()
+        .workflows
+        .len();
+    let out = Command::new(bin("nuon-runner"))
+        .args(["break-glass", "enable", "demo-bg", "--work-dir"])
+        .arg(m.runner_work_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let fired = wait_for("the role-enabled action", Duration::from_secs(90), || {
+        let list = rt().block_on(c.list_workflows("demo")).ok()?;
+        (list.workflows.len() > before)
+            .then(|| {
+                list.workflows
+                    .into_iter()
+                    .find(|w| w.trigger.as_deref() == Some("role-enabled"))
+            })
+            .flatten()
+    })
+    .unwrap();
+    let fired = crate::deploy::wait_workflow(&c, fired.id.as_str(), crate::deploy::ended);
+    assert_eq!(fired.status, "succeeded", "{fired:#?}");
+    let w = run("emergency");
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.actions["emergency"]["role"], "demo-bg");
+    let trail = ok(m.cp.nuon(&["audit", "list", "--limit", "1000", "--json"]));
+    assert!(
+        trail.contains("role-enabled: the customer turned break-glass demo-bg on"),
+        "{trail}"
+    );
+
+    // Teardown: the deprovision role.
+    let w = run_workflow(&c, WorkflowKind::Deprovision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    assert!(
+        step_log(&m, &w, "destroy base").contains("runs as role demo-deprovision (deprovision")
+    );
+}

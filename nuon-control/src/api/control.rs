@@ -293,6 +293,7 @@ async fn create_job(
         retry: RetryPolicy { max_attempts },
         created_at_ms: now_ms(),
         redact: Vec::new(),
+        role: None,
     };
     let job = state.keys.sign(spec).await?;
     let job = state.store.enqueue_job(job).await?;

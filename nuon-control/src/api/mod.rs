@@ -199,19 +199,84 @@ impl AppState {
         r
     }
 
+    /// The customer turned break-glass roles on (`now` has them, `was`
+    /// not) or off: recorded in the audit trail, and the install's
+    /// `role-enabled` / `role-disabled` actions started.
+    async fn break_glass_changed(
+        &self,
+        org: &nuon_core::OrgId,
+        runner: &RunnerId,
+        was: &[String],
+        now: &[String],
+    ) {
+        let install = match self.store.install_of_runner(runner).await {
+            Ok(Some((_, id))) => self
+                .store
+                .find_install(org, id.as_str())
+                .await
+                .ok()
+                .flatten(),
+            _ => None,
+        };
+        let Some(install) = install else { return };
+        for (roles, other, trigger) in [(now, was, "role-enabled"), (was, now, "role-disabled")] {
+            let changed: Vec<&String> = roles.iter().filter(|r| !other.contains(r)).collect();
+            if changed.is_empty() {
+                continue;
+            }
+            let names: Vec<&str> = changed.iter().map(|r| r.as_str()).collect();
+            let entry = nuon_core::audit::AuditEntry::new(
+                nuon_core::now_ms(),
+                format!("runner:{runner}"),
+                "breakGlass",
+                format!("/v1/installs/{}", install.id),
+                String::new(),
+                "200",
+            )
+            .with_detail(format!(
+                "{trigger}: the customer turned break-glass {} {}",
+                names.join(", "),
+                if trigger == "role-enabled" {
+                    "on"
+                } else {
+                    "off"
+                }
+            ));
+            self.auditor.record(org, entry).await;
+            if let Err(e) = self.engine.fire_trigger(org, &install, trigger).await {
+                tracing::warn!(install = %install.id, error = %e, "cannot start the {trigger} actions");
+            }
+        }
+    }
+
     /// Keeps what a runner reported of itself, when it changed.
     pub(crate) async fn runner_telemetry(
         &self,
+        org: &nuon_core::OrgId,
         runner: &RunnerId,
         telemetry: Option<nuon_core::wire::RunnerTelemetry>,
     ) {
         let Some(t) = telemetry else { return };
-        {
+        let before = {
             let mut seen = self.telemetry.lock().expect("telemetry lock");
             if seen.get(runner) == Some(&t) {
                 return;
             }
-            seen.insert(runner.clone(), t.clone());
+            seen.insert(runner.clone(), t.clone())
+        };
+        // What the store kept, after a restart: a role turned on before
+        // fires nothing again.
+        let before = match before {
+            Some(b) => Some(b),
+            None => match self.store.find_runner(org, runner.as_str()).await {
+                Ok(r) => r.and_then(|r| r.telemetry),
+                Err(_) => None,
+            },
+        };
+        let was = before.map(|b| b.break_glass).unwrap_or_default();
+        if was != t.break_glass {
+            self.break_glass_changed(org, runner, &was, &t.break_glass)
+                .await;
         }
         let json = serde_json::to_string(&t).unwrap_or_default();
         if let Err(e) = self.store.set_runner_telemetry(runner, &json).await {

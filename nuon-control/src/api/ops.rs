@@ -317,6 +317,7 @@ async fn debug(
         retry: RetryPolicy { max_attempts: 1 },
         created_at_ms: now_ms(),
         redact: Vec::new(),
+        role: None,
     };
     let job = state.keys.sign(spec).await?;
     let job = state.store.enqueue_job(job).await?;

@@ -61,7 +61,7 @@ async fn claim(
         ));
     }
     state
-        .runner_telemetry(&runner.runner_id, req.telemetry.clone())
+        .runner_telemetry(&runner.org_id, &runner.runner_id, req.telemetry.clone())
         .await;
     let _parked = state.metrics.park();
     let slots = req.slots.min(MAX_SLOTS);
@@ -176,7 +176,7 @@ async fn heartbeat(
         .min(lease / 3);
     let next_heartbeat_ms = (lease / 3).as_millis() as u64;
     state
-        .runner_telemetry(&runner.runner_id, req.telemetry.clone())
+        .runner_telemetry(&runner.org_id, &runner.runner_id, req.telemetry.clone())
         .await;
     let deadline = tokio::time::Instant::now() + wait;
     let sub = state.wakes.runners.subscribe(&runner.runner_id);

@@ -45,7 +45,10 @@ pub(super) async fn check(
             return Ok(());
         }
         let quiet = now_ms() - principal.last_seen_ms.unwrap_or(0);
-        let live = state.runner_status(false, principal.last_seen_ms) == RunnerStatus::Connected;
+        // Seen lately, or it took the token lately (its first calls may
+        // come before any that records it seen).
+        let latest = principal.last_seen_ms.max(Some(cur.since_ms));
+        let live = state.runner_status(false, latest) == RunnerStatus::Connected;
         if live && !replace && cur.id != mine.id {
             return Err(in_use(principal, cur, quiet));
         }

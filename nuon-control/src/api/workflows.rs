@@ -430,6 +430,7 @@ async fn create_builds(
             retry: RetryPolicy { max_attempts: 2 },
             created_at_ms: now_ms(),
             redact: Vec::new(),
+            role: None,
         };
         let job = state.keys.sign(spec).await?;
         let b = state

@@ -18,7 +18,7 @@ use nuon_core::workflow::{SANDBOX, WorkflowKind, WorkflowStatus};
 use nuon_core::{AppId, InstallId, OrgId, WorkflowId};
 
 use super::{Engine, EngineError, Result, Start};
-use crate::store::StoreError;
+use crate::store::{StoreError, StoredInstall};
 
 /// How late a cron run may still start.
 pub(crate) const CATCH_UP_MS: i64 = 15 * 60_000;
@@ -142,6 +142,44 @@ impl Engine {
                     }
                 }
             }
+        }
+        Ok(started)
+    }
+}
+
+impl Engine {
+    /// Starts the actions of `install` triggered by `trigger`
+    /// (`role-enabled` or `role-disabled`: the customer turned a
+    /// break-glass role on or off). How many started.
+    pub(crate) async fn fire_trigger(
+        &self,
+        org: &OrgId,
+        install: &StoredInstall,
+        trigger: &'static str,
+    ) -> Result<usize> {
+        let (app_name, config) = self
+            .app_config(org, &install.app_id, install.config_version)
+            .await?;
+        let mut started = 0;
+        for action in config
+            .actions
+            .iter()
+            .filter(|a| a.triggers.iter().any(|t| t.kind == trigger))
+        {
+            let start = Start {
+                action: Some(action.name.clone()),
+                trigger: Some(trigger),
+                ..Start::new(
+                    install,
+                    &app_name,
+                    &config,
+                    install.config_version,
+                    WorkflowKind::Action,
+                )
+            };
+            let wf = self.start(org, start).await?;
+            tracing::info!(workflow = %wf.id, install = %install.id, action = %action.name, "{trigger} run started");
+            started += 1;
         }
         Ok(started)
     }

@@ -63,7 +63,8 @@ impl Engine {
         } else {
             render::redactions(&self.secrets, &cx.install)?
         };
-        let job = Spec { cx, redact };
+        let role = render::job_role(&self.secrets, cx, step)?;
+        let job = Spec { cx, redact, role };
         if matches!(step.kind, StepKind::Sync | StepKind::SandboxSync) {
             let sync = SyncJob {
                 artifact: artifact(cx, &target)?,
@@ -268,6 +269,7 @@ impl Engine {
 struct Spec<'a> {
     cx: &'a Ctx,
     redact: Vec<String>,
+    role: Option<nuon_core::JobRole>,
 }
 
 impl Spec<'_> {
@@ -284,6 +286,7 @@ impl Spec<'_> {
             retry: RetryPolicy { max_attempts: 1 },
             created_at_ms: now_ms(),
             redact: self.redact.clone(),
+            role: self.role.clone(),
         };
         Ok((spec, token))
     }

@@ -330,7 +330,11 @@ impl Engine {
                     names.join(", ")
                 )));
             };
-            let by = if s.fire.is_some() { "cron" } else { "manual" };
+            let by = match (s.fire.is_some(), s.trigger) {
+                (true, _) => "cron",
+                (false, Some(t @ ("role-enabled" | "role-disabled"))) => t,
+                _ => "manual",
+            };
             if !action.triggers.iter().any(|t| t.kind == by) {
                 return Err(EngineError::Invalid(format!(
                     "action {name:?} has no manual trigger: add `[[triggers]] type = \"manual\"` to run it by hand"

@@ -49,6 +49,44 @@ pub(crate) fn stack_outputs(
     serde_json::from_str(&text).map_err(|e| format!("stored stack outputs: {e}"))
 }
 
+/// The cloud role a step's job runs with (`nuon_core::stack::roles`): its
+/// name rendered for the install, its ARN the one the stack reported (or
+/// made from the stack's `account_id`).
+pub(super) fn job_role(
+    secrets: &SecretBox,
+    cx: &super::Ctx,
+    step: &nuon_core::wire::WorkflowStepInfo,
+) -> Result<Option<nuon_core::JobRole>, String> {
+    let Some(choice) = nuon_core::stack::roles::role_for(
+        &cx.config,
+        cx.wf.kind,
+        step.kind,
+        step.target.as_deref(),
+    )?
+    else {
+        return Ok(None);
+    };
+    let ctx = render_context(secrets, &cx.org, &cx.install, &cx.app_name, false)?;
+    let name = render_text(&choice.name, &ctx, "the job's role")?;
+    let outputs = stack_outputs(secrets, &cx.install)?;
+    let suffix = format!(":role/{name}");
+    let arn = outputs
+        .values()
+        .find(|v| v.ends_with(&suffix))
+        .cloned()
+        .or_else(|| {
+            outputs
+                .get("account_id")
+                .map(|a| format!("arn:aws:iam::{a}:role/{name}"))
+        });
+    Ok(Some(nuon_core::JobRole {
+        name,
+        kind: choice.kind,
+        arn,
+        because: choice.because,
+    }))
+}
+
 /// An install's sensitive inputs and secrets, unsealed.
 pub(crate) struct Unsealed {
     pub(crate) inputs: BTreeMap<String, String>,

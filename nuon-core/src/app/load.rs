@@ -453,7 +453,7 @@ const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
     ),
     (
         "operation_roles",
-        "the install stack creates the cloud roles, but jobs do not assume them yet: every job runs with the runner's own credentials",
+        "a component's own operation_roles are not read yet: give them in operation_roles.toml (principal nuon::component:NAME)",
     ),
     (
         "auto_approve_on_policies_passing",
@@ -1261,6 +1261,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
 pub(crate) const TRIGGERS: &[&str] = &[
     "manual",
     "cron",
+    "role-enabled",
+    "role-disabled",
     "pre-provision",
     "post-provision",
     "pre-deprovision",
@@ -1293,8 +1295,6 @@ pub(crate) const NUON_TRIGGERS: &[&str] = &[
     "post-update-inputs",
     "pre-secrets-sync",
     "post-secrets-sync",
-    "role-enabled",
-    "role-disabled",
 ];
 
 fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Action> {
@@ -1447,8 +1447,6 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
         d,
         &[
             ("labels", "labels are shown in Nuon's dashboard; this platform keeps none"),
-            ("role", "the install stack creates the cloud roles, but jobs do not assume them yet: every job runs with the runner's own credentials"),
-            ("break_glass_role", "the install stack creates the cloud roles, but jobs do not assume them yet: every job runs with the runner's own credentials"),
             ("enable_kube_config", "actions get no kubeconfig on this platform yet"),
             ("image", "steps run on the runner's host; running them in an image comes with container jobs"),
             ("kubernetes_context", "kubernetes contexts are not applied yet"),
@@ -1456,6 +1454,8 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
         ],
         |_| None,
     );
+    let role = text(r.str(d, "role"));
+    let break_glass_role = text(r.str(d, "break_glass_role"));
     if ok && let (Some(n), Some(timeout)) = (&name, timeout) {
         item.value = Some(Action {
             name: n.text.clone(),
@@ -1465,6 +1465,8 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
             dependencies: item.deps.iter().map(|l| l.text.clone()).collect(),
             depends_on: Vec::new(),
             inputs,
+            role,
+            break_glass_role,
         });
     }
     item.name = name;

@@ -104,6 +104,11 @@ impl AppConfig {
         self.components.iter().find(|c| c.name == name)
     }
 
+    /// The action named `name`.
+    pub fn action(&self, name: &str) -> Option<&Action> {
+        self.actions.iter().find(|a| a.name == name)
+    }
+
     /// The input named `name`.
     pub fn input(&self, name: &str) -> Option<&InputDecl> {
         self.inputs.iter().find(|i| i.name == name)
@@ -860,6 +865,13 @@ pub struct Action {
     /// variables of the same name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<ActionInput>,
+    /// The cloud role its jobs run with (a role of `permissions`, by name;
+    /// templated), unless `operation_roles.toml` says otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// A break-glass role it runs with (the customer must have enabled it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub break_glass_role: Option<String>,
 }
 
 /// An `[[inputs]]` table of an action.

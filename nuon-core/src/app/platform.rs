@@ -463,8 +463,6 @@ pub(crate) struct Loaded {
     pub(crate) refs: Vec<(usize, Located, &'static str)>,
 }
 
-const ROLES_WHY: &str = "the install stack creates these roles (`nuon installs stack INSTALL --format cloudformation`), but jobs do not assume them yet: every job runs with the runner's own credentials";
-
 fn warn_file(r: &Reader<'_, '_>, d: &mut Diagnostics, what: &str, why: &str) {
     d.push(r.file.warn(
         &(0..0),
@@ -637,13 +635,11 @@ pub(crate) fn load(
                 out.permissions.named_policies.push(Value::Object(m));
             }
             r.finish(d, &[], |_| None);
-            warn_file(&r, d, "permissions.toml", ROLES_WHY);
         }
         (_, Some("permissions")) if name.starts_with("permissions/policies/") => {
             let m = read(&mut r, d, &NAMED_POLICY, &mut strings);
             r.finish(d, &[], |_| None);
             out.permissions.named_policies.push(Value::Object(m));
-            warn_file(&r, d, "a named IAM policy", ROLES_WHY);
         }
         (_, Some("permissions")) => {
             if r.get("type").is_none() {
@@ -652,7 +648,6 @@ pub(crate) fn load(
             out.permissions
                 .roles
                 .extend(role_of(&mut r, d, &mut strings, None));
-            warn_file(&r, d, "a permissions role", ROLES_WHY);
         }
         ("break_glass.toml", _) => {
             for mut t in r.tables(d, "role") {
@@ -661,13 +656,11 @@ pub(crate) fn load(
                     .extend(role_of(&mut t, d, &mut strings, None));
             }
             r.finish(d, &[], |_| None);
-            warn_file(&r, d, "break_glass.toml", ROLES_WHY);
         }
         (_, Some("break_glass")) => {
             out.permissions
                 .break_glass
                 .extend(role_of(&mut r, d, &mut strings, None));
-            warn_file(&r, d, "a break-glass role", ROLES_WHY);
         }
         ("operation_roles.toml", _) => {
             let m = read(&mut r, d, &OPERATION_ROLES, &mut strings);
@@ -711,7 +704,6 @@ pub(crate) fn load(
                 }
                 out.operation_roles = Some(o);
             }
-            warn_file(&r, d, "operation_roles.toml", ROLES_WHY);
         }
         ("policies.toml", _) => {
             for mut t in r.tables(d, "policy") {

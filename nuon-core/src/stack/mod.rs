@@ -22,6 +22,7 @@ use crate::wire::{InstallStack, StackFile};
 
 pub mod cloudformation;
 pub mod helm;
+pub mod roles;
 pub mod vm;
 
 /// What a stack is generated from, its templates rendered for the install.

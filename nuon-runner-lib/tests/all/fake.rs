@@ -414,6 +414,7 @@ impl Harness {
             retry: Default::default(),
             created_at_ms: nuon_core::now_ms(),
             redact: Vec::new(),
+            role: None,
         }
     }
 

@@ -155,6 +155,7 @@ impl Fixture {
             retry: RetryPolicy { max_attempts },
             created_at_ms: now_ms(),
             redact: Vec::new(),
+            role: None,
         };
         NewJob {
             sealed_spec: serde_json::to_string(&spec).unwrap(),

@@ -1,0 +1,263 @@
+//! Credentials providers: how a job gets the cloud identity its signed
+//! spec names (the role of its operation). The runner checks the role
+//! against what the install's stack created (its outputs name each role's
+//! ARN) and, for a break-glass role, that the customer turned it on
+//! (`nuon-runner break-glass enable ROLE`); then the provider hands the
+//! job that identity as environment variables.
+//!
+//! - `none` (the default): the job runs with the runner's own identity;
+//!   the role is only named in the job's log.
+//! - `env`: `NUON_JOB_ROLE`, `NUON_JOB_ROLE_KIND` and `NUON_JOB_ROLE_ARN`
+//!   in the job's environment (for tools that assume the role themselves,
+//!   and for tests).
+//! - `aws`: AssumeRole of the role's ARN with the AWS CLI (`aws sts
+//!   assume-role`), the session's keys in the job's environment.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use nuon_core::{JobId, JobRole};
+
+/// Hands a job its role's identity.
+#[async_trait]
+pub trait CredentialsProvider: Send + Sync {
+    /// The environment that gives a job `role`, or why it is refused.
+    async fn credentials(
+        &self,
+        role: &JobRole,
+        job: &JobId,
+    ) -> Result<BTreeMap<String, String>, String>;
+}
+
+/// The roles the install's stack created, from its outputs: every
+/// `*_iam_role_arn` and `iam_role_arn_*` (the role's name is what follows
+/// `:role/`), the `break_glass_*` ones apart (`none` when the stack left
+/// one out).
+#[derive(Debug, Clone, Default)]
+pub struct StackRoles {
+    roles: BTreeSet<String>,
+    break_glass: BTreeSet<String>,
+    work_dir: PathBuf,
+}
+
+impl StackRoles {
+    /// The roles of a stack's outputs; break-glass ones are turned on in
+    /// `work_dir`.
+    pub fn from_outputs(outputs: &BTreeMap<String, String>, work_dir: &Path) -> Self {
+        let mut out = StackRoles {
+            work_dir: work_dir.to_path_buf(),
+            ..StackRoles::default()
+        };
+        for (k, v) in outputs {
+            let is_role = k.ends_with("_iam_role_arn") || k.contains("iam_role_arn_");
+            let Some(name) = v.rsplit_once(":role/").map(|(_, n)| n) else {
+                continue;
+            };
+            if !is_role || name.is_empty() {
+                continue;
+            }
+            // A path in the ARN (`role/team/name`): the name is its last part.
+            let name = name.rsplit('/').next().unwrap_or(name).to_owned();
+            if k.starts_with("break_glass_") {
+                out.break_glass.insert(name);
+            } else {
+                out.roles.insert(name);
+            }
+        }
+        out
+    }
+
+    /// Whether a job may have `role`.
+    pub fn check(&self, role: &JobRole) -> Result<(), String> {
+        if role.kind == "break_glass" || self.break_glass.contains(&role.name) {
+            if !self.break_glass.contains(&role.name) {
+                return Err(format!(
+                    "break-glass role {} was not created by this install's stack",
+                    role.name
+                ));
+            }
+            if !crate::switch::break_glass_enabled(&self.work_dir, &role.name) {
+                return Err(format!(
+                    "break-glass role {} is off: the customer turns it on with `nuon-runner break-glass enable {}` (and off again with `disable`)",
+                    role.name, role.name
+                ));
+            }
+            return Ok(());
+        }
+        if self.roles.contains(&role.name) {
+            return Ok(());
+        }
+        let known: Vec<&str> = self.roles.iter().map(String::as_str).collect();
+        Err(format!(
+            "role {} ({}) was not created by this install's stack (it created: {}): the job is refused; apply the app's current stack (`nuon installs stack`)",
+            role.name,
+            role.because,
+            if known.is_empty() {
+                "none".into()
+            } else {
+                known.join(", ")
+            }
+        ))
+    }
+}
+
+/// The job runs with the runner's own identity.
+pub struct NoCredentials;
+
+#[async_trait]
+impl CredentialsProvider for NoCredentials {
+    async fn credentials(
+        &self,
+        _role: &JobRole,
+        _job: &JobId,
+    ) -> Result<BTreeMap<String, String>, String> {
+        Ok(BTreeMap::new())
+    }
+}
+
+/// The role in the job's environment.
+pub struct EnvCredentials(pub StackRoles);
+
+#[async_trait]
+impl CredentialsProvider for EnvCredentials {
+    async fn credentials(
+        &self,
+        role: &JobRole,
+        _job: &JobId,
+    ) -> Result<BTreeMap<String, String>, String> {
+        self.0.check(role)?;
+        let mut env = BTreeMap::from([
+            ("NUON_JOB_ROLE".to_owned(), role.name.clone()),
+            ("NUON_JOB_ROLE_KIND".to_owned(), role.kind.clone()),
+        ]);
+        if let Some(arn) = &role.arn {
+            env.insert("NUON_JOB_ROLE_ARN".into(), arn.clone());
+        }
+        Ok(env)
+    }
+}
+
+/// AssumeRole with the AWS CLI, from the runner's own identity (its
+/// instance profile or task role).
+pub struct AwsCliCredentials {
+    /// What the stack created.
+    pub roles: StackRoles,
+    /// The `aws` program.
+    pub aws: PathBuf,
+}
+
+#[async_trait]
+impl CredentialsProvider for AwsCliCredentials {
+    async fn credentials(
+        &self,
+        role: &JobRole,
+        job: &JobId,
+    ) -> Result<BTreeMap<String, String>, String> {
+        self.roles.check(role)?;
+        let arn = role.arn.as_deref().ok_or_else(|| {
+            format!(
+                "role {} has no ARN: the install's stack did not report its account (account_id)",
+                role.name
+            )
+        })?;
+        let session: String = format!("nuon-{job}").chars().take(64).collect();
+        let out = tokio::process::Command::new(&self.aws)
+            .args(["sts", "assume-role", "--role-arn", arn])
+            .args(["--role-session-name", &session, "--output", "json"])
+            .output()
+            .await
+            .map_err(|e| format!("cannot run {}: {e}", self.aws.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "AssumeRole of {arn} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("AssumeRole of {arn}: not JSON: {e}"))?;
+        let c = &v["Credentials"];
+        let field = |k: &str| {
+            c[k].as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("AssumeRole of {arn}: no {k} in the answer"))
+        };
+        Ok(BTreeMap::from([
+            ("AWS_ACCESS_KEY_ID".to_owned(), field("AccessKeyId")?),
+            (
+                "AWS_SECRET_ACCESS_KEY".to_owned(),
+                field("SecretAccessKey")?,
+            ),
+            ("AWS_SESSION_TOKEN".to_owned(), field("SessionToken")?),
+            ("NUON_JOB_ROLE".to_owned(), role.name.clone()),
+            ("NUON_JOB_ROLE_ARN".to_owned(), arn.to_owned()),
+        ]))
+    }
+}
+
+/// The provider `--credentials NAME` names.
+pub fn provider(name: &str, roles: StackRoles) -> Result<Arc<dyn CredentialsProvider>, String> {
+    match name {
+        "none" => Ok(Arc::new(NoCredentials)),
+        "env" => Ok(Arc::new(EnvCredentials(roles))),
+        "aws" => {
+            let aws = which::which("aws")
+                .map_err(|_| "--credentials aws needs the AWS CLI (`aws`) on PATH".to_owned())?;
+            Ok(Arc::new(AwsCliCredentials { roles, aws }))
+        }
+        other => Err(format!(
+            "--credentials {other:?} is not one of none, env, aws"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role(name: &str, kind: &str) -> JobRole {
+        JobRole {
+            name: name.into(),
+            kind: kind.into(),
+            arn: None,
+            because: "test".into(),
+        }
+    }
+
+    #[test]
+    fn only_what_the_stack_created_and_break_glass_once_enabled() {
+        let dir = tempfile::tempdir().unwrap();
+        let outputs = BTreeMap::from([
+            (
+                "provision_iam_role_arn".to_owned(),
+                "arn:aws:iam::1:role/acme-provision".to_owned(),
+            ),
+            (
+                "iam_role_arn_dns".to_owned(),
+                "arn:aws:iam::1:role/team/acme-dns".to_owned(),
+            ),
+            (
+                "break_glass_iam_role_arn_bg".to_owned(),
+                "arn:aws:iam::1:role/acme-bg".to_owned(),
+            ),
+            ("break_glass_iam_role_arn_off".to_owned(), "none".to_owned()),
+            ("region".to_owned(), "eu-west-1".to_owned()),
+        ]);
+        let roles = StackRoles::from_outputs(&outputs, dir.path());
+        assert!(roles.check(&role("acme-provision", "provision")).is_ok());
+        assert!(roles.check(&role("acme-dns", "custom")).is_ok());
+        let e = roles.check(&role("acme-admin", "custom")).unwrap_err();
+        assert!(
+            e.contains(
+                "not created by this install's stack (it created: acme-dns, acme-provision)"
+            ),
+            "{e}"
+        );
+        let e = roles.check(&role("acme-bg", "break_glass")).unwrap_err();
+        assert!(e.contains("nuon-runner break-glass enable acme-bg"), "{e}");
+        crate::switch::set_break_glass(dir.path(), "acme-bg", true).unwrap();
+        assert!(roles.check(&role("acme-bg", "break_glass")).is_ok());
+        assert!(roles.check(&role("off", "break_glass")).is_err());
+    }
+}
