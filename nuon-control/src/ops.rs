@@ -39,6 +39,9 @@ pub struct OpsConfig {
     /// `await runner`, a step whose runner the customer disabled) before
     /// it fails (default 15 min).
     pub await_runner_timeout: Duration,
+    /// How long a downloaded install stack's one-time token works (default
+    /// 24 h); a provision's `await install stack` step waits as long.
+    pub stack_token_ttl: Duration,
     /// The longest wait between two tries of a webhook delivery (default
     /// 5 min); the waits double from 1 s up to it.
     pub webhook_max_backoff: Duration,
@@ -56,6 +59,7 @@ impl Default for OpsConfig {
             runner_unhealthy_after: Duration::from_secs(90),
             runner_offline_after: Duration::from_secs(300),
             await_runner_timeout: Duration::from_secs(900),
+            stack_token_ttl: Duration::from_secs(24 * 3600),
             webhook_max_backoff: Duration::from_secs(300),
             webhook_give_up_after: Duration::from_secs(3 * 86_400),
             webhook_allow_private: false,

@@ -790,3 +790,37 @@ fn each_job_gets_its_operations_role_and_break_glass_waits_for_the_customer() {
         step_log(&m, &w, "destroy base").contains("runs as role demo-deprovision (deprovision")
     );
 }
+
+#[test]
+fn an_expired_stack_token_is_refused_clearly() {
+    let cp = ControlPlane::start_with("3s", &["--stack-token-ttl", "1s"]).unwrap();
+    let m = Manual::start_on(cp, &[METADATA], None, |_| {}, &[]);
+    let dir = m.dir.path().join("stack");
+    let out = m.cp.nuon(&[
+        "installs",
+        "stack",
+        "demo",
+        "--format",
+        "vm",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let instructions = text(&out);
+    assert!(instructions.contains("expires in 1 s"), "{instructions}");
+    let env = std::fs::read_to_string(dir.join("nuon-runner.env")).unwrap();
+    let token = env
+        .lines()
+        .find_map(|l| l.strip_prefix("NUON_RUNNER_INSTALL_TOKEN="))
+        .unwrap()
+        .to_owned();
+    std::thread::sleep(Duration::from_millis(1500));
+    let late = phone_home_again(&m, "late", &token);
+    assert_eq!(late.status.code(), Some(64), "{}", text(&late));
+    assert!(
+        text(&late).contains("this install token expired")
+            && text(&late).contains("nuon installs stack INSTALL"),
+        "{}",
+        text(&late)
+    );
+}

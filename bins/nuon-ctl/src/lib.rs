@@ -71,6 +71,10 @@ enum Command {
         /// disabled (`nuon-runner disable`). Then it fails, saying why.
         #[arg(long, default_value = "15m", value_parser = nuon_core::parse_duration)]
         await_runner_timeout: Duration,
+        /// How long a downloaded install stack's one-time token works (a
+        /// provision's `await install stack` step waits as long).
+        #[arg(long, default_value = "24h", value_parser = nuon_core::parse_duration)]
+        stack_token_ttl: Duration,
         /// The longest wait between two tries of a webhook delivery (the
         /// waits double from 1s up to it; a delivery is given up after 3 days).
         #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
@@ -202,6 +206,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             runner_unhealthy_after,
             runner_offline_after,
             await_runner_timeout,
+            stack_token_ttl,
             webhook_max_backoff,
             webhook_allow_private_networks,
         } => {
@@ -221,6 +226,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.ops.runner_unhealthy_after = runner_unhealthy_after;
             config.ops.runner_offline_after = runner_offline_after;
             config.ops.await_runner_timeout = await_runner_timeout;
+            config.ops.stack_token_ttl = stack_token_ttl;
             config.ops.webhook_max_backoff = webhook_max_backoff;
             config.ops.webhook_allow_private = webhook_allow_private_networks;
             let plane = ControlPlane::open(config).await?;

@@ -440,14 +440,7 @@ fn apply_vm_stack(
     data_dir: &Path,
     env: &[(&str, &Path)],
 ) -> Result<Child, CliError> {
-    let log = data_dir.join(format!(
-        "{}-runner.log",
-        install_dir
-            .strip_prefix(data_dir)
-            .unwrap_or(install_dir)
-            .to_string_lossy()
-            .replace('/', "-")
-    ));
+    let log = log_of(data_dir, install_dir, "-runner");
     let mut cmd = Command::new("sh");
     cmd.arg(stack_dir.join("install.sh"))
         .arg("--no-systemd")
@@ -467,6 +460,16 @@ fn apply_vm_stack(
         .map_err(io("cannot apply the install's stack"))
 }
 
+/// The log of what runs in `dir` (under `data_dir`): `DATA_DIR/a-b{suffix}.log`.
+fn log_of(data_dir: &Path, dir: &Path, suffix: &str) -> std::path::PathBuf {
+    let name = dir
+        .strip_prefix(data_dir)
+        .unwrap_or(dir)
+        .to_string_lossy()
+        .replace('/', "-");
+    data_dir.join(format!("{name}{suffix}.log"))
+}
+
 /// Starts runner binary `bin` against the Runner API.
 fn spawn_runner(
     bin: &str,
@@ -476,14 +479,7 @@ fn spawn_runner(
     work_dir: &Path,
     extra: &[(&str, &Path)],
 ) -> Result<Child, CliError> {
-    let log = data_dir.join(format!(
-        "{}.log",
-        work_dir
-            .strip_prefix(data_dir)
-            .unwrap_or(work_dir)
-            .to_string_lossy()
-            .replace('/', "-")
-    ));
+    let log = log_of(data_dir, work_dir, "");
     let mut cmd = Command::new(sibling(bin)?);
     cmd.arg("run")
         .args(["--api", runner_url, "--signing-key"])

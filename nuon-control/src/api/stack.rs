@@ -6,7 +6,6 @@
 //! the stack's outputs as `.nuon.install_stack.outputs.*`.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -31,15 +30,13 @@ use crate::engine::render::{render_context, render_value};
 use crate::error::Error;
 use crate::store::StackRedeem;
 
-/// How long a downloaded stack's one-time token works.
-const STACK_TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
 /// The most outputs a stack may report, and the longest value.
 const MAX_OUTPUTS: usize = 100;
 const MAX_OUTPUT_CHARS: usize = 4096;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::get(routes::INSTALL_STACK, "getInstallStack", "The install's stack: what the customer applies once to run the install's runner, made from the app's stack.toml, runner.toml, permissions and break_glass. Each download carries a new one-time token for the stack's phone-home (valid 24 h, single use); the one before stops working. Needs an admin token.", get(stack))
+        Op::get(routes::INSTALL_STACK, "getInstallStack", "The install's stack: what the customer applies once to run the install's runner, made from the app's stack.toml, runner.toml, permissions and break_glass. Each download carries a new one-time token for the stack's phone-home (valid 24 h, or nuon-ctl serve --stack-token-ttl; single use); the one before stops working. Needs an admin token.", get(stack))
             .query("format", json!({"type": "string", "enum": StackFormat::NAMES}), "The flavour: cloudformation (AWS), helm (a chart for a Kubernetes cluster) or vm (a shell bundle and a systemd unit). Default: the one the app's runner_type asks for (cloudformation for aws, aws-ecs and aws-eks; helm for azure and gcp; vm for local).")
             .returns::<InstallStack>(200),
     ]
@@ -102,7 +99,8 @@ async fn stack(
     })?;
     let signing_key = state.signing_public_key(&auth.0.org_id).await?.to_string();
     let token = issue_stack_token();
-    let expires = now_ms() + STACK_TOKEN_TTL.as_millis() as i64;
+    let ttl = state.ops.stack_token_ttl;
+    let expires = now_ms() + ttl.as_millis() as i64;
     let spec = StackSpec {
         install_id: install.id.to_string(),
         install_name: install.name.clone(),
@@ -111,6 +109,7 @@ async fn stack(
         signing_key,
         install_token: token.secret.clone(),
         token_expires_at_ms: expires,
+        token_ttl: crate::engine::in_words(ttl),
         version: env!("CARGO_PKG_VERSION").into(),
         runner,
         stack: stack_toml,

@@ -14,10 +14,6 @@ use serde_json::json;
 use super::{Ctx, Engine, EngineError, Result};
 use crate::store::StepUpdate;
 
-/// How long a provision waits for the stack: as long as its one-time token
-/// works.
-const AWAIT_STACK: Duration = Duration::from_secs(24 * 3600);
-
 /// What an await step found.
 struct Look {
     done: bool,
@@ -56,7 +52,8 @@ impl Engine {
                              (CloudFormation, a Helm chart or a VM bundle, as the app's runner.toml asks) and apply it in the customer's account"
                         )
                     },
-                    bound: AWAIT_STACK,
+                    // As long as a stack's one-time token works.
+                    bound: self.ops.stack_token_ttl,
                 }
             }
             _ => {
@@ -192,7 +189,7 @@ fn disabled_said(install: &str, why: &str) -> String {
 }
 
 /// `15 min`, `24 h`, `30 s`.
-fn in_words(d: Duration) -> String {
+pub(crate) fn in_words(d: Duration) -> String {
     let s = d.as_secs();
     if s >= 3600 && s.is_multiple_of(3600) {
         format!("{} h", s / 3600)

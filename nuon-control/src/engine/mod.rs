@@ -29,6 +29,7 @@
 mod acts;
 mod advance;
 mod awaits;
+pub(crate) use awaits::in_words;
 pub(crate) mod cron;
 mod destroy;
 mod dispatch;

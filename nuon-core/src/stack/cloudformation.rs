@@ -40,9 +40,10 @@ pub(crate) fn files(spec: &StackSpec) -> Result<(Vec<StackFile>, String), String
         "In the AWS account and region that will run install {install}: create a CloudFormation stack named {name} from template.json \
          (`aws cloudformation create-stack --stack-name {name} --template-body file://template.json --capabilities CAPABILITY_NAMED_IAM`, \
          or the console's \"Upload a template file\"). It makes the runner's network (unless you give VpcId and SubnetId), its roles and the runner; \
-         the runner phones home once with the one-time token the template carries (it expires in 24 h and works once) and the install's provision waits for it. \
+         the runner phones home once with the one-time token the template carries (it expires in {ttl} and works once) and the install's provision waits for it. \
          To update the stack later, download it again (a new token) and update the stack with it.",
-        install = spec.install_name
+        install = spec.install_name,
+        ttl = spec.token_ttl,
     );
     // The template holds the one-time token: readable by its owner only.
     Ok((
@@ -753,14 +754,7 @@ mod tests {
     use crate::app::Permissions;
     use crate::stack::test_spec;
 
-    fn role(kind: &str, name: &str) -> Role {
-        Role {
-            kind: Some(kind.into()),
-            name: name.into(),
-            description: "d".into(),
-            ..Role::default()
-        }
-    }
+    use crate::stack::test_role as role;
 
     #[test]
     fn roles_trust_the_runner_only_and_break_glass_is_off_by_default() {

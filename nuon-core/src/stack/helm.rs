@@ -73,9 +73,10 @@ pub(crate) fn files(spec: &StackSpec) -> Result<(Vec<StackFile>, String), String
         "In the Kubernetes cluster that will run install {install}'s runner: `helm install nuon-runner ./nuon-runner` \
          (it makes namespace {namespace} and runs the runner there; `--set namespace.create=false --namespace NS` uses one of yours; \
          `--set serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=ARN` gives it a cloud identity). \
-         values.yaml holds the one-time token the runner phones home with (it expires in 24 h and works once): keep it private. \
+         values.yaml holds the one-time token the runner phones home with (it expires in {ttl} and works once): keep it private. \
          The install's provision waits for the phone-home. To update the runner's settings later, download the chart again (a new token) and `helm upgrade` with it.",
-        install = spec.install_name
+        install = spec.install_name,
+        ttl = spec.token_ttl,
     );
     Ok((files, instructions))
 }

@@ -42,6 +42,8 @@ pub struct StackSpec {
     pub install_token: String,
     /// When it stops working, ms since the epoch.
     pub token_expires_at_ms: i64,
+    /// How long it works, for people (`24 h`).
+    pub token_ttl: String,
     /// The control plane's version: the runner version the stack installs.
     pub version: String,
     /// `runner.toml` (a `local` runner when the app has none).
@@ -178,6 +180,17 @@ pub(crate) fn runner_env(spec: &StackSpec) -> BTreeMap<&'static str, String> {
     ])
 }
 
+/// A role of the tests: `kind`, `name`.
+#[cfg(test)]
+pub(crate) fn test_role(kind: &str, name: &str) -> Role {
+    Role {
+        kind: Some(kind.into()),
+        name: name.into(),
+        description: "d".into(),
+        ..Role::default()
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn test_spec() -> StackSpec {
     StackSpec {
@@ -188,6 +201,7 @@ pub(crate) fn test_spec() -> StackSpec {
         signing_key: "ab".repeat(32),
         install_token: "stk_secret".into(),
         token_expires_at_ms: 1_800_000_000_000,
+        token_ttl: "24 h".into(),
         version: "0.1.0".into(),
         runner: RunnerSettings {
             runner_type: "aws".into(),

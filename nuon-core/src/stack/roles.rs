@@ -145,14 +145,7 @@ mod tests {
     use super::*;
     use crate::app::{OperationRoles, OperationRule, Permissions};
 
-    fn role(kind: &str, name: &str) -> Role {
-        Role {
-            kind: Some(kind.into()),
-            name: name.into(),
-            description: "d".into(),
-            ..Role::default()
-        }
-    }
+    use crate::stack::test_role as role;
 
     fn config() -> AppConfig {
         let files = vec![crate::app::SourceFile::new(

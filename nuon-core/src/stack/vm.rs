@@ -23,8 +23,9 @@ pub(crate) fn files(spec: &StackSpec) -> (Vec<StackFile>, String) {
     let instructions = format!(
         "On the machine that will run install {name}'s runner, as root: `sh install.sh` (installs nuon-runner to /opt/nuon-runner, its unit, and starts it; \
          `--binary PATH` names the nuon-runner binary to install, `--output KEY=VALUE` adds a stack output, `--no-systemd` starts the runner in the foreground instead). \
-         The runner phones home once with the one-time token in nuon-runner.env (it expires in 24 h and works once); the install's provision waits for it.",
-        name = spec.install_name
+         The runner phones home once with the one-time token in nuon-runner.env (it expires in {ttl} and works once); the install's provision waits for it.",
+        name = spec.install_name,
+        ttl = spec.token_ttl,
     );
     (files, instructions)
 }
