@@ -189,68 +189,64 @@ fn when(ms: i64) -> String {
     format!("{} s ago", (now_ms() - ms).max(0) / 1000)
 }
 
+/// A token that can be spent: its org, install and runner; otherwise
+/// why it is refused, saying what to do.
+fn redeemed(r: StackRedeem) -> Result<(OrgId, nuon_core::InstallId, nuon_core::RunnerId), Error> {
+    let again = "download the stack again (`nuon installs stack INSTALL`, each download carries a new one-time token) and apply it";
+    let why = match r {
+        StackRedeem::Redeemed {
+            org,
+            install,
+            runner,
+        } => return Ok((org, install, runner)),
+        StackRedeem::Used(at) => format!(
+            "this install token was used already ({}): a stack's token works once; {again}",
+            when(at)
+        ),
+        StackRedeem::Expired(at) => format!("this install token expired {}; {again}", when(at)),
+        StackRedeem::Unknown => format!(
+            "unknown install token: not one of this control plane's, or a newer download of the stack replaced it; {again}"
+        ),
+        StackRedeem::RunnerRevoked => format!(
+            "the install's runner is revoked (`nuon runners revoke`): its stack cannot bring it back; issue it a new token with `nuon runners rotate-token`, then {again}"
+        ),
+    };
+    Err(Error::api(
+        StatusCode::UNAUTHORIZED,
+        "install_token_refused",
+        why,
+    ))
+}
+
 /// Trades a stack's one-time token for the runner's token (the one before
-/// stops working) and records the stack's outputs.
+/// stops working) and records the stack's outputs, in one transaction.
 async fn phone_home(
     State(state): State<SharedState>,
     Source(source): Source,
     Body(req): Body<PhoneHome>,
 ) -> Result<Json<PhoneHomeAnswer>, Error> {
     check_outputs(&req.outputs)?;
-    let again = "download the stack again (`nuon installs stack INSTALL`, each download carries a new one-time token) and apply it";
-    let refuse = |why: String| Error::api(StatusCode::UNAUTHORIZED, "install_token_refused", why);
-    let (org, install, runner) = match state
-        .store
-        .redeem_stack_token(&hash_token(req.install_token.trim()), now_ms())
-        .await?
-    {
-        StackRedeem::Redeemed {
-            org,
-            install,
-            runner,
-        } => (org, install, runner),
-        StackRedeem::Used(at) => {
-            return Err(refuse(format!(
-                "this install token was used already ({}): a stack's token works once; {again}",
-                when(at)
-            )));
-        }
-        StackRedeem::Expired(at) => {
-            return Err(refuse(format!(
-                "this install token expired {}; {again}",
-                when(at)
-            )));
-        }
-        StackRedeem::Unknown => {
-            return Err(refuse(format!(
-                "unknown install token: not one of this control plane's, or a newer download of the stack replaced it; {again}"
-            )));
-        }
-    };
-    // A revoked runner stays revoked: a stack downloaded before does not
-    // bring it back.
-    let current = state.store.find_runner(&org, runner.as_str()).await?;
-    if current.is_none_or(|r| r.revoked) {
-        return Err(refuse(format!(
-            "the install's runner is revoked (`nuon runners revoke`): its stack cannot bring it back; issue it a new token with `nuon runners rotate-token`, then {again}"
-        )));
-    }
+    let hash = hash_token(req.install_token.trim());
+    // Whose token it is (the outputs are sealed for that install), then
+    // everything in one transaction, which checks it all again.
+    let (org, install, runner) = redeemed(state.store.peek_stack_token(&hash, now_ms()).await?)?;
     let token = issue_runner_token(&runner);
-    state
-        .store
-        .rotate_runner_token(&org, &runner, &token.hash)
-        .await?
-        .ok_or_else(|| Error::not_found("the install's runner is gone"))?;
-    state.forget_runner_tokens(&runner);
     let outputs = serde_json::to_string(&req.outputs)
         .map_err(|e| Error::internal(format!("cannot encode the outputs: {e}")))?;
     let outputs = state
         .secrets
         .seal(&outputs, &crate::secrets::stack_context(&install));
-    state
+    let done = state
         .store
-        .set_stack_outputs(&org, &install, &outputs)
+        .redeem_stack_token(&hash, now_ms(), &token.hash, &outputs)
         .await?;
+    let (_, spent, _) = redeemed(done)?;
+    if spent != install {
+        return Err(Error::internal(
+            "the stack token changed install while it was spent",
+        ));
+    }
+    state.forget_runner_tokens(&runner);
     record(&state, &org, &install, source, &req.outputs).await;
     tracing::info!(%install, %runner, "install stack phoned home");
     Ok(Json(PhoneHomeAnswer {

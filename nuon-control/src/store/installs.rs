@@ -80,6 +80,8 @@ pub enum StackRedeem {
     Expired(i64),
     /// No install has it (or a newer download replaced it).
     Unknown,
+    /// The install's runner is revoked: a stack does not bring it back.
+    RunnerRevoked,
 }
 
 impl StoredInstall {
@@ -164,15 +166,21 @@ pub trait InstallStore: Send + Sync + 'static {
         expires_ms: i64,
     ) -> Result<()>;
 
-    /// Spends a stack's one-time token at `now_ms`, once.
-    async fn redeem_stack_token(&self, token_hash: &str, now_ms: i64) -> Result<StackRedeem>;
+    /// What spending a stack's one-time token at `now_ms` would give,
+    /// without spending it.
+    async fn peek_stack_token(&self, token_hash: &str, now_ms: i64) -> Result<StackRedeem>;
 
-    /// Keeps what the install's stack reported (a JSON object of strings,
-    /// sealed).
-    async fn set_stack_outputs(
+    /// A stack's phone-home, in one transaction: spends its one-time token
+    /// at `now_ms` (once), gives the install's runner the token
+    /// `runner_token_hash` (the one before stops working; a revoked runner
+    /// stays revoked: [`StackRedeem::RunnerRevoked`], nothing changed) and
+    /// keeps what the stack reported (`outputs`: a JSON object of
+    /// strings, sealed).
+    async fn redeem_stack_token(
         &self,
-        org: &OrgId,
-        id: &InstallId,
-        outputs_json: &str,
-    ) -> Result<()>;
+        token_hash: &str,
+        now_ms: i64,
+        runner_token_hash: &str,
+        outputs: &str,
+    ) -> Result<StackRedeem>;
 }

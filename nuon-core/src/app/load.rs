@@ -452,10 +452,6 @@ const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
         "labels are shown in Nuon's dashboard; this platform keeps none",
     ),
     (
-        "operation_roles",
-        "a component's own operation_roles are not read yet: give them in operation_roles.toml (principal nuon::component:NAME)",
-    ),
-    (
         "auto_approve_on_policies_passing",
         "approvals follow the install's approval_option: policies are evaluated before every apply (a deny fails the plan) but passing them approves nothing",
     ),
@@ -1045,6 +1041,17 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     let max_auto_retries = max_auto_retries(&mut r, d);
     let (toggleable, default_enabled) = toggles(&mut r, d);
     let drift_schedule = drift_schedule(&mut r, d);
+    let operation_roles = r.str_map(d, "operation_roles", &mut item.strings);
+    for op in operation_roles.keys() {
+        if !["deploy", "teardown"].contains(&op.as_str()) {
+            d.push(r.file.at(
+                &r.span(),
+                format!(
+                    "operation_roles: {op:?} is not an operation of a component (deploy, teardown)"
+                ),
+            ));
+        }
+    }
     skip_noops(&mut r, d);
     let Some(kind) = kind else {
         // Without a type, the other keys cannot be checked; still record
@@ -1107,6 +1114,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         toggleable,
         default_enabled,
         drift_schedule,
+        operation_roles,
     };
     let mut ok = name.is_some();
     let strings = &mut item.strings;

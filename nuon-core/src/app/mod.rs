@@ -777,6 +777,10 @@ pub struct Component {
     /// When the control plane plans it to find drift (cron, UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_schedule: Option<String>,
+    /// `[operation_roles]`: the role (by name, templated) each of its
+    /// operations (`deploy`, `teardown`) runs with.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub operation_roles: BTreeMap<String, String>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -90,18 +90,23 @@ pub fn role_for(
             .split_once(':')
             .filter(|(_, rest)| rest.contains(':'))
             .map(|_| format!("{}*", &who[..=who.rfind(':').unwrap_or(0)]));
-        let found = rules
+        let exact = rules
             .rules
             .iter()
             .filter(|r| r.operation == op)
-            .find(|r| r.principal == who)
-            .or_else(|| {
-                rules
-                    .rules
-                    .iter()
-                    .filter(|r| r.operation == op)
-                    .find(|r| Some(&r.principal) == wildcard.as_ref())
-            });
+            .find(|r| r.principal == who);
+        if exact.is_none()
+            && let Some(r) = component_role(config, step, target, op)
+        {
+            return declared(&r.0, r.1).map(Some);
+        }
+        let found = exact.or_else(|| {
+            rules
+                .rules
+                .iter()
+                .filter(|r| r.operation == op)
+                .find(|r| Some(&r.principal) == wildcard.as_ref())
+        });
         if let Some(rule) = found {
             return declared(
                 &rule.role,
@@ -112,6 +117,9 @@ pub fn role_for(
             )
             .map(Some);
         }
+    }
+    if let Some(r) = component_role(config, step, target, op) {
+        return declared(&r.0, r.1).map(Some);
     }
     if step == StepKind::Action
         && let Some(a) = config.action(target.unwrap_or_default())
@@ -138,6 +146,24 @@ pub fn role_for(
             kind: kind.into(),
             because: format!("the {kind} role: {op} of {who}"),
         }))
+}
+
+/// A component's own `[operation_roles]` entry for `op`: the role, and why.
+fn component_role(
+    config: &AppConfig,
+    step: StepKind,
+    target: Option<&str>,
+    op: &str,
+) -> Option<(String, String)> {
+    if principal(step, target) == "nuon::sandbox" || step == StepKind::Action {
+        return None;
+    }
+    let c = config.component(target?)?;
+    let role = c.operation_roles.get(op)?;
+    Some((
+        role.clone(),
+        format!("component {}'s operation_roles {op}", c.name),
+    ))
 }
 
 #[cfg(test)]

@@ -233,54 +233,81 @@ impl InstallStore for PostgresStore {
         Ok(())
     }
 
-    async fn redeem_stack_token(&self, token_hash: &str, now: i64) -> Result<StackRedeem> {
+    async fn peek_stack_token(&self, token_hash: &str, now: i64) -> Result<StackRedeem> {
+        let mut conn = self.pool.acquire().await.map_err(db)?;
+        stack_token_state(&mut conn, token_hash, now, false).await
+    }
+
+    async fn redeem_stack_token(
+        &self,
+        token_hash: &str,
+        now: i64,
+        runner_token_hash: &str,
+        outputs: &str,
+    ) -> Result<StackRedeem> {
         let mut tx = self.begin().await?;
-        let row = sqlx::query(
-            "SELECT org_id, id, runner_id, stack_token_expires, stack_token_used FROM installs \
-             WHERE stack_token = $1 FOR UPDATE",
-        )
-        .bind(token_hash)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db)?;
-        let Some(r) = row else {
-            return Ok(StackRedeem::Unknown);
+        let state = stack_token_state(&mut tx, token_hash, now, true).await?;
+        let StackRedeem::Redeemed {
+            install, runner, ..
+        } = &state
+        else {
+            return Ok(state);
         };
-        let (org, install, runner): (OrgId, InstallId, RunnerId) = (r.id(0)?, r.id(1)?, r.id(2)?);
-        if let Some(at) = r.opt_int(4)? {
-            return Ok(StackRedeem::Used(at));
+        let rotated = sqlx::query(
+            "UPDATE runners SET token_hash = $2, session = NULL WHERE id = $1 AND revoked_at IS NULL",
+        )
+        .bind(runner.as_str())
+        .bind(runner_token_hash)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?
+        .rows_affected();
+        if rotated == 0 {
+            return Ok(StackRedeem::RunnerRevoked);
         }
-        let expires = r.int(3)?;
-        if now >= expires {
-            return Ok(StackRedeem::Expired(expires));
-        }
-        sqlx::query("UPDATE installs SET stack_token_used = $2 WHERE id = $1")
+        sqlx::query("UPDATE installs SET stack_token_used = $2, stack_outputs = $3 WHERE id = $1")
             .bind(install.as_str())
             .bind(now)
+            .bind(outputs)
             .execute(&mut *tx)
             .await
             .map_err(db)?;
         tx.commit().await.map_err(db)?;
-        Ok(StackRedeem::Redeemed {
+        Ok(state)
+    }
+}
+
+/// What spending stack token `hash` at `now` would give; `lock` holds the
+/// install's row for the transaction.
+async fn stack_token_state(
+    conn: &mut sqlx::PgConnection,
+    hash: &str,
+    now: i64,
+    lock: bool,
+) -> Result<StackRedeem> {
+    let sql = format!(
+        "SELECT i.org_id, i.id, i.runner_id, i.stack_token_expires, i.stack_token_used, r.revoked_at \
+         FROM installs i JOIN runners r ON r.id = i.runner_id WHERE i.stack_token = $1{}",
+        if lock { " FOR UPDATE OF i" } else { "" }
+    );
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .bind(hash)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    let Some(r) = row else {
+        return Ok(StackRedeem::Unknown);
+    };
+    let (org, install, runner): (OrgId, InstallId, RunnerId) = (r.id(0)?, r.id(1)?, r.id(2)?);
+    let expires = r.int(3)?;
+    Ok(match (r.opt_int(4)?, r.opt_int(5)?) {
+        (Some(at), _) => StackRedeem::Used(at),
+        _ if now >= expires => StackRedeem::Expired(expires),
+        (None, Some(_)) => StackRedeem::RunnerRevoked,
+        (None, None) => StackRedeem::Redeemed {
             org,
             install,
             runner,
-        })
-    }
-
-    async fn set_stack_outputs(
-        &self,
-        org: &OrgId,
-        id: &InstallId,
-        outputs_json: &str,
-    ) -> Result<()> {
-        sqlx::query("UPDATE installs SET stack_outputs = $3 WHERE id = $1 AND org_id = $2")
-            .bind(id.as_str())
-            .bind(org.as_str())
-            .bind(outputs_json)
-            .execute(&self.pool)
-            .await
-            .map_err(db)?;
-        Ok(())
-    }
+        },
+    })
 }

@@ -240,62 +240,84 @@ impl InstallStore for SqliteStore {
         .await
     }
 
-    async fn redeem_stack_token(&self, token_hash: &str, now: i64) -> Result<StackRedeem> {
+    async fn peek_stack_token(&self, token_hash: &str, now: i64) -> Result<StackRedeem> {
         let hash = token_hash.to_owned();
-        self.write(move |conn| {
-            let row = one_row(
-                conn,
-                "SELECT org_id, id, runner_id, stack_token_expires, stack_token_used FROM installs \
-                 WHERE stack_token = ?1",
-                [hash.as_str()],
-                |r| {
-                    Ok((
-                        id_at::<OrgId>(r, 0)?,
-                        id_at::<InstallId>(r, 1)?,
-                        id_at::<RunnerId>(r, 2)?,
-                        r.get::<_, i64>(3)?,
-                        r.get::<_, Option<i64>>(4)?,
-                    ))
-                },
-            )?;
-            let Some((org, install, runner, expires, used)) = row else {
-                return Ok(StackRedeem::Unknown);
-            };
-            if let Some(at) = used {
-                return Ok(StackRedeem::Used(at));
-            }
-            if now >= expires {
-                return Ok(StackRedeem::Expired(expires));
-            }
-            conn.execute(
-                "UPDATE installs SET stack_token_used = ?2 WHERE id = ?1 AND stack_token_used IS NULL",
-                params![install.as_str(), now],
-            )
-            .map_err(db_err)?;
-            Ok(StackRedeem::Redeemed {
-                org,
-                install,
-                runner,
-            })
-        })
-        .await
+        self.read(move |conn| stack_token_state(conn, &hash, now))
+            .await
     }
 
-    async fn set_stack_outputs(
+    async fn redeem_stack_token(
         &self,
-        org: &OrgId,
-        id: &InstallId,
-        outputs_json: &str,
-    ) -> Result<()> {
-        let (org, id, json) = (org.clone(), id.clone(), outputs_json.to_owned());
+        token_hash: &str,
+        now: i64,
+        runner_token_hash: &str,
+        outputs: &str,
+    ) -> Result<StackRedeem> {
+        let (hash, runner_hash, outputs) = (
+            token_hash.to_owned(),
+            runner_token_hash.to_owned(),
+            outputs.to_owned(),
+        );
         self.write(move |conn| {
+            let state = stack_token_state(conn, &hash, now)?;
+            let StackRedeem::Redeemed {
+                install, runner, ..
+            } = &state
+            else {
+                return Ok(state);
+            };
+            let rotated = conn
+                .execute(
+                    "UPDATE runners SET token_hash = ?2, session = NULL \
+                     WHERE id = ?1 AND revoked_at IS NULL",
+                    params![runner.as_str(), runner_hash],
+                )
+                .map_err(db_err)?;
+            if rotated == 0 {
+                return Ok(StackRedeem::RunnerRevoked);
+            }
             conn.execute(
-                "UPDATE installs SET stack_outputs = ?3 WHERE id = ?1 AND org_id = ?2",
-                params![id.as_str(), org.as_str(), json],
+                "UPDATE installs SET stack_token_used = ?2, stack_outputs = ?3 \
+                 WHERE id = ?1 AND stack_token_used IS NULL",
+                params![install.as_str(), now, outputs],
             )
             .map_err(db_err)?;
-            Ok(())
+            Ok(state)
         })
         .await
     }
+}
+
+/// What spending stack token `hash` at `now` would give.
+fn stack_token_state(conn: &Connection, hash: &str, now: i64) -> Result<StackRedeem> {
+    let row = one_row(
+        conn,
+        "SELECT i.org_id, i.id, i.runner_id, i.stack_token_expires, i.stack_token_used, \
+         r.revoked_at FROM installs i JOIN runners r ON r.id = i.runner_id \
+         WHERE i.stack_token = ?1",
+        [hash],
+        |r| {
+            Ok((
+                id_at::<OrgId>(r, 0)?,
+                id_at::<InstallId>(r, 1)?,
+                id_at::<RunnerId>(r, 2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, Option<i64>>(4)?,
+                r.get::<_, Option<i64>>(5)?,
+            ))
+        },
+    )?;
+    let Some((org, install, runner, expires, used, revoked)) = row else {
+        return Ok(StackRedeem::Unknown);
+    };
+    Ok(match (used, revoked) {
+        (Some(at), _) => StackRedeem::Used(at),
+        _ if now >= expires => StackRedeem::Expired(expires),
+        (None, Some(_)) => StackRedeem::RunnerRevoked,
+        (None, None) => StackRedeem::Redeemed {
+            org,
+            install,
+            runner,
+        },
+    })
 }

@@ -168,22 +168,32 @@ conformance! {
         assert!(i.stack_outputs.is_none());
         let now = now_ms();
         s.set_stack_token(&f.org, &i.id, "hash-1", now + 60_000).await.unwrap();
-        assert_eq!(s.redeem_stack_token("hash-x", now).await.unwrap(), StackRedeem::Unknown);
-        assert_eq!(
-            s.redeem_stack_token("hash-1", now).await.unwrap(),
-            StackRedeem::Redeemed { org: f.org.clone(), install: i.id.clone(), runner: i.runner_id.clone() }
-        );
-        assert_eq!(s.redeem_stack_token("hash-1", now + 1).await.unwrap(), StackRedeem::Used(now));
+        let redeem = |h: &'static str, at: i64| s.redeem_stack_token(h, at, "runner-hash", "sealed-outputs");
+        assert_eq!(redeem("hash-x", now).await.unwrap(), StackRedeem::Unknown);
+        let redeemed = StackRedeem::Redeemed { org: f.org.clone(), install: i.id.clone(), runner: i.runner_id.clone() };
+        // A look spends nothing.
+        assert_eq!(s.peek_stack_token("hash-1", now).await.unwrap(), redeemed);
+        assert_eq!(redeem("hash-1", now).await.unwrap(), redeemed);
+        assert_eq!(redeem("hash-1", now + 1).await.unwrap(), StackRedeem::Used(now));
+        assert_eq!(s.peek_stack_token("hash-1", now + 1).await.unwrap(), StackRedeem::Used(now));
+        // The runner's token and the outputs changed with the spend.
+        assert!(s.authenticate_runner("runner-hash").await.unwrap().is_some());
         // A new download: the old token is gone, the new one works once.
         s.set_stack_token(&f.org, &i.id, "hash-2", now + 60_000).await.unwrap();
-        assert_eq!(s.redeem_stack_token("hash-1", now).await.unwrap(), StackRedeem::Unknown);
-        assert!(matches!(s.redeem_stack_token("hash-2", now).await.unwrap(), StackRedeem::Redeemed { .. }));
+        assert_eq!(redeem("hash-1", now).await.unwrap(), StackRedeem::Unknown);
+        assert!(matches!(redeem("hash-2", now).await.unwrap(), StackRedeem::Redeemed { .. }));
         // Expired: refused, and left unspent.
         s.set_stack_token(&f.org, &i.id, "hash-3", now + 10).await.unwrap();
-        assert_eq!(s.redeem_stack_token("hash-3", now + 10).await.unwrap(), StackRedeem::Expired(now + 10));
-        assert_eq!(s.redeem_stack_token("hash-3", now + 20).await.unwrap(), StackRedeem::Expired(now + 10));
-        // Outputs are kept and read back with the install.
-        s.set_stack_outputs(&f.org, &i.id, "sealed-outputs").await.unwrap();
+        assert_eq!(redeem("hash-3", now + 10).await.unwrap(), StackRedeem::Expired(now + 10));
+        assert_eq!(redeem("hash-3", now + 20).await.unwrap(), StackRedeem::Expired(now + 10));
+        // A revoked runner: refused, nothing spent or changed.
+        s.set_stack_token(&f.org, &i.id, "hash-4", now + 60_000).await.unwrap();
+        s.revoke_runner(&f.org, &i.runner_id).await.unwrap();
+        assert_eq!(
+            s.redeem_stack_token("hash-4", now, "other-hash", "other").await.unwrap(),
+            StackRedeem::RunnerRevoked
+        );
+        assert!(s.authenticate_runner("other-hash").await.unwrap().is_none());
         let back = s.find_install(&f.org, "stacked").await.unwrap().unwrap();
         assert_eq!(back.stack_outputs.as_deref(), Some("sealed-outputs"));
     }
