@@ -633,8 +633,8 @@ fn replace_standalone(text: &str, needle: &str, with: &str) -> String {
     out
 }
 
-/// Seals what an earlier version kept in the clear: orgs' signing keys and
-/// the specs of queued and kept jobs. Runs at start, before serving; a
+/// Seals what an earlier version kept in the clear: orgs' signing keys,
+/// the specs of queued and kept jobs, and install stacks' outputs. Runs at start, before serving; a
 /// second run finds nothing.
 pub(crate) async fn seal_legacy(store: &dyn Store, secrets: &SecretBox) -> Result<u64, KeyError> {
     let mut sealed = 0;
@@ -660,6 +660,27 @@ pub(crate) async fn seal_legacy(store: &dyn Store, secrets: &SecretBox) -> Resul
                 .seal_job_spec(&id, &spec, &payload.to_string())
                 .await?;
             sealed += 1;
+        }
+    }
+    // Install stacks' outputs, kept as clear JSON by an earlier version.
+    let column = crate::store::SealedColumn::StackOutputs;
+    let mut after = String::new();
+    loop {
+        let rows = store.sealed_values(column, &after, 500).await?;
+        let Some((last, _)) = rows.last() else {
+            break;
+        };
+        after = last.clone();
+        for (key, value) in rows.into_iter().filter(|(_, v)| v.starts_with('{')) {
+            let install: nuon_core::InstallId = key.parse().map_err(|_| {
+                KeyError::Sealed(format!(
+                    "installs.stack_outputs: {key:?} is not an install id"
+                ))
+            })?;
+            let text = secrets.seal(&value, &crate::secrets::stack_context(&install));
+            if store.replace_sealed(column, &key, &value, &text).await? {
+                sealed += 1;
+            }
         }
     }
     Ok(sealed)

@@ -301,7 +301,12 @@ pub fn reseal_value(
         }
         SealedColumn::StackOutputs => {
             let install: InstallId = key.parse().map_err(|_| id("an install id"))?;
-            again(secrets, value, &crate::secrets::stack_context(&install))
+            let context = crate::secrets::stack_context(&install);
+            if value.starts_with('{') {
+                // Kept in the clear by an earlier version: sealed now.
+                return Ok(Some(secrets.seal(value, &context)));
+            }
+            again(secrets, value, &context)
         }
     }
 }

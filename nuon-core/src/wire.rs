@@ -358,6 +358,32 @@ pub struct RunnerSettingsInfo {
     /// `env_vars`); a job's own environment wins over it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Base64 Ed25519 signature of [`RunnerSettingsInfo::signed_bytes`] by
+    /// the org's key: the runner takes no settings it cannot verify (they
+    /// reach every job, as signed jobs do).
+    #[serde(default)]
+    pub signature: String,
+}
+
+impl RunnerSettingsInfo {
+    /// What the signature covers: the version and the environment, after
+    /// a prefix no job spec has (a signature of one is never the other's).
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Signed<'a> {
+            version: &'a str,
+            env: &'a BTreeMap<String, String>,
+        }
+        let mut out = b"nuon-runner-settings\n".to_vec();
+        out.extend(
+            serde_json::to_vec(&Signed {
+                version: &self.version,
+                env: &self.env,
+            })
+            .unwrap_or_default(),
+        );
+        out
+    }
 }
 
 /// One job as the runner receives it.
@@ -1692,4 +1718,33 @@ pub struct PhoneHomeAnswer {
     pub runner_token: String,
     /// The org's job-signing public key.
     pub signing_public_key: String,
+}
+
+#[cfg(test)]
+mod settings_tests {
+    use super::*;
+
+    #[test]
+    fn a_settings_signature_covers_the_version_and_every_variable() {
+        let key = crate::OrgSigningKey::generate();
+        let mut s = RunnerSettingsInfo {
+            version: "v1".into(),
+            env: BTreeMap::from([("TF_VAR_x".to_owned(), "1".to_owned())]),
+            signature: String::new(),
+        };
+        s.signature = key.sign_now(&s.signed_bytes());
+        let public = key.public_key();
+        assert!(public.verify(&s.signed_bytes(), &s.signature).is_ok());
+        let mut changed = s.clone();
+        changed.env.insert("LD_PRELOAD".into(), "/tmp/x.so".into());
+        assert!(
+            public
+                .verify(&changed.signed_bytes(), &s.signature)
+                .is_err()
+        );
+        let mut other = s.clone();
+        other.version = "v2".into();
+        assert!(public.verify(&other.signed_bytes(), &s.signature).is_err());
+        assert!(s.signed_bytes().starts_with(b"nuon-runner-settings\n"));
+    }
 }

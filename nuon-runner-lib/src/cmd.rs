@@ -488,7 +488,7 @@ async fn serve_metrics(listener: tokio::net::TcpListener, stats: Arc<crate::Runn
 /// `disable` (with a reason) or `enable`.
 fn switch(work_dir: &std::path::Path, disable: Option<&str>) -> ExitCode {
     use crate::switch;
-    let done = match disable {
+    let done = switch::check_work_dir(work_dir).and_then(|()| match disable {
         Some(reason) => switch::disable(work_dir, reason).map(|()| {
             format!(
                 "disabled: the runner of {} takes no new job (running ones finish); `nuon-runner enable` turns it back on",
@@ -502,7 +502,7 @@ fn switch(work_dir: &std::path::Path, disable: Option<&str>) -> ExitCode {
                 "the runner was not disabled".to_owned()
             }
         }),
-    };
+    });
     match done {
         Ok(said) => {
             println!("{said}");
@@ -516,10 +516,10 @@ fn switch(work_dir: &std::path::Path, disable: Option<&str>) -> ExitCode {
 }
 
 fn break_glass(command: BreakGlassCommand) -> ExitCode {
-    use crate::switch::{break_glass_roles, set_break_glass};
+    use crate::switch::{break_glass_roles, check_work_dir, set_break_glass};
     let (dir, done) = match command {
         BreakGlassCommand::Enable { role, dir } => {
-            let done = set_break_glass(&dir.work_dir, &role, true).map(|changed| {
+            let done = check_work_dir(&dir.work_dir).and_then(|()| set_break_glass(&dir.work_dir, &role, true)).map(|changed| {
                 if changed {
                     format!("break-glass role {role} is on: jobs may run with it until `nuon-runner break-glass disable {role}`")
                 } else {
@@ -529,13 +529,15 @@ fn break_glass(command: BreakGlassCommand) -> ExitCode {
             (dir, done)
         }
         BreakGlassCommand::Disable { role, dir } => {
-            let done = set_break_glass(&dir.work_dir, &role, false).map(|changed| {
-                if changed {
-                    format!("break-glass role {role} is off")
-                } else {
-                    format!("break-glass role {role} was not on")
-                }
-            });
+            let done = check_work_dir(&dir.work_dir)
+                .and_then(|()| set_break_glass(&dir.work_dir, &role, false))
+                .map(|changed| {
+                    if changed {
+                        format!("break-glass role {role} is off")
+                    } else {
+                        format!("break-glass role {role} was not on")
+                    }
+                });
             (dir, done)
         }
         BreakGlassCommand::List { dir } => {

@@ -13,7 +13,7 @@
 //! - `aws`: AssumeRole of the role's ARN with the AWS CLI (`aws sts
 //!   assume-role`), the session's keys in the job's environment.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -29,7 +29,20 @@ pub trait CredentialsProvider: Send + Sync {
         role: &JobRole,
         job: &JobId,
     ) -> Result<BTreeMap<String, String>, String>;
+
+    /// Whether jobs get their role at all (`none`: the runner's identity).
+    fn hands_roles(&self) -> bool {
+        true
+    }
 }
+
+/// The variables of a job's environment a provider fills with secrets:
+/// redacted from the job's log.
+pub const SECRET_VARS: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+];
 
 /// The roles the install's stack created, from its outputs: every
 /// `*_iam_role_arn` and `iam_role_arn_*` (the role's name is what follows
@@ -37,8 +50,9 @@ pub trait CredentialsProvider: Send + Sync {
 /// one out).
 #[derive(Debug, Clone, Default)]
 pub struct StackRoles {
-    roles: BTreeSet<String>,
-    break_glass: BTreeSet<String>,
+    /// Each role's name and the ARN the stack reported for it.
+    roles: BTreeMap<String, String>,
+    break_glass: BTreeMap<String, String>,
     work_dir: PathBuf,
 }
 
@@ -61,35 +75,36 @@ impl StackRoles {
             // A path in the ARN (`role/team/name`): the name is its last part.
             let name = name.rsplit('/').next().unwrap_or(name).to_owned();
             if k.starts_with("break_glass_") {
-                out.break_glass.insert(name);
+                out.break_glass.insert(name, v.clone());
             } else {
-                out.roles.insert(name);
+                out.roles.insert(name, v.clone());
             }
         }
         out
     }
 
-    /// Whether a job may have `role`.
-    pub fn check(&self, role: &JobRole) -> Result<(), String> {
-        if role.kind == "break_glass" || self.break_glass.contains(&role.name) {
-            if !self.break_glass.contains(&role.name) {
+    /// Whether a job may have `role`: the ARN the stack reported for it
+    /// (the spec's own ARN is not trusted for what is assumed).
+    pub fn check(&self, role: &JobRole) -> Result<String, String> {
+        if role.kind == "break_glass" || self.break_glass.contains_key(&role.name) {
+            let Some(arn) = self.break_glass.get(&role.name) else {
                 return Err(format!(
                     "break-glass role {} was not created by this install's stack",
                     role.name
                 ));
-            }
+            };
             if !crate::switch::break_glass_enabled(&self.work_dir, &role.name) {
                 return Err(format!(
                     "break-glass role {} is off: the customer turns it on with `nuon-runner break-glass enable {}` (and off again with `disable`)",
                     role.name, role.name
                 ));
             }
-            return Ok(());
+            return Ok(arn.clone());
         }
-        if self.roles.contains(&role.name) {
-            return Ok(());
+        if let Some(arn) = self.roles.get(&role.name) {
+            return Ok(arn.clone());
         }
-        let known: Vec<&str> = self.roles.iter().map(String::as_str).collect();
+        let known: Vec<&str> = self.roles.keys().map(String::as_str).collect();
         Err(format!(
             "role {} ({}) was not created by this install's stack (it created: {}): the job is refused; apply the app's current stack (`nuon installs stack`)",
             role.name,
@@ -115,6 +130,10 @@ impl CredentialsProvider for NoCredentials {
     ) -> Result<BTreeMap<String, String>, String> {
         Ok(BTreeMap::new())
     }
+
+    fn hands_roles(&self) -> bool {
+        false
+    }
 }
 
 /// The role in the job's environment.
@@ -127,15 +146,12 @@ impl CredentialsProvider for EnvCredentials {
         role: &JobRole,
         _job: &JobId,
     ) -> Result<BTreeMap<String, String>, String> {
-        self.0.check(role)?;
-        let mut env = BTreeMap::from([
+        let arn = self.0.check(role)?;
+        Ok(BTreeMap::from([
             ("NUON_JOB_ROLE".to_owned(), role.name.clone()),
             ("NUON_JOB_ROLE_KIND".to_owned(), role.kind.clone()),
-        ]);
-        if let Some(arn) = &role.arn {
-            env.insert("NUON_JOB_ROLE_ARN".into(), arn.clone());
-        }
-        Ok(env)
+            ("NUON_JOB_ROLE_ARN".to_owned(), arn),
+        ]))
     }
 }
 
@@ -155,19 +171,17 @@ impl CredentialsProvider for AwsCliCredentials {
         role: &JobRole,
         job: &JobId,
     ) -> Result<BTreeMap<String, String>, String> {
-        self.roles.check(role)?;
-        let arn = role.arn.as_deref().ok_or_else(|| {
-            format!(
-                "role {} has no ARN: the install's stack did not report its account (account_id)",
-                role.name
-            )
-        })?;
+        let arn = self.roles.check(role)?;
+        let arn = arn.as_str();
         let session: String = format!("nuon-{job}").chars().take(64).collect();
-        let out = tokio::process::Command::new(&self.aws)
+        let call = tokio::process::Command::new(&self.aws)
             .args(["sts", "assume-role", "--role-arn", arn])
             .args(["--role-session-name", &session, "--output", "json"])
-            .output()
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(60), call)
             .await
+            .map_err(|_| format!("AssumeRole of {arn}: no answer within 60 s"))?
             .map_err(|e| format!("cannot run {}: {e}", self.aws.display()))?;
         if !out.status.success() {
             return Err(format!(
@@ -245,7 +259,10 @@ mod tests {
             ("region".to_owned(), "eu-west-1".to_owned()),
         ]);
         let roles = StackRoles::from_outputs(&outputs, dir.path());
-        assert!(roles.check(&role("acme-provision", "provision")).is_ok());
+        assert_eq!(
+            roles.check(&role("acme-provision", "provision")).unwrap(),
+            "arn:aws:iam::1:role/acme-provision"
+        );
         assert!(roles.check(&role("acme-dns", "custom")).is_ok());
         let e = roles.check(&role("acme-admin", "custom")).unwrap_err();
         assert!(

@@ -93,6 +93,17 @@ impl Shared {
     /// Fetches the runner's settings.
     async fn fetch_settings(&self) {
         match self.config.transport.settings().await {
+            // Signed by the org's key, as jobs are (empty ones need not be:
+            // they give a job nothing).
+            Ok(s)
+                if !s.env.is_empty()
+                    && self.keys.verify(&s.signed_bytes(), &s.signature).is_err() =>
+            {
+                self.config
+                    .stats
+                    .error("the runner's settings are not signed by the org's key: refused");
+                tracing::error!(version = %s.version, "the runner's settings are not signed by the org's key; jobs run with the ones before");
+            }
             Ok(s) => {
                 tracing::info!(version = %s.version, env_vars = s.env.len(), "runner settings fetched");
                 *lock(&self.settings) = s;
@@ -921,10 +932,25 @@ impl JobRun {
                 .await
             {
                 Ok(env) => {
-                    spool.system(&format!(
-                        "runs as role {} ({}; {})",
-                        role.name, role.kind, role.because
-                    ));
+                    if self.shared.config.credentials.hands_roles() {
+                        spool.system(&format!(
+                            "runs as role {} ({}; {})",
+                            role.name, role.kind, role.because
+                        ));
+                    } else {
+                        spool.system(&format!(
+                            "its role is {} ({}; {}), but this runner hands jobs no role (--credentials none): it runs with the runner's own identity",
+                            role.name, role.kind, role.because
+                        ));
+                    }
+                    // Keys a provider handed out never leave in the log.
+                    let mut redact = spec.redact.clone();
+                    redact.extend(
+                        crate::credentials::SECRET_VARS
+                            .iter()
+                            .filter_map(|k| env.get(*k).cloned()),
+                    );
+                    spool.set_redact(&redact);
                     env
                 }
                 Err(reason) => {

@@ -15,6 +15,19 @@ use std::path::Path;
 /// The switch's file in the work directory.
 pub const FILE: &str = "disabled";
 
+/// Refuses a directory that is not a runner's work directory (it has no
+/// `runner.lock`): a switch written elsewhere would silently do nothing.
+pub fn check_work_dir(work_dir: &Path) -> std::io::Result<()> {
+    if work_dir.join("runner.lock").exists() {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        "not a runner's work directory (no runner.lock there): give the runner's --work-dir \
+         (a runner installed by the VM bundle or the CloudFormation stack uses /var/lib/nuon-runner)",
+    ))
+}
+
 /// The reason given when the runner is disabled, `None` when it is not.
 pub fn disabled(work_dir: &Path) -> Option<String> {
     match std::fs::read_to_string(work_dir.join(FILE)) {
@@ -102,7 +115,7 @@ pub fn break_glass_roles(work_dir: &Path) -> Vec<String> {
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| role_name_ok(n))
+        .filter(|n| role_name_ok(n) && !n.ends_with(".tmp"))
         .collect();
     out.sort();
     out

@@ -10,14 +10,15 @@ use std::time::Duration;
 
 pub(crate) use libc::{SIGKILL, SIGTERM};
 
-/// Sends `signal` to every process of the process group `pgid`. Returns
-/// `Ok(false)` when the group no longer exists.
 /// Writes `text` to `path`, readable by its owner only, atomically (a
 /// temporary file renamed over it).
 pub(crate) fn write_private(path: &std::path::Path, text: &str) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
+    // Next to it, named after all of it: `a.b` and `a.c` never share one.
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = path.with_file_name(name);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -29,6 +30,8 @@ pub(crate) fn write_private(path: &std::path::Path, text: &str) -> io::Result<()
     std::fs::rename(&tmp, path)
 }
 
+/// Sends `signal` to every process of the process group `pgid`. Returns
+/// `Ok(false)` when the group no longer exists.
 pub(crate) fn kill_group(pgid: u32, signal: libc::c_int) -> io::Result<bool> {
     // A process group id of 0 or 1 would signal our own group or every
     // process we may signal: never do that.

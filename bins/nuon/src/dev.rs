@@ -339,7 +339,7 @@ async fn run_children(
         "==> applying it: sh install.sh --no-systemd (the runner's store in {})",
         install_dir.join("store").display()
     );
-    children.push(apply_vm_stack(
+    let mut runner = apply_vm_stack(
         &stack_dir,
         &install_dir,
         &data_dir,
@@ -347,7 +347,21 @@ async fn run_children(
             ("NUON_RUNNER_STORE_DIR", &install_dir.join("store")),
             ("NUON_RUNNER_VENDOR_STORE", &vendor_store),
         ],
-    )?);
+    )?;
+    // A bundle that fails at once (a refused token, a bad path) says so
+    // now, rather than the provision waiting for a phone-home.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if let Ok(Some(status)) = runner.try_wait() {
+        return Err(CliError {
+            message: format!(
+                "the install's stack did not start its runner ({status}): see {}",
+                log_of(&data_dir, &install_dir, "-runner").display()
+            ),
+            code: 1,
+            api_code: None,
+        });
+    }
+    children.push(runner);
     let done = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false, false).await?;
     phase("provision", t, &mut phases);
     let code = crate::deploy::exit_of(&done);
@@ -441,6 +455,19 @@ fn apply_vm_stack(
     env: &[(&str, &Path)],
 ) -> Result<Child, CliError> {
     let log = log_of(data_dir, install_dir, "-runner");
+    // install.sh takes absolute paths of plain characters only.
+    let install_dir =
+        &std::path::absolute(install_dir).map_err(io("cannot resolve the install's directory"))?;
+    let plain = install_dir.to_str().is_some_and(|p| {
+        p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c))
+    });
+    if !plain {
+        return Err(CliError::usage(format!(
+            "--data-dir: the install's stack cannot be applied under {} (install.sh takes paths of letters, digits, . _ - and / only): give another --data-dir",
+            install_dir.display()
+        )));
+    }
     let mut cmd = Command::new("sh");
     cmd.arg(stack_dir.join("install.sh"))
         .arg("--no-systemd")

@@ -217,19 +217,23 @@ async fn heartbeat(
 /// The version of a runner's settings: a digest of what they are made
 /// from (its install's config version, inputs, secrets and outputs), so
 /// claims and heartbeats carry it for one indexed read. A build runner has
-/// none.
+/// none. A store error leaves it out (the answer may carry leased jobs:
+/// it must not fail); the next answer carries it.
 async fn settings_version(
     state: &SharedState,
     runner: &RunnerPrincipal,
 ) -> Result<Option<String>, Error> {
-    let Some(install) = state
+    match state
         .store
         .find_install_of_runner(&runner.org_id, &runner.runner_id)
-        .await?
-    else {
-        return Ok(None);
-    };
-    Ok(Some(version_of(&install)))
+        .await
+    {
+        Ok(install) => Ok(install.map(|i| version_of(&i))),
+        Err(e) => {
+            tracing::warn!(runner = %runner.runner_id, error = %e, "cannot read the runner's settings version");
+            Ok(None)
+        }
+    }
 }
 
 fn version_of(install: &StoredInstall) -> String {
@@ -259,7 +263,7 @@ async fn settings(
     else {
         return Ok(Json(RunnerSettingsInfo {
             version: "none".into(),
-            env: Default::default(),
+            ..RunnerSettingsInfo::default()
         }));
     };
     let version = version_of(&install);
@@ -276,7 +280,21 @@ async fn settings(
         }
         _ => Default::default(),
     };
-    Ok(Json(RunnerSettingsInfo { version, env }))
+    let mut settings = RunnerSettingsInfo {
+        version,
+        env,
+        signature: String::new(),
+    };
+    let signer = state
+        .keys
+        .signer(&runner.org_id)
+        .await
+        .map_err(|e| Error::internal(format!("cannot sign the runner's settings: {e}")))?;
+    settings.signature = signer
+        .sign(&settings.signed_bytes())
+        .await
+        .map_err(|e| Error::internal(format!("cannot sign the runner's settings: {e}")))?;
+    Ok(Json(settings))
 }
 
 /// A log batch as it comes over the wire: the query names the attempt and

@@ -28,7 +28,7 @@ use super::doc::Op;
 use super::{ApiAuth, Body, Q, SharedState, Source};
 use crate::engine::render::{render_context, render_value};
 use crate::error::Error;
-use crate::store::StackRedeem;
+use crate::store::{StackRedeem, StoredInstall};
 
 /// The most outputs a stack may report, and the longest value.
 const MAX_OUTPUTS: usize = 100;
@@ -82,7 +82,13 @@ async fn stack(
     });
     let format = format.unwrap_or_else(|| StackFormat::for_runner_type(&runner.runner_type));
     // Role names and documents are templates (`{{ .nuon.install.id }}`).
-    let ctx = render_context(&state.secrets, org, &install, &app_name, false)
+    // Without the stack's own outputs: a stack is made before them, and
+    // made again when they are refused (that is how they are given anew).
+    let without_outputs = StoredInstall {
+        stack_outputs: None,
+        ..install.clone()
+    };
+    let ctx = render_context(&state.secrets, org, &without_outputs, &app_name, false)
         .map_err(|e| Error::conflict("stack_not_made", e))?;
     let permissions =
         rendered(&config.permissions, &ctx, "permissions").map_err(Error::bad_request)?;
@@ -236,6 +242,9 @@ async fn phone_home(
     let outputs = state
         .secrets
         .seal(&outputs, &crate::secrets::stack_context(&install));
+    // What can fail is done before the transaction: once it commits, the
+    // runner must get its new token.
+    let signing_public_key = state.signing_public_key(&org).await?.to_string();
     let done = state
         .store
         .redeem_stack_token(&hash, now_ms(), &token.hash, &outputs)
@@ -253,7 +262,7 @@ async fn phone_home(
         install_id: install,
         runner_id: runner,
         runner_token: token.secret,
-        signing_public_key: state.signing_public_key(&org).await?.to_string(),
+        signing_public_key,
     }))
 }
 

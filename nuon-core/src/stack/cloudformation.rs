@@ -218,12 +218,14 @@ fn template(spec: &StackSpec) -> Result<Value, String> {
         roles.push((id, role, break_glass, first));
     }
     // By name, not by reference: the roles trust the runner's role, and a
-    // reference both ways would be a cycle.
+    // reference both ways would be a cycle. A break-glass role only while
+    // the customer's parameter turns it on (the runner's policy changes,
+    // not the instance).
+    let arn_of = |role: &Role| json!({"Fn::Sub": format!("arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role/{}", role.name)});
     let assumable: Vec<Value> = roles
         .iter()
-        .map(|(_, role, _, _)| {
-            json!({"Fn::Sub": format!("arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role/{}", role.name)})
-        })
+        .filter(|(_, _, bg, _)| !bg)
+        .map(|(_, role, _, _)| arn_of(role))
         .collect();
     let mut runner_statements = vec![json!({
         "Effect": "Allow",
@@ -233,6 +235,13 @@ fn template(spec: &StackSpec) -> Result<Value, String> {
     if !assumable.is_empty() {
         runner_statements
             .push(json!({"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": assumable}));
+    }
+    for (id, role, _, _) in roles.iter().filter(|(_, _, bg, _)| *bg) {
+        runner_statements.push(json!({"Fn::If": [
+            format!("{id}Enabled"),
+            {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": arn_of(role)},
+            {"Ref": "AWS::NoValue"}
+        ]}));
     }
     let mut runner_role = json!({
         "Type": "AWS::IAM::Role",
@@ -287,11 +296,13 @@ fn template(spec: &StackSpec) -> Result<Value, String> {
         } else {
             role_output_name(role, *first)
         };
-        let arn = json!({"Fn::GetAtt": [id, "Arn"]});
+        // A break-glass role's ARN by name, whether it is on or not: what
+        // the runner is told must not change with the customer's switch
+        // (new user data would replace the instance).
         let value = if *break_glass {
-            json!({"Fn::If": [format!("{id}Enabled"), arn, "none"]})
+            arn_of(role)
         } else {
-            arn
+            json!({"Fn::GetAtt": [id, "Arn"]})
         };
         reported.push((output, value));
     }
@@ -577,6 +588,7 @@ fn ec2_runner(
          NUON_RUNNER_SIGNING_KEY=${{SigningKey}}\n\
          NUON_RUNNER_INSTALL_TOKEN=$token\n\
          NUON_RUNNER_WORK_DIR=/var/lib/nuon-runner\n\
+         NUON_RUNNER_CREDENTIALS=aws\n\
          NUON_RUNNER_STACK_OUTPUTS=\"{outputs_text}\"\n\
          EOF\n\
          cat > /etc/systemd/system/nuon-runner.service <<'EOF'\n\
@@ -696,6 +708,7 @@ fn ecs_runner(
                         {"Name": "NUON_RUNNER_API_URL", "Value": spec.runner_api},
                         {"Name": "NUON_RUNNER_SIGNING_KEY", "Value": spec.signing_key},
                         {"Name": "NUON_RUNNER_WORK_DIR", "Value": "/var/lib/nuon-runner"},
+                        {"Name": "NUON_RUNNER_CREDENTIALS", "Value": "aws"},
                         {"Name": "NUON_RUNNER_STACK_OUTPUTS", "Value": {"Fn::Sub": [outputs_text, vars]}},
                         {"Name": "NUON_STACK_GENERATION", "Value": spec.token_expires_at_ms.to_string()}
                     ],
