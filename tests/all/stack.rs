@@ -22,6 +22,28 @@ const REGIONAL_TF: (&str, &str) = (
     "variable \"region\" {\n  type = string\n}\n\nvariable \"host\" {\n  type = string\n}\n\nresource \"terraform_data\" \"x\" {\n  input = var.region\n}\n\noutput \"region\" {\n  value = terraform_data.x.output\n}\n\noutput \"host\" {\n  value = var.host\n}\n",
 );
 
+/// `nuon installs stack demo --format vm --out DIR`: what it printed, and
+/// the one-time token of the bundle it wrote.
+fn vm_stack(m: &Manual, dir: &std::path::Path) -> (String, String) {
+    let out = m.cp.nuon(&[
+        "installs",
+        "stack",
+        "demo",
+        "--format",
+        "vm",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let env = std::fs::read_to_string(dir.join("nuon-runner.env")).unwrap();
+    let token = env
+        .lines()
+        .find_map(|l| l.strip_prefix("NUON_RUNNER_INSTALL_TOKEN="))
+        .expect("the bundle's token")
+        .to_owned();
+    (text(&out), token)
+}
+
 /// A fresh `nuon-runner run` in work dir `dir` with `token` as its stack's
 /// one-time token.
 fn phone_home_again(m: &Manual, dir: &str, token: &str) -> std::process::Output {
@@ -50,16 +72,7 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
     m.stop_runner();
     let c = m.cp.client();
     let stack_dir = m.dir.path().join("stack");
-    let out = m.cp.nuon(&[
-        "installs",
-        "stack",
-        "demo",
-        "--format",
-        "vm",
-        "--out",
-        stack_dir.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
+    let (_, token) = vm_stack(&m, &stack_dir);
     use std::os::unix::fs::PermissionsExt;
     let mode = |f: &str| {
         std::fs::metadata(stack_dir.join(f))
@@ -72,13 +85,7 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
         (mode("install.sh"), mode("nuon-runner.env")),
         (0o755, 0o600)
     );
-    let env = std::fs::read_to_string(stack_dir.join("nuon-runner.env")).unwrap();
-    let token = env
-        .lines()
-        .find_map(|l| l.strip_prefix("NUON_RUNNER_INSTALL_TOKEN="))
-        .unwrap()
-        .to_owned();
-    assert!(token.starts_with("stk_"), "{env}");
+    assert!(token.starts_with("stk_"), "{token}");
 
     // A value that would not read back alike in systemd and sh is refused.
     let bad = Command::new("sh")
@@ -795,25 +802,8 @@ fn each_job_gets_its_operations_role_and_break_glass_waits_for_the_customer() {
 fn an_expired_stack_token_is_refused_clearly() {
     let cp = ControlPlane::start_with("3s", &["--stack-token-ttl", "1s"]).unwrap();
     let m = Manual::start_on(cp, &[METADATA], None, |_| {}, &[]);
-    let dir = m.dir.path().join("stack");
-    let out = m.cp.nuon(&[
-        "installs",
-        "stack",
-        "demo",
-        "--format",
-        "vm",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
-    let instructions = text(&out);
+    let (instructions, token) = vm_stack(&m, &m.dir.path().join("stack"));
     assert!(instructions.contains("expires in 1 s"), "{instructions}");
-    let env = std::fs::read_to_string(dir.join("nuon-runner.env")).unwrap();
-    let token = env
-        .lines()
-        .find_map(|l| l.strip_prefix("NUON_RUNNER_INSTALL_TOKEN="))
-        .unwrap()
-        .to_owned();
     std::thread::sleep(Duration::from_millis(1500));
     let late = phone_home_again(&m, "late", &token);
     assert_eq!(late.status.code(), Some(64), "{}", text(&late));

@@ -348,21 +348,24 @@ async fn run_children(
             ("NUON_RUNNER_VENDOR_STORE", &vendor_store),
         ],
     )?;
-    // A bundle that fails at once (a refused token, a bad path) says so
-    // now, rather than the provision waiting for a phone-home.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    if let Ok(Some(status)) = runner.try_wait() {
-        return Err(CliError {
-            message: format!(
-                "the install's stack did not start its runner ({status}): see {}",
-                log_of(&data_dir, &install_dir, "-runner").display()
-            ),
-            code: 1,
-            api_code: None,
-        });
-    }
+    // A runner that stops (a refused token, a bad path) says so at once,
+    // rather than the provision waiting for a phone-home.
+    let watched = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false, false);
+    let done = tokio::select! {
+        done = watched => done?,
+        status = runner.wait() => {
+            return Err(CliError {
+                message: format!(
+                    "the install's runner stopped before the provision ended ({}): see {}",
+                    status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+                    log_of(&data_dir, &install_dir, "-runner").display()
+                ),
+                code: 1,
+                api_code: None,
+            });
+        }
+    };
     children.push(runner);
-    let done = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false, false).await?;
     phase("provision", t, &mut phases);
     let code = crate::deploy::exit_of(&done);
     if code == 0 {

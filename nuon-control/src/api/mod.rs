@@ -209,16 +209,9 @@ impl AppState {
         was: &[String],
         now: &[String],
     ) {
-        let install = match self.store.install_of_runner(runner).await {
-            Ok(Some((_, id))) => self
-                .store
-                .find_install(org, id.as_str())
-                .await
-                .ok()
-                .flatten(),
-            _ => None,
+        let Ok(Some(install)) = self.store.find_install_of_runner(org, runner).await else {
+            return;
         };
-        let Some(install) = install else { return };
         for (roles, other, trigger) in [(now, was, "role-enabled"), (was, now, "role-disabled")] {
             let changed: Vec<&String> = roles.iter().filter(|r| !other.contains(r)).collect();
             if changed.is_empty() {

@@ -84,6 +84,35 @@ pub enum StackRedeem {
     RunnerRevoked,
 }
 
+/// An install's stack token as stored, with its runner's revocation.
+pub(crate) struct StackTokenRow {
+    pub(crate) org: OrgId,
+    pub(crate) install: InstallId,
+    pub(crate) runner: RunnerId,
+    pub(crate) expires_ms: i64,
+    pub(crate) used_ms: Option<i64>,
+    pub(crate) runner_revoked: bool,
+}
+
+impl StackTokenRow {
+    /// What spending the token at `now` gives (the same in every store).
+    pub(crate) fn state(row: Option<Self>, now: i64) -> StackRedeem {
+        let Some(r) = row else {
+            return StackRedeem::Unknown;
+        };
+        match r.used_ms {
+            Some(at) => StackRedeem::Used(at),
+            None if now >= r.expires_ms => StackRedeem::Expired(r.expires_ms),
+            None if r.runner_revoked => StackRedeem::RunnerRevoked,
+            None => StackRedeem::Redeemed {
+                org: r.org,
+                install: r.install,
+                runner: r.runner,
+            },
+        }
+    }
+}
+
 impl StoredInstall {
     /// Whether `component` is on for this install.
     pub fn enabled(&self, component: &nuon_core::app::Component) -> bool {

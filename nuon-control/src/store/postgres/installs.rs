@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::StackRedeem;
+use crate::store::installs::StackTokenRow;
 
 #[async_trait]
 impl InstallStore for PostgresStore {
@@ -295,19 +296,16 @@ async fn stack_token_state(
         .fetch_optional(&mut *conn)
         .await
         .map_err(db)?;
-    let Some(r) = row else {
-        return Ok(StackRedeem::Unknown);
+    let row = match row {
+        Some(r) => Some(StackTokenRow {
+            org: r.id(0)?,
+            install: r.id(1)?,
+            runner: r.id(2)?,
+            expires_ms: r.int(3)?,
+            used_ms: r.opt_int(4)?,
+            runner_revoked: r.opt_int(5)?.is_some(),
+        }),
+        None => None,
     };
-    let (org, install, runner): (OrgId, InstallId, RunnerId) = (r.id(0)?, r.id(1)?, r.id(2)?);
-    let expires = r.int(3)?;
-    Ok(match (r.opt_int(4)?, r.opt_int(5)?) {
-        (Some(at), _) => StackRedeem::Used(at),
-        _ if now >= expires => StackRedeem::Expired(expires),
-        (None, Some(_)) => StackRedeem::RunnerRevoked,
-        (None, None) => StackRedeem::Redeemed {
-            org,
-            install,
-            runner,
-        },
-    })
+    Ok(StackTokenRow::state(row, now))
 }

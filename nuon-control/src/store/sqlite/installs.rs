@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::StackRedeem;
+use crate::store::installs::StackTokenRow;
 
 #[async_trait]
 impl InstallStore for SqliteStore {
@@ -297,27 +298,15 @@ fn stack_token_state(conn: &Connection, hash: &str, now: i64) -> Result<StackRed
          WHERE i.stack_token = ?1",
         [hash],
         |r| {
-            Ok((
-                id_at::<OrgId>(r, 0)?,
-                id_at::<InstallId>(r, 1)?,
-                id_at::<RunnerId>(r, 2)?,
-                r.get::<_, i64>(3)?,
-                r.get::<_, Option<i64>>(4)?,
-                r.get::<_, Option<i64>>(5)?,
-            ))
+            Ok(StackTokenRow {
+                org: id_at(r, 0)?,
+                install: id_at(r, 1)?,
+                runner: id_at(r, 2)?,
+                expires_ms: r.get(3)?,
+                used_ms: r.get(4)?,
+                runner_revoked: r.get::<_, Option<i64>>(5)?.is_some(),
+            })
         },
     )?;
-    let Some((org, install, runner, expires, used, revoked)) = row else {
-        return Ok(StackRedeem::Unknown);
-    };
-    Ok(match (used, revoked) {
-        (Some(at), _) => StackRedeem::Used(at),
-        _ if now >= expires => StackRedeem::Expired(expires),
-        (None, Some(_)) => StackRedeem::RunnerRevoked,
-        (None, None) => StackRedeem::Redeemed {
-            org,
-            install,
-            runner,
-        },
-    })
+    Ok(StackTokenRow::state(row, now))
 }
