@@ -347,6 +347,7 @@ async fn queue_jobs(
                 payload: serde_json::json!({"command": "true", "args": [unix_ns().to_string()]}),
                 timeout_secs: Some(600),
                 max_attempts: Some(1),
+                sandbox: None,
             };
             control.create_job(&job).await.map(drop)
         });

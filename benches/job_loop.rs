@@ -40,6 +40,7 @@ fn queue(client: &ControlClient, runner: &str, command: &str, args: &[&str]) -> 
         payload: serde_json::json!({"command": command, "args": args}),
         timeout_secs: Some(600),
         max_attempts: Some(1),
+        sandbox: None,
     }))?;
     Ok(job.id)
 }
@@ -111,6 +112,7 @@ fn throughput() -> Result<f64> {
                     payload: serde_json::json!({"command": "true"}),
                     timeout_secs: Some(600),
                     max_attempts: Some(1),
+                    sandbox: None,
                 })
                 .await
                 .map(|j| j.id)
@@ -158,6 +160,7 @@ fn ceiling() -> Result<f64> {
                 created_at_ms: now_ms(),
                 redact: Vec::new(),
                 role: None,
+                sandbox: Default::default(),
             };
             // The store alone: what it keeps is the caller's to seal.
             let sealed_spec = serde_json::to_string(&spec)?;
@@ -451,6 +454,7 @@ fn terraform_step(runs: usize, module: &str) -> Result<(f64, f64, f64, f64)> {
                 payload,
                 timeout_secs: Some(600),
                 max_attempts: Some(1),
+                sandbox: None,
             }
         };
         let start = Instant::now();

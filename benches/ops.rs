@@ -62,6 +62,7 @@ async fn job_loop(
             created_at_ms: now_ms(),
             redact: Vec::new(),
             role: None,
+            sandbox: Default::default(),
         };
         store
             .enqueue_job(NewJob {

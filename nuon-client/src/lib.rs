@@ -22,6 +22,7 @@
 //!         payload: serde_json::json!({"command": "echo", "args": ["hi"]}),
 //!         timeout_secs: None,
 //!         max_attempts: None,
+//!     sandbox: None,
 //!     })
 //!     .await?;
 //! let mut logs = client.follow_logs(&job.id, 0);

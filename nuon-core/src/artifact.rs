@@ -36,6 +36,11 @@ impl Digest {
         Digest(format!("sha256:{}", hex::encode(Sha256::digest(bytes))))
     }
 
+    /// The digest whose SHA-256 hash is `hash`.
+    pub fn from_sha256(hash: [u8; 32]) -> Self {
+        Digest(format!("sha256:{}", hex::encode(hash)))
+    }
+
     /// The 64 hex characters.
     pub fn hex(&self) -> &str {
         &self.0["sha256:".len()..]

@@ -68,6 +68,86 @@ pub struct JobSpec {
     /// job, or refuses it. `None`: the runner's own identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<JobRole>,
+    /// How the job is confined on a runner that runs jobs in containers
+    /// (`nuon-runner run --isolation container`): its tool image, limits
+    /// and network. A runner that runs jobs as process groups applies none
+    /// of it, and says so in the job's log.
+    #[serde(default, skip_serializing_if = "JobSandbox::is_unset")]
+    pub sandbox: JobSandbox,
+}
+
+/// How one job is confined in its container. Unset limits are the
+/// runner's defaults (`--job-memory`, `--job-cpus`, `--job-pids`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobSandbox {
+    /// The tool image the job's processes run in, from the install's
+    /// store. Unset: the runner's default image (`--job-image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageRef>,
+    /// Memory limit in bytes; the kernel kills the job past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// CPU limit in thousandths of a CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub millicpus: Option<u64>,
+    /// Most processes and threads at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    /// Whether the job may open network connections. Unset: yes, unless
+    /// the runner's policy denies its kind (`--exec-network off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+}
+
+impl JobSandbox {
+    /// Nothing asked for.
+    pub fn is_unset(&self) -> bool {
+        *self == JobSandbox::default()
+    }
+}
+
+/// An image in the install's store: a repository and its manifest's
+/// digest, written `REPOSITORY@sha256:HEX`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImageRef {
+    /// The repository, e.g. `nuon-tools/terraform`.
+    pub repository: String,
+    /// The digest of its manifest.
+    pub digest: crate::artifact::Digest,
+}
+
+impl fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.repository, self.digest)
+    }
+}
+
+impl FromStr for ImageRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (repository, digest) = s.rsplit_once('@').ok_or_else(|| {
+            format!("{s:?} is not an image by digest: expected REPOSITORY@sha256:HEX (`nuon images tool` prints one)")
+        })?;
+        if repository.is_empty()
+            || !repository
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-/".contains(&b))
+        {
+            return Err(format!(
+                "{repository:?} is not a repository name: lowercase letters, digits and . _ - /"
+            ));
+        }
+        let digest = digest
+            .parse()
+            .map_err(|e| format!("{s:?}: the digest: {e}"))?;
+        Ok(ImageRef {
+            repository: repository.to_owned(),
+            digest,
+        })
+    }
 }
 
 /// A job's cloud identity.
@@ -632,6 +712,7 @@ mod tests {
             created_at_ms: 0,
             redact: Vec::new(),
             role: None,
+            sandbox: Default::default(),
         };
         let err = spec.payload_as::<ExecJob>().unwrap_err();
         assert!(err.to_string().contains("unknown field `bogus`"), "{err}");

@@ -35,6 +35,7 @@
 //!     created_at_ms: 0,
 //!     redact: Vec::new(),
 //!     role: None,
+//!     sandbox: Default::default(),
 //! };
 //! let bytes = serde_json::to_vec(&spec)?;
 //! let signature = key.sign_now(&bytes);
@@ -72,13 +73,13 @@ pub use id::{
 };
 pub use job::{
     ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, DebugJob, ExecJob, HelmAction, HelmJob,
-    HttpBackend, Job, JobResult, JobRole, JobSpec, JobStatus, KubernetesJob, KustomizeBuild,
-    Outcome, Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob, TerraformAction,
-    TerraformJob, parse_action_outputs,
+    HttpBackend, ImageRef, Job, JobResult, JobRole, JobSandbox, JobSpec, JobStatus, KubernetesJob,
+    KustomizeBuild, Outcome, Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob,
+    TerraformAction, TerraformJob, parse_action_outputs,
 };
 pub use plugin::{
-    HostError, JobHost, Plugin, PluginError, ProcessExit, ProcessSpec, STDERR_TAIL_LINES,
-    StopReason,
+    HostError, ImageRoots, JobHost, LimitHit, Plugin, PluginError, PreparedRoot, ProcessExit,
+    ProcessSpec, STDERR_TAIL_LINES, StopReason,
 };
 pub use signing::{
     KeyRefused, KeyRotation, Learned, OrgSigningKey, PublicKey, SignatureError, SignedRotation,

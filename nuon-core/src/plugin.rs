@@ -103,6 +103,39 @@ pub enum ProcessExit {
     Signaled(i32),
     /// The host stopped it (and every process of its group).
     Stopped(StopReason),
+    /// The kernel stopped it at one of the job's limits (in a container).
+    Limited(LimitHit),
+}
+
+/// A limit of a job's container that the kernel enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitHit {
+    /// The memory limit: the kernel's OOM killer ended the process.
+    Memory {
+        /// The limit, in bytes.
+        limit_bytes: u64,
+    },
+    /// The limit on processes: a `fork` failed, and the process ended.
+    Pids {
+        /// The limit.
+        limit: u64,
+    },
+}
+
+impl std::fmt::Display for LimitHit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LimitHit::Memory { limit_bytes } => write!(
+                f,
+                "out of memory: killed at the job's memory limit of {} MiB (raise it with the job's memory limit or the runner's --job-memory)",
+                limit_bytes / (1024 * 1024)
+            ),
+            LimitHit::Pids { limit } => write!(
+                f,
+                "the job reached its limit of {limit} processes and could start no more (a fork bomb, or too many processes at once; the runner's --job-pids)"
+            ),
+        }
+    }
 }
 
 /// The failure to start or watch a process.
@@ -155,6 +188,54 @@ pub trait JobHost: Send {
     /// quotes. Empty where the host does not keep them.
     fn stderr_tail(&mut self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Whether the job's processes run in a container from the job's tool
+    /// image rather than on the runner's host: then programs are those of
+    /// the image, found with [`JobHost::find_program`].
+    fn isolated(&self) -> bool {
+        false
+    }
+
+    /// Where a program called `name` is for the job's processes when they
+    /// are [isolated](JobHost::isolated): its path inside the container,
+    /// found on the image's `PATH`. `None` on a host that does not isolate.
+    fn find_program(&self, name: &str) -> Option<PathBuf> {
+        let _ = name;
+        None
+    }
+}
+
+/// Root filesystems of tool images for jobs in containers: each image
+/// fetched from the install's store, every layer checked against its
+/// digests, and unpacked once per digest.
+#[async_trait]
+pub trait ImageRoots: Send + Sync {
+    /// The root filesystem of `image`, ready to be the read-only lower
+    /// layer of a job's container; it stays in place at least while the
+    /// returned value lives.
+    async fn prepare(&self, image: &crate::job::ImageRef) -> Result<PreparedRoot, String>;
+}
+
+/// An unpacked image, kept while this value lives.
+pub struct PreparedRoot {
+    /// The directory holding the image's files.
+    pub rootfs: PathBuf,
+    /// The image's own environment (`KEY=VALUE`, from its config).
+    pub env: Vec<String>,
+    /// Whether this call unpacked it (the first job of this digest).
+    pub unpacked: bool,
+    /// Held while a job uses the image; dropping it lets the cache evict.
+    pub lease: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for PreparedRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedRoot")
+            .field("rootfs", &self.rootfs)
+            .field("env", &self.env)
+            .field("unpacked", &self.unpacked)
+            .finish_non_exhaustive()
     }
 }
 

@@ -192,9 +192,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("size {text:?} must be a number with an optional unit (64MiB)"))?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
+        "k" | "kb" | "ki" | "kib" => 10,
+        "m" | "mb" | "mi" | "mib" => 20,
+        "g" | "gb" | "gi" | "gib" => 30,
         u => {
             return Err(format!(
                 "size {text:?}: unknown unit {u:?} (use KiB, MiB or GiB)"

@@ -743,6 +743,10 @@ pub struct CreateJob {
     /// How many attempts in all when attempts are lost (default 1).
     #[serde(default)]
     pub max_attempts: Option<u32>,
+    /// Its container image, limits and network, for a runner that runs
+    /// jobs in containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::JobSandbox>,
 }
 
 /// A job as the Control API shows it.

@@ -15,13 +15,46 @@ use nuon_core::{
 /// Runs [`ExecJob`]s: the command with its arguments and environment, in
 /// `dir` (relative to the job's work directory) when given.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ExecPlugin;
+pub struct ExecPlugin {
+    /// Commands come from the job's container image, not this host.
+    containers: bool,
+}
 
 impl ExecPlugin {
-    /// The plugin.
+    /// The plugin, running commands of the runner's host.
     pub fn new() -> Self {
-        ExecPlugin
+        ExecPlugin::default()
     }
+
+    /// The plugin of a runner that runs jobs in containers: commands are
+    /// the job image's, so none is looked up on the host before the job.
+    pub fn in_containers() -> Self {
+        ExecPlugin { containers: true }
+    }
+}
+
+/// The tool `name` a job runs: in the job's image when its processes run
+/// in containers, else on the runner's `PATH`; `missing` says how to get it.
+#[allow(dead_code)]
+pub(crate) fn find_tool(
+    host: &dyn JobHost,
+    name: &str,
+    missing: impl FnOnce() -> PluginError,
+) -> Result<std::path::PathBuf, PluginError> {
+    let found = if host.isolated() {
+        host.find_program(name)
+    } else {
+        which::which(name).ok()
+    };
+    found.ok_or_else(|| {
+        if host.isolated() {
+            PluginError::Missing(format!(
+                "`{name}` is not in the job's container image (on the image's PATH): use a tool image that has it"
+            ))
+        } else {
+            missing()
+        }
+    })
 }
 
 /// Checks the payload's shape and decodes it.
@@ -129,6 +162,7 @@ pub(crate) fn result_of(exit: ProcessExit) -> JobResult {
         ProcessExit::Exited(0) => (Outcome::Succeeded, Some(0), None),
         ProcessExit::Exited(n) => (Outcome::Failed, Some(n), Some(format!("exit code {n}"))),
         ProcessExit::Signaled(s) => (Outcome::Failed, None, Some(format!("killed by signal {s}"))),
+        ProcessExit::Limited(hit) => (Outcome::Failed, None, Some(hit.to_string())),
         ProcessExit::Stopped(StopReason::Cancelled) => (
             Outcome::Cancelled,
             None,
@@ -167,7 +201,9 @@ impl Plugin for ExecPlugin {
     fn validate(&self, spec: &JobSpec) -> Result<(), PluginError> {
         let job = decode(spec)?;
         let command = job.command.as_str();
-        if !command.contains('/') {
+        if self.containers {
+            // The image has it, or the container says it has not.
+        } else if !command.contains('/') {
             if which::which(command).is_err() {
                 let path = std::env::var("PATH").unwrap_or_default();
                 return Err(PluginError::Missing(format!(
@@ -257,6 +293,7 @@ mod tests {
             created_at_ms: 0,
             redact: Vec::new(),
             role: None,
+            sandbox: Default::default(),
         }
     }
 

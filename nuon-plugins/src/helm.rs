@@ -33,12 +33,23 @@ use crate::oci::helmpkg::fetch_chart;
 /// Runs `helm` jobs against the install's store.
 pub struct HelmPlugin {
     store: Arc<dyn ArtifactStore>,
+    containers: bool,
 }
 
 impl HelmPlugin {
     /// A plugin reading charts from `store`.
     pub fn new(store: Arc<dyn ArtifactStore>) -> Self {
-        HelmPlugin { store }
+        HelmPlugin {
+            store,
+            containers: false,
+        }
+    }
+
+    /// With `on`, `helm` comes from each job's container image, and none is
+    /// looked up on this host.
+    pub fn in_containers(mut self, on: bool) -> Self {
+        self.containers = on;
+        self
     }
 }
 
@@ -103,12 +114,18 @@ impl Plugin for HelmPlugin {
                 job.release, job.namespace
             )));
         }
+        if self.containers {
+            return Ok(());
+        }
         helm().map(|_| ())
     }
 
     async fn run(&self, spec: &JobSpec, host: &mut dyn JobHost) -> Result<JobResult, PluginError> {
         let job = decode(spec)?;
-        let bin = helm()?;
+        let bin = crate::exec::find_tool(host, "helm", || match helm() {
+            Err(e) => e,
+            Ok(_) => PluginError::Missing("helm: not found".into()),
+        })?;
         let work = host.work_dir().to_path_buf();
         // Values and the kubeconfig can hold secrets: only the job's user
         // reads them.

@@ -36,12 +36,23 @@ use serde_json::{Value, json};
 /// Runs `kubernetes_manifest` jobs against the install's store.
 pub struct KubernetesPlugin {
     store: Arc<dyn ArtifactStore>,
+    containers: bool,
 }
 
 impl KubernetesPlugin {
     /// A plugin reading packaged kustomizations from `store`.
     pub fn new(store: Arc<dyn ArtifactStore>) -> Self {
-        KubernetesPlugin { store }
+        KubernetesPlugin {
+            store,
+            containers: false,
+        }
+    }
+
+    /// With `on`, `kubectl` and `kustomize` come from each job's container
+    /// image, and none is looked up on this host.
+    pub fn in_containers(mut self, on: bool) -> Self {
+        self.containers = on;
+        self
     }
 }
 
@@ -113,12 +124,18 @@ impl Plugin for KubernetesPlugin {
                 "kubernetes_manifest: the job has neither a manifest nor a kustomization".into(),
             ));
         }
+        if self.containers {
+            return Ok(());
+        }
         kubectl().map(|_| ())
     }
 
     async fn run(&self, spec: &JobSpec, host: &mut dyn JobHost) -> Result<JobResult, PluginError> {
         let job = decode(spec)?;
-        let bin = kubectl()?;
+        let bin = crate::exec::find_tool(host, "kubectl", || match kubectl() {
+            Err(e) => e,
+            Ok(_) => PluginError::Missing("kubectl: not found".into()),
+        })?;
         let work = host.work_dir().to_path_buf();
         let mut env = Vec::new();
         if let Some(k) = &job.kubeconfig {
@@ -161,10 +178,15 @@ impl Plugin for KubernetesPlugin {
         let manifest = match (&job.manifest, &job.kustomize) {
             (Some(text), _) => write_private(&work, "manifest.yaml", text)?,
             (None, Some(k)) => {
-                let kustomize = tool(
-                    "kustomize",
-                    "https://kubectl.docs.kubernetes.io/installation/kustomize/",
-                )?;
+                let kustomize = crate::exec::find_tool(host, "kustomize", || {
+                    match tool(
+                        "kustomize",
+                        "https://kubectl.docs.kubernetes.io/installation/kustomize/",
+                    ) {
+                        Err(e) => e,
+                        Ok(_) => PluginError::Missing("kustomize: not found".into()),
+                    }
+                })?;
                 let src = work.join("source");
                 crate::oci::modulepkg::unpack_module(
                     &*self.store,

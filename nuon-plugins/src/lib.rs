@@ -40,6 +40,7 @@
 //!     created_at_ms: 0,
 //!     redact: Vec::new(),
 //!     role: None,
+//!     sandbox: Default::default(),
 //! };
 //! let plugin = ExecPlugin::new();
 //! assert_eq!(plugin.kind(), "exec");

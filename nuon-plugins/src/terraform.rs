@@ -219,6 +219,8 @@ mod plugin {
     /// Runs `terraform` jobs against the install's store.
     pub struct TerraformPlugin {
         store: Arc<dyn nuon_core::artifact::ArtifactStore>,
+        /// Terraform comes from each job's container image.
+        containers: bool,
         /// The binary found for each constraint: `version -json` costs a
         /// process per call, and every job checks before it runs.
         found: std::sync::Mutex<BTreeMap<String, super::Terraform>>,
@@ -229,11 +231,64 @@ mod plugin {
         pub fn new(store: Arc<dyn nuon_core::artifact::ArtifactStore>) -> Self {
             TerraformPlugin {
                 store,
+                containers: false,
                 found: std::sync::Mutex::new(BTreeMap::new()),
             }
         }
 
         /// [`find`], remembered while the binary stays where it was.
+        /// With `on`, Terraform comes from each job's container image (its
+        /// version checked there), and none is looked up on this host.
+        pub fn in_containers(mut self, on: bool) -> Self {
+            self.containers = on;
+            self
+        }
+
+        /// The Terraform of the job's container image that satisfies
+        /// `constraint`: `terraform`, else `tofu`, on the image's `PATH`,
+        /// its version asked in a container.
+        async fn find_in_image(
+            host: &mut dyn JobHost,
+            constraint: &str,
+        ) -> Result<super::Terraform, PluginError> {
+            let wanted: nuon_core::version::Constraint = constraint
+                .parse()
+                .map_err(|e: String| PluginError::Invalid(format!("terraform_version: {e}")))?;
+            let mut seen = Vec::new();
+            for name in super::BINARIES {
+                let Some(path) = host.find_program(name) else {
+                    continue;
+                };
+                let mut p = ProcessSpec::new(&path);
+                p.args = vec!["version".into(), "-json".into()];
+                p.env.insert("CHECKPOINT_DISABLE".into(), "1".into());
+                p.stdout_file = Some("terraform-version.json".into());
+                let exit = host.run_process(p).await?;
+                let text = std::fs::read(host.work_dir().join("terraform-version.json"))
+                    .unwrap_or_default();
+                let version = serde_json::from_slice::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["terraform_version"].as_str()?.parse().ok());
+                let Some(version) = version.filter(|_| exit == ProcessExit::Exited(0)) else {
+                    seen.push(format!("{} (no version: {exit:?})", path.display()));
+                    continue;
+                };
+                if wanted.matches(&version) {
+                    return Ok(super::Terraform { path, version });
+                }
+                seen.push(format!("{} {version}", path.display()));
+            }
+            Err(PluginError::Missing(if seen.is_empty() {
+                "neither terraform nor tofu is in the job's container image (on its PATH): use a tool image that has one (`nuon images tool --terraform-binary`)".into()
+            } else {
+                format!(
+                    "no Terraform in the job's container image satisfies terraform_version {:?} (found {}): use a matching tool image, or change terraform_version",
+                    wanted.to_string(),
+                    seen.join(", ")
+                )
+            }))
+        }
+
         fn find(&self, constraint: &str) -> Result<super::Terraform, PluginError> {
             let mut cache = self.found.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(t) = cache.get(constraint)
@@ -332,6 +387,13 @@ mod plugin {
 
         fn validate(&self, spec: &JobSpec) -> Result<(), PluginError> {
             let job = decode(spec)?;
+            if self.containers {
+                return job
+                    .terraform_version
+                    .parse::<nuon_core::version::Constraint>()
+                    .map(|_| ())
+                    .map_err(|e| PluginError::Invalid(format!("terraform_version: {e}")));
+            }
             self.find(&job.terraform_version).map(|_| ())
         }
 
@@ -341,7 +403,11 @@ mod plugin {
             host: &mut dyn JobHost,
         ) -> Result<JobResult, PluginError> {
             let job = decode(spec)?;
-            let bin = self.find(&job.terraform_version)?;
+            let bin = if host.isolated() {
+                Self::find_in_image(host, &job.terraform_version).await?
+            } else {
+                self.find(&job.terraform_version)?
+            };
             host.log(&format!("using {} {}", bin.path.display(), bin.version));
             let work = host.work_dir().to_path_buf();
             let module = work.join("module");

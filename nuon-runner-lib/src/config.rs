@@ -131,6 +131,8 @@ pub struct RunnerConfig {
     /// How a job gets the cloud role its spec names (default: none, the
     /// runner's own identity).
     pub credentials: Arc<dyn crate::credentials::CredentialsProvider>,
+    /// How jobs are isolated (default: process groups).
+    pub isolation: crate::container::Isolation,
 }
 
 impl RunnerConfig {
@@ -159,6 +161,7 @@ impl RunnerConfig {
             strict_permissions: false,
             stats: Arc::default(),
             credentials: Arc::new(crate::credentials::NoCredentials),
+            isolation: crate::container::Isolation::Process,
         }
     }
 

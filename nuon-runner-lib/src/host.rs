@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
+use crate::container::{Container, ContainerProcess, JobContainers, LimitsHit};
 use crate::orphan::OrphanGuard;
 use crate::spool::{SharedSpool, SpoolWriter};
 use crate::sys;
@@ -60,6 +61,9 @@ pub(crate) struct ProcessHost {
     pub(crate) guard: Arc<OrphanGuard>,
     /// Why the host stopped the job's processes, once it did.
     pub(crate) stopped: Option<StopReason>,
+    /// Under `--isolation container`: the job's image and limits; each
+    /// process then runs in a container of its own.
+    pub(crate) containers: Option<JobContainers>,
 }
 
 /// Kills a process group and unregisters it from the orphan guard when
@@ -67,10 +71,31 @@ pub(crate) struct ProcessHost {
 struct GroupGuard {
     pgid: u32,
     guard: Arc<OrphanGuard>,
+    /// The container the group's `runc` runs, removed first.
+    container: Option<Container>,
+}
+
+impl GroupGuard {
+    /// The container's process ended: the limit the kernel stopped it at,
+    /// if any; the container is removed.
+    fn finish_container(&mut self) -> LimitsHit {
+        let Some(c) = self.container.take() else {
+            return LimitsHit::default();
+        };
+        let id = c.id.clone();
+        let hit = c.finish();
+        self.guard.remove_container(&id);
+        hit
+    }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
+        if let Some(c) = self.container.take() {
+            let id = c.id.clone();
+            drop(c);
+            self.guard.remove_container(&id);
+        }
         if let Err(e) = sys::kill_group(self.pgid, sys::SIGKILL) {
             tracing::warn!(pgid = self.pgid, error = %e, "cannot kill a job's process group");
         }
@@ -258,6 +283,39 @@ fn pump(
     }
 }
 
+/// Where `name` is inside an image's root filesystem, on the image's
+/// `PATH`: the path as the container sees it. Links are resolved inside
+/// the root, never on the host.
+fn find_in_image(rootfs: &Path, env: &[String], name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env
+        .iter()
+        .find_map(|kv| kv.strip_prefix("PATH="))
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    for dir in path.split(':').filter(|d| d.starts_with('/')) {
+        let inside = Path::new(dir).join(name);
+        let mut host = rootfs.join(inside.strip_prefix("/").ok()?);
+        // Follow a few links, each relative to the root.
+        for _ in 0..8 {
+            match std::fs::symlink_metadata(&host) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    let target = std::fs::read_link(&host).ok()?;
+                    host = if target.is_absolute() {
+                        rootfs.join(target.strip_prefix("/").ok()?)
+                    } else {
+                        host.parent()?.join(target)
+                    };
+                }
+                Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {
+                    return Some(inside);
+                }
+                _ => break,
+            }
+        }
+    }
+    None
+}
+
 async fn sleep_opt(at: Option<Instant>) {
     match at {
         Some(at) => sleep_until(at).await,
@@ -284,6 +342,18 @@ impl ProcessHost {
             self.stopped = Some(StopReason::TimedOut);
         }
         self.stopped
+    }
+
+    /// How a container's process ended, from how `runc run` did: runc
+    /// exits with 128 + the signal that ended the process.
+    fn exit_of_runc(status: ExitStatus) -> ProcessExit {
+        match Self::exit_of(status) {
+            ProcessExit::Exited(code) => match crate::container::signal_of(code) {
+                Some(sig) => ProcessExit::Signaled(sig),
+                None => ProcessExit::Exited(code),
+            },
+            other => other,
+        }
     }
 
     fn exit_of(status: ExitStatus) -> ProcessExit {
@@ -314,6 +384,15 @@ impl JobHost for ProcessHost {
         self.spool.lock().take_stderr_tail()
     }
 
+    fn isolated(&self) -> bool {
+        self.containers.is_some()
+    }
+
+    fn find_program(&self, name: &str) -> Option<PathBuf> {
+        let job = self.containers.as_ref()?;
+        find_in_image(&job.root.rootfs, &job.root.env, name)
+    }
+
     async fn run_process(&mut self, process: ProcessSpec) -> Result<ProcessExit, HostError> {
         let program = process.program.display().to_string();
         if let Some(reason) = self.pending_stop() {
@@ -325,13 +404,35 @@ impl JobHost for ProcessHost {
         };
         // The tail a failure quotes is this process's alone.
         drop(self.spool.lock().take_stderr_tail());
-        let mut cmd = tokio::process::Command::new(&process.program);
-        cmd.args(&process.args)
-            .env_clear()
-            .envs(&self.env)
-            .envs(&process.env)
-            .current_dir(&cwd)
-            .stdin(Stdio::null())
+        let (mut cmd, container) = match &self.containers {
+            None => {
+                let mut cmd = tokio::process::Command::new(&process.program);
+                cmd.args(&process.args)
+                    .env_clear()
+                    .envs(&self.env)
+                    .envs(&process.env)
+                    .current_dir(&cwd);
+                (cmd, None)
+            }
+            Some(job) => {
+                let mut env = self.env.clone();
+                env.extend(process.env.clone());
+                let (container, cmd) = job
+                    .prepare(ContainerProcess {
+                        program: &process.program,
+                        args: &process.args,
+                        env,
+                        cwd: &cwd,
+                        work_dir: &self.work_dir,
+                    })
+                    .map_err(|e| HostError::Spawn {
+                        program: program.clone(),
+                        source: std::io::Error::other(e),
+                    })?;
+                (cmd, Some(container))
+            }
+        };
+        cmd.stdin(Stdio::null())
             .process_group(0)
             .kill_on_drop(false);
         let io_err = |source| HostError::Io {
@@ -382,10 +483,16 @@ impl JobHost for ProcessHost {
             });
         };
         self.guard.add(pgid);
-        let group = GroupGuard {
+        let container_id = container.as_ref().map(|c| c.id.clone());
+        if let Some(id) = &container_id {
+            self.guard.add_container(id);
+        }
+        let mut group = GroupGuard {
             pgid,
             guard: self.guard.clone(),
+            container,
         };
+        let runtime = self.containers.as_ref().map(|c| c.runtime.clone());
         tracing::debug!(pgid, %program, "started job process");
 
         let stop_pump = Arc::new(AtomicBool::new(false));
@@ -431,11 +538,17 @@ impl JobHost for ProcessHost {
                 () = sleep_opt(kill_at), if running => {
                     kill_at = None;
                     self.spool.lock().system(&format!(
-                        "processes still running {}s after SIGTERM: sending SIGKILL to the process group",
-                        self.grace.as_secs_f64()
+                        "processes still running {}s after SIGTERM: sending SIGKILL to {}",
+                        self.grace.as_secs_f64(),
+                        if runtime.is_some() { "the container's processes" } else { "the process group" }
                     ));
-                    if let Err(e) = sys::kill_group(pgid, sys::SIGKILL) {
-                        tracing::warn!(pgid, error = %e, "cannot kill a job's process group");
+                    match (&runtime, &container_id) {
+                        (Some(rt), Some(id)) => rt.signal(id, "KILL").await,
+                        _ => {
+                            if let Err(e) = sys::kill_group(pgid, sys::SIGKILL) {
+                                tracing::warn!(pgid, error = %e, "cannot kill a job's process group");
+                            }
+                        }
                     }
                 },
                 () = sleep_opt(drain_until) => {
@@ -452,19 +565,39 @@ impl JobHost for ProcessHost {
                     describe(reason, self.timeout),
                     self.grace.as_secs_f64()
                 ));
-                if let Err(e) = sys::kill_group(pgid, sys::SIGTERM) {
-                    tracing::warn!(pgid, error = %e, "cannot signal a job's process group");
+                match (&runtime, &container_id) {
+                    (Some(rt), Some(id)) => rt.signal(id, "TERM").await,
+                    _ => {
+                        if let Err(e) = sys::kill_group(pgid, sys::SIGTERM) {
+                            tracing::warn!(pgid, error = %e, "cannot signal a job's process group");
+                        }
+                    }
                 }
                 kill_at = Some(deadline_in(self.grace));
             }
         }
         stop_pump.store(true, Ordering::Relaxed);
         self.spool.lock().flush();
+        let hit = group.finish_container();
         drop(group);
         let status = status.expect("the loop ends only after the process exited");
-        let exit = match stopping {
-            Some(reason) => ProcessExit::Stopped(reason),
+        let ended = match &runtime {
+            Some(_) => Self::exit_of_runc(status),
             None => Self::exit_of(status),
+        };
+        // An OOM kill is the failure; a refused fork is when the process
+        // did not succeed (a tool may retry one and carry on).
+        let exit = match (stopping, hit.memory, hit.pids) {
+            (Some(reason), _, _) => ProcessExit::Stopped(reason),
+            (None, Some(hit), _) => ProcessExit::Limited(hit),
+            (None, None, Some(hit)) if ended != ProcessExit::Exited(0) => ProcessExit::Limited(hit),
+            (None, None, Some(hit)) => {
+                self.spool
+                    .lock()
+                    .system(&format!("{hit}; the process still succeeded"));
+                ended
+            }
+            (None, None, None) => ended,
         };
         tracing::debug!(pgid, %program, ?exit, "job process ended");
         Ok(exit)

@@ -60,6 +60,7 @@ mod backoff;
 #[cfg(feature = "cmd")]
 pub mod cmd;
 mod config;
+pub mod container;
 pub mod credentials;
 mod error;
 mod host;

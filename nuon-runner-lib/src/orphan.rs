@@ -22,8 +22,26 @@ const SCRIPT: &str = r#"
 trap '' HUP INT TERM
 set -f
 groups=' '
+ctrs=' '
 while IFS= read -r line; do
   case $line in
+    +c*|-c*)
+      c=${line#?c}
+      case $c in
+        ''|*[!A-Za-z0-9_.-]*) continue ;;
+      esac
+      case $line in
+        +*) ctrs="$ctrs$c " ;;
+        *)
+          rest=' '
+          for x in $ctrs; do
+            [ "$x" = "$c" ] || rest="$rest$x "
+          done
+          ctrs=$rest
+          ;;
+      esac
+      continue
+      ;;
     +*) g=${line#+} ;;
     -*) g=${line#-} ;;
     *) continue ;;
@@ -45,6 +63,11 @@ done
 for g in $groups; do
   kill -s KILL -- "-$g" 2>/dev/null
 done
+for c in $ctrs; do
+  "$1" --root "$2" delete --force "$c" >/dev/null 2>&1
+  umount -l "$3/$c/rootfs" 2>/dev/null
+  rm -rf "$3/$c"
+done
 exit 0
 "#;
 
@@ -62,9 +85,18 @@ pub(crate) struct OrphanGuard {
 impl OrphanGuard {
     /// Starts the watchdog.
     pub(crate) fn spawn() -> io::Result<Self> {
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(SCRIPT)
+        Self::spawn_with(None)
+    }
+
+    /// Starts the watchdog; with `containers` (`runc`, its `--root` and the
+    /// bundles directory) it also removes the containers still registered.
+    pub(crate) fn spawn_with(containers: Option<[&std::path::Path; 3]>) -> io::Result<Self> {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(SCRIPT).arg("sh");
+        if let Some(args) = containers {
+            cmd.args(args);
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -114,6 +146,16 @@ impl OrphanGuard {
     /// Tells the watchdog a job process group ended.
     pub(crate) fn remove(&self, pgid: u32) {
         self.send(&format!("-{pgid}\n"));
+    }
+
+    /// Tells the watchdog a job container was created.
+    pub(crate) fn add_container(&self, id: &str) {
+        self.send(&format!("+c{id}\n"));
+    }
+
+    /// Tells the watchdog a job container was removed.
+    pub(crate) fn remove_container(&self, id: &str) {
+        self.send(&format!("-c{id}\n"));
     }
 
     /// Closes the pipe (the watchdog kills whatever is left and exits) and

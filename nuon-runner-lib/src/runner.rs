@@ -19,6 +19,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::backoff::Backoff;
 use crate::config::RunnerConfig;
+use crate::container::{ContainerRuntime, Isolation, JobContainers};
 use crate::error::{Error, Result};
 use crate::host::{ProcessHost, deadline_in};
 use crate::journal::Journal;
@@ -56,6 +57,8 @@ struct Shared {
     spool_dir: PathBuf,
     jobs_dir: PathBuf,
     guard: Arc<OrphanGuard>,
+    /// Under `--isolation container`: runc and its directories.
+    containers: Option<Arc<ContainerRuntime>>,
     jobs: Mutex<HashMap<Key, JobEntry>>,
     leases_changed: Notify,
     shippers: Mutex<HashMap<Key, JoinHandle<()>>>,
@@ -301,8 +304,29 @@ impl Runner {
                 lock: lock_path,
             });
         }
+        // Containers a dead run left go before the job directories they
+        // may still have mounted.
+        let containers = match &config.isolation {
+            Isolation::Process => None,
+            Isolation::Container(options) => {
+                let rt =
+                    ContainerRuntime::new(options.clone(), &work_dir).map_err(Error::Config)?;
+                rt.clean_leftovers();
+                Some(Arc::new(rt))
+            }
+        };
         clean_jobs_dir(&jobs_dir);
-        let guard = Arc::new(OrphanGuard::spawn().map_err(Error::OrphanGuard)?);
+        let guard = Arc::new(
+            match &containers {
+                None => OrphanGuard::spawn(),
+                Some(rt) => OrphanGuard::spawn_with(Some([
+                    rt.options.runc.as_path(),
+                    rt.state_dir.as_path(),
+                    rt.bundles_dir.as_path(),
+                ])),
+            }
+            .map_err(Error::OrphanGuard)?,
+        );
 
         let journal = Journal::open(&work_dir, &config.runner_id)
             .map_err(io_err("open the audit journal in", &work_dir))?;
@@ -314,6 +338,7 @@ impl Runner {
             spool_dir,
             jobs_dir,
             guard,
+            containers,
             jobs: Mutex::new(HashMap::new()),
             leases_changed: Notify::new(),
             shippers: Mutex::new(HashMap::new()),
@@ -818,6 +843,64 @@ impl JobRun {
     }
 
     /// Refuses the job: it never runs. In the journal as refused.
+    /// How the job's processes are confined: `None` as process groups;
+    /// under `--isolation container`, its image prepared (fetched, checked
+    /// and unpacked once per digest), its limits and network. `Err`: why
+    /// the job cannot run.
+    async fn containers_for(
+        &self,
+        spec: &JobSpec,
+        spool: &mut SpoolWriter,
+    ) -> std::result::Result<Option<JobContainers>, String> {
+        let Some(rt) = &self.shared.containers else {
+            if !spec.sandbox.is_unset() {
+                spool.system(
+                    "this runner runs jobs as process groups (--isolation process): the job's image, limits and network settings are not applied",
+                );
+            }
+            return Ok(None);
+        };
+        let image = spec
+            .sandbox
+            .image
+            .clone()
+            .or_else(|| rt.options.default_image.clone())
+            .ok_or_else(|| {
+                "the job names no container image and this runner, which runs jobs in containers (--isolation container), has no default (--job-image)".to_owned()
+            })?;
+        let started = std::time::Instant::now();
+        let root = rt
+            .options
+            .images
+            .prepare(&image)
+            .await
+            .map_err(|e| format!("the job's image is refused, nothing of the job ran: {e}"))?;
+        let limits = rt.options.limits.for_job(&spec.sandbox);
+        let network = spec.sandbox.network.unwrap_or(
+            spec.kind != <nuon_core::ExecJob as nuon_core::Job>::KIND || rt.options.exec_network,
+        );
+        spool.system(&format!(
+            "in containers of {image}{}: memory {} MiB, {} CPU, {} processes, network {}",
+            if root.unpacked {
+                format!(" (unpacked in {} ms)", started.elapsed().as_millis())
+            } else {
+                String::new()
+            },
+            limits.memory_bytes >> 20,
+            limits.millicpus as f64 / 1000.0,
+            limits.pids,
+            if network { "on" } else { "off" }
+        ));
+        Ok(Some(JobContainers {
+            runtime: rt.clone(),
+            image,
+            root,
+            limits,
+            network,
+            name: format!("{}-{}", self.key.0, self.key.1),
+        }))
+    }
+
     fn refuse(&self, spool: &mut SpoolWriter, reason: String) {
         self.shared.config.stats.error(&reason);
         self.shared.config.stats.job_ended("refused");
@@ -990,6 +1073,16 @@ impl JobRun {
         }
         self.shared.set_leased(&self.key);
 
+        // The job's image, every layer checked, before anything of it runs.
+        let containers = match self.containers_for(&spec, &mut spool).await {
+            Ok(c) => c,
+            Err(reason) => {
+                tracing::warn!(job = %self.key.0, attempt = self.key.1, "{reason}");
+                spool.system(&reason);
+                return self.finish(&mut spool, &JobResult::failed(reason));
+            }
+        };
+
         let work_dir = match tempfile::Builder::new()
             .prefix(&format!("{}-{}-", self.key.0, self.key.1))
             .tempdir_in(&self.shared.jobs_dir)
@@ -1024,6 +1117,7 @@ impl JobRun {
             env,
             guard: self.shared.guard.clone(),
             stopped: None,
+            containers,
         };
         let outcome = plugin.run(&spec, &mut host).await;
         let stopped = host.stopped.or(*self.stop.borrow());

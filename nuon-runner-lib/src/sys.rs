@@ -146,6 +146,78 @@ pub(crate) fn batch_scheduling() {
     }
 }
 
+/// Mounts an overlay filesystem at `target`: `lower` read-only beneath,
+/// writes going to `upper` (`work` is overlayfs's scratch directory).
+#[cfg(target_os = "linux")]
+pub(crate) fn mount_overlay(
+    lower: &std::path::Path,
+    upper: &std::path::Path,
+    work: &std::path::Path,
+    target: &std::path::Path,
+) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    for p in [lower, upper, work] {
+        let b = p.as_os_str().as_bytes();
+        if b.contains(&b',') || b.contains(&b':') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} has a ',' or ':', which overlayfs cannot take; use a work directory without them",
+                    p.display()
+                ),
+            ));
+        }
+    }
+    let c = |b: &[u8]| CString::new(b).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
+    let options = c(format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        upper.display(),
+        work.display()
+    )
+    .as_bytes())?;
+    let target_c = c(target.as_os_str().as_bytes())?;
+    let fstype = c(b"overlay")?;
+    // SAFETY: mount(2) with NUL-terminated strings that live across the
+    // call; the data argument is the options string overlayfs parses.
+    let rc = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target_c.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            options.as_ptr().cast(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Detaches the mount at `target` (lazily: it goes once nothing uses it).
+/// `Ok(false)` when nothing was mounted there.
+#[cfg(target_os = "linux")]
+pub(crate) fn unmount(target: &std::path::Path) -> io::Result<bool> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let target_c = CString::new(target.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: umount2(2) with a NUL-terminated string that lives across
+    // the call and an integer flag.
+    let rc = unsafe { libc::umount2(target_c.as_ptr(), libc::MNT_DETACH) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOENT) => Ok(false),
+        _ => Err(err),
+    }
+}
+
 /// Other systems have no batch policy.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn batch_scheduling() {}

@@ -5,6 +5,7 @@
 mod apps;
 mod at_rest;
 mod config_effects;
+mod containers;
 mod deploy;
 mod faults;
 mod job_loop;
@@ -65,6 +66,7 @@ pub(crate) fn queue_sh(
         payload: serde_json::json!({"command": "sh", "args": ["-c", script]}),
         timeout_secs: Some(600),
         max_attempts: Some(max_attempts),
+        sandbox: None,
     }))
     .expect("queue job")
 }

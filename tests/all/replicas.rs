@@ -92,6 +92,7 @@ fn two_replicas_run_every_job_once_and_survive_losing_the_leader() {
                 payload: serde_json::json!({"command": "sh", "args": ["-c", format!("echo job-{i}")]}),
                 timeout_secs: Some(600),
                 max_attempts: Some(1),
+                sandbox: None,
             }))
             .unwrap();
         jobs.push((i, job.id, false));
@@ -106,6 +107,7 @@ fn two_replicas_run_every_job_once_and_survive_losing_the_leader() {
                 payload: serde_json::json!({"command": "sh", "args": ["-c", format!("echo job-{i}")]}),
                 timeout_secs: Some(600),
                 max_attempts: Some(1),
+                sandbox: None,
             }))
             .unwrap();
         small_jobs.push(job.id.clone());
@@ -304,6 +306,7 @@ fn an_org_limit_holds_its_running_jobs_across_runners_and_replicas() {
                         format!("date +%s%N; sleep {sleep}; date +%s%N")]}),
                     timeout_secs: Some(60),
                     max_attempts: Some(1),
+                    sandbox: None,
                 }))
                 .unwrap()
                 .id
@@ -392,6 +395,7 @@ fn leases_are_extended_by_the_replica_taking_the_lead_not_by_one_starting_beside
             payload: serde_json::json!({"command": "sleep", "args": ["600"]}),
             timeout_secs: Some(900),
             max_attempts: Some(1),
+            sandbox: None,
         }))
         .unwrap();
     wait_for("the job to run", Duration::from_secs(30), || {

@@ -95,6 +95,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             payload: serde_json::json!({"command": "true"}),
             timeout_secs: None,
             max_attempts: None,
+            sandbox: None,
         }))
         .unwrap_err();
     assert_eq!(err.status(), Some(404), "{err}");

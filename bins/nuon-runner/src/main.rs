@@ -108,11 +108,25 @@ async fn main() -> ExitCode {
                 Some(v) => Some(open_store(v, "--vendor-store")?),
                 None => None,
             };
+            // Under --isolation container the tools come from each job's
+            // image in the install's store, unpacked once per digest.
+            let containers = common.isolation.containers();
+            config.isolation = common.isolation.isolation(Arc::new(
+                common
+                    .isolation
+                    .image_cache(store.clone(), &common.work_dir),
+            ))?;
             config
                 .plugins
-                .register(Arc::new(TerraformPlugin::new(store.clone())))
-                .register(Arc::new(HelmPlugin::new(store.clone())))
-                .register(Arc::new(KubernetesPlugin::new(store.clone())))
+                .register(Arc::new(
+                    TerraformPlugin::new(store.clone()).in_containers(containers),
+                ))
+                .register(Arc::new(
+                    HelmPlugin::new(store.clone()).in_containers(containers),
+                ))
+                .register(Arc::new(
+                    KubernetesPlugin::new(store.clone()).in_containers(containers),
+                ))
                 .register(Arc::new(SyncPlugin::new(vendor, store.clone())));
             // Registered even when off, so that a wasm job fails with the
             // reason instead of waiting for a runner that never claims it.

@@ -32,6 +32,7 @@ macro_rules! outln {
 mod apps;
 mod deploy;
 mod dev;
+mod images;
 mod ops;
 mod plugins;
 mod releases;
@@ -143,6 +144,11 @@ enum Command {
         #[command(subcommand)]
         command: ops::AuditCommand,
     },
+    /// Container images of jobs that run in containers: tool images.
+    Images {
+        #[command(subcommand)]
+        command: images::ImagesCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -168,6 +174,8 @@ enum RunnersCommand {
     },
 }
 
+// Parsed once per process: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum JobsCommand {
     /// Run a command on a runner.
@@ -190,6 +198,23 @@ enum JobsCommand {
         /// Stream the log live and exit with the job's exit code.
         #[arg(long)]
         wait: bool,
+        /// On a runner that runs jobs in containers: the image to run the
+        /// command in, from the install's store (REPOSITORY@sha256:HEX).
+        #[arg(long)]
+        image: Option<nuon_core::ImageRef>,
+        /// Its container's memory limit (e.g. 64MiB).
+        #[arg(long, value_parser = nuon_core::wasm::parse_size)]
+        memory: Option<u64>,
+        /// Its container's CPU limit in thousandths of a CPU (e.g. 500).
+        #[arg(long)]
+        millicpus: Option<u64>,
+        /// Its container's limit on processes and threads.
+        #[arg(long)]
+        pids: Option<u64>,
+        /// Whether it may use the network: on or off (default: the runner's
+        /// policy for commands).
+        #[arg(long, value_parser = ["on", "off"])]
+        network: Option<String>,
         /// The command and its arguments.
         #[arg(last = true, required = true, num_args = 1..)]
         command: Vec<String>,
@@ -524,6 +549,7 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Builds { command } => deploy::builds(g, command).await,
         Command::Releases { command } => releases::releases(g, command).await,
         Command::Plugins { command } => plugins::plugins(command).await,
+        Command::Images { command } => images::images(g, command).await,
         Command::Dev(args) => {
             // Flags for a control plane elsewhere mean nothing to the one
             // `nuon dev` starts: say so rather than ignore them.
@@ -560,8 +586,20 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
             env,
             dir,
             wait,
+            image,
+            memory,
+            millicpus,
+            pids,
+            network,
             command,
         } => {
+            let sandbox = nuon_core::JobSandbox {
+                image: image.clone(),
+                memory_bytes: *memory,
+                millicpus: *millicpus,
+                pids: *pids,
+                network: network.as_deref().map(|n| n == "on"),
+            };
             let (program, args) = command
                 .split_first()
                 .ok_or_else(|| CliError::usage("missing command after --"))?;
@@ -583,6 +621,7 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
                     })?,
                     timeout_secs: Some(timeout.as_secs().max(1)),
                     max_attempts: Some(*max_attempts),
+                    sandbox: (!sandbox.is_unset()).then_some(sandbox),
                 })
                 .await?;
             if !wait {

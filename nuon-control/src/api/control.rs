@@ -274,6 +274,23 @@ async fn create_job(
             "max_attempts must be between 1 and {MAX_ATTEMPTS}, got {max_attempts}"
         )));
     }
+    let sandbox = req.sandbox.unwrap_or_default();
+    for (name, value) in [
+        ("memory_bytes", sandbox.memory_bytes),
+        ("millicpus", sandbox.millicpus),
+        ("pids", sandbox.pids),
+    ] {
+        if value == Some(0) {
+            return Err(Error::bad_request(format!(
+                "sandbox.{name} must be more than 0 (leave it out for the runner's default)"
+            )));
+        }
+    }
+    if sandbox.memory_bytes.is_some_and(|m| m < 4 << 20) {
+        return Err(Error::bad_request(
+            "sandbox.memory_bytes must be at least 4 MiB: no process starts in less",
+        ));
+    }
     let runner = runner_named(&state, &org, &req.runner)
         .await?
         .filter(|r| !r.revoked)
@@ -294,6 +311,7 @@ async fn create_job(
         created_at_ms: now_ms(),
         redact: Vec::new(),
         role: None,
+        sandbox,
     };
     let job = state.keys.sign(spec).await?;
     let job = state.store.enqueue_job(job).await?;

@@ -318,6 +318,7 @@ async fn debug(
         created_at_ms: now_ms(),
         redact: Vec::new(),
         role: None,
+        sandbox: Default::default(),
     };
     let job = state.keys.sign(spec).await?;
     let job = state.store.enqueue_job(job).await?;

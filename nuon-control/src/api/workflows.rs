@@ -431,6 +431,7 @@ async fn create_builds(
             created_at_ms: now_ms(),
             redact: Vec::new(),
             role: None,
+            sandbox: Default::default(),
         };
         let job = state.keys.sign(spec).await?;
         let b = state

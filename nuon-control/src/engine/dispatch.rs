@@ -287,6 +287,7 @@ impl Spec<'_> {
             created_at_ms: now_ms(),
             redact: self.redact.clone(),
             role: self.role.clone(),
+            sandbox: Default::default(),
         };
         Ok((spec, token))
     }

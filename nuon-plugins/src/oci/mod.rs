@@ -6,6 +6,7 @@ mod copy;
 pub mod helmpkg;
 #[cfg(feature = "registry")]
 pub mod helmrepo;
+pub mod image;
 pub mod layout;
 pub mod modulepkg;
 pub mod pluginpkg;

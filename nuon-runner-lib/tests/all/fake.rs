@@ -415,6 +415,7 @@ impl Harness {
             created_at_ms: nuon_core::now_ms(),
             redact: Vec::new(),
             role: None,
+            sandbox: Default::default(),
         }
     }
 

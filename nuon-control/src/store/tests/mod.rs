@@ -156,6 +156,7 @@ impl Fixture {
             created_at_ms: now_ms(),
             redact: Vec::new(),
             role: None,
+            sandbox: Default::default(),
         };
         NewJob {
             sealed_spec: serde_json::to_string(&spec).unwrap(),

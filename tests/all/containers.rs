@@ -1,0 +1,468 @@
+//! Jobs in containers (`nuon-runner run --isolation container`), with real
+//! `runc`: each job's processes in their own namespaces, from a tool image
+//! of the install's store, with limits, and nothing of the runner in view.
+//! Every probe also runs on a runner with `--isolation process`, where it
+//! must see what the container hides: the probes can fail.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nuon_core::JobStatus;
+use nuon_core::wire::{CreateJob, JobInfo};
+use nuon_tests::{
+    ControlPlane, Runner, RunnerOpts, all_logs, bin, have_tool, process_alive, rt, wait_for,
+    wait_job,
+};
+
+/// A control plane with two runners of one store layout: `boxed` runs
+/// jobs in containers of a busybox tool image from its install store,
+/// `bare` runs them as process groups.
+struct Boxes {
+    cp: ControlPlane,
+    boxed: Runner,
+    bare: Runner,
+    /// `boxed`'s work directory.
+    work: PathBuf,
+    /// The image its jobs run in.
+    image: String,
+    _tmp: tempfile::TempDir,
+}
+
+/// Whether runc can run here: it needs root and `runc` on PATH, and the
+/// tool image needs a static busybox.
+fn can_run_containers() -> bool {
+    if !have_tool("runc", "run jobs in containers") {
+        return false;
+    }
+    if !Path::new("/bin/busybox").exists() && !have_tool("busybox", "build a tool image") {
+        return false;
+    }
+    // SAFETY-free check of the effective user: root owns /proc/self.
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    if !root {
+        let msg = "runc needs root: cannot run jobs in containers";
+        assert!(!nuon_tests::require_all(), "{msg} (NUON_TEST_REQUIRE=all)");
+        eprintln!("SKIPPED: {msg}");
+    }
+    root
+}
+
+fn busybox() -> String {
+    if Path::new("/bin/busybox").exists() {
+        "/bin/busybox".into()
+    } else {
+        which::which("busybox").unwrap().display().to_string()
+    }
+}
+
+/// `nuon images tool` into `store`: the image's `REPOSITORY@DIGEST`.
+pub(crate) fn tool_image(store: &Path, args: &[&str]) -> String {
+    let out = Command::new(bin("nuon"))
+        .args(["--json", "images", "tool", "--store"])
+        .arg(store)
+        .args(["--busybox", &busybox()])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nuon images tool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["image"].as_str().unwrap().to_owned()
+}
+
+impl Boxes {
+    fn start(extra: &[&str]) -> Boxes {
+        let cp = ControlPlane::start("10s").expect("start control plane");
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("boxed");
+        std::fs::create_dir_all(&work).unwrap();
+        let image = tool_image(&work.join("store"), &["--tag", "1"]);
+        let token = cp.create_runner("boxed").unwrap();
+        let mut args = vec!["--isolation", "container", "--job-image", &image];
+        args.extend_from_slice(extra);
+        let boxed = Runner::start_with_args(
+            &cp.runner_url,
+            RunnerOpts {
+                token: &token,
+                signing_key: &cp.signing_key,
+                slots: 4,
+                grace: "2s",
+                work_dir: Some(&work),
+            },
+            &args,
+        )
+        .expect("start the boxed runner");
+        let token = cp.create_runner("bare").unwrap();
+        let bare = Runner::start(
+            &cp,
+            RunnerOpts {
+                token: &token,
+                signing_key: &cp.signing_key,
+                slots: 4,
+                grace: "2s",
+                work_dir: Some(&tmp.path().join("bare")),
+            },
+        )
+        .expect("start the bare runner");
+        Boxes {
+            cp,
+            boxed,
+            bare,
+            work,
+            image,
+            _tmp: tmp,
+        }
+    }
+
+    /// Queues `sh -c SCRIPT` on `runner` with `sandbox`.
+    fn queue(&self, runner: &str, script: &str, sandbox: serde_json::Value) -> JobInfo {
+        rt().block_on(self.cp.client().create_job(&CreateJob {
+            runner: runner.into(),
+            kind: "exec".into(),
+            payload: serde_json::json!({"command": "sh", "args": ["-c", script]}),
+            timeout_secs: Some(120),
+            max_attempts: Some(1),
+            sandbox: serde_json::from_value(sandbox).unwrap(),
+        }))
+        .expect("queue job")
+    }
+
+    /// Runs `sh -c SCRIPT` on `runner` and waits: the job and its log.
+    fn run(&self, runner: &str, script: &str, sandbox: serde_json::Value) -> (JobInfo, String) {
+        let job = self.queue(runner, script, sandbox);
+        let done = wait_job(&self.cp.client(), &job.id, Duration::from_secs(120)).unwrap();
+        let log = all_logs(&self.cp.client(), &job.id)
+            .unwrap()
+            .iter()
+            .map(|l| format!("{:?} {}\n", l.stream, l.text))
+            .collect();
+        (done, log)
+    }
+
+    /// Runs a probe on both runners: it must succeed in the container and
+    /// fail (see what it must not) as a process group.
+    fn probe(&self, script: &str) {
+        let (job, log) = self.run("boxed", script, serde_json::json!({}));
+        assert_eq!(
+            job.status,
+            JobStatus::Succeeded,
+            "in a container: {:?}\n{log}\nrunner log:\n{}",
+            job.reason,
+            self.boxed.log_text()
+        );
+        let (job, log) = self.run("bare", script, serde_json::json!({}));
+        assert_eq!(
+            job.status,
+            JobStatus::Failed,
+            "as a process group the probe must see it (else it proves nothing):\n{log}"
+        );
+    }
+
+    fn containers_left(&self) -> Vec<String> {
+        let out = Command::new("runc")
+            .arg("--root")
+            .arg(self.work.join("containers/state"))
+            .args(["list", "--quiet"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    fn bundles_left(&self) -> usize {
+        std::fs::read_dir(self.work.join("containers/bundles"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}
+
+#[test]
+fn a_job_in_a_container_cannot_read_the_runners_token_or_spool() {
+    if !can_run_containers() {
+        return;
+    }
+    let b = Boxes::start(&[]);
+    for r in [&b.boxed, &b.bare] {
+        std::fs::create_dir_all(&r.work_dir).unwrap();
+        let token = r.work_dir.join("token-of-the-runner");
+        std::fs::write(&token, "rnr_secret").unwrap();
+    }
+    // The runners' work directories: the job's is inside, under jobs/.
+    let probe = r#"
+        w=$(dirname "$(dirname "$PWD")")
+        if cat "$w/token-of-the-runner" 2>/dev/null; then echo "READ THE TOKEN"; exit 1; fi
+        if ls "$w/spool" >/dev/null 2>&1; then echo "SEES THE SPOOL"; exit 1; fi
+        if ls "$w/runner.lock" >/dev/null 2>&1; then echo "SEES THE WORK DIR"; exit 1; fi
+        echo hidden
+    "#;
+    b.probe(probe);
+}
+
+#[test]
+fn a_job_in_a_container_sees_neither_another_jobs_work_dir_nor_host_processes() {
+    if !can_run_containers() {
+        return;
+    }
+    let b = Boxes::start(&[]);
+    for runner in ["boxed", "bare"] {
+        // A neighbour that keeps its work directory while the probe runs.
+        let neighbour = b.queue(
+            runner,
+            "echo mine > marker; sleep 30",
+            serde_json::json!({}),
+        );
+        let client = b.cp.client();
+        wait_for("the neighbour to run", Duration::from_secs(30), || {
+            let j = rt().block_on(client.get_job(&neighbour.id)).ok()?;
+            (j.status == JobStatus::Running).then_some(())
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let runner_pid = if runner == "boxed" {
+            b.boxed.pid()
+        } else {
+            b.bare.pid()
+        };
+        let probe = format!(
+            r#"
+            jobs=$(dirname "$PWD")
+            mine=$(basename "$PWD")
+            for d in "$jobs"/*; do
+              [ "$(basename "$d")" = "$mine" ] && continue
+              if [ -e "$d" ]; then echo "SEES $d"; ls "$d"; exit 1; fi
+            done
+            if [ -e /proc/{runner_pid} ]; then echo "SEES THE RUNNER'S PROCESS"; exit 1; fi
+            n=$(ls -d /proc/[0-9]* | wc -l)
+            if [ "$n" -gt 5 ]; then echo "SEES $n PROCESSES"; exit 1; fi
+            echo alone
+        "#
+        );
+        let (job, log) = b.run(runner, &probe, serde_json::json!({}));
+        let want = if runner == "boxed" {
+            JobStatus::Succeeded
+        } else {
+            JobStatus::Failed
+        };
+        assert_eq!(job.status, want, "{runner}: {:?}\n{log}", job.reason);
+        rt().block_on(client.cancel_job(&neighbour.id)).unwrap();
+    }
+}
+
+#[test]
+fn a_job_in_a_container_cannot_write_outside_its_work_dir() {
+    if !can_run_containers() {
+        return;
+    }
+    let b = Boxes::start(&[]);
+    let outside = b._tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let probe = format!(
+        r#"
+        echo ok > ./mine || {{ echo "CANNOT WRITE ITS OWN WORK DIR"; exit 2; }}
+        for f in /etc/written /written /usr/local/bin/written {outside}/written; do
+          if echo x > "$f" 2>/dev/null; then echo "WROTE $f"; exit 1; fi
+        done
+        echo contained
+        "#,
+        outside = outside.display()
+    );
+    b.probe(&probe);
+    assert!(!outside.join("written").exists());
+}
+
+#[test]
+fn out_of_memory_is_the_reason_and_a_fork_bomb_stops_at_the_pids_limit() {
+    if !can_run_containers() {
+        return;
+    }
+    let b = Boxes::start(&[]);
+    let (job, log) = b.run(
+        "boxed",
+        r#"x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}"#,
+        serde_json::json!({"memory_bytes": 32 << 20}),
+    );
+    assert_eq!(job.status, JobStatus::Failed, "{log}");
+    let reason = job.reason.unwrap_or_default();
+    assert!(
+        reason.contains("out of memory") && reason.contains("32 MiB"),
+        "{reason}\n{log}"
+    );
+
+    let started = Instant::now();
+    let (job, log) = b.run(
+        "boxed",
+        r#"f() { f | f & }; f; sleep 2; exit 3"#,
+        serde_json::json!({"pids": 32}),
+    );
+    assert_eq!(job.status, JobStatus::Failed, "{log}");
+    let reason = job.reason.unwrap_or_default();
+    assert!(reason.contains("limit of 32 processes"), "{reason}\n{log}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // Nothing of the bomb is left, and the runner carries on.
+    assert!(b.containers_left().is_empty(), "{:?}", b.containers_left());
+    assert_eq!(b.bundles_left(), 0);
+    let (job, log) = b.run("boxed", "echo after", serde_json::json!({}));
+    assert_eq!(job.status, JobStatus::Succeeded, "{log}");
+    assert!(log.contains("after"), "{log}");
+}
+
+#[test]
+fn a_job_with_the_network_denied_cannot_reach_the_control_plane() {
+    if !can_run_containers() {
+        return;
+    }
+    let b = Boxes::start(&[]);
+    let addr =
+        b.cp.runner_url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+    let (host, port) = addr.split_once(':').unwrap();
+    let probe = format!(
+        "(printf 'GET /v1/runner/claim HTTP/1.0\\r\\n\\r\\n'; sleep 2) | nc -w 5 {host} {port} > answer 2>&1; echo nc=$?; head -1 answer; echo done"
+    );
+    // Allowed: the control plane answers (an HTTP error is an answer; the
+    // request's side stays open, or the server drops a half-closed one).
+    let (job, log) = b.run("boxed", &probe, serde_json::json!({"network": true}));
+    assert_eq!(job.status, JobStatus::Succeeded, "{log}");
+    assert!(
+        log.contains("HTTP/1."),
+        "with the network on, the control plane answers:\n{log}"
+    );
+    // Denied: nothing to connect through.
+    let (job, log) = b.run("boxed", &probe, serde_json::json!({"network": false}));
+    assert_eq!(job.status, JobStatus::Succeeded, "{log}");
+    assert!(
+        !log.contains("HTTP/1.") && log.contains("done"),
+        "with the network off, nothing answers:\n{log}"
+    );
+    assert!(log.contains("network off"), "{log}");
+}
+
+#[test]
+fn a_killed_runner_leaves_no_container_and_cancel_ends_within_the_grace() {
+    if !can_run_containers() {
+        return;
+    }
+    let mut b = Boxes::start(&[]);
+    let client = b.cp.client();
+    // Cancel: `sleep 600` as the container's first process ignores SIGTERM
+    // (it has no handler), so the ladder's SIGKILL after 2 s ends it.
+    let job = b.queue("boxed", "exec sleep 600", serde_json::json!({}));
+    wait_for("the job to run", Duration::from_secs(30), || {
+        let j = rt().block_on(client.get_job(&job.id)).ok()?;
+        (j.status == JobStatus::Running).then_some(())
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = Instant::now();
+    rt().block_on(client.cancel_job(&job.id)).unwrap();
+    let done = wait_job(&client, &job.id, Duration::from_secs(30)).unwrap();
+    let took = asked.elapsed();
+    assert_eq!(done.status, JobStatus::Cancelled, "{:?}", done.reason);
+    // The grace (2 s) plus the cancel's way to the runner.
+    assert!(took < Duration::from_secs(6), "cancel took {took:?}");
+    assert!(b.containers_left().is_empty());
+
+    // kill -9 of the runner mid-job: the watchdog removes the container.
+    let job = b.queue("boxed", "exec sleep 600", serde_json::json!({}));
+    let pid = wait_for("the job's container", Duration::from_secs(30), || {
+        let ids = b.containers_left();
+        let id = ids.first()?;
+        let out = Command::new("runc")
+            .arg("--root")
+            .arg(b.work.join("containers/state"))
+            .args(["state", id])
+            .output()
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let pid = v["pid"].as_i64()? as i32;
+        (pid > 0 && v["status"] == "running").then_some(pid)
+    })
+    .unwrap();
+    let _ = job;
+    b.boxed.kill9();
+    wait_for(
+        "the container's process to die",
+        Duration::from_secs(15),
+        || (!process_alive(pid)).then_some(()),
+    )
+    .unwrap();
+    wait_for("runc to forget it", Duration::from_secs(15), || {
+        b.containers_left().is_empty().then_some(())
+    })
+    .unwrap();
+    assert_eq!(b.bundles_left(), 0, "the watchdog removes the bundle too");
+}
+
+#[test]
+fn an_image_whose_layer_does_not_match_its_digest_is_refused_before_anything_runs() {
+    if !can_run_containers() {
+        return;
+    }
+    let b = Boxes::start(&[]);
+    // Another image in the same store, its layer damaged before any job.
+    let image = tool_image(
+        &b.work.join("store"),
+        &["--tag", "2", "--binary", &format!("probe={}", busybox())],
+    );
+    assert_ne!(image, b.image);
+    let (repo, digest) = image.split_once('@').unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            b.work
+                .join("store")
+                .join(repo)
+                .join("blobs/sha256")
+                .join(digest.trim_start_matches("sha256:")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap();
+    let blob = b
+        .work
+        .join("store")
+        .join(repo)
+        .join("blobs/sha256")
+        .join(layer.trim_start_matches("sha256:"));
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&blob, bytes).unwrap();
+
+    let marker = b._tmp.path().join("ran");
+    let (job, log) = b.run(
+        "boxed",
+        &format!("echo RAN; touch {}", marker.display()),
+        serde_json::json!({"image": {"repository": repo, "digest": digest}}),
+    );
+    assert_eq!(job.status, JobStatus::Failed, "{log}");
+    let reason = job.reason.unwrap_or_default();
+    assert!(reason.contains("refused"), "{reason}");
+    assert!(
+        reason.contains(layer) || reason.contains("layer 1"),
+        "{reason}"
+    );
+    assert!(!log.contains("RAN"), "{log}");
+    assert!(!marker.exists());
+    assert!(
+        !b.work
+            .join("containers/images")
+            .join(digest.trim_start_matches("sha256:"))
+            .exists(),
+        "nothing of a refused image is kept"
+    );
+    // The good image still runs.
+    let (job, log) = b.run("boxed", "echo fine", serde_json::json!({}));
+    assert_eq!(job.status, JobStatus::Succeeded, "{log}");
+}
