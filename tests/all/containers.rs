@@ -26,6 +26,8 @@ struct Boxes {
     work: PathBuf,
     /// The image its jobs run in.
     image: String,
+    /// `boxed`'s token.
+    token: String,
     _tmp: tempfile::TempDir,
 }
 
@@ -83,21 +85,8 @@ impl Boxes {
         let work = tmp.path().join("boxed");
         std::fs::create_dir_all(&work).unwrap();
         let image = tool_image(&work.join("store"), &["--tag", "1"]);
-        let token = cp.create_runner("boxed").unwrap();
-        let mut args = vec!["--isolation", "container", "--job-image", &image];
-        args.extend_from_slice(extra);
-        let boxed = Runner::start_with_args(
-            &cp.runner_url,
-            RunnerOpts {
-                token: &token,
-                signing_key: &cp.signing_key,
-                slots: 4,
-                grace: "2s",
-                work_dir: Some(&work),
-            },
-            &args,
-        )
-        .expect("start the boxed runner");
+        let boxed_token = cp.create_runner("boxed").unwrap();
+        let boxed = Self::start_boxed(&cp, &boxed_token, &work, &image, extra);
         let token = cp.create_runner("bare").unwrap();
         let bare = Runner::start(
             &cp,
@@ -116,8 +105,50 @@ impl Boxes {
             bare,
             work,
             image,
+            token: boxed_token,
             _tmp: tmp,
         }
+    }
+
+    fn start_boxed(
+        cp: &ControlPlane,
+        token: &str,
+        work: &Path,
+        image: &str,
+        extra: &[&str],
+    ) -> Runner {
+        let mut args = vec!["--isolation", "container", "--job-image", image];
+        args.extend_from_slice(extra);
+        Runner::start_with_args(
+            &cp.runner_url,
+            RunnerOpts {
+                token,
+                signing_key: &cp.signing_key,
+                slots: 4,
+                grace: "2s",
+                work_dir: Some(work),
+            },
+            &args,
+        )
+        .expect("start the boxed runner")
+    }
+
+    /// The pid of the running container's first process, once it runs.
+    fn container_pid(&self) -> i32 {
+        wait_for("the job's container", Duration::from_secs(30), || {
+            let ids = self.containers_left();
+            let id = ids.first()?;
+            let out = Command::new("runc")
+                .arg("--root")
+                .arg(self.work.join("containers/state"))
+                .args(["state", id])
+                .output()
+                .ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            let pid = v["pid"].as_i64()? as i32;
+            (pid > 0 && v["status"] == "running").then_some(pid)
+        })
+        .unwrap()
     }
 
     /// Queues `sh -c SCRIPT` on `runner` with `sandbox`.
@@ -375,20 +406,7 @@ fn a_killed_runner_leaves_no_container_and_cancel_ends_within_the_grace() {
 
     // kill -9 of the runner mid-job: the watchdog removes the container.
     let job = b.queue("boxed", "exec sleep 600", serde_json::json!({}));
-    let pid = wait_for("the job's container", Duration::from_secs(30), || {
-        let ids = b.containers_left();
-        let id = ids.first()?;
-        let out = Command::new("runc")
-            .arg("--root")
-            .arg(b.work.join("containers/state"))
-            .args(["state", id])
-            .output()
-            .ok()?;
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-        let pid = v["pid"].as_i64()? as i32;
-        (pid > 0 && v["status"] == "running").then_some(pid)
-    })
-    .unwrap();
+    let pid = b.container_pid();
     let _ = job;
     b.boxed.kill9();
     wait_for(
@@ -402,6 +420,57 @@ fn a_killed_runner_leaves_no_container_and_cancel_ends_within_the_grace() {
     })
     .unwrap();
     assert_eq!(b.bundles_left(), 0, "the watchdog removes the bundle too");
+}
+
+#[test]
+fn a_restarted_runner_removes_the_containers_it_left() {
+    if !can_run_containers() {
+        return;
+    }
+    let mut b = Boxes::start(&[]);
+    b.queue("boxed", "exec sleep 600", serde_json::json!({}));
+    let pid = b.container_pid();
+    // The runner and its watchdog die together (a host losing power would
+    // leave the same; here the container outlives them).
+    let runner_pid = b.boxed.pid() as i32;
+    let watchdogs: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+            let cmd = std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            ppid == Some(runner_pid) && cmd.contains("trap '' HUP INT TERM")
+        })
+        .collect();
+    assert_eq!(watchdogs.len(), 1, "the runner's watchdog");
+    nuon_tests::signal(watchdogs[0] as u32, 9);
+    b.boxed.kill9();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(process_alive(pid), "the container outlived its runner");
+    assert_eq!(b.containers_left().len(), 1);
+
+    b.boxed = Boxes::start_boxed(&b.cp, &b.token, &b.work, &b.image, &[]);
+    wait_for(
+        "the restarted runner to remove it",
+        Duration::from_secs(30),
+        || (!process_alive(pid) && b.containers_left().is_empty()).then_some(()),
+    )
+    .unwrap();
+    assert_eq!(b.bundles_left(), 0);
+    assert!(
+        b.boxed
+            .log_text()
+            .contains("removing a container a previous run of this runner left"),
+        "{}",
+        b.boxed.log_text()
+    );
+    // And it runs jobs again.
+    let (job, log) = b.run("boxed", "echo back", serde_json::json!({}));
+    assert_eq!(job.status, JobStatus::Succeeded, "{log}");
 }
 
 #[test]
@@ -465,4 +534,53 @@ fn an_image_whose_layer_does_not_match_its_digest_is_refused_before_anything_run
     // The good image still runs.
     let (job, log) = b.run("boxed", "echo fine", serde_json::json!({}));
     assert_eq!(job.status, JobStatus::Succeeded, "{log}");
+}
+
+#[test]
+fn nuon_dev_in_containers_provisions_the_example_app_with_terraform_from_the_tool_image() {
+    if !can_run_containers() || !have_tool("terraform", "package Terraform into a tool image") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let ports = (crate::deploy::free_port(), crate::deploy::free_port());
+    let out = crate::deploy::dev(
+        &data,
+        ports,
+        &["--once", "--logs", "--isolation", "container"],
+    )
+    .output()
+    .unwrap();
+    let text = crate::deploy::text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("jobs run in containers of nuon-tools/terraform@sha256:"),
+        "{text}"
+    );
+    // Every Terraform job ran in a container of the image: the runner's
+    // PATH has no terraform, so as a process group none could have.
+    assert!(
+        text.contains("in containers of nuon-tools/terraform@sha256:"),
+        "{text}"
+    );
+    assert!(text.contains("using /usr/local/bin/terraform"), "{text}");
+    assert!(text.contains("succeeded"), "{text}");
+    // Nothing is left running or mounted once it stopped.
+    let state = std::fs::read_dir(&data)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find_map(|p| {
+            let s = p.join("runner/containers/state");
+            s.exists().then_some(s)
+        });
+    if let Some(state) = state {
+        let out = Command::new("runc")
+            .arg("--root")
+            .arg(&state)
+            .args(["list", "--quiet"])
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
+    }
 }

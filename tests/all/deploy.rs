@@ -13,11 +13,11 @@ use nuon_core::wire::WorkflowInfo;
 use nuon_core::workflow::WorkflowKind;
 use nuon_tests::{ControlPlane, bin, have_tool, rt, signal, wait_for};
 
-fn example() -> PathBuf {
+pub(crate) fn example() -> PathBuf {
     nuon_tests::manifest_dir().join("../examples/apps/hello")
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -25,7 +25,7 @@ fn free_port() -> u16 {
 }
 
 /// `nuon dev` on `data_dir` with the given extra flags.
-fn dev(data_dir: &Path, ports: (u16, u16), extra: &[&str]) -> Command {
+pub(crate) fn dev(data_dir: &Path, ports: (u16, u16), extra: &[&str]) -> Command {
     dev_of(&example(), data_dir, ports, extra)
 }
 

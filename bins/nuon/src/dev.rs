@@ -49,6 +49,13 @@ pub struct DevArgs {
     /// Address of the Runner API.
     #[arg(long, default_value = "127.0.0.1:7401")]
     runner_listen: String,
+    /// How the install's runner runs jobs: `process` or `container` (each
+    /// job's processes in runc containers of a tool image packaged from
+    /// this machine's `terraform` and a static busybox into the install's
+    /// store; the runner's own PATH then has no Terraform). Needs root and
+    /// runc.
+    #[arg(long, default_value = "process", value_parser = ["process", "container"])]
+    isolation: String,
 }
 
 fn sibling(name: &str) -> Result<PathBuf, CliError> {
@@ -339,15 +346,24 @@ async fn run_children(
         "==> applying it: sh install.sh --no-systemd (the runner's store in {})",
         install_dir.join("store").display()
     );
-    let mut runner = apply_vm_stack(
-        &stack_dir,
-        &install_dir,
-        &data_dir,
-        &[
-            ("NUON_RUNNER_STORE_DIR", &install_dir.join("store")),
-            ("NUON_RUNNER_VENDOR_STORE", &vendor_store),
-        ],
-    )?;
+    let store_dir = install_dir.join("store");
+    let mut runner_env: Vec<(&str, std::ffi::OsString)> = vec![
+        ("NUON_RUNNER_STORE_DIR", store_dir.clone().into_os_string()),
+        (
+            "NUON_RUNNER_VENDOR_STORE",
+            vendor_store.clone().into_os_string(),
+        ),
+    ];
+    if args.isolation == "container" {
+        let (image, path) = container_tools(&store_dir).await?;
+        eprintln!(
+            "==> jobs run in containers of {image} (from the install's store); the runner's PATH has no terraform"
+        );
+        runner_env.push(("NUON_RUNNER_ISOLATION", "container".into()));
+        runner_env.push(("NUON_RUNNER_JOB_IMAGE", image.into()));
+        runner_env.push(("PATH", path));
+    }
+    let mut runner = apply_vm_stack(&stack_dir, &install_dir, &data_dir, &runner_env)?;
     // A runner that stops (a refused token, a bad path) says so at once,
     // rather than the provision waiting for a phone-home.
     let watched = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false, false);
@@ -455,7 +471,7 @@ fn apply_vm_stack(
     stack_dir: &Path,
     install_dir: &Path,
     data_dir: &Path,
-    env: &[(&str, &Path)],
+    env: &[(&str, std::ffi::OsString)],
 ) -> Result<Child, CliError> {
     let log = log_of(data_dir, install_dir, "-runner");
     // install.sh takes absolute paths of plain characters only.
@@ -488,6 +504,42 @@ fn apply_vm_stack(
         .kill_on_drop(true)
         .spawn()
         .map_err(io("cannot apply the install's stack"))
+}
+
+/// For `--isolation container`: this machine's `terraform` and a static
+/// busybox packaged as a tool image into the install's store at
+/// `store_dir`; the image (`REPOSITORY@DIGEST`) and the `PATH` the runner
+/// gets, with no directory that has a Terraform.
+async fn container_tools(store_dir: &Path) -> Result<(String, std::ffi::OsString), CliError> {
+    let missing = |what: &str| CliError::usage(format!("--isolation container: {what}"));
+    which::which("runc")
+        .map_err(|_| missing("needs runc on PATH (Debian: apt-get install runc), and root"))?;
+    let terraform = which::which("terraform")
+        .map_err(|_| missing("needs terraform on PATH, to package it into the jobs' tool image"))?;
+    let busybox = which::which("busybox").map_err(|_| {
+        missing("needs a static busybox on PATH (Debian: apt-get install busybox-static)")
+    })?;
+    let store = nuon_plugins::oci::LayoutStore::open(store_dir)
+        .map_err(|e| CliError::usage(format!("the install's store: {e}")))?;
+    let digest = nuon_plugins::oci::image::push_tool_image(
+        &store,
+        "nuon-tools/terraform",
+        "dev",
+        &busybox,
+        &[("terraform".into(), terraform)],
+    )
+    .await
+    .map_err(|e| CliError {
+        message: format!("cannot build the jobs' tool image: {e}"),
+        code: 1,
+        api_code: None,
+    })?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let kept: Vec<PathBuf> = std::env::split_paths(&path)
+        .filter(|d| !["terraform", "tofu"].iter().any(|b| d.join(b).exists()))
+        .collect();
+    let path = std::env::join_paths(kept).map_err(|e| CliError::usage(e.to_string()))?;
+    Ok((format!("nuon-tools/terraform@{digest}"), path))
 }
 
 /// The log of what runs in `dir` (under `data_dir`): `DATA_DIR/a-b{suffix}.log`.
