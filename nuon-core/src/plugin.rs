@@ -21,6 +21,13 @@ pub trait Plugin: Send + Sync + 'static {
     /// Checks the spec before any work starts (payload shape, binaries present).
     fn validate(&self, spec: &JobSpec) -> Result<(), PluginError>;
 
+    /// Whether the kind does its work in the runner's own process and
+    /// starts no process (artifact copies, WASM plugins in their own
+    /// sandbox): then it needs no container image.
+    fn in_process(&self) -> bool {
+        false
+    }
+
     /// Runs the job to its end.
     async fn run(&self, spec: &JobSpec, host: &mut dyn JobHost) -> Result<JobResult, PluginError>;
 }
@@ -225,6 +232,8 @@ pub struct PreparedRoot {
     pub env: Vec<String>,
     /// Whether this call unpacked it (the first job of this digest).
     pub unpacked: bool,
+    /// Whether this call first synced it into the install's store.
+    pub synced: bool,
     /// Held while a job uses the image; dropping it lets the cache evict.
     pub lease: Box<dyn std::any::Any + Send + Sync>,
 }
@@ -235,6 +244,7 @@ impl std::fmt::Debug for PreparedRoot {
             .field("rootfs", &self.rootfs)
             .field("env", &self.env)
             .field("unpacked", &self.unpacked)
+            .field("synced", &self.synced)
             .finish_non_exhaustive()
     }
 }

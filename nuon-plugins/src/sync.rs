@@ -64,6 +64,10 @@ impl Plugin for SyncPlugin {
         SyncJob::KIND
     }
 
+    fn in_process(&self) -> bool {
+        true
+    }
+
     fn validate(&self, spec: &JobSpec) -> Result<(), PluginError> {
         decode(spec).map(|_| ())
     }

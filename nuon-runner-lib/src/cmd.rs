@@ -273,10 +273,12 @@ impl IsolationArgs {
     }
 
     /// The cache of unpacked tool images under `work_dir`, reading images
-    /// from the install's `store`.
+    /// from the install's `store`, synced first from the vendor's `source`
+    /// when the install's lacks them.
     pub fn image_cache(
         &self,
         store: Arc<dyn nuon_core::artifact::ArtifactStore>,
+        source: Option<Arc<dyn nuon_core::artifact::ArtifactStore>>,
         work_dir: &std::path::Path,
     ) -> nuon_plugins::oci::image::RootfsCache {
         nuon_plugins::oci::image::RootfsCache::new(
@@ -285,6 +287,7 @@ impl IsolationArgs {
             self.image_cache_size,
             self.image_cache_age,
         )
+        .with_source(source)
     }
 
     /// The isolation these flags ask for, with images from `images`.

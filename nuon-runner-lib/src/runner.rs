@@ -850,8 +850,12 @@ impl JobRun {
     async fn containers_for(
         &self,
         spec: &JobSpec,
+        in_process: bool,
         spool: &mut SpoolWriter,
     ) -> std::result::Result<Option<JobContainers>, String> {
+        if in_process {
+            return Ok(None);
+        }
         let Some(rt) = &self.shared.containers else {
             if !spec.sandbox.is_unset() {
                 spool.system(
@@ -881,10 +885,13 @@ impl JobRun {
         );
         spool.system(&format!(
             "in containers of {image}{}: memory {} MiB, {} CPU, {} processes, network {}",
-            if root.unpacked {
-                format!(" (unpacked in {} ms)", started.elapsed().as_millis())
-            } else {
-                String::new()
+            match (root.synced, root.unpacked) {
+                (true, _) => format!(
+                    " (synced from the vendor's store and unpacked in {} ms)",
+                    started.elapsed().as_millis()
+                ),
+                (false, true) => format!(" (unpacked in {} ms)", started.elapsed().as_millis()),
+                (false, false) => String::new(),
             },
             limits.memory_bytes >> 20,
             limits.millicpus as f64 / 1000.0,
@@ -1074,7 +1081,10 @@ impl JobRun {
         self.shared.set_leased(&self.key);
 
         // The job's image, every layer checked, before anything of it runs.
-        let containers = match self.containers_for(&spec, &mut spool).await {
+        let containers = match self
+            .containers_for(&spec, plugin.in_process(), &mut spool)
+            .await
+        {
             Ok(c) => c,
             Err(reason) => {
                 tracing::warn!(job = %self.key.0, attempt = self.key.1, "{reason}");

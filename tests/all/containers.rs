@@ -584,3 +584,112 @@ fn nuon_dev_in_containers_provisions_the_example_app_with_terraform_from_the_too
         assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
     }
 }
+
+/// `PATH` without any directory that has a Terraform.
+fn path_without_terraform() -> String {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let kept: Vec<PathBuf> = std::env::split_paths(&path)
+        .filter(|d| !d.join("terraform").exists() && !d.join("tofu").exists())
+        .collect();
+    std::env::join_paths(kept)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn a_job_image_named_by_the_app_is_built_into_the_vendors_store_and_synced_by_digest() {
+    use crate::deploy::{BOX_APP, Manual, run_workflow, step};
+    use nuon_core::workflow::WorkflowKind;
+    if !can_run_containers() || !have_tool("terraform", "package Terraform into a tool image") {
+        return;
+    }
+    // The tool image in a registry, where a vendor would keep it.
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let terraform = which::which("terraform").unwrap();
+    let pushed = tool_image(
+        Path::new(&registry.url),
+        &[
+            "--tag",
+            "1",
+            "--repository",
+            "tools/terraform",
+            "--terraform-binary",
+            terraform.to_str().unwrap(),
+        ],
+    );
+    let tools = format!(
+        "name = \"tools\"\ntype = \"container_image\"\n\n[public]\nimage_url = \"{}/tools/terraform\"\ntag = \"1\"\n",
+        registry.host
+    );
+    let mut m = Manual::start(&[
+        BOX_APP[0],
+        BOX_APP[1],
+        BOX_APP[2],
+        ("components/tools.toml", &tools),
+        (
+            "runner.toml",
+            "runner_type = \"local\"\n\n[job_images]\nterraform = \"tools\"\n",
+        ),
+    ]);
+    // The runner: containers, no default image, no terraform on its PATH.
+    let path = path_without_terraform();
+    m.restart_runner_on(&["--isolation", "container"], Some(&path));
+    let c = m.cp.client();
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let build = rt()
+        .block_on(c.list_builds("app"))
+        .unwrap()
+        .builds
+        .into_iter()
+        .find(|b| b.component == "tools")
+        .unwrap();
+    let artifact = build.artifact.unwrap();
+    assert_eq!(
+        artifact.digest.to_string(),
+        pushed.split_once('@').unwrap().1,
+        "the build copied the image as it is"
+    );
+    // The plan's job ran in the image, by digest.
+    let plan = step(&w, "plan box");
+    let job: nuon_core::JobId = plan.job_id.clone().unwrap();
+    let log: String = all_logs(&c, &job)
+        .unwrap()
+        .iter()
+        .map(|l| format!("{}\n", l.text))
+        .collect();
+    assert!(
+        log.contains(&format!(
+            "in containers of {}@{}",
+            artifact.repo, artifact.digest
+        )),
+        "{log}"
+    );
+    assert!(log.contains("using /usr/local/bin/terraform"), "{log}");
+    // A config naming a component that is not an image is refused.
+    let bad = m.dir.path().join("bad");
+    std::fs::create_dir_all(bad.join("components")).unwrap();
+    std::fs::write(bad.join("metadata.toml"), "version = \"v2\"\n").unwrap();
+    std::fs::create_dir_all(bad.join("src/box")).unwrap();
+    std::fs::write(bad.join("src/box/main.tf"), BOX_APP[2].1).unwrap();
+    std::fs::write(bad.join("components/box.toml"), BOX_APP[1].1).unwrap();
+    std::fs::write(
+        bad.join("runner.toml"),
+        "runner_type = \"local\"\n\n[job_images]\nterraform = \"box\"\nterraform_plan = \"box\"\n",
+    )
+    .unwrap();
+    let out = m.cp.nuon(&["apps", "validate", bad.to_str().unwrap()]);
+    let text = crate::deploy::text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("\"box\" is a terraform_module component; a job image is the build of a container_image component"),
+        "{text}"
+    );
+    assert!(
+        text.contains("job_images.terraform_plan: not a job kind"),
+        "{text}"
+    );
+}

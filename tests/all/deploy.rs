@@ -133,7 +133,7 @@ fn provisioned_by_dev(data: &Path, port: u16) -> ControlClient {
 }
 
 /// An app of one Terraform component, `box`, that makes one resource.
-const BOX_APP: [(&str, &str); 3] = [
+pub(crate) const BOX_APP: [(&str, &str); 3] = [
     METADATA,
     (
         "components/box.toml",
@@ -612,8 +612,13 @@ impl Manual {
     /// Restarts the install's runner with more arguments of `nuon-runner
     /// run` (they stay for later restarts).
     pub(crate) fn restart_runner_with(&mut self, args: &[&str]) {
+        self.restart_runner_on(args, None);
+    }
+
+    /// [`Self::restart_runner_with`], with `path` as its PATH when given.
+    pub(crate) fn restart_runner_on(&mut self, args: &[&str], path: Option<&str>) {
         self.runner_args = args.iter().map(|a| a.to_string()).collect();
-        self.restart_runner(None);
+        self.restart_runner(path);
     }
 
     /// The install runner's work directory.

@@ -111,11 +111,14 @@ async fn main() -> ExitCode {
             // Under --isolation container the tools come from each job's
             // image in the install's store, unpacked once per digest.
             let containers = common.isolation.containers();
-            config.isolation = common.isolation.isolation(Arc::new(
+            config.isolation =
                 common
                     .isolation
-                    .image_cache(store.clone(), &common.work_dir),
-            ))?;
+                    .isolation(Arc::new(common.isolation.image_cache(
+                        store.clone(),
+                        vendor.clone(),
+                        &common.work_dir,
+                    )))?;
             config
                 .plugins
                 .register(Arc::new(

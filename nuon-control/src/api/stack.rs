@@ -79,6 +79,7 @@ async fn stack(
         init_script_url: None,
         env_vars: Default::default(),
         instance_type: None,
+        job_images: Default::default(),
     });
     let format = format.unwrap_or_else(|| StackFormat::for_runner_type(&runner.runner_type));
     // Role names and documents are templates (`{{ .nuon.install.id }}`).

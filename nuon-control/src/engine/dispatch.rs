@@ -11,8 +11,9 @@ use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys};
 use nuon_core::{
-    ArtifactRef, ExecJob, HelmAction, HelmJob, HttpBackend, Job, JobId, JobSpec, KubernetesJob,
-    KustomizeBuild, RetryPolicy, SyncJob, TerraformAction, TerraformJob, now_ms,
+    ArtifactRef, ExecJob, HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobId, JobSandbox,
+    JobSpec, KubernetesJob, KustomizeBuild, RetryPolicy, SyncJob, TerraformAction, TerraformJob,
+    now_ms,
 };
 use serde_json::Value;
 
@@ -276,6 +277,10 @@ impl Spec<'_> {
     fn make<J: Job>(&self, job: &J, timeout: Duration, token: Option<StateToken>) -> Made {
         let payload =
             serde_json::to_value(job).map_err(|e| format!("cannot encode the job: {e}"))?;
+        let sandbox = JobSandbox {
+            image: job_image(self.cx, J::KIND)?,
+            ..JobSandbox::default()
+        };
         let spec = JobSpec {
             job_id: JobId::generate(),
             org_id: self.cx.org.clone(),
@@ -287,7 +292,7 @@ impl Spec<'_> {
             created_at_ms: now_ms(),
             redact: self.redact.clone(),
             role: self.role.clone(),
-            sandbox: Default::default(),
+            sandbox,
         };
         Ok((spec, token))
     }
@@ -556,6 +561,30 @@ fn synced_artifact(
     target: &str,
 ) -> std::result::Result<ArtifactRef, String> {
     rules::synced_before(&cx.wf.steps, step).unwrap_or_else(|| artifact(cx, target))
+}
+
+/// The tool image jobs of `kind` run in on a runner that runs jobs in
+/// containers: the build of the `container_image` component the app's
+/// `runner.toml` names for the kind (`[job_images]`). The runner syncs it
+/// from the vendor's store into the install's by digest before the job.
+fn job_image(cx: &Ctx, kind: &str) -> std::result::Result<Option<ImageRef>, String> {
+    // Syncs and WASM plugins work in the runner's own process.
+    if kind == "default" || !nuon_core::app::JOB_IMAGE_KINDS.contains(&kind) {
+        return Ok(None);
+    }
+    let Some(component) = cx.config.runner.as_ref().and_then(|r| r.job_image(kind)) else {
+        return Ok(None);
+    };
+    let built = cx.builds.get(component).ok_or_else(|| {
+        format!(
+            "the job image of {kind} jobs is component {component:?} (runner.toml [job_images]), which has no successful build of config version {}: run `nuon builds create --app {}`",
+            cx.wf.config_version, cx.app_name
+        )
+    })?;
+    Ok(Some(ImageRef {
+        repository: built.repo.clone(),
+        digest: built.digest.clone(),
+    }))
 }
 
 /// The newest build's artifact of a step's target.

@@ -342,6 +342,30 @@ pub(crate) fn cross_check(
         }
     }
 
+    // A job image is the build of a container_image component.
+    if let Some((f, refs)) = &loaded.job_images {
+        check_refs("component", refs, &components, &files[*f], d);
+        for r in refs {
+            let kind = loaded
+                .components
+                .iter()
+                .filter(|c| c.name.as_ref().is_some_and(|n| n.text == r.text))
+                .find_map(|c| c.value.as_ref().map(|v| v.kind));
+            if let Some(kind) = kind
+                && kind != super::ComponentKind::ContainerImage
+            {
+                d.push(files[*f].at(
+                    &r.span,
+                    format!(
+                        "job_images: {:?} is a {} component; a job image is the build of a container_image component",
+                        r.text,
+                        kind.as_str()
+                    ),
+                ));
+            }
+        }
+    }
+
     let mut graph: BTreeMap<String, Vec<Edge>> = BTreeMap::new();
     let mut all_deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for c in &loaded.components {

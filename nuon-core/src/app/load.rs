@@ -195,6 +195,8 @@ pub(crate) struct Loaded {
     pub(crate) metadata: Option<Metadata>,
     pub(crate) sandbox: Option<Item<Sandbox>>,
     pub(crate) runner: Option<RunnerSettings>,
+    /// `runner.toml`'s file and the components its `[job_images]` name.
+    pub(crate) job_images: Option<(usize, Vec<Located>)>,
     pub(crate) groups: Vec<Item<InputGroup>>,
     pub(crate) inputs: Vec<Item<InputDecl>>,
     pub(crate) secrets: Vec<Item<SecretDecl>>,
@@ -297,7 +299,11 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
         match (name, dir) {
             ("metadata.toml", _) => loaded.metadata = metadata(r, &mut d),
             ("sandbox.toml", _) => loaded.sandbox = Some(sandbox(r, i, &mut d)),
-            ("runner.toml", _) => loaded.runner = runner(r, &mut d),
+            ("runner.toml", _) => {
+                let mut refs = Vec::new();
+                loaded.runner = runner(r, &mut d, &mut refs);
+                loaded.job_images = Some((i, refs));
+            }
             ("inputs.toml", _) => inputs(r, i, &mut d, &mut loaded),
             ("secrets.toml", _) => {
                 let mut r = r;
@@ -756,7 +762,11 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
     item
 }
 
-fn runner(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<RunnerSettings> {
+fn runner(
+    mut r: Reader<'_, '_>,
+    d: &mut Diagnostics,
+    image_refs: &mut Vec<Located>,
+) -> Option<RunnerSettings> {
     let mut strings = Vec::new();
     let runner_type = r.req_str(d, "runner_type");
     const TYPES: &[&str] = &[
@@ -797,7 +807,25 @@ fn runner(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<RunnerSettings> 
         init_script_url: text(r.str(d, "init_script_url")),
         env_vars: r.str_map(d, "env_vars", &mut strings),
         instance_type: text(r.str(d, "instance_type")),
+        job_images: r.str_map(d, "job_images", image_refs),
     };
+    for (kind, component) in &settings.job_images {
+        if super::JOB_IMAGE_KINDS.contains(&kind.as_str()) {
+            continue;
+        }
+        let span = image_refs
+            .iter()
+            .find(|l| &l.text == component)
+            .map_or(0..0, |l| l.span.clone());
+        d.push(r.file.at(
+            &span,
+            format!(
+                "job_images.{kind}: not a job kind that runs in a container; one of {}{}",
+                super::JOB_IMAGE_KINDS.join(", "),
+                did_you_mean(kind, super::JOB_IMAGE_KINDS.iter().copied())
+            ),
+        ));
+    }
     r.finish(
         d,
         &[

@@ -466,6 +466,31 @@ pub struct RunnerSettings {
     /// The machine type of a VM runner (`t3a.medium`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_type: Option<String>,
+    /// The tool image each job kind runs in on a runner that runs jobs in
+    /// containers: job kind (`terraform`, `helm`, `kubernetes_manifest`,
+    /// `exec`, or `default` for the others) to a `container_image`
+    /// component of the app, whose build is the image.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub job_images: BTreeMap<String, String>,
+}
+
+/// The job kinds `[job_images]` of `runner.toml` may name, and `default`.
+pub const JOB_IMAGE_KINDS: &[&str] = &[
+    "terraform",
+    "helm",
+    "kubernetes_manifest",
+    "exec",
+    "default",
+];
+
+impl RunnerSettings {
+    /// The component whose image jobs of `kind` run in, if any.
+    pub fn job_image(&self, kind: &str) -> Option<&str> {
+        self.job_images
+            .get(kind)
+            .or_else(|| self.job_images.get("default"))
+            .map(String::as_str)
+    }
 }
 
 /// `[[group]]` of `inputs.toml`.

@@ -209,6 +209,7 @@ pub(crate) fn test_spec() -> StackSpec {
             init_script_url: None,
             env_vars: BTreeMap::new(),
             instance_type: None,
+            job_images: BTreeMap::new(),
         },
         stack: None,
         permissions: Permissions::default(),

@@ -606,6 +606,9 @@ fn tree_size(p: &Path) -> u64 {
 /// `HEX/used` (its modification time is the entry's last use).
 pub struct RootfsCache {
     store: Arc<dyn ArtifactStore>,
+    /// The vendor's store, that images missing from the install's are
+    /// synced from (by digest) before they are unpacked.
+    source: Option<Arc<dyn ArtifactStore>>,
     dir: PathBuf,
     max_bytes: u64,
     max_age: Duration,
@@ -643,12 +646,52 @@ impl RootfsCache {
     ) -> Self {
         RootfsCache {
             store,
+            source: None,
             dir,
             max_bytes,
             max_age,
             state: Arc::new(Mutex::new(HashMap::new())),
             unpacking: tokio::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Images missing from the install's store are first synced from
+    /// `source` (the vendor's store), by digest.
+    pub fn with_source(mut self, source: Option<Arc<dyn ArtifactStore>>) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Copies `image` from the vendor's store when the install's lacks it:
+    /// whether it did.
+    async fn sync(&self, image: &ImageRef) -> Result<bool, ArtifactError> {
+        if self
+            .store
+            .get_manifest(&image.repository, image.digest.as_str())
+            .await?
+            .is_some()
+        {
+            return Ok(false);
+        }
+        let Some(source) = &self.source else {
+            return Ok(false);
+        };
+        super::copy_artifact(
+            &**source,
+            &image.repository,
+            image.digest.as_str(),
+            &*self.store,
+            &image.repository,
+            None,
+            true,
+        )
+        .await
+        .map_err(|e| {
+            ArtifactError::NotFound(format!(
+                "{image} is not in the install's store and cannot be synced from the vendor's: {e}"
+            ))
+        })?;
+        Ok(true)
     }
 
     fn hold(&self, hex: &str) -> Hold {
@@ -789,6 +832,7 @@ impl ImageRoots for RootfsCache {
         let _one = lock.lock().await;
         let hold = self.hold(&hex);
         let mut unpacked = false;
+        let synced = self.sync(image).await.map_err(|e| e.to_string())?;
         let env = match Self::read_env(&entry) {
             Some(env) if entry.join("rootfs").is_dir() => env,
             _ => {
@@ -812,6 +856,7 @@ impl ImageRoots for RootfsCache {
             rootfs: entry.join("rootfs"),
             env,
             unpacked,
+            synced,
             lease: Box::new(hold),
         })
     }

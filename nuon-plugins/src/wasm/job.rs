@@ -231,6 +231,10 @@ impl Plugin for WasmPlugin {
         WasmJob::KIND
     }
 
+    fn in_process(&self) -> bool {
+        true
+    }
+
     fn validate(&self, spec: &JobSpec) -> Result<(), PluginError> {
         decode(spec)?;
         if !self.policy.enabled {
