@@ -1,7 +1,8 @@
 //! Load generator for the job loop, on the real binaries over loopback.
 //!
 //! `cargo bench -p nuon-benches` (release build). Sections can be picked:
-//! `cargo bench -p nuon-benches -- dispatch throughput bigLog idle ceiling terraform`.
+//! `cargo bench -p nuon-benches -- dispatch throughput bigLog idle ceiling terraform containers`
+//! (`containers` runs jobs under runc: root, runc, a static busybox and gcc).
 //! Prints a Markdown table for BENCHMARKS.md.
 #![allow(missing_docs, unsafe_code)]
 
@@ -817,6 +818,182 @@ fn wasm() -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
+/// A static program printing the wall clock in nanoseconds: busybox's
+/// `date` has no `%N`, and a tool image has no libraries.
+fn clock_binary(dir: &std::path::Path) -> Result<std::path::PathBuf> {
+    let src = dir.join("clock.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <time.h>\nint main(void){struct timespec t;clock_gettime(CLOCK_REALTIME,&t);printf(\"%lld%09ld\\n\",(long long)t.tv_sec,t.tv_nsec);return 0;}\n",
+    )?;
+    let bin = dir.join("clock");
+    let st = std::process::Command::new("gcc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()?;
+    anyhow::ensure!(st.success(), "gcc -static failed (libc6-dev has libc.a)");
+    Ok(bin)
+}
+
+/// Jobs in containers against process groups, on one control plane: a
+/// runner of each, one slot each. Dispatch (queued → the job's first
+/// process reads the clock) and a trivial job's end to end (queued →
+/// completed), medians of `n`; the first job of a new image digest (its
+/// unpack) separately; then `true` jobs through 4 runners × 4 slots of
+/// each isolation.
+fn containers(n: usize) -> Result<Vec<(String, String)>> {
+    let tmp = tempfile::tempdir()?;
+    let clock = clock_binary(tmp.path())?;
+    let cp = ControlPlane::start("60s")?;
+    let client = cp.client();
+    let busybox = which::which("busybox").context("busybox (busybox-static)")?;
+    let mut rows = Vec::new();
+    let start_runner = |name: &str, container: bool, slots: u32| -> Result<(Runner, String)> {
+        let token = cp.create_runner(name)?;
+        let work = tmp.path().join(name);
+        std::fs::create_dir_all(&work)?;
+        let store = nuon_plugins::oci::LayoutStore::open(work.join("store"))?;
+        let digest = rt().block_on(nuon_plugins::oci::image::push_tool_image(
+            &store,
+            "nuon-tools/clock",
+            "1",
+            &busybox,
+            &[("clock".into(), clock.clone())],
+        ))?;
+        let image = format!("nuon-tools/clock@{digest}");
+        let mut args = vec![];
+        if container {
+            args = vec!["--isolation", "container", "--job-image", &image];
+        }
+        let r = Runner::start_with_args(
+            &cp.runner_url,
+            RunnerOpts {
+                token: &token,
+                signing_key: &cp.signing_key,
+                slots,
+                grace: "5s",
+                work_dir: Some(&work),
+            },
+            &args,
+        )?;
+        Ok((r, image))
+    };
+    let (_p, _) = start_runner("process", false, 1)?;
+    let (_c, _) = start_runner("container", true, 1)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let now_ns = || -> Result<f64> {
+        Ok(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_nanos() as f64)
+    };
+    let clock_path = clock.display().to_string();
+    let measure = |runner: &str, program: &str, count: usize| -> Result<(Vec<f64>, Vec<f64>)> {
+        let (mut dispatch, mut e2e) = (Vec::new(), Vec::new());
+        for _ in 0..count {
+            let sent = now_ns()?;
+            let started = Instant::now();
+            let id = queue(&client, runner, program, &[])?;
+            let job = wait_job(&client, &id, Duration::from_secs(60))?;
+            anyhow::ensure!(job.status == nuon_core::JobStatus::Succeeded, "{job:?}");
+            e2e.push(started.elapsed().as_secs_f64() * 1e3);
+            let logs = all_logs(&client, &id)?;
+            let line = logs
+                .iter()
+                .find(|l| l.stream == nuon_core::wire::LogStream::Stdout)
+                .context("no clock line")?;
+            let at: f64 = line.text.trim().parse()?;
+            dispatch.push((at - sent) / 1e6);
+        }
+        Ok((dispatch, e2e))
+    };
+    // The first job of the image's digest: fetched, checked, unpacked.
+    let (first, first_e2e) = measure("container", "clock", 1)?;
+    rows.push((
+        "container: the first job of a new image digest (2 MB busybox image), queued → process started / completed".into(),
+        format!("{:.1} ms / {:.1} ms", first[0], first_e2e[0]),
+    ));
+    let (pd, pe) = measure("process", &clock_path, n)?;
+    let (cd, ce) = measure("container", "clock", n)?;
+    let p50 = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        (percentile(&v, 0.5), percentile(&v, 0.99))
+    };
+    let ((pd50, pd99), (cd50, cd99)) = (p50(&pd), p50(&cd));
+    let ((pe50, pe99), (ce50, ce99)) = (p50(&pe), p50(&ce));
+    rows.push((
+        format!("dispatch, queued → process started, {n} jobs: process / container (image cached)"),
+        format!(
+            "p50 {pd50:.1} / {cd50:.1} ms (+{:.1} ms), p99 {pd99:.1} / {cd99:.1} ms",
+            cd50 - pd50
+        ),
+    ));
+    rows.push((
+        format!("a trivial job end to end, queued → completed, {n} jobs: process / container"),
+        format!(
+            "p50 {pe50:.1} / {ce50:.1} ms (+{:.1} ms), p99 {pe99:.1} / {ce99:.1} ms",
+            ce50 - pe50
+        ),
+    ));
+    drop((_p, _c));
+    for container in [false, true] {
+        let mut runners = Vec::new();
+        let mut names = Vec::new();
+        let what = if container { "container" } else { "process" };
+        for i in 0..4 {
+            let name = format!("{what}-t{i}");
+            runners.push(start_runner(&name, container, 4)?.0);
+            names.push(name);
+        }
+        // Each container runner's first job unpacks the image: warm up.
+        for name in &names {
+            let id = queue(&client, name, "true", &[])?;
+            wait_job(&client, &id, Duration::from_secs(60))?;
+        }
+        let jobs = if container { 400 } else { 2000 };
+        let ids: Vec<JobId> = rt().block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for i in 0..jobs {
+                let c = client.clone();
+                let r = names[i % 4].clone();
+                set.spawn(async move {
+                    c.create_job(&CreateJob {
+                        runner: r,
+                        kind: "exec".into(),
+                        payload: serde_json::json!({"command": "true"}),
+                        timeout_secs: Some(600),
+                        max_attempts: Some(1),
+                        sandbox: None,
+                    })
+                    .await
+                    .map(|j| j.id)
+                });
+            }
+            let mut ids = Vec::new();
+            while let Some(r) = set.join_next().await {
+                ids.push(r??);
+            }
+            Ok::<_, anyhow::Error>(ids)
+        })?;
+        let (mut first_start, mut last_finish) = (i64::MAX, 0);
+        for id in &ids {
+            let job = wait_job(&client, id, Duration::from_secs(600))?;
+            anyhow::ensure!(job.status == nuon_core::JobStatus::Succeeded, "{job:?}");
+            first_start = first_start.min(job.started_at_ms.context("started")?);
+            last_finish = last_finish.max(job.finished_at_ms.context("finished")?);
+        }
+        let rate = jobs as f64 / ((last_finish - first_start) as f64 / 1000.0);
+        rows.push((
+            format!(
+                "trivial jobs (`true`), 4 runners × 4 slots, {what}, first claim → last completion"
+            ),
+            format!("{rate:.0} jobs/s ({jobs} jobs)"),
+        ));
+    }
+    Ok(rows)
+}
+
 fn which_ok(name: &str) -> bool {
     std::process::Command::new("sh")
         .args(["-c", &format!("command -v {name}")])
@@ -836,6 +1013,11 @@ fn main() -> Result<()> {
     }
     let want = |name: &str| args.is_empty() || args.iter().any(|a| a == name);
     println!("| benchmark | result |\n|---|---|");
+    if want("containers") {
+        for (what, result) in containers(100)? {
+            println!("| {what} | {result} |");
+        }
+    }
     if want("wasm") {
         for (what, result) in wasm()? {
             println!("| {what} | {result} |");

@@ -380,7 +380,7 @@ fn a_job_with_the_network_denied_cannot_reach_the_control_plane() {
 }
 
 #[test]
-fn a_killed_runner_leaves_no_container_and_cancel_ends_within_the_grace() {
+fn a_killed_runner_leaves_no_container_and_cancel_and_timeout_end_within_the_grace() {
     if !can_run_containers() {
         return;
     }
@@ -402,6 +402,27 @@ fn a_killed_runner_leaves_no_container_and_cancel_ends_within_the_grace() {
     assert_eq!(done.status, JobStatus::Cancelled, "{:?}", done.reason);
     // The grace (2 s) plus the cancel's way to the runner.
     assert!(took < Duration::from_secs(6), "cancel took {took:?}");
+    assert!(b.containers_left().is_empty());
+
+    // A timeout takes the same ladder.
+    let job = rt()
+        .block_on(client.create_job(&CreateJob {
+            runner: "boxed".into(),
+            kind: "exec".into(),
+            payload: serde_json::json!({"command": "sleep", "args": ["600"]}),
+            timeout_secs: Some(2),
+            max_attempts: Some(1),
+            sandbox: None,
+        }))
+        .unwrap();
+    let asked = Instant::now();
+    let done = wait_job(&client, &job.id, Duration::from_secs(30)).unwrap();
+    assert_eq!(done.status, JobStatus::TimedOut, "{:?}", done.reason);
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
     assert!(b.containers_left().is_empty());
 
     // kill -9 of the runner mid-job: the watchdog removes the container.

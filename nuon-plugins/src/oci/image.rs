@@ -773,7 +773,8 @@ impl RootfsCache {
             .cloned()
             .collect();
         let now = SystemTime::now();
-        let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+        // (last use, size, path, held by a job)
+        let mut entries: Vec<(SystemTime, u64, PathBuf, bool)> = Vec::new();
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with('.') {
@@ -786,9 +787,6 @@ impl RootfsCache {
                 }
                 continue;
             }
-            if held.contains(&name) {
-                continue;
-            }
             let p = e.path();
             let used = std::fs::metadata(p.join("used"))
                 .and_then(|m| m.modified())
@@ -797,11 +795,15 @@ impl RootfsCache {
                 .ok()
                 .and_then(|s| s.trim().parse().ok())
                 .unwrap_or(0);
-            entries.push((used, size, p));
+            entries.push((used, size, p, held.contains(&name)));
         }
         entries.sort();
-        let mut total: u64 = entries.iter().map(|(_, s, _)| s).sum();
-        for (used, size, p) in entries {
+        // What a job holds counts toward the size, and stays.
+        let mut total: u64 = entries.iter().map(|(_, s, _, _)| s).sum();
+        for (used, size, p, held) in entries {
+            if held {
+                continue;
+            }
             let old = now.duration_since(used).unwrap_or_default() > self.max_age;
             if old || total > self.max_bytes {
                 // Renamed first so a half-removed entry is never used.
@@ -957,6 +959,55 @@ mod tests {
         let err = cache.prepare(&image).await.unwrap_err();
         assert!(err.contains("refused") || err.contains("digest"), "{err}");
         assert!(!dir.path().join("cache").join(image.digest.hex()).exists());
+    }
+
+    #[tokio::test]
+    async fn the_cache_evicts_the_least_recently_used_past_its_size_never_one_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ArtifactStore> =
+            Arc::new(LayoutStore::open(dir.path().join("store")).unwrap());
+        let mut images = Vec::new();
+        for i in 0..3u8 {
+            let data = vec![i; 64 << 10];
+            let layer = layer_of(&[("blob", &data)]);
+            let digest = push_image(
+                &*store,
+                "tools/t",
+                None,
+                vec![layer],
+                vec![],
+                BTreeMap::new(),
+            )
+            .await
+            .unwrap();
+            images.push(ImageRef {
+                repository: "tools/t".into(),
+                digest,
+            });
+        }
+        // Room for two 64 KiB images.
+        let cache = RootfsCache::new(
+            store.clone(),
+            dir.path().join("cache"),
+            150 << 10,
+            Duration::from_secs(3600),
+        );
+        let entry = |i: usize| dir.path().join("cache").join(images[i].digest.hex());
+        let held = cache.prepare(&images[0]).await.unwrap();
+        drop(cache.prepare(&images[1]).await.unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+        drop(cache.prepare(&images[2]).await.unwrap());
+        // Over size: image 1 (least recently used and not held) went;
+        // image 0 is held by a job, so it stays.
+        assert!(entry(0).exists(), "an entry in use is never evicted");
+        assert!(!entry(1).exists(), "the least recently used goes");
+        assert!(entry(2).exists());
+        drop(held);
+        // By age: nothing unused is kept past the maximum age.
+        let aged = RootfsCache::new(store, dir.path().join("cache"), u64::MAX, Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(20));
+        aged.evict();
+        assert!(!entry(0).exists() && !entry(2).exists());
     }
 
     #[test]
