@@ -227,14 +227,14 @@ pub struct IsolationArgs {
     #[arg(long, env = "NUON_RUNNER_JOB_IMAGE")]
     pub job_image: Option<nuon_core::ImageRef>,
     /// A job container's memory limit, unless the job sets one (e.g. 512MiB).
-    #[arg(long, env = "NUON_RUNNER_JOB_MEMORY", default_value = "2GiB", value_parser = nuon_core::wasm::parse_size)]
+    #[arg(long, env = "NUON_RUNNER_JOB_MEMORY", default_value = "2GiB", value_parser = parse_job_memory)]
     pub job_memory: u64,
     /// A job container's CPU limit, unless the job sets one (e.g. 0.5, 2).
     #[arg(long, env = "NUON_RUNNER_JOB_CPUS", default_value = "2", value_parser = parse_cpus)]
     pub job_cpus: u64,
     /// A job container's limit on processes and threads, unless the job
     /// sets one.
-    #[arg(long, env = "NUON_RUNNER_JOB_PIDS", default_value_t = 1024)]
+    #[arg(long, env = "NUON_RUNNER_JOB_PIDS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub job_pids: u64,
     /// Whether `exec` jobs (actions, commands) may use the network when
     /// they do not say: `on` or `off`. Other kinds need it (Terraform's
@@ -250,6 +250,15 @@ pub struct IsolationArgs {
     pub image_cache_age: Duration,
 }
 
+/// A memory limit: a size of at least 4 MiB (no process starts in less).
+fn parse_job_memory(text: &str) -> Result<u64, String> {
+    let bytes = nuon_core::wasm::parse_size(text)?;
+    if bytes < 4 << 20 {
+        return Err(format!("{text:?}: a job needs at least 4MiB"));
+    }
+    Ok(bytes)
+}
+
 /// `0.5`, `2`, `1500m`: thousandths of a CPU.
 fn parse_cpus(text: &str) -> Result<u64, String> {
     let t = text.trim();
@@ -261,8 +270,10 @@ fn parse_cpus(text: &str) -> Result<u64, String> {
             .filter(|f| f.is_finite() && *f > 0.0)
             .map(|f| (f * 1000.0).round() as u64),
     };
-    milli.filter(|m| *m > 0).ok_or_else(|| {
-        format!("{text:?} is not a CPU count: a number like 0.5 or 2, or thousandths like 500m")
+    milli.filter(|m| *m >= 10).ok_or_else(|| {
+        format!(
+            "{text:?} is not a CPU count: a number like 0.5 or 2, or thousandths like 500m (at least 0.01)"
+        )
     })
 }
 
@@ -288,6 +299,18 @@ impl IsolationArgs {
             self.image_cache_age,
         )
         .with_source(source)
+    }
+
+    /// The isolation these flags ask for, with tool images read from the
+    /// install's `store` (synced first from the vendor's `source`) and
+    /// unpacked under `work_dir`.
+    pub fn from_stores(
+        &self,
+        store: Arc<dyn nuon_core::artifact::ArtifactStore>,
+        source: Option<Arc<dyn nuon_core::artifact::ArtifactStore>>,
+        work_dir: &std::path::Path,
+    ) -> anyhow::Result<crate::container::Isolation> {
+        self.isolation(Arc::new(self.image_cache(store, source, work_dir)))
     }
 
     /// The isolation these flags ask for, with images from `images`.

@@ -92,6 +92,9 @@ pub(crate) struct ContainerRuntime {
     /// One bundle directory per container.
     pub(crate) bundles_dir: PathBuf,
     cgroup_v2: bool,
+    /// Whether the kernel accounts swap per cgroup, so that a job's memory
+    /// limit can hold swap too (none is then used).
+    swap_limit: bool,
     seq: AtomicU64,
 }
 
@@ -139,11 +142,20 @@ impl ContainerRuntime {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
                 .map_err(|e| format!("cannot make {} private: {e}", d.display()))?;
         }
+        let cgroup_v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let swap_limit = if cgroup_v2 {
+            Path::new("/sys/fs/cgroup/memory.swap.max").exists()
+                || std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+                    .is_ok_and(|c| c.contains("memory"))
+        } else {
+            Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists()
+        };
         Ok(ContainerRuntime {
             options,
             state_dir,
             bundles_dir,
-            cgroup_v2: Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
+            cgroup_v2,
+            swap_limit,
             seq: AtomicU64::new(0),
         })
     }
@@ -215,17 +227,22 @@ impl ContainerRuntime {
         }
     }
 
-    /// `runc kill [--all] ID SIGNAL`.
-    pub(crate) async fn signal(&self, id: &str, signal: &str) {
+    /// `runc kill --all ID SIGNAL`: whether runc signalled the container
+    /// (not when it is not created yet, or gone).
+    pub(crate) async fn signal(&self, id: &str, signal: &str) -> bool {
         let mut c = tokio::process::Command::from(self.runc());
         c.args(["kill", "--all", id, signal]);
         match c.output().await {
             Ok(out) if !out.status.success() => {
                 let err = String::from_utf8_lossy(&out.stderr);
                 tracing::debug!(container = id, signal, error = %err.trim(), "runc kill failed");
+                false
             }
-            Err(e) => tracing::warn!(container = id, error = %e, "cannot run runc kill"),
-            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(container = id, error = %e, "cannot run runc kill");
+                false
+            }
+            Ok(_) => true,
         }
     }
 
@@ -301,10 +318,7 @@ impl JobContainers {
         let rootfs = bundle.join("rootfs");
         let upper = bundle.join("upper");
         let scratch = bundle.join("scratch");
-        for d in [&rootfs, &upper, &scratch] {
-            std::fs::create_dir_all(d)
-                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
-        }
+        // Made first: whatever fails below, dropping it removes the bundle.
         let container = Container {
             runtime: rt.clone(),
             id: id.clone(),
@@ -312,6 +326,10 @@ impl JobContainers {
             limits: self.limits,
             removed: false,
         };
+        for d in [&rootfs, &upper, &scratch] {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        }
         sys::mount_overlay(&self.root.rootfs, &upper, &scratch, &rootfs).map_err(|e| {
             format!(
                 "cannot mount the root filesystem of {} for the job's container: {e}",
@@ -329,6 +347,7 @@ impl JobContainers {
             network: self.network,
             cgroup: format!("{CGROUP_PARENT}/{id}"),
             hostname: "nuon-job",
+            swap_limit: rt.swap_limit,
         });
         let text = serde_json::to_vec_pretty(&spec).map_err(|e| e.to_string())?;
         {
@@ -419,6 +438,8 @@ pub(crate) struct SpecInput<'a> {
     pub(crate) network: bool,
     pub(crate) cgroup: String,
     pub(crate) hostname: &'a str,
+    /// Limit swap too (memory + swap = the memory limit: no swap).
+    pub(crate) swap_limit: bool,
 }
 
 /// The OCI runtime spec (`config.json`) of a job's container.
@@ -460,6 +481,10 @@ pub(crate) fn runtime_spec(s: &SpecInput<'_>) -> Value {
         }
     }
     let period: u64 = 100_000;
+    let mut memory = json!({"limit": s.limits.memory_bytes});
+    if s.swap_limit {
+        memory["swap"] = json!(s.limits.memory_bytes);
+    }
     json!({
         "ociVersion": "1.0.2",
         "process": {
@@ -478,22 +503,145 @@ pub(crate) fn runtime_spec(s: &SpecInput<'_>) -> Value {
         "linux": {
             "resources": {
                 "devices": [{"allow": false, "access": "rwm"}],
-                "memory": {"limit": s.limits.memory_bytes},
+                "memory": memory,
                 "cpu": {"quota": s.limits.millicpus * period / 1000, "period": period},
                 "pids": {"limit": s.limits.pids}
             },
             "cgroupsPath": s.cgroup,
             "namespaces": namespaces,
+            "seccomp": seccomp(),
             "maskedPaths": [
                 "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
                 "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
-                "/proc/scsi"
+                "/proc/scsi", "/sys/devices/virtual/powercap"
             ],
             "readonlyPaths": [
                 "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"
             ]
         }
     })
+}
+
+/// The system calls a job never needs and that widen what it can reach
+/// of the kernel (keyrings shared with the host's root, new user or other
+/// namespaces, mounts, modules, BPF, perf, handles to host files): denied
+/// with EPERM, everything else allowed. `clone3` answers ENOSYS so that
+/// libc falls back to `clone`, whose flags can be checked.
+fn seccomp() -> Value {
+    const DENIED: &[&str] = &[
+        "keyctl",
+        "add_key",
+        "request_key",
+        "unshare",
+        "setns",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "open_by_handle_at",
+        "name_to_handle_at",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "reboot",
+        "swapon",
+        "swapoff",
+        "syslog",
+        "acct",
+        "quotactl",
+        "lookup_dcookie",
+        "settimeofday",
+        "clock_settime",
+        "clock_adjtime",
+        "adjtimex",
+        "fsopen",
+        "fsmount",
+        "fsconfig",
+        "move_mount",
+        "open_tree",
+        "mount_setattr",
+        "iopl",
+        "ioperm",
+        "vhangup",
+        "nfsservctl",
+        "uselib",
+        "ustat",
+        "sysfs",
+    ];
+    // The namespace flags of clone(2): a new user namespace needs no
+    // capability; the others are denied with it.
+    const CLONE_NEW: [u64; 7] = [
+        0x0002_0000, // NEWNS
+        0x0200_0000, // NEWCGROUP
+        0x0400_0000, // NEWUTS
+        0x0800_0000, // NEWIPC
+        0x1000_0000, // NEWUSER
+        0x2000_0000, // NEWPID
+        0x4000_0000, // NEWNET
+    ];
+    let arch = match std::env::consts::ARCH {
+        "aarch64" => vec!["SCMP_ARCH_AARCH64"],
+        _ => vec!["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+    };
+    let mut syscalls = vec![
+        json!({"names": DENIED, "action": "SCMP_ACT_ERRNO", "errnoRet": 1}),
+        json!({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38}),
+    ];
+    // One rule per flag: (flags & FLAG) == FLAG.
+    for flag in CLONE_NEW {
+        syscalls.push(
+            json!({"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+            "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}]}),
+        );
+    }
+    json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": arch,
+        "syscalls": syscalls
+    })
+}
+
+/// Removes every symbolic link under `work_dir` that leads outside it or
+/// nowhere: after a container's processes ended, before the runner (root)
+/// reads or writes anything there, so that no link a job planted makes it
+/// open a host file. The names removed, for the job's log.
+pub(crate) fn remove_escaping_links(work_dir: &Path) -> Vec<String> {
+    let Ok(root) = std::fs::canonicalize(work_dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    let mut stack = vec![work_dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(t) = e.file_type() else { continue };
+            let p = e.path();
+            if t.is_dir() {
+                stack.push(p);
+            } else if t.is_symlink() {
+                let inside =
+                    std::fs::canonicalize(&p).is_ok_and(|target| target.starts_with(&root));
+                if !inside {
+                    let target = std::fs::read_link(&p).unwrap_or_default();
+                    if std::fs::remove_file(&p).is_ok() {
+                        removed.push(format!(
+                            "{} -> {}",
+                            p.strip_prefix(work_dir).unwrap_or(&p).display(),
+                            target.display()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    removed
 }
 
 /// The `runc` on `PATH`, for `--isolation container` without `--runc`.
@@ -504,15 +652,37 @@ pub fn find_runc() -> Result<PathBuf, String> {
     })
 }
 
-/// Whether `runc` exited because the container's process did with a
-/// signal: runc then exits with 128 + the signal.
-pub(crate) fn signal_of(code: i32) -> Option<i32> {
-    (129..=128 + 64).contains(&code).then_some(code - 128)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_leading_out_of_the_work_dir_or_nowhere_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path().join("work");
+        std::fs::create_dir_all(w.join("sub")).unwrap();
+        std::fs::write(w.join("file"), "x").unwrap();
+        let link = |name: &str, to: &str| std::os::unix::fs::symlink(to, w.join(name)).unwrap();
+        link("ok", "file");
+        link("sub/up", "../file");
+        link("abs", "/etc/hostname");
+        link("dots", "sub/../../outside");
+        link("dangling", "/nonexistent/plan.json");
+        link("selfdir", ".");
+        link("via", "selfdir/../x");
+        let mut removed = remove_escaping_links(&w);
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                "abs -> /etc/hostname",
+                "dangling -> /nonexistent/plan.json",
+                "dots -> sub/../../outside",
+                "via -> selfdir/../x",
+            ]
+        );
+        assert!(w.join("ok").exists() && w.join("sub/up").exists() && w.join("selfdir").exists());
+    }
 
     #[test]
     fn the_spec_isolates_and_limits() {
@@ -529,6 +699,7 @@ mod tests {
             network: false,
             cgroup: "/nuon-runner/j1-0".into(),
             hostname: "nuon-job",
+            swap_limit: true,
         });
         let ns: Vec<&str> = spec["linux"]["namespaces"]
             .as_array()
@@ -541,6 +712,8 @@ mod tests {
         assert_eq!(spec["process"]["noNewPrivileges"], true);
         assert_eq!(spec["process"]["capabilities"]["bounding"], json!([]));
         assert_eq!(spec["linux"]["resources"]["memory"]["limit"], 64 << 20);
+        assert_eq!(spec["linux"]["resources"]["memory"]["swap"], 64 << 20);
+        assert_eq!(spec["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ALLOW");
         assert_eq!(spec["linux"]["resources"]["cpu"]["quota"], 50_000);
         assert_eq!(spec["linux"]["resources"]["pids"]["limit"], 64);
         let binds: Vec<&Value> = spec["mounts"]
@@ -565,7 +738,5 @@ mod tests {
         );
         assert!(env.contains(&"A=1".to_string()));
         assert!(env.contains(&"HOME=/tmp".to_string()));
-        assert_eq!(signal_of(137), Some(9));
-        assert_eq!(signal_of(1), None);
     }
 }

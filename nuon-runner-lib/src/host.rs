@@ -284,36 +284,74 @@ fn pump(
 }
 
 /// Where `name` is inside an image's root filesystem, on the image's
-/// `PATH`: the path as the container sees it. Links are resolved inside
-/// the root, never on the host.
+/// `PATH`: the path as the container sees it.
 fn find_in_image(rootfs: &Path, env: &[String], name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = env
         .iter()
         .find_map(|kv| kv.strip_prefix("PATH="))
         .unwrap_or("/usr/local/bin:/usr/bin:/bin");
-    for dir in path.split(':').filter(|d| d.starts_with('/')) {
-        let inside = Path::new(dir).join(name);
-        let mut host = rootfs.join(inside.strip_prefix("/").ok()?);
-        // Follow a few links, each relative to the root.
-        for _ in 0..8 {
-            match std::fs::symlink_metadata(&host) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    let target = std::fs::read_link(&host).ok()?;
-                    host = if target.is_absolute() {
-                        rootfs.join(target.strip_prefix("/").ok()?)
-                    } else {
-                        host.parent()?.join(target)
-                    };
+    path.split(':')
+        .filter(|d| d.starts_with('/'))
+        .map(|dir| Path::new(dir).join(name))
+        .find(|inside| {
+            resolve_in_root(rootfs, inside)
+                .and_then(|host| std::fs::metadata(host).ok())
+                .is_some_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// The host path of `inside` (absolute, as a container sees it) in the
+/// root filesystem `root`, every link resolved one component at a time
+/// inside the root, never on the host. `None` past 40 links.
+fn resolve_in_root(root: &Path, inside: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut todo: Vec<std::ffi::OsString> = inside
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut done: Vec<std::ffi::OsString> = Vec::new();
+    let mut links = 0;
+    while let Some(part) = todo.pop() {
+        if part == ".." {
+            done.pop();
+            continue;
+        }
+        let host: PathBuf = std::iter::once(root.as_os_str().to_owned())
+            .chain(done.iter().cloned())
+            .chain(std::iter::once(part.clone()))
+            .collect();
+        match std::fs::symlink_metadata(&host) {
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                if links > 40 {
+                    return None;
                 }
-                Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {
-                    return Some(inside);
+                let target = std::fs::read_link(&host).ok()?;
+                if target.is_absolute() {
+                    done.clear();
                 }
-                _ => break,
+                for c in target.components().rev() {
+                    match c {
+                        Component::Normal(n) => todo.push(n.to_owned()),
+                        Component::ParentDir => todo.push("..".into()),
+                        _ => {}
+                    }
+                }
             }
+            _ => done.push(part),
         }
     }
-    None
+    Some(
+        std::iter::once(root.as_os_str().to_owned())
+            .chain(done)
+            .collect(),
+    )
 }
 
 async fn sleep_opt(at: Option<Instant>) {
@@ -342,18 +380,6 @@ impl ProcessHost {
             self.stopped = Some(StopReason::TimedOut);
         }
         self.stopped
-    }
-
-    /// How a container's process ended, from how `runc run` did: runc
-    /// exits with 128 + the signal that ended the process.
-    fn exit_of_runc(status: ExitStatus) -> ProcessExit {
-        match Self::exit_of(status) {
-            ProcessExit::Exited(code) => match crate::container::signal_of(code) {
-                Some(sig) => ProcessExit::Signaled(sig),
-                None => ProcessExit::Exited(code),
-            },
-            other => other,
-        }
     }
 
     fn exit_of(status: ExitStatus) -> ProcessExit {
@@ -468,25 +494,37 @@ impl JobHost for ProcessHost {
         grown &= sys::grow_pipe(&err_r, PIPE_SIZE);
         cmd.stderr(err_w);
         pipes.push((err_r, LogStream::Stderr));
-        let spawned = cmd.spawn();
-        // The command holds our copies of the write ends: without dropping
-        // it, the pipes would never reach end-of-file.
-        drop(cmd);
-        let mut child = spawned.map_err(|source| HostError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
-        let Some(pgid) = child.id() else {
-            return Err(HostError::Io {
-                program,
-                source: std::io::Error::other("the process has no id right after it started"),
-            });
-        };
-        self.guard.add(pgid);
+        // The watchdog knows the container before it exists: a runner
+        // killed right after the spawn leaves none behind.
         let container_id = container.as_ref().map(|c| c.id.clone());
         if let Some(id) = &container_id {
             self.guard.add_container(id);
         }
+        let spawned = cmd.spawn();
+        // The command holds our copies of the write ends: without dropping
+        // it, the pipes would never reach end-of-file.
+        drop(cmd);
+        let started = spawned.map_err(|source| HostError::Spawn {
+            program: program.clone(),
+            source,
+        });
+        let (mut child, pgid) = match started.and_then(|child| match child.id() {
+            Some(pgid) => Ok((child, pgid)),
+            None => Err(HostError::Io {
+                program: program.clone(),
+                source: std::io::Error::other("the process has no id right after it started"),
+            }),
+        }) {
+            Ok(started) => started,
+            Err(e) => {
+                drop(container);
+                if let Some(id) = &container_id {
+                    self.guard.remove_container(id);
+                }
+                return Err(e);
+            }
+        };
+        self.guard.add(pgid);
         let mut group = GroupGuard {
             pgid,
             guard: self.guard.clone(),
@@ -542,13 +580,18 @@ impl JobHost for ProcessHost {
                         self.grace.as_secs_f64(),
                         if runtime.is_some() { "the container's processes" } else { "the process group" }
                     ));
-                    match (&runtime, &container_id) {
+                    let by_runc = match (&runtime, &container_id) {
                         (Some(rt), Some(id)) => rt.signal(id, "KILL").await,
-                        _ => {
-                            if let Err(e) = sys::kill_group(pgid, sys::SIGKILL) {
-                                tracing::warn!(pgid, error = %e, "cannot kill a job's process group");
-                            }
-                        }
+                        _ => false,
+                    };
+                    // Not created yet (or no container): the group, runc
+                    // included; a container it made is deleted after.
+                    if !by_runc && let Err(e) = sys::kill_group(pgid, sys::SIGKILL) {
+                        tracing::warn!(pgid, error = %e, "cannot kill a job's process group");
+                    }
+                    if runtime.is_some() {
+                        // Until the process is gone: again after a grace.
+                        kill_at = Some(deadline_in(self.grace));
                     }
                 },
                 () = sleep_opt(drain_until) => {
@@ -565,13 +608,13 @@ impl JobHost for ProcessHost {
                     describe(reason, self.timeout),
                     self.grace.as_secs_f64()
                 ));
-                match (&runtime, &container_id) {
+                let by_runc = match (&runtime, &container_id) {
                     (Some(rt), Some(id)) => rt.signal(id, "TERM").await,
-                    _ => {
-                        if let Err(e) = sys::kill_group(pgid, sys::SIGTERM) {
-                            tracing::warn!(pgid, error = %e, "cannot signal a job's process group");
-                        }
-                    }
+                    _ => false,
+                };
+                // runc forwards SIGTERM to the container's first process.
+                if !by_runc && let Err(e) = sys::kill_group(pgid, sys::SIGTERM) {
+                    tracing::warn!(pgid, error = %e, "cannot signal a job's process group");
                 }
                 kill_at = Some(deadline_in(self.grace));
             }
@@ -580,11 +623,20 @@ impl JobHost for ProcessHost {
         self.spool.lock().flush();
         let hit = group.finish_container();
         drop(group);
+        if runtime.is_some() {
+            // Before the runner touches the work directory again.
+            let removed = crate::container::remove_escaping_links(&self.work_dir);
+            if !removed.is_empty() {
+                self.spool.lock().system(&format!(
+                    "removed links the job left that lead out of its work directory or nowhere: {}",
+                    removed.join(", ")
+                ));
+            }
+        }
         let status = status.expect("the loop ends only after the process exited");
-        let ended = match &runtime {
-            Some(_) => Self::exit_of_runc(status),
-            None => Self::exit_of(status),
-        };
+        // From a container, runc's exit code: 128 + N after signal N, as a
+        // shell reports it.
+        let ended = Self::exit_of(status);
         // An OOM kill is the failure; a refused fork is when the process
         // did not succeed (a tool may retry one and carry on).
         let exit = match (stopping, hit.memory, hit.pids) {
@@ -601,5 +653,43 @@ impl JobHost for ProcessHost {
         };
         tracing::debug!(pgid, %program, ?exit, "job process ended");
         Ok(exit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_found_in_the_image_with_its_links_resolved_inside_it() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("rootfs");
+        std::fs::create_dir_all(root.join("usr/bin")).unwrap();
+        let tool = root.join("usr/bin/busybox");
+        std::fs::write(&tool, "").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // /bin is an absolute link, as in merged-/usr images.
+        symlink("/usr/bin", root.join("bin")).unwrap();
+        symlink("busybox", root.join("usr/bin/sh")).unwrap();
+        symlink("../../etc/passwd", root.join("usr/bin/escape")).unwrap();
+        symlink("/bin/loop", root.join("usr/bin/loop")).unwrap();
+        let env = ["PATH=/bin".to_owned()];
+        assert_eq!(
+            find_in_image(&root, &env, "sh"),
+            Some(PathBuf::from("/bin/sh"))
+        );
+        assert_eq!(
+            resolve_in_root(&root, Path::new("/bin/sh")),
+            Some(root.join("usr/bin/busybox"))
+        );
+        // `..` stops at the image's root, never the host's.
+        assert_eq!(
+            resolve_in_root(&root, Path::new("/usr/bin/escape")),
+            Some(root.join("etc/passwd"))
+        );
+        assert_eq!(find_in_image(&root, &env, "escape"), None);
+        assert_eq!(resolve_in_root(&root, Path::new("/usr/bin/loop")), None);
+        assert_eq!(find_in_image(&root, &env, "missing"), None);
     }
 }

@@ -852,7 +852,13 @@ impl JobRun {
         spec: &JobSpec,
         in_process: bool,
         spool: &mut SpoolWriter,
-    ) -> std::result::Result<Option<JobContainers>, String> {
+    ) -> std::result::Result<Option<JobContainers>, JobResult> {
+        let ended = |outcome: Outcome, reason: String| JobResult {
+            outcome,
+            exit_code: None,
+            reason: Some(reason),
+            outputs: serde_json::Value::Null,
+        };
         if in_process {
             return Ok(None);
         }
@@ -870,15 +876,36 @@ impl JobRun {
             .clone()
             .or_else(|| rt.options.default_image.clone())
             .ok_or_else(|| {
-                "the job names no container image and this runner, which runs jobs in containers (--isolation container), has no default (--job-image)".to_owned()
+                JobResult::failed("the job names no container image and this runner, which runs jobs in containers (--isolation container), has no default (--job-image)")
             })?;
         let started = std::time::Instant::now();
-        let root = rt
-            .options
-            .images
-            .prepare(&image)
-            .await
-            .map_err(|e| format!("the job's image is refused, nothing of the job ran: {e}"))?;
+        // A store that hangs, a cancel or the runner's shutdown stop the
+        // preparation too (and free the image for other jobs).
+        let mut stop = self.stop.clone();
+        let bound = Duration::from_secs(spec.timeout_secs);
+        let root = tokio::select! {
+            r = rt.options.images.prepare(&image) => r.map_err(|e| {
+                JobResult::failed(format!("the job's image is refused, nothing of the job ran: {e}"))
+            })?,
+            r = stop.wait_for(Option::is_some) => {
+                let reason = r.ok().and_then(|s| *s);
+                let (outcome, why) = match reason {
+                    Some(StopReason::Cancelled) => (Outcome::Cancelled, "cancelled"),
+                    Some(StopReason::TimedOut) => (Outcome::TimedOut, "timed out"),
+                    Some(StopReason::Stale) => (Outcome::Failed, "its lease was lost"),
+                    Some(StopReason::Shutdown) | None => (Outcome::Failed, "the runner is shutting down"),
+                };
+                return Err(ended(outcome, format!(
+                    "{why} while its image {image} was being prepared; nothing of the job ran"
+                )));
+            }
+            () = tokio::time::sleep(bound) => {
+                return Err(ended(Outcome::TimedOut, format!(
+                    "timed out: its image {image} was not ready within the job's timeout ({}s); nothing of the job ran",
+                    bound.as_secs()
+                )));
+            }
+        };
         let limits = rt.options.limits.for_job(&spec.sandbox);
         let network = spec.sandbox.network.unwrap_or(
             spec.kind != <nuon_core::ExecJob as nuon_core::Job>::KIND || rt.options.exec_network,
@@ -1086,10 +1113,14 @@ impl JobRun {
             .await
         {
             Ok(c) => c,
-            Err(reason) => {
+            Err(result) => {
+                let reason = result.reason.clone().unwrap_or_default();
                 tracing::warn!(job = %self.key.0, attempt = self.key.1, "{reason}");
                 spool.system(&reason);
-                return self.finish(&mut spool, &JobResult::failed(reason));
+                if *self.stop.borrow() == Some(StopReason::Stale) {
+                    return self.drop_stale(spool.close()).await;
+                }
+                return self.finish(&mut spool, &result);
             }
         };
 

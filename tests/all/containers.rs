@@ -299,15 +299,29 @@ fn a_job_in_a_container_cannot_write_outside_its_work_dir() {
     let probe = format!(
         r#"
         echo ok > ./mine || {{ echo "CANNOT WRITE ITS OWN WORK DIR"; exit 2; }}
-        for f in /etc/written /written /usr/local/bin/written {outside}/written; do
+        # The test's own directory first: as a process group the probe
+        # stops there, and writes nothing of the host's.
+        for f in {outside}/written /etc/written /written /usr/local/bin/written; do
           if echo x > "$f" 2>/dev/null; then echo "WROTE $f"; exit 1; fi
         done
+        if busybox unshare -U true 2>/dev/null; then echo "MADE A USER NAMESPACE"; exit 1; fi
+        if busybox unshare -n true 2>/dev/null; then echo "MADE A NETWORK NAMESPACE"; exit 1; fi
+        # A link out of the work directory is removed once the process ends.
+        ln -s /etc/hostname planted
         echo contained
         "#,
         outside = outside.display()
     );
-    b.probe(&probe);
+    let (job, log) = b.run("boxed", &probe, serde_json::json!({}));
+    assert_eq!(job.status, JobStatus::Succeeded, "{log}");
+    assert!(
+        log.contains("removed links the job left that lead out of its work directory or nowhere: planted -> /etc/hostname"),
+        "{log}"
+    );
     assert!(!outside.join("written").exists());
+    let (job, log) = b.run("bare", &probe, serde_json::json!({}));
+    assert_eq!(job.status, JobStatus::Failed, "{log}");
+    assert!(log.contains("WROTE"), "{log}");
 }
 
 #[test]
@@ -478,10 +492,12 @@ fn a_restarted_runner_removes_the_containers_it_left() {
     wait_for(
         "the restarted runner to remove it",
         Duration::from_secs(30),
-        || (!process_alive(pid) && b.containers_left().is_empty()).then_some(()),
+        || {
+            (!process_alive(pid) && b.containers_left().is_empty() && b.bundles_left() == 0)
+                .then_some(())
+        },
     )
     .unwrap();
-    assert_eq!(b.bundles_left(), 0);
     assert!(
         b.boxed
             .log_text()

@@ -114,11 +114,7 @@ async fn main() -> ExitCode {
             config.isolation =
                 common
                     .isolation
-                    .isolation(Arc::new(common.isolation.image_cache(
-                        store.clone(),
-                        vendor.clone(),
-                        &common.work_dir,
-                    )))?;
+                    .from_stores(store.clone(), vendor.clone(), &common.work_dir)?;
             config
                 .plugins
                 .register(Arc::new(

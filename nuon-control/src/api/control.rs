@@ -286,6 +286,11 @@ async fn create_job(
             )));
         }
     }
+    if sandbox.millicpus.is_some_and(|m| m < 10) {
+        return Err(Error::bad_request(
+            "sandbox.millicpus must be at least 10 (0.01 CPU): the kernel takes no smaller quota",
+        ));
+    }
     if sandbox.memory_bytes.is_some_and(|m| m < 4 << 20) {
         return Err(Error::bad_request(
             "sandbox.memory_bytes must be at least 4 MiB: no process starts in less",

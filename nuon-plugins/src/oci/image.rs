@@ -113,7 +113,7 @@ pub enum ToolFile {
 pub const BUSYBOX_APPLETS: &[&str] = &[
     "sh", "cat", "cp", "echo", "env", "grep", "head", "id", "ls", "mkdir", "mv", "ps", "rm", "sed",
     "sleep", "tail", "test", "touch", "tr", "true", "false", "wc", "wget", "nc", "dd", "find",
-    "sort", "uname", "date", "hostname", "kill", "printf", "yes", "seq",
+    "sort", "uname", "date", "hostname", "kill", "printf", "yes", "seq", "ln", "readlink",
 ];
 
 /// The files of a minimal tool image: busybox at `/bin/busybox` with its
@@ -526,6 +526,9 @@ fn apply_layer(root: &Path, layer: &Path, gzip: bool) -> io::Result<()> {
     } else {
         Box::new(io::BufReader::new(f))
     };
+    // What this layer wrote: its own whiteouts never remove those (they
+    // hide what lower layers have, whatever the order in the archive).
+    let mut written: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     let mut archive = tar::Archive::new(r);
     archive.set_preserve_permissions(true);
     archive.set_preserve_ownerships(true);
@@ -543,7 +546,11 @@ fn apply_layer(root: &Path, layer: &Path, gzip: bool) -> io::Result<()> {
             .map(|b| b.to_string_lossy().into_owned())
             .unwrap_or_default();
         if let Some(hidden) = base.strip_prefix(".wh.") {
-            if !no_links_between(root, &target) {
+            if !no_links_between(root, &target)
+                || hidden.is_empty()
+                || hidden == "."
+                || hidden == ".."
+            {
                 continue;
             }
             let dir = target.parent().unwrap_or(root);
@@ -551,10 +558,13 @@ fn apply_layer(root: &Path, layer: &Path, gzip: bool) -> io::Result<()> {
                 // An opaque directory: nothing of the lower layers in it.
                 if let Ok(rd) = std::fs::read_dir(dir) {
                     for e in rd.flatten() {
-                        remove_any(&e.path())?;
+                        let p = e.path();
+                        if !written.iter().any(|w| w.starts_with(&p)) {
+                            remove_any(&p)?;
+                        }
                     }
                 }
-            } else {
+            } else if !written.contains(&dir.join(hidden)) {
                 remove_any(&dir.join(hidden))?;
             }
             continue;
@@ -571,6 +581,7 @@ fn apply_layer(root: &Path, layer: &Path, gzip: bool) -> io::Result<()> {
         {
             remove_any(&target)?;
         }
+        written.insert(target.clone());
         entry.unpack_in(root).map_err(|e| {
             // The tar crate keeps the cause in the error's source.
             let cause = std::error::Error::source(&e)
@@ -726,7 +737,7 @@ impl RootfsCache {
         let env = config.config.env.clone();
         let apply_root = root.clone();
         let what = image.to_string();
-        tokio::task::spawn_blocking(move || -> Result<(), ArtifactError> {
+        let size = tokio::task::spawn_blocking(move || -> Result<u64, ArtifactError> {
             std::fs::create_dir_all(&apply_root).map_err(io_err("cannot create the rootfs"))?;
             for (i, (layer, gzip)) in layers.iter().enumerate() {
                 apply_layer(&apply_root, layer, *gzip).map_err(|e| {
@@ -737,11 +748,10 @@ impl RootfsCache {
                 })?;
                 let _ = std::fs::remove_file(layer);
             }
-            Ok(())
+            Ok(tree_size(&apply_root))
         })
         .await
         .map_err(|e| ArtifactError::Invalid(format!("unpacking failed: {e}")))??;
-        let size = tree_size(&root);
         let meta = |name: &str, bytes: Vec<u8>| {
             std::fs::write(stage.join(name), bytes)
                 .map_err(io_err(format!("cannot write {name} in the image cache")))
@@ -762,61 +772,70 @@ impl RootfsCache {
     /// Evicts entries unused for longer than the maximum age, then the least
     /// recently used while the cache is over its size; never one in use.
     pub fn evict(&self) {
-        let Ok(rd) = std::fs::read_dir(&self.dir) else {
-            return;
-        };
-        let held: Vec<String> = self
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
-        let now = SystemTime::now();
-        // (last use, size, path, held by a job)
-        let mut entries: Vec<(SystemTime, u64, PathBuf, bool)> = Vec::new();
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
-                // A temporary directory of an unpack that a crash left.
-                let stale = e.metadata().and_then(|m| m.modified()).is_ok_and(|t| {
-                    now.duration_since(t).unwrap_or_default() > Duration::from_secs(3600)
-                });
-                if stale {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
-                continue;
+        evict_in(&self.dir, &self.state, self.max_bytes, self.max_age);
+    }
+}
+
+/// [`RootfsCache::evict`] of the cache in `dir`.
+fn evict_in(dir: &Path, state: &Mutex<HashMap<String, usize>>, max_bytes: u64, max_age: Duration) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let held: Vec<String> = state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .keys()
+        .cloned()
+        .collect();
+    let now = SystemTime::now();
+    // (last use, size, path, held by a job)
+    let mut entries: Vec<(SystemTime, u64, PathBuf, bool)> = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            // A temporary directory of an unpack that a crash left.
+            let stale = e.metadata().and_then(|m| m.modified()).is_ok_and(|t| {
+                now.duration_since(t).unwrap_or_default() > Duration::from_secs(3600)
+            });
+            if stale {
+                let _ = std::fs::remove_dir_all(e.path());
             }
-            let p = e.path();
-            let used = std::fs::metadata(p.join("used"))
-                .and_then(|m| m.modified())
-                .unwrap_or(SystemTime::UNIX_EPOCH);
-            let size = std::fs::read_to_string(p.join("size"))
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(0);
-            entries.push((used, size, p, held.contains(&name)));
+            continue;
         }
-        entries.sort();
-        // What a job holds counts toward the size, and stays.
-        let mut total: u64 = entries.iter().map(|(_, s, _, _)| s).sum();
-        for (used, size, p, held) in entries {
-            if held {
-                continue;
-            }
-            let old = now.duration_since(used).unwrap_or_default() > self.max_age;
-            if old || total > self.max_bytes {
-                // Renamed first so a half-removed entry is never used.
-                let doomed = p.with_file_name(format!(
-                    ".evicting-{}",
-                    p.file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default()
-                ));
-                if std::fs::rename(&p, &doomed).is_ok() {
-                    let _ = std::fs::remove_dir_all(&doomed);
-                    total = total.saturating_sub(size);
-                }
+        let p = e.path();
+        let used = std::fs::metadata(p.join("used"))
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let size = std::fs::read_to_string(p.join("size"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        entries.push((used, size, p, held.contains(&name)));
+    }
+    entries.sort();
+    // What a job holds counts toward the size, and stays.
+    let mut total: u64 = entries.iter().map(|(_, s, _, _)| s).sum();
+    for (used, size, p, held) in entries {
+        if held {
+            continue;
+        }
+        let old = now.duration_since(used).unwrap_or_default() > max_age;
+        if old || total > max_bytes {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            // Renamed first so a half-removed entry is never used, and
+            // under the lock holds are taken with: a job that took the
+            // entry since the list above keeps it.
+            let doomed = p.with_file_name(format!(".evicting-{name}"));
+            let renamed = {
+                let s = state.lock().unwrap_or_else(|e| e.into_inner());
+                !s.contains_key(&name) && std::fs::rename(&p, &doomed).is_ok()
+            };
+            if renamed {
+                let _ = std::fs::remove_dir_all(&doomed);
+                total = total.saturating_sub(size);
             }
         }
     }
@@ -852,7 +871,10 @@ impl ImageRoots for RootfsCache {
             .open(entry.join("used"))
             .and_then(|f| f.set_modified(SystemTime::now()));
         if unpacked {
-            self.evict();
+            let (dir, state) = (self.dir.clone(), self.state.clone());
+            let (max_bytes, max_age) = (self.max_bytes, self.max_age);
+            let _ = tokio::task::spawn_blocking(move || evict_in(&dir, &state, max_bytes, max_age))
+                .await;
         }
         Ok(PreparedRoot {
             rootfs: entry.join("rootfs"),
@@ -894,10 +916,13 @@ mod tests {
         let store: Arc<dyn ArtifactStore> =
             Arc::new(LayoutStore::open(dir.path().join("store")).unwrap());
         let l1 = layer_of(&[("a/keep", b"1"), ("a/gone", b"2"), ("b/x", b"3")]);
+        // The opaque marker after this layer's own b/y: it hides only what
+        // lower layers had. `.wh...` would name `..`: ignored.
         let l2 = layer_of(&[
             ("a/.wh.gone", b""),
-            ("b/.wh..wh..opq", b""),
             ("b/y", b"4"),
+            ("b/.wh..wh..opq", b""),
+            ("a/.wh...", b""),
             ("c", b"5"),
         ]);
         let digest = push_image(
