@@ -206,6 +206,7 @@ fn main() -> Result<()> {
                         inputs: Default::default(),
                         secrets: Default::default(),
                         approval: None,
+                        labels: Default::default(),
                     })
                     .await?;
                 anyhow::Ok(created.runner_token)

@@ -15,6 +15,7 @@ use nuon_core::wire::{
     AuditList, AuditVerification, CreateWebhook, DebugPurpose, DebugRequest, DeliveryList,
     WebhookCreated, WebhookInfo, WebhookList,
 };
+use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, LabelChange};
 use nuon_core::workflow::WorkflowKind;
 use nuon_core::{JobId, WebhookId};
 
@@ -347,6 +348,62 @@ impl ControlClient {
         self.http
             .get(&routes::with_id(routes::INSTALL, &seg(install)))
             .await
+    }
+
+    /// The installs whose labels match `selector` (`tier=prod,region!=us`).
+    pub async fn list_installs_matching(&self, selector: &str) -> Result<InstallList> {
+        let req = self
+            .http
+            .request(reqwest::Method::GET, routes::INSTALLS)
+            .query(&[("selector", selector)]);
+        self.http.send(req).await
+    }
+
+    /// Adds, replaces or removes some of an install's labels.
+    pub async fn set_install_labels(
+        &self,
+        install: &str,
+        change: &LabelChange,
+    ) -> Result<InstallInfo> {
+        let path = routes::with_id(routes::INSTALL_LABELS, &seg(install));
+        let req = self
+            .http
+            .request(reqwest::Method::PATCH, &path)
+            .json(change);
+        self.http.send(req).await
+    }
+
+    /// Creates a group of installs: a name and a label selector.
+    pub async fn create_group(&self, name: &str, selector: &str) -> Result<GroupInfo> {
+        let req = self
+            .http
+            .request(reqwest::Method::POST, routes::INSTALL_GROUPS)
+            .json(&CreateGroup {
+                name: name.to_owned(),
+                selector: selector.to_owned(),
+            });
+        self.http.send(req).await
+    }
+
+    /// The org's groups of installs, each with the installs it selects.
+    pub async fn list_groups(&self) -> Result<GroupList> {
+        self.http.get(routes::INSTALL_GROUPS).await
+    }
+
+    /// One group of installs.
+    pub async fn get_group(&self, name: &str) -> Result<GroupInfo> {
+        self.http
+            .get(&routes::INSTALL_GROUP.replace("{name}", &seg(name)))
+            .await
+    }
+
+    /// Deletes a group (its installs stay).
+    pub async fn delete_group(&self, name: &str) -> Result<GroupInfo> {
+        let req = self.http.request(
+            reqwest::Method::DELETE,
+            &routes::INSTALL_GROUP.replace("{name}", &seg(name)),
+        );
+        self.http.send(req).await
     }
 
     /// Sets some inputs of an install.

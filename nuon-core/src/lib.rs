@@ -50,6 +50,7 @@ pub mod cron;
 mod duration;
 mod id;
 mod job;
+pub mod labels;
 pub mod metrics;
 mod plugin;
 pub mod policy;

@@ -76,6 +76,12 @@ pub mod routes {
     pub const INSTALL: &str = "/v1/installs/{id}";
     /// Control API: set some of an install's inputs.
     pub const INSTALL_INPUTS: &str = "/v1/installs/{id}/inputs";
+    /// Set or remove an install's labels.
+    pub const INSTALL_LABELS: &str = "/v1/installs/{id}/labels";
+    /// Create and list groups of installs.
+    pub const INSTALL_GROUPS: &str = "/v1/install-groups";
+    /// One group of installs.
+    pub const INSTALL_GROUP: &str = "/v1/install-groups/{name}";
     /// Control API: an install's workflows.
     pub const INSTALL_WORKFLOWS: &str = "/v1/installs/{id}/workflows";
     /// Control API: one workflow with its steps.
@@ -1041,6 +1047,55 @@ pub struct CreateInstall {
     /// `prompt` (each apply waits for `nuon workflows approve`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
+    /// Its labels (`tier = "prod"`), which groups and rollouts select by.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Change an install's labels: `set` adds or replaces, `remove` removes
+/// (a key not there is no error).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LabelChange {
+    /// Labels to add or replace.
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+    /// Keys to remove.
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// Create a group of installs: every install whose labels match the
+/// selector, now and later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateGroup {
+    /// Unique in the org.
+    #[schemars(regex(pattern = NAME_PATTERN))]
+    pub name: String,
+    /// A label selector: `region=eu,tier!=trial`, `tier in (prod,staging)`,
+    /// `team`, `!legacy`.
+    pub selector: String,
+}
+
+/// A group of installs and the installs it selects now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GroupInfo {
+    /// Its name.
+    pub name: String,
+    /// Its selector.
+    pub selector: String,
+    /// The installs it selects now, by name.
+    pub installs: Vec<String>,
+    /// When it was created.
+    pub created_at_ms: i64,
+}
+
+/// The org's groups of installs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GroupList {
+    /// By name.
+    pub groups: Vec<GroupInfo>,
 }
 
 /// Set some inputs of an install; the others keep their values.
@@ -1083,6 +1138,9 @@ pub struct InstallInfo {
     /// Outputs of its sandbox and components, once deployed.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub outputs: serde_json::Value,
+    /// Its labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     /// When it was created.
     pub created_at_ms: i64,
 }

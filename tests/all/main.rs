@@ -8,6 +8,7 @@ mod config_effects;
 mod containers;
 mod deploy;
 mod faults;
+mod groups;
 mod job_loop;
 mod openapi;
 mod ops;

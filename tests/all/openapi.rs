@@ -57,12 +57,13 @@ fn send(
             "get" => http.get(url),
             "post" => http.post(url),
             "patch" => http.patch(url),
+            "delete" => http.delete(url),
             other => panic!("method {other} is not handled by this test"),
         }
         .bearer_auth(token);
         if let Some(b) = body {
             req = req.json(b);
-        } else if method != "get" {
+        } else if method != "get" && method != "delete" {
             req = req.header("content-type", "application/json").body("{}");
         }
         let resp = req.send().await.unwrap();
@@ -82,6 +83,8 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         }
         "createInstall" => json!({"app": b.app, "name": "a-install"}),
         "setInstallInputs" => json!({"inputs": {}}),
+        "setInstallLabels" => json!({"set": {"tier": "prod"}, "remove": ["old"]}),
+        "createInstallGroup" => json!({"name": "a-group", "selector": "tier=prod"}),
         "createToken" => json!({"name": "a-token", "scope": "read"}),
         "createWorkflow" => json!({"kind": "deploy"}),
         "createWebhook" => {
@@ -100,7 +103,8 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         | "retryWorkflow"
         | "disableInstallComponent"
         | "enableInstallComponent"
-        | "removeWebhook" => {
+        | "removeWebhook"
+        | "deleteInstallGroup" => {
             return None;
         }
         other => panic!("no request body known for write operation {other}: add one to this test"),
@@ -163,6 +167,18 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
             "workflow_failed",
         ],
     );
+    nuon(
+        &cp,
+        &b_admin,
+        &[
+            "installs",
+            "groups",
+            "create",
+            "b-group",
+            "--selector",
+            "tier=prod",
+        ],
+    );
     let b = OrgB {
         webhook: webhook["webhook"]["id"].as_str().unwrap().to_owned(),
         app: "b-app".into(),
@@ -180,6 +196,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
             job["id"].as_str().unwrap().into(),
             token["token"]["id"].as_str().unwrap().into(),
             webhook["webhook"]["id"].as_str().unwrap().into(),
+            "b-group".into(),
         ],
     };
     // Org A: a read-only token.
@@ -215,6 +232,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                     // Org B has no workflow yet: any id is someone else's.
                     "{id}" if path.starts_with("/v1/workflows") => &b.workflow,
                     "{id}" if path.starts_with("/v1/webhooks") => &b.webhook,
+                    "{name}" if path.starts_with("/v1/install-groups") => "b-group",
                     "{version}" => "1",
                     "{component}" => "app",
                     s if s.starts_with('{') => panic!("no value known for {s} in {path}: add one"),

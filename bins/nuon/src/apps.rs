@@ -73,6 +73,16 @@ pub(crate) enum InstallsCommand {
         /// apply waits for `nuon workflows approve`).
         #[arg(long, default_value = "approve-all", value_parser = ["approve-all", "prompt"])]
         approval: String,
+        /// A label (repeatable), which groups and rollouts select by.
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = nuon_core::labels::parse_label)]
+        labels: Vec<(String, String)>,
+    },
+    /// Set (KEY=VALUE) or remove (KEY-) labels of an install.
+    Label(crate::groups::LabelArgs),
+    /// Groups of installs: a name and a label selector.
+    Groups {
+        #[command(subcommand)]
+        command: crate::groups::GroupsCommand,
     },
     /// Provision: the sandbox, then every component in dependency order.
     Provision(WorkflowArgs),
@@ -162,8 +172,12 @@ pub(crate) enum InstallsCommand {
         #[command(subcommand)]
         command: InstallComponentsCommand,
     },
-    /// List the org's installs.
-    List,
+    /// List the org's installs (those matching --selector).
+    List {
+        /// A label selector: `tier=prod,region!=us`, `tier in (a,b)`.
+        #[arg(long)]
+        selector: Option<String>,
+    },
     /// Show one install (sensitive inputs and secrets only by name).
     Get {
         /// The install, by name or id.
@@ -507,6 +521,9 @@ fn show_install(i: &InstallInfo) {
     outln!("runner:   {}", i.runner_id);
     outln!("state:    {}", i.state);
     outln!("approval: {}", i.approval);
+    if !i.labels.is_empty() {
+        outln!("labels:   {}", crate::groups::labels_text(&i.labels));
+    }
     for (k, v) in &i.inputs {
         let v = match v {
             serde_json::Value::String(s) => s.clone(),
@@ -632,6 +649,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             secrets,
             secret_files,
             approval,
+            labels,
         } => {
             let mut all: BTreeMap<String, String> = secrets.iter().cloned().collect();
             for (secret, path) in secret_files {
@@ -644,6 +662,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                     inputs: values(inputs),
                     secrets: all,
                     approval: Some(approval.clone()),
+                    labels: labels.iter().cloned().collect(),
                 })
                 .await?;
             if g.json {
@@ -670,13 +689,22 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                 );
             }
         }
-        InstallsCommand::List => {
-            let list = client.list_installs().await?;
+        InstallsCommand::Label(args) => return crate::groups::label(g, args).await,
+        InstallsCommand::Groups { command } => return crate::groups::groups(g, command).await,
+        InstallsCommand::List { selector } => {
+            let list = match selector {
+                Some(s) => {
+                    s.parse::<nuon_core::labels::Selector>()
+                        .map_err(CliError::usage)?;
+                    client.list_installs_matching(s).await?
+                }
+                None => client.list_installs().await?,
+            };
             if g.json {
                 print_json(&list)?;
             } else {
                 table(
-                    &["ID", "NAME", "APP", "CONFIG", "STATE", "CREATED"],
+                    &["ID", "NAME", "APP", "CONFIG", "STATE", "LABELS", "CREATED"],
                     list.installs
                         .into_iter()
                         .map(|i| {
@@ -686,6 +714,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                                 i.app_name.unwrap_or_else(|| i.app_id.to_string()),
                                 format!("v{}", i.config_version),
                                 i.state,
+                                crate::groups::labels_text(&i.labels),
                                 fmt_time(Some(i.created_at_ms)),
                             ]
                         })

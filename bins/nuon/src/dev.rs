@@ -326,6 +326,7 @@ async fn run_children(
                 inputs,
                 secrets,
                 approval: Some(approval),
+                labels: decl.map(|d| d.labels.clone()).unwrap_or_default(),
             })
             .await?;
     }

@@ -32,6 +32,7 @@ macro_rules! outln {
 mod apps;
 mod deploy;
 mod dev;
+mod groups;
 mod images;
 mod ops;
 mod plugins;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, patch, post};
 use nuon_core::app::{self, AppConfig, SourceFile};
@@ -46,7 +46,8 @@ pub(super) fn ops() -> Vec<Op> {
         Op::post(routes::INSTALLS, "createInstall", "Create an install of an app, with its runner; the runner token is shown only in this answer.", post(create_install))
             .takes::<CreateInstall>()
             .returns::<InstallCreated>(201),
-        Op::get(routes::INSTALLS, "listInstalls", "The org's installs.", get(list_installs))
+        Op::get(routes::INSTALLS, "listInstalls", "The org's installs (those whose labels match `selector`, when given).", get(list_installs))
+            .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`.")
             .returns::<InstallList>(200),
         Op::get(routes::INSTALL, "getInstall", "One install, by id or name; sensitive inputs and secrets only by name.", get(get_install))
             .returns::<InstallInfo>(200),
@@ -494,7 +495,7 @@ fn too_short(kind: &str, name: &str) -> String {
     )
 }
 
-fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
+pub(super) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
     let inputs: BTreeMap<String, Value> = serde_json::from_str(&i.inputs_json)
         .map_err(|e| internal("stored inputs unreadable", e))?;
     let sealed: Sealed = serde_json::from_str(&i.sealed_json)
@@ -521,6 +522,7 @@ fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
         sensitive_inputs: sealed.inputs.into_keys().collect(),
         secrets: sealed.secrets.into_keys().collect(),
         outputs,
+        labels: i.labels,
         created_at_ms: i.created_at_ms,
     })
 }
@@ -532,6 +534,8 @@ async fn create_install(
 ) -> Result<(StatusCode, Json<InstallCreated>), Error> {
     require_admin(&auth)?;
     check_name("install", &req.name)?;
+    nuon_core::labels::check_labels(&req.labels)
+        .map_err(|e| Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e))?;
     let approval = req.approval.clone().unwrap_or_else(|| "approve-all".into());
     if approval != "approve-all" && approval != "prompt" {
         return Err(Error::bad_request(format!(
@@ -654,6 +658,7 @@ async fn create_install(
                 sealed_json: serde_json::to_string(&sealed)
                     .map_err(|e| internal("cannot encode secrets", e))?,
                 approval,
+                labels: req.labels.clone(),
             },
         )
         .await?;
@@ -676,12 +681,15 @@ async fn create_install(
 async fn list_installs(
     State(state): State<SharedState>,
     auth: ApiAuth,
+    Query(q): Query<super::groups::SelectorQuery>,
 ) -> Result<Json<InstallList>, Error> {
+    let selector = super::groups::selector_of(q.selector.as_deref().unwrap_or(""))?;
     let installs = state
         .store
         .list_installs(&auth.0.org_id)
         .await?
         .into_iter()
+        .filter(|i| selector.matches(&i.labels))
         .map(install_info)
         .collect::<Result<_, _>>()?;
     Ok(Json(InstallList {
@@ -711,7 +719,7 @@ async fn get_install(
 }
 
 /// An install with its app's name.
-async fn with_app_name(
+pub(super) async fn with_app_name(
     state: &SharedState,
     auth: &ApiAuth,
     mut install: InstallInfo,

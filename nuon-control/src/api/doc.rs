@@ -99,6 +99,15 @@ impl Op {
         Self::new("patch", path, id, summary, handler)
     }
 
+    pub(crate) fn delete(
+        path: &'static str,
+        id: &'static str,
+        summary: &'static str,
+        handler: MethodRouter<SharedState>,
+    ) -> Self {
+        Self::new("delete", path, id, summary, handler)
+    }
+
     /// The JSON body it takes.
     pub(crate) fn takes<T: JsonSchema>(mut self) -> Self {
         self.request = Some(schema_of::<T>);

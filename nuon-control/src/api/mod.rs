@@ -5,6 +5,7 @@ pub(crate) mod apps;
 mod control;
 pub(crate) mod doc;
 mod drift;
+mod groups;
 mod health;
 mod ops;
 mod orgs;
@@ -667,6 +668,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(workflows::ops());
     ops.extend(toggles::ops());
     ops.extend(drift::ops());
+    ops.extend(groups::ops());
     ops.extend(health::ops());
     ops.extend(ops::ops());
     ops.extend(stack::ops());

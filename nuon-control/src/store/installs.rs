@@ -23,6 +23,8 @@ pub struct NewInstall {
     pub inputs_json: String,
     /// Sealed sensitive inputs and secrets, JSON (see `secrets`).
     pub sealed_json: String,
+    /// Its labels.
+    pub labels: nuon_core::labels::Labels,
     /// `approve-all` or `prompt`.
     pub approval: String,
 }
@@ -56,6 +58,8 @@ pub struct StoredInstall {
     /// components enable|disable`); the others follow their
     /// `default_enabled`.
     pub toggles: std::collections::BTreeMap<String, bool>,
+    /// Its labels (`tier=prod`), which groups and rollouts select by.
+    pub labels: nuon_core::labels::Labels,
     /// What its stack reported when it phoned home: a JSON object of
     /// strings, sealed (so a value changed in the store is refused; see
     /// `engine::render::stack_outputs`).

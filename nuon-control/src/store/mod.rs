@@ -26,6 +26,7 @@ mod audit;
 mod builds;
 mod installs;
 mod jobs;
+mod labels;
 mod maintenance;
 mod orgs;
 #[cfg(feature = "postgres")]
@@ -57,6 +58,7 @@ pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use builds::BuildStore;
 pub use installs::{InstallStore, NewInstall, StackRedeem, StoredInstall};
 pub use jobs::{JobStore, NewJob};
+pub use labels::{LabelStore, StoredGroup};
 pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
 pub use orgs::{ApiPrincipal, NewOrg, OrgStore};
 #[cfg(feature = "postgres")]
@@ -73,8 +75,9 @@ pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
 /// `use nuon_control::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AppStore, AuditStore, BuildStore, InstallStore, JobStore, MaintenanceStore, OrgStore,
-        QueueStore, RunnerStore, SealingStore, StateStore, Store, WebhookStore, WorkflowStore,
+        AppStore, AuditStore, BuildStore, InstallStore, JobStore, LabelStore, MaintenanceStore,
+        OrgStore, QueueStore, RunnerStore, SealingStore, StateStore, Store, WebhookStore,
+        WorkflowStore,
     };
 }
 
@@ -121,6 +124,7 @@ pub trait Store:
     OrgStore
     + AppStore
     + InstallStore
+    + LabelStore
     + RunnerStore
     + JobStore
     + QueueStore
@@ -138,6 +142,7 @@ impl<T> Store for T where
     T: OrgStore
         + AppStore
         + InstallStore
+        + LabelStore
         + RunnerStore
         + JobStore
         + QueueStore

@@ -1580,13 +1580,21 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
             }
         }
     }
+    let mut label_strings = Vec::new();
+    let labels = r.str_map(d, "labels", &mut label_strings);
+    for (k, v) in &labels {
+        let checked = crate::labels::check_key(k).and_then(|()| crate::labels::check_value(k, v));
+        if let Err(e) = checked {
+            let span = label_strings
+                .iter()
+                .find(|l| &l.text == v)
+                .map_or(0..0, |l| l.span.clone());
+            d.push(r.file.at(&span, e));
+        }
+    }
     r.finish(
         d,
         &[
-            (
-                "labels",
-                "labels are shown in Nuon's dashboard; this platform keeps none",
-            ),
             (
                 "aws_account",
                 "the install's cloud account is the runner's own; nothing is read from this",
@@ -1627,6 +1635,7 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
         name: n.text.clone(),
         approval_option: text(approval),
         inputs: BTreeMap::new(),
+        labels,
     });
     item.name = name;
     item

@@ -932,6 +932,10 @@ pub struct InstallDecl {
     /// Input values (from every `[[inputs]]` table), typed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, Value>,
+    /// Its labels (`labels = { tier = "prod" }`), given to the install
+    /// made from this file.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 #[cfg(test)]

@@ -293,6 +293,19 @@ CREATE INDEX installs_stack_token ON installs (stack_token) WHERE stack_token IS
 CREATE INDEX installs_runner ON installs (runner_id);
 "#,
     ),
+    (
+        11,
+        r#"
+ALTER TABLE installs ADD COLUMN labels TEXT;
+CREATE TABLE install_groups (
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    selector TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (org_id, name)
+);
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

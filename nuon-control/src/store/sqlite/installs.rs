@@ -16,8 +16,8 @@ impl InstallStore for SqliteStore {
             )
             .map_err(|e| name_taken(e, "a runner", &new.runner_name))?;
             conn.execute(
-                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9, ?10)",
+                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval, labels) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9, ?10, ?11)",
                 params![
                     new.id.as_str(),
                     org.as_str(),
@@ -28,7 +28,8 @@ impl InstallStore for SqliteStore {
                     new.inputs_json,
                     new.sealed_json,
                     now,
-                    new.approval
+                    new.approval,
+                    serde_json::to_string(&new.labels).unwrap_or_else(|_| "{}".into())
                 ],
             )
             .map_err(|e| name_taken(e, "an install", &new.name))?;
@@ -45,6 +46,7 @@ impl InstallStore for SqliteStore {
                 created_at_ms: now,
                 approval: new.approval,
                 toggles: Default::default(),
+                labels: new.labels,
                 stack_outputs: None,
             })
         })

@@ -15,6 +15,7 @@ mod audit;
 mod builds;
 mod installs;
 mod jobs;
+mod labels;
 mod maintenance;
 mod orgs;
 mod queue;

@@ -106,7 +106,15 @@ CREATE TABLE IF NOT EXISTS installs (
     stack_token TEXT,
     stack_token_expires INTEGER,
     stack_token_used INTEGER,
+    labels TEXT,
     UNIQUE (org_id, name)
+);
+CREATE TABLE IF NOT EXISTS install_groups (
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    name TEXT NOT NULL,
+    selector TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (org_id, name)
 );
 CREATE TABLE IF NOT EXISTS workflows (
     id TEXT PRIMARY KEY,
@@ -231,7 +239,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 22] = [
+    const COLUMNS: [(&str, &str, &str); 23] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -258,6 +266,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("installs", "stack_token", "TEXT"),
         ("installs", "stack_token_expires", "INTEGER"),
         ("installs", "stack_token_used", "INTEGER"),
+        ("installs", "labels", "TEXT"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

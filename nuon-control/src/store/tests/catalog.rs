@@ -177,6 +177,7 @@ conformance! {
             inputs_json: "{}".into(),
             sealed_json: "{}".into(),
             approval: "approve-all".into(),
+            labels: [("tier".to_owned(), "prod".to_owned())].into(),
         };
         let inst = f
             .store
@@ -237,6 +238,27 @@ conformance! {
             .unwrap()
             .unwrap();
         assert_eq!(set.inputs_json, "{\"x\":1}");
+
+        // Labels are kept with the install and replaced whole.
+        assert_eq!(set.labels.get("tier").map(String::as_str), Some("prod"));
+        let labels = [("tier".to_owned(), "trial".to_owned()), ("region".to_owned(), "eu".to_owned())].into();
+        f.store.set_install_labels(&f.org, &inst.id, &labels).await.unwrap();
+        let got = f.store.find_install(&f.org, "acme").await.unwrap().unwrap();
+        assert_eq!(got.labels, labels);
+        assert!(f.store.set_install_labels(&other, &inst.id, &labels).await.is_err());
+
+        // Groups: a name per org, listed by name, deleted once.
+        let g = f.store.create_group(&f.org, "eu", "region=eu").await.unwrap();
+        assert_eq!((g.name.as_str(), g.selector.as_str()), ("eu", "region=eu"));
+        f.store.create_group(&f.org, "all", "").await.unwrap();
+        let e = f.store.create_group(&f.org, "eu", "x").await.unwrap_err();
+        assert!(matches!(e, StoreError::Conflict { code: "name_taken", .. }), "{e}");
+        f.store.create_group(&other, "eu", "region=us").await.unwrap();
+        let names: Vec<String> = f.store.list_groups(&f.org).await.unwrap().into_iter().map(|g| g.name).collect();
+        assert_eq!(names, ["all", "eu"]);
+        assert!(f.store.delete_group(&f.org, "eu").await.unwrap());
+        assert!(!f.store.delete_group(&f.org, "eu").await.unwrap());
+        assert_eq!(f.store.list_groups(&other).await.unwrap().len(), 1);
     }
 }
 

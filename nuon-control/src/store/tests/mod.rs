@@ -190,6 +190,7 @@ impl Fixture {
                     inputs_json: "{}".into(),
                     sealed_json: "{}".into(),
                     approval: "prompt".into(),
+                    labels: Default::default(),
                 },
             )
             .await

@@ -30,6 +30,7 @@ conformance! {
                     inputs_json: "{}".into(),
                     sealed_json: "{}".into(),
                     approval: "prompt".into(),
+                    labels: Default::default(),
                 },
             )
             .await

@@ -1,0 +1,175 @@
+//! Install labels and groups on the Control API: labels are set on an
+//! install (`PATCH /v1/installs/{id}/labels`), a group is a name and a
+//! label selector whose members are whichever installs match it when it
+//! is read.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, get, patch, post};
+use nuon_core::labels::{Labels, Selector, check_key, check_labels};
+use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, InstallInfo, LabelChange, routes};
+use serde::Deserialize;
+
+use super::apps::{install_info, install_of, with_app_name};
+use super::control::{require_admin, valid_name};
+use super::doc::Op;
+use super::{ApiAuth, Body, SharedState};
+use crate::error::Error;
+use crate::store::{StoredGroup, StoredInstall};
+
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::patch(routes::INSTALL_LABELS, "setInstallLabels", "Add, replace or remove some of an install's labels; the others stay.", patch(set_labels))
+            .takes::<LabelChange>()
+            .returns::<InstallInfo>(200),
+        Op::post(routes::INSTALL_GROUPS, "createInstallGroup", "Create a group of installs: a name and a label selector; its members are the installs whose labels match it.", post(create_group))
+            .takes::<CreateGroup>()
+            .returns::<GroupInfo>(201),
+        Op::get(routes::INSTALL_GROUPS, "listInstallGroups", "The org's groups of installs, with the installs each selects now.", get(list_groups))
+            .returns::<GroupList>(200),
+        Op::get(routes::INSTALL_GROUP, "getInstallGroup", "One group of installs, with the installs it selects now.", get(get_group))
+            .returns::<GroupInfo>(200),
+        Op::delete(routes::INSTALL_GROUP, "deleteInstallGroup", "Delete a group (its installs stay).", delete(delete_group))
+            .returns::<GroupInfo>(200),
+    ]
+}
+
+/// `?selector=` of a list of installs.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct SelectorQuery {
+    pub(super) selector: Option<String>,
+}
+
+/// A selector from the API, or a 400 that says what is wrong with it.
+pub(super) fn selector_of(text: &str) -> Result<Selector, Error> {
+    text.parse()
+        .map_err(|e: String| Error::api(StatusCode::BAD_REQUEST, "invalid_selector", e))
+}
+
+fn bad_labels(e: String) -> Error {
+    Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e)
+}
+
+async fn set_labels(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+    Body(req): Body<LabelChange>,
+) -> Result<Json<InstallInfo>, Error> {
+    require_admin(&auth)?;
+    let install = install_of(&state, &auth, &key).await?;
+    for k in &req.remove {
+        check_key(k).map_err(bad_labels)?;
+        if req.set.contains_key(k) {
+            return Err(bad_labels(format!(
+                "label {k:?} is both set and removed: do one"
+            )));
+        }
+    }
+    let mut labels: Labels = install.labels.clone();
+    labels.extend(req.set.clone());
+    for k in &req.remove {
+        labels.remove(k);
+    }
+    check_labels(&labels).map_err(bad_labels)?;
+    state
+        .store
+        .set_install_labels(&auth.0.org_id, &install.id, &labels)
+        .await?;
+    let updated = StoredInstall { labels, ..install };
+    Ok(Json(
+        with_app_name(&state, &auth, install_info(updated)?).await?,
+    ))
+}
+
+/// A group with the names of the installs it selects, out of `installs`.
+fn group_info(g: StoredGroup, installs: &[StoredInstall]) -> GroupInfo {
+    // Stored selectors were checked when the group was made.
+    let selector: Selector = g.selector.parse().unwrap_or_default();
+    GroupInfo {
+        installs: installs
+            .iter()
+            .filter(|i| selector.matches(&i.labels))
+            .map(|i| i.name.clone())
+            .collect(),
+        name: g.name,
+        selector: g.selector,
+        created_at_ms: g.created_at_ms,
+    }
+}
+
+async fn find_group(state: &SharedState, auth: &ApiAuth, name: &str) -> Result<StoredGroup, Error> {
+    state
+        .store
+        .list_groups(&auth.0.org_id)
+        .await?
+        .into_iter()
+        .find(|g| g.name == name)
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "no group {name:?} (see `nuon installs groups list`)"
+            ))
+        })
+}
+
+async fn create_group(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Body(req): Body<CreateGroup>,
+) -> Result<(StatusCode, Json<GroupInfo>), Error> {
+    require_admin(&auth)?;
+    if !valid_name(&req.name) {
+        return Err(Error::bad_request(format!(
+            "invalid group name {:?}: use 1 to 64 letters, digits, '-', '_' or '.'",
+            req.name.chars().take(80).collect::<String>()
+        )));
+    }
+    // Stored as the selector prints, so what is shown is what it means.
+    let selector = selector_of(&req.selector)?;
+    let g = state
+        .store
+        .create_group(&auth.0.org_id, &req.name, &selector.to_string())
+        .await?;
+    let installs = state.store.list_installs(&auth.0.org_id).await?;
+    Ok((StatusCode::CREATED, Json(group_info(g, &installs))))
+}
+
+async fn list_groups(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+) -> Result<Json<GroupList>, Error> {
+    let installs = state.store.list_installs(&auth.0.org_id).await?;
+    let groups = state
+        .store
+        .list_groups(&auth.0.org_id)
+        .await?
+        .into_iter()
+        .map(|g| group_info(g, &installs))
+        .collect();
+    Ok(Json(GroupList { groups }))
+}
+
+async fn get_group(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(name): Path<String>,
+) -> Result<Json<GroupInfo>, Error> {
+    let g = find_group(&state, &auth, &name).await?;
+    let installs = state.store.list_installs(&auth.0.org_id).await?;
+    Ok(Json(group_info(g, &installs)))
+}
+
+async fn delete_group(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(name): Path<String>,
+) -> Result<Json<GroupInfo>, Error> {
+    require_admin(&auth)?;
+    let g = find_group(&state, &auth, &name).await?;
+    let installs = state.store.list_installs(&auth.0.org_id).await?;
+    if !state.store.delete_group(&auth.0.org_id, &name).await? {
+        return Err(Error::not_found(format!("no group {name:?}")));
+    }
+    Ok(Json(group_info(g, &installs)))
+}

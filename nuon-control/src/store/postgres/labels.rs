@@ -1,0 +1,79 @@
+//! Install labels and groups.
+
+use super::*;
+use crate::store::{LabelStore, StoredGroup};
+
+#[async_trait]
+impl LabelStore for PostgresStore {
+    async fn set_install_labels(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        labels: &nuon_core::labels::Labels,
+    ) -> Result<()> {
+        let text = serde_json::to_string(labels).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let done = sqlx::query("UPDATE installs SET labels = $3 WHERE id = $1 AND org_id = $2")
+            .bind(id.as_str())
+            .bind(org.as_str())
+            .bind(text)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Invalid(format!("no install {id}")));
+        }
+        Ok(())
+    }
+
+    async fn create_group(&self, org: &OrgId, name: &str, selector: &str) -> Result<StoredGroup> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO install_groups (org_id, name, selector, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(org.as_str())
+        .bind(name)
+        .bind(selector)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| {
+            taken(e, || {
+                format!("a group named {name:?} already exists in this org; pick another name")
+            })
+        })?;
+        Ok(StoredGroup {
+            name: name.to_owned(),
+            selector: selector.to_owned(),
+            created_at_ms: now,
+        })
+    }
+
+    async fn list_groups(&self, org: &OrgId) -> Result<Vec<StoredGroup>> {
+        sqlx::query(
+            "SELECT name, selector, created_at FROM install_groups WHERE org_id = $1 ORDER BY name",
+        )
+        .bind(org.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?
+        .iter()
+        .map(|r| {
+            Ok(StoredGroup {
+                name: get(r, 0)?,
+                selector: get(r, 1)?,
+                created_at_ms: get(r, 2)?,
+            })
+        })
+        .collect()
+    }
+
+    async fn delete_group(&self, org: &OrgId, name: &str) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM install_groups WHERE org_id = $1 AND name = $2")
+            .bind(org.as_str())
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(done.rows_affected() > 0)
+    }
+}

@@ -1,0 +1,328 @@
+//! Install labels and label selectors, as Kubernetes writes them.
+//!
+//! A label is `KEY=VALUE`: the key an optional DNS-subdomain prefix and `/`,
+//! then a name of at most 63 characters (letters, digits, `-`, `_`, `.`,
+//! starting and ending with a letter or digit); the value at most 63 such
+//! characters, or empty. A selector is a comma-separated list of
+//! requirements that all must hold: `k=v` (also `k==v`), `k!=v` (true
+//! where `k` is absent too), `k in (a,b)`, `k notin (a,b)`, `k` (present)
+//! and `!k` (absent). The empty selector matches every install.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// An install's labels.
+pub type Labels = BTreeMap<String, String>;
+
+fn name_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Checks a label key: `[prefix/]name`.
+pub fn check_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        let ok = !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            });
+        if !ok {
+            return Err(format!(
+                "label key {key:?}: the prefix before '/' must be a DNS subdomain (lowercase letters, digits, '-' and '.')"
+            ));
+        }
+    }
+    if !name_ok(name) {
+        return Err(format!(
+            "label key {key:?}: the name must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a label value: empty, or as a key's name.
+pub fn check_value(key: &str, value: &str) -> Result<(), String> {
+    if value.is_empty() || name_ok(value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "label {key}={value:?}: a value is at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (or empty)"
+        ))
+    }
+}
+
+/// Checks a whole set of labels.
+pub fn check_labels(labels: &Labels) -> Result<(), String> {
+    if labels.len() > 64 {
+        return Err(format!(
+            "an install has at most 64 labels, not {}",
+            labels.len()
+        ));
+    }
+    for (k, v) in labels {
+        check_key(k)?;
+        check_value(k, v)?;
+    }
+    Ok(())
+}
+
+/// `KEY=VALUE`, checked.
+pub fn parse_label(text: &str) -> Result<(String, String), String> {
+    let (k, v) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not a label: expected KEY=VALUE"))?;
+    let (k, v) = (k.trim(), v.trim());
+    check_key(k)?;
+    check_value(k, v)?;
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+/// One requirement of a selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    Absent(String),
+}
+
+impl Requirement {
+    fn matches(&self, labels: &Labels) -> bool {
+        match self {
+            Requirement::Equals(k, v) => labels.get(k) == Some(v),
+            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            Requirement::In(k, vs) => labels.get(k).is_some_and(|x| vs.contains(x)),
+            Requirement::NotIn(k, vs) => !labels.get(k).is_some_and(|x| vs.contains(x)),
+            Requirement::Exists(k) => labels.contains_key(k),
+            Requirement::Absent(k) => !labels.contains_key(k),
+        }
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Requirement::Equals(k, v) => write!(f, "{k}={v}"),
+            Requirement::NotEquals(k, v) => write!(f, "{k}!={v}"),
+            Requirement::In(k, vs) => write!(f, "{k} in ({})", vs.join(",")),
+            Requirement::NotIn(k, vs) => write!(f, "{k} notin ({})", vs.join(",")),
+            Requirement::Exists(k) => write!(f, "{k}"),
+            Requirement::Absent(k) => write!(f, "!{k}"),
+        }
+    }
+}
+
+/// A label selector: every requirement must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(with = "String")]
+pub struct Selector(Vec<Requirement>);
+
+impl Selector {
+    /// Whether `labels` satisfy every requirement.
+    pub fn matches(&self, labels: &Labels) -> bool {
+        self.0.iter().all(|r| r.matches(labels))
+    }
+
+    /// Whether it selects every install.
+    pub fn is_everything(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Splits at commas outside parentheses.
+fn split_top(text: &str) -> Result<Vec<&str>, String> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(format!("selector {text:?}: a ')' without its '('"));
+                }
+            }
+            ',' if depth == 0 => {
+                out.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(format!("selector {text:?}: a '(' without its ')'"));
+    }
+    out.push(&text[start..]);
+    Ok(out)
+}
+
+fn set_of(key: &str, rest: &str, whole: &str) -> Result<Vec<String>, String> {
+    let inner = rest
+        .trim()
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| {
+            format!("selector {whole:?}: after `{key} in` comes a list in parentheses, as in `{key} in (a,b)`")
+        })?;
+    let values: Vec<String> = inner.split(',').map(|v| v.trim().to_owned()).collect();
+    for v in &values {
+        check_value(key, v)?;
+    }
+    Ok(values)
+}
+
+impl FromStr for Selector {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if text.trim().is_empty() {
+            return Ok(Selector::default());
+        }
+        let mut reqs = Vec::new();
+        for part in split_top(text)? {
+            let p = part.trim();
+            if p.is_empty() {
+                return Err(format!(
+                    "selector {text:?}: an empty requirement between commas"
+                ));
+            }
+            let words: Vec<&str> = p.splitn(2, char::is_whitespace).collect();
+            let req = if let [key, rest] = words[..]
+                && let Some(set) = rest.trim().strip_prefix("notin")
+            {
+                check_key(key)?;
+                Requirement::NotIn(key.into(), set_of(key, set, text)?)
+            } else if let [key, rest] = words[..]
+                && let Some(set) = rest.trim().strip_prefix("in")
+            {
+                check_key(key)?;
+                Requirement::In(key.into(), set_of(key, set, text)?)
+            } else if let Some((k, v)) = p.split_once("!=") {
+                let (k, v) = (k.trim(), v.trim());
+                check_key(k)?;
+                check_value(k, v)?;
+                Requirement::NotEquals(k.into(), v.into())
+            } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
+                let (k, v) = (k.trim(), v.trim());
+                check_key(k)?;
+                check_value(k, v)?;
+                Requirement::Equals(k.into(), v.into())
+            } else if let Some(k) = p.strip_prefix('!') {
+                check_key(k.trim())?;
+                Requirement::Absent(k.trim().into())
+            } else {
+                check_key(p).map_err(|e| {
+                    format!("selector {text:?}: {e} (requirements are k=v, k!=v, k in (a,b), k notin (a,b), k or !k)")
+                })?;
+                Requirement::Exists(p.into())
+            };
+            reqs.push(req);
+        }
+        Ok(Selector(reqs))
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+impl Serialize for Selector {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Selector {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn selectors_match_as_kubernetes_does() {
+        let prod_eu = labels(&[("tier", "prod"), ("region", "eu")]);
+        let trial = labels(&[("tier", "trial"), ("region", "eu")]);
+        let bare = labels(&[]);
+        let cases: &[(&str, [bool; 3])] = &[
+            ("", [true, true, true]),
+            ("tier=prod", [true, false, false]),
+            ("tier==prod", [true, false, false]),
+            ("region=eu,tier!=trial", [true, false, false]),
+            ("tier!=trial", [true, false, true]),
+            ("tier in (prod, staging)", [true, false, false]),
+            ("tier notin (trial)", [true, false, true]),
+            ("region", [true, true, false]),
+            ("!region", [false, false, true]),
+            ("region=eu, tier in (prod,trial)", [true, true, false]),
+        ];
+        for (text, want) in cases {
+            let s: Selector = text.parse().unwrap();
+            let got = [s.matches(&prod_eu), s.matches(&trial), s.matches(&bare)];
+            assert_eq!(&got, want, "{text}");
+            // What it prints parses back to the same selector.
+            assert_eq!(s.to_string().parse::<Selector>().unwrap(), s, "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_selectors_and_labels_say_what_is_wrong() {
+        for (text, says) in [
+            ("tier=", "tier"),
+            ("tier in prod", "list in parentheses"),
+            ("tier in (prod", "without its ')'"),
+            ("a,,b", "empty requirement"),
+            ("-bad", "name must be"),
+            ("Ex.com/x=1", "DNS subdomain"),
+        ] {
+            let err = text.parse::<Selector>().err().unwrap_or_default();
+            if text == "tier=" {
+                // An empty value is allowed: `tier=` selects tier="".
+                assert!(text.parse::<Selector>().is_ok());
+                continue;
+            }
+            assert!(err.contains(says), "{text}: {err}");
+        }
+        assert!(parse_label("tier=prod").is_ok());
+        assert!(parse_label("example.com/team=core").is_ok());
+        assert!(parse_label("tier").unwrap_err().contains("KEY=VALUE"));
+        assert!(
+            parse_label("tier=pro d")
+                .unwrap_err()
+                .contains("at most 63")
+        );
+        assert!(parse_label(&format!("k={}", "x".repeat(64))).is_err());
+    }
+}

@@ -1,0 +1,202 @@
+//! Install labels and groups: set on create and later, selected by label
+//! selectors whose members follow the labels, refused with a reason when
+//! malformed, and read from `installs/*.toml`.
+
+use nuon_tests::ControlPlane;
+use serde_json::Value;
+
+use crate::deploy::{example, ok, text};
+
+fn names(list: &Value, key: &str) -> Vec<String> {
+    list[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            i.as_str()
+                .map_or_else(|| i["name"].as_str().unwrap().to_owned(), str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn labels_select_installs_and_groups_follow_them() {
+    let cp = ControlPlane::start("10s").unwrap();
+    ok(cp.nuon(&["apps", "create", "hello"]));
+    ok(cp.nuon(&[
+        "apps",
+        "sync",
+        example().to_str().unwrap(),
+        "--app",
+        "hello",
+    ]));
+    for (name, labels) in [
+        ("a", ["tier=prod", "region=eu"]),
+        ("b", ["tier=prod", "region=us"]),
+        ("c", ["tier=trial", "region=eu"]),
+    ] {
+        let mut args = vec!["installs", "create", "--app", "hello", "--name", name];
+        args.extend(["--input", "api_key=k3y-demo"]);
+        for l in labels {
+            args.extend(["--label", l]);
+        }
+        ok(cp.nuon(&args));
+    }
+    let json = |args: &[&str]| -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&ok(cp.nuon(&all))).unwrap()
+    };
+    assert_eq!(
+        names(
+            &json(&["installs", "list", "--selector", "tier=prod"]),
+            "installs"
+        ),
+        ["a", "b"]
+    );
+    assert_eq!(
+        names(
+            &json(&[
+                "installs",
+                "list",
+                "--selector",
+                "tier in (prod,trial),region!=us"
+            ]),
+            "installs"
+        ),
+        ["a", "c"]
+    );
+    let get = json(&["installs", "get", "a"]);
+    assert_eq!(
+        get["labels"],
+        serde_json::json!({"region": "eu", "tier": "prod"})
+    );
+
+    // A group's members are whichever installs match it when it is read.
+    let g = json(&[
+        "installs",
+        "groups",
+        "create",
+        "eu",
+        "--selector",
+        "region=eu,tier!=trial",
+    ]);
+    assert_eq!(names(&g, "installs"), ["a"]);
+    json(&["installs", "label", "c", "tier=prod"]);
+    assert_eq!(
+        names(&json(&["installs", "groups", "get", "eu"]), "installs"),
+        ["a", "c"]
+    );
+    let a = json(&["installs", "label", "a", "region-", "team=core"]);
+    assert_eq!(
+        a["labels"],
+        serde_json::json!({"team": "core", "tier": "prod"})
+    );
+    assert_eq!(
+        names(&json(&["installs", "groups", "get", "eu"]), "installs"),
+        ["c"]
+    );
+    json(&["installs", "groups", "create", "everyone", "--selector", ""]);
+    let list = json(&["installs", "groups", "list"]);
+    assert_eq!(names(&list, "groups"), ["eu", "everyone"]);
+    assert_eq!(names(&list["groups"][1], "installs"), ["a", "b", "c"]);
+    let table = ok(cp.nuon(&["installs", "list"]));
+    assert!(table.contains("team=core,tier=prod"), "{table}");
+
+    // Bad input: refused with what is wrong, nothing changed.
+    let out = cp.nuon(&["installs", "label", "a", "bad key=1"]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+    assert!(text(&out).contains("name must be"), "{}", text(&out));
+    let out = cp.nuon(&[
+        "installs",
+        "groups",
+        "create",
+        "x",
+        "--selector",
+        "tier in prod",
+    ]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+    assert!(text(&out).contains("list in parentheses"), "{}", text(&out));
+    let out = cp.nuon(&[
+        "installs",
+        "groups",
+        "create",
+        "eu",
+        "--selector",
+        "tier=prod",
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("already exists"), "{}", text(&out));
+    // The API checks too, for clients other than the CLI.
+    let api = cp.client();
+    let err = nuon_tests::rt()
+        .block_on(api.create_group("raw", "region in (eu"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("without its ')'"), "{err}");
+    let err = nuon_tests::rt()
+        .block_on(api.set_install_labels(
+            "b",
+            &nuon_core::wire::LabelChange {
+                set: [("tier".to_owned(), "x".repeat(70))].into(),
+                remove: vec![],
+            },
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("at most 63"), "{err}");
+    assert_eq!(json(&["installs", "get", "b"])["labels"]["tier"], "prod");
+
+    let gone = json(&["installs", "groups", "delete", "eu"]);
+    assert_eq!(gone["name"], "eu");
+    let out = cp.nuon(&["installs", "groups", "get", "eu"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("no group \"eu\""), "{}", text(&out));
+    // The installs stay.
+    assert_eq!(
+        names(&json(&["installs", "list"]), "installs"),
+        ["a", "b", "c"]
+    );
+}
+
+#[test]
+fn labels_in_installs_files_are_read_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("app");
+    let copy = |from: &std::path::Path, to: &std::path::Path| {
+        let out = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(from)
+            .arg(to)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    };
+    copy(&example(), &app);
+    let demo = app.join("installs/demo.toml");
+    let mut text_of = std::fs::read_to_string(&demo).unwrap();
+    text_of = text_of.replace(
+        "approval_option = \"approve-all\"",
+        "approval_option = \"approve-all\"\nlabels = { tier = \"prod\", \"example.com/team\" = \"core\" }",
+    );
+    std::fs::write(&demo, &text_of).unwrap();
+    let cp = ControlPlane::start("10s").unwrap();
+    let out = cp.nuon(&["apps", "validate", app.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !text(&out).contains("labels"),
+        "labels are read now, not warned about: {}",
+        text(&out)
+    );
+
+    std::fs::write(
+        &demo,
+        text_of.replace("tier = \"prod\"", "tier = \"no spaces allowed\""),
+    )
+    .unwrap();
+    let out = cp.nuon(&["apps", "validate", app.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("installs/demo.toml:"), "{t}");
+    assert!(t.contains("label tier=\"no spaces allowed\""), "{t}");
+}
