@@ -15,7 +15,9 @@ use nuon_core::wire::{
     AuditList, AuditVerification, CreateWebhook, DebugPurpose, DebugRequest, DeliveryList,
     WebhookCreated, WebhookInfo, WebhookList,
 };
-use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, LabelChange};
+use nuon_core::wire::{
+    CreateGroup, CreateRelease, GroupInfo, GroupList, LabelChange, ReleaseInfo, ReleaseList,
+};
 use nuon_core::workflow::WorkflowKind;
 use nuon_core::{JobId, WebhookId};
 
@@ -383,6 +385,39 @@ impl ControlClient {
                 selector: selector.to_owned(),
             });
         self.http.send(req).await
+    }
+
+    /// Freezes a release of `app`: a config version (default: the
+    /// latest) and the newest successful build of each component.
+    pub async fn create_release(
+        &self,
+        app: &str,
+        config_version: Option<u32>,
+    ) -> Result<ReleaseInfo> {
+        let req = self
+            .http
+            .request(reqwest::Method::POST, routes::RELEASES)
+            .json(&CreateRelease {
+                app: app.to_owned(),
+                config_version,
+            });
+        self.http.send(req).await
+    }
+
+    /// The org's releases (of `app` when given), newest first.
+    pub async fn list_releases(&self, app: Option<&str>) -> Result<ReleaseList> {
+        let mut req = self.http.request(reqwest::Method::GET, routes::RELEASES);
+        if let Some(app) = app {
+            req = req.query(&[("app", app)]);
+        }
+        self.http.send(req).await
+    }
+
+    /// One release.
+    pub async fn get_release(&self, id: &str) -> Result<ReleaseInfo> {
+        self.http
+            .get(&routes::with_id(routes::RELEASE, &seg(id)))
+            .await
     }
 
     /// The org's groups of installs, each with the installs it selects.

@@ -192,6 +192,10 @@ id_type!(
     WorkflowId, "wfl", "workflow"
 );
 id_type!(
+    /// A release: an app config version and its builds, frozen.
+    ReleaseId, "rel", "release"
+);
+id_type!(
     /// A webhook: a URL an org's events are posted to.
     WebhookId, "whk", "webhook"
 );

@@ -200,3 +200,85 @@ fn labels_in_installs_files_are_read_and_checked() {
     assert!(t.contains("installs/demo.toml:"), "{t}");
     assert!(t.contains("label tier=\"no spaces allowed\""), "{t}");
 }
+
+#[test]
+fn a_release_freezes_a_config_version_and_its_builds() {
+    use crate::deploy::{BOX_APP, Manual};
+    if !nuon_tests::have_tool("terraform", "build a Terraform component") {
+        return;
+    }
+    let m = Manual::start(&[BOX_APP[0], BOX_APP[1], BOX_APP[2]]);
+    let json = |args: &[&str]| -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&ok(m.cp.nuon(&all))).unwrap()
+    };
+    let first = json(&["releases", "create", "--app", "app"]);
+    let built = json(&["builds", "list", "--app", "app"]);
+    let box_build = built["builds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["component"] == "box")
+        .unwrap()
+        .clone();
+    assert_eq!(first["config_version"], 1);
+    assert_eq!(first["builds"]["box"], box_build["artifact"], "{first}");
+
+    // A new config version, built: the first release keeps its artifact.
+    let app = m.dir.path().join("app");
+    std::fs::write(
+        app.join("src/box/main.tf"),
+        "resource \"terraform_data\" \"box\" {\n  input = \"box v2\"\n}\n",
+    )
+    .unwrap();
+    ok(m.cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+    // Not built yet: refused, with what to run.
+    let out = m.cp.nuon(&["releases", "create", "--app", "app"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("has none of box"), "{}", text(&out));
+    assert!(
+        text(&out).contains("nuon builds create --app app"),
+        "{}",
+        text(&out)
+    );
+    ok(m.cp.nuon(&["builds", "create", "--app", "app", "--wait"]));
+    let second = json(&["releases", "create", "--app", "app"]);
+    assert_eq!(second["config_version"], 2);
+    assert_ne!(
+        second["builds"]["box"]["digest"],
+        first["builds"]["box"]["digest"]
+    );
+    let again = json(&["releases", "get", first["id"].as_str().unwrap()]);
+    assert_eq!(again["builds"], first["builds"]);
+    assert_eq!(again["app_name"], "app");
+    // An older version on request.
+    let old = json(&["releases", "create", "--app", "app", "--config", "1"]);
+    assert_eq!(old["builds"]["box"], first["builds"]["box"]);
+    let list = json(&["releases", "list", "--app", "app"]);
+    let ids: Vec<&str> = list["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            old["id"].as_str().unwrap(),
+            second["id"].as_str().unwrap(),
+            first["id"].as_str().unwrap()
+        ],
+        "newest first"
+    );
+    let out = m.cp.nuon(&["releases", "get", "rel_nope"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("no release"), "{}", text(&out));
+    let out =
+        m.cp.nuon(&["releases", "create", "--app", "app", "--config", "9"]);
+    assert!(
+        text(&out).contains("has no config version 9"),
+        "{}",
+        text(&out)
+    );
+}

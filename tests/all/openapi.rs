@@ -39,6 +39,7 @@ struct OrgB {
     token: String,
     workflow: String,
     webhook: String,
+    release: String,
     /// Every id and name of B, none of which may appear in an answer to A.
     secrets: Vec<String>,
 }
@@ -85,6 +86,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "setInstallInputs" => json!({"inputs": {}}),
         "setInstallLabels" => json!({"set": {"tier": "prod"}, "remove": ["old"]}),
         "createInstallGroup" => json!({"name": "a-group", "selector": "tier=prod"}),
+        "createRelease" => json!({"app": b.app}),
         "createToken" => json!({"name": "a-token", "scope": "read"}),
         "createWorkflow" => json!({"kind": "deploy"}),
         "createWebhook" => {
@@ -187,6 +189,8 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
         job: job["id"].as_str().unwrap().to_owned(),
         token: token["token"]["id"].as_str().unwrap().to_owned(),
         workflow: nuon_core::WorkflowId::generate().to_string(),
+        // Org B has no release (nothing is built): any id is someone else's.
+        release: nuon_core::ReleaseId::generate().to_string(),
         secrets: vec![
             "b-app".into(),
             inst["install"]["app_id"].as_str().unwrap().into(),
@@ -233,6 +237,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                     "{id}" if path.starts_with("/v1/workflows") => &b.workflow,
                     "{id}" if path.starts_with("/v1/webhooks") => &b.webhook,
                     "{name}" if path.starts_with("/v1/install-groups") => "b-group",
+                    "{id}" if path.starts_with("/v1/releases") => &b.release,
                     "{version}" => "1",
                     "{component}" => "app",
                     s if s.starts_with('{') => panic!("no value known for {s} in {path}: add one"),

@@ -16,6 +16,28 @@ use crate::{CliError, Global, client, print_json};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ReleasesCommand {
+    /// Freeze a release: a config version of the app (default: the
+    /// latest) and the newest successful build of each of its components
+    /// and its sandbox. Refused while one has none.
+    Create {
+        /// The app, by name or id.
+        #[arg(long)]
+        app: String,
+        /// The config version (default: the latest).
+        #[arg(long = "config", value_name = "VERSION")]
+        config: Option<u32>,
+    },
+    /// List the org's releases, newest first.
+    List {
+        /// Only this app's.
+        #[arg(long)]
+        app: Option<String>,
+    },
+    /// Show one release: its config version and each component's artifact.
+    Get {
+        /// The release's id.
+        release: String,
+    },
     /// Export an app's newest builds as an OCI image layout directory.
     Export {
         /// The app, by name or id.
@@ -31,12 +53,69 @@ pub(crate) enum ReleasesCommand {
     },
 }
 
+/// A release, for people.
+fn show(r: &nuon_core::wire::ReleaseInfo) {
+    outln!("id:       {}", r.id);
+    outln!(
+        "app:      {} (config v{})",
+        r.app_name.clone().unwrap_or_else(|| r.app_id.to_string()),
+        r.config_version
+    );
+    outln!("created:  {}", crate::fmt_time(Some(r.created_at_ms)));
+    for (component, a) in &r.builds {
+        outln!("build:    {component}: {}@{}", a.repo, a.digest);
+    }
+}
+
 pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8, CliError> {
-    let ReleasesCommand::Export {
-        app,
-        vendor_store,
-        out,
-    } = command;
+    let (app, vendor_store, out) = match command {
+        ReleasesCommand::Export {
+            app,
+            vendor_store,
+            out,
+        } => (app, vendor_store, out),
+        ReleasesCommand::Create { app, config } => {
+            let r = client(g)?.create_release(app, *config).await?;
+            if g.json {
+                print_json(&r)?;
+            } else {
+                show(&r);
+            }
+            return Ok(0);
+        }
+        ReleasesCommand::Get { release } => {
+            let r = client(g)?.get_release(release).await?;
+            if g.json {
+                print_json(&r)?;
+            } else {
+                show(&r);
+            }
+            return Ok(0);
+        }
+        ReleasesCommand::List { app } => {
+            let list = client(g)?.list_releases(app.as_deref()).await?;
+            if g.json {
+                print_json(&list)?;
+            } else {
+                crate::table(
+                    &["ID", "APP", "CONFIG", "COMPONENTS", "CREATED"],
+                    list.releases
+                        .into_iter()
+                        .map(|r| {
+                            vec![
+                                r.id.to_string(),
+                                r.app_name.unwrap_or_else(|| r.app_id.to_string()),
+                                format!("v{}", r.config_version),
+                                r.builds.len().to_string(),
+                                crate::fmt_time(Some(r.created_at_ms)),
+                            ]
+                        })
+                        .collect(),
+                );
+            }
+            return Ok(0);
+        }
+    };
     let client = client(g)?;
     let config = client.get_config(app, None).await?;
     let builds = client.list_builds(app).await?.builds;

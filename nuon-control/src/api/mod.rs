@@ -9,6 +9,7 @@ mod groups;
 mod health;
 mod ops;
 mod orgs;
+mod releases;
 mod runner;
 mod session;
 mod stack;
@@ -669,6 +670,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(toggles::ops());
     ops.extend(drift::ops());
     ops.extend(groups::ops());
+    ops.extend(releases::ops());
     ops.extend(health::ops());
     ops.extend(ops::ops());
     ops.extend(stack::ops());

@@ -637,7 +637,7 @@ impl Engine {
 
     /// The artifact of the newest successful build of each component (and
     /// `sandbox`) of a config version.
-    async fn latest_builds(
+    pub(crate) async fn latest_builds(
         &self,
         org: &OrgId,
         app: &AppId,

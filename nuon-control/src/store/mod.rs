@@ -32,6 +32,7 @@ mod orgs;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queue;
+mod releases;
 mod rows;
 mod runners;
 mod sealing;
@@ -64,6 +65,7 @@ pub use orgs::{ApiPrincipal, NewOrg, OrgStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{NOTIFY_GAP, PostgresStore};
 pub use queue::{Claimed, QueueStore};
+pub use releases::ReleaseStore;
 pub use runners::{RunnerPrincipal, RunnerStore};
 pub use sealing::{SealedColumn, SealingStore};
 pub use sqlite::SqliteStore;
@@ -76,8 +78,8 @@ pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
 pub mod prelude {
     pub use super::{
         AppStore, AuditStore, BuildStore, InstallStore, JobStore, LabelStore, MaintenanceStore,
-        OrgStore, QueueStore, RunnerStore, SealingStore, StateStore, Store, WebhookStore,
-        WorkflowStore,
+        OrgStore, QueueStore, ReleaseStore, RunnerStore, SealingStore, StateStore, Store,
+        WebhookStore, WorkflowStore,
     };
 }
 
@@ -125,6 +127,7 @@ pub trait Store:
     + AppStore
     + InstallStore
     + LabelStore
+    + ReleaseStore
     + RunnerStore
     + JobStore
     + QueueStore
@@ -143,6 +146,7 @@ impl<T> Store for T where
         + AppStore
         + InstallStore
         + LabelStore
+        + ReleaseStore
         + RunnerStore
         + JobStore
         + QueueStore

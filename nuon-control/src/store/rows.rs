@@ -329,6 +329,20 @@ impl Record for BuildInfo {
     }
 }
 
+impl Record for nuon_core::wire::ReleaseInfo {
+    const COLUMNS: &'static str = "id, app_id, config_version, builds, created_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(nuon_core::wire::ReleaseInfo {
+            id: r.id(0)?,
+            app_id: r.id(1)?,
+            app_name: None,
+            config_version: r.u32(2)?,
+            builds: serde_json::from_str(&r.text(3)?).map_err(corrupt)?,
+            created_at_ms: r.int(4)?,
+        })
+    }
+}
+
 impl Record for JobInfo {
     const COLUMNS: &'static str = "id, runner_id, kind, payload, status, attempts, max_attempts, \
          timeout_secs, cancel_requested, exit_code, reason, outputs, created_at, started_at, \

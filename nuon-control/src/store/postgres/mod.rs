@@ -27,6 +27,7 @@ mod labels;
 mod maintenance;
 mod orgs;
 mod queue;
+mod releases;
 mod runners;
 mod schema;
 mod sealing;

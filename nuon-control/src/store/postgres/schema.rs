@@ -306,6 +306,20 @@ CREATE TABLE install_groups (
 );
 "#,
     ),
+    (
+        12,
+        r#"
+CREATE TABLE releases (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    config_version BIGINT NOT NULL,
+    builds TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX releases_app ON releases (org_id, app_id, created_at);
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -109,6 +109,15 @@ CREATE TABLE IF NOT EXISTS installs (
     labels TEXT,
     UNIQUE (org_id, name)
 );
+CREATE TABLE IF NOT EXISTS releases (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL REFERENCES apps(id),
+    config_version INTEGER NOT NULL,
+    builds TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS releases_app ON releases (org_id, app_id, created_at);
 CREATE TABLE IF NOT EXISTS install_groups (
     org_id TEXT NOT NULL REFERENCES orgs(id),
     name TEXT NOT NULL,

@@ -259,6 +259,33 @@ conformance! {
         assert!(f.store.delete_group(&f.org, "eu").await.unwrap());
         assert!(!f.store.delete_group(&f.org, "eu").await.unwrap());
         assert_eq!(f.store.list_groups(&other).await.unwrap().len(), 1);
+
+        // Releases: kept whole, listed newest first, each org its own.
+        let release = |version: u32, at: i64| nuon_core::wire::ReleaseInfo {
+            id: nuon_core::ReleaseId::generate(),
+            app_id: app.id.clone(),
+            app_name: None,
+            config_version: version,
+            builds: [(
+                "box".to_owned(),
+                nuon_core::ArtifactRef {
+                    repo: "app/box".into(),
+                    digest: nuon_core::artifact::Digest::of(format!("v{version}").as_bytes()),
+                    size: Some(2),
+                },
+            )]
+            .into(),
+            created_at_ms: at,
+        };
+        let (r1, r2) = (release(1, 1_000), release(2, 2_000));
+        f.store.create_release(&f.org, &r1).await.unwrap();
+        f.store.create_release(&f.org, &r2).await.unwrap();
+        let listed = f.store.list_releases(&f.org, Some(&app.id)).await.unwrap();
+        assert_eq!(listed, [r2.clone(), r1.clone()]);
+        assert_eq!(f.store.list_releases(&f.org, None).await.unwrap().len(), 2);
+        assert_eq!(f.store.get_release(&f.org, &r1.id).await.unwrap(), Some(r1.clone()));
+        assert_eq!(f.store.get_release(&other, &r1.id).await.unwrap(), None);
+        assert!(f.store.list_releases(&other, None).await.unwrap().is_empty());
     }
 }
 
