@@ -99,13 +99,18 @@ fn throughput() -> Result<f64> {
         procs.push(runner(&cp, &token, 4)?);
         names.push(name);
     }
-    let n = 2000;
-    // Queue everything first, concurrently, then measure the drain.
+    drain_rate(&client, &names, 2000)
+}
+
+/// Queues `n` `true` jobs round-robin on `runners` (all at once,
+/// concurrently), waits for them, and gives the rate from the server's own
+/// timestamps: first claim to last completion.
+fn drain_rate(client: &ControlClient, runners: &[String], n: usize) -> Result<f64> {
     let ids: Vec<JobId> = rt().block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for i in 0..n {
             let c = client.clone();
-            let r = names[i % 4].clone();
+            let r = runners[i % runners.len()].clone();
             set.spawn(async move {
                 c.create_job(&CreateJob {
                     runner: r,
@@ -125,11 +130,10 @@ fn throughput() -> Result<f64> {
         }
         Ok::<_, anyhow::Error>(ids)
     })?;
-    // Measured from the server's own timestamps: first claim to last completion.
     let mut first_start = i64::MAX;
     let mut last_finish = 0;
     for id in &ids {
-        let job = wait_job(&client, id, Duration::from_secs(300))?;
+        let job = wait_job(client, id, Duration::from_secs(600))?;
         anyhow::ensure!(job.status == nuon_core::JobStatus::Succeeded, "{job:?}");
         first_start = first_start.min(job.started_at_ms.context("started")?);
         last_finish = last_finish.max(job.finished_at_ms.context("finished")?);
@@ -952,38 +956,7 @@ fn containers(n: usize) -> Result<Vec<(String, String)>> {
             wait_job(&client, &id, Duration::from_secs(60))?;
         }
         let jobs = if container { 400 } else { 2000 };
-        let ids: Vec<JobId> = rt().block_on(async {
-            let mut set = tokio::task::JoinSet::new();
-            for i in 0..jobs {
-                let c = client.clone();
-                let r = names[i % 4].clone();
-                set.spawn(async move {
-                    c.create_job(&CreateJob {
-                        runner: r,
-                        kind: "exec".into(),
-                        payload: serde_json::json!({"command": "true"}),
-                        timeout_secs: Some(600),
-                        max_attempts: Some(1),
-                        sandbox: None,
-                    })
-                    .await
-                    .map(|j| j.id)
-                });
-            }
-            let mut ids = Vec::new();
-            while let Some(r) = set.join_next().await {
-                ids.push(r??);
-            }
-            Ok::<_, anyhow::Error>(ids)
-        })?;
-        let (mut first_start, mut last_finish) = (i64::MAX, 0);
-        for id in &ids {
-            let job = wait_job(&client, id, Duration::from_secs(600))?;
-            anyhow::ensure!(job.status == nuon_core::JobStatus::Succeeded, "{job:?}");
-            first_start = first_start.min(job.started_at_ms.context("started")?);
-            last_finish = last_finish.max(job.finished_at_ms.context("finished")?);
-        }
-        let rate = jobs as f64 / ((last_finish - first_start) as f64 / 1000.0);
+        let rate = drain_rate(&client, &names, jobs)?;
         rows.push((
             format!(
                 "trivial jobs (`true`), 4 runners × 4 slots, {what}, first claim → last completion"

@@ -94,8 +94,9 @@ pub struct JobSandbox {
     /// Most processes and threads at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<u64>,
-    /// Whether the job may open network connections. Unset: yes, unless
-    /// the runner's policy denies its kind (`--exec-network off`).
+    /// Whether the job may open network connections (unset: yes). The
+    /// runner's policy wins: `--exec-network off` denies it to commands
+    /// whatever they ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
 }

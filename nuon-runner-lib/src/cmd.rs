@@ -236,9 +236,10 @@ pub struct IsolationArgs {
     /// sets one.
     #[arg(long, env = "NUON_RUNNER_JOB_PIDS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub job_pids: u64,
-    /// Whether `exec` jobs (actions, commands) may use the network when
-    /// they do not say: `on` or `off`. Other kinds need it (Terraform's
-    /// providers and state, Helm and kubectl talk to their APIs).
+    /// Whether `exec` jobs (actions, commands) may use the network: `on`
+    /// (unless a job says it needs none) or `off` (never, whatever a job
+    /// asks). Other kinds need it (Terraform's providers and state, Helm
+    /// and kubectl talk to their APIs).
     #[arg(long, env = "NUON_RUNNER_EXEC_NETWORK", default_value = "on", value_parser = ["on", "off"])]
     pub exec_network: String,
     /// The most disk the unpacked tool images may take; the least recently
@@ -292,6 +293,7 @@ impl IsolationArgs {
         source: Option<Arc<dyn nuon_core::artifact::ArtifactStore>>,
         work_dir: &std::path::Path,
     ) -> nuon_plugins::oci::image::RootfsCache {
+        let work_dir = std::path::absolute(work_dir).unwrap_or_else(|_| work_dir.to_owned());
         nuon_plugins::oci::image::RootfsCache::new(
             store,
             work_dir.join("containers").join("images"),

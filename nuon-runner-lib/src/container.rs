@@ -47,8 +47,8 @@ pub struct ContainerOptions {
     pub default_image: Option<ImageRef>,
     /// Limits of jobs that set none.
     pub limits: Limits,
-    /// Whether `exec` jobs (actions, commands) may use the network when they
-    /// do not say (`--exec-network`).
+    /// Whether `exec` jobs (actions, commands) may use the network at all
+    /// (`--exec-network`).
     pub exec_network: bool,
 }
 
@@ -132,6 +132,10 @@ impl ContainerRuntime {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
+        // Absolute: runc, overlayfs and the watchdog take these paths
+        // whatever their working directory.
+        let work_dir = std::path::absolute(work_dir)
+            .map_err(|e| format!("cannot resolve {}: {e}", work_dir.display()))?;
         let base = work_dir.join("containers");
         let state_dir = base.join("state");
         let bundles_dir = base.join("bundles");

@@ -291,7 +291,12 @@ impl Runner {
         }
         let work_dir = config.work_dir.clone();
         let spool_dir = work_dir.join("spool");
-        let jobs_dir = work_dir.join("jobs");
+        let mut jobs_dir = work_dir.join("jobs");
+        if matches!(config.isolation, Isolation::Container(_)) {
+            // A job's work directory is mounted at its own path in its
+            // containers: that path must be absolute.
+            jobs_dir = std::path::absolute(&jobs_dir).map_err(io_err("resolve", &jobs_dir))?;
+        }
         for dir in [&work_dir, &spool_dir, &jobs_dir] {
             private_dir(dir, config.strict_permissions)?;
         }
@@ -907,9 +912,15 @@ impl JobRun {
             }
         };
         let limits = rt.options.limits.for_job(&spec.sandbox);
-        let network = spec.sandbox.network.unwrap_or(
-            spec.kind != <nuon_core::ExecJob as nuon_core::Job>::KIND || rt.options.exec_network,
-        );
+        // The customer's policy wins over what the job asks for.
+        let allowed =
+            spec.kind != <nuon_core::ExecJob as nuon_core::Job>::KIND || rt.options.exec_network;
+        if spec.sandbox.network == Some(true) && !allowed {
+            spool.system(
+                "the job asks for the network; this runner's policy denies it to commands (--exec-network off)",
+            );
+        }
+        let network = allowed && spec.sandbox.network.unwrap_or(true);
         spool.system(&format!(
             "in containers of {image}{}: memory {} MiB, {} CPU, {} processes, network {}",
             match (root.synced, root.unpacked) {

@@ -360,23 +360,30 @@ fn out_of_memory_is_the_reason_and_a_fork_bomb_stops_at_the_pids_limit() {
     assert!(log.contains("after"), "{log}");
 }
 
+/// A command asking the control plane's Runner API for anything: its
+/// first answer line (`HTTP/1.1 ...`) when it gets through, then `done`.
+/// The request's side stays open a while, or the server drops a
+/// half-closed connection before it answers.
+fn http_probe(cp: &ControlPlane) -> String {
+    let addr = cp
+        .runner_url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let (host, port) = addr.split_once(':').unwrap();
+    format!(
+        "(printf 'GET /v1/runner/claim HTTP/1.0\\r\\n\\r\\n'; sleep 2) | nc -w 5 {host} {port} > answer 2>&1; echo nc=$?; head -1 answer; echo done"
+    )
+}
+
 #[test]
 fn a_job_with_the_network_denied_cannot_reach_the_control_plane() {
     if !can_run_containers() {
         return;
     }
     let b = Boxes::start(&[]);
-    let addr =
-        b.cp.runner_url
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
-    let (host, port) = addr.split_once(':').unwrap();
-    let probe = format!(
-        "(printf 'GET /v1/runner/claim HTTP/1.0\\r\\n\\r\\n'; sleep 2) | nc -w 5 {host} {port} > answer 2>&1; echo nc=$?; head -1 answer; echo done"
-    );
-    // Allowed: the control plane answers (an HTTP error is an answer; the
-    // request's side stays open, or the server drops a half-closed one).
+    let probe = http_probe(&b.cp);
+    // Allowed: the control plane answers (an HTTP error is an answer).
     let (job, log) = b.run("boxed", &probe, serde_json::json!({"network": true}));
     assert_eq!(job.status, JobStatus::Succeeded, "{log}");
     assert!(
@@ -391,6 +398,15 @@ fn a_job_with_the_network_denied_cannot_reach_the_control_plane() {
         "with the network off, nothing answers:\n{log}"
     );
     assert!(log.contains("network off"), "{log}");
+
+    // The customer's policy wins: with --exec-network off, a command gets
+    // no network even when it asks for it.
+    let strict = Boxes::start(&["--exec-network", "off"]);
+    let probe = http_probe(&strict.cp);
+    let (job, log) = strict.run("boxed", &probe, serde_json::json!({"network": true}));
+    assert_eq!(job.status, JobStatus::Succeeded, "{log}");
+    assert!(!log.contains("HTTP/1.") && log.contains("done"), "{log}");
+    assert!(log.contains("policy denies it"), "{log}");
 }
 
 #[test]

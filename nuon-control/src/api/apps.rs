@@ -732,19 +732,27 @@ pub(super) async fn with_app_name(
     Ok(install)
 }
 
+/// The names of the org's apps, by id (read once for a list).
+pub(super) async fn app_names(
+    state: &SharedState,
+    auth: &ApiAuth,
+) -> Result<BTreeMap<nuon_core::AppId, String>, Error> {
+    Ok(state
+        .store
+        .list_apps(&auth.0.org_id)
+        .await?
+        .into_iter()
+        .map(|a| (a.id, a.name))
+        .collect())
+}
+
 /// Installs with their apps' names (the org's apps read once).
 async fn named(
     state: &SharedState,
     auth: &ApiAuth,
     mut installs: Vec<InstallInfo>,
 ) -> Result<Vec<InstallInfo>, Error> {
-    let apps: BTreeMap<_, _> = state
-        .store
-        .list_apps(&auth.0.org_id)
-        .await?
-        .into_iter()
-        .map(|a| (a.id, a.name))
-        .collect();
+    let apps = app_names(state, auth).await?;
     for i in &mut installs {
         i.app_name = apps.get(&i.app_id).cloned();
     }

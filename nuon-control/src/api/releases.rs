@@ -11,7 +11,7 @@ use nuon_core::wire::{CreateRelease, ReleaseInfo, ReleaseList, routes};
 use nuon_core::{ReleaseId, now_ms};
 use serde::Deserialize;
 
-use super::apps::{app_of, decode_config};
+use super::apps::{app_names, app_of, decode_config};
 use super::control::require_admin;
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
@@ -105,13 +105,7 @@ async fn named(
     auth: &ApiAuth,
     mut releases: Vec<ReleaseInfo>,
 ) -> Result<Vec<ReleaseInfo>, Error> {
-    let apps: std::collections::BTreeMap<_, _> = state
-        .store
-        .list_apps(&auth.0.org_id)
-        .await?
-        .into_iter()
-        .map(|a| (a.id, a.name))
-        .collect();
+    let apps = app_names(state, auth).await?;
     for r in &mut releases {
         r.app_name = apps.get(&r.app_id).cloned();
     }
