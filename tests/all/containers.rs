@@ -746,3 +746,58 @@ fn a_job_image_named_by_the_app_is_built_into_the_vendors_store_and_synced_by_di
         "{text}"
     );
 }
+
+#[test]
+fn a_runner_with_a_relative_work_dir_runs_jobs_in_containers() {
+    if !can_run_containers() {
+        return;
+    }
+    let cp = ControlPlane::start("10s").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // As an operator would start it: from its own directory, with the
+    // default kind of path.
+    let image = tool_image(&tmp.path().join("data/store"), &["--tag", "1"]);
+    let token = cp.create_runner("rel").unwrap();
+    let log = std::fs::File::create(tmp.path().join("runner.log")).unwrap();
+    let child = Command::new(bin("nuon-runner"))
+        .current_dir(tmp.path())
+        .args(["run", "--api", &cp.runner_url, "--token", &token])
+        .args(["--signing-key", &cp.signing_key, "--work-dir", "data"])
+        .args(["--isolation", "container", "--job-image", &image])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _runner = Kill(child);
+    let job = rt()
+        .block_on(cp.client().create_job(&CreateJob {
+            runner: "rel".into(),
+            kind: "exec".into(),
+            payload: serde_json::json!({"command": "sh", "args": ["-c", "echo inside > out; cat out"]}),
+            timeout_secs: Some(60),
+            max_attempts: Some(1),
+            sandbox: None,
+        }))
+        .unwrap();
+    let done = wait_job(&cp.client(), &job.id, Duration::from_secs(60)).unwrap();
+    let lines: Vec<String> = all_logs(&cp.client(), &job.id)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
+    assert_eq!(
+        done.status,
+        JobStatus::Succeeded,
+        "{lines:?}\n{}",
+        std::fs::read_to_string(tmp.path().join("runner.log")).unwrap_or_default()
+    );
+    assert!(lines.iter().any(|l| l == "inside"), "{lines:?}");
+}
