@@ -37,10 +37,13 @@ pub fn check_key(key: &str) -> Result<(), String> {
         let ok = !p.is_empty()
             && p.len() <= 253
             && p.split('.').all(|part| {
-                !part.is_empty()
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                let b = part.as_bytes();
+                !b.is_empty()
+                    && b.len() <= 63
+                    && b[0].is_ascii_alphanumeric()
+                    && b[b.len() - 1].is_ascii_alphanumeric()
+                    && b.iter()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
             });
         if !ok {
             return Err(format!(
@@ -174,13 +177,13 @@ fn split_top(text: &str) -> Result<Vec<&str>, String> {
     Ok(out)
 }
 
-fn set_of(key: &str, rest: &str, whole: &str) -> Result<Vec<String>, String> {
+fn set_of(key: &str, op: &str, rest: &str, whole: &str) -> Result<Vec<String>, String> {
     let inner = rest
         .trim()
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
         .ok_or_else(|| {
-            format!("selector {whole:?}: after `{key} in` comes a list in parentheses, as in `{key} in (a,b)`")
+            format!("selector {whole:?}: after `{key} {op}` comes a list in parentheses, as in `{key} {op} (a,b)`")
         })?;
     let values: Vec<String> = inner.split(',').map(|v| v.trim().to_owned()).collect();
     for v in &values {
@@ -204,34 +207,39 @@ impl FromStr for Selector {
                     "selector {text:?}: an empty requirement between commas"
                 ));
             }
-            let words: Vec<&str> = p.splitn(2, char::is_whitespace).collect();
-            let req = if let [key, rest] = words[..]
-                && let Some(set) = rest.trim().strip_prefix("notin")
-            {
-                check_key(key)?;
-                Requirement::NotIn(key.into(), set_of(key, set, text)?)
-            } else if let [key, rest] = words[..]
-                && let Some(set) = rest.trim().strip_prefix("in")
-            {
-                check_key(key)?;
-                Requirement::In(key.into(), set_of(key, set, text)?)
-            } else if let Some((k, v)) = p.split_once("!=") {
+            let in_selector = |e: String| {
+                format!(
+                    "selector {text:?}: {e} (requirements are k=v, k!=v, k in (a,b), k notin (a,b), k or !k)"
+                )
+            };
+            // `KEY in (..)` / `KEY notin (..)`: the operator a word of its own.
+            let set_op = |op: &str| -> Option<(&str, &str)> {
+                let (key, rest) = p.split_once(char::is_whitespace)?;
+                let after = rest.trim_start().strip_prefix(op)?;
+                (after.is_empty() || after.starts_with([' ', '\t', '('])).then_some((key, after))
+            };
+            // A key never holds '=', so any '=' makes an equality.
+            let req = if let Some((k, v)) = p.split_once("!=") {
                 let (k, v) = (k.trim(), v.trim());
-                check_key(k)?;
-                check_value(k, v)?;
+                check_key(k).map_err(in_selector)?;
+                check_value(k, v).map_err(in_selector)?;
                 Requirement::NotEquals(k.into(), v.into())
             } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
                 let (k, v) = (k.trim(), v.trim());
-                check_key(k)?;
-                check_value(k, v)?;
+                check_key(k).map_err(in_selector)?;
+                check_value(k, v).map_err(in_selector)?;
                 Requirement::Equals(k.into(), v.into())
+            } else if let Some((key, set)) = set_op("notin") {
+                check_key(key).map_err(in_selector)?;
+                Requirement::NotIn(key.into(), set_of(key, "notin", set, text)?)
+            } else if let Some((key, set)) = set_op("in") {
+                check_key(key).map_err(in_selector)?;
+                Requirement::In(key.into(), set_of(key, "in", set, text)?)
             } else if let Some(k) = p.strip_prefix('!') {
-                check_key(k.trim())?;
+                check_key(k.trim()).map_err(in_selector)?;
                 Requirement::Absent(k.trim().into())
             } else {
-                check_key(p).map_err(|e| {
-                    format!("selector {text:?}: {e} (requirements are k=v, k!=v, k in (a,b), k notin (a,b), k or !k)")
-                })?;
+                check_key(p).map_err(in_selector)?;
                 Requirement::Exists(p.into())
             };
             reqs.push(req);
@@ -287,6 +295,10 @@ mod tests {
             ("region", [true, true, false]),
             ("!region", [false, false, true]),
             ("region=eu, tier in (prod,trial)", [true, true, false]),
+            // A value may start with `in`; a key may hold `in`.
+            ("tier= internal", [false, false, false]),
+            ("tier!= inactive", [true, true, true]),
+            ("tier in(prod)", [true, false, false]),
         ];
         for (text, want) in cases {
             let s: Selector = text.parse().unwrap();
@@ -306,6 +318,9 @@ mod tests {
             ("a,,b", "empty requirement"),
             ("-bad", "name must be"),
             ("Ex.com/x=1", "DNS subdomain"),
+            ("-a.com/x=1", "DNS subdomain"),
+            ("a-.b/x=1", "DNS subdomain"),
+            ("tier notin prod", "after `tier notin`"),
         ] {
             let err = text.parse::<Selector>().err().unwrap_or_default();
             if text == "tier=" {

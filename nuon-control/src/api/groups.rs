@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, patch, post};
-use nuon_core::labels::{Labels, Selector, check_key, check_labels};
+use nuon_core::labels::{Selector, check_key, check_labels};
 use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, InstallInfo, LabelChange, routes};
 use serde::Deserialize;
 
@@ -47,6 +47,9 @@ pub(super) fn selector_of(text: &str) -> Result<Selector, Error> {
         .map_err(|e: String| Error::api(StatusCode::BAD_REQUEST, "invalid_selector", e))
 }
 
+/// The most labels an install has.
+const MAX_LABELS: usize = 64;
+
 fn bad_labels(e: String) -> Error {
     Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e)
 }
@@ -67,16 +70,23 @@ async fn set_labels(
             )));
         }
     }
-    let mut labels: Labels = install.labels.clone();
-    labels.extend(req.set.clone());
-    for k in &req.remove {
-        labels.remove(k);
-    }
-    check_labels(&labels).map_err(bad_labels)?;
-    state
+    // What is set is checked here; the change itself is one step in the
+    // store, so two at once both count.
+    check_labels(&req.set).map_err(bad_labels)?;
+    let labels = state
         .store
-        .set_install_labels(&auth.0.org_id, &install.id, &labels)
-        .await?;
+        .change_install_labels(
+            &auth.0.org_id,
+            &install.id,
+            &req.set,
+            &req.remove,
+            MAX_LABELS,
+        )
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::Invalid(m) => bad_labels(m),
+            other => other.into(),
+        })?;
     let updated = StoredInstall { labels, ..install };
     Ok(Json(
         with_app_name(&state, &auth, install_info(updated)?).await?,
@@ -85,12 +95,19 @@ async fn set_labels(
 
 /// A group with the names of the installs it selects, out of `installs`.
 fn group_info(g: StoredGroup, installs: &[StoredInstall]) -> GroupInfo {
-    // Stored selectors were checked when the group was made.
-    let selector: Selector = g.selector.parse().unwrap_or_default();
+    // Stored selectors were checked when the group was made; one that no
+    // longer parses selects nobody, never everybody.
+    let selector: Option<Selector> = match g.selector.parse() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(group = %g.name, error = %e, "a stored group selector does not parse; it selects no install");
+            None
+        }
+    };
     GroupInfo {
         installs: installs
             .iter()
-            .filter(|i| selector.matches(&i.labels))
+            .filter(|i| selector.as_ref().is_some_and(|s| s.matches(&i.labels)))
             .map(|i| i.name.clone())
             .collect(),
         name: g.name,
@@ -119,7 +136,7 @@ async fn create_group(
     Body(req): Body<CreateGroup>,
 ) -> Result<(StatusCode, Json<GroupInfo>), Error> {
     require_admin(&auth)?;
-    if !valid_name(&req.name) {
+    if !valid_name(&req.name) || req.name.chars().all(|c| c == '.') {
         return Err(Error::bad_request(format!(
             "invalid group name {:?}: use 1 to 64 letters, digits, '-', '_' or '.'",
             req.name.chars().take(80).collect::<String>()

@@ -70,15 +70,29 @@ async fn create_release(
         .map(String::as_str)
         .collect();
     if !unbuilt.is_empty() {
+        let latest = state
+            .store
+            .get_config(org, &app.id, None)
+            .await?
+            .map(|c| c.version);
+        // Builds are made of the latest version only.
+        let fix = if latest == Some(version.version) {
+            format!("run `nuon builds create --app {} --wait` first", app.name)
+        } else {
+            format!(
+                "builds are made of the latest config version only (v{}): release that one, or sync v{}'s files again so that they become the latest",
+                latest.unwrap_or_default(),
+                version.version
+            )
+        };
         return Err(Error::api(
             StatusCode::CONFLICT,
             "not_built",
             format!(
-                "a release needs a successful build of every component: config version {} of app {:?} has none of {}; run `nuon builds create --app {} --wait` first",
+                "a release needs a successful build of every component: config version {} of app {:?} has none of {}; {fix}",
                 version.version,
                 app.name,
                 unbuilt.join(", "),
-                app.name
             ),
         ));
     }

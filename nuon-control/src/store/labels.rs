@@ -16,13 +16,18 @@ pub struct StoredGroup {
 /// Install labels and groups.
 #[async_trait]
 pub trait LabelStore: Send + Sync {
-    /// Replaces an install's labels.
-    async fn set_install_labels(
+    /// Changes an install's labels in one step: `set` added or replaced,
+    /// then `remove` removed, so that two changes at once both count. The
+    /// labels it has after; refused (`Invalid`) when they would be more
+    /// than `max`.
+    async fn change_install_labels(
         &self,
         org: &OrgId,
         id: &InstallId,
-        labels: &nuon_core::labels::Labels,
-    ) -> Result<()>;
+        set: &nuon_core::labels::Labels,
+        remove: &[String],
+        max: usize,
+    ) -> Result<nuon_core::labels::Labels>;
 
     /// Stores a group of installs: a name unique in the org and a label
     /// selector (a conflict when the name is taken).

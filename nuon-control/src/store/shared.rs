@@ -36,6 +36,31 @@ pub(super) struct JobRow {
 }
 
 /// A stored value the store cannot make sense of.
+/// An install's labels after a change (`set`, then `remove`), or why the
+/// change is refused: the same in every store.
+pub(super) fn changed_labels(
+    stored: Option<String>,
+    set: &nuon_core::labels::Labels,
+    remove: &[String],
+    max: usize,
+) -> Result<nuon_core::labels::Labels> {
+    let mut labels: nuon_core::labels::Labels = match stored {
+        Some(t) => serde_json::from_str(&t).map_err(corrupt)?,
+        None => Default::default(),
+    };
+    labels.extend(set.clone());
+    for k in remove {
+        labels.remove(k);
+    }
+    if labels.len() > max {
+        return Err(StoreError::Invalid(format!(
+            "an install has at most {max} labels; this change would make {}",
+            labels.len()
+        )));
+    }
+    Ok(labels)
+}
+
 pub(super) fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Database(what.to_string().into())
 }

@@ -1580,16 +1580,38 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
             }
         }
     }
-    let mut label_strings = Vec::new();
-    let labels = r.str_map(d, "labels", &mut label_strings);
-    for (k, v) in &labels {
-        let checked = crate::labels::check_key(k).and_then(|()| crate::labels::check_value(k, v));
-        if let Err(e) = checked {
-            let span = label_strings
-                .iter()
-                .find(|l| &l.text == v)
-                .map_or(0..0, |l| l.span.clone());
-            d.push(r.file.at(&span, e));
+    // Nuon keeps any string; a label that cannot select here (selectors
+    // take Kubernetes' rules) is left out with a warning, not an error.
+    let mut labels = BTreeMap::new();
+    if let Some(t) = r.table(d, "labels") {
+        for (key, val) in t.entries() {
+            let toml::de::DeValue::String(v) = val.get_ref() else {
+                d.push(
+                    r.file
+                        .at(&val.span(), format!("labels.{} must be a string", key.text)),
+                );
+                continue;
+            };
+            let checked = crate::labels::check_key(&key.text)
+                .and_then(|()| crate::labels::check_value(&key.text, v));
+            match checked {
+                Ok(()) if labels.len() < 64 => {
+                    labels.insert(key.text.clone(), v.to_string());
+                }
+                Ok(()) => d.push(r.file.warn(
+                    &key.span,
+                    format!(
+                        "label {:?} is left out: an install has at most 64 labels",
+                        key.text
+                    ),
+                )),
+                Err(e) => d.push(r.file.warn(
+                    &key.span,
+                    format!(
+                        "{e}: the label is left out (groups and rollouts could not select by it)"
+                    ),
+                )),
+            }
         }
     }
     r.finish(

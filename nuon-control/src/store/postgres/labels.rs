@@ -5,24 +5,39 @@ use crate::store::{LabelStore, StoredGroup};
 
 #[async_trait]
 impl LabelStore for PostgresStore {
-    async fn set_install_labels(
+    async fn change_install_labels(
         &self,
         org: &OrgId,
         id: &InstallId,
-        labels: &nuon_core::labels::Labels,
-    ) -> Result<()> {
-        let text = serde_json::to_string(labels).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let done = sqlx::query("UPDATE installs SET labels = $3 WHERE id = $1 AND org_id = $2")
+        set: &nuon_core::labels::Labels,
+        remove: &[String],
+        max: usize,
+    ) -> Result<nuon_core::labels::Labels> {
+        let mut tx = self.begin().await?;
+        // The row locked: a change at the same time waits for this one.
+        let row =
+            sqlx::query("SELECT labels FROM installs WHERE id = $1 AND org_id = $2 FOR UPDATE")
+                .bind(id.as_str())
+                .bind(org.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+        let Some(row) = row else {
+            return Err(StoreError::Invalid(format!("no install {id}")));
+        };
+        let stored: Option<String> = get(&row, 0)?;
+        let labels = crate::store::shared::changed_labels(stored, set, remove, max)?;
+        let text =
+            serde_json::to_string(&labels).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        sqlx::query("UPDATE installs SET labels = $3 WHERE id = $1 AND org_id = $2")
             .bind(id.as_str())
             .bind(org.as_str())
             .bind(text)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db)?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::Invalid(format!("no install {id}")));
-        }
-        Ok(())
+        tx.commit().await.map_err(db)?;
+        Ok(labels)
     }
 
     async fn create_group(&self, org: &OrgId, name: &str, selector: &str) -> Result<StoredGroup> {

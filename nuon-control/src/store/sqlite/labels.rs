@@ -5,25 +5,38 @@ use crate::store::{LabelStore, StoredGroup};
 
 #[async_trait]
 impl LabelStore for SqliteStore {
-    async fn set_install_labels(
+    async fn change_install_labels(
         &self,
         org: &OrgId,
         id: &InstallId,
-        labels: &nuon_core::labels::Labels,
-    ) -> Result<()> {
-        let (org, id) = (org.clone(), id.clone());
-        let text = serde_json::to_string(labels).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        set: &nuon_core::labels::Labels,
+        remove: &[String],
+        max: usize,
+    ) -> Result<nuon_core::labels::Labels> {
+        let (org, id, set, remove) = (org.clone(), id.clone(), set.clone(), remove.to_vec());
+        // The writer thread runs one write at a time: read, change and
+        // write are one step.
         self.write(move |conn| {
-            let changed = conn
-                .execute(
-                    "UPDATE installs SET labels = ?3 WHERE id = ?1 AND org_id = ?2",
-                    params![id.as_str(), org.as_str(), text],
+            let stored: Option<Option<String>> = conn
+                .query_row(
+                    "SELECT labels FROM installs WHERE id = ?1 AND org_id = ?2",
+                    params![id.as_str(), org.as_str()],
+                    |r| r.get(0),
                 )
+                .optional()
                 .map_err(db_err)?;
-            if changed == 0 {
+            let Some(stored) = stored else {
                 return Err(StoreError::Invalid(format!("no install {id}")));
-            }
-            Ok(())
+            };
+            let labels = crate::store::shared::changed_labels(stored, &set, &remove, max)?;
+            let text =
+                serde_json::to_string(&labels).map_err(|e| StoreError::Invalid(e.to_string()))?;
+            conn.execute(
+                "UPDATE installs SET labels = ?3 WHERE id = ?1 AND org_id = ?2",
+                params![id.as_str(), org.as_str(), text],
+            )
+            .map_err(db_err)?;
+            Ok(labels)
         })
         .await
     }

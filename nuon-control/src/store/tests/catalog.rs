@@ -242,10 +242,41 @@ conformance! {
         // Labels are kept with the install and replaced whole.
         assert_eq!(set.labels.get("tier").map(String::as_str), Some("prod"));
         let labels = [("tier".to_owned(), "trial".to_owned()), ("region".to_owned(), "eu".to_owned())].into();
-        f.store.set_install_labels(&f.org, &inst.id, &labels).await.unwrap();
-        let got = f.store.find_install(&f.org, "acme").await.unwrap().unwrap();
-        assert_eq!(got.labels, labels);
-        assert!(f.store.set_install_labels(&other, &inst.id, &labels).await.is_err());
+        let got = f
+            .store
+            .change_install_labels(&f.org, &inst.id, &labels, &[], 64)
+            .await
+            .unwrap();
+        assert_eq!(got, labels);
+        let after = f
+            .store
+            .change_install_labels(&f.org, &inst.id, &Default::default(), &["region".into()], 64)
+            .await
+            .unwrap();
+        assert_eq!(after, [("tier".to_owned(), "trial".to_owned())].into());
+        let found = f.store.find_install(&f.org, "acme").await.unwrap().unwrap();
+        assert_eq!(found.labels, after);
+        assert!(f.store.change_install_labels(&other, &inst.id, &labels, &[], 64).await.is_err());
+        let over = f
+            .store
+            .change_install_labels(&f.org, &inst.id, &labels, &[], 1)
+            .await
+            .unwrap_err();
+        assert!(over.to_string().contains("at most 1 labels"), "{over}");
+        // Many changes at once: none is lost.
+        let store = &*f.store;
+        let changes = (0..10).map(|i| {
+            let (org, id) = (&f.org, &inst.id);
+            async move {
+                let set = [(format!("k{i}"), "v".to_owned())].into();
+                store.change_install_labels(org, id, &set, &[], 64).await
+            }
+        });
+        for r in futures_util::future::join_all(changes).await {
+            r.unwrap();
+        }
+        let found = f.store.find_install(&f.org, "acme").await.unwrap().unwrap();
+        assert_eq!(found.labels.len(), 11, "{:?}", found.labels);
 
         // Groups: a name per org, listed by name, deleted once.
         let g = f.store.create_group(&f.org, "eu", "region=eu").await.unwrap();
