@@ -56,16 +56,7 @@ fn dispatch(runners: usize) -> Result<(f64, f64, f64)> {
         let token = cp.create_runner(&format!("r{i}"))?;
         procs.push(runner(&cp, &token, 1)?);
     }
-    // Let every runner settle into its long poll.
-    nuon_tests::wait_for("runners to connect", Duration::from_secs(60), || {
-        let list = rt().block_on(client.list_runners()).ok()?;
-        // The org's build runner is not started here.
-        list.runners
-            .iter()
-            .filter(|r| r.role == nuon_core::wire::RunnerRole::Generic)
-            .all(|r| r.last_seen_at_ms.is_some())
-            .then_some(())
-    })?;
+    connected(&client)?;
     std::thread::sleep(Duration::from_millis(500));
     let mut lat = Vec::new();
     for i in 0..200 {
@@ -85,6 +76,20 @@ fn dispatch(runners: usize) -> Result<(f64, f64, f64)> {
         percentile(&lat, 0.99),
         lat[lat.len() - 1],
     ))
+}
+
+/// Waits until every runner started (not the org's build runner, which no
+/// benchmark starts) has called the control plane.
+fn connected(client: &ControlClient) -> Result<()> {
+    nuon_tests::wait_for("runners to connect", Duration::from_secs(60), || {
+        let list = rt().block_on(client.list_runners()).ok()?;
+        list.runners
+            .iter()
+            .filter(|r| r.role == nuon_core::wire::RunnerRole::Generic)
+            .all(|r| r.last_seen_at_ms.is_some())
+            .then_some(())
+    })?;
+    Ok(())
 }
 
 /// Trivial jobs claimed and completed per second, 4 runners x 4 slots.
@@ -885,7 +890,7 @@ fn containers(n: usize) -> Result<Vec<(String, String)>> {
     };
     let (_p, _) = start_runner("process", false, 1)?;
     let (_c, _) = start_runner("container", true, 1)?;
-    std::thread::sleep(Duration::from_secs(1));
+    connected(&client)?;
     let now_ns = || -> Result<f64> {
         Ok(std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?

@@ -35,7 +35,7 @@ impl ExecPlugin {
 
 /// The tool `name` a job runs: in the job's image when its processes run
 /// in containers, else on the runner's `PATH`; `missing` says how to get it.
-#[allow(dead_code)]
+#[cfg(feature = "helm")]
 pub(crate) fn find_tool(
     host: &dyn JobHost,
     name: &str,

@@ -248,16 +248,16 @@ fn a_job_in_a_container_sees_neither_another_jobs_work_dir_nor_host_processes() 
         // A neighbour that keeps its work directory while the probe runs.
         let neighbour = b.queue(
             runner,
-            "echo mine > marker; sleep 30",
+            "echo mine > marker; echo ready; sleep 30",
             serde_json::json!({}),
         );
         let client = b.cp.client();
+        // Its marker is written once it says so.
         wait_for("the neighbour to run", Duration::from_secs(30), || {
-            let j = rt().block_on(client.get_job(&neighbour.id)).ok()?;
-            (j.status == JobStatus::Running).then_some(())
+            let logs = all_logs(&client, &neighbour.id).ok()?;
+            logs.iter().any(|l| l.text == "ready").then_some(())
         })
         .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
         let runner_pid = if runner == "boxed" {
             b.boxed.pid()
         } else {
@@ -419,12 +419,8 @@ fn a_killed_runner_leaves_no_container_and_cancel_and_timeout_end_within_the_gra
     // Cancel: `sleep 600` as the container's first process ignores SIGTERM
     // (it has no handler), so the ladder's SIGKILL after 2 s ends it.
     let job = b.queue("boxed", "exec sleep 600", serde_json::json!({}));
-    wait_for("the job to run", Duration::from_secs(30), || {
-        let j = rt().block_on(client.get_job(&job.id)).ok()?;
-        (j.status == JobStatus::Running).then_some(())
-    })
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Its container runs: the cancel meets the process, not its start.
+    b.container_pid();
     let asked = Instant::now();
     rt().block_on(client.cancel_job(&job.id)).unwrap();
     let done = wait_job(&client, &job.id, Duration::from_secs(30)).unwrap();
@@ -456,9 +452,8 @@ fn a_killed_runner_leaves_no_container_and_cancel_and_timeout_end_within_the_gra
     assert!(b.containers_left().is_empty());
 
     // kill -9 of the runner mid-job: the watchdog removes the container.
-    let job = b.queue("boxed", "exec sleep 600", serde_json::json!({}));
+    b.queue("boxed", "exec sleep 600", serde_json::json!({}));
     let pid = b.container_pid();
-    let _ = job;
     b.boxed.kill9();
     wait_for(
         "the container's process to die",
@@ -470,7 +465,13 @@ fn a_killed_runner_leaves_no_container_and_cancel_and_timeout_end_within_the_gra
         b.containers_left().is_empty().then_some(())
     })
     .unwrap();
-    assert_eq!(b.bundles_left(), 0, "the watchdog removes the bundle too");
+    // The watchdog unmounts and removes the bundle right after runc's
+    // delete: wait for that step too.
+    let left = wait_for("the bundle to go", Duration::from_secs(15), || {
+        (b.bundles_left() == 0).then_some(0)
+    })
+    .unwrap_or(b.bundles_left());
+    assert_eq!(left, 0, "the watchdog removes the bundle too");
 }
 
 #[test]
