@@ -196,6 +196,11 @@ id_type!(
     ReleaseId, "rel", "release"
 );
 id_type!(
+    /// A rollout: a release deployed to the installs a selector picks, in
+    /// waves.
+    RolloutId, "rol", "rollout"
+);
+id_type!(
     /// A webhook: a URL an org's events are posted to.
     WebhookId, "whk", "webhook"
 );

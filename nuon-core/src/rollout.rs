@@ -1,11 +1,26 @@
-//! Waves of a rollout: `1,10%,50%,100%` says how many installs have the
-//! release after each wave, as a count or a share of all the installs
-//! the rollout selects (rounded up, so 10% of 8 is 1, never 0). Each wave
-//! deploys the installs that bring the total to its size; a wave that adds
-//! nobody is left out. The last wave must reach every install.
+//! Rollouts: a release deployed to the installs a label selector picks, in
+//! waves, and the rules that move one along.
+//!
+//! Waves: `1,10%,50%,100%` says how many installs have the release after
+//! each wave, as a count or a share of all the installs the rollout
+//! selects (rounded up, so 10% of 8 is 1, never 0). Each wave deploys the
+//! installs that bring the total to its size; a wave that adds nobody is
+//! left out. The last wave must reach every install.
+//!
+//! [`RolloutInfo::advance`] is the whole of a rollout's logic, pure: given
+//! what became of each install's workflow and health, it moves installs
+//! through [`TargetState`], passes, holds or stops waves, and says which
+//! installs to start. The control plane's leader calls it, starts those
+//! workflows, and stores the rollout after each change under its version,
+//! so two leaders in turn never start an install twice.
 
 use std::fmt;
 use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::id::{AppId, InstallId, ReleaseId, RolloutId, WorkflowId};
 
 /// How many installs have the release once a wave is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +137,615 @@ impl fmt::Display for Waves {
     }
 }
 
+/// Where a rollout is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutStatus {
+    /// A dry run: what a rollout would do; never stored.
+    Planned,
+    /// Deploying its current wave.
+    Running,
+    /// A wave passed; the next starts when someone resumes it
+    /// (`--approve-each-wave`).
+    AwaitingApproval,
+    /// An install failed: the rest of its wave finishes, nothing new
+    /// starts until it is retried, resumed or rolled back.
+    Stopped,
+    /// Every install has the release.
+    Succeeded,
+    /// Cancelled: nothing new starts.
+    Cancelled,
+    /// Rolled back: a rollback rollout returns its installs to their
+    /// release before.
+    RolledBack,
+}
+
+impl RolloutStatus {
+    /// Whether the rollout still holds its installs (another rollout may
+    /// not take them) and the leader still looks at it.
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            RolloutStatus::Running | RolloutStatus::AwaitingApproval | RolloutStatus::Stopped
+        )
+    }
+
+    /// As stored and shown: `running`, `awaiting_approval`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutStatus::Planned => "planned",
+            RolloutStatus::Running => "running",
+            RolloutStatus::AwaitingApproval => "awaiting_approval",
+            RolloutStatus::Stopped => "stopped",
+            RolloutStatus::Succeeded => "succeeded",
+            RolloutStatus::Cancelled => "cancelled",
+            RolloutStatus::RolledBack => "rolled_back",
+        }
+    }
+}
+
+impl fmt::Display for RolloutStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where one install of a rollout is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetState {
+    /// Its wave has not reached it.
+    Pending,
+    /// Its deploy workflow runs (or queues behind another of the install).
+    Running,
+    /// Deployed; it must stay healthy for the bake time.
+    Baking,
+    /// It has the release.
+    Succeeded,
+    /// Its workflow failed, or it turned unhealthy while baking.
+    Failed,
+    /// It failed and the rollout was resumed past it.
+    Skipped,
+}
+
+impl TargetState {
+    /// As shown: `pending`, `running`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetState::Pending => "pending",
+            TargetState::Running => "running",
+            TargetState::Baking => "baking",
+            TargetState::Succeeded => "succeeded",
+            TargetState::Failed => "failed",
+            TargetState::Skipped => "skipped",
+        }
+    }
+}
+
+impl fmt::Display for TargetState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One install of a rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RolloutTarget {
+    /// The install.
+    pub install_id: InstallId,
+    /// Its name.
+    pub install: String,
+    /// Its wave, from 0.
+    pub wave: u32,
+    /// The release it gets.
+    pub release_id: ReleaseId,
+    /// The release it had before, if it had one (what a rollback returns
+    /// it to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_release: Option<ReleaseId>,
+    /// Where it is.
+    pub state: TargetState,
+    /// Its deploy workflow (the newest, after a retry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_id: Option<WorkflowId>,
+    /// How many deploy workflows it was given.
+    #[serde(default)]
+    pub tries: u32,
+    /// Why it failed or was passed over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When its newest workflow started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_ms: Option<i64>,
+    /// When its newest workflow ended (a bake counts from there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at_ms: Option<i64>,
+}
+
+/// A rollout: a release deployed in waves to the installs a selector
+/// picks, each by its normal deploy workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RolloutInfo {
+    /// Its id.
+    pub id: RolloutId,
+    /// The release it deploys (a rollback: the release it undoes).
+    pub release_id: ReleaseId,
+    /// The app.
+    pub app_id: AppId,
+    /// The app's name, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_name: Option<String>,
+    /// The label selector that picked its installs, as it prints.
+    pub selector: String,
+    /// The waves, as given (`1,10%,100%`).
+    pub waves: String,
+    /// At most this many installs deploy at once.
+    pub max_parallel: u32,
+    /// Each wave after the first starts only when someone resumes it.
+    pub approve_each_wave: bool,
+    /// How long each install must stay healthy after its deploy.
+    pub bake_ms: u64,
+    /// The rollout this one rolls back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<RolloutId>,
+    /// Where it is.
+    pub status: RolloutStatus,
+    /// The wave it deploys, from 0.
+    pub wave: u32,
+    /// How many waves it has.
+    pub wave_count: u32,
+    /// Why it waits or stopped, and what to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its installs, wave by wave.
+    pub targets: Vec<RolloutTarget>,
+    /// Who started it (the API token's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+    /// When it was made.
+    pub created_at_ms: i64,
+    /// When it last changed.
+    pub updated_at_ms: i64,
+    /// Its version in the store: every change adds one.
+    pub version: u64,
+}
+
+/// What became of an install's deploy that runs, or bakes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    /// Its workflow is still pending or running; or it bakes, healthy.
+    Going,
+    /// Its workflow succeeded at this time.
+    Succeeded(i64),
+    /// Its workflow failed or was cancelled (why); or it turned unhealthy
+    /// while baking.
+    Failed(String),
+}
+
+/// What [`RolloutInfo::advance`] asks of the caller.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Advance {
+    /// The rollout changed: store it.
+    pub changed: bool,
+    /// Installs (by index in `targets`) to start a deploy workflow for,
+    /// in order, while the rollout lets them.
+    pub start: Vec<usize>,
+    /// Installs (by index) that now have their release.
+    pub released: Vec<usize>,
+}
+
+/// The body of `POST /v1/releases/{id}/rollouts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CreateRollout {
+    /// The label selector of the installs (of the release's app) it
+    /// deploys to: `tier=prod,region in (eu, us)`; empty: all of them.
+    #[serde(default)]
+    pub to: String,
+    /// The waves (default `100%`: one wave).
+    #[serde(default = "all_at_once")]
+    pub waves: String,
+    /// At most this many installs deploy at once (default 10).
+    #[serde(default = "ten")]
+    pub max_parallel: u32,
+    /// Each wave after the first waits for someone to resume it.
+    #[serde(default)]
+    pub approve_each_wave: bool,
+    /// How long each install must stay healthy after its deploy before
+    /// its wave passes (`10m`, `30s`; default none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bake: Option<String>,
+    /// Only say who gets what, in which wave: nothing is stored or started.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+fn all_at_once() -> String {
+    "100%".into()
+}
+
+fn ten() -> u32 {
+    10
+}
+
+impl Default for CreateRollout {
+    fn default() -> Self {
+        CreateRollout {
+            to: String::new(),
+            waves: all_at_once(),
+            max_parallel: ten(),
+            approve_each_wave: false,
+            bake: None,
+            dry_run: false,
+        }
+    }
+}
+
+/// Rollouts, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RolloutList {
+    /// Newest first.
+    pub rollouts: Vec<RolloutInfo>,
+}
+
+/// One install a new rollout selects: its id, name, and the release it
+/// has now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selected {
+    /// The install.
+    pub id: InstallId,
+    /// Its name (installs deploy in name order).
+    pub name: String,
+    /// The release it has now.
+    pub release: Option<ReleaseId>,
+}
+
+/// A rollout to plan: everything but its installs.
+#[derive(Debug, Clone)]
+pub struct NewRollout {
+    /// Its id.
+    pub id: RolloutId,
+    /// The release.
+    pub release_id: ReleaseId,
+    /// The release's app.
+    pub app_id: AppId,
+    /// The selector, as it prints.
+    pub selector: String,
+    /// The waves.
+    pub waves: Waves,
+    /// At most this many at once (at least 1).
+    pub max_parallel: u32,
+    /// Each wave after the first waits for a resume.
+    pub approve_each_wave: bool,
+    /// The bake time.
+    pub bake_ms: u64,
+    /// Who starts it.
+    pub created_by: Option<String>,
+}
+
+impl NewRollout {
+    /// The rollout of `installs`, split into waves in name order.
+    pub fn plan(self, mut installs: Vec<Selected>, now: i64) -> RolloutInfo {
+        installs.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.id.cmp(&b.id)));
+        let waves = self.waves.plan(&installs);
+        let mut targets = Vec::new();
+        for (w, wave) in waves.iter().enumerate() {
+            for i in wave {
+                targets.push(RolloutTarget {
+                    install_id: i.id.clone(),
+                    install: i.name.clone(),
+                    wave: w as u32,
+                    release_id: self.release_id.clone(),
+                    from_release: i.release.clone(),
+                    state: TargetState::Pending,
+                    workflow_id: None,
+                    tries: 0,
+                    reason: None,
+                    started_at_ms: None,
+                    ended_at_ms: None,
+                });
+            }
+        }
+        RolloutInfo {
+            id: self.id,
+            release_id: self.release_id,
+            app_id: self.app_id,
+            app_name: None,
+            selector: self.selector,
+            waves: self.waves.to_string(),
+            max_parallel: self.max_parallel.max(1),
+            approve_each_wave: self.approve_each_wave,
+            bake_ms: self.bake_ms,
+            rollback_of: None,
+            status: RolloutStatus::Running,
+            wave: 0,
+            wave_count: waves.len() as u32,
+            reason: None,
+            targets,
+            created_by: self.created_by,
+            created_at_ms: now,
+            updated_at_ms: now,
+            version: 0,
+        }
+    }
+}
+
+impl RolloutInfo {
+    /// The installs of `wave`.
+    pub fn in_wave(&self, wave: u32) -> impl Iterator<Item = &RolloutTarget> {
+        self.targets.iter().filter(move |t| t.wave == wave)
+    }
+
+    /// How many installs deploy now.
+    pub fn running(&self) -> usize {
+        self.targets
+            .iter()
+            .filter(|t| t.state == TargetState::Running)
+            .count()
+    }
+
+    /// Moves the rollout along at `now`: `seen(target)` says what became
+    /// of each install that runs or bakes.
+    pub fn advance(&mut self, now: i64, seen: impl Fn(&RolloutTarget) -> Seen) -> Advance {
+        let mut out = Advance::default();
+        if !self.status.is_active() {
+            return out;
+        }
+        for (i, t) in self.targets.iter_mut().enumerate() {
+            match (t.state, seen(t)) {
+                (TargetState::Running, Seen::Succeeded(at)) => {
+                    t.ended_at_ms = Some(at);
+                    if self.bake_ms == 0 {
+                        t.state = TargetState::Succeeded;
+                        out.released.push(i);
+                    } else {
+                        t.state = TargetState::Baking;
+                    }
+                    out.changed = true;
+                }
+                (TargetState::Running, Seen::Failed(why)) => {
+                    t.state = TargetState::Failed;
+                    t.ended_at_ms = Some(now);
+                    t.reason = Some(why);
+                    out.changed = true;
+                }
+                (TargetState::Baking, Seen::Failed(why)) => {
+                    t.state = TargetState::Failed;
+                    t.reason = Some(format!("turned unhealthy while baking: {why}"));
+                    out.changed = true;
+                }
+                (TargetState::Baking, _)
+                    if now >= t.ended_at_ms.unwrap_or(now) + self.bake_ms as i64 =>
+                {
+                    t.state = TargetState::Succeeded;
+                    out.released.push(i);
+                    out.changed = true;
+                }
+                _ => {}
+            }
+        }
+        if self.status == RolloutStatus::Running
+            && let Some(t) = self.targets.iter().find(|t| t.state == TargetState::Failed)
+        {
+            self.status = RolloutStatus::Stopped;
+            self.reason = Some(format!(
+                "install {} failed in wave {}: {}. The rest of the wave finishes and nothing new starts: \
+                 fix it and `retry`, `resume` to go on without it, or `rollback`",
+                t.install,
+                t.wave + 1,
+                t.reason.as_deref().unwrap_or("no reason given")
+            ));
+            out.changed = true;
+        }
+        while self.status == RolloutStatus::Running {
+            let done = |t: &RolloutTarget| {
+                matches!(t.state, TargetState::Succeeded | TargetState::Skipped)
+            };
+            let through = |r: &Self, w: u32| r.targets.iter().filter(|t| t.wave <= w).all(done);
+            if !through(self, self.wave) {
+                break;
+            }
+            out.changed = true;
+            if self.wave + 1 >= self.wave_count {
+                self.status = RolloutStatus::Succeeded;
+                self.reason = None;
+            } else if self.approve_each_wave {
+                self.status = RolloutStatus::AwaitingApproval;
+                self.reason = Some(format!(
+                    "wave {} of {} passed; `resume` starts wave {}",
+                    self.wave + 1,
+                    self.wave_count,
+                    self.wave + 2
+                ));
+            } else {
+                self.wave += 1;
+            }
+        }
+        if self.status == RolloutStatus::Running {
+            let room = (self.max_parallel as usize).saturating_sub(self.running());
+            out.start = self
+                .targets
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.state == TargetState::Pending && t.wave <= self.wave)
+                .map(|(i, _)| i)
+                .take(room)
+                .collect();
+        }
+        out
+    }
+
+    /// Marks install `i` as started by workflow `id` at `now`.
+    pub fn started(&mut self, i: usize, id: WorkflowId, now: i64) {
+        let t = &mut self.targets[i];
+        t.state = TargetState::Running;
+        t.workflow_id = Some(id);
+        t.tries += 1;
+        t.started_at_ms = Some(now);
+        t.ended_at_ms = None;
+        t.reason = None;
+    }
+
+    /// Marks install `i` as failed before its workflow could start.
+    pub fn not_started(&mut self, i: usize, why: String, now: i64) {
+        let t = &mut self.targets[i];
+        t.state = TargetState::Failed;
+        t.tries += 1;
+        t.ended_at_ms = Some(now);
+        t.reason = Some(format!("its deploy could not start: {why}"));
+    }
+
+    /// Goes on: starts the next wave of a rollout that waits for an
+    /// approval, or passes over the installs that failed.
+    pub fn resume(&mut self) -> Result<(), String> {
+        match self.status {
+            RolloutStatus::AwaitingApproval => {
+                self.wave += 1;
+            }
+            RolloutStatus::Stopped => {
+                for t in &mut self.targets {
+                    if t.state == TargetState::Failed {
+                        t.state = TargetState::Skipped;
+                        t.reason = Some(format!(
+                            "passed over by resume after: {}",
+                            t.reason.as_deref().unwrap_or("it failed")
+                        ));
+                    }
+                }
+            }
+            s => return Err(self.cannot("resume", s)),
+        }
+        self.status = RolloutStatus::Running;
+        self.reason = None;
+        Ok(())
+    }
+
+    /// Deploys the installs that failed (or were passed over) again, then
+    /// goes on.
+    pub fn retry(&mut self) -> Result<usize, String> {
+        if !matches!(
+            self.status,
+            RolloutStatus::Stopped | RolloutStatus::Running | RolloutStatus::AwaitingApproval
+        ) {
+            return Err(self.cannot("retry", self.status));
+        }
+        let mut again = 0;
+        for t in &mut self.targets {
+            if matches!(t.state, TargetState::Failed | TargetState::Skipped) {
+                t.state = TargetState::Pending;
+                again += 1;
+            }
+        }
+        if again == 0 {
+            return Err(format!(
+                "rollout {} has no failed install to retry",
+                self.id
+            ));
+        }
+        if self.status == RolloutStatus::Stopped {
+            self.status = RolloutStatus::Running;
+            self.reason = None;
+        }
+        Ok(again)
+    }
+
+    /// Starts nothing more (what runs finishes).
+    pub fn cancel(&mut self) -> Result<(), String> {
+        if !self.status.is_active() {
+            return Err(self.cannot("cancel", self.status));
+        }
+        self.status = RolloutStatus::Cancelled;
+        self.reason = Some("cancelled: nothing new starts; what ran finishes".into());
+        Ok(())
+    }
+
+    /// The rollout that returns each install this one reached to its
+    /// release before (`id`, `now`), and this one marked rolled back.
+    /// Installs that had no release before are left as they are, and
+    /// named in the rollback's reason.
+    pub fn rollback(&mut self, id: RolloutId, now: i64) -> Result<RolloutInfo, String> {
+        if matches!(
+            self.status,
+            RolloutStatus::RolledBack | RolloutStatus::Planned
+        ) {
+            return Err(self.cannot("roll back", self.status));
+        }
+        if let Some(t) = self
+            .targets
+            .iter()
+            .find(|t| t.state == TargetState::Running)
+        {
+            return Err(format!(
+                "install {} still deploys in rollout {}: wait for it to end (`cancel` first to start nothing more), then roll back",
+                t.install, self.id
+            ));
+        }
+        let reached = self.targets.iter().filter(|t| t.tries > 0);
+        let (back, left): (Vec<_>, Vec<_>) = reached.partition(|t| t.from_release.is_some());
+        if back.is_empty() {
+            return Err(if left.is_empty() {
+                format!(
+                    "rollout {} has deployed no install: nothing to roll back",
+                    self.id
+                )
+            } else {
+                format!(
+                    "no install of rollout {} had a release before it (the installs it reached were deployed outside releases): nothing to return them to",
+                    self.id
+                )
+            });
+        }
+        let targets = back
+            .iter()
+            .map(|t| RolloutTarget {
+                install_id: t.install_id.clone(),
+                install: t.install.clone(),
+                wave: 0,
+                release_id: t.from_release.clone().expect("partitioned"),
+                from_release: Some(t.release_id.clone()),
+                state: TargetState::Pending,
+                workflow_id: None,
+                tries: 0,
+                reason: None,
+                started_at_ms: None,
+                ended_at_ms: None,
+            })
+            .collect();
+        let names: Vec<&str> = left.iter().map(|t| t.install.as_str()).collect();
+        let back = RolloutInfo {
+            id,
+            release_id: self.release_id.clone(),
+            app_id: self.app_id.clone(),
+            app_name: self.app_name.clone(),
+            selector: self.selector.clone(),
+            waves: "100%".into(),
+            max_parallel: self.max_parallel,
+            approve_each_wave: false,
+            bake_ms: 0,
+            rollback_of: Some(self.id.clone()),
+            status: RolloutStatus::Running,
+            wave: 0,
+            wave_count: 1,
+            reason: (!names.is_empty())
+                .then(|| format!("left as they are (no release before): {}", names.join(", "))),
+            targets,
+            created_by: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+            version: 0,
+        };
+        self.status = RolloutStatus::RolledBack;
+        self.reason = Some(format!("rolled back by rollout {}", back.id));
+        Ok(back)
+    }
+
+    fn cannot(&self, what: &str, status: RolloutStatus) -> String {
+        format!(
+            "rollout {} is {status}: there is nothing to {what}",
+            self.id
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +780,253 @@ mod tests {
             "1,10%,100%".parse::<Waves>().unwrap().to_string(),
             "1,10%,100%"
         );
+    }
+
+    fn rollout(
+        n: usize,
+        waves: &str,
+        max_parallel: u32,
+        approve: bool,
+        bake_ms: u64,
+    ) -> RolloutInfo {
+        let installs = (0..n)
+            .map(|i| Selected {
+                id: InstallId::generate(),
+                name: format!("i{i:02}"),
+                release: Some(ReleaseId::generate()),
+            })
+            .collect();
+        NewRollout {
+            id: RolloutId::generate(),
+            release_id: ReleaseId::generate(),
+            app_id: AppId::generate(),
+            selector: "tier=prod".into(),
+            waves: waves.parse().unwrap(),
+            max_parallel,
+            approve_each_wave: approve,
+            bake_ms,
+            created_by: None,
+        }
+        .plan(installs, 0)
+    }
+
+    /// Starts what `advance` asks, as the leader does.
+    fn drive(r: &mut RolloutInfo, now: i64, seen: impl Fn(&RolloutTarget) -> Seen) -> Advance {
+        let a = r.advance(now, seen);
+        for &i in &a.start {
+            r.started(i, WorkflowId::generate(), now);
+        }
+        a
+    }
+
+    fn states(r: &RolloutInfo) -> String {
+        r.targets
+            .iter()
+            .map(|t| match t.state {
+                TargetState::Pending => '.',
+                TargetState::Running => 'R',
+                TargetState::Baking => 'B',
+                TargetState::Succeeded => 'S',
+                TargetState::Failed => 'F',
+                TargetState::Skipped => 'K',
+            })
+            .collect()
+    }
+
+    #[test]
+    fn waves_deploy_in_turn_within_max_parallel() {
+        let mut r = rollout(8, "1,25%,100%", 4, false, 0);
+        assert_eq!(r.wave_count, 3);
+        let a = drive(&mut r, 1, |_| Seen::Going);
+        assert_eq!(a.start, [0]);
+        assert_eq!(states(&r), "R.......");
+        // Nothing more starts while the canary runs.
+        assert!(drive(&mut r, 2, |_| Seen::Going).start.is_empty());
+        let a = drive(&mut r, 3, |_| Seen::Succeeded(3));
+        assert_eq!(a.released, [0]);
+        assert_eq!((r.wave, states(&r).as_str()), (1, "SR......"));
+        drive(&mut r, 4, |_| Seen::Succeeded(4));
+        // Wave 3 has 6 installs; 4 at once.
+        assert_eq!((r.wave, states(&r).as_str()), (2, "SSRRRR.."));
+        drive(&mut r, 5, |t| {
+            if t.install == "i02" {
+                Seen::Succeeded(5)
+            } else {
+                Seen::Going
+            }
+        });
+        assert_eq!(states(&r), "SSSRRRR.");
+        assert!(r.running() <= 4);
+        drive(&mut r, 6, |_| Seen::Succeeded(6));
+        drive(&mut r, 7, |_| Seen::Succeeded(7));
+        assert_eq!(states(&r), "SSSSSSSS");
+        assert_eq!(r.status, RolloutStatus::Succeeded);
+        assert!(!r.advance(8, |_| Seen::Going).changed);
+    }
+
+    #[test]
+    fn a_failure_stops_the_rollout_and_retry_finishes_it() {
+        let mut r = rollout(8, "1,25%,100%", 10, false, 0);
+        drive(&mut r, 1, |_| Seen::Going);
+        drive(&mut r, 2, |_| Seen::Succeeded(2));
+        assert_eq!(states(&r), "SR......");
+        let a = drive(&mut r, 3, |_| Seen::Failed("apply failed".into()));
+        assert!(a.start.is_empty() && a.changed);
+        assert_eq!(r.status, RolloutStatus::Stopped);
+        assert_eq!(r.wave, 1);
+        let why = r.reason.clone().unwrap();
+        assert!(
+            why.contains("install i01 failed in wave 2: apply failed"),
+            "{why}"
+        );
+        // Nothing new starts while stopped.
+        assert!(drive(&mut r, 4, |_| Seen::Going).start.is_empty());
+        assert_eq!(r.retry().unwrap(), 1);
+        let a = drive(&mut r, 5, |_| Seen::Going);
+        assert_eq!(a.start, [1]);
+        assert_eq!(r.targets[1].tries, 2);
+        drive(&mut r, 6, |_| Seen::Succeeded(6));
+        assert_eq!(states(&r), "SSRRRRRR");
+        drive(&mut r, 7, |_| Seen::Succeeded(7));
+        assert_eq!(r.status, RolloutStatus::Succeeded);
+        assert!(r.retry().unwrap_err().contains("succeeded"));
+    }
+
+    #[test]
+    fn the_rest_of_a_failed_wave_finishes_and_resume_passes_over_it() {
+        let mut r = rollout(4, "1,100%", 10, false, 0);
+        drive(&mut r, 1, |_| Seen::Going);
+        drive(&mut r, 2, |_| Seen::Succeeded(2));
+        assert_eq!(states(&r), "SRRR");
+        drive(&mut r, 3, |t| {
+            if t.install == "i02" {
+                Seen::Failed("broken".into())
+            } else {
+                Seen::Going
+            }
+        });
+        assert_eq!(
+            (r.status, states(&r).as_str()),
+            (RolloutStatus::Stopped, "SRFR")
+        );
+        drive(&mut r, 4, |_| Seen::Succeeded(4));
+        assert_eq!(
+            (r.status, states(&r).as_str()),
+            (RolloutStatus::Stopped, "SSFS")
+        );
+        r.resume().unwrap();
+        drive(&mut r, 5, |_| Seen::Going);
+        assert_eq!(
+            (r.status, states(&r).as_str()),
+            (RolloutStatus::Succeeded, "SSKS")
+        );
+        assert!(r.targets[2].reason.as_deref().unwrap().contains("broken"));
+    }
+
+    #[test]
+    fn each_wave_waits_for_approval_when_asked() {
+        let mut r = rollout(3, "1,100%", 10, true, 0);
+        drive(&mut r, 1, |_| Seen::Going);
+        drive(&mut r, 2, |_| Seen::Succeeded(2));
+        assert_eq!(r.status, RolloutStatus::AwaitingApproval);
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .contains("`resume` starts wave 2")
+        );
+        assert!(drive(&mut r, 3, |_| Seen::Going).start.is_empty());
+        r.resume().unwrap();
+        assert_eq!(drive(&mut r, 4, |_| Seen::Going).start, [1, 2]);
+        drive(&mut r, 5, |_| Seen::Succeeded(5));
+        assert_eq!(r.status, RolloutStatus::Succeeded);
+        assert!(r.resume().is_err());
+    }
+
+    #[test]
+    fn a_bake_holds_the_wave_and_ill_health_fails_it() {
+        let mut r = rollout(2, "1,100%", 10, false, 1000);
+        drive(&mut r, 0, |_| Seen::Going);
+        let a = drive(&mut r, 10, |_| Seen::Succeeded(10));
+        assert!(a.released.is_empty());
+        assert_eq!(states(&r), "B.");
+        drive(&mut r, 500, |_| Seen::Going);
+        assert_eq!(states(&r), "B.");
+        let a = drive(&mut r, 1010, |_| Seen::Going);
+        assert_eq!(a.released, [0]);
+        assert_eq!(states(&r), "SR");
+        drive(&mut r, 1020, |_| Seen::Succeeded(1020));
+        drive(&mut r, 1030, |_| Seen::Failed("runner offline".into()));
+        assert_eq!(
+            (r.status, states(&r).as_str()),
+            (RolloutStatus::Stopped, "SF")
+        );
+        assert!(
+            r.targets[1]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("unhealthy while baking: runner offline")
+        );
+    }
+
+    #[test]
+    fn rollback_returns_each_install_reached_to_its_release_before() {
+        let mut r = rollout(3, "1,100%", 10, false, 0);
+        r.targets[2].from_release = None;
+        drive(&mut r, 1, |_| Seen::Going);
+        drive(&mut r, 2, |_| Seen::Succeeded(2));
+        drive(&mut r, 3, |t| {
+            if t.install == "i01" {
+                Seen::Failed("x".into())
+            } else {
+                Seen::Going
+            }
+        });
+        // i02 still deploys: no rollback yet.
+        assert!(
+            r.rollback(RolloutId::generate(), 4)
+                .unwrap_err()
+                .contains("i02 still deploys")
+        );
+        drive(&mut r, 5, |_| Seen::Succeeded(5));
+        let back = r.rollback(RolloutId::generate(), 6).unwrap();
+        assert_eq!(r.status, RolloutStatus::RolledBack);
+        assert_eq!(back.rollback_of.as_ref(), Some(&r.id));
+        let to: Vec<_> = back
+            .targets
+            .iter()
+            .map(|t| (t.install.as_str(), &t.release_id))
+            .collect();
+        assert_eq!(
+            to,
+            [
+                ("i00", r.targets[0].from_release.as_ref().unwrap()),
+                ("i01", r.targets[1].from_release.as_ref().unwrap())
+            ]
+        );
+        assert!(back.reason.as_deref().unwrap().contains("i02"));
+        assert!(r.rollback(RolloutId::generate(), 7).is_err());
+    }
+
+    #[test]
+    fn a_start_that_fails_stops_like_a_failed_workflow() {
+        let mut r = rollout(2, "100%", 10, false, 0);
+        let a = r.advance(0, |_| Seen::Going);
+        assert_eq!(a.start, [0, 1]);
+        r.started(0, WorkflowId::generate(), 0);
+        r.not_started(1, "not built".into(), 0);
+        r.advance(1, |_| Seen::Going);
+        assert_eq!(r.status, RolloutStatus::Stopped);
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .contains("could not start: not built")
+        );
+        r.cancel().unwrap();
+        assert!(r.advance(2, |_| Seen::Succeeded(2)).start.is_empty());
+        assert!(r.cancel().is_err());
     }
 
     #[test]

@@ -115,6 +115,19 @@ pub mod routes {
     pub const RELEASES: &str = "/v1/releases";
     /// One release.
     pub const RELEASE: &str = "/v1/releases/{id}";
+    /// A release's rollouts: start one (or plan it, `dry_run`), list them.
+    pub const RELEASE_ROLLOUTS: &str = "/v1/releases/{id}/rollouts";
+    /// One rollout, with every install's state.
+    pub const ROLLOUT: &str = "/v1/rollouts/{id}";
+    /// Go on: start the next wave (one that waits for an approval), or
+    /// pass over the installs that failed.
+    pub const ROLLOUT_RESUME: &str = "/v1/rollouts/{id}/resume";
+    /// Deploy the installs that failed again, then go on.
+    pub const ROLLOUT_RETRY: &str = "/v1/rollouts/{id}/retry";
+    /// Return every install the rollout reached to its release before.
+    pub const ROLLOUT_ROLLBACK: &str = "/v1/rollouts/{id}/rollback";
+    /// Start nothing more.
+    pub const ROLLOUT_CANCEL: &str = "/v1/rollouts/{id}/cancel";
     /// Control API: the Terraform states of an install.
     pub const INSTALL_STATES: &str = "/v1/installs/{id}/state";
     /// Control API: release a component's state lock by force.
