@@ -1264,6 +1264,10 @@ pub struct WorkflowInfo {
     /// due), or the lifecycle point of a toggle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<String>,
+    /// The release it deploys (a rollout's workflow): that release's
+    /// builds, whatever was built after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_id: Option<crate::ReleaseId>,
     /// Its steps, in order.
     pub steps: Vec<WorkflowStepInfo>,
 }

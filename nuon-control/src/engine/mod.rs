@@ -476,6 +476,8 @@ impl Engine {
                     inputs,
                     trigger: s.trigger.map(str::to_owned),
                     fire: s.fire,
+                    release: None,
+                    rollout: None,
                 },
             )
             .await?;

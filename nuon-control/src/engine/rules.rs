@@ -612,6 +612,7 @@ mod tests {
             finished_at_ms: None,
             inputs: Default::default(),
             trigger: None,
+            release_id: None,
             steps,
         }
     }

@@ -6,7 +6,9 @@
 //! sees them), [`QueueStore`] (the runner side: claims, leases, logs,
 //! completions), [`WorkflowStore`], [`StateStore`] (Terraform state),
 //! [`BuildStore`], [`MaintenanceStore`] (replicas, rescue, pruning),
-//! [`AuditStore`] (the hash-chained audit trail) and [`WebhookStore`].
+//! [`AuditStore`] (the hash-chained audit trail), [`WebhookStore`],
+//! [`LabelStore`] (labels and install groups), [`ReleaseStore`] and
+//! [`RolloutStore`] (rollouts, stored whole under a version).
 //! [`Store`] is all of them at once, implemented for every type that
 //! implements each.
 //!
@@ -33,6 +35,7 @@ mod orgs;
 mod postgres;
 mod queue;
 mod releases;
+mod rollouts;
 mod rows;
 mod runners;
 mod sealing;
@@ -66,6 +69,7 @@ pub use orgs::{ApiPrincipal, NewOrg, OrgStore};
 pub use postgres::{NOTIFY_GAP, PostgresStore};
 pub use queue::{Claimed, QueueStore};
 pub use releases::ReleaseStore;
+pub use rollouts::RolloutStore;
 pub use runners::{RunnerPrincipal, RunnerStore};
 pub use sealing::{SealedColumn, SealingStore};
 pub use sqlite::SqliteStore;
@@ -78,7 +82,7 @@ pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
 pub mod prelude {
     pub use super::{
         AppStore, AuditStore, BuildStore, InstallStore, JobStore, LabelStore, MaintenanceStore,
-        OrgStore, QueueStore, ReleaseStore, RunnerStore, SealingStore, StateStore, Store,
+        OrgStore, QueueStore, ReleaseStore, RolloutStore, RunnerStore, SealingStore, StateStore, Store,
         WebhookStore, WorkflowStore,
     };
 }
@@ -128,6 +132,7 @@ pub trait Store:
     + InstallStore
     + LabelStore
     + ReleaseStore
+    + RolloutStore
     + RunnerStore
     + JobStore
     + QueueStore
@@ -147,6 +152,7 @@ impl<T> Store for T where
         + InstallStore
         + LabelStore
         + ReleaseStore
+        + RolloutStore
         + RunnerStore
         + JobStore
         + QueueStore

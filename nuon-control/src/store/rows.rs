@@ -471,11 +471,12 @@ pub(super) struct WorkflowHead {
     pub component: Option<String>,
     pub inputs: std::collections::BTreeMap<String, String>,
     pub trigger: Option<String>,
+    pub release_id: Option<nuon_core::ReleaseId>,
 }
 
 impl Record for WorkflowHead {
     const COLUMNS: &'static str = "install_id, kind, status, config_version, created_at, finished_at, \
-         component, inputs, trigger";
+         component, inputs, trigger, release_id";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(WorkflowHead {
             install_id: r.id(0)?,
@@ -487,6 +488,7 @@ impl Record for WorkflowHead {
             component: r.opt_text(6)?,
             inputs: json_list(r.opt_text(7)?)?,
             trigger: r.opt_text(8)?,
+            release_id: r.opt_text(9)?.as_deref().map(parse_id).transpose()?,
         })
     }
 }
@@ -509,6 +511,7 @@ impl WorkflowHead {
             finished_at_ms: self.finished_at_ms,
             inputs: self.inputs,
             trigger: self.trigger,
+            release_id: self.release_id,
             steps,
         }
     }

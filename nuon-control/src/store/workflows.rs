@@ -26,6 +26,12 @@ pub struct NewWorkflow {
     /// time (two leaders in turn never start it twice): else a conflict
     /// `already_started`.
     pub fire: Option<(String, i64)>,
+    /// The release it deploys: its builds, not the newest ones.
+    pub release: Option<nuon_core::ReleaseId>,
+    /// A rollout's start: the rollout with this workflow marked started,
+    /// saved over its version in the same transaction (a conflict
+    /// `stale_rollout`, and no workflow, when it changed meanwhile).
+    pub rollout: Option<nuon_core::rollout::RolloutInfo>,
 }
 
 /// A change to a workflow step, made by the executor.

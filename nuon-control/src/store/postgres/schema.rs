@@ -320,6 +320,30 @@ CREATE TABLE releases (
 CREATE INDEX releases_app ON releases (org_id, app_id, created_at);
 "#,
     ),
+    (
+        13,
+        r#"
+CREATE TABLE rollouts (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    release_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    doc TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX rollouts_release ON rollouts (org_id, release_id, created_at);
+CREATE INDEX rollouts_status ON rollouts (status);
+CREATE TABLE install_releases (
+    install_id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    release_id TEXT NOT NULL,
+    at BIGINT NOT NULL
+);
+CREATE INDEX install_releases_org ON install_releases (org_id);
+ALTER TABLE workflows ADD COLUMN release_id TEXT;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

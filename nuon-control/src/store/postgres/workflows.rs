@@ -29,9 +29,12 @@ impl WorkflowStore for PostgresStore {
                 return Err(already_started(action, *at));
             }
         }
+        if let Some(r) = &new.rollout {
+            super::rollouts::save(&mut tx, org, r, &[]).await?;
+        }
         sqlx::query(
-            "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component, inputs, trigger) \
-             VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $9)",
+            "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component, inputs, trigger, release_id) \
+             VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $9, $10)",
         )
         .bind(new.id.as_str())
         .bind(org.as_str())
@@ -42,6 +45,7 @@ impl WorkflowStore for PostgresStore {
         .bind(&new.component)
         .bind(inputs_column(&new.inputs))
         .bind(&new.trigger)
+        .bind(new.release.as_ref().map(|r| r.as_str()))
         .execute(&mut *tx)
         .await
         .map_err(db)?;

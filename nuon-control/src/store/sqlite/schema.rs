@@ -118,6 +118,24 @@ CREATE TABLE IF NOT EXISTS releases (
     created_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS releases_app ON releases (org_id, app_id, created_at);
+CREATE TABLE IF NOT EXISTS rollouts (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    release_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    doc TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rollouts_release ON rollouts (org_id, release_id, created_at);
+CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts (status);
+CREATE TABLE IF NOT EXISTS install_releases (
+    install_id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    release_id TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS install_releases_org ON install_releases (org_id);
 CREATE TABLE IF NOT EXISTS install_groups (
     org_id TEXT NOT NULL REFERENCES orgs(id),
     name TEXT NOT NULL,
@@ -248,7 +266,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 23] = [
+    const COLUMNS: [(&str, &str, &str); 24] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -276,6 +294,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("installs", "stack_token_expires", "INTEGER"),
         ("installs", "stack_token_used", "INTEGER"),
         ("installs", "labels", "TEXT"),
+        ("workflows", "release_id", "TEXT"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

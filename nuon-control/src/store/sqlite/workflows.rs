@@ -28,9 +28,12 @@ impl WorkflowStore for SqliteStore {
                     return Err(already_started(action, *at));
                 }
             }
+            if let Some(r) = &new.rollout {
+                super::rollouts::save(conn, &org, r, &[])?;
+            }
             conn.execute(
-                "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component, inputs, trigger) \
-                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component, inputs, trigger, release_id) \
+                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![
                     new.id.as_str(),
                     org.as_str(),
@@ -40,7 +43,8 @@ impl WorkflowStore for SqliteStore {
                     now,
                     new.component,
                     inputs_column(&new.inputs),
-                    new.trigger
+                    new.trigger,
+                    new.release.as_ref().map(|r| r.as_str())
                 ],
             )
             .map_err(db_err)?;

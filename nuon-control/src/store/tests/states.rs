@@ -79,6 +79,8 @@ conformance! {
                     inputs: Default::default(),
                     trigger: None,
                     fire: None,
+                    release: None,
+                    rollout: None,
                 },
             )
             .await

@@ -61,6 +61,8 @@ conformance! {
             inputs: Default::default(),
             trigger: None,
             fire: None,
+            release: None,
+            rollout: None,
         };
         let id = WorkflowId::generate();
         let w = f.store.create_workflow(&f.org, new(&id)).await.unwrap();
@@ -104,8 +106,81 @@ conformance! {
             inputs: [("LEVEL".to_string(), "debug".to_string())].into(),
             trigger: Some("cron".into()),
             fire: Some(("nightly".into(), 1_700_000_000_000)),
+            release: None,
+            rollout: None,
             ..new(id)
         };
+        // A rollout's start: the workflow and the rollout saved over its
+        // version together; a second start over the same version (another
+        // leader) is refused and leaves no workflow.
+        {
+            use nuon_core::rollout::{NewRollout, Selected, TargetState};
+            use nuon_core::{ReleaseId, RolloutId};
+            let release = ReleaseId::generate();
+            let r = NewRollout {
+                id: RolloutId::generate(),
+                release_id: release.clone(),
+                app_id: app.id.clone(),
+                selector: "tier=prod".into(),
+                waves: "100%".parse().unwrap(),
+                max_parallel: 5,
+                approve_each_wave: false,
+                bake_ms: 0,
+                created_by: Some("admin".into()),
+            }
+            .plan(vec![Selected { id: inst.id.clone(), name: "acme".into(), release: None }], 10);
+            f.store.create_rollout(&f.org, &r, None).await.unwrap();
+            let mut r = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
+            assert_eq!(r.version, 1);
+            let (w1, w2) = (WorkflowId::generate(), WorkflowId::generate());
+            let mut started = r.clone();
+            started.started(0, w1.clone(), 20);
+            let go = |id: &WorkflowId, doc: &nuon_core::rollout::RolloutInfo| NewWorkflow {
+                kind: WorkflowKind::Deploy,
+                release: Some(release.clone()),
+                rollout: Some(doc.clone()),
+                ..new(id)
+            };
+            let w = f.store.create_workflow(&f.org, go(&w1, &started)).await.unwrap();
+            assert_eq!(w.release_id.as_ref(), Some(&release));
+            let mut again = r.clone();
+            again.started(0, w2.clone(), 21);
+            let e = f.store.create_workflow(&f.org, go(&w2, &again)).await.unwrap_err();
+            assert!(matches!(e, StoreError::Conflict { code: "stale_rollout", .. }), "{e}");
+            assert!(f.store.get_workflow(&f.org, &w2).await.unwrap().is_none());
+            r = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
+            assert_eq!((r.version, r.targets[0].state, r.targets[0].workflow_id.as_ref()), (2, TargetState::Running, Some(&w1)));
+            // Saved with the install's release; a stale save is refused.
+            let stale = r.clone();
+            r.targets[0].state = TargetState::Succeeded;
+            r.status = nuon_core::rollout::RolloutStatus::Succeeded;
+            f.store.save_rollout(&f.org, &r, &[(inst.id.clone(), release.clone())]).await.unwrap();
+            let e = f.store.save_rollout(&f.org, &stale, &[]).await.unwrap_err();
+            assert!(matches!(e, StoreError::Conflict { code: "stale_rollout", .. }), "{e}");
+            assert_eq!(f.store.install_releases(&f.org).await.unwrap().get(&inst.id), Some(&release));
+            assert!(f.store.install_releases(&other).await.unwrap().is_empty());
+            // Listed per release, newest first; only active ones are driven.
+            assert!(f.store.active_rollouts().await.unwrap().is_empty());
+            let mut back = r.clone();
+            back.id = RolloutId::generate();
+            back.status = nuon_core::rollout::RolloutStatus::Running;
+            back.created_at_ms = 30;
+            let mut ended = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
+            ended.status = nuon_core::rollout::RolloutStatus::RolledBack;
+            f.store.create_rollout(&f.org, &back, Some(&ended)).await.unwrap();
+            // The replaced one was saved with it; replacing it again (stale) stores nothing.
+            let mut twice = back.clone();
+            twice.id = RolloutId::generate();
+            let e = f.store.create_rollout(&f.org, &twice, Some(&ended)).await.unwrap_err();
+            assert!(matches!(e, StoreError::Conflict { code: "stale_rollout", .. }), "{e}");
+            assert!(f.store.get_rollout(&f.org, &twice.id).await.unwrap().is_none());
+            let listed: Vec<_> = f.store.list_rollouts(&f.org, Some(&release)).await.unwrap().into_iter().map(|r| (r.id, r.status)).collect();
+            assert_eq!(listed, [(back.id.clone(), nuon_core::rollout::RolloutStatus::Running), (r.id.clone(), nuon_core::rollout::RolloutStatus::RolledBack)]);
+            assert!(f.store.list_rollouts(&f.org, Some(&ReleaseId::generate())).await.unwrap().is_empty());
+            assert_eq!(f.store.list_rollouts(&f.org, None).await.unwrap().len(), 2);
+            assert!(f.store.get_rollout(&other, &r.id).await.unwrap().is_none());
+            assert_eq!(f.store.active_rollouts().await.unwrap(), [(f.org.clone(), back.id.clone())]);
+        }
         let c1 = WorkflowId::generate();
         let w = f.store.create_workflow(&f.org, cron(&c1)).await.unwrap();
         assert_eq!(w.steps[0].status.as_str(), "skipped");
@@ -214,6 +289,8 @@ conformance! {
                         inputs: Default::default(),
                         trigger: None,
                         fire: None,
+                        release: None,
+                        rollout: None,
                     },
                 )
                 .await

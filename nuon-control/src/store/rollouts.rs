@@ -1,0 +1,80 @@
+//! Rollouts, each stored whole under a version, and the release each
+//! install has.
+//!
+//! A rollout is written only over the version it was read at
+//! ([`RolloutStore::save_rollout`], and [`NewWorkflow::rollout`] with the
+//! workflow it starts, in the same transaction), so a leader that took
+//! over from another, or one that restarted mid-rollout, never starts an
+//! install's deploy twice: its stale write is refused (`stale_rollout`).
+
+use std::collections::BTreeMap;
+
+use nuon_core::rollout::RolloutInfo;
+use nuon_core::{ReleaseId, RolloutId};
+
+use super::*;
+
+/// Rollouts and the release of each install.
+#[async_trait]
+pub trait RolloutStore: Send + Sync {
+    /// Stores a new rollout (at version 1). With `replacing`, that rollout
+    /// is saved in the same transaction, over its version (a rollback and
+    /// the rollout it ends).
+    async fn create_rollout(
+        &self,
+        org: &OrgId,
+        rollout: &RolloutInfo,
+        replacing: Option<&RolloutInfo>,
+    ) -> Result<()>;
+
+    /// Saves a rollout over the version it was read at (`rollout.version`,
+    /// which the store then raises by one), and records that each of
+    /// `released` now has its release. A conflict `stale_rollout` when
+    /// someone saved it in between.
+    async fn save_rollout(
+        &self,
+        org: &OrgId,
+        rollout: &RolloutInfo,
+        released: &[(InstallId, ReleaseId)],
+    ) -> Result<()>;
+
+    /// One rollout of the org.
+    async fn get_rollout(&self, org: &OrgId, id: &RolloutId) -> Result<Option<RolloutInfo>>;
+
+    /// The org's rollouts (of `release`, when given), newest first.
+    async fn list_rollouts(
+        &self,
+        org: &OrgId,
+        release: Option<&ReleaseId>,
+    ) -> Result<Vec<RolloutInfo>>;
+
+    /// Every rollout that is running, awaits an approval or stopped, oldest
+    /// first.
+    async fn active_rollouts(&self) -> Result<Vec<(OrgId, RolloutId)>>;
+
+    /// The release each install of the org has (from the rollouts that
+    /// reached it).
+    async fn install_releases(&self, org: &OrgId) -> Result<BTreeMap<InstallId, ReleaseId>>;
+}
+
+/// A rollout as its column keeps it.
+pub(crate) fn rollout_doc(r: &RolloutInfo) -> Result<String> {
+    serde_json::to_string(r).map_err(|e| StoreError::Invalid(e.to_string()))
+}
+
+/// A rollout from its column and version.
+pub(crate) fn rollout_from(doc: &str, version: i64) -> Result<RolloutInfo> {
+    let mut r: RolloutInfo =
+        serde_json::from_str(doc).map_err(|e| StoreError::Database(Box::new(e)))?;
+    r.version = version as u64;
+    Ok(r)
+}
+
+/// The refusal of a save over a version that is gone.
+pub(crate) fn stale_rollout(id: &RolloutId) -> StoreError {
+    StoreError::Conflict {
+        code: "stale_rollout",
+        message: format!("rollout {id} changed meanwhile: read it again"),
+        acked_seq: None,
+    }
+}
