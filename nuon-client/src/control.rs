@@ -1,6 +1,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
 use nuon_core::webhook::WebhookEvent;
 use nuon_core::wire::{
     AppInfo, AppList, BuildInfo, BuildList, ComponentList, ComponentToggled, ConfigFile,
@@ -417,6 +418,55 @@ impl ControlClient {
     pub async fn get_release(&self, id: &str) -> Result<ReleaseInfo> {
         self.http
             .get(&routes::with_id(routes::RELEASE, &seg(id)))
+            .await
+    }
+
+    /// Rolls `release` out (or, with `dry_run`, plans it): see
+    /// [`CreateRollout`].
+    pub async fn create_rollout(&self, release: &str, req: &CreateRollout) -> Result<RolloutInfo> {
+        let path = routes::with_id(routes::RELEASE_ROLLOUTS, &seg(release));
+        self.http.post(&path, req, Duration::ZERO).await
+    }
+
+    /// A release's rollouts (and their rollbacks), newest first.
+    pub async fn list_rollouts(&self, release: &str) -> Result<RolloutList> {
+        self.http
+            .get(&routes::with_id(routes::RELEASE_ROLLOUTS, &seg(release)))
+            .await
+    }
+
+    /// One rollout, with every install's state.
+    pub async fn get_rollout(&self, id: &str) -> Result<RolloutInfo> {
+        self.http
+            .get(&routes::with_id(routes::ROLLOUT, &seg(id)))
+            .await
+    }
+
+    /// Goes on with a rollout: its next wave (one that waits for an
+    /// approval), or past the installs that failed.
+    pub async fn resume_rollout(&self, id: &str) -> Result<RolloutInfo> {
+        self.rollout_act(routes::ROLLOUT_RESUME, id).await
+    }
+
+    /// Deploys a rollout's failed installs again.
+    pub async fn retry_rollout(&self, id: &str) -> Result<RolloutInfo> {
+        self.rollout_act(routes::ROLLOUT_RETRY, id).await
+    }
+
+    /// Starts nothing more of a rollout.
+    pub async fn cancel_rollout(&self, id: &str) -> Result<RolloutInfo> {
+        self.rollout_act(routes::ROLLOUT_CANCEL, id).await
+    }
+
+    /// Rolls a rollout back: the answer is the rollout that returns its
+    /// installs to their release before.
+    pub async fn rollback_rollout(&self, id: &str) -> Result<RolloutInfo> {
+        self.rollout_act(routes::ROLLOUT_ROLLBACK, id).await
+    }
+
+    async fn rollout_act(&self, route: &str, id: &str) -> Result<RolloutInfo> {
+        self.http
+            .post(&routes::with_id(route, &seg(id)), &(), Duration::ZERO)
             .await
     }
 

@@ -25,6 +25,7 @@
 mod api;
 mod engine;
 mod error;
+mod health;
 mod hub;
 pub mod keys;
 mod ops;

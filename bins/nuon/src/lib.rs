@@ -37,6 +37,7 @@ mod images;
 mod ops;
 mod plugins;
 mod releases;
+mod rollouts;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::{CreateJob, JobInfo, LogEntry, LogStream};
 use nuon_core::{ExecJob, Job, JobId, JobStatus};
@@ -115,7 +116,8 @@ enum Command {
         #[command(subcommand)]
         command: apps::ComponentsCommand,
     },
-    /// Release bundles for installs with no route to the vendor's store.
+    /// Releases, their rollouts across the fleet in waves, and release
+    /// bundles for installs with no route to the vendor's store.
     Releases {
         #[command(subcommand)]
         command: releases::ReleasesCommand,

@@ -1,3 +1,6 @@
+//! `nuon releases create|list|get`: releases, frozen config versions and
+//! their builds (their rollouts are in `rollouts.rs`).
+//!
 //! `nuon releases export`: a release (the newest successful build of every
 //! component of an app's latest config version) as an OCI image layout
 //! directory, with `release.json` naming each artifact by digest, for
@@ -38,6 +41,8 @@ pub(crate) enum ReleasesCommand {
         /// The release's id.
         release: String,
     },
+    #[command(flatten)]
+    Rollouts(crate::rollouts::RolloutCommand),
     /// Export an app's newest builds as an OCI image layout directory.
     Export {
         /// The app, by name or id.
@@ -74,6 +79,7 @@ pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8
             vendor_store,
             out,
         } => (app, vendor_store, out),
+        ReleasesCommand::Rollouts(command) => return crate::rollouts::rollouts(g, command).await,
         ReleasesCommand::Create { app, config } => {
             let r = client(g)?.create_release(app, *config).await?;
             if g.json {

@@ -10,6 +10,7 @@ mod health;
 mod ops;
 mod orgs;
 mod releases;
+mod rollouts;
 mod runner;
 mod session;
 mod stack;
@@ -671,6 +672,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(drift::ops());
     ops.extend(groups::ops());
     ops.extend(releases::ops());
+    ops.extend(rollouts::ops());
     ops.extend(health::ops());
     ops.extend(ops::ops());
     ops.extend(stack::ops());

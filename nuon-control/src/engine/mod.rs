@@ -34,6 +34,8 @@ pub(crate) mod cron;
 mod destroy;
 mod dispatch;
 pub(crate) mod render;
+mod rollouts;
+pub(crate) use rollouts::RolloutAct;
 pub(crate) mod rules;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -42,7 +44,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nuon_core::app::AppConfig;
-use nuon_core::wire::{BuildInfo, WorkflowInfo};
+use nuon_core::rollout::RolloutInfo;
+use nuon_core::wire::{BuildInfo, ReleaseInfo, WorkflowInfo};
 use nuon_core::workflow::{self, StepKind, WorkflowKind};
 use nuon_core::{AppId, ArtifactRef, JobId, JobStatus, OrgId, RunnerId, WorkflowId};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -167,6 +170,11 @@ pub(crate) struct Start<'a> {
     pub(crate) trigger: Option<&'static str>,
     /// A cron run's action and due time.
     pub(crate) fire: Option<(String, i64)>,
+    /// The release it deploys: its config version and builds.
+    pub(crate) release: Option<&'a ReleaseInfo>,
+    /// A rollout's start: the workflow's id, and the rollout with it
+    /// marked started, saved with the workflow.
+    pub(crate) rollout: Option<(WorkflowId, RolloutInfo)>,
 }
 
 impl<'a> Start<'a> {
@@ -191,6 +199,8 @@ impl<'a> Start<'a> {
             inputs: BTreeMap::new(),
             trigger: None,
             fire: None,
+            release: None,
+            rollout: None,
         }
     }
 }
@@ -428,9 +438,13 @@ impl Engine {
         if !problems.is_empty() {
             return Err(EngineError::Invalid(problems.join("; ")));
         }
-        let builds = self
-            .latest_builds(org, &install.app_id, s.config_version)
-            .await?;
+        let builds = match s.release {
+            Some(r) => r.builds.clone(),
+            None => {
+                self.latest_builds(org, &install.app_id, s.config_version)
+                    .await?
+            }
+        };
         let unbuilt: Vec<&str> = targets
             .iter()
             .filter(|t| !builds.contains_key(*t))
@@ -462,12 +476,16 @@ impl Engine {
                 .set_install_config(org, &install.id, s.config_version)
                 .await?;
         }
+        let (id, rollout) = match s.rollout {
+            Some((id, r)) => (id, Some(r)),
+            None => (WorkflowId::generate(), None),
+        };
         let wf = self
             .store
             .create_workflow(
                 org,
                 NewWorkflow {
-                    id: WorkflowId::generate(),
+                    id,
                     install_id: install.id.clone(),
                     kind: s.kind,
                     config_version: s.config_version,
@@ -476,8 +494,8 @@ impl Engine {
                     inputs,
                     trigger: s.trigger.map(str::to_owned),
                     fire: s.fire,
-                    release: None,
-                    rollout: None,
+                    release: s.release.map(|r| r.id.clone()),
+                    rollout,
                 },
             )
             .await?;
@@ -609,6 +627,7 @@ impl Engine {
                 tracing::error!(workflow = %id, error = %e, "workflow did not advance");
             }
         }
+        self.drive_rollouts().await;
     }
 
     /// An app's name and one of its config versions.
@@ -672,9 +691,19 @@ impl Engine {
         let (app_name, config) = self
             .app_config(org, &install.app_id, wf.config_version)
             .await?;
-        let builds = self
-            .latest_builds(org, &install.app_id, wf.config_version)
-            .await?;
+        let builds = match &wf.release_id {
+            Some(id) => {
+                self.store
+                    .get_release(org, id)
+                    .await?
+                    .ok_or_else(|| EngineError::NotFound(format!("release {id} is gone")))?
+                    .builds
+            }
+            None => {
+                self.latest_builds(org, &install.app_id, wf.config_version)
+                    .await?
+            }
+        };
         Ok(Ctx {
             org: org.clone(),
             wf,

@@ -82,8 +82,8 @@ pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
 pub mod prelude {
     pub use super::{
         AppStore, AuditStore, BuildStore, InstallStore, JobStore, LabelStore, MaintenanceStore,
-        OrgStore, QueueStore, ReleaseStore, RolloutStore, RunnerStore, SealingStore, StateStore, Store,
-        WebhookStore, WorkflowStore,
+        OrgStore, QueueStore, ReleaseStore, RolloutStore, RunnerStore, SealingStore, StateStore,
+        Store, WebhookStore, WorkflowStore,
     };
 }
 

@@ -22,7 +22,13 @@ pub(super) fn save(
         .execute(
             "UPDATE rollouts SET doc = ?1, status = ?2, version = version + 1 \
              WHERE id = ?3 AND org_id = ?4 AND version = ?5",
-            params![doc, r.status.as_str(), r.id.as_str(), org.as_str(), r.version as i64],
+            params![
+                doc,
+                r.status.as_str(),
+                r.id.as_str(),
+                org.as_str(),
+                r.version as i64
+            ],
         )
         .map_err(db_err)?;
     if saved == 0 {

@@ -1,0 +1,163 @@
+//! Rollouts on the Control API: a release deployed to the installs a label
+//! selector picks, in waves (`POST /v1/releases/{id}/rollouts`, or a dry
+//! run of it), each install's state (`GET /v1/rollouts/{id}`), and what an
+//! operator does to one: resume, retry, cancel, roll back. The engine
+//! ([`crate::engine`]) plans and drives them; this is the thin HTTP side.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
+use nuon_core::wire::routes;
+use nuon_core::{ReleaseId, RolloutId};
+
+use super::apps::app_names;
+use super::control::require_admin;
+use super::doc::Op;
+use super::{ApiAuth, Body, SharedState};
+use crate::engine::RolloutAct;
+use crate::error::Error;
+
+pub(super) fn ops() -> Vec<Op> {
+    let act = |path, id, what, act: RolloutAct| {
+        Op::post(
+            path,
+            id,
+            what,
+            post(
+                move |state: State<SharedState>, auth: ApiAuth, key: Path<String>| {
+                    rollout_act(state, auth, key, act)
+                },
+            ),
+        )
+        .returns::<RolloutInfo>(200)
+    };
+    vec![
+        Op::post(routes::RELEASE_ROLLOUTS, "createRollout", "Roll a release out to the installs of its app that a label selector picks (`to`), in waves (`1,10%,100%`), at most `max_parallel` at once, each by its normal deploy workflow; a failed install stops it. With `dry_run`, only say who gets what, in which wave (200, nothing stored).", post(create_rollout))
+            .takes::<CreateRollout>()
+            .returns::<RolloutInfo>(201)
+            .or_status(200, "A dry run: the plan, with status `planned`; nothing is stored or started."),
+        Op::get(routes::RELEASE_ROLLOUTS, "listRollouts", "A release's rollouts (and the rollbacks of them), newest first.", get(list_rollouts))
+            .returns::<RolloutList>(200),
+        Op::get(routes::ROLLOUT, "getRollout", "One rollout: its status, wave, and every install's state, workflow and reason.", get(get_rollout))
+            .returns::<RolloutInfo>(200),
+        act(routes::ROLLOUT_RESUME, "resumeRollout", "Go on: start the next wave of a rollout that waits for an approval, or pass over the installs that failed and go on without them.", RolloutAct::Resume),
+        act(routes::ROLLOUT_RETRY, "retryRollout", "Deploy the installs that failed again (a new workflow each, with their inputs as they are now), then go on.", RolloutAct::Retry),
+        act(routes::ROLLOUT_CANCEL, "cancelRollout", "Start nothing more: the deploys that run finish.", RolloutAct::Cancel),
+        act(routes::ROLLOUT_ROLLBACK, "rollbackRollout", "Return every install the rollout reached to the release it had before, by a new rollout (answered); installs that had none are left as they are.", RolloutAct::Rollback),
+    ]
+}
+
+/// A rollout with its app's name.
+async fn named(
+    state: &SharedState,
+    auth: &ApiAuth,
+    mut r: RolloutInfo,
+) -> Result<RolloutInfo, Error> {
+    if r.app_name.is_none() {
+        r.app_name = app_names(state, auth).await?.get(&r.app_id).cloned();
+    }
+    Ok(r)
+}
+
+async fn release_of(
+    state: &SharedState,
+    auth: &ApiAuth,
+    key: &str,
+) -> Result<nuon_core::wire::ReleaseInfo, Error> {
+    let missing = || Error::not_found(format!("no release {key:?} (see `nuon releases list`)"));
+    let id: ReleaseId = key.parse().map_err(|_| missing())?;
+    let mut release = state
+        .store
+        .get_release(&auth.0.org_id, &id)
+        .await?
+        .ok_or_else(missing)?;
+    release.app_name = app_names(state, auth).await?.get(&release.app_id).cloned();
+    Ok(release)
+}
+
+fn rollout_id(key: &str) -> Result<RolloutId, Error> {
+    key.parse().map_err(|_| {
+        Error::not_found(format!(
+            "no rollout {key:?} (see `nuon releases status REL`)"
+        ))
+    })
+}
+
+async fn create_rollout(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+    Body(req): Body<CreateRollout>,
+) -> Result<(StatusCode, Json<RolloutInfo>), Error> {
+    if !req.dry_run {
+        require_admin(&auth)?;
+    }
+    let release = release_of(&state, &auth, &key).await?;
+    let rollout = state
+        .engine
+        .create_rollout(
+            &auth.0.org_id,
+            &release,
+            &req,
+            Some(auth.0.token_id.to_string()),
+        )
+        .await?;
+    let status = if req.dry_run {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(rollout)))
+}
+
+async fn list_rollouts(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<RolloutList>, Error> {
+    let release = release_of(&state, &auth, &key).await?;
+    let mut rollouts = Vec::new();
+    for r in state
+        .store
+        .list_rollouts(&auth.0.org_id, Some(&release.id))
+        .await?
+    {
+        rollouts.push(named(&state, &auth, r).await?);
+    }
+    Ok(Json(RolloutList { rollouts }))
+}
+
+async fn get_rollout(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<RolloutInfo>, Error> {
+    let id = rollout_id(&key)?;
+    let found = state
+        .store
+        .get_rollout(&auth.0.org_id, &id)
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "no rollout {key:?} (see `nuon releases status REL`)"
+            ))
+        })?;
+    Ok(Json(named(&state, &auth, found).await?))
+}
+
+async fn rollout_act(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+    act: RolloutAct,
+) -> Result<Json<RolloutInfo>, Error> {
+    require_admin(&auth)?;
+    let id = rollout_id(&key)?;
+    let r = state
+        .engine
+        .rollout_act(&auth.0.org_id, &id, act, Some(auth.0.token_id.to_string()))
+        .await?;
+    Ok(Json(named(&state, &auth, r).await?))
+}

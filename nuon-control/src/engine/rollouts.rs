@@ -1,0 +1,444 @@
+//! Rollouts on the workflow engine: the leader moves every active rollout
+//! along on each pass, by [`RolloutInfo::advance`], and starts each
+//! install's normal deploy workflow pinned to the release (its plans,
+//! policies and approvals as the install's `approval_option` says).
+//!
+//! Every change is saved over the version it was read at, and a start is
+//! saved with its workflow in one transaction, so a leader that restarts
+//! or takes over mid-rollout goes on from what is stored and never
+//! deploys an install twice. The commands (`create`, `resume`, `retry`,
+//! `cancel`, `rollback`) read, change and save the same way, again on a
+//! conflict.
+
+use std::collections::HashMap;
+
+use nuon_core::labels::Selector;
+use nuon_core::rollout::{
+    CreateRollout, NewRollout, RolloutInfo, RolloutStatus, Seen, Selected, TargetState, Waves,
+};
+use nuon_core::wire::{ReleaseInfo, RunnerStatus};
+use nuon_core::workflow::{WorkflowKind, WorkflowStatus};
+use nuon_core::{OrgId, RolloutId, WorkflowId, now_ms};
+
+use super::{Engine, EngineError, Result, Start};
+use crate::store::StoreError;
+
+/// What an operator asks of a rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RolloutAct {
+    /// Start the next wave, or pass over the failed installs.
+    Resume,
+    /// Deploy the failed installs again.
+    Retry,
+    /// Start nothing more.
+    Cancel,
+    /// Return the installs reached to their release before.
+    Rollback,
+}
+
+/// How often a command reads and saves again when the leader saved the
+/// rollout in between.
+const TRIES: usize = 5;
+
+fn stale(e: &EngineError) -> bool {
+    matches!(
+        e,
+        EngineError::Store(StoreError::Conflict {
+            code: "stale_rollout",
+            ..
+        })
+    )
+}
+
+impl Engine {
+    /// Plans a rollout of `release` and, unless it is a dry run, stores it
+    /// for the leader to drive.
+    pub(crate) async fn create_rollout(
+        &self,
+        org: &OrgId,
+        release: &ReleaseInfo,
+        req: &CreateRollout,
+        created_by: Option<String>,
+    ) -> Result<RolloutInfo> {
+        let selector: Selector = req
+            .to
+            .parse()
+            .map_err(|e: String| EngineError::Invalid(format!("--to: {e}")))?;
+        let waves: Waves = req
+            .waves
+            .parse()
+            .map_err(|e: String| EngineError::Invalid(format!("--waves: {e}")))?;
+        if req.max_parallel == 0 {
+            return Err(EngineError::Invalid(
+                "--max-parallel must be at least 1".into(),
+            ));
+        }
+        let bake_ms = match &req.bake {
+            None => 0,
+            Some(text) => nuon_core::parse_duration(text)
+                .map_err(|e| EngineError::Invalid(format!("--bake: {e}")))?
+                .as_millis() as u64,
+        };
+        let releases = self.store.install_releases(org).await?;
+        let installs: Vec<Selected> = self
+            .store
+            .list_installs(org)
+            .await?
+            .into_iter()
+            .filter(|i| i.app_id == release.app_id && selector.matches(&i.labels))
+            .filter(|i| !matches!(i.state.as_str(), "deprovisioned" | "deprovisioning"))
+            .map(|i| Selected {
+                release: releases.get(&i.id).cloned(),
+                id: i.id,
+                name: i.name,
+            })
+            .collect();
+        if installs.is_empty() {
+            return Err(EngineError::Invalid(format!(
+                "the selector {:?} picks no install of the release's app (deprovisioned ones are left out): see `nuon installs list --selector '{}'`",
+                selector.to_string(),
+                selector
+            )));
+        }
+        let mut rollout = NewRollout {
+            id: RolloutId::generate(),
+            release_id: release.id.clone(),
+            app_id: release.app_id.clone(),
+            selector: selector.to_string(),
+            waves,
+            max_parallel: req.max_parallel,
+            approve_each_wave: req.approve_each_wave,
+            bake_ms,
+            created_by,
+        }
+        .plan(installs, now_ms());
+        rollout.app_name = release.app_name.clone();
+        if req.dry_run {
+            rollout.status = RolloutStatus::Planned;
+            return Ok(rollout);
+        }
+        // An install takes one rollout at a time.
+        for (_, id) in self.store.active_rollouts().await? {
+            let Some(other) = self.store.get_rollout(org, &id).await? else {
+                continue;
+            };
+            let taken: Vec<&str> = other
+                .targets
+                .iter()
+                .filter(|t| rollout.targets.iter().any(|n| n.install_id == t.install_id))
+                .map(|t| t.install.as_str())
+                .collect();
+            if !taken.is_empty() {
+                return Err(EngineError::conflict(
+                    "install_in_rollout",
+                    format!(
+                        "rollout {} ({}) still holds {}: let it finish, or `nuon releases cancel` or `rollback` it first",
+                        other.id,
+                        other.status,
+                        taken.join(", ")
+                    ),
+                ));
+            }
+        }
+        self.store.create_rollout(org, &rollout, None).await?;
+        rollout.version = 1;
+        tracing::info!(rollout = %rollout.id, release = %release.id, installs = rollout.targets.len(), waves = rollout.wave_count, "rollout created");
+        self.wake_everywhere();
+        Ok(rollout)
+    }
+
+    /// Applies an operator's `act` to a rollout; the rollout after (with a
+    /// rollback, the new rollout that rolls it back).
+    pub(crate) async fn rollout_act(
+        &self,
+        org: &OrgId,
+        id: &RolloutId,
+        act: RolloutAct,
+        by: Option<String>,
+    ) -> Result<RolloutInfo> {
+        for _ in 0..TRIES {
+            let mut r = self
+                .store
+                .get_rollout(org, id)
+                .await?
+                .ok_or_else(|| EngineError::NotFound(format!("no rollout {id}")))?;
+            let now = now_ms();
+            let done = match act {
+                RolloutAct::Resume => r.resume().map(|_| None),
+                RolloutAct::Retry => r.retry().map(|_| None),
+                RolloutAct::Cancel => r.cancel().map(|_| None),
+                RolloutAct::Rollback => r.rollback(RolloutId::generate(), now).map(Some),
+            }
+            .map_err(|e| EngineError::conflict("rollout_state", e))?;
+            r.updated_at_ms = now;
+            let saved = match done {
+                None => self.store.save_rollout(org, &r, &[]).await.map(|_| {
+                    r.version += 1;
+                    r
+                }),
+                Some(mut back) => {
+                    back.created_by = by.clone();
+                    self.store
+                        .create_rollout(org, &back, Some(&r))
+                        .await
+                        .map(|_| {
+                            back.version = 1;
+                            back
+                        })
+                }
+            };
+            match saved.map_err(EngineError::from) {
+                Ok(r) => {
+                    tracing::info!(rollout = %id, ?act, status = %r.status, "rollout changed by hand");
+                    self.wake_everywhere();
+                    return Ok(r);
+                }
+                Err(e) if stale(&e) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(EngineError::conflict(
+            "stale_rollout",
+            format!("rollout {id} keeps changing under this request: try again"),
+        ))
+    }
+
+    /// Moves every active rollout along (the leader, on each pass).
+    pub(super) async fn drive_rollouts(&self) {
+        let active = match self.store.active_rollouts().await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list active rollouts");
+                return;
+            }
+        };
+        for (org, id) in active {
+            match self.drive_rollout(&org, &id).await {
+                Ok(()) => {}
+                Err(e) if stale(&e) => {}
+                Err(e) => tracing::error!(rollout = %id, error = %e, "rollout did not advance"),
+            }
+        }
+    }
+
+    async fn drive_rollout(&self, org: &OrgId, id: &RolloutId) -> Result<()> {
+        let Some(mut r) = self.store.get_rollout(org, id).await? else {
+            return Ok(());
+        };
+        let mut seen = HashMap::new();
+        for (i, t) in r.targets.iter().enumerate() {
+            let s = match t.state {
+                TargetState::Running => self.workflow_seen(org, t.workflow_id.as_ref()).await?,
+                TargetState::Baking => self.bake_seen(org, &r, i).await?,
+                _ => continue,
+            };
+            seen.insert(t.install_id.clone(), s);
+        }
+        let now = now_ms();
+        let was = r.status;
+        let advance = r.advance(now, |t| {
+            seen.get(&t.install_id).cloned().unwrap_or(Seen::Going)
+        });
+        if advance.changed {
+            r.updated_at_ms = now;
+            let released: Vec<_> = advance
+                .released
+                .iter()
+                .map(|&i| {
+                    (
+                        r.targets[i].install_id.clone(),
+                        r.targets[i].release_id.clone(),
+                    )
+                })
+                .collect();
+            self.store.save_rollout(org, &r, &released).await?;
+            r.version += 1;
+            if r.status != was {
+                tracing::info!(rollout = %r.id, status = %r.status, wave = r.wave + 1, reason = r.reason.as_deref().unwrap_or(""), "rollout moved");
+            }
+        }
+        let mut releases: HashMap<_, ReleaseInfo> = HashMap::new();
+        for i in advance.start {
+            let target = r.targets[i].clone();
+            if !releases.contains_key(&target.release_id) {
+                let found = self
+                    .store
+                    .get_release(org, &target.release_id)
+                    .await?
+                    .ok_or_else(|| {
+                        EngineError::NotFound(format!("release {} is gone", target.release_id))
+                    });
+                match found {
+                    Ok(rel) => {
+                        releases.insert(target.release_id.clone(), rel);
+                    }
+                    Err(e) => {
+                        self.not_started(org, &mut r, i, e).await?;
+                        break;
+                    }
+                }
+            }
+            let release = &releases[&target.release_id];
+            let workflow = WorkflowId::generate();
+            let mut doc = r.clone();
+            doc.started(i, workflow.clone(), now_ms());
+            doc.updated_at_ms = now_ms();
+            match self
+                .start_target(org, &target, release, workflow, doc.clone())
+                .await
+            {
+                Ok(()) => {
+                    r = doc;
+                    r.version += 1;
+                    tracing::info!(rollout = %r.id, install = %target.install, wave = target.wave + 1, "rollout deploys an install");
+                }
+                Err(e) if stale(&e) => return Ok(()),
+                Err(
+                    e @ (EngineError::Invalid(_)
+                    | EngineError::NotFound(_)
+                    | EngineError::Conflict { .. }),
+                ) => {
+                    self.not_started(org, &mut r, i, e).await?;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the deploy of one install of a rollout, saving the rollout
+    /// (`doc`, with it started) with the workflow.
+    async fn start_target(
+        &self,
+        org: &OrgId,
+        target: &nuon_core::rollout::RolloutTarget,
+        release: &ReleaseInfo,
+        workflow: WorkflowId,
+        doc: RolloutInfo,
+    ) -> Result<()> {
+        let install = self
+            .store
+            .find_install(org, target.install_id.as_str())
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("install {} is gone", target.install)))?;
+        let (app_name, config) = self
+            .app_config(org, &install.app_id, release.config_version)
+            .await?;
+        let start = Start {
+            release: Some(release),
+            rollout: Some((workflow, doc)),
+            ..Start::new(
+                &install,
+                &app_name,
+                &config,
+                release.config_version,
+                WorkflowKind::Deploy,
+            )
+        };
+        self.start(org, start).await.map(|_| ())
+    }
+
+    /// Records that install `i` could not start, and why.
+    async fn not_started(
+        &self,
+        org: &OrgId,
+        r: &mut RolloutInfo,
+        i: usize,
+        why: EngineError,
+    ) -> Result<()> {
+        tracing::warn!(rollout = %r.id, install = %r.targets[i].install, error = %why, "a rollout's deploy could not start");
+        r.not_started(i, why.to_string(), now_ms());
+        r.updated_at_ms = now_ms();
+        self.store.save_rollout(org, r, &[]).await?;
+        r.version += 1;
+        Ok(())
+    }
+
+    /// What became of a running install's workflow.
+    async fn workflow_seen(&self, org: &OrgId, id: Option<&WorkflowId>) -> Result<Seen> {
+        let Some(id) = id else {
+            return Ok(Seen::Failed("it has no workflow".into()));
+        };
+        let Some(wf) = self.store.get_workflow(org, id).await? else {
+            return Ok(Seen::Failed(format!("its workflow {id} is gone")));
+        };
+        Ok(match wf.status {
+            s if s.is_active() => Seen::Going,
+            WorkflowStatus::Succeeded => Seen::Succeeded(wf.finished_at_ms.unwrap_or_else(now_ms)),
+            status => {
+                let step = wf
+                    .steps
+                    .iter()
+                    .find(|s| {
+                        matches!(
+                            s.status,
+                            nuon_core::workflow::StepStatus::Failed
+                                | nuon_core::workflow::StepStatus::Denied
+                        )
+                    })
+                    .map(|s| {
+                        format!(
+                            ": {} {}{}",
+                            s.name,
+                            s.status,
+                            s.reason
+                                .as_deref()
+                                .map(|r| format!(" ({r})"))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .unwrap_or_default();
+                Seen::Failed(format!("workflow {id} ended {status}{step}"))
+            }
+        })
+    }
+
+    /// Whether a baking install stays healthy: its runner calls and its
+    /// components' last deploys and health-check actions pass.
+    async fn bake_seen(&self, org: &OrgId, r: &RolloutInfo, i: usize) -> Result<Seen> {
+        let t = &r.targets[i];
+        let Some(install) = self.store.find_install(org, t.install_id.as_str()).await? else {
+            return Ok(Seen::Failed(format!("install {} is gone", t.install)));
+        };
+        let (_, config) = self
+            .app_config(org, &install.app_id, install.config_version)
+            .await?;
+        let runner = self
+            .store
+            .find_runner(org, install.runner_id.as_str())
+            .await?
+            .map(|mut runner| {
+                let now = now_ms();
+                runner.status = match self.ops.health(runner.revoked, runner.last_seen_at_ms, now) {
+                    nuon_core::wire::RunnerHealth::Healthy => RunnerStatus::Connected,
+                    _ => RunnerStatus::Gone,
+                };
+                runner
+            });
+        let workflows = self.store.list_workflows(org, &install.id).await?;
+        let health =
+            crate::health::health_of(&config, &install, runner.as_ref(), &workflows, now_ms());
+        if health.status == "healthy" {
+            return Ok(Seen::Going);
+        }
+        let why: Vec<String> = health
+            .checks
+            .iter()
+            .filter(|c| !matches!(c.status.as_str(), "ok" | "unknown"))
+            .map(|c| {
+                format!(
+                    "{} {}: {}",
+                    c.kind,
+                    c.name,
+                    c.detail.as_deref().unwrap_or(&c.status)
+                )
+            })
+            .collect();
+        Ok(Seen::Failed(format!(
+            "{} ({})",
+            health.status,
+            why.join("; ")
+        )))
+    }
+}
