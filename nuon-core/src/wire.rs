@@ -1158,6 +1158,9 @@ pub struct InstallInfo {
     /// Its labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// The release it has: the last one a rollout deployed to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_id: Option<crate::ReleaseId>,
     /// When it was created.
     pub created_at_ms: i64,
 }

@@ -575,6 +575,17 @@ impl Manual {
 
     /// Starts the install's runner (with `path` as its PATH when given).
     fn runner(&self, path: Option<&str>) -> Child {
+        self.runner_of("install", &self.store_dir, &self.install_token, path)
+    }
+
+    /// Starts the runner of another install, by its `token`, with a work
+    /// directory, store and log (`NAME.log`) of its own named `name`.
+    pub(crate) fn start_runner_of(&self, name: &str, token: &str) -> Child {
+        let store = self.dir.path().join(format!("{name}-store"));
+        self.runner_of(name, &store, token, None)
+    }
+
+    fn runner_of(&self, name: &str, store: &Path, token: &str, path: Option<&str>) -> Child {
         let d = self.dir.path();
         let mut c = Command::new(bin("nuon-runner"));
         c.arg("run")
@@ -585,10 +596,10 @@ impl Manual {
                 &self.cp.signing_key,
             ])
             .arg("--work-dir")
-            .arg(d.join("install"))
+            .arg(d.join(name))
             .arg("--store-dir")
-            .arg(&self.store_dir)
-            .env("NUON_RUNNER_TOKEN", &self.install_token)
+            .arg(store)
+            .env("NUON_RUNNER_TOKEN", token)
             .args(
                 self.vendor
                     .iter()
@@ -599,7 +610,7 @@ impl Manual {
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
-                    .open(d.join("install.log"))
+                    .open(d.join(format!("{name}.log")))
                     .unwrap(),
             );
         if let Some(p) = path {

@@ -15,6 +15,7 @@ mod ops;
 mod plugins;
 mod registry;
 mod replicas;
+mod rollouts;
 mod rotation;
 mod security;
 mod stack;

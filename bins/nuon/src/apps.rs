@@ -520,6 +520,9 @@ fn show_install(i: &InstallInfo) {
     }
     outln!("runner:   {}", i.runner_id);
     outln!("state:    {}", i.state);
+    if let Some(r) = &i.release_id {
+        outln!("release:  {r}");
+    }
     outln!("approval: {}", i.approval);
     if !i.labels.is_empty() {
         outln!("labels:   {}", crate::groups::labels_text(&i.labels));

@@ -523,6 +523,7 @@ pub(super) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
         secrets: sealed.secrets.into_keys().collect(),
         outputs,
         labels: i.labels,
+        release_id: None,
         created_at_ms: i.created_at_ms,
     })
 }
@@ -729,6 +730,11 @@ pub(super) async fn with_app_name(
         .find_app(&auth.0.org_id, install.app_id.as_str())
         .await?
         .map(|a| a.name);
+    install.release_id = state
+        .store
+        .install_releases(&auth.0.org_id)
+        .await?
+        .remove(&install.id);
     Ok(install)
 }
 
@@ -753,8 +759,10 @@ async fn named(
     mut installs: Vec<InstallInfo>,
 ) -> Result<Vec<InstallInfo>, Error> {
     let apps = app_names(state, auth).await?;
+    let releases = state.store.install_releases(&auth.0.org_id).await?;
     for i in &mut installs {
         i.app_name = apps.get(&i.app_id).cloned();
+        i.release_id = releases.get(&i.id).cloned();
     }
     Ok(installs)
 }
