@@ -40,6 +40,7 @@ struct OrgB {
     workflow: String,
     webhook: String,
     release: String,
+    rollout: String,
     /// Every id and name of B, none of which may appear in an answer to A.
     secrets: Vec<String>,
 }
@@ -87,6 +88,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "setInstallLabels" => json!({"set": {"tier": "prod"}, "remove": ["old"]}),
         "createInstallGroup" => json!({"name": "a-group", "selector": "tier=prod"}),
         "createRelease" => json!({"app": b.app}),
+        "createRollout" => json!({"to": "tier=prod", "waves": "1,100%"}),
         "createToken" => json!({"name": "a-token", "scope": "read"}),
         "createWorkflow" => json!({"kind": "deploy"}),
         "createWebhook" => {
@@ -106,7 +108,11 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         | "disableInstallComponent"
         | "enableInstallComponent"
         | "removeWebhook"
-        | "deleteInstallGroup" => {
+        | "deleteInstallGroup"
+        | "resumeRollout"
+        | "retryRollout"
+        | "cancelRollout"
+        | "rollbackRollout" => {
             return None;
         }
         other => panic!("no request body known for write operation {other}: add one to this test"),
@@ -191,6 +197,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
         workflow: nuon_core::WorkflowId::generate().to_string(),
         // Org B has no release (nothing is built): any id is someone else's.
         release: nuon_core::ReleaseId::generate().to_string(),
+        rollout: nuon_core::RolloutId::generate().to_string(),
         secrets: vec![
             "b-app".into(),
             inst["install"]["app_id"].as_str().unwrap().into(),
@@ -238,6 +245,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                     "{id}" if path.starts_with("/v1/webhooks") => &b.webhook,
                     "{name}" if path.starts_with("/v1/install-groups") => "b-group",
                     "{id}" if path.starts_with("/v1/releases") => &b.release,
+                    "{id}" if path.starts_with("/v1/rollouts") => &b.rollout,
                     "{version}" => "1",
                     "{component}" => "app",
                     s if s.starts_with('{') => panic!("no value known for {s} in {path}: add one"),
