@@ -14,6 +14,9 @@
 //!     pgbench   the raw SKIP LOCKED claim + complete rate of PostgreSQL (pgbench)
 //!     pg        throughput on PostgreSQL with 1 and with 2 replicas (--jobs J, default 12,000),
 //!               then dispatch latency at --rate R jobs/s for 10 s
+//!     rollout   a release rolled out to --installs N installs (default 1,000) on SQLite, in
+//!               waves 1,10%,50%,100% at --max-parallel P (default 50), each install's runner
+//!               simulated (its build, sync, plan and apply jobs succeed at once)
 //! ```
 //!
 //! Prints Markdown for BENCHMARKS.md. With no section, runs them all.
@@ -48,6 +51,8 @@ struct Args {
     rate: f64,
     secs: u64,
     jobs: usize,
+    installs: usize,
+    max_parallel: u32,
 }
 
 fn args() -> Result<Args> {
@@ -57,6 +62,8 @@ fn args() -> Result<Args> {
         rate: 200.0,
         secs: 30,
         jobs: 12_000,
+        installs: 1_000,
+        max_parallel: 50,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -67,6 +74,8 @@ fn args() -> Result<Args> {
             "--rate" => a.rate = value("--rate")?.parse()?,
             "--secs" => a.secs = value("--secs")?.parse()?,
             "--jobs" => a.jobs = value("--jobs")?.parse()?,
+            "--installs" => a.installs = value("--installs")?.parse()?,
+            "--max-parallel" => a.max_parallel = value("--max-parallel")?.parse()?,
             s if s.starts_with("--") => bail!("unknown flag {s}; see the top of benches/fleet.rs"),
             s => a.sections.push(s.to_owned()),
         }
@@ -90,6 +99,9 @@ fn main() -> Result<()> {
     }
     if want("pg") {
         rt.block_on(pg_throughput(&args, raw))?;
+    }
+    if want("rollout") {
+        rt.block_on(rollout(&args))?;
     }
     Ok(())
 }
@@ -171,7 +183,7 @@ async fn sim_runner(client: RunnerClient, slots: u32, stats: Arc<Stats>) {
     let client = Arc::new(client);
     let mut backoff = backoff();
     let req = ClaimRequest {
-        kinds: vec!["exec".into()],
+        kinds: SIM_KINDS.iter().map(|k| k.to_string()).collect(),
         slots,
         wait_ms: CLAIM_WAIT_MS,
         signing_key: None,
@@ -212,6 +224,35 @@ async fn sim_runner(client: RunnerClient, slots: u32, stats: Arc<Stats>) {
         }
         running.join_all().await;
     }
+}
+
+/// The job kinds a simulated runner claims: commands, and every job of a
+/// build and a deploy.
+const SIM_KINDS: [&str; 7] = [
+    "build",
+    "exec",
+    "helm",
+    "kubernetes",
+    "sync",
+    "terraform",
+    "wasm",
+];
+
+/// What a simulated job reports: nothing for a command; for the jobs of a
+/// build or a deploy, what the control plane reads of each (the artifact
+/// of a build or a sync, a plan's changes, an apply's outputs), all in one.
+fn sim_outputs(job: &ClaimedJob) -> serde_json::Value {
+    let kind = serde_json::from_str::<JobSpec>(&job.spec)
+        .map(|s| s.kind)
+        .unwrap_or_default();
+    if kind == "exec" {
+        return serde_json::Value::Null;
+    }
+    serde_json::json!({
+        "artifact": {"repo": "app/box", "digest": format!("sha256:{}", "a".repeat(64)), "size": 2},
+        "changes": {"add": 1, "change": 0, "destroy": 0},
+        "outputs": {"version": "v1"},
+    })
 }
 
 /// The generator's send time, which it puts in the job's first argument.
@@ -255,7 +296,7 @@ async fn run_job(
             outcome: Outcome::Succeeded,
             exit_code: Some(0),
             reason: None,
-            outputs: serde_json::Value::Null,
+            outputs: sim_outputs(job),
         },
     };
     retry(stats, || client.complete(&job.job_id, &done)).await?;
@@ -792,6 +833,173 @@ async fn pg_throughput(args: &Args, raw: Option<f64>) -> Result<()> {
     println!("|---|---|---|");
     for row in dispatch {
         println!("{row}");
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ rollout
+
+/// A release rolled out to `--installs` installs in waves, every install's
+/// runner simulated: what the control plane adds per install and per wave,
+/// and that it never deploys more than `--max-parallel` at once.
+async fn rollout(args: &Args) -> Result<()> {
+    use nuon_core::rollout::{CreateRollout, RolloutStatus, TargetState};
+    use nuon_core::wire::CreateInstall;
+
+    let n = args.installs;
+    let waves = "1,10%,50%,100%";
+    println!(
+        "\n## Rollout on SQLite: {n} installs, waves {waves}, at most {} at once\n",
+        args.max_parallel
+    );
+    let cp = ControlPlane::start("60s")?;
+    let control = cp.client();
+    let app = tempfile::tempdir()?;
+    for (path, text) in [
+        ("metadata.toml", "version = \"v2\"\n"),
+        (
+            "components/box.toml",
+            "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n",
+        ),
+        (
+            "src/box/main.tf",
+            "resource \"terraform_data\" \"box\" {}\n",
+        ),
+    ] {
+        let p = app.path().join(path);
+        std::fs::create_dir_all(p.parent().context("a parent")?)?;
+        std::fs::write(p, text)?;
+    }
+    let nuon = |a: &[&str]| -> Result<()> {
+        let out = cp.nuon(a);
+        if !out.status.success() {
+            bail!("nuon {a:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    };
+    nuon(&["apps", "create", "app"])?;
+    nuon(&[
+        "apps",
+        "sync",
+        app.path().to_str().context("a path")?,
+        "--app",
+        "app",
+    ])?;
+    let build_token = std::fs::read_to_string(cp.data_dir.join("build-runner-token"))?;
+    let mut tokens = vec![("build".to_owned(), build_token.trim().to_owned())];
+    let _builder = Fleet::start(&tokens, &[cp.runner_url.clone()], 4)?;
+    nuon(&["builds", "create", "--app", "app", "--wait"])?;
+
+    let t = Instant::now();
+    let sem = Arc::new(Semaphore::new(32));
+    let mut set = JoinSet::new();
+    for i in 0..n {
+        let (control, sem) = (control.clone(), sem.clone());
+        set.spawn(async move {
+            let _permit = sem.acquire_owned().await?;
+            let name = format!("i{i:04}");
+            let created = control
+                .create_install(&CreateInstall {
+                    app: "app".into(),
+                    name: name.clone(),
+                    inputs: Default::default(),
+                    secrets: Default::default(),
+                    approval: None,
+                    labels: [("tier".to_owned(), "prod".to_owned())].into(),
+                })
+                .await?;
+            anyhow::Ok((name, created.runner_token))
+        });
+    }
+    tokens.clear();
+    while let Some(r) = set.join_next().await {
+        tokens.push(r??);
+    }
+    println!(
+        "| create {n} installs with their runners (32 at a time) | {:.1} s |",
+        t.elapsed().as_secs_f64()
+    );
+    let fleet = Fleet::start(&tokens, &[cp.runner_url.clone()], 1)?;
+    let names: Vec<String> = tokens.iter().map(|(_, t)| t.clone()).collect();
+    drop(names);
+    let release = control.create_release("app", None).await?;
+
+    let t = Instant::now();
+    let created = control
+        .create_rollout(
+            release.id.as_str(),
+            &CreateRollout {
+                to: "tier=prod".into(),
+                waves: waves.into(),
+                max_parallel: args.max_parallel,
+                ..CreateRollout::default()
+            },
+        )
+        .await?;
+    let planned = t.elapsed();
+    let mut wave_ends = Vec::new();
+    let mut most = 0;
+    let mut reads = 0u64;
+    let mut last_wave = 0;
+    let ended = loop {
+        let r = control.get_rollout(created.id.as_str()).await?;
+        reads += 1;
+        most = most.max(r.running());
+        if r.wave != last_wave {
+            wave_ends.push(t.elapsed());
+            last_wave = r.wave;
+        }
+        if r.status != RolloutStatus::Running {
+            wave_ends.push(t.elapsed());
+            break r;
+        }
+        if t.elapsed() > Duration::from_secs(3600) {
+            bail!("the rollout did not end within an hour");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let took = t.elapsed();
+    if ended.status != RolloutStatus::Succeeded {
+        bail!("the rollout ended {}: {:?}", ended.status, ended.reason);
+    }
+    let done = ended
+        .targets
+        .iter()
+        .filter(|t| t.state == TargetState::Succeeded)
+        .count();
+    println!(
+        "| plan and store the rollout ({n} installs, {} waves) | {:.0} ms |",
+        ended.wave_count,
+        planned.as_secs_f64() * 1e3
+    );
+    println!(
+        "| whole rollout: {done} installs deployed (sync, plan, apply each) | {:.1} s: {:.1} ms per install |",
+        took.as_secs_f64(),
+        took.as_secs_f64() * 1e3 / n as f64
+    );
+    let mut before = Duration::ZERO;
+    for (w, end) in wave_ends.iter().enumerate() {
+        let size = ended.in_wave(w as u32).count();
+        let spent = end.saturating_sub(before);
+        println!(
+            "| wave {} ({size} installs) | {:.1} s: {:.1} ms per install |",
+            w + 1,
+            spent.as_secs_f64(),
+            spent.as_secs_f64() * 1e3 / size.max(1) as f64
+        );
+        before = *end;
+    }
+    println!(
+        "| most installs deploying at once (sampled {reads} times) | {most} (max-parallel {}) |",
+        args.max_parallel
+    );
+    println!(
+        "| simulated jobs completed / retried requests | {} / {} |",
+        fleet.stats.completed.load(Ordering::Relaxed),
+        fleet.stats.retries.load(Ordering::Relaxed)
+    );
+    if most > args.max_parallel as usize {
+        bail!("the rollout deployed {most} at once, over --max-parallel");
     }
     Ok(())
 }
