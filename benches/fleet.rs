@@ -240,7 +240,8 @@ const SIM_KINDS: [&str; 7] = [
 
 /// What a simulated job reports: nothing for a command; for the jobs of a
 /// build or a deploy, what the control plane reads of each (the artifact
-/// of a build or a sync, a plan's changes, an apply's outputs), all in one.
+/// of a build or a sync, a plan and its changes, an apply's outputs), all
+/// in one.
 fn sim_outputs(job: &ClaimedJob) -> serde_json::Value {
     let kind = serde_json::from_str::<JobSpec>(&job.spec)
         .map(|s| s.kind)
@@ -250,6 +251,7 @@ fn sim_outputs(job: &ClaimedJob) -> serde_json::Value {
     }
     serde_json::json!({
         "artifact": {"repo": "app/box", "digest": format!("sha256:{}", "a".repeat(64)), "size": 2},
+        "plan": {"repo": "app/box", "digest": format!("sha256:{}", "b".repeat(64)), "size": 2},
         "changes": {"add": 1, "change": 0, "destroy": 0},
         "outputs": {"version": "v1"},
     })
