@@ -174,6 +174,7 @@ impl ControlClient {
             config_version: None,
             runbook: None,
             inputs: Default::default(),
+            plan_only: false,
         };
         self.start_workflow(install, &req).await
     }
@@ -205,6 +206,7 @@ impl ControlClient {
             config_version: None,
             runbook: None,
             inputs,
+            plan_only: false,
         };
         self.start_workflow(install, &req).await
     }
@@ -219,6 +221,7 @@ impl ControlClient {
             config_version: None,
             runbook: Some(runbook.to_owned()),
             inputs: Default::default(),
+            plan_only: false,
         };
         self.start_workflow(install, &req).await
     }
@@ -232,6 +235,22 @@ impl ControlClient {
     /// are skipped.
     pub async fn deny_step(&self, id: &str, step: Option<&str>) -> Result<WorkflowInfo> {
         self.workflow_act(routes::WORKFLOW_DENY, id, step).await
+    }
+
+    /// Answers a workflow's waiting step (or `step`) with one of Nuon's
+    /// approval responses.
+    pub async fn respond_to_approval(
+        &self,
+        id: &str,
+        step: Option<&str>,
+        response: nuon_core::workflow::ApprovalResponse,
+    ) -> Result<WorkflowInfo> {
+        let req = nuon_core::wire::ApprovalAnswer {
+            step: step.map(str::to_owned),
+            response,
+        };
+        let path = routes::with_id(routes::WORKFLOW_RESPOND, &seg(id));
+        self.http.post(&path, &req, Duration::ZERO).await
     }
 
     /// Cancels a workflow.

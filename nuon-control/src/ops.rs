@@ -42,6 +42,9 @@ pub struct OpsConfig {
     /// How long a downloaded install stack's one-time token works (default
     /// 24 h); a provision's `await install stack` step waits as long.
     pub stack_token_ttl: Duration,
+    /// A plan older than this when its apply is about to run is planned
+    /// again first (default 72 h).
+    pub plan_max_age: Duration,
     /// The longest wait between two tries of a webhook delivery (default
     /// 5 min); the waits double from 1 s up to it.
     pub webhook_max_backoff: Duration,
@@ -60,6 +63,7 @@ impl Default for OpsConfig {
             runner_offline_after: Duration::from_secs(300),
             await_runner_timeout: Duration::from_secs(900),
             stack_token_ttl: Duration::from_secs(24 * 3600),
+            plan_max_age: Duration::from_secs(72 * 3600),
             webhook_max_backoff: Duration::from_secs(300),
             webhook_give_up_after: Duration::from_secs(3 * 86_400),
             webhook_allow_private: false,

@@ -90,6 +90,9 @@ pub mod routes {
     pub const WORKFLOW_APPROVE: &str = "/v1/workflows/{id}/approve";
     /// Control API: deny a workflow's waiting step.
     pub const WORKFLOW_DENY: &str = "/v1/workflows/{id}/deny";
+    /// Control API: answer a workflow's waiting step with any of Nuon's
+    /// approval responses.
+    pub const WORKFLOW_RESPOND: &str = "/v1/workflows/{id}/respond";
     /// Control API: cancel a workflow.
     pub const WORKFLOW_CANCEL: &str = "/v1/workflows/{id}/cancel";
     /// Control API: retry a workflow's failed step.
@@ -1431,6 +1434,22 @@ pub struct CreateWorkflow {
     /// the action declares in its `inputs`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, String>,
+    /// Plan and stop (provision, deploy, teardown, deprovision,
+    /// reprovision): the syncs and plans run, nothing is applied or
+    /// destroyed, and the install's state stays as it is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plan_only: bool,
+}
+
+/// An answer to a step that waits for an approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalAnswer {
+    /// The step, by index or name; default: the one waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// What to do.
+    pub response: crate::workflow::ApprovalResponse,
 }
 
 /// Approve, deny or retry a step of a workflow.

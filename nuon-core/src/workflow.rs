@@ -528,6 +528,74 @@ pub fn leaves_state(kind: WorkflowKind) -> bool {
     matches!(kind, WorkflowKind::Action | WorkflowKind::Drift)
 }
 
+/// The trigger of a plan-only run (`--plan-only`): it plans and stops,
+/// and changes nothing on the install.
+pub const PLAN_ONLY: &str = "plan-only";
+
+/// Whether a step of `kind` stays in a plan-only run: the syncs and the
+/// plans.
+pub fn plans_only(kind: StepKind) -> bool {
+    matches!(
+        kind,
+        StepKind::Sync
+            | StepKind::SandboxSync
+            | StepKind::Plan
+            | StepKind::SandboxPlan
+            | StepKind::DestroyPlan
+            | StepKind::SandboxDestroyPlan
+    )
+}
+
+/// What an operator answers a step that waits for an approval, as Nuon
+/// has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalResponse {
+    /// Apply the plan.
+    Approve,
+    /// Fail the workflow: nothing after the step runs.
+    Deny,
+    /// Skip the step (and the rest of its component); the workflow goes
+    /// on with the others, what depends on it included.
+    DenySkipCurrent,
+    /// Skip the step and every step that depends on it; the workflow goes
+    /// on with the others.
+    DenySkipCurrentAndDependents,
+    /// Plan again (a plan gone stale), then ask again.
+    Retry,
+}
+
+impl ApprovalResponse {
+    /// Every response, as written.
+    pub const ALL: [&'static str; 5] = [
+        "approve",
+        "deny",
+        "deny-skip-current",
+        "deny-skip-current-and-dependents",
+        "retry",
+    ];
+}
+
+impl std::str::FromStr for ApprovalResponse {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "approve" => ApprovalResponse::Approve,
+            "deny" => ApprovalResponse::Deny,
+            "deny-skip-current" => ApprovalResponse::DenySkipCurrent,
+            "deny-skip-current-and-dependents" => ApprovalResponse::DenySkipCurrentAndDependents,
+            "retry" => ApprovalResponse::Retry,
+            other => {
+                return Err(format!(
+                    "{other:?} is not an approval response (one of {})",
+                    Self::ALL.join(", ")
+                ));
+            }
+        })
+    }
+}
+
 /// Whether a workflow of `kind` destroys what it touches (a teardown or a
 /// deprovision).
 pub fn destroys_all(kind: WorkflowKind) -> bool {

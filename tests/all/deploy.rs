@@ -503,7 +503,7 @@ impl Manual {
 
     /// With `prepare` called on the app's directory before the sync, and
     /// `install_args` added to `nuon installs create`.
-    fn start_full(
+    pub(crate) fn start_full(
         files: &[(&str, &str)],
         vendor: Option<&str>,
         prepare: impl FnOnce(&Path),

@@ -2,6 +2,7 @@
 //! `nuon` binaries over loopback sockets.
 #![allow(missing_docs)]
 
+mod approvals;
 mod apps;
 mod at_rest;
 mod config_effects;

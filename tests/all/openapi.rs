@@ -88,6 +88,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "setInstallLabels" => json!({"set": {"tier": "prod"}, "remove": ["old"]}),
         "createInstallGroup" => json!({"name": "a-group", "selector": "tier=prod"}),
         "createRelease" => json!({"app": b.app}),
+        "respondToApproval" => json!({"response": "approve"}),
         "createRollout" => json!({"to": "tier=prod", "waves": "1,100%"}),
         "createToken" => json!({"name": "a-token", "scope": "read"}),
         "createWorkflow" => json!({"kind": "deploy"}),

@@ -75,6 +75,11 @@ enum Command {
         /// provision's `await install stack` step waits as long).
         #[arg(long, default_value = "24h", value_parser = nuon_core::parse_duration)]
         stack_token_ttl: Duration,
+        /// A plan older than this when its apply is about to run is planned
+        /// again (and asks for its approval again) before anything is
+        /// applied.
+        #[arg(long, default_value = "72h", value_parser = nuon_core::parse_duration)]
+        plan_max_age: Duration,
         /// The longest wait between two tries of a webhook delivery (the
         /// waits double from 1s up to it; a delivery is given up after 3 days).
         #[arg(long, default_value = "5m", value_parser = nuon_core::parse_duration)]
@@ -207,6 +212,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             runner_offline_after,
             await_runner_timeout,
             stack_token_ttl,
+            plan_max_age,
             webhook_max_backoff,
             webhook_allow_private_networks,
         } => {
@@ -227,6 +233,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.ops.runner_offline_after = runner_offline_after;
             config.ops.await_runner_timeout = await_runner_timeout;
             config.ops.stack_token_ttl = stack_token_ttl;
+            config.ops.plan_max_age = plan_max_age;
             config.ops.webhook_max_backoff = webhook_max_backoff;
             config.ops.webhook_allow_private = webhook_allow_private_networks;
             let plane = ControlPlane::open(config).await?;

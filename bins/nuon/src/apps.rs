@@ -209,6 +209,10 @@ pub(crate) struct WorkflowArgs {
     /// With --wait, print the log lines of its jobs too.
     #[arg(long)]
     logs: bool,
+    /// Plan and stop: the plans run (and their policies), nothing is
+    /// applied or destroyed, and the install's state stays as it is.
+    #[arg(long)]
+    plan_only: bool,
 }
 
 /// A teardown's or a deprovision's arguments.
@@ -562,6 +566,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 config_version: a.config,
                 runbook: None,
                 inputs: Default::default(),
+                plan_only: w.plan_only,
             };
             return crate::deploy::start_with(g, &w.install, req, w.wait, w.logs).await;
         }
@@ -582,6 +587,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 config_version: None,
                 runbook: None,
                 inputs: inputs.iter().cloned().collect(),
+                plan_only: false,
             };
             return crate::deploy::start_with(g, install, req, *wait, *logs).await;
         }
@@ -614,6 +620,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 config_version: None,
                 runbook: Some(runbook.clone()),
                 inputs: Default::default(),
+                plan_only: false,
             };
             return crate::deploy::start_with(g, install, req, *wait, *logs).await;
         }
@@ -632,6 +639,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                     config_version: None,
                     runbook: None,
                     inputs: Default::default(),
+                    plan_only: false,
                 };
                 return crate::deploy::start_with(g, i, req, *wait, *logs).await;
             }
@@ -639,7 +647,17 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         }
         other => return installs_other(g, other).await,
     };
-    crate::deploy::start(g, &a.install, kind, a.component.as_deref(), a.wait, a.logs).await
+    let req = nuon_core::wire::CreateWorkflow {
+        kind,
+        component: a.component.clone(),
+        action: None,
+        only: false,
+        config_version: None,
+        runbook: None,
+        inputs: Default::default(),
+        plan_only: a.plan_only,
+    };
+    crate::deploy::start_with(g, &a.install, req, a.wait, a.logs).await
 }
 
 async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, CliError> {

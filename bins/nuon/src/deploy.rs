@@ -479,41 +479,8 @@ pub(crate) async fn watch(
     }
 }
 
-/// Starts a workflow (for [`WorkflowKind::Action`], of the action
-/// `target`; otherwise of the component `target`, or all) and, with
-/// `wait`, follows it to its end.
-pub(crate) async fn start(
-    g: &Global,
-    install: &str,
-    kind: WorkflowKind,
-    target: Option<&str>,
-    wait: bool,
-    logs: bool,
-) -> Result<u8, CliError> {
-    let req = match (kind, target) {
-        (WorkflowKind::Action, Some(action)) => CreateWorkflow {
-            kind,
-            component: None,
-            action: Some(action.to_owned()),
-            only: false,
-            config_version: None,
-            runbook: None,
-            inputs: Default::default(),
-        },
-        _ => CreateWorkflow {
-            kind,
-            component: target.map(str::to_owned),
-            action: None,
-            only: false,
-            config_version: None,
-            runbook: None,
-            inputs: Default::default(),
-        },
-    };
-    start_with(g, install, req, wait, logs).await
-}
-
-/// Starts the workflow `req` asks for, then as [`start`].
+/// Starts the workflow `req` asks for and, with `wait`, follows it to its
+/// end.
 pub(crate) async fn start_with(
     g: &Global,
     install: &str,
@@ -780,6 +747,21 @@ pub(crate) enum WorkflowActCommand {
         #[arg(long)]
         step: Option<String>,
     },
+    /// Answer the step that waits for an approval (or --step) with one of
+    /// Nuon's responses: approve; deny (the workflow fails);
+    /// deny-skip-current (the step is skipped, the rest runs);
+    /// deny-skip-current-and-dependents; retry (plan again, then ask
+    /// again).
+    Respond {
+        /// The workflow's id.
+        id: String,
+        /// The response.
+        #[arg(value_parser = nuon_core::workflow::ApprovalResponse::ALL)]
+        response: String,
+        /// The step, by number (as `workflows get` shows it) or name.
+        #[arg(long)]
+        step: Option<String>,
+    },
     /// Cancel a workflow.
     Cancel {
         /// The workflow's id.
@@ -825,6 +807,15 @@ pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Re
             client.deny_step(id, step_arg(step).as_deref()).await?,
             false,
         ),
+        WorkflowActCommand::Respond { id, response, step } => {
+            let response = response.parse().map_err(CliError::usage)?;
+            (
+                client
+                    .respond_to_approval(id, step_arg(step).as_deref(), response)
+                    .await?,
+                false,
+            )
+        }
         WorkflowActCommand::Cancel { id } => (client.cancel_workflow(id).await?, false),
         WorkflowActCommand::Retry { id, step, wait } => (
             client.retry_workflow(id, step_arg(step).as_deref()).await?,

@@ -10,8 +10,8 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use nuon_core::app::{ComponentKind, Source, source_dir};
 use nuon_core::wire::{
-    BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow, InstallOutputs, StepChoice,
-    WorkflowInfo, routes,
+    ApprovalAnswer, BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow, InstallOutputs,
+    StepChoice, WorkflowInfo, routes,
 };
 use nuon_core::workflow::WorkflowKind;
 use nuon_core::{
@@ -35,8 +35,11 @@ pub(super) fn ops() -> Vec<Op> {
         Op::post(routes::WORKFLOW_APPROVE, "approveWorkflowStep", "Approve the step that waits for an approval (or the one named).", post(approve))
             .takes::<StepChoice>()
             .returns::<WorkflowInfo>(200),
-        Op::post(routes::WORKFLOW_DENY, "denyWorkflowStep", "Deny the step that waits for an approval: it and every step that depends on it are skipped.", post(deny))
+        Op::post(routes::WORKFLOW_DENY, "denyWorkflowStep", "Deny the step that waits for an approval: it and every step that depends on it are skipped (the response `deny-skip-current-and-dependents`).", post(deny))
             .takes::<StepChoice>()
+            .returns::<WorkflowInfo>(200),
+        Op::post(routes::WORKFLOW_RESPOND, "respondToApproval", "Answer the step that waits for an approval (or the one named) with one of Nuon's responses: `approve`; `deny` (the workflow fails); `deny-skip-current` (the step is skipped, the rest runs); `deny-skip-current-and-dependents`; `retry` (plan again, then ask again).", post(respond))
+            .takes::<ApprovalAnswer>()
             .returns::<WorkflowInfo>(200),
         Op::post(routes::WORKFLOW_CANCEL, "cancelWorkflow", "Cancel a workflow: its running job is cancelled, its other steps will not run.", post(cancel))
             .takes::<StepChoice>()
@@ -110,6 +113,7 @@ async fn create_workflow(
                 action: req.action,
                 runbook: req.runbook,
                 inputs: req.inputs,
+                plan_only: req.plan_only,
                 ..Start::new(
                     &install,
                     &app.name,
@@ -130,6 +134,7 @@ async fn create_workflow(
 enum Act {
     Approve,
     Deny,
+    Respond(nuon_core::workflow::ApprovalResponse),
     Cancel,
     Retry,
 }
@@ -148,6 +153,7 @@ async fn act(
     match act {
         Act::Approve => engine.approve(org, &id, step).await?,
         Act::Deny => engine.deny(org, &id, step).await?,
+        Act::Respond(r) => engine.respond(org, &id, step, r).await?,
         Act::Cancel => engine.cancel(org, &id).await?,
         Act::Retry => engine.retry(org, &id, step).await?,
     }
@@ -175,6 +181,15 @@ async fn deny(
     Body(req): Body<StepChoice>,
 ) -> Result<Json<WorkflowInfo>, Error> {
     act(state, auth, raw, Act::Deny, req.step).await
+}
+
+async fn respond(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+    Body(req): Body<ApprovalAnswer>,
+) -> Result<Json<WorkflowInfo>, Error> {
+    act(state, auth, raw, Act::Respond(req.response), req.step).await
 }
 
 async fn cancel(

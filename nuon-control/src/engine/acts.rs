@@ -37,9 +37,16 @@ impl Engine {
                     .await?;
                 tracing::info!(workflow = %id, step = %step.name, "approved");
             }
-            Act::Deny => {
+            Act::Deny(how) => {
                 let step = rules::approval_step(&wf, r.step.as_deref(), true)?;
-                self.record_denial(org, &wf, step).await?;
+                self.record_denial(org, &wf, step, how).await?;
+            }
+            Act::Replan => {
+                let step = rules::approval_step(&wf, r.step.as_deref(), false)?;
+                let redo = rules::replan(&wf.steps, step)?;
+                self.replan(org, &wf, redo, "an operator answered retry".into())
+                    .await?;
+                tracing::info!(workflow = %id, step = %step.name, "planning again");
             }
             Act::Cancel => {
                 let cancel = rules::cancel(&wf)?;
@@ -105,12 +112,51 @@ impl Engine {
         Ok(())
     }
 
-    /// Denies `step`, and skips what the denial leaves out.
+    /// Sets a plan and the step that applies it (`redo`) back to pending:
+    /// the plan runs again (its earlier run kept with its tries, saying
+    /// why), then the apply asks again.
+    pub(super) async fn replan(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowInfo,
+        redo: [u32; 2],
+        why: String,
+    ) -> Result<()> {
+        let said = format!("planned again: {why}");
+        for (n, index) in redo.into_iter().enumerate() {
+            let attempts = wf
+                .steps
+                .iter()
+                .find(|s| s.index == index)
+                .filter(|_| n == 0)
+                .map(|s| rules::with_failed_try(s, said.clone(), nuon_core::now_ms(), None));
+            self.store
+                .update_step(
+                    org,
+                    &wf.id,
+                    index,
+                    StepUpdate {
+                        status: StepStatus::Pending,
+                        reason: (n == 0).then(|| said.clone()),
+                        approved: Some(false),
+                        clear_job: true,
+                        attempts,
+                        ..StepUpdate::default()
+                    },
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Denies `step`, and skips what the denial leaves out (`how`); a
+    /// plain denial fails the workflow.
     async fn record_denial(
         &self,
         org: &OrgId,
         wf: &WorkflowInfo,
         step: &WorkflowStepInfo,
+        how: rules::Denial,
     ) -> Result<()> {
         let install = self
             .store
@@ -120,7 +166,7 @@ impl Engine {
         let (_, config) = self
             .app_config(org, &install.app_id, wf.config_version)
             .await?;
-        let skipped = rules::skipped_by_denial(&config, &wf.steps, step);
+        let skipped = rules::skipped_by_denial(&config, &wf.steps, step, how);
         self.store
             .update_step(
                 org,
@@ -140,7 +186,12 @@ impl Engine {
                 )
                 .await?;
         }
-        tracing::info!(workflow = %wf.id, step = %step.name, "approval denied");
+        if how == rules::Denial::Fail {
+            self.store
+                .set_workflow_status(org, &wf.id, nuon_core::workflow::WorkflowStatus::Failed)
+                .await?;
+        }
+        tracing::info!(workflow = %wf.id, step = %step.name, ?how, "approval denied");
         Ok(())
     }
 }

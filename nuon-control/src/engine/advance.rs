@@ -151,6 +151,24 @@ impl Engine {
                         .await?;
                     return self.dispatch_or_fail(&cx, step).await;
                 }
+                Next::Ask(i) if rules::auto_approved(&cx.config, &cx.wf.steps, i) => {
+                    let step = &cx.wf.steps[i];
+                    self.store
+                        .update_step(
+                            org,
+                            &id,
+                            step.index,
+                            StepUpdate {
+                                status: StepStatus::Pending,
+                                reason: Some(AUTO_APPROVED.into()),
+                                approved: Some(true),
+                                ..StepUpdate::default()
+                            },
+                        )
+                        .await?;
+                    tracing::info!(workflow = %id, step = %step.name, "approved: its plan passed every policy");
+                    return self.dispatch_or_fail(&cx, step).await;
+                }
                 Next::Ask(i) => {
                     let step = &cx.wf.steps[i];
                     self.store
@@ -169,6 +187,9 @@ impl Engine {
                 Next::Dispatch(i) => {
                     if self.skip_if_nothing_to_destroy(&mut cx, i).await? {
                         continue;
+                    }
+                    if self.replan_if_stale(&cx, i).await? {
+                        return Ok(());
                     }
                     return self.dispatch_or_fail(&cx, &cx.wf.steps[i]).await;
                 }
@@ -458,7 +479,12 @@ impl Engine {
                 step.index,
                 StepUpdate {
                     status: StepStatus::Succeeded,
-                    reason: step.reason.clone(),
+                    // An apply its policies approved says so for good (the
+                    // reason set with the approval is cleared on dispatch).
+                    reason: step.reason.clone().or_else(|| {
+                        (step.needs_approval && rules::auto_approved(&cx.config, &cx.wf.steps, i))
+                            .then(|| AUTO_APPROVED.to_owned())
+                    }),
                     outputs_json: Some(outputs.to_string()),
                     ..StepUpdate::default()
                 },
@@ -472,7 +498,59 @@ impl Engine {
 
 /// The install's state while its workflow runs.
 fn state_during(cx: &Ctx) -> String {
+    if rules::plan_only(&cx.wf) {
+        return cx.install.state.clone();
+    }
     rules::install_state_during(cx.wf.kind, &cx.install.state)
+}
+
+/// The reason an apply approved by its passing policies carries.
+const AUTO_APPROVED: &str =
+    "approved: its plan passed every policy (auto_approve_on_policies_passing)";
+
+impl Engine {
+    /// Plans again, before it applies, the plan of step `i` when it is
+    /// older than `--plan-max-age`; whether it did.
+    async fn replan_if_stale(&self, cx: &Ctx, i: usize) -> Result<bool> {
+        let step = &cx.wf.steps[i];
+        if !applies_a_plan(step.kind) {
+            return Ok(false);
+        }
+        let Ok([plan, _]) = rules::replan(&cx.wf.steps, step) else {
+            return Ok(false);
+        };
+        let Some(job) = cx
+            .wf
+            .steps
+            .iter()
+            .find(|s| s.index == plan)
+            .and_then(|s| s.job_id.as_ref())
+        else {
+            return Ok(false);
+        };
+        let Some(made) = self
+            .store
+            .get_job(&cx.org, job)
+            .await?
+            .and_then(|j| j.finished_at_ms)
+        else {
+            return Ok(false);
+        };
+        let age = std::time::Duration::from_millis((nuon_core::now_ms() - made).max(0) as u64);
+        if age <= self.ops.plan_max_age {
+            return Ok(false);
+        }
+        let why = format!(
+            "the plan was {} old when {:?} was to run, more than --plan-max-age ({})",
+            super::in_words(age),
+            step.name,
+            super::in_words(self.ops.plan_max_age)
+        );
+        tracing::info!(workflow = %cx.wf.id, step = %step.name, %why, "planning again");
+        self.replan(&cx.org, &cx.wf, [plan, step.index], why)
+            .await?;
+        Ok(true)
+    }
 }
 
 /// A step kind's name, for metrics.

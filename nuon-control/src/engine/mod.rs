@@ -128,7 +128,9 @@ type Result<T, E = EngineError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Act {
     Approve,
-    Deny,
+    Deny(rules::Denial),
+    /// Plan the waiting apply again, then ask again.
+    Replan,
     Cancel,
     Retry,
 }
@@ -175,6 +177,8 @@ pub(crate) struct Start<'a> {
     /// A rollout's start: the workflow's id, and the rollout with it
     /// marked started, saved with the workflow.
     pub(crate) rollout: Option<(WorkflowId, RolloutInfo)>,
+    /// Plan and stop: only the syncs and plans run.
+    pub(crate) plan_only: bool,
 }
 
 impl<'a> Start<'a> {
@@ -201,6 +205,7 @@ impl<'a> Start<'a> {
             fire: None,
             release: None,
             rollout: None,
+            plan_only: false,
         }
     }
 }
@@ -407,6 +412,20 @@ impl Engine {
             ));
             steps = around;
         }
+        let mut trigger = s.trigger;
+        if s.plan_only {
+            if matches!(
+                s.kind,
+                WorkflowKind::Action | WorkflowKind::Drift | WorkflowKind::Runbook
+            ) || s.fire.is_some()
+            {
+                return Err(EngineError::Invalid(
+                    "plan_only is for provision, deploy, teardown, deprovision and reprovision workflows".into(),
+                ));
+            }
+            steps.retain(|step| workflow::plans_only(step.kind));
+            trigger = Some(workflow::PLAN_ONLY);
+        }
         if !workflow::destroys_all(s.kind) {
             render::skip_turned_off(config, install, only.as_deref(), &mut steps)
                 .map_err(EngineError::Invalid)?;
@@ -492,7 +511,7 @@ impl Engine {
                     component: only,
                     steps,
                     inputs,
-                    trigger: s.trigger.map(str::to_owned),
+                    trigger: trigger.map(str::to_owned),
                     fire: s.fire,
                     release: s.release.map(|r| r.id.clone()),
                     rollout,
@@ -522,7 +541,28 @@ impl Engine {
         wf: &WorkflowId,
         step: Option<String>,
     ) -> Result<()> {
-        self.send(org, wf, Act::Deny, step).await
+        self.send(org, wf, Act::Deny(rules::Denial::SkipDependents), step)
+            .await
+    }
+
+    /// Answers the step that waits for an approval (or the one named) with
+    /// one of Nuon's responses.
+    pub(crate) async fn respond(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+        response: workflow::ApprovalResponse,
+    ) -> Result<()> {
+        use workflow::ApprovalResponse as R;
+        let act = match response {
+            R::Approve => Act::Approve,
+            R::Deny => Act::Deny(rules::Denial::Fail),
+            R::DenySkipCurrent => Act::Deny(rules::Denial::SkipCurrent),
+            R::DenySkipCurrentAndDependents => Act::Deny(rules::Denial::SkipDependents),
+            R::Retry => Act::Replan,
+        };
+        self.send(org, wf, act, step).await
     }
 
     /// Cancels a workflow: its running job is asked to stop, its other

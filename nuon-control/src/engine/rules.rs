@@ -197,6 +197,71 @@ fn takes_acts(wf: &WorkflowInfo) -> bool {
 /// the one `key` names, or the one that waits. An approval is of a plan
 /// someone saw, so only a waiting step takes one; a denial may come ahead
 /// of time.
+/// How a denial leaves the rest of a workflow (Nuon's `deny`,
+/// `deny-skip-current`, `deny-skip-current-and-dependents`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Denial {
+    /// Nothing after the step runs; the workflow fails.
+    Fail,
+    /// The step (and the rest of its target) is skipped; the others run.
+    SkipCurrent,
+    /// The step and every step that depends on it are skipped.
+    SkipDependents,
+}
+
+/// The steps a re-plan of `waiting` (an apply or destroy that waits for an
+/// approval) runs again: its plan, then itself.
+pub(crate) fn replan(
+    steps: &[WorkflowStepInfo],
+    waiting: &WorkflowStepInfo,
+) -> Result<[u32; 2], EngineError> {
+    if !nuon_core::workflow::applies_a_plan(waiting.kind) {
+        return Err(EngineError::conflict(
+            "not_a_plan",
+            format!(
+                "step {:?} applies no plan: there is nothing to plan again",
+                waiting.name
+            ),
+        ));
+    }
+    let plan = steps
+        .iter()
+        .rev()
+        .filter(|s| s.index < waiting.index && s.target == waiting.target)
+        .find(|s| {
+            matches!(
+                s.kind,
+                StepKind::Plan
+                    | StepKind::SandboxPlan
+                    | StepKind::DestroyPlan
+                    | StepKind::SandboxDestroyPlan
+            )
+        })
+        .ok_or_else(|| {
+            EngineError::Internal(format!("step {:?} has no plan before it", waiting.name))
+        })?;
+    Ok([plan.index, waiting.index])
+}
+
+/// Whether the apply at `i`, which would ask for an approval, is approved
+/// by its component's `auto_approve_on_policies_passing`: at least one
+/// policy applies to it, and its plan (which a `deny` would have failed)
+/// succeeded.
+pub(crate) fn auto_approved(config: &AppConfig, steps: &[WorkflowStepInfo], i: usize) -> bool {
+    let step = &steps[i];
+    let Some(c) = step.target.as_deref().and_then(|t| config.component(t)) else {
+        return false;
+    };
+    c.auto_approve_on_policies_passing
+        && step.kind == StepKind::Apply
+        && !nuon_core::app::rego_policies_for(config, Some(&c.name)).is_empty()
+        && replan(steps, step).is_ok_and(|[plan, _]| {
+            steps
+                .iter()
+                .any(|s| s.index == plan && s.status == StepStatus::Succeeded)
+        })
+}
+
 pub(crate) fn approval_step<'a>(
     wf: &'a WorkflowInfo,
     key: Option<&str>,
@@ -244,7 +309,24 @@ pub(crate) fn skipped_by_denial(
     config: &AppConfig,
     steps: &[WorkflowStepInfo],
     denied: &WorkflowStepInfo,
+    how: Denial,
 ) -> Vec<u32> {
+    let later = || {
+        steps
+            .iter()
+            .filter(|s| s.index > denied.index)
+            .filter(|s| s.status == StepStatus::Pending || s.status == StepStatus::WaitingApproval)
+    };
+    match how {
+        Denial::Fail => return later().map(|s| s.index).collect(),
+        Denial::SkipCurrent => {
+            return later()
+                .filter(|s| s.target == denied.target && s.kind != StepKind::Action)
+                .map(|s| s.index)
+                .collect();
+        }
+        Denial::SkipDependents => {}
+    }
     let (left_out, sandbox_too) =
         left_out_by_denial(config, denied.target.as_deref(), destroys(denied.kind));
     steps
@@ -471,6 +553,11 @@ pub(crate) fn install_state_during(kind: WorkflowKind, now: &str) -> String {
 /// when it was not about one component, `interrupted` when a cancel
 /// stopped an apply or destroy part way. An action changes nothing
 /// deployed.
+/// Whether `wf` is a plan-only run (`--plan-only`).
+pub(crate) fn plan_only(wf: &WorkflowInfo) -> bool {
+    wf.trigger.as_deref() == Some(nuon_core::workflow::PLAN_ONLY)
+}
+
 pub(crate) fn install_state_after(
     wf: &WorkflowInfo,
     status: WorkflowStatus,
@@ -478,7 +565,7 @@ pub(crate) fn install_state_after(
     now: &str,
 ) -> String {
     match (wf.kind, status) {
-        (kind, _) if nuon_core::workflow::leaves_state(kind) => now.into(),
+        (kind, _) if nuon_core::workflow::leaves_state(kind) || plan_only(wf) => now.into(),
         (_, WorkflowStatus::Failed) => "failed".into(),
         (_, WorkflowStatus::Cancelled) if interrupted => "failed".into(),
         (WorkflowKind::Deprovision, WorkflowStatus::Succeeded) if wf.component.is_none() => {
@@ -765,22 +852,57 @@ mod tests {
             step(7, K::Action, Some("hook"), S::Pending),
             step(8, K::Action, Some("other"), S::Pending),
         ];
-        let table: Vec<(&str, usize, Vec<u32>)> = vec![
+        use Denial as D;
+        let table: Vec<(&str, usize, Denial, Vec<u32>)> = vec![
             (
                 "denying the database skips what depends on it and the actions on it",
                 1,
+                D::SkipDependents,
                 vec![4, 5, 6, 7],
             ),
-            ("denying a leaf skips nothing after it", 3, vec![]),
-            ("denying the app skips the action that reads it", 5, vec![6]),
+            (
+                "denying a leaf skips nothing after it",
+                3,
+                D::SkipDependents,
+                vec![],
+            ),
+            (
+                "denying the app skips the action that reads it",
+                5,
+                D::SkipDependents,
+                vec![6],
+            ),
+            (
+                "a plain denial skips everything after it (the workflow fails)",
+                1,
+                D::Fail,
+                vec![2, 3, 4, 5, 6, 7, 8],
+            ),
+            (
+                "skipping the current apply leaves its dependents to run",
+                1,
+                D::SkipCurrent,
+                vec![],
+            ),
+            (
+                "skipping the current plan skips its apply, not the others",
+                2,
+                D::SkipCurrent,
+                vec![3],
+            ),
         ];
-        for (what, denied, want) in table {
+        for (what, denied, how, want) in table {
             assert_eq!(
-                skipped_by_denial(&config, &steps, &steps[denied]),
+                skipped_by_denial(&config, &steps, &steps[denied], how),
                 want,
                 "{what}"
             );
         }
+        // A re-plan of the waiting apply runs its plan, then asks again.
+        assert_eq!(replan(&steps, &steps[1]).unwrap(), [0, 1]);
+        assert_eq!(replan(&steps, &steps[0]).unwrap_err().code(), "not_a_plan");
+        // No component asks for an approval on passing policies here.
+        assert!(!auto_approved(&config, &steps, 1));
     }
 
     #[test]

@@ -458,10 +458,6 @@ const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
         "labels are shown in Nuon's dashboard; this platform keeps none",
     ),
     (
-        "auto_approve_on_policies_passing",
-        "approvals follow the install's approval_option: policies are evaluated before every apply (a deny fails the plan) but passing them approves nothing",
-    ),
-    (
         "kubernetes_context",
         "kubernetes contexts are not applied yet: Helm jobs use the sandbox's kubeconfig output",
     ),
@@ -1067,6 +1063,9 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     let build_timeout = duration(&mut r, d, "build_timeout");
     let deploy_timeout = deploy_timeout(&mut r, d);
     let max_auto_retries = max_auto_retries(&mut r, d);
+    let auto_approve_on_policies_passing = r
+        .bool(d, "auto_approve_on_policies_passing")
+        .unwrap_or(false);
     let (toggleable, default_enabled) = toggles(&mut r, d);
     let drift_schedule = drift_schedule(&mut r, d);
     let operation_roles = r.str_map(d, "operation_roles", &mut item.strings);
@@ -1139,6 +1138,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         manifest: None,
         kustomize: None,
         max_auto_retries,
+        auto_approve_on_policies_passing,
         toggleable,
         default_enabled,
         drift_schedule,

@@ -791,6 +791,11 @@ pub struct Component {
     /// again on its own, with backoff, before the workflow fails.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub max_auto_retries: u32,
+    /// Its apply needs no approval when its plan passed every policy that
+    /// applies to it (and at least one does), whatever the install's
+    /// `approval_option`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_approve_on_policies_passing: bool,
     /// Whether an install may turn it off (`nuon installs components
     /// disable`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
