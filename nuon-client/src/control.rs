@@ -510,6 +510,43 @@ impl ControlClient {
         self.http.send(req).await
     }
 
+    /// Deletes an install: starts its deprovision (the answer); the
+    /// install is removed when it succeeds.
+    pub async fn delete_install(&self, install: &str) -> Result<WorkflowInfo> {
+        let req = self.http.request(
+            reqwest::Method::DELETE,
+            &routes::with_id(routes::INSTALL, &seg(install)),
+        );
+        self.http.send(req).await
+    }
+
+    /// Removes an install's record only: nothing is destroyed.
+    pub async fn forget_install(&self, install: &str) -> Result<nuon_core::wire::InstallRemoved> {
+        let path = routes::with_id(routes::INSTALL_FORGET, &seg(install));
+        self.http.post(&path, &(), Duration::ZERO).await
+    }
+
+    /// Changes inputs and secrets of an install and starts the workflow
+    /// that redeploys what reads them (or, with `dry_run`, says what would
+    /// run).
+    pub async fn update_inputs(
+        &self,
+        install: &str,
+        req: &nuon_core::wire::UpdateInputs,
+    ) -> Result<nuon_core::wire::InputsUpdated> {
+        let path = routes::with_id(routes::INSTALL_UPDATE_INPUTS, &seg(install));
+        self.http.post(&path, req, Duration::ZERO).await
+    }
+
+    /// Deletes an app (refused while it has installs).
+    pub async fn delete_app(&self, app: &str) -> Result<nuon_core::wire::AppInfo> {
+        let req = self.http.request(
+            reqwest::Method::DELETE,
+            &routes::with_id(routes::APP, &seg(app)),
+        );
+        self.http.send(req).await
+    }
+
     /// Sets some inputs of an install.
     pub async fn set_inputs(
         &self,

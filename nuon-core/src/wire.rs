@@ -74,6 +74,10 @@ pub mod routes {
     pub const INSTALLS: &str = "/v1/installs";
     /// Control API: one install (by id or name).
     pub const INSTALL: &str = "/v1/installs/{id}";
+    /// Control API: change inputs and secrets and redeploy what reads them.
+    pub const INSTALL_UPDATE_INPUTS: &str = "/v1/installs/{id}/update-inputs";
+    /// Control API: remove an install's record only (nothing destroyed).
+    pub const INSTALL_FORGET: &str = "/v1/installs/{id}/forget";
     /// Control API: set some of an install's inputs.
     pub const INSTALL_INPUTS: &str = "/v1/installs/{id}/inputs";
     /// Set or remove an install's labels.
@@ -1124,6 +1128,51 @@ pub struct GroupList {
 pub struct SetInputs {
     /// Input values by name.
     pub inputs: BTreeMap<String, serde_json::Value>,
+}
+
+/// Change some inputs and secrets of an install, and redeploy what reads
+/// them (the `update-inputs` workflow).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateInputs {
+    /// Input values by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, serde_json::Value>,
+    /// Secret values by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, String>,
+    /// Only say what would run: nothing is changed or started.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// What an input or secret change set off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InputsUpdated {
+    /// The install, after (before, on a dry run).
+    pub install: InstallInfo,
+    /// The components redeployed: those that read a changed value, and
+    /// what depends on them.
+    pub redeploys: Vec<String>,
+    /// The actions of the `pre-update-inputs` and `post-update-inputs`
+    /// triggers that run around them.
+    pub actions: Vec<String>,
+    /// The workflow started (none on a dry run, or when nothing reads the
+    /// values and no action is triggered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowInfo>,
+    /// Whether this was a dry run.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// An install removed from the control plane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallRemoved {
+    /// The install as it was.
+    pub install: InstallInfo,
+    /// What was not done (a forget destroys nothing).
+    pub warning: String,
 }
 
 /// An install. Sensitive inputs and secrets are never shown: only which

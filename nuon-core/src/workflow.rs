@@ -532,6 +532,15 @@ pub fn leaves_state(kind: WorkflowKind) -> bool {
 /// and changes nothing on the install.
 pub const PLAN_ONLY: &str = "plan-only";
 
+/// The trigger of the workflow an input or secret change starts: the
+/// components that read them, redeployed between the actions of the
+/// `pre-update-inputs` and `post-update-inputs` triggers.
+pub const UPDATE_INPUTS: &str = "update-inputs";
+
+/// The trigger of an install's deletion: a deprovision that removes the
+/// install when it succeeds.
+pub const DELETE: &str = "delete";
+
 /// Whether a step of `kind` stays in a plan-only run: the syncs and the
 /// plans.
 pub fn plans_only(kind: StepKind) -> bool {

@@ -11,6 +11,7 @@ mod deploy;
 mod faults;
 mod groups;
 mod job_loop;
+mod lifecycle;
 mod openapi;
 mod ops;
 mod plugins;

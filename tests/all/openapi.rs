@@ -88,6 +88,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "setInstallLabels" => json!({"set": {"tier": "prod"}, "remove": ["old"]}),
         "createInstallGroup" => json!({"name": "a-group", "selector": "tier=prod"}),
         "createRelease" => json!({"app": b.app}),
+        "updateInstallInputs" => json!({"inputs": {}, "dry_run": false}),
         "respondToApproval" => json!({"response": "approve"}),
         "createRollout" => json!({"to": "tier=prod", "waves": "1,100%"}),
         "createToken" => json!({"name": "a-token", "scope": "read"}),
@@ -110,6 +111,9 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         | "enableInstallComponent"
         | "removeWebhook"
         | "deleteInstallGroup"
+        | "deleteInstall"
+        | "forgetInstall"
+        | "deleteApp"
         | "resumeRollout"
         | "retryRollout"
         | "cancelRollout"

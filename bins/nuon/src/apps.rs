@@ -40,6 +40,12 @@ pub(crate) enum AppsCommand {
         /// The app, by name or id.
         app: String,
     },
+    /// Delete an app with its config versions, builds and releases
+    /// (refused while it has installs).
+    Delete {
+        /// The app, by name or id.
+        app: String,
+    },
     /// Check an app config directory, offline: every problem at once, as
     /// FILE:LINE:COL: MESSAGE. Exits 0 when valid (warnings allowed), 65 when not.
     Validate {
@@ -188,6 +194,8 @@ pub(crate) enum InstallsCommand {
         #[command(subcommand)]
         command: InputsCommand,
     },
+    #[command(flatten)]
+    Lifecycle(crate::lifecycle::LifecycleCommand),
     /// An install's Terraform states (kept on the control plane).
     State {
         #[command(subcommand)]
@@ -374,6 +382,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
     }
     let client = client(g)?;
     match command {
+        AppsCommand::Delete { app } => return crate::lifecycle::delete_app(g, app).await,
         AppsCommand::Create { name } => {
             let app = client.create_app(name).await?;
             if g.json {
@@ -495,7 +504,7 @@ fn values(pairs: &[(String, String)]) -> BTreeMap<String, serde_json::Value> {
 }
 
 /// A secret's value from a file, or standard input for `-`.
-fn read_secret(name: &str, path: &str) -> Result<String, CliError> {
+pub(crate) fn read_secret(name: &str, path: &str) -> Result<String, CliError> {
     let text = if path == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
@@ -711,6 +720,9 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             }
         }
         InstallsCommand::Label(args) => return crate::groups::label(g, args).await,
+        InstallsCommand::Lifecycle(command) => {
+            return crate::lifecycle::lifecycle(g, command).await;
+        }
         InstallsCommand::Groups { command } => return crate::groups::groups(g, command).await,
         InstallsCommand::List { selector } => {
             let list = match selector {

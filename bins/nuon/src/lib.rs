@@ -34,6 +34,7 @@ mod deploy;
 mod dev;
 mod groups;
 mod images;
+mod lifecycle;
 mod ops;
 mod plugins;
 mod releases;

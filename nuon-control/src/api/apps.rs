@@ -72,7 +72,7 @@ fn check_name(what: &str, name: &str) -> Result<(), Error> {
     }
 }
 
-fn internal(what: &str, e: impl std::fmt::Display) -> Error {
+pub(super) fn internal(what: &str, e: impl std::fmt::Display) -> Error {
     tracing::error!(error = %e, "{what}");
     Error::api(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -399,10 +399,50 @@ fn as_text(v: &Value) -> String {
     }
 }
 
+/// Checks `given` secrets against the config and seals them over
+/// `sealed`. Every problem is reported at once.
+pub(super) fn resolve_secrets(
+    config: &AppConfig,
+    install: &InstallId,
+    given: &BTreeMap<String, String>,
+    sealed: &mut Sealed,
+    secrets: &SecretBox,
+    problems: &mut Vec<String>,
+) {
+    for (name, value) in given {
+        let decl = config.secrets.iter().find(|s| &s.name == name);
+        let known = decl.is_some();
+        let base64_ok = |v: &str| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD
+                .decode(v.trim())
+                .is_ok()
+        };
+        if known && value.chars().count() < MIN_SECRET_CHARS {
+            problems.push(too_short("secret", name));
+        } else if decl.is_some_and(|d| d.format.as_deref() == Some("base64")) && !base64_ok(value) {
+            problems.push(format!(
+                "secret {name:?} has format = \"base64\", and its value is not base64 (standard alphabet, padded)"
+            ));
+        } else if known {
+            sealed.secrets.insert(
+                name.clone(),
+                secrets.seal(value, &seal_context(install, "secret", name)),
+            );
+        } else {
+            let names: Vec<&str> = config.secrets.iter().map(|s| s.name.as_str()).collect();
+            problems.push(format!(
+                "unknown secret {name:?}{}",
+                nuon_core::app::did_you_mean(name, names.iter().copied())
+            ));
+        }
+    }
+}
+
 /// Checks `given` inputs against the config and merges them over
 /// `current` (plain values and sealed sensitive ones). Every problem is
 /// reported at once.
-fn resolve_inputs(
+pub(super) fn resolve_inputs(
     config: &AppConfig,
     install: &InstallId,
     given: &BTreeMap<String, Value>,
@@ -561,36 +601,14 @@ async fn create_install(
         &state.secrets,
         &mut problems,
     );
-    for (name, value) in &req.secrets {
-        let decl = config.secrets.iter().find(|s| &s.name == name);
-        let known = decl.is_some();
-        let base64_ok = |v: &str| {
-            use base64::Engine as _;
-            base64::engine::general_purpose::STANDARD
-                .decode(v.trim())
-                .is_ok()
-        };
-        if known && value.chars().count() < MIN_SECRET_CHARS {
-            problems.push(too_short("secret", name));
-        } else if decl.is_some_and(|d| d.format.as_deref() == Some("base64")) && !base64_ok(value) {
-            problems.push(format!(
-                "secret {name:?} has format = \"base64\", and its value is not base64 (standard alphabet, padded)"
-            ));
-        } else if known {
-            sealed.secrets.insert(
-                name.clone(),
-                state
-                    .secrets
-                    .seal(value, &seal_context(&id, "secret", name)),
-            );
-        } else {
-            let names: Vec<&str> = config.secrets.iter().map(|s| s.name.as_str()).collect();
-            problems.push(format!(
-                "unknown secret {name:?}{}",
-                nuon_core::app::did_you_mean(name, names.iter().copied())
-            ));
-        }
-    }
+    resolve_secrets(
+        config,
+        &id,
+        &req.secrets,
+        &mut sealed,
+        &state.secrets,
+        &mut problems,
+    );
     for s in &config.secrets {
         if sealed.secrets.contains_key(&s.name) {
             continue;

@@ -7,6 +7,7 @@ pub(crate) mod doc;
 mod drift;
 mod groups;
 mod health;
+mod lifecycle;
 mod ops;
 mod orgs;
 mod releases;
@@ -673,6 +674,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(groups::ops());
     ops.extend(releases::ops());
     ops.extend(rollouts::ops());
+    ops.extend(lifecycle::ops());
     ops.extend(health::ops());
     ops.extend(ops::ops());
     ops.extend(stack::ops());

@@ -209,6 +209,20 @@ impl Engine {
                         .set_install_state(org, &cx.install.id, &after)
                         .await?;
                     tracing::info!(workflow = %id, %status, "workflow ended");
+                    if status == WorkflowStatus::Succeeded
+                        && cx.wf.trigger.as_deref() == Some(nuon_core::workflow::DELETE)
+                    {
+                        // Deprovisioned for its deletion: the record goes.
+                        match self.store.remove_install(org, &cx.install.id).await {
+                            Ok(_) => {
+                                tracing::info!(install = %cx.install.name, "install deprovisioned and deleted")
+                            }
+                            Err(e) => {
+                                tracing::warn!(install = %cx.install.name, error = %e, "install deprovisioned but not deleted: `nuon installs forget` removes it")
+                            }
+                        }
+                        return Ok(());
+                    }
                     if cx.wf.kind == WorkflowKind::Drift && status == WorkflowStatus::Succeeded {
                         let plan = cx
                             .wf

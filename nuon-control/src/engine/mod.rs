@@ -179,6 +179,10 @@ pub(crate) struct Start<'a> {
     pub(crate) rollout: Option<(WorkflowId, RolloutInfo)>,
     /// Plan and stop: only the syncs and plans run.
     pub(crate) plan_only: bool,
+    /// An `update-inputs` deploy: of these components only, between the
+    /// actions of the `pre-update-inputs` and `post-update-inputs`
+    /// triggers.
+    pub(crate) redeploy: Option<Vec<String>>,
 }
 
 impl<'a> Start<'a> {
@@ -206,6 +210,7 @@ impl<'a> Start<'a> {
             release: None,
             rollout: None,
             plan_only: false,
+            redeploy: None,
         }
     }
 }
@@ -425,6 +430,17 @@ impl Engine {
             }
             steps.retain(|step| workflow::plans_only(step.kind));
             trigger = Some(workflow::PLAN_ONLY);
+        }
+        if let Some(names) = &s.redeploy {
+            steps.retain(|step| {
+                step.kind != StepKind::Action
+                    && step.target.as_ref().is_some_and(|t| names.contains(t))
+            });
+            let mut around = workflow::trigger_steps(config, "pre-update-inputs", None);
+            around.append(&mut steps);
+            around.extend(workflow::trigger_steps(config, "post-update-inputs", None));
+            steps = around;
+            trigger = Some(workflow::UPDATE_INPUTS);
         }
         if !workflow::destroys_all(s.kind) {
             render::skip_turned_off(config, install, only.as_deref(), &mut steps)

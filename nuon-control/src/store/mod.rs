@@ -8,7 +8,8 @@
 //! [`BuildStore`], [`MaintenanceStore`] (replicas, rescue, pruning),
 //! [`AuditStore`] (the hash-chained audit trail), [`WebhookStore`],
 //! [`LabelStore`] (labels and install groups), [`ReleaseStore`] and
-//! [`RolloutStore`] (rollouts, stored whole under a version).
+//! [`RolloutStore`] (rollouts, stored whole under a version) and
+//! [`RemovalStore`] (an install or app and what is only theirs).
 //! [`Store`] is all of them at once, implemented for every type that
 //! implements each.
 //!
@@ -35,6 +36,7 @@ mod orgs;
 mod postgres;
 mod queue;
 mod releases;
+mod removal;
 mod rollouts;
 mod rows;
 mod runners;
@@ -69,6 +71,7 @@ pub use orgs::{ApiPrincipal, NewOrg, OrgStore};
 pub use postgres::{NOTIFY_GAP, PostgresStore};
 pub use queue::{Claimed, QueueStore};
 pub use releases::ReleaseStore;
+pub use removal::RemovalStore;
 pub use rollouts::RolloutStore;
 pub use runners::{RunnerPrincipal, RunnerStore};
 pub use sealing::{SealedColumn, SealingStore};
@@ -82,8 +85,8 @@ pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
 pub mod prelude {
     pub use super::{
         AppStore, AuditStore, BuildStore, InstallStore, JobStore, LabelStore, MaintenanceStore,
-        OrgStore, QueueStore, ReleaseStore, RolloutStore, RunnerStore, SealingStore, StateStore,
-        Store, WebhookStore, WorkflowStore,
+        OrgStore, QueueStore, ReleaseStore, RemovalStore, RolloutStore, RunnerStore, SealingStore,
+        StateStore, Store, WebhookStore, WorkflowStore,
     };
 }
 
@@ -132,6 +135,7 @@ pub trait Store:
     + InstallStore
     + LabelStore
     + ReleaseStore
+    + RemovalStore
     + RolloutStore
     + RunnerStore
     + JobStore
@@ -152,6 +156,7 @@ impl<T> Store for T where
         + InstallStore
         + LabelStore
         + ReleaseStore
+        + RemovalStore
         + RolloutStore
         + RunnerStore
         + JobStore

@@ -28,6 +28,7 @@ mod maintenance;
 mod orgs;
 mod queue;
 mod releases;
+mod removal;
 mod rollouts;
 mod runners;
 mod schema;

@@ -20,6 +20,7 @@ mod maintenance;
 mod orgs;
 mod queue;
 mod releases;
+mod removal;
 mod rollouts;
 mod runners;
 mod schema;

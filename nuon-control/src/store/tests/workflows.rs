@@ -349,4 +349,75 @@ conformance! {
         assert!(w.finished_at_ms.is_some());
         assert_eq!(active(f.store.active_workflows().await.unwrap()), ids[1..]);
     }
+
+    async fn removing_an_install_takes_what_is_only_its_and_an_app_waits_for_its_installs(f: Fixture) {
+        use nuon_core::workflow::{PlannedStep, StepKind, WorkflowKind, WorkflowStatus};
+        use nuon_core::{AppId, InstallId, WorkflowId};
+
+        use super::{NewInstall, NewWorkflow};
+
+        let app = f.store.create_app(&f.org, &AppId::generate(), "web").await.unwrap();
+        let install = |name: &str| NewInstall {
+            id: InstallId::generate(),
+            app_id: app.id.clone(),
+            name: name.into(),
+            config_version: 1,
+            runner_id: RunnerId::generate(),
+            runner_name: format!("install-{name}"),
+            runner_token_hash: format!("h-{name}"),
+            inputs_json: "{}".into(),
+            sealed_json: "{}".into(),
+            approval: "approve-all".into(),
+            labels: Default::default(),
+        };
+        let a = f.store.create_install(&f.org, install("a")).await.unwrap();
+        let b = f.store.create_install(&f.org, install("b")).await.unwrap();
+        let wf = WorkflowId::generate();
+        f.store
+            .create_workflow(&f.org, NewWorkflow {
+                id: wf.clone(),
+                install_id: a.id.clone(),
+                kind: WorkflowKind::Deploy,
+                config_version: 1,
+                component: None,
+                steps: vec![PlannedStep { name: "plan x".into(), kind: StepKind::Plan, target: Some("x".into()), needs_approval: false, skipped: None }],
+                inputs: Default::default(),
+                trigger: None,
+                fire: None,
+                release: None,
+                rollout: None,
+            })
+            .await
+            .unwrap();
+        // Held by a workflow: refused, nothing removed.
+        let e = f.store.remove_install(&f.org, &a.id).await.unwrap_err();
+        assert!(matches!(e, StoreError::Conflict { code: "install_busy", .. }), "{e}");
+        assert!(f.store.find_install(&f.org, "a").await.unwrap().is_some());
+        // Another org's: not there.
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
+        assert!(!f.store.remove_install(&other, &a.id).await.unwrap());
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded).await.unwrap();
+        assert!(f.store.remove_install(&f.org, &a.id).await.unwrap());
+        assert!(f.store.find_install(&f.org, "a").await.unwrap().is_none());
+        assert!(f.store.get_workflow(&f.org, &wf).await.unwrap().is_none());
+        let runner = f.store.find_runner(&f.org, a.runner_id.as_str()).await.unwrap().unwrap();
+        assert!(runner.revoked, "its runner's token is revoked");
+        assert!(!f.store.remove_install(&f.org, &a.id).await.unwrap());
+        // The name is free again.
+        f.store.create_install(&f.org, NewInstall { runner_name: "install-a2".into(), runner_token_hash: "h-a2".into(), ..install("a") }).await.unwrap();
+
+        // The app waits for its installs, and names them.
+        let e = f.store.remove_app(&f.org, &app.id).await.unwrap_err();
+        assert!(matches!(e, StoreError::Conflict { code: "app_has_installs", .. }), "{e}");
+        assert!(e.to_string().contains("a, b"), "{e}");
+        for name in ["a", "b"] {
+            let i = f.store.find_install(&f.org, name).await.unwrap().unwrap();
+            assert!(f.store.remove_install(&f.org, &i.id).await.unwrap());
+        }
+        let _ = b;
+        assert!(!f.store.remove_app(&other, &app.id).await.unwrap());
+        assert!(f.store.remove_app(&f.org, &app.id).await.unwrap());
+        assert!(f.store.find_app(&f.org, "web").await.unwrap().is_none());
+        f.store.create_app(&f.org, &AppId::generate(), "web").await.unwrap();
+    }
 }

@@ -1,0 +1,228 @@
+//! `nuon installs delete|forget|update-inputs|secrets set` and `nuon apps
+//! delete`: the end of an install's life, and the value changes that
+//! start the workflow Nuon starts for them.
+
+use std::time::Duration;
+
+use clap::Subcommand;
+use nuon_core::wire::{InputsUpdated, UpdateInputs};
+
+use crate::{CliError, Global, client, parse_env, print_json};
+
+/// The lifecycle verbs of `nuon installs`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum LifecycleCommand {
+    /// Delete an install: deprovision it (components torn down, sandbox
+    /// destroyed), then remove it and revoke its runner.
+    Delete {
+        /// The install, by name or id.
+        install: String,
+        /// Follow the deprovision until the install is gone (or it fails).
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Remove an install's record only. Nothing in the customer's cloud is
+    /// destroyed: use it for an install whose cloud account is gone.
+    Forget {
+        /// The install, by name or id.
+        install: String,
+    },
+    /// Change inputs and redeploy what reads them: the actions of the
+    /// pre-update-inputs and post-update-inputs triggers run around a
+    /// deploy of the components that read the changed inputs (and what
+    /// depends on them). What will run is shown first.
+    UpdateInputs {
+        /// The install, by name or id.
+        install: String,
+        /// The new values.
+        #[arg(value_name = "NAME=VALUE", value_parser = parse_env, required = true)]
+        values: Vec<(String, String)>,
+        /// Only show what would run.
+        #[arg(long)]
+        dry_run: bool,
+        /// Follow the workflow to its end.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// An install's secrets.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
+}
+
+/// `nuon installs secrets`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SecretsCommand {
+    /// Set a secret, read from standard input (or --from-file), and
+    /// redeploy what reads it, as update-inputs does.
+    Set {
+        /// The install, by name or id.
+        install: String,
+        /// The secret's name.
+        name: String,
+        /// Read the value from this file (default: standard input).
+        #[arg(long, value_name = "PATH", default_value = "-")]
+        from_file: String,
+        /// Only show what would run.
+        #[arg(long)]
+        dry_run: bool,
+        /// Follow the workflow to its end.
+        #[arg(long)]
+        wait: bool,
+    },
+}
+
+pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<u8, CliError> {
+    let c = client(g)?;
+    match command {
+        LifecycleCommand::Delete { install, wait } => {
+            let wf = c.delete_install(install).await?;
+            if !wait {
+                if g.json {
+                    print_json(&wf)?;
+                } else {
+                    outln!(
+                        "deprovisioning {install} (workflow {}); it is deleted when that succeeds",
+                        wf.id
+                    );
+                }
+                return Ok(0);
+            }
+            eprintln!("deprovisioning {install} (workflow {})", wf.id);
+            // The workflow goes with the install: gone means deleted.
+            loop {
+                match c.get_workflow(wf.id.as_str()).await {
+                    Ok(w) if w.status.is_active() => {}
+                    Ok(w) => {
+                        if g.json {
+                            print_json(&w)?;
+                        }
+                        eprintln!(
+                            "the deprovision ended {}: {install} is not deleted; see `nuon workflows get {}`, retry it with `nuon workflows retry {} --wait`",
+                            w.status, w.id, w.id
+                        );
+                        return Ok(1);
+                    }
+                    Err(e) if e.status() == Some(404) => {
+                        if g.json {
+                            print_json(&serde_json::json!({"install": install, "deleted": true}))?;
+                        } else {
+                            outln!("{install} deprovisioned and deleted");
+                        }
+                        return Ok(0);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        LifecycleCommand::Forget { install } => {
+            let removed = c.forget_install(install).await?;
+            eprintln!("warning: {}", removed.warning);
+            if g.json {
+                print_json(&removed)?;
+            } else {
+                outln!("{} forgotten", removed.install.name);
+            }
+            Ok(0)
+        }
+        LifecycleCommand::UpdateInputs {
+            install,
+            values,
+            dry_run,
+            wait,
+        } => {
+            let req = UpdateInputs {
+                inputs: values
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
+                secrets: Default::default(),
+                dry_run: *dry_run,
+            };
+            update(g, &c, install, req, *wait).await
+        }
+        LifecycleCommand::Secrets {
+            command:
+                SecretsCommand::Set {
+                    install,
+                    name,
+                    from_file,
+                    dry_run,
+                    wait,
+                },
+        } => {
+            let value = crate::apps::read_secret(name, from_file)?;
+            let req = UpdateInputs {
+                inputs: Default::default(),
+                secrets: [(name.clone(), value)].into(),
+                dry_run: *dry_run,
+            };
+            update(g, &c, install, req, *wait).await
+        }
+    }
+}
+
+/// What a change will run, for people.
+fn show(u: &InputsUpdated) {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
+    let verb = if u.dry_run {
+        "would redeploy"
+    } else {
+        "redeploys"
+    };
+    outln!("{verb}: {}", list(&u.redeploys));
+    outln!("actions:   {}", list(&u.actions));
+    match &u.workflow {
+        Some(w) => {
+            outln!("workflow {} ({}):", w.id, w.status);
+            for s in &w.steps {
+                outln!("  {:<32} {}", s.name, s.status);
+            }
+        }
+        None if !u.dry_run => outln!("nothing reads the changed values: no workflow started"),
+        None => {}
+    }
+}
+
+async fn update(
+    g: &Global,
+    c: &nuon_client::ControlClient,
+    install: &str,
+    req: UpdateInputs,
+    wait: bool,
+) -> Result<u8, CliError> {
+    let u = c.update_inputs(install, &req).await?;
+    if !g.json {
+        show(&u);
+    }
+    if let (true, Some(w)) = (wait, &u.workflow) {
+        let w = crate::deploy::watch(c, w.id.as_str(), false, true, g.json).await?;
+        if g.json {
+            print_json(&w)?;
+        }
+        return Ok(crate::deploy::exit_of(&w));
+    }
+    if g.json {
+        print_json(&u)?;
+    }
+    Ok(0)
+}
+
+/// `nuon apps delete APP`.
+pub(crate) async fn delete_app(g: &Global, app: &str) -> Result<u8, CliError> {
+    let removed = client(g)?.delete_app(app).await?;
+    if g.json {
+        print_json(&removed)?;
+    } else {
+        outln!("app {} deleted", removed.name);
+    }
+    Ok(0)
+}
