@@ -889,7 +889,7 @@ async fn rollout(args: &Args) -> Result<()> {
     ])?;
     let build_token = std::fs::read_to_string(cp.data_dir.join("build-runner-token"))?;
     let mut tokens = vec![("build".to_owned(), build_token.trim().to_owned())];
-    let _builder = Fleet::start(&tokens, &[cp.runner_url.clone()], 4)?;
+    let _builder = Fleet::start(&tokens, std::slice::from_ref(&cp.runner_url), 4)?;
     nuon(&["builds", "create", "--app", "app", "--wait"])?;
 
     let t = Instant::now();
@@ -921,9 +921,7 @@ async fn rollout(args: &Args) -> Result<()> {
         "| create {n} installs with their runners (32 at a time) | {:.1} s |",
         t.elapsed().as_secs_f64()
     );
-    let fleet = Fleet::start(&tokens, &[cp.runner_url.clone()], 1)?;
-    let names: Vec<String> = tokens.iter().map(|(_, t)| t.clone()).collect();
-    drop(names);
+    let fleet = Fleet::start(&tokens, std::slice::from_ref(&cp.runner_url), 1)?;
     let release = control.create_release("app", None).await?;
 
     let t = Instant::now();

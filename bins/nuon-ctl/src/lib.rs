@@ -17,6 +17,8 @@ pub struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Serve the Control API and the Runner API.
