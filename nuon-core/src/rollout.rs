@@ -262,6 +262,31 @@ pub struct RolloutTarget {
     pub ended_at_ms: Option<i64>,
 }
 
+impl RolloutTarget {
+    /// An install (id, name) that wave `wave` will give `release`, with
+    /// the release it has now.
+    pub fn pending(
+        (install_id, install): (InstallId, String),
+        wave: u32,
+        release_id: ReleaseId,
+        from_release: Option<ReleaseId>,
+    ) -> Self {
+        RolloutTarget {
+            install_id,
+            install,
+            wave,
+            release_id,
+            from_release,
+            state: TargetState::Pending,
+            workflow_id: None,
+            tries: 0,
+            reason: None,
+            started_at_ms: None,
+            ended_at_ms: None,
+        }
+    }
+}
+
 /// A rollout: a release deployed in waves to the installs a selector
 /// picks, each by its normal deploy workflow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -430,19 +455,12 @@ impl NewRollout {
         let mut targets = Vec::new();
         for (w, wave) in waves.iter().enumerate() {
             for i in wave {
-                targets.push(RolloutTarget {
-                    install_id: i.id.clone(),
-                    install: i.name.clone(),
-                    wave: w as u32,
-                    release_id: self.release_id.clone(),
-                    from_release: i.release.clone(),
-                    state: TargetState::Pending,
-                    workflow_id: None,
-                    tries: 0,
-                    reason: None,
-                    started_at_ms: None,
-                    ended_at_ms: None,
-                });
+                targets.push(RolloutTarget::pending(
+                    (i.id.clone(), i.name.clone()),
+                    w as u32,
+                    self.release_id.clone(),
+                    i.release.clone(),
+                ));
             }
         }
         RolloutInfo {
@@ -696,18 +714,13 @@ impl RolloutInfo {
         }
         let targets = back
             .iter()
-            .map(|t| RolloutTarget {
-                install_id: t.install_id.clone(),
-                install: t.install.clone(),
-                wave: 0,
-                release_id: t.from_release.clone().expect("partitioned"),
-                from_release: Some(t.release_id.clone()),
-                state: TargetState::Pending,
-                workflow_id: None,
-                tries: 0,
-                reason: None,
-                started_at_ms: None,
-                ended_at_ms: None,
+            .map(|t| {
+                RolloutTarget::pending(
+                    (t.install_id.clone(), t.install.clone()),
+                    0,
+                    t.from_release.clone().expect("partitioned"),
+                    Some(t.release_id.clone()),
+                )
             })
             .collect();
         let names: Vec<&str> = left.iter().map(|t| t.install.as_str()).collect();

@@ -1322,16 +1322,13 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "post-enable-component",
     "pre-disable-component",
     "post-disable-component",
+    "pre-update-inputs",
+    "post-update-inputs",
 ];
 
 /// Nuon's other trigger types: accepted, and answered with a warning (they
 /// do not fire on this platform yet).
-pub(crate) const NUON_TRIGGERS: &[&str] = &[
-    "pre-update-inputs",
-    "post-update-inputs",
-    "pre-secrets-sync",
-    "post-secrets-sync",
-];
+pub(crate) const NUON_TRIGGERS: &[&str] = &["pre-secrets-sync", "post-secrets-sync"];
 
 fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Action> {
     let mut item = Item::new(file);

@@ -106,6 +106,18 @@ where
     row.try_get(i).map_err(db)
 }
 
+/// A row of two ids (`org_id, id`, `install_id, release_id`).
+fn id_pair<A, B>(row: &PgRow) -> Result<(A, B)>
+where
+    A: std::str::FromStr<Err = nuon_core::IdError>,
+    B: std::str::FromStr<Err = nuon_core::IdError>,
+{
+    Ok((
+        parse_id(&get::<String>(row, 0)?)?,
+        parse_id(&get::<String>(row, 1)?)?,
+    ))
+}
+
 type Tx = Transaction<'static, Postgres>;
 
 /// The PostgreSQL store; see the module docs.

@@ -133,12 +133,7 @@ impl RolloutStore for PostgresStore {
         .await
         .map_err(db)?
         .iter()
-        .map(|r| {
-            Ok((
-                parse_id(&get::<String>(r, 0)?)?,
-                parse_id(&get::<String>(r, 1)?)?,
-            ))
-        })
+        .map(id_pair)
         .collect()
     }
 
@@ -149,12 +144,7 @@ impl RolloutStore for PostgresStore {
             .await
             .map_err(db)?
             .iter()
-            .map(|r| {
-                Ok((
-                    parse_id(&get::<String>(r, 0)?)?,
-                    parse_id(&get::<String>(r, 1)?)?,
-                ))
-            })
+            .map(id_pair)
             .collect()
     }
 }

@@ -106,12 +106,7 @@ impl WorkflowStore for PostgresStore {
         .await
         .map_err(db)?
         .iter()
-        .map(|r| {
-            Ok((
-                parse_id(&get::<String>(r, 0)?)?,
-                parse_id(&get::<String>(r, 1)?)?,
-            ))
-        })
+        .map(id_pair)
         .collect()
     }
 
