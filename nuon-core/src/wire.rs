@@ -890,6 +890,9 @@ pub struct OrgInfo {
 pub enum TokenScope {
     /// Read and change everything of the org.
     Admin,
+    /// Read everything; start, approve, cancel and retry workflows,
+    /// build, release and roll out; every other change is refused (403).
+    Deployer,
     /// Read only: every change is refused (403).
     Read,
 }
@@ -899,6 +902,7 @@ impl TokenScope {
     pub fn as_str(self) -> &'static str {
         match self {
             TokenScope::Admin => "admin",
+            TokenScope::Deployer => "deployer",
             TokenScope::Read => "read",
         }
     }

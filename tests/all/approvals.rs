@@ -81,8 +81,42 @@ fn each_approval_response_does_what_nuons_does() {
     let wf = deploy(&m);
     let w = waiting(&m, &wf, "apply db");
     let first_plan = step(&w, "plan db").job_id.clone().unwrap();
-    let w = respond(&m, &wf, "retry");
-    assert_eq!(status(&w, "apply db"), "pending");
+
+    // Who may answer: a read-only token may not (403), a deployer may
+    // (though it creates no token), and the audit trail names who did.
+    let token = |name: &str, scope| {
+        let t = rt().block_on(c.create_token(name, scope)).unwrap();
+        (t.token.id.to_string(), m.cp.client_with(&t.secret))
+    };
+    let (_, reader) = token("viewer", nuon_core::wire::TokenScope::Read);
+    let (deployer_id, deployer) = token("deployer", nuon_core::wire::TokenScope::Deployer);
+    let approve = nuon_core::workflow::ApprovalResponse::Approve;
+    let e = rt()
+        .block_on(reader.respond_to_approval(&wf, None, approve))
+        .unwrap_err();
+    assert_eq!(e.status(), Some(403), "{e}");
+    let e = rt()
+        .block_on(deployer.create_token("more", nuon_core::wire::TokenScope::Admin))
+        .unwrap_err();
+    assert_eq!(e.status(), Some(403), "{e}");
+    assert!(e.to_string().contains("needs an admin token"), "{e}");
+    let retry = nuon_core::workflow::ApprovalResponse::Retry;
+    rt().block_on(deployer.respond_to_approval(&wf, None, retry))
+        .unwrap();
+    // The trail is written in batches: it shows both answers soon after.
+    nuon_tests::wait_for("the audit trail", Duration::from_secs(20), || {
+        let trail = rt().block_on(c.list_audit(0, 1000, None)).ok()?;
+        let answered: Vec<(String, String)> = trail
+            .entries
+            .iter()
+            .filter(|e| e.action == "respondToApproval")
+            .map(|e| (e.actor.clone(), e.outcome.clone()))
+            .collect();
+        (answered.contains(&(deployer_id.clone(), "200".into()))
+            && answered.iter().any(|(_, o)| o == "403"))
+        .then_some(())
+    })
+    .unwrap();
     let w = waiting(&m, &wf, "apply db");
     let again = step(&w, "plan db");
     assert_ne!(again.job_id.as_ref(), Some(&first_plan), "planned again");

@@ -881,7 +881,8 @@ pub(crate) enum TokensCommand {
         /// What it is for.
         #[arg(long)]
         name: String,
-        /// `admin` (read and change) or `read` (read only).
+        /// `admin` (read and change), `deployer` (read; start, approve
+        /// and cancel workflows, build, release, roll out) or `read`.
         #[arg(long, value_enum, default_value = "read")]
         scope: Scope,
     },
@@ -898,6 +899,7 @@ pub(crate) enum TokensCommand {
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum Scope {
     Admin,
+    Deployer,
     Read,
 }
 
@@ -921,6 +923,7 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
             TokensCommand::Create { name, scope } => {
                 let scope = match scope {
                     Scope::Admin => TokenScope::Admin,
+                    Scope::Deployer => TokenScope::Deployer,
                     Scope::Read => TokenScope::Read,
                 };
                 let created = client.create_token(name, scope).await?;

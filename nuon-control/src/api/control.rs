@@ -120,14 +120,32 @@ pub(super) fn valid_name(name: &str) -> bool {
 }
 
 pub(super) fn require_admin(auth: &ApiAuth) -> Result<(), Error> {
-    if auth.0.scope == "admin" {
-        Ok(())
-    } else {
-        Err(Error::api(
+    match auth.0.scope.as_str() {
+        "admin" => Ok(()),
+        "deployer" => Err(Error::api(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this token is a deployer's: it starts, approves and rolls out workflows; this change needs an admin token",
+        )),
+        _ => Err(Error::api(
             StatusCode::FORBIDDEN,
             "forbidden",
             "this token is read-only; use an admin token for changes",
-        ))
+        )),
+    }
+}
+
+/// Refuses a read-only token (403): starting, approving, cancelling and
+/// retrying workflows, builds, releases and rollouts are for deployers and
+/// admins.
+pub(super) fn require_deployer(auth: &ApiAuth) -> Result<(), Error> {
+    match auth.0.scope.as_str() {
+        "admin" | "deployer" => Ok(()),
+        _ => Err(Error::api(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this token is read-only; a deployer or admin token starts, approves and rolls out workflows",
+        )),
     }
 }
 

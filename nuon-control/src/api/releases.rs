@@ -12,7 +12,7 @@ use nuon_core::{ReleaseId, now_ms};
 use serde::Deserialize;
 
 use super::apps::{app_names, app_of, decode_config};
-use super::control::require_admin;
+use super::control::require_deployer;
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
 use crate::error::Error;
@@ -41,7 +41,7 @@ async fn create_release(
     auth: ApiAuth,
     Body(req): Body<CreateRelease>,
 ) -> Result<(StatusCode, Json<ReleaseInfo>), Error> {
-    require_admin(&auth)?;
+    require_deployer(&auth)?;
     let org = &auth.0.org_id;
     let app = app_of(&state, &auth, &req.app).await?;
     let stored = state

@@ -13,7 +13,7 @@ use nuon_core::wire::routes;
 use nuon_core::{ReleaseId, RolloutId};
 
 use super::apps::app_names;
-use super::control::require_admin;
+use super::control::require_deployer;
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
 use crate::engine::RolloutAct;
@@ -92,7 +92,7 @@ async fn create_rollout(
     Body(req): Body<CreateRollout>,
 ) -> Result<(StatusCode, Json<RolloutInfo>), Error> {
     if !req.dry_run {
-        require_admin(&auth)?;
+        require_deployer(&auth)?;
     }
     let release = release_of(&state, &auth, &key).await?;
     let rollout = state
@@ -153,7 +153,7 @@ async fn rollout_act(
     Path(key): Path<String>,
     act: RolloutAct,
 ) -> Result<Json<RolloutInfo>, Error> {
-    require_admin(&auth)?;
+    require_deployer(&auth)?;
     let id = rollout_id(&key)?;
     let r = state
         .engine

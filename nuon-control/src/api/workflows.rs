@@ -20,7 +20,7 @@ use nuon_core::{
 };
 
 use super::apps::{app_of, install_of, latest_config};
-use super::control::require_admin;
+use super::control::require_deployer;
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
 use crate::engine::Start;
@@ -64,7 +64,7 @@ async fn create_workflow(
     Path(key): Path<String>,
     Body(req): Body<CreateWorkflow>,
 ) -> Result<(StatusCode, Json<WorkflowInfo>), Error> {
-    require_admin(&auth)?;
+    require_deployer(&auth)?;
     let org = &auth.0.org_id;
     let install = install_of(&state, &auth, &key).await?;
     let app = app_of(&state, &auth, install.app_id.as_str()).await?;
@@ -146,7 +146,7 @@ async fn act(
     act: Act,
     step: Option<String>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    require_admin(&auth)?;
+    require_deployer(&auth)?;
     let id: WorkflowId = super::path_id("workflow", &raw)?;
     let org = &auth.0.org_id;
     let engine = &state.engine;
@@ -327,7 +327,7 @@ async fn create_builds(
     Path(key): Path<String>,
     Body(req): Body<CreateBuilds>,
 ) -> Result<(StatusCode, Json<BuildList>), Error> {
-    require_admin(&auth)?;
+    require_deployer(&auth)?;
     let org = &auth.0.org_id;
     let app = app_of(&state, &auth, &key).await?;
     let latest = latest_config(&state, &auth, &app).await?;

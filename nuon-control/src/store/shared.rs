@@ -163,10 +163,10 @@ pub(super) fn role_of(s: &str) -> RunnerRole {
 
 /// A token's stored scope.
 pub(super) fn scope_of(s: &str) -> TokenScope {
-    if s == "admin" {
-        TokenScope::Admin
-    } else {
-        TokenScope::Read
+    match s {
+        "admin" => TokenScope::Admin,
+        "deployer" => TokenScope::Deployer,
+        _ => TokenScope::Read,
     }
 }
 
