@@ -117,29 +117,8 @@ impl Engine {
             rollout.status = RolloutStatus::Planned;
             return Ok(rollout);
         }
-        // An install takes one rollout at a time.
-        for (_, id) in self.store.active_rollouts().await? {
-            let Some(other) = self.store.get_rollout(org, &id).await? else {
-                continue;
-            };
-            let taken: Vec<&str> = other
-                .targets
-                .iter()
-                .filter(|t| rollout.targets.iter().any(|n| n.install_id == t.install_id))
-                .map(|t| t.install.as_str())
-                .collect();
-            if !taken.is_empty() {
-                return Err(EngineError::conflict(
-                    "install_in_rollout",
-                    format!(
-                        "rollout {} ({}) still holds {}: let it finish, or `nuon releases cancel` or `rollback` it first",
-                        other.id,
-                        other.status,
-                        taken.join(", ")
-                    ),
-                ));
-            }
-        }
+        // An install takes one rollout at a time: the store refuses
+        // another (`install_in_rollout`) in the same transaction.
         self.store.create_rollout(org, &rollout, None).await?;
         rollout.version = 1;
         tracing::info!(rollout = %rollout.id, release = %release.id, installs = rollout.targets.len(), waves = rollout.wave_count, "rollout created");

@@ -19,7 +19,10 @@ use super::*;
 pub trait RolloutStore: Send + Sync {
     /// Stores a new rollout (at version 1). With `replacing`, that rollout
     /// is saved in the same transaction, over its version (a rollback and
-    /// the rollout it ends).
+    /// the rollout it ends). An install takes one active rollout at a
+    /// time: a conflict `install_in_rollout`, naming them, when another
+    /// active rollout of the org holds one of its installs (checked in the
+    /// same transaction).
     async fn create_rollout(
         &self,
         org: &OrgId,
@@ -69,6 +72,34 @@ pub(crate) fn rollout_from(doc: &str, version: i64) -> Result<RolloutInfo> {
     r.version = version as u64;
     Ok(r)
 }
+
+/// The refusal of a new rollout whose installs an active one holds.
+pub(crate) fn overlap(new: &RolloutInfo, active: &[RolloutInfo]) -> Result<()> {
+    for other in active.iter().filter(|o| o.id != new.id) {
+        let taken: Vec<&str> = other
+            .targets
+            .iter()
+            .filter(|t| new.targets.iter().any(|n| n.install_id == t.install_id))
+            .map(|t| t.install.as_str())
+            .collect();
+        if !taken.is_empty() {
+            return Err(StoreError::Conflict {
+                code: "install_in_rollout",
+                message: format!(
+                    "rollout {} ({}) still holds {}: let it finish, or `nuon releases cancel` or `rollback` it first",
+                    other.id,
+                    other.status,
+                    taken.join(", ")
+                ),
+                acked_seq: None,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The active statuses, as SQL.
+pub(crate) const ACTIVE_ROLLOUT: &str = "('running', 'awaiting_approval', 'stopped')";
 
 /// The refusal of a save over a version that is gone.
 pub(crate) fn stale_rollout(id: &RolloutId) -> StoreError {

@@ -7,7 +7,7 @@ use nuon_core::{ReleaseId, RolloutId};
 
 use super::*;
 use crate::store::RolloutStore;
-use crate::store::rollouts::{rollout_doc, rollout_from, stale_rollout};
+use crate::store::rollouts::{ACTIVE_ROLLOUT, overlap, rollout_doc, rollout_from, stale_rollout};
 
 /// Saves `r` over its version, and records the releases of `released`
 /// (in the caller's transaction).
@@ -63,9 +63,27 @@ impl RolloutStore for PostgresStore {
         replacing: Option<&RolloutInfo>,
     ) -> Result<()> {
         let mut tx = self.begin().await?;
+        // One new rollout of the org at a time: the check below sees every
+        // other's installs.
+        sqlx::query("SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE")
+            .bind(org.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
         if let Some(old) = replacing {
             save(&mut tx, org, old, &[]).await?;
         }
+        let active = sqlx::query(AssertSqlSafe(format!(
+            "SELECT doc, version FROM rollouts WHERE org_id = $1 AND status IN {ACTIVE_ROLLOUT}"
+        )))
+        .bind(org.as_str())
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db)?
+        .iter()
+        .map(rollout_row)
+        .collect::<Result<Vec<_>>>()?;
+        overlap(rollout, &active)?;
         sqlx::query(
             "INSERT INTO rollouts (id, org_id, release_id, status, version, doc, created_at) \
              VALUES ($1, $2, $3, $4, 1, $5, $6)",
@@ -125,10 +143,9 @@ impl RolloutStore for PostgresStore {
     }
 
     async fn active_rollouts(&self) -> Result<Vec<(OrgId, RolloutId)>> {
-        sqlx::query(
-            "SELECT org_id, id FROM rollouts \
-             WHERE status IN ('running', 'awaiting_approval', 'stopped') ORDER BY created_at, id",
-        )
+        sqlx::query(AssertSqlSafe(format!(
+            "SELECT org_id, id FROM rollouts WHERE status IN {ACTIVE_ROLLOUT} ORDER BY created_at, id"
+        )))
         .fetch_all(&self.pool)
         .await
         .map_err(db)?

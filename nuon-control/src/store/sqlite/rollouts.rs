@@ -7,7 +7,7 @@ use nuon_core::{ReleaseId, RolloutId};
 
 use super::*;
 use crate::store::RolloutStore;
-use crate::store::rollouts::{rollout_doc, rollout_from, stale_rollout};
+use crate::store::rollouts::{ACTIVE_ROLLOUT, overlap, rollout_doc, rollout_from, stale_rollout};
 
 /// Saves `r` over its version, and records the releases of `released`
 /// (in the caller's transaction).
@@ -61,6 +61,18 @@ impl RolloutStore for SqliteStore {
             if let Some(old) = &old {
                 save(conn, &org, old, &[])?;
             }
+            let active = all_rows(
+                conn,
+                &format!(
+                    "SELECT doc, version FROM rollouts WHERE org_id = ?1 AND status IN {ACTIVE_ROLLOUT}"
+                ),
+                [org.as_str()],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+            )?
+            .iter()
+            .map(|(doc, v)| rollout_from(doc, *v))
+            .collect::<Result<Vec<_>>>()?;
+            overlap(&r, &active)?;
             conn.execute(
                 "INSERT INTO rollouts (id, org_id, release_id, status, version, doc, created_at) \
                  VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6)",
@@ -128,8 +140,9 @@ impl RolloutStore for SqliteStore {
         self.read(move |conn| {
             all_rows(
                 conn,
-                "SELECT org_id, id FROM rollouts \
-                 WHERE status IN ('running', 'awaiting_approval', 'stopped') ORDER BY created_at, id",
+                &format!(
+                    "SELECT org_id, id FROM rollouts WHERE status IN {ACTIVE_ROLLOUT} ORDER BY created_at, id"
+                ),
                 [],
                 |r| Ok((id_at(r, 0)?, id_at(r, 1)?)),
             )

@@ -180,6 +180,13 @@ conformance! {
             assert_eq!(f.store.list_rollouts(&f.org, None).await.unwrap().len(), 2);
             assert!(f.store.get_rollout(&other, &r.id).await.unwrap().is_none());
             assert_eq!(f.store.active_rollouts().await.unwrap(), [(f.org.clone(), back.id.clone())]);
+            // An install takes one active rollout at a time.
+            let mut third = back.clone();
+            third.id = RolloutId::generate();
+            let e = f.store.create_rollout(&f.org, &third, None).await.unwrap_err();
+            assert!(matches!(e, StoreError::Conflict { code: "install_in_rollout", .. }), "{e}");
+            assert!(e.to_string().contains("acme"), "{e}");
+            assert!(f.store.get_rollout(&f.org, &third.id).await.unwrap().is_none());
         }
         let c1 = WorkflowId::generate();
         let w = f.store.create_workflow(&f.org, cron(&c1)).await.unwrap();
