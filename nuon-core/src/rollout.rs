@@ -153,6 +153,9 @@ pub enum RolloutStatus {
     Stopped,
     /// Every install has the release.
     Succeeded,
+    /// Cancelled while installs deploy: nothing new starts, and it ends
+    /// `cancelled` once they have.
+    Cancelling,
     /// Cancelled: nothing new starts.
     Cancelled,
     /// Rolled back: a rollback rollout returns its installs to their
@@ -166,7 +169,10 @@ impl RolloutStatus {
     pub fn is_active(self) -> bool {
         matches!(
             self,
-            RolloutStatus::Running | RolloutStatus::AwaitingApproval | RolloutStatus::Stopped
+            RolloutStatus::Running
+                | RolloutStatus::AwaitingApproval
+                | RolloutStatus::Stopped
+                | RolloutStatus::Cancelling
         )
     }
 
@@ -177,6 +183,7 @@ impl RolloutStatus {
             RolloutStatus::Running => "running",
             RolloutStatus::AwaitingApproval => "awaiting_approval",
             RolloutStatus::Stopped => "stopped",
+            RolloutStatus::Cancelling => "cancelling",
             RolloutStatus::Succeeded => "succeeded",
             RolloutStatus::Cancelled => "cancelled",
             RolloutStatus::RolledBack => "rolled_back",
@@ -324,7 +331,7 @@ pub struct RolloutInfo {
     pub reason: Option<String>,
     /// Its installs, wave by wave.
     pub targets: Vec<RolloutTarget>,
-    /// Who started it (the API token's name).
+    /// Who started it (the API token's id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
     /// When it was made.
@@ -501,6 +508,13 @@ impl RolloutInfo {
             .count()
     }
 
+    /// Whether an install of it still deploys or bakes.
+    pub fn deploying(&self) -> bool {
+        self.targets
+            .iter()
+            .any(|t| matches!(t.state, TargetState::Running | TargetState::Baking))
+    }
+
     /// Moves the rollout along at `now`: `seen(target)` says what became
     /// of each install that runs or bakes.
     pub fn advance(&mut self, now: i64, seen: impl Fn(&RolloutTarget) -> Seen) -> Advance {
@@ -552,6 +566,11 @@ impl RolloutInfo {
                 t.wave + 1,
                 t.reason.as_deref().unwrap_or("no reason given")
             ));
+            out.changed = true;
+        }
+        if self.status == RolloutStatus::Cancelling && !self.deploying() {
+            self.status = RolloutStatus::Cancelled;
+            self.reason = Some("cancelled: nothing new started; what ran has finished".into());
             out.changed = true;
         }
         while self.status == RolloutStatus::Running {
@@ -666,21 +685,34 @@ impl RolloutInfo {
         Ok(again)
     }
 
-    /// Starts nothing more (what runs finishes).
+    /// Starts nothing more; what deploys finishes (and is recorded), then
+    /// the rollout is `cancelled`.
     pub fn cancel(&mut self) -> Result<(), String> {
-        if !self.status.is_active() {
+        if !self.status.is_active() || self.status == RolloutStatus::Cancelling {
             return Err(self.cannot("cancel", self.status));
         }
-        self.status = RolloutStatus::Cancelled;
-        self.reason = Some("cancelled: nothing new starts; what ran finishes".into());
+        if self.deploying() {
+            self.status = RolloutStatus::Cancelling;
+            self.reason = Some("cancelling: nothing new starts; what deploys finishes".into());
+        } else {
+            self.status = RolloutStatus::Cancelled;
+            self.reason = Some("cancelled: nothing new starts".into());
+        }
         Ok(())
     }
 
     /// The rollout that returns each install this one reached to its
     /// release before (`id`, `now`), and this one marked rolled back.
     /// Installs that had no release before are left as they are, and
-    /// named in the rollback's reason.
-    pub fn rollback(&mut self, id: RolloutId, now: i64) -> Result<RolloutInfo, String> {
+    /// named in the rollback's reason. Refused while one deploys, and when
+    /// one has had another release since (`current`: each install's
+    /// release now): the newer rollout is rolled back first.
+    pub fn rollback(
+        &mut self,
+        id: RolloutId,
+        now: i64,
+        current: &std::collections::BTreeMap<InstallId, ReleaseId>,
+    ) -> Result<RolloutInfo, String> {
         if matches!(
             self.status,
             RolloutStatus::RolledBack | RolloutStatus::Planned
@@ -695,6 +727,23 @@ impl RolloutInfo {
             return Err(format!(
                 "install {} still deploys in rollout {}: wait for it to end (`cancel` first to start nothing more), then roll back",
                 t.install, self.id
+            ));
+        }
+        let moved: Vec<String> = self
+            .targets
+            .iter()
+            .filter(|t| t.tries > 0)
+            .filter_map(|t| {
+                let now = current.get(&t.install_id)?;
+                (now != &t.release_id && Some(now) != t.from_release.as_ref())
+                    .then(|| format!("{} (now on {now})", t.install))
+            })
+            .collect();
+        if !moved.is_empty() {
+            return Err(format!(
+                "{} had another release since rollout {}: roll back the newer rollout first",
+                moved.join(", "),
+                self.id
             ));
         }
         let reached = self.targets.iter().filter(|t| t.tries > 0);
@@ -998,12 +1047,21 @@ mod tests {
         });
         // i02 still deploys: no rollback yet.
         assert!(
-            r.rollback(RolloutId::generate(), 4)
+            r.rollback(RolloutId::generate(), 4, &Default::default())
                 .unwrap_err()
                 .contains("i02 still deploys")
         );
         drive(&mut r, 5, |_| Seen::Succeeded(5));
-        let back = r.rollback(RolloutId::generate(), 6).unwrap();
+        let mut moved = std::collections::BTreeMap::new();
+        moved.insert(r.targets[0].install_id.clone(), ReleaseId::generate());
+        let e = r.rollback(RolloutId::generate(), 6, &moved).unwrap_err();
+        assert!(
+            e.contains("i00 (now on rel_") && e.contains("roll back the newer rollout first"),
+            "{e}"
+        );
+        let back = r
+            .rollback(RolloutId::generate(), 6, &Default::default())
+            .unwrap();
         assert_eq!(r.status, RolloutStatus::RolledBack);
         assert_eq!(back.rollback_of.as_ref(), Some(&r.id));
         let to: Vec<_> = back
@@ -1019,7 +1077,10 @@ mod tests {
             ]
         );
         assert!(back.reason.as_deref().unwrap().contains("i02"));
-        assert!(r.rollback(RolloutId::generate(), 7).is_err());
+        assert!(
+            r.rollback(RolloutId::generate(), 7, &Default::default())
+                .is_err()
+        );
     }
 
     #[test]
@@ -1037,8 +1098,15 @@ mod tests {
                 .unwrap()
                 .contains("could not start: not built")
         );
+        // Cancelled while install 0 deploys: it is still followed, and
+        // the rollout ends cancelled once it has.
         r.cancel().unwrap();
-        assert!(r.advance(2, |_| Seen::Succeeded(2)).start.is_empty());
+        assert_eq!(r.status, RolloutStatus::Cancelling);
+        assert!(r.cancel().is_err());
+        let a = r.advance(2, |_| Seen::Succeeded(2));
+        assert!(a.start.is_empty());
+        assert_eq!(a.released, [0]);
+        assert_eq!(r.status, RolloutStatus::Cancelled);
         assert!(r.cancel().is_err());
     }
 

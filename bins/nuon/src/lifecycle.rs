@@ -91,9 +91,22 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
             }
             eprintln!("deprovisioning {install} (workflow {})", wf.id);
             // The workflow goes with the install: gone means deleted.
+            let mut succeeded_polls = 0;
             loop {
-                match c.get_workflow(wf.id.as_str()).await {
-                    Ok(w) if w.status.is_active() => {}
+                let gone = match c.get_workflow(wf.id.as_str()).await {
+                    Ok(w) if w.status.is_active() => false,
+                    // Succeeded: the install is removed right after.
+                    Ok(w) if w.status == nuon_core::workflow::WorkflowStatus::Succeeded => {
+                        let gone = matches!(c.get_install(install).await, Err(e) if e.status() == Some(404));
+                        succeeded_polls += 1;
+                        if !gone && succeeded_polls > 60 {
+                            eprintln!(
+                                "{install} is deprovisioned but still listed (the control plane's log says why): `nuon installs forget {install}` removes it"
+                            );
+                            return Ok(1);
+                        }
+                        gone
+                    }
                     Ok(w) => {
                         if g.json {
                             print_json(&w)?;
@@ -104,15 +117,16 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
                         );
                         return Ok(1);
                     }
-                    Err(e) if e.status() == Some(404) => {
-                        if g.json {
-                            print_json(&serde_json::json!({"install": install, "deleted": true}))?;
-                        } else {
-                            outln!("{install} deprovisioned and deleted");
-                        }
-                        return Ok(0);
-                    }
+                    Err(e) if e.status() == Some(404) => true,
                     Err(e) => return Err(e.into()),
+                };
+                if gone {
+                    if g.json {
+                        print_json(&serde_json::json!({"install": install, "deleted": true}))?;
+                    } else {
+                        outln!("{install} deprovisioned and deleted");
+                    }
+                    return Ok(0);
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }

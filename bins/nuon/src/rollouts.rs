@@ -79,14 +79,17 @@ pub(crate) enum RolloutCommand {
     },
 }
 
-/// The rollout `key` names: a rollout id, or a release's newest rollout.
-async fn rollout_of(c: &ControlClient, key: &str) -> Result<String, CliError> {
+/// The rollout `key` names: a rollout id, or a release's newest rollout
+/// (for an act, its newest that is not a rollback: a rollback is named by
+/// its id).
+async fn rollout_of(c: &ControlClient, key: &str, act: bool) -> Result<String, CliError> {
     if key.parse::<RolloutId>().is_ok() {
         return Ok(key.to_owned());
     }
     let list = c.list_rollouts(key).await?;
     list.rollouts
-        .first()
+        .iter()
+        .find(|r| !act || r.rollback_of.is_none())
         .map(|r| r.id.to_string())
         .ok_or_else(|| {
             CliError::usage(format!(
@@ -229,19 +232,24 @@ pub(crate) async fn rollouts(g: &Global, command: &RolloutCommand) -> Result<u8,
             r
         }
         RolloutCommand::Status { release } => {
-            c.get_rollout(&rollout_of(&c, release).await?).await?
+            c.get_rollout(&rollout_of(&c, release, false).await?)
+                .await?
         }
         RolloutCommand::Resume { release } => {
-            c.resume_rollout(&rollout_of(&c, release).await?).await?
+            c.resume_rollout(&rollout_of(&c, release, true).await?)
+                .await?
         }
         RolloutCommand::Retry { release } => {
-            c.retry_rollout(&rollout_of(&c, release).await?).await?
+            c.retry_rollout(&rollout_of(&c, release, true).await?)
+                .await?
         }
         RolloutCommand::Cancel { release } => {
-            c.cancel_rollout(&rollout_of(&c, release).await?).await?
+            c.cancel_rollout(&rollout_of(&c, release, true).await?)
+                .await?
         }
         RolloutCommand::Rollback { release } => {
-            c.rollback_rollout(&rollout_of(&c, release).await?).await?
+            c.rollback_rollout(&rollout_of(&c, release, true).await?)
+                .await?
         }
     };
     answer(g, &r)?;

@@ -48,6 +48,16 @@ async fn delete_install(
     let (install, app, latest) = install_app_config(&state, &auth, &key).await?;
     // Destroyed with the config it was deployed with.
     let org = &auth.0.org_id;
+    if let Some(r) = state.engine.rollout_holding(org, &install.id).await? {
+        return Err(Error::api(
+            StatusCode::CONFLICT,
+            "install_in_rollout",
+            format!(
+                "rollout {} ({}) still holds {}: let it finish, or `nuon releases cancel {}` first",
+                r.id, r.status, install.name, r.id
+            ),
+        ));
+    }
     let (version, config) = if install.config_version == latest.version {
         (latest.version, latest.config)
     } else {
@@ -185,12 +195,23 @@ async fn update_inputs(
     let workflow = if redeploys.is_empty() && actions.is_empty() {
         None
     } else {
-        let wf = state
+        // The install's release, when it runs one: its builds, not the
+        // newest.
+        let release = match state.store.install_releases(org).await?.get(&install.id) {
+            Some(id) => state
+                .store
+                .get_release(org, id)
+                .await?
+                .filter(|r| r.config_version == updated.config_version),
+            None => None,
+        };
+        let started = state
             .engine
             .start(
                 org,
                 Start {
                     redeploy: Some(redeploys.clone()),
+                    release: release.as_ref(),
                     ..Start::new(
                         &updated,
                         &app.name,
@@ -200,8 +221,23 @@ async fn update_inputs(
                     )
                 },
             )
-            .await?;
-        Some(super::workflow_view(wf))
+            .await;
+        match started {
+            Ok(wf) => Some(super::workflow_view(wf)),
+            Err(e) => {
+                // Nothing changes when the redeploy cannot start.
+                state
+                    .store
+                    .set_install_inputs(
+                        org,
+                        &install.id,
+                        &install.inputs_json,
+                        &install.sealed_json,
+                    )
+                    .await?;
+                return Err(e.into());
+            }
+        }
     };
     Ok(Json(InputsUpdated {
         install: with_app_name(&state, &auth, install_info(updated)?).await?,

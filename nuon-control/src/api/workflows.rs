@@ -65,6 +65,10 @@ async fn create_workflow(
     Body(req): Body<CreateWorkflow>,
 ) -> Result<(StatusCode, Json<WorkflowInfo>), Error> {
     require_deployer(&auth)?;
+    if matches!(req.kind, WorkflowKind::Teardown | WorkflowKind::Deprovision) {
+        // Destroying is an admin's.
+        super::control::require_admin(&auth)?;
+    }
     let org = &auth.0.org_id;
     let install = install_of(&state, &auth, &key).await?;
     let app = app_of(&state, &auth, install.app_id.as_str()).await?;

@@ -163,6 +163,17 @@ impl Engine {
             .find_install(org, wf.install_id.as_str())
             .await?
             .ok_or_else(|| EngineError::NotFound(format!("install {} is gone", wf.install_id)))?;
+        if how == rules::Denial::Fail
+            && let Some(running) = wf.steps.iter().find(|s| s.status == StepStatus::Running)
+        {
+            return Err(EngineError::conflict(
+                "step_running",
+                format!(
+                    "step {:?} of workflow {} still runs: deny {:?} when it waits for its approval, or cancel the workflow",
+                    running.name, wf.id, step.name
+                ),
+            ));
+        }
         let (_, config) = self
             .app_config(org, &install.app_id, wf.config_version)
             .await?;
@@ -187,9 +198,30 @@ impl Engine {
                 .await?;
         }
         if how == rules::Denial::Fail {
+            // Ended as a failure ends one: the install's state after it,
+            // and the webhook.
+            let status = nuon_core::workflow::WorkflowStatus::Failed;
+            self.store.set_workflow_status(org, &wf.id, status).await?;
+            let after = rules::install_state_after(wf, status, false, &install.state);
             self.store
-                .set_workflow_status(org, &wf.id, nuon_core::workflow::WorkflowStatus::Failed)
+                .set_install_state(org, &install.id, &after)
                 .await?;
+            let data = serde_json::json!({
+                "workflow_id": wf.id,
+                "workflow_kind": wf.kind,
+                "install_id": install.id,
+                "install": install.name,
+                "step": step.name,
+                "target": step.target,
+                "reason": "denied by an operator",
+            });
+            crate::ops::emit(
+                &*self.store,
+                org,
+                nuon_core::webhook::WebhookEvent::WorkflowFailed,
+                data,
+            )
+            .await;
         }
         tracing::info!(workflow = %wf.id, step = %step.name, ?how, "approval denied");
         Ok(())

@@ -75,9 +75,16 @@ impl Engine {
         }
         let bake_ms = match &req.bake {
             None => 0,
-            Some(text) => nuon_core::parse_duration(text)
-                .map_err(|e| EngineError::Invalid(format!("--bake: {e}")))?
-                .as_millis() as u64,
+            Some(text) => {
+                let d = nuon_core::parse_duration(text)
+                    .map_err(|e| EngineError::Invalid(format!("--bake: {e}")))?;
+                if d > std::time::Duration::from_secs(7 * 86_400) {
+                    return Err(EngineError::Invalid(format!(
+                        "--bake {text}: at most 7 days"
+                    )));
+                }
+                d.as_millis() as u64
+            }
         };
         let releases = self.store.install_releases(org).await?;
         let installs: Vec<Selected> = self
@@ -146,7 +153,10 @@ impl Engine {
                 RolloutAct::Resume => r.resume().map(|_| None),
                 RolloutAct::Retry => r.retry().map(|_| None),
                 RolloutAct::Cancel => r.cancel().map(|_| None),
-                RolloutAct::Rollback => r.rollback(RolloutId::generate(), now).map(Some),
+                RolloutAct::Rollback => {
+                    let current = self.store.install_releases(org).await?;
+                    r.rollback(RolloutId::generate(), now, &current).map(Some)
+                }
             }
             .map_err(|e| EngineError::conflict("rollout_state", e))?;
             r.updated_at_ms = now;
@@ -180,6 +190,25 @@ impl Engine {
             "stale_rollout",
             format!("rollout {id} keeps changing under this request: try again"),
         ))
+    }
+
+    /// The active rollout that holds `install`, if one does.
+    pub(crate) async fn rollout_holding(
+        &self,
+        org: &OrgId,
+        install: &nuon_core::InstallId,
+    ) -> Result<Option<RolloutInfo>> {
+        for (o, id) in self.store.active_rollouts().await? {
+            if &o != org {
+                continue;
+            }
+            if let Some(r) = self.store.get_rollout(org, &id).await?
+                && r.targets.iter().any(|t| &t.install_id == install)
+            {
+                return Ok(Some(r));
+            }
+        }
+        Ok(None)
     }
 
     /// Moves every active rollout along (the leader, on each pass).

@@ -193,10 +193,6 @@ fn takes_acts(wf: &WorkflowInfo) -> bool {
     wf.status == WorkflowStatus::Pending || wf.status == WorkflowStatus::Running
 }
 
-/// The step an approval (or, with `deny`, a denial) of `wf` applies to:
-/// the one `key` names, or the one that waits. An approval is of a plan
-/// someone saw, so only a waiting step takes one; a denial may come ahead
-/// of time.
 /// How a denial leaves the rest of a workflow (Nuon's `deny`,
 /// `deny-skip-current`, `deny-skip-current-and-dependents`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,6 +258,10 @@ pub(crate) fn auto_approved(config: &AppConfig, steps: &[WorkflowStepInfo], i: u
         })
 }
 
+/// The step an approval (or, with `deny`, a denial) of `wf` applies to:
+/// the one `key` names, or the one that waits. An approval is of a plan
+/// someone saw, so only a waiting step takes one; a denial may come ahead
+/// of time.
 pub(crate) fn approval_step<'a>(
     wf: &'a WorkflowInfo,
     key: Option<&str>,
@@ -549,15 +549,15 @@ pub(crate) fn install_state_during(kind: WorkflowKind, now: &str) -> String {
     }
 }
 
-/// The install's state once its workflow ended with `status`: `whole`
-/// when it was not about one component, `interrupted` when a cancel
-/// stopped an apply or destroy part way. An action changes nothing
-/// deployed.
 /// Whether `wf` is a plan-only run (`--plan-only`).
 pub(crate) fn plan_only(wf: &WorkflowInfo) -> bool {
     wf.trigger.as_deref() == Some(nuon_core::workflow::PLAN_ONLY)
 }
 
+/// The install's state once its workflow ended with `status`: `whole`
+/// when it was not about one component, `interrupted` when a cancel
+/// stopped an apply or destroy part way. An action changes nothing
+/// deployed.
 pub(crate) fn install_state_after(
     wf: &WorkflowInfo,
     status: WorkflowStatus,

@@ -99,7 +99,7 @@ pub(crate) fn overlap(new: &RolloutInfo, active: &[RolloutInfo]) -> Result<()> {
 }
 
 /// The active statuses, as SQL.
-pub(crate) const ACTIVE_ROLLOUT: &str = "('running', 'awaiting_approval', 'stopped')";
+pub(crate) const ACTIVE_ROLLOUT: &str = "('running', 'awaiting_approval', 'stopped', 'cancelling')";
 
 /// The refusal of a save over a version that is gone.
 pub(crate) fn stale_rollout(id: &RolloutId) -> StoreError {

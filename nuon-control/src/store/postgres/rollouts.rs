@@ -65,7 +65,9 @@ impl RolloutStore for PostgresStore {
         let mut tx = self.begin().await?;
         // One new rollout of the org at a time: the check below sees every
         // other's installs.
-        sqlx::query("SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE")
+        // (An advisory lock, not the org's row: a row lock would wait on,
+        // and deadlock with, every insert that references the org.)
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('rollouts:' || $1))")
             .bind(org.as_str())
             .execute(&mut *tx)
             .await
