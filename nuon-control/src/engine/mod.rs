@@ -506,11 +506,8 @@ impl Engine {
                 problems.join("; ")
             )));
         }
-        if install.config_version != s.config_version {
-            self.store
-                .set_install_config(org, &install.id, s.config_version)
-                .await?;
-        }
+        // The install runs the workflow's config version from now: the
+        // store sets it with the workflow, in one transaction.
         let (id, rollout) = match s.rollout {
             Some((id, r)) => (id, Some(r)),
             None => (WorkflowId::generate(), None),

@@ -84,7 +84,8 @@ impl StepUpdate {
 /// Workflows and their steps.
 #[async_trait]
 pub trait WorkflowStore: Send + Sync + 'static {
-    /// Stores a new workflow, pending, with its steps.
+    /// Stores a new workflow, pending, with its steps; its install runs
+    /// its config version from then on (set in the same transaction).
     async fn create_workflow(&self, org: &OrgId, workflow: NewWorkflow) -> Result<WorkflowInfo>;
 
     /// An install's workflows, newest first.

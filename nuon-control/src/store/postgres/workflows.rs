@@ -33,6 +33,14 @@ impl WorkflowStore for PostgresStore {
             super::rollouts::save(&mut tx, org, r, &[]).await?;
         }
         sqlx::query(
+            "UPDATE installs SET config_version = $2 WHERE id = $1 AND config_version != $2",
+        )
+        .bind(new.install_id.as_str())
+        .bind(i64::from(new.config_version))
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        sqlx::query(
             "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component, inputs, trigger, release_id) \
              VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $9, $10)",
         )

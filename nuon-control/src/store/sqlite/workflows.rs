@@ -32,6 +32,11 @@ impl WorkflowStore for SqliteStore {
                 super::rollouts::save(conn, &org, r, &[])?;
             }
             conn.execute(
+                "UPDATE installs SET config_version = ?2 WHERE id = ?1 AND config_version != ?2",
+                params![new.install_id.as_str(), new.config_version],
+            )
+            .map_err(db_err)?;
+            conn.execute(
                 "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, component, inputs, trigger, release_id) \
                  VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![

@@ -135,19 +135,24 @@ conformance! {
             let (w1, w2) = (WorkflowId::generate(), WorkflowId::generate());
             let mut started = r.clone();
             started.started(0, w1.clone(), 20);
-            let go = |id: &WorkflowId, doc: &nuon_core::rollout::RolloutInfo| NewWorkflow {
+            let go = |id: &WorkflowId, doc: &nuon_core::rollout::RolloutInfo, version: u32| NewWorkflow {
                 kind: WorkflowKind::Deploy,
+                config_version: version,
                 release: Some(release.clone()),
                 rollout: Some(doc.clone()),
                 ..new(id)
             };
-            let w = f.store.create_workflow(&f.org, go(&w1, &started)).await.unwrap();
+            // The install runs the workflow's config version from then on.
+            let w = f.store.create_workflow(&f.org, go(&w1, &started, 2)).await.unwrap();
             assert_eq!(w.release_id.as_ref(), Some(&release));
+            assert_eq!(f.store.find_install(&f.org, "acme").await.unwrap().unwrap().config_version, 2);
             let mut again = r.clone();
             again.started(0, w2.clone(), 21);
-            let e = f.store.create_workflow(&f.org, go(&w2, &again)).await.unwrap_err();
+            let e = f.store.create_workflow(&f.org, go(&w2, &again, 3)).await.unwrap_err();
             assert!(matches!(e, StoreError::Conflict { code: "stale_rollout", .. }), "{e}");
             assert!(f.store.get_workflow(&f.org, &w2).await.unwrap().is_none());
+            // Refused: nothing of it is kept, the config version included.
+            assert_eq!(f.store.find_install(&f.org, "acme").await.unwrap().unwrap().config_version, 2);
             r = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
             assert_eq!((r.version, r.targets[0].state, r.targets[0].workflow_id.as_ref()), (2, TargetState::Running, Some(&w1)));
             // Saved with the install's release; a stale save is refused.
