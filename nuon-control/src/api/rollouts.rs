@@ -49,16 +49,28 @@ pub(super) fn ops() -> Vec<Op> {
     ]
 }
 
-/// A rollout with its app's name.
+/// Rollouts with their apps' names (read once, when one lacks it).
 async fn named(
     state: &SharedState,
     auth: &ApiAuth,
-    mut r: RolloutInfo,
-) -> Result<RolloutInfo, Error> {
-    if r.app_name.is_none() {
-        r.app_name = app_names(state, auth).await?.get(&r.app_id).cloned();
+    mut rollouts: Vec<RolloutInfo>,
+) -> Result<Vec<RolloutInfo>, Error> {
+    if rollouts.iter().any(|r| r.app_name.is_none()) {
+        let apps = app_names(state, auth).await?;
+        for r in rollouts.iter_mut().filter(|r| r.app_name.is_none()) {
+            r.app_name = apps.get(&r.app_id).cloned();
+        }
     }
-    Ok(r)
+    Ok(rollouts)
+}
+
+/// One rollout with its app's name.
+async fn named_one(
+    state: &SharedState,
+    auth: &ApiAuth,
+    r: RolloutInfo,
+) -> Result<RolloutInfo, Error> {
+    Ok(named(state, auth, vec![r]).await?.remove(0))
 }
 
 async fn release_of(
@@ -118,15 +130,13 @@ async fn list_rollouts(
     Path(key): Path<String>,
 ) -> Result<Json<RolloutList>, Error> {
     let release = release_of(&state, &auth, &key).await?;
-    let mut rollouts = Vec::new();
-    for r in state
+    let rollouts = state
         .store
         .list_rollouts(&auth.0.org_id, Some(&release.id))
-        .await?
-    {
-        rollouts.push(named(&state, &auth, r).await?);
-    }
-    Ok(Json(RolloutList { rollouts }))
+        .await?;
+    Ok(Json(RolloutList {
+        rollouts: named(&state, &auth, rollouts).await?,
+    }))
 }
 
 async fn get_rollout(
@@ -144,7 +154,7 @@ async fn get_rollout(
                 "no rollout {key:?} (see `nuon releases status REL`)"
             ))
         })?;
-    Ok(Json(named(&state, &auth, found).await?))
+    Ok(Json(named_one(&state, &auth, found).await?))
 }
 
 async fn rollout_act(
@@ -159,5 +169,5 @@ async fn rollout_act(
         .engine
         .rollout_act(&auth.0.org_id, &id, act, Some(auth.0.token_id.to_string()))
         .await?;
-    Ok(Json(named(&state, &auth, r).await?))
+    Ok(Json(named_one(&state, &auth, r).await?))
 }

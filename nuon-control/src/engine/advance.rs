@@ -135,39 +135,13 @@ impl Engine {
                     return Ok(());
                 }
                 Next::NoApprovalNeeded(i) => {
-                    let step = &cx.wf.steps[i];
-                    self.store
-                        .update_step(
-                            org,
-                            &id,
-                            step.index,
-                            StepUpdate {
-                                status: StepStatus::Pending,
-                                reason: Some(nuon_core::workflow::NO_CHANGES.into()),
-                                approved: Some(true),
-                                ..StepUpdate::default()
-                            },
-                        )
-                        .await?;
-                    return self.dispatch_or_fail(&cx, step).await;
+                    return self
+                        .approve_and_dispatch(&cx, i, nuon_core::workflow::NO_CHANGES)
+                        .await;
                 }
                 Next::Ask(i) if rules::auto_approved(&cx.config, &cx.wf.steps, i) => {
-                    let step = &cx.wf.steps[i];
-                    self.store
-                        .update_step(
-                            org,
-                            &id,
-                            step.index,
-                            StepUpdate {
-                                status: StepStatus::Pending,
-                                reason: Some(AUTO_APPROVED.into()),
-                                approved: Some(true),
-                                ..StepUpdate::default()
-                            },
-                        )
-                        .await?;
-                    tracing::info!(workflow = %id, step = %step.name, "approved: its plan passed every policy");
-                    return self.dispatch_or_fail(&cx, step).await;
+                    tracing::info!(workflow = %id, step = %cx.wf.steps[i].name, "approved: its plan passed every policy");
+                    return self.approve_and_dispatch(&cx, i, AUTO_APPROVED).await;
                 }
                 Next::Ask(i) => {
                     let step = &cx.wf.steps[i];
@@ -523,6 +497,25 @@ const AUTO_APPROVED: &str =
     "approved: its plan passed every policy (auto_approve_on_policies_passing)";
 
 impl Engine {
+    /// Approves step `i` without a person (`why`) and dispatches it.
+    async fn approve_and_dispatch(&self, cx: &Ctx, i: usize, why: &str) -> Result<()> {
+        let step = &cx.wf.steps[i];
+        self.store
+            .update_step(
+                &cx.org,
+                &cx.wf.id,
+                step.index,
+                StepUpdate {
+                    status: StepStatus::Pending,
+                    reason: Some(why.into()),
+                    approved: Some(true),
+                    ..StepUpdate::default()
+                },
+            )
+            .await?;
+        self.dispatch_or_fail(cx, step).await
+    }
+
     /// Plans again, before it applies, the plan of step `i` when it is
     /// older than `--plan-max-age`; whether it did.
     async fn replan_if_stale(&self, cx: &Ctx, i: usize) -> Result<bool> {
