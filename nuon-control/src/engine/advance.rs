@@ -134,6 +134,14 @@ impl Engine {
                 {
                     return Ok(());
                 }
+                // Approved by its policies: it dispatches, so it waits for a
+                // runner the customer disabled like any other.
+                Next::Ask(i)
+                    if rules::auto_approved(&cx.config, &cx.wf.steps, i)
+                        && self.held_by_customer(&mut cx, i).await? =>
+                {
+                    return Ok(());
+                }
                 Next::NoApprovalNeeded(i) => {
                     return self
                         .approve_and_dispatch(&cx, i, nuon_core::workflow::NO_CHANGES)
