@@ -88,8 +88,64 @@ impl ControlClient {
         let body = CreateToken {
             name: name.into(),
             scope,
+            service_account: false,
         };
         self.http.post(routes::TOKENS, &body, Duration::ZERO).await
+    }
+
+    /// Creates a service account's API token (for CI, scripts): it
+    /// belongs to no person. Admin only.
+    pub async fn create_service_account_token(
+        &self,
+        name: &str,
+        scope: TokenScope,
+    ) -> Result<TokenCreated> {
+        let body = CreateToken {
+            name: name.into(),
+            scope,
+            service_account: true,
+        };
+        self.http.post(routes::TOKENS, &body, Duration::ZERO).await
+    }
+
+    /// The org's people.
+    pub async fn list_users(&self) -> Result<nuon_core::wire::UserList> {
+        self.http.get(routes::USERS).await
+    }
+
+    /// Invites a person by email address with a role; they sign in through
+    /// the org's OpenID Connect provider.
+    pub async fn invite_user(
+        &self,
+        email: &str,
+        role: nuon_core::wire::Role,
+    ) -> Result<nuon_core::wire::UserInfo> {
+        let body = nuon_core::wire::InviteUser {
+            email: email.into(),
+            role,
+        };
+        self.http.post(routes::USERS, &body, Duration::ZERO).await
+    }
+
+    /// Changes a person's role (by id or email address).
+    pub async fn set_user_role(
+        &self,
+        user: &str,
+        role: nuon_core::wire::Role,
+    ) -> Result<nuon_core::wire::UserInfo> {
+        let path = routes::with_id(routes::USER, &seg(user));
+        let req = self
+            .http
+            .request(reqwest::Method::PATCH, &path)
+            .json(&nuon_core::wire::SetUserRole { role });
+        self.http.send(req).await
+    }
+
+    /// Removes a person (by id or email address) and revokes their tokens.
+    pub async fn remove_user(&self, user: &str) -> Result<nuon_core::wire::UserInfo> {
+        let path = routes::with_id(routes::USER, &seg(user));
+        let req = self.http.request(reqwest::Method::DELETE, &path);
+        self.http.send(req).await
     }
 
     /// The org's API tokens.

@@ -28,6 +28,7 @@ mod error;
 mod health;
 mod hub;
 pub mod keys;
+mod oidc;
 mod ops;
 mod private;
 pub mod reseal;
@@ -40,6 +41,7 @@ pub use api::openapi;
 
 pub use api::Timings;
 pub use error::{Error, Result};
+pub use oidc::OidcConfig;
 pub use ops::{Auditor, OpsConfig};
 pub use server::{
     ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, ControlPlane, OpenStore, SIGNING_KEY_FILE,

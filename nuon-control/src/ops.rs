@@ -246,7 +246,10 @@ pub(crate) async fn audit_layer(
     if let Some(p) = who {
         let status = response.status();
         let outcome = status.as_u16().to_string();
-        let entry = AuditEntry::new(now_ms(), p.token_id.as_str(), op, target, source, outcome);
+        let mut entry = AuditEntry::new(now_ms(), p.actor(), op, target, source, outcome);
+        if p.user.is_some() {
+            entry = entry.with_detail(format!("token {}", p.token_id));
+        }
         state.auditor.record(&p.org_id, entry).await;
     }
     response

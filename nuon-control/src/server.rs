@@ -61,6 +61,9 @@ pub struct ServerConfig {
     pub key_refresh: Duration,
     /// Runner health thresholds and webhook retries.
     pub ops: crate::ops::OpsConfig,
+    /// The OpenID Connect provider people sign in through (none: people
+    /// cannot sign in; API tokens still work).
+    pub oidc: Option<crate::oidc::OidcConfig>,
 }
 
 impl ServerConfig {
@@ -79,6 +82,7 @@ impl ServerConfig {
             strict_permissions: false,
             key_refresh: crate::keys::KEY_REFRESH,
             ops: crate::ops::OpsConfig::default(),
+            oidc: None,
         }
     }
 }
@@ -309,14 +313,19 @@ impl ControlPlane {
                 config.key_refresh,
             ))
         });
-        let state = Arc::new(AppState::new(
+        let mut state = AppState::new(
             store,
             timings,
             shutdown_rx,
             secrets,
             signers,
             config.ops.clone(),
-        ));
+        );
+        if let Some(oidc) = &config.oidc {
+            let oidc = crate::oidc::Oidc::new(oidc.clone()).map_err(Error::bad_request)?;
+            state.oidc = Some(Arc::new(oidc));
+        }
+        let state = Arc::new(state);
         Ok(ControlPlane {
             state,
             shutdown_tx,

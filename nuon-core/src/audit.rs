@@ -56,7 +56,8 @@ pub struct AuditEntry {
     pub n: u64,
     /// When, ms since the Unix epoch.
     pub at_ms: i64,
-    /// Who: an API token id (`tok_...`), a runner (`runner:rnr_...`), or
+    /// Who: a person's email address (their token's id in `detail`), a
+    /// service account's API token id (`tok_...`), a runner (`runner:rnr_...`), or
     /// `control-plane` for what the platform did on its own.
     pub actor: String,
     /// What: the API operation (`deployInstall`), or an event such as

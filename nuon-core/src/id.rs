@@ -201,6 +201,11 @@ id_type!(
     RolloutId, "rol", "rollout"
 );
 id_type!(
+    /// A person of an org: invited by email address, signing in through
+    /// the org's OpenID Connect provider.
+    UserId, "usr", "user"
+);
+id_type!(
     /// A webhook: a URL an org's events are posted to.
     WebhookId, "whk", "webhook"
 );

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use crate::app::{AppConfig, Component, Diagnostic};
 use crate::id::{
-    AppId, DeliveryId, InstallId, JobId, OrgId, RunnerId, TokenId, WebhookId, WorkflowId,
+    AppId, DeliveryId, InstallId, JobId, OrgId, RunnerId, TokenId, UserId, WebhookId, WorkflowId,
 };
 use crate::job::{JobResult, JobStatus};
 pub use crate::records::{LOG_RECORDS_CONTENT_TYPE, LogLineRef, LogRecords, RecordError};
@@ -60,6 +60,15 @@ pub mod routes {
     pub const TOKENS: &str = "/v1/tokens";
     /// Control API: revoke an API token.
     pub const TOKEN_REVOKE: &str = "/v1/tokens/{id}/revoke";
+    /// Control API: the org's people.
+    pub const USERS: &str = "/v1/users";
+    /// Control API: one person (by id or email address).
+    pub const USER: &str = "/v1/users/{id}";
+    /// Control API: start an OpenID Connect sign-in (`?org=NAME`): a
+    /// redirect to the provider.
+    pub const OIDC_LOGIN: &str = "/v1/auth/oidc/login";
+    /// Control API: where the provider sends the browser back.
+    pub const OIDC_CALLBACK: &str = "/v1/auth/oidc/callback";
     /// Control API: apps.
     pub const APPS: &str = "/v1/apps";
     /// Control API: one app (by id or name).
@@ -915,8 +924,179 @@ pub struct CreateToken {
     /// What it is for.
     #[schemars(regex(pattern = NAME_PATTERN))]
     pub name: String,
-    /// What it may do.
+    /// What it may do (never more than its person's role allows).
     pub scope: TokenScope,
+    /// A service account's token (for CI, scripts), belonging to no
+    /// person; admin only. Otherwise a token made with a person's token
+    /// is that person's, and one made with a service account's is a
+    /// service account's.
+    #[serde(default)]
+    pub service_account: bool,
+}
+
+/// A person's role in an org.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads only.
+    Viewer,
+    /// Reads; starts, approves and cancels workflows, builds, releases and
+    /// rolls out.
+    Deployer,
+    /// Changes everything of the org but its owners.
+    Admin,
+    /// An admin who may also make and unmake owners.
+    Owner,
+}
+
+impl Role {
+    /// As stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Deployer => "deployer",
+            Role::Admin => "admin",
+            Role::Owner => "owner",
+        }
+    }
+
+    /// What a token of this person may do at most.
+    pub fn scope(self) -> TokenScope {
+        match self {
+            Role::Viewer => TokenScope::Read,
+            Role::Deployer => TokenScope::Deployer,
+            Role::Admin | Role::Owner => TokenScope::Admin,
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "viewer" => Ok(Role::Viewer),
+            "deployer" => Ok(Role::Deployer),
+            "admin" => Ok(Role::Admin),
+            "owner" => Ok(Role::Owner),
+            other => Err(format!(
+                "{other:?} is not a role: use owner, admin, deployer or viewer"
+            )),
+        }
+    }
+}
+
+impl TokenScope {
+    /// The lesser of two scopes: a person's token can do no more than
+    /// the person's role.
+    pub fn at_most(self, other: TokenScope) -> TokenScope {
+        let rank = |s: TokenScope| match s {
+            TokenScope::Read => 0,
+            TokenScope::Deployer => 1,
+            TokenScope::Admin => 2,
+        };
+        if rank(self) <= rank(other) {
+            self
+        } else {
+            other
+        }
+    }
+}
+
+/// Whether a person has signed in yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UserStatus {
+    /// Invited; not signed in yet.
+    Invited,
+    /// Signed in at least once.
+    Active,
+}
+
+/// A person of the org.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UserInfo {
+    /// Its id.
+    pub id: UserId,
+    /// The email address the person was invited by (lower case), which
+    /// their provider must vouch for at sign-in.
+    pub email: String,
+    /// What they may do.
+    pub role: Role,
+    /// Invited, or signed in.
+    pub status: UserStatus,
+    /// Their name, as their provider gave it at the last sign-in.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Who invited them (an email address or a token id).
+    pub invited_by: String,
+    /// When they were invited.
+    pub created_at_ms: i64,
+    /// When they last signed in.
+    #[serde(default)]
+    pub last_sign_in_at_ms: Option<i64>,
+}
+
+/// Invite a person by email address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InviteUser {
+    /// Their email address; their OpenID Connect provider must vouch for
+    /// it (`email_verified`) when they sign in.
+    pub email: String,
+    /// What they may do.
+    pub role: Role,
+}
+
+/// Change a person's role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetUserRole {
+    /// The new role; it holds for their tokens at once.
+    pub role: Role,
+}
+
+/// The org's people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UserList {
+    /// By email address.
+    pub users: Vec<UserInfo>,
+}
+
+/// Where an OpenID Connect sign-in starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SignInQuery {
+    /// The org to sign in to, by name.
+    pub org: String,
+}
+
+/// What the provider sends back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SignInCallback {
+    /// The authorization code.
+    #[serde(default)]
+    pub code: Option<String>,
+    /// The sign-in's state, as the control plane sent it.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// The provider's error code, when it refused.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The provider's words about it.
+    #[serde(default)]
+    pub error_description: Option<String>,
+}
+
+/// A finished sign-in: the person, and an API token of theirs that
+/// expires (shown only here, once).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SignedIn {
+    /// Who signed in.
+    pub user: UserInfo,
+    /// Their new session token.
+    pub token: TokenCreated,
 }
 
 /// An API token (never its secret).
@@ -932,6 +1112,15 @@ pub struct TokenInfo {
     pub created_at_ms: i64,
     /// Whether it was revoked.
     pub revoked: bool,
+    /// The person it belongs to (their id); none for a service account's.
+    #[serde(default)]
+    pub user_id: Option<UserId>,
+    /// That person's email address.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// When it stops working (a sign-in's token); none for never.
+    #[serde(default)]
+    pub expires_at_ms: Option<i64>,
 }
 
 /// A new API token with its secret, shown only here, once.

@@ -91,6 +91,8 @@ enum Command {
         /// control plane's own network).
         #[arg(long)]
         webhook_allow_private_networks: bool,
+        #[command(flatten)]
+        oidc: OidcArgs,
     },
     /// Manage orgs directly in a data dir.
     Orgs {
@@ -163,6 +165,59 @@ enum OrgsCommand {
     },
 }
 
+/// The OpenID Connect provider people sign in through.
+#[derive(clap::Args)]
+struct OidcArgs {
+    /// The provider's issuer URL (its discovery document is under
+    /// `/.well-known/openid-configuration`); https, or http on loopback.
+    /// Without it, people cannot sign in (API tokens still work).
+    #[arg(long, env = "NUON_OIDC_ISSUER", requires = "oidc_client_id")]
+    oidc_issuer: Option<String>,
+    /// The client id registered with the provider.
+    #[arg(long, env = "NUON_OIDC_CLIENT_ID", requires = "oidc_issuer")]
+    oidc_client_id: Option<String>,
+    /// A file holding the client secret (or set NUON_OIDC_CLIENT_SECRET).
+    #[arg(long)]
+    oidc_client_secret_file: Option<PathBuf>,
+    /// The redirect URI registered with the provider (default: the
+    /// Control API's URL and /v1/auth/oidc/callback).
+    #[arg(long, env = "NUON_OIDC_REDIRECT_URL")]
+    oidc_redirect_url: Option<String>,
+    /// How long the API token a sign-in hands out works.
+    #[arg(long, default_value = "12h", value_parser = nuon_core::parse_duration)]
+    session_ttl: Duration,
+}
+
+impl OidcArgs {
+    /// The provider's configuration, when one is given.
+    fn config(self) -> anyhow::Result<Option<nuon_control::OidcConfig>> {
+        let (Some(issuer), Some(client_id)) = (self.oidc_issuer, self.oidc_client_id) else {
+            return Ok(None);
+        };
+        let secret = match (
+            &self.oidc_client_secret_file,
+            std::env::var("NUON_OIDC_CLIENT_SECRET"),
+        ) {
+            (Some(path), _) => std::fs::read_to_string(path).map_err(|e| {
+                anyhow::anyhow!("--oidc-client-secret-file {}: {e}", path.display())
+            })?,
+            (None, Ok(s)) => s,
+            (None, Err(_)) => anyhow::bail!(
+                "--oidc-issuer needs the client secret: --oidc-client-secret-file FILE or NUON_OIDC_CLIENT_SECRET"
+            ),
+        };
+        let config = nuon_control::OidcConfig {
+            issuer,
+            client_id,
+            client_secret: secret.trim().to_owned(),
+            redirect_url: self.oidc_redirect_url,
+            session_ttl: self.session_ttl,
+        };
+        config.check().map_err(|e| anyhow::anyhow!(e))?;
+        Ok(Some(config))
+    }
+}
+
 /// The store an `orgs` command works on, directly (the server may run).
 #[derive(clap::Args)]
 struct StoreArgs {
@@ -217,6 +272,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             plan_max_age,
             webhook_max_backoff,
             webhook_allow_private_networks,
+            oidc,
         } => {
             if runner_offline_after <= runner_unhealthy_after {
                 anyhow::bail!(
@@ -238,6 +294,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.ops.plan_max_age = plan_max_age;
             config.ops.webhook_max_backoff = webhook_max_backoff;
             config.ops.webhook_allow_private = webhook_allow_private_networks;
+            config.oidc = oidc.config()?;
             let plane = ControlPlane::open(config).await?;
             nuon_control::sys::raise_open_files_limit();
             let control = bind(listen, "--listen")?;

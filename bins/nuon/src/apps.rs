@@ -885,6 +885,11 @@ pub(crate) enum TokensCommand {
         /// and cancel workflows, build, release, roll out) or `read`.
         #[arg(long, value_enum, default_value = "read")]
         scope: Scope,
+        /// A service account's token (for CI, scripts), belonging to no
+        /// person; admin only. Without it, a token made with a person's
+        /// token is theirs, and never does more than their role.
+        #[arg(long)]
+        service_account: bool,
     },
     /// List the org's API tokens (never their secrets).
     List,
@@ -920,13 +925,21 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
             }
         }
         OrgsCommand::Tokens { command } => match command {
-            TokensCommand::Create { name, scope } => {
+            TokensCommand::Create {
+                name,
+                scope,
+                service_account,
+            } => {
                 let scope = match scope {
                     Scope::Admin => TokenScope::Admin,
                     Scope::Deployer => TokenScope::Deployer,
                     Scope::Read => TokenScope::Read,
                 };
-                let created = client.create_token(name, scope).await?;
+                let created = if *service_account {
+                    client.create_service_account_token(name, scope).await?
+                } else {
+                    client.create_token(name, scope).await?
+                };
                 if g.json {
                     print_json(&created)?;
                 } else {
@@ -942,7 +955,7 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
                     print_json(&list)?;
                 } else {
                     table(
-                        &["ID", "NAME", "SCOPE", "CREATED", "STATE"],
+                        &["ID", "NAME", "SCOPE", "OWNER", "CREATED", "STATE"],
                         list.tokens
                             .into_iter()
                             .map(|t| {
@@ -950,8 +963,18 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
                                     t.id.to_string(),
                                     t.name,
                                     t.scope.as_str().into(),
+                                    t.user.unwrap_or_else(|| "service account".into()),
                                     fmt_time(Some(t.created_at_ms)),
-                                    if t.revoked { "revoked" } else { "active" }.into(),
+                                    match (t.revoked, t.expires_at_ms) {
+                                        (true, _) => "revoked".into(),
+                                        (false, Some(at)) if at <= nuon_core::now_ms() => {
+                                            "expired".into()
+                                        }
+                                        (false, Some(at)) => {
+                                            format!("active until {}", fmt_time(Some(at)))
+                                        }
+                                        (false, None) => "active".into(),
+                                    },
                                 ]
                             })
                             .collect(),

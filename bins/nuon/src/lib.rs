@@ -39,6 +39,7 @@ mod ops;
 mod plugins;
 mod releases;
 mod rollouts;
+mod users;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::{CreateJob, JobInfo, LogEntry, LogStream};
 use nuon_core::{ExecJob, Job, JobId, JobStatus};
@@ -143,6 +144,15 @@ enum Command {
         #[command(subcommand)]
         command: apps::OrgsCommand,
     },
+    /// The org's people: invite by email address with a role, change
+    /// roles, remove.
+    Users {
+        #[command(subcommand)]
+        command: users::UsersCommand,
+    },
+    /// Sign in to an org through its OpenID Connect provider: prints the
+    /// URL to open; the page it ends on shows an API token of your own.
+    Login(users::LoginArgs),
     /// The org's audit trail: list, export, verify.
     Audit {
         #[command(subcommand)]
@@ -321,6 +331,13 @@ impl From<nuon_client::Error> for CliError {
 fn job_id(raw: &str) -> Result<JobId, CliError> {
     raw.parse()
         .map_err(|e: nuon_core::IdError| CliError::usage(e.to_string()))
+}
+
+impl Global {
+    /// The Control API's URL, without a trailing slash.
+    pub(crate) fn api_url(&self) -> &str {
+        self.api.trim_end_matches('/')
+    }
 }
 
 pub(crate) fn client(global: &Global) -> Result<ControlClient, CliError> {
@@ -549,6 +566,8 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Components { command } => apps::components(g, command).await,
         Command::Orgs { command } => apps::orgs(g, command).await,
         Command::Audit { command } => ops::audit(g, command).await,
+        Command::Users { command } => users::users(g, command).await,
+        Command::Login(args) => users::login(g, args),
         Command::Workflows { command } => apps::workflows(g, command).await,
         Command::Builds { command } => deploy::builds(g, command).await,
         Command::Releases { command } => releases::releases(g, command).await,

@@ -37,6 +37,10 @@ pub(crate) struct Op {
     /// Whether it changes state (and so needs an admin token).
     pub(crate) write: bool,
     pub(crate) query: Vec<QueryParam>,
+    /// Whether it needs no token (signing in).
+    public: bool,
+    /// A redirect as its success, and where to.
+    redirect: Option<&'static str>,
     request: Option<SchemaFn>,
     status: u16,
     /// Another success status with the same body, and when it is given.
@@ -63,6 +67,8 @@ impl Op {
             summary,
             write: method != "get",
             query: Vec::new(),
+            public: false,
+            redirect: None,
             request: None,
             status: 200,
             also: None,
@@ -133,6 +139,19 @@ impl Op {
         self
     }
 
+    /// It needs no token.
+    pub(crate) fn public(mut self) -> Self {
+        self.public = true;
+        self
+    }
+
+    /// It answers with a redirect (302) `to` somewhere.
+    pub(crate) fn redirects(mut self, to: &'static str) -> Self {
+        self.status = 302;
+        self.redirect = Some(to);
+        self
+    }
+
     /// A query parameter.
     pub(crate) fn query(
         mut self,
@@ -198,7 +217,7 @@ pub(crate) fn openapi(ops: &[Op]) -> Value {
                 "description": q.description,
             })
         }));
-        let mut ok = json!({ "description": "Success." });
+        let mut ok = json!({ "description": op.redirect.unwrap_or("Success.") });
         let mut content = Map::new();
         if let Some(f) = op.response {
             content.insert(
@@ -224,7 +243,19 @@ pub(crate) fn openapi(ops: &[Op]) -> Value {
             "400".into(),
             err("Invalid input: what, where and how to fix it."),
         );
-        responses.insert("401".into(), err("Missing or unknown token."));
+        if op.public {
+            responses.insert(
+                "401".into(),
+                err("Refused by the identity provider, or its answer did not check out."),
+            );
+            responses.insert("403".into(), err("The person is not invited."));
+            responses.insert(
+                "502".into(),
+                err("The identity provider could not be reached."),
+            );
+        } else {
+            responses.insert("401".into(), err("Missing or unknown token."));
+        }
         if op.write {
             responses.insert("403".into(), err("A read-only token."));
         }
@@ -242,7 +273,7 @@ pub(crate) fn openapi(ops: &[Op]) -> Value {
             "summary": op.summary,
             "parameters": params,
             "responses": responses,
-            "security": [{ "bearer": [] }],
+            "security": if op.public { json!([]) } else { json!([{ "bearer": [] }]) },
         });
         if let Some(f) = op.request {
             operation["requestBody"] = json!({

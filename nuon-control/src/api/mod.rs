@@ -10,6 +10,7 @@ mod health;
 mod lifecycle;
 mod ops;
 mod orgs;
+mod people;
 mod releases;
 mod rollouts;
 mod runner;
@@ -90,6 +91,8 @@ pub(crate) struct AppState {
     pub(crate) gauges: crate::ops::GaugeCache,
     /// The telemetry each runner last sent, as stored.
     telemetry: Mutex<HashMap<RunnerId, nuon_core::wire::RunnerTelemetry>>,
+    /// The provider people sign in through, when one is configured.
+    pub(crate) oidc: Option<Arc<crate::oidc::Oidc>>,
 }
 
 impl AppState {
@@ -130,6 +133,7 @@ impl AppState {
             engine,
             leader,
             control_url: OnceLock::new(),
+            oidc: None,
         }
     }
 
@@ -666,6 +670,7 @@ fn finish(router: Router<SharedState>, state: SharedState, api: Api) -> Router {
 pub(crate) fn control_ops() -> Vec<doc::Op> {
     let mut ops = control::ops();
     ops.extend(orgs::ops());
+    ops.extend(people::ops());
     ops.extend(apps::ops());
     ops.extend(state::ops());
     ops.extend(workflows::ops());

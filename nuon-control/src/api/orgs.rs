@@ -8,6 +8,8 @@ use nuon_core::TokenId;
 use nuon_core::token::issue_api_token;
 use nuon_core::wire::{CreateToken, OrgInfo, TokenCreated, TokenInfo, TokenList, routes};
 
+use crate::store::NewApiToken;
+
 use super::control::{require_admin, valid_name};
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState, path_id};
@@ -62,13 +64,28 @@ async fn create_token(
             req.name.chars().take(80).collect::<String>()
         )));
     }
+    // A person's token makes a token of theirs, held to their role; a
+    // service account's (or one asked for) belongs to no person.
+    let user = match (&auth.0.user, req.service_account) {
+        (Some(u), false) => Some(u),
+        _ => None,
+    };
+    let scope = match user {
+        Some(u) => req.scope.at_most(u.role.scope()),
+        None => req.scope,
+    };
     let id = TokenId::generate();
     let issued = issue_api_token(&id);
-    let token = state
-        .store
-        .create_api_token(&auth.0.org_id, &id, &req.name, req.scope, &issued.hash)
-        .await?;
-    tracing::info!(token = %id, scope = req.scope.as_str(), "API token created");
+    let new = NewApiToken {
+        id: id.clone(),
+        name: req.name.clone(),
+        scope,
+        token_hash: issued.hash.clone(),
+        user_id: user.map(|u| u.id.clone()),
+        expires_at_ms: None,
+    };
+    let token = state.store.create_api_token(&auth.0.org_id, &new).await?;
+    tracing::info!(token = %id, scope = scope.as_str(), "API token created");
     Ok((
         StatusCode::CREATED,
         Json(TokenCreated {

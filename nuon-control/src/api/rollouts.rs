@@ -109,12 +109,7 @@ async fn create_rollout(
     let release = release_of(&state, &auth, &key).await?;
     let rollout = state
         .engine
-        .create_rollout(
-            &auth.0.org_id,
-            &release,
-            &req,
-            Some(auth.0.token_id.to_string()),
-        )
+        .create_rollout(&auth.0.org_id, &release, &req, Some(auth.0.actor()))
         .await?;
     let status = if req.dry_run {
         StatusCode::OK
@@ -167,7 +162,7 @@ async fn rollout_act(
     let id = rollout_id(&key)?;
     let r = state
         .engine
-        .rollout_act(&auth.0.org_id, &id, act, Some(auth.0.token_id.to_string()))
+        .rollout_act(&auth.0.org_id, &id, act, Some(auth.0.actor()))
         .await?;
     Ok(Json(named_one(&state, &auth, r).await?))
 }

@@ -137,7 +137,7 @@ async fn stack(
     // A GET, so not in the write layer's record: a credential was issued.
     let entry = AuditEntry::new(
         now_ms(),
-        auth.0.token_id.as_str(),
+        auth.0.actor(),
         "getInstallStack",
         format!("/v1/installs/{}/stack", install.id),
         source,

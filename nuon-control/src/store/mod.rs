@@ -8,8 +8,9 @@
 //! [`BuildStore`], [`MaintenanceStore`] (replicas, rescue, pruning),
 //! [`AuditStore`] (the hash-chained audit trail), [`WebhookStore`],
 //! [`LabelStore`] (labels and install groups), [`ReleaseStore`] and
-//! [`RolloutStore`] (rollouts, stored whole under a version) and
-//! [`RemovalStore`] (an install or app and what is only theirs).
+//! [`RolloutStore`] (rollouts, stored whole under a version),
+//! [`RemovalStore`] (an install or app and what is only theirs) and
+//! [`UserStore`] (people, and OpenID Connect sign-ins in flight).
 //! [`Store`] is all of them at once, implemented for every type that
 //! implements each.
 //!
@@ -44,6 +45,7 @@ mod sealing;
 mod shared;
 mod sqlite;
 mod states;
+mod users;
 mod webhooks;
 mod workflows;
 
@@ -66,7 +68,7 @@ pub use installs::{InstallStore, NewInstall, StackRedeem, StoredInstall};
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};
 pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
-pub use orgs::{ApiPrincipal, NewOrg, OrgStore};
+pub use orgs::{ApiPrincipal, NewApiToken, NewOrg, OrgStore, PrincipalUser};
 #[cfg(feature = "postgres")]
 pub use postgres::{NOTIFY_GAP, PostgresStore};
 pub use queue::{Claimed, QueueStore};
@@ -77,6 +79,7 @@ pub use runners::{RunnerPrincipal, RunnerStore};
 pub use sealing::{SealedColumn, SealingStore};
 pub use sqlite::SqliteStore;
 pub use states::{ComponentState, StateLock, StatePrincipal, StateStore, StateToken};
+pub use users::{Identity, PendingSignIn, UserStore};
 pub use webhooks::{DeliveryTry, DueDelivery, WebhookStore};
 pub use workflows::{NewWorkflow, StepUpdate, WorkflowStore};
 
@@ -147,6 +150,7 @@ pub trait Store:
     + SealingStore
     + AuditStore
     + WebhookStore
+    + UserStore
 {
 }
 
@@ -168,6 +172,7 @@ impl<T> Store for T where
         + SealingStore
         + AuditStore
         + WebhookStore
+        + UserStore
 {
 }
 

@@ -2,15 +2,57 @@
 
 use super::*;
 
-/// The org of an API token.
+/// The org of an API token, and the person it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiPrincipal {
     /// The org the token belongs to.
     pub org_id: OrgId,
     /// The token's id.
     pub token_id: TokenId,
-    /// `admin` or `read`.
+    /// `admin`, `deployer` or `read`: the token's scope, never more than
+    /// its person's role allows now.
     pub scope: String,
+    /// The person; none for a service account's token.
+    pub user: Option<PrincipalUser>,
+}
+
+impl ApiPrincipal {
+    /// Who acts, as the audit trail and records name them: the person's
+    /// email address, or the service account's token id.
+    pub fn actor(&self) -> String {
+        match &self.user {
+            Some(u) => u.email.clone(),
+            None => self.token_id.to_string(),
+        }
+    }
+}
+
+/// The person behind an API token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrincipalUser {
+    /// Their id.
+    pub id: nuon_core::UserId,
+    /// Their email address.
+    pub email: String,
+    /// Their role now.
+    pub role: nuon_core::wire::Role,
+}
+
+/// An API token to store (only its hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewApiToken {
+    /// Its id.
+    pub id: TokenId,
+    /// What it is for.
+    pub name: String,
+    /// What it may do.
+    pub scope: TokenScope,
+    /// The hash of its secret.
+    pub token_hash: String,
+    /// The person it belongs to; none for a service account's.
+    pub user_id: Option<nuon_core::UserId>,
+    /// When it stops working; none for never.
+    pub expires_at_ms: Option<i64>,
 }
 
 /// A new org with its first admin token.
@@ -45,8 +87,8 @@ pub trait OrgStore: Send + Sync + 'static {
     /// already (set by this or another replica); returns what is stored.
     async fn setting_or_insert(&self, name: &str, proposed: &str) -> Result<String>;
 
-    /// The org and scope of an API token, by the token's hash; `None` when
-    /// unknown or revoked.
+    /// The org, scope and person of an API token, by the token's hash;
+    /// `None` when unknown, revoked, expired, or its person was removed.
     async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>>;
 
     /// An org's job-signing key, as it is kept (sealed).
@@ -74,14 +116,7 @@ pub trait OrgStore: Send + Sync + 'static {
     async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>>;
 
     /// Stores a new API token of the org (only its hash).
-    async fn create_api_token(
-        &self,
-        org: &OrgId,
-        id: &TokenId,
-        name: &str,
-        scope: TokenScope,
-        token_hash: &str,
-    ) -> Result<TokenInfo>;
+    async fn create_api_token(&self, org: &OrgId, token: &NewApiToken) -> Result<TokenInfo>;
 
     /// The org's API tokens.
     async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>>;

@@ -3,10 +3,14 @@
 //! implements. The org-scoped list, find-by-name-or-id and revoke queries
 //! are written once too, in each dialect's placeholders.
 
-use nuon_core::wire::{AppInfo, BuildInfo, JobInfo, RunnerInfo, TokenInfo, WorkflowStepInfo};
+use nuon_core::wire::{
+    AppInfo, BuildInfo, JobInfo, Role, RunnerInfo, TokenInfo, UserInfo, WorkflowStepInfo,
+};
 
 use super::shared::{self, JobRow, corrupt, enum_from, json_or_null, parse_id, role_of, scope_of};
-use super::{Result, StateLock, StatePrincipal, StoredConfig, StoredInstall};
+use super::{
+    ApiPrincipal, PrincipalUser, Result, StateLock, StatePrincipal, StoredConfig, StoredInstall,
+};
 
 /// The cells of one result row, by column index, as either database gives
 /// them. Integers are read whatever their width; a flag is SQLite's
@@ -129,6 +133,27 @@ impl Dialect {
         )
     }
 
+    /// An API token's principal by the hash of its secret; parameter 1 is
+    /// the hash.
+    pub(super) fn authenticate_api(self) -> String {
+        format!(
+            "SELECT {} FROM api_tokens t LEFT JOIN users u ON u.id = t.user_id \
+             WHERE t.token_hash = {} AND t.revoked_at IS NULL",
+            TokenCheck::COLUMNS,
+            self.p(1)
+        )
+    }
+
+    /// The org's person of an id or email address; parameters: the org,
+    /// the id or address.
+    pub(super) fn find_user(self) -> String {
+        let (org, key) = (self.p(1), self.p(2));
+        format!(
+            "SELECT {} FROM users WHERE org_id = {org} AND (id = {key} OR email = {key})",
+            UserInfo::COLUMNS
+        )
+    }
+
     /// The org's row of an id; parameters: the org, the id.
     pub(super) fn get_in_org<T: OrgScoped>(self) -> String {
         let (a, org, key) = (T::ALIAS, self.p(1), self.p(2));
@@ -151,7 +176,8 @@ impl Dialect {
 }
 
 impl Record for TokenInfo {
-    const COLUMNS: &'static str = "id, name, scope, created_at, revoked_at";
+    const COLUMNS: &'static str = "id, name, scope, created_at, revoked_at, user_id, \
+         (SELECT email FROM users WHERE users.id = api_tokens.user_id), expires_at";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(TokenInfo {
             id: r.id(0)?,
@@ -159,7 +185,67 @@ impl Record for TokenInfo {
             scope: scope_of(&r.text(2)?),
             created_at_ms: r.int(3)?,
             revoked: r.opt_int(4)?.is_some(),
+            user_id: r.opt_text(5)?.map(|u| parse_id(&u)).transpose()?,
+            user: r.opt_text(6)?,
+            expires_at_ms: r.opt_int(7)?,
         })
+    }
+}
+
+impl Record for UserInfo {
+    const COLUMNS: &'static str =
+        "id, email, role, status, name, invited_by, created_at, last_sign_in_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(UserInfo {
+            id: r.id(0)?,
+            email: r.text(1)?,
+            role: r.text(2)?.parse().map_err(corrupt)?,
+            status: enum_from(&r.text(3)?)?,
+            name: r.opt_text(4)?,
+            invited_by: r.text(5)?,
+            created_at_ms: r.int(6)?,
+            last_sign_in_at_ms: r.opt_int(7)?,
+        })
+    }
+}
+
+impl OrgScoped for UserInfo {
+    const TABLE: &'static str = "users";
+}
+
+/// An API token's check ([`Dialect::authenticate_api`]): its principal,
+/// or `None` when it expired or its person was removed.
+pub(super) struct TokenCheck(pub(super) Option<ApiPrincipal>);
+
+impl Record for TokenCheck {
+    const COLUMNS: &'static str =
+        "t.org_id, t.id, t.scope, t.expires_at, t.user_id, u.email, u.role";
+    fn read(r: &impl Cells) -> Result<Self> {
+        if r.opt_int(3)?.is_some_and(|at| at <= nuon_core::now_ms()) {
+            return Ok(TokenCheck(None));
+        }
+        let mut scope = scope_of(&r.text(2)?);
+        let user = match r.opt_text(4)? {
+            None => None,
+            Some(id) => {
+                let (Some(email), Some(role)) = (r.opt_text(5)?, r.opt_text(6)?) else {
+                    return Ok(TokenCheck(None));
+                };
+                let role: Role = role.parse().map_err(corrupt)?;
+                scope = scope.at_most(role.scope());
+                Some(PrincipalUser {
+                    id: parse_id(&id)?,
+                    email,
+                    role,
+                })
+            }
+        };
+        Ok(TokenCheck(Some(ApiPrincipal {
+            org_id: r.id(0)?,
+            token_id: r.id(1)?,
+            scope: scope.as_str().to_owned(),
+            user,
+        })))
     }
 }
 

@@ -65,6 +65,38 @@ pub(super) fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Database(what.to_string().into())
 }
 
+/// A conflict: the org has a person of this address already.
+pub(super) fn email_taken(email: &str) -> StoreError {
+    StoreError::Conflict {
+        code: "email_taken",
+        message: format!(
+            "{email} is in this org already; change their role instead (`nuon users set-role`)"
+        ),
+        acked_seq: None,
+    }
+}
+
+/// A conflict: the change would leave an org that has owners with none.
+pub(super) fn last_owner(email: &str) -> StoreError {
+    StoreError::Conflict {
+        code: "last_owner",
+        message: format!("{email} is the org's last owner: make another person owner first"),
+        acked_seq: None,
+    }
+}
+
+/// A conflict: the address signed in before from another account of the
+/// provider.
+pub(super) fn subject_mismatch(email: &str) -> StoreError {
+    StoreError::Conflict {
+        code: "subject_mismatch",
+        message: format!(
+            "{email} signed in before as another account of the identity provider; an owner or admin can remove and invite them again"
+        ),
+        acked_seq: None,
+    }
+}
+
 /// An id column, parsed.
 pub(super) fn parse_id<T: std::str::FromStr<Err = nuon_core::IdError>>(raw: &str) -> Result<T> {
     raw.parse().map_err(|e: nuon_core::IdError| corrupt(e))

@@ -34,6 +34,7 @@ mod runners;
 mod schema;
 mod sealing;
 mod states;
+mod users;
 mod webhooks;
 mod workflows;
 
@@ -46,7 +47,7 @@ use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
     LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole, TokenInfo,
-    TokenScope, WorkflowInfo, WorkflowStepInfo,
+    WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{

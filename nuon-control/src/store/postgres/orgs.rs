@@ -1,6 +1,38 @@
 //! Orgs, their settings, signing keys and API tokens.
 
 use super::*;
+use crate::store::NewApiToken;
+use crate::store::rows::TokenCheck;
+
+/// Stores an API token of the org in `tx`; the token as listed.
+pub(super) async fn insert_api_token(
+    tx: &mut PgConnection,
+    org: &OrgId,
+    t: &NewApiToken,
+) -> Result<TokenInfo> {
+    sqlx::query(
+        "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at, user_id, expires_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(t.id.as_str())
+    .bind(org.as_str())
+    .bind(&t.name)
+    .bind(&t.token_hash)
+    .bind(t.scope.as_str())
+    .bind(now_ms())
+    .bind(t.user_id.as_ref().map(|u| u.as_str()))
+    .bind(t.expires_at_ms)
+    .execute(&mut *tx)
+    .await
+    .map_err(db)?;
+    sqlx::query(AssertSqlSafe(Dialect::Postgres.get_in_org::<TokenInfo>()))
+        .bind(org.as_str())
+        .bind(t.id.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)
+        .and_then(|r| TokenInfo::read(&r))
+}
 
 #[async_trait]
 impl OrgStore for PostgresStore {
@@ -88,21 +120,15 @@ impl OrgStore for PostgresStore {
     }
 
     async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>> {
-        let row = sqlx::query(
-            "SELECT org_id, id, scope FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL",
-        )
-        .bind(token_hash)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db)?;
-        row.map(|r| {
-            Ok(ApiPrincipal {
-                org_id: parse_id(&get::<String>(&r, 0)?)?,
-                token_id: parse_id(&get::<String>(&r, 1)?)?,
-                scope: get(&r, 2)?,
-            })
-        })
-        .transpose()
+        let row = sqlx::query(AssertSqlSafe(Dialect::Postgres.authenticate_api()))
+            .bind(token_hash)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(row
+            .map(|r| TokenCheck::read(&r))
+            .transpose()?
+            .and_then(|c| c.0))
     }
 
     async fn signing_key(&self, org: &OrgId) -> Result<Option<Vec<u8>>> {
@@ -172,34 +198,9 @@ impl OrgStore for PostgresStore {
             .transpose()
     }
 
-    async fn create_api_token(
-        &self,
-        org: &OrgId,
-        id: &TokenId,
-        name: &str,
-        scope: TokenScope,
-        token_hash: &str,
-    ) -> Result<TokenInfo> {
-        let now = now_ms();
-        sqlx::query(
-            "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(id.as_str())
-        .bind(org.as_str())
-        .bind(name)
-        .bind(token_hash)
-        .bind(scope.as_str())
-        .bind(now)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(TokenInfo {
-            id: id.clone(),
-            name: name.to_owned(),
-            scope,
-            created_at_ms: now,
-            revoked: false,
-        })
+    async fn create_api_token(&self, org: &OrgId, token: &NewApiToken) -> Result<TokenInfo> {
+        let mut conn = self.pool.acquire().await.map_err(db)?;
+        insert_api_token(&mut conn, org, token).await
     }
 
     async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>> {

@@ -344,6 +344,35 @@ CREATE INDEX install_releases_org ON install_releases (org_id);
 ALTER TABLE workflows ADD COLUMN release_id TEXT;
 "#,
     ),
+    (
+        14,
+        r#"
+CREATE TABLE users (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    email TEXT NOT NULL,
+    role TEXT NOT NULL,
+    status TEXT NOT NULL,
+    name TEXT,
+    subject TEXT,
+    invited_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    last_sign_in_at BIGINT,
+    UNIQUE (org_id, email)
+);
+CREATE TABLE oidc_sign_ins (
+    state_hash TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    nonce TEXT NOT NULL,
+    verifier TEXT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX oidc_sign_ins_expiry ON oidc_sign_ins (expires_at);
+ALTER TABLE api_tokens ADD COLUMN user_id TEXT;
+ALTER TABLE api_tokens ADD COLUMN expires_at BIGINT;
+CREATE INDEX api_tokens_user ON api_tokens (user_id) WHERE user_id IS NOT NULL;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -26,6 +26,7 @@ mod runners;
 mod schema;
 mod sealing;
 mod states;
+mod users;
 mod webhooks;
 mod workflows;
 
@@ -37,7 +38,7 @@ use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
     LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole,
-    TokenInfo, TokenScope, WorkflowInfo, WorkflowStepInfo,
+    TokenInfo, WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{

@@ -1,6 +1,37 @@
 //! Orgs, their settings, signing keys and API tokens.
 
 use super::*;
+use crate::store::NewApiToken;
+use crate::store::rows::TokenCheck;
+
+/// Stores an API token of the org; the token as listed.
+pub(super) fn insert_api_token(
+    conn: &Connection,
+    org: &OrgId,
+    t: &NewApiToken,
+) -> Result<TokenInfo> {
+    conn.execute(
+        "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at, user_id, expires_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            t.id.as_str(),
+            org.as_str(),
+            t.name,
+            t.token_hash,
+            t.scope.as_str(),
+            now_ms(),
+            t.user_id.as_ref().map(|u| u.as_str()),
+            t.expires_at_ms
+        ],
+    )
+    .map_err(db_err)?;
+    record(
+        conn,
+        &Dialect::Sqlite.get_in_org::<TokenInfo>(),
+        params![org.as_str(), t.id.as_str()],
+    )?
+    .ok_or_else(|| shared::corrupt("a new API token is not there"))
+}
 
 #[async_trait]
 impl OrgStore for SqliteStore {
@@ -98,18 +129,9 @@ impl OrgStore for SqliteStore {
     async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>> {
         let hash = token_hash.to_owned();
         self.read(move |conn| {
-            let row: Option<(String, String, String)> = one_row(conn,
-                    "SELECT org_id, id, scope FROM api_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
-                    [hash],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )?;
-            Ok(row.and_then(|(org, tok, scope)| {
-                Some(ApiPrincipal {
-                    org_id: org.parse().ok()?,
-                    token_id: tok.parse().ok()?,
-                    scope,
-                })
-            }))
+            let check: Option<TokenCheck> =
+                record(conn, &Dialect::Sqlite.authenticate_api(), [hash])?;
+            Ok(check.and_then(|c| c.0))
         })
         .await
     }
@@ -197,36 +219,10 @@ impl OrgStore for SqliteStore {
         .await
     }
 
-    async fn create_api_token(
-        &self,
-        org: &OrgId,
-        id: &TokenId,
-        name: &str,
-        scope: TokenScope,
-        token_hash: &str,
-    ) -> Result<TokenInfo> {
-        let (org, id, name, hash) = (
-            org.clone(),
-            id.clone(),
-            name.to_owned(),
-            token_hash.to_owned(),
-        );
-        self.write(move |conn| {
-            let now = now_ms();
-            conn.execute(
-                "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![id.as_str(), org.as_str(), name, hash, scope.as_str(), now],
-            )
-            .map_err(db_err)?;
-            Ok(TokenInfo {
-                id,
-                name,
-                scope,
-                created_at_ms: now,
-                revoked: false,
-            })
-        })
-        .await
+    async fn create_api_token(&self, org: &OrgId, token: &NewApiToken) -> Result<TokenInfo> {
+        let (org, token) = (org.clone(), token.clone());
+        self.write(move |conn| insert_api_token(conn, &org, &token))
+            .await
     }
 
     async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>> {

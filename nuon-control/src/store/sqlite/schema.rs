@@ -18,7 +18,29 @@ CREATE TABLE IF NOT EXISTS api_tokens (
     token_hash TEXT NOT NULL UNIQUE,
     scope TEXT NOT NULL,
     created_at INTEGER NOT NULL,
-    revoked_at INTEGER
+    revoked_at INTEGER,
+    user_id TEXT,
+    expires_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS users (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    email TEXT NOT NULL,
+    role TEXT NOT NULL,
+    status TEXT NOT NULL,
+    name TEXT,
+    subject TEXT,
+    invited_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_sign_in_at INTEGER,
+    UNIQUE (org_id, email)
+);
+CREATE TABLE IF NOT EXISTS oidc_sign_ins (
+    state_hash TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    nonce TEXT NOT NULL,
+    verifier TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS runners (
     id TEXT PRIMARY KEY,
@@ -266,7 +288,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 24] = [
+    const COLUMNS: [(&str, &str, &str); 26] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -295,6 +317,8 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("installs", "stack_token_used", "INTEGER"),
         ("installs", "labels", "TEXT"),
         ("workflows", "release_id", "TEXT"),
+        ("api_tokens", "user_id", "TEXT"),
+        ("api_tokens", "expires_at", "INTEGER"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn
@@ -310,7 +334,8 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS installs_stack_token ON installs (stack_token) \
          WHERE stack_token IS NOT NULL;
-         CREATE INDEX IF NOT EXISTS installs_runner ON installs (runner_id);",
+         CREATE INDEX IF NOT EXISTS installs_runner ON installs (runner_id);
+         CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user_id) WHERE user_id IS NOT NULL;",
     )?;
     Ok(())
 }

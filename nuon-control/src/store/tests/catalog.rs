@@ -25,10 +25,15 @@ conformance! {
 
         let id = TokenId::generate();
         let token = issue_api_token(&id);
-        let info = store
-            .create_api_token(&org.org_id, &id, "reader", TokenScope::Read, &token.hash)
-            .await
-            .unwrap();
+        let new = crate::store::NewApiToken {
+            id: id.clone(),
+            name: "reader".into(),
+            scope: TokenScope::Read,
+            token_hash: token.hash.clone(),
+            user_id: None,
+            expires_at_ms: None,
+        };
+        let info = store.create_api_token(&org.org_id, &new).await.unwrap();
         assert_eq!(info.scope, TokenScope::Read);
         let p = store
             .authenticate_api(&hash_token(&token.secret))
@@ -58,6 +63,95 @@ conformance! {
             .unwrap();
         assert!(revoked.revoked);
         assert!(store.authenticate_api(&token.hash).await.unwrap().is_none());
+    }
+}
+
+conformance! {
+    async fn people_sign_in_once_invited_their_tokens_follow_their_role_and_an_org_keeps_an_owner(f: Fixture) {
+        use nuon_core::TokenId;
+        use nuon_core::token::issue_api_token;
+        use nuon_core::wire::{Role, TokenScope, UserStatus};
+
+        use crate::store::{Identity, NewApiToken, PendingSignIn};
+
+        let store = &f.store;
+        let org = store.create_org(&OrgId::generate(), "people", b"k").await.unwrap().org_id;
+        let other = store.create_org(&OrgId::generate(), "people2", b"k").await.unwrap().org_id;
+        let ann = store.invite_user(&org, "ann@example.com", Role::Owner, "tok_x").await.unwrap();
+        assert_eq!((ann.status, ann.role), (UserStatus::Invited, Role::Owner));
+        let err = store.invite_user(&org, "ann@example.com", Role::Viewer, "tok_x").await.unwrap_err();
+        assert!(err.to_string().contains("already"), "{err}");
+        // The same address in another org is another person.
+        store.invite_user(&other, "ann@example.com", Role::Viewer, "tok_x").await.unwrap();
+        let bob = store.invite_user(&org, "bob@example.com", Role::Admin, "ann@example.com").await.unwrap();
+        assert_eq!(store.find_user(&org, "bob@example.com").await.unwrap(), Some(bob.clone()));
+        assert_eq!(store.find_user(&org, bob.id.as_str()).await.unwrap(), Some(bob.clone()));
+        assert!(store.find_user(&other, bob.id.as_str()).await.unwrap().is_none());
+
+        // A sign-in's start is taken once, and not after it expired.
+        let pending = PendingSignIn {
+            org_id: org.clone(),
+            nonce: "n".into(),
+            verifier: "v".into(),
+            expires_at_ms: nuon_core::now_ms() + 60_000,
+        };
+        store.begin_sign_in("h1", &pending).await.unwrap();
+        store
+            .begin_sign_in("h2", &PendingSignIn { expires_at_ms: nuon_core::now_ms() - 1, ..pending.clone() })
+            .await
+            .unwrap();
+        assert_eq!(store.take_sign_in("h1").await.unwrap(), Some(pending));
+        assert_eq!(store.take_sign_in("h1").await.unwrap(), None);
+        assert_eq!(store.take_sign_in("h2").await.unwrap(), None);
+
+        // Bob signs in: an admin's token, its scope held to his role.
+        let session = |name: &str| {
+            let id = TokenId::generate();
+            let issued = issue_api_token(&id);
+            (NewApiToken {
+                id,
+                name: name.into(),
+                scope: TokenScope::Admin,
+                token_hash: issued.hash.clone(),
+                user_id: None,
+                expires_at_ms: Some(nuon_core::now_ms() + 60_000),
+            }, issued)
+        };
+        let who = Identity { email: "bob@example.com".into(), subject: "iss|bob".into(), name: Some("Bob".into()) };
+        let (t, issued) = session("sign-in");
+        let (user, token) = store.sign_in_user(&org, &who, &t).await.unwrap().unwrap();
+        assert_eq!((user.status, user.name.as_deref()), (UserStatus::Active, Some("Bob")));
+        assert_eq!((token.user.as_deref(), token.user_id.as_ref()), (Some("bob@example.com"), Some(&bob.id)));
+        let p = store.authenticate_api(&issued.hash).await.unwrap().unwrap();
+        assert_eq!((p.scope.as_str(), p.actor()), ("admin", "bob@example.com".to_owned()));
+        store.set_user_role(&org, &bob.id, Role::Viewer).await.unwrap().unwrap();
+        let p = store.authenticate_api(&issued.hash).await.unwrap().unwrap();
+        assert_eq!(p.scope, "read", "a token follows its person's role at once");
+        // Another account with the same address is refused; nobody invited
+        // is no one.
+        let (t2, _) = session("sign-in");
+        let imposter = Identity { subject: "iss|mallory".into(), ..who.clone() };
+        let err = store.sign_in_user(&org, &imposter, &t2).await.unwrap_err();
+        assert!(err.to_string().contains("another account"), "{err}");
+        let nobody = Identity { email: "eve@example.com".into(), ..who.clone() };
+        assert!(store.sign_in_user(&org, &nobody, &t2).await.unwrap().is_none());
+        // An expired token authenticates nothing.
+        let (mut old, old_issued) = session("old");
+        old.expires_at_ms = Some(nuon_core::now_ms() - 1);
+        store.create_api_token(&org, &old).await.unwrap();
+        assert!(store.authenticate_api(&old_issued.hash).await.unwrap().is_none());
+
+        // The last owner stays; removing a person revokes their tokens.
+        let err = store.set_user_role(&org, &ann.id, Role::Admin).await.unwrap_err();
+        assert!(err.to_string().contains("last owner"), "{err}");
+        assert!(store.remove_user(&org, &ann.id).await.is_err());
+        assert!(store.remove_user(&other, &bob.id).await.unwrap().is_none());
+        store.remove_user(&org, &bob.id).await.unwrap().unwrap();
+        assert!(store.authenticate_api(&issued.hash).await.unwrap().is_none());
+        let tokens = store.list_api_tokens(&org).await.unwrap();
+        assert!(tokens.iter().filter(|t| t.user_id.is_some()).all(|t| t.revoked));
+        let emails: Vec<String> = store.list_users(&org).await.unwrap().into_iter().map(|u| u.email).collect();
+        assert_eq!(emails, ["ann@example.com"]);
     }
 }
 

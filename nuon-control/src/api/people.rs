@@ -1,0 +1,373 @@
+//! People on the Control API: invited by email address with a role
+//! (owner, admin, deployer, viewer), signing in through the org's OpenID
+//! Connect provider for an API token of their own that expires.
+//!
+//! A person's tokens never do more than their role allows now: the role is
+//! read with the token on every request, so a demotion or a removal holds
+//! at once.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, patch, post};
+use nuon_core::audit::AuditEntry;
+use nuon_core::token::{hash_token, issue_api_token};
+use nuon_core::wire::{
+    InviteUser, Role, SetUserRole, SignInCallback, SignInQuery, SignedIn, TokenCreated, TokenScope,
+    UserInfo, UserList, routes,
+};
+use nuon_core::{TokenId, UserId, now_ms};
+
+use super::control::require_admin;
+use super::doc::Op;
+use super::{ApiAuth, Body, Q, SharedState, Source};
+use crate::error::Error;
+use crate::oidc::{OidcError, SIGN_IN_WINDOW_MS};
+use crate::store::{NewApiToken, PendingSignIn};
+
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::get(routes::USERS, "listUsers", "The org's people, with their roles and whether they have signed in.", get(list_users))
+            .returns::<UserList>(200),
+        Op::post(routes::USERS, "inviteUser", "Invite a person by email address with a role (owner, admin, deployer, viewer); they sign in through the org's OpenID Connect provider. Admin only; an owner is made by an owner (or by an admin while the org has none).", post(invite_user))
+            .takes::<InviteUser>()
+            .returns::<UserInfo>(201),
+        Op::patch(routes::USER, "setUserRole", "Change a person's role (by id or email address); their tokens follow at once. The org's last owner stays one.", patch(set_role))
+            .takes::<SetUserRole>()
+            .returns::<UserInfo>(200),
+        Op::delete(routes::USER, "removeUser", "Remove a person from the org and revoke every token of theirs.", axum::routing::delete(remove_user))
+            .returns::<UserInfo>(200),
+        Op::get(routes::OIDC_LOGIN, "signIn", "Start signing in to an org (`?org=NAME`) through its OpenID Connect provider: a redirect to the provider (authorization code flow with PKCE). Needs no token.", get(sign_in))
+            .query("org", serde_json::json!({"type": "string"}), "The org, by name.")
+            .redirects("To the provider's authorization endpoint.")
+            .public(),
+        Op::get(routes::OIDC_CALLBACK, "signInCallback", "Where the provider sends the browser back: the code is traded for an ID token, checked (signature, issuer, audience, expiry, this sign-in's state and nonce), and an invited person gets an API token of theirs that expires (shown only in this answer; an HTML page when the browser asks for one).", get(callback))
+            .query("code", serde_json::json!({"type": "string"}), "The authorization code.")
+            .query("state", serde_json::json!({"type": "string"}), "The sign-in's state.")
+            .query("error", serde_json::json!({"type": "string"}), "The provider's refusal, if it refused.")
+            .query("error_description", serde_json::json!({"type": "string"}), "Its words.")
+            .returns::<SignedIn>(200)
+            .public(),
+    ]
+}
+
+/// An email address, lower case, or a 400 that says what is wrong.
+fn email_of(raw: &str) -> Result<String, Error> {
+    let email = raw.trim().to_lowercase();
+    let ok = email.len() <= 254
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty() && !domain.is_empty() && !domain.contains('@')
+        });
+    if !ok {
+        return Err(Error::bad_request(format!(
+            "{:?} is not an email address (name@example.com)",
+            raw.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(email)
+}
+
+/// Changes that make, unmake or touch an owner are an owner's; while the
+/// org has no owner, an admin may make the first.
+async fn require_owner_for(
+    state: &SharedState,
+    auth: &ApiAuth,
+    touches_owner: bool,
+) -> Result<(), Error> {
+    require_admin(auth)?;
+    if !touches_owner || auth.0.user.as_ref().is_some_and(|u| u.role == Role::Owner) {
+        return Ok(());
+    }
+    let users = state.store.list_users(&auth.0.org_id).await?;
+    if users.iter().any(|u| u.role == Role::Owner) {
+        return Err(Error::api(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only an owner makes, changes or removes an owner",
+        ));
+    }
+    Ok(())
+}
+
+async fn user_of(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<UserInfo, Error> {
+    state
+        .store
+        .find_user(&auth.0.org_id, &key.to_lowercase())
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "no person {key:?} in this org (see `nuon users list`)"
+            ))
+        })
+}
+
+async fn list_users(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+) -> Result<Json<UserList>, Error> {
+    let users = state.store.list_users(&auth.0.org_id).await?;
+    Ok(Json(UserList { users }))
+}
+
+async fn invite_user(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Body(req): Body<InviteUser>,
+) -> Result<(StatusCode, Json<UserInfo>), Error> {
+    let email = email_of(&req.email)?;
+    require_owner_for(&state, &auth, req.role == Role::Owner).await?;
+    let user = state
+        .store
+        .invite_user(&auth.0.org_id, &email, req.role, &auth.0.actor())
+        .await?;
+    tracing::info!(user = %user.id, role = req.role.as_str(), "person invited");
+    Ok((StatusCode::CREATED, Json(user)))
+}
+
+async fn set_role(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+    Body(req): Body<SetUserRole>,
+) -> Result<Json<UserInfo>, Error> {
+    let user = user_of(&state, &auth, &key).await?;
+    require_owner_for(
+        &state,
+        &auth,
+        user.role == Role::Owner || req.role == Role::Owner,
+    )
+    .await?;
+    let user = state
+        .store
+        .set_user_role(&auth.0.org_id, &user.id, req.role)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no person {key:?} in this org")))?;
+    Ok(Json(user))
+}
+
+async fn remove_user(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<UserInfo>, Error> {
+    let user = user_of(&state, &auth, &key).await?;
+    require_owner_for(&state, &auth, user.role == Role::Owner).await?;
+    let id: UserId = user.id.clone();
+    let user = state
+        .store
+        .remove_user(&auth.0.org_id, &id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no person {key:?} in this org")))?;
+    Ok(Json(user))
+}
+
+fn oidc_of(state: &SharedState) -> Result<std::sync::Arc<crate::oidc::Oidc>, Error> {
+    state.oidc.clone().ok_or_else(|| {
+        Error::api(
+            StatusCode::NOT_FOUND,
+            "oidc_not_configured",
+            "this control plane signs nobody in: start nuon-ctl serve with --oidc-issuer, --oidc-client-id and a client secret (--oidc-client-secret-file or NUON_OIDC_CLIENT_SECRET); API tokens work meanwhile",
+        )
+    })
+}
+
+/// Where the provider sends the browser back.
+fn redirect_url(state: &SharedState, oidc: &crate::oidc::Oidc) -> Result<String, Error> {
+    if let Some(url) = &oidc.config.redirect_url {
+        return Ok(url.clone());
+    }
+    state
+        .control_url
+        .get()
+        .map(|base| format!("{base}{}", routes::OIDC_CALLBACK))
+        .ok_or_else(|| Error::internal("the Control API's URL is not known yet"))
+}
+
+impl From<OidcError> for Error {
+    fn from(e: OidcError) -> Self {
+        match e {
+            OidcError::Provider(_) => {
+                Error::api(StatusCode::BAD_GATEWAY, "identity_provider", e.to_string())
+            }
+            OidcError::Refused(_) => {
+                Error::api(StatusCode::UNAUTHORIZED, "sign_in_refused", e.to_string())
+            }
+        }
+    }
+}
+
+async fn sign_in(
+    State(state): State<SharedState>,
+    Q(q): Q<SignInQuery>,
+) -> Result<Redirect, Error> {
+    let oidc = oidc_of(&state)?;
+    let org = state.store.org_named(&q.org).await.map_err(|_| {
+        Error::not_found(format!(
+            "no org {:?}",
+            q.org.chars().take(80).collect::<String>()
+        ))
+    })?;
+    let start = oidc.start(&redirect_url(&state, &oidc)?).await?;
+    let pending = PendingSignIn {
+        org_id: org,
+        nonce: start.nonce,
+        verifier: start.verifier,
+        expires_at_ms: now_ms() + SIGN_IN_WINDOW_MS,
+    };
+    state
+        .store
+        .begin_sign_in(&hash_token(&start.state), &pending)
+        .await?;
+    Ok(Redirect::to(&start.url))
+}
+
+async fn callback(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    headers: HeaderMap,
+    Q(q): Q<SignInCallback>,
+) -> Result<Response, Error> {
+    let oidc = oidc_of(&state)?;
+    let state_param = q.state.as_deref().unwrap_or_default();
+    // Taken first, whatever comes next: a state is good for one answer.
+    let pending = match state_param {
+        "" => None,
+        s => state.store.take_sign_in(&hash_token(s)).await?,
+    };
+    let Some(pending) = pending else {
+        return Err(Error::api(
+            StatusCode::BAD_REQUEST,
+            "unknown_sign_in",
+            "this sign-in's state is unknown, used or expired (a sign-in is good for one answer within 10 minutes); start again at /v1/auth/oidc/login?org=NAME",
+        ));
+    };
+    let org = pending.org_id.clone();
+    let refused = |actor: &str, why: &str| {
+        AuditEntry::new(
+            now_ms(),
+            actor,
+            "signIn",
+            routes::OIDC_CALLBACK,
+            source.clone(),
+            "401",
+        )
+        .with_detail(why.to_owned())
+    };
+    if let Some(err) = &q.error {
+        let why = format!(
+            "the provider refused: {err} {}",
+            q.error_description.as_deref().unwrap_or("")
+        );
+        state.auditor.record(&org, refused("oidc", &why)).await;
+        return Err(Error::api(StatusCode::UNAUTHORIZED, "sign_in_refused", why));
+    }
+    let code = q
+        .code
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| Error::bad_request("the provider sent no code"))?;
+    let who = match oidc
+        .finish(code, &redirect_url(&state, &oidc)?, &pending)
+        .await
+    {
+        Ok(who) => who,
+        Err(e) => {
+            state
+                .auditor
+                .record(&org, refused("oidc", &e.to_string()))
+                .await;
+            return Err(e.into());
+        }
+    };
+    let id = TokenId::generate();
+    let issued = issue_api_token(&id);
+    let ttl = i64::try_from(oidc.config.session_ttl.as_millis()).unwrap_or(i64::MAX);
+    let token = NewApiToken {
+        id,
+        name: "sign-in".into(),
+        scope: TokenScope::Admin,
+        token_hash: issued.hash.clone(),
+        user_id: None,
+        expires_at_ms: Some(now_ms().saturating_add(ttl)),
+    };
+    let Some((user, mut token)) = state.store.sign_in_user(&org, &who, &token).await? else {
+        let why = format!("{} is not invited to this org", who.email);
+        state.auditor.record(&org, refused(&who.email, &why)).await;
+        return Err(Error::api(
+            StatusCode::FORBIDDEN,
+            "not_invited",
+            format!(
+                "{why}: an owner or admin invites people (`nuon users invite {} --role viewer`)",
+                who.email
+            ),
+        ));
+    };
+    // What the token may do: no more than the role.
+    token.scope = token.scope.at_most(user.role.scope());
+    let entry = AuditEntry::new(
+        now_ms(),
+        &user.email,
+        "signIn",
+        routes::OIDC_CALLBACK,
+        source,
+        "200",
+    )
+    .with_detail(format!(
+        "as {} through {}; token {}",
+        user.role.as_str(),
+        oidc.config.issuer,
+        token.id
+    ));
+    state.auditor.record(&org, entry).await;
+    tracing::info!(user = %user.id, "signed in");
+    let answer = SignedIn {
+        user,
+        token: TokenCreated {
+            token,
+            secret: issued.secret,
+        },
+    };
+    let wants_html = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"));
+    if wants_html {
+        return Ok(signed_in_page(&answer).into_response());
+    }
+    Ok(Json(answer).into_response())
+}
+
+/// The page a browser lands on: who signed in, and their token, once.
+fn signed_in_page(s: &SignedIn) -> Response {
+    let esc = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+            .replace('\'', "&#39;")
+    };
+    let body = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Signed in</title></head>\
+         <body><main><h1>Signed in as {} ({})</h1>\
+         <p>Your API token, shown only now; it works until it expires:</p>\
+         <pre><code>{}</code></pre>\
+         <p>Use it as <code>NUON_TOKEN</code> or <code>--token</code>.</p></main></body></html>",
+        esc(&s.user.email),
+        s.user.role.as_str(),
+        esc(&s.token.secret)
+    );
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; frame-ancestors 'none'",
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
