@@ -1087,6 +1087,10 @@ pub struct SignInCallback {
     /// The provider's words about it.
     #[serde(default)]
     pub error_description: Option<String>,
+    /// The issuer that answers (RFC 9207), when the provider says: it
+    /// must be the configured one.
+    #[serde(default)]
+    pub iss: Option<String>,
 }
 
 /// A finished sign-in: the person, and an API token of theirs that

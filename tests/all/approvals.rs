@@ -13,7 +13,7 @@ use crate::deploy::{METADATA, Manual, ended, ok, step, text, wait_workflow};
 
 /// `db`, and `app` reading it; each plan has a change (a timestamp), so
 /// every apply asks for its approval.
-const FILES: [(&str, &str); 7] = [
+pub(crate) const FILES: [(&str, &str); 7] = [
     METADATA,
     (
         "components/db.toml",
@@ -43,7 +43,7 @@ const FILES: [(&str, &str); 7] = [
 
 const AUTO: &str = "approved: its plan passed every policy (auto_approve_on_policies_passing)";
 
-fn deploy(m: &Manual) -> String {
+pub(crate) fn deploy(m: &Manual) -> String {
     let c = m.cp.client();
     let wf = rt()
         .block_on(c.create_workflow("demo", nuon_core::workflow::WorkflowKind::Deploy, None))
@@ -52,7 +52,7 @@ fn deploy(m: &Manual) -> String {
 }
 
 /// Waits for `name` to wait for its approval.
-fn waiting(m: &Manual, wf: &str, name: &str) -> WorkflowInfo {
+pub(crate) fn waiting(m: &Manual, wf: &str, name: &str) -> WorkflowInfo {
     wait_workflow(&m.cp.client(), wf, |w| {
         ended(w) || step(w, name).status.as_str() == "waiting_approval"
     })

@@ -14,6 +14,7 @@ mod job_loop;
 mod lifecycle;
 mod openapi;
 mod ops;
+mod people;
 mod plugins;
 mod registry;
 mod replicas;

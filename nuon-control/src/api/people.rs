@@ -47,6 +47,7 @@ pub(super) fn ops() -> Vec<Op> {
             .query("state", serde_json::json!({"type": "string"}), "The sign-in's state.")
             .query("error", serde_json::json!({"type": "string"}), "The provider's refusal, if it refused.")
             .query("error_description", serde_json::json!({"type": "string"}), "Its words.")
+            .query("iss", serde_json::json!({"type": "string"}), "The issuer that answers (RFC 9207).")
             .returns::<SignedIn>(200)
             .public(),
     ]
@@ -255,6 +256,14 @@ async fn callback(
         )
         .with_detail(why.to_owned())
     };
+    if let Some(iss) = q.iss.as_deref().filter(|i| *i != oidc.config.issuer) {
+        let why = format!(
+            "the answer comes from the issuer {iss:?}, not {:?} (a mix-up of providers)",
+            oidc.config.issuer
+        );
+        state.auditor.record(&org, refused("oidc", &why)).await;
+        return Err(Error::api(StatusCode::UNAUTHORIZED, "sign_in_refused", why));
+    }
     if let Some(err) = &q.error {
         let why = format!(
             "the provider refused: {err} {}",
