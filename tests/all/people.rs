@@ -151,6 +151,23 @@ impl<'a> Browser<'a> {
         panic!("the provider never sent the browser back");
     }
 
+    /// Visits the callback as a browser does: the page it shows.
+    async fn callback_page(&self, url: &str) -> (u16, String, String) {
+        let resp = self
+            .http
+            .get(url)
+            .header("accept", "text/html,application/xhtml+xml")
+            .send()
+            .await
+            .unwrap();
+        let csp = resp
+            .headers()
+            .get("content-security-policy")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (resp.status().as_u16(), csp, resp.text().await.unwrap())
+    }
+
     /// Visits the callback: its status and JSON answer.
     async fn callback(&self, url: &str) -> (u16, Value) {
         let resp = self
@@ -215,6 +232,12 @@ fn people_sign_in_through_a_real_provider_and_act_as_their_role_allows() {
         &dir,
         port,
         &format!("{}/v1/auth/oidc/callback", cp.control_url),
+    );
+    let login: Value =
+        serde_json::from_str(&ok(cp.nuon(&["--json", "login", "--org", "default"]))).unwrap();
+    assert_eq!(
+        login["url"],
+        format!("{}/v1/auth/oidc/login?org=default", cp.control_url)
     );
     for (email, role) in [
         ("vera@example.com", "viewer"),
@@ -285,6 +308,17 @@ fn people_sign_in_through_a_real_provider_and_act_as_their_role_allows() {
             (403, Some("not_invited")),
             "{answer}"
         );
+
+        // In a browser, the answer is a page with the token, once.
+        let mut b = Browser::new(&provider, &cp);
+        let back = b.to_callback("dave@example.com", |u| u).await;
+        let (status, csp, page) = b.callback_page(&back).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(
+            page.contains("Signed in as dave@example.com (deployer)"),
+            "{page}"
+        );
+        assert!(csp.starts_with("default-src 'none'"), "{csp}");
 
         let mut b = Browser::new(&provider, &cp);
         let back = b.to_callback("dave@example.com", |u| u).await;

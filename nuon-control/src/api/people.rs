@@ -133,6 +133,7 @@ async fn set_role(
     Path(key): Path<String>,
     Body(req): Body<SetUserRole>,
 ) -> Result<Json<UserInfo>, Error> {
+    require_admin(&auth)?;
     let user = user_of(&state, &auth, &key).await?;
     require_owner_for(
         &state,
@@ -153,6 +154,7 @@ async fn remove_user(
     auth: ApiAuth,
     Path(key): Path<String>,
 ) -> Result<Json<UserInfo>, Error> {
+    require_admin(&auth)?;
     let user = user_of(&state, &auth, &key).await?;
     require_owner_for(&state, &auth, user.role == Role::Owner).await?;
     let id: UserId = user.id.clone();
