@@ -1460,6 +1460,10 @@ pub struct WorkflowStepInfo {
     /// When it was approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_at_ms: Option<i64>,
+    /// Who approved it: a person's email address, a service account's
+    /// token id, or `control-plane` (no changes, or its policies passed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
     /// Why it failed or was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -125,12 +125,16 @@ fn each_approval_response_does_what_nuons_does() {
     assert_eq!(again.attempts[0].job_id.as_ref(), Some(&first_plan));
     assert_eq!(
         again.attempts[0].reason,
-        "planned again: an operator answered retry"
+        format!("planned again: {deployer_id} answered retry")
     );
     respond(&m, &wf, "approve");
     let w = wait_workflow(&c, &wf, ended);
     assert_eq!(w.status.as_str(), "succeeded", "{w:#?}");
     assert_eq!(step(&w, "apply app").reason.as_deref(), Some(AUTO));
+    assert_eq!(
+        step(&w, "apply app").approved_by.as_deref(),
+        Some("control-plane")
+    );
     assert!(step(&w, "apply app").approved_at_ms.is_some());
 
     // deny-skip-current: the database's apply is skipped, the app (which

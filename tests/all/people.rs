@@ -356,8 +356,19 @@ fn people_sign_in_through_a_real_provider_and_act_as_their_role_allows() {
         err.to_string().contains("read-only"),
         "a viewer approves: {err}"
     );
-    rt().block_on(as_dave.approve_step(&wf, None))
+    let approved = rt()
+        .block_on(as_dave.approve_step(&wf, None))
         .expect("a deployer approves");
+    let apply = approved
+        .steps
+        .iter()
+        .find(|s| s.name == "apply db")
+        .unwrap();
+    assert_eq!(
+        apply.approved_by.as_deref(),
+        Some("dave@example.com"),
+        "{apply:?}"
+    );
     // A viewer's token cannot be made into more than its person's role.
     let made = rt()
         .block_on(as_vera.create_token("more", nuon_core::wire::TokenScope::Admin))

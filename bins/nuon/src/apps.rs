@@ -1082,18 +1082,23 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
                         .map(|(s, no_changes)| {
                             use nuon_core::workflow::StepStatus;
                             let approval = match (s.needs_approval, s.approved_at_ms, s.status) {
-                                (false, _, _) => "-",
-                                (true, Some(_), _) if no_changes => "skipped: no changes",
-                                (true, Some(_), _) => "approved",
-                                (true, None, StepStatus::Denied) => StepStatus::Denied.as_str(),
-                                (true, None, StepStatus::Skipped | StepStatus::Cancelled) => "-",
-                                (true, None, _) => "needed",
+                                (false, _, _) => "-".into(),
+                                (true, Some(_), _) if no_changes => "skipped: no changes".into(),
+                                (true, Some(_), _) => match &s.approved_by {
+                                    Some(by) => format!("approved by {by}"),
+                                    None => "approved".into(),
+                                },
+                                (true, None, StepStatus::Denied) => StepStatus::Denied.to_string(),
+                                (true, None, StepStatus::Skipped | StepStatus::Cancelled) => {
+                                    "-".into()
+                                }
+                                (true, None, _) => "needed".to_string(),
                             };
                             vec![
                                 (s.index + 1).to_string(),
                                 s.name,
                                 s.status.to_string(),
-                                approval.into(),
+                                approval,
                                 s.job_id.map_or("-".into(), |j| j.to_string()),
                                 s.reason.unwrap_or_default(),
                             ]

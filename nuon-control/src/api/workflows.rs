@@ -154,12 +154,13 @@ async fn act(
     let id: WorkflowId = super::path_id("workflow", &raw)?;
     let org = &auth.0.org_id;
     let engine = &state.engine;
+    let by = &auth.0.actor();
     match act {
-        Act::Approve => engine.approve(org, &id, step).await?,
-        Act::Deny => engine.deny(org, &id, step).await?,
-        Act::Respond(r) => engine.respond(org, &id, step, r).await?,
-        Act::Cancel => engine.cancel(org, &id).await?,
-        Act::Retry => engine.retry(org, &id, step).await?,
+        Act::Approve => engine.approve(org, &id, step, by).await?,
+        Act::Deny => engine.deny(org, &id, step, by).await?,
+        Act::Respond(r) => engine.respond(org, &id, step, r, by).await?,
+        Act::Cancel => engine.cancel(org, &id, by).await?,
+        Act::Retry => engine.retry(org, &id, step, by).await?,
     }
     state
         .store

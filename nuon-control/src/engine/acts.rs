@@ -31,20 +31,21 @@ impl Engine {
                         StepUpdate {
                             status: step.status,
                             approved: Some(true),
+                            approved_by: Some(r.by.clone()),
                             ..StepUpdate::default()
                         },
                     )
                     .await?;
-                tracing::info!(workflow = %id, step = %step.name, "approved");
+                tracing::info!(workflow = %id, step = %step.name, by = %r.by, "approved");
             }
             Act::Deny(how) => {
                 let step = rules::approval_step(&wf, r.step.as_deref(), true)?;
-                self.record_denial(org, &wf, step, how).await?;
+                self.record_denial(org, &wf, step, how, &r.by).await?;
             }
             Act::Replan => {
                 let step = rules::approval_step(&wf, r.step.as_deref(), false)?;
                 let redo = rules::replan(&wf.steps, step)?;
-                self.replan(org, &wf, redo, "an operator answered retry".into())
+                self.replan(org, &wf, redo, format!("{} answered retry", r.by))
                     .await?;
                 tracing::info!(workflow = %id, step = %step.name, "planning again");
             }
@@ -157,6 +158,7 @@ impl Engine {
         wf: &WorkflowInfo,
         step: &WorkflowStepInfo,
         how: rules::Denial,
+        by: &str,
     ) -> Result<()> {
         let install = self
             .store
@@ -183,7 +185,7 @@ impl Engine {
                 org,
                 &wf.id,
                 step.index,
-                update(StepStatus::Denied, Some("denied by an operator".into())),
+                update(StepStatus::Denied, Some(format!("denied by {by}"))),
             )
             .await?;
         let why = format!("skipped: {:?} was denied", step.name);
@@ -213,7 +215,7 @@ impl Engine {
                 "install": install.name,
                 "step": step.name,
                 "target": step.target,
-                "reason": "denied by an operator",
+                "reason": format!("denied by {by}"),
             });
             crate::ops::emit(
                 &*self.store,

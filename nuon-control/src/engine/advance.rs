@@ -517,6 +517,7 @@ impl Engine {
                     status: StepStatus::Pending,
                     reason: Some(why.into()),
                     approved: Some(true),
+                    approved_by: Some("control-plane".into()),
                     ..StepUpdate::default()
                 },
             )

@@ -140,6 +140,8 @@ struct Request {
     workflow: WorkflowId,
     act: Act,
     step: Option<String>,
+    /// Who asks: a person's email address, a service account's token id.
+    by: String,
     reply: oneshot::Sender<Result<()>>,
 }
 
@@ -542,8 +544,9 @@ impl Engine {
         org: &OrgId,
         wf: &WorkflowId,
         step: Option<String>,
+        by: &str,
     ) -> Result<()> {
-        self.send(org, wf, Act::Approve, step).await
+        self.send(org, wf, Act::Approve, step, by).await
     }
 
     /// Denies the step that waits for an approval (or the one named): it
@@ -553,8 +556,9 @@ impl Engine {
         org: &OrgId,
         wf: &WorkflowId,
         step: Option<String>,
+        by: &str,
     ) -> Result<()> {
-        self.send(org, wf, Act::Deny(rules::Denial::SkipDependents), step)
+        self.send(org, wf, Act::Deny(rules::Denial::SkipDependents), step, by)
             .await
     }
 
@@ -566,6 +570,7 @@ impl Engine {
         wf: &WorkflowId,
         step: Option<String>,
         response: workflow::ApprovalResponse,
+        by: &str,
     ) -> Result<()> {
         use workflow::ApprovalResponse as R;
         let act = match response {
@@ -575,13 +580,13 @@ impl Engine {
             R::DenySkipCurrentAndDependents => Act::Deny(rules::Denial::SkipDependents),
             R::Retry => Act::Replan,
         };
-        self.send(org, wf, act, step).await
+        self.send(org, wf, act, step, by).await
     }
 
     /// Cancels a workflow: its running job is asked to stop, its other
     /// steps will not run.
-    pub(crate) async fn cancel(&self, org: &OrgId, wf: &WorkflowId) -> Result<()> {
-        self.send(org, wf, Act::Cancel, None).await
+    pub(crate) async fn cancel(&self, org: &OrgId, wf: &WorkflowId, by: &str) -> Result<()> {
+        self.send(org, wf, Act::Cancel, None, by).await
     }
 
     /// Retries a failed or cancelled workflow from its failed step (or the
@@ -591,8 +596,9 @@ impl Engine {
         org: &OrgId,
         wf: &WorkflowId,
         step: Option<String>,
+        by: &str,
     ) -> Result<()> {
-        self.send(org, wf, Act::Retry, step).await
+        self.send(org, wf, Act::Retry, step, by).await
     }
 
     /// Applies `act` to a workflow, in the engine's order.
@@ -602,6 +608,7 @@ impl Engine {
         workflow: &WorkflowId,
         act: Act,
         step: Option<String>,
+        by: &str,
     ) -> Result<()> {
         let (reply, rx) = oneshot::channel();
         self.tx
@@ -610,6 +617,7 @@ impl Engine {
                 workflow: workflow.clone(),
                 act,
                 step,
+                by: by.to_owned(),
                 reply,
             }))
             .map_err(|_| EngineError::ShuttingDown)?;

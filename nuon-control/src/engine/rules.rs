@@ -659,6 +659,7 @@ mod tests {
             status,
             job_id: (status == S::Running).then(JobId::generate),
             approved_at_ms: None,
+            approved_by: None,
             reason: None,
             outputs: Value::Null,
             attempts: Vec::new(),

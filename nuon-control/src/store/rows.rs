@@ -528,7 +528,7 @@ impl Record for ConfigSummary {
 
 impl Record for WorkflowStepInfo {
     const COLUMNS: &'static str = "idx, name, kind, target, needs_approval, status, job_id, approved_at, reason, outputs, \
-         attempts";
+         attempts, approved_by";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(WorkflowStepInfo {
             index: r.u32(0)?,
@@ -542,6 +542,7 @@ impl Record for WorkflowStepInfo {
             reason: r.opt_text(8)?,
             outputs: json_or_null(r.opt_text(9)?),
             attempts: json_list(r.opt_text(10)?)?,
+            approved_by: r.opt_text(11)?,
         })
     }
 }

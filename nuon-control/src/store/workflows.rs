@@ -45,6 +45,8 @@ pub struct StepUpdate {
     pub outputs_json: Option<String>,
     /// Set the approval time to now (`Some(true)`) or clear it.
     pub approved: Option<bool>,
+    /// Who approved it, with `approved: Some(true)`.
+    pub approved_by: Option<String>,
     /// Forget the job (a retry).
     pub clear_job: bool,
     /// Replace its earlier failed tries.
@@ -61,8 +63,14 @@ impl StepUpdate {
             step.outputs = serde_json::from_str(o).unwrap_or_default();
         }
         match self.approved {
-            Some(true) => step.approved_at_ms = Some(nuon_core::now_ms()),
-            Some(false) => step.approved_at_ms = None,
+            Some(true) => {
+                step.approved_at_ms = Some(nuon_core::now_ms());
+                step.approved_by = self.approved_by.clone();
+            }
+            Some(false) => {
+                step.approved_at_ms = None;
+                step.approved_by = None;
+            }
             None => {}
         }
         if self.clear_job {

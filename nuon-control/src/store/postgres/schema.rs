@@ -371,6 +371,7 @@ CREATE INDEX oidc_sign_ins_expiry ON oidc_sign_ins (expires_at);
 ALTER TABLE api_tokens ADD COLUMN user_id TEXT;
 ALTER TABLE api_tokens ADD COLUMN expires_at BIGINT;
 CREATE INDEX api_tokens_user ON api_tokens (user_id) WHERE user_id IS NOT NULL;
+ALTER TABLE workflow_steps ADD COLUMN approved_by TEXT;
 "#,
     ),
 ];

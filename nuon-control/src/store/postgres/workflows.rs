@@ -152,6 +152,8 @@ impl WorkflowStore for PostgresStore {
              outputs = COALESCE($6, outputs), \
              approved_at = CASE WHEN $7::boolean IS NULL THEN approved_at \
                                 WHEN $7 THEN $8::bigint ELSE NULL END, \
+             approved_by = CASE WHEN $7::boolean IS NULL THEN approved_by \
+                                WHEN $7 THEN $11 ELSE NULL END, \
              job_id = CASE WHEN $9 THEN NULL ELSE job_id END, \
              attempts = COALESCE($10, attempts) \
              WHERE workflow_id = $1 AND idx = $3 \
@@ -167,6 +169,7 @@ impl WorkflowStore for PostgresStore {
         .bind(now_ms())
         .bind(u.clear_job)
         .bind(u.attempts_json())
+        .bind(&u.approved_by)
         .execute(&self.pool)
         .await
         .map_err(db)?

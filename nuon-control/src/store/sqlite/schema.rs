@@ -288,7 +288,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 26] = [
+    const COLUMNS: [(&str, &str, &str); 27] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -319,6 +319,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("workflows", "release_id", "TEXT"),
         ("api_tokens", "user_id", "TEXT"),
         ("api_tokens", "expires_at", "INTEGER"),
+        ("workflow_steps", "approved_by", "TEXT"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

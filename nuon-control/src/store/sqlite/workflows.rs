@@ -142,6 +142,7 @@ impl WorkflowStore for SqliteStore {
                     "UPDATE workflow_steps SET status = ?4, reason = ?5, \
                      outputs = COALESCE(?6, outputs), \
                      approved_at = CASE ?7 WHEN 1 THEN ?8 WHEN 0 THEN NULL ELSE approved_at END, \
+                     approved_by = CASE ?7 WHEN 1 THEN ?11 WHEN 0 THEN NULL ELSE approved_by END, \
                      job_id = CASE WHEN ?9 THEN NULL ELSE job_id END, \
                      attempts = COALESCE(?10, attempts) \
                      WHERE workflow_id = ?1 AND idx = ?3 \
@@ -156,7 +157,8 @@ impl WorkflowStore for SqliteStore {
                         u.approved,
                         now_ms(),
                         u.clear_job,
-                        u.attempts_json()
+                        u.attempts_json(),
+                        u.approved_by
                     ],
                 )
                 .map_err(db_err)?;
