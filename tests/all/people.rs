@@ -135,7 +135,11 @@ impl<'a> Browser<'a> {
     /// Signs `email` in up to the provider's answer: the callback URL the
     /// browser is sent back to (not yet visited). `tamper` may change the
     /// authorization request on its way to the provider.
-    async fn to_callback(&mut self, email: &str, tamper: impl Fn(String) -> String) -> String {
+    async fn sign_in_until_callback(
+        &mut self,
+        email: &str,
+        tamper: impl Fn(String) -> String,
+    ) -> String {
         let login = format!("{}/v1/auth/oidc/login?org=default", self.cp.control_url);
         let (status, to, body) = self.get(&login).await;
         assert!((300..400).contains(&status), "login: {status} {body}");
@@ -254,7 +258,7 @@ fn people_sign_in_through_a_real_provider_and_act_as_their_role_allows() {
     let (vera, dave) = rt().block_on(async {
         let mut b = Browser::new(&provider, &cp);
         // A wrong state finds no sign-in; the right one works once.
-        let back = b.to_callback("vera@example.com", |u| u).await;
+        let back = b.sign_in_until_callback("vera@example.com", |u| u).await;
         let (status, answer) = b.callback(&with_param(&back, "state", "forged")).await;
         assert_eq!(
             (status, answer["error"]["code"].as_str()),
@@ -281,7 +285,7 @@ fn people_sign_in_through_a_real_provider_and_act_as_their_role_allows() {
         // it, not this sign-in's, and is refused.
         let mut b = Browser::new(&provider, &cp);
         let back = b
-            .to_callback("dave@example.com", |u| {
+            .sign_in_until_callback("dave@example.com", |u| {
                 with_param(&u, "nonce", "injected-nonce")
             })
             .await;
@@ -301,7 +305,7 @@ fn people_sign_in_through_a_real_provider_and_act_as_their_role_allows() {
 
         // Someone nobody invited.
         let mut b = Browser::new(&provider, &cp);
-        let back = b.to_callback("eve@example.com", |u| u).await;
+        let back = b.sign_in_until_callback("eve@example.com", |u| u).await;
         let (status, answer) = b.callback(&back).await;
         assert_eq!(
             (status, answer["error"]["code"].as_str()),
@@ -311,7 +315,7 @@ fn people_sign_in_through_a_real_provider_and_act_as_their_role_allows() {
 
         // In a browser, the answer is a page with the token, once.
         let mut b = Browser::new(&provider, &cp);
-        let back = b.to_callback("dave@example.com", |u| u).await;
+        let back = b.sign_in_until_callback("dave@example.com", |u| u).await;
         let (status, csp, page) = b.callback_page(&back).await;
         assert_eq!(status, 200, "{page}");
         assert!(
@@ -321,7 +325,7 @@ fn people_sign_in_through_a_real_provider_and_act_as_their_role_allows() {
         assert!(csp.starts_with("default-src 'none'"), "{csp}");
 
         let mut b = Browser::new(&provider, &cp);
-        let back = b.to_callback("dave@example.com", |u| u).await;
+        let back = b.sign_in_until_callback("dave@example.com", |u| u).await;
         let (status, answer) = b.callback(&back).await;
         assert_eq!(status, 200, "{answer}");
         (vera, signed_in(answer))
