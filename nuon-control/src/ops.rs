@@ -244,15 +244,28 @@ pub(crate) async fn audit_layer(
     let response = next.run(req).await;
     let who = actor.0.lock().expect("actor lock").clone();
     if let Some(p) = who {
-        let status = response.status();
-        let outcome = status.as_u16().to_string();
-        let mut entry = AuditEntry::new(now_ms(), p.actor(), op, target, source, outcome);
-        if p.user.is_some() {
-            entry = entry.with_detail(format!("token {}", p.token_id));
-        }
-        state.auditor.record(&p.org_id, entry).await;
+        record_write(&state, &p, op, target, source, response.status()).await;
     }
     response
+}
+
+/// Records a state-changing call of `p` (the API's, or the dashboard's
+/// under the API operation it performs): who, what, on what, from where,
+/// and how it ended.
+pub(crate) async fn record_write(
+    state: &SharedState,
+    p: &ApiPrincipal,
+    op: &str,
+    target: String,
+    source: String,
+    status: axum::http::StatusCode,
+) {
+    let outcome = status.as_u16().to_string();
+    let mut entry = AuditEntry::new(now_ms(), p.actor(), op, target, source, outcome);
+    if p.user.is_some() {
+        entry = entry.with_detail(format!("token {}", p.token_id));
+    }
+    state.auditor.record(&p.org_id, entry).await;
 }
 
 /// Looks at every runner's last call, records each change of health in

@@ -7,6 +7,7 @@ mod apps;
 mod at_rest;
 mod config_effects;
 mod containers;
+mod dashboard;
 mod deploy;
 mod faults;
 mod groups;

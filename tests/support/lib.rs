@@ -19,6 +19,8 @@ use nuon_core::JobId;
 use nuon_core::wire::{JobInfo, LogEntry};
 pub use nuon_test_fixtures::{PgCluster, have_python_module, have_tool, require_all};
 
+pub mod webdriver;
+
 /// The directory holding the built binaries (building them once per test run).
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();

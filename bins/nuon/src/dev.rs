@@ -454,8 +454,9 @@ async fn run_children(
         );
     } else {
         eprintln!(
-            "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nTry, {token}:\n{commands}",
+            "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nThe dashboard, signed in as the local admin: {control_url}/login#token={admin}\nTry, {token}:\n{commands}",
             dir = args.data_dir.display(),
+            admin = admin.trim(),
         );
     }
     if !args.once {

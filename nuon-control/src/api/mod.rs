@@ -18,6 +18,7 @@ mod session;
 mod stack;
 pub(crate) mod state;
 mod toggles;
+mod web;
 mod workflows;
 
 use std::collections::HashMap;
@@ -712,7 +713,8 @@ pub(crate) fn control_router(state: SharedState) -> Router {
                 async move { axum::Json(document.as_ref().clone()) }
             }),
         )
-        .route(routes::METRICS, axum::routing::get(ops::metrics));
+        .route(routes::METRICS, axum::routing::get(ops::metrics))
+        .merge(web::router());
     finish(router, state, Api::Control)
 }
 

@@ -33,7 +33,7 @@ pub(super) fn ops() -> Vec<Op> {
 }
 
 /// The components of `config` as they stand on `install`.
-fn components(config: &AppConfig, install: &StoredInstall) -> Vec<InstallComponent> {
+pub(super) fn components(config: &AppConfig, install: &StoredInstall) -> Vec<InstallComponent> {
     let outputs: InstallOutputs = install
         .outputs_json
         .as_deref()

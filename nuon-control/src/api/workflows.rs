@@ -135,7 +135,7 @@ async fn create_workflow(
 }
 
 /// What an operator asks of a workflow.
-enum Act {
+pub(super) enum Act {
     Approve,
     Deny,
     Respond(nuon_core::workflow::ApprovalResponse),
@@ -143,7 +143,7 @@ enum Act {
     Retry,
 }
 
-async fn act(
+pub(super) async fn act(
     state: SharedState,
     auth: ApiAuth,
     raw: String,

@@ -10,7 +10,8 @@
 //! [`LabelStore`] (labels and install groups), [`ReleaseStore`] and
 //! [`RolloutStore`] (rollouts, stored whole under a version),
 //! [`RemovalStore`] (an install or app and what is only theirs) and
-//! [`UserStore`] (people, and OpenID Connect sign-ins in flight).
+//! [`UserStore`] (people, and OpenID Connect sign-ins in flight),
+//! [`WebSessionStore`] (the dashboard's sessions).
 //! [`Store`] is all of them at once, implemented for every type that
 //! implements each.
 //!
@@ -42,6 +43,7 @@ mod rollouts;
 mod rows;
 mod runners;
 mod sealing;
+mod sessions;
 mod shared;
 mod sqlite;
 mod states;
@@ -77,6 +79,7 @@ pub use removal::RemovalStore;
 pub use rollouts::RolloutStore;
 pub use runners::{RunnerPrincipal, RunnerStore};
 pub use sealing::{SealedColumn, SealingStore};
+pub use sessions::{WebSession, WebSessionStore};
 pub use sqlite::SqliteStore;
 pub use states::{ComponentState, StateLock, StatePrincipal, StateStore, StateToken};
 pub use users::{Identity, PendingSignIn, UserStore};
@@ -151,6 +154,7 @@ pub trait Store:
     + AuditStore
     + WebhookStore
     + UserStore
+    + WebSessionStore
 {
 }
 
@@ -173,6 +177,7 @@ impl<T> Store for T where
         + AuditStore
         + WebhookStore
         + UserStore
+        + WebSessionStore
 {
 }
 

@@ -33,6 +33,7 @@ mod rollouts;
 mod runners;
 mod schema;
 mod sealing;
+mod sessions;
 mod states;
 mod users;
 mod webhooks;

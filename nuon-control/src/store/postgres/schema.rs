@@ -374,6 +374,20 @@ CREATE INDEX api_tokens_user ON api_tokens (user_id) WHERE user_id IS NOT NULL;
 ALTER TABLE workflow_steps ADD COLUMN approved_by TEXT;
 "#,
     ),
+    (
+        15,
+        r#"
+CREATE TABLE web_sessions (
+    id_hash TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL,
+    csrf TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    last_seen_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX web_sessions_expiry ON web_sessions (expires_at);
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -35,6 +35,14 @@ CREATE TABLE IF NOT EXISTS users (
     last_sign_in_at INTEGER,
     UNIQUE (org_id, email)
 );
+CREATE TABLE IF NOT EXISTS web_sessions (
+    id_hash TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL,
+    csrf TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_seen_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS oidc_sign_ins (
     state_hash TEXT PRIMARY KEY,
     org_id TEXT NOT NULL,

@@ -503,3 +503,30 @@ conformance! {
         assert_eq!(listed.session.map(|x| (x.host, x.pid)), Some(("h2".to_owned(), 2)));
     }
 }
+
+conformance! {
+    async fn dashboard_sessions_are_found_by_their_hash_until_they_end_or_expire(f: Fixture) {
+        use crate::store::WebSession;
+
+        let store = &f.store;
+        let now = nuon_core::now_ms();
+        let session = WebSession {
+            id_hash: "h-live".into(),
+            token_hash: "t".into(),
+            csrf: "c".into(),
+            created_at_ms: now,
+            last_seen_at_ms: now,
+            expires_at_ms: now + 60_000,
+        };
+        store.create_web_session(&session).await.unwrap();
+        let old = WebSession { id_hash: "h-old".into(), expires_at_ms: now - 1, ..session.clone() };
+        store.create_web_session(&old).await.unwrap();
+        assert_eq!(store.web_session("h-live").await.unwrap(), Some(session.clone()));
+        assert_eq!(store.web_session("h-old").await.unwrap(), None, "expired");
+        store.touch_web_session("h-live", now + 5).await.unwrap();
+        assert_eq!(store.web_session("h-live").await.unwrap().unwrap().last_seen_at_ms, now + 5);
+        assert!(store.end_web_session("h-live").await.unwrap());
+        assert!(!store.end_web_session("h-live").await.unwrap());
+        assert_eq!(store.web_session("h-live").await.unwrap(), None);
+    }
+}

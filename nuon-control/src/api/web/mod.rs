@@ -1,0 +1,439 @@
+//! The dashboard: server-rendered pages over the same functions the
+//! Control API's handlers use, served by `nuon-ctl` on the Control API's
+//! listener under `/` (the API stays under `/v1`).
+//!
+//! - Sign-in exchanges an API token for a session: a random cookie
+//!   (`HttpOnly`, `SameSite=Strict`, `Secure` behind HTTPS) whose hash is
+//!   kept with the hash of the token; every request authenticates that
+//!   token again, so a revoked token, a demoted or removed person ends what
+//!   the session may do at once. Sessions end after 30 minutes unused or 12
+//!   hours in all, and on sign-out (removed from the store).
+//! - Every form carries the session's CSRF token; a POST without it is
+//!   refused (403). A read-only token sees every page and no button, and
+//!   its POSTs are refused as the API refuses them.
+//! - Pages are `maud` templates (escaped by construction), one stylesheet,
+//!   and a Content-Security-Policy that allows nothing from anywhere else.
+
+mod pages;
+
+use axum::Router;
+use axum::extract::{Form, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use maud::Markup;
+use nuon_core::now_ms;
+use nuon_core::token::hash_token;
+use serde::Deserialize;
+
+use super::{ApiAuth, SharedState, Source};
+use crate::error::Error;
+use crate::store::WebSession;
+
+/// The session cookie.
+const COOKIE: &str = "nuon_session";
+/// The cookie that ties the sign-in form to its browser.
+const LOGIN_COOKIE: &str = "nuon_login";
+/// A session unused this long ends.
+const IDLE_MS: i64 = 30 * 60 * 1000;
+/// A session ends this long after it began, used or not.
+const ABSOLUTE_MS: i64 = 12 * 60 * 60 * 1000;
+/// How stale a session's last use may be before it is written again.
+const TOUCH_MS: i64 = 60 * 1000;
+
+/// What every page may load: its own stylesheet and scripts, nothing else.
+const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The dashboard's routes.
+pub(super) fn router() -> Router<SharedState> {
+    Router::new()
+        .route("/", get(overview))
+        .route("/login", get(login_page).post(login))
+        .route("/logout", post(logout))
+        .route("/assets/app.css", get(stylesheet))
+        .route("/assets/login.js", get(login_script))
+        .route("/installs/{id}", get(install))
+        .route("/workflows/{id}", get(workflow))
+        .route("/workflows/{id}/{act}", post(workflow_act))
+        .layer(axum::middleware::from_fn(security_headers))
+}
+
+async fn security_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    resp
+}
+
+async fn stylesheet() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        include_str!("app.css"),
+    )
+        .into_response()
+}
+
+async fn login_script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        include_str!("login.js"),
+    )
+        .into_response()
+}
+
+/// A random secret, hex.
+fn secret() -> String {
+    let mut raw = [0u8; 32];
+    nuon_core::random_bytes(&mut raw);
+    hex::encode(raw)
+}
+
+/// The value of cookie `name`.
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+}
+
+/// Whether the browser reached us over HTTPS (directly, or through a proxy
+/// that says so): the session cookie is then `Secure`.
+fn over_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.eq_ignore_ascii_case("https"))
+}
+
+fn set_cookie(name: &str, value: &str, max_age_s: i64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}"
+    ))
+    .expect("a cookie of hex and fixed words")
+}
+
+/// Equal, in time that does not depend on where they differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// A signed-in browser: the API principal its session acts as, and the
+/// session's CSRF token.
+pub(super) struct Web {
+    pub(super) auth: ApiAuth,
+    pub(super) csrf: String,
+    id_hash: String,
+}
+
+impl Web {
+    /// Whether this session may start, approve and cancel workflows.
+    pub(super) fn can_deploy(&self) -> bool {
+        matches!(self.auth.0.scope.as_str(), "admin" | "deployer")
+    }
+
+    /// Who is signed in, as shown.
+    pub(super) fn who(&self) -> String {
+        match &self.auth.0.user {
+            Some(u) => format!("{} ({})", u.email, u.role.as_str()),
+            None => format!("{} ({})", self.auth.0.token_id, self.auth.0.scope),
+        }
+    }
+}
+
+impl FromRequestParts<SharedState> for Web {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Response> {
+        let to_login = || Redirect::to("/login").into_response();
+        let Some(raw) = cookie(&parts.headers, COOKIE) else {
+            return Err(to_login());
+        };
+        let id_hash = hash_token(&raw);
+        let fail = |e: crate::store::StoreError| Error::from(e).into_response();
+        let Some(session) = state.store.web_session(&id_hash).await.map_err(fail)? else {
+            return Err(to_login());
+        };
+        let now = now_ms();
+        if now - session.last_seen_at_ms > IDLE_MS {
+            let _ = state.store.end_web_session(&id_hash).await;
+            return Err(to_login());
+        }
+        // The token the session acts with, checked again: revoked,
+        // expired, or its person removed, and the session is over.
+        let Some(principal) = state
+            .store
+            .authenticate_api(&session.token_hash)
+            .await
+            .map_err(fail)?
+        else {
+            let _ = state.store.end_web_session(&id_hash).await;
+            return Err(to_login());
+        };
+        if now - session.last_seen_at_ms > TOUCH_MS {
+            state
+                .store
+                .touch_web_session(&id_hash, now)
+                .await
+                .map_err(fail)?;
+        }
+        if let Some(actor) = parts.extensions.get::<crate::ops::Actor>() {
+            actor.set(&principal);
+        }
+        Ok(Web {
+            auth: ApiAuth(principal),
+            csrf: session.csrf,
+            id_hash,
+        })
+    }
+}
+
+/// An error as a page: its status and its message, never a stack.
+pub(super) fn error_page(e: Error) -> Response {
+    let status = match &e {
+        Error::Api { status, .. } => *status,
+        Error::InvalidConfig { .. } => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, html(pages::error(status, &e.to_string()))).into_response()
+}
+
+fn html(m: Markup) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        m.into_string(),
+    )
+        .into_response()
+}
+
+/// A form's CSRF field.
+#[derive(Deserialize)]
+struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// The refusal of a POST whose form does not carry the session's CSRF
+/// token, if it does not.
+fn csrf_refused(web: &Web, given: &str) -> Option<Response> {
+    if same(given, &web.csrf) {
+        return None;
+    }
+    Some(error_page(Error::api(
+        StatusCode::FORBIDDEN,
+        "csrf",
+        "this form is not from this session (its CSRF token is missing or wrong): reload the page and try again",
+    )))
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    token: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+async fn login_page(headers: HeaderMap) -> Response {
+    let csrf = secret();
+    let mut resp = html(pages::login(&csrf, None));
+    resp.headers_mut().insert(
+        header::SET_COOKIE,
+        set_cookie(LOGIN_COOKIE, &csrf, 600, over_https(&headers)),
+    );
+    resp
+}
+
+async fn login(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let again = |why: &str| {
+        let csrf = secret();
+        let mut resp = (
+            StatusCode::UNAUTHORIZED,
+            html(pages::login(&csrf, Some(why))),
+        )
+            .into_response();
+        resp.headers_mut().insert(
+            header::SET_COOKIE,
+            set_cookie(LOGIN_COOKIE, &csrf, 600, over_https(&headers)),
+        );
+        resp
+    };
+    let from_this_browser = cookie(&headers, LOGIN_COOKIE)
+        .is_some_and(|c| !form.csrf.is_empty() && same(&c, &form.csrf));
+    if !from_this_browser {
+        return again("This sign-in form expired or is not from this browser: try again.");
+    }
+    let token_hash = hash_token(form.token.trim());
+    match state.store.authenticate_api(&token_hash).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return again("That API token is unknown, revoked or expired."),
+        Err(e) => return error_page(e.into()),
+    }
+    let raw = secret();
+    let now = now_ms();
+    let session = WebSession {
+        id_hash: hash_token(&raw),
+        token_hash,
+        csrf: secret(),
+        created_at_ms: now,
+        last_seen_at_ms: now,
+        expires_at_ms: now + ABSOLUTE_MS,
+    };
+    if let Err(e) = state.store.create_web_session(&session).await {
+        return error_page(e.into());
+    }
+    let mut resp = Redirect::to("/").into_response();
+    let secure = over_https(&headers);
+    let h = resp.headers_mut();
+    h.append(
+        header::SET_COOKIE,
+        set_cookie(COOKIE, &raw, ABSOLUTE_MS / 1000, secure),
+    );
+    h.append(header::SET_COOKIE, set_cookie(LOGIN_COOKIE, "", 0, secure));
+    resp
+}
+
+async fn logout(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    web: Web,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if let Some(r) = csrf_refused(&web, &form.csrf) {
+        return r;
+    }
+    if let Err(e) = state.store.end_web_session(&web.id_hash).await {
+        return error_page(e.into());
+    }
+    let mut resp = Redirect::to("/login").into_response();
+    resp.headers_mut().insert(
+        header::SET_COOKIE,
+        set_cookie(COOKIE, "", 0, over_https(&headers)),
+    );
+    resp
+}
+
+#[derive(Deserialize, Default)]
+struct OverviewQuery {
+    #[serde(default)]
+    q: String,
+}
+
+async fn overview(
+    State(state): State<SharedState>,
+    web: Web,
+    Query(q): Query<OverviewQuery>,
+) -> Response {
+    match pages::overview(&state, &web, q.q.trim()).await {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
+async fn install(State(state): State<SharedState>, web: Web, Path(key): Path<String>) -> Response {
+    match pages::install(&state, &web, &key).await {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
+async fn workflow(State(state): State<SharedState>, web: Web, Path(id): Path<String>) -> Response {
+    match pages::workflow(&state, &web, &id).await {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
+#[derive(Deserialize)]
+struct ActForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    step: Option<String>,
+}
+
+/// Approve, deny, retry or cancel, from a workflow's page: the API's own
+/// handler does it (and the same refusals), and the audit trail records it
+/// under the API's operation.
+async fn workflow_act(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path((id, act)): Path<(String, String)>,
+    Form(form): Form<ActForm>,
+) -> Response {
+    if let Some(r) = csrf_refused(&web, &form.csrf) {
+        return r;
+    }
+    use super::workflows::Act;
+    let (act, op) = match act.as_str() {
+        "approve" => (Act::Approve, "approveWorkflowStep"),
+        "deny" => (Act::Deny, "denyWorkflowStep"),
+        "retry" => (Act::Retry, "retryWorkflow"),
+        "cancel" => (Act::Cancel, "cancelWorkflow"),
+        other => {
+            return error_page(Error::not_found(format!("no workflow action {other:?}")));
+        }
+    };
+    let principal = web.auth.0.clone();
+    let step = form.step.filter(|s| !s.is_empty());
+    let result = super::workflows::act(state.clone(), web.auth, id.clone(), act, step).await;
+    let status = match &result {
+        Ok(_) => StatusCode::OK,
+        Err(Error::Api { status, .. }) => *status,
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    crate::ops::record_write(
+        &state,
+        &principal,
+        op,
+        format!("/v1/workflows/{id}/{}", op_path(op)),
+        source,
+        status,
+    )
+    .await;
+    match result {
+        Ok(_) => Redirect::to(&format!("/workflows/{id}")).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+/// The API path's last word of an operation.
+fn op_path(op: &str) -> &'static str {
+    match op {
+        "approveWorkflowStep" => "approve",
+        "denyWorkflowStep" => "deny",
+        "retryWorkflow" => "retry",
+        _ => "cancel",
+    }
+}

@@ -1,0 +1,404 @@
+//! The dashboard's pages. Each reads what the Control API's handlers read,
+//! through the same functions, with the session's principal.
+
+use std::collections::BTreeMap;
+
+use axum::http::StatusCode;
+use maud::{DOCTYPE, Markup, html};
+use nuon_core::now_ms;
+use nuon_core::wire::{HealthCheck, InstallHealth, WorkflowInfo};
+use nuon_core::workflow::StepStatus;
+
+use super::Web;
+use crate::api::SharedState;
+use crate::api::apps::{app_names, install_app_config, install_info, install_of, latest_config};
+use crate::error::Error;
+
+/// How long ago `at_ms` was, in words.
+fn ago(at_ms: Option<i64>) -> String {
+    let Some(at) = at_ms else {
+        return "never".into();
+    };
+    let s = (now_ms() - at).max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s ago"),
+        60..3600 => format!("{} min ago", s / 60),
+        3600..86400 => format!("{} h ago", s / 3600),
+        _ => format!("{} d ago", s / 86400),
+    }
+}
+
+fn layout(title: &str, web: Option<&Web>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · nuon" }
+                link rel="stylesheet" href="/assets/app.css";
+            }
+            body {
+                header {
+                    a.brand href="/" { "nuon" }
+                    @if let Some(w) = web {
+                        nav aria-label="Main" {
+                            a href="/" { "Overview" }
+                        }
+                        span.muted { (w.who()) }
+                        form method="post" action="/logout" {
+                            input type="hidden" name="csrf" value=(w.csrf);
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+}
+
+/// The sign-in page.
+pub(super) fn login(csrf: &str, error: Option<&str>) -> Markup {
+    layout(
+        "Sign in",
+        None,
+        html! {
+            section.login {
+                h1 { "Sign in" }
+                @if let Some(e) = error {
+                    p.error role="alert" { (e) }
+                }
+                form method="post" action="/login" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    label for="token" { "API token" }
+                    input id="token" type="password" name="token" autocomplete="current-password" required;
+                    button.primary type="submit" { "Sign in" }
+                }
+                p.muted {
+                    "A token from " code { "nuon orgs tokens create" } ", from signing in with "
+                    code { "nuon login" } ", or the admin token in the control plane's data dir."
+                }
+                script src="/assets/login.js" defer {}
+            }
+        },
+    )
+}
+
+/// An error page.
+pub(super) fn error(status: StatusCode, message: &str) -> Markup {
+    layout(
+        status.canonical_reason().unwrap_or("Error"),
+        None,
+        html! {
+            h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) }
+            p.error role="alert" { (message) }
+            p { a href="/" { "Back to the overview" } }
+        },
+    )
+}
+
+/// The install's health, by the function the API's health handler uses.
+async fn health(
+    state: &SharedState,
+    web: &Web,
+    install: &crate::store::StoredInstall,
+    config: &nuon_core::app::AppConfig,
+) -> Result<InstallHealth, Error> {
+    let org = &web.auth.0.org_id;
+    let runner = state
+        .store
+        .find_runner(org, install.runner_id.as_str())
+        .await?
+        .map(|r| state.runner_view(r));
+    let workflows = state.store.list_workflows(org, &install.id).await?;
+    Ok(crate::health::health_of(
+        config,
+        install,
+        runner.as_ref(),
+        &workflows,
+        now_ms(),
+    ))
+}
+
+fn check_cell(c: &HealthCheck) -> Markup {
+    html! {
+        span class={ "cell " (c.status) } title=(c.detail.clone().unwrap_or_default()) {
+            (c.name) ": " (c.status)
+        }
+    }
+}
+
+/// Every install of the org as a row: its components by their last
+/// deploy, its runner, and what waits for an approval.
+pub(super) async fn overview(state: &SharedState, web: &Web, q: &str) -> Result<Markup, Error> {
+    let org = &web.auth.0.org_id;
+    let names = app_names(state, &web.auth).await?;
+    let apps = state.store.list_apps(org).await?;
+    let mut configs = BTreeMap::new();
+    for app in &apps {
+        if let Ok(c) = latest_config(state, &web.auth, app).await {
+            configs.insert(app.id.clone(), c.config);
+        }
+    }
+    let needle = q.to_lowercase();
+    let mut rows = Vec::new();
+    let (mut healthy, mut unhealthy, mut waiting_total) = (0, 0, 0);
+    let installs = state.store.list_installs(org).await?;
+    let total = installs.len();
+    for i in installs {
+        let app: &str = names.get(&i.app_id).map_or("?", String::as_str);
+        let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let hay = format!("{} {} {} {}", i.name, app, i.state, labels.join(" ")).to_lowercase();
+        if !needle.is_empty() && !hay.contains(&needle) {
+            continue;
+        }
+        let h = match configs.get(&i.app_id) {
+            Some(c) => Some(health(state, web, &i, c).await?),
+            None => None,
+        };
+        let waiting: Vec<WorkflowInfo> = state
+            .store
+            .list_workflows(org, &i.id)
+            .await?
+            .into_iter()
+            .filter(|w| {
+                w.steps
+                    .iter()
+                    .any(|s| s.status == StepStatus::WaitingApproval)
+            })
+            .collect();
+        match h.as_ref().map(|h| h.status.as_str()) {
+            Some("healthy") => healthy += 1,
+            Some(_) => unhealthy += 1,
+            None => {}
+        }
+        waiting_total += waiting.len();
+        rows.push((i, app.to_owned(), labels, h, waiting));
+    }
+    let body = html! {
+        h1 { "Installs" }
+        ul.counts aria-label="Counts" {
+            li { strong { (total) } "installs" }
+            li { strong { (healthy) } "healthy" }
+            li { strong { (unhealthy) } "not healthy" }
+            li { strong { (waiting_total) } "waiting for an approval" }
+        }
+        form.search method="get" action="/" role="search" {
+            label for="q" class="muted" { "Search" }
+            input id="q" type="search" name="q" value=(q) placeholder="name, app, state or label";
+            button type="submit" { "Filter" }
+        }
+        @if rows.is_empty() {
+            p.muted { "No install matches." }
+        } @else {
+            div.table-wrap {
+                table {
+                    thead { tr {
+                        th scope="col" { "Install" }
+                        th scope="col" { "App" }
+                        th scope="col" { "Health" }
+                        th scope="col" { "Components" }
+                        th scope="col" { "Runner" }
+                        th scope="col" { "Approvals" }
+                    } }
+                    tbody {
+                        @for (i, app, labels, h, waiting) in &rows {
+                            tr {
+                                td {
+                                    a href={ "/installs/" (i.id) } { (i.name) }
+                                    @if !labels.is_empty() {
+                                        br; span.muted { (labels.join(", ")) }
+                                    }
+                                }
+                                td { (app) }
+                                td {
+                                    @match h {
+                                        Some(h) => span class={ "badge " (h.status) } { (h.status) },
+                                        None => span.muted { "no config" },
+                                    }
+                                }
+                                td { div.cells {
+                                    @if let Some(h) = h {
+                                        @for c in h.checks.iter().filter(|c| c.kind == "component") {
+                                            (check_cell(c))
+                                        }
+                                    }
+                                } }
+                                td {
+                                    @if let Some(h) = h {
+                                        @for c in h.checks.iter().filter(|c| c.kind == "runner") {
+                                            span class={ "badge " (c.status) } { (c.status) }
+                                            " " span.muted { "last call " (ago(c.at_ms)) }
+                                        }
+                                    }
+                                }
+                                td {
+                                    @for w in waiting {
+                                        a href={ "/workflows/" (w.id) } { (format!("{:?}", w.kind).to_lowercase()) " waits" }
+                                        br;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(layout("Installs", Some(web), body))
+}
+
+/// One install: its components, inputs (sensitive ones by name only),
+/// secrets by name only, runner and workflows.
+pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
+    let org = &web.auth.0.org_id;
+    let (stored, app, latest) = install_app_config(state, &web.auth, key).await?;
+    let h = health(state, web, &stored, &latest.config).await?;
+    let workflows = state.store.list_workflows(org, &stored.id).await?;
+    let info = install_info(install_of(state, &web.auth, stored.id.as_str()).await?)?;
+    let components = crate::api::toggles::components(&latest.config, &stored);
+    let body = html! {
+        h1 { "Install " (info.name) }
+        dl.facts {
+            dt { "App" } dd { (app.name) " (config version " (info.config_version) ")" }
+            dt { "State" } dd { (info.state) }
+            dt { "Health" } dd { span class={ "badge " (h.status) } { (h.status) } }
+            dt { "Approvals" } dd { (info.approval) }
+            @if !info.labels.is_empty() {
+                dt { "Labels" } dd { @for (k, v) in &info.labels { code { (k) "=" (v) } " " } }
+            }
+        }
+        h2 { "Components" }
+        div.table-wrap { table {
+            thead { tr { th scope="col" { "Component" } th scope="col" { "Type" } th scope="col" { "Last deploy" } th scope="col" { "On" } } }
+            tbody {
+                @for c in &components {
+                    @let check = h.checks.iter().find(|k| k.kind == "component" && k.name == c.name);
+                    tr {
+                        td { (c.name) }
+                        td { code { (c.kind) } }
+                        td { @match check {
+                            Some(k) => { (check_cell(k)) " " span.muted { (k.detail.clone().unwrap_or_default()) } },
+                            None => span.muted { "-" },
+                        } }
+                        td { @if c.enabled { "on" } @else { "off" } }
+                    }
+                }
+            }
+        } }
+        h2 { "Inputs" }
+        dl.facts {
+            @for (k, v) in &info.inputs {
+                dt { (k) } dd { code { (match v { serde_json::Value::String(s) => s.clone(), other => other.to_string() }) } }
+            }
+            @for k in &info.sensitive_inputs {
+                dt { (k) } dd.muted { "(sensitive)" }
+            }
+        }
+        @if !info.secrets.is_empty() {
+            h2 { "Secrets" }
+            ul { @for s in &info.secrets { li { code { (s) } } } }
+        }
+        h2 { "Runner" }
+        @for c in h.checks.iter().filter(|c| c.kind == "runner") {
+            p { span class={ "badge " (c.status) } { (c.status) } " " (c.name) ": " (c.detail.clone().unwrap_or_default()) }
+        }
+        h2 { "Workflows" }
+        (workflow_table(&workflows))
+    };
+    Ok(layout(&format!("Install {}", info.name), Some(web), body))
+}
+
+fn workflow_table(workflows: &[WorkflowInfo]) -> Markup {
+    html! {
+        @if workflows.is_empty() {
+            p.muted { "None yet." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Workflow" } th scope="col" { "Kind" } th scope="col" { "Status" } th scope="col" { "Started" } } }
+                tbody {
+                    @for w in workflows {
+                        tr {
+                            td { a href={ "/workflows/" (w.id) } { (w.id) } }
+                            td { (format!("{:?}", w.kind).to_lowercase()) }
+                            td { span class={ "badge " (w.status.as_str()) } { (w.status.as_str()) } }
+                            td { (ago(Some(w.created_at_ms))) }
+                        }
+                    }
+                }
+            } }
+        }
+    }
+}
+
+/// One workflow: its steps in order, and what the session may do to it.
+pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Result<Markup, Error> {
+    let org = &web.auth.0.org_id;
+    let id: nuon_core::WorkflowId = crate::api::path_id("workflow", raw)?;
+    let wf = state
+        .store
+        .get_workflow(org, &id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))?;
+    let wf = crate::api::workflow_view_live(state, org, wf).await?;
+    let install = state
+        .store
+        .find_install(org, wf.install_id.as_str())
+        .await?
+        .map(|i| i.name)
+        .unwrap_or_else(|| wf.install_id.to_string());
+    let waiting = wf
+        .steps
+        .iter()
+        .find(|s| s.status == StepStatus::WaitingApproval);
+    let ended = !wf.status.is_active();
+    let failed = matches!(wf.status.as_str(), "failed" | "cancelled");
+    let form = |act: &str, label: &str, class: &str, step: Option<&str>| {
+        html! {
+            form method="post" action={ "/workflows/" (wf.id) "/" (act) } {
+                input type="hidden" name="csrf" value=(web.csrf);
+                @if let Some(s) = step { input type="hidden" name="step" value=(s); }
+                button class=(class) type="submit" { (label) }
+            }
+        }
+    };
+    let body = html! {
+        h1 { (format!("{:?}", wf.kind).to_lowercase()) " of " a href={ "/installs/" (wf.install_id) } { (install) } }
+        dl.facts {
+            dt { "Workflow" } dd { code { (wf.id) } }
+            dt { "Status" } dd { span id="status" class={ "badge " (wf.status.as_str()) } { (wf.status.as_str()) } }
+            dt { "Started" } dd { (ago(Some(wf.created_at_ms))) }
+            @if let Some(t) = &wf.trigger { dt { "Trigger" } dd { (t) } }
+        }
+        @if web.can_deploy() {
+            div.actions {
+                @if let Some(s) = waiting {
+                    (form("approve", &format!("Approve {}", s.name), "primary", Some(&s.name)))
+                    (form("deny", &format!("Deny {}", s.name), "danger", Some(&s.name)))
+                }
+                @if !ended { (form("cancel", "Cancel workflow", "", None)) }
+                @if ended && failed { (form("retry", "Retry", "", None)) }
+            }
+        }
+        h2 { "Steps" }
+        div.table-wrap { table id="steps" {
+            thead { tr { th scope="col" { "#" } th scope="col" { "Step" } th scope="col" { "Status" } th scope="col" { "Approval" } th scope="col" { "Why" } } }
+            tbody {
+                @for s in &wf.steps {
+                    tr data-step=(s.name) {
+                        td { (s.index + 1) }
+                        td { (s.name) }
+                        td { span class={ "badge " (s.status.as_str()) } { (s.status.as_str()) } }
+                        td {
+                            @if let Some(by) = &s.approved_by { "approved by " (by) }
+                            @else if s.needs_approval { span.muted { "needed" } }
+                        }
+                        td { (s.reason.clone().unwrap_or_default()) }
+                    }
+                }
+            }
+        } }
+    };
+    Ok(layout("Workflow", Some(web), body))
+}

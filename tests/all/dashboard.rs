@@ -1,0 +1,223 @@
+//! The dashboard in real headless Chromium (Debian's `chromium` and
+//! `chromium-driver`), against the real binaries and a real deploy: sign in
+//! with the admin token, see the installs, approve a step in the browser;
+//! a read-only token sees the pages and no button and its forged POST is
+//! refused, a POST without the CSRF token is refused, another org's
+//! install is not found, and hostile text shows as text with no script run.
+
+use std::time::Duration;
+
+use nuon_tests::webdriver::Chrome;
+use nuon_tests::{ControlPlane, have_tool, rt};
+use serde_json::{Value, json};
+
+use crate::approvals::{FILES, deploy, waiting};
+use crate::deploy::{Manual, ok, step, wait_workflow};
+
+const XSS: &str = "<script>alert(1)</script>\"><img src=x onerror=alert(2)>";
+
+fn sign_in(b: &Chrome, base: &str, token: &str) {
+    b.goto(&format!("{base}/login"));
+    b.type_into("#token", token);
+    b.click("form[action='/login'] button");
+    b.wait_until(
+        "the overview after signing in",
+        Duration::from_secs(10),
+        |b| b.url() == format!("{base}/"),
+    );
+}
+
+fn sign_out(b: &Chrome) {
+    b.click("form[action='/logout'] button");
+    b.wait_until("the sign-in page", Duration::from_secs(10), |b| {
+        b.url().ends_with("/login")
+    });
+}
+
+/// A POST from the page's own script: its status and the text it answers.
+fn post_from_page(b: &Chrome, path: &str, body: &str) -> (u64, String) {
+    let v = b.exec(
+        "return fetch(arguments[0], {method: 'POST', headers: {'content-type': 'application/x-www-form-urlencoded'}, body: arguments[1], redirect: 'manual'}).then(async r => [r.status, await r.text()]);",
+        json!([path, body]),
+    );
+    (
+        v[0].as_u64().unwrap(),
+        v[1].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+#[test]
+fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_what_it_must() {
+    if !have_tool("terraform", "deploy the app the dashboard shows") {
+        return;
+    }
+    let Some(b) = Chrome::start() else { return };
+    let cp = ControlPlane::start("5s").unwrap();
+    let base = cp.control_url.clone();
+    let m = Manual::start_on(cp, &FILES, None, |_| {}, &["--approval", "prompt"]);
+    // Another app with an install whose input carries hostile text.
+    let hello = nuon_tests::manifest_dir().join("../examples/apps/hello");
+    ok(m.cp.nuon(&["apps", "create", "hello"]));
+    ok(m.cp.nuon(&["apps", "sync", hello.to_str().unwrap(), "--app", "hello"]));
+    ok(m.cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "hostile",
+        "--input",
+        &format!("greeting={XSS}"),
+        "--input",
+        "api_key=k3y-demo",
+    ]));
+    let wf = deploy(&m);
+    waiting(&m, &wf, "apply db");
+
+    // The admin signs in by the link `nuon dev` prints: the overview has
+    // both installs and the one that waits for an approval.
+    b.goto(&format!("{base}/login#token={}", m.cp.admin_token));
+    b.wait_until(
+        "the overview after the sign-in link",
+        Duration::from_secs(10),
+        |b| b.url() == format!("{base}/"),
+    );
+    let page = b.source();
+    assert!(
+        page.contains(">demo<") && page.contains(">hostile<"),
+        "{page}"
+    );
+    assert!(
+        b.find(&format!("a[href='/workflows/{wf}']")).is_some(),
+        "the waiting deploy is linked: {page}"
+    );
+    let cookies = b.exec("return document.cookie;", json!([]));
+    assert_eq!(
+        cookies,
+        Value::String(String::new()),
+        "the session cookie is HttpOnly"
+    );
+
+    // Hostile text is text: no dialog, no injected element.
+    let hostile = m.cp.client();
+    let inst = rt().block_on(hostile.get_install("hostile")).unwrap();
+    b.goto(&format!("{base}/installs/{}", inst.id));
+    let shown = b
+        .exec("return document.body.innerText;", json!([]))
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(shown.contains(XSS), "{shown}");
+    assert_eq!(
+        b.exec(
+            "return document.querySelectorAll('img, main script').length;",
+            json!([])
+        ),
+        json!(0)
+    );
+    assert_eq!(b.dialog(), None, "a script ran");
+    assert!(
+        !shown.contains("k3y-demo"),
+        "a sensitive input is shown: {shown}"
+    );
+
+    // Approve in the browser; the step moves on and records who approved.
+    b.goto(&format!("{base}/workflows/{wf}"));
+    b.click("form[action$='/approve'] button");
+    b.wait_until(
+        "the approval to be recorded",
+        Duration::from_secs(20),
+        |b| {
+            b.goto(&format!("{base}/workflows/{wf}"));
+            b.source().contains("approved by ")
+        },
+    );
+    let w = wait_workflow(&m.cp.client(), &wf, crate::deploy::ended);
+    assert_eq!(w.status.as_str(), "succeeded", "{w:#?}");
+    assert!(
+        step(&w, "apply db")
+            .approved_by
+            .as_deref()
+            .is_some_and(|a| a.starts_with("tok_"))
+    );
+    b.goto(&format!("{base}/workflows/{wf}"));
+    assert!(b.source().contains("succeeded"));
+
+    // A POST without the session's CSRF token is refused.
+    let (status, _) = post_from_page(&b, &format!("/workflows/{wf}/retry"), "csrf=forged");
+    assert_eq!(status, 403);
+
+    // Another org's install is not found.
+    let other = m.cp.create_org("other").unwrap();
+    let as_other = |args: &[&str]| {
+        std::process::Command::new(nuon_tests::bin("nuon"))
+            .args(args)
+            .env("NUON_API_URL", &base)
+            .env("NUON_TOKEN", &other)
+            .output()
+            .unwrap()
+    };
+    ok(as_other(&["apps", "create", "elsewhere"]));
+    ok(as_other(&[
+        "apps",
+        "sync",
+        hello.to_str().unwrap(),
+        "--app",
+        "elsewhere",
+    ]));
+    let theirs: Value = serde_json::from_str(&ok(as_other(&[
+        "--json",
+        "installs",
+        "create",
+        "--app",
+        "elsewhere",
+        "--name",
+        "theirs",
+        "--input",
+        "api_key=k3y-demo",
+    ])))
+    .unwrap();
+    let theirs = theirs["install"]["id"].as_str().unwrap().to_owned();
+    b.goto(&format!("{base}/installs/{theirs}"));
+    let page = b.source();
+    assert!(page.contains("404") && !page.contains("theirs"), "{page}");
+    b.goto(&format!("{base}/"));
+    sign_out(&b);
+
+    // A read-only token: the same pages, no button; a forged POST with a
+    // good CSRF token is refused as the API refuses it.
+    let reader = rt()
+        .block_on(
+            m.cp.client()
+                .create_token("viewer", nuon_core::wire::TokenScope::Read),
+        )
+        .unwrap();
+    sign_in(&b, &base, &reader.secret);
+    b.goto(&format!("{base}/workflows/{wf}"));
+    assert_eq!(
+        b.exec(
+            "return document.querySelectorAll('.actions button').length;",
+            json!([])
+        ),
+        json!(0)
+    );
+    let csrf = b
+        .exec(
+            "return document.querySelector(\"input[name='csrf']\").value;",
+            json!([]),
+        )
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, text) = post_from_page(
+        &b,
+        &format!("/workflows/{wf}/retry"),
+        &format!("csrf={csrf}"),
+    );
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("read-only"), "{text}");
+    sign_out(&b);
+    // Signed out: the session is gone on the server too.
+    b.goto(&format!("{base}/"));
+    assert!(b.url().ends_with("/login"));
+}

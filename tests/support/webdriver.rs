@@ -1,0 +1,243 @@
+//! A small W3C WebDriver client over `chromedriver`, driving Debian's
+//! headless Chromium for the dashboard's tests: no crate beyond the HTTP
+//! client the tests have.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::rt;
+
+/// The key W3C WebDriver names an element by.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// A headless Chromium, driven; quit and its driver stopped when dropped.
+pub struct Chrome {
+    driver: Child,
+    http: reqwest::Client,
+    base: String,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+impl Chrome {
+    /// Starts `chromedriver` and a headless Chromium; `None` (skipped
+    /// loudly, or a failure under `NUON_TEST_REQUIRE=all`) when either is
+    /// not installed (Debian's `chromium` and `chromium-driver`).
+    pub fn start() -> Option<Chrome> {
+        if !crate::have_tool(
+            "chromium",
+            "drive the dashboard in a browser (apt-get install chromium)",
+        ) || !crate::have_tool(
+            "chromedriver",
+            "drive the dashboard in a browser (apt-get install chromium-driver)",
+        ) {
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let start = Instant::now();
+        loop {
+            let ready = rt().block_on(async {
+                let r = http.get(format!("{base}/status")).send().await.ok()?;
+                let v: Value = r.json().await.ok()?;
+                v["value"]["ready"].as_bool()
+            });
+            if ready == Some(true) {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "chromedriver did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let profile = tempfile::tempdir().expect("a profile dir");
+        let args = [
+            "--headless=new".to_owned(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--disable-quic".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            "--window-size=1280,900".into(),
+            format!("--user-data-dir={}", profile.path().display()),
+        ];
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
+            "unhandledPromptBehavior": "ignore",
+        }}});
+        let mut chrome = Chrome {
+            driver,
+            http,
+            base,
+            session: String::new(),
+            _profile: profile,
+        };
+        let v = chrome.call(reqwest::Method::POST, "/session", Some(caps));
+        chrome.session = v["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {v}"))
+            .to_owned();
+        Some(chrome)
+    }
+
+    /// One WebDriver command; its `value`, or a panic naming the error.
+    fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        self.try_call(method, path, body)
+            .unwrap_or_else(|e| panic!("webdriver {path}: {e}"))
+    }
+
+    fn try_call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, String> {
+        let url = if path.starts_with("/session/") || path == "/session" {
+            format!("{}{path}", self.base)
+        } else {
+            format!("{}/session/{}{path}", self.base, self.session)
+        };
+        rt().block_on(async {
+            let mut req = self.http.request(method, url);
+            if let Some(b) = body {
+                req = req.json(&b);
+            }
+            let resp = req.send().await.map_err(|e| e.to_string())?;
+            let ok = resp.status().is_success();
+            let v: Value = resp.json().await.map_err(|e| e.to_string())?;
+            if ok {
+                Ok(v["value"].clone())
+            } else {
+                Err(format!("{} {}", v["value"]["error"], v["value"]["message"]))
+            }
+        })
+    }
+
+    /// Loads `url` and waits for it.
+    pub fn goto(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", Some(json!({"url": url})));
+    }
+
+    /// The page's URL now.
+    pub fn url(&self) -> String {
+        self.call(reqwest::Method::GET, "/url", None)
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The page's HTML now.
+    pub fn source(&self) -> String {
+        self.call(reqwest::Method::GET, "/source", None)
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The first element matching a CSS selector, if any.
+    pub fn find(&self, css: &str) -> Option<String> {
+        self.try_call(
+            reqwest::Method::POST,
+            "/element",
+            Some(json!({"using": "css selector", "value": css})),
+        )
+        .ok()
+        .and_then(|v| v[ELEMENT].as_str().map(str::to_owned))
+    }
+
+    fn must(&self, css: &str) -> String {
+        self.find(css)
+            .unwrap_or_else(|| panic!("no {css} on {}:\n{}", self.url(), self.source()))
+    }
+
+    /// Types into the element a CSS selector finds.
+    pub fn type_into(&self, css: &str, text: &str) {
+        let e = self.must(css);
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{e}/value"),
+            Some(json!({"text": text})),
+        );
+    }
+
+    /// Clicks the element a CSS selector finds.
+    pub fn click(&self, css: &str) {
+        let e = self.must(css);
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{e}/click"),
+            Some(json!({})),
+        );
+    }
+
+    /// The visible text of the element a CSS selector finds.
+    pub fn text(&self, css: &str) -> String {
+        let e = self.must(css);
+        self.call(reqwest::Method::GET, &format!("/element/{e}/text"), None)
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Runs `script` (a function body; `arguments` are `args`) in the
+    /// page; a promise it returns is awaited.
+    pub fn exec(&self, script: &str, args: Value) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({"script": script, "args": args})),
+        )
+    }
+
+    /// The text of an open dialog (`alert`, `confirm`), if one is open.
+    pub fn dialog(&self) -> Option<String> {
+        self.try_call(reqwest::Method::GET, "/alert/text", None)
+            .ok()
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+    }
+
+    /// Waits up to `limit` for `f` to hold, looking every 100 ms.
+    pub fn wait_until(&self, what: &str, limit: Duration, mut f: impl FnMut(&Chrome) -> bool) {
+        let start = Instant::now();
+        while !f(self) {
+            assert!(
+                start.elapsed() < limit,
+                "{what}: not within {limit:?} on {}:\n{}",
+                self.url(),
+                self.source()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Chrome {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = self.try_call(
+                reqwest::Method::DELETE,
+                &format!("/session/{}", self.session),
+                None,
+            );
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
