@@ -121,16 +121,45 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         "a sensitive input is shown: {shown}"
     );
 
-    // Approve in the browser; the step moves on and records who approved.
+    // Approve in the browser; then, with no reload, the page follows the
+    // steps to the end (Server-Sent Events) and names who approved.
     b.goto(&format!("{base}/workflows/{wf}"));
+    b.exec("window.beforeApproval = true;", json!([]));
     b.click("form[action$='/approve'] button");
     b.wait_until(
-        "the approval to be recorded",
-        Duration::from_secs(20),
+        "the workflow page after approving",
+        Duration::from_secs(10),
         |b| {
-            b.goto(&format!("{base}/workflows/{wf}"));
-            b.source().contains("approved by ")
+            b.exec(
+                "return window.beforeApproval !== true && document.readyState === 'complete';",
+                json!([]),
+            ) == json!(true)
         },
+    );
+    b.exec("window.notReloaded = true;", json!([]));
+    let badge = |b: &Chrome, step: &str| {
+        b.exec(
+            "return document.querySelector(`tr[data-step='${arguments[0]}'] .badge`).textContent;",
+            json!([step]),
+        )
+    };
+    b.wait_until(
+        "apply db to turn green in place",
+        Duration::from_secs(60),
+        |b| badge(b, "apply db") == json!("succeeded"),
+    );
+    b.wait_until(
+        "the workflow to end in place",
+        Duration::from_secs(60),
+        |b| b.text("#status") == "succeeded",
+    );
+    assert_eq!(
+        b.exec("return window.notReloaded === true;", json!([])),
+        json!(true)
+    );
+    assert!(
+        b.text("tr[data-step='apply db'] .approval")
+            .starts_with("approved by tok_")
     );
     let w = wait_workflow(&m.cp.client(), &wf, crate::deploy::ended);
     assert_eq!(w.status.as_str(), "succeeded", "{w:#?}");
@@ -142,6 +171,63 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     );
     b.goto(&format!("{base}/workflows/{wf}"));
     assert!(b.source().contains("succeeded"));
+
+    // A job's log grows in the page as the runner sends it, stdout and
+    // stderr told apart, hostile lines as text.
+    let script = format!("echo first; sleep 3; echo '{XSS}'; echo oops >&2; echo last-line");
+    let job: Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "--json", "jobs", "exec", "--runner", "demo", "--", "sh", "-c", &script,
+    ])))
+    .unwrap();
+    let job = job["id"].as_str().unwrap().to_owned();
+    b.goto(&format!("{base}/jobs/{job}"));
+    b.exec("window.notReloaded = true;", json!([]));
+    b.wait_until("the log's last line, live", Duration::from_secs(60), |b| {
+        b.exec(
+            "return document.getElementById('log').getAttribute('data-complete');",
+            json!([]),
+        ) == json!("true")
+    });
+    let text = b.exec(
+        "return document.getElementById('log').innerText;",
+        json!([]),
+    );
+    let text = text.as_str().unwrap();
+    assert!(
+        text.contains("first") && text.contains("last-line") && text.contains(XSS),
+        "{text}"
+    );
+    assert_eq!(
+        b.exec("return window.notReloaded === true;", json!([])),
+        json!(true)
+    );
+    let rows = b.exec(
+        "return document.querySelectorAll('#log tbody tr').length;",
+        json!([]),
+    );
+    assert_eq!(rows, json!(4), "each line once: {text}");
+    let live = b.exec(
+        "return document.querySelectorAll('#log tr[data-live]').length;",
+        json!([]),
+    );
+    assert!(live.as_u64().unwrap() >= 2, "lines came live: {live}");
+    assert_eq!(
+        b.exec(
+            "return document.querySelectorAll('#log tr.stderr').length;",
+            json!([])
+        ),
+        json!(1)
+    );
+    assert_eq!(
+        b.exec("return document.querySelectorAll('img').length;", json!([])),
+        json!(0)
+    );
+    assert_eq!(b.dialog(), None, "a script ran");
+    let raw = b.exec(
+        "return fetch(arguments[0]).then(r => r.text());",
+        json!([format!("/jobs/{job}/raw")]),
+    );
+    assert!(raw.as_str().unwrap().contains("last-line\n"), "{raw}");
 
     // A POST without the session's CSRF token is refused.
     let (status, _) = post_from_page(&b, &format!("/workflows/{wf}/retry"), "csrf=forged");

@@ -439,7 +439,7 @@ async fn job_logs(
 
 /// Streams a job's log as NDJSON until the job has finished and every line
 /// was sent, the client went away, or the server shuts down.
-async fn follow(
+pub(super) async fn follow(
     state: SharedState,
     org: nuon_core::OrgId,
     job: JobId,

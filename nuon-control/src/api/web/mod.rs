@@ -22,6 +22,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use futures_util::StreamExt;
 use maud::Markup;
 use nuon_core::now_ms;
 use nuon_core::token::hash_token;
@@ -56,6 +57,11 @@ pub(super) fn router() -> Router<SharedState> {
         .route("/assets/login.js", get(login_script))
         .route("/installs/{id}", get(install))
         .route("/workflows/{id}", get(workflow))
+        .route("/workflows/{id}/events", get(workflow_events))
+        .route("/jobs/{id}", get(job))
+        .route("/jobs/{id}/raw", get(job_raw))
+        .route("/jobs/{id}/events", get(job_events))
+        .route("/assets/live.js", get(live_script))
         .route("/workflows/{id}/{act}", post(workflow_act))
         .layer(axum::middleware::from_fn(security_headers))
 }
@@ -99,6 +105,17 @@ async fn login_script() -> Response {
             (header::CACHE_CONTROL, "public, max-age=300"),
         ],
         include_str!("login.js"),
+    )
+        .into_response()
+}
+
+async fn live_script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        include_str!("live.js"),
     )
         .into_response()
 }
@@ -372,6 +389,210 @@ async fn workflow(State(state): State<SharedState>, web: Web, Path(id): Path<Str
         Ok(m) => html(m),
         Err(e) => error_page(e),
     }
+}
+
+/// A workflow as its page's script follows it.
+fn workflow_event(wf: &nuon_core::wire::WorkflowInfo) -> serde_json::Value {
+    let steps: Vec<serde_json::Value> = wf
+        .steps
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name,
+                "status": s.status.as_str(),
+                "needs_approval": s.needs_approval,
+                "approved_by": s.approved_by,
+                "reason": s.reason,
+                "job_id": s.job_id,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "status": wf.status.as_str(),
+        "ended": !wf.status.is_active(),
+        "steps": steps,
+    })
+}
+
+/// A workflow's changes as Server-Sent Events (`workflow`), until it ends.
+async fn workflow_events(
+    State(state): State<SharedState>,
+    web: Web,
+    Path(raw): Path<String>,
+) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let org = web.auth.0.org_id.clone();
+    let id: nuon_core::WorkflowId = match super::path_id("workflow", &raw) {
+        Ok(id) => id,
+        Err(e) => return error_page(e),
+    };
+    match state.store.get_workflow(&org, &id).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return error_page(Error::not_found(format!("no workflow {raw:?}"))),
+        Err(e) => return error_page(e.into()),
+    }
+    // (state, last sent, ended): looked at twice a second.
+    let start = (state, org, id, String::new(), false);
+    let stream = futures_util::stream::unfold(start, |(state, org, id, last, ended)| async move {
+        if ended {
+            return None;
+        }
+        loop {
+            let wf = match state.store.get_workflow(&org, &id).await {
+                Ok(Some(wf)) => wf,
+                _ => return None,
+            };
+            let wf = super::workflow_view_live(&state, &org, wf).await.ok()?;
+            let event = workflow_event(&wf).to_string();
+            let done = !wf.status.is_active();
+            if event != last {
+                let e = Event::default().event("workflow").data(event.clone());
+                return Some((
+                    Ok::<_, std::convert::Infallible>(e),
+                    (state, org, id, event, done),
+                ));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                _ = state.shutting_down() => return None,
+            }
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+#[derive(Deserialize, Default)]
+struct LogQuery {
+    #[serde(default)]
+    after: u64,
+}
+
+async fn job(
+    State(state): State<SharedState>,
+    web: Web,
+    Path(raw): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> Response {
+    match pages::job(&state, &web, &raw, q.after).await {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
+/// The job's whole log as text, read page by page: a download.
+async fn job_raw(State(state): State<SharedState>, web: Web, Path(raw): Path<String>) -> Response {
+    let org = web.auth.0.org_id.clone();
+    let id: nuon_core::JobId = match super::path_id("job", &raw) {
+        Ok(id) => id,
+        Err(e) => return error_page(e),
+    };
+    match state.store.get_job(&org, &id).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return error_page(Error::not_found(format!("no job {raw:?} in this org"))),
+        Err(e) => return error_page(e.into()),
+    }
+    let filename = format!("attachment; filename=\"{id}.log\"");
+    let stream = futures_util::stream::unfold(Some(0u64), move |cursor| {
+        let (state, org, id) = (state.clone(), org.clone(), id.clone());
+        async move {
+            let cursor = cursor?;
+            let page = match state.store.read_logs(&org, &id, cursor, 5000).await {
+                Ok(Some(p)) => p,
+                Ok(None) => return None,
+                Err(e) => return Some((Err(std::io::Error::other(e.to_string())), None)),
+            };
+            if page.lines.is_empty() {
+                return None;
+            }
+            let mut text = String::new();
+            for l in &page.lines {
+                text.push_str(&l.text);
+                text.push('\n');
+            }
+            Some((
+                Ok::<_, std::io::Error>(bytes::Bytes::from(text)),
+                Some(page.next),
+            ))
+        }
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
+            (header::CONTENT_DISPOSITION, filename),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// A job's new log lines as Server-Sent Events (`line`, then `end` once
+/// the job has finished and every line was sent): the API's own follower.
+async fn job_events(
+    State(state): State<SharedState>,
+    web: Web,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> Response {
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(q.after);
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let org = web.auth.0.org_id.clone();
+    let id: nuon_core::JobId = match super::path_id("job", &raw) {
+        Ok(id) => id,
+        Err(e) => return error_page(e),
+    };
+    match state.store.get_job(&org, &id).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return error_page(Error::not_found(format!("no job {raw:?} in this org"))),
+        Err(e) => return error_page(e.into()),
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(super::control::follow(state, org, id, after, tx));
+    let stream = futures_util::stream::unfold((rx, false), |(mut rx, ended)| async move {
+        if ended {
+            return None;
+        }
+        let events: Vec<Event> = match rx.recv().await {
+            Some(Ok(chunk)) => String::from_utf8_lossy(&chunk)
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(|l| {
+                    // The cursor as the event's id: a browser that
+                    // reconnects resumes after the last line it has.
+                    let cursor = serde_json::from_str::<serde_json::Value>(l)
+                        .ok()
+                        .and_then(|v| v["cursor"].as_u64())
+                        .unwrap_or_default();
+                    Event::default()
+                        .event("line")
+                        .id(cursor.to_string())
+                        .data(l)
+                })
+                .collect(),
+            // The follower ended: the log is complete (or it failed, and
+            // the page says so by stopping).
+            Some(Err(_)) | None => {
+                // (An event with no data is never dispatched.)
+                return Some((
+                    vec![Event::default().event("end").data("complete")],
+                    (rx, true),
+                ));
+            }
+        };
+        Some((events, (rx, false)))
+    })
+    .flat_map(|events| {
+        futures_util::stream::iter(events.into_iter().map(Ok::<_, std::convert::Infallible>))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 #[derive(Deserialize)]

@@ -382,23 +382,83 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
             }
         }
         h2 { "Steps" }
-        div.table-wrap { table id="steps" {
-            thead { tr { th scope="col" { "#" } th scope="col" { "Step" } th scope="col" { "Status" } th scope="col" { "Approval" } th scope="col" { "Why" } } }
+        div.table-wrap { table id="steps" data-live-workflow={ "/workflows/" (wf.id) "/events" } {
+            thead { tr { th scope="col" { "#" } th scope="col" { "Step" } th scope="col" { "Status" } th scope="col" { "Approval" } th scope="col" { "Log" } th scope="col" { "Why" } } }
             tbody {
                 @for s in &wf.steps {
                     tr data-step=(s.name) {
                         td { (s.index + 1) }
                         td { (s.name) }
                         td { span class={ "badge " (s.status.as_str()) } { (s.status.as_str()) } }
-                        td {
+                        td.approval {
                             @if let Some(by) = &s.approved_by { "approved by " (by) }
-                            @else if s.needs_approval { span.muted { "needed" } }
+                            @else if s.needs_approval { "needed" }
                         }
-                        td { (s.reason.clone().unwrap_or_default()) }
+                        td.log { @if let Some(j) = &s.job_id { a href={ "/jobs/" (j) } { "log" } } }
+                        td.why { (s.reason.clone().unwrap_or_default()) }
                     }
                 }
             }
         } }
+        script src="/assets/live.js" defer {}
     };
     Ok(layout("Workflow", Some(web), body))
+}
+
+/// How many log lines a page shows.
+const LOG_PAGE: u32 = 1000;
+
+/// A job's log: a page of lines after `after` (stdout, stderr and the
+/// runner's own lines told apart, each with a link), the next page's link,
+/// and on the last page the lines still to come, as they come.
+pub(super) async fn job(
+    state: &SharedState,
+    web: &Web,
+    raw: &str,
+    after: u64,
+) -> Result<Markup, Error> {
+    let org = &web.auth.0.org_id;
+    let id: nuon_core::JobId = crate::api::path_id("job", raw)?;
+    let job = state
+        .store
+        .get_job(org, &id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no job {raw:?} in this org")))?;
+    let page = state
+        .store
+        .read_logs(org, &id, after, LOG_PAGE)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no job {raw:?} in this org")))?;
+    let more = page.lines.len() as u32 >= LOG_PAGE;
+    let live = !more && !page.complete;
+    let body = html! {
+        h1 { "Job " code { (job.id) } }
+        dl.facts {
+            dt { "Kind" } dd { (format!("{:?}", job.kind).to_lowercase()) }
+            dt { "Status" } dd { span class={ "badge " (job.status.as_str()) } { (job.status.as_str()) } }
+            dt { "Created" } dd { (ago(Some(job.created_at_ms))) }
+        }
+        div.actions {
+            a href={ "/jobs/" (job.id) "/raw" } download { "Download the raw log" }
+            @if after > 0 { a href={ "/jobs/" (job.id) } { "First page" } }
+            @if more { a href={ "/jobs/" (job.id) "?after=" (page.next) } { "Next page" } }
+        }
+        div.table-wrap {
+            table.log id="log" data-live-log=[live.then(|| format!("/jobs/{}/events?after={}", job.id, page.next))] {
+                thead { tr { th scope="col" { "Line" } th scope="col" { "Text" } } }
+                tbody {
+                    @for l in &page.lines {
+                        @let n = format!("{}-{}", l.attempt, l.seq);
+                        tr id={ "L" (n) } class=(format!("{:?}", l.stream).to_lowercase()) {
+                            td { a href={ "#L" (n) } { (n) } }
+                            td { pre { (l.text) } }
+                        }
+                    }
+                }
+            }
+        }
+        @if page.lines.is_empty() && !live { p.muted { "No log lines." } }
+        script src="/assets/live.js" defer {}
+    };
+    Ok(layout("Job log", Some(web), body))
 }

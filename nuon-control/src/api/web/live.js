@@ -1,0 +1,71 @@
+// Live pages, by Server-Sent Events: a workflow's steps change in place,
+// and a job's log grows as its runner sends it. Text is set as text, never
+// as HTML.
+(function () {
+  if (!window.EventSource) return;
+
+  var wf = document.querySelector('[data-live-workflow]');
+  if (wf) {
+    var es = new EventSource(wf.getAttribute('data-live-workflow'));
+    es.addEventListener('workflow', function (e) {
+      var w = JSON.parse(e.data);
+      var st = document.getElementById('status');
+      st.textContent = w.status;
+      st.className = 'badge ' + w.status;
+      w.steps.forEach(function (s) {
+        var row = document.querySelector('tr[data-step="' + CSS.escape(s.name) + '"]');
+        if (!row) return;
+        var b = row.querySelector('.badge');
+        b.textContent = s.status;
+        b.className = 'badge ' + s.status;
+        row.querySelector('.why').textContent = s.reason || '';
+        row.querySelector('.approval').textContent =
+          s.approved_by ? 'approved by ' + s.approved_by : (s.needs_approval ? 'needed' : '');
+        if (s.job_id) {
+          var log = row.querySelector('.log');
+          if (!log.firstChild) {
+            var a = document.createElement('a');
+            a.href = '/jobs/' + s.job_id;
+            a.textContent = 'log';
+            log.appendChild(a);
+          }
+        }
+      });
+      if (w.ended) {
+        es.close();
+        var actions = document.querySelector('.actions');
+        if (actions) actions.setAttribute('data-stale', 'true');
+      }
+    });
+  }
+
+  var log = document.querySelector('[data-live-log]');
+  if (log) {
+    var body = log.querySelector('tbody');
+    var src = new EventSource(log.getAttribute('data-live-log'));
+    src.addEventListener('line', function (e) {
+      var l = JSON.parse(e.data);
+      var n = l.attempt + '-' + l.seq;
+      var tr = document.createElement('tr');
+      tr.id = 'L' + n;
+      tr.className = l.stream;
+      tr.setAttribute('data-live', '');
+      var num = document.createElement('td');
+      var a = document.createElement('a');
+      a.href = '#L' + n;
+      a.textContent = String(n);
+      num.appendChild(a);
+      var text = document.createElement('td');
+      var pre = document.createElement('pre');
+      pre.textContent = l.text;
+      text.appendChild(pre);
+      tr.appendChild(num);
+      tr.appendChild(text);
+      body.appendChild(tr);
+    });
+    src.addEventListener('end', function () {
+      src.close();
+      log.setAttribute('data-complete', 'true');
+    });
+  }
+})();
