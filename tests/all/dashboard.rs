@@ -16,6 +16,37 @@ use crate::deploy::{Manual, ok, step, wait_workflow};
 
 const XSS: &str = "<script>alert(1)</script>\"><img src=x onerror=alert(2)>";
 
+/// axe-core's script (tests/browser, installed by `npm ci` there).
+fn axe_source() -> String {
+    let dir = nuon_tests::manifest_dir().join("browser");
+    let path = dir.join("node_modules/axe-core/axe.min.js");
+    if !path.is_file() {
+        let done = std::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            done,
+            "`npm ci --prefix tests/browser` failed: cannot install axe-core"
+        );
+    }
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// The page's serious and critical accessibility violations, by axe-core.
+fn run_axe(b: &Chrome, axe: &str) -> Vec<String> {
+    let script = format!(
+        "{axe}\nreturn axe.run(document, {{resultTypes: ['violations']}}).then(r => r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical').map(v => v.id + ': ' + v.help + ' at ' + v.nodes.map(n => n.target.join(' ')).join(', ')));"
+    );
+    b.exec(&script, json!([]))
+        .as_array()
+        .unwrap_or_else(|| panic!("axe did not run"))
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 fn sign_in(b: &Chrome, base: &str, token: &str) {
     b.goto(&format!("{base}/login"));
     b.type_into("#token", token);
@@ -143,6 +174,20 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
             json!([step]),
         )
     };
+    // The running step's log streams into the page below the steps.
+    b.wait_until(
+        "the running step's log in the page",
+        Duration::from_secs(60),
+        |b| {
+            b.exec(
+                "return document.querySelectorAll('#current-log tbody tr').length;",
+                json!([]),
+            )
+            .as_u64()
+            .unwrap_or(0)
+                > 0
+        },
+    );
     b.wait_until(
         "apply db to turn green in place",
         Duration::from_secs(60),
@@ -228,6 +273,119 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         json!([format!("/jobs/{job}/raw")]),
     );
     assert!(raw.as_str().unwrap().contains("last-line\n"), "{raw}");
+
+    // The apps: config versions with a diff of two, the components and
+    // their dependency graph, the builds.
+    let changed = tempfile::tempdir().unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&hello)
+        .arg(changed.path().join("hello"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let sandbox = changed.path().join("hello/sandbox.toml");
+    let mut text = std::fs::read_to_string(&sandbox).unwrap();
+    text.push_str("# a second version\n");
+    std::fs::write(&sandbox, text).unwrap();
+    ok(m.cp.nuon(&[
+        "apps",
+        "sync",
+        changed.path().join("hello").to_str().unwrap(),
+        "--app",
+        "hello",
+    ]));
+    b.goto(&format!("{base}/apps"));
+    b.click("a[href^='/apps/']");
+    let graph = |b: &Chrome| {
+        b.exec(
+            "return [document.querySelectorAll('svg.graph g.node').length, document.querySelectorAll('svg.graph line.edge').length];",
+            json!([]),
+        )
+    };
+    let apps: Vec<String> = b
+        .exec(
+            "return [...document.querySelectorAll('main a')].map(a => a.textContent);",
+            json!([]),
+        )
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert!(!apps.is_empty());
+    let demo_app = rt()
+        .block_on(m.cp.client().get_install("demo"))
+        .unwrap()
+        .app_id;
+    b.goto(&format!("{base}/apps/{demo_app}"));
+    assert_eq!(
+        graph(&b),
+        json!([2, 1]),
+        "db and app, app -> db: {}",
+        b.source()
+    );
+    assert!(b.source().contains("succeeded"), "its builds");
+    let hello_app = inst.app_id.clone();
+    b.goto(&format!("{base}/apps/{hello_app}"));
+    b.click("form[action$='/diff'] button");
+    b.wait_until("the diff", Duration::from_secs(10), |b| {
+        b.url().contains("/diff?")
+    });
+    let ins = b.exec(
+        "return [...document.querySelectorAll('pre.diff ins')].map(e => e.textContent);",
+        json!([]),
+    );
+    assert_eq!(ins, json!(["+ # a second version\n"]), "{}", b.source());
+
+    // The runners: the install's runner is there, with its version.
+    b.goto(&format!("{base}/runners"));
+    let page = b.source();
+    assert!(
+        page.contains(">demo<") && page.contains(env!("CARGO_PKG_VERSION")),
+        "{page}"
+    );
+
+    // Every page: no serious or critical accessibility violation (axe-core),
+    // in light and dark, and nothing wider than a phone at 390 px.
+    let pages = [
+        "/".to_owned(),
+        format!("/installs/{}", inst.id),
+        format!("/workflows/{wf}"),
+        format!("/jobs/{job}"),
+        "/apps".to_owned(),
+        format!("/apps/{demo_app}"),
+        format!("/apps/{hello_app}/diff?from=1&to=2"),
+        "/runners".to_owned(),
+    ];
+    let axe = axe_source();
+    for dark in [false, true] {
+        let scheme = if dark { "dark" } else { "light" };
+        b.cdp(
+            "Emulation.setEmulatedMedia",
+            json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+        );
+        for p in &pages {
+            b.goto(&format!("{base}{p}"));
+            let found = run_axe(&b, &axe);
+            assert!(found.is_empty(), "{p} ({scheme}): {found:#?}");
+        }
+    }
+    let bg = b.exec(
+        "return getComputedStyle(document.body).backgroundColor;",
+        json!([]),
+    );
+    assert_eq!(bg, json!("rgb(13, 17, 23)"), "dark mode");
+    b.set_size(390, 844);
+    for p in &pages {
+        b.goto(&format!("{base}{p}"));
+        let wide = b.exec(
+            "return document.documentElement.scrollWidth <= window.innerWidth;",
+            json!([]),
+        );
+        assert_eq!(wide, json!(true), "{p} is wider than a phone");
+    }
+    b.set_size(1280, 900);
 
     // A POST without the session's CSRF token is refused.
     let (status, _) = post_from_page(&b, &format!("/workflows/{wf}/retry"), "csrf=forged");

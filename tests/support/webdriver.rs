@@ -206,6 +206,24 @@ impl Chrome {
         )
     }
 
+    /// Resizes the window (a phone's width: 390).
+    pub fn set_size(&self, width: u32, height: u32) {
+        self.call(
+            reqwest::Method::POST,
+            "/window/rect",
+            Some(json!({"width": width, "height": height})),
+        );
+    }
+
+    /// A Chrome DevTools Protocol command (`Emulation.setEmulatedMedia`).
+    pub fn cdp(&self, cmd: &str, params: Value) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(json!({"cmd": cmd, "params": params})),
+        )
+    }
+
     /// The text of an open dialog (`alert`, `confirm`), if one is open.
     pub fn dialog(&self) -> Option<String> {
         self.try_call(reqwest::Method::GET, "/alert/text", None)

@@ -1,11 +1,43 @@
-// Live pages, by Server-Sent Events: a workflow's steps change in place,
-// and a job's log grows as its runner sends it. Text is set as text, never
-// as HTML.
+// Live pages, by Server-Sent Events: a workflow's steps change in place
+// (and the running step's log follows below them), and a job's log grows
+// as its runner sends it. Text is set as text, never as HTML.
 (function () {
   if (!window.EventSource) return;
 
+  // Appends each line of a job's log to `body`; `done` once it is whole.
+  function follow(url, body, done) {
+    var src = new EventSource(url);
+    src.addEventListener('line', function (e) {
+      var l = JSON.parse(e.data);
+      var n = l.attempt + '-' + l.seq;
+      var tr = document.createElement('tr');
+      tr.id = 'L' + n;
+      tr.className = l.stream;
+      tr.setAttribute('data-live', '');
+      var num = document.createElement('td');
+      var a = document.createElement('a');
+      a.href = '#L' + n;
+      a.textContent = n;
+      num.appendChild(a);
+      var text = document.createElement('td');
+      var pre = document.createElement('pre');
+      pre.textContent = l.text;
+      text.appendChild(pre);
+      tr.appendChild(num);
+      tr.appendChild(text);
+      body.appendChild(tr);
+    });
+    src.addEventListener('end', function () {
+      src.close();
+      if (done) done();
+    });
+    return src;
+  }
+
   var wf = document.querySelector('[data-live-workflow]');
   if (wf) {
+    var current = null;
+    var currentSrc = null;
     var es = new EventSource(wf.getAttribute('data-live-workflow'));
     es.addEventListener('workflow', function (e) {
       var w = JSON.parse(e.data);
@@ -18,7 +50,7 @@
         var b = row.querySelector('.badge');
         b.textContent = s.status;
         b.className = 'badge ' + s.status;
-        row.querySelector('.why').textContent = s.reason || '';
+        if (s.reason) row.querySelector('.why').textContent = s.reason;
         row.querySelector('.approval').textContent =
           s.approved_by ? 'approved by ' + s.approved_by : (s.needs_approval ? 'needed' : '');
         if (s.job_id) {
@@ -28,6 +60,19 @@
             a.href = '/jobs/' + s.job_id;
             a.textContent = 'log';
             log.appendChild(a);
+          }
+          // The running step's log, as it comes.
+          if (s.status === 'running' && s.job_id !== current) {
+            current = s.job_id;
+            if (currentSrc) currentSrc.close();
+            var section = document.getElementById('current');
+            section.hidden = false;
+            document.getElementById('current-step').textContent = s.name;
+            var body = section.querySelector('tbody');
+            while (body.firstChild) body.removeChild(body.firstChild);
+            currentSrc = follow('/jobs/' + s.job_id + '/events', body, function () {
+              section.setAttribute('data-complete', s.job_id);
+            });
           }
         }
       });
@@ -41,30 +86,7 @@
 
   var log = document.querySelector('[data-live-log]');
   if (log) {
-    var body = log.querySelector('tbody');
-    var src = new EventSource(log.getAttribute('data-live-log'));
-    src.addEventListener('line', function (e) {
-      var l = JSON.parse(e.data);
-      var n = l.attempt + '-' + l.seq;
-      var tr = document.createElement('tr');
-      tr.id = 'L' + n;
-      tr.className = l.stream;
-      tr.setAttribute('data-live', '');
-      var num = document.createElement('td');
-      var a = document.createElement('a');
-      a.href = '#L' + n;
-      a.textContent = String(n);
-      num.appendChild(a);
-      var text = document.createElement('td');
-      var pre = document.createElement('pre');
-      pre.textContent = l.text;
-      text.appendChild(pre);
-      tr.appendChild(num);
-      tr.appendChild(text);
-      body.appendChild(tr);
-    });
-    src.addEventListener('end', function () {
-      src.close();
+    follow(log.getAttribute('data-live-log'), log.querySelector('tbody'), function () {
       log.setAttribute('data-complete', 'true');
     });
   }

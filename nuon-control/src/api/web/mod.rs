@@ -14,6 +14,7 @@
 //! - Pages are `maud` templates (escaped by construction), one stylesheet,
 //!   and a Content-Security-Policy that allows nothing from anywhere else.
 
+mod fleet;
 mod pages;
 
 use axum::Router;
@@ -56,6 +57,10 @@ pub(super) fn router() -> Router<SharedState> {
         .route("/assets/app.css", get(stylesheet))
         .route("/assets/login.js", get(login_script))
         .route("/installs/{id}", get(install))
+        .route("/apps", get(apps))
+        .route("/apps/{id}", get(app))
+        .route("/apps/{id}/diff", get(app_diff))
+        .route("/runners", get(runners))
         .route("/workflows/{id}", get(workflow))
         .route("/workflows/{id}/events", get(workflow_events))
         .route("/jobs/{id}", get(job))
@@ -379,6 +384,45 @@ async fn overview(
 
 async fn install(State(state): State<SharedState>, web: Web, Path(key): Path<String>) -> Response {
     match pages::install(&state, &web, &key).await {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
+async fn apps(State(state): State<SharedState>, web: Web) -> Response {
+    match fleet::apps(&state, &web).await {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
+async fn app(State(state): State<SharedState>, web: Web, Path(key): Path<String>) -> Response {
+    match fleet::app(&state, &web, &key).await {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
+#[derive(Deserialize)]
+struct DiffQuery {
+    from: u32,
+    to: u32,
+}
+
+async fn app_diff(
+    State(state): State<SharedState>,
+    web: Web,
+    Path(key): Path<String>,
+    Query(q): Query<DiffQuery>,
+) -> Response {
+    match fleet::diff(&state, &web, &key, q.from, q.to).await {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
+async fn runners(State(state): State<SharedState>, web: Web) -> Response {
+    match fleet::runners(&state, &web).await {
         Ok(m) => html(m),
         Err(e) => error_page(e),
     }

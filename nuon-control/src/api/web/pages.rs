@@ -15,7 +15,7 @@ use crate::api::apps::{app_names, install_app_config, install_info, install_of, 
 use crate::error::Error;
 
 /// How long ago `at_ms` was, in words.
-fn ago(at_ms: Option<i64>) -> String {
+pub(super) fn ago(at_ms: Option<i64>) -> String {
     let Some(at) = at_ms else {
         return "never".into();
     };
@@ -28,7 +28,7 @@ fn ago(at_ms: Option<i64>) -> String {
     }
 }
 
-fn layout(title: &str, web: Option<&Web>, body: Markup) -> Markup {
+pub(super) fn layout(title: &str, web: Option<&Web>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -44,6 +44,8 @@ fn layout(title: &str, web: Option<&Web>, body: Markup) -> Markup {
                     @if let Some(w) = web {
                         nav aria-label="Main" {
                             a href="/" { "Overview" }
+                            a href="/apps" { "Apps" }
+                            a href="/runners" { "Runners" }
                         }
                         span.muted { (w.who()) }
                         form method="post" action="/logout" {
@@ -176,8 +178,19 @@ pub(super) async fn overview(state: &SharedState, web: &Web, q: &str) -> Result<
         waiting_total += waiting.len();
         rows.push((i, app.to_owned(), labels, h, waiting));
     }
+    let mut by_health: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, _, _, h, _) in &rows {
+        if let Some(h) = h {
+            *by_health.entry(h.status.as_str()).or_default() += 1;
+        }
+    }
+    let strip: Vec<(&str, usize)> = ["healthy", "unhealthy", "offline", "disabled"]
+        .iter()
+        .map(|k| (*k, by_health.get(k).copied().unwrap_or(0)))
+        .collect();
     let body = html! {
         h1 { "Installs" }
+        (super::fleet::health_strip(&strip))
         ul.counts aria-label="Counts" {
             li { strong { (total) } "installs" }
             li { strong { (healthy) } "healthy" }
@@ -352,6 +365,24 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
         .steps
         .iter()
         .find(|s| s.status == StepStatus::WaitingApproval);
+    // Each step's job: how long it took, and its bar on the timeline.
+    let mut took = BTreeMap::new();
+    let mut bars = Vec::new();
+    for s in &wf.steps {
+        let Some(j) = &s.job_id else { continue };
+        let Some(job) = state.store.get_job(org, j).await? else {
+            continue;
+        };
+        let Some(start) = job.started_at_ms else {
+            continue;
+        };
+        let end = job.finished_at_ms.unwrap_or_else(now_ms);
+        took.insert(
+            s.index,
+            format!("{:.1} s", (end - start).max(0) as f64 / 1000.0),
+        );
+        bars.push((s.name.clone(), s.status.as_str().to_owned(), start, end));
+    }
     let ended = !wf.status.is_active();
     let failed = matches!(wf.status.as_str(), "failed" | "cancelled");
     let form = |act: &str, label: &str, class: &str, step: Option<&str>| {
@@ -383,7 +414,7 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
         }
         h2 { "Steps" }
         div.table-wrap { table id="steps" data-live-workflow={ "/workflows/" (wf.id) "/events" } {
-            thead { tr { th scope="col" { "#" } th scope="col" { "Step" } th scope="col" { "Status" } th scope="col" { "Approval" } th scope="col" { "Log" } th scope="col" { "Why" } } }
+            thead { tr { th scope="col" { "#" } th scope="col" { "Step" } th scope="col" { "Status" } th scope="col" { "Approval" } th scope="col" { "Log" } th scope="col" { "Took" } th scope="col" { "Plan, or why" } } }
             tbody {
                 @for s in &wf.steps {
                     tr data-step=(s.name) {
@@ -395,11 +426,25 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
                             @else if s.needs_approval { "needed" }
                         }
                         td.log { @if let Some(j) = &s.job_id { a href={ "/jobs/" (j) } { "log" } } }
-                        td.why { (s.reason.clone().unwrap_or_default()) }
+                        td.took { (took.get(&s.index).cloned().unwrap_or_default()) }
+                        td.why {
+                            (s.reason.clone().unwrap_or_default())
+                            @if let Some(c) = s.outputs.get("changes").filter(|c| c.is_object()) {
+                                (plan_summary(c))
+                            }
+                        }
                     }
                 }
             }
         } }
+        @if !bars.is_empty() {
+            h2 { "Timeline" }
+            (timeline(&bars))
+        }
+        section id="current" hidden {
+            h2 { "Log of " span id="current-step" {} }
+            div.table-wrap { table.log id="current-log" { tbody {} } }
+        }
         script src="/assets/live.js" defer {}
     };
     Ok(layout("Workflow", Some(web), body))
@@ -461,4 +506,73 @@ pub(super) async fn job(
         script src="/assets/live.js" defer {}
     };
     Ok(layout("Job log", Some(web), body))
+}
+
+/// A plan's counts, and its resources' addresses on demand.
+fn plan_summary(c: &serde_json::Value) -> Markup {
+    let n = |k: &str| c[k].as_u64().unwrap_or(0);
+    let resources: Vec<(String, String)> = c["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let actions: Vec<&str> = r["actions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str())
+                .collect();
+            (
+                r["address"].as_str().unwrap_or_default().to_owned(),
+                actions.join(", "),
+            )
+        })
+        .collect();
+    html! {
+        span.plan {
+            span.add { "+" (n("add")) } " " span.change { "~" (n("change")) } " " span.destroy { "-" (n("destroy")) }
+        }
+        @if !resources.is_empty() {
+            details {
+                summary { (resources.len()) " resource(s)" }
+                ul { @for (a, act) in &resources { li { code { (a) } " " span.muted { (act) } } } }
+            }
+        }
+    }
+}
+
+/// The steps' jobs as bars on one time axis, from the first start.
+fn timeline(bars: &[(String, String, i64, i64)]) -> Markup {
+    let t0 = bars.iter().map(|b| b.2).min().unwrap_or(0);
+    let t1 = bars.iter().map(|b| b.3).max().unwrap_or(t0).max(t0 + 1);
+    let span = (t1 - t0) as f64;
+    const ROW: usize = 22;
+    const LABEL: f64 = 180.0;
+    const WIDTH: f64 = 820.0;
+    let height = bars.len() * ROW + 4;
+    let esc = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    let mut svg = format!(
+        "<svg class=\"timeline\" role=\"img\" aria-label=\"Timeline of the steps' jobs, {:.1} s in all\" viewBox=\"0 0 1000 {height}\" xmlns=\"http://www.w3.org/2000/svg\">",
+        span / 1000.0
+    );
+    for (i, (name, status, start, end)) in bars.iter().enumerate() {
+        let x = LABEL + WIDTH * (start - t0) as f64 / span;
+        let w = (WIDTH * (end - start) as f64 / span).max(2.0);
+        let y = i * ROW + 2;
+        svg.push_str(&format!(
+            "<text x=\"0\" y=\"{}\">{}</text><rect class=\"bar {}\" x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"16\"><title>{} {:.1} s</title></rect>",
+            y + 13,
+            esc(name),
+            esc(status),
+            esc(name),
+            (end - start) as f64 / 1000.0
+        ));
+    }
+    svg.push_str("</svg>");
+    maud::PreEscaped(svg)
 }

@@ -1,0 +1,421 @@
+//! The dashboard's apps and runners pages, and its pictures: a
+//! component dependency graph and a fleet health strip, drawn as SVG on the
+//! server (no script), and a line diff of two config versions.
+
+use std::collections::BTreeMap;
+
+use maud::{Markup, PreEscaped, html};
+use nuon_core::now_ms;
+use nuon_core::wire::{ConfigVersionInfo, RunnerStatus};
+
+use super::Web;
+use super::pages::{ago, layout};
+use crate::api::SharedState;
+use crate::api::apps::{app_of, decode_config};
+use crate::error::Error;
+
+/// Escapes text for SVG (the one place markup is written by hand).
+fn esc(t: &str) -> String {
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// Components as layers: each one layer below the deepest it depends on.
+fn layers(deps: &[(String, Vec<String>)]) -> Vec<Vec<String>> {
+    let mut depth: BTreeMap<&str, usize> = BTreeMap::new();
+    // Dependencies come first in a valid config; a few passes settle the
+    // rest (a cycle is refused at validate, so this ends).
+    for _ in 0..=deps.len() {
+        let mut changed = false;
+        for (name, on) in deps {
+            let d = on
+                .iter()
+                .filter_map(|o| depth.get(o.as_str()))
+                .map(|d| d + 1)
+                .max()
+                .unwrap_or(0);
+            if depth.get(name.as_str()) != Some(&d) {
+                depth.insert(name, d);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for (name, _) in deps {
+        let d = depth.get(name.as_str()).copied().unwrap_or(0);
+        if out.len() <= d {
+            out.resize(d + 1, Vec::new());
+        }
+        out[d].push(name.clone());
+    }
+    out
+}
+
+/// The dependency graph of components as SVG: a column per layer, an
+/// arrow from each component to what it depends on.
+pub(super) fn dependency_graph(deps: &[(String, Vec<String>)]) -> Markup {
+    const W: usize = 170;
+    const H: usize = 34;
+    const GAP_X: usize = 60;
+    const GAP_Y: usize = 16;
+    let layers = layers(deps);
+    let tallest = layers.iter().map(Vec::len).max().unwrap_or(0);
+    let width = layers.len() * (W + GAP_X) + 10;
+    let height = tallest * (H + GAP_Y) + 10;
+    let mut at: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for (x, layer) in layers.iter().enumerate() {
+        for (y, name) in layer.iter().enumerate() {
+            at.insert(name, (5 + x * (W + GAP_X), 5 + y * (H + GAP_Y)));
+        }
+    }
+    let mut svg = format!(
+        "<svg class=\"graph\" role=\"img\" aria-labelledby=\"graph-title\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" xmlns=\"http://www.w3.org/2000/svg\"><title id=\"graph-title\">Component dependencies: each arrow points from a component to one it depends on</title>\
+         <defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" class=\"edge-head\"/></marker></defs>"
+    );
+    for (name, on) in deps {
+        let Some(&(x1, y1)) = at.get(name.as_str()) else {
+            continue;
+        };
+        for o in on {
+            if let Some(&(x2, y2)) = at.get(o.as_str()) {
+                svg.push_str(&format!(
+                    "<line class=\"edge\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" marker-end=\"url(#arrow)\"/>",
+                    x1,
+                    y1 + H / 2,
+                    x2 + W,
+                    y2 + H / 2
+                ));
+            }
+        }
+    }
+    for (name, (x, y)) in &at {
+        svg.push_str(&format!(
+            "<g class=\"node\" data-component=\"{n}\"><rect x=\"{x}\" y=\"{y}\" width=\"{W}\" height=\"{H}\" rx=\"5\"/><text x=\"{}\" y=\"{}\">{n}</text></g>",
+            x + 10,
+            y + H / 2 + 5,
+            n = esc(name)
+        ));
+    }
+    svg.push_str("</svg>");
+    PreEscaped(svg)
+}
+
+/// A strip of the fleet's health: one segment per state, as wide as its
+/// share of the installs.
+pub(super) fn health_strip(counts: &[(&str, usize)]) -> Markup {
+    let total: usize = counts.iter().map(|c| c.1).sum();
+    if total == 0 {
+        return html! {};
+    }
+    let words: Vec<String> = counts
+        .iter()
+        .filter(|c| c.1 > 0)
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    let mut svg = format!(
+        "<svg class=\"strip\" role=\"img\" aria-label=\"Fleet health: {}\" viewBox=\"0 0 1000 16\" preserveAspectRatio=\"none\" xmlns=\"http://www.w3.org/2000/svg\">",
+        esc(&words.join(", "))
+    );
+    let mut x = 0.0;
+    for (kind, n) in counts {
+        if *n == 0 {
+            continue;
+        }
+        let w = 1000.0 * *n as f64 / total as f64;
+        svg.push_str(&format!(
+            "<rect class=\"seg-{}\" x=\"{x:.1}\" y=\"0\" width=\"{w:.1}\" height=\"16\"><title>{n} {}</title></rect>",
+            esc(kind),
+            esc(kind)
+        ));
+        x += w;
+    }
+    svg.push_str("</svg>");
+    PreEscaped(svg)
+}
+
+/// The lines of `a` and `b` as a diff: (`' '`, `'-'` or `'+'`, line).
+pub(super) fn line_diff<'a>(a: &'a str, b: &'a str) -> Vec<(char, &'a str)> {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    // Longest common subsequence, by table: config files are small.
+    let (n, m) = (a.len(), b.len());
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < n && j < m {
+        if a[i] == b[j] {
+            out.push((' ', a[i]));
+            i += 1;
+            j += 1;
+        } else if lcs[i + 1][j] >= lcs[i][j + 1] {
+            out.push(('-', a[i]));
+            i += 1;
+        } else {
+            out.push(('+', b[j]));
+            j += 1;
+        }
+    }
+    out.extend(a[i..].iter().map(|l| ('-', *l)));
+    out.extend(b[j..].iter().map(|l| ('+', *l)));
+    out
+}
+
+/// The org's apps.
+pub(super) async fn apps(state: &SharedState, web: &Web) -> Result<Markup, Error> {
+    let apps = state.store.list_apps(&web.auth.0.org_id).await?;
+    let body = html! {
+        h1 { "Apps" }
+        @if apps.is_empty() {
+            p.muted { "No app yet: " code { "nuon apps create NAME" } "." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "App" } th scope="col" { "Created" } } }
+                tbody { @for a in &apps { tr {
+                    td { a href={ "/apps/" (a.id) } { (a.name) } }
+                    td { (ago(Some(a.created_at_ms))) }
+                } } }
+            } }
+        }
+    };
+    Ok(layout("Apps", Some(web), body))
+}
+
+/// A config version of the app, opened.
+async fn version(
+    state: &SharedState,
+    web: &Web,
+    app: &nuon_core::wire::AppInfo,
+    n: u32,
+) -> Result<ConfigVersionInfo, Error> {
+    let stored = state
+        .store
+        .get_config(&web.auth.0.org_id, &app.id, Some(n))
+        .await?
+        .ok_or_else(|| Error::not_found(format!("app {} has no config version {n}", app.name)))?;
+    decode_config(state, app, stored)
+}
+
+/// One app: its config versions (with a diff of any two), its components
+/// and their dependency graph, and its builds.
+pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
+    let app = app_of(state, &web.auth, key).await?;
+    let mut versions = state
+        .store
+        .list_configs(&web.auth.0.org_id, &app.id)
+        .await?;
+    versions.sort_by_key(|v| std::cmp::Reverse(v.version));
+    let builds = state.store.list_builds(&web.auth.0.org_id, &app.id).await?;
+    let latest = match versions.first() {
+        Some(v) => Some(version(state, web, &app, v.version).await?),
+        None => None,
+    };
+    let latest = latest.as_ref();
+    let deps: Vec<(String, Vec<String>)> = latest
+        .map(|v| {
+            v.config
+                .components
+                .iter()
+                .map(|c| (c.name.clone(), c.depends_on.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = html! {
+        h1 { "App " (app.name) }
+        h2 { "Config versions" }
+        @if versions.len() >= 2 {
+            form.search method="get" action={ "/apps/" (app.id) "/diff" } {
+                label for="from" { "Compare" }
+                select id="from" name="from" { @for v in &versions { option value=(v.version) selected[v.version == versions[1].version] { "v" (v.version) } } }
+                label for="to" { "with" }
+                select id="to" name="to" { @for v in &versions { option value=(v.version) selected[v.version == versions[0].version] { "v" (v.version) } } }
+                button type="submit" { "Diff" }
+            }
+        }
+        div.table-wrap { table {
+            thead { tr { th scope="col" { "Version" } th scope="col" { "Components" } th scope="col" { "Synced" } } }
+            tbody { @for v in &versions { tr {
+                td { "v" (v.version) }
+                td { (v.components) }
+                td { (ago(Some(v.created_at_ms))) }
+            } } }
+        } }
+        @if let Some(v) = latest {
+            h2 { "Components of v" (v.version) }
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Component" } th scope="col" { "Type" } th scope="col" { "Depends on" } } }
+                tbody { @for c in &v.config.components { tr {
+                    td { (c.name) }
+                    td { code { (c.kind.as_str()) } }
+                    td { (c.depends_on.join(", ")) }
+                } } }
+            } }
+            h2 { "Dependency graph" }
+            div.table-wrap { (dependency_graph(&deps)) }
+        }
+        h2 { "Builds" }
+        @if builds.is_empty() {
+            p.muted { "None yet: " code { "nuon builds create --app " (app.name) } "." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Build" } th scope="col" { "Component" } th scope="col" { "Version" } th scope="col" { "Status" } th scope="col" { "Log" } } }
+                tbody { @for b in &builds { tr {
+                    td { code { (b.id) } }
+                    td { (b.component) }
+                    td { "v" (b.config_version) }
+                    td { span class={ "badge " (b.status.as_str()) } { (b.status.as_str()) } }
+                    td { a href={ "/jobs/" (b.id) } { "log" } }
+                } } }
+            } }
+        }
+    };
+    Ok(layout(&format!("App {}", app.name), Some(web), body))
+}
+
+/// Two config versions of an app, file by file, as a line diff.
+pub(super) async fn diff(
+    state: &SharedState,
+    web: &Web,
+    key: &str,
+    from: u32,
+    to: u32,
+) -> Result<Markup, Error> {
+    let app = app_of(state, &web.auth, key).await?;
+    let (a, b) = (
+        &version(state, web, &app, from).await?,
+        &version(state, web, &app, to).await?,
+    );
+    let files = |v: &ConfigVersionInfo| -> BTreeMap<String, String> {
+        v.files
+            .iter()
+            .filter(|f| f.encoding.is_none())
+            .map(|f| (f.path.clone(), f.contents.clone()))
+            .collect()
+    };
+    let (fa, fb) = (files(a), files(b));
+    let mut paths: Vec<&String> = fa.keys().chain(fb.keys()).collect();
+    paths.sort();
+    paths.dedup();
+    let empty = String::new();
+    let body = html! {
+        h1 { "App " a href={ "/apps/" (app.id) } { (app.name) } ": v" (from) " → v" (to) }
+        @for p in &paths {
+            @let (x, y) = (fa.get(*p).unwrap_or(&empty), fb.get(*p).unwrap_or(&empty));
+            @if x != y {
+                h2 { code { (p) } }
+                pre.diff { @for (k, l) in line_diff(x, y) {
+                    @match k {
+                        '+' => ins { "+ " (l) "\n" },
+                        '-' => del { "- " (l) "\n" },
+                        _ => span { "  " (l) "\n" },
+                    }
+                } }
+            }
+        }
+        @if paths.iter().all(|p| fa.get(*p) == fb.get(*p)) {
+            p.muted { "The two versions' files are the same." }
+        }
+    };
+    Ok(layout("Config diff", Some(web), body))
+}
+
+/// Every runner of the org: its last call, version, slots and jobs now.
+pub(super) async fn runners(state: &SharedState, web: &Web) -> Result<Markup, Error> {
+    let org = &web.auth.0.org_id;
+    let runners: Vec<_> = state
+        .store
+        .list_runners(org)
+        .await?
+        .into_iter()
+        .map(|r| state.runner_view(r))
+        .collect();
+    let jobs = state.store.list_jobs(org, 1000).await?;
+    // An install's runner, by its install's name.
+    let mut installs = BTreeMap::new();
+    for r in &runners {
+        if let Some(i) = state.store.find_install_of_runner(org, &r.id).await? {
+            installs.insert(r.id.clone(), (i.id, i.name));
+        }
+    }
+    let running = |id: &nuon_core::RunnerId| {
+        jobs.iter()
+            .filter(|j| &j.runner_id == id && j.status == nuon_core::JobStatus::Running)
+            .collect::<Vec<_>>()
+    };
+    let body = html! {
+        h1 { "Runners" }
+        div.table-wrap { table {
+            thead { tr {
+                th scope="col" { "Runner" } th scope="col" { "Role" } th scope="col" { "Health" }
+                th scope="col" { "Last call" } th scope="col" { "Version" } th scope="col" { "Slots" }
+                th scope="col" { "Running jobs" }
+            } }
+            tbody { @for r in &runners {
+                @let t = r.telemetry.as_ref();
+                @let health = if r.status == RunnerStatus::Revoked { "revoked".to_owned() }
+                    else if t.and_then(|t| t.disabled.as_ref()).is_some() { "disabled".to_owned() }
+                    else { r.health.as_str().to_owned() };
+                tr {
+                    td {
+                        (r.name)
+                        @if let Some((id, name)) = installs.get(&r.id) {
+                            br; span.muted { "install " a href={ "/installs/" (id) } { (name) } }
+                        }
+                    }
+                    td { (format!("{:?}", r.role).to_lowercase()) }
+                    td { span class={ "badge " (health) } { (health) } }
+                    td { (ago(r.last_seen_at_ms)) }
+                    td { (r.session.as_ref().and_then(|s| s.version.clone()).unwrap_or_else(|| "-".into())) }
+                    td { @match t { Some(t) => { (t.busy) " / " (t.slots) }, None => "-" } }
+                    td { @for j in running(&r.id) { a href={ "/jobs/" (j.id) } { (j.kind) } " " } }
+                }
+            } }
+        } }
+        p.muted { "As of " (ago(Some(now_ms()))) "." }
+    };
+    Ok(layout("Runners", Some(web), body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_diff_keeps_the_common_lines_in_order() {
+        let d = line_diff("a\nb\nc\n", "a\nc\nd\n");
+        assert_eq!(d, vec![(' ', "a"), ('-', "b"), (' ', "c"), ('+', "d")]);
+        assert_eq!(line_diff("", "x"), vec![('+', "x")]);
+    }
+
+    #[test]
+    fn components_are_laid_out_below_what_they_depend_on() {
+        let deps = vec![
+            ("db".to_owned(), vec![]),
+            ("app".to_owned(), vec!["db".to_owned()]),
+            ("web".to_owned(), vec!["app".to_owned(), "db".to_owned()]),
+            ("cache".to_owned(), vec![]),
+        ];
+        assert_eq!(
+            layers(&deps),
+            vec![
+                vec!["db".to_owned(), "cache".to_owned()],
+                vec!["app".to_owned()],
+                vec!["web".to_owned()]
+            ]
+        );
+        let svg = dependency_graph(&[("<x>".to_owned(), vec![])]).into_string();
+        assert!(svg.contains("&lt;x&gt;") && !svg.contains("<x>"), "{svg}");
+    }
+}
