@@ -11,7 +11,7 @@ use nuon_tests::webdriver::Chrome;
 use nuon_tests::{ControlPlane, have_tool, rt};
 use serde_json::{Value, json};
 
-use crate::approvals::{FILES, deploy, waiting};
+use crate::approvals::{FILES, waiting};
 use crate::deploy::{Manual, ok, step, wait_workflow};
 
 const XSS: &str = "<script>alert(1)</script>\"><img src=x onerror=alert(2)>";
@@ -102,7 +102,16 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         "--input",
         "api_key=k3y-demo",
     ]));
-    let wf = deploy(&m);
+    // A provision whose first apply waits for an approval.
+    let wf = rt()
+        .block_on(m.cp.client().create_workflow(
+            "demo",
+            nuon_core::workflow::WorkflowKind::Provision,
+            None,
+        ))
+        .expect("provision")
+        .id
+        .to_string();
     waiting(&m, &wf, "apply db");
 
     // The admin signs in by the link `nuon dev` prints: the overview has
@@ -155,6 +164,16 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     // Approve in the browser; then, with no reload, the page follows the
     // steps to the end (Server-Sent Events) and names who approved.
     b.goto(&format!("{base}/workflows/{wf}"));
+    b.click("form[action$='/approve'] button");
+    // It asks first, showing the plan it applies.
+    b.wait_until("the confirmation", Duration::from_secs(10), |b| {
+        b.find("h1").is_some() && b.text("h1") == "Approve apply db?"
+    });
+    assert!(
+        b.source().contains("class=\"add\">+1<"),
+        "the plan's summary: {}",
+        b.source()
+    );
     b.exec("window.beforeApproval = true;", json!([]));
     b.click("form[action$='/approve'] button");
     b.wait_until(
@@ -217,6 +236,30 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     b.goto(&format!("{base}/workflows/{wf}"));
     assert!(b.source().contains("succeeded"));
 
+    // The overview: every component of demo deployed; the filters.
+    b.goto(&format!("{base}/"));
+    let cells = b.exec(
+        "return [...document.querySelectorAll('tbody tr')].find(r => r.querySelector('a').textContent === 'demo').querySelectorAll('.cell').length;",
+        json!([]),
+    );
+    assert_eq!(cells, json!(2), "{}", b.source());
+    let ok_cells = b.exec(
+        "return [...[...document.querySelectorAll('tbody tr')].find(r => r.querySelector('a').textContent === 'demo').querySelectorAll('.cell')].filter(c => c.classList.contains('ok')).length;",
+        json!([]),
+    );
+    assert_eq!(
+        ok_cells,
+        json!(2),
+        "every component deployed: {}",
+        b.source()
+    );
+    b.goto(&format!("{base}/?show=offline"));
+    let page = b.source();
+    assert!(
+        page.contains(">hostile<") && !page.contains(">demo<"),
+        "{page}"
+    );
+
     // A job's log grows in the page as the runner sends it, stdout and
     // stderr told apart, hostile lines as text.
     let script = format!("echo first; sleep 3; echo '{XSS}'; echo oops >&2; echo last-line");
@@ -268,6 +311,12 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         json!(0)
     );
     assert_eq!(b.dialog(), None, "a script ran");
+    b.type_into("#log-filter", "last");
+    let shown = b.exec(
+        "return [...document.querySelectorAll('#log tbody tr')].filter(r => !r.hidden).length;",
+        json!([]),
+    );
+    assert_eq!(shown, json!(1), "a search keeps the matching line");
     let raw = b.exec(
         "return fetch(arguments[0]).then(r => r.text());",
         json!([format!("/jobs/{job}/raw")]),

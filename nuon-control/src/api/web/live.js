@@ -26,6 +26,7 @@
       tr.appendChild(num);
       tr.appendChild(text);
       body.appendChild(tr);
+      if (filter) filter();
     });
     src.addEventListener('end', function () {
       src.close();
@@ -82,6 +83,23 @@
         if (actions) actions.setAttribute('data-stale', 'true');
       }
     });
+  }
+
+  // A log page's search: only the lines holding the text stay shown.
+  var filter = null;
+  var box = document.getElementById('log-filter');
+  if (box) {
+    filter = function () {
+      var q = box.value.toLowerCase();
+      var shown = 0;
+      document.querySelectorAll('#log tbody tr').forEach(function (tr) {
+        var hit = !q || tr.textContent.toLowerCase().indexOf(q) >= 0;
+        tr.hidden = !hit;
+        if (hit) shown++;
+      });
+      document.getElementById('log-matches').textContent = q ? shown + ' matching' : '';
+    };
+    box.addEventListener('input', filter);
   }
 
   var log = document.querySelector('[data-live-log]');

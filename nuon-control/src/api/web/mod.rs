@@ -369,6 +369,11 @@ async fn logout(
 struct OverviewQuery {
     #[serde(default)]
     q: String,
+    /// Only the installs of this health (`healthy`, `unhealthy`,
+    /// `offline`, `disabled`), or those waiting for an approval
+    /// (`waiting`).
+    #[serde(default)]
+    show: String,
 }
 
 async fn overview(
@@ -376,7 +381,7 @@ async fn overview(
     web: Web,
     Query(q): Query<OverviewQuery>,
 ) -> Response {
-    match pages::overview(&state, &web, q.q.trim()).await {
+    match pages::overview(&state, &web, q.q.trim(), q.show.trim()).await {
         Ok(m) => html(m),
         Err(e) => error_page(e),
     }
@@ -645,6 +650,9 @@ struct ActForm {
     csrf: String,
     #[serde(default)]
     step: Option<String>,
+    /// `yes` once the person confirmed on the confirmation page.
+    #[serde(default)]
+    confirm: Option<String>,
 }
 
 /// Approve, deny, retry or cancel, from a workflow's page: the API's own
@@ -670,8 +678,19 @@ async fn workflow_act(
             return error_page(Error::not_found(format!("no workflow action {other:?}")));
         }
     };
-    let principal = web.auth.0.clone();
     let step = form.step.filter(|s| !s.is_empty());
+    if form.confirm.as_deref() != Some("yes") {
+        // Refused as the API refuses it, before anything is asked.
+        if let Err(e) = super::control::require_deployer(&web.auth) {
+            return error_page(e);
+        }
+        let verb = op_path(op);
+        return match pages::confirm(&state, &web, &id, verb, step.as_deref()).await {
+            Ok(m) => html(m),
+            Err(e) => error_page(e),
+        };
+    }
+    let principal = web.auth.0.clone();
     let result = super::workflows::act(state.clone(), web.auth, id.clone(), act, step).await;
     let status = match &result {
         Ok(_) => StatusCode::OK,

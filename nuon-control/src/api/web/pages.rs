@@ -133,7 +133,12 @@ fn check_cell(c: &HealthCheck) -> Markup {
 
 /// Every install of the org as a row: its components by their last
 /// deploy, its runner, and what waits for an approval.
-pub(super) async fn overview(state: &SharedState, web: &Web, q: &str) -> Result<Markup, Error> {
+pub(super) async fn overview(
+    state: &SharedState,
+    web: &Web,
+    q: &str,
+    show: &str,
+) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
     let names = app_names(state, &web.auth).await?;
     let apps = state.store.list_apps(org).await?;
@@ -170,6 +175,14 @@ pub(super) async fn overview(state: &SharedState, web: &Web, q: &str) -> Result<
                     .any(|s| s.status == StepStatus::WaitingApproval)
             })
             .collect();
+        let picked = match show {
+            "" => true,
+            "waiting" => !waiting.is_empty(),
+            s => h.as_ref().is_some_and(|h| h.status == s),
+        };
+        if !picked {
+            continue;
+        }
         match h.as_ref().map(|h| h.status.as_str()) {
             Some("healthy") => healthy += 1,
             Some(_) => unhealthy += 1,
@@ -192,14 +205,18 @@ pub(super) async fn overview(state: &SharedState, web: &Web, q: &str) -> Result<
         h1 { "Installs" }
         (super::fleet::health_strip(&strip))
         ul.counts aria-label="Counts" {
-            li { strong { (total) } "installs" }
-            li { strong { (healthy) } "healthy" }
-            li { strong { (unhealthy) } "not healthy" }
-            li { strong { (waiting_total) } "waiting for an approval" }
+            li { a href="/" { strong { (total) } "installs" } }
+            li { a href="/?show=healthy" { strong { (healthy) } "healthy" } }
+            li { strong { (unhealthy) } "not healthy: "
+                a href="/?show=unhealthy" { "unhealthy" } ", "
+                a href="/?show=offline" { "offline" } ", "
+                a href="/?show=disabled" { "disabled" } }
+            li { a href="/?show=waiting" { strong { (waiting_total) } "waiting for an approval" } }
         }
         form.search method="get" action="/" role="search" {
             label for="q" class="muted" { "Search" }
             input id="q" type="search" name="q" value=(q) placeholder="name, app, state or label";
+            @if !show.is_empty() { input type="hidden" name="show" value=(show); }
             button type="submit" { "Filter" }
         }
         @if rows.is_empty() {
@@ -488,6 +505,11 @@ pub(super) async fn job(
             @if after > 0 { a href={ "/jobs/" (job.id) } { "First page" } }
             @if more { a href={ "/jobs/" (job.id) "?after=" (page.next) } { "Next page" } }
         }
+        form.search role="search" {
+            label for="log-filter" { "Search this page" }
+            input id="log-filter" type="search" placeholder="text in a line";
+            span id="log-matches" class="muted" aria-live="polite" {}
+        }
         div.table-wrap {
             table.log id="log" data-live-log=[live.then(|| format!("/jobs/{}/events?after={}", job.id, page.next))] {
                 thead { tr { th scope="col" { "Line" } th scope="col" { "Text" } } }
@@ -575,4 +597,74 @@ fn timeline(bars: &[(String, String, i64, i64)]) -> Markup {
     }
     svg.push_str("</svg>");
     maud::PreEscaped(svg)
+}
+
+/// What a workflow action asks before it is done: what it will do (an
+/// approval shows the plan it applies), and Yes / No.
+pub(super) async fn confirm(
+    state: &SharedState,
+    web: &Web,
+    raw: &str,
+    verb: &str,
+    step: Option<&str>,
+) -> Result<Markup, Error> {
+    let org = &web.auth.0.org_id;
+    let id: nuon_core::WorkflowId = crate::api::path_id("workflow", raw)?;
+    let wf = state
+        .store
+        .get_workflow(org, &id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))?;
+    let target = step
+        .and_then(|n| wf.steps.iter().position(|s| s.name == n))
+        .or_else(|| {
+            wf.steps
+                .iter()
+                .position(|s| s.status == StepStatus::WaitingApproval)
+        });
+    let plan = target
+        .and_then(|i| nuon_core::workflow::plan_step_of(&wf.steps, i))
+        .and_then(|p| p.outputs.get("changes").filter(|c| c.is_object()));
+    let name = target.map(|i| wf.steps[i].name.clone()).unwrap_or_default();
+    let (question, what, button, class) = match verb {
+        "approve" => (
+            format!("Approve {name}?"),
+            "It runs next, applying the plan below.",
+            "Yes, approve",
+            "primary",
+        ),
+        "deny" => (
+            format!("Deny {name}?"),
+            "It is skipped, and so is every step that depends on it.",
+            "Yes, deny",
+            "danger",
+        ),
+        "cancel" => (
+            "Cancel this workflow?".to_owned(),
+            "Its running job is asked to stop; its other steps will not run.",
+            "Yes, cancel it",
+            "danger",
+        ),
+        _ => (
+            "Retry this workflow?".to_owned(),
+            "It runs again from its failed step (an apply from its plan).",
+            "Yes, retry",
+            "primary",
+        ),
+    };
+    let body = html! {
+        h1 { (question) }
+        p { (what) }
+        @if let Some(c) = plan { p { "Plan: " (plan_summary(c)) } }
+        div.actions {
+            form method="post" action={ "/workflows/" (wf.id) "/" (verb) } {
+                input type="hidden" name="csrf" value=(web.csrf);
+                input type="hidden" name="confirm" value="yes";
+                @if let Some(s) = step { input type="hidden" name="step" value=(s); }
+                button class=(class) type="submit" { (button) }
+            }
+            a href={ "/workflows/" (wf.id) } { "No, go back" }
+        }
+    };
+    Ok(layout(&question, Some(web), body))
 }
