@@ -180,9 +180,10 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
     assert!(log.contains("==> phases:"), "{log}");
 
     // Second run (kept running for the checks below): no changes planned.
+    let said = data.with_extension("stderr");
     let child = dev(&data, ports, &[])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&said).unwrap())
         .spawn()
         .unwrap();
     let dev_proc = Dev(child);
@@ -209,6 +210,19 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
             "{p} planned changes on the second run: {ch}"
         );
     }
+    // It prints the dashboard's sign-in link for the local admin.
+    let admin = std::fs::read_to_string(data.join("control/admin-token")).unwrap();
+    let link = format!("http://127.0.0.1:{}/login#token={}", ports.0, admin.trim());
+    wait_for("the dashboard's link", Duration::from_secs(30), || {
+        std::fs::read_to_string(&said)
+            .ok()
+            .filter(|t| t.contains(&link))
+    })
+    .unwrap();
+    let login = rt()
+        .block_on(reqwest::get(format!("http://127.0.0.1:{}/login", ports.0)))
+        .unwrap();
+    assert_eq!(login.status(), 200);
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
     assert_eq!(outputs.components["database"]["admin_dsn"], "(sensitive)");
     assert_eq!(outputs.sensitive, ["database.admin_dsn"]);
