@@ -337,6 +337,14 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     let mut text = std::fs::read_to_string(&sandbox).unwrap();
     text.push_str("# a second version\n");
     std::fs::write(&sandbox, text).unwrap();
+    // The app's display name, from its config, carries hostile text too.
+    let metadata = changed.path().join("hello/metadata.toml");
+    let text = std::fs::read_to_string(&metadata).unwrap();
+    let text = text.replace(
+        "display_name = \"Hello\"",
+        &format!("display_name = '{XSS}'"),
+    );
+    std::fs::write(&metadata, text).unwrap();
     ok(m.cp.nuon(&[
         "apps",
         "sync",
@@ -385,7 +393,27 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         "return [...document.querySelectorAll('pre.diff ins')].map(e => e.textContent);",
         json!([]),
     );
-    assert_eq!(ins, json!(["+ # a second version\n"]), "{}", b.source());
+    assert_eq!(
+        ins,
+        json!([
+            format!("+ display_name = '{XSS}'\n"),
+            "+ # a second version\n"
+        ]),
+        "{}",
+        b.source()
+    );
+
+    // The display name is text, on the app's page and the overview.
+    for p in [format!("{base}/apps/{hello_app}"), format!("{base}/")] {
+        b.goto(&p);
+        let shown = b.exec("return document.body.innerText;", json!([]));
+        assert!(shown.as_str().unwrap().contains(XSS), "{p}: {shown}");
+        assert_eq!(
+            b.exec("return document.querySelectorAll('img').length;", json!([])),
+            json!(0)
+        );
+        assert_eq!(b.dialog(), None, "a script ran on {p}");
+    }
 
     // The runners: the install's runner is there, with its version.
     b.goto(&format!("{base}/runners"));

@@ -234,6 +234,10 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
         .unwrap_or_default();
     let body = html! {
         h1 { "App " (app.name) }
+        @if let Some(m) = latest.map(|v| &v.config.metadata) {
+            @if let Some(d) = &m.display_name { p { strong { (d) } } }
+            @if let Some(d) = &m.description { p.muted { (d) } }
+        }
         h2 { "Config versions" }
         @if versions.len() >= 2 {
             form.search method="get" action={ "/apps/" (app.id) "/diff" } {

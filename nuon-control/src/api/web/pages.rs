@@ -241,7 +241,12 @@ pub(super) async fn overview(
                                         br; span.muted { (labels.join(", ")) }
                                     }
                                 }
-                                td { (app) }
+                                td {
+                                    (app)
+                                    @if let Some(d) = configs.get(&i.app_id).and_then(|c| c.metadata.display_name.as_ref()) {
+                                        br; span.muted { (d) }
+                                    }
+                                }
                                 td {
                                     @match h {
                                         Some(h) => span class={ "badge " (h.status) } { (h.status) },
