@@ -426,24 +426,27 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     // Every page: no serious or critical accessibility violation (axe-core),
     // in light and dark, and nothing wider than a phone at 390 px.
     let pages = [
-        "/".to_owned(),
-        format!("/installs/{}", inst.id),
-        format!("/workflows/{wf}"),
-        format!("/jobs/{job}"),
-        "/apps".to_owned(),
-        format!("/apps/{demo_app}"),
-        format!("/apps/{hello_app}/diff?from=1&to=2"),
-        "/runners".to_owned(),
+        ("overview", "/".to_owned()),
+        ("install", format!("/installs/{}", inst.id)),
+        ("workflow", format!("/workflows/{wf}")),
+        ("job-log", format!("/jobs/{job}")),
+        ("apps", "/apps".to_owned()),
+        ("app", format!("/apps/{demo_app}")),
+        ("config-diff", format!("/apps/{hello_app}/diff?from=1&to=2")),
+        ("runners", "/runners".to_owned()),
     ];
     let axe = axe_source();
+    // For a reviewer: each page, light, dark and at a phone's width.
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
     for dark in [false, true] {
         let scheme = if dark { "dark" } else { "light" };
         b.cdp(
             "Emulation.setEmulatedMedia",
             json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
         );
-        for p in &pages {
+        for (name, p) in &pages {
             b.goto(&format!("{base}{p}"));
+            b.screenshot(&shots.join(format!("{scheme}-{name}.png")));
             let found = run_axe(&b, &axe);
             assert!(found.is_empty(), "{p} ({scheme}): {found:#?}");
         }
@@ -454,8 +457,9 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     );
     assert_eq!(bg, json!("rgb(13, 17, 23)"), "dark mode");
     b.set_size(390, 844);
-    for p in &pages {
+    for (name, p) in &pages {
         b.goto(&format!("{base}{p}"));
+        b.screenshot(&shots.join(format!("phone-{name}.png")));
         let wide = b.exec(
             "return document.documentElement.scrollWidth <= window.innerWidth;",
             json!([]),

@@ -224,6 +224,19 @@ impl Chrome {
         )
     }
 
+    /// Saves a PNG of the window to `path`.
+    pub fn screenshot(&self, path: &std::path::Path) {
+        use base64::Engine as _;
+        let png = self.call(reqwest::Method::GET, "/screenshot", None);
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap_or_default())
+            .expect("a base64 screenshot");
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).expect("the screenshots' directory");
+        }
+        std::fs::write(path, png).expect("the screenshot is written");
+    }
+
     /// The text of an open dialog (`alert`, `confirm`), if one is open.
     pub fn dialog(&self) -> Option<String> {
         self.try_call(reqwest::Method::GET, "/alert/text", None)

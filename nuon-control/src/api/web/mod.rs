@@ -374,6 +374,9 @@ struct OverviewQuery {
     /// (`waiting`).
     #[serde(default)]
     show: String,
+    /// Which page of the installs, from 0.
+    #[serde(default)]
+    page: usize,
 }
 
 async fn overview(
@@ -381,7 +384,7 @@ async fn overview(
     web: Web,
     Query(q): Query<OverviewQuery>,
 ) -> Response {
-    match pages::overview(&state, &web, q.q.trim(), q.show.trim()).await {
+    match pages::overview(&state, &web, q.q.trim(), q.show.trim(), q.page).await {
         Ok(m) => html(m),
         Err(e) => error_page(e),
     }

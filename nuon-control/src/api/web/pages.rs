@@ -100,6 +100,21 @@ pub(super) fn error(status: StatusCode, message: &str) -> Markup {
     )
 }
 
+/// How many installs the overview shows at once.
+const OVERVIEW_PAGE: usize = 100;
+
+/// A query string value, percent-encoded.
+fn form_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// The install's health, by the function the API's health handler uses.
 async fn health(
     state: &SharedState,
@@ -138,6 +153,7 @@ pub(super) async fn overview(
     web: &Web,
     q: &str,
     show: &str,
+    page: usize,
 ) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
     let names = app_names(state, &web.auth).await?;
@@ -219,6 +235,16 @@ pub(super) async fn overview(
             @if !show.is_empty() { input type="hidden" name="show" value=(show); }
             button type="submit" { "Filter" }
         }
+        @let pages = rows.len().div_ceil(OVERVIEW_PAGE).max(1);
+        @let page = page.min(pages - 1);
+        @let link = |p: usize| format!("/?q={}&show={}&page={p}", form_encode(q), form_encode(show));
+        @if pages > 1 {
+            nav.actions aria-label="Pages" {
+                span { "Page " (page + 1) " of " (pages) " (" (rows.len()) " installs)" }
+                @if page > 0 { a href=(link(page - 1)) { "Previous" } }
+                @if page + 1 < pages { a href=(link(page + 1)) { "Next" } }
+            }
+        }
         @if rows.is_empty() {
             p.muted { "No install matches." }
         } @else {
@@ -233,7 +259,7 @@ pub(super) async fn overview(
                         th scope="col" { "Approvals" }
                     } }
                     tbody {
-                        @for (i, app, labels, h, waiting) in &rows {
+                        @for (i, app, labels, h, waiting) in rows.iter().skip(page * OVERVIEW_PAGE).take(OVERVIEW_PAGE) {
                             tr {
                                 td {
                                     a href={ "/installs/" (i.id) } { (i.name) }
