@@ -17,6 +17,9 @@
 //!     rollout   a release rolled out to --installs N installs (default 1,000) on SQLite, in
 //!               waves 1,10%,50%,100% at --max-parallel P (default 50), each install's runner
 //!               simulated (its build, sync, plan and apply jobs succeed at once)
+//!     dashboard --installs N installs (default 1,000) of an app of 10 components, all deployed
+//!               by simulated runners: the dashboard's server time and page weights, and the
+//!               overview's first paint in headless Chromium
 //! ```
 //!
 //! Prints Markdown for BENCHMARKS.md. With no section, runs them all.
@@ -102,6 +105,9 @@ fn main() -> Result<()> {
     }
     if want("rollout") {
         rt.block_on(rollout(&args))?;
+    }
+    if want("dashboard") {
+        rt.block_on(dashboard(&args))?;
     }
     Ok(())
 }
@@ -511,6 +517,240 @@ fn memory(pid: u32) -> (f64, f64) {
     (kb("VmRSS:") / 1024.0, kb("VmHWM:") / 1024.0)
 }
 
+/// An app of `components` Terraform components (each one `terraform_data`)
+/// synced and built on a simulated build runner, and `n` installs of it
+/// (labelled `tier=prod`), each with its simulated runner: the build
+/// runner's fleet and the installs'.
+async fn installs_of(cp: &ControlPlane, n: usize, components: usize) -> Result<(Fleet, Fleet)> {
+    use nuon_core::wire::CreateInstall;
+
+    let control = cp.client();
+    let app = tempfile::tempdir()?;
+    let mut files = vec![
+        ("metadata.toml".to_owned(), "version = \"v2\"\n".to_owned()),
+        (
+            "src/box/main.tf".to_owned(),
+            "resource \"terraform_data\" \"box\" {}\n".to_owned(),
+        ),
+    ];
+    for c in 0..components {
+        let name = if components == 1 {
+            "box".to_owned()
+        } else {
+            format!("c{c}")
+        };
+        files.push((
+            format!("components/{name}.toml"),
+            format!("name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n"),
+        ));
+    }
+    for (path, text) in &files {
+        let p = app.path().join(path);
+        std::fs::create_dir_all(p.parent().context("a parent")?)?;
+        std::fs::write(p, text)?;
+    }
+    let nuon = |a: &[&str]| -> Result<()> {
+        let out = cp.nuon(a);
+        if !out.status.success() {
+            bail!("nuon {a:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    };
+    nuon(&["apps", "create", "app"])?;
+    nuon(&[
+        "apps",
+        "sync",
+        app.path().to_str().context("a path")?,
+        "--app",
+        "app",
+    ])?;
+    let build_token = std::fs::read_to_string(cp.data_dir.join("build-runner-token"))?;
+    let tokens = vec![("build".to_owned(), build_token.trim().to_owned())];
+    let builder = Fleet::start(&tokens, std::slice::from_ref(&cp.runner_url), 4)?;
+    nuon(&["builds", "create", "--app", "app", "--wait"])?;
+
+    let t = Instant::now();
+    let sem = Arc::new(Semaphore::new(32));
+    let mut set = JoinSet::new();
+    for i in 0..n {
+        let (control, sem) = (control.clone(), sem.clone());
+        set.spawn(async move {
+            let _permit = sem.acquire_owned().await?;
+            let name = format!("i{i:04}");
+            let created = control
+                .create_install(&CreateInstall {
+                    app: "app".into(),
+                    name: name.clone(),
+                    inputs: Default::default(),
+                    secrets: Default::default(),
+                    approval: None,
+                    labels: [("tier".to_owned(), "prod".to_owned())].into(),
+                })
+                .await?;
+            anyhow::Ok((name, created.runner_token))
+        });
+    }
+    let mut tokens = Vec::new();
+    while let Some(r) = set.join_next().await {
+        tokens.push(r??);
+    }
+    println!(
+        "| create {n} installs with their runners (32 at a time) | {:.1} s |",
+        t.elapsed().as_secs_f64()
+    );
+    let fleet = Fleet::start(&tokens, std::slice::from_ref(&cp.runner_url), 1)?;
+    Ok((builder, fleet))
+}
+
+/// The dashboard's overview of `--installs N` installs (default 1,000) of
+/// an app of 10 components, every component deployed (a rollout through
+/// simulated runners): server time of the overview and the other pages,
+/// what each page weighs, and the overview's first paint in Chromium.
+async fn dashboard(args: &Args) -> Result<()> {
+    use nuon_core::rollout::{CreateRollout, RolloutStatus};
+
+    let n = args.installs;
+    println!("\n## Dashboard on SQLite: {n} installs × 10 components, all deployed\n");
+    let cp = ControlPlane::start("60s")?;
+    let control = cp.client();
+    let (_builder, _fleet) = installs_of(&cp, n, 10).await?;
+    let release = control.create_release("app", None).await?;
+    let t = Instant::now();
+    let rollout = control
+        .create_rollout(
+            release.id.as_str(),
+            &CreateRollout {
+                to: "tier=prod".into(),
+                waves: "100%".into(),
+                max_parallel: 200,
+                ..CreateRollout::default()
+            },
+        )
+        .await?;
+    loop {
+        let r = control.get_rollout(rollout.id.as_str()).await?;
+        if r.status == RolloutStatus::Succeeded {
+            break;
+        }
+        if r.status != RolloutStatus::Running || t.elapsed() > Duration::from_secs(3600) {
+            bail!("the rollout ended {} ({:?})", r.status, r.reason);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    println!(
+        "| deploy every install's 10 components (one rollout) | {:.1} s |",
+        t.elapsed().as_secs_f64()
+    );
+
+    // Sign in as a browser does: the form's cookie and its CSRF field.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let base = cp.control_url.clone();
+    let login = http.get(format!("{base}/login")).send().await?;
+    let cookie = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|v| v.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.split(';').next())
+            .map(str::to_owned)
+    };
+    let csrf = cookie(&login, "nuon_login").context("the sign-in form's cookie")?;
+    let signed = http
+        .post(format!("{base}/login"))
+        .header("cookie", format!("nuon_login={csrf}"))
+        .form(&[("token", cp.admin_token.as_str()), ("csrf", csrf.as_str())])
+        .send()
+        .await?;
+    let session = cookie(&signed, "nuon_session").context("a session")?;
+    let get = |path: String| {
+        let (http, session, base) = (http.clone(), session.clone(), base.clone());
+        async move {
+            let t = Instant::now();
+            let r = http
+                .get(format!("{base}{path}"))
+                .header("cookie", format!("nuon_session={session}"))
+                .send()
+                .await?;
+            if !r.status().is_success() {
+                bail!("{path}: {}", r.status());
+            }
+            let bytes = r.bytes().await?.len();
+            anyhow::Ok((t.elapsed().as_secs_f64() * 1e3, bytes))
+        }
+    };
+    let install = control.get_install("i0000").await?;
+    let workflow = control
+        .list_workflows("i0000")
+        .await?
+        .workflows
+        .into_iter()
+        .next()
+        .context("a workflow")?;
+    let job = workflow
+        .steps
+        .iter()
+        .rev()
+        .find_map(|s| s.job_id.clone())
+        .context("a job")?;
+    for (what, path, times) in [
+        (
+            "overview (100 of the installs, counts over all)",
+            "/".to_owned(),
+            100,
+        ),
+        ("install page", format!("/installs/{}", install.id), 50),
+        (
+            "workflow page (30 steps)",
+            format!("/workflows/{}", workflow.id),
+            50,
+        ),
+        ("job log page", format!("/jobs/{job}"), 50),
+        ("runners page", "/runners".to_owned(), 20),
+    ] {
+        let mut ms = Vec::new();
+        let mut size = 0;
+        for _ in 0..times {
+            let (t, b) = get(path.clone()).await?;
+            ms.push(t);
+            size = b;
+        }
+        ms.sort_by(f64::total_cmp);
+        println!(
+            "| {what}: server time | p50 {:.1} ms, p99 {:.1} ms ({times} GETs); {:.0} KB |",
+            percentile(&ms, 0.50),
+            percentile(&ms, 0.99),
+            size as f64 / 1024.0
+        );
+    }
+
+    // The overview's first paint in headless Chromium, signed in.
+    if let Some(b) = nuon_tests::webdriver::Chrome::start() {
+        b.goto(&format!("{base}/login#token={}", cp.admin_token));
+        let mut paints = Vec::new();
+        for _ in 0..5 {
+            b.goto(&format!("{base}/"));
+            let fcp = b.exec(
+                "return performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? null;",
+                serde_json::json!([]),
+            );
+            if let Some(v) = fcp.as_f64() {
+                paints.push(v);
+            }
+        }
+        paints.sort_by(f64::total_cmp);
+        if let Some(m) = paints.get(paints.len() / 2) {
+            println!(
+                "| overview: first contentful paint in headless Chromium (median of {}) | {m:.0} ms |",
+                paints.len()
+            );
+        }
+    }
+    Ok(())
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -846,7 +1086,6 @@ async fn pg_throughput(args: &Args, raw: Option<f64>) -> Result<()> {
 /// and that it never deploys more than `--max-parallel` at once.
 async fn rollout(args: &Args) -> Result<()> {
     use nuon_core::rollout::{CreateRollout, RolloutStatus, TargetState};
-    use nuon_core::wire::CreateInstall;
 
     let n = args.installs;
     let waves = "1,10%,50%,100%";
@@ -856,72 +1095,7 @@ async fn rollout(args: &Args) -> Result<()> {
     );
     let cp = ControlPlane::start("60s")?;
     let control = cp.client();
-    let app = tempfile::tempdir()?;
-    for (path, text) in [
-        ("metadata.toml", "version = \"v2\"\n"),
-        (
-            "components/box.toml",
-            "name = \"box\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/box\"\n",
-        ),
-        (
-            "src/box/main.tf",
-            "resource \"terraform_data\" \"box\" {}\n",
-        ),
-    ] {
-        let p = app.path().join(path);
-        std::fs::create_dir_all(p.parent().context("a parent")?)?;
-        std::fs::write(p, text)?;
-    }
-    let nuon = |a: &[&str]| -> Result<()> {
-        let out = cp.nuon(a);
-        if !out.status.success() {
-            bail!("nuon {a:?}: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(())
-    };
-    nuon(&["apps", "create", "app"])?;
-    nuon(&[
-        "apps",
-        "sync",
-        app.path().to_str().context("a path")?,
-        "--app",
-        "app",
-    ])?;
-    let build_token = std::fs::read_to_string(cp.data_dir.join("build-runner-token"))?;
-    let mut tokens = vec![("build".to_owned(), build_token.trim().to_owned())];
-    let _builder = Fleet::start(&tokens, std::slice::from_ref(&cp.runner_url), 4)?;
-    nuon(&["builds", "create", "--app", "app", "--wait"])?;
-
-    let t = Instant::now();
-    let sem = Arc::new(Semaphore::new(32));
-    let mut set = JoinSet::new();
-    for i in 0..n {
-        let (control, sem) = (control.clone(), sem.clone());
-        set.spawn(async move {
-            let _permit = sem.acquire_owned().await?;
-            let name = format!("i{i:04}");
-            let created = control
-                .create_install(&CreateInstall {
-                    app: "app".into(),
-                    name: name.clone(),
-                    inputs: Default::default(),
-                    secrets: Default::default(),
-                    approval: None,
-                    labels: [("tier".to_owned(), "prod".to_owned())].into(),
-                })
-                .await?;
-            anyhow::Ok((name, created.runner_token))
-        });
-    }
-    tokens.clear();
-    while let Some(r) = set.join_next().await {
-        tokens.push(r??);
-    }
-    println!(
-        "| create {n} installs with their runners (32 at a time) | {:.1} s |",
-        t.elapsed().as_secs_f64()
-    );
-    let fleet = Fleet::start(&tokens, std::slice::from_ref(&cp.runner_url), 1)?;
+    let (_builder, fleet) = installs_of(&cp, n, 1).await?;
     let release = control.create_release("app", None).await?;
 
     let t = Instant::now();

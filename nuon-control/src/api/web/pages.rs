@@ -169,6 +169,15 @@ pub(super) async fn overview(
     let (mut healthy, mut unhealthy, mut waiting_total) = (0, 0, 0);
     let installs = state.store.list_installs(org).await?;
     let total = installs.len();
+    // Every runner of the org in one read, not one per install.
+    let runners: BTreeMap<nuon_core::RunnerId, _> = state
+        .store
+        .list_runners(org)
+        .await?
+        .into_iter()
+        .map(|r| (r.id.clone(), state.runner_view(r)))
+        .collect();
+    let now = now_ms();
     for i in installs {
         let app: &str = names.get(&i.app_id).map_or("?", String::as_str);
         let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -176,14 +185,13 @@ pub(super) async fn overview(
         if !needle.is_empty() && !hay.contains(&needle) {
             continue;
         }
-        let h = match configs.get(&i.app_id) {
-            Some(c) => Some(health(state, web, &i, c).await?),
-            None => None,
-        };
-        let waiting: Vec<WorkflowInfo> = state
-            .store
-            .list_workflows(org, &i.id)
-            .await?
+        // The install's workflows, read once for its health and for what
+        // waits for an approval.
+        let workflows = state.store.list_workflows(org, &i.id).await?;
+        let h = configs
+            .get(&i.app_id)
+            .map(|c| crate::health::health_of(c, &i, runners.get(&i.runner_id), &workflows, now));
+        let waiting: Vec<WorkflowInfo> = workflows
             .into_iter()
             .filter(|w| {
                 w.steps
