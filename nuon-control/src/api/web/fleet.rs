@@ -335,8 +335,11 @@ pub(super) async fn diff(
     Ok(layout("Config diff", Some(web), body))
 }
 
+/// How many runners the runners page shows at once.
+const RUNNERS_PAGE: usize = 100;
+
 /// Every runner of the org: its last call, version, slots and jobs now.
-pub(super) async fn runners(state: &SharedState, web: &Web) -> Result<Markup, Error> {
+pub(super) async fn runners(state: &SharedState, web: &Web, page: usize) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
     let runners: Vec<_> = state
         .store
@@ -346,13 +349,16 @@ pub(super) async fn runners(state: &SharedState, web: &Web) -> Result<Markup, Er
         .map(|r| state.runner_view(r))
         .collect();
     let jobs = state.store.list_jobs(org, 1000).await?;
-    // An install's runner, by its install's name.
-    let mut installs = BTreeMap::new();
-    for r in &runners {
-        if let Some(i) = state.store.find_install_of_runner(org, &r.id).await? {
-            installs.insert(r.id.clone(), (i.id, i.name));
-        }
-    }
+    // An install's runner, by its install's name (the installs read once).
+    let installs: BTreeMap<_, _> = state
+        .store
+        .list_installs(org)
+        .await?
+        .into_iter()
+        .map(|i| (i.runner_id, (i.id, i.name)))
+        .collect();
+    let pages = runners.len().div_ceil(RUNNERS_PAGE).max(1);
+    let page = page.min(pages - 1);
     let running = |id: &nuon_core::RunnerId| {
         jobs.iter()
             .filter(|j| &j.runner_id == id && j.status == nuon_core::JobStatus::Running)
@@ -360,13 +366,20 @@ pub(super) async fn runners(state: &SharedState, web: &Web) -> Result<Markup, Er
     };
     let body = html! {
         h1 { "Runners" }
+        @if pages > 1 {
+            nav.actions aria-label="Pages" {
+                span { "Page " (page + 1) " of " (pages) " (" (runners.len()) " runners)" }
+                @if page > 0 { a href={ "/runners?page=" (page - 1) } { "Previous" } }
+                @if page + 1 < pages { a href={ "/runners?page=" (page + 1) } { "Next" } }
+            }
+        }
         div.table-wrap { table {
             thead { tr {
                 th scope="col" { "Runner" } th scope="col" { "Role" } th scope="col" { "Health" }
                 th scope="col" { "Last call" } th scope="col" { "Version" } th scope="col" { "Slots" }
                 th scope="col" { "Running jobs" }
             } }
-            tbody { @for r in &runners {
+            tbody { @for r in runners.iter().skip(page * RUNNERS_PAGE).take(RUNNERS_PAGE) {
                 @let t = r.telemetry.as_ref();
                 @let health = if r.status == RunnerStatus::Revoked { "revoked".to_owned() }
                     else if t.and_then(|t| t.disabled.as_ref()).is_some() { "disabled".to_owned() }

@@ -429,8 +429,18 @@ async fn app_diff(
     }
 }
 
-async fn runners(State(state): State<SharedState>, web: Web) -> Response {
-    match fleet::runners(&state, &web).await {
+#[derive(Deserialize, Default)]
+struct PageQuery {
+    #[serde(default)]
+    page: usize,
+}
+
+async fn runners(
+    State(state): State<SharedState>,
+    web: Web,
+    Query(q): Query<PageQuery>,
+) -> Response {
+    match fleet::runners(&state, &web, q.page).await {
         Ok(m) => html(m),
         Err(e) => error_page(e),
     }
