@@ -737,21 +737,28 @@ async fn dashboard(args: &Args) -> Result<()> {
 fn first_paint(base: &str, token: &str) {
     if let Some(b) = nuon_tests::webdriver::Chrome::start() {
         b.goto(&format!("{base}/login#token={token}"));
+        // First contentful paint where headless Chromium reports it, else
+        // the load's end (navigation timing), an upper bound of it.
         let mut paints = Vec::new();
+        let mut measure = "first contentful paint";
         for _ in 0..5 {
             b.goto(&format!("{base}/"));
-            let fcp = b.exec(
-                "return performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? null;",
+            let v = b.exec(
+                "const p = performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint'); \
+                 return p ? [p.startTime, true] : [performance.getEntriesByType('navigation')[0].loadEventEnd, false];",
                 serde_json::json!([]),
             );
-            if let Some(v) = fcp.as_f64() {
-                paints.push(v);
+            if v[1] == serde_json::json!(false) {
+                measure = "load complete (no paint entry in headless mode)";
+            }
+            if let Some(ms) = v[0].as_f64() {
+                paints.push(ms);
             }
         }
         paints.sort_by(f64::total_cmp);
         if let Some(m) = paints.get(paints.len() / 2) {
             println!(
-                "| overview: first contentful paint in headless Chromium (median of {}) | {m:.0} ms |",
+                "| overview in headless Chromium: {measure} (median of {}) | {m:.0} ms |",
                 paints.len()
             );
         }
