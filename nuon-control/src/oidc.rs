@@ -115,7 +115,7 @@ fn random() -> String {
 
 /// `application/x-www-form-urlencoded` of one value (RFC 6749 2.3.1 asks
 /// it of the client id and secret in basic auth too).
-fn form_encode(s: &str) -> String {
+pub(crate) fn form_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {

@@ -25,19 +25,32 @@ async fn health(
     auth: ApiAuth,
     Path(key): Path<String>,
 ) -> Result<Json<InstallHealth>, Error> {
-    let org = &auth.0.org_id;
     let (install, _, latest) = install_app_config(&state, &auth, &key).await?;
+    Ok(Json(
+        install_health(&state, &auth, &install, &latest.config).await?,
+    ))
+}
+
+/// An install's health now: its runner as the API shows it, and its
+/// workflows (the API's handler and the dashboard's install page).
+pub(super) async fn install_health(
+    state: &SharedState,
+    auth: &ApiAuth,
+    install: &crate::store::StoredInstall,
+    config: &nuon_core::app::AppConfig,
+) -> Result<InstallHealth, Error> {
+    let org = &auth.0.org_id;
     let runner = state
         .store
         .find_runner(org, install.runner_id.as_str())
         .await?
         .map(|r| state.runner_view(r));
     let workflows = state.store.list_workflows(org, &install.id).await?;
-    Ok(Json(health_of(
-        &latest.config,
-        &install,
+    Ok(health_of(
+        config,
+        install,
         runner.as_ref(),
         &workflows,
         nuon_core::now_ms(),
-    )))
+    ))
 }

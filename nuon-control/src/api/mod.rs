@@ -6,7 +6,7 @@ mod control;
 pub(crate) mod doc;
 mod drift;
 mod groups;
-mod health;
+pub(crate) mod health;
 mod lifecycle;
 mod ops;
 mod orgs;

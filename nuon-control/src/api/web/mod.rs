@@ -246,6 +246,14 @@ pub(super) fn error_page(e: Error) -> Response {
     (status, html(pages::error(status, &e.to_string()))).into_response()
 }
 
+/// A page, or the error as a page.
+fn page(r: Result<Markup, Error>) -> Response {
+    match r {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
 fn html(m: Markup) -> Response {
     (
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
@@ -384,31 +392,19 @@ async fn overview(
     web: Web,
     Query(q): Query<OverviewQuery>,
 ) -> Response {
-    match pages::overview(&state, &web, q.q.trim(), q.show.trim(), q.page).await {
-        Ok(m) => html(m),
-        Err(e) => error_page(e),
-    }
+    page(pages::overview(&state, &web, q.q.trim(), q.show.trim(), q.page).await)
 }
 
 async fn install(State(state): State<SharedState>, web: Web, Path(key): Path<String>) -> Response {
-    match pages::install(&state, &web, &key).await {
-        Ok(m) => html(m),
-        Err(e) => error_page(e),
-    }
+    page(pages::install(&state, &web, &key).await)
 }
 
 async fn apps(State(state): State<SharedState>, web: Web) -> Response {
-    match fleet::apps(&state, &web).await {
-        Ok(m) => html(m),
-        Err(e) => error_page(e),
-    }
+    page(fleet::apps(&state, &web).await)
 }
 
 async fn app(State(state): State<SharedState>, web: Web, Path(key): Path<String>) -> Response {
-    match fleet::app(&state, &web, &key).await {
-        Ok(m) => html(m),
-        Err(e) => error_page(e),
-    }
+    page(fleet::app(&state, &web, &key).await)
 }
 
 #[derive(Deserialize)]
@@ -423,10 +419,7 @@ async fn app_diff(
     Path(key): Path<String>,
     Query(q): Query<DiffQuery>,
 ) -> Response {
-    match fleet::diff(&state, &web, &key, q.from, q.to).await {
-        Ok(m) => html(m),
-        Err(e) => error_page(e),
-    }
+    page(fleet::diff(&state, &web, &key, q.from, q.to).await)
 }
 
 #[derive(Deserialize, Default)]
@@ -440,17 +433,11 @@ async fn runners(
     web: Web,
     Query(q): Query<PageQuery>,
 ) -> Response {
-    match fleet::runners(&state, &web, q.page).await {
-        Ok(m) => html(m),
-        Err(e) => error_page(e),
-    }
+    page(fleet::runners(&state, &web, q.page).await)
 }
 
 async fn workflow(State(state): State<SharedState>, web: Web, Path(id): Path<String>) -> Response {
-    match pages::workflow(&state, &web, &id).await {
-        Ok(m) => html(m),
-        Err(e) => error_page(e),
-    }
+    page(pages::workflow(&state, &web, &id).await)
 }
 
 /// A workflow as its page's script follows it.
@@ -484,15 +471,10 @@ async fn workflow_events(
 ) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let org = web.auth.0.org_id.clone();
-    let id: nuon_core::WorkflowId = match super::path_id("workflow", &raw) {
-        Ok(id) => id,
+    let id = match pages::workflow_of(&state, &web, &raw).await {
+        Ok(wf) => wf.id,
         Err(e) => return error_page(e),
     };
-    match state.store.get_workflow(&org, &id).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return error_page(Error::not_found(format!("no workflow {raw:?}"))),
-        Err(e) => return error_page(e.into()),
-    }
     // (state, last sent, ended): looked at twice a second.
     let start = (state, org, id, String::new(), false);
     let stream = futures_util::stream::unfold(start, |(state, org, id, last, ended)| async move {
@@ -537,24 +519,16 @@ async fn job(
     Path(raw): Path<String>,
     Query(q): Query<LogQuery>,
 ) -> Response {
-    match pages::job(&state, &web, &raw, q.after).await {
-        Ok(m) => html(m),
-        Err(e) => error_page(e),
-    }
+    page(pages::job(&state, &web, &raw, q.after).await)
 }
 
 /// The job's whole log as text, read page by page: a download.
 async fn job_raw(State(state): State<SharedState>, web: Web, Path(raw): Path<String>) -> Response {
     let org = web.auth.0.org_id.clone();
-    let id: nuon_core::JobId = match super::path_id("job", &raw) {
-        Ok(id) => id,
+    let id = match pages::job_of(&state, &web, &raw).await {
+        Ok(job) => job.id,
         Err(e) => return error_page(e),
     };
-    match state.store.get_job(&org, &id).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return error_page(Error::not_found(format!("no job {raw:?} in this org"))),
-        Err(e) => return error_page(e.into()),
-    }
     let filename = format!("attachment; filename=\"{id}.log\"");
     let stream = futures_util::stream::unfold(Some(0u64), move |cursor| {
         let (state, org, id) = (state.clone(), org.clone(), id.clone());
@@ -605,15 +579,10 @@ async fn job_events(
         .unwrap_or(q.after);
     use axum::response::sse::{Event, KeepAlive, Sse};
     let org = web.auth.0.org_id.clone();
-    let id: nuon_core::JobId = match super::path_id("job", &raw) {
-        Ok(id) => id,
+    let id = match pages::job_of(&state, &web, &raw).await {
+        Ok(job) => job.id,
         Err(e) => return error_page(e),
     };
-    match state.store.get_job(&org, &id).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return error_page(Error::not_found(format!("no job {raw:?} in this org"))),
-        Err(e) => return error_page(e.into()),
-    }
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(super::control::follow(state, org, id, after, tx));
     let stream = futures_util::stream::unfold((rx, false), |(mut rx, ended)| async move {
@@ -698,10 +667,7 @@ async fn workflow_act(
             return error_page(e);
         }
         let verb = op_path(op);
-        return match pages::confirm(&state, &web, &id, verb, step.as_deref()).await {
-            Ok(m) => html(m),
-            Err(e) => error_page(e),
-        };
+        return page(pages::confirm(&state, &web, &id, verb, step.as_deref()).await);
     }
     let principal = web.auth.0.clone();
     let result = super::workflows::act(state.clone(), web.auth, id.clone(), act, step).await;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use axum::http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
 use nuon_core::now_ms;
-use nuon_core::wire::{HealthCheck, InstallHealth, WorkflowInfo};
+use nuon_core::wire::{HealthCheck, WorkflowInfo};
 use nuon_core::workflow::StepStatus;
 
 use super::Web;
@@ -100,43 +100,36 @@ pub(super) fn error(status: StatusCode, message: &str) -> Markup {
     )
 }
 
-/// How many installs the overview shows at once.
-const OVERVIEW_PAGE: usize = 100;
-
-/// A query string value, percent-encoded.
-fn form_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// The install's health, by the function the API's health handler uses.
-async fn health(
+/// The session's org's workflow of a path's id, or not found.
+pub(super) async fn workflow_of(
     state: &SharedState,
     web: &Web,
-    install: &crate::store::StoredInstall,
-    config: &nuon_core::app::AppConfig,
-) -> Result<InstallHealth, Error> {
-    let org = &web.auth.0.org_id;
-    let runner = state
+    raw: &str,
+) -> Result<nuon_core::wire::WorkflowInfo, Error> {
+    let id: nuon_core::WorkflowId = crate::api::path_id("workflow", raw)?;
+    state
         .store
-        .find_runner(org, install.runner_id.as_str())
+        .get_workflow(&web.auth.0.org_id, &id)
         .await?
-        .map(|r| state.runner_view(r));
-    let workflows = state.store.list_workflows(org, &install.id).await?;
-    Ok(crate::health::health_of(
-        config,
-        install,
-        runner.as_ref(),
-        &workflows,
-        now_ms(),
-    ))
+        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))
 }
+
+/// The session's org's job of a path's id, or not found.
+pub(super) async fn job_of(
+    state: &SharedState,
+    web: &Web,
+    raw: &str,
+) -> Result<nuon_core::wire::JobInfo, Error> {
+    let id: nuon_core::JobId = crate::api::path_id("job", raw)?;
+    state
+        .store
+        .get_job(&web.auth.0.org_id, &id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no job {raw:?} in this org")))
+}
+
+/// How many installs the overview shows at once.
+const OVERVIEW_PAGE: usize = 100;
 
 fn check_cell(c: &HealthCheck) -> Markup {
     html! {
@@ -245,7 +238,7 @@ pub(super) async fn overview(
         }
         @let pages = rows.len().div_ceil(OVERVIEW_PAGE).max(1);
         @let page = page.min(pages - 1);
-        @let link = |p: usize| format!("/?q={}&show={}&page={p}", form_encode(q), form_encode(show));
+        @let link = |p: usize| format!("/?q={}&show={}&page={p}", crate::oidc::form_encode(q), crate::oidc::form_encode(show));
         @if pages > 1 {
             nav.actions aria-label="Pages" {
                 span { "Page " (page + 1) " of " (pages) " (" (rows.len()) " installs)" }
@@ -323,7 +316,7 @@ pub(super) async fn overview(
 pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
     let (stored, app, latest) = install_app_config(state, &web.auth, key).await?;
-    let h = health(state, web, &stored, &latest.config).await?;
+    let h = crate::api::health::install_health(state, &web.auth, &stored, &latest.config).await?;
     let workflows = state.store.list_workflows(org, &stored.id).await?;
     let info = install_info(install_of(state, &web.auth, stored.id.as_str()).await?)?;
     let components = crate::api::toggles::components(&latest.config, &stored);
@@ -404,12 +397,7 @@ fn workflow_table(workflows: &[WorkflowInfo]) -> Markup {
 /// One workflow: its steps in order, and what the session may do to it.
 pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
-    let id: nuon_core::WorkflowId = crate::api::path_id("workflow", raw)?;
-    let wf = state
-        .store
-        .get_workflow(org, &id)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))?;
+    let wf = workflow_of(state, web, raw).await?;
     let wf = crate::api::workflow_view_live(state, org, wf).await?;
     let install = state
         .store
@@ -519,12 +507,8 @@ pub(super) async fn job(
     after: u64,
 ) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
-    let id: nuon_core::JobId = crate::api::path_id("job", raw)?;
-    let job = state
-        .store
-        .get_job(org, &id)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no job {raw:?} in this org")))?;
+    let job = job_of(state, web, raw).await?;
+    let id = job.id.clone();
     let page = state
         .store
         .read_logs(org, &id, after, LOG_PAGE)
@@ -647,13 +631,7 @@ pub(super) async fn confirm(
     verb: &str,
     step: Option<&str>,
 ) -> Result<Markup, Error> {
-    let org = &web.auth.0.org_id;
-    let id: nuon_core::WorkflowId = crate::api::path_id("workflow", raw)?;
-    let wf = state
-        .store
-        .get_workflow(org, &id)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))?;
+    let wf = workflow_of(state, web, raw).await?;
     let target = step
         .and_then(|n| wf.steps.iter().position(|s| s.name == n))
         .or_else(|| {
