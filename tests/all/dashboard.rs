@@ -468,6 +468,46 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     }
     b.set_size(1280, 900);
 
+    // A long log keeps only its last 5,000 lines in the live view.
+    let long: Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "--json",
+        "jobs",
+        "exec",
+        "--runner",
+        "demo",
+        "--",
+        "sh",
+        "-c",
+        "sleep 2; seq 1 6000",
+    ])))
+    .unwrap();
+    let long = long["id"].as_str().unwrap().to_owned();
+    b.goto(&format!("{base}/jobs/{long}"));
+    b.wait_until("the long log, live", Duration::from_secs(60), |b| {
+        b.exec(
+            "return document.getElementById('log').getAttribute('data-complete');",
+            json!([]),
+        ) == json!("true")
+    });
+    let (rows, last, trimmed) = (
+        b.exec(
+            "return document.querySelectorAll('#log tbody tr').length;",
+            json!([]),
+        ),
+        b.exec(
+            "return document.querySelector('#log tbody tr:last-child pre').textContent;",
+            json!([]),
+        ),
+        b.exec(
+            "return document.getElementById('log').hasAttribute('data-trimmed');",
+            json!([]),
+        ),
+    );
+    assert_eq!(
+        (rows, last, trimmed),
+        (json!(5000), json!("6000"), json!(true))
+    );
+
     // A POST without the session's CSRF token is refused.
     let (status, _) = post_from_page(&b, &format!("/workflows/{wf}/retry"), "csrf=forged");
     assert_eq!(status, 403);

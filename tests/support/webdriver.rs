@@ -187,13 +187,17 @@ impl Chrome {
         );
     }
 
-    /// The visible text of the element a CSS selector finds.
+    /// The visible text of the first element a CSS selector finds (empty
+    /// when there is none). Read in the page, so a page being replaced
+    /// gives the old or the new text, never a stale element.
     pub fn text(&self, css: &str) -> String {
-        let e = self.must(css);
-        self.call(reqwest::Method::GET, &format!("/element/{e}/text"), None)
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        self.exec(
+            "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';",
+            json!([css]),
+        )
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
     }
 
     /// Runs `script` (a function body; `arguments` are `args`) in the

@@ -4,6 +4,11 @@
 (function () {
   if (!window.EventSource) return;
 
+  // The most lines a live view keeps: the page's memory stays bounded
+  // however long the log grows (earlier lines stay on the job's pages and
+  // in the raw download).
+  var KEEP = 5000;
+
   // Appends each line of a job's log to `body`; `done` once it is whole.
   function follow(url, body, done) {
     var src = new EventSource(url);
@@ -26,6 +31,17 @@
       tr.appendChild(num);
       tr.appendChild(text);
       body.appendChild(tr);
+      while (body.children.length > KEEP) {
+        body.removeChild(body.firstChild);
+        var table = body.closest('table');
+        if (!table.hasAttribute('data-trimmed')) {
+          table.setAttribute('data-trimmed', '');
+          var note = document.createElement('p');
+          note.className = 'muted';
+          note.textContent = 'Only the last ' + KEEP + ' lines are kept here; the earlier ones are on the job\'s pages and in the raw download.';
+          table.parentNode.insertBefore(note, table);
+        }
+      }
       if (filter) filter();
     });
     src.addEventListener('end', function () {
