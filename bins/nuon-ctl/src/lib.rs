@@ -213,7 +213,8 @@ impl OidcArgs {
             redirect_url: self.oidc_redirect_url,
             session_ttl: self.session_ttl,
         };
-        config.check().map_err(|e| anyhow::anyhow!(e))?;
+        // Checked when the control plane opens (`Oidc::new`), so a library
+        // user gets the same refusal.
         Ok(Some(config))
     }
 }

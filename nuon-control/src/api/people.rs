@@ -352,23 +352,19 @@ async fn callback(
 
 /// The page a browser lands on: who signed in, and their token, once.
 fn signed_in_page(s: &SignedIn) -> Response {
-    let esc = |t: &str| {
-        t.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('"', "&quot;")
-            .replace('\'', "&#39;")
-    };
-    let body = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Signed in</title></head>\
-         <body><main><h1>Signed in as {} ({})</h1>\
-         <p>Your API token, shown only now; it works until it expires:</p>\
-         <pre><code>{}</code></pre>\
-         <p>Use it as <code>NUON_TOKEN</code> or <code>--token</code>.</p></main></body></html>",
-        esc(&s.user.email),
-        s.user.role.as_str(),
-        esc(&s.token.secret)
-    );
+    let body = maud::html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { "Signed in" } }
+            body { main {
+                h1 { "Signed in as " (s.user.email) " (" (s.user.role.as_str()) ")" }
+                p { "Your API token, shown only now; it works until it expires:" }
+                pre { code { (s.token.secret) } }
+                p { "Use it as " code { "NUON_TOKEN" } " or " code { "--token" } "." }
+            } }
+        }
+    }
+    .into_string();
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),

@@ -8,20 +8,11 @@ use maud::{Markup, PreEscaped, html};
 use nuon_core::now_ms;
 use nuon_core::wire::{ConfigVersionInfo, RunnerStatus};
 
-use super::Web;
 use super::pages::{ago, layout};
+use super::{Web, escape as esc};
 use crate::api::SharedState;
 use crate::api::apps::{app_of, decode_config};
 use crate::error::Error;
-
-/// Escapes text for SVG (the one place markup is written by hand).
-fn esc(t: &str) -> String {
-    t.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
-}
 
 /// Components as layers: each one layer below the deepest it depends on.
 fn layers(deps: &[(String, Vec<String>)]) -> Vec<Vec<String>> {

@@ -519,7 +519,7 @@ pub(super) async fn job(
     let body = html! {
         h1 { "Job " code { (job.id) } }
         dl.facts {
-            dt { "Kind" } dd { (format!("{:?}", job.kind).to_lowercase()) }
+            dt { "Kind" } dd { (job.kind) }
             dt { "Status" } dd { span class={ "badge " (job.status.as_str()) } { (job.status.as_str()) } }
             dt { "Created" } dd { (ago(Some(job.created_at_ms))) }
         }
@@ -595,12 +595,7 @@ fn timeline(bars: &[(String, String, i64, i64)]) -> Markup {
     const LABEL: f64 = 180.0;
     const WIDTH: f64 = 820.0;
     let height = bars.len() * ROW + 4;
-    let esc = |t: &str| {
-        t.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('"', "&quot;")
-    };
+    let esc = super::escape;
     let mut svg = format!(
         "<svg class=\"timeline\" role=\"img\" aria-label=\"Timeline of the steps' jobs, {:.1} s in all\" viewBox=\"0 0 1000 {height}\" xmlns=\"http://www.w3.org/2000/svg\">",
         span / 1000.0
