@@ -20,6 +20,9 @@
 //!     dashboard --installs N installs (default 1,000) of an app of 10 components, all deployed
 //!               by simulated runners: the dashboard's server time and page weights, and the
 //!               overview's first paint in headless Chromium
+//!     livelog   a job printing 10,000 lines/s until --lines N (default 1,000,000), followed
+//!               live on its dashboard page in headless Chromium: how far the page lags, and
+//!               the tab's memory at the end
 //! ```
 //!
 //! Prints Markdown for BENCHMARKS.md. With no section, runs them all.
@@ -56,6 +59,7 @@ struct Args {
     jobs: usize,
     installs: usize,
     max_parallel: u32,
+    lines: u64,
 }
 
 fn args() -> Result<Args> {
@@ -67,6 +71,7 @@ fn args() -> Result<Args> {
         jobs: 12_000,
         installs: 1_000,
         max_parallel: 50,
+        lines: 1_000_000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -79,6 +84,7 @@ fn args() -> Result<Args> {
             "--jobs" => a.jobs = value("--jobs")?.parse()?,
             "--installs" => a.installs = value("--installs")?.parse()?,
             "--max-parallel" => a.max_parallel = value("--max-parallel")?.parse()?,
+            "--lines" => a.lines = value("--lines")?.parse()?,
             s if s.starts_with("--") => bail!("unknown flag {s}; see the top of benches/fleet.rs"),
             s => a.sections.push(s.to_owned()),
         }
@@ -108,6 +114,9 @@ fn main() -> Result<()> {
     }
     if want("dashboard") {
         rt.block_on(dashboard(&args))?;
+    }
+    if want("livelog") {
+        rt.block_on(livelog(&args))?;
     }
     Ok(())
 }
@@ -730,6 +739,208 @@ async fn dashboard(args: &Args) -> Result<()> {
     // driver's client blocks: off the runtime's threads).
     let token = cp.admin_token.clone();
     tokio::task::spawn_blocking(move || first_paint(&base, &token)).await?;
+    Ok(())
+}
+
+/// How fast the live log's job prints, in lines a second.
+const LOG_RATE: u64 = 10_000;
+
+/// A job printing [`LOG_RATE`] lines a second until `--lines`, its runner
+/// simulated (each batch of lines shipped through the Runner API as the
+/// runner ships them), followed live on its dashboard page in headless
+/// Chromium: the page's lag behind the job, sampled every 2 s, and the
+/// tab's memory once every line is in.
+async fn livelog(args: &Args) -> Result<()> {
+    const BATCH: u64 = 500;
+    let total = args.lines;
+    println!("\n## The dashboard's live log: {LOG_RATE} lines/s, {total} lines\n");
+    let cp = ControlPlane::start("60s")?;
+    let control = cp.client();
+    let created = control.create_runner("printer").await?;
+    let job = control
+        .create_job(&CreateJob {
+            runner: "printer".into(),
+            kind: "exec".into(),
+            payload: serde_json::json!({"command": "true"}),
+            timeout_secs: Some(3600),
+            max_attempts: Some(1),
+            sandbox: None,
+        })
+        .await?;
+    let runner = RunnerClient::new(ClientConfig::new(&cp.runner_url, &created.token)?)?;
+    let claimed = runner
+        .claim(&ClaimRequest {
+            kinds: vec!["exec".into()],
+            slots: 1,
+            wait_ms: 5_000,
+            signing_key: None,
+            telemetry: None,
+        })
+        .await?
+        .jobs
+        .into_iter()
+        .next()
+        .context("the job is claimed")?;
+    let beat = HeartbeatRequest {
+        leases: vec![LeaseRef {
+            job_id: claimed.job_id.clone(),
+            attempt: claimed.attempt,
+        }],
+        wait_ms: 0,
+        telemetry: None,
+    };
+    runner.heartbeat(&beat).await?;
+
+    // The browser signs in and opens the job's page before it prints.
+    let base = cp.control_url.clone();
+    let token = cp.admin_token.clone();
+    let page = format!("{base}/jobs/{}", job.id);
+    let chrome = tokio::task::spawn_blocking(move || {
+        let b = nuon_tests::webdriver::Chrome::start()?;
+        b.goto(&format!("{base}/login#token={token}"));
+        b.wait_until("signed in", Duration::from_secs(20), |b| {
+            !b.url().contains("/login")
+        });
+        b.goto(&page);
+        b.cdp("Performance.enable", serde_json::json!({}));
+        Some(b)
+    })
+    .await?;
+    let Some(chrome) = chrome else {
+        println!("(no chromium: skipped)");
+        return Ok(());
+    };
+
+    // The job prints: a batch every BATCH / LOG_RATE seconds, on the clock.
+    let sent = Arc::new(AtomicU64::new(0));
+    let printing = {
+        let sent = sent.clone();
+        let job_id = claimed.job_id.clone();
+        let attempt = claimed.attempt;
+        tokio::spawn(async move {
+            let start = Instant::now();
+            let mut seq = 1u64;
+            let mut beat_at = Instant::now();
+            while seq <= total {
+                let due = start + Duration::from_secs_f64((seq - 1) as f64 / LOG_RATE as f64);
+                tokio::time::sleep_until(due.into()).await;
+                let mut lines = LogRecords::new();
+                let end = (seq + BATCH - 1).min(total);
+                for n in seq..=end {
+                    let stream = if n % 10 == 0 {
+                        LogStream::Stderr
+                    } else {
+                        LogStream::Stdout
+                    };
+                    lines.push(
+                        stream,
+                        now_ms(),
+                        &format!(
+                            "line {n}: building layer {} of the image, {} bytes so far",
+                            n % 97,
+                            n * 4096
+                        ),
+                    )?;
+                }
+                let batch = LogBatch {
+                    attempt,
+                    first_seq: seq,
+                    lines,
+                };
+                runner.append_logs(&job_id, &batch).await?;
+                sent.store(end, Ordering::Relaxed);
+                seq = end + 1;
+                if beat_at.elapsed() > Duration::from_secs(10) {
+                    runner.heartbeat(&beat).await?;
+                    beat_at = Instant::now();
+                }
+            }
+            let rate = total as f64 / start.elapsed().as_secs_f64();
+            let done = Completion {
+                attempt,
+                log_lines: total,
+                result: JobResult {
+                    outcome: Outcome::Succeeded,
+                    exit_code: Some(0),
+                    reason: None,
+                    outputs: serde_json::Value::Null,
+                },
+            };
+            runner.complete(&job_id, &done).await?;
+            anyhow::Ok((rate, Instant::now()))
+        })
+    };
+
+    // The page, every 2 s: the last line it shows, against the last sent.
+    let watch = {
+        let sent = sent.clone();
+        tokio::task::spawn_blocking(move || {
+            let shown = |b: &nuon_tests::webdriver::Chrome| {
+                b.exec(
+                    "const r = document.querySelector('#log tbody tr:last-child'); \
+                     return [r ? Number(r.id.split('-')[1]) : 0, document.getElementById('log').hasAttribute('data-complete')];",
+                    serde_json::json!([]),
+                )
+            };
+            let mut lags = Vec::new();
+            loop {
+                std::thread::sleep(Duration::from_secs(2));
+                let at = sent.load(Ordering::Relaxed);
+                let v = shown(&chrome);
+                let line = v[0].as_u64().unwrap_or(0);
+                lags.push(at.saturating_sub(line));
+                if v[1] == serde_json::json!(true) || lags.len() > 3600 {
+                    break;
+                }
+            }
+            let done_at = Instant::now();
+            let metrics = chrome.cdp("Performance.getMetrics", serde_json::json!({}));
+            let metric = |name: &str| {
+                metrics["metrics"]
+                    .as_array()
+                    .and_then(|m| m.iter().find(|x| x["name"] == name))
+                    .and_then(|x| x["value"].as_f64())
+                    .unwrap_or(f64::NAN)
+            };
+            let rows = chrome.exec(
+                "return document.querySelectorAll('#log tbody tr').length;",
+                serde_json::json!([]),
+            );
+            (
+                lags,
+                done_at,
+                metric("JSHeapUsedSize"),
+                metric("Nodes"),
+                chrome.renderer_rss(),
+                rows,
+            )
+        })
+    };
+    let (rate, printed_at) = printing.await??;
+    let (lags, done_at, heap, nodes, rss, rows) = watch.await?;
+    let worst = lags.iter().copied().max().unwrap_or(0);
+    let mut sorted = lags.clone();
+    sorted.sort_unstable();
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+    println!("| lines printed, at | {total} at {rate:.0} lines/s |");
+    println!(
+        "| the page's lag behind the job (every 2 s, {} samples) | median {median} lines ({:.2} s), worst {worst} lines ({:.2} s) |",
+        lags.len(),
+        median as f64 / LOG_RATE as f64,
+        worst as f64 / LOG_RATE as f64
+    );
+    println!(
+        "| the job's end to the page's last line | under {:.1} s (sampled every 2 s) |",
+        done_at.saturating_duration_since(printed_at).as_secs_f64()
+    );
+    println!(
+        "| the tab after {total} lines | renderer {}; JS heap {:.1} MB; {nodes:.0} DOM nodes; {rows} rows kept |",
+        rss.map_or("n/a".into(), |b| format!(
+            "{:.0} MB resident",
+            b as f64 / 1048576.0
+        )),
+        heap / 1048576.0
+    );
     Ok(())
 }
 

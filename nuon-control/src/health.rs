@@ -3,9 +3,12 @@
 //! (an action with a `cron` trigger). Pure: the Control API answers it,
 //! and a rollout's bake holds a wave on it.
 
+use nuon_core::WorkflowId;
 use nuon_core::app::{AppConfig, ComponentKind};
 use nuon_core::wire::{HealthCheck, InstallHealth, RunnerInfo, RunnerStatus, WorkflowInfo};
-use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind};
+use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 use crate::store::StoredInstall;
 
@@ -20,13 +23,123 @@ fn check(kind: &str, name: &str, status: &str) -> HealthCheck {
     }
 }
 
+/// What an install's workflows say of its health, without its config or
+/// runner: each target's last deploy (or teardown) and last sync that
+/// ended, each action's last run that ended, and the workflows that wait
+/// for an approval. Small, so the dashboard's overview keeps one per
+/// install (`install_summaries`) instead of reading every workflow.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WorkflowSummary {
+    /// By target: its last `apply`/`destroy` step that ended.
+    deploys: BTreeMap<String, Ended>,
+    /// By target: its last `sync` step that ended.
+    syncs: BTreeMap<String, Ended>,
+    /// By action: its last run that ended.
+    actions: BTreeMap<String, Ended>,
+    /// The workflows with a step waiting for an approval, newest first.
+    pub waiting: Vec<(WorkflowId, WorkflowKind)>,
+}
+
+/// How a step or an action's run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Ended {
+    workflow_id: WorkflowId,
+    at_ms: Option<i64>,
+    ok: bool,
+    detail: String,
+}
+
+impl WorkflowSummary {
+    /// The summary of an install's workflows (newest first).
+    pub(crate) fn of(workflows: &[WorkflowInfo]) -> Self {
+        let mut out = Self::default();
+        for w in workflows {
+            if w.steps
+                .iter()
+                .any(|s| s.status == StepStatus::WaitingApproval)
+            {
+                out.waiting.push((w.id.clone(), w.kind));
+            }
+            if w.kind != WorkflowKind::Drift {
+                for s in w.steps.iter().rev() {
+                    let ended = matches!(s.status, StepStatus::Succeeded | StepStatus::Failed);
+                    let (Some(target), true) = (s.target.as_ref(), ended) else {
+                        continue;
+                    };
+                    let into = match s.kind {
+                        StepKind::Sync => &mut out.syncs,
+                        StepKind::Apply | StepKind::Destroy => &mut out.deploys,
+                        _ => continue,
+                    };
+                    let ok = s.status == StepStatus::Succeeded;
+                    into.entry(target.clone()).or_insert_with(|| Ended {
+                        workflow_id: w.id.clone(),
+                        at_ms: w.finished_at_ms,
+                        ok,
+                        detail: match (ok, s.kind) {
+                            (true, StepKind::Destroy) => "torn down".into(),
+                            (true, _) => "deployed".into(),
+                            _ => format!(
+                                "{} failed: {}",
+                                s.name,
+                                s.reason.clone().unwrap_or_default()
+                            ),
+                        },
+                    });
+                }
+            }
+            if let (WorkflowKind::Action, Some(name), false) =
+                (w.kind, w.component.as_ref(), w.status.is_active())
+            {
+                out.actions.entry(name.clone()).or_insert_with(|| {
+                    let ok = w.status == WorkflowStatus::Succeeded;
+                    let detail = if ok {
+                        "its last run succeeded".into()
+                    } else {
+                        let why = w
+                            .steps
+                            .iter()
+                            .find_map(|s| {
+                                s.reason.clone().filter(|_| s.status == StepStatus::Failed)
+                            })
+                            .unwrap_or_else(|| format!("it ended {}", w.status));
+                        format!("its last run failed: {why}")
+                    };
+                    Ended {
+                        workflow_id: w.id.clone(),
+                        at_ms: w.finished_at_ms,
+                        ok,
+                        detail,
+                    }
+                });
+            }
+        }
+        out
+    }
+}
+
+/// A check from how something last ended, or `unknown` with `never`.
+fn ended_check(kind: &str, name: &str, last: Option<&Ended>, never: &str) -> HealthCheck {
+    let mut k = check(kind, name, "unknown");
+    match last {
+        None => k.detail = Some(never.into()),
+        Some(e) => {
+            k.status = if e.ok { "ok" } else { "failed" }.into();
+            k.detail = Some(e.detail.clone());
+            k.workflow_id = Some(e.workflow_id.clone());
+            k.at_ms = e.at_ms;
+        }
+    }
+    k
+}
+
 /// The health of `install`, from its runner (`status` already derived) and
-/// its workflows (newest first).
+/// the summary of its workflows.
 pub(crate) fn health_of(
     config: &AppConfig,
     install: &StoredInstall,
     runner: Option<&RunnerInfo>,
-    workflows: &[WorkflowInfo],
+    workflows: &WorkflowSummary,
     now_ms: i64,
 ) -> InstallHealth {
     let mut checks = Vec::new();
@@ -68,43 +181,19 @@ pub(crate) fn health_of(
     let online = r.status == "ok";
     let disabled = r.status == "disabled";
     checks.push(r);
-    // Each component's last deploy or teardown that ended.
+    // Each component's last deploy or teardown that ended (a container
+    // image's: its last sync).
     for c in config.components.iter().filter(|c| install.enabled(c)) {
-        let deploys = |s: &nuon_core::wire::WorkflowStepInfo| {
-            s.target.as_deref() == Some(c.name.as_str())
-                && match c.kind {
-                    ComponentKind::ContainerImage => s.kind == StepKind::Sync,
-                    _ => matches!(s.kind, StepKind::Apply | StepKind::Destroy),
-                }
-                && matches!(s.status, StepStatus::Succeeded | StepStatus::Failed)
+        let by = match c.kind {
+            ComponentKind::ContainerImage => &workflows.syncs,
+            _ => &workflows.deploys,
         };
-        let last = workflows
-            .iter()
-            .filter(|w| w.kind != WorkflowKind::Drift)
-            .find_map(|w| w.steps.iter().rev().find(|s| deploys(s)).map(|s| (w, s)));
-        let mut k = check("component", &c.name, "unknown");
-        match last {
-            None => k.detail = Some("never deployed".into()),
-            Some((w, s)) => {
-                k.workflow_id = Some(w.id.clone());
-                k.at_ms = w.finished_at_ms;
-                let (status, detail) = match (s.status, s.kind) {
-                    (StepStatus::Succeeded, StepKind::Destroy) => ("ok", "torn down".to_owned()),
-                    (StepStatus::Succeeded, _) => ("ok", "deployed".to_owned()),
-                    _ => (
-                        "failed",
-                        format!(
-                            "{} failed: {}",
-                            s.name,
-                            s.reason.clone().unwrap_or_default()
-                        ),
-                    ),
-                };
-                k.status = status.into();
-                k.detail = Some(detail);
-            }
-        }
-        checks.push(k);
+        checks.push(ended_check(
+            "component",
+            &c.name,
+            by.get(&c.name),
+            "never deployed",
+        ));
     }
     // Each health-check action's last run that ended.
     for a in config
@@ -112,32 +201,12 @@ pub(crate) fn health_of(
         .iter()
         .filter(|a| a.triggers.iter().any(|t| t.kind == "cron"))
     {
-        let last = workflows.iter().find(|w| {
-            w.kind == WorkflowKind::Action
-                && w.component.as_deref() == Some(a.name.as_str())
-                && !w.status.is_active()
-        });
-        let mut k = check("action", &a.name, "unknown");
-        match last {
-            None => k.detail = Some("never run".into()),
-            Some(w) => {
-                k.workflow_id = Some(w.id.clone());
-                k.at_ms = w.finished_at_ms;
-                if w.status == nuon_core::workflow::WorkflowStatus::Succeeded {
-                    k.status = "ok".into();
-                    k.detail = Some("its last run succeeded".into());
-                } else {
-                    k.status = "failed".into();
-                    let why = w
-                        .steps
-                        .iter()
-                        .find_map(|s| s.reason.clone().filter(|_| s.status == StepStatus::Failed))
-                        .unwrap_or_else(|| format!("it ended {}", w.status));
-                    k.detail = Some(format!("its last run failed: {why}"));
-                }
-            }
-        }
-        checks.push(k);
+        checks.push(ended_check(
+            "action",
+            &a.name,
+            workflows.actions.get(&a.name),
+            "never run",
+        ));
     }
     let status = if disabled {
         "disabled"

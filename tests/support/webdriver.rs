@@ -228,6 +228,60 @@ impl Chrome {
         )
     }
 
+    /// The resident memory of this browser's largest renderer process
+    /// (the tab's, with one tab open), in bytes, from `/proc`; `None`
+    /// where there is no `/proc` or no renderer yet.
+    pub fn renderer_rss(&self) -> Option<u64> {
+        let driver = self.driver.id();
+        // Each process's parent, to find the driver's descendants.
+        let mut procs = Vec::new();
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+                continue;
+            };
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let renderer = cmdline.split(|b| *b == 0).any(|a| a == b"--type=renderer");
+            procs.push((
+                pid,
+                field("PPid:").unwrap_or(0) as u32,
+                field("VmRSS:"),
+                renderer,
+            ));
+        }
+        let descends = |mut pid: u32| {
+            for _ in 0..16 {
+                if pid == driver {
+                    return true;
+                }
+                match procs.iter().find(|p| p.0 == pid) {
+                    Some(p) if p.1 != 0 => pid = p.1,
+                    _ => return false,
+                }
+            }
+            false
+        };
+        procs
+            .iter()
+            .filter(|p| p.3 && descends(p.0))
+            .filter_map(|p| p.2)
+            .max()
+            .map(|kb| kb * 1024)
+    }
+
     /// Saves a PNG of the window to `path`.
     pub fn screenshot(&self, path: &std::path::Path) {
         use base64::Engine as _;

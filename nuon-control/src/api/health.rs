@@ -11,7 +11,7 @@ use super::apps::install_app_config;
 use super::doc::Op;
 use super::{ApiAuth, SharedState};
 use crate::error::Error;
-use crate::health::health_of;
+use crate::health::{WorkflowSummary, health_of};
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
@@ -50,7 +50,43 @@ pub(super) async fn install_health(
         config,
         install,
         runner.as_ref(),
-        &workflows,
+        &WorkflowSummary::of(&workflows),
         nuon_core::now_ms(),
     ))
+}
+
+/// The summaries of the org's installs' workflows, each from the store's
+/// cache while it is fresh, else made from the install's workflows and
+/// saved for the next read (see [`crate::store::CachedSummary`]).
+pub(crate) async fn workflow_summaries(
+    state: &SharedState,
+    org: &nuon_core::OrgId,
+    installs: &[crate::store::StoredInstall],
+) -> Result<std::collections::HashMap<nuon_core::InstallId, WorkflowSummary>, Error> {
+    let cached: std::collections::HashMap<_, _> = state
+        .store
+        .install_summaries(org)
+        .await?
+        .into_iter()
+        .map(|c| (c.install_id.clone(), c))
+        .collect();
+    let mut out = std::collections::HashMap::with_capacity(installs.len());
+    for i in installs {
+        let c = cached.get(&i.id);
+        let fresh = c
+            .and_then(|c| c.fresh())
+            .and_then(|s| serde_json::from_str::<WorkflowSummary>(s).ok());
+        let summary = match fresh {
+            Some(s) => s,
+            None => {
+                let rev = c.map_or(0, |c| c.rev);
+                let s = WorkflowSummary::of(&state.store.list_workflows(org, &i.id).await?);
+                let json = serde_json::to_string(&s).map_err(|e| Error::internal(e.to_string()))?;
+                state.store.save_install_summary(&i.id, rev, &json).await?;
+                s
+            }
+        };
+        out.insert(i.id.clone(), summary);
+    }
+    Ok(out)
 }

@@ -425,8 +425,9 @@ impl Engine {
                 runner
             });
         let workflows = self.store.list_workflows(org, &install.id).await?;
+        let summary = crate::health::WorkflowSummary::of(&workflows);
         let health =
-            crate::health::health_of(&config, &install, runner.as_ref(), &workflows, now_ms());
+            crate::health::health_of(&config, &install, runner.as_ref(), &summary, now_ms());
         if health.status == "healthy" {
             return Ok(Seen::Going);
         }

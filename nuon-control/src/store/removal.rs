@@ -24,8 +24,9 @@ pub trait RemovalStore: Send + Sync {
 
 /// What goes with an install, in order, each keyed by the install's id
 /// (`?1`); the last two also take the time (`?2`).
-pub(crate) const INSTALL_ROWS: [&str; 9] = [
+pub(crate) const INSTALL_ROWS: [&str; 10] = [
     "DELETE FROM workflow_steps WHERE workflow_id IN (SELECT id FROM workflows WHERE install_id = ?1)",
+    "DELETE FROM install_summaries WHERE install_id = ?1",
     "DELETE FROM cron_fires WHERE install_id = ?1",
     "DELETE FROM workflows WHERE install_id = ?1",
     "DELETE FROM state_tokens WHERE install_id = ?1",

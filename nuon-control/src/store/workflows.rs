@@ -89,9 +89,70 @@ impl StepUpdate {
     }
 }
 
+/// An install's cached summary of its workflows (what the dashboard's
+/// overview reads instead of every workflow): the install's revision,
+/// bumped by every change to one of its workflows in the change's own
+/// transaction, and the summary saved at `summary_rev`. The cache is
+/// fresh while the two are equal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedSummary {
+    /// The install.
+    pub install_id: InstallId,
+    /// Its workflows' revision now.
+    pub rev: i64,
+    /// The summary (JSON), with the revision it was made at.
+    pub summary: Option<(i64, String)>,
+}
+
+impl CachedSummary {
+    /// The summary, if it was made at the current revision.
+    pub fn fresh(&self) -> Option<&str> {
+        self.summary
+            .as_ref()
+            .filter(|(at, _)| *at == self.rev)
+            .map(|(_, s)| s.as_str())
+    }
+}
+
+/// The statements both stores run for the summary cache (`?n`; the
+/// PostgreSQL store turns them into `$n`).
+pub(crate) mod summary_sql {
+    /// Marks an install's summary stale (`?1`: the install).
+    pub(crate) const BUMP_INSTALL: &str = "INSERT INTO install_summaries (install_id, rev) VALUES (?1, 1) \
+         ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1";
+    /// Marks the summary of a workflow's install stale (`?1`: the workflow).
+    pub(crate) const BUMP_WORKFLOW: &str = "INSERT INTO install_summaries (install_id, rev) \
+         SELECT install_id, 1 FROM workflows WHERE id = ?1 \
+         ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1";
+    /// Every install's cache of an org (`?1`), installs without one left out.
+    pub(crate) const LIST: &str = "SELECT s.install_id, s.rev, s.summary_rev, s.summary \
+         FROM install_summaries s JOIN installs i ON i.id = s.install_id WHERE i.org_id = ?1";
+    /// Saves a summary made at revision `?2` (`?1` the install, `?3` the
+    /// summary), only while that is still the install's revision.
+    pub(crate) const SAVE: &str = "INSERT INTO install_summaries (install_id, rev, summary_rev, summary) \
+         VALUES (?1, ?2, ?2, ?3) \
+         ON CONFLICT (install_id) DO UPDATE SET summary_rev = excluded.summary_rev, summary = excluded.summary \
+         WHERE install_summaries.rev = excluded.rev";
+}
+
 /// Workflows and their steps.
 #[async_trait]
 pub trait WorkflowStore: Send + Sync + 'static {
+    /// Every install of the org's cached summary of its workflows (see
+    /// [`CachedSummary`]); an install that never had a workflow changed
+    /// since this cache came in has none (its revision is 0).
+    async fn install_summaries(&self, org: &OrgId) -> Result<Vec<CachedSummary>>;
+
+    /// Saves an install's summary made from its workflows at revision
+    /// `rev`; nothing if a workflow of it changed since (the revision
+    /// moved on), so a stale summary never overwrites a fresher one.
+    async fn save_install_summary(
+        &self,
+        install: &InstallId,
+        rev: i64,
+        summary: &str,
+    ) -> Result<()>;
+
     /// Stores a new workflow, pending, with its steps; its install runs
     /// its config version from then on (set in the same transaction).
     async fn create_workflow(&self, org: &OrgId, workflow: NewWorkflow) -> Result<WorkflowInfo>;

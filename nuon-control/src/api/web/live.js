@@ -9,30 +9,58 @@
   // in the raw download).
   var KEEP = 5000;
 
+  // One row of a log line, built as text.
+  function row(l) {
+    var n = l.attempt + '-' + l.seq;
+    var tr = document.createElement('tr');
+    tr.id = 'L' + n;
+    tr.className = l.stream;
+    tr.setAttribute('data-live', '');
+    var num = document.createElement('td');
+    var a = document.createElement('a');
+    a.href = '#L' + n;
+    a.textContent = n;
+    num.appendChild(a);
+    var text = document.createElement('td');
+    var pre = document.createElement('pre');
+    pre.textContent = l.text;
+    text.appendChild(pre);
+    tr.appendChild(num);
+    tr.appendChild(text);
+    return tr;
+  }
+
   // Appends each line of a job's log to `body`; `done` once it is whole.
+  // An event carries every line the server had at once (one JSON object a
+  // line), and a frame's events are drawn together: a job printing
+  // thousands of lines a second costs a few DOM writes a frame, not one
+  // a line.
   function follow(url, body, done) {
     var src = new EventSource(url);
-    src.addEventListener('line', function (e) {
-      var l = JSON.parse(e.data);
-      var n = l.attempt + '-' + l.seq;
-      var tr = document.createElement('tr');
-      tr.id = 'L' + n;
-      tr.className = l.stream;
-      tr.setAttribute('data-live', '');
-      var num = document.createElement('td');
-      var a = document.createElement('a');
-      a.href = '#L' + n;
-      a.textContent = n;
-      num.appendChild(a);
-      var text = document.createElement('td');
-      var pre = document.createElement('pre');
-      pre.textContent = l.text;
-      text.appendChild(pre);
-      tr.appendChild(num);
-      tr.appendChild(text);
-      body.appendChild(tr);
-      while (body.children.length > KEEP) {
-        body.removeChild(body.firstChild);
+    var pending = [];
+    var drawing = false;
+    function draw() {
+      drawing = false;
+      var lines = pending;
+      pending = [];
+      // Only the last KEEP lines are ever built.
+      var from = Math.max(0, lines.length - KEEP);
+      var frag = document.createDocumentFragment();
+      var rows = [];
+      for (var i = from; i < lines.length; i++) {
+        var tr = row(lines[i]);
+        rows.push(tr);
+        frag.appendChild(tr);
+      }
+      body.appendChild(frag);
+      var extra = body.children.length - KEEP;
+      if (extra > 0) {
+        var range = document.createRange();
+        range.setStartBefore(body.firstChild);
+        range.setEndAfter(body.children[extra - 1]);
+        range.deleteContents();
+      }
+      if (extra > 0 || from > 0) {
         var table = body.closest('table');
         if (!table.hasAttribute('data-trimmed')) {
           table.setAttribute('data-trimmed', '');
@@ -42,10 +70,21 @@
           table.parentNode.insertBefore(note, table);
         }
       }
-      if (filter) filter();
+      if (filter) filter(rows);
+    }
+    src.addEventListener('lines', function (e) {
+      e.data.split('\n').forEach(function (t) {
+        if (t) pending.push(JSON.parse(t));
+      });
+      if (!drawing) {
+        drawing = true;
+        requestAnimationFrame(draw);
+      }
     });
     src.addEventListener('end', function () {
       src.close();
+      // What is still pending is drawn first.
+      if (drawing) draw();
       if (done) done();
     });
     return src;
@@ -105,17 +144,19 @@
   var filter = null;
   var box = document.getElementById('log-filter');
   if (box) {
-    filter = function () {
+    // `rows`: only these new rows (the others are as they were); else
+    // every row of the page.
+    filter = function (rows) {
       var q = box.value.toLowerCase();
-      var shown = 0;
-      document.querySelectorAll('#log tbody tr').forEach(function (tr) {
-        var hit = !q || tr.textContent.toLowerCase().indexOf(q) >= 0;
-        tr.hidden = !hit;
-        if (hit) shown++;
-      });
+      if (rows && !q) return;
+      rows = rows || document.querySelectorAll('#log tbody tr');
+      for (var i = 0; i < rows.length; i++) {
+        rows[i].hidden = !!q && rows[i].textContent.toLowerCase().indexOf(q) < 0;
+      }
+      var shown = q ? document.querySelectorAll('#log tbody tr:not([hidden])').length : 0;
       document.getElementById('log-matches').textContent = q ? shown + ' matching' : '';
     };
-    box.addEventListener('input', filter);
+    box.addEventListener('input', function () { filter(); });
   }
 
   var log = document.querySelector('[data-live-log]');

@@ -560,8 +560,9 @@ async fn job_raw(State(state): State<SharedState>, web: Web, Path(raw): Path<Str
         .into_response()
 }
 
-/// A job's new log lines as Server-Sent Events (`line`, then `end` once
-/// the job has finished and every line was sent): the API's own follower.
+/// A job's new log lines as Server-Sent Events (`lines`, each with every
+/// line that came at once, then `end` once the job has finished and every
+/// line was sent): the API's own follower.
 async fn job_events(
     State(state): State<SharedState>,
     web: Web,
@@ -587,22 +588,26 @@ async fn job_events(
             return None;
         }
         let events: Vec<Event> = match rx.recv().await {
-            Some(Ok(chunk)) => String::from_utf8_lossy(&chunk)
-                .lines()
-                .filter(|l| !l.is_empty())
-                .map(|l| {
-                    // The cursor as the event's id: a browser that
-                    // reconnects resumes after the last line it has.
-                    let cursor = serde_json::from_str::<serde_json::Value>(l)
-                        .ok()
-                        .and_then(|v| v["cursor"].as_u64())
-                        .unwrap_or_default();
-                    Event::default()
-                        .event("line")
-                        .id(cursor.to_string())
-                        .data(l)
-                })
-                .collect(),
+            Some(Ok(chunk)) => {
+                // Every line of the chunk in one event (one JSON object a
+                // line), with the last line's cursor as the event's id: a
+                // browser that reconnects resumes after it.
+                let text = String::from_utf8_lossy(&chunk);
+                let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+                let cursor = lines
+                    .last()
+                    .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .and_then(|v| v["cursor"].as_u64());
+                match cursor {
+                    Some(cursor) => vec![
+                        Event::default()
+                            .event("lines")
+                            .id(cursor.to_string())
+                            .data(lines.join("\n")),
+                    ],
+                    None => Vec::new(),
+                }
+            }
             // The follower ended: the log is complete (or it failed, and
             // the page says so by stopping).
             Some(Err(_)) | None => {

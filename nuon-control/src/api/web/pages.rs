@@ -171,6 +171,8 @@ pub(super) async fn overview(
         .map(|r| (r.id.clone(), state.runner_view(r)))
         .collect();
     let now = now_ms();
+    // Each install's workflows as one cached summary, not every workflow.
+    let mut summaries = crate::api::health::workflow_summaries(state, org, &installs).await?;
     for i in installs {
         let app: &str = names.get(&i.app_id).map_or("?", String::as_str);
         let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -178,20 +180,11 @@ pub(super) async fn overview(
         if !needle.is_empty() && !hay.contains(&needle) {
             continue;
         }
-        // The install's workflows, read once for its health and for what
-        // waits for an approval.
-        let workflows = state.store.list_workflows(org, &i.id).await?;
+        let summary = summaries.remove(&i.id).unwrap_or_default();
         let h = configs
             .get(&i.app_id)
-            .map(|c| crate::health::health_of(c, &i, runners.get(&i.runner_id), &workflows, now));
-        let waiting: Vec<WorkflowInfo> = workflows
-            .into_iter()
-            .filter(|w| {
-                w.steps
-                    .iter()
-                    .any(|s| s.status == StepStatus::WaitingApproval)
-            })
-            .collect();
+            .map(|c| crate::health::health_of(c, &i, runners.get(&i.runner_id), &summary, now));
+        let waiting = summary.waiting;
         let picked = match show {
             "" => true,
             "waiting" => !waiting.is_empty(),
@@ -296,8 +289,8 @@ pub(super) async fn overview(
                                     }
                                 }
                                 td {
-                                    @for w in waiting {
-                                        a href={ "/workflows/" (w.id) } { (format!("{:?}", w.kind).to_lowercase()) " waits" }
+                                    @for (id, kind) in waiting {
+                                        a href={ "/workflows/" (id) } { (format!("{kind:?}").to_lowercase()) " waits" }
                                         br;
                                     }
                                 }

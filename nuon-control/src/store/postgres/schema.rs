@@ -388,6 +388,17 @@ CREATE TABLE web_sessions (
 CREATE INDEX web_sessions_expiry ON web_sessions (expires_at);
 "#,
     ),
+    (
+        16,
+        r#"
+CREATE TABLE install_summaries (
+    install_id TEXT PRIMARY KEY,
+    rev BIGINT NOT NULL,
+    summary_rev BIGINT,
+    summary TEXT
+);
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -1,9 +1,57 @@
 //! Workflows and their steps.
 
 use super::*;
+use crate::store::CachedSummary;
+use crate::store::removal::dollars;
+use crate::store::workflows::summary_sql;
+
+/// Marks the summary of a workflow's install stale, in `tx`.
+async fn bump(tx: &mut Tx, workflow: &WorkflowId) -> Result<()> {
+    sqlx::query(AssertSqlSafe(dollars(summary_sql::BUMP_WORKFLOW)))
+        .bind(workflow.as_str())
+        .execute(&mut **tx)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
 
 #[async_trait]
 impl WorkflowStore for PostgresStore {
+    async fn install_summaries(&self, org: &OrgId) -> Result<Vec<CachedSummary>> {
+        sqlx::query(AssertSqlSafe(dollars(summary_sql::LIST)))
+            .bind(org.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?
+            .iter()
+            .map(|r| {
+                let at: Option<i64> = get(r, 2)?;
+                let summary: Option<String> = get(r, 3)?;
+                Ok(CachedSummary {
+                    install_id: parse_id(&get::<String>(r, 0)?)?,
+                    rev: get(r, 1)?,
+                    summary: at.zip(summary),
+                })
+            })
+            .collect()
+    }
+
+    async fn save_install_summary(
+        &self,
+        install: &InstallId,
+        rev: i64,
+        summary: &str,
+    ) -> Result<()> {
+        sqlx::query(AssertSqlSafe(dollars(summary_sql::SAVE)))
+            .bind(install.as_str())
+            .bind(rev)
+            .bind(summary)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
     async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<WorkflowInfo> {
         let mut tx = self.begin().await?;
         if !install_in_org(&mut *tx, org, &new.install_id).await? {
@@ -76,6 +124,11 @@ impl WorkflowStore for PostgresStore {
             .await
             .map_err(db)?;
         }
+        sqlx::query(AssertSqlSafe(dollars(summary_sql::BUMP_INSTALL)))
+            .bind(new.install_id.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
         let wf = load_workflow(&mut tx, org, &new.id)
             .await?
             .ok_or_else(|| StoreError::Invalid("the workflow vanished".into()))?;
@@ -125,6 +178,7 @@ impl WorkflowStore for PostgresStore {
         status: WorkflowStatus,
     ) -> Result<()> {
         let ended = !status.is_active();
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE workflows SET status = $3, finished_at = CASE WHEN $4 THEN $5::bigint ELSE NULL END \
              WHERE id = $1 AND org_id = $2",
@@ -134,9 +188,11 @@ impl WorkflowStore for PostgresStore {
         .bind(status.as_str())
         .bind(ended)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(db)?;
+        bump(&mut tx, id).await?;
+        tx.commit().await.map_err(db)?;
         Ok(())
     }
 
@@ -147,6 +203,7 @@ impl WorkflowStore for PostgresStore {
         index: u32,
         u: StepUpdate,
     ) -> Result<()> {
+        let mut tx = self.begin().await?;
         let changed = sqlx::query(
             "UPDATE workflow_steps SET status = $4, reason = $5, \
              outputs = COALESCE($6, outputs), \
@@ -170,7 +227,7 @@ impl WorkflowStore for PostgresStore {
         .bind(u.clear_job)
         .bind(u.attempts_json())
         .bind(&u.approved_by)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(db)?
         .rows_affected();
@@ -179,6 +236,8 @@ impl WorkflowStore for PostgresStore {
                 "no step {index} in workflow {id}"
             )));
         }
+        bump(&mut tx, id).await?;
+        tx.commit().await.map_err(db)?;
         Ok(())
     }
 
@@ -223,6 +282,7 @@ impl WorkflowStore for PostgresStore {
             .await
             .map_err(db)?;
         }
+        bump(&mut tx, id).await?;
         tx.commit().await.map_err(db)?;
         Ok(())
     }

@@ -35,6 +35,12 @@ CREATE TABLE IF NOT EXISTS users (
     last_sign_in_at INTEGER,
     UNIQUE (org_id, email)
 );
+CREATE TABLE IF NOT EXISTS install_summaries (
+    install_id TEXT PRIMARY KEY,
+    rev INTEGER NOT NULL,
+    summary_rev INTEGER,
+    summary TEXT
+);
 CREATE TABLE IF NOT EXISTS web_sessions (
     id_hash TEXT PRIMARY KEY,
     token_hash TEXT NOT NULL,

@@ -1,9 +1,42 @@
 //! Workflows and their steps.
 
 use super::*;
+use crate::store::CachedSummary;
+use crate::store::workflows::summary_sql;
 
 #[async_trait]
 impl WorkflowStore for SqliteStore {
+    async fn install_summaries(&self, org: &OrgId) -> Result<Vec<CachedSummary>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            all_rows(conn, summary_sql::LIST, [org.as_str()], |r| {
+                let at: Option<i64> = r.get(2)?;
+                let summary: Option<String> = r.get(3)?;
+                Ok(CachedSummary {
+                    install_id: id_at(r, 0)?,
+                    rev: r.get(1)?,
+                    summary: at.zip(summary),
+                })
+            })
+        })
+        .await
+    }
+
+    async fn save_install_summary(
+        &self,
+        install: &InstallId,
+        rev: i64,
+        summary: &str,
+    ) -> Result<()> {
+        let (install, summary) = (install.clone(), summary.to_owned());
+        self.write(move |conn| {
+            conn.execute(summary_sql::SAVE, params![install.as_str(), rev, summary])
+                .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<WorkflowInfo> {
         let org = org.clone();
         self.write(move |conn| {
@@ -62,6 +95,8 @@ impl WorkflowStore for SqliteStore {
                 )
                 .map_err(db_err)?;
             }
+            conn.execute(summary_sql::BUMP_INSTALL, [new.install_id.as_str()])
+                .map_err(db_err)?;
             load_workflow(conn, &org, &new.id)?
                 .ok_or_else(|| StoreError::Invalid("the workflow vanished".into()))
         })
@@ -123,6 +158,8 @@ impl WorkflowStore for SqliteStore {
                 params![id.as_str(), org.as_str(), status.as_str(), ended, now_ms()],
             )
             .map_err(db_err)?;
+            conn.execute(summary_sql::BUMP_WORKFLOW, [id.as_str()])
+                .map_err(db_err)?;
             Ok(())
         })
         .await
@@ -167,6 +204,8 @@ impl WorkflowStore for SqliteStore {
                     "no step {index} in workflow {id}"
                 )));
             }
+            conn.execute(summary_sql::BUMP_WORKFLOW, [id.as_str()])
+                .map_err(db_err)?;
             Ok(())
         })
         .await
@@ -204,6 +243,8 @@ impl WorkflowStore for SqliteStore {
                 )
                 .map_err(db_err)?;
             }
+            conn.execute(summary_sql::BUMP_WORKFLOW, [id.as_str()])
+                .map_err(db_err)?;
             Ok(())
         })
         .await

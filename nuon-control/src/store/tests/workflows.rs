@@ -233,6 +233,41 @@ conformance! {
         let got = f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap();
         assert_eq!(got.toggles, [("web".to_string(), true)].into());
         assert!(f.store.set_install_toggle(&other, &inst.id, "db", Some(true)).await.is_err());
+
+        // The install's summary cache: stale after every change to one of
+        // its workflows, saved only at the revision it was made at, and
+        // only the install's org sees it.
+        let cache = || async {
+            let all = f.store.install_summaries(&f.org).await.unwrap();
+            assert_eq!(all.len(), 1, "{all:?}");
+            all.into_iter().next().unwrap()
+        };
+        let c = cache().await;
+        assert_eq!(c.install_id, inst.id);
+        assert!(c.rev >= 1, "creating workflows moved the revision: {c:?}");
+        assert_eq!(c.fresh(), None);
+        f.store.save_install_summary(&inst.id, c.rev, "{\"at\":1}").await.unwrap();
+        assert_eq!(cache().await.fresh(), Some("{\"at\":1}"));
+        assert!(f.store.install_summaries(&other).await.unwrap().is_empty());
+        f.store
+            .update_step(&f.org, &c1, 1, super::StepUpdate {
+                status: nuon_core::workflow::StepStatus::WaitingApproval,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let moved = cache().await;
+        assert_eq!((moved.rev, moved.fresh()), (c.rev + 1, None));
+        // A summary made before that change is not saved over it.
+        f.store.save_install_summary(&inst.id, c.rev, "{\"at\":2}").await.unwrap();
+        assert_eq!(cache().await.fresh(), None);
+        f.store.save_install_summary(&inst.id, moved.rev, "{\"at\":3}").await.unwrap();
+        assert_eq!(cache().await.fresh(), Some("{\"at\":3}"));
+        f.store
+            .set_workflow_status(&f.org, &c1, nuon_core::workflow::WorkflowStatus::Cancelled)
+            .await
+            .unwrap();
+        assert_eq!(cache().await.rev, moved.rev + 1);
     }
 }
 
