@@ -75,33 +75,47 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The HTTP status this error answers with (the API's and the
+    /// dashboard's).
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            Error::InvalidConfig { .. } | Error::Store(StoreError::Invalid(_)) => {
+                StatusCode::BAD_REQUEST
+            }
+            Error::Api { status, .. } => *status,
+            Error::Store(StoreError::Conflict { .. }) => StatusCode::CONFLICT,
+            Error::Store(StoreError::Closed) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let mut diagnostics = Vec::new();
-        let (status, code, message, acked_seq) = match self {
+        let status = self.status();
+        let (code, message, acked_seq) = match self {
             Error::InvalidConfig {
                 message,
                 diagnostics: d,
             } => {
                 diagnostics = d;
-                (StatusCode::BAD_REQUEST, "invalid_config", message, None)
+                ("invalid_config", message, None)
             }
             Error::Api {
-                status,
                 code,
                 message,
                 acked_seq,
-            } => (status, code, message, acked_seq),
+                ..
+            } => (code, message, acked_seq),
             Error::Store(StoreError::Conflict {
                 code,
                 message,
                 acked_seq,
-            }) => (StatusCode::CONFLICT, code, message, acked_seq),
-            Error::Store(StoreError::Invalid(message)) => {
-                (StatusCode::BAD_REQUEST, "bad_request", message, None)
-            }
+            }) => (code, message, acked_seq),
+            Error::Store(StoreError::Invalid(message)) => ("bad_request", message, None),
             Error::Store(StoreError::Closed) => (
-                StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
                 "the control plane is shutting down; retry shortly".into(),
                 None,
@@ -109,7 +123,6 @@ impl IntoResponse for Error {
             other => {
                 tracing::error!(error = %other, "internal error");
                 (
-                    StatusCode::INTERNAL_SERVER_ERROR,
                     "internal",
                     "internal error; see the control plane's log".into(),
                     None,

@@ -90,6 +90,7 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     let hello = nuon_tests::manifest_dir().join("../examples/apps/hello");
     ok(m.cp.nuon(&["apps", "create", "hello"]));
     ok(m.cp.nuon(&["apps", "sync", hello.to_str().unwrap(), "--app", "hello"]));
+    ok(m.cp.nuon(&["builds", "create", "--app", "hello", "--wait"]));
     ok(m.cp.nuon(&[
         "installs",
         "create",
@@ -434,6 +435,7 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         ("app", format!("/apps/{demo_app}")),
         ("config-diff", format!("/apps/{hello_app}/diff?from=1&to=2")),
         ("runners", "/runners".to_owned()),
+        ("inputs", format!("/installs/{}/inputs", inst.id)),
     ];
     let axe = axe_source();
     // For a reviewer: each page, light, dark and at a phone's width.
@@ -467,6 +469,95 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         assert_eq!(wide, json!(true), "{p} is wider than a phone");
     }
     b.set_size(1280, 900);
+
+    // The lifecycle verbs, each through a confirmation. A bad value is
+    // refused, saying which and why, and nothing is changed.
+    b.goto(&format!("{base}/installs/{}/inputs", inst.id));
+    b.exec(
+        "document.getElementById('input-greeting').value = 'lost'; document.getElementById('input-replicas').value = 'many';",
+        json!([]),
+    );
+    b.click("form[action$='/inputs'] button.primary");
+    b.wait_until("the refusal of a bad value", Duration::from_secs(10), |b| {
+        b.text("h1").starts_with("400")
+    });
+    assert!(b.text("main").contains("replicas"), "{}", b.text("main"));
+    let kept = rt().block_on(m.cp.client().get_install("hostile")).unwrap();
+    assert_eq!(kept.inputs["greeting"], json!(XSS));
+    // An input changed in its form: the dry run says what redeploys, then
+    // yes starts it.
+    b.goto(&format!("{base}/installs/{}/inputs", inst.id));
+    b.exec(
+        "document.getElementById('input-greeting').value = 'hi there';",
+        json!([]),
+    );
+    b.click("form[action$='/inputs'] button.primary");
+    b.wait_until(
+        "the input change's confirmation",
+        Duration::from_secs(10),
+        |b| b.text("h1") == "Change greeting of hostile?",
+    );
+    let asked = b.text("main");
+    assert!(asked.contains("Redeployed: app"), "{asked}");
+    b.click("form[action$='/inputs'] button");
+    b.wait_until("the redeploy's workflow", Duration::from_secs(10), |b| {
+        b.url().contains("/workflows/")
+    });
+    let redeploy = b.url().rsplit('/').next().unwrap().to_owned();
+    let changed = rt().block_on(m.cp.client().get_install("hostile")).unwrap();
+    assert_eq!(changed.inputs["greeting"], json!("hi there"));
+    assert!(
+        changed
+            .inputs
+            .get("replicas")
+            .is_none_or(|v| v == &json!(2) || v == &json!("2")),
+        "an input left as it was is not sent: {:?}",
+        changed.inputs
+    );
+    // The app cannot go while it has an install.
+    b.goto(&format!("{base}/apps/{hello_app}"));
+    b.click("form[action$='/delete'] button");
+    b.wait_until("the app's confirmation", Duration::from_secs(10), |b| {
+        b.text("h1") == "Delete app hello?"
+    });
+    b.type_into("#confirm-name", "hello");
+    b.click("form[action$='/delete'] button");
+    b.wait_until("the refusal", Duration::from_secs(10), |b| {
+        b.text("h1").starts_with("409")
+    });
+    assert!(b.text("main").contains("hostile"), "{}", b.text("main"));
+    // Forgetting asks for the install's name; a wrong one asks again.
+    ok(m.cp.nuon(&["workflows", "cancel", &redeploy]));
+    b.goto(&format!("{base}/installs/{}", inst.id));
+    b.click("form[action$='/forget'] button");
+    b.wait_until("the forget confirmation", Duration::from_secs(10), |b| {
+        b.text("h1") == "Forget install hostile?"
+    });
+    b.type_into("#confirm-name", "hostil");
+    b.click("form[action$='/forget'] button");
+    b.wait_until("asked again", Duration::from_secs(10), |b| {
+        b.find("p.error").is_some()
+    });
+    assert!(rt().block_on(m.cp.client().get_install("hostile")).is_ok());
+    b.type_into("#confirm-name", "hostile");
+    b.click("form[action$='/forget'] button");
+    b.wait_until("forgotten", Duration::from_secs(30), |b| {
+        b.text("h1") == "Install hostile forgotten"
+    });
+    assert!(
+        b.text("main").contains("not deprovisioned"),
+        "{}",
+        b.text("main")
+    );
+    assert!(rt().block_on(m.cp.client().get_install("hostile")).is_err());
+    // Recorded as the API records it, under the person's operation.
+    let audit = ok(m.cp.nuon(&["--json", "audit", "list"]));
+    assert!(
+        audit.contains("updateInstallInputs")
+            && audit.contains("forgetInstall")
+            && audit.contains("deleteApp"),
+        "{audit}"
+    );
 
     // A long log keeps only its last 5,000 lines in the live view.
     let long: Value = serde_json::from_str(&ok(m.cp.nuon(&[
@@ -581,6 +672,20 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     );
     assert_eq!(status, 403, "{text}");
     assert!(text.contains("read-only"), "{text}");
+    // Nor may it change or delete an install.
+    let demo_id = rt().block_on(m.cp.client().get_install("demo")).unwrap().id;
+    b.goto(&format!("{base}/installs/{demo_id}"));
+    assert!(
+        b.find("form[action$='/delete']").is_none(),
+        "{}",
+        b.source()
+    );
+    let (status, text) = post_from_page(
+        &b,
+        &format!("/installs/{demo_id}/delete"),
+        &format!("csrf={csrf}&confirm=yes&name=demo"),
+    );
+    assert_eq!(status, 403, "{text}");
     sign_out(&b);
     // Signed out: the session is gone on the server too.
     b.goto(&format!("{base}/"));

@@ -39,7 +39,7 @@ pub(super) fn ops() -> Vec<Op> {
     ]
 }
 
-async fn delete_install(
+pub(super) async fn delete_install(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,
@@ -86,7 +86,7 @@ async fn delete_install(
     Ok((StatusCode::ACCEPTED, Json(super::workflow_view(wf))))
 }
 
-async fn forget_install(
+pub(super) async fn forget_install(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,
@@ -112,7 +112,7 @@ async fn forget_install(
     }))
 }
 
-async fn update_inputs(
+pub(super) async fn update_inputs(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,
@@ -248,7 +248,7 @@ async fn update_inputs(
     }))
 }
 
-async fn delete_app(
+pub(super) async fn delete_app(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,

@@ -276,6 +276,16 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
             } }
         }
     };
+    let body = html! {
+        (body)
+        @if web.can_admin() {
+            h2 { "Delete" }
+            form method="post" action={ "/apps/" (app.id) "/delete" } {
+                input type="hidden" name="csrf" value=(web.csrf);
+                button.danger type="submit" { "Delete this app" }
+            }
+        }
+    };
     Ok(layout(&format!("App {}", app.name), Some(web), body))
 }
 

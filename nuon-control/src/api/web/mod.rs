@@ -77,6 +77,20 @@ pub(super) fn router() -> Router<SharedState> {
             get(|| async { asset("text/javascript; charset=utf-8", include_str!("live.js")) }),
         )
         .route("/workflows/{id}/{act}", post(workflow_act))
+        .route(
+            "/installs/{id}/inputs",
+            get(inputs_page)
+                .post(|st, src, web, id, f| install_act(st, src, web, id, f, InstallAct::Inputs)),
+        )
+        .route(
+            "/installs/{id}/delete",
+            post(|st, src, web, id, f| install_act(st, src, web, id, f, InstallAct::Delete)),
+        )
+        .route(
+            "/installs/{id}/forget",
+            post(|st, src, web, id, f| install_act(st, src, web, id, f, InstallAct::Forget)),
+        )
+        .route("/apps/{id}/delete", post(app_delete))
         .layer(axum::middleware::from_fn(security_headers))
 }
 
@@ -177,6 +191,11 @@ impl Web {
         super::control::require_deployer(&self.auth).is_ok()
     }
 
+    /// Whether this session may change and delete installs and apps.
+    pub(super) fn can_admin(&self) -> bool {
+        super::control::require_admin(&self.auth).is_ok()
+    }
+
     /// Who is signed in, as shown.
     pub(super) fn who(&self) -> String {
         match &self.auth.0.user {
@@ -235,11 +254,7 @@ impl FromRequestParts<SharedState> for Web {
 
 /// An error as a page: its status and its message, never a stack.
 pub(super) fn error_page(e: Error) -> Response {
-    let status = match &e {
-        Error::Api { status, .. } => *status,
-        Error::InvalidConfig { .. } => StatusCode::BAD_REQUEST,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
+    let status = e.status();
     (status, html(pages::error(status, &e.to_string()))).into_response()
 }
 
@@ -673,22 +688,319 @@ async fn workflow_act(
     }
     let principal = web.auth.0.clone();
     let result = super::workflows::act(state.clone(), web.auth, id.clone(), act, step).await;
-    let status = match &result {
-        Ok(_) => StatusCode::OK,
-        Err(Error::Api { status, .. }) => *status,
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    let path = format!("/v1/workflows/{id}/{}", op_path(op));
+    match recorded(&state, &principal, op, path, source, result).await {
+        Ok(_) => Redirect::to(&format!("/workflows/{id}")).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+/// `result` of an API handler run from a form, recorded in the audit
+/// trail as the API records it (the operation, its path, the status).
+async fn recorded<T>(
+    state: &SharedState,
+    principal: &crate::store::ApiPrincipal,
+    op: &str,
+    path: String,
+    source: String,
+    result: Result<T, Error>,
+) -> Result<T, Error> {
+    let status = result
+        .as_ref()
+        .map_or_else(Error::status, |_| StatusCode::OK);
+    crate::ops::record_write(state, principal, op, path, source, status).await;
+    result
+}
+
+/// A form's fields, in order (an inputs form's names are not known
+/// ahead).
+type Fields = Vec<(String, String)>;
+
+fn field<'a>(fields: &'a Fields, name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+async fn inputs_page(
+    State(state): State<SharedState>,
+    web: Web,
+    Path(key): Path<String>,
+) -> Response {
+    page(pages::inputs(&state, &web, &key).await)
+}
+
+/// What a form does to an install.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InstallAct {
+    /// Deprovision, then remove.
+    Delete,
+    /// Remove the record only.
+    Forget,
+    /// Change inputs and secrets (a dry run first, then confirmed).
+    Inputs,
+}
+
+/// Deletes, forgets or changes the inputs of an install, from its page:
+/// a confirmation first (deleting and forgetting ask for the install's
+/// name; a change of inputs shows its dry run), then the API's own
+/// handler, recorded as the API records it.
+async fn install_act(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+    act: InstallAct,
+) -> Response {
+    use super::lifecycle;
+    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+        return r;
+    }
+    if let Err(e) = super::control::require_admin(&web.auth) {
+        return error_page(e);
+    }
+    let install = match super::apps::install_of(&state, &web.auth, &key).await {
+        Ok(i) => i,
+        Err(e) => return error_page(e),
     };
-    crate::ops::record_write(
-        &state,
-        &principal,
-        op,
-        format!("/v1/workflows/{id}/{}", op_path(op)),
-        source,
-        status,
+    let confirmed = field(&fields, "confirm") == Some("yes");
+    let principal = web.auth.0.clone();
+    let auth = || ApiAuth(principal.clone());
+    let at = format!("/installs/{}", install.id);
+    let api_path = format!("/v1/installs/{}", install.id);
+    if act == InstallAct::Inputs {
+        // Only what changed: a plain input whose value differs from the
+        // one shown, a sensitive input or a secret with a value typed;
+        // once confirmed, every value the confirmation carries.
+        let mut req = nuon_core::wire::UpdateInputs {
+            dry_run: !confirmed,
+            ..Default::default()
+        };
+        for (k, v) in &fields {
+            if let Some(name) = k.strip_prefix("input.") {
+                let changed = confirmed
+                    || match field(&fields, &format!("was.{name}")) {
+                        Some(was) => was != v,
+                        None => !v.is_empty(),
+                    };
+                if changed {
+                    req.inputs
+                        .insert(name.to_owned(), serde_json::Value::String(v.clone()));
+                }
+            } else if let Some(name) = k.strip_prefix("secret.")
+                && (confirmed || !v.is_empty())
+            {
+                req.secrets.insert(name.to_owned(), v.clone());
+            }
+        }
+        let carried: Vec<(String, String)> = req
+            .inputs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    format!("input.{k}"),
+                    v.as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .chain(
+                req.secrets
+                    .iter()
+                    .map(|(k, v)| (format!("secret.{k}"), v.clone())),
+            )
+            .collect();
+        let names: Vec<String> = req
+            .inputs
+            .keys()
+            .chain(req.secrets.keys())
+            .cloned()
+            .collect();
+        let result = lifecycle::update_inputs(
+            State(state.clone()),
+            auth(),
+            Path(install.id.to_string()),
+            super::Body(req),
+        )
+        .await;
+        if !confirmed {
+            let done = match result {
+                Ok(axum::Json(d)) => d,
+                Err(e) => return error_page(e),
+            };
+            let list = |v: &[String]| {
+                if v.is_empty() {
+                    "none".to_owned()
+                } else {
+                    v.join(", ")
+                }
+            };
+            let what = maud::html! {
+                p { "Changes " strong { (names.join(", ")) } " of install " (install.name) "." }
+                p { "Redeployed: " (list(&done.redeploys)) ". Actions around them: " (list(&done.actions)) "." }
+            };
+            let question = format!("Change {} of {}?", names.join(", "), install.name);
+            return html(pages::confirmation(
+                &web,
+                &pages::Confirm {
+                    question: &question,
+                    what,
+                    action: &format!("{at}/inputs"),
+                    button: "Yes, change and redeploy",
+                    class: "primary",
+                    hidden: &carried,
+                    type_name: None,
+                    back: &format!("{at}/inputs"),
+                },
+            ));
+        }
+        let path = format!("{api_path}/update-inputs");
+        return match recorded(
+            &state,
+            &principal,
+            "updateInstallInputs",
+            path,
+            source,
+            result,
+        )
+        .await
+        {
+            Ok(axum::Json(d)) => match d.workflow {
+                Some(w) => Redirect::to(&format!("/workflows/{}", w.id)).into_response(),
+                None => Redirect::to(&at).into_response(),
+            },
+            Err(e) => error_page(e),
+        };
+    }
+    let typed = field(&fields, "name");
+    if !confirmed || typed != Some(install.name.as_str()) {
+        let (question, what, button) = match act {
+            InstallAct::Delete => (
+                format!("Delete install {}?", install.name),
+                "Its components are torn down and its sandbox destroyed (a deprovision workflow, with its approvals); the install and its runner's token go when that succeeds. A failed deprovision can be retried.",
+                "Yes, deprovision and delete",
+            ),
+            _ => (
+                format!("Forget install {}?", install.name),
+                "Only its record goes: nothing in the customer's cloud is destroyed, and its runner's token stops working. Its workflows and states go with it.",
+                "Yes, forget it",
+            ),
+        };
+        let what = maud::html! {
+            p { (what) }
+            @if confirmed { p.error role="alert" { "The name typed was not " code { (install.name) } "." } }
+        };
+        return html(pages::confirmation(
+            &web,
+            &pages::Confirm {
+                question: &question,
+                what,
+                action: &format!(
+                    "{at}/{}",
+                    if act == InstallAct::Delete {
+                        "delete"
+                    } else {
+                        "forget"
+                    }
+                ),
+                button,
+                class: "danger",
+                hidden: &[],
+                type_name: Some(&install.name),
+                back: &at,
+            },
+        ));
+    }
+    let id = Path(install.id.to_string());
+    if act == InstallAct::Delete {
+        let result = lifecycle::delete_install(State(state.clone()), auth(), id).await;
+        match recorded(
+            &state,
+            &principal,
+            "deleteInstall",
+            api_path,
+            source,
+            result,
+        )
+        .await
+        {
+            Ok((_, axum::Json(wf))) => {
+                Redirect::to(&format!("/workflows/{}", wf.id)).into_response()
+            }
+            Err(e) => error_page(e),
+        }
+    } else {
+        let result = lifecycle::forget_install(State(state.clone()), auth(), id).await;
+        match recorded(
+            &state,
+            &principal,
+            "forgetInstall",
+            format!("{api_path}/forget"),
+            source,
+            result,
+        )
+        .await
+        {
+            Ok(axum::Json(r)) => html(pages::notice(
+                &web,
+                &format!("Install {} forgotten", install.name),
+                &r.warning,
+            )),
+            Err(e) => error_page(e),
+        }
+    }
+}
+
+/// Deletes an app with no install left, from its page, once its name is
+/// typed.
+async fn app_delete(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+        return r;
+    }
+    if let Err(e) = super::control::require_admin(&web.auth) {
+        return error_page(e);
+    }
+    let app = match super::apps::app_of(&state, &web.auth, &key).await {
+        Ok(a) => a,
+        Err(e) => return error_page(e),
+    };
+    let confirmed = field(&fields, "confirm") == Some("yes");
+    if !confirmed || field(&fields, "name") != Some(app.name.as_str()) {
+        let question = format!("Delete app {}?", app.name);
+        let what = maud::html! {
+            p { "Its config versions, builds and releases go with it. An app with installs is not deleted: delete or forget them first." }
+            @if confirmed { p.error role="alert" { "The name typed was not " code { (app.name) } "." } }
+        };
+        return html(pages::confirmation(
+            &web,
+            &pages::Confirm {
+                question: &question,
+                what,
+                action: &format!("/apps/{}/delete", app.id),
+                button: "Yes, delete it",
+                class: "danger",
+                hidden: &[],
+                type_name: Some(&app.name),
+                back: &format!("/apps/{}", app.id),
+            },
+        ));
+    }
+    let principal = web.auth.0.clone();
+    let path = format!("/v1/apps/{}", app.id);
+    let result = super::lifecycle::delete_app(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        Path(app.id.to_string()),
     )
     .await;
-    match result {
-        Ok(_) => Redirect::to(&format!("/workflows/{id}")).into_response(),
+    match recorded(&state, &principal, "deleteApp", path, source, result).await {
+        Ok(_) => Redirect::to("/apps").into_response(),
         Err(e) => error_page(e),
     }
 }

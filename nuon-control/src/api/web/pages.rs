@@ -100,6 +100,19 @@ pub(super) fn error(status: StatusCode, message: &str) -> Markup {
     )
 }
 
+/// A page that says something was done.
+pub(super) fn notice(web: &Web, title: &str, message: &str) -> Markup {
+    layout(
+        title,
+        Some(web),
+        html! {
+            h1 { (title) }
+            p role="status" { (message) }
+            p { a href="/" { "Back to the overview" } }
+        },
+    )
+}
+
 /// The session's org's workflow of a path's id, or not found.
 pub(super) async fn workflow_of(
     state: &SharedState,
@@ -361,8 +374,73 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
         }
         h2 { "Workflows" }
         (workflow_table(&workflows))
+        @if web.can_admin() {
+            h2 { "Change" }
+            div.actions {
+                a href={ "/installs/" (info.id) "/inputs" } { "Change inputs and secrets" }
+                form method="post" action={ "/installs/" (info.id) "/delete" } {
+                    input type="hidden" name="csrf" value=(web.csrf);
+                    button.danger type="submit" { "Delete (deprovision)" }
+                }
+                form method="post" action={ "/installs/" (info.id) "/forget" } {
+                    input type="hidden" name="csrf" value=(web.csrf);
+                    button.danger type="submit" { "Forget" }
+                }
+            }
+        }
     };
     Ok(layout(&format!("Install {}", info.name), Some(web), body))
+}
+
+/// The form that changes an install's inputs and secrets: plain inputs
+/// with their values; sensitive inputs and secrets empty (kept unless a
+/// new value is typed).
+pub(super) async fn inputs(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
+    crate::api::control::require_admin(&web.auth)?;
+    let (stored, _, _) = install_app_config(state, &web.auth, key).await?;
+    let (_, config) = state
+        .engine
+        .app_config(&web.auth.0.org_id, &stored.app_id, stored.config_version)
+        .await?;
+    let info = install_info(install_of(state, &web.auth, stored.id.as_str()).await?)?;
+    let shown = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let body = html! {
+        h1 { "Inputs and secrets of " (info.name) }
+        p.muted { "Only what you change is sent. The components that read a changed value are redeployed (and what depends on them), between the app's update-inputs actions; the next page says which, before anything changes." }
+        form method="post" action={ "/installs/" (info.id) "/inputs" } {
+            input type="hidden" name="csrf" value=(web.csrf);
+            @for i in config.inputs.iter().filter(|i| !i.internal) {
+                @let id = format!("input-{}", i.name);
+                @let current = info.inputs.get(&i.name).map(shown).unwrap_or_default();
+                div.field {
+                    label for=(id) { (i.display_name.as_deref().unwrap_or(&i.name)) " " code { (i.name) } }
+                    @if let Some(d) = &i.description { p.muted { (d) } }
+                    @if i.sensitive {
+                        input id=(id) type="password" name={ "input." (i.name) } autocomplete="off" placeholder="(unchanged)";
+                    } @else {
+                        input id=(id) type="text" name={ "input." (i.name) } value=(current);
+                        input type="hidden" name={ "was." (i.name) } value=(current);
+                    }
+                }
+            }
+            @for sec in &config.secrets {
+                @let id = format!("secret-{}", sec.name);
+                div.field {
+                    label for=(id) { "Secret " (sec.display_name.as_deref().unwrap_or(&sec.name)) " " code { (sec.name) } }
+                    @if !sec.description.is_empty() { p.muted { (sec.description) } }
+                    input id=(id) type="password" name={ "secret." (sec.name) } autocomplete="off" placeholder="(unchanged)";
+                }
+            }
+            div.actions {
+                button.primary type="submit" { "Review the change" }
+                a href={ "/installs/" (info.id) } { "Cancel" }
+            }
+        }
+    };
+    Ok(layout(&format!("Inputs of {}", info.name), Some(web), body))
 }
 
 fn workflow_table(workflows: &[WorkflowInfo]) -> Markup {
@@ -657,19 +735,67 @@ pub(super) async fn confirm(
             "primary",
         ),
     };
-    let body = html! {
-        h1 { (question) }
+    let what = html! {
         p { (what) }
         @if let Some(c) = plan { p { "Plan: " (plan_summary(c)) } }
+    };
+    let hidden: Vec<(String, String)> = step
+        .map(|s| ("step".to_owned(), s.to_owned()))
+        .into_iter()
+        .collect();
+    Ok(confirmation(
+        web,
+        &Confirm {
+            question: &question,
+            what,
+            action: &format!("/workflows/{}/{verb}", wf.id),
+            button,
+            class,
+            hidden: &hidden,
+            type_name: None,
+            back: &format!("/workflows/{}", wf.id),
+        },
+    ))
+}
+
+/// What a confirmation page asks.
+pub(super) struct Confirm<'a> {
+    /// The question, as the page's heading.
+    pub(super) question: &'a str,
+    /// What happens on yes.
+    pub(super) what: Markup,
+    /// Where the form posts.
+    pub(super) action: &'a str,
+    /// The yes button's text, and its class (`primary`, `danger`).
+    pub(super) button: &'a str,
+    pub(super) class: &'a str,
+    /// Fields the form carries on.
+    pub(super) hidden: &'a [(String, String)],
+    /// A name the person must type to say yes (deleting an install).
+    pub(super) type_name: Option<&'a str>,
+    /// Where "no" goes.
+    pub(super) back: &'a str,
+}
+
+/// A confirmation page: the question, what happens, and a form that says
+/// yes with the session's CSRF token.
+pub(super) fn confirmation(web: &Web, c: &Confirm<'_>) -> Markup {
+    let body = html! {
+        h1 { (c.question) }
+        (c.what)
         div.actions {
-            form method="post" action={ "/workflows/" (wf.id) "/" (verb) } {
+            form method="post" action=(c.action) {
                 input type="hidden" name="csrf" value=(web.csrf);
                 input type="hidden" name="confirm" value="yes";
-                @if let Some(s) = step { input type="hidden" name="step" value=(s); }
-                button class=(class) type="submit" { (button) }
+                @for (k, v) in c.hidden { input type="hidden" name=(k) value=(v); }
+                @if let Some(n) = c.type_name {
+                    label for="confirm-name" { "Type " code { (n) } " to confirm" }
+                    input id="confirm-name" type="text" name="name" autocomplete="off" required;
+                }
+                button class=(c.class) type="submit" { (c.button) }
             }
-            a href={ "/workflows/" (wf.id) } { "No, go back" }
+            a href=(c.back) { "No, go back" }
         }
     };
-    Ok(layout(&question, Some(web), body))
+    layout(c.question, Some(web), body)
 }
