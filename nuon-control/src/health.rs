@@ -118,6 +118,153 @@ impl WorkflowSummary {
     }
 }
 
+impl WorkflowSummary {
+    /// What of it decides an install's health status and its waiting
+    /// approvals: small, so the overview reads it for every install and
+    /// the whole summary only for the installs it shows.
+    pub(crate) fn brief(&self) -> Brief {
+        let failed = |kind: &str, by: &BTreeMap<String, Ended>| {
+            by.iter()
+                .filter(|(_, e)| !e.ok)
+                .map(|(name, _)| format!("{kind}:{name}"))
+                .collect::<Vec<_>>()
+        };
+        Brief {
+            failed: [
+                failed("deploy", &self.deploys),
+                failed("sync", &self.syncs),
+                failed("action", &self.actions),
+            ]
+            .concat(),
+            waiting: self.waiting.clone(),
+        }
+    }
+}
+
+/// An install's summary as the dashboard's overview reads it: the brief
+/// of every install, the whole only of those it shows.
+pub(crate) struct InstallSummary {
+    /// What decides its health status.
+    pub(crate) brief: Brief,
+    full: Full,
+}
+
+enum Full {
+    /// Made now, from the install's workflows.
+    Made(WorkflowSummary),
+    /// As stored (JSON), read when asked for.
+    Stored(String),
+}
+
+impl InstallSummary {
+    /// One just made.
+    pub(crate) fn made(summary: WorkflowSummary) -> Self {
+        InstallSummary {
+            brief: summary.brief(),
+            full: Full::Made(summary),
+        }
+    }
+
+    /// One as stored: `None` when its brief does not read (it is made
+    /// again).
+    pub(crate) fn stored(brief: &str, full: String) -> Option<Self> {
+        Some(InstallSummary {
+            brief: serde_json::from_str(brief).ok()?,
+            full: Full::Stored(full),
+        })
+    }
+
+    /// The whole summary (empty if what is stored does not read: the
+    /// next change of a workflow makes it again).
+    pub(crate) fn full(self) -> WorkflowSummary {
+        match self.full {
+            Full::Made(s) => s,
+            Full::Stored(json) => serde_json::from_str(&json).unwrap_or_default(),
+        }
+    }
+}
+
+/// The part of a [`WorkflowSummary`] that decides an install's health
+/// status: what last ended failed (`deploy:NAME`, `sync:NAME`,
+/// `action:NAME`), and the workflows waiting for an approval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Brief {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    failed: Vec<String>,
+    /// The workflows with a step waiting for an approval, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<(WorkflowId, WorkflowKind)>,
+}
+
+/// The keys of [`Brief::failed`] that count for `install` under `config`:
+/// its components that are on (a container image by its sync, the others
+/// by their deploy), and its health-check actions (a `cron` trigger).
+fn counted(
+    config: &AppConfig,
+    install: &StoredInstall,
+) -> impl Iterator<Item = (&'static str, String)> {
+    let components = config
+        .components
+        .iter()
+        .filter(|c| install.enabled(c))
+        .map(|c| match c.kind {
+            ComponentKind::ContainerImage => ("sync", c.name.clone()),
+            _ => ("deploy", c.name.clone()),
+        })
+        .collect::<Vec<_>>();
+    let actions = config
+        .actions
+        .iter()
+        .filter(|a| a.triggers.iter().any(|t| t.kind == "cron"))
+        .map(|a| ("action", a.name.clone()))
+        .collect::<Vec<_>>();
+    components.into_iter().chain(actions)
+}
+
+/// The runner's part of an install's health: `ok`, `offline` or
+/// `disabled` (calling, but turned off by the customer).
+fn runner_state(runner: Option<&RunnerInfo>) -> &'static str {
+    match runner {
+        Some(r) if r.status != RunnerStatus::Revoked && r.last_seen_at_ms.is_some() => {
+            if r.telemetry.as_ref().is_some_and(|t| t.disabled.is_some()) {
+                "disabled"
+            } else if r.status == RunnerStatus::Connected {
+                "ok"
+            } else {
+                "offline"
+            }
+        }
+        _ => "offline",
+    }
+}
+
+/// An install's health status, as [`health_of`] says it, from its brief.
+pub(crate) fn status_of(
+    config: &AppConfig,
+    install: &StoredInstall,
+    runner: Option<&RunnerInfo>,
+    brief: &Brief,
+) -> &'static str {
+    let any_failed = !brief.failed.is_empty()
+        && counted(config, install).any(|(kind, name)| {
+            brief
+                .failed
+                .iter()
+                .any(|f| f.split_once(':') == Some((kind, name.as_str())))
+        });
+    status(runner_state(runner), any_failed)
+}
+
+/// The status from the runner's state and whether a check failed.
+fn status(runner: &str, any_failed: bool) -> &'static str {
+    match runner {
+        "disabled" => "disabled",
+        "ok" if any_failed => "unhealthy",
+        "ok" => "healthy",
+        _ => "offline",
+    }
+}
+
 /// A check from how something last ended, or `unknown` with `never`.
 fn ended_check(kind: &str, name: &str, last: Option<&Ended>, never: &str) -> HealthCheck {
     let mut k = check(kind, name, "unknown");
@@ -149,14 +296,12 @@ pub(crate) fn health_of(
         "offline",
     );
     r.at_ms = runner.and_then(|r| r.last_seen_at_ms);
+    r.status = runner_state(runner).into();
     r.detail = Some(match runner.map(|r| (r.status, r.last_seen_at_ms)) {
         None => "the install's runner is not registered".into(),
         Some((RunnerStatus::Revoked, _)) => "its token is revoked".into(),
         Some((_, None)) => "it has never called".into(),
-        Some((status, Some(at))) => {
-            if status == RunnerStatus::Connected {
-                r.status = "ok".into();
-            }
+        Some((_, Some(at))) => {
             let build = runner
                 .and_then(|r| r.session.as_ref())
                 .and_then(|s| s.describe_build())
@@ -168,7 +313,6 @@ pub(crate) fn health_of(
             match disabled {
                 Some(why) => {
                     // Calling, but the customer turned it off.
-                    r.status = "disabled".into();
                     format!(
                         "disabled by the customer ({why}); last call {} s ago",
                         (now_ms - at).max(0) / 1000
@@ -178,8 +322,7 @@ pub(crate) fn health_of(
             }
         }
     });
-    let online = r.status == "ok";
-    let disabled = r.status == "disabled";
+    let runner = runner_state(runner);
     checks.push(r);
     // Each component's last deploy or teardown that ended (a container
     // image's: its last sync).
@@ -208,15 +351,7 @@ pub(crate) fn health_of(
             "never run",
         ));
     }
-    let status = if disabled {
-        "disabled"
-    } else if !online {
-        "offline"
-    } else if checks.iter().any(|c| c.status == "failed") {
-        "unhealthy"
-    } else {
-        "healthy"
-    };
+    let status = status(runner, checks.iter().any(|c| c.status == "failed"));
     InstallHealth {
         install: install.name.clone(),
         status: status.into(),

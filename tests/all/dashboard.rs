@@ -47,6 +47,18 @@ fn run_axe(b: &Chrome, axe: &str) -> Vec<String> {
         .collect()
 }
 
+/// Clicks `css` (a form's button) and waits for the page the form loads.
+fn submit(b: &Chrome, css: &str) {
+    b.exec("window.beforeSubmit = true;", json!([]));
+    b.click(css);
+    b.wait_until("the form's answer", Duration::from_secs(20), |b| {
+        b.exec(
+            "return window.beforeSubmit !== true && document.readyState === 'complete';",
+            json!([]),
+        ) == json!(true)
+    });
+}
+
 fn sign_in(b: &Chrome, base: &str, token: &str) {
     b.goto(&format!("{base}/login"));
     b.type_into("#token", token);
@@ -550,12 +562,37 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         b.text("main")
     );
     assert!(rt().block_on(m.cp.client().get_install("hostile")).is_err());
+    // A workflow started from the install's page, once confirmed: a
+    // drift check of db, which plans and changes nothing.
+    let demo_id = rt().block_on(m.cp.client().get_install("demo")).unwrap().id;
+    b.goto(&format!("{base}/installs/{demo_id}"));
+    b.exec(
+        "document.getElementById('start-kind').value = 'drift'; document.getElementById('start-component').value = 'db';",
+        json!([]),
+    );
+    b.click("form[action$='/workflows'] button");
+    b.wait_until("the start's confirmation", Duration::from_secs(10), |b| {
+        b.text("h1") == "Start drift of db on demo?"
+    });
+    b.click("form[action$='/workflows'] button");
+    b.wait_until("the drift check's page", Duration::from_secs(10), |b| {
+        b.url().contains("/workflows/")
+    });
+    let drift = b.url().rsplit('/').next().unwrap().to_owned();
+    let ended = wait_workflow(&m.cp.client(), &drift, |w| !w.status.is_active());
+    assert_eq!(ended.kind, nuon_core::workflow::WorkflowKind::Drift);
+    assert_eq!(ended.component.as_deref(), Some("db"));
     // Recorded as the API records it, under the person's operation.
     let audit = ok(m.cp.nuon(&["--json", "audit", "list"]));
     assert!(
-        audit.contains("updateInstallInputs")
-            && audit.contains("forgetInstall")
-            && audit.contains("deleteApp"),
+        [
+            "updateInstallInputs",
+            "forgetInstall",
+            "deleteApp",
+            "createWorkflow"
+        ]
+        .iter()
+        .all(|op| audit.contains(op)),
         "{audit}"
     );
 
@@ -672,22 +709,149 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     );
     assert_eq!(status, 403, "{text}");
     assert!(text.contains("read-only"), "{text}");
-    // Nor may it change or delete an install.
-    let demo_id = rt().block_on(m.cp.client().get_install("demo")).unwrap().id;
+    // Nor may it start a workflow, or change or delete an install.
     b.goto(&format!("{base}/installs/{demo_id}"));
     assert!(
         b.find("form[action$='/delete']").is_none(),
         "{}",
         b.source()
     );
+    assert!(
+        b.find("form[action$='/workflows']").is_none(),
+        "{}",
+        b.source()
+    );
+    let (status, text) = post_from_page(
+        &b,
+        &format!("/installs/{demo_id}/workflows"),
+        &format!("csrf={csrf}&confirm=yes&kind=deploy"),
+    );
+    assert_eq!(status, 403, "{text}");
     let (status, text) = post_from_page(
         &b,
         &format!("/installs/{demo_id}/delete"),
         &format!("csrf={csrf}&confirm=yes&name=demo"),
     );
     assert_eq!(status, 403, "{text}");
+    b.goto(&format!("{base}/people"));
+    assert!(b.find("form[action='/tokens']").is_none(), "{}", b.source());
     sign_out(&b);
     // Signed out: the session is gone on the server too.
     b.goto(&format!("{base}/"));
     assert!(b.url().ends_with("/login"));
+
+    // People and tokens, as the admin: invite, change the role, remove
+    // (once confirmed); a token made on the page works, and revoked
+    // there, it no longer does.
+    sign_in(&b, &base, &m.cp.admin_token);
+    b.goto(&format!("{base}/people"));
+    b.type_into("#invite-email", "Ada@example.com");
+    b.exec(
+        "document.getElementById('invite-role').value = 'deployer';",
+        json!([]),
+    );
+    b.click("form[action='/people/invite'] button");
+    b.wait_until("the invited person", Duration::from_secs(10), |b| {
+        b.text("main").contains("ada@example.com")
+    });
+    let role_of = || {
+        rt().block_on(m.cp.client().list_users())
+            .unwrap()
+            .users
+            .into_iter()
+            .find(|u| u.email == "ada@example.com")
+            .map(|u| u.role.as_str().to_owned())
+    };
+    assert_eq!(role_of().as_deref(), Some("deployer"));
+    b.exec(
+        "document.querySelector(\"select[id^='role-']\").value = 'viewer';",
+        json!([]),
+    );
+    submit(&b, "form[action$='/role'] button");
+    assert_eq!(role_of().as_deref(), Some("viewer"));
+    b.click("form[action$='/remove'] button");
+    b.wait_until("the removal's confirmation", Duration::from_secs(10), |b| {
+        b.text("h1") == "Remove this person?"
+    });
+    submit(&b, "form[action$='/remove'] button");
+    assert_eq!(role_of(), None);
+    b.type_into("#token-name", "from-the-page");
+    b.exec(
+        "document.getElementById('token-scope').value = 'read';",
+        json!([]),
+    );
+    b.click("form[action='/tokens'] button");
+    b.wait_until("the token's secret", Duration::from_secs(10), |b| {
+        b.find("#token-secret").is_some()
+    });
+    let secret = b.text("#token-secret");
+    let as_page_token = m.cp.client_with(&secret);
+    assert!(rt().block_on(as_page_token.list_installs()).is_ok());
+    b.goto(&format!("{base}/people"));
+    let revoke = b
+        .exec(
+            "return [...document.querySelectorAll('tr')].find(r => r.textContent.includes('from-the-page')).querySelector(\"form[action$='/revoke']\").getAttribute('action');",
+            json!([]),
+        )
+        .as_str()
+        .unwrap()
+        .to_owned();
+    b.click(&format!("form[action='{revoke}'] button"));
+    b.wait_until(
+        "the revocation's confirmation",
+        Duration::from_secs(10),
+        |b| b.text("h1") == "Revoke this token?",
+    );
+    submit(&b, &format!("form[action='{revoke}'] button"));
+    assert!(rt().block_on(as_page_token.list_installs()).is_err());
+
+    // A rollout planned from the app's page (the dry run names who gets
+    // it, in which wave), started once confirmed, and cancelled from its
+    // page.
+    ok(m.cp.nuon(&["installs", "label", "demo", "tier=prod"]));
+    let release: Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "--json",
+        "releases",
+        "create",
+        "--app",
+        demo_app.as_str(),
+    ])))
+    .unwrap();
+    let release = release["id"].as_str().unwrap().to_owned();
+    b.goto(&format!("{base}/apps/{demo_app}"));
+    b.type_into(&format!("#to-{release}"), "tier=prod");
+    b.click(&format!(
+        "form[action='/releases/{release}/rollouts'] button"
+    ));
+    b.wait_until("the rollout's plan", Duration::from_secs(10), |b| {
+        b.text("h1") == format!("Roll release {release} out to tier=prod?")
+    });
+    assert!(b.text("main").contains("demo"), "{}", b.text("main"));
+    b.click(&format!(
+        "form[action='/releases/{release}/rollouts'] button"
+    ));
+    b.wait_until("the rollout's page", Duration::from_secs(10), |b| {
+        b.url().contains("/rollouts/rol_")
+    });
+    let rollout = b.url().rsplit('/').next().unwrap().to_owned();
+    assert!(b.text("main").contains("demo"), "{}", b.text("main"));
+    b.click(&format!("form[action='/rollouts/{rollout}/cancel'] button"));
+    b.wait_until("the cancel's confirmation", Duration::from_secs(10), |b| {
+        b.text("h1") == "Cancel this rollout?"
+    });
+    b.click(&format!("form[action='/rollouts/{rollout}/cancel'] button"));
+    b.wait_until("cancelled", Duration::from_secs(10), |b| {
+        b.text("main").contains("cancelling")
+    });
+    b.goto(&format!("{base}/rollouts"));
+    assert!(b.find(&format!("a[href='/rollouts/{rollout}']")).is_some());
+    for (name, p) in [
+        ("people", "/people".to_owned()),
+        ("rollout", format!("/rollouts/{rollout}")),
+    ] {
+        b.goto(&format!("{base}{p}"));
+        b.screenshot(&shots.join(format!("light-{name}.png")));
+        let found = run_axe(&b, &axe);
+        assert!(found.is_empty(), "{p}: {found:#?}");
+    }
 }

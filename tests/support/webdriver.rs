@@ -228,7 +228,7 @@ impl Chrome {
         )
     }
 
-    /// The resident memory of this browser's largest renderer process
+    /// The resident memory of this browser's largest tab renderer process
     /// (the tab's, with one tab open), in bytes, from `/proc`; `None`
     /// where there is no `/proc` or no renderer yet.
     pub fn renderer_rss(&self) -> Option<u64> {
@@ -253,8 +253,14 @@ impl Chrome {
                     .and_then(|v| v.split_whitespace().next())
                     .and_then(|v| v.parse::<u64>().ok())
             };
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let renderer = cmdline.split(|b| *b == 0).any(|a| a == b"--type=renderer");
+            // (Chromium rewrites its renderers' command lines: one string,
+            // not one argument each.) Its own UI's renderer is not a tab.
+            let cmdline = String::from_utf8_lossy(
+                &std::fs::read(entry.path().join("cmdline")).unwrap_or_default(),
+            )
+            .into_owned();
+            let renderer =
+                cmdline.contains("--type=renderer") && !cmdline.contains("--top-chrome-webui");
             procs.push((
                 pid,
                 field("PPid:").unwrap_or(0) as u32,

@@ -11,7 +11,7 @@ use super::apps::install_app_config;
 use super::doc::Op;
 use super::{ApiAuth, SharedState};
 use crate::error::Error;
-use crate::health::{WorkflowSummary, health_of};
+use crate::health::{InstallSummary, WorkflowSummary, health_of};
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
@@ -62,7 +62,7 @@ pub(crate) async fn workflow_summaries(
     state: &SharedState,
     org: &nuon_core::OrgId,
     installs: &[crate::store::StoredInstall],
-) -> Result<std::collections::HashMap<nuon_core::InstallId, WorkflowSummary>, Error> {
+) -> Result<std::collections::HashMap<nuon_core::InstallId, InstallSummary>, Error> {
     let cached: std::collections::HashMap<_, _> = state
         .store
         .install_summaries(org)
@@ -75,15 +75,19 @@ pub(crate) async fn workflow_summaries(
         let c = cached.get(&i.id);
         let fresh = c
             .and_then(|c| c.fresh())
-            .and_then(|s| serde_json::from_str::<WorkflowSummary>(s).ok());
+            .and_then(|s| InstallSummary::stored(&s.brief, s.full.clone()));
         let summary = match fresh {
             Some(s) => s,
             None => {
                 let rev = c.map_or(0, |c| c.rev);
                 let s = WorkflowSummary::of(&state.store.list_workflows(org, &i.id).await?);
-                let json = serde_json::to_string(&s).map_err(|e| Error::internal(e.to_string()))?;
-                state.store.save_install_summary(&i.id, rev, &json).await?;
-                s
+                let text = crate::store::SummaryText {
+                    brief: serde_json::to_string(&s.brief())
+                        .map_err(|e| Error::internal(e.to_string()))?,
+                    full: serde_json::to_string(&s).map_err(|e| Error::internal(e.to_string()))?,
+                };
+                state.store.save_install_summary(&i.id, rev, &text).await?;
+                InstallSummary::made(s)
             }
         };
         out.insert(i.id.clone(), summary);

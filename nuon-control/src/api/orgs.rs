@@ -52,7 +52,7 @@ async fn get_org(State(state): State<SharedState>, auth: ApiAuth) -> Result<Json
     Ok(Json(org))
 }
 
-async fn create_token(
+pub(super) async fn create_token(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Body(req): Body<CreateToken>,
@@ -95,7 +95,7 @@ async fn create_token(
     ))
 }
 
-async fn list_tokens(
+pub(super) async fn list_tokens(
     State(state): State<SharedState>,
     auth: ApiAuth,
 ) -> Result<Json<TokenList>, Error> {
@@ -103,7 +103,7 @@ async fn list_tokens(
     Ok(Json(TokenList { tokens }))
 }
 
-async fn revoke_token(
+pub(super) async fn revoke_token(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(raw): Path<String>,

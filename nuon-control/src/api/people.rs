@@ -95,7 +95,15 @@ async fn require_owner_for(
 async fn user_of(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<UserInfo, Error> {
     state
         .store
-        .find_user(&auth.0.org_id, &key.to_lowercase())
+        // An address in any case; an id as it is (ids are upper case).
+        .find_user(
+            &auth.0.org_id,
+            &if key.contains('@') {
+                key.to_lowercase()
+            } else {
+                key.to_owned()
+            },
+        )
         .await?
         .ok_or_else(|| {
             Error::not_found(format!(
@@ -104,7 +112,7 @@ async fn user_of(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<UserI
         })
 }
 
-async fn list_users(
+pub(super) async fn list_users(
     State(state): State<SharedState>,
     auth: ApiAuth,
 ) -> Result<Json<UserList>, Error> {
@@ -112,7 +120,7 @@ async fn list_users(
     Ok(Json(UserList { users }))
 }
 
-async fn invite_user(
+pub(super) async fn invite_user(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Body(req): Body<InviteUser>,
@@ -127,7 +135,7 @@ async fn invite_user(
     Ok((StatusCode::CREATED, Json(user)))
 }
 
-async fn set_role(
+pub(super) async fn set_role(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,
@@ -149,7 +157,7 @@ async fn set_role(
     Ok(Json(user))
 }
 
-async fn remove_user(
+pub(super) async fn remove_user(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,

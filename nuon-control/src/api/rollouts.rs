@@ -97,7 +97,7 @@ fn rollout_id(key: &str) -> Result<RolloutId, Error> {
     })
 }
 
-async fn create_rollout(
+pub(super) async fn create_rollout(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,
@@ -134,7 +134,7 @@ async fn list_rollouts(
     }))
 }
 
-async fn get_rollout(
+pub(super) async fn get_rollout(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,
@@ -152,7 +152,7 @@ async fn get_rollout(
     Ok(Json(named_one(&state, &auth, found).await?))
 }
 
-async fn rollout_act(
+pub(super) async fn rollout_act(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,

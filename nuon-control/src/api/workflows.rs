@@ -58,7 +58,7 @@ pub(super) fn ops() -> Vec<Op> {
     ]
 }
 
-async fn create_workflow(
+pub(super) async fn create_workflow(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,

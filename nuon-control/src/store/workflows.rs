@@ -100,17 +100,28 @@ pub struct CachedSummary {
     pub install_id: InstallId,
     /// Its workflows' revision now.
     pub rev: i64,
-    /// The summary (JSON), with the revision it was made at.
-    pub summary: Option<(i64, String)>,
+    /// The summary, with the revision it was made at.
+    pub summary: Option<(i64, SummaryText)>,
+}
+
+/// A summary as stored: its brief (what decides the install's health
+/// status, read for every install) and the whole of it (read for the
+/// installs shown), both JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryText {
+    /// What decides the health status.
+    pub brief: String,
+    /// The whole summary.
+    pub full: String,
 }
 
 impl CachedSummary {
     /// The summary, if it was made at the current revision.
-    pub fn fresh(&self) -> Option<&str> {
+    pub fn fresh(&self) -> Option<&SummaryText> {
         self.summary
             .as_ref()
             .filter(|(at, _)| *at == self.rev)
-            .map(|(_, s)| s.as_str())
+            .map(|(_, s)| s)
     }
 }
 
@@ -125,13 +136,15 @@ pub(crate) mod summary_sql {
          SELECT install_id, 1 FROM workflows WHERE id = ?1 \
          ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1";
     /// Every install's cache of an org (`?1`), installs without one left out.
-    pub(crate) const LIST: &str = "SELECT s.install_id, s.rev, s.summary_rev, s.summary \
+    pub(crate) const LIST: &str = "SELECT s.install_id, s.rev, s.summary_rev, s.brief, s.summary \
          FROM install_summaries s JOIN installs i ON i.id = s.install_id WHERE i.org_id = ?1";
-    /// Saves a summary made at revision `?2` (`?1` the install, `?3` the
-    /// summary), only while that is still the install's revision.
-    pub(crate) const SAVE: &str = "INSERT INTO install_summaries (install_id, rev, summary_rev, summary) \
-         VALUES (?1, ?2, ?2, ?3) \
-         ON CONFLICT (install_id) DO UPDATE SET summary_rev = excluded.summary_rev, summary = excluded.summary \
+    /// Saves a summary made at revision `?2` (`?1` the install, `?3` its
+    /// brief, `?4` the whole), only while that is still the install's
+    /// revision.
+    pub(crate) const SAVE: &str = "INSERT INTO install_summaries (install_id, rev, summary_rev, brief, summary) \
+         VALUES (?1, ?2, ?2, ?3, ?4) \
+         ON CONFLICT (install_id) DO UPDATE SET summary_rev = excluded.summary_rev, \
+         brief = excluded.brief, summary = excluded.summary \
          WHERE install_summaries.rev = excluded.rev";
 }
 
@@ -150,7 +163,7 @@ pub trait WorkflowStore: Send + Sync + 'static {
         &self,
         install: &InstallId,
         rev: i64,
-        summary: &str,
+        summary: &SummaryText,
     ) -> Result<()>;
 
     /// Stores a new workflow, pending, with its steps; its install runs

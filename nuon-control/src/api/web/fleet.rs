@@ -14,6 +14,79 @@ use crate::api::SharedState;
 use crate::api::apps::{app_of, decode_config};
 use crate::error::Error;
 
+/// Every rollout of the org, newest first.
+pub(super) async fn rollouts(state: &SharedState, web: &Web) -> Result<Markup, Error> {
+    let list = state.store.list_rollouts(&web.auth.0.org_id, None).await?;
+    let names = crate::api::apps::app_names(state, &web.auth).await?;
+    let body = html! {
+        h1 { "Rollouts" }
+        @if list.is_empty() {
+            p.muted { "None yet: roll a release out from its app's page, or " code { "nuon releases rollout" } "." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr {
+                    th scope="col" { "Rollout" } th scope="col" { "App" } th scope="col" { "To" }
+                    th scope="col" { "Status" } th scope="col" { "Wave" } th scope="col" { "By" } th scope="col" { "Started" }
+                } }
+                tbody { @for r in &list { tr {
+                    td { a href={ "/rollouts/" (r.id) } { (r.id) } @if r.rollback_of.is_some() { br; span.muted { "a rollback" } } }
+                    td { (names.get(&r.app_id).map_or("?", String::as_str)) }
+                    td { code { (r.selector) } }
+                    td { span class={ "badge " (r.status.as_str()) } { (r.status.as_str()) } }
+                    td { ((r.wave + 1).min(r.wave_count)) " of " (r.wave_count) }
+                    td { (r.created_by.as_deref().unwrap_or("-")) }
+                    td { (ago(Some(r.created_at_ms))) }
+                } } }
+            } }
+        }
+    };
+    Ok(layout("Rollouts", Some(web), body))
+}
+
+/// A rollout's installs, wave by wave, and what the session may do to it.
+pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Markup {
+    let acts: [(&str, &str); 4] = [
+        ("resume", "Resume"),
+        ("retry", "Retry the failed"),
+        ("cancel", "Cancel"),
+        ("rollback", "Roll back"),
+    ];
+    let body = html! {
+        h1 { "Rollout " (r.id) }
+        dl.facts {
+            dt { "App" } dd { (r.app_name.as_deref().unwrap_or("?")) }
+            dt { "Release" } dd { code { (r.release_id) } }
+            dt { "Installs" } dd { code { (r.selector) } ", waves " code { (r.waves) } ", at most " (r.max_parallel) " at once" }
+            dt { "Status" } dd { span class={ "badge " (r.status.as_str()) } { (r.status.as_str()) } " wave " ((r.wave + 1).min(r.wave_count)) " of " (r.wave_count) }
+            @if let Some(why) = &r.reason { dt { "Why" } dd { (why) } }
+            @if let Some(of) = &r.rollback_of { dt { "Rolls back" } dd { a href={ "/rollouts/" (of) } { (of) } } }
+            dt { "By" } dd { (r.created_by.as_deref().unwrap_or("-")) ", " (ago(Some(r.created_at_ms))) }
+        }
+        @if web.can_deploy() {
+            div.actions {
+                @for (act, label) in acts {
+                    form method="post" action={ "/rollouts/" (r.id) "/" (act) } {
+                        input type="hidden" name="csrf" value=(web.csrf);
+                        button class=(if matches!(act, "cancel" | "rollback") { "danger" } else { "" }) type="submit" { (label) }
+                    }
+                }
+            }
+        }
+        h2 { "Installs" }
+        div.table-wrap { table {
+            thead { tr { th scope="col" { "Wave" } th scope="col" { "Install" } th scope="col" { "State" } th scope="col" { "Workflow" } th scope="col" { "Why" } } }
+            tbody { @for t in &r.targets { tr {
+                td { (t.wave + 1) }
+                td { a href={ "/installs/" (t.install_id) } { (t.install) } }
+                td { span class={ "badge " (t.state.as_str()) } { (t.state.as_str()) } }
+                td { @if let Some(w) = &t.workflow_id { a href={ "/workflows/" (w) } { (w) } } @else { "-" } }
+                td { (t.reason.as_deref().unwrap_or("")) }
+            } } }
+        } }
+    };
+    layout(&format!("Rollout {}", r.id), Some(web), body)
+}
+
 /// Components as layers: each one layer below the deepest it depends on.
 fn layers(deps: &[(String, Vec<String>)]) -> Vec<Vec<String>> {
     let mut depth: BTreeMap<&str, usize> = BTreeMap::new();
@@ -276,8 +349,38 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
             } }
         }
     };
+    let releases = state
+        .store
+        .list_releases(&web.auth.0.org_id, Some(&app.id))
+        .await?;
     let body = html! {
         (body)
+        h2 { "Releases" }
+        @if releases.is_empty() {
+            p.muted { "None yet: " code { "nuon releases create --app " (app.name) } "." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Release" } th scope="col" { "Version" } th scope="col" { "Made" } th scope="col" { "Roll out" } } }
+                tbody { @for r in &releases { tr {
+                    td { code { (r.id) } }
+                    td { "v" (r.config_version) }
+                    td { (ago(Some(r.created_at_ms))) }
+                    td {
+                        @if web.can_deploy() {
+                            form.search method="post" action={ "/releases/" (r.id) "/rollouts" } {
+                                input type="hidden" name="csrf" value=(web.csrf);
+                                label for={ "to-" (r.id) } { "to" }
+                                input id={ "to-" (r.id) } type="text" name="to" placeholder="tier=prod" required;
+                                label for={ "waves-" (r.id) } { "waves" }
+                                input id={ "waves-" (r.id) } type="text" name="waves" value="1,50%,100%";
+                                button type="submit" { "Plan…" }
+                            }
+                        }
+                    }
+                } } }
+            } }
+        }
+        p { a href="/rollouts" { "Every rollout" } }
         @if web.can_admin() {
             h2 { "Delete" }
             form method="post" action={ "/apps/" (app.id) "/delete" } {

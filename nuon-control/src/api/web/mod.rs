@@ -91,6 +91,36 @@ pub(super) fn router() -> Router<SharedState> {
             post(|st, src, web, id, f| install_act(st, src, web, id, f, InstallAct::Forget)),
         )
         .route("/apps/{id}/delete", post(app_delete))
+        .route("/installs/{id}/workflows", post(workflow_start))
+        .route("/rollouts", get(rollouts))
+        .route("/rollouts/{id}", get(rollout))
+        .route("/rollouts/{id}/{act}", post(rollout_act))
+        .route("/releases/{id}/rollouts", post(rollout_create))
+        .route("/people", get(people))
+        .route(
+            "/people/invite",
+            post(|st, src, web, f| {
+                people_act(st, src, web, Path(String::new()), f, PeopleAct::Invite)
+            }),
+        )
+        .route(
+            "/people/{id}/role",
+            post(|st, src, web, id, f| people_act(st, src, web, id, f, PeopleAct::Role)),
+        )
+        .route(
+            "/people/{id}/remove",
+            post(|st, src, web, id, f| people_act(st, src, web, id, f, PeopleAct::Remove)),
+        )
+        .route(
+            "/tokens",
+            post(|st, src, web, f| {
+                people_act(st, src, web, Path(String::new()), f, PeopleAct::MakeToken)
+            }),
+        )
+        .route(
+            "/tokens/{id}/revoke",
+            post(|st, src, web, id, f| people_act(st, src, web, id, f, PeopleAct::Revoke)),
+        )
         .layer(axum::middleware::from_fn(security_headers))
 }
 
@@ -947,6 +977,435 @@ async fn install_act(
                 &r.warning,
             )),
             Err(e) => error_page(e),
+        }
+    }
+}
+
+/// Starts a workflow on an install, from its page, once confirmed: the
+/// API's own handler (and its refusals: a teardown is an admin's).
+async fn workflow_start(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+        return r;
+    }
+    if let Err(e) = super::control::require_deployer(&web.auth) {
+        return error_page(e);
+    }
+    let install = match super::apps::install_of(&state, &web.auth, &key).await {
+        Ok(i) => i,
+        Err(e) => return error_page(e),
+    };
+    let given = |name: &str| field(&fields, name).filter(|v| !v.is_empty());
+    let mut req = serde_json::json!({ "kind": given("kind").unwrap_or_default() });
+    for name in ["component", "action"] {
+        if let Some(v) = given(name) {
+            req[name] = serde_json::Value::String(v.to_owned());
+        }
+    }
+    let req: nuon_core::wire::CreateWorkflow = match serde_json::from_value(req) {
+        Ok(r) => r,
+        Err(e) => return error_page(Error::bad_request(format!("the workflow asked for: {e}"))),
+    };
+    let kind = format!("{:?}", req.kind).to_lowercase();
+    let what = match (&req.action, &req.component) {
+        (Some(a), _) => format!("action {a}"),
+        (None, Some(c)) => format!("{kind} of {c}"),
+        (None, None) => kind.clone(),
+    };
+    let at = format!("/installs/{}", install.id);
+    if field(&fields, "confirm") != Some("yes") {
+        let question = format!("Start {what} on {}?", install.name);
+        let body = maud::html! {
+            p { "It queues behind the install's running workflow; its plans wait for an approval as the install's approval setting says." }
+        };
+        let hidden: Vec<(String, String)> = fields
+            .iter()
+            .filter(|(k, _)| matches!(k.as_str(), "kind" | "component" | "action"))
+            .cloned()
+            .collect();
+        let destroys = matches!(req.kind, nuon_core::workflow::WorkflowKind::Teardown);
+        return html(pages::confirmation(
+            &web,
+            &pages::Confirm {
+                question: &question,
+                what: body,
+                action: &format!("{at}/workflows"),
+                button: "Yes, start it",
+                class: if destroys { "danger" } else { "primary" },
+                hidden: &hidden,
+                type_name: None,
+                back: &at,
+            },
+        ));
+    }
+    let principal = web.auth.0.clone();
+    let result = super::workflows::create_workflow(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        Path(install.id.to_string()),
+        super::Body(req),
+    )
+    .await;
+    let path = format!("/v1/installs/{}/workflows", install.id);
+    match recorded(&state, &principal, "createWorkflow", path, source, result).await {
+        Ok((_, axum::Json(wf))) => Redirect::to(&format!("/workflows/{}", wf.id)).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+async fn rollouts(State(state): State<SharedState>, web: Web) -> Response {
+    page(fleet::rollouts(&state, &web).await)
+}
+
+async fn rollout(State(state): State<SharedState>, web: Web, Path(key): Path<String>) -> Response {
+    let auth = ApiAuth(web.auth.0.clone());
+    page(
+        super::rollouts::get_rollout(State(state), auth, Path(key))
+            .await
+            .map(|axum::Json(r)| fleet::rollout_page(&web, &r)),
+    )
+}
+
+/// Resume, retry, cancel or roll back a rollout, from its page, once
+/// confirmed: the API's own handler.
+async fn rollout_act(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path((key, act)): Path<(String, String)>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    use crate::engine::RolloutAct;
+    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+        return r;
+    }
+    if let Err(e) = super::control::require_deployer(&web.auth) {
+        return error_page(e);
+    }
+    let (act, op, question, what) = match act.as_str() {
+        "resume" => (
+            RolloutAct::Resume,
+            "resumeRollout",
+            "Resume this rollout?",
+            "Its next wave starts, or it goes on without the installs that failed.",
+        ),
+        "retry" => (
+            RolloutAct::Retry,
+            "retryRollout",
+            "Retry the failed installs?",
+            "Each gets a new deploy workflow, with its inputs as they are now; then the rollout goes on.",
+        ),
+        "cancel" => (
+            RolloutAct::Cancel,
+            "cancelRollout",
+            "Cancel this rollout?",
+            "Nothing more starts; the deploys that run finish.",
+        ),
+        "rollback" => (
+            RolloutAct::Rollback,
+            "rollbackRollout",
+            "Roll this rollout back?",
+            "Every install it reached returns to the release it had before, by a new rollout.",
+        ),
+        other => return error_page(Error::not_found(format!("no rollout action {other:?}"))),
+    };
+    let principal = web.auth.0.clone();
+    let at = format!("/rollouts/{key}");
+    if field(&fields, "confirm") != Some("yes") {
+        // The rollout must be the org's before anything is asked.
+        if let Err(e) = super::rollouts::get_rollout(
+            State(state.clone()),
+            ApiAuth(principal),
+            Path(key.clone()),
+        )
+        .await
+        {
+            return error_page(e);
+        }
+        return html(pages::confirmation(
+            &web,
+            &pages::Confirm {
+                question,
+                what: maud::html! { p { (what) } },
+                action: &format!("{at}/{act_path}", act_path = act_name(act)),
+                button: "Yes",
+                class: if matches!(act, RolloutAct::Cancel | RolloutAct::Rollback) {
+                    "danger"
+                } else {
+                    "primary"
+                },
+                hidden: &[],
+                type_name: None,
+                back: &at,
+            },
+        ));
+    }
+    let result = super::rollouts::rollout_act(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        Path(key.clone()),
+        act,
+    )
+    .await;
+    let path = format!("/v1/rollouts/{key}/{}", act_name(act));
+    match recorded(&state, &principal, op, path, source, result).await {
+        // A rollback answers with the new rollout that does it.
+        Ok(axum::Json(r)) => Redirect::to(&format!("/rollouts/{}", r.id)).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+fn act_name(act: crate::engine::RolloutAct) -> &'static str {
+    use crate::engine::RolloutAct;
+    match act {
+        RolloutAct::Resume => "resume",
+        RolloutAct::Retry => "retry",
+        RolloutAct::Cancel => "cancel",
+        RolloutAct::Rollback => "rollback",
+    }
+}
+
+/// Rolls a release out, from its app's page: the dry run's plan first
+/// (who gets it, in which wave), then the API's own handler.
+async fn rollout_create(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+        return r;
+    }
+    if let Err(e) = super::control::require_deployer(&web.auth) {
+        return error_page(e);
+    }
+    let confirmed = field(&fields, "confirm") == Some("yes");
+    let req = nuon_core::rollout::CreateRollout {
+        to: field(&fields, "to").unwrap_or_default().to_owned(),
+        waves: field(&fields, "waves")
+            .filter(|w| !w.is_empty())
+            .unwrap_or("100%")
+            .to_owned(),
+        dry_run: !confirmed,
+        ..Default::default()
+    };
+    let principal = web.auth.0.clone();
+    let result = super::rollouts::create_rollout(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        Path(key.clone()),
+        super::Body(req.clone()),
+    )
+    .await;
+    if !confirmed {
+        let plan = match result {
+            Ok((_, axum::Json(p))) => p,
+            Err(e) => return error_page(e),
+        };
+        let question = format!("Roll release {key} out to {}?", req.to);
+        let what = maud::html! {
+            p { (plan.targets.len()) " installs in " (plan.wave_count) " waves (" code { (plan.waves) } "), at most " (plan.max_parallel) " at once; a failed install stops it." }
+            ol { @for w in 0..plan.wave_count {
+                li { @for (i, t) in plan.targets.iter().filter(|t| t.wave == w).enumerate() {
+                    @if i > 0 { ", " } (t.install)
+                } }
+            } }
+        };
+        let hidden = vec![
+            ("to".to_owned(), req.to.clone()),
+            ("waves".to_owned(), req.waves.clone()),
+        ];
+        return html(pages::confirmation(
+            &web,
+            &pages::Confirm {
+                question: &question,
+                what,
+                action: &format!("/releases/{key}/rollouts"),
+                button: "Yes, roll it out",
+                class: "primary",
+                hidden: &hidden,
+                type_name: None,
+                back: "/rollouts",
+            },
+        ));
+    }
+    let path = format!("/v1/releases/{key}/rollouts");
+    match recorded(&state, &principal, "createRollout", path, source, result).await {
+        Ok((_, axum::Json(r))) => Redirect::to(&format!("/rollouts/{}", r.id)).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+async fn people(State(state): State<SharedState>, web: Web) -> Response {
+    page(pages::people(&state, &web).await)
+}
+
+/// What a form on the people page does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeopleAct {
+    Invite,
+    Role,
+    Remove,
+    MakeToken,
+    Revoke,
+}
+
+/// Invites, changes a role, removes (once confirmed), makes a token
+/// (its secret shown once) or revokes one (once confirmed): each by the
+/// API's own handler and its refusals (an owner is made only by an
+/// owner), recorded as the API records it.
+async fn people_act(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+    act: PeopleAct,
+) -> Response {
+    use super::{orgs, people};
+    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+        return r;
+    }
+    if let Err(e) = super::control::require_admin(&web.auth) {
+        return error_page(e);
+    }
+    let principal = web.auth.0.clone();
+    let auth = || ApiAuth(principal.clone());
+    let st = || State(state.clone());
+    // A body as the API takes it, from the form's fields.
+    fn body<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<super::Body<T>, Error> {
+        serde_json::from_value(v)
+            .map(super::Body)
+            .map_err(|e| Error::bad_request(format!("the form: {e}")))
+    }
+    let text = |name: &str| field(&fields, name).unwrap_or_default().to_owned();
+    let confirmed = field(&fields, "confirm") == Some("yes");
+    let ask = |question: String, what: &str, action: String| {
+        html(pages::confirmation(
+            &web,
+            &pages::Confirm {
+                question: &question,
+                what: maud::html! { p { (what) } },
+                action: &action,
+                button: "Yes",
+                class: "danger",
+                hidden: &[],
+                type_name: None,
+                back: "/people",
+            },
+        ))
+    };
+    let done = |r: Result<(), Error>| match r {
+        Ok(()) => Redirect::to("/people").into_response(),
+        Err(e) => error_page(e),
+    };
+    match act {
+        PeopleAct::Invite => {
+            let r = match body(serde_json::json!({"email": text("email"), "role": text("role")})) {
+                Ok(b) => people::invite_user(st(), auth(), b).await.map(drop),
+                Err(e) => Err(e),
+            };
+            done(
+                recorded(
+                    &state,
+                    &principal,
+                    "inviteUser",
+                    "/v1/users".into(),
+                    source,
+                    r,
+                )
+                .await,
+            )
+        }
+        PeopleAct::Role => {
+            let r = match body(serde_json::json!({"role": text("role")})) {
+                Ok(b) => people::set_role(st(), auth(), Path(key.clone()), b)
+                    .await
+                    .map(drop),
+                Err(e) => Err(e),
+            };
+            done(
+                recorded(
+                    &state,
+                    &principal,
+                    "setUserRole",
+                    format!("/v1/users/{key}"),
+                    source,
+                    r,
+                )
+                .await,
+            )
+        }
+        PeopleAct::Remove => {
+            if !confirmed {
+                return ask(
+                    "Remove this person?".into(),
+                    "They can no longer sign in, and every token of theirs is revoked at once.",
+                    format!("/people/{key}/remove"),
+                );
+            }
+            let r = people::remove_user(st(), auth(), Path(key.clone()))
+                .await
+                .map(drop);
+            done(
+                recorded(
+                    &state,
+                    &principal,
+                    "removeUser",
+                    format!("/v1/users/{key}"),
+                    source,
+                    r,
+                )
+                .await,
+            )
+        }
+        PeopleAct::Revoke => {
+            if !confirmed {
+                return ask(
+                    "Revoke this token?".into(),
+                    "Whatever uses it is refused from then on; a dashboard session signed in with it ends.",
+                    format!("/tokens/{key}/revoke"),
+                );
+            }
+            let r = orgs::revoke_token(st(), auth(), Path(key.clone()))
+                .await
+                .map(drop);
+            done(
+                recorded(
+                    &state,
+                    &principal,
+                    "revokeToken",
+                    format!("/v1/tokens/{key}/revoke"),
+                    source,
+                    r,
+                )
+                .await,
+            )
+        }
+        PeopleAct::MakeToken => {
+            let r = match body(serde_json::json!({"name": text("name"), "scope": text("scope")})) {
+                Ok(b) => orgs::create_token(st(), auth(), b).await,
+                Err(e) => Err(e),
+            };
+            match recorded(
+                &state,
+                &principal,
+                "createToken",
+                "/v1/tokens".into(),
+                source,
+                r,
+            )
+            .await
+            {
+                Ok((_, axum::Json(made))) => html(pages::token_made(&web, &made)),
+                Err(e) => error_page(e),
+            }
         }
     }
 }

@@ -13,6 +13,7 @@ use super::Web;
 use crate::api::SharedState;
 use crate::api::apps::{app_names, install_app_config, install_info, install_of, latest_config};
 use crate::error::Error;
+use crate::health::InstallSummary;
 
 /// How long ago `at_ms` was, in words.
 pub(super) fn ago(at_ms: Option<i64>) -> String {
@@ -46,6 +47,8 @@ pub(super) fn layout(title: &str, web: Option<&Web>, body: Markup) -> Markup {
                             a href="/" { "Overview" }
                             a href="/apps" { "Apps" }
                             a href="/runners" { "Runners" }
+                            a href="/rollouts" { "Rollouts" }
+                            a href="/people" { "People" }
                         }
                         span.muted { (w.who()) }
                         form method="post" action="/logout" {
@@ -96,6 +99,106 @@ pub(super) fn error(status: StatusCode, message: &str) -> Markup {
             h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) }
             p.error role="alert" { (message) }
             p { a href="/" { "Back to the overview" } }
+        },
+    )
+}
+
+/// The org's people and API tokens, and (for an admin) the forms that
+/// invite, change roles, remove, and make and revoke tokens.
+pub(super) async fn people(state: &SharedState, web: &Web) -> Result<Markup, Error> {
+    use nuon_core::wire::Role;
+    let auth = || crate::api::ApiAuth(web.auth.0.clone());
+    let axum::Json(users) =
+        crate::api::people::list_users(axum::extract::State(state.clone()), auth()).await?;
+    let axum::Json(tokens) =
+        crate::api::orgs::list_tokens(axum::extract::State(state.clone()), auth()).await?;
+    let roles = [Role::Owner, Role::Admin, Role::Deployer, Role::Viewer];
+    let admin = web.can_admin();
+    let body = html! {
+        h1 { "People" }
+        @if users.users.is_empty() {
+            p.muted { "Nobody is invited yet; people sign in through the org's OpenID Connect provider once invited." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Person" } th scope="col" { "Role" } th scope="col" { "Status" } th scope="col" { "Last sign-in" } @if admin { th scope="col" { "Change" } } } }
+                tbody { @for u in &users.users { tr {
+                    td { (u.email) @if let Some(n) = &u.name { br; span.muted { (n) } } }
+                    td { (u.role.as_str()) }
+                    td { (format!("{:?}", u.status).to_lowercase()) }
+                    td { (ago(u.last_sign_in_at_ms)) }
+                    @if admin { td { div.actions {
+                        form.search method="post" action={ "/people/" (u.id) "/role" } {
+                            input type="hidden" name="csrf" value=(web.csrf);
+                            label for={ "role-" (u.id) } class="muted" { "Role" }
+                            select id={ "role-" (u.id) } name="role" {
+                                @for r in roles { option value=(r.as_str()) selected[r == u.role] { (r.as_str()) } }
+                            }
+                            button type="submit" { "Set" }
+                        }
+                        form method="post" action={ "/people/" (u.id) "/remove" } {
+                            input type="hidden" name="csrf" value=(web.csrf);
+                            button.danger type="submit" { "Remove…" }
+                        }
+                    } } }
+                } } }
+            } }
+        }
+        @if admin {
+            form.search method="post" action="/people/invite" {
+                input type="hidden" name="csrf" value=(web.csrf);
+                label for="invite-email" { "Invite" }
+                input id="invite-email" type="text" name="email" placeholder="name@example.com" autocomplete="off" required;
+                label for="invite-role" { "as" }
+                select id="invite-role" name="role" { @for r in roles { option value=(r.as_str()) selected[r == Role::Viewer] { (r.as_str()) } } }
+                button type="submit" { "Invite" }
+            }
+        }
+        h2 { "API tokens" }
+        div.table-wrap { table {
+            thead { tr { th scope="col" { "Token" } th scope="col" { "Scope" } th scope="col" { "Owner" } th scope="col" { "Made" } th scope="col" { "Expires" } th scope="col" { "State" } @if admin { th scope="col" { "Revoke" } } } }
+            tbody { @for t in &tokens.tokens { tr {
+                td { (t.name) br; code.muted { (t.id) } }
+                td { (t.scope.as_str()) }
+                td { (t.user.as_deref().unwrap_or("service account")) }
+                td { (ago(Some(t.created_at_ms))) }
+                td { @match t.expires_at_ms { Some(at) => (format!("in {} min", ((at - now_ms()).max(0)) / 60_000)), None => "never" } }
+                td { @if t.revoked { "revoked" } @else { "active" } }
+                @if admin { td { @if !t.revoked && t.id != web.auth.0.token_id {
+                    form method="post" action={ "/tokens/" (t.id) "/revoke" } {
+                        input type="hidden" name="csrf" value=(web.csrf);
+                        button.danger type="submit" { "Revoke…" }
+                    }
+                } } }
+            } } }
+        } }
+        @if admin {
+            form.search method="post" action="/tokens" {
+                input type="hidden" name="csrf" value=(web.csrf);
+                label for="token-name" { "New token" }
+                input id="token-name" type="text" name="name" placeholder="ci-deployer" autocomplete="off" required;
+                label for="token-scope" { "scope" }
+                select id="token-scope" name="scope" {
+                    option value="read" { "read" }
+                    option value="deployer" { "deployer" }
+                    option value="admin" { "admin" }
+                }
+                button type="submit" { "Make" }
+            }
+        }
+    };
+    Ok(layout("People", Some(web), body))
+}
+
+/// A token just made: its secret, shown this once.
+pub(super) fn token_made(web: &Web, made: &nuon_core::wire::TokenCreated) -> Markup {
+    layout(
+        "Token made",
+        Some(web),
+        html! {
+            h1 { "Token " (made.token.name) " made" }
+            p role="status" { "Its secret is shown only now: keep it where it is needed (" code { "NUON_TOKEN" } ")." }
+            pre id="token-secret" { (made.secret) }
+            p { a href="/people" { "Back to people and tokens" } }
         },
     )
 }
@@ -193,33 +296,52 @@ pub(super) async fn overview(
         if !needle.is_empty() && !hay.contains(&needle) {
             continue;
         }
-        let summary = summaries.remove(&i.id).unwrap_or_default();
-        let h = configs
+        let summary = summaries
+            .remove(&i.id)
+            .unwrap_or_else(|| InstallSummary::made(Default::default()));
+        // The status from the brief; the checks only for the rows shown.
+        let status = configs
             .get(&i.app_id)
-            .map(|c| crate::health::health_of(c, &i, runners.get(&i.runner_id), &summary, now));
-        let waiting = summary.waiting;
+            .map(|c| crate::health::status_of(c, &i, runners.get(&i.runner_id), &summary.brief));
+        let waiting = summary.brief.waiting.len();
         let picked = match show {
             "" => true,
-            "waiting" => !waiting.is_empty(),
-            s => h.as_ref().is_some_and(|h| h.status == s),
+            "waiting" => waiting > 0,
+            s => status == Some(s),
         };
         if !picked {
             continue;
         }
-        match h.as_ref().map(|h| h.status.as_str()) {
+        match status {
             Some("healthy") => healthy += 1,
             Some(_) => unhealthy += 1,
             None => {}
         }
-        waiting_total += waiting.len();
-        rows.push((i, app.to_owned(), labels, h, waiting));
+        waiting_total += waiting;
+        rows.push((i, app.to_owned(), labels, status, summary));
     }
     let mut by_health: BTreeMap<&str, usize> = BTreeMap::new();
-    for (_, _, _, h, _) in &rows {
-        if let Some(h) = h {
-            *by_health.entry(h.status.as_str()).or_default() += 1;
+    for (_, _, _, status, _) in &rows {
+        if let Some(s) = status {
+            *by_health.entry(s).or_default() += 1;
         }
     }
+    let matched = rows.len();
+    let pages = matched.div_ceil(OVERVIEW_PAGE).max(1);
+    let page = page.min(pages - 1);
+    let shown: Vec<_> = rows
+        .into_iter()
+        .skip(page * OVERVIEW_PAGE)
+        .take(OVERVIEW_PAGE)
+        .map(|(i, app, labels, _, summary)| {
+            let waiting = summary.brief.waiting.clone();
+            let full = summary.full();
+            let h = configs
+                .get(&i.app_id)
+                .map(|c| crate::health::health_of(c, &i, runners.get(&i.runner_id), &full, now));
+            (i, app, labels, h, waiting)
+        })
+        .collect();
     let strip: Vec<(&str, usize)> = ["healthy", "unhealthy", "offline", "disabled"]
         .iter()
         .map(|k| (*k, by_health.get(k).copied().unwrap_or(0)))
@@ -242,17 +364,15 @@ pub(super) async fn overview(
             @if !show.is_empty() { input type="hidden" name="show" value=(show); }
             button type="submit" { "Filter" }
         }
-        @let pages = rows.len().div_ceil(OVERVIEW_PAGE).max(1);
-        @let page = page.min(pages - 1);
         @let link = |p: usize| format!("/?q={}&show={}&page={p}", crate::oidc::form_encode(q), crate::oidc::form_encode(show));
         @if pages > 1 {
             nav.actions aria-label="Pages" {
-                span { "Page " (page + 1) " of " (pages) " (" (rows.len()) " installs)" }
+                span { "Page " (page + 1) " of " (pages) " (" (matched) " installs)" }
                 @if page > 0 { a href=(link(page - 1)) { "Previous" } }
                 @if page + 1 < pages { a href=(link(page + 1)) { "Next" } }
             }
         }
-        @if rows.is_empty() {
+        @if shown.is_empty() {
             p.muted { "No install matches." }
         } @else {
             div.table-wrap {
@@ -266,7 +386,7 @@ pub(super) async fn overview(
                         th scope="col" { "Approvals" }
                     } }
                     tbody {
-                        @for (i, app, labels, h, waiting) in rows.iter().skip(page * OVERVIEW_PAGE).take(OVERVIEW_PAGE) {
+                        @for (i, app, labels, h, waiting) in &shown {
                             tr {
                                 td {
                                     a href={ "/installs/" (i.id) } { (i.name) }
@@ -373,6 +493,41 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
             p { span class={ "badge " (c.status) } { (c.status) } " " (c.name) ": " (c.detail.clone().unwrap_or_default()) }
         }
         h2 { "Workflows" }
+        @if web.can_deploy() {
+            @let manual: Vec<&str> = latest.config.actions.iter()
+                .filter(|a| a.triggers.iter().any(|t| t.kind == "manual"))
+                .map(|a| a.name.as_str()).collect();
+            div.actions {
+                form.search method="post" action={ "/installs/" (info.id) "/workflows" } {
+                    input type="hidden" name="csrf" value=(web.csrf);
+                    label for="start-kind" { "Start" }
+                    select id="start-kind" name="kind" {
+                        option value="deployer" { "deployer" }
+                        option value="provision" { "provision" }
+                        option value="reprovision" { "reprovision" }
+                        option value="drift" { "drift check" }
+                        @if web.can_admin() { option value="teardown" { "teardown" } }
+                    }
+                    label for="start-component" { "of" }
+                    select id="start-component" name="component" {
+                        option value="" { "every component" }
+                        @for c in &components { option value=(c.name) { (c.name) } }
+                    }
+                    button type="submit" { "Start…" }
+                }
+                @if !manual.is_empty() {
+                    form.search method="post" action={ "/installs/" (info.id) "/workflows" } {
+                        input type="hidden" name="csrf" value=(web.csrf);
+                        input type="hidden" name="kind" value="action";
+                        label for="start-action" { "Run action" }
+                        select id="start-action" name="action" {
+                            @for a in &manual { option value=(a) { (a) } }
+                        }
+                        button type="submit" { "Run…" }
+                    }
+                }
+            }
+        }
         (workflow_table(&workflows))
         @if web.can_admin() {
             h2 { "Change" }

@@ -395,6 +395,7 @@ CREATE TABLE install_summaries (
     install_id TEXT PRIMARY KEY,
     rev BIGINT NOT NULL,
     summary_rev BIGINT,
+    brief TEXT,
     summary TEXT
 );
 "#,

@@ -1,9 +1,9 @@
 //! Workflows and their steps.
 
 use super::*;
-use crate::store::CachedSummary;
 use crate::store::removal::dollars;
 use crate::store::workflows::summary_sql;
+use crate::store::{CachedSummary, SummaryText};
 
 /// Marks the summary of a workflow's install stale, in `tx`.
 async fn bump(tx: &mut Tx, workflow: &WorkflowId) -> Result<()> {
@@ -26,11 +26,16 @@ impl WorkflowStore for PostgresStore {
             .iter()
             .map(|r| {
                 let at: Option<i64> = get(r, 2)?;
-                let summary: Option<String> = get(r, 3)?;
+                let brief: Option<String> = get(r, 3)?;
+                let full: Option<String> = get(r, 4)?;
                 Ok(CachedSummary {
                     install_id: parse_id(&get::<String>(r, 0)?)?,
                     rev: get(r, 1)?,
-                    summary: at.zip(summary),
+                    summary: at.zip(
+                        brief
+                            .zip(full)
+                            .map(|(brief, full)| SummaryText { brief, full }),
+                    ),
                 })
             })
             .collect()
@@ -40,12 +45,13 @@ impl WorkflowStore for PostgresStore {
         &self,
         install: &InstallId,
         rev: i64,
-        summary: &str,
+        summary: &SummaryText,
     ) -> Result<()> {
         sqlx::query(AssertSqlSafe(dollars(summary_sql::SAVE)))
             .bind(install.as_str())
             .bind(rev)
-            .bind(summary)
+            .bind(&summary.brief)
+            .bind(&summary.full)
             .execute(&self.pool)
             .await
             .map_err(db)?;

@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS install_summaries (
     install_id TEXT PRIMARY KEY,
     rev INTEGER NOT NULL,
     summary_rev INTEGER,
+    brief TEXT,
     summary TEXT
 );
 CREATE TABLE IF NOT EXISTS web_sessions (

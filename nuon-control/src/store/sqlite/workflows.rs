@@ -1,8 +1,8 @@
 //! Workflows and their steps.
 
 use super::*;
-use crate::store::CachedSummary;
 use crate::store::workflows::summary_sql;
+use crate::store::{CachedSummary, SummaryText};
 
 #[async_trait]
 impl WorkflowStore for SqliteStore {
@@ -11,11 +11,16 @@ impl WorkflowStore for SqliteStore {
         self.read(move |conn| {
             all_rows(conn, summary_sql::LIST, [org.as_str()], |r| {
                 let at: Option<i64> = r.get(2)?;
-                let summary: Option<String> = r.get(3)?;
+                let brief: Option<String> = r.get(3)?;
+                let full: Option<String> = r.get(4)?;
                 Ok(CachedSummary {
                     install_id: id_at(r, 0)?,
                     rev: r.get(1)?,
-                    summary: at.zip(summary),
+                    summary: at.zip(
+                        brief
+                            .zip(full)
+                            .map(|(brief, full)| SummaryText { brief, full }),
+                    ),
                 })
             })
         })
@@ -26,12 +31,15 @@ impl WorkflowStore for SqliteStore {
         &self,
         install: &InstallId,
         rev: i64,
-        summary: &str,
+        summary: &SummaryText,
     ) -> Result<()> {
-        let (install, summary) = (install.clone(), summary.to_owned());
+        let (install, s) = (install.clone(), summary.clone());
         self.write(move |conn| {
-            conn.execute(summary_sql::SAVE, params![install.as_str(), rev, summary])
-                .map_err(db_err)?;
+            conn.execute(
+                summary_sql::SAVE,
+                params![install.as_str(), rev, s.brief, s.full],
+            )
+            .map_err(db_err)?;
             Ok(())
         })
         .await

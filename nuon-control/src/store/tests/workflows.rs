@@ -242,12 +242,16 @@ conformance! {
             assert_eq!(all.len(), 1, "{all:?}");
             all.into_iter().next().unwrap()
         };
+        let text = |n: u32| crate::store::SummaryText {
+            brief: format!("{{\"n\":{n}}}"),
+            full: format!("{{\"at\":{n}}}"),
+        };
         let c = cache().await;
         assert_eq!(c.install_id, inst.id);
         assert!(c.rev >= 1, "creating workflows moved the revision: {c:?}");
         assert_eq!(c.fresh(), None);
-        f.store.save_install_summary(&inst.id, c.rev, "{\"at\":1}").await.unwrap();
-        assert_eq!(cache().await.fresh(), Some("{\"at\":1}"));
+        f.store.save_install_summary(&inst.id, c.rev, &text(1)).await.unwrap();
+        assert_eq!(cache().await.fresh(), Some(&text(1)));
         assert!(f.store.install_summaries(&other).await.unwrap().is_empty());
         f.store
             .update_step(&f.org, &c1, 1, super::StepUpdate {
@@ -259,10 +263,10 @@ conformance! {
         let moved = cache().await;
         assert_eq!((moved.rev, moved.fresh()), (c.rev + 1, None));
         // A summary made before that change is not saved over it.
-        f.store.save_install_summary(&inst.id, c.rev, "{\"at\":2}").await.unwrap();
+        f.store.save_install_summary(&inst.id, c.rev, &text(2)).await.unwrap();
         assert_eq!(cache().await.fresh(), None);
-        f.store.save_install_summary(&inst.id, moved.rev, "{\"at\":3}").await.unwrap();
-        assert_eq!(cache().await.fresh(), Some("{\"at\":3}"));
+        f.store.save_install_summary(&inst.id, moved.rev, &text(3)).await.unwrap();
+        assert_eq!(cache().await.fresh(), Some(&text(3)));
         f.store
             .set_workflow_status(&f.org, &c1, nuon_core::workflow::WorkflowStatus::Cancelled)
             .await
