@@ -704,6 +704,12 @@ async fn dashboard(args: &Args) -> Result<()> {
         .rev()
         .find_map(|s| s.job_id.clone())
         .context("a job")?;
+    // The first overview after the rollout makes every install's summary
+    // again (each was changed by its deploy); the later ones read them.
+    let (cold, _) = get("/".to_owned()).await?;
+    println!(
+        "| overview, the first after the rollout (every install's workflow summary made again and saved) | {cold:.1} ms |"
+    );
     for (what, path, times) in [
         (
             "overview (100 of the installs, counts over all)",
@@ -883,12 +889,14 @@ async fn livelog(args: &Args) -> Result<()> {
                 )
             };
             let mut lags = Vec::new();
+            let mut memory = vec![chrome.renderer_memory().unwrap_or_default()];
             loop {
                 std::thread::sleep(Duration::from_secs(2));
                 let at = sent.load(Ordering::Relaxed);
                 let v = shown(&chrome);
                 let line = v[0].as_u64().unwrap_or(0);
                 lags.push(at.saturating_sub(line));
+                memory.push(chrome.renderer_memory().unwrap_or_default());
                 if v[1] == serde_json::json!(true) || lags.len() > 3600 {
                     break;
                 }
@@ -911,13 +919,13 @@ async fn livelog(args: &Args) -> Result<()> {
                 done_at,
                 metric("JSHeapUsedSize"),
                 metric("Nodes"),
-                chrome.renderer_rss(),
+                memory,
                 rows,
             )
         })
     };
     let (rate, printed_at) = printing.await??;
-    let (lags, done_at, heap, nodes, rss, rows) = watch.await?;
+    let (lags, done_at, heap, nodes, memory, rows) = watch.await?;
     let worst = lags.iter().copied().max().unwrap_or(0);
     let mut sorted = lags.clone();
     sorted.sort_unstable();
@@ -933,13 +941,24 @@ async fn livelog(args: &Args) -> Result<()> {
         "| the job's end to the page's last line | under {:.1} s (sampled every 2 s) |",
         done_at.saturating_duration_since(printed_at).as_secs_f64()
     );
+    let mb = |b: u64| b as f64 / 1048576.0;
+    let (private, resident) = memory.last().copied().unwrap_or_default();
     println!(
-        "| the tab after {total} lines | renderer {}; JS heap {:.1} MB; {nodes:.0} DOM nodes; {rows} rows kept |",
-        rss.map_or("n/a".into(), |b| format!(
-            "{:.0} MB resident",
-            b as f64 / 1048576.0
-        )),
+        "| the tab after {total} lines: its renderer's private memory (Chromium's footprint) | {:.0} MB (before the job printed: {:.0} MB; highest: {:.0} MB) |",
+        mb(private),
+        mb(memory[0].0),
+        mb(memory.iter().map(|m| m.0).max().unwrap_or(0)),
+    );
+    println!(
+        "| the tab after {total} lines: resident (shared libraries included), JS heap, DOM | {:.0} MB (highest {:.0} MB); JS heap {:.1} MB; {nodes:.0} DOM nodes; {rows} rows kept |",
+        mb(resident),
+        mb(memory.iter().map(|m| m.1).max().unwrap_or(0)),
         heap / 1048576.0
+    );
+    let series: Vec<String> = memory.iter().map(|m| format!("{:.0}", mb(m.0))).collect();
+    println!(
+        "(the renderer's private MB every 2 s: {})",
+        series.join(" ")
     );
     Ok(())
 }

@@ -266,6 +266,19 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         "every component deployed: {}",
         b.source()
     );
+    // The install's page shows what each component output.
+    let demo_install = rt().block_on(m.cp.client().get_install("demo")).unwrap().id;
+    b.goto(&format!("{base}/installs/{demo_install}"));
+    let outputs = b.exec(
+        "return [...document.querySelectorAll('ul.outputs li')].map(l => l.textContent);",
+        json!([]),
+    );
+    assert!(
+        outputs.as_array().is_some_and(|o| o
+            .iter()
+            .any(|l| l.as_str().is_some_and(|l| l.starts_with("at = ")))),
+        "db's output: {outputs}"
+    );
     b.goto(&format!("{base}/?show=offline"));
     let page = b.source();
     assert!(
@@ -596,7 +609,7 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         "{audit}"
     );
 
-    // A long log keeps only its last 5,000 lines in the live view.
+    // A long log keeps only its last 1,000 lines in the live view.
     let long: Value = serde_json::from_str(&ok(m.cp.nuon(&[
         "--json",
         "jobs",
@@ -633,7 +646,7 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     );
     assert_eq!(
         (rows, last, trimmed),
-        (json!(5000), json!("6000"), json!(true))
+        (json!(1000), json!("6000"), json!(true))
     );
 
     // A POST without the session's CSRF token is refused.

@@ -228,10 +228,12 @@ impl Chrome {
         )
     }
 
-    /// The resident memory of this browser's largest tab renderer process
-    /// (the tab's, with one tab open), in bytes, from `/proc`; `None`
-    /// where there is no `/proc` or no renderer yet.
-    pub fn renderer_rss(&self) -> Option<u64> {
+    /// The memory of this browser's largest tab renderer process (the
+    /// tab's, with one tab open), from `/proc`: its private memory (what
+    /// Chromium's task manager calls its footprint) and its resident set
+    /// (shared libraries included), in bytes; `None` where there is no
+    /// `/proc` or no renderer yet.
+    pub fn renderer_memory(&self) -> Option<(u64, u64)> {
         let driver = self.driver.id();
         // Each process's parent, to find the driver's descendants.
         let mut procs = Vec::new();
@@ -280,12 +282,23 @@ impl Chrome {
             }
             false
         };
-        procs
+        let pid = procs
             .iter()
             .filter(|p| p.3 && descends(p.0))
-            .filter_map(|p| p.2)
-            .max()
-            .map(|kb| kb * 1024)
+            .max_by_key(|p| p.2.unwrap_or(0))?
+            .0;
+        // Private: what is this process's alone (smaps_rollup).
+        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+        let kb = |name: &str| {
+            rollup
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let private = kb("Private_Clean:") + kb("Private_Dirty:");
+        Some((private * 1024, kb("Rss:") * 1024))
     }
 
     /// Saves a PNG of the window to `path`.

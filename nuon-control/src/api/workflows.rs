@@ -215,7 +215,7 @@ async fn retry(
     act(state, auth, raw, Act::Retry, req.step).await
 }
 
-async fn outputs(
+pub(super) async fn outputs(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,

@@ -8,7 +8,7 @@ use maud::{Markup, PreEscaped, html};
 use nuon_core::now_ms;
 use nuon_core::wire::{ConfigVersionInfo, RunnerStatus};
 
-use super::pages::{ago, layout};
+use super::pages::{ago, button_form, layout};
 use super::{Web, escape as esc};
 use crate::api::SharedState;
 use crate::api::apps::{app_of, decode_config};
@@ -65,10 +65,7 @@ pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Ma
         @if web.can_deploy() {
             div.actions {
                 @for (act, label) in acts {
-                    form method="post" action={ "/rollouts/" (r.id) "/" (act) } {
-                        input type="hidden" name="csrf" value=(web.csrf);
-                        button class=(if matches!(act, "cancel" | "rollback") { "danger" } else { "" }) type="submit" { (label) }
-                    }
+                    (button_form(web, &format!("/rollouts/{}/{act}", r.id), if matches!(act, "cancel" | "rollback") { "danger" } else { "" }, label))
                 }
             }
         }
@@ -383,10 +380,7 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
         p { a href="/rollouts" { "Every rollout" } }
         @if web.can_admin() {
             h2 { "Delete" }
-            form method="post" action={ "/apps/" (app.id) "/delete" } {
-                input type="hidden" name="csrf" value=(web.csrf);
-                button.danger type="submit" { "Delete this app" }
-            }
+            (button_form(web, &format!("/apps/{}/delete", app.id), "danger", "Delete this app"))
         }
     };
     Ok(layout(&format!("App {}", app.name), Some(web), body))

@@ -4,10 +4,14 @@
 (function () {
   if (!window.EventSource) return;
 
-  // The most lines a live view keeps: the page's memory stays bounded
-  // however long the log grows (earlier lines stay on the job's pages and
-  // in the raw download).
-  var KEEP = 5000;
+  // The most lines a live view keeps (a page's worth): the page's memory
+  // stays bounded however long the log grows (earlier lines stay on the
+  // job's pages and in the raw download).
+  var KEEP = 1000;
+  // How often a live view redraws at most: each redraw lays the whole log
+  // table out again, so a job printing thousands of lines a second costs
+  // four layouts a second, not sixty (and the tab stays small).
+  var EVERY_MS = 250;
 
   // One row of a log line, built as text.
   function row(l) {
@@ -32,9 +36,8 @@
 
   // Appends each line of a job's log to `body`; `done` once it is whole.
   // An event carries every line the server had at once (one JSON object a
-  // line), and a frame's events are drawn together: a job printing
-  // thousands of lines a second costs a few DOM writes a frame, not one
-  // a line.
+  // line), and the lines that came in a quarter of a second are drawn
+  // together, only the last KEEP of them built.
   function follow(url, body, done) {
     var src = new EventSource(url);
     var pending = [];
@@ -78,7 +81,7 @@
       });
       if (!drawing) {
         drawing = true;
-        requestAnimationFrame(draw);
+        setTimeout(function () { requestAnimationFrame(draw); }, EVERY_MS);
       }
     });
     src.addEventListener('end', function () {

@@ -742,6 +742,17 @@ async fn recorded<T>(
     result
 }
 
+/// The refusal of a form's POST: without the session's CSRF token, or
+/// from a session whose role may not do it (`role`, as the API checks).
+fn refused(
+    web: &Web,
+    fields: &Fields,
+    role: fn(&ApiAuth) -> Result<(), Error>,
+) -> Option<Response> {
+    csrf_refused(web, field(fields, "csrf").unwrap_or_default())
+        .or_else(|| role(&web.auth).err().map(error_page))
+}
+
 /// A form's fields, in order (an inputs form's names are not known
 /// ahead).
 type Fields = Vec<(String, String)>;
@@ -785,11 +796,8 @@ async fn install_act(
     act: InstallAct,
 ) -> Response {
     use super::lifecycle;
-    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
         return r;
-    }
-    if let Err(e) = super::control::require_admin(&web.auth) {
-        return error_page(e);
     }
     let install = match super::apps::install_of(&state, &web.auth, &key).await {
         Ok(i) => i,
@@ -990,11 +998,8 @@ async fn workflow_start(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+    if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
         return r;
-    }
-    if let Err(e) = super::control::require_deployer(&web.auth) {
-        return error_page(e);
     }
     let install = match super::apps::install_of(&state, &web.auth, &key).await {
         Ok(i) => i,
@@ -1081,11 +1086,8 @@ async fn rollout_act(
     Form(fields): Form<Fields>,
 ) -> Response {
     use crate::engine::RolloutAct;
-    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+    if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
         return r;
-    }
-    if let Err(e) = super::control::require_deployer(&web.auth) {
-        return error_page(e);
     }
     let (act, op, question, what) = match act.as_str() {
         "resume" => (
@@ -1179,11 +1181,8 @@ async fn rollout_create(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+    if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
         return r;
-    }
-    if let Err(e) = super::control::require_deployer(&web.auth) {
-        return error_page(e);
     }
     let confirmed = field(&fields, "confirm") == Some("yes");
     let req = nuon_core::rollout::CreateRollout {
@@ -1269,11 +1268,8 @@ async fn people_act(
     act: PeopleAct,
 ) -> Response {
     use super::{orgs, people};
-    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
         return r;
-    }
-    if let Err(e) = super::control::require_admin(&web.auth) {
-        return error_page(e);
     }
     let principal = web.auth.0.clone();
     let auth = || ApiAuth(principal.clone());
@@ -1419,11 +1415,8 @@ async fn app_delete(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
         return r;
-    }
-    if let Err(e) = super::control::require_admin(&web.auth) {
-        return error_page(e);
     }
     let app = match super::apps::app_of(&state, &web.auth, &key).await {
         Ok(a) => a,

@@ -135,10 +135,7 @@ pub(super) async fn people(state: &SharedState, web: &Web) -> Result<Markup, Err
                             }
                             button type="submit" { "Set" }
                         }
-                        form method="post" action={ "/people/" (u.id) "/remove" } {
-                            input type="hidden" name="csrf" value=(web.csrf);
-                            button.danger type="submit" { "Remove…" }
-                        }
+                        (button_form(web, &format!("/people/{}/remove", u.id), "danger", "Remove…"))
                     } } }
                 } } }
             } }
@@ -164,10 +161,7 @@ pub(super) async fn people(state: &SharedState, web: &Web) -> Result<Markup, Err
                 td { @match t.expires_at_ms { Some(at) => (format!("in {} min", ((at - now_ms()).max(0)) / 60_000)), None => "never" } }
                 td { @if t.revoked { "revoked" } @else { "active" } }
                 @if admin { td { @if !t.revoked && t.id != web.auth.0.token_id {
-                    form method="post" action={ "/tokens/" (t.id) "/revoke" } {
-                        input type="hidden" name="csrf" value=(web.csrf);
-                        button.danger type="submit" { "Revoke…" }
-                    }
+                    (button_form(web, &format!("/tokens/{}/revoke", t.id), "danger", "Revoke…"))
                 } } }
             } } }
         } }
@@ -187,6 +181,17 @@ pub(super) async fn people(state: &SharedState, web: &Web) -> Result<Markup, Err
         }
     };
     Ok(layout("People", Some(web), body))
+}
+
+/// A form of one button that posts to `action` with the session's CSRF
+/// token.
+pub(super) fn button_form(web: &Web, action: &str, class: &str, label: &str) -> Markup {
+    html! {
+        form method="post" action=(action) {
+            input type="hidden" name="csrf" value=(web.csrf);
+            button class=(class) type="submit" { (label) }
+        }
+    }
 }
 
 /// A token just made: its secret, shown this once.
@@ -446,6 +451,13 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
     let workflows = state.store.list_workflows(org, &stored.id).await?;
     let info = install_info(install_of(state, &web.auth, stored.id.as_str()).await?)?;
     let components = crate::api::toggles::components(&latest.config, &stored);
+    // Outputs as the API answers them: sensitive ones masked.
+    let axum::Json(outputs) = crate::api::workflows::outputs(
+        axum::extract::State(state.clone()),
+        crate::api::ApiAuth(web.auth.0.clone()),
+        axum::extract::Path(stored.id.to_string()),
+    )
+    .await?;
     let body = html! {
         h1 { "Install " (info.name) }
         dl.facts {
@@ -459,7 +471,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
         }
         h2 { "Components" }
         div.table-wrap { table {
-            thead { tr { th scope="col" { "Component" } th scope="col" { "Type" } th scope="col" { "Last deploy" } th scope="col" { "On" } } }
+            thead { tr { th scope="col" { "Component" } th scope="col" { "Type" } th scope="col" { "Last deploy" } th scope="col" { "Outputs" } th scope="col" { "On" } } }
             tbody {
                 @for c in &components {
                     @let check = h.checks.iter().find(|k| k.kind == "component" && k.name == c.name);
@@ -470,11 +482,16 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                             Some(k) => { (check_cell(k)) " " span.muted { (k.detail.clone().unwrap_or_default()) } },
                             None => span.muted { "-" },
                         } }
+                        td { (output_list(outputs.components.get(&c.name))) }
                         td { @if c.enabled { "on" } @else { "off" } }
                     }
                 }
             }
         } }
+        @if !outputs.sandbox.is_empty() {
+            h3 { "Sandbox outputs" }
+            (output_list(Some(&outputs.sandbox)))
+        }
         h2 { "Inputs" }
         dl.facts {
             @for (k, v) in &info.inputs {
@@ -533,14 +550,8 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
             h2 { "Change" }
             div.actions {
                 a href={ "/installs/" (info.id) "/inputs" } { "Change inputs and secrets" }
-                form method="post" action={ "/installs/" (info.id) "/delete" } {
-                    input type="hidden" name="csrf" value=(web.csrf);
-                    button.danger type="submit" { "Delete (deprovision)" }
-                }
-                form method="post" action={ "/installs/" (info.id) "/forget" } {
-                    input type="hidden" name="csrf" value=(web.csrf);
-                    button.danger type="submit" { "Forget" }
-                }
+                (button_form(web, &format!("/installs/{}/delete", info.id), "danger", "Delete (deprovision)"))
+                (button_form(web, &format!("/installs/{}/forget", info.id), "danger", "Forget"))
             }
         }
     };
@@ -596,6 +607,19 @@ pub(super) async fn inputs(state: &SharedState, web: &Web, key: &str) -> Result<
         }
     };
     Ok(layout(&format!("Inputs of {}", info.name), Some(web), body))
+}
+
+/// Outputs as `key = value` lines (a long value cut short).
+fn output_list(outputs: Option<&serde_json::Map<String, serde_json::Value>>) -> Markup {
+    html! {
+        @match outputs.filter(|o| !o.is_empty()) {
+            None => span.muted { "-" },
+            Some(o) => ul.outputs { @for (k, v) in o {
+                @let text = match v { serde_json::Value::String(s) => s.clone(), other => other.to_string() };
+                li { code { (k) } " = " code { (text.chars().take(120).collect::<String>()) @if text.chars().count() > 120 { "…" } } }
+            } },
+        }
+    }
 }
 
 fn workflow_table(workflows: &[WorkflowInfo]) -> Markup {
