@@ -852,19 +852,30 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     b.wait_until("the cancel's confirmation", Duration::from_secs(10), |b| {
         b.text("h1") == "Cancel this rollout?"
     });
+    // A confirmation page passes axe-core too.
+    let found = run_axe(&b, &axe);
+    assert!(found.is_empty(), "a confirmation: {found:#?}");
+    b.screenshot(&shots.join("confirmation.png"));
     b.click(&format!("form[action='/rollouts/{rollout}/cancel'] button"));
     b.wait_until("cancelled", Duration::from_secs(10), |b| {
         b.text("main").contains("cancelling")
     });
     b.goto(&format!("{base}/rollouts"));
     assert!(b.find(&format!("a[href='/rollouts/{rollout}']")).is_some());
-    for (name, p) in [
-        ("people", "/people".to_owned()),
-        ("rollout", format!("/rollouts/{rollout}")),
-    ] {
-        b.goto(&format!("{base}{p}"));
-        b.screenshot(&shots.join(format!("light-{name}.png")));
-        let found = run_axe(&b, &axe);
-        assert!(found.is_empty(), "{p}: {found:#?}");
+    for scheme in ["light", "dark"] {
+        b.cdp(
+            "Emulation.setEmulatedMedia",
+            json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+        );
+        for (name, p) in [
+            ("people", "/people".to_owned()),
+            ("rollouts", "/rollouts".to_owned()),
+            ("rollout", format!("/rollouts/{rollout}")),
+        ] {
+            b.goto(&format!("{base}{p}"));
+            b.screenshot(&shots.join(format!("{scheme}-{name}.png")));
+            let found = run_axe(&b, &axe);
+            assert!(found.is_empty(), "{p} ({scheme}): {found:#?}");
+        }
     }
 }
