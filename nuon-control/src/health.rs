@@ -358,3 +358,154 @@ pub(crate) fn health_of(
         checks,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use nuon_core::app::{SourceFile, parse};
+    use nuon_core::wire::{RunnerInfo, RunnerStatus, WorkflowInfo};
+    use serde_json::json;
+
+    use super::{InstallSummary, WorkflowSummary, health_of, status_of};
+    use crate::store::StoredInstall;
+
+    /// The overview counts by `status_of` (the brief, for every install)
+    /// and shows `health_of` (the whole summary): the two must agree, for
+    /// every runner state and every mix of what failed, including what
+    /// does not count (a component turned off, an action without `cron`).
+    #[test]
+    fn the_brief_and_the_whole_summary_give_the_same_status() {
+        let files = [
+            SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            SourceFile::new(
+                "components/db.toml",
+                "name = \"db\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./db\"\n",
+            ),
+            SourceFile::new(
+                "components/cache.toml",
+                "name = \"cache\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./cache\"\ntoggleable = true\ndefault_enabled = false\n",
+            ),
+            SourceFile::new(
+                "actions/check.toml",
+                "name = \"check\"\ntimeout = \"1m\"\n[[triggers]]\ntype = \"cron\"\ncron_schedule = \"*/5 * * * *\"\n[[steps]]\nname = \"s\"\ncommand = \"true\"\n",
+            ),
+            SourceFile::new(
+                "actions/poke.toml",
+                "name = \"poke\"\ntimeout = \"1m\"\n[[triggers]]\ntype = \"manual\"\n[[steps]]\nname = \"s\"\ncommand = \"true\"\n",
+            ),
+        ];
+        let (config, d) = parse(&files);
+        let config = config.unwrap_or_else(|| panic!("{d}"));
+        let install = StoredInstall {
+            id: "ins_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            name: "acme".into(),
+            app_id: "app_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            config_version: 1,
+            runner_id: "rnr_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            state: "active".into(),
+            inputs_json: "{}".into(),
+            sealed_json: "{}".into(),
+            outputs_json: None,
+            created_at_ms: 0,
+            approval: "approve-all".into(),
+            toggles: Default::default(),
+            labels: Default::default(),
+            stack_outputs: None,
+        };
+        let runner = |status: &str, seen: Option<i64>, disabled: bool| -> RunnerInfo {
+            let mut r: RunnerInfo = serde_json::from_value(json!({
+                "id": "rnr_01M8C0AY87516WYXNY8MS8239D", "name": "r", "created_at_ms": 0,
+                "last_seen_at_ms": seen, "revoked": status == "revoked", "role": "install",
+            }))
+            .unwrap();
+            r.status = match status {
+                "connected" => RunnerStatus::Connected,
+                "revoked" => RunnerStatus::Revoked,
+                _ => RunnerStatus::Gone,
+            };
+            if disabled {
+                r.telemetry = Some(
+                    serde_json::from_value(json!({"slots": 1, "busy": 0, "spool_backlog": 0, "disabled": "maintenance"}))
+                        .unwrap(),
+                );
+            }
+            r
+        };
+        // A workflow whose steps end as given, and an action's run.
+        let deploy = |target: &str, kind: &str, status: &str| -> WorkflowInfo {
+            serde_json::from_value(json!({
+                "id": "wfl_01M8C0AY87516WYXNY8MS8239D", "install_id": "ins_01M8C0AY87516WYXNY8MS8239D",
+                "kind": "deploy", "status": "failed", "config_version": 1, "created_at_ms": 1,
+                "steps": [{"index": 0, "name": format!("{kind} {target}"), "kind": kind, "target": target,
+                           "needs_approval": false, "status": status, "outputs": null}],
+            }))
+            .unwrap()
+        };
+        let action = |name: &str, status: &str| -> WorkflowInfo {
+            serde_json::from_value(json!({
+                "id": "wfl_01M8C0AY87516WYXNY8MS8239E", "install_id": "ins_01M8C0AY87516WYXNY8MS8239D",
+                "kind": "action", "status": status, "component": name, "config_version": 1,
+                "created_at_ms": 2, "steps": [],
+            }))
+            .unwrap()
+        };
+        let histories: Vec<(&str, Vec<WorkflowInfo>)> = vec![
+            ("nothing yet", vec![]),
+            ("db deployed", vec![deploy("db", "apply", "succeeded")]),
+            ("db failed", vec![deploy("db", "apply", "failed")]),
+            (
+                "cache (off) failed",
+                vec![deploy("cache", "apply", "failed")],
+            ),
+            (
+                "db's sync failed (db is not an image)",
+                vec![deploy("db", "sync", "failed")],
+            ),
+            ("the cron check failed", vec![action("check", "failed")]),
+            ("the manual action failed", vec![action("poke", "failed")]),
+            (
+                "db failed, then deployed",
+                vec![
+                    deploy("db", "apply", "succeeded"),
+                    deploy("db", "apply", "failed"),
+                ],
+            ),
+        ];
+        let runners = [
+            ("no runner", None),
+            ("connected", Some(runner("connected", Some(1), false))),
+            ("gone", Some(runner("gone", Some(1), false))),
+            ("never called", Some(runner("connected", None, false))),
+            ("revoked", Some(runner("revoked", Some(1), false))),
+            ("disabled", Some(runner("connected", Some(1), true))),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for (what, workflows) in &histories {
+            let summary = WorkflowSummary::of(workflows);
+            // As stored and read back, too.
+            let stored = InstallSummary::stored(
+                &serde_json::to_string(&summary.brief()).unwrap(),
+                serde_json::to_string(&summary).unwrap(),
+            )
+            .unwrap();
+            for (who, r) in &runners {
+                let whole = health_of(&config, &install, r.as_ref(), &summary, 10);
+                let brief = status_of(&config, &install, r.as_ref(), &stored.brief);
+                assert_eq!(brief, whole.status, "{what}, runner {who}");
+                seen.insert(brief);
+            }
+            assert_eq!(
+                InstallSummary::stored(
+                    &serde_json::to_string(&summary.brief()).unwrap(),
+                    serde_json::to_string(&summary).unwrap(),
+                )
+                .unwrap()
+                .full(),
+                summary,
+                "{what}"
+            );
+        }
+        let all: std::collections::BTreeSet<&str> =
+            ["healthy", "unhealthy", "offline", "disabled"].into();
+        assert_eq!(seen, all, "every status is reached");
+    }
+}
