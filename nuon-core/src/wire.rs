@@ -1286,6 +1286,25 @@ pub struct LabelChange {
     pub remove: Vec<String>,
 }
 
+impl LabelChange {
+    /// The change words make, as `nuon installs label` takes them:
+    /// `KEY=VALUE` sets, `KEY-` removes.
+    pub fn from_words<S: AsRef<str>>(words: &[S]) -> Result<LabelChange, String> {
+        let mut change = LabelChange::default();
+        for w in words.iter().map(AsRef::as_ref) {
+            if let Some(key) = w.strip_suffix('-').filter(|_| !w.contains('=')) {
+                crate::labels::check_key(key)?;
+                change.remove.push(key.to_owned());
+            } else {
+                let (k, v) = crate::labels::parse_label(w)
+                    .map_err(|e| format!("{e} (KEY- removes a label)"))?;
+                change.set.insert(k, v);
+            }
+        }
+        Ok(change)
+    }
+}
+
 /// Create a group of installs: every install whose labels match the
 /// selector, now and later.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

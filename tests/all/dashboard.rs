@@ -575,9 +575,46 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         b.text("main")
     );
     assert!(rt().block_on(m.cp.client().get_install("hostile")).is_err());
+    // Labels set and removed from the install's page; a bad one refused.
+    let demo_id = rt().block_on(m.cp.client().get_install("demo")).unwrap().id;
+    b.goto(&format!("{base}/installs/{demo_id}"));
+    b.type_into("#labels", "tier=staging team=core");
+    submit(&b, "form[action$='/labels'] button");
+    let labels = |m: &Manual| {
+        rt().block_on(m.cp.client().get_install("demo"))
+            .unwrap()
+            .labels
+    };
+    assert_eq!(
+        labels(&m),
+        [
+            ("team".to_string(), "core".to_string()),
+            ("tier".to_string(), "staging".to_string())
+        ]
+        .into()
+    );
+    b.type_into("#labels", "team-");
+    submit(&b, "form[action$='/labels'] button");
+    assert_eq!(
+        labels(&m),
+        [("tier".to_string(), "staging".to_string())].into()
+    );
+    b.type_into("#labels", "bad key=1");
+    submit(&b, "form[action$='/labels'] button");
+    assert!(b.text("h1").starts_with("400"), "{}", b.source());
+    // A build started from the app's page.
+    let builds = |m: &Manual| {
+        rt().block_on(m.cp.client().list_builds(demo_app.as_str()))
+            .unwrap()
+            .builds
+            .len()
+    };
+    let before = builds(&m);
+    b.goto(&format!("{base}/apps/{demo_app}"));
+    submit(&b, "form[action$='/builds'] button");
+    assert!(builds(&m) > before, "a build was started");
     // A workflow started from the install's page, once confirmed: a
     // drift check of db, which plans and changes nothing.
-    let demo_id = rt().block_on(m.cp.client().get_install("demo")).unwrap().id;
     b.goto(&format!("{base}/installs/{demo_id}"));
     b.exec(
         "document.getElementById('start-kind').value = 'drift'; document.getElementById('start-component').value = 'db';",
@@ -602,7 +639,9 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
             "updateInstallInputs",
             "forgetInstall",
             "deleteApp",
-            "createWorkflow"
+            "createWorkflow",
+            "setInstallLabels",
+            "createBuilds"
         ]
         .iter()
         .all(|op| audit.contains(op)),

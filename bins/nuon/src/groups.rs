@@ -44,18 +44,7 @@ pub(crate) enum GroupsCommand {
 
 /// The change `KEY=VALUE` and `KEY-` words make.
 fn change_of(words: &[String]) -> Result<LabelChange, CliError> {
-    let mut change = LabelChange::default();
-    for w in words {
-        if let Some(key) = w.strip_suffix('-').filter(|_| !w.contains('=')) {
-            nuon_core::labels::check_key(key).map_err(CliError::usage)?;
-            change.remove.push(key.to_owned());
-        } else {
-            let (k, v) = nuon_core::labels::parse_label(w)
-                .map_err(|e| CliError::usage(format!("{e} (KEY- removes a label)")))?;
-            change.set.insert(k, v);
-        }
-    }
-    Ok(change)
+    LabelChange::from_words(words).map_err(CliError::usage)
 }
 
 pub(crate) async fn label(g: &Global, args: &LabelArgs) -> Result<u8, CliError> {

@@ -54,7 +54,7 @@ fn bad_labels(e: String) -> Error {
     Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e)
 }
 
-async fn set_labels(
+pub(super) async fn set_labels(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,

@@ -326,7 +326,7 @@ fn build_source(
     }
 }
 
-async fn create_builds(
+pub(super) async fn create_builds(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(key): Path<String>,

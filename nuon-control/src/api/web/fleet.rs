@@ -331,6 +331,9 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
             div.table-wrap { (dependency_graph(&deps)) }
         }
         h2 { "Builds" }
+        @if web.can_deploy() {
+            (button_form(web, &format!("/apps/{}/builds", app.id), "", "Build the latest config version"))
+        }
         @if builds.is_empty() {
             p.muted { "None yet: " code { "nuon builds create --app " (app.name) } "." }
         } @else {

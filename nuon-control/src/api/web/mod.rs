@@ -96,6 +96,8 @@ pub(super) fn router() -> Router<SharedState> {
         .route("/rollouts/{id}", get(rollout))
         .route("/rollouts/{id}/{act}", post(rollout_act))
         .route("/releases/{id}/rollouts", post(rollout_create))
+        .route("/installs/{id}/labels", post(install_labels))
+        .route("/apps/{id}/builds", post(app_builds))
         .route("/people", get(people))
         .route(
             "/people/invite",
@@ -1403,6 +1405,72 @@ async fn people_act(
                 Err(e) => error_page(e),
             }
         }
+    }
+}
+
+/// Sets and removes an install's labels (`tier=prod region-`, as `nuon
+/// installs label` takes them), from its page.
+async fn install_labels(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+        return r;
+    }
+    let words: Vec<&str> = field(&fields, "labels")
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let change = match nuon_core::wire::LabelChange::from_words(&words) {
+        Ok(c) if !words.is_empty() => c,
+        Ok(_) => {
+            return error_page(Error::bad_request(
+                "name a label to set (KEY=VALUE) or remove (KEY-)",
+            ));
+        }
+        Err(e) => return error_page(Error::bad_request(format!("labels: {e}"))),
+    };
+    let principal = web.auth.0.clone();
+    let result = super::groups::set_labels(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        Path(key.clone()),
+        super::Body(change),
+    )
+    .await;
+    let path = format!("/v1/installs/{key}/labels");
+    match recorded(&state, &principal, "setInstallLabels", path, source, result).await {
+        Ok(axum::Json(i)) => Redirect::to(&format!("/installs/{}", i.id)).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+/// Builds an app's components of its latest config version, from its page.
+async fn app_builds(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
+        return r;
+    }
+    let principal = web.auth.0.clone();
+    let result = super::workflows::create_builds(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        Path(key.clone()),
+        super::Body(Default::default()),
+    )
+    .await;
+    let path = format!("/v1/apps/{key}/builds");
+    match recorded(&state, &principal, "createBuilds", path, source, result).await {
+        Ok(_) => Redirect::to(&format!("/apps/{key}")).into_response(),
+        Err(e) => error_page(e),
     }
 }
 

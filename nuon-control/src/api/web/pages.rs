@@ -465,8 +465,18 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
             dt { "State" } dd { (info.state) }
             dt { "Health" } dd { span class={ "badge " (h.status) } { (h.status) } }
             dt { "Approvals" } dd { (info.approval) }
-            @if !info.labels.is_empty() {
-                dt { "Labels" } dd { @for (k, v) in &info.labels { code { (k) "=" (v) } " " } }
+            @if !info.labels.is_empty() || web.can_admin() {
+                dt { "Labels" } dd {
+                    @for (k, v) in &info.labels { code { (k) "=" (v) } " " }
+                    @if web.can_admin() {
+                        form.search method="post" action={ "/installs/" (info.id) "/labels" } {
+                            input type="hidden" name="csrf" value=(web.csrf);
+                            label for="labels" class="muted" { "Change" }
+                            input id="labels" type="text" name="labels" placeholder="tier=prod region-" autocomplete="off" required;
+                            button type="submit" { "Set" }
+                        }
+                    }
+                }
             }
         }
         h2 { "Components" }
