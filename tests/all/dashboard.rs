@@ -602,6 +602,26 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     b.type_into("#labels", "bad key=1");
     submit(&b, "form[action$='/labels'] button");
     assert!(b.text("h1").starts_with("400"), "{}", b.source());
+    // A group made on the groups page selects demo by its label; deleted
+    // once confirmed.
+    b.goto(&format!("{base}/groups"));
+    b.type_into("#group-name", "staging");
+    b.type_into("#group-selector", "tier=staging");
+    submit(&b, "form[action='/groups'] button");
+    let row = b.exec(
+        "const r = [...document.querySelectorAll('tbody tr')].find(r => r.cells[0].textContent === 'staging'); return r ? r.cells[2].textContent : null;",
+        json!([]),
+    );
+    assert_eq!(row, json!("demo"), "{}", b.source());
+    submit(&b, "form[action='/groups/staging/delete'] button");
+    assert_eq!(b.text("h1"), "Delete group staging?");
+    submit(&b, "form[action='/groups/staging/delete'] button");
+    assert!(
+        rt().block_on(m.cp.client().list_groups())
+            .unwrap()
+            .groups
+            .is_empty()
+    );
     // A build started from the app's page.
     let builds = |m: &Manual| {
         rt().block_on(m.cp.client().list_builds(demo_app.as_str()))
@@ -641,7 +661,9 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
             "deleteApp",
             "createWorkflow",
             "setInstallLabels",
-            "createBuilds"
+            "createBuilds",
+            "createInstallGroup",
+            "deleteInstallGroup"
         ]
         .iter()
         .all(|op| audit.contains(op)),
@@ -910,6 +932,7 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
             ("people", "/people".to_owned()),
             ("rollouts", "/rollouts".to_owned()),
             ("rollout", format!("/rollouts/{rollout}")),
+            ("groups", "/groups".to_owned()),
         ] {
             b.goto(&format!("{base}{p}"));
             b.screenshot(&shots.join(format!("{scheme}-{name}.png")));

@@ -130,7 +130,7 @@ async fn find_group(state: &SharedState, auth: &ApiAuth, name: &str) -> Result<S
         })
 }
 
-async fn create_group(
+pub(super) async fn create_group(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Body(req): Body<CreateGroup>,
@@ -152,7 +152,7 @@ async fn create_group(
     Ok((StatusCode::CREATED, Json(group_info(g, &installs))))
 }
 
-async fn list_groups(
+pub(super) async fn list_groups(
     State(state): State<SharedState>,
     auth: ApiAuth,
 ) -> Result<Json<GroupList>, Error> {
@@ -177,7 +177,7 @@ async fn get_group(
     Ok(Json(group_info(g, &installs)))
 }
 
-async fn delete_group(
+pub(super) async fn delete_group(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path(name): Path<String>,

@@ -14,6 +14,46 @@ use crate::api::SharedState;
 use crate::api::apps::{app_of, decode_config};
 use crate::error::Error;
 
+/// The org's groups of installs (a name and a label selector) with the
+/// installs each selects now; an admin makes and deletes them here.
+pub(super) async fn groups(state: &SharedState, web: &Web) -> Result<Markup, Error> {
+    let axum::Json(list) = crate::api::groups::list_groups(
+        axum::extract::State(state.clone()),
+        crate::api::ApiAuth(web.auth.0.clone()),
+    )
+    .await?;
+    let body = html! {
+        h1 { "Groups" }
+        p.muted { "A group is a name and a label selector: its installs are the ones whose labels match it, now and later. Rollouts and " code { "nuon installs list --group" } " select by them." }
+        @if list.groups.is_empty() {
+            p.muted { "None yet." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Group" } th scope="col" { "Selector" } th scope="col" { "Installs" } @if web.can_admin() { th scope="col" { "Delete" } } } }
+                tbody { @for g in &list.groups { tr {
+                    td { (g.name) }
+                    td { code { (g.selector) } }
+                    td { @if g.installs.is_empty() { span.muted { "none" } } @for (i, name) in g.installs.iter().enumerate() {
+                        @if i > 0 { ", " } a href={ "/installs/" (name) } { (name) }
+                    } }
+                    @if web.can_admin() { td { (button_form(web, &format!("/groups/{}/delete", g.name), "danger", "Delete…")) } }
+                } } }
+            } }
+        }
+        @if web.can_admin() {
+            form.search method="post" action="/groups" {
+                input type="hidden" name="csrf" value=(web.csrf);
+                label for="group-name" { "New group" }
+                input id="group-name" type="text" name="name" placeholder="prod-eu" autocomplete="off" required;
+                label for="group-selector" { "of" }
+                input id="group-selector" type="text" name="selector" placeholder="tier=prod,region in (eu-west-1)" autocomplete="off" required;
+                button type="submit" { "Make" }
+            }
+        }
+    };
+    Ok(layout("Groups", Some(web), body))
+}
+
 /// Every rollout of the org, newest first.
 pub(super) async fn rollouts(state: &SharedState, web: &Web) -> Result<Markup, Error> {
     let list = state.store.list_rollouts(&web.auth.0.org_id, None).await?;

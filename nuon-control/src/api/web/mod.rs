@@ -98,6 +98,8 @@ pub(super) fn router() -> Router<SharedState> {
         .route("/releases/{id}/rollouts", post(rollout_create))
         .route("/installs/{id}/labels", post(install_labels))
         .route("/apps/{id}/builds", post(app_builds))
+        .route("/groups", get(groups).post(group_create))
+        .route("/groups/{name}/delete", post(group_delete))
         .route("/people", get(people))
         .route(
             "/people/invite",
@@ -1444,6 +1446,94 @@ async fn install_labels(
     let path = format!("/v1/installs/{key}/labels");
     match recorded(&state, &principal, "setInstallLabels", path, source, result).await {
         Ok(axum::Json(i)) => Redirect::to(&format!("/installs/{}", i.id)).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+async fn groups(State(state): State<SharedState>, web: Web) -> Response {
+    page(fleet::groups(&state, &web).await)
+}
+
+/// Makes a group of installs, from the groups page.
+async fn group_create(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+        return r;
+    }
+    let req = nuon_core::wire::CreateGroup {
+        name: field(&fields, "name").unwrap_or_default().to_owned(),
+        selector: field(&fields, "selector").unwrap_or_default().to_owned(),
+    };
+    let principal = web.auth.0.clone();
+    let result = super::groups::create_group(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        super::Body(req),
+    )
+    .await;
+    match recorded(
+        &state,
+        &principal,
+        "createInstallGroup",
+        "/v1/install-groups".into(),
+        source,
+        result,
+    )
+    .await
+    {
+        Ok(_) => Redirect::to("/groups").into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+/// Deletes a group (its installs stay), once confirmed.
+async fn group_delete(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(name): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+        return r;
+    }
+    if field(&fields, "confirm") != Some("yes") {
+        return html(pages::confirmation(
+            &web,
+            &pages::Confirm {
+                question: &format!("Delete group {name}?"),
+                what: maud::html! { p { "Its installs stay, with their labels; only the name and its selector go." } },
+                action: &format!("/groups/{name}/delete"),
+                button: "Yes, delete it",
+                class: "danger",
+                hidden: &[],
+                type_name: None,
+                back: "/groups",
+            },
+        ));
+    }
+    let principal = web.auth.0.clone();
+    let result = super::groups::delete_group(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        Path(name.clone()),
+    )
+    .await;
+    match recorded(
+        &state,
+        &principal,
+        "deleteInstallGroup",
+        format!("/v1/install-groups/{name}"),
+        source,
+        result,
+    )
+    .await
+    {
+        Ok(_) => Redirect::to("/groups").into_response(),
         Err(e) => error_page(e),
     }
 }

@@ -47,6 +47,7 @@ pub(super) fn layout(title: &str, web: Option<&Web>, body: Markup) -> Markup {
                             a href="/" { "Overview" }
                             a href="/apps" { "Apps" }
                             a href="/runners" { "Runners" }
+                            a href="/groups" { "Groups" }
                             a href="/rollouts" { "Rollouts" }
                             a href="/people" { "People" }
                         }
