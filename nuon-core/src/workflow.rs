@@ -488,6 +488,28 @@ pub fn plan_changes_nothing(steps: &[crate::wire::WorkflowStepInfo], i: usize) -
         .all(|k| c[*k].as_u64() == Some(0))
 }
 
+/// A plan's resources as its `changes` output lists them: each one's
+/// address and its actions (`create, delete`).
+pub fn plan_resources(changes: &serde_json::Value) -> Vec<(String, String)> {
+    changes["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let actions: Vec<&str> = r["actions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str())
+                .collect();
+            (
+                r["address"].as_str().unwrap_or("?").to_owned(),
+                actions.join(", "),
+            )
+        })
+        .collect()
+}
+
 /// The plan step an apply step `i` applies: the nearest earlier plan of
 /// its target.
 pub fn plan_step_of(

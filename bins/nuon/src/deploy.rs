@@ -299,18 +299,8 @@ fn approval_prompt(wf: &WorkflowInfo) -> Option<String> {
             " Its plan ({}): {} to add, {} to change, {} to destroy",
             p.name, c["add"], c["change"], c["destroy"]
         ));
-        for r in c["resources"].as_array().into_iter().flatten().take(20) {
-            let actions: Vec<&str> = r["actions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|a| a.as_str())
-                .collect();
-            text.push_str(&format!(
-                "\n    {} ({})",
-                r["address"].as_str().unwrap_or("?"),
-                actions.join(", ")
-            ));
+        for (address, actions) in nuon_core::workflow::plan_resources(c).iter().take(20) {
+            text.push_str(&format!("\n    {address} ({actions})"));
         }
         // What the policies warn of goes with the plan to approve.
         for w in p.outputs["policy_warnings"]

@@ -1301,27 +1301,15 @@ async fn people_act(
             },
         ))
     };
-    let done = |r: Result<(), Error>| match r {
-        Ok(()) => Redirect::to("/people").into_response(),
-        Err(e) => error_page(e),
-    };
-    match act {
+    // Each act: the API's operation, its path, and what its handler did;
+    // then one record and one way back to the page.
+    let (op, path, result): (&str, String, Result<(), Error>) = match act {
         PeopleAct::Invite => {
             let r = match body(serde_json::json!({"email": text("email"), "role": text("role")})) {
                 Ok(b) => people::invite_user(st(), auth(), b).await.map(drop),
                 Err(e) => Err(e),
             };
-            done(
-                recorded(
-                    &state,
-                    &principal,
-                    "inviteUser",
-                    "/v1/users".into(),
-                    source,
-                    r,
-                )
-                .await,
-            )
+            ("inviteUser", "/v1/users".into(), r)
         }
         PeopleAct::Role => {
             let r = match body(serde_json::json!({"role": text("role")})) {
@@ -1330,17 +1318,7 @@ async fn people_act(
                     .map(drop),
                 Err(e) => Err(e),
             };
-            done(
-                recorded(
-                    &state,
-                    &principal,
-                    "setUserRole",
-                    format!("/v1/users/{key}"),
-                    source,
-                    r,
-                )
-                .await,
-            )
+            ("setUserRole", format!("/v1/users/{key}"), r)
         }
         PeopleAct::Remove => {
             if !confirmed {
@@ -1353,17 +1331,7 @@ async fn people_act(
             let r = people::remove_user(st(), auth(), Path(key.clone()))
                 .await
                 .map(drop);
-            done(
-                recorded(
-                    &state,
-                    &principal,
-                    "removeUser",
-                    format!("/v1/users/{key}"),
-                    source,
-                    r,
-                )
-                .await,
-            )
+            ("removeUser", format!("/v1/users/{key}"), r)
         }
         PeopleAct::Revoke => {
             if !confirmed {
@@ -1376,24 +1344,15 @@ async fn people_act(
             let r = orgs::revoke_token(st(), auth(), Path(key.clone()))
                 .await
                 .map(drop);
-            done(
-                recorded(
-                    &state,
-                    &principal,
-                    "revokeToken",
-                    format!("/v1/tokens/{key}/revoke"),
-                    source,
-                    r,
-                )
-                .await,
-            )
+            ("revokeToken", format!("/v1/tokens/{key}/revoke"), r)
         }
         PeopleAct::MakeToken => {
+            // Answered with the new token's secret, shown once.
             let r = match body(serde_json::json!({"name": text("name"), "scope": text("scope")})) {
                 Ok(b) => orgs::create_token(st(), auth(), b).await,
                 Err(e) => Err(e),
             };
-            match recorded(
+            return match recorded(
                 &state,
                 &principal,
                 "createToken",
@@ -1405,8 +1364,12 @@ async fn people_act(
             {
                 Ok((_, axum::Json(made))) => html(pages::token_made(&web, &made)),
                 Err(e) => error_page(e),
-            }
+            };
         }
+    };
+    match recorded(&state, &principal, op, path, source, result).await {
+        Ok(()) => Redirect::to("/people").into_response(),
+        Err(e) => error_page(e),
     }
 }
 

@@ -817,23 +817,7 @@ pub(super) async fn job(
 /// A plan's counts, and its resources' addresses on demand.
 fn plan_summary(c: &serde_json::Value) -> Markup {
     let n = |k: &str| c[k].as_u64().unwrap_or(0);
-    let resources: Vec<(String, String)> = c["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            let actions: Vec<&str> = r["actions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|a| a.as_str())
-                .collect();
-            (
-                r["address"].as_str().unwrap_or_default().to_owned(),
-                actions.join(", "),
-            )
-        })
-        .collect();
+    let resources = nuon_core::workflow::plan_resources(c);
     html! {
         span.plan {
             span.add { "+" (n("add")) } " " span.change { "~" (n("change")) } " " span.destroy { "-" (n("destroy")) }
