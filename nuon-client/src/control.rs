@@ -539,6 +539,56 @@ impl ControlClient {
         self.rollout_act(routes::ROLLOUT_ROLLBACK, id).await
     }
 
+    /// Pauses a rollout: what runs finishes, nothing new starts until it
+    /// is resumed.
+    pub async fn pause_rollout(&self, id: &str) -> Result<RolloutInfo> {
+        self.rollout_act(routes::ROLLOUT_PAUSE, id).await
+    }
+
+    /// Publishes a runner version the caller pushed to the vendor's store;
+    /// the control plane signs it with the org's key.
+    pub async fn publish_runner_release(
+        &self,
+        req: &nuon_core::wire::PublishRunnerRelease,
+    ) -> Result<nuon_core::wire::RunnerReleaseInfo> {
+        self.http
+            .post(routes::RUNNER_RELEASES, req, Duration::ZERO)
+            .await
+    }
+
+    /// The org's runner releases, newest first.
+    pub async fn list_runner_releases(&self) -> Result<nuon_core::wire::RunnerReleaseList> {
+        self.http.get(routes::RUNNER_RELEASES).await
+    }
+
+    /// One runner release, by version or id.
+    pub async fn get_runner_release(
+        &self,
+        version: &str,
+    ) -> Result<nuon_core::wire::RunnerReleaseInfo> {
+        self.http
+            .get(&routes::RUNNER_RELEASE.replace("{version}", &seg(version)))
+            .await
+    }
+
+    /// Updates install runners to runner `version` in waves (or, with
+    /// `dry_run`, plans it): see [`CreateRollout`].
+    pub async fn create_runner_rollout(
+        &self,
+        version: &str,
+        req: &CreateRollout,
+    ) -> Result<RolloutInfo> {
+        let path = routes::RUNNER_RELEASE_ROLLOUTS.replace("{version}", &seg(version));
+        self.http.post(&path, req, Duration::ZERO).await
+    }
+
+    /// A runner release's rollouts (and their rollbacks), newest first.
+    pub async fn list_runner_rollouts(&self, version: &str) -> Result<RolloutList> {
+        self.http
+            .get(&routes::RUNNER_RELEASE_ROLLOUTS.replace("{version}", &seg(version)))
+            .await
+    }
+
     async fn rollout_act(&self, route: &str, id: &str) -> Result<RolloutInfo> {
         self.http
             .post(&routes::with_id(route, &seg(id)), &(), Duration::ZERO)

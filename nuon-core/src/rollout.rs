@@ -137,6 +137,19 @@ impl fmt::Display for Waves {
     }
 }
 
+/// What a rollout rolls out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutKind {
+    /// An app's release: each install runs its normal deploy workflow.
+    #[default]
+    Release,
+    /// A runner version (`nuon runners release rollout`): each install's
+    /// runner is asked, through its signed settings, to update itself, and
+    /// passes when it calls back on that version.
+    Runner,
+}
+
 /// Where a rollout is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -151,6 +164,9 @@ pub enum RolloutStatus {
     /// An install failed: the rest of its wave finishes, nothing new
     /// starts until it is retried, resumed or rolled back.
     Stopped,
+    /// Paused by someone: what deploys finishes, nothing new starts until
+    /// `resume`.
+    Paused,
     /// Every install has the release.
     Succeeded,
     /// Cancelled while installs deploy: nothing new starts, and it ends
@@ -172,6 +188,7 @@ impl RolloutStatus {
             RolloutStatus::Running
                 | RolloutStatus::AwaitingApproval
                 | RolloutStatus::Stopped
+                | RolloutStatus::Paused
                 | RolloutStatus::Cancelling
         )
     }
@@ -183,6 +200,7 @@ impl RolloutStatus {
             RolloutStatus::Running => "running",
             RolloutStatus::AwaitingApproval => "awaiting_approval",
             RolloutStatus::Stopped => "stopped",
+            RolloutStatus::Paused => "paused",
             RolloutStatus::Cancelling => "cancelling",
             RolloutStatus::Succeeded => "succeeded",
             RolloutStatus::Cancelled => "cancelled",
@@ -300,10 +318,20 @@ impl RolloutTarget {
 pub struct RolloutInfo {
     /// Its id.
     pub id: RolloutId,
-    /// The release it deploys (a rollback: the release it undoes).
+    /// What it rolls out.
+    #[serde(default)]
+    pub kind: RolloutKind,
+    /// The release it deploys (a rollback: the release it undoes): an
+    /// app's release, or a runner release (`kind: runner`).
     pub release_id: ReleaseId,
-    /// The app.
-    pub app_id: AppId,
+    /// The runner version of a runner rollout (a rollback: the version it
+    /// undoes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_version: Option<String>,
+    /// The app (a release's; none for a runner rollout, which may reach
+    /// installs of every app).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<AppId>,
     /// The app's name, where known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_name: Option<String>,
@@ -429,6 +457,9 @@ pub struct Selected {
     pub name: String,
     /// The release it has now.
     pub release: Option<ReleaseId>,
+    /// The version its customer pinned its runner to (`nuon-runner run
+    /// --pin-version`): a runner rollout passes it over.
+    pub pinned: Option<String>,
 }
 
 /// A rollout to plan: everything but its installs.
@@ -436,10 +467,14 @@ pub struct Selected {
 pub struct NewRollout {
     /// Its id.
     pub id: RolloutId,
+    /// What it rolls out.
+    pub kind: RolloutKind,
     /// The release.
     pub release_id: ReleaseId,
-    /// The release's app.
-    pub app_id: AppId,
+    /// The runner version (a runner rollout).
+    pub runner_version: Option<String>,
+    /// The release's app (an app's release).
+    pub app_id: Option<AppId>,
     /// The selector, as it prints.
     pub selector: String,
     /// The waves.
@@ -462,17 +497,26 @@ impl NewRollout {
         let mut targets = Vec::new();
         for (w, wave) in waves.iter().enumerate() {
             for i in wave {
-                targets.push(RolloutTarget::pending(
+                let mut t = RolloutTarget::pending(
                     (i.id.clone(), i.name.clone()),
                     w as u32,
                     self.release_id.clone(),
                     i.release.clone(),
-                ));
+                );
+                if let (RolloutKind::Runner, Some(pin)) = (self.kind, &i.pinned) {
+                    t.state = TargetState::Skipped;
+                    t.reason = Some(format!(
+                        "its runner is pinned to version {pin} by the customer (nuon-runner run --pin-version): left as it is"
+                    ));
+                }
+                targets.push(t);
             }
         }
         RolloutInfo {
             id: self.id,
+            kind: self.kind,
             release_id: self.release_id,
+            runner_version: self.runner_version,
             app_id: self.app_id,
             app_name: None,
             selector: self.selector,
@@ -622,6 +666,18 @@ impl RolloutInfo {
         t.reason = None;
     }
 
+    /// Marks install `i`'s runner as asked at `now` for the release of a
+    /// runner rollout (there is no workflow: the runner updates itself).
+    pub fn asked(&mut self, i: usize, now: i64) {
+        let t = &mut self.targets[i];
+        t.state = TargetState::Running;
+        t.workflow_id = None;
+        t.tries += 1;
+        t.started_at_ms = Some(now);
+        t.ended_at_ms = None;
+        t.reason = None;
+    }
+
     /// Marks install `i` as failed before its workflow could start.
     pub fn not_started(&mut self, i: usize, why: String, now: i64) {
         let t = &mut self.targets[i];
@@ -631,10 +687,30 @@ impl RolloutInfo {
         t.reason = Some(format!("its deploy could not start: {why}"));
     }
 
+    /// Pauses a running rollout: what deploys finishes (and is recorded),
+    /// nothing new starts until [`RolloutInfo::resume`].
+    pub fn pause(&mut self) -> Result<(), String> {
+        if !matches!(
+            self.status,
+            RolloutStatus::Running | RolloutStatus::AwaitingApproval
+        ) {
+            return Err(self.cannot("pause", self.status));
+        }
+        self.status = RolloutStatus::Paused;
+        self.reason = Some(format!(
+            "paused in wave {} of {}: what deploys finishes, nothing new starts; `resume` goes on",
+            self.wave + 1,
+            self.wave_count
+        ));
+        Ok(())
+    }
+
     /// Goes on: starts the next wave of a rollout that waits for an
-    /// approval, or passes over the installs that failed.
+    /// approval, goes on with a paused one, or passes over the installs
+    /// that failed.
     pub fn resume(&mut self) -> Result<(), String> {
         match self.status {
+            RolloutStatus::Paused => {}
             RolloutStatus::AwaitingApproval => {
                 self.wave += 1;
             }
@@ -775,7 +851,9 @@ impl RolloutInfo {
         let names: Vec<&str> = left.iter().map(|t| t.install.as_str()).collect();
         let back = RolloutInfo {
             id,
+            kind: self.kind,
             release_id: self.release_id.clone(),
+            runner_version: self.runner_version.clone(),
             app_id: self.app_id.clone(),
             app_name: self.app_name.clone(),
             selector: self.selector.clone(),
@@ -856,12 +934,15 @@ mod tests {
                 id: InstallId::generate(),
                 name: format!("i{i:02}"),
                 release: Some(ReleaseId::generate()),
+                pinned: None,
             })
             .collect();
         NewRollout {
             id: RolloutId::generate(),
+            kind: RolloutKind::Release,
             release_id: ReleaseId::generate(),
-            app_id: AppId::generate(),
+            runner_version: None,
+            app_id: Some(AppId::generate()),
             selector: "tier=prod".into(),
             waves: waves.parse().unwrap(),
             max_parallel,
@@ -1124,5 +1205,68 @@ mod tests {
             let err = text.parse::<Waves>().unwrap_err();
             assert!(err.contains(says), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn a_paused_rollout_finishes_what_runs_and_starts_nothing_until_resumed() {
+        let mut r = rollout(4, "100%", 2, false, 0);
+        let a = drive(&mut r, 0, |_| Seen::Going);
+        assert_eq!(a.start, [0, 1]);
+        r.pause().unwrap();
+        assert_eq!(r.status, RolloutStatus::Paused);
+        assert!(r.status.is_active());
+        // The two that run end; nothing new starts while paused.
+        let a = drive(&mut r, 1, |_| Seen::Succeeded(1));
+        assert!(a.start.is_empty());
+        assert_eq!(a.released, [0, 1]);
+        assert!(r.pause().is_err());
+        r.resume().unwrap();
+        let a = drive(&mut r, 2, |_| Seen::Going);
+        assert_eq!(a.start, [2, 3]);
+        let _ = drive(&mut r, 3, |_| Seen::Succeeded(3));
+        assert_eq!(r.status, RolloutStatus::Succeeded);
+    }
+
+    #[test]
+    fn a_runner_rollout_passes_over_pinned_installs() {
+        let installs: Vec<Selected> = ["a", "b", "c"]
+            .iter()
+            .map(|n| Selected {
+                id: InstallId::generate(),
+                name: (*n).into(),
+                release: None,
+                pinned: (*n == "b").then(|| "1.0.0".to_owned()),
+            })
+            .collect();
+        let mut r = NewRollout {
+            id: RolloutId::generate(),
+            kind: RolloutKind::Runner,
+            release_id: ReleaseId::generate(),
+            runner_version: Some("2.0.0".into()),
+            app_id: None,
+            selector: String::new(),
+            waves: "50%,100%".parse().unwrap(),
+            max_parallel: 10,
+            approve_each_wave: false,
+            bake_ms: 0,
+            created_by: None,
+        }
+        .plan(installs, 0);
+        assert_eq!(r.targets[1].state, TargetState::Skipped);
+        assert!(
+            r.targets[1]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("pinned to version 1.0.0")
+        );
+        // Wave 1 is a and b (b passed over): only a starts.
+        let a = drive(&mut r, 0, |_| Seen::Going);
+        assert_eq!(a.start, [0]);
+        let a = drive(&mut r, 1, |_| Seen::Succeeded(1));
+        assert_eq!(a.start, [2]);
+        let _ = drive(&mut r, 2, |_| Seen::Succeeded(2));
+        assert_eq!(r.status, RolloutStatus::Succeeded);
+        assert_eq!(r.targets[1].tries, 0, "the pinned install was never asked");
     }
 }

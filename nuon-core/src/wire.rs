@@ -154,6 +154,14 @@ pub mod routes {
     /// Runner API: a stack's first call, with its one-time token (no
     /// runner token yet).
     pub const PHONE_HOME: &str = "/v1/runner/phone-home";
+    /// Runner releases: `POST` publishes one, `GET` lists them.
+    pub const RUNNER_RELEASES: &str = "/v1/runner-releases";
+    /// One runner release, by version.
+    pub const RUNNER_RELEASE: &str = "/v1/runner-releases/{version}";
+    /// Rollouts of a runner release: `POST` starts one, `GET` lists them.
+    pub const RUNNER_RELEASE_ROLLOUTS: &str = "/v1/runner-releases/{version}/rollouts";
+    /// Pause a rollout: what deploys finishes, nothing new starts.
+    pub const ROLLOUT_PAUSE: &str = "/v1/rollouts/{id}/pause";
     /// Runner API: the calling runner's settings (its install's
     /// `runner.toml`).
     pub const RUNNER_SETTINGS: &str = "/v1/runner/settings";
@@ -367,6 +375,13 @@ pub struct RunnerTelemetry {
     /// break-glass enable ROLE`), by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub break_glass: Vec<String>,
+    /// The version the customer pinned the runner to (`nuon-runner run
+    /// --pin-version`): runner rollouts pass it over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
+    /// The last update it did not take, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_failed: Option<RunnerUpdateFailure>,
 }
 
 /// Jobs given to the runner; empty when the wait ran out.
@@ -402,6 +417,11 @@ pub struct RunnerSettingsInfo {
     /// reach every job, as signed jobs do).
     #[serde(default)]
     pub signature: String,
+    /// The runner version the control plane asks for, while a runner
+    /// rollout holds the install: a runner on another version downloads,
+    /// checks and switches to it ([`RunnerUpdate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<RunnerUpdate>,
 }
 
 impl RunnerSettingsInfo {
@@ -412,12 +432,17 @@ impl RunnerSettingsInfo {
         struct Signed<'a> {
             version: &'a str,
             env: &'a BTreeMap<String, String>,
+            // Left out when none, so that settings without one sign the
+            // same bytes as before updates existed.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            update: Option<&'a RunnerUpdate>,
         }
         let mut out = b"nuon-runner-settings\n".to_vec();
         out.extend(
             serde_json::to_vec(&Signed {
                 version: &self.version,
                 env: &self.env,
+                update: self.update.as_ref(),
             })
             .unwrap_or_default(),
         );
@@ -1881,6 +1906,123 @@ pub struct ReleaseInfo {
     pub created_at_ms: i64,
 }
 
+/// The body of `POST /v1/runner-releases`: a runner binary the vendor
+/// pushed to its artifact store (`nuon runners release publish`), for the
+/// control plane to sign with the org's key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublishRunnerRelease {
+    /// The version the binary reports (`nuon-runner --version`): letters,
+    /// digits, `.`, `-`, `+`; at most 64.
+    pub version: String,
+    /// The OS it runs on (`linux`).
+    pub os: String,
+    /// The CPU it runs on (`x86_64`, `aarch64`).
+    pub arch: String,
+    /// The repository of the vendor's store that holds it.
+    pub repository: String,
+    /// The OCI manifest that holds it, by digest.
+    pub manifest: String,
+    /// The binary itself (the manifest's one layer), by digest.
+    pub digest: String,
+    /// The binary's size in bytes.
+    pub size: u64,
+}
+
+/// A runner release: a runner binary in the vendor's store, signed by the
+/// org's key, that rollouts update install runners to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunnerReleaseInfo {
+    /// Its id.
+    pub id: crate::ReleaseId,
+    /// The version.
+    pub version: String,
+    /// The OS it runs on.
+    pub os: String,
+    /// The CPU it runs on.
+    pub arch: String,
+    /// The repository of the vendor's store that holds it.
+    pub repository: String,
+    /// The OCI manifest that holds it, by digest.
+    pub manifest: String,
+    /// The binary, by digest: a runner downloads exactly these bytes.
+    pub digest: String,
+    /// The binary's size in bytes.
+    pub size: u64,
+    /// Base64 Ed25519 signature of [`RunnerReleaseInfo::signed_bytes`] by
+    /// the org's key: a runner takes no binary whose release it cannot
+    /// verify.
+    pub signature: String,
+    /// When it was published.
+    pub created_at_ms: i64,
+    /// Who published it (the API token's id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+}
+
+impl RunnerReleaseInfo {
+    /// What the signature covers: the version, platform and the binary's
+    /// digest and size, after a prefix no job spec or settings have.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Signed<'a> {
+            id: &'a str,
+            version: &'a str,
+            os: &'a str,
+            arch: &'a str,
+            digest: &'a str,
+            size: u64,
+        }
+        let mut out = b"nuon-runner-release\n".to_vec();
+        out.extend(
+            serde_json::to_vec(&Signed {
+                id: self.id.as_str(),
+                version: &self.version,
+                os: &self.os,
+                arch: &self.arch,
+                digest: &self.digest,
+                size: self.size,
+            })
+            .unwrap_or_default(),
+        );
+        out
+    }
+}
+
+/// Runner releases, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunnerReleaseList {
+    /// Newest first.
+    pub releases: Vec<RunnerReleaseInfo>,
+}
+
+/// The runner version the control plane asks a runner to run (in its
+/// settings): the release, and how many times it was asked (a retry asks
+/// again, so a runner that gave up on a version tries it once more).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunnerUpdate {
+    /// The release.
+    pub release: RunnerReleaseInfo,
+    /// The ask's number.
+    pub tries: u32,
+}
+
+/// A runner's report of an update it did not take: the version it stays
+/// off, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunnerUpdateFailure {
+    /// The release it was asked to run.
+    pub release_id: crate::ReleaseId,
+    /// Its version.
+    pub version: String,
+    /// The ask's number ([`RunnerUpdate::tries`]).
+    pub tries: u32,
+    /// Why: a download or signature that did not check, a trial run that
+    /// failed, a new process that was not healthy in time (and the runner
+    /// went back to the version before), a pin.
+    pub reason: String,
+}
+
 /// Releases, newest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ReleaseList {
@@ -2143,7 +2285,14 @@ mod settings_tests {
             version: "v1".into(),
             env: BTreeMap::from([("TF_VAR_x".to_owned(), "1".to_owned())]),
             signature: String::new(),
+            update: None,
         };
+        // Settings without an update sign the bytes they signed before
+        // updates existed: older runners verify them.
+        assert_eq!(
+            s.signed_bytes(),
+            b"nuon-runner-settings\n{\"version\":\"v1\",\"env\":{\"TF_VAR_x\":\"1\"}}"
+        );
         s.signature = key.sign_now(&s.signed_bytes());
         let public = key.public_key();
         assert!(public.verify(&s.signed_bytes(), &s.signature).is_ok());
@@ -2158,5 +2307,35 @@ mod settings_tests {
         other.version = "v2".into();
         assert!(public.verify(&other.signed_bytes(), &s.signature).is_err());
         assert!(s.signed_bytes().starts_with(b"nuon-runner-settings\n"));
+        // The update asked for is covered too, and a release's own
+        // signature never passes for settings (or the other way).
+        let release = RunnerReleaseInfo {
+            id: crate::ReleaseId::generate(),
+            version: "2.0.0".into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            repository: "nuon-runner".into(),
+            manifest: format!("sha256:{}", "a".repeat(64)),
+            digest: format!("sha256:{}", "b".repeat(64)),
+            size: 10,
+            signature: String::new(),
+            created_at_ms: 0,
+            created_by: None,
+        };
+        let mut asked = s.clone();
+        asked.update = Some(RunnerUpdate {
+            release: release.clone(),
+            tries: 1,
+        });
+        assert!(public.verify(&asked.signed_bytes(), &s.signature).is_err());
+        let mut again = asked.clone();
+        again.update.as_mut().unwrap().tries = 2;
+        assert_ne!(asked.signed_bytes(), again.signed_bytes());
+        let signed = key.sign_now(&release.signed_bytes());
+        let mut other = release.clone();
+        other.digest = format!("sha256:{}", "c".repeat(64));
+        assert!(public.verify(&release.signed_bytes(), &signed).is_ok());
+        assert!(public.verify(&other.signed_bytes(), &signed).is_err());
+        assert!(public.verify(&asked.signed_bytes(), &signed).is_err());
     }
 }

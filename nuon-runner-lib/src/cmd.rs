@@ -62,6 +62,21 @@ enum Command<E: Args> {
         #[command(subcommand)]
         command: BreakGlassCommand,
     },
+    /// Started by a runner about to switch to a new version (this binary
+    /// is the old one): starts the old version again if the new one exits
+    /// or is not healthy in time (see `nuon_runner_lib::update`).
+    #[command(hide = true)]
+    UpdateWatchdog {
+        /// The runner's work directory.
+        #[arg(long)]
+        work_dir: PathBuf,
+        /// The process that switches.
+        #[arg(long)]
+        pid: i32,
+        /// The runner's arguments, to start it again with.
+        #[arg(last = true, value_parser = clap::value_parser!(std::ffi::OsString))]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -203,6 +218,16 @@ pub struct RunArgs {
     /// spool backlog, heartbeat round trip).
     #[arg(long, env = "NUON_RUNNER_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// Stay on this runner version: an update the control plane asks for
+    /// is refused (and reported), and runner rollouts pass this install
+    /// over.
+    #[arg(long, env = "NUON_RUNNER_PIN_VERSION")]
+    pin_version: Option<String>,
+    /// How long a new runner version has, once an update switched to it,
+    /// to be answered by the control plane; past it (or if it exits
+    /// first) the runner goes back to the version before and reports why.
+    #[arg(long, env = "NUON_RUNNER_UPDATE_TIMEOUT", default_value = "2m", value_parser = nuon_core::parse_duration)]
+    update_timeout: Duration,
     /// How long the server may hold a claim, in ms (for tests).
     #[arg(long, env = "NUON_RUNNER_CLAIM_WAIT_MS", hide = true)]
     claim_wait_ms: Option<u64>,
@@ -509,7 +534,7 @@ pub async fn main<E: Args>(
     let command = Cli::<E>::command()
         .name(name)
         .about(about)
-        .version(env!("CARGO_PKG_VERSION"));
+        .version(crate::version());
     let parsed = command
         .try_get_matches()
         .and_then(|m| Cli::<E>::from_arg_matches(&m));
@@ -529,6 +554,14 @@ pub async fn main<E: Args>(
         Ok(Cli {
             command: Command::BreakGlass { command },
         }) => return break_glass(command),
+        Ok(Cli {
+            command:
+                Command::UpdateWatchdog {
+                    work_dir,
+                    pid,
+                    args,
+                },
+        }) => return ExitCode::from(crate::update::watchdog(&work_dir, pid, &args)),
         Err(e) => {
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
@@ -539,6 +572,20 @@ pub async fn main<E: Args>(
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    let stats = Arc::new(crate::RunnerStats::default());
+    let updater = crate::update::Updater::new(
+        &args.work_dir,
+        crate::version(),
+        args.pin_version.clone(),
+        None,
+        args.update_timeout,
+        stats.clone(),
+    );
+    let boot = updater.boot();
+    if let crate::update::Boot::Follow(path) = &boot {
+        let e = crate::update::follow(path);
+        tracing::error!(binary = %path.display(), error = %e, "cannot start the version last updated to; running this one");
+    }
     let token = match runner_token(&args).await {
         Ok(t) => t,
         Err(e) => {
@@ -547,6 +594,7 @@ pub async fn main<E: Args>(
         }
     };
     let config = match config(&args, &token).and_then(|mut c| {
+        c.stats = stats.clone();
         if args.isolation.containers() {
             // Commands come from the job's image: none is looked up here.
             c.plugins
@@ -584,7 +632,37 @@ pub async fn main<E: Args>(
     else {
         return ExitCode::FAILURE;
     };
-    match Runner::new(config).run(shutdown(term, int)).await {
+    let updater = updater.with_store(config.update_store.clone());
+    if let crate::update::Boot::Trial(switch) = boot {
+        let (updater, seen) = (updater.clone(), config.settings_seen.subscribe());
+        tokio::spawn(async move { updater.confirm(switch, seen).await });
+    }
+    let pending = Arc::new(std::sync::Mutex::new(None));
+    let stop = {
+        let (updater, seen, pending) = (
+            updater.clone(),
+            config.settings_seen.subscribe(),
+            pending.clone(),
+        );
+        async move {
+            tokio::select! {
+                () = shutdown(term, int) => {}
+                s = updater.watch(seen) => {
+                    tracing::info!(to = %s.to_version, "runner update staged: draining");
+                    *pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+                }
+            }
+        }
+    };
+    let ran = Runner::new(config).run(stop).await;
+    let switch = pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let (Ok(()), Some(s)) = (&ran, switch) {
+        // Returns only when the switch could not be made.
+        let why = updater.switch(s);
+        eprintln!("{name}: {why}");
+        return ExitCode::FAILURE;
+    }
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{name}: {e}");

@@ -133,6 +133,12 @@ pub struct RunnerConfig {
     pub credentials: Arc<dyn crate::credentials::CredentialsProvider>,
     /// How jobs are isolated (default: process groups).
     pub isolation: crate::container::Isolation,
+    /// The settings each time the runner takes them from the control
+    /// plane (verified): what runner updates watch.
+    pub settings_seen: tokio::sync::watch::Sender<Option<nuon_core::wire::RunnerSettingsInfo>>,
+    /// Where runner binaries are downloaded from on an update (the
+    /// vendor's store; none: updates are refused, with that reason).
+    pub update_store: Option<Arc<dyn nuon_core::artifact::ArtifactStore>>,
 }
 
 impl RunnerConfig {
@@ -162,6 +168,8 @@ impl RunnerConfig {
             stats: Arc::default(),
             credentials: Arc::new(crate::credentials::NoCredentials),
             isolation: crate::container::Isolation::Process,
+            settings_seen: tokio::sync::watch::channel(None).0,
+            update_store: None,
         }
     }
 
@@ -243,7 +251,7 @@ fn session_of(work_dir: &std::path::Path) -> RunnerSession {
         pid: std::process::id(),
         addr: None,
         since_ms: 0,
-        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        version: Some(crate::version().to_owned()),
         os: Some(std::env::consts::OS.to_owned()),
         arch: Some(std::env::consts::ARCH.to_owned()),
     }

@@ -73,12 +73,28 @@ mod spool;
 mod stats;
 pub mod switch;
 mod sys;
+#[cfg(feature = "cmd")]
+pub mod update;
 
 pub use backoff::Backoff;
 pub use config::{PluginRegistry, RunnerConfig};
 pub use error::{Error, Result};
 pub use runner::Runner;
 pub use stats::RunnerStats;
+
+static VERSION: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Sets the version this runner reports (its binary's; default the
+/// crate's). Set once, before the runner connects.
+pub fn set_version(version: &'static str) {
+    let _ = VERSION.set(version);
+}
+
+/// The version this runner reports to the control plane (its session)
+/// and prints with `--version`.
+pub fn version() -> &'static str {
+    VERSION.get().copied().unwrap_or(env!("CARGO_PKG_VERSION"))
+}
 
 #[allow(dead_code)]
 fn assert_send_sync() {

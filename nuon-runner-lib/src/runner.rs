@@ -99,7 +99,7 @@ impl Shared {
             // Signed by the org's key, as jobs are (empty ones need not be:
             // they give a job nothing).
             Ok(s)
-                if !s.env.is_empty()
+                if (!s.env.is_empty() || s.update.is_some())
                     && self.keys.verify(&s.signed_bytes(), &s.signature).is_err() =>
             {
                 self.config
@@ -107,8 +107,23 @@ impl Shared {
                     .error("the runner's settings are not signed by the org's key: refused");
                 tracing::error!(version = %s.version, "the runner's settings are not signed by the org's key; jobs run with the ones before");
             }
+            // The release of an update is signed on its own, when it is
+            // published: a runner takes no binary the org's key did not.
+            Ok(s)
+                if s.update.as_ref().is_some_and(|u| {
+                    self.keys
+                        .verify(&u.release.signed_bytes(), &u.release.signature)
+                        .is_err()
+                }) =>
+            {
+                self.config.stats.error(
+                    "the runner release in the settings is not signed by the org's key: refused",
+                );
+                tracing::error!(version = %s.version, "the runner release asked for is not signed by the org's key; settings refused");
+            }
             Ok(s) => {
-                tracing::info!(version = %s.version, env_vars = s.env.len(), "runner settings fetched");
+                tracing::info!(version = %s.version, env_vars = s.env.len(), update = ?s.update.as_ref().map(|u| &u.release.version), "runner settings fetched");
+                self.config.settings_seen.send_replace(Some(s.clone()));
                 *lock(&self.settings) = s;
             }
             Err(e) => {

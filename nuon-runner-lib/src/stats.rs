@@ -22,6 +22,8 @@ pub struct RunnerStats {
     last_error: Mutex<Option<String>>,
     disabled: Mutex<Option<String>>,
     break_glass: Mutex<Vec<String>>,
+    pinned: Mutex<Option<String>>,
+    update_failed: Mutex<Option<nuon_core::wire::RunnerUpdateFailure>>,
 }
 
 impl Default for RunnerStats {
@@ -36,6 +38,8 @@ impl Default for RunnerStats {
             last_error: Mutex::default(),
             disabled: Mutex::default(),
             break_glass: Mutex::default(),
+            pinned: Mutex::default(),
+            update_failed: Mutex::default(),
         }
     }
 }
@@ -96,7 +100,20 @@ impl RunnerStats {
             last_error: lock(&self.last_error).clone(),
             disabled: lock(&self.disabled).clone(),
             break_glass: lock(&self.break_glass).clone(),
+            pinned: lock(&self.pinned).clone(),
+            update_failed: lock(&self.update_failed).clone(),
         }
+    }
+
+    /// The version the customer pinned the runner to.
+    pub(crate) fn set_pinned(&self, pin: Option<String>) {
+        *lock(&self.pinned) = pin;
+    }
+
+    /// The last update the runner did not take, and why (none once an
+    /// update is confirmed).
+    pub(crate) fn set_update_failed(&self, f: Option<nuon_core::wire::RunnerUpdateFailure>) {
+        *lock(&self.update_failed) = f;
     }
 
     /// The Prometheus text of the figures.

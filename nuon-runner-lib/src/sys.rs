@@ -228,6 +228,30 @@ pub(crate) fn grow_pipe(_pipe: &impl AsRawFd, _size: usize) -> bool {
     false
 }
 
+/// Signals one process (`kill(2)`); a process that is gone is no error.
+pub(crate) fn signal_pid(pid: i32, signal: i32) {
+    // 0, -1 and below would signal groups or every process.
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: a plain system call on integers.
+    let _ = unsafe { libc::kill(pid, signal) };
+}
+
+/// This process's parent (`getppid(2)`): when the parent exits, the
+/// kernel gives the process another.
+pub(crate) fn parent_pid() -> i32 {
+    // SAFETY: getppid cannot fail and touches no memory.
+    unsafe { libc::getppid() }
+}
+
+/// Waits for child `pid` to end, reaping it (`waitpid(2)`).
+pub(crate) fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: `status` is a valid, writable int for the call.
+    let _ = unsafe { libc::waitpid(pid, &mut status, 0) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

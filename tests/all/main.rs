@@ -21,6 +21,7 @@ mod registry;
 mod replicas;
 mod rollouts;
 mod rotation;
+mod runner_update;
 mod security;
 mod stack;
 mod state;

@@ -54,8 +54,57 @@ pub fn bin_dir() -> &'static Path {
         }
         let status = cmd.status().expect("run cargo build for the binaries");
         assert!(status.success(), "building the binaries failed");
+        build_runner_next(&dir);
         dir
     })
+}
+
+/// The version the second build of `nuon-runner` reports (see
+/// [`runner_next`]).
+pub const RUNNER_NEXT_VERSION: &str = "99.0.0-next";
+
+/// The `nuon-runner` binary built a second time, as version
+/// [`RUNNER_NEXT_VERSION`] (`NUON_RUNNER_VERSION` at build time), for the
+/// runner update tests.
+pub fn runner_next() -> PathBuf {
+    bin_dir().join("nuon-runner-next")
+}
+
+/// Builds `nuon-runner` again as [`RUNNER_NEXT_VERSION`], keeps it as
+/// `nuon-runner-next`, then builds it back as itself: done once per build
+/// of the first (a key of its size and time is kept beside the copy),
+/// before any test starts a binary.
+fn build_runner_next(dir: &Path) {
+    let runner = dir.join("nuon-runner");
+    let next = dir.join("nuon-runner-next");
+    let key_file = dir.join("nuon-runner-next.key");
+    let key_of = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| format!("{} {:?}", m.len(), m.modified().ok()))
+            .unwrap_or_default()
+    };
+    if next.is_file() && std::fs::read_to_string(&key_file).ok() == Some(key_of(&runner)) {
+        return;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let release = dir.file_name().is_some_and(|n| n == "release");
+    let build = |version: Option<&str>| {
+        let mut cmd = Command::new(&cargo);
+        cmd.args(["build", "-q", "-p", "nuon-runner"]);
+        if release {
+            cmd.arg("--release");
+        }
+        match version {
+            Some(v) => cmd.env("NUON_RUNNER_VERSION", v),
+            None => cmd.env_remove("NUON_RUNNER_VERSION"),
+        };
+        let status = cmd.status().expect("run cargo build for nuon-runner");
+        assert!(status.success(), "building nuon-runner failed");
+    };
+    build(Some(RUNNER_NEXT_VERSION));
+    std::fs::copy(&runner, &next).expect("keep the second build of nuon-runner");
+    build(None);
+    std::fs::write(&key_file, key_of(&runner)).expect("write the key of nuon-runner-next");
 }
 
 /// The log filter for the started binaries (`NUON_TEST_RUST_LOG` overrides).

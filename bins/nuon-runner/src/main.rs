@@ -88,8 +88,16 @@ async fn import(args: &[String]) -> ExitCode {
     }
 }
 
+/// The version this binary reports: `NUON_RUNNER_VERSION` when it was
+/// built (a vendor's own build), else the crate's.
+const VERSION: &str = match option_env!("NUON_RUNNER_VERSION") {
+    Some(v) => v,
+    None => env!("CARGO_PKG_VERSION"),
+};
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    nuon_runner_lib::set_version(VERSION);
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("import") {
         return import(&argv[1..]).await;
@@ -108,6 +116,8 @@ async fn main() -> ExitCode {
                 Some(v) => Some(open_store(v, "--vendor-store")?),
                 None => None,
             };
+            // Runner updates download their binaries from the vendor's store.
+            config.update_store = vendor.clone();
             // Under --isolation container the tools come from each job's
             // image in the install's store, unpacked once per digest.
             let containers = common.isolation.containers();

@@ -39,6 +39,7 @@ mod ops;
 mod plugins;
 mod releases;
 mod rollouts;
+mod runner_releases;
 mod users;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::{CreateJob, JobInfo, LogEntry, LogStream};
@@ -185,6 +186,12 @@ enum RunnersCommand {
     RotateToken {
         /// The runner.
         runner: String,
+    },
+    /// Runner versions: publish one (signed by the org's key), roll it out
+    /// to install runners in waves, pause, resume or roll it back.
+    Release {
+        #[command(subcommand)]
+        command: runner_releases::RunnerReleaseCommand,
     },
 }
 
@@ -548,6 +555,9 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
                                 .collect(),
                         );
                     }
+                }
+                RunnersCommand::Release { command } => {
+                    return runner_releases::runner_releases(g, command).await;
                 }
                 RunnersCommand::Revoke { runner } => {
                     let r = client.revoke_runner(runner).await?;

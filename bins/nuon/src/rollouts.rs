@@ -56,8 +56,14 @@ pub(crate) enum RolloutCommand {
         /// A release (its newest rollout) or a rollout id.
         release: String,
     },
+    /// Pause a rollout: what deploys finishes, nothing new starts until
+    /// `resume`.
+    Pause {
+        /// A release (its newest rollout) or a rollout id.
+        release: String,
+    },
     /// Go on: start the next wave of a rollout that waits for an approval,
-    /// or pass over the installs that failed.
+    /// go on with a paused one, or pass over the installs that failed.
     Resume {
         /// A release (its newest rollout) or a rollout id.
         release: String,
@@ -81,31 +87,81 @@ pub(crate) enum RolloutCommand {
 
 /// The rollout `key` names: a rollout id, or a release's newest rollout
 /// (for an act, its newest that is not a rollback: a rollback is named by
-/// its id).
-async fn rollout_of(c: &ControlClient, key: &str, act: bool) -> Result<String, CliError> {
+/// its id). With `runner`, the release is a runner version.
+pub(crate) async fn rollout_of(
+    c: &ControlClient,
+    key: &str,
+    act: bool,
+    runner: bool,
+) -> Result<String, CliError> {
     if key.parse::<RolloutId>().is_ok() {
         return Ok(key.to_owned());
     }
-    let list = c.list_rollouts(key).await?;
+    let list = if runner {
+        c.list_runner_rollouts(key).await?
+    } else {
+        c.list_rollouts(key).await?
+    };
     list.rollouts
         .iter()
         .find(|r| !act || r.rollback_of.is_none())
         .map(|r| r.id.to_string())
         .ok_or_else(|| {
-            CliError::usage(format!(
-                "release {key} has no rollout yet: start one with `nuon releases rollout {key} --to SELECTOR`"
-            ))
+            CliError::usage(if runner {
+                format!(
+                    "runner version {key} has no rollout yet: start one with `nuon runners release rollout {key} --wave 10%`"
+                )
+            } else {
+                format!(
+                    "release {key} has no rollout yet: start one with `nuon releases rollout {key} --to SELECTOR`"
+                )
+            })
         })
+}
+
+/// What an operator does to an existing rollout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Act {
+    Status,
+    Pause,
+    Resume,
+    Retry,
+    Cancel,
+    Rollback,
+}
+
+/// Does `act` to the rollout `key` names (see [`rollout_of`]) and shows
+/// the rollout after.
+pub(crate) async fn act(g: &Global, key: &str, act: Act, runner: bool) -> Result<u8, CliError> {
+    let c = client(g)?;
+    let id = rollout_of(&c, key, !matches!(act, Act::Status), runner).await?;
+    let r = match act {
+        Act::Status => c.get_rollout(&id).await?,
+        Act::Pause => c.pause_rollout(&id).await?,
+        Act::Resume => c.resume_rollout(&id).await?,
+        Act::Retry => c.retry_rollout(&id).await?,
+        Act::Cancel => c.cancel_rollout(&id).await?,
+        Act::Rollback => c.rollback_rollout(&id).await?,
+    };
+    answer(g, &r)?;
+    Ok(0)
 }
 
 /// A rollout, for people: its head, then each install by wave.
 fn show(r: &RolloutInfo) {
     outln!("rollout:  {}", r.id);
-    outln!(
-        "release:  {} of {}",
-        r.release_id,
-        r.app_name.clone().unwrap_or_else(|| r.app_id.to_string())
-    );
+    match (&r.app_id, &r.runner_version) {
+        (Some(app), _) => outln!(
+            "release:  {} of {}",
+            r.release_id,
+            r.app_name.clone().unwrap_or_else(|| app.to_string())
+        ),
+        (None, v) => outln!(
+            "runner:   version {} (release {})",
+            v.as_deref().unwrap_or("?"),
+            r.release_id
+        ),
+    }
     if let Some(of) = &r.rollback_of {
         outln!("rolls back: {of}");
     }
@@ -163,7 +219,7 @@ fn show(r: &RolloutInfo) {
     );
 }
 
-fn answer(g: &Global, r: &RolloutInfo) -> Result<(), CliError> {
+pub(crate) fn answer(g: &Global, r: &RolloutInfo) -> Result<(), CliError> {
     if g.json {
         print_json(r)
     } else {
@@ -173,7 +229,11 @@ fn answer(g: &Global, r: &RolloutInfo) -> Result<(), CliError> {
 }
 
 /// Follows a rollout until it no longer runs; its exit code.
-async fn follow(g: &Global, c: &ControlClient, mut r: RolloutInfo) -> Result<u8, CliError> {
+pub(crate) async fn follow(
+    g: &Global,
+    c: &ControlClient,
+    mut r: RolloutInfo,
+) -> Result<u8, CliError> {
     let mut said = String::new();
     loop {
         let line = format!(
@@ -231,25 +291,13 @@ pub(crate) async fn rollouts(g: &Global, command: &RolloutCommand) -> Result<u8,
             }
             r
         }
-        RolloutCommand::Status { release } => {
-            c.get_rollout(&rollout_of(&c, release, false).await?)
-                .await?
-        }
-        RolloutCommand::Resume { release } => {
-            c.resume_rollout(&rollout_of(&c, release, true).await?)
-                .await?
-        }
-        RolloutCommand::Retry { release } => {
-            c.retry_rollout(&rollout_of(&c, release, true).await?)
-                .await?
-        }
-        RolloutCommand::Cancel { release } => {
-            c.cancel_rollout(&rollout_of(&c, release, true).await?)
-                .await?
-        }
+        RolloutCommand::Status { release } => return act(g, release, Act::Status, false).await,
+        RolloutCommand::Pause { release } => return act(g, release, Act::Pause, false).await,
+        RolloutCommand::Resume { release } => return act(g, release, Act::Resume, false).await,
+        RolloutCommand::Retry { release } => return act(g, release, Act::Retry, false).await,
+        RolloutCommand::Cancel { release } => return act(g, release, Act::Cancel, false).await,
         RolloutCommand::Rollback { release } => {
-            c.rollback_rollout(&rollout_of(&c, release, true).await?)
-                .await?
+            return act(g, release, Act::Rollback, false).await;
         }
     };
     answer(g, &r)?;

@@ -14,6 +14,7 @@ mod people;
 mod releases;
 mod rollouts;
 mod runner;
+mod runner_releases;
 mod session;
 mod stack;
 pub(crate) mod state;
@@ -680,6 +681,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(groups::ops());
     ops.extend(releases::ops());
     ops.extend(rollouts::ops());
+    ops.extend(runner_releases::ops());
     ops.extend(lifecycle::ops());
     ops.extend(health::ops());
     ops.extend(ops::ops());

@@ -42,7 +42,8 @@ pub(super) fn ops() -> Vec<Op> {
             .returns::<RolloutList>(200),
         Op::get(routes::ROLLOUT, "getRollout", "One rollout: its status, wave, and every install's state, workflow and reason.", get(get_rollout))
             .returns::<RolloutInfo>(200),
-        act(routes::ROLLOUT_RESUME, "resumeRollout", "Go on: start the next wave of a rollout that waits for an approval, or pass over the installs that failed and go on without them.", RolloutAct::Resume),
+        act(routes::ROLLOUT_RESUME, "resumeRollout", "Go on: start the next wave of a rollout that waits for an approval, go on with a paused one, or pass over the installs that failed and go on without them.", RolloutAct::Resume),
+        act(routes::ROLLOUT_PAUSE, "pauseRollout", "Pause a rollout: what deploys (or updates) finishes and is recorded; nothing new starts until `resume`.", RolloutAct::Pause),
         act(routes::ROLLOUT_RETRY, "retryRollout", "Deploy the installs that failed again (a new workflow each, with their inputs as they are now), then go on.", RolloutAct::Retry),
         act(routes::ROLLOUT_CANCEL, "cancelRollout", "Start nothing more: the deploys that run finish.", RolloutAct::Cancel),
         act(routes::ROLLOUT_ROLLBACK, "rollbackRollout", "Return every install the rollout reached to the release it had before, by a new rollout (answered); installs that had none are left as they are.", RolloutAct::Rollback),
@@ -55,10 +56,13 @@ async fn named(
     auth: &ApiAuth,
     mut rollouts: Vec<RolloutInfo>,
 ) -> Result<Vec<RolloutInfo>, Error> {
-    if rollouts.iter().any(|r| r.app_name.is_none()) {
+    if rollouts
+        .iter()
+        .any(|r| r.app_name.is_none() && r.app_id.is_some())
+    {
         let apps = app_names(state, auth).await?;
         for r in rollouts.iter_mut().filter(|r| r.app_name.is_none()) {
-            r.app_name = apps.get(&r.app_id).cloned();
+            r.app_name = r.app_id.as_ref().and_then(|a| apps.get(a)).cloned();
         }
     }
     Ok(rollouts)

@@ -223,12 +223,22 @@ async fn settings_version(
     state: &SharedState,
     runner: &RunnerPrincipal,
 ) -> Result<Option<String>, Error> {
-    match state
-        .store
-        .find_install_of_runner(&runner.org_id, &runner.runner_id)
-        .await
-    {
-        Ok(install) => Ok(install.map(|i| version_of(&i))),
+    let found = async {
+        let Some(install) = state
+            .store
+            .find_install_of_runner(&runner.org_id, &runner.runner_id)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let update = state
+            .store
+            .runner_release_of(&runner.org_id, &install.id)
+            .await?;
+        Ok::<_, crate::store::StoreError>(Some(version_of(&install, update.as_ref())))
+    };
+    match found.await {
+        Ok(version) => Ok(version),
         Err(e) => {
             tracing::warn!(runner = %runner.runner_id, error = %e, "cannot read the runner's settings version");
             Ok(None)
@@ -236,7 +246,10 @@ async fn settings_version(
     }
 }
 
-fn version_of(install: &StoredInstall) -> String {
+/// The settings' version: of what they are made from, and of the runner
+/// release the runner is asked for (and the ask's number).
+fn version_of(install: &StoredInstall, update: Option<&(nuon_core::ReleaseId, u32)>) -> String {
+    let update = update.map(|(r, tries)| format!("{r}#{tries}"));
     let mut all = String::new();
     for part in [
         install.config_version.to_string().as_str(),
@@ -244,6 +257,7 @@ fn version_of(install: &StoredInstall) -> String {
         &install.sealed_json,
         install.outputs_json.as_deref().unwrap_or(""),
         install.stack_outputs.as_deref().unwrap_or(""),
+        update.as_deref().unwrap_or(""),
     ] {
         all.push_str(&format!("{}:{part};", part.len()));
     }
@@ -266,7 +280,19 @@ async fn settings(
             ..RunnerSettingsInfo::default()
         }));
     };
-    let version = version_of(&install);
+    let asked = state
+        .store
+        .runner_release_of(&runner.org_id, &install.id)
+        .await?;
+    let version = version_of(&install, asked.as_ref());
+    let update = match asked {
+        Some((id, tries)) => state
+            .store
+            .get_runner_release(&runner.org_id, id.as_str())
+            .await?
+            .map(|release| nuon_core::wire::RunnerUpdate { release, tries }),
+        None => None,
+    };
     let (app_name, config) = state
         .engine
         .app_config(&runner.org_id, &install.app_id, install.config_version)
@@ -284,6 +310,7 @@ async fn settings(
         version,
         env,
         signature: String::new(),
+        update,
     };
     let signer = state
         .keys

@@ -3,6 +3,14 @@
 //! install's normal deploy workflow pinned to the release (its plans,
 //! policies and approvals as the install's `approval_option` says).
 //!
+//! A runner rollout (`kind: runner`) goes through the same waves, bake and
+//! acts; starting an install records the runner release its runner is
+//! asked for (its signed settings carry it), and the install passes when
+//! its runner calls on that version, healthy, or fails with the reason the
+//! runner reports (a download, signature or trial that failed, a new
+//! version that was not healthy in time and was rolled back), or when it
+//! has not moved within [`RUNNER_UPDATE_BOUND_MS`].
+//!
 //! Every change is saved over the version it was read at, and a start is
 //! saved with its workflow in one transaction, so a leader that restarts
 //! or takes over mid-rollout goes on from what is stored and never
@@ -14,9 +22,10 @@ use std::collections::HashMap;
 
 use nuon_core::labels::Selector;
 use nuon_core::rollout::{
-    CreateRollout, NewRollout, RolloutInfo, RolloutStatus, Seen, Selected, TargetState, Waves,
+    CreateRollout, NewRollout, RolloutInfo, RolloutKind, RolloutStatus, RolloutTarget, Seen,
+    Selected, TargetState, Waves,
 };
-use nuon_core::wire::{ReleaseInfo, RunnerStatus};
+use nuon_core::wire::{ReleaseInfo, RunnerHealth, RunnerReleaseInfo, RunnerStatus};
 use nuon_core::workflow::{WorkflowKind, WorkflowStatus};
 use nuon_core::{OrgId, RolloutId, WorkflowId, now_ms};
 
@@ -26,8 +35,11 @@ use crate::store::StoreError;
 /// What an operator asks of a rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RolloutAct {
-    /// Start the next wave, or pass over the failed installs.
+    /// Start the next wave, go on after a pause, or pass over the failed
+    /// installs.
     Resume,
+    /// Start nothing new until resumed.
+    Pause,
     /// Deploy the failed installs again.
     Retry,
     /// Start nothing more.
@@ -40,26 +52,20 @@ pub(crate) enum RolloutAct {
 /// rollout in between.
 const TRIES: usize = 5;
 
-fn stale(e: &EngineError) -> bool {
-    matches!(
-        e,
-        EngineError::Store(StoreError::Conflict {
-            code: "stale_rollout",
-            ..
-        })
-    )
+/// How long a runner has, once asked for a version, to call on it: past
+/// this its install fails in the rollout (a runner that is off, or stuck
+/// draining a long job).
+pub(crate) const RUNNER_UPDATE_BOUND_MS: i64 = 30 * 60 * 1000;
+
+/// A rollout's settings from its request, checked.
+struct Plan {
+    selector: Selector,
+    waves: Waves,
+    bake_ms: u64,
 }
 
-impl Engine {
-    /// Plans a rollout of `release` and, unless it is a dry run, stores it
-    /// for the leader to drive.
-    pub(crate) async fn create_rollout(
-        &self,
-        org: &OrgId,
-        release: &ReleaseInfo,
-        req: &CreateRollout,
-        created_by: Option<String>,
-    ) -> Result<RolloutInfo> {
+impl Plan {
+    fn of(req: &CreateRollout) -> Result<Plan> {
         let selector: Selector = req
             .to
             .parse()
@@ -86,41 +92,159 @@ impl Engine {
                 d.as_millis() as u64
             }
         };
+        Ok(Plan {
+            selector,
+            waves,
+            bake_ms,
+        })
+    }
+
+    fn rollout(
+        self,
+        req: &CreateRollout,
+        kind: RolloutKind,
+        release_id: nuon_core::ReleaseId,
+        created_by: Option<String>,
+    ) -> NewRollout {
+        NewRollout {
+            id: RolloutId::generate(),
+            kind,
+            release_id,
+            runner_version: None,
+            app_id: None,
+            selector: self.selector.to_string(),
+            waves: self.waves,
+            max_parallel: req.max_parallel,
+            approve_each_wave: req.approve_each_wave,
+            bake_ms: self.bake_ms,
+            created_by,
+        }
+    }
+}
+
+fn stale(e: &EngineError) -> bool {
+    matches!(
+        e,
+        EngineError::Store(StoreError::Conflict {
+            code: "stale_rollout",
+            ..
+        })
+    )
+}
+
+impl Engine {
+    /// Plans a rollout of `release` and, unless it is a dry run, stores it
+    /// for the leader to drive.
+    pub(crate) async fn create_rollout(
+        &self,
+        org: &OrgId,
+        release: &ReleaseInfo,
+        req: &CreateRollout,
+        created_by: Option<String>,
+    ) -> Result<RolloutInfo> {
+        let plan = Plan::of(req)?;
         let releases = self.store.install_releases(org).await?;
         let installs: Vec<Selected> = self
             .store
             .list_installs(org)
             .await?
             .into_iter()
-            .filter(|i| i.app_id == release.app_id && selector.matches(&i.labels))
+            .filter(|i| i.app_id == release.app_id && plan.selector.matches(&i.labels))
             .filter(|i| !matches!(i.state.as_str(), "deprovisioned" | "deprovisioning"))
             .map(|i| Selected {
                 release: releases.get(&i.id).cloned(),
                 id: i.id,
                 name: i.name,
+                pinned: None,
             })
             .collect();
         if installs.is_empty() {
             return Err(EngineError::Invalid(format!(
                 "the selector {:?} picks no install of the release's app (deprovisioned ones are left out): see `nuon installs list --selector '{}'`",
-                selector.to_string(),
-                selector
+                plan.selector.to_string(),
+                plan.selector
             )));
         }
-        let mut rollout = NewRollout {
-            id: RolloutId::generate(),
-            release_id: release.id.clone(),
-            app_id: release.app_id.clone(),
-            selector: selector.to_string(),
-            waves,
-            max_parallel: req.max_parallel,
-            approve_each_wave: req.approve_each_wave,
-            bake_ms,
-            created_by,
-        }
-        .plan(installs, now_ms());
+        let mut new = plan.rollout(req, RolloutKind::Release, release.id.clone(), created_by);
+        new.app_id = Some(release.app_id.clone());
+        let mut rollout = new.plan(installs, now_ms());
         rollout.app_name = release.app_name.clone();
-        if req.dry_run {
+        self.keep_rollout(org, rollout, req.dry_run).await
+    }
+
+    /// Plans a rollout of runner release `release` to the installs of
+    /// every app the selector picks (pinned runners passed over) and,
+    /// unless it is a dry run, stores it for the leader to drive.
+    pub(crate) async fn create_runner_rollout(
+        &self,
+        org: &OrgId,
+        release: &RunnerReleaseInfo,
+        req: &CreateRollout,
+        created_by: Option<String>,
+    ) -> Result<RolloutInfo> {
+        let plan = Plan::of(req)?;
+        let asked = self.store.install_runner_releases(org).await?;
+        let by_version: HashMap<String, nuon_core::ReleaseId> = self
+            .store
+            .list_runner_releases(org)
+            .await?
+            .into_iter()
+            .map(|r| (r.version, r.id))
+            .collect();
+        let runners: HashMap<_, _> = self
+            .store
+            .list_runners(org)
+            .await?
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect();
+        let installs: Vec<Selected> = self
+            .store
+            .list_installs(org)
+            .await?
+            .into_iter()
+            .filter(|i| plan.selector.matches(&i.labels))
+            .filter(|i| !matches!(i.state.as_str(), "deprovisioned" | "deprovisioning"))
+            .map(|i| {
+                let runner = runners.get(&i.runner_id);
+                // What it has: the release it was last asked for, else the
+                // release of the version it runs (what a rollback returns
+                // it to).
+                let running = runner
+                    .and_then(|r| r.session.as_ref())
+                    .and_then(|s| s.version.as_ref())
+                    .and_then(|v| by_version.get(v));
+                Selected {
+                    release: asked.get(&i.id).map(|(r, _)| r).or(running).cloned(),
+                    pinned: runner
+                        .and_then(|r| r.telemetry.as_ref())
+                        .and_then(|t| t.pinned.clone()),
+                    id: i.id,
+                    name: i.name,
+                }
+            })
+            .collect();
+        if installs.is_empty() {
+            return Err(EngineError::Invalid(format!(
+                "the selector {:?} picks no install (deprovisioned ones are left out): see `nuon installs list --selector '{}'`",
+                plan.selector.to_string(),
+                plan.selector
+            )));
+        }
+        let mut new = plan.rollout(req, RolloutKind::Runner, release.id.clone(), created_by);
+        new.runner_version = Some(release.version.clone());
+        let rollout = new.plan(installs, now_ms());
+        self.keep_rollout(org, rollout, req.dry_run).await
+    }
+
+    /// Stores a planned rollout for the leader (a dry run: only says it).
+    async fn keep_rollout(
+        &self,
+        org: &OrgId,
+        mut rollout: RolloutInfo,
+        dry_run: bool,
+    ) -> Result<RolloutInfo> {
+        if dry_run {
             rollout.status = RolloutStatus::Planned;
             return Ok(rollout);
         }
@@ -128,7 +252,7 @@ impl Engine {
         // another (`install_in_rollout`) in the same transaction.
         self.store.create_rollout(org, &rollout, None).await?;
         rollout.version = 1;
-        tracing::info!(rollout = %rollout.id, release = %release.id, installs = rollout.targets.len(), waves = rollout.wave_count, "rollout created");
+        tracing::info!(rollout = %rollout.id, kind = ?rollout.kind, release = %rollout.release_id, installs = rollout.targets.len(), waves = rollout.wave_count, "rollout created");
         self.wake_everywhere();
         Ok(rollout)
     }
@@ -151,10 +275,20 @@ impl Engine {
             let now = now_ms();
             let done = match act {
                 RolloutAct::Resume => r.resume().map(|_| None),
+                RolloutAct::Pause => r.pause().map(|_| None),
                 RolloutAct::Retry => r.retry().map(|_| None),
                 RolloutAct::Cancel => r.cancel().map(|_| None),
                 RolloutAct::Rollback => {
-                    let current = self.store.install_releases(org).await?;
+                    let current = match r.kind {
+                        RolloutKind::Release => self.store.install_releases(org).await?,
+                        RolloutKind::Runner => self
+                            .store
+                            .install_runner_releases(org)
+                            .await?
+                            .into_iter()
+                            .map(|(i, (r, _))| (i, r))
+                            .collect(),
+                    };
                     r.rollback(RolloutId::generate(), now, &current).map(Some)
                 }
             }
@@ -234,8 +368,12 @@ impl Engine {
             return Ok(());
         };
         let mut seen = HashMap::new();
+        let mut versions = HashMap::new();
         for (i, t) in r.targets.iter().enumerate() {
             let s = match t.state {
+                TargetState::Running if r.kind == RolloutKind::Runner => {
+                    self.runner_seen(org, t, &mut versions).await?
+                }
                 TargetState::Running => self.workflow_seen(org, t.workflow_id.as_ref()).await?,
                 TargetState::Baking => self.bake_seen(org, &r, i).await?,
                 _ => continue,
@@ -264,6 +402,16 @@ impl Engine {
             if r.status != was {
                 tracing::info!(rollout = %r.id, status = %r.status, wave = r.wave + 1, reason = r.reason.as_deref().unwrap_or(""), "rollout moved");
             }
+        }
+        if r.kind == RolloutKind::Runner {
+            for i in advance.start {
+                match self.ask_runner(org, &r, i).await {
+                    Ok(doc) => r = doc,
+                    Err(e) if stale(&e) => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(());
         }
         let mut releases: HashMap<_, ReleaseInfo> = HashMap::new();
         for i in advance.start {
@@ -345,6 +493,119 @@ impl Engine {
             )
         };
         self.start(org, start).await.map(|_| ())
+    }
+
+    /// Asks install `i`'s runner for the rollout's runner release: the
+    /// rollout (saved with the ask, in one transaction) after. A runner
+    /// pinned since the rollout was planned is passed over.
+    async fn ask_runner(&self, org: &OrgId, r: &RolloutInfo, i: usize) -> Result<RolloutInfo> {
+        let target = &r.targets[i];
+        let mut doc = r.clone();
+        let now = now_ms();
+        doc.updated_at_ms = now;
+        let pinned = match self
+            .store
+            .find_install(org, target.install_id.as_str())
+            .await?
+        {
+            Some(install) => self
+                .store
+                .find_runner(org, install.runner_id.as_str())
+                .await?
+                .and_then(|r| r.telemetry)
+                .and_then(|t| t.pinned),
+            None => {
+                doc.not_started(i, format!("install {} is gone", target.install), now);
+                self.store.save_rollout(org, &doc, &[]).await?;
+                doc.version += 1;
+                return Ok(doc);
+            }
+        };
+        if let Some(pin) = pinned {
+            let t = &mut doc.targets[i];
+            t.state = TargetState::Skipped;
+            t.reason = Some(format!(
+                "its runner is pinned to version {pin} by the customer (nuon-runner run --pin-version): left as it is"
+            ));
+            self.store.save_rollout(org, &doc, &[]).await?;
+        } else {
+            doc.asked(i, now);
+            self.store
+                .save_rollout(
+                    org,
+                    &doc,
+                    &[(target.install_id.clone(), target.release_id.clone())],
+                )
+                .await?;
+            tracing::info!(rollout = %r.id, install = %target.install, wave = target.wave + 1, "rollout asks an install's runner to update");
+        }
+        doc.version += 1;
+        Ok(doc)
+    }
+
+    /// What became of an install's runner since it was asked for a
+    /// runner release: on it and healthy, the failure it reported, or
+    /// nothing yet. `versions` keeps each release's version.
+    async fn runner_seen(
+        &self,
+        org: &OrgId,
+        t: &RolloutTarget,
+        versions: &mut HashMap<nuon_core::ReleaseId, String>,
+    ) -> Result<Seen> {
+        if !versions.contains_key(&t.release_id) {
+            match self
+                .store
+                .get_runner_release(org, t.release_id.as_str())
+                .await?
+            {
+                Some(rel) => versions.insert(t.release_id.clone(), rel.version),
+                None => {
+                    return Ok(Seen::Failed(format!(
+                        "runner release {} is gone",
+                        t.release_id
+                    )));
+                }
+            };
+        }
+        let version = &versions[&t.release_id];
+        let Some(install) = self.store.find_install(org, t.install_id.as_str()).await? else {
+            return Ok(Seen::Failed(format!("install {} is gone", t.install)));
+        };
+        let Some(runner) = self
+            .store
+            .find_runner(org, install.runner_id.as_str())
+            .await?
+        else {
+            return Ok(Seen::Failed("its runner is gone".into()));
+        };
+        if let Some(f) = runner
+            .telemetry
+            .as_ref()
+            .and_then(|t| t.update_failed.as_ref())
+            && f.release_id == t.release_id
+            && f.tries == t.tries
+        {
+            return Ok(Seen::Failed(format!(
+                "its runner did not take version {version}: {}",
+                f.reason
+            )));
+        }
+        let now = now_ms();
+        let on = runner.session.as_ref().and_then(|s| s.version.clone());
+        let healthy =
+            self.ops.health(runner.revoked, runner.last_seen_at_ms, now) == RunnerHealth::Healthy;
+        if on.as_deref() == Some(version.as_str()) && healthy {
+            return Ok(Seen::Succeeded(now));
+        }
+        let asked = t.started_at_ms.unwrap_or(now);
+        if now - asked > RUNNER_UPDATE_BOUND_MS {
+            return Ok(Seen::Failed(format!(
+                "its runner is still on version {} {} minutes after it was asked for {version}, and reported nothing (is it running? a long job keeps it draining)",
+                on.as_deref().unwrap_or("unknown"),
+                (now - asked) / 60_000
+            )));
+        }
+        Ok(Seen::Going)
     }
 
     /// Records that install `i` could not start, and why.

@@ -24,7 +24,7 @@ pub trait RemovalStore: Send + Sync {
 
 /// What goes with an install, in order, each keyed by the install's id
 /// (`?1`); the last two also take the time (`?2`).
-pub(crate) const INSTALL_ROWS: [&str; 10] = [
+pub(crate) const INSTALL_ROWS: [&str; 11] = [
     "DELETE FROM workflow_steps WHERE workflow_id IN (SELECT id FROM workflows WHERE install_id = ?1)",
     "DELETE FROM install_summaries WHERE install_id = ?1",
     "DELETE FROM cron_fires WHERE install_id = ?1",
@@ -33,6 +33,7 @@ pub(crate) const INSTALL_ROWS: [&str; 10] = [
     "DELETE FROM tf_locks WHERE install_id = ?1",
     "DELETE FROM tf_states WHERE install_id = ?1",
     "DELETE FROM install_releases WHERE install_id = ?1",
+    "DELETE FROM install_runner_releases WHERE install_id = ?1",
     "UPDATE runners SET revoked_at = COALESCE(revoked_at, ?2) \
      WHERE id = (SELECT runner_id FROM installs WHERE id = ?1)",
     "DELETE FROM installs WHERE id = ?1",

@@ -14,7 +14,7 @@ use nuon_core::{ReleaseId, RolloutId};
 
 use super::*;
 
-/// Rollouts and the release of each install.
+/// Rollouts and the release of each install (and of its runner).
 #[async_trait]
 pub trait RolloutStore: Send + Sync {
     /// Stores a new rollout (at version 1). With `replacing`, that rollout
@@ -58,6 +58,38 @@ pub trait RolloutStore: Send + Sync {
     /// The release each install of the org has (from the rollouts that
     /// reached it).
     async fn install_releases(&self, org: &OrgId) -> Result<BTreeMap<InstallId, ReleaseId>>;
+
+    /// The runner release each install's runner is asked for (a runner
+    /// rollout records it when it asks), with the ask's number.
+    async fn install_runner_releases(
+        &self,
+        org: &OrgId,
+    ) -> Result<BTreeMap<InstallId, (ReleaseId, u32)>>;
+
+    /// The runner release one install's runner is asked for.
+    async fn runner_release_of(
+        &self,
+        org: &OrgId,
+        install: &InstallId,
+    ) -> Result<Option<(ReleaseId, u32)>>;
+}
+
+/// Where a save records the release of `released`: an app's release is
+/// what the install has; a runner release is what its runner is asked
+/// for, with the ask's number (the target's tries).
+pub(crate) fn released_rows<'a>(
+    r: &'a RolloutInfo,
+    released: &'a [(InstallId, ReleaseId)],
+) -> impl Iterator<Item = (&'a InstallId, &'a ReleaseId, Option<u32>)> {
+    released.iter().map(move |(install, release)| {
+        let tries = (r.kind == nuon_core::rollout::RolloutKind::Runner).then(|| {
+            r.targets
+                .iter()
+                .find(|t| &t.install_id == install)
+                .map_or(1, |t| t.tries)
+        });
+        (install, release, tries)
+    })
 }
 
 /// A rollout as its column keeps it.
@@ -99,7 +131,8 @@ pub(crate) fn overlap(new: &RolloutInfo, active: &[RolloutInfo]) -> Result<()> {
 }
 
 /// The active statuses, as SQL.
-pub(crate) const ACTIVE_ROLLOUT: &str = "('running', 'awaiting_approval', 'stopped', 'cancelling')";
+pub(crate) const ACTIVE_ROLLOUT: &str =
+    "('running', 'awaiting_approval', 'stopped', 'paused', 'cancelling')";
 
 /// The refusal of a save over a version that is gone.
 pub(crate) fn stale_rollout(id: &RolloutId) -> StoreError {

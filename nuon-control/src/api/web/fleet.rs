@@ -70,7 +70,10 @@ pub(super) async fn rollouts(state: &SharedState, web: &Web) -> Result<Markup, E
                 } }
                 tbody { @for r in &list { tr {
                     td { a href={ "/rollouts/" (r.id) } { (r.id) } @if r.rollback_of.is_some() { br; span.muted { "a rollback" } } }
-                    td { (names.get(&r.app_id).map_or("?", String::as_str)) }
+                    td { @match (&r.app_id, &r.runner_version) {
+                        (Some(app), _) => (names.get(app).map_or("?", String::as_str)),
+                        (None, v) => { "runner " (v.as_deref().unwrap_or("?")) },
+                    } }
                     td { code { (r.selector) } }
                     td { span class={ "badge " (r.status.as_str()) } { (r.status.as_str()) } }
                     td { ((r.wave + 1).min(r.wave_count)) " of " (r.wave_count) }

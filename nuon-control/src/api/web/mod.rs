@@ -1170,6 +1170,7 @@ fn act_name(act: crate::engine::RolloutAct) -> &'static str {
     use crate::engine::RolloutAct;
     match act {
         RolloutAct::Resume => "resume",
+        RolloutAct::Pause => "pause",
         RolloutAct::Retry => "retry",
         RolloutAct::Cancel => "cancel",
         RolloutAct::Rollback => "rollback",

@@ -1,10 +1,11 @@
 //! Releases.
 
 use nuon_core::ReleaseId;
-use nuon_core::wire::ReleaseInfo;
+use nuon_core::wire::{ReleaseInfo, RunnerReleaseInfo};
 
 use super::*;
 use crate::store::ReleaseStore;
+use crate::store::releases::{runner_release_doc, runner_release_exists, runner_release_from};
 
 const RELEASE: &str = <ReleaseInfo as Record>::COLUMNS;
 
@@ -61,5 +62,56 @@ impl ReleaseStore for PostgresStore {
         .await
         .map_err(db)?;
         row.as_ref().map(ReleaseInfo::read).transpose()
+    }
+
+    async fn create_runner_release(&self, org: &OrgId, release: &RunnerReleaseInfo) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO runner_releases (id, org_id, version, doc, created_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(release.id.as_str())
+        .bind(org.as_str())
+        .bind(&release.version)
+        .bind(runner_release_doc(release)?)
+        .bind(release.created_at_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => {
+                runner_release_exists(&release.version)
+            }
+            _ => db(e),
+        })?;
+        Ok(())
+    }
+
+    async fn list_runner_releases(&self, org: &OrgId) -> Result<Vec<RunnerReleaseInfo>> {
+        sqlx::query(
+            "SELECT doc FROM runner_releases WHERE org_id = $1 ORDER BY created_at DESC, id DESC",
+        )
+        .bind(org.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?
+        .iter()
+        .map(|row| runner_release_from(&get::<String>(row, 0)?))
+        .collect()
+    }
+
+    async fn get_runner_release(
+        &self,
+        org: &OrgId,
+        key: &str,
+    ) -> Result<Option<RunnerReleaseInfo>> {
+        sqlx::query(
+            "SELECT doc FROM runner_releases WHERE org_id = $1 AND (id = $2 OR version = $2)",
+        )
+        .bind(org.as_str())
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?
+        .map(|row| runner_release_from(&get::<String>(&row, 0)?))
+        .transpose()
     }
 }

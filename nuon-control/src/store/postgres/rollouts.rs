@@ -7,7 +7,9 @@ use nuon_core::{ReleaseId, RolloutId};
 
 use super::*;
 use crate::store::RolloutStore;
-use crate::store::rollouts::{ACTIVE_ROLLOUT, overlap, rollout_doc, rollout_from, stale_rollout};
+use crate::store::rollouts::{
+    ACTIVE_ROLLOUT, overlap, released_rows, rollout_doc, rollout_from, stale_rollout,
+};
 
 /// Saves `r` over its version, and records the releases of `released`
 /// (in the caller's transaction).
@@ -34,18 +36,28 @@ pub(super) async fn save(
         return Err(stale_rollout(&r.id));
     }
     let now = now_ms();
-    for (install, release) in released {
-        sqlx::query(
-            "INSERT INTO install_releases (install_id, org_id, release_id, at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (install_id) DO UPDATE SET release_id = excluded.release_id, at = excluded.at",
-        )
-        .bind(install.as_str())
-        .bind(org.as_str())
-        .bind(release.as_str())
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db)?;
+    for (install, release, tries) in released_rows(r, released) {
+        let q = match tries {
+            None => sqlx::query(
+                "INSERT INTO install_releases (install_id, org_id, release_id, at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (install_id) DO UPDATE SET release_id = excluded.release_id, at = excluded.at",
+            )
+            .bind(install.as_str())
+            .bind(org.as_str())
+            .bind(release.as_str())
+            .bind(now),
+            Some(tries) => sqlx::query(
+                "INSERT INTO install_runner_releases (install_id, org_id, release_id, tries, at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (install_id) DO UPDATE SET \
+                 release_id = excluded.release_id, tries = excluded.tries, at = excluded.at",
+            )
+            .bind(install.as_str())
+            .bind(org.as_str())
+            .bind(release.as_str())
+            .bind(tries as i32)
+            .bind(now),
+        };
+        q.execute(&mut **tx).await.map_err(db)?;
     }
     Ok(())
 }
@@ -165,5 +177,46 @@ impl RolloutStore for PostgresStore {
             .iter()
             .map(id_pair)
             .collect()
+    }
+
+    async fn install_runner_releases(
+        &self,
+        org: &OrgId,
+    ) -> Result<BTreeMap<InstallId, (ReleaseId, u32)>> {
+        sqlx::query(
+            "SELECT install_id, release_id, tries FROM install_runner_releases WHERE org_id = $1",
+        )
+        .bind(org.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?
+        .iter()
+        .map(|row| {
+            let (install, release) = id_pair(row)?;
+            Ok((install, (release, get::<i32>(row, 2)? as u32)))
+        })
+        .collect()
+    }
+
+    async fn runner_release_of(
+        &self,
+        org: &OrgId,
+        install: &InstallId,
+    ) -> Result<Option<(ReleaseId, u32)>> {
+        sqlx::query(
+            "SELECT release_id, tries FROM install_runner_releases WHERE org_id = $1 AND install_id = $2",
+        )
+        .bind(org.as_str())
+        .bind(install.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?
+        .map(|row| {
+            Ok((
+                parse_id(&get::<String>(&row, 0)?)?,
+                get::<i32>(&row, 1)? as u32,
+            ))
+        })
+        .transpose()
     }
 }

@@ -400,6 +400,27 @@ CREATE TABLE install_summaries (
 );
 "#,
     ),
+    (
+        17,
+        r#"
+CREATE TABLE runner_releases (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    version TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    UNIQUE (org_id, version)
+);
+CREATE TABLE install_runner_releases (
+    install_id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    release_id TEXT NOT NULL,
+    tries INTEGER NOT NULL,
+    at BIGINT NOT NULL
+);
+CREATE INDEX install_runner_releases_org ON install_runner_releases (org_id);
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

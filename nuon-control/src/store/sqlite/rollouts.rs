@@ -7,7 +7,9 @@ use nuon_core::{ReleaseId, RolloutId};
 
 use super::*;
 use crate::store::RolloutStore;
-use crate::store::rollouts::{ACTIVE_ROLLOUT, overlap, rollout_doc, rollout_from, stale_rollout};
+use crate::store::rollouts::{
+    ACTIVE_ROLLOUT, overlap, released_rows, rollout_doc, rollout_from, stale_rollout,
+};
 
 /// Saves `r` over its version, and records the releases of `released`
 /// (in the caller's transaction).
@@ -35,12 +37,20 @@ pub(super) fn save(
         return Err(stale_rollout(&r.id));
     }
     let now = now_ms();
-    for (install, release) in released {
-        conn.execute(
-            "INSERT INTO install_releases (install_id, org_id, release_id, at) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (install_id) DO UPDATE SET release_id = excluded.release_id, at = excluded.at",
-            params![install.as_str(), org.as_str(), release.as_str(), now],
-        )
+    for (install, release, tries) in released_rows(r, released) {
+        match tries {
+            None => conn.execute(
+                "INSERT INTO install_releases (install_id, org_id, release_id, at) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (install_id) DO UPDATE SET release_id = excluded.release_id, at = excluded.at",
+                params![install.as_str(), org.as_str(), release.as_str(), now],
+            ),
+            Some(tries) => conn.execute(
+                "INSERT INTO install_runner_releases (install_id, org_id, release_id, tries, at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (install_id) DO UPDATE SET \
+                 release_id = excluded.release_id, tries = excluded.tries, at = excluded.at",
+                params![install.as_str(), org.as_str(), release.as_str(), tries, now],
+            ),
+        }
         .map_err(db_err)?;
     }
     Ok(())
@@ -161,6 +171,41 @@ impl RolloutStore for SqliteStore {
             )?
             .into_iter()
             .collect())
+        })
+        .await
+    }
+
+    async fn install_runner_releases(
+        &self,
+        org: &OrgId,
+    ) -> Result<BTreeMap<InstallId, (ReleaseId, u32)>> {
+        let org = org.clone();
+        self.read(move |conn| {
+            Ok(all_rows(
+                conn,
+                "SELECT install_id, release_id, tries FROM install_runner_releases WHERE org_id = ?1",
+                [org.as_str()],
+                |r| Ok((id_at(r, 0)?, (id_at(r, 1)?, r.get::<_, u32>(2)?))),
+            )?
+            .into_iter()
+            .collect())
+        })
+        .await
+    }
+
+    async fn runner_release_of(
+        &self,
+        org: &OrgId,
+        install: &InstallId,
+    ) -> Result<Option<(ReleaseId, u32)>> {
+        let (org, install) = (org.clone(), install.clone());
+        self.read(move |conn| {
+            one_row(
+                conn,
+                "SELECT release_id, tries FROM install_runner_releases WHERE org_id = ?1 AND install_id = ?2",
+                params![org.as_str(), install.as_str()],
+                |r| Ok((id_at(r, 0)?, r.get::<_, u32>(1)?)),
+            )
         })
         .await
     }

@@ -173,6 +173,22 @@ CREATE TABLE IF NOT EXISTS install_releases (
     at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS install_releases_org ON install_releases (org_id);
+CREATE TABLE IF NOT EXISTS runner_releases (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    version TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    UNIQUE (org_id, version)
+);
+CREATE TABLE IF NOT EXISTS install_runner_releases (
+    install_id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    release_id TEXT NOT NULL,
+    tries INTEGER NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS install_runner_releases_org ON install_runner_releases (org_id);
 CREATE TABLE IF NOT EXISTS install_groups (
     org_id TEXT NOT NULL REFERENCES orgs(id),
     name TEXT NOT NULL,

@@ -3,6 +3,79 @@
 use super::*;
 
 conformance! {
+    async fn runner_releases_are_kept_once_per_version_and_a_runner_rollout_records_each_ask(f: Fixture) {
+        use nuon_core::rollout::{NewRollout, RolloutKind, Selected, TargetState};
+        use nuon_core::wire::RunnerReleaseInfo;
+        use nuon_core::{ReleaseId, RolloutId};
+
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
+        let release = |version: &str, at: i64| RunnerReleaseInfo {
+            id: ReleaseId::generate(),
+            version: version.into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            repository: "nuon-runner".into(),
+            manifest: format!("sha256:{}", "a".repeat(64)),
+            digest: format!("sha256:{}", "b".repeat(64)),
+            size: 10,
+            signature: "sig".into(),
+            created_at_ms: at,
+            created_by: None,
+        };
+        let (v1, v2) = (release("1.0.0", 1), release("2.0.0", 2));
+        f.store.create_runner_release(&f.org, &v1).await.unwrap();
+        f.store.create_runner_release(&f.org, &v2).await.unwrap();
+        // A version is published once; another org has its own.
+        let e = f.store.create_runner_release(&f.org, &release("1.0.0", 3)).await.unwrap_err();
+        assert!(matches!(e, StoreError::Conflict { code: "runner_release_exists", .. }), "{e}");
+        f.store.create_runner_release(&other, &release("1.0.0", 3)).await.unwrap();
+        let listed: Vec<String> = f.store.list_runner_releases(&f.org).await.unwrap().into_iter().map(|r| r.version).collect();
+        assert_eq!(listed, ["2.0.0", "1.0.0"]);
+        assert_eq!(f.store.get_runner_release(&f.org, "2.0.0").await.unwrap(), Some(v2.clone()));
+        assert_eq!(f.store.get_runner_release(&f.org, v1.id.as_str()).await.unwrap(), Some(v1.clone()));
+        assert!(f.store.get_runner_release(&other, v1.id.as_str()).await.unwrap().is_none());
+
+        // A runner rollout's ask is saved with the rollout, with its number;
+        // the install's app release is not touched.
+        let inst = f.install("acme").await;
+        let r = NewRollout {
+            id: RolloutId::generate(),
+            kind: RolloutKind::Runner,
+            release_id: v2.id.clone(),
+            runner_version: Some("2.0.0".into()),
+            app_id: None,
+            selector: String::new(),
+            waves: "100%".parse().unwrap(),
+            max_parallel: 5,
+            approve_each_wave: false,
+            bake_ms: 0,
+            created_by: None,
+        }
+        .plan(vec![Selected { id: inst.id.clone(), name: "acme".into(), release: Some(v1.id.clone()), pinned: None }], 10);
+        f.store.create_rollout(&f.org, &r, None).await.unwrap();
+        let mut r = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
+        assert_eq!((r.kind, r.runner_version.as_deref(), r.app_id.as_ref()), (RolloutKind::Runner, Some("2.0.0"), None));
+        assert!(f.store.runner_release_of(&f.org, &inst.id).await.unwrap().is_none());
+        r.asked(0, 20);
+        r.asked(0, 21);
+        f.store.save_rollout(&f.org, &r, &[(inst.id.clone(), v2.id.clone())]).await.unwrap();
+        assert_eq!(f.store.runner_release_of(&f.org, &inst.id).await.unwrap(), Some((v2.id.clone(), 2)));
+        assert_eq!(f.store.install_runner_releases(&f.org).await.unwrap().get(&inst.id), Some(&(v2.id.clone(), 2)));
+        assert!(f.store.install_runner_releases(&other).await.unwrap().is_empty());
+        assert!(f.store.install_releases(&f.org).await.unwrap().is_empty());
+        let r = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
+        assert_eq!((r.targets[0].state, r.targets[0].tries), (TargetState::Running, 2));
+        // Paused, it is still active (the leader still looks at it).
+        let mut paused = r.clone();
+        paused.pause().unwrap();
+        f.store.save_rollout(&f.org, &paused, &[]).await.unwrap();
+        assert_eq!(f.store.active_rollouts().await.unwrap(), [(f.org.clone(), r.id.clone())]);
+        assert_eq!(f.store.list_rollouts(&f.org, Some(&v2.id)).await.unwrap().len(), 1);
+        // The install's removal takes the record with it.
+        assert!(f.store.remove_install(&f.org, &inst.id).await.unwrap());
+        assert!(f.store.runner_release_of(&f.org, &inst.id).await.unwrap().is_none());
+    }
+
     async fn workflows_keep_their_planned_steps_and_belong_to_one_org(f: Fixture) {
         use nuon_core::workflow::{PlannedStep, StepKind, WorkflowKind};
         use nuon_core::{AppId, InstallId, WorkflowId};
@@ -119,8 +192,10 @@ conformance! {
             let release = ReleaseId::generate();
             let r = NewRollout {
                 id: RolloutId::generate(),
+                kind: nuon_core::rollout::RolloutKind::Release,
                 release_id: release.clone(),
-                app_id: app.id.clone(),
+                runner_version: None,
+                app_id: Some(app.id.clone()),
                 selector: "tier=prod".into(),
                 waves: "100%".parse().unwrap(),
                 max_parallel: 5,
@@ -128,7 +203,7 @@ conformance! {
                 bake_ms: 0,
                 created_by: Some("admin".into()),
             }
-            .plan(vec![Selected { id: inst.id.clone(), name: "acme".into(), release: None }], 10);
+            .plan(vec![Selected { id: inst.id.clone(), name: "acme".into(), release: None, pinned: None }], 10);
             f.store.create_rollout(&f.org, &r, None).await.unwrap();
             let mut r = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
             assert_eq!(r.version, 1);

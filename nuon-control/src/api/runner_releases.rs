@@ -1,0 +1,197 @@
+//! Runner releases on the Control API: a runner binary the vendor pushed
+//! to its artifact store as an OCI artifact (`nuon runners release
+//! publish`), signed here with the org's key, and rolled out to install
+//! runners in waves by the rollout engine (`kind: runner`). Each runner
+//! downloads the binary by digest from the vendor's store, checks the
+//! release's signature, and switches to it itself.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
+use nuon_core::wire::{PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList, routes};
+use nuon_core::{ReleaseId, now_ms};
+
+use super::control::{require_admin, require_deployer};
+use super::doc::Op;
+use super::{ApiAuth, Body, SharedState};
+use crate::error::Error;
+
+pub(super) fn ops() -> Vec<Op> {
+    vec![
+        Op::post(routes::RUNNER_RELEASES, "publishRunnerRelease", "Publish a runner version: a runner binary the vendor pushed to its artifact store as an OCI artifact (`repository`, the manifest and the binary by digest). The control plane signs the release (version, platform, the binary's digest and size) with the org's key; runners take no binary whose release does not verify. A version is published once.", post(publish))
+            .takes::<PublishRunnerRelease>()
+            .returns::<RunnerReleaseInfo>(201),
+        Op::get(routes::RUNNER_RELEASES, "listRunnerReleases", "The org's runner releases, newest first.", get(list))
+            .returns::<RunnerReleaseList>(200),
+        Op::get(routes::RUNNER_RELEASE, "getRunnerRelease", "One runner release, by version (or id).", get(get_one))
+            .returns::<RunnerReleaseInfo>(200),
+        Op::post(routes::RUNNER_RELEASE_ROLLOUTS, "createRunnerRollout", "Update the runners of the installs a label selector picks (`to`, of every app) to this version, in waves; a runner pinned by its customer (`nuon-runner run --pin-version`) is passed over. Each runner downloads, checks and switches to the version itself; an install passes when its runner calls on the version, healthy, and fails with the reason its runner reports (the runner went back to the version before); the first failure stops the rollout. With `dry_run`, only say who gets it, in which wave (200, nothing stored).", post(create_rollout))
+            .takes::<CreateRollout>()
+            .returns::<RolloutInfo>(201)
+            .or_status(200, "A dry run: the plan, with status `planned`; nothing is stored or started."),
+        Op::get(routes::RUNNER_RELEASE_ROLLOUTS, "listRunnerRollouts", "A runner release's rollouts (and the rollbacks of them), newest first.", get(list_rollouts))
+            .returns::<RolloutList>(200),
+    ]
+}
+
+/// A version as a runner reports it: `1.4.0`, `1.4.0-rc.1+abc`.
+fn check_version(v: &str) -> Result<(), Error> {
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::bad_request(format!(
+            "version {v:?}: letters, digits, '.', '-', '+' and '_', starting with a letter or digit, at most 64 (as `nuon-runner --version` prints it)"
+        )))
+    }
+}
+
+/// A platform word (`linux`, `x86_64`).
+fn check_word(what: &str, v: &str) -> Result<(), Error> {
+    if !v.is_empty() && v.len() <= 32 && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(())
+    } else {
+        Err(Error::bad_request(format!(
+            "{what} {v:?}: one word of letters, digits and '_' (as Rust names it: linux, x86_64, aarch64)"
+        )))
+    }
+}
+
+fn check_digest(what: &str, v: &str) -> Result<(), Error> {
+    v.parse::<nuon_core::artifact::Digest>()
+        .map(|_| ())
+        .map_err(|e| Error::bad_request(format!("{what}: {e}")))
+}
+
+async fn publish(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Body(req): Body<PublishRunnerRelease>,
+) -> Result<(StatusCode, Json<RunnerReleaseInfo>), Error> {
+    // A runner binary runs in every install it reaches: an admin's act.
+    require_admin(&auth)?;
+    check_version(&req.version)?;
+    check_word("os", &req.os)?;
+    check_word("arch", &req.arch)?;
+    check_digest("manifest", &req.manifest)?;
+    check_digest("digest", &req.digest)?;
+    let repo_ok = !req.repository.is_empty()
+        && req.repository.len() <= 255
+        && req.repository.split('/').all(|part| {
+            !part.is_empty()
+                && part.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && part.chars().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+                })
+        });
+    if !repo_ok {
+        return Err(Error::bad_request(format!(
+            "repository {:?}: an OCI repository name (lower-case letters, digits, '.', '_', '-', parts separated by '/')",
+            req.repository
+        )));
+    }
+    if req.size == 0 {
+        return Err(Error::bad_request("size: a runner binary is not empty"));
+    }
+    let org = &auth.0.org_id;
+    let mut release = RunnerReleaseInfo {
+        id: ReleaseId::generate(),
+        version: req.version,
+        os: req.os,
+        arch: req.arch,
+        repository: req.repository,
+        manifest: req.manifest,
+        digest: req.digest,
+        size: req.size,
+        signature: String::new(),
+        created_at_ms: now_ms(),
+        created_by: Some(auth.0.actor()),
+    };
+    let signer = state
+        .keys
+        .signer(org)
+        .await
+        .map_err(|e| Error::internal(format!("cannot sign the runner release: {e}")))?;
+    release.signature = signer
+        .sign(&release.signed_bytes())
+        .await
+        .map_err(|e| Error::internal(format!("cannot sign the runner release: {e}")))?;
+    state.store.create_runner_release(org, &release).await?;
+    tracing::info!(version = %release.version, digest = %release.digest, "runner release published");
+    Ok((StatusCode::CREATED, Json(release)))
+}
+
+async fn list(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+) -> Result<Json<RunnerReleaseList>, Error> {
+    Ok(Json(RunnerReleaseList {
+        releases: state.store.list_runner_releases(&auth.0.org_id).await?,
+    }))
+}
+
+/// The runner release `key` (a version or an id) names.
+pub(super) async fn runner_release_of(
+    state: &SharedState,
+    auth: &ApiAuth,
+    key: &str,
+) -> Result<RunnerReleaseInfo, Error> {
+    state
+        .store
+        .get_runner_release(&auth.0.org_id, key)
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "no runner version {key:?}: publish it with `nuon runners release publish --version {key} --binary PATH --store STORE` (see `nuon runners release list`)"
+            ))
+        })
+}
+
+async fn get_one(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<RunnerReleaseInfo>, Error> {
+    Ok(Json(runner_release_of(&state, &auth, &key).await?))
+}
+
+async fn create_rollout(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+    Body(req): Body<CreateRollout>,
+) -> Result<(StatusCode, Json<RolloutInfo>), Error> {
+    if !req.dry_run {
+        require_deployer(&auth)?;
+    }
+    let release = runner_release_of(&state, &auth, &key).await?;
+    let rollout = state
+        .engine
+        .create_runner_rollout(&auth.0.org_id, &release, &req, Some(auth.0.actor()))
+        .await?;
+    let status = if req.dry_run {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(rollout)))
+}
+
+async fn list_rollouts(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(key): Path<String>,
+) -> Result<Json<RolloutList>, Error> {
+    let release = runner_release_of(&state, &auth, &key).await?;
+    let rollouts = state
+        .store
+        .list_rollouts(&auth.0.org_id, Some(&release.id))
+        .await?;
+    Ok(Json(RolloutList { rollouts }))
+}
