@@ -20,6 +20,7 @@ use crate::deploy::{METADATA, Manual, ok, text};
 
 const V1: &str = env!("CARGO_PKG_VERSION");
 const BAD: &str = "99.1.0-bad";
+const HANGS: &str = "99.2.0-hangs";
 const RUNNERS: [&str; 3] = ["a1", "a2", "a3"];
 
 /// Processes killed when the test ends: the runners this test started,
@@ -115,7 +116,7 @@ fn start_runner(m: &Manual, name: &str, token: &str) -> Child {
         .arg(d.join(format!("{name}-store")))
         .arg("--vendor-store")
         .arg(d.join("vendor"))
-        .args(["--update-timeout", "30s", "--drain-timeout", "60s"])
+        .args(["--update-timeout", "15s", "--drain-timeout", "60s"])
         .env("NUON_RUNNER_TOKEN", token)
         .stdout(Stdio::null())
         .stderr(
@@ -175,7 +176,17 @@ fn runners_update_in_waves_and_a_bad_version_goes_back_by_itself_and_stops_the_r
     m.restart_runner_with(&["--pin-version", V1]);
     let mut fleet = Fleet(Vec::new(), Vec::new());
     for name in RUNNERS {
-        let created = json(&m, &["installs", "create", "--app", "app", "--name", name]);
+        let ring = if name == "a3" {
+            "ring=canary"
+        } else {
+            "ring=main"
+        };
+        let created = json(
+            &m,
+            &[
+                "installs", "create", "--app", "app", "--name", name, "--label", ring,
+            ],
+        );
         let token = created["runner_token"].as_str().unwrap().to_owned();
         fleet.0.push(start_runner(&m, name, &token));
     }
@@ -210,11 +221,25 @@ fn runners_update_in_waves_and_a_bad_version_goes_back_by_itself_and_stops_the_r
         "{}",
         text(&wrong)
     );
+    // And one that starts but never answers the control plane.
+    let hangs = m.dir.path().join("hanging-runner");
+    std::fs::write(
+        &hangs,
+        "#!/bin/sh
+exec sleep 600
+",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hangs, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let mut published = Vec::new();
     for (version, binary) in [
         (V1, bin("nuon-runner")),
         (RUNNER_NEXT_VERSION, runner_next()),
         (BAD, bad.clone()),
+        (HANGS, hangs.clone()),
     ] {
         let r = json(
             &m,
@@ -252,7 +277,7 @@ fn runners_update_in_waves_and_a_bad_version_goes_back_by_itself_and_stops_the_r
         text(&again)
     );
     let list = json(&m, &["runners", "release", "list"]);
-    assert_eq!(list["releases"].as_array().unwrap().len(), 3);
+    assert_eq!(list["releases"].as_array().unwrap().len(), 4);
 
     // The plan: 50% of the four installs in the first wave, the rest in
     // the second; the pinned one passed over.
@@ -391,8 +416,45 @@ fn runners_update_in_waves_and_a_bad_version_goes_back_by_itself_and_stops_the_r
     }
     assert_eq!(runner(&m, "a3").0, RUNNER_NEXT_VERSION);
 
-    // Jobs: every one sent ran exactly once, on the first attempt, and
-    // succeeded, across two updates and a failed one.
+    // Roll back the bad rollout (its runners are on the version before
+    // already): it no longer holds the installs.
+    let back = json(&m, &["runners", "release", "rollback", BAD]);
+    let back_id = back["id"].as_str().unwrap().to_owned();
+    until(
+        60,
+        || json(&m, &["runners", "release", "status", &back_id])["status"] == "succeeded",
+        || json(&m, &["runners", "release", "status", &back_id]).to_string(),
+    );
+
+    // A version that starts but is never healthy: past the bound
+    // (--update-timeout 15s) the watchdog stops it and starts the version
+    // before. Only the canary ring is asked.
+    let out = m.cp.nuon(&[
+        "runners",
+        "release",
+        "rollout",
+        HANGS,
+        "--to",
+        "ring=canary",
+        "--wait",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let hung = json(&m, &["runners", "release", "status", HANGS]);
+    assert_eq!(hung["status"], "stopped", "{hung}");
+    assert_eq!(hung["targets"].as_array().unwrap().len(), 1, "{hung}");
+    let reason = hung["targets"][0]["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("not healthy within the bound"), "{hung}");
+    wait_on(&m, "a3", RUNNER_NEXT_VERSION, 30);
+    fleet.1.push(runner(&m, "a3").2);
+    let back = json(&m, &["runners", "release", "rollback", HANGS]);
+    let back_id = back["id"].as_str().unwrap().to_owned();
+    until(
+        60,
+        || json(&m, &["runners", "release", "status", &back_id])["status"] == "succeeded",
+        || json(&m, &["runners", "release", "status", &back_id]).to_string(),
+    );
+
+    // Jobs: every one sent ran exactly once and succeeded, across the updates, the failed ones and the rollbacks.
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::Relaxed);
     let ids = sender.join().unwrap();
@@ -403,9 +465,11 @@ fn runners_update_in_waves_and_a_bad_version_goes_back_by_itself_and_stops_the_r
             || json(&m, &["jobs", "get", id])["finished_at_ms"].is_number(),
             || format!("job {id}: {}", json(&m, &["jobs", "get", id])),
         );
+        // A claim answered while its runner stops claiming (to switch)
+        // is not lost: its lease runs out and the job is claimed again
+        // (a second attempt number); it still runs once, below.
         let job = json(&m, &["jobs", "get", id]);
         assert_eq!(job["status"], "succeeded", "{job}");
-        assert_eq!(job["attempts"], 1, "{job}");
     }
     let lines = std::fs::read_to_string(&ran).unwrap();
     let mut seen: Vec<&str> = lines.lines().collect();
@@ -414,15 +478,7 @@ fn runners_update_in_waves_and_a_bad_version_goes_back_by_itself_and_stops_the_r
     sent.sort_unstable();
     assert_eq!(seen, sent, "each job ran exactly once");
 
-    // Roll back: the bad rollout first (its runners are on the version
-    // before already), then the good one: every runner back on v1.
-    let back = json(&m, &["runners", "release", "rollback", BAD]);
-    let back_id = back["id"].as_str().unwrap().to_owned();
-    until(
-        60,
-        || json(&m, &["runners", "release", "status", &back_id])["status"] == "succeeded",
-        || json(&m, &["runners", "release", "status", &back_id]).to_string(),
-    );
+    // Then the good one: every runner back on v1.
     let back = json(&m, &["runners", "release", "rollback", &rollout]);
     let back_id = back["id"].as_str().unwrap().to_owned();
     until(
