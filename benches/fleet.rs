@@ -20,6 +20,10 @@
 //!     dashboard --installs N installs (default 1,000) of an app of 10 components, all deployed
 //!               by simulated runners: the dashboard's server time and page weights, and the
 //!               overview's first paint in headless Chromium
+//!     runners   a runner version rolled out to the runners of --installs N installs (default
+//!               1,000) in 10 waves (`--wave 10%`), each runner simulated: it hears of the
+//!               new version from its settings and calls again on it, as a real runner does
+//!               after its re-exec; the control plane's extra CPU and the time per wave
 //!     livelog   a job printing 10,000 lines/s until --lines N (default 1,000,000), followed
 //!               live on its dashboard page in headless Chromium: how far the page lags, and
 //!               the tab's memory at the end
@@ -117,6 +121,9 @@ fn main() -> Result<()> {
     }
     if want("livelog") {
         rt.block_on(livelog(&args))?;
+    }
+    if want("runners") {
+        rt.block_on(runner_rollout(&args))?;
     }
     Ok(())
 }
@@ -531,6 +538,18 @@ fn memory(pid: u32) -> (f64, f64) {
 /// (labelled `tier=prod`), each with its simulated runner: the build
 /// runner's fleet and the installs'.
 async fn installs_of(cp: &ControlPlane, n: usize, components: usize) -> Result<(Fleet, Fleet)> {
+    let (builder, tokens) = make_installs(cp, n, components).await?;
+    let fleet = Fleet::start(&tokens, std::slice::from_ref(&cp.runner_url), 1)?;
+    Ok((builder, fleet))
+}
+
+/// [`installs_of`] without starting the installs' runners: their names and
+/// tokens.
+async fn make_installs(
+    cp: &ControlPlane,
+    n: usize,
+    components: usize,
+) -> Result<(Fleet, Vec<(String, String)>)> {
     use nuon_core::wire::CreateInstall;
 
     let control = cp.client();
@@ -607,8 +626,7 @@ async fn installs_of(cp: &ControlPlane, n: usize, components: usize) -> Result<(
         "| create {n} installs with their runners (32 at a time) | {:.1} s |",
         t.elapsed().as_secs_f64()
     );
-    let fleet = Fleet::start(&tokens, std::slice::from_ref(&cp.runner_url), 1)?;
-    Ok((builder, fleet))
+    Ok((builder, tokens))
 }
 
 /// The dashboard's overview of `--installs N` installs (default 1,000) of
@@ -1419,5 +1437,227 @@ async fn rollout(args: &Args) -> Result<()> {
     if most > args.max_parallel as usize {
         bail!("the rollout deployed {most} at once, over --max-parallel");
     }
+    Ok(())
+}
+
+/// How often a simulated updating runner calls (its claim's wait).
+const UPDATE_POLL_MS: u64 = 2_000;
+
+/// A simulated install runner that updates itself: it claims with a short
+/// wait (so it hears of a new settings version within [`UPDATE_POLL_MS`]),
+/// fetches its settings when their version changes, and when they ask for
+/// another runner version "switches": its calls from then on carry the new
+/// version in its session (the same session), as the real runner's do
+/// after its re-exec. The binary is not downloaded: what is measured is the
+/// control plane.
+async fn sim_updating_runner(
+    config: ClientConfig,
+    http: reqwest::Client,
+    index: usize,
+    switched: Arc<AtomicU64>,
+    stats: Arc<Stats>,
+) {
+    use nuon_core::wire::RunnerSession;
+    let session = |version: &str| RunnerSession {
+        id: format!("sim{index:05}"),
+        host: "bench".into(),
+        pid: index as u32 + 1,
+        addr: None,
+        since_ms: 0,
+        version: Some(version.into()),
+        os: Some(std::env::consts::OS.into()),
+        arch: Some(std::env::consts::ARCH.into()),
+    };
+    let connect = |version: &str| {
+        RunnerClient::with_http_client(config.clone(), http.clone())
+            .with_session(&session(version), false)
+    };
+    let mut version = "1.0.0".to_owned();
+    let Ok(mut client) = connect(&version) else {
+        return;
+    };
+    let req = ClaimRequest {
+        kinds: vec!["exec".into()],
+        slots: 1,
+        wait_ms: UPDATE_POLL_MS,
+        signing_key: None,
+        telemetry: None,
+    };
+    let mut held: Option<String> = None;
+    let mut backoff = backoff();
+    loop {
+        match client.claim(&req).await {
+            Ok(resp) => {
+                backoff.reset();
+                if resp.settings_version.is_none() || resp.settings_version == held {
+                    continue;
+                }
+                match client.settings().await {
+                    Ok(s) => {
+                        held = Some(s.version.clone());
+                        if let Some(u) = s.update
+                            && u.release.version != version
+                        {
+                            version = u.release.version;
+                            match connect(&version) {
+                                Ok(c) => client = c,
+                                Err(_) => return,
+                            }
+                            switched.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Err(e) => stats.failed(&e),
+                }
+            }
+            Err(TransportError::Unauthorized(e)) => {
+                eprintln!("simulated runner refused: {e}");
+                return;
+            }
+            Err(e) => {
+                stats.failed(&e);
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    }
+}
+
+/// A runner version rolled out to `--installs N` simulated install runners
+/// in 10 waves: the control plane's CPU over the idle fleet's, and the
+/// time each wave takes.
+async fn runner_rollout(args: &Args) -> Result<()> {
+    use nuon_core::rollout::{CreateRollout, RolloutStatus, TargetState};
+    use nuon_core::wire::PublishRunnerRelease;
+
+    let n = args.installs;
+    println!(
+        "\n## Runner rollout on SQLite: {n} simulated install runners, `--wave 10%`, at most 100 at once\n"
+    );
+    let cp = ControlPlane::start("60s")?;
+    let control = cp.client();
+    let (_builder, tokens) = make_installs(&cp, n, 1).await?;
+    let http = RunnerClient::http_client(&ClientConfig::new(&cp.runner_url, "x")?)?;
+    let switched = Arc::new(AtomicU64::new(0));
+    let stats = Arc::new(Stats::default());
+    let mut tasks = JoinSet::new();
+    for (i, (_, token)) in tokens.iter().enumerate() {
+        let mut config = ClientConfig::new(&cp.runner_url, token)?;
+        config.request_timeout = Duration::from_secs(30);
+        tasks.spawn(sim_updating_runner(
+            config,
+            http.clone(),
+            i,
+            switched.clone(),
+            stats.clone(),
+        ));
+    }
+    let publish = |version: &str, fill: char| PublishRunnerRelease {
+        version: version.into(),
+        os: std::env::consts::OS.into(),
+        arch: std::env::consts::ARCH.into(),
+        repository: "nuon-runner".into(),
+        manifest: format!("sha256:{}", fill.to_string().repeat(64)),
+        digest: format!("sha256:{}", fill.to_string().repeat(64)),
+        size: 20 << 20,
+    };
+    control
+        .publish_runner_release(&publish("1.0.0", 'a'))
+        .await?;
+    control
+        .publish_runner_release(&publish("2.0.0", 'b'))
+        .await?;
+    // Every runner calls on 1.0.0 first.
+    tokio::time::sleep(Duration::from_millis(UPDATE_POLL_MS * 3)).await;
+    let pid = cp.pid();
+    let a = sample(pid);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let b = sample(pid);
+    let (idle_cpu, _) = rates(a, b);
+
+    let t = Instant::now();
+    let start = sample(pid);
+    let created = control
+        .create_runner_rollout(
+            "2.0.0",
+            &CreateRollout {
+                waves: "10%,20%,30%,40%,50%,60%,70%,80%,90%,100%".into(),
+                max_parallel: 100,
+                ..CreateRollout::default()
+            },
+        )
+        .await?;
+    let planned = t.elapsed();
+    let mut wave_ends = Vec::new();
+    let mut last_wave = 0;
+    let ended = loop {
+        let r = control.get_rollout(created.id.as_str()).await?;
+        if r.wave != last_wave {
+            wave_ends.push(t.elapsed());
+            last_wave = r.wave;
+        }
+        if r.status != RolloutStatus::Running {
+            wave_ends.push(t.elapsed());
+            break r;
+        }
+        if t.elapsed() > Duration::from_secs(1800) {
+            bail!("the runner rollout did not end within 30 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let took = t.elapsed();
+    let end = sample(pid);
+    let (busy_cpu, _) = rates(start, end);
+    if ended.status != RolloutStatus::Succeeded {
+        bail!(
+            "the runner rollout ended {}: {:?}",
+            ended.status,
+            ended.reason
+        );
+    }
+    let done = ended
+        .targets
+        .iter()
+        .filter(|t| t.state == TargetState::Succeeded)
+        .count();
+    println!("| what | result |\n|---|---|");
+    println!(
+        "| plan and store the rollout ({n} installs, {} waves) | {:.0} ms |",
+        ended.wave_count,
+        planned.as_secs_f64() * 1e3
+    );
+    println!(
+        "| whole rollout: {done} runners on 2.0.0 ({} switches seen by the runners) | {:.1} s |",
+        switched.load(Ordering::Relaxed),
+        took.as_secs_f64()
+    );
+    let mut spans: Vec<f64> = Vec::new();
+    let mut before = Duration::ZERO;
+    for end in &wave_ends {
+        spans.push(end.saturating_sub(before).as_secs_f64());
+        before = *end;
+    }
+    let mut sorted = spans.clone();
+    sorted.sort_by(f64::total_cmp);
+    println!(
+        "| time per wave of {} runners: median / slowest | {:.1} s / {:.1} s (each: {}) |",
+        n.div_ceil(10),
+        percentile(&sorted, 50.0),
+        sorted.last().copied().unwrap_or(0.0),
+        spans
+            .iter()
+            .map(|s| format!("{s:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "| `nuon-ctl` CPU, {n} runners calling every {} s: idle / during the rollout | {idle_cpu:.1}% / {busy_cpu:.1}% of one core (extra {:.1}%) |",
+        UPDATE_POLL_MS / 1000,
+        busy_cpu - idle_cpu
+    );
+    println!(
+        "| retried requests | {} {} |",
+        stats.retries.load(Ordering::Relaxed),
+        stats.take_errors()
+    );
+    drop(tasks);
     Ok(())
 }

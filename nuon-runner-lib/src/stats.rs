@@ -106,12 +106,14 @@ impl RunnerStats {
     }
 
     /// The version the customer pinned the runner to.
+    #[cfg(feature = "cmd")]
     pub(crate) fn set_pinned(&self, pin: Option<String>) {
         *lock(&self.pinned) = pin;
     }
 
     /// The last update the runner did not take, and why (none once an
     /// update is confirmed).
+    #[cfg(feature = "cmd")]
     pub(crate) fn set_update_failed(&self, f: Option<nuon_core::wire::RunnerUpdateFailure>) {
         *lock(&self.update_failed) = f;
     }

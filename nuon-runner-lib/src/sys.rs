@@ -229,6 +229,7 @@ pub(crate) fn grow_pipe(_pipe: &impl AsRawFd, _size: usize) -> bool {
 }
 
 /// Signals one process (`kill(2)`); a process that is gone is no error.
+#[cfg(feature = "cmd")]
 pub(crate) fn signal_pid(pid: i32, signal: i32) {
     // 0, -1 and below would signal groups or every process.
     if pid <= 1 {
@@ -240,12 +241,14 @@ pub(crate) fn signal_pid(pid: i32, signal: i32) {
 
 /// This process's parent (`getppid(2)`): when the parent exits, the
 /// kernel gives the process another.
+#[cfg(feature = "cmd")]
 pub(crate) fn parent_pid() -> i32 {
     // SAFETY: getppid cannot fail and touches no memory.
     unsafe { libc::getppid() }
 }
 
 /// Waits for child `pid` to end, reaping it (`waitpid(2)`).
+#[cfg(feature = "cmd")]
 pub(crate) fn reap(pid: i32) {
     let mut status = 0;
     // SAFETY: `status` is a valid, writable int for the call.

@@ -58,6 +58,7 @@ pub(super) async fn groups(state: &SharedState, web: &Web) -> Result<Markup, Err
 pub(super) async fn rollouts(state: &SharedState, web: &Web) -> Result<Markup, Error> {
     let list = state.store.list_rollouts(&web.auth.0.org_id, None).await?;
     let names = crate::api::apps::app_names(state, &web.auth).await?;
+    let versions = state.store.list_runner_releases(&web.auth.0.org_id).await?;
     let body = html! {
         h1 { "Rollouts" }
         @if list.is_empty() {
@@ -82,13 +83,31 @@ pub(super) async fn rollouts(state: &SharedState, web: &Web) -> Result<Markup, E
                 } } }
             } }
         }
+        h2 { "Runner versions" }
+        @if versions.is_empty() {
+            p.muted { "None published: " code { "nuon runners release publish --version V --binary PATH --store STORE" } "." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr {
+                    th scope="col" { "Version" } th scope="col" { "Platform" } th scope="col" { "Artifact" } th scope="col" { "Published" }
+                } }
+                tbody { @for v in &versions { tr {
+                    td { (v.version) }
+                    td { (v.os) "/" (v.arch) }
+                    td { code { (v.repository) "@" (v.digest) } }
+                    td { (v.created_by.as_deref().unwrap_or("-")) ", " (ago(Some(v.created_at_ms))) }
+                } } }
+            } }
+            p.muted { "Roll one out to the install runners in waves with " code { "nuon runners release rollout VERSION --wave 10%" } "; its rollout shows above." }
+        }
     };
     Ok(layout("Rollouts", Some(web), body))
 }
 
 /// A rollout's installs, wave by wave, and what the session may do to it.
 pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Markup {
-    let acts: [(&str, &str); 4] = [
+    let acts: [(&str, &str); 5] = [
+        ("pause", "Pause"),
         ("resume", "Resume"),
         ("retry", "Retry the failed"),
         ("cancel", "Cancel"),
@@ -97,7 +116,11 @@ pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Ma
     let body = html! {
         h1 { "Rollout " (r.id) }
         dl.facts {
-            dt { "App" } dd { (r.app_name.as_deref().unwrap_or("?")) }
+            @if let Some(v) = &r.runner_version {
+                dt { "Runner version" } dd { (v) " " span.muted { "(each install's runner updates itself)" } }
+            } @else {
+                dt { "App" } dd { (r.app_name.as_deref().unwrap_or("?")) }
+            }
             dt { "Release" } dd { code { (r.release_id) } }
             dt { "Installs" } dd { code { (r.selector) } ", waves " code { (r.waves) } ", at most " (r.max_parallel) " at once" }
             dt { "Status" } dd { span class={ "badge " (r.status.as_str()) } { (r.status.as_str()) } " wave " ((r.wave + 1).min(r.wave_count)) " of " (r.wave_count) }

@@ -1080,7 +1080,7 @@ async fn rollout(State(state): State<SharedState>, web: Web, Path(key): Path<Str
     )
 }
 
-/// Resume, retry, cancel or roll back a rollout, from its page, once
+/// Pause, resume, retry, cancel or roll back a rollout, from its page, once
 /// confirmed: the API's own handler.
 async fn rollout_act(
     State(state): State<SharedState>,
@@ -1094,6 +1094,12 @@ async fn rollout_act(
         return r;
     }
     let (act, op, question, what) = match act.as_str() {
+        "pause" => (
+            RolloutAct::Pause,
+            "pauseRollout",
+            "Pause this rollout?",
+            "What deploys (or updates) finishes; nothing new starts until it is resumed.",
+        ),
         "resume" => (
             RolloutAct::Resume,
             "resumeRollout",
