@@ -88,16 +88,10 @@ async fn import(args: &[String]) -> ExitCode {
     }
 }
 
-/// The version this binary reports: `NUON_RUNNER_VERSION` when it was
-/// built (a vendor's own build), else the crate's.
-const VERSION: &str = match option_env!("NUON_RUNNER_VERSION") {
-    Some(v) => v,
-    None => env!("CARGO_PKG_VERSION"),
-};
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    nuon_runner_lib::set_version(VERSION);
+    let version = option_env!("NUON_RUNNER_VERSION").unwrap_or(env!("CARGO_PKG_VERSION"));
+    nuon_runner_lib::set_version(version);
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("import") {
         return import(&argv[1..]).await;
@@ -112,12 +106,10 @@ async fn main() -> ExitCode {
                 .clone()
                 .unwrap_or_else(|| common.work_dir.join("store"));
             let store = open_store(&dir.to_string_lossy(), "--store-dir")?;
-            let vendor = match &args.vendor_store {
-                Some(v) => Some(open_store(v, "--vendor-store")?),
-                None => None,
-            };
-            // Runner updates download their binaries from the vendor's store.
-            config.update_store = vendor.clone();
+            let vendor = (args.vendor_store.as_deref())
+                .map(|v| open_store(v, "--vendor-store"))
+                .transpose()?;
+            config.update_store = vendor.clone(); // where updates download from
             // Under --isolation container the tools come from each job's
             // image in the install's store, unpacked once per digest.
             let containers = common.isolation.containers();
