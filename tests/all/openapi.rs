@@ -75,6 +75,16 @@ fn send(
     })
 }
 
+/// A runner release of `version` (a binary no runner downloads here).
+fn runner_release(version: &str) -> Value {
+    json!({
+        "version": version, "os": "linux", "arch": "x86_64", "repository": "nuon-runner",
+        "manifest": format!("sha256:{}", "a".repeat(64)),
+        "digest": format!("sha256:{}", "b".repeat(64)),
+        "size": 10,
+    })
+}
+
 /// A body the operation accepts, naming B's resources where it names any.
 fn body_for(op: &str, b: &OrgB) -> Option<Value> {
     Some(match op {
@@ -92,6 +102,8 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "updateInstallInputs" => json!({"inputs": {}, "dry_run": false}),
         "respondToApproval" => json!({"response": "approve"}),
         "createRollout" => json!({"to": "tier=prod", "waves": "1,100%"}),
+        "createRunnerRollout" => json!({"waves": "50%,100%"}),
+        "publishRunnerRelease" => runner_release("a-1.0.0"),
         "createToken" => json!({"name": "a-token", "scope": "read"}),
         "inviteUser" => json!({"email": "ann@example.com", "role": "viewer"}),
         "setUserRole" => json!({"role": "deployer"}),
@@ -118,6 +130,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         | "forgetInstall"
         | "deleteApp"
         | "resumeRollout"
+        | "pauseRollout"
         | "retryRollout"
         | "cancelRollout"
         | "rollbackRollout"
@@ -201,7 +214,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
         &b_admin,
         &["users", "invite", "bea@example.com", "--role", "viewer"],
     );
-    let b = OrgB {
+    let mut b = OrgB {
         user: user["id"].as_str().unwrap().to_owned(),
         webhook: webhook["webhook"]["id"].as_str().unwrap().to_owned(),
         app: "b-app".into(),
@@ -226,6 +239,17 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
             "bea@example.com".into(),
         ],
     };
+    // Org B's runner version "1": org A asking for its version "1" (the
+    // `{version}` below) gets none of it.
+    let (status, published) = send(
+        &cp,
+        "post",
+        "/v1/runner-releases",
+        &b_admin,
+        Some(&runner_release("1")),
+    );
+    assert_eq!(status, 201, "{published}");
+    b.secrets.push(published["id"].as_str().unwrap().to_owned());
     // Org A: a read-only token.
     let a_read = nuon(
         &cp,
