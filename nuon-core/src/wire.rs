@@ -433,16 +433,38 @@ impl RunnerSettingsInfo {
             version: &'a str,
             env: &'a BTreeMap<String, String>,
             // Left out when none, so that settings without one sign the
-            // same bytes as before updates existed.
+            // same bytes as before updates existed; a fixed set of fields
+            // when there is one, so that a field added later to a release
+            // does not change what a runner of today checks.
             #[serde(skip_serializing_if = "Option::is_none")]
-            update: Option<&'a RunnerUpdate>,
+            update: Option<SignedUpdate<'a>>,
+        }
+        #[derive(Serialize)]
+        struct SignedUpdate<'a> {
+            id: &'a str,
+            version: &'a str,
+            os: &'a str,
+            arch: &'a str,
+            repository: &'a str,
+            digest: &'a str,
+            size: u64,
+            tries: u32,
         }
         let mut out = b"nuon-runner-settings\n".to_vec();
         out.extend(
             serde_json::to_vec(&Signed {
                 version: &self.version,
                 env: &self.env,
-                update: self.update.as_ref(),
+                update: self.update.as_ref().map(|u| SignedUpdate {
+                    id: u.release.id.as_str(),
+                    version: &u.release.version,
+                    os: &u.release.os,
+                    arch: &u.release.arch,
+                    repository: &u.release.repository,
+                    digest: &u.release.digest,
+                    size: u.release.size,
+                    tries: u.tries,
+                }),
             })
             .unwrap_or_default(),
         );

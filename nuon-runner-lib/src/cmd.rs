@@ -637,6 +637,18 @@ pub async fn main<E: Args>(
         let (updater, seen) = (updater.clone(), config.settings_seen.subscribe());
         tokio::spawn(async move { updater.confirm(switch, seen).await });
     }
+    // A signal wins over an update at any time, during its drain too: the
+    // runner then stops as on any SIGTERM and does not switch.
+    let signalled = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (signalled, stopped) = (signalled.clone(), stopped.clone());
+        tokio::spawn(async move {
+            shutdown(term, int).await;
+            stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+            signalled.notify_one();
+        });
+    }
     let pending = Arc::new(std::sync::Mutex::new(None));
     let stop = {
         let (updater, seen, pending) = (
@@ -644,11 +656,13 @@ pub async fn main<E: Args>(
             config.settings_seen.subscribe(),
             pending.clone(),
         );
+        let until_done = config.drain_until_done.clone();
         async move {
             tokio::select! {
-                () = shutdown(term, int) => {}
+                () = signalled.notified() => {}
                 s = updater.watch(seen) => {
-                    tracing::info!(to = %s.to_version, "runner update staged: draining");
+                    tracing::info!(to = %s.to_version, "runner update staged: draining (running jobs finish)");
+                    until_done.store(true, std::sync::atomic::Ordering::SeqCst);
                     *pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
                 }
             }
@@ -656,8 +670,9 @@ pub async fn main<E: Args>(
     };
     let ran = Runner::new(config).run(stop).await;
     let switch = pending.lock().unwrap_or_else(|e| e.into_inner()).take();
-    if let (Ok(()), Some(s)) = (&ran, switch) {
-        // Returns only when the switch could not be made.
+    let signal = stopped.load(std::sync::atomic::Ordering::SeqCst);
+    if let (Ok(()), Some(s), false) = (&ran, switch, signal) {
+        // Returns only when the switch could not be made (recorded).
         let why = updater.switch(s);
         eprintln!("{name}: {why}");
         return ExitCode::FAILURE;

@@ -136,6 +136,9 @@ pub struct RunnerConfig {
     /// The settings each time the runner takes them from the control
     /// plane (verified): what runner updates watch.
     pub settings_seen: tokio::sync::watch::Sender<Option<nuon_core::wire::RunnerSettingsInfo>>,
+    /// Set before a shutdown that is an update's drain: running jobs are
+    /// never stopped at `drain_timeout`, the drain waits for them to end.
+    pub drain_until_done: Arc<std::sync::atomic::AtomicBool>,
     /// Where runner binaries are downloaded from on an update (the
     /// vendor's store; none: updates are refused, with that reason).
     pub update_store: Option<Arc<dyn nuon_core::artifact::ArtifactStore>>,
@@ -169,6 +172,7 @@ impl RunnerConfig {
             credentials: Arc::new(crate::credentials::NoCredentials),
             isolation: crate::container::Isolation::Process,
             settings_seen: tokio::sync::watch::channel(None).0,
+            drain_until_done: Arc::default(),
             update_store: None,
         }
     }

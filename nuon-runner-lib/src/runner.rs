@@ -107,21 +107,23 @@ impl Shared {
                     .error("the runner's settings are not signed by the org's key: refused");
                 tracing::error!(version = %s.version, "the runner's settings are not signed by the org's key; jobs run with the ones before");
             }
-            // The release of an update is signed on its own, when it is
-            // published: a runner takes no binary the org's key did not.
-            Ok(s)
-                if s.update.as_ref().is_some_and(|u| {
-                    self.keys
+            Ok(mut s) => {
+                // The release of an update is signed on its own, when it
+                // is published: a runner takes no binary the org's key did
+                // not sign. Only the update is refused; the settings stand.
+                if let Some(u) = &s.update
+                    && self
+                        .keys
                         .verify(&u.release.signed_bytes(), &u.release.signature)
                         .is_err()
-                }) =>
-            {
-                self.config.stats.error(
-                    "the runner release in the settings is not signed by the org's key: refused",
-                );
-                tracing::error!(version = %s.version, "the runner release asked for is not signed by the org's key; settings refused");
-            }
-            Ok(s) => {
+                {
+                    self.config.stats.error(format!(
+                        "runner version {} is not signed by a key of the org: update refused (publish it again)",
+                        u.release.version
+                    ));
+                    tracing::error!(version = %u.release.version, "the runner release asked for is not signed by the org's key; update refused");
+                    s.update = None;
+                }
                 tracing::info!(version = %s.version, env_vars = s.env.len(), update = ?s.update.as_ref().map(|u| &u.release.version), "runner settings fetched");
                 self.config.settings_seen.send_replace(Some(s.clone()));
                 *lock(&self.settings) = s;
@@ -605,7 +607,17 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
             drain_timeout_s = shared.config.drain_timeout.as_secs(),
             "shutting down: no more claims; letting running jobs finish"
         );
-        let deadline = deadline_in(shared.config.drain_timeout);
+        // An update's drain lets every job end: a rollout wave never stops
+        // a long apply (the control plane bounds how long it waits).
+        let until_done = shared
+            .config
+            .drain_until_done
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let deadline = deadline_in(if until_done {
+            Duration::from_secs(7 * 86_400)
+        } else {
+            shared.config.drain_timeout
+        });
         if let Err(e) = wait_jobs(shared, &mut jobs, &mut task_keys, &mut fatal, deadline).await {
             result = Err(e);
         }

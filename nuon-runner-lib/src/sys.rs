@@ -231,8 +231,9 @@ pub(crate) fn grow_pipe(_pipe: &impl AsRawFd, _size: usize) -> bool {
 /// Signals one process (`kill(2)`); a process that is gone is no error.
 #[cfg(feature = "cmd")]
 pub(crate) fn signal_pid(pid: i32, signal: i32) {
-    // 0, -1 and below would signal groups or every process.
-    if pid <= 1 {
+    // 0, -1 and below would signal groups or every process. (1 is a
+    // runner that is its container's init.)
+    if pid < 1 {
         return;
     }
     // SAFETY: a plain system call on integers.

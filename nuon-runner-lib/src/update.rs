@@ -51,6 +51,8 @@ const FAILED: &str = "failed.json";
 const WATCHDOG_PID: &str = "watchdog.pid";
 /// Set on a process the boot binary started to follow `current.json`.
 const FOLLOWED_ENV: &str = "NUON_RUNNER_FOLLOWED";
+/// Set on the new version a switch execs: it is on trial.
+const SWITCHED_ENV: &str = "NUON_RUNNER_SWITCHED";
 
 /// An update in flight: written before the re-exec, removed by the new
 /// version when it confirms (or by the watchdog when it gives up).
@@ -171,6 +173,25 @@ impl Updater {
             if s.to_version == self.version {
                 return Boot::Trial(s);
             }
+            if std::env::var_os(SWITCHED_ENV).is_some() {
+                // Switched to, but this binary is another version than its
+                // release says: not it. The watchdog goes back.
+                let why = format!(
+                    "the binary of version {} reports version {}",
+                    s.to_version, self.version
+                );
+                eprintln!("nuon-runner: {why}; exiting for the version before");
+                record_failure(
+                    &self.work_dir,
+                    &RunnerUpdateFailure {
+                        release_id: s.release_id.clone(),
+                        version: s.to_version.clone(),
+                        tries: s.tries,
+                        reason: why,
+                    },
+                );
+                std::process::exit(70);
+            }
             // Started again while an update was unconfirmed: the new
             // version died (the watchdog records it first, when it could).
             if read::<RunnerUpdateFailure>(&d.join(FAILED))
@@ -267,6 +288,14 @@ impl Updater {
         if r.version == self.version {
             return None;
         }
+        // The version names a directory: the API allows no other shape,
+        // and neither does the runner.
+        let shaped = !r.version.is_empty()
+            && r.version.len() <= 64
+            && r.version.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && r.version
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
         if let Some(f) = read::<RunnerUpdateFailure>(&dir(&self.work_dir).join(FAILED))
             && f.release_id == r.id
             && f.tries == u.tries
@@ -284,6 +313,12 @@ impl Updater {
             record_failure(&self.work_dir, &f);
             self.stats.set_update_failed(Some(f));
             None
+        };
+        if !shaped {
+            return fail(format!("version {:?} is not a version", r.version));
+        }
+        let Ok(from_path) = std::env::current_exe() else {
+            return fail("this runner cannot tell where its own binary is".into());
         };
         if let Some(pin) = &self.pin
             && pin != &r.version
@@ -314,7 +349,7 @@ impl Updater {
         };
         Some(Switch {
             from_version: self.version.clone(),
-            from_path: std::env::current_exe().unwrap_or_default(),
+            from_path,
             to_version: r.version.clone(),
             to_path: path,
             release_id: r.id.clone(),
@@ -358,7 +393,12 @@ impl Updater {
         // mismatch is an error before the end, and nothing is renamed.
         let copied = tokio::io::copy(&mut reader, &mut file).await;
         let done = match copied {
-            Ok(n) if n == r.size => file.flush().await.map_err(|e| e.to_string()),
+            Ok(n) if n == r.size => match file.flush().await {
+                // On disk before it is renamed: a crash never leaves a
+                // short binary under the final name.
+                Ok(()) => file.sync_all().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
             Ok(n) => Err(format!("got {n} bytes, the release says {}", r.size)),
             Err(e) => Err(e.to_string()),
         };
@@ -381,9 +421,23 @@ impl Updater {
     pub fn switch(&self, mut s: Switch) -> String {
         use std::os::unix::process::CommandExt;
         let d = dir(&self.work_dir);
+        // Recorded, so that the runner started again does not try it again
+        // and reports why.
+        let failed = |s: &Switch, why: String| {
+            record_failure(
+                &self.work_dir,
+                &RunnerUpdateFailure {
+                    release_id: s.release_id.clone(),
+                    version: s.to_version.clone(),
+                    tries: s.tries,
+                    reason: why.clone(),
+                },
+            );
+            why
+        };
         s.deadline_ms = nuon_core::now_ms() + self.bound.as_millis() as i64;
         if let Err(e) = write(&d.join(SWITCH), &s) {
-            return format!("cannot record the switch: {e}");
+            return failed(&s, format!("cannot record the switch: {e}"));
         }
         let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
         let watchdog = std::process::Command::new(&s.from_path)
@@ -403,17 +457,18 @@ impl Updater {
             }
             Err(e) => {
                 let _ = std::fs::remove_file(d.join(SWITCH));
-                return format!("cannot start the update watchdog: {e}");
+                return failed(&s, format!("cannot start the update watchdog: {e}"));
             }
         }
         tracing::info!(from = %s.from_version, to = %s.to_version, "runner update: drained; switching to the new version");
         let e = std::process::Command::new(&s.to_path)
             .args(&args)
             .env_remove(FOLLOWED_ENV)
+            .env(SWITCHED_ENV, "1")
             .exec();
-        // Still here: the exec failed. The watchdog sees this process go on
-        // unconfirmed and restarts the old version after the bound.
-        format!("cannot start version {}: {e}", s.to_version)
+        // Still here: the exec failed. This process exits; the watchdog
+        // starts this version again in its place.
+        failed(&s, format!("cannot start version {}: {e}", s.to_version))
     }
 }
 
@@ -424,6 +479,7 @@ pub fn follow(path: &Path) -> std::io::Error {
     std::process::Command::new(path)
         .args(std::env::args_os().skip(1))
         .env(FOLLOWED_ENV, "1")
+        .env_remove(SWITCHED_ENV)
         .exec()
 }
 
@@ -453,6 +509,10 @@ pub fn watchdog(work_dir: &Path, pid: i32, args: &[std::ffi::OsString]) -> u8 {
             );
         }
         if nuon_core::now_ms() > s.deadline_ms {
+            // Confirmed at the last moment: nothing to undo.
+            if !d.join(SWITCH).exists() {
+                return 0;
+            }
             crate::sys::signal_pid(pid, libc::SIGTERM);
             let until = std::time::Instant::now() + Duration::from_secs(10);
             while !died() && std::time::Instant::now() < until {
@@ -460,9 +520,17 @@ pub fn watchdog(work_dir: &Path, pid: i32, args: &[std::ffi::OsString]) -> u8 {
             }
             if !died() {
                 crate::sys::signal_pid(pid, libc::SIGKILL);
-                while !died() {
+                let until = std::time::Instant::now() + Duration::from_secs(10);
+                while !died() && std::time::Instant::now() < until {
                     std::thread::sleep(Duration::from_millis(50));
                 }
+            }
+            if !died() {
+                eprintln!(
+                    "nuon-runner update-watchdog: version {} is not healthy and does not stop; leaving it to the service manager",
+                    s.to_version
+                );
+                return 1;
             }
             break format!(
                 "version {} was not healthy within the bound (no answered call to the control plane); stopped, and the runner went back to {}",
@@ -471,20 +539,26 @@ pub fn watchdog(work_dir: &Path, pid: i32, args: &[std::ffi::OsString]) -> u8 {
         }
     };
     eprintln!("nuon-runner update-watchdog: {why}");
-    record_failure(
-        work_dir,
-        &RunnerUpdateFailure {
-            release_id: s.release_id.clone(),
-            version: s.to_version.clone(),
-            tries: s.tries,
-            reason: why,
-        },
-    );
+    // A reason the new process recorded itself (a wrong binary) stands.
+    if read::<RunnerUpdateFailure>(&d.join(FAILED))
+        .is_none_or(|f| f.release_id != s.release_id || f.tries != s.tries)
+    {
+        record_failure(
+            work_dir,
+            &RunnerUpdateFailure {
+                release_id: s.release_id.clone(),
+                version: s.to_version.clone(),
+                tries: s.tries,
+                reason: why,
+            },
+        );
+    }
     let _ = std::fs::remove_file(d.join(SWITCH));
     let _ = std::fs::remove_file(d.join(WATCHDOG_PID));
     let e = std::process::Command::new(&s.from_path)
         .args(args)
         .env_remove(FOLLOWED_ENV)
+        .env_remove(SWITCHED_ENV)
         .exec();
     eprintln!(
         "nuon-runner update-watchdog: cannot start {} again: {e}",

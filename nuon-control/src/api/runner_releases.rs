@@ -43,7 +43,8 @@ fn check_version(v: &str) -> Result<(), Error> {
         && v.starts_with(|c: char| c.is_ascii_alphanumeric())
         && v.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
-    if ok {
+    // Releases are looked up by version or id: a version is never an id.
+    if ok && v.parse::<ReleaseId>().is_err() {
         Ok(())
     } else {
         Err(Error::bad_request(format!(

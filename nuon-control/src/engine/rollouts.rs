@@ -207,15 +207,15 @@ impl Engine {
             .filter(|i| !matches!(i.state.as_str(), "deprovisioned" | "deprovisioning"))
             .map(|i| {
                 let runner = runners.get(&i.runner_id);
-                // What it has: the release it was last asked for, else the
-                // release of the version it runs (what a rollback returns
-                // it to).
+                // What it has (what a rollback returns it to): the release
+                // of the version it runs, else the one it was last asked
+                // for (a version published after it started).
                 let running = runner
                     .and_then(|r| r.session.as_ref())
                     .and_then(|s| s.version.as_ref())
                     .and_then(|v| by_version.get(v));
                 Selected {
-                    release: asked.get(&i.id).map(|(r, _)| r).or(running).cloned(),
+                    release: running.or(asked.get(&i.id).map(|(r, _)| r)).cloned(),
                     pinned: runner
                         .and_then(|r| r.telemetry.as_ref())
                         .and_then(|t| t.pinned.clone()),
@@ -530,6 +530,18 @@ impl Engine {
             self.store.save_rollout(org, &doc, &[]).await?;
         } else {
             doc.asked(i, now);
+            // The ask's number goes up for the install whatever the
+            // rollout: a runner that gave up on this release in another
+            // rollout tries it again.
+            if let Some((release, n)) = self
+                .store
+                .runner_release_of(org, &target.install_id)
+                .await?
+                && release == target.release_id
+                && n >= doc.targets[i].tries
+            {
+                doc.targets[i].tries = n + 1;
+            }
             self.store
                 .save_rollout(
                     org,
