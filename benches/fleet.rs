@@ -1640,7 +1640,7 @@ async fn runner_rollout(args: &Args) -> Result<()> {
     println!(
         "| time per wave of {} runners: median / slowest | {:.1} s / {:.1} s (each: {}) |",
         n.div_ceil(10),
-        percentile(&sorted, 50.0),
+        percentile(&sorted, 0.5),
         sorted.last().copied().unwrap_or(0.0),
         spans
             .iter()

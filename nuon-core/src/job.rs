@@ -490,6 +490,10 @@ pub struct HelmJob {
     /// `configmap`); Helm's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_driver: Option<String>,
+    /// Adopt objects another release or tool made (`helm upgrade
+    /// --take-ownership`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub take_ownership: bool,
     /// Rego policies each rendered object must pass (a plan: `deny` fails
     /// it; `warn` is kept with it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1418,8 +1418,13 @@ pub struct InputsUpdated {
     /// what depends on them.
     pub redeploys: Vec<String>,
     /// The actions of the `pre-update-inputs` and `post-update-inputs`
-    /// triggers that run around them.
+    /// triggers that run around them (and of `pre-`/`post-secrets-sync`
+    /// with a secrets sync).
     pub actions: Vec<String>,
+    /// Whether a changed secret is synced into Kubernetes: the workflow
+    /// writes the synced secrets again before the redeploys.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub syncs_secrets: bool,
     /// The workflow started (none on a dry run, or when nothing reads the
     /// values and no action is triggered).
     #[serde(default, skip_serializing_if = "Option::is_none")]

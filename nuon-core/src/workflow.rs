@@ -66,6 +66,9 @@ pub enum StepKind {
     /// Wait for the install's runner to be healthy (a recent call, not
     /// disabled by the customer): the control plane's own step, no job.
     AwaitRunner,
+    /// Write the install's secrets that the config syncs into the
+    /// sandbox's cluster as Kubernetes Secrets (`kubernetes_sync`).
+    SecretsSync,
 }
 
 impl StepKind {
@@ -237,6 +240,7 @@ fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedSt
         StepKind::Action => "action",
         StepKind::AwaitStack => "await install stack",
         StepKind::AwaitRunner => "await runner",
+        StepKind::SecretsSync => "sync secrets",
     };
     PlannedStep {
         name: match target {
@@ -250,10 +254,8 @@ fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedSt
     }
 }
 
-/// The actions of `config` triggered by `trigger` (for `component`, when
-/// it is a per-component hook), in file order.
 /// The action steps a lifecycle `trigger` fires (of `component`, for a
-/// `*-component` trigger).
+/// `*-component` trigger), in file order.
 pub fn trigger_steps(
     config: &AppConfig,
     trigger: &str,
@@ -261,6 +263,18 @@ pub fn trigger_steps(
 ) -> Vec<PlannedStep> {
     let mut out = Vec::new();
     actions(config, trigger, component, &mut out);
+    out
+}
+
+/// The secrets sync (with the actions of its `pre-`/`post-secrets-sync`
+/// triggers) when the config syncs a secret into Kubernetes, else nothing.
+pub fn secrets_sync_steps(config: &AppConfig) -> Vec<PlannedStep> {
+    let mut out = Vec::new();
+    if config.secrets.iter().any(|s| !s.kubernetes.is_empty()) {
+        actions(config, "pre-secrets-sync", None, &mut out);
+        out.push(step(StepKind::SecretsSync, None, false));
+        actions(config, "post-secrets-sync", None, &mut out);
+    }
     out
 }
 
@@ -447,6 +461,9 @@ pub fn plan_with(
                     &mut out,
                 );
             }
+            // Nuon's order: the secrets are in the cluster before the
+            // components that read them.
+            out.extend(secrets_sync_steps(config));
             actions(config, "pre-deploy-all-components", None, &mut out);
             deploy(&mut out);
             actions(config, "post-deploy-all-components", None, &mut out);

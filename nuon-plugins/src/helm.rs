@@ -9,7 +9,8 @@
 //! - destroy: `helm uninstall --wait`.
 //!
 //! Values are written as JSON (which YAML reads) after the values files, so
-//! they win. A `storage_driver` is given to Helm as `HELM_DRIVER`. A
+//! they win. A `storage_driver` is given to Helm as `HELM_DRIVER`;
+//! `take_ownership` adds `--take-ownership` to the upgrade. A
 //! kubeconfig from the sandbox's outputs is written to the work directory
 //! (0600) and given as `KUBECONFIG`.
 //!
@@ -247,7 +248,7 @@ impl Plugin for HelmPlugin {
             }
             HelmAction::Apply => {
                 let timeout = format!("{}s", spec.timeout_secs.saturating_sub(30).max(30));
-                let args = [
+                let mut args = [
                     vec![
                         "upgrade".to_owned(),
                         "--install".to_owned(),
@@ -265,6 +266,10 @@ impl Plugin for HelmPlugin {
                     values,
                 ]
                 .concat();
+                // Adopt objects another release or tool made (Helm 3.17+).
+                if job.take_ownership {
+                    args.push("--take-ownership".to_owned());
+                }
                 if let Some(failed) = run_helm(host, &bin, &env, &args, None).await? {
                     return Ok(failed);
                 }

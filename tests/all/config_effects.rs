@@ -2,8 +2,9 @@
 //! `max_auto_retries`, `toggleable`/`default_enabled` with `nuon installs
 //! components`, an action's `[[inputs]]` given with `--input`, cron
 //! triggers the control plane starts, and Rego policies over rendered Helm
-//! and Kubernetes manifests (against stand-in `helm` and `kubectl`: no
-//! Kubernetes API server runs here).
+//! and Kubernetes manifests, secrets synced into Kubernetes with their
+//! triggers, kubernetes contexts and actions' kubeconfigs (against
+//! stand-in `helm` and `kubectl`: no Kubernetes API server runs here).
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use nuon_tests::{have_tool, rt, wait_for};
 
 use crate::deploy::{
     METADATA, Manual, ended, newest_workflow, ok, run_workflow, stand_in_helm, stand_in_kubectl,
-    step, text,
+    step, text, write_executable,
 };
 
 /// A Terraform module whose apply fails until `marker` exists (the first
@@ -752,5 +753,206 @@ fn install_health_follows_the_runner_the_deploys_and_the_health_check_actions() 
             .unwrap_or_default()
             .starts_with("last call "),
         "{h:#?}"
+    );
+}
+
+/// Secrets synced into Kubernetes (`kubernetes_sync_targets`, and the
+/// single `kubernetes_sync` form) are written as Secrets by a `sync
+/// secrets` step after the sandbox, between the actions of the
+/// `pre-`/`post-secrets-sync` triggers, and again when one changes; a
+/// component's `kubernetes_context` deploys it with the context
+/// component's kubeconfig; an action with `enable_kube_config` gets a
+/// private `KUBECONFIG` and its labels. Against stand-in `kubectl` and
+/// `helm` that record the kubeconfig they were given.
+#[test]
+fn secrets_sync_into_kubernetes_with_their_triggers_and_contexts_choose_the_cluster() {
+    use base64::Engine as _;
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let (inner_kubectl, kubectl_record) = stand_in_kubectl();
+    let (inner_helm, helm_record) = stand_in_helm();
+    // Each tool records the kubeconfig it was given, then answers as the
+    // stand-in does.
+    let bin = tempfile::tempdir().unwrap();
+    let seen = bin.path().join("kubeconfigs");
+    for (tool, inner) in [("kubectl", &inner_kubectl), ("helm", &inner_helm)] {
+        write_executable(
+            &bin.path().join(tool),
+            &format!(
+                "#!/bin/sh\necho \"{tool} $1 $(cat \"$KUBECONFIG\")\" >> '{}'\nexec '{}' \"$@\"\n",
+                seen.display(),
+                inner.path().join(tool).display()
+            ),
+        );
+    }
+    let out_tf = |what: &str| format!("output \"kubeconfig\" {{\n  value = \"{what}\"\n}}\n");
+    let sandbox_tf = out_tf("sandbox-cluster");
+    let cluster_tf = out_tf("workload-cluster");
+    let announce = "name = \"announce\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"pre-secrets-sync\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo secrets coming\"\n";
+    let check = r#"name = "check"
+timeout = "1m"
+description = "Looks at the cluster once the secrets are there"
+enable_kube_config = true
+labels = { team = "platform" }
+
+[[triggers]]
+type = "post-secrets-sync"
+
+[[steps]]
+name = "look"
+command = '''printf 'kube=%s\nteam=%s\nmode=%s\n' "$(cat "$KUBECONFIG")" "$NUON_ACTION_LABEL_TEAM" "$(stat -c %a "$KUBECONFIG")" > "$NUON_ACTIONS_OUTPUT_FILEPATH"'''
+"#;
+    let secrets = r#"[[secret]]
+name = "api_key"
+description = "The API key"
+kubernetes_sync_targets = [
+  { namespaces = ["app", "{{ .nuon.install.name }}"], name = "api", key = "api-key" },
+]
+
+[[secret]]
+name = "db_password"
+description = "The database's password"
+kubernetes_sync = true
+kubernetes_secret_name = "db"
+kubernetes_secret_namespace = "app"
+"#;
+    let mut m = Manual::start_full(
+        &[
+            METADATA,
+            (
+                "sandbox.toml",
+                "terraform_version = \">= 1.5\"\npath = \"./sandbox\"\n",
+            ),
+            ("sandbox/main.tf", &sandbox_tf),
+            ("secrets.toml", secrets),
+            (
+                "kubernetes_contexts.toml",
+                "[[kubernetes_context]]\nname = \"workload\"\ncomponent = \"cluster\"\n",
+            ),
+            ("components/cluster.toml", &component("cluster", "")),
+            ("tf/main.tf", &cluster_tf),
+            (
+                "components/web.toml",
+                "name = \"web\"\ntype = \"helm_chart\"\nchart_name = \"web\"\nnamespace = \"apps\"\npath = \"./src/web\"\nkubernetes_context = \"workload\"\ntake_ownership = true\n",
+            ),
+            (
+                "src/web/Chart.yaml",
+                "apiVersion: v2\nname: web\ndescription: A test chart\nversion: 0.1.0\n",
+            ),
+            ("actions/announce.toml", announce),
+            ("actions/check.toml", check),
+        ],
+        Some(&registry.url),
+        |_| {},
+        &[
+            "--secret",
+            "api_key=first-key",
+            "--secret",
+            "db_password=hunter2",
+        ],
+    );
+    let c = m.cp.client();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    m.restart_runner(Some(&path));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    // Nuon's order: the sandbox, then the secrets between their triggers'
+    // actions, then the components (the context's first: web needs it).
+    let at = |name: &str| {
+        w.steps
+            .iter()
+            .position(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no step {name}: {w:#?}"))
+    };
+    assert!(at("apply sandbox") < at("action announce"));
+    assert!(at("action announce") < at("sync secrets"));
+    assert!(at("sync secrets") < at("action check"));
+    assert!(at("action check") < at("apply cluster"));
+    assert!(at("apply cluster") < at("apply web"));
+    let b64 = |v: &str| base64::engine::general_purpose::STANDARD.encode(v);
+    let rec = std::fs::read_to_string(&kubectl_record).unwrap();
+    let manifest = rec
+        .lines()
+        .find(|l| l.starts_with("MANIFEST") && l.contains("kind: Secret"))
+        .unwrap_or_else(|| panic!("no Secret applied: {rec}"));
+    for part in [
+        "name: api   namespace: app ".to_owned(),
+        "name: api   namespace: demo ".to_owned(),
+        "name: db   namespace: app ".to_owned(),
+        format!("api-key: \"{}\"", b64("first-key")),
+        format!("value: \"{}\"", b64("hunter2")),
+    ] {
+        assert!(manifest.contains(&part), "{part} in {manifest}");
+    }
+    assert!(
+        rec.lines()
+            .any(|l| l.starts_with("ARGS apply --server-side --field-manager=nuon")),
+        "{rec}"
+    );
+    assert!(
+        !rec.contains("hunter2"),
+        "only base64 reaches kubectl: {rec}"
+    );
+    // The secrets went to the sandbox's cluster; web to its context's.
+    let kube = std::fs::read_to_string(&seen).unwrap();
+    assert!(kube.contains("kubectl apply sandbox-cluster"), "{kube}");
+    assert!(kube.contains("helm upgrade workload-cluster"), "{kube}");
+    assert!(!kube.contains("helm upgrade sandbox-cluster"), "{kube}");
+    let helm = std::fs::read_to_string(&helm_record).unwrap();
+    assert!(
+        helm.lines()
+            .any(|l| l.starts_with("ARGS upgrade") && l.contains("--take-ownership")),
+        "{helm}"
+    );
+    // The action's kubeconfig: a private file, the sandbox's; its labels.
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    let got = &outputs.actions["check"];
+    assert_eq!(got["kube"], "sandbox-cluster", "{got:?}");
+    assert_eq!(got["team"], "platform", "{got:?}");
+    assert_eq!(got["mode"], "600", "{got:?}");
+    // A changed synced secret is written again, between the same actions.
+    let file = m.dir.path().join("new-key");
+    std::fs::write(&file, "second-key\n").unwrap();
+    let out = m.cp.nuon(&[
+        "installs",
+        "secrets",
+        "set",
+        "demo",
+        "api_key",
+        "--from-file",
+        file.to_str().unwrap(),
+        "--wait",
+    ]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(
+        t.contains("writes the secrets synced into Kubernetes again"),
+        "{t}"
+    );
+    let w = newest_workflow(&c);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let names: Vec<&str> = w.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["action announce", "sync secrets", "action check"],
+        "{w:#?}"
+    );
+    let rec = std::fs::read_to_string(&kubectl_record).unwrap();
+    let last = rec
+        .lines()
+        .filter(|l| l.starts_with("MANIFEST") && l.contains("kind: Secret"))
+        .last()
+        .unwrap();
+    assert!(
+        last.contains(&format!("api-key: \"{}\"", b64("second-key"))),
+        "{last}"
     );
 }

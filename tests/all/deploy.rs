@@ -1037,7 +1037,7 @@ fn a_container_image_is_built_from_its_registry_and_synced_with_every_platform()
 }
 
 /// Writes `text` to `path` as an executable (0755).
-fn write_executable(path: &Path, text: &str) {
+pub(crate) fn write_executable(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -194,6 +194,10 @@ fn show(u: &InputsUpdated) {
     };
     outln!("{verb}: {}", list(&u.redeploys));
     outln!("actions:   {}", list(&u.actions));
+    if u.syncs_secrets {
+        let verb = if u.dry_run { "would write" } else { "writes" };
+        outln!("{verb} the secrets synced into Kubernetes again");
+    }
     match &u.workflow {
         Some(w) => {
             outln!("workflow {} ({}):", w.id, w.status);

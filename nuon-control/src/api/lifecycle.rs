@@ -168,7 +168,16 @@ pub(super) async fn update_inputs(
         .into_iter()
         .filter(|c| config.component(c).is_some_and(|c| install.enabled(c)))
         .collect();
-    let actions: Vec<String> = ["pre-update-inputs", "post-update-inputs"]
+    // A changed secret synced into Kubernetes is written there again.
+    let sync_secrets = config
+        .secrets
+        .iter()
+        .any(|s| !s.kubernetes.is_empty() && req.secrets.contains_key(&s.name));
+    let mut triggers = vec!["pre-update-inputs", "post-update-inputs"];
+    if sync_secrets {
+        triggers.extend(["pre-secrets-sync", "post-secrets-sync"]);
+    }
+    let actions: Vec<String> = triggers
         .iter()
         .flat_map(|t| workflow::trigger_steps(&config, t, None))
         .filter_map(|s| s.target)
@@ -178,6 +187,7 @@ pub(super) async fn update_inputs(
             install: with_app_name(&state, &auth, install_info(install)?).await?,
             redeploys,
             actions,
+            syncs_secrets: sync_secrets,
             workflow: None,
             dry_run: true,
         }));
@@ -192,7 +202,7 @@ pub(super) async fn update_inputs(
         )
         .await?
         .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
-    let workflow = if redeploys.is_empty() && actions.is_empty() {
+    let workflow = if redeploys.is_empty() && actions.is_empty() && !sync_secrets {
         None
     } else {
         // The install's release, when it runs one: its builds, not the
@@ -211,6 +221,7 @@ pub(super) async fn update_inputs(
                 org,
                 Start {
                     redeploy: Some(redeploys.clone()),
+                    sync_secrets,
                     release: release.as_ref(),
                     ..Start::new(
                         &updated,
@@ -243,6 +254,7 @@ pub(super) async fn update_inputs(
         install: with_app_name(&state, &auth, install_info(updated)?).await?,
         redeploys,
         actions,
+        syncs_secrets: sync_secrets,
         workflow,
         dry_run: false,
     }))

@@ -585,5 +585,6 @@ fn step_kind_name(kind: StepKind) -> &'static str {
         StepKind::Action => "action",
         StepKind::AwaitStack => "await_stack",
         StepKind::AwaitRunner => "await_runner",
+        StepKind::SecretsSync => "secrets_sync",
     }
 }

@@ -81,6 +81,11 @@ impl Engine {
                 destroys(step.kind),
             )
         };
+        if step.kind == StepKind::SecretsSync {
+            let open = render::unseal(&self.secrets, &cx.install)?;
+            let sync = secrets_job(cx, &values()?, &open.secrets)?;
+            return job.make(&sync, Duration::from_secs(600), None);
+        }
         if step.kind == StepKind::Action {
             let action = cx
                 .config
@@ -93,7 +98,16 @@ impl Engine {
                         cx.wf.config_version
                     )
                 })?;
-            let (mut exec, timeout) = action_job(action, &values()?)?;
+            let ctx = values()?;
+            let (mut exec, timeout) = action_job(action, &ctx)?;
+            if action.enable_kube_config {
+                let kubeconfig = kubeconfig_of(cx, &ctx, action.kubernetes_context.as_deref())?
+                    .ok_or_else(|| format!(
+                        "action {} has enable_kube_config, and the sandbox reports no `kubeconfig` output: give it a kubernetes_context, or output the kubeconfig from the sandbox",
+                        action.name
+                    ))?;
+                exec.env.insert(KUBECONFIG_VAR.into(), kubeconfig);
+            }
             // Run-time inputs: the workflow's own, for the action it was
             // started for; else each input's default.
             let given = if cx.wf.kind == WorkflowKind::Action {
@@ -304,7 +318,21 @@ fn action_job(
     ctx: &RenderContext,
 ) -> std::result::Result<(ExecJob, Duration), String> {
     let mut script = String::from("set -e\n");
-    let mut env = BTreeMap::new();
+    if action.enable_kube_config {
+        // The kubeconfig's text arrives in the environment; its steps get
+        // a private file of the job's directory, as `KUBECONFIG`.
+        script.push_str(&format!(
+            "(umask 077; printf '%s\\n' \"${KUBECONFIG_VAR}\" > \"$PWD/kubeconfig\")\nexport KUBECONFIG=\"$PWD/kubeconfig\"\nunset {KUBECONFIG_VAR}\n"
+        ));
+    }
+    let mut env: BTreeMap<String, String> = action
+        .labels
+        .iter()
+        .map(|(k, v)| {
+            let key = k.to_ascii_uppercase().replace(['-', '.', '/'], "_");
+            (format!("NUON_ACTION_LABEL_{key}"), v.clone())
+        })
+        .collect();
     for s in &action.steps {
         let what = format!("action {} step {}", action.name, s.name);
         script.push_str(&format!("echo '--- {}'\n", s.name.replace('\'', "")));
@@ -468,12 +496,9 @@ fn helm_job(
             .into_iter()
             .collect(),
         values_files: render_texts(&c.values_files, ctx, &format!("{who} values file"))?,
-        kubeconfig: ctx
-            .sandbox_outputs
-            .get("kubeconfig")
-            .and_then(|k| k.as_str())
-            .map(str::to_owned),
+        kubeconfig: kubeconfig_of(cx, ctx, c.kubernetes_context.as_deref())?,
         storage_driver: c.storage_driver.clone(),
+        take_ownership: c.take_ownership,
         policies: plan_policies(cx, step),
     })
 }
@@ -534,13 +559,125 @@ fn kubernetes_job(
             .as_deref()
             .map(|ns| render_text(ns, ctx, &format!("{who} namespace")))
             .transpose()?,
-        kubeconfig: ctx
+        kubeconfig: kubeconfig_of(cx, ctx, c.kubernetes_context.as_deref())?,
+        applied,
+        policies: plan_policies(cx, step),
+    })
+}
+
+/// The variable an action's script reads its kubeconfig's text from
+/// (`enable_kube_config`): the script writes it to a private file of the
+/// job's directory and sets `KUBECONFIG` to that file.
+const KUBECONFIG_VAR: &str = "NUON_KUBECONFIG_CONTENTS";
+
+/// The kubeconfig a job works with: the `kubeconfig` output of the
+/// component its kubernetes `context` names, else the sandbox's.
+fn kubeconfig_of(
+    cx: &Ctx,
+    ctx: &RenderContext,
+    context: Option<&str>,
+) -> std::result::Result<Option<String>, String> {
+    let Some(name) = context else {
+        return Ok(ctx
             .sandbox_outputs
             .get("kubeconfig")
             .and_then(|k| k.as_str())
-            .map(str::to_owned),
-        applied,
-        policies: plan_policies(cx, step),
+            .map(str::to_owned));
+    };
+    let k = cx
+        .config
+        .kubernetes_contexts
+        .iter()
+        .find(|k| k.name == name)
+        .ok_or_else(|| {
+            format!(
+                "kubernetes context {name:?} is not in config version {}",
+                cx.wf.config_version
+            )
+        })?;
+    match ctx
+        .component_outputs
+        .get(&k.component)
+        .and_then(|o| o.get("kubeconfig"))
+    {
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(format!(
+            "kubernetes context {name:?}: the `kubeconfig` output of component {} is not a string (a kubeconfig's text)",
+            k.component
+        )),
+        None => Err(format!(
+            "kubernetes context {name:?} reads the `kubeconfig` output of component {}, which has none: deploy {} first, or output the kubeconfig from it",
+            k.component, k.component
+        )),
+    }
+}
+
+/// The secrets sync: every Kubernetes Secret the config's secrets are
+/// synced to, each key holding its secret's value (base64 as Kubernetes
+/// keeps `data`; a `format = "base64"` value is that already), applied
+/// server-side to the sandbox's cluster.
+fn secrets_job(
+    cx: &Ctx,
+    ctx: &RenderContext,
+    values: &BTreeMap<String, String>,
+) -> std::result::Result<KubernetesJob, String> {
+    use base64::Engine as _;
+    let mut objects: BTreeMap<(String, String), BTreeMap<String, String>> = BTreeMap::new();
+    for s in &cx.config.secrets {
+        // A secret the install gave no value is written empty, as the
+        // key its readers expect.
+        let value = values.get(&s.name).map(String::as_str).unwrap_or("");
+        let data = if s.format.as_deref() == Some("base64") {
+            value.to_owned()
+        } else {
+            base64::engine::general_purpose::STANDARD.encode(value)
+        };
+        for t in &s.kubernetes {
+            let who = format!("secret {} kubernetes sync", s.name);
+            let name = render_text(&t.name, ctx, &format!("{who} name"))?;
+            let key = render_text(&t.key, ctx, &format!("{who} key"))?;
+            if !nuon_core::app::kubernetes_name_ok(&name) {
+                return Err(format!("{who}: {name:?} is not a Kubernetes Secret name"));
+            }
+            if !nuon_core::app::secret_key_ok(&key) {
+                return Err(format!(
+                    "{who}: {key:?} is not a key of a Kubernetes Secret"
+                ));
+            }
+            for ns in &t.namespaces {
+                let ns = render_text(ns, ctx, &format!("{who} namespace"))?;
+                if !nuon_core::app::kubernetes_name_ok(&ns) || ns.contains('.') {
+                    return Err(format!("{who}: {ns:?} is not a Kubernetes namespace"));
+                }
+                objects
+                    .entry((ns, name.clone()))
+                    .or_default()
+                    .insert(key.clone(), data.clone());
+            }
+        }
+    }
+    let manifest = objects
+        .iter()
+        .map(|((ns, name), data)| {
+            let mut doc = format!(
+                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels:\n    app.kubernetes.io/managed-by: nuon\ntype: Opaque\ndata:\n"
+            );
+            for (k, v) in data {
+                doc.push_str(&format!("  {k}: \"{v}\"\n"));
+            }
+            doc
+        })
+        .collect::<Vec<_>>()
+        .join("---\n");
+    Ok(KubernetesJob {
+        action: HelmAction::Apply,
+        component: "secrets".into(),
+        manifest: Some(manifest),
+        kustomize: None,
+        namespace: None,
+        kubeconfig: kubeconfig_of(cx, ctx, None)?,
+        applied: Vec::new(),
+        policies: Vec::new(),
     })
 }
 

@@ -185,6 +185,9 @@ pub(crate) struct Start<'a> {
     /// actions of the `pre-update-inputs` and `post-update-inputs`
     /// triggers.
     pub(crate) redeploy: Option<Vec<String>>,
+    /// With `redeploy`: a changed secret is synced into Kubernetes, so the
+    /// secrets sync (and its triggers' actions) runs first.
+    pub(crate) sync_secrets: bool,
 }
 
 impl<'a> Start<'a> {
@@ -213,6 +216,7 @@ impl<'a> Start<'a> {
             rollout: None,
             plan_only: false,
             redeploy: None,
+            sync_secrets: false,
         }
     }
 }
@@ -439,6 +443,9 @@ impl Engine {
                     && step.target.as_ref().is_some_and(|t| names.contains(t))
             });
             let mut around = workflow::trigger_steps(config, "pre-update-inputs", None);
+            if s.sync_secrets {
+                around.extend(workflow::secrets_sync_steps(config));
+            }
             around.append(&mut steps);
             around.extend(workflow::trigger_steps(config, "post-update-inputs", None));
             steps = around;

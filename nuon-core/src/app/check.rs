@@ -285,6 +285,31 @@ pub(crate) fn cross_check(
     let groups = unique("input group", &loaded.groups, files, d);
     let inputs = unique("input", &loaded.inputs, files, d);
     let secrets = unique("secret", &loaded.secrets, files, d);
+    // Two secrets writing one key of one Kubernetes Secret would overwrite
+    // each other (compared as written: templates are not rendered here).
+    let mut written: BTreeMap<String, &str> = BTreeMap::new();
+    for s in &loaded.secrets {
+        let (Some(decl), Some(n)) = (&s.value, &s.name) else {
+            continue;
+        };
+        for t in &decl.kubernetes {
+            for ns in &t.namespaces {
+                let at = format!("{ns}/{}/{}", t.name, t.key);
+                match written.get(&at) {
+                    Some(other) if *other != decl.name => d.push(files[s.file].at(
+                        &n.span,
+                        format!(
+                            "secrets {other:?} and {:?} both write key {:?} of Kubernetes Secret {:?} in namespace {ns:?}: each key is written by one secret",
+                            decl.name, t.key, t.name
+                        ),
+                    )),
+                    _ => {
+                        written.insert(at, &decl.name);
+                    }
+                }
+            }
+        }
+    }
     let components = unique("component", &loaded.components, files, d);
     // The sandbox's state, build and outputs go by this name.
     for c in &loaded.components {
@@ -389,6 +414,17 @@ pub(crate) fn cross_check(
                 });
             }
         }
+        if let Some(to) = context_component(c.context.as_ref(), &loaded, file, d)
+            && to != me
+            && components.contains_key(&to)
+        {
+            let at = c.context.as_ref().map(|k| k.span.start).unwrap_or(0);
+            edges.push(Edge {
+                to,
+                file: c.file,
+                offset: at,
+            });
+        }
         for (to, place) in reads.components {
             if to == me {
                 d.push(files[place.file].diag(
@@ -426,6 +462,10 @@ pub(crate) fn cross_check(
             .map(|x| x.text.clone())
             .collect();
         deps.extend(reads.components.into_iter().map(|(c, _)| c));
+        deps.extend(
+            context_component(a.context.as_ref(), &loaded, file, d)
+                .filter(|c| components.contains_key(c)),
+        );
         action_deps.push(deps);
     }
 
@@ -594,5 +634,32 @@ pub(crate) fn local_paths(
             (category.is_empty() || f.name.starts_with(category)) && f.text.contains(&path)
         };
         check(&who, &in_file, &path, false);
+    }
+}
+
+/// The component whose `kubeconfig` output the kubernetes context `named`
+/// reads (an error when no context has that name).
+fn context_component(
+    named: Option<&Located>,
+    loaded: &Loaded,
+    file: &SourceFile,
+    d: &mut Diagnostics,
+) -> Option<String> {
+    let named = named?;
+    let contexts = &loaded.platform.kubernetes_contexts;
+    match contexts.iter().find(|k| k.name == named.text) {
+        Some(k) => Some(k.component.clone()),
+        None => {
+            let hint = if contexts.is_empty() {
+                ": kubernetes_contexts.toml declares none".to_owned()
+            } else {
+                did_you_mean(&named.text, contexts.iter().map(|k| k.name.as_str()))
+            };
+            d.push(file.at(
+                &named.span,
+                format!("unknown kubernetes context {:?}{hint}", named.text),
+            ));
+            None
+        }
     }
 }

@@ -11,7 +11,8 @@ use super::diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 use super::reader::{Located, Reader, strings_in};
 use super::{
     Action, ActionInput, AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType,
-    InstallDecl, Kustomize, Metadata, RunnerSettings, Sandbox, SecretDecl, Source, Step, Trigger,
+    InstallDecl, KubernetesSecretTarget, Kustomize, Metadata, RunnerSettings, Sandbox, SecretDecl,
+    Source, Step, Trigger,
 };
 
 /// The largest config file read.
@@ -173,6 +174,8 @@ pub(crate) struct Item<T> {
     pub(crate) refs: Vec<Located>,
     /// Install input values by name, unchecked.
     pub(crate) values: Vec<(Located, Value)>,
+    /// The kubernetes context it names (`kubernetes_context`).
+    pub(crate) context: Option<Located>,
 }
 
 impl<T> Item<T> {
@@ -185,6 +188,7 @@ impl<T> Item<T> {
             deps: Vec::new(),
             refs: Vec::new(),
             values: Vec::new(),
+            context: None,
         }
     }
 }
@@ -458,16 +462,8 @@ const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
         "labels are shown in Nuon's dashboard; this platform keeps none",
     ),
     (
-        "kubernetes_context",
-        "kubernetes contexts are not applied yet: Helm jobs use the sandbox's kubeconfig output",
-    ),
-    (
         "health",
         "component health checks are not run on this platform yet",
-    ),
-    (
-        "take_ownership",
-        "adopting an existing Helm release is not available yet",
     ),
     (
         "source",
@@ -1001,15 +997,13 @@ fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Secre
             ));
         }
     }
+    let kubernetes = kubernetes_targets(&mut r, d);
     r.finish(
         d,
-        &[
-            ("kubernetes_sync", "secrets are not synced into Kubernetes by this platform yet"),
-            ("kubernetes_secret_namespace", "secrets are not synced into Kubernetes by this platform yet"),
-            ("kubernetes_secret_name", "secrets are not synced into Kubernetes by this platform yet"),
-            ("kubernetes_sync_targets", "secrets are not synced into Kubernetes by this platform yet"),
-            ("user_configurable", "it asks for the value in Nuon's install stack; give it with `nuon installs create --secret`"),
-        ],
+        &[(
+            "user_configurable",
+            "it asks for the value in Nuon's install stack; give it with `nuon installs create --secret`",
+        )],
         |_| None,
     );
     if let (Some(n), Some(desc)) = (&name, description) {
@@ -1021,10 +1015,117 @@ fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Secre
             auto_generate,
             format: format.map(|f| f.text).filter(|f| !f.is_empty()),
             default: text(default),
+            kubernetes,
         });
     }
     item.name = name;
     item
+}
+
+/// Where a secret is synced into the cluster, as Nuon reads it: the
+/// `kubernetes_sync_targets` tables (each a name and key in one or more
+/// namespaces), or else the single `kubernetes_secret_namespace` and
+/// `kubernetes_secret_name` of `kubernetes_sync = true`, whose key is
+/// `value`. Names and namespaces may be templates (checked once rendered).
+fn kubernetes_targets(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Vec<KubernetesSecretTarget> {
+    let sync = r.bool(d, "kubernetes_sync");
+    let namespace = r.str(d, "kubernetes_secret_namespace");
+    let secret_name = r.str(d, "kubernetes_secret_name");
+    let mut out = Vec::new();
+    let tables = r.tables(d, "kubernetes_sync_targets");
+    let span = r.span();
+    for mut t in tables {
+        let namespaces = t.str_list(d, "namespaces");
+        let name = t.req_str(d, "name");
+        let key = t.req_str(d, "key");
+        if namespaces.is_empty() {
+            d.push(t.file.at(
+                &t.span(),
+                "a kubernetes_sync_targets entry needs namespaces = [\"...\"] (at least one)",
+            ));
+        }
+        for n in namespaces.iter().chain(&name) {
+            check_kubernetes_name(t.file, d, n);
+        }
+        if let Some(k) = &key {
+            check_secret_key(t.file, d, k);
+        }
+        t.finish(d, &[], |_| None);
+        if let (false, Some(name), Some(key)) = (namespaces.is_empty(), name, key) {
+            out.push(KubernetesSecretTarget {
+                namespaces: namespaces.into_iter().map(|n| n.text).collect(),
+                name: name.text,
+                key: key.text,
+            });
+        }
+    }
+    if !out.is_empty() {
+        if sync == Some(false) {
+            d.push(r.file.warn(
+                &span,
+                "kubernetes_sync is false but kubernetes_sync_targets are given: the targets take precedence and the secret is synced",
+            ));
+        }
+        return out;
+    }
+    if sync != Some(true) {
+        return out;
+    }
+    match (namespace, secret_name) {
+        (Some(ns), Some(name)) => {
+            check_kubernetes_name(r.file, d, &ns);
+            check_kubernetes_name(r.file, d, &name);
+            out.push(KubernetesSecretTarget {
+                namespaces: vec![ns.text],
+                name: name.text,
+                key: "value".into(),
+            });
+        }
+        (ns, name) => {
+            let missing: Vec<&str> = [
+                ns.is_none().then_some("kubernetes_secret_namespace"),
+                name.is_none().then_some("kubernetes_secret_name"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            d.push(r.file.at(
+                &span,
+                format!(
+                    "kubernetes_sync = true needs {} (or kubernetes_sync_targets)",
+                    missing.join(" and ")
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// A Kubernetes object name or namespace: an RFC 1123 name, unless it is a
+/// template (checked once rendered).
+fn check_kubernetes_name(file: &SourceFile, d: &mut Diagnostics, n: &Located) {
+    if !n.text.contains("{{") && !crate::app::kubernetes_name_ok(&n.text) {
+        d.push(file.at(
+            &n.span,
+            format!(
+                "{:?} is not a Kubernetes name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (at most 253)",
+                n.text
+            ),
+        ));
+    }
+}
+
+/// A key of a Kubernetes Secret's data.
+fn check_secret_key(file: &SourceFile, d: &mut Diagnostics, k: &Located) {
+    if !k.text.contains("{{") && !crate::app::secret_key_ok(&k.text) {
+        d.push(file.at(
+            &k.span,
+            format!(
+                "{:?} is not a key of a Kubernetes Secret: letters, digits, '-', '_' and '.' (at most 253)",
+                k.text
+            ),
+        ));
+    }
 }
 
 /// Which component kinds read a kind-specific key.
@@ -1080,6 +1181,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         }
     }
     skip_noops(&mut r, d);
+    item.context = r.str(d, "kubernetes_context");
+    let take_ownership = r.bool(d, "take_ownership").unwrap_or(false);
     let Some(kind) = kind else {
         // Without a type, the other keys cannot be checked; still record
         // the name so other components may refer to it.
@@ -1143,6 +1246,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         default_enabled,
         drift_schedule,
         operation_roles,
+        kubernetes_context: item.context.as_ref().map(|k| k.text.clone()),
+        take_ownership,
     };
     let mut ok = name.is_some();
     let strings = &mut item.strings;
@@ -1324,11 +1429,9 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "post-disable-component",
     "pre-update-inputs",
     "post-update-inputs",
+    "pre-secrets-sync",
+    "post-secrets-sync",
 ];
-
-/// Nuon's other trigger types: accepted, and answered with a warning (they
-/// do not fire on this platform yet).
-pub(crate) const NUON_TRIGGERS: &[&str] = &["pre-secrets-sync", "post-secrets-sync"];
 
 fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Action> {
     let mut item = Item::new(file);
@@ -1361,22 +1464,13 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
             ok = false;
             continue;
         };
-        if NUON_TRIGGERS.contains(&kind.text.as_str()) {
-            d.push(file.warn(
-                &kind.span,
-                format!(
-                    "trigger type {:?} does not fire on this platform yet: the action runs on its other triggers and by hand",
-                    kind.text
-                ),
-            ));
-        } else if !TRIGGERS.contains(&kind.text.as_str()) {
-            let all = TRIGGERS.iter().chain(NUON_TRIGGERS).copied();
+        if !TRIGGERS.contains(&kind.text.as_str()) {
             d.push(file.at(
                 &kind.span,
                 format!(
                     "unknown trigger type {:?}{}",
                     kind.text,
-                    did_you_mean(&kind.text, all)
+                    did_you_mean(&kind.text, TRIGGERS.iter().copied())
                 ),
             ));
             ok = false;
@@ -1476,19 +1570,21 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
             None => ok = false,
         }
     }
-    r.finish(
-        d,
-        &[
-            ("labels", "labels are shown in Nuon's dashboard; this platform keeps none"),
-            ("enable_kube_config", "actions get no kubeconfig on this platform yet"),
-            ("image", "steps run on the runner's host; running them in an image comes with container jobs"),
-            ("kubernetes_context", "kubernetes contexts are not applied yet"),
-            ("description", "actions have no description on this platform yet"),
-        ],
-        |_| None,
-    );
+    let description = text(r.str(d, "description"));
+    let labels = r.str_map(d, "labels", &mut Vec::new());
+    let enable_kube_config = r.bool(d, "enable_kube_config").unwrap_or(false);
+    item.context = r.str(d, "kubernetes_context");
+    let kubernetes_context = item.context.clone();
     let role = text(r.str(d, "role"));
     let break_glass_role = text(r.str(d, "break_glass_role"));
+    r.finish(
+        d,
+        &[(
+            "image",
+            "steps run on the runner's host; running them in an image comes with container jobs",
+        )],
+        |_| None,
+    );
     if ok && let (Some(n), Some(timeout)) = (&name, timeout) {
         item.value = Some(Action {
             name: n.text.clone(),
@@ -1500,6 +1596,11 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
             inputs,
             role,
             break_glass_role,
+            description,
+            labels,
+            // A context implies a kubeconfig.
+            enable_kube_config: enable_kube_config || kubernetes_context.is_some(),
+            kubernetes_context: kubernetes_context.map(|k| k.text),
         });
     }
     item.name = name;

@@ -712,6 +712,44 @@ pub struct SecretDecl {
     /// The value when the install gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<String>,
+    /// Where the install's value is synced into the sandbox's cluster
+    /// (`kubernetes_sync_targets`, or `kubernetes_sync` with its
+    /// namespace and name): each a key of a Kubernetes Secret.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kubernetes: Vec<KubernetesSecretTarget>,
+}
+
+/// A Kubernetes Secret a secret's value is written to: the key `key` of
+/// Secret `name` in each of `namespaces` (each may be a template).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesSecretTarget {
+    /// The namespaces the Secret is made in.
+    pub namespaces: Vec<String>,
+    /// The Secret's name.
+    pub name: String,
+    /// The key of its data the value is written to.
+    pub key: String,
+}
+
+/// Whether `s` is a Kubernetes object name (RFC 1123 subdomain):
+/// lowercase letters, digits, `-` and `.`, starting and ending with a
+/// letter or digit, at most 253 bytes.
+pub fn kubernetes_name_ok(s: &str) -> bool {
+    let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    s.len() <= 253
+        && edge(s.as_bytes().first())
+        && edge(s.as_bytes().last())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
+/// Whether `s` is a key of a Kubernetes Secret's data.
+pub fn secret_key_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The kinds of component this project deploys.
@@ -866,6 +904,15 @@ pub struct Component {
     /// operations (`deploy`, `teardown`) runs with.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub operation_roles: BTreeMap<String, String>,
+    /// helm_chart, kubernetes_manifest: the cluster it is deployed to, a
+    /// context of `kubernetes_contexts.toml` (the sandbox's `kubeconfig`
+    /// output when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_context: Option<String>,
+    /// helm_chart: adopt objects another release or tool made (`helm
+    /// upgrade --take-ownership`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub take_ownership: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -961,6 +1008,20 @@ pub struct Action {
     /// A break-glass role it runs with (the customer must have enabled it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub break_glass_role: Option<String>,
+    /// What it does, for people (shown with its runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its labels: kept with the config and given to its steps as
+    /// `NUON_ACTION_LABEL_<KEY>` (the key upper-cased, `-`/`.` as `_`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Its steps get `KUBECONFIG`: the kubeconfig of its
+    /// `kubernetes_context`, else the sandbox's `kubeconfig` output.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub enable_kube_config: bool,
+    /// A context of `kubernetes_contexts.toml`, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_context: Option<String>,
 }
 
 /// An `[[inputs]]` table of an action.

@@ -334,8 +334,8 @@ pub(crate) const KUBERNETES_CONTEXT: Spec = Spec {
     required: &["name", "component"],
 };
 
-/// A cluster a component or action can run against: the `cluster` output
-/// of a component.
+/// A cluster a component or action can run against: the `kubeconfig`
+/// output of a component (a kubeconfig's text, as the sandbox's is).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct KubernetesContext {
     /// What components and actions name in `kubernetes_context`.
@@ -746,12 +746,6 @@ pub(crate) fn load(
                 }
             }
             r.finish(d, &[], |_| None);
-            warn_file(
-                &r,
-                d,
-                "a kubernetes context",
-                "kubernetes contexts are not applied yet: Helm jobs use the sandbox's `kubeconfig` output",
-            );
         }
         (_, Some("runbooks")) => {
             let m = read(&mut r, d, &RUNBOOK, &mut strings);
