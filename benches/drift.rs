@@ -58,6 +58,7 @@ async fn sim(client: RunnerClient, kinds: Vec<String>, done: Arc<AtomicU64>) {
         wait_ms: 50_000,
         signing_key: None,
         telemetry: None,
+        settings_version: None,
     };
     loop {
         let jobs = match client.claim(&req).await {

@@ -210,6 +210,7 @@ async fn sim_runner(client: RunnerClient, slots: u32, stats: Arc<Stats>) {
         wait_ms: CLAIM_WAIT_MS,
         signing_key: None,
         telemetry: None,
+        settings_version: None,
     };
     loop {
         let jobs = match client.claim(&req).await {
@@ -799,6 +800,7 @@ async fn livelog(args: &Args) -> Result<()> {
             wait_ms: 5_000,
             signing_key: None,
             telemetry: None,
+            settings_version: None,
         })
         .await?
         .jobs
@@ -1476,16 +1478,19 @@ async fn sim_updating_runner(
     let Ok(mut client) = connect(&version) else {
         return;
     };
-    let req = ClaimRequest {
+    let mut req = ClaimRequest {
         kinds: vec!["exec".into()],
         slots: 1,
         wait_ms: UPDATE_POLL_MS,
         signing_key: None,
         telemetry: None,
+        settings_version: None,
     };
     let mut held: Option<String> = None;
     let mut backoff = backoff();
     loop {
+        // What it holds: a parked claim answers as soon as that changes.
+        req.settings_version = held.clone();
         match client.claim(&req).await {
             Ok(resp) => {
                 backoff.reset();
@@ -1532,6 +1537,7 @@ async fn runner_rollout(args: &Args) -> Result<()> {
     println!(
         "\n## Runner rollout on SQLite: {n} simulated install runners, `--wave 10%`, at most 100 at once\n"
     );
+    println!("| what | result |\n|---|---|");
     let cp = ControlPlane::start("60s")?;
     let control = cp.client();
     let (_builder, tokens) = make_installs(&cp, n, 1).await?;
@@ -1618,7 +1624,6 @@ async fn runner_rollout(args: &Args) -> Result<()> {
         .iter()
         .filter(|t| t.state == TargetState::Succeeded)
         .count();
-    println!("| what | result |\n|---|---|");
     println!(
         "| plan and store the rollout ({n} installs, {} waves) | {:.0} ms |",
         ended.wave_count,

@@ -346,6 +346,12 @@ pub struct ClaimRequest {
     /// into the install.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<RunnerTelemetry>,
+    /// The version of the settings the runner holds. A parked claim of a
+    /// runner that sends it is answered (with no job) as soon as its
+    /// settings change (an update asked, `env_vars` changed), rather than
+    /// at the end of its wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_version: Option<String>,
 }
 
 /// A runner's key figures, sent with its claims and heartbeats.
@@ -1584,7 +1590,7 @@ pub struct WorkflowInfo {
     /// When it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at_ms: Option<i64>,
-    /// An action workflow's run-time inputs (`--input k=v`).
+    /// The run-time inputs of an action or runbook workflow (`--input k=v`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, String>,
     /// What started it, when not a person: `cron` (and the time it was
@@ -1751,8 +1757,9 @@ pub struct CreateWorkflow {
     /// The runbook to run (kind `runbook`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runbook: Option<String>,
-    /// An action's inputs for this run (kind `action`): each must be one
-    /// the action declares in its `inputs`.
+    /// The run's inputs: of an action (kind `action`), each one the
+    /// action declares in its `inputs`; of a runbook (kind `runbook`),
+    /// each one the runbook declares in its `[[input]]`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, String>,
     /// Plan and stop (provision, deploy, teardown, deprovision,

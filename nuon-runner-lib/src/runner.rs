@@ -525,6 +525,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                 wait_ms: u64::try_from(shared.config.claim_wait.as_millis()).unwrap_or(u64::MAX),
                 signing_key: Some(shared.keys.current().to_string()),
                 telemetry: Some(shared.config.stats.telemetry()),
+                settings_version: Some(lock(&shared.settings).version.clone()),
             };
             let transport = shared.config.transport.clone();
             let delay = claim_delay.take();
@@ -557,6 +558,15 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                         // the runner stays healthy and an enable is seen.
                         shared.refresh_settings(resp.settings_version.as_deref()).await;
                         claim_delay = Some(DISABLED_POLL.min(claim_wait));
+                    }
+                    Ok(resp)
+                        if resp.jobs.is_empty()
+                            && resp.settings_version.as_deref().is_some_and(|v| v != lock(&shared.settings).version) =>
+                    {
+                        // Answered early because the settings changed (an
+                        // update asked): take them, and claim again at once.
+                        backoff.reset();
+                        shared.refresh_settings(resp.settings_version.as_deref()).await;
                     }
                     Ok(resp) if resp.jobs.is_empty() && held < claim_wait / 2 => {
                         // Nothing, and early: the server did not hold the

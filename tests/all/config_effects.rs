@@ -557,6 +557,7 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
         }
         t
     };
+    // Its inputs reach its actions' steps.
     let cycle = runbook(
         "cycle",
         &[
@@ -565,7 +566,7 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
             ("down", "component_tear_down", "component_name = \"web\""),
             ("again", "component_deploy", "component_name = \"web\""),
         ],
-    );
+    ) + "\n[[input]]\nname = \"REASON\"\ndisplay_name = \"Reason\"\nrequired = true\n\n[[input]]\nname = \"WHO\"\ndefault = \"ops\"\n";
     let broken = runbook(
         "broken",
         &[
@@ -580,7 +581,10 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
         ("tf/main.tf", UP_TF),
         (
             "actions/hello.toml",
-            &action("hello", "echo hello from the runbook"),
+            &action(
+                "hello",
+                "echo hello from the runbook because $REASON by $WHO",
+            ),
         ),
         (
             "actions/fail.toml",
@@ -595,12 +599,17 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
         "run-runbook",
         "demo",
         "cycle",
+        "--input",
+        "REASON=maintenance",
         "--wait",
         "--logs",
     ]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
-    assert!(t.contains("hello from the runbook"), "{t}");
+    assert!(
+        t.contains("hello from the runbook because maintenance by ops"),
+        "{t}"
+    );
     let w = newest_workflow(&c);
     assert_eq!(w.kind, WorkflowKind::Runbook);
     assert_eq!(w.component.as_deref(), Some("cycle"));
@@ -645,6 +654,34 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
     assert!(
         outputs.components.contains_key("web"),
         "web is still deployed"
+    );
+
+    // A required input missing, and one it does not declare, are refused
+    // before anything runs.
+    let out = m.cp.nuon(&["installs", "run-runbook", "demo", "cycle"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains(
+            "runbook \"cycle\" needs input \"REASON\": give it with --input REASON=VALUE"
+        ),
+        "{}",
+        text(&out)
+    );
+    let out = m.cp.nuon(&[
+        "installs",
+        "run-runbook",
+        "demo",
+        "cycle",
+        "--input",
+        "REASON=x",
+        "--input",
+        "WHOM=y",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("has no input \"WHOM\", did you mean \"WHO\"?"),
+        "{}",
+        text(&out)
     );
 
     // A runbook the app does not have.
@@ -948,8 +985,7 @@ kubernetes_secret_namespace = "app"
     let rec = std::fs::read_to_string(&kubectl_record).unwrap();
     let last = rec
         .lines()
-        .filter(|l| l.starts_with("MANIFEST") && l.contains("kind: Secret"))
-        .last()
+        .rfind(|l| l.starts_with("MANIFEST") && l.contains("kind: Secret"))
         .unwrap();
     assert!(
         last.contains(&format!("api-key: \"{}\"", b64("second-key"))),

@@ -33,6 +33,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             wait_ms: 200,
             signing_key: None,
             telemetry: None,
+            settings_version: None,
         }))
         .unwrap();
     assert!(got.jobs.is_empty());
@@ -44,6 +45,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             wait_ms: 1000,
             signing_key: None,
             telemetry: None,
+            settings_version: None,
         }))
         .unwrap();
     assert_eq!(claimed.jobs.len(), 1);
@@ -109,6 +111,7 @@ fn tokens_are_scoped_and_stored_hashed() {
             wait_ms: 0,
             signing_key: None,
             telemetry: None,
+            settings_version: None,
         }))
         .unwrap_err();
     assert!(

@@ -172,6 +172,11 @@ pub(crate) enum InstallsCommand {
         /// With --wait, print its log too.
         #[arg(long)]
         logs: bool,
+        /// A run-time input the runbook declares in its [[input]]
+        /// (repeatable); its actions' steps see it as an environment
+        /// variable, and an action input of the same name gets it.
+        #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_env)]
+        inputs: Vec<(String, String)>,
     },
     /// An install's components: list them, turn a toggleable one off or on.
     Components {
@@ -620,6 +625,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
             runbook,
             wait,
             logs,
+            inputs,
         } => {
             let req = nuon_core::wire::CreateWorkflow {
                 kind: WorkflowKind::Runbook,
@@ -628,7 +634,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 only: false,
                 config_version: None,
                 runbook: Some(runbook.clone()),
-                inputs: Default::default(),
+                inputs: inputs.iter().cloned().collect(),
                 plan_only: false,
             };
             return crate::deploy::start_with(g, install, req, *wait, *logs).await;

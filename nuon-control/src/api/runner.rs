@@ -75,6 +75,8 @@ async fn claim(
     // back: then the end of any job of the org is worth a look.
     let mut org_sub: Option<crate::hub::Subscription<'_, OrgId>> = None;
     let mut watch_org = false;
+    // Woken for this runner: a job queued, or its settings changed.
+    let mut woken = false;
     loop {
         if watch_org && org_sub.is_none() {
             org_sub = Some(state.wakes.orgs.subscribe(&runner.org_id));
@@ -127,6 +129,21 @@ async fn claim(
             watch_org = true;
             continue;
         }
+        // A wake with no job: its settings may have changed (an update
+        // asked). A runner that said what it holds hears of it now.
+        if std::mem::take(&mut woken) && req.settings_version.is_some() {
+            let now = settings_version(&state, &runner).await?;
+            if now.is_some() && now != req.settings_version {
+                return Ok(Json(ClaimResponse {
+                    jobs: Vec::new(),
+                    key_rotations: state
+                        .keys
+                        .rotations_for(&runner.org_id, req.signing_key.as_deref(), &[])
+                        .await,
+                    settings_version: now,
+                }));
+            }
+        }
         let fallback = state.timings.fallback_poll.map_or(deadline, |every| {
             deadline.min(tokio::time::Instant::now() + every)
         });
@@ -137,7 +154,7 @@ async fn claim(
             }
         };
         tokio::select! {
-            _ = &mut notified => {}
+            _ = &mut notified => woken = true,
             () = org_ended => {}
             _ = tokio::time::sleep_until(fallback), if fallback < deadline => {}
             _ = tokio::time::sleep_until(deadline) => break,

@@ -109,11 +109,21 @@ impl Engine {
                 exec.env.insert(KUBECONFIG_VAR.into(), kubeconfig);
             }
             // Run-time inputs: the workflow's own, for the action it was
-            // started for; else each input's default.
-            let given = if cx.wf.kind == WorkflowKind::Action {
-                cx.wf.inputs.clone()
-            } else {
-                BTreeMap::new()
+            // started for; a runbook's, for each of its actions (as
+            // variables of their names, and for the action's inputs of the
+            // same names); else each input's default.
+            let given = match cx.wf.kind {
+                WorkflowKind::Action => cx.wf.inputs.clone(),
+                WorkflowKind::Runbook => {
+                    exec.env.extend(cx.wf.inputs.clone());
+                    cx.wf
+                        .inputs
+                        .iter()
+                        .filter(|(k, _)| action.inputs.iter().any(|i| &i.name == *k))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                }
+                _ => BTreeMap::new(),
             };
             exec.env
                 .extend(render::action_inputs(&cx.config, &action.name, &given)?);

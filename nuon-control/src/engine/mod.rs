@@ -398,9 +398,12 @@ impl Engine {
             (Some(a), WorkflowKind::Action) => {
                 render::action_inputs(config, a, &s.inputs).map_err(EngineError::Invalid)?
             }
+            (Some(r), WorkflowKind::Runbook) => {
+                render::runbook_inputs(config, r, &s.inputs).map_err(EngineError::Invalid)?
+            }
             _ if !s.inputs.is_empty() => {
                 return Err(EngineError::Invalid(
-                    "\"inputs\" are an action's run-time inputs (kind \"action\"); an install's inputs are set with `nuon installs inputs set`".into(),
+                    "\"inputs\" are the run-time inputs of an action (kind \"action\") or a runbook (kind \"runbook\"); an install's inputs are set with `nuon installs inputs set`".into(),
                 ));
             }
             _ => BTreeMap::new(),

@@ -376,6 +376,63 @@ pub(crate) fn action_inputs(
     }
 }
 
+/// A runbook's run-time inputs: those `given`, each declared by the
+/// runbook's `[[input]]`, and the defaults of the others; a required one
+/// missing is refused, as an unknown one is.
+pub(crate) fn runbook_inputs(
+    config: &AppConfig,
+    runbook: &str,
+    given: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let Some(rb) = config.runbooks.iter().find(|r| r.name == runbook) else {
+        return Err(format!("no runbook {runbook:?}"));
+    };
+    let declared: Vec<&str> = rb
+        .inputs
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .collect();
+    let mut problems = Vec::new();
+    for name in given.keys() {
+        if !declared.contains(&name.as_str()) {
+            let known = if declared.is_empty() {
+                "it declares none".to_owned()
+            } else {
+                format!("it declares {}", declared.join(", "))
+            };
+            problems.push(format!(
+                "runbook {runbook:?} has no input {name:?}{} ({known} in [[input]])",
+                nuon_core::app::did_you_mean(name, declared.iter().copied())
+            ));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for i in &rb.inputs {
+        let Some(name) = i["name"].as_str() else {
+            continue;
+        };
+        let default = match &i["default"] {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        };
+        match given.get(name).cloned().or(default) {
+            Some(v) => {
+                out.insert(name.to_owned(), v);
+            }
+            None if i["required"] == Value::Bool(true) => problems.push(format!(
+                "runbook {runbook:?} needs input {name:?}: give it with --input {name}=VALUE"
+            )),
+            None => {}
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
 /// Marks the steps of components turned off on `install` (and of the
 /// components and actions that depend on them) as skipped, saying why. A
 /// workflow of `only` one component that is off is refused.

@@ -503,17 +503,20 @@ impl Engine {
         let mut doc = r.clone();
         let now = now_ms();
         doc.updated_at_ms = now;
-        let pinned = match self
+        let (runner_id, pinned) = match self
             .store
             .find_install(org, target.install_id.as_str())
             .await?
         {
-            Some(install) => self
-                .store
-                .find_runner(org, install.runner_id.as_str())
-                .await?
-                .and_then(|r| r.telemetry)
-                .and_then(|t| t.pinned),
+            Some(install) => {
+                let pinned = self
+                    .store
+                    .find_runner(org, install.runner_id.as_str())
+                    .await?
+                    .and_then(|r| r.telemetry)
+                    .and_then(|t| t.pinned);
+                (install.runner_id, pinned)
+            }
             None => {
                 doc.not_started(i, format!("install {} is gone", target.install), now);
                 self.store.save_rollout(org, &doc, &[]).await?;
@@ -549,6 +552,8 @@ impl Engine {
                     &[(target.install_id.clone(), target.release_id.clone())],
                 )
                 .await?;
+            // Its parked claim answers now with the new settings version.
+            self.notifier.job_queued(&runner_id);
             tracing::info!(rollout = %r.id, install = %target.install, wave = target.wave + 1, "rollout asks an install's runner to update");
         }
         doc.version += 1;

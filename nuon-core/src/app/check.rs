@@ -311,6 +311,32 @@ pub(crate) fn cross_check(
         }
     }
     let components = unique("component", &loaded.components, files, d);
+    // A secrets-sync trigger with nothing synced never fires.
+    if !loaded
+        .secrets
+        .iter()
+        .filter_map(|s| s.value.as_ref())
+        .any(|s| !s.kubernetes.is_empty())
+    {
+        for a in &loaded.actions {
+            let Some(action) = &a.value else { continue };
+            for t in action
+                .triggers
+                .iter()
+                .filter(|t| t.kind.ends_with("secrets-sync"))
+            {
+                let file = &files[a.file];
+                let at = file.text.find(&format!("{:?}", t.kind)).unwrap_or(0);
+                d.push(file.warn(
+                    &(at..at + t.kind.len() + 2),
+                    format!(
+                        "trigger type {:?} never fires: no secret is synced into Kubernetes (kubernetes_sync or kubernetes_sync_targets in secrets.toml)",
+                        t.kind
+                    ),
+                ));
+            }
+        }
+    }
     // The sandbox's state, build and outputs go by this name.
     for c in &loaded.components {
         if let Some(n) = c.name.as_ref().filter(|n| n.text == "sandbox") {

@@ -797,11 +797,18 @@ pub(crate) fn load(
                         }
                     }
                 }
-                if !rb.inputs.is_empty() {
-                    d.push(r.file.warn(
-                        &r.span(),
-                        "a runbook's [[input]] cannot take effect here (runbook inputs are not passed to its steps yet: each action's own [[inputs]] defaults apply): it is kept with the config",
-                    ));
+                for i in &rb.inputs {
+                    let name = i["name"].as_str().unwrap_or_default();
+                    let valid = !name.is_empty()
+                        && !name.starts_with(|c: char| c.is_ascii_digit())
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !valid {
+                        let at = r.file.text.find(&format!("{name:?}")).unwrap_or(0);
+                        d.push(r.file.diag(
+                            at,
+                            format!("runbook input {name:?} is not a valid environment variable name (letters, digits and _, not starting with a digit): its actions get it as one"),
+                        ));
+                    }
                 }
                 out.runbooks.push(rb);
             }
