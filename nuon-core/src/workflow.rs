@@ -240,7 +240,7 @@ fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedSt
         StepKind::Action => "action",
         StepKind::AwaitStack => "await install stack",
         StepKind::AwaitRunner => "await runner",
-        StepKind::SecretsSync => "sync secrets",
+        StepKind::SecretsSync => "sync kubernetes secrets",
     };
     PlannedStep {
         name: match target {

@@ -564,9 +564,15 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                             && resp.settings_version.as_deref().is_some_and(|v| v != lock(&shared.settings).version) =>
                     {
                         // Answered early because the settings changed (an
-                        // update asked): take them, and claim again at once.
-                        backoff.reset();
+                        // update asked): take them, and claim again at once,
+                        // unless they could not be taken (then not in a
+                        // loop).
                         shared.refresh_settings(resp.settings_version.as_deref()).await;
+                        if resp.settings_version.as_deref() == Some(lock(&shared.settings).version.as_str()) {
+                            backoff.reset();
+                        } else {
+                            claim_delay = Some(backoff.next_delay());
+                        }
                     }
                     Ok(resp) if resp.jobs.is_empty() && held < claim_wait / 2 => {
                         // Nothing, and early: the server did not hold the

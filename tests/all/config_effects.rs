@@ -910,25 +910,37 @@ kubernetes_secret_namespace = "app"
             .unwrap_or_else(|| panic!("no step {name}: {w:#?}"))
     };
     assert!(at("apply sandbox") < at("action announce"));
-    assert!(at("action announce") < at("sync secrets"));
-    assert!(at("sync secrets") < at("action check"));
+    assert!(at("action announce") < at("sync kubernetes secrets"));
+    assert!(at("sync kubernetes secrets") < at("action check"));
     assert!(at("action check") < at("apply cluster"));
     assert!(at("apply cluster") < at("apply web"));
     let b64 = |v: &str| base64::engine::general_purpose::STANDARD.encode(v);
     let rec = std::fs::read_to_string(&kubectl_record).unwrap();
     let manifest = rec
         .lines()
-        .find(|l| l.starts_with("MANIFEST") && l.contains("kind: Secret"))
+        .find(|l| l.starts_with("MANIFEST") && l.contains(r#""kind":"Secret""#))
         .unwrap_or_else(|| panic!("no Secret applied: {rec}"));
     for part in [
-        "name: api   namespace: app ".to_owned(),
-        "name: api   namespace: demo ".to_owned(),
-        "name: db   namespace: app ".to_owned(),
-        format!("api-key: \"{}\"", b64("first-key")),
-        format!("value: \"{}\"", b64("hunter2")),
+        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"app"}}"#.to_owned(),
+        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"demo"}}"#.to_owned(),
+        r#""name":"api","namespace":"app""#.to_owned(),
+        r#""name":"api","namespace":"demo""#.to_owned(),
+        r#""name":"db","namespace":"app""#.to_owned(),
+        format!(r#""api-key":"{}""#, b64("first-key")),
+        format!(r#""value":"{}""#, b64("hunter2")),
     ] {
         assert!(manifest.contains(&part), "{part} in {manifest}");
     }
+    // What the API shows of the job hides the values, base64 too.
+    let sync = step(&w, "sync kubernetes secrets");
+    let job = rt()
+        .block_on(c.get_job(sync.job_id.as_ref().expect("the sync's job")))
+        .unwrap();
+    let shown = serde_json::to_string(&job.payload).unwrap();
+    assert!(
+        !shown.contains(&b64("hunter2")) && !shown.contains(&b64("first-key")),
+        "{shown}"
+    );
     assert!(
         rec.lines()
             .any(|l| l.starts_with("ARGS apply --server-side --field-manager=nuon")),
@@ -979,16 +991,16 @@ kubernetes_secret_namespace = "app"
     let names: Vec<&str> = w.steps.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
         names,
-        ["action announce", "sync secrets", "action check"],
+        ["action announce", "sync kubernetes secrets", "action check"],
         "{w:#?}"
     );
     let rec = std::fs::read_to_string(&kubectl_record).unwrap();
     let last = rec
         .lines()
-        .rfind(|l| l.starts_with("MANIFEST") && l.contains("kind: Secret"))
+        .rfind(|l| l.starts_with("MANIFEST") && l.contains(r#""kind":"Secret""#))
         .unwrap();
     assert!(
-        last.contains(&format!("api-key: \"{}\"", b64("second-key"))),
+        last.contains(&format!(r#""api-key":"{}""#, b64("second-key"))),
         "{last}"
     );
 }

@@ -83,7 +83,10 @@ impl Engine {
         };
         if step.kind == StepKind::SecretsSync {
             let open = render::unseal(&self.secrets, &cx.install)?;
-            let sync = secrets_job(cx, &values()?, &open.secrets)?;
+            let (sync, encoded) = secrets_job(cx, &values()?, &open.secrets)?;
+            // The values reach the job base64: hidden as they are.
+            let mut job = job;
+            job.redact.extend(encoded);
             return job.make(&sync, Duration::from_secs(600), None);
         }
         if step.kind == StepKind::Action {
@@ -623,25 +626,42 @@ fn kubeconfig_of(
 }
 
 /// The secrets sync: every Kubernetes Secret the config's secrets are
-/// synced to, each key holding its secret's value (base64 as Kubernetes
-/// keeps `data`; a `format = "base64"` value is that already), applied
-/// server-side to the sandbox's cluster.
+/// synced to (with its namespace), each key holding its secret's value
+/// (base64 as Kubernetes keeps `data`; a `format = "base64"` value is
+/// decoded and encoded again, so only base64 reaches the manifest),
+/// applied server-side to the sandbox's cluster. The objects are written
+/// as JSON documents (which YAML reads), so no value can add to them.
+/// Also the encoded values, for the job's redactions.
 fn secrets_job(
     cx: &Ctx,
     ctx: &RenderContext,
     values: &BTreeMap<String, String>,
-) -> std::result::Result<KubernetesJob, String> {
+) -> std::result::Result<(KubernetesJob, Vec<String>), String> {
     use base64::Engine as _;
-    let mut objects: BTreeMap<(String, String), BTreeMap<String, String>> = BTreeMap::new();
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let mut objects: BTreeMap<(String, String), serde_json::Map<String, Value>> = BTreeMap::new();
+    let mut encoded = Vec::new();
     for s in &cx.config.secrets {
+        if s.kubernetes.is_empty() {
+            continue;
+        }
         // A secret the install gave no value is written empty, as the
         // key its readers expect.
         let value = values.get(&s.name).map(String::as_str).unwrap_or("");
         let data = if s.format.as_deref() == Some("base64") {
-            value.to_owned()
+            let bytes = b64.decode(value.trim()).map_err(|_| {
+                format!(
+                    "secret {} has format = \"base64\" and its value on this install is not base64: set it again (`nuon installs secrets set`)",
+                    s.name
+                )
+            })?;
+            b64.encode(bytes)
         } else {
-            base64::engine::general_purpose::STANDARD.encode(value)
+            b64.encode(value)
         };
+        if !value.is_empty() {
+            encoded.push(data.clone());
+        }
         for t in &s.kubernetes {
             let who = format!("secret {} kubernetes sync", s.name);
             let name = render_text(&t.name, ctx, &format!("{who} name"))?;
@@ -656,39 +676,52 @@ fn secrets_job(
             }
             for ns in &t.namespaces {
                 let ns = render_text(ns, ctx, &format!("{who} namespace"))?;
-                if !nuon_core::app::kubernetes_name_ok(&ns) || ns.contains('.') {
+                if !nuon_core::app::kubernetes_namespace_ok(&ns) {
                     return Err(format!("{who}: {ns:?} is not a Kubernetes namespace"));
                 }
                 objects
                     .entry((ns, name.clone()))
                     .or_default()
-                    .insert(key.clone(), data.clone());
+                    .insert(key.clone(), Value::String(data.clone()));
             }
         }
     }
-    let manifest = objects
+    let namespaces: std::collections::BTreeSet<&String> =
+        objects.keys().map(|(ns, _)| ns).collect();
+    // The namespaces first (applied server-side, an existing one is left
+    // as it is but for nothing), then the Secrets.
+    let docs = namespaces
         .iter()
-        .map(|((ns, name), data)| {
-            let mut doc = format!(
-                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels:\n    app.kubernetes.io/managed-by: nuon\ntype: Opaque\ndata:\n"
-            );
-            for (k, v) in data {
-                doc.push_str(&format!("  {k}: \"{v}\"\n"));
-            }
-            doc
+        .map(|ns| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         })
+        .chain(objects.iter().map(|((ns, name), data)| {
+            serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": {"app.kubernetes.io/managed-by": "nuon"},
+                },
+                "type": "Opaque",
+                "data": data,
+            })
+        }))
+        .map(|d| format!("{d}\n"))
         .collect::<Vec<_>>()
         .join("---\n");
-    Ok(KubernetesJob {
+    let job = KubernetesJob {
         action: HelmAction::Apply,
         component: "secrets".into(),
-        manifest: Some(manifest),
+        manifest: Some(docs),
         kustomize: None,
         namespace: None,
         kubeconfig: kubeconfig_of(cx, ctx, None)?,
         applied: Vec::new(),
         policies: Vec::new(),
-    })
+    };
+    Ok((job, encoded))
 }
 
 /// The `wasm` component a step targets, if it targets one.

@@ -321,7 +321,10 @@ pub(crate) fn skipped_by_denial(
         Denial::Fail => return later().map(|s| s.index).collect(),
         Denial::SkipCurrent => {
             return later()
-                .filter(|s| s.target == denied.target && s.kind != StepKind::Action)
+                .filter(|s| {
+                    s.target == denied.target
+                        && !matches!(s.kind, StepKind::Action | StepKind::SecretsSync)
+                })
                 .map(|s| s.index)
                 .collect();
         }
@@ -899,6 +902,18 @@ mod tests {
                 "{what}"
             );
         }
+        // Skipping the sandbox's apply skips its plan's kin, not the
+        // secrets sync (no target either) nor the components after it.
+        let sandbox = vec![
+            step(0, K::SandboxPlan, None, S::Succeeded),
+            step(1, K::SandboxApply, None, S::WaitingApproval),
+            step(2, K::SecretsSync, None, S::Pending),
+            step(3, K::Plan, Some("db"), S::Pending),
+        ];
+        assert_eq!(
+            skipped_by_denial(&config, &sandbox, &sandbox[1], D::SkipCurrent),
+            Vec::<u32>::new()
+        );
         // A re-plan of the waiting apply runs its plan, then asks again.
         assert_eq!(replan(&steps, &steps[1]).unwrap(), [0, 1]);
         assert_eq!(replan(&steps, &steps[0]).unwrap_err().code(), "not_a_plan");

@@ -1044,7 +1044,10 @@ fn kubernetes_targets(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Vec<Kubern
                 "a kubernetes_sync_targets entry needs namespaces = [\"...\"] (at least one)",
             ));
         }
-        for n in namespaces.iter().chain(&name) {
+        for n in &namespaces {
+            check_namespace(t.file, d, n);
+        }
+        if let Some(n) = &name {
             check_kubernetes_name(t.file, d, n);
         }
         if let Some(k) = &key {
@@ -1073,7 +1076,7 @@ fn kubernetes_targets(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Vec<Kubern
     }
     match (namespace, secret_name) {
         (Some(ns), Some(name)) => {
-            check_kubernetes_name(r.file, d, &ns);
+            check_namespace(r.file, d, &ns);
             check_kubernetes_name(r.file, d, &name);
             out.push(KubernetesSecretTarget {
                 namespaces: vec![ns.text],
@@ -1109,6 +1112,20 @@ fn check_kubernetes_name(file: &SourceFile, d: &mut Diagnostics, n: &Located) {
             &n.span,
             format!(
                 "{:?} is not a Kubernetes name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (at most 253)",
+                n.text
+            ),
+        ));
+    }
+}
+
+/// A Kubernetes namespace, unless it is a template (checked once
+/// rendered).
+fn check_namespace(file: &SourceFile, d: &mut Diagnostics, n: &Located) {
+    if !n.text.contains("{{") && !crate::app::kubernetes_namespace_ok(&n.text) {
+        d.push(file.at(
+            &n.span,
+            format!(
+                "{:?} is not a Kubernetes namespace: lowercase letters, digits and '-', starting and ending with a letter or digit (at most 63)",
                 n.text
             ),
         ));

@@ -744,6 +744,13 @@ pub fn kubernetes_name_ok(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
 }
 
+/// Whether `s` is a Kubernetes namespace (RFC 1123 label): lowercase
+/// letters, digits and `-`, starting and ending with a letter or digit,
+/// at most 63 bytes.
+pub fn kubernetes_namespace_ok(s: &str) -> bool {
+    s.len() <= 63 && !s.contains('.') && kubernetes_name_ok(s)
+}
+
 /// Whether `s` is a key of a Kubernetes Secret's data.
 pub fn secret_key_ok(s: &str) -> bool {
     !s.is_empty()

@@ -801,12 +801,13 @@ pub(crate) fn load(
                     let name = i["name"].as_str().unwrap_or_default();
                     let valid = !name.is_empty()
                         && !name.starts_with(|c: char| c.is_ascii_digit())
-                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        && !name.starts_with("NUON_");
                     if !valid {
                         let at = r.file.text.find(&format!("{name:?}")).unwrap_or(0);
                         d.push(r.file.diag(
                             at,
-                            format!("runbook input {name:?} is not a valid environment variable name (letters, digits and _, not starting with a digit): its actions get it as one"),
+                            format!("runbook input {name:?} is not a valid environment variable name of its own (letters, digits and _, not starting with a digit or NUON_): its actions get it as one"),
                         ));
                     }
                 }

@@ -31,11 +31,19 @@ pub fn operation(wf: WorkflowKind, step: StepKind) -> &'static str {
             }
         }
         StepKind::DestroyPlan | StepKind::Destroy => "teardown",
+        // The secrets go into the sandbox's cluster with the operation
+        // that runs them: provision, reprovision, or an inputs update.
+        StepKind::SecretsSync => match wf {
+            WorkflowKind::Provision => "provision",
+            WorkflowKind::Reprovision => "reprovision",
+            _ => "deploy",
+        },
         _ => "deploy",
     }
 }
 
-/// The principal of a step: `nuon::sandbox`, `nuon::component:NAME` or
+/// The principal of a step: `nuon::sandbox` (the sandbox's steps, and the
+/// secrets sync into its cluster), `nuon::component:NAME` or
 /// `nuon::action:NAME`.
 pub fn principal(step: StepKind, target: Option<&str>) -> String {
     let t = target.unwrap_or_default();
@@ -44,7 +52,8 @@ pub fn principal(step: StepKind, target: Option<&str>) -> String {
         | StepKind::SandboxPlan
         | StepKind::SandboxApply
         | StepKind::SandboxDestroyPlan
-        | StepKind::SandboxDestroy => "nuon::sandbox".into(),
+        | StepKind::SandboxDestroy
+        | StepKind::SecretsSync => "nuon::sandbox".into(),
         StepKind::Action => format!("nuon::action:{t}"),
         _ => format!("nuon::component:{t}"),
     }
@@ -232,6 +241,17 @@ mod tests {
             name(W::Deprovision, SandboxDestroy, "sandbox").as_deref(),
             Some("d")
         );
+        // The secrets sync is the sandbox's: provision's role in a
+        // provision, maintenance's in an inputs update, never a rule of
+        // `nuon::component:*`.
+        assert_eq!(principal(SecretsSync, None), "nuon::sandbox");
+        let sync = |wf| {
+            role_for(&config(), wf, SecretsSync, None)
+                .unwrap()
+                .map(|c| c.name)
+        };
+        assert_eq!(sync(W::Provision).as_deref(), Some("p"));
+        assert_eq!(sync(W::Deploy).as_deref(), Some("m"));
         let bg = role_for(&config(), W::Deploy, Plan, Some("web"))
             .unwrap()
             .unwrap();
