@@ -97,7 +97,20 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     let Some(b) = Chrome::start() else { return };
     let cp = ControlPlane::start("5s").unwrap();
     let base = cp.control_url.clone();
-    let m = Manual::start_on(cp, &FILES, None, |_| {}, &["--approval", "prompt"]);
+    // The approvals app, with an action and a runbook run from the page
+    // with their inputs.
+    let mut files = FILES.to_vec();
+    files.extend([
+        (
+            "actions/greet.toml",
+            "name = \"greet\"\ntimeout = \"1m\"\n\n[[inputs]]\nname = \"WHO\"\nrequired = true\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo \\\"hello $WHO\\\"\"\n",
+        ),
+        (
+            "runbooks/hello.toml",
+            "name = \"hello\"\ndescription = \"Says hello\"\n\n[[input]]\nname = \"WHO\"\nrequired = true\n\n[[steps]]\nname = \"greet\"\ntype = \"action\"\naction_name = \"greet\"\n",
+        ),
+    ]);
+    let m = Manual::start_on(cp, &files, None, |_| {}, &["--approval", "prompt"]);
     // Another app with an install whose input carries hostile text.
     let hello = nuon_tests::manifest_dir().join("../examples/apps/hello");
     ok(m.cp.nuon(&["apps", "create", "hello"]));
@@ -652,6 +665,33 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     let ended = wait_workflow(&m.cp.client(), &drift, |w| !w.status.is_active());
     assert_eq!(ended.kind, nuon_core::workflow::WorkflowKind::Drift);
     assert_eq!(ended.component.as_deref(), Some("db"));
+    // A runbook run from the page with its input, which reaches its
+    // action; the confirmation names them.
+    b.goto(&format!("{base}/installs/{demo_id}"));
+    b.type_into("#start-runbook-inputs", "WHO=the page");
+    b.click("form:has(#start-runbook) button");
+    b.wait_until("the runbook's confirmation", Duration::from_secs(10), |b| {
+        b.text("h1") == "Start runbook hello with WHO=the page on demo?"
+    });
+    b.click("form[action$='/workflows'] button");
+    b.wait_until("the runbook's page", Duration::from_secs(10), |b| {
+        b.url().contains("/workflows/")
+    });
+    let run = b.url().rsplit('/').next().unwrap().to_owned();
+    let ended = wait_workflow(&m.cp.client(), &run, |w| !w.status.is_active());
+    assert_eq!(ended.kind, nuon_core::workflow::WorkflowKind::Runbook);
+    assert_eq!(ended.status, "succeeded", "{ended:#?}");
+    assert_eq!(ended.inputs["WHO"], "the page");
+    // An action whose required input is missing is refused, saying so.
+    b.goto(&format!("{base}/installs/{demo_id}"));
+    b.click("form:has(#start-action) button");
+    b.wait_until("the action's confirmation", Duration::from_secs(10), |b| {
+        b.text("h1") == "Start action greet on demo?"
+    });
+    b.click("form[action$='/workflows'] button");
+    b.wait_until("the refusal", Duration::from_secs(10), |b| {
+        b.text("body").contains("needs input \"WHO\"")
+    });
     // Recorded as the API records it, under the person's operation.
     let audit = ok(m.cp.nuon(&["--json", "audit", "list"]));
     assert!(

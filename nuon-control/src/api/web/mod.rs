@@ -1011,20 +1011,52 @@ async fn workflow_start(
     };
     let given = |name: &str| field(&fields, name).filter(|v| !v.is_empty());
     let mut req = serde_json::json!({ "kind": given("kind").unwrap_or_default() });
-    for name in ["component", "action"] {
+    for name in ["component", "action", "runbook"] {
         if let Some(v) = given(name) {
             req[name] = serde_json::Value::String(v.to_owned());
         }
+    }
+    // Run-time inputs of an action or a runbook: `NAME=VALUE`, separated
+    // by commas or lines.
+    if let Some(text) = given("inputs") {
+        let mut inputs = serde_json::Map::new();
+        for item in text
+            .split([',', '\n'])
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        {
+            match item.split_once('=') {
+                Some((k, v)) if !k.trim().is_empty() => {
+                    inputs.insert(
+                        k.trim().to_owned(),
+                        serde_json::Value::String(v.trim().to_owned()),
+                    );
+                }
+                _ => {
+                    return error_page(Error::bad_request(format!(
+                        "inputs: {item:?} is not NAME=VALUE (give them as NAME=VALUE, separated by commas)"
+                    )));
+                }
+            }
+        }
+        req["inputs"] = serde_json::Value::Object(inputs);
     }
     let req: nuon_core::wire::CreateWorkflow = match serde_json::from_value(req) {
         Ok(r) => r,
         Err(e) => return error_page(Error::bad_request(format!("the workflow asked for: {e}"))),
     };
     let kind = format!("{:?}", req.kind).to_lowercase();
-    let what = match (&req.action, &req.component) {
-        (Some(a), _) => format!("action {a}"),
-        (None, Some(c)) => format!("{kind} of {c}"),
-        (None, None) => kind.clone(),
+    let what = match (&req.action, &req.runbook, &req.component) {
+        (Some(a), _, _) => format!("action {a}"),
+        (None, Some(r), _) => format!("runbook {r}"),
+        (None, None, Some(c)) => format!("{kind} of {c}"),
+        (None, None, None) => kind.clone(),
+    };
+    let what = if req.inputs.is_empty() {
+        what
+    } else {
+        let given: Vec<String> = req.inputs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("{what} with {}", given.join(", "))
     };
     let at = format!("/installs/{}", install.id);
     if field(&fields, "confirm") != Some("yes") {
@@ -1034,7 +1066,12 @@ async fn workflow_start(
         };
         let hidden: Vec<(String, String)> = fields
             .iter()
-            .filter(|(k, _)| matches!(k.as_str(), "kind" | "component" | "action"))
+            .filter(|(k, _)| {
+                matches!(
+                    k.as_str(),
+                    "kind" | "component" | "action" | "runbook" | "inputs"
+                )
+            })
             .cloned()
             .collect();
         let destroys = matches!(req.kind, nuon_core::workflow::WorkflowKind::Teardown);

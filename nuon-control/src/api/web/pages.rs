@@ -530,7 +530,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                     input type="hidden" name="csrf" value=(web.csrf);
                     label for="start-kind" { "Start" }
                     select id="start-kind" name="kind" {
-                        option value="deployer" { "deployer" }
+                        option value="deploy" { "deploy" }
                         option value="provision" { "provision" }
                         option value="reprovision" { "reprovision" }
                         option value="drift" { "drift check" }
@@ -551,6 +551,21 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                         select id="start-action" name="action" {
                             @for a in &manual { option value=(a) { (a) } }
                         }
+                        label for="start-action-inputs" { "with inputs" }
+                        input id="start-action-inputs" name="inputs" placeholder="NAME=VALUE, …";
+                        button type="submit" { "Run…" }
+                    }
+                }
+                @if !latest.config.runbooks.is_empty() {
+                    form.search method="post" action={ "/installs/" (info.id) "/workflows" } {
+                        input type="hidden" name="csrf" value=(web.csrf);
+                        input type="hidden" name="kind" value="runbook";
+                        label for="start-runbook" { "Run runbook" }
+                        select id="start-runbook" name="runbook" {
+                            @for r in &latest.config.runbooks { option value=(r.name) { (r.name) } }
+                        }
+                        label for="start-runbook-inputs" { "with inputs" }
+                        input id="start-runbook-inputs" name="inputs" placeholder="NAME=VALUE, …";
                         button type="submit" { "Run…" }
                     }
                 }
