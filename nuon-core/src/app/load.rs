@@ -1751,11 +1751,11 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
             ("telemetry", "this platform sends no telemetry"),
             (
                 "component_toggles",
-                "turning components on and off per install is not available yet",
+                "installs are made with `nuon installs create`, which starts every toggleable component as its default_enabled says; turn one off with `nuon installs components disable INSTALL COMPONENT`",
             ),
             (
                 "components",
-                "per-install Helm values and Terraform variables are not applied yet",
+                "per-install Helm values and Terraform variables are not read from installs/ files; give the values as the install's inputs",
             ),
             (
                 "app_branch",
