@@ -530,6 +530,10 @@ pub struct KubernetesJob {
     /// `warn` is kept with it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<crate::policy::PolicySource>,
+    /// Objects of other namespaces deleted after an apply
+    /// (`NAMESPACE/kind/name`): what a secrets sync no longer writes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delete_namespaced: Vec<String>,
 }
 
 /// A kustomization of a `kubernetes_manifest` job.

@@ -1818,6 +1818,11 @@ pub struct InstallOutputs {
     /// read them as `.nuon.install_stack.outputs.KEY`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub install_stack: BTreeMap<String, String>,
+    /// The Kubernetes Secrets the last secrets sync wrote
+    /// (`NAMESPACE/NAME`): what the next one deletes when the config no
+    /// longer syncs them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kubernetes_secrets: Vec<String>,
 }
 
 impl InstallOutputs {

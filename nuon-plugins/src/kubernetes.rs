@@ -10,8 +10,10 @@
 //!   adds, changes and the objects the last apply made that are no longer
 //!   rendered (destroys);
 //! - apply: `kubectl apply --server-side --force-conflicts -o name`, then
-//!   `kubectl delete` of what the component no longer renders (pruning);
-//!   the objects applied are the component's output `objects`;
+//!   `kubectl delete` of what the component no longer renders (pruning),
+//!   and of the objects the job names with their namespaces (what a
+//!   secrets sync no longer writes); the objects applied are the
+//!   component's output `objects`;
 //! - destroy plan and destroy: what the last apply made, and `kubectl
 //!   delete --ignore-not-found` of it.
 //!
@@ -276,7 +278,7 @@ impl Plugin for KubernetesPlugin {
                 }
                 let now: BTreeSet<String> =
                     names_in(&work.join("applied.txt")).into_iter().collect();
-                let gone: Vec<String> = applied.difference(&now).cloned().collect();
+                let mut gone: Vec<String> = applied.difference(&now).cloned().collect();
                 if !gone.is_empty() {
                     let args = [
                         vec!["delete".to_owned(), "--ignore-not-found".to_owned()],
@@ -287,6 +289,26 @@ impl Plugin for KubernetesPlugin {
                     match run(host, &bin, &env, &args, None).await? {
                         ProcessExit::Exited(0) => {}
                         other => return Ok(failed("kubectl delete (pruning)", other)),
+                    }
+                }
+                // Objects named with their namespace, each deleted there.
+                for o in &job.delete_namespaced {
+                    let Some((namespace, object)) = o.split_once('/') else {
+                        continue;
+                    };
+                    let args = [
+                        "delete",
+                        "--ignore-not-found",
+                        "--namespace",
+                        namespace,
+                        object,
+                    ]
+                    .map(str::to_owned);
+                    match run(host, &bin, &env, &args, None).await? {
+                        ProcessExit::Exited(0) => gone.push(o.clone()),
+                        other => {
+                            return Ok(failed("kubectl delete (no longer synced)", other));
+                        }
                     }
                 }
                 Ok(ok(json!({

@@ -1003,4 +1003,36 @@ kubernetes_secret_namespace = "app"
         last.contains(&format!(r#""api-key":"{}""#, b64("second-key"))),
         "{last}"
     );
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(
+        outputs.kubernetes_secrets,
+        ["app/api", "app/db", "demo/api"],
+        "{outputs:?}"
+    );
+    // A config that no longer syncs db_password: the next sync deletes
+    // its Secret, in its namespace.
+    let app = m.dir.path().join("app");
+    let fewer = secrets.replace(
+        "kubernetes_sync = true\nkubernetes_secret_name = \"db\"\nkubernetes_secret_namespace = \"app\"\n",
+        "",
+    );
+    assert_ne!(fewer, secrets);
+    std::fs::write(app.join("secrets.toml"), fewer).unwrap();
+    ok(m.cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+    ok(m.cp.nuon(&["builds", "create", "--app", "app", "--wait"]));
+    let w = run_workflow(&c, WorkflowKind::Reprovision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let rec = std::fs::read_to_string(&kubectl_record).unwrap();
+    assert!(
+        rec.lines()
+            .any(|l| l == "ARGS delete --ignore-not-found --namespace app secret/db"),
+        "{rec}"
+    );
+    let last = rec
+        .lines()
+        .rfind(|l| l.starts_with("MANIFEST") && l.contains(r#""kind":"Secret""#))
+        .unwrap();
+    assert!(!last.contains(r#""name":"db""#), "{last}");
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.kubernetes_secrets, ["app/api", "demo/api"]);
 }

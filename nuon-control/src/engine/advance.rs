@@ -446,6 +446,28 @@ impl Engine {
                 self.keep_plugin_state(cx, &name, &kept).await?;
             }
         }
+        // The Secrets a secrets sync wrote: what the next one deletes when
+        // the config no longer syncs them.
+        if step.kind == StepKind::SecretsSync {
+            // Rendered as the dispatch did; should that fail now (a value
+            // changed meanwhile), the list stays as it was.
+            let written =
+                render::render_context(&self.secrets, &cx.org, &cx.install, &cx.app_name, false)
+                    .and_then(|ctx| super::dispatch::secret_objects(cx, &ctx, &Default::default()));
+            match written {
+                Ok((objects, _)) => {
+                    let mut all = self.current_outputs(cx).await?;
+                    all.kubernetes_secrets = objects
+                        .keys()
+                        .map(|(ns, name)| format!("{ns}/{name}"))
+                        .collect();
+                    self.store_outputs(cx, &all).await?;
+                }
+                Err(e) => {
+                    tracing::warn!(workflow = %cx.wf.id, error = %e, "cannot list the Secrets the sync wrote");
+                }
+            }
+        }
         // An image is deployed by its sync: its place in the install's
         // registry is the component's output.
         let image = step.kind == StepKind::Sync

@@ -83,7 +83,8 @@ impl Engine {
         };
         if step.kind == StepKind::SecretsSync {
             let open = render::unseal(&self.secrets, &cx.install)?;
-            let (sync, encoded) = secrets_job(cx, &values()?, &open.secrets)?;
+            let before = render::outputs_of(&self.secrets, &cx.install)?.kubernetes_secrets;
+            let (sync, encoded) = secrets_job(cx, &values()?, &open.secrets, &before)?;
             // The values reach the job base64: hidden as they are.
             let mut job = job;
             job.redact.extend(encoded);
@@ -575,6 +576,7 @@ fn kubernetes_job(
         kubeconfig: kubeconfig_of(cx, ctx, c.kubernetes_context.as_deref())?,
         applied,
         policies: plan_policies(cx, step),
+        delete_namespaced: Vec::new(),
     })
 }
 
@@ -636,7 +638,70 @@ fn secrets_job(
     cx: &Ctx,
     ctx: &RenderContext,
     values: &BTreeMap<String, String>,
+    synced_before: &[String],
 ) -> std::result::Result<(KubernetesJob, Vec<String>), String> {
+    let (objects, encoded) = secret_objects(cx, ctx, values)?;
+    let namespaces: std::collections::BTreeSet<&String> =
+        objects.keys().map(|(ns, _)| ns).collect();
+    // The namespaces first (applied server-side, an existing one is left
+    // as it is but for nothing), then the Secrets.
+    let docs = namespaces
+        .iter()
+        .map(|ns| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        })
+        .chain(objects.iter().map(|((ns, name), data)| {
+            serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": {"app.kubernetes.io/managed-by": "nuon"},
+                },
+                "type": "Opaque",
+                "data": data,
+            })
+        }))
+        .map(|d| format!("{d}\n"))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    // What the last sync wrote and this one does not.
+    let now: std::collections::BTreeSet<String> = objects
+        .keys()
+        .map(|(ns, name)| format!("{ns}/{name}"))
+        .collect();
+    let delete_namespaced = synced_before
+        .iter()
+        .filter(|o| !now.contains(*o))
+        .filter_map(|o| o.split_once('/'))
+        .map(|(ns, name)| format!("{ns}/secret/{name}"))
+        .collect();
+    let job = KubernetesJob {
+        action: HelmAction::Apply,
+        component: "secrets".into(),
+        manifest: Some(docs),
+        kustomize: None,
+        namespace: None,
+        kubeconfig: kubeconfig_of(cx, ctx, None)?,
+        applied: Vec::new(),
+        policies: Vec::new(),
+        delete_namespaced,
+    };
+    Ok((job, encoded))
+}
+
+/// The Secrets the config's secrets are synced to on this install, by
+/// namespace and name, with their data.
+pub(super) type SecretObjects = BTreeMap<(String, String), serde_json::Map<String, Value>>;
+
+/// [`SecretObjects`] of the install's `values` (rendered with `ctx`), and
+/// the encoded values.
+pub(super) fn secret_objects(
+    cx: &Ctx,
+    ctx: &RenderContext,
+    values: &BTreeMap<String, String>,
+) -> std::result::Result<(SecretObjects, Vec<String>), String> {
     use base64::Engine as _;
     let b64 = &base64::engine::general_purpose::STANDARD;
     let mut objects: BTreeMap<(String, String), serde_json::Map<String, Value>> = BTreeMap::new();
@@ -686,42 +751,7 @@ fn secrets_job(
             }
         }
     }
-    let namespaces: std::collections::BTreeSet<&String> =
-        objects.keys().map(|(ns, _)| ns).collect();
-    // The namespaces first (applied server-side, an existing one is left
-    // as it is but for nothing), then the Secrets.
-    let docs = namespaces
-        .iter()
-        .map(|ns| {
-            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        })
-        .chain(objects.iter().map(|((ns, name), data)| {
-            serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {
-                    "name": name,
-                    "namespace": ns,
-                    "labels": {"app.kubernetes.io/managed-by": "nuon"},
-                },
-                "type": "Opaque",
-                "data": data,
-            })
-        }))
-        .map(|d| format!("{d}\n"))
-        .collect::<Vec<_>>()
-        .join("---\n");
-    let job = KubernetesJob {
-        action: HelmAction::Apply,
-        component: "secrets".into(),
-        manifest: Some(docs),
-        kustomize: None,
-        namespace: None,
-        kubeconfig: kubeconfig_of(cx, ctx, None)?,
-        applied: Vec::new(),
-        policies: Vec::new(),
-    };
-    Ok((job, encoded))
+    Ok((objects, encoded))
 }
 
 /// The `wasm` component a step targets, if it targets one.
