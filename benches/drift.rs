@@ -208,6 +208,7 @@ fn main() -> Result<()> {
                         secrets: Default::default(),
                         approval: None,
                         labels: Default::default(),
+                        components: Default::default(),
                     })
                     .await?;
                 anyhow::Ok(created.runner_token)

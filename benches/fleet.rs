@@ -614,6 +614,7 @@ async fn make_installs(
                     secrets: Default::default(),
                     approval: None,
                     labels: [("tier".to_owned(), "prod".to_owned())].into(),
+                    components: Default::default(),
                 })
                 .await?;
             anyhow::Ok((name, created.runner_token))

@@ -1324,6 +1324,11 @@ pub struct CreateInstall {
     /// Its labels (`tier = "prod"`), which groups and rollouts select by.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Whether each named toggleable component starts on (Nuon's
+    /// `[component_toggles]`); the others start as their
+    /// `default_enabled` says.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub components: BTreeMap<String, bool>,
 }
 
 /// Change an install's labels: `set` adds or replaces, `remove` removes

@@ -528,3 +528,109 @@ fn api<T: serde::Serialize>(
 ) -> serde_json::Value {
     serde_json::to_value(rt().block_on(call).unwrap()).unwrap()
 }
+
+/// `nuon installs create --component NAME=off` (Nuon's
+/// `[component_toggles]`): the install starts with that toggleable
+/// component off; a component that is not toggleable is refused, naming
+/// those that are. `installs/NAME.toml`'s `[component_toggles]` is checked
+/// the same way at validate.
+#[test]
+fn an_install_starts_with_the_toggleable_components_it_names_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let component = |name: &str, extra: &str| {
+        format!(
+            "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./tf\"\n{extra}"
+        )
+    };
+    write(dir.path(), "metadata.toml", "version = \"v2\"\n");
+    write(
+        dir.path(),
+        "tf/main.tf",
+        "output \"ok\" {\n  value = true\n}\n",
+    );
+    write(
+        dir.path(),
+        "components/metrics.toml",
+        &component("metrics", "toggleable = true\n"),
+    );
+    write(dir.path(), "components/web.toml", &component("web", ""));
+    write(
+        dir.path(),
+        "installs/edge.toml",
+        "name = \"edge\"\n\n[component_toggles]\nmetrics = false\nweb = false\nnope = true\n",
+    );
+    let out = validate(dir.path(), false);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(65), "{said}");
+    assert!(
+        said.contains(
+            "installs/edge.toml:5:1: component_toggles: component \"web\" is not toggleable"
+        ) && said.contains("installs/edge.toml:6:1: unknown component \"nope\""),
+        "{said}"
+    );
+    write(
+        dir.path(),
+        "installs/edge.toml",
+        "name = \"edge\"\n\n[component_toggles]\nmetrics = false\n",
+    );
+    let out = validate(dir.path(), false);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let cp = nuon_tests::ControlPlane::start("10s").unwrap();
+    ok(&cp.nuon(&["apps", "create", "toggles"]));
+    ok(&cp.nuon(&[
+        "apps",
+        "sync",
+        dir.path().to_str().unwrap(),
+        "--app",
+        "toggles",
+    ]));
+    let out = cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "toggles",
+        "--name",
+        "edge",
+        "--component",
+        "web=off",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("component \"web\" is not toggleable (toggleable: metrics;"),
+        "{stderr}"
+    );
+    ok(&cp.nuon(&[
+        "--json",
+        "installs",
+        "create",
+        "--app",
+        "toggles",
+        "--name",
+        "edge",
+        "--component",
+        "metrics=off",
+    ]));
+    let list = ok(&cp.nuon(&["--json", "installs", "components", "list", "edge"]));
+    let enabled = |name: &str| {
+        list["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {list}"))["enabled"]
+            .clone()
+    };
+    assert_eq!(enabled("metrics"), false);
+    assert_eq!(enabled("web"), true);
+}

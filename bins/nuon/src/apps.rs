@@ -82,6 +82,10 @@ pub(crate) enum InstallsCommand {
         /// A label (repeatable), which groups and rollouts select by.
         #[arg(long = "label", value_name = "KEY=VALUE", value_parser = nuon_core::labels::parse_label)]
         labels: Vec<(String, String)>,
+        /// Start a toggleable component on or off (repeatable; the others
+        /// as their default_enabled says), as `[component_toggles]` does.
+        #[arg(long = "component", value_name = "NAME=on|off", value_parser = parse_toggle)]
+        components: Vec<(String, bool)>,
     },
     /// Set (KEY=VALUE) or remove (KEY-) labels of an install.
     Label(crate::groups::LabelArgs),
@@ -686,6 +690,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             secret_files,
             approval,
             labels,
+            components,
         } => {
             let mut all: BTreeMap<String, String> = secrets.iter().cloned().collect();
             for (secret, path) in secret_files {
@@ -699,6 +704,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                     secrets: all,
                     approval: Some(approval.clone()),
                     labels: labels.iter().cloned().collect(),
+                    components: components.iter().cloned().collect(),
                 })
                 .await?;
             if g.json {
@@ -1132,4 +1138,17 @@ pub(crate) async fn workflows(g: &Global, command: &WorkflowsCommand) -> Result<
         }
     }
     Ok(0)
+}
+
+/// `NAME=on` or `NAME=off` (`true`/`false` too).
+fn parse_toggle(s: &str) -> Result<(String, bool), String> {
+    let (name, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=on or NAME=off"))?;
+    let on = match v {
+        "on" | "true" => true,
+        "off" | "false" => false,
+        other => return Err(format!("{other:?} is not on or off (in {s:?})")),
+    };
+    Ok((name.to_owned(), on))
 }

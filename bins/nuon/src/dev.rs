@@ -327,6 +327,9 @@ async fn run_children(
                 secrets,
                 approval: Some(approval),
                 labels: decl.map(|d| d.labels.clone()).unwrap_or_default(),
+                components: decl
+                    .map(|d| d.component_toggles.clone())
+                    .unwrap_or_default(),
             })
             .await?;
     }

@@ -643,6 +643,26 @@ async fn create_install(
             ));
         }
     }
+    // Only a toggleable component may start off (or be named on).
+    let toggleable: Vec<&str> = config
+        .components
+        .iter()
+        .filter(|c| c.toggleable)
+        .map(|c| c.name.as_str())
+        .collect();
+    for name in req.components.keys() {
+        if !toggleable.contains(&name.as_str()) {
+            let known = if toggleable.is_empty() {
+                "the app has no toggleable component".to_owned()
+            } else {
+                format!("toggleable: {}", toggleable.join(", "))
+            };
+            problems.push(format!(
+                "component {name:?} is not toggleable{} ({known}; a component is with `toggleable = true`)",
+                nuon_core::app::did_you_mean(name, toggleable.iter().copied())
+            ));
+        }
+    }
     if !problems.is_empty() {
         return Err(Error::api(
             StatusCode::BAD_REQUEST,
@@ -678,6 +698,7 @@ async fn create_install(
                     .map_err(|e| internal("cannot encode secrets", e))?,
                 approval,
                 labels: req.labels.clone(),
+                toggles: req.components.clone(),
             },
         )
         .await?;

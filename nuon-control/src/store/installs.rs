@@ -27,6 +27,8 @@ pub struct NewInstall {
     pub labels: nuon_core::labels::Labels,
     /// `approve-all` or `prompt`.
     pub approval: String,
+    /// Toggleable components it starts with on or off.
+    pub toggles: std::collections::BTreeMap<String, bool>,
 }
 
 /// A stored install.
@@ -115,6 +117,12 @@ impl StackTokenRow {
             },
         }
     }
+}
+
+/// The `toggles` column of an install: a JSON object, or NULL when none
+/// was set (the same in every store).
+pub(crate) fn toggles_json(t: &std::collections::BTreeMap<String, bool>) -> Option<String> {
+    (!t.is_empty()).then(|| serde_json::to_string(t).unwrap_or_else(|_| "{}".into()))
 }
 
 impl StoredInstall {

@@ -499,6 +499,28 @@ pub(crate) fn cross_check(
     let mut install_inputs = Vec::new();
     for inst in &loaded.installs {
         let file = &files[inst.file];
+        // Only a toggleable component starts off.
+        check_refs("component", &inst.refs, &components, file, d);
+        for r in inst
+            .refs
+            .iter()
+            .filter(|r| components.contains_key(&r.text))
+        {
+            let toggleable = loaded
+                .components
+                .iter()
+                .filter_map(|c| c.value.as_ref())
+                .any(|c| c.name == r.text && c.toggleable);
+            if !toggleable {
+                d.push(file.at(
+                    &r.span,
+                    format!(
+                        "component_toggles: component {:?} is not toggleable (give it `toggleable = true`)",
+                        r.text
+                    ),
+                ));
+            }
+        }
         let mut values = BTreeMap::new();
         for (key, raw) in &inst.values {
             let Some(decl) = loaded

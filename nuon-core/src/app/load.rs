@@ -1729,6 +1729,23 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
             }
         }
     }
+    // `[component_toggles]`: whether each toggleable component starts on
+    // (checked against the components once all are read).
+    let mut component_toggles = BTreeMap::new();
+    if let Some(t) = r.table(d, "component_toggles") {
+        for (key, val) in t.entries() {
+            match val.get_ref() {
+                toml::de::DeValue::Boolean(on) => {
+                    component_toggles.insert(key.text.clone(), *on);
+                    item.refs.push(key);
+                }
+                _ => d.push(r.file.at(
+                    &val.span(),
+                    format!("component_toggles.{} must be true or false", key.text),
+                )),
+            }
+        }
+    }
     r.finish(
         d,
         &[
@@ -1750,10 +1767,6 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
             ),
             ("telemetry", "this platform sends no telemetry"),
             (
-                "component_toggles",
-                "installs are made with `nuon installs create`, which starts every toggleable component as its default_enabled says; turn one off with `nuon installs components disable INSTALL COMPONENT`",
-            ),
-            (
                 "components",
                 "per-install Helm values and Terraform variables are not read from installs/ files; give the values as the install's inputs",
             ),
@@ -1773,6 +1786,7 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
         approval_option: text(approval),
         inputs: BTreeMap::new(),
         labels,
+        component_toggles,
     });
     item.name = name;
     item

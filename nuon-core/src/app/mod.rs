@@ -1064,6 +1064,10 @@ pub struct InstallDecl {
     /// made from this file.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// `[component_toggles]`: whether each toggleable component starts on
+    /// in the install made from this file.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub component_toggles: BTreeMap<String, bool>,
 }
 
 #[cfg(test)]

@@ -28,8 +28,8 @@ impl InstallStore for PostgresStore {
             })
         })?;
         sqlx::query(
-            "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval, labels) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'created', $7, $8, $9, $10, $11)",
+            "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval, labels, toggles) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'created', $7, $8, $9, $10, $11, $12)",
         )
         .bind(new.id.as_str())
         .bind(org.as_str())
@@ -42,6 +42,7 @@ impl InstallStore for PostgresStore {
         .bind(now)
         .bind(&new.approval)
         .bind(serde_json::to_string(&new.labels).unwrap_or_else(|_| "{}".into()))
+        .bind(crate::store::installs::toggles_json(&new.toggles))
         .execute(&mut *tx)
         .await
         .map_err(|e| {
@@ -65,7 +66,7 @@ impl InstallStore for PostgresStore {
             outputs_json: None,
             created_at_ms: now,
             approval: new.approval,
-            toggles: Default::default(),
+            toggles: new.toggles,
             labels: new.labels,
             stack_outputs: None,
         })

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::store::StackRedeem;
-use crate::store::installs::StackTokenRow;
+use crate::store::installs::{StackTokenRow, toggles_json};
 
 #[async_trait]
 impl InstallStore for SqliteStore {
@@ -16,8 +16,8 @@ impl InstallStore for SqliteStore {
             )
             .map_err(|e| name_taken(e, "a runner", &new.runner_name))?;
             conn.execute(
-                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval, labels) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9, ?10, ?11)",
+                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval, labels, toggles) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
                     new.id.as_str(),
                     org.as_str(),
@@ -29,7 +29,8 @@ impl InstallStore for SqliteStore {
                     new.sealed_json,
                     now,
                     new.approval,
-                    serde_json::to_string(&new.labels).unwrap_or_else(|_| "{}".into())
+                    serde_json::to_string(&new.labels).unwrap_or_else(|_| "{}".into()),
+                    toggles_json(&new.toggles),
                 ],
             )
             .map_err(|e| name_taken(e, "an install", &new.name))?;
@@ -45,7 +46,7 @@ impl InstallStore for SqliteStore {
                 outputs_json: None,
                 created_at_ms: now,
                 approval: new.approval,
-                toggles: Default::default(),
+                toggles: new.toggles,
                 labels: new.labels,
                 stack_outputs: None,
             })

@@ -271,6 +271,7 @@ conformance! {
             inputs_json: "{}".into(),
             sealed_json: "{}".into(),
             approval: "approve-all".into(),
+            toggles: Default::default(),
             labels: [("tier".to_owned(), "prod".to_owned())].into(),
         };
         let inst = f

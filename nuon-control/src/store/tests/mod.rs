@@ -190,6 +190,7 @@ impl Fixture {
                     inputs_json: "{}".into(),
                     sealed_json: "{}".into(),
                     approval: "prompt".into(),
+                    toggles: Default::default(),
                     labels: Default::default(),
                 },
             )

@@ -103,6 +103,7 @@ conformance! {
                     inputs_json: "{}".into(),
                     sealed_json: "{}".into(),
                     approval: "prompt".into(),
+                    toggles: Default::default(),
                     labels: Default::default(),
                 },
             )
@@ -308,6 +309,31 @@ conformance! {
         let got = f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap();
         assert_eq!(got.toggles, [("web".to_string(), true)].into());
         assert!(f.store.set_install_toggle(&other, &inst.id, "db", Some(true)).await.is_err());
+        // An install may start with components off, in its creation.
+        let toggled = f
+            .store
+            .create_install(
+                &f.org,
+                NewInstall {
+                    id: InstallId::generate(),
+                    app_id: app.id.clone(),
+                    name: "toggled".into(),
+                    config_version: 1,
+                    runner_id: RunnerId::generate(),
+                    runner_name: "install-toggled".into(),
+                    runner_token_hash: "h-toggled".into(),
+                    inputs_json: "{}".into(),
+                    sealed_json: "{}".into(),
+                    approval: "prompt".into(),
+                    toggles: [("db".to_string(), false)].into(),
+                    labels: Default::default(),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(toggled.toggles, [("db".to_string(), false)].into());
+        let got = f.store.find_install(&f.org, toggled.id.as_str()).await.unwrap().unwrap();
+        assert_eq!(got.toggles, [("db".to_string(), false)].into());
 
         // The install's summary cache: stale after every change to one of
         // its workflows, saved only at the revision it was made at, and
@@ -494,6 +520,7 @@ conformance! {
             inputs_json: "{}".into(),
             sealed_json: "{}".into(),
             approval: "approve-all".into(),
+            toggles: Default::default(),
             labels: Default::default(),
         };
         let a = f.store.create_install(&f.org, install("a")).await.unwrap();
