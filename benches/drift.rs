@@ -209,6 +209,7 @@ fn main() -> Result<()> {
                         approval: None,
                         labels: Default::default(),
                         components: Default::default(),
+                        overrides: Default::default(),
                     })
                     .await?;
                 anyhow::Ok(created.runner_token)

@@ -615,6 +615,7 @@ async fn make_installs(
                     approval: None,
                     labels: [("tier".to_owned(), "prod".to_owned())].into(),
                     components: Default::default(),
+                    overrides: Default::default(),
                 })
                 .await?;
             anyhow::Ok((name, created.runner_token))

@@ -16,6 +16,7 @@ use nuon_core::wire::{
     AuditList, AuditVerification, CreateWebhook, DebugPurpose, DebugRequest, DeliveryList,
     WebhookCreated, WebhookInfo, WebhookList,
 };
+use nuon_core::wire::{ComponentOverridden, SetComponentOverride};
 use nuon_core::wire::{
     CreateGroup, CreateRelease, GroupInfo, GroupList, LabelChange, ReleaseInfo, ReleaseList,
 };
@@ -380,6 +381,21 @@ impl ControlClient {
         self.http
             .post(&path, &ToggleComponent::default(), Duration::ZERO)
             .await
+    }
+
+    /// Sets an install's own values for a component (`helm_values` for a
+    /// helm_chart, `tf_vars` for a terraform_module; both empty clears
+    /// them); with `deploy`, the component is deployed with them.
+    pub async fn set_component_override(
+        &self,
+        install: &str,
+        component: &str,
+        req: &SetComponentOverride,
+    ) -> Result<ComponentOverridden> {
+        let path = routes::with_id(routes::INSTALL_COMPONENT_OVERRIDES, &seg(install))
+            .replace("{component}", &seg(component));
+        let req = self.http.request(reqwest::Method::PUT, &path).json(req);
+        self.http.send(req).await
     }
 
     /// The outputs of an install's sandbox and components.

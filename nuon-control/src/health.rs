@@ -408,6 +408,7 @@ mod tests {
             created_at_ms: 0,
             approval: "approve-all".into(),
             toggles: Default::default(),
+            overrides: Default::default(),
             labels: Default::default(),
             stack_outputs: None,
         };

@@ -123,6 +123,10 @@ pub mod routes {
     pub const INSTALL_COMPONENT_ENABLE: &str = "/v1/installs/{id}/components/{component}/enable";
     /// Control API: turn a toggleable component off for an install.
     pub const INSTALL_COMPONENT_DISABLE: &str = "/v1/installs/{id}/components/{component}/disable";
+    /// Control API: an install's own Helm values or Terraform variables
+    /// for one component (Nuon's `[components.NAME]` of an install file).
+    pub const INSTALL_COMPONENT_OVERRIDES: &str =
+        "/v1/installs/{id}/components/{component}/overrides";
     /// Control API: an app's builds.
     pub const APP_BUILDS: &str = "/v1/apps/{id}/builds";
     /// Control API: one build.
@@ -1329,6 +1333,85 @@ pub struct CreateInstall {
     /// `default_enabled` says.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub components: BTreeMap<String, bool>,
+    /// The install's own Helm values or Terraform variables for a
+    /// component, by component name (Nuon's `[components.NAME]`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, ComponentOverride>,
+}
+
+/// An install's own values for one of its components, over the app
+/// config's: Nuon's `[components.NAME]` of an install file. Both are
+/// templates, rendered as the component's values are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentOverride {
+    /// YAML for a `helm_chart` component, deep-merged over its values
+    /// (its values files and `[values]`); it wins where both set a key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm_values: Option<String>,
+    /// A `.tfvars` file (HCL, or a JSON object) for a `terraform_module`
+    /// component, read after its `[vars]` and var files, so it wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf_vars: Option<String>,
+}
+
+impl ComponentOverride {
+    /// Whether it sets nothing (an empty text is nothing).
+    pub fn is_empty(&self) -> bool {
+        self.helm_values
+            .as_deref()
+            .is_none_or(|t| t.trim().is_empty())
+            && self.tf_vars.as_deref().is_none_or(|t| t.trim().is_empty())
+    }
+}
+
+/// Set (or, with both texts empty or absent, clear) an install's own
+/// values for a component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetComponentOverride {
+    /// YAML for a `helm_chart` component (see [`ComponentOverride`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm_values: Option<String>,
+    /// A `.tfvars` file for a `terraform_module` component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf_vars: Option<String>,
+    /// Deploy the component with it now (the default) when the install
+    /// was provisioned; `false` leaves that to the next deploy.
+    #[serde(default = "yes")]
+    pub deploy: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl SetComponentOverride {
+    /// The override it sets: `None` when it clears.
+    pub fn override_(&self) -> Option<ComponentOverride> {
+        let keep = |t: &Option<String>| t.clone().filter(|t| !t.trim().is_empty());
+        let o = ComponentOverride {
+            helm_values: keep(&self.helm_values),
+            tf_vars: keep(&self.tf_vars),
+        };
+        (!o.is_empty()).then_some(o)
+    }
+}
+
+/// What setting a component's override did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ComponentOverridden {
+    /// The component.
+    pub component: String,
+    /// The override it has now; none when cleared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<ComponentOverride>,
+    /// The deploy that applies it; none when the install was never
+    /// provisioned, the component is off, or `deploy` was `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowInfo>,
+    /// What happened, for people.
+    pub message: String,
 }
 
 /// Change an install's labels: `set` adds or replaces, `remove` removes
@@ -1705,6 +1788,9 @@ pub struct InstallComponent {
     /// The components it depends on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
+    /// The install's own values for it, over the config's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<ComponentOverride>,
 }
 
 /// An install's components.

@@ -423,8 +423,10 @@ mod plugin {
                 "_nuon.auto.tfvars.json",
                 &serde_json::to_string(&job.vars).unwrap_or_else(|_| "{}".into()),
             )?;
+            // Terraform reads *.auto.tfvars in the lexical order of their
+            // names: zero-padded, the 11th file is read after the 2nd.
             for (i, contents) in job.var_files.iter().enumerate() {
-                write(&format!("_nuon_{i}.auto.tfvars"), contents)?;
+                write(&format!("_nuon_{i:04}.auto.tfvars"), contents)?;
             }
             let mut env = job.env.clone();
             env.insert("TF_IN_AUTOMATION".into(), "1".into());

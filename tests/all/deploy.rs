@@ -1171,6 +1171,247 @@ fn helm_values_namespace_driver_and_values_files_reach_helm_as_nuon_gives_them()
     assert!(!rec.contains("./values/web.yaml"), "{rec}");
 }
 
+/// An install's own values for its components (Nuon's `[components.NAME]`
+/// of an install file): `--tf-vars` is read after the config's `[vars]`
+/// and var files, `--helm-values` is deep-merged over the chart's values;
+/// both are templates. `nuon installs components override` sets (and
+/// deploys), replaces with a JSON object, and clears them; a kind that does
+/// not fit the component, or values that are not a mapping, are refused
+/// and change nothing.
+#[test]
+fn an_installs_own_helm_values_and_tf_vars_win_over_the_configs_and_are_set_replaced_and_cleared() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let (bin, record) = stand_in_helm();
+    let own = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = own.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let tf = file(
+        "db.tfvars",
+        "size  = \"large\"\nextra = \"for-{{ .nuon.install.name }}\"\n",
+    );
+    let helm = file(
+        "web.yaml",
+        "image:\n  tag: \"2\"\ningress:\n  tls: true\nzone: \"{{ .nuon.install.inputs.domain }}\"\n",
+    );
+    let tf_arg = format!("db={tf}");
+    let helm_arg = format!("web={helm}");
+    let mut m = Manual::start_full(
+        &[
+            METADATA,
+            (
+                "inputs.toml",
+                "[[input]]\nname = \"domain\"\ndescription = \"the host\"\ndefault = \"acme.example.com\"\n",
+            ),
+            (
+                "components/db.toml",
+                concat!(
+                    "name = \"db\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/db\"\n\n",
+                    "[[var_file]]\ncontents = \"tier = \\\"from-the-var-file\\\"\"\n\n",
+                    "[vars]\nsize = \"small\"\n",
+                ),
+            ),
+            (
+                "src/db/main.tf",
+                concat!(
+                    "variable \"size\" {\n  type = string\n}\n",
+                    "variable \"tier\" {\n  type = string\n}\n",
+                    "variable \"extra\" {\n  type    = string\n  default = \"none\"\n}\n",
+                    "output \"size\" {\n  value = var.size\n}\n",
+                    "output \"tier\" {\n  value = var.tier\n}\n",
+                    "output \"extra\" {\n  value = var.extra\n}\n",
+                ),
+            ),
+            (
+                "components/web.toml",
+                concat!(
+                    "name = \"web\"\ntype = \"helm_chart\"\nchart_name = \"web\"\nnamespace = \"apps\"\npath = \"./src/web\"\n\n",
+                    "[[values_file]]\ncontents = \"image:\\n  tag: \\\"1\\\"\\n  repo: r\\n\"\n\n",
+                    "[values]\n\"ingress.host\" = \"{{ .nuon.install.inputs.domain }}\"\n",
+                ),
+            ),
+            (
+                "src/web/Chart.yaml",
+                "apiVersion: v2\nname: web\ndescription: A test chart\nversion: 0.1.0\nappVersion: \"1.0\"\n",
+            ),
+            (
+                "src/web/templates/deployment.yaml",
+                "kind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n",
+            ),
+        ],
+        Some(&registry.url),
+        |_| {},
+        &["--tf-vars", &tf_arg, "--helm-values", &helm_arg],
+    );
+    let c = m.cp.client();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    m.restart_runner(Some(&path));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let db = |c: &ControlClient| {
+        let o = rt().block_on(c.install_outputs("demo")).unwrap();
+        let d = &o.components["db"];
+        (d["size"].clone(), d["tier"].clone(), d["extra"].clone())
+    };
+    assert_eq!(
+        db(&c),
+        (
+            serde_json::json!("large"),
+            serde_json::json!("from-the-var-file"),
+            serde_json::json!("for-demo")
+        ),
+        "the install's variables win over [vars], the var file keeps what they do not set, and they are rendered"
+    );
+    let rec = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        rec.contains(r#"VALUES {"image":{"tag":"2"},"ingress":{"host":"acme.example.com","tls":true},"zone":"acme.example.com"}"#),
+        "the install's Helm values merged over [values], rendered, and read after the values file: {rec}"
+    );
+    assert!(
+        rec.contains("VALUESFILE image:   tag: \"1\"   repo: r"),
+        "{rec}"
+    );
+
+    // Listed with the components.
+    let list: serde_json::Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "--json",
+        "installs",
+        "components",
+        "list",
+        "demo",
+    ])))
+    .unwrap();
+    let overrides = |list: &serde_json::Value, name: &str| {
+        list["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()["overrides"]
+            .clone()
+    };
+    assert!(
+        overrides(&list, "db")["tf_vars"]
+            .as_str()
+            .unwrap()
+            .contains("large"),
+        "{list}"
+    );
+    assert!(overrides(&list, "web")["helm_values"].is_string(), "{list}");
+
+    // A kind that does not fit, and values that are not a mapping: refused.
+    let wrong = m.cp.nuon(&[
+        "installs",
+        "components",
+        "override",
+        "demo",
+        "db",
+        "--helm-values",
+        &helm,
+    ]);
+    assert_eq!(wrong.status.code(), Some(1), "{}", text(&wrong));
+    assert!(
+        text(&wrong).contains("helm_values: component db is a terraform_module, not a helm_chart"),
+        "{}",
+        text(&wrong)
+    );
+    let listy = file("list.yaml", "- a\n- b\n");
+    let wrong = m.cp.nuon(&[
+        "installs",
+        "components",
+        "override",
+        "demo",
+        "web",
+        "--helm-values",
+        &listy,
+    ]);
+    assert_eq!(wrong.status.code(), Some(1), "{}", text(&wrong));
+    assert!(
+        text(&wrong).contains("not a mapping of keys to values"),
+        "{}",
+        text(&wrong)
+    );
+
+    // Replaced (a JSON object is a .tfvars file too) and deployed.
+    let json_vars = file("db.json", r#"{"size": "huge ${not-interpolated}"}"#);
+    let done: serde_json::Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "--json",
+        "installs",
+        "components",
+        "override",
+        "demo",
+        "db",
+        "--tf-vars",
+        &json_vars,
+        "--wait",
+    ])))
+    .unwrap();
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(
+        db(&c),
+        (
+            serde_json::json!("huge ${not-interpolated}"),
+            serde_json::json!("from-the-var-file"),
+            serde_json::json!("none")
+        )
+    );
+    // Cleared: the config's values again.
+    let done: serde_json::Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "--json",
+        "installs",
+        "components",
+        "override",
+        "demo",
+        "db",
+        "--clear",
+        "--wait",
+    ])))
+    .unwrap();
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(db(&c).0, serde_json::json!("small"));
+    // Cleared without a deploy: kept for the next one.
+    let said: serde_json::Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "--json",
+        "installs",
+        "components",
+        "override",
+        "demo",
+        "web",
+        "--clear",
+        "--no-deploy",
+    ])))
+    .unwrap();
+    assert!(said.get("workflow").is_none(), "{said}");
+    assert!(
+        said["message"]
+            .as_str()
+            .unwrap()
+            .contains("take effect at its next deploy"),
+        "{said}"
+    );
+    let list: serde_json::Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "--json",
+        "installs",
+        "components",
+        "list",
+        "demo",
+    ])))
+    .unwrap();
+    assert!(overrides(&list, "db").is_null(), "{list}");
+    assert!(overrides(&list, "web").is_null(), "{list}");
+}
+
 #[test]
 fn a_helm_chart_is_packaged_synced_planned_applied_and_uninstalled_with_a_stand_in_helm() {
     if !have_tool("terraform", "run Terraform") {

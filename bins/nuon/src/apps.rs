@@ -86,6 +86,15 @@ pub(crate) enum InstallsCommand {
         /// as their default_enabled says), as `[component_toggles]` does.
         #[arg(long = "component", value_name = "NAME=on|off", value_parser = parse_toggle)]
         components: Vec<(String, bool)>,
+        /// The install's own Helm values for a helm_chart component, a
+        /// YAML file merged over the config's (repeatable; `-` for
+        /// standard input), as an install file's `[components.NAME]`.
+        #[arg(long = "helm-values", value_name = "COMPONENT=FILE", value_parser = parse_env)]
+        helm_values: Vec<(String, String)>,
+        /// The install's own Terraform variables for a terraform_module
+        /// component, a .tfvars file read after the config's (repeatable).
+        #[arg(long = "tf-vars", value_name = "COMPONENT=FILE", value_parser = parse_env)]
+        tf_vars: Vec<(String, String)>,
     },
     /// Set (KEY=VALUE) or remove (KEY-) labels of an install.
     Label(crate::groups::LabelArgs),
@@ -291,6 +300,54 @@ pub(crate) enum InstallComponentsCommand {
     Disable(ToggleArgs),
     /// Turn a toggleable component on again: it is deployed.
     Enable(ToggleArgs),
+    /// Set the install's own values for a component, over the app
+    /// config's: Helm values (YAML, deep-merged) for a helm_chart, a
+    /// .tfvars file (read last) for a terraform_module. The component is
+    /// deployed with them.
+    Override(OverrideArgs),
+}
+
+/// What `nuon installs components override` takes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct OverrideArgs {
+    /// The install, by name or id.
+    pub(crate) install: String,
+    /// The component.
+    pub(crate) component: String,
+    /// A YAML file of Helm values (`-` for standard input).
+    #[arg(long, value_name = "FILE", conflicts_with = "clear")]
+    pub(crate) helm_values: Option<String>,
+    /// A .tfvars file, HCL or a JSON object (`-` for standard input).
+    #[arg(long, value_name = "FILE", conflicts_with = "clear")]
+    pub(crate) tf_vars: Option<String>,
+    /// Remove the install's overrides of the component: the config's
+    /// values apply again.
+    #[arg(long)]
+    pub(crate) clear: bool,
+    /// Keep them for the component's next deploy; deploy nothing now.
+    #[arg(long)]
+    pub(crate) no_deploy: bool,
+    /// Follow the deploy it starts until it ends.
+    #[arg(long)]
+    pub(crate) wait: bool,
+    /// With --wait, print the log lines of its jobs too.
+    #[arg(long)]
+    pub(crate) logs: bool,
+}
+
+/// The text of `--helm-values`/`--tf-vars` FILE (`-`: standard input).
+pub(crate) fn read_values(flag: &str, path: &str) -> Result<String, CliError> {
+    if path == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .map_err(|e| CliError {
+        message: format!("--{flag}: cannot read {path}: {e}"),
+        code: 64,
+        api_code: None,
+    })
 }
 
 /// What `nuon installs components enable|disable` take.
@@ -691,7 +748,19 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             approval,
             labels,
             components,
+            helm_values,
+            tf_vars,
         } => {
+            let mut overrides: BTreeMap<String, nuon_core::wire::ComponentOverride> =
+                BTreeMap::new();
+            for (name, path) in helm_values {
+                overrides.entry(name.clone()).or_default().helm_values =
+                    Some(read_values("helm-values", path)?);
+            }
+            for (name, path) in tf_vars {
+                overrides.entry(name.clone()).or_default().tf_vars =
+                    Some(read_values("tf-vars", path)?);
+            }
             let mut all: BTreeMap<String, String> = secrets.iter().cloned().collect();
             for (secret, path) in secret_files {
                 all.insert(secret.clone(), read_secret(secret, path)?);
@@ -705,6 +774,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                     approval: Some(approval.clone()),
                     labels: labels.iter().cloned().collect(),
                     components: components.iter().cloned().collect(),
+                    overrides,
                 })
                 .await?;
             if g.json {

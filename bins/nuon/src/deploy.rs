@@ -649,21 +649,35 @@ pub(crate) async fn install_components(
                         (None, true) => "on".into(),
                         (None, false) => "off".into(),
                     };
+                    let overrides = match &c.overrides {
+                        Some(o) if o.helm_values.is_some() => "helm values",
+                        Some(o) if o.tf_vars.is_some() => "tf vars",
+                        _ => "-",
+                    };
                     vec![
                         c.name,
                         c.kind,
                         state,
                         if c.toggleable { "yes" } else { "no" }.into(),
                         if c.deployed { "yes" } else { "no" }.into(),
+                        overrides.into(),
                     ]
                 })
                 .collect();
             table(
-                &["COMPONENT", "TYPE", "STATE", "TOGGLEABLE", "DEPLOYED"],
+                &[
+                    "COMPONENT",
+                    "TYPE",
+                    "STATE",
+                    "TOGGLEABLE",
+                    "DEPLOYED",
+                    "OVERRIDES",
+                ],
                 rows,
             );
             return Ok(0);
         }
+        C::Override(a) => return set_override(g, &client, a).await,
         C::Disable(a) => (a, false),
         C::Enable(a) => (a, true),
     };
@@ -676,6 +690,61 @@ pub(crate) async fn install_components(
                 outln!("{}", r.message);
             }
             let done = watch(&client, wf.id.as_str(), a.logs, true, g.json).await?;
+            if g.json {
+                print_json(&done)?;
+            }
+            Ok(exit_of(&done))
+        }
+        _ => {
+            if g.json {
+                print_json(&r)?;
+            } else {
+                outln!("{}", r.message);
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// `nuon installs components override`.
+async fn set_override(
+    g: &Global,
+    client: &ControlClient,
+    a: &crate::apps::OverrideArgs,
+) -> Result<u8, CliError> {
+    use crate::apps::read_values;
+    if !a.clear && a.helm_values.is_none() && a.tf_vars.is_none() {
+        return Err(CliError::usage(
+            "give --helm-values FILE (a helm_chart), --tf-vars FILE (a terraform_module), or --clear",
+        ));
+    }
+    let req = nuon_core::wire::SetComponentOverride {
+        helm_values: a
+            .helm_values
+            .as_deref()
+            .map(|p| read_values("helm-values", p))
+            .transpose()?,
+        tf_vars: a
+            .tf_vars
+            .as_deref()
+            .map(|p| read_values("tf-vars", p))
+            .transpose()?,
+        deploy: !a.no_deploy,
+    };
+    if !a.clear && req.override_().is_none() {
+        return Err(CliError::usage(
+            "the file is empty: to remove the install's overrides of the component, use --clear",
+        ));
+    }
+    let r = client
+        .set_component_override(&a.install, &a.component, &req)
+        .await?;
+    match (&r.workflow, a.wait) {
+        (Some(wf), true) => {
+            if !g.json {
+                outln!("{}", r.message);
+            }
+            let done = watch(client, wf.id.as_str(), a.logs, true, g.json).await?;
             if g.json {
                 print_json(&done)?;
             }

@@ -330,6 +330,7 @@ async fn run_children(
                 components: decl
                     .map(|d| d.component_toggles.clone())
                     .unwrap_or_default(),
+                overrides: decl.map(|d| d.components.clone()).unwrap_or_default(),
             })
             .await?;
     }

@@ -663,6 +663,27 @@ async fn create_install(
             ));
         }
     }
+    // Its own values for components: each for a component that takes them.
+    let mut overrides = crate::store::Overrides::new();
+    for (name, o) in &req.overrides {
+        let o = nuon_core::wire::SetComponentOverride {
+            helm_values: o.helm_values.clone(),
+            tf_vars: o.tf_vars.clone(),
+            deploy: false,
+        }
+        .override_();
+        let Some(o) = o else { continue };
+        let found = nuon_core::app::override_problems(config, name, &o);
+        if found.is_empty() {
+            overrides.insert(name.clone(), o);
+        } else {
+            problems.extend(
+                found
+                    .into_iter()
+                    .map(|p| format!("overrides of {name}: {p}")),
+            );
+        }
+    }
     if !problems.is_empty() {
         return Err(Error::api(
             StatusCode::BAD_REQUEST,
@@ -699,6 +720,7 @@ async fn create_install(
                 approval,
                 labels: req.labels.clone(),
                 toggles: req.components.clone(),
+                overrides,
             },
         )
         .await?;

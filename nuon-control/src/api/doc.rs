@@ -105,6 +105,15 @@ impl Op {
         Self::new("patch", path, id, summary, handler)
     }
 
+    pub(crate) fn put(
+        path: &'static str,
+        id: &'static str,
+        summary: &'static str,
+        handler: MethodRouter<SharedState>,
+    ) -> Self {
+        Self::new("put", path, id, summary, handler)
+    }
+
     pub(crate) fn delete(
         path: &'static str,
         id: &'static str,

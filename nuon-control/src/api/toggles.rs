@@ -1,13 +1,15 @@
 //! An install's components on the Control API: each on or off, and
 //! turning a `toggleable` one off (it is torn down, with what depends on
-//! it) or on again (it is deployed).
+//! it) or on again (it is deployed); and the install's own values for a
+//! component (Helm values, Terraform variables), deployed when set.
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use nuon_core::app::AppConfig;
 use nuon_core::wire::{
-    ComponentToggled, InstallComponent, InstallComponents, InstallOutputs, ToggleComponent, routes,
+    ComponentOverridden, ComponentToggled, InstallComponent, InstallComponents, InstallOutputs,
+    SetComponentOverride, ToggleComponent, routes,
 };
 use nuon_core::workflow::{WorkflowKind, left_out_by_denial};
 
@@ -29,6 +31,9 @@ pub(super) fn ops() -> Vec<Op> {
         Op::post(routes::INSTALL_COMPONENT_ENABLE, "enableInstallComponent", "Turn a toggleable component on again for an install: it is deployed.", post(enable))
             .takes::<ToggleComponent>()
             .returns::<ComponentToggled>(200),
+        Op::put(routes::INSTALL_COMPONENT_OVERRIDES, "setInstallComponentOverrides", "Set an install's own values for a component (`helm_values` YAML for a helm_chart, `tf_vars` for a terraform_module), merged over the app config's; both empty clears them. The component is deployed with them (unless `deploy` is false or the install was never provisioned).", put(set_override))
+            .takes::<SetComponentOverride>()
+            .returns::<ComponentOverridden>(200),
     ]
 }
 
@@ -61,6 +66,7 @@ pub(super) fn components(config: &AppConfig, install: &StoredInstall) -> Vec<Ins
             held_off_by: held(&c.name),
             deployed: outputs.components.contains_key(&c.name),
             depends_on: c.depends_on.clone(),
+            overrides: install.overrides.get(&c.name).cloned(),
         })
         .collect()
 }
@@ -208,6 +214,109 @@ async fn toggle(
         dependents,
         message: format!(
             "component {name} is {verb} for install {}{what}{told}",
+            install.name
+        ),
+    }))
+}
+
+async fn set_override(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path((key, name)): Path<(String, String)>,
+    Body(req): Body<SetComponentOverride>,
+) -> Result<Json<ComponentOverridden>, Error> {
+    require_admin(&auth)?;
+    let org = &auth.0.org_id;
+    let (install, app, latest) = install_app_config(&state, &auth, &key).await?;
+    let config = &latest.config;
+    let values = req.override_();
+    if let Some(v) = &values {
+        let problems = nuon_core::app::override_problems(config, &name, v);
+        if !problems.is_empty() {
+            return Err(Error::bad_request(format!(
+                "the overrides of component {name} for install {} (app {}, config version {}): {}",
+                install.name,
+                app.name,
+                latest.version,
+                problems.join("; ")
+            )));
+        }
+    } else if config.component(&name).is_none() && !install.overrides.contains_key(&name) {
+        let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::not_found(format!(
+            "app {} has no component {name:?}{} (components: {})",
+            app.name,
+            nuon_core::app::did_you_mean(&name, names.iter().copied()),
+            names.join(", ")
+        )));
+    }
+    let before = install.overrides.get(&name).cloned();
+    if before == values {
+        return Ok(Json(ComponentOverridden {
+            component: name.clone(),
+            overrides: values,
+            workflow: None,
+            message: format!(
+                "component {name} of install {} has these overrides already: nothing to do",
+                install.name
+            ),
+        }));
+    }
+    state
+        .store
+        .set_install_override(org, &install.id, &name, values.as_ref())
+        .await?;
+    let mut changed = install.clone();
+    match &values {
+        Some(v) => changed.overrides.insert(name.clone(), v.clone()),
+        None => changed.overrides.remove(&name),
+    };
+    let on = config.component(&name).is_some_and(|c| changed.enabled(c));
+    let deploy = req.deploy && on && install.state != "created";
+    let workflow = if deploy {
+        let start = Start {
+            component: Some(name.clone()),
+            ..Start::new(
+                &changed,
+                &app.name,
+                config,
+                latest.version,
+                WorkflowKind::Deploy,
+            )
+        };
+        match state.engine.start(org, start).await {
+            Ok(wf) => Some(super::workflow_view_live(&state, org, wf).await?),
+            Err(e) => {
+                // Nothing half done: the overrides go back as they were.
+                state
+                    .store
+                    .set_install_override(org, &install.id, &name, before.as_ref())
+                    .await?;
+                return Err(e.into());
+            }
+        }
+    } else {
+        None
+    };
+    let set = if values.is_some() { "set" } else { "cleared" };
+    let what = match &workflow {
+        Some(w) => format!("; workflow {} deploys it with them", w.id),
+        None if !req.deploy => format!(
+            "; they take effect at its next deploy (`nuon installs deploy {} --component {name}`)",
+            install.name
+        ),
+        None if install.state == "created" => {
+            "; the install was never provisioned: its first provision uses them".into()
+        }
+        None if !on => "; the component is off: they take effect when it is on again".into(),
+        None => String::new(),
+    };
+    Ok(Json(ComponentOverridden {
+        component: name.clone(),
+        overrides: values,
+        workflow,
+        message: format!(
+            "overrides of component {name} {set} for install {}{what}",
             install.name
         ),
     }))

@@ -231,7 +231,23 @@ impl Engine {
             terraform_version: version.unwrap_or_else(|| ">= 0.0.0".into()),
             vars: render_map(vars, ctx, &format!("{who} var"))?,
             env: render_env(env_vars, ctx, &format!("{who} env var"))?,
-            var_files: render_texts(var_files, ctx, &format!("{who} var file"))?,
+            var_files: {
+                let mut files = render_texts(var_files, ctx, &format!("{who} var file"))?;
+                // The install's own variables: read last, so they win.
+                if let Some(text) = step
+                    .target
+                    .as_deref()
+                    .and_then(|t| cx.install.overrides.get(t))
+                    .and_then(|o| o.tf_vars.as_deref())
+                {
+                    let what = format!("{who} tf_vars override of install {}", cx.install.name);
+                    let text = render_text(text, ctx, &what)?;
+                    files.push(
+                        nuon_core::app::tf_vars_file(&text).map_err(|e| format!("{what}: {e}"))?,
+                    );
+                }
+                files
+            },
             backend: Some(backend),
             plan,
             // A plan (not a destroy plan) passes the part's Rego policies.
@@ -505,10 +521,26 @@ fn helm_job(
             Some(ns) => render_text(ns, ctx, &format!("{who} namespace"))?,
             None => "default".into(),
         },
-        values: nuon_core::app::helm_values(&render_map(&c.values, ctx, &format!("{who} value"))?)
-            .map_err(|e| format!("{who}: {e}"))?
-            .into_iter()
-            .collect(),
+        values: {
+            let mut values =
+                nuon_core::app::helm_values(&render_map(&c.values, ctx, &format!("{who} value"))?)
+                    .map_err(|e| format!("{who}: {e}"))?;
+            // The install's own values: merged over the config's (its
+            // values files too, as values.json is read after them).
+            if let Some(text) = cx
+                .install
+                .overrides
+                .get(&c.name)
+                .and_then(|o| o.helm_values.as_deref())
+            {
+                let what = format!("{who} helm_values override of install {}", cx.install.name);
+                let text = render_text(text, ctx, &what)?;
+                let over =
+                    nuon_core::app::yaml_mapping(&text).map_err(|e| format!("{what}: {e}"))?;
+                nuon_core::app::merge_values(&mut values, over);
+            }
+            values.into_iter().collect()
+        },
         values_files: render_texts(&c.values_files, ctx, &format!("{who} values file"))?,
         kubeconfig: kubeconfig_of(cx, ctx, c.kubernetes_context.as_deref())?,
         storage_driver: c.storage_driver.clone(),

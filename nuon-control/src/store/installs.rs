@@ -29,7 +29,12 @@ pub struct NewInstall {
     pub approval: String,
     /// Toggleable components it starts with on or off.
     pub toggles: std::collections::BTreeMap<String, bool>,
+    /// Its own Helm values or Terraform variables, by component.
+    pub overrides: Overrides,
 }
+
+/// An install's own values for its components, by component name.
+pub type Overrides = std::collections::BTreeMap<String, nuon_core::wire::ComponentOverride>;
 
 /// A stored install.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +65,9 @@ pub struct StoredInstall {
     /// components enable|disable`); the others follow their
     /// `default_enabled`.
     pub toggles: std::collections::BTreeMap<String, bool>,
+    /// Its own Helm values or Terraform variables for components
+    /// (`nuon installs components override`), merged over the config's.
+    pub overrides: Overrides,
     /// Its labels (`tier=prod`), which groups and rollouts select by.
     pub labels: nuon_core::labels::Labels,
     /// What its stack reported when it phoned home: a JSON object of
@@ -121,7 +129,9 @@ impl StackTokenRow {
 
 /// The `toggles` column of an install: a JSON object, or NULL when none
 /// was set (the same in every store).
-pub(crate) fn toggles_json(t: &std::collections::BTreeMap<String, bool>) -> Option<String> {
+pub(crate) fn toggles_json<T: serde::Serialize>(
+    t: &std::collections::BTreeMap<String, T>,
+) -> Option<String> {
     (!t.is_empty()).then(|| serde_json::to_string(t).unwrap_or_else(|_| "{}".into()))
 }
 
@@ -185,6 +195,16 @@ pub trait InstallStore: Send + Sync + 'static {
         id: &InstallId,
         component: &str,
         enabled: Option<bool>,
+    ) -> Result<()>;
+
+    /// Sets an install's own values for a component (`Some`), or clears
+    /// them (`None`).
+    async fn set_install_override(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        component: &str,
+        values: Option<&nuon_core::wire::ComponentOverride>,
     ) -> Result<()>;
 
     /// Points an install at another config version.

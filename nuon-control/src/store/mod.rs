@@ -66,7 +66,7 @@ use nuon_core::{
 pub use apps::{AppStore, StoredConfig};
 pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use builds::BuildStore;
-pub use installs::{InstallStore, NewInstall, StackRedeem, StoredInstall};
+pub use installs::{InstallStore, NewInstall, Overrides, StackRedeem, StoredInstall};
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};
 pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};

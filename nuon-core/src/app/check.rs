@@ -72,6 +72,101 @@ fn locate(file: &SourceFile, s: &Located, offset: usize) -> usize {
         .unwrap_or(s.span.start)
 }
 
+/// Checks an install file's `[components.NAME]` overrides: the component
+/// exists and takes that kind of values, their templates read what its
+/// deploy can render, and plain values are YAML or `.tfvars`.
+fn check_overrides(
+    inst: &Item<super::InstallDecl>,
+    loaded: &Loaded,
+    all_deps: &BTreeMap<String, BTreeSet<String>>,
+    files: &[SourceFile],
+    names: &Names<'_>,
+    d: &mut Diagnostics,
+) {
+    use super::ComponentKind;
+    let file = &files[inst.file];
+    for o in &inst.overrides {
+        let name = &o.component.text;
+        // `enabled` alone was checked with the toggles.
+        if o.helm_values.is_none() && o.tf_vars.is_none() && inst.refs.contains(&o.component) {
+            continue;
+        }
+        check_refs(
+            "component",
+            std::slice::from_ref(&o.component),
+            names.components,
+            file,
+            d,
+        );
+        let Some(kind) = loaded
+            .components
+            .iter()
+            .filter_map(|c| c.value.as_ref())
+            .find(|c| c.name == *name)
+            .map(|c| c.kind)
+        else {
+            continue;
+        };
+        for (key, text, takes, other) in [
+            (
+                "helm_values",
+                &o.helm_values,
+                ComponentKind::HelmChart,
+                "a terraform_module takes tf_vars",
+            ),
+            (
+                "tf_vars",
+                &o.tf_vars,
+                ComponentKind::TerraformModule,
+                "a helm_chart takes helm_values",
+            ),
+        ] {
+            let Some(text) = text else { continue };
+            if kind != takes {
+                d.push(file.at(
+                    &text.span,
+                    format!(
+                        "{key}: component {name:?} is a {}, not a {} ({other})",
+                        kind.as_str(),
+                        takes.as_str()
+                    ),
+                ));
+                continue;
+            }
+            let reads = check_templates(std::slice::from_ref(text), inst.file, files, names, d);
+            let mut before = BTreeSet::new();
+            let mut todo = vec![name.clone()];
+            while let Some(n) = todo.pop() {
+                for dep in all_deps.get(&n).into_iter().flatten() {
+                    if before.insert(dep.clone()) {
+                        todo.push(dep.clone());
+                    }
+                }
+            }
+            for (of, place) in reads.components {
+                if !before.contains(&of) && names.components.contains_key(&of) {
+                    d.push(files[place.file].diag(
+                        place.offset,
+                        format!(
+                            "{key} reads the outputs of {of}, which {name} does not depend on: it may deploy first (add {of:?} to {name}'s dependencies)"
+                        ),
+                    ));
+                }
+            }
+            if template::is_template(&text.text) {
+                continue;
+            }
+            let checked = match takes {
+                ComponentKind::HelmChart => super::yaml_mapping(&text.text).map(drop),
+                _ => super::tf_vars_file(&text.text).map(drop),
+            };
+            if let Err(e) = checked {
+                d.push(file.at(&text.span, format!("{key} of component {name:?}: {e}")));
+            }
+        }
+    }
+}
+
 /// An edge of the component graph, with where it was declared.
 struct Edge {
     to: String,
@@ -521,6 +616,7 @@ pub(crate) fn cross_check(
                 ));
             }
         }
+        check_overrides(inst, &loaded, &all_deps, files, &names, d);
         let mut values = BTreeMap::new();
         for (key, raw) in &inst.values {
             let Some(decl) = loaded

@@ -176,6 +176,15 @@ pub(crate) struct Item<T> {
     pub(crate) values: Vec<(Located, Value)>,
     /// The kubernetes context it names (`kubernetes_context`).
     pub(crate) context: Option<Located>,
+    /// An install file's `[components.NAME]` overrides, unchecked.
+    pub(crate) overrides: Vec<OverrideAt>,
+}
+
+/// One `[components.NAME]` table of an install file, as written.
+pub(crate) struct OverrideAt {
+    pub(crate) component: Located,
+    pub(crate) helm_values: Option<Located>,
+    pub(crate) tf_vars: Option<Located>,
 }
 
 impl<T> Item<T> {
@@ -189,6 +198,7 @@ impl<T> Item<T> {
             refs: Vec::new(),
             values: Vec::new(),
             context: None,
+            overrides: Vec::new(),
         }
     }
 }
@@ -1746,6 +1756,46 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
             }
         }
     }
+    // `[components.NAME]`: the install's own Helm values or Terraform
+    // variables for a component (checked once all components are read);
+    // `enabled` is an older form of `[component_toggles]`.
+    let mut overrides = BTreeMap::new();
+    if let Some(t) = r.table(d, "components") {
+        for (key, val) in t.entries() {
+            let toml::de::DeValue::Table(table) = val.get_ref() else {
+                d.push(r.file.at(
+                    &val.span(),
+                    format!(
+                        "components.{} must be a table ([components.{}] with helm_values or tf_vars)",
+                        key.text, key.text
+                    ),
+                ));
+                continue;
+            };
+            let mut c = Reader::new(r.file, table, val.span());
+            let helm_values = c.str(d, "helm_values");
+            let tf_vars = c.str(d, "tf_vars");
+            if let Some(on) = c.bool(d, "enabled") {
+                component_toggles.insert(key.text.clone(), on);
+                item.refs.push(key.clone());
+            }
+            c.finish(d, &[], |_| None);
+            if helm_values.is_some() || tf_vars.is_some() {
+                overrides.insert(
+                    key.text.clone(),
+                    crate::wire::ComponentOverride {
+                        helm_values: helm_values.as_ref().map(|l| l.text.clone()),
+                        tf_vars: tf_vars.as_ref().map(|l| l.text.clone()),
+                    },
+                );
+            }
+            item.overrides.push(OverrideAt {
+                component: key,
+                helm_values,
+                tf_vars,
+            });
+        }
+    }
     r.finish(
         d,
         &[
@@ -1767,10 +1817,6 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
             ),
             ("telemetry", "this platform sends no telemetry"),
             (
-                "components",
-                "per-install Helm values and Terraform variables are not read from installs/ files; give the values as the install's inputs",
-            ),
-            (
                 "app_branch",
                 "app branches are part of Nuon's hosted service",
             ),
@@ -1787,6 +1833,7 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
         inputs: BTreeMap::new(),
         labels,
         component_toggles,
+        components: overrides,
     });
     item.name = name;
     item

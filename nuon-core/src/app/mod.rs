@@ -23,6 +23,7 @@
 mod check;
 mod diag;
 mod load;
+mod overrides;
 mod platform;
 mod reader;
 pub mod template;
@@ -38,6 +39,7 @@ pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
 };
+pub use overrides::{merge_values, override_problems, tf_vars_file, yaml_mapping};
 pub use platform::{
     KubernetesContext, NestedStack, OperationRoles, OperationRule, Permissions, Policy, Role,
     Runbook, Stack,
@@ -1068,6 +1070,10 @@ pub struct InstallDecl {
     /// in the install made from this file.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub component_toggles: BTreeMap<String, bool>,
+    /// `[components.NAME]`: the install's own Helm values or Terraform
+    /// variables for a component.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub components: BTreeMap<String, crate::wire::ComponentOverride>,
 }
 
 #[cfg(test)]

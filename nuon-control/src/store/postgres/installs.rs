@@ -28,8 +28,8 @@ impl InstallStore for PostgresStore {
             })
         })?;
         sqlx::query(
-            "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval, labels, toggles) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'created', $7, $8, $9, $10, $11, $12)",
+            "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval, labels, toggles, overrides) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'created', $7, $8, $9, $10, $11, $12, $13)",
         )
         .bind(new.id.as_str())
         .bind(org.as_str())
@@ -43,6 +43,7 @@ impl InstallStore for PostgresStore {
         .bind(&new.approval)
         .bind(serde_json::to_string(&new.labels).unwrap_or_else(|_| "{}".into()))
         .bind(crate::store::installs::toggles_json(&new.toggles))
+        .bind(crate::store::installs::toggles_json(&new.overrides))
         .execute(&mut *tx)
         .await
         .map_err(|e| {
@@ -67,6 +68,7 @@ impl InstallStore for PostgresStore {
             created_at_ms: now,
             approval: new.approval,
             toggles: new.toggles,
+            overrides: new.overrides,
             labels: new.labels,
             stack_outputs: None,
         })
@@ -162,6 +164,35 @@ impl InstallStore for PostgresStore {
         .bind(org.as_str())
         .bind(component)
         .bind(enabled)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?
+        .rows_affected();
+        if changed == 0 {
+            return Err(StoreError::Invalid(format!("no install {id}")));
+        }
+        Ok(())
+    }
+
+    async fn set_install_override(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        component: &str,
+        values: Option<&nuon_core::wire::ComponentOverride>,
+    ) -> Result<()> {
+        let values = values.map(|v| serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
+        // TEXT holding a JSON object, changed as jsonb in one statement.
+        let changed = sqlx::query(
+            "UPDATE installs SET overrides = (CASE WHEN $4::text IS NULL \
+                 THEN COALESCE(overrides, '{}')::jsonb - $3 \
+                 ELSE COALESCE(overrides, '{}')::jsonb || jsonb_build_object($3::text, $4::jsonb) END)::text \
+             WHERE id = $1 AND org_id = $2",
+        )
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(component)
+        .bind(values)
         .execute(&self.pool)
         .await
         .map_err(db)?

@@ -421,6 +421,12 @@ CREATE TABLE install_runner_releases (
 CREATE INDEX install_runner_releases_org ON install_runner_releases (org_id);
 "#,
     ),
+    (
+        18,
+        r#"
+ALTER TABLE installs ADD COLUMN overrides TEXT;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -16,8 +16,8 @@ impl InstallStore for SqliteStore {
             )
             .map_err(|e| name_taken(e, "a runner", &new.runner_name))?;
             conn.execute(
-                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval, labels, toggles) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9, ?10, ?11, ?12)",
+                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, inputs, sealed, created_at, approval, labels, toggles, overrides) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'created', ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     new.id.as_str(),
                     org.as_str(),
@@ -31,6 +31,7 @@ impl InstallStore for SqliteStore {
                     new.approval,
                     serde_json::to_string(&new.labels).unwrap_or_else(|_| "{}".into()),
                     toggles_json(&new.toggles),
+                    toggles_json(&new.overrides),
                 ],
             )
             .map_err(|e| name_taken(e, "an install", &new.name))?;
@@ -47,6 +48,7 @@ impl InstallStore for SqliteStore {
                 created_at_ms: now,
                 approval: new.approval,
                 toggles: new.toggles,
+                overrides: new.overrides,
                 labels: new.labels,
                 stack_outputs: None,
             })
@@ -172,6 +174,38 @@ impl InstallStore for SqliteStore {
                 ),
                 None => conn.execute(
                     "UPDATE installs SET toggles = json_remove(COALESCE(toggles, '{}'), ?3) \
+                     WHERE id = ?1 AND org_id = ?2",
+                    params![id.as_str(), org.as_str(), path],
+                ),
+            }
+            .map_err(db_err)?;
+            if changed == 0 {
+                return Err(StoreError::Invalid(format!("no install {id}")));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_install_override(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        component: &str,
+        values: Option<&nuon_core::wire::ComponentOverride>,
+    ) -> Result<()> {
+        let (org, id, component) = (org.clone(), id.clone(), component.to_owned());
+        let values = values.map(|v| serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
+        self.write(move |conn| {
+            let path = format!("$.{}", serde_json::Value::String(component));
+            let changed = match values {
+                Some(v) => conn.execute(
+                    "UPDATE installs SET overrides = json_set(COALESCE(overrides, '{}'), ?3, json(?4)) \
+                     WHERE id = ?1 AND org_id = ?2",
+                    params![id.as_str(), org.as_str(), path, v],
+                ),
+                None => conn.execute(
+                    "UPDATE installs SET overrides = json_remove(COALESCE(overrides, '{}'), ?3) \
                      WHERE id = ?1 AND org_id = ?2",
                     params![id.as_str(), org.as_str(), path],
                 ),

@@ -272,6 +272,7 @@ conformance! {
             sealed_json: "{}".into(),
             approval: "approve-all".into(),
             toggles: Default::default(),
+            overrides: Default::default(),
             labels: [("tier".to_owned(), "prod".to_owned())].into(),
         };
         let inst = f

@@ -191,6 +191,7 @@ impl Fixture {
                     sealed_json: "{}".into(),
                     approval: "prompt".into(),
                     toggles: Default::default(),
+                    overrides: Default::default(),
                     labels: Default::default(),
                 },
             )

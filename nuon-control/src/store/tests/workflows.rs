@@ -104,6 +104,7 @@ conformance! {
                     sealed_json: "{}".into(),
                     approval: "prompt".into(),
                     toggles: Default::default(),
+                    overrides: Default::default(),
                     labels: Default::default(),
                 },
             )
@@ -326,6 +327,7 @@ conformance! {
                     sealed_json: "{}".into(),
                     approval: "prompt".into(),
                     toggles: [("db".to_string(), false)].into(),
+                    overrides: [("db".to_string(), over("a = 1\n"))].into(),
                     labels: Default::default(),
                 },
             )
@@ -334,6 +336,27 @@ conformance! {
         assert_eq!(toggled.toggles, [("db".to_string(), false)].into());
         let got = f.store.find_install(&f.org, toggled.id.as_str()).await.unwrap().unwrap();
         assert_eq!(got.toggles, [("db".to_string(), false)].into());
+        assert_eq!(got.overrides, [("db".to_string(), over("a = 1\n"))].into());
+
+        // An install's own values for components: set, replaced, cleared,
+        // one component at a time, in its org only.
+        let helm = nuon_core::wire::ComponentOverride {
+            helm_values: Some("a: \"it's\"\n".into()),
+            tf_vars: None,
+        };
+        f.store.set_install_override(&f.org, &inst.id, "web", Some(&helm)).await.unwrap();
+        f.store.set_install_override(&f.org, &inst.id, "db", Some(&over("b = 2"))).await.unwrap();
+        f.store.set_install_override(&f.org, &inst.id, "db", Some(&over("c = 3"))).await.unwrap();
+        let got = f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap();
+        assert_eq!(
+            got.overrides,
+            [("db".to_string(), over("c = 3")), ("web".to_string(), helm.clone())].into()
+        );
+        f.store.set_install_override(&f.org, &inst.id, "db", None).await.unwrap();
+        let got = f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap();
+        assert_eq!(got.overrides, [("web".to_string(), helm)].into());
+        assert_eq!(got.toggles, [("web".to_string(), true)].into(), "toggles untouched");
+        assert!(f.store.set_install_override(&other, &inst.id, "db", None).await.is_err());
 
         // The install's summary cache: stale after every change to one of
         // its workflows, saved only at the revision it was made at, and
@@ -521,6 +544,7 @@ conformance! {
             sealed_json: "{}".into(),
             approval: "approve-all".into(),
             toggles: Default::default(),
+            overrides: Default::default(),
             labels: Default::default(),
         };
         let a = f.store.create_install(&f.org, install("a")).await.unwrap();
@@ -572,5 +596,13 @@ conformance! {
         assert!(f.store.remove_app(&f.org, &app.id).await.unwrap());
         assert!(f.store.find_app(&f.org, "web").await.unwrap().is_none());
         f.store.create_app(&f.org, &AppId::generate(), "web").await.unwrap();
+    }
+}
+
+/// A Terraform override of `text`.
+fn over(text: &str) -> nuon_core::wire::ComponentOverride {
+    nuon_core::wire::ComponentOverride {
+        helm_values: None,
+        tf_vars: Some(text.into()),
     }
 }
