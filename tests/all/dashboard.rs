@@ -692,6 +692,32 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     b.wait_until("the refusal", Duration::from_secs(10), |b| {
         b.text("body").contains("needs input \"WHO\"")
     });
+    // The install's own Terraform variables for app, set from its page:
+    // it is deployed with them, and the page shows them.
+    b.goto(&format!("{base}/installs/{demo_id}"));
+    b.exec(
+        "const t = document.getElementById('override-target'); t.value = 'app/tf_vars'; t.closest('details').open = true;",
+        json!([]),
+    );
+    b.type_into("#override-values", "db = \"from the page\"\n");
+    b.click("form[action$='/overrides'] button");
+    b.wait_until("the override's deploy", Duration::from_secs(10), |b| {
+        b.url().contains("/workflows/")
+    });
+    let run = b.url().rsplit('/').next().unwrap().to_owned();
+    let ended = wait_workflow(&m.cp.client(), &run, |w| !w.status.is_active());
+    assert_eq!(ended.kind, nuon_core::workflow::WorkflowKind::Deploy);
+    assert_eq!(ended.component.as_deref(), Some("app"));
+    assert_eq!(ended.status, "succeeded", "{ended:#?}");
+    let list =
+        ok(m.cp.nuon(&["--json", "installs", "components", "list", "demo"]));
+    assert!(list.contains(r#"db = \"from the page\""#), "{list}");
+    b.goto(&format!("{base}/installs/{demo_id}"));
+    assert!(
+        b.source().contains("Terraform variables</summary>"),
+        "{}",
+        b.source()
+    );
     // Recorded as the API records it, under the person's operation.
     let audit = ok(m.cp.nuon(&["--json", "audit", "list"]));
     assert!(
@@ -703,7 +729,8 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
             "setInstallLabels",
             "createBuilds",
             "createInstallGroup",
-            "deleteInstallGroup"
+            "deleteInstallGroup",
+            "setInstallComponentOverrides"
         ]
         .iter()
         .all(|op| audit.contains(op)),

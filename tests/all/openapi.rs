@@ -60,6 +60,7 @@ fn send(
             "get" => http.get(url),
             "post" => http.post(url),
             "patch" => http.patch(url),
+            "put" => http.put(url),
             "delete" => http.delete(url),
             other => panic!("method {other} is not handled by this test"),
         }
@@ -112,6 +113,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
             json!({"url": "https://hooks.example.com/a", "events": ["workflow_failed"]})
         }
         "requestInstallDebug" => json!({"command": ["true"]}),
+        "setInstallComponentOverrides" => json!({"tf_vars": "a = 1\n"}),
         "revokeRunner"
         | "rotateRunnerToken"
         | "cancelJob"

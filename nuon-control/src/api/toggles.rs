@@ -219,7 +219,7 @@ async fn toggle(
     }))
 }
 
-async fn set_override(
+pub(super) async fn set_override(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Path((key, name)): Path<(String, String)>,

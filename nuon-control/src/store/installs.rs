@@ -216,7 +216,12 @@ pub trait InstallStore: Send + Sync + 'static {
 
     /// The install whose runner this is, if any.
     async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;
+}
 
+/// An install's stack: its one-time phone-home token, and what it
+/// reported.
+#[async_trait]
+pub trait StackStore: Send + Sync + 'static {
     /// Gives the install's stack a new one-time token (its hash), good
     /// until `expires_ms`; the one before stops working.
     async fn set_stack_token(

@@ -2,7 +2,8 @@
 //!
 //! Each domain has a small trait of its own: [`OrgStore`] (orgs, settings,
 //! signing keys, API tokens), [`AppStore`] (apps and config versions),
-//! [`InstallStore`], [`RunnerStore`], [`JobStore`] (jobs as the Control API
+//! [`InstallStore`], [`StackStore`] (an install stack's phone-home),
+//! [`RunnerStore`], [`JobStore`] (jobs as the Control API
 //! sees them), [`QueueStore`] (the runner side: claims, leases, logs,
 //! completions), [`WorkflowStore`], [`StateStore`] (Terraform state),
 //! [`BuildStore`], [`MaintenanceStore`] (replicas, rescue, pruning),
@@ -66,7 +67,7 @@ use nuon_core::{
 pub use apps::{AppStore, StoredConfig};
 pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use builds::BuildStore;
-pub use installs::{InstallStore, NewInstall, Overrides, StackRedeem, StoredInstall};
+pub use installs::{InstallStore, NewInstall, Overrides, StackRedeem, StackStore, StoredInstall};
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};
 pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
@@ -92,7 +93,7 @@ pub mod prelude {
     pub use super::{
         AppStore, AuditStore, BuildStore, InstallStore, JobStore, LabelStore, MaintenanceStore,
         OrgStore, QueueStore, ReleaseStore, RemovalStore, RolloutStore, RunnerStore, SealingStore,
-        StateStore, Store, WebhookStore, WorkflowStore,
+        StackStore, StateStore, Store, WebhookStore, WorkflowStore,
     };
 }
 
@@ -139,6 +140,7 @@ pub trait Store:
     OrgStore
     + AppStore
     + InstallStore
+    + StackStore
     + LabelStore
     + ReleaseStore
     + RemovalStore
@@ -162,6 +164,7 @@ impl<T> Store for T where
     T: OrgStore
         + AppStore
         + InstallStore
+        + StackStore
         + LabelStore
         + ReleaseStore
         + RemovalStore

@@ -97,6 +97,7 @@ pub(super) fn router() -> Router<SharedState> {
         .route("/rollouts/{id}/{act}", post(rollout_act))
         .route("/releases/{id}/rollouts", post(rollout_create))
         .route("/installs/{id}/labels", post(install_labels))
+        .route("/installs/{id}/overrides", post(install_overrides))
         .route("/apps/{id}/builds", post(app_builds))
         .route("/groups", get(groups).post(group_create))
         .route("/groups/{name}/delete", post(group_delete))
@@ -1453,6 +1454,80 @@ async fn install_labels(
     let path = format!("/v1/installs/{key}/labels");
     match recorded(&state, &principal, "setInstallLabels", path, source, result).await {
         Ok(axum::Json(i)) => Redirect::to(&format!("/installs/{}", i.id)).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+/// Sets or clears an install's own values for a component (`target` is
+/// `COMPONENT/helm_values` or `COMPONENT/tf_vars`), from its page; the
+/// component is deployed with them.
+async fn install_overrides(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+        return r;
+    }
+    let target = field(&fields, "target").unwrap_or_default();
+    let Some((component, kind)) = target.rsplit_once('/') else {
+        return error_page(Error::bad_request(
+            "choose the component whose values to set",
+        ));
+    };
+    let clear = field(&fields, "clear").is_some();
+    let text = (!clear).then(|| {
+        field(&fields, "values")
+            .unwrap_or_default()
+            .replace("\r\n", "\n")
+    });
+    if text.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return error_page(Error::bad_request(
+            "the values are empty: to remove the install's values for the component, tick \"clear\"",
+        ));
+    }
+    let req = match kind {
+        "helm_values" => nuon_core::wire::SetComponentOverride {
+            helm_values: text,
+            tf_vars: None,
+            deploy: true,
+        },
+        "tf_vars" => nuon_core::wire::SetComponentOverride {
+            helm_values: None,
+            tf_vars: text,
+            deploy: true,
+        },
+        other => {
+            return error_page(Error::bad_request(format!(
+                "{other:?} is not helm_values or tf_vars"
+            )));
+        }
+    };
+    let principal = web.auth.0.clone();
+    let result = super::toggles::set_override(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        Path((key.clone(), component.to_owned())),
+        super::Body(req),
+    )
+    .await;
+    let path = format!("/v1/installs/{key}/components/{component}/overrides");
+    match recorded(
+        &state,
+        &principal,
+        "setInstallComponentOverrides",
+        path,
+        source,
+        result,
+    )
+    .await
+    {
+        Ok(axum::Json(r)) => match r.workflow {
+            Some(w) => Redirect::to(&format!("/workflows/{}", w.id)).into_response(),
+            None => Redirect::to(&format!("/installs/{key}")).into_response(),
+        },
         Err(e) => error_page(e),
     }
 }

@@ -482,7 +482,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
         }
         h2 { "Components" }
         div.table-wrap { table {
-            thead { tr { th scope="col" { "Component" } th scope="col" { "Type" } th scope="col" { "Last deploy" } th scope="col" { "Outputs" } th scope="col" { "On" } } }
+            thead { tr { th scope="col" { "Component" } th scope="col" { "Type" } th scope="col" { "Last deploy" } th scope="col" { "Outputs" } th scope="col" { "On" } th scope="col" { "Own values" } } }
             tbody {
                 @for c in &components {
                     @let check = h.checks.iter().find(|k| k.kind == "component" && k.name == c.name);
@@ -495,10 +495,39 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                         } }
                         td { (output_list(outputs.components.get(&c.name))) }
                         td { @if c.enabled { "on" } @else { "off" } }
+                        td { @match c.overrides.as_ref().and_then(|o| o.helm_values.as_ref().or(o.tf_vars.as_ref())) {
+                            Some(text) => details {
+                                summary { @if c.kind == "helm_chart" { "Helm values" } @else { "Terraform variables" } }
+                                pre { code { (text) } }
+                            },
+                            None => span.muted { "-" },
+                        } }
                     }
                 }
             }
         } }
+        @let overridable: Vec<(&str, &str, &str)> = components.iter().filter_map(|c| match c.kind.as_str() {
+            "helm_chart" => Some((c.name.as_str(), "helm_values", "Helm values (YAML)")),
+            "terraform_module" => Some((c.name.as_str(), "tf_vars", "Terraform variables (.tfvars)")),
+            _ => None,
+        }).collect();
+        @if web.can_admin() && !overridable.is_empty() {
+            details {
+                summary { "Set this install's own values for a component" }
+                p.muted { "Merged over the app config's values (Helm values deep-merged; a .tfvars file read last), rendered as templates; the component is deployed with them." }
+                form method="post" action={ "/installs/" (info.id) "/overrides" } {
+                    input type="hidden" name="csrf" value=(web.csrf);
+                    label for="override-target" { "Component" }
+                    select id="override-target" name="target" {
+                        @for (name, kind, what) in &overridable { option value={ (name) "/" (kind) } { (name) " — " (what) } }
+                    }
+                    label for="override-values" { "Values" }
+                    textarea id="override-values" name="values" rows="6" cols="60" placeholder="replicaCount: 3" {}
+                    label { input type="checkbox" name="clear" value="1"; " clear them (the config's values apply again)" }
+                    button type="submit" { "Set and deploy" }
+                }
+            }
+        }
         @if !outputs.sandbox.is_empty() {
             h3 { "Sandbox outputs" }
             (output_list(Some(&outputs.sandbox)))

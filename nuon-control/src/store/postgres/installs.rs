@@ -1,8 +1,8 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::*;
-use crate::store::StackRedeem;
 use crate::store::installs::StackTokenRow;
+use crate::store::{StackRedeem, StackStore};
 
 #[async_trait]
 impl InstallStore for PostgresStore {
@@ -241,7 +241,10 @@ impl InstallStore for PostgresStore {
             })
             .transpose()
     }
+}
 
+#[async_trait]
+impl StackStore for PostgresStore {
     async fn set_stack_token(
         &self,
         org: &OrgId,

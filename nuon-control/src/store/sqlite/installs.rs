@@ -1,8 +1,8 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::*;
-use crate::store::StackRedeem;
 use crate::store::installs::{StackTokenRow, toggles_json};
+use crate::store::{StackRedeem, StackStore};
 
 #[async_trait]
 impl InstallStore for SqliteStore {
@@ -257,7 +257,10 @@ impl InstallStore for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl StackStore for SqliteStore {
     async fn set_stack_token(
         &self,
         org: &OrgId,
