@@ -225,6 +225,10 @@ pub struct PlannedStep {
 /// carries in its outputs: the workflow still succeeds.
 pub const TURNED_OFF: &str = "turned_off";
 
+/// The name of a deprovision's secrets step: it deletes the Kubernetes
+/// Secrets the install's syncs wrote.
+pub const REMOVE_SECRETS: &str = "remove kubernetes secrets";
+
 fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedStep {
     let verb = match kind {
         StepKind::SandboxSync => "sync sandbox",
@@ -481,6 +485,14 @@ pub fn plan_with(
         WorkflowKind::Deprovision => {
             actions(config, "pre-deprovision", None, &mut out);
             teardown(&mut out);
+            // The Secrets the syncs wrote go before the sandbox: its
+            // cluster may outlive it (a cluster the customer brought).
+            if config.secrets.iter().any(|s| !s.kubernetes.is_empty()) {
+                out.push(PlannedStep {
+                    name: REMOVE_SECRETS.into(),
+                    ..step(StepKind::SecretsSync, None, false)
+                });
+            }
             if config.sandbox.is_some() {
                 actions(config, "pre-deprovision-sandbox", None, &mut out);
                 out.push(step(StepKind::SandboxSync, None, false));

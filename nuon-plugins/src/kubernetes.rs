@@ -100,6 +100,36 @@ fn write_private(work: &Path, name: &str, text: &str) -> Result<String, PluginEr
     crate::exec::write_private(work, name, text, "kubernetes_manifest")
 }
 
+/// Deletes each `NAMESPACE/KIND/NAME` in its namespace (objects a job
+/// wrote in namespaces of their own, such as synced Secrets); what it
+/// deleted, or the failed job.
+async fn delete_namespaced(
+    host: &mut dyn JobHost,
+    bin: &Path,
+    env: &[(String, String)],
+    objects: &[String],
+) -> Result<Result<Vec<String>, JobResult>, PluginError> {
+    let mut gone = Vec::new();
+    for o in objects {
+        let Some((namespace, object)) = o.split_once('/') else {
+            continue;
+        };
+        let args = [
+            "delete",
+            "--ignore-not-found",
+            "--namespace",
+            namespace,
+            object,
+        ]
+        .map(str::to_owned);
+        match run(host, bin, env, &args, None).await? {
+            ProcessExit::Exited(0) => gone.push(o.clone()),
+            other => return Ok(Err(failed("kubectl delete (in its namespace)", other))),
+        }
+    }
+    Ok(Ok(gone))
+}
+
 #[async_trait]
 impl Plugin for KubernetesPlugin {
     fn kind(&self) -> &'static str {
@@ -153,28 +183,41 @@ impl Plugin for KubernetesPlugin {
             .collect();
         let applied: BTreeSet<String> = job.applied.iter().cloned().collect();
         if matches!(job.action, HelmAction::DestroyPlan | HelmAction::Destroy) {
-            if job.action == HelmAction::DestroyPlan || applied.is_empty() {
-                for o in &applied {
+            if job.action == HelmAction::DestroyPlan {
+                for o in applied.iter().chain(&job.delete_namespaced) {
                     host.log(&format!("would delete {o}"));
                 }
+                let destroy = applied.len() + job.delete_namespaced.len();
                 return Ok(ok(
-                    json!({"changes": {"add": 0, "change": 0, "destroy": applied.len()}}),
+                    json!({"changes": {"add": 0, "change": 0, "destroy": destroy}}),
                 ));
             }
-            let args = [
-                vec![
-                    "delete".to_owned(),
-                    "--ignore-not-found".to_owned(),
-                    "--wait".to_owned(),
-                ],
-                ns,
-                applied.iter().cloned().collect(),
-            ]
-            .concat();
-            return Ok(match run(host, &bin, &env, &args, None).await? {
-                ProcessExit::Exited(0) => ok(json!({"deleted": applied})),
-                other => failed("kubectl delete", other),
-            });
+            let mut deleted: Vec<String> = Vec::new();
+            if !applied.is_empty() {
+                let args = [
+                    vec![
+                        "delete".to_owned(),
+                        "--ignore-not-found".to_owned(),
+                        "--wait".to_owned(),
+                    ],
+                    ns,
+                    applied.iter().cloned().collect(),
+                ]
+                .concat();
+                match run(host, &bin, &env, &args, None).await? {
+                    ProcessExit::Exited(0) => deleted.extend(applied),
+                    other => return Ok(failed("kubectl delete", other)),
+                }
+            }
+            return Ok(
+                match delete_namespaced(host, &bin, &env, &job.delete_namespaced).await? {
+                    Ok(gone) => {
+                        deleted.extend(gone);
+                        ok(json!({"deleted": deleted}))
+                    }
+                    Err(failed) => failed,
+                },
+            );
         }
         // The manifest: inline, or built from the packaged kustomization.
         let manifest = match (&job.manifest, &job.kustomize) {
@@ -291,25 +334,9 @@ impl Plugin for KubernetesPlugin {
                         other => return Ok(failed("kubectl delete (pruning)", other)),
                     }
                 }
-                // Objects named with their namespace, each deleted there.
-                for o in &job.delete_namespaced {
-                    let Some((namespace, object)) = o.split_once('/') else {
-                        continue;
-                    };
-                    let args = [
-                        "delete",
-                        "--ignore-not-found",
-                        "--namespace",
-                        namespace,
-                        object,
-                    ]
-                    .map(str::to_owned);
-                    match run(host, &bin, &env, &args, None).await? {
-                        ProcessExit::Exited(0) => gone.push(o.clone()),
-                        other => {
-                            return Ok(failed("kubectl delete (no longer synced)", other));
-                        }
-                    }
+                match delete_namespaced(host, &bin, &env, &job.delete_namespaced).await? {
+                    Ok(deleted) => gone.extend(deleted),
+                    Err(failed) => return Ok(failed),
                 }
                 Ok(ok(json!({
                     "outputs": {

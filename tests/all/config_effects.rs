@@ -1035,4 +1035,39 @@ kubernetes_secret_namespace = "app"
     assert!(!last.contains(r#""name":"db""#), "{last}");
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
     assert_eq!(outputs.kubernetes_secrets, ["app/api", "demo/api"]);
+    // A deprovision deletes the Secrets the syncs wrote, each in its
+    // namespace, after the components and before the sandbox (whose
+    // cluster a customer may keep).
+    let w = run_workflow(&c, WorkflowKind::Deprovision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let at = |name: &str| {
+        w.steps
+            .iter()
+            .position(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no step {name}: {w:#?}"))
+    };
+    assert!(
+        at("destroy web") < at("remove kubernetes secrets"),
+        "{w:#?}"
+    );
+    assert!(
+        at("remove kubernetes secrets") < at("destroy sandbox"),
+        "{w:#?}"
+    );
+    let rec = std::fs::read_to_string(&kubectl_record).unwrap();
+    for gone in ["--namespace app secret/api", "--namespace demo secret/api"] {
+        assert!(
+            rec.lines()
+                .any(|l| l == format!("ARGS delete --ignore-not-found {gone}")),
+            "{rec}"
+        );
+    }
+    let deleted = rec
+        .lines()
+        .filter(|l| l.starts_with("ARGS delete --ignore-not-found --namespace"))
+        .count();
+    assert_eq!(
+        deleted, 3,
+        "db once (no longer synced), api in app and demo: {rec}"
+    );
 }

@@ -450,10 +450,14 @@ impl Engine {
         // the config no longer syncs them.
         if step.kind == StepKind::SecretsSync {
             // Rendered as the dispatch did; should that fail now (a value
-            // changed meanwhile), the list stays as it was.
-            let written =
+            // changed meanwhile), the list stays as it was. A deprovision
+            // deleted them all.
+            let written = if cx.wf.kind == WorkflowKind::Deprovision {
+                Ok((Default::default(), Vec::new()))
+            } else {
                 render::render_context(&self.secrets, &cx.org, &cx.install, &cx.app_name, false)
-                    .and_then(|ctx| super::dispatch::secret_objects(cx, &ctx, &Default::default()));
+                    .and_then(|ctx| super::dispatch::secret_objects(cx, &ctx, &Default::default()))
+            };
             match written {
                 Ok((objects, _)) => {
                     let mut all = self.current_outputs(cx).await?;

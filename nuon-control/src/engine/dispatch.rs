@@ -84,6 +84,21 @@ impl Engine {
         if step.kind == StepKind::SecretsSync {
             let open = render::unseal(&self.secrets, &cx.install)?;
             let before = render::outputs_of(&self.secrets, &cx.install)?.kubernetes_secrets;
+            // A deprovision deletes what the syncs wrote, and writes nothing.
+            if cx.wf.kind == WorkflowKind::Deprovision {
+                let remove = KubernetesJob {
+                    action: HelmAction::Destroy,
+                    component: "secrets".into(),
+                    manifest: None,
+                    kustomize: None,
+                    namespace: None,
+                    kubeconfig: kubeconfig_of(cx, &values()?, None)?,
+                    applied: Vec::new(),
+                    policies: Vec::new(),
+                    delete_namespaced: namespaced_secrets(&before),
+                };
+                return job.make(&remove, Duration::from_secs(600), None);
+            }
             let (sync, encoded) = secrets_job(cx, &values()?, &open.secrets, &before)?;
             // The values reach the job base64: hidden as they are.
             let mut job = job;
@@ -703,12 +718,12 @@ fn secrets_job(
         .keys()
         .map(|(ns, name)| format!("{ns}/{name}"))
         .collect();
-    let delete_namespaced = synced_before
+    let gone: Vec<String> = synced_before
         .iter()
         .filter(|o| !now.contains(*o))
-        .filter_map(|o| o.split_once('/'))
-        .map(|(ns, name)| format!("{ns}/secret/{name}"))
+        .cloned()
         .collect();
+    let delete_namespaced = namespaced_secrets(&gone);
     let job = KubernetesJob {
         action: HelmAction::Apply,
         component: "secrets".into(),
@@ -721,6 +736,16 @@ fn secrets_job(
         delete_namespaced,
     };
     Ok((job, encoded))
+}
+
+/// `NAMESPACE/secret/NAME` of each `NAMESPACE/NAME` a sync wrote, as
+/// [`KubernetesJob::delete_namespaced`] takes them.
+fn namespaced_secrets(written: &[String]) -> Vec<String> {
+    written
+        .iter()
+        .filter_map(|o| o.split_once('/'))
+        .map(|(ns, name)| format!("{ns}/secret/{name}"))
+        .collect()
 }
 
 /// The Secrets the config's secrets are synced to on this install, by

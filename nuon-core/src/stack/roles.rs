@@ -32,10 +32,12 @@ pub fn operation(wf: WorkflowKind, step: StepKind) -> &'static str {
         }
         StepKind::DestroyPlan | StepKind::Destroy => "teardown",
         // The secrets go into the sandbox's cluster with the operation
-        // that runs them: provision, reprovision, or an inputs update.
+        // that runs them: provision, reprovision, or an inputs update;
+        // a deprovision deletes them.
         StepKind::SecretsSync => match wf {
             WorkflowKind::Provision => "provision",
             WorkflowKind::Reprovision => "reprovision",
+            WorkflowKind::Deprovision => "deprovision",
             _ => "deploy",
         },
         _ => "deploy",
@@ -252,6 +254,8 @@ mod tests {
         };
         assert_eq!(sync(W::Provision).as_deref(), Some("p"));
         assert_eq!(sync(W::Deploy).as_deref(), Some("m"));
+        // A deprovision deletes them with deprovision's role.
+        assert_eq!(sync(W::Deprovision).as_deref(), Some("d"));
         let bg = role_for(&config(), W::Deploy, Plan, Some("web"))
             .unwrap()
             .unwrap();
