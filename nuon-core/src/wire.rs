@@ -1363,6 +1363,16 @@ impl ComponentOverride {
             .is_none_or(|t| t.trim().is_empty())
             && self.tf_vars.as_deref().is_none_or(|t| t.trim().is_empty())
     }
+
+    /// What it sets, an empty text left out; `None` when it sets nothing.
+    pub fn normalized(&self) -> Option<ComponentOverride> {
+        let keep = |t: &Option<String>| t.clone().filter(|t| !t.trim().is_empty());
+        let o = ComponentOverride {
+            helm_values: keep(&self.helm_values),
+            tf_vars: keep(&self.tf_vars),
+        };
+        (!o.is_empty()).then_some(o)
+    }
 }
 
 /// Set (or, with both texts empty or absent, clear) an install's own
@@ -1389,12 +1399,11 @@ fn yes() -> bool {
 impl SetComponentOverride {
     /// The override it sets: `None` when it clears.
     pub fn override_(&self) -> Option<ComponentOverride> {
-        let keep = |t: &Option<String>| t.clone().filter(|t| !t.trim().is_empty());
-        let o = ComponentOverride {
-            helm_values: keep(&self.helm_values),
-            tf_vars: keep(&self.tf_vars),
-        };
-        (!o.is_empty()).then_some(o)
+        ComponentOverride {
+            helm_values: self.helm_values.clone(),
+            tf_vars: self.tf_vars.clone(),
+        }
+        .normalized()
     }
 }
 

@@ -337,17 +337,21 @@ pub(crate) struct OverrideArgs {
 
 /// The text of `--helm-values`/`--tf-vars` FILE (`-`: standard input).
 pub(crate) fn read_values(flag: &str, path: &str) -> Result<String, CliError> {
+    read_text(path).map_err(|e| CliError {
+        message: format!("--{flag}: cannot read {path}: {e}"),
+        code: 64,
+        api_code: None,
+    })
+}
+
+/// The text of the file at `path`, or of standard input for `-`.
+fn read_text(path: &str) -> std::io::Result<String> {
     if path == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
     } else {
         std::fs::read_to_string(path)
     }
-    .map_err(|e| CliError {
-        message: format!("--{flag}: cannot read {path}: {e}"),
-        code: 64,
-        api_code: None,
-    })
 }
 
 /// What `nuon installs components enable|disable` take.
@@ -571,13 +575,7 @@ fn values(pairs: &[(String, String)]) -> BTreeMap<String, serde_json::Value> {
 
 /// A secret's value from a file, or standard input for `-`.
 pub(crate) fn read_secret(name: &str, path: &str) -> Result<String, CliError> {
-    let text = if path == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
-    } else {
-        std::fs::read_to_string(path)
-    }
-    .map_err(|e| CliError {
+    let text = read_text(path).map_err(|e| CliError {
         message: format!("cannot read secret {name:?} from {path}: {e}"),
         code: 64,
         api_code: None,

@@ -684,12 +684,34 @@ pub(crate) async fn install_components(
     let r = client
         .toggle_component(&a.install, &a.component, on)
         .await?;
-    match (&r.workflow, a.wait) {
+    follow_or_say(
+        g,
+        &client,
+        r.workflow.as_ref(),
+        &r.message,
+        (a.wait, a.logs),
+        &r,
+    )
+    .await
+}
+
+/// With `wait` and a workflow, says `message` and follows it to its end
+/// (its logs too, with `logs`); else prints `answer` (`--json`) or the
+/// message.
+async fn follow_or_say(
+    g: &Global,
+    client: &ControlClient,
+    workflow: Option<&WorkflowInfo>,
+    message: &str,
+    (wait, logs): (bool, bool),
+    answer: &impl serde::Serialize,
+) -> Result<u8, CliError> {
+    match (workflow, wait) {
         (Some(wf), true) => {
             if !g.json {
-                outln!("{}", r.message);
+                outln!("{message}");
             }
-            let done = watch(&client, wf.id.as_str(), a.logs, true, g.json).await?;
+            let done = watch(client, wf.id.as_str(), logs, true, g.json).await?;
             if g.json {
                 print_json(&done)?;
             }
@@ -697,9 +719,9 @@ pub(crate) async fn install_components(
         }
         _ => {
             if g.json {
-                print_json(&r)?;
+                print_json(answer)?;
             } else {
-                outln!("{}", r.message);
+                outln!("{message}");
             }
             Ok(0)
         }
@@ -739,26 +761,15 @@ async fn set_override(
     let r = client
         .set_component_override(&a.install, &a.component, &req)
         .await?;
-    match (&r.workflow, a.wait) {
-        (Some(wf), true) => {
-            if !g.json {
-                outln!("{}", r.message);
-            }
-            let done = watch(client, wf.id.as_str(), a.logs, true, g.json).await?;
-            if g.json {
-                print_json(&done)?;
-            }
-            Ok(exit_of(&done))
-        }
-        _ => {
-            if g.json {
-                print_json(&r)?;
-            } else {
-                outln!("{}", r.message);
-            }
-            Ok(0)
-        }
-    }
+    follow_or_say(
+        g,
+        client,
+        r.workflow.as_ref(),
+        &r.message,
+        (a.wait, a.logs),
+        &r,
+    )
+    .await
 }
 
 pub(crate) async fn outputs(g: &Global, install: &str) -> Result<u8, CliError> {

@@ -666,13 +666,7 @@ async fn create_install(
     // Its own values for components: each for a component that takes them.
     let mut overrides = crate::store::Overrides::new();
     for (name, o) in &req.overrides {
-        let o = nuon_core::wire::SetComponentOverride {
-            helm_values: o.helm_values.clone(),
-            tf_vars: o.tf_vars.clone(),
-            deploy: false,
-        }
-        .override_();
-        let Some(o) = o else { continue };
+        let Some(o) = o.normalized() else { continue };
         let found = nuon_core::app::override_problems(config, name, &o);
         if found.is_empty() {
             overrides.insert(name.clone(), o);

@@ -71,6 +71,16 @@ pub(super) fn components(config: &AppConfig, install: &StoredInstall) -> Vec<Ins
         .collect()
 }
 
+/// App `app` has no component `name`: the ones it has, and the nearest.
+fn no_component(app: &str, config: &AppConfig, name: &str) -> Error {
+    let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
+    Error::not_found(format!(
+        "app {app} has no component {name:?}{} (components: {})",
+        nuon_core::app::did_you_mean(name, names.iter().copied()),
+        names.join(", ")
+    ))
+}
+
 async fn list(
     State(state): State<SharedState>,
     auth: ApiAuth,
@@ -111,13 +121,7 @@ async fn toggle(
     let (install, app, latest) = install_app_config(&state, &auth, &key).await?;
     let config = &latest.config;
     let Some(c) = config.component(&name) else {
-        let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
-        return Err(Error::not_found(format!(
-            "app {} has no component {name:?}{} (components: {})",
-            app.name,
-            nuon_core::app::did_you_mean(&name, names.iter().copied()),
-            names.join(", ")
-        )));
+        return Err(no_component(&app.name, config, &name));
     };
     if !c.toggleable {
         return Err(Error::bad_request(format!(
@@ -242,13 +246,7 @@ pub(super) async fn set_override(
             )));
         }
     } else if config.component(&name).is_none() && !install.overrides.contains_key(&name) {
-        let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
-        return Err(Error::not_found(format!(
-            "app {} has no component {name:?}{} (components: {})",
-            app.name,
-            nuon_core::app::did_you_mean(&name, names.iter().copied()),
-            names.join(", ")
-        )));
+        return Err(no_component(&app.name, config, &name));
     }
     let before = install.overrides.get(&name).cloned();
     if before == values {

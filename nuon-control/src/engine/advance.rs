@@ -451,13 +451,10 @@ impl Engine {
         if step.kind == StepKind::SecretsSync {
             // Rendered as the dispatch did; should that fail now (a value
             // changed meanwhile), the list stays as it was. A deprovision
-            // deleted them all.
-            let written = if cx.wf.kind == WorkflowKind::Deprovision {
-                Ok((Default::default(), Vec::new()))
-            } else {
+            // wrote none (it deleted them all).
+            let written =
                 render::render_context(&self.secrets, &cx.org, &cx.install, &cx.app_name, false)
-                    .and_then(|ctx| super::dispatch::secret_objects(cx, &ctx, &Default::default()))
-            };
+                    .and_then(|ctx| super::dispatch::secret_objects(cx, &ctx, &Default::default()));
             match written {
                 Ok((objects, _)) => {
                     let mut all = self.current_outputs(cx).await?;

@@ -84,21 +84,6 @@ impl Engine {
         if step.kind == StepKind::SecretsSync {
             let open = render::unseal(&self.secrets, &cx.install)?;
             let before = render::outputs_of(&self.secrets, &cx.install)?.kubernetes_secrets;
-            // A deprovision deletes what the syncs wrote, and writes nothing.
-            if cx.wf.kind == WorkflowKind::Deprovision {
-                let remove = KubernetesJob {
-                    action: HelmAction::Destroy,
-                    component: "secrets".into(),
-                    manifest: None,
-                    kustomize: None,
-                    namespace: None,
-                    kubeconfig: kubeconfig_of(cx, &values()?, None)?,
-                    applied: Vec::new(),
-                    policies: Vec::new(),
-                    delete_namespaced: namespaced_secrets(&before),
-                };
-                return job.make(&remove, Duration::from_secs(600), None);
-            }
             let (sync, encoded) = secrets_job(cx, &values()?, &open.secrets, &before)?;
             // The values reach the job base64: hidden as they are.
             let mut job = job;
@@ -687,6 +672,8 @@ fn secrets_job(
     values: &BTreeMap<String, String>,
     synced_before: &[String],
 ) -> std::result::Result<(KubernetesJob, Vec<String>), String> {
+    // A deprovision writes nothing, so it deletes all the last sync wrote.
+    let removing = cx.wf.kind == WorkflowKind::Deprovision;
     let (objects, encoded) = secret_objects(cx, ctx, values)?;
     let namespaces: std::collections::BTreeSet<&String> =
         objects.keys().map(|(ns, _)| ns).collect();
@@ -723,11 +710,19 @@ fn secrets_job(
         .filter(|o| !now.contains(*o))
         .cloned()
         .collect();
-    let delete_namespaced = namespaced_secrets(&gone);
+    let delete_namespaced = gone
+        .iter()
+        .filter_map(|o| o.split_once('/'))
+        .map(|(ns, name)| format!("{ns}/secret/{name}"))
+        .collect();
     let job = KubernetesJob {
-        action: HelmAction::Apply,
+        action: if removing {
+            HelmAction::Destroy
+        } else {
+            HelmAction::Apply
+        },
         component: "secrets".into(),
-        manifest: Some(docs),
+        manifest: (!removing).then_some(docs),
         kustomize: None,
         namespace: None,
         kubeconfig: kubeconfig_of(cx, ctx, None)?,
@@ -736,16 +731,6 @@ fn secrets_job(
         delete_namespaced,
     };
     Ok((job, encoded))
-}
-
-/// `NAMESPACE/secret/NAME` of each `NAMESPACE/NAME` a sync wrote, as
-/// [`KubernetesJob::delete_namespaced`] takes them.
-fn namespaced_secrets(written: &[String]) -> Vec<String> {
-    written
-        .iter()
-        .filter_map(|o| o.split_once('/'))
-        .map(|(ns, name)| format!("{ns}/secret/{name}"))
-        .collect()
 }
 
 /// The Secrets the config's secrets are synced to on this install, by
@@ -763,6 +748,10 @@ pub(super) fn secret_objects(
     let b64 = &base64::engine::general_purpose::STANDARD;
     let mut objects: BTreeMap<(String, String), serde_json::Map<String, Value>> = BTreeMap::new();
     let mut encoded = Vec::new();
+    // A deprovision's secrets step removes them: it writes none.
+    if cx.wf.kind == WorkflowKind::Deprovision {
+        return Ok((objects, encoded));
+    }
     for s in &cx.config.secrets {
         if s.kubernetes.is_empty() {
             continue;

@@ -127,6 +127,24 @@ impl StackTokenRow {
     }
 }
 
+/// An install's columns holding a JSON object keyed by component.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Keyed {
+    /// `toggles`: each component on or off.
+    Toggles,
+    /// `overrides`: each component's own values.
+    Overrides,
+}
+
+impl Keyed {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Keyed::Toggles => "toggles",
+            Keyed::Overrides => "overrides",
+        }
+    }
+}
+
 /// The `toggles` column of an install: a JSON object, or NULL when none
 /// was set (the same in every store).
 pub(crate) fn toggles_json<T: serde::Serialize>(

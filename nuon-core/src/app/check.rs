@@ -107,6 +107,17 @@ fn check_overrides(
         else {
             continue;
         };
+        // What the component depends on, directly or not: what its
+        // overrides may read the outputs of.
+        let mut before = BTreeSet::new();
+        let mut todo = vec![name.clone()];
+        while let Some(n) = todo.pop() {
+            for dep in all_deps.get(&n).into_iter().flatten() {
+                if before.insert(dep.clone()) {
+                    todo.push(dep.clone());
+                }
+            }
+        }
         for (key, text, takes, other) in [
             (
                 "helm_values",
@@ -134,15 +145,6 @@ fn check_overrides(
                 continue;
             }
             let reads = check_templates(std::slice::from_ref(text), inst.file, files, names, d);
-            let mut before = BTreeSet::new();
-            let mut todo = vec![name.clone()];
-            while let Some(n) = todo.pop() {
-                for dep in all_deps.get(&n).into_iter().flatten() {
-                    if before.insert(dep.clone()) {
-                        todo.push(dep.clone());
-                    }
-                }
-            }
             for (of, place) in reads.components {
                 if !before.contains(&of) && names.components.contains_key(&of) {
                     d.push(files[place.file].diag(

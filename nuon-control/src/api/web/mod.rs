@@ -908,10 +908,7 @@ async fn install_act(
         )
         .await
         {
-            Ok(axum::Json(d)) => match d.workflow {
-                Some(w) => Redirect::to(&format!("/workflows/{}", w.id)).into_response(),
-                None => Redirect::to(&at).into_response(),
-            },
+            Ok(axum::Json(d)) => workflow_or(d.workflow.as_ref(), &at),
             Err(e) => error_page(e),
         };
     }
@@ -1524,11 +1521,16 @@ async fn install_overrides(
     )
     .await
     {
-        Ok(axum::Json(r)) => match r.workflow {
-            Some(w) => Redirect::to(&format!("/workflows/{}", w.id)).into_response(),
-            None => Redirect::to(&format!("/installs/{key}")).into_response(),
-        },
+        Ok(axum::Json(r)) => workflow_or(r.workflow.as_ref(), &format!("/installs/{key}")),
         Err(e) => error_page(e),
+    }
+}
+
+/// To the page of the workflow a change started, else back to `back`.
+fn workflow_or(workflow: Option<&nuon_core::wire::WorkflowInfo>, back: &str) -> Response {
+    match workflow {
+        Some(w) => Redirect::to(&format!("/workflows/{}", w.id)).into_response(),
+        None => Redirect::to(back).into_response(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::*;
-use crate::store::installs::StackTokenRow;
+use crate::store::installs::{Keyed, StackTokenRow};
 use crate::store::{StackRedeem, StackStore};
 
 #[async_trait]
@@ -153,25 +153,9 @@ impl InstallStore for PostgresStore {
         component: &str,
         enabled: Option<bool>,
     ) -> Result<()> {
-        // TEXT holding a JSON object, changed as jsonb in one statement.
-        let changed = sqlx::query(
-            "UPDATE installs SET toggles = (CASE WHEN $4::boolean IS NULL \
-                 THEN COALESCE(toggles, '{}')::jsonb - $3 \
-                 ELSE COALESCE(toggles, '{}')::jsonb || jsonb_build_object($3::text, $4::boolean) END)::text \
-             WHERE id = $1 AND org_id = $2",
-        )
-        .bind(id.as_str())
-        .bind(org.as_str())
-        .bind(component)
-        .bind(enabled)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?
-        .rows_affected();
-        if changed == 0 {
-            return Err(StoreError::Invalid(format!("no install {id}")));
-        }
-        Ok(())
+        let value = enabled.map(|on| on.to_string());
+        self.set_install_key(Keyed::Toggles, org, id, component, value)
+            .await
     }
 
     async fn set_install_override(
@@ -181,26 +165,9 @@ impl InstallStore for PostgresStore {
         component: &str,
         values: Option<&nuon_core::wire::ComponentOverride>,
     ) -> Result<()> {
-        let values = values.map(|v| serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
-        // TEXT holding a JSON object, changed as jsonb in one statement.
-        let changed = sqlx::query(
-            "UPDATE installs SET overrides = (CASE WHEN $4::text IS NULL \
-                 THEN COALESCE(overrides, '{}')::jsonb - $3 \
-                 ELSE COALESCE(overrides, '{}')::jsonb || jsonb_build_object($3::text, $4::jsonb) END)::text \
-             WHERE id = $1 AND org_id = $2",
-        )
-        .bind(id.as_str())
-        .bind(org.as_str())
-        .bind(component)
-        .bind(values)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?
-        .rows_affected();
-        if changed == 0 {
-            return Err(StoreError::Invalid(format!("no install {id}")));
-        }
-        Ok(())
+        let value = values.map(|v| serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
+        self.set_install_key(Keyed::Overrides, org, id, component, value)
+            .await
     }
 
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()> {
@@ -340,4 +307,38 @@ async fn stack_token_state(
         None => None,
     };
     Ok(StackTokenRow::state(row, now))
+}
+
+impl PostgresStore {
+    /// Sets (`Some`, JSON text) or removes one key of an install's
+    /// JSON-object column, as jsonb in one statement.
+    async fn set_install_key(
+        &self,
+        column: Keyed,
+        org: &OrgId,
+        id: &InstallId,
+        key: &str,
+        value: Option<String>,
+    ) -> Result<()> {
+        // The column is one of `Keyed`'s names, never input.
+        let c = column.name();
+        let changed = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE installs SET {c} = (CASE WHEN $4::text IS NULL \
+                 THEN COALESCE({c}, '{{}}')::jsonb - $3 \
+                 ELSE COALESCE({c}, '{{}}')::jsonb || jsonb_build_object($3::text, $4::jsonb) END)::text \
+             WHERE id = $1 AND org_id = $2"
+        )))
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(key)
+        .bind(value)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?
+        .rows_affected();
+        if changed == 0 {
+            return Err(StoreError::Invalid(format!("no install {id}")));
+        }
+        Ok(())
+    }
 }

@@ -1,7 +1,7 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::*;
-use crate::store::installs::{StackTokenRow, toggles_json};
+use crate::store::installs::{Keyed, StackTokenRow, toggles_json};
 use crate::store::{StackRedeem, StackStore};
 
 #[async_trait]
@@ -158,33 +158,9 @@ impl InstallStore for SqliteStore {
         component: &str,
         enabled: Option<bool>,
     ) -> Result<()> {
-        let (org, id, component) = (org.clone(), id.clone(), component.to_owned());
-        self.write(move |conn| {
-            let path = format!("$.{}", serde_json::Value::String(component));
-            let changed = match enabled {
-                Some(on) => conn.execute(
-                    "UPDATE installs SET toggles = json_set(COALESCE(toggles, '{}'), ?3, json(?4)) \
-                     WHERE id = ?1 AND org_id = ?2",
-                    params![
-                        id.as_str(),
-                        org.as_str(),
-                        path,
-                        if on { "true" } else { "false" }
-                    ],
-                ),
-                None => conn.execute(
-                    "UPDATE installs SET toggles = json_remove(COALESCE(toggles, '{}'), ?3) \
-                     WHERE id = ?1 AND org_id = ?2",
-                    params![id.as_str(), org.as_str(), path],
-                ),
-            }
-            .map_err(db_err)?;
-            if changed == 0 {
-                return Err(StoreError::Invalid(format!("no install {id}")));
-            }
-            Ok(())
-        })
-        .await
+        let value = enabled.map(|on| on.to_string());
+        self.set_install_key(Keyed::Toggles, org, id, component, value)
+            .await
     }
 
     async fn set_install_override(
@@ -194,29 +170,9 @@ impl InstallStore for SqliteStore {
         component: &str,
         values: Option<&nuon_core::wire::ComponentOverride>,
     ) -> Result<()> {
-        let (org, id, component) = (org.clone(), id.clone(), component.to_owned());
-        let values = values.map(|v| serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
-        self.write(move |conn| {
-            let path = format!("$.{}", serde_json::Value::String(component));
-            let changed = match values {
-                Some(v) => conn.execute(
-                    "UPDATE installs SET overrides = json_set(COALESCE(overrides, '{}'), ?3, json(?4)) \
-                     WHERE id = ?1 AND org_id = ?2",
-                    params![id.as_str(), org.as_str(), path, v],
-                ),
-                None => conn.execute(
-                    "UPDATE installs SET overrides = json_remove(COALESCE(overrides, '{}'), ?3) \
-                     WHERE id = ?1 AND org_id = ?2",
-                    params![id.as_str(), org.as_str(), path],
-                ),
-            }
-            .map_err(db_err)?;
-            if changed == 0 {
-                return Err(StoreError::Invalid(format!("no install {id}")));
-            }
-            Ok(())
-        })
-        .await
+        let value = values.map(|v| serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
+        self.set_install_key(Keyed::Overrides, org, id, component, value)
+            .await
     }
 
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()> {
@@ -349,4 +305,45 @@ fn stack_token_state(conn: &Connection, hash: &str, now: i64) -> Result<StackRed
         },
     )?;
     Ok(StackTokenRow::state(row, now))
+}
+
+impl SqliteStore {
+    /// Sets (`Some`, JSON text) or removes one key of an install's
+    /// JSON-object column.
+    async fn set_install_key(
+        &self,
+        column: Keyed,
+        org: &OrgId,
+        id: &InstallId,
+        key: &str,
+        value: Option<String>,
+    ) -> Result<()> {
+        let (org, id) = (org.clone(), id.clone());
+        let path = format!("$.{}", serde_json::Value::String(key.to_owned()));
+        let c = column.name();
+        self.write(move |conn| {
+            let changed = match value {
+                Some(v) => conn.execute(
+                    &format!(
+                        "UPDATE installs SET {c} = json_set(COALESCE({c}, '{{}}'), ?3, json(?4)) \
+                         WHERE id = ?1 AND org_id = ?2"
+                    ),
+                    params![id.as_str(), org.as_str(), path, v],
+                ),
+                None => conn.execute(
+                    &format!(
+                        "UPDATE installs SET {c} = json_remove(COALESCE({c}, '{{}}'), ?3) \
+                         WHERE id = ?1 AND org_id = ?2"
+                    ),
+                    params![id.as_str(), org.as_str(), path],
+                ),
+            }
+            .map_err(db_err)?;
+            if changed == 0 {
+                return Err(StoreError::Invalid(format!("no install {id}")));
+            }
+            Ok(())
+        })
+        .await
+    }
 }
