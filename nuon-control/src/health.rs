@@ -1,5 +1,6 @@
 //! An install's health: its runner (there or not, from its last call),
-//! each component's last deploy, and each health-check action's last run
+//! each component's last deploy and health probes (`[health]`, as its last
+//! health step saw them), and each health-check action's last run
 //! (an action with a `cron` trigger). Pure: the Control API answers it,
 //! and a rollout's bake holds a wave on it.
 
@@ -36,6 +37,10 @@ pub(crate) struct WorkflowSummary {
     syncs: BTreeMap<String, Ended>,
     /// By action: its last run that ended.
     actions: BTreeMap<String, Ended>,
+    /// By `COMPONENT/PROBE`: how each of a component's health probes did
+    /// in its last health step that ended.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    probes: BTreeMap<String, Ended>,
     /// The workflows with a step waiting for an approval, newest first.
     pub waiting: Vec<(WorkflowId, WorkflowKind)>,
 }
@@ -66,6 +71,10 @@ impl WorkflowSummary {
                     let (Some(target), true) = (s.target.as_ref(), ended) else {
                         continue;
                     };
+                    if s.kind == StepKind::Health {
+                        out.probed(&w.id, w.finished_at_ms, target, &s.outputs);
+                        continue;
+                    }
                     let into = match s.kind {
                         StepKind::Sync => &mut out.syncs,
                         StepKind::Apply | StepKind::Destroy => &mut out.deploys,
@@ -119,6 +128,35 @@ impl WorkflowSummary {
 }
 
 impl WorkflowSummary {
+    /// Records each probe of a health step's outputs, unless a later
+    /// step already did.
+    fn probed(
+        &mut self,
+        workflow: &WorkflowId,
+        at_ms: Option<i64>,
+        component: &str,
+        outputs: &serde_json::Value,
+    ) {
+        let rounds = outputs["rounds"].as_u64().unwrap_or_default();
+        for p in outputs["probes"].as_array().into_iter().flatten() {
+            let Some(name) = p["name"].as_str() else {
+                continue;
+            };
+            let passes = p["passes"].as_u64().unwrap_or_default();
+            self.probes
+                .entry(format!("{component}/{name}"))
+                .or_insert_with(|| Ended {
+                    workflow_id: workflow.clone(),
+                    at_ms,
+                    ok: p["ok"].as_bool().unwrap_or(false),
+                    detail: format!(
+                        "{}; passed {passes} of {rounds} rounds after the last deploy",
+                        p["detail"].as_str().unwrap_or_default()
+                    ),
+                });
+        }
+    }
+
     /// What of it decides an install's health status and its waiting
     /// approvals: small, so the overview reads it for every install and
     /// the whole summary only for the installs it shows.
@@ -134,6 +172,7 @@ impl WorkflowSummary {
                 failed("deploy", &self.deploys),
                 failed("sync", &self.syncs),
                 failed("action", &self.actions),
+                failed("probe", &self.probes),
             ]
             .concat(),
             waiting: self.waiting.clone(),
@@ -198,7 +237,8 @@ pub(crate) struct Brief {
 
 /// The keys of [`Brief::failed`] that count for `install` under `config`:
 /// its components that are on (a container image by its sync, the others
-/// by their deploy), and its health-check actions (a `cron` trigger).
+/// by their deploy, and each of their health probes), and its
+/// health-check actions (a `cron` trigger).
 fn counted(
     config: &AppConfig,
     install: &StoredInstall,
@@ -207,9 +247,12 @@ fn counted(
         .components
         .iter()
         .filter(|c| install.enabled(c))
-        .map(|c| match c.kind {
-            ComponentKind::ContainerImage => ("sync", c.name.clone()),
-            _ => ("deploy", c.name.clone()),
+        .flat_map(|c| {
+            let deploy = match c.kind {
+                ComponentKind::ContainerImage => ("sync", c.name.clone()),
+                _ => ("deploy", c.name.clone()),
+            };
+            std::iter::once(deploy).chain(probes_of(c).map(|p| ("probe", p)))
         })
         .collect::<Vec<_>>();
     let actions = config
@@ -219,6 +262,14 @@ fn counted(
         .map(|a| ("action", a.name.clone()))
         .collect::<Vec<_>>();
     components.into_iter().chain(actions)
+}
+
+/// A component's health probes, as `COMPONENT/PROBE`.
+fn probes_of(c: &nuon_core::app::Component) -> impl Iterator<Item = String> + '_ {
+    c.health
+        .iter()
+        .flat_map(|h| &h.probes)
+        .map(|p| format!("{}/{}", c.name, p.name))
 }
 
 /// The runner's part of an install's health: `ok`, `offline` or
@@ -337,6 +388,15 @@ pub(crate) fn health_of(
             by.get(&c.name),
             "never deployed",
         ));
+        // Its health probes, as its last health step saw them.
+        for p in probes_of(c) {
+            checks.push(ended_check(
+                "probe",
+                &p,
+                workflows.probes.get(&p),
+                "not probed since it has had [health]",
+            ));
+        }
     }
     // Each health-check action's last run that ended.
     for a in config
@@ -379,6 +439,10 @@ mod tests {
             SourceFile::new(
                 "components/db.toml",
                 "name = \"db\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./db\"\n",
+            ),
+            SourceFile::new(
+                "components/api.toml",
+                "name = \"api\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./api\"\n[[health.probes]]\ntype = \"tcp\"\nname = \"port\"\nurl = \"127.0.0.1:9\"\n",
             ),
             SourceFile::new(
                 "components/cache.toml",
@@ -449,6 +513,14 @@ mod tests {
             }))
             .unwrap()
         };
+        // A deploy whose health step saw the probe as `ok`.
+        let probe = |target: &str, name: &str, ok: bool| -> WorkflowInfo {
+            let mut w = deploy(target, "health", "succeeded");
+            w.steps[0].outputs = json!({"rounds": 3, "probes": [
+                {"name": name, "ok": ok, "detail": "HTTP 503", "passes": 0, "failures": 3}
+            ]});
+            w
+        };
         let histories: Vec<(&str, Vec<WorkflowInfo>)> = vec![
             ("nothing yet", vec![]),
             ("db deployed", vec![deploy("db", "apply", "succeeded")]),
@@ -463,6 +535,16 @@ mod tests {
             ),
             ("the cron check failed", vec![action("check", "failed")]),
             ("the manual action failed", vec![action("poke", "failed")]),
+            ("api's probe failed", vec![probe("api", "port", false)]),
+            ("api's probe passed", vec![probe("api", "port", true)]),
+            (
+                "a probe the config no longer has failed",
+                vec![probe("api", "gone", false)],
+            ),
+            (
+                "api's probe failed, then passed",
+                vec![probe("api", "port", true), probe("api", "port", false)],
+            ),
             (
                 "db failed, then deployed",
                 vec![

@@ -283,6 +283,46 @@ impl Job for ExecJob {
     const KIND: &'static str = "exec";
 }
 
+/// Watch a component's health after its apply: every `interval_ms`, run
+/// each probe; health holds once every probe passed `hold_rounds` rounds
+/// in a row. The job ends then, or when `window_ms` has passed: failed
+/// if `block_deploy`, else succeeded with what it saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HealthJob {
+    /// The component it watches (for its log and outputs).
+    pub component: String,
+    /// The probes, rendered.
+    pub probes: Vec<crate::app::HealthProbe>,
+    /// How long to watch.
+    pub window_ms: u64,
+    /// The time between the starts of two rounds.
+    pub interval_ms: u64,
+    /// How many healthy rounds in a row make health hold.
+    pub hold_rounds: u32,
+    /// Whether health that does not hold fails the job.
+    #[serde(default)]
+    pub block_deploy: bool,
+}
+
+impl HealthJob {
+    /// The healthy rounds in a row that make health hold.
+    pub const HOLD_ROUNDS: u32 = 3;
+
+    /// The time between rounds for a window: a thirtieth of it, from one
+    /// to five seconds.
+    pub fn interval_for(window: std::time::Duration) -> std::time::Duration {
+        (window / 30).clamp(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(5),
+        )
+    }
+}
+
+impl Job for HealthJob {
+    const KIND: &'static str = "health";
+}
+
 /// What a `terraform` job does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

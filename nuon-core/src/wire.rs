@@ -1705,10 +1705,12 @@ pub struct WorkflowInfo {
 /// One thing an install's health is made of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HealthCheck {
-    /// `runner`, `component`, or `action` (a health-check action: one with
-    /// a `cron` trigger).
+    /// `runner`, `component`, `probe` (one of a component's `[health]`
+    /// probes, as its last health step saw it), or `action` (a
+    /// health-check action: one with a `cron` trigger).
     pub kind: String,
-    /// The runner's, component's or action's name.
+    /// The runner's, component's or action's name; a probe's is
+    /// `COMPONENT/PROBE`.
     pub name: String,
     /// `ok`, `failed`, `offline` or `disabled` (the runner), or `unknown`
     /// (never run).

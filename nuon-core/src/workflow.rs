@@ -69,6 +69,9 @@ pub enum StepKind {
     /// Write the install's secrets that the config syncs into the
     /// sandbox's cluster as Kubernetes Secrets (`kubernetes_sync`).
     SecretsSync,
+    /// Run a component's health probes after its apply, until its health
+    /// holds or the stabilization window ends (`[health]`).
+    Health,
 }
 
 impl StepKind {
@@ -245,6 +248,7 @@ fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedSt
         StepKind::AwaitStack => "await install stack",
         StepKind::AwaitRunner => "await runner",
         StepKind::SecretsSync => "sync kubernetes secrets",
+        StepKind::Health => "check health",
     };
     PlannedStep {
         name: match target {
@@ -280,6 +284,13 @@ pub fn secrets_sync_steps(config: &AppConfig) -> Vec<PlannedStep> {
         actions(config, "post-secrets-sync", None, &mut out);
     }
     out
+}
+
+/// The health step of a component whose `[health]` has probes.
+fn health(c: &crate::app::Component, out: &mut Vec<PlannedStep>) {
+    if crate::app::ComponentHealth::watched(c.health.as_ref()) {
+        out.push(step(StepKind::Health, Some(&c.name), false));
+    }
 }
 
 fn actions(config: &AppConfig, trigger: &str, component: Option<&str>, out: &mut Vec<PlannedStep>) {
@@ -340,6 +351,7 @@ pub fn plan_with(
             if c.kind != ComponentKind::ContainerImage {
                 out.push(step(StepKind::Plan, name, false));
                 out.push(step(StepKind::Apply, name, approvals));
+                health(c, out);
             }
             actions(config, "post-deploy-component", name, out);
         }
@@ -387,6 +399,7 @@ pub fn plan_with(
                         if c.kind != ComponentKind::ContainerImage {
                             out.push(step(StepKind::Plan, Some(&c.name), false));
                             out.push(step(StepKind::Apply, Some(&c.name), approvals));
+                            health(c, &mut out);
                         }
                     }
                 }

@@ -21,6 +21,8 @@
 //!   the `kubernetes_manifest` job kind, objects through `kubectl`.
 //! - `build` (default): [`build::BuildPlugin`], the build runner's `build`
 //!   job kind.
+//! - `health`: [`health::HealthPlugin`], the `health` job kind: a
+//!   component's health probes after its apply.
 //! - `wasm`: the `wasm` job kind, vendor plugins as WebAssembly components
 //!   under wasmtime (the one feature that compiles wasmtime).
 //!
@@ -54,6 +56,8 @@ pub mod build;
 pub mod debug;
 #[cfg(feature = "exec")]
 pub mod exec;
+#[cfg(feature = "health")]
+pub mod health;
 #[cfg(feature = "helm")]
 pub mod helm;
 #[cfg(feature = "helm")]

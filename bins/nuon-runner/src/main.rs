@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use nuon_plugins::health::HealthPlugin;
 use nuon_plugins::helm::HelmPlugin;
 use nuon_plugins::kubernetes::KubernetesPlugin;
 use nuon_plugins::sync::SyncPlugin;
@@ -128,7 +129,8 @@ async fn main() -> ExitCode {
                 .register(Arc::new(
                     KubernetesPlugin::new(store.clone()).in_containers(containers),
                 ))
-                .register(Arc::new(SyncPlugin::new(vendor, store.clone())));
+                .register(Arc::new(SyncPlugin::new(vendor, store.clone())))
+                .register(Arc::new(HealthPlugin::new()));
             // Registered even when off, so that a wasm job fails with the
             // reason instead of waiting for a runner that never claims it.
             let host = WasmHost::new(HostConfig {

@@ -609,5 +609,6 @@ fn step_kind_name(kind: StepKind) -> &'static str {
         StepKind::AwaitStack => "await_stack",
         StepKind::AwaitRunner => "await_runner",
         StepKind::SecretsSync => "secrets_sync",
+        StepKind::Health => "health",
     }
 }

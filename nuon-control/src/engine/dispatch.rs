@@ -6,12 +6,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nuon_core::app::template::RenderContext;
-use nuon_core::app::{Action, Component, ComponentKind, Source};
+use nuon_core::app::{
+    Action, Component, ComponentKind, HealthProbe, ProbeKind, Source, http_url, parse_window,
+    tcp_address,
+};
 use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys};
 use nuon_core::{
-    ArtifactRef, ExecJob, HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobId, JobSandbox,
+    ArtifactRef, ExecJob, HealthJob, HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobId, JobSandbox,
     JobSpec, KubernetesJob, KustomizeBuild, RetryPolicy, SyncJob, TerraformAction, TerraformJob,
     now_ms,
 };
@@ -89,6 +92,16 @@ impl Engine {
             let mut job = job;
             job.redact.extend(encoded);
             return job.make(&sync, Duration::from_secs(600), None);
+        }
+        if step.kind == StepKind::Health {
+            let c = cx.config.component(&target).ok_or_else(|| {
+                format!(
+                    "component {target:?} is not in config version {}",
+                    cx.wf.config_version
+                )
+            })?;
+            let (health, timeout) = health_job(c, &values()?)?;
+            return job.make(&health, timeout, None);
         }
         if step.kind == StepKind::Action {
             let action = cx
@@ -340,6 +353,55 @@ impl Spec<'_> {
         };
         Ok((spec, token))
     }
+}
+
+/// A component's health probes, rendered after its apply (they may read
+/// its outputs), and the job's timeout: the window and a minute.
+fn health_job(
+    c: &Component,
+    ctx: &RenderContext,
+) -> std::result::Result<(HealthJob, Duration), String> {
+    let h = c
+        .health
+        .as_ref()
+        .ok_or_else(|| format!("component {} has no [health]", c.name))?;
+    let what = format!("component {} health", c.name);
+    let text = render_text(
+        &h.stabilization_window,
+        ctx,
+        &format!("{what} stabilization_window"),
+    )?;
+    let window = parse_window(text.trim()).map_err(|e| format!("{what}: {e}"))?;
+    let mut probes = Vec::with_capacity(h.probes.len());
+    for (i, p) in h.probes.iter().enumerate() {
+        let at = format!("{what} probe {i}");
+        let url = p
+            .url
+            .as_deref()
+            .map(|u| render_text(u, ctx, &format!("{at} url")))
+            .transpose()?;
+        let checked = match (p.kind, &url) {
+            (ProbeKind::Http, Some(u)) => http_url(u),
+            (ProbeKind::Tcp, Some(u)) => tcp_address(u).map(drop),
+            _ => Ok(()),
+        };
+        checked.map_err(|e| format!("{at} renders a target that cannot be probed: {e}"))?;
+        probes.push(HealthProbe {
+            kind: p.kind,
+            name: render_text(&p.name, ctx, &format!("{at} name"))?,
+            url,
+            command: render_texts(&p.command, ctx, &format!("{at} command"))?,
+        });
+    }
+    let job = HealthJob {
+        component: c.name.clone(),
+        probes,
+        window_ms: window.as_millis() as u64,
+        interval_ms: HealthJob::interval_for(window).as_millis() as u64,
+        hold_rounds: HealthJob::HOLD_ROUNDS,
+        block_deploy: h.block_deploy,
+    };
+    Ok((job, window + Duration::from_secs(60)))
 }
 
 /// An action's steps as one `sh -c` script, each step announced.

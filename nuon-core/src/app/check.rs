@@ -521,6 +521,8 @@ pub(crate) fn cross_check(
         let me = c.name.as_ref().map(|n| n.text.clone());
         check_refs("component", &c.deps, &components, file, d);
         let reads = check_templates(&c.strings, c.file, files, &names, d);
+        // Read after the apply: its own outputs are there by then.
+        let after = check_templates(&c.after_apply, c.file, files, &names, d);
         let Some(me) = me else { continue };
         let mut edges = Vec::new();
         for dep in &c.deps {
@@ -561,6 +563,13 @@ pub(crate) fn cross_check(
                     offset: place.offset,
                 });
             }
+        }
+        for (to, place) in after.components.into_iter().filter(|(to, _)| *to != me) {
+            edges.push(Edge {
+                to,
+                file: place.file,
+                offset: place.offset,
+            });
         }
         if graph.contains_key(&me) {
             continue; // a duplicate, already reported

@@ -178,6 +178,9 @@ pub(crate) struct Item<T> {
     pub(crate) context: Option<Located>,
     /// An install file's `[components.NAME]` overrides, unchecked.
     pub(crate) overrides: Vec<OverrideAt>,
+    /// Templates rendered after the component's apply (its health
+    /// probes): they may read its own outputs.
+    pub(crate) after_apply: Vec<Located>,
 }
 
 /// One `[components.NAME]` table of an install file, as written.
@@ -198,6 +201,7 @@ impl<T> Item<T> {
             refs: Vec::new(),
             values: Vec::new(),
             context: None,
+            after_apply: Vec::new(),
             overrides: Vec::new(),
         }
     }
@@ -470,10 +474,6 @@ const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
     (
         "labels",
         "labels are shown in Nuon's dashboard; this platform keeps none",
-    ),
-    (
-        "health",
-        "component health checks are not run on this platform yet",
     ),
     (
         "source",
@@ -1210,6 +1210,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     skip_noops(&mut r, d);
     item.context = r.str(d, "kubernetes_context");
     let take_ownership = r.bool(d, "take_ownership").unwrap_or(false);
+    let health = super::health::read(&mut r, d, &mut item.after_apply);
     let Some(kind) = kind else {
         // Without a type, the other keys cannot be checked; still record
         // the name so other components may refer to it.
@@ -1275,6 +1276,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         operation_roles,
         kubernetes_context: item.context.as_ref().map(|k| k.text.clone()),
         take_ownership,
+        health,
     };
     let mut ok = name.is_some();
     let strings = &mut item.strings;
@@ -1404,6 +1406,15 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
             source(&mut r, d, &["path", "public_repo", "git", "oci"], true)
         }
     };
+    if kind == ComponentKind::ContainerImage
+        && c.health.take().is_some()
+        && let Some(v) = r.get("health")
+    {
+        d.push(r.file.warn(
+            &v.span(),
+            "health cannot take effect on a container_image (it is deployed by a copy into the install's registry, nothing serves to probe): probe it from the component that runs it",
+        ));
+    }
     let kind_name = kind.as_str();
     r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| {
         let kinds = kinds_of(k);

@@ -22,6 +22,7 @@
 
 mod check;
 mod diag;
+mod health;
 mod load;
 mod overrides;
 mod platform;
@@ -36,6 +37,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
+pub use health::{
+    ComponentHealth, DEFAULT_WINDOW, HealthProbe, MAX_WINDOW, ProbeKind, http_url, parse_window,
+    tcp_address,
+};
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
 };
@@ -922,6 +927,9 @@ pub struct Component {
     /// upgrade --take-ownership`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub take_ownership: bool,
+    /// `[health]`: the probes its deploy watches after the apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<ComponentHealth>,
 }
 
 fn is_zero(n: &u32) -> bool {
