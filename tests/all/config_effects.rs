@@ -4,7 +4,8 @@
 //! triggers the control plane starts, and Rego policies over rendered Helm
 //! and Kubernetes manifests, secrets synced into Kubernetes with their
 //! triggers, kubernetes contexts and actions' kubeconfigs (against
-//! stand-in `helm` and `kubectl`: no Kubernetes API server runs here).
+//! stand-in `helm` and `kubectl`: no Kubernetes API server runs here), and
+//! components' health probes.
 
 use std::time::Duration;
 
@@ -790,6 +791,145 @@ fn install_health_follows_the_runner_the_deploys_and_the_health_check_actions() 
             .unwrap_or_default()
             .starts_with("last call "),
         "{h:#?}"
+    );
+}
+
+/// A loopback HTTP server answering every request with the status `now`
+/// holds; its port.
+fn switchable_http_server(now: std::sync::Arc<std::sync::atomic::AtomicU16>) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut buf = [0u8; 2048];
+            let _ = s.read(&mut buf);
+            let status = now.load(std::sync::atomic::Ordering::SeqCst);
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    port
+}
+
+/// A component's `[health]`: after its apply, the runner runs its probes
+/// (http, tcp, exec; templates that read the component's own outputs)
+/// until they pass three rounds in a row. With `block_deploy`, health
+/// that does not hold within the window fails the deploy, and a retry
+/// runs the probes again; without, the deploy goes on and the install's
+/// health shows the probe that failed.
+#[test]
+fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU16, Ordering};
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let status = Arc::new(AtomicU16::new(503));
+    let port = switchable_http_server(status.clone());
+    let tf = "variable \"port\" {\n  type = string\n}\n\noutput \"port\" {\n  value = var.port\n}\n";
+    let marker_dir = tempfile::tempdir().unwrap();
+    let marker = marker_dir.path().join("ready");
+    std::fs::write(&marker, "").unwrap();
+    let api = component(
+        "api",
+        &format!(
+            "[vars]\nport = \"{port}\"\n\n[health]\nstabilization_window = \"3s\"\n\n[[health.probes]]\ntype = \"exec\"\nname = \"migrations\"\ncommand = [\"sh\", \"-c\", \"echo 'migrations are pending' >&2; exit 3\"]\n"
+        ),
+    );
+    let web = component(
+        "web",
+        &format!(
+            "dependencies = [\"api\"]\n[vars]\nport = \"{port}\"\n\n[health]\nstabilization_window = \"{{{{ .nuon.install.inputs.window }}}}\"\nblock_deploy = true\n\n[[health.probes]]\ntype = \"http\"\nname = \"healthz\"\nurl = \"http://127.0.0.1:{{{{ .nuon.components.web.outputs.port }}}}/healthz\"\n\n[[health.probes]]\ntype = \"tcp\"\nurl = \"127.0.0.1:{port}\"\n\n[[health.probes]]\ntype = \"exec\"\ncommand = [\"test\", \"-f\", \"{}\"]\n",
+            marker.display()
+        ),
+    );
+    let inputs = "[[input]]\nname = \"window\"\ndescription = \"how long web's health may take\"\ndefault = \"6s\"\n";
+    let m = Manual::start(&[
+        METADATA,
+        ("inputs.toml", inputs),
+        ("components/api.toml", &api),
+        ("components/web.toml", &web),
+        ("tf/main.tf", tf),
+    ]);
+    let c = m.cp.client();
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    // api's probe fails, but its health does not block: the deploy goes
+    // on, and the step says what it saw.
+    let api_health = step(&w, "check health api");
+    assert_eq!(api_health.status, "succeeded", "{w:#?}");
+    assert_eq!(api_health.outputs["held"], false, "{api_health:#?}");
+    assert_eq!(api_health.outputs["rounds"], 3, "{api_health:#?}");
+    let p = &api_health.outputs["probes"][0];
+    assert_eq!(p["failures"], 3, "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("exit code 3: migrations are pending"),
+        "{p}"
+    );
+    // web's HTTP probe answers 503 for the whole window: the deploy fails,
+    // after web's apply, saying which probe and why.
+    assert_eq!(w.status, "failed", "{w:#?}");
+    assert_eq!(step(&w, "apply web").status, "succeeded");
+    let web_health = step(&w, "check health web");
+    assert_eq!(web_health.status, "failed", "{w:#?}");
+    let reason = web_health.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("the health of web did not hold within 6s")
+            && reason.contains("probe healthz failed 6 of 6 rounds, last: HTTP 503")
+            && reason.contains("block_deploy"),
+        "{reason}"
+    );
+    assert!(!reason.contains("127.0.0.1:"), "passing probes are not blamed: {reason}");
+    let h = rt().block_on(c.install_health("demo")).unwrap();
+    let of = |h: &nuon_core::wire::InstallHealth, name: &str| {
+        h.checks
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no check {name} in {h:#?}"))
+            .clone()
+    };
+    assert_eq!(h.status, "unhealthy", "{h:#?}");
+    assert_eq!(of(&h, "web/healthz").status, "failed");
+    assert_eq!(of(&h, "web/healthz").kind, "probe");
+    assert_eq!(of(&h, &format!("web/127.0.0.1:{port}")).status, "ok");
+    assert_eq!(of(&h, "web/test").status, "ok");
+    assert_eq!(of(&h, "api/migrations").status, "failed");
+    // The service comes up: a retry runs web's probes again, and its
+    // health holds in three rounds.
+    status.store(200, Ordering::SeqCst);
+    ok(m.cp.nuon(&["workflows", "retry", w.id.as_str(), "--wait"]));
+    let w = rt().block_on(c.get_workflow(w.id.as_str())).unwrap();
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let web_health = step(&w, "check health web");
+    assert_eq!(web_health.outputs["held"], true, "{web_health:#?}");
+    assert_eq!(web_health.outputs["rounds"], 3, "{web_health:#?}");
+    assert_eq!(web_health.attempts.len(), 1, "the failed try is kept");
+    // The install's health: web's probes pass; api's, which does not
+    // block, still fails, and the CLI says so.
+    let out = m.cp.nuon(&["installs", "health", "demo", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "unhealthy", "{v}");
+    let checks = v["checks"].as_array().unwrap();
+    let probe = |name: &str| checks.iter().find(|c| c["name"] == name).unwrap().clone();
+    assert_eq!(probe("web/healthz")["status"], "ok", "{v}");
+    assert!(
+        probe("web/healthz")["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("HTTP 200"),
+        "{v}"
+    );
+    assert_eq!(probe("api/migrations")["status"], "failed", "{v}");
+    let out = m.cp.nuon(&["installs", "health"]);
+    assert!(
+        text(&out)
+            .lines()
+            .any(|l| l.contains("demo") && l.contains("probe api/migrations")),
+        "{}",
+        text(&out)
     );
 }
 

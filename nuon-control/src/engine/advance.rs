@@ -112,7 +112,11 @@ impl Engine {
                                 tries + 1
                             ));
                         }
-                        return self.fail(&cx, &step, reason).await;
+                        // A health step's failure keeps what its probes saw:
+                        // the install's health reads it.
+                        let outputs = (step.kind == StepKind::Health && !job.outputs.is_null())
+                            .then(|| job.outputs.to_string());
+                        return self.fail_with(&cx, &step, reason, outputs).await;
                     }
                     self.succeeded(&mut cx, i, &job).await?;
                 }
@@ -366,14 +370,24 @@ impl Engine {
         step: &WorkflowStepInfo,
         reason: String,
     ) -> Result<()> {
+        self.fail_with(cx, step, reason, None).await
+    }
+
+    /// [`fail`](Self::fail), keeping the outputs its job reported.
+    async fn fail_with(
+        &self,
+        cx: &Ctx,
+        step: &WorkflowStepInfo,
+        reason: String,
+        outputs_json: Option<String>,
+    ) -> Result<()> {
         tracing::warn!(workflow = %cx.wf.id, step = %step.name, %reason, "step failed");
+        let u = StepUpdate {
+            outputs_json,
+            ..update(StepStatus::Failed, Some(reason.clone()))
+        };
         self.store
-            .update_step(
-                &cx.org,
-                &cx.wf.id,
-                step.index,
-                update(StepStatus::Failed, Some(reason.clone())),
-            )
+            .update_step(&cx.org, &cx.wf.id, step.index, u)
             .await?;
         let status = WorkflowStatus::Failed;
         self.store
