@@ -931,6 +931,17 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
         "{}",
         text(&out)
     );
+    // The dashboard shows each probe with its component, and on the
+    // overview.
+    let install = rt().block_on(c.get_install("demo")).unwrap();
+    let page = m.cp.dashboard_page(&format!("/installs/{}", install.id));
+    assert!(
+        page.contains("web/healthz: ok") && page.contains("api/migrations: failed"),
+        "{page}"
+    );
+    assert!(page.contains("exit code 3: migrations are pending"), "{page}");
+    let overview = m.cp.dashboard_page("/");
+    assert!(overview.contains("api/migrations: failed"), "{overview}");
 }
 
 /// Secrets synced into Kubernetes (`kubernetes_sync_targets`, and the

@@ -319,6 +319,47 @@ impl ControlPlane {
         self.client_with(&self.admin_token)
     }
 
+    /// A dashboard page (`path`) as the admin sees it, signed in through
+    /// the sign-in form as a browser would: its HTML.
+    pub fn dashboard_page(&self, path: &str) -> String {
+        rt().block_on(async {
+            let http = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap();
+            let cookie_of = |r: &reqwest::Response, name: &str| {
+                r.headers()
+                    .get_all(reqwest::header::SET_COOKIE)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .find_map(|v| v.strip_prefix(&format!("{name}=")))
+                    .and_then(|v| v.split(';').next())
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| panic!("no {name} cookie"))
+            };
+            let base = &self.control_url;
+            let form = http.get(format!("{base}/login")).send().await.unwrap();
+            let login = cookie_of(&form, "nuon_login");
+            let signed = http
+                .post(format!("{base}/login"))
+                .header(reqwest::header::COOKIE, format!("nuon_login={login}"))
+                .form(&[("csrf", login.as_str()), ("token", self.admin_token.as_str())])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(signed.status(), 303, "signing in");
+            let session = cookie_of(&signed, "nuon_session");
+            let page = http
+                .get(format!("{base}{path}"))
+                .header(reqwest::header::COOKIE, format!("nuon_session={session}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(page.status(), 200, "{path}");
+            page.text().await.unwrap()
+        })
+    }
+
     pub fn client_with(&self, token: &str) -> ControlClient {
         ControlClient::new(ClientConfig::new(&self.control_url, token).expect("config"))
             .expect("client")

@@ -414,7 +414,7 @@ pub(super) async fn overview(
                                 }
                                 td { div.cells {
                                     @if let Some(h) = h {
-                                        @for c in h.checks.iter().filter(|c| c.kind == "component") {
+                                        @for c in h.checks.iter().filter(|c| c.kind == "component" || c.kind == "probe") {
                                             (check_cell(c))
                                         }
                                     }
@@ -489,10 +489,16 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                     tr {
                         td { (c.name) }
                         td { code { (c.kind) } }
-                        td { @match check {
-                            Some(k) => { (check_cell(k)) " " span.muted { (k.detail.clone().unwrap_or_default()) } },
-                            None => span.muted { "-" },
-                        } }
+                        td {
+                            @match check {
+                                Some(k) => { (check_cell(k)) " " span.muted { (k.detail.clone().unwrap_or_default()) } },
+                                None => span.muted { "-" },
+                            }
+                            // Its health probes, as its last health step saw them.
+                            @for p in h.checks.iter().filter(|k| k.kind == "probe" && k.name.split_once('/').is_some_and(|(of, _)| of == c.name)) {
+                                br; (check_cell(p)) " " span.muted { (p.detail.clone().unwrap_or_default()) }
+                            }
+                        }
                         td { (output_list(outputs.components.get(&c.name))) }
                         td { @if c.enabled { "on" } @else { "off" } }
                         td { @match c.overrides.as_ref().and_then(|o| o.helm_values.as_ref().or(o.tf_vars.as_ref())) {
