@@ -74,10 +74,10 @@ pub use id::{
     UserId, WebhookId, WorkflowId, random_below, random_bytes,
 };
 pub use job::{
-    ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, DebugJob, ExecJob, HealthJob, HelmAction, HelmJob,
-    HttpBackend, ImageRef, Job, JobResult, JobRole, JobSandbox, JobSpec, JobStatus, KubernetesJob,
-    KustomizeBuild, Outcome, Package, PayloadError, RetryPolicy, SourceFileContents, SyncJob,
-    TerraformAction, TerraformJob, parse_action_outputs,
+    ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, DebugJob, ExecJob, HealthJob,
+    HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobResult, JobRole, JobSandbox, JobSpec,
+    JobStatus, KubernetesJob, KustomizeBuild, Outcome, Package, PayloadError, RetryPolicy,
+    SourceFileContents, SyncJob, TerraformAction, TerraformJob, parse_action_outputs,
 };
 pub use plugin::{
     HostError, ImageRoots, JobHost, LimitHit, Plugin, PluginError, PreparedRoot, ProcessExit,

@@ -110,7 +110,8 @@ impl HealthPlugin {
                     }
                 }
                 ProbeKind::Tcp => {
-                    let addr = tcp_address(p.url.as_deref().unwrap_or_default()).unwrap_or_default();
+                    let addr =
+                        tcp_address(p.url.as_deref().unwrap_or_default()).unwrap_or_default();
                     match tokio::net::TcpStream::connect(&addr).await {
                         Ok(_) => (true, format!("connected to {addr}")),
                         Err(e) => (false, format!("cannot connect to {addr}: {e}")),
@@ -177,12 +178,13 @@ async fn exec_here(command: &[String]) -> (bool, String) {
 
 /// The last line of `text`, at most [`QUOTE`] characters of it.
 fn quote(text: &str) -> String {
-    let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
     let n = line.chars().count();
-    line.trim()
-        .chars()
-        .skip(n.saturating_sub(QUOTE))
-        .collect()
+    line.trim().chars().skip(n.saturating_sub(QUOTE)).collect()
 }
 
 fn human(d: Duration) -> String {
@@ -229,16 +231,13 @@ impl Plugin for HealthPlugin {
             // Exec probes go through the host when it confines the job's
             // processes (one at a time); the others run at once.
             let confined = host.isolated();
-            let here = job
-                .probes
-                .iter()
-                .map(|p| async move {
-                    if confined && p.kind == ProbeKind::Exec {
-                        None
-                    } else {
-                        Some(self.probe(p, limit).await)
-                    }
-                });
+            let here = job.probes.iter().map(|p| async move {
+                if confined && p.kind == ProbeKind::Exec {
+                    None
+                } else {
+                    Some(self.probe(p, limit).await)
+                }
+            });
             let mut seen = join_all(here).await;
             for (i, p) in job.probes.iter().enumerate() {
                 if seen[i].is_none() {

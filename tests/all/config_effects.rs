@@ -830,7 +830,8 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     }
     let status = Arc::new(AtomicU16::new(503));
     let port = switchable_http_server(status.clone());
-    let tf = "variable \"port\" {\n  type = string\n}\n\noutput \"port\" {\n  value = var.port\n}\n";
+    let tf =
+        "variable \"port\" {\n  type = string\n}\n\noutput \"port\" {\n  value = var.port\n}\n";
     let marker_dir = tempfile::tempdir().unwrap();
     let marker = marker_dir.path().join("ready");
     std::fs::write(&marker, "").unwrap();
@@ -866,7 +867,10 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     let p = &api_health.outputs["probes"][0];
     assert_eq!(p["failures"], 3, "{p}");
     assert!(
-        p["detail"].as_str().unwrap().contains("exit code 3: migrations are pending"),
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("exit code 3: migrations are pending"),
         "{p}"
     );
     // web's HTTP probe answers 503 for the whole window: the deploy fails,
@@ -882,7 +886,10 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
             && reason.contains("block_deploy"),
         "{reason}"
     );
-    assert!(!reason.contains("127.0.0.1:"), "passing probes are not blamed: {reason}");
+    assert!(
+        !reason.contains("127.0.0.1:"),
+        "passing probes are not blamed: {reason}"
+    );
     let h = rt().block_on(c.install_health("demo")).unwrap();
     let of = |h: &nuon_core::wire::InstallHealth, name: &str| {
         h.checks
@@ -939,7 +946,10 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
         page.contains("web/healthz: ok") && page.contains("api/migrations: failed"),
         "{page}"
     );
-    assert!(page.contains("exit code 3: migrations are pending"), "{page}");
+    assert!(
+        page.contains("exit code 3: migrations are pending"),
+        "{page}"
+    );
     let overview = m.cp.dashboard_page("/");
     assert!(overview.contains("api/migrations: failed"), "{overview}");
 }

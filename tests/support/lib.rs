@@ -343,7 +343,10 @@ impl ControlPlane {
             let signed = http
                 .post(format!("{base}/login"))
                 .header(reqwest::header::COOKIE, format!("nuon_login={login}"))
-                .form(&[("csrf", login.as_str()), ("token", self.admin_token.as_str())])
+                .form(&[
+                    ("csrf", login.as_str()),
+                    ("token", self.admin_token.as_str()),
+                ])
                 .send()
                 .await
                 .unwrap();

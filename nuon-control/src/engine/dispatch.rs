@@ -14,9 +14,9 @@ use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys};
 use nuon_core::{
-    ArtifactRef, ExecJob, HealthJob, HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobId, JobSandbox,
-    JobSpec, KubernetesJob, KustomizeBuild, RetryPolicy, SyncJob, TerraformAction, TerraformJob,
-    now_ms,
+    ArtifactRef, ExecJob, HealthJob, HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobId,
+    JobSandbox, JobSpec, KubernetesJob, KustomizeBuild, RetryPolicy, SyncJob, TerraformAction,
+    TerraformJob, now_ms,
 };
 use serde_json::Value;
 

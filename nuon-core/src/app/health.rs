@@ -256,7 +256,9 @@ pub(crate) fn read(
                     continue;
                 }
                 if url.is_some() {
-                    d.push(at("url is for http and tcp probes; an exec probe runs command".into()));
+                    d.push(at(
+                        "url is for http and tcp probes; an exec probe runs command".into(),
+                    ));
                 }
             }
         }
@@ -298,10 +300,13 @@ pub fn http_url(target: &str) -> Result<(), String> {
     let rest = t
         .strip_prefix("http://")
         .or_else(|| t.strip_prefix("https://"))
-        .ok_or_else(|| {
-            format!("http probe url {t:?} is not a full http:// or https:// URL")
-        })?;
-    if rest.split(['/', '?', '#']).next().unwrap_or_default().is_empty() {
+        .ok_or_else(|| format!("http probe url {t:?} is not a full http:// or https:// URL"))?;
+    if rest
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default()
+        .is_empty()
+    {
         return Err(format!("http probe url {t:?} names no host"));
     }
     Ok(())
@@ -314,12 +319,29 @@ mod tests {
     #[test]
     fn tcp_targets() {
         assert_eq!(tcp_address("db.internal:5432").unwrap(), "db.internal:5432");
-        assert_eq!(tcp_address("https://api.example.com/x").unwrap(), "api.example.com:443");
-        assert_eq!(tcp_address("http://127.0.0.1:8080/h").unwrap(), "127.0.0.1:8080");
-        assert_eq!(tcp_address("postgres://u:p@db:6000/app").unwrap(), "db:6000");
+        assert_eq!(
+            tcp_address("https://api.example.com/x").unwrap(),
+            "api.example.com:443"
+        );
+        assert_eq!(
+            tcp_address("http://127.0.0.1:8080/h").unwrap(),
+            "127.0.0.1:8080"
+        );
+        assert_eq!(
+            tcp_address("postgres://u:p@db:6000/app").unwrap(),
+            "db:6000"
+        );
         assert_eq!(tcp_address("postgres://u:p@db/app").unwrap(), "db:5432");
-        assert!(tcp_address("db.internal").unwrap_err().contains("host:port"));
-        assert!(tcp_address("foo://db").unwrap_err().contains("implies no port"));
+        assert!(
+            tcp_address("db.internal")
+                .unwrap_err()
+                .contains("host:port")
+        );
+        assert!(
+            tcp_address("foo://db")
+                .unwrap_err()
+                .contains("implies no port")
+        );
         assert!(tcp_address("http:///x").unwrap_err().contains("no host"));
     }
 

@@ -63,8 +63,9 @@ async fn http_server(status: u16) -> String {
             tokio::spawn(async move {
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf).await;
-                let reply =
-                    format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
                 let _ = s.write_all(reply.as_bytes()).await;
             });
         }
@@ -108,7 +109,10 @@ fn spec(probes: Vec<HealthProbe>, window_ms: u64, interval_ms: u64, block: bool)
 #[tokio::test]
 async fn every_kind_of_probe_passing_three_rounds_in_a_row_holds() {
     let url = http_server(204).await;
-    let addr = url.trim_start_matches("http://").trim_end_matches("/healthz").to_owned();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/healthz")
+        .to_owned();
     let probes = vec![
         probe(ProbeKind::Http, "api", Some(&url), &[]),
         probe(ProbeKind::Tcp, "port", Some(&addr), &[]),
@@ -125,10 +129,19 @@ async fn every_kind_of_probe_passing_three_rounds_in_a_row_holds() {
     assert_eq!(r.outputs["rounds"], 3);
     let probes = r.outputs["probes"].as_array().unwrap();
     assert_eq!(probes.len(), 3);
-    assert!(probes[0]["detail"].as_str().unwrap().starts_with("HTTP 204"));
+    assert!(
+        probes[0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("HTTP 204")
+    );
     assert_eq!(probes[1]["type"], "tcp");
     assert_eq!(probes[2]["passes"], 3);
-    assert!(host.log.iter().any(|l| l.starts_with("round 3: api ok")), "{:?}", host.log);
+    assert!(
+        host.log.iter().any(|l| l.starts_with("round 3: api ok")),
+        "{:?}",
+        host.log
+    );
     assert!(host.log.last().unwrap().contains("web is healthy"));
 }
 
@@ -153,7 +166,10 @@ async fn a_failing_probe_fails_a_blocking_deploy_and_is_recorded_by_one_that_doe
             assert_eq!(r.outcome, Outcome::Failed);
             let reason = r.reason.unwrap();
             assert!(reason.contains("did not hold within 500ms"), "{reason}");
-            assert!(reason.contains("probe api failed 5 of 5 rounds, last: HTTP 503"), "{reason}");
+            assert!(
+                reason.contains("probe api failed 5 of 5 rounds, last: HTTP 503"),
+                "{reason}"
+            );
             assert!(reason.contains("block_deploy"), "{reason}");
         } else {
             assert_eq!(r.outcome, Outcome::Succeeded);
@@ -171,7 +187,12 @@ async fn health_that_comes_later_holds_from_then_and_a_hanging_or_missing_probe_
         tokio::time::sleep(Duration::from_millis(400)).await;
         std::fs::write(later, "").unwrap();
     });
-    let probes = vec![probe(ProbeKind::Exec, "ready", None, &["test", "-f", &flag_text])];
+    let probes = vec![probe(
+        ProbeKind::Exec,
+        "ready",
+        None,
+        &["test", "-f", &flag_text],
+    )];
     let r = HealthPlugin::new()
         .run(&spec(probes, 10_000, 100, true), &mut Host::new())
         .await
@@ -184,7 +205,12 @@ async fn health_that_comes_later_holds_from_then_and_a_hanging_or_missing_probe_
     // its process is gone); one that cannot run says why.
     let probes = vec![
         probe(ProbeKind::Exec, "sleepy", None, &["sleep", "30"]),
-        probe(ProbeKind::Exec, "absent", None, &["no-such-probe-nuon-test"]),
+        probe(
+            ProbeKind::Exec,
+            "absent",
+            None,
+            &["no-such-probe-nuon-test"],
+        ),
         probe(ProbeKind::Tcp, "closed", Some("127.0.0.1:1"), &[]),
     ];
     let started = std::time::Instant::now();
@@ -195,9 +221,27 @@ async fn health_that_comes_later_holds_from_then_and_a_hanging_or_missing_probe_
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(r.outcome, Outcome::Failed);
     let p = &r.outputs["probes"];
-    assert!(p[0]["detail"].as_str().unwrap().starts_with("no answer within 200ms"), "{p}");
-    assert!(p[1]["detail"].as_str().unwrap().contains("cannot run \"no-such-probe-nuon-test\""), "{p}");
-    assert!(p[2]["detail"].as_str().unwrap().contains("cannot connect to 127.0.0.1:1"), "{p}");
+    assert!(
+        p[0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("no answer within 200ms"),
+        "{p}"
+    );
+    assert!(
+        p[1]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("cannot run \"no-such-probe-nuon-test\""),
+        "{p}"
+    );
+    assert!(
+        p[2]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("cannot connect to 127.0.0.1:1"),
+        "{p}"
+    );
 }
 
 #[tokio::test]
@@ -217,12 +261,23 @@ fn a_job_the_plugin_cannot_run_is_refused_before_it_starts() {
     let plugin = HealthPlugin::new();
     let bad = [
         (vec![], "no probe"),
-        (vec![probe(ProbeKind::Http, "x", Some("example.com"), &[])], "full http"),
-        (vec![probe(ProbeKind::Tcp, "x", Some("db"), &[])], "host:port"),
-        (vec![probe(ProbeKind::Exec, "x", None, &[])], "require a command"),
+        (
+            vec![probe(ProbeKind::Http, "x", Some("example.com"), &[])],
+            "full http",
+        ),
+        (
+            vec![probe(ProbeKind::Tcp, "x", Some("db"), &[])],
+            "host:port",
+        ),
+        (
+            vec![probe(ProbeKind::Exec, "x", None, &[])],
+            "require a command",
+        ),
     ];
     for (probes, want) in bad {
-        let err = plugin.validate(&spec(probes, 1000, 100, false)).unwrap_err();
+        let err = plugin
+            .validate(&spec(probes, 1000, 100, false))
+            .unwrap_err();
         assert!(err.to_string().contains(want), "{err} lacks {want}");
     }
     let ok = vec![probe(ProbeKind::Exec, "x", None, &["true"])];
