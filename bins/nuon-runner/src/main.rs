@@ -9,13 +9,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
-use nuon_plugins::health::HealthPlugin;
-use nuon_plugins::helm::HelmPlugin;
 use nuon_plugins::kubernetes::KubernetesPlugin;
 use nuon_plugins::sync::SyncPlugin;
 use nuon_plugins::terraform::TerraformPlugin;
 use nuon_plugins::wasm::job::{WasmPlugin, WasmPolicy};
 use nuon_plugins::wasm::{HostConfig, WasmHost, default_cache_dir};
+use nuon_plugins::{health::HealthPlugin, helm::HelmPlugin};
 use nuon_runner_lib::cmd::open_store;
 
 /// The install runner's own flags.
