@@ -1802,6 +1802,9 @@ pub struct InstallComponent {
     /// The install's own values for it, over the config's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overrides: Option<ComponentOverride>,
+    /// Its labels, as the config gives them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// An install's components.

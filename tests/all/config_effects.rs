@@ -844,7 +844,7 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     let web = component(
         "web",
         &format!(
-            "dependencies = [\"api\"]\n[vars]\nport = \"{port}\"\n\n[health]\nstabilization_window = \"{{{{ .nuon.install.inputs.window }}}}\"\nblock_deploy = true\n\n[[health.probes]]\ntype = \"http\"\nname = \"healthz\"\nurl = \"http://127.0.0.1:{{{{ .nuon.components.web.outputs.port }}}}/healthz\"\n\n[[health.probes]]\ntype = \"tcp\"\nurl = \"127.0.0.1:{port}\"\n\n[[health.probes]]\ntype = \"exec\"\ncommand = [\"test\", \"-f\", \"{}\"]\n",
+            "dependencies = [\"api\"]\nlabels = {{ tier = \"frontend\" }}\n[vars]\nport = \"{port}\"\n\n[health]\nstabilization_window = \"{{{{ .nuon.install.inputs.window }}}}\"\nblock_deploy = true\n\n[[health.probes]]\ntype = \"http\"\nname = \"healthz\"\nurl = \"http://127.0.0.1:{{{{ .nuon.components.web.outputs.port }}}}/healthz\"\n\n[[health.probes]]\ntype = \"tcp\"\nurl = \"127.0.0.1:{port}\"\n\n[[health.probes]]\ntype = \"exec\"\ncommand = [\"test\", \"-f\", \"{}\"]\n",
             marker.display()
         ),
     );
@@ -949,6 +949,16 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     assert!(
         page.contains("exit code 3: migrations are pending"),
         "{page}"
+    );
+    // web's labels are kept with it: on its page, and in the list of the
+    // install's components.
+    assert!(page.contains("<code>tier=frontend</code>"), "{page}");
+    let listed = ok(m.cp.nuon(&["installs", "components", "list", "demo"]));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("web ") && l.trim_end().ends_with("tier=frontend")),
+        "{listed}"
     );
     let overview = m.cp.dashboard_page("/");
     assert!(overview.contains("api/migrations: failed"), "{overview}");

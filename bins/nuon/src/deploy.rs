@@ -654,6 +654,13 @@ pub(crate) async fn install_components(
                         Some(o) if o.tf_vars.is_some() => "tf vars",
                         _ => "-",
                     };
+                    let labels = if c.labels.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        let pairs: Vec<String> =
+                            c.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        pairs.join(",")
+                    };
                     vec![
                         c.name,
                         c.kind,
@@ -661,6 +668,7 @@ pub(crate) async fn install_components(
                         if c.toggleable { "yes" } else { "no" }.into(),
                         if c.deployed { "yes" } else { "no" }.into(),
                         overrides.into(),
+                        labels,
                     ]
                 })
                 .collect();
@@ -672,6 +680,7 @@ pub(crate) async fn install_components(
                     "TOGGLEABLE",
                     "DEPLOYED",
                     "OVERRIDES",
+                    "LABELS",
                 ],
                 rows,
             );

@@ -67,6 +67,7 @@ pub(super) fn components(config: &AppConfig, install: &StoredInstall) -> Vec<Ins
             deployed: outputs.components.contains_key(&c.name),
             depends_on: c.depends_on.clone(),
             overrides: install.overrides.get(&c.name).cloned(),
+            labels: c.labels.clone(),
         })
         .collect()
 }

@@ -473,7 +473,7 @@ const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
     ),
     (
         "labels",
-        "labels are shown in Nuon's dashboard; this platform keeps none",
+        "a sandbox's labels are shown in Nuon's dashboard; this platform keeps a component's alone",
     ),
     (
         "source",
@@ -1211,6 +1211,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     item.context = r.str(d, "kubernetes_context");
     let take_ownership = r.bool(d, "take_ownership").unwrap_or(false);
     let health = super::health::read(&mut r, d, &mut item.after_apply);
+    let labels = r.str_map(d, "labels", &mut Vec::new());
     let Some(kind) = kind else {
         // Without a type, the other keys cannot be checked; still record
         // the name so other components may refer to it.
@@ -1277,6 +1278,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         kubernetes_context: item.context.as_ref().map(|k| k.text.clone()),
         take_ownership,
         health,
+        labels,
     };
     let mut ok = name.is_some();
     let strings = &mut item.strings;

@@ -930,6 +930,10 @@ pub struct Component {
     /// `[health]`: the probes its deploy watches after the apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<ComponentHealth>,
+    /// Its labels (`[labels]`), shown with it (an install's components,
+    /// the dashboard).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 fn is_zero(n: &u32) -> bool {

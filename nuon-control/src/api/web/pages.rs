@@ -487,7 +487,12 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                 @for c in &components {
                     @let check = h.checks.iter().find(|k| k.kind == "component" && k.name == c.name);
                     tr {
-                        td { (c.name) }
+                        td {
+                            (c.name)
+                            @if !c.labels.is_empty() {
+                                br; span.muted { @for (k, v) in &c.labels { code { (k) "=" (v) } " " } }
+                            }
+                        }
                         td { code { (c.kind) } }
                         td {
                             @match check {
