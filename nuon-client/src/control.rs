@@ -6,11 +6,11 @@ use nuon_core::webhook::WebhookEvent;
 use nuon_core::wire::{
     AppInfo, AppList, BuildInfo, BuildList, ComponentList, ComponentToggled, ConfigFile,
     ConfigVersionInfo, ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob,
-    CreateRunner, CreateToken, CreateWorkflow, InstallComponents, InstallCreated, InstallDrift,
-    InstallHealth, InstallInfo, InstallList, InstallOutputs, JobInfo, JobList, LogEntry, LogPage,
-    OrgInfo, RunnerCreated, RunnerInfo, RunnerList, SetInputs, StateList, StateUnlocked,
-    StepChoice, SyncConfig, ToggleComponent, TokenCreated, TokenInfo, TokenList, TokenScope,
-    WorkflowInfo, WorkflowList, routes,
+    CreateRunner, CreateToken, CreateWorkflow, InstallCheck, InstallComponents, InstallCreated,
+    InstallDrift, InstallHealth, InstallInfo, InstallList, InstallOutputs, JobInfo, JobList,
+    LogEntry, LogPage, OrgInfo, PushCheck, RunnerCreated, RunnerInfo, RunnerList, SetInputs,
+    StateList, StateUnlocked, StepChoice, SyncConfig, ToggleComponent, TokenCreated, TokenInfo,
+    TokenList, TokenScope, WorkflowInfo, WorkflowList, routes,
 };
 use nuon_core::wire::{
     AuditList, AuditVerification, CreateWebhook, DebugPurpose, DebugRequest, DeliveryList,
@@ -394,6 +394,20 @@ impl ControlClient {
     ) -> Result<ComponentOverridden> {
         let path = routes::with_id(routes::INSTALL_COMPONENT_OVERRIDES, &seg(install))
             .replace("{component}", &seg(component));
+        let req = self.http.request(reqwest::Method::PUT, &path).json(req);
+        self.http.send(req).await
+    }
+
+    /// Reports a check for an install from the vendor's own systems
+    /// (what a component's `[health] required_checks` waits for).
+    pub async fn push_check(
+        &self,
+        install: &str,
+        name: &str,
+        req: &PushCheck,
+    ) -> Result<InstallCheck> {
+        let path =
+            routes::with_id(routes::INSTALL_CHECK, &seg(install)).replace("{name}", &seg(name));
         let req = self.http.request(reqwest::Method::PUT, &path).json(req);
         self.http.send(req).await
     }

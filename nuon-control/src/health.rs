@@ -1,6 +1,7 @@
 //! An install's health: its runner (there or not, from its last call),
 //! each component's last deploy and health probes (`[health]`, as its last
-//! health step saw them), and each health-check action's last run
+//! health step saw them), the checks they require as last pushed, and each
+//! health-check action's last run
 //! (an action with a `cron` trigger). Pure: the Control API answers it,
 //! and a rollout's bake holds a wave on it.
 
@@ -303,7 +304,38 @@ pub(crate) fn status_of(
                 .iter()
                 .any(|f| f.split_once(':') == Some((kind, name.as_str())))
         });
+    let any_failed = any_failed || pushed_checks(config, install).any(|c| c.status == "failed");
     status(runner_state(runner), any_failed)
+}
+
+/// The checks the install's components that are on require, each as its
+/// last push left it (`unknown` when never pushed).
+fn pushed_checks<'a>(
+    config: &'a AppConfig,
+    install: &'a StoredInstall,
+) -> impl Iterator<Item = HealthCheck> + 'a {
+    let names: std::collections::BTreeSet<&String> = config
+        .components
+        .iter()
+        .filter(|c| install.enabled(c))
+        .flat_map(|c| nuon_core::app::ComponentHealth::required(c.health.as_ref()))
+        .collect();
+    names.into_iter().map(|name| {
+        let mut k = check("check", name, "unknown");
+        match install.checks.get(name) {
+            None => k.detail = Some("never reported".into()),
+            Some(c) => {
+                k.status = match c.status {
+                    nuon_core::wire::CheckStatus::Healthy => "ok",
+                    nuon_core::wire::CheckStatus::Unhealthy => "failed",
+                }
+                .into();
+                k.detail = Some(c.detail.clone().unwrap_or_else(|| c.status.as_str().into()));
+                k.at_ms = Some(c.at_ms);
+            }
+        }
+        k
+    })
 }
 
 /// The status from the runner's state and whether a check failed.
@@ -411,6 +443,8 @@ pub(crate) fn health_of(
             "never run",
         ));
     }
+    // The checks the vendor's systems push that a component requires.
+    checks.extend(pushed_checks(config, install));
     let status = status(runner, checks.iter().any(|c| c.status == "failed"));
     InstallHealth {
         install: install.name.clone(),
@@ -474,6 +508,7 @@ mod tests {
             toggles: Default::default(),
             overrides: Default::default(),
             labels: Default::default(),
+            checks: Default::default(),
             stack_outputs: None,
         };
         let runner = |status: &str, seen: Option<i64>, disabled: bool| -> RunnerInfo {

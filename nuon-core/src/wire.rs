@@ -127,6 +127,9 @@ pub mod routes {
     /// for one component (Nuon's `[components.NAME]` of an install file).
     pub const INSTALL_COMPONENT_OVERRIDES: &str =
         "/v1/installs/{id}/components/{component}/overrides";
+    /// Control API: a check the vendor's systems report for an install
+    /// (what `[health] required_checks` waits for).
+    pub const INSTALL_CHECK: &str = "/v1/installs/{id}/checks/{name}";
     /// Control API: an app's builds.
     pub const APP_BUILDS: &str = "/v1/apps/{id}/builds";
     /// Control API: one build.
@@ -1423,6 +1426,71 @@ pub struct ComponentOverridden {
     pub message: String,
 }
 
+/// A check the vendor's own systems report for an install: a fact only
+/// they know (a migration done, a billing account ready). A component's
+/// `[health] required_checks` makes its deploy wait until each is
+/// reported healthy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushCheck {
+    /// `healthy` or `unhealthy`.
+    pub status: CheckStatus,
+    /// What it says, for people (at most 1,000 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A pushed check's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckStatus {
+    /// What it checks is ready.
+    Healthy,
+    /// What it checks is not.
+    Unhealthy,
+}
+
+impl CheckStatus {
+    /// The status as the API spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CheckStatus::Healthy => "healthy",
+            CheckStatus::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+/// A check as last pushed for an install.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallCheck {
+    /// Its name (what `required_checks` names).
+    pub name: String,
+    /// As last reported.
+    pub status: CheckStatus,
+    /// What it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// When it was reported, milliseconds since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// Whether `name` may name a pushed check: 1 to 63 letters, digits, `-`,
+/// `_` or `.`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "check name {name:?}: give 1 to 63 letters, digits, '-', '_' or '.'"
+        ))
+    }
+}
+
 /// Change an install's labels: `set` adds or replaces, `remove` removes
 /// (a key not there is no error).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -1706,7 +1774,8 @@ pub struct WorkflowInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HealthCheck {
     /// `runner`, `component`, `probe` (one of a component's `[health]`
-    /// probes, as its last health step saw it), or `action` (a
+    /// probes, as its last health step saw it), `check` (one a component
+    /// requires, as the vendor's systems last pushed it), or `action` (a
     /// health-check action: one with a `cron` trigger).
     pub kind: String,
     /// The runner's, component's or action's name; a probe's is

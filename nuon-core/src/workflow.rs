@@ -72,13 +72,19 @@ pub enum StepKind {
     /// Run a component's health probes after its apply, until its health
     /// holds or the stabilization window ends (`[health]`).
     Health,
+    /// Wait until the checks a component's `[health] required_checks`
+    /// names are reported healthy: the control plane's own step, no job.
+    AwaitChecks,
 }
 
 impl StepKind {
     /// Whether the control plane does the step itself (it waits for
     /// something) rather than a runner's job.
     pub const fn is_await(self) -> bool {
-        matches!(self, StepKind::AwaitStack | StepKind::AwaitRunner)
+        matches!(
+            self,
+            StepKind::AwaitStack | StepKind::AwaitRunner | StepKind::AwaitChecks
+        )
     }
 }
 
@@ -249,6 +255,7 @@ fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedSt
         StepKind::AwaitRunner => "await runner",
         StepKind::SecretsSync => "sync kubernetes secrets",
         StepKind::Health => "check health",
+        StepKind::AwaitChecks => "await checks",
     };
     PlannedStep {
         name: match target {
@@ -286,10 +293,14 @@ pub fn secrets_sync_steps(config: &AppConfig) -> Vec<PlannedStep> {
     out
 }
 
-/// The health step of a component whose `[health]` has probes.
+/// The health steps of a component: its probes, then the checks it
+/// requires.
 fn health(c: &crate::app::Component, out: &mut Vec<PlannedStep>) {
     if crate::app::ComponentHealth::watched(c.health.as_ref()) {
         out.push(step(StepKind::Health, Some(&c.name), false));
+    }
+    if !crate::app::ComponentHealth::required(c.health.as_ref()).is_empty() {
+        out.push(step(StepKind::AwaitChecks, Some(&c.name), false));
     }
 }
 

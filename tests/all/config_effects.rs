@@ -820,7 +820,9 @@ fn switchable_http_server(now: std::sync::Arc<std::sync::atomic::AtomicU16>) -> 
 /// until they pass three rounds in a row. With `block_deploy`, health
 /// that does not hold within the window fails the deploy, and a retry
 /// runs the probes again; without, the deploy goes on and the install's
-/// health shows the probe that failed.
+/// health shows the probe that failed. Then the deploy waits for the
+/// checks the component requires (`required_checks`), pushed by the
+/// vendor's systems with `nuon installs checks push`.
 #[test]
 fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() {
     use std::sync::Arc;
@@ -838,17 +840,17 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     let api = component(
         "api",
         &format!(
-            "[vars]\nport = \"{port}\"\n\n[health]\nstabilization_window = \"3s\"\n\n[[health.probes]]\ntype = \"exec\"\nname = \"migrations\"\ncommand = [\"sh\", \"-c\", \"echo 'migrations are pending' >&2; exit 3\"]\n"
+            "[vars]\nport = \"{port}\"\n\n[health]\nstabilization_window = \"3s\"\nrequired_checks = [\"api-ready\"]\n\n[[health.probes]]\ntype = \"exec\"\nname = \"migrations\"\ncommand = [\"sh\", \"-c\", \"echo 'migrations are pending' >&2; exit 3\"]\n"
         ),
     );
     let web = component(
         "web",
         &format!(
-            "dependencies = [\"api\"]\nlabels = {{ tier = \"frontend\" }}\n[vars]\nport = \"{port}\"\n\n[health]\nstabilization_window = \"{{{{ .nuon.install.inputs.window }}}}\"\nblock_deploy = true\n\n[[health.probes]]\ntype = \"http\"\nname = \"healthz\"\nurl = \"http://127.0.0.1:{{{{ .nuon.components.web.outputs.port }}}}/healthz\"\n\n[[health.probes]]\ntype = \"tcp\"\nurl = \"127.0.0.1:{port}\"\n\n[[health.probes]]\ntype = \"exec\"\ncommand = [\"test\", \"-f\", \"{}\"]\n",
+            "dependencies = [\"api\"]\nlabels = {{ tier = \"frontend\" }}\n[vars]\nport = \"{port}\"\n\n[health]\nstabilization_window = \"{{{{ .nuon.install.inputs.window }}}}\"\nblock_deploy = true\nrequired_checks = [\"billing-ready\"]\n\n[[health.probes]]\ntype = \"http\"\nname = \"healthz\"\nurl = \"http://127.0.0.1:{{{{ .nuon.components.web.outputs.port }}}}/healthz\"\n\n[[health.probes]]\ntype = \"tcp\"\nurl = \"127.0.0.1:{port}\"\n\n[[health.probes]]\ntype = \"exec\"\ncommand = [\"test\", \"-f\", \"{}\"]\n",
             marker.display()
         ),
     );
-    let inputs = "[[input]]\nname = \"window\"\ndescription = \"how long web's health may take\"\ndefault = \"6s\"\n";
+    let inputs = "[[input]]\nname = \"window\"\ndescription = \"how long web's health may take\"\ndefault = \"20s\"\n";
     let m = Manual::start(&[
         METADATA,
         ("inputs.toml", inputs),
@@ -873,6 +875,16 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
             .contains("exit code 3: migrations are pending"),
         "{p}"
     );
+    // api requires a check nobody reports: after its window, the deploy
+    // goes on (it does not block), saying so.
+    let api_checks = step(&w, "await checks api");
+    assert_eq!(api_checks.status, "succeeded", "{w:#?}");
+    let said = api_checks.reason.clone().unwrap_or_default();
+    assert!(
+        said.contains("not reported healthy within 3 s: api-ready was never reported")
+            && said.contains("block_deploy is off"),
+        "{said}"
+    );
     // web's HTTP probe answers 503 for the whole window: the deploy fails,
     // after web's apply, saying which probe and why.
     assert_eq!(w.status, "failed", "{w:#?}");
@@ -881,8 +893,8 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     assert_eq!(web_health.status, "failed", "{w:#?}");
     let reason = web_health.reason.clone().unwrap_or_default();
     assert!(
-        reason.contains("the health of web did not hold within 6s")
-            && reason.contains("probe healthz failed 6 of 6 rounds, last: HTTP 503")
+        reason.contains("the health of web did not hold within 20s")
+            && reason.contains("probe healthz failed 20 of 20 rounds, last: HTTP 503")
             && reason.contains("block_deploy"),
         "{reason}"
     );
@@ -907,9 +919,74 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     // The service comes up: a retry runs web's probes again, and its
     // health holds in three rounds.
     status.store(200, Ordering::SeqCst);
-    ok(m.cp.nuon(&["workflows", "retry", w.id.as_str(), "--wait"]));
-    let w = rt().block_on(c.get_workflow(w.id.as_str())).unwrap();
+    ok(m.cp.nuon(&["workflows", "retry", w.id.as_str()]));
+    // Then it waits for the check web requires, which the vendor's
+    // systems push: unhealthy first (it goes on waiting, saying why), then
+    // healthy.
+    let waiting_for = |text: &str| {
+        wait_for(
+            &format!("await checks web to say {text:?}"),
+            Duration::from_secs(60),
+            || {
+                let w = rt().block_on(c.get_workflow(w.id.as_str())).ok()?;
+                let s = step(&w, "await checks web").clone();
+                (s.status == "running" && s.reason.as_deref().unwrap_or_default().contains(text))
+                    .then_some(())
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}: {:#?}", rt().block_on(c.get_workflow(w.id.as_str()))));
+    };
+    waiting_for(
+        "billing-ready was never reported; report them with `nuon installs checks push demo NAME --healthy`",
+    );
+    let pushed = ok(m.cp.nuon(&[
+        "installs",
+        "checks",
+        "push",
+        "demo",
+        "billing-ready",
+        "--unhealthy",
+        "--detail",
+        "card declined",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&pushed).unwrap();
+    assert_eq!(v["status"], "unhealthy", "{pushed}");
+    waiting_for("billing-ready is unhealthy (card declined)");
+    let bad = m.cp.nuon(&[
+        "installs",
+        "checks",
+        "push",
+        "demo",
+        "no spaces",
+        "--healthy",
+    ]);
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert!(
+        text(&bad).contains("check name \"no spaces\""),
+        "{}",
+        text(&bad)
+    );
+    ok(m.cp.nuon(&[
+        "installs",
+        "checks",
+        "push",
+        "demo",
+        "billing-ready",
+        "--healthy",
+    ]));
+    let w = wait_for("the retry to end", Duration::from_secs(60), || {
+        let w = rt().block_on(c.get_workflow(w.id.as_str())).ok()?;
+        ended(&w).then_some(w)
+    })
+    .unwrap();
     assert_eq!(w.status, "succeeded", "{w:#?}");
+    let web_checks = step(&w, "await checks web");
+    assert_eq!(
+        web_checks.reason.as_deref(),
+        Some("reported healthy: billing-ready"),
+        "{web_checks:#?}"
+    );
     let web_health = step(&w, "check health web");
     assert_eq!(web_health.outputs["held"], true, "{web_health:#?}");
     assert_eq!(web_health.outputs["rounds"], 3, "{web_health:#?}");
@@ -930,6 +1007,10 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
         "{v}"
     );
     assert_eq!(probe("api/migrations")["status"], "failed", "{v}");
+    assert_eq!(probe("billing-ready")["kind"], "check", "{v}");
+    assert_eq!(probe("billing-ready")["status"], "ok", "{v}");
+    assert_eq!(probe("api-ready")["status"], "unknown", "{v}");
+    assert_eq!(probe("api-ready")["detail"], "never reported", "{v}");
     let out = m.cp.nuon(&["installs", "health"]);
     assert!(
         text(&out)

@@ -114,6 +114,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         }
         "requestInstallDebug" => json!({"command": ["true"]}),
         "setInstallComponentOverrides" => json!({"tf_vars": "a = 1\n"}),
+        "pushInstallCheck" => json!({"status": "healthy", "detail": "ready"}),
         "revokeRunner"
         | "rotateRunnerToken"
         | "cancelJob"
@@ -296,6 +297,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                     "{id}" if path.starts_with("/v1/rollouts") => &b.rollout,
                     "{version}" => "1",
                     "{component}" => "app",
+                    "{name}" if path.starts_with("/v1/installs") => "ready",
                     s if s.starts_with('{') => panic!("no value known for {s} in {path}: add one"),
                     _ => continue,
                 };

@@ -165,11 +165,18 @@ pub(crate) enum InstallsCommand {
     /// and a refusal exits 1 with the runner's reason.
     Debug(crate::ops::DebugArgs),
     /// Health: healthy, unhealthy or offline, from the install's runner,
-    /// its components' last deploys and its health-check actions (those
-    /// with a cron trigger); every install of the org without INSTALL.
+    /// its components' last deploys and health probes, the checks they
+    /// require, and its health-check actions (those with a cron trigger);
+    /// every install of the org without INSTALL.
     Health {
         /// The install, by name or id (default: every install of the org).
         install: Option<String>,
+    },
+    /// Checks the vendor's own systems report for an install: what a
+    /// component's `[health] required_checks` waits for.
+    Checks {
+        #[command(subcommand)]
+        command: ChecksCommand,
     },
     /// Run a runbook of the app: its steps (component deploys and
     /// teardowns, sandbox reprovisions, actions) as one workflow, in order,
@@ -289,6 +296,31 @@ pub(crate) enum InputsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub(crate) enum ChecksCommand {
+    /// Report a check: healthy or unhealthy, with what it says. A deploy
+    /// waiting for it goes on once it is healthy.
+    Push {
+        /// The install, by name or id.
+        install: String,
+        /// The check's name (1 to 63 letters, digits, '-', '_' or '.').
+        name: String,
+        /// What it checks is ready.
+        #[arg(
+            long,
+            conflicts_with = "unhealthy",
+            required_unless_present = "unhealthy"
+        )]
+        healthy: bool,
+        /// What it checks is not ready.
+        #[arg(long)]
+        unhealthy: bool,
+        /// What it says, for people.
+        #[arg(long)]
+        detail: Option<String>,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
 pub(crate) enum InstallComponentsCommand {
     /// Each component of the install: on or off, deployed or not.
     List {
@@ -670,6 +702,9 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         InstallsCommand::Health { install } => {
             return crate::deploy::health(g, install.as_deref()).await;
         }
+        InstallsCommand::Checks { command } => {
+            return crate::deploy::checks(g, command).await;
+        }
         InstallsCommand::Stack(args) => {
             return crate::ops::stack(g, args).await;
         }
@@ -904,6 +939,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::Stack(_)
         | InstallsCommand::LogsRequest(_)
         | InstallsCommand::Debug(_)
+        | InstallsCommand::Checks { .. }
         | InstallsCommand::Health { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)

@@ -578,6 +578,40 @@ pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliE
     Ok(code)
 }
 
+/// `nuon installs checks push INSTALL NAME --healthy|--unhealthy`.
+pub(crate) async fn checks(
+    g: &Global,
+    command: &crate::apps::ChecksCommand,
+) -> Result<u8, CliError> {
+    let crate::apps::ChecksCommand::Push {
+        install,
+        name,
+        healthy,
+        unhealthy: _,
+        detail,
+    } = command;
+    let status = if *healthy {
+        nuon_core::wire::CheckStatus::Healthy
+    } else {
+        nuon_core::wire::CheckStatus::Unhealthy
+    };
+    let req = nuon_core::wire::PushCheck {
+        status,
+        detail: detail.clone(),
+    };
+    let check = client(g)?.push_check(install, name, &req).await?;
+    if g.json {
+        print_json(&check)?;
+    } else {
+        outln!(
+            "check {} of install {install} is {}",
+            check.name,
+            check.status.as_str()
+        );
+    }
+    Ok(0)
+}
+
 /// `nuon installs drift [INSTALL]`: every target of the install (or of
 /// every install) and what its newest drift check found.
 pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliError> {

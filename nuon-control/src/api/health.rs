@@ -1,15 +1,17 @@
 //! An install's health on the Control API: its runner (there or not, from
-//! its last call), each component's last deploy, and each health-check
-//! action's last run (an action with a `cron` trigger).
+//! its last call), each component's last deploy and probes, the checks
+//! they require, and each health-check action's last run (an action with a
+//! `cron` trigger); and the checks the vendor's systems push.
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::routing::get;
-use nuon_core::wire::{InstallHealth, routes};
+use axum::routing::{get, put};
+use nuon_core::wire::{InstallCheck, InstallHealth, PushCheck, check_name, routes};
 
 use super::apps::install_app_config;
+use super::control::require_admin;
 use super::doc::Op;
-use super::{ApiAuth, SharedState};
+use super::{ApiAuth, Body, SharedState};
 use crate::error::Error;
 use crate::health::{InstallSummary, WorkflowSummary, health_of};
 
@@ -17,7 +19,45 @@ pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::get(routes::INSTALL_HEALTH, "getInstallHealth", "An install's health: healthy, unhealthy (a component's last deploy or a health-check action's last run failed) or offline (its runner is not there), with what it is made of.", get(health))
             .returns::<InstallHealth>(200),
+        Op::put(routes::INSTALL_CHECK, "pushInstallCheck", "Report a check for an install from the vendor's own systems: `healthy` or `unhealthy`, with a detail. A component whose `[health] required_checks` names it waits, after its apply, until it is reported healthy; the install's health shows it.", put(push_check))
+            .takes::<PushCheck>()
+            .returns::<InstallCheck>(200),
     ]
+}
+
+/// The longest detail a pushed check keeps.
+const MAX_DETAIL: usize = 1000;
+
+async fn push_check(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path((key, name)): Path<(String, String)>,
+    Body(req): Body<PushCheck>,
+) -> Result<Json<InstallCheck>, Error> {
+    require_admin(&auth)?;
+    check_name(&name).map_err(Error::bad_request)?;
+    if let Some(d) = &req.detail
+        && d.chars().count() > MAX_DETAIL
+    {
+        return Err(Error::bad_request(format!(
+            "the detail of check {name} is {} characters: give at most {MAX_DETAIL}",
+            d.chars().count()
+        )));
+    }
+    let (install, _, _) = install_app_config(&state, &auth, &key).await?;
+    let check = InstallCheck {
+        name,
+        status: req.status,
+        detail: req.detail.filter(|d| !d.trim().is_empty()),
+        at_ms: nuon_core::now_ms(),
+    };
+    state
+        .store
+        .set_install_check(&auth.0.org_id, &install.id, &check)
+        .await?;
+    // A deploy may wait for it.
+    state.engine.wake();
+    Ok(Json(check))
 }
 
 async fn health(

@@ -624,5 +624,6 @@ fn step_kind_name(kind: StepKind) -> &'static str {
         StepKind::AwaitRunner => "await_runner",
         StepKind::SecretsSync => "secrets_sync",
         StepKind::Health => "health",
+        StepKind::AwaitChecks => "await_checks",
     }
 }

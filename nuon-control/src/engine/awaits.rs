@@ -1,17 +1,18 @@
 //! The control plane's own steps, which run no job but wait: for the
 //! install's stack to phone home, then for its runner to be healthy
-//! (Nuon's provision order). Each is looked at on every tick; while it
+//! (Nuon's provision order); and, after a component's apply, for the
+//! checks its `[health] required_checks` names. Each is looked at on every tick; while it
 //! waits it is `running` with a reason that says what it waits for and
 //! how to give it, and it fails with that reason once its bound passes.
 
 use std::time::Duration;
 
 use nuon_core::now_ms;
-use nuon_core::wire::RunnerHealth;
+use nuon_core::wire::{CheckStatus, InstallCheck, RunnerHealth};
 use nuon_core::workflow::{StepKind, StepStatus};
 use serde_json::json;
 
-use super::{Ctx, Engine, EngineError, Result};
+use super::{Ctx, Engine, EngineError, Result, render};
 use crate::store::StepUpdate;
 
 /// What an await step found.
@@ -28,6 +29,9 @@ impl Engine {
     pub(super) async fn await_step(&self, cx: &mut Ctx, i: usize) -> Result<bool> {
         let step = cx.wf.steps[i].clone();
         let now = now_ms();
+        if step.kind == StepKind::AwaitChecks {
+            return self.await_checks(cx, i, now).await;
+        }
         let runner = self
             .store
             .find_runner(&cx.org, cx.install.runner_id.as_str())
@@ -85,6 +89,108 @@ impl Engine {
             return Ok(true);
         }
         self.keep_waiting(cx, i, look.said, look.bound, now).await?;
+        Ok(false)
+    }
+
+    /// Looks at the checks a component's `required_checks` names: it
+    /// passes once each was reported healthy since this try began to
+    /// wait (a report from before is of the version before). When the
+    /// component's stabilization window passes first, `block_deploy`
+    /// fails it; else it passes, saying what was missing.
+    async fn await_checks(&self, cx: &mut Ctx, i: usize, now: i64) -> Result<bool> {
+        let step = cx.wf.steps[i].clone();
+        let target = step.target.clone().unwrap_or_default();
+        let health = cx.config.component(&target).and_then(|c| c.health.clone());
+        let Some(health) = health else {
+            let reason = format!("component {target:?} has no [health] in this config version");
+            self.fail(cx, &step, reason).await?;
+            return Ok(false);
+        };
+        let window =
+            render::render_context(&self.secrets, &cx.org, &cx.install, &cx.app_name, false)
+                .and_then(|ctx| {
+                    render::render_text(
+                        &health.stabilization_window,
+                        &ctx,
+                        &format!("component {target} health stabilization_window"),
+                    )
+                })
+                .and_then(|w| nuon_core::app::parse_window(w.trim()));
+        let window = match window {
+            Ok(w) => w,
+            Err(reason) => {
+                self.fail(cx, &step, reason).await?;
+                return Ok(false);
+            }
+        };
+        let tries = step.attempts.len() as u64;
+        let since = step.outputs["waiting_since_ms"]
+            .as_i64()
+            .filter(|_| step.outputs["try"].as_u64() == Some(tries))
+            .unwrap_or(now);
+        let missing: Vec<String> = health
+            .required_checks
+            .iter()
+            .filter_map(|name| {
+                let c = cx.install.checks.get(name);
+                let said = |c: &InstallCheck| {
+                    c.detail
+                        .as_ref()
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default()
+                };
+                match c {
+                    Some(c) if c.at_ms >= since && c.status == CheckStatus::Healthy => None,
+                    Some(c) if c.at_ms >= since => Some(format!("{name} is unhealthy{}", said(c))),
+                    Some(c) => Some(format!(
+                        "{name} was last reported {} before this wait began",
+                        c.status.as_str()
+                    )),
+                    None => Some(format!("{name} was never reported")),
+                }
+            })
+            .collect();
+        let names = health.required_checks.join(", ");
+        let passed = |said: String| StepUpdate {
+            status: StepStatus::Succeeded,
+            reason: Some(said),
+            outputs_json: Some(
+                json!({"passed_at_ms": now, "waiting_since_ms": since, "held": false}).to_string(),
+            ),
+            ..StepUpdate::default()
+        };
+        if missing.is_empty() {
+            let mut u = passed(format!("reported healthy: {names}"));
+            u.outputs_json = Some(
+                json!({"passed_at_ms": now, "waiting_since_ms": since, "held": true}).to_string(),
+            );
+            self.set_step(cx, step.index, u).await?;
+            return Ok(true);
+        }
+        let said = format!(
+            "waiting for the checks component {target} requires to be reported healthy: {}; report them with `nuon installs checks push {} NAME --healthy`",
+            missing.join("; "),
+            cx.install.name
+        );
+        if now - since > window.as_millis() as i64 {
+            if health.block_deploy {
+                let reason = format!(
+                    "gave up after {}: {said} (block_deploy fails the deploy)",
+                    in_words(window)
+                );
+                self.fail(cx, &step, reason).await?;
+                return Ok(false);
+            }
+            let said = format!(
+                "not reported healthy within {}: {}; block_deploy is off, so the deploy goes on",
+                in_words(window),
+                missing.join("; ")
+            );
+            self.set_step(cx, step.index, passed(said)).await?;
+            return Ok(true);
+        }
+        // The window above decides; this bound is never reached.
+        self.keep_waiting(cx, i, said, window * 2, now).await?;
         Ok(false)
     }
 

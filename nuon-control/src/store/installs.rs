@@ -70,6 +70,9 @@ pub struct StoredInstall {
     pub overrides: Overrides,
     /// Its labels (`tier=prod`), which groups and rollouts select by.
     pub labels: nuon_core::labels::Labels,
+    /// The checks the vendor's systems pushed for it, by name, as last
+    /// reported (`nuon installs checks push`).
+    pub checks: std::collections::BTreeMap<String, nuon_core::wire::InstallCheck>,
     /// What its stack reported when it phoned home: a JSON object of
     /// strings, sealed (so a value changed in the store is refused; see
     /// `engine::render::stack_outputs`).
@@ -134,6 +137,8 @@ pub(crate) enum Keyed {
     Toggles,
     /// `overrides`: each component's own values.
     Overrides,
+    /// `checks`: the checks pushed for it.
+    Checks,
 }
 
 impl Keyed {
@@ -141,6 +146,7 @@ impl Keyed {
         match self {
             Keyed::Toggles => "toggles",
             Keyed::Overrides => "overrides",
+            Keyed::Checks => "checks",
         }
     }
 }
@@ -234,6 +240,19 @@ pub trait InstallStore: Send + Sync + 'static {
 
     /// The install whose runner this is, if any.
     async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;
+}
+
+/// The checks the vendor's own systems push for an install.
+#[async_trait]
+pub trait CheckStore: Send + Sync + 'static {
+    /// Records a check as just reported (replacing the one before of its
+    /// name).
+    async fn set_install_check(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        check: &nuon_core::wire::InstallCheck,
+    ) -> Result<()>;
 }
 
 /// An install's stack: its one-time phone-home token, and what it

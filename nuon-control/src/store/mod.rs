@@ -3,6 +3,7 @@
 //! Each domain has a small trait of its own: [`OrgStore`] (orgs, settings,
 //! signing keys, API tokens), [`AppStore`] (apps and config versions),
 //! [`InstallStore`], [`StackStore`] (an install stack's phone-home),
+//! [`CheckStore`] (the checks the vendor's systems push for an install),
 //! [`RunnerStore`], [`JobStore`] (jobs as the Control API
 //! sees them), [`QueueStore`] (the runner side: claims, leases, logs,
 //! completions), [`WorkflowStore`], [`StateStore`] (Terraform state),
@@ -67,7 +68,9 @@ use nuon_core::{
 pub use apps::{AppStore, StoredConfig};
 pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use builds::BuildStore;
-pub use installs::{InstallStore, NewInstall, Overrides, StackRedeem, StackStore, StoredInstall};
+pub use installs::{
+    CheckStore, InstallStore, NewInstall, Overrides, StackRedeem, StackStore, StoredInstall,
+};
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};
 pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
@@ -91,9 +94,9 @@ pub use workflows::{CachedSummary, NewWorkflow, StepUpdate, SummaryText, Workflo
 /// `use nuon_control::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AppStore, AuditStore, BuildStore, InstallStore, JobStore, LabelStore, MaintenanceStore,
-        OrgStore, QueueStore, ReleaseStore, RemovalStore, RolloutStore, RunnerStore, SealingStore,
-        StackStore, StateStore, Store, WebhookStore, WorkflowStore,
+        AppStore, AuditStore, BuildStore, CheckStore, InstallStore, JobStore, LabelStore,
+        MaintenanceStore, OrgStore, QueueStore, ReleaseStore, RemovalStore, RolloutStore,
+        RunnerStore, SealingStore, StackStore, StateStore, Store, WebhookStore, WorkflowStore,
     };
 }
 
@@ -141,6 +144,7 @@ pub trait Store:
     + AppStore
     + InstallStore
     + StackStore
+    + CheckStore
     + LabelStore
     + ReleaseStore
     + RemovalStore
@@ -165,6 +169,7 @@ impl<T> Store for T where
         + AppStore
         + InstallStore
         + StackStore
+        + CheckStore
         + LabelStore
         + ReleaseStore
         + RemovalStore

@@ -373,7 +373,7 @@ fn json_list<T: serde::de::DeserializeOwned + Default>(raw: Option<String>) -> R
 
 impl Record for StoredInstall {
     const COLUMNS: &'static str = "id, name, app_id, config_version, runner_id, state, inputs, \
-         sealed, outputs, created_at, approval, toggles, stack_outputs, labels, overrides";
+         sealed, outputs, created_at, approval, toggles, stack_outputs, labels, overrides, checks";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(StoredInstall {
             id: r.id(0)?,
@@ -391,6 +391,7 @@ impl Record for StoredInstall {
             stack_outputs: r.opt_text(12)?,
             labels: json_list(r.opt_text(13)?)?,
             overrides: json_list(r.opt_text(14)?)?,
+            checks: json_list(r.opt_text(15)?)?,
         })
     }
 }

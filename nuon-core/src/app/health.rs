@@ -15,6 +15,8 @@
 //! [[health.probes]]
 //! type = "exec"
 //! command = ["/bin/check", "--quick"]   # argv, no shell
+//!
+//! required_checks = ["billing-ready"]   # pushed by the vendor's systems
 //! ```
 //!
 //! Probe texts and the window are templates rendered when the health step
@@ -47,12 +49,22 @@ pub struct ComponentHealth {
     pub block_deploy: bool,
     /// The probes, each its own check of the install's health.
     pub probes: Vec<HealthProbe>,
+    /// Checks the vendor's own systems push for the install (`nuon
+    /// installs checks push`): the deploy waits, after its probes, until
+    /// each is reported healthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_checks: Vec<String>,
 }
 
 impl ComponentHealth {
     /// Whether the component's deploy has a health step.
     pub fn watched(health: Option<&ComponentHealth>) -> bool {
         health.is_some_and(|h| !h.probes.is_empty())
+    }
+
+    /// The checks the component's deploy waits for.
+    pub fn required(health: Option<&ComponentHealth>) -> &[String] {
+        health.map_or(&[], |h| &h.required_checks)
     }
 }
 
@@ -184,13 +196,13 @@ pub(crate) fn read(
     let window = h.str(d, "stabilization_window");
     let block_deploy = h.bool(d, "block_deploy").unwrap_or(false);
     let required = h.str_list(d, "required_checks");
-    if let Some(first) = required.first() {
-        d.push(h.file.warn(
-            &first.span,
-            "required_checks cannot take effect here (checks pushed by the vendor's own systems have no API on this platform): a deploy does not wait for them",
-        ));
-    }
     let mut ok = true;
+    for c in &required {
+        if let Err(e) = crate::wire::check_name(&c.text) {
+            d.push(h.file.at(&c.span, format!("required_checks: {e}")));
+            ok = false;
+        }
+    }
     let mut probes = Vec::new();
     for (i, mut p) in h.tables(d, "probes").into_iter().enumerate() {
         let span = p.span();
@@ -291,6 +303,7 @@ pub(crate) fn read(
         stabilization_window: window.map_or_else(|| DEFAULT_WINDOW.to_owned(), |w| w.text),
         block_deploy,
         probes,
+        required_checks: required.into_iter().map(|c| c.text).collect(),
     })
 }
 

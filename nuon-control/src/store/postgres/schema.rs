@@ -427,6 +427,12 @@ CREATE INDEX install_runner_releases_org ON install_runner_releases (org_id);
 ALTER TABLE installs ADD COLUMN overrides TEXT;
 "#,
     ),
+    (
+        19,
+        r#"
+ALTER TABLE installs ADD COLUMN checks TEXT;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::store::installs::{Keyed, StackTokenRow, toggles_json};
-use crate::store::{StackRedeem, StackStore};
+use crate::store::{CheckStore, StackRedeem, StackStore};
 
 #[async_trait]
 impl InstallStore for SqliteStore {
@@ -50,6 +50,7 @@ impl InstallStore for SqliteStore {
                 toggles: new.toggles,
                 overrides: new.overrides,
                 labels: new.labels,
+                checks: Default::default(),
                 stack_outputs: None,
             })
         })
@@ -212,6 +213,20 @@ impl InstallStore for SqliteStore {
             )
         })
         .await
+    }
+}
+
+#[async_trait]
+impl CheckStore for SqliteStore {
+    async fn set_install_check(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        check: &nuon_core::wire::InstallCheck,
+    ) -> Result<()> {
+        let value = serde_json::to_string(check).unwrap_or_else(|_| "{}".into());
+        self.set_install_key(Keyed::Checks, org, id, &check.name, Some(value))
+            .await
     }
 }
 

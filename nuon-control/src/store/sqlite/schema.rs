@@ -145,6 +145,7 @@ CREATE TABLE IF NOT EXISTS installs (
     stack_token_used INTEGER,
     labels TEXT,
     overrides TEXT,
+    checks TEXT,
     UNIQUE (org_id, name)
 );
 CREATE TABLE IF NOT EXISTS releases (
@@ -320,7 +321,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 28] = [
+    const COLUMNS: [(&str, &str, &str); 29] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -353,6 +354,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("api_tokens", "expires_at", "INTEGER"),
         ("workflow_steps", "approved_by", "TEXT"),
         ("installs", "overrides", "TEXT"),
+        ("installs", "checks", "TEXT"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

@@ -358,6 +358,33 @@ conformance! {
         assert_eq!(got.toggles, [("web".to_string(), true)].into(), "toggles untouched");
         assert!(f.store.set_install_override(&other, &inst.id, "db", None).await.is_err());
 
+        // Checks the vendor's systems push: recorded by name, the last
+        // push of a name replacing the one before, in its org only.
+        let check = |name: &str, healthy: bool, at_ms: i64| nuon_core::wire::InstallCheck {
+            name: name.into(),
+            status: if healthy {
+                nuon_core::wire::CheckStatus::Healthy
+            } else {
+                nuon_core::wire::CheckStatus::Unhealthy
+            },
+            detail: (!healthy).then(|| "card \"declined\"".into()),
+            at_ms,
+        };
+        f.store.set_install_check(&f.org, &inst.id, &check("billing", false, 1)).await.unwrap();
+        f.store.set_install_check(&f.org, &inst.id, &check("db.ready", true, 2)).await.unwrap();
+        f.store.set_install_check(&f.org, &inst.id, &check("billing", true, 3)).await.unwrap();
+        let got = f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap();
+        assert_eq!(
+            got.checks,
+            [
+                ("billing".to_string(), check("billing", true, 3)),
+                ("db.ready".to_string(), check("db.ready", true, 2)),
+            ]
+            .into()
+        );
+        assert_eq!(got.overrides.len(), 1, "overrides untouched");
+        assert!(f.store.set_install_check(&other, &inst.id, &check("x", true, 4)).await.is_err());
+
         // The install's summary cache: stale after every change to one of
         // its workflows, saved only at the revision it was made at, and
         // only the install's org sees it.
