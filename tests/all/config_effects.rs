@@ -1034,6 +1034,10 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     // web's labels are kept with it: on its page, and in the list of the
     // install's components.
     assert!(page.contains("<code>tier=frontend</code>"), "{page}");
+    assert!(
+        page.contains("billing-ready: ok") && page.contains("api-ready: unknown"),
+        "{page}"
+    );
     let listed = ok(m.cp.nuon(&["installs", "components", "list", "demo"]));
     assert!(
         listed

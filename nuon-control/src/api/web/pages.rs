@@ -414,7 +414,7 @@ pub(super) async fn overview(
                                 }
                                 td { div.cells {
                                     @if let Some(h) = h {
-                                        @for c in h.checks.iter().filter(|c| c.kind == "component" || c.kind == "probe") {
+                                        @for c in h.checks.iter().filter(|c| matches!(c.kind.as_str(), "component" | "probe" | "check")) {
                                             (check_cell(c))
                                         }
                                     }
@@ -465,6 +465,16 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
             dt { "App" } dd { (app.name) " (config version " (info.config_version) ")" }
             dt { "State" } dd { (info.state) }
             dt { "Health" } dd { span class={ "badge " (h.status) } { (h.status) } }
+            // The checks its components require, as the vendor's systems
+            // last pushed them.
+            @let pushed: Vec<_> = h.checks.iter().filter(|k| k.kind == "check").collect();
+            @if !pushed.is_empty() {
+                dt { "Checks" } dd {
+                    @for k in pushed {
+                        (check_cell(k)) " " span.muted { (k.detail.clone().unwrap_or_default()) } br;
+                    }
+                }
+            }
             dt { "Approvals" } dd { (info.approval) }
             @if !info.labels.is_empty() || web.can_admin() {
                 dt { "Labels" } dd {
