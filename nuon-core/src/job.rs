@@ -708,7 +708,6 @@ impl From<Outcome> for JobStatus {
 
 /// The result of one attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct JobResult {
     /// How it ended.
     pub outcome: Outcome,

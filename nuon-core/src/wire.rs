@@ -331,11 +331,14 @@ pub const MAX_LOG_LINES_PER_BATCH: usize = 10_000;
 pub const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
 
 // ---------------------------------------------------------------- Runner API
+//
+// The bodies a runner sends take fields they do not know and ignore them
+// (unlike the Control API's): a runner newer than its control plane, after
+// a rollback of the control plane, still claims, beats and completes.
 
 /// Ask for work. The server holds the request until a job is ready or
 /// `wait_ms` has passed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Job kinds this runner can run.
     pub kinds: Vec<String>,
@@ -511,7 +514,6 @@ pub struct LeaseRef {
 
 /// Extend every lease the runner holds, and wait for cancellations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     /// The leases to extend.
     pub leases: Vec<LeaseRef>,
@@ -646,7 +648,6 @@ pub struct LogAck {
 
 /// Finish an attempt. Idempotent: the same completion twice is accepted once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Completion {
     /// The attempt that finished.
     pub attempt: u32,
@@ -2550,5 +2551,35 @@ mod settings_tests {
         assert!(public.verify(&release.signed_bytes(), &signed).is_ok());
         assert!(public.verify(&other.signed_bytes(), &signed).is_err());
         assert!(public.verify(&asked.signed_bytes(), &signed).is_err());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a runner newer than its control plane sends: fields this
+    /// version does not know are ignored, in each body and in the result.
+    #[test]
+    fn runner_bodies_take_fields_they_do_not_know() {
+        let claim: ClaimRequest = serde_json::from_value(serde_json::json!({
+            "kinds": ["exec"], "slots": 1, "wait_ms": 10, "attempt": 0, "newer": true,
+        }))
+        .unwrap();
+        assert_eq!(claim.kinds, ["exec"]);
+        let beat: HeartbeatRequest =
+            serde_json::from_value(serde_json::json!({"leases": [], "newer": 1})).unwrap();
+        assert!(beat.leases.is_empty());
+        let done: Completion = serde_json::from_value(serde_json::json!({
+            "attempt": 1, "log_lines": 2, "newer": "x",
+            "result": {"outcome": "succeeded", "outputs": {}, "newer": []},
+        }))
+        .unwrap();
+        assert_eq!(done.log_lines, 2);
+        // The Control API stays strict.
+        assert!(
+            serde_json::from_value::<PushCheck>(serde_json::json!({"status": "healthy", "x": 1}))
+                .is_err()
+        );
     }
 }
