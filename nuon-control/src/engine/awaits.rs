@@ -108,14 +108,7 @@ impl Engine {
         };
         let window =
             render::render_context(&self.secrets, &cx.org, &cx.install, &cx.app_name, false)
-                .and_then(|ctx| {
-                    render::render_text(
-                        &health.stabilization_window,
-                        &ctx,
-                        &format!("component {target} health stabilization_window"),
-                    )
-                })
-                .and_then(|w| nuon_core::app::parse_window(w.trim()));
+                .and_then(|ctx| render::health_window(&target, &health, &ctx));
         let window = match window {
             Ok(w) => w,
             Err(reason) => {
@@ -123,11 +116,7 @@ impl Engine {
                 return Ok(false);
             }
         };
-        let tries = step.attempts.len() as u64;
-        let since = step.outputs["waiting_since_ms"]
-            .as_i64()
-            .filter(|_| step.outputs["try"].as_u64() == Some(tries))
-            .unwrap_or(now);
+        let since = waiting_since(&step).unwrap_or(now);
         let missing: Vec<String> = health
             .required_checks
             .iter()
@@ -151,19 +140,17 @@ impl Engine {
             })
             .collect();
         let names = health.required_checks.join(", ");
-        let passed = |said: String| StepUpdate {
+        // `held`: every check was reported healthy.
+        let passed = |said: String, held: bool| StepUpdate {
             status: StepStatus::Succeeded,
             reason: Some(said),
             outputs_json: Some(
-                json!({"passed_at_ms": now, "waiting_since_ms": since, "held": false}).to_string(),
+                json!({"passed_at_ms": now, "waiting_since_ms": since, "held": held}).to_string(),
             ),
             ..StepUpdate::default()
         };
         if missing.is_empty() {
-            let mut u = passed(format!("reported healthy: {names}"));
-            u.outputs_json = Some(
-                json!({"passed_at_ms": now, "waiting_since_ms": since, "held": true}).to_string(),
-            );
+            let u = passed(format!("reported healthy: {names}"), true);
             self.set_step(cx, step.index, u).await?;
             return Ok(true);
         }
@@ -186,7 +173,7 @@ impl Engine {
                 in_words(window),
                 missing.join("; ")
             );
-            self.set_step(cx, step.index, passed(said)).await?;
+            self.set_step(cx, step.index, passed(said, false)).await?;
             return Ok(true);
         }
         // The window above decides; this bound is never reached.
@@ -253,12 +240,8 @@ impl Engine {
         now: i64,
     ) -> Result<()> {
         let step = cx.wf.steps[i].clone();
-        // A wait of an earlier try (before a retry) does not count.
         let tries = step.attempts.len() as u64;
-        let since = step.outputs["waiting_since_ms"]
-            .as_i64()
-            .filter(|_| step.outputs["try"].as_u64() == Some(tries));
-        match since {
+        match waiting_since(&step) {
             Some(since) if now - since > bound.as_millis() as i64 => {
                 let reason = format!("gave up after {}: {said}", in_words(bound));
                 self.fail(cx, &step, reason).await
@@ -281,6 +264,15 @@ impl Engine {
             }
         }
     }
+}
+
+/// When step `step` began to wait, in this try: a wait of an earlier try
+/// (before a retry) does not count.
+fn waiting_since(step: &nuon_core::wire::WorkflowStepInfo) -> Option<i64> {
+    let tries = step.attempts.len() as u64;
+    step.outputs["waiting_since_ms"]
+        .as_i64()
+        .filter(|_| step.outputs["try"].as_u64() == Some(tries))
 }
 
 /// Why the customer disabled the runner, when they did.

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use nuon_core::app::template::RenderContext;
 use nuon_core::app::{
-    Action, Component, ComponentKind, HealthProbe, ProbeKind, Source, http_url, parse_window,
-    tcp_address,
+    Action, Component, ComponentKind, HealthProbe, ProbeKind, Source, http_url, tcp_address,
 };
 use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
@@ -366,12 +365,7 @@ fn health_job(
         .as_ref()
         .ok_or_else(|| format!("component {} has no [health]", c.name))?;
     let what = format!("component {} health", c.name);
-    let text = render_text(
-        &h.stabilization_window,
-        ctx,
-        &format!("{what} stabilization_window"),
-    )?;
-    let window = parse_window(text.trim()).map_err(|e| format!("{what}: {e}"))?;
+    let window = render::health_window(&c.name, h, ctx)?;
     let mut probes = Vec::with_capacity(h.probes.len());
     for (i, p) in h.probes.iter().enumerate() {
         let at = format!("{what} probe {i}");

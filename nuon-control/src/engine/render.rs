@@ -208,6 +208,22 @@ pub(crate) fn render_text(s: &str, ctx: &RenderContext, what: &str) -> Result<St
     Ok(out)
 }
 
+/// A component's health window (`[health] stabilization_window`),
+/// rendered and checked.
+pub(crate) fn health_window(
+    component: &str,
+    health: &nuon_core::app::ComponentHealth,
+    ctx: &RenderContext,
+) -> Result<std::time::Duration, String> {
+    let what = format!("component {component} health");
+    let text = render_text(
+        &health.stabilization_window,
+        ctx,
+        &format!("{what} stabilization_window"),
+    )?;
+    nuon_core::app::parse_window(text.trim()).map_err(|e| format!("{what}: {e}"))
+}
+
 /// Renders every value of `m` (`what KEY` in errors).
 pub(crate) fn render_map(
     m: &BTreeMap<String, Value>,
