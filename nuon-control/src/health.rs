@@ -1,13 +1,16 @@
 //! An install's health: its runner (there or not, from its last call),
 //! each component's last deploy and health probes (`[health]`, as its last
-//! health step saw them), the checks they require as last pushed, and each
+//! health step or the runner's watch since saw them, whichever is newer),
+//! the checks they require as last pushed, and each
 //! health-check action's last run
 //! (an action with a `cron` trigger). Pure: the Control API answers it,
 //! and a rollout's bake holds a wave on it.
 
 use nuon_core::WorkflowId;
 use nuon_core::app::{AppConfig, ComponentKind};
-use nuon_core::wire::{HealthCheck, InstallHealth, RunnerInfo, RunnerStatus, WorkflowInfo};
+use nuon_core::wire::{
+    HealthCheck, InstallHealth, ProbeSeen, RunnerInfo, RunnerStatus, WorkflowInfo,
+};
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -176,6 +179,11 @@ impl WorkflowSummary {
                 failed("probe", &self.probes),
             ]
             .concat(),
+            probed_at: self
+                .probes
+                .iter()
+                .map(|(name, e)| (name.clone(), e.at_ms.unwrap_or(i64::MAX)))
+                .collect(),
             waiting: self.waiting.clone(),
         }
     }
@@ -231,6 +239,11 @@ impl InstallSummary {
 pub(crate) struct Brief {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     failed: Vec<String>,
+    /// By `COMPONENT/PROBE`: when its last health step ended (the end of
+    /// its workflow; the largest time while that runs), to weigh it
+    /// against the runner's watch.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    probed_at: BTreeMap<String, i64>,
     /// The workflows with a step waiting for an approval, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<(WorkflowId, WorkflowKind)>,
@@ -273,6 +286,28 @@ fn probes_of(c: &nuon_core::app::Component) -> impl Iterator<Item = String> + '_
         .map(|p| format!("{}/{}", c.name, p.name))
 }
 
+/// What the runner's watch last saw of `COMPONENT/PROBE`, when it is
+/// newer than the last health step (which ended at `deployed_at`; `None`:
+/// never, or in a workflow still running, which is newer).
+fn watched_since<'a>(
+    runner: Option<&'a RunnerInfo>,
+    name: &str,
+    deployed_at: Option<Option<i64>>,
+) -> Option<&'a ProbeSeen> {
+    let (component, probe) = name.split_once('/')?;
+    let seen = runner?
+        .telemetry
+        .as_ref()?
+        .probes
+        .iter()
+        .find(|p| p.component == component && p.probe == probe)?;
+    let deployed_at = match deployed_at {
+        None => i64::MIN,
+        Some(at) => at.unwrap_or(i64::MAX),
+    };
+    (seen.at_ms >= deployed_at).then_some(seen)
+}
+
 /// The runner's part of an install's health: `ok`, `offline` or
 /// `disabled` (calling, but turned off by the customer).
 fn runner_state(runner: Option<&RunnerInfo>) -> &'static str {
@@ -297,13 +332,22 @@ pub(crate) fn status_of(
     runner: Option<&RunnerInfo>,
     brief: &Brief,
 ) -> &'static str {
-    let any_failed = !brief.failed.is_empty()
-        && counted(config, install).any(|(kind, name)| {
+    let any_failed = counted(config, install).any(|(kind, name)| {
+        let failed = || {
             brief
                 .failed
                 .iter()
                 .any(|f| f.split_once(':') == Some((kind, name.as_str())))
-        });
+        };
+        if kind != "probe" {
+            return failed();
+        }
+        let deployed_at = brief.probed_at.get(&name).map(|at| Some(*at));
+        match watched_since(runner, &name, deployed_at) {
+            Some(seen) => !seen.ok,
+            None => failed(),
+        }
+    });
     let any_failed = any_failed || pushed_checks(config, install).any(|c| c.status == "failed");
     status(runner_state(runner), any_failed)
 }
@@ -405,7 +449,7 @@ pub(crate) fn health_of(
             }
         }
     });
-    let runner = runner_state(runner);
+    let runner_status = runner_state(runner);
     checks.push(r);
     // Each component's last deploy or teardown that ended (a container
     // image's: its last sync).
@@ -420,14 +464,25 @@ pub(crate) fn health_of(
             by.get(&c.name),
             "never deployed",
         ));
-        // Its health probes, as its last health step saw them.
+        // Its health probes, as its last health step or the runner's
+        // watch since saw them.
         for p in probes_of(c) {
-            checks.push(ended_check(
-                "probe",
-                &p,
-                workflows.probes.get(&p),
-                "not probed since it has had [health]",
-            ));
+            let deployed = workflows.probes.get(&p);
+            let check = match watched_since(runner, &p, deployed.map(|e| e.at_ms)) {
+                Some(seen) => {
+                    let mut k = check("probe", &p, if seen.ok { "ok" } else { "failed" });
+                    k.detail = Some(format!("{}; seen by the runner's watch", seen.detail));
+                    k.at_ms = Some(seen.at_ms);
+                    k
+                }
+                None => ended_check(
+                    "probe",
+                    &p,
+                    deployed,
+                    "not probed since it has had [health]",
+                ),
+            };
+            checks.push(check);
         }
     }
     // Each health-check action's last run that ended.
@@ -445,7 +500,7 @@ pub(crate) fn health_of(
     }
     // The checks the vendor's systems push that a component requires.
     checks.extend(pushed_checks(config, install));
-    let status = status(runner, checks.iter().any(|c| c.status == "failed"));
+    let status = status(runner_status, checks.iter().any(|c| c.status == "failed"));
     InstallHealth {
         install: install.name.clone(),
         status: status.into(),
@@ -530,6 +585,17 @@ mod tests {
             }
             r
         };
+        // Connected, its watch having seen api's probe at 50.
+        let watching = |ok: bool| -> RunnerInfo {
+            let mut r = runner("connected", Some(1), false);
+            r.telemetry = Some(
+                serde_json::from_value(json!({"slots": 1, "busy": 0, "spool_backlog": 0, "probes": [
+                    {"component": "api", "probe": "port", "ok": ok, "detail": "connected", "at_ms": 50},
+                ]}))
+                .unwrap(),
+            );
+            r
+        };
         // A workflow whose steps end as given, and an action's run.
         let deploy = |target: &str, kind: &str, status: &str| -> WorkflowInfo {
             serde_json::from_value(json!({
@@ -554,6 +620,12 @@ mod tests {
             w.steps[0].outputs = json!({"rounds": 3, "probes": [
                 {"name": name, "ok": ok, "detail": "HTTP 503", "passes": 0, "failures": 3}
             ]});
+            w
+        };
+        // One that ended at `at`.
+        let probe_at = |target: &str, ok: bool, at: i64| -> WorkflowInfo {
+            let mut w = probe(target, "port", ok);
+            w.finished_at_ms = Some(at);
             w
         };
         let histories: Vec<(&str, Vec<WorkflowInfo>)> = vec![
@@ -587,6 +659,12 @@ mod tests {
                     deploy("db", "apply", "failed"),
                 ],
             ),
+            ("api's probe failed at 20", vec![probe_at("api", false, 20)]),
+            (
+                "api's probe passed at 100",
+                vec![probe_at("api", true, 100)],
+            ),
+            ("api's probe passed at 20", vec![probe_at("api", true, 20)]),
         ];
         let runners = [
             ("no runner", None),
@@ -595,6 +673,8 @@ mod tests {
             ("never called", Some(runner("connected", None, false))),
             ("revoked", Some(runner("revoked", Some(1), false))),
             ("disabled", Some(runner("connected", Some(1), true))),
+            ("watching, ok at 50", Some(watching(true))),
+            ("watching, failed at 50", Some(watching(false))),
         ];
         let mut seen = std::collections::BTreeSet::new();
         for (what, workflows) in &histories {
@@ -625,5 +705,41 @@ mod tests {
         let all: std::collections::BTreeSet<&str> =
             ["healthy", "unhealthy", "offline", "disabled"].into();
         assert_eq!(seen, all, "every status is reached");
+        // The newer of the last health step and the runner's watch counts;
+        // a health step in a workflow still running is the newer.
+        let cases = [
+            (
+                vec![probe_at("api", false, 20)],
+                true,
+                "healthy",
+                "seen by the runner's watch",
+            ),
+            (
+                vec![probe_at("api", true, 100)],
+                false,
+                "healthy",
+                "passed 0 of 3 rounds",
+            ),
+            (
+                vec![probe_at("api", true, 20)],
+                false,
+                "unhealthy",
+                "seen by the runner's watch",
+            ),
+            (vec![], false, "unhealthy", "seen by the runner's watch"),
+            (
+                vec![probe("api", "port", true)],
+                false,
+                "healthy",
+                "after the last deploy",
+            ),
+        ];
+        for (workflows, ok, status, said) in cases {
+            let summary = WorkflowSummary::of(&workflows);
+            let h = health_of(&config, &install, Some(&watching(ok)), &summary, 10);
+            assert_eq!(h.status, status, "{h:#?}");
+            let port = h.checks.iter().find(|c| c.name == "api/port").unwrap();
+            assert!(port.detail.as_deref().unwrap().contains(said), "{h:#?}");
+        }
     }
 }

@@ -54,6 +54,9 @@ pub struct OpsConfig {
     /// other non-public addresses (default no: an org's webhook must not
     /// reach into the control plane's own network).
     pub webhook_allow_private: bool,
+    /// How often an install's runner runs its components' health probes
+    /// between deploys (default 60 s).
+    pub probe_interval: Duration,
 }
 
 impl Default for OpsConfig {
@@ -67,6 +70,7 @@ impl Default for OpsConfig {
             webhook_max_backoff: Duration::from_secs(300),
             webhook_give_up_after: Duration::from_secs(3 * 86_400),
             webhook_allow_private: false,
+            probe_interval: Duration::from_secs(60),
         }
     }
 }

@@ -398,6 +398,10 @@ pub struct RunnerTelemetry {
     /// The last update it did not take, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_failed: Option<RunnerUpdateFailure>,
+    /// What each health probe it watches said in its last round
+    /// ([`ProbeWatch`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeSeen>,
 }
 
 /// Jobs given to the runner; empty when the wait ran out.
@@ -438,6 +442,47 @@ pub struct RunnerSettingsInfo {
     /// checks and switches to it ([`RunnerUpdate`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update: Option<RunnerUpdate>,
+    /// The health probes the runner runs between deploys ([`ProbeWatch`]);
+    /// none when no deployed component has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<ProbeWatch>,
+}
+
+/// The health probes of an install's deployed components (their
+/// `[health]`, rendered), which its runner runs every `interval_ms`
+/// between deploys and reports in its telemetry ([`ProbeSeen`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProbeWatch {
+    /// The time between the starts of two rounds, in milliseconds.
+    pub interval_ms: u64,
+    /// The components watched, each with its probes.
+    pub components: Vec<WatchedComponent>,
+}
+
+/// One component a runner watches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WatchedComponent {
+    /// The component.
+    pub component: String,
+    /// Its probes, rendered.
+    pub probes: Vec<crate::app::HealthProbe>,
+}
+
+/// What one probe said in the runner's last round of its watch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProbeSeen {
+    /// The component.
+    pub component: String,
+    /// The probe's name.
+    pub probe: String,
+    /// Whether it passed.
+    pub ok: bool,
+    /// What it answered (`HTTP 200 in 3 ms`, an exit code and the end of
+    /// its output, why it could not connect).
+    pub detail: String,
+    /// When the round ran, ms since the epoch (the control plane takes
+    /// no time later than its own now).
+    pub at_ms: i64,
 }
 
 impl RunnerSettingsInfo {
@@ -454,6 +499,23 @@ impl RunnerSettingsInfo {
             // does not change what a runner of today checks.
             #[serde(skip_serializing_if = "Option::is_none")]
             update: Option<SignedUpdate<'a>>,
+            // Left out when none, as the update is; its fields are fixed
+            // for the same reason. Exec probes run programs on the
+            // runner's host: they are signed as jobs are.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            watch: Option<SignedWatch<'a>>,
+        }
+        #[derive(Serialize)]
+        struct SignedWatch<'a> {
+            interval_ms: u64,
+            components: Vec<(&'a str, Vec<SignedProbe<'a>>)>,
+        }
+        #[derive(Serialize)]
+        struct SignedProbe<'a> {
+            kind: &'a str,
+            name: &'a str,
+            url: Option<&'a str>,
+            command: &'a [String],
         }
         #[derive(Serialize)]
         struct SignedUpdate<'a> {
@@ -480,6 +542,22 @@ impl RunnerSettingsInfo {
                     digest: &u.release.digest,
                     size: u.release.size,
                     tries: u.tries,
+                }),
+                watch: self.watch.as_ref().map(|w| SignedWatch {
+                    interval_ms: w.interval_ms,
+                    components: w
+                        .components
+                        .iter()
+                        .map(|c| {
+                            let probes = c.probes.iter().map(|p| SignedProbe {
+                                kind: p.kind.as_str(),
+                                name: &p.name,
+                                url: p.url.as_deref(),
+                                command: &p.command,
+                            });
+                            (c.component.as_str(), probes.collect())
+                        })
+                        .collect(),
                 }),
             })
             .unwrap_or_default(),
@@ -2500,6 +2578,7 @@ mod settings_tests {
             env: BTreeMap::from([("TF_VAR_x".to_owned(), "1".to_owned())]),
             signature: String::new(),
             update: None,
+            watch: None,
         };
         // Settings without an update sign the bytes they signed before
         // updates existed: older runners verify them.
@@ -2551,6 +2630,39 @@ mod settings_tests {
         assert!(public.verify(&release.signed_bytes(), &signed).is_ok());
         assert!(public.verify(&other.signed_bytes(), &signed).is_err());
         assert!(public.verify(&asked.signed_bytes(), &signed).is_err());
+        // The probes a runner watches are covered, each of their texts:
+        // an exec probe runs a program on the runner's host.
+        let mut watched = s.clone();
+        watched.watch = Some(ProbeWatch {
+            interval_ms: 60_000,
+            components: vec![WatchedComponent {
+                component: "web".into(),
+                probes: vec![crate::app::HealthProbe {
+                    kind: crate::app::ProbeKind::Exec,
+                    name: "ready".into(),
+                    url: None,
+                    command: vec!["test".into(), "-f".into(), "/ready".into()],
+                }],
+            }],
+        });
+        assert!(
+            public
+                .verify(&watched.signed_bytes(), &s.signature)
+                .is_err()
+        );
+        watched.signature = key.sign_now(&watched.signed_bytes());
+        assert!(
+            public
+                .verify(&watched.signed_bytes(), &watched.signature)
+                .is_ok()
+        );
+        let mut tampered = watched.clone();
+        tampered.watch.as_mut().unwrap().components[0].probes[0].command[2] = "/x".into();
+        let sig = &watched.signature;
+        assert!(public.verify(&tampered.signed_bytes(), sig).is_err());
+        let mut slower = watched.clone();
+        slower.watch.as_mut().unwrap().interval_ms = 1;
+        assert!(public.verify(&slower.signed_bytes(), sig).is_err());
     }
 }
 

@@ -30,25 +30,33 @@ const MAX_PROBE_TIME: Duration = Duration::from_secs(10);
 const QUOTE: usize = 200;
 
 /// Runs `health` jobs.
+#[derive(Default)]
 pub struct HealthPlugin {
-    http: reqwest::Client,
+    prober: Prober,
 }
 
 impl HealthPlugin {
     /// The plugin, with an HTTP client that follows no redirect.
     pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// Runs one probe at a time, here: what a health job's rounds and the
+/// runner's watch between deploys share.
+pub struct Prober {
+    http: reqwest::Client,
+}
+
+impl Default for Prober {
+    /// A prober whose HTTP client follows no redirect.
+    fn default() -> Self {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("nuon-runner-health/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
-        HealthPlugin { http }
-    }
-}
-
-impl Default for HealthPlugin {
-    fn default() -> Self {
-        Self::new()
+        Prober { http }
     }
 }
 
@@ -80,9 +88,12 @@ fn decode(spec: &JobSpec) -> Result<HealthJob, PluginError> {
 }
 
 /// How one probe did in one round.
-struct Seen {
-    ok: bool,
-    detail: String,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Whether it passed.
+    pub ok: bool,
+    /// What it answered, and how long it took.
+    pub detail: String,
 }
 
 /// How one probe did over the job.
@@ -90,12 +101,14 @@ struct Seen {
 struct Tally {
     passes: u32,
     failures: u32,
-    last: Option<Seen>,
+    last: Option<Answer>,
 }
 
-impl HealthPlugin {
-    /// Runs an http or tcp probe, or an exec probe on this host.
-    async fn probe(&self, p: &HealthProbe, limit: Duration) -> Seen {
+impl Prober {
+    /// Runs an http or tcp probe, or an exec probe on this host (killed
+    /// at `limit`), which has failed when it has not answered within
+    /// `limit`.
+    pub async fn probe(&self, p: &HealthProbe, limit: Duration) -> Answer {
         let started = Instant::now();
         let run = async {
             match p.kind {
@@ -125,7 +138,7 @@ impl HealthPlugin {
             Err(_) => (false, format!("no answer within {}", human(limit))),
         };
         let ms = started.elapsed().as_millis();
-        Seen {
+        Answer {
             ok,
             detail: format!("{detail} in {ms} ms"),
         }
@@ -235,7 +248,7 @@ impl Plugin for HealthPlugin {
                 if confined && p.kind == ProbeKind::Exec {
                     None
                 } else {
-                    Some(self.probe(p, limit).await)
+                    Some(self.prober.probe(p, limit).await)
                 }
             });
             let mut seen = join_all(here).await;
@@ -249,7 +262,7 @@ impl Plugin for HealthPlugin {
                     }
                 }
             }
-            let seen: Vec<Seen> = seen.into_iter().flatten().collect();
+            let seen: Vec<Answer> = seen.into_iter().flatten().collect();
             let healthy = seen.iter().all(|s| s.ok);
             let line: Vec<String> = job
                 .probes
@@ -384,7 +397,7 @@ impl Plugin for HealthPlugin {
 async fn exec_confined(
     host: &mut dyn JobHost,
     command: &[String],
-) -> Result<Result<Seen, StopReason>, PluginError> {
+) -> Result<Result<Answer, StopReason>, PluginError> {
     let started = Instant::now();
     let program = host
         .find_program(&command[0])
@@ -394,12 +407,12 @@ async fn exec_confined(
         .await?;
     let ms = started.elapsed().as_millis();
     Ok(Ok(match exit {
-        ProcessExit::Exited(0) => Seen {
+        ProcessExit::Exited(0) => Answer {
             ok: true,
             detail: format!("exit code 0 in {ms} ms"),
         },
         ProcessExit::Stopped(reason) => return Ok(Err(reason)),
-        other => Seen {
+        other => Answer {
             ok: false,
             detail: format!(
                 "{} in {ms} ms",

@@ -32,6 +32,10 @@
 //!   Nothing is lost across control-plane outages or runner restarts: at start
 //!   an attempt left without a result is failed ("runner restarted while the
 //!   job was running") and shipped.
+//! - **Watches** its install's health between deploys: the probes its
+//!   signed settings name (each deployed component's `[health]`), one
+//!   round every interval, reported in its telemetry and at once when one
+//!   changes, also while the control plane is down.
 //! - **Drains** when the shutdown future resolves: no more claims, running
 //!   jobs finish (up to [`RunnerConfig::drain_timeout`], then they are
 //!   stopped), logs and completions are delivered (up to
@@ -75,6 +79,7 @@ pub mod switch;
 mod sys;
 #[cfg(feature = "cmd")]
 pub mod update;
+mod watch;
 
 pub use backoff::Backoff;
 pub use config::{PluginRegistry, RunnerConfig};

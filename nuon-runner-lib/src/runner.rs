@@ -99,7 +99,7 @@ impl Shared {
             // Signed by the org's key, as jobs are (empty ones need not be:
             // they give a job nothing).
             Ok(s)
-                if (!s.env.is_empty() || s.update.is_some())
+                if (!s.env.is_empty() || s.update.is_some() || s.watch.is_some())
                     && self.keys.verify(&s.signed_bytes(), &s.signature).is_err() =>
             {
                 self.config
@@ -381,11 +381,22 @@ impl Runner {
         // they change.
         shared.fetch_settings().await;
         let heartbeat = tokio::spawn(heartbeat_loop(shared.clone()));
+        let watch = tokio::spawn(
+            crate::watch::Watch {
+                transport: shared.config.transport.clone(),
+                stats: shared.config.stats.clone(),
+                settings: shared.config.settings_seen.subscribe(),
+                confined: shared.containers.is_some(),
+            }
+            .run(),
+        );
 
         let result = main_loop(&shared, shutdown).await;
 
-        heartbeat.abort();
-        let _ = heartbeat.await;
+        for task in [heartbeat, watch] {
+            task.abort();
+            let _ = task.await;
+        }
         shared.guard.close().await;
         drop(lock_file);
         match &result {

@@ -24,6 +24,7 @@ pub struct RunnerStats {
     break_glass: Mutex<Vec<String>>,
     pinned: Mutex<Option<String>>,
     update_failed: Mutex<Option<nuon_core::wire::RunnerUpdateFailure>>,
+    probes: Mutex<Vec<nuon_core::wire::ProbeSeen>>,
 }
 
 impl Default for RunnerStats {
@@ -40,6 +41,7 @@ impl Default for RunnerStats {
             break_glass: Mutex::default(),
             pinned: Mutex::default(),
             update_failed: Mutex::default(),
+            probes: Mutex::default(),
         }
     }
 }
@@ -83,6 +85,11 @@ impl RunnerStats {
         *lock(&self.break_glass) = roles;
     }
 
+    /// What the health probes said in the watch's last round.
+    pub(crate) fn set_probes(&self, probes: Vec<nuon_core::wire::ProbeSeen>) {
+        *lock(&self.probes) = probes;
+    }
+
     pub(crate) fn error(&self, e: impl std::fmt::Display) {
         let text: String = e.to_string().chars().take(500).collect();
         *lock(&self.last_error) = Some(text);
@@ -102,6 +109,7 @@ impl RunnerStats {
             break_glass: lock(&self.break_glass).clone(),
             pinned: lock(&self.pinned).clone(),
             update_failed: lock(&self.update_failed).clone(),
+            probes: lock(&self.probes).clone(),
         }
     }
 
@@ -149,6 +157,20 @@ impl RunnerStats {
             "Attempts whose logs or results are not yet all delivered.",
             f64::from(t.spool_backlog),
         );
+        if !t.probes.is_empty() {
+            out.family(
+                "nuon_runner_probe_up",
+                "gauge",
+                "Whether each health probe the runner watches passed its last round (1) or failed (0).",
+            );
+            for p in &t.probes {
+                let labels = [
+                    ("component", p.component.as_str()),
+                    ("probe", p.probe.as_str()),
+                ];
+                out.sample("nuon_runner_probe_up", &labels, f64::from(u8::from(p.ok)));
+            }
+        }
         self.heartbeat_rtt.write(
             &mut out,
             "nuon_runner_heartbeat_rtt_seconds",
@@ -156,5 +178,34 @@ impl RunnerStats {
             &[],
         );
         out.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The probes the watch saw go with the telemetry and on the metrics
+    /// page, one gauge each.
+    #[test]
+    fn watched_probes_are_in_the_telemetry_and_the_metrics() {
+        let stats = RunnerStats::default();
+        assert!(!stats.render().contains("nuon_runner_probe_up"));
+        let seen = |probe: &str, ok: bool| nuon_core::wire::ProbeSeen {
+            component: "web".into(),
+            probe: probe.into(),
+            ok,
+            detail: "HTTP 200 in 1 ms".into(),
+            at_ms: 1,
+        };
+        stats.set_probes(vec![seen("healthz", false), seen("port \"80\"", true)]);
+        assert_eq!(stats.telemetry().probes.len(), 2);
+        let page = stats.render();
+        assert!(
+            page.contains("# TYPE nuon_runner_probe_up gauge\n")
+                && page.contains("nuon_runner_probe_up{component=\"web\",probe=\"healthz\"} 0\n")
+                && page.contains("nuon_runner_probe_up{component=\"web\",probe=\"port \\\"80\\\"\"} 1\n"),
+            "{page}"
+        );
     }
 }

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use nuon_core::workflow::WorkflowKind;
-use nuon_tests::{have_tool, rt, wait_for};
+use nuon_tests::{ControlPlane, have_tool, rt, wait_for};
 
 use crate::deploy::{
     METADATA, Manual, ended, newest_workflow, ok, run_workflow, stand_in_helm, stand_in_kubectl,
@@ -851,13 +851,21 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
         ),
     );
     let inputs = "[[input]]\nname = \"window\"\ndescription = \"how long web's health may take\"\ndefault = \"20s\"\n";
-    let m = Manual::start(&[
-        METADATA,
-        ("inputs.toml", inputs),
-        ("components/api.toml", &api),
-        ("components/web.toml", &web),
-        ("tf/main.tf", tf),
-    ]);
+    // The runner watches the probes between deploys every second.
+    let cp = ControlPlane::start_with("3s", &["--probe-interval", "1s"]).unwrap();
+    let m = Manual::start_on(
+        cp,
+        &[
+            METADATA,
+            ("inputs.toml", inputs),
+            ("components/api.toml", &api),
+            ("components/web.toml", &web),
+            ("tf/main.tf", tf),
+        ],
+        None,
+        |_| {},
+        &[],
+    );
     let c = m.cp.client();
     let w = run_workflow(&c, WorkflowKind::Provision);
     // api's probe fails, but its health does not block: the deploy goes
@@ -1047,6 +1055,65 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     );
     let overview = m.cp.dashboard_page("/");
     assert!(overview.contains("api/migrations: failed"), "{overview}");
+    // Between deploys the runner watches the probes: web's service goes
+    // down, and the install's health says so within a round or two,
+    // with no workflow run; it comes back, and so does web's probe.
+    let runs = rt()
+        .block_on(c.list_workflows("demo"))
+        .unwrap()
+        .workflows
+        .len();
+    status.store(503, Ordering::SeqCst);
+    let watched = |want: &str| {
+        wait_for(
+            &format!("the runner's watch to see web/healthz {want}"),
+            Duration::from_secs(30),
+            || {
+                let h = rt().block_on(c.install_health("demo")).ok()?;
+                let k = h.checks.iter().find(|k| k.name == "web/healthz")?.clone();
+                let by_watch = k
+                    .detail
+                    .as_deref()?
+                    .ends_with("; seen by the runner's watch");
+                (k.status == want && by_watch).then_some((h, k))
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}: {:#?}", rt().block_on(c.install_health("demo"))))
+    };
+    let (h, k) = watched("failed");
+    assert!(
+        k.detail.as_deref().unwrap().starts_with("HTTP 503 in "),
+        "{k:?}"
+    );
+    assert_eq!(k.workflow_id, None, "{k:?}");
+    assert_eq!(h.status, "unhealthy", "{h:#?}");
+    assert_eq!(of(&h, &format!("web/127.0.0.1:{port}")).status, "ok");
+    assert!(
+        of(&h, "api/migrations")
+            .detail
+            .unwrap()
+            .contains("exit code 3: migrations are pending"),
+        "{h:#?}"
+    );
+    // The CLI says so too (and exits 1: the install is unhealthy).
+    let out = m.cp.nuon(&["installs", "health", "demo", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("HTTP 503"), "{}", text(&out));
+    status.store(200, Ordering::SeqCst);
+    let (_, k) = watched("ok");
+    assert!(
+        k.detail.as_deref().unwrap().starts_with("HTTP 200 in "),
+        "{k:?}"
+    );
+    let page = m.cp.dashboard_page(&format!("/installs/{}", install.id));
+    assert!(page.contains("web/healthz: ok"), "{page}");
+    assert!(page.contains("seen by the runner's watch"), "{page}");
+    let now = rt()
+        .block_on(c.list_workflows("demo"))
+        .unwrap()
+        .workflows
+        .len();
+    assert_eq!(now, runs, "watching runs no workflow");
 }
 
 /// Secrets synced into Kubernetes (`kubernetes_sync_targets`, and the

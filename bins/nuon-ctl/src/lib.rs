@@ -91,6 +91,10 @@ enum Command {
         /// control plane's own network).
         #[arg(long)]
         webhook_allow_private_networks: bool,
+        /// How often an install's runner runs its components' health probes
+        /// (`[health]`) between deploys, and reports what they say.
+        #[arg(long, default_value = "60s", value_parser = nuon_core::parse_duration)]
+        probe_interval: Duration,
         #[command(flatten)]
         oidc: OidcArgs,
     },
@@ -273,6 +277,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             plan_max_age,
             webhook_max_backoff,
             webhook_allow_private_networks,
+            probe_interval,
             oidc,
         } => {
             if runner_offline_after <= runner_unhealthy_after {
@@ -295,6 +300,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.ops.plan_max_age = plan_max_age;
             config.ops.webhook_max_backoff = webhook_max_backoff;
             config.ops.webhook_allow_private = webhook_allow_private_networks;
+            if probe_interval < Duration::from_secs(1) {
+                anyhow::bail!(
+                    "--probe-interval ({probe_interval:?}) must be at least 1s: give how often runners probe, like 60s"
+                );
+            }
+            config.ops.probe_interval = probe_interval;
             config.oidc = oidc.config()?;
             let plane = ControlPlane::open(config).await?;
             nuon_control::sys::raise_open_files_limit();

@@ -259,7 +259,13 @@ impl AppState {
         runner: &RunnerId,
         telemetry: Option<nuon_core::wire::RunnerTelemetry>,
     ) {
-        let Some(t) = telemetry else { return };
+        let Some(mut t) = telemetry else { return };
+        // A runner's clock may run ahead: its probes were seen no later
+        // than now, so that a deploy after them counts as newer.
+        let now = nuon_core::now_ms();
+        for p in &mut t.probes {
+            p.at_ms = p.at_ms.min(now);
+        }
         let before = {
             let mut seen = self.telemetry.lock().expect("telemetry lock");
             if seen.get(runner) == Some(&t) {

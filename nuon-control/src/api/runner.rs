@@ -12,12 +12,12 @@ use nuon_core::audit::AuditEntry;
 use nuon_core::wire::{
     ClaimRequest, ClaimResponse, ClaimedJob, Completion, CompletionAck, HeartbeatRequest,
     HeartbeatResponse, LOG_RECORDS_CONTENT_TYPE, LeaseState, LogAck, LogBatch, LogBatchQuery,
-    LogRecords, MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, RunnerSettingsInfo, routes,
+    LogRecords, MAX_BODY_BYTES, MAX_LOG_LINES_PER_BATCH, ProbeWatch, RunnerSettingsInfo, routes,
 };
 use nuon_core::{JobId, JobResult, JobStatus, OrgId};
 
 use super::{Body, RunnerAuth, SharedState, Source, path_id};
-use crate::engine::render::{render_context, render_env};
+use crate::engine::render::{render_context, render_env, watched_probes};
 use crate::error::Error;
 use crate::store::{RunnerPrincipal, StoredInstall};
 
@@ -232,7 +232,8 @@ async fn heartbeat(
 }
 
 /// The version of a runner's settings: a digest of what they are made
-/// from (its install's config version, inputs, secrets and outputs), so
+/// from (its install's config version, inputs, secrets, outputs and
+/// component toggles), so
 /// claims and heartbeats carry it for one indexed read. A build runner has
 /// none. A store error leaves it out (the answer may carry leased jobs:
 /// it must not fail); the next answer carries it.
@@ -275,6 +276,7 @@ fn version_of(install: &StoredInstall, update: Option<&(nuon_core::ReleaseId, u3
         install.outputs_json.as_deref().unwrap_or(""),
         install.stack_outputs.as_deref().unwrap_or(""),
         update.as_deref().unwrap_or(""),
+        &serde_json::to_string(&install.toggles).unwrap_or_default(),
     ] {
         all.push_str(&format!("{}:{part};", part.len()));
     }
@@ -282,7 +284,8 @@ fn version_of(install: &StoredInstall, update: Option<&(nuon_core::ReleaseId, u3
 }
 
 /// The calling runner's settings: its install's `runner.toml` (`env_vars`)
-/// rendered for the install.
+/// rendered for the install, the runner release it is asked for, and the
+/// health probes it watches between deploys.
 async fn settings(
     State(state): State<SharedState>,
     RunnerAuth(runner): RunnerAuth,
@@ -314,20 +317,28 @@ async fn settings(
         .engine
         .app_config(&runner.org_id, &install.app_id, install.config_version)
         .await?;
+    let ctx = render_context(&state.secrets, &runner.org_id, &install, &app_name, false);
     let env = match config.runner.as_ref().map(|r| &r.env_vars) {
-        Some(vars) if !vars.is_empty() => {
-            let ctx = render_context(&state.secrets, &runner.org_id, &install, &app_name, false)
-                .map_err(|e| Error::conflict("settings_not_rendered", e))?;
-            render_env(vars, &ctx, "runner.toml env_vars")
-                .map_err(|e| Error::conflict("settings_not_rendered", e))?
-        }
+        Some(vars) if !vars.is_empty() => ctx
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|ctx| render_env(vars, ctx, "runner.toml env_vars"))
+            .map_err(|e| Error::conflict("settings_not_rendered", e))?,
         _ => Default::default(),
     };
+    let components = ctx
+        .map(|ctx| watched_probes(&config, &install, &ctx))
+        .unwrap_or_default();
+    let watch = (!components.is_empty()).then(|| ProbeWatch {
+        interval_ms: state.ops.probe_interval.as_millis() as u64,
+        components,
+    });
     let mut settings = RunnerSettingsInfo {
         version,
         env,
         signature: String::new(),
         update,
+        watch,
     };
     let signer = state
         .keys

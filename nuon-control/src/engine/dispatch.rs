@@ -6,9 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nuon_core::app::template::RenderContext;
-use nuon_core::app::{
-    Action, Component, ComponentKind, HealthProbe, ProbeKind, Source, http_url, tcp_address,
-};
+use nuon_core::app::{Action, Component, ComponentKind, Source};
 use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys};
@@ -364,29 +362,8 @@ fn health_job(
         .health
         .as_ref()
         .ok_or_else(|| format!("component {} has no [health]", c.name))?;
-    let what = format!("component {} health", c.name);
     let window = render::health_window(&c.name, h, ctx)?;
-    let mut probes = Vec::with_capacity(h.probes.len());
-    for (i, p) in h.probes.iter().enumerate() {
-        let at = format!("{what} probe {i}");
-        let url = p
-            .url
-            .as_deref()
-            .map(|u| render_text(u, ctx, &format!("{at} url")))
-            .transpose()?;
-        let checked = match (p.kind, &url) {
-            (ProbeKind::Http, Some(u)) => http_url(u),
-            (ProbeKind::Tcp, Some(u)) => tcp_address(u).map(drop),
-            _ => Ok(()),
-        };
-        checked.map_err(|e| format!("{at} renders a target that cannot be probed: {e}"))?;
-        probes.push(HealthProbe {
-            kind: p.kind,
-            name: render_text(&p.name, ctx, &format!("{at} name"))?,
-            url,
-            command: render_texts(&p.command, ctx, &format!("{at} command"))?,
-        });
-    }
+    let probes = render::health_probes(&c.name, h, ctx)?;
     let job = HealthJob {
         component: c.name.clone(),
         probes,

@@ -224,6 +224,70 @@ pub(crate) fn health_window(
     nuon_core::app::parse_window(text.trim()).map_err(|e| format!("{what}: {e}"))
 }
 
+/// A component's health probes (`[[health.probes]]`), rendered, each
+/// target checked once rendered.
+pub(crate) fn health_probes(
+    component: &str,
+    health: &nuon_core::app::ComponentHealth,
+    ctx: &RenderContext,
+) -> Result<Vec<nuon_core::app::HealthProbe>, String> {
+    use nuon_core::app::{HealthProbe, ProbeKind, http_url, tcp_address};
+    let what = format!("component {component} health");
+    let mut probes = Vec::with_capacity(health.probes.len());
+    for (i, p) in health.probes.iter().enumerate() {
+        let at = format!("{what} probe {i}");
+        let url = p
+            .url
+            .as_deref()
+            .map(|u| render_text(u, ctx, &format!("{at} url")))
+            .transpose()?;
+        let checked = match (p.kind, &url) {
+            (ProbeKind::Http, Some(u)) => http_url(u),
+            (ProbeKind::Tcp, Some(u)) => tcp_address(u).map(drop),
+            _ => Ok(()),
+        };
+        checked.map_err(|e| format!("{at} renders a target that cannot be probed: {e}"))?;
+        probes.push(HealthProbe {
+            kind: p.kind,
+            name: render_text(&p.name, ctx, &format!("{at} name"))?,
+            url,
+            command: render_texts(&p.command, ctx, &format!("{at} command"))?,
+        });
+    }
+    Ok(probes)
+}
+
+/// The probes of `install`'s components that its runner watches between
+/// deploys: of each component that is on, has `[health]` probes and is
+/// deployed (its outputs are in `ctx`). One whose probes do not render
+/// is left out, with a warning: its last deploy's health step said why.
+pub(crate) fn watched_probes(
+    config: &AppConfig,
+    install: &StoredInstall,
+    ctx: &RenderContext,
+) -> Vec<nuon_core::wire::WatchedComponent> {
+    let watched = config.components.iter().filter(|c| {
+        install.enabled(c)
+            && nuon_core::app::ComponentHealth::watched(c.health.as_ref())
+            && ctx.component_outputs.contains_key(&c.name)
+    });
+    watched
+        .filter_map(|c| {
+            let health = c.health.as_ref()?;
+            match health_probes(&c.name, health, ctx) {
+                Ok(probes) => Some(nuon_core::wire::WatchedComponent {
+                    component: c.name.clone(),
+                    probes,
+                }),
+                Err(e) => {
+                    tracing::warn!(install = %install.id, component = %c.name, error = %e, "its health probes are not watched");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
 /// Renders every value of `m` (`what KEY` in errors).
 pub(crate) fn render_map(
     m: &BTreeMap<String, Value>,

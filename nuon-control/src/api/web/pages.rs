@@ -509,7 +509,8 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                                 Some(k) => { (check_cell(k)) " " span.muted { (k.detail.clone().unwrap_or_default()) } },
                                 None => span.muted { "-" },
                             }
-                            // Its health probes, as its last health step saw them.
+                            // Its health probes, as its last health step or the
+                            // runner's watch since saw them.
                             @for p in h.checks.iter().filter(|k| k.kind == "probe" && k.name.split_once('/').is_some_and(|(of, _)| of == c.name)) {
                                 br; (check_cell(p)) " " span.muted { (p.detail.clone().unwrap_or_default()) }
                             }
