@@ -80,6 +80,11 @@ impl RunnerStats {
         *lock(&self.disabled) = reason;
     }
 
+    /// Whether the customer disabled the runner.
+    pub(crate) fn is_disabled(&self) -> bool {
+        lock(&self.disabled).is_some()
+    }
+
     /// The break-glass roles the customer turned on.
     pub(crate) fn set_break_glass(&self, roles: Vec<String>) {
         *lock(&self.break_glass) = roles;
@@ -204,7 +209,9 @@ mod tests {
         assert!(
             page.contains("# TYPE nuon_runner_probe_up gauge\n")
                 && page.contains("nuon_runner_probe_up{component=\"web\",probe=\"healthz\"} 0\n")
-                && page.contains("nuon_runner_probe_up{component=\"web\",probe=\"port \\\"80\\\"\"} 1\n"),
+                && page.contains(
+                    "nuon_runner_probe_up{component=\"web\",probe=\"port \\\"80\\\"\"} 1\n"
+                ),
             "{page}"
         );
     }

@@ -11,7 +11,8 @@
 //!
 //! It goes on while the control plane is down: the probes are the last
 //! ones the runner was given, and what they say reaches the control plane
-//! with the first call that gets through. Under `--isolation container`
+//! with the first call that gets through. A runner the customer disabled
+//! (`nuon-runner disable`) runs no probe. Under `--isolation container`
 //! exec probes are left out: they run in a job's container during a
 //! deploy, and nowhere on the host.
 
@@ -66,7 +67,13 @@ impl Watch {
             };
             let interval = Duration::from_millis(watch.interval_ms).max(MIN_INTERVAL);
             let next = Instant::now() + interval;
-            let seen = round(&prober, &watch, interval.min(MAX_PROBE_TIME), self.confined).await;
+            // A runner the customer disabled runs nothing of the vendor's,
+            // probes included.
+            let seen = if self.stats.is_disabled() {
+                Vec::new()
+            } else {
+                round(&prober, &watch, interval.min(MAX_PROBE_TIME), self.confined).await
+            };
             let now: BTreeMap<(String, String), bool> = seen
                 .iter()
                 .map(|p| ((p.component.clone(), p.probe.clone()), p.ok))
@@ -321,6 +328,19 @@ mod tests {
         })
         .await;
         assert_eq!(probes.len(), 1);
+        // The customer disables the runner: it stops probing, and says so
+        // at once; enabled again, it probes again.
+        stats.set_disabled(Some("maintenance".into()));
+        let (_, probes) = until("the watch to stop on disable", || {
+            last(&beats).filter(|(n, p)| *n == 3 && p.is_empty())
+        })
+        .await;
+        assert!(probes.is_empty());
+        stats.set_disabled(None);
+        until("the watch to probe again", || {
+            last(&beats).filter(|(n, _)| *n == 4)
+        })
+        .await;
         // Settings without probes: nothing is watched or reported.
         tx.send_replace(Some(settings(None)));
         until("the watch to stop", || {
