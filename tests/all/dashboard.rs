@@ -1008,3 +1008,178 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         }
     }
 }
+
+/// An admin creates an install from the app's page: a form made from the
+/// app's config (inputs by group, secrets, toggles, the install's own
+/// values), checked by axe; a refusal by the API shows the form again
+/// with the reason and what was typed (secrets excepted); the answer
+/// shows the runner's token once, which the Runner API takes, and the
+/// install is as the form said.
+#[test]
+fn an_admin_creates_an_install_from_the_dashboard() {
+    let Some(b) = Chrome::start() else { return };
+    let cp = ControlPlane::start("5s").unwrap();
+    let base = cp.control_url.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let tf_component = |name: &str, extra: &str| {
+        format!(
+            "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\n{extra}"
+        )
+    };
+    let files = [
+        ("metadata.toml", "version = \"v2\"\n".to_owned()),
+        (
+            "inputs.toml",
+            "[[group]]\nname = \"network\"\ndisplay_name = \"Network settings\"\ndescription = \"Where the shop answers\"\n\n[[input]]\nname = \"domain\"\ngroup = \"network\"\ndescription = \"The shop's domain\"\nrequired = true\n\n[[input]]\nname = \"replicas\"\ndefault = \"2\"\n\n[[input]]\nname = \"build_id\"\ninternal = true\ndefault = \"b1\"\n".into(),
+        ),
+        (
+            "secrets.toml",
+            "[[secret]]\nname = \"db_password\"\ndisplay_name = \"Database password\"\ndescription = \"The database user's password\"\nrequired = true\n".into(),
+        ),
+        ("components/db.toml", tf_component("db", "")),
+        (
+            "components/cache.toml",
+            tf_component("cache", "toggleable = true\ndefault_enabled = false\n"),
+        ),
+        (
+            "components/search.toml",
+            tf_component("search", "toggleable = true\n"),
+        ),
+        ("tf/main.tf", "variable \"size\" {\n  default = \"s\"\n}\n".into()),
+    ];
+    for (path, text) in &files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    ok(cp.nuon(&["apps", "create", "shop"]));
+    ok(cp.nuon(&[
+        "apps",
+        "sync",
+        dir.path().to_str().unwrap(),
+        "--app",
+        "shop",
+    ]));
+    // One install already has the name the admin types first.
+    ok(cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "shop",
+        "--name",
+        "taken",
+        "--input",
+        "domain=a.example",
+        "--secret",
+        "db_password=long-enough",
+    ]));
+    let app = rt().block_on(cp.client().get_app("shop")).unwrap();
+    sign_in(&b, &base, &cp.admin_token);
+    b.goto(&format!("{base}/apps/{}", app.id));
+    b.click(&format!("a[href='/apps/{}/installs/new']", app.id));
+    b.wait_until("the new install form", Duration::from_secs(10), |b| {
+        b.find("#install-name").is_some()
+    });
+    let page = b.source();
+    assert!(
+        page.contains("<legend>Network settings</legend>")
+            && page.contains("Where the shop answers")
+            && page.contains("domain</code> (required)")
+            && page.contains("Left empty: <code>2</code>"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("build_id"),
+        "internal inputs are not asked: {page}"
+    );
+    let violations = run_axe(&b, &axe_source());
+    assert!(
+        violations.is_empty(),
+        "axe on the new install form: {violations:#?}"
+    );
+    assert_eq!(
+        b.exec(
+            "return document.querySelector('#on-cache').checked;",
+            json!([])
+        ),
+        json!(false),
+        "cache starts as its default_enabled says"
+    );
+    assert_eq!(
+        b.exec(
+            "return document.querySelector('#on-search').checked;",
+            json!([])
+        ),
+        json!(true)
+    );
+    // The name is taken: the form comes back with the API's reason and
+    // what was typed, but not the secret.
+    b.type_into("#install-name", "taken");
+    b.type_into("#input-domain", "shop.acme.example");
+    b.type_into("#secret-db_password", "s3cret");
+    b.type_into("#install-labels", "tier=prod region=eu");
+    b.exec(
+        "document.querySelector('#install-approval').value = 'prompt'; document.querySelector('#on-cache').click(); document.querySelector('#on-search').click(); document.querySelector('details').open = true;",
+        json!([]),
+    );
+    b.type_into("#own-db", "size = \"xl\"\n");
+    submit(&b, "form[action$='/installs'] button.primary");
+    let said = b.text("p.error");
+    assert!(
+        said.starts_with("Not created: ") && said.contains("\"taken\""),
+        "{said}"
+    );
+    assert_eq!(
+        b.exec("return [document.querySelector('#input-domain').value, document.querySelector('#secret-db_password').value, document.querySelector('#install-approval').value, document.querySelector('#on-cache').checked, document.querySelector('#on-search').checked, document.querySelector('#own-db').value];", json!([])),
+        json!(["shop.acme.example", "", "prompt", true, false, "size = \"xl\"\n"]),
+    );
+    // Named anew, with the secret typed again: created.
+    b.exec(
+        "document.querySelector('#install-name').value = '';",
+        json!([]),
+    );
+    b.type_into("#install-name", "acme");
+    b.type_into("#secret-db_password", "s3cret");
+    submit(&b, "form[action$='/installs'] button.primary");
+    assert_eq!(b.text("h1"), "Install acme created", "{}", b.source());
+    let token = b.text("#runner-token");
+    assert!(token.starts_with("rnr_"), "{token}");
+    assert!(
+        b.source().contains("nuon-runner run --api"),
+        "{}",
+        b.source()
+    );
+    // The install is as the form said.
+    let c = cp.client();
+    let i = rt().block_on(c.get_install("acme")).unwrap();
+    assert_eq!(i.approval, "prompt");
+    assert_eq!(i.inputs["domain"], "shop.acme.example");
+    assert_eq!(i.inputs["replicas"], "2", "{:?}", i.inputs);
+    assert_eq!(i.secrets, ["db_password"]);
+    assert_eq!(i.labels["tier"], "prod");
+    assert_eq!(i.labels["region"], "eu");
+    let parts = rt().block_on(c.install_components("acme")).unwrap();
+    let part = |n: &str| {
+        parts
+            .components
+            .iter()
+            .find(|p| p.name == n)
+            .unwrap()
+            .clone()
+    };
+    assert!(part("cache").enabled && !part("search").enabled && part("db").enabled);
+    assert_eq!(
+        part("db").overrides.and_then(|o| o.tf_vars).as_deref(),
+        Some("size = \"xl\"\n")
+    );
+    // The token shown is the runner's: the Runner API takes it.
+    let runner = nuon_client::RunnerClient::new(
+        nuon_client::ClientConfig::new(&cp.runner_url, &token).unwrap(),
+    )
+    .unwrap();
+    let settings = rt().block_on(nuon_core::Transport::settings(&runner));
+    assert!(settings.is_ok(), "{settings:?}");
+    // Recorded as the API records it.
+    let audit = ok(cp.nuon(&["audit", "list", "--json"]));
+    assert!(audit.contains("createInstall"), "{audit}");
+}

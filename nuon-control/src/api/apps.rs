@@ -568,7 +568,7 @@ pub(super) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
     })
 }
 
-async fn create_install(
+pub(super) async fn create_install(
     State(state): State<SharedState>,
     auth: ApiAuth,
     Body(req): Body<CreateInstall>,

@@ -365,6 +365,9 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
             @if let Some(d) = &m.display_name { p { strong { (d) } } }
             @if let Some(d) = &m.description { p.muted { (d) } }
         }
+        @if web.can_admin() && latest.is_some() {
+            p { a href={ "/apps/" (app.id) "/installs/new" } { "New install of " (app.name) } }
+        }
         h2 { "Config versions" }
         @if versions.len() >= 2 {
             form.search method="get" action={ "/apps/" (app.id) "/diff" } {

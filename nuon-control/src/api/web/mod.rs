@@ -15,6 +15,7 @@
 //!   and a Content-Security-Policy that allows nothing from anywhere else.
 
 mod fleet;
+mod new_install;
 mod pages;
 
 use axum::Router;
@@ -91,6 +92,8 @@ pub(super) fn router() -> Router<SharedState> {
             post(|st, src, web, id, f| install_act(st, src, web, id, f, InstallAct::Forget)),
         )
         .route("/apps/{id}/delete", post(app_delete))
+        .route("/apps/{id}/installs/new", get(new_install_page))
+        .route("/apps/{id}/installs", post(install_create))
         .route("/installs/{id}/workflows", post(workflow_start))
         .route("/rollouts", get(rollouts))
         .route("/rollouts/{id}", get(rollout))
@@ -1411,6 +1414,87 @@ async fn people_act(
     };
     match recorded(&state, &principal, op, path, source, result).await {
         Ok(()) => Redirect::to("/people").into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+/// The app and its latest config, for a new install of it (an admin's).
+async fn app_for_install(
+    state: &SharedState,
+    web: &Web,
+    key: &str,
+) -> Result<(nuon_core::wire::AppInfo, nuon_core::app::AppConfig), Error> {
+    super::control::require_admin(&web.auth)?;
+    let app = super::apps::app_of(state, &web.auth, key).await?;
+    let latest = super::apps::latest_config(state, &web.auth, &app).await?;
+    Ok((app, latest.config))
+}
+
+/// The form of a new install of an app.
+async fn new_install_page(
+    State(state): State<SharedState>,
+    web: Web,
+    Path(key): Path<String>,
+) -> Response {
+    page(
+        app_for_install(&state, &web, &key)
+            .await
+            .map(|(app, config)| new_install::form(&web, &app, &config, None)),
+    )
+}
+
+/// Creates an install from the form, by the API's own handler: its
+/// runner's token on the answer, or the form again with the reason.
+async fn install_create(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+        return r;
+    }
+    let (app, config) = match app_for_install(&state, &web, &key).await {
+        Ok(found) => found,
+        Err(e) => return error_page(e),
+    };
+    let again = |why: String| {
+        let status = StatusCode::BAD_REQUEST;
+        (
+            status,
+            html(new_install::form(
+                &web,
+                &app,
+                &config,
+                Some((&fields, &why)),
+            )),
+        )
+            .into_response()
+    };
+    let req = match new_install::request(&app, &fields) {
+        Ok(r) => r,
+        Err(e) => return again(e),
+    };
+    let principal = web.auth.0.clone();
+    let result = super::apps::create_install(
+        State(state.clone()),
+        ApiAuth(principal.clone()),
+        super::Body(req),
+    )
+    .await;
+    match recorded(
+        &state,
+        &principal,
+        "createInstall",
+        "/v1/installs".into(),
+        source,
+        result,
+    )
+    .await
+    {
+        Ok((_, axum::Json(made))) => html(new_install::created(&web, &made)),
+        Err(e) if e.status().is_client_error() => again(e.to_string()),
         Err(e) => error_page(e),
     }
 }
