@@ -320,6 +320,12 @@ impl ControlClient {
         self.workflow_act(routes::WORKFLOW_RETRY, id, step).await
     }
 
+    /// Skips a failed workflow's failed step (or `step`) with what it
+    /// leads to, and runs the rest.
+    pub async fn skip_step(&self, id: &str, step: Option<&str>) -> Result<WorkflowInfo> {
+        self.workflow_act(routes::WORKFLOW_SKIP, id, step).await
+    }
+
     async fn workflow_act(
         &self,
         route: &str,

@@ -110,6 +110,8 @@ pub mod routes {
     pub const WORKFLOW_CANCEL: &str = "/v1/workflows/{id}/cancel";
     /// Control API: retry a workflow's failed step.
     pub const WORKFLOW_RETRY: &str = "/v1/workflows/{id}/retry";
+    /// Control API: skip a workflow's failed step and go on.
+    pub const WORKFLOW_SKIP: &str = "/v1/workflows/{id}/skip";
     /// Control API: the outputs of an install's sandbox and components.
     pub const INSTALL_OUTPUTS: &str = "/v1/installs/{id}/outputs";
     /// Control API: an install's health: its runner, its components' last
@@ -2038,7 +2040,7 @@ pub struct ApprovalAnswer {
 #[serde(deny_unknown_fields)]
 pub struct StepChoice {
     /// The step, by index or name (`apply database`); default: the one
-    /// waiting (approve, deny) or failed (retry).
+    /// waiting (approve, deny) or failed (retry, skip).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
 }

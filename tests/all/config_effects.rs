@@ -77,10 +77,19 @@ fn a_failed_apply_is_retried_on_its_own_and_every_try_is_kept() {
         "broken",
         "max_auto_retries = 1\ndependencies = [\"flaky\"]\n[vars]\nmarker = \"\"\n",
     );
+    // zeta comes after broken, and runs once broken is skipped.
+    let zeta = component(
+        "zeta",
+        &format!(
+            "dependencies = [\"broken\"]\n[vars]\nmarker = \"{}\"\n",
+            marker.display()
+        ),
+    );
     let m = Manual::start(&[
         METADATA,
         ("components/flaky.toml", &flaky),
         ("components/broken.toml", &broken),
+        ("components/zeta.toml", &zeta),
         ("tf/main.tf", FLAKY_TF),
     ]);
     let c = m.cp.client();
@@ -149,6 +158,41 @@ fn a_failed_apply_is_retried_on_its_own_and_every_try_is_kept() {
             .collect::<Vec<_>>(),
         [true, false, true],
         "auto, by hand, auto"
+    );
+    // Skipped by hand: broken's apply is skipped (its tries kept, saying
+    // who skipped it), what comes after runs, and the workflow ends
+    // partial (exit 4), as one with a step skipped does.
+    assert_eq!(step(&w, "plan zeta").status, "pending", "{w:#?}");
+    let out =
+        m.cp.nuon(&["workflows", "skip", w.id.as_str(), "--wait", "--json"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "partial", "{v}");
+    let w = rt().block_on(c.get_workflow(w.id.as_str())).unwrap();
+    let apply = step(&w, "apply broken");
+    assert_eq!(apply.status, "skipped", "{w:#?}");
+    assert!(
+        apply
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("skipped by ")
+            && apply
+                .reason
+                .as_deref()
+                .unwrap_or_default()
+                .ends_with(" after it failed"),
+        "{apply:#?}"
+    );
+    assert_eq!(apply.attempts.len(), 4, "{apply:#?}");
+    assert_eq!(step(&w, "apply zeta").status, "succeeded", "{w:#?}");
+    // A workflow that ended so has nothing more to skip.
+    let again = m.cp.nuon(&["workflows", "skip", w.id.as_str()]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(
+        text(&again).contains("only a failed or cancelled workflow"),
+        "{}",
+        text(&again)
     );
 }
 

@@ -125,6 +125,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         | "denyWorkflowStep"
         | "cancelWorkflow"
         | "retryWorkflow"
+        | "skipWorkflowStep"
         | "disableInstallComponent"
         | "enableInstallComponent"
         | "removeWebhook"

@@ -891,6 +891,19 @@ pub(crate) enum WorkflowActCommand {
         #[arg(long)]
         wait: bool,
     },
+    /// Skip a failed (or cancelled) workflow's failed step (or --step),
+    /// with what it leads to (a plan's apply, an apply's health checks),
+    /// and run the rest.
+    Skip {
+        /// The workflow's id.
+        id: String,
+        /// The step, by number (as `workflows get` shows it) or name.
+        #[arg(long)]
+        step: Option<String>,
+        /// Follow the workflow to its end.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Follow a workflow's steps until it ends.
     Watch {
         /// The workflow's id.
@@ -932,6 +945,10 @@ pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Re
         WorkflowActCommand::Cancel { id } => (client.cancel_workflow(id).await?, false),
         WorkflowActCommand::Retry { id, step, wait } => (
             client.retry_workflow(id, step_arg(step).as_deref()).await?,
+            *wait,
+        ),
+        WorkflowActCommand::Skip { id, step, wait } => (
+            client.skip_step(id, step_arg(step).as_deref()).await?,
             *wait,
         ),
         WorkflowActCommand::Watch { id, logs } => {

@@ -47,6 +47,9 @@ pub(super) fn ops() -> Vec<Op> {
         Op::post(routes::WORKFLOW_RETRY, "retryWorkflow", "Retry a failed or cancelled workflow from its failed step (an apply from its plan).", post(retry))
             .takes::<StepChoice>()
             .returns::<WorkflowInfo>(200),
+        Op::post(routes::WORKFLOW_SKIP, "skipWorkflowStep", "Skip the failed (or cancelled) step of a workflow, or the one named, with what it leads to (a plan's apply, an apply's health checks), and run the rest (Nuon's `skip-step`).", post(skip))
+            .takes::<StepChoice>()
+            .returns::<WorkflowInfo>(200),
         Op::get(routes::INSTALL_OUTPUTS, "getInstallOutputs", "The Terraform outputs of an install's sandbox and components.", get(outputs))
             .returns::<InstallOutputs>(200),
         Op::post(routes::APP_BUILDS, "createBuilds", "Build the components (and sandbox) of the app's latest config version on the org's build runner.", post(create_builds))
@@ -141,6 +144,7 @@ pub(super) enum Act {
     Respond(nuon_core::workflow::ApprovalResponse),
     Cancel,
     Retry,
+    Skip,
 }
 
 pub(super) async fn act(
@@ -161,6 +165,7 @@ pub(super) async fn act(
         Act::Respond(r) => engine.respond(org, &id, step, r, by).await?,
         Act::Cancel => engine.cancel(org, &id, by).await?,
         Act::Retry => engine.retry(org, &id, step, by).await?,
+        Act::Skip => engine.skip(org, &id, step, by).await?,
     }
     state
         .store
@@ -213,6 +218,15 @@ async fn retry(
     Body(req): Body<StepChoice>,
 ) -> Result<Json<WorkflowInfo>, Error> {
     act(state, auth, raw, Act::Retry, req.step).await
+}
+
+async fn skip(
+    State(state): State<SharedState>,
+    auth: ApiAuth,
+    Path(raw): Path<String>,
+    Body(req): Body<StepChoice>,
+) -> Result<Json<WorkflowInfo>, Error> {
+    act(state, auth, raw, Act::Skip, req.step).await
 }
 
 pub(super) async fn outputs(

@@ -1,5 +1,5 @@
 //! The operator's commands, applied in the engine's task: approving,
-//! denying, cancelling and retrying. The rules decide what each touches;
+//! denying, cancelling, retrying and skipping. The rules decide what each touches;
 //! this records it.
 
 use nuon_core::OrgId;
@@ -108,6 +108,52 @@ impl Engine {
                     .set_workflow_status(org, id, nuon_core::workflow::WorkflowStatus::Running)
                     .await?;
                 tracing::info!(workflow = %id, step = %step.name, "retrying");
+            }
+            Act::Skip => {
+                let others = self.store.list_workflows(org, &wf.install_id).await?;
+                let (step, taken, redo) = rules::skip(&wf, r.step.as_deref(), &others)?;
+                // The failed try is kept with the step, which says who
+                // skipped it.
+                let was = step.reason.clone().unwrap_or_default();
+                let at = wf.finished_at_ms.unwrap_or_else(nuon_core::now_ms);
+                let attempts = (step.status == StepStatus::Failed)
+                    .then(|| rules::with_failed_try(step, was, at, None));
+                let said = format!("skipped by {} after it {}", r.by, step.status);
+                self.store
+                    .update_step(
+                        org,
+                        id,
+                        step.index,
+                        StepUpdate {
+                            attempts,
+                            ..update(StepStatus::Skipped, Some(said))
+                        },
+                    )
+                    .await?;
+                let why = format!("skipped: {:?} was skipped", step.name);
+                for index in taken {
+                    self.store
+                        .update_step(
+                            org,
+                            id,
+                            index,
+                            update(StepStatus::Skipped, Some(why.clone())),
+                        )
+                        .await?;
+                }
+                for index in redo {
+                    let u = StepUpdate {
+                        status: StepStatus::Pending,
+                        approved: Some(false),
+                        clear_job: true,
+                        ..StepUpdate::default()
+                    };
+                    self.store.update_step(org, id, index, u).await?;
+                }
+                self.store
+                    .set_workflow_status(org, id, nuon_core::workflow::WorkflowStatus::Running)
+                    .await?;
+                tracing::info!(workflow = %id, step = %step.name, by = %r.by, "skipped; going on");
             }
         }
         Ok(())

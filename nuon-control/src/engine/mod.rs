@@ -133,6 +133,8 @@ enum Act {
     Replan,
     Cancel,
     Retry,
+    /// Skip the failed step (and the rest of what it was doing), then go on.
+    Skip,
 }
 
 struct Request {
@@ -609,6 +611,19 @@ impl Engine {
         by: &str,
     ) -> Result<()> {
         self.send(org, wf, Act::Retry, step, by).await
+    }
+
+    /// Skips the failed (or cancelled) step of a workflow, or the one
+    /// named, and what it leads to (a plan's apply, an apply's health
+    /// checks), and runs the rest (Nuon's `skip-step`).
+    pub(crate) async fn skip(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+        by: &str,
+    ) -> Result<()> {
+        self.send(org, wf, Act::Skip, step, by).await
     }
 
     /// Applies `act` to a workflow, in the engine's order.

@@ -459,6 +459,60 @@ pub(crate) fn retry<'a>(
     Ok((step, redo))
 }
 
+/// What a skip of `wf`'s failed step (or the one `key` names) does: the
+/// step, the later steps it takes with it (of its target: a plan's apply,
+/// an apply's health checks; the sandbox's for a sandbox step) and the
+/// steps that run again (the rest that did not finish). It may be asked
+/// of what a retry may be asked of.
+pub(crate) fn skip<'a>(
+    wf: &'a WorkflowInfo,
+    key: Option<&str>,
+    others: &[WorkflowInfo],
+) -> Result<(&'a WorkflowStepInfo, Vec<u32>, Vec<u32>), EngineError> {
+    let (step, _) = retry(wf, key, others)?;
+    if !matches!(step.status, StepStatus::Failed | StepStatus::Cancelled) {
+        return Err(EngineError::conflict(
+            "not_failed_step",
+            format!(
+                "step {:?} of workflow {} is {}: only a step that failed or was cancelled can be skipped",
+                step.name, wf.id, step.status
+            ),
+        ));
+    }
+    let sandbox = |k: StepKind| {
+        matches!(
+            k,
+            StepKind::SandboxSync
+                | StepKind::SandboxPlan
+                | StepKind::SandboxApply
+                | StepKind::SandboxDestroyPlan
+                | StepKind::SandboxDestroy
+        )
+    };
+    let with_it = |s: &WorkflowStepInfo| match &step.target {
+        Some(t) => {
+            s.target.as_ref() == Some(t)
+                && !matches!(s.kind, StepKind::Action | StepKind::SecretsSync)
+                && !matches!(step.kind, StepKind::Action | StepKind::SecretsSync)
+        }
+        None => sandbox(step.kind) && sandbox(s.kind) && s.target.is_none(),
+    };
+    let later = wf.steps.iter().filter(|s| {
+        s.index > step.index
+            && matches!(
+                s.status,
+                StepStatus::Pending | StepStatus::Cancelled | StepStatus::Failed
+            )
+    });
+    let (taken, redo): (Vec<&WorkflowStepInfo>, Vec<&WorkflowStepInfo>) =
+        later.partition(|s| with_it(s));
+    Ok((
+        step,
+        taken.iter().map(|s| s.index).collect(),
+        redo.iter().map(|s| s.index).collect(),
+    ))
+}
+
 /// The first automatic retry waits this long; each next one twice as long.
 pub(crate) const RETRY_BACKOFF_MS: i64 = 2_000;
 /// The longest wait between automatic retries.
@@ -1024,6 +1078,138 @@ mod tests {
                 .map_err(|e| e.code()),
             Err("install_busy")
         );
+    }
+
+    #[test]
+    fn what_a_skip_takes_with_it_and_runs_again() {
+        use WorkflowStatus as W;
+        /// The step skipped, those it takes with it, those that run, or
+        /// the refusal's code.
+        type Skip = Result<(u32, Vec<u32>, Vec<u32>), &'static str>;
+        let with_health = [
+            (K::Plan, "db"),
+            (K::Apply, "db"),
+            (K::Health, "db"),
+            (K::AwaitChecks, "db"),
+            (K::Plan, "app"),
+            (K::Apply, "app"),
+        ];
+        let table: Vec<(&str, WorkflowInfo, Option<&str>, Skip)> = vec![
+            (
+                "a failed plan takes its apply with it",
+                workflow(
+                    W::Failed,
+                    deploy([S::Succeeded, S::Succeeded, S::Failed, S::Pending]),
+                ),
+                None,
+                Ok((2, vec![3], vec![])),
+            ),
+            (
+                "a failed apply: the next component runs",
+                workflow(
+                    W::Failed,
+                    deploy([S::Succeeded, S::Failed, S::Pending, S::Pending]),
+                ),
+                None,
+                Ok((1, vec![], vec![2, 3])),
+            ),
+            (
+                "a failed apply takes its health checks with it",
+                workflow(
+                    W::Failed,
+                    steps_of(
+                        &with_health,
+                        &[
+                            S::Succeeded,
+                            S::Failed,
+                            S::Pending,
+                            S::Pending,
+                            S::Pending,
+                            S::Pending,
+                        ],
+                    ),
+                ),
+                None,
+                Ok((1, vec![2, 3], vec![4, 5])),
+            ),
+            (
+                "a failed sandbox plan takes the sandbox's apply",
+                workflow(
+                    W::Failed,
+                    vec![
+                        step(0, K::SandboxPlan, None, S::Failed),
+                        step(1, K::SandboxApply, None, S::Pending),
+                        step(2, K::Plan, Some("db"), S::Pending),
+                    ],
+                ),
+                None,
+                Ok((0, vec![1], vec![2])),
+            ),
+            (
+                "a failed removal of Secrets takes nothing: the sandbox is destroyed",
+                workflow(
+                    W::Failed,
+                    vec![
+                        step(0, K::SecretsSync, None, S::Failed),
+                        step(1, K::SandboxDestroyPlan, None, S::Pending),
+                        step(2, K::SandboxDestroy, None, S::Pending),
+                    ],
+                ),
+                None,
+                Ok((0, vec![], vec![1, 2])),
+            ),
+            (
+                "a cancelled workflow runs its other cancelled steps",
+                workflow(
+                    W::Cancelled,
+                    deploy([S::Succeeded, S::Cancelled, S::Cancelled, S::Cancelled]),
+                ),
+                None,
+                Ok((1, vec![], vec![2, 3])),
+            ),
+            (
+                "denied steps stay denied",
+                workflow(
+                    W::Failed,
+                    deploy([S::Failed, S::Denied, S::Pending, S::Pending]),
+                ),
+                None,
+                Ok((0, vec![], vec![2, 3])),
+            ),
+            (
+                "a running workflow is refused",
+                workflow(
+                    W::Running,
+                    deploy([S::Running, S::Pending, S::Pending, S::Pending]),
+                ),
+                None,
+                Err("not_failed"),
+            ),
+            (
+                "a step after the failure is refused",
+                workflow(
+                    W::Failed,
+                    deploy([S::Failed, S::Pending, S::Pending, S::Pending]),
+                ),
+                Some("3"),
+                Err("after_the_failure"),
+            ),
+            (
+                "a step that succeeded is refused",
+                workflow(
+                    W::Failed,
+                    deploy([S::Succeeded, S::Failed, S::Pending, S::Pending]),
+                ),
+                Some("0"),
+                Err("not_failed_step"),
+            ),
+        ];
+        for (what, wf, key, want) in table {
+            let got = skip(&wf, key, &[])
+                .map(|(s, taken, redo)| (s.index, taken, redo))
+                .map_err(|e| e.code());
+            assert_eq!(got, want, "{what}");
+        }
     }
 
     #[test]

@@ -692,7 +692,7 @@ struct ActForm {
     confirm: Option<String>,
 }
 
-/// Approve, deny, retry or cancel, from a workflow's page: the API's own
+/// Approve, deny, retry, skip or cancel, from a workflow's page: the API's own
 /// handler does it (and the same refusals), and the audit trail records it
 /// under the API's operation.
 async fn workflow_act(
@@ -710,6 +710,7 @@ async fn workflow_act(
         "approve" => (Act::Approve, "approveWorkflowStep"),
         "deny" => (Act::Deny, "denyWorkflowStep"),
         "retry" => (Act::Retry, "retryWorkflow"),
+        "skip" => (Act::Skip, "skipWorkflowStep"),
         "cancel" => (Act::Cancel, "cancelWorkflow"),
         other => {
             return error_page(Error::not_found(format!("no workflow action {other:?}")));
@@ -1789,6 +1790,7 @@ fn op_path(op: &str) -> &'static str {
         "approveWorkflowStep" => "approve",
         "denyWorkflowStep" => "deny",
         "retryWorkflow" => "retry",
+        "skipWorkflowStep" => "skip",
         _ => "cancel",
     }
 }

@@ -780,7 +780,12 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
                     (form("deny", &format!("Deny {}", s.name), "danger", Some(&s.name)))
                 }
                 @if !ended { (form("cancel", "Cancel workflow", "", None)) }
-                @if ended && failed { (form("retry", "Retry", "", None)) }
+                @if ended && failed {
+                    (form("retry", "Retry", "", None))
+                    @if let Some(s) = wf.steps.iter().find(|s| matches!(s.status, StepStatus::Failed | StepStatus::Cancelled)) {
+                        (form("skip", &format!("Skip {} and go on", s.name), "", Some(&s.name)))
+                    }
+                }
             }
         }
         h2 { "Steps" }
@@ -966,6 +971,12 @@ pub(super) async fn confirm(
             "Cancel this workflow?".to_owned(),
             "Its running job is asked to stop; its other steps will not run.",
             "Yes, cancel it",
+            "danger",
+        ),
+        "skip" => (
+            format!("Skip {name} and go on?"),
+            "It is skipped with what it leads to (a plan's apply, an apply's health checks); the rest of the workflow runs.",
+            "Yes, skip it",
             "danger",
         ),
         _ => (
