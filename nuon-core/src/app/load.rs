@@ -416,13 +416,15 @@ fn text(l: Option<Located>) -> Option<String> {
 
 fn metadata(mut r: Reader<'_, '_>, d: &mut Diagnostics) -> Option<Metadata> {
     let version = r.req_str(d, "version");
+    // Nuon reads a directory the same whatever the version says (it
+    // documents v1 and v2, and takes any text): so does this project.
     if let Some(v) = &version
-        && v.text != super::CONFIG_VERSION
+        && !super::CONFIG_VERSIONS.contains(&v.text.as_str())
     {
-        d.push(r.file.at(
+        d.push(r.file.warn(
             &v.span,
             format!(
-                "config version {:?} is not supported: write version = \"{}\"",
+                "config version {:?} is not one Nuon documents (\"v1\", \"v2\"): read as \"{}\"",
                 v.text,
                 super::CONFIG_VERSION
             ),

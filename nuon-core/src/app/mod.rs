@@ -51,8 +51,12 @@ pub use platform::{
 };
 pub use values::{helm_values, set_typed};
 
-/// The only config version this project reads.
+/// The config version this project reads every other as.
 pub const CONFIG_VERSION: &str = "v2";
+
+/// The versions a `metadata.toml` may give without a warning: Nuon's
+/// directory layout is the same for both.
+pub const CONFIG_VERSIONS: &[&str] = &["v1", "v2"];
 
 /// A whole, valid app config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -126,7 +130,8 @@ impl AppConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Metadata {
-    /// Always [`CONFIG_VERSION`].
+    /// As written: one of [`CONFIG_VERSIONS`], or another text read as
+    /// [`CONFIG_VERSION`] (with a warning).
     pub version: String,
     /// A name for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
