@@ -633,6 +633,80 @@ fn var_files(
     out
 }
 
+/// A component's or the sandbox's own `operation_roles`: the role (by
+/// name, templated) each of its operations runs with. Nuon writes them as
+/// `[[operation_roles]]` tables of `operation` and `role`; a table of
+/// `OPERATION = ROLE` is read too. An operation is one of `ops` (those of
+/// `whose`), named once.
+fn operation_roles(
+    r: &mut Reader<'_, '_>,
+    d: &mut Diagnostics,
+    ops: &[&str],
+    whose: &str,
+    strings: &mut Vec<Located>,
+) -> BTreeMap<String, String> {
+    let file = r.file;
+    let mut out = BTreeMap::new();
+    let mut add = |d: &mut Diagnostics, op: Located, role: Located| {
+        if !ops.contains(&op.text.as_str()) {
+            d.push(file.at(
+                &op.span,
+                format!(
+                    "operation_roles: {:?} is not an operation of {whose} ({}){}",
+                    op.text,
+                    ops.join(", "),
+                    did_you_mean(&op.text, ops.iter().copied())
+                ),
+            ));
+        } else if out.contains_key(&op.text) {
+            d.push(file.at(
+                &op.span,
+                format!("operation_roles: {:?} is given twice: keep one", op.text),
+            ));
+        } else {
+            strings.push(role.clone());
+            out.insert(op.text, role.text);
+        }
+    };
+    let Some(v) = r.get("operation_roles") else {
+        return out;
+    };
+    if let toml::de::DeValue::Table(t) = v.get_ref() {
+        for (k, item) in t.iter() {
+            let op = Located {
+                text: k.get_ref().to_string(),
+                span: k.span(),
+            };
+            match item.get_ref() {
+                toml::de::DeValue::String(role) => {
+                    let role = Located {
+                        text: role.to_string(),
+                        span: item.span(),
+                    };
+                    add(d, op, role);
+                }
+                other => d.push(file.at(
+                    &item.span(),
+                    format!(
+                        "operation_roles.{} must be a role's name, found {}",
+                        op.text,
+                        super::reader::type_name(other)
+                    ),
+                )),
+            }
+        }
+        return out;
+    }
+    for mut t in r.tables(d, "operation_roles") {
+        let (op, role) = (t.req_str(d, "operation"), t.req_str(d, "role"));
+        t.finish(d, &[], |_| None);
+        if let (Some(op), Some(role)) = (op, role) {
+            add(d, op, role);
+        }
+    }
+    out
+}
+
 /// `deploy_timeout`, or Nuon's `timeout` for it (one of the two).
 fn deploy_timeout(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Option<String> {
     let long = duration(r, d, "deploy_timeout");
@@ -743,6 +817,13 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
     let var_files = var_files(&mut r, d, "var_file", &mut item.strings);
     skip_noops(&mut r, d);
     let drift_schedule = drift_schedule(&mut r, d);
+    let operation_roles = operation_roles(
+        &mut r,
+        d,
+        &["provision", "deprovision", "reprovision"],
+        "the sandbox",
+        &mut item.strings,
+    );
     r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| match k {
         "type" | "runtime" | "pulumi_version" | "pulumi_config" => Some(
             "is for Nuon's Pulumi sandboxes; this platform runs Terraform sandboxes".to_string(),
@@ -761,6 +842,7 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
             env_vars,
             var_files,
             drift_schedule,
+            operation_roles,
         });
     }
     item
@@ -1198,17 +1280,13 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         .unwrap_or(false);
     let (toggleable, default_enabled) = toggles(&mut r, d);
     let drift_schedule = drift_schedule(&mut r, d);
-    let operation_roles = r.str_map(d, "operation_roles", &mut item.strings);
-    for op in operation_roles.keys() {
-        if !["deploy", "teardown"].contains(&op.as_str()) {
-            d.push(r.file.at(
-                &r.span(),
-                format!(
-                    "operation_roles: {op:?} is not an operation of a component (deploy, teardown)"
-                ),
-            ));
-        }
-    }
+    let operation_roles = operation_roles(
+        &mut r,
+        d,
+        &["deploy", "teardown"],
+        "a component",
+        &mut item.strings,
+    );
     skip_noops(&mut r, d);
     item.context = r.str(d, "kubernetes_context");
     let take_ownership = r.bool(d, "take_ownership").unwrap_or(false);

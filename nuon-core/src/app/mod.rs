@@ -513,6 +513,11 @@ pub struct Sandbox {
     /// When the control plane plans it to find drift (cron, UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_schedule: Option<String>,
+    /// `operation_roles`: the role (by name, templated) each of its
+    /// operations (`provision`, `deprovision`, `reprovision`) runs with,
+    /// unless a rule of `operation_roles.toml` names the sandbox.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub operation_roles: BTreeMap<String, String>,
 }
 
 /// `runner.toml`.

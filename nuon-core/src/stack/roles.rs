@@ -1,6 +1,7 @@
 //! Which of the install stack's roles a job runs with, as Nuon's operation
 //! roles decide it: a rule of `operation_roles.toml` for the job's
-//! principal and operation, else an action's own `break_glass_role` or
+//! principal and operation, else the component's or sandbox's own
+//! `operation_roles`, else a wildcard rule, else an action's own `break_glass_role` or
 //! `role`, else the role of the workflow's kind (provision, maintenance,
 //! deprovision). No role is declared: the runner's own identity.
 
@@ -159,15 +160,20 @@ pub fn role_for(
         }))
 }
 
-/// A component's own `[operation_roles]` entry for `op`: the role, and why.
+/// A component's (or the sandbox's) own `operation_roles` entry for
+/// `op`: the role, and why.
 fn component_role(
     config: &AppConfig,
     step: StepKind,
     target: Option<&str>,
     op: &str,
 ) -> Option<(String, String)> {
-    if principal(step, target) == "nuon::sandbox" || step == StepKind::Action {
+    if step == StepKind::Action {
         return None;
+    }
+    if principal(step, target) == "nuon::sandbox" {
+        let role = config.sandbox.as_ref()?.operation_roles.get(op)?;
+        return Some((role.clone(), format!("the sandbox's operation_roles {op}")));
     }
     let c = config.component(target?)?;
     let role = c.operation_roles.get(op)?;
@@ -263,6 +269,42 @@ mod tests {
             bg.because
                 .contains("operation_roles.toml: nuon::component:web deploy")
         );
+    }
+
+    /// The sandbox's own `operation_roles` (as Nuon writes them, an array
+    /// of tables) are used where no rule of `operation_roles.toml` names
+    /// the sandbox; an operation it does not name takes its kind's role.
+    #[test]
+    fn the_sandboxs_own_operation_roles() {
+        use StepKind::*;
+        use WorkflowKind as W;
+        let files = vec![
+            crate::app::SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            crate::app::SourceFile::new(
+                "sandbox.toml",
+                "terraform_version = \"1.9.0\"\npath = \"sandbox\"\n\n[[operation_roles]]\noperation = \"provision\"\nrole = \"dns\"\n\n[[operation_roles]]\noperation = \"reprovision\"\nrole = \"dns\"\n",
+            ),
+            crate::app::SourceFile::new("sandbox/main.tf", ""),
+        ];
+        let (c, d) = crate::app::parse(&files);
+        let mut c = c.unwrap_or_else(|| panic!("{d}"));
+        let base = config();
+        c.permissions = base.permissions.clone();
+        c.operation_roles = Some(OperationRoles {
+            kind: "matrix".into(),
+            rules: vec![OperationRule {
+                principal: "nuon::sandbox".into(),
+                operation: "reprovision".into(),
+                role: "m".into(),
+            }],
+        });
+        let of = |wf, step| role_for(&c, wf, step, None).unwrap().unwrap();
+        let own = of(W::Provision, SandboxApply);
+        assert_eq!(own.name, "dns");
+        assert_eq!(own.because, "the sandbox's operation_roles provision");
+        assert_eq!(of(W::Reprovision, SandboxPlan).name, "m", "the rule wins");
+        assert_eq!(of(W::Deprovision, SandboxDestroy).name, "d");
+        assert_eq!(of(W::Provision, SecretsSync).name, "dns");
     }
 
     #[test]
