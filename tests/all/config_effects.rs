@@ -196,6 +196,41 @@ fn a_failed_apply_is_retried_on_its_own_and_every_try_is_kept() {
     );
 }
 
+/// The sandbox's own `max_auto_retries` (Nuon's, on `sandbox.toml`): its
+/// failed apply is planned and applied again on its own, and the
+/// provision goes on.
+#[test]
+fn a_failed_sandbox_apply_is_retried_on_its_own() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let marker = tempfile::tempdir().unwrap();
+    let marker = marker.path().join("first-try-failed");
+    let sandbox = format!(
+        "terraform_version = \">= 1.5\"\npath = \"sbx\"\nmax_auto_retries = 1\n[vars]\nmarker = \"{}\"\n",
+        marker.display()
+    );
+    let m = Manual::start(&[
+        METADATA,
+        ("sandbox.toml", &sandbox),
+        ("sbx/main.tf", FLAKY_TF),
+        ("components/web.toml", &component("web", "")),
+        ("tf/main.tf", UP_TF),
+    ]);
+    let c = m.cp.client();
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let apply = step(&w, "apply sandbox");
+    assert_eq!(apply.status, "succeeded", "{w:#?}");
+    assert_eq!(apply.attempts.len(), 1, "{apply:#?}");
+    assert!(
+        apply.attempts[0].reason.contains("the service is not ready yet"),
+        "{apply:#?}"
+    );
+    assert!(apply.attempts[0].retry_at_ms.is_some(), "retried on its own");
+    assert_eq!(step(&w, "apply web").status, "succeeded", "{w:#?}");
+}
+
 #[test]
 fn a_toggleable_component_is_turned_off_torn_down_skipped_and_turned_on_again() {
     if !have_tool("terraform", "run Terraform") {

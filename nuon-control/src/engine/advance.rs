@@ -240,10 +240,8 @@ impl Engine {
     ) -> Result<()> {
         let now = nuon_core::now_ms();
         let step = cx.wf.steps[i].clone();
-        let max = cx
-            .config
-            .component(step.target.as_deref().unwrap_or_default())
-            .map_or(0, |c| c.max_auto_retries);
+        let max =
+            nuon_core::app::max_auto_retries_of(&cx.config, step.kind, step.target.as_deref());
         let tries = rules::auto_tries(&step.attempts);
         let retry_at = now + rules::retry_backoff_ms(tries);
         let attempts = rules::with_failed_try(&step, reason.clone(), now, Some(retry_at));

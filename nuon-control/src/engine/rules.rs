@@ -240,17 +240,26 @@ pub(crate) fn replan(
 }
 
 /// Whether the apply at `i`, which would ask for an approval, is approved
-/// by its component's `auto_approve_on_policies_passing`: at least one
-/// policy applies to it, and its plan (which a `deny` would have failed)
-/// succeeded.
+/// by its component's (or the sandbox's) `auto_approve_on_policies_passing`:
+/// at least one policy applies to it, and its plan (which a `deny` would
+/// have failed) succeeded.
 pub(crate) fn auto_approved(config: &AppConfig, steps: &[WorkflowStepInfo], i: usize) -> bool {
     let step = &steps[i];
-    let Some(c) = step.target.as_deref().and_then(|t| config.component(t)) else {
-        return false;
+    let (on, component) = match (step.kind, step.target.as_deref()) {
+        (StepKind::SandboxApply, None) => (
+            config
+                .sandbox
+                .as_ref()
+                .is_some_and(|s| s.auto_approve_on_policies_passing),
+            None,
+        ),
+        (StepKind::Apply, Some(t)) => match config.component(t) {
+            Some(c) => (c.auto_approve_on_policies_passing, Some(c.name.as_str())),
+            None => return false,
+        },
+        _ => return false,
     };
-    c.auto_approve_on_policies_passing
-        && step.kind == StepKind::Apply
-        && !nuon_core::app::rego_policies_for(config, Some(&c.name)).is_empty()
+    on && !nuon_core::app::rego_policies_for(config, component).is_empty()
         && replan(steps, step).is_ok_and(|[plan, _]| {
             steps
                 .iter()
@@ -526,7 +535,8 @@ pub(crate) fn retry_backoff_ms(failed: usize) -> i64 {
 
 /// An automatic retry of step `i`, whose job failed: `Some` with the
 /// steps it sets back to pending (an apply from its plan, as a retry by
-/// hand does), when its component's `max_auto_retries` leaves a try.
+/// hand does), when its component's (or the sandbox's) `max_auto_retries`
+/// leaves a try.
 pub(crate) fn auto_retry(
     config: &AppConfig,
     steps: &[WorkflowStepInfo],
@@ -537,8 +547,8 @@ pub(crate) fn auto_retry(
     if status == JobStatus::Cancelled || step.kind == StepKind::Action {
         return None;
     }
-    let c = config.component(step.target.as_deref()?)?;
-    if auto_tries(&step.attempts) >= c.max_auto_retries as usize {
+    let max = nuon_core::app::max_auto_retries_of(config, step.kind, step.target.as_deref());
+    if auto_tries(&step.attempts) >= max as usize {
         return None;
     }
     let from = if applies_a_plan(step.kind) {
@@ -973,6 +983,54 @@ mod tests {
         assert_eq!(replan(&steps, &steps[0]).unwrap_err().code(), "not_a_plan");
         // No component asks for an approval on passing policies here.
         assert!(!auto_approved(&config, &steps, 1));
+    }
+
+    /// The sandbox's own `max_auto_retries` and
+    /// `auto_approve_on_policies_passing` take effect on its steps, as a
+    /// component's do on its own.
+    #[test]
+    fn the_sandbox_retries_and_is_approved_as_its_config_says() {
+        let files = [
+            SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            SourceFile::new(
+                "sandbox.toml",
+                "terraform_version = \"1.9.0\"\npath = \"sandbox\"\nmax_auto_retries = 2\nauto_approve_on_policies_passing = true\n",
+            ),
+            SourceFile::new("sandbox/main.tf", ""),
+            SourceFile::new(
+                "policies.toml",
+                "[[policy]]\nname = \"guard\"\ntype = \"sandbox\"\nengine = \"opa\"\ncontents = \"package nuon.guard\\nimport rego.v1\\ndeny contains msg if { false; msg := \\\"never\\\" }\\n\"\n",
+            ),
+        ];
+        let (config, d) = nuon_core::app::parse(&files);
+        let config = config.unwrap_or_else(|| panic!("{d}"));
+        let steps = vec![
+            step(0, K::SandboxPlan, None, S::Succeeded),
+            step(1, K::SandboxApply, None, S::WaitingApproval),
+        ];
+        assert!(auto_approved(&config, &steps, 1));
+        let mut failed = steps.clone();
+        failed[1].status = S::Failed;
+        assert_eq!(
+            auto_retry(&config, &failed, 1, JobStatus::Failed),
+            Some(vec![0, 1]),
+            "an apply from its plan"
+        );
+        let tried = |n: usize| {
+            let mut s = failed.clone();
+            for _ in 0..n {
+                s[1].attempts = with_failed_try(&s[1], "no".into(), 1, Some(2));
+            }
+            auto_retry(&config, &s, 1, JobStatus::Failed)
+        };
+        assert!(tried(1).is_some());
+        assert_eq!(tried(2), None, "two retries, then the workflow fails");
+        // Without them: asked, and not retried.
+        let (plain, d) = nuon_core::app::parse(&files[..3]);
+        let mut plain = plain.unwrap_or_else(|| panic!("{d}"));
+        assert!(!auto_approved(&plain, &steps, 1), "no policy applies");
+        plain.sandbox.as_mut().unwrap().max_auto_retries = 0;
+        assert_eq!(auto_retry(&plain, &failed, 1, JobStatus::Failed), None);
     }
 
     #[test]

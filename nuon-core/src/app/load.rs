@@ -824,14 +824,17 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
         "the sandbox",
         &mut item.strings,
     );
+    let max_auto_retries = max_auto_retries(&mut r, d);
+    let auto_approve_on_policies_passing = r
+        .bool(d, "auto_approve_on_policies_passing")
+        .unwrap_or(false);
     r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| match k {
         "type" | "runtime" | "pulumi_version" | "pulumi_config" => Some(
             "is for Nuon's Pulumi sandboxes; this platform runs Terraform sandboxes".to_string(),
         ),
-        "max_auto_retries" | "toggleable" | "default_enabled" => Some(
-            "is a component's key: the sandbox is neither retried on its own nor turned off"
-                .to_string(),
-        ),
+        "toggleable" | "default_enabled" => {
+            Some("is a component's key: the sandbox is never turned off".to_string())
+        }
         _ => None,
     });
     if let (Some(tf), Some(source)) = (tf, src) {
@@ -843,6 +846,8 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
             var_files,
             drift_schedule,
             operation_roles,
+            max_auto_retries,
+            auto_approve_on_policies_passing,
         });
     }
     item

@@ -443,6 +443,27 @@ pub fn components_reading(
         .collect()
 }
 
+/// How many automatic retries a failed step of `kind` on `target` gets:
+/// its component's `max_auto_retries`, or the sandbox's for a sandbox
+/// step.
+pub fn max_auto_retries_of(
+    config: &AppConfig,
+    kind: crate::workflow::StepKind,
+    target: Option<&str>,
+) -> u32 {
+    use crate::workflow::StepKind as K;
+    match (kind, target) {
+        (K::Action, _) => 0,
+        (
+            K::SandboxSync | K::SandboxPlan | K::SandboxApply | K::SandboxDestroyPlan
+            | K::SandboxDestroy,
+            None,
+        ) => config.sandbox.as_ref().map_or(0, |s| s.max_auto_retries),
+        (_, Some(c)) => config.component(c).map_or(0, |c| c.max_auto_retries),
+        (_, None) => 0,
+    }
+}
+
 /// The Rego policies that apply to a part: the sandbox (`None`) or a
 /// component (those of its type naming it or `*`), as a job carries them.
 pub fn rego_policies_for(
@@ -518,6 +539,14 @@ pub struct Sandbox {
     /// unless a rule of `operation_roles.toml` names the sandbox.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub operation_roles: BTreeMap<String, String>,
+    /// How many times a failed sandbox step (of a provision, reprovision
+    /// or deprovision) is tried again on its own, with backoff.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_auto_retries: u32,
+    /// Its apply needs no approval when its plan passed every Rego policy
+    /// of type `sandbox` (and there is one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_approve_on_policies_passing: bool,
 }
 
 /// `runner.toml`.
