@@ -224,10 +224,15 @@ fn a_failed_sandbox_apply_is_retried_on_its_own() {
     assert_eq!(apply.status, "succeeded", "{w:#?}");
     assert_eq!(apply.attempts.len(), 1, "{apply:#?}");
     assert!(
-        apply.attempts[0].reason.contains("the service is not ready yet"),
+        apply.attempts[0]
+            .reason
+            .contains("the service is not ready yet"),
         "{apply:#?}"
     );
-    assert!(apply.attempts[0].retry_at_ms.is_some(), "retried on its own");
+    assert!(
+        apply.attempts[0].retry_at_ms.is_some(),
+        "retried on its own"
+    );
     assert_eq!(step(&w, "apply web").status, "succeeded", "{w:#?}");
 }
 

@@ -3022,6 +3022,91 @@ fn a_kubernetes_manifest_is_applied_server_side_pruned_and_deleted_with_a_stand_
     );
 }
 
+/// A `kubernetes_manifest` with `[kustomize]`: without `kustomize` on the
+/// runner's PATH its plan fails saying what to install; with it (a
+/// stand-in that records its arguments and prints the kustomization's
+/// resource), the packaged directory is built and what it printed is
+/// applied server-side. Against stand-in `kustomize` and `kubectl`.
+#[test]
+fn a_kustomization_is_built_with_kustomize_or_the_plan_says_what_to_install() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let (bin, record) = stand_in_kubectl();
+    let kust = "name = \"kust\"\ntype = \"kubernetes_manifest\"\nnamespace = \"shop\"\npath = \"k8s\"\n\n[kustomize]\npath = \"overlays/prod\"\nenable_helm = true\n";
+    let mut m = Manual::start_with(
+        &[
+            METADATA,
+            ("components/kust.toml", kust),
+            (
+                "k8s/overlays/prod/kustomization.yaml",
+                "resources:\n- cm.yaml\n",
+            ),
+            (
+                "k8s/overlays/prod/cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-kustomize\ndata:\n  tier: prod\n",
+            ),
+        ],
+        Some(&registry.url),
+    );
+    let c = m.cp.client();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    m.restart_runner(Some(&path));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    if which::which("kustomize").is_ok() {
+        eprintln!("NOTE: a real kustomize is on PATH here: its absence is not checked");
+    } else {
+        assert_eq!(w.status, "failed", "{w:#?}");
+        let plan = step(&w, "plan kust");
+        let reason = plan.reason.clone().unwrap_or_default();
+        assert!(
+            reason.contains("the `kustomize` binary is not on PATH; install it (https://kubectl.docs.kubernetes.io/installation/kustomize/)"),
+            "{reason}"
+        );
+    }
+    // With kustomize: the retry builds the packaged overlay and applies it.
+    write_executable(
+        &bin.path().join("kustomize"),
+        &format!(
+            "#!/bin/sh\necho \"ARGS kustomize $*\" >> \"{}\"\n[ \"$1\" = build ] || exit 2\ncat \"$2/cm.yaml\"\n",
+            record.display()
+        ),
+    );
+    m.restart_runner(Some(&path));
+    if w.status == "failed" {
+        ok(m.cp.nuon(&["workflows", "retry", w.id.as_str(), "--wait"]));
+    }
+    let w = rt().block_on(c.get_workflow(w.id.as_str())).unwrap();
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let rec = std::fs::read_to_string(&record).unwrap();
+    let build = rec
+        .lines()
+        .find(|l| l.starts_with("ARGS kustomize build "))
+        .unwrap_or_else(|| panic!("kustomize did not run: {rec}"));
+    assert!(
+        build.contains("/source/overlays/prod") && build.ends_with(" --enable-helm"),
+        "{build}"
+    );
+    assert!(
+        rec.contains("ARGS apply --server-side --field-manager=nuon --namespace shop -f ")
+            && rec.contains("name: from-kustomize"),
+        "{rec}"
+    );
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(
+        outputs.components["kust"]["objects"],
+        serde_json::json!(["configmap/from-kustomize"]),
+        "{outputs:?}"
+    );
+}
+
 /// An action's outputs: what its steps write to
 /// `$NUON_ACTIONS_OUTPUT_FILEPATH` (a JSON object, or KEY=VALUE lines) are
 /// the install's `actions` outputs, read by later templates as

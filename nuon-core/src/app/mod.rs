@@ -455,7 +455,10 @@ pub fn max_auto_retries_of(
     match (kind, target) {
         (K::Action, _) => 0,
         (
-            K::SandboxSync | K::SandboxPlan | K::SandboxApply | K::SandboxDestroyPlan
+            K::SandboxSync
+            | K::SandboxPlan
+            | K::SandboxApply
+            | K::SandboxDestroyPlan
             | K::SandboxDestroy,
             None,
         ) => config.sandbox.as_ref().map_or(0, |s| s.max_auto_retries),
