@@ -948,4 +948,171 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert!(sandbox);
     }
+
+    /// Every lifecycle trigger a workflow plans fires at its point: one
+    /// action per trigger (named as its trigger; the component triggers
+    /// name db), in every workflow kind, and for one component.
+    #[test]
+    fn every_lifecycle_trigger_fires_at_its_point() {
+        const ALL: &[&str] = &[
+            "pre-provision",
+            "post-provision",
+            "pre-reprovision",
+            "post-reprovision",
+            "pre-deprovision",
+            "post-deprovision",
+            "post-provision-sandbox",
+            "pre-reprovision-sandbox",
+            "post-reprovision-sandbox",
+            "pre-deprovision-sandbox",
+            "post-deprovision-sandbox",
+            "pre-deploy-all-components",
+            "post-deploy-all-components",
+            "pre-teardown-all-components",
+            "post-teardown-all-components",
+            "pre-deploy-component",
+            "post-deploy-component",
+            "pre-teardown-component",
+            "post-teardown-component",
+        ];
+        let tf = |name: &str, deps: &str| {
+            format!(
+                "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\ndependencies = [{deps}]\npath = \"./{name}\"\n"
+            )
+        };
+        let mut files = vec![
+            SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            SourceFile::new(
+                "sandbox.toml",
+                "terraform_version = \"1.9.0\"\npath = \"./sb\"\n",
+            ),
+            SourceFile::new("components/web.toml", tf("web", "\"db\"")),
+            SourceFile::new("components/db.toml", tf("db", "")),
+        ];
+        for t in ALL {
+            let component = if t.ends_with("-component") {
+                "component_name = \"db\"\n"
+            } else {
+                ""
+            };
+            files.push(SourceFile::new(
+                format!("actions/{t}.toml"),
+                format!("name = \"{t}\"\ntimeout = \"1m\"\n[[triggers]]\ntype = \"{t}\"\n{component}[[steps]]\nname = \"s\"\ncommand = \"true\"\n"),
+            ));
+        }
+        let (c, d) = parse(&files);
+        let c = c.unwrap_or_else(|| panic!("{d}"));
+        let plan_of = |kind, only| names(&plan(&c, kind, false, only));
+        let mut fired = std::collections::BTreeSet::new();
+        let mut check = |what: &str, got: Vec<String>, want: &[&str]| {
+            assert_eq!(got, want, "{what}");
+            fired.extend(
+                got.iter()
+                    .filter_map(|s| s.strip_prefix("action "))
+                    .map(str::to_owned),
+            );
+        };
+        let db = [
+            "action pre-deploy-component",
+            "sync db",
+            "plan db",
+            "apply db",
+            "action post-deploy-component",
+        ];
+        let web = ["sync web", "plan web", "apply web"];
+        let deploy_all = [
+            &["action pre-deploy-all-components"][..],
+            &db,
+            &web,
+            &["action post-deploy-all-components"],
+        ]
+        .concat();
+        check(
+            "provision",
+            plan_of(WorkflowKind::Provision, None),
+            &[
+                &[
+                    "await install stack",
+                    "await runner",
+                    "action pre-provision",
+                    "sync sandbox",
+                    "plan sandbox",
+                    "apply sandbox",
+                    "action post-provision-sandbox",
+                ][..],
+                &deploy_all,
+                &["action post-provision"],
+            ]
+            .concat(),
+        );
+        check(
+            "reprovision",
+            plan_of(WorkflowKind::Reprovision, None),
+            &[
+                &[
+                    "await runner",
+                    "action pre-reprovision",
+                    "action pre-reprovision-sandbox",
+                    "sync sandbox",
+                    "plan sandbox",
+                    "apply sandbox",
+                    "action post-reprovision-sandbox",
+                ][..],
+                &deploy_all,
+                &["action post-reprovision"],
+            ]
+            .concat(),
+        );
+        check("deploy", plan_of(WorkflowKind::Deploy, None), &deploy_all);
+        check("deploy db", plan_of(WorkflowKind::Deploy, Some("db")), &db);
+        check(
+            "deploy web",
+            plan_of(WorkflowKind::Deploy, Some("web")),
+            &web,
+        );
+        let web_down = ["sync web", "plan destroy web", "destroy web"];
+        let db_down = [
+            "action pre-teardown-component",
+            "sync db",
+            "plan destroy db",
+            "destroy db",
+            "action post-teardown-component",
+        ];
+        let teardown_all = [
+            &["action pre-teardown-all-components"][..],
+            &web_down,
+            &db_down,
+            &["action post-teardown-all-components"],
+        ]
+        .concat();
+        check(
+            "teardown",
+            plan_of(WorkflowKind::Teardown, None),
+            &teardown_all,
+        );
+        check(
+            "teardown db",
+            plan_of(WorkflowKind::Teardown, Some("db")),
+            &db_down,
+        );
+        check(
+            "deprovision",
+            plan_of(WorkflowKind::Deprovision, None),
+            &[
+                &["action pre-deprovision"][..],
+                &teardown_all,
+                &[
+                    "action pre-deprovision-sandbox",
+                    "sync sandbox",
+                    "plan destroy sandbox",
+                    "destroy sandbox",
+                    "action post-deprovision-sandbox",
+                    "action post-deprovision",
+                ],
+            ]
+            .concat(),
+        );
+        let all: std::collections::BTreeSet<String> = ALL.iter().map(|s| s.to_string()).collect();
+        assert_eq!(fired, all, "every trigger fired somewhere");
+    }
 }

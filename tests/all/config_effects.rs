@@ -246,6 +246,12 @@ fn a_toggleable_component_is_turned_off_torn_down_skipped_and_turned_on_again() 
     let cache = component("cache", "toggleable = true\ndefault_enabled = false\n");
     let web = component("web", "");
     let bye = "name = \"bye\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"pre-disable-component\"\ncomponent_name = \"db\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo db goes\"\n";
+    // An action of db's `trigger`.
+    let hook = |name: &str, trigger: &str| {
+        format!(
+            "name = \"{name}\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"{trigger}\"\ncomponent_name = \"db\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo {name}\"\n"
+        )
+    };
     let m = Manual::start(&[
         METADATA,
         ("components/db.toml", &db),
@@ -253,6 +259,9 @@ fn a_toggleable_component_is_turned_off_torn_down_skipped_and_turned_on_again() 
         ("components/cache.toml", &cache),
         ("components/web.toml", &web),
         ("actions/bye.toml", bye),
+        ("actions/gone.toml", &hook("gone", "post-disable-component")),
+        ("actions/hi.toml", &hook("hi", "pre-enable-component")),
+        ("actions/back.toml", &hook("back", "post-enable-component")),
         ("tf/main.tf", UP_TF),
     ]);
     let c = m.cp.client();
@@ -312,6 +321,7 @@ fn a_toggleable_component_is_turned_off_torn_down_skipped_and_turned_on_again() 
     assert_eq!(w.trigger.as_deref(), Some("disable-component"));
     let names: Vec<&str> = w.steps.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names.first(), Some(&"action bye"), "{names:?}");
+    assert_eq!(names.last(), Some(&"action gone"), "{names:?}");
     assert!(
         names.contains(&"destroy api") && names.contains(&"destroy db"),
         "{names:?}"
@@ -345,6 +355,10 @@ fn a_toggleable_component_is_turned_off_torn_down_skipped_and_turned_on_again() 
     let w = newest_workflow(&c);
     assert_eq!(w.trigger.as_deref(), Some("enable-component"));
     assert_eq!(step(&w, "apply db").status, "succeeded");
+    let names: Vec<&str> = w.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names.first(), Some(&"action hi"), "{names:?}");
+    assert_eq!(names.last(), Some(&"action back"), "{names:?}");
+    assert!(w.steps.iter().all(|s| s.status == "succeeded"), "{w:#?}");
     assert_eq!(list()["db"], (true, true));
 }
 

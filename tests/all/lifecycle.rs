@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::deploy::{METADATA, Manual, ok, text};
 
-const FILES: [(&str, &str); 8] = [
+const FILES: [(&str, &str); 9] = [
     METADATA,
     (
         "inputs.toml",
@@ -34,6 +34,10 @@ const FILES: [(&str, &str); 8] = [
     (
         "src/app/main.tf",
         "variable \"greeting\" {\n  type = string\n}\n\nresource \"terraform_data\" \"app\" {\n  input = var.greeting\n}\n\noutput \"says\" {\n  value = terraform_data.app.output\n}\n",
+    ),
+    (
+        "actions/before.toml",
+        "name = \"before\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"pre-update-inputs\"\n\n[[steps]]\nname = \"note\"\ncommand = \"echo inputs change\"\n",
     ),
     (
         "actions/after.toml",
@@ -77,7 +81,7 @@ fn value_changes_redeploy_what_reads_them_and_installs_and_apps_are_deleted() {
         ],
     );
     assert_eq!(names(&dry["redeploys"]), ["app"]);
-    assert_eq!(names(&dry["actions"]), ["after"]);
+    assert_eq!(names(&dry["actions"]), ["before", "after"]);
     assert!(dry.get("workflow").is_none());
     assert_eq!(
         json(&m, &["installs", "get", "demo"])["inputs"]["greeting"],
@@ -92,7 +96,8 @@ fn value_changes_redeploy_what_reads_them_and_installs_and_apps_are_deleted() {
     ]));
     assert!(shown.contains("would redeploy: app"), "{shown}");
 
-    // The change: the app alone redeploys, then the post-update-inputs action.
+    // The change: the pre-update-inputs action, the app alone redeploys,
+    // then the post-update-inputs action.
     let w = json(
         &m,
         &["installs", "update-inputs", "demo", "greeting=hi", "--wait"],
@@ -107,7 +112,13 @@ fn value_changes_redeploy_what_reads_them_and_installs_and_apps_are_deleted() {
         .collect();
     assert_eq!(
         steps,
-        ["sync app", "plan app", "apply app", "action after"],
+        [
+            "action before",
+            "sync app",
+            "plan app",
+            "apply app",
+            "action after"
+        ],
         "{w:#}"
     );
     let i = json(&m, &["installs", "get", "demo"]);

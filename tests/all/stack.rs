@@ -687,6 +687,10 @@ const ROLES_APP: &[(&str, &str)] = &[
         "actions/on_break_glass.toml",
         "name = \"on_break_glass\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"role-enabled\"\n\n[[steps]]\nname = \"tell\"\ncommand = \"echo break-glass-on\"\n",
     ),
+    (
+        "actions/off_break_glass.toml",
+        "name = \"off_break_glass\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"role-disabled\"\n\n[[steps]]\nname = \"tell\"\ncommand = \"echo break-glass-off\"\n",
+    ),
 ];
 
 /// The log of the job of step `name`.
@@ -767,19 +771,35 @@ fn each_job_gets_its_operations_role_and_break_glass_waits_for_the_customer() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let fired = wait_for("the role-enabled action", Duration::from_secs(90), || {
-        let list = rt().block_on(c.list_workflows("demo")).ok()?;
-        (list.workflows.len() > before)
-            .then(|| {
+    // The first workflow of `trigger`, once it ended.
+    let fired_by = |trigger: &str| {
+        let fired = wait_for(
+            &format!("the {trigger} action"),
+            Duration::from_secs(90),
+            || {
+                let list = rt().block_on(c.list_workflows("demo")).ok()?;
                 list.workflows
                     .into_iter()
-                    .find(|w| w.trigger.as_deref() == Some("role-enabled"))
-            })
-            .flatten()
-    })
-    .unwrap();
-    let fired = crate::deploy::wait_workflow(&c, fired.id.as_str(), crate::deploy::ended);
+                    .find(|w| w.trigger.as_deref() == Some(trigger))
+            },
+        )
+        .unwrap();
+        crate::deploy::wait_workflow(&c, fired.id.as_str(), crate::deploy::ended)
+    };
+    let fired = fired_by("role-enabled");
+    assert!(
+        rt().block_on(c.list_workflows("demo"))
+            .unwrap()
+            .workflows
+            .len()
+            > before
+    );
     assert_eq!(fired.status, "succeeded", "{fired:#?}");
+    assert_eq!(
+        fired.component.as_deref(),
+        Some("on_break_glass"),
+        "{fired:#?}"
+    );
     let w = run("emergency");
     assert_eq!(w.status, "succeeded", "{w:#?}");
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
@@ -787,6 +807,25 @@ fn each_job_gets_its_operations_role_and_break_glass_waits_for_the_customer() {
     let trail = ok(m.cp.nuon(&["audit", "list", "--limit", "1000", "--json"]));
     assert!(
         trail.contains("role-enabled: the customer turned break-glass demo-bg on"),
+        "{trail}"
+    );
+    // Turned off again: the role-disabled action runs.
+    let out = Command::new(bin("nuon-runner"))
+        .args(["break-glass", "disable", "demo-bg", "--work-dir"])
+        .arg(m.runner_work_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let fired = fired_by("role-disabled");
+    assert_eq!(fired.status, "succeeded", "{fired:#?}");
+    assert_eq!(
+        fired.component.as_deref(),
+        Some("off_break_glass"),
+        "{fired:#?}"
+    );
+    let trail = ok(m.cp.nuon(&["audit", "list", "--limit", "1000", "--json"]));
+    assert!(
+        trail.contains("role-disabled: the customer turned break-glass demo-bg off"),
         "{trail}"
     );
 
