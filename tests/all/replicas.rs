@@ -434,3 +434,62 @@ fn leases_are_extended_by_the_replica_taking_the_lead_not_by_one_starting_beside
     );
     drop(runner);
 }
+
+/// Cron triggers on two replicas of one PostgreSQL: the leading replica
+/// starts each due run, and the other one, whose engine runs too, does
+/// not start it again (the store keeps which due time was started).
+#[test]
+fn two_replicas_start_each_cron_run_once() {
+    use crate::deploy::{METADATA, Manual, ended, run_workflow};
+    use nuon_core::workflow::WorkflowKind;
+    let Some(pg) = PgCluster::start().expect("start PostgreSQL") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let a = ControlPlane::start_replica(&data, "3s", &pg.url, tmp.path(), "a").unwrap();
+    wait_for("replica a to lead", Duration::from_secs(10), || {
+        a.server_log()
+            .contains("this replica leads maintenance")
+            .then_some(())
+    })
+    .unwrap();
+    let b = ControlPlane::start_replica(&data, "3s", &pg.url, tmp.path(), "b").unwrap();
+    let tick = "name = \"tick\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"cron\"\ncron_schedule = \"* * * * *\"\n\n[[steps]]\nname = \"tock\"\ncommand = \"echo tock\"\n";
+    let m = Manual::start_on(
+        a,
+        &[METADATA, ("actions/tick.toml", tick)],
+        None,
+        |_| {},
+        &[],
+    );
+    let c = m.cp.client();
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let crons = |c: &nuon_client::ControlClient| {
+        rt().block_on(c.list_workflows("demo"))
+            .unwrap()
+            .workflows
+            .into_iter()
+            .filter(|w| w.trigger.as_deref() == Some("cron"))
+            .collect::<Vec<_>>()
+    };
+    let first = wait_for("the first cron run", Duration::from_secs(100), || {
+        crons(&c).into_iter().find(ended)
+    })
+    .unwrap();
+    assert_eq!(first.status, "succeeded", "{first:#?}");
+    // Both engines have looked at the schedule many times since.
+    std::thread::sleep(Duration::from_secs(5));
+    let seen = crons(&b.client());
+    let mut minutes: Vec<i64> = seen.iter().map(|w| w.created_at_ms / 60_000).collect();
+    minutes.sort();
+    let runs = minutes.len();
+    minutes.dedup();
+    assert_eq!(minutes.len(), runs, "one run per due minute: {seen:#?}");
+    assert!(
+        !b.server_log().contains("this replica leads maintenance"),
+        "b follows: {}",
+        b.server_log()
+    );
+}
