@@ -228,3 +228,78 @@ impl Template {
 pub fn render(name: &str, text: &str, data: &Value) -> Result<String, Error> {
     Template::parse(name, text)?.execute(data)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fails(text: &str) -> Error {
+        let data = serde_json::json!({"list": [1, 2], "m": {"a": 1}});
+        Template::parse("components/api.toml vars.x", text)
+            .and_then(|t| t.execute_json(&data))
+            .unwrap_err()
+    }
+
+    /// An error while rendering says the template, its line and column,
+    /// the action it was executing and the function or field, as Go's
+    /// `text/template` says it.
+    #[test]
+    fn errors_while_rendering_say_where_and_which_function() {
+        let at = "components/api.toml vars.x";
+        for (text, line, col, said) in [
+            (
+                "a\n  {{ required \"the domain is needed\" .nope }}",
+                2,
+                6,
+                "at <required \"the domain is needed\" .nope>: error calling required: the domain is needed",
+            ),
+            (
+                "{{ fail \"boom\" }}",
+                1,
+                4,
+                "at <fail \"boom\">: error calling fail: boom",
+            ),
+            (
+                "x {{ index .list 5 }}",
+                1,
+                6,
+                "at <index .list 5>: error calling index: index out of range: 5",
+            ),
+            (
+                "{{ .m.a.b }}",
+                1,
+                4,
+                "at <.m.a.b>: can't evaluate field b in type float64",
+            ),
+        ] {
+            let e = fails(text);
+            assert_eq!((e.line, e.col), (line, col), "{text:?}: {e}");
+            assert_eq!(e.message, format!("executing {at:?} {said}"), "{text:?}");
+            assert_eq!(e.to_string(), format!("{at}:{line}:{col}: {}", e.message));
+        }
+    }
+
+    /// `now` is the time of the render (Go's `time.Now`, formatted by
+    /// `date` and read by `unixEpoch`).
+    #[test]
+    fn now_is_the_time_of_the_render() {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let data = serde_json::json!({});
+        let out = Template::parse("t", "{{ now | unixEpoch }}")
+            .and_then(|t| t.execute_json(&data))
+            .unwrap();
+        let epoch: i64 = out.parse().unwrap();
+        assert!((before..=before + 5).contains(&epoch), "{out} vs {before}");
+        let year = Template::parse("t", "{{ now | date \"2006\" }}")
+            .and_then(|t| t.execute_json(&data))
+            .unwrap();
+        let want = 1970 + before / 31_556_952;
+        assert!(
+            year.parse::<i64>().is_ok_and(|y| (y - want).abs() <= 1),
+            "{year}"
+        );
+    }
+}
