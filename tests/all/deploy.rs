@@ -1215,8 +1215,13 @@ fn an_installs_own_helm_values_and_tf_vars_win_over_the_configs_and_are_set_repl
                 concat!(
                     "name = \"db\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/db\"\n\n",
                     "[[var_file]]\ncontents = \"tier = \\\"from-the-var-file\\\"\"\n\n",
+                    "[[var_file]]\ncontents = \"./vars/db.tfvars\"\n\n",
                     "[vars]\nsize = \"small\"\n",
                 ),
+            ),
+            (
+                "vars/db.tfvars",
+                "zone = \"file-{{ .nuon.install.name }}\"\n",
             ),
             (
                 "src/db/main.tf",
@@ -1224,6 +1229,8 @@ fn an_installs_own_helm_values_and_tf_vars_win_over_the_configs_and_are_set_repl
                     "variable \"size\" {\n  type = string\n}\n",
                     "variable \"tier\" {\n  type = string\n}\n",
                     "variable \"extra\" {\n  type    = string\n  default = \"none\"\n}\n",
+                    "variable \"zone\" {\n  type    = string\n  default = \"none\"\n}\n",
+                    "output \"zone\" {\n  value = var.zone\n}\n",
                     "output \"size\" {\n  value = var.size\n}\n",
                     "output \"tier\" {\n  value = var.tier\n}\n",
                     "output \"extra\" {\n  value = var.extra\n}\n",
@@ -1273,6 +1280,10 @@ fn an_installs_own_helm_values_and_tf_vars_win_over_the_configs_and_are_set_repl
         ),
         "the install's variables win over [vars], the var file keeps what they do not set, and they are rendered"
     );
+    // A var file named by its path in the config reaches Terraform, its
+    // template rendered.
+    let o = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(o.components["db"]["zone"], "file-demo", "{o:?}");
     let rec = std::fs::read_to_string(&record).unwrap();
     assert!(
         rec.contains(r#"VALUES {"image":{"tag":"2"},"ingress":{"host":"acme.example.com","tls":true},"zone":"acme.example.com"}"#),
@@ -3315,7 +3326,7 @@ fn an_action_step_runs_in_its_repository() {
     write_executable(&script, &std::fs::read_to_string(&script).unwrap());
     commit_all(repo.path(), "ops");
     let action = format!(
-        "name = \"check\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"in-repo\"\ncommand = \"./check.sh\"\n\n[steps.git]\nrepo = \"file://{}\"\nbranch = \"ops\"\ndirectory = \"ops\"\n\n[[steps]]\nname = \"after\"\ncommand = \"echo after=$(test -e version.txt && echo in-repo || echo back) >> \\\"$NUON_ACTIONS_OUTPUT_FILEPATH\\\"\"\n",
+        "name = \"check\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"in-repo\"\ncommand = \"./check.sh\"\n\n[steps.git]\nrepo = \"file://{0}\"\nbranch = \"ops\"\ndirectory = \"ops\"\n\n[[steps]]\nname = \"after\"\ncommand = \"echo after=$(test -e version.txt && echo in-repo || echo back) >> \\\"$NUON_ACTIONS_OUTPUT_FILEPATH\\\"\"\n\n[[steps]]\nname = \"public\"\ncommand = \"echo public=$(cat version.txt) >> \\\"$NUON_ACTIONS_OUTPUT_FILEPATH\\\"\"\n\n[steps.public_repo]\nrepo = \"file://{0}\"\nbranch = \"ops\"\ndirectory = \"./ops\"\n",
         repo.path().display()
     );
     let m = Manual::start(&[METADATA, ("actions/check.toml", &action)]);
@@ -3329,4 +3340,7 @@ fn an_action_step_runs_in_its_repository() {
         outputs.actions["check"]["after"], "back",
         "the next step is back where it was: {outputs:?}"
     );
+    // `[steps.public_repo]`, as Nuon spells it (here by URL: nothing
+    // reaches GitHub from a test), is checked out too.
+    assert_eq!(outputs.actions["check"]["public"], "v7", "{outputs:?}");
 }

@@ -245,6 +245,28 @@ pub(super) async fn outputs(
     Ok(Json(outputs.masked()))
 }
 
+/// How a build packages what it built: by the component's kind (the
+/// sandbox's, and a module's, as a Terraform module).
+fn package_of(component: Option<&nuon_core::app::Component>) -> Package {
+    match component {
+        Some(c) if c.kind == ComponentKind::HelmChart => Package::HelmChart,
+        Some(c) if c.kind == ComponentKind::Wasm => Package::WasmPlugin,
+        Some(c) if c.kind == ComponentKind::KubernetesManifest => Package::Directory,
+        Some(c) if c.kind == ComponentKind::DockerBuild => Package::DockerImage {
+            dockerfile: c.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into()),
+            target: c.target.clone(),
+            // [env_vars] are build arguments, as in Nuon; [build_args] win.
+            build_args: c
+                .env_vars
+                .iter()
+                .chain(&c.build_args)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        },
+        _ => Package::TerraformModule,
+    }
+}
+
 /// A repository name from free text: lowercase letters, digits and `-`.
 fn repo_part(s: &str) -> String {
     let mapped: String = s
@@ -311,11 +333,7 @@ fn build_source(
             directory,
             branch,
         } => Ok(BuildSource::Git {
-            url: if repo.contains("://") || repo.starts_with("git@") {
-                repo.clone()
-            } else {
-                format!("https://github.com/{repo}.git")
-            },
+            url: nuon_core::app::public_repo_url(repo),
             branch: branch.clone(),
             directory: directory.clone(),
         }),
@@ -428,24 +446,7 @@ pub(super) async fn create_builds(
     let mut builds = Vec::new();
     for (who, source) in jobs {
         let job_id = JobId::generate();
-        let component = config.component(&who);
-        let package = match component {
-            Some(c) if c.kind == ComponentKind::HelmChart => Package::HelmChart,
-            Some(c) if c.kind == ComponentKind::Wasm => Package::WasmPlugin,
-            Some(c) if c.kind == ComponentKind::KubernetesManifest => Package::Directory,
-            Some(c) if c.kind == ComponentKind::DockerBuild => Package::DockerImage {
-                dockerfile: c.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into()),
-                target: c.target.clone(),
-                // [env_vars] are build arguments, as in Nuon; [build_args] win.
-                build_args: c
-                    .env_vars
-                    .iter()
-                    .chain(&c.build_args)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            },
-            _ => Package::TerraformModule,
-        };
+        let package = package_of(config.component(&who));
         let payload = BuildJob {
             component: who.clone(),
             repo: format!("{}/{}", repo_part(app.id.as_str()), repo_part(&who)),
@@ -501,4 +502,44 @@ async fn get_build(
         .await?
         .map(Json)
         .ok_or_else(|| Error::not_found(format!("no build {raw:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A docker_build's `[env_vars]` reach the build as build arguments,
+    /// as Nuon passes them; `[build_args]` win where both name one; its
+    /// `dockerfile` and `target` go with them.
+    #[test]
+    fn a_docker_builds_env_vars_are_build_arguments() {
+        let files = [
+            nuon_core::app::SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            nuon_core::app::SourceFile::new(
+                "components/api.toml",
+                "name = \"api\"\ntype = \"docker_build\"\ndockerfile = \"build/Dockerfile\"\ntarget = \"release\"\npath = \"api\"\n\n[env_vars]\nGO_VERSION = \"1.22\"\nMODE = \"env\"\n\n[build_args]\nMODE = \"arg\"\n",
+            ),
+            nuon_core::app::SourceFile::new("api/build/Dockerfile", "FROM scratch\n"),
+        ];
+        let (config, d) = nuon_core::app::parse(&files);
+        let config = config.unwrap_or_else(|| panic!("{d}"));
+        let Package::DockerImage {
+            dockerfile,
+            target,
+            build_args,
+        } = package_of(config.component("api"))
+        else {
+            panic!("not an image");
+        };
+        assert_eq!(dockerfile, "build/Dockerfile");
+        assert_eq!(target.as_deref(), Some("release"));
+        assert_eq!(
+            build_args,
+            [("GO_VERSION", "1.22"), ("MODE", "arg")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        );
+        assert!(matches!(package_of(None), Package::TerraformModule));
+    }
 }

@@ -412,7 +412,7 @@ fn action_job(
                 repo,
                 directory,
                 branch,
-            }) => Some((format!("https://github.com/{repo}.git"), directory, branch)),
+            }) => Some((nuon_core::app::public_repo_url(repo), directory, branch)),
             Some(other) => {
                 return Err(format!(
                     "{what}: a step's source must be [steps.public_repo] or [steps.git], not {other:?}"

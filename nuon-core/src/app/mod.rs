@@ -54,6 +54,16 @@ pub use values::{helm_values, set_typed};
 /// The config version this project reads every other as.
 pub const CONFIG_VERSION: &str = "v2";
 
+/// The clone URL of a `[public_repo]`'s `repo`: `owner/name` on GitHub,
+/// or the URL itself when it is one (`https://…`, `file://…`, `git@…`).
+pub fn public_repo_url(repo: &str) -> String {
+    if repo.contains("://") || repo.starts_with("git@") {
+        repo.to_owned()
+    } else {
+        format!("https://github.com/{repo}.git")
+    }
+}
+
 /// The versions a `metadata.toml` may give without a warning: Nuon's
 /// directory layout is the same for both.
 pub const CONFIG_VERSIONS: &[&str] = &["v1", "v2"];
@@ -153,7 +163,8 @@ pub enum Source {
         /// Relative to the config directory.
         path: String,
     },
-    /// `[public_repo]`: a public GitHub repository, `owner/name`.
+    /// `[public_repo]`: a public GitHub repository, `owner/name` (or a
+    /// clone URL: [`public_repo_url`]).
     PublicRepo {
         /// `owner/name`.
         repo: String,
