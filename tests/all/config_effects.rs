@@ -1303,6 +1303,16 @@ kubernetes_secret_namespace = "app"
             ),
             ("actions/announce.toml", announce),
             ("actions/check.toml", check),
+            // Manifests: one in its context's cluster, one in the
+            // sandbox's.
+            (
+                "components/cfg.toml",
+                "name = \"cfg\"\ntype = \"kubernetes_manifest\"\nnamespace = \"apps\"\nkubernetes_context = \"workload\"\nmanifest = \"\"\"\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n\"\"\"\n",
+            ),
+            (
+                "components/plain.toml",
+                "name = \"plain\"\ntype = \"kubernetes_manifest\"\nnamespace = \"apps\"\nmanifest = \"\"\"\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n\"\"\"\n",
+            ),
         ],
         Some(&registry.url),
         |_| {},
@@ -1376,6 +1386,29 @@ kubernetes_secret_namespace = "app"
     assert!(kube.contains("kubectl apply sandbox-cluster"), "{kube}");
     assert!(kube.contains("helm upgrade workload-cluster"), "{kube}");
     assert!(!kube.contains("helm upgrade sandbox-cluster"), "{kube}");
+    // A manifest's plan and apply reach its context's cluster, or the
+    // sandbox's.
+    assert!(at("apply cluster") < at("plan cfg"));
+    let kubectl_on = |verb: &str| -> Vec<&str> {
+        kube.lines()
+            .filter_map(|l| l.strip_prefix(&format!("kubectl {verb} ")))
+            .collect()
+    };
+    let diffs = kubectl_on("diff");
+    assert_eq!(diffs.len(), 2, "{kube}");
+    assert!(
+        diffs.contains(&"workload-cluster") && diffs.contains(&"sandbox-cluster"),
+        "{kube}"
+    );
+    let manifests: Vec<&str> = rec
+        .lines()
+        .filter(|l| l.starts_with("MANIFEST") && l.contains("kind: ConfigMap"))
+        .collect();
+    assert!(
+        manifests.iter().any(|l| l.contains("name: cfg"))
+            && manifests.iter().any(|l| l.contains("name: plain")),
+        "{rec}"
+    );
     let helm = std::fs::read_to_string(&helm_record).unwrap();
     assert!(
         helm.lines()
