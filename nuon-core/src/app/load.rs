@@ -658,14 +658,17 @@ fn operation_roles(
                     did_you_mean(&op.text, ops.iter().copied())
                 ),
             ));
-        } else if out.contains_key(&op.text) {
-            d.push(file.at(
-                &op.span,
-                format!("operation_roles: {:?} is given twice: keep one", op.text),
-            ));
         } else {
-            strings.push(role.clone());
-            out.insert(op.text, role.text);
+            match out.entry(op.text) {
+                std::collections::btree_map::Entry::Occupied(e) => d.push(file.at(
+                    &op.span,
+                    format!("operation_roles: {:?} is given twice: keep one", e.key()),
+                )),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    strings.push(role.clone());
+                    e.insert(role.text);
+                }
+            }
         }
     };
     let Some(v) = r.get("operation_roles") else {
