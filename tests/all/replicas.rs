@@ -436,8 +436,9 @@ fn leases_are_extended_by_the_replica_taking_the_lead_not_by_one_starting_beside
 }
 
 /// Cron triggers on two replicas of one PostgreSQL: the leading replica
-/// starts each due run, and the other one, whose engine runs too, does
-/// not start it again (the store keeps which due time was started).
+/// alone starts each due run; the other one, serving the same install,
+/// starts none. (That a leader taking over never starts a due time its
+/// predecessor did is the store's: `store/tests/workflows.rs`.)
 #[test]
 fn two_replicas_start_each_cron_run_once() {
     use crate::deploy::{METADATA, Manual, ended, run_workflow};
@@ -479,7 +480,7 @@ fn two_replicas_start_each_cron_run_once() {
     })
     .unwrap();
     assert_eq!(first.status, "succeeded", "{first:#?}");
-    // Both engines have looked at the schedule many times since.
+    // The schedule has been looked at many times since.
     std::thread::sleep(Duration::from_secs(5));
     let seen = crons(&b.client());
     let mut minutes: Vec<i64> = seen.iter().map(|w| w.created_at_ms / 60_000).collect();

@@ -374,6 +374,81 @@ fn topo_order(deps: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     out
 }
 
+/// Every role a config names to run with (a rule of
+/// `operation_roles.toml`, a component's or the sandbox's own
+/// `operation_roles`, an action's `role` or `break_glass_role`) is one
+/// `permissions` or `break_glass` declares, as Nuon checks it (names
+/// compared without spaces): a job would otherwise be refused at run time.
+fn roles_declared(files: &[SourceFile], loaded: &Loaded, d: &mut Diagnostics) {
+    let perms = &loaded.platform.permissions;
+    let declared = |name: &str| {
+        perms
+            .roles
+            .iter()
+            .chain(&perms.break_glass)
+            .any(|r| super::same_role(&r.name, name))
+    };
+    // (file, role, why, where to look for it from)
+    let mut named: Vec<(usize, &str, String, &str)> = Vec::new();
+    if let (Some(rules), Some(file)) = (
+        &loaded.platform.operation_roles,
+        files.iter().position(|f| f.name == "operation_roles.toml"),
+    ) {
+        for r in &rules.rules {
+            let why = format!("operation_roles.toml: {} {}", r.principal, r.operation);
+            named.push((file, &r.role, why, &r.principal));
+        }
+    }
+    if let Some(Item {
+        value: Some(s),
+        file,
+        ..
+    }) = &loaded.sandbox
+    {
+        for (op, role) in &s.operation_roles {
+            named.push((
+                *file,
+                role,
+                format!("the sandbox's operation_roles {op}"),
+                op,
+            ));
+        }
+    }
+    for c in &loaded.components {
+        let Some(v) = &c.value else { continue };
+        for (op, role) in &v.operation_roles {
+            let why = format!("component {}'s operation_roles {op}", v.name);
+            named.push((c.file, role, why, op));
+        }
+    }
+    for a in &loaded.actions {
+        let Some(v) = &a.value else { continue };
+        for (key, role) in [("role", &v.role), ("break_glass_role", &v.break_glass_role)] {
+            if let Some(role) = role {
+                named.push((a.file, role, format!("action {}'s {key}", v.name), key));
+            }
+        }
+    }
+    for (file, role, why, near) in named {
+        if declared(role) {
+            continue;
+        }
+        let f = &files[file];
+        let from = f.text.find(near).unwrap_or(0);
+        let at = f.text[from..]
+            .find(&format!("\"{role}\""))
+            .map(|at| from + at + 1)
+            .or_else(|| f.text.find(role))
+            .unwrap_or(0);
+        d.push(f.at(
+            &(at..at + role.len()),
+            format!(
+                "{why} names role {role:?}, which permissions and break_glass do not declare: declare it (permissions.toml, permissions/, break_glass.toml) or name one they do"
+            ),
+        ));
+    }
+}
+
 pub(crate) fn cross_check(
     files: &[SourceFile],
     loaded: Loaded,
@@ -408,6 +483,7 @@ pub(crate) fn cross_check(
         }
     }
     let components = unique("component", &loaded.components, files, d);
+    roles_declared(files, &loaded, d);
     // A secrets-sync trigger with nothing synced never fires.
     if !loaded
         .secrets

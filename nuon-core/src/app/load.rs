@@ -1526,8 +1526,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     item
 }
 
-/// The trigger types an action may have.
-pub(crate) const TRIGGERS: &[&str] = &[
+/// The trigger types an action may have (Nuon's).
+pub const TRIGGERS: &[&str] = &[
     "manual",
     "cron",
     "role-enabled",

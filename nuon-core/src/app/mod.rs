@@ -2,7 +2,7 @@
 //! in Nuon's format, and everything needed to check one offline.
 //!
 //! ```text
-//! metadata.toml            version = "v2", display_name, description, readme
+//! metadata.toml            version = "v2" (or "v1"), display_name, description, readme
 //! sandbox.toml             the install's base infrastructure (a Terraform module)
 //! runner.toml              runner_type, env_vars
 //! inputs.toml              [[group]] and [[input]]
@@ -41,6 +41,7 @@ pub use health::{
     ComponentHealth, DEFAULT_WINDOW, HealthProbe, MAX_WINDOW, ProbeKind, http_url, parse_window,
     tcp_address,
 };
+pub use load::TRIGGERS;
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
 };
@@ -53,6 +54,14 @@ pub use values::{helm_values, set_typed};
 
 /// The config version this project reads every other as.
 pub const CONFIG_VERSION: &str = "v2";
+
+/// Whether two role names (templates) are the same role: as written,
+/// spaces aside, as Nuon compares them.
+pub fn same_role(a: &str, b: &str) -> bool {
+    a.chars()
+        .filter(|c| *c != ' ')
+        .eq(b.chars().filter(|c| *c != ' '))
+}
 
 /// The clone URL of a `[public_repo]`'s `repo`: `owner/name` on GitHub,
 /// or the URL itself when it is one (`https://…`, `file://…`, `git@…`).

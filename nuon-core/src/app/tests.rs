@@ -67,3 +67,20 @@ fn input_types_coerce_nuon_strings() {
     assert!(InputType::String.coerce(&json!(3)).is_err());
     assert!(InputType::Bool.coerce(&json!("yes")).is_err());
 }
+
+/// A `[public_repo]`'s `owner/name` is cloned from GitHub; a URL is
+/// cloned as it is.
+#[test]
+fn a_public_repos_clone_url() {
+    assert_eq!(
+        super::public_repo_url("nuonco/example-app-configs"),
+        "https://github.com/nuonco/example-app-configs.git"
+    );
+    for url in [
+        "https://gitlab.com/acme/app.git",
+        "file:///srv/git/app",
+        "git@github.com:acme/app.git",
+    ] {
+        assert_eq!(super::public_repo_url(url), url);
+    }
+}

@@ -78,14 +78,22 @@ pub fn role_for(
     let who = principal(step, target);
     let declared = |name: &str, because: String| -> Result<RoleChoice, String> {
         let kind = |r: &Role| r.kind.clone().unwrap_or_else(|| "custom".into());
-        if let Some(r) = perms.roles.iter().find(|r| r.name == name) {
+        if let Some(r) = perms
+            .roles
+            .iter()
+            .find(|r| crate::app::same_role(&r.name, name))
+        {
             return Ok(RoleChoice {
                 name: name.to_owned(),
                 kind: kind(r),
                 because,
             });
         }
-        if perms.break_glass.iter().any(|r| r.name == name) {
+        if perms
+            .break_glass
+            .iter()
+            .any(|r| crate::app::same_role(&r.name, name))
+        {
             return Ok(RoleChoice {
                 name: name.to_owned(),
                 kind: "break_glass".into(),
@@ -285,6 +293,10 @@ mod tests {
                 "terraform_version = \"1.9.0\"\npath = \"sandbox\"\n\n[[operation_roles]]\noperation = \"provision\"\nrole = \"dns\"\n\n[[operation_roles]]\noperation = \"reprovision\"\nrole = \"dns\"\n",
             ),
             crate::app::SourceFile::new("sandbox/main.tf", ""),
+            crate::app::SourceFile::new(
+                "permissions.toml",
+                "[[custom_roles]]\nname = \"dns\"\ndescription = \"DNS\"\n\n[[custom_roles.policies]]\nmanaged_policy_name = \"AmazonRoute53FullAccess\"\n",
+            ),
         ];
         let (c, d) = crate::app::parse(&files);
         let mut c = c.unwrap_or_else(|| panic!("{d}"));

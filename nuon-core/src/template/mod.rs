@@ -240,9 +240,9 @@ mod tests {
             .unwrap_err()
     }
 
-    /// An error while rendering says the template, its line and column,
-    /// the action it was executing and the function or field, as Go's
-    /// `text/template` says it.
+    /// An error while rendering says the template, its line and column
+    /// (1-based: Go counts columns from 0), the action it was executing
+    /// and the function or field, in the words of Go's `text/template`.
     #[test]
     fn errors_while_rendering_say_where_and_which_function() {
         let at = "components/api.toml vars.x";
