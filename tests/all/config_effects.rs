@@ -163,6 +163,13 @@ fn a_failed_apply_is_retried_on_its_own_and_every_try_is_kept() {
     // who skipped it), what comes after runs, and the workflow ends
     // partial (exit 4), as one with a step skipped does.
     assert_eq!(step(&w, "plan zeta").status, "pending", "{w:#?}");
+    // The failed workflow's page offers it too.
+    let page = m.cp.dashboard_page(&format!("/workflows/{}", w.id));
+    assert!(
+        page.contains("Skip apply broken and go on")
+            && page.contains(&format!("action=\"/workflows/{}/skip\"", w.id)),
+        "{page}"
+    );
     let out =
         m.cp.nuon(&["workflows", "skip", w.id.as_str(), "--wait", "--json"]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
