@@ -44,16 +44,23 @@ pub enum WebhookEvent {
     RunnerUnhealthy,
     /// A runner is healthy again.
     RunnerHealthy,
+    /// A component's health probe failed, as the install's runner saw it
+    /// between deploys (it passed, or had not been seen, before).
+    ProbeFailed,
+    /// A component's health probe passes again, as the runner saw it.
+    ProbeRecovered,
 }
 
 impl WebhookEvent {
     /// Every event.
-    pub const ALL: [WebhookEvent; 5] = [
+    pub const ALL: [WebhookEvent; 7] = [
         WebhookEvent::ApprovalNeeded,
         WebhookEvent::WorkflowFailed,
         WebhookEvent::DriftDetected,
         WebhookEvent::RunnerUnhealthy,
         WebhookEvent::RunnerHealthy,
+        WebhookEvent::ProbeFailed,
+        WebhookEvent::ProbeRecovered,
     ];
 
     /// Its name.
@@ -64,6 +71,8 @@ impl WebhookEvent {
             WebhookEvent::DriftDetected => "drift_detected",
             WebhookEvent::RunnerUnhealthy => "runner_unhealthy",
             WebhookEvent::RunnerHealthy => "runner_healthy",
+            WebhookEvent::ProbeFailed => "probe_failed",
+            WebhookEvent::ProbeRecovered => "probe_recovered",
         }
     }
 }

@@ -1059,7 +1059,11 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
     );
     let inputs = "[[input]]\nname = \"window\"\ndescription = \"how long web's health may take\"\ndefault = \"20s\"\n";
     // The runner watches the probes between deploys every second.
-    let cp = ControlPlane::start_with("3s", &["--probe-interval", "1s"]).unwrap();
+    let cp = ControlPlane::start_with(
+        "3s",
+        &["--probe-interval", "1s", "--webhook-allow-private-networks"],
+    )
+    .unwrap();
     let m = Manual::start_on(
         cp,
         &[
@@ -1270,6 +1274,23 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
         .unwrap()
         .workflows
         .len();
+    // The vendor's webhook is told when a probe fails and recovers.
+    let addr = crate::ops::free_port();
+    let added = ok(m.cp.nuon(&[
+        "orgs",
+        "webhooks",
+        "add",
+        &format!("http://{addr}/hook"),
+        "--events",
+        "probe_failed,probe_recovered",
+        "--json",
+    ]));
+    let secret = serde_json::from_str::<serde_json::Value>(&added).unwrap()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let told = crate::ops::Received::default();
+    let server = crate::ops::receiver(addr, secret, told.clone());
     status.store(503, Ordering::SeqCst);
     let watched = |want: &str| {
         wait_for(
@@ -1321,6 +1342,34 @@ fn a_components_health_probes_gate_its_deploy_and_show_in_the_installs_health() 
         .workflows
         .len();
     assert_eq!(now, runs, "watching runs no workflow");
+    // Signed deliveries: web/healthz failed, then recovered; nothing else
+    // changed (api/migrations kept failing).
+    let got = told.at_least(2, "the probe_failed and probe_recovered deliveries");
+    std::thread::sleep(Duration::from_secs(2));
+    let got_later = told.all();
+    server.abort();
+    assert_eq!(got_later.len(), got.len(), "{got_later:#?}");
+    let events: Vec<(&str, &serde_json::Value)> = got
+        .iter()
+        .map(|(e, _, body, _)| (e.as_str(), &body["data"]))
+        .collect();
+    assert_eq!(
+        events.iter().map(|(e, _)| *e).collect::<Vec<_>>(),
+        ["probe_failed", "probe_recovered"],
+        "{got:#?}"
+    );
+    for (_, data) in &events {
+        assert_eq!(data["install"], "demo", "{data}");
+        assert_eq!(data["component"], "web", "{data}");
+        assert_eq!(data["probe"], "healthz", "{data}");
+    }
+    assert!(
+        events[0].1["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("HTTP 503")
+    );
+    assert!(got.iter().all(|(_, _, _, signed)| *signed), "{got:#?}");
 }
 
 /// Secrets synced into Kubernetes (`kubernetes_sync_targets`, and the

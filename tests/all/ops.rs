@@ -317,19 +317,19 @@ fn debug_commands_are_the_runners_call_and_both_audit_trails_record_them_and_cat
 
 /// One delivery a webhook receiver got: its event, id, body and whether
 /// its signature checked out.
-type Delivery = (String, String, serde_json::Value, bool);
+pub(crate) type Delivery = (String, String, serde_json::Value, bool);
 
 /// What a webhook receiver got.
 #[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<Delivery>>>);
+pub(crate) struct Received(Arc<Mutex<Vec<Delivery>>>);
 
 impl Received {
-    fn all(&self) -> Vec<Delivery> {
+    pub(crate) fn all(&self) -> Vec<Delivery> {
         self.0.lock().unwrap().clone()
     }
 
     /// Waits until `n` deliveries came (`what` names them), and answers all.
-    fn at_least(&self, n: usize, what: &str) -> Vec<Delivery> {
+    pub(crate) fn at_least(&self, n: usize, what: &str) -> Vec<Delivery> {
         wait_for(what, Duration::from_secs(60), || {
             let all = self.all();
             (all.len() >= n).then_some(all)
@@ -340,7 +340,11 @@ impl Received {
 
 /// Serves a webhook receiver on `addr` that checks each delivery's
 /// signature under `secret`, until the handle is aborted.
-fn receiver(addr: SocketAddr, secret: String, got: Received) -> tokio::task::JoinHandle<()> {
+pub(crate) fn receiver(
+    addr: SocketAddr,
+    secret: String,
+    got: Received,
+) -> tokio::task::JoinHandle<()> {
     use axum::http::HeaderMap;
     use nuon_core::webhook;
     let app = axum::Router::new().route(
@@ -380,7 +384,7 @@ fn receiver(addr: SocketAddr, secret: String, got: Received) -> tokio::task::Joi
     })
 }
 
-fn free_port() -> SocketAddr {
+pub(crate) fn free_port() -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap()
 }

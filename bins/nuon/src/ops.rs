@@ -52,7 +52,8 @@ pub(crate) enum WebhooksCommand {
         /// Where deliveries are posted.
         url: String,
         /// What it is told of, comma-separated: approval_needed,
-        /// workflow_failed, drift_detected, runner_unhealthy, runner_healthy.
+        /// workflow_failed, drift_detected, runner_unhealthy, runner_healthy,
+        /// probe_failed, probe_recovered.
         #[arg(long, value_delimiter = ',', required = true)]
         events: Vec<WebhookEvent>,
     },

@@ -209,6 +209,50 @@ impl AppState {
         r
     }
 
+    /// Tells the org's webhooks of each probe the runner's watch saw fail
+    /// (having passed, or not been seen, before) or pass again.
+    async fn probes_changed(
+        &self,
+        org: &nuon_core::OrgId,
+        runner: &RunnerId,
+        was: &[nuon_core::wire::ProbeSeen],
+        now: &[nuon_core::wire::ProbeSeen],
+    ) {
+        use nuon_core::webhook::WebhookEvent;
+        let changed: Vec<(&nuon_core::wire::ProbeSeen, WebhookEvent)> = now
+            .iter()
+            .filter_map(|p| {
+                let before = was
+                    .iter()
+                    .find(|w| w.component == p.component && w.probe == p.probe);
+                match (before.map(|b| b.ok), p.ok) {
+                    (Some(true) | None, false) => Some((p, WebhookEvent::ProbeFailed)),
+                    (Some(false), true) => Some((p, WebhookEvent::ProbeRecovered)),
+                    _ => None,
+                }
+            })
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let Ok(Some(install)) = self.store.find_install_of_runner(org, runner).await else {
+            return;
+        };
+        for (p, event) in changed {
+            let data = serde_json::json!({
+                "install_id": install.id,
+                "install": install.name,
+                "component": p.component,
+                "probe": p.probe,
+                "ok": p.ok,
+                "detail": p.detail,
+                "at_ms": p.at_ms,
+                "runner_id": runner,
+            });
+            crate::ops::emit(&*self.store, org, event, data).await;
+        }
+    }
+
     /// The customer turned break-glass roles on (`now` has them, `was`
     /// not) or off: recorded in the audit trail, and the install's
     /// `role-enabled` / `role-disabled` actions started.
@@ -282,11 +326,15 @@ impl AppState {
                 Err(_) => None,
             },
         };
-        let was = before.map(|b| b.break_glass).unwrap_or_default();
+        let (was, probes_before) = before
+            .map(|b| (b.break_glass, b.probes))
+            .unwrap_or_default();
         if was != t.break_glass {
             self.break_glass_changed(org, runner, &was, &t.break_glass)
                 .await;
         }
+        self.probes_changed(org, runner, &probes_before, &t.probes)
+            .await;
         let json = serde_json::to_string(&t).unwrap_or_default();
         if let Err(e) = self.store.set_runner_telemetry(runner, &json).await {
             tracing::warn!(%runner, error = %e, "cannot keep the runner's telemetry");
