@@ -437,8 +437,9 @@ fn leases_are_extended_by_the_replica_taking_the_lead_not_by_one_starting_beside
 
 /// Cron triggers on two replicas of one PostgreSQL: the leading replica
 /// alone starts each due run; the other one, serving the same install,
-/// starts none. (That a leader taking over never starts a due time its
-/// predecessor did is the store's: `store/tests/workflows.rs`.)
+/// starts none. When the leader dies, the other takes over: it starts the
+/// next due run, and not again the one its predecessor started (which it
+/// finds due as well, within the catch-up window).
 #[test]
 fn two_replicas_start_each_cron_run_once() {
     use crate::deploy::{METADATA, Manual, ended, run_workflow};
@@ -457,7 +458,7 @@ fn two_replicas_start_each_cron_run_once() {
     .unwrap();
     let b = ControlPlane::start_replica(&data, "3s", &pg.url, tmp.path(), "b").unwrap();
     let tick = "name = \"tick\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"cron\"\ncron_schedule = \"* * * * *\"\n\n[[steps]]\nname = \"tock\"\ncommand = \"echo tock\"\n";
-    let m = Manual::start_on(
+    let mut m = Manual::start_on(
         a,
         &[METADATA, ("actions/tick.toml", tick)],
         None,
@@ -482,15 +483,52 @@ fn two_replicas_start_each_cron_run_once() {
     assert_eq!(first.status, "succeeded", "{first:#?}");
     // The schedule has been looked at many times since.
     std::thread::sleep(Duration::from_secs(5));
-    let seen = crons(&b.client());
-    let mut minutes: Vec<i64> = seen.iter().map(|w| w.created_at_ms / 60_000).collect();
-    minutes.sort();
-    let runs = minutes.len();
-    minutes.dedup();
-    assert_eq!(minutes.len(), runs, "one run per due minute: {seen:#?}");
+    let once_a_minute = |b: &ControlPlane| {
+        let seen = crons(&b.client());
+        let mut minutes: Vec<i64> = seen.iter().map(|w| w.created_at_ms / 60_000).collect();
+        minutes.sort();
+        let runs = minutes.len();
+        minutes.dedup();
+        assert_eq!(minutes.len(), runs, "one run per due minute: {seen:#?}");
+        seen
+    };
+    once_a_minute(&b);
     assert!(
         !b.server_log().contains("this replica leads maintenance"),
         "b follows: {}",
         b.server_log()
+    );
+    // The leader dies: b takes over, finds the minute a started due too,
+    // does not start it again, and starts the next one.
+    let started = first.created_at_ms / 60_000;
+    m.cp.kill9();
+    wait_for(
+        "replica b to take the lead",
+        Duration::from_secs(30),
+        || {
+            b.server_log()
+                .contains("this replica leads maintenance")
+                .then_some(())
+        },
+    )
+    .unwrap();
+    wait_for(
+        "b to start the next due run",
+        Duration::from_secs(100),
+        || {
+            crons(&b.client())
+                .into_iter()
+                .find(|w| w.created_at_ms / 60_000 > started)
+        },
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    let seen = once_a_minute(&b);
+    assert_eq!(
+        seen.iter()
+            .filter(|w| w.created_at_ms / 60_000 == started)
+            .count(),
+        1,
+        "{seen:#?}"
     );
 }
