@@ -78,6 +78,19 @@ pub enum StepKind {
 }
 
 impl StepKind {
+    /// Whether the step is one of the sandbox's (its sync, plans, apply
+    /// and destroy).
+    pub const fn is_sandbox(self) -> bool {
+        matches!(
+            self,
+            StepKind::SandboxSync
+                | StepKind::SandboxPlan
+                | StepKind::SandboxApply
+                | StepKind::SandboxDestroyPlan
+                | StepKind::SandboxDestroy
+        )
+    }
+
     /// Whether the control plane does the step itself (it waits for
     /// something) rather than a runner's job.
     pub const fn is_await(self) -> bool {

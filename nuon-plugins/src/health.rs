@@ -23,8 +23,9 @@ use nuon_core::{HealthJob, Job, JobHost, JobResult, JobSpec, Outcome, Plugin, Pl
 use nuon_core::{ProcessExit, ProcessSpec, StopReason};
 use serde_json::{Value, json};
 
-/// The longest a probe may take in a round.
-const MAX_PROBE_TIME: Duration = Duration::from_secs(10);
+/// The longest a probe may take in a round (of a health job, and of the
+/// runner's watch).
+pub const MAX_PROBE_TIME: Duration = Duration::from_secs(10);
 
 /// How much of an exec probe's output its result quotes.
 const QUOTE: usize = 200;

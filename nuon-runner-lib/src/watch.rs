@@ -24,14 +24,11 @@ use futures_util::future::join_all;
 use nuon_core::Transport;
 use nuon_core::app::ProbeKind;
 use nuon_core::wire::{HeartbeatRequest, ProbeSeen, ProbeWatch, RunnerSettingsInfo};
-use nuon_plugins::health::Prober;
+use nuon_plugins::health::{MAX_PROBE_TIME, Prober};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
 use crate::RunnerStats;
-
-/// The longest a probe may take in a round.
-const MAX_PROBE_TIME: Duration = Duration::from_secs(10);
 
 /// The shortest time between two rounds, whatever the settings say.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -74,10 +71,8 @@ impl Watch {
             } else {
                 round(&prober, &watch, interval.min(MAX_PROBE_TIME), self.confined).await
             };
-            let now: BTreeMap<(String, String), bool> = seen
-                .iter()
-                .map(|p| ((p.component.clone(), p.probe.clone()), p.ok))
-                .collect();
+            let now: BTreeMap<(String, String), bool> =
+                seen.iter().map(|p| (key(p), p.ok)).collect();
             let changed = now != before;
             for p in seen.iter().filter(|p| before.get(&key(p)) != Some(&p.ok)) {
                 let was = if p.ok { "passes" } else { "fails" };

@@ -78,35 +78,7 @@ impl Engine {
             Act::Retry => {
                 let others = self.store.list_workflows(org, &wf.install_id).await?;
                 let (step, redo) = rules::retry(&wf, r.step.as_deref(), &others)?;
-                for index in redo {
-                    // A step that failed keeps its try with the others.
-                    let tried = wf
-                        .steps
-                        .iter()
-                        .find(|s| s.index == index)
-                        .filter(|s| s.status == StepStatus::Failed);
-                    let attempts = tried.map(|s| {
-                        let at = wf.finished_at_ms.unwrap_or_else(nuon_core::now_ms);
-                        rules::with_failed_try(s, s.reason.clone().unwrap_or_default(), at, None)
-                    });
-                    self.store
-                        .update_step(
-                            org,
-                            id,
-                            index,
-                            StepUpdate {
-                                status: StepStatus::Pending,
-                                approved: Some(false),
-                                clear_job: true,
-                                attempts,
-                                ..StepUpdate::default()
-                            },
-                        )
-                        .await?;
-                }
-                self.store
-                    .set_workflow_status(org, id, nuon_core::workflow::WorkflowStatus::Running)
-                    .await?;
+                self.run_again(org, &wf, &redo).await?;
                 tracing::info!(workflow = %id, step = %step.name, "retrying");
             }
             Act::Skip => {
@@ -114,48 +86,41 @@ impl Engine {
                 let (step, taken, redo) = rules::skip(&wf, r.step.as_deref(), &others)?;
                 // The failed try is kept with the step, which says who
                 // skipped it.
-                let was = step.reason.clone().unwrap_or_default();
-                let at = wf.finished_at_ms.unwrap_or_else(nuon_core::now_ms);
-                let attempts = (step.status == StepStatus::Failed)
-                    .then(|| rules::with_failed_try(step, was, at, None));
                 let said = format!("skipped by {} after it {}", r.by, step.status);
-                self.store
-                    .update_step(
-                        org,
-                        id,
-                        step.index,
-                        StepUpdate {
-                            attempts,
-                            ..update(StepStatus::Skipped, Some(said))
-                        },
-                    )
-                    .await?;
+                let u = StepUpdate {
+                    attempts: failed_try(&wf, step),
+                    ..update(StepStatus::Skipped, Some(said))
+                };
+                self.store.update_step(org, id, step.index, u).await?;
                 let why = format!("skipped: {:?} was skipped", step.name);
                 for index in taken {
-                    self.store
-                        .update_step(
-                            org,
-                            id,
-                            index,
-                            update(StepStatus::Skipped, Some(why.clone())),
-                        )
-                        .await?;
-                }
-                for index in redo {
-                    let u = StepUpdate {
-                        status: StepStatus::Pending,
-                        approved: Some(false),
-                        clear_job: true,
-                        ..StepUpdate::default()
-                    };
+                    let u = update(StepStatus::Skipped, Some(why.clone()));
                     self.store.update_step(org, id, index, u).await?;
                 }
-                self.store
-                    .set_workflow_status(org, id, nuon_core::workflow::WorkflowStatus::Running)
-                    .await?;
+                self.run_again(org, &wf, &redo).await?;
                 tracing::info!(workflow = %id, step = %step.name, by = %r.by, "skipped; going on");
             }
         }
+        Ok(())
+    }
+
+    /// Sets the steps `redo` back to pending (a step that failed keeps its
+    /// try with the others) and the workflow running: what a retry and a
+    /// skip do to the rest.
+    async fn run_again(&self, org: &OrgId, wf: &WorkflowInfo, redo: &[u32]) -> Result<()> {
+        for step in wf.steps.iter().filter(|s| redo.contains(&s.index)) {
+            let u = StepUpdate {
+                status: StepStatus::Pending,
+                approved: Some(false),
+                clear_job: true,
+                attempts: failed_try(wf, step),
+                ..StepUpdate::default()
+            };
+            self.store.update_step(org, &wf.id, step.index, u).await?;
+        }
+        self.store
+            .set_workflow_status(org, &wf.id, nuon_core::workflow::WorkflowStatus::Running)
+            .await?;
         Ok(())
     }
 
@@ -274,4 +239,16 @@ impl Engine {
         tracing::info!(workflow = %wf.id, step = %step.name, ?how, "approval denied");
         Ok(())
     }
+}
+
+/// A failed step's tries with its last one (its reason, at the workflow's
+/// end) added; none for a step that did not fail.
+fn failed_try(
+    wf: &WorkflowInfo,
+    step: &WorkflowStepInfo,
+) -> Option<Vec<nuon_core::wire::StepAttempt>> {
+    (step.status == StepStatus::Failed).then(|| {
+        let at = wf.finished_at_ms.unwrap_or_else(nuon_core::now_ms);
+        rules::with_failed_try(step, step.reason.clone().unwrap_or_default(), at, None)
+    })
 }

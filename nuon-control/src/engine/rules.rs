@@ -488,23 +488,13 @@ pub(crate) fn skip<'a>(
             ),
         ));
     }
-    let sandbox = |k: StepKind| {
-        matches!(
-            k,
-            StepKind::SandboxSync
-                | StepKind::SandboxPlan
-                | StepKind::SandboxApply
-                | StepKind::SandboxDestroyPlan
-                | StepKind::SandboxDestroy
-        )
-    };
     let with_it = |s: &WorkflowStepInfo| match &step.target {
         Some(t) => {
             s.target.as_ref() == Some(t)
                 && !matches!(s.kind, StepKind::Action | StepKind::SecretsSync)
                 && !matches!(step.kind, StepKind::Action | StepKind::SecretsSync)
         }
-        None => sandbox(step.kind) && sandbox(s.kind) && s.target.is_none(),
+        None => step.kind.is_sandbox() && s.kind.is_sandbox() && s.target.is_none(),
     };
     let later = wf.steps.iter().filter(|s| {
         s.index > step.index

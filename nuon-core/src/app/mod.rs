@@ -471,17 +471,9 @@ pub fn max_auto_retries_of(
     kind: crate::workflow::StepKind,
     target: Option<&str>,
 ) -> u32 {
-    use crate::workflow::StepKind as K;
     match (kind, target) {
-        (K::Action, _) => 0,
-        (
-            K::SandboxSync
-            | K::SandboxPlan
-            | K::SandboxApply
-            | K::SandboxDestroyPlan
-            | K::SandboxDestroy,
-            None,
-        ) => config.sandbox.as_ref().map_or(0, |s| s.max_auto_retries),
+        (crate::workflow::StepKind::Action, _) => 0,
+        (k, None) if k.is_sandbox() => config.sandbox.as_ref().map_or(0, |s| s.max_auto_retries),
         (_, Some(c)) => config.component(c).map_or(0, |c| c.max_auto_retries),
         (_, None) => 0,
     }

@@ -51,12 +51,7 @@ pub fn operation(wf: WorkflowKind, step: StepKind) -> &'static str {
 pub fn principal(step: StepKind, target: Option<&str>) -> String {
     let t = target.unwrap_or_default();
     match step {
-        StepKind::SandboxSync
-        | StepKind::SandboxPlan
-        | StepKind::SandboxApply
-        | StepKind::SandboxDestroyPlan
-        | StepKind::SandboxDestroy
-        | StepKind::SecretsSync => "nuon::sandbox".into(),
+        s if s.is_sandbox() || s == StepKind::SecretsSync => "nuon::sandbox".into(),
         StepKind::Action => format!("nuon::action:{t}"),
         _ => format!("nuon::component:{t}"),
     }

@@ -98,6 +98,7 @@ pub(super) fn form(
                     @for i in inputs {
                         @let id = format!("input-{}", i.name);
                         @let default = i.default.as_ref().map(shown);
+                        @let typed = sent(&format!("input.{}", i.name));
                         div.field {
                             label for=(id) {
                                 (i.display_name.as_deref().unwrap_or(&i.name)) " " code { (i.name) }
@@ -109,12 +110,12 @@ pub(super) fn form(
                                 input id=(id) type="password" name={ "input." (i.name) } autocomplete="off" required[i.required && default.is_none()];
                             } @else if i.ty == InputType::Bool {
                                 select id=(id) name={ "input." (i.name) } {
-                                    option value="" selected[sent(&format!("input.{}", i.name)).is_empty()] { "(its default)" }
-                                    option value="true" selected[sent(&format!("input.{}", i.name)) == "true"] { "true" }
-                                    option value="false" selected[sent(&format!("input.{}", i.name)) == "false"] { "false" }
+                                    option value="" selected[typed.is_empty()] { "(its default)" }
+                                    option value="true" selected[typed == "true"] { "true" }
+                                    option value="false" selected[typed == "false"] { "false" }
                                 }
                             } @else {
-                                input id=(id) type="text" name={ "input." (i.name) } value=(sent(&format!("input.{}", i.name))) autocomplete="off" required[i.required && default.is_none()];
+                                input id=(id) type="text" name={ "input." (i.name) } value=(typed) autocomplete="off" required[i.required && default.is_none()];
                             }
                         }
                     }
