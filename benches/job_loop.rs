@@ -511,7 +511,7 @@ fn dev_phases(runs: usize) -> Result<Vec<(String, f64)>> {
     for _ in 0..runs {
         let tmp = tempfile::tempdir()?;
         let start = Instant::now();
-        let out = std::process::Command::new(nuon_tests::bin("nuon"))
+        let out = nuon_tests::ours("nuon")
             .arg("dev")
             .arg("--once")
             .arg("--data-dir")

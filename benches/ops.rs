@@ -224,7 +224,7 @@ async fn metrics(runners: usize) -> Result<(f64, f64, usize)> {
 /// --install-token` process, timed from its start to the control plane
 /// seeing it call (healthy). Milliseconds, each run.
 fn phone_home(runs: usize) -> Result<Vec<f64>> {
-    use nuon_tests::{bin, rt};
+    use nuon_tests::{ours, rt};
     let cp = nuon_tests::ControlPlane::start("10s")?;
     let dir = tempfile::tempdir()?;
     let app = dir.path().join("app");
@@ -269,7 +269,7 @@ fn phone_home(runs: usize) -> Result<Vec<f64>> {
             .ok_or_else(|| anyhow::anyhow!("no token"))?;
         let started_ms = now_ms();
         let t = Instant::now();
-        let mut child = std::process::Command::new(bin("nuon-runner"))
+        let mut child = ours("nuon-runner")
             .arg("run")
             .args(["--api", &cp.runner_url, "--signing-key", &cp.signing_key])
             .arg("--work-dir")

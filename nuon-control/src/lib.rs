@@ -31,6 +31,7 @@ pub mod keys;
 mod oidc;
 mod ops;
 mod private;
+mod render_pool;
 pub mod reseal;
 pub mod secrets;
 mod server;

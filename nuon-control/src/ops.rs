@@ -410,7 +410,10 @@ pub(crate) fn is_public(ip: std::net::IpAddr) -> bool {
                 || a >= 240)
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            // An IPv4 address inside an IPv6 one reaches that IPv4 address
+            // (through the host, a NAT64 gateway or a 6to4 or Teredo
+            // relay): it is public when the IPv4 one is.
+            if let Some(v4) = embedded_ipv4(v6) {
                 return is_public(IpAddr::V4(v4));
             }
             let first = v6.segments()[0];
@@ -421,6 +424,33 @@ pub(crate) fn is_public(ip: std::net::IpAddr) -> bool {
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80)
         }
+    }
+}
+
+/// The IPv4 address an IPv6 address carries: IPv4-mapped (`::ffff:a.b.c.d`),
+/// IPv4-compatible (`::a.b.c.d`, deprecated but routed by some stacks),
+/// NAT64 (`64:ff9b::/96` and the local-use `64:ff9b:1::/48`), 6to4
+/// (`2002:AABB:CCDD::/16`) and Teredo (`2001:0::/32`, the client's address
+/// inverted in the last 32 bits).
+fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    use std::net::Ipv4Addr;
+    let s = v6.segments();
+    let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    match s {
+        // ::a.b.c.d, but not :: and ::1 (unspecified and loopback).
+        [0, 0, 0, 0, 0, 0, _, _] if !v6.is_loopback() && !v6.is_unspecified() => Some(low),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] | [0x64, 0xff9b, 1, ..] => Some(low),
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::new(
+            (hi >> 8) as u8,
+            hi as u8,
+            (lo >> 8) as u8,
+            lo as u8,
+        )),
+        [0x2001, 0, ..] => Some(Ipv4Addr::from(!u32::from(low))),
+        _ => None,
     }
 }
 
@@ -784,10 +814,29 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:10.0.0.1",
+            // IPv4 inside IPv6: NAT64, 6to4, IPv4-compatible, Teredo.
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::10.0.0.1",
+            "2002:7f00:0001::1",
+            "2002:a9fe:a9fe::",
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::169.254.169.254",
+            // Teredo: the client 127.0.0.1, inverted.
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["1.1.1.1", "93.184.216.34", "2606:4700:4700::1111"] {
+        for ip in [
+            "1.1.1.1",
+            "93.184.216.34",
+            "2606:4700:4700::1111",
+            "64:ff9b::1.1.1.1",
+            "2002:0101:0101::1",
+            "::1.1.1.1",
+            "2001:0:4136:e378:8000:63bf:fefe:fefe",
+        ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
     }

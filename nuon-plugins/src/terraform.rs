@@ -175,8 +175,7 @@ mod tests {
             .to_string();
         assert!(e.contains("terraform_version"), "{e}");
 
-        if which::which("terraform").is_err() {
-            eprintln!("SKIPPED: terraform is not installed: its version check is not run");
+        if !nuon_test_fixtures::have_tool("terraform", "check its version") {
             return;
         }
         let t = find(">= 1.0").unwrap();

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use nuon_tests::{bin, rt};
+use nuon_tests::{ours, rt};
 
 fn validate(dir: &Path, json: bool) -> std::process::Output {
-    let mut cmd = Command::new(bin("nuon"));
+    let mut cmd = ours("nuon");
     cmd.args(["apps", "validate"]).arg(dir);
     if json {
         cmd.arg("--json");

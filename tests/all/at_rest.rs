@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use base64::Engine as _;
 use nuon_control::{ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, OpenStore, SIGNING_KEY_FILE};
 use nuon_test_fixtures::PgCluster;
-use nuon_tests::{bin, have_tool, rt};
+use nuon_tests::{have_tool, ours, rt};
 
 fn example() -> PathBuf {
     nuon_tests::manifest_dir().join("../examples/apps/hello")
@@ -30,7 +30,7 @@ fn free_port() -> u16 {
 /// `nuon dev --once` on a fresh `data`, its control plane on `database_url`
 /// when given.
 fn provision(data: &Path, database_url: Option<&str>) {
-    let mut c = Command::new(bin("nuon"));
+    let mut c = ours("nuon");
     c.arg("dev")
         .arg("--data-dir")
         .arg(data)
@@ -204,7 +204,7 @@ fn no_secret_key_or_token_is_readable_in_the_data_dir_on_sqlite() {
     let db = control.join("nuon.db");
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::set_permissions(&control, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = Command::new(bin("nuon-ctl"))
+    let out = ours("nuon-ctl")
         .args(["serve", "--strict-permissions", "--listen", "127.0.0.1:0"])
         .args(["--runner-listen", "127.0.0.1:0", "--data-dir"])
         .arg(&control)
@@ -229,7 +229,7 @@ fn no_secret_key_or_token_is_readable_in_the_data_dir_on_sqlite() {
     let key_file = control.join(nuon_control::secrets::SECRETS_KEY_FILE);
     let old = unhex(&std::fs::read_to_string(&key_file).unwrap());
     let new = [0x6b; 32];
-    let out = Command::new(bin("nuon-ctl"))
+    let out = ours("nuon-ctl")
         .args([
             "rotate-secrets-key",
             "--grace",

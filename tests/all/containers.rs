@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nuon_core::JobStatus;
 use nuon_core::wire::{CreateJob, JobInfo};
 use nuon_tests::{
-    ControlPlane, Runner, RunnerOpts, all_logs, bin, have_tool, process_alive, rt, wait_for,
+    ControlPlane, Runner, RunnerOpts, all_logs, have_tool, ours, process_alive, rt, wait_for,
     wait_job,
 };
 
@@ -62,7 +62,7 @@ fn busybox() -> String {
 
 /// `nuon images tool` into `store`: the image's `REPOSITORY@DIGEST`.
 pub(crate) fn tool_image(store: &Path, args: &[&str]) -> String {
-    let out = Command::new(bin("nuon"))
+    let out = ours("nuon")
         .args(["--json", "images", "tool", "--store"])
         .arg(store)
         .args(["--busybox", &busybox()])
@@ -760,7 +760,7 @@ fn a_runner_with_a_relative_work_dir_runs_jobs_in_containers() {
     let image = tool_image(&tmp.path().join("data/store"), &["--tag", "1"]);
     let token = cp.create_runner("rel").unwrap();
     let log = std::fs::File::create(tmp.path().join("runner.log")).unwrap();
-    let child = Command::new(bin("nuon-runner"))
+    let child = ours("nuon-runner")
         .current_dir(tmp.path())
         .args(["run", "--api", &cp.runner_url, "--token", &token])
         .args(["--signing-key", &cp.signing_key, "--work-dir", "data"])

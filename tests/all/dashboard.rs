@@ -784,7 +784,7 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
     // Another org's install is not found.
     let other = m.cp.create_org("other").unwrap();
     let as_other = |args: &[&str]| {
-        std::process::Command::new(nuon_tests::bin("nuon"))
+        nuon_tests::ours("nuon")
             .args(args)
             .env("NUON_API_URL", &base)
             .env("NUON_TOKEN", &other)

@@ -11,7 +11,7 @@ use std::time::Duration;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::WorkflowInfo;
 use nuon_core::workflow::WorkflowKind;
-use nuon_tests::{ControlPlane, bin, have_tool, rt, signal, wait_for};
+use nuon_tests::{ControlPlane, bin, have_tool, ours, rt, signal, wait_for};
 
 pub(crate) fn example() -> PathBuf {
     nuon_tests::manifest_dir().join("../examples/apps/hello")
@@ -31,7 +31,7 @@ pub(crate) fn dev(data_dir: &Path, ports: (u16, u16), extra: &[&str]) -> Command
 
 /// `nuon dev` of the app in `app_dir`.
 fn dev_of(app_dir: &Path, data_dir: &Path, ports: (u16, u16), extra: &[&str]) -> Command {
-    let mut c = Command::new(bin("nuon"));
+    let mut c = ours("nuon");
     c.arg("dev")
         .arg("--data-dir")
         .arg(data_dir)
@@ -403,7 +403,7 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
     let w = wait_workflow(&c, &id, waiting("apply database"));
     assert_eq!(step(&w, "apply sandbox").status, "succeeded");
     // The CLI denies it: the database and what depends on it are skipped.
-    let out = Command::new(bin("nuon"))
+    let out = ours("nuon")
         .args(["--api", &format!("http://127.0.0.1:{}", ports.0)])
         .args([
             "--token",
@@ -435,7 +435,7 @@ fn prompt_waits_for_approvals_and_a_denial_skips_the_component_and_its_dependent
     );
 
     // 7. A template that renders to nothing is refused before any job runs.
-    let out = Command::new(bin("nuon"))
+    let out = ours("nuon")
         .args(["--api", &format!("http://127.0.0.1:{}", ports.0)])
         .args([
             "--token",
@@ -544,7 +544,7 @@ impl Manual {
         write_files(&app, files);
         prepare(&app);
         let token = std::fs::read_to_string(cp.data_dir.join("build-runner-token")).unwrap();
-        let build_runner = Command::new(bin("nuon-build-runner"))
+        let build_runner = ours("nuon-build-runner")
             .arg("run")
             .args(["--api", &cp.runner_url, "--signing-key", &cp.signing_key])
             .arg("--work-dir")
@@ -601,7 +601,7 @@ impl Manual {
 
     fn runner_of(&self, name: &str, store: &Path, token: &str, path: Option<&str>) -> Child {
         let d = self.dir.path();
-        let mut c = Command::new(bin("nuon-runner"));
+        let mut c = ours("nuon-runner");
         c.arg("run")
             .args([
                 "--api",
@@ -787,6 +787,19 @@ fn broken_inputs_fail_with_clear_errors() {
     assert!(text.contains("Error:"), "{text}");
 
     // No terraform on the runner's PATH: the error says what to install.
+    let there: Vec<&str> = [
+        "/usr/bin/terraform",
+        "/bin/terraform",
+        "/usr/bin/tofu",
+        "/bin/tofu",
+    ]
+    .into_iter()
+    .filter(|p| std::path::Path::new(p).exists())
+    .collect();
+    assert!(
+        there.is_empty(),
+        "this test takes terraform away from the runner with PATH=/usr/bin:/bin, and {there:?} is there: install terraform elsewhere (/usr/local/bin)"
+    );
     m.restart_runner(Some("/usr/bin:/bin"));
     let w = deploy("fine");
     assert_eq!(w.status, "failed");
@@ -1599,7 +1612,7 @@ fn a_release_bundle_exported_moved_and_imported_deploys_without_the_vendor_store
         }
     }
     let import = |bundle: &Path, store: &Path| {
-        Command::new(bin("nuon-runner"))
+        ours("nuon-runner")
             .arg("import")
             .arg("--bundle")
             .arg(bundle)
@@ -1629,8 +1642,18 @@ fn a_release_bundle_exported_moved_and_imported_deploys_without_the_vendor_store
 #[test]
 fn a_docker_build_without_buildah_or_docker_says_what_to_install() {
     let have = |b: &str| which::which(b).is_ok();
-    if have("buildah") {
-        eprintln!("SKIPPED: buildah is installed; this checks the error without an image builder");
+    // This checks the error when no image builder is there: a machine with
+    // buildah, or docker with its buildx plugin, builds the image instead.
+    let buildx = have("docker")
+        && std::process::Command::new("docker")
+            .args(["buildx", "version"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if have("buildah") || buildx {
+        eprintln!(
+            "SKIPPED: {} is installed: the error without an image builder cannot be seen here",
+            if buildx { "docker buildx" } else { "buildah" }
+        );
         return;
     }
     let m = Manual::start(&[
@@ -2733,7 +2756,7 @@ fn the_readme_walkthrough_runs_as_written() {
     )
     .unwrap();
     let ports = (free_port(), free_port());
-    let child = Command::new(bin("nuon"))
+    let child = ours("nuon")
         .arg("dev")
         .args(["--listen", &format!("127.0.0.1:{}", ports.0)])
         .args(["--runner-listen", &format!("127.0.0.1:{}", ports.1)])

@@ -59,7 +59,7 @@ fn exec_wait_streams_both_streams_in_order_and_exits_with_the_job_code() {
     ] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let out = std::process::Command::new(nuon_tests::bin("nuon"))
+        let out = nuon_tests::ours("nuon")
             .args(args)
             .env("NUON_API_URL", &s.cp.control_url)
             .env("NUON_TOKEN", &s.cp.admin_token)
@@ -268,7 +268,7 @@ fn nuon_dev_runs_the_demo_end_to_end() {
     }
     let dir = tempfile::tempdir().unwrap();
     let app = nuon_tests::manifest_dir().join("../examples/apps/hello");
-    let out = std::process::Command::new(nuon_tests::bin("nuon"))
+    let out = nuon_tests::ours("nuon")
         .args([
             "dev",
             "--once",

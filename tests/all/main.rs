@@ -11,6 +11,7 @@ mod dashboard;
 mod deploy;
 mod faults;
 mod groups;
+mod hostile;
 mod job_loop;
 mod lifecycle;
 mod openapi;

@@ -7,14 +7,14 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use nuon_tests::{ControlPlane, bin, rt};
+use nuon_tests::{ControlPlane, ours, rt};
 
 fn example() -> std::path::PathBuf {
     nuon_tests::manifest_dir().join("../examples/apps/hello")
 }
 
 fn nuon(cp: &ControlPlane, token: &str, args: &[&str]) -> Value {
-    let out = Command::new(bin("nuon"))
+    let out = ours("nuon")
         .arg("--json")
         .args(args)
         .env("NUON_API_URL", &cp.control_url)

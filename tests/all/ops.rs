@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nuon_core::audit::AuditEntry;
-use nuon_tests::{ControlPlane, Runner, RunnerOpts, bin, have_tool, rt, signal, wait_for};
+use nuon_tests::{ControlPlane, Runner, RunnerOpts, have_tool, ours, rt, signal, wait_for};
 
 use crate::deploy::{METADATA, Manual, ok, text};
 
@@ -30,7 +30,7 @@ fn ok_text(out: &std::process::Output) -> String {
 }
 
 fn runner_audit(args: &[&str], work_dir: &Path) -> std::process::Output {
-    Command::new(bin("nuon-runner"))
+    ours("nuon-runner")
         .arg("audit")
         .args(args)
         .arg("--work-dir")

@@ -202,7 +202,7 @@ fn an_org_limit_holds_its_running_jobs_across_runners_and_replicas() {
     let a = ControlPlane::start_replica(&data, "60s", &pg.url, tmp.path(), "a").unwrap();
     let b = ControlPlane::start_replica(&data, "60s", &pg.url, tmp.path(), "b").unwrap();
     let ctl = |args: &[&str]| {
-        std::process::Command::new(nuon_tests::bin("nuon-ctl"))
+        nuon_tests::ours("nuon-ctl")
             .args(["orgs", "limit"])
             .args(args)
             .args(["--database-url", &pg.url])
@@ -226,7 +226,7 @@ fn an_org_limit_holds_its_running_jobs_across_runners_and_replicas() {
     // (the data dir of a replica on PostgreSQL holds none).
     let empty = tmp.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let out = std::process::Command::new(nuon_tests::bin("nuon-ctl"))
+    let out = nuon_tests::ours("nuon-ctl")
         .args([
             "orgs",
             "limit",

@@ -14,7 +14,7 @@ use nuon_client::ControlClient;
 use nuon_control::OpenStore;
 use nuon_core::{JobId, JobStatus, OrgSigningKey};
 use nuon_test_fixtures::PgCluster;
-use nuon_tests::{ControlPlane, Runner, RunnerOpts, bin, rt, wait_for, wait_job};
+use nuon_tests::{ControlPlane, Runner, RunnerOpts, ours, rt, wait_for, wait_job};
 
 use crate::{LONG, queue_sh};
 
@@ -126,7 +126,7 @@ fn rotation_under_running_runners(
     };
     std::thread::sleep(Duration::from_secs(2));
 
-    let out = Command::new(bin("nuon-ctl"))
+    let out = ours("nuon-ctl")
         .args(["orgs", "rotate-signing-key", "default", "--json"])
         .args(["--overlap", &format!("{OVERLAP_MS}ms")])
         .arg("--data-dir")
@@ -294,7 +294,7 @@ fn run_jobs(client: &ControlClient, runner: &str, n: usize) {
 }
 
 fn rotate_secrets(cp: &ControlPlane, new_key: &str, extra: &[&str]) -> Command {
-    let mut c = Command::new(bin("nuon-ctl"));
+    let mut c = ours("nuon-ctl");
     c.args(["rotate-secrets-key", "--new-key", new_key, "--grace", "1s"])
         .args(extra)
         .arg("--data-dir")

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use nuon_tests::{RUNNER_NEXT_VERSION, bin, have_tool, runner_next, wait_for};
+use nuon_tests::{RUNNER_NEXT_VERSION, bin, have_tool, ours, runner_next, wait_for};
 use serde_json::Value;
 
 use crate::deploy::{METADATA, Manual, ok, text};
@@ -102,7 +102,7 @@ fn wait_on(m: &Manual, name: &str, version: &str, secs: u64) {
 
 fn start_runner(m: &Manual, name: &str, token: &str) -> Child {
     let d = m.dir.path();
-    Command::new(bin("nuon-runner"))
+    ours("nuon-runner")
         .arg("run")
         .args([
             "--api",
@@ -324,7 +324,7 @@ exec sleep 600
     let nuon = {
         let (url, token) = (m.cp.control_url.clone(), m.cp.admin_token.clone());
         move |args: &[&str]| {
-            Command::new(bin("nuon"))
+            ours("nuon")
                 .args(args)
                 .env("NUON_API_URL", &url)
                 .env("NUON_TOKEN", &token)

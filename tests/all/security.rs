@@ -464,7 +464,7 @@ fn bad_input_gets_clear_errors_and_harms_nothing() {
 #[test]
 fn an_empty_token_is_named() {
     let cp = ControlPlane::start("10s").unwrap();
-    let out = std::process::Command::new(nuon_tests::bin("nuon"))
+    let out = nuon_tests::ours("nuon")
         .args(["apps", "list"])
         .env("NUON_API_URL", &cp.control_url)
         .env("NUON_TOKEN", "")
@@ -504,7 +504,7 @@ fn each_api_names_the_other_when_reached_by_mistake() {
     assert!(log.contains("not its Runner API"), "{log}");
     assert!(log.contains(&cp.runner_url), "{log}");
 
-    let out = std::process::Command::new(nuon_tests::bin("nuon"))
+    let out = nuon_tests::ours("nuon")
         .args(["apps", "list", "--json"])
         .env("NUON_API_URL", &cp.runner_url)
         .env("NUON_TOKEN", &cp.admin_token)

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nuon_core::workflow::WorkflowKind;
-use nuon_tests::{ControlPlane, bin, have_python_module, have_tool, rt, wait_for};
+use nuon_tests::{ControlPlane, bin, have_python_module, have_tool, ours, rt, wait_for};
 
 use crate::deploy::{METADATA, Manual, ok, run_workflow, text};
 
@@ -47,7 +47,7 @@ fn vm_stack(m: &Manual, dir: &std::path::Path) -> (String, String) {
 /// A fresh `nuon-runner run` in work dir `dir` with `token` as its stack's
 /// one-time token.
 fn phone_home_again(m: &Manual, dir: &str, token: &str) -> std::process::Output {
-    Command::new(bin("nuon-runner"))
+    ours("nuon-runner")
         .arg("run")
         .args([
             "--api",
@@ -579,7 +579,7 @@ fn the_customer_disables_the_runner_nothing_new_is_queued_and_a_waiting_step_fai
     // The customer's switch, on the runner's own machine, while it runs.
     let work = m.runner_work_dir();
     let switch = |args: &[&str]| {
-        let out = Command::new(bin("nuon-runner"))
+        let out = ours("nuon-runner")
             .args(args)
             .arg("--work-dir")
             .arg(&work)
@@ -765,7 +765,7 @@ fn each_job_gets_its_operations_role_and_break_glass_waits_for_the_customer() {
         .unwrap()
         .workflows
         .len();
-    let out = Command::new(bin("nuon-runner"))
+    let out = ours("nuon-runner")
         .args(["break-glass", "enable", "demo-bg", "--work-dir"])
         .arg(m.runner_work_dir())
         .output()
@@ -810,7 +810,7 @@ fn each_job_gets_its_operations_role_and_break_glass_waits_for_the_customer() {
         "{trail}"
     );
     // Turned off again: the role-disabled action runs.
-    let out = Command::new(bin("nuon-runner"))
+    let out = ours("nuon-runner")
         .args(["break-glass", "disable", "demo-bg", "--work-dir"])
         .arg(m.runner_work_dir())
         .output()

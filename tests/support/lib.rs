@@ -116,6 +116,22 @@ pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
 
+/// A command running one of our binaries, without the `NUON_*` variables
+/// of the shell that runs the tests (`NUON_SECRETS_KEY`,
+/// `NUON_DATABASE_URL`, `NUON_TOKEN`...): a test's result does not depend
+/// on them. `NUON_TEST_REQUIRE` is kept.
+pub fn ours(name: &str) -> Command {
+    let mut cmd = ours(name);
+    for (k, _) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| k.starts_with("NUON_") && k != "NUON_TEST_REQUIRE")
+        {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
 /// Waits until `f` returns `Some`, checking every 20 ms, for at most `limit`.
 pub fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> Result<T> {
     let start = Instant::now();
@@ -239,7 +255,7 @@ impl ControlPlane {
             .create(true)
             .append(true)
             .open(&log)?;
-        let mut child = Command::new(bin("nuon-ctl"))
+        let mut child = ours("nuon-ctl")
             .args(["serve", "--data-dir"])
             .arg(data_dir)
             .args(["--listen", listen, "--runner-listen", runner_listen])
@@ -370,7 +386,7 @@ impl ControlPlane {
 
     /// Runs the `nuon` CLI against this control plane.
     pub fn nuon(&self, args: &[&str]) -> Output {
-        Command::new(bin("nuon"))
+        ours("nuon")
             .args(args)
             .env("NUON_API_URL", &self.control_url)
             .env("NUON_TOKEN", &self.admin_token)
@@ -395,7 +411,7 @@ impl ControlPlane {
     /// Creates another org in this control plane's data dir with
     /// `nuon-ctl orgs create`; returns its admin token.
     pub fn create_org(&self, name: &str) -> Result<String> {
-        let out = Command::new(bin("nuon-ctl"))
+        let out = ours("nuon-ctl")
             .args(["orgs", "create", name, "--data-dir"])
             .arg(&self.data_dir)
             .args(self.store_args())
@@ -470,7 +486,7 @@ impl Runner {
             .unwrap_or_else(|| tmp.path().join("work"));
         let log = tmp.path().join("runner.log");
         let log_file = std::fs::File::create(&log)?;
-        let child = Command::new(bin("nuon-runner"))
+        let child = ours("nuon-runner")
             .arg("run")
             .args(["--api", api, "--token", opts.token])
             .args(["--signing-key", opts.signing_key])

@@ -442,7 +442,12 @@ pub(crate) async fn watch(
                             nuon_core::wire::LogStream::Stderr => "!",
                             nuon_core::wire::LogStream::System => "| runner:",
                         };
-                        let _ = writeln!(out, "    {} {mark} {}", s.name, l.text);
+                        let _ = writeln!(
+                            out,
+                            "    {} {mark} {}",
+                            crate::terminal_safe(&s.name),
+                            crate::terminal_safe(&l.text)
+                        );
                     }
                     let _ = out.flush();
                 }

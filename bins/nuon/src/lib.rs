@@ -252,6 +252,10 @@ enum JobsCommand {
         /// Keep printing new lines until the job finishes.
         #[arg(long, short)]
         follow: bool,
+        /// Print the job's output as it is, terminal control sequences
+        /// and all (they are taken out unless this is given).
+        #[arg(long)]
+        raw: bool,
     },
     /// Cancel a job.
     Cancel {
@@ -418,6 +422,14 @@ pub(crate) fn table(header: &[&str], rows: Vec<Vec<String>>) {
         outln!("(none)");
         return;
     }
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|r| {
+            r.iter()
+                .map(|c| terminal_safe(c).replace('\n', " "))
+                .collect()
+        })
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -454,19 +466,80 @@ pub fn job_exit_code(job: &JobInfo) -> u8 {
     }
 }
 
-pub(crate) fn print_log_line(line: &LogEntry) {
+/// Prints a job's log line; its control sequences are taken out unless
+/// `raw` (a job's output must not drive the reader's terminal).
+pub(crate) fn print_log_line(line: &LogEntry, raw: bool) {
+    let text = if raw {
+        std::borrow::Cow::Borrowed(line.text.as_str())
+    } else {
+        terminal_safe(&line.text)
+    };
     match line.stream {
-        LogStream::Stdout => outln!("{}", line.text),
-        LogStream::Stderr => eprintln!("{}", line.text),
-        LogStream::System => eprintln!("[runner] {}", line.text),
+        LogStream::Stdout => outln!("{text}"),
+        LogStream::Stderr => eprintln!("{text}"),
+        LogStream::System => eprintln!("[runner] {text}"),
     }
+}
+
+/// `text` with what a terminal would take as a command taken out: escape
+/// sequences (CSI, OSC, DCS and the rest, 7-bit and 8-bit), other control
+/// characters but tab and newline, and the bidirectional overrides that
+/// reorder what is shown. A job's output, a name or a value from the
+/// control plane cannot then retitle the window, rewrite lines already
+/// shown, write to the clipboard or hide text.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\t' && c != '\n')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    // Skips a string command up to its terminator (BEL, ESC \ or ST).
+    fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+        while let Some(c) = chars.next() {
+            match c {
+                '\u{7}' | '\u{9c}' => return,
+                '\u{1b}' if chars.peek() == Some(&'\\') => {
+                    chars.next();
+                    return;
+                }
+                _ => {}
+            }
+        }
+    }
+    // Skips a control sequence's parameters up to its final byte.
+    fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+        for c in chars.by_ref() {
+            if ('\u{40}'..='\u{7e}').contains(&c) {
+                return;
+            }
+        }
+    }
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.next() {
+                Some('[') => skip_csi(&mut chars),
+                Some(']' | 'P' | '_' | '^' | 'X') => skip_string(&mut chars),
+                _ => {}
+            },
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            c if unsafe_char(c) => {}
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 async fn follow_to_end(client: &ControlClient, id: &JobId, print: bool) -> Result<(), CliError> {
     let mut follower = client.follow_logs(id, 0);
     while let Some(line) = follower.next().await? {
         if print {
-            print_log_line(&line);
+            print_log_line(&line, false);
         }
     }
     Ok(())
@@ -693,7 +766,7 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
             }
             Ok(0)
         }
-        JobsCommand::Logs { id, follow } => {
+        JobsCommand::Logs { id, follow, raw } => {
             let id = job_id(id)?;
             if *follow {
                 let mut follower = client.follow_logs(&id, 0);
@@ -702,7 +775,7 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
                         // A stream: one compact document a line.
                         outln!("{}", serde_json::to_string(&line).unwrap_or_default());
                     } else {
-                        print_log_line(&line);
+                        print_log_line(&line, *raw);
                     }
                 }
                 return Ok(0);
@@ -716,7 +789,7 @@ async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
                 if g.json {
                     all.extend(page.lines);
                 } else {
-                    page.lines.iter().for_each(print_log_line);
+                    page.lines.iter().for_each(|l| print_log_line(l, *raw));
                 }
                 if empty {
                     break;
@@ -805,5 +878,39 @@ async fn wait_finished(client: &ControlClient, id: &JobId) -> Result<JobInfo, Cl
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    /// What a job's output could do to the reader's terminal is taken out;
+    /// text, tabs, newlines and non-ASCII letters stay.
+    #[test]
+    fn control_sequences_are_taken_out_of_what_is_printed() {
+        for (given, shown) in [
+            ("plain text\twith a tab", "plain text\twith a tab"),
+            ("héllo wörld ✓", "héllo wörld ✓"),
+            ("\x1b[31mred\x1b[0m", "red"),
+            ("\x1b[2J\x1b[Hcleared", "cleared"),
+            ("title\x1b]0;owned\x07 after", "title after"),
+            ("clip\x1b]52;c;ZXZpbA==\x1b\\ after", "clip after"),
+            ("dcs\x1bPq#0;2;0;0;0\x1b\\ end", "dcs end"),
+            ("8-bit\u{9b}31mcsi", "8-bitcsi"),
+            ("8-bit\u{9d}0;t\u{9c}osc", "8-bitosc"),
+            ("over\rwrite", "overwrite"),
+            ("bell\x07 and del\x7f", "bell and del"),
+            ("a\u{202e}fdp.exe", "afdp.exe"),
+            ("keeps\nnewlines", "keeps\nnewlines"),
+            ("unterminated \x1b]0;title", "unterminated "),
+            ("lone esc at end\x1b", "lone esc at end"),
+        ] {
+            assert_eq!(terminal_safe(given), shown, "{given:?}");
+        }
+        assert!(matches!(
+            terminal_safe("nothing to do"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

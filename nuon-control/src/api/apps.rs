@@ -183,7 +183,9 @@ async fn sync_config(
         .filter(|f| f.path.ends_with(".toml"))
         .map(|f| SourceFile::new(f.path.clone(), f.contents.clone()))
         .collect();
-    let (config, mut diags) = app::parse(&sources);
+    // The check renders each template once under a budget: a tenant's
+    // work, off the runtime's threads.
+    let (config, mut diags) = crate::render_pool::in_place(|| app::parse(&sources)).await;
     // Files named in contents: the config version keeps their text.
     let config = config.and_then(|mut c| {
         let text_of = |rel: &str| {

@@ -11,9 +11,9 @@ use bytes::Bytes;
 use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
     CreateJob, CreateRunner, JobInfo, JobList, LogEntry, LogPage, RunnerCreated, RunnerInfo,
-    RunnerList, routes,
+    RunnerList, RunnerRole, routes,
 };
-use nuon_core::{JobId, JobSpec, RetryPolicy, RunnerId, now_ms};
+use nuon_core::{DebugJob, ExecJob, Job, JobId, JobSpec, RetryPolicy, RunnerId, now_ms};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -257,6 +257,50 @@ async fn rotate_runner_token(
     }))
 }
 
+/// What an ad-hoc job may be on `runner`. An install's runner runs, in the
+/// customer's account, what a workflow of the install's app config makes
+/// and what its operator's `--debug-commands` allows, nothing else: an
+/// `exec` job for it becomes a debug command (which the runner runs only
+/// when its operator allows that command line), a `debug` job stays one,
+/// and any other kind is refused. Generic and build runners run what they
+/// are given.
+fn ad_hoc_on(
+    runner: &RunnerInfo,
+    kind: String,
+    payload: serde_json::Value,
+) -> Result<(String, serde_json::Value), Error> {
+    if runner.role != RunnerRole::Install || kind == DebugJob::KIND {
+        return Ok((kind, payload));
+    }
+    let refuse = |why: String| {
+        Error::api(
+            StatusCode::FORBIDDEN,
+            "install_runner_policy",
+            format!(
+                "runner {} is an install's runner: it runs the steps of the install's workflows, and only the commands its operator allows besides ({why}). Run a command there with `nuon installs debug INSTALL -- COMMAND...` (POST /v1/installs/{{id}}/debug), which the runner's --debug-commands decides",
+                runner.name
+            ),
+        )
+    };
+    if kind != ExecJob::KIND {
+        return Err(refuse(format!("an ad-hoc {kind:?} job is not one of them")));
+    }
+    let exec: ExecJob = serde_json::from_value(payload)
+        .map_err(|e| Error::bad_request(format!("exec payload: {e}")))?;
+    if !exec.env.is_empty() || exec.dir.is_some() || exec.outputs_file {
+        return Err(refuse(
+            "a command with env, dir or outputs_file is not a debug command line".into(),
+        ));
+    }
+    let debug = DebugJob {
+        purpose: nuon_core::wire::DebugPurpose::Debug,
+        command: std::iter::once(exec.command).chain(exec.args).collect(),
+    };
+    let payload = serde_json::to_value(&debug)
+        .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?;
+    Ok((DebugJob::KIND.into(), payload))
+}
+
 async fn create_job(
     State(state): State<SharedState>,
     auth: ApiAuth,
@@ -323,12 +367,13 @@ async fn create_job(
                 req.runner
             ))
         })?;
+    let (kind, payload) = ad_hoc_on(&runner, req.kind, req.payload)?;
     let spec = JobSpec {
         job_id: JobId::generate(),
         org_id: org.clone(),
         runner_id: runner.id.clone(),
-        kind: req.kind,
-        payload: req.payload,
+        kind,
+        payload,
         timeout_secs,
         retry: RetryPolicy { max_attempts },
         created_at_ms: now_ms(),

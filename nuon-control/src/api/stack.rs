@@ -91,14 +91,21 @@ async fn stack(
     };
     let ctx = render_context(&state.secrets, org, &without_outputs, &app_name, false)
         .map_err(|e| Error::conflict("stack_not_made", e))?;
-    let permissions =
-        rendered(&config.permissions, &ctx, "permissions").map_err(Error::bad_request)?;
-    let stack_toml = config
-        .stack
-        .as_ref()
-        .map(|s| rendered(s, &ctx, "stack.toml"))
-        .transpose()
-        .map_err(Error::bad_request)?;
+    // Rendering is a tenant's work: off the runtime's threads.
+    let (permissions, stack_toml) = {
+        let (permissions, stack) = (config.permissions.clone(), config.stack.clone());
+        crate::render_pool::blocking(move || {
+            let permissions = rendered(&permissions, &ctx, "permissions")?;
+            let stack_toml = stack
+                .as_ref()
+                .map(|s| rendered(s, &ctx, "stack.toml"))
+                .transpose()?;
+            Ok::<_, String>((permissions, stack_toml))
+        })
+        .await
+        .map_err(Error::internal)?
+        .map_err(Error::bad_request)?
+    };
     // What can fail first: the token before stays good until a new one
     // is handed out.
     let api = state.engine.runner_url_known().ok_or_else(|| {

@@ -34,7 +34,9 @@ impl Engine {
             Some(c) if step.kind != StepKind::Sync => self.stored_state(cx, &c.name).await?,
             _ => None,
         };
-        let (spec, token) = match self.job_for(cx, step, plugin_state) {
+        // Rendering is a tenant's work: off the runtime's threads.
+        let made = crate::render_pool::in_place(|| self.job_for(cx, step, plugin_state)).await;
+        let (spec, token) = match made {
             Ok(made) => made,
             Err(reason) if destroys(step.kind) => {
                 let hint = "a destroy renders with the install's inputs and the outputs each \

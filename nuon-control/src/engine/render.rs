@@ -174,6 +174,7 @@ pub(crate) fn render_context(
             .into_iter()
             .map(|(k, v)| (k, Value::String(v)))
             .collect(),
+        budget: Default::default(),
     })
 }
 

@@ -9,6 +9,7 @@ use super::load::{Item, Loaded};
 use super::reader::Located;
 use super::template::{self, Reference};
 use super::{AppConfig, Source};
+use crate::template::Budget;
 
 /// Where a name or reference was written.
 #[derive(Clone)]
@@ -186,6 +187,10 @@ struct Names<'a> {
     inputs: &'a BTreeMap<String, Place>,
     secrets: &'a BTreeMap<String, Place>,
     components: &'a BTreeMap<String, Place>,
+    /// What the config's templates may do together when each is rendered
+    /// once with no install's values: a template that exhausts it would
+    /// exhaust any job's.
+    budget: Budget,
 }
 
 fn check_templates(
@@ -202,8 +207,16 @@ fn check_templates(
             continue;
         }
         let (actions, errors) = template::scan(&s.text);
+        let parsed = errors.is_empty();
         for e in errors {
             d.push(file.diag(locate(file, s, e.offset), e.message));
+        }
+        // Once the budget is gone, the templates after the one that took
+        // it are not blamed.
+        if parsed && !names.budget.is_spent() {
+            if let Some(e) = template::exhausts_budget(&s.text, &names.budget) {
+                d.push(file.diag(locate(file, s, e.offset), e.message));
+            }
         }
         for a in actions {
             let at = locate(file, s, a.start);
@@ -525,6 +538,7 @@ pub(crate) fn cross_check(
         inputs: &inputs,
         secrets: &secrets,
         components: &components,
+        budget: Budget::new(4 * Budget::DEFAULT_STEPS, 4 * Budget::DEFAULT_TIME),
     };
 
     // The platform files: their templates, and the components and actions

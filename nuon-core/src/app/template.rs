@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::template::{Template, Value as TValue};
+use crate::template::{Budget, ErrorKind, Template, Value as TValue};
 
 /// What a reference points at.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -268,6 +268,9 @@ pub struct RenderContext {
     pub install_stack_outputs: BTreeMap<String, Value>,
     /// Each action's last outputs, by action name.
     pub action_outputs: BTreeMap<String, Value>,
+    /// The work every render with this context (and its clones) may do
+    /// together: one job's values share one budget.
+    pub budget: Budget,
 }
 
 impl RenderContext {
@@ -350,8 +353,30 @@ pub fn render(text: &str, ctx: &RenderContext) -> Result<String, TemplateError> 
     let t = Template::parse("template", text)
         .map_err(err)?
         .no_value_is_error(true)
-        .max_output(16 << 20);
+        .max_output(16 << 20)
+        .budget(ctx.budget.clone());
     t.execute(&ctx.data()).map_err(err)
+}
+
+/// Renders `text` once with no install's values (each reads as empty or
+/// missing), under `budget`, to find a template that would exhaust any
+/// budget whatever the install: the error when it does, `None` otherwise
+/// (other errors are the install's values' to decide, at render).
+pub fn exhausts_budget(text: &str, budget: &Budget) -> Option<TemplateError> {
+    if !is_template(text) {
+        return None;
+    }
+    let t = Template::parse("template", text)
+        .ok()?
+        .max_output(16 << 20)
+        .budget(budget.clone());
+    match t.execute(&RenderContext::default().data()) {
+        Err(e) if e.kind == ErrorKind::Budget => Some(TemplateError {
+            offset: e.offset,
+            message: e.message,
+        }),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -84,3 +84,25 @@ fn a_public_repos_clone_url() {
         assert_eq!(super::public_repo_url(url), url);
     }
 }
+
+/// A template that would exhaust any render's budget is refused at
+/// validate, naming the file, line and column and the budget; the other
+/// values are not blamed.
+#[test]
+fn a_template_bomb_is_refused_at_validate_with_its_place_and_the_budget() {
+    let bomb = "{{ .nuon.install.id }}{{ range until 1000000 }}{{ range until 1000000 }}{{ end }}{{ end }}-x";
+    let web = format!(
+        "name = \"web\"\ntype = \"terraform_module\"\nterraform_version = \"1.9.0\"\noci = \"r/web:1\"\n[vars]\nok = \"{{{{ .nuon.install.id }}}}\"\nname = \"{bomb}\"\nafter = \"{{{{ .nuon.app.id }}}}\"\n"
+    );
+    let f = files(&[META, ("components/web.toml", &web)]);
+    let (config, d) = parse(&f);
+    assert!(config.is_none());
+    let lines: Vec<String> = d.iter().map(|x| x.to_string()).collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    // The inner range's body, on line 7 after `name = "`.
+    assert!(lines[0].starts_with("components/web.toml:7:"), "{lines:?}");
+    assert!(
+        lines[0].contains("work budget exhausted: over 4000000 steps"),
+        "{lines:?}"
+    );
+}

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::budget::Meter;
 use super::funcs::{self, Ty};
 use super::parse::{Arg, ArgKind, Branch, Node, Number, Pipe};
 use super::value::{Elem, Value, write_plain};
@@ -16,6 +17,8 @@ const MAX_DEPTH: usize = 100;
 pub(crate) enum Stop {
     /// An error: the span it happened at and the message.
     Err(usize, usize, String),
+    /// The budget ran out: where, and the budget's words.
+    Exhausted(usize, usize, String),
     Break,
     Continue,
 }
@@ -29,21 +32,30 @@ pub(crate) struct State<'t> {
     depth: usize,
     /// The span of the node being evaluated, for messages.
     at: (usize, usize),
+    meter: Meter<'t>,
 }
 
 impl<'t> State<'t> {
-    pub fn new(tmpl: &'t Template, data: &Value) -> Self {
+    pub fn new(tmpl: &'t Template, data: &Value, meter: Meter<'t>) -> Self {
         State {
             tmpl,
             out: String::new(),
             vars: vec![("$".into(), data.clone())],
             depth: 0,
             at: (0, 0),
+            meter,
         }
     }
 
     fn fail<T>(&self, msg: impl Into<String>) -> Eval<T> {
         Err(Stop::Err(self.at.0, self.at.1, msg.into()))
+    }
+
+    /// Takes `n` steps of the render's budget.
+    fn step(&mut self, n: u64) -> Eval<()> {
+        self.meter
+            .take(n)
+            .map_err(|m| Stop::Exhausted(self.at.0, self.at.1, m))
     }
 
     fn set_at(&mut self, a: &Arg) {
@@ -58,6 +70,7 @@ impl<'t> State<'t> {
     }
 
     fn walk(&mut self, dot: &Value, node: &Node) -> Eval<()> {
+        self.step(1)?;
         match node {
             Node::Text(t) => {
                 self.out.push_str(t);
@@ -172,6 +185,7 @@ impl<'t> State<'t> {
         }
         let n = b.pipe.decl.len();
         for (k, e) in items {
+            self.step(1)?;
             if n > 0 {
                 self.vars[mark - 1].1 = e.clone();
             }
@@ -477,13 +491,33 @@ impl<'t> State<'t> {
             argv.push(self.validate(v, ty)?);
         }
         let ctx = funcs::Ctx { tmpl: self.tmpl };
+        // A call is two steps (so the clock is read), and its result
+        // counts by its size: a list or map by its entries, a text by
+        // every 64 bytes.
+        let size = argv.iter().map(size_of).sum::<u64>();
+        self.at = cmd_span;
+        self.step(2 + size / 4)?;
         match (f.call)(&ctx, argv) {
-            Ok(v) => Ok(v),
+            Ok(v) => {
+                self.step(size_of(&v))?;
+                Ok(v)
+            }
             Err(m) => {
                 self.at = cmd_span;
                 self.fail(format!("error calling {name}: {m}"))
             }
         }
+    }
+}
+
+/// What a value counts for in a budget: a list or map by its entries, a
+/// text by every 64 bytes, anything else nothing.
+fn size_of(v: &Value) -> u64 {
+    match v {
+        Value::List(l, _) => l.len() as u64,
+        Value::Map(m, _) => m.borrow().len() as u64,
+        Value::Str(s) => s.len() as u64 / 64,
+        _ => 0,
     }
 }
 

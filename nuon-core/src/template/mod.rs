@@ -25,6 +25,7 @@
 //! (a parse error says why); time zones other than UTC; methods on values
 //! (`.Major` of `semver` is a map key here).
 
+mod budget;
 mod exec;
 mod fmt;
 mod funcs;
@@ -35,6 +36,7 @@ mod value;
 
 use std::collections::HashSet;
 
+pub use budget::Budget;
 pub use fmt::{json, quote, sprintf};
 pub use value::{Elem, IntType, Value};
 
@@ -50,10 +52,24 @@ pub enum MissingKey {
     Error,
 }
 
+/// What kind of error a template gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorKind {
+    /// The text is not a template (Go's parse errors).
+    Parse,
+    /// Executing it failed (a function's error, a missing value...).
+    #[default]
+    Exec,
+    /// Executing it ran out of its [`Budget`] of steps or time.
+    Budget,
+}
+
 /// A parse or execution error, at a place in the template's text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{name}:{line}:{col}: {message}")]
 pub struct Error {
+    /// What kind of error it is.
+    pub kind: ErrorKind,
     /// The template's name (for a config, its file and key).
     pub name: String,
     /// 1-based line inside the template.
@@ -75,6 +91,7 @@ pub struct Template {
     missing_key: MissingKey,
     no_value_is_error: bool,
     max_output: usize,
+    budget: Option<Budget>,
 }
 
 /// A field chain the template reads from its data (`.nuon.install.id` is
@@ -112,6 +129,7 @@ impl Template {
                 missing_key: MissingKey::Default,
                 no_value_is_error: false,
                 max_output: 64 << 20,
+                budget: None,
             }),
             Err(e) => {
                 let mut message = e.message;
@@ -122,14 +140,15 @@ impl Template {
                 if let Some(why) = why {
                     message = format!("{message}: {why}");
                 }
-                Err(Self::error_at(name, text, e.pos, message))
+                Err(Self::error_at(ErrorKind::Parse, name, text, e.pos, message))
             }
         }
     }
 
-    fn error_at(name: &str, text: &str, offset: usize, message: String) -> Error {
+    fn error_at(kind: ErrorKind, name: &str, text: &str, offset: usize, message: String) -> Error {
         let (line, col) = line_col(text, offset);
         Error {
+            kind,
             name: name.into(),
             line,
             col,
@@ -157,6 +176,14 @@ impl Template {
         self
     }
 
+    /// Renders under `budget`, shared with every other render that holds
+    /// a clone of it. Unless set, each render has a [`Budget::default`]
+    /// of its own.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     /// The template's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -174,26 +201,30 @@ impl Template {
 
     /// Renders the template with `data`.
     pub fn execute(&self, data: &Value) -> Result<String, Error> {
-        let mut state = exec::State::new(self, data);
-        match state.walk_list(data, &self.trees.main) {
-            Ok(()) => Ok(state.out),
-            Err(exec::Stop::Err(pos, end, msg)) => {
-                let at = &self.source[pos.min(self.source.len())
-                    ..end.min(self.source.len()).max(pos.min(self.source.len()))];
-                let message = if at.is_empty() {
-                    format!("executing {:?}: {msg}", self.name)
-                } else {
-                    format!("executing {:?} at <{at}>: {msg}", self.name)
-                };
-                Err(Self::error_at(&self.name, &self.source, pos, message))
+        let budget = self.budget.clone().unwrap_or_default();
+        let mut state = exec::State::new(self, data, budget.start());
+        let (kind, pos, end, msg) = match state.walk_list(data, &self.trees.main) {
+            Ok(()) => return Ok(std::mem::take(&mut state.out)),
+            Err(exec::Stop::Err(pos, end, msg)) => (ErrorKind::Exec, pos, end, msg),
+            Err(exec::Stop::Exhausted(pos, end, msg)) => (ErrorKind::Budget, pos, end, msg),
+            Err(_) => {
+                return Err(Self::error_at(
+                    ErrorKind::Exec,
+                    &self.name,
+                    &self.source,
+                    0,
+                    "break or continue outside range".into(),
+                ));
             }
-            Err(_) => Err(Self::error_at(
-                &self.name,
-                &self.source,
-                0,
-                "break or continue outside range".into(),
-            )),
-        }
+        };
+        let at = &self.source[pos.min(self.source.len())
+            ..end.min(self.source.len()).max(pos.min(self.source.len()))];
+        let message = if at.is_empty() {
+            format!("executing {:?}: {msg}", self.name)
+        } else {
+            format!("executing {:?} at <{at}>: {msg}", self.name)
+        };
+        Err(Self::error_at(kind, &self.name, &self.source, pos, message))
     }
 
     /// Renders the template with JSON data, read as Go's `encoding/json`
@@ -301,5 +332,83 @@ mod tests {
             year.parse::<i64>().is_ok_and(|y| (y - want).abs() <= 1),
             "{year}"
         );
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn run(text: &str, budget: &Budget) -> Result<String, Error> {
+        Template::parse("t", text)?
+            .budget(budget.clone())
+            .execute_json(&serde_json::json!({"n": 3}))
+    }
+
+    /// Nested ranges that print nothing stop at the budget's steps,
+    /// naming where they were and the budget.
+    #[test]
+    fn work_that_prints_nothing_stops_at_the_budget() {
+        let b = Budget::new(10_000, Duration::from_secs(60));
+        let e = run(
+            "a\n{{ range until 1000000 }}{{ range until 1000000 }}{{ end }}{{ end }}",
+            &b,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Budget, "{e}");
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("over 10000 steps"), "{e}");
+        assert!(b.is_spent());
+        // A small render under the same budget is refused too: it is shared.
+        assert_eq!(run("{{ .n }}", &b).unwrap_err().kind, ErrorKind::Budget);
+        // A fresh one renders it.
+        assert_eq!(run("{{ .n }}", &Budget::default()).unwrap(), "3");
+    }
+
+    /// A function's result counts by its size: a loop of big lists runs
+    /// out long before it has made them all.
+    #[test]
+    fn a_functions_result_counts_by_its_size() {
+        let b = Budget::new(100_000, Duration::from_secs(60));
+        let e = run(
+            "{{ range until 1000 }}{{ $x := until 100000 }}{{ end }}",
+            &b,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Budget, "{e}");
+        assert!(b.used() < 300_000, "{}", b.used());
+    }
+
+    /// Time counts as well as steps: a budget of many steps and little
+    /// time stops on time.
+    #[test]
+    fn the_time_budget_stops_a_render_too() {
+        let b = Budget::new(u64::MAX / 2, Duration::from_millis(20));
+        let e = run(
+            "{{ range until 1000000 }}{{ range until 1000000 }}{{ end }}{{ end }}",
+            &b,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Budget, "{e}");
+        assert!(
+            e.message.contains("time budget exhausted: over 20 ms"),
+            "{e}"
+        );
+        assert!(b.spent() >= Duration::from_millis(20));
+    }
+
+    /// Ordinary templates are far inside the default budget.
+    #[test]
+    fn ordinary_templates_use_little_of_the_budget() {
+        let b = Budget::default();
+        let out = run(
+            "{{ range $i, $r := list \"a\" \"b\" \"c\" }}{{ if $i }},{{ end }}{{ upper $r }}{{ end }}",
+            &b,
+        )
+        .unwrap();
+        assert_eq!(out, "A,B,C");
+        assert!(b.used() < 100, "{}", b.used());
     }
 }

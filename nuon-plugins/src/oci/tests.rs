@@ -268,7 +268,7 @@ mod modules {
         );
 
         // Terraform reads the unpacked module.
-        if which::which("terraform").is_ok() {
+        if nuon_test_fixtures::have_tool("terraform", "init the unpacked module") {
             let init = std::process::Command::new("terraform")
                 .args(["init", "-backend=false", "-input=false"])
                 .current_dir(&dest)

@@ -3,11 +3,13 @@
 //! server (no script), and a line diff of two config versions.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use maud::{Markup, PreEscaped, html};
 use nuon_core::now_ms;
 use nuon_core::wire::{ConfigVersionInfo, RunnerStatus};
 
+use super::diff;
 use super::pages::{ago, button_form, layout};
 use super::{Web, escape as esc};
 use crate::api::SharedState;
@@ -266,40 +268,6 @@ pub(super) fn health_strip(counts: &[(&str, usize)]) -> Markup {
     PreEscaped(svg)
 }
 
-/// The lines of `a` and `b` as a diff: (`' '`, `'-'` or `'+'`, line).
-pub(super) fn line_diff<'a>(a: &'a str, b: &'a str) -> Vec<(char, &'a str)> {
-    let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
-    // Longest common subsequence, by table: config files are small.
-    let (n, m) = (a.len(), b.len());
-    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < n && j < m {
-        if a[i] == b[j] {
-            out.push((' ', a[i]));
-            i += 1;
-            j += 1;
-        } else if lcs[i + 1][j] >= lcs[i][j + 1] {
-            out.push(('-', a[i]));
-            i += 1;
-        } else {
-            out.push(('+', b[j]));
-            j += 1;
-        }
-    }
-    out.extend(a[i..].iter().map(|l| ('-', *l)));
-    out.extend(b[j..].iter().map(|l| ('+', *l)));
-    out
-}
-
 /// The org's apps.
 pub(super) async fn apps(state: &SharedState, web: &Web) -> Result<Markup, Error> {
     let apps = state.store.list_apps(&web.auth.0.org_id).await?;
@@ -458,6 +426,11 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
     Ok(layout(&format!("App {}", app.name), Some(web), body))
 }
 
+/// How many differing lines a file's diff may have before it gives up.
+const DIFF_CHANGES: usize = 2_000;
+/// How long one page's diffs may take.
+const DIFF_TIME: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// Two config versions of an app, file by file, as a line diff.
 pub(super) async fn diff(
     state: &SharedState,
@@ -479,26 +452,63 @@ pub(super) async fn diff(
             .collect()
     };
     let (fa, fb) = (files(a), files(b));
-    let mut paths: Vec<&String> = fa.keys().chain(fb.keys()).collect();
-    paths.sort();
-    paths.dedup();
-    let empty = String::new();
+    // Each changed file's diff, made off the async runtime under one
+    // deadline for the page: a file the diff gave up on says so.
+    let changed = crate::render_pool::blocking(move || {
+        let deadline = Instant::now() + DIFF_TIME;
+        let mut paths: Vec<&String> = fa.keys().chain(fb.keys()).collect();
+        paths.sort();
+        paths.dedup();
+        let empty = String::new();
+        paths
+            .into_iter()
+            .filter_map(|p| {
+                let (x, y) = (fa.get(p).unwrap_or(&empty), fb.get(p).unwrap_or(&empty));
+                (x != y).then(|| {
+                    let lines = match diff::line_diff(x, y, DIFF_CHANGES, deadline) {
+                        Ok(d) => Ok(d
+                            .into_iter()
+                            .map(|l| match l {
+                                diff::Line::Same(t) => (' ', t.to_owned()),
+                                diff::Line::Removed(t) => ('-', t.to_owned()),
+                                diff::Line::Added(t) => ('+', t.to_owned()),
+                            })
+                            .collect::<Vec<_>>()),
+                        Err(why) => Err(match why {
+                            diff::GaveUp::TooManyChanges(n) => format!(
+                                "More than {n} lines differ: not shown line by line (v{from}: {} lines, v{to}: {} lines).",
+                                x.lines().count(),
+                                y.lines().count()
+                            ),
+                            diff::GaveUp::Deadline => format!(
+                                "Not shown: the page's diffs took over {} ms before this file.",
+                                DIFF_TIME.as_millis()
+                            ),
+                        }),
+                    };
+                    (p.clone(), lines)
+                })
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(Error::internal)?;
     let body = html! {
         h1 { "App " a href={ "/apps/" (app.id) } { (app.name) } ": v" (from) " → v" (to) }
-        @for p in &paths {
-            @let (x, y) = (fa.get(*p).unwrap_or(&empty), fb.get(*p).unwrap_or(&empty));
-            @if x != y {
-                h2 { code { (p) } }
-                pre.diff { @for (k, l) in line_diff(x, y) {
+        @for (p, lines) in &changed {
+            h2 { code { (p) } }
+            @match lines {
+                Ok(lines) => pre.diff { @for (k, l) in lines {
                     @match k {
                         '+' => ins { "+ " (l) "\n" },
                         '-' => del { "- " (l) "\n" },
                         _ => span { "  " (l) "\n" },
                     }
-                } }
+                } },
+                Err(why) => p.muted { (why) },
             }
         }
-        @if paths.iter().all(|p| fa.get(*p) == fb.get(*p)) {
+        @if changed.is_empty() {
             p.muted { "The two versions' files are the same." }
         }
     };
@@ -578,13 +588,6 @@ pub(super) async fn runners(state: &SharedState, web: &Web, page: usize) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_line_diff_keeps_the_common_lines_in_order() {
-        let d = line_diff("a\nb\nc\n", "a\nc\nd\n");
-        assert_eq!(d, vec![(' ', "a"), ('-', "b"), (' ', "c"), ('+', "d")]);
-        assert_eq!(line_diff("", "x"), vec![('+', "x")]);
-    }
 
     #[test]
     fn components_are_laid_out_below_what_they_depend_on() {

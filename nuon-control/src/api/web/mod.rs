@@ -14,6 +14,7 @@
 //! - Pages are `maud` templates (escaped by construction), one stylesheet,
 //!   and a Content-Security-Policy that allows nothing from anywhere else.
 
+mod diff;
 mod fleet;
 mod new_install;
 mod pages;

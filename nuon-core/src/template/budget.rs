@@ -1,0 +1,133 @@
+//! How much work a render may do: steps and time, shared by every render
+//! that holds the same budget (one job's values, one config's check).
+//!
+//! Go's `text/template` has no such bound, which is how a chart or a
+//! config stalls Helm and Nuon: `{{ range until 1000000 }}{{ range until
+//! 1000000 }}{{ end }}{{ end }}` prints nothing and never ends. Here every
+//! action, range iteration and function call is a step, a function's
+//! result counts by its size as well, and the time spent executing is
+//! added up across the renders that share the budget (time spent between
+//! renders does not count).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A render's allowance of steps and time; clones share it.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    steps: u64,
+    time: Duration,
+    used: AtomicU64,
+    spent_nanos: AtomicU64,
+}
+
+impl Budget {
+    /// Steps a budget allows unless told otherwise: about a tenth of a
+    /// second of plain work, a thousand times what a config's values take.
+    pub const DEFAULT_STEPS: u64 = 1_000_000;
+    /// Executing time a budget allows unless told otherwise (it bounds
+    /// functions that are slow for their size, like `htpasswd`'s bcrypt).
+    pub const DEFAULT_TIME: Duration = Duration::from_secs(1);
+
+    /// A budget of `steps` and `time` spent executing.
+    pub fn new(steps: u64, time: Duration) -> Self {
+        Budget {
+            inner: Arc::new(Inner {
+                steps,
+                time,
+                used: AtomicU64::new(0),
+                spent_nanos: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The steps it allows.
+    pub fn steps(&self) -> u64 {
+        self.inner.steps
+    }
+
+    /// The executing time it allows.
+    pub fn time(&self) -> Duration {
+        self.inner.time
+    }
+
+    /// Steps used so far.
+    pub fn used(&self) -> u64 {
+        self.inner.used.load(Ordering::Relaxed)
+    }
+
+    /// Time spent executing so far.
+    pub fn spent(&self) -> Duration {
+        Duration::from_nanos(self.inner.spent_nanos.load(Ordering::Relaxed))
+    }
+
+    /// Whether its steps or its time are used up.
+    pub fn is_spent(&self) -> bool {
+        self.used() > self.steps() || self.spent() > self.time()
+    }
+
+    /// Starts one render's clock.
+    pub(crate) fn start(&self) -> Meter<'_> {
+        Meter {
+            budget: self,
+            started: Instant::now(),
+            before: self.spent(),
+            ticks: 0,
+        }
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::new(Self::DEFAULT_STEPS, Self::DEFAULT_TIME)
+    }
+}
+
+/// One render's use of a budget: steps as they are taken, and its time,
+/// added to the budget when it is dropped.
+pub(crate) struct Meter<'b> {
+    budget: &'b Budget,
+    started: Instant,
+    before: Duration,
+    ticks: u32,
+}
+
+impl Meter<'_> {
+    /// Takes `n` steps; an error (the budget's words) when they are over
+    /// the budget's steps, or the render's time is over its time. The
+    /// clock is read on every costly step and every 256th plain one.
+    pub fn take(&mut self, n: u64) -> Result<(), String> {
+        let inner = &self.budget.inner;
+        let used = inner.used.fetch_add(n, Ordering::Relaxed) + n;
+        if used > inner.steps {
+            return Err(format!(
+                "template work budget exhausted: over {} steps (each action, range iteration and function call is a step, and a function's result counts by its size); a template renders config values, not loops",
+                inner.steps
+            ));
+        }
+        self.ticks = self.ticks.wrapping_add(1);
+        if (n > 1 || self.ticks % 256 == 0) && self.before + self.started.elapsed() > inner.time {
+            return Err(format!(
+                "template time budget exhausted: over {} ms spent rendering; a template renders config values, not loops",
+                inner.time.as_millis()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Meter<'_> {
+    fn drop(&mut self) {
+        let nanos = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.budget
+            .inner
+            .spent_nanos
+            .fetch_add(nanos, Ordering::Relaxed);
+    }
+}
