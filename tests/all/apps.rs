@@ -2,7 +2,6 @@
 //! can trust.
 
 use std::path::Path;
-use std::process::Command;
 
 use nuon_tests::{ours, rt};
 

@@ -254,6 +254,7 @@ pub(crate) async fn builds(g: &Global, command: &BuildsCommand) -> Result<u8, Cl
                 &JobsCommand::Logs {
                     id: id.clone(),
                     follow: *follow,
+                    raw: false,
                 },
             )
             .await

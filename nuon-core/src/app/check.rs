@@ -213,10 +213,11 @@ fn check_templates(
         }
         // Once the budget is gone, the templates after the one that took
         // it are not blamed.
-        if parsed && !names.budget.is_spent() {
-            if let Some(e) = template::exhausts_budget(&s.text, &names.budget) {
-                d.push(file.diag(locate(file, s, e.offset), e.message));
-            }
+        if parsed
+            && !names.budget.is_spent()
+            && let Some(e) = template::exhausts_budget(&s.text, &names.budget)
+        {
+            d.push(file.diag(locate(file, s, e.offset), e.message));
         }
         for a in actions {
             let at = locate(file, s, a.start);

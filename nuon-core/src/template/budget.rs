@@ -112,7 +112,9 @@ impl Meter<'_> {
             ));
         }
         self.ticks = self.ticks.wrapping_add(1);
-        if (n > 1 || self.ticks % 256 == 0) && self.before + self.started.elapsed() > inner.time {
+        if (n > 1 || self.ticks.is_multiple_of(256))
+            && self.before + self.started.elapsed() > inner.time
+        {
             return Err(format!(
                 "template time budget exhausted: over {} ms spent rendering; a template renders config values, not loops",
                 inner.time.as_millis()
