@@ -251,7 +251,7 @@ fn dashboard_session(cp: &ControlPlane) -> String {
         .join("; ")
 }
 
-/// The diff bomb: two versions whose NOTES.md has 45,000 short lines,
+/// The diff bomb: two versions whose inputs.toml has 45,000 short lines,
 /// every one changed. The page says the file was not diffed line by line,
 /// at once, and the control plane's memory stays small.
 #[test]
@@ -261,8 +261,9 @@ fn a_diff_bomb_is_refused_and_the_control_plane_keeps_answering() {
     let app = dir.path().join("notes");
     ok(cp.nuon(&["apps", "create", "app"]));
     for v in ["a", "b"] {
-        let notes: String = (0..45_000).map(|i| format!("{v}{i}\n")).collect();
-        write_app(&app, &[METADATA, WEB, TF, ("NOTES.md", &notes)]);
+        // A file of the config: short comment lines, every one changed.
+        let notes: String = (0..45_000).map(|i| format!("# {v}{i}\n")).collect();
+        write_app(&app, &[METADATA, WEB, TF, ("inputs.toml", &notes)]);
         ok(cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
     }
     let apps: serde_json::Value =
@@ -289,7 +290,7 @@ fn a_diff_bomb_is_refused_and_the_control_plane_keeps_answering() {
         "diff bomb: the page in {took:?}; /healthz {n} times, slowest {slowest:?}; control plane peak RSS {rss} MiB"
     );
     assert_eq!(status, 200, "{page}");
-    assert!(page.contains("NOTES.md"), "{page}");
+    assert!(page.contains("inputs.toml"), "{page}");
     assert!(page.contains("not shown line by line"), "{page}");
     assert_eq!(bad, 0);
     assert!(
