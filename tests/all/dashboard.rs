@@ -110,7 +110,7 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
             "name = \"hello\"\ndescription = \"Says hello\"\n\n[[input]]\nname = \"WHO\"\nrequired = true\n\n[[steps]]\nname = \"greet\"\ntype = \"action\"\naction_name = \"greet\"\n",
         ),
     ]);
-    let m = Manual::start_on(cp, &files, None, |_| {}, &["--approval", "prompt"]);
+    let mut m = Manual::start_on(cp, &files, None, |_| {}, &["--approval", "prompt"]);
     // Another app with an install whose input carries hostile text.
     let hello = nuon_tests::manifest_dir().join("../examples/apps/hello");
     ok(m.cp.nuon(&["apps", "create", "hello"]));
@@ -301,6 +301,9 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
 
     // A job's log grows in the page as the runner sends it, stdout and
     // stderr told apart, hostile lines as text.
+    // An ad-hoc command to an install's runner is a debug command: its
+    // operator allows them here.
+    m.restart_runner_with(&["--debug-commands", "any"]);
     let script = format!("echo first; sleep 3; echo '{XSS}'; echo oops >&2; echo last-line");
     let job: Value = serde_json::from_str(&ok(m.cp.nuon(&[
         "--json", "jobs", "exec", "--runner", "demo", "--", "sh", "-c", &script,
