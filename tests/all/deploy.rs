@@ -491,7 +491,7 @@ impl Drop for Manual {
     }
 }
 
-fn write_files(root: &Path, files: &[(&str, &str)]) {
+pub(crate) fn write_files(root: &Path, files: &[(&str, &str)]) {
     for (path, text) in files {
         let p = root.join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();

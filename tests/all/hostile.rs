@@ -12,15 +12,7 @@ use std::time::{Duration, Instant};
 use nuon_core::wire::CreateJob;
 use nuon_tests::{ControlPlane, Runner, RunnerOpts, rt, wait_job};
 
-use crate::deploy::{METADATA, ok, text};
-
-fn write_app(dir: &std::path::Path, files: &[(&str, &str)]) {
-    for (path, body) in files {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, body).unwrap();
-    }
-}
+use crate::deploy::{METADATA, ok, text, write_files as write_app};
 
 /// One plain HTTP/1.1 GET on a fresh connection: status and body.
 fn get(base: &str, path: &str, cookie: Option<&str>) -> (u16, String, Vec<String>) {
