@@ -56,6 +56,7 @@ mod plugin;
 pub mod policy;
 pub mod private;
 pub mod records;
+pub mod redact;
 pub mod rollout;
 mod signing;
 pub mod stack;

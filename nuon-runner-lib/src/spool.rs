@@ -159,6 +159,13 @@ fn split_text(text: &str, mut each: impl FnMut(&str)) {
     }
 }
 
+/// A line kept back from the spool file (see [`SpoolWriter::set_redact`]).
+struct Held {
+    stream: LogStream,
+    ts_ms: i64,
+    text: String,
+}
+
 /// Appends an attempt's log lines to its spool file.
 pub(crate) struct SpoolWriter {
     dir: PathBuf,
@@ -168,44 +175,28 @@ pub(crate) struct SpoolWriter {
     last_flush: Instant,
     notify: Arc<Notify>,
     broken: bool,
-    /// Values replaced with `***` in every line (the job's secrets).
-    redact: Vec<String>,
+    /// Finds the job's secrets, in every form, to replace with `***`.
+    redactor: nuon_core::redact::Redactor,
+    /// While there are secrets to hide, the last line is kept back until
+    /// the next one (or a flush): a value a line break splits has a piece
+    /// on each side.
+    held: Option<Held>,
     /// The last stderr lines of the latest process, redacted.
     stderr_tail: std::collections::VecDeque<String>,
 }
 
 impl SpoolWriter {
-    /// Replaces each of `values` with `***` in every line written from now
-    /// on, before it reaches the spool file (and so before it leaves the
-    /// machine).
+    /// Replaces each of `values`, in every form one template function
+    /// away from it ([`nuon_core::redact::forms`]), with `***` in every line
+    /// written from now on, before it reaches the spool file (and so before
+    /// it leaves the machine). Every value, whatever its length: the control
+    /// plane refuses secrets too short to tell from ordinary text, so a
+    /// short one here is a sensitive output, and it is hidden all the same.
     pub(crate) fn set_redact(&mut self, values: &[String]) {
-        // A multi-line secret (a PEM key) reaches the log a line at a time:
-        // each of its lines is redacted on its own.
-        let mut v: Vec<String> = values
-            .iter()
-            .flat_map(|s| s.lines())
-            .map(|l| l.trim_end_matches('\r'))
-            // Every value, whatever its length: the control plane refuses
-            // secrets too short to tell from ordinary text, so a short
-            // one here is a sensitive output, and it is hidden all the same.
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect();
-        // Longest first, so a secret that contains another is replaced whole.
-        v.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        v.dedup();
-        self.redact = v;
+        self.release_held();
+        self.redactor = nuon_core::redact::Redactor::new(values);
     }
 
-    fn redacted<'a>(&self, line: &'a str) -> std::borrow::Cow<'a, str> {
-        let mut out = std::borrow::Cow::Borrowed(line);
-        for secret in &self.redact {
-            if out.contains(secret.as_str()) {
-                out = std::borrow::Cow::Owned(out.replace(secret.as_str(), "***"));
-            }
-        }
-        out
-    }
     /// Creates the directory of a new attempt.
     pub(crate) fn create(root: &Path, meta: &Meta, notify: Arc<Notify>) -> io::Result<Self> {
         let dir = attempt_dir(root, &meta.job_id, meta.attempt);
@@ -264,7 +255,8 @@ impl SpoolWriter {
             last_flush: Instant::now(),
             notify,
             broken: false,
-            redact: Vec::new(),
+            redactor: Default::default(),
+            held: None,
             stderr_tail: std::collections::VecDeque::new(),
         }
     }
@@ -296,13 +288,61 @@ impl SpoolWriter {
         if self.broken {
             return;
         }
+        if self.redactor.is_empty() {
+            return self.write_text(stream, ts_ms, text);
+        }
+        // The held line joins these when it is of the same stream: a value
+        // split between them is masked in both.
+        let held = self.held.take();
+        let joins = held.as_ref().is_some_and(|h| h.stream == stream);
+        let mut lines: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+        if let Some(h) = held.as_ref().filter(|_| joins) {
+            lines.push(std::borrow::Cow::Borrowed(h.text.as_str()));
+        } else if let Some(h) = &held {
+            self.write_text(h.stream, h.ts_ms, &h.text);
+        }
+        lines.extend(text.split('\n').map(std::borrow::Cow::Borrowed));
+        self.redactor.redact_lines(&mut lines);
+        let last = lines.pop().map(std::borrow::Cow::into_owned);
+        for (i, line) in lines.iter().enumerate() {
+            let ts = match &held {
+                Some(h) if joins && i == 0 => h.ts_ms,
+                _ => ts_ms,
+            };
+            self.write_text(stream, ts, line);
+        }
+        let ts_ms = match &held {
+            Some(h) if joins && lines.is_empty() => h.ts_ms,
+            _ => ts_ms,
+        };
+        if let Some(text) = last {
+            self.held = Some(Held {
+                stream,
+                ts_ms,
+                text,
+            });
+            self.dirty = true;
+        }
+    }
+
+    /// Writes the held line, if any.
+    fn release_held(&mut self) {
+        if let Some(h) = self.held.take() {
+            self.write_text(h.stream, h.ts_ms, &h.text);
+        }
+    }
+
+    /// Writes `text` (redacted already) as one or more lines.
+    fn write_text(&mut self, stream: LogStream, ts_ms: i64, text: &str) {
+        if self.broken {
+            return;
+        }
         let code = stream.code();
         let mut result = Ok(());
         let mut written = 0;
-        let text = self.redacted(text);
         let keep = stream == LogStream::Stderr;
         let mut kept = Vec::new();
-        split_text(&text, |line| {
+        split_text(text, |line| {
             if result.is_ok() {
                 result = writeln!(self.file, "{code}{ts_ms} {line}");
                 written += 1;
@@ -338,11 +378,32 @@ impl SpoolWriter {
             return;
         }
         debug_assert_eq!(block.last(), Some(&b'\n'));
-        let secret_inside = self
-            .redact
-            .iter()
-            .any(|s| memchr::memmem::find(block, s.as_bytes()).is_some());
-        let valid = !secret_inside && std::str::from_utf8(block).is_ok();
+        let mut block = block;
+        if !self.redactor.is_empty() {
+            let held = self.held.as_ref().filter(|h| h.stream == stream);
+            let held_text = held.map_or("", |h| h.text.as_str());
+            if self.redactor.finds_in_block(held_text, block) {
+                // The slow path: masked line by line.
+                let text = String::from_utf8_lossy(&block[..block.len() - 1]).into_owned();
+                return self.append_at(stream, ts_ms, &text);
+            }
+            // Nothing to hide: the lines go as they are, but for the last,
+            // held back for what comes next.
+            self.release_held();
+            let body = &block[..block.len() - 1];
+            let cut = memchr::memrchr(b'\n', body).map_or(0, |i| i + 1);
+            self.held = Some(Held {
+                stream,
+                ts_ms,
+                text: String::from_utf8_lossy(&body[cut..]).into_owned(),
+            });
+            self.dirty = true;
+            block = &block[..cut];
+            if block.is_empty() {
+                return;
+            }
+        }
+        let valid = std::str::from_utf8(block).is_ok();
         let mut prefix = [0u8; 24];
         let prefix = {
             let mut cur = io::Cursor::new(&mut prefix[..]);
@@ -369,7 +430,7 @@ impl SpoolWriter {
                     self.remember_stderr(String::from_utf8_lossy(line).into_owned());
                 }
             } else {
-                self.append_bytes(stream, ts_ms, line);
+                self.write_text(stream, ts_ms, &String::from_utf8_lossy(line));
             }
         }
         match result {
@@ -388,6 +449,7 @@ impl SpoolWriter {
     /// The last stderr lines written since the last call, redacted; forgets
     /// them.
     pub(crate) fn take_stderr_tail(&mut self) -> Vec<String> {
+        self.release_held();
         self.stderr_tail.drain(..).collect()
     }
 
@@ -411,6 +473,7 @@ impl SpoolWriter {
 
     /// Writes buffered lines to the file and wakes the shipper.
     pub(crate) fn flush(&mut self) {
+        self.release_held();
         self.last_flush = Instant::now();
         if !self.dirty {
             return;
@@ -772,6 +835,44 @@ mod tests {
         );
         let raw = std::fs::read_to_string(dir.join(LINES)).unwrap();
         assert!(!raw.contains("hunter22"), "{raw}");
+    }
+
+    #[test]
+    fn encoded_and_split_secrets_are_redacted_across_writes() {
+        use base64::Engine as _;
+        let root = tempfile::tempdir().unwrap();
+        let mut w = SpoolWriter::create(root.path(), &meta(), Arc::new(Notify::new())).unwrap();
+        let secret = "db-Passw0rd-4f9a1c";
+        w.set_redact(&[secret.into()]);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(secret);
+        let upper = secret.to_uppercase();
+        let hex = hex::encode(secret);
+        w.append_lines(
+            LogStream::Stdout,
+            1,
+            format!("b64 {b64}\nup {upper}\nhex {hex}\nwrapped db-Pass\n").as_bytes(),
+        );
+        // The rest of the wrapped value comes in the next read of the pipe.
+        w.append_lines(LogStream::Stdout, 2, b"w0rd-4f9a1c end\nplain\n");
+        w.append_at(LogStream::Stderr, 3, "other stream");
+        let dir = w.dir().to_path_buf();
+        w.flush();
+        let got: Vec<String> = read_all(&dir, 0, 0)
+            .into_iter()
+            .map(|(_, l)| l.text)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "b64 ***",
+                "up ***",
+                "hex ***",
+                "wrapped ***",
+                "*** end",
+                "plain",
+                "other stream"
+            ]
+        );
     }
 
     #[test]
