@@ -222,9 +222,19 @@ pub fn plain(v: &Value) -> String {
 /// position of the decimal point: `f = 0.DIGITS × 10^point`. With `sig`,
 /// rounded to that many significant digits; otherwise the shortest digits
 /// that read back as `f`.
+/// More significant digits than an f64's exact decimal expansion has (767).
+const MAX_F64_DIGITS: usize = 800;
+
+/// More fractional digits than an f64's exact decimal expansion has (1,074,
+/// the smallest subnormal's).
+const MAX_F64_FRACTION: usize = 1_100;
+
 fn digits(f: f64, sig: Option<usize>) -> (String, i32) {
     let s = match sig {
-        Some(p) => format!("{:.*e}", p.max(1) - 1, f.abs()),
+        // An f64's exact decimal expansion has at most 767 significant
+        // digits; past them are zeros, which are dropped below (and Rust's
+        // formatter takes no precision past `u16::MAX`).
+        Some(p) => format!("{:.*e}", p.clamp(1, MAX_F64_DIGITS) - 1, f.abs()),
         None => format!("{:e}", f.abs()),
     };
     let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
@@ -313,7 +323,11 @@ pub fn format_float(f: f64, verb: char, prec: Option<usize>) -> String {
         }
         'f' | 'F' => match prec {
             Some(p) => {
-                let s = format!("{:.*}", p, f.abs());
+                // Past the 1,074 fractional digits of the smallest f64,
+                // every digit is a zero.
+                let exact = p.min(MAX_F64_FRACTION);
+                let mut s = format!("{:.*}", exact, f.abs());
+                s.extend(std::iter::repeat_n('0', p - exact));
                 if neg { format!("-{s}") } else { s }
             }
             None => {
@@ -384,5 +398,15 @@ mod tests {
         assert_eq!(format_float(123456.0, 'g', Some(3)), "1.23e+05");
         assert_eq!(format_float(1.0, 'g', Some(3)), "1");
         assert_eq!(format_float(2.5, 'f', None), "2.5");
+        // Precisions past what Rust's formatter takes (found by the fuzzer:
+        // `printf "%.99999g" .pi` panicked).
+        let pi = std::f64::consts::PI;
+        let g = format_float(pi, 'g', Some(99_999));
+        assert!(g.starts_with("3.14159265358979311599796346854"), "{g}");
+        assert!(g.len() < 1_000, "{}", g.len());
+        let f = format_float(0.1, 'f', Some(70_000));
+        assert_eq!(f.len(), 70_002);
+        assert!(f.starts_with("0.1000000000000000055511151231257827") && f.ends_with("000"));
+        assert_eq!(format_float(pi, 'e', Some(70_000)).len(), 70_006);
     }
 }
