@@ -392,11 +392,17 @@ impl JobKeys {
     /// The job to queue: `spec` signed by its org, sealed, and its payload
     /// as the Control API shows it.
     pub(crate) async fn sign(&self, spec: JobSpec) -> Result<NewJob, KeyError> {
+        let shown = shown_payload(&spec);
+        self.sign_shown(spec, shown).await
+    }
+
+    /// [`JobKeys::sign`], the payload shown as `shown` (see [`hidden`]).
+    pub(crate) async fn sign_shown(&self, spec: JobSpec, shown: Value) -> Result<NewJob, KeyError> {
         let signer = self.signer(&spec.org_id).await?;
         let text = serde_json::to_string(&spec)
             .map_err(|e| KeyError::Sealed(format!("cannot encode the job: {e}")))?;
         let signature = tag_signature(&signer.sign(text.as_bytes()).await?, &signer.public_key());
-        let payload = shown_payload(&spec);
+        let payload = shown;
         let sealed_spec = self.secrets.seal(&text, &spec_context(&spec.job_id));
         Ok(NewJob {
             spec,
@@ -569,68 +575,40 @@ pub(crate) fn open_config(
 }
 
 /// A job's payload as the Control API shows it: the state credential and
-/// the values the job redacts hidden.
+/// the values the job redacts hidden, in every form ([`nuon_core::redact`]).
 pub(crate) fn shown_payload(spec: &JobSpec) -> Value {
-    let mut payload = spec.payload.clone();
+    hidden(spec.payload.clone(), &spec.redact)
+}
+
+/// `view` (a payload rendered with stand-ins for the install's secrets)
+/// with the state credential hidden, and any of `redact` it still holds
+/// (a value that reached it some other way than a template) hidden too.
+pub(crate) fn hidden(mut view: Value, redact: &[String]) -> Value {
     // A job's state credential is for its Terraform only, and the
     // install's secrets are for its runner only.
-    if let Some(p) = payload.pointer_mut("/backend/password") {
+    if let Some(p) = view.pointer_mut("/backend/password") {
         *p = Value::String("(hidden)".into());
     }
-    let mut secrets: Vec<&str> = spec
-        .redact
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !s.is_empty())
-        .collect();
-    // Longest first, so no part of a longer one is left.
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    secrets.dedup();
-    if !secrets.is_empty() {
-        hide(&mut payload, &secrets);
+    let redactor = nuon_core::redact::Redactor::new(redact).masking_with("(secret)");
+    if !redactor.is_empty() {
+        hide(&mut view, &redactor);
     }
-    payload
+    view
 }
 
-/// Replaces each secret in the strings of `v` with `(secret)`: a whole
-/// value, or an occurrence that stands on its own (not inside a word:
-/// `pw=SECRET@host` is hidden, a secret that happens to be part of
-/// `checking` leaves the word alone).
-fn hide(v: &mut Value, secrets: &[&str]) {
+/// Replaces each secret, in each of its forms, in the strings of `v` with
+/// `(secret)`.
+fn hide(v: &mut Value, redactor: &nuon_core::redact::Redactor) {
     match v {
         Value::String(s) => {
-            for secret in secrets {
-                if s.contains(secret) {
-                    *s = replace_standalone(s, secret, "(secret)");
-                }
+            if let std::borrow::Cow::Owned(o) = redactor.redact(s) {
+                *s = o;
             }
         }
-        Value::Array(a) => a.iter_mut().for_each(|x| hide(x, secrets)),
-        Value::Object(m) => m.values_mut().for_each(|x| hide(x, secrets)),
+        Value::Array(a) => a.iter_mut().for_each(|x| hide(x, redactor)),
+        Value::Object(m) => m.values_mut().for_each(|x| hide(x, redactor)),
         _ => {}
     }
-}
-
-fn replace_standalone(text: &str, needle: &str, with: &str) -> String {
-    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(needle) {
-        let before = rest[..at]
-            .chars()
-            .next_back()
-            .or_else(|| out.chars().next_back());
-        let after = rest[at + needle.len()..].chars().next();
-        out.push_str(&rest[..at]);
-        if word(before) || word(after) {
-            out.push_str(needle);
-        } else {
-            out.push_str(with);
-        }
-        rest = &rest[at + needle.len()..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Seals what an earlier version kept in the clear: orgs' signing keys,
@@ -689,15 +667,21 @@ pub(crate) async fn seal_legacy(store: &dyn Store, secrets: &SecretBox) -> Resul
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_api_view_hides_whole_secrets_not_parts_of_words() {
-        let hide = |t: &str| super::replace_standalone(t, "s3cret", "(secret)");
-        assert_eq!(hide("s3cret"), "(secret)");
-        assert_eq!(hide("pw=s3cret@host s3cret."), "pw=(secret)@host (secret).");
-        assert_eq!(hide("checks3cretive s3cret"), "checks3cretive (secret)");
-        let k = |t: &str| super::replace_standalone(t, "chk", "(secret)");
+    fn the_api_view_hides_secrets_in_every_form() {
+        use base64::Engine as _;
+        let redact = vec!["s3cret-value".to_owned()];
+        let b64 = base64::engine::general_purpose::STANDARD.encode("s3cret-value");
+        let view = serde_json::json!({
+            "args": ["Ks3cret-valueZ", format!("x {b64}"), "S3CRET-VALUE", "plain"],
+            "backend": {"password": "tok"},
+        });
+        let shown = super::hidden(view, &redact);
         assert_eq!(
-            k("checking chk chk-2 xchk"),
-            "checking (secret) (secret)-2 xchk"
+            shown,
+            serde_json::json!({
+                "args": ["K(secret)Z", "x (secret)", "(secret)", "plain"],
+                "backend": {"password": "(hidden)"},
+            })
         );
     }
 

@@ -108,29 +108,38 @@ fn percent(text: &str, plus: bool) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     automaton: Option<AhoCorasick>,
+    mask: &'static str,
 }
 
 impl Redactor {
     /// A redactor of every form ([`forms`]) of each of `values`.
     pub fn new<S: AsRef<str>>(values: &[S]) -> Self {
-        let mut patterns: Vec<String> = values
-            .iter()
-            .flat_map(|v| forms(v.as_ref()))
-            .collect();
+        let mut patterns: Vec<String> = values.iter().flat_map(|v| forms(v.as_ref())).collect();
         // Longest first: with leftmost-longest matching a value that
         // contains another is masked whole either way; this only keeps
         // the list in a stable order.
         patterns.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         patterns.dedup();
         if patterns.is_empty() {
-            return Redactor { automaton: None };
+            return Redactor {
+                automaton: None,
+                mask: MASK,
+            };
         }
         let automaton = AhoCorasickBuilder::new()
             .match_kind(MatchKind::LeftmostLongest)
             .ascii_case_insensitive(true)
             .build(&patterns)
             .ok();
-        Redactor { automaton }
+        Redactor {
+            automaton,
+            mask: MASK,
+        }
+    }
+
+    /// The same, replacing values with `mask` instead of [`MASK`].
+    pub fn masking_with(self, mask: &'static str) -> Self {
+        Redactor { mask, ..self }
     }
 
     /// Whether there is nothing to hide.
@@ -213,7 +222,7 @@ impl Redactor {
             let mut at = 0;
             for (a, b) in ranges {
                 out.push_str(&line[at..a]);
-                out.push_str(MASK);
+                out.push_str(self.mask);
                 at = b;
             }
             out.push_str(&line[at..]);
@@ -274,6 +283,8 @@ mod tests {
         let text = "plan: 3 to add, 0 to change, 0 to destroy";
         assert!(matches!(r.redact(text), Cow::Borrowed(_)));
         assert!(Redactor::new::<&str>(&[]).is_empty());
+        let r = Redactor::new(&["hunter22"]).masking_with("(secret)");
+        assert_eq!(r.redact("pw=hunter22;"), "pw=(secret);");
         assert_eq!(Redactor::new::<&str>(&[]).redact("x"), "x");
     }
 
@@ -308,7 +319,10 @@ mod tests {
         let whole = base64::engine::general_purpose::STANDARD.encode(pem);
         let out = shows(&r, &whole);
         // What is left: at most the last character and the padding.
-        assert!(out.starts_with(MASK) && out.len() <= MASK.len() + 3, "{out}");
+        assert!(
+            out.starts_with(MASK) && out.len() <= MASK.len() + 3,
+            "{out}"
+        );
         let json = serde_json::to_string(pem).unwrap();
         assert_eq!(shows(&r, &json), format!("\"{MASK}\""));
     }

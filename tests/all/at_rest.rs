@@ -3,8 +3,8 @@
 //! app (a generated secret, a sensitive input, a sensitive output, state
 //! tokens in its Terraform jobs) on SQLite and on PostgreSQL; then every
 //! file under the data directory, and a `pg_dump` of the database, is
-//! searched for every secret value, the org's signing key (raw, hex and
-//! base64) and every runner and state token. The files' modes are checked
+//! searched for every secret value (as it is, cased, base64, hex and
+//! percent-encoded), the org's signing key (raw, hex and base64) and every runner and state token. The files' modes are checked
 //! on the fresh data dir and after a restart.
 
 use std::os::unix::fs::PermissionsExt;
@@ -97,7 +97,10 @@ fn needles(data: &Path, database_url: Option<&str>) -> Needles {
             for (name, value) in map {
                 let context = nuon_control::secrets::seal_context(&install.id, kind, name);
                 let plain = secrets.open(value.as_str().unwrap(), &context).unwrap();
-                n.add(format!("{kind} {name}"), plain);
+                // And the forms a template makes of it.
+                for (what, form) in crate::hostile::forms_of(&format!("{kind} {name}"), &plain) {
+                    n.add(what, form);
+                }
             }
         }
         let stored = store.signing_key(&org).await.unwrap().unwrap();

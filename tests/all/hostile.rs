@@ -2,7 +2,8 @@
 //! a template bomb (at validate, and one that only goes off with an
 //! install's inputs, at render), a diff bomb on the dashboard, and an
 //! ad-hoc shell on an install's runner. Each is refused, and the control
-//! plane keeps answering meanwhile.
+//! plane keeps answering meanwhile. An install's secrets glued, encoded and
+//! re-cased by a template stay hidden from read-only views and at rest.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -366,4 +367,171 @@ fn an_ad_hoc_shell_on_an_install_runner_goes_through_the_customers_policy() {
     assert_eq!(job.kind, "exec");
     let done = wait_job(&c, &job.id, Duration::from_secs(60)).unwrap();
     assert_eq!(done.status, nuon_core::JobStatus::Succeeded, "{done:?}");
+}
+
+/// Every form of `value` one template function (or a shell's `printf`)
+/// away: upper and lower case, base64 in both alphabets (less the last
+/// characters, whose bits depend on what follows), hex in both cases and
+/// percent-encoding.
+pub(crate) fn forms_of(what: &str, value: &str) -> Vec<(String, String)> {
+    use base64::Engine as _;
+    let b64 = |e: &base64::engine::GeneralPurpose| {
+        let t = e.encode(value);
+        t[..t.len() - 3].to_owned()
+    };
+    let url: String = value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+    [
+        ("as it is", value.to_owned()),
+        ("upper case", value.to_uppercase()),
+        ("lower case", value.to_lowercase()),
+        ("base64", b64(&base64::engine::general_purpose::STANDARD)),
+        (
+            "base64 (URL)",
+            b64(&base64::engine::general_purpose::URL_SAFE),
+        ),
+        ("hex", hex.clone()),
+        ("upper-case hex", hex.to_uppercase()),
+        ("percent-encoded", url),
+    ]
+    .into_iter()
+    .map(|(form, v)| (format!("{what} ({form})"), v))
+    .collect()
+}
+
+/// Each of `needles` found in `hay`, named with `place`.
+fn found_in(needles: &[(String, String)], place: &str, hay: &[u8]) -> Vec<String> {
+    needles
+        .iter()
+        .filter(|(_, v)| hay.windows(v.len()).any(|w| w == v.as_bytes()))
+        .map(|(what, _)| format!("{what} in {place}"))
+        .collect()
+}
+
+const SENSITIVE_INPUT: &str = "SensInput-7a3b9c2d";
+const SECRET: &str = "Secret/Val+ue=5e8f1a4b";
+
+/// Attack 3: an action's step glues, encodes and re-cases an install's
+/// sensitive input and secret. What a read-only token sees of the job, its
+/// workflow and its log shows none of their forms, and neither does any
+/// file of the control plane's data directory (its database and WAL).
+#[test]
+fn secrets_in_every_form_stay_out_of_read_only_views_and_the_data_dir() {
+    let leak = r#"name = "leak"
+timeout = "1m"
+
+[[triggers]]
+type = "manual"
+
+[[steps]]
+name = "say"
+command = '''echo K{{ .nuon.install.inputs.api_key }}Z X{{ .nuon.secrets.db_password }}Y {{ .nuon.secrets.db_password | b64enc }} {{ .nuon.secrets.db_password | upper }} {{ .nuon.install.inputs.api_key | b64enc }} {{ printf "%x" .nuon.secrets.db_password }} {{ .nuon.secrets.db_password | urlquery }}; echo "{{ .nuon.secrets.db_password | wrap 6 }}"; printf '%s' '{{ .nuon.install.inputs.api_key }}' | od -An -tx1 | tr -d ' \n' | tr a-f A-F; echo'''
+"#;
+    let m = crate::deploy::Manual::start_full(
+        &[
+            METADATA,
+            (
+                "inputs.toml",
+                "[[input]]\nname = \"api_key\"\ndescription = \"the vendor's API key\"\nsensitive = true\n",
+            ),
+            (
+                "secrets.toml",
+                "[[secret]]\nname = \"db_password\"\ndescription = \"the database's password\"\n",
+            ),
+            ("actions/leak.toml", leak),
+        ],
+        None,
+        |_| {},
+        &[
+            "--input",
+            &format!("api_key={SENSITIVE_INPUT}"),
+            "--secret",
+            &format!("db_password={SECRET}"),
+        ],
+    );
+    let ran: serde_json::Value = serde_json::from_str(&ok(m.cp.nuon(&[
+        "installs",
+        "run-action",
+        "demo",
+        "leak",
+        "--wait",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(ran["status"], "succeeded", "{ran:#}");
+    let wf = ran["id"].as_str().unwrap().to_owned();
+    let job: nuon_core::JobId = ran["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| s["job_id"].as_str())
+        .expect("the step's job")
+        .parse()
+        .unwrap();
+    let mut needles = forms_of("the sensitive input", SENSITIVE_INPUT);
+    needles.extend(forms_of("the secret", SECRET));
+
+    // The job ran them all: its log shows where, masked.
+    let admin = m.cp.client();
+    let log: Vec<String> = nuon_tests::all_logs(&admin, &job)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
+    let text = log.join("\n");
+    assert!(text.contains("K***Z X***Y"), "{text}");
+
+    let created = rt()
+        .block_on(admin.create_token("reader", nuon_core::wire::TokenScope::Read))
+        .unwrap();
+    let reader = m.cp.client_with(&created.secret);
+    let shown_job = rt().block_on(reader.get_job(&job)).unwrap();
+    let shown_wf = rt().block_on(reader.get_workflow(&wf)).unwrap();
+    let shown_log = nuon_tests::all_logs(&reader, &job).unwrap();
+    let mut hits = Vec::new();
+    let payload = serde_json::to_string(&shown_job).unwrap();
+    // Rendered with stand-ins, not searched afterwards.
+    assert!(
+        payload.contains("K(sensitive)Z X(secret)Y"),
+        "the payload as shown: {payload}"
+    );
+    hits.extend(found_in(&needles, "the job as shown", payload.as_bytes()));
+    let wf_text = serde_json::to_string(&shown_wf).unwrap();
+    hits.extend(found_in(
+        &needles,
+        "the workflow as shown",
+        wf_text.as_bytes(),
+    ));
+    let log_text = serde_json::to_string(&shown_log).unwrap();
+    hits.extend(found_in(&needles, "the log", log_text.as_bytes()));
+    // The search finds what it looks for.
+    assert!(!found_in(&needles, "x", format!("a{SECRET}b").as_bytes()).is_empty());
+
+    for entry in walk(&m.cp.data_dir) {
+        let bytes = std::fs::read(&entry).unwrap();
+        hits.extend(found_in(&needles, &entry.display().to_string(), &bytes));
+    }
+    assert!(hits.is_empty(), "found in the clear: {hits:#?}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else if p.is_file() {
+            out.push(p);
+        }
+    }
+    out
 }

@@ -17,7 +17,9 @@ use nuon_core::{
 };
 use serde_json::Value;
 
-use super::render::{self, render_env, render_map, render_text, render_texts, render_value};
+use super::render::{
+    self, Values, render_env, render_map, render_text, render_texts, render_value,
+};
 use super::rules;
 use super::{Ctx, Engine, EngineError, Result};
 use crate::secrets::state_context;
@@ -34,8 +36,16 @@ impl Engine {
             Some(c) if step.kind != StepKind::Sync => self.stored_state(cx, &c.name).await?,
             _ => None,
         };
-        // Rendering is a tenant's work: off the runtime's threads.
-        let made = crate::render_pool::in_place(|| self.job_for(cx, step, plugin_state)).await;
+        // Rendering is a tenant's work: off the runtime's threads. Twice:
+        // for the runner, and with stand-ins for what the API shows.
+        let (made, shown) = crate::render_pool::in_place(|| {
+            let made = self.job_for(cx, step, plugin_state.clone(), Values::Real);
+            let shown = made
+                .is_ok()
+                .then(|| self.job_for(cx, step, plugin_state, Values::StandIns));
+            (made, shown)
+        })
+        .await;
         let (spec, token) = match made {
             Ok(made) => made,
             Err(reason) if destroys(step.kind) => {
@@ -48,7 +58,19 @@ impl Engine {
             Err(reason) => return self.fail(cx, step, reason).await,
         };
         let job_id = spec.job_id.clone();
-        let job = self.keys.sign(spec).await?;
+        let shown = match shown {
+            Some(Ok((view, _))) => crate::keys::hidden(view.payload, &spec.redact),
+            // A template that reads a secret's value (`b64dec`, `fromJson`)
+            // may not render from a stand-in: then nothing of it is shown.
+            Some(Err(why)) => serde_json::json!({
+                "hidden": format!(
+                    "the payload is rendered from the install's secrets in a way that \
+                     cannot be shown with stand-ins ({why}); the job's log shows what ran"
+                )
+            }),
+            None => crate::keys::shown_payload(&spec),
+        };
+        let job = self.keys.sign_shown(spec, shown).await?;
         self.store
             .dispatch_step(&cx.org, &cx.wf.id, step.index, job, token)
             .await?;
@@ -58,7 +80,13 @@ impl Engine {
     }
 
     /// The job spec of a step, and the state token its Terraform gets.
-    fn job_for(&self, cx: &Ctx, step: &WorkflowStepInfo, plugin_state: Option<Value>) -> Made {
+    fn job_for(
+        &self,
+        cx: &Ctx,
+        step: &WorkflowStepInfo,
+        plugin_state: Option<Value>,
+        from: Values,
+    ) -> Made {
         let target = step.target.clone().unwrap_or_else(|| "sandbox".into());
         // Sync jobs render nothing: only the others carry values to redact.
         let redact = if matches!(step.kind, StepKind::Sync | StepKind::SandboxSync) {
@@ -75,16 +103,17 @@ impl Engine {
             return job.make(&sync, Duration::from_secs(600), None);
         }
         let values = || {
-            render::render_context(
+            render::render_context_as(
                 &self.secrets,
                 &cx.org,
                 &cx.install,
                 &cx.app_name,
                 destroys(step.kind),
+                from,
             )
         };
         if step.kind == StepKind::SecretsSync {
-            let open = render::unseal(&self.secrets, &cx.install)?;
+            let open = render::unseal_as(&self.secrets, &cx.install, from)?;
             let before = render::outputs_of(&self.secrets, &cx.install)?.kubernetes_secrets;
             let (sync, encoded) = secrets_job(cx, &values()?, &open.secrets, &before)?;
             // The values reach the job base64: hidden as they are.
@@ -146,7 +175,7 @@ impl Engine {
             return job.make(&exec, timeout, None);
         }
         if let Some(c) = wasm_target(cx, step) {
-            let secrets = render::unseal(&self.secrets, &cx.install)?.secrets;
+            let secrets = render::unseal_as(&self.secrets, &cx.install, from)?.secrets;
             let plugin = wasm_job(cx, step, c, &values()?, &secrets, plugin_state)?;
             return job.make(&plugin, deploy_timeout(c.deploy_timeout.as_deref())?, None);
         }

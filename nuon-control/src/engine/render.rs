@@ -94,6 +94,44 @@ pub(crate) struct Unsealed {
 }
 
 pub(crate) fn unseal(secrets: &SecretBox, install: &StoredInstall) -> Result<Unsealed, String> {
+    unseal_as(secrets, install, Values::Real)
+}
+
+/// Which values a job is rendered from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Values {
+    /// The install's own: what its runner gets, signed and sealed.
+    Real,
+    /// Stand-ins for the secret ones (`(secret)` for a secret,
+    /// `(sensitive)` for a sensitive input or output): what the Control API
+    /// shows of the job. Rendered from these, no form of a secret a
+    /// template makes (glued, encoded, cased) can reach the view.
+    StandIns,
+}
+
+/// The stand-in of a secret.
+pub(crate) const SECRET_STAND_IN: &str = "(secret)";
+
+/// The stand-in of a sensitive input or output.
+pub(crate) const SENSITIVE_STAND_IN: &str = "(sensitive)";
+
+/// [`unseal`], or the stand-ins of the same names.
+pub(crate) fn unseal_as(
+    secrets: &SecretBox,
+    install: &StoredInstall,
+    values: Values,
+) -> Result<Unsealed, String> {
+    if values == Values::StandIns {
+        let sealed: Sealed = serde_json::from_str(&install.sealed_json)
+            .map_err(|e| format!("stored secrets: {e}"))?;
+        let names = |m: &BTreeMap<String, String>, with: &str| {
+            m.keys().map(|k| (k.clone(), with.to_owned())).collect()
+        };
+        return Ok(Unsealed {
+            inputs: names(&sealed.inputs, SENSITIVE_STAND_IN),
+            secrets: names(&sealed.secrets, SECRET_STAND_IN),
+        });
+    }
     let sealed: Sealed =
         serde_json::from_str(&install.sealed_json).map_err(|e| format!("stored secrets: {e}"))?;
     let open = |kind: &str, name: &str, s: &str| {
@@ -139,13 +177,28 @@ pub(crate) fn render_context(
     app_name: &str,
     destroying: bool,
 ) -> Result<RenderContext, String> {
+    render_context_as(secrets, org, install, app_name, destroying, Values::Real)
+}
+
+/// [`render_context`], from `values`.
+pub(crate) fn render_context_as(
+    secrets: &SecretBox,
+    org: &OrgId,
+    install: &StoredInstall,
+    app_name: &str,
+    destroying: bool,
+    values: Values,
+) -> Result<RenderContext, String> {
     let mut inputs: BTreeMap<String, Value> =
         serde_json::from_str(&install.inputs_json).map_err(|e| format!("stored inputs: {e}"))?;
-    let open = unseal(secrets, install)?;
+    let open = unseal_as(secrets, install, values)?;
     for (name, v) in open.inputs {
         inputs.insert(name, Value::String(v));
     }
     let mut outputs = outputs_of(secrets, install)?;
+    if values == Values::StandIns {
+        outputs = outputs.masked();
+    }
     if destroying {
         for (c, last) in std::mem::take(&mut outputs.destroyed) {
             outputs.components.entry(c).or_insert(last);
