@@ -412,6 +412,38 @@ impl JobKeys {
         })
     }
 
+    /// Grants each opened job to `runner` ([`nuon_core::Grant`]): this
+    /// attempt, until its lease's end and leeway, signed by the org's
+    /// current key (added to the keys the answer's rotations must reach).
+    pub(crate) async fn grant(
+        &self,
+        org: &OrgId,
+        runner: &nuon_core::RunnerId,
+        opened: &mut OpenedJobs,
+    ) -> Result<(), KeyError> {
+        if opened.jobs.is_empty() {
+            return Ok(());
+        }
+        let signer = self.signer(org).await?;
+        let now = nuon_core::now_ms();
+        for job in &mut opened.jobs {
+            job.not_after_ms = nuon_core::Grant::not_after(now, job.lease_ms);
+            let grant = nuon_core::Grant {
+                job_id: &job.job_id,
+                attempt: job.attempt,
+                runner_id: runner,
+                not_after_ms: job.not_after_ms,
+                spec: job.spec.as_bytes(),
+            };
+            job.grant = signer.sign(&grant.signed_bytes()).await?;
+        }
+        let key = signer.public_key().to_string();
+        if !opened.signed_by.contains(&key) {
+            opened.signed_by.push(key);
+        }
+        Ok(())
+    }
+
     /// Opens the specs of claimed jobs into the signed bytes their runner
     /// verifies; answers those that do not open apart, each with why.
     pub(crate) fn open_claimed(&self, jobs: Vec<ClaimedJob>) -> OpenedJobs {

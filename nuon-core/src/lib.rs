@@ -85,8 +85,8 @@ pub use plugin::{
     ProcessSpec, STDERR_TAIL_LINES, StopReason,
 };
 pub use signing::{
-    KeyRefused, KeyRotation, Learned, OrgSigningKey, PublicKey, SignatureError, SignedRotation,
-    Signer, SignerError, TrustedKeys, hmac_sha256,
+    Grant, KeyRefused, KeyRotation, Learned, OrgSigningKey, PublicKey, SignatureError,
+    SignedRotation, Signer, SignerError, TrustedKeys, hmac_sha256,
 };
 pub use transport::{Transport, TransportError};
 

@@ -250,6 +250,57 @@ impl SignedRotation {
     }
 }
 
+/// What the control plane signs, with the org's key, each time it hands a
+/// claimed job to a runner: this job, this attempt, for this runner, to be
+/// started no later than `not_after_ms`, with this exact spec. The spec's
+/// own signature says what to run; the grant says it may run once, now.
+/// A runner refuses a claim whose grant does not verify, has passed its
+/// time, or names an attempt it accepted already (its journal is the
+/// durable record), so a claim answer saved and served again runs nothing
+/// (Buildkite's signed steps with an expiry; TUF's rule against replays).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant<'a> {
+    /// The job.
+    pub job_id: &'a crate::JobId,
+    /// The attempt.
+    pub attempt: u32,
+    /// The runner it is granted to.
+    pub runner_id: &'a crate::RunnerId,
+    /// Until when the runner may start it (ms since the epoch).
+    pub not_after_ms: i64,
+    /// The exact bytes of the signed spec.
+    pub spec: &'a [u8],
+}
+
+impl Grant<'_> {
+    /// How long a grant lasts past its lease's end: leeway for the
+    /// runner's clock. A grant never lasts longer than
+    /// [`Grant::MAX_LEASE_MS`] plus this.
+    pub const LEEWAY_MS: i64 = 120_000;
+
+    /// The longest lease a grant's time follows.
+    pub const MAX_LEASE_MS: i64 = 3_600_000;
+
+    /// The grant's end for a claim made at `now_ms` with a lease of
+    /// `lease_ms`.
+    pub fn not_after(now_ms: i64, lease_ms: u64) -> i64 {
+        now_ms + (lease_ms as i64).min(Self::MAX_LEASE_MS) + Self::LEEWAY_MS
+    }
+
+    /// The bytes signed: one field a line, the spec by its SHA-256.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        format!(
+            "nuon-grant/1\njob {}\nattempt {}\nrunner {}\nnot-after {}\nspec sha256:{}\n",
+            self.job_id,
+            self.attempt,
+            self.runner_id,
+            self.not_after_ms,
+            hex::encode(Sha256::digest(self.spec)),
+        )
+        .into_bytes()
+    }
+}
+
 /// The keys a runner accepts jobs from: the org's current key, and the one
 /// before it until its overlap window closes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -581,6 +581,15 @@ pub struct ClaimedJob {
     pub signature: String,
     /// How long the lease lasts without a heartbeat, in milliseconds.
     pub lease_ms: u64,
+    /// Base64 Ed25519 signature, by the org's key, of this job's
+    /// [`crate::Grant`]: this attempt, for this runner, until
+    /// `not_after_ms`. A runner refuses a claim without one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub grant: String,
+    /// Until when the runner may start the job (ms since the epoch): the
+    /// lease's end and [`crate::Grant::LEEWAY_MS`].
+    #[serde(default)]
+    pub not_after_ms: i64,
 }
 
 /// A lease the runner holds: a job and the attempt it runs.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use nuon_core::audit::{AuditEntry, Chain, ChainBreak, Verifier};
-use nuon_core::{RunnerId, now_ms};
+use nuon_core::{Grant, JobId, RunnerId, now_ms};
 use serde::Serialize;
 
 /// The journal's file name in the work directory.
@@ -96,6 +96,77 @@ impl Journal {
                 tracing::error!(path = %self.path.display(), error = %e, job, action, "cannot write to the runner's audit journal")
             }
         }
+    }
+}
+
+/// How much of the journal's end is read at start for the attempts
+/// accepted lately: far more than the entries of the longest grant
+/// ([`Grant::MAX_LEASE_MS`] and its leeway) at any job rate a runner
+/// sustains.
+const RECENT_BYTES: u64 = 64 << 20;
+
+/// The attempts this runner accepted whose grants may still be live: what
+/// it refuses to accept again. Read from the journal (the durable record)
+/// at start, and kept as jobs are accepted.
+pub(crate) struct Accepted {
+    seen: Mutex<std::collections::HashMap<(JobId, u32), i64>>,
+}
+
+impl Accepted {
+    /// The attempts the journal at `path` records as accepted within the
+    /// longest grant before `now`.
+    pub(crate) fn from_journal(path: &Path, now: i64) -> std::io::Result<Accepted> {
+        let window = Grant::MAX_LEASE_MS + Grant::LEEWAY_MS;
+        let mut seen = std::collections::HashMap::new();
+        let mut file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Accepted {
+                    seen: Mutex::new(seen),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let len = file.seek(SeekFrom::End(0))?;
+        let start = len.saturating_sub(RECENT_BYTES);
+        file.seek(SeekFrom::Start(start))?;
+        let mut lines = BufReader::new(file).lines();
+        if start > 0 {
+            // A line cut in two.
+            lines.next();
+        }
+        for line in lines {
+            let Ok(e) = serde_json::from_str::<AuditEntry>(&line?) else {
+                continue;
+            };
+            if e.action != "job.accepted" || e.at_ms < now - window {
+                continue;
+            }
+            let job = e.target.strip_prefix("job:").and_then(|j| j.parse().ok());
+            let attempt = e
+                .detail
+                .strip_prefix("attempt ")
+                .and_then(|d| d.split(';').next())
+                .and_then(|n| n.parse().ok());
+            if let (Some(job), Some(attempt)) = (job, attempt) {
+                seen.insert((job, attempt), e.at_ms + window);
+            }
+        }
+        Ok(Accepted {
+            seen: Mutex::new(seen),
+        })
+    }
+
+    /// Takes `attempt` of `job`, granted until `not_after_ms`; refuses one
+    /// taken before.
+    pub(crate) fn take(&self, job: &JobId, attempt: u32, not_after_ms: i64) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() > 4096 {
+            // Those past their grant are refused by their time anyway.
+            let now = now_ms();
+            seen.retain(|_, until| *until >= now);
+        }
+        seen.insert((job.clone(), attempt), not_after_ms).is_none()
     }
 }
 

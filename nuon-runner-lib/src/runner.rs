@@ -66,6 +66,9 @@ struct Shared {
     fatal: watch::Sender<Option<TransportError>>,
     /// Every job accepted, refused and ended, hash-chained.
     journal: Journal,
+    /// The attempts accepted lately, read from the journal: a claim of
+    /// one again is a replay.
+    accepted: crate::journal::Accepted,
     /// The settings the control plane gives this runner (its install's
     /// `runner.toml`): their environment reaches every job.
     settings: Mutex<RunnerSettingsInfo>,
@@ -352,9 +355,12 @@ impl Runner {
 
         let journal = Journal::open(&work_dir, &config.runner_id)
             .map_err(io_err("open the audit journal in", &work_dir))?;
+        let accepted = crate::journal::Accepted::from_journal(journal.path(), nuon_core::now_ms())
+            .map_err(io_err("read the audit journal in", &work_dir))?;
         config.stats.set_slots(config.slots);
         let shared = Arc::new(Shared {
             journal,
+            accepted,
             keys: Keys::load(&work_dir, config.signing_key),
             kinds,
             spool_dir,
@@ -815,7 +821,58 @@ impl JobRun {
                 spec.runner_id, config.runner_id
             ));
         }
+        self.check_grant()?;
         Ok(spec)
+    }
+
+    /// The claim's grant ([`nuon_core::Grant`]): signed by the org for
+    /// this attempt and this runner, still in its time, and an attempt
+    /// this runner has not accepted before.
+    fn check_grant(&self) -> std::result::Result<(), String> {
+        let c = &self.claimed;
+        let (job, attempt) = (&c.job_id, c.attempt);
+        if c.grant.is_empty() {
+            return Err(format!(
+                "refusing job {job} attempt {attempt}: the claim carries no grant, so nothing \
+                 shows it may run now and once (a control plane older than this runner, or an \
+                 answer altered on its way): update the control plane"
+            ));
+        }
+        let grant = nuon_core::Grant {
+            job_id: job,
+            attempt,
+            runner_id: &self.shared.config.runner_id,
+            not_after_ms: c.not_after_ms,
+            spec: c.spec.as_bytes(),
+        };
+        self.shared
+            .keys
+            .verify(&grant.signed_bytes(), &c.grant)
+            .map_err(|e| {
+                format!(
+                    "refusing job {job} attempt {attempt}: its grant does not verify ({e}): the \
+                     claim answer was altered, or granted to another runner or attempt"
+                )
+            })?;
+        let now = nuon_core::now_ms();
+        if now > c.not_after_ms {
+            return Err(format!(
+                "refusing job {job} attempt {attempt}: its grant ended {} s ago (at {} ms since \
+                 the epoch): a claim answer served again after its time, or this machine's clock \
+                 is ahead by more than the lease and {} s",
+                (now - c.not_after_ms) / 1000,
+                c.not_after_ms,
+                nuon_core::Grant::LEEWAY_MS / 1000
+            ));
+        }
+        if !self.shared.accepted.take(job, attempt, c.not_after_ms) {
+            return Err(format!(
+                "refusing job {job} attempt {attempt}: this runner accepted that attempt before \
+                 (its journal, {}, records it): a claim answer served again runs nothing",
+                self.shared.journal.path().display()
+            ));
+        }
+        Ok(())
     }
 
     async fn first_heartbeat(&mut self) -> Start {

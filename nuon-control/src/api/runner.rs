@@ -106,7 +106,11 @@ async fn claim(
                 let waited = (now - j.job_id.created_at_ms()).max(0) as u64;
                 state.metrics.dispatched(Duration::from_millis(waited));
             }
-            let opened = state.keys.open_claimed(claimed.jobs);
+            let mut opened = state.keys.open_claimed(claimed.jobs);
+            state
+                .keys
+                .grant(&runner.org_id, &runner.runner_id, &mut opened)
+                .await?;
             for (job, why) in opened.refused {
                 refuse_unopened(&state, &runner, job, why).await?;
             }

@@ -421,11 +421,27 @@ impl Harness {
 
     /// The claim of a spec, signed by the org's key.
     pub fn claimed(&self, spec: &JobSpec) -> ClaimedJob {
+        self.claimed_attempt(spec, 1)
+    }
+
+    /// The claim of `attempt` of a spec, signed and granted by the org's
+    /// key.
+    pub fn claimed_attempt(&self, spec: &JobSpec, attempt: u32) -> ClaimedJob {
         let text = serde_json::to_string(spec).unwrap();
+        let not_after_ms = nuon_core::Grant::not_after(nuon_core::now_ms(), 60_000);
+        let grant = nuon_core::Grant {
+            job_id: &spec.job_id,
+            attempt,
+            runner_id: &self.runner_id,
+            not_after_ms,
+            spec: text.as_bytes(),
+        };
         ClaimedJob {
             job_id: spec.job_id.clone(),
-            attempt: 1,
+            attempt,
             signature: self.key.sign_now(text.as_bytes()),
+            grant: self.key.sign_now(&grant.signed_bytes()),
+            not_after_ms,
             spec: text,
             lease_ms: 60_000,
         }

@@ -82,3 +82,84 @@ async fn tampered_or_misaddressed_jobs_never_run() {
     runner.stop(secs(30)).await.unwrap();
     assert!(!marker.exists(), "a refused job ran");
 }
+
+/// Attack 5: a claim answer saved once and served again (by a compromised
+/// control plane, or anyone on a plain-HTTP link) runs nothing: not in the
+/// same process, not after a restart (the journal is the record), not
+/// once its grant's time is past, and not without a grant or with one for
+/// another attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_served_again_runs_nothing() {
+    let h = Harness::new();
+    let count = h.dir.path().join("count");
+    let spec = h.sh(&format!("echo ran >> '{}'", count.display()));
+    let claim = h.claimed(&spec);
+    let runs = || {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let replay = |claimed: nuon_core::wire::ClaimedJob| {
+        h.fake.with(|s| s.completions.remove(&claimed.job_id));
+        h.enqueue(claimed)
+    };
+
+    let runner = h.start(h.config());
+    h.enqueue(claim.clone());
+    let done = h.fake.completion(&spec.job_id, secs(30)).await;
+    assert_eq!(done.result.outcome, Outcome::Succeeded, "{done:?}");
+    assert_eq!(runs(), 1);
+
+    // Once its spool is shipped and gone (a replay while it is there is
+    // dropped before it is even read).
+    let spool = crate::fake::spool_dir(&h.work_dir(), &(spec.job_id.clone(), 1));
+    crate::fake::eventually("the spool shipped", secs(30), || !spool.exists()).await;
+    replay(claim.clone());
+    let reason = refused(&h, &spec.job_id, "accepted that attempt before").await;
+    assert!(reason.contains("audit.jsonl"), "{reason}");
+    runner.stop(secs(30)).await.unwrap();
+
+    // After a restart, from the journal.
+    let runner = h.start(h.config());
+    replay(claim.clone());
+    refused(&h, &spec.job_id, "accepted that attempt before").await;
+
+    // No grant; a grant of another attempt; a grant whose time is past.
+    let mut bare = h.claimed_attempt(&spec, 2);
+    bare.grant = String::new();
+    replay(bare);
+    refused(&h, &spec.job_id, "carries no grant").await;
+    let mut other = h.claimed_attempt(&spec, 2);
+    other.attempt = 3;
+    replay(other);
+    refused(&h, &spec.job_id, "its grant does not verify").await;
+    let mut late = h.claimed_attempt(&spec, 4);
+    late.not_after_ms = nuon_core::now_ms() - 1_000;
+    let grant = nuon_core::Grant {
+        job_id: &spec.job_id,
+        attempt: 4,
+        runner_id: &h.runner_id,
+        not_after_ms: late.not_after_ms,
+        spec: late.spec.as_bytes(),
+    };
+    late.grant = h.key.sign_now(&grant.signed_bytes());
+    replay(late);
+    refused(&h, &spec.job_id, "its grant ended").await;
+
+    // A new attempt, granted, runs.
+    replay(h.claimed_attempt(&spec, 5));
+    let done = h.fake.completion(&spec.job_id, secs(30)).await;
+    assert_eq!(done.result.outcome, Outcome::Succeeded, "{done:?}");
+    runner.stop(secs(30)).await.unwrap();
+    assert_eq!(runs(), 2);
+}
+
+/// The completion of `job`, refused for `why`; its reason.
+async fn refused(h: &Harness, job: &JobId, why: &str) -> String {
+    let done = h.fake.completion(job, secs(30)).await;
+    assert_eq!(done.result.outcome, Outcome::Failed, "{done:?}");
+    let reason = done.result.reason.unwrap();
+    assert!(reason.contains(why), "{reason} lacks {why}");
+    reason
+}

@@ -611,6 +611,8 @@ where
                 spec: get(r, 2)?,
                 signature: get(r, 3)?,
                 lease_ms,
+                grant: String::new(),
+                not_after_ms: 0,
             })
         })
         .collect::<Result<_>>()

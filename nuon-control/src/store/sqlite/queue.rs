@@ -80,6 +80,8 @@ impl QueueStore for SqliteStore {
                     spec,
                     signature,
                     lease_ms,
+                    grant: String::new(),
+                    not_after_ms: 0,
                 });
             }
             Ok(Claimed {
