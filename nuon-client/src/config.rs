@@ -62,6 +62,17 @@ impl ClientConfig {
         Ok(config)
     }
 
+    /// The base URLs that speak plain HTTP to another machine: anyone on
+    /// the path reads the token and can serve altered or replayed answers.
+    /// A runner refuses them unless told otherwise.
+    pub fn plain_http_off_this_machine(&self) -> Vec<String> {
+        self.bases()
+            .into_iter()
+            .filter(|u| u.scheme() == "http" && !is_loopback(u))
+            .map(|u| u.to_string())
+            .collect()
+    }
+
     /// Every base URL, the primary first.
     pub(crate) fn bases(&self) -> Vec<reqwest::Url> {
         std::iter::once(self.base_url.clone())
@@ -101,5 +112,42 @@ impl ClientConfig {
         builder
             .build()
             .map_err(|e| Error::Config(format!("cannot build HTTP client: {e}")))
+    }
+}
+
+/// Whether `url` names this machine (`localhost`, 127.0.0.0/8, `::1`).
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => {
+            let host = host.to_ascii_lowercase();
+            host == "localhost" || host.ends_with(".localhost")
+        }
+    }
+}
+
+#[cfg(test)]
+mod plain_http_tests {
+    use super::ClientConfig;
+
+    #[test]
+    fn plain_http_is_named_only_off_this_machine() {
+        let off = |urls: &str| {
+            ClientConfig::with_replicas(urls, "t")
+                .unwrap()
+                .plain_http_off_this_machine()
+        };
+        assert!(off("http://127.0.0.1:7401,http://localhost:1,http://[::1]:2").is_empty());
+        assert!(off("https://cp.example.com,https://10.0.0.5").is_empty());
+        assert_eq!(
+            off("https://cp.example.com,http://10.0.0.5:7401"),
+            ["http://10.0.0.5:7401/"]
+        );
+        assert_eq!(off("http://cp.example.com").len(), 1);
+        assert_eq!(off("http://127.0.0.1.nip.io").len(), 1);
     }
 }

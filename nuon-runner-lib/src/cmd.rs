@@ -156,6 +156,12 @@ pub struct RunArgs {
     /// be reached.
     #[arg(long, env = "NUON_RUNNER_API_URL")]
     api: String,
+    /// Accept a plain `http://` --api on another machine. Without it such
+    /// a URL is refused: anyone on the path would read this runner's token
+    /// and could serve it altered or replayed answers. For a lab, or TLS
+    /// ended by a proxy on this host's network.
+    #[arg(long, env = "NUON_ALLOW_INSECURE_HTTP")]
+    allow_insecure_http: bool,
     /// This runner's token (`rnr_....SECRET`). Without it: the token a
     /// phone-home stored in the work dir, or --install-token.
     #[arg(long, env = "NUON_RUNNER_TOKEN", hide_env_values = true)]
@@ -431,6 +437,7 @@ async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
     }
     let outputs = stack_outputs(args)?;
     let mut client = ClientConfig::with_replicas(&args.api, install_token).context("--api")?;
+    refuse_plain_http(&client, args.allow_insecure_http)?;
     client.ca_bundle = args.ca_bundle.clone();
     let answer = match nuon_client::phone_home(
         client,
@@ -477,6 +484,24 @@ fn stack_outputs(args: &RunArgs) -> anyhow::Result<std::collections::BTreeMap<St
     Ok(outputs)
 }
 
+/// Refuses an --api that speaks plain HTTP to another machine, unless
+/// `allowed`.
+fn refuse_plain_http(client: &ClientConfig, allowed: bool) -> anyhow::Result<()> {
+    let plain = client.plain_http_off_this_machine();
+    match plain.first() {
+        Some(url) if !allowed => anyhow::bail!(
+            "--api {url} is plain HTTP to another machine: anyone on the path could read this \
+             runner's token and serve it altered or replayed jobs; use an https:// URL, or pass \
+             --allow-insecure-http (a lab network)"
+        ),
+        Some(url) => {
+            tracing::warn!(%url, "--allow-insecure-http: talking plain HTTP to another machine");
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
 /// Writes `text` to `path` (0600) atomically.
 fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     crate::sys::write_private(path, text).with_context(|| format!("write {}", path.display()))
@@ -485,6 +510,7 @@ fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
 fn config(args: &RunArgs, token: &str) -> anyhow::Result<RunnerConfig> {
     let key = signing_key(&args.signing_key)?;
     let mut client = ClientConfig::with_replicas(&args.api, token).context("--api")?;
+    refuse_plain_http(&client, args.allow_insecure_http)?;
     client.ca_bundle = args.ca_bundle.clone();
     let mut config = RunnerConfig::connect_with(client, key, &args.work_dir, args.replace)?;
     anyhow::ensure!(

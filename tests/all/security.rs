@@ -519,3 +519,191 @@ fn each_api_names_the_other_when_reached_by_mistake() {
     assert!(message.contains("not its Control API"), "{message}");
     assert!(message.contains(&cp.control_url), "{message}");
 }
+
+/// A man in the middle of a plain-HTTP Runner API: forwards every request
+/// to `upstream`, keeps the first claim answer that carried a job, and
+/// once told to, answers every claim with it again.
+struct ReplayProxy {
+    url: String,
+    replaying: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    saved: std::sync::Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+}
+
+impl ReplayProxy {
+    fn start(upstream: &str) -> ReplayProxy {
+        use std::sync::atomic::Ordering;
+        let upstream = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let replaying = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let saved = std::sync::Arc::new(std::sync::Mutex::new(None::<Vec<u8>>));
+        let (r, s) = (replaying.clone(), saved.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (upstream, r, s) = (upstream.clone(), r.clone(), s.clone());
+                std::thread::spawn(move || {
+                    let _ = Self::one(conn, &upstream, r.load(Ordering::SeqCst), &s);
+                });
+            }
+        });
+        ReplayProxy {
+            url,
+            replaying,
+            saved,
+        }
+    }
+
+    /// One request on `conn`, answered with `Connection: close`.
+    fn one(
+        mut conn: std::net::TcpStream,
+        upstream: &str,
+        replaying: bool,
+        saved: &std::sync::Mutex<Option<Vec<u8>>>,
+    ) -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let head_end = loop {
+            let n = conn.read(&mut chunk)?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            let n = conn.read(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let is_claim = head.starts_with(&format!("POST {} ", nuon_core::wire::routes::CLAIM));
+        if is_claim
+            && replaying
+            && let Some(answer) = saved.lock().unwrap().clone()
+        {
+            return conn.write_all(&answer);
+        }
+        // Forwarded, asking the upstream to close after its answer.
+        let mut out: Vec<u8> = head
+            .split("\r\n")
+            .filter(|l| !l.to_ascii_lowercase().starts_with("connection:") && !l.is_empty())
+            .flat_map(|l| [l.as_bytes(), b"\r\n"].concat())
+            .collect();
+        out.extend_from_slice(b"Connection: close\r\n\r\n");
+        out.extend_from_slice(&buf[head_end..]);
+        let mut up = std::net::TcpStream::connect(upstream)?;
+        up.write_all(&out)?;
+        let mut answer = Vec::new();
+        up.read_to_end(&mut answer)?;
+        if is_claim
+            && answer.windows(8).any(|w| w == b"\"grant\":")
+            && saved.lock().unwrap().is_none()
+        {
+            *saved.lock().unwrap() = Some(answer.clone());
+        }
+        conn.write_all(&answer)
+    }
+}
+
+/// The runner's journal entries about `job` with `action`.
+fn journal_has(work: &std::path::Path, action: &str, job: &nuon_core::JobId) -> usize {
+    std::fs::read_to_string(work.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&format!("\"action\":\"{action}\"")) && l.contains(job.as_str()))
+        .count()
+}
+
+/// Attack 5, against the real binaries: a claim answer saved once and
+/// served again by a man in the middle of a plain-HTTP link runs the job
+/// once: the replay is refused in the same process and after a restart,
+/// and the runner's journal never shows `job.accepted` after
+/// `job.finished`. A plain-HTTP Runner API on another machine is refused
+/// before any request.
+#[test]
+fn a_replayed_claim_answer_runs_nothing() {
+    let cp = ControlPlane::start("10s").unwrap();
+    let token = cp.create_runner("r1").unwrap();
+    let proxy = ReplayProxy::start(&cp.runner_url);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    let marker = tmp.path().join("ran");
+    let client = cp.client();
+    let job = queue_sh(
+        &client,
+        "r1",
+        &format!("echo once >> '{}'", marker.display()),
+        1,
+    );
+    let opts = || RunnerOpts {
+        token: &token,
+        signing_key: &cp.signing_key,
+        slots: 1,
+        grace: "2s",
+        work_dir: Some(&work),
+    };
+    let mut runner = Runner::start_with_api(&proxy.url, opts()).unwrap();
+    let done = wait_job(&client, &job.id, LONG).unwrap();
+    assert_eq!(done.status, JobStatus::Succeeded, "{done:?}");
+    assert!(proxy.saved.lock().unwrap().is_some(), "the answer was kept");
+    let runs = || {
+        std::fs::read_to_string(&marker)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(runs(), 1);
+
+    proxy
+        .replaying
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    wait_for("the replay refused", LONG, || {
+        (journal_has(&work, "job.refused", &job.id) > 0).then_some(())
+    })
+    .unwrap();
+    runner.kill9();
+    let refused = journal_has(&work, "job.refused", &job.id);
+    let mut runner = Runner::start_with_args(&proxy.url, opts(), &["--replace"]).unwrap();
+    wait_for("the replay refused after a restart", LONG, || {
+        (journal_has(&work, "job.refused", &job.id) > refused).then_some(())
+    })
+    .unwrap();
+    runner.kill9();
+    assert_eq!(runs(), 1, "the job ran again");
+    assert_eq!(journal_has(&work, "job.accepted", &job.id), 1);
+    let journal = std::fs::read_to_string(work.join("audit.jsonl")).unwrap();
+    assert!(
+        journal.contains("accepted that attempt before"),
+        "{journal}"
+    );
+
+    // Plain HTTP to another machine: refused before any request.
+    let out = nuon_tests::ours("nuon-runner")
+        .args(["run", "--api", "http://192.0.2.10:7401", "--token", &token])
+        .args(["--signing-key", &cp.signing_key, "--work-dir"])
+        .arg(tmp.path().join("other"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("plain HTTP to another machine") && err.contains("--allow-insecure-http"),
+        "{err}"
+    );
+}
