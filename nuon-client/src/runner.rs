@@ -20,10 +20,22 @@ pub struct RunnerClient {
 
 impl RunnerClient {
     /// A client for the configured control plane's Runner API.
+    ///
+    /// Every Runner API request names its runner process (one token, one
+    /// live runner): the client names this process, by its token, until
+    /// [`Self::with_session`] names another session.
     pub fn new(config: ClientConfig) -> Result<Self> {
-        Ok(RunnerClient {
+        let session = Self::default_session(&config);
+        RunnerClient {
             http: Http::new(config)?,
-        })
+        }
+        .with_session(&session, false)
+    }
+
+    /// This process's session for `config`'s token.
+    fn default_session(config: &ClientConfig) -> RunnerSession {
+        let token = nuon_core::token::hash_token(&config.token);
+        RunnerSession::of_this_process(&format!("client {}", &token[..16]))
     }
 
     /// A client that sends its requests through `client`, so that many
@@ -31,9 +43,15 @@ impl RunnerClient {
     /// share one connection pool and TLS setup. `config` still gives the
     /// token, the URLs and the request timeout.
     pub fn with_http_client(config: ClientConfig, client: reqwest::Client) -> Self {
-        RunnerClient {
+        let session = Self::default_session(&config).header(false);
+        let mut c = RunnerClient {
             http: Http::with_client(client, config),
+        };
+        // The header is made of ASCII letters, digits and `=; .-_`.
+        if let Ok(v) = reqwest::header::HeaderValue::from_str(&session) {
+            c.http.always = Some((SESSION_HEADER, v));
         }
+        c
     }
 
     /// Names the runner process's session on every request: one token, one

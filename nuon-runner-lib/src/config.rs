@@ -241,23 +241,10 @@ impl RunnerConfig {
 /// This process's session: its id is the same for every start on this host
 /// in this work dir (whose lock lets one process use it at a time).
 fn session_of(work_dir: &std::path::Path) -> RunnerSession {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".into());
     let dir = std::path::absolute(work_dir).unwrap_or_else(|_| work_dir.to_owned());
-    let id = nuon_core::token::hash_token(&format!("{host}\n{}", dir.display()));
     RunnerSession {
-        id: id[..24].to_owned(),
-        host,
-        pid: std::process::id(),
-        addr: None,
-        since_ms: 0,
         version: Some(crate::version().to_owned()),
-        os: Some(std::env::consts::OS.to_owned()),
-        arch: Some(std::env::consts::ARCH.to_owned()),
+        ..RunnerSession::of_this_process(&dir.display().to_string())
     }
 }
 

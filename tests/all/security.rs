@@ -310,12 +310,18 @@ fn bad_input_gets_clear_errors_and_harms_nothing() {
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();
+    // Runner API requests name a session: the runner's own (same host and
+    // work dir), so they are not refused as another live runner.
+    let work = std::path::absolute(&s.runner.work_dir).unwrap();
+    let session =
+        nuon_core::wire::RunnerSession::of_this_process(&work.display().to_string()).header(false);
     // Too large: 413, or (when the server closes before the client has
     // sent it all, a race HTTP/1.1 allows) a connection closed mid-request.
     let refused_as_too_large = |url: String, token: &str, content_type: &str| {
         let sent = rt().block_on(
             http.post(url)
                 .bearer_auth(token)
+                .header(nuon_core::wire::SESSION_HEADER, &session)
                 .header("content-type", content_type)
                 .body(vec![b'o'; 5 * 1024 * 1024])
                 .send(),
@@ -330,6 +336,7 @@ fn bad_input_gets_clear_errors_and_harms_nothing() {
             let resp = http
                 .post(url)
                 .bearer_auth(token)
+                .header(nuon_core::wire::SESSION_HEADER, &session)
                 .header("content-type", content_type)
                 .body(body)
                 .send()
@@ -706,4 +713,46 @@ fn a_replayed_claim_answer_runs_nothing() {
         err.contains("plain HTTP to another machine") && err.contains("--allow-insecure-http"),
         "{err}"
     );
+}
+
+/// Attack 6 (in part): a Runner API request without the runner-session
+/// header skipped "one token, one live runner". It is refused now, naming
+/// the header; `RunnerClient` names its process by default.
+#[test]
+fn runner_requests_without_a_session_are_refused() {
+    let cp = ControlPlane::start("10s").unwrap();
+    let token = cp.create_runner("r1").unwrap();
+    let url = format!(
+        "{}{}",
+        cp.runner_url.trim_end_matches('/'),
+        nuon_core::wire::routes::CLAIM
+    );
+    let (status, body) = rt().block_on(async {
+        let answer = reqwest::Client::new()
+            .post(&url)
+            .bearer_auth(&token)
+            .json(&serde_json::json!({"kinds": ["exec"], "slots": 1, "wait_ms": 0}))
+            .send()
+            .await
+            .unwrap();
+        (
+            answer.status().as_u16(),
+            answer.json::<serde_json::Value>().await.unwrap(),
+        )
+    });
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "runner_session_required", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("nuon-runner-session"), "{message}");
+    let claimed = rt()
+        .block_on(runner_client(&cp, &token).claim(&ClaimRequest {
+            kinds: vec!["exec".into()],
+            slots: 1,
+            wait_ms: 0,
+            signing_key: None,
+            telemetry: None,
+            settings_version: None,
+        }))
+        .unwrap();
+    assert!(claimed.jobs.is_empty());
 }

@@ -18,15 +18,31 @@ use crate::store::RunnerPrincipal;
 
 /// Checks the request's session against the token's, taking the token
 /// when it is free, its session gone quiet, or the request replaces it.
-/// A request without a session (an older runner, a tool of the vendor's
-/// own) is not tracked.
+/// A request without a session is refused (one that skipped the check
+/// could run beside the token's live runner), but for Terraform's state
+/// backend, which cannot send one.
 pub(super) async fn check(
     state: &AppState,
     parts: &Parts,
     principal: &RunnerPrincipal,
 ) -> Result<(), Error> {
     let Some(raw) = parts.headers.get(SESSION_HEADER) else {
-        return Ok(());
+        // Terraform's own `http` backend sends no header of ours: the state
+        // endpoints take a job's state token, or an operator's runner token,
+        // without a session.
+        let state = nuon_core::wire::routes::RUNNER_STATE.trim_end_matches("{component}");
+        if parts.uri.path().starts_with(state) {
+            return Ok(());
+        }
+        return Err(Error::api(
+            StatusCode::BAD_REQUEST,
+            "runner_session_required",
+            format!(
+                "a Runner API request must name its runner process in the {SESSION_HEADER} \
+                 header (`id=ID; host=HOST; pid=PID`): one token, one live runner. nuon-runner \
+                 and nuon_client::RunnerClient send it; a tool of your own must too"
+            ),
+        ));
     };
     let raw = raw
         .to_str()
