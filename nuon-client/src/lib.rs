@@ -42,4 +42,4 @@ mod runner;
 pub use config::ClientConfig;
 pub use control::{ControlClient, LogFollower};
 pub use error::{Error, Result};
-pub use runner::{RunnerClient, phone_home};
+pub use runner::{RunnerClient, phone_home, session_of_this_process};

@@ -35,7 +35,7 @@ impl RunnerClient {
     /// This process's session for `config`'s token.
     fn default_session(config: &ClientConfig) -> RunnerSession {
         let token = nuon_core::token::hash_token(&config.token);
-        RunnerSession::of_this_process(&format!("client {}", &token[..16]))
+        session_of_this_process(&format!("client {}", &token[..16]))
     }
 
     /// A client that sends its requests through `client`, so that many
@@ -175,5 +175,28 @@ impl Transport for RunnerClient {
             .post(&path, completion, Duration::ZERO)
             .await
             .map_err(map_err)
+    }
+}
+
+/// This process's runner session in `place` (a work dir, or what a tool
+/// names itself by): its id is the same for every process on this host in
+/// that place; the pid tells them apart.
+pub fn session_of_this_process(place: &str) -> RunnerSession {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    let id = nuon_core::token::hash_token(&format!("{host}\n{place}"));
+    RunnerSession {
+        id: id[..24].to_owned(),
+        host,
+        pid: std::process::id(),
+        addr: None,
+        since_ms: 0,
+        version: None,
+        os: Some(std::env::consts::OS.to_owned()),
+        arch: Some(std::env::consts::ARCH.to_owned()),
     }
 }

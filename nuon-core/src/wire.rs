@@ -247,29 +247,6 @@ pub struct RunnerSession {
 }
 
 impl RunnerSession {
-    /// This process's session in `place` (a work dir, or what a tool names
-    /// itself by): its id is the same for every process on this host in
-    /// that place; the pid tells them apart.
-    pub fn of_this_process(place: &str) -> RunnerSession {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .map(|h| h.trim().to_owned())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "unknown".into());
-        let id = crate::token::hash_token(&format!("{host}\n{place}"));
-        RunnerSession {
-            id: id[..24].to_owned(),
-            host,
-            pid: std::process::id(),
-            addr: None,
-            since_ms: 0,
-            version: None,
-            os: Some(std::env::consts::OS.to_owned()),
-            arch: Some(std::env::consts::ARCH.to_owned()),
-        }
-    }
-
     /// The header value ([`SESSION_HEADER`]) naming this session.
     pub fn header(&self, replace: bool) -> String {
         let clean = |s: &str| -> String {

@@ -244,7 +244,7 @@ fn session_of(work_dir: &std::path::Path) -> RunnerSession {
     let dir = std::path::absolute(work_dir).unwrap_or_else(|_| work_dir.to_owned());
     RunnerSession {
         version: Some(crate::version().to_owned()),
-        ..RunnerSession::of_this_process(&dir.display().to_string())
+        ..nuon_client::session_of_this_process(&dir.display().to_string())
     }
 }
 

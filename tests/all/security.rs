@@ -313,8 +313,7 @@ fn bad_input_gets_clear_errors_and_harms_nothing() {
     // Runner API requests name a session: the runner's own (same host and
     // work dir), so they are not refused as another live runner.
     let work = std::path::absolute(&s.runner.work_dir).unwrap();
-    let session =
-        nuon_core::wire::RunnerSession::of_this_process(&work.display().to_string()).header(false);
+    let session = nuon_client::session_of_this_process(&work.display().to_string()).header(false);
     // Too large: 413, or (when the server closes before the client has
     // sent it all, a race HTTP/1.1 allows) a connection closed mid-request.
     let refused_as_too_large = |url: String, token: &str, content_type: &str| {
