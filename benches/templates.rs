@@ -1,6 +1,7 @@
 //! Template rendering and config validation.
 //!
-//! `cargo bench -p nuon-benches --bench templates` (release):
+//! `cargo bench -p nuon-benches --bench templates [-- render validate rego
+//! redaction]` (release; the parts named, or all):
 //!
 //! 1. Every case of `tests/templates/cases.txt` that Go renders, executed
 //!    `ITER` times by our engine and by the Go oracle (Go's `text/template`
@@ -26,10 +27,24 @@ use nuon_test_fixtures::templates::{self, Outcome};
 const ITER: u32 = 200;
 
 fn main() -> Result<()> {
-    render_against_go()?;
-    validate_generated_app()?;
-    rego_over_a_large_plan()?;
-    redaction_over_a_large_log();
+    // `cargo bench --bench templates -- redaction` runs that part alone.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
+    if want("render") {
+        render_against_go()?;
+    }
+    if want("validate") {
+        validate_generated_app()?;
+    }
+    if want("rego") {
+        rego_over_a_large_plan()?;
+    }
+    if want("redaction") {
+        redaction_over_a_large_log();
+    }
     Ok(())
 }
 
