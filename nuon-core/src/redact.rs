@@ -16,7 +16,7 @@
 
 use std::borrow::Cow;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 
@@ -126,9 +126,13 @@ impl Redactor {
                 mask: MASK,
             };
         }
+        // A full DFA: one table lookup a byte. Ignoring case and with
+        // hundreds of patterns no prefilter applies, and the default
+        // (an NFA for this many) searched 211 MB in 0.5 s.
         let automaton = AhoCorasickBuilder::new()
             .match_kind(MatchKind::LeftmostLongest)
             .ascii_case_insensitive(true)
+            .kind(Some(AhoCorasickKind::DFA))
             .build(&patterns)
             .ok();
         Redactor {
