@@ -83,7 +83,10 @@ impl ClientConfig {
     pub(crate) fn build_http(&self) -> Result<reqwest::Client> {
         let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(Duration::from_secs(90))
+            // Shorter than the control plane's idle timeout (75 s by
+            // default), so a pooled connection is dropped here before the
+            // server closes it under a request.
+            .pool_idle_timeout(Duration::from_secs(60))
             // Longer than any long poll (claims are held up to 50 s): the
             // poll's own answer shows the connection lives, and keepalive
             // probes sent while a claim is parked went unanswered for many

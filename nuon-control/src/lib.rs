@@ -28,6 +28,7 @@ mod error;
 mod health;
 mod hub;
 pub mod keys;
+mod listen;
 mod oidc;
 mod ops;
 mod private;
@@ -42,6 +43,7 @@ pub use api::openapi;
 
 pub use api::Timings;
 pub use error::{Error, Result};
+pub use listen::ConnLimits;
 pub use oidc::OidcConfig;
 pub use ops::{Auditor, OpsConfig};
 pub use server::{

@@ -64,6 +64,8 @@ pub struct ServerConfig {
     /// The OpenID Connect provider people sign in through (none: people
     /// cannot sign in; API tokens still work).
     pub oidc: Option<crate::oidc::OidcConfig>,
+    /// Header and idle timeouts and the connection cap of both listeners.
+    pub connections: crate::listen::ConnLimits,
 }
 
 impl ServerConfig {
@@ -83,6 +85,7 @@ impl ServerConfig {
             key_refresh: crate::keys::KEY_REFRESH,
             ops: crate::ops::OpsConfig::default(),
             oidc: None,
+            connections: crate::listen::ConnLimits::default(),
         }
     }
 }
@@ -401,24 +404,22 @@ impl ControlPlane {
             state.wakes.logs.wake_all();
         });
         let stop = |state: SharedState| async move { state.shutting_down().await };
-        // The audit trail names the address each call came from.
-        let control_srv = axum::serve(
+        let limits = self.config.connections;
+        // The audit trail and runner sessions name the address each call
+        // came from: both listeners record it.
+        let control_srv = crate::listen::serve(
             control,
-            self.control_router()
-                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(stop(self.state.clone()));
-        // Runner sessions name the address a runner calls from.
-        let runner_srv = axum::serve(
-            runner,
-            self.runner_router()
-                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(stop(self.state.clone()));
-        let (a, b) = tokio::join!(
-            async move { control_srv.await },
-            async move { runner_srv.await }
+            self.control_router(),
+            limits,
+            stop(self.state.clone()),
         );
+        let runner_srv = crate::listen::serve(
+            runner,
+            self.runner_router(),
+            limits,
+            stop(self.state.clone()),
+        );
+        let (a, b) = tokio::join!(control_srv, runner_srv);
         maintenance.abort();
         operations.abort();
         key_file.abort();

@@ -10,6 +10,7 @@ mod containers;
 mod dashboard;
 mod deploy;
 mod faults;
+mod floods;
 mod groups;
 mod hostile;
 mod job_loop;

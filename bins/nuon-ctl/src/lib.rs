@@ -95,6 +95,20 @@ enum Command {
         /// (`[health]`) between deploys, and reports what they say.
         #[arg(long, default_value = "60s", value_parser = nuon_core::parse_duration)]
         probe_interval: Duration,
+        /// Close a new connection that has not sent its first request's
+        /// head within this time (slow or silent clients), on both listeners.
+        #[arg(long, default_value = "10s", value_parser = nuon_core::parse_duration)]
+        header_timeout: Duration,
+        /// Close a kept-alive connection with no request in flight for this
+        /// long (a runner's parked claim is a request in flight).
+        #[arg(long, default_value = "75s", value_parser = nuon_core::parse_duration)]
+        idle_timeout: Duration,
+        /// The most connections held open on each listener. A new one past
+        /// it closes the connection idle longest; when every one has a
+        /// request in flight, the new one is closed. Give at least one per
+        /// runner, plus the dashboard's and tools'.
+        #[arg(long, default_value_t = 16_384)]
+        max_connections: usize,
         #[command(flatten)]
         oidc: OidcArgs,
     },
@@ -278,6 +292,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             webhook_max_backoff,
             webhook_allow_private_networks,
             probe_interval,
+            header_timeout,
+            idle_timeout,
+            max_connections,
             oidc,
         } => {
             if runner_offline_after <= runner_unhealthy_after {
@@ -306,6 +323,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             config.ops.probe_interval = probe_interval;
+            if header_timeout < Duration::from_millis(100) || idle_timeout < Duration::from_millis(100) {
+                anyhow::bail!(
+                    "--header-timeout ({header_timeout:?}) and --idle-timeout ({idle_timeout:?}) must be at least 100ms: give e.g. 10s and 75s"
+                );
+            }
+            if max_connections == 0 {
+                anyhow::bail!("--max-connections must be at least 1: give e.g. 16384");
+            }
+            config.connections = nuon_control::ConnLimits {
+                header_timeout,
+                idle_timeout,
+                max_connections,
+            };
             config.oidc = oidc.config()?;
             let plane = ControlPlane::open(config).await?;
             nuon_control::sys::raise_open_files_limit();

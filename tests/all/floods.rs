@@ -1,0 +1,227 @@
+//! Floods and slow clients against the real `nuon-ctl serve`: half-open
+//! connections (slowloris), a connection cap, kept-alive connections left
+//! idle.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use nuon_core::Transport;
+use nuon_tests::ControlPlane;
+
+/// Opens `n` connections to `addr`: every other one sends the start of a
+/// request head and stops, the others send nothing.
+fn half_open(addr: &str, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|i| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            if i % 2 == 0 {
+                s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                    .unwrap();
+            }
+            s
+        })
+        .collect()
+}
+
+/// Whether the server has closed `s` (end of stream or reset), looking for
+/// at most `wait`.
+fn closed(s: &mut TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            // hyper answers a cut head with nothing, or a 408 or 400.
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return false;
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+/// One request on a fresh connection, its status and how long it took.
+fn healthz(addr: &str) -> (u16, Duration) {
+    let t = Instant::now();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let status = raw
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, t.elapsed())
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Slowloris: 1,000 half-open connections to each port. A real request on
+/// each port is answered during the attack, and every half-open connection
+/// (silent, or with a head that never ends, or one trickling a byte at a
+/// time) is closed within the header timeout.
+#[test]
+fn half_open_connections_are_closed_within_the_header_timeout() {
+    let cp = ControlPlane::start_with(
+        "10s",
+        &["--header-timeout", "2s", "--idle-timeout", "3s"],
+    )
+    .unwrap();
+    let ports = [
+        cp.control_url.trim_start_matches("http://").to_owned(),
+        cp.runner_url.trim_start_matches("http://").to_owned(),
+    ];
+    let fds_before = open_fds(cp.pid());
+    let opened = Instant::now();
+    let mut attack: Vec<Vec<TcpStream>> = ports.iter().map(|p| half_open(p, 1000)).collect();
+    let opening = opened.elapsed();
+    // A client that keeps sending a header a byte every 200 ms is not
+    // busy: the timeout counts from the connection's start.
+    let trickle_addr = ports[0].clone();
+    let trickler = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(&trickle_addr).unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nX-Slow: ").unwrap();
+        let start = Instant::now();
+        while s.write_all(b"a").is_ok() && start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        start.elapsed()
+    });
+
+    // During the attack, both listeners answer.
+    for port in &ports {
+        let (status, took) = healthz(port);
+        assert_eq!(status, 200, "{port} did not answer during the attack");
+        assert!(took < Duration::from_secs(1), "{port} took {took:?} during the attack");
+    }
+    let held = open_fds(cp.pid());
+    assert!(
+        held >= fds_before + 1500,
+        "the control plane holds {held} descriptors (had {fds_before}): the attack did not reach it"
+    );
+
+    // Every half-open connection is closed by 2 s after it opened, plus
+    // the time it took to open them all and a second of slack.
+    let deadline = opened + opening + Duration::from_secs(3);
+    let mut still_open = 0;
+    for s in attack.iter_mut().flatten() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !closed(s, left.max(Duration::from_millis(10))) {
+            still_open += 1;
+        }
+    }
+    assert_eq!(
+        still_open, 0,
+        "{still_open} of 2,000 half-open connections were still open {:?} after the attack began",
+        opened.elapsed()
+    );
+    let trickled = trickler.join().unwrap();
+    assert!(
+        trickled < Duration::from_secs(4),
+        "a connection trickling its head a byte at a time was held {trickled:?}"
+    );
+    let after = open_fds(cp.pid());
+    assert!(
+        after < fds_before + 50,
+        "the control plane still holds {after} descriptors (had {fds_before} before the attack)"
+    );
+    eprintln!(
+        "slowloris: 2,000 half-open connections opened in {opening:?}, all closed within {:?}; descriptors {fds_before} -> {held} -> {after}",
+        deadline.saturating_duration_since(opened)
+    );
+}
+
+/// A kept-alive connection is closed after the idle timeout, and not while
+/// a request (a runner's parked claim) is in flight on it.
+#[test]
+fn idle_connections_close_but_requests_in_flight_do_not() {
+    let cp = ControlPlane::start_with(
+        "10s",
+        &["--header-timeout", "1s", "--idle-timeout", "2s"],
+    )
+    .unwrap();
+    let addr = cp.control_url.trim_start_matches("http://").to_owned();
+    let mut s = TcpStream::connect(&addr).unwrap();
+    write!(s, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let answered = Instant::now();
+    // Past the header timeout, within the idle one: still open, and usable.
+    std::thread::sleep(Duration::from_millis(1300));
+    write!(s, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let n = s.read(&mut buf).unwrap();
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"),
+        "a kept-alive connection was closed before its idle timeout"
+    );
+    let answered_again = Instant::now();
+    assert!(closed(&mut s, Duration::from_secs(4)));
+    let idle = answered_again.elapsed();
+    assert!(
+        (Duration::from_millis(1800)..Duration::from_millis(3500)).contains(&idle),
+        "closed after {idle:?} idle (the idle timeout is 2s); first answer {:?} ago",
+        answered.elapsed()
+    );
+
+    // A runner's claim parked for 4 s (longer than both timeouts) is
+    // answered, not cut.
+    let token = cp.create_runner("parked").unwrap();
+    let client = nuon_client::RunnerClient::new(
+        nuon_client::ClientConfig::new(&cp.runner_url, &token).unwrap(),
+    )
+    .unwrap();
+    let t = Instant::now();
+    let got = nuon_tests::rt()
+        .block_on(client.claim(&nuon_core::wire::ClaimRequest {
+            kinds: vec!["exec".into()],
+            slots: 1,
+            wait_ms: 4000,
+            signing_key: None,
+            telemetry: None,
+            settings_version: None,
+        }))
+        .expect("a parked claim longer than the idle timeout was cut");
+    assert!(got.jobs.is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(3900), "{:?}", t.elapsed());
+}
+
+/// At `--max-connections`, a new connection closes the one idle longest:
+/// a flood of silent connections cannot lock a real client out, and the
+/// control plane holds no more than the cap.
+#[test]
+fn at_the_connection_cap_the_idle_make_room_for_a_real_request() {
+    let cp = ControlPlane::start_with(
+        "10s",
+        &["--header-timeout", "30s", "--max-connections", "100"],
+    )
+    .unwrap();
+    let addr = cp.control_url.trim_start_matches("http://").to_owned();
+    let fds_before = open_fds(cp.pid());
+    let mut flood = half_open(&addr, 400);
+    let (status, took) = healthz(&addr);
+    assert_eq!(status, 200, "a real request was locked out at the cap");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    // Wait for the server to take in the whole flood, then count.
+    std::thread::sleep(Duration::from_millis(300));
+    let held = open_fds(cp.pid());
+    assert!(
+        held <= fds_before + 100 + 5,
+        "the control plane holds {held} descriptors at a cap of 100 (had {fds_before})"
+    );
+    // The oldest were closed for the newest: at least 300 are gone.
+    let gone = flood
+        .iter_mut()
+        .map(|s| closed(s, Duration::from_millis(20)))
+        .filter(|&c| c)
+        .count();
+    assert!(gone >= 300, "only {gone} of 400 flooding connections were closed at a cap of 100");
+}
