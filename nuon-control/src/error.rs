@@ -29,6 +29,15 @@ pub enum Error {
         /// Every problem, as `nuon apps validate` shows them.
         diagnostics: Vec<Diagnostic>,
     },
+    /// Too many failed sign-ins or token checks: answered `429` with
+    /// `Retry-After`.
+    #[error("{message}")]
+    TooManyAttempts {
+        /// What was throttled and when to try again.
+        message: String,
+        /// Seconds until the next try is allowed.
+        retry_after_secs: u64,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -47,6 +56,15 @@ pub enum Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<crate::throttle::Throttled> for Error {
+    fn from(t: crate::throttle::Throttled) -> Self {
+        Error::TooManyAttempts {
+            message: t.message(),
+            retry_after_secs: t.retry_after_secs(),
+        }
+    }
+}
 
 impl Error {
     pub(crate) fn api(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
@@ -76,6 +94,16 @@ impl Error {
 }
 
 impl Error {
+    /// Seconds until a throttled caller may try again.
+    pub(crate) fn retry_after(&self) -> Option<u64> {
+        match self {
+            Error::TooManyAttempts {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
+        }
+    }
+
     /// The HTTP status this error answers with (the API's and the
     /// dashboard's).
     pub(crate) fn status(&self) -> StatusCode {
@@ -84,6 +112,7 @@ impl Error {
                 StatusCode::BAD_REQUEST
             }
             Error::Api { status, .. } => *status,
+            Error::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Store(StoreError::Conflict { .. }) => StatusCode::CONFLICT,
             Error::Store(StoreError::Closed) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -95,6 +124,7 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let mut diagnostics = Vec::new();
         let status = self.status();
+        let retry_after = self.retry_after();
         let (code, message, acked_seq) = match self {
             Error::InvalidConfig {
                 message,
@@ -114,6 +144,7 @@ impl IntoResponse for Error {
                 message,
                 acked_seq,
             }) => (code, message, acked_seq),
+            Error::TooManyAttempts { message, .. } => ("too_many_attempts", message, None),
             Error::Store(StoreError::Invalid(message)) => ("bad_request", message, None),
             Error::Store(StoreError::Closed) => (
                 "shutting_down",
@@ -137,6 +168,11 @@ impl IntoResponse for Error {
                 diagnostics,
             },
         };
-        (status, Json(body)).into_response()
+        let mut resp = (status, Json(body)).into_response();
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        resp
     }
 }

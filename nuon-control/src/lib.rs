@@ -29,6 +29,7 @@ mod health;
 mod hub;
 pub mod keys;
 mod listen;
+mod throttle;
 mod oidc;
 mod ops;
 mod private;
@@ -44,6 +45,7 @@ pub use api::openapi;
 pub use api::Timings;
 pub use error::{Error, Result};
 pub use listen::ConnLimits;
+pub use throttle::ThrottleConfig;
 pub use oidc::OidcConfig;
 pub use ops::{Auditor, OpsConfig};
 pub use server::{

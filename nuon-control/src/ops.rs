@@ -57,6 +57,9 @@ pub struct OpsConfig {
     /// How often an install's runner runs its components' health probes
     /// between deploys (default 60 s).
     pub probe_interval: Duration,
+    /// How many failed sign-ins and token checks an address (and an
+    /// account) may make before it is answered `429`.
+    pub sign_in_throttle: crate::throttle::ThrottleConfig,
 }
 
 impl Default for OpsConfig {
@@ -71,6 +74,7 @@ impl Default for OpsConfig {
             webhook_give_up_after: Duration::from_secs(3 * 86_400),
             webhook_allow_private: false,
             probe_interval: Duration::from_secs(60),
+            sign_in_throttle: Default::default(),
         }
     }
 }
@@ -563,6 +567,8 @@ pub(crate) struct Metrics {
     pub(crate) parked_claims: AtomicI64,
     webhooks_ok: AtomicU64,
     webhooks_failed: AtomicU64,
+    auth_failed: AtomicU64,
+    auth_throttled: AtomicU64,
     jobs_ended: Mutex<HashMap<String, u64>>,
 }
 
@@ -575,6 +581,8 @@ impl Default for Metrics {
             parked_claims: AtomicI64::new(0),
             webhooks_ok: AtomicU64::new(0),
             webhooks_failed: AtomicU64::new(0),
+            auth_failed: AtomicU64::new(0),
+            auth_throttled: AtomicU64::new(0),
             jobs_ended: Mutex::default(),
         }
     }
@@ -638,6 +646,16 @@ impl Metrics {
     pub(crate) fn park(&self) -> Parked<'_> {
         self.parked_claims.fetch_add(1, Ordering::Relaxed);
         Parked(self)
+    }
+
+    /// A token or sign-in that did not check out.
+    pub(crate) fn auth_failed(&self) {
+        self.auth_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A try answered `429` by the sign-in throttle.
+    pub(crate) fn auth_throttled(&self) {
+        self.auth_throttled.fetch_add(1, Ordering::Relaxed);
     }
 
     fn webhook_tries(&self, delivered: bool) {
@@ -778,6 +796,26 @@ pub(crate) async fn render(state: &SharedState) -> Result<String, StoreError> {
         "nuon_webhook_deliveries_total",
         &[("result", "failed")],
         m.webhooks_failed.load(Ordering::Relaxed) as f64,
+    );
+    out.family(
+        "nuon_auth_failures_total",
+        "counter",
+        "Tokens and sign-ins this replica refused as unknown, revoked or expired.",
+    );
+    out.sample(
+        "nuon_auth_failures_total",
+        &[],
+        m.auth_failed.load(Ordering::Relaxed) as f64,
+    );
+    out.family(
+        "nuon_auth_throttled_total",
+        "counter",
+        "Tries answered 429 because their address or account failed too often.",
+    );
+    out.sample(
+        "nuon_auth_throttled_total",
+        &[],
+        m.auth_throttled.load(Ordering::Relaxed) as f64,
     );
     Ok(out.finish())
 }

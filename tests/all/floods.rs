@@ -225,3 +225,153 @@ fn at_the_connection_cap_the_idle_make_room_for_a_real_request() {
         .count();
     assert!(gone >= 300, "only {gone} of 400 flooding connections were closed at a cap of 100");
 }
+
+/// One HTTP/1.1 request to `to` from the loopback address `from` (any of
+/// 127.0.0.0/8): status, head and body.
+fn request_from(
+    from: &str,
+    to: &str,
+    (method, path): (&str, &str),
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    let mut s = nuon_tests::rt().block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        socket.connect(to.parse().unwrap()).await.unwrap().into_std().unwrap()
+    });
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {to}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+fn retry_after(head: &str) -> Option<u64> {
+    head.lines()
+        .find_map(|l| l.strip_prefix("retry-after: "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Failed token checks and sign-ins are throttled per address and per
+/// account (the id before a token's dot): past the burst they are answered
+/// 429 with Retry-After before any check, on the Control API, the Runner
+/// API and the dashboard's sign-in form; a token shown good still works
+/// from a throttled address; after Retry-After a try is checked again.
+#[test]
+fn failed_sign_ins_are_answered_429_with_retry_after() {
+    let cp = ControlPlane::start_with(
+        "10s",
+        &["--auth-failure-burst", "4", "--auth-failures-per-minute", "30"],
+    )
+    .unwrap();
+    let control = cp.control_url.trim_start_matches("http://").to_owned();
+    let runner = cp.runner_url.trim_start_matches("http://").to_owned();
+    let admin = format!("Bearer {}", cp.admin_token);
+    let apps = ("GET", "/v1/apps");
+    // The admin token works first from the address under attack.
+    let (status, ..) = request_from("127.0.0.2", &control, apps, &[("Authorization", &admin)], "");
+    assert_eq!(status, 200);
+
+    // 300 guesses from one address: 4 are checked, the rest are 429.
+    let started = Instant::now();
+    let mut answers = std::collections::BTreeMap::new();
+    let mut last_head = String::new();
+    for i in 0..300 {
+        let guess = format!("Bearer guess{i}.{i:064}");
+        let (status, head, body) =
+            request_from("127.0.0.2", &control, apps, &[("Authorization", &guess)], "");
+        *answers.entry(status).or_insert(0) += 1;
+        if status == 429 {
+            assert!(body.contains("too_many_attempts"), "{body}");
+            last_head = head;
+        }
+    }
+    let guessing = started.elapsed();
+    assert_eq!(answers.get(&401), Some(&4), "{answers:?}");
+    assert_eq!(answers.get(&429), Some(&296), "{answers:?}");
+    let wait = retry_after(&last_head).expect("a 429 without Retry-After");
+    assert!((1..=3).contains(&wait), "Retry-After: {wait}");
+    // The Runner API and the dashboard's form are throttled for it too.
+    let (status, head, _) = request_from(
+        "127.0.0.2",
+        &runner,
+        ("POST", "/v1/runner/claim"),
+        &[("Authorization", "Bearer r.x"), ("Content-Type", "application/json")],
+        "{}",
+    );
+    assert_eq!(status, 429, "{head}");
+    let (_, head, _) = request_from("127.0.0.2", &control, ("GET", "/login"), &[], "");
+    let csrf = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .unwrap()
+        .to_owned();
+    let value = csrf.split_once('=').unwrap().1.to_owned();
+    let (status, head, body) = request_from(
+        "127.0.0.2",
+        &control,
+        ("POST", "/login"),
+        &[
+            ("Cookie", &csrf),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        &format!("csrf={value}&token=nope.nope"),
+    );
+    assert_eq!(status, 429, "{head}");
+    assert!(retry_after(&head).is_some(), "{head}");
+    assert!(body.contains("too many failed sign-ins"), "{body}");
+    // A token shown good still works from the throttled address; another
+    // address is not throttled.
+    let (status, ..) = request_from("127.0.0.2", &control, apps, &[("Authorization", &admin)], "");
+    assert_eq!(status, 200, "a token shown good was throttled");
+    let (status, ..) = request_from(
+        "127.0.0.3",
+        &control,
+        apps,
+        &[("Authorization", "Bearer other.guess")],
+        "",
+    );
+    assert_eq!(status, 401);
+
+    // One account guessed from many addresses: held back after half the burst.
+    let mut account = Vec::new();
+    for i in 0..4 {
+        let (status, ..) = request_from(
+            &format!("127.0.1.{}", 10 + i),
+            &control,
+            apps,
+            &[("Authorization", &format!("Bearer tok_victim.{i:064}"))],
+            "",
+        );
+        account.push(status);
+    }
+    assert_eq!(account, [401, 401, 429, 429], "guesses on one account");
+
+    // After Retry-After, the address is checked again.
+    std::thread::sleep(Duration::from_secs(wait) + Duration::from_millis(100));
+    let (status, ..) = request_from(
+        "127.0.0.2",
+        &control,
+        apps,
+        &[("Authorization", "Bearer late.guess")],
+        "",
+    );
+    assert_eq!(status, 401, "still throttled after Retry-After");
+    eprintln!(
+        "sign-in throttle: 300 guesses in {guessing:?}: {answers:?}; Retry-After {wait}s"
+    );
+}

@@ -109,6 +109,15 @@ enum Command {
         /// runner, plus the dashboard's and tools'.
         #[arg(long, default_value_t = 16_384)]
         max_connections: usize,
+        /// Failed sign-ins and token checks an address may make at once;
+        /// past them it is answered 429 with Retry-After (an account, the
+        /// id before a token's dot, gets half).
+        #[arg(long, default_value_t = 20)]
+        auth_failure_burst: u32,
+        /// Failed sign-ins and token checks an address may make per minute
+        /// after the burst (an account gets half).
+        #[arg(long, default_value_t = 30)]
+        auth_failures_per_minute: u32,
         #[command(flatten)]
         oidc: OidcArgs,
     },
@@ -295,6 +304,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             header_timeout,
             idle_timeout,
             max_connections,
+            auth_failure_burst,
+            auth_failures_per_minute,
             oidc,
         } => {
             if runner_offline_after <= runner_unhealthy_after {
@@ -331,6 +342,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             if max_connections == 0 {
                 anyhow::bail!("--max-connections must be at least 1: give e.g. 16384");
             }
+            if auth_failure_burst == 0 || auth_failures_per_minute == 0 {
+                anyhow::bail!(
+                    "--auth-failure-burst and --auth-failures-per-minute must be at least 1: give e.g. 20 and 30"
+                );
+            }
+            config.ops.sign_in_throttle = nuon_control::ThrottleConfig {
+                burst: auth_failure_burst,
+                per_minute: auth_failures_per_minute,
+            };
             config.connections = nuon_control::ConnLimits {
                 header_timeout,
                 idle_timeout,

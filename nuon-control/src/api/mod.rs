@@ -74,6 +74,8 @@ pub(crate) struct AppState {
     /// Signs and seals jobs, opens them for their runners.
     pub(crate) keys: Arc<JobKeys>,
     runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
+    /// Failed sign-ins and token checks, per address and account.
+    pub(crate) throttle: crate::throttle::Throttle,
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) secrets: Arc<SecretBox>,
     /// The workflow engine.
@@ -120,6 +122,7 @@ impl AppState {
             ops.clone(),
         ));
         AppState {
+            throttle: crate::throttle::Throttle::new(ops.sign_in_throttle),
             auditor: crate::ops::Auditor::start(store.clone()),
             ops,
             metrics,
@@ -540,7 +543,12 @@ impl FromRequestParts<SharedState> for ApiAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
         let token = bearer(parts)?;
-        let principal = state.store.authenticate_api(&hash_token(&token)).await?;
+        let hash = hash_token(&token);
+        let source = source_of(&parts.extensions);
+        let principal = throttled(state, &source, &token, &hash, async {
+            Ok(state.store.authenticate_api(&hash).await?)
+        })
+        .await?;
         if let (Some(p), Some(actor)) = (&principal, parts.extensions.get::<crate::ops::Actor>()) {
             actor.set(p);
         }
@@ -552,6 +560,32 @@ impl FromRequestParts<SharedState> for ApiAuth {
                 )
             })
     }
+}
+
+/// Checks a credential (`token`, hashed `hash`) with `check` under the
+/// sign-in throttle: `429` before any check when `source` or the token's
+/// account failed too often; a miss counts as a failure.
+pub(crate) async fn throttled<T>(
+    state: &AppState,
+    source: &str,
+    token: &str,
+    hash: &str,
+    check: impl Future<Output = Result<Option<T>, Error>>,
+) -> Result<Option<T>, Error> {
+    let account = crate::throttle::account_of(token);
+    if let Err(t) = state.throttle.check(source, account, hash) {
+        state.metrics.auth_throttled();
+        return Err(t.into());
+    }
+    let found = check.await?;
+    match &found {
+        Some(_) => state.throttle.good(hash),
+        None => {
+            state.metrics.auth_failed();
+            state.throttle.failed(source, account);
+        }
+    }
+    Ok(found)
 }
 
 /// The address a request came from, when the listener records it.
@@ -591,11 +625,13 @@ impl FromRequestParts<SharedState> for RunnerAuth {
             session::check(state, parts, &p).await?;
             return Ok(RunnerAuth(p));
         }
-        let principal = state
-            .store
-            .authenticate_runner(&hash)
-            .await?
-            .ok_or_else(|| {
+        let source = source_of(&parts.extensions);
+        let token = bearer(parts)?;
+        let principal = throttled(state, &source, &token, &hash, async {
+            Ok(state.store.authenticate_runner(&hash).await?)
+        })
+        .await?
+        .ok_or_else(|| {
                 Error::api(
                     StatusCode::UNAUTHORIZED,
                     "unauthorized",

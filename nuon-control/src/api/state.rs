@@ -110,11 +110,13 @@ impl FromRequestParts<SharedState> for StateAuth {
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
         let token = super::bearer(parts)?;
         if token.starts_with(STATE_TOKEN_PREFIX) {
-            let p = state
-                .store
-                .authenticate_state(&hash_token(&token))
-                .await?
-                .ok_or_else(|| {
+            let hash = hash_token(&token);
+            let source = super::source_of(&parts.extensions);
+            let p = super::throttled(state, &source, &token, &hash, async {
+                Ok(state.store.authenticate_state(&hash).await?)
+            })
+            .await?
+            .ok_or_else(|| {
                     Error::api(
                         StatusCode::UNAUTHORIZED,
                         "unauthorized",

@@ -353,6 +353,7 @@ async fn login_page(headers: HeaderMap) -> Response {
 
 async fn login(
     State(state): State<SharedState>,
+    crate::api::Source(source): crate::api::Source,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
@@ -374,11 +375,25 @@ async fn login(
     if !from_this_browser {
         return again("This sign-in form expired or is not from this browser: try again.");
     }
-    let token_hash = hash_token(form.token.trim());
-    match state.store.authenticate_api(&token_hash).await {
+    let token = form.token.trim();
+    let token_hash = hash_token(token);
+    let checked = crate::api::throttled(&state, &source, token, &token_hash, async {
+        Ok(state.store.authenticate_api(&token_hash).await?)
+    })
+    .await;
+    match checked {
         Ok(Some(_)) => {}
         Ok(None) => return again("That API token is unknown, revoked or expired."),
-        Err(e) => return error_page(e.into()),
+        Err(e @ Error::TooManyAttempts { .. }) => {
+            let retry = e.retry_after();
+            let mut resp = again(&e.to_string());
+            *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+            if let Some(secs) = retry {
+                resp.headers_mut().insert(header::RETRY_AFTER, secs.into());
+            }
+            return resp;
+        }
+        Err(e) => return error_page(e),
     }
     let raw = secret();
     let now = now_ms();
