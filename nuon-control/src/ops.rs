@@ -60,6 +60,12 @@ pub struct OpsConfig {
     /// How many failed sign-ins and token checks an address (and an
     /// account) may make before it is answered `429`.
     pub sign_in_throttle: crate::throttle::ThrottleConfig,
+    /// Bytes of log kept per job attempt (default 256 MiB); past it the log
+    /// says it was truncated and the job goes on.
+    pub log_quota_per_job: u64,
+    /// Bytes of log a runner may ship per hour (default 4 GiB), across its
+    /// jobs; past it its jobs' logs are truncated the same way.
+    pub log_quota_per_runner: u64,
 }
 
 impl Default for OpsConfig {
@@ -75,6 +81,8 @@ impl Default for OpsConfig {
             webhook_allow_private: false,
             probe_interval: Duration::from_secs(60),
             sign_in_throttle: Default::default(),
+            log_quota_per_job: 256 << 20,
+            log_quota_per_runner: 4 << 30,
         }
     }
 }

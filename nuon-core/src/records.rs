@@ -282,6 +282,21 @@ pub fn iter_str(records: &str) -> impl Iterator<Item = LogLineRef<'_>> + '_ {
         .filter_map(|raw| parse_one(raw).ok())
 }
 
+/// The longest run of whole records at the start of `records` that is at
+/// most `max_bytes` long, and how many records it holds.
+pub fn head_within(records: &str, max_bytes: usize) -> (&str, usize) {
+    let mut end = 0;
+    let mut n = 0;
+    for nl in memchr::memchr_iter(b'\n', records.as_bytes()) {
+        if nl + 1 > max_bytes {
+            break;
+        }
+        end = nl + 1;
+        n += 1;
+    }
+    (&records[..end], n)
+}
+
 /// The records of `records` after the first `n`.
 pub fn tail_str(records: &str, n: usize) -> &str {
     if n == 0 {
@@ -296,6 +311,16 @@ pub fn tail_str(records: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn head_within_keeps_whole_records() {
+        let text = "o1 ab\no2 cd\no3 ef\n";
+        assert_eq!(head_within(text, 0), ("", 0));
+        assert_eq!(head_within(text, 5), ("", 0));
+        assert_eq!(head_within(text, 6), ("o1 ab\n", 1));
+        assert_eq!(head_within(text, 13), ("o1 ab\no2 cd\n", 2));
+        assert_eq!(head_within(text, 100), (text, 3));
+    }
 
     #[test]
     fn records_round_trip() {

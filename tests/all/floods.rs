@@ -375,3 +375,123 @@ fn failed_sign_ins_are_answered_429_with_retry_after() {
         "sign-in throttle: 300 guesses in {guessing:?}: {answers:?}; Retry-After {wait}s"
     );
 }
+
+/// The bytes of every file under `dir`.
+fn disk_use(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let meta = entry.metadata().unwrap();
+        total += if meta.is_dir() {
+            disk_use(&entry.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
+}
+
+/// A log flood: a runner token shipping 100 MB for one job grows the
+/// control plane's data dir by about the per-job quota, not by 100 MB; the
+/// job's log ends saying it was truncated. A real job printing 30 MB under
+/// a real runner finishes as it should, its log cut the same way; the
+/// runner's quota per hour then cuts the next job's log, saying which
+/// quota did.
+#[test]
+fn a_log_flood_is_cut_at_its_quota_and_the_job_goes_on() {
+    use nuon_core::wire::{ClaimRequest, Completion, LogBatch, LogRecords, LogStream};
+    use nuon_core::{JobResult, JobStatus};
+
+    let cp = ControlPlane::start_with(
+        "30s",
+        &["--log-quota-per-job", "2MiB", "--log-quota-per-runner", "3MiB"],
+    )
+    .unwrap();
+    let client = cp.client();
+    let attacker = cp.create_runner("flood").unwrap();
+    let job = crate::queue_sh(&client, "flood", "true", 1);
+    let runner = nuon_client::RunnerClient::new(
+        nuon_client::ClientConfig::new(&cp.runner_url, &attacker).unwrap(),
+    )
+    .unwrap();
+    let before = disk_use(&cp.data_dir);
+    let rt = nuon_tests::rt();
+    let claimed = rt
+        .block_on(runner.claim(&ClaimRequest {
+            kinds: vec!["exec".into()],
+            slots: 1,
+            wait_ms: 5000,
+            signing_key: None,
+            telemetry: None,
+            settings_version: None,
+        }))
+        .unwrap();
+    let attempt = claimed.jobs[0].attempt;
+    let line = "x".repeat(1000);
+    let mut seq = 1;
+    let started = Instant::now();
+    for _ in 0..100 {
+        let mut lines = LogRecords::new();
+        for _ in 0..1000 {
+            lines.push(LogStream::Stdout, 1, &line).unwrap();
+        }
+        let batch = LogBatch {
+            attempt,
+            first_seq: seq,
+            lines,
+        };
+        let ack = rt.block_on(runner.append_logs(&job.id, &batch)).unwrap();
+        seq += 1000;
+        assert_eq!(ack.acked_seq, seq - 1, "a flood's lines are acknowledged");
+    }
+    let shipping = started.elapsed();
+    rt.block_on(runner.complete(
+        &job.id,
+        &Completion {
+            attempt,
+            log_lines: seq - 1,
+            result: JobResult::failed("the flood is over"),
+        },
+    ))
+    .unwrap();
+    let grown = disk_use(&cp.data_dir).saturating_sub(before);
+    assert!(
+        grown < 6 << 20,
+        "100 MB shipped against a 2 MiB quota grew the data dir by {grown} bytes"
+    );
+    let logs = nuon_tests::all_logs(&client, &job.id).unwrap();
+    let last = logs.last().unwrap();
+    assert!(last.text.contains("log truncated"), "{}", last.text);
+    assert!(logs.len() < 2200, "{} lines kept", logs.len());
+
+    // A real job printing 30 MB of lines finishes under a real runner.
+    let token = cp.create_runner("real").unwrap();
+    let _real = nuon_tests::Runner::start(
+        &cp,
+        nuon_tests::RunnerOpts {
+            token: &token,
+            signing_key: &cp.signing_key,
+            slots: 1,
+            grace: "5s",
+            work_dir: None,
+        },
+    )
+    .unwrap();
+    let chatty = "yes 0123456789012345678901234567890123456789012345678901234567890123456789 | head -c 30000000; echo done >&2";
+    for (n, quota) in [(1, "--log-quota-per-job"), (2, "--log-quota-per-runner")] {
+        let job = crate::queue_sh(&client, "real", chatty, 1);
+        let info = nuon_tests::wait_job(&client, &job.id, crate::LONG).unwrap();
+        assert_eq!(info.status, JobStatus::Succeeded, "job {n}: {info:?}");
+        let logs = nuon_tests::all_logs(&client, &job.id).unwrap();
+        let last = logs.last().unwrap();
+        assert!(
+            last.text.contains("log truncated") && last.text.contains(quota),
+            "job {n}'s last line: {}",
+            last.text
+        );
+        let kept: usize = logs.iter().map(|l| l.text.len()).sum();
+        assert!(kept < 2 << 20, "job {n} kept {kept} bytes");
+    }
+    eprintln!(
+        "log flood: 100 MB shipped in {shipping:?}; the data dir grew by {grown} bytes (quota 2 MiB)"
+    );
+}

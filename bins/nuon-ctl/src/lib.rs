@@ -118,6 +118,14 @@ enum Command {
         /// after the burst (an account gets half).
         #[arg(long, default_value_t = 30)]
         auth_failures_per_minute: u32,
+        /// Log kept per job attempt (e.g. 256MiB); past it the job's log
+        /// ends with a line saying it was truncated, and the job goes on.
+        #[arg(long, default_value = "256MiB", value_parser = nuon_core::wasm::parse_size)]
+        log_quota_per_job: u64,
+        /// Log a runner may ship per hour across its jobs (e.g. 4GiB); past
+        /// it its jobs' logs are truncated the same way.
+        #[arg(long, default_value = "4GiB", value_parser = nuon_core::wasm::parse_size)]
+        log_quota_per_runner: u64,
         #[command(flatten)]
         oidc: OidcArgs,
     },
@@ -306,6 +314,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             max_connections,
             auth_failure_burst,
             auth_failures_per_minute,
+            log_quota_per_job,
+            log_quota_per_runner,
             oidc,
         } => {
             if runner_offline_after <= runner_unhealthy_after {
@@ -351,6 +361,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 burst: auth_failure_burst,
                 per_minute: auth_failures_per_minute,
             };
+            config.ops.log_quota_per_job = log_quota_per_job;
+            config.ops.log_quota_per_runner = log_quota_per_runner;
             config.connections = nuon_control::ConnLimits {
                 header_timeout,
                 idle_timeout,

@@ -74,6 +74,8 @@ pub(crate) struct AppState {
     /// Signs and seals jobs, opens them for their runners.
     pub(crate) keys: Arc<JobKeys>,
     runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
+    /// Log bytes each runner shipped in its current hour.
+    log_windows: Mutex<HashMap<RunnerId, (Instant, u64)>>,
     /// Failed sign-ins and token checks, per address and account.
     pub(crate) throttle: crate::throttle::Throttle,
     pub(crate) shutdown: watch::Receiver<bool>,
@@ -123,6 +125,7 @@ impl AppState {
         ));
         AppState {
             throttle: crate::throttle::Throttle::new(ops.sign_in_throttle),
+            log_windows: Mutex::new(HashMap::new()),
             auditor: crate::ops::Auditor::start(store.clone()),
             ops,
             metrics,
@@ -348,6 +351,34 @@ impl AppState {
         }
     }
 
+    /// The log quota for a batch from `runner`: the per-job quota, and what
+    /// is left of the runner's quota in its current hour.
+    pub(crate) fn log_quota(&self, runner: &RunnerId) -> crate::store::LogQuota {
+        let windows = self.log_windows.lock().expect("log quota lock");
+        let used = windows
+            .get(runner)
+            .filter(|(start, _)| start.elapsed() < LOG_WINDOW)
+            .map_or(0, |(_, used)| *used);
+        crate::store::LogQuota {
+            per_attempt: self.ops.log_quota_per_job,
+            runner_room: self.ops.log_quota_per_runner.saturating_sub(used),
+        }
+    }
+
+    /// Counts `bytes` of log stored for `runner` in its current hour.
+    pub(crate) fn charge_log(&self, runner: &RunnerId, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut windows = self.log_windows.lock().expect("log quota lock");
+        let now = Instant::now();
+        let w = windows.entry(runner.clone()).or_insert((now, 0));
+        if w.0.elapsed() >= LOG_WINDOW {
+            *w = (now, 0);
+        }
+        w.1 = w.1.saturating_add(bytes);
+    }
+
     pub(crate) fn forget_runner_tokens(&self, runner: &RunnerId) {
         self.runner_auth
             .lock()
@@ -363,6 +394,9 @@ impl AppState {
 }
 
 pub(crate) type SharedState = Arc<AppState>;
+
+/// The window of a runner's log quota.
+const LOG_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The engine's errors as answers.
 impl From<EngineError> for Error {

@@ -425,11 +425,13 @@ async fn append_logs(
     let job: JobId = path_id("job", &raw)?;
     let had_lines = !batch.lines.is_empty();
     let started = std::time::Instant::now();
-    let ack = state
+    let quota = state.log_quota(&runner.runner_id);
+    let (ack, wrote) = state
         .store
-        .append_logs(&runner.runner_id, &job, batch)
+        .append_logs_within(&runner.runner_id, &job, batch, quota)
         .await?;
     state.metrics.store_write("append_logs", started.elapsed());
+    state.charge_log(&runner.runner_id, wrote);
     if had_lines {
         state.wake_logs(&job);
     }

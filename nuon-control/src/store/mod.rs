@@ -77,7 +77,7 @@ pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
 pub use orgs::{ApiPrincipal, NewApiToken, NewOrg, OrgStore, PrincipalUser};
 #[cfg(feature = "postgres")]
 pub use postgres::{NOTIFY_GAP, PostgresStore};
-pub use queue::{Claimed, QueueStore};
+pub use queue::{Claimed, LogQuota, QueueStore};
 pub use releases::ReleaseStore;
 pub use removal::RemovalStore;
 pub use rollouts::RolloutStore;

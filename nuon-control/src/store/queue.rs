@@ -12,6 +12,23 @@ pub struct Claimed {
     pub held_back: bool,
 }
 
+/// How much of a job's log is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogQuota {
+    /// Bytes of records kept per attempt.
+    pub per_attempt: u64,
+    /// Bytes its runner may still ship in its current window.
+    pub runner_room: u64,
+}
+
+impl LogQuota {
+    /// No limit.
+    pub const NONE: LogQuota = LogQuota {
+        per_attempt: u64::MAX,
+        runner_room: u64::MAX,
+    };
+}
+
 /// The runner side of the job queue: claims, leases, logs, completions.
 #[async_trait]
 pub trait QueueStore: Send + Sync + 'static {
@@ -41,8 +58,25 @@ pub trait QueueStore: Send + Sync + 'static {
         leases: &[LeaseRef],
     ) -> Result<Vec<LeaseStatus>>;
 
-    /// Stores a batch of log lines of the runner's current attempt.
-    async fn append_logs(&self, runner: &RunnerId, job: &JobId, batch: LogBatch) -> Result<LogAck>;
+    /// Stores a batch of log lines of the runner's current attempt, with
+    /// no quota.
+    async fn append_logs(&self, runner: &RunnerId, job: &JobId, batch: LogBatch) -> Result<LogAck> {
+        self.append_logs_within(runner, job, batch, LogQuota::NONE)
+            .await
+            .map(|(ack, _)| ack)
+    }
+
+    /// Stores a batch of log lines of the runner's current attempt, as far
+    /// as `quota` lets it: the lines past it are acknowledged and dropped,
+    /// and the attempt's log ends with a line saying so. Also the bytes
+    /// stored.
+    async fn append_logs_within(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        batch: LogBatch,
+        quota: LogQuota,
+    ) -> Result<(LogAck, u64)>;
 
     /// Completes the runner's attempt. Idempotent.
     async fn complete(

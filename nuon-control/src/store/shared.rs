@@ -317,6 +317,69 @@ pub(super) fn new_lines(acked: u64, batch: &LogBatch) -> Option<(usize, u64, u64
     Some((skip, acked + 1, acked + (batch.lines.len() - skip) as u64))
 }
 
+/// An attempt's stored log bytes once its log was cut at a quota: nothing
+/// more is stored for it.
+pub(super) const LOG_TRUNCATED: i64 = i64::MAX;
+
+/// What of a batch's new records (`body`, lines `first..=last`) a log quota
+/// lets in, given the attempt's bytes `stored` so far.
+pub(super) struct Kept<'a> {
+    /// The records to store.
+    pub body: std::borrow::Cow<'a, str>,
+    /// The sequence number of the last record stored.
+    pub last: u64,
+    /// The attempt's stored log bytes after it ([`LOG_TRUNCATED`] once cut).
+    pub log_bytes: i64,
+}
+
+/// `None` when nothing is stored (the attempt's log was cut before). The
+/// batch that crosses the quota keeps the whole records that fit and ends
+/// with a line saying which quota cut the log.
+pub(super) fn within_quota<'a>(
+    body: &'a str,
+    (first, last): (u64, u64),
+    stored: i64,
+    quota: super::LogQuota,
+) -> Option<Kept<'a>> {
+    use std::fmt::Write as _;
+    let stored_u = u64::try_from(stored).unwrap_or(0);
+    if stored == LOG_TRUNCATED {
+        return None;
+    }
+    let len = body.len() as u64;
+    let room_job = quota.per_attempt.saturating_sub(stored_u);
+    let room = room_job.min(quota.runner_room);
+    if len <= room {
+        return Some(Kept {
+            body: std::borrow::Cow::Borrowed(body),
+            last,
+            log_bytes: stored.saturating_add(len as i64),
+        });
+    }
+    let (head, n) = records::head_within(body, usize::try_from(room).unwrap_or(usize::MAX));
+    let ts = records::iter_str(&body[head.len()..])
+        .next()
+        .map_or(0, |l| l.ts_ms);
+    let why = if room_job <= quota.runner_room {
+        format!(
+            "this attempt's log reached the control plane's quota of {} bytes per job (nuon-ctl serve --log-quota-per-job)",
+            quota.per_attempt
+        )
+    } else {
+        "its runner shipped more log than the control plane's quota per runner and hour (nuon-ctl serve --log-quota-per-runner)".to_owned()
+    };
+    let mut text = head.to_owned();
+    let _ = writeln!(
+        text,
+        "s{ts} log truncated: {why}; the lines after this one are not kept, and the job goes on"
+    );
+    Some(Kept {
+        body: std::borrow::Cow::Owned(text),
+        last: first + n as u64,
+        log_bytes: LOG_TRUNCATED,
+    })
+}
+
 /// The error of a completion that comes before all its log lines.
 pub(super) fn logs_pending(job: &JobId, n: u32, wrote: u64, acked: u64) -> StoreError {
     StoreError::Conflict {

@@ -33,7 +33,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{db, get};
 use crate::store::shared::{self, corrupt};
-use crate::store::{Result, StoreError};
+use crate::store::{LogQuota, Result, StoreError};
 
 /// The most writes one transaction applies.
 pub(super) const MAX_BATCH: usize = 256;
@@ -53,6 +53,7 @@ enum Op {
         runner: RunnerId,
         job: JobId,
         batch: LogBatch,
+        quota: LogQuota,
     },
     Complete {
         runner: RunnerId,
@@ -74,7 +75,7 @@ impl Op {
 /// The answer to one [`Op`].
 enum Answer {
     Leases(Vec<LeaseStatus>),
-    Logs(LogAck),
+    Logs(LogAck, u64),
     Completed(CompletionAck),
 }
 
@@ -133,14 +134,16 @@ impl GroupCommit {
         runner: &RunnerId,
         job: &JobId,
         batch: LogBatch,
-    ) -> Result<LogAck> {
+        quota: LogQuota,
+    ) -> Result<(LogAck, u64)> {
         let op = Op::Logs {
             runner: runner.clone(),
             job: job.clone(),
             batch,
+            quota,
         };
         match self.submit(op).await? {
-            Answer::Logs(ack) => Ok(ack),
+            Answer::Logs(ack, wrote) => Ok((ack, wrote)),
             _ => Err(mismatch()),
         }
     }
@@ -224,6 +227,8 @@ struct Attempt {
     acked: i64,
     /// The job's status.
     status: String,
+    /// The bytes of log stored (`LOG_TRUNCATED` once cut at a quota).
+    log_bytes: i64,
     /// A heartbeat extended the lease to this.
     lease_until: Option<i64>,
     finished_at: Option<i64>,
@@ -245,7 +250,7 @@ struct Chunk<'a> {
     attempt: i64,
     first: i64,
     last: i64,
-    body: &'a [u8],
+    body: std::borrow::Cow<'a, str>,
 }
 
 /// Everything a batch writes, decided in memory.
@@ -298,7 +303,7 @@ async fn apply(pool: &PgPool, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
     let (job_ids, ns): (Vec<&str>, Vec<i64>) = keys.iter().map(|(j, n)| (j.as_str(), *n)).unzip();
     let rows = sqlx::query(
         "SELECT a.job_id, a.n, j.attempts, j.cancel_requested, a.runner_id, a.state, \
-            a.acked_seq, j.status \
+            a.acked_seq, j.status, a.log_bytes \
          FROM attempts a JOIN jobs j ON j.id = a.job_id \
          WHERE (a.job_id, a.n) IN (SELECT * FROM UNNEST($1::text[], $2::bigint[])) \
          ORDER BY a.job_id, a.n FOR UPDATE OF a",
@@ -319,6 +324,7 @@ async fn apply(pool: &PgPool, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
                 state: get(r, 5)?,
                 acked: get(r, 6)?,
                 status: get(r, 7)?,
+                log_bytes: get(r, 8)?,
                 lease_until: None,
                 finished_at: None,
                 dirty: false,
@@ -401,23 +407,38 @@ fn decide<'a>(
                 })
                 .collect(),
         )),
-        Op::Logs { runner, job, batch } => {
+        Op::Logs {
+            runner,
+            job,
+            batch,
+            quota,
+        } => {
             let a = fenced(attempts, runner, job, batch.attempt)?;
             let Some((skip, first, last)) = shared::new_lines(a.acked as u64, batch) else {
-                return Ok(Answer::Logs(LogAck {
-                    acked_seq: a.acked as u64,
-                }));
+                return Ok(Answer::Logs(
+                    LogAck {
+                        acked_seq: a.acked as u64,
+                    },
+                    0,
+                ));
             };
-            plan.chunks.push(Chunk {
-                job: job.as_str(),
-                attempt: i64::from(batch.attempt),
-                first: first as i64,
-                last: last as i64,
-                body: batch.lines.tail(skip).as_bytes(),
-            });
+            let kept =
+                shared::within_quota(batch.lines.tail(skip), (first, last), a.log_bytes, *quota);
+            let mut wrote = 0;
+            if let Some(kept) = kept {
+                wrote = kept.body.len() as u64;
+                plan.chunks.push(Chunk {
+                    job: job.as_str(),
+                    attempt: i64::from(batch.attempt),
+                    first: first as i64,
+                    last: kept.last as i64,
+                    body: kept.body,
+                });
+                a.log_bytes = kept.log_bytes;
+            }
             a.acked = last as i64;
             a.dirty = true;
-            Ok(Answer::Logs(LogAck { acked_seq: last }))
+            Ok(Answer::Logs(LogAck { acked_seq: last }, wrote))
         }
         Op::Complete {
             runner,
@@ -500,12 +521,12 @@ async fn write(
                 $4::bigint[], $5::bytea[]) WITH ORDINALITY AS t(id, n, f, l, b, ord) \
             ORDER BY ord), \
          att AS ( \
-            UPDATE attempts a SET acked_seq = t.acked, state = t.state, \
+            UPDATE attempts a SET acked_seq = t.acked, state = t.state, log_bytes = t.bytes, \
                 lease_expires = COALESCE(t.lease, a.lease_expires), \
                 confirmed = a.confirmed OR t.lease IS NOT NULL, \
                 finished_at = COALESCE(t.finished, a.finished_at) \
             FROM UNNEST($6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], \
-                $11::bigint[]) AS t(id, n, acked, state, lease, finished) \
+                $11::bigint[], $18::bigint[]) AS t(id, n, acked, state, lease, finished, bytes) \
             WHERE a.job_id = t.id AND a.n = t.n) \
          UPDATE jobs j SET status = t.status, exit_code = t.code, reason = t.reason, \
             outputs = t.outputs, finished_at = $12 \
@@ -517,7 +538,7 @@ async fn write(
     .bind(c.iter().map(|c| c.attempt).collect::<Vec<_>>())
     .bind(c.iter().map(|c| c.first).collect::<Vec<_>>())
     .bind(c.iter().map(|c| c.last).collect::<Vec<_>>())
-    .bind(c.iter().map(|c| c.body).collect::<Vec<_>>())
+    .bind(c.iter().map(|c| c.body.as_bytes()).collect::<Vec<_>>())
     .bind(dirty.iter().map(|(k, _)| k.0.as_str()).collect::<Vec<_>>())
     .bind(dirty.iter().map(|(k, _)| k.1).collect::<Vec<_>>())
     .bind(dirty.iter().map(|(_, a)| a.acked).collect::<Vec<_>>())
@@ -535,6 +556,7 @@ async fn write(
     .bind(e.iter().map(|e| e.exit_code).collect::<Vec<_>>())
     .bind(e.iter().map(|e| e.reason.as_deref()).collect::<Vec<_>>())
     .bind(e.iter().map(|e| e.outputs.as_deref()).collect::<Vec<_>>())
+    .bind(dirty.iter().map(|(_, a)| a.log_bytes).collect::<Vec<_>>())
     .execute(tx)
     .await
     .map_err(db)?;

@@ -1,6 +1,7 @@
 //! The runner side of the job queue: claims, leases, logs, completions.
 
 use super::*;
+use crate::store::LogQuota;
 
 #[async_trait]
 impl QueueStore for PostgresStore {
@@ -97,8 +98,14 @@ impl QueueStore for PostgresStore {
         lease_states(&mut conn, runner, leases).await
     }
 
-    async fn append_logs(&self, runner: &RunnerId, job: &JobId, batch: LogBatch) -> Result<LogAck> {
-        self.writes.append_logs(runner, job, batch).await
+    async fn append_logs_within(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        batch: LogBatch,
+        quota: LogQuota,
+    ) -> Result<(LogAck, u64)> {
+        self.writes.append_logs(runner, job, batch, quota).await
     }
 
     async fn complete(

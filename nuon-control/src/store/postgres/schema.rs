@@ -433,6 +433,12 @@ ALTER TABLE installs ADD COLUMN overrides TEXT;
 ALTER TABLE installs ADD COLUMN checks TEXT;
 "#,
     ),
+    (
+        20,
+        r#"
+ALTER TABLE attempts ADD COLUMN log_bytes BIGINT NOT NULL DEFAULT 0;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -1,6 +1,7 @@
 //! The runner side of the job queue: claims, leases, logs, completions.
 
 use super::*;
+use crate::store::LogQuota;
 
 #[async_trait]
 impl QueueStore for SqliteStore {
@@ -147,34 +148,55 @@ impl QueueStore for SqliteStore {
         .await
     }
 
-    async fn append_logs(&self, runner: &RunnerId, job: &JobId, batch: LogBatch) -> Result<LogAck> {
+    async fn append_logs_within(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        batch: LogBatch,
+        quota: LogQuota,
+    ) -> Result<(LogAck, u64)> {
         let (runner, job) = (runner.clone(), job.clone());
         self.write(move |conn| {
             check_attempt(conn, &runner, &job, batch.attempt)?;
-            let acked: i64 = conn
+            let (acked, stored): (i64, i64) = conn
                 .query_row(
-                    "SELECT acked_seq FROM attempts WHERE job_id = ?1 AND n = ?2",
+                    "SELECT acked_seq, log_bytes FROM attempts WHERE job_id = ?1 AND n = ?2",
                     params![job.as_str(), batch.attempt],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .map_err(db_err)?;
             let Some((skip, first, last)) = shared::new_lines(acked as u64, &batch) else {
-                return Ok(LogAck { acked_seq: acked as u64 });
+                return Ok((LogAck { acked_seq: acked as u64 }, 0));
             };
-            let body = batch.lines.tail(skip);
-            conn.prepare_cached(
-                "INSERT INTO logs.records (job_id, attempt, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![job.as_str(), batch.attempt, first as i64, last as i64, body])
-            })
-            .map_err(db_err)?;
+            let kept = shared::within_quota(batch.lines.tail(skip), (first, last), stored, quota);
+            let mut wrote = 0;
+            if let Some(kept) = &kept {
+                conn.prepare_cached(
+                    "INSERT INTO logs.records (job_id, attempt, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        job.as_str(),
+                        batch.attempt,
+                        first as i64,
+                        kept.last as i64,
+                        kept.body.as_ref()
+                    ])
+                })
+                .map_err(db_err)?;
+                wrote = kept.body.len() as u64;
+            }
             conn.execute(
-                "UPDATE attempts SET acked_seq = ?3 WHERE job_id = ?1 AND n = ?2",
-                params![job.as_str(), batch.attempt, last as i64],
+                "UPDATE attempts SET acked_seq = ?3, log_bytes = ?4 WHERE job_id = ?1 AND n = ?2",
+                params![
+                    job.as_str(),
+                    batch.attempt,
+                    last as i64,
+                    kept.map_or(stored, |k| k.log_bytes)
+                ],
             )
             .map_err(db_err)?;
-            Ok(LogAck { acked_seq: last })
+            Ok((LogAck { acked_seq: last }, wrote))
         })
         .await
     }

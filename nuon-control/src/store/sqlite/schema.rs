@@ -321,7 +321,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 29] = [
+    const COLUMNS: [(&str, &str, &str); 30] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -355,6 +355,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("workflow_steps", "approved_by", "TEXT"),
         ("installs", "overrides", "TEXT"),
         ("installs", "checks", "TEXT"),
+        ("attempts", "log_bytes", "INTEGER NOT NULL DEFAULT 0"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn
