@@ -66,6 +66,13 @@ pub struct OpsConfig {
     /// Bytes of log a runner may ship per hour (default 4 GiB), across its
     /// jobs; past it its jobs' logs are truncated the same way.
     pub log_quota_per_runner: u64,
+    /// Changes in a runner's telemetry that set something off (break-glass
+    /// roles turned on or off, probes failing or recovering) taken at once
+    /// (default 10); past them, one per minute in
+    /// [`Self::telemetry_effects_per_minute`], the others wait.
+    pub telemetry_effects_burst: u32,
+    /// Such changes taken per minute after the burst (default 6).
+    pub telemetry_effects_per_minute: u32,
 }
 
 impl Default for OpsConfig {
@@ -83,6 +90,8 @@ impl Default for OpsConfig {
             sign_in_throttle: Default::default(),
             log_quota_per_job: 256 << 20,
             log_quota_per_runner: 4 << 30,
+            telemetry_effects_burst: 10,
+            telemetry_effects_per_minute: 6,
         }
     }
 }
@@ -577,6 +586,7 @@ pub(crate) struct Metrics {
     webhooks_failed: AtomicU64,
     auth_failed: AtomicU64,
     auth_throttled: AtomicU64,
+    telemetry_held: AtomicU64,
     jobs_ended: Mutex<HashMap<String, u64>>,
 }
 
@@ -591,6 +601,7 @@ impl Default for Metrics {
             webhooks_failed: AtomicU64::new(0),
             auth_failed: AtomicU64::new(0),
             auth_throttled: AtomicU64::new(0),
+            telemetry_held: AtomicU64::new(0),
             jobs_ended: Mutex::default(),
         }
     }
@@ -659,6 +670,11 @@ impl Metrics {
     /// A token or sign-in that did not check out.
     pub(crate) fn auth_failed(&self) {
         self.auth_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A runner's telemetry change whose effects were held back.
+    pub(crate) fn telemetry_held(&self) {
+        self.telemetry_held.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A try answered `429` by the sign-in throttle.
@@ -824,6 +840,16 @@ pub(crate) async fn render(state: &SharedState) -> Result<String, StoreError> {
         "nuon_auth_throttled_total",
         &[],
         m.auth_throttled.load(Ordering::Relaxed) as f64,
+    );
+    out.family(
+        "nuon_telemetry_held_total",
+        "counter",
+        "Runner telemetry changes whose effects (audit entries, workflows, webhook events) were held back because the runner changed too often.",
+    );
+    out.sample(
+        "nuon_telemetry_held_total",
+        &[],
+        m.telemetry_held.load(Ordering::Relaxed) as f64,
     );
     Ok(out.finish())
 }

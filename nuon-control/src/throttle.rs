@@ -192,6 +192,37 @@ impl Throttle {
 
 }
 
+/// A rate per key: a burst, refilled at a steady rate. What a runner's
+/// telemetry may set off (audit entries, workflows, webhook events) goes
+/// through one, keyed by the runner.
+pub(crate) struct Rate {
+    burst: f64,
+    per_second: f64,
+    buckets: Mutex<Buckets>,
+}
+
+impl Rate {
+    pub(crate) fn new(burst: u32, per_minute: u32) -> Self {
+        Rate {
+            burst: f64::from(burst.max(1)),
+            per_second: f64::from(per_minute.max(1)) / 60.0,
+            buckets: Mutex::new(Buckets::default()),
+        }
+    }
+
+    /// Takes one from `key`'s bucket, or says how long until one is there.
+    pub(crate) fn take(&self, key: &str) -> Result<(), Duration> {
+        let now = Instant::now();
+        let mut b = self.buckets.lock().expect("rate lock");
+        let level = b.level(key, self.burst, self.per_second, now);
+        if level < 1.0 {
+            return Err(Duration::from_secs_f64((1.0 - level) / self.per_second));
+        }
+        b.take(key, self.burst, self.per_second, now);
+        Ok(())
+    }
+}
+
 /// The account a token names: the id before its `.` (an API token's id, a
 /// runner's id), when it has one of a sane length.
 pub(crate) fn account_of(token: &str) -> Option<&str> {
@@ -251,6 +282,20 @@ mod tests {
         }
         t.check("10.0.0.1", None, "good").unwrap();
         assert!(t.check("10.0.0.1", None, "unknown").is_err());
+    }
+
+    #[test]
+    fn a_rate_allows_its_burst_then_one_per_refill() {
+        let r = Rate::new(3, 600);
+        for _ in 0..3 {
+            r.take("runner").unwrap();
+        }
+        let wait = r.take("runner").unwrap_err();
+        assert!(wait <= Duration::from_millis(100), "{wait:?}");
+        r.take("another").unwrap();
+        std::thread::sleep(wait + Duration::from_millis(10));
+        r.take("runner").unwrap();
+        assert!(r.take("runner").is_err());
     }
 
     #[test]

@@ -495,3 +495,88 @@ fn a_log_flood_is_cut_at_its_quota_and_the_job_goes_on() {
         "log flood: 100 MB shipped in {shipping:?}; the data dir grew by {grown} bytes (quota 2 MiB)"
     );
 }
+
+/// Telemetry that flips a break-glass role on and off with every claim (200
+/// times, as fast as the Runner API answers) sets off the burst of audit
+/// entries and role-enabled / role-disabled workflows, not 200 of each;
+/// the change shown last is not lost, only held back.
+#[test]
+fn flapping_telemetry_sets_off_a_bounded_number_of_audit_entries_and_workflows() {
+    use nuon_core::wire::{ClaimRequest, RunnerTelemetry};
+
+    let cp = ControlPlane::start("30s").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("app");
+    crate::deploy::write_files(
+        &app,
+        &[
+            crate::deploy::METADATA,
+            (
+                "break_glass.toml",
+                "[[role]]\ntype = \"custom\"\nname = \"{{ .nuon.install.name }}-bg\"\ndescription = \"emergencies\"\n",
+            ),
+            (
+                "actions/on.toml",
+                "name = \"on\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"role-enabled\"\n\n[[steps]]\nname = \"tell\"\ncommand = \"echo on\"\n",
+            ),
+            (
+                "actions/off.toml",
+                "name = \"off\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"role-disabled\"\n\n[[steps]]\nname = \"tell\"\ncommand = \"echo off\"\n",
+            ),
+        ],
+    );
+    crate::deploy::ok(cp.nuon(&["apps", "create", "app"]));
+    crate::deploy::ok(cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+    let created = crate::deploy::ok(cp.nuon(&[
+        "installs", "create", "--app", "app", "--name", "demo", "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&created).unwrap();
+    let token = v["runner_token"].as_str().unwrap();
+    let runner = nuon_client::RunnerClient::new(
+        nuon_client::ClientConfig::new(&cp.runner_url, token).unwrap(),
+    )
+    .unwrap();
+    let rt = nuon_tests::rt();
+    let started = Instant::now();
+    for i in 0..200 {
+        let telemetry = RunnerTelemetry {
+            break_glass: if i % 2 == 0 { vec!["demo-bg".into()] } else { vec![] },
+            ..Default::default()
+        };
+        rt.block_on(runner.claim(&ClaimRequest {
+            kinds: vec!["noop".into()],
+            slots: 0,
+            wait_ms: 0,
+            signing_key: None,
+            telemetry: Some(telemetry),
+            settings_version: None,
+        }))
+        .unwrap();
+    }
+    let flapping = started.elapsed();
+    let client = cp.client();
+    let audit = rt.block_on(client.list_audit(0, 1000, None)).unwrap();
+    let entries = audit
+        .entries
+        .iter()
+        .filter(|e| e.action == "breakGlass")
+        .count();
+    let workflows = rt
+        .block_on(client.list_workflows("demo"))
+        .unwrap()
+        .workflows
+        .into_iter()
+        .filter(|w| matches!(w.trigger.as_deref(), Some("role-enabled" | "role-disabled")))
+        .count();
+    assert!(
+        (1..=12).contains(&entries),
+        "200 flips of break-glass made {entries} audit entries"
+    );
+    assert!(
+        (1..=12).contains(&workflows),
+        "200 flips of break-glass started {workflows} workflows"
+    );
+    eprintln!(
+        "flapping telemetry: 200 claims in {flapping:?} made {entries} audit entries and {workflows} workflows"
+    );
+}

@@ -74,6 +74,9 @@ pub(crate) struct AppState {
     /// Signs and seals jobs, opens them for their runners.
     pub(crate) keys: Arc<JobKeys>,
     runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
+    /// What each runner's telemetry may set off (audit entries, workflows,
+    /// webhook events) per minute.
+    telemetry_effects: crate::throttle::Rate,
     /// Log bytes each runner shipped in its current hour.
     log_windows: Mutex<HashMap<RunnerId, (Instant, u64)>>,
     /// Failed sign-ins and token checks, per address and account.
@@ -126,6 +129,10 @@ impl AppState {
         AppState {
             throttle: crate::throttle::Throttle::new(ops.sign_in_throttle),
             log_windows: Mutex::new(HashMap::new()),
+            telemetry_effects: crate::throttle::Rate::new(
+                ops.telemetry_effects_burst,
+                ops.telemetry_effects_per_minute,
+            ),
             auditor: crate::ops::Auditor::start(store.clone()),
             ops,
             metrics,
@@ -317,11 +324,11 @@ impl AppState {
             p.at_ms = p.at_ms.min(now);
         }
         let before = {
-            let mut seen = self.telemetry.lock().expect("telemetry lock");
+            let seen = self.telemetry.lock().expect("telemetry lock");
             if seen.get(runner) == Some(&t) {
                 return;
             }
-            seen.insert(runner.clone(), t.clone())
+            seen.get(runner).cloned()
         };
         // What the store kept, after a restart: a role turned on before
         // fires nothing again.
@@ -335,6 +342,32 @@ impl AppState {
         let (was, probes_before) = before
             .map(|b| (b.break_glass, b.probes))
             .unwrap_or_default();
+        let probes_moved = t.probes.iter().any(|p| {
+            probes_before
+                .iter()
+                .find(|w| w.component == p.component && w.probe == p.probe)
+                .is_none_or(|w| w.ok != p.ok)
+        });
+        if (was != t.break_glass || probes_moved)
+            && let Err(wait) = self.telemetry_effects.take(runner.as_str())
+        {
+            // Held back: what it would set off is kept as it was, so the
+            // change still shows as one when the runner reports it again
+            // (with every claim and heartbeat) after the wait.
+            self.metrics.telemetry_held();
+            tracing::debug!(%runner, ?wait, "a runner's telemetry changes too often: its effects wait");
+            t.break_glass = was;
+            t.probes = probes_before;
+            self.telemetry
+                .lock()
+                .expect("telemetry lock")
+                .insert(runner.clone(), t);
+            return;
+        }
+        self.telemetry
+            .lock()
+            .expect("telemetry lock")
+            .insert(runner.clone(), t.clone());
         if was != t.break_glass {
             self.break_glass_changed(org, runner, &was, &t.break_glass)
                 .await;
