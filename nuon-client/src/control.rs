@@ -84,6 +84,14 @@ impl ControlClient {
         self.http.get(routes::ORG).await
     }
 
+    /// A one-time link that signs a browser into the dashboard as this
+    /// client's token (it works once, for 10 minutes, after its page asks).
+    pub async fn create_sign_in_code(&self) -> Result<nuon_core::wire::SignInCode> {
+        self.http
+            .post(routes::SIGN_IN_CODES, &serde_json::json!({}), Duration::ZERO)
+            .await
+    }
+
     /// Creates an API token; the answer holds its secret, shown only this once.
     pub async fn create_token(&self, name: &str, scope: TokenScope) -> Result<TokenCreated> {
         let body = CreateToken {

@@ -60,6 +60,9 @@ pub mod routes {
     pub const TOKENS: &str = "/v1/tokens";
     /// Control API: revoke an API token.
     pub const TOKEN_REVOKE: &str = "/v1/tokens/{id}/revoke";
+    /// Control API: a one-time code that signs a browser into the
+    /// dashboard as the calling token.
+    pub const SIGN_IN_CODES: &str = "/v1/sign-in-codes";
     /// Control API: the org's people.
     pub const USERS: &str = "/v1/users";
     /// Control API: one person (by id or email address).
@@ -1284,6 +1287,20 @@ pub struct TokenCreated {
     pub token: TokenInfo,
     /// The bearer secret.
     pub secret: String,
+}
+
+/// A one-time dashboard sign-in code: the link signs a browser in as the
+/// token that made it, once, after the page shows who and which org and
+/// the person says yes. A link that was used or is past its time does
+/// nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SignInCode {
+    /// The code.
+    pub code: String,
+    /// The link to open: the dashboard's `/login?code=CODE`.
+    pub url: String,
+    /// When it stops working, ms since the Unix epoch.
+    pub expires_at_ms: i64,
 }
 
 /// The org's API tokens.

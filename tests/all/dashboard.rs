@@ -140,9 +140,15 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         .to_string();
     waiting(&m, &wf, "apply db");
 
-    // The admin signs in by the link `nuon dev` prints: the overview has
+    // The admin signs in by a one-time link (what `nuon dev` prints): its
+    // page says who and where, and signs in when asked. The overview has
     // both installs and the one that waits for an approval.
-    b.goto(&format!("{base}/login#token={}", m.cp.admin_token));
+    let link = rt()
+        .block_on(m.cp.client().create_sign_in_code())
+        .expect("a sign-in link");
+    b.goto(&link.url);
+    assert!(b.source().contains("Sign in?"), "{}", b.source());
+    b.click("form[action='/login/code'] button");
     b.wait_until(
         "the overview after the sign-in link",
         Duration::from_secs(10),

@@ -210,15 +210,28 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
             "{p} planned changes on the second run: {ch}"
         );
     }
-    // It prints the dashboard's sign-in link for the local admin.
+    // It prints a one-time sign-in link for the local admin, never the
+    // admin token.
     let admin = std::fs::read_to_string(data.join("control/admin-token")).unwrap();
-    let link = format!("http://127.0.0.1:{}/login#token={}", ports.0, admin.trim());
-    wait_for("the dashboard's link", Duration::from_secs(30), || {
+    let prefix = format!("http://127.0.0.1:{}/login?code=", ports.0);
+    let printed = wait_for("the dashboard's link", Duration::from_secs(30), || {
         std::fs::read_to_string(&said)
             .ok()
-            .filter(|t| t.contains(&link))
+            .filter(|t| t.contains(&prefix))
     })
     .unwrap();
+    assert!(!printed.contains(admin.trim()), "nuon dev printed the admin token");
+    let code = printed.split(&prefix).nth(1).unwrap();
+    let code: String = code.chars().take_while(char::is_ascii_hexdigit).collect();
+    let page = rt()
+        .block_on(async {
+            reqwest::get(format!("{prefix}{code}"))
+                .await?
+                .text()
+                .await
+        })
+        .unwrap();
+    assert!(page.contains("Sign in?"), "the printed link's page: {page}");
     let login = rt()
         .block_on(reqwest::get(format!("http://127.0.0.1:{}/login", ports.0)))
         .unwrap();

@@ -755,3 +755,101 @@ fn runner_requests_without_a_session_are_refused() {
         .unwrap();
     assert!(claimed.jobs.is_empty());
 }
+
+/// A raw HTTP/1.1 request: status, lower-cased head, body.
+fn http(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+/// The value of cookie `name` a response sets.
+fn set_cookie<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines()
+        .filter_map(|l| l.strip_prefix("set-cookie: "))
+        .find_map(|c| c.split(';').next()?.strip_prefix(&format!("{name}=")))
+        .filter(|v| !v.is_empty())
+}
+
+/// Login CSRF: a sign-in link somebody plants does not sign the victim in.
+/// A `/login#token=` link no longer signs in by itself (no script fills
+/// and sends the form); a one-time code's page shows the org and person
+/// and signs in only when asked, from the browser that opened it, once.
+#[test]
+fn sign_in_links_cannot_be_planted() {
+    let cp = ControlPlane::start("10s").unwrap();
+    let client = cp.client();
+    let org = rt().block_on(client.get_org()).unwrap();
+    let base = cp.control_url.clone();
+
+    // The fragment link is a plain sign-in form now.
+    let (status, _, page) = http(&base, "GET", "/login", &[], "");
+    assert_eq!(status, 200);
+    assert!(!page.contains("<script"), "the sign-in page runs a script: {page}");
+    let (status, ..) = http(&base, "GET", "/assets/login.js", &[], "");
+    assert_eq!(status, 404);
+
+    // A code, as `nuon dev` and `nuon orgs sign-in-link` make them.
+    let out = cp.nuon(&["orgs", "sign-in-link", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let link: nuon_core::wire::SignInCode = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(link.url.starts_with(&format!("{base}/login?code=")), "{}", link.url);
+    assert!(link.expires_at_ms - nuon_core::now_ms() <= 10 * 60 * 1000 + 5000);
+    let path = format!("/login?code={}", link.code);
+    let (status, head, page) = http(&base, "GET", &path, &[], "");
+    assert_eq!(status, 200);
+    assert!(page.contains("Sign in?") && page.contains(&org.name), "{page}");
+    assert!(set_cookie(&head, "nuon_session").is_none(), "opening the link signed in");
+    let csrf = set_cookie(&head, "nuon_login").expect("a form token").to_owned();
+
+    // Sent from another browser (no form cookie), as a planted form would
+    // be: refused, and the code still works for its owner.
+    let form = format!("csrf={csrf}&code={}", link.code);
+    let urlencoded = ("Content-Type", "application/x-www-form-urlencoded");
+    let (status, head, _) = http(&base, "POST", "/login/code", &[urlencoded], &form);
+    assert_eq!(status, 401);
+    assert!(set_cookie(&head, "nuon_session").is_none());
+
+    // Asked, from the browser that opened it: signed in.
+    let cookie = format!("nuon_login={csrf}");
+    let with_cookie = [urlencoded, ("Cookie", cookie.as_str())];
+    let (status, head, _) = http(&base, "POST", "/login/code", &with_cookie, &form);
+    assert_eq!(status, 303, "{head}");
+    let session = set_cookie(&head, "nuon_session").expect("a session").to_owned();
+    let (status, _, page) = http(&base, "GET", "/", &[("Cookie", &format!("nuon_session={session}"))], "");
+    assert_eq!(status, 200, "{page}");
+
+    // Once only, and a guessed code is nothing.
+    let (status, _, page) = http(&base, "POST", "/login/code", &with_cookie, &form);
+    assert_eq!(status, 401);
+    assert!(page.contains("used already"), "{page}");
+    let (_, _, page) = http(&base, "GET", &path, &[], "");
+    assert!(page.contains("used already") && !page.contains("Sign in?"), "{page}");
+    let (_, _, page) = http(&base, "GET", "/login?code=00112233445566778899aabbccddeeff", &[], "");
+    assert!(page.contains("used already"), "{page}");
+
+    // A code made by a token revoked since signs nobody in.
+    let made = rt()
+        .block_on(client.create_token("short", nuon_core::wire::TokenScope::Read))
+        .unwrap();
+    let theirs = nuon_client::ControlClient::new(
+        nuon_client::ClientConfig::new(&cp.control_url, &made.secret).unwrap(),
+    )
+    .unwrap();
+    let code = rt().block_on(theirs.create_sign_in_code()).unwrap();
+    rt().block_on(client.revoke_token(made.token.id.as_str())).unwrap();
+    let (_, _, page) = http(&base, "GET", &format!("/login?code={}", code.code), &[], "");
+    assert!(!page.contains("Sign in?"), "{page}");
+}

@@ -982,6 +982,10 @@ pub(crate) enum OrgsCommand {
         #[command(subcommand)]
         command: TokensCommand,
     },
+    /// A one-time link that signs a browser into the dashboard as this
+    /// token: it works once, for 10 minutes, and its page shows the org and
+    /// the person and asks first.
+    SignInLink,
     /// Webhooks: signed deliveries of the org's events, retried with
     /// backoff, in order.
     Webhooks {
@@ -1032,6 +1036,15 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
     let client = client(g)?;
     match command {
         OrgsCommand::Webhooks { .. } => unreachable!("handled above"),
+        OrgsCommand::SignInLink => {
+            let link = client.create_sign_in_code().await?;
+            if g.json {
+                print_json(&link)?;
+            } else {
+                outln!("{}", link.url);
+                eprintln!("Open it within 10 minutes; it works once.");
+            }
+        }
         OrgsCommand::Get => {
             let org = client.get_org().await?;
             if g.json {

@@ -457,10 +457,18 @@ async fn run_children(
             dir = args.data_dir.display(),
         );
     } else {
+        // A one-time code, not the admin token: a link in a terminal's
+        // scrollback or a shared screen signs nobody in later.
+        let sign_in = match client.create_sign_in_code().await {
+            Ok(link) => format!(
+                "{} (once, within 10 minutes; `{me}{api} orgs sign-in-link` makes another)",
+                link.url
+            ),
+            Err(e) => format!("{control_url}/login (no sign-in link: {e})"),
+        };
         eprintln!(
-            "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nThe dashboard, signed in as the local admin: {control_url}/login#token={admin}\nTry, {token}:\n{commands}",
+            "\nThe control plane is at {control_url} (Control API) and {runner_url} (Runner API); logs in {dir}/.\nThe dashboard, signed in as the local admin: {sign_in}\nTry, {token}:\n{commands}",
             dir = args.data_dir.display(),
-            admin = admin.trim(),
         );
     }
     if !args.once {

@@ -602,6 +602,10 @@ pub(crate) fn bearer(parts: &Parts) -> Result<String, Error> {
         })
 }
 
+/// The hash of the API token a request came with, once [`ApiAuth`] took it.
+#[derive(Debug, Clone)]
+pub(crate) struct TokenHash(pub(crate) String);
+
 /// The org an API request acts for.
 pub(crate) struct ApiAuth(pub(crate) ApiPrincipal);
 
@@ -616,6 +620,7 @@ impl FromRequestParts<SharedState> for ApiAuth {
             Ok(state.store.authenticate_api(&hash).await?)
         })
         .await?;
+        parts.extensions.insert(TokenHash(hash));
         if let (Some(p), Some(actor)) = (&principal, parts.extensions.get::<crate::ops::Actor>()) {
             actor.set(p);
         }

@@ -6,7 +6,9 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use nuon_core::TokenId;
 use nuon_core::token::issue_api_token;
-use nuon_core::wire::{CreateToken, OrgInfo, TokenCreated, TokenInfo, TokenList, routes};
+use nuon_core::wire::{
+    CreateToken, OrgInfo, SignInCode, TokenCreated, TokenInfo, TokenList, routes,
+};
 
 use crate::store::NewApiToken;
 
@@ -40,7 +42,72 @@ pub(super) fn ops() -> Vec<Op> {
             post(revoke_token),
         )
         .returns::<TokenInfo>(200),
+        Op::post(
+            routes::SIGN_IN_CODES,
+            "createSignInCode",
+            "A one-time link that signs a browser into the dashboard as this token: it works once, for 10 minutes, and its page shows the org and the person and asks first. What `nuon dev` prints instead of a token.",
+            post(create_sign_in_code),
+        )
+        .returns::<SignInCode>(201),
     ]
+}
+
+/// How long a sign-in code works.
+pub(crate) const SIGN_IN_CODE_MS: i64 = 10 * 60 * 1000;
+/// What marks a stored web session row as a sign-in code, not a session.
+pub(crate) const SIGN_IN_CODE_MARK: &str = "sign-in-code";
+
+/// The key a sign-in code is stored under: not the hash of the code
+/// itself, so a code is never taken for a session's cookie.
+pub(crate) fn sign_in_code_key(code: &str) -> String {
+    nuon_core::token::hash_token(&format!("{SIGN_IN_CODE_MARK}:{code}"))
+}
+
+async fn create_sign_in_code(
+    State(state): State<SharedState>,
+    _auth: ApiAuth,
+    axum::Extension(super::TokenHash(token_hash)): axum::Extension<super::TokenHash>,
+    headers: axum::http::HeaderMap,
+) -> Result<(StatusCode, Json<SignInCode>), Error> {
+    let mut raw = [0u8; 16];
+    nuon_core::random_bytes(&mut raw);
+    let code = hex::encode(raw);
+    let now = nuon_core::now_ms();
+    let expires_at_ms = now + SIGN_IN_CODE_MS;
+    state
+        .store
+        .create_web_session(&crate::store::WebSession {
+            id_hash: sign_in_code_key(&code),
+            token_hash,
+            csrf: SIGN_IN_CODE_MARK.into(),
+            created_at_ms: now,
+            last_seen_at_ms: now,
+            expires_at_ms,
+        })
+        .await?;
+    // The dashboard is on this listener: the address the caller reached.
+    let base = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| h.chars().all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c)))
+        .map(|h| {
+            let scheme = if super::web::over_https(&headers) {
+                "https"
+            } else {
+                "http"
+            };
+            format!("{scheme}://{h}")
+        })
+        .or_else(|| state.control_url.get().cloned())
+        .unwrap_or_default();
+    Ok((
+        StatusCode::CREATED,
+        Json(SignInCode {
+            url: format!("{base}/login?code={code}"),
+            code,
+            expires_at_ms,
+        }),
+    ))
 }
 
 async fn get_org(State(state): State<SharedState>, auth: ApiAuth) -> Result<Json<OrgInfo>, Error> {

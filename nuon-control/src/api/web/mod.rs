@@ -55,14 +55,11 @@ pub(super) fn router() -> Router<SharedState> {
     Router::new()
         .route("/", get(overview))
         .route("/login", get(login_page).post(login))
+        .route("/login/code", post(login_with_code))
         .route("/logout", post(logout))
         .route(
             "/assets/app.css",
             get(|| async { asset("text/css; charset=utf-8", include_str!("app.css")) }),
-        )
-        .route(
-            "/assets/login.js",
-            get(|| async { asset("text/javascript; charset=utf-8", include_str!("login.js")) }),
         )
         .route("/installs/{id}", get(install))
         .route("/apps", get(apps))
@@ -196,7 +193,7 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// Whether the browser reached us over HTTPS (directly, or through a proxy
 /// that says so): the session cookie is then `Secure`.
-fn over_https(headers: &HeaderMap) -> bool {
+pub(crate) fn over_https(headers: &HeaderMap) -> bool {
     headers
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
@@ -341,9 +338,32 @@ struct LoginForm {
     csrf: String,
 }
 
-async fn login_page(headers: HeaderMap) -> Response {
+#[derive(Deserialize)]
+struct LoginQuery {
+    #[serde(default)]
+    code: Option<String>,
+}
+
+/// The sign-in form; with `?code=`, the page that says whom a sign-in
+/// code signs in as, and asks.
+async fn login_page(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Query(q): Query<LoginQuery>,
+) -> Response {
     let csrf = secret();
-    let mut resp = html(pages::login(&csrf, None));
+    let page = match q.code.as_deref() {
+        None => pages::login(&csrf, None),
+        Some(code) => match code_signs_in_as(&state, code).await {
+            Ok(Some((org, who, scope))) => pages::confirm_sign_in(&csrf, code, &org, &who, &scope),
+            Ok(None) => pages::login(
+                &csrf,
+                Some("This sign-in link was used already or is past its time: ask for a new one (`nuon orgs sign-in-link`)."),
+            ),
+            Err(e) => return error_page(e),
+        },
+    };
+    let mut resp = html(page);
     resp.headers_mut().insert(
         header::SET_COOKIE,
         set_cookie(LOGIN_COOKIE, &csrf, 600, over_https(&headers)),
@@ -351,50 +371,59 @@ async fn login_page(headers: HeaderMap) -> Response {
     resp
 }
 
-async fn login(
-    State(state): State<SharedState>,
-    crate::api::Source(source): crate::api::Source,
-    headers: HeaderMap,
-    Form(form): Form<LoginForm>,
-) -> Response {
-    let again = |why: &str| {
-        let csrf = secret();
-        let mut resp = (
-            StatusCode::UNAUTHORIZED,
-            html(pages::login(&csrf, Some(why))),
-        )
-            .into_response();
-        resp.headers_mut().insert(
-            header::SET_COOKIE,
-            set_cookie(LOGIN_COOKIE, &csrf, 600, over_https(&headers)),
-        );
-        resp
+/// The org, person and scope a sign-in code signs in as, while it works.
+async fn code_signs_in_as(
+    state: &SharedState,
+    code: &str,
+) -> Result<Option<(String, String, String)>, Error> {
+    use crate::api::orgs::{SIGN_IN_CODE_MARK, sign_in_code_key};
+    if code.is_empty() || code.len() > 128 {
+        return Ok(None);
+    }
+    let Some(row) = state.store.web_session(&sign_in_code_key(code)).await? else {
+        return Ok(None);
     };
-    let from_this_browser = cookie(&headers, LOGIN_COOKIE)
-        .is_some_and(|c| !form.csrf.is_empty() && same(&c, &form.csrf));
-    if !from_this_browser {
-        return again("This sign-in form expired or is not from this browser: try again.");
+    if row.csrf != SIGN_IN_CODE_MARK || row.expires_at_ms <= now_ms() {
+        return Ok(None);
     }
-    let token = form.token.trim();
-    let token_hash = hash_token(token);
-    let checked = crate::api::throttled(&state, &source, token, &token_hash, async {
-        Ok(state.store.authenticate_api(&token_hash).await?)
-    })
-    .await;
-    match checked {
-        Ok(Some(_)) => {}
-        Ok(None) => return again("That API token is unknown, revoked or expired."),
-        Err(e @ Error::TooManyAttempts { .. }) => {
-            let retry = e.retry_after();
-            let mut resp = again(&e.to_string());
-            *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-            if let Some(secs) = retry {
-                resp.headers_mut().insert(header::RETRY_AFTER, secs.into());
-            }
-            return resp;
-        }
-        Err(e) => return error_page(e),
+    let Some(p) = state.store.authenticate_api(&row.token_hash).await? else {
+        return Ok(None);
+    };
+    let org = state
+        .store
+        .get_org(&p.org_id)
+        .await?
+        .map_or_else(|| p.org_id.to_string(), |o| o.name);
+    let who = match &p.user {
+        Some(u) => u.email.clone(),
+        None => format!("the service account token {}", p.token_id),
+    };
+    Ok(Some((org, who, p.scope)))
+}
+
+/// A form that failed: the sign-in page again, saying why, with a fresh
+/// form token (and `429` with `Retry-After` when throttled).
+fn sign_in_again(headers: &HeaderMap, status: StatusCode, why: &str, retry: Option<u64>) -> Response {
+    let csrf = secret();
+    let mut resp = (status, html(pages::login(&csrf, Some(why)))).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::SET_COOKIE,
+        set_cookie(LOGIN_COOKIE, &csrf, 600, over_https(headers)),
+    );
+    if let Some(secs) = retry {
+        h.insert(header::RETRY_AFTER, secs.into());
     }
+    resp
+}
+
+/// Whether a sign-in form came from the page this browser was given.
+fn from_this_browser(headers: &HeaderMap, csrf: &str) -> bool {
+    cookie(headers, LOGIN_COOKIE).is_some_and(|c| !csrf.is_empty() && same(&c, csrf))
+}
+
+/// Opens a session acting with the token hashed `token_hash`.
+async fn open_session(state: &SharedState, headers: &HeaderMap, token_hash: String) -> Response {
     let raw = secret();
     let now = now_ms();
     let session = WebSession {
@@ -409,7 +438,7 @@ async fn login(
         return error_page(e.into());
     }
     let mut resp = Redirect::to("/").into_response();
-    let secure = over_https(&headers);
+    let secure = over_https(headers);
     let h = resp.headers_mut();
     h.append(
         header::SET_COOKIE,
@@ -417,6 +446,107 @@ async fn login(
     );
     h.append(header::SET_COOKIE, set_cookie(LOGIN_COOKIE, "", 0, secure));
     resp
+}
+
+/// A throttled or failed check, as the sign-in page says it.
+fn sign_in_refused(headers: &HeaderMap, e: Error, why: &str) -> Response {
+    match e {
+        e @ Error::TooManyAttempts { .. } => sign_in_again(
+            headers,
+            StatusCode::TOO_MANY_REQUESTS,
+            &e.to_string(),
+            e.retry_after(),
+        ),
+        Error::Api {
+            status: StatusCode::UNAUTHORIZED,
+            ..
+        } => sign_in_again(headers, StatusCode::UNAUTHORIZED, why, None),
+        e => error_page(e),
+    }
+}
+
+async fn login(
+    State(state): State<SharedState>,
+    crate::api::Source(source): crate::api::Source,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    if !from_this_browser(&headers, &form.csrf) {
+        return sign_in_again(
+            &headers,
+            StatusCode::UNAUTHORIZED,
+            "This sign-in form expired or is not from this browser: try again.",
+            None,
+        );
+    }
+    let token = form.token.trim();
+    let token_hash = hash_token(token);
+    let checked = crate::api::throttled(&state, &source, token, &token_hash, async {
+        Ok(state.store.authenticate_api(&token_hash).await?)
+    })
+    .await;
+    match checked {
+        Ok(Some(_)) => open_session(&state, &headers, token_hash).await,
+        Ok(None) => sign_in_again(
+            &headers,
+            StatusCode::UNAUTHORIZED,
+            "That API token is unknown, revoked or expired.",
+            None,
+        ),
+        Err(e) => sign_in_refused(&headers, e, "That API token is unknown, revoked or expired."),
+    }
+}
+
+#[derive(Deserialize)]
+struct CodeForm {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+/// The person said yes to a sign-in code's page: the code is used up (once,
+/// even when two tabs say yes together) and a session opened.
+async fn login_with_code(
+    State(state): State<SharedState>,
+    crate::api::Source(source): crate::api::Source,
+    headers: HeaderMap,
+    Form(form): Form<CodeForm>,
+) -> Response {
+    use crate::api::orgs::{SIGN_IN_CODE_MARK, sign_in_code_key};
+    if !from_this_browser(&headers, &form.csrf) {
+        return sign_in_again(
+            &headers,
+            StatusCode::UNAUTHORIZED,
+            "This sign-in form expired or is not from this browser: open the sign-in link again.",
+            None,
+        );
+    }
+    let key = sign_in_code_key(form.code.trim());
+    let used = "This sign-in link was used already or is past its time: ask for a new one (`nuon orgs sign-in-link`).";
+    let taken = crate::api::throttled(&state, &source, "", &key, async {
+        let Some(row) = state.store.web_session(&key).await? else {
+            return Ok(None);
+        };
+        if row.csrf != SIGN_IN_CODE_MARK || row.expires_at_ms <= now_ms() {
+            return Ok(None);
+        }
+        // Only one of two racing tabs ends it.
+        if !state.store.end_web_session(&key).await? {
+            return Ok(None);
+        }
+        Ok(state
+            .store
+            .authenticate_api(&row.token_hash)
+            .await?
+            .map(|_| row.token_hash))
+    })
+    .await;
+    match taken {
+        Ok(Some(token_hash)) => open_session(&state, &headers, token_hash).await,
+        Ok(None) => sign_in_again(&headers, StatusCode::UNAUTHORIZED, used, None),
+        Err(e) => sign_in_refused(&headers, e, used),
+    }
 }
 
 async fn logout(

@@ -85,7 +85,33 @@ pub(super) fn login(csrf: &str, error: Option<&str>) -> Markup {
                     "A token from " code { "nuon orgs tokens create" } ", from signing in with "
                     code { "nuon login" } ", or the admin token in the control plane's data dir."
                 }
-                script src="/assets/login.js" defer {}
+            }
+        },
+    )
+}
+
+/// What a sign-in link signs in as, and the button that does it.
+pub(super) fn confirm_sign_in(csrf: &str, code: &str, org: &str, who: &str, scope: &str) -> Markup {
+    layout(
+        "Sign in?",
+        None,
+        html! {
+            section.login {
+                h1 { "Sign in?" }
+                p {
+                    "This link signs you in to the org " strong { (org) } " as " strong { (who) }
+                    " (" (scope) ")."
+                }
+                p.muted {
+                    "Go on only if you asked for this link (by " code { "nuon dev" } " or "
+                    code { "nuon orgs sign-in-link" } "). A link somebody else sent you would sign you in as them, and what you do would be theirs."
+                }
+                form method="post" action="/login/code" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="code" value=(code);
+                    button.primary type="submit" { "Sign in as " (who) }
+                }
+                p { a href="/login" { "Cancel, and sign in with a token instead" } }
             }
         },
     )
