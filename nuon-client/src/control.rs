@@ -88,7 +88,11 @@ impl ControlClient {
     /// client's token (it works once, for 10 minutes, after its page asks).
     pub async fn create_sign_in_code(&self) -> Result<nuon_core::wire::SignInCode> {
         self.http
-            .post(routes::SIGN_IN_CODES, &serde_json::json!({}), Duration::ZERO)
+            .post(
+                routes::SIGN_IN_CODES,
+                &serde_json::json!({}),
+                Duration::ZERO,
+            )
             .await
     }
 

@@ -29,7 +29,6 @@ mod health;
 mod hub;
 pub mod keys;
 mod listen;
-mod throttle;
 mod oidc;
 mod ops;
 mod private;
@@ -39,16 +38,17 @@ pub mod secrets;
 mod server;
 pub mod store;
 pub mod sys;
+mod throttle;
 
 pub use api::openapi;
 
 pub use api::Timings;
 pub use error::{Error, Result};
 pub use listen::ConnLimits;
-pub use throttle::ThrottleConfig;
 pub use oidc::OidcConfig;
 pub use ops::{Auditor, OpsConfig};
 pub use server::{
     ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, ControlPlane, OpenStore, SIGNING_KEY_FILE,
     ServerConfig,
 };
+pub use throttle::ThrottleConfig;

@@ -84,9 +84,8 @@ impl Buckets {
         let tokens = self.level(key, burst, rate, now) - 1.0;
         if self.0.len() >= MAX_KEYS && !self.0.contains_key(key) {
             // Forget every key whose bucket is full again.
-            self.0.retain(|_, b| {
-                b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst
-            });
+            self.0
+                .retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst);
         }
         if self.0.len() < MAX_KEYS || self.0.contains_key(key) {
             self.0.insert(
@@ -148,7 +147,10 @@ impl Throttle {
         let wait = |level: f64, rate: f64| {
             (level < 1.0).then(|| Duration::from_secs_f64((1.0 - level) / rate))
         };
-        if let Some(retry_after) = wait(inner.addresses.level(address, burst, per_address, now), per_address) {
+        if let Some(retry_after) = wait(
+            inner.addresses.level(address, burst, per_address, now),
+            per_address,
+        ) {
             return Err(Throttled {
                 retry_after,
                 by: "address",
@@ -182,14 +184,15 @@ impl Throttle {
         let now = Instant::now();
         let mut inner = self.inner.lock().expect("throttle lock");
         if inner.good.len() >= MAX_KEYS && !inner.good.contains_key(hash) {
-            inner.good.retain(|_, at| now.duration_since(*at) < GOOD_FOR);
+            inner
+                .good
+                .retain(|_, at| now.duration_since(*at) < GOOD_FOR);
             if inner.good.len() >= MAX_KEYS {
                 inner.good.clear();
             }
         }
         inner.good.insert(hash.to_owned(), now);
     }
-
 }
 
 /// A rate per key: a burst, refilled at a steady rate. What a runner's

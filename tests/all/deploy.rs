@@ -220,16 +220,14 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
             .filter(|t| t.contains(&prefix))
     })
     .unwrap();
-    assert!(!printed.contains(admin.trim()), "nuon dev printed the admin token");
+    assert!(
+        !printed.contains(admin.trim()),
+        "nuon dev printed the admin token"
+    );
     let code = printed.split(&prefix).nth(1).unwrap();
     let code: String = code.chars().take_while(char::is_ascii_hexdigit).collect();
     let page = rt()
-        .block_on(async {
-            reqwest::get(format!("{prefix}{code}"))
-                .await?
-                .text()
-                .await
-        })
+        .block_on(async { reqwest::get(format!("{prefix}{code}")).await?.text().await })
         .unwrap();
     assert!(page.contains("Sign in?"), "the printed link's page: {page}");
     let login = rt()

@@ -47,7 +47,11 @@ fn healthz(addr: &str) -> (u16, Duration) {
     let t = Instant::now();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut raw = String::new();
     let _ = s.read_to_string(&mut raw);
     let status = raw
@@ -70,11 +74,8 @@ fn open_fds(pid: u32) -> usize {
 /// time) is closed within the header timeout.
 #[test]
 fn half_open_connections_are_closed_within_the_header_timeout() {
-    let cp = ControlPlane::start_with(
-        "10s",
-        &["--header-timeout", "2s", "--idle-timeout", "3s"],
-    )
-    .unwrap();
+    let cp = ControlPlane::start_with("10s", &["--header-timeout", "2s", "--idle-timeout", "3s"])
+        .unwrap();
     let ports = [
         cp.control_url.trim_start_matches("http://").to_owned(),
         cp.runner_url.trim_start_matches("http://").to_owned(),
@@ -100,7 +101,10 @@ fn half_open_connections_are_closed_within_the_header_timeout() {
     for port in &ports {
         let (status, took) = healthz(port);
         assert_eq!(status, 200, "{port} did not answer during the attack");
-        assert!(took < Duration::from_secs(1), "{port} took {took:?} during the attack");
+        assert!(
+            took < Duration::from_secs(1),
+            "{port} took {took:?} during the attack"
+        );
     }
     let held = open_fds(cp.pid());
     assert!(
@@ -119,7 +123,8 @@ fn half_open_connections_are_closed_within_the_header_timeout() {
         }
     }
     assert_eq!(
-        still_open, 0,
+        still_open,
+        0,
         "{still_open} of 2,000 half-open connections were still open {:?} after the attack began",
         opened.elapsed()
     );
@@ -143,11 +148,8 @@ fn half_open_connections_are_closed_within_the_header_timeout() {
 /// a request (a runner's parked claim) is in flight on it.
 #[test]
 fn idle_connections_close_but_requests_in_flight_do_not() {
-    let cp = ControlPlane::start_with(
-        "10s",
-        &["--header-timeout", "1s", "--idle-timeout", "2s"],
-    )
-    .unwrap();
+    let cp = ControlPlane::start_with("10s", &["--header-timeout", "1s", "--idle-timeout", "2s"])
+        .unwrap();
     let addr = cp.control_url.trim_start_matches("http://").to_owned();
     let mut s = TcpStream::connect(&addr).unwrap();
     write!(s, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
@@ -191,7 +193,11 @@ fn idle_connections_close_but_requests_in_flight_do_not() {
         }))
         .expect("a parked claim longer than the idle timeout was cut");
     assert!(got.jobs.is_empty());
-    assert!(t.elapsed() >= Duration::from_millis(3900), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(3900),
+        "{:?}",
+        t.elapsed()
+    );
 }
 
 /// At `--max-connections`, a new connection closes the one idle longest:
@@ -223,7 +229,10 @@ fn at_the_connection_cap_the_idle_make_room_for_a_real_request() {
         .map(|s| closed(s, Duration::from_millis(20)))
         .filter(|&c| c)
         .count();
-    assert!(gone >= 300, "only {gone} of 400 flooding connections were closed at a cap of 100");
+    assert!(
+        gone >= 300,
+        "only {gone} of 400 flooding connections were closed at a cap of 100"
+    );
 }
 
 /// One HTTP/1.1 request to `to` from the loopback address `from` (any of
@@ -238,7 +247,12 @@ fn request_from(
     let mut s = nuon_tests::rt().block_on(async {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
-        socket.connect(to.parse().unwrap()).await.unwrap().into_std().unwrap()
+        socket
+            .connect(to.parse().unwrap())
+            .await
+            .unwrap()
+            .into_std()
+            .unwrap()
     });
     s.set_nonblocking(false).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -274,7 +288,12 @@ fn retry_after(head: &str) -> Option<u64> {
 fn failed_sign_ins_are_answered_429_with_retry_after() {
     let cp = ControlPlane::start_with(
         "10s",
-        &["--auth-failure-burst", "4", "--auth-failures-per-minute", "30"],
+        &[
+            "--auth-failure-burst",
+            "4",
+            "--auth-failures-per-minute",
+            "30",
+        ],
     )
     .unwrap();
     let control = cp.control_url.trim_start_matches("http://").to_owned();
@@ -282,7 +301,13 @@ fn failed_sign_ins_are_answered_429_with_retry_after() {
     let admin = format!("Bearer {}", cp.admin_token);
     let apps = ("GET", "/v1/apps");
     // The admin token works first from the address under attack.
-    let (status, ..) = request_from("127.0.0.2", &control, apps, &[("Authorization", &admin)], "");
+    let (status, ..) = request_from(
+        "127.0.0.2",
+        &control,
+        apps,
+        &[("Authorization", &admin)],
+        "",
+    );
     assert_eq!(status, 200);
 
     // 300 guesses from one address: 4 are checked, the rest are 429.
@@ -291,8 +316,13 @@ fn failed_sign_ins_are_answered_429_with_retry_after() {
     let mut last_head = String::new();
     for i in 0..300 {
         let guess = format!("Bearer guess{i}.{i:064}");
-        let (status, head, body) =
-            request_from("127.0.0.2", &control, apps, &[("Authorization", &guess)], "");
+        let (status, head, body) = request_from(
+            "127.0.0.2",
+            &control,
+            apps,
+            &[("Authorization", &guess)],
+            "",
+        );
         *answers.entry(status).or_insert(0) += 1;
         if status == 429 {
             assert!(body.contains("too_many_attempts"), "{body}");
@@ -309,7 +339,10 @@ fn failed_sign_ins_are_answered_429_with_retry_after() {
         "127.0.0.2",
         &runner,
         ("POST", "/v1/runner/claim"),
-        &[("Authorization", "Bearer r.x"), ("Content-Type", "application/json")],
+        &[
+            ("Authorization", "Bearer r.x"),
+            ("Content-Type", "application/json"),
+        ],
         "{}",
     );
     assert_eq!(status, 429, "{head}");
@@ -336,7 +369,13 @@ fn failed_sign_ins_are_answered_429_with_retry_after() {
     assert!(body.contains("too many failed sign-ins"), "{body}");
     // A token shown good still works from the throttled address; another
     // address is not throttled.
-    let (status, ..) = request_from("127.0.0.2", &control, apps, &[("Authorization", &admin)], "");
+    let (status, ..) = request_from(
+        "127.0.0.2",
+        &control,
+        apps,
+        &[("Authorization", &admin)],
+        "",
+    );
     assert_eq!(status, 200, "a token shown good was throttled");
     let (status, ..) = request_from(
         "127.0.0.3",
@@ -371,9 +410,7 @@ fn failed_sign_ins_are_answered_429_with_retry_after() {
         "",
     );
     assert_eq!(status, 401, "still throttled after Retry-After");
-    eprintln!(
-        "sign-in throttle: 300 guesses in {guessing:?}: {answers:?}; Retry-After {wait}s"
-    );
+    eprintln!("sign-in throttle: 300 guesses in {guessing:?}: {answers:?}; Retry-After {wait}s");
 }
 
 /// The bytes of every file under `dir`.
@@ -403,7 +440,12 @@ fn a_log_flood_is_cut_at_its_quota_and_the_job_goes_on() {
 
     let cp = ControlPlane::start_with(
         "30s",
-        &["--log-quota-per-job", "2MiB", "--log-quota-per-runner", "3MiB"],
+        &[
+            "--log-quota-per-job",
+            "2MiB",
+            "--log-quota-per-runner",
+            "3MiB",
+        ],
     )
     .unwrap();
     let client = cp.client();
@@ -540,7 +582,11 @@ fn flapping_telemetry_sets_off_a_bounded_number_of_audit_entries_and_workflows()
     let started = Instant::now();
     for i in 0..200 {
         let telemetry = RunnerTelemetry {
-            break_glass: if i % 2 == 0 { vec!["demo-bg".into()] } else { vec![] },
+            break_glass: if i % 2 == 0 {
+                vec!["demo-bg".into()]
+            } else {
+                vec![]
+            },
             ..Default::default()
         };
         rt.block_on(runner.claim(&ClaimRequest {

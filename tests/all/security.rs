@@ -757,7 +757,13 @@ fn runner_requests_without_a_session_are_refused() {
 }
 
 /// A raw HTTP/1.1 request: status, lower-cased head, body.
-fn http(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+fn http(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
     use std::io::{Read, Write};
     let addr = base.trim_start_matches("http://");
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -771,7 +777,11 @@ fn http(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &s
     let mut raw = String::new();
     let _ = s.read_to_string(&mut raw);
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
@@ -797,22 +807,41 @@ fn sign_in_links_cannot_be_planted() {
     // The fragment link is a plain sign-in form now.
     let (status, _, page) = http(&base, "GET", "/login", &[], "");
     assert_eq!(status, 200);
-    assert!(!page.contains("<script"), "the sign-in page runs a script: {page}");
+    assert!(
+        !page.contains("<script"),
+        "the sign-in page runs a script: {page}"
+    );
     let (status, ..) = http(&base, "GET", "/assets/login.js", &[], "");
     assert_eq!(status, 404);
 
     // A code, as `nuon dev` and `nuon orgs sign-in-link` make them.
     let out = cp.nuon(&["orgs", "sign-in-link", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let link: nuon_core::wire::SignInCode = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(link.url.starts_with(&format!("{base}/login?code=")), "{}", link.url);
+    assert!(
+        link.url.starts_with(&format!("{base}/login?code=")),
+        "{}",
+        link.url
+    );
     assert!(link.expires_at_ms - nuon_core::now_ms() <= 10 * 60 * 1000 + 5000);
     let path = format!("/login?code={}", link.code);
     let (status, head, page) = http(&base, "GET", &path, &[], "");
     assert_eq!(status, 200);
-    assert!(page.contains("Sign in?") && page.contains(&org.name), "{page}");
-    assert!(set_cookie(&head, "nuon_session").is_none(), "opening the link signed in");
-    let csrf = set_cookie(&head, "nuon_login").expect("a form token").to_owned();
+    assert!(
+        page.contains("Sign in?") && page.contains(&org.name),
+        "{page}"
+    );
+    assert!(
+        set_cookie(&head, "nuon_session").is_none(),
+        "opening the link signed in"
+    );
+    let csrf = set_cookie(&head, "nuon_login")
+        .expect("a form token")
+        .to_owned();
 
     // Sent from another browser (no form cookie), as a planted form would
     // be: refused, and the code still works for its owner.
@@ -827,8 +856,16 @@ fn sign_in_links_cannot_be_planted() {
     let with_cookie = [urlencoded, ("Cookie", cookie.as_str())];
     let (status, head, _) = http(&base, "POST", "/login/code", &with_cookie, &form);
     assert_eq!(status, 303, "{head}");
-    let session = set_cookie(&head, "nuon_session").expect("a session").to_owned();
-    let (status, _, page) = http(&base, "GET", "/", &[("Cookie", &format!("nuon_session={session}"))], "");
+    let session = set_cookie(&head, "nuon_session")
+        .expect("a session")
+        .to_owned();
+    let (status, _, page) = http(
+        &base,
+        "GET",
+        "/",
+        &[("Cookie", &format!("nuon_session={session}"))],
+        "",
+    );
     assert_eq!(status, 200, "{page}");
 
     // Once only, and a guessed code is nothing.
@@ -836,8 +873,17 @@ fn sign_in_links_cannot_be_planted() {
     assert_eq!(status, 401);
     assert!(page.contains("used already"), "{page}");
     let (_, _, page) = http(&base, "GET", &path, &[], "");
-    assert!(page.contains("used already") && !page.contains("Sign in?"), "{page}");
-    let (_, _, page) = http(&base, "GET", "/login?code=00112233445566778899aabbccddeeff", &[], "");
+    assert!(
+        page.contains("used already") && !page.contains("Sign in?"),
+        "{page}"
+    );
+    let (_, _, page) = http(
+        &base,
+        "GET",
+        "/login?code=00112233445566778899aabbccddeeff",
+        &[],
+        "",
+    );
     assert!(page.contains("used already"), "{page}");
 
     // A code made by a token revoked since signs nobody in.
@@ -849,7 +895,8 @@ fn sign_in_links_cannot_be_planted() {
     )
     .unwrap();
     let code = rt().block_on(theirs.create_sign_in_code()).unwrap();
-    rt().block_on(client.revoke_token(made.token.id.as_str())).unwrap();
+    rt().block_on(client.revoke_token(made.token.id.as_str()))
+        .unwrap();
     let (_, _, page) = http(&base, "GET", &format!("/login?code={}", code.code), &[], "");
     assert!(!page.contains("Sign in?"), "{page}");
 }

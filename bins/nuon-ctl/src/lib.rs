@@ -344,7 +344,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             config.ops.probe_interval = probe_interval;
-            if header_timeout < Duration::from_millis(100) || idle_timeout < Duration::from_millis(100) {
+            if header_timeout < Duration::from_millis(100)
+                || idle_timeout < Duration::from_millis(100)
+            {
                 anyhow::bail!(
                     "--header-timeout ({header_timeout:?}) and --idle-timeout ({idle_timeout:?}) must be at least 100ms: give e.g. 10s and 75s"
                 );

@@ -89,7 +89,10 @@ async fn create_sign_in_code(
     let base = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())
-        .filter(|h| h.chars().all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c)))
+        .filter(|h| {
+            h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+        })
         .map(|h| {
             let scheme = if super::web::over_https(&headers) {
                 "https"

@@ -358,7 +358,9 @@ async fn login_page(
             Ok(Some((org, who, scope))) => pages::confirm_sign_in(&csrf, code, &org, &who, &scope),
             Ok(None) => pages::login(
                 &csrf,
-                Some("This sign-in link was used already or is past its time: ask for a new one (`nuon orgs sign-in-link`)."),
+                Some(
+                    "This sign-in link was used already or is past its time: ask for a new one (`nuon orgs sign-in-link`).",
+                ),
             ),
             Err(e) => return error_page(e),
         },
@@ -403,7 +405,12 @@ async fn code_signs_in_as(
 
 /// A form that failed: the sign-in page again, saying why, with a fresh
 /// form token (and `429` with `Retry-After` when throttled).
-fn sign_in_again(headers: &HeaderMap, status: StatusCode, why: &str, retry: Option<u64>) -> Response {
+fn sign_in_again(
+    headers: &HeaderMap,
+    status: StatusCode,
+    why: &str,
+    retry: Option<u64>,
+) -> Response {
     let csrf = secret();
     let mut resp = (status, html(pages::login(&csrf, Some(why)))).into_response();
     let h = resp.headers_mut();
@@ -493,7 +500,11 @@ async fn login(
             "That API token is unknown, revoked or expired.",
             None,
         ),
-        Err(e) => sign_in_refused(&headers, e, "That API token is unknown, revoked or expired."),
+        Err(e) => sign_in_refused(
+            &headers,
+            e,
+            "That API token is unknown, revoked or expired.",
+        ),
     }
 }
 
