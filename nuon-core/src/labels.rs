@@ -133,6 +133,12 @@ impl fmt::Display for Requirement {
     }
 }
 
+/// The longest selector text taken: a rollout's selector is matched against
+/// every install of the fleet, so its work is bounded by its size.
+pub const MAX_SELECTOR_BYTES: usize = 4096;
+/// The most values an `in` or `notin` list holds.
+pub const MAX_SELECTOR_VALUES: usize = 256;
+
 /// A label selector: every requirement must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
 #[schemars(with = "String")]
@@ -186,6 +192,12 @@ fn set_of(key: &str, op: &str, rest: &str, whole: &str) -> Result<Vec<String>, S
             format!("selector {whole:?}: after `{key} {op}` comes a list in parentheses, as in `{key} {op} (a,b)`")
         })?;
     let values: Vec<String> = inner.split(',').map(|v| v.trim().to_owned()).collect();
+    if values.len() > MAX_SELECTOR_VALUES {
+        return Err(format!(
+            "selector: `{key} {op}` lists {} values, more than {MAX_SELECTOR_VALUES}: label the installs you mean and select that label",
+            values.len()
+        ));
+    }
     for v in &values {
         check_value(key, v)?;
     }
@@ -198,6 +210,12 @@ impl FromStr for Selector {
     fn from_str(text: &str) -> Result<Self, String> {
         if text.trim().is_empty() {
             return Ok(Selector::default());
+        }
+        if text.len() > MAX_SELECTOR_BYTES {
+            return Err(format!(
+                "the selector is {} bytes, longer than {MAX_SELECTOR_BYTES}: select by a label the installs share instead of listing them",
+                text.len()
+            ));
         }
         let mut reqs = Vec::new();
         for part in split_top(text)? {
@@ -271,6 +289,24 @@ impl<'de> Deserialize<'de> for Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_selector_is_bounded_in_size_and_in_its_lists() {
+        let long: String = (0..MAX_SELECTOR_VALUES + 1)
+            .map(|i| format!("v{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let e = format!("env in ({long})").parse::<Selector>().unwrap_err();
+        assert!(e.contains("more than 256"), "{e}");
+        let e = "a=b,".repeat(2000).parse::<Selector>().unwrap_err();
+        assert!(e.contains("longer than 4096"), "{e}");
+        assert!(e.len() < 300, "the error repeats the selector: {e}");
+        let most: String = (0..MAX_SELECTOR_VALUES)
+            .map(|i| format!("v{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        format!("env in ({most})").parse::<Selector>().unwrap();
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs

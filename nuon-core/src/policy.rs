@@ -125,6 +125,32 @@ pub fn looks_like_rego(text: &str) -> bool {
 /// The Kubernetes objects of multi-document YAML (rendered Helm
 /// templates, a `kubernetes_manifest`), each as JSON; empty documents and
 /// comments are left out.
+/// The deepest YAML nesting taken. The parser refuses past 128 anyway, but
+/// only after work that grows with the square of the depth: a 200 KB line
+/// of brackets took seconds.
+const MAX_YAML_DEPTH: usize = 128;
+
+/// The deepest nesting of flow collections (`[`, `{`) outside quotes: one
+/// pass, before the parser sees the text.
+fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut quote) = (0usize, 0usize, None);
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            (None, '\n') => {}
+            _ => {}
+        }
+    }
+    deepest
+}
+
 pub fn manifest_objects(yaml: &str) -> Result<Vec<serde_json::Value>, String> {
     let mut docs = vec![String::new()];
     for line in yaml.lines() {
@@ -145,6 +171,12 @@ pub fn manifest_objects(yaml: &str) -> Result<Vec<serde_json::Value>, String> {
             .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
         if !meaningful {
             continue;
+        }
+        if flow_depth(d) > MAX_YAML_DEPTH {
+            return Err(format!(
+                "document {} of the manifests nests `[` and `{{` deeper than {MAX_YAML_DEPTH} levels",
+                i + 1
+            ));
         }
         let v = regorus::Value::from_yaml_str(d)
             .map_err(|e| format!("document {} of the manifests is not YAML: {e}", i + 1))?;

@@ -256,6 +256,21 @@ mod tests {
             .cloned()
             .unwrap();
         let over = yaml_mapping("image:\n  tag: \"2\"\nhosts: [c]\nextra:\n  on: true\n").unwrap();
+        // A YAML bomb (aliases of aliases, "billion laughs") and a deep
+        // nesting are refused by the parser's own limits, at once.
+        let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+        for (i, name) in ["b", "c", "d", "e", "f", "g", "h", "i"].iter().enumerate() {
+            let prev = ["a", "b", "c", "d", "e", "f", "g", "h"][i];
+            bomb.push_str(&format!("{name}: &{name} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
+        }
+        let e = yaml_mapping(&bomb).unwrap_err();
+        assert!(e.contains("repetition limit"), "{e}");
+        let deep = format!("a: {}1{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let e = yaml_mapping(&deep).unwrap_err();
+        assert!(e.contains("deeper than 128"), "{e}");
+        // Brackets in quotes are text.
+        let quoted = format!("a: \"{}\"\n", "[".repeat(1000));
+        assert_eq!(yaml_mapping(&quoted).unwrap()["a"], "[".repeat(1000));
         merge_values(&mut v, over);
         assert_eq!(
             Value::Object(v),
