@@ -258,7 +258,9 @@ mod tests {
         let over = yaml_mapping("image:\n  tag: \"2\"\nhosts: [c]\nextra:\n  on: true\n").unwrap();
         // A YAML bomb (aliases of aliases, "billion laughs") and a deep
         // nesting are refused by the parser's own limits, at once.
-        let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+        let mut bomb = String::from(
+            "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
         for (i, name) in ["b", "c", "d", "e", "f", "g", "h", "i"].iter().enumerate() {
             let prev = ["a", "b", "c", "d", "e", "f", "g", "h"][i];
             bomb.push_str(&format!("{name}: &{name} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
