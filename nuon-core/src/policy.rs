@@ -122,35 +122,33 @@ pub fn looks_like_rego(text: &str) -> bool {
         .is_some_and(|l| l.starts_with("package ") || l.starts_with("package\t"))
 }
 
-/// The Kubernetes objects of multi-document YAML (rendered Helm
-/// templates, a `kubernetes_manifest`), each as JSON; empty documents and
-/// comments are left out.
 /// The deepest YAML nesting taken. The parser refuses past 128 anyway, but
 /// only after work that grows with the square of the depth: a 200 KB line
 /// of brackets took seconds.
 const MAX_YAML_DEPTH: usize = 128;
 
-/// The deepest nesting of flow collections (`[`, `{`) outside quotes: one
-/// pass, before the parser sees the text.
+/// The deepest nesting of flow collections (`[`, `{`): one pass, before the
+/// parser sees the text. Brackets in quoted text count too (a quote cannot
+/// be told from an apostrophe without parsing), so a string holding more
+/// than [`MAX_YAML_DEPTH`] unclosed brackets is refused with the rest.
 fn flow_depth(text: &str) -> usize {
-    let (mut depth, mut deepest, mut quote) = (0usize, 0usize, None);
-    for c in text.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '[' | '{') => {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for b in text.bytes() {
+        match b {
+            b'[' | b'{' => {
                 depth += 1;
                 deepest = deepest.max(depth);
             }
-            (None, ']' | '}') => depth = depth.saturating_sub(1),
-            (None, '\n') => {}
+            b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
     deepest
 }
 
+/// The Kubernetes objects of multi-document YAML (rendered Helm
+/// templates, a `kubernetes_manifest`), each as JSON; empty documents and
+/// comments are left out.
 pub fn manifest_objects(yaml: &str) -> Result<Vec<serde_json::Value>, String> {
     let mut docs = vec![String::new()];
     for line in yaml.lines() {
@@ -174,7 +172,7 @@ pub fn manifest_objects(yaml: &str) -> Result<Vec<serde_json::Value>, String> {
         }
         if flow_depth(d) > MAX_YAML_DEPTH {
             return Err(format!(
-                "document {} of the manifests nests `[` and `{{` deeper than {MAX_YAML_DEPTH} levels",
+                "document {} of the manifests nests `[` and `{{` deeper than {MAX_YAML_DEPTH} levels (brackets in quoted text count too)",
                 i + 1
             ));
         }

@@ -174,8 +174,9 @@ fn idle_connections_close_but_requests_in_flight_do_not() {
         answered.elapsed()
     );
 
-    // A runner's claim parked for 4 s (longer than both timeouts) is
-    // answered, not cut.
+    // A runner's claim parked longer than both timeouts is answered, not
+    // cut (the server holds a claim for at most a share of the lease, and
+    // ends it up to a tenth early: about 4 s here).
     let token = cp.create_runner("parked").unwrap();
     let client = nuon_client::RunnerClient::new(
         nuon_client::ClientConfig::new(&cp.runner_url, &token).unwrap(),
@@ -186,18 +187,14 @@ fn idle_connections_close_but_requests_in_flight_do_not() {
         .block_on(client.claim(&nuon_core::wire::ClaimRequest {
             kinds: vec!["exec".into()],
             slots: 1,
-            wait_ms: 4000,
+            wait_ms: 5000,
             signing_key: None,
             telemetry: None,
             settings_version: None,
         }))
         .expect("a parked claim longer than the idle timeout was cut");
     assert!(got.jobs.is_empty());
-    assert!(
-        t.elapsed() >= Duration::from_millis(3900),
-        "{:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed() >= Duration::from_secs(3), "{:?}", t.elapsed());
 }
 
 /// At `--max-connections`, a new connection closes the one idle longest:

@@ -119,6 +119,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         | "rotateRunnerToken"
         | "cancelJob"
         | "revokeToken"
+        | "createSignInCode"
         | "forceUnlockState"
         | "createBuilds"
         | "approveWorkflowStep"

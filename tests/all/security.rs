@@ -888,7 +888,7 @@ fn sign_in_links_cannot_be_planted() {
 
     // A code made by a token revoked since signs nobody in.
     let made = rt()
-        .block_on(client.create_token("short", nuon_core::wire::TokenScope::Read))
+        .block_on(client.create_token("short", nuon_core::wire::TokenScope::Deployer))
         .unwrap();
     let theirs = nuon_client::ControlClient::new(
         nuon_client::ClientConfig::new(&cp.control_url, &made.secret).unwrap(),

@@ -983,7 +983,8 @@ pub(crate) enum OrgsCommand {
         command: TokensCommand,
     },
     /// A one-time link that signs a browser into the dashboard as this
-    /// token: it works once, for 10 minutes, and its page shows the org and
+    /// token (deployer or admin; a read-only token signs in with the token
+    /// form): it works once, for 10 minutes, and its page shows the org and
     /// the person and asks first.
     SignInLink,
     /// Webhooks: signed deliveries of the org's events, retried with

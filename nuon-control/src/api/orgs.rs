@@ -45,7 +45,7 @@ pub(super) fn ops() -> Vec<Op> {
         Op::post(
             routes::SIGN_IN_CODES,
             "createSignInCode",
-            "A one-time link that signs a browser into the dashboard as this token: it works once, for 10 minutes, and its page shows the org and the person and asks first. What `nuon dev` prints instead of a token.",
+            "A one-time link that signs a browser into the dashboard as this token (deployer or admin): it works once, for 10 minutes, and its page shows the org and the person and asks first. What `nuon dev` prints instead of a token.",
             post(create_sign_in_code),
         )
         .returns::<SignInCode>(201),
@@ -65,10 +65,13 @@ pub(crate) fn sign_in_code_key(code: &str) -> String {
 
 async fn create_sign_in_code(
     State(state): State<SharedState>,
-    _auth: ApiAuth,
+    auth: ApiAuth,
     axum::Extension(super::TokenHash(token_hash)): axum::Extension<super::TokenHash>,
     headers: axum::http::HeaderMap,
 ) -> Result<(StatusCode, Json<SignInCode>), Error> {
+    // It writes (a row that opens a session): not for read-only tokens,
+    // which sign in with the token form.
+    super::control::require_deployer(&auth)?;
     let mut raw = [0u8; 16];
     nuon_core::random_bytes(&mut raw);
     let code = hex::encode(raw);
