@@ -21,6 +21,53 @@ pub use nuon_test_fixtures::{PgCluster, have_python_module, have_tool, require_a
 
 pub mod webdriver;
 
+/// The packages of the binaries the tests and benches start. Every build
+/// of them names all four: cargo unifies the features of shared crates
+/// over the packages a build names, so building `nuon-runner` alone would
+/// make another `nuon-runner` (and put it in place of this one), and the
+/// next run would build both again.
+const BINARIES: [&str; 8] = [
+    "-p",
+    "nuon-ctl",
+    "-p",
+    "nuon-runner",
+    "-p",
+    "nuon-build-runner",
+    "-p",
+    "nuon-cli",
+];
+
+/// A `cargo` command as a shell would run it. A test or bench runs with the
+/// variables cargo sets for the target it runs (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, ...); build scripts that watch them (ring's does) would
+/// find them changed from a build made in a shell, and everything above
+/// them (rustls, reqwest, sqlx, our crates) would be built again: minutes
+/// of release build at every `cargo bench`. Cargo's own settings
+/// (`CARGO_HOME`, `CARGO_TARGET_DIR`, `CARGO_BUILD_*`, ...) are kept.
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (k, _) in std::env::vars_os() {
+        let Some(k) = k.to_str() else { continue };
+        let set_for_the_target = matches!(
+            k,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+                | "OUT_DIR"
+        ) || k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_BIN_EXE_");
+        if set_for_the_target {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
 /// The directory holding the built binaries (building them once per test run).
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -35,20 +82,8 @@ pub fn bin_dir() -> &'static Path {
             .and_then(Path::parent)
             .expect("test binary lives in target/<profile>/deps")
             .to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "-q",
-            "-p",
-            "nuon-ctl",
-            "-p",
-            "nuon-runner",
-            "-p",
-            "nuon-build-runner",
-            "-p",
-            "nuon-cli",
-        ]);
+        let mut cmd = cargo();
+        cmd.args(["build", "-q"]).args(BINARIES);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
@@ -86,11 +121,12 @@ fn build_runner_next(dir: &Path) {
     if next.is_file() && std::fs::read_to_string(&key_file).ok() == Some(key_of(&runner)) {
         return;
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let release = dir.file_name().is_some_and(|n| n == "release");
     let build = |version: Option<&str>| {
-        let mut cmd = Command::new(&cargo);
-        cmd.args(["build", "-q", "-p", "nuon-runner"]);
+        let mut cmd = cargo();
+        // All four, as `bin_dir` builds them: only `nuon-runner` reads the
+        // version, so only it is built again.
+        cmd.args(["build", "-q"]).args(BINARIES);
         if release {
             cmd.arg("--release");
         }
@@ -812,9 +848,8 @@ pub fn wasm_plugins() -> Option<WasmPlugins> {
                     .into(),
             );
         }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let target = plugin_target_dir();
-        let out = Command::new(cargo)
+        let out = cargo()
             .current_dir(repo_root())
             .args([
                 "build",
