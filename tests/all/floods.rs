@@ -178,20 +178,10 @@ fn idle_connections_close_but_requests_in_flight_do_not() {
     // cut (the server holds a claim for at most a share of the lease, and
     // ends it up to a tenth early: about 4 s here).
     let token = cp.create_runner("parked").unwrap();
-    let client = nuon_client::RunnerClient::new(
-        nuon_client::ClientConfig::new(&cp.runner_url, &token).unwrap(),
-    )
-    .unwrap();
+    let client = runner_client(&cp, &token);
     let t = Instant::now();
     let got = nuon_tests::rt()
-        .block_on(client.claim(&nuon_core::wire::ClaimRequest {
-            kinds: vec!["exec".into()],
-            slots: 1,
-            wait_ms: 5000,
-            signing_key: None,
-            telemetry: None,
-            settings_version: None,
-        }))
+        .block_on(client.claim(&claim_request("exec", 1, 5000, None)))
         .expect("a parked claim longer than the idle timeout was cut");
     assert!(got.jobs.is_empty());
     assert!(t.elapsed() >= Duration::from_secs(3), "{:?}", t.elapsed());
@@ -232,9 +222,32 @@ fn at_the_connection_cap_the_idle_make_room_for_a_real_request() {
     );
 }
 
+/// A Runner API client of the runner whose token is `token`.
+fn runner_client(cp: &ControlPlane, token: &str) -> nuon_client::RunnerClient {
+    nuon_client::RunnerClient::new(nuon_client::ClientConfig::new(&cp.runner_url, token).unwrap())
+        .unwrap()
+}
+
+/// A claim of `slots` jobs of `kind`, held up to `wait_ms`.
+fn claim_request(
+    kind: &str,
+    slots: u32,
+    wait_ms: u64,
+    telemetry: Option<nuon_core::wire::RunnerTelemetry>,
+) -> nuon_core::wire::ClaimRequest {
+    nuon_core::wire::ClaimRequest {
+        kinds: vec![kind.into()],
+        slots,
+        wait_ms,
+        signing_key: None,
+        telemetry,
+        settings_version: None,
+    }
+}
+
 /// One HTTP/1.1 request to `to` from the loopback address `from` (any of
 /// 127.0.0.0/8): status, head and body.
-fn request_from(
+pub(crate) fn request_from(
     from: &str,
     to: &str,
     (method, path): (&str, &str),
@@ -252,7 +265,7 @@ fn request_from(
             .unwrap()
     });
     s.set_nonblocking(false).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {to}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
@@ -432,7 +445,7 @@ fn disk_use(dir: &std::path::Path) -> u64 {
 /// quota did.
 #[test]
 fn a_log_flood_is_cut_at_its_quota_and_the_job_goes_on() {
-    use nuon_core::wire::{ClaimRequest, Completion, LogBatch, LogRecords, LogStream};
+    use nuon_core::wire::{Completion, LogBatch, LogRecords, LogStream};
     use nuon_core::{JobResult, JobStatus};
 
     let cp = ControlPlane::start_with(
@@ -448,21 +461,11 @@ fn a_log_flood_is_cut_at_its_quota_and_the_job_goes_on() {
     let client = cp.client();
     let attacker = cp.create_runner("flood").unwrap();
     let job = crate::queue_sh(&client, "flood", "true", 1);
-    let runner = nuon_client::RunnerClient::new(
-        nuon_client::ClientConfig::new(&cp.runner_url, &attacker).unwrap(),
-    )
-    .unwrap();
+    let runner = runner_client(&cp, &attacker);
     let before = disk_use(&cp.data_dir);
     let rt = nuon_tests::rt();
     let claimed = rt
-        .block_on(runner.claim(&ClaimRequest {
-            kinds: vec!["exec".into()],
-            slots: 1,
-            wait_ms: 5000,
-            signing_key: None,
-            telemetry: None,
-            settings_version: None,
-        }))
+        .block_on(runner.claim(&claim_request("exec", 1, 5000, None)))
         .unwrap();
     let attempt = claimed.jobs[0].attempt;
     let line = "x".repeat(1000);
@@ -541,7 +544,7 @@ fn a_log_flood_is_cut_at_its_quota_and_the_job_goes_on() {
 /// the change shown last is not lost, only held back.
 #[test]
 fn flapping_telemetry_sets_off_a_bounded_number_of_audit_entries_and_workflows() {
-    use nuon_core::wire::{ClaimRequest, RunnerTelemetry};
+    use nuon_core::wire::RunnerTelemetry;
 
     let cp = ControlPlane::start("30s").unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -571,10 +574,7 @@ fn flapping_telemetry_sets_off_a_bounded_number_of_audit_entries_and_workflows()
     ]));
     let v: serde_json::Value = serde_json::from_str(&created).unwrap();
     let token = v["runner_token"].as_str().unwrap();
-    let runner = nuon_client::RunnerClient::new(
-        nuon_client::ClientConfig::new(&cp.runner_url, token).unwrap(),
-    )
-    .unwrap();
+    let runner = runner_client(&cp, token);
     let rt = nuon_tests::rt();
     let started = Instant::now();
     for i in 0..200 {
@@ -586,15 +586,8 @@ fn flapping_telemetry_sets_off_a_bounded_number_of_audit_entries_and_workflows()
             },
             ..Default::default()
         };
-        rt.block_on(runner.claim(&ClaimRequest {
-            kinds: vec!["noop".into()],
-            slots: 0,
-            wait_ms: 0,
-            signing_key: None,
-            telemetry: Some(telemetry),
-            settings_version: None,
-        }))
-        .unwrap();
+        rt.block_on(runner.claim(&claim_request("noop", 0, 0, Some(telemetry))))
+            .unwrap();
     }
     let flapping = started.elapsed();
     let client = cp.client();

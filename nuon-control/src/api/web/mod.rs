@@ -378,16 +378,13 @@ async fn code_signs_in_as(
     state: &SharedState,
     code: &str,
 ) -> Result<Option<(String, String, String)>, Error> {
-    use crate::api::orgs::{SIGN_IN_CODE_MARK, sign_in_code_key};
     if code.is_empty() || code.len() > 128 {
         return Ok(None);
     }
-    let Some(row) = state.store.web_session(&sign_in_code_key(code)).await? else {
+    let key = crate::api::orgs::sign_in_code_key(code);
+    let Some(row) = live_code(state, &key).await? else {
         return Ok(None);
     };
-    if row.csrf != SIGN_IN_CODE_MARK || row.expires_at_ms <= now_ms() {
-        return Ok(None);
-    }
     let Some(p) = state.store.authenticate_api(&row.token_hash).await? else {
         return Ok(None);
     };
@@ -401,6 +398,13 @@ async fn code_signs_in_as(
         None => format!("the service account token {}", p.token_id),
     };
     Ok(Some((org, who, p.scope)))
+}
+
+/// The stored row of the sign-in code under `key`, while it works.
+async fn live_code(state: &SharedState, key: &str) -> Result<Option<WebSession>, Error> {
+    Ok(state.store.web_session(key).await?.filter(|row| {
+        row.csrf == crate::api::orgs::SIGN_IN_CODE_MARK && row.expires_at_ms > now_ms()
+    }))
 }
 
 /// A form that failed: the sign-in page again, saying why, with a fresh
@@ -524,7 +528,7 @@ async fn login_with_code(
     headers: HeaderMap,
     Form(form): Form<CodeForm>,
 ) -> Response {
-    use crate::api::orgs::{SIGN_IN_CODE_MARK, sign_in_code_key};
+    use crate::api::orgs::sign_in_code_key;
     if !from_this_browser(&headers, &form.csrf) {
         return sign_in_again(
             &headers,
@@ -536,12 +540,9 @@ async fn login_with_code(
     let key = sign_in_code_key(form.code.trim());
     let used = "This sign-in link was used already or is past its time: ask for a new one (`nuon orgs sign-in-link`).";
     let taken = crate::api::throttled(&state, &source, "", &key, async {
-        let Some(row) = state.store.web_session(&key).await? else {
+        let Some(row) = live_code(&state, &key).await? else {
             return Ok(None);
         };
-        if row.csrf != SIGN_IN_CODE_MARK || row.expires_at_ms <= now_ms() {
-            return Ok(None);
-        }
         // Only one of two racing tabs ends it.
         if !state.store.end_web_session(&key).await? {
             return Ok(None);
