@@ -48,8 +48,7 @@ fn journal(work_dir: &Path) -> Vec<AuditEntry> {
 }
 
 pub(crate) fn sqlite3(db: &Path, sql: &str) {
-    let out = Command::new("sqlite3").arg(db).arg(sql).output().unwrap();
-    assert!(out.status.success(), "sqlite3 {sql}: {}", text(&out));
+    crate::security::sqlite3(db, sql);
 }
 
 #[test]
@@ -291,8 +290,9 @@ fn debug_commands_are_the_runners_call_and_both_audit_trails_record_them_and_cat
         &db,
         "UPDATE audit SET outcome = substr(outcome, 1, length(outcome) - 1) WHERE n = 3",
     );
-    assert!(verify(&m.cp).status.success());
-    let swap = "UPDATE audit SET n = -1 WHERE n = 3; UPDATE audit SET n = 3 WHERE n = 4; UPDATE audit SET n = 4 WHERE n = -1";
+    let out = verify(&m.cp);
+    assert!(out.status.success(), "{}", text(&out));
+    let swap = "BEGIN IMMEDIATE; UPDATE audit SET n = -1 WHERE n = 3; UPDATE audit SET n = 3 WHERE n = 4; UPDATE audit SET n = 4 WHERE n = -1; COMMIT";
     sqlite3(&db, swap);
     let out = verify(&m.cp);
     assert!(!out.status.success());
@@ -302,7 +302,8 @@ fn debug_commands_are_the_runners_call_and_both_audit_trails_record_them_and_cat
         text(&out)
     );
     sqlite3(&db, swap);
-    assert!(verify(&m.cp).status.success());
+    let out = verify(&m.cp);
+    assert!(out.status.success(), "{}", text(&out));
     sqlite3(&db, "DELETE FROM audit WHERE n IN (3, 4)");
     let out = verify(&m.cp);
     assert!(

@@ -276,7 +276,7 @@ fn a_sealed_spec_altered_without_the_key_is_never_sent() {
 
 /// Runs `sql` on `db` with the `sqlite3` tool; `None` (a loud skip) when
 /// it is not installed.
-fn sqlite3(db: &std::path::Path, sql: &str) -> Option<String> {
+pub(crate) fn sqlite3(db: &std::path::Path, sql: &str) -> Option<String> {
     // The control plane writes beside it (every claim records when the
     // runner was seen): wait for its lock rather than fail.
     match std::process::Command::new("sqlite3")

@@ -45,7 +45,11 @@ pub async fn verify_audit<S: AuditStore + ?Sized>(
     store: &S,
     org: &OrgId,
 ) -> Result<AuditVerification> {
+    // The head is read before and after the walk: entries appended while
+    // it runs are the trail going on, not tampering.
+    let first = store.audit_head(org).await?;
     let mut v = Verifier::new(org.as_str());
+    let mut at_first = None;
     let mut broken = None;
     'pages: loop {
         let page = store.list_audit(org, v.count(), VERIFY_PAGE, None).await?;
@@ -58,6 +62,9 @@ pub async fn verify_audit<S: AuditStore + ?Sized>(
                 broken = Some(b);
                 break 'pages;
             }
+            if first.as_ref().is_some_and(|(n, _)| *n == e.n) {
+                at_first = Some(e.hash.clone());
+            }
         }
         if last_page {
             break;
@@ -66,29 +73,33 @@ pub async fn verify_audit<S: AuditStore + ?Sized>(
     if broken.is_none() {
         let count = v.count();
         let at = |entry: u64, why: String| Some(nuon_core::audit::ChainBreak { entry, why });
-        broken = match store.audit_head(org).await? {
-            None if count > 0 => at(
+        let last = store.audit_head(org).await?;
+        broken = match (&first, &last) {
+            (_, None) if count > 0 => at(
                 count,
                 format!("the chain has {count} entries but no head: its head row was deleted"),
             ),
-            None => None,
-            Some((n, _)) if n > count => at(
+            (Some((n, _)), _) if *n > count => at(
                 count + 1,
                 format!(
                     "missing: the chain's head records {n} entries, but it ends at entry {count}"
                 ),
             ),
-            Some((n, _)) if n < count => at(
+            (_, Some((n, _))) if *n < count => at(
                 n + 1,
                 format!(
                     "added behind the store's back: the chain's head records {n} entries, but it goes on to entry {count}"
                 ),
             ),
-            Some((n, hash)) if hash != v.head() => at(
-                n,
+            (_, Some((n, hash))) if *n == count && hash != v.head() => at(
+                *n,
                 "changed: the chain's head records another hash for it".into(),
             ),
-            Some(_) => None,
+            (Some((n, hash)), _) if at_first.as_ref().is_some_and(|h| h != hash) => at(
+                *n,
+                "changed: the chain's head records another hash for it".into(),
+            ),
+            _ => None,
         };
     }
     Ok(AuditVerification {

@@ -72,6 +72,29 @@ conformance! {
         assert_eq!(verify_audit(s, &other).await.unwrap().broken, None);
     }
 
+    async fn entries_appended_while_the_chain_is_verified_are_not_tampering(f: Fixture) {
+        let s = &*f.store;
+        s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(1) }]).await.unwrap();
+        let appending = async {
+            for i in 2..300 {
+                s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(i) }]).await.unwrap();
+            }
+        };
+        let verifying = async {
+            let mut runs = Vec::new();
+            for _ in 0..100 {
+                runs.push(verify_audit(s, &f.org).await.unwrap());
+                tokio::task::yield_now().await;
+            }
+            runs
+        };
+        let ((), runs) = tokio::join!(appending, verifying);
+        for v in runs {
+            assert_eq!(v.broken, None, "after {} entries", v.entries);
+        }
+        assert_eq!(verify_audit(s, &f.org).await.unwrap().entries, 299);
+    }
+
     async fn webhook_deliveries_go_out_in_order_one_at_a_time_per_webhook(f: Fixture) {
         let s = &*f.store;
         let a = WebhookId::generate();
