@@ -1,7 +1,7 @@
 //! Load generator for the job loop, on the real binaries over loopback.
 //!
 //! `cargo bench -p nuon-benches` (release build). Sections can be picked:
-//! `cargo bench -p nuon-benches -- dispatch throughput bigLog idle ceiling terraform containers`
+//! `cargo bench -p nuon-benches -- dispatch throughput bigLog redaction idle ceiling terraform containers`
 //! (`containers` runs jobs under runc: root, runc, a static busybox and gcc).
 //! Prints a Markdown table for BENCHMARKS.md.
 #![allow(missing_docs, unsafe_code)]
@@ -359,6 +359,89 @@ fn big_log(script: &str) -> Result<BigLog> {
         peak,
         runner_peak,
     })
+}
+
+/// The job-loop log throughput with redaction: an install's action step
+/// printing `script` (about 200 MB), on an install with `secrets` secrets
+/// (each one the runner searches the log for, in every form) against the
+/// same on an install with none. The job's own wall time and queue to
+/// completion, medians of `runs`.
+fn redacted_log(script: &str, secrets: usize, runs: usize) -> Result<(f64, f64)> {
+    let cp = ControlPlane::start("60s")?;
+    let tmp = tempfile::tempdir()?;
+    let app = tmp.path().join("app");
+    std::fs::create_dir_all(app.join("actions"))?;
+    std::fs::write(app.join("metadata.toml"), "version = \"v2\"\n")?;
+    let mut declared = String::new();
+    let mut given = Vec::new();
+    for i in 0..secrets {
+        declared.push_str(&format!(
+            "[[secret]]\nname = \"s{i}\"\ndescription = \"secret {i}\"\n"
+        ));
+        // 26 characters, none of them in the log.
+        given.push(format!("s{i}=Zq{i:04}vW8kPx3mRt7yLb2nHc9J"));
+    }
+    if secrets > 0 {
+        std::fs::write(app.join("secrets.toml"), declared)?;
+    }
+    let wrapped =
+        format!("s=$(date +%s%N); {script}; e=$(date +%s%N); echo; echo \"elapsed_ns $((e - s))\"");
+    std::fs::write(
+        app.join("actions/big.toml"),
+        format!(
+            "name = \"big\"\ntimeout = \"10m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"print\"\ncommand = '''{wrapped}'''\n"
+        ),
+    )?;
+    let ok = |out: std::process::Output| -> Result<String> {
+        anyhow::ensure!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    ok(cp.nuon(&["apps", "create", "app"]))?;
+    ok(cp.nuon(&["apps", "sync", &app.to_string_lossy(), "--app", "app"]))?;
+    let mut create = vec![
+        "installs", "create", "--app", "app", "--name", "demo", "--json",
+    ];
+    for g in &given {
+        create.extend(["--secret", g.as_str()]);
+    }
+    let created: serde_json::Value = serde_json::from_str(&ok(cp.nuon(&create))?)?;
+    let token = created["runner_token"]
+        .as_str()
+        .context("installs create printed no runner token")?
+        .to_owned();
+    let _runner = runner(&cp, &token, 1)?;
+    let client = cp.client();
+    let (mut jobs, mut e2es) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let start = Instant::now();
+        let ran: serde_json::Value = serde_json::from_str(&ok(cp.nuon(&[
+            "installs",
+            "run-action",
+            "demo",
+            "big",
+            "--wait",
+            "--json",
+        ]))?)?;
+        e2es.push(start.elapsed().as_secs_f64());
+        anyhow::ensure!(ran["status"] == "succeeded", "{ran:#}");
+        let job: JobId = ran["steps"]
+            .as_array()
+            .and_then(|s| s.iter().find_map(|s| s["job_id"].as_str()))
+            .context("the step's job")?
+            .parse()?;
+        let last = all_logs(&client, &job)?.pop().context("no log")?;
+        let ns: f64 = last
+            .text
+            .strip_prefix("elapsed_ns ")
+            .with_context(|| format!("last line {:?}", last.text))?
+            .parse()?;
+        jobs.push(ns / 1e9);
+    }
+    Ok((median(jobs), median(e2es)))
 }
 
 const TF_MODULE: &str = r#"
@@ -1061,6 +1144,26 @@ fn main() -> Result<()> {
                 b.runner_peak / 1024
             );
         }
+    }
+    if want("redaction") {
+        let awk = "awk 'BEGIN{for(i=0;i<2500000;i++) printf \"line %d the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnop\\n\", i}'";
+        // Interleaved: none, 50, none, 50, … (each an install of its own).
+        let (mut none, mut fifty) = (Vec::new(), Vec::new());
+        for _ in 0..4 {
+            none.push(redacted_log(awk, 0, 3)?);
+            fifty.push(redacted_log(awk, 50, 3)?);
+        }
+        let pick = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| median(v.iter().map(f).collect());
+        let (j0, e0) = (pick(&none, |r| r.0), pick(&none, |r| r.1));
+        let (j50, e50) = (pick(&fifty, |r| r.0), pick(&fifty, |r| r.1));
+        println!(
+            "| action step printing 211 MB (awk, 2.5 M lines): job wall time, no secret / 50 secrets | {j0:.2} s / {j50:.2} s ({:+.1}%) |",
+            (j50 / j0 - 1.0) * 100.0
+        );
+        println!(
+            "| the same: run-action to completion, every line stored, no secret / 50 secrets | {e0:.2} s / {e50:.2} s ({:+.1}%) |",
+            (e50 / e0 - 1.0) * 100.0
+        );
     }
     if want("terraform") {
         for (label, module) in [

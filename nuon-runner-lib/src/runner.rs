@@ -746,6 +746,7 @@ fn start_job(
         key: key.clone(),
         claimed,
         stop: stop_rx,
+        signer: std::sync::OnceLock::new(),
     };
     let handle = jobs.spawn(job.run());
     task_keys.insert(handle.id(), key);
@@ -794,6 +795,8 @@ struct JobRun {
     key: Key,
     claimed: ClaimedJob,
     stop: watch::Receiver<Option<StopReason>>,
+    /// The key that signed the spec, once [`Self::check`] verified it.
+    signer: std::sync::OnceLock<String>,
 }
 
 impl JobRun {
@@ -806,6 +809,11 @@ impl JobRun {
             .keys
             .verify(self.claimed.spec.as_bytes(), &self.claimed.signature)
             .map_err(|e| format!("refusing job {job}: {e}"))?;
+        let _ = self.signer.set(
+            self.shared
+                .keys
+                .signer(self.claimed.spec.as_bytes(), &self.claimed.signature),
+        );
         let spec: JobSpec = serde_json::from_str(&self.claimed.spec).map_err(|e| {
             format!("refusing job {job}: the signed spec is not a valid job spec: {e}")
         })?;
@@ -1071,16 +1079,13 @@ impl JobRun {
     }
 
     /// Where the job came from, for the journal: its spec's digest and
-    /// the key that signed it.
+    /// the key that signed it (as [`Self::check`] found it: a signature is
+    /// verified once per job).
     fn provenance(&self) -> String {
-        let spec = self.claimed.spec.as_bytes();
-        let signer = match self.shared.keys.verify(spec, &self.claimed.signature) {
-            Ok(()) => self.shared.keys.signer(spec, &self.claimed.signature),
-            Err(_) => "no trusted key".into(),
-        };
+        let signer = self.signer.get().map_or("no trusted key", String::as_str);
         format!(
             "spec {}; signed by {signer}",
-            nuon_core::artifact::Digest::of(spec)
+            nuon_core::artifact::Digest::of(self.claimed.spec.as_bytes())
         )
     }
 

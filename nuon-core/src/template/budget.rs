@@ -75,10 +75,14 @@ impl Budget {
     /// Starts one render's clock.
     pub(crate) fn start(&self) -> Meter<'_> {
         Meter {
-            budget: self,
+            budget: Some(self),
+            steps: self.inner.steps,
+            time: self.inner.time,
             started: Instant::now(),
             before: self.spent(),
             ticks: 0,
+            shared: self.used(),
+            mine: 0,
         }
     }
 }
@@ -91,33 +95,75 @@ impl Default for Budget {
 
 /// One render's use of a budget: steps as they are taken, and its time,
 /// added to the budget when it is dropped.
+///
+/// Steps are counted here and added to the shared count on every costly
+/// step, every 256th plain one and at the end (an atomic add on every step
+/// cost a tenth of a small render): a render sees its own steps at once
+/// and those of renders beside it on the same budget at those points.
 pub(crate) struct Meter<'b> {
-    budget: &'b Budget,
+    /// The shared budget; none for a render with a default budget of its
+    /// own (no allocation, nothing to add up at the end).
+    budget: Option<&'b Budget>,
+    steps: u64,
+    time: Duration,
     started: Instant,
     before: Duration,
     ticks: u32,
+    /// The shared count when last read.
+    shared: u64,
+    /// Steps taken since, not yet added to it.
+    mine: u64,
+}
+
+impl Meter<'static> {
+    /// A render's own [`Budget::default`].
+    pub(crate) fn own() -> Self {
+        Meter {
+            budget: None,
+            steps: Budget::DEFAULT_STEPS,
+            time: Budget::DEFAULT_TIME,
+            started: Instant::now(),
+            before: Duration::ZERO,
+            ticks: 0,
+            shared: 0,
+            mine: 0,
+        }
+    }
 }
 
 impl Meter<'_> {
+    /// Adds this render's steps to the shared count; the count now.
+    fn settle(&mut self) -> u64 {
+        let mine = std::mem::take(&mut self.mine);
+        self.shared = match self.budget {
+            Some(b) => b.inner.used.fetch_add(mine, Ordering::Relaxed) + mine,
+            None => self.shared + mine,
+        };
+        self.shared
+    }
+
     /// Takes `n` steps; an error (the budget's words) when they are over
     /// the budget's steps, or the render's time is over its time. The
     /// clock is read on every costly step and every 256th plain one.
     pub fn take(&mut self, n: u64) -> Result<(), String> {
-        let inner = &self.budget.inner;
-        let used = inner.used.fetch_add(n, Ordering::Relaxed) + n;
-        if used > inner.steps {
+        let (steps, time) = (self.steps, self.time);
+        self.mine = self.mine.saturating_add(n);
+        self.ticks = self.ticks.wrapping_add(1);
+        let checkpoint = n > 1 || self.ticks.is_multiple_of(256);
+        let mut used = self.shared.saturating_add(self.mine);
+        if checkpoint || used > steps {
+            used = self.settle();
+        }
+        if used > steps {
             return Err(format!(
                 "template work budget exhausted: over {} steps (each action, range iteration and function call is a step, and a function's result counts by its size); a template renders config values, not loops",
-                inner.steps
+                steps
             ));
         }
-        self.ticks = self.ticks.wrapping_add(1);
-        if (n > 1 || self.ticks.is_multiple_of(256))
-            && self.before + self.started.elapsed() > inner.time
-        {
+        if checkpoint && self.before + self.started.elapsed() > time {
             return Err(format!(
                 "template time budget exhausted: over {} ms spent rendering; a template renders config values, not loops",
-                inner.time.as_millis()
+                time.as_millis()
             ));
         }
         Ok(())
@@ -126,10 +172,10 @@ impl Meter<'_> {
 
 impl Drop for Meter<'_> {
     fn drop(&mut self) {
-        let nanos = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.budget
-            .inner
-            .spent_nanos
-            .fetch_add(nanos, Ordering::Relaxed);
+        if let Some(b) = self.budget {
+            self.settle();
+            let nanos = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            b.inner.spent_nanos.fetch_add(nanos, Ordering::Relaxed);
+        }
     }
 }

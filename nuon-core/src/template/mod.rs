@@ -201,8 +201,11 @@ impl Template {
 
     /// Renders the template with `data`.
     pub fn execute(&self, data: &Value) -> Result<String, Error> {
-        let budget = self.budget.clone().unwrap_or_default();
-        let mut state = exec::State::new(self, data, budget.start());
+        let meter = match &self.budget {
+            Some(b) => b.start(),
+            None => budget::Meter::own(),
+        };
+        let mut state = exec::State::new(self, data, meter);
         let (kind, pos, end, msg) = match state.walk_list(data, &self.trees.main) {
             Ok(()) => return Ok(std::mem::take(&mut state.out)),
             Err(exec::Stop::Err(pos, end, msg)) => (ErrorKind::Exec, pos, end, msg),
