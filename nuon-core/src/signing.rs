@@ -334,15 +334,26 @@ impl TrustedKeys {
     /// Checks `signature` over `bytes`: by the current key, or by the
     /// previous one while its window is open at `now_ms`.
     pub fn verify(&self, bytes: &[u8], signature: &str, now_ms: i64) -> Result<(), KeyRefused> {
+        self.verify_signer(bytes, signature, now_ms).map(|_| ())
+    }
+
+    /// [`Self::verify`], answering which key signed: the current one, or
+    /// the previous one within its overlap.
+    pub fn verify_signer(
+        &self,
+        bytes: &[u8],
+        signature: &str,
+        now_ms: i64,
+    ) -> Result<PublicKey, KeyRefused> {
         let err = match self.current.verify(bytes, signature) {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(self.current),
             Err(e) => e,
         };
         if let (SignatureError::Mismatch, Some((previous, until))) = (&err, &self.previous)
             && previous.verify(bytes, signature).is_ok()
         {
             if now_ms < *until {
-                return Ok(());
+                return Ok(*previous);
             }
             return Err(KeyRefused::Retired {
                 key: previous.to_string(),

@@ -88,22 +88,18 @@ impl Keys {
 
     /// Checks a job's signature over its exact bytes.
     pub(crate) fn verify(&self, bytes: &[u8], signature: &str) -> Result<(), KeyRefused> {
-        let keys = self.lock().keys.clone();
-        keys.verify(bytes, signature, nuon_core::now_ms())
+        self.verify_signer(bytes, signature).map(|_| ())
     }
 
-    /// The key that signed `bytes` (after [`Keys::verify`] accepted it).
-    pub(crate) fn signer(&self, bytes: &[u8], signature: &str) -> String {
+    /// [`Keys::verify`], answering which trusted key signed (one look at
+    /// the keys, so a rotation learned meanwhile cannot name another).
+    pub(crate) fn verify_signer(
+        &self,
+        bytes: &[u8],
+        signature: &str,
+    ) -> Result<PublicKey, KeyRefused> {
         let keys = self.lock().keys.clone();
-        match &keys.previous {
-            Some((previous, _))
-                if keys.current.verify(bytes, signature).is_err()
-                    && previous.verify(bytes, signature).is_ok() =>
-            {
-                previous.to_string()
-            }
-            _ => keys.current.to_string(),
-        }
+        keys.verify_signer(bytes, signature, nuon_core::now_ms())
     }
 
     /// Takes on the rotations a claim's answer carried, and writes what is

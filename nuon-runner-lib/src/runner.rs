@@ -805,15 +805,12 @@ impl JobRun {
     fn check(&self) -> std::result::Result<JobSpec, String> {
         let job = &self.claimed.job_id;
         let config = &self.shared.config;
-        self.shared
+        let signer = self
+            .shared
             .keys
-            .verify(self.claimed.spec.as_bytes(), &self.claimed.signature)
+            .verify_signer(self.claimed.spec.as_bytes(), &self.claimed.signature)
             .map_err(|e| format!("refusing job {job}: {e}"))?;
-        let _ = self.signer.set(
-            self.shared
-                .keys
-                .signer(self.claimed.spec.as_bytes(), &self.claimed.signature),
-        );
+        let _ = self.signer.set(signer.to_string());
         let spec: JobSpec = serde_json::from_str(&self.claimed.spec).map_err(|e| {
             format!("refusing job {job}: the signed spec is not a valid job spec: {e}")
         })?;

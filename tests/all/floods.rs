@@ -194,7 +194,9 @@ fn idle_connections_close_but_requests_in_flight_do_not() {
 fn at_the_connection_cap_the_idle_make_room_for_a_real_request() {
     let cp = ControlPlane::start_with(
         "10s",
-        &["--header-timeout", "30s", "--max-connections", "100"],
+        // A header timeout far past the wait below: the flood is closed
+        // by eviction, not by the timeout.
+        &["--header-timeout", "120s", "--max-connections", "100"],
     )
     .unwrap();
     let addr = cp.control_url.trim_start_matches("http://").to_owned();

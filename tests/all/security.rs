@@ -198,6 +198,14 @@ fn a_tampered_job_is_refused_and_never_runs() {
         runner.log_text().contains("signature"),
         "runner log should say why"
     );
+    // The runner's journal records the refusal, and names no signer: the
+    // signature is nobody's it trusts.
+    let journal = std::fs::read_to_string(runner.work_dir.join("audit.jsonl")).unwrap();
+    let refused = journal
+        .lines()
+        .find(|l| l.contains("job.refused"))
+        .unwrap_or_else(|| panic!("no refusal in the journal: {journal}"));
+    assert!(refused.contains("signed by no trusted key"), "{refused}");
     drop(runner);
 
     // A runner holding a key its org never signed with is stopped at its

@@ -136,8 +136,12 @@ impl Meter<'_> {
     fn settle(&mut self) -> u64 {
         let mine = std::mem::take(&mut self.mine);
         self.shared = match self.budget {
-            Some(b) => b.inner.used.fetch_add(mine, Ordering::Relaxed) + mine,
-            None => self.shared + mine,
+            Some(b) => b
+                .inner
+                .used
+                .fetch_add(mine, Ordering::Relaxed)
+                .saturating_add(mine),
+            None => self.shared.saturating_add(mine),
         };
         self.shared
     }

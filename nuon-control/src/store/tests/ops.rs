@@ -93,6 +93,22 @@ conformance! {
             assert_eq!(v.broken, None, "after {} entries", v.entries);
         }
         assert_eq!(verify_audit(s, &f.org).await.unwrap().entries, 299);
+
+        // The head itself tampered with: each way named.
+        let org = f.org.as_str();
+        let (_, head) = s.audit_head(&f.org).await.unwrap().expect("a head");
+        let broken = || async { verify_audit(s, &f.org).await.unwrap().broken.expect("caught") };
+        f.raw("UPDATE audit_heads SET hash = 'x' WHERE org_id = ? RETURNING hash", org).await;
+        let b = broken().await;
+        assert!(b.why.contains("another hash"), "{b}");
+        f.raw(&format!("UPDATE audit_heads SET hash = '{head}' WHERE org_id = ? RETURNING hash"), org).await;
+        assert_eq!(verify_audit(s, &f.org).await.unwrap().broken, None);
+        f.raw("UPDATE audit_heads SET n = n - 1 WHERE org_id = ? RETURNING hash", org).await;
+        let b = broken().await;
+        assert!(b.why.contains("behind the store's back"), "{b}");
+        f.raw("DELETE FROM audit_heads WHERE org_id = ? RETURNING hash", org).await;
+        let b = broken().await;
+        assert!(b.why.contains("no head"), "{b}");
     }
 
     async fn webhook_deliveries_go_out_in_order_one_at_a_time_per_webhook(f: Fixture) {
