@@ -796,7 +796,7 @@ struct JobRun {
     claimed: ClaimedJob,
     stop: watch::Receiver<Option<StopReason>>,
     /// The key that signed the spec, once [`Self::check`] verified it.
-    signer: std::sync::OnceLock<String>,
+    signer: std::sync::OnceLock<nuon_core::PublicKey>,
 }
 
 impl JobRun {
@@ -810,7 +810,7 @@ impl JobRun {
             .keys
             .verify_signer(self.claimed.spec.as_bytes(), &self.claimed.signature)
             .map_err(|e| format!("refusing job {job}: {e}"))?;
-        let _ = self.signer.set(signer.to_string());
+        let _ = self.signer.set(signer);
         let spec: JobSpec = serde_json::from_str(&self.claimed.spec).map_err(|e| {
             format!("refusing job {job}: the signed spec is not a valid job spec: {e}")
         })?;
@@ -1079,11 +1079,11 @@ impl JobRun {
     /// the key that signed it (as [`Self::check`] found it: a signature is
     /// verified once per job).
     fn provenance(&self) -> String {
-        let signer = self.signer.get().map_or("no trusted key", String::as_str);
-        format!(
-            "spec {}; signed by {signer}",
-            nuon_core::artifact::Digest::of(self.claimed.spec.as_bytes())
-        )
+        let digest = nuon_core::artifact::Digest::of(self.claimed.spec.as_bytes());
+        match self.signer.get() {
+            Some(key) => format!("spec {digest}; signed by {key}"),
+            None => format!("spec {digest}; signed by no trusted key"),
+        }
     }
 
     fn finish(&self, spool: &mut SpoolWriter, result: &JobResult) {

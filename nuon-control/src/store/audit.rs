@@ -73,6 +73,12 @@ pub async fn verify_audit<S: AuditStore + ?Sized>(
     if broken.is_none() {
         let count = v.count();
         let at = |entry: u64, why: String| Some(nuon_core::audit::ChainBreak { entry, why });
+        let changed = |entry: u64| {
+            at(
+                entry,
+                "changed: the chain's head records another hash for it".into(),
+            )
+        };
         let last = store.audit_head(org).await?;
         broken = match (&first, &last) {
             (_, None) if count > 0 => at(
@@ -91,14 +97,8 @@ pub async fn verify_audit<S: AuditStore + ?Sized>(
                     "added behind the store's back: the chain's head records {n} entries, but it goes on to entry {count}"
                 ),
             ),
-            (_, Some((n, hash))) if *n == count && hash != v.head() => at(
-                *n,
-                "changed: the chain's head records another hash for it".into(),
-            ),
-            (Some((n, hash)), _) if at_first.as_ref().is_some_and(|h| h != hash) => at(
-                *n,
-                "changed: the chain's head records another hash for it".into(),
-            ),
+            (_, Some((n, hash))) if *n == count && hash != v.head() => changed(*n),
+            (Some((n, hash)), _) if at_first.as_ref().is_some_and(|h| h != hash) => changed(*n),
             _ => None,
         };
     }
