@@ -52,6 +52,7 @@ mod id;
 mod job;
 pub mod labels;
 pub mod metrics;
+pub mod model;
 mod plugin;
 pub mod policy;
 pub mod private;

@@ -24,6 +24,7 @@ use crate::id::{
     AppId, DeliveryId, InstallId, JobId, OrgId, RunnerId, TokenId, UserId, WebhookId, WorkflowId,
 };
 use crate::job::{JobResult, JobStatus};
+use crate::model::{ApprovalMode, InstallState};
 pub use crate::records::{LOG_RECORDS_CONTENT_TYPE, LogLineRef, LogRecords, RecordError};
 use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 
@@ -1434,7 +1435,7 @@ pub struct CreateInstall {
     /// `approve-all` (the default: applies run after their plans) or
     /// `prompt` (each apply waits for `nuon workflows approve`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<String>,
+    pub approval: Option<ApprovalMode>,
     /// Its labels (`tier = "prod"`), which groups and rollouts select by.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -1739,9 +1740,9 @@ pub struct InstallInfo {
     /// Its runner.
     pub runner_id: RunnerId,
     /// `created`, later `provisioning`, `active`, ...
-    pub state: String,
+    pub state: InstallState,
     /// `approve-all` or `prompt`.
-    pub approval: String,
+    pub approval: ApprovalMode,
     /// The values of its inputs that are not sensitive (defaults included).
     pub inputs: BTreeMap<String, serde_json::Value>,
     /// The sensitive inputs that have a value.

@@ -155,6 +155,8 @@ macro_rules! status {
     };
 }
 
+pub(crate) use status;
+
 status! {
     /// How far a workflow got.
     WorkflowStatus {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use nuon_core::app;
+use nuon_core::model::ApprovalMode;
 use nuon_core::wire::{ConfigFile, CreateInstall, InstallInfo};
 
 use crate::{
@@ -77,8 +78,8 @@ pub(crate) enum InstallsCommand {
         secret_files: Vec<(String, String)>,
         /// `approve-all` (applies follow their plans) or `prompt` (each
         /// apply waits for `nuon workflows approve`).
-        #[arg(long, default_value = "approve-all", value_parser = ["approve-all", "prompt"])]
-        approval: String,
+        #[arg(long, default_value = "approve-all", value_parser = ApprovalMode::from_config)]
+        approval: ApprovalMode,
         /// A label (repeatable), which groups and rollouts select by.
         #[arg(long = "label", value_name = "KEY=VALUE", value_parser = nuon_core::labels::parse_label)]
         labels: Vec<(String, String)>,
@@ -804,7 +805,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                     name: name.clone(),
                     inputs: values(inputs),
                     secrets: all,
-                    approval: Some(approval.clone()),
+                    approval: Some(*approval),
                     labels: labels.iter().cloned().collect(),
                     components: components.iter().cloned().collect(),
                     overrides,
@@ -861,7 +862,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                                 i.name,
                                 i.app_name.unwrap_or_else(|| i.app_id.to_string()),
                                 format!("v{}", i.config_version),
-                                i.state,
+                                i.state.to_string(),
                                 crate::groups::labels_text(&i.labels),
                                 fmt_time(Some(i.created_at_ms)),
                             ]

@@ -10,6 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nuon_client::{ClientConfig, ControlClient};
+use nuon_core::model::ApprovalMode;
 use nuon_core::wire::{ConfigFile, CreateInstall};
 use nuon_core::workflow::WorkflowKind;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -38,8 +39,8 @@ pub struct DevArgs {
     /// `approve-all`, or `prompt` to approve each apply with
     /// `nuon workflows approve` (default: the install's `approval_option`
     /// in installs/NAME.toml, else approve-all).
-    #[arg(long, value_parser = ["approve-all", "prompt"])]
-    approval: Option<String>,
+    #[arg(long, value_parser = ApprovalMode::from_config)]
+    approval: Option<ApprovalMode>,
     /// Print the log lines of the workflow's jobs.
     #[arg(long)]
     logs: bool,
@@ -301,13 +302,18 @@ async fn run_children(
         let inputs = decl.map(|d| d.inputs.clone()).unwrap_or_default();
         // The flag, else what the app's installs/NAME.toml says (`auto`
         // is Nuon's name for approve-all).
-        let approval = args
-            .approval
-            .clone()
-            .or_else(|| decl.and_then(|d| d.approval_option.clone()))
-            .map(|a| if a == "auto" { "approve-all".into() } else { a })
-            .unwrap_or_else(|| "approve-all".into());
-        if approval == "prompt" {
+        let approval = match (args.approval, decl.and_then(|d| d.approval_option.as_deref())) {
+            (Some(a), _) => a,
+            (None, Some(text)) => ApprovalMode::from_config(text)
+                .map_err(|e| {
+                    CliError::usage(format!(
+                        "installs/{}.toml: approval_option: {e}",
+                        args.install
+                    ))
+                })?,
+            (None, None) => ApprovalMode::ApproveAll,
+        };
+        if approval == ApprovalMode::Prompt {
             eprintln!(
                 "==> approvals: each apply waits for `nuon workflows approve` (approval_option = \"prompt\"; --approval approve-all to skip)"
             );

@@ -579,13 +579,7 @@ pub(super) async fn create_install(
     check_name("install", &req.name)?;
     nuon_core::labels::check_labels(&req.labels)
         .map_err(|e| Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e))?;
-    let approval = req.approval.clone().unwrap_or_else(|| "approve-all".into());
-    if approval != "approve-all" && approval != "prompt" {
-        return Err(Error::bad_request(format!(
-            "approval must be \"approve-all\" or \"prompt\", got {:?}",
-            approval.chars().take(40).collect::<String>()
-        )));
-    }
+    let approval = req.approval.unwrap_or_default();
     let org = &auth.0.org_id;
     let app = app_of(&state, &auth, &req.app).await?;
     let version = latest_config(&state, &auth, &app).await?;

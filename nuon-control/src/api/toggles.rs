@@ -3,6 +3,7 @@
 //! it) or on again (it is deployed); and the install's own values for a
 //! component (Helm values, Terraform variables), deployed when set.
 
+use nuon_core::model::InstallState;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::{get, post, put};
@@ -156,7 +157,7 @@ async fn toggle(
     turned.toggles.insert(name.clone(), on);
     // An install never provisioned has nothing to tear down or deploy yet:
     // its first provision follows the toggle.
-    let workflow = if install.state == "created" {
+    let workflow = if install.state == InstallState::Created {
         None
     } else {
         let start = Start {
@@ -271,7 +272,7 @@ pub(super) async fn set_override(
         None => changed.overrides.remove(&name),
     };
     let on = config.component(&name).is_some_and(|c| changed.enabled(c));
-    let deploy = req.deploy && on && install.state != "created";
+    let deploy = req.deploy && on && install.state != InstallState::Created;
     let workflow = if deploy {
         let start = Start {
             component: Some(name.clone()),
@@ -304,7 +305,7 @@ pub(super) async fn set_override(
             "; they take effect at its next deploy (`nuon installs deploy {} --component {name}`)",
             install.name
         ),
-        None if install.state == "created" => {
+        None if install.state == InstallState::Created => {
             "; the install was never provisioned: its first provision uses them".into()
         }
         None if !on => "; the component is off: they take effect when it is on again".into(),

@@ -215,9 +215,9 @@ impl Engine {
             // and the webhook.
             let status = nuon_core::workflow::WorkflowStatus::Failed;
             self.store.set_workflow_status(org, &wf.id, status).await?;
-            let after = rules::install_state_after(wf, status, false, &install.state);
+            let after = rules::install_state_after(wf, status, false, install.state);
             self.store
-                .set_install_state(org, &install.id, &after)
+                .set_install_state(org, &install.id, after)
                 .await?;
             let data = serde_json::json!({
                 "workflow_id": wf.id,

@@ -51,7 +51,7 @@ impl Engine {
                 .await?;
             cx.wf.status = WorkflowStatus::Running;
             self.store
-                .set_install_state(org, &cx.install.id, &state_during(&cx))
+                .set_install_state(org, &cx.install.id, state_during(&cx))
                 .await?;
             tracing::info!(workflow = %id, install = %cx.install.id, kind = ?cx.wf.kind, "workflow started");
         }
@@ -190,9 +190,9 @@ impl Engine {
                 Next::End(status) => {
                     self.store.set_workflow_status(org, &id, status).await?;
                     let after =
-                        rules::install_state_after(&cx.wf, status, false, &cx.install.state);
+                        rules::install_state_after(&cx.wf, status, false, cx.install.state);
                     self.store
-                        .set_install_state(org, &cx.install.id, &after)
+                        .set_install_state(org, &cx.install.id, after)
                         .await?;
                     tracing::info!(workflow = %id, %status, "workflow ended");
                     if status == WorkflowStatus::Succeeded
@@ -322,9 +322,9 @@ impl Engine {
         self.store
             .set_workflow_status(&org, &cx.wf.id, status)
             .await?;
-        let after = rules::install_state_after(&cx.wf, status, interrupted, &cx.install.state);
+        let after = rules::install_state_after(&cx.wf, status, interrupted, cx.install.state);
         self.store
-            .set_install_state(&org, &cx.install.id, &after)
+            .set_install_state(&org, &cx.install.id, after)
             .await?;
         tracing::info!(workflow = %cx.wf.id, "cancelled");
         Ok(())
@@ -391,9 +391,9 @@ impl Engine {
         self.store
             .set_workflow_status(&cx.org, &cx.wf.id, status)
             .await?;
-        let after = rules::install_state_after(&cx.wf, status, false, &cx.install.state);
+        let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
         self.store
-            .set_install_state(&cx.org, &cx.install.id, &after)
+            .set_install_state(&cx.org, &cx.install.id, after)
             .await?;
         let mut data = self.event_data(cx, Some(step));
         data["reason"] = Value::String(reason);
@@ -433,7 +433,7 @@ impl Engine {
         let json = serde_json::to_string(&all)
             .map_err(|e| EngineError::Internal(format!("cannot encode outputs: {e}")))?;
         self.store
-            .set_install_outputs(&cx.org, &cx.install.id, &json, &state_during(cx))
+            .set_install_outputs(&cx.org, &cx.install.id, &json, state_during(cx))
             .await?;
         cx.install.outputs_json = Some(json);
         Ok(())
@@ -528,11 +528,11 @@ impl Engine {
 }
 
 /// The install's state while its workflow runs.
-fn state_during(cx: &Ctx) -> String {
+fn state_during(cx: &Ctx) -> nuon_core::model::InstallState {
     if rules::plan_only(&cx.wf) {
-        return cx.install.state.clone();
+        return cx.install.state;
     }
-    rules::install_state_during(cx.wf.kind, &cx.install.state)
+    rules::install_state_during(cx.wf.kind, cx.install.state)
 }
 
 /// The reason an apply approved by its passing policies carries.

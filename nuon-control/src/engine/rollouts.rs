@@ -150,7 +150,7 @@ impl Engine {
             .await?
             .into_iter()
             .filter(|i| i.app_id == release.app_id && plan.selector.matches(&i.labels))
-            .filter(|i| !matches!(i.state.as_str(), "deprovisioned" | "deprovisioning"))
+            .filter(|i| !i.state.is_leaving())
             .map(|i| Selected {
                 release: releases.get(&i.id).cloned(),
                 id: i.id,
@@ -204,7 +204,7 @@ impl Engine {
             .await?
             .into_iter()
             .filter(|i| plan.selector.matches(&i.labels))
-            .filter(|i| !matches!(i.state.as_str(), "deprovisioned" | "deprovisioning"))
+            .filter(|i| !i.state.is_leaving())
             .map(|i| {
                 let runner = runners.get(&i.runner_id);
                 // What it has (what a rollback returns it to): the release

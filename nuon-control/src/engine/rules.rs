@@ -5,6 +5,7 @@
 //! bottom run them directly.
 
 use nuon_core::app::AppConfig;
+use nuon_core::model::InstallState;
 use nuon_core::wire::{InstallOutputs, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::{
     StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan, destroys,
@@ -596,13 +597,13 @@ pub(crate) fn retry_due(steps: &[WorkflowStepInfo], now_ms: i64) -> Option<i64> 
 
 /// The install's state while a workflow of `kind` runs (an action leaves
 /// it as it was).
-pub(crate) fn install_state_during(kind: WorkflowKind, now: &str) -> String {
+pub(crate) fn install_state_during(kind: WorkflowKind, now: InstallState) -> InstallState {
     match kind {
-        WorkflowKind::Provision | WorkflowKind::Reprovision => "provisioning".into(),
-        WorkflowKind::Deploy | WorkflowKind::Runbook => "deploying".into(),
-        WorkflowKind::Teardown => "tearing_down".into(),
-        WorkflowKind::Deprovision => "deprovisioning".into(),
-        WorkflowKind::Action | WorkflowKind::Drift => now.into(),
+        WorkflowKind::Provision | WorkflowKind::Reprovision => InstallState::Provisioning,
+        WorkflowKind::Deploy | WorkflowKind::Runbook => InstallState::Deploying,
+        WorkflowKind::Teardown => InstallState::TearingDown,
+        WorkflowKind::Deprovision => InstallState::Deprovisioning,
+        WorkflowKind::Action | WorkflowKind::Drift => now,
     }
 }
 
@@ -619,20 +620,20 @@ pub(crate) fn install_state_after(
     wf: &WorkflowInfo,
     status: WorkflowStatus,
     interrupted: bool,
-    now: &str,
-) -> String {
+    now: InstallState,
+) -> InstallState {
     match (wf.kind, status) {
-        (kind, _) if nuon_core::workflow::leaves_state(kind) || plan_only(wf) => now.into(),
-        (_, WorkflowStatus::Failed) => "failed".into(),
-        (_, WorkflowStatus::Cancelled) if interrupted => "failed".into(),
+        (kind, _) if nuon_core::workflow::leaves_state(kind) || plan_only(wf) => now,
+        (_, WorkflowStatus::Failed) => InstallState::Failed,
+        (_, WorkflowStatus::Cancelled) if interrupted => InstallState::Failed,
         (WorkflowKind::Deprovision, WorkflowStatus::Succeeded) if wf.component.is_none() => {
-            "deprovisioned".into()
+            InstallState::Deprovisioned
         }
         // Every component is down; the sandbox stays.
         (WorkflowKind::Teardown, WorkflowStatus::Succeeded) if wf.component.is_none() => {
-            "torn_down".into()
+            InstallState::TornDown
         }
-        _ => "active".into(),
+        _ => InstallState::Active,
     }
 }
 
@@ -1339,23 +1340,27 @@ mod tests {
             (WK::Teardown, None, W::Succeeded, false, "torn_down"),
             (WK::Teardown, None, W::Partial, false, "active"),
             (WK::Teardown, Some("db"), W::Succeeded, false, "active"),
-            (WK::Action, None, W::Failed, false, "was"),
-            (WK::Action, None, W::Cancelled, true, "was"),
+            // An action leaves the state it found ("created" here).
+            (WK::Action, None, W::Failed, false, "created"),
+            (WK::Action, None, W::Cancelled, true, "created"),
         ];
         for (kind, component, status, interrupted, want) in table {
             wf.kind = kind;
             wf.component = component.map(str::to_owned);
             assert_eq!(
-                install_state_after(&wf, status, interrupted, "was"),
+                install_state_after(&wf, status, interrupted, InstallState::Created),
                 want,
                 "{kind:?} {component:?} {status} interrupted={interrupted}"
             );
         }
         assert_eq!(
-            install_state_during(WK::Reprovision, "active"),
+            install_state_during(WK::Reprovision, InstallState::Active),
             "provisioning"
         );
-        assert_eq!(install_state_during(WK::Action, "failed"), "failed");
+        assert_eq!(
+            install_state_during(WK::Action, InstallState::Failed),
+            "failed"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::*;
+use nuon_core::model::{ApprovalMode, InstallState};
 
 /// A new install and its runner, created together.
 #[derive(Debug, Clone)]
@@ -25,12 +26,22 @@ pub struct NewInstall {
     pub sealed_json: String,
     /// Its labels.
     pub labels: nuon_core::labels::Labels,
-    /// `approve-all` or `prompt`.
-    pub approval: String,
+    /// Whether its applies wait for a person.
+    pub approval: ApprovalMode,
     /// Toggleable components it starts with on or off.
     pub toggles: std::collections::BTreeMap<String, bool>,
     /// Its own Helm values or Terraform variables, by component.
     pub overrides: Overrides,
+}
+
+/// What [`InstallStore::update_install`] changes: each field that is
+/// there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstallChange {
+    /// A new name, unique in the org.
+    pub name: Option<String>,
+    /// A new approval mode.
+    pub approval: Option<ApprovalMode>,
 }
 
 /// An install's own values for its components, by component name.
@@ -50,7 +61,7 @@ pub struct StoredInstall {
     /// Its runner.
     pub runner_id: RunnerId,
     /// Its state.
-    pub state: String,
+    pub state: InstallState,
     /// Plain input values, JSON object.
     pub inputs_json: String,
     /// Sealed values, JSON.
@@ -59,8 +70,8 @@ pub struct StoredInstall {
     pub outputs_json: Option<String>,
     /// When it was created.
     pub created_at_ms: i64,
-    /// `approve-all` or `prompt`.
-    pub approval: String,
+    /// Whether its applies wait for a person.
+    pub approval: ApprovalMode,
     /// Components turned on or off on this install (`nuon installs
     /// components enable|disable`); the others follow their
     /// `default_enabled`.
@@ -205,11 +216,23 @@ pub trait InstallStore: Send + Sync + 'static {
         org: &OrgId,
         id: &InstallId,
         outputs_json: &str,
-        state: &str,
+        state: InstallState,
     ) -> Result<()>;
 
     /// Sets an install's state (`provisioning`, `active`, `failed`, ...).
-    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: &str) -> Result<()>;
+    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: InstallState)
+    -> Result<()>;
+
+    /// Renames an install and sets its approval mode, each when given, in
+    /// one step: the install as it is after, or `None` when it is not
+    /// there. A name another install of the org has is
+    /// [`StoreError::Conflict`].
+    async fn update_install(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        change: &InstallChange,
+    ) -> Result<Option<StoredInstall>>;
 
     /// Turns a component on (`Some(true)`) or off for an install, or
     /// back to its `default_enabled` (`None`).

@@ -186,14 +186,18 @@ fn shown(v: &serde_json::Value) -> String {
 /// left out (its default, or a generated value, applies), as is an
 /// empty text of own values.
 pub(super) fn request(app: &AppInfo, fields: &Fields) -> Result<CreateInstall, String> {
+    let approval = match field(fields, "approval").filter(|a| !a.is_empty()) {
+        Some(a) => Some(a.parse().map_err(|_| {
+            format!("approval {a:?} is not one of approve-all, prompt: pick one of the list")
+        })?),
+        None => None,
+    };
     let mut req = CreateInstall {
         app: app.id.to_string(),
         name: field(fields, "name").unwrap_or_default().trim().to_owned(),
         inputs: BTreeMap::new(),
         secrets: BTreeMap::new(),
-        approval: field(fields, "approval")
-            .filter(|a| !a.is_empty())
-            .map(str::to_owned),
+        approval,
         labels: BTreeMap::new(),
         components: BTreeMap::new(),
         overrides: BTreeMap::new(),
@@ -289,7 +293,7 @@ mod tests {
         .unwrap();
         assert_eq!(req.name, "acme");
         assert_eq!(req.app, "app_01M8C0AY87516WYXNY8MS8239D");
-        assert_eq!(req.approval.as_deref(), Some("prompt"));
+        assert_eq!(req.approval, Some(nuon_core::model::ApprovalMode::Prompt));
         assert_eq!(
             req.labels,
             BTreeMap::from([

@@ -1,7 +1,8 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::*;
-use crate::store::installs::{Keyed, StackTokenRow};
+use crate::store::installs::{InstallChange, Keyed, StackTokenRow};
+use nuon_core::model::{ApprovalMode, InstallState};
 use crate::store::{CheckStore, StackRedeem, StackStore};
 
 #[async_trait]
@@ -40,7 +41,7 @@ impl InstallStore for PostgresStore {
         .bind(&new.inputs_json)
         .bind(&new.sealed_json)
         .bind(now)
-        .bind(&new.approval)
+        .bind(new.approval.as_str())
         .bind(serde_json::to_string(&new.labels).unwrap_or_else(|_| "{}".into()))
         .bind(crate::store::installs::toggles_json(&new.toggles))
         .bind(crate::store::installs::toggles_json(&new.overrides))
@@ -61,7 +62,7 @@ impl InstallStore for PostgresStore {
             app_id: new.app_id,
             config_version: new.config_version,
             runner_id: new.runner_id,
-            state: "created".into(),
+            state: InstallState::Created,
             inputs_json: new.inputs_json,
             sealed_json: new.sealed_json,
             outputs_json: None,
@@ -123,28 +124,63 @@ impl InstallStore for PostgresStore {
         org: &OrgId,
         id: &InstallId,
         outputs_json: &str,
-        state: &str,
+        state: InstallState,
     ) -> Result<()> {
         sqlx::query("UPDATE installs SET outputs = $3, state = $4 WHERE id = $1 AND org_id = $2")
             .bind(id.as_str())
             .bind(org.as_str())
             .bind(outputs_json)
-            .bind(state)
+            .bind(state.as_str())
             .execute(&self.pool)
             .await
             .map_err(db)?;
         Ok(())
     }
 
-    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: &str) -> Result<()> {
+    async fn set_install_state(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        state: InstallState,
+    ) -> Result<()> {
         sqlx::query("UPDATE installs SET state = $3 WHERE id = $1 AND org_id = $2")
             .bind(id.as_str())
             .bind(org.as_str())
-            .bind(state)
+            .bind(state.as_str())
             .execute(&self.pool)
             .await
             .map_err(db)?;
         Ok(())
+    }
+
+    async fn update_install(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        change: &InstallChange,
+    ) -> Result<Option<StoredInstall>> {
+        let updated = sqlx::query(
+            "UPDATE installs SET name = COALESCE($3, name), approval = COALESCE($4, approval) \
+             WHERE id = $1 AND org_id = $2",
+        )
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .bind(change.name.as_deref())
+        .bind(change.approval.map(ApprovalMode::as_str))
+        .execute(&self.pool)
+        .await
+        .map_err(|e| {
+            taken(e, || {
+                format!(
+                    "an install named {:?} already exists in this org; pick another name",
+                    change.name.as_deref().unwrap_or("")
+                )
+            })
+        })?;
+        if updated.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.find_install(org, id.as_str()).await
     }
 
     async fn set_install_toggle(

@@ -1,7 +1,8 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::*;
-use crate::store::installs::{Keyed, StackTokenRow, toggles_json};
+use crate::store::installs::{InstallChange, Keyed, StackTokenRow, toggles_json};
+use nuon_core::model::{ApprovalMode, InstallState};
 use crate::store::{CheckStore, StackRedeem, StackStore};
 
 #[async_trait]
@@ -28,7 +29,7 @@ impl InstallStore for SqliteStore {
                     new.inputs_json,
                     new.sealed_json,
                     now,
-                    new.approval,
+                    new.approval.as_str(),
                     serde_json::to_string(&new.labels).unwrap_or_else(|_| "{}".into()),
                     toggles_json(&new.toggles),
                     toggles_json(&new.overrides),
@@ -41,7 +42,7 @@ impl InstallStore for SqliteStore {
                 app_id: new.app_id,
                 config_version: new.config_version,
                 runner_id: new.runner_id,
-                state: "created".into(),
+                state: InstallState::Created,
                 inputs_json: new.inputs_json,
                 sealed_json: new.sealed_json,
                 outputs_json: None,
@@ -120,13 +121,13 @@ impl InstallStore for SqliteStore {
         org: &OrgId,
         id: &InstallId,
         outputs_json: &str,
-        state: &str,
+        state: InstallState,
     ) -> Result<()> {
         let (org, id, outputs, state) = (
             org.clone(),
             id.clone(),
             outputs_json.to_owned(),
-            state.to_owned(),
+            state.as_str(),
         );
         self.write(move |conn| {
             conn.execute(
@@ -139,15 +140,55 @@ impl InstallStore for SqliteStore {
         .await
     }
 
-    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: &str) -> Result<()> {
-        let (org, id, state) = (org.clone(), id.clone(), state.to_owned());
+    async fn set_install_state(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        state: InstallState,
+    ) -> Result<()> {
+        let (org, id) = (org.clone(), id.clone());
         self.write(move |conn| {
             conn.execute(
                 "UPDATE installs SET state = ?3 WHERE id = ?1 AND org_id = ?2",
-                params![id.as_str(), org.as_str(), state],
+                params![id.as_str(), org.as_str(), state.as_str()],
             )
             .map_err(db_err)?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn update_install(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        change: &InstallChange,
+    ) -> Result<Option<StoredInstall>> {
+        let (org, id, change) = (org.clone(), id.clone(), change.clone());
+        self.write(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE installs SET name = COALESCE(?3, name), approval = COALESCE(?4, approval) \
+                     WHERE id = ?1 AND org_id = ?2",
+                    params![
+                        id.as_str(),
+                        org.as_str(),
+                        change.name,
+                        change.approval.map(ApprovalMode::as_str),
+                    ],
+                )
+                .map_err(|e| name_taken(e, "an install", change.name.as_deref().unwrap_or("")))?;
+            if changed == 0 {
+                return Ok(None);
+            }
+            record(
+                conn,
+                &format!(
+                    "SELECT {} FROM installs WHERE org_id = ?1 AND id = ?2",
+                    StoredInstall::COLUMNS
+                ),
+                params![org.as_str(), id.as_str()],
+            )
         })
         .await
     }

@@ -270,7 +270,7 @@ conformance! {
             runner_token_hash: format!("hash-{name}"),
             inputs_json: "{}".into(),
             sealed_json: "{}".into(),
-            approval: "approve-all".into(),
+            approval: nuon_core::model::ApprovalMode::ApproveAll,
             toggles: Default::default(),
             overrides: Default::default(),
             labels: [("tier".to_owned(), "prod".to_owned())].into(),
@@ -464,13 +464,13 @@ conformance! {
         assert_eq!(apps, ["web"]);
         assert!(s.list_apps(&other.org_id).await.unwrap().is_empty());
 
-        s.set_install_state(&f.org, &a.id, "provisioning").await.unwrap();
+        s.set_install_state(&f.org, &a.id, nuon_core::model::InstallState::Provisioning).await.unwrap();
         s.set_install_config(&f.org, &a.id, 3).await.unwrap();
-        s.set_install_outputs(&f.org, &a.id, r#"{"url":"u"}"#, "active").await.unwrap();
+        s.set_install_outputs(&f.org, &a.id, r#"{"url":"u"}"#, nuon_core::model::InstallState::Active).await.unwrap();
         // Another org's writes touch nothing.
-        s.set_install_state(&other.org_id, &b.id, "failed").await.unwrap();
+        s.set_install_state(&other.org_id, &b.id, nuon_core::model::InstallState::Failed).await.unwrap();
         s.set_install_config(&other.org_id, &b.id, 9).await.unwrap();
-        s.set_install_outputs(&other.org_id, &b.id, "{}", "failed").await.unwrap();
+        s.set_install_outputs(&other.org_id, &b.id, "{}", nuon_core::model::InstallState::Failed).await.unwrap();
         let a = s.find_install(&f.org, "a").await.unwrap().unwrap();
         assert_eq!((a.state.as_str(), a.config_version, a.outputs_json.as_deref()), ("active", 3, Some(r#"{"url":"u"}"#)));
         let b2 = s.find_install(&f.org, &b.id.to_string()).await.unwrap().unwrap();

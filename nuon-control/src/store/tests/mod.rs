@@ -189,7 +189,7 @@ impl Fixture {
                     runner_token_hash: format!("h-{name}"),
                     inputs_json: "{}".into(),
                     sealed_json: "{}".into(),
-                    approval: "prompt".into(),
+                    approval: nuon_core::model::ApprovalMode::Prompt,
                     toggles: Default::default(),
                     overrides: Default::default(),
                     labels: Default::default(),
