@@ -1,8 +1,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use nuon_core::endpoint::{Endpoint, GetInstall, UpdateInstall};
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
 use nuon_core::webhook::WebhookEvent;
+use nuon_core::wire::EditInstall;
 use nuon_core::wire::{
     AppInfo, AppList, BuildInfo, BuildList, ComponentList, ComponentToggled, ConfigFile,
     ConfigVersionInfo, ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob,
@@ -31,13 +33,7 @@ use crate::http::Http;
 /// `_` and `.` is percent-encoded.
 fn seg(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
+    nuon_core::endpoint::push_segment(&mut out, s);
     out
 }
 
@@ -53,6 +49,26 @@ impl ControlClient {
         Ok(ControlClient {
             http: Http::new(config)?,
         })
+    }
+
+    /// Calls any operation of the Control API that [`nuon_core::endpoint`]
+    /// declares, with its path parameters in order (an id or a name each)
+    /// and its request (`&()` when it takes none). The named methods below
+    /// are the same calls, spelled for people.
+    ///
+    /// ```no_run
+    /// # async fn f(c: nuon_client::ControlClient) -> nuon_client::Result<()> {
+    /// use nuon_core::endpoint::GetInstall;
+    /// let install = c.call::<GetInstall>(&["demo"], &()).await?;
+    /// println!("{} is {}", install.name, install.state);
+    /// # Ok(()) }
+    /// ```
+    pub async fn call<E: Endpoint>(
+        &self,
+        params: &[&str],
+        req: &E::Request,
+    ) -> Result<E::Response> {
+        self.http.call::<E>(params, req).await
     }
 
     /// Registers a runner; the answer holds its token, shown only this once.
@@ -471,9 +487,13 @@ impl ControlClient {
 
     /// One install, by name or id.
     pub async fn get_install(&self, install: &str) -> Result<InstallInfo> {
-        self.http
-            .get(&routes::with_id(routes::INSTALL, &seg(install)))
-            .await
+        self.call::<GetInstall>(&[install], &()).await
+    }
+
+    /// Renames an install and changes its approval mode (each when given);
+    /// its id, runner and workflows stay. Admin only.
+    pub async fn update_install(&self, install: &str, change: &EditInstall) -> Result<InstallInfo> {
+        self.call::<UpdateInstall>(&[install], change).await
     }
 
     /// The installs whose labels match `selector` (`tier=prod,region!=us`).

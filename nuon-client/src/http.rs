@@ -2,6 +2,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use nuon_core::endpoint::{Endpoint, Method, path_of};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -130,5 +131,24 @@ impl Http {
 
     pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         self.send(self.request(reqwest::Method::GET, path)).await
+    }
+
+    /// Calls the operation `E` with its path parameters (in order) and its
+    /// request.
+    pub(crate) async fn call<E: Endpoint>(
+        &self,
+        params: &[&str],
+        req: &E::Request,
+    ) -> Result<E::Response> {
+        let method = match E::METHOD {
+            Method::Get => reqwest::Method::GET,
+            Method::Post => reqwest::Method::POST,
+            Method::Put => reqwest::Method::PUT,
+            Method::Patch => reqwest::Method::PATCH,
+            Method::Delete => reqwest::Method::DELETE,
+        };
+        let builder = self.request(method, &path_of::<E>(params));
+        let builder = if E::BODY { builder.json(req) } else { builder };
+        self.send(builder).await
     }
 }

@@ -36,6 +36,7 @@ mod render_pool;
 pub mod reseal;
 pub mod secrets;
 mod server;
+mod service;
 pub mod store;
 pub mod sys;
 mod throttle;

@@ -285,12 +285,7 @@ pub(crate) async fn record_write(
     source: String,
     status: axum::http::StatusCode,
 ) {
-    let outcome = status.as_u16().to_string();
-    let mut entry = AuditEntry::new(now_ms(), p.actor(), op, target, source, outcome);
-    if p.user.is_some() {
-        entry = entry.with_detail(format!("token {}", p.token_id));
-    }
-    state.auditor.record(&p.org_id, entry).await;
+    crate::service::record(&state.auditor, p, op, target, source, status).await;
 }
 
 /// Looks at every runner's last call, records each change of health in

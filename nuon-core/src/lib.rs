@@ -48,6 +48,7 @@ pub mod artifact;
 pub mod audit;
 pub mod cron;
 mod duration;
+pub mod endpoint;
 mod id;
 mod job;
 pub mod labels;

@@ -87,9 +87,18 @@ mod tests {
 
     #[test]
     fn approval_modes_take_nuons_auto() {
-        assert_eq!(ApprovalMode::from_config("auto"), Ok(ApprovalMode::ApproveAll));
-        assert_eq!(ApprovalMode::from_config("prompt"), Ok(ApprovalMode::Prompt));
+        assert_eq!(
+            ApprovalMode::from_config("auto"),
+            Ok(ApprovalMode::ApproveAll)
+        );
+        assert_eq!(
+            ApprovalMode::from_config("prompt"),
+            Ok(ApprovalMode::Prompt)
+        );
         let err = ApprovalMode::from_config("manual").unwrap_err();
-        assert!(err.contains("approve-all") && err.contains("prompt"), "{err}");
+        assert!(
+            err.contains("approve-all") && err.contains("prompt"),
+            "{err}"
+        );
     }
 }

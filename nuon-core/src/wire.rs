@@ -1417,6 +1417,21 @@ pub struct ComponentList {
     pub components: Vec<Component>,
 }
 
+/// A change of an install (`PATCH /v1/installs/{id}`): each field that
+/// is there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditInstall {
+    /// A new name, unique in the org.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = NAME_PATTERN))]
+    pub name: Option<String>,
+    /// A new approval mode: `approve-all` or `prompt`. Workflows that
+    /// already wait for an approval still wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalMode>,
+}
+
 /// Create an install of an app, with its runner.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

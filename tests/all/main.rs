@@ -13,6 +13,7 @@ mod faults;
 mod floods;
 mod groups;
 mod hostile;
+mod installs;
 mod job_loop;
 mod lifecycle;
 mod openapi;

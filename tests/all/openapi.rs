@@ -98,6 +98,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "createInstall" => json!({"app": b.app, "name": "a-install"}),
         "setInstallInputs" => json!({"inputs": {}}),
         "setInstallLabels" => json!({"set": {"tier": "prod"}, "remove": ["old"]}),
+        "updateInstall" => json!({"approval": "prompt"}),
         "createInstallGroup" => json!({"name": "a-group", "selector": "tier=prod"}),
         "createRelease" => json!({"app": b.app}),
         "updateInstallInputs" => json!({"inputs": {}, "dry_run": false}),

@@ -78,7 +78,7 @@ pub(crate) enum InstallsCommand {
         secret_files: Vec<(String, String)>,
         /// `approve-all` (applies follow their plans) or `prompt` (each
         /// apply waits for `nuon workflows approve`).
-        #[arg(long, default_value = "approve-all", value_parser = ApprovalMode::from_config)]
+        #[arg(long, default_value_t = ApprovalMode::ApproveAll, value_parser = ApprovalMode::from_config)]
         approval: ApprovalMode,
         /// A label (repeatable), which groups and rollouts select by.
         #[arg(long = "label", value_name = "KEY=VALUE", value_parser = nuon_core::labels::parse_label)]
@@ -214,6 +214,19 @@ pub(crate) enum InstallsCommand {
     Get {
         /// The install, by name or id.
         install: String,
+    },
+    /// Rename an install or change its approval mode (admin). Its id,
+    /// runner and workflows stay.
+    Update {
+        /// The install, by name or id.
+        install: String,
+        /// Its new name (unique in the org).
+        #[arg(long)]
+        name: Option<String>,
+        /// `approve-all` (applies follow their plans) or `prompt` (each
+        /// apply waits for `nuon workflows approve`).
+        #[arg(long, value_parser = ApprovalMode::from_config)]
+        approval: Option<ApprovalMode>,
     },
     /// An install's inputs.
     Inputs {
@@ -873,6 +886,27 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         }
         InstallsCommand::Get { install } => {
             let i = client.get_install(install).await?;
+            if g.json {
+                print_json(&i)?;
+            } else {
+                show_install(&i);
+            }
+        }
+        InstallsCommand::Update {
+            install,
+            name,
+            approval,
+        } => {
+            if name.is_none() && approval.is_none() {
+                return Err(CliError::usage(
+                    "nothing to change: give --name NEW-NAME, --approval approve-all|prompt, or both",
+                ));
+            }
+            let change = nuon_core::wire::EditInstall {
+                name: name.clone(),
+                approval: *approval,
+            };
+            let i = client.update_install(install, &change).await?;
             if g.json {
                 print_json(&i)?;
             } else {

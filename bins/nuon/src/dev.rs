@@ -302,15 +302,17 @@ async fn run_children(
         let inputs = decl.map(|d| d.inputs.clone()).unwrap_or_default();
         // The flag, else what the app's installs/NAME.toml says (`auto`
         // is Nuon's name for approve-all).
-        let approval = match (args.approval, decl.and_then(|d| d.approval_option.as_deref())) {
+        let approval = match (
+            args.approval,
+            decl.and_then(|d| d.approval_option.as_deref()),
+        ) {
             (Some(a), _) => a,
-            (None, Some(text)) => ApprovalMode::from_config(text)
-                .map_err(|e| {
-                    CliError::usage(format!(
-                        "installs/{}.toml: approval_option: {e}",
-                        args.install
-                    ))
-                })?,
+            (None, Some(text)) => ApprovalMode::from_config(text).map_err(|e| {
+                CliError::usage(format!(
+                    "installs/{}.toml: approval_option: {e}",
+                    args.install
+                ))
+            })?,
             (None, None) => ApprovalMode::ApproveAll,
         };
         if approval == ApprovalMode::Prompt {

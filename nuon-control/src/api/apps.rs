@@ -8,22 +8,25 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, patch, post};
 use nuon_core::app::{self, AppConfig, SourceFile};
+use nuon_core::endpoint::{GetInstall, UpdateInstall, path_of};
 use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList,
-    ConfigVersionSummary, CreateApp, CreateInstall, InstallCreated, InstallInfo, InstallList,
-    MIN_SECRET_CHARS, SetInputs, SyncConfig, WorkflowInfo, WorkflowList, routes,
+    ConfigVersionSummary, CreateApp, CreateInstall, EditInstall, InstallCreated, InstallInfo,
+    InstallList, MIN_SECRET_CHARS, SetInputs, SyncConfig, WorkflowInfo, WorkflowList, routes,
 };
 use nuon_core::{AppId, InstallId, RunnerId, WorkflowId};
 
 use serde_json::Value;
 
-use super::control::{require_admin, valid_name};
+use super::control::require_admin;
 use super::doc::Op;
-use super::{ApiAuth, AppState, Body, SharedState};
+use super::{ApiAuth, AppState, Body, Caller, SharedState};
 use crate::error::Error;
 use crate::keys::{open_config, seal_config};
 use crate::secrets::{Sealed, SecretBox, seal_context};
+pub(super) use crate::service::installs::install_info;
+pub(super) use crate::service::{check_name, internal};
 use crate::store::{NewInstall, StoredConfig, StoredInstall};
 
 pub(super) fn ops() -> Vec<Op> {
@@ -49,8 +52,8 @@ pub(super) fn ops() -> Vec<Op> {
         Op::get(routes::INSTALLS, "listInstalls", "The org's installs (those whose labels match `selector`, when given).", get(list_installs))
             .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`.")
             .returns::<InstallList>(200),
-        Op::get(routes::INSTALL, "getInstall", "One install, by id or name; sensitive inputs and secrets only by name.", get(get_install))
-            .returns::<InstallInfo>(200),
+        Op::endpoint::<GetInstall>(get(get_install)),
+        Op::endpoint::<UpdateInstall>(patch(update_install)),
         Op::patch(routes::INSTALL_INPUTS, "setInstallInputs", "Set some of an install's inputs.", patch(set_inputs))
             .takes::<SetInputs>()
             .returns::<InstallInfo>(200),
@@ -59,26 +62,6 @@ pub(super) fn ops() -> Vec<Op> {
         Op::get(routes::WORKFLOW, "getWorkflow", "One workflow with its steps.", get(get_workflow))
             .returns::<WorkflowInfo>(200),
     ]
-}
-
-fn check_name(what: &str, name: &str) -> Result<(), Error> {
-    if valid_name(name) {
-        Ok(())
-    } else {
-        Err(Error::bad_request(format!(
-            "invalid {what} name {:?}: use 1 to 64 letters, digits, '-', '_' or '.'",
-            name.chars().take(80).collect::<String>()
-        )))
-    }
-}
-
-pub(super) fn internal(what: &str, e: impl std::fmt::Display) -> Error {
-    tracing::error!(error = %e, "{what}");
-    Error::api(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal",
-        format!("{what}; see the control plane's log"),
-    )
 }
 
 pub(super) async fn app_of(
@@ -537,39 +520,6 @@ fn too_short(kind: &str, name: &str) -> String {
     )
 }
 
-pub(super) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
-    let inputs: BTreeMap<String, Value> = serde_json::from_str(&i.inputs_json)
-        .map_err(|e| internal("stored inputs unreadable", e))?;
-    let sealed: Sealed = serde_json::from_str(&i.sealed_json)
-        .map_err(|e| internal("stored secrets unreadable", e))?;
-    let outputs = match &i.outputs_json {
-        Some(o) => {
-            let parsed: nuon_core::wire::InstallOutputs =
-                serde_json::from_str(o).map_err(|e| internal("stored outputs unreadable", e))?;
-            serde_json::to_value(parsed.masked())
-                .map_err(|e| internal("cannot encode outputs", e))?
-        }
-        None => Value::Null,
-    };
-    Ok(InstallInfo {
-        id: i.id,
-        name: i.name,
-        app_id: i.app_id,
-        app_name: None,
-        config_version: i.config_version,
-        runner_id: i.runner_id,
-        state: i.state,
-        approval: i.approval,
-        inputs,
-        sensitive_inputs: sealed.inputs.into_keys().collect(),
-        secrets: sealed.secrets.into_keys().collect(),
-        outputs,
-        labels: i.labels,
-        release_id: None,
-        created_at_ms: i.created_at_ms,
-    })
-}
-
 pub(super) async fn create_install(
     State(state): State<SharedState>,
     auth: ApiAuth,
@@ -754,39 +704,45 @@ pub(super) async fn install_of(
     auth: &ApiAuth,
     key: &str,
 ) -> Result<StoredInstall, Error> {
-    state
-        .store
-        .find_install(&auth.0.org_id, key)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no install {key:?}")))
+    state.services().find_install(&auth.caller(), key).await
 }
 
 async fn get_install(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Json<InstallInfo>, Error> {
-    let info = install_info(install_of(&state, &auth, &key).await?)?;
-    Ok(Json(with_app_name(&state, &auth, info).await?))
+    Ok(Json(state.services().get_install(&caller, &key).await?))
+}
+
+/// A body the service never saw (not JSON, unknown fields) is refused
+/// and recorded under the operation here, as the service records the rest.
+async fn update_install(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Path(key): Path<String>,
+    body: Result<Body<EditInstall>, Error>,
+) -> Result<Json<InstallInfo>, Error> {
+    let services = state.services();
+    match body {
+        Ok(Body(req)) => services.update_install(&caller, &key, req).await,
+        Err(e) => {
+            let target = path_of::<UpdateInstall>(&[&key]);
+            services
+                .audited::<UpdateInstall, _>(&caller, target, Err(e))
+                .await
+        }
+    }
+    .map(Json)
 }
 
 /// An install with its app's name.
 pub(super) async fn with_app_name(
     state: &SharedState,
     auth: &ApiAuth,
-    mut install: InstallInfo,
+    install: InstallInfo,
 ) -> Result<InstallInfo, Error> {
-    install.app_name = state
-        .store
-        .find_app(&auth.0.org_id, install.app_id.as_str())
-        .await?
-        .map(|a| a.name);
-    install.release_id = state
-        .store
-        .install_releases(&auth.0.org_id)
-        .await?
-        .remove(&install.id);
-    Ok(install)
+    state.services().with_names(&auth.0.org_id, install).await
 }
 
 /// The names of the org's apps, by id (read once for a list).

@@ -111,42 +111,16 @@ pub(super) fn ops() -> Vec<Op> {
     ]
 }
 
-pub(super) fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
+pub(super) use crate::service::valid_name;
 
+/// See [`crate::service::require_admin`].
 pub(super) fn require_admin(auth: &ApiAuth) -> Result<(), Error> {
-    match auth.0.scope.as_str() {
-        "admin" => Ok(()),
-        "deployer" => Err(Error::api(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "this token is a deployer's: it starts, approves and rolls out workflows; this change needs an admin token",
-        )),
-        _ => Err(Error::api(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "this token is read-only; use an admin token for changes",
-        )),
-    }
+    crate::service::require_admin(&auth.0)
 }
 
-/// Refuses a read-only token (403): starting, approving, cancelling and
-/// retrying workflows, builds, releases and rollouts are for deployers and
-/// admins.
+/// See [`crate::service::require_deployer`].
 pub(super) fn require_deployer(auth: &ApiAuth) -> Result<(), Error> {
-    match auth.0.scope.as_str() {
-        "admin" | "deployer" => Ok(()),
-        _ => Err(Error::api(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "this token is read-only; a deployer or admin token starts, approves and rolls out workflows",
-        )),
-    }
+    crate::service::require_deployer(&auth.0)
 }
 
 async fn create_runner(

@@ -4,6 +4,7 @@
 
 use axum::Router;
 use axum::routing::MethodRouter;
+use nuon_core::endpoint::Endpoint;
 use nuon_core::wire::ApiError;
 use schemars::generate::{Contract, SchemaSettings};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -36,6 +37,9 @@ pub(crate) struct Op {
     pub(crate) summary: &'static str,
     /// Whether it changes state (and so needs an admin token).
     pub(crate) write: bool,
+    /// Whether its service records it in the audit trail (else the audit
+    /// layer does, by its route).
+    pub(crate) audited_by_service: bool,
     pub(crate) query: Vec<QueryParam>,
     /// Whether it needs no token (signing in).
     public: bool,
@@ -66,6 +70,7 @@ impl Op {
             id,
             summary,
             write: method != "get",
+            audited_by_service: false,
             query: Vec::new(),
             public: false,
             redirect: None,
@@ -121,6 +126,18 @@ impl Op {
         handler: MethodRouter<SharedState>,
     ) -> Self {
         Self::new("delete", path, id, summary, handler)
+    }
+
+    /// The operation `E` declares (method, path, id, summary, request and
+    /// response), served by `handler`. Its service records it in the
+    /// audit trail.
+    pub(crate) fn endpoint<E: Endpoint>(handler: MethodRouter<SharedState>) -> Self {
+        let mut op = Self::new(E::METHOD.as_str(), E::PATH, E::ID, E::SUMMARY, handler);
+        op.audited_by_service = true;
+        if E::BODY {
+            op = op.takes::<E::Request>();
+        }
+        op.returns::<E::Response>(E::STATUS)
     }
 
     /// The JSON body it takes.

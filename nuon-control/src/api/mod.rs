@@ -44,6 +44,7 @@ use crate::error::Error;
 use crate::hub::Wakes;
 use crate::keys::{JobKeys, KeyError, OrgSigners};
 use crate::secrets::SecretBox;
+pub(crate) use crate::service::Caller;
 use crate::store::{ApiPrincipal, RunnerPrincipal, Store, Wake};
 
 /// How long a runner token's lookup is reused before the store is asked again.
@@ -183,6 +184,15 @@ impl AppState {
                 w.logs.wake_all();
                 self.engine.wake();
             }
+        }
+    }
+
+    /// The operations of the service layer, over this state's store and
+    /// audit trail.
+    pub(crate) fn services(&self) -> crate::service::Services<'_> {
+        crate::service::Services {
+            store: &*self.store,
+            auditor: &self.auditor,
         }
     }
 
@@ -678,6 +688,30 @@ pub(crate) fn source_of(ext: &axum::http::Extensions) -> String {
         .unwrap_or_default()
 }
 
+/// Who calls a service operation: the token's principal and the
+/// caller's address.
+impl FromRequestParts<SharedState> for Caller {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
+        let ApiAuth(principal) = ApiAuth::from_request_parts(parts, state).await?;
+        Ok(Caller {
+            principal,
+            source: source_of(&parts.extensions),
+        })
+    }
+}
+
+impl ApiAuth {
+    /// The caller of a service operation (its address unknown).
+    pub(crate) fn caller(&self) -> Caller {
+        Caller {
+            principal: self.0.clone(),
+            source: String::new(),
+        }
+    }
+}
+
 /// The runner a Runner API request comes from.
 pub(crate) struct RunnerAuth(pub(crate) RunnerPrincipal);
 
@@ -861,7 +895,7 @@ pub(crate) fn control_router(state: SharedState) -> Router {
     let document = Arc::new(doc::openapi(&ops));
     let writes: crate::ops::WriteOps = Arc::new(
         ops.iter()
-            .filter(|o| o.write)
+            .filter(|o| o.write && !o.audited_by_service)
             .map(|o| ((o.method.to_owned(), o.path.to_owned()), o.id))
             .collect(),
     );

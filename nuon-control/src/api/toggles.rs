@@ -3,11 +3,11 @@
 //! it) or on again (it is deployed); and the install's own values for a
 //! component (Helm values, Terraform variables), deployed when set.
 
-use nuon_core::model::InstallState;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::{get, post, put};
 use nuon_core::app::AppConfig;
+use nuon_core::model::InstallState;
 use nuon_core::wire::{
     ComponentOverridden, ComponentToggled, InstallComponent, InstallComponents, InstallOutputs,
     SetComponentOverride, ToggleComponent, routes,

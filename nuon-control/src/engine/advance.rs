@@ -189,8 +189,7 @@ impl Engine {
                 }
                 Next::End(status) => {
                     self.store.set_workflow_status(org, &id, status).await?;
-                    let after =
-                        rules::install_state_after(&cx.wf, status, false, cx.install.state);
+                    let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
                     self.store
                         .set_install_state(org, &cx.install.id, after)
                         .await?;

@@ -414,7 +414,7 @@ impl Engine {
         let mut steps = workflow::plan_with(
             config,
             s.kind,
-            install.approval == "prompt",
+            install.approval == nuon_core::model::ApprovalMode::Prompt,
             only.as_deref(),
             !s.only,
         );

@@ -220,8 +220,12 @@ pub trait InstallStore: Send + Sync + 'static {
     ) -> Result<()>;
 
     /// Sets an install's state (`provisioning`, `active`, `failed`, ...).
-    async fn set_install_state(&self, org: &OrgId, id: &InstallId, state: InstallState)
-    -> Result<()>;
+    async fn set_install_state(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        state: InstallState,
+    ) -> Result<()>;
 
     /// Renames an install and sets its approval mode, each when given, in
     /// one step: the install as it is after, or `None` when it is not

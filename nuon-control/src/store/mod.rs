@@ -69,7 +69,8 @@ pub use apps::{AppStore, StoredConfig};
 pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use builds::BuildStore;
 pub use installs::{
-    CheckStore, InstallChange, InstallStore, NewInstall, Overrides, StackRedeem, StackStore, StoredInstall,
+    CheckStore, InstallChange, InstallStore, NewInstall, Overrides, StackRedeem, StackStore,
+    StoredInstall,
 };
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};

@@ -98,6 +98,7 @@ pub(super) fn router() -> Router<SharedState> {
         .route("/rollouts/{id}/{act}", post(rollout_act))
         .route("/releases/{id}/rollouts", post(rollout_create))
         .route("/installs/{id}/labels", post(install_labels))
+        .route("/installs/{id}/settings", post(install_settings))
         .route("/installs/{id}/overrides", post(install_overrides))
         .route("/apps/{id}/builds", post(app_builds))
         .route("/groups", get(groups).post(group_create))
@@ -1660,6 +1661,47 @@ async fn install_create(
 
 /// Sets and removes an install's labels (`tier=prod region-`, as `nuon
 /// installs label` takes them), from its page.
+/// Renames an install or changes its approval mode, from its page: the
+/// service's own operation, which refuses, changes and records it as the
+/// API does.
+async fn install_settings(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path(key): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
+        return r;
+    }
+    let approval = match field(&fields, "approval").filter(|a| !a.is_empty()) {
+        Some(a) => match a.parse() {
+            Ok(mode) => Some(mode),
+            Err(_) => {
+                return error_page(Error::bad_request(format!(
+                    "approval {a:?} is not one of approve-all, prompt: pick one of the list"
+                )));
+            }
+        },
+        None => None,
+    };
+    let change = nuon_core::wire::EditInstall {
+        name: field(&fields, "name")
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned),
+        approval,
+    };
+    let caller = super::Caller {
+        principal: web.auth.0.clone(),
+        source,
+    };
+    match state.services().update_install(&caller, &key, change).await {
+        Ok(i) => Redirect::to(&format!("/installs/{}", i.id)).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
 async fn install_labels(
     State(state): State<SharedState>,
     Source(source): Source,

@@ -12,7 +12,7 @@ use maud::{Markup, html};
 use nuon_core::app::{AppConfig, ComponentKind, InputDecl, InputType};
 use nuon_core::wire::{AppInfo, ComponentOverride, CreateInstall, InstallCreated};
 
-use super::pages::layout;
+use super::pages::{approval_select, layout};
 use super::{Fields, Web, field};
 
 /// The form, for `app` at its latest `config`: empty, or as it was sent
@@ -75,10 +75,7 @@ pub(super) fn form(
             }
             div.field {
                 label for="install-approval" { "Applies" }
-                select id="install-approval" name="approval" {
-                    option value="approve-all" selected[sent("approval") != "prompt"] { "run after their plans (approve-all)" }
-                    option value="prompt" selected[sent("approval") == "prompt"] { "wait for an approval (prompt)" }
-                }
+                (approval_select(sent("approval").parse().unwrap_or_default()))
             }
             div.field {
                 label for="install-labels" { "Labels" }

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::store::installs::{InstallChange, Keyed, StackTokenRow};
-use nuon_core::model::{ApprovalMode, InstallState};
 use crate::store::{CheckStore, StackRedeem, StackStore};
+use nuon_core::model::{ApprovalMode, InstallState};
 
 #[async_trait]
 impl InstallStore for PostgresStore {

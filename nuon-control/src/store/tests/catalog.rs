@@ -477,6 +477,32 @@ conformance! {
         assert_eq!((b2.state, b2.config_version, b2.outputs_json), (b.state, 1, None));
     }
 
+    async fn an_install_is_renamed_and_its_approval_mode_set_in_one_step(f: Fixture) {
+        use crate::store::InstallChange;
+        use nuon_core::model::ApprovalMode;
+        let s = &*f.store;
+        let a = f.install("a").await;
+        let b = f.install("b").await;
+        let change = |name: Option<&str>, approval| InstallChange { name: name.map(str::to_owned), approval };
+        let after = s.update_install(&f.org, &a.id, &change(Some("a2"), Some(ApprovalMode::ApproveAll))).await.unwrap().unwrap();
+        assert_eq!((after.id.clone(), after.name.as_str(), after.approval), (a.id.clone(), "a2", ApprovalMode::ApproveAll));
+        assert!(s.find_install(&f.org, "a").await.unwrap().is_none());
+        // Only what is given changes.
+        let after = s.update_install(&f.org, &a.id, &change(None, Some(ApprovalMode::Prompt))).await.unwrap().unwrap();
+        assert_eq!((after.name.as_str(), after.approval), ("a2", ApprovalMode::Prompt));
+        assert_eq!(s.find_install(&f.org, "a2").await.unwrap().unwrap(), after);
+        // A name taken is a conflict, and changes nothing (the mode with it neither).
+        let taken = s.update_install(&f.org, &a.id, &change(Some("b"), Some(ApprovalMode::ApproveAll))).await.unwrap_err();
+        assert!(matches!(taken, crate::store::StoreError::Conflict { code: "name_taken", .. }), "{taken:?}");
+        assert_eq!(s.find_install(&f.org, "a2").await.unwrap().unwrap(), after);
+        assert_eq!(s.find_install(&f.org, "b").await.unwrap().unwrap().id, b.id);
+        // Another org's install, or none: not there, nothing changed.
+        let other = s.create_org(&OrgId::generate(), "other", b"k").await.unwrap().org_id;
+        assert_eq!(s.update_install(&other, &a.id, &change(Some("x"), None)).await.unwrap(), None);
+        assert_eq!(s.update_install(&f.org, &nuon_core::InstallId::generate(), &change(Some("x"), None)).await.unwrap(), None);
+        assert_eq!(s.find_install(&f.org, "a2").await.unwrap().unwrap(), after);
+    }
+
     async fn a_revoked_runner_authenticates_nothing_and_only_its_org_revokes_it(f: Fixture) {
         let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         assert!(f.store.authenticate_runner("h").await.unwrap().is_some());

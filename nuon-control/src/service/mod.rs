@@ -1,0 +1,144 @@
+//! The service layer: one method per operation, taking the [`Caller`] and
+//! the operation's request and answering its response. Authorization,
+//! validation, sealing and the audit trail live here; the Control API's
+//! handlers and the dashboard's forms are adapters of a few lines over
+//! it, so both refuse, change and record the same way.
+//!
+//! Below the API: nothing here imports `api` or `server` (tidy holds it).
+//! Operations move here one by one; those not yet moved still check and
+//! record in their handlers (`api/*.rs`), with the audit layer recording
+//! them by route.
+
+pub(crate) mod installs;
+
+use axum::http::StatusCode;
+use nuon_core::audit::AuditEntry;
+use nuon_core::endpoint::Endpoint;
+use nuon_core::now_ms;
+
+use crate::error::Error;
+use crate::ops::Auditor;
+use crate::store::{ApiPrincipal, Store};
+
+/// Who calls an operation, and from where.
+#[derive(Clone)]
+pub(crate) struct Caller {
+    /// The token's principal: org, scope, person.
+    pub(crate) principal: ApiPrincipal,
+    /// The caller's IP address ("" when unknown), for the audit trail.
+    pub(crate) source: String,
+}
+
+/// The operations, over the store and the audit trail.
+#[derive(Clone, Copy)]
+pub(crate) struct Services<'a> {
+    pub(crate) store: &'a dyn Store,
+    pub(crate) auditor: &'a Auditor,
+}
+
+impl Services<'_> {
+    /// `result` of operation `E` on `target`, recorded in the audit trail:
+    /// who, what, on what, from where, and how it ended (the status the
+    /// API answers with).
+    pub(crate) async fn audited<E: Endpoint, T>(
+        &self,
+        caller: &Caller,
+        target: String,
+        result: Result<T, Error>,
+    ) -> Result<T, Error> {
+        let status = result.as_ref().map_or_else(Error::status, |_| {
+            StatusCode::from_u16(E::STATUS).unwrap_or(StatusCode::OK)
+        });
+        record(
+            self.auditor,
+            &caller.principal,
+            E::ID,
+            target,
+            caller.source.clone(),
+            status,
+        )
+        .await;
+        result
+    }
+}
+
+/// Records a state-changing call of `p` in the audit trail.
+pub(crate) async fn record(
+    auditor: &Auditor,
+    p: &ApiPrincipal,
+    op: &str,
+    target: String,
+    source: String,
+    status: StatusCode,
+) {
+    let outcome = status.as_u16().to_string();
+    let mut entry = AuditEntry::new(now_ms(), p.actor(), op, target, source, outcome);
+    if p.user.is_some() {
+        entry = entry.with_detail(format!("token {}", p.token_id));
+    }
+    auditor.record(&p.org_id, entry).await;
+}
+
+/// Refuses anything but an admin token (403).
+pub(crate) fn require_admin(p: &ApiPrincipal) -> Result<(), Error> {
+    match p.scope.as_str() {
+        "admin" => Ok(()),
+        "deployer" => Err(Error::api(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this token is a deployer's: it starts, approves and rolls out workflows; this change needs an admin token",
+        )),
+        _ => Err(Error::api(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this token is read-only; use an admin token for changes",
+        )),
+    }
+}
+
+/// Refuses a read-only token (403): starting, approving, cancelling and
+/// retrying workflows, builds, releases and rollouts are for deployers and
+/// admins.
+pub(crate) fn require_deployer(p: &ApiPrincipal) -> Result<(), Error> {
+    match p.scope.as_str() {
+        "admin" | "deployer" => Ok(()),
+        _ => Err(Error::api(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this token is read-only; a deployer or admin token starts, approves and rolls out workflows",
+        )),
+    }
+}
+
+/// Whether `name` is a valid name of a resource: 1 to 64 letters, digits,
+/// `-`, `_` or `.`.
+pub(crate) fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Refuses an invalid name of a `what` (400), saying what a name may be.
+pub(crate) fn check_name(what: &str, name: &str) -> Result<(), Error> {
+    if valid_name(name) {
+        Ok(())
+    } else {
+        Err(Error::bad_request(format!(
+            "invalid {what} name {:?}: use 1 to 64 letters, digits, '-', '_' or '.'",
+            name.chars().take(80).collect::<String>()
+        )))
+    }
+}
+
+/// A 500 for something the control plane itself cannot read or write;
+/// the detail goes to its log.
+pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> Error {
+    tracing::error!(error = %e, "{what}");
+    Error::api(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        format!("{what}; see the control plane's log"),
+    )
+}

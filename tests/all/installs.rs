@@ -1,0 +1,225 @@
+//! An install's own settings, `PATCH /v1/installs/{id}`: the first
+//! operation declared once (`nuon_core::endpoint::UpdateInstall`) and run
+//! by the service layer. Renamed and its approval mode changed from the
+//! CLI with `--json`, through the client's generic `call`, and from the
+//! dashboard's form; refused for a read-only token, a name taken, a bad
+//! name and a change of nothing; every attempt in the audit trail under
+//! `updateInstall`, with how it ended.
+
+use std::process::Output;
+use std::time::Duration;
+
+use nuon_core::audit::AuditEntry;
+use nuon_core::endpoint::UpdateInstall;
+use nuon_core::model::ApprovalMode;
+use nuon_core::wire::EditInstall;
+use nuon_tests::webdriver::Chrome;
+use nuon_tests::{ControlPlane, rt};
+use serde_json::{Value, json};
+
+use crate::deploy::{example, ok, text};
+
+fn failed(out: &Output) -> Value {
+    assert!(!out.status.success(), "{}", text(out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("not one JSON document: {}", text(out)))
+}
+
+fn api_code(e: nuon_client::Error) -> (u16, String) {
+    match e {
+        nuon_client::Error::Api { status, code, .. } => (status, code),
+        other => panic!("not an API refusal: {other}"),
+    }
+}
+
+#[test]
+fn an_install_is_renamed_and_its_approvals_changed_from_the_cli_the_client_and_the_dashboard() {
+    let cp = ControlPlane::start("10s").unwrap();
+    ok(cp.nuon(&["apps", "create", "hello"]));
+    ok(cp.nuon(&[
+        "apps",
+        "sync",
+        example().to_str().unwrap(),
+        "--app",
+        "hello",
+    ]));
+    for name in ["a", "b"] {
+        ok(cp.nuon(&[
+            "installs",
+            "create",
+            "--app",
+            "hello",
+            "--name",
+            name,
+            "--input",
+            "api_key=k3y-demo",
+        ]));
+    }
+    let json = |args: &[&str]| -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&ok(cp.nuon(&all))).unwrap()
+    };
+    let a = json(&["installs", "get", "a"]);
+    assert_eq!(
+        (&a["state"], &a["approval"]),
+        (&json!("created"), &json!("approve-all"))
+    );
+    let id = a["id"].as_str().unwrap().to_owned();
+
+    // The CLI, with --json: the install as it is after.
+    let changed = json(&[
+        "installs",
+        "update",
+        "a",
+        "--name",
+        "a2",
+        "--approval",
+        "prompt",
+    ]);
+    assert_eq!(changed["id"], id.as_str());
+    assert_eq!(changed["name"], "a2");
+    assert_eq!(changed["approval"], "prompt");
+    assert_eq!(changed["app_name"], "hello", "{changed:#}");
+    assert_eq!(json(&["installs", "get", "a2"])["approval"], "prompt");
+    let gone = failed(&cp.nuon(&["--json", "installs", "get", "a"]));
+    assert_eq!(gone["code"], "not_found", "{gone}");
+    // By id, and Nuon's `auto`; only what is given changes.
+    let auto = json(&["installs", "update", &id, "--approval", "auto"]);
+    assert_eq!(
+        (&auto["name"], &auto["approval"]),
+        (&json!("a2"), &json!("approve-all"))
+    );
+
+    // A name another install has: 409, and nothing changed (the approval
+    // given with it included).
+    let taken = failed(&cp.nuon(&[
+        "--json",
+        "installs",
+        "update",
+        "a2",
+        "--name",
+        "b",
+        "--approval",
+        "prompt",
+    ]));
+    assert_eq!(taken["code"], "name_taken", "{taken}");
+    assert!(
+        taken["error"].as_str().unwrap().contains("\"b\""),
+        "{taken}"
+    );
+    let a2 = json(&["installs", "get", "a2"]);
+    assert_eq!(
+        (&a2["name"], &a2["approval"]),
+        (&json!("a2"), &json!("approve-all"))
+    );
+    // Nothing to change: the CLI says so before asking (64); the API
+    // refuses it too (400), as it refuses a bad name and a bad mode.
+    let nothing = cp.nuon(&["installs", "update", "a2"]);
+    assert_eq!(nothing.status.code(), Some(64), "{}", text(&nothing));
+    assert!(text(&nothing).contains("--approval"), "{}", text(&nothing));
+    let c = cp.client();
+    let (status, code) = api_code(
+        rt().block_on(c.call::<UpdateInstall>(&["a2"], &EditInstall::default()))
+            .unwrap_err(),
+    );
+    assert_eq!((status, code.as_str()), (400, "bad_request"));
+    let bad = EditInstall {
+        name: Some("a/2".into()),
+        approval: None,
+    };
+    let (status, _) = api_code(rt().block_on(c.update_install("a2", &bad)).unwrap_err());
+    assert_eq!(status, 400);
+    let raw = rt().block_on(async {
+        reqwest::Client::new()
+            .patch(format!("{}/v1/installs/a2", cp.control_url))
+            .bearer_auth(&cp.admin_token)
+            .json(&json!({"approval": "manual"}))
+            .send()
+            .await
+            .unwrap()
+    });
+    assert_eq!(raw.status().as_u16(), 400);
+    let body = rt().block_on(raw.text()).unwrap();
+    assert!(
+        body.contains("approve-all") && body.contains("prompt"),
+        "{body}"
+    );
+    // The generic call and the named method are the same call.
+    let same = rt()
+        .block_on(c.call::<nuon_core::endpoint::GetInstall>(&["a2"], &()))
+        .unwrap();
+    assert_eq!(same, rt().block_on(c.get_install(&id)).unwrap());
+
+    // A read-only token may look, not change.
+    let reader = json(&["orgs", "tokens", "create", "--name", "reader"]);
+    let reader = cp.client_with(reader["secret"].as_str().unwrap());
+    let prompt = EditInstall {
+        name: None,
+        approval: Some(ApprovalMode::Prompt),
+    };
+    let (status, code) = api_code(
+        rt().block_on(reader.update_install("a2", &prompt))
+            .unwrap_err(),
+    );
+    assert_eq!((status, code.as_str()), (403, "forbidden"));
+    assert_eq!(json(&["installs", "get", "a2"])["approval"], "approve-all");
+
+    // Every attempt is in the trail under the operation's id, once, with
+    // how it ended.
+    let trail = json(&["audit", "list", "--limit", "1000"]);
+    let entries: Vec<AuditEntry> = serde_json::from_value(trail["entries"].clone()).unwrap();
+    let mut updates: Vec<(&str, &str)> = entries
+        .iter()
+        .filter(|e| e.action == "updateInstall")
+        .map(|e| (e.target.as_str(), e.outcome.as_str()))
+        .collect();
+    updates.sort();
+    let by_id = format!("/v1/installs/{id}");
+    let mut want = vec![
+        ("/v1/installs/a", "200"),
+        (by_id.as_str(), "200"),
+        ("/v1/installs/a2", "409"),
+        ("/v1/installs/a2", "400"),
+        ("/v1/installs/a2", "400"),
+        ("/v1/installs/a2", "400"),
+        ("/v1/installs/a2", "403"),
+    ];
+    want.sort();
+    assert_eq!(updates, want, "{entries:#?}");
+    assert!(
+        entries
+            .iter()
+            .filter(|e| e.action == "updateInstall")
+            .all(|e| e.source == "127.0.0.1"),
+        "{entries:#?}"
+    );
+
+    // The dashboard's form: the same operation, recorded the same way.
+    let Some(b) = Chrome::start() else { return };
+    let base = cp.control_url.clone();
+    b.goto(&format!("{base}/login"));
+    b.type_into("#token", &cp.admin_token);
+    b.click("form[action='/login'] button");
+    b.wait_until("the overview", Duration::from_secs(10), |b| {
+        b.url() == format!("{base}/")
+    });
+    b.goto(&format!("{base}/installs/{id}"));
+    b.exec(
+        "const n = document.getElementById('install-name'); n.value = 'a3'; n.closest('details').open = true; document.getElementById('install-approval').value = 'prompt';",
+        json!([]),
+    );
+    b.click("form[action$='/settings'] button");
+    b.wait_until("the renamed install's page", Duration::from_secs(10), |b| {
+        b.text("h1").contains("Install a3")
+    });
+    let a3 = json(&["installs", "get", "a3"]);
+    assert_eq!((&a3["id"], &a3["approval"]), (&json!(id), &json!("prompt")));
+    let trail = json(&["audit", "list", "--limit", "1000"]);
+    let entries: Vec<AuditEntry> = serde_json::from_value(trail["entries"].clone()).unwrap();
+    let from_page = entries
+        .iter()
+        .filter(|e| e.action == "updateInstall" && e.outcome == "200")
+        .count();
+    assert_eq!(from_page, 3, "{entries:#?}");
+}
