@@ -1,7 +1,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use nuon_core::endpoint::{Endpoint, GetInstall, UpdateInstall};
+use nuon_core::endpoint::{self as ep, Endpoint, GetInstall, UpdateInstall};
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
 use nuon_core::webhook::WebhookEvent;
 use nuon_core::wire::EditInstall;
@@ -74,42 +74,34 @@ impl ControlClient {
     /// Registers a runner; the answer holds its token, shown only this once.
     pub async fn create_runner(&self, name: &str) -> Result<RunnerCreated> {
         let body = CreateRunner { name: name.into() };
-        self.http.post(routes::RUNNERS, &body, Duration::ZERO).await
+        self.call::<ep::CreateRunner>(&[], &body).await
     }
 
     /// The org's runners.
     pub async fn list_runners(&self) -> Result<RunnerList> {
-        self.http.get(routes::RUNNERS).await
+        self.call::<ep::ListRunners>(&[], &()).await
     }
 
     /// Revokes a runner's token (by name or id); the runner can make no call after.
     pub async fn revoke_runner(&self, runner: &str) -> Result<RunnerInfo> {
-        let path = routes::with_id(routes::RUNNER_REVOKE, runner);
-        self.http.post(&path, &(), Duration::ZERO).await
+        self.call::<ep::RevokeRunner>(&[runner], &()).await
     }
 
     /// Issues a runner (by name or id) a new token, shown only in this
     /// answer; its old token stops working.
     pub async fn rotate_runner_token(&self, runner: &str) -> Result<RunnerCreated> {
-        let path = routes::with_id(routes::RUNNER_ROTATE_TOKEN, runner);
-        self.http.post(&path, &(), Duration::ZERO).await
+        self.call::<ep::RotateRunnerToken>(&[runner], &()).await
     }
 
     /// The token's org.
     pub async fn get_org(&self) -> Result<OrgInfo> {
-        self.http.get(routes::ORG).await
+        self.call::<ep::GetOrg>(&[], &()).await
     }
 
     /// A one-time link that signs a browser into the dashboard as this
     /// client's token (it works once, for 10 minutes, after its page asks).
     pub async fn create_sign_in_code(&self) -> Result<nuon_core::wire::SignInCode> {
-        self.http
-            .post(
-                routes::SIGN_IN_CODES,
-                &serde_json::json!({}),
-                Duration::ZERO,
-            )
-            .await
+        self.call::<ep::CreateSignInCode>(&[], &()).await
     }
 
     /// Creates an API token; the answer holds its secret, shown only this once.
@@ -119,7 +111,7 @@ impl ControlClient {
             scope,
             service_account: false,
         };
-        self.http.post(routes::TOKENS, &body, Duration::ZERO).await
+        self.call::<ep::CreateToken>(&[], &body).await
     }
 
     /// Creates a service account's API token (for CI, scripts): it
@@ -134,12 +126,12 @@ impl ControlClient {
             scope,
             service_account: true,
         };
-        self.http.post(routes::TOKENS, &body, Duration::ZERO).await
+        self.call::<ep::CreateToken>(&[], &body).await
     }
 
     /// The org's people.
     pub async fn list_users(&self) -> Result<nuon_core::wire::UserList> {
-        self.http.get(routes::USERS).await
+        self.call::<ep::ListUsers>(&[], &()).await
     }
 
     /// Invites a person by email address with a role; they sign in through
@@ -153,7 +145,7 @@ impl ControlClient {
             email: email.into(),
             role,
         };
-        self.http.post(routes::USERS, &body, Duration::ZERO).await
+        self.call::<ep::InviteUser>(&[], &body).await
     }
 
     /// Changes a person's role (by id or email address).
@@ -162,48 +154,39 @@ impl ControlClient {
         user: &str,
         role: nuon_core::wire::Role,
     ) -> Result<nuon_core::wire::UserInfo> {
-        let path = routes::with_id(routes::USER, &seg(user));
-        let req = self
-            .http
-            .request(reqwest::Method::PATCH, &path)
-            .json(&nuon_core::wire::SetUserRole { role });
-        self.http.send(req).await
+        let body = nuon_core::wire::SetUserRole { role };
+        self.call::<ep::SetUserRole>(&[user], &body).await
     }
 
     /// Removes a person (by id or email address) and revokes their tokens.
     pub async fn remove_user(&self, user: &str) -> Result<nuon_core::wire::UserInfo> {
-        let path = routes::with_id(routes::USER, &seg(user));
-        let req = self.http.request(reqwest::Method::DELETE, &path);
-        self.http.send(req).await
+        self.call::<ep::RemoveUser>(&[user], &()).await
     }
 
     /// The org's API tokens.
     pub async fn list_tokens(&self) -> Result<TokenList> {
-        self.http.get(routes::TOKENS).await
+        self.call::<ep::ListTokens>(&[], &()).await
     }
 
     /// Revokes an API token by id.
     pub async fn revoke_token(&self, id: &str) -> Result<TokenInfo> {
-        let path = routes::with_id(routes::TOKEN_REVOKE, &seg(id));
-        self.http.post(&path, &(), Duration::ZERO).await
+        self.call::<ep::RevokeToken>(&[id], &()).await
     }
 
     /// Creates an app.
     pub async fn create_app(&self, name: &str) -> Result<AppInfo> {
         let body = CreateApp { name: name.into() };
-        self.http.post(routes::APPS, &body, Duration::ZERO).await
+        self.call::<ep::CreateApp>(&[], &body).await
     }
 
     /// The org's apps.
     pub async fn list_apps(&self) -> Result<AppList> {
-        self.http.get(routes::APPS).await
+        self.call::<ep::ListApps>(&[], &()).await
     }
 
     /// One app, by name or id.
     pub async fn get_app(&self, app: &str) -> Result<AppInfo> {
-        self.http
-            .get(&routes::with_id(routes::APP, &seg(app)))
-            .await
+        self.call::<ep::GetApp>(&[app], &()).await
     }
 
     /// Syncs a new config version of an app from its files (and the files
@@ -232,16 +215,12 @@ impl ControlClient {
 
     /// An app's builds, newest first.
     pub async fn list_builds(&self, app: &str) -> Result<BuildList> {
-        self.http
-            .get(&routes::with_id(routes::APP_BUILDS, &seg(app)))
-            .await
+        self.call::<ep::ListBuilds>(&[app], &()).await
     }
 
     /// One build.
     pub async fn get_build(&self, id: &str) -> Result<BuildInfo> {
-        self.http
-            .get(&routes::with_id(routes::BUILD, &seg(id)))
-            .await
+        self.call::<ep::GetBuild>(&[id], &()).await
     }
 
     /// Starts a workflow on an install.
@@ -271,8 +250,7 @@ impl ControlClient {
         install: &str,
         req: &CreateWorkflow,
     ) -> Result<WorkflowInfo> {
-        let path = routes::with_id(routes::INSTALL_WORKFLOWS, &seg(install));
-        self.http.post(&path, req, Duration::ZERO).await
+        self.call::<ep::CreateWorkflow>(&[install], req).await
     }
 
     /// Runs an action of an install by hand (it needs a `manual` trigger),
@@ -334,8 +312,7 @@ impl ControlClient {
             step: step.map(str::to_owned),
             response,
         };
-        let path = routes::with_id(routes::WORKFLOW_RESPOND, &seg(id));
-        self.http.post(&path, &req, Duration::ZERO).await
+        self.call::<ep::RespondToApproval>(&[id], &req).await
     }
 
     /// Cancels a workflow.
@@ -371,17 +348,13 @@ impl ControlClient {
     /// An install's health: its runner, its components' last deploys and
     /// its health-check actions.
     pub async fn install_health(&self, install: &str) -> Result<InstallHealth> {
-        self.http
-            .get(&routes::with_id(routes::INSTALL_HEALTH, &seg(install)))
-            .await
+        self.call::<ep::GetInstallHealth>(&[install], &()).await
     }
 
     /// What the newest drift check of an install's sandbox and of each
     /// component found.
     pub async fn install_drift(&self, install: &str) -> Result<InstallDrift> {
-        self.http
-            .get(&routes::with_id(routes::INSTALL_DRIFT, &seg(install)))
-            .await
+        self.call::<ep::GetInstallDrift>(&[install], &()).await
     }
 
     /// Starts a drift check (a plan that is never applied) of a component
@@ -393,8 +366,7 @@ impl ControlClient {
 
     /// An install's components, each on or off.
     pub async fn install_components(&self, install: &str) -> Result<InstallComponents> {
-        self.http
-            .get(&routes::with_id(routes::INSTALL_COMPONENTS, &seg(install)))
+        self.call::<ep::ListInstallComponents>(&[install], &())
             .await
     }
 
@@ -406,15 +378,14 @@ impl ControlClient {
         component: &str,
         on: bool,
     ) -> Result<ComponentToggled> {
-        let route = if on {
-            routes::INSTALL_COMPONENT_ENABLE
+        let (params, body) = ([install, component], ToggleComponent::default());
+        if on {
+            self.call::<ep::EnableInstallComponent>(&params, &body)
+                .await
         } else {
-            routes::INSTALL_COMPONENT_DISABLE
-        };
-        let path = routes::with_id(route, &seg(install)).replace("{component}", &seg(component));
-        self.http
-            .post(&path, &ToggleComponent::default(), Duration::ZERO)
-            .await
+            self.call::<ep::DisableInstallComponent>(&params, &body)
+                .await
+        }
     }
 
     /// Sets an install's own values for a component (`helm_values` for a
@@ -426,10 +397,8 @@ impl ControlClient {
         component: &str,
         req: &SetComponentOverride,
     ) -> Result<ComponentOverridden> {
-        let path = routes::with_id(routes::INSTALL_COMPONENT_OVERRIDES, &seg(install))
-            .replace("{component}", &seg(component));
-        let req = self.http.request(reqwest::Method::PUT, &path).json(req);
-        self.http.send(req).await
+        self.call::<ep::SetInstallComponentOverrides>(&[install, component], req)
+            .await
     }
 
     /// Reports a check for an install from the vendor's own systems
@@ -440,24 +409,18 @@ impl ControlClient {
         name: &str,
         req: &PushCheck,
     ) -> Result<InstallCheck> {
-        let path =
-            routes::with_id(routes::INSTALL_CHECK, &seg(install)).replace("{name}", &seg(name));
-        let req = self.http.request(reqwest::Method::PUT, &path).json(req);
-        self.http.send(req).await
+        self.call::<ep::PushInstallCheck>(&[install, name], req)
+            .await
     }
 
     /// The outputs of an install's sandbox and components.
     pub async fn install_outputs(&self, install: &str) -> Result<InstallOutputs> {
-        self.http
-            .get(&routes::with_id(routes::INSTALL_OUTPUTS, &seg(install)))
-            .await
+        self.call::<ep::GetInstallOutputs>(&[install], &()).await
     }
 
     /// The config versions of an app.
     pub async fn list_configs(&self, app: &str) -> Result<ConfigVersionList> {
-        self.http
-            .get(&routes::with_id(routes::APP_CONFIGS, &seg(app)))
-            .await
+        self.call::<ep::ListAppConfigs>(&[app], &()).await
     }
 
     /// One config version of an app; the latest for `None`.
@@ -469,20 +432,18 @@ impl ControlClient {
 
     /// The components of an app's latest config, dependencies first.
     pub async fn list_components(&self, app: &str) -> Result<ComponentList> {
-        self.http
-            .get(&routes::with_id(routes::APP_COMPONENTS, &seg(app)))
-            .await
+        self.call::<ep::ListComponents>(&[app], &()).await
     }
 
     /// Creates an install of an app, with its runner; the answer holds the
     /// runner's token, shown only this once.
     pub async fn create_install(&self, req: &CreateInstall) -> Result<InstallCreated> {
-        self.http.post(routes::INSTALLS, req, Duration::ZERO).await
+        self.call::<ep::CreateInstall>(&[], req).await
     }
 
     /// The org's installs.
     pub async fn list_installs(&self) -> Result<InstallList> {
-        self.http.get(routes::INSTALLS).await
+        self.call::<ep::ListInstalls>(&[], &()).await
     }
 
     /// One install, by name or id.
@@ -511,24 +472,16 @@ impl ControlClient {
         install: &str,
         change: &LabelChange,
     ) -> Result<InstallInfo> {
-        let path = routes::with_id(routes::INSTALL_LABELS, &seg(install));
-        let req = self
-            .http
-            .request(reqwest::Method::PATCH, &path)
-            .json(change);
-        self.http.send(req).await
+        self.call::<ep::SetInstallLabels>(&[install], change).await
     }
 
     /// Creates a group of installs: a name and a label selector.
     pub async fn create_group(&self, name: &str, selector: &str) -> Result<GroupInfo> {
-        let req = self
-            .http
-            .request(reqwest::Method::POST, routes::INSTALL_GROUPS)
-            .json(&CreateGroup {
-                name: name.to_owned(),
-                selector: selector.to_owned(),
-            });
-        self.http.send(req).await
+        let body = CreateGroup {
+            name: name.to_owned(),
+            selector: selector.to_owned(),
+        };
+        self.call::<ep::CreateInstallGroup>(&[], &body).await
     }
 
     /// Freezes a release of `app`: a config version (default: the
@@ -559,30 +512,23 @@ impl ControlClient {
 
     /// One release.
     pub async fn get_release(&self, id: &str) -> Result<ReleaseInfo> {
-        self.http
-            .get(&routes::with_id(routes::RELEASE, &seg(id)))
-            .await
+        self.call::<ep::GetRelease>(&[id], &()).await
     }
 
     /// Rolls `release` out (or, with `dry_run`, plans it): see
     /// [`CreateRollout`].
     pub async fn create_rollout(&self, release: &str, req: &CreateRollout) -> Result<RolloutInfo> {
-        let path = routes::with_id(routes::RELEASE_ROLLOUTS, &seg(release));
-        self.http.post(&path, req, Duration::ZERO).await
+        self.call::<ep::CreateRollout>(&[release], req).await
     }
 
     /// A release's rollouts (and their rollbacks), newest first.
     pub async fn list_rollouts(&self, release: &str) -> Result<RolloutList> {
-        self.http
-            .get(&routes::with_id(routes::RELEASE_ROLLOUTS, &seg(release)))
-            .await
+        self.call::<ep::ListRollouts>(&[release], &()).await
     }
 
     /// One rollout, with every install's state.
     pub async fn get_rollout(&self, id: &str) -> Result<RolloutInfo> {
-        self.http
-            .get(&routes::with_id(routes::ROLLOUT, &seg(id)))
-            .await
+        self.call::<ep::GetRollout>(&[id], &()).await
     }
 
     /// Goes on with a rollout: its next wave (one that waits for an
@@ -619,14 +565,12 @@ impl ControlClient {
         &self,
         req: &nuon_core::wire::PublishRunnerRelease,
     ) -> Result<nuon_core::wire::RunnerReleaseInfo> {
-        self.http
-            .post(routes::RUNNER_RELEASES, req, Duration::ZERO)
-            .await
+        self.call::<ep::PublishRunnerRelease>(&[], req).await
     }
 
     /// The org's runner releases, newest first.
     pub async fn list_runner_releases(&self) -> Result<nuon_core::wire::RunnerReleaseList> {
-        self.http.get(routes::RUNNER_RELEASES).await
+        self.call::<ep::ListRunnerReleases>(&[], &()).await
     }
 
     /// One runner release, by version or id.
@@ -634,9 +578,7 @@ impl ControlClient {
         &self,
         version: &str,
     ) -> Result<nuon_core::wire::RunnerReleaseInfo> {
-        self.http
-            .get(&routes::RUNNER_RELEASE.replace("{version}", &seg(version)))
-            .await
+        self.call::<ep::GetRunnerRelease>(&[version], &()).await
     }
 
     /// Updates install runners to runner `version` in waves (or, with
@@ -646,15 +588,12 @@ impl ControlClient {
         version: &str,
         req: &CreateRollout,
     ) -> Result<RolloutInfo> {
-        let path = routes::RUNNER_RELEASE_ROLLOUTS.replace("{version}", &seg(version));
-        self.http.post(&path, req, Duration::ZERO).await
+        self.call::<ep::CreateRunnerRollout>(&[version], req).await
     }
 
     /// A runner release's rollouts (and their rollbacks), newest first.
     pub async fn list_runner_rollouts(&self, version: &str) -> Result<RolloutList> {
-        self.http
-            .get(&routes::RUNNER_RELEASE_ROLLOUTS.replace("{version}", &seg(version)))
-            .await
+        self.call::<ep::ListRunnerRollouts>(&[version], &()).await
     }
 
     async fn rollout_act(&self, route: &str, id: &str) -> Result<RolloutInfo> {
@@ -665,39 +604,28 @@ impl ControlClient {
 
     /// The org's groups of installs, each with the installs it selects.
     pub async fn list_groups(&self) -> Result<GroupList> {
-        self.http.get(routes::INSTALL_GROUPS).await
+        self.call::<ep::ListInstallGroups>(&[], &()).await
     }
 
     /// One group of installs.
     pub async fn get_group(&self, name: &str) -> Result<GroupInfo> {
-        self.http
-            .get(&routes::INSTALL_GROUP.replace("{name}", &seg(name)))
-            .await
+        self.call::<ep::GetInstallGroup>(&[name], &()).await
     }
 
     /// Deletes a group (its installs stay).
     pub async fn delete_group(&self, name: &str) -> Result<GroupInfo> {
-        let req = self.http.request(
-            reqwest::Method::DELETE,
-            &routes::INSTALL_GROUP.replace("{name}", &seg(name)),
-        );
-        self.http.send(req).await
+        self.call::<ep::DeleteInstallGroup>(&[name], &()).await
     }
 
     /// Deletes an install: starts its deprovision (the answer); the
     /// install is removed when it succeeds.
     pub async fn delete_install(&self, install: &str) -> Result<WorkflowInfo> {
-        let req = self.http.request(
-            reqwest::Method::DELETE,
-            &routes::with_id(routes::INSTALL, &seg(install)),
-        );
-        self.http.send(req).await
+        self.call::<ep::DeleteInstall>(&[install], &()).await
     }
 
     /// Removes an install's record only: nothing is destroyed.
     pub async fn forget_install(&self, install: &str) -> Result<nuon_core::wire::InstallRemoved> {
-        let path = routes::with_id(routes::INSTALL_FORGET, &seg(install));
-        self.http.post(&path, &(), Duration::ZERO).await
+        self.call::<ep::ForgetInstall>(&[install], &()).await
     }
 
     /// Changes inputs and secrets of an install and starts the workflow
@@ -708,17 +636,12 @@ impl ControlClient {
         install: &str,
         req: &nuon_core::wire::UpdateInputs,
     ) -> Result<nuon_core::wire::InputsUpdated> {
-        let path = routes::with_id(routes::INSTALL_UPDATE_INPUTS, &seg(install));
-        self.http.post(&path, req, Duration::ZERO).await
+        self.call::<ep::UpdateInstallInputs>(&[install], req).await
     }
 
     /// Deletes an app (refused while it has installs).
     pub async fn delete_app(&self, app: &str) -> Result<nuon_core::wire::AppInfo> {
-        let req = self.http.request(
-            reqwest::Method::DELETE,
-            &routes::with_id(routes::APP, &seg(app)),
-        );
-        self.http.send(req).await
+        self.call::<ep::DeleteApp>(&[app], &()).await
     }
 
     /// Sets some inputs of an install.
@@ -727,33 +650,23 @@ impl ControlClient {
         install: &str,
         inputs: std::collections::BTreeMap<String, serde_json::Value>,
     ) -> Result<InstallInfo> {
-        let path = routes::with_id(routes::INSTALL_INPUTS, &seg(install));
-        let req = self
-            .http
-            .request(reqwest::Method::PATCH, &path)
-            .json(&SetInputs { inputs });
-        self.http.send(req).await
+        self.call::<ep::SetInstallInputs>(&[install], &SetInputs { inputs })
+            .await
     }
 
     /// An install's workflows, newest first.
     pub async fn list_workflows(&self, install: &str) -> Result<WorkflowList> {
-        self.http
-            .get(&routes::with_id(routes::INSTALL_WORKFLOWS, &seg(install)))
-            .await
+        self.call::<ep::ListInstallWorkflows>(&[install], &()).await
     }
 
     /// One workflow with its steps.
     pub async fn get_workflow(&self, id: &str) -> Result<WorkflowInfo> {
-        self.http
-            .get(&routes::with_id(routes::WORKFLOW, &seg(id)))
-            .await
+        self.call::<ep::GetWorkflow>(&[id], &()).await
     }
 
     /// The Terraform states of an install (versions and locks).
     pub async fn list_states(&self, install: &str) -> Result<StateList> {
-        self.http
-            .get(&routes::with_id(routes::INSTALL_STATES, &seg(install)))
-            .await
+        self.call::<ep::ListInstallStates>(&[install], &()).await
     }
 
     /// Releases a component's state lock by force.
@@ -762,32 +675,28 @@ impl ControlClient {
         install: &str,
         component: &str,
     ) -> Result<StateUnlocked> {
-        let path = routes::with_id(routes::INSTALL_STATE_UNLOCK, &seg(install))
-            .replace("{component}", &seg(component));
-        self.http.post(&path, &(), Duration::ZERO).await
+        self.call::<ep::ForceUnlockState>(&[install, component], &())
+            .await
     }
 
     /// Queues a job.
     pub async fn create_job(&self, job: &CreateJob) -> Result<JobInfo> {
-        self.http.post(routes::JOBS, job, Duration::ZERO).await
+        self.call::<ep::CreateJob>(&[], job).await
     }
 
     /// One job.
     pub async fn get_job(&self, id: &JobId) -> Result<JobInfo> {
-        self.http
-            .get(&routes::with_id(routes::JOB, id.as_str()))
-            .await
+        self.call::<ep::GetJob>(&[id.as_str()], &()).await
     }
 
     /// The org's jobs, newest first.
     pub async fn list_jobs(&self) -> Result<JobList> {
-        self.http.get(routes::JOBS).await
+        self.call::<ep::ListJobs>(&[], &()).await
     }
 
     /// Cancels a job: a queued job at once, a running one through its runner.
     pub async fn cancel_job(&self, id: &JobId) -> Result<JobInfo> {
-        let path = routes::with_id(routes::JOB_CANCEL, id.as_str());
-        self.http.post(&path, &(), Duration::ZERO).await
+        self.call::<ep::CancelJob>(&[id.as_str()], &()).await
     }
 
     /// An install's stack in `format` (`vm`), with a new one-time token
@@ -888,7 +797,7 @@ impl ControlClient {
 
     /// Checks the org's audit chain.
     pub async fn verify_audit(&self) -> Result<AuditVerification> {
-        self.http.get(routes::AUDIT_VERIFY).await
+        self.call::<ep::VerifyAudit>(&[], &()).await
     }
 
     /// Adds a webhook; the answer carries its signing secret, shown once.
@@ -901,20 +810,17 @@ impl ControlClient {
             url: url.to_owned(),
             events,
         };
-        self.http
-            .post(routes::WEBHOOKS, &body, Duration::ZERO)
-            .await
+        self.call::<ep::CreateWebhook>(&[], &body).await
     }
 
     /// The org's webhooks.
     pub async fn list_webhooks(&self) -> Result<WebhookList> {
-        self.http.get(routes::WEBHOOKS).await
+        self.call::<ep::ListWebhooks>(&[], &()).await
     }
 
     /// Removes a webhook.
     pub async fn remove_webhook(&self, id: &WebhookId) -> Result<WebhookInfo> {
-        let path = routes::with_id(routes::WEBHOOK_REMOVE, id.as_str());
-        self.http.post(&path, &(), Duration::ZERO).await
+        self.call::<ep::RemoveWebhook>(&[id.as_str()], &()).await
     }
 
     /// The org's webhook deliveries, newest first; of one webhook when given.

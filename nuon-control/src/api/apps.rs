@@ -1,6 +1,7 @@
 //! The Control API for apps, their config versions and components, and
 //! installs with their inputs and secrets.
 
+use nuon_core::endpoint as ep;
 use std::collections::BTreeMap;
 
 use axum::Json;
@@ -13,7 +14,7 @@ use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList,
     ConfigVersionSummary, CreateApp, CreateInstall, EditInstall, InstallCreated, InstallInfo,
-    InstallList, MIN_SECRET_CHARS, SetInputs, SyncConfig, WorkflowInfo, WorkflowList, routes,
+    InstallList, MIN_SECRET_CHARS, SetInputs, SyncConfig, WorkflowInfo, WorkflowList,
 };
 use nuon_core::{AppId, InstallId, RunnerId, WorkflowId};
 
@@ -31,36 +32,22 @@ use crate::store::{NewInstall, StoredConfig, StoredInstall};
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::post(routes::APPS, "createApp", "Create an app.", post(create_app))
-            .takes::<CreateApp>()
-            .returns::<AppInfo>(201),
-        Op::get(routes::APPS, "listApps", "The org's apps.", get(list_apps)).returns::<AppList>(200),
-        Op::get(routes::APP, "getApp", "One app, by id or name.", get(get_app)).returns::<AppInfo>(200),
-        Op::post(routes::APP_CONFIGS, "syncAppConfig", "Sync the app's next config version from its files; an invalid config is refused with every diagnostic.", post(sync_config))
-            .takes::<SyncConfig>()
-            .returns::<ConfigVersionInfo>(201)
+        Op::endpoint::<ep::CreateApp>(post(create_app)),
+        Op::endpoint::<ep::ListApps>(get(list_apps)),
+        Op::endpoint::<ep::GetApp>(get(get_app)),
+        Op::endpoint::<ep::SyncAppConfig>(post(sync_config))
             .or_status(200, "The files are those of the latest version: no version is made; the answer is that one."),
-        Op::get(routes::APP_CONFIGS, "listAppConfigs", "The app's config versions.", get(list_configs))
-            .returns::<ConfigVersionList>(200),
-        Op::get(routes::APP_CONFIG, "getAppConfig", "One config version (a number, or latest).", get(get_config))
-            .returns::<ConfigVersionInfo>(200),
-        Op::get(routes::APP_COMPONENTS, "listComponents", "The components of the app's latest config, dependencies first.", get(list_components))
-            .returns::<ComponentList>(200),
-        Op::post(routes::INSTALLS, "createInstall", "Create an install of an app, with its runner; the runner token is shown only in this answer.", post(create_install))
-            .takes::<CreateInstall>()
-            .returns::<InstallCreated>(201),
-        Op::get(routes::INSTALLS, "listInstalls", "The org's installs (those whose labels match `selector`, when given).", get(list_installs))
-            .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`.")
-            .returns::<InstallList>(200),
+        Op::endpoint::<ep::ListAppConfigs>(get(list_configs)),
+        Op::endpoint::<ep::GetAppConfig>(get(get_config)),
+        Op::endpoint::<ep::ListComponents>(get(list_components)),
+        Op::endpoint::<ep::CreateInstall>(post(create_install)),
+        Op::endpoint::<ep::ListInstalls>(get(list_installs))
+            .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`."),
         Op::endpoint::<GetInstall>(get(get_install)),
-        Op::endpoint::<UpdateInstall>(patch(update_install)),
-        Op::patch(routes::INSTALL_INPUTS, "setInstallInputs", "Set some of an install's inputs.", patch(set_inputs))
-            .takes::<SetInputs>()
-            .returns::<InstallInfo>(200),
-        Op::get(routes::INSTALL_WORKFLOWS, "listInstallWorkflows", "An install's workflows, newest first, with their steps.", get(list_workflows))
-            .returns::<WorkflowList>(200),
-        Op::get(routes::WORKFLOW, "getWorkflow", "One workflow with its steps.", get(get_workflow))
-            .returns::<WorkflowInfo>(200),
+        Op::endpoint::<UpdateInstall>(patch(update_install)).audited_by_service(),
+        Op::endpoint::<ep::SetInstallInputs>(patch(set_inputs)),
+        Op::endpoint::<ep::ListInstallWorkflows>(get(list_workflows)),
+        Op::endpoint::<ep::GetWorkflow>(get(get_workflow)),
     ]
 }
 

@@ -1,5 +1,6 @@
 //! The Control API: runners, jobs and logs of the caller's org.
 
+use nuon_core::endpoint as ep;
 use std::time::Duration;
 
 use axum::Json;
@@ -10,8 +11,7 @@ use axum::routing::{get, post};
 use bytes::Bytes;
 use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
-    CreateJob, CreateRunner, JobInfo, JobList, LogEntry, LogPage, RunnerCreated, RunnerInfo,
-    RunnerList, RunnerRole, routes,
+    CreateJob, CreateRunner, JobList, LogEntry, RunnerCreated, RunnerInfo, RunnerList, RunnerRole,
 };
 use nuon_core::{DebugJob, ExecJob, Job, JobId, JobSpec, RetryPolicy, RunnerId, now_ms};
 use serde::Deserialize;
@@ -28,86 +28,35 @@ const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::post(
-            routes::RUNNERS,
-            "createRunner",
-            "Register a runner; its token is shown only in this answer.",
-            post(create_runner),
-        )
-        .takes::<CreateRunner>()
-        .returns::<RunnerCreated>(201),
-        Op::get(
-            routes::RUNNERS,
-            "listRunners",
-            "The org's runners.",
-            get(list_runners),
-        )
-        .returns::<RunnerList>(200),
-        Op::post(
-            routes::RUNNER_REVOKE,
-            "revokeRunner",
-            "Revoke a runner's token.",
-            post(revoke_runner),
-        )
-        .returns::<RunnerInfo>(200),
-        Op::post(
-            routes::RUNNER_ROTATE_TOKEN,
-            "rotateRunnerToken",
-            "Issue a runner a new token, shown only in this answer; the old one stops working at once (a revoked runner is active again). For an install's runner too, which `createRunner` cannot reissue.",
-            post(rotate_runner_token),
-        )
-        .returns::<RunnerCreated>(200),
-        Op::post(
-            routes::JOBS,
-            "createJob",
-            "Queue a signed job for a runner.",
-            post(create_job),
-        )
-        .takes::<CreateJob>()
-        .returns::<JobInfo>(201),
-        Op::get(
-            routes::JOBS,
-            "listJobs",
-            "The org's newest jobs.",
-            get(list_jobs),
-        )
-        .query(
+        Op::endpoint::<ep::CreateRunner>(post(create_runner)),
+        Op::endpoint::<ep::ListRunners>(get(list_runners)),
+        Op::endpoint::<ep::RevokeRunner>(post(revoke_runner)),
+        Op::endpoint::<ep::RotateRunnerToken>(post(rotate_runner_token)),
+        Op::endpoint::<ep::CreateJob>(post(create_job)),
+        Op::endpoint::<ep::ListJobs>(get(list_jobs)).query(
             "limit",
             json!({"type": "integer", "minimum": 0}),
             "How many (1 to 1000, default 100).",
-        )
-        .returns::<JobList>(200),
-        Op::get(routes::JOB, "getJob", "One job.", get(get_job)).returns::<JobInfo>(200),
-        Op::post(
-            routes::JOB_CANCEL,
-            "cancelJob",
-            "Cancel a job.",
-            post(cancel_job),
-        )
-        .returns::<JobInfo>(200),
-        Op::get(
-            routes::JOB_LOGS,
-            "getJobLogs",
-            "A page of a job's log, or with follow=true its live stream (NDJSON).",
-            get(job_logs),
-        )
-        .query(
-            "after",
-            json!({"type": "integer", "minimum": 0}),
-            "The cursor of the last line read (0 for the start).",
-        )
-        .query(
-            "limit",
-            json!({"type": "integer", "minimum": 0}),
-            "Lines per page (1 to 10000).",
-        )
-        .query(
-            "follow",
-            json!({"type": "boolean"}),
-            "Stream lines until the job has finished.",
-        )
-        .returns::<LogPage>(200)
-        .streams::<LogEntry>("application/x-ndjson"),
+        ),
+        Op::endpoint::<ep::GetJob>(get(get_job)),
+        Op::endpoint::<ep::CancelJob>(post(cancel_job)),
+        Op::endpoint::<ep::GetJobLogs>(get(job_logs))
+            .query(
+                "after",
+                json!({"type": "integer", "minimum": 0}),
+                "The cursor of the last line read (0 for the start).",
+            )
+            .query(
+                "limit",
+                json!({"type": "integer", "minimum": 0}),
+                "Lines per page (1 to 10000).",
+            )
+            .query(
+                "follow",
+                json!({"type": "boolean"}),
+                "Stream lines until the job has finished.",
+            )
+            .streams::<LogEntry>("application/x-ndjson"),
     ]
 }
 

@@ -92,52 +92,21 @@ impl Op {
         Self::new("get", path, id, summary, handler)
     }
 
-    pub(crate) fn post(
-        path: &'static str,
-        id: &'static str,
-        summary: &'static str,
-        handler: MethodRouter<SharedState>,
-    ) -> Self {
-        Self::new("post", path, id, summary, handler)
-    }
-
-    pub(crate) fn patch(
-        path: &'static str,
-        id: &'static str,
-        summary: &'static str,
-        handler: MethodRouter<SharedState>,
-    ) -> Self {
-        Self::new("patch", path, id, summary, handler)
-    }
-
-    pub(crate) fn put(
-        path: &'static str,
-        id: &'static str,
-        summary: &'static str,
-        handler: MethodRouter<SharedState>,
-    ) -> Self {
-        Self::new("put", path, id, summary, handler)
-    }
-
-    pub(crate) fn delete(
-        path: &'static str,
-        id: &'static str,
-        summary: &'static str,
-        handler: MethodRouter<SharedState>,
-    ) -> Self {
-        Self::new("delete", path, id, summary, handler)
-    }
-
     /// The operation `E` declares (method, path, id, summary, request and
-    /// response), served by `handler`. Its service records it in the
-    /// audit trail.
+    /// response), served by `handler`.
     pub(crate) fn endpoint<E: Endpoint>(handler: MethodRouter<SharedState>) -> Self {
         let mut op = Self::new(E::METHOD.as_str(), E::PATH, E::ID, E::SUMMARY, handler);
-        op.audited_by_service = true;
         if E::BODY {
             op = op.takes::<E::Request>();
         }
         op.returns::<E::Response>(E::STATUS)
+    }
+
+    /// Its service records it in the audit trail (every outcome), so the
+    /// audit layer does not.
+    pub(crate) fn audited_by_service(mut self) -> Self {
+        self.audited_by_service = true;
+        self
     }
 
     /// The JSON body it takes.

@@ -7,7 +7,8 @@ use axum::extract::{Path, State};
 use axum::routing::get;
 use nuon_core::app::AppConfig;
 use nuon_core::cron::Schedule;
-use nuon_core::wire::{DriftInfo, InstallDrift, WorkflowInfo, routes};
+use nuon_core::endpoint as ep;
+use nuon_core::wire::{DriftInfo, InstallDrift, WorkflowInfo};
 use nuon_core::workflow::{SANDBOX, StepKind, WorkflowKind, WorkflowStatus};
 
 use super::apps::install_app_config;
@@ -16,10 +17,7 @@ use super::{ApiAuth, SharedState};
 use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
-    vec![
-        Op::get(routes::INSTALL_DRIFT, "getInstallDrift", "What the newest drift check of the install's sandbox and of each component found (drifted, in sync, checking, failed), with the plan's summary and when its schedule checks it next.", get(drift))
-            .returns::<InstallDrift>(200),
-    ]
+    vec![Op::endpoint::<ep::GetInstallDrift>(get(drift))]
 }
 
 /// What `wf`, a drift check, found.

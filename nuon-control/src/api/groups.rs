@@ -7,8 +7,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, patch, post};
+use nuon_core::endpoint as ep;
 use nuon_core::labels::{Selector, check_key, check_labels};
-use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, InstallInfo, LabelChange, routes};
+use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, InstallInfo, LabelChange};
 use serde::Deserialize;
 
 use super::apps::{install_info, install_of, with_app_name};
@@ -20,18 +21,11 @@ use crate::store::{StoredGroup, StoredInstall};
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::patch(routes::INSTALL_LABELS, "setInstallLabels", "Add, replace or remove some of an install's labels; the others stay.", patch(set_labels))
-            .takes::<LabelChange>()
-            .returns::<InstallInfo>(200),
-        Op::post(routes::INSTALL_GROUPS, "createInstallGroup", "Create a group of installs: a name and a label selector; its members are the installs whose labels match it.", post(create_group))
-            .takes::<CreateGroup>()
-            .returns::<GroupInfo>(201),
-        Op::get(routes::INSTALL_GROUPS, "listInstallGroups", "The org's groups of installs, with the installs each selects now.", get(list_groups))
-            .returns::<GroupList>(200),
-        Op::get(routes::INSTALL_GROUP, "getInstallGroup", "One group of installs, with the installs it selects now.", get(get_group))
-            .returns::<GroupInfo>(200),
-        Op::delete(routes::INSTALL_GROUP, "deleteInstallGroup", "Delete a group (its installs stay).", delete(delete_group))
-            .returns::<GroupInfo>(200),
+        Op::endpoint::<ep::SetInstallLabels>(patch(set_labels)),
+        Op::endpoint::<ep::CreateInstallGroup>(post(create_group)),
+        Op::endpoint::<ep::ListInstallGroups>(get(list_groups)),
+        Op::endpoint::<ep::GetInstallGroup>(get(get_group)),
+        Op::endpoint::<ep::DeleteInstallGroup>(delete(delete_group)),
     ]
 }
 

@@ -6,7 +6,8 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::{get, put};
-use nuon_core::wire::{InstallCheck, InstallHealth, PushCheck, check_name, routes};
+use nuon_core::endpoint as ep;
+use nuon_core::wire::{InstallCheck, InstallHealth, PushCheck, check_name};
 
 use super::apps::install_app_config;
 use super::control::require_admin;
@@ -17,11 +18,8 @@ use crate::health::{InstallSummary, WorkflowSummary, health_of};
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::get(routes::INSTALL_HEALTH, "getInstallHealth", "An install's health: healthy, unhealthy (a component's last deploy or a health-check action's last run failed) or offline (its runner is not there), with what it is made of.", get(health))
-            .returns::<InstallHealth>(200),
-        Op::put(routes::INSTALL_CHECK, "pushInstallCheck", "Report a check for an install from the vendor's own systems: `healthy` or `unhealthy`, with a detail. A component whose `[health] required_checks` names it waits, after its apply, until it is reported healthy; the install's health shows it.", put(push_check))
-            .takes::<PushCheck>()
-            .returns::<InstallCheck>(200),
+        Op::endpoint::<ep::GetInstallHealth>(get(health)),
+        Op::endpoint::<ep::PushInstallCheck>(put(push_check)),
     ]
 }
 

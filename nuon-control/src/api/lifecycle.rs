@@ -4,13 +4,14 @@
 //! it (the `update-inputs` triggers around a redeploy of what reads the
 //! values), and deleting an app that has no install left.
 
+use nuon_core::endpoint as ep;
 use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
-use nuon_core::wire::{AppInfo, InputsUpdated, InstallRemoved, UpdateInputs, WorkflowInfo, routes};
+use nuon_core::wire::{AppInfo, InputsUpdated, InstallRemoved, UpdateInputs, WorkflowInfo};
 use nuon_core::workflow::{self, WorkflowKind};
 use serde_json::Value;
 
@@ -27,15 +28,10 @@ use crate::secrets::Sealed;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::delete(routes::INSTALL, "deleteInstall", "Delete an install: deprovision it (its components torn down, its sandbox destroyed), then remove it and revoke its runner. The answer is the deprovision workflow; the install goes when it succeeds (a failed one can be retried).", delete(delete_install))
-            .returns::<WorkflowInfo>(202),
-        Op::post(routes::INSTALL_FORGET, "forgetInstall", "Remove an install's record only: nothing in the customer's cloud is destroyed. Its workflows, states and runner token go with it. Refused while a workflow of it runs.", post(forget_install))
-            .returns::<InstallRemoved>(200),
-        Op::post(routes::INSTALL_UPDATE_INPUTS, "updateInstallInputs", "Change inputs and secrets of an install and start the workflow Nuon starts: the actions of the pre-update-inputs and post-update-inputs triggers around a redeploy of the components that read the changed values (and what depends on them). With `dry_run`, only say what would run.", post(update_inputs))
-            .takes::<UpdateInputs>()
-            .returns::<InputsUpdated>(200),
-        Op::delete(routes::APP, "deleteApp", "Delete an app with its config versions, builds and releases; refused while it has installs.", delete(delete_app))
-            .returns::<AppInfo>(200),
+        Op::endpoint::<ep::DeleteInstall>(delete(delete_install)),
+        Op::endpoint::<ep::ForgetInstall>(post(forget_install)),
+        Op::endpoint::<ep::UpdateInstallInputs>(post(update_inputs)),
+        Op::endpoint::<ep::DeleteApp>(delete(delete_app)),
     ]
 }
 

@@ -9,6 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use nuon_core::audit::AuditEntry;
+use nuon_core::endpoint as ep;
 use nuon_core::wire::{
     AuditList, AuditVerification, CreateWebhook, DebugRequest, DeliveryList, JobInfo,
     WebhookCreated, WebhookInfo, WebhookList, routes,
@@ -25,31 +26,22 @@ use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::get(routes::AUDIT, "listAudit", "A page of the org's audit trail, oldest first: every state-changing API call and every job, each entry chained to the one before by its hash.", get(list))
+        Op::endpoint::<ep::ListAudit>(get(list))
             .query("after", json!({"type": "integer", "minimum": 0}), "The number of the last entry read (0 for the start).")
             .query("limit", json!({"type": "integer", "minimum": 0}), "Entries per page (1 to 10000, default 1000).")
-            .query("actor", json!({"type": "string"}), "Only the entries of this actor (a token id, or runner:ID).")
-            .returns::<AuditList>(200),
+            .query("actor", json!({"type": "string"}), "Only the entries of this actor (a token id, or runner:ID)."),
         Op::get(routes::AUDIT_EXPORT, "exportAudit", "The org's whole audit trail as NDJSON, or with runner or install only the jobs that runner ran (what `nuon-runner audit compare` takes).", get(export))
             .query("runner", json!({"type": "string"}), "Only the entries of this runner (name or id).")
             .query("install", json!({"type": "string"}), "Only the entries of this install's runner (name or id).")
             .streams::<AuditEntry>("application/x-ndjson"),
-        Op::get(routes::AUDIT_VERIFY, "verifyAudit", "Check the org's audit chain from its first entry: how many entries chain, the head hash, and the first entry that does not chain.", get(verify))
-            .returns::<AuditVerification>(200),
-        Op::post(routes::WEBHOOKS, "createWebhook", "Add a webhook; its signing secret is shown only in this answer.", post(create_webhook))
-            .takes::<CreateWebhook>()
-            .returns::<WebhookCreated>(201),
-        Op::get(routes::WEBHOOKS, "listWebhooks", "The org's webhooks.", get(list_webhooks))
-            .returns::<WebhookList>(200),
-        Op::post(routes::WEBHOOK_REMOVE, "removeWebhook", "Remove a webhook; its pending deliveries are given up.", post(remove_webhook))
-            .returns::<WebhookInfo>(200),
-        Op::get(routes::WEBHOOK_DELIVERIES, "listWebhookDeliveries", "The org's webhook deliveries, newest first: event, status, tries, last error.", get(deliveries))
+        Op::endpoint::<ep::VerifyAudit>(get(verify)),
+        Op::endpoint::<ep::CreateWebhook>(post(create_webhook)),
+        Op::endpoint::<ep::ListWebhooks>(get(list_webhooks)),
+        Op::endpoint::<ep::RemoveWebhook>(post(remove_webhook)),
+        Op::endpoint::<ep::ListWebhookDeliveries>(get(deliveries))
             .query("webhook", json!({"type": "string"}), "Only this webhook's.")
-            .query("limit", json!({"type": "integer", "minimum": 0}), "How many (1 to 1000, default 100).")
-            .returns::<DeliveryList>(200),
-        Op::post(routes::INSTALL_DEBUG, "requestInstallDebug", "Ask the install's runner to run a command for its logs or to debug; the runner decides (`nuon-runner run --debug-commands`), and a refusal fails the job with the runner's reason. Follow the job's log for the answer.", post(debug))
-            .takes::<DebugRequest>()
-            .returns::<JobInfo>(201),
+            .query("limit", json!({"type": "integer", "minimum": 0}), "How many (1 to 1000, default 100)."),
+        Op::endpoint::<ep::RequestInstallDebug>(post(debug)),
     ]
 }
 

@@ -5,10 +5,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use nuon_core::TokenId;
+use nuon_core::endpoint as ep;
 use nuon_core::token::issue_api_token;
-use nuon_core::wire::{
-    CreateToken, OrgInfo, SignInCode, TokenCreated, TokenInfo, TokenList, routes,
-};
+use nuon_core::wire::{CreateToken, OrgInfo, SignInCode, TokenCreated, TokenInfo, TokenList};
 
 use crate::store::NewApiToken;
 
@@ -19,36 +18,11 @@ use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::get(routes::ORG, "getOrg", "The token's org.", get(get_org)).returns::<OrgInfo>(200),
-        Op::post(
-            routes::TOKENS,
-            "createToken",
-            "Create an API token; its secret is shown only in this answer.",
-            post(create_token),
-        )
-        .takes::<CreateToken>()
-        .returns::<TokenCreated>(201),
-        Op::get(
-            routes::TOKENS,
-            "listTokens",
-            "The org's API tokens, never their secrets.",
-            get(list_tokens),
-        )
-        .returns::<TokenList>(200),
-        Op::post(
-            routes::TOKEN_REVOKE,
-            "revokeToken",
-            "Revoke an API token.",
-            post(revoke_token),
-        )
-        .returns::<TokenInfo>(200),
-        Op::post(
-            routes::SIGN_IN_CODES,
-            "createSignInCode",
-            "A one-time link that signs a browser into the dashboard as this token (deployer or admin): it works once, for 10 minutes, and its page shows the org and the person and asks first. What `nuon dev` prints instead of a token.",
-            post(create_sign_in_code),
-        )
-        .returns::<SignInCode>(201),
+        Op::endpoint::<ep::GetOrg>(get(get_org)),
+        Op::endpoint::<ep::CreateToken>(post(create_token)),
+        Op::endpoint::<ep::ListTokens>(get(list_tokens)),
+        Op::endpoint::<ep::RevokeToken>(post(revoke_token)),
+        Op::endpoint::<ep::CreateSignInCode>(post(create_sign_in_code)),
     ]
 }
 

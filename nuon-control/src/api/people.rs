@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, patch, post};
 use nuon_core::audit::AuditEntry;
+use nuon_core::endpoint as ep;
 use nuon_core::token::{hash_token, issue_api_token};
 use nuon_core::wire::{
     InviteUser, Role, SetUserRole, SignInCallback, SignInQuery, SignedIn, TokenCreated, TokenScope,
@@ -28,27 +29,20 @@ use crate::store::{NewApiToken, PendingSignIn};
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::get(routes::USERS, "listUsers", "The org's people, with their roles and whether they have signed in.", get(list_users))
-            .returns::<UserList>(200),
-        Op::post(routes::USERS, "inviteUser", "Invite a person by email address with a role (owner, admin, deployer, viewer); they sign in through the org's OpenID Connect provider. Admin only; an owner is made by an owner (or by an admin while the org has none).", post(invite_user))
-            .takes::<InviteUser>()
-            .returns::<UserInfo>(201),
-        Op::patch(routes::USER, "setUserRole", "Change a person's role (by id or email address); their tokens follow at once. The org's last owner stays one.", patch(set_role))
-            .takes::<SetUserRole>()
-            .returns::<UserInfo>(200),
-        Op::delete(routes::USER, "removeUser", "Remove a person from the org and revoke every token of theirs.", axum::routing::delete(remove_user))
-            .returns::<UserInfo>(200),
+        Op::endpoint::<ep::ListUsers>(get(list_users)),
+        Op::endpoint::<ep::InviteUser>(post(invite_user)),
+        Op::endpoint::<ep::SetUserRole>(patch(set_role)),
+        Op::endpoint::<ep::RemoveUser>(axum::routing::delete(remove_user)),
         Op::get(routes::OIDC_LOGIN, "signIn", "Start signing in to an org (`?org=NAME`) through its OpenID Connect provider: a redirect to the provider (authorization code flow with PKCE). Needs no token.", get(sign_in))
             .query("org", serde_json::json!({"type": "string"}), "The org, by name.")
             .redirects("To the provider's authorization endpoint.")
             .public(),
-        Op::get(routes::OIDC_CALLBACK, "signInCallback", "Where the provider sends the browser back: the code is traded for an ID token, checked (signature, issuer, audience, expiry, this sign-in's state and nonce), and an invited person gets an API token of theirs that expires (shown only in this answer; an HTML page when the browser asks for one).", get(callback))
+        Op::endpoint::<ep::SignInCallback>(get(callback))
             .query("code", serde_json::json!({"type": "string"}), "The authorization code.")
             .query("state", serde_json::json!({"type": "string"}), "The sign-in's state.")
             .query("error", serde_json::json!({"type": "string"}), "The provider's refusal, if it refused.")
             .query("error_description", serde_json::json!({"type": "string"}), "Its words.")
             .query("iss", serde_json::json!({"type": "string"}), "The issuer that answers (RFC 9207).")
-            .returns::<SignedIn>(200)
             .public(),
     ]
 }

@@ -7,7 +7,8 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use nuon_core::wire::{CreateRelease, ReleaseInfo, ReleaseList, routes};
+use nuon_core::endpoint as ep;
+use nuon_core::wire::{CreateRelease, ReleaseInfo, ReleaseList};
 use nuon_core::{ReleaseId, now_ms};
 use serde::Deserialize;
 
@@ -19,14 +20,13 @@ use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::post(routes::RELEASES, "createRelease", "Freeze a release: a config version of an app (default: the latest) and the newest successful build of each of its components and its sandbox; refused while one has none.", post(create_release))
-            .takes::<CreateRelease>()
-            .returns::<ReleaseInfo>(201),
-        Op::get(routes::RELEASES, "listReleases", "The org's releases (of `app`, when given), newest first.", get(list_releases))
-            .query("app", serde_json::json!({"type": "string"}), "Only this app's (by name or id).")
-            .returns::<ReleaseList>(200),
-        Op::get(routes::RELEASE, "getRelease", "One release with the artifact of each component, by digest.", get(get_release))
-            .returns::<ReleaseInfo>(200),
+        Op::endpoint::<ep::CreateRelease>(post(create_release)),
+        Op::endpoint::<ep::ListReleases>(get(list_releases)).query(
+            "app",
+            serde_json::json!({"type": "string"}),
+            "Only this app's (by name or id).",
+        ),
+        Op::endpoint::<ep::GetRelease>(get(get_release)),
     ]
 }
 

@@ -8,8 +8,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
+use nuon_core::endpoint as ep;
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
-use nuon_core::wire::routes;
 use nuon_core::{ReleaseId, RolloutId};
 
 use super::apps::app_names;
@@ -19,34 +19,28 @@ use super::{ApiAuth, Body, SharedState};
 use crate::engine::RolloutAct;
 use crate::error::Error;
 
+/// The operation `E`, which does `act` to a rollout.
+fn act<E: nuon_core::endpoint::Endpoint>(act: RolloutAct) -> Op {
+    Op::endpoint::<E>(post(
+        move |state: State<SharedState>, auth: ApiAuth, key: Path<String>| {
+            rollout_act(state, auth, key, act)
+        },
+    ))
+}
+
 pub(super) fn ops() -> Vec<Op> {
-    let act = |path, id, what, act: RolloutAct| {
-        Op::post(
-            path,
-            id,
-            what,
-            post(
-                move |state: State<SharedState>, auth: ApiAuth, key: Path<String>| {
-                    rollout_act(state, auth, key, act)
-                },
-            ),
-        )
-        .returns::<RolloutInfo>(200)
-    };
     vec![
-        Op::post(routes::RELEASE_ROLLOUTS, "createRollout", "Roll a release out to the installs of its app that a label selector picks (`to`), in waves (`1,10%,100%`), at most `max_parallel` at once, each by its normal deploy workflow; a failed install stops it. With `dry_run`, only say who gets what, in which wave (200, nothing stored).", post(create_rollout))
-            .takes::<CreateRollout>()
-            .returns::<RolloutInfo>(201)
-            .or_status(200, "A dry run: the plan, with status `planned`; nothing is stored or started."),
-        Op::get(routes::RELEASE_ROLLOUTS, "listRollouts", "A release's rollouts (and the rollbacks of them), newest first.", get(list_rollouts))
-            .returns::<RolloutList>(200),
-        Op::get(routes::ROLLOUT, "getRollout", "One rollout: its status, wave, and every install's state, workflow and reason.", get(get_rollout))
-            .returns::<RolloutInfo>(200),
-        act(routes::ROLLOUT_RESUME, "resumeRollout", "Go on: start the next wave of a rollout that waits for an approval, go on with a paused one, or pass over the installs that failed and go on without them.", RolloutAct::Resume),
-        act(routes::ROLLOUT_PAUSE, "pauseRollout", "Pause a rollout: what deploys (or updates) finishes and is recorded; nothing new starts until `resume`.", RolloutAct::Pause),
-        act(routes::ROLLOUT_RETRY, "retryRollout", "Deploy the installs that failed again (a new workflow each, with their inputs as they are now), then go on.", RolloutAct::Retry),
-        act(routes::ROLLOUT_CANCEL, "cancelRollout", "Start nothing more: the deploys that run finish.", RolloutAct::Cancel),
-        act(routes::ROLLOUT_ROLLBACK, "rollbackRollout", "Return every install the rollout reached to the release it had before, by a new rollout (answered); installs that had none are left as they are.", RolloutAct::Rollback),
+        Op::endpoint::<ep::CreateRollout>(post(create_rollout)).or_status(
+            200,
+            "A dry run: the plan, with status `planned`; nothing is stored or started.",
+        ),
+        Op::endpoint::<ep::ListRollouts>(get(list_rollouts)),
+        Op::endpoint::<ep::GetRollout>(get(get_rollout)),
+        act::<ep::ResumeRollout>(RolloutAct::Resume),
+        act::<ep::PauseRollout>(RolloutAct::Pause),
+        act::<ep::RetryRollout>(RolloutAct::Retry),
+        act::<ep::CancelRollout>(RolloutAct::Cancel),
+        act::<ep::RollbackRollout>(RolloutAct::Rollback),
     ]
 }
 

@@ -9,8 +9,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
+use nuon_core::endpoint as ep;
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
-use nuon_core::wire::{PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList, routes};
+use nuon_core::wire::{PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList};
 use nuon_core::{ReleaseId, now_ms};
 
 use super::control::{require_admin, require_deployer};
@@ -20,19 +21,14 @@ use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::post(routes::RUNNER_RELEASES, "publishRunnerRelease", "Publish a runner version: a runner binary the vendor pushed to its artifact store as an OCI artifact (`repository`, the manifest and the binary by digest). The control plane signs the release (version, platform, the binary's digest and size) with the org's key; runners take no binary whose release does not verify. A version is published once.", post(publish))
-            .takes::<PublishRunnerRelease>()
-            .returns::<RunnerReleaseInfo>(201),
-        Op::get(routes::RUNNER_RELEASES, "listRunnerReleases", "The org's runner releases, newest first.", get(list))
-            .returns::<RunnerReleaseList>(200),
-        Op::get(routes::RUNNER_RELEASE, "getRunnerRelease", "One runner release, by version (or id).", get(get_one))
-            .returns::<RunnerReleaseInfo>(200),
-        Op::post(routes::RUNNER_RELEASE_ROLLOUTS, "createRunnerRollout", "Update the runners of the installs a label selector picks (`to`, of every app) to this version, in waves; a runner pinned by its customer (`nuon-runner run --pin-version`) is passed over. Each runner downloads, checks and switches to the version itself; an install passes when its runner calls on the version, healthy, and fails with the reason its runner reports (the runner went back to the version before); the first failure stops the rollout. With `dry_run`, only say who gets it, in which wave (200, nothing stored).", post(create_rollout))
-            .takes::<CreateRollout>()
-            .returns::<RolloutInfo>(201)
-            .or_status(200, "A dry run: the plan, with status `planned`; nothing is stored or started."),
-        Op::get(routes::RUNNER_RELEASE_ROLLOUTS, "listRunnerRollouts", "A runner release's rollouts (and the rollbacks of them), newest first.", get(list_rollouts))
-            .returns::<RolloutList>(200),
+        Op::endpoint::<ep::PublishRunnerRelease>(post(publish)),
+        Op::endpoint::<ep::ListRunnerReleases>(get(list)),
+        Op::endpoint::<ep::GetRunnerRelease>(get(get_one)),
+        Op::endpoint::<ep::CreateRunnerRollout>(post(create_rollout)).or_status(
+            200,
+            "A dry run: the plan, with status `planned`; nothing is stored or started.",
+        ),
+        Op::endpoint::<ep::ListRunnerRollouts>(get(list_rollouts)),
     ]
 }
 

@@ -5,6 +5,7 @@
 //! trades the stack's one-time token for the runner's token and records
 //! the stack's outputs as `.nuon.install_stack.outputs.*`.
 
+use nuon_core::endpoint as ep;
 use std::collections::BTreeMap;
 
 use axum::Json;
@@ -36,9 +37,8 @@ const MAX_OUTPUT_CHARS: usize = 4096;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::get(routes::INSTALL_STACK, "getInstallStack", "The install's stack: what the customer applies once to run the install's runner, made from the app's stack.toml, runner.toml, permissions and break_glass. Each download carries a new one-time token for the stack's phone-home (valid 24 h, or nuon-ctl serve --stack-token-ttl; single use); the one before stops working. Needs an admin token.", get(stack))
-            .query("format", json!({"type": "string", "enum": StackFormat::NAMES}), "The flavour: cloudformation (AWS), helm (a chart for a Kubernetes cluster) or vm (a shell bundle and a systemd unit). Default: the one the app's runner_type asks for (cloudformation for aws, aws-ecs and aws-eks; helm for azure and gcp; vm for local).")
-            .returns::<InstallStack>(200),
+        Op::endpoint::<ep::GetInstallStack>(get(stack))
+            .query("format", json!({"type": "string", "enum": StackFormat::NAMES}), "The flavour: cloudformation (AWS), helm (a chart for a Kubernetes cluster) or vm (a shell bundle and a systemd unit). Default: the one the app's runner_type asks for (cloudformation for aws, aws-ecs and aws-eks; helm for azure and gcp; vm for local)."),
     ]
 }
 

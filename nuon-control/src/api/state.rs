@@ -22,6 +22,7 @@ use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
+use nuon_core::endpoint as ep;
 use nuon_core::wire::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked, routes};
 use nuon_core::{InstallId, now_ms};
 use serde::Deserialize;
@@ -43,20 +44,8 @@ pub(super) fn runner_routes() -> axum::Router<SharedState> {
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::get(
-            routes::INSTALL_STATES,
-            "listInstallStates",
-            "The Terraform states of an install: versions and locks, never the state itself.",
-            get(list_states),
-        )
-        .returns::<StateList>(200),
-        Op::post(
-            routes::INSTALL_STATE_UNLOCK,
-            "forceUnlockState",
-            "Release a component's Terraform state lock by force (a runner died holding it).",
-            post(force_unlock),
-        )
-        .returns::<StateUnlocked>(200),
+        Op::endpoint::<ep::ListInstallStates>(get(list_states)),
+        Op::endpoint::<ep::ForceUnlockState>(post(force_unlock)),
     ]
 }
 

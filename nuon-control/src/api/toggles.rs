@@ -7,10 +7,11 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::{get, post, put};
 use nuon_core::app::AppConfig;
+use nuon_core::endpoint as ep;
 use nuon_core::model::InstallState;
 use nuon_core::wire::{
     ComponentOverridden, ComponentToggled, InstallComponent, InstallComponents, InstallOutputs,
-    SetComponentOverride, ToggleComponent, routes,
+    SetComponentOverride, ToggleComponent,
 };
 use nuon_core::workflow::{WorkflowKind, left_out_by_denial};
 
@@ -24,17 +25,10 @@ use crate::store::StoredInstall;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::get(routes::INSTALL_COMPONENTS, "listInstallComponents", "An install's components in dependency order: each on or off (toggleable ones can be turned off), and whether it is deployed.", get(list))
-            .returns::<InstallComponents>(200),
-        Op::post(routes::INSTALL_COMPONENT_DISABLE, "disableInstallComponent", "Turn a toggleable component off for an install: it and the components that depend on it are torn down, and deploys skip them until it is on again.", post(disable))
-            .takes::<ToggleComponent>()
-            .returns::<ComponentToggled>(200),
-        Op::post(routes::INSTALL_COMPONENT_ENABLE, "enableInstallComponent", "Turn a toggleable component on again for an install: it is deployed.", post(enable))
-            .takes::<ToggleComponent>()
-            .returns::<ComponentToggled>(200),
-        Op::put(routes::INSTALL_COMPONENT_OVERRIDES, "setInstallComponentOverrides", "Set an install's own values for a component (`helm_values` YAML for a helm_chart, `tf_vars` for a terraform_module), merged over the app config's; both empty clears them. The component is deployed with them (unless `deploy` is false or the install was never provisioned).", put(set_override))
-            .takes::<SetComponentOverride>()
-            .returns::<ComponentOverridden>(200),
+        Op::endpoint::<ep::ListInstallComponents>(get(list)),
+        Op::endpoint::<ep::DisableInstallComponent>(post(disable)),
+        Op::endpoint::<ep::EnableInstallComponent>(post(enable)),
+        Op::endpoint::<ep::SetInstallComponentOverrides>(put(set_override)),
     ]
 }
 

@@ -9,9 +9,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use nuon_core::app::{ComponentKind, Source, source_dir};
+use nuon_core::endpoint as ep;
 use nuon_core::wire::{
     ApprovalAnswer, BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow, InstallOutputs,
-    StepChoice, WorkflowInfo, routes,
+    StepChoice, WorkflowInfo,
 };
 use nuon_core::workflow::WorkflowKind;
 use nuon_core::{
@@ -29,35 +30,17 @@ use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::post(routes::INSTALL_WORKFLOWS, "createWorkflow", "Start a workflow (provision, deploy, teardown, deprovision, reprovision) on an install; it queues behind the install's running workflow.", post(create_workflow))
-            .takes::<CreateWorkflow>()
-            .returns::<WorkflowInfo>(201),
-        Op::post(routes::WORKFLOW_APPROVE, "approveWorkflowStep", "Approve the step that waits for an approval (or the one named).", post(approve))
-            .takes::<StepChoice>()
-            .returns::<WorkflowInfo>(200),
-        Op::post(routes::WORKFLOW_DENY, "denyWorkflowStep", "Deny the step that waits for an approval: it and every step that depends on it are skipped (the response `deny-skip-current-and-dependents`).", post(deny))
-            .takes::<StepChoice>()
-            .returns::<WorkflowInfo>(200),
-        Op::post(routes::WORKFLOW_RESPOND, "respondToApproval", "Answer the step that waits for an approval (or the one named) with one of Nuon's responses: `approve`; `deny` (the workflow fails); `deny-skip-current` (the step is skipped, the rest runs); `deny-skip-current-and-dependents`; `retry` (plan again, then ask again).", post(respond))
-            .takes::<ApprovalAnswer>()
-            .returns::<WorkflowInfo>(200),
-        Op::post(routes::WORKFLOW_CANCEL, "cancelWorkflow", "Cancel a workflow: its running job is cancelled, its other steps will not run.", post(cancel))
-            .takes::<StepChoice>()
-            .returns::<WorkflowInfo>(200),
-        Op::post(routes::WORKFLOW_RETRY, "retryWorkflow", "Retry a failed or cancelled workflow from its failed step (an apply from its plan).", post(retry))
-            .takes::<StepChoice>()
-            .returns::<WorkflowInfo>(200),
-        Op::post(routes::WORKFLOW_SKIP, "skipWorkflowStep", "Skip the failed (or cancelled) step of a workflow, or the one named, with what it leads to (a plan's apply, an apply's health checks), and run the rest (Nuon's `skip-step`).", post(skip))
-            .takes::<StepChoice>()
-            .returns::<WorkflowInfo>(200),
-        Op::get(routes::INSTALL_OUTPUTS, "getInstallOutputs", "The Terraform outputs of an install's sandbox and components.", get(outputs))
-            .returns::<InstallOutputs>(200),
-        Op::post(routes::APP_BUILDS, "createBuilds", "Build the components (and sandbox) of the app's latest config version on the org's build runner.", post(create_builds))
-            .takes::<CreateBuilds>()
-            .returns::<BuildList>(201),
-        Op::get(routes::APP_BUILDS, "listBuilds", "An app's builds, newest first.", get(list_builds))
-            .returns::<BuildList>(200),
-        Op::get(routes::BUILD, "getBuild", "One build.", get(get_build)).returns::<BuildInfo>(200),
+        Op::endpoint::<ep::CreateWorkflow>(post(create_workflow)),
+        Op::endpoint::<ep::ApproveWorkflowStep>(post(approve)),
+        Op::endpoint::<ep::DenyWorkflowStep>(post(deny)),
+        Op::endpoint::<ep::RespondToApproval>(post(respond)),
+        Op::endpoint::<ep::CancelWorkflow>(post(cancel)),
+        Op::endpoint::<ep::RetryWorkflow>(post(retry)),
+        Op::endpoint::<ep::SkipWorkflowStep>(post(skip)),
+        Op::endpoint::<ep::GetInstallOutputs>(get(outputs)),
+        Op::endpoint::<ep::CreateBuilds>(post(create_builds)),
+        Op::endpoint::<ep::ListBuilds>(get(list_builds)),
+        Op::endpoint::<ep::GetBuild>(get(get_build)),
     ]
 }
 

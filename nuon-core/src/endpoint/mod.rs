@@ -15,8 +15,6 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::wire::{EditInstall, InstallInfo, routes};
-
 /// An HTTP method of an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
@@ -107,9 +105,9 @@ pub fn push_segment(out: &mut String, s: &str) {
     }
 }
 
-/// Declares endpoints: `Name: METHOD "path" "operationId" Request -> Response;`
-/// with the summary as its doc comment's first line is not enough for
-/// OpenAPI, so it is given as `summary = "..."`.
+/// Declares endpoints, each as
+/// `Name: Method PATH, "operationId", Request => Response[, status = N], body = BOOL, summary = "...";`
+/// (the summary is OpenAPI's, for people reading the document).
 macro_rules! endpoints {
     ($(
         $(#[$meta:meta])*
@@ -134,14 +132,39 @@ macro_rules! endpoints {
     )*};
 }
 
-endpoints! {
-    /// `GET /v1/installs/{id}`.
-    GetInstall: Get routes::INSTALL, "getInstall", () => InstallInfo, body = false,
-        summary = "One install, by id or name; sensitive inputs and secrets only by name.";
-    /// `PATCH /v1/installs/{id}`.
-    UpdateInstall: Patch routes::INSTALL, "updateInstall", EditInstall => InstallInfo, body = true,
-        summary = "Rename an install or change its approval mode (each when given). Its id, runner and workflows stay; a name another install of the org has is refused (409 `name_taken`).";
-}
+mod apps;
+mod drift;
+mod groups;
+mod health;
+mod lifecycle;
+mod ops;
+mod orgs;
+mod people;
+mod releases;
+mod rollouts;
+mod runner_releases;
+mod runners;
+mod stack;
+mod state;
+mod toggles;
+mod workflows;
+
+pub use apps::*;
+pub use drift::*;
+pub use groups::*;
+pub use health::*;
+pub use lifecycle::*;
+pub use ops::*;
+pub use orgs::*;
+pub use people::*;
+pub use releases::*;
+pub use rollouts::*;
+pub use runner_releases::*;
+pub use runners::*;
+pub use stack::*;
+pub use state::*;
+pub use toggles::*;
+pub use workflows::*;
 
 #[cfg(test)]
 mod tests {
