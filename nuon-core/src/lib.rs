@@ -62,7 +62,7 @@ pub mod redact;
 pub mod rollout;
 mod signing;
 pub mod stack;
-pub mod template;
+pub use nuon_template as template;
 pub mod token;
 mod transport;
 pub mod version;

@@ -67,7 +67,8 @@ fn our_dependencies(manifest: &str) -> Vec<String> {
 fn crates_depend_one_way() {
     // Each library crate, and the workspace crates it may depend on.
     let allowed: &[(&str, &[&str])] = &[
-        ("nuon-core", &[]),
+        ("nuon-template", &[]),
+        ("nuon-core", &["nuon-template"]),
         ("nuon-client", &["nuon-core"]),
         ("nuon-plugins", &["nuon-core"]),
         (
@@ -267,28 +268,26 @@ fn the_service_layer_sits_below_the_api() {
 const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-core/src/wire.rs", 2612),
     // A table: Sprig's functions, one after another.
-    ("nuon-core/src/template/funcs/sprig.rs", 1999),
+    ("nuon-template/src/funcs/sprig.rs", 1999),
     ("nuon-control/src/api/web/mod.rs", 1996),
     ("nuon-core/src/app/load.rs", 1941),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
     ("benches/job_loop.rs", 1216),
     ("nuon-runner-lib/src/runner.rs", 1377),
-    ("bins/nuon/src/apps.rs", 1307),
     ("nuon-core/src/app/mod.rs", 1144),
     ("nuon-control/src/api/web/pages.rs", 1110),
-    ("nuon-client/src/control.rs", 1073),
+    ("nuon-client/src/control.rs", 979),
     ("bins/nuon/src/deploy.rs", 984),
-    ("nuon-core/src/template/parse.rs", 950),
+    ("nuon-template/src/parse.rs", 950),
     ("nuon-control/src/engine/dispatch.rs", 932),
     ("nuon-control/src/api/mod.rs", 927),
     ("nuon-core/src/app/check.rs", 911),
     ("nuon-runner-lib/src/cmd.rs", 892),
     ("nuon-plugins/src/oci/image.rs", 888),
     ("nuon-core/src/rollout.rs", 888),
-    ("bins/nuon/src/lib.rs", 883),
     ("nuon-control/src/ops.rs", 851),
-    ("nuon-control/src/api/apps.rs", 850),
+    ("nuon-control/src/api/apps.rs", 846),
     ("nuon-plugins/src/oci/registry.rs", 842),
     ("nuon-core/src/app/platform.rs", 830),
     ("nuon-control/src/engine/mod.rs", 812),
@@ -299,6 +298,7 @@ fn no_file_grows_past_800_lines() {
     let mut long = Vec::new();
     for dir in [
         "nuon-core/src",
+        "nuon-template/src",
         "nuon-control/src",
         "nuon-client/src",
         "nuon-runner-lib/src",
@@ -320,6 +320,16 @@ fn no_file_grows_past_800_lines() {
             if n > cap {
                 long.push(format!("{path}: {n} lines (at most {cap})"));
             }
+        }
+    }
+    // A ceiling whose file shrank under 800, or went, goes from the list.
+    for (path, _) in LONG_FILES {
+        let p = repo_root().join(path);
+        let n = std::fs::read_to_string(&p).map_or(0, |t| shipped(&t).lines().count());
+        if n <= 800 {
+            long.push(format!(
+                "{path}: {n} lines: take it off LONG_FILES (it keeps the 800 cap now)"
+            ));
         }
     }
     assert!(
@@ -367,11 +377,15 @@ fn the_core_does_no_io() {
         "tokio::net",
     ];
     let mut found = Vec::new();
-    for p in files("nuon-core/src", "rs") {
-        for (i, line) in read(&p).lines().enumerate() {
+    let pure = [
+        files("nuon-core/src", "rs"),
+        files("nuon-template/src", "rs"),
+    ];
+    for p in pure.iter().flatten() {
+        for (i, line) in read(p).lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
             if let Some(b) = banned.iter().find(|b| code.contains(*b)) {
-                found.push(format!("{}:{}: {b}: {}", rel(&p), i + 1, line.trim()));
+                found.push(format!("{}:{}: {b}: {}", rel(p), i + 1, line.trim()));
             }
         }
     }

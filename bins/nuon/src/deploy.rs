@@ -15,7 +15,7 @@ use nuon_core::app::{self, SourceFile};
 use nuon_core::wire::{BuildInfo, ConfigFile, CreateWorkflow, WorkflowInfo};
 use nuon_core::workflow::{StepStatus, WorkflowKind, WorkflowStatus};
 
-use crate::{CliError, Global, JobsCommand, client, fmt_time, print_json, table};
+use crate::{CliError, Global, client, fmt_time, jobs::JobsCommand, print_json, table};
 
 /// The most source bytes one sync carries (the API takes 4 MiB bodies).
 const MAX_SOURCE_BYTES: u64 = 3 * 1024 * 1024;
@@ -249,7 +249,7 @@ pub(crate) async fn builds(g: &Global, command: &BuildsCommand) -> Result<u8, Cl
             Ok(0)
         }
         BuildsCommand::Logs { id, follow } => {
-            crate::jobs(
+            crate::jobs::jobs(
                 g,
                 &JobsCommand::Logs {
                     id: id.clone(),
@@ -587,9 +587,9 @@ pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliE
 /// `nuon installs checks push INSTALL NAME --healthy|--unhealthy`.
 pub(crate) async fn checks(
     g: &Global,
-    command: &crate::apps::ChecksCommand,
+    command: &crate::installs::ChecksCommand,
 ) -> Result<u8, CliError> {
-    let crate::apps::ChecksCommand::Push {
+    let crate::installs::ChecksCommand::Push {
         install,
         name,
         healthy,
@@ -669,9 +669,9 @@ pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliEr
 /// `nuon installs components list|disable|enable`.
 pub(crate) async fn install_components(
     g: &Global,
-    command: &crate::apps::InstallComponentsCommand,
+    command: &crate::installs::InstallComponentsCommand,
 ) -> Result<u8, CliError> {
-    use crate::apps::InstallComponentsCommand as C;
+    use crate::installs::InstallComponentsCommand as C;
     let client = client(g)?;
     let (a, on) = match command {
         C::List { install } => {
@@ -781,9 +781,9 @@ async fn follow_or_say(
 async fn set_override(
     g: &Global,
     client: &ControlClient,
-    a: &crate::apps::OverrideArgs,
+    a: &crate::installs::OverrideArgs,
 ) -> Result<u8, CliError> {
-    use crate::apps::read_values;
+    use crate::installs::read_values;
     if !a.clear && a.helm_values.is_none() && a.tf_vars.is_none() {
         return Err(CliError::usage(
             "give --helm-values FILE (a helm_chart), --tf-vars FILE (a terraform_module), or --clear",

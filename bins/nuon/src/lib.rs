@@ -34,16 +34,22 @@ mod deploy;
 mod dev;
 mod groups;
 mod images;
+mod installs;
+mod jobs;
 mod lifecycle;
 mod ops;
+mod orgs;
+mod output;
 mod plugins;
 mod releases;
 mod rollouts;
 mod runner_releases;
+mod runners;
 mod users;
+mod workflows;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::{CreateJob, JobInfo, LogEntry, LogStream};
-use nuon_core::{ExecJob, Job, JobId, JobStatus};
+use nuon_core::{ExecJob, Job, JobStatus};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -97,12 +103,12 @@ enum Command {
     /// Runners: one per install, one build runner per org.
     Runners {
         #[command(subcommand)]
-        command: RunnersCommand,
+        command: runners::RunnersCommand,
     },
     /// Jobs and their logs.
     Jobs {
         #[command(subcommand)]
-        command: JobsCommand,
+        command: jobs::JobsCommand,
     },
     /// Apps and their config versions.
     Apps {
@@ -112,7 +118,7 @@ enum Command {
     /// Installs: one customer's copy of an app each.
     Installs {
         #[command(subcommand)]
-        command: apps::InstallsCommand,
+        command: installs::InstallsCommand,
     },
     /// The components of an app.
     Components {
@@ -138,12 +144,12 @@ enum Command {
     /// The workflows of installs (provision, deploy, teardown, deprovision).
     Workflows {
         #[command(subcommand)]
-        command: apps::WorkflowsCommand,
+        command: workflows::WorkflowsCommand,
     },
     /// The token's org and its API tokens.
     Orgs {
         #[command(subcommand)]
-        command: apps::OrgsCommand,
+        command: orgs::OrgsCommand,
     },
     /// The org's people: invite by email address with a role, change
     /// roles, remove.
@@ -166,110 +172,7 @@ enum Command {
     },
 }
 
-#[derive(Debug, Subcommand)]
-enum RunnersCommand {
-    /// Register a runner; prints its id, its token (shown once) and the signing public key.
-    Create {
-        /// A name unique in the org.
-        #[arg(long)]
-        name: String,
-    },
-    /// List the org's runners.
-    List,
-    /// Revoke a runner's token (by name or id).
-    Revoke {
-        /// The runner.
-        runner: String,
-    },
-    /// Issue a runner (by name or id; an install's runner is named after
-    /// the install) a new token; the old one stops working at once.
-    RotateToken {
-        /// The runner.
-        runner: String,
-    },
-    /// Runner versions: publish one (signed by the org's key), roll it out
-    /// to install runners in waves, pause, resume or roll it back.
-    Release {
-        #[command(subcommand)]
-        command: runner_releases::RunnerReleaseCommand,
-    },
-}
-
 // Parsed once per process: the size of its largest variant costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Subcommand)]
-enum JobsCommand {
-    /// Run a command on a runner.
-    Exec {
-        /// The runner, by name or id.
-        #[arg(long)]
-        runner: String,
-        /// Timeout of one attempt (e.g. 30s, 10m, 2h).
-        #[arg(long, default_value = "1h", value_parser = nuon_core::parse_duration)]
-        timeout: Duration,
-        /// Attempts in all when an attempt is lost with its runner.
-        #[arg(long, default_value_t = 1)]
-        max_attempts: u32,
-        /// Environment for the command (repeatable).
-        #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
-        env: Vec<(String, String)>,
-        /// Working directory inside the job's work directory.
-        #[arg(long)]
-        dir: Option<String>,
-        /// Stream the log live and exit with the job's exit code.
-        #[arg(long)]
-        wait: bool,
-        /// On a runner that runs jobs in containers: the image to run the
-        /// command in, from the install's store (REPOSITORY@sha256:HEX).
-        #[arg(long)]
-        image: Option<nuon_core::ImageRef>,
-        /// Its container's memory limit (e.g. 64MiB).
-        #[arg(long, value_parser = nuon_core::wasm::parse_size)]
-        memory: Option<u64>,
-        /// Its container's CPU limit in thousandths of a CPU (e.g. 500).
-        #[arg(long)]
-        millicpus: Option<u64>,
-        /// Its container's limit on processes and threads.
-        #[arg(long)]
-        pids: Option<u64>,
-        /// Whether it may use the network: on or off (default: the runner's
-        /// policy for commands).
-        #[arg(long, value_parser = ["on", "off"])]
-        network: Option<String>,
-        /// The command and its arguments.
-        #[arg(last = true, required = true, num_args = 1..)]
-        command: Vec<String>,
-    },
-    /// Show one job.
-    Get {
-        /// The job id.
-        id: String,
-    },
-    /// Print a job's log.
-    Logs {
-        /// The job id.
-        id: String,
-        /// Keep printing new lines until the job finishes.
-        #[arg(long, short)]
-        follow: bool,
-        /// Print the job's output as it is, terminal control sequences
-        /// and all (they are taken out unless this is given).
-        #[arg(long)]
-        raw: bool,
-    },
-    /// Cancel a job.
-    Cancel {
-        /// The job id.
-        id: String,
-    },
-    /// List the org's newest jobs.
-    List {
-        /// How many.
-        #[arg(long, default_value_t = 50)]
-        limit: u32,
-    },
-}
-
 pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
     let (k, v) = s
         .split_once('=')
@@ -337,11 +240,6 @@ impl From<nuon_client::Error> for CliError {
             api_code,
         }
     }
-}
-
-fn job_id(raw: &str) -> Result<JobId, CliError> {
-    raw.parse()
-        .map_err(|e: nuon_core::IdError| CliError::usage(e.to_string()))
 }
 
 impl Global {
@@ -535,123 +433,20 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-async fn follow_to_end(client: &ControlClient, id: &JobId, print: bool) -> Result<(), CliError> {
-    let mut follower = client.follow_logs(id, 0);
-    while let Some(line) = follower.next().await? {
-        if print {
-            print_log_line(&line, false);
-        }
-    }
-    Ok(())
-}
-
 /// Runs a parsed command line; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<u8, CliError> {
     let g = &cli.global;
     match &cli.command {
-        Command::Runners { command } => {
-            let client = client(g)?;
-            match command {
-                RunnersCommand::Create { name } | RunnersCommand::RotateToken { runner: name } => {
-                    let created = match command {
-                        RunnersCommand::Create { .. } => client.create_runner(name).await?,
-                        _ => client.rotate_runner_token(name).await?,
-                    };
-                    if g.json {
-                        print_json(&created)?;
-                    } else {
-                        outln!("runner id:          {}", created.runner.id);
-                        outln!("runner token:       {}", created.token);
-                        outln!("signing public key: {}", created.signing_public_key);
-                        eprintln!(
-                            "\nThe token is shown only now. Start the runner (again) with:\n  NUON_RUNNER_TOKEN={} nuon-runner run --api {} --signing-key {}",
-                            created.token,
-                            created
-                                .runner_api_url
-                                .as_deref()
-                                .unwrap_or("RUNNER_API_URL"),
-                            created.signing_public_key
-                        );
-                    }
-                }
-                RunnersCommand::List => {
-                    let list = client.list_runners().await?;
-                    if g.json {
-                        print_json(&list)?;
-                    } else {
-                        table(
-                            &[
-                                "ID",
-                                "NAME",
-                                "ROLE",
-                                "LAST SEEN",
-                                "STATE",
-                                "HEALTH",
-                                "JOBS",
-                                "PROCESS",
-                            ],
-                            list.runners
-                                .into_iter()
-                                .map(|r| {
-                                    let jobs = r.telemetry.as_ref().map_or_else(
-                                        || "-".into(),
-                                        |t| {
-                                            format!(
-                                                "{}/{} running, {} unshipped",
-                                                t.busy, t.slots, t.spool_backlog
-                                            )
-                                        },
-                                    );
-                                    vec![
-                                        r.id.to_string(),
-                                        r.name,
-                                        r.role.as_str().into(),
-                                        fmt_time(r.last_seen_at_ms),
-                                        r.status.as_str().replace('_', " "),
-                                        match r.telemetry.as_ref().and_then(|t| t.disabled.as_ref())
-                                        {
-                                            Some(_) => format!("{} (disabled)", r.health.as_str()),
-                                            None => r.health.as_str().into(),
-                                        },
-                                        jobs,
-                                        r.session
-                                            .map(|s| {
-                                                let v = s
-                                                    .version
-                                                    .map(|v| format!(" v{v}"))
-                                                    .unwrap_or_default();
-                                                format!("pid {} on {}{v}", s.pid, s.host)
-                                            })
-                                            .unwrap_or_else(|| "-".into()),
-                                    ]
-                                })
-                                .collect(),
-                        );
-                    }
-                }
-                RunnersCommand::Release { command } => {
-                    return runner_releases::runner_releases(g, command).await;
-                }
-                RunnersCommand::Revoke { runner } => {
-                    let r = client.revoke_runner(runner).await?;
-                    if g.json {
-                        print_json(&r)?;
-                    } else {
-                        outln!("revoked runner {} ({})", r.name, r.id);
-                    }
-                }
-            }
-            Ok(0)
-        }
-        Command::Jobs { command } => jobs(g, command).await,
+        Command::Runners { command } => runners::runners(g, command).await,
+        Command::Jobs { command } => jobs::jobs(g, command).await,
         Command::Apps { command } => apps::apps(g, command).await,
-        Command::Installs { command } => apps::installs(g, command).await,
+        Command::Installs { command } => installs::installs(g, command).await,
         Command::Components { command } => apps::components(g, command).await,
-        Command::Orgs { command } => apps::orgs(g, command).await,
+        Command::Orgs { command } => orgs::orgs(g, command).await,
         Command::Audit { command } => ops::audit(g, command).await,
         Command::Users { command } => users::users(g, command).await,
         Command::Login(args) => users::login(g, args),
-        Command::Workflows { command } => apps::workflows(g, command).await,
+        Command::Workflows { command } => workflows::workflows(g, command).await,
         Command::Builds { command } => deploy::builds(g, command).await,
         Command::Releases { command } => releases::releases(g, command).await,
         Command::Plugins { command } => plugins::plugins(command).await,
@@ -680,205 +475,6 @@ pub const EXIT_INVALID_CONFIG: u8 = 65;
 
 pub(crate) fn plural(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
-}
-
-async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliError> {
-    let client = client(g)?;
-    match command {
-        JobsCommand::Exec {
-            runner,
-            timeout,
-            max_attempts,
-            env,
-            dir,
-            wait,
-            image,
-            memory,
-            millicpus,
-            pids,
-            network,
-            command,
-        } => {
-            let sandbox = nuon_core::JobSandbox {
-                image: image.clone(),
-                memory_bytes: *memory,
-                millicpus: *millicpus,
-                pids: *pids,
-                network: network.as_deref().map(|n| n == "on"),
-            };
-            let (program, args) = command
-                .split_first()
-                .ok_or_else(|| CliError::usage("missing command after --"))?;
-            let payload = ExecJob {
-                command: program.clone(),
-                args: args.to_vec(),
-                env: env.iter().cloned().collect::<BTreeMap<_, _>>(),
-                dir: dir.clone(),
-                outputs_file: false,
-            };
-            let job = client
-                .create_job(&CreateJob {
-                    runner: runner.clone(),
-                    kind: ExecJob::KIND.into(),
-                    payload: serde_json::to_value(&payload).map_err(|e| CliError {
-                        message: e.to_string(),
-                        code: 1,
-                        api_code: None,
-                    })?,
-                    timeout_secs: Some(timeout.as_secs().max(1)),
-                    max_attempts: Some(*max_attempts),
-                    sandbox: (!sandbox.is_unset()).then_some(sandbox),
-                })
-                .await?;
-            if !wait {
-                if g.json {
-                    print_json(&job)?;
-                } else {
-                    outln!("{}", job.id);
-                    eprintln!(
-                        "queued on runner {runner}; follow with: nuon jobs logs {} --follow",
-                        job.id
-                    );
-                }
-                return Ok(0);
-            }
-            see_job_through(g, &client, &job.id).await
-        }
-        JobsCommand::Get { id } => {
-            let job = client.get_job(&job_id(id)?).await?;
-            if g.json {
-                print_json(&job)?;
-            } else {
-                outln!("id:        {}", job.id);
-                outln!("runner:    {}", job.runner_id);
-                outln!("kind:      {}", job.kind);
-                outln!("status:    {}", job.status);
-                outln!("attempts:  {}/{}", job.attempts, job.max_attempts);
-                outln!(
-                    "exit code: {}",
-                    job.exit_code.map(|c| c.to_string()).unwrap_or("-".into())
-                );
-                if let Some(reason) = &job.reason {
-                    outln!("reason:    {reason}");
-                }
-                outln!("created:   {}", fmt_time(Some(job.created_at_ms)));
-                outln!("finished:  {}", fmt_time(job.finished_at_ms));
-            }
-            Ok(0)
-        }
-        JobsCommand::Logs { id, follow, raw } => {
-            let id = job_id(id)?;
-            if *follow {
-                let mut follower = client.follow_logs(&id, 0);
-                while let Some(line) = follower.next().await? {
-                    if g.json {
-                        // A stream: one compact document a line.
-                        outln!("{}", serde_json::to_string(&line).unwrap_or_default());
-                    } else {
-                        print_log_line(&line, *raw);
-                    }
-                }
-                return Ok(0);
-            }
-            let mut cursor = 0;
-            let mut all = Vec::new();
-            loop {
-                let page = client.job_logs(&id, cursor).await?;
-                let empty = page.lines.is_empty();
-                cursor = page.next;
-                if g.json {
-                    all.extend(page.lines);
-                } else {
-                    page.lines.iter().for_each(|l| print_log_line(l, *raw));
-                }
-                if empty {
-                    break;
-                }
-            }
-            if g.json {
-                print_json(&all)?;
-            }
-            Ok(0)
-        }
-        JobsCommand::Cancel { id } => {
-            let job = client.cancel_job(&job_id(id)?).await?;
-            if g.json {
-                print_json(&job)?;
-            } else if job.status.is_terminal() {
-                outln!("job {} is {}", job.id, job.status);
-            } else {
-                outln!(
-                    "cancel requested for job {}; its runner stops it now",
-                    job.id
-                );
-            }
-            Ok(0)
-        }
-        JobsCommand::List { limit } => {
-            let mut list = client.list_jobs().await?;
-            list.jobs.truncate(*limit as usize);
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["ID", "KIND", "STATUS", "EXIT", "CREATED", "RUNNER"],
-                    list.jobs
-                        .into_iter()
-                        .map(|j| {
-                            vec![
-                                j.id.to_string(),
-                                j.kind,
-                                j.status.to_string(),
-                                j.exit_code.map(|c| c.to_string()).unwrap_or("-".into()),
-                                fmt_time(Some(j.created_at_ms)),
-                                j.runner_id.to_string(),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
-            Ok(0)
-        }
-    }
-}
-
-/// Shows a job's log as it comes (not under --json), then how it ended;
-/// answers its exit code.
-pub(crate) async fn see_job_through(
-    g: &Global,
-    client: &ControlClient,
-    id: &JobId,
-) -> Result<u8, CliError> {
-    follow_to_end(client, id, !g.json).await?;
-    let done = wait_finished(client, id).await?;
-    if g.json {
-        print_json(&done)?;
-    } else if done.status != JobStatus::Succeeded {
-        eprintln!(
-            "job {} {}{}",
-            done.id,
-            done.status,
-            done.reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default()
-        );
-    }
-    Ok(job_exit_code(&done))
-}
-
-/// Waits until the job is terminal. The log stream ending means it is, but a
-/// stream can also end with a connection, so check and wait a little if not.
-async fn wait_finished(client: &ControlClient, id: &JobId) -> Result<JobInfo, CliError> {
-    let mut delay = Duration::from_millis(20);
-    loop {
-        let job = client.get_job(id).await?;
-        if job.status.is_terminal() {
-            return Ok(job);
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(1));
-    }
 }
 
 #[cfg(test)]

@@ -285,7 +285,7 @@ pub(crate) async fn debug_request(
             args.install, job.id
         );
     }
-    crate::see_job_through(g, &client, &job.id).await
+    crate::jobs::see_job_through(g, &client, &job.id).await
 }
 
 /// What `installs stack` takes.

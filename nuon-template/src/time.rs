@@ -2,20 +2,26 @@
 //! nanoseconds, and Go's reference-layout formatting (`2006-01-02`).
 
 /// The civil date and time of Unix nanoseconds, in UTC.
-pub(crate) struct Civil {
-    pub(crate) year: i64,
-    pub(crate) month: u32,
-    pub(crate) day: u32,
-    pub(crate) hour: u32,
-    pub(crate) min: u32,
+pub struct Civil {
+    /// The year.
+    pub year: i64,
+    /// 1 to 12.
+    pub month: u32,
+    /// 1 to 31.
+    pub day: u32,
+    /// 0 to 23.
+    pub hour: u32,
+    /// 0 to 59.
+    pub min: u32,
     sec: u32,
     nanos: u32,
     /// 0 for Sunday.
-    pub(crate) weekday: u32,
+    pub weekday: u32,
     yday: u32,
 }
 
-pub(crate) fn civil(t: i128) -> Civil {
+/// The UTC calendar time of `t` nanoseconds since the epoch.
+pub fn civil(t: i128) -> Civil {
     let secs = t.div_euclid(1_000_000_000) as i64;
     let nanos = t.rem_euclid(1_000_000_000) as u32;
     let days = secs.div_euclid(86_400);
@@ -195,7 +201,8 @@ pub fn format(t: i128, layout: &str) -> String {
 /// Go's zero `time.Time` (January 1, year 1, UTC), in Unix nanoseconds.
 pub const ZERO: i128 = -62_135_596_800 * 1_000_000_000;
 
-pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+/// Days since the Unix epoch of the proleptic Gregorian date `y`-`m`-`d`.
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y.rem_euclid(400);

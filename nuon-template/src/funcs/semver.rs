@@ -5,7 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use crate::template::value::Value;
+use crate::value::Value;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Version {
@@ -267,15 +267,15 @@ pub(super) fn parse_value(t: &str) -> Result<Value, String> {
     let mut m = BTreeMap::new();
     m.insert(
         "Major".into(),
-        Value::Int(v.major as i64, crate::template::value::IntType::Int64),
+        Value::Int(v.major as i64, crate::value::IntType::Int64),
     );
     m.insert(
         "Minor".into(),
-        Value::Int(v.minor as i64, crate::template::value::IntType::Int64),
+        Value::Int(v.minor as i64, crate::value::IntType::Int64),
     );
     m.insert(
         "Patch".into(),
-        Value::Int(v.patch as i64, crate::template::value::IntType::Int64),
+        Value::Int(v.patch as i64, crate::value::IntType::Int64),
     );
     m.insert("Prerelease".into(), Value::from(v.pre.as_str()));
     m.insert("Metadata".into(), Value::from(v.meta.as_str()));

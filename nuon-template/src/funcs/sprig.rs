@@ -7,9 +7,9 @@ use base64::Engine as _;
 use sha2::Digest as _;
 
 use super::{Func, Ty, add};
-use crate::template::fmt::{json, quote};
-use crate::template::value::{Elem, IntType, Value, plain};
-use crate::template::{parse, time};
+use crate::fmt::{json, quote};
+use crate::value::{Elem, IntType, Value, plain};
+use crate::{parse, time};
 
 type R = Result<Value, String>;
 
@@ -1215,7 +1215,7 @@ impl Dec {
         if !f.is_finite() {
             return None;
         }
-        let t = crate::template::value::format_float(f, 'e', None);
+        let t = crate::value::format_float(f, 'e', None);
         let (mant, exp) = t.split_once('e')?;
         let exp: i32 = exp.parse().ok()?;
         let neg = mant.starts_with('-');

@@ -12,12 +12,12 @@
 //! sprig 3.2.3 themselves.
 //!
 //! ```
-//! use nuon_core::template::{Template, Value};
+//! use nuon_template::{Template, Value};
 //!
 //! let t = Template::parse("example", r#"{{ range $i, $r := .regions }}{{ if $i }},{{ end }}{{ upper $r }}{{ end }}"#)?;
 //! let data = Value::from_json(&serde_json::json!({"regions": ["us", "eu"]}));
 //! assert_eq!(t.execute(&data)?, "US,EU");
-//! # Ok::<(), nuon_core::template::Error>(())
+//! # Ok::<(), nuon_template::Error>(())
 //! ```
 //!
 //! Not provided: functions that read the control plane's environment
@@ -31,7 +31,7 @@ mod fmt;
 mod funcs;
 mod lex;
 mod parse;
-pub(crate) mod time;
+pub mod time;
 mod value;
 
 use std::collections::HashSet;

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::{Ctx, Func, Ty, add};
-use crate::template::fmt::{sprint, sprintf, sprintln};
-use crate::template::value::{Elem, Value};
+use crate::fmt::{sprint, sprintf, sprintln};
+use crate::value::{Elem, Value};
 
 const REFL: &[Ty] = &[Ty::Refl];
 const REFL2: &[Ty] = &[Ty::Refl, Ty::Refl];
@@ -202,10 +202,10 @@ fn eq(a: &Value, others: &[Value]) -> Result<bool, String> {
                     if kind(a) != kind(b) && !is_nil(a) && !is_nil(b) {
                         return Err(format!(
                             "non-comparable types {}: {}, {}: {}",
-                            crate::template::value::plain(a),
+                            crate::value::plain(a),
                             a.type_name(),
                             b.type_name(),
-                            crate::template::value::plain(b)
+                            crate::value::plain(b)
                         ));
                     }
                     if is_nil(a) || is_nil(b) {
@@ -215,7 +215,7 @@ fn eq(a: &Value, others: &[Value]) -> Result<bool, String> {
                     } else {
                         return Err(format!(
                             "non-comparable type {}: {}",
-                            crate::template::value::plain(b),
+                            crate::value::plain(b),
                             b.type_name()
                         ));
                     }
