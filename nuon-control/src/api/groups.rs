@@ -7,21 +7,20 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, patch, post};
-use nuon_core::endpoint as ep;
-use nuon_core::labels::{Selector, check_key, check_labels};
+use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::labels::Selector;
 use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, InstallInfo, LabelChange};
 use serde::Deserialize;
 
-use super::apps::{install_info, install_of, with_app_name};
 use super::control::{require_admin, valid_name};
 use super::doc::Op;
-use super::{ApiAuth, Body, SharedState};
+use super::{ApiAuth, Body, Caller, SharedState};
 use crate::error::Error;
 use crate::store::{StoredGroup, StoredInstall};
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::SetInstallLabels>(patch(set_labels)),
+        Op::endpoint::<ep::SetInstallLabels>(patch(set_labels)).audited_by_service(),
         Op::endpoint::<ep::CreateInstallGroup>(post(create_group)),
         Op::endpoint::<ep::ListInstallGroups>(get(list_groups)),
         Op::endpoint::<ep::GetInstallGroup>(get(get_group)),
@@ -41,50 +40,25 @@ pub(super) fn selector_of(text: &str) -> Result<Selector, Error> {
         .map_err(|e: String| Error::api(StatusCode::BAD_REQUEST, "invalid_selector", e))
 }
 
-/// The most labels an install has.
-const MAX_LABELS: usize = 64;
-
-fn bad_labels(e: String) -> Error {
-    Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e)
-}
-
+/// A body the service never saw is refused and recorded under the
+/// operation here, as the service records the rest.
 pub(super) async fn set_labels(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
-    Body(req): Body<LabelChange>,
+    body: Result<Body<LabelChange>, Error>,
 ) -> Result<Json<InstallInfo>, Error> {
-    require_admin(&auth)?;
-    let install = install_of(&state, &auth, &key).await?;
-    for k in &req.remove {
-        check_key(k).map_err(bad_labels)?;
-        if req.set.contains_key(k) {
-            return Err(bad_labels(format!(
-                "label {k:?} is both set and removed: do one"
-            )));
+    let services = state.services();
+    match body {
+        Ok(Body(req)) => services.set_install_labels(&caller, &key, req).await,
+        Err(e) => {
+            let target = path_of::<ep::SetInstallLabels>(&[&key]);
+            services
+                .audited::<ep::SetInstallLabels, _>(&caller, target, Err(e))
+                .await
         }
     }
-    // What is set is checked here; the change itself is one step in the
-    // store, so two at once both count.
-    check_labels(&req.set).map_err(bad_labels)?;
-    let labels = state
-        .store
-        .change_install_labels(
-            &auth.0.org_id,
-            &install.id,
-            &req.set,
-            &req.remove,
-            MAX_LABELS,
-        )
-        .await
-        .map_err(|e| match e {
-            crate::store::StoreError::Invalid(m) => bad_labels(m),
-            other => other.into(),
-        })?;
-    let updated = StoredInstall { labels, ..install };
-    Ok(Json(
-        with_app_name(&state, &auth, install_info(updated)?).await?,
-    ))
+    .map(Json)
 }
 
 /// A group with the names of the installs it selects, out of `installs`.

@@ -3,15 +3,17 @@
 
 use std::collections::BTreeMap;
 
+use axum::http::StatusCode;
 use nuon_core::OrgId;
-use nuon_core::endpoint::{Endpoint, UpdateInstall, path_of};
-use nuon_core::wire::{EditInstall, InstallInfo, InstallOutputs};
+use nuon_core::endpoint::{Endpoint, SetInstallLabels, UpdateInstall, path_of};
+use nuon_core::labels::{check_key, check_labels};
+use nuon_core::wire::{EditInstall, InstallInfo, InstallOutputs, LabelChange};
 use serde_json::Value;
 
 use super::{Caller, Services, check_name, internal, require_admin};
 use crate::error::Error;
 use crate::secrets::Sealed;
-use crate::store::{InstallChange, StoredInstall};
+use crate::store::{InstallChange, StoreError, StoredInstall};
 
 impl Services<'_> {
     /// The install `key` (an id or a name) of the caller's org, or a 404.
@@ -112,6 +114,67 @@ impl Services<'_> {
             );
         }
         self.install_view(caller, updated).await
+    }
+}
+
+/// The most labels an install has.
+const MAX_LABELS: usize = 64;
+
+fn bad_labels(e: String) -> Error {
+    Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e)
+}
+
+impl Services<'_> {
+    /// `PATCH /v1/installs/{id}/labels`: adds, replaces or removes some of
+    /// an install's labels; the others stay. Admins only; recorded in the
+    /// audit trail, refusals included.
+    pub(crate) async fn set_install_labels(
+        &self,
+        caller: &Caller,
+        key: &str,
+        req: LabelChange,
+    ) -> Result<InstallInfo, Error> {
+        let result = self.change_labels(caller, key, req).await;
+        let target = path_of::<SetInstallLabels>(&[key]);
+        self.audited::<SetInstallLabels, _>(caller, target, result)
+            .await
+    }
+
+    async fn change_labels(
+        &self,
+        caller: &Caller,
+        key: &str,
+        req: LabelChange,
+    ) -> Result<InstallInfo, Error> {
+        require_admin(&caller.principal)?;
+        let install = self.find_install(caller, key).await?;
+        for k in &req.remove {
+            check_key(k).map_err(bad_labels)?;
+            if req.set.contains_key(k) {
+                return Err(bad_labels(format!(
+                    "label {k:?} is both set and removed: do one"
+                )));
+            }
+        }
+        // What is set is checked here; the change itself is one step in the
+        // store, so two at once both count.
+        check_labels(&req.set).map_err(bad_labels)?;
+        let labels = self
+            .store
+            .change_install_labels(
+                &caller.principal.org_id,
+                &install.id,
+                &req.set,
+                &req.remove,
+                MAX_LABELS,
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::Invalid(m) => bad_labels(m),
+                other => other.into(),
+            })?;
+        self.install_view(caller, StoredInstall { labels, ..install })
+            .await
     }
 }
 

@@ -1659,8 +1659,6 @@ async fn install_create(
     }
 }
 
-/// Sets and removes an install's labels (`tier=prod region-`, as `nuon
-/// installs label` takes them), from its page.
 /// Renames an install or changes its approval mode, from its page: the
 /// service's own operation, which refuses, changes and records it as the
 /// API does.
@@ -1702,6 +1700,9 @@ async fn install_settings(
     }
 }
 
+/// Sets and removes an install's labels (`tier=prod region-`, as `nuon
+/// installs label` takes them), from its page: the service's own
+/// operation, refused, done and recorded as the API does it.
 async fn install_labels(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -1709,7 +1710,7 @@ async fn install_labels(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
         return r;
     }
     let words: Vec<&str> = field(&fields, "labels")
@@ -1725,17 +1726,16 @@ async fn install_labels(
         }
         Err(e) => return error_page(Error::bad_request(format!("labels: {e}"))),
     };
-    let principal = web.auth.0.clone();
-    let result = super::groups::set_labels(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        Path(key.clone()),
-        super::Body(change),
-    )
-    .await;
-    let path = format!("/v1/installs/{key}/labels");
-    match recorded(&state, &principal, "setInstallLabels", path, source, result).await {
-        Ok(axum::Json(i)) => Redirect::to(&format!("/installs/{}", i.id)).into_response(),
+    let caller = super::Caller {
+        principal: web.auth.0.clone(),
+        source,
+    };
+    match state
+        .services()
+        .set_install_labels(&caller, &key, change)
+        .await
+    {
+        Ok(i) => Redirect::to(&format!("/installs/{}", i.id)).into_response(),
         Err(e) => error_page(e),
     }
 }
