@@ -1,7 +1,10 @@
 //! Installs: their inputs, state, config version and outputs.
 
+use super::rows::Record;
+use super::sql::{Arg, IdPair, Sql, Stmt, args};
 use super::*;
 use nuon_core::model::{ApprovalMode, InstallState};
+use nuon_core::now_ms;
 
 /// A new install and its runner, created together.
 #[derive(Debug, Clone)]
@@ -313,4 +316,261 @@ pub trait StackStore: Send + Sync + 'static {
         runner_token_hash: &str,
         outputs: &str,
     ) -> Result<StackRedeem>;
+}
+
+/// The installs' store, written once for both databases.
+#[async_trait]
+impl<S: Sql + 'static> InstallStore for S {
+    async fn create_install(&self, org: &OrgId, new: NewInstall) -> Result<StoredInstall> {
+        let now = now_ms();
+        self.execute(vec![
+            Stmt::new(
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at, role) \
+                 VALUES ($1, $2, $3, $4, $5, 'install')",
+                args![
+                    new.runner_id.as_str(),
+                    org.as_str(),
+                    new.runner_name.as_str(),
+                    new.runner_token_hash.as_str(),
+                    now,
+                ],
+            )
+            .taken(format!(
+                "a runner named {:?} already exists in this org; pick another name",
+                new.runner_name
+            )),
+            Stmt::new(
+                "INSERT INTO installs (id, org_id, app_id, name, config_version, runner_id, state, \
+                 inputs, sealed, created_at, approval, labels, toggles, overrides) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                args![
+                    new.id.as_str(),
+                    org.as_str(),
+                    new.app_id.as_str(),
+                    new.name.as_str(),
+                    new.config_version,
+                    new.runner_id.as_str(),
+                    InstallState::Created.as_str(),
+                    new.inputs_json.as_str(),
+                    new.sealed_json.as_str(),
+                    now,
+                    new.approval.as_str(),
+                    serde_json::to_string(&new.labels).unwrap_or_else(|_| "{}".into()),
+                    toggles_json(&new.toggles),
+                    toggles_json(&new.overrides),
+                ],
+            )
+            .taken(format!(
+                "an install named {:?} already exists in this org; pick another name",
+                new.name
+            )),
+        ])
+        .await?;
+        Ok(StoredInstall {
+            id: new.id,
+            name: new.name,
+            app_id: new.app_id,
+            config_version: new.config_version,
+            runner_id: new.runner_id,
+            state: InstallState::Created,
+            inputs_json: new.inputs_json,
+            sealed_json: new.sealed_json,
+            outputs_json: None,
+            created_at_ms: now,
+            approval: new.approval,
+            toggles: new.toggles,
+            overrides: new.overrides,
+            labels: new.labels,
+            checks: Default::default(),
+            stack_outputs: None,
+        })
+    }
+
+    async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>> {
+        self.query(Stmt::new(
+            S::DIALECT.list_in_org::<StoredInstall>(),
+            args![org.as_str()],
+        ))
+        .await
+    }
+
+    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>> {
+        self.query_one(Stmt::new(
+            S::DIALECT.find_in_org::<StoredInstall>(),
+            args![org.as_str(), name_or_id],
+        ))
+        .await
+    }
+
+    async fn find_install_of_runner(
+        &self,
+        org: &OrgId,
+        runner: &RunnerId,
+    ) -> Result<Option<StoredInstall>> {
+        let sql = format!(
+            "SELECT {} FROM installs WHERE org_id = $1 AND runner_id = $2",
+            StoredInstall::COLUMNS
+        );
+        self.query_one(Stmt::new(sql, args![org.as_str(), runner.as_str()]))
+            .await
+    }
+
+    async fn set_install_inputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        inputs_json: &str,
+        sealed_json: &str,
+    ) -> Result<Option<StoredInstall>> {
+        let sql = format!(
+            "UPDATE installs SET inputs = $3, sealed = $4 WHERE org_id = $1 AND id = $2 \
+             RETURNING {}",
+            StoredInstall::COLUMNS
+        );
+        let stmt = Stmt::new(
+            sql,
+            args![org.as_str(), id.as_str(), inputs_json, sealed_json],
+        );
+        Ok(self.write_query(stmt).await?.pop())
+    }
+
+    async fn set_install_outputs(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        outputs_json: &str,
+        state: InstallState,
+    ) -> Result<()> {
+        self.execute_one(Stmt::new(
+            "UPDATE installs SET outputs = $3, state = $4 WHERE id = $1 AND org_id = $2",
+            args![id.as_str(), org.as_str(), outputs_json, state.as_str()],
+        ))
+        .await
+        .map(drop)
+    }
+
+    async fn set_install_state(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        state: InstallState,
+    ) -> Result<()> {
+        self.execute_one(Stmt::new(
+            "UPDATE installs SET state = $3 WHERE id = $1 AND org_id = $2",
+            args![id.as_str(), org.as_str(), state.as_str()],
+        ))
+        .await
+        .map(drop)
+    }
+
+    async fn update_install(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        change: &InstallChange,
+    ) -> Result<Option<StoredInstall>> {
+        let sql = format!(
+            "UPDATE installs SET name = COALESCE($3, name), approval = COALESCE($4, approval) \
+             WHERE id = $1 AND org_id = $2 RETURNING {}",
+            StoredInstall::COLUMNS
+        );
+        let stmt = Stmt::new(
+            sql,
+            args![
+                id.as_str(),
+                org.as_str(),
+                change.name.as_deref(),
+                change.approval.map(ApprovalMode::as_str),
+            ],
+        )
+        .taken(format!(
+            "an install named {:?} already exists in this org; pick another name",
+            change.name.as_deref().unwrap_or("")
+        ));
+        Ok(self.write_query(stmt).await?.pop())
+    }
+
+    async fn set_install_toggle(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        component: &str,
+        enabled: Option<bool>,
+    ) -> Result<()> {
+        let value = enabled.map(|on| on.to_string());
+        set_install_key(self, Keyed::Toggles, org, id, component, value).await
+    }
+
+    async fn set_install_override(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        component: &str,
+        values: Option<&nuon_core::wire::ComponentOverride>,
+    ) -> Result<()> {
+        let value = values.map(|v| serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
+        set_install_key(self, Keyed::Overrides, org, id, component, value).await
+    }
+
+    async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()> {
+        self.execute_one(Stmt::new(
+            "UPDATE installs SET config_version = $3 WHERE id = $1 AND org_id = $2",
+            args![id.as_str(), org.as_str(), version],
+        ))
+        .await
+        .map(drop)
+    }
+
+    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>> {
+        let rows: Vec<IdPair<OrgId, InstallId>> = self
+            .query(Stmt::new(
+                "SELECT org_id, id FROM installs \
+                 WHERE state NOT IN ('created', 'deprovisioning', 'deprovisioned') \
+                 ORDER BY created_at, id",
+                Vec::new(),
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|IdPair(o, i)| (o, i)).collect())
+    }
+
+    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>> {
+        let row: Option<IdPair<OrgId, InstallId>> = self
+            .query_one(Stmt::new(
+                "SELECT org_id, id FROM installs WHERE runner_id = $1",
+                args![runner.as_str()],
+            ))
+            .await?;
+        Ok(row.map(|IdPair(o, i)| (o, i)))
+    }
+}
+
+#[async_trait]
+impl<S: Sql + 'static> CheckStore for S {
+    async fn set_install_check(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        check: &nuon_core::wire::InstallCheck,
+    ) -> Result<()> {
+        let value = serde_json::to_string(check).unwrap_or_else(|_| "{}".into());
+        set_install_key(self, Keyed::Checks, org, id, &check.name, Some(value)).await
+    }
+}
+
+/// Sets (`Some`, JSON) or removes one key of an install's keyed column.
+async fn set_install_key<S: Sql>(
+    db: &S,
+    column: Keyed,
+    org: &OrgId,
+    id: &InstallId,
+    key: &str,
+    value: Option<String>,
+) -> Result<()> {
+    let (sql, key) = S::DIALECT.set_json_key(column.name(), key, value.is_some());
+    let mut args = args![id.as_str(), org.as_str(), key];
+    args.extend(value.map(Arg::from));
+    if db.execute_one(Stmt::new(sql, args)).await? == 0 {
+        return Err(StoreError::Invalid(format!("no install {id}")));
+    }
+    Ok(())
 }

@@ -47,6 +47,7 @@ mod runners;
 mod sealing;
 mod sessions;
 mod shared;
+mod sql;
 mod sqlite;
 mod states;
 mod users;

@@ -164,6 +164,44 @@ impl Dialect {
         )
     }
 
+    /// Sets (`Some`) or removes the key of a JSON object in column `c`
+    /// (NULL counting as `{}`) of the org's install; parameters: the
+    /// install, the org, the key as this gives it, and with a value, its
+    /// JSON. `c` is a column's name, never input.
+    pub(super) fn set_json_key(self, c: &str, key: &str, set: bool) -> (String, String) {
+        match (self, set) {
+            (Dialect::Sqlite, true) => (
+                format!(
+                    "UPDATE installs SET {c} = json_set(COALESCE({c}, '{{}}'), $3, json($4)) \
+                     WHERE id = $1 AND org_id = $2"
+                ),
+                format!("$.{}", serde_json::Value::String(key.to_owned())),
+            ),
+            (Dialect::Sqlite, false) => (
+                format!(
+                    "UPDATE installs SET {c} = json_remove(COALESCE({c}, '{{}}'), $3) \
+                     WHERE id = $1 AND org_id = $2"
+                ),
+                format!("$.{}", serde_json::Value::String(key.to_owned())),
+            ),
+            (Dialect::Postgres, true) => (
+                format!(
+                    "UPDATE installs SET {c} = (COALESCE({c}, '{{}}')::jsonb \
+                     || jsonb_build_object($3::text, $4::jsonb))::text \
+                     WHERE id = $1 AND org_id = $2"
+                ),
+                key.to_owned(),
+            ),
+            (Dialect::Postgres, false) => (
+                format!(
+                    "UPDATE installs SET {c} = (COALESCE({c}, '{{}}')::jsonb - $3::text)::text \
+                     WHERE id = $1 AND org_id = $2"
+                ),
+                key.to_owned(),
+            ),
+        }
+    }
+
     /// Revokes the org's row of an id, once (a second revoke keeps the
     /// first time); parameters: the org, the id, the time.
     pub(super) fn revoke_in_org<T: Revocable>(self) -> String {

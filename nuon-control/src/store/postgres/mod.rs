@@ -34,6 +34,7 @@ mod runners;
 mod schema;
 mod sealing;
 mod sessions;
+mod sql;
 mod states;
 mod users;
 mod webhooks;
@@ -66,11 +67,10 @@ use super::shared::{
     self, CHUNKS_PER_PAGE, LogChunk, already_started, corrupt, enum_str, inputs_column, parse_id,
 };
 use super::{
-    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
-    MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,
-    Result, RunnerPrincipal, RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal,
-    StateStore, StateToken, StepUpdate, StoreError, StoredConfig, StoredInstall, Wake,
-    WorkflowStore,
+    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, JobStore, MaintenanceStore,
+    NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued, Result, RunnerPrincipal,
+    RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal, StateStore, StateToken,
+    StepUpdate, StoreError, StoredConfig, Wake, WorkflowStore,
 };
 
 mod group;

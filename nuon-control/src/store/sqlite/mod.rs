@@ -26,6 +26,7 @@ mod runners;
 mod schema;
 mod sealing;
 mod sessions;
+mod sql;
 mod states;
 mod users;
 mod webhooks;
@@ -56,10 +57,10 @@ use super::shared::{
     self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, already_started, enum_str, inputs_column, parse_id,
 };
 use super::{
-    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, InstallStore, JobStore,
-    MaintenanceStore, NewInstall, NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued,
-    Result, RunnerPrincipal, RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal,
-    StateStore, StateToken, StepUpdate, StoreError, StoredConfig, StoredInstall, WorkflowStore,
+    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, JobStore, MaintenanceStore,
+    NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued, Result, RunnerPrincipal,
+    RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal, StateStore, StateToken,
+    StepUpdate, StoreError, StoredConfig, WorkflowStore,
 };
 
 /// Most operations one write transaction carries.

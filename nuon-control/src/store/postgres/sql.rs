@@ -1,0 +1,58 @@
+//! How the PostgreSQL store runs the SQL both stores share ([`Sql`]).
+
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+
+use super::*;
+use crate::store::rows::Record;
+use crate::store::sql::{Arg, Sql, Stmt};
+
+/// `stmt`'s SQL with its arguments bound.
+fn bound(stmt: &Stmt) -> Query<'static, Postgres, PgArguments> {
+    stmt.args.iter().fold(
+        sqlx::query(AssertSqlSafe(stmt.sql.clone())),
+        |q, a| match a {
+            Arg::Text(v) => q.bind(v.clone()),
+            Arg::Int(v) => q.bind(*v),
+        },
+    )
+}
+
+/// `e` of `stmt`: a conflict when it broke a unique constraint and the
+/// statement says what that means.
+fn failed(e: sqlx::Error, stmt: &Stmt) -> StoreError {
+    match &stmt.taken {
+        Some(message) => taken(e, || message.clone()),
+        None => db(e),
+    }
+}
+
+#[async_trait]
+impl Sql for PostgresStore {
+    const DIALECT: Dialect = Dialect::Postgres;
+
+    async fn query<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Vec<T>> {
+        bound(&stmt)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| failed(e, &stmt))?
+            .iter()
+            .map(T::read)
+            .collect()
+    }
+
+    async fn write_query<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Vec<T>> {
+        self.query(stmt).await
+    }
+
+    async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>> {
+        let mut tx = self.begin().await?;
+        let mut changed = Vec::with_capacity(stmts.len());
+        for s in &stmts {
+            let done = bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
+            changed.push(done.rows_affected());
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(changed)
+    }
+}

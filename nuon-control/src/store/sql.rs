@@ -1,0 +1,163 @@
+//! SQL that both stores run alike, written once: the statements in
+//! PostgreSQL's placeholders (`$1`, `$2`, …, which the SQLite store reads
+//! as `?1`, `?2`, …), their arguments as [`Arg`]s, and the rows read as
+//! [`Record`]s. Each store implements [`Sql`], how it runs a statement;
+//! what differs between the dialects is asked of [`Dialect`]. A domain
+//! whose methods are all plain SQL is implemented once, for every `Sql`
+//! (see `installs.rs`); the queue, claims and group commit stay per
+//! dialect, where the two databases really differ.
+
+use async_trait::async_trait;
+
+use super::Result;
+use super::rows::{Cells, Dialect, Record};
+
+/// A value bound to a statement's parameter. A NULL is typed, as
+/// PostgreSQL wants it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Arg {
+    /// `TEXT`, or NULL.
+    Text(Option<String>),
+    /// `BIGINT` (`INTEGER` on SQLite), or NULL.
+    Int(Option<i64>),
+}
+
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_owned()))
+    }
+}
+
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+
+impl From<Option<String>> for Arg {
+    fn from(v: Option<String>) -> Self {
+        Arg::Text(v)
+    }
+}
+
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_owned))
+    }
+}
+
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+
+impl From<u32> for Arg {
+    fn from(v: u32) -> Self {
+        Arg::Int(Some(i64::from(v)))
+    }
+}
+
+/// The arguments of a statement, each turned into an [`Arg`].
+macro_rules! args {
+    ($($e:expr),* $(,)?) => { vec![$($crate::store::sql::Arg::from($e)),*] };
+}
+pub(super) use args;
+
+/// One statement with its arguments.
+#[derive(Debug, Clone)]
+pub(super) struct Stmt {
+    /// In PostgreSQL's placeholders.
+    pub(super) sql: String,
+    pub(super) args: Vec<Arg>,
+    /// What a unique-constraint failure means here, said to the caller as
+    /// a 409 `name_taken`; without it such a failure is the database's.
+    pub(super) taken: Option<String>,
+}
+
+impl Stmt {
+    pub(super) fn new(sql: impl Into<String>, args: Vec<Arg>) -> Self {
+        Stmt {
+            sql: sql.into(),
+            args,
+            taken: None,
+        }
+    }
+
+    /// A unique-constraint failure of it is a conflict: `message`.
+    pub(super) fn taken(mut self, message: String) -> Self {
+        self.taken = Some(message);
+        self
+    }
+}
+
+/// How a store runs SQL.
+#[async_trait]
+pub(super) trait Sql: Send + Sync {
+    /// Its dialect, for what the two spell differently.
+    const DIALECT: Dialect;
+
+    /// Runs a query that changes nothing; its rows read as `T`.
+    async fn query<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Vec<T>>;
+
+    /// Runs a statement that changes rows and answers some
+    /// (`... RETURNING`), in a write transaction of its own.
+    async fn write_query<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Vec<T>>;
+
+    /// Runs statements in one transaction: all of them or none; how many
+    /// rows each changed.
+    async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>>;
+
+    /// The row of a query that finds at most one.
+    async fn query_one<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Option<T>> {
+        Ok(self.query(stmt).await?.into_iter().next())
+    }
+
+    /// Runs one statement; how many rows it changed.
+    async fn execute_one(&self, stmt: Stmt) -> Result<u64> {
+        Ok(self.execute(vec![stmt]).await?.pop().unwrap_or(0))
+    }
+}
+
+/// `sql` in SQLite's numbered placeholders: `$3` is `?3`.
+pub(super) fn sqlite_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Two ids of a row, as a record.
+pub(super) struct IdPair<A, B>(pub(super) A, pub(super) B);
+
+impl<A, B> Record for IdPair<A, B>
+where
+    A: std::str::FromStr<Err = nuon_core::IdError>,
+    B: std::str::FromStr<Err = nuon_core::IdError>,
+{
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(IdPair(r.id(0)?, r.id(1)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_alike() {
+        assert_eq!(
+            sqlite_placeholders("UPDATE t SET a = $3 WHERE id = $1 AND org = $12"),
+            "UPDATE t SET a = ?3 WHERE id = ?1 AND org = ?12"
+        );
+        // A dollar not before a digit stays.
+        assert_eq!(sqlite_placeholders("SELECT '$.a', $1"), "SELECT '$.a', ?1");
+    }
+}

@@ -1,0 +1,79 @@
+//! How the SQLite store runs the SQL both stores share ([`Sql`]): reads
+//! on the reader pool, writes on the one writer, each in its savepoint.
+
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+
+use super::*;
+use crate::store::rows::Record;
+use crate::store::sql::{Arg, Sql, Stmt, sqlite_placeholders};
+
+impl rusqlite::ToSql for Arg {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self {
+            Arg::Text(Some(s)) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            Arg::Int(Some(i)) => ToSqlOutput::Owned(Value::Integer(*i)),
+            Arg::Text(None) | Arg::Int(None) => ToSqlOutput::Owned(Value::Null),
+        })
+    }
+}
+
+/// `e` of `stmt`: a conflict when it broke a unique constraint and the
+/// statement says what that means.
+fn failed(e: rusqlite::Error, stmt: &Stmt) -> StoreError {
+    match (&e, &stmt.taken) {
+        (rusqlite::Error::SqliteFailure(f, _), Some(message))
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+        {
+            StoreError::Conflict {
+                code: "name_taken",
+                message: message.clone(),
+                acked_seq: None,
+            }
+        }
+        _ => db_err(e),
+    }
+}
+
+fn rows_of<T: Record>(conn: &Connection, stmt: &Stmt) -> Result<Vec<T>> {
+    let sql = sqlite_placeholders(&stmt.sql);
+    let mut prepared = conn.prepare_cached(&sql).map_err(db_err)?;
+    let mut rows = prepared
+        .query(rusqlite::params_from_iter(stmt.args.iter()))
+        .map_err(|e| failed(e, stmt))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(|e| failed(e, stmt))? {
+        out.push(T::read(r)?);
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Sql for SqliteStore {
+    const DIALECT: Dialect = Dialect::Sqlite;
+
+    async fn query<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Vec<T>> {
+        self.read(move |conn| rows_of(conn, &stmt)).await
+    }
+
+    async fn write_query<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Vec<T>> {
+        self.write(move |conn| rows_of(conn, &stmt)).await
+    }
+
+    async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>> {
+        self.write(move |conn| {
+            stmts
+                .iter()
+                .map(|s| {
+                    conn.execute(
+                        &sqlite_placeholders(&s.sql),
+                        rusqlite::params_from_iter(s.args.iter()),
+                    )
+                    .map(|n| n as u64)
+                    .map_err(|e| failed(e, s))
+                })
+                .collect()
+        })
+        .await
+    }
+}
