@@ -269,7 +269,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-core/src/wire.rs", 2612),
     // A table: Sprig's functions, one after another.
     ("nuon-template/src/funcs/sprig.rs", 1999),
-    ("nuon-control/src/api/web/mod.rs", 1996),
+    ("nuon-control/src/api/web/mod.rs", 1984),
     ("nuon-core/src/app/load.rs", 1941),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
@@ -281,13 +281,12 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("bins/nuon/src/deploy.rs", 984),
     ("nuon-template/src/parse.rs", 950),
     ("nuon-control/src/engine/dispatch.rs", 932),
-    ("nuon-control/src/api/mod.rs", 927),
+    ("nuon-control/src/api/mod.rs", 907),
     ("nuon-core/src/app/check.rs", 911),
     ("nuon-runner-lib/src/cmd.rs", 892),
     ("nuon-plugins/src/oci/image.rs", 888),
     ("nuon-core/src/rollout.rs", 888),
     ("nuon-control/src/ops.rs", 851),
-    ("nuon-control/src/api/apps.rs", 846),
     ("nuon-plugins/src/oci/registry.rs", 842),
     ("nuon-core/src/app/platform.rs", 830),
     ("nuon-control/src/engine/mod.rs", 812),

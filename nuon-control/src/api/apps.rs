@@ -8,15 +8,14 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, patch, post};
-use nuon_core::app::{self, AppConfig, SourceFile};
+use nuon_core::app::{self, SourceFile};
 use nuon_core::endpoint::{GetInstall, UpdateInstall, path_of};
-use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList,
     ConfigVersionSummary, CreateApp, CreateInstall, EditInstall, InstallCreated, InstallInfo,
-    InstallList, MIN_SECRET_CHARS, SetInputs, SyncConfig, WorkflowInfo, WorkflowList,
+    InstallList, SetInputs, SyncConfig, WorkflowInfo, WorkflowList,
 };
-use nuon_core::{AppId, InstallId, RunnerId, WorkflowId};
+use nuon_core::{AppId, WorkflowId};
 
 use serde_json::Value;
 
@@ -25,10 +24,57 @@ use super::doc::Op;
 use super::{ApiAuth, AppState, Body, Caller, SharedState};
 use crate::error::Error;
 use crate::keys::{open_config, seal_config};
-use crate::secrets::{Sealed, SecretBox, seal_context};
-pub(super) use crate::service::installs::install_info;
+use crate::secrets::Sealed;
+pub(super) use crate::service::installs::{install_info, resolve_inputs, resolve_secrets};
 pub(super) use crate::service::{check_name, internal};
-use crate::store::{NewInstall, StoredConfig, StoredInstall};
+use crate::store::{StoredConfig, StoredInstall};
+
+/// See [`crate::service::apps::decode_config`].
+pub(super) fn decode_config(
+    state: &AppState,
+    app: &AppInfo,
+    c: StoredConfig,
+) -> Result<ConfigVersionInfo, Error> {
+    crate::service::apps::decode_config(&state.secrets, app, c)
+}
+
+/// See [`Services::find_app`](crate::service::Services::find_app).
+pub(super) async fn app_of(
+    state: &SharedState,
+    auth: &ApiAuth,
+    key: &str,
+) -> Result<AppInfo, Error> {
+    state.services().find_app(&auth.caller(), key).await
+}
+
+/// See [`Services::latest_config`](crate::service::Services::latest_config).
+pub(super) async fn latest_config(
+    state: &SharedState,
+    auth: &ApiAuth,
+    app: &AppInfo,
+) -> Result<ConfigVersionInfo, Error> {
+    state.services().latest_config(&auth.caller(), app).await
+}
+
+/// A body the service never saw is refused and recorded under the
+/// operation here, as the service records the rest.
+pub(super) async fn create_install(
+    State(state): State<SharedState>,
+    caller: Caller,
+    body: Result<Body<CreateInstall>, Error>,
+) -> Result<(StatusCode, Json<InstallCreated>), Error> {
+    let services = state.services();
+    match body {
+        Ok(Body(req)) => services.create_install(&caller, req).await,
+        Err(e) => {
+            let target = path_of::<ep::CreateInstall>(&[]);
+            services
+                .audited::<ep::CreateInstall, _>(&caller, target, Err(e))
+                .await
+        }
+    }
+    .map(|made| (StatusCode::CREATED, Json(made)))
+}
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
@@ -40,7 +86,7 @@ pub(super) fn ops() -> Vec<Op> {
         Op::endpoint::<ep::ListAppConfigs>(get(list_configs)),
         Op::endpoint::<ep::GetAppConfig>(get(get_config)),
         Op::endpoint::<ep::ListComponents>(get(list_components)),
-        Op::endpoint::<ep::CreateInstall>(post(create_install)),
+        Op::endpoint::<ep::CreateInstall>(post(create_install)).audited_by_service(),
         Op::endpoint::<ep::ListInstalls>(get(list_installs))
             .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`."),
         Op::endpoint::<GetInstall>(get(get_install)),
@@ -49,18 +95,6 @@ pub(super) fn ops() -> Vec<Op> {
         Op::endpoint::<ep::ListInstallWorkflows>(get(list_workflows)),
         Op::endpoint::<ep::GetWorkflow>(get(get_workflow)),
     ]
-}
-
-pub(super) async fn app_of(
-    state: &SharedState,
-    auth: &ApiAuth,
-    key: &str,
-) -> Result<AppInfo, Error> {
-    state
-        .store
-        .find_app(&auth.0.org_id, key)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no app {key:?}")))
 }
 
 async fn create_app(
@@ -276,46 +310,6 @@ async fn list_configs(
     Ok(Json(ConfigVersionList { configs }))
 }
 
-pub(super) fn decode_config(
-    state: &AppState,
-    app: &AppInfo,
-    c: StoredConfig,
-) -> Result<ConfigVersionInfo, Error> {
-    let open = |part: &str, stored: &str| {
-        open_config(&state.secrets, &app.id, part, stored).map_err(Error::internal)
-    };
-    Ok(ConfigVersionInfo {
-        app_id: app.id.clone(),
-        version: c.version,
-        created_at_ms: c.created_at_ms,
-        config: serde_json::from_str(&open("config", &c.config_json)?)
-            .map_err(|e| internal("stored config unreadable", e))?,
-        files: serde_json::from_str::<Vec<ConfigFile>>(&open("files", &c.files_json)?)
-            .map_err(|e| internal("stored config files unreadable", e))?,
-        warnings: serde_json::from_str(&c.warnings_json)
-            .map_err(|e| internal("stored warnings unreadable", e))?,
-        unchanged: false,
-    })
-}
-
-pub(super) async fn latest_config(
-    state: &SharedState,
-    auth: &ApiAuth,
-    app: &AppInfo,
-) -> Result<ConfigVersionInfo, Error> {
-    let c = state
-        .store
-        .get_config(&auth.0.org_id, &app.id, None)
-        .await?
-        .ok_or_else(|| {
-            Error::not_found(format!(
-                "app {:?} has no config yet: sync one with `nuon apps sync DIR --app {}`",
-                app.name, app.name
-            ))
-        })?;
-    decode_config(state, app, c)
-}
-
 /// An install of the token's org, its app and the app's latest config.
 pub(super) async fn install_app_config(
     state: &SharedState,
@@ -361,310 +355,6 @@ async fn list_components(
         config_version: c.version,
         components: c.config.components,
     }))
-}
-
-/// A value as the text sealed for it: a string as is, anything else as JSON.
-fn as_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// Checks `given` secrets against the config and seals them over
-/// `sealed`. Every problem is reported at once.
-pub(super) fn resolve_secrets(
-    config: &AppConfig,
-    install: &InstallId,
-    given: &BTreeMap<String, String>,
-    sealed: &mut Sealed,
-    secrets: &SecretBox,
-    problems: &mut Vec<String>,
-) {
-    for (name, value) in given {
-        let decl = config.secrets.iter().find(|s| &s.name == name);
-        let known = decl.is_some();
-        let base64_ok = |v: &str| {
-            use base64::Engine as _;
-            base64::engine::general_purpose::STANDARD
-                .decode(v.trim())
-                .is_ok()
-        };
-        if known && value.chars().count() < MIN_SECRET_CHARS {
-            problems.push(too_short("secret", name));
-        } else if decl.is_some_and(|d| d.format.as_deref() == Some("base64")) && !base64_ok(value) {
-            problems.push(format!(
-                "secret {name:?} has format = \"base64\", and its value is not base64 (standard alphabet, padded)"
-            ));
-        } else if known {
-            sealed.secrets.insert(
-                name.clone(),
-                secrets.seal(value, &seal_context(install, "secret", name)),
-            );
-        } else {
-            let names: Vec<&str> = config.secrets.iter().map(|s| s.name.as_str()).collect();
-            problems.push(format!(
-                "unknown secret {name:?}{}",
-                nuon_core::app::did_you_mean(name, names.iter().copied())
-            ));
-        }
-    }
-}
-
-/// Checks `given` inputs against the config and merges them over
-/// `current` (plain values and sealed sensitive ones). Every problem is
-/// reported at once.
-pub(super) fn resolve_inputs(
-    config: &AppConfig,
-    install: &InstallId,
-    given: &BTreeMap<String, Value>,
-    plain: &mut BTreeMap<String, Value>,
-    sealed: &mut Sealed,
-    secrets: &SecretBox,
-    problems: &mut Vec<String>,
-) {
-    for (name, raw) in given {
-        let Some(decl) = config.input(name) else {
-            let names: Vec<&str> = config.inputs.iter().map(|i| i.name.as_str()).collect();
-            let hint = nuon_core::app::did_you_mean(name, names.iter().copied());
-            problems.push(if names.is_empty() {
-                format!("unknown input {name:?}: the app declares no inputs")
-            } else {
-                format!(
-                    "unknown input {name:?}{hint} (inputs: {})",
-                    names.join(", ")
-                )
-            });
-            continue;
-        };
-        let empty = raw.is_null() || raw.as_str().is_some_and(|s| s.trim().is_empty());
-        if empty && decl.required {
-            problems.push(format!(
-                "input {name:?} is required and was given an empty value; give it a value"
-            ));
-            continue;
-        }
-        match decl.ty.coerce(raw) {
-            Ok(v) if decl.sensitive && as_text(&v).chars().count() < MIN_SECRET_CHARS => {
-                problems.push(too_short("input", name));
-            }
-            Ok(v) if decl.sensitive => {
-                let text = as_text(&v);
-                sealed.inputs.insert(
-                    name.clone(),
-                    secrets.seal(&text, &seal_context(install, "input", name)),
-                );
-                plain.remove(name);
-            }
-            Ok(v) => {
-                plain.insert(name.clone(), v);
-            }
-            // A sensitive value is never echoed, not even in an error.
-            Err(_) if decl.sensitive => problems.push(format!(
-                "input {name:?} must be a {} (the value is sensitive and not shown)",
-                serde_json::to_value(decl.ty)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            )),
-            Err(e) => problems.push(format!("input {name:?}: {e}")),
-        }
-    }
-    for decl in &config.inputs {
-        let set = plain.contains_key(&decl.name) || sealed.inputs.contains_key(&decl.name);
-        if set {
-            continue;
-        }
-        match &decl.default {
-            Some(d) if decl.sensitive => {
-                let text = as_text(d);
-                sealed.inputs.insert(
-                    decl.name.clone(),
-                    secrets.seal(&text, &seal_context(install, "input", &decl.name)),
-                );
-            }
-            Some(d) => {
-                plain.insert(decl.name.clone(), d.clone());
-            }
-            None if decl.required => problems.push(format!(
-                "missing required input {:?}{}",
-                decl.name,
-                decl.description
-                    .as_deref()
-                    .map(|d| format!(" ({d})"))
-                    .unwrap_or_default()
-            )),
-            None => {}
-        }
-    }
-}
-
-/// A secret or sensitive input too short to be hidden in logs (its value is
-/// never echoed).
-fn too_short(kind: &str, name: &str) -> String {
-    format!(
-        "{kind} {name:?} is shorter than {MIN_SECRET_CHARS} characters: a value that short cannot be hidden in job logs without hiding ordinary text with it; give a longer one (the value is not shown)"
-    )
-}
-
-pub(super) async fn create_install(
-    State(state): State<SharedState>,
-    auth: ApiAuth,
-    Body(req): Body<CreateInstall>,
-) -> Result<(StatusCode, Json<InstallCreated>), Error> {
-    require_admin(&auth)?;
-    check_name("install", &req.name)?;
-    nuon_core::labels::check_labels(&req.labels)
-        .map_err(|e| Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e))?;
-    let approval = req.approval.unwrap_or_default();
-    let org = &auth.0.org_id;
-    let app = app_of(&state, &auth, &req.app).await?;
-    let version = latest_config(&state, &auth, &app).await?;
-    let config = &version.config;
-    let id = InstallId::generate();
-    let mut plain = BTreeMap::new();
-    let mut sealed = Sealed::default();
-    let mut problems = Vec::new();
-    resolve_inputs(
-        config,
-        &id,
-        &req.inputs,
-        &mut plain,
-        &mut sealed,
-        &state.secrets,
-        &mut problems,
-    );
-    resolve_secrets(
-        config,
-        &id,
-        &req.secrets,
-        &mut sealed,
-        &state.secrets,
-        &mut problems,
-    );
-    for s in &config.secrets {
-        if sealed.secrets.contains_key(&s.name) {
-            continue;
-        }
-        if let Some(value) = s.default.as_ref().filter(|_| !s.auto_generate) {
-            sealed.secrets.insert(
-                s.name.clone(),
-                state
-                    .secrets
-                    .seal(value, &seal_context(&id, "secret", &s.name)),
-            );
-        } else if s.auto_generate {
-            let mut raw = [0u8; 24];
-            nuon_core::random_bytes(&mut raw);
-            // 24 random bytes: 48 hex characters, or 32 of base64.
-            let value = if s.format.as_deref() == Some("base64") {
-                use base64::Engine as _;
-                base64::engine::general_purpose::STANDARD.encode(raw)
-            } else {
-                hex::encode(raw)
-            };
-            sealed.secrets.insert(
-                s.name.clone(),
-                state
-                    .secrets
-                    .seal(&value, &seal_context(&id, "secret", &s.name)),
-            );
-        } else if s.required {
-            problems.push(format!(
-                "missing required secret {:?} ({})",
-                s.name, s.description
-            ));
-        }
-    }
-    // Only a toggleable component may start off (or be named on).
-    let toggleable: Vec<&str> = config
-        .components
-        .iter()
-        .filter(|c| c.toggleable)
-        .map(|c| c.name.as_str())
-        .collect();
-    for name in req.components.keys() {
-        if !toggleable.contains(&name.as_str()) {
-            let known = if toggleable.is_empty() {
-                "the app has no toggleable component".to_owned()
-            } else {
-                format!("toggleable: {}", toggleable.join(", "))
-            };
-            problems.push(format!(
-                "component {name:?} is not toggleable{} ({known}; a component is with `toggleable = true`)",
-                nuon_core::app::did_you_mean(name, toggleable.iter().copied())
-            ));
-        }
-    }
-    // Its own values for components: each for a component that takes them.
-    let mut overrides = crate::store::Overrides::new();
-    for (name, o) in &req.overrides {
-        let Some(o) = o.normalized() else { continue };
-        let found = nuon_core::app::override_problems(config, name, &o);
-        if found.is_empty() {
-            overrides.insert(name.clone(), o);
-        } else {
-            problems.extend(
-                found
-                    .into_iter()
-                    .map(|p| format!("overrides of {name}: {p}")),
-            );
-        }
-    }
-    if !problems.is_empty() {
-        return Err(Error::api(
-            StatusCode::BAD_REQUEST,
-            "invalid_install",
-            format!(
-                "install {:?} of app {:?} (config version {}): {}",
-                req.name,
-                app.name,
-                version.version,
-                problems.join("; ")
-            ),
-        ));
-    }
-    let runner_id = RunnerId::generate();
-    let token = issue_runner_token(&runner_id);
-    // The install's id: unique, and never a name someone picked.
-    let runner_name = id.to_string();
-    let stored = state
-        .store
-        .create_install(
-            org,
-            NewInstall {
-                id,
-                app_id: app.id.clone(),
-                name: req.name.clone(),
-                config_version: version.version,
-                runner_id,
-                runner_name,
-                runner_token_hash: token.hash,
-                inputs_json: serde_json::to_string(&plain)
-                    .map_err(|e| internal("cannot encode inputs", e))?,
-                sealed_json: serde_json::to_string(&sealed)
-                    .map_err(|e| internal("cannot encode secrets", e))?,
-                approval,
-                labels: req.labels.clone(),
-                toggles: req.components.clone(),
-                overrides,
-            },
-        )
-        .await?;
-    let key = state.signing_public_key(org).await?;
-    tracing::info!(install = %stored.id, name = %stored.name, app = %app.id, "install created");
-    Ok((
-        StatusCode::CREATED,
-        Json(InstallCreated {
-            install: InstallInfo {
-                app_name: Some(app.name.clone()),
-                ..install_info(stored)?
-            },
-            runner_token: token.secret,
-            signing_public_key: key.to_string(),
-            runner_api_url: state.engine.runner_url_known().map(str::to_owned),
-        }),
-    ))
 }
 
 async fn list_installs(

@@ -2,6 +2,7 @@
 //! (runners), each on its own listener and router.
 
 pub(crate) mod apps;
+mod caller;
 mod control;
 pub(crate) mod doc;
 mod drift;
@@ -193,6 +194,9 @@ impl AppState {
         crate::service::Services {
             store: &*self.store,
             auditor: &self.auditor,
+            secrets: &self.secrets,
+            keys: &self.keys,
+            engine: &self.engine,
         }
     }
 
@@ -686,30 +690,6 @@ pub(crate) fn source_of(ext: &axum::http::Extensions) -> String {
     ext.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0.ip().to_string())
         .unwrap_or_default()
-}
-
-/// Who calls a service operation: the token's principal and the
-/// caller's address.
-impl FromRequestParts<SharedState> for Caller {
-    type Rejection = Error;
-
-    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
-        let ApiAuth(principal) = ApiAuth::from_request_parts(parts, state).await?;
-        Ok(Caller {
-            principal,
-            source: source_of(&parts.extensions),
-        })
-    }
-}
-
-impl ApiAuth {
-    /// The caller of a service operation (its address unknown).
-    pub(crate) fn caller(&self) -> Caller {
-        Caller {
-            principal: self.0.clone(),
-            source: String::new(),
-        }
-    }
 }
 
 /// The runner a Runner API request comes from.

@@ -5,15 +5,21 @@ use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
 use nuon_core::OrgId;
-use nuon_core::endpoint::{Endpoint, SetInstallLabels, UpdateInstall, path_of};
+use nuon_core::app::AppConfig;
+use nuon_core::endpoint::{self as ep, Endpoint, SetInstallLabels, UpdateInstall, path_of};
 use nuon_core::labels::{check_key, check_labels};
-use nuon_core::wire::{EditInstall, InstallInfo, InstallOutputs, LabelChange};
+use nuon_core::token::issue_runner_token;
+use nuon_core::wire::{
+    CreateInstall, EditInstall, InstallCreated, InstallInfo, InstallOutputs, LabelChange,
+    MIN_SECRET_CHARS,
+};
+use nuon_core::{InstallId, RunnerId};
 use serde_json::Value;
 
 use super::{Caller, Services, check_name, internal, require_admin};
 use crate::error::Error;
-use crate::secrets::Sealed;
-use crate::store::{InstallChange, StoreError, StoredInstall};
+use crate::secrets::{Sealed, SecretBox, seal_context};
+use crate::store::{InstallChange, NewInstall, StoreError, StoredInstall};
 
 impl Services<'_> {
     /// The install `key` (an id or a name) of the caller's org, or a 404.
@@ -115,6 +121,322 @@ impl Services<'_> {
         }
         self.install_view(caller, updated).await
     }
+}
+
+impl Services<'_> {
+    /// `POST /v1/installs`: an install of an app, with its runner, from
+    /// the app's latest config: its inputs and secrets checked against it
+    /// and sealed, every problem said at once. The runner's token is in
+    /// this answer only. Admins only; recorded in the audit trail,
+    /// refusals included.
+    pub(crate) async fn create_install(
+        &self,
+        caller: &Caller,
+        req: CreateInstall,
+    ) -> Result<InstallCreated, Error> {
+        let result = self.make_install(caller, req).await;
+        self.audited::<ep::CreateInstall, _>(caller, path_of::<ep::CreateInstall>(&[]), result)
+            .await
+    }
+
+    async fn make_install(
+        &self,
+        caller: &Caller,
+        req: CreateInstall,
+    ) -> Result<InstallCreated, Error> {
+        require_admin(&caller.principal)?;
+        check_name("install", &req.name)?;
+        nuon_core::labels::check_labels(&req.labels)
+            .map_err(|e| Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e))?;
+        let approval = req.approval.unwrap_or_default();
+        let org = &caller.principal.org_id;
+        let app = self.find_app(caller, &req.app).await?;
+        let version = self.latest_config(caller, &app).await?;
+        let config = &version.config;
+        let id = InstallId::generate();
+        let mut plain = BTreeMap::new();
+        let mut sealed = Sealed::default();
+        let mut problems = Vec::new();
+        resolve_inputs(
+            config,
+            &id,
+            &req.inputs,
+            &mut plain,
+            &mut sealed,
+            self.secrets,
+            &mut problems,
+        );
+        resolve_secrets(
+            config,
+            &id,
+            &req.secrets,
+            &mut sealed,
+            self.secrets,
+            &mut problems,
+        );
+        for s in &config.secrets {
+            if sealed.secrets.contains_key(&s.name) {
+                continue;
+            }
+            if let Some(value) = s.default.as_ref().filter(|_| !s.auto_generate) {
+                sealed.secrets.insert(
+                    s.name.clone(),
+                    self.secrets
+                        .seal(value, &seal_context(&id, "secret", &s.name)),
+                );
+            } else if s.auto_generate {
+                let mut raw = [0u8; 24];
+                nuon_core::random_bytes(&mut raw);
+                // 24 random bytes: 48 hex characters, or 32 of base64.
+                let value = if s.format.as_deref() == Some("base64") {
+                    use base64::Engine as _;
+                    base64::engine::general_purpose::STANDARD.encode(raw)
+                } else {
+                    hex::encode(raw)
+                };
+                sealed.secrets.insert(
+                    s.name.clone(),
+                    self.secrets
+                        .seal(&value, &seal_context(&id, "secret", &s.name)),
+                );
+            } else if s.required {
+                problems.push(format!(
+                    "missing required secret {:?} ({})",
+                    s.name, s.description
+                ));
+            }
+        }
+        // Only a toggleable component may start off (or be named on).
+        let toggleable: Vec<&str> = config
+            .components
+            .iter()
+            .filter(|c| c.toggleable)
+            .map(|c| c.name.as_str())
+            .collect();
+        for name in req.components.keys() {
+            if !toggleable.contains(&name.as_str()) {
+                let known = if toggleable.is_empty() {
+                    "the app has no toggleable component".to_owned()
+                } else {
+                    format!("toggleable: {}", toggleable.join(", "))
+                };
+                problems.push(format!(
+                "component {name:?} is not toggleable{} ({known}; a component is with `toggleable = true`)",
+                nuon_core::app::did_you_mean(name, toggleable.iter().copied())
+            ));
+            }
+        }
+        // Its own values for components: each for a component that takes them.
+        let mut overrides = crate::store::Overrides::new();
+        for (name, o) in &req.overrides {
+            let Some(o) = o.normalized() else { continue };
+            let found = nuon_core::app::override_problems(config, name, &o);
+            if found.is_empty() {
+                overrides.insert(name.clone(), o);
+            } else {
+                problems.extend(
+                    found
+                        .into_iter()
+                        .map(|p| format!("overrides of {name}: {p}")),
+                );
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Error::api(
+                StatusCode::BAD_REQUEST,
+                "invalid_install",
+                format!(
+                    "install {:?} of app {:?} (config version {}): {}",
+                    req.name,
+                    app.name,
+                    version.version,
+                    problems.join("; ")
+                ),
+            ));
+        }
+        let runner_id = RunnerId::generate();
+        let token = issue_runner_token(&runner_id);
+        // The install's id: unique, and never a name someone picked.
+        let runner_name = id.to_string();
+        let stored = self
+            .store
+            .create_install(
+                org,
+                NewInstall {
+                    id,
+                    app_id: app.id.clone(),
+                    name: req.name.clone(),
+                    config_version: version.version,
+                    runner_id,
+                    runner_name,
+                    runner_token_hash: token.hash,
+                    inputs_json: serde_json::to_string(&plain)
+                        .map_err(|e| internal("cannot encode inputs", e))?,
+                    sealed_json: serde_json::to_string(&sealed)
+                        .map_err(|e| internal("cannot encode secrets", e))?,
+                    approval,
+                    labels: req.labels.clone(),
+                    toggles: req.components.clone(),
+                    overrides,
+                },
+            )
+            .await?;
+        let key = self.keys.signer(org).await?.public_key();
+        tracing::info!(install = %stored.id, name = %stored.name, app = %app.id, "install created");
+        Ok(InstallCreated {
+            install: InstallInfo {
+                app_name: Some(app.name.clone()),
+                ..install_info(stored)?
+            },
+            runner_token: token.secret,
+            signing_public_key: key.to_string(),
+            runner_api_url: self.engine.runner_url_known().map(str::to_owned),
+        })
+    }
+}
+
+/// A value as the text sealed for it: a string as is, anything else as JSON.
+fn as_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Checks `given` secrets against the config and seals them over
+/// `sealed`. Every problem is reported at once.
+pub(crate) fn resolve_secrets(
+    config: &AppConfig,
+    install: &InstallId,
+    given: &BTreeMap<String, String>,
+    sealed: &mut Sealed,
+    secrets: &SecretBox,
+    problems: &mut Vec<String>,
+) {
+    for (name, value) in given {
+        let decl = config.secrets.iter().find(|s| &s.name == name);
+        let known = decl.is_some();
+        let base64_ok = |v: &str| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD
+                .decode(v.trim())
+                .is_ok()
+        };
+        if known && value.chars().count() < MIN_SECRET_CHARS {
+            problems.push(too_short("secret", name));
+        } else if decl.is_some_and(|d| d.format.as_deref() == Some("base64")) && !base64_ok(value) {
+            problems.push(format!(
+                "secret {name:?} has format = \"base64\", and its value is not base64 (standard alphabet, padded)"
+            ));
+        } else if known {
+            sealed.secrets.insert(
+                name.clone(),
+                secrets.seal(value, &seal_context(install, "secret", name)),
+            );
+        } else {
+            let names: Vec<&str> = config.secrets.iter().map(|s| s.name.as_str()).collect();
+            problems.push(format!(
+                "unknown secret {name:?}{}",
+                nuon_core::app::did_you_mean(name, names.iter().copied())
+            ));
+        }
+    }
+}
+
+/// Checks `given` inputs against the config and merges them over
+/// `current` (plain values and sealed sensitive ones). Every problem is
+/// reported at once.
+pub(crate) fn resolve_inputs(
+    config: &AppConfig,
+    install: &InstallId,
+    given: &BTreeMap<String, Value>,
+    plain: &mut BTreeMap<String, Value>,
+    sealed: &mut Sealed,
+    secrets: &SecretBox,
+    problems: &mut Vec<String>,
+) {
+    for (name, raw) in given {
+        let Some(decl) = config.input(name) else {
+            let names: Vec<&str> = config.inputs.iter().map(|i| i.name.as_str()).collect();
+            let hint = nuon_core::app::did_you_mean(name, names.iter().copied());
+            problems.push(if names.is_empty() {
+                format!("unknown input {name:?}: the app declares no inputs")
+            } else {
+                format!(
+                    "unknown input {name:?}{hint} (inputs: {})",
+                    names.join(", ")
+                )
+            });
+            continue;
+        };
+        let empty = raw.is_null() || raw.as_str().is_some_and(|s| s.trim().is_empty());
+        if empty && decl.required {
+            problems.push(format!(
+                "input {name:?} is required and was given an empty value; give it a value"
+            ));
+            continue;
+        }
+        match decl.ty.coerce(raw) {
+            Ok(v) if decl.sensitive && as_text(&v).chars().count() < MIN_SECRET_CHARS => {
+                problems.push(too_short("input", name));
+            }
+            Ok(v) if decl.sensitive => {
+                let text = as_text(&v);
+                sealed.inputs.insert(
+                    name.clone(),
+                    secrets.seal(&text, &seal_context(install, "input", name)),
+                );
+                plain.remove(name);
+            }
+            Ok(v) => {
+                plain.insert(name.clone(), v);
+            }
+            // A sensitive value is never echoed, not even in an error.
+            Err(_) if decl.sensitive => problems.push(format!(
+                "input {name:?} must be a {} (the value is sensitive and not shown)",
+                serde_json::to_value(decl.ty)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            )),
+            Err(e) => problems.push(format!("input {name:?}: {e}")),
+        }
+    }
+    for decl in &config.inputs {
+        let set = plain.contains_key(&decl.name) || sealed.inputs.contains_key(&decl.name);
+        if set {
+            continue;
+        }
+        match &decl.default {
+            Some(d) if decl.sensitive => {
+                let text = as_text(d);
+                sealed.inputs.insert(
+                    decl.name.clone(),
+                    secrets.seal(&text, &seal_context(install, "input", &decl.name)),
+                );
+            }
+            Some(d) => {
+                plain.insert(decl.name.clone(), d.clone());
+            }
+            None if decl.required => problems.push(format!(
+                "missing required input {:?}{}",
+                decl.name,
+                decl.description
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            )),
+            None => {}
+        }
+    }
+}
+
+/// A secret or sensitive input too short to be hidden in logs (its value is
+/// never echoed).
+fn too_short(kind: &str, name: &str) -> String {
+    format!(
+        "{kind} {name:?} is shorter than {MIN_SECRET_CHARS} characters: a value that short cannot be hidden in job logs without hiding ordinary text with it; give a longer one (the value is not shown)"
+    )
 }
 
 /// The most labels an install has.

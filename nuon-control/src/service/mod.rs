@@ -9,6 +9,7 @@
 //! record in their handlers (`api/*.rs`), with the audit layer recording
 //! them by route.
 
+pub(crate) mod apps;
 pub(crate) mod installs;
 
 use axum::http::StatusCode;
@@ -16,8 +17,11 @@ use nuon_core::audit::AuditEntry;
 use nuon_core::endpoint::Endpoint;
 use nuon_core::now_ms;
 
+use crate::engine::Engine;
 use crate::error::Error;
+use crate::keys::JobKeys;
 use crate::ops::Auditor;
+use crate::secrets::SecretBox;
 use crate::store::{ApiPrincipal, Store};
 
 /// Who calls an operation, and from where.
@@ -34,6 +38,12 @@ pub(crate) struct Caller {
 pub(crate) struct Services<'a> {
     pub(crate) store: &'a dyn Store,
     pub(crate) auditor: &'a Auditor,
+    /// Seals what is secret, bound to where it belongs.
+    pub(crate) secrets: &'a SecretBox,
+    /// The orgs' signing keys.
+    pub(crate) keys: &'a JobKeys,
+    /// The workflow engine (the Runner API's address it knows).
+    pub(crate) engine: &'a Engine,
 }
 
 impl Services<'_> {

@@ -1636,24 +1636,12 @@ async fn install_create(
         Ok(r) => r,
         Err(e) => return again(e),
     };
-    let principal = web.auth.0.clone();
-    let result = super::apps::create_install(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        super::Body(req),
-    )
-    .await;
-    match recorded(
-        &state,
-        &principal,
-        "createInstall",
-        "/v1/installs".into(),
+    let caller = super::Caller {
+        principal: web.auth.0.clone(),
         source,
-        result,
-    )
-    .await
-    {
-        Ok((_, axum::Json(made))) => html(new_install::created(&web, &made)),
+    };
+    match state.services().create_install(&caller, req).await {
+        Ok(made) => html(new_install::created(&web, &made)),
         Err(e) if e.status().is_client_error() => again(e.to_string()),
         Err(e) => error_page(e),
     }

@@ -1,0 +1,32 @@
+//! The [`Caller`] of a service operation, from an API request: the
+//! token's principal and the caller's address.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use super::{ApiAuth, Caller, SharedState, source_of};
+use crate::error::Error;
+
+/// Who calls a service operation: the token's principal and the
+/// caller's address.
+impl FromRequestParts<SharedState> for Caller {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
+        let ApiAuth(principal) = ApiAuth::from_request_parts(parts, state).await?;
+        Ok(Caller {
+            principal,
+            source: source_of(&parts.extensions),
+        })
+    }
+}
+
+impl ApiAuth {
+    /// The caller of a service operation (its address unknown).
+    pub(crate) fn caller(&self) -> Caller {
+        Caller {
+            principal: self.0.clone(),
+            source: String::new(),
+        }
+    }
+}

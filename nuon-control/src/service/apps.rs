@@ -1,0 +1,64 @@
+//! Apps as the operations read them: found by name or id, with their
+//! latest config opened.
+
+use nuon_core::wire::{AppInfo, ConfigFile, ConfigVersionInfo};
+
+use super::{Caller, Services, internal};
+use crate::error::Error;
+use crate::keys::open_config;
+use crate::secrets::SecretBox;
+use crate::store::StoredConfig;
+
+impl Services<'_> {
+    /// The app `key` (an id or a name) of the caller's org, or a 404.
+    pub(crate) async fn find_app(&self, caller: &Caller, key: &str) -> Result<AppInfo, Error> {
+        self.store
+            .find_app(&caller.principal.org_id, key)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("no app {key:?}")))
+    }
+
+    /// The app's latest config version, opened, or a 404 that says how to
+    /// sync one.
+    pub(crate) async fn latest_config(
+        &self,
+        caller: &Caller,
+        app: &AppInfo,
+    ) -> Result<ConfigVersionInfo, Error> {
+        let c = self
+            .store
+            .get_config(&caller.principal.org_id, &app.id, None)
+            .await?
+            .ok_or_else(|| {
+                Error::not_found(format!(
+                    "app {:?} has no config yet: sync one with `nuon apps sync DIR --app {}`",
+                    app.name, app.name
+                ))
+            })?;
+        decode_config(self.secrets, app, c)
+    }
+}
+
+/// A stored config version, opened (its config and files are sealed at
+/// rest, bound to the app).
+pub(crate) fn decode_config(
+    secrets: &SecretBox,
+    app: &AppInfo,
+    c: StoredConfig,
+) -> Result<ConfigVersionInfo, Error> {
+    let open = |part: &str, stored: &str| {
+        open_config(secrets, &app.id, part, stored).map_err(Error::internal)
+    };
+    Ok(ConfigVersionInfo {
+        app_id: app.id.clone(),
+        version: c.version,
+        created_at_ms: c.created_at_ms,
+        config: serde_json::from_str(&open("config", &c.config_json)?)
+            .map_err(|e| internal("stored config unreadable", e))?,
+        files: serde_json::from_str::<Vec<ConfigFile>>(&open("files", &c.files_json)?)
+            .map_err(|e| internal("stored config files unreadable", e))?,
+        warnings: serde_json::from_str(&c.warnings_json)
+            .map_err(|e| internal("stored warnings unreadable", e))?,
+        unchanged: false,
+    })
+}
