@@ -24,9 +24,14 @@ impl FromRequestParts<SharedState> for Caller {
 impl ApiAuth {
     /// The caller of a service operation (its address unknown).
     pub(crate) fn caller(&self) -> Caller {
+        self.caller_at(String::new())
+    }
+
+    /// The caller of a service operation from `source`.
+    pub(crate) fn caller_at(&self, source: String) -> Caller {
         Caller {
             principal: self.0.clone(),
-            source: String::new(),
+            source,
         }
     }
 }

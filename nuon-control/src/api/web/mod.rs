@@ -1636,10 +1636,7 @@ async fn install_create(
         Ok(r) => r,
         Err(e) => return again(e),
     };
-    let caller = super::Caller {
-        principal: web.auth.0.clone(),
-        source,
-    };
+    let caller = web.auth.caller_at(source);
     match state.services().create_install(&caller, req).await {
         Ok(made) => html(new_install::created(&web, &made)),
         Err(e) if e.status().is_client_error() => again(e.to_string()),
@@ -1678,10 +1675,7 @@ async fn install_settings(
             .map(str::to_owned),
         approval,
     };
-    let caller = super::Caller {
-        principal: web.auth.0.clone(),
-        source,
-    };
+    let caller = web.auth.caller_at(source);
     match state.services().update_install(&caller, &key, change).await {
         Ok(i) => Redirect::to(&format!("/installs/{}", i.id)).into_response(),
         Err(e) => error_page(e),
@@ -1714,10 +1708,7 @@ async fn install_labels(
         }
         Err(e) => return error_page(Error::bad_request(format!("labels: {e}"))),
     };
-    let caller = super::Caller {
-        principal: web.auth.0.clone(),
-        source,
-    };
+    let caller = web.auth.caller_at(source);
     match state
         .services()
         .set_install_labels(&caller, &key, change)
