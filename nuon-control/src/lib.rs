@@ -48,8 +48,6 @@ pub use error::{Error, Result};
 pub use listen::ConnLimits;
 pub use oidc::OidcConfig;
 pub use ops::{Auditor, OpsConfig};
-pub use server::{
-    ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, ControlPlane, OpenStore, SIGNING_KEY_FILE,
-    ServerConfig,
-};
+pub use private::{ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, SIGNING_KEY_FILE};
+pub use server::{ControlPlane, OpenStore, ServerConfig};
 pub use throttle::ThrottleConfig;

@@ -8,9 +8,6 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
 use nuon_core::audit::AuditEntry;
 use nuon_core::metrics::{Exposition, Histogram, LATENCY_BUCKETS, STEP_BUCKETS};
 use nuon_core::webhook::{self, WebhookEvent};
@@ -18,9 +15,8 @@ use nuon_core::wire::{RunnerHealth, RunnerInfo};
 use nuon_core::{OrgId, now_ms};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::api::SharedState;
 use crate::secrets::{SecretBox, webhook_context};
-use crate::store::{ApiPrincipal, DeliveryTry, NewAudit, Store, StoreError};
+use crate::store::{DeliveryTry, NewAudit, Store, StoreError};
 
 /// The most entries one append writes.
 const MAX_AUDIT_BATCH: usize = 4096;
@@ -233,67 +229,23 @@ async fn write_loop(
     }
 }
 
-/// Filled by the API token's check: whose request this is.
-#[derive(Clone, Default)]
-pub(crate) struct Actor(Arc<Mutex<Option<ApiPrincipal>>>);
-
-impl Actor {
-    pub(crate) fn set(&self, p: &ApiPrincipal) {
-        *self.0.lock().expect("actor lock") = Some(p.clone());
-    }
-}
-
-/// The Control API's write operations, by method and route.
-pub(crate) type WriteOps = Arc<HashMap<(String, String), &'static str>>;
-
-/// Records every state-changing Control API call that a token made: who,
-/// what, on what, from where, and how it ended.
-pub(crate) async fn audit_layer(
-    State((state, ops)): State<(SharedState, WriteOps)>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let method = req.method().as_str().to_ascii_lowercase();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_owned());
-    let Some(op) = route.and_then(|r| ops.get(&(method, r)).copied()) else {
-        return next.run(req).await;
-    };
-    let source = crate::api::source_of(req.extensions());
-    let target = req.uri().path().to_owned();
-    let actor = Actor::default();
-    let mut req = req;
-    req.extensions_mut().insert(actor.clone());
-    let response = next.run(req).await;
-    let who = actor.0.lock().expect("actor lock").clone();
-    if let Some(p) = who {
-        record_write(&state, &p, op, target, source, response.status()).await;
-    }
-    response
-}
-
-/// Records a state-changing call of `p` (the API's, or the dashboard's
-/// under the API operation it performs): who, what, on what, from where,
-/// and how it ended.
-pub(crate) async fn record_write(
-    state: &SharedState,
-    p: &ApiPrincipal,
-    op: &str,
-    target: String,
-    source: String,
-    status: axum::http::StatusCode,
-) {
-    crate::service::record(&state.auditor, p, op, target, source, status).await;
+/// What the operations layer works with: the store, the audit trail, the
+/// webhook secrets, its settings and the replica's counters.
+#[derive(Clone, Copy)]
+pub(crate) struct Fleet<'a> {
+    pub(crate) store: &'a dyn Store,
+    pub(crate) auditor: &'a Auditor,
+    pub(crate) secrets: &'a SecretBox,
+    pub(crate) config: &'a OpsConfig,
+    pub(crate) metrics: &'a Metrics,
 }
 
 /// Looks at every runner's last call, records each change of health in
 /// the audit trail and tells the webhooks.
-pub(crate) async fn check_runners(state: &SharedState) -> Result<(), StoreError> {
+pub(crate) async fn check_runners(state: Fleet<'_>) -> Result<(), StoreError> {
     let now = now_ms();
     for (org, r) in state.store.all_runners().await? {
-        let health = state.ops.health(false, r.last_seen_at_ms, now);
+        let health = state.config.health(false, r.last_seen_at_ms, now);
         if health == r.health {
             continue;
         }
@@ -326,13 +278,7 @@ pub(crate) async fn check_runners(state: &SharedState) -> Result<(), StoreError>
             }
             _ => continue,
         };
-        emit(
-            &*state.store,
-            &org,
-            event,
-            runner_event(&r, health, &silent),
-        )
-        .await;
+        emit(state.store, &org, event, runner_event(&r, health, &silent)).await;
     }
     Ok(())
 }
@@ -371,19 +317,19 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Posts every delivery that is due: of each webhook its oldest pending
 /// one, so each receiver gets its events in order. Answers how many were
 /// tried.
-pub(crate) async fn deliver_webhooks(state: &SharedState) -> Result<usize, StoreError> {
+pub(crate) async fn deliver_webhooks(state: Fleet<'_>) -> Result<usize, StoreError> {
     let due = state.store.due_deliveries(now_ms(), 256).await?;
     let count = due.len();
     let tries = due.into_iter().map(|d| async move {
-        let outcome = post(&state.secrets, state.ops.webhook_allow_private, &d).await;
+        let outcome = post(state.secrets, state.config.webhook_allow_private, &d).await;
         let next = match outcome {
             Ok(()) => DeliveryTry::Delivered,
             Err(error) => {
                 let age = Duration::from_millis((now_ms() - d.delivery.created_at_ms).max(0) as u64);
-                if age >= state.ops.webhook_give_up_after {
+                if age >= state.config.webhook_give_up_after {
                     DeliveryTry::GiveUp { error }
                 } else {
-                    let wait = backoff(d.delivery.attempts, state.ops.webhook_max_backoff);
+                    let wait = backoff(d.delivery.attempts, state.config.webhook_max_backoff);
                     DeliveryTry::Retry {
                         error,
                         next_at_ms: now_ms() + wait.as_millis() as i64,
@@ -535,41 +481,6 @@ async fn post(
     }
 }
 
-/// The leader's operations loop: runner health every `health_every`,
-/// webhook deliveries every second (and at once after a busy pass).
-pub(crate) async fn run(state: SharedState) {
-    let health_every = (state.ops.runner_unhealthy_after / 4)
-        .clamp(Duration::from_millis(250), Duration::from_secs(10));
-    let mut last_health: Option<Instant> = None;
-    loop {
-        let leading = state.leader.load(Ordering::Relaxed);
-        let mut busy = false;
-        if leading {
-            if last_health.is_none_or(|t| t.elapsed() >= health_every) {
-                last_health = Some(Instant::now());
-                if let Err(e) = check_runners(&state).await {
-                    tracing::warn!(error = %e, "cannot check the runners' health");
-                }
-            }
-            match deliver_webhooks(&state).await {
-                Ok(n) => busy = n > 0,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the webhook deliveries that are due")
-                }
-            }
-        }
-        let pause = if busy {
-            Duration::from_millis(50)
-        } else {
-            Duration::from_millis(250).min(health_every)
-        };
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            () = state.shutting_down() => return,
-        }
-    }
-}
-
 /// What the control plane counts as it runs (this replica's share); the
 /// store's gauges are read at each scrape.
 pub(crate) struct Metrics {
@@ -695,9 +606,9 @@ const GAUGE_TTL: Duration = Duration::from_secs(1);
 pub(crate) struct GaugeCache(tokio::sync::Mutex<Option<(Instant, crate::store::Gauges)>>);
 
 /// The control plane's metrics page (Prometheus text).
-pub(crate) async fn render(state: &SharedState) -> Result<String, StoreError> {
+pub(crate) async fn render(state: Fleet<'_>, gauges: &GaugeCache) -> Result<String, StoreError> {
     let gauges = {
-        let mut cached = state.gauges.0.lock().await;
+        let mut cached = gauges.0.lock().await;
         match &*cached {
             Some((at, g)) if at.elapsed() < GAUGE_TTL => g.clone(),
             _ => {
@@ -706,8 +617,8 @@ pub(crate) async fn render(state: &SharedState) -> Result<String, StoreError> {
                 let g = state
                     .store
                     .gauges(
-                        now - ms(state.ops.runner_unhealthy_after),
-                        now - ms(state.ops.runner_offline_after),
+                        now - ms(state.config.runner_unhealthy_after),
+                        now - ms(state.config.runner_offline_after),
                     )
                     .await?;
                 *cached = Some((Instant::now(), g.clone()));

@@ -9,7 +9,13 @@ use std::path::Path;
 use nuon_core::private::{DIR_MODE, FILE_MODE, Verdict, verdict};
 
 use crate::error::{Error, Result};
-use crate::server::SIGNING_KEY_FILE;
+
+/// File in the data dir holding the first org's admin API token (mode 0600).
+pub const ADMIN_TOKEN_FILE: &str = "admin-token";
+/// The file the first org's build runner token is written to.
+pub const BUILD_RUNNER_TOKEN_FILE: &str = "build-runner-token";
+/// File in the data dir holding the first org's job-signing public key.
+pub const SIGNING_KEY_FILE: &str = "org-signing-key.pub";
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::DataDir {
@@ -55,6 +61,38 @@ fn check(path: &Path, is_dir: bool, strict: bool) -> Result<()> {
             message,
         }),
     }
+}
+
+/// Writes `text` and a newline to `path` atomically, readable by its
+/// owner only: the one way the control plane writes a private file.
+pub(crate) fn write_private(path: &Path, text: &str) -> Result<()> {
+    write_file(path, text, 0o600)
+}
+
+/// Writes `text` and a newline to `path` atomically with the given mode.
+pub(crate) fn write_file(path: &Path, text: &str, mode: u32) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| Error::DataDir {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    // Next to it, named after all of it: `a.b` and `a.c` never share one.
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = path.with_file_name(name);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(text.as_bytes()).map_err(err)?;
+    f.write_all(b"\n").map_err(err)?;
+    f.sync_all().map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ pub async fn rotate_secrets_key(
         }
         ring.retain(|k| *k != new);
         ring.insert(0, new);
-        crate::server::write_private(&file, &ring_text_of(&ring))?;
+        crate::private::write_private(&file, &ring_text_of(&ring))?;
     }
     let secrets = SecretBox::with_keys(&ring).expect("the ring holds the new key");
     check_key(store, &secrets).await?;
@@ -128,7 +128,7 @@ pub async fn rotate_secrets_key(
     }
     total.key = match from_env {
         None => {
-            crate::server::write_private(&file, &hex::encode(new))?;
+            crate::private::write_private(&file, &hex::encode(new))?;
             format!("{} holds the new key alone", file.display())
         }
         Some(_) => format!(

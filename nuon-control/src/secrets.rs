@@ -180,7 +180,7 @@ impl SecretBox {
         let path = dir.join(SECRETS_KEY_FILE);
         let mut key = [0u8; 32];
         nuon_core::random_bytes(&mut key);
-        crate::server::write_private(&path, &hex::encode(key))?;
+        crate::private::write_private(&path, &hex::encode(key))?;
         tracing::info!(path = %path.display(), "created the secrets key; back it up apart from the data");
         Ok(Self::new(key).with_source(path))
     }

@@ -1,10 +1,10 @@
 //! Opening a data directory and serving both APIs.
 
 use std::future::Future;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use nuon_core::now_ms;
@@ -14,17 +14,13 @@ use tokio::sync::watch;
 use crate::api::{AppState, SharedState, Timings, control_router, runner_router};
 use crate::error::{Error, Result};
 use crate::keys::{OrgSigners, SealedKeys};
+use crate::private::{
+    ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, SIGNING_KEY_FILE, write_file, write_private,
+};
 use crate::secrets::SecretBox;
 #[cfg(feature = "postgres")]
 use crate::store::PostgresStore;
 use crate::store::{SqliteStore, Store, StoreError};
-
-/// File in the data dir holding the first org's admin API token (mode 0600).
-pub const ADMIN_TOKEN_FILE: &str = "admin-token";
-/// The file the first org's build runner token is written to.
-pub const BUILD_RUNNER_TOKEN_FILE: &str = "build-runner-token";
-/// File in the data dir holding the first org's job-signing public key.
-pub const SIGNING_KEY_FILE: &str = "org-signing-key.pub";
 
 /// How to run the control plane.
 #[derive(Debug, Clone)]
@@ -391,7 +387,7 @@ impl ControlPlane {
                 }
             }
         });
-        let operations = tokio::spawn(crate::ops::run(self.state.clone()));
+        let operations = tokio::spawn(operations(self.state.clone()));
         let engine = self.state.engine.clone();
         let engine_shutdown = self.state.shutdown.clone();
         let engine = tokio::spawn(async move { engine.run(engine_shutdown).await });
@@ -581,28 +577,37 @@ async fn bootstrap(store: &dyn Store, secrets: &SecretBox, dir: &Path) -> Result
     Ok(())
 }
 
-pub(crate) fn write_private(path: &Path, text: &str) -> Result<()> {
-    write_file(path, text, 0o600)
-}
-
-/// Writes `text` and a newline to `path` atomically with the given mode.
-fn write_file(path: &Path, text: &str, mode: u32) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |e: std::io::Error| Error::DataDir {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(text.as_bytes()).map_err(err)?;
-    f.write_all(b"\n").map_err(err)?;
-    f.sync_all().map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)?;
-    Ok(())
+/// The leader's operations loop: runner health every `health_every`,
+/// webhook deliveries every second (and at once after a busy pass).
+async fn operations(state: SharedState) {
+    let health_every = (state.ops.runner_unhealthy_after / 4)
+        .clamp(Duration::from_millis(250), Duration::from_secs(10));
+    let mut last_health: Option<Instant> = None;
+    loop {
+        let leading = state.leader.load(Ordering::Relaxed);
+        let mut busy = false;
+        if leading {
+            if last_health.is_none_or(|t| t.elapsed() >= health_every) {
+                last_health = Some(Instant::now());
+                if let Err(e) = crate::ops::check_runners(state.fleet()).await {
+                    tracing::warn!(error = %e, "cannot check the runners' health");
+                }
+            }
+            match crate::ops::deliver_webhooks(state.fleet()).await {
+                Ok(n) => busy = n > 0,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the webhook deliveries that are due")
+                }
+            }
+        }
+        let pause = if busy {
+            Duration::from_millis(50)
+        } else {
+            Duration::from_millis(250).min(health_every)
+        };
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = state.shutting_down() => return,
+        }
+    }
 }

@@ -233,7 +233,7 @@ pub struct ExecJob {
 #[serde(deny_unknown_fields)]
 pub struct DebugJob {
     /// A log request or a debug command.
-    pub purpose: crate::wire::DebugPurpose,
+    pub purpose: DebugPurpose,
     /// The program and its arguments, run without a shell.
     pub command: Vec<String>,
 }
@@ -732,6 +732,17 @@ impl JobResult {
             outputs: serde_json::Value::Null,
         }
     }
+}
+
+/// What a debug request asks of an install's runner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DebugPurpose {
+    /// Logs (`kubectl logs ...`, `journalctl ...`).
+    Logs,
+    /// A debug command.
+    #[default]
+    Debug,
 }
 
 #[cfg(test)]

@@ -7,7 +7,61 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::workflow::status;
+/// Declares a status enum whose every variant is spelled once, in its serde
+/// name: [`as_str`](WorkflowStatus::as_str), `Display`, `FromStr` and
+/// comparisons with a `&str` all use that spelling.
+macro_rules! status {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant,)*
+        }
+
+        impl $name {
+            /// Every status, in order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// The status as the API spells it.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str() == s)
+                    .ok_or_else(|| format!("unknown {} {s:?}", stringify!($name)))
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
+}
+
+pub(crate) use status;
 
 status! {
     /// Where an install is in its life: set by the workflows that run on

@@ -18,10 +18,61 @@
 
 use std::fmt;
 
-use crate::wire::{LogLine, LogStream, MAX_LOG_LINE_BYTES};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// The media type of a body of log records.
 pub const LOG_RECORDS_CONTENT_TYPE: &str = "application/vnd.nuon.log-records";
+
+/// The longest log line kept; longer lines are split by the runner.
+pub const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
+
+/// Where a log line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LogStream {
+    /// The job process's standard output.
+    Stdout,
+    /// The job process's standard error.
+    Stderr,
+    /// The runner itself (spec refused, binary missing, timeout, ...).
+    System,
+}
+
+impl LogStream {
+    /// A one-letter code for compact encodings.
+    pub fn code(self) -> char {
+        match self {
+            LogStream::Stdout => 'o',
+            LogStream::Stderr => 'e',
+            LogStream::System => 's',
+        }
+    }
+
+    /// The inverse of [`LogStream::code`].
+    pub fn from_code(c: char) -> Option<Self> {
+        match c {
+            'o' => Some(LogStream::Stdout),
+            'e' => Some(LogStream::Stderr),
+            's' => Some(LogStream::System),
+            _ => None,
+        }
+    }
+}
+
+/// One line of a job's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LogLine {
+    /// Which stream.
+    #[serde(rename = "s")]
+    pub stream: LogStream,
+    /// When the runner read it, milliseconds since the Unix epoch.
+    #[serde(rename = "t")]
+    pub ts_ms: i64,
+    /// The text, without its newline.
+    #[serde(rename = "m")]
+    pub text: String,
+}
 
 /// Why a run of records is malformed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,12 +20,18 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::app::{AppConfig, Component, Diagnostic};
+pub use crate::app::{ComponentOverride, check_name};
 use crate::id::{
     AppId, DeliveryId, InstallId, JobId, OrgId, RunnerId, TokenId, UserId, WebhookId, WorkflowId,
 };
+pub use crate::job::DebugPurpose;
 use crate::job::{JobResult, JobStatus};
 use crate::model::{ApprovalMode, InstallState};
-pub use crate::records::{LOG_RECORDS_CONTENT_TYPE, LogLineRef, LogRecords, RecordError};
+pub use crate::records::{
+    LOG_RECORDS_CONTENT_TYPE, LogLine, LogLineRef, LogRecords, LogStream, MAX_LOG_LINE_BYTES,
+    RecordError,
+};
+use crate::workflow::StepRecord;
 use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 
 /// Route paths, so client and server cannot drift apart.
@@ -333,8 +339,6 @@ impl RunnerSession {
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// The most lines one [`LogBatch`] may carry.
 pub const MAX_LOG_LINES_PER_BATCH: usize = 10_000;
-/// The longest log line kept; longer lines are split by the runner.
-pub const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
 
 // ---------------------------------------------------------------- Runner API
 //
@@ -654,53 +658,6 @@ pub struct HeartbeatResponse {
     /// The version of the runner's settings now (see [`ClaimResponse`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings_version: Option<String>,
-}
-
-/// Where a log line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum LogStream {
-    /// The job process's standard output.
-    Stdout,
-    /// The job process's standard error.
-    Stderr,
-    /// The runner itself (spec refused, binary missing, timeout, ...).
-    System,
-}
-
-impl LogStream {
-    /// A one-letter code for compact encodings.
-    pub fn code(self) -> char {
-        match self {
-            LogStream::Stdout => 'o',
-            LogStream::Stderr => 'e',
-            LogStream::System => 's',
-        }
-    }
-
-    /// The inverse of [`LogStream::code`].
-    pub fn from_code(c: char) -> Option<Self> {
-        match c {
-            'o' => Some(LogStream::Stdout),
-            'e' => Some(LogStream::Stderr),
-            's' => Some(LogStream::System),
-            _ => None,
-        }
-    }
-}
-
-/// One line of a job's log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct LogLine {
-    /// Which stream.
-    #[serde(rename = "s")]
-    pub stream: LogStream,
-    /// When the runner read it, milliseconds since the Unix epoch.
-    #[serde(rename = "t")]
-    pub ts_ms: i64,
-    /// The text, without its newline.
-    #[serde(rename = "m")]
-    pub text: String,
 }
 
 /// Lines `first_seq ..= first_seq + lines.len() - 1` of one attempt's log.
@@ -1465,42 +1422,6 @@ pub struct CreateInstall {
     pub overrides: BTreeMap<String, ComponentOverride>,
 }
 
-/// An install's own values for one of its components, over the app
-/// config's: Nuon's `[components.NAME]` of an install file. Both are
-/// templates, rendered as the component's values are.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ComponentOverride {
-    /// YAML for a `helm_chart` component, deep-merged over its values
-    /// (its values files and `[values]`); it wins where both set a key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub helm_values: Option<String>,
-    /// A `.tfvars` file (HCL, or a JSON object) for a `terraform_module`
-    /// component, read after its `[vars]` and var files, so it wins.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tf_vars: Option<String>,
-}
-
-impl ComponentOverride {
-    /// Whether it sets nothing (an empty text is nothing).
-    pub fn is_empty(&self) -> bool {
-        self.helm_values
-            .as_deref()
-            .is_none_or(|t| t.trim().is_empty())
-            && self.tf_vars.as_deref().is_none_or(|t| t.trim().is_empty())
-    }
-
-    /// What it sets, an empty text left out; `None` when it sets nothing.
-    pub fn normalized(&self) -> Option<ComponentOverride> {
-        let keep = |t: &Option<String>| t.clone().filter(|t| !t.trim().is_empty());
-        let o = ComponentOverride {
-            helm_values: keep(&self.helm_values),
-            tf_vars: keep(&self.tf_vars),
-        };
-        (!o.is_empty()).then_some(o)
-    }
-}
-
 /// Set (or, with both texts empty or absent, clear) an install's own
 /// values for a component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -1595,23 +1516,6 @@ pub struct InstallCheck {
     pub detail: Option<String>,
     /// When it was reported, milliseconds since the Unix epoch.
     pub at_ms: i64,
-}
-
-/// Whether `name` may name a pushed check: 1 to 63 letters, digits, `-`,
-/// `_` or `.`.
-pub fn check_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "check name {name:?}: give 1 to 63 letters, digits, '-', '_' or '.'"
-        ))
-    }
 }
 
 /// Change an install's labels: `set` adds or replaces, `remove` removes
@@ -2455,17 +2359,6 @@ pub struct AuditVerification {
     pub broken: Option<crate::audit::ChainBreak>,
 }
 
-/// What a debug request asks of an install's runner.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DebugPurpose {
-    /// Logs (`kubectl logs ...`, `journalctl ...`).
-    Logs,
-    /// A debug command.
-    #[default]
-    Debug,
-}
-
 /// Ask an install's runner to run a command; the runner decides
 /// (`nuon-runner run --debug-commands off|allow-list FILE|any`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -2608,6 +2501,20 @@ pub struct PhoneHomeAnswer {
     pub runner_token: String,
     /// The org's job-signing public key.
     pub signing_public_key: String,
+}
+
+impl StepRecord for WorkflowStepInfo {
+    fn kind(&self) -> StepKind {
+        self.kind
+    }
+
+    fn target(&self) -> Option<&str> {
+        self.target.as_deref()
+    }
+
+    fn outputs(&self) -> &serde_json::Value {
+        &self.outputs
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::app::{AppConfig, ComponentKind};
+use crate::model::status;
 
 /// What a workflow does to an install.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -100,62 +101,6 @@ impl StepKind {
         )
     }
 }
-
-/// Declares a status enum whose every variant is spelled once, in its serde
-/// name: [`as_str`](WorkflowStatus::as_str), `Display`, `FromStr` and
-/// comparisons with a `&str` all use that spelling.
-macro_rules! status {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)* }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-        pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $text)] $variant,)*
-        }
-
-        impl $name {
-            /// Every status, in order.
-            pub const ALL: &'static [$name] = &[$($name::$variant),*];
-
-            /// The status as the API spells it.
-            pub const fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text,)*
-                }
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl std::str::FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                Self::ALL
-                    .iter()
-                    .copied()
-                    .find(|v| v.as_str() == s)
-                    .ok_or_else(|| format!("unknown {} {s:?}", stringify!($name)))
-            }
-        }
-
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.as_str() == other
-            }
-        }
-
-        impl PartialEq<&str> for $name {
-            fn eq(&self, other: &&str) -> bool {
-                self.as_str() == *other
-            }
-        }
-    };
-}
-
-pub(crate) use status;
 
 status! {
     /// How far a workflow got.
@@ -545,12 +490,36 @@ pub fn plan_with(
     out
 }
 
+/// A step as it ran, as the rules over a workflow's steps read it: what
+/// it does, to what, and what its job reported. The store's and the
+/// API's step types carry it.
+pub trait StepRecord {
+    /// What the step does.
+    fn kind(&self) -> StepKind;
+    /// The component it works on (none for the sandbox and the install).
+    fn target(&self) -> Option<&str>;
+    /// What its job reported (a plan's `changes`, ...).
+    fn outputs(&self) -> &serde_json::Value;
+}
+
+/// How many automatic retries a failed step of `kind` on `target` gets:
+/// its component's `max_auto_retries`, or the sandbox's for a sandbox
+/// step.
+pub fn max_auto_retries_of(config: &AppConfig, kind: StepKind, target: Option<&str>) -> u32 {
+    match (kind, target) {
+        (StepKind::Action, _) => 0,
+        (k, None) if k.is_sandbox() => config.sandbox.as_ref().map_or(0, |s| s.max_auto_retries),
+        (_, Some(c)) => config.component(c).map_or(0, |c| c.max_auto_retries),
+        (_, None) => 0,
+    }
+}
+
 /// Whether the plan an approval step `i` applies changes nothing.
-pub fn plan_changes_nothing(steps: &[crate::wire::WorkflowStepInfo], i: usize) -> bool {
+pub fn plan_changes_nothing<S: StepRecord>(steps: &[S], i: usize) -> bool {
     let Some(plan) = plan_step_of(steps, i) else {
         return false;
     };
-    let c = &plan.outputs["changes"];
+    let c = &plan.outputs()["changes"];
     ["add", "change", "destroy"]
         .iter()
         .all(|k| c[*k].as_u64() == Some(0))
@@ -580,15 +549,12 @@ pub fn plan_resources(changes: &serde_json::Value) -> Vec<(String, String)> {
 
 /// The plan step an apply step `i` applies: the nearest earlier plan of
 /// its target.
-pub fn plan_step_of(
-    steps: &[crate::wire::WorkflowStepInfo],
-    i: usize,
-) -> Option<&crate::wire::WorkflowStepInfo> {
+pub fn plan_step_of<S: StepRecord>(steps: &[S], i: usize) -> Option<&S> {
     let me = &steps[i];
     steps[..i].iter().rev().find(|s| {
-        s.target == me.target
+        s.target() == me.target()
             && matches!(
-                s.kind,
+                s.kind(),
                 StepKind::Plan
                     | StepKind::DestroyPlan
                     | StepKind::SandboxPlan

@@ -137,22 +137,14 @@ pub(crate) fn tool_failed(what: &str, exit: ProcessExit) -> JobResult {
 /// user alone (values, manifests and kubeconfigs can hold secrets); the
 /// file's path.
 #[cfg(feature = "helm")]
-pub(crate) fn write_private(
+pub(crate) fn write_work_file(
     work: &std::path::Path,
     name: &str,
     text: &str,
     kind: &str,
 ) -> Result<String, PluginError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
     let p = work.join(name);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&p)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
+    crate::private::write_private(&p, &[text.as_bytes()])
         .map_err(|e| PluginError::Missing(format!("{kind}: cannot write {name}: {e}")))?;
     Ok(p.to_string_lossy().into_owned())
 }

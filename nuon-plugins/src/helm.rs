@@ -130,7 +130,8 @@ impl Plugin for HelmPlugin {
         let work = host.work_dir().to_path_buf();
         // Values and the kubeconfig can hold secrets: only the job's user
         // reads them.
-        let write = |name: &str, text: &str| crate::exec::write_private(&work, name, text, "helm");
+        let write =
+            |name: &str, text: &str| crate::exec::write_work_file(&work, name, text, "helm");
         let mut env = Vec::new();
         if let Some(driver) = &job.storage_driver {
             env.push(("HELM_DRIVER".to_owned(), driver.clone()));

@@ -96,8 +96,8 @@ fn names_in(path: &Path) -> Vec<String> {
         .collect()
 }
 
-fn write_private(work: &Path, name: &str, text: &str) -> Result<String, PluginError> {
-    crate::exec::write_private(work, name, text, "kubernetes_manifest")
+fn work_file(work: &Path, name: &str, text: &str) -> Result<String, PluginError> {
+    crate::exec::write_work_file(work, name, text, "kubernetes_manifest")
 }
 
 /// Deletes each `NAMESPACE/KIND/NAME` in its namespace (objects a job
@@ -171,10 +171,7 @@ impl Plugin for KubernetesPlugin {
         let work = host.work_dir().to_path_buf();
         let mut env = Vec::new();
         if let Some(k) = &job.kubeconfig {
-            env.push((
-                "KUBECONFIG".to_owned(),
-                write_private(&work, "kubeconfig", k)?,
-            ));
+            env.push(("KUBECONFIG".to_owned(), work_file(&work, "kubeconfig", k)?));
         }
         let ns: Vec<String> = job
             .namespace
@@ -221,7 +218,7 @@ impl Plugin for KubernetesPlugin {
         }
         // The manifest: inline, or built from the packaged kustomization.
         let manifest = match (&job.manifest, &job.kustomize) {
-            (Some(text), _) => write_private(&work, "manifest.yaml", text)?,
+            (Some(text), _) => work_file(&work, "manifest.yaml", text)?,
             (None, Some(k)) => {
                 let kustomize = crate::exec::find_tool(host, "kustomize", || {
                     match tool(

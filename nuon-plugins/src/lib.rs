@@ -66,6 +66,8 @@ pub mod kubernetes;
 pub mod oci;
 #[cfg(any(feature = "helm", feature = "terraform"))]
 mod policy;
+#[cfg(any(feature = "helm", feature = "wasm"))]
+mod private;
 #[cfg(feature = "oci")]
 pub mod release;
 #[cfg(feature = "oci")]

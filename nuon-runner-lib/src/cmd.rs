@@ -466,8 +466,8 @@ async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
             .create(dir)
             .with_context(|| format!("create {}", dir.display()))?;
     }
-    write_private(&dir.join(RUNNER_TOKEN_FILE), &answer.runner_token)?;
-    write_private(&dir.join(STACK_TOKEN_FILE), &hash)?;
+    keep_private(&dir.join(RUNNER_TOKEN_FILE), &answer.runner_token)?;
+    keep_private(&dir.join(STACK_TOKEN_FILE), &hash)?;
     tracing::info!(install = %answer.install_id, runner = %answer.runner_id, "phoned home: the runner's token is kept in the work dir");
     Ok(answer.runner_token)
 }
@@ -502,8 +502,8 @@ fn refuse_plain_http(client: &ClientConfig, allowed: bool) -> anyhow::Result<()>
     }
 }
 
-/// Writes `text` to `path` (0600) atomically.
-fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+/// Writes `text` to `path` (0600) atomically, saying which file failed.
+fn keep_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     crate::sys::write_private(path, text).with_context(|| format!("write {}", path.display()))
 }
 

@@ -8,7 +8,6 @@
 //! restart with the original `--signing-key` still trusts the new key.
 
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -129,7 +128,7 @@ impl Keys {
         }
         let stored = trust.stored();
         drop(trust);
-        if let Err(e) = write_private(&self.path, &stored) {
+        if let Err(e) = crate::sys::write_private(&self.path, &stored) {
             tracing::warn!(file = %self.path.display(), error = %e,
                 "cannot keep the new signing key in the work dir; after a restart give it with --signing-key");
         }
@@ -173,22 +172,6 @@ fn parse(text: &str) -> Result<Trust, String> {
         },
         superseded: stored.superseded,
     })
-}
-
-/// Writes `text` to `path` whole (a temporary file renamed over it), mode
-/// 0600.
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(nuon_core::private::FILE_MODE)
-        .open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use super::budget::Meter;
+use super::fmt::write_plain;
 use super::funcs::{self, Ty};
 use super::parse::{Arg, ArgKind, Branch, Node, Number, Pipe};
-use super::value::{Elem, Value, write_plain};
+use super::value::{Elem, Value};
 use super::{MissingKey, Template};
 
 /// How deep `{{template}}` calls may nest.

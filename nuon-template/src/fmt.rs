@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::value::{Value, format_float, write_plain};
+use super::value::{Value, format_float};
 
 /// `fmt.Sprint`: operands joined, with a space between two operands when
 /// neither is a string.
@@ -210,8 +210,15 @@ fn bad_verb(out: &mut String, v: &Value, verb: char) {
     }
 }
 
+/// `v` as `fmt.Sprint` shows it.
+pub(crate) fn plain(v: &Value) -> String {
+    let mut s = String::new();
+    write_plain(&mut s, v);
+    s
+}
+
 /// `v` as `%v` writes it (and `fmt.Print`).
-pub(crate) fn write_v(out: &mut String, v: &Value) {
+pub(crate) fn write_plain(out: &mut String, v: &Value) {
     format_arg(out, v, 'v', Spec::default());
 }
 

@@ -206,18 +206,6 @@ fn elem_name(e: Elem) -> &'static str {
     }
 }
 
-/// Appends `v` as Go's `fmt.Print` (`%v`) shows it.
-pub fn write_plain(out: &mut String, v: &Value) {
-    super::fmt::write_v(out, v);
-}
-
-/// `v` as `fmt.Sprint` shows it.
-pub fn plain(v: &Value) -> String {
-    let mut s = String::new();
-    write_plain(&mut s, v);
-    s
-}
-
 /// The decimal digits of `f` (no leading or trailing zeros) and the
 /// position of the decimal point: `f = 0.DIGITS × 10^point`. With `sig`,
 /// rounded to that many significant digits; otherwise the shortest digits

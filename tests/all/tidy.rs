@@ -266,28 +266,26 @@ fn the_service_layer_sits_below_the_api() {
 /// the ceiling only comes down. Every one is to be split by what it is
 /// about (issue: "Structure, second floor"); a new file never joins.
 const LONG_FILES: &[(&str, usize)] = &[
-    ("nuon-core/src/wire.rs", 2612),
+    ("nuon-core/src/wire.rs", 2518),
     // A table: Sprig's functions, one after another.
     ("nuon-template/src/funcs/sprig.rs", 1999),
-    ("nuon-control/src/api/web/mod.rs", 1984),
-    ("nuon-core/src/app/load.rs", 1941),
+    ("nuon-control/src/api/web/mod.rs", 1972),
+    ("nuon-core/src/app/load.rs", 1878),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
     ("benches/job_loop.rs", 1216),
     ("nuon-runner-lib/src/runner.rs", 1377),
-    ("nuon-core/src/app/mod.rs", 1144),
-    ("nuon-control/src/api/web/pages.rs", 1110),
+    ("nuon-core/src/app/mod.rs", 1130),
+    ("nuon-control/src/api/web/pages.rs", 1051),
     ("nuon-client/src/control.rs", 979),
-    ("bins/nuon/src/deploy.rs", 984),
     ("nuon-template/src/parse.rs", 950),
     ("nuon-control/src/engine/dispatch.rs", 932),
-    ("nuon-control/src/api/mod.rs", 907),
+    ("nuon-control/src/api/mod.rs", 901),
     ("nuon-core/src/app/check.rs", 911),
     ("nuon-runner-lib/src/cmd.rs", 892),
-    ("nuon-plugins/src/oci/image.rs", 888),
-    ("nuon-core/src/rollout.rs", 888),
-    ("nuon-control/src/ops.rs", 851),
-    ("nuon-plugins/src/oci/registry.rs", 842),
+    ("nuon-plugins/src/oci/image.rs", 887),
+    ("nuon-core/src/rollout.rs", 887),
+    ("nuon-plugins/src/oci/registry.rs", 841),
     ("nuon-core/src/app/platform.rs", 830),
     ("nuon-control/src/engine/mod.rs", 812),
 ];
@@ -607,4 +605,354 @@ fn out_of_date(cargo_said: &str) -> String {
     format!(
         "fuzz/Cargo.lock is out of date with fuzz/Cargo.toml and the crates it builds on: run `cargo metadata --manifest-path fuzz/Cargo.toml --format-version 1 > /dev/null` (it rewrites the lock file) and commit fuzz/Cargo.lock\n{cargo_said}"
     )
+}
+
+/// The crates whose modules may not import each other in a circle.
+const CRATES: &[&str] = &[
+    "nuon-core",
+    "nuon-template",
+    "nuon-control",
+    "nuon-client",
+    "nuon-runner-lib",
+    "nuon-plugins",
+    "bins/nuon",
+    "bins/nuon-ctl",
+    "bins/nuon-runner",
+    "bins/nuon-build-runner",
+];
+
+/// The module a file under a crate's `src/` is (`api/mod.rs` is `api`,
+/// `lib.rs` the root, ``).
+fn module_of(path: &str) -> String {
+    let path = path.strip_suffix(".rs").unwrap_or(path);
+    let mut segs: Vec<&str> = path.split('/').collect();
+    if matches!(segs.last(), Some(&("mod" | "lib" | "main"))) {
+        segs.pop();
+    }
+    segs.join("::")
+}
+
+/// Every path a `use` tree or an expression names from `text[*i..]`: `a::b`,
+/// `a::{b, c::{d, self}}`, `a::*`, each as its segments after `prefix`.
+fn use_paths(text: &[u8], i: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let skip_ws = |i: &mut usize| {
+        while *i < text.len() && text[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    let mut path = prefix;
+    loop {
+        skip_ws(i);
+        if *i < text.len() && text[*i] == b'{' {
+            *i += 1;
+            loop {
+                skip_ws(i);
+                if *i >= text.len() {
+                    return;
+                }
+                if text[*i] == b'}' {
+                    *i += 1;
+                    return;
+                }
+                use_paths(text, i, path.clone(), out);
+                skip_ws(i);
+                if *i < text.len() && text[*i] == b',' {
+                    *i += 1;
+                } else if *i < text.len() && text[*i] != b'}' {
+                    // `a as b`, or something that is not a use tree.
+                    while *i < text.len() && !matches!(text[*i], b',' | b'}') {
+                        *i += 1;
+                    }
+                }
+            }
+        }
+        let start = *i;
+        while *i < text.len() && (text[*i].is_ascii_alphanumeric() || text[*i] == b'_') {
+            *i += 1;
+        }
+        let ident = std::str::from_utf8(&text[start..*i]).unwrap_or("");
+        match ident {
+            "" | "self" => {}
+            "super" => {
+                path.pop();
+            }
+            _ => path.push(ident.to_owned()),
+        }
+        if text[*i..].starts_with(b"::") && !ident.is_empty() {
+            *i += 2;
+            continue;
+        }
+        out.push(path);
+        return;
+    }
+}
+
+/// The module graph of one crate: for each module, the modules it names
+/// (neither its ancestors nor its descendants) and where it first does.
+/// `files` are the crate's files, by path under `src/`, and their text.
+fn module_graph(
+    files: &[(String, String)],
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let modules: BTreeSet<String> = files.iter().map(|(p, _)| module_of(p)).collect();
+    let related = |a: &str, b: &str| {
+        a == b
+            || a.is_empty()
+            || b.is_empty()
+            || a.starts_with(&format!("{b}::"))
+            || b.starts_with(&format!("{a}::"))
+    };
+    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (path, text) in files {
+        let me = module_of(path);
+        let parent: Vec<String> = {
+            let mut s: Vec<String> = me.split("::").map(str::to_owned).collect();
+            s.pop();
+            s
+        };
+        let code: String = shipped(text)
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let code = code.as_bytes();
+        let mut at = 0;
+        while at < code.len() {
+            let rest = &code[at..];
+            let base = if rest.starts_with(b"crate::") {
+                Vec::new()
+            } else if rest.starts_with(b"super::") {
+                parent.clone()
+            } else {
+                at += 1;
+                continue;
+            };
+            // Only a whole word: not `foo_crate::`, not `my_super::`.
+            let start = at;
+            at += "crate::".len();
+            if start > 0 && (code[start - 1].is_ascii_alphanumeric() || code[start - 1] == b'_') {
+                continue;
+            }
+            let line = code[..start].iter().filter(|b| **b == b'\n').count() + 1;
+            let mut paths = Vec::new();
+            use_paths(code, &mut at, base, &mut paths);
+            for segs in paths {
+                // The longest prefix that is a module of the crate.
+                let target = (1..=segs.len())
+                    .rev()
+                    .map(|k| segs[..k].join("::"))
+                    .find(|m| modules.contains(m));
+                let Some(target) = target else { continue };
+                if related(&me, &target) {
+                    continue;
+                }
+                graph
+                    .entry(me.clone())
+                    .or_default()
+                    .entry(target)
+                    .or_insert_with(|| format!("{path}:{line}"));
+            }
+        }
+    }
+    graph
+}
+
+/// The circles of a module graph, at every depth: modules seen as wholes
+/// (`store` with all of `store::*`) must not import each other in a
+/// circle, and neither may the modules inside one. Each circle comes with
+/// the imports that close it.
+fn import_cycles(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let depth = graph
+        .iter()
+        .flat_map(|(a, e)| std::iter::once(a).chain(e.keys()))
+        .map(|m| m.split("::").count())
+        .max()
+        .unwrap_or(0);
+    let at_depth = |m: &str, d: usize| m.split("::").take(d).collect::<Vec<_>>().join("::");
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for d in 1..=depth {
+        // The graph with every module cut to its first `d` segments.
+        let mut cut: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for (a, edges) in graph {
+            for (b, at) in edges {
+                let (a, b) = (at_depth(a, d), at_depth(b, d));
+                let nested = |x: &str, y: &str| x == y || y.starts_with(&format!("{x}::"));
+                if nested(&a, &b) || nested(&b, &a) {
+                    continue;
+                }
+                cut.entry(a)
+                    .or_default()
+                    .entry(b)
+                    .or_insert_with(|| at.clone());
+            }
+        }
+        // Which modules each module reaches (the graphs are small).
+        let mut reach: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for from in cut.keys() {
+            let mut found = BTreeSet::new();
+            let mut todo = vec![from.as_str()];
+            while let Some(m) = todo.pop() {
+                for to in cut.get(m).into_iter().flat_map(|e| e.keys()) {
+                    if found.insert(to.as_str()) {
+                        todo.push(to);
+                    }
+                }
+            }
+            reach.insert(from, found);
+        }
+        for from in cut.keys() {
+            if !reach[from.as_str()].contains(from.as_str()) {
+                continue;
+            }
+            let circle: BTreeSet<&str> = reach[from.as_str()]
+                .iter()
+                .copied()
+                .filter(|m| reach.get(m).is_some_and(|r| r.contains(from.as_str())))
+                .collect();
+            let names = circle.iter().copied().collect::<Vec<_>>().join(", ");
+            if !seen.insert(names.clone()) {
+                continue;
+            }
+            let mut edges = Vec::new();
+            for a in &circle {
+                for (b, at) in cut.get(*a).into_iter().flatten() {
+                    if circle.contains(b.as_str()) {
+                        edges.push(format!("  {a} -> {b} ({at})"));
+                    }
+                }
+            }
+            out.push(format!("{names}\n{}", edges.join("\n")));
+        }
+    }
+    out
+}
+
+/// A crate's shipped files, by path under `src/`.
+fn crate_files(krate: &str) -> Vec<(String, String)> {
+    let src = format!("{krate}/src");
+    files(&src, "rs")
+        .into_iter()
+        .map(|p| {
+            let path = rel(&p)[src.len() + 1..].to_owned();
+            (path, read(&p))
+        })
+        .filter(|(p, _)| !p.split('/').any(|s| s == "tests" || s == "tests.rs"))
+        .collect()
+}
+
+#[test]
+fn no_import_cycle_between_modules() {
+    let mut found = Vec::new();
+    for krate in CRATES {
+        for circle in import_cycles(&module_graph(&crate_files(krate))) {
+            found.push(format!("{krate}: {circle}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "modules that import each other in a circle: the layers go one way (ARCHITECTURE.md); move what both need below both\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_planted_import_cycle_is_found() {
+    // The store reaching up into the API closes a circle through the
+    // service layer and the engine.
+    let mut files = crate_files("nuon-control");
+    let store = files
+        .iter_mut()
+        .find(|(p, _)| p == "store/mod.rs")
+        .expect("nuon-control has store/mod.rs");
+    store.1.insert_str(0, "use crate::api::SharedState;\n");
+    let cycles = import_cycles(&module_graph(&files));
+    assert!(
+        cycles
+            .iter()
+            .any(|c| c.contains("store -> api (store/mod.rs:1)")),
+        "{cycles:?}"
+    );
+    // Groups, `self` and `super` are read as the compiler reads them.
+    let files = vec![
+        ("lib.rs".to_owned(), String::new()),
+        (
+            "a/mod.rs".to_owned(),
+            "use crate::{b::{self, c::X}, d as e};\n".to_owned(),
+        ),
+        (
+            "a/x.rs".to_owned(),
+            "fn f() { super::super::d::g(); }\n".to_owned(),
+        ),
+        ("b/mod.rs".to_owned(), String::new()),
+        ("b/c.rs".to_owned(), "use super::super::a::x;\n".to_owned()),
+        (
+            "d.rs".to_owned(),
+            "// crate::a::x in a comment\n".to_owned(),
+        ),
+    ];
+    let graph = module_graph(&files);
+    let targets = |m: &str| graph.get(m).map(|e| e.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(
+        targets("a"),
+        Some(vec!["b".into(), "b::c".into(), "d".into()])
+    );
+    assert_eq!(targets("d"), None);
+    let cycles = import_cycles(&graph);
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    assert!(cycles[0].starts_with("a, b\n"), "{cycles:?}");
+}
+
+/// What breaks "one `write_private` per crate": a second definition, or a
+/// temporary file named by `with_extension("tmp")` (`a.b` and `a.c` would
+/// share `a.tmp`).
+fn private_writer_problems(krate: &str, files: &[(String, String)]) -> Vec<String> {
+    let mut defs = Vec::new();
+    let mut found = Vec::new();
+    for (path, text) in files {
+        for (i, line) in shipped(text).lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("fn write_private(") {
+                defs.push(format!("{krate}/src/{path}:{}", i + 1));
+            }
+            if code.contains("with_extension(\"tmp\")") {
+                found.push(format!(
+                    "{krate}/src/{path}:{}: a temporary file named by with_extension(\"tmp\"); use the crate's write_private",
+                    i + 1
+                ));
+            }
+        }
+    }
+    if defs.len() > 1 {
+        found.push(format!(
+            "{krate}: {} write_private functions ({}); keep one and call it",
+            defs.len(),
+            defs.join(", ")
+        ));
+    }
+    found
+}
+
+#[test]
+fn one_write_private_per_crate() {
+    let mut found = Vec::new();
+    for krate in CRATES {
+        found.extend(private_writer_problems(krate, &crate_files(krate)));
+    }
+    assert!(
+        found.is_empty(),
+        "private files are written one way per crate (atomic, 0600, a temporary file of its own)\n{}",
+        found.join("\n")
+    );
+    // Planted: a second writer, and the old race.
+    let mut files = crate_files("nuon-runner-lib");
+    files.push((
+        "planted.rs".into(),
+        "fn write_private(p: &Path) { let tmp = p.with_extension(\"tmp\"); }\n".into(),
+    ));
+    let planted = private_writer_problems("nuon-runner-lib", &files);
+    assert_eq!(planted.len(), 2, "{planted:?}");
 }

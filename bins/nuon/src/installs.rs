@@ -8,6 +8,7 @@ use clap::Subcommand;
 use nuon_core::model::ApprovalMode;
 use nuon_core::wire::{CreateInstall, InstallInfo, InstallList};
 
+use crate::input::{read_secret, read_values};
 use crate::output::{Render, emit, emit_with};
 
 use crate::{CliError, Global, client, fmt_time, parse_env, print_json, table};
@@ -134,7 +135,7 @@ pub(crate) enum InstallsCommand {
     /// component's `[health] required_checks` waits for.
     Checks {
         #[command(subcommand)]
-        command: ChecksCommand,
+        command: crate::health::ChecksCommand,
     },
     /// Run a runbook of the app: its steps (component deploys and
     /// teardowns, sandbox reprovisions, actions) as one workflow, in order,
@@ -159,7 +160,7 @@ pub(crate) enum InstallsCommand {
     /// An install's components: list them, turn a toggleable one off or on.
     Components {
         #[command(subcommand)]
-        command: InstallComponentsCommand,
+        command: crate::components::InstallComponentsCommand,
     },
     /// List the org's installs (those matching --selector).
     List {
@@ -266,128 +267,11 @@ pub(crate) enum InputsCommand {
     },
 }
 
-#[derive(Debug, Subcommand)]
-pub(crate) enum ChecksCommand {
-    /// Report a check: healthy or unhealthy, with what it says. A deploy
-    /// waiting for it goes on once it is healthy.
-    Push {
-        /// The install, by name or id.
-        install: String,
-        /// The check's name (1 to 63 letters, digits, '-', '_' or '.').
-        name: String,
-        /// What it checks is ready.
-        #[arg(
-            long,
-            conflicts_with = "unhealthy",
-            required_unless_present = "unhealthy"
-        )]
-        healthy: bool,
-        /// What it checks is not ready.
-        #[arg(long)]
-        unhealthy: bool,
-        /// What it says, for people.
-        #[arg(long)]
-        detail: Option<String>,
-    },
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub(crate) enum InstallComponentsCommand {
-    /// Each component of the install: on or off, deployed or not.
-    List {
-        /// The install, by name or id.
-        install: String,
-    },
-    /// Turn a toggleable component off: it (and what depends on it) is
-    /// torn down, and deploys skip it until it is on again.
-    Disable(ToggleArgs),
-    /// Turn a toggleable component on again: it is deployed.
-    Enable(ToggleArgs),
-    /// Set the install's own values for a component, over the app
-    /// config's: Helm values (YAML, deep-merged) for a helm_chart, a
-    /// .tfvars file (read last) for a terraform_module. The component is
-    /// deployed with them.
-    Override(OverrideArgs),
-}
-
-/// What `nuon installs components override` takes.
-#[derive(Debug, clap::Args)]
-pub(crate) struct OverrideArgs {
-    /// The install, by name or id.
-    pub(crate) install: String,
-    /// The component.
-    pub(crate) component: String,
-    /// A YAML file of Helm values (`-` for standard input).
-    #[arg(long, value_name = "FILE", conflicts_with = "clear")]
-    pub(crate) helm_values: Option<String>,
-    /// A .tfvars file, HCL or a JSON object (`-` for standard input).
-    #[arg(long, value_name = "FILE", conflicts_with = "clear")]
-    pub(crate) tf_vars: Option<String>,
-    /// Remove the install's overrides of the component: the config's
-    /// values apply again.
-    #[arg(long)]
-    pub(crate) clear: bool,
-    /// Keep them for the component's next deploy; deploy nothing now.
-    #[arg(long)]
-    pub(crate) no_deploy: bool,
-    /// Follow the deploy it starts until it ends.
-    #[arg(long)]
-    pub(crate) wait: bool,
-    /// With --wait, print the log lines of its jobs too.
-    #[arg(long)]
-    pub(crate) logs: bool,
-}
-
-/// The text of `--helm-values`/`--tf-vars` FILE (`-`: standard input).
-pub(crate) fn read_values(flag: &str, path: &str) -> Result<String, CliError> {
-    read_text(path).map_err(|e| CliError {
-        message: format!("--{flag}: cannot read {path}: {e}"),
-        code: 64,
-        api_code: None,
-    })
-}
-
-/// The text of the file at `path`, or of standard input for `-`.
-fn read_text(path: &str) -> std::io::Result<String> {
-    if path == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
-    } else {
-        std::fs::read_to_string(path)
-    }
-}
-
-/// What `nuon installs components enable|disable` take.
-#[derive(Debug, clap::Args)]
-pub(crate) struct ToggleArgs {
-    /// The install, by name or id.
-    pub(crate) install: String,
-    /// The component.
-    pub(crate) component: String,
-    /// Follow the workflow it starts until it ends.
-    #[arg(long)]
-    pub(crate) wait: bool,
-    /// With --wait, print the log lines of its jobs too.
-    #[arg(long)]
-    pub(crate) logs: bool,
-}
-
 fn values(pairs: &[(String, String)]) -> BTreeMap<String, serde_json::Value> {
     pairs
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect()
-}
-
-/// A secret's value from a file, or standard input for `-`.
-pub(crate) fn read_secret(name: &str, path: &str) -> Result<String, CliError> {
-    let text = read_text(path).map_err(|e| CliError {
-        message: format!("cannot read secret {name:?} from {path}: {e}"),
-        code: 64,
-        api_code: None,
-    })?;
-    let text = text.strip_suffix('\n').unwrap_or(&text);
-    Ok(text.strip_suffix('\r').unwrap_or(text).to_owned())
 }
 
 impl Render for InstallList {
@@ -496,13 +380,13 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
             return crate::deploy::start_with(g, install, req, *wait, *logs).await;
         }
         InstallsCommand::Components { command } => {
-            return crate::deploy::install_components(g, command).await;
+            return crate::components::install_components(g, command).await;
         }
         InstallsCommand::Health { install } => {
-            return crate::deploy::health(g, install.as_deref()).await;
+            return crate::health::health(g, install.as_deref()).await;
         }
         InstallsCommand::Checks { command } => {
-            return crate::deploy::checks(g, command).await;
+            return crate::health::checks(g, command).await;
         }
         InstallsCommand::Stack(args) => {
             return crate::ops::stack(g, args).await;
@@ -551,7 +435,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 };
                 return crate::deploy::start_with(g, i, req, *wait, *logs).await;
             }
-            return crate::deploy::drift(g, install.as_deref()).await;
+            return crate::health::drift(g, install.as_deref()).await;
         }
         other => return installs_other(g, other).await,
     };

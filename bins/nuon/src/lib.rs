@@ -30,10 +30,13 @@ macro_rules! outln {
 }
 
 mod apps;
+mod components;
 mod deploy;
 mod dev;
 mod groups;
+mod health;
 mod images;
+mod input;
 mod installs;
 mod jobs;
 mod lifecycle;

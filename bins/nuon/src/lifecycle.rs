@@ -167,7 +167,7 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
                     wait,
                 },
         } => {
-            let value = crate::installs::read_secret(name, from_file)?;
+            let value = crate::input::read_secret(name, from_file)?;
             let req = UpdateInputs {
                 inputs: Default::default(),
                 secrets: [(name.clone(), value)].into(),

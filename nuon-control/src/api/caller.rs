@@ -4,7 +4,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
-use super::{ApiAuth, Caller, SharedState, source_of};
+use super::{ApiAuth, Caller, SharedState};
 use crate::error::Error;
 
 /// Who calls a service operation: the token's principal and the
@@ -34,4 +34,20 @@ impl ApiAuth {
             source,
         }
     }
+}
+
+/// The caller's IP address from a request's extensions ("" when unknown).
+pub(crate) fn source_of(ext: &axum::http::Extensions) -> String {
+    ext.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_default()
+}
+
+/// Whether the browser reached us over HTTPS (directly, or through a proxy
+/// that says so): the session cookie is then `Secure`.
+pub(crate) fn over_https(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.eq_ignore_ascii_case("https"))
 }

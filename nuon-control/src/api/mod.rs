@@ -2,6 +2,7 @@
 //! (runners), each on its own listener and router.
 
 pub(crate) mod apps;
+mod audit;
 mod caller;
 mod control;
 pub(crate) mod doc;
@@ -629,13 +630,13 @@ impl FromRequestParts<SharedState> for ApiAuth {
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
         let token = bearer(parts)?;
         let hash = hash_token(&token);
-        let source = source_of(&parts.extensions);
+        let source = caller::source_of(&parts.extensions);
         let principal = throttled(state, &source, &token, &hash, async {
             Ok(state.store.authenticate_api(&hash).await?)
         })
         .await?;
         parts.extensions.insert(TokenHash(hash));
-        if let (Some(p), Some(actor)) = (&principal, parts.extensions.get::<crate::ops::Actor>()) {
+        if let (Some(p), Some(actor)) = (&principal, parts.extensions.get::<audit::Actor>()) {
             actor.set(p);
         }
         principal.map(ApiAuth).ok_or_else(|| {
@@ -681,15 +682,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Source {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Source(source_of(&parts.extensions)))
+        Ok(Source(caller::source_of(&parts.extensions)))
     }
-}
-
-/// The caller's IP address from a request's extensions ("" when unknown).
-pub(crate) fn source_of(ext: &axum::http::Extensions) -> String {
-    ext.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip().to_string())
-        .unwrap_or_default()
 }
 
 /// The runner a Runner API request comes from.
@@ -711,7 +705,7 @@ impl FromRequestParts<SharedState> for RunnerAuth {
             session::check(state, parts, &p).await?;
             return Ok(RunnerAuth(p));
         }
-        let source = source_of(&parts.extensions);
+        let source = caller::source_of(&parts.extensions);
         let token = bearer(parts)?;
         let principal = throttled(state, &source, &token, &hash, async {
             Ok(state.store.authenticate_runner(&hash).await?)
@@ -873,7 +867,7 @@ pub fn openapi() -> serde_json::Value {
 pub(crate) fn control_router(state: SharedState) -> Router {
     let ops = control_ops();
     let document = Arc::new(doc::openapi(&ops));
-    let writes: crate::ops::WriteOps = Arc::new(
+    let writes: audit::WriteOps = Arc::new(
         ops.iter()
             .filter(|o| o.write && !o.audited_by_service)
             .map(|o| ((o.method.to_owned(), o.path.to_owned()), o.id))
@@ -882,7 +876,7 @@ pub(crate) fn control_router(state: SharedState) -> Router {
     let router = doc::router(ops)
         .route_layer(axum::middleware::from_fn_with_state(
             (state.clone(), writes),
-            crate::ops::audit_layer,
+            audit::audit_layer,
         ))
         .route(
             routes::OPENAPI,

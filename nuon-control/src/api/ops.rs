@@ -321,10 +321,23 @@ async fn debug(
 
 /// `GET /metrics`: Prometheus text, no token (nothing in it names an org).
 pub(super) async fn metrics(State(state): State<SharedState>) -> Result<Response, Error> {
-    let text = crate::ops::render(&state).await?;
+    let text = crate::ops::render(state.fleet(), &state.gauges).await?;
     Ok((
         [(header::CONTENT_TYPE, nuon_core::metrics::CONTENT_TYPE)],
         text,
     )
         .into_response())
+}
+
+impl super::AppState {
+    /// The operations layer's view of the state.
+    pub(crate) fn fleet(&self) -> crate::ops::Fleet<'_> {
+        crate::ops::Fleet {
+            store: &*self.store,
+            auditor: &self.auditor,
+            secrets: &self.secrets,
+            config: &self.ops,
+            metrics: &self.metrics,
+        }
+    }
 }

@@ -71,7 +71,7 @@ async fn create_sign_in_code(
                 .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
         })
         .map(|h| {
-            let scheme = if super::web::over_https(&headers) {
+            let scheme = if super::caller::over_https(&headers) {
                 "https"
             } else {
                 "http"

@@ -100,7 +100,7 @@ impl FromRequestParts<SharedState> for StateAuth {
         let token = super::bearer(parts)?;
         if token.starts_with(STATE_TOKEN_PREFIX) {
             let hash = hash_token(&token);
-            let source = super::source_of(&parts.extensions);
+            let source = super::caller::source_of(&parts.extensions);
             let p = super::throttled(state, &source, &token, &hash, async {
                 Ok(state.store.authenticate_state(&hash).await?)
             })

@@ -240,7 +240,7 @@ impl Engine {
         let now = nuon_core::now_ms();
         let step = cx.wf.steps[i].clone();
         let max =
-            nuon_core::app::max_auto_retries_of(&cx.config, step.kind, step.target.as_deref());
+            nuon_core::workflow::max_auto_retries_of(&cx.config, step.kind, step.target.as_deref());
         let tries = rules::auto_tries(&step.attempts);
         let retry_at = now + rules::retry_backoff_ms(tries);
         let attempts = rules::with_failed_try(&step, reason.clone(), now, Some(retry_at));

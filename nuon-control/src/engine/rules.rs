@@ -538,7 +538,7 @@ pub(crate) fn auto_retry(
     if status == JobStatus::Cancelled || step.kind == StepKind::Action {
         return None;
     }
-    let max = nuon_core::app::max_auto_retries_of(config, step.kind, step.target.as_deref());
+    let max = nuon_core::workflow::max_auto_retries_of(config, step.kind, step.target.as_deref());
     if auto_tries(&step.attempts) >= max as usize {
         return None;
     }

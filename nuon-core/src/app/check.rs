@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::diag::{Diagnostics, SourceFile, did_you_mean};
-use super::load::{Item, Loaded};
+use super::loaded::{Item, Loaded};
 use super::reader::Located;
 use super::template::{self, Reference};
 use super::{AppConfig, Source};

@@ -198,7 +198,7 @@ pub(crate) fn read(
     let required = h.str_list(d, "required_checks");
     let mut ok = true;
     for c in &required {
-        if let Err(e) = crate::wire::check_name(&c.text) {
+        if let Err(e) = check_name(&c.text) {
             d.push(h.file.at(&c.span, format!("required_checks: {e}")));
             ok = false;
         }
@@ -323,6 +323,23 @@ pub fn http_url(target: &str) -> Result<(), String> {
         return Err(format!("http probe url {t:?} names no host"));
     }
     Ok(())
+}
+
+/// Whether `name` may name a pushed check: 1 to 63 letters, digits, `-`,
+/// `_` or `.`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "check name {name:?}: give 1 to 63 letters, digits, '-', '_' or '.'"
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ mod check;
 mod diag;
 mod health;
 mod load;
+mod loaded;
 mod overrides;
 mod platform;
 mod reader;
@@ -38,14 +39,16 @@ use serde_json::Value;
 
 pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 pub use health::{
-    ComponentHealth, DEFAULT_WINDOW, HealthProbe, MAX_WINDOW, ProbeKind, http_url, parse_window,
-    tcp_address,
+    ComponentHealth, DEFAULT_WINDOW, HealthProbe, MAX_WINDOW, ProbeKind, check_name, http_url,
+    parse_window, tcp_address,
 };
 pub use load::TRIGGERS;
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
 };
-pub use overrides::{merge_values, override_problems, tf_vars_file, yaml_mapping};
+pub use overrides::{
+    ComponentOverride, merge_values, override_problems, tf_vars_file, yaml_mapping,
+};
 pub use platform::{
     KubernetesContext, NestedStack, OperationRoles, OperationRule, Permissions, Policy, Role,
     Runbook, Stack,
@@ -461,22 +464,6 @@ pub fn components_reading(
         .filter(|c| hit.contains(&c.name.as_str()))
         .map(|c| c.name.clone())
         .collect()
-}
-
-/// How many automatic retries a failed step of `kind` on `target` gets:
-/// its component's `max_auto_retries`, or the sandbox's for a sandbox
-/// step.
-pub fn max_auto_retries_of(
-    config: &AppConfig,
-    kind: crate::workflow::StepKind,
-    target: Option<&str>,
-) -> u32 {
-    match (kind, target) {
-        (crate::workflow::StepKind::Action, _) => 0,
-        (k, None) if k.is_sandbox() => config.sandbox.as_ref().map_or(0, |s| s.max_auto_retries),
-        (_, Some(c)) => config.component(c).map_or(0, |c| c.max_auto_retries),
-        (_, None) => 0,
-    }
 }
 
 /// The Rego policies that apply to a part: the sandbox (`None`) or a
@@ -1139,7 +1126,7 @@ pub struct InstallDecl {
     /// `[components.NAME]`: the install's own Helm values or Terraform
     /// variables for a component.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub components: BTreeMap<String, crate::wire::ComponentOverride>,
+    pub components: BTreeMap<String, ComponentOverride>,
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 
 use super::template::{self, Reference};
 use super::{AppConfig, ComponentKind, did_you_mean};
-use crate::wire::ComponentOverride;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// What is wrong with `o` as `component`'s override in `config`, each
 /// problem a sentence that says how to fix it (empty: it may be set).
@@ -242,6 +243,42 @@ fn hcl_string(s: &str, out: &mut String) {
         }
     }
     out.push('"');
+}
+
+/// An install's own values for one of its components, over the app
+/// config's: Nuon's `[components.NAME]` of an install file. Both are
+/// templates, rendered as the component's values are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentOverride {
+    /// YAML for a `helm_chart` component, deep-merged over its values
+    /// (its values files and `[values]`); it wins where both set a key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm_values: Option<String>,
+    /// A `.tfvars` file (HCL, or a JSON object) for a `terraform_module`
+    /// component, read after its `[vars]` and var files, so it wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf_vars: Option<String>,
+}
+
+impl ComponentOverride {
+    /// Whether it sets nothing (an empty text is nothing).
+    pub fn is_empty(&self) -> bool {
+        self.helm_values
+            .as_deref()
+            .is_none_or(|t| t.trim().is_empty())
+            && self.tf_vars.as_deref().is_none_or(|t| t.trim().is_empty())
+    }
+
+    /// What it sets, an empty text left out; `None` when it sets nothing.
+    pub fn normalized(&self) -> Option<ComponentOverride> {
+        let keep = |t: &Option<String>| t.clone().filter(|t| !t.trim().is_empty());
+        let o = ComponentOverride {
+            helm_values: keep(&self.helm_values),
+            tf_vars: keep(&self.tf_vars),
+        };
+        (!o.is_empty()).then_some(o)
+    }
 }
 
 #[cfg(test)]

@@ -15,8 +15,7 @@
 //! by another engine.
 
 use std::hash::{Hash, Hasher};
-use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use wasmtime::Engine;
@@ -88,7 +87,7 @@ impl CompileCache {
                 let mut key = [0u8; 32];
                 getrandom::fill(&mut key)
                     .map_err(|e| WasmError::Host(format!("compile cache: no randomness: {e}")))?;
-                write_private(&key_path, &[&key])?;
+                keep(&key_path, &[&key])?;
                 // Files made under an older key cannot be trusted now.
                 for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
                     if e.path().extension().is_some_and(|x| x == "cwasm") {
@@ -149,28 +148,13 @@ impl CompileCache {
     /// whole file or none).
     pub fn put(&self, sha256: &str, bytes: &[u8]) -> Result<(), WasmError> {
         let mac = hmac(&self.key, bytes);
-        let path = self.path(sha256);
-        let tmp = self
-            .dir
-            .join(format!(".{sha256}.{}.tmp", std::process::id()));
-        write_private(&tmp, &[bytes, &mac])?;
-        std::fs::rename(&tmp, &path).map_err(io(format!("cannot store {}", path.display())))
+        keep(&self.path(sha256), &[bytes, &mac])
     }
 }
 
-fn write_private(path: &Path, parts: &[&[u8]]) -> Result<(), WasmError> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io(format!("cannot write {}", path.display())))?;
-    for p in parts {
-        f.write_all(p)
-            .map_err(io(format!("cannot write {}", path.display())))?;
-    }
-    f.sync_all()
+/// Writes `parts` to `path` whole (see [`crate::private::write_private`]).
+fn keep(path: &Path, parts: &[&[u8]]) -> Result<(), WasmError> {
+    crate::private::write_private(path, parts)
         .map_err(io(format!("cannot write {}", path.display())))
 }
 

@@ -202,10 +202,10 @@ fn eq(a: &Value, others: &[Value]) -> Result<bool, String> {
                     if kind(a) != kind(b) && !is_nil(a) && !is_nil(b) {
                         return Err(format!(
                             "non-comparable types {}: {}, {}: {}",
-                            crate::value::plain(a),
+                            crate::fmt::plain(a),
                             a.type_name(),
                             b.type_name(),
-                            crate::value::plain(b)
+                            crate::fmt::plain(b)
                         ));
                     }
                     if is_nil(a) || is_nil(b) {
@@ -215,7 +215,7 @@ fn eq(a: &Value, others: &[Value]) -> Result<bool, String> {
                     } else {
                         return Err(format!(
                             "non-comparable type {}: {}",
-                            crate::value::plain(b),
+                            crate::fmt::plain(b),
                             b.type_name()
                         ));
                     }

@@ -7,8 +7,8 @@ use base64::Engine as _;
 use sha2::Digest as _;
 
 use super::{Func, Ty, add};
-use crate::fmt::{json, quote};
-use crate::value::{Elem, IntType, Value, plain};
+use crate::fmt::{json, plain, quote};
+use crate::value::{Elem, IntType, Value};
 use crate::{parse, time};
 
 type R = Result<Value, String>;

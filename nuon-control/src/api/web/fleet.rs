@@ -10,7 +10,7 @@ use nuon_core::now_ms;
 use nuon_core::wire::{ConfigVersionInfo, RunnerStatus};
 
 use super::diff;
-use super::pages::{ago, button_form, layout};
+use super::layout::{ago, button_form, layout};
 use super::{Web, escape as esc};
 use crate::api::SharedState;
 use crate::api::apps::{app_of, decode_config};

@@ -16,6 +16,7 @@
 
 mod diff;
 mod fleet;
+mod layout;
 mod new_install;
 mod pages;
 
@@ -192,15 +193,6 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-/// Whether the browser reached us over HTTPS (directly, or through a proxy
-/// that says so): the session cookie is then `Secure`.
-pub(crate) fn over_https(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|p| p.eq_ignore_ascii_case("https"))
-}
-
 fn set_cookie(name: &str, value: &str, max_age_s: i64, secure: bool) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
@@ -278,7 +270,7 @@ impl FromRequestParts<SharedState> for Web {
                 .await
                 .map_err(fail)?;
         }
-        if let Some(actor) = parts.extensions.get::<crate::ops::Actor>() {
+        if let Some(actor) = parts.extensions.get::<super::audit::Actor>() {
             actor.set(&principal);
         }
         Ok(Web {
@@ -369,7 +361,12 @@ async fn login_page(
     let mut resp = html(page);
     resp.headers_mut().insert(
         header::SET_COOKIE,
-        set_cookie(LOGIN_COOKIE, &csrf, 600, over_https(&headers)),
+        set_cookie(
+            LOGIN_COOKIE,
+            &csrf,
+            600,
+            super::caller::over_https(&headers),
+        ),
     );
     resp
 }
@@ -421,7 +418,7 @@ fn sign_in_again(
     let h = resp.headers_mut();
     h.insert(
         header::SET_COOKIE,
-        set_cookie(LOGIN_COOKIE, &csrf, 600, over_https(headers)),
+        set_cookie(LOGIN_COOKIE, &csrf, 600, super::caller::over_https(headers)),
     );
     if let Some(secs) = retry {
         h.insert(header::RETRY_AFTER, secs.into());
@@ -450,7 +447,7 @@ async fn open_session(state: &SharedState, headers: &HeaderMap, token_hash: Stri
         return error_page(e.into());
     }
     let mut resp = Redirect::to("/").into_response();
-    let secure = over_https(headers);
+    let secure = super::caller::over_https(headers);
     let h = resp.headers_mut();
     h.append(
         header::SET_COOKIE,
@@ -577,7 +574,7 @@ async fn logout(
     let mut resp = Redirect::to("/login").into_response();
     resp.headers_mut().insert(
         header::SET_COOKIE,
-        set_cookie(COOKIE, "", 0, over_https(&headers)),
+        set_cookie(COOKIE, "", 0, super::caller::over_https(&headers)),
     );
     resp
 }
@@ -906,7 +903,7 @@ async fn recorded<T>(
     let status = result
         .as_ref()
         .map_or_else(Error::status, |_| StatusCode::OK);
-    crate::ops::record_write(state, principal, op, path, source, status).await;
+    super::audit::record_write(state, principal, op, path, source, status).await;
     result
 }
 

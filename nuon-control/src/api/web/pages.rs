@@ -4,66 +4,18 @@
 use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
-use maud::{DOCTYPE, Markup, html};
+use maud::{Markup, html};
 use nuon_core::model::ApprovalMode;
 use nuon_core::now_ms;
 use nuon_core::wire::{HealthCheck, WorkflowInfo};
 use nuon_core::workflow::StepStatus;
 
 use super::Web;
+use super::layout::{ago, button_form, layout};
 use crate::api::SharedState;
 use crate::api::apps::{app_names, install_app_config, install_info, install_of, latest_config};
 use crate::error::Error;
 use crate::health::InstallSummary;
-
-/// How long ago `at_ms` was, in words.
-pub(super) fn ago(at_ms: Option<i64>) -> String {
-    let Some(at) = at_ms else {
-        return "never".into();
-    };
-    let s = (now_ms() - at).max(0) / 1000;
-    match s {
-        0..60 => format!("{s} s ago"),
-        60..3600 => format!("{} min ago", s / 60),
-        3600..86400 => format!("{} h ago", s / 3600),
-        _ => format!("{} d ago", s / 86400),
-    }
-}
-
-pub(super) fn layout(title: &str, web: Option<&Web>, body: Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · nuon" }
-                link rel="stylesheet" href="/assets/app.css";
-            }
-            body {
-                header {
-                    a.brand href="/" { "nuon" }
-                    @if let Some(w) = web {
-                        nav aria-label="Main" {
-                            a href="/" { "Overview" }
-                            a href="/apps" { "Apps" }
-                            a href="/runners" { "Runners" }
-                            a href="/groups" { "Groups" }
-                            a href="/rollouts" { "Rollouts" }
-                            a href="/people" { "People" }
-                        }
-                        span.muted { (w.who()) }
-                        form method="post" action="/logout" {
-                            input type="hidden" name="csrf" value=(w.csrf);
-                            button type="submit" { "Sign out" }
-                        }
-                    }
-                }
-                main { (body) }
-            }
-        }
-    }
-}
 
 /// The sign-in page.
 pub(super) fn login(csrf: &str, error: Option<&str>) -> Markup {
@@ -209,17 +161,6 @@ pub(super) async fn people(state: &SharedState, web: &Web) -> Result<Markup, Err
         }
     };
     Ok(layout("People", Some(web), body))
-}
-
-/// A form of one button that posts to `action` with the session's CSRF
-/// token.
-pub(super) fn button_form(web: &Web, action: &str, class: &str, label: &str) -> Markup {
-    html! {
-        form method="post" action=(action) {
-            input type="hidden" name="csrf" value=(web.csrf);
-            button class=(class) type="submit" { (label) }
-        }
-    }
 }
 
 /// A token just made: its secret, shown this once.

@@ -1,0 +1,179 @@
+//! `nuon installs health`, `checks` and `drift`: how an install is
+//! doing, the checks the vendor's systems report, and what drifted.
+
+use clap::Subcommand;
+use nuon_client::ControlClient;
+
+use crate::{CliError, Global, client, fmt_time, print_json, table};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ChecksCommand {
+    /// Report a check: healthy or unhealthy, with what it says. A deploy
+    /// waiting for it goes on once it is healthy.
+    Push {
+        /// The install, by name or id.
+        install: String,
+        /// The check's name (1 to 63 letters, digits, '-', '_' or '.').
+        name: String,
+        /// What it checks is ready.
+        #[arg(
+            long,
+            conflicts_with = "unhealthy",
+            required_unless_present = "unhealthy"
+        )]
+        healthy: bool,
+        /// What it checks is not ready.
+        #[arg(long)]
+        unhealthy: bool,
+        /// What it says, for people.
+        #[arg(long)]
+        detail: Option<String>,
+    },
+}
+
+/// `INSTALL`, or every install of the org.
+async fn install_names(
+    client: &ControlClient,
+    install: Option<&str>,
+) -> Result<Vec<String>, CliError> {
+    Ok(match install {
+        Some(i) => vec![i.to_owned()],
+        None => client
+            .list_installs()
+            .await?
+            .installs
+            .into_iter()
+            .map(|i| i.name)
+            .collect(),
+    })
+}
+
+/// The JSON of one install's answer when one was named, else the list.
+fn print_one_or_all<T: serde::Serialize>(install: Option<&str>, all: &[T]) -> Result<(), CliError> {
+    match (install, all) {
+        (Some(_), [one]) => print_json(one),
+        _ => print_json(&all),
+    }
+}
+
+/// `nuon installs health [INSTALL]`: an install's health and what it is
+/// made of; without INSTALL, every install's, with what is not ok. Exits 1
+/// when one is not healthy.
+pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let mut all = Vec::new();
+    for n in install_names(&client, install).await? {
+        all.push(client.install_health(&n).await?);
+    }
+    let code = u8::from(all.iter().any(|h| h.status != "healthy"));
+    if g.json {
+        print_one_or_all(install, &all)?;
+        return Ok(code);
+    }
+    let mut rows = Vec::new();
+    for h in all {
+        for c in h.checks {
+            // One install: every check; all of them: what is not ok.
+            if install.is_none() && c.status == "ok" {
+                continue;
+            }
+            rows.push(vec![
+                h.install.clone(),
+                h.status.clone(),
+                format!("{} {}", c.kind, c.name),
+                c.status,
+                c.detail.unwrap_or_default(),
+            ]);
+        }
+        if install.is_none() && h.status == "healthy" {
+            rows.push(vec![
+                h.install,
+                h.status,
+                "-".into(),
+                "ok".into(),
+                String::new(),
+            ]);
+        }
+    }
+    table(&["INSTALL", "HEALTH", "CHECK", "STATUS", "DETAIL"], rows);
+    Ok(code)
+}
+
+/// `nuon installs checks push INSTALL NAME --healthy|--unhealthy`.
+pub(crate) async fn checks(g: &Global, command: &ChecksCommand) -> Result<u8, CliError> {
+    let ChecksCommand::Push {
+        install,
+        name,
+        healthy,
+        unhealthy: _,
+        detail,
+    } = command;
+    let status = if *healthy {
+        nuon_core::wire::CheckStatus::Healthy
+    } else {
+        nuon_core::wire::CheckStatus::Unhealthy
+    };
+    let req = nuon_core::wire::PushCheck {
+        status,
+        detail: detail.clone(),
+    };
+    let check = client(g)?.push_check(install, name, &req).await?;
+    if g.json {
+        print_json(&check)?;
+    } else {
+        outln!(
+            "check {} of install {install} is {}",
+            check.name,
+            check.status.as_str()
+        );
+    }
+    Ok(0)
+}
+
+/// `nuon installs drift [INSTALL]`: every target of the install (or of
+/// every install) and what its newest drift check found.
+pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliError> {
+    let client = client(g)?;
+    let mut all = Vec::new();
+    for n in install_names(&client, install).await? {
+        all.push(client.install_drift(&n).await?);
+    }
+    if g.json {
+        print_one_or_all(install, &all)?;
+        return Ok(0);
+    }
+    let mut rows = Vec::new();
+    for d in all {
+        for t in d.targets {
+            let c = &t.changes;
+            let summary = if c.is_null() {
+                t.reason.clone().unwrap_or_default()
+            } else {
+                format!(
+                    "{} to add, {} to change, {} to destroy",
+                    c["add"], c["change"], c["destroy"]
+                )
+            };
+            rows.push(vec![
+                d.install.clone(),
+                t.target,
+                t.status,
+                fmt_time(t.checked_at_ms),
+                t.next_check_ms.map_or("-".into(), |n| fmt_time(Some(n))),
+                summary,
+            ]);
+        }
+    }
+    table(
+        &[
+            "INSTALL",
+            "TARGET",
+            "DRIFT",
+            "CHECKED",
+            "NEXT CHECK",
+            "CHANGES",
+        ],
+        rows,
+    );
+    Ok(0)
+}
