@@ -2015,10 +2015,10 @@ pub struct InstallOutputs {
     /// as `.nuon.actions.workflows.NAME.outputs.KEY`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub actions: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
-    /// What the install's stack reported when it phoned home (templates
-    /// read them as `.nuon.install_stack.outputs.KEY`).
+    /// What the install's stack reported, in Nuon's contract
+    /// (`stack::contract`): `.nuon.install_stack.outputs.KEY`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub install_stack: BTreeMap<String, String>,
+    pub install_stack: BTreeMap<String, serde_json::Value>,
     /// The Kubernetes Secrets the last secrets sync wrote
     /// (`NAMESPACE/NAME`): what the next one deletes when the config no
     /// longer syncs them.

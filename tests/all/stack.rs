@@ -157,7 +157,7 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
     assert_eq!(outputs.components["regional"]["region"], "eu-test-1");
     assert_eq!(
         outputs.components["regional"]["host"],
-        outputs.install_stack["hostname"].as_str()
+        outputs.install_stack["hostname"]
     );
 
     // The token works once: a second runner with it is refused, clearly.
@@ -851,5 +851,116 @@ fn an_expired_stack_token_is_refused_clearly() {
             && text(&late).contains("nuon installs stack INSTALL"),
         "{}",
         text(&late)
+    );
+}
+
+/// An app written for Nuon's AWS stack: its templates read Nuon's state
+/// (`.nuon.org.name`, `.nuon.cloud_account.aws.region`) and the stack's
+/// outputs in Nuon's contract (`break_glass_role_arns` and
+/// `custom_role_arns`, maps by role name); a role's policy and its empty
+/// boundary as Nuon writes them, and an action on the old trigger name.
+const NUON_AWS_APP: &[(&str, &str)] = &[
+    METADATA,
+    ("runner.toml", "runner_type = \"aws\"\n"),
+    (
+        "permissions/reader.toml",
+        "type = \"custom\"\nname = \"{{ .nuon.install.id }}-reader\"\ndescription = \"reads\"\npermissions_boundary = \"\"\n\n[[policies]]\nname = \"read\"\ncontents = \"./read.json\"\n",
+    ),
+    (
+        "permissions/read.json",
+        "{\"Version\": \"2012-10-17\", \"Statement\": [{\"Effect\": \"Allow\", \"Action\": \"s3:GetObject\", \"Resource\": \"*\"}]}\n",
+    ),
+    (
+        "break_glass.toml",
+        "[[role]]\ntype = \"custom\"\nname = \"{{ .nuon.install.id }}-bg\"\ndescription = \"emergencies\"\n",
+    ),
+    (
+        "components/cluster.toml",
+        "name = \"cluster\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\n\n[vars]\nregion = \"{{ .nuon.cloud_account.aws.region }}\"\nvendor = \"{{ .nuon.org.name }}/{{ .nuon.name }}\"\nbreak_glass = \"{{ range $name, $arn := .nuon.install_stack.outputs.break_glass_role_arns }}{{ $name }}={{ $arn }}{{ end }}\"\ncustom = \"{{ len .nuon.install_stack.outputs.custom_role_arns }}\"\n",
+    ),
+    (
+        "tf/main.tf",
+        "variable \"region\" {\n  type = string\n}\n\nvariable \"vendor\" {\n  type = string\n}\n\nvariable \"break_glass\" {\n  type = string\n}\n\nvariable \"custom\" {\n  type = string\n}\n\noutput \"seen\" {\n  value = \"${var.region} ${var.vendor} ${var.break_glass} ${var.custom}\"\n}\n",
+    ),
+    (
+        "actions/before.toml",
+        "name = \"before\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"pre-component-deploy\"\ncomponent_name = \"cluster\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo before the cluster\"\n",
+    ),
+];
+
+#[test]
+fn a_sandbox_written_for_nuons_aws_stack_renders_against_our_stacks_outputs() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let mut m = Manual::start(NUON_AWS_APP);
+    m.stop_runner();
+    let c = m.cp.client();
+    let id = rt().block_on(c.get_install("demo")).unwrap().id.to_string();
+    let org = rt().block_on(c.get_org()).unwrap().name;
+    // The stack reports flat KEY=VALUE text, as CloudFormation and user
+    // data carry it; the role outputs are named after the rendered names.
+    let arn = |n: &str| format!("arn:aws:iam::123456789012:role/{id}-{n}");
+    let lower = id.to_lowercase();
+    let outputs = format!(
+        "region=eu-west-1 account_id=123456789012 runner_subnet_id=subnet-1 iam_role_arn_{lower}_reader={} break_glass_iam_role_arn_{lower}_bg={}",
+        arn("reader"),
+        arn("bg")
+    );
+    let (_, token) = vm_stack(&m, &m.dir.path().join("stack"));
+    let work = m.dir.path().join("aws-work");
+    let runner = ours("nuon-runner")
+        .arg("run")
+        .args([
+            "--api",
+            &m.cp.runner_url,
+            "--signing-key",
+            &m.cp.signing_key,
+        ])
+        .arg("--work-dir")
+        .arg(&work)
+        .args(["--stack-outputs", &outputs])
+        .env("NUON_RUNNER_INSTALL_TOKEN", &token)
+        .envs(m.runner_store_env())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _runner = KillOnDrop(runner);
+    wait_for("the phone-home", Duration::from_secs(30), || {
+        work.join("runner-token").exists().then_some(())
+    })
+    .unwrap();
+
+    // Kept in Nuon's contract: maps by the roles' rendered names, beside
+    // what the stack reported.
+    let got = rt().block_on(c.install_outputs("demo")).unwrap();
+    let stack = &got.install_stack;
+    assert_eq!(
+        stack["break_glass_role_arns"],
+        serde_json::json!({format!("{id}-bg"): arn("bg")}),
+        "{stack:#?}"
+    );
+    assert_eq!(
+        stack["custom_role_arns"],
+        serde_json::json!({format!("{id}-reader"): arn("reader")})
+    );
+    assert_eq!(stack["runner_subnet"], "subnet-1");
+    assert_eq!(stack["phone_home_type"], "aws");
+    assert_eq!(stack["region"], "eu-west-1");
+
+    // The component renders as it would against Nuon's stack.
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let got = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(
+        got.components["cluster"]["seen"],
+        format!("eu-west-1 {org}/demo {id}-bg={} 1", arn("bg"))
+    );
+    // The old trigger name runs the action before the component's deploy.
+    assert!(
+        w.steps.iter().any(|s| s.name.contains("before")),
+        "{:#?}",
+        w.steps
     );
 }

@@ -321,7 +321,12 @@ async fn settings(
         .engine
         .app_config(&runner.org_id, &install.app_id, install.config_version)
         .await?;
-    let ctx = render_context(&state.secrets, &runner.org_id, &install, &app_name, false);
+    let org_name = state.engine.org_name(&runner.org_id).await?;
+    let owner = crate::engine::render::Owner {
+        org: &org_name,
+        app: &app_name,
+    };
+    let ctx = render_context(&state.secrets, &runner.org_id, &install, owner, false);
     let env = match config.runner.as_ref().map(|r| &r.env_vars) {
         Some(vars) if !vars.is_empty() => ctx
             .as_ref()

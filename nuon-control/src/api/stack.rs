@@ -15,7 +15,7 @@ use axum::routing::{get, post};
 use nuon_core::app::RunnerSettings;
 use nuon_core::app::template::RenderContext;
 use nuon_core::audit::AuditEntry;
-use nuon_core::stack::{StackFormat, StackSpec, generate};
+use nuon_core::stack::{StackFormat, StackSpec, contract, generate};
 use nuon_core::token::{hash_token, issue_runner_token, issue_stack_token};
 use nuon_core::wire::{InstallStack, PhoneHome, PhoneHomeAnswer, routes};
 use nuon_core::{OrgId, now_ms};
@@ -69,43 +69,13 @@ async fn stack(
         .map_err(|e| Error::bad_request(format!("format: {e}")))?;
     let install = install_of(&state, &auth, &key).await?;
     let org = &auth.0.org_id;
-    let (app_name, config) = state
-        .engine
-        .app_config(org, &install.app_id, install.config_version)
-        .await?;
-    let runner = config.runner.clone().unwrap_or_else(|| RunnerSettings {
-        runner_type: "local".into(),
-        helm_driver: None,
-        init_script_url: None,
-        env_vars: Default::default(),
-        instance_type: None,
-        job_images: Default::default(),
-    });
+    let Rendered {
+        app_name,
+        runner,
+        permissions,
+        stack: stack_toml,
+    } = rendered_for(&state, org, &install).await?;
     let format = format.unwrap_or_else(|| StackFormat::for_runner_type(&runner.runner_type));
-    // Role names and documents are templates (`{{ .nuon.install.id }}`).
-    // Without the stack's own outputs: a stack is made before them, and
-    // made again when they are refused (that is how they are given anew).
-    let without_outputs = StoredInstall {
-        stack_outputs: None,
-        ..install.clone()
-    };
-    let ctx = render_context(&state.secrets, org, &without_outputs, &app_name, false)
-        .map_err(|e| Error::conflict("stack_not_made", e))?;
-    // Rendering is a tenant's work: off the runtime's threads.
-    let (permissions, stack_toml) = {
-        let (permissions, stack) = (config.permissions.clone(), config.stack.clone());
-        crate::render_pool::blocking(move || {
-            let permissions = rendered(&permissions, &ctx, "permissions")?;
-            let stack_toml = stack
-                .as_ref()
-                .map(|s| rendered(s, &ctx, "stack.toml"))
-                .transpose()?;
-            Ok::<_, String>((permissions, stack_toml))
-        })
-        .await
-        .map_err(Error::internal)?
-        .map_err(Error::bad_request)?
-    };
     // What can fail first: the token before stays good until a new one
     // is handed out.
     let api = state.engine.runner_url_known().ok_or_else(|| {
@@ -156,6 +126,69 @@ async fn stack(
     ));
     state.auditor.record(&auth.0.org_id, entry).await;
     Ok(Json(made))
+}
+
+/// What a stack is made from: the install's runner settings, and its cloud
+/// roles and `stack.toml` with their templates rendered for the install.
+struct Rendered {
+    app_name: String,
+    runner: RunnerSettings,
+    permissions: nuon_core::app::Permissions,
+    stack: Option<nuon_core::app::Stack>,
+}
+
+async fn rendered_for(
+    state: &SharedState,
+    org: &OrgId,
+    install: &StoredInstall,
+) -> Result<Rendered, Error> {
+    let (app_name, config) = state
+        .engine
+        .app_config(org, &install.app_id, install.config_version)
+        .await?;
+    let runner = config.runner.clone().unwrap_or_else(|| RunnerSettings {
+        runner_type: "local".into(),
+        helm_driver: None,
+        init_script_url: None,
+        env_vars: Default::default(),
+        instance_type: None,
+        job_images: Default::default(),
+    });
+    // Role names and documents are templates (`{{ .nuon.install.id }}`).
+    // Without the stack's own outputs: a stack is made before them, and
+    // made again when they are refused (that is how they are given anew).
+    let without_outputs = StoredInstall {
+        stack_outputs: None,
+        ..install.clone()
+    };
+    let org_name = state.engine.org_name(org).await?;
+    let owner = crate::engine::render::Owner {
+        org: &org_name,
+        app: &app_name,
+    };
+    let ctx = render_context(&state.secrets, org, &without_outputs, owner, false)
+        .map_err(|e| Error::conflict("stack_not_made", e))?;
+    // Rendering is a tenant's work: off the runtime's threads.
+    let (permissions, stack) = {
+        let (permissions, stack) = (config.permissions.clone(), config.stack.clone());
+        crate::render_pool::blocking(move || {
+            let permissions = rendered(&permissions, &ctx, "permissions")?;
+            let stack_toml = stack
+                .as_ref()
+                .map(|s| rendered(s, &ctx, "stack.toml"))
+                .transpose()?;
+            Ok::<_, String>((permissions, stack_toml))
+        })
+        .await
+        .map_err(Error::internal)?
+        .map_err(Error::bad_request)?
+    };
+    Ok(Rendered {
+        app_name,
+        runner,
+        permissions,
+        stack,
+    })
 }
 
 /// Part of a config (the cloud roles, `stack.toml`) with every text
@@ -245,7 +278,8 @@ async fn phone_home(
     // everything in one transaction, which checks it all again.
     let (org, install, runner) = redeemed(state.store.peek_stack_token(&hash, now_ms()).await?)?;
     let token = issue_runner_token(&runner);
-    let outputs = serde_json::to_string(&req.outputs)
+    let outputs = nuon_outputs(&state, &org, &install, &req.outputs).await;
+    let outputs = serde_json::to_string(&outputs)
         .map_err(|e| Error::internal(format!("cannot encode the outputs: {e}")))?;
     let outputs = state
         .secrets
@@ -272,6 +306,33 @@ async fn phone_home(
         runner_token: token.secret,
         signing_public_key,
     }))
+}
+
+/// What the stack reported, in Nuon's contract (`nuon_core::stack::contract`):
+/// its role ARNs by the roles' names as rendered for the install. When the
+/// config cannot say (the install or its config gone, a role name that no
+/// longer renders), what the stack reported alone, with a warning: the
+/// runner gets its token whatever the config says.
+async fn nuon_outputs(
+    state: &SharedState,
+    org: &OrgId,
+    install: &nuon_core::InstallId,
+    reported: &BTreeMap<String, String>,
+) -> BTreeMap<String, serde_json::Value> {
+    let rendered = match state.store.find_install(org, install.as_str()).await {
+        Ok(Some(i)) => rendered_for(state, org, &i)
+            .await
+            .map_err(|e| e.to_string()),
+        Ok(None) => Err("the install is gone".to_owned()),
+        Err(e) => Err(e.to_string()),
+    };
+    match rendered {
+        Ok(r) => contract::nuon_outputs(reported, &r.runner.runner_type, &r.permissions),
+        Err(e) => {
+            tracing::warn!(%install, error = %e, "the stack's outputs are kept as reported, without the role maps");
+            contract::nuon_outputs(reported, "local", &Default::default())
+        }
+    }
 }
 
 async fn record(

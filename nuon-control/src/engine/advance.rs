@@ -464,7 +464,7 @@ impl Engine {
             // changed meanwhile), the list stays as it was. A deprovision
             // wrote none (it deleted them all).
             let written =
-                render::render_context(&self.secrets, &cx.org, &cx.install, &cx.app_name, false)
+                render::render_context(&self.secrets, &cx.org, &cx.install, cx.owner(), false)
                     .and_then(|ctx| super::dispatch::secret_objects(cx, &ctx, &Default::default()));
             match written {
                 Ok((objects, _)) => {

@@ -106,9 +106,8 @@ impl Engine {
             self.fail(cx, &step, reason).await?;
             return Ok(false);
         };
-        let window =
-            render::render_context(&self.secrets, &cx.org, &cx.install, &cx.app_name, false)
-                .and_then(|ctx| render::health_window(&target, &health, &ctx));
+        let window = render::render_context(&self.secrets, &cx.org, &cx.install, cx.owner(), false)
+            .and_then(|ctx| render::health_window(&target, &health, &ctx));
         let window = match window {
             Ok(w) => w,
             Err(reason) => {

@@ -107,7 +107,7 @@ impl Engine {
                 &self.secrets,
                 &cx.org,
                 &cx.install,
-                &cx.app_name,
+                cx.owner(),
                 destroys(step.kind),
                 from,
             )

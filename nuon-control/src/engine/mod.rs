@@ -511,7 +511,12 @@ impl Engine {
         }
         // What cannot be rendered from (a stack output changed in the store)
         // refuses the workflow before it starts.
-        let ctx = render::render_context(&self.secrets, org, install, app, false)
+        let org_name = self.org_name(org).await?;
+        let owner = render::Owner {
+            org: &org_name,
+            app,
+        };
+        let ctx = render::render_context(&self.secrets, org, install, owner, false)
             .map_err(|e| EngineError::conflict("install_values_refused", e))?;
         let problems = render::precheck_templates(config, &ctx, &targets);
         if !problems.is_empty() {
@@ -716,32 +721,6 @@ impl Engine {
         self.drive_rollouts().await;
     }
 
-    /// An app's name and one of its config versions.
-    pub(crate) async fn app_config(
-        &self,
-        org: &OrgId,
-        app: &AppId,
-        version: u32,
-    ) -> Result<(String, AppConfig)> {
-        let app_info = self
-            .store
-            .find_app(org, app.as_str())
-            .await?
-            .ok_or_else(|| EngineError::NotFound(format!("app {app} is gone")))?;
-        let stored = self
-            .store
-            .get_config(org, app, Some(version))
-            .await?
-            .ok_or_else(|| {
-                EngineError::NotFound(format!("config version {version} of {app} is gone"))
-            })?;
-        let text = crate::keys::open_config(&self.secrets, app, "config", &stored.config_json)
-            .map_err(EngineError::Internal)?;
-        let config = serde_json::from_str(&text)
-            .map_err(|e| EngineError::Internal(format!("stored config unreadable: {e}")))?;
-        Ok((app_info.name, config))
-    }
-
     /// The artifact of the newest successful build of each component (and
     /// `sandbox`) of a config version.
     pub(crate) async fn latest_builds(
@@ -792,6 +771,7 @@ impl Engine {
         };
         Ok(Ctx {
             org: org.clone(),
+            org_name: self.org_name(org).await?,
             wf,
             install,
             app_name,
@@ -804,6 +784,7 @@ impl Engine {
 /// A workflow being moved, with its install and app.
 struct Ctx {
     org: OrgId,
+    org_name: String,
     wf: WorkflowInfo,
     install: StoredInstall,
     app_name: String,

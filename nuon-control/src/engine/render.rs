@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nuon_core::OrgId;
 use nuon_core::app::template::{self, Reference, RenderContext};
 use nuon_core::app::{AppConfig, Component, ComponentKind};
 use nuon_core::wire::InstallOutputs;
+use nuon_core::{AppId, OrgId};
 use serde_json::Value;
 
+use super::{EngineError, Result};
 use crate::secrets::{Sealed, SecretBox, seal_context};
 use crate::store::StoredInstall;
 
@@ -33,7 +34,7 @@ pub(crate) fn outputs_of(
 pub(crate) fn stack_outputs(
     secrets: &SecretBox,
     install: &StoredInstall,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, Value>, String> {
     let Some(sealed) = &install.stack_outputs else {
         return Ok(BTreeMap::new());
     };
@@ -66,17 +67,19 @@ pub(super) fn job_role(
     else {
         return Ok(None);
     };
-    let ctx = render_context(secrets, &cx.org, &cx.install, &cx.app_name, false)?;
+    let ctx = render_context(secrets, &cx.org, &cx.install, cx.owner(), false)?;
     let name = render_text(&choice.name, &ctx, "the job's role")?;
     let outputs = stack_outputs(secrets, &cx.install)?;
     let suffix = format!(":role/{name}");
     let arn = outputs
         .values()
+        .filter_map(Value::as_str)
         .find(|v| v.ends_with(&suffix))
-        .cloned()
+        .map(str::to_owned)
         .or_else(|| {
             outputs
                 .get("account_id")
+                .and_then(Value::as_str)
                 .map(|a| format!("arn:aws:iam::{a}:role/{name}"))
         });
     Ok(Some(nuon_core::JobRole {
@@ -167,6 +170,62 @@ pub(crate) fn redactions(
         .collect())
 }
 
+/// The names of what an install belongs to, as templates read them
+/// (`.nuon.org.name`, `.nuon.app.name`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Owner<'a> {
+    pub(crate) org: &'a str,
+    pub(crate) app: &'a str,
+}
+
+impl super::Ctx {
+    /// Whose install it is, by name.
+    pub(super) fn owner(&self) -> Owner<'_> {
+        Owner {
+            org: &self.org_name,
+            app: &self.app_name,
+        }
+    }
+}
+
+impl super::Engine {
+    /// An app's name and one of its config versions.
+    pub(crate) async fn app_config(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        version: u32,
+    ) -> Result<(String, AppConfig)> {
+        let app_info = self
+            .store
+            .find_app(org, app.as_str())
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("app {app} is gone")))?;
+        let stored = self
+            .store
+            .get_config(org, app, Some(version))
+            .await?
+            .ok_or_else(|| {
+                EngineError::NotFound(format!("config version {version} of {app} is gone"))
+            })?;
+        let text = crate::keys::open_config(&self.secrets, app, "config", &stored.config_json)
+            .map_err(EngineError::Internal)?;
+        let config = serde_json::from_str(&text)
+            .map_err(|e| EngineError::Internal(format!("stored config unreadable: {e}")))?;
+        Ok((app_info.name, config))
+    }
+
+    /// The org's name (what `.nuon.org.name` reads).
+    pub(crate) async fn org_name(&self, org: &OrgId) -> Result<String> {
+        Ok(self
+            .store
+            .get_org(org)
+            .await?
+            .map(|o| o.name)
+            .unwrap_or_default())
+    }
+}
+
 /// The install's values for templates. `destroying`, a component's
 /// outputs are those of its last apply even when it is destroyed already:
 /// a dependent's destroy renders as it was applied.
@@ -174,10 +233,10 @@ pub(crate) fn render_context(
     secrets: &SecretBox,
     org: &OrgId,
     install: &StoredInstall,
-    app_name: &str,
+    owner: Owner<'_>,
     destroying: bool,
 ) -> Result<RenderContext, String> {
-    render_context_as(secrets, org, install, app_name, destroying, Values::Real)
+    render_context_as(secrets, org, install, owner, destroying, Values::Real)
 }
 
 /// [`render_context`], from `values`.
@@ -185,7 +244,7 @@ pub(crate) fn render_context_as(
     secrets: &SecretBox,
     org: &OrgId,
     install: &StoredInstall,
-    app_name: &str,
+    owner: Owner<'_>,
     destroying: bool,
     values: Values,
 ) -> Result<RenderContext, String> {
@@ -208,8 +267,10 @@ pub(crate) fn render_context_as(
         install_id: install.id.to_string(),
         install_name: install.name.clone(),
         app_id: install.app_id.to_string(),
-        app_name: app_name.to_owned(),
+        app_name: owner.app.to_owned(),
         org_id: org.to_string(),
+        org_name: owner.org.to_owned(),
+        runner_id: install.runner_id.to_string(),
         inputs,
         sandbox_outputs: Value::Object(outputs.sandbox),
         component_outputs: outputs
@@ -223,10 +284,7 @@ pub(crate) fn render_context_as(
             .into_iter()
             .map(|(k, v)| (k, Value::Object(v)))
             .collect(),
-        install_stack_outputs: stack_outputs(secrets, install)?
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect(),
+        install_stack_outputs: stack_outputs(secrets, install)?,
         budget: Default::default(),
     })
 }

@@ -9,6 +9,7 @@ use super::check;
 use super::diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 use super::loaded::{Item, Loaded, OverrideAt};
 use super::reader::{Located, Reader, strings_in};
+use super::triggers::{OLD_TRIGGERS, TRIGGERS};
 use super::{
     Action, ActionInput, AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType,
     InstallDecl, KubernetesSecretTarget, Kustomize, Metadata, RunnerSettings, Sandbox, SecretDecl,
@@ -338,6 +339,15 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
             ),
         });
     }
+    // As in Nuon, an empty permissions boundary is none.
+    let perms = &mut loaded.platform.permissions;
+    for r in perms.roles.iter_mut().chain(perms.break_glass.iter_mut()) {
+        r.permissions_boundary = r
+            .permissions_boundary
+            .take()
+            .filter(|b| !b.trim().is_empty());
+    }
+    super::limits::report_long_role_names(files, &loaded.platform, loaded.runner.as_ref(), &mut d);
     let config = check::cross_check(files, loaded, &mut d);
     let d = d.finish();
     if d.has_errors() {
@@ -1463,41 +1473,6 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     item
 }
 
-/// The trigger types an action may have (Nuon's).
-pub const TRIGGERS: &[&str] = &[
-    "manual",
-    "cron",
-    "role-enabled",
-    "role-disabled",
-    "pre-provision",
-    "post-provision",
-    "pre-deprovision",
-    "post-deprovision",
-    "pre-deploy-all-components",
-    "post-deploy-all-components",
-    "pre-teardown-all-components",
-    "post-teardown-all-components",
-    "pre-deploy-component",
-    "post-deploy-component",
-    "pre-teardown-component",
-    "post-teardown-component",
-    "post-provision-sandbox",
-    "pre-reprovision",
-    "post-reprovision",
-    "pre-reprovision-sandbox",
-    "post-reprovision-sandbox",
-    "pre-deprovision-sandbox",
-    "post-deprovision-sandbox",
-    "pre-enable-component",
-    "post-enable-component",
-    "pre-disable-component",
-    "post-disable-component",
-    "pre-update-inputs",
-    "post-update-inputs",
-    "pre-secrets-sync",
-    "post-secrets-sync",
-];
-
 fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Action> {
     let mut item = Item::new(file);
     let name = r.name(d, "name");
@@ -1525,10 +1500,22 @@ fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Actio
         let tspan = t.span();
         let file = t.file;
         t.finish(d, &[], |_| None);
-        let Some(kind) = kind else {
+        let Some(mut kind) = kind else {
             ok = false;
             continue;
         };
+        // The names Nuon still takes for backwards compatibility, and
+        // rewrites when it syncs.
+        if let Some((_, new)) = OLD_TRIGGERS.iter().find(|(old, _)| *old == kind.text) {
+            d.push(file.warn(
+                &kind.span,
+                format!(
+                    "trigger type {:?} is the old name of {new:?}: read as {new:?}",
+                    kind.text
+                ),
+            ));
+            kind.text = (*new).to_owned();
+        }
         if !TRIGGERS.contains(&kind.text.as_str()) {
             d.push(file.at(
                 &kind.span,

@@ -22,13 +22,16 @@
 
 mod check;
 mod diag;
+mod files;
 mod health;
+mod limits;
 mod load;
 mod loaded;
 mod overrides;
 mod platform;
 mod reader;
 pub mod template;
+mod triggers;
 mod values;
 
 use std::collections::BTreeMap;
@@ -38,11 +41,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
+pub use files::{file_ref_candidates, file_refs, inline_file_refs, is_file_ref};
 pub use health::{
     ComponentHealth, DEFAULT_WINDOW, HealthProbe, MAX_WINDOW, ProbeKind, check_name, http_url,
     parse_window, tcp_address,
 };
-pub use load::TRIGGERS;
+pub use limits::{IAM_ROLE_NAME_MAX, role_name_length};
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
 };
@@ -53,6 +57,7 @@ pub use platform::{
     KubernetesContext, NestedStack, OperationRoles, OperationRule, Permissions, Policy, Role,
     Runbook, Stack,
 };
+pub use triggers::{OLD_TRIGGERS, TRIGGERS};
 pub use values::{helm_values, set_typed};
 
 /// The config version this project reads every other as.
@@ -266,96 +271,6 @@ pub fn path_sources(config: &AppConfig) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Whether a `contents` (of `[[var_file]]`, `[[values_file]]`) or a step's
-/// `inline_contents` names a file of the config (`./values/web.yaml`)
-/// rather than holding the text itself: one word, no template, shaped like
-/// a path.
-pub fn is_file_ref(s: &str) -> bool {
-    const EXTS: &[&str] = &[
-        "tfvars", "json", "yaml", "yml", "sh", "bash", "py", "txt", "hcl", "tf", "env", "toml",
-    ];
-    let s = s.trim();
-    !s.is_empty()
-        && !s.contains(char::is_whitespace)
-        && !s.contains(['=', '{', '}', ':', '"', '\'', '$', ';', '|', '&'])
-        && (s.starts_with("./")
-            || s.starts_with("../")
-            || s.rsplit_once('.')
-                .is_some_and(|(_, ext)| EXTS.contains(&ext)))
-}
-
-/// Where a file named in a `contents` of a part written in `category`
-/// (`components`, `actions`, `policies`, or `""` at the top) may be, in
-/// order: next to the part's file first (as Nuon reads it), then at the
-/// top of the config.
-pub fn file_ref_candidates(category: &str, path: &str) -> Result<Vec<String>, String> {
-    let top = source_dir(path)?;
-    let mut out = Vec::new();
-    if !category.is_empty()
-        && let Ok(near) = source_dir(&format!("{category}/{path}"))
-    {
-        out.push(near);
-    }
-    out.push(top);
-    Ok(out)
-}
-
-/// Every file a config names in a `contents`, `inline_contents` or
-/// `permissions_boundary`: (who, the category it is written in, path as
-/// written).
-pub fn file_refs(config: &AppConfig) -> Vec<(String, &'static str, String)> {
-    let mut out = Vec::new();
-    let mut config = config.clone();
-    visit_file_refs(&mut config, &mut |who, category, v| {
-        out.push((who.to_owned(), category, v.clone()));
-    });
-    out
-}
-
-/// Calls `f` with every file reference of `config`, which it may rewrite.
-fn visit_file_refs(config: &mut AppConfig, f: &mut dyn FnMut(&str, &'static str, &mut String)) {
-    let mut one = |who: &str, category: &'static str, v: &mut String| {
-        if is_file_ref(v) {
-            f(who, category, v);
-        }
-    };
-    if let Some(s) = &mut config.sandbox {
-        for v in &mut s.var_files {
-            one("the sandbox", "", v);
-        }
-    }
-    for c in &mut config.components {
-        let who = format!("component {:?}", c.name);
-        for v in c
-            .var_files
-            .iter_mut()
-            .chain(c.values_files.iter_mut())
-            .chain(c.manifest.iter_mut())
-        {
-            one(&who, "components", v);
-        }
-    }
-    for a in &mut config.actions {
-        for st in &mut a.steps {
-            let who = format!("action {:?} step {:?}", a.name, st.name);
-            if let Some(v) = &mut st.inline_contents {
-                one(&who, "actions", v);
-            }
-        }
-    }
-    for p in &mut config.policies {
-        let who = format!("policy {:?}", p.name.as_deref().unwrap_or(&p.kind));
-        one(&who, "policies", &mut p.contents);
-    }
-    let perms = &mut config.permissions;
-    for r in perms.roles.iter_mut().chain(perms.break_glass.iter_mut()) {
-        let who = format!("role {:?}", r.name);
-        if let Some(b) = &mut r.permissions_boundary {
-            one(&who, "permissions", b);
-        }
-    }
-}
-
 /// The Rego policies (`engine = "opa"` or `"rego"`) of `config`, their
 /// contents read through `read` when they name a file: every one that does
 /// not compile, as a diagnostic at its file (the `.rego` file, or
@@ -490,30 +405,6 @@ pub fn rego_policies_for(
             contents: p.contents.clone(),
         })
         .collect()
-}
-
-/// Replaces every file a config names in a `contents` (and the like) by
-/// the file's text, as `read` gives it for a path relative to the config
-/// directory ([`file_ref_candidates`] in order): what a config version
-/// keeps, so a deploy never sees the path. Returns the problems (a file not
-/// given).
-pub fn inline_file_refs(
-    config: &mut AppConfig,
-    read: &dyn Fn(&str) -> Option<String>,
-) -> Vec<String> {
-    let mut problems = Vec::new();
-    visit_file_refs(config, &mut |who, category, v| {
-        match file_ref_candidates(category, v) {
-            Ok(candidates) => match candidates.iter().find_map(|c| read(c)) {
-                Some(text) => *v = text,
-                None => problems.push(format!(
-                    "{who}: file {v:?} named in contents was not given with the config (sync from the config's directory with `nuon apps sync`)"
-                )),
-            },
-            Err(e) => problems.push(format!("{who}: {e}")),
-        }
-    });
-    problems
 }
 
 /// `sandbox.toml`: the install's base infrastructure, a Terraform module.

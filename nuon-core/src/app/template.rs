@@ -9,8 +9,9 @@
 //! | `.nuon.sandbox.outputs.KEY…` (or `.nuon.install.sandbox.outputs.KEY…`) | an output of the install's sandbox |
 //! | `.nuon.components.NAME.outputs.KEY…` (or `.nuon.install.components.…`) | an output of another component (a dependency) |
 //! | `.nuon.secrets.NAME` | a secret of the install |
-//! | `.nuon.install_stack.outputs.KEY…` | an output of the install stack (arrives at run time) |
-//! | `.nuon.cloud_account.…` | the install's cloud account (arrives at run time) |
+//! | `.nuon.install_stack.outputs.KEY…` | an output of the install stack (arrives at run time; Nuon's contract, [`crate::stack::contract`]) |
+//! | `.nuon.cloud_account.aws.region`, `.gcp.project_id`, `.gcp.region`, `.azure.location` | the install's cloud account, from its stack (empty until it phones home) |
+//! | `.nuon.id`, `.nuon.name`, `.nuon.org.name`, `.nuon.runner.id`, `.nuon.domain.public_domain`, … | the rest of Nuon's install state ([`STATE_FIELDS`]) |
 //! | `.nuon.actions.workflows.NAME.outputs.KEY…` | an output an action run wrote (arrives at run time) |
 //!
 //! Checking happens when a config is validated ([`scan`] parses each value
@@ -56,8 +57,11 @@ pub enum Reference {
     Secret(String),
     /// `.nuon.install_stack.outputs.KEY…`
     InstallStackOutput(Vec<String>),
-    /// `.nuon.cloud_account.…`
+    /// `.nuon.cloud_account.CLOUD.FIELD`
     CloudAccount(Vec<String>),
+    /// Another field of Nuon's install state, known when rendering
+    /// (`.nuon.org.name`, `.nuon.runner.id`, ...: [`STATE_FIELDS`]).
+    State(Vec<String>),
     /// `.nuon.actions.workflows.NAME.outputs.KEY…`
     ActionOutput {
         /// The action.
@@ -96,6 +100,10 @@ pub struct TemplateError {
 
 /// The top-level names under `.nuon`, for suggestions.
 pub const ROOTS: &[&str] = &[
+    "id",
+    "name",
+    "runner",
+    "domain",
     "install",
     "inputs",
     "app",
@@ -108,6 +116,57 @@ pub const ROOTS: &[&str] = &[
     "actions",
 ];
 
+/// The fields of Nuon's install state (`pkg/types/state`) besides inputs,
+/// outputs and secrets, by the object that has them: each renders to what
+/// is known here, or to an empty text (`populated` says whether it is).
+pub const STATE_FIELDS: &[(&str, &[&str])] = &[
+    ("org", &["id", "name", "status", "populated"]),
+    ("app", &["id", "name", "status", "populated"]),
+    (
+        "install",
+        &[
+            "id",
+            "name",
+            "public_domain",
+            "internal_domain",
+            "populated",
+        ],
+    ),
+    ("runner", &["id", "runner_group_id", "status", "populated"]),
+    ("domain", &["public_domain", "internal_domain", "populated"]),
+    ("sandbox", &["status", "type", "version", "populated"]),
+    (
+        "install_stack",
+        &[
+            "populated",
+            "status",
+            "quick_link_url",
+            "template_url",
+            "template_json",
+            "checksum",
+        ],
+    ),
+    ("inputs", &["populated"]),
+    ("actions", &["populated"]),
+];
+
+/// Nuon's cloud account fields (`pkg/types/state/cloud_account.go`).
+pub const CLOUD_ACCOUNT: &[(&str, &[&str])] = &[
+    ("aws", &["region"]),
+    ("azure", &["location"]),
+    ("gcp", &["project_id", "region"]),
+];
+
+fn fields_of(
+    table: &[(&'static str, &'static [&'static str])],
+    of: &str,
+) -> &'static [&'static str] {
+    table
+        .iter()
+        .find(|(o, _)| *o == of)
+        .map_or(&[], |(_, f)| *f)
+}
+
 fn parse_reference(written: &str, path: &[String]) -> Result<Reference, String> {
     let rest: Vec<&str> = path.iter().map(String::as_str).collect();
     if rest.first() != Some(&"nuon") {
@@ -118,13 +177,32 @@ fn parse_reference(written: &str, path: &[String]) -> Result<Reference, String> 
     let rest = &rest[1..];
     let owned = |s: &[&str]| s.iter().map(|p| p.to_string()).collect::<Vec<_>>();
     let prefix = || Ok(Reference::Prefix(owned(rest)));
+    let state = |of: &str, field: &str| fields_of(STATE_FIELDS, of).contains(&field);
     match rest {
         [] => prefix(),
-        ["install", "id"] => Ok(Reference::InstallId),
-        ["install", "name"] => Ok(Reference::InstallName),
+        ["install", "id"] | ["id"] => Ok(Reference::InstallId),
+        ["install", "name"] | ["name"] => Ok(Reference::InstallName),
         ["app", "id"] => Ok(Reference::AppId),
         ["app", "name"] => Ok(Reference::AppName),
         ["org", "id"] => Ok(Reference::OrgId),
+        [of, field] if state(of, field) => Ok(Reference::State(owned(rest))),
+        ["cloud_account"] => prefix(),
+        ["cloud_account", cloud, tail @ ..] => {
+            let fields = fields_of(CLOUD_ACCOUNT, cloud);
+            match tail {
+                _ if fields.is_empty() => Err(format!(
+                    "unknown template reference {written:?}: .nuon.cloud_account has aws, azure and gcp{}",
+                    super::diag::did_you_mean(cloud, CLOUD_ACCOUNT.iter().map(|(c, _)| *c))
+                )),
+                [] => prefix(),
+                [field] if fields.contains(field) => Ok(Reference::CloudAccount(owned(&rest[1..]))),
+                [field, ..] => Err(format!(
+                    "unknown template reference {written:?}: .nuon.cloud_account.{cloud} has {}{}",
+                    fields.join(", "),
+                    super::diag::did_you_mean(field, fields.iter().copied())
+                )),
+            }
+        }
         ["install", "inputs", name, ..] | ["inputs", "inputs", name, ..] => {
             Ok(Reference::Input(name.to_string()))
         }
@@ -147,7 +225,6 @@ fn parse_reference(written: &str, path: &[String]) -> Result<Reference, String> 
             ["outputs", key @ ..] => owned(key),
             _ => Vec::new(),
         })),
-        ["cloud_account", tail @ ..] => Ok(Reference::CloudAccount(owned(tail))),
         ["actions", "workflows", name, tail @ ..] => Ok(Reference::ActionOutput {
             workflow: name.to_string(),
             path: match tail {
@@ -168,24 +245,40 @@ fn parse_reference(written: &str, path: &[String]) -> Result<Reference, String> 
         | ["secrets"]
         | ["app"]
         | ["org"]
+        | ["runner"]
+        | ["domain"]
         | ["actions"]
         | ["actions", "workflows"] => prefix(),
-        ["install", other, ..] => Err(format!(
-            "unknown template reference {written:?}: .nuon.install has id, name, inputs, sandbox and components{}",
-            super::diag::did_you_mean(other, ["id", "name", "inputs", "sandbox", "components"])
-        )),
-        ["app" | "org", other, ..] => Err(format!(
-            "unknown template reference {written:?}: .nuon.{} has id{}",
-            rest[0],
-            if rest[0] == "app" { " and name" } else { "" },
-        ))
-        .map_err(|m| format!("{m}{}", super::diag::did_you_mean(other, ["id", "name"]))),
+        ["install", other, ..] => {
+            let has = ["id", "name", "inputs", "sandbox", "components"]
+                .into_iter()
+                .chain(
+                    fields_of(STATE_FIELDS, "install")
+                        .iter()
+                        .copied()
+                        .filter(|f| !["id", "name"].contains(f)),
+                );
+            Err(format!(
+                "unknown template reference {written:?}: .nuon.install has {}{}",
+                has.clone().collect::<Vec<_>>().join(", "),
+                super::diag::did_you_mean(other, has)
+            ))
+        }
+        [of @ ("app" | "org" | "runner" | "domain"), other, ..] => {
+            let has = fields_of(STATE_FIELDS, of);
+            Err(format!(
+                "unknown template reference {written:?}: .nuon.{of} has {}{}",
+                has.join(", "),
+                super::diag::did_you_mean(other, has.iter().copied())
+            ))
+        }
         ["inputs", other, ..] => Err(format!(
             "unknown template reference {written:?}: write .nuon.install.inputs.NAME (or .nuon.inputs.inputs.NAME){}",
             super::diag::did_you_mean(other, ["inputs"])
         )),
         ["sandbox", ..] => Err(format!(
-            "unknown template reference {written:?}: write .nuon.sandbox.outputs.KEY"
+            "unknown template reference {written:?}: write .nuon.sandbox.outputs.KEY (or .nuon.sandbox.{})",
+            fields_of(STATE_FIELDS, "sandbox").join(", .nuon.sandbox.")
         )),
         ["actions", ..] => Err(format!(
             "unknown template reference {written:?}: write .nuon.actions.workflows.NAME.outputs.KEY"
@@ -256,6 +349,10 @@ pub struct RenderContext {
     pub app_name: String,
     /// The org's id.
     pub org_id: String,
+    /// The org's name.
+    pub org_name: String,
+    /// The install's runner's id.
+    pub runner_id: String,
     /// The install's inputs.
     pub inputs: BTreeMap<String, Value>,
     /// The sandbox's outputs.
@@ -306,38 +403,134 @@ impl RenderContext {
                 .map(|(k, v)| (k.clone(), obj(vec![("outputs", outputs(v))])))
                 .collect(),
         );
+        let text = |s: &str| Value::String(s.to_owned());
+        let stack = &self.install_stack_outputs;
+        let stack_populated = !stack.is_empty();
+        let sandbox_populated = !outputs(&self.sandbox_outputs)
+            .as_object()
+            .is_none_or(|o| o.is_empty());
+        // Nuon's state (`pkg/types/state`): every object it has, each field
+        // what is known here or empty, `populated` saying which.
+        let mut sandbox = sandbox;
+        if let Value::Object(s) = &mut sandbox {
+            for (k, v) in [
+                ("populated", Value::Bool(sandbox_populated)),
+                (
+                    "status",
+                    text(if sandbox_populated { "active" } else { "" }),
+                ),
+                ("type", text("")),
+                ("version", text("")),
+                ("recent_runs", Value::Array(Vec::new())),
+            ] {
+                s.insert(k.into(), v);
+            }
+        }
+        let domain = |f: &str| text(stack.get(f).and_then(Value::as_str).unwrap_or(""));
         let nuon = obj(vec![
+            ("id", text(&self.install_id)),
+            ("name", text(&self.install_name)),
             (
                 "install",
                 obj(vec![
-                    ("id", Value::String(self.install_id.clone())),
-                    ("name", Value::String(self.install_name.clone())),
+                    ("id", text(&self.install_id)),
+                    ("name", text(&self.install_name)),
+                    ("populated", Value::Bool(true)),
+                    ("public_domain", domain("public_domain")),
+                    ("internal_domain", domain("internal_domain")),
                     ("inputs", inputs.clone()),
                     ("sandbox", sandbox.clone()),
                     ("components", components.clone()),
                 ]),
             ),
-            ("inputs", obj(vec![("inputs", inputs)])),
+            (
+                "inputs",
+                obj(vec![("inputs", inputs), ("populated", Value::Bool(true))]),
+            ),
             (
                 "app",
                 obj(vec![
-                    ("id", Value::String(self.app_id.clone())),
-                    ("name", Value::String(self.app_name.clone())),
+                    ("id", text(&self.app_id)),
+                    ("name", text(&self.app_name)),
+                    ("status", text("active")),
+                    ("populated", Value::Bool(true)),
                 ]),
             ),
-            ("org", obj(vec![("id", Value::String(self.org_id.clone()))])),
+            (
+                "org",
+                obj(vec![
+                    ("id", text(&self.org_id)),
+                    ("name", text(&self.org_name)),
+                    ("status", text("active")),
+                    ("populated", Value::Bool(true)),
+                ]),
+            ),
+            (
+                "runner",
+                obj(vec![
+                    ("id", text(&self.runner_id)),
+                    ("runner_group_id", text("")),
+                    ("status", text(if stack_populated { "active" } else { "" })),
+                    ("populated", Value::Bool(!self.runner_id.is_empty())),
+                ]),
+            ),
+            (
+                "domain",
+                obj(vec![
+                    ("public_domain", domain("public_domain")),
+                    ("internal_domain", domain("internal_domain")),
+                    (
+                        "populated",
+                        Value::Bool(stack.contains_key("public_domain")),
+                    ),
+                ]),
+            ),
             ("sandbox", sandbox),
             ("components", components),
             ("secrets", secrets),
             (
                 "install_stack",
-                obj(vec![("outputs", map(&self.install_stack_outputs))]),
+                obj(vec![
+                    ("outputs", map(stack)),
+                    ("populated", Value::Bool(stack_populated)),
+                    ("status", text(if stack_populated { "active" } else { "" })),
+                    ("quick_link_url", text("")),
+                    ("template_url", text("")),
+                    ("template_json", text("")),
+                    ("checksum", text("")),
+                ]),
             ),
-            ("cloud_account", Value::Object(Default::default())),
-            ("actions", obj(vec![("workflows", workflows)])),
+            ("cloud_account", cloud_account(stack)),
+            (
+                "actions",
+                obj(vec![
+                    ("workflows", workflows),
+                    ("populated", Value::Bool(true)),
+                ]),
+            ),
         ]);
         TValue::from_json(&obj(vec![("nuon", nuon)]))
     }
+}
+
+/// Nuon's `.nuon.cloud_account`: `aws.region`, `azure.location`,
+/// `gcp.project_id` and `gcp.region`, from the stack's outputs; every one
+/// there (empty until the stack phones home), as in Nuon.
+pub fn cloud_account(outputs: &BTreeMap<String, Value>) -> Value {
+    let text = |k: &str| outputs.get(k).and_then(Value::as_str).unwrap_or("");
+    // Outputs kept before `phone_home_type` was: told by what they have.
+    let kind = match text("phone_home_type") {
+        "" if outputs.contains_key("account_id") => "aws",
+        "" if outputs.contains_key("project_id") => "gcp",
+        "" if outputs.contains_key("location") => "azure",
+        k => k,
+    };
+    let on = |cloud: &str, k: &str| Value::String(if kind == cloud { text(k) } else { "" }.into());
+    serde_json::json!({
+        "aws": {"region": on("aws", "region")},
+        "azure": {"location": on("azure", "location")},
+        "gcp": {"project_id": on("gcp", "project_id"), "region": on("gcp", "region")},
+    })
 }
 
 /// Renders `text` with the install's values. A value printed as it is that
@@ -490,5 +683,70 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn nuons_whole_state_is_read_and_rendered() {
+        // What Nuon's state has, read as Nuon's templates read it.
+        assert_eq!(
+            refs("{{ .nuon.id }}-{{ .nuon.name }}-{{ .nuon.org.name }}-{{ .nuon.runner.id }}"),
+            [
+                Reference::InstallId,
+                Reference::InstallName,
+                Reference::State(vec!["org".into(), "name".into()]),
+                Reference::State(vec!["runner".into(), "id".into()]),
+            ]
+        );
+        assert_eq!(
+            refs("{{ .nuon.domain.public_domain }}{{ .nuon.cloud_account.aws.region }}"),
+            [
+                Reference::State(vec!["domain".into(), "public_domain".into()]),
+                Reference::CloudAccount(vec!["aws".into(), "region".into()]),
+            ]
+        );
+        // Suggestions are real alternatives, never the key refused.
+        let e = err("{{ .nuon.org.nmae }}");
+        assert!(e.contains("did you mean \"name\"?"), "{e}");
+        assert!(
+            e.contains(".nuon.org has id, name, status, populated"),
+            "{e}"
+        );
+        let e = err("{{ .nuon.cloud_account.aws.regoin }}");
+        assert!(e.contains("did you mean \"region\"?"), "{e}");
+        let e = err("{{ .nuon.cloud_account.amazon.region }}");
+        assert!(e.contains("aws, azure and gcp"), "{e}");
+        let e = err("{{ .nuon.runner.group }}");
+        assert!(e.contains("id, runner_group_id, status, populated"), "{e}");
+
+        let mut ctx = RenderContext {
+            install_id: "inst_1".into(),
+            install_name: "acme".into(),
+            org_name: "vendor".into(),
+            runner_id: "run_1".into(),
+            ..Default::default()
+        };
+        // Before the stack phones home: every field there, empty.
+        let out = render(
+            "[{{ .nuon.cloud_account.aws.region }}][{{ .nuon.cloud_account.gcp.project_id }}][{{ .nuon.install_stack.populated }}][{{ .nuon.domain.public_domain }}]",
+            &ctx,
+        )
+        .unwrap();
+        assert_eq!(out, "[][][false][]");
+        ctx.install_stack_outputs = crate::stack::contract::nuon_outputs(
+            &[
+                ("region".to_owned(), "eu-west-1".to_owned()),
+                ("account_id".to_owned(), "1".to_owned()),
+            ]
+            .into_iter()
+            .collect(),
+            "aws",
+            &Default::default(),
+        );
+        let out = render(
+            "{{ .nuon.id }}/{{ .nuon.name }}/{{ .nuon.org.name }}/{{ .nuon.runner.id }}/{{ .nuon.cloud_account.aws.region }}/{{ len .nuon.install_stack.outputs.break_glass_role_arns }}/{{ .nuon.install_stack.populated }}",
+            &ctx,
+        )
+        .unwrap();
+        assert_eq!(out, "inst_1/acme/vendor/run_1/eu-west-1/0/true");
     }
 }

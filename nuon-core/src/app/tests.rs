@@ -106,3 +106,80 @@ fn a_template_bomb_is_refused_at_validate_with_its_place_and_the_budget() {
         "{lines:?}"
     );
 }
+
+/// A config written as Nuon's apps are in 2026: the old trigger names, an
+/// empty boundary, a role's policy in a file, Nuon's state read by name.
+fn nuon_style(runner_type: &str, role_name: &str) -> Vec<SourceFile> {
+    let role = format!(
+        "type = \"custom\"\nname = \"{role_name}\"\ndescription = \"reads\"\npermissions_boundary = \"\"\n\n[[policies]]\nname = \"read\"\ncontents = \"./read.json\"\n"
+    );
+    let web = "name = \"web\"\ntype = \"terraform_module\"\nterraform_version = \"1.9.0\"\noci = \"r/web:1\"\n[vars]\nregion = \"{{ .nuon.cloud_account.aws.region }}\"\nvendor = \"{{ .nuon.org.name }}-{{ .nuon.id }}-{{ .nuon.runner.id }}-{{ .nuon.domain.public_domain }}\"\n";
+    let action = "name = \"hook\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"post-component-deploy\"\ncomponent_name = \"web\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo hi\"\n";
+    files(&[
+        META,
+        ("runner.toml", &format!("runner_type = \"{runner_type}\"\n")),
+        ("permissions/reader.toml", &role),
+        ("components/web.toml", web),
+        ("actions/hook.toml", action),
+    ])
+}
+
+#[test]
+fn nuons_spellings_are_read_as_nuon_reads_them() {
+    let (config, d) = parse(&nuon_style("aws", "{{ .nuon.install.id }}-reader"));
+    assert!(!d.has_errors(), "{d}");
+    let warnings: Vec<String> = d.warnings().map(|w| w.to_string()).collect();
+    assert!(
+        warnings.iter().any(|w| w.contains(
+            "trigger type \"post-component-deploy\" is the old name of \"post-deploy-component\""
+        )),
+        "{warnings:?}"
+    );
+    let config = config.unwrap();
+    assert_eq!(config.actions[0].triggers[0].kind, "post-deploy-component");
+    // An empty boundary is none; the policy's file is named, and kept
+    // with the version as its text.
+    let role = &config.permissions.roles[0];
+    assert_eq!(role.permissions_boundary, None);
+    assert!(
+        file_refs(&config)
+            .iter()
+            .any(|(who, _, path)| who.contains("reader") && path == "./read.json"),
+        "{:?}",
+        file_refs(&config)
+    );
+    let mut kept = config.clone();
+    let problems = inline_file_refs(&mut kept, &|p| {
+        (p == "permissions/read.json").then(|| "{\"Version\": \"2012-10-17\"}".to_owned())
+    });
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(
+        kept.permissions.roles[0].policies[0]["contents"],
+        "{\"Version\": \"2012-10-17\"}"
+    );
+}
+
+#[test]
+fn a_role_name_past_iams_limit_is_refused_at_validate_with_the_limit_and_length() {
+    let long = "{{ .nuon.install.id }}-reporting-service-readonly-access-for-ops";
+    let (config, d) = parse(&nuon_style("aws", long));
+    assert!(config.is_none());
+    let e = d.to_string();
+    assert!(
+        e.contains("is 72 characters long as it renders for an install"),
+        "{e}"
+    );
+    assert!(e.contains("an AWS IAM role name is at most 64"), "{e}");
+    assert!(e.contains("permissions/reader.toml:2:8: role name"), "{e}");
+    let (_, d) = parse(&nuon_style("aws", &"r".repeat(65)));
+    assert!(
+        d.to_string()
+            .contains("is 65 characters long; an AWS IAM role name is at most 64"),
+        "{d}"
+    );
+    // Not AWS's role (a GCP runner), or a name that reads the install's
+    // name (checked when its stack is made, with the real name): no error.
+    assert!(!parse(&nuon_style("gcp", &"r".repeat(65))).1.has_errors());
+    let named = "{{ .nuon.install.name }}-reporting-service-readonly-access-for-ops";
+    assert!(!parse(&nuon_style("aws", named)).1.has_errors());
+}

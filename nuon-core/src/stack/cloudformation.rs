@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{StackSpec, file, role_output_name, snake, stack_roles};
+use super::{StackSpec, file, snake, stack_role_outputs};
 use crate::app::Role;
 use crate::wire::StackFile;
 
@@ -211,11 +211,9 @@ fn template(spec: &StackSpec) -> Result<Value, String> {
     };
     let mut roles = Vec::new();
     let mut used = BTreeMap::new();
-    let mut first_of_kind = std::collections::BTreeSet::new();
-    for (role, break_glass) in stack_roles(&spec.permissions) {
+    for (role, break_glass, output) in stack_role_outputs(&spec.permissions) {
         let id = logical_id(role_prefix(role, break_glass), &mut used);
-        let first = !break_glass && first_of_kind.insert(role.kind.clone().unwrap_or_default());
-        roles.push((id, role, break_glass, first));
+        roles.push((id, role, break_glass, output));
     }
     // By name, not by reference: the roles trust the runner's role, and a
     // reference both ways would be a cycle. A break-glass role only while
@@ -267,7 +265,7 @@ fn template(spec: &StackSpec) -> Result<Value, String> {
     resources.insert("RunnerRole".into(), runner_role);
 
     // The roles of `permissions` and `break_glass`.
-    for (id, role, break_glass, first) in &roles {
+    for (id, role, break_glass, output) in &roles {
         let role_resources = iam_role(spec, id, role, *break_glass)?;
         if *break_glass {
             let param = format!("{id}Enabled");
@@ -291,11 +289,7 @@ fn template(spec: &StackSpec) -> Result<Value, String> {
             }
             resources.insert(rid, r);
         }
-        let output = if *break_glass {
-            format!("break_glass_{}", role_output_name(role, false))
-        } else {
-            role_output_name(role, *first)
-        };
+        let output = output.clone();
         // A break-glass role's ARN by name, whether it is on or not: what
         // the runner is told must not change with the customer's switch
         // (new user data would replace the instance).

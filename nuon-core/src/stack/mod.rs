@@ -21,6 +21,7 @@ use crate::app::{Permissions, Role, RunnerSettings, Stack};
 use crate::wire::{InstallStack, StackFile};
 
 pub mod cloudformation;
+pub mod contract;
 pub mod helm;
 pub mod roles;
 pub mod vm;
@@ -140,6 +141,24 @@ pub fn role_output_name(role: &Role, first_of_kind: bool) -> String {
         }
         _ => format!("iam_role_arn_{}", snake(&role.name)),
     }
+}
+
+/// The roles a stack creates ([`stack_roles`]), each with whether it is a
+/// break-glass role and the name of the output that reports its ARN
+/// (`break_glass_iam_role_arn_NAME` for a break-glass role).
+pub fn stack_role_outputs(p: &Permissions) -> Vec<(&Role, bool, String)> {
+    let mut first_of_kind = std::collections::BTreeSet::new();
+    stack_roles(p)
+        .map(|(role, break_glass)| {
+            let output = if break_glass {
+                format!("break_glass_{}", role_output_name(role, false))
+            } else {
+                let first = first_of_kind.insert(role.kind.clone().unwrap_or_default());
+                role_output_name(role, first)
+            };
+            (role, break_glass, output)
+        })
+        .collect()
 }
 
 /// `s` as a name of letters, digits and `_`, lowercase, at most 50 long.
