@@ -59,6 +59,7 @@ pub mod policy;
 pub mod private;
 pub mod records;
 pub mod redact;
+pub mod rendered;
 pub mod rollout;
 mod signing;
 pub mod stack;

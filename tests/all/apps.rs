@@ -633,3 +633,100 @@ fn an_install_starts_with_the_toggleable_components_it_names_off() {
     assert_eq!(enabled("metrics"), false);
     assert_eq!(enabled("web"), true);
 }
+
+/// `nuon apps render DIR ARGS --json`, offline.
+fn render(dir: &Path, args: &[&str]) -> std::process::Output {
+    ours("nuon")
+        .args(["apps", "render"])
+        .arg(dir)
+        .args(args)
+        .env("NUON_API_URL", "http://127.0.0.1:9")
+        .env_remove("NUON_TOKEN")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn render_shows_offline_what_each_step_of_a_workflow_would_be_given() {
+    let hello = nuon_tests::manifest_dir().join("../examples/apps/hello");
+    let out = render(&hello, &["--install", "installs/demo.toml", "--json"]);
+    let got = ok(&out);
+    let find = |step: &str, what: &str| -> String {
+        got["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["step"] == step && a["what"] == what)
+            .unwrap_or_else(|| panic!("no {step}: {what} in {got:#}"))["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // The install file's inputs over the defaults; stand-ins for what is
+    // known only later (ids, secrets, outputs).
+    assert_eq!(find("plan app", "var greeting"), "hi");
+    assert_eq!(find("plan app", "var replicas"), "2");
+    assert_eq!(find("plan app", "env TF_VAR_api_key"), "demo-key");
+    assert_eq!(find("plan app", "var database_url"), "(known after apply)");
+    assert_eq!(
+        find("plan database", "var password"),
+        "(secret db_password)"
+    );
+    assert_eq!(
+        find("plan database", "var name"),
+        "ins_00000000000000000000000000-db"
+    );
+    assert!(got["problems"].as_array().unwrap().is_empty(), "{got:#}");
+
+    // Given outputs are used as they are: a key they lack is an error,
+    // with where it is read, as a deploy would fail.
+    let dir = tempfile::tempdir().unwrap();
+    let outputs = dir.path().join("outputs.json");
+    std::fs::write(
+        &outputs,
+        r#"{"components": {"database": {"host": "db.internal"}}, "sandbox": {"network_id": "net-1"}}"#,
+    )
+    .unwrap();
+    let out = render(
+        &hello,
+        &[
+            "--install",
+            "demo",
+            "--outputs",
+            outputs.to_str().unwrap(),
+            "--workflow",
+            "deploy",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("components/app.toml:9:20: ")
+            && err.contains("plan app: component app var database_url")
+            && err.contains(".nuon.components.database.outputs.url has no value"),
+        "{err}"
+    );
+    // What renders is still shown, and can be written to files.
+    let rendered = dir.path().join("rendered");
+    let out = render(
+        &hello,
+        &["--install", "demo", "--out", rendered.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(rendered.join("plan_app").join("var_greeting")).unwrap(),
+        "hi"
+    );
+    // A workflow it does not know, or an install file that is not there:
+    // usage errors that say what to give.
+    let out = render(&hello, &["--workflow", "explode"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give provision, deploy"));
+    let out = render(&hello, &["--install", "nope"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("it has: demo"));
+}

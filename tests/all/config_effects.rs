@@ -476,7 +476,7 @@ fn action_inputs_are_given_at_run_time_and_cron_triggers_fire() {
     if !have_tool("terraform", "run Terraform") {
         return;
     }
-    let greet = "name = \"greet\"\ntimeout = \"1m\"\n\n[[inputs]]\nname = \"WHO\"\nrequired = true\n\n[[inputs]]\nname = \"LEVEL\"\ndefault = \"info\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo \\\"hello $WHO at $LEVEL\\\"\"\n";
+    let greet = "name = \"greet\"\ntimeout = \"1m\"\n\n[[inputs]]\nname = \"WHO\"\nrequired = true\n\n[[inputs]]\nname = \"LEVEL\"\ndefault = \"info\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo \\\"hello $WHO at $LEVEL\\\"\"\n\n[[steps]]\nname = \"read\"\nenable_kube_config = false\ncommand = \"echo \\\"{{ .action.inputs.WHO }} read by template, {{ .action.inputs.LEVEL }} by default\\\"\"\n";
     let tick = "name = \"tick\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"cron\"\ncron_schedule = \"* * * * *\"\n\n[[steps]]\nname = \"tock\"\ncommand = \"echo tock\"\n";
     let m = Manual::start(&[
         METADATA,
@@ -499,6 +499,8 @@ fn action_inputs_are_given_at_run_time_and_cron_triggers_fire() {
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     assert!(t.contains("hello world at info"), "{t}");
+    // As Nuon's actions read them: `.action.inputs.NAME`.
+    assert!(t.contains("world read by template, info by default"), "{t}");
     let w = newest_workflow(&c);
     assert_eq!(w.inputs["WHO"], "world");
     // A missing required input and one the action does not declare are
@@ -773,6 +775,12 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
             ("up", "component_deploy", "component_name = \"web\""),
             ("down", "component_tear_down", "component_name = \"web\""),
             ("again", "component_deploy", "component_name = \"web\""),
+            // Inline, as Nuon's runbooks write it: no action of its own.
+            (
+                "inline",
+                "action",
+                "command = \"echo inline step for $REASON\"",
+            ),
         ],
     ) + "\n[[input]]\nname = \"REASON\"\ndisplay_name = \"Reason\"\nrequired = true\n\n[[input]]\nname = \"WHO\"\ndefault = \"ops\"\n";
     let broken = runbook(
@@ -834,9 +842,11 @@ fn a_runbook_runs_its_steps_in_order_and_stops_at_the_first_failure() {
             "sync web",
             "plan web",
             "apply web",
+            "action runbook-cycle-inline",
         ]
     );
     assert!(w.steps.iter().all(|s| s.status == "succeeded"), "{w:#?}");
+    assert!(t.contains("inline step for maintenance"), "{t}");
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
     assert_eq!(outputs.components["web"]["up"], "up", "{outputs:?}");
 

@@ -672,7 +672,11 @@ fn a_replayed_claim_answer_runs_nothing() {
         grace: "2s",
         work_dir: Some(&work),
     };
-    let mut runner = Runner::start_with_api(&proxy.url, opts()).unwrap();
+    // The replay is served on the runner's next claim: a short long-poll
+    // makes that come at once rather than when a parked claim (50 s by
+    // default) returns.
+    let quick = ["--claim-wait-ms", "2000"];
+    let mut runner = Runner::start_with_args(&proxy.url, opts(), &quick).unwrap();
     let done = wait_job(&client, &job.id, LONG).unwrap();
     assert_eq!(done.status, JobStatus::Succeeded, "{done:?}");
     assert!(proxy.saved.lock().unwrap().is_some(), "the answer was kept");
@@ -693,7 +697,8 @@ fn a_replayed_claim_answer_runs_nothing() {
     .unwrap();
     runner.kill9();
     let refused = journal_has(&work, "job.refused", &job.id);
-    let mut runner = Runner::start_with_args(&proxy.url, opts(), &["--replace"]).unwrap();
+    let mut runner =
+        Runner::start_with_args(&proxy.url, opts(), &["--replace", quick[0], quick[1]]).unwrap();
     wait_for("the replay refused after a restart", LONG, || {
         (journal_has(&work, "job.refused", &job.id) > refused).then_some(())
     })

@@ -49,6 +49,11 @@ pub(crate) enum AppsCommand {
         /// The config directory (the one with metadata.toml).
         dir: PathBuf,
     },
+    /// Render, offline, every value the steps of a workflow would be
+    /// given: variables, var files, Helm values, manifests and action
+    /// scripts. Prints each (or writes them with --out) and every render
+    /// error as FILE:LINE:COL: STEP: MESSAGE; exits 1 on any error.
+    Render(crate::render::RenderArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -129,8 +134,10 @@ fn validate(g: &Global, dir: &Path) -> Result<u8, CliError> {
 }
 
 pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliError> {
-    if let AppsCommand::Validate { dir } = command {
-        return validate(g, dir);
+    match command {
+        AppsCommand::Validate { dir } => return validate(g, dir),
+        AppsCommand::Render(a) => return crate::render::render(g, a),
+        _ => {}
     }
     let client = client(g)?;
     match command {
@@ -243,7 +250,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                 );
             }
         }
-        AppsCommand::Validate { .. } => unreachable!("handled above"),
+        AppsCommand::Validate { .. } | AppsCommand::Render(_) => unreachable!("handled above"),
     }
     Ok(0)
 }

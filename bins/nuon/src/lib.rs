@@ -45,6 +45,7 @@ mod orgs;
 mod output;
 mod plugins;
 mod releases;
+mod render;
 mod rollouts;
 mod runner_releases;
 mod runners;

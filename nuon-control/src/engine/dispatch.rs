@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use nuon_core::app::template::RenderContext;
 use nuon_core::app::{Action, Component, ComponentKind, Source};
+use nuon_core::rendered;
 use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys};
@@ -17,9 +18,7 @@ use nuon_core::{
 };
 use serde_json::Value;
 
-use super::render::{
-    self, Values, render_env, render_map, render_text, render_texts, render_value,
-};
+use super::render::{self, Values, render_env, render_text, render_value};
 use super::rules;
 use super::{Ctx, Engine, EngineError, Result};
 use crate::secrets::state_context;
@@ -143,7 +142,25 @@ impl Engine {
                         cx.wf.config_version
                     )
                 })?;
-            let ctx = values()?;
+            // Run-time inputs: the workflow's own, for the action it was
+            // started for; a runbook's, for each of its actions (as
+            // variables of their names, and for the action's inputs of the
+            // same names); else each input's default. Its steps read them
+            // as `.action.inputs.NAME` and get them as variables.
+            let given = match cx.wf.kind {
+                WorkflowKind::Action => cx.wf.inputs.clone(),
+                WorkflowKind::Runbook => cx
+                    .wf
+                    .inputs
+                    .iter()
+                    .filter(|(k, _)| action.inputs.iter().any(|i| &i.name == *k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                _ => BTreeMap::new(),
+            };
+            let inputs = render::action_inputs(&cx.config, &action.name, &given)?;
+            let mut ctx = values()?;
+            ctx.action_inputs = inputs.clone();
             let (mut exec, timeout) = action_job(action, &ctx)?;
             if action.enable_kube_config {
                 let kubeconfig = kubeconfig_of(cx, &ctx, action.kubernetes_context.as_deref())?
@@ -153,25 +170,10 @@ impl Engine {
                     ))?;
                 exec.env.insert(KUBECONFIG_VAR.into(), kubeconfig);
             }
-            // Run-time inputs: the workflow's own, for the action it was
-            // started for; a runbook's, for each of its actions (as
-            // variables of their names, and for the action's inputs of the
-            // same names); else each input's default.
-            let given = match cx.wf.kind {
-                WorkflowKind::Action => cx.wf.inputs.clone(),
-                WorkflowKind::Runbook => {
-                    exec.env.extend(cx.wf.inputs.clone());
-                    cx.wf
-                        .inputs
-                        .iter()
-                        .filter(|(k, _)| action.inputs.iter().any(|i| &i.name == *k))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect()
-                }
-                _ => BTreeMap::new(),
-            };
-            exec.env
-                .extend(render::action_inputs(&cx.config, &action.name, &given)?);
+            if cx.wf.kind == WorkflowKind::Runbook {
+                exec.env.extend(cx.wf.inputs.clone());
+            }
+            exec.env.extend(inputs);
             return job.make(&exec, timeout, None);
         }
         if let Some(c) = wasm_target(cx, step) {
@@ -210,40 +212,22 @@ impl Engine {
         target: &str,
         ctx: &RenderContext,
     ) -> std::result::Result<(TerraformJob, Duration, StateToken), String> {
-        let (version, vars, env_vars, var_files, timeout) =
-            if target == "sandbox" && step.target.is_none() {
-                let sb = cx
-                    .config
-                    .sandbox
-                    .as_ref()
-                    .ok_or("the app config has no sandbox")?;
-                (
-                    Some(sb.terraform_version.clone()),
-                    &sb.vars,
-                    &sb.env_vars,
-                    &sb.var_files,
-                    None,
-                )
-            } else {
-                let c = cx.config.component(target).ok_or_else(|| {
-                    format!(
-                        "component {target:?} is not in config version {}",
-                        cx.wf.config_version
-                    )
-                })?;
-                render::deployable(c)?;
-                (
-                    c.terraform_version.clone(),
-                    &c.vars,
-                    &c.env_vars,
-                    &c.var_files,
-                    c.deploy_timeout.as_deref(),
-                )
-            };
-        let who = if step.target.is_none() {
-            "sandbox".to_owned()
+        let (version, timeout) = if target == "sandbox" && step.target.is_none() {
+            let sb = cx
+                .config
+                .sandbox
+                .as_ref()
+                .ok_or("the app config has no sandbox")?;
+            (Some(sb.terraform_version.clone()), None)
         } else {
-            format!("component {target}")
+            let c = cx.config.component(target).ok_or_else(|| {
+                format!(
+                    "component {target:?} is not in config version {}",
+                    cx.wf.config_version
+                )
+            })?;
+            render::deployable(c)?;
+            (c.terraform_version.clone(), c.deploy_timeout.as_deref())
         };
         let (action, plan) = if applies_a_plan(step.kind) {
             let plan_step = rules::planned(&cx.wf.steps, step)?;
@@ -264,31 +248,22 @@ impl Engine {
             username: "nuon".into(),
             password: token.secret,
         };
+        // The install's own variables: read last, so they win.
+        let over = step
+            .target
+            .as_deref()
+            .and_then(|t| cx.install.overrides.get(t))
+            .map(|o| (o, cx.install.name.as_str()));
+        let inputs = rendered::terraform_inputs(&cx.config, step.target.as_deref(), over, ctx)?;
         let job = TerraformJob {
             action,
             // The module this workflow synced (a newer build of the same
             // config version does not slip in between).
             module: synced_artifact(cx, step, target)?,
             terraform_version: version.unwrap_or_else(|| ">= 0.0.0".into()),
-            vars: render_map(vars, ctx, &format!("{who} var"))?,
-            env: render_env(env_vars, ctx, &format!("{who} env var"))?,
-            var_files: {
-                let mut files = render_texts(var_files, ctx, &format!("{who} var file"))?;
-                // The install's own variables: read last, so they win.
-                if let Some(text) = step
-                    .target
-                    .as_deref()
-                    .and_then(|t| cx.install.overrides.get(t))
-                    .and_then(|o| o.tf_vars.as_deref())
-                {
-                    let what = format!("{who} tf_vars override of install {}", cx.install.name);
-                    let text = render_text(text, ctx, &what)?;
-                    files.push(
-                        nuon_core::app::tf_vars_file(&text).map_err(|e| format!("{what}: {e}"))?,
-                    );
-                }
-                files
-            },
+            vars: inputs.vars,
+            env: inputs.env,
+            var_files: inputs.var_files,
             backend: Some(backend),
             plan,
             // A plan (not a destroy plan) passes the part's Rego policies.
@@ -569,43 +544,21 @@ fn helm_job(
     c: &Component,
     ctx: &RenderContext,
 ) -> std::result::Result<HelmJob, String> {
-    let who = format!("component {}", c.name);
-    let action = release_action(step.kind);
-    let release = c
-        .chart_name
-        .clone()
-        .unwrap_or_else(|| c.name.clone())
-        .to_ascii_lowercase()
-        .replace('_', "-");
+    // The install's own values: merged over the config's (its values
+    // files too, as values.json is read after them).
+    let over = cx
+        .install
+        .overrides
+        .get(&c.name)
+        .map(|o| (o, cx.install.name.as_str()));
+    let inputs = rendered::helm_inputs(c, over, ctx)?;
     Ok(HelmJob {
-        action,
+        action: release_action(step.kind),
         chart: synced_artifact(cx, step, &c.name)?,
-        release,
-        namespace: match &c.namespace {
-            Some(ns) => render_text(ns, ctx, &format!("{who} namespace"))?,
-            None => "default".into(),
-        },
-        values: {
-            let mut values =
-                nuon_core::app::helm_values(&render_map(&c.values, ctx, &format!("{who} value"))?)
-                    .map_err(|e| format!("{who}: {e}"))?;
-            // The install's own values: merged over the config's (its
-            // values files too, as values.json is read after them).
-            if let Some(text) = cx
-                .install
-                .overrides
-                .get(&c.name)
-                .and_then(|o| o.helm_values.as_deref())
-            {
-                let what = format!("{who} helm_values override of install {}", cx.install.name);
-                let text = render_text(text, ctx, &what)?;
-                let over =
-                    nuon_core::app::yaml_mapping(&text).map_err(|e| format!("{what}: {e}"))?;
-                nuon_core::app::merge_values(&mut values, over);
-            }
-            values.into_iter().collect()
-        },
-        values_files: render_texts(&c.values_files, ctx, &format!("{who} values file"))?,
+        release: inputs.release,
+        namespace: inputs.namespace,
+        values: inputs.values.into_iter().collect(),
+        values_files: inputs.values_files,
         kubeconfig: kubeconfig_of(cx, ctx, c.kubernetes_context.as_deref())?,
         storage_driver: c.storage_driver.clone(),
         take_ownership: c.take_ownership,
@@ -634,9 +587,9 @@ fn kubernetes_job(
     let who = format!("component {}", c.name);
     let action = release_action(step.kind);
     let destroying = matches!(step.kind, StepKind::DestroyPlan | StepKind::Destroy);
-    let manifest = match (&c.manifest, destroying) {
-        (Some(m), false) => Some(render_text(m, ctx, &format!("{who} manifest"))?),
-        _ => None,
+    let manifest = match destroying {
+        false => rendered::manifest_text(c, ctx)?,
+        true => None,
     };
     let kustomize = match (&c.kustomize, destroying) {
         (Some(k), false) => Some(KustomizeBuild {

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use nuon_core::app::template::{self, Reference, RenderContext};
 use nuon_core::app::{AppConfig, Component, ComponentKind};
+pub(crate) use nuon_core::rendered::{render_env, render_text, render_texts, render_value};
 use nuon_core::wire::InstallOutputs;
 use nuon_core::{AppId, OrgId};
 use serde_json::Value;
@@ -285,39 +286,9 @@ pub(crate) fn render_context_as(
             .map(|(k, v)| (k, Value::Object(v)))
             .collect(),
         install_stack_outputs: stack_outputs(secrets, install)?,
+        action_inputs: BTreeMap::new(),
         budget: Default::default(),
     })
-}
-
-/// Renders every string in `v`. A template that renders to nothing is an
-/// error: a Terraform variable set to "" by accident deploys wrong.
-pub(crate) fn render_value(v: &Value, ctx: &RenderContext, what: &str) -> Result<Value, String> {
-    Ok(match v {
-        Value::String(s) => Value::String(render_text(s, ctx, what)?),
-        Value::Array(a) => Value::Array(
-            a.iter()
-                .enumerate()
-                .map(|(i, x)| render_value(x, ctx, &format!("{what}[{i}]")))
-                .collect::<Result<_, _>>()?,
-        ),
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| Ok((k.clone(), render_value(x, ctx, &format!("{what}.{k}"))?)))
-                .collect::<Result<_, String>>()?,
-        ),
-        other => other.clone(),
-    })
-}
-
-/// Renders one text (`what` in errors).
-pub(crate) fn render_text(s: &str, ctx: &RenderContext, what: &str) -> Result<String, String> {
-    let out = template::render(s, ctx).map_err(|e| format!("{what}: {}", e.message))?;
-    if out.trim().is_empty() && s.contains("{{") {
-        return Err(format!(
-            "{what}: {s:?} renders to nothing; give the value it reads (an input, secret or output) a value"
-        ));
-    }
-    Ok(out)
 }
 
 /// A component's health window (`[health] stabilization_window`),
@@ -397,40 +368,6 @@ pub(crate) fn watched_probes(
                 }
             }
         })
-        .collect()
-}
-
-/// Renders every value of `m` (`what KEY` in errors).
-pub(crate) fn render_map(
-    m: &BTreeMap<String, Value>,
-    ctx: &RenderContext,
-    what: &str,
-) -> Result<BTreeMap<String, Value>, String> {
-    m.iter()
-        .map(|(k, v)| Ok((k.clone(), render_value(v, ctx, &format!("{what} {k}"))?)))
-        .collect()
-}
-
-/// Renders every value of a map of texts (`what KEY` in errors).
-pub(crate) fn render_env(
-    m: &BTreeMap<String, String>,
-    ctx: &RenderContext,
-    what: &str,
-) -> Result<BTreeMap<String, String>, String> {
-    m.iter()
-        .map(|(k, v)| Ok((k.clone(), render_text(v, ctx, &format!("{what} {k}"))?)))
-        .collect()
-}
-
-/// Renders each text of `v` (`what N` in errors).
-pub(crate) fn render_texts(
-    v: &[String],
-    ctx: &RenderContext,
-    what: &str,
-) -> Result<Vec<String>, String> {
-    v.iter()
-        .enumerate()
-        .map(|(i, t)| render_text(t, ctx, &format!("{what} {i}")))
         .collect()
 }
 

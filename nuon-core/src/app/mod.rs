@@ -20,6 +20,7 @@
 //! dependencies are the explicit list plus every component whose outputs a
 //! template reads, and must form no cycle.
 
+mod actions;
 mod check;
 mod diag;
 mod files;
@@ -30,6 +31,9 @@ mod loaded;
 mod overrides;
 mod platform;
 mod reader;
+mod runbooks;
+mod schema;
+mod sources;
 pub mod template;
 mod triggers;
 mod values;
@@ -54,9 +58,10 @@ pub use overrides::{
     ComponentOverride, merge_values, override_problems, tf_vars_file, yaml_mapping,
 };
 pub use platform::{
-    KubernetesContext, NestedStack, OperationRoles, OperationRule, Permissions, Policy, Role,
-    Runbook, Stack,
+    KubernetesContext, NestedStack, OperationRoles, OperationRule, Permissions, Policy, Role, Stack,
 };
+pub use runbooks::{Runbook, inline_action_name};
+pub use sources::{public_repo_url, source_dir};
 pub use triggers::{OLD_TRIGGERS, TRIGGERS};
 pub use values::{helm_values, set_typed};
 
@@ -69,16 +74,6 @@ pub fn same_role(a: &str, b: &str) -> bool {
     a.chars()
         .filter(|c| *c != ' ')
         .eq(b.chars().filter(|c| *c != ' '))
-}
-
-/// The clone URL of a `[public_repo]`'s `repo`: `owner/name` on GitHub,
-/// or the URL itself when it is one (`https://…`, `file://…`, `git@…`).
-pub fn public_repo_url(repo: &str) -> String {
-    if repo.contains("://") || repo.starts_with("git@") {
-        repo.to_owned()
-    } else {
-        format!("https://github.com/{repo}.git")
-    }
 }
 
 /// The versions a `metadata.toml` may give without a warning: Nuon's
@@ -225,31 +220,6 @@ pub enum Source {
     /// The component's content is in its config: a `kubernetes_manifest`'s
     /// inline `manifest`, packaged by its build.
     Inline,
-}
-
-/// The directory of a `path` source relative to the config's root,
-/// `/`-separated, without `./` (`"./src/app/"` is `src/app`; `"."` is
-/// the empty string). An absolute path, or one that leaves the root, is
-/// an error saying so.
-pub fn source_dir(path: &str) -> Result<String, String> {
-    if path.starts_with('/') || path.starts_with('\\') {
-        return Err(format!(
-            "path {path:?} is absolute: give it relative to the app config's directory"
-        ));
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for p in path.split(['/', '\\']) {
-        match p {
-            "" | "." => {}
-            ".." => {
-                return Err(format!(
-                    "path {path:?} leaves the app config's directory: the source must be inside it"
-                ));
-            }
-            p => parts.push(p),
-        }
-    }
-    Ok(parts.join("/"))
 }
 
 /// Every `path` source of `config`: (`sandbox` or the component, directory).

@@ -10,93 +10,12 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::diag::Diagnostics;
 use super::reader::{Located, Reader};
-
-/// What a key holds.
-#[derive(Clone, Copy)]
-pub(crate) enum K {
-    Str,
-    Bool,
-    Int,
-    StrList,
-    StrMap,
-    /// Anything (a free-form table or value).
-    Any,
-    Tables(&'static Spec),
-}
-
-/// A table's schema: its keys, and which are required.
-pub(crate) struct Spec {
-    pub keys: &'static [(&'static str, K)],
-    pub required: &'static [&'static str],
-}
-
-/// Reads `r` against `spec` into JSON; every string goes to `strings` (for
-/// template checks); unknown keys are warnings (Nuon ignores them).
-pub(crate) fn read(
-    r: &mut Reader<'_, '_>,
-    d: &mut Diagnostics,
-    spec: &Spec,
-    strings: &mut Vec<Located>,
-) -> Map<String, Value> {
-    let mut out = Map::new();
-    for &(key, kind) in spec.keys {
-        let present = r.get(key).is_some();
-        if !present {
-            if spec.required.contains(&key) {
-                r.req_str(d, key);
-            }
-            continue;
-        }
-        let v = match kind {
-            K::Str => r.str(d, key).map(|l| {
-                strings.push(l.clone());
-                Value::String(l.text)
-            }),
-            K::Bool => r.bool(d, key).map(Value::Bool),
-            K::Int => r.int(d, key).map(Value::from),
-            K::StrList => {
-                let l = r.str_list(d, key);
-                strings.extend(l.iter().cloned());
-                Some(Value::Array(
-                    l.into_iter().map(|x| Value::String(x.text)).collect(),
-                ))
-            }
-            K::StrMap => {
-                let m = r.str_map(d, key, strings);
-                Some(Value::Object(
-                    m.into_iter().map(|(k, v)| (k, Value::String(v))).collect(),
-                ))
-            }
-            K::Any => r.any(d, key).map(|(j, _)| j),
-            K::Tables(sub) => {
-                let items: Vec<Value> = r
-                    .tables(d, key)
-                    .into_iter()
-                    .map(|mut t| {
-                        let m = read(&mut t, d, sub, strings);
-                        t.finish(d, &[], |_| None);
-                        Value::Object(m)
-                    })
-                    .collect();
-                Some(Value::Array(items))
-            }
-        };
-        if let Some(v) = v {
-            out.insert(key.to_owned(), v);
-        }
-    }
-    out
-}
-
-/// Deserializes what [`read`] gave; a shape it cannot take (a missing key
-/// reported already) is `None`.
-pub(crate) fn typed<T: serde::de::DeserializeOwned>(m: Map<String, Value>) -> Option<T> {
-    serde_json::from_value(Value::Object(m)).ok()
-}
+use super::runbooks::{RUNBOOK, Runbook};
+use super::schema::{K, Spec, read, typed};
 
 const NESTED_STACK: Spec = Spec {
     keys: &[
@@ -343,86 +262,6 @@ pub struct KubernetesContext {
     /// The component whose outputs describe the cluster.
     pub component: String,
 }
-
-const RUNBOOK_INPUT: Spec = Spec {
-    keys: &[
-        ("name", K::Str),
-        ("display_name", K::Str),
-        ("description", K::Str),
-        ("default", K::Any),
-        ("required", K::Bool),
-        ("sensitive", K::Bool),
-        ("type", K::Str),
-    ],
-    required: &["name"],
-};
-
-const RUNBOOK_STEP: Spec = Spec {
-    keys: &[
-        ("name", K::Str),
-        ("type", K::Str),
-        ("component_name", K::Str),
-        ("deploy_dependents", K::Bool),
-        ("tear_down_dependents", K::Bool),
-        ("deploy_dependencies", K::Bool),
-        ("skip_component_deploys", K::Bool),
-        ("action_name", K::Str),
-        ("command", K::Str),
-        ("inline_contents", K::Str),
-        ("env_vars", K::StrMap),
-        ("timeout", K::Str),
-        ("role", K::Str),
-    ],
-    required: &["name", "type"],
-};
-
-/// A file of `runbooks/`.
-pub(crate) const RUNBOOK: Spec = Spec {
-    keys: &[
-        ("name", K::Str),
-        ("description", K::Str),
-        ("readme", K::Str),
-        ("labels", K::StrMap),
-        ("input", K::Tables(&RUNBOOK_INPUT)),
-        ("dependencies", K::StrList),
-        ("steps", K::Tables(&RUNBOOK_STEP)),
-    ],
-    required: &["name"],
-};
-
-/// A runbook: component deploys, teardowns and actions run in order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Runbook {
-    /// Unique in the app.
-    pub name: String,
-    /// What it is for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Markdown, or a file of the config.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub readme: Option<String>,
-    /// Labels.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    /// `[[input]]`: values given when it runs.
-    #[serde(default, rename = "input", skip_serializing_if = "Vec::is_empty")]
-    pub inputs: Vec<Value>,
-    /// The written dependencies.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dependencies: Vec<String>,
-    /// `[[steps]]`, in order.
-    #[serde(default)]
-    pub steps: Vec<Value>,
-}
-
-/// The step types of a runbook.
-pub(crate) const RUNBOOK_STEP_TYPES: &[&str] = &[
-    "component_deploy",
-    "deploy",
-    "component_tear_down",
-    "action",
-    "sandbox_reprovision",
-];
 
 /// `installer.toml` (Nuon's hosted installer page).
 pub(crate) const INSTALLER: Spec = Spec {
@@ -751,66 +590,7 @@ pub(crate) fn load(
             let m = read(&mut r, d, &RUNBOOK, &mut strings);
             r.finish(d, &[], |_| None);
             if let Some(rb) = typed::<Runbook>(m) {
-                if rb.steps.is_empty() {
-                    d.push(r.file.at(
-                        &r.span(),
-                        "missing [[steps]]: a runbook runs at least one step",
-                    ));
-                }
-                for st in &rb.steps {
-                    let t = st["type"].as_str().unwrap_or_default();
-                    let at = r.file.text.find(&format!("{t:?}")).unwrap_or(0);
-                    if !RUNBOOK_STEP_TYPES.contains(&t) {
-                        d.push(r.file.diag(
-                            at,
-                            format!(
-                                "runbook step type {t:?} is not one of {}",
-                                RUNBOOK_STEP_TYPES.join(", ")
-                            ),
-                        ));
-                    }
-                    let needs = match t {
-                        "component_deploy" | "component_tear_down" => Some("component_name"),
-                        "action" => Some("action_name"),
-                        _ => None,
-                    };
-                    if let Some(key) = needs
-                        && st[key].as_str().is_none()
-                    {
-                        d.push(
-                            r.file
-                                .diag(at, format!("a runbook step of type {t:?} needs {key}")),
-                        );
-                    }
-                    for (key, kind) in [("component_name", "component"), ("action_name", "action")]
-                    {
-                        if let Some(n) = st[key].as_str() {
-                            let at = r.file.text.find(&format!("{n:?}")).unwrap_or(0);
-                            out.refs.push((
-                                file,
-                                Located {
-                                    text: n.to_owned(),
-                                    span: at..at,
-                                },
-                                kind,
-                            ));
-                        }
-                    }
-                }
-                for i in &rb.inputs {
-                    let name = i["name"].as_str().unwrap_or_default();
-                    let valid = !name.is_empty()
-                        && !name.starts_with(|c: char| c.is_ascii_digit())
-                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                        && !name.starts_with("NUON_");
-                    if !valid {
-                        let at = r.file.text.find(&format!("{name:?}")).unwrap_or(0);
-                        d.push(r.file.diag(
-                            at,
-                            format!("runbook input {name:?} is not a valid environment variable name of its own (letters, digits and _, not starting with a digit or NUON_): its actions get it as one"),
-                        ));
-                    }
-                }
+                super::runbooks::check(&rb, &r, d, file, &mut out.refs);
                 out.runbooks.push(rb);
             }
         }

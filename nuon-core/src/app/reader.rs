@@ -393,3 +393,24 @@ impl<'a, 'i> Reader<'a, 'i> {
         }
     }
 }
+
+/// The text of a value read, if any.
+pub(crate) fn text(l: Option<Located>) -> Option<String> {
+    l.map(|l| l.text)
+}
+
+/// A duration (`30m`, `1h30m`) at `key`, checked.
+pub(crate) fn duration(
+    r: &mut Reader<'_, '_>,
+    d: &mut Diagnostics,
+    key: &'static str,
+) -> Option<String> {
+    let v = r.str(d, key)?;
+    match crate::parse_duration(&v.text) {
+        Ok(_) => Some(v.text),
+        Err(e) => {
+            d.push(r.file.at(&v.span, format!("{key:?}: {e}")));
+            None
+        }
+    }
+}

@@ -12,6 +12,7 @@
 //! | `.nuon.install_stack.outputs.KEY…` | an output of the install stack (arrives at run time; Nuon's contract, [`crate::stack::contract`]) |
 //! | `.nuon.cloud_account.aws.region`, `.gcp.project_id`, `.gcp.region`, `.azure.location` | the install's cloud account, from its stack (empty until it phones home) |
 //! | `.nuon.id`, `.nuon.name`, `.nuon.org.name`, `.nuon.runner.id`, `.nuon.domain.public_domain`, … | the rest of Nuon's install state ([`STATE_FIELDS`]) |
+//! | `.action.inputs.NAME` | a run-time input of the action whose step reads it |
 //! | `.nuon.actions.workflows.NAME.outputs.KEY…` | an output an action run wrote (arrives at run time) |
 //!
 //! Checking happens when a config is validated ([`scan`] parses each value
@@ -20,8 +21,9 @@
 //! ([`render`]). A value printed as it is that has no value (`{{
 //! .nuon.install.inputs.typo }}`) is an error naming it, where Go would
 //! print `<no value>`; `{{ .x | default "y" }}` and the like work as in Go.
-//! As in Nuon, a value that reads nothing under `.nuon` is not a template
-//! and is left as written ([`is_template`]).
+//! As in Nuon, a value that reads nothing under `.nuon` (or an action's
+//! `.action.inputs`) is not a template and is left as written
+//! ([`is_template`]).
 
 use std::collections::BTreeMap;
 
@@ -69,6 +71,8 @@ pub enum Reference {
         /// The path inside its outputs.
         path: Vec<String>,
     },
+    /// `.action.inputs.NAME`: a run-time input of the action running.
+    ActionInput(String),
     /// A whole map of values (`.nuon.install.inputs`, `.nuon.components`),
     /// read by a function such as `index` or `range`.
     Prefix(Vec<String>),
@@ -169,9 +173,23 @@ fn fields_of(
 
 fn parse_reference(written: &str, path: &[String]) -> Result<Reference, String> {
     let rest: Vec<&str> = path.iter().map(String::as_str).collect();
+    match rest.as_slice() {
+        ["action", "inputs", name, ..] => return Ok(Reference::ActionInput(name.to_string())),
+        ["action"] | ["action", "inputs"] => {
+            return Ok(Reference::Prefix(
+                rest.iter().map(|s| s.to_string()).collect(),
+            ));
+        }
+        ["action", ..] => {
+            return Err(format!(
+                "unknown template reference {written:?}: an action's run-time inputs are .action.inputs.NAME"
+            ));
+        }
+        _ => {}
+    }
     if rest.first() != Some(&"nuon") {
         return Err(format!(
-            "unknown template reference {written:?}: values are read from under .nuon (for example .nuon.install.inputs.NAME)"
+            "unknown template reference {written:?}: values are read from under .nuon (for example .nuon.install.inputs.NAME), and an action's run-time inputs from .action.inputs.NAME"
         ));
     }
     let rest = &rest[1..];
@@ -295,7 +313,7 @@ fn parse_reference(written: &str, path: &[String]) -> Result<Reference, String> 
 /// something under `.nuon`. As in Nuon, any other text is left as it is
 /// (`{{ .Values.x }}` for a chart's own templating, a Kyverno `{{ request.object }}`).
 pub fn is_template(text: &str) -> bool {
-    text.contains("{{") && text.contains(".nuon")
+    text.contains("{{") && (text.contains(".nuon") || text.contains(".action.inputs"))
 }
 
 /// Parses `text` as a template: every reference it reads from under
@@ -365,6 +383,8 @@ pub struct RenderContext {
     pub install_stack_outputs: BTreeMap<String, Value>,
     /// Each action's last outputs, by action name.
     pub action_outputs: BTreeMap<String, Value>,
+    /// The run-time inputs of the action being rendered (`.action.inputs`).
+    pub action_inputs: BTreeMap<String, String>,
     /// The work every render with this context (and its clones) may do
     /// together: one job's values share one budget.
     pub budget: Budget,
@@ -509,7 +529,16 @@ impl RenderContext {
                 ]),
             ),
         ]);
-        TValue::from_json(&obj(vec![("nuon", nuon)]))
+        let action_inputs = Value::Object(
+            self.action_inputs
+                .iter()
+                .map(|(k, v)| (k.clone(), text(v)))
+                .collect(),
+        );
+        TValue::from_json(&obj(vec![
+            ("nuon", nuon),
+            ("action", obj(vec![("inputs", action_inputs)])),
+        ]))
     }
 }
 
@@ -748,5 +777,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, "inst_1/acme/vendor/run_1/eu-west-1/0/true");
+    }
+
+    #[test]
+    fn an_actions_run_time_inputs_are_read_as_nuon_reads_them() {
+        assert_eq!(
+            refs("echo {{ .action.inputs.who }}"),
+            [Reference::ActionInput("who".into())]
+        );
+        assert!(err("{{ .action.outputs.x }}{{ .nuon.app.id }}").contains(".action.inputs.NAME"));
+        // Without .nuon or .action.inputs, not a template: left as written.
+        assert!(scan("{{ .action.outputs.x }}").0.is_empty());
+        let mut ctx = RenderContext::default();
+        ctx.action_inputs.insert("who".into(), "world".into());
+        assert_eq!(
+            render(
+                "echo {{ .action.inputs.who }} {{ .action.inputs.level | default \"info\" }}",
+                &ctx
+            )
+            .unwrap(),
+            "echo world info"
+        );
+        let e = render("{{ .action.inputs.nope }}", &ctx).unwrap_err();
+        assert!(
+            e.message.contains(".action.inputs.nope has no value"),
+            "{}",
+            e.message
+        );
     }
 }

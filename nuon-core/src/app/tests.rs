@@ -114,7 +114,7 @@ fn nuon_style(runner_type: &str, role_name: &str) -> Vec<SourceFile> {
         "type = \"custom\"\nname = \"{role_name}\"\ndescription = \"reads\"\npermissions_boundary = \"\"\n\n[[policies]]\nname = \"read\"\ncontents = \"./read.json\"\n"
     );
     let web = "name = \"web\"\ntype = \"terraform_module\"\nterraform_version = \"1.9.0\"\noci = \"r/web:1\"\n[vars]\nregion = \"{{ .nuon.cloud_account.aws.region }}\"\nvendor = \"{{ .nuon.org.name }}-{{ .nuon.id }}-{{ .nuon.runner.id }}-{{ .nuon.domain.public_domain }}\"\n";
-    let action = "name = \"hook\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"post-component-deploy\"\ncomponent_name = \"web\"\n\n[[steps]]\nname = \"say\"\ncommand = \"echo hi\"\n";
+    let action = "name = \"hook\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"post-component-deploy\"\ncomponent_name = \"web\"\n\n[[steps]]\nname = \"say\"\nenable_kube_config = true\ncommand = \"echo hi {{ .action.inputs.who }}\"\n";
     files(&[
         META,
         ("runner.toml", &format!("runner_type = \"{runner_type}\"\n")),
@@ -137,6 +137,8 @@ fn nuons_spellings_are_read_as_nuon_reads_them() {
     );
     let config = config.unwrap();
     assert_eq!(config.actions[0].triggers[0].kind, "post-deploy-component");
+    // A step asking for the kubeconfig gives the action's script one.
+    assert!(config.actions[0].enable_kube_config);
     // An empty boundary is none; the policy's file is named, and kept
     // with the version as its text.
     let role = &config.permissions.roles[0];
@@ -182,4 +184,41 @@ fn a_role_name_past_iams_limit_is_refused_at_validate_with_the_limit_and_length(
     assert!(!parse(&nuon_style("gcp", &"r".repeat(65))).1.has_errors());
     let named = "{{ .nuon.install.name }}-reporting-service-readonly-access-for-ops";
     assert!(!parse(&nuon_style("aws", named)).1.has_errors());
+}
+
+#[test]
+fn an_inline_runbook_step_runs_as_an_action_of_its_own() {
+    let rb = "name = \"ops\"\n\n[[steps]]\nname = \"fix\"\ntype = \"action\"\ninline_contents = \"echo fixing\"\nrole = \"maintenance\"\nenable_kube_config = true\n";
+    let (config, d) = parse(&files(&[META, ("runbooks/ops.toml", rb)]));
+    assert!(d.is_empty(), "{d}");
+    let config = config.unwrap();
+    let a = config
+        .actions
+        .iter()
+        .find(|a| a.name == "runbook-ops-fix")
+        .unwrap();
+    assert!(a.triggers.is_empty());
+    assert_eq!(a.steps[0].inline_contents.as_deref(), Some("echo fixing"));
+    assert_eq!(a.role.as_deref(), Some("maintenance"));
+    assert!(a.enable_kube_config);
+    assert_eq!(
+        config.runbooks[0].steps[0]["action_name"],
+        "runbook-ops-fix"
+    );
+    // Its name is the config's to give once.
+    let clash = "name = \"runbook-ops-fix\"\ntimeout = \"1m\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"x\"\ncommand = \"true\"\n";
+    let (config, d) = parse(&files(&[
+        META,
+        ("runbooks/ops.toml", rb),
+        ("actions/clash.toml", clash),
+    ]));
+    assert!(config.is_none());
+    assert!(
+        d.to_string().contains("runs as action \"runbook-ops-fix\""),
+        "{d}"
+    );
+    // Neither an action nor inline: still an error.
+    let bare = "name = \"ops\"\n\n[[steps]]\nname = \"fix\"\ntype = \"action\"\n";
+    let (_, d) = parse(&files(&[META, ("runbooks/ops.toml", bare)]));
+    assert!(d.to_string().contains("needs action_name"), "{d}");
 }

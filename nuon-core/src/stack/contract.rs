@@ -80,6 +80,31 @@ pub fn nuon_outputs(
     out
 }
 
+/// What a stack would report, for rendering before there is one (`nuon
+/// apps render`): each role's ARN made from its (rendered) name in a
+/// stand-in account, the rest [`crate::rendered::KNOWN_AFTER_APPLY`],
+/// in Nuon's contract.
+pub fn stand_in_outputs(runner_type: &str, permissions: &Permissions) -> BTreeMap<String, Value> {
+    let unknown = crate::rendered::KNOWN_AFTER_APPLY;
+    let mut reported: BTreeMap<String, String> = [
+        "region",
+        "account_id",
+        "vpc_id",
+        "runner_subnet_id",
+        "runner_iam_role_arn",
+    ]
+    .into_iter()
+    .map(|k| (k.to_owned(), unknown.to_owned()))
+    .collect();
+    for (role, _, output) in stack_role_outputs(permissions) {
+        reported.insert(
+            output,
+            format!("arn:aws:iam::000000000000:role/{}", role.name),
+        );
+    }
+    nuon_outputs(&reported, runner_type, permissions)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,419 @@
+//! What a step is given, rendered for an install: a Terraform module's
+//! variables, environment and var files; a chart's release, namespace,
+//! values and values files; a manifest. The control plane's jobs are made
+//! from these ([`terraform_inputs`], [`helm_inputs`], [`manifest_text`]),
+//! and `nuon apps render` shows them offline ([`render_workflow`]), so what
+//! a vendor sees in CI is what a runner gets.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::app::template::{self, RenderContext};
+use crate::app::{AppConfig, Component, ComponentKind, ComponentOverride};
+use crate::workflow::{self, StepKind, WorkflowKind};
+
+/// Renders every string in `v`. A template that renders to nothing is an
+/// error: a Terraform variable set to "" by accident deploys wrong.
+pub fn render_value(v: &Value, ctx: &RenderContext, what: &str) -> Result<Value, String> {
+    Ok(match v {
+        Value::String(s) => Value::String(render_text(s, ctx, what)?),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .enumerate()
+                .map(|(i, x)| render_value(x, ctx, &format!("{what}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| Ok((k.clone(), render_value(x, ctx, &format!("{what}.{k}"))?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// Renders one text (`what` in errors).
+pub fn render_text(s: &str, ctx: &RenderContext, what: &str) -> Result<String, String> {
+    let out = template::render(s, ctx).map_err(|e| format!("{what}: {}", e.message))?;
+    if out.trim().is_empty() && s.contains("{{") {
+        return Err(format!(
+            "{what}: {s:?} renders to nothing; give the value it reads (an input, secret or output) a value"
+        ));
+    }
+    Ok(out)
+}
+
+/// Renders every value of `m` (`what KEY` in errors).
+pub fn render_map(
+    m: &BTreeMap<String, Value>,
+    ctx: &RenderContext,
+    what: &str,
+) -> Result<BTreeMap<String, Value>, String> {
+    m.iter()
+        .map(|(k, v)| Ok((k.clone(), render_value(v, ctx, &format!("{what} {k}"))?)))
+        .collect()
+}
+
+/// Renders every value of a map of texts (`what KEY` in errors).
+pub fn render_env(
+    m: &BTreeMap<String, String>,
+    ctx: &RenderContext,
+    what: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    m.iter()
+        .map(|(k, v)| Ok((k.clone(), render_text(v, ctx, &format!("{what} {k}"))?)))
+        .collect()
+}
+
+/// Renders each text of `v` (`what N` in errors).
+pub fn render_texts(v: &[String], ctx: &RenderContext, what: &str) -> Result<Vec<String>, String> {
+    v.iter()
+        .enumerate()
+        .map(|(i, t)| render_text(t, ctx, &format!("{what} {i}")))
+        .collect()
+}
+
+/// A Terraform module's inputs, rendered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TerraformInputs {
+    /// `[vars]`.
+    pub vars: BTreeMap<String, Value>,
+    /// `[env_vars]`.
+    pub env: BTreeMap<String, String>,
+    /// The var files, in order; the install's own `tf_vars` last.
+    pub var_files: Vec<String>,
+}
+
+/// The inputs of the sandbox (`component` none) or a module component,
+/// with the install's own `tf_vars` (`over`, of install `install`) read
+/// last so they win.
+pub fn terraform_inputs(
+    config: &AppConfig,
+    component: Option<&str>,
+    over: Option<(&ComponentOverride, &str)>,
+    ctx: &RenderContext,
+) -> Result<TerraformInputs, String> {
+    let (who, vars, env, files) = match component {
+        None => {
+            let sb = config
+                .sandbox
+                .as_ref()
+                .ok_or("the app config has no sandbox")?;
+            ("sandbox".to_owned(), &sb.vars, &sb.env_vars, &sb.var_files)
+        }
+        Some(name) => {
+            let c = config
+                .component(name)
+                .ok_or_else(|| format!("no component {name:?}"))?;
+            (
+                format!("component {name}"),
+                &c.vars,
+                &c.env_vars,
+                &c.var_files,
+            )
+        }
+    };
+    let mut var_files = render_texts(files, ctx, &format!("{who} var file"))?;
+    if let Some((o, install)) = over
+        && let Some(text) = o.tf_vars.as_deref()
+    {
+        let what = format!("{who} tf_vars override of install {install}");
+        let text = render_text(text, ctx, &what)?;
+        var_files.push(crate::app::tf_vars_file(&text).map_err(|e| format!("{what}: {e}"))?);
+    }
+    Ok(TerraformInputs {
+        vars: render_map(vars, ctx, &format!("{who} var"))?,
+        env: render_env(env, ctx, &format!("{who} env var"))?,
+        var_files,
+    })
+}
+
+/// A chart's inputs, rendered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HelmInputs {
+    /// The release's name.
+    pub release: String,
+    /// Its namespace (`default` when the config gives none).
+    pub namespace: String,
+    /// `[values]`, with the install's own Helm values merged over them.
+    pub values: Map<String, Value>,
+    /// The values files, in order.
+    pub values_files: Vec<String>,
+}
+
+/// A chart component's inputs, with the install's own Helm values
+/// (`over`, of install `install`) merged over the config's.
+pub fn helm_inputs(
+    c: &Component,
+    over: Option<(&ComponentOverride, &str)>,
+    ctx: &RenderContext,
+) -> Result<HelmInputs, String> {
+    let who = format!("component {}", c.name);
+    let mut values = crate::app::helm_values(&render_map(&c.values, ctx, &format!("{who} value"))?)
+        .map_err(|e| format!("{who}: {e}"))?;
+    if let Some((o, install)) = over
+        && let Some(text) = o.helm_values.as_deref()
+    {
+        let what = format!("{who} helm_values override of install {install}");
+        let text = render_text(text, ctx, &what)?;
+        let over = crate::app::yaml_mapping(&text).map_err(|e| format!("{what}: {e}"))?;
+        crate::app::merge_values(&mut values, over);
+    }
+    Ok(HelmInputs {
+        release: c
+            .chart_name
+            .clone()
+            .unwrap_or_else(|| c.name.clone())
+            .to_ascii_lowercase()
+            .replace('_', "-"),
+        namespace: match &c.namespace {
+            Some(ns) => render_text(ns, ctx, &format!("{who} namespace"))?,
+            None => "default".into(),
+        },
+        values,
+        values_files: render_texts(&c.values_files, ctx, &format!("{who} values file"))?,
+    })
+}
+
+/// A manifest component's manifest, rendered (none for a kustomization).
+pub fn manifest_text(c: &Component, ctx: &RenderContext) -> Result<Option<String>, String> {
+    c.manifest
+        .as_deref()
+        .map(|m| render_text(m, ctx, &format!("component {} manifest", c.name)))
+        .transpose()
+}
+
+/// One thing a workflow's step is given, rendered.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Artifact {
+    /// The step (`plan web`, `action migrate`).
+    pub step: String,
+    /// What it is (`var region`, `values`, `manifest`, `step run command`).
+    pub what: String,
+    /// Its text (JSON for a variable or values that are not text).
+    pub text: String,
+}
+
+/// A value of a step that does not render.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Problem {
+    /// The step.
+    pub step: String,
+    /// What went wrong, naming the value.
+    pub message: String,
+}
+
+/// Every value each step of a `kind` workflow would be given, rendered
+/// with `ctx` (the install's overrides in `overrides`, by component): the
+/// offline twin of what the control plane renders as it dispatches.
+pub fn render_workflow(
+    config: &AppConfig,
+    kind: WorkflowKind,
+    ctx: &RenderContext,
+    overrides: &BTreeMap<String, ComponentOverride>,
+    install: &str,
+) -> (Vec<Artifact>, Vec<Problem>) {
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    let text_of = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    };
+    for step in workflow::plan(config, kind, false, None) {
+        let mut add = |what: String, text: String| {
+            out.push(Artifact {
+                step: step.name.clone(),
+                what,
+                text,
+            })
+        };
+        let over = step
+            .target
+            .as_deref()
+            .and_then(|t| overrides.get(t))
+            .map(|o| (o, install));
+        let component = step.target.as_deref().and_then(|t| config.component(t));
+        let done: Result<(), String> = (|| {
+            match step.kind {
+                StepKind::SandboxPlan | StepKind::SandboxDestroyPlan => {
+                    terraform(
+                        &mut add,
+                        terraform_inputs(config, None, None, ctx)?,
+                        &text_of,
+                    );
+                }
+                StepKind::Plan | StepKind::DestroyPlan => match component {
+                    Some(c) if c.kind == ComponentKind::HelmChart => {
+                        let h = helm_inputs(c, over, ctx)?;
+                        add(
+                            "release".into(),
+                            format!("{} in namespace {}", h.release, h.namespace),
+                        );
+                        add("values".into(), text_of(&Value::Object(h.values)));
+                        for (i, f) in h.values_files.into_iter().enumerate() {
+                            add(format!("values file {i}"), f);
+                        }
+                    }
+                    Some(c) if c.kind == ComponentKind::KubernetesManifest => {
+                        if let Some(m) = manifest_text(c, ctx)? {
+                            add("manifest".into(), m);
+                        }
+                    }
+                    Some(c) if c.kind == ComponentKind::TerraformModule => {
+                        let t = terraform_inputs(config, Some(&c.name), over, ctx)?;
+                        terraform(&mut add, t, &text_of);
+                    }
+                    _ => {}
+                },
+                StepKind::Action => {
+                    let Some(a) = step
+                        .target
+                        .as_deref()
+                        .and_then(|t| config.actions.iter().find(|a| a.name == t))
+                    else {
+                        return Ok(());
+                    };
+                    for s in &a.steps {
+                        let who = format!("action {} step {}", a.name, s.name);
+                        for (key, text) in [
+                            ("command", &s.command),
+                            ("inline_contents", &s.inline_contents),
+                        ] {
+                            if let Some(t) = text {
+                                add(format!("step {} {key}", s.name), render_text(t, ctx, &who)?);
+                            }
+                        }
+                        for (k, v) in render_env(&s.env_vars, ctx, &format!("{who} env var"))? {
+                            add(format!("step {} env {k}", s.name), v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        })();
+        if let Err(message) = done {
+            problems.push(Problem {
+                step: step.name.clone(),
+                message,
+            });
+        }
+    }
+    (out, problems)
+}
+
+fn terraform(
+    add: &mut dyn FnMut(String, String),
+    t: TerraformInputs,
+    text_of: &dyn Fn(&Value) -> String,
+) {
+    for (k, v) in &t.vars {
+        add(format!("var {k}"), text_of(v));
+    }
+    for (k, v) in t.env {
+        add(format!("env {k}"), v);
+    }
+    for (i, f) in t.var_files.into_iter().enumerate() {
+        add(format!("var file {i}"), f);
+    }
+}
+
+/// What Terraform shows for a value it will know only after an apply.
+pub const KNOWN_AFTER_APPLY: &str = "(known after apply)";
+
+/// Stand-ins for the outputs templates read that are not given: each path
+/// a template of `config` reads under the outputs of a component, the
+/// sandbox or an action that `ctx` has none of, and (unless `stack_given`)
+/// under the install stack's, gets [`KNOWN_AFTER_APPLY`]. Outputs that are
+/// given stay as they are: reading a key they lack is an error, as it
+/// would be in a deploy.
+pub fn fill_unknown_outputs(config: &AppConfig, ctx: &mut RenderContext, stack_given: bool) {
+    use template::Reference;
+    let given_sandbox = ctx
+        .sandbox_outputs
+        .as_object()
+        .is_some_and(|o| !o.is_empty());
+    let given_components: Vec<String> = ctx.component_outputs.keys().cloned().collect();
+    let given_actions: Vec<String> = ctx.action_outputs.keys().cloned().collect();
+    let mut texts = Vec::new();
+    strings(
+        &serde_json::to_value(config).unwrap_or_default(),
+        &mut texts,
+    );
+    for text in texts {
+        for a in template::scan(&text).0 {
+            let (root, path): (&mut Value, Vec<String>) = match a.reference {
+                Reference::SandboxOutput(p) if !given_sandbox => (&mut ctx.sandbox_outputs, p),
+                Reference::ComponentOutput { component, path }
+                    if !path.is_empty() && !given_components.contains(&component) =>
+                {
+                    (
+                        ctx.component_outputs
+                            .entry(component)
+                            .or_insert_with(|| Value::Object(Map::new())),
+                        path,
+                    )
+                }
+                Reference::ActionOutput { workflow, path }
+                    if !path.is_empty() && !given_actions.contains(&workflow) =>
+                {
+                    (
+                        ctx.action_outputs
+                            .entry(workflow)
+                            .or_insert_with(|| Value::Object(Map::new())),
+                        path,
+                    )
+                }
+                Reference::InstallStackOutput(path) if !path.is_empty() && !stack_given => {
+                    let mut v = Value::Object(
+                        std::mem::take(&mut ctx.install_stack_outputs)
+                            .into_iter()
+                            .collect(),
+                    );
+                    stand_in(&mut v, &path);
+                    if let Value::Object(m) = v {
+                        ctx.install_stack_outputs = m.into_iter().collect();
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            stand_in(root, &path);
+        }
+    }
+}
+
+/// Puts [`KNOWN_AFTER_APPLY`] at `path` under `v` where nothing is.
+fn stand_in(v: &mut Value, path: &[String]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    if !v.is_object() {
+        if !v.is_null() {
+            return;
+        }
+        *v = Value::Object(Map::new());
+    }
+    let Value::Object(m) = v else { return };
+    if rest.is_empty() {
+        m.entry(first.clone())
+            .or_insert_with(|| Value::String(KNOWN_AFTER_APPLY.into()));
+    } else {
+        let next = m.entry(first.clone()).or_insert(Value::Null);
+        if next.is_string() && next.as_str() == Some(KNOWN_AFTER_APPLY) {
+            *next = Value::Null;
+        }
+        stand_in(next, rest);
+    }
+}
+
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) if s.contains("{{") => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::Object(m) => m.values().for_each(|x| strings(x, out)),
+        _ => {}
+    }
+}
