@@ -125,6 +125,39 @@ impl ApprovalMode {
     }
 }
 
+status! {
+    /// A runner's health, from the age of its last call against the control
+    /// plane's thresholds (`nuon-ctl serve --runner-unhealthy-after`,
+    /// `--runner-offline-after`).
+    RunnerHealth {
+        /// It never called.
+        #[default]
+        Unknown = "unknown",
+        /// It called within the unhealthy threshold.
+        Healthy = "healthy",
+        /// It has been silent longer than the unhealthy threshold.
+        Unhealthy = "unhealthy",
+        /// It has been silent longer than the offline threshold, or its token
+        /// is revoked.
+        Offline = "offline",
+    }
+}
+
+status! {
+    /// Whether a runner is there, as the control plane sees it.
+    RunnerStatus {
+        /// No process has called with its token yet.
+        #[default]
+        NeverSeen = "never_seen",
+        /// A process called within the time a live runner calls in.
+        Connected = "connected",
+        /// Its process has not called for longer than that.
+        Gone = "gone",
+        /// Its token is revoked.
+        Revoked = "revoked",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

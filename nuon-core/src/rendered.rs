@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::app::template::{self, RenderContext};
@@ -186,7 +187,7 @@ pub fn manifest_text(c: &Component, ctx: &RenderContext) -> Result<Option<String
 }
 
 /// One thing a workflow's step is given, rendered.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Artifact {
     /// The step (`plan web`, `action migrate`).
     pub step: String,
@@ -197,12 +198,25 @@ pub struct Artifact {
 }
 
 /// A value of a step that does not render.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Problem {
     /// The step.
     pub step: String,
     /// What went wrong, naming the value.
     pub message: String,
+}
+
+/// What a workflow's steps would be given, rendered for an install
+/// (`GET /v1/installs/{id}/render/{workflow}`): secrets and sensitive
+/// values as stand-ins, outputs not known yet as [`KNOWN_AFTER_APPLY`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RenderedWorkflow {
+    /// The workflow rendered.
+    pub workflow: WorkflowKind,
+    /// Each value, by step.
+    pub artifacts: Vec<Artifact>,
+    /// Each value that does not render.
+    pub problems: Vec<Problem>,
 }
 
 /// Every value each step of a `kind` workflow would be given, rendered

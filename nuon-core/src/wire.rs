@@ -27,6 +27,7 @@ use crate::id::{
 pub use crate::job::DebugPurpose;
 use crate::job::{JobResult, JobStatus};
 use crate::model::{ApprovalMode, InstallState};
+pub use crate::model::{RunnerHealth, RunnerStatus};
 pub use crate::records::{
     LOG_RECORDS_CONTENT_TYPE, LogLine, LogLineRef, LogRecords, LogStream, MAX_LOG_LINE_BYTES,
     RecordError,
@@ -124,6 +125,8 @@ pub mod routes {
     pub const WORKFLOW_SKIP: &str = "/v1/workflows/{id}/skip";
     /// Control API: the outputs of an install's sandbox and components.
     pub const INSTALL_OUTPUTS: &str = "/v1/installs/{id}/outputs";
+    /// Control API: what a workflow's steps would be given on an install.
+    pub const INSTALL_RENDER: &str = "/v1/installs/{id}/render/{workflow}";
     /// Control API: an install's health: its runner, its components' last
     /// deploys and its health-check actions.
     pub const INSTALL_HEALTH: &str = "/v1/installs/{id}/health";
@@ -758,76 +761,6 @@ pub struct RunnerInfo {
     /// Its key figures, as its last claim or heartbeat reported them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<RunnerTelemetry>,
-}
-
-/// A runner's health, from the age of its last call against the control
-/// plane's thresholds (`nuon-ctl serve --runner-unhealthy-after`,
-/// `--runner-offline-after`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RunnerHealth {
-    /// It never called.
-    #[default]
-    Unknown,
-    /// It called within the unhealthy threshold.
-    Healthy,
-    /// It has been silent longer than the unhealthy threshold.
-    Unhealthy,
-    /// It has been silent longer than the offline threshold, or its token
-    /// is revoked.
-    Offline,
-}
-
-impl RunnerHealth {
-    /// The health as the API spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunnerHealth::Unknown => "unknown",
-            RunnerHealth::Healthy => "healthy",
-            RunnerHealth::Unhealthy => "unhealthy",
-            RunnerHealth::Offline => "offline",
-        }
-    }
-}
-
-impl std::str::FromStr for RunnerHealth {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "unknown" => RunnerHealth::Unknown,
-            "healthy" => RunnerHealth::Healthy,
-            "unhealthy" => RunnerHealth::Unhealthy,
-            "offline" => RunnerHealth::Offline,
-            other => return Err(format!("unknown runner health {other:?}")),
-        })
-    }
-}
-
-/// Whether a runner is there, as the control plane sees it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RunnerStatus {
-    /// No process has called with its token yet.
-    #[default]
-    NeverSeen,
-    /// A process called within the time a live runner calls in.
-    Connected,
-    /// Its process has not called for longer than that.
-    Gone,
-    /// Its token is revoked.
-    Revoked,
-}
-
-impl RunnerStatus {
-    /// The status as the API spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunnerStatus::NeverSeen => "never_seen",
-            RunnerStatus::Connected => "connected",
-            RunnerStatus::Gone => "gone",
-            RunnerStatus::Revoked => "revoked",
-        }
-    }
 }
 
 /// What a runner is for.

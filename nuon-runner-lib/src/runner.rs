@@ -29,6 +29,8 @@ use crate::shipper::{ShipEnd, Shipper};
 use crate::spool::{self, Meta, SharedSpool, SpoolWriter};
 use crate::sys;
 
+mod checks;
+
 /// One attempt of one job.
 type Key = (JobId, u32);
 
@@ -800,86 +802,6 @@ struct JobRun {
 }
 
 impl JobRun {
-    /// Checks the claimed job: signature over the exact bytes, then the spec
-    /// names this job and this runner.
-    fn check(&self) -> std::result::Result<JobSpec, String> {
-        let job = &self.claimed.job_id;
-        let config = &self.shared.config;
-        let signer = self
-            .shared
-            .keys
-            .verify_signer(self.claimed.spec.as_bytes(), &self.claimed.signature)
-            .map_err(|e| format!("refusing job {job}: {e}"))?;
-        let _ = self.signer.set(signer);
-        let spec: JobSpec = serde_json::from_str(&self.claimed.spec).map_err(|e| {
-            format!("refusing job {job}: the signed spec is not a valid job spec: {e}")
-        })?;
-        if spec.job_id != *job {
-            return Err(format!(
-                "refusing job {job}: the signed spec is for job {}, not this one",
-                spec.job_id
-            ));
-        }
-        if spec.runner_id != config.runner_id {
-            return Err(format!(
-                "refusing job {job}: the signed spec is for runner {}, not this runner ({})",
-                spec.runner_id, config.runner_id
-            ));
-        }
-        self.check_grant()?;
-        Ok(spec)
-    }
-
-    /// The claim's grant ([`nuon_core::Grant`]): signed by the org for
-    /// this attempt and this runner, still in its time, and an attempt
-    /// this runner has not accepted before.
-    fn check_grant(&self) -> std::result::Result<(), String> {
-        let c = &self.claimed;
-        let (job, attempt) = (&c.job_id, c.attempt);
-        if c.grant.is_empty() {
-            return Err(format!(
-                "refusing job {job} attempt {attempt}: the claim carries no grant, so nothing \
-                 shows it may run now and once (a control plane older than this runner, or an \
-                 answer altered on its way): update the control plane"
-            ));
-        }
-        let grant = nuon_core::Grant {
-            job_id: job,
-            attempt,
-            runner_id: &self.shared.config.runner_id,
-            not_after_ms: c.not_after_ms,
-            spec: c.spec.as_bytes(),
-        };
-        self.shared
-            .keys
-            .verify(&grant.signed_bytes(), &c.grant)
-            .map_err(|e| {
-                format!(
-                    "refusing job {job} attempt {attempt}: its grant does not verify ({e}): the \
-                     claim answer was altered, or granted to another runner or attempt"
-                )
-            })?;
-        let now = nuon_core::now_ms();
-        if now > c.not_after_ms {
-            return Err(format!(
-                "refusing job {job} attempt {attempt}: its grant ended {} s ago (at {} ms since \
-                 the epoch): a claim answer served again after its time, or this machine's clock \
-                 is ahead by more than the lease and {} s",
-                (now - c.not_after_ms) / 1000,
-                c.not_after_ms,
-                nuon_core::Grant::LEEWAY_MS / 1000
-            ));
-        }
-        if !self.shared.accepted.take(job, attempt, c.not_after_ms) {
-            return Err(format!(
-                "refusing job {job} attempt {attempt}: this runner accepted that attempt before \
-                 (its journal, {}, records it): a claim answer served again runs nothing",
-                self.shared.journal.path().display()
-            ));
-        }
-        Ok(())
-    }
-
     async fn first_heartbeat(&mut self) -> Start {
         let req = HeartbeatRequest {
             leases: vec![LeaseRef {
@@ -963,7 +885,6 @@ impl JobRun {
         spool::remove(&dir);
     }
 
-    /// Refuses the job: it never runs. In the journal as refused.
     /// How the job's processes are confined: `None` as process groups;
     /// under `--isolation container`, its image prepared (fetched, checked
     /// and unpacked once per digest), its limits and network. `Err`: why
@@ -1062,28 +983,11 @@ impl JobRun {
         }))
     }
 
+    /// Refuses the job: it never runs. In the journal as refused.
     fn refuse(&self, spool: &mut SpoolWriter, reason: String) {
-        self.shared.config.stats.error(&reason);
-        self.shared.config.stats.job_ended("refused");
-        self.shared.journal.record(
-            "job.refused",
-            self.key.0.as_str(),
-            "refused",
-            format!("attempt {}; {}; {reason}", self.key.1, self.provenance()),
-        );
+        self.journal_refused(&reason);
         spool.system(&reason);
         self.write_result(spool, &JobResult::failed(reason));
-    }
-
-    /// Where the job came from, for the journal: its spec's digest and
-    /// the key that signed it (as [`Self::check`] found it: a signature is
-    /// verified once per job).
-    fn provenance(&self) -> String {
-        let digest = nuon_core::artifact::Digest::of(self.claimed.spec.as_bytes());
-        match self.signer.get() {
-            Some(key) => format!("spec {digest}; signed by {key}"),
-            None => format!("spec {digest}; signed by no trusted key"),
-        }
     }
 
     fn finish(&self, spool: &mut SpoolWriter, result: &JobResult) {
@@ -1124,10 +1028,17 @@ impl JobRun {
             job_id: self.key.0.clone(),
             attempt: self.key.1,
         };
+        // Checked before anything is written: a refusal (a replayed claim
+        // answer, say) is in the journal whatever the disk does next.
+        let checked = self.check();
         let notify = Arc::new(Notify::new());
         let mut spool = match SpoolWriter::create(&self.shared.spool_dir, &meta, notify.clone()) {
             Ok(w) => w,
             Err(e) => {
+                if let Err(reason) = &checked {
+                    tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
+                    self.journal_refused(reason);
+                }
                 tracing::error!(job = %meta.job_id, attempt = meta.attempt, error = %e,
                     "cannot create the attempt's log spool; not running the job (its lease will expire)");
                 return;
@@ -1136,7 +1047,7 @@ impl JobRun {
         self.shared
             .spawn_shipper(spool.dir().to_path_buf(), meta, notify);
 
-        let spec = match self.check() {
+        let spec = match checked {
             Ok(spec) => {
                 spool.set_redact(&spec.redact);
                 spec

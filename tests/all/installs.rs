@@ -223,3 +223,100 @@ fn an_install_is_renamed_and_its_approvals_changed_from_the_cli_the_client_and_t
         .count();
     assert_eq!(from_page, 3, "{entries:#?}");
 }
+
+/// `nuon installs render`: a live install's workflow rendered through the
+/// API with its own values and outputs, nothing run, secrets and sensitive
+/// inputs as stand-ins, for a read-only token too.
+#[test]
+fn an_installs_workflow_renders_without_running_and_shows_no_secret() {
+    let cp = ControlPlane::start("10s").unwrap();
+    ok(cp.nuon(&["apps", "create", "hello"]));
+    ok(cp.nuon(&[
+        "apps",
+        "sync",
+        example().to_str().unwrap(),
+        "--app",
+        "hello",
+    ]));
+    ok(cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "hello",
+        "--name",
+        "r",
+        "--input",
+        "api_key=k3y-demo",
+        "--input",
+        "greeting=howdy",
+        "--secret",
+        "db_password=s3cret-pw",
+    ]));
+    let id = rt()
+        .block_on(cp.client().get_install("r"))
+        .unwrap()
+        .id
+        .to_string();
+    let out = ok(cp.nuon(&[
+        "--json",
+        "installs",
+        "render",
+        "r",
+        "--workflow",
+        "provision",
+    ]));
+    assert!(
+        !out.contains("s3cret-pw") && !out.contains("k3y-demo"),
+        "{out}"
+    );
+    let got: Value = serde_json::from_str(&out).unwrap();
+    let find = |step: &str, what: &str| -> Value {
+        got["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["step"] == step && a["what"] == what)
+            .unwrap_or_else(|| panic!("no {step}: {what} in {got:#}"))["text"]
+            .clone()
+    };
+    assert_eq!(find("plan app", "var greeting"), "howdy");
+    assert_eq!(
+        find("plan database", "var name"),
+        format!("{id}-db").as_str()
+    );
+    assert_eq!(find("plan database", "var password"), "(secret)");
+    assert_eq!(find("plan app", "env TF_VAR_api_key"), "(sensitive)");
+    assert_eq!(find("plan app", "var database_url"), "(known after apply)");
+    assert_eq!(got["problems"], json!([]));
+
+    // A read-only token renders too (it sees what a job's view shows).
+    let read = rt()
+        .block_on(
+            cp.client()
+                .create_token("reader", nuon_core::wire::TokenScope::Read),
+        )
+        .unwrap();
+    let r = rt()
+        .block_on(cp.client_with(&read.secret).render_install(&id, "deploy"))
+        .unwrap();
+    assert_eq!(r.workflow, nuon_core::workflow::WorkflowKind::Deploy);
+    assert!(r.artifacts.iter().any(|a| a.step == "plan app"), "{r:?}");
+    // The dashboard's page of the install shows the same.
+    let page = cp.dashboard_page("/installs/r/render?workflow=provision");
+    assert!(page.contains("plan app: var greeting"), "{page}");
+    assert!(
+        page.contains("howdy") && page.contains("(known after apply)"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("s3cret-pw") && !page.contains("k3y-demo"),
+        "{page}"
+    );
+    assert!(cp.dashboard_page("/installs/r").contains("/installs/"));
+    // A workflow it does not render: refused, saying what to give.
+    let e = rt()
+        .block_on(cp.client().render_install("r", "runbook"))
+        .unwrap_err();
+    let (status, _) = api_code(e);
+    assert_eq!(status, 400);
+}

@@ -300,6 +300,7 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                     "{id}" if path.starts_with("/v1/rollouts") => &b.rollout,
                     "{version}" => "1",
                     "{component}" => "app",
+                    "{workflow}" => "deploy",
                     "{name}" if path.starts_with("/v1/installs") => "ready",
                     s if s.starts_with('{') => panic!("no value known for {s} in {path}: add one"),
                     _ => continue,

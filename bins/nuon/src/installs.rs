@@ -173,6 +173,16 @@ pub(crate) enum InstallsCommand {
         /// The install, by name or id.
         install: String,
     },
+    /// What each step of a workflow would be given on this install,
+    /// rendered with its values and real outputs (secrets as stand-ins;
+    /// nothing runs). Exits 1 when a value does not render.
+    Render {
+        /// The install, by name or id.
+        install: String,
+        /// provision, deploy, teardown, deprovision or reprovision.
+        #[arg(long, default_value = "deploy")]
+        workflow: String,
+    },
     /// Rename an install or change its approval mode (admin). Its id,
     /// runner and workflows stay.
     Update {
@@ -536,6 +546,11 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         InstallsCommand::Get { install } => {
             let i = client.get_install(install).await?;
             emit(g, &i)?;
+        }
+        InstallsCommand::Render { install, workflow } => {
+            let r = client.render_install(install, workflow).await?;
+            crate::render::show(g, None, &r.artifacts, &r.problems, &[])?;
+            return Ok(u8::from(!r.problems.is_empty()));
         }
         InstallsCommand::Update {
             install,

@@ -95,7 +95,7 @@ pub(crate) fn render(g: &Global, a: &RenderArgs) -> Result<u8, CliError> {
         .unwrap_or_default();
     let name = ctx.install_name.clone();
     let (artifacts, problems) = rendered::render_workflow(&config, kind, &ctx, &overrides, &name);
-    show(g, a, &artifacts, &problems, &files)?;
+    show(g, a.out.as_deref(), &artifacts, &problems, &files)?;
     Ok(if problems.is_empty() { 0 } else { 1 })
 }
 
@@ -256,9 +256,11 @@ fn place(files: &[SourceFile], message: &str) -> Option<String> {
     })
 }
 
-fn show(
+/// Prints rendered values (or writes them under `out`) and each problem,
+/// placed in `files` when they are given.
+pub(crate) fn show(
     g: &Global,
-    a: &RenderArgs,
+    out: Option<&Path>,
     artifacts: &[Artifact],
     problems: &[Problem],
     files: &[SourceFile],
@@ -273,7 +275,7 @@ fn show(
             .map(|(at, p)| serde_json::json!({"at": at, "step": p.step, "message": p.message}))
             .collect();
         print_json(&serde_json::json!({"artifacts": artifacts, "problems": problems}))?;
-    } else if let Some(out) = &a.out {
+    } else if let Some(out) = out {
         for x in artifacts {
             let safe = |s: &str| s.replace(['/', ' '], "_");
             let dir = out.join(safe(&x.step));

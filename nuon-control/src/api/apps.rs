@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, patch, post};
 use nuon_core::app::{self, SourceFile};
-use nuon_core::endpoint::{GetInstall, UpdateInstall, path_of};
+use nuon_core::endpoint::{GetInstall, RenderInstall, UpdateInstall, path_of};
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList,
     ConfigVersionSummary, CreateApp, CreateInstall, EditInstall, InstallCreated, InstallInfo,
@@ -90,6 +90,7 @@ pub(super) fn ops() -> Vec<Op> {
         Op::endpoint::<ep::ListInstalls>(get(list_installs))
             .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`."),
         Op::endpoint::<GetInstall>(get(get_install)),
+        Op::endpoint::<RenderInstall>(get(render_install)),
         Op::endpoint::<UpdateInstall>(patch(update_install)).audited_by_service(),
         Op::endpoint::<ep::SetInstallInputs>(patch(set_inputs)),
         Op::endpoint::<ep::ListInstallWorkflows>(get(list_workflows)),
@@ -390,6 +391,19 @@ async fn get_install(
     Path(key): Path<String>,
 ) -> Result<Json<InstallInfo>, Error> {
     Ok(Json(state.services().get_install(&caller, &key).await?))
+}
+
+async fn render_install(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Path((key, workflow)): Path<(String, String)>,
+) -> Result<Json<nuon_core::rendered::RenderedWorkflow>, Error> {
+    Ok(Json(
+        state
+            .services()
+            .render_install(&caller, &key, &workflow)
+            .await?,
+    ))
 }
 
 /// A body the service never saw (not JSON, unknown fields) is refused

@@ -11,6 +11,7 @@
 
 pub(crate) mod apps;
 pub(crate) mod installs;
+mod render;
 
 use axum::http::StatusCode;
 use nuon_core::audit::AuditEntry;

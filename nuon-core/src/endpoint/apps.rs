@@ -56,6 +56,10 @@ endpoints! {
     /// `GET /v1/installs/{id}`.
     GetInstall: Get routes::INSTALL, "getInstall", () => crate::wire::InstallInfo, body = false,
         summary = "One install, by id or name; sensitive inputs and secrets only by name.";
+    /// `GET /v1/installs/{id}/render/{workflow}`.
+    RenderInstall: Get routes::INSTALL_RENDER, "renderInstall",
+        () => crate::rendered::RenderedWorkflow, body = false,
+        summary = "What each step of a workflow (provision, deploy, teardown, deprovision, reprovision) would be given, rendered with the install's values and outputs: variables, var files, Helm values, manifests, action scripts. Secrets and sensitive values are stand-ins; outputs not known yet read `(known after apply)`. Nothing runs.";
     /// `PATCH /v1/installs/{id}`.
     UpdateInstall: Patch routes::INSTALL, "updateInstall", crate::wire::EditInstall => crate::wire::InstallInfo, body = true,
         summary = "Rename an install or change its approval mode (each when given). Its id, runner and workflows stay; a name another install of the org has is refused (409 `name_taken`).";

@@ -1,10 +1,13 @@
 //! The frame every dashboard page is drawn in, and the small pieces the
 //! pages share.
 
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use nuon_core::now_ms;
 
-use super::Web;
+use super::{Web, error_page};
+use crate::error::Error;
 
 /// How long ago `at_ms` was, in words.
 pub(super) fn ago(at_ms: Option<i64>) -> String {
@@ -66,4 +69,34 @@ pub(super) fn button_form(web: &Web, action: &str, class: &str, label: &str) -> 
             button class=(class) type="submit" { (label) }
         }
     }
+}
+
+/// A page, or the error as a page.
+pub(super) fn page(r: Result<Markup, Error>) -> Response {
+    match r {
+        Ok(m) => html(m),
+        Err(e) => error_page(e),
+    }
+}
+
+/// Markup as an HTML answer.
+pub(super) fn html(m: Markup) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        m.into_string(),
+    )
+        .into_response()
+}
+
+/// A page that says something was done.
+pub(super) fn notice(web: &Web, title: &str, message: &str) -> Markup {
+    layout(
+        title,
+        Some(web),
+        html! {
+            h1 { (title) }
+            p role="status" { (message) }
+            p { a href="/" { "Back to the overview" } }
+        },
+    )
 }

@@ -19,6 +19,7 @@ mod fleet;
 mod layout;
 mod new_install;
 mod pages;
+mod render;
 
 use axum::Router;
 use axum::extract::{Form, FromRequestParts, Path, Query, State};
@@ -27,11 +28,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use futures_util::StreamExt;
-use maud::Markup;
 use nuon_core::now_ms;
 use nuon_core::token::hash_token;
 use serde::Deserialize;
 
+use self::layout::{html, page};
 use super::{ApiAuth, SharedState, Source};
 use crate::error::Error;
 use crate::store::WebSession;
@@ -63,6 +64,7 @@ pub(super) fn router() -> Router<SharedState> {
             get(|| async { asset("text/css; charset=utf-8", include_str!("app.css")) }),
         )
         .route("/installs/{id}", get(install))
+        .route("/installs/{id}/render", get(render::render_page))
         .route("/apps", get(apps))
         .route("/apps/{id}", get(app))
         .route("/apps/{id}/diff", get(app_diff))
@@ -285,22 +287,6 @@ impl FromRequestParts<SharedState> for Web {
 pub(super) fn error_page(e: Error) -> Response {
     let status = e.status();
     (status, html(pages::error(status, &e.to_string()))).into_response()
-}
-
-/// A page, or the error as a page.
-fn page(r: Result<Markup, Error>) -> Response {
-    match r {
-        Ok(m) => html(m),
-        Err(e) => error_page(e),
-    }
-}
-
-fn html(m: Markup) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        m.into_string(),
-    )
-        .into_response()
 }
 
 /// A form's CSRF field.
@@ -1141,7 +1127,7 @@ async fn install_act(
         )
         .await
         {
-            Ok(axum::Json(r)) => html(pages::notice(
+            Ok(axum::Json(r)) => html(layout::notice(
                 &web,
                 &format!("Install {} forgotten", install.name),
                 &r.warning,

@@ -177,19 +177,6 @@ pub(super) fn token_made(web: &Web, made: &nuon_core::wire::TokenCreated) -> Mar
     )
 }
 
-/// A page that says something was done.
-pub(super) fn notice(web: &Web, title: &str, message: &str) -> Markup {
-    layout(
-        title,
-        Some(web),
-        html! {
-            h1 { (title) }
-            p role="status" { (message) }
-            p { a href="/" { "Back to the overview" } }
-        },
-    )
-}
-
 /// The session's org's workflow of a path's id, or not found.
 pub(super) async fn workflow_of(
     state: &SharedState,
@@ -622,6 +609,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
             }
         }
         (workflow_table(&workflows))
+        p { a href={ "/installs/" (info.id) "/render" } { "What each workflow would be given, rendered" } }
         @if web.can_admin() {
             h2 { "Change" }
             div.actions {

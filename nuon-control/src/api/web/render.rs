@@ -1,0 +1,84 @@
+//! The dashboard's render page: what each step of a workflow would be
+//! given on an install, rendered with its values and outputs (the
+//! `renderInstall` operation, through the service layer). Nothing runs.
+
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::Web;
+use super::layout::{layout, page};
+use crate::api::SharedState;
+use crate::error::Error;
+
+/// The workflows a render page offers.
+const WORKFLOWS: [&str; 5] = [
+    "provision",
+    "deploy",
+    "teardown",
+    "deprovision",
+    "reprovision",
+];
+
+#[derive(Deserialize)]
+pub(super) struct RenderQuery {
+    #[serde(default)]
+    workflow: Option<String>,
+}
+
+pub(super) async fn render_page(
+    State(state): State<SharedState>,
+    web: Web,
+    Path(key): Path<String>,
+    Query(q): Query<RenderQuery>,
+) -> Response {
+    let workflow = q.workflow.as_deref().unwrap_or("deploy");
+    page(render(&state, &web, &key, workflow).await)
+}
+
+async fn render(
+    state: &SharedState,
+    web: &Web,
+    key: &str,
+    workflow: &str,
+) -> Result<Markup, Error> {
+    let r = state
+        .services()
+        .render_install(&web.auth.caller(), key, workflow)
+        .await?;
+    let body = html! {
+        h1 { "What a " (workflow) " of " (key) " would be given" }
+        p.muted {
+            "Rendered with the install's values and outputs. Secrets and sensitive values are stand-ins; "
+            "outputs not known yet read (known after apply). Nothing runs."
+        }
+        nav aria-label="Workflow" {
+            @for w in WORKFLOWS {
+                @if w == workflow {
+                    strong { (w) } " "
+                } @else {
+                    a href={ "/installs/" (key) "/render?workflow=" (w) } { (w) } " "
+                }
+            }
+        }
+        @if !r.problems.is_empty() {
+            h2 { "Values that do not render" }
+            ul.problems {
+                @for p in &r.problems {
+                    li { strong { (p.step) } ": " (p.message) }
+                }
+            }
+        }
+        @if r.artifacts.is_empty() && r.problems.is_empty() {
+            p { "This workflow renders nothing for this install." }
+        }
+        @for a in &r.artifacts {
+            section {
+                h2 { (a.step) ": " (a.what) }
+                pre { code { (a.text) } }
+            }
+        }
+    };
+    Ok(layout(&format!("Render {key}"), Some(web), body))
+}

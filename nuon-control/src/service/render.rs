@@ -1,0 +1,75 @@
+//! Rendering an install's workflow without running it: what `nuon
+//! installs render` shows, with the control plane's own rendering
+//! (`nuon_core::rendered`) and stand-ins for what is secret.
+
+use nuon_core::rendered::{self, RenderedWorkflow};
+use nuon_core::workflow::WorkflowKind;
+
+use super::{Caller, Services};
+use crate::engine::render::{Owner, Values, render_context_as};
+use crate::error::Error;
+
+impl Services<'_> {
+    /// `GET /v1/installs/{id}/render/{workflow}`: any token of the org;
+    /// secrets, sensitive inputs and sensitive outputs are stand-ins, so a
+    /// read-only token sees what a job's view shows.
+    pub(crate) async fn render_install(
+        &self,
+        caller: &Caller,
+        key: &str,
+        workflow: &str,
+    ) -> Result<RenderedWorkflow, Error> {
+        let kind: WorkflowKind = serde_json::from_value(serde_json::Value::String(workflow.into()))
+            .ok()
+            .filter(|k| {
+                matches!(
+                    k,
+                    WorkflowKind::Provision
+                        | WorkflowKind::Deploy
+                        | WorkflowKind::Teardown
+                        | WorkflowKind::Deprovision
+                        | WorkflowKind::Reprovision
+                )
+            })
+            .ok_or_else(|| {
+                Error::bad_request(format!(
+                    "workflow {workflow:?}: give provision, deploy, teardown, deprovision or reprovision"
+                ))
+            })?;
+        let install = self.find_install(caller, key).await?;
+        let org = &caller.principal.org_id;
+        let (app_name, config) = self
+            .engine
+            .app_config(org, &install.app_id, install.config_version)
+            .await?;
+        let org_name = self.engine.org_name(org).await?;
+        let owner = Owner {
+            org: &org_name,
+            app: &app_name,
+        };
+        let destroying = matches!(kind, WorkflowKind::Teardown | WorkflowKind::Deprovision);
+        let mut ctx = render_context_as(
+            self.secrets,
+            org,
+            &install,
+            owner,
+            destroying,
+            Values::StandIns,
+        )
+        .map_err(|e| Error::conflict("install_values_refused", e))?;
+        let stack_given = !ctx.install_stack_outputs.is_empty();
+        // Rendering is a tenant's work: off the runtime's threads, under
+        // the render budget every job's render has.
+        let (artifacts, problems) = crate::render_pool::blocking(move || {
+            rendered::fill_unknown_outputs(&config, &mut ctx, stack_given);
+            rendered::render_workflow(&config, kind, &ctx, &install.overrides, &install.name)
+        })
+        .await
+        .map_err(Error::internal)?;
+        Ok(RenderedWorkflow {
+            workflow: kind,
+            artifacts,
+            problems,
+        })
+    }
+}

@@ -1,0 +1,113 @@
+//! What a runner checks of a claimed job before anything runs, and how a
+//! refusal is recorded: the signature over the exact bytes, the spec naming
+//! this job and runner, the grant of this attempt (signed, in its time,
+//! never accepted before).
+
+use nuon_core::JobSpec;
+
+use super::JobRun;
+
+impl JobRun {
+    /// Checks the claimed job: signature over the exact bytes, then the spec
+    /// names this job and this runner.
+    pub(super) fn check(&self) -> std::result::Result<JobSpec, String> {
+        let job = &self.claimed.job_id;
+        let config = &self.shared.config;
+        let signer = self
+            .shared
+            .keys
+            .verify_signer(self.claimed.spec.as_bytes(), &self.claimed.signature)
+            .map_err(|e| format!("refusing job {job}: {e}"))?;
+        let _ = self.signer.set(signer);
+        let spec: JobSpec = serde_json::from_str(&self.claimed.spec).map_err(|e| {
+            format!("refusing job {job}: the signed spec is not a valid job spec: {e}")
+        })?;
+        if spec.job_id != *job {
+            return Err(format!(
+                "refusing job {job}: the signed spec is for job {}, not this one",
+                spec.job_id
+            ));
+        }
+        if spec.runner_id != config.runner_id {
+            return Err(format!(
+                "refusing job {job}: the signed spec is for runner {}, not this runner ({})",
+                spec.runner_id, config.runner_id
+            ));
+        }
+        self.check_grant()?;
+        Ok(spec)
+    }
+
+    /// The claim's grant ([`nuon_core::Grant`]): signed by the org for
+    /// this attempt and this runner, still in its time, and an attempt
+    /// this runner has not accepted before.
+    fn check_grant(&self) -> std::result::Result<(), String> {
+        let c = &self.claimed;
+        let (job, attempt) = (&c.job_id, c.attempt);
+        if c.grant.is_empty() {
+            return Err(format!(
+                "refusing job {job} attempt {attempt}: the claim carries no grant, so nothing \
+                 shows it may run now and once (a control plane older than this runner, or an \
+                 answer altered on its way): update the control plane"
+            ));
+        }
+        let grant = nuon_core::Grant {
+            job_id: job,
+            attempt,
+            runner_id: &self.shared.config.runner_id,
+            not_after_ms: c.not_after_ms,
+            spec: c.spec.as_bytes(),
+        };
+        self.shared
+            .keys
+            .verify(&grant.signed_bytes(), &c.grant)
+            .map_err(|e| {
+                format!(
+                    "refusing job {job} attempt {attempt}: its grant does not verify ({e}): the \
+                     claim answer was altered, or granted to another runner or attempt"
+                )
+            })?;
+        let now = nuon_core::now_ms();
+        if now > c.not_after_ms {
+            return Err(format!(
+                "refusing job {job} attempt {attempt}: its grant ended {} s ago (at {} ms since \
+                 the epoch): a claim answer served again after its time, or this machine's clock \
+                 is ahead by more than the lease and {} s",
+                (now - c.not_after_ms) / 1000,
+                c.not_after_ms,
+                nuon_core::Grant::LEEWAY_MS / 1000
+            ));
+        }
+        if !self.shared.accepted.take(job, attempt, c.not_after_ms) {
+            return Err(format!(
+                "refusing job {job} attempt {attempt}: this runner accepted that attempt before \
+                 (its journal, {}, records it): a claim answer served again runs nothing",
+                self.shared.journal.path().display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The refusal in the journal and the runner's counts.
+    pub(super) fn journal_refused(&self, reason: &str) {
+        self.shared.config.stats.error(reason);
+        self.shared.config.stats.job_ended("refused");
+        self.shared.journal.record(
+            "job.refused",
+            self.key.0.as_str(),
+            "refused",
+            format!("attempt {}; {}; {reason}", self.key.1, self.provenance()),
+        );
+    }
+
+    /// Where the job came from, for the journal: its spec's digest and
+    /// the key that signed it (as [`Self::check`] found it: a signature is
+    /// verified once per job).
+    pub(super) fn provenance(&self) -> String {
+        let digest = nuon_core::artifact::Digest::of(self.claimed.spec.as_bytes());
+        match self.signer.get() {
+            Some(key) => format!("spec {digest}; signed by {key}"),
+            None => format!("spec {digest}; signed by no trusted key"),
+        }
+    }
+}
