@@ -634,6 +634,18 @@ fn an_install_starts_with_the_toggleable_components_it_names_off() {
     assert_eq!(enabled("web"), true);
 }
 
+/// The text of `what` of `step` in a render's JSON (`nuon apps render` or
+/// `nuon installs render`).
+pub(crate) fn rendered(got: &serde_json::Value, step: &str, what: &str) -> serde_json::Value {
+    got["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["step"] == step && a["what"] == what)
+        .unwrap_or_else(|| panic!("no {step}: {what} in {got:#}"))["text"]
+        .clone()
+}
+
 /// `nuon apps render DIR ARGS --json`, offline.
 fn render(dir: &Path, args: &[&str]) -> std::process::Output {
     ours("nuon")
@@ -651,17 +663,7 @@ fn render_shows_offline_what_each_step_of_a_workflow_would_be_given() {
     let hello = nuon_tests::manifest_dir().join("../examples/apps/hello");
     let out = render(&hello, &["--install", "installs/demo.toml", "--json"]);
     let got = ok(&out);
-    let find = |step: &str, what: &str| -> String {
-        got["artifacts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["step"] == step && a["what"] == what)
-            .unwrap_or_else(|| panic!("no {step}: {what} in {got:#}"))["text"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let find = |step: &str, what: &str| rendered(&got, step, what);
     // The install file's inputs over the defaults; stand-ins for what is
     // known only later (ids, secrets, outputs).
     assert_eq!(find("plan app", "var greeting"), "hi");

@@ -32,8 +32,8 @@ fn api_code(e: nuon_client::Error) -> (u16, String) {
     }
 }
 
-#[test]
-fn an_install_is_renamed_and_its_approvals_changed_from_the_cli_the_client_and_the_dashboard() {
+/// A control plane with the example app synced as `hello`.
+fn with_hello() -> ControlPlane {
     let cp = ControlPlane::start("10s").unwrap();
     ok(cp.nuon(&["apps", "create", "hello"]));
     ok(cp.nuon(&[
@@ -43,6 +43,12 @@ fn an_install_is_renamed_and_its_approvals_changed_from_the_cli_the_client_and_t
         "--app",
         "hello",
     ]));
+    cp
+}
+
+#[test]
+fn an_install_is_renamed_and_its_approvals_changed_from_the_cli_the_client_and_the_dashboard() {
+    let cp = with_hello();
     for name in ["a", "b"] {
         ok(cp.nuon(&[
             "installs",
@@ -229,15 +235,7 @@ fn an_install_is_renamed_and_its_approvals_changed_from_the_cli_the_client_and_t
 /// inputs as stand-ins, for a read-only token too.
 #[test]
 fn an_installs_workflow_renders_without_running_and_shows_no_secret() {
-    let cp = ControlPlane::start("10s").unwrap();
-    ok(cp.nuon(&["apps", "create", "hello"]));
-    ok(cp.nuon(&[
-        "apps",
-        "sync",
-        example().to_str().unwrap(),
-        "--app",
-        "hello",
-    ]));
+    let cp = with_hello();
     ok(cp.nuon(&[
         "installs",
         "create",
@@ -270,15 +268,7 @@ fn an_installs_workflow_renders_without_running_and_shows_no_secret() {
         "{out}"
     );
     let got: Value = serde_json::from_str(&out).unwrap();
-    let find = |step: &str, what: &str| -> Value {
-        got["artifacts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["step"] == step && a["what"] == what)
-            .unwrap_or_else(|| panic!("no {step}: {what} in {got:#}"))["text"]
-            .clone()
-    };
+    let find = |step: &str, what: &str| crate::apps::rendered(&got, step, what);
     assert_eq!(find("plan app", "var greeting"), "howdy");
     assert_eq!(
         find("plan database", "var name"),

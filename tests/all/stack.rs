@@ -47,8 +47,15 @@ fn vm_stack(m: &Manual, dir: &std::path::Path) -> (String, String) {
 /// A fresh `nuon-runner run` in work dir `dir` with `token` as its stack's
 /// one-time token.
 fn phone_home_again(m: &Manual, dir: &str, token: &str) -> std::process::Output {
-    ours("nuon-runner")
-        .arg("run")
+    phone_home(m, &m.dir.path().join(dir), token)
+        .output()
+        .unwrap()
+}
+
+/// `nuon-runner run` in `work` with `token` as its stack's one-time token.
+fn phone_home(m: &Manual, work: &std::path::Path, token: &str) -> Command {
+    let mut cmd = ours("nuon-runner");
+    cmd.arg("run")
         .args([
             "--api",
             &m.cp.runner_url,
@@ -56,10 +63,9 @@ fn phone_home_again(m: &Manual, dir: &str, token: &str) -> std::process::Output 
             &m.cp.signing_key,
         ])
         .arg("--work-dir")
-        .arg(m.dir.path().join(dir))
-        .env("NUON_RUNNER_INSTALL_TOKEN", token)
-        .output()
-        .unwrap()
+        .arg(work)
+        .env("NUON_RUNNER_INSTALL_TOKEN", token);
+    cmd
 }
 
 #[test]
@@ -909,18 +915,8 @@ fn a_sandbox_written_for_nuons_aws_stack_renders_against_our_stacks_outputs() {
     );
     let (_, token) = vm_stack(&m, &m.dir.path().join("stack"));
     let work = m.dir.path().join("aws-work");
-    let runner = ours("nuon-runner")
-        .arg("run")
-        .args([
-            "--api",
-            &m.cp.runner_url,
-            "--signing-key",
-            &m.cp.signing_key,
-        ])
-        .arg("--work-dir")
-        .arg(&work)
+    let runner = phone_home(&m, &work, &token)
         .args(["--stack-outputs", &outputs])
-        .env("NUON_RUNNER_INSTALL_TOKEN", &token)
         .envs(m.runner_store_env())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use nuon_core::app::template::RenderContext;
-use nuon_core::app::{self, AppConfig, SourceFile};
+use nuon_core::app::{self, AppConfig, SourceFile, stand_in_id};
 use nuon_core::rendered::{self, Artifact, Problem};
 use nuon_core::stack::contract;
 use nuon_core::wire::InstallOutputs;
@@ -60,11 +60,6 @@ fn read_json(flag: &str, path: &Path) -> Result<Value, CliError> {
         .map_err(|e| usage(format!("--{flag}: cannot read {}: {e}", path.display())))?;
     serde_json::from_str(&text)
         .map_err(|e| usage(format!("--{flag}: {} is not JSON: {e}", path.display())))
-}
-
-/// A stand-in id of the kind `prefix`: as long as a real one.
-fn stand_in_id(prefix: &str) -> String {
-    format!("{prefix}_{}", "0".repeat(26))
 }
 
 pub(crate) fn render(g: &Global, a: &RenderArgs) -> Result<u8, CliError> {

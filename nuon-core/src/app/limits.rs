@@ -6,6 +6,12 @@ use super::RunnerSettings;
 use super::diag::{Diagnostic, Diagnostics, SourceFile};
 use super::platform::Loaded;
 
+/// A stand-in id of the kind `prefix` (`ins`, `org`, ...): as long as a
+/// real one, for rendering before there is an install.
+pub fn stand_in_id(prefix: &str) -> String {
+    format!("{prefix}_{}", "0".repeat(26))
+}
+
 /// The longest name an AWS IAM role may have.
 pub const IAM_ROLE_NAME_MAX: usize = 64;
 
@@ -28,7 +34,7 @@ pub fn role_name_length(name: &str) -> Option<(usize, String)> {
     if !ids_only {
         return None;
     }
-    let id = |prefix: &str| format!("{prefix}_{}", "0".repeat(26));
+    let id = stand_in_id;
     let ctx = RenderContext {
         install_id: id(crate::InstallId::PREFIX),
         org_id: id(crate::OrgId::PREFIX),

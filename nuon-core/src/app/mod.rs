@@ -50,7 +50,7 @@ pub use health::{
     ComponentHealth, DEFAULT_WINDOW, HealthProbe, MAX_WINDOW, ProbeKind, check_name, http_url,
     parse_window, tcp_address,
 };
-pub use limits::{IAM_ROLE_NAME_MAX, role_name_length};
+pub use limits::{IAM_ROLE_NAME_MAX, role_name_length, stand_in_id};
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
 };
