@@ -30,6 +30,12 @@ pub trait Plugin: Send + Sync + 'static {
 
     /// Runs the job to its end.
     async fn run(&self, spec: &JobSpec, host: &mut dyn JobHost) -> Result<JobResult, PluginError>;
+
+    /// The tool versions the plugin holds, told to the control plane with
+    /// the runner's figures; called before each claim, so it must be cheap.
+    fn tools(&self) -> Vec<crate::wire::ToolHeld> {
+        Vec::new()
+    }
 }
 
 /// Why a plugin could not run a job. The runner fails the job with this text

@@ -22,7 +22,9 @@ pub struct Version {
 }
 
 impl Version {
-    fn cmp_release(&self, other: &Version) -> Ordering {
+    /// Orders releases as Terraform does: by the parts, a pre-release
+    /// before its release.
+    pub fn cmp_release(&self, other: &Version) -> Ordering {
         self.parts
             .cmp(&other.parts)
             .then_with(|| match (&self.pre, &other.pre) {
@@ -140,6 +142,15 @@ impl FromStr for Constraint {
 }
 
 impl Constraint {
+    /// The one version the constraint allows, when it names it exactly
+    /// (`1.11.3`, `= 1.11.3`) with all three parts.
+    pub fn exact(&self) -> Option<&Version> {
+        match &self.parts[..] {
+            [(Op::Eq, v)] if v.given == 3 => Some(v),
+            _ => None,
+        }
+    }
+
     /// Whether `v` satisfies every part.
     pub fn matches(&self, v: &Version) -> bool {
         // A pre-release matches only when a part names one.
@@ -198,6 +209,16 @@ mod tests {
             "pre-releases need asking for"
         );
         assert!(ok(">= 1.12.0-alpha1", "1.12.0-beta1"));
+        let exact = |c: &str| {
+            c.parse::<Constraint>()
+                .unwrap()
+                .exact()
+                .map(|v| v.to_string())
+        };
+        assert_eq!(exact("1.11.3").as_deref(), Some("1.11.3"));
+        assert_eq!(exact("= v1.11.3").as_deref(), Some("1.11.3"));
+        assert_eq!(exact("1.11"), None, "a version range, not one version");
+        assert_eq!(exact(">= 1.11.3"), None);
     }
 
     #[test]

@@ -28,12 +28,15 @@ pub use crate::job::DebugPurpose;
 use crate::job::{JobResult, JobStatus};
 use crate::model::{ApprovalMode, InstallState};
 pub use crate::model::{RunnerHealth, RunnerStatus};
+
+mod telemetry;
 pub use crate::records::{
     LOG_RECORDS_CONTENT_TYPE, LogLine, LogLineRef, LogRecords, LogStream, MAX_LOG_LINE_BYTES,
     RecordError,
 };
 use crate::workflow::StepRecord;
 use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
+pub use telemetry::{ProbeSeen, RunnerTelemetry, RunnerUpdateFailure, ToolHeld};
 
 /// Route paths, so client and server cannot drift apart.
 pub mod routes {
@@ -377,46 +380,6 @@ pub struct ClaimRequest {
     pub settings_version: Option<String>,
 }
 
-/// A runner's key figures, sent with its claims and heartbeats.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct RunnerTelemetry {
-    /// How many jobs it runs at once.
-    pub slots: u32,
-    /// How many run now.
-    pub busy: u32,
-    /// Attempts whose logs or results are not yet all shipped.
-    pub spool_backlog: u32,
-    /// Jobs it finished, by outcome (`succeeded`, `failed`, `cancelled`,
-    /// `refused`).
-    #[serde(default)]
-    pub jobs: BTreeMap<String, u64>,
-    /// The last heartbeat's round trip, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub heartbeat_rtt_ms: Option<u64>,
-    /// The last error it met (a job it refused, a call that failed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// Set while the customer has disabled the runner (`nuon-runner
-    /// disable`): their reason. A disabled runner takes no new job.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disabled: Option<String>,
-    /// The break-glass roles the customer turned on (`nuon-runner
-    /// break-glass enable ROLE`), by name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub break_glass: Vec<String>,
-    /// The version the customer pinned the runner to (`nuon-runner run
-    /// --pin-version`): runner rollouts pass it over.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pinned: Option<String>,
-    /// The last update it did not take, and why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub update_failed: Option<RunnerUpdateFailure>,
-    /// What each health probe it watches said in its last round
-    /// ([`ProbeWatch`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub probes: Vec<ProbeSeen>,
-}
-
 /// Jobs given to the runner; empty when the wait ran out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClaimResponse {
@@ -479,23 +442,6 @@ pub struct WatchedComponent {
     pub component: String,
     /// Its probes, rendered.
     pub probes: Vec<crate::app::HealthProbe>,
-}
-
-/// What one probe said in the runner's last round of its watch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct ProbeSeen {
-    /// The component.
-    pub component: String,
-    /// The probe's name.
-    pub probe: String,
-    /// Whether it passed.
-    pub ok: bool,
-    /// What it answered (`HTTP 200 in 3 ms`, an exit code and the end of
-    /// its output, why it could not connect).
-    pub detail: String,
-    /// When the round ran, ms since the epoch (the control plane takes
-    /// no time later than its own now).
-    pub at_ms: i64,
 }
 
 impl RunnerSettingsInfo {
@@ -2178,22 +2124,6 @@ pub struct RunnerUpdate {
     pub release: RunnerReleaseInfo,
     /// The ask's number.
     pub tries: u32,
-}
-
-/// A runner's report of an update it did not take: the version it stays
-/// off, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct RunnerUpdateFailure {
-    /// The release it was asked to run.
-    pub release_id: crate::ReleaseId,
-    /// Its version.
-    pub version: String,
-    /// The ask's number ([`RunnerUpdate::tries`]).
-    pub tries: u32,
-    /// Why: a download or signature that did not check, a trial run that
-    /// failed, a new process that was not healthy in time (and the runner
-    /// went back to the version before), a pin.
-    pub reason: String,
 }
 
 /// Releases, newest first.

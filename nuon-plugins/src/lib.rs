@@ -11,7 +11,9 @@
 //! - `exec` (default): [`exec::ExecPlugin`] runs one command
 //!   ([`nuon_core::ExecJob`]).
 //! - `terraform` (default): [`terraform::find`], the Terraform (or OpenTofu)
-//!   binary that satisfies a component's `terraform_version`.
+//!   binary that satisfies a component's `terraform_version`;
+//!   [`terraform::install`], that version installed from a mirror, its
+//!   signature checked ([`openpgp`]); the `terraform` job kind.
 //! - `oci` (default): [`oci::LayoutStore`], the OCI image layout
 //!   [`nuon_core::artifact::ArtifactStore`]; [`oci::copy`], the copy engine
 //!   (blobs by digest, in parallel, resumable); [`sync::SyncPlugin`] (the
@@ -64,6 +66,8 @@ pub mod helm;
 pub mod kubernetes;
 #[cfg(feature = "oci")]
 pub mod oci;
+#[cfg(feature = "terraform")]
+pub mod openpgp;
 #[cfg(any(feature = "helm", feature = "terraform"))]
 mod policy;
 #[cfg(any(feature = "helm", feature = "wasm"))]

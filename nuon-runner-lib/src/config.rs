@@ -37,6 +37,16 @@ impl PluginRegistry {
         self
     }
 
+    /// The tool versions the plugins hold.
+    pub fn tools(&self) -> Vec<nuon_core::wire::ToolHeld> {
+        let mut kinds: Vec<&String> = self.plugins.keys().collect();
+        kinds.sort();
+        kinds
+            .into_iter()
+            .flat_map(|k| self.plugins[k].tools())
+            .collect()
+    }
+
     /// The plugin for `kind`.
     pub fn get(&self, kind: &str) -> Option<&Arc<dyn Plugin>> {
         self.plugins.get(kind)

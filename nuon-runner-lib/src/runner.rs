@@ -530,10 +530,9 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                 shared.config.stats.set_disabled(disabled.clone());
                 was_disabled = disabled.clone();
             }
-            shared
-                .config
-                .stats
-                .set_break_glass(crate::switch::break_glass_roles(&shared.config.work_dir));
+            let stats = &shared.config.stats;
+            stats.set_break_glass(crate::switch::break_glass_roles(&shared.config.work_dir));
+            stats.set_tools(shared.config.plugins.tools());
             let req = ClaimRequest {
                 kinds: shared.kinds.clone(),
                 slots: if disabled.is_some() {

@@ -25,6 +25,7 @@ pub struct RunnerStats {
     pinned: Mutex<Option<String>>,
     update_failed: Mutex<Option<nuon_core::wire::RunnerUpdateFailure>>,
     probes: Mutex<Vec<nuon_core::wire::ProbeSeen>>,
+    tools: Mutex<Vec<nuon_core::wire::ToolHeld>>,
 }
 
 impl Default for RunnerStats {
@@ -42,6 +43,7 @@ impl Default for RunnerStats {
             pinned: Mutex::default(),
             update_failed: Mutex::default(),
             probes: Mutex::default(),
+            tools: Mutex::default(),
         }
     }
 }
@@ -95,6 +97,11 @@ impl RunnerStats {
         *lock(&self.probes) = probes;
     }
 
+    /// The tool versions the plugins hold.
+    pub(crate) fn set_tools(&self, tools: Vec<nuon_core::wire::ToolHeld>) {
+        *lock(&self.tools) = tools;
+    }
+
     pub(crate) fn error(&self, e: impl std::fmt::Display) {
         let text: String = e.to_string().chars().take(500).collect();
         *lock(&self.last_error) = Some(text);
@@ -115,6 +122,7 @@ impl RunnerStats {
             pinned: lock(&self.pinned).clone(),
             update_failed: lock(&self.update_failed).clone(),
             probes: lock(&self.probes).clone(),
+            tools: lock(&self.tools).clone(),
         }
     }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use nuon_client::{ClientConfig, ControlClient};
 use nuon_core::wire::WorkflowInfo;
 use nuon_core::workflow::WorkflowKind;
+use nuon_test_fixtures::mirror::{Flavor, ReleaseMirror};
 use nuon_tests::{ControlPlane, bin, have_tool, ours, rt, signal, wait_for};
 
 pub(crate) fn example() -> PathBuf {
@@ -819,6 +820,64 @@ fn broken_inputs_fail_with_clear_errors() {
     // With terraform back, the same deploy works.
     m.restart_runner(None);
     assert_eq!(deploy("fine").status, "succeeded");
+
+    // No terraform on its PATH, but a release mirror (the machine's own
+    // terraform as a signed release): the runner installs the version the
+    // component asks for, checks it, plans with it, and says it holds it.
+    let out = Command::new("terraform")
+        .args(["version", "-json"])
+        .output()
+        .unwrap();
+    let version: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = version["terraform_version"].as_str().unwrap().to_owned();
+    let machine = which::which("terraform").unwrap();
+    let Some(mirror) = ReleaseMirror::start(Flavor::Terraform, &v, &machine).unwrap() else {
+        return;
+    };
+    let key = mirror.key.to_string_lossy().into_owned();
+    m.restart_runner_on(
+        &[
+            "--terraform-install",
+            "terraform",
+            "--terraform-mirror",
+            &mirror.url,
+            "--terraform-mirror-key",
+            &key,
+        ],
+        Some("/usr/bin:/bin"),
+    );
+    let w = deploy("fine");
+    let plan = step(&w, "plan fine");
+    let logs = nuon_tests::all_logs(&c, plan.job_id.as_ref().unwrap()).unwrap();
+    let log: String = logs.iter().map(|l| format!("{}\n", l.text)).collect();
+    assert_eq!(w.status, "succeeded", "{log}");
+    assert!(log.contains(&format!("installing terraform {v}")), "{log}");
+    assert!(log.contains("signature good"), "{log}");
+    let held = wait_for(
+        "the runner to tell the version it installed",
+        Duration::from_secs(60),
+        || {
+            let runners = rt().block_on(c.list_runners()).ok()?;
+            runners.runners.iter().find_map(|r| {
+                r.telemetry
+                    .as_ref()?
+                    .tools
+                    .iter()
+                    .find(|t| t.installed && t.version == v)
+                    .cloned()
+            })
+        },
+    )
+    .unwrap();
+    assert_eq!(held.name, "terraform");
+    let out = m.cp.nuon(&["runners", "list", "--json"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("\"installed\": true"), "{listed}");
+    let page = m.cp.dashboard_page("/runners");
+    assert!(
+        page.contains(&format!("terraform {v} (installed)")),
+        "{page}"
+    );
 }
 
 const SLOW: [(&str, &str); 3] = [

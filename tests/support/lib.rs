@@ -65,6 +65,9 @@ fn cargo() -> Command {
             cmd.env_remove(k);
         }
     }
+    // Hermetic: no runner of a test installs Terraform from the internet;
+    // the tests of installs give a loopback mirror with the flags.
+    cmd.env("NUON_RUNNER_TERRAFORM_INSTALL", "off");
     cmd
 }
 
@@ -165,6 +168,9 @@ pub fn ours(name: &str) -> Command {
             cmd.env_remove(k);
         }
     }
+    // Hermetic: no runner of a test installs Terraform from the internet;
+    // the tests of installs give a loopback mirror with the flags.
+    cmd.env("NUON_RUNNER_TERRAFORM_INSTALL", "off");
     cmd
 }
 

@@ -15,7 +15,7 @@ use nuon_plugins::terraform::TerraformPlugin;
 use nuon_plugins::wasm::job::{WasmPlugin, WasmPolicy};
 use nuon_plugins::wasm::{HostConfig, WasmHost, default_cache_dir};
 use nuon_plugins::{health::HealthPlugin, helm::HelmPlugin};
-use nuon_runner_lib::cmd::open_store;
+use nuon_runner_lib::cmd::{TerraformInstallArgs, open_store};
 
 /// The install runner's own flags.
 #[derive(Args)]
@@ -39,53 +39,9 @@ struct InstallArgs {
     /// each component grants.
     #[arg(long, env = "NUON_RUNNER_WASM_ALLOWED_HOSTS", value_delimiter = ',')]
     wasm_allowed_hosts: Option<Vec<String>>,
-}
-
-/// `nuon-runner import --bundle DIR --store-dir STORE`: copies a release
-/// bundle (from `nuon releases export`) into the install's store, every
-/// blob checked; then deploys of that release need no vendor store.
-#[derive(clap::Parser)]
-#[command(name = "nuon-runner import")]
-struct ImportArgs {
-    /// The bundle directory.
-    #[arg(long)]
-    bundle: PathBuf,
-    /// The install's store (as `run --store-dir`).
-    #[arg(long)]
-    store_dir: PathBuf,
-}
-
-async fn import(args: &[String]) -> ExitCode {
-    use clap::Parser as _;
-    let a = match ImportArgs::try_parse_from(args) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
-        }
-    };
-    let store = match open_store(&a.store_dir.to_string_lossy(), "--store-dir") {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("nuon-runner import: {e:#}");
-            return ExitCode::from(64);
-        }
-    };
-    match nuon_plugins::release::import_release(&a.bundle, &*store).await {
-        Ok(r) => {
-            println!(
-                "imported {} artifact(s) of config v{} into {}",
-                r.artifacts.len(),
-                r.config_version,
-                a.store_dir.display()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("nuon-runner import: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    /// `--terraform-install`, `--terraform-mirror`, `--terraform-mirror-key`.
+    #[command(flatten)]
+    terraform: TerraformInstallArgs,
 }
 
 #[tokio::main]
@@ -94,7 +50,7 @@ async fn main() -> ExitCode {
     nuon_runner_lib::set_version(version);
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("import") {
-        return import(&argv[1..]).await;
+        return nuon_runner_lib::cmd::import(&argv[1..]).await;
     }
     nuon_runner_lib::cmd::main::<InstallArgs>(
         "nuon-runner",
@@ -117,11 +73,10 @@ async fn main() -> ExitCode {
                 common
                     .isolation
                     .from_stores(store.clone(), vendor.clone(), &common.work_dir)?;
+            let terraform = TerraformPlugin::new(store.clone()).in_containers(containers);
             config
                 .plugins
-                .register(Arc::new(
-                    TerraformPlugin::new(store.clone()).in_containers(containers),
-                ))
+                .register(Arc::new(args.terraform.apply(terraform, &common.work_dir)?))
                 .register(Arc::new(
                     HelmPlugin::new(store.clone()).in_containers(containers),
                 ))

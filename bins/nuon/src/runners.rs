@@ -87,6 +87,7 @@ impl Render for RunnerList {
                 "STATE",
                 "HEALTH",
                 "JOBS",
+                "TOOLS",
                 "PROCESS",
             ],
             self.runners
@@ -112,6 +113,17 @@ impl Render for RunnerList {
                             None => r.health.as_str().into(),
                         },
                         jobs,
+                        r.telemetry
+                            .as_ref()
+                            .filter(|t| !t.tools.is_empty())
+                            .map_or_else(
+                                || "-".into(),
+                                |t| {
+                                    let tools: Vec<String> =
+                                        t.tools.iter().map(ToString::to_string).collect();
+                                    tools.join(", ")
+                                },
+                            ),
                         r.session
                             .as_ref()
                             .map(|s| {

@@ -123,3 +123,127 @@ async fn a_module_is_planned_then_exactly_that_plan_is_applied() {
     );
     runner.stop(secs(30)).await.unwrap();
 }
+
+/// A runner with no Terraform on its `PATH` installs the version a job
+/// pins from a mirror (its SHA256SUMS signature and the zip's checksum
+/// checked), plans with it, and tells the control plane it holds it; a
+/// corrupt download fails the job with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_without_terraform_installs_the_pinned_version_and_plans_with_it() {
+    use nuon_plugins::terraform::install::{Installer, Product};
+    use nuon_test_fixtures::mirror::{Flavor, ReleaseMirror};
+
+    if !nuon_test_fixtures::have_tool("terraform", "serve it from a release mirror") {
+        return;
+    }
+    let machine = nuon_plugins::terraform::all_in(std::env::var_os("PATH"))
+        .into_iter()
+        .find(|t| t.path.ends_with("terraform"))
+        .expect("terraform answers its version");
+    let v = machine.version.to_string();
+    let Some(mirror) = ReleaseMirror::start(Flavor::Terraform, &v, &machine.path).unwrap() else {
+        return;
+    };
+    let h = Harness::new();
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("main.tf"), MODULE).unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(LayoutStore::open(store_dir.path()).unwrap());
+    let digest = push_module(&*store, "hello/database", src.path(), None)
+        .await
+        .unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let installer = Installer::new(Product::Terraform, tools.path())
+        .mirror(&mirror.url)
+        .key(&std::fs::read(&mirror.key).unwrap())
+        .unwrap();
+    let mut config = h.config();
+    config.plugins.register(Arc::new(
+        TerraformPlugin::new(store.clone())
+            .search_path("/nonexistent")
+            .installer(installer),
+    ));
+    let runner = h.start(config);
+    let plan = || {
+        let job = TerraformJob {
+            action: TerraformAction::Plan,
+            module: ArtifactRef {
+                repo: "hello/database".into(),
+                digest: digest.clone(),
+                size: None,
+            },
+            terraform_version: v.clone(),
+            vars: [("name".to_owned(), serde_json::json!("acme"))].into(),
+            env: Default::default(),
+            var_files: Vec::new(),
+            backend: None,
+            plan: None,
+            policies: Vec::new(),
+        };
+        let mut spec = h.spec(serde_json::to_value(&job).unwrap(), 300);
+        spec.kind = "terraform".into();
+        spec
+    };
+
+    // A corrupt zip: the job fails and says why; nothing is installed.
+    mirror.corrupt_zip().unwrap();
+    let key = h.enqueue_spec(&plan());
+    let done = h.fake.completion(&key.0, secs(300)).await;
+    assert_eq!(done.result.outcome, Outcome::Failed, "{:?}", done.result);
+    let reason = done.result.reason.unwrap_or_default();
+    assert!(
+        reason.contains("does not match") && reason.contains(&format!("terraform_version \"{v}\"")),
+        "{reason}"
+    );
+
+    // The release as published: installed, then planned with.
+    mirror.republish(&machine.path).unwrap();
+    let key = h.enqueue_spec(&plan());
+    let done = h.fake.completion(&key.0, secs(300)).await;
+    let logs = h.fake.with(|s| {
+        [LogStream::Stdout, LogStream::Stderr, LogStream::System]
+            .iter()
+            .flat_map(|st| s.texts(&key, *st))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    assert_eq!(
+        done.result.outcome,
+        Outcome::Succeeded,
+        "{:?}\n{logs}",
+        done.result
+    );
+    assert!(
+        logs.contains(&format!("installing terraform {v}")),
+        "{logs}"
+    );
+    assert!(logs.contains("signature good"), "{logs}");
+    assert!(logs.contains("Plan: 1 to add"), "{logs}");
+    let installed = tools.path().join(format!("terraform/{v}/terraform"));
+    assert!(
+        logs.contains(&format!("using {}", installed.display())),
+        "{logs}"
+    );
+
+    // The runner tells the control plane what it holds.
+    let told = crate::fake::within("a claim telling the installed version", secs(60), async {
+        loop {
+            let seen = h.fake.with(|s| {
+                s.claims.iter().rev().find_map(|c| {
+                    let t = c.telemetry.as_ref()?;
+                    t.tools.iter().find(|t| t.installed).cloned()
+                })
+            });
+            if let Some(t) = seen {
+                return t;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        (told.name.as_str(), told.version.as_str()),
+        ("terraform", v.as_str())
+    );
+    runner.stop(secs(30)).await.unwrap();
+}

@@ -557,7 +557,7 @@ pub(super) async fn runners(state: &SharedState, web: &Web, page: usize) -> Resu
             thead { tr {
                 th scope="col" { "Runner" } th scope="col" { "Role" } th scope="col" { "Health" }
                 th scope="col" { "Last call" } th scope="col" { "Version" } th scope="col" { "Slots" }
-                th scope="col" { "Running jobs" }
+                th scope="col" { "Running jobs" } th scope="col" { "Tools" }
             } }
             tbody { @for r in runners.iter().skip(page * RUNNERS_PAGE).take(RUNNERS_PAGE) {
                 @let t = r.telemetry.as_ref();
@@ -577,6 +577,7 @@ pub(super) async fn runners(state: &SharedState, web: &Web, page: usize) -> Resu
                     td { (r.session.as_ref().and_then(|s| s.version.clone()).unwrap_or_else(|| "-".into())) }
                     td { @match t { Some(t) => { (t.busy) " / " (t.slots) }, None => "-" } }
                     td { @for j in running(&r.id) { a href={ "/jobs/" (j.id) } { (j.kind) } " " } }
+                    td { @for tool in t.map(|t| &t.tools[..]).unwrap_or_default() { (tool) br; } }
                 }
             } }
         } }

@@ -5,6 +5,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+#[cfg(feature = "oci")]
+pub mod install;
+
 use nuon_core::PluginError;
 use nuon_core::version::{Constraint, Version};
 
@@ -23,6 +26,20 @@ pub const BINARIES: [&str; 2] = ["terraform", "tofu"];
 /// Finds a binary on `PATH` that satisfies `constraint`.
 pub fn find(constraint: &str) -> Result<Terraform, PluginError> {
     find_in(std::env::var_os("PATH"), constraint)
+}
+
+/// Every binary of [`BINARIES`] on `path`, with its version (those that
+/// do not answer are left out).
+pub fn all_in(path: Option<OsString>) -> Vec<Terraform> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    BINARIES
+        .iter()
+        .filter_map(|b| which::which_in(b, path.clone(), &cwd).ok())
+        .filter_map(|bin| {
+            let version = version_of(&bin).ok()?;
+            Some(Terraform { path: bin, version })
+        })
+        .collect()
 }
 
 /// [`find`] with another `PATH`.
@@ -209,7 +226,8 @@ mod plugin {
     };
     use serde_json::{Value, json};
 
-    use super::find;
+    use super::find_in;
+    use super::install::Installer;
     use crate::oci::modulepkg::unpack_module;
 
     /// The media type of a saved Terraform plan kept in the store.
@@ -223,6 +241,12 @@ mod plugin {
         /// The binary found for each constraint: `version -json` costs a
         /// process per call, and every job checks before it runs.
         found: std::sync::Mutex<BTreeMap<String, super::Terraform>>,
+        /// The `PATH` binaries are looked up on; none: the runner's own.
+        path: Option<std::ffi::OsString>,
+        /// What is on that `PATH`, asked once (for [`Plugin::tools`]).
+        on_path: std::sync::OnceLock<Vec<super::Terraform>>,
+        /// Installs the version a job pins when no binary satisfies it.
+        installer: Option<Arc<Installer>>,
     }
 
     impl TerraformPlugin {
@@ -232,7 +256,23 @@ mod plugin {
                 store,
                 containers: false,
                 found: std::sync::Mutex::new(BTreeMap::new()),
+                path: None,
+                on_path: std::sync::OnceLock::new(),
+                installer: None,
             }
+        }
+
+        /// Looks binaries up on `path` instead of the runner's `PATH`.
+        pub fn search_path(mut self, path: impl Into<std::ffi::OsString>) -> Self {
+            self.path = Some(path.into());
+            self
+        }
+
+        /// When no binary satisfies a job's `terraform_version`, installs
+        /// it with `installer` (cached, and shared by every job).
+        pub fn installer(mut self, installer: Installer) -> Self {
+            self.installer = Some(Arc::new(installer));
+            self
         }
 
         /// [`find`], remembered while the binary stays where it was.
@@ -288,6 +328,8 @@ mod plugin {
             }))
         }
 
+        /// A binary on `PATH` or in the installer's cache that satisfies
+        /// `constraint`.
         fn find(&self, constraint: &str) -> Result<super::Terraform, PluginError> {
             let mut cache = self.found.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(t) = cache.get(constraint)
@@ -295,9 +337,44 @@ mod plugin {
             {
                 return Ok(t.clone());
             }
-            let t = find(constraint)?;
+            let path = self.path.clone().or_else(|| std::env::var_os("PATH"));
+            let t = match find_in(path, constraint) {
+                Ok(t) => t,
+                Err(PluginError::Missing(why)) => {
+                    let held = self.installer.as_ref().and_then(|i| {
+                        i.find(&constraint.parse::<nuon_core::version::Constraint>().ok()?)
+                    });
+                    held.ok_or(PluginError::Missing(why))?
+                }
+                Err(e) => return Err(e),
+            };
             cache.insert(constraint.to_owned(), t.clone());
             Ok(t)
+        }
+
+        /// [`Self::find`], else the version installed from the mirror
+        /// (its steps written to the job's log).
+        async fn find_or_install(
+            &self,
+            constraint: &str,
+            host: &mut dyn JobHost,
+        ) -> Result<super::Terraform, PluginError> {
+            let missing = match self.find(constraint) {
+                Ok(t) => return Ok(t),
+                Err(PluginError::Missing(why)) => why,
+                Err(e) => return Err(e),
+            };
+            let Some(installer) = &self.installer else {
+                return Err(PluginError::Missing(missing));
+            };
+            let wanted = constraint
+                .parse()
+                .map_err(|e: String| PluginError::Invalid(format!("terraform_version: {e}")))?;
+            let installed = installer.install(&wanted).await?;
+            for note in &installed.notes {
+                host.log(note);
+            }
+            Ok(installed.terraform)
         }
     }
 
@@ -393,7 +470,35 @@ mod plugin {
                     .map(|_| ())
                     .map_err(|e| PluginError::Invalid(format!("terraform_version: {e}")));
             }
-            self.find(&job.terraform_version).map(|_| ())
+            match self.find(&job.terraform_version) {
+                // The run installs what the mirror has.
+                Err(PluginError::Missing(_)) if self.installer.is_some() => Ok(()),
+                other => other.map(|_| ()),
+            }
+        }
+
+        fn tools(&self) -> Vec<nuon_core::wire::ToolHeld> {
+            let path = self.path.clone().or_else(|| std::env::var_os("PATH"));
+            let on_path = self.on_path.get_or_init(|| super::all_in(path));
+            let held = self
+                .installer
+                .as_ref()
+                .map(|i| i.held())
+                .unwrap_or_default();
+            let tool = |t: &super::Terraform, installed: bool| nuon_core::wire::ToolHeld {
+                name: t
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                version: t.version.to_string(),
+                installed,
+            };
+            on_path
+                .iter()
+                .map(|t| tool(t, false))
+                .chain(held.iter().map(|t| tool(t, true)))
+                .collect()
         }
 
         async fn run(
@@ -405,7 +510,7 @@ mod plugin {
             let bin = if host.isolated() {
                 Self::find_in_image(host, &job.terraform_version).await?
             } else {
-                self.find(&job.terraform_version)?
+                self.find_or_install(&job.terraform_version, host).await?
             };
             host.log(&format!("using {} {}", bin.path.display(), bin.version));
             let work = host.work_dir().to_path_buf();

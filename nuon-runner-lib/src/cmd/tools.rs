@@ -1,0 +1,71 @@
+//! The flags of a runner's Terraform installs (`--terraform-install`,
+//! `--terraform-mirror`, `--terraform-mirror-key`): the version a
+//! component pins, installed from a mirror when nothing on the runner
+//! satisfies it.
+
+use std::path::PathBuf;
+
+use nuon_plugins::terraform::TerraformPlugin;
+use nuon_plugins::terraform::install::{Installer, Product};
+
+/// How the runner installs the Terraform a component pins.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TerraformInstallArgs {
+    /// When nothing on this runner satisfies a component's
+    /// `terraform_version`: install that version of `terraform`
+    /// (HashiCorp's releases) or of `opentofu`, into `tools/` in the work
+    /// directory, shared by every job; or `off` (the job fails and says
+    /// what to install).
+    #[arg(long, env = "NUON_RUNNER_TERRAFORM_INSTALL", default_value = "terraform", value_parser = ["terraform", "opentofu", "off"])]
+    terraform_install: String,
+    /// Where those releases come from, laid out as the product's own
+    /// release site (`VERSION/terraform_VERSION_SHA256SUMS` …). Default:
+    /// https://releases.hashicorp.com/terraform, or OpenTofu's GitHub
+    /// releases.
+    #[arg(long, env = "NUON_RUNNER_TERRAFORM_MIRROR")]
+    terraform_mirror: Option<String>,
+    /// The OpenPGP public key (armored or binary) that must have signed
+    /// each release's SHA256SUMS. Default: the product's own release key,
+    /// fetched from its site and refused unless it has the fingerprint the
+    /// product publishes.
+    #[arg(long, env = "NUON_RUNNER_TERRAFORM_MIRROR_KEY")]
+    terraform_mirror_key: Option<PathBuf>,
+}
+
+impl TerraformInstallArgs {
+    /// The installer `--terraform-install` asks for, caching in
+    /// `tools/` of `work_dir`; none when it is `off`.
+    pub fn installer(&self, work_dir: &std::path::Path) -> anyhow::Result<Option<Installer>> {
+        if self.terraform_install == "off" {
+            return Ok(None);
+        }
+        let product: Product = self
+            .terraform_install
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--terraform-install: {e}"))?;
+        let mut installer = Installer::new(product, work_dir.join("tools"));
+        if let Some(url) = &self.terraform_mirror {
+            installer = installer.mirror(url);
+        }
+        if let Some(path) = &self.terraform_mirror_key {
+            let bytes = std::fs::read(path)
+                .map_err(|e| anyhow::anyhow!("--terraform-mirror-key {}: {e}", path.display()))?;
+            installer = installer
+                .key(&bytes)
+                .map_err(|e| anyhow::anyhow!("--terraform-mirror-key {}: {e}", path.display()))?;
+        }
+        Ok(Some(installer))
+    }
+
+    /// `plugin`, installing as the flags ask.
+    pub fn apply(
+        &self,
+        plugin: TerraformPlugin,
+        work_dir: &std::path::Path,
+    ) -> anyhow::Result<TerraformPlugin> {
+        Ok(match self.installer(work_dir)? {
+            Some(installer) => plugin.installer(installer),
+            None => plugin,
+        })
+    }
+}
