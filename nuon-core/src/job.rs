@@ -612,6 +612,11 @@ impl Job for BuildJob {
 pub struct SyncJob {
     /// The artifact, by digest, in the same repository of both stores.
     pub artifact: ArtifactRef,
+    /// The tag it gets in the install's store (an image's:
+    /// [`crate::app::Component::image_tag`]), so that what reads
+    /// `.outputs.image.tag` pulls exactly this digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
 
 impl Job for SyncJob {

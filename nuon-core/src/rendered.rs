@@ -271,8 +271,23 @@ pub fn render_workflow(
                         }
                     }
                     Some(c) if c.kind == ComponentKind::KubernetesManifest => {
+                        if let Some(ns) = &c.namespace {
+                            let who = format!("component {} namespace", c.name);
+                            add("namespace".into(), render_text(ns, ctx, &who)?);
+                        }
                         if let Some(m) = manifest_text(c, ctx)? {
                             add("manifest".into(), m);
+                        }
+                        // Built by the runner from the synced source.
+                        if let Some(k) = &c.kustomize {
+                            let helm = if k.enable_helm { ", --enable-helm" } else { "" };
+                            add(
+                                "kustomization".into(),
+                                format!(
+                                    "{} of the component's source (kustomize build{helm})",
+                                    k.path
+                                ),
+                            );
                         }
                     }
                     Some(c) if c.kind == ComponentKind::TerraformModule => {
@@ -334,8 +349,7 @@ fn terraform(
     }
 }
 
-/// What Terraform shows for a value it will know only after an apply.
-pub const KNOWN_AFTER_APPLY: &str = "(known after apply)";
+pub use crate::app::template::KNOWN_AFTER_APPLY;
 
 /// Stand-ins for the outputs templates read that are not given: each path
 /// a template of `config` reads under the outputs of a component, the

@@ -361,19 +361,51 @@ pub fn plan_with(
         else {
             return out;
         };
+        let deploy_one = |c: &crate::app::Component, out: &mut Vec<PlannedStep>| {
+            out.push(step(StepKind::Sync, Some(&c.name), false));
+            if c.kind != ComponentKind::ContainerImage {
+                out.push(step(StepKind::Plan, Some(&c.name), false));
+                out.push(step(StepKind::Apply, Some(&c.name), approvals));
+                health(c, out);
+            }
+        };
+        let sandbox = |out: &mut Vec<PlannedStep>, destroy: bool| {
+            out.push(step(StepKind::SandboxSync, None, false));
+            if destroy {
+                out.push(step(StepKind::SandboxDestroyPlan, None, false));
+                out.push(step(StepKind::SandboxDestroy, None, approvals));
+            } else {
+                out.push(step(StepKind::SandboxPlan, None, false));
+                out.push(step(StepKind::SandboxApply, None, approvals));
+            }
+        };
         for st in &rb.steps {
             let component = st["component_name"].as_str();
+            let flag = |k: &str| st[k].as_bool() == Some(true);
             match st["type"].as_str().unwrap_or_default() {
                 "component_deploy" => {
                     if let Some(c) = component.and_then(|c| config.component(c)) {
-                        out.push(step(StepKind::Sync, Some(&c.name), false));
-                        if c.kind != ComponentKind::ContainerImage {
-                            out.push(step(StepKind::Plan, Some(&c.name), false));
-                            out.push(step(StepKind::Apply, Some(&c.name), approvals));
-                            health(c, &mut out);
-                        }
+                        deploy_one(c, &mut out);
                     }
                 }
+                // Nuon's `deploy`: the component named (after what it
+                // depends on, with `deploy_dependencies`), or every one.
+                "deploy" => match component.and_then(|c| config.component(c)) {
+                    Some(c) => {
+                        let mut names = std::collections::BTreeSet::from([c.name.as_str()]);
+                        if flag("deploy_dependencies") {
+                            names.extend(config.dependencies_of(&c.name));
+                        }
+                        for d in config
+                            .components
+                            .iter()
+                            .filter(|d| names.contains(d.name.as_str()))
+                        {
+                            deploy_one(d, &mut out);
+                        }
+                    }
+                    None => deploy(&mut out),
+                },
                 "component_tear_down" => {
                     if let Some(c) = component.and_then(|c| config.component(c))
                         && c.kind != ComponentKind::ContainerImage
@@ -388,12 +420,15 @@ pub fn plan_with(
                         out.push(step(StepKind::Action, Some(a), false));
                     }
                 }
-                "deploy" => deploy(&mut out),
-                "sandbox_reprovision" if config.sandbox.is_some() => {
-                    out.push(step(StepKind::SandboxSync, None, false));
-                    out.push(step(StepKind::SandboxPlan, None, false));
-                    out.push(step(StepKind::SandboxApply, None, approvals));
+                // As Nuon: the sandbox, then the components on top of it
+                // unless `skip_component_deploys`.
+                "sandbox_provision" | "sandbox_reprovision" if config.sandbox.is_some() => {
+                    sandbox(&mut out, false);
+                    if !flag("skip_component_deploys") {
+                        deploy(&mut out);
+                    }
                 }
+                "sandbox_deprovision" if config.sandbox.is_some() => sandbox(&mut out, true),
                 _ => {}
             }
         }

@@ -90,11 +90,21 @@ impl Plugin for SyncPlugin {
                     "{}@{digest} is in the install's store and every blob matches its digest",
                     a.repo
                 ));
+                if let Some(tag) = &job.tag {
+                    let manifest = self.install.get_manifest(&a.repo, digest).await;
+                    if let Some(m) = manifest.map_err(failed)? {
+                        self.install
+                            .put_manifest(&a.repo, &m, Some(tag))
+                            .await
+                            .map_err(failed)?;
+                        host.log(&format!("tagged it {}:{tag}", a.repo));
+                    }
+                }
                 return Ok(JobResult {
                     outcome: Outcome::Succeeded,
                     exit_code: None,
                     reason: None,
-                    outputs: json!({"digest": digest, "artifact": a, "copied": 0}),
+                    outputs: json!({"digest": digest, "artifact": a, "copied": 0, "tag": job.tag}),
                 });
             }
             Some(bad) => {
@@ -126,7 +136,7 @@ impl Plugin for SyncPlugin {
             digest,
             &*self.install,
             &a.repo,
-            None,
+            job.tag.as_deref(),
             &opts,
         )
         .await
@@ -155,6 +165,7 @@ impl Plugin for SyncPlugin {
                 "copied": copied,
                 "bytes": r.bytes_copied,
                 "resumed": r.blobs_resumed,
+                "tag": job.tag,
             }),
         })
     }

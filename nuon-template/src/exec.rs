@@ -348,6 +348,7 @@ impl<'t> State<'t> {
                     },
                 }
             }
+            other if self.tmpl.is_unknown(&other) => Ok(other),
             other => self.fail(format!(
                 "can't evaluate field {name} in type {}",
                 other.type_name()

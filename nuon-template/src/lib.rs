@@ -92,6 +92,7 @@ pub struct Template {
     no_value_is_error: bool,
     max_output: usize,
     budget: Option<Budget>,
+    unknown: Option<String>,
 }
 
 /// A field chain the template reads from its data (`.nuon.install.id` is
@@ -128,6 +129,7 @@ impl Template {
                 trees,
                 missing_key: MissingKey::Default,
                 no_value_is_error: false,
+                unknown: None,
                 max_output: 64 << 20,
                 budget: None,
             }),
@@ -168,6 +170,21 @@ impl Template {
     pub fn no_value_is_error(mut self, yes: bool) -> Self {
         self.no_value_is_error = yes;
         self
+    }
+
+    /// Names the text that stands for a value not known yet (Terraform's
+    /// `(known after apply)`): a field of it, or an index into it, is that
+    /// text again, as Terraform's unknowns propagate, so a template that
+    /// reads into an output not known yet renders as not known rather
+    /// than failing.
+    pub fn unknown(mut self, marker: &str) -> Self {
+        self.unknown = Some(marker.to_owned());
+        self
+    }
+
+    /// Whether `v` is the text [`Template::unknown`] names.
+    pub(crate) fn is_unknown(&self, v: &value::Value) -> bool {
+        matches!((v, &self.unknown), (value::Value::Str(s), Some(m)) if **s == **m)
     }
 
     /// Caps the output (64 MiB unless set).
@@ -311,6 +328,26 @@ mod tests {
             assert_eq!(e.message, format!("executing {at:?} {said}"), "{text:?}");
             assert_eq!(e.to_string(), format!("{at}:{line}:{col}: {}", e.message));
         }
+    }
+
+    /// A value not known yet stays not known through a field or an index,
+    /// as Terraform's unknowns do; any other text still fails as Go's.
+    #[test]
+    fn an_unknown_value_propagates_through_fields_and_index() {
+        let data = serde_json::json!({"out": "(unknown)", "s": "text"});
+        let run = |text: &str| {
+            Template::parse("t", text)
+                .unwrap()
+                .unknown("(unknown)")
+                .execute_json(&data)
+        };
+        assert_eq!(run("{{ .out.tags.name }}").unwrap(), "(unknown)");
+        assert_eq!(run("{{ index .out \"a/b\" 0 }}").unwrap(), "(unknown)");
+        assert_eq!(run("x={{ (index .out \"k\").v }}").unwrap(), "x=(unknown)");
+        assert!(run("{{ .s.field }}").is_err());
+        assert!(run("{{ index .s \"k\" }}").is_err());
+        let plain = Template::parse("t", "{{ .out.tags }}").unwrap();
+        assert!(plain.execute_json(&data).is_err(), "only when asked");
     }
 
     /// `now` is the time of the render (Go's `time.Now`, formatted by

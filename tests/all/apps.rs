@@ -732,3 +732,101 @@ fn render_shows_offline_what_each_step_of_a_workflow_would_be_given() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("it has: demo"));
 }
+
+/// The apps of `tests/apps/` Nuon accepts and this platform does not yet,
+/// each with the start of the error it gets today. The corpus test fails
+/// when one of them starts to pass, so that it comes off this list.
+const CORPUS_GAPS: &[(&str, &str)] = &[
+    (
+        "container-image-sync",
+        "missing a source: give one of [public], oci",
+    ),
+    (
+        "pulumi-component",
+        "reads unknown component \"pulumi_gcs_bucket\"",
+    ),
+    (
+        "pulumi-sandbox",
+        "missing required key \"terraform_version\"",
+    ),
+];
+
+/// Every app of `tests/apps/` (written the way Nuon's documentation and
+/// example apps write them, one per shape) validates, and renders its
+/// provision, deploy and deprovision offline with no error, as its golden
+/// files under `rendered/` say. `NUON_BLESS=1` writes the goldens.
+#[test]
+fn the_nuon_app_corpus_validates_and_renders_as_its_goldens() {
+    let root = nuon_tests::repo_root().join("tests/apps");
+    let bless = std::env::var("NUON_BLESS").is_ok_and(|v| v == "1");
+    let mut apps: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("metadata.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    apps.sort();
+    assert!(apps.len() >= 30, "the corpus has {} apps", apps.len());
+    let mut failed = Vec::new();
+    for app in &apps {
+        let dir = root.join(app);
+        let out = validate(&dir, false);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if let Some((_, gap)) = CORPUS_GAPS.iter().find(|(a, _)| a == app) {
+            if out.status.success() || !said.contains(gap) {
+                failed.push(format!(
+                    "{app}: listed in CORPUS_GAPS ({gap:?}) but validate now says: {said}"
+                ));
+            }
+            continue;
+        }
+        if !out.status.success() {
+            failed.push(format!("{app}: validate failed: {said}"));
+            continue;
+        }
+        let install = std::fs::read_dir(dir.join("installs"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .min()
+            .unwrap_or_else(|| panic!("{app} has an install file"));
+        let install = install.file_stem().unwrap().to_string_lossy().into_owned();
+        for workflow in ["provision", "deploy", "deprovision"] {
+            let out = ours("nuon")
+                .args(["apps", "render"])
+                .arg(&dir)
+                .args(["--workflow", workflow, "--install", &install])
+                .env("NUON_API_URL", "http://127.0.0.1:9")
+                .output()
+                .unwrap();
+            let rendered = String::from_utf8_lossy(&out.stdout).into_owned();
+            if !out.status.success() {
+                failed.push(format!(
+                    "{app} {workflow}: render failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+                continue;
+            }
+            let golden = dir.join("rendered").join(format!("{workflow}.txt"));
+            if bless {
+                std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+                std::fs::write(&golden, &rendered).unwrap();
+                continue;
+            }
+            match std::fs::read_to_string(&golden) {
+                Ok(want) if want == rendered => {}
+                Ok(want) => failed.push(format!(
+                    "{app} {workflow}: the render is not {} (NUON_BLESS=1 rewrites it after a review)\n--- want\n{want}\n--- got\n{rendered}",
+                    golden.display()
+                )),
+                Err(e) => failed.push(format!("{app} {workflow}: {}: {e}", golden.display())),
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}

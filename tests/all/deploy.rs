@@ -1101,9 +1101,20 @@ fn a_container_image_is_built_from_its_registry_and_synced_with_every_platform()
     );
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
     assert_eq!(outputs.components["img"]["digest"], index.to_string());
-    // The install's store has the index and both platforms' images.
+    // Nuon's shape: `.outputs.image.repository` and `.outputs.image.tag`,
+    // the tag the config names, pointing at the digest in the install's store.
+    let repo = build.artifact.clone().unwrap().repo;
+    let image = &outputs.components["img"]["image"];
+    assert_eq!(image["repository"], repo.as_str(), "{image}");
+    assert_eq!(image["tag"], "1.0", "{image}");
+    assert_eq!(image["digest"], index.to_string(), "{image}");
     let store = nuon_plugins::oci::LayoutStore::open(m.dir.path().join("install-store")).unwrap();
-    let repo = build.artifact.unwrap().repo;
+    let tagged = rt()
+        .block_on(store.get_manifest(&repo, "1.0"))
+        .unwrap()
+        .expect("the tag is in the install's store");
+    assert_eq!(tagged.digest, index, "the tag points at the digest synced");
+    // The install's store has the index and both platforms' images.
     let raw = rt()
         .block_on(store.get_manifest(&repo, index.as_str()))
         .unwrap()

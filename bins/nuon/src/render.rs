@@ -79,7 +79,11 @@ pub(crate) fn render(g: &Global, a: &RenderArgs) -> Result<u8, CliError> {
         .iter()
         .map(|f| (f.name.as_str(), f.text.as_str()))
         .collect();
-    let missing = app::inline_file_refs(&mut config, &|p| by_name.get(p).map(|t| t.to_string()));
+    // Files a `contents` names, as `nuon apps sync` sends them: from the directory.
+    let missing = app::inline_file_refs(&mut config, &|p| {
+        (by_name.get(p).map(|t| t.to_string()))
+            .or_else(|| std::fs::read_to_string(a.dir.join(p)).ok())
+    });
     if !missing.is_empty() {
         return Err(usage(missing.join("; ")));
     }
@@ -230,7 +234,9 @@ fn context(
 }
 
 /// Where a problem is: the first place in the config's files that writes
-/// the reference its message names, as FILE:LINE:COL.
+/// the reference its message names, as FILE:LINE:COL; the file of the part
+/// the message is about first (`sandbox …` in sandbox.toml, `component web
+/// …` in the file naming "web").
 fn place(files: &[SourceFile], message: &str) -> Option<String> {
     let at = message
         .find(".nuon.")
@@ -239,7 +245,13 @@ fn place(files: &[SourceFile], message: &str) -> Option<String> {
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         .collect();
-    files.iter().find_map(|f| {
+    let words: Vec<&str> = message.split_whitespace().take(2).collect();
+    let about = |f: &&SourceFile| match words[..] {
+        ["sandbox", ..] => f.name == "sandbox.toml",
+        [_, name] => f.text.contains(&format!("\"{name}\"")),
+        _ => false,
+    };
+    files.iter().filter(about).chain(files).find_map(|f| {
         let i = f.text.find(&token)?;
         let line = f.text[..i].matches('\n').count() + 1;
         let col = f.text[..i]

@@ -499,7 +499,9 @@ impl Engine {
             serde_json::from_value::<ArtifactRef>(job.outputs["artifact"].clone()),
         ) {
             let mut all = self.current_outputs(cx).await?;
-            all.components.insert(c.clone(), rules::image_outputs(&a));
+            let tag = job.outputs["tag"].as_str();
+            all.components
+                .insert(c.clone(), rules::image_outputs(&a, tag));
             self.store_outputs(cx, &all).await?;
         }
         self.store

@@ -96,9 +96,9 @@ impl Engine {
         let role = render::job_role(&self.secrets, cx, step)?;
         let job = Spec { cx, redact, role };
         if matches!(step.kind, StepKind::Sync | StepKind::SandboxSync) {
-            let sync = SyncJob {
-                artifact: artifact(cx, &target)?,
-            };
+            let artifact = artifact(cx, &target)?;
+            let tag = (cx.config.component(&target)).and_then(|c| c.image_tag(&artifact.digest));
+            let sync = SyncJob { artifact, tag };
             return job.make(&sync, Duration::from_secs(600), None);
         }
         let values = || {

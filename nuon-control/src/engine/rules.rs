@@ -682,15 +682,32 @@ pub(crate) fn record_outputs(all: &mut InstallOutputs, step: &WorkflowStepInfo, 
 }
 
 /// An image component's outputs once its sync put it in the install's
-/// registry: where it is.
-pub(crate) fn image_outputs(a: &ArtifactRef) -> serde_json::Map<String, Value> {
+/// registry: where it is, in Nuon's shape (`image`: its
+/// `OCIArtifactOutputs`, read as `.outputs.image.repository` and
+/// `.outputs.image.tag`) and ours beside it (`repository`, `digest`, `tag`,
+/// `reference` as `repository@digest`).
+pub(crate) fn image_outputs(a: &ArtifactRef, tag: Option<&str>) -> serde_json::Map<String, Value> {
+    let tag = tag.unwrap_or_default();
+    let image = serde_json::json!({
+        "tag": tag,
+        "repository": a.repo,
+        "media_type": "application/vnd.oci.image.manifest.v1+json",
+        "digest": a.digest.to_string(),
+        "size": a.size.unwrap_or_default(),
+        "urls": [],
+        "annotations": {},
+        "artifact_type": "",
+        "platform": {"architecture": "", "os": "", "os_version": "", "variant": "", "os_features": []},
+    });
     let mut o = serde_json::Map::new();
     o.insert("repository".into(), Value::String(a.repo.clone()));
     o.insert("digest".into(), Value::String(a.digest.to_string()));
+    o.insert("tag".into(), Value::String(tag.to_owned()));
     o.insert(
-        "image".into(),
+        "reference".into(),
         Value::String(format!("{}@{}", a.repo, a.digest)),
     );
+    o.insert("image".into(), image);
     o
 }
 

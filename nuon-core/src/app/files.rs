@@ -31,12 +31,19 @@ pub fn is_file_ref(s: &str) -> bool {
 pub fn file_ref_candidates(category: &str, path: &str) -> Result<Vec<String>, String> {
     let top = source_dir(path)?;
     let mut out = Vec::new();
-    if !category.is_empty()
-        && let Ok(near) = source_dir(&format!("{category}/{path}"))
-    {
-        out.push(near);
+    // `permissions/policies`, then `permissions`, then the top.
+    let mut dir = category;
+    while !dir.is_empty() {
+        if let Ok(near) = source_dir(&format!("{dir}/{path}"))
+            && !out.contains(&near)
+        {
+            out.push(near);
+        }
+        dir = dir.rsplit_once('/').map_or("", |(parent, _)| parent);
     }
-    out.push(top);
+    if !out.contains(&top) {
+        out.push(top);
+    }
     Ok(out)
 }
 
@@ -106,7 +113,7 @@ fn visit_file_refs(config: &mut AppConfig, f: &mut dyn FnMut(&str, &'static str,
             p.get("name").and_then(Value::as_str).unwrap_or("")
         );
         if let Some(Value::String(c)) = p.get_mut("contents") {
-            one(&who, "permissions", c);
+            one(&who, "permissions/policies", c);
         }
     }
 }

@@ -24,6 +24,7 @@ mod actions;
 mod check;
 mod diag;
 mod files;
+mod graph;
 mod health;
 mod limits;
 mod load;
@@ -132,11 +133,6 @@ pub struct AppConfig {
 }
 
 impl AppConfig {
-    /// The component named `name`.
-    pub fn component(&self, name: &str) -> Option<&Component> {
-        self.components.iter().find(|c| c.name == name)
-    }
-
     /// The action named `name`.
     pub fn action(&self, name: &str) -> Option<&Action> {
         self.actions.iter().find(|a| a.name == name)

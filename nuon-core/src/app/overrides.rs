@@ -37,7 +37,7 @@ pub fn override_problems(
             c.kind.as_str()
         ));
     }
-    let before = dependencies(config, component);
+    let before = config.dependencies_of(component);
     for (key, text) in [("helm_values", &o.helm_values), ("tf_vars", &o.tf_vars)] {
         let Some(text) = text else { continue };
         let (actions, errors) = template::scan(text);
@@ -62,22 +62,6 @@ pub fn override_problems(
         }
     }
     out
-}
-
-/// Every component `component` depends on, directly or not.
-fn dependencies<'a>(config: &'a AppConfig, component: &str) -> BTreeSet<&'a str> {
-    let mut seen = BTreeSet::new();
-    let mut todo = vec![component.to_owned()];
-    while let Some(n) = todo.pop() {
-        if let Some(c) = config.component(&n) {
-            for d in &c.depends_on {
-                if seen.insert(d.as_str()) {
-                    todo.push(d.clone());
-                }
-            }
-        }
-    }
-    seen
 }
 
 /// Why a reference of an override cannot be rendered when its component

@@ -94,7 +94,9 @@ const RUNBOOK_STEP_TYPES: &[&str] = &[
     "deploy",
     "component_tear_down",
     "action",
+    "sandbox_provision",
     "sandbox_reprovision",
+    "sandbox_deprovision",
 ];
 
 /// A runbook's own checks: its step types, what each needs, and the

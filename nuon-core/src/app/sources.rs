@@ -1,9 +1,9 @@
 //! Where a component, the sandbox or an action step comes from: a path of
 //! the config, a public or a private git repository, an OCI artifact.
 
-use super::Source;
 use super::diag::Diagnostics;
 use super::reader::{Reader, text};
+use super::{Component, ComponentKind, Source};
 
 /// Reads the source of a component, sandbox or step: exactly one of the
 /// `allowed` kinds.
@@ -150,4 +150,20 @@ pub fn source_dir(path: &str) -> Result<String, String> {
         }
     }
     Ok(parts.join("/"))
+}
+
+impl Component {
+    /// The tag an image component's artifact gets in the install's store
+    /// when synced, read as `.outputs.image.tag`: the one its `[public]`
+    /// source names, else its digest as a tag (`sha256-HEX`, as cosign
+    /// names what it attaches); none for other kinds.
+    pub fn image_tag(&self, digest: &crate::artifact::Digest) -> Option<String> {
+        match (&self.kind, &self.source) {
+            (ComponentKind::ContainerImage, Source::Image { tag, .. }) => Some(tag.clone()),
+            (ComponentKind::ContainerImage | ComponentKind::DockerBuild, _) => {
+                Some(format!("sha256-{}", digest.hex()))
+            }
+            _ => None,
+        }
+    }
 }

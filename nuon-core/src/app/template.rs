@@ -562,6 +562,10 @@ pub fn cloud_account(outputs: &BTreeMap<String, Value>) -> Value {
     })
 }
 
+/// What Terraform shows for a value it will know only after an apply;
+/// a field of it, or an index into it, renders as it again.
+pub const KNOWN_AFTER_APPLY: &str = "(known after apply)";
+
 /// Renders `text` with the install's values. A value printed as it is that
 /// has no value is an error naming it.
 pub fn render(text: &str, ctx: &RenderContext) -> Result<String, TemplateError> {
@@ -575,6 +579,7 @@ pub fn render(text: &str, ctx: &RenderContext) -> Result<String, TemplateError> 
     let t = Template::parse("template", text)
         .map_err(err)?
         .no_value_is_error(true)
+        .unknown(KNOWN_AFTER_APPLY)
         .max_output(16 << 20)
         .budget(ctx.budget.clone());
     t.execute(&ctx.data()).map_err(err)

@@ -222,3 +222,67 @@ fn an_inline_runbook_step_runs_as_an_action_of_its_own() {
     let (_, d) = parse(&files(&[META, ("runbooks/ops.toml", bare)]));
     assert!(d.to_string().contains("needs action_name"), "{d}");
 }
+
+#[test]
+fn a_runbooks_steps_run_as_nuon_runs_its_step_types() {
+    use crate::workflow::{StepKind, WorkflowKind, plan};
+    let comp = |name: &str, url: &str| {
+        format!(
+            "name = \"{name}\"\ntype = \"terraform_module\"\nterraform_version = \"1.9.0\"\noci = \"r/{name}:1\"\n[vars]\nx = \"{url}\"\n"
+        )
+    };
+    let (db, api, web) = (
+        comp("db", "1"),
+        comp("api", "{{ .nuon.components.db.outputs.url }}"),
+        comp("web", "{{ .nuon.components.api.outputs.url }}"),
+    );
+    let sandbox = "terraform_version = \"1.9.0\"\npath = \"./sandbox\"\n";
+    let rb = "name = \"ops\"\n\n\
+        [[steps]]\nname = \"web alone\"\ntype = \"deploy\"\ncomponent_name = \"web\"\n\n\
+        [[steps]]\nname = \"web and below\"\ntype = \"deploy\"\ncomponent_name = \"web\"\ndeploy_dependencies = true\n\n\
+        [[steps]]\nname = \"infra\"\ntype = \"sandbox_reprovision\"\nskip_component_deploys = true\n\n\
+        [[steps]]\nname = \"all\"\ntype = \"sandbox_provision\"\n\n\
+        [[steps]]\nname = \"gone\"\ntype = \"sandbox_deprovision\"\n";
+    let (config, d) = parse(&files(&[
+        META,
+        ("sandbox.toml", sandbox),
+        ("components/db.toml", &db),
+        ("components/api.toml", &api),
+        ("components/web.toml", &web),
+        ("runbooks/ops.toml", rb),
+    ]));
+    assert!(!d.has_errors(), "{d}");
+    let steps: Vec<String> = plan(&config.unwrap(), WorkflowKind::Runbook, false, Some("ops"))
+        .iter()
+        .filter(|s| {
+            !matches!(
+                s.kind,
+                StepKind::Sync
+                    | StepKind::SandboxSync
+                    | StepKind::Plan
+                    | StepKind::SandboxPlan
+                    | StepKind::SandboxDestroyPlan
+            )
+        })
+        .map(|s| match &s.target {
+            Some(c) => format!("{:?} {c}", s.kind),
+            None => format!("{:?}", s.kind),
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "Apply web",
+            "Apply db",
+            "Apply api",
+            "Apply web",
+            "SandboxApply",
+            "SandboxApply",
+            "Apply db",
+            "Apply api",
+            "Apply web",
+            "SandboxDestroy",
+        ],
+        "deploy one, deploy with what it depends on (in order), the sandbox alone, the sandbox then every component, the sandbox's teardown"
+    );
+}

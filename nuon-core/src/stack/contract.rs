@@ -86,16 +86,22 @@ pub fn nuon_outputs(
 /// in Nuon's contract.
 pub fn stand_in_outputs(runner_type: &str, permissions: &Permissions) -> BTreeMap<String, Value> {
     let unknown = crate::rendered::KNOWN_AFTER_APPLY;
-    let mut reported: BTreeMap<String, String> = [
-        "region",
-        "account_id",
-        "vpc_id",
-        "runner_subnet_id",
-        "runner_iam_role_arn",
-    ]
-    .into_iter()
-    .map(|k| (k.to_owned(), unknown.to_owned()))
-    .collect();
+    // What each cloud's stack reports, as far as `cloud_account` reads it.
+    let keys: &[&str] = match phone_home_type(runner_type) {
+        "gcp" => &["project_id", "region", "runner_subnet_id"],
+        "azure" => &["location", "resource_group_name", "runner_subnet_id"],
+        _ => &[
+            "region",
+            "account_id",
+            "vpc_id",
+            "runner_subnet_id",
+            "runner_iam_role_arn",
+        ],
+    };
+    let mut reported: BTreeMap<String, String> = keys
+        .iter()
+        .map(|k| (k.to_string(), unknown.to_owned()))
+        .collect();
     for (role, _, output) in stack_role_outputs(permissions) {
         reported.insert(
             output,

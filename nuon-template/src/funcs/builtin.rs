@@ -14,7 +14,10 @@ const REFL2: &[Ty] = &[Ty::Refl, Ty::Refl];
 pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     add(m, "not", REFL, None, |_, a| Ok(Value::Bool(!a[0].truth())));
     add(m, "len", REFL, None, |_, a| length(&a[0]));
-    add(m, "index", REFL, Some(Ty::Refl), |_, a| {
+    add(m, "index", REFL, Some(Ty::Refl), |ctx, a| {
+        if ctx.tmpl.is_unknown(&a[0]) {
+            return Ok(a[0].clone());
+        }
         index(&a[0], &a[1..])
     });
     add(m, "print", &[], Some(Ty::Any), |_, a| Ok(sprint(&a).into()));

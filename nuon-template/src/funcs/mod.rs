@@ -49,7 +49,6 @@ impl Ty {
 
 /// What a function is handed besides its arguments.
 pub(crate) struct Ctx<'t> {
-    #[allow(dead_code)]
     pub tmpl: &'t Template,
 }
 

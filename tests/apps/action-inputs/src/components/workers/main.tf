@@ -1,0 +1,5 @@
+variable "namespace" { type = string }
+
+output "deployment" {
+  value = "${var.namespace}/app-workers"
+}

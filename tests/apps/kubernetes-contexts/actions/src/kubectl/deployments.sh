@@ -1,0 +1,3 @@
+#!/usr/bin/env sh
+set -e
+kubectl get deployments -A

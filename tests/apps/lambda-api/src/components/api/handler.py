@@ -1,0 +1,2 @@
+def handler(event, context):
+    return {"statusCode": 200, "body": "widgets"}

@@ -1,0 +1,5 @@
+variable "nodes" { type = number }
+
+output "endpoint" {
+  value = "cache.internal:6379"
+}

@@ -1,0 +1,5 @@
+variable "subnet_ids" { type = string }
+
+output "endpoint" {
+  value = "db.internal:5432"
+}

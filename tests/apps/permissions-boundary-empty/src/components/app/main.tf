@@ -1,0 +1,5 @@
+variable "greeting" { type = string }
+
+output "greeting" {
+  value = var.greeting
+}

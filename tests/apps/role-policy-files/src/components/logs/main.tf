@@ -1,0 +1,5 @@
+variable "log_group" { type = string }
+
+output "log_group" {
+  value = var.log_group
+}

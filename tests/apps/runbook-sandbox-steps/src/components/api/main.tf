@@ -1,0 +1,5 @@
+variable "db_endpoint" { type = string }
+
+output "url" {
+  value = "http://api"
+}

@@ -1,0 +1,3 @@
+#!/usr/bin/env sh
+set -eu
+echo "reporting ${check}=${status}: ${message:-}"

@@ -1,0 +1,4 @@
+nuon_id = "{{ .nuon.install.id }}"
+tags = {
+  "install.nuon.co/id" = "{{ .nuon.install.id }}"
+}

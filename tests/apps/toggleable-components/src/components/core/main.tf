@@ -1,0 +1,5 @@
+variable "install_id" { type = string }
+
+output "events_topic" {
+  value = "events-${var.install_id}"
+}
