@@ -15,6 +15,10 @@
 //!    a job's output (64 KiB of lines) for 50 secrets in every form, over
 //!    211 MB of the job-loop bench's awk lines, against the same blocks'
 //!    UTF-8 check alone (what the spool does with no secret).
+//! 5. `apps-render`: `nuon apps render` of the generated app of 2. (its
+//!    deploy: 100 components), as a process.
+//! 6. `kyverno`: a Kyverno policy set of 20 rules over 1,000 rendered
+//!    objects, as the runner checks a chart before its apply.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -41,6 +45,12 @@ fn main() -> Result<()> {
     }
     if want("rego") {
         rego_over_a_large_plan()?;
+    }
+    if want("apps-render") {
+        render_generated_app()?;
+    }
+    if want("kyverno") {
+        kyverno_over_many_objects()?;
     }
     if want("redaction") {
         redaction_over_a_large_log();
@@ -122,6 +132,7 @@ fn rego_over_a_large_plan() -> Result<()> {
     let policy = nuon_core::policy::PolicySource {
         name: "no-public-buckets".into(),
         contents: "package nuon.s3\nimport rego.v1\n\ndeny contains msg if {\n  some r in input.resource_changes\n  r.type == \"aws_s3_bucket\"\n  r.change.after.acl == \"public-read\"\n  msg := sprintf(\"%s is public\", [r.address])\n}\n\nwarn contains msg if {\n  some r in input.resource_changes\n  not r.change.after.tags.owner\n  msg := sprintf(\"%s has no owner tag\", [r.address])\n}\n".into(),
+        engine: None,
     };
     let mut times = Vec::new();
     let mut verdict = None;
@@ -311,6 +322,107 @@ fn validate_generated_app() -> Result<()> {
         "validate: app of 100 components, 50 actions, 200 inputs: {:.1} ms in process, {:.1} ms as `nuon apps validate` (medians of 20 and 10)",
         median(inproc).as_secs_f64() * 1e3,
         median(cli).as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
+/// `nuon apps render` of the generated app's deploy (100 components, each
+/// reading inputs, the sandbox's and the previous component's outputs), as
+/// the process a vendor's CI runs: medians of 10.
+fn render_generated_app() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    generate_app(tmp.path(), 100, 50, 200)?;
+    let nuon = nuon_tests::bin("nuon");
+    let mut times = Vec::new();
+    let mut artifacts = 0;
+    for _ in 0..10 {
+        let start = Instant::now();
+        let out = std::process::Command::new(&nuon)
+            .args(["apps", "render"])
+            .arg(tmp.path())
+            .args(["--workflow", "deploy", "--json"])
+            .output()?;
+        times.push(start.elapsed());
+        anyhow::ensure!(
+            out.status.success(),
+            "nuon apps render: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        artifacts = v["artifacts"].as_array().map_or(0, Vec::len);
+    }
+    println!(
+        "apps-render: deploy of an app of 100 components ({artifacts} values): {:.1} ms as `nuon apps render` (median of 10)",
+        median(times).as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
+/// 20 Kyverno rules (patterns with anchors and quantities, deny
+/// conditions over JMESPath projections, a Pod rule checking Deployments'
+/// templates) over 1,000 Deployments and Services, as
+/// `nuon_core::policy::evaluate_objects` runs them before a chart's apply
+/// (policies read once per call): medians of 10.
+fn kyverno_over_many_objects() -> Result<()> {
+    let mut rules = String::new();
+    for i in 0..20 {
+        let rule = match i % 4 {
+            0 => format!(
+                "  - name: limits-{i}\n    match:\n      any:\n      - resources:\n          kinds: [Pod]\n    validate:\n      message: \"limits\"\n      pattern:\n        spec:\n          containers:\n          - resources:\n              limits:\n                memory: \"<=2Gi\"\n                cpu: \"?*\"\n"
+            ),
+            1 => format!(
+                "  - name: tags-{i}\n    match:\n      any:\n      - resources:\n          kinds: [Deployment]\n    validate:\n      message: \"{{{{ request.object.metadata.name }}}}: pin images\"\n      deny:\n        conditions:\n          any:\n          - key: \"{{{{ request.object.spec.template.spec.containers[].image }}}}\"\n            operator: AnyIn\n            value: [\"*:latest\"]\n"
+            ),
+            2 => format!(
+                "  - name: pull-{i}\n    match:\n      any:\n      - resources:\n          kinds: [Deployment]\n          selector:\n            matchLabels:\n              tier: web\n    validate:\n      message: \"pull latest\"\n      pattern:\n        spec:\n          template:\n            spec:\n              containers:\n              - (image): \"*:latest\"\n                imagePullPolicy: Always\n"
+            ),
+            _ => format!(
+                "  - name: lb-{i}\n    match:\n      any:\n      - resources:\n          kinds: [Service]\n    validate:\n      message: \"no load balancers\"\n      pattern:\n        spec:\n          =(type): \"!LoadBalancer\"\n"
+            ),
+        };
+        rules.push_str(&rule);
+    }
+    let policy = nuon_core::policy::PolicySource {
+        name: "bench".into(),
+        contents: format!(
+            "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata:\n  name: bench\nspec:\n  validationFailureAction: Audit\n  rules:\n{rules}"
+        ),
+        engine: Some("kyverno".into()),
+    };
+    let objects: Vec<serde_json::Value> = (0..1000)
+        .map(|i| {
+            if i % 2 == 0 {
+                serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": format!("d{i}"), "labels": {"tier": "web"}},
+                    "spec": {"replicas": 2, "template": {"metadata": {"labels": {"tier": "web"}}, "spec": {"containers": [
+                        {"name": "app", "image": if i % 10 == 0 { "nginx:latest" } else { "nginx:1.27" }, "imagePullPolicy": "IfNotPresent",
+                         "resources": {"limits": {"memory": "512Mi", "cpu": "500m"}}},
+                        {"name": "side", "image": "busybox:1.36", "resources": {"limits": {"memory": "64Mi", "cpu": "100m"}}}
+                    ]}}}})
+            } else {
+                serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": format!("s{i}")},
+                    "spec": {"type": if i % 50 == 1 { "LoadBalancer" } else { "ClusterIP" }, "ports": [{"port": 80}]}})
+            }
+        })
+        .collect();
+    let mut times = Vec::new();
+    let mut verdict = None;
+    for _ in 0..10 {
+        let start = Instant::now();
+        let v = nuon_core::policy::evaluate_objects(
+            std::slice::from_ref(&policy),
+            &objects,
+            Some("apps"),
+        )
+        .map_err(anyhow::Error::msg)?;
+        times.push(start.elapsed());
+        verdict = Some(v);
+    }
+    let v = verdict.context("no run")?;
+    println!(
+        "kyverno: 20 rules over 1,000 objects: {:.1} ms ({} findings; median of 10)",
+        median(times).as_secs_f64() * 1e3,
+        v.warn.len()
     );
     Ok(())
 }

@@ -11,14 +11,24 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A policy as a job carries it: its name and Rego text.
+/// A policy as a job carries it: its name, engine and text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicySource {
     /// Its name, in messages.
     pub name: String,
-    /// The Rego module.
+    /// The Rego module, or the Kyverno policies (YAML).
     pub contents: String,
+    /// `kyverno` for Kyverno policies ([`crate::kyverno`]); Rego when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+}
+
+impl PolicySource {
+    /// Whether it is Kyverno's (checks Kubernetes objects only).
+    pub fn is_kyverno(&self) -> bool {
+        self.engine.as_deref() == Some("kyverno")
+    }
 }
 
 /// Why a policy does not compile: where, and what.
@@ -122,78 +132,28 @@ pub fn looks_like_rego(text: &str) -> bool {
         .is_some_and(|l| l.starts_with("package ") || l.starts_with("package\t"))
 }
 
-/// The deepest YAML nesting taken. The parser refuses past 128 anyway, but
-/// only after work that grows with the square of the depth: a 200 KB line
-/// of brackets took seconds.
-const MAX_YAML_DEPTH: usize = 128;
-
-/// The deepest nesting of flow collections (`[`, `{`): one pass, before the
-/// parser sees the text. Brackets in quoted text count too (a quote cannot
-/// be told from an apostrophe without parsing), so a string holding more
-/// than [`MAX_YAML_DEPTH`] unclosed brackets is refused with the rest.
-fn flow_depth(text: &str) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    for b in text.bytes() {
-        match b {
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
-
-/// The Kubernetes objects of multi-document YAML (rendered Helm
-/// templates, a `kubernetes_manifest`), each as JSON; empty documents and
-/// comments are left out.
-pub fn manifest_objects(yaml: &str) -> Result<Vec<serde_json::Value>, String> {
-    let mut docs = vec![String::new()];
-    for line in yaml.lines() {
-        if line == "---" || line.starts_with("--- ") || line.starts_with("---\t") {
-            docs.push(String::new());
-        } else if line == "..." {
-            continue;
-        } else {
-            let d = docs.last_mut().expect("never empty");
-            d.push_str(line);
-            d.push('\n');
-        }
-    }
-    let mut out = Vec::new();
-    for (i, d) in docs.iter().enumerate() {
-        let meaningful = d
-            .lines()
-            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
-        if !meaningful {
-            continue;
-        }
-        if flow_depth(d) > MAX_YAML_DEPTH {
-            return Err(format!(
-                "document {} of the manifests nests `[` and `{{` deeper than {MAX_YAML_DEPTH} levels (brackets in quoted text count too)",
-                i + 1
-            ));
-        }
-        let v = regorus::Value::from_yaml_str(d)
-            .map_err(|e| format!("document {} of the manifests is not YAML: {e}", i + 1))?;
-        let json = v.to_json_str().map_err(|e| e.to_string())?;
-        let v: serde_json::Value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
-}
+pub use crate::manifests::manifest_objects;
 
 /// Evaluates every policy against each Kubernetes object in turn (the
-/// object is the `input`, as conftest gives it); each message is prefixed
-/// with the object's `Kind/name`.
+/// object is Rego's `input`, as conftest gives it; Kyverno's
+/// `request.object`, going to `namespace` when it names none); each
+/// message is prefixed with the object's `Kind/name`. A Kyverno `Enforce`
+/// failure is a `deny`, an `Audit` one a `warn`.
 pub fn evaluate_objects(
     policies: &[PolicySource],
     objects: &[serde_json::Value],
+    namespace: Option<&str>,
 ) -> Result<Verdict, String> {
+    let mut kyverno = Vec::new();
+    for p in policies.iter().filter(|p| p.is_kyverno()) {
+        let read = crate::kyverno::parse(&p.contents).map_err(|e| {
+            format!(
+                "policy {:?} is not a Kyverno policy this platform reads: {e}",
+                p.name
+            )
+        })?;
+        kyverno.extend(read.into_iter().map(|k| (p.name.as_str(), k)));
+    }
     let mut all = Verdict::default();
     for o in objects {
         let who = format!(
@@ -201,7 +161,17 @@ pub fn evaluate_objects(
             o["kind"].as_str().unwrap_or("object"),
             o["metadata"]["name"].as_str().unwrap_or("unnamed")
         );
-        let v = evaluate(policies, o)?;
+        let mut v = evaluate(policies, o)?;
+        for (name, k) in &kyverno {
+            for f in k.evaluate(o, namespace) {
+                let said = if *name == k.name {
+                    f.message
+                } else {
+                    format!("{name}: {}", f.message)
+                };
+                if f.enforce { &mut v.deny } else { &mut v.warn }.push(said);
+            }
+        }
         all.deny
             .extend(v.deny.into_iter().map(|m| format!("{who}: {m}")));
         all.warn
@@ -210,11 +180,15 @@ pub fn evaluate_objects(
     Ok(all)
 }
 
-/// Evaluates every policy's `deny` and `warn` against `input`.
+/// Evaluates every Rego policy's `deny` and `warn` against `input`
+/// (Kyverno's are for Kubernetes objects: [`evaluate_objects`]).
 pub fn evaluate(policies: &[PolicySource], input: &serde_json::Value) -> Result<Verdict, String> {
     let mut verdict = Verdict::default();
+    if policies.iter().all(PolicySource::is_kyverno) {
+        return Ok(verdict);
+    }
     let input = regorus::Value::from_json_str(&input.to_string()).map_err(|e| e.to_string())?;
-    for p in policies {
+    for p in policies.iter().filter(|p| !p.is_kyverno()) {
         let (mut e, package) = engine(p).map_err(|c| {
             format!(
                 "policy {:?} does not compile: {}:{}: {}",
@@ -239,6 +213,7 @@ mod tests {
         PolicySource {
             name: name.into(),
             contents: text.into(),
+            engine: None,
         }
     }
 
@@ -252,7 +227,7 @@ mod tests {
             "no-lb",
             "package k8s\nimport rego.v1\n\ndeny contains \"load balancers are not allowed\" if {\n  input.kind == \"Service\"\n  input.spec.type == \"LoadBalancer\"\n}\n",
         );
-        let v = evaluate_objects(&[p], &objects).unwrap();
+        let v = evaluate_objects(&[p], &objects, None).unwrap();
         assert_eq!(
             v.deny,
             ["Service/web: no-lb: load balancers are not allowed"]

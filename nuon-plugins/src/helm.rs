@@ -237,6 +237,7 @@ impl Plugin for HelmPlugin {
                     &job.policies,
                     "rendered chart",
                     &rendered,
+                    Some(&job.namespace),
                 ) {
                     Ok(w) => w,
                     Err(failed) => return Ok(failed),

@@ -272,11 +272,17 @@ impl Plugin for KubernetesPlugin {
                 // The objects pass the component's policies before kubectl
                 // sees them.
                 let text = std::fs::read_to_string(&manifest).unwrap_or_default();
-                let warnings =
-                    match crate::policy::gate_manifests(host, &job.policies, "manifest", &text) {
-                        Ok(w) => w,
-                        Err(failed) => return Ok(failed),
-                    };
+                let namespace = job.namespace.as_deref();
+                let warnings = match crate::policy::gate_manifests(
+                    host,
+                    &job.policies,
+                    "manifest",
+                    &text,
+                    namespace,
+                ) {
+                    Ok(w) => w,
+                    Err(failed) => return Ok(failed),
+                };
                 let mut list = base(&["apply"]);
                 list.extend(["--dry-run=server".into(), "-o".into(), "name".into()]);
                 match run(host, &bin, &env, &list, Some("names.txt")).await? {

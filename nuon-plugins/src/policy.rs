@@ -38,18 +38,20 @@ pub(crate) fn gate(
     Ok(verdict.warn)
 }
 
-/// [`gate`] on each Kubernetes object of multi-document YAML.
+/// [`gate`] on each Kubernetes object of multi-document YAML (objects
+/// that name no namespace go to `namespace`).
 #[cfg(feature = "helm")]
 pub(crate) fn gate_manifests(
     host: &mut dyn JobHost,
     policies: &[PolicySource],
     what: &str,
     yaml: &str,
+    namespace: Option<&str>,
 ) -> Result<Vec<String>, JobResult> {
     if policies.is_empty() {
         return Ok(Vec::new());
     }
     let verdict = nuon_core::policy::manifest_objects(yaml)
-        .and_then(|objects| nuon_core::policy::evaluate_objects(policies, &objects));
+        .and_then(|objects| nuon_core::policy::evaluate_objects(policies, &objects, namespace));
     gate(host, policies, what, verdict)
 }

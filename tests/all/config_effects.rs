@@ -639,6 +639,119 @@ fn rego_policies_check_what_helm_and_kubernetes_manifests_render() {
     );
 }
 
+/// A `helm` stand-in whose `template` prints the chart's own templates
+/// (each starts with `---`), the rest as [`stand_in_helm`]'s.
+fn stand_in_helm_printing_templates() -> (tempfile::TempDir, tempfile::TempDir, std::path::PathBuf)
+{
+    let (inner, record) = stand_in_helm();
+    let outer = tempfile::tempdir().unwrap();
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = template ]; then\n  for a in \"$@\"; do case \"$a\" in *.tgz) tar xzOf \"$a\" --wildcards '*/templates/*' ;; esac; done\n  exit 0\nfi\nexec {} \"$@\"\n",
+        inner.path().join("helm").display()
+    );
+    write_executable(&outer.path().join("helm"), &script);
+    (outer, inner, record)
+}
+
+#[test]
+fn kyverno_policies_check_what_charts_render_and_enforce_fails_the_plan() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    let (helm_bin, _inner, record) = stand_in_helm_printing_templates();
+    let chart = |name: &str, limits: &str| {
+        format!(
+            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: nginx:1.27\n        resources:\n          limits:\n{limits}"
+        )
+    };
+    // Kyverno's own example: a Pod rule, which checks Deployments' pods too.
+    let limits = concat!(
+        "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata:\n  name: require-limits\n",
+        "spec:\n  validationFailureAction: Enforce\n  rules:\n  - name: memory\n    match:\n      any:\n",
+        "      - resources:\n          kinds:\n          - Pod\n    validate:\n",
+        "      message: \"{{ request.object.metadata.name }}: every container sets a memory limit\"\n",
+        "      pattern:\n        spec:\n          containers:\n          - resources:\n              limits:\n                memory: \"?*\"\n",
+    );
+    let team = concat!(
+        "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata:\n  name: team\n",
+        "spec:\n  validationFailureAction: Audit\n  rules:\n  - name: label\n    match:\n      any:\n",
+        "      - resources:\n          kinds: [Deployment]\n    validate:\n      message: \"name a team\"\n",
+        "      pattern:\n        metadata:\n          labels:\n            team: \"?*\"\n",
+    );
+    let component = |name: &str| {
+        format!(
+            "name = \"{name}\"\ntype = \"helm_chart\"\nchart_name = \"{name}\"\nnamespace = \"apps\"\npath = \"./src/{name}\"\n"
+        )
+    };
+    let chart_yaml = |name: &str| format!("apiVersion: v2\nname: {name}\nversion: 0.1.0\n");
+    let (web, zapi) = (component("web"), component("zapi"));
+    let (web_chart, zapi_chart) = (chart_yaml("web"), chart_yaml("zapi"));
+    let web_deploy = chart("web", "            memory: 256Mi\n");
+    let zapi_deploy = chart("zapi", "            cpu: 500m\n");
+    let mut m = Manual::start_with(
+        &[
+            METADATA,
+            ("components/web.toml", &web),
+            ("src/web/Chart.yaml", &web_chart),
+            ("src/web/templates/deployment.yaml", &web_deploy),
+            ("components/zapi.toml", &zapi),
+            ("src/zapi/Chart.yaml", &zapi_chart),
+            ("src/zapi/templates/deployment.yaml", &zapi_deploy),
+            // No engine, not Rego: Kyverno, as Nuon reads it.
+            (
+                "policies/limits.toml",
+                "type = \"kubernetes_cluster\"\ncontents = \"./limits.yaml\"\n",
+            ),
+            ("policies/limits.yaml", limits),
+            (
+                "policies/team.toml",
+                "type = \"helm_chart\"\nengine = \"kyverno\"\ncontents = \"./team.yaml\"\ncomponents = [\"web\"]\n",
+            ),
+            ("policies/team.yaml", team),
+        ],
+        Some(&registry.url),
+    );
+    let c = m.cp.client();
+    let path = format!(
+        "{}:{}",
+        helm_bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    m.restart_runner(Some(&path));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "failed", "{w:#?}");
+    // web sets its limits: it passes the Enforce policy, and the Audit one
+    // warns (kept with the plan).
+    let plan = step(&w, "plan web");
+    assert_eq!(plan.status, "succeeded", "{w:#?}");
+    assert_eq!(
+        plan.outputs["policy_warnings"],
+        serde_json::json!([
+            "Deployment/web: team/label: name a team (at /metadata/labels/: is missing)"
+        ])
+    );
+    assert_eq!(step(&w, "apply web").status, "succeeded");
+    // zapi's pod sets no memory limit: the plan fails, and nothing of it
+    // reaches Helm's upgrade.
+    let plan = step(&w, "plan zapi");
+    assert_eq!(plan.status, "failed", "{w:#?}");
+    let reason = plan.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("the rendered chart is denied by policy")
+            && reason.contains("Deployment/zapi: limits: require-limits/autogen-memory: zapi: every container sets a memory limit")
+            && reason.contains("/spec/containers/0/resources/limits/memory/: is missing"),
+        "{reason}"
+    );
+    let rec = std::fs::read_to_string(&record).unwrap_or_default();
+    assert!(
+        !rec.contains("ARGS upgrade zapi"),
+        "helm never upgraded zapi: {rec}"
+    );
+}
+
 #[test]
 fn a_component_and_an_action_stop_at_their_timeouts() {
     if !have_tool("terraform", "run Terraform") {

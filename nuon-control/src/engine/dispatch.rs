@@ -270,7 +270,7 @@ impl Engine {
             policies: if (step.kind == StepKind::Plan || step.kind == StepKind::SandboxPlan)
                 && cx.wf.kind != WorkflowKind::Drift
             {
-                nuon_core::app::rego_policies_for(&cx.config, step.target.as_deref())
+                nuon_core::app::policies_for(&cx.config, step.target.as_deref())
             } else {
                 Vec::new()
             },
@@ -570,7 +570,7 @@ fn helm_job(
 /// checks what it renders against.
 fn plan_policies(cx: &Ctx, step: &WorkflowStepInfo) -> Vec<nuon_core::policy::PolicySource> {
     if step.kind == StepKind::Plan && cx.wf.kind != WorkflowKind::Drift {
-        nuon_core::app::rego_policies_for(&cx.config, step.target.as_deref())
+        nuon_core::app::policies_for(&cx.config, step.target.as_deref())
     } else {
         Vec::new()
     }

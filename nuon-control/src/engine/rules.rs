@@ -260,7 +260,7 @@ pub(crate) fn auto_approved(config: &AppConfig, steps: &[WorkflowStepInfo], i: u
         },
         _ => return false,
     };
-    on && !nuon_core::app::rego_policies_for(config, component).is_empty()
+    on && !nuon_core::app::policies_for(config, component).is_empty()
         && replan(steps, step).is_ok_and(|[plan, _]| {
             steps
                 .iter()

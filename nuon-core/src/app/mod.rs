@@ -31,6 +31,7 @@ mod load;
 mod loaded;
 mod overrides;
 mod platform;
+mod policies;
 mod reader;
 mod runbooks;
 mod schema;
@@ -61,6 +62,7 @@ pub use overrides::{
 pub use platform::{
     KubernetesContext, NestedStack, OperationRoles, OperationRule, Permissions, Policy, Role, Stack,
 };
+pub use policies::{check_policies, policies_for};
 pub use runbooks::{Runbook, inline_action_name};
 pub use sources::{public_repo_url, source_dir};
 pub use triggers::{OLD_TRIGGERS, TRIGGERS};
@@ -237,61 +239,6 @@ pub fn path_sources(config: &AppConfig) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The Rego policies (`engine = "opa"` or `"rego"`) of `config`, their
-/// contents read through `read` when they name a file: every one that does
-/// not compile, as a diagnostic at its file (the `.rego` file, or
-/// `policies NAME` for inline contents), line and column.
-pub fn check_policies(
-    config: &AppConfig,
-    read: &dyn Fn(&str) -> Option<String>,
-) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    for p in &config.policies {
-        if matches!(p.engine.as_deref(), Some(e) if !matches!(e, "opa" | "rego")) {
-            continue;
-        }
-        let name = p.name.clone().unwrap_or_else(|| p.kind.clone());
-        let (file, text) = if is_file_ref(&p.contents) {
-            let found = file_ref_candidates("policies", &p.contents)
-                .ok()
-                .and_then(|c| c.into_iter().find_map(|f| read(&f).map(|t| (f, t))));
-            match found {
-                Some(ft) => ft,
-                None => continue, // reported as a missing file elsewhere
-            }
-        } else {
-            (format!("policy {name:?} (inline)"), p.contents.clone())
-        };
-        // No engine, and not Rego: Kyverno (warned when it was inline).
-        if p.engine.is_none() && !crate::policy::looks_like_rego(&text) {
-            if p.contents.ends_with(".rego") {
-                out.push(Diagnostic {
-                    file,
-                    line: 1,
-                    col: 1,
-                    warning: true,
-                    message: format!("policy {name:?} names no engine and is not Rego: it is read as Kyverno, which this platform does not evaluate (the policy is kept with the config)"),
-                });
-            }
-            continue;
-        }
-        let source = crate::policy::PolicySource {
-            name: name.clone(),
-            contents: text,
-        };
-        if let Err(e) = crate::policy::compile(&source) {
-            out.push(Diagnostic {
-                file,
-                line: e.line as u32,
-                col: e.col as u32,
-                warning: false,
-                message: format!("policy {name:?} does not compile: {}", e.message),
-            });
-        }
-    }
-    out
-}
-
 /// The components that read any of `inputs` or `secrets` in their
 /// templates, and every component that depends on one of them, in the
 /// config's order: what a change of those values redeploys.
@@ -344,32 +291,6 @@ pub fn components_reading(
         .iter()
         .filter(|c| hit.contains(&c.name.as_str()))
         .map(|c| c.name.clone())
-        .collect()
-}
-
-/// The Rego policies that apply to a part: the sandbox (`None`) or a
-/// component (those of its type naming it or `*`), as a job carries them.
-pub fn rego_policies_for(
-    config: &AppConfig,
-    component: Option<&str>,
-) -> Vec<crate::policy::PolicySource> {
-    config
-        .policies
-        .iter()
-        .filter(|p| match p.engine.as_deref() {
-            Some(e) => matches!(e, "opa" | "rego"),
-            None => crate::policy::looks_like_rego(&p.contents),
-        })
-        .filter(|p| match component.and_then(|c| config.component(c)) {
-            None => component.is_none() && p.kind == "sandbox",
-            Some(c) => {
-                p.kind == c.kind.as_str() && p.components.iter().any(|x| x == "*" || *x == c.name)
-            }
-        })
-        .map(|p| crate::policy::PolicySource {
-            name: p.name.clone().unwrap_or_else(|| p.kind.clone()),
-            contents: p.contents.clone(),
-        })
         .collect()
 }
 

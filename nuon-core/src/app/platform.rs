@@ -399,16 +399,11 @@ fn policy_of(
     }
     // No engine: Rego when it reads as Rego (a `.rego` file it names, or
     // inline text starting with `package`), else Kyverno, Nuon's default.
-    let engine = match p.engine.as_deref() {
-        Some(e) => e,
-        None if super::is_file_ref(&p.contents) && p.contents.ends_with(".rego") => "opa",
-        None if crate::policy::looks_like_rego(&p.contents) => "opa",
-        None => "kyverno",
-    };
-    match engine {
-        "opa" | "rego" if !EVALUATED.contains(&p.kind.as_str()) => d.push(r.file.warn(&at, format!("{} policies are not evaluated on this platform (Terraform module and sandbox plans and rendered Helm and Kubernetes manifests are); the policy is kept with the config", p.kind))),
-        "opa" | "rego" => {}
-        "kyverno" => d.push(r.file.warn(&at, "Kyverno policies are admission rules of a Kubernetes cluster; this platform evaluates no Kyverno policy (the policy is kept with the config)")),
+    match super::policies::engine(&p, &p.contents) {
+        "opa" if !EVALUATED.contains(&p.kind.as_str()) => d.push(r.file.warn(&at, format!("{} policies are not evaluated on this platform (Terraform module and sandbox plans and rendered Helm and Kubernetes manifests are); the policy is kept with the config", p.kind))),
+        "opa" => {}
+        "kyverno" if !super::policies::KYVERNO_TYPES.contains(&p.kind.as_str()) => d.push(r.file.warn(&at, format!("Kyverno policies check the Kubernetes objects of charts and manifests (types {}); a {} policy is not evaluated (the policy is kept with the config)", super::policies::KYVERNO_TYPES.join(", "), p.kind))),
+        "kyverno" => {}
         other => {
             d.push(r.file.at(&at, format!("policy engine {other:?} is not one of opa (rego) or kyverno")));
             return None;
