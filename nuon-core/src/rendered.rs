@@ -251,6 +251,11 @@ pub fn render_workflow(
         let component = step.target.as_deref().and_then(|t| config.component(t));
         let done: Result<(), String> = (|| {
             match step.kind {
+                StepKind::AwaitStack => {
+                    for f in install_stack(config, ctx)?.files {
+                        add(format!("install stack {}", f.path), f.contents);
+                    }
+                }
                 StepKind::SandboxPlan | StepKind::SandboxDestroyPlan => {
                     terraform(
                         &mut add,
@@ -350,6 +355,54 @@ fn terraform(
 }
 
 pub use crate::app::template::KNOWN_AFTER_APPLY;
+
+/// A part of a config (the cloud roles, `stack.toml`) with every text
+/// rendered for the install (`{{ .nuon.install.id }}-provision`).
+pub fn render_part<T: Serialize + serde::de::DeserializeOwned>(
+    part: &T,
+    ctx: &RenderContext,
+    what: &str,
+) -> Result<T, String> {
+    let v = serde_json::to_value(part).map_err(|e| format!("{what}: {e}"))?;
+    let v = render_value(&v, ctx, what)?;
+    serde_json::from_value(v).map_err(|e| format!("{what}: {e}"))
+}
+
+/// The Runner API's address in a stack made offline.
+pub const STAND_IN_RUNNER_API: &str = "https://runner-api.example.invalid";
+
+/// The install stack a provision waits for, made offline as the control
+/// plane makes it (`stack.toml`, `runner.toml` and the cloud roles rendered
+/// for the install, in the flavour its runner type asks for), with
+/// stand-ins for what only the control plane has: the Runner API's
+/// address, the org's key and the one-time token.
+pub fn install_stack(
+    config: &AppConfig,
+    ctx: &RenderContext,
+) -> Result<crate::wire::InstallStack, String> {
+    let runner = config
+        .runner
+        .clone()
+        .unwrap_or_else(crate::app::RunnerSettings::local);
+    let format = crate::stack::StackFormat::for_runner_type(&runner.runner_type);
+    let spec = crate::stack::StackSpec {
+        install_id: ctx.install_id.clone(),
+        install_name: ctx.install_name.clone(),
+        app_name: ctx.app_name.clone(),
+        runner_api: STAND_IN_RUNNER_API.into(),
+        signing_key: "0".repeat(64),
+        install_token: "stk_stand-in".into(),
+        token_expires_at_ms: 0,
+        token_ttl: "24 h".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        permissions: render_part(&config.permissions, ctx, "permissions")?,
+        stack: (config.stack.as_ref())
+            .map(|s| render_part(s, ctx, "stack.toml"))
+            .transpose()?,
+        runner,
+    };
+    crate::stack::generate(&spec, format)
+}
 
 /// Stand-ins for the outputs templates read that are not given: each path
 /// a template of `config` reads under the outputs of a component, the

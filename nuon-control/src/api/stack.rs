@@ -13,23 +13,22 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use nuon_core::app::RunnerSettings;
-use nuon_core::app::template::RenderContext;
 use nuon_core::audit::AuditEntry;
 use nuon_core::stack::{StackFormat, StackSpec, contract, generate};
 use nuon_core::token::{hash_token, issue_runner_token, issue_stack_token};
 use nuon_core::wire::{InstallStack, PhoneHome, PhoneHomeAnswer, routes};
 use nuon_core::{OrgId, now_ms};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
 use super::apps::install_of;
 use super::control::require_admin;
 use super::doc::Op;
 use super::{ApiAuth, Body, Q, SharedState, Source};
-use crate::engine::render::{render_context, render_value};
+use crate::engine::render::render_context;
 use crate::error::Error;
 use crate::store::{StackRedeem, StoredInstall};
+use nuon_core::rendered::render_part;
 
 /// The most outputs a stack may report, and the longest value.
 const MAX_OUTPUTS: usize = 100;
@@ -146,14 +145,7 @@ async fn rendered_for(
         .engine
         .app_config(org, &install.app_id, install.config_version)
         .await?;
-    let runner = config.runner.clone().unwrap_or_else(|| RunnerSettings {
-        runner_type: "local".into(),
-        helm_driver: None,
-        init_script_url: None,
-        env_vars: Default::default(),
-        instance_type: None,
-        job_images: Default::default(),
-    });
+    let runner = config.runner.clone().unwrap_or_else(RunnerSettings::local);
     // Role names and documents are templates (`{{ .nuon.install.id }}`).
     // Without the stack's own outputs: a stack is made before them, and
     // made again when they are refused (that is how they are given anew).
@@ -172,10 +164,10 @@ async fn rendered_for(
     let (permissions, stack) = {
         let (permissions, stack) = (config.permissions.clone(), config.stack.clone());
         crate::render_pool::blocking(move || {
-            let permissions = rendered(&permissions, &ctx, "permissions")?;
+            let permissions = render_part(&permissions, &ctx, "permissions")?;
             let stack_toml = stack
                 .as_ref()
-                .map(|s| rendered(s, &ctx, "stack.toml"))
+                .map(|s| render_part(s, &ctx, "stack.toml"))
                 .transpose()?;
             Ok::<_, String>((permissions, stack_toml))
         })
@@ -189,18 +181,6 @@ async fn rendered_for(
         permissions,
         stack,
     })
-}
-
-/// Part of a config (the cloud roles, `stack.toml`) with every text
-/// rendered for the install (`{{ .nuon.install.id }}-provision`).
-fn rendered<T: Serialize + DeserializeOwned>(
-    part: &T,
-    ctx: &RenderContext,
-    what: &str,
-) -> Result<T, String> {
-    let v = serde_json::to_value(part).map_err(|e| format!("{what}: {e}"))?;
-    let v = render_value(&v, ctx, what)?;
-    serde_json::from_value(v).map_err(|e| format!("{what}: {e}"))
 }
 
 /// What a stack may report: names like Terraform outputs, plain text.

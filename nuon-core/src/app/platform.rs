@@ -603,3 +603,18 @@ pub(crate) fn load(
     }
     out.strings.push((file, strings));
 }
+
+impl super::RunnerSettings {
+    /// The runner of an app with no `runner.toml`: a machine of the
+    /// customer's own (`local`).
+    pub fn local() -> Self {
+        super::RunnerSettings {
+            runner_type: "local".into(),
+            helm_driver: None,
+            init_script_url: None,
+            env_vars: Default::default(),
+            instance_type: None,
+            job_images: Default::default(),
+        }
+    }
+}

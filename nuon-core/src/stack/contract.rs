@@ -82,10 +82,10 @@ pub fn nuon_outputs(
 
 /// What a stack would report, for rendering before there is one (`nuon
 /// apps render`): each role's ARN made from its (rendered) name in a
-/// stand-in account, the rest [`crate::rendered::KNOWN_AFTER_APPLY`],
+/// stand-in account, the rest [`crate::app::template::KNOWN_AFTER_APPLY`],
 /// in Nuon's contract.
 pub fn stand_in_outputs(runner_type: &str, permissions: &Permissions) -> BTreeMap<String, Value> {
-    let unknown = crate::rendered::KNOWN_AFTER_APPLY;
+    let unknown = crate::app::template::KNOWN_AFTER_APPLY;
     // What each cloud's stack reports, as far as `cloud_account` reads it.
     let keys: &[&str] = match phone_home_type(runner_type) {
         "gcp" => &["project_id", "region", "runner_subnet_id"],

@@ -275,9 +275,9 @@ mod plugin {
             self
         }
 
-        /// [`find`], remembered while the binary stays where it was.
         /// With `on`, Terraform comes from each job's container image (its
-        /// version checked there), and none is looked up on this host.
+        /// version checked there), and none is looked up or installed on
+        /// this host.
         pub fn in_containers(mut self, on: bool) -> Self {
             self.containers = on;
             self

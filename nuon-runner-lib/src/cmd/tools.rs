@@ -20,7 +20,7 @@ pub struct TerraformInstallArgs {
     terraform_install: String,
     /// Where those releases come from, laid out as the product's own
     /// release site (`VERSION/terraform_VERSION_SHA256SUMS` …). Default:
-    /// https://releases.hashicorp.com/terraform, or OpenTofu's GitHub
+    /// <https://releases.hashicorp.com/terraform>, or OpenTofu's GitHub
     /// releases.
     #[arg(long, env = "NUON_RUNNER_TERRAFORM_MIRROR")]
     terraform_mirror: Option<String>,
