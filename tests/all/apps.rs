@@ -983,3 +983,86 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Each app of `tests/apps/` (but the listed gaps) syncs to a control
+/// plane as `nuon apps sync` sends it, and an install is created from its
+/// install file: its inputs, labels and component toggles (secrets a
+/// customer would enter given stand-ins).
+#[test]
+fn the_corpus_syncs_and_each_app_gets_an_install_from_its_install_file() {
+    let cp = nuon_tests::ControlPlane::start("10s").unwrap();
+    let root = nuon_tests::repo_root().join("tests/apps");
+    let mut apps: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("metadata.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|a| !CORPUS_GAPS.iter().any(|(g, _)| g == a))
+        .collect();
+    apps.sort();
+    let mut failed = Vec::new();
+    for app in &apps {
+        let dir = root.join(app);
+        ok(&cp.nuon(&["apps", "create", app]));
+        let out = cp.nuon(&["apps", "sync", dir.to_str().unwrap(), "--app", app]);
+        if !out.status.success() {
+            failed.push(format!(
+                "{app}: sync: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+            continue;
+        }
+        let (config, _) = nuon_client::app_dir::validate_dir(&dir);
+        let config = config.unwrap();
+        let install = config
+            .installs
+            .first()
+            .unwrap_or_else(|| panic!("{app} has an install file"));
+        let mut args: Vec<String> = [
+            "installs",
+            "create",
+            "--app",
+            app,
+            "--name",
+            &install.name,
+            "--json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for (k, v) in &install.inputs {
+            let text = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            args.extend(["--input".into(), format!("{k}={text}")]);
+        }
+        for (k, v) in &install.labels {
+            args.extend(["--label".into(), format!("{k}={v}")]);
+        }
+        for (k, on) in &install.component_toggles {
+            args.extend([
+                "--component".into(),
+                format!("{k}={}", if *on { "on" } else { "off" }),
+            ]);
+        }
+        for s in config
+            .secrets
+            .iter()
+            .filter(|s| s.required && !s.auto_generate && s.default.is_none())
+        {
+            args.extend(["--secret".into(), format!("{}=corpus-stand-in", s.name)]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = cp.nuon(&args);
+        if !out.status.success() {
+            failed.push(format!(
+                "{app}: installs create: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    let installs = rt().block_on(cp.client().list_installs()).unwrap();
+    assert_eq!(installs.installs.len(), apps.len());
+}
