@@ -738,10 +738,6 @@ fn render_shows_offline_what_each_step_of_a_workflow_would_be_given() {
 /// when one of them starts to pass, so that it comes off this list.
 const CORPUS_GAPS: &[(&str, &str)] = &[
     (
-        "container-image-sync",
-        "missing a source: give one of [public], oci",
-    ),
-    (
         "pulumi-component",
         "reads unknown component \"pulumi_gcs_bucket\"",
     ),

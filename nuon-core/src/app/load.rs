@@ -1077,7 +1077,7 @@ fn kinds_of(key: &str) -> &'static [&'static str] {
         "namespace" => &["helm_chart", "kubernetes_manifest"],
         "manifest" | "kustomize" => &["kubernetes_manifest"],
         "dockerfile" | "target" | "build_args" => &["docker_build"],
-        "public" => &["container_image"],
+        "public" | "aws_ecr" => &["container_image"],
         "config" | "capabilities" => &["wasm"],
         "env_vars" => &["terraform_module", "docker_build"],
         _ => &[],
@@ -1123,8 +1123,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     let health = super::health::read(&mut r, d, &mut item.after_apply);
     let labels = r.str_map(d, "labels", &mut Vec::new());
     let Some(kind) = kind else {
-        // Without a type, the other keys cannot be checked; still record
-        // the name so other components may refer to it.
+        // Without a type the other keys cannot be checked; the name still counts.
         r.know(&[
             "terraform_version",
             "vars",
@@ -1147,6 +1146,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
             "git",
             "helm_repo",
             "public",
+            "aws_ecr",
             "oci",
         ]);
         r.finish(d, NUON_ONLY_COMPONENT_KEYS, |_| None);
@@ -1229,7 +1229,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
                 true,
             )
         }
-        ComponentKind::ContainerImage => source(&mut r, d, &["public", "oci"], true),
+        ComponentKind::ContainerImage => source(&mut r, d, &["public", "aws_ecr", "oci"], true),
         ComponentKind::DockerBuild => {
             let file = r.req_str(d, "dockerfile");
             ok &= file.is_some();

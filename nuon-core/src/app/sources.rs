@@ -84,6 +84,25 @@ pub(crate) fn source(
                     found.push((kind, s, span));
                 }
             }
+            // Nuon's ECR image: pulled like any registry image, with the
+            // build runner's own credentials for the registry.
+            "aws_ecr" => {
+                if let Some(mut t) = r.table(d, kind) {
+                    let span = t.span();
+                    let url = t.req_str(d, "image_url");
+                    let tag = t.req_str(d, "tag");
+                    let _region = t.str(d, "region");
+                    if let Some(role) = t.str(d, "iam_role_arn") {
+                        d.push(t.file.warn(&role.span, "iam_role_arn is not assumed: the build runner pulls from ECR with its own credentials for the registry (an `auths` entry of its docker config.json, e.g. from `aws ecr get-login-password`)"));
+                    }
+                    t.finish(d, &[], |_| None);
+                    let s = url.zip(tag).map(|(u, t)| Source::Image {
+                        image_url: u.text,
+                        tag: t.text,
+                    });
+                    found.push((kind, s, span));
+                }
+            }
             other => unreachable!("unknown source kind {other}"),
         }
     }
