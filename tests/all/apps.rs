@@ -733,6 +733,20 @@ fn render_shows_offline_what_each_step_of_a_workflow_would_be_given() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("it has: demo"));
 }
 
+/// The apps of `tests/apps/`, sorted; with `gaps`, those of [`CORPUS_GAPS`] too.
+fn corpus(gaps: bool) -> Vec<String> {
+    let root = nuon_tests::repo_root().join("tests/apps");
+    let mut apps: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("metadata.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|a| gaps || !CORPUS_GAPS.iter().any(|(g, _)| g == a))
+        .collect();
+    apps.sort();
+    apps
+}
+
 /// The apps of `tests/apps/` Nuon accepts and this platform does not yet,
 /// each with the start of the error it gets today. The corpus test fails
 /// when one of them starts to pass, so that it comes off this list.
@@ -755,13 +769,7 @@ const CORPUS_GAPS: &[(&str, &str)] = &[
 fn the_nuon_app_corpus_validates_and_renders_as_its_goldens() {
     let root = nuon_tests::repo_root().join("tests/apps");
     let bless = std::env::var("NUON_BLESS").is_ok_and(|v| v == "1");
-    let mut apps: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().join("metadata.toml").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    apps.sort();
+    let apps = corpus(true);
     assert!(apps.len() >= 30, "the corpus has {} apps", apps.len());
     let mut failed = Vec::new();
     for app in &apps {
@@ -869,14 +877,7 @@ fn the_corpus_install_stacks_pass_cfn_lint_and_declare_what_the_apps_read() {
     let mut failed = Vec::new();
     let mut gaps_read = std::collections::BTreeSet::new();
     let mut aws = 0;
-    let mut apps: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().join("metadata.toml").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|a| !CORPUS_GAPS.iter().any(|(g, _)| g == a))
-        .collect();
-    apps.sort();
+    let apps = corpus(false);
     for app in &apps {
         let dir = root.join(app);
         let out = ours("nuon")
@@ -988,14 +989,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 fn the_corpus_syncs_and_each_app_gets_an_install_from_its_install_file() {
     let cp = nuon_tests::ControlPlane::start("10s").unwrap();
     let root = nuon_tests::repo_root().join("tests/apps");
-    let mut apps: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().join("metadata.toml").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|a| !CORPUS_GAPS.iter().any(|(g, _)| g == a))
-        .collect();
-    apps.sort();
+    let apps = corpus(false);
     let mut failed = Vec::new();
     for app in &apps {
         let dir = root.join(app);

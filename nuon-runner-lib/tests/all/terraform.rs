@@ -27,6 +27,23 @@ output "url" {
 }
 "#;
 
+/// An install's store (its directory kept by the caller) holding
+/// [`MODULE`] as `hello/database`, and the module's digest.
+async fn module_in_a_store() -> (
+    tempfile::TempDir,
+    Arc<LayoutStore>,
+    nuon_core::artifact::Digest,
+) {
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("main.tf"), MODULE).unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(LayoutStore::open(store_dir.path()).unwrap());
+    let digest = push_module(&*store, "hello/database", src.path(), None)
+        .await
+        .unwrap();
+    (store_dir, store, digest)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_is_planned_then_exactly_that_plan_is_applied() {
     if which::which("terraform").is_err() {
@@ -39,13 +56,7 @@ async fn a_module_is_planned_then_exactly_that_plan_is_applied() {
         return;
     }
     let h = Harness::new();
-    let src = tempfile::tempdir().unwrap();
-    std::fs::write(src.path().join("main.tf"), MODULE).unwrap();
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(LayoutStore::open(store_dir.path()).unwrap());
-    let digest = push_module(&*store, "hello/database", src.path(), None)
-        .await
-        .unwrap();
+    let (_store_dir, store, digest) = module_in_a_store().await;
 
     let mut config = h.config();
     config
@@ -145,13 +156,7 @@ async fn a_runner_without_terraform_installs_the_pinned_version_and_plans_with_i
         return;
     };
     let h = Harness::new();
-    let src = tempfile::tempdir().unwrap();
-    std::fs::write(src.path().join("main.tf"), MODULE).unwrap();
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(LayoutStore::open(store_dir.path()).unwrap());
-    let digest = push_module(&*store, "hello/database", src.path(), None)
-        .await
-        .unwrap();
+    let (_store_dir, store, digest) = module_in_a_store().await;
     let tools = tempfile::tempdir().unwrap();
     let installer = Installer::new(Product::Terraform, tools.path())
         .mirror(&mirror.url)
