@@ -547,6 +547,18 @@ fn action_inputs_are_given_at_run_time_and_cron_triggers_fire() {
     assert!(crons.len() <= 2, "{crons:#?}");
 }
 
+/// Restarts the install's runner with `dirs` (stand-in tools) first on its
+/// `PATH`, then provisions the install.
+fn provision_with_tools(
+    m: &mut Manual,
+    dirs: &[&std::path::Path],
+) -> nuon_core::wire::WorkflowInfo {
+    let mut path: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    path.push(std::env::var("PATH").unwrap_or_default());
+    m.restart_runner(Some(&path.join(":")));
+    run_workflow(&m.cp.client(), WorkflowKind::Provision)
+}
+
 #[test]
 fn rego_policies_check_what_helm_and_kubernetes_manifests_render() {
     if !have_tool("terraform", "run Terraform") {
@@ -604,15 +616,7 @@ fn rego_policies_check_what_helm_and_kubernetes_manifests_render() {
         ],
         Some(&registry.url),
     );
-    let c = m.cp.client();
-    let path = format!(
-        "{}:{}:{}",
-        helm_bin.path().display(),
-        kubectl_bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
-    let w = run_workflow(&c, WorkflowKind::Provision);
+    let w = provision_with_tools(&mut m, &[helm_bin.path(), kubectl_bin.path()]);
     assert_eq!(w.status, "failed", "{w:#?}");
     // The chart's rendered Deployment (the stand-in renders `web` with no
     // replicas) passes with a warning, kept with the plan.
@@ -714,14 +718,7 @@ fn kyverno_policies_check_what_charts_render_and_enforce_fails_the_plan() {
         ],
         Some(&registry.url),
     );
-    let c = m.cp.client();
-    let path = format!(
-        "{}:{}",
-        helm_bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
-    let w = run_workflow(&c, WorkflowKind::Provision);
+    let w = provision_with_tools(&mut m, &[helm_bin.path()]);
     assert_eq!(w.status, "failed", "{w:#?}");
     // web sets its limits: it passes the Enforce policy, and the Audit one
     // warns (kept with the plan).
