@@ -82,7 +82,8 @@ pub use id::{
 pub use job::{
     ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, DebugJob, ExecJob, HealthJob,
     HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobResult, JobRole, JobSandbox, JobSpec,
-    JobStatus, KubernetesJob, KustomizeBuild, Outcome, Package, PayloadError, RetryPolicy,
+    JobStatus, KubernetesJob, KustomizeBuild, Outcome, Package, PayloadError, PulumiAction,
+    PulumiJob, RetryPolicy,
     SourceFileContents, SyncJob, TerraformAction, TerraformJob, parse_action_outputs,
 };
 pub use plugin::{

@@ -1,7 +1,8 @@
 //! What a step is given, rendered for an install: a Terraform module's
 //! variables, environment and var files; a chart's release, namespace,
-//! values and values files; a manifest. The control plane's jobs are made
-//! from these ([`terraform_inputs`], [`helm_inputs`], [`manifest_text`]),
+//! values and values files; a manifest; a Pulumi program's stack config.
+//! The control plane's jobs are made from these ([`terraform_inputs`],
+//! [`helm_inputs`], [`manifest_text`], [`pulumi_inputs`]),
 //! and `nuon apps render` shows them offline ([`render_workflow`]), so what
 //! a vendor sees in CI is what a runner gets.
 
@@ -131,6 +132,47 @@ pub fn terraform_inputs(
     })
 }
 
+/// A Pulumi program's inputs, rendered.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PulumiInputs {
+    /// The runtime, the CLI version and the stack's config, rendered.
+    pub settings: crate::app::Pulumi,
+    /// `[env_vars]`.
+    pub env: BTreeMap<String, String>,
+}
+
+/// The inputs of the Pulumi sandbox (`component` none) or a `pulumi`
+/// component.
+pub fn pulumi_inputs(
+    config: &AppConfig,
+    component: Option<&str>,
+    ctx: &RenderContext,
+) -> Result<PulumiInputs, String> {
+    let (who, settings, env) = match component {
+        None => {
+            let sb = config
+                .sandbox
+                .as_ref()
+                .ok_or("the app config has no sandbox")?;
+            ("sandbox".to_owned(), sb.pulumi.as_ref(), &sb.env_vars)
+        }
+        Some(name) => {
+            let c = config
+                .component(name)
+                .ok_or_else(|| format!("no component {name:?}"))?;
+            (format!("component {name}"), c.pulumi.as_ref(), &c.env_vars)
+        }
+    };
+    let settings = settings.ok_or_else(|| format!("{who} is not a Pulumi program"))?;
+    Ok(PulumiInputs {
+        settings: crate::app::Pulumi {
+            config: render_env(&settings.config, ctx, &format!("{who} config"))?,
+            ..settings.clone()
+        },
+        env: render_env(env, ctx, &format!("{who} env var"))?,
+    })
+}
+
 /// A chart's inputs, rendered.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HelmInputs {
@@ -256,6 +298,11 @@ pub fn render_workflow(
                         add(format!("install stack {}", f.path), f.contents);
                     }
                 }
+                StepKind::SandboxPlan | StepKind::SandboxDestroyPlan
+                    if config.sandbox.as_ref().is_some_and(|s| s.pulumi.is_some()) =>
+                {
+                    pulumi(&mut add, pulumi_inputs(config, None, ctx)?);
+                }
                 StepKind::SandboxPlan | StepKind::SandboxDestroyPlan => {
                     terraform(
                         &mut add,
@@ -298,6 +345,9 @@ pub fn render_workflow(
                     Some(c) if c.kind == ComponentKind::TerraformModule => {
                         let t = terraform_inputs(config, Some(&c.name), over, ctx)?;
                         terraform(&mut add, t, &text_of);
+                    }
+                    Some(c) if c.kind == ComponentKind::Pulumi => {
+                        pulumi(&mut add, pulumi_inputs(config, Some(&c.name), ctx)?);
                     }
                     _ => {}
                 },
@@ -351,6 +401,20 @@ fn terraform(
     }
     for (i, f) in t.var_files.into_iter().enumerate() {
         add(format!("var file {i}"), f);
+    }
+}
+
+fn pulumi(add: &mut dyn FnMut(String, String), p: PulumiInputs) {
+    let program = match &p.settings.pulumi_version {
+        Some(v) => format!("{}, Pulumi CLI {v}", p.settings.runtime),
+        None => p.settings.runtime.clone(),
+    };
+    add("program".into(), program);
+    for (k, v) in p.settings.config {
+        add(format!("config {k}"), v);
+    }
+    for (k, v) in p.env {
+        add(format!("env {k}"), v);
     }
 }
 

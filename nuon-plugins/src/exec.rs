@@ -35,7 +35,7 @@ impl ExecPlugin {
 
 /// The tool `name` a job runs: in the job's image when its processes run
 /// in containers, else on the runner's `PATH`; `missing` says how to get it.
-#[cfg(feature = "helm")]
+#[cfg(any(feature = "helm", feature = "pulumi"))]
 pub(crate) fn find_tool(
     host: &dyn JobHost,
     name: &str,
@@ -103,7 +103,7 @@ fn check_dir(dir: &str) -> Result<(), PluginError> {
 /// The result a process end maps to.
 /// Runs a tool of a job (logged as `$ NAME ARGS`), with `env` and its
 /// stdout to `stdout_file` when given: how it ended.
-#[cfg(feature = "helm")]
+#[cfg(any(feature = "helm", feature = "pulumi"))]
 pub(crate) async fn run_tool(
     host: &mut dyn JobHost,
     bin: &std::path::Path,
@@ -123,7 +123,7 @@ pub(crate) async fn run_tool(
 }
 
 /// The result of a tool that did not succeed: `what failed: why`.
-#[cfg(feature = "helm")]
+#[cfg(any(feature = "helm", feature = "pulumi"))]
 pub(crate) fn tool_failed(what: &str, exit: ProcessExit) -> JobResult {
     let mut r = result_of(exit);
     r.reason = Some(format!(
@@ -136,7 +136,7 @@ pub(crate) fn tool_failed(what: &str, exit: ProcessExit) -> JobResult {
 /// Writes `text` to `name` in the work directory, readable by the job's
 /// user alone (values, manifests and kubeconfigs can hold secrets); the
 /// file's path.
-#[cfg(feature = "helm")]
+#[cfg(any(feature = "helm", feature = "pulumi"))]
 pub(crate) fn write_work_file(
     work: &std::path::Path,
     name: &str,

@@ -21,6 +21,9 @@
 //! - `registry`: OCI distribution registries as artifact stores.
 //! - `helm`: the `helm` job kind, charts through the `helm` binary, and
 //!   the `kubernetes_manifest` job kind, objects through `kubectl`.
+//! - `pulumi`: the `pulumi` job kind, Pulumi programs through the
+//!   `pulumi` binary, their stacks kept by the control plane's state
+//!   backend (or the customer's own).
 //! - `build` (default): [`build::BuildPlugin`], the build runner's `build`
 //!   job kind.
 //! - `health`: [`health::HealthPlugin`], the `health` job kind: a
@@ -64,13 +67,15 @@ pub mod health;
 pub mod helm;
 #[cfg(feature = "helm")]
 pub mod kubernetes;
+#[cfg(feature = "pulumi")]
+pub mod pulumi;
 #[cfg(feature = "oci")]
 pub mod oci;
 #[cfg(feature = "terraform")]
 pub mod openpgp;
 #[cfg(any(feature = "helm", feature = "terraform"))]
 mod policy;
-#[cfg(any(feature = "helm", feature = "wasm"))]
+#[cfg(any(feature = "helm", feature = "pulumi", feature = "wasm"))]
 mod private;
 #[cfg(feature = "oci")]
 pub mod release;

@@ -750,16 +750,7 @@ fn corpus(gaps: bool) -> Vec<String> {
 /// The apps of `tests/apps/` Nuon accepts and this platform does not yet,
 /// each with the start of the error it gets today. The corpus test fails
 /// when one of them starts to pass, so that it comes off this list.
-const CORPUS_GAPS: &[(&str, &str)] = &[
-    (
-        "pulumi-component",
-        "reads unknown component \"pulumi_gcs_bucket\"",
-    ),
-    (
-        "pulumi-sandbox",
-        "missing required key \"terraform_version\"",
-    ),
-];
+const CORPUS_GAPS: &[(&str, &str)] = &[];
 
 /// Every app of `tests/apps/` (written the way Nuon's documentation and
 /// example apps write them, one per shape) validates, and renders its

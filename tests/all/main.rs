@@ -20,6 +20,7 @@ mod openapi;
 mod ops;
 mod people;
 mod plugins;
+mod pulumi;
 mod registry;
 mod replicas;
 mod rollouts;

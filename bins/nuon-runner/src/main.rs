@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use nuon_plugins::kubernetes::KubernetesPlugin;
+use nuon_plugins::pulumi::PulumiPlugin;
 use nuon_plugins::sync::SyncPlugin;
 use nuon_plugins::terraform::TerraformPlugin;
 use nuon_plugins::wasm::job::{WasmPlugin, WasmPolicy};
@@ -82,6 +83,9 @@ async fn main() -> ExitCode {
                 ))
                 .register(Arc::new(
                     KubernetesPlugin::new(store.clone()).in_containers(containers),
+                ))
+                .register(Arc::new(
+                    PulumiPlugin::new(store.clone()).in_containers(containers),
                 ))
                 .register(Arc::new(SyncPlugin::new(vendor, store.clone())))
                 .register(Arc::new(HealthPlugin::new()));

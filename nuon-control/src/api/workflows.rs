@@ -234,7 +234,9 @@ fn package_of(component: Option<&nuon_core::app::Component>) -> Package {
     match component {
         Some(c) if c.kind == ComponentKind::HelmChart => Package::HelmChart,
         Some(c) if c.kind == ComponentKind::Wasm => Package::WasmPlugin,
-        Some(c) if c.kind == ComponentKind::KubernetesManifest => Package::Directory,
+        Some(c) if matches!(c.kind, ComponentKind::KubernetesManifest | ComponentKind::Pulumi) => {
+            Package::Directory
+        }
         Some(c) if c.kind == ComponentKind::DockerBuild => Package::DockerImage {
             dockerfile: c.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into()),
             target: c.target.clone(),
@@ -429,7 +431,12 @@ pub(super) async fn create_builds(
     let mut builds = Vec::new();
     for (who, source) in jobs {
         let job_id = JobId::generate();
-        let package = package_of(config.component(&who));
+        // A Pulumi program is packaged as its directory, as it is.
+        let pulumi_sandbox = config.sandbox.as_ref().is_some_and(|s| s.pulumi.is_some());
+        let package = match config.component(&who) {
+            None if who == "sandbox" && pulumi_sandbox => Package::Directory,
+            c => package_of(c),
+        };
         let payload = BuildJob {
             component: who.clone(),
             repo: format!("{}/{}", repo_part(app.id.as_str()), repo_part(&who)),

@@ -13,8 +13,8 @@ use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys};
 use nuon_core::{
     ArtifactRef, ExecJob, HealthJob, HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobId,
-    JobSandbox, JobSpec, KubernetesJob, KustomizeBuild, RetryPolicy, SyncJob, TerraformAction,
-    TerraformJob, now_ms,
+    JobSandbox, JobSpec, KubernetesJob, KustomizeBuild, PulumiAction, PulumiJob, RetryPolicy,
+    SyncJob, TerraformAction, TerraformJob, now_ms,
 };
 use serde_json::Value;
 
@@ -23,6 +23,10 @@ use super::rules;
 use super::{Ctx, Engine, EngineError, Result};
 use crate::secrets::state_context;
 use crate::store::StateToken;
+
+/// The environment variable that names a Pulumi backend of the customer's
+/// own (`s3://…`, `gs://…`, `azblob://…`).
+const PULUMI_BACKEND_URL: &str = "PULUMI_BACKEND_URL";
 
 /// A step's job, or why it cannot be sent (the step fails with it).
 type Made = std::result::Result<(JobSpec, Option<StateToken>), String>;
@@ -199,8 +203,77 @@ impl Engine {
             let k = kubernetes_job(cx, step, c, &values()?)?;
             return job.make(&k, deploy_timeout(c.deploy_timeout.as_deref())?, None);
         }
+        let pulumi = match step.target.as_deref() {
+            None => (cx.config.sandbox.as_ref()).is_some_and(|s| s.pulumi.is_some()),
+            Some(t) => (cx.config.component(t)).is_some_and(|c| c.kind == ComponentKind::Pulumi),
+        };
+        if pulumi {
+            let (p, timeout, token) = self.pulumi_job(cx, step, &target, &values()?)?;
+            return job.make(&p, timeout, token);
+        }
         let (tf, timeout, token) = self.terraform_job(cx, step, &target, &values()?)?;
         job.make(&tf, timeout, Some(token))
+    }
+
+    /// The control plane as the state backend of `target`'s job: its
+    /// address, and the token good only while the job runs.
+    fn state_backend(&self, cx: &Ctx, target: &str) -> (HttpBackend, StateToken) {
+        let token = nuon_core::token::issue_state_token();
+        let backend = HttpBackend {
+            address: format!(
+                "{}/v1/runner/state/{target}",
+                self.runner_url().trim_end_matches('/')
+            ),
+            username: "nuon".into(),
+            password: token.secret,
+        };
+        let state_token = StateToken {
+            hash: token.hash,
+            install_id: cx.install.id.clone(),
+            component: target.to_owned(),
+        };
+        (backend, state_token)
+    }
+
+    /// A Pulumi preview, up, destroy preview or destroy of the sandbox or
+    /// a `pulumi` component, on the install's stack; its state kept by the
+    /// control plane unless its environment names the customer's backend.
+    fn pulumi_job(
+        &self,
+        cx: &Ctx,
+        step: &WorkflowStepInfo,
+        target: &str,
+        ctx: &RenderContext,
+    ) -> std::result::Result<(PulumiJob, Duration, Option<StateToken>), String> {
+        let timeout = match step.target.as_deref().and_then(|t| cx.config.component(t)) {
+            Some(c) => c.deploy_timeout.as_deref(),
+            None => None,
+        };
+        let inputs = rendered::pulumi_inputs(&cx.config, step.target.as_deref(), ctx)?;
+        let action = match step.kind {
+            StepKind::Plan | StepKind::SandboxPlan => PulumiAction::Preview,
+            StepKind::Apply | StepKind::SandboxApply => PulumiAction::Up,
+            StepKind::DestroyPlan | StepKind::SandboxDestroyPlan => PulumiAction::DestroyPreview,
+            _ => PulumiAction::Destroy,
+        };
+        let (backend, token) = if inputs.env.contains_key(PULUMI_BACKEND_URL) {
+            (None, None)
+        } else {
+            let (b, t) = self.state_backend(cx, target);
+            (Some(b), Some(t))
+        };
+        let job = PulumiJob {
+            action,
+            component: target.to_owned(),
+            program: synced_artifact(cx, step, target)?,
+            stack: cx.install.id.to_string(),
+            runtime: inputs.settings.runtime,
+            pulumi_version: inputs.settings.pulumi_version,
+            config: inputs.settings.config,
+            env: inputs.env,
+            backend,
+        };
+        Ok((job, deploy_timeout(timeout)?, token))
     }
 
     /// A Terraform plan, apply or destroy plan of the sandbox or a
@@ -218,7 +291,7 @@ impl Engine {
                 .sandbox
                 .as_ref()
                 .ok_or("the app config has no sandbox")?;
-            (Some(sb.terraform_version.clone()), None)
+            (sb.terraform_version.clone(), None)
         } else {
             let c = cx.config.component(target).ok_or_else(|| {
                 format!(
@@ -239,15 +312,7 @@ impl Engine {
         } else {
             (TerraformAction::Plan, None)
         };
-        let token = nuon_core::token::issue_state_token();
-        let backend = HttpBackend {
-            address: format!(
-                "{}/v1/runner/state/{target}",
-                self.runner_url().trim_end_matches('/')
-            ),
-            username: "nuon".into(),
-            password: token.secret,
-        };
+        let (backend, state_token) = self.state_backend(cx, target);
         // The install's own variables: read last, so they win.
         let over = step
             .target
@@ -274,11 +339,6 @@ impl Engine {
             } else {
                 Vec::new()
             },
-        };
-        let state_token = StateToken {
-            hash: token.hash,
-            install_id: cx.install.id.clone(),
-            component: target.to_owned(),
         };
         Ok((job, deploy_timeout(timeout)?, state_token))
     }

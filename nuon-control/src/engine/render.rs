@@ -445,7 +445,8 @@ pub(crate) fn deployable(c: &Component) -> Result<(), String> {
         | ComponentKind::ContainerImage
         | ComponentKind::DockerBuild
         | ComponentKind::HelmChart
-        | ComponentKind::KubernetesManifest => Ok(()),
+        | ComponentKind::KubernetesManifest
+        | ComponentKind::Pulumi => Ok(()),
         ComponentKind::Wasm => c
             .capabilities
             .as_ref()

@@ -12,7 +12,7 @@ use super::reader::{Located, Reader, duration, strings_in, text};
 use super::sources::source;
 use super::{
     AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType, InstallDecl,
-    KubernetesSecretTarget, Kustomize, Metadata, RunnerSettings, Sandbox, SecretDecl, Source,
+    KubernetesSecretTarget, Kustomize, Metadata, PULUMI_RUNTIMES, Pulumi, RunnerSettings, Sandbox, SecretDecl, Source,
 };
 
 /// The largest config file read.
@@ -295,16 +295,13 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
                 ),
             ) => super::platform::load(r, i, name, &mut d, &mut loaded.platform),
             (_, Some("components")) => {
-                // Nuon's Pulumi and (deprecated) job components: read, and
-                // answered with a warning; they are not deployed here.
+                // Nuon's (deprecated) job components: read, and answered
+                // with a warning; they are not deployed here.
                 let kind = table.get("type").and_then(|t| match t.get_ref() {
                     toml::de::DeValue::String(s) => Some(s.to_string()),
                     _ => None,
                 });
                 let why = match kind.as_deref() {
-                    Some("pulumi") => {
-                        Some("Pulumi programs do not run on this platform; deploy with Terraform")
-                    }
                     Some("job") => {
                         Some("job components are deprecated in Nuon; run the image from an action")
                     }
@@ -633,13 +630,87 @@ fn terraform_version(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Option<Loca
     }
 }
 
+/// A Pulumi program's `runtime` (required), `pulumi_version` and stack
+/// config (the table `config_key`, templated).
+fn pulumi(
+    r: &mut Reader<'_, '_>,
+    d: &mut Diagnostics,
+    config_key: &'static str,
+    strings: &mut Vec<Located>,
+) -> Option<Pulumi> {
+    let runtime = r.req_str(d, "runtime");
+    let version = r.str(d, "pulumi_version");
+    let config = r.str_map(d, config_key, strings);
+    if let Some(v) = &version
+        && let Err(e) = v.text.parse::<crate::version::Version>()
+    {
+        d.push(r.file.at(
+            &v.span,
+            format!("pulumi_version: {e} (a Pulumi CLI release such as 3.100.0)"),
+        ));
+    }
+    if let Some(rt) = &runtime
+        && !PULUMI_RUNTIMES.contains(&rt.text.as_str())
+    {
+        d.push(r.file.at(
+            &rt.span,
+            format!(
+                "runtime {:?} is not a Pulumi language runtime{} (one of: {})",
+                rt.text,
+                did_you_mean(&rt.text, PULUMI_RUNTIMES.iter().copied()),
+                PULUMI_RUNTIMES.join(", ")
+            ),
+        ));
+        return None;
+    }
+    Some(Pulumi {
+        runtime: runtime?.text,
+        pulumi_version: text(version),
+        config,
+    })
+}
+
 fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sandbox> {
     let mut item = Item::new(file);
-    let tf = terraform_version(&mut r, d);
+    // `type = "terraform"` (the default) or `"pulumi"`, as in Nuon.
+    let kind = r.str(d, "type");
+    let is_pulumi = match &kind {
+        Some(k) if k.text == "pulumi" => true,
+        Some(k) if k.text == "terraform" => false,
+        Some(k) => {
+            d.push(r.file.at(
+                &k.span,
+                format!(
+                    "sandbox type {:?} is not terraform or pulumi{}",
+                    k.text,
+                    did_you_mean(&k.text, ["terraform", "pulumi"])
+                ),
+            ));
+            false
+        }
+        None => false,
+    };
+    let (tf, pulumi) = if is_pulumi {
+        let p = pulumi(&mut r, d, "pulumi_config", &mut item.strings);
+        (None, p)
+    } else {
+        (terraform_version(&mut r, d), None)
+    };
+    let program_ok = tf.is_some() || pulumi.is_some();
     let src = source(&mut r, d, &["path", "public_repo", "git"], true);
     let vars = r.map(d, "vars", &mut item.strings);
     let env_vars = r.str_map(d, "env_vars", &mut item.strings);
     let var_files = var_files(&mut r, d, "var_file", &mut item.strings);
+    if is_pulumi {
+        for key in ["vars", "var_file", "terraform_version"] {
+            if let Some(v) = r.get(key) {
+                d.push(r.file.warn(
+                    &v.span(),
+                    format!("{key} is for Terraform sandboxes: a Pulumi program reads [pulumi_config]"),
+                ));
+            }
+        }
+    }
     skip_noops(&mut r, d);
     let drift_schedule = drift_schedule(&mut r, d);
     let operation_roles = operation_roles(
@@ -654,17 +725,18 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
         .bool(d, "auto_approve_on_policies_passing")
         .unwrap_or(false);
     r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| match k {
-        "type" | "runtime" | "pulumi_version" | "pulumi_config" => Some(
-            "is for Nuon's Pulumi sandboxes; this platform runs Terraform sandboxes".to_string(),
-        ),
+        "runtime" | "pulumi_version" | "pulumi_config" => {
+            Some("is for Pulumi sandboxes (type = \"pulumi\")".to_string())
+        }
         "toggleable" | "default_enabled" => {
             Some("is a component's key: the sandbox is never turned off".to_string())
         }
         _ => None,
     });
-    if let (Some(tf), Some(source)) = (tf, src) {
+    if let (true, Some(source)) = (program_ok, src) {
         item.value = Some(Sandbox {
-            terraform_version: tf.text,
+            terraform_version: text(tf),
+            pulumi,
             source,
             vars,
             env_vars,
@@ -1078,8 +1150,10 @@ fn kinds_of(key: &str) -> &'static [&'static str] {
         "manifest" | "kustomize" => &["kubernetes_manifest"],
         "dockerfile" | "target" | "build_args" => &["docker_build"],
         "public" | "aws_ecr" => &["container_image"],
-        "config" | "capabilities" => &["wasm"],
-        "env_vars" => &["terraform_module", "docker_build"],
+        "config" => &["wasm", "pulumi"],
+        "capabilities" => &["wasm"],
+        "runtime" | "pulumi_version" => &["pulumi"],
+        "env_vars" => &["terraform_module", "docker_build", "pulumi"],
         _ => &[],
     }
 }
@@ -1138,6 +1212,8 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
             "target",
             "build_args",
             "config",
+            "runtime",
+            "pulumi_version",
             "capabilities",
             "manifest",
             "kustomize",
@@ -1177,6 +1253,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         build_args: BTreeMap::new(),
         config: None,
         capabilities: None,
+        pulumi: None,
         manifest: None,
         kustomize: None,
         max_auto_retries,
@@ -1298,6 +1375,13 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
                     None
                 }
             }
+        }
+        ComponentKind::Pulumi => {
+            let p = pulumi(&mut r, d, "config", strings);
+            ok &= p.is_some();
+            c.pulumi = p;
+            c.env_vars = r.str_map(d, "env_vars", strings);
+            source(&mut r, d, &["path", "public_repo", "git"], true)
         }
         ComponentKind::Wasm => {
             if let Some((v, raw)) = r.any(d, "config") {

@@ -294,12 +294,17 @@ pub fn components_reading(
         .collect()
 }
 
-/// `sandbox.toml`: the install's base infrastructure, a Terraform module.
+/// `sandbox.toml`: the install's base infrastructure, a Terraform module
+/// (or, with `type = "pulumi"`, a Pulumi program).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Sandbox {
-    /// The Terraform version the module needs.
-    pub terraform_version: String,
+    /// The Terraform version the module needs (none for a Pulumi program).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terraform_version: Option<String>,
+    /// A Pulumi sandbox's program settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulumi: Option<Pulumi>,
     /// Where the module comes from.
     pub source: Source,
     /// `[vars]`, templated.
@@ -602,17 +607,20 @@ pub enum ComponentKind {
     /// Kubernetes objects (an inline manifest, or a kustomization),
     /// applied server-side with `kubectl`.
     KubernetesManifest,
+    /// A Pulumi program, deployed with the `pulumi` CLI.
+    Pulumi,
 }
 
 impl ComponentKind {
     /// Every kind, as written in `type = "…"`.
-    pub const ALL: [&str; 6] = [
+    pub const ALL: [&str; 7] = [
         "terraform_module",
         "helm_chart",
         "container_image",
         "docker_build",
         "wasm",
         "kubernetes_manifest",
+        "pulumi",
     ];
 
     fn parse(s: &str) -> Option<Self> {
@@ -623,6 +631,7 @@ impl ComponentKind {
             "docker_build" => ComponentKind::DockerBuild,
             "wasm" => ComponentKind::Wasm,
             "kubernetes_manifest" => ComponentKind::KubernetesManifest,
+            "pulumi" => ComponentKind::Pulumi,
             _ => return None,
         })
     }
@@ -636,6 +645,7 @@ impl ComponentKind {
             ComponentKind::DockerBuild => "docker_build",
             ComponentKind::Wasm => "wasm",
             ComponentKind::KubernetesManifest => "kubernetes_manifest",
+            ComponentKind::Pulumi => "pulumi",
         }
     }
 }
@@ -670,7 +680,7 @@ pub struct Component {
     /// terraform_module: `[vars]`, templated.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub vars: BTreeMap<String, Value>,
-    /// terraform_module, docker_build: `[env_vars]`, templated.
+    /// terraform_module, docker_build, pulumi: `[env_vars]`, templated.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env_vars: BTreeMap<String, String>,
     /// terraform_module: `[[var_file]] contents`.
@@ -707,6 +717,9 @@ pub struct Component {
     /// wasm: `[capabilities]` the plugin is granted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Value>,
+    /// pulumi: the program's runtime, CLI version and stack config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulumi: Option<Pulumi>,
     /// kubernetes_manifest: the objects, multi-document YAML (templated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<String>,
@@ -765,6 +778,25 @@ fn yes() -> bool {
 
 /// The most automatic retries a component may ask for.
 pub const MAX_AUTO_RETRIES: u32 = 10;
+
+/// A Pulumi program's settings: a `pulumi` component's (`runtime`,
+/// `pulumi_version`, `[config]`), or a Pulumi sandbox's (`[pulumi_config]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Pulumi {
+    /// The program's language: one of [`PULUMI_RUNTIMES`].
+    pub runtime: String,
+    /// The Pulumi CLI version the program is written for (`3.100.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulumi_version: Option<String>,
+    /// The stack's configuration, `namespace:key` to a value (templated);
+    /// a key without a namespace is the project's own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config: BTreeMap<String, String>,
+}
+
+/// The language runtimes a Pulumi program may be written in.
+pub const PULUMI_RUNTIMES: &[&str] = &["go", "nodejs", "python", "dotnet", "java", "yaml"];
 
 /// `[kustomize]` of a `kubernetes_manifest` component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
