@@ -66,11 +66,15 @@ def outputs():
             return r.get("outputs", {{}})
     return {{}}
 cmd = " ".join(args[:2]) if args[0] == "stack" else args[0]
-if cmd.startswith("stack init"):
-    if os.path.exists(state):
+if cmd in ("stack init", "stack select"):
+    if os.path.exists(state) and cmd == "stack init":
         fail("stack " + stack + " already exists")
-    save({{"version": 3, "deployment": {{"resources": []}}}})
-    open(settings, "w").write("encryptionsalt: v1:salt-%d\n" % os.getpid())
+    if not os.path.exists(state):
+        if cmd == "stack select" and "--create" not in args:
+            fail("no stack named " + stack)
+        save({{"version": 3, "deployment": {{"resources": []}}}})
+    if not os.path.exists(settings):
+        open(settings, "w").write("encryptionsalt: v1:salt-%d\n" % os.getpid())
 elif cmd.startswith("stack import"):
     d = json.load(open(opt("--file")))
     log("IMPORT " + json.dumps(d, sort_keys=True))
@@ -207,6 +211,15 @@ fn pulumi_programs_preview_up_and_destroy_with_their_stacks_kept_by_the_control_
         "{rec}"
     );
     assert!(rec.contains("ENV GREETING=hello demo"), "{rec}");
+    // The control plane keeps both stacks, and no lock is left held.
+    let states = rt().block_on(c.list_states("demo")).unwrap().states;
+    for part in ["sandbox", "app"] {
+        let s = states.iter().find(|s| s.component == part);
+        assert!(
+            s.is_some_and(|s| s.versions >= 1 && s.lock.is_none()),
+            "{part}: {states:?}"
+        );
+    }
     assert!(
         rec.contains("ARGS up --yes --skip-preview --stack ") && !rec.contains("IMPORT"),
         "new stacks import nothing: {rec}"
@@ -246,4 +259,48 @@ fn pulumi_programs_preview_up_and_destroy_with_their_stacks_kept_by_the_control_
     );
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
     assert!(outputs.sandbox.is_empty(), "{outputs:?}");
+}
+
+/// A `pulumi` component whose environment names a backend of the
+/// customer's own (`PULUMI_BACKEND_URL`): the stack lives there, selected
+/// (made at its first job), and the control plane keeps nothing of it.
+#[test]
+fn a_pulumi_stack_in_the_customers_own_backend_is_kept_there() {
+    let (bin, record) = stand_in_pulumi();
+    let own = tempfile::tempdir().unwrap();
+    let component = format!(
+        "name = \"app\"\ntype = \"pulumi\"\nruntime = \"go\"\npath = \"./app\"\n\n[env_vars]\nPULUMI_BACKEND_URL = \"file://{}\"\nPULUMI_CONFIG_PASSPHRASE = \"the customer's\"\n",
+        own.path().display()
+    );
+    let mut m = Manual::start(&[
+        METADATA,
+        ("components/app.toml", &component),
+        ("app/Pulumi.yaml", "name: app\nruntime: go\n"),
+        ("app/main.go", "package main\n"),
+    ]);
+    let c = m.cp.client();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    m.restart_runner(Some(&path));
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}");
+    let rec = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        rec.contains("ARGS stack select --create --stack ") && !rec.contains("IMPORT"),
+        "{rec}"
+    );
+    let kept: Vec<_> = std::fs::read_dir(own.path()).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 1, "the stack is in the customer's backend");
+    let stack = std::fs::read_to_string(kept[0].path()).unwrap();
+    assert!(stack.contains("RandomPet"), "{stack}");
+    let states = rt().block_on(c.list_states("demo")).unwrap().states;
+    assert!(
+        states.iter().all(|s| s.component != "app" || s.versions == 0),
+        "the control plane keeps nothing of it: {states:?}"
+    );
+    let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
+    assert_eq!(outputs.components["app"]["name"], "app-made", "{outputs:?}");
 }

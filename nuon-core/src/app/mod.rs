@@ -354,7 +354,7 @@ pub struct RunnerSettings {
     pub instance_type: Option<String>,
     /// The tool image each job kind runs in on a runner that runs jobs in
     /// containers: job kind (`terraform`, `helm`, `kubernetes_manifest`,
-    /// `exec`, or `default` for the others) to a `container_image`
+    /// `pulumi`, `exec`, or `default` for the others) to a `container_image`
     /// component of the app, whose build is the image.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub job_images: BTreeMap<String, String>,
@@ -365,6 +365,7 @@ pub const JOB_IMAGE_KINDS: &[&str] = &[
     "terraform",
     "helm",
     "kubernetes_manifest",
+    "pulumi",
     "exec",
     "default",
 ];
