@@ -83,8 +83,8 @@ pub use job::{
     ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, DebugJob, ExecJob, HealthJob,
     HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobResult, JobRole, JobSandbox, JobSpec,
     JobStatus, KubernetesJob, KustomizeBuild, Outcome, Package, PayloadError, PulumiAction,
-    PulumiJob, RetryPolicy,
-    SourceFileContents, SyncJob, TerraformAction, TerraformJob, parse_action_outputs,
+    PulumiJob, RetryPolicy, SourceFileContents, SyncJob, TerraformAction, TerraformJob,
+    parse_action_outputs,
 };
 pub use plugin::{
     HostError, ImageRoots, JobHost, LimitHit, Plugin, PluginError, PreparedRoot, ProcessExit,

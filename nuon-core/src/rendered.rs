@@ -432,6 +432,9 @@ pub fn render_part<T: Serialize + serde::de::DeserializeOwned>(
     serde_json::from_value(v).map_err(|e| format!("{what}: {e}"))
 }
 
+/// The org's id in a stack made offline.
+pub const STAND_IN_ORG_ID: &str = "org_00000000000000000000000000";
+
 /// The Runner API's address in a stack made offline.
 pub const STAND_IN_RUNNER_API: &str = "https://runner-api.example.invalid";
 
@@ -464,6 +467,8 @@ pub fn install_stack(
             .map(|s| render_part(s, ctx, "stack.toml"))
             .transpose()?,
         runner,
+        secrets: config.secrets.clone(),
+        org_id: STAND_IN_ORG_ID.into(),
     };
     crate::stack::generate(&spec, format)
 }

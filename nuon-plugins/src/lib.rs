@@ -67,8 +67,6 @@ pub mod health;
 pub mod helm;
 #[cfg(feature = "helm")]
 pub mod kubernetes;
-#[cfg(feature = "pulumi")]
-pub mod pulumi;
 #[cfg(feature = "oci")]
 pub mod oci;
 #[cfg(feature = "terraform")]
@@ -77,6 +75,8 @@ pub mod openpgp;
 mod policy;
 #[cfg(any(feature = "helm", feature = "pulumi", feature = "wasm"))]
 mod private;
+#[cfg(feature = "pulumi")]
+pub mod pulumi;
 #[cfg(feature = "oci")]
 pub mod release;
 #[cfg(feature = "oci")]

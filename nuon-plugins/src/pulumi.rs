@@ -80,8 +80,7 @@ impl PulumiPlugin {
             .user_agent(concat!("nuon-runner/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(std::time::Duration::from_secs(15))
             .timeout(std::time::Duration::from_secs(300));
-        if let Some(pem) = std::env::var_os("SSL_CERT_FILE").and_then(|p| std::fs::read(p).ok())
-        {
+        if let Some(pem) = std::env::var_os("SSL_CERT_FILE").and_then(|p| std::fs::read(p).ok()) {
             for cert in reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default() {
                 builder = builder.add_root_certificate(cert);
             }
@@ -229,7 +228,10 @@ impl StateBackend<'_> {
     async fn write(&self, kept: &Kept) -> Result<(), String> {
         let body = json!({ KEPT_KEY: kept }).to_string();
         let resp = self
-            .call("POST", &format!("{}?ID={}", self.backend.address, self.lock_id))
+            .call(
+                "POST",
+                &format!("{}?ID={}", self.backend.address, self.lock_id),
+            )
             .header("content-type", "application/json")
             .body(body)
             .send()
@@ -307,7 +309,10 @@ fn project_name(program: &Path) -> Result<String, String> {
 
 /// The stack's config as Pulumi reads it: `namespace:key`, a bare key
 /// under the project's namespace.
-fn stack_config(project: &str, config: &std::collections::BTreeMap<String, String>) -> Map<String, Value> {
+fn stack_config(
+    project: &str,
+    config: &std::collections::BTreeMap<String, String>,
+) -> Map<String, Value> {
     config
         .iter()
         .map(|(k, v)| {
@@ -392,7 +397,8 @@ impl Plugin for PulumiPlugin {
         )
         .await
         .map_err(|e| PluginError::Missing(format!("pulumi: the program: {e}")))?;
-        let project = project_name(&program).map_err(|e| PluginError::Invalid(format!("pulumi: {e}")))?;
+        let project =
+            project_name(&program).map_err(|e| PluginError::Invalid(format!("pulumi: {e}")))?;
         host.log(&format!(
             "Pulumi project {project} ({}), stack {}",
             job.runtime, job.stack
@@ -404,7 +410,9 @@ impl Plugin for PulumiPlugin {
         });
         let Some(state) = state else {
             host.log("the stack's state is kept by the backend the job's environment names");
-            return self.run_locked(&job, host, bin, program, &project, None).await;
+            return self
+                .run_locked(&job, host, bin, program, &project, None)
+                .await;
         };
         if let Err(e) = state.lock(&job).await {
             return Ok(failed(format!("pulumi: {e}")));
@@ -447,12 +455,17 @@ impl PulumiPlugin {
                 ..Kept::default()
             }
         });
-        let mut env: Vec<(String, String)> = job.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut env: Vec<(String, String)> = job
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         env.push(("PULUMI_SKIP_UPDATE_CHECK".into(), "true".into()));
         if state.is_some() {
             let backend = work.join("backend");
-            std::fs::create_dir_all(&backend)
-                .map_err(|e| PluginError::Missing(format!("pulumi: cannot make its backend: {e}")))?;
+            std::fs::create_dir_all(&backend).map_err(|e| {
+                PluginError::Missing(format!("pulumi: cannot make its backend: {e}"))
+            })?;
             env.push((BACKEND_VAR.into(), format!("file://{}", backend.display())));
             env.push(("PULUMI_CONFIG_PASSPHRASE".into(), kept.passphrase.clone()));
         }
@@ -468,7 +481,8 @@ impl PulumiPlugin {
         let made = if state.is_some() {
             cli.run(host, &["stack", "init"], None).await?
         } else {
-            cli.run(host, &["stack", "select", "--create"], None).await?
+            cli.run(host, &["stack", "select", "--create"], None)
+                .await?
         };
         if let Err(r) = made {
             return Ok(r);
@@ -498,8 +512,9 @@ impl PulumiPlugin {
         config.extend(stack_config(project, &job.config));
         settings.insert("config".into(), Value::Object(config));
         let text = serde_json::to_string_pretty(&Value::Object(settings)).unwrap_or_default();
-        crate::private::write_private(&file, &[text.as_bytes()])
-            .map_err(|e| PluginError::Missing(format!("pulumi: cannot write {}: {e}", file.display())))?;
+        crate::private::write_private(&file, &[text.as_bytes()]).map_err(|e| {
+            PluginError::Missing(format!("pulumi: cannot write {}: {e}", file.display()))
+        })?;
         if let Some(checkpoint) = &kept.checkpoint {
             let path = crate::exec::write_work_file(
                 &work,
@@ -507,7 +522,10 @@ impl PulumiPlugin {
                 &checkpoint.to_string(),
                 "pulumi",
             )?;
-            if let Err(r) = cli.run(host, &["stack", "import", "--file", &path], None).await? {
+            if let Err(r) = cli
+                .run(host, &["stack", "import", "--file", &path], None)
+                .await?
+            {
                 return Ok(r);
             }
         } else if state.is_some() {
@@ -515,7 +533,10 @@ impl PulumiPlugin {
         }
         let ran = match job.action {
             PulumiAction::Preview => {
-                match cli.run(host, &["preview", "--json"], Some("preview.json")).await? {
+                match cli
+                    .run(host, &["preview", "--json"], Some("preview.json"))
+                    .await?
+                {
                     Err(r) => Err(r),
                     Ok(()) => Ok(self.previewed(host, &work)),
                 }
@@ -525,17 +546,28 @@ impl PulumiPlugin {
                 for urn in &gone {
                     host.log(&format!("destroys {urn}"));
                 }
-                host.log(&format!("destroy preview: {} resource(s) to remove", gone.len()));
-                Ok(ok(json!({"changes": {"add": 0, "change": 0, "destroy": gone.len()}})))
+                host.log(&format!(
+                    "destroy preview: {} resource(s) to remove",
+                    gone.len()
+                ));
+                Ok(ok(
+                    json!({"changes": {"add": 0, "change": 0, "destroy": gone.len()}}),
+                ))
             }
             PulumiAction::Up => {
-                match cli.run(host, &["up", "--yes", "--skip-preview"], None).await? {
+                match cli
+                    .run(host, &["up", "--yes", "--skip-preview"], None)
+                    .await?
+                {
                     Err(r) => Err(r),
                     Ok(()) => self.outputs(host, &cli, &work).await?,
                 }
             }
             PulumiAction::Destroy => {
-                match cli.run(host, &["destroy", "--yes", "--skip-preview"], None).await? {
+                match cli
+                    .run(host, &["destroy", "--yes", "--skip-preview"], None)
+                    .await?
+                {
                     Err(r) => Err(r),
                     Ok(()) => Ok(ok(json!({"stack": job.stack, "destroyed": true}))),
                 }
@@ -587,7 +619,8 @@ impl PulumiPlugin {
         job: &PulumiJob,
     ) -> Result<(), PluginError> {
         let args = vec!["version".to_owned()];
-        let exit = crate::exec::run_tool(host, &cli.bin, &cli.env, &args, Some("version.txt")).await?;
+        let exit =
+            crate::exec::run_tool(host, &cli.bin, &cli.env, &args, Some("version.txt")).await?;
         let said = std::fs::read_to_string(host.work_dir().join("version.txt")).unwrap_or_default();
         let have = said.trim().trim_start_matches('v').to_owned();
         if exit != ProcessExit::Exited(0) {
@@ -644,7 +677,10 @@ impl PulumiPlugin {
         if let Err(r) = cli.run(host, &shown, Some("outputs.json")).await? {
             return Ok(Err(r));
         }
-        if let Err(r) = cli.run(host, &["stack", "output", "--json"], Some("masked.json")).await? {
+        if let Err(r) = cli
+            .run(host, &["stack", "output", "--json"], Some("masked.json"))
+            .await?
+        {
             return Ok(Err(r));
         }
         let sensitive: Vec<String> = read("masked.json")
@@ -677,7 +713,8 @@ mod tests {
 
     #[test]
     fn a_preview_counts_as_a_plan() {
-        let c = changes_of(&json!({"create": 2, "update": 1, "replace": 1, "delete": 3, "same": 9}));
+        let c =
+            changes_of(&json!({"create": 2, "update": 1, "replace": 1, "delete": 3, "same": 9}));
         assert_eq!(c, json!({"add": 2, "change": 2, "destroy": 3}));
     }
 

@@ -311,7 +311,14 @@ async fn runner_token(args: &RunArgs) -> anyhow::Result<String> {
     {
         return Ok(t.trim().to_owned());
     }
-    let outputs = stack_outputs(args)?;
+    // What the stack reported, and the outputs of its nested stacks (read
+    // here, in the customer's account).
+    let aws = which::which("aws").ok();
+    let (outputs, problems) =
+        crate::nested_stacks::with_nested_outputs(stack_outputs(args)?, aws.as_deref()).await;
+    for p in problems {
+        tracing::warn!("{p}");
+    }
     let mut client = ClientConfig::with_replicas(&args.api, install_token).context("--api")?;
     refuse_plain_http(&client, args.allow_insecure_http)?;
     client.ca_bundle = args.ca_bundle.clone();

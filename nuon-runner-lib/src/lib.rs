@@ -70,6 +70,7 @@ mod error;
 mod host;
 pub mod journal;
 mod keys;
+pub mod nested_stacks;
 mod orphan;
 mod runner;
 mod shipper;

@@ -830,27 +830,15 @@ fn the_nuon_app_corpus_validates_and_renders_as_its_goldens() {
 /// CloudFormation stack does not declare yet, each with why. The test
 /// fails when one is declared (or read by no app any more), so that it
 /// comes off this list.
-const STACK_OUTPUT_GAPS: &[(&str, &str)] = &[
-    (
-        "private_subnets",
-        "the stack makes one runner subnet; Nuon's VPC has private and public subnet lists",
-    ),
-    (
-        "custom_nested_stacks",
-        "nested stacks' own outputs are not reported as a map yet",
-    ),
-    (
-        "db_password_arn",
-        "secrets the stack makes in the customer's Secrets Manager (issue 46)",
-    ),
-    ("license_key_arn", "as db_password_arn"),
-];
+const STACK_OUTPUT_GAPS: &[(&str, &str)] = &[];
 
 /// The install stack of each AWS app of `tests/apps/` renders offline
 /// (`nuon apps render --workflow provision`), passes `cfn-lint`, and
 /// declares every output the app's sandbox, components and actions read
 /// (`.nuon.install_stack.outputs.NAME`: an output of the template, or one
-/// Nuon's contract adds when the stack phones home), but for the listed gaps.
+/// Nuon's contract adds when the stack phones home), but for the listed
+/// gaps; and the provision renders against those outputs alone
+/// (`--stack-outputs`, each a stand-in value).
 #[test]
 fn the_corpus_install_stacks_pass_cfn_lint_and_declare_what_the_apps_read() {
     if !nuon_tests::have_tool("cfn-lint", "check CloudFormation templates") {
@@ -920,6 +908,15 @@ fn the_corpus_install_stacks_pass_cfn_lint_and_declare_what_the_apps_read() {
             .map(str::to_owned)
             .chain(contract.iter().map(|s| s.to_string()))
             .collect();
+        // Each nested stack is reported by its id; the runner reads its
+        // outputs into Nuon's `custom_nested_stacks` map.
+        let mut declared = declared;
+        if declared
+            .iter()
+            .any(|d| d.starts_with("custom_nested_stack_id."))
+        {
+            declared.insert("custom_nested_stacks".to_owned());
+        }
         let mut read = std::collections::BTreeSet::new();
         for f in walk(&dir) {
             if f.components().any(|c| c.as_os_str() == "rendered") {
@@ -937,6 +934,49 @@ fn the_corpus_install_stacks_pass_cfn_lint_and_declare_what_the_apps_read() {
                     read.insert(name);
                 }
             }
+        }
+        // The provision renders against what this stack reports (each of
+        // its outputs, a stand-in value; each nested stack with the
+        // outputs the app reads of it), made Nuon's contract.
+        let mut reported = serde_json::Map::new();
+        let made_by_contract = |n: &str| contract.contains(&n) || n == "custom_nested_stacks";
+        for name in declared.iter().filter(|n| !made_by_contract(n)) {
+            let value = if name.ends_with("_arn") || name.contains("iam_role_arn") {
+                format!("arn:aws:iam::000000000000:role/{name}")
+            } else {
+                format!("stand-in-{name}")
+            };
+            reported.insert(name.clone(), value.into());
+        }
+        for f in walk(&dir) {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            for (i, _) in text.match_indices("install_stack.outputs.custom_nested_stacks.") {
+                let path: String = text[i + "install_stack.outputs.".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+                    .collect();
+                reported.insert(path, "stand-in-nested-output".into());
+            }
+        }
+        let outputs_file = tmp.path().join(format!("{app}-outputs.json"));
+        std::fs::write(
+            &outputs_file,
+            serde_json::Value::Object(reported).to_string(),
+        )
+        .unwrap();
+        let out = ours("nuon")
+            .args(["apps", "render"])
+            .arg(&dir)
+            .args(["--workflow", "provision", "--stack-outputs"])
+            .arg(&outputs_file)
+            .env("NUON_API_URL", "http://127.0.0.1:9")
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            failed.push(format!(
+                "{app}: the provision does not render against the stack's own outputs: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
         for name in read.difference(&declared) {
             if STACK_OUTPUT_GAPS.iter().any(|(g, _)| g == name) {

@@ -238,7 +238,8 @@ fn pulumi_programs_preview_up_and_destroy_with_their_stacks_kept_by_the_control_
     }
     let rec = std::fs::read_to_string(&record).unwrap();
     assert!(
-        rec.matches("IMPORT ").count() >= 4 && rec.contains("random:index/randomPet:RandomPet::pet"),
+        rec.matches("IMPORT ").count() >= 4
+            && rec.contains("random:index/randomPet:RandomPet::pet"),
         "each job imports the stack its last up left: {rec}"
     );
 
@@ -246,7 +247,10 @@ fn pulumi_programs_preview_up_and_destroy_with_their_stacks_kept_by_the_control_
     std::fs::write(&record, "").unwrap();
     let w = run_workflow(&c, WorkflowKind::Deprovision);
     assert_eq!(w.status, "succeeded", "{w:#?}");
-    assert_eq!(step(&w, "plan destroy app").outputs["changes"]["destroy"], 1);
+    assert_eq!(
+        step(&w, "plan destroy app").outputs["changes"]["destroy"],
+        1
+    );
     assert_eq!(
         step(&w, "plan destroy sandbox").outputs["changes"]["destroy"],
         1
@@ -298,7 +302,9 @@ fn a_pulumi_stack_in_the_customers_own_backend_is_kept_there() {
     assert!(stack.contains("RandomPet"), "{stack}");
     let states = rt().block_on(c.list_states("demo")).unwrap().states;
     assert!(
-        states.iter().all(|s| s.component != "app" || s.versions == 0),
+        states
+            .iter()
+            .all(|s| s.component != "app" || s.versions == 0),
         "the control plane keeps nothing of it: {states:?}"
     );
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();

@@ -73,6 +73,7 @@ async fn stack(
         runner,
         permissions,
         stack: stack_toml,
+        secrets,
     } = rendered_for(&state, org, &install).await?;
     let format = format.unwrap_or_else(|| StackFormat::for_runner_type(&runner.runner_type));
     // What can fail first: the token before stays good until a new one
@@ -97,6 +98,8 @@ async fn stack(
         runner,
         stack: stack_toml,
         permissions,
+        secrets,
+        org_id: org.to_string(),
     };
     // Made before the token is stored: a stack that cannot be made leaves
     // the token before working.
@@ -134,6 +137,7 @@ struct Rendered {
     runner: RunnerSettings,
     permissions: nuon_core::app::Permissions,
     stack: Option<nuon_core::app::Stack>,
+    secrets: Vec<nuon_core::app::SecretDecl>,
 }
 
 async fn rendered_for(
@@ -180,6 +184,7 @@ async fn rendered_for(
         runner,
         permissions,
         stack,
+        secrets: config.secrets.clone(),
     })
 }
 

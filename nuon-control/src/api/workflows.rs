@@ -234,7 +234,12 @@ fn package_of(component: Option<&nuon_core::app::Component>) -> Package {
     match component {
         Some(c) if c.kind == ComponentKind::HelmChart => Package::HelmChart,
         Some(c) if c.kind == ComponentKind::Wasm => Package::WasmPlugin,
-        Some(c) if matches!(c.kind, ComponentKind::KubernetesManifest | ComponentKind::Pulumi) => {
+        Some(c)
+            if matches!(
+                c.kind,
+                ComponentKind::KubernetesManifest | ComponentKind::Pulumi
+            ) =>
+        {
             Package::Directory
         }
         Some(c) if c.kind == ComponentKind::DockerBuild => Package::DockerImage {

@@ -12,7 +12,8 @@ use super::reader::{Located, Reader, duration, strings_in, text};
 use super::sources::source;
 use super::{
     AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType, InstallDecl,
-    KubernetesSecretTarget, Kustomize, Metadata, PULUMI_RUNTIMES, Pulumi, RunnerSettings, Sandbox, SecretDecl, Source,
+    KubernetesSecretTarget, Kustomize, Metadata, PULUMI_RUNTIMES, Pulumi, RunnerSettings, Sandbox,
+    SecretDecl, Source,
 };
 
 /// The largest config file read.
@@ -706,7 +707,9 @@ fn sandbox(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Sand
             if let Some(v) = r.get(key) {
                 d.push(r.file.warn(
                     &v.span(),
-                    format!("{key} is for Terraform sandboxes: a Pulumi program reads [pulumi_config]"),
+                    format!(
+                        "{key} is for Terraform sandboxes: a Pulumi program reads [pulumi_config]"
+                    ),
                 ));
             }
         }

@@ -7,7 +7,9 @@
 //! phone-home payload (its CloudFormation custom resource) has maps where a
 //! sandbox written for Nuon reads maps: `break_glass_role_arns` and
 //! `custom_role_arns` (role name to ARN, as the role's name is rendered
-//! for the install), `install_inputs`, and `phone_home_type`. The control
+//! for the install), `install_inputs`, `custom_nested_stacks` (each
+//! nested stack's `outputs`, as the runner read them from CloudFormation),
+//! and `phone_home_type`. The control
 //! plane makes those from what the stack reported and the app's roles when
 //! the stack phones home ([`nuon_outputs`]); every key the stack reported
 //! stays as it is, so ours (`runner_subnet_id`, `iam_role_arn_NAME`, ...)
@@ -76,9 +78,34 @@ pub fn nuon_outputs(
         add("break_glass_role_arns", Value::Object(break_glass));
         add("custom_role_arns", Value::Object(custom));
         add("install_inputs", Value::Object(Map::new()));
+        // Each custom nested stack's outputs, as the runner read them.
+        let mut nested = Map::new();
+        for (k, v) in reported {
+            let Some(rest) = k.strip_prefix(NESTED_OUTPUTS) else {
+                continue;
+            };
+            if let Some((stack, key)) = rest.split_once(".outputs.") {
+                let entry = nested
+                    .entry(stack.to_owned())
+                    .or_insert_with(|| serde_json::json!({"outputs": {}}));
+                entry["outputs"][key] = Value::String(v.clone());
+            }
+        }
+        for k in reported.keys() {
+            if let Some(stack) = k.strip_prefix(super::cloudformation::NESTED_STACK_ID) {
+                nested
+                    .entry(stack.to_owned())
+                    .or_insert_with(|| serde_json::json!({"outputs": {}}));
+            }
+        }
+        add("custom_nested_stacks", Value::Object(nested));
     }
     out
 }
+
+/// How the runner reports a custom nested stack's output `KEY` of stack
+/// `NAME`: `custom_nested_stacks.NAME.outputs.KEY`.
+pub const NESTED_OUTPUTS: &str = "custom_nested_stacks.";
 
 /// What a stack would report, for rendering before there is one (`nuon
 /// apps render`): each role's ARN made from its (rendered) name in a
@@ -95,6 +122,8 @@ pub fn stand_in_outputs(runner_type: &str, permissions: &Permissions) -> BTreeMa
             "account_id",
             "vpc_id",
             "runner_subnet_id",
+            "public_subnets",
+            "private_subnets",
             "runner_iam_role_arn",
         ],
     };
@@ -202,5 +231,40 @@ mod tests {
             .map(|(k, v)| (k.into(), Value::from(v)))
             .collect();
         assert_eq!(cloud_account(&old)["aws"]["region"], "us-east-2");
+    }
+
+    #[test]
+    fn nested_stack_outputs_the_runner_read_are_a_map_by_stack() {
+        let out = nuon_outputs(
+            &reported(&[
+                (
+                    "custom_nested_stack_id.rds_instance",
+                    "arn:aws:cloudformation:us-east-2:1:stack/x/1",
+                ),
+                (
+                    "custom_nested_stacks.rds_instance.outputs.DBEndpoint",
+                    "db.example:5432",
+                ),
+                ("custom_nested_stacks.rds_instance.outputs.DBPort", "5432"),
+                (
+                    "custom_nested_stack_id.dns",
+                    "arn:aws:cloudformation:us-east-2:1:stack/y/2",
+                ),
+            ]),
+            "aws",
+            &Permissions::default(),
+        );
+        assert_eq!(
+            out["custom_nested_stacks"],
+            serde_json::json!({
+                "rds_instance": {"outputs": {"DBEndpoint": "db.example:5432", "DBPort": "5432"}},
+                "dns": {"outputs": {}}
+            })
+        );
+        // What was reported stays as it was.
+        assert_eq!(
+            out["custom_nested_stacks.rds_instance.outputs.DBPort"],
+            "5432"
+        );
     }
 }

@@ -53,6 +53,12 @@ pub struct StackSpec {
     pub stack: Option<Stack>,
     /// The cloud roles, names and documents rendered.
     pub permissions: Permissions,
+    /// The app's secrets (`secrets.toml`): on AWS each is a Secrets
+    /// Manager secret the stack makes in the customer's account, its ARN
+    /// reported as `NAME_arn`.
+    pub secrets: Vec<crate::app::SecretDecl>,
+    /// The org's id (a Nuon VPC template's `NuonOrgID`).
+    pub org_id: String,
 }
 
 /// A stack's flavour.
@@ -232,6 +238,8 @@ pub(crate) fn test_spec() -> StackSpec {
         },
         stack: None,
         permissions: Permissions::default(),
+        secrets: Vec::new(),
+        org_id: "org0123456789abcdef".into(),
     }
 }
 
