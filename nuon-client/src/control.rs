@@ -464,6 +464,16 @@ impl ControlClient {
             .await
     }
 
+    /// The app's README rendered for `install`: what does not render is a
+    /// warning, and the README is then shown as written.
+    pub async fn install_readme(
+        &self,
+        install: &str,
+    ) -> Result<nuon_core::rendered::RenderedReadme> {
+        self.call::<nuon_core::endpoint::GetInstallReadme>(&[install], &())
+            .await
+    }
+
     /// Renames an install and changes its approval mode (each when given);
     /// its id, runner and workflows stay. Admin only.
     pub async fn update_install(&self, install: &str, change: &EditInstall) -> Result<InstallInfo> {

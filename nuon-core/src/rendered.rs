@@ -420,6 +420,68 @@ fn pulumi(add: &mut dyn FnMut(String, String), p: PulumiInputs) {
 
 pub use crate::app::template::KNOWN_AFTER_APPLY;
 
+/// A text rendered the way Nuon renders an app's README for an install
+/// (`GET /v1/installs/{id}/readme`): a reference that does not resolve is
+/// not an error there but a warning, and the text is then shown as
+/// written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RenderedReadme {
+    /// What it renders to; the original when a warning says why not.
+    pub rendered: String,
+    /// The text as the config writes it.
+    pub original: String,
+    /// Each reference that does not render, and why; when there is one,
+    /// `rendered` is the original.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Renders `text` as Nuon renders a README: each reference alone first;
+/// any that fails is a warning (`{{ REF }}: why`) and the text stays as
+/// written; else the whole text, whose own failure (a function's) is the
+/// one warning.
+pub fn render_with_warnings(text: &str, ctx: &RenderContext) -> RenderedReadme {
+    let shown_as_written = |mut warnings: Vec<String>| RenderedReadme {
+        rendered: text.to_owned(),
+        original: text.to_owned(),
+        warnings: std::mem::take(&mut warnings),
+    };
+    let (actions, errors) = template::scan(text);
+    let mut warnings: Vec<String> = errors
+        .into_iter()
+        .map(|e| {
+            format!(
+                "at byte {}: {}; the text is shown as written",
+                e.offset, e.message
+            )
+        })
+        .collect();
+    // A reference with a `default` (or under an `if`) may lack a value.
+    for a in actions.iter().filter(|a| a.printed) {
+        let alone = format!("{{{{ {} }}}}", a.written);
+        if let Err(e) = template::render(&alone, ctx) {
+            let w = format!("{alone}: {}; the text is shown as written", e.message);
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+    }
+    if !warnings.is_empty() {
+        return shown_as_written(warnings);
+    }
+    match template::render(text, ctx) {
+        Ok(rendered) => RenderedReadme {
+            rendered,
+            original: text.to_owned(),
+            warnings: Vec::new(),
+        },
+        Err(e) => shown_as_written(vec![format!(
+            "at byte {}: {}; the text is shown as written",
+            e.offset, e.message
+        )]),
+    }
+}
+
 /// A part of a config (the cloud roles, `stack.toml`) with every text
 /// rendered for the install (`{{ .nuon.install.id }}-provision`).
 pub fn render_part<T: Serialize + serde::de::DeserializeOwned>(
@@ -565,5 +627,39 @@ fn strings(v: &Value, out: &mut Vec<String>) {
         Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
         Value::Object(m) => m.values().for_each(|x| strings(x, out)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_readme_renders_or_is_shown_as_written_with_each_reference_that_does_not() {
+        let mut ctx = RenderContext {
+            install_name: "acme".into(),
+            ..Default::default()
+        };
+        ctx.inputs.insert("region".into(), Value::from("us-east-2"));
+        let ok = render_with_warnings(
+            "# {{ .nuon.install.name }} in {{ .nuon.install.inputs.region }} ({{ .nuon.sandbox.outputs.dns | default \"no DNS\" }})",
+            &ctx,
+        );
+        assert_eq!(ok.rendered, "# acme in us-east-2 (no DNS)");
+        assert!(ok.warnings.is_empty());
+        let text = "# {{ .nuon.install.name }}: {{ .nuon.sandbox.outputs.url }} {{ .nuon.install.inputs.nope }}";
+        let bad = render_with_warnings(text, &ctx);
+        assert_eq!(bad.rendered, text, "shown as written");
+        assert_eq!(bad.original, text);
+        assert_eq!(bad.warnings.len(), 2, "{:?}", bad.warnings);
+        assert!(
+            bad.warnings[0].starts_with("{{ .nuon.sandbox.outputs.url }}: ")
+                && bad.warnings[0].contains("has no value")
+        );
+        assert!(bad.warnings[1].contains(".nuon.install.inputs.nope"));
+        // Text that is not a template of the config stays as it is.
+        let plain = render_with_warnings("Run `helm get values {{ .Release.Name }}`", &ctx);
+        assert_eq!(plain.rendered, "Run `helm get values {{ .Release.Name }}`");
+        assert!(plain.warnings.is_empty());
     }
 }

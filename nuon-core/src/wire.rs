@@ -130,6 +130,8 @@ pub mod routes {
     pub const INSTALL_OUTPUTS: &str = "/v1/installs/{id}/outputs";
     /// Control API: what a workflow's steps would be given on an install.
     pub const INSTALL_RENDER: &str = "/v1/installs/{id}/render/{workflow}";
+    /// Control API: the app's README, rendered for an install.
+    pub const INSTALL_README: &str = "/v1/installs/{id}/readme";
     /// Control API: an install's health: its runner, its components' last
     /// deploys and its health-check actions.
     pub const INSTALL_HEALTH: &str = "/v1/installs/{id}/health";

@@ -310,3 +310,130 @@ fn an_installs_workflow_renders_without_running_and_shows_no_secret() {
     let (status, _) = api_code(e);
     assert_eq!(status, 400);
 }
+
+/// `nuon installs readme`: the app's README (a file the config names,
+/// kept with the version) rendered for an install as Nuon renders it:
+/// secrets as stand-ins; a reference that does not render is a warning and
+/// the README is shown as written; the same on the dashboard; no README is
+/// a 404 that says where to give one.
+#[test]
+fn an_installs_readme_renders_and_what_does_not_render_is_a_warning() {
+    let cp = ControlPlane::start("10s").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path();
+    crate::deploy::write_files(
+        app,
+        &[
+            (
+                "metadata.toml",
+                "version = \"v2\"\nreadme = \"./README.md\"\n",
+            ),
+            (
+                "README.md",
+                "# {{ .nuon.install.name }}\n\nSay {{ .nuon.install.inputs.greeting | upper }}; the password is {{ .nuon.secrets.db_password }}.\n",
+            ),
+            (
+                "inputs.toml",
+                "[[input]]\nname = \"greeting\"\ndescription = \"what it says\"\ndefault = \"hi\"\n",
+            ),
+            (
+                "secrets.toml",
+                "[[secret]]\nname = \"db_password\"\ndescription = \"the database's\"\n",
+            ),
+        ],
+    );
+    ok(cp.nuon(&["apps", "create", "docs"]));
+    ok(cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "docs"]));
+    ok(cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "docs",
+        "--name",
+        "d",
+        "--input",
+        "greeting=howdy",
+        "--secret",
+        "db_password=s3cret-pw",
+    ]));
+    let out = ok(cp.nuon(&["installs", "readme", "d"]));
+    assert!(
+        out.starts_with("# d\n\nSay HOWDY; the password is "),
+        "{out}"
+    );
+    assert!(!out.contains("s3cret-pw"), "{out}");
+    let read = rt()
+        .block_on(
+            cp.client()
+                .create_token("reader", nuon_core::wire::TokenScope::Read),
+        )
+        .unwrap();
+    let r = rt()
+        .block_on(cp.client_with(&read.secret).install_readme("d"))
+        .unwrap();
+    assert!(
+        r.warnings.is_empty() && r.rendered.contains("HOWDY"),
+        "{r:?}"
+    );
+
+    // A version whose README reads what the install does not have yet.
+    std::fs::write(
+        app.join("README.md"),
+        "Open {{ .nuon.sandbox.outputs.url }} as {{ .nuon.install.name }}\n",
+    )
+    .unwrap();
+    ok(cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "docs"]));
+    ok(cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "docs",
+        "--name",
+        "e",
+        "--secret",
+        "db_password=pass-word",
+    ]));
+    let out = cp.nuon(&["--json", "installs", "readme", "e"]);
+    let got: Value = serde_json::from_str(&ok(out)).unwrap();
+    assert_eq!(
+        got["rendered"], "Open {{ .nuon.sandbox.outputs.url }} as {{ .nuon.install.name }}\n",
+        "shown as written: {got}"
+    );
+    let warning = got["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.starts_with("{{ .nuon.sandbox.outputs.url }}: ")
+            && warning.contains("shown as written"),
+        "{warning}"
+    );
+    let page = cp.dashboard_page("/installs/e/readme");
+    assert!(
+        page.contains("What does not render") && page.contains(".nuon.sandbox.outputs.url"),
+        "{page}"
+    );
+    assert!(cp.dashboard_page("/installs/d").contains("/installs/"));
+
+    // No README: a 404 that says where to give one.
+    std::fs::write(app.join("metadata.toml"), "version = \"v2\"\n").unwrap();
+    ok(cp.nuon(&["apps", "create", "bare"]));
+    ok(cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "bare"]));
+    ok(cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "bare",
+        "--name",
+        "b",
+        "--secret",
+        "db_password=pass-word",
+    ]));
+    let e = rt().block_on(cp.client().install_readme("b")).unwrap_err();
+    match e {
+        nuon_client::Error::Api {
+            status, message, ..
+        } => {
+            assert_eq!(status, 404);
+            assert!(message.contains("metadata.toml"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+}

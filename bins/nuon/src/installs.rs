@@ -183,6 +183,13 @@ pub(crate) enum InstallsCommand {
         #[arg(long, default_value = "deploy")]
         workflow: String,
     },
+    /// The app's README rendered for this install, as Nuon renders it:
+    /// what does not render is a warning (on stderr), and the README is
+    /// then shown as written.
+    Readme {
+        /// The install, by name or id.
+        install: String,
+    },
     /// Rename an install or change its approval mode (admin). Its id,
     /// runner and workflows stay.
     Update {
@@ -551,6 +558,15 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             let r = client.render_install(install, workflow).await?;
             crate::render::show(g, None, &r.artifacts, &r.problems, &[])?;
             return Ok(u8::from(!r.problems.is_empty()));
+        }
+        InstallsCommand::Readme { install } => {
+            let r = client.install_readme(install).await?;
+            emit_with(g, &r, |r| {
+                for w in &r.warnings {
+                    eprintln!("warning: {w}");
+                }
+                println!("{}", r.rendered.trim_end());
+            })?;
         }
         InstallsCommand::Update {
             install,

@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, patch, post};
 use nuon_core::app::{self, SourceFile};
-use nuon_core::endpoint::{GetInstall, RenderInstall, UpdateInstall, path_of};
+use nuon_core::endpoint::{GetInstall, GetInstallReadme, RenderInstall, UpdateInstall, path_of};
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList,
     ConfigVersionSummary, CreateApp, CreateInstall, EditInstall, InstallCreated, InstallInfo,
@@ -91,6 +91,7 @@ pub(super) fn ops() -> Vec<Op> {
             .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`."),
         Op::endpoint::<GetInstall>(get(get_install)),
         Op::endpoint::<RenderInstall>(get(render_install)),
+        Op::endpoint::<GetInstallReadme>(get(install_readme)),
         Op::endpoint::<UpdateInstall>(patch(update_install)).audited_by_service(),
         Op::endpoint::<ep::SetInstallInputs>(patch(set_inputs)),
         Op::endpoint::<ep::ListInstallWorkflows>(get(list_workflows)),
@@ -404,6 +405,14 @@ async fn render_install(
             .render_install(&caller, &key, &workflow)
             .await?,
     ))
+}
+
+async fn install_readme(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Path(key): Path<String>,
+) -> Result<Json<nuon_core::rendered::RenderedReadme>, Error> {
+    Ok(Json(state.services().install_readme(&caller, &key).await?))
 }
 
 /// A body the service never saw (not JSON, unknown fields) is refused

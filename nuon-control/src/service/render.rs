@@ -1,8 +1,9 @@
 //! Rendering an install's workflow without running it: what `nuon
 //! installs render` shows, with the control plane's own rendering
-//! (`nuon_core::rendered`) and stand-ins for what is secret.
+//! (`nuon_core::rendered`) and stand-ins for what is secret; and the app's
+//! README rendered for the install (`nuon installs readme`).
 
-use nuon_core::rendered::{self, RenderedWorkflow};
+use nuon_core::rendered::{self, RenderedReadme, RenderedWorkflow};
 use nuon_core::workflow::WorkflowKind;
 
 use super::{Caller, Services};
@@ -71,5 +72,37 @@ impl Services<'_> {
             artifacts,
             problems,
         })
+    }
+
+    /// `GET /v1/installs/{id}/readme`: any token of the org; rendered as
+    /// Nuon renders it (a reference that does not render is a warning and
+    /// the text is shown as written), secrets as stand-ins.
+    pub(crate) async fn install_readme(
+        &self,
+        caller: &Caller,
+        key: &str,
+    ) -> Result<RenderedReadme, Error> {
+        let install = self.find_install(caller, key).await?;
+        let org = &caller.principal.org_id;
+        let (app_name, config) = self
+            .engine
+            .app_config(org, &install.app_id, install.config_version)
+            .await?;
+        let text = config.metadata.readme.clone().ok_or_else(|| {
+            Error::not_found(format!(
+                "app {app_name} has no README in config version {}: give one in metadata.toml (`readme = \"./README.md\"`, or the Markdown itself)",
+                install.config_version
+            ))
+        })?;
+        let org_name = self.engine.org_name(org).await?;
+        let owner = Owner {
+            org: &org_name,
+            app: &app_name,
+        };
+        let ctx = render_context_as(self.secrets, org, &install, owner, false, Values::StandIns)
+            .map_err(|e| Error::conflict("install_values_refused", e))?;
+        crate::render_pool::blocking(move || rendered::render_with_warnings(&text, &ctx))
+            .await
+            .map_err(Error::internal)
     }
 }

@@ -6,13 +6,14 @@ use serde_json::Value;
 
 use super::{AppConfig, source_dir};
 
-/// Whether a `contents` (of `[[var_file]]`, `[[values_file]]`) or a step's
-/// `inline_contents` names a file of the config (`./values/web.yaml`)
+/// Whether a `contents` (of `[[var_file]]`, `[[values_file]]`), a step's
+/// `inline_contents` or a `readme` names a file of the config (`./values/web.yaml`)
 /// rather than holding the text itself: one word, no template, shaped like
 /// a path.
 pub fn is_file_ref(s: &str) -> bool {
     const EXTS: &[&str] = &[
         "tfvars", "json", "yaml", "yml", "sh", "bash", "py", "txt", "hcl", "tf", "env", "toml",
+        "md",
     ];
     let s = s.trim();
     !s.is_empty()
@@ -66,6 +67,14 @@ fn visit_file_refs(config: &mut AppConfig, f: &mut dyn FnMut(&str, &'static str,
             f(who, category, v);
         }
     };
+    if let Some(v) = &mut config.metadata.readme {
+        one("metadata.toml readme", "", v);
+    }
+    for r in &mut config.runbooks {
+        if let Some(v) = &mut r.readme {
+            one(&format!("runbook {:?} readme", r.name), "runbooks", v);
+        }
+    }
     if let Some(s) = &mut config.sandbox {
         for v in &mut s.var_files {
             one("the sandbox", "", v);

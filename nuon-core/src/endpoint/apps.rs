@@ -60,6 +60,10 @@ endpoints! {
     RenderInstall: Get routes::INSTALL_RENDER, "renderInstall",
         () => crate::rendered::RenderedWorkflow, body = false,
         summary = "What each step of a workflow (provision, deploy, teardown, deprovision, reprovision) would be given, rendered with the install's values and outputs: variables, var files, Helm values, manifests, action scripts. Secrets and sensitive values are stand-ins; outputs not known yet read `(known after apply)`. Nothing runs.";
+    /// `GET /v1/installs/{id}/readme`.
+    GetInstallReadme: Get routes::INSTALL_README, "getInstallReadme",
+        () => crate::rendered::RenderedReadme, body = false,
+        summary = "The app's README (metadata.toml `readme`) rendered with the install's values and outputs, as Nuon renders it: a reference that does not render is a warning, and the README is then shown as written. Secrets and sensitive values are stand-ins. 404 when the app has no README.";
     /// `PATCH /v1/installs/{id}`.
     UpdateInstall: Patch routes::INSTALL, "updateInstall", crate::wire::EditInstall => crate::wire::InstallInfo, body = true,
         summary = "Rename an install or change its approval mode (each when given). Its id, runner and workflows stay; a name another install of the org has is refused (409 `name_taken`).";

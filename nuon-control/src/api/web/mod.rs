@@ -65,6 +65,7 @@ pub(super) fn router() -> Router<SharedState> {
         )
         .route("/installs/{id}", get(install))
         .route("/installs/{id}/render", get(render::render_page))
+        .route("/installs/{id}/readme", get(render::readme_page))
         .route("/apps", get(apps))
         .route("/apps/{id}", get(app))
         .route("/apps/{id}/diff", get(app_diff))

@@ -1,6 +1,7 @@
 //! The dashboard's render page: what each step of a workflow would be
 //! given on an install, rendered with its values and outputs (the
 //! `renderInstall` operation, through the service layer). Nothing runs.
+//! And the app's README rendered for the install (`getInstallReadme`).
 
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
@@ -35,6 +36,35 @@ pub(super) async fn render_page(
 ) -> Response {
     let workflow = q.workflow.as_deref().unwrap_or("deploy");
     page(render(&state, &web, &key, workflow).await)
+}
+
+pub(super) async fn readme_page(
+    State(state): State<SharedState>,
+    web: Web,
+    Path(key): Path<String>,
+) -> Response {
+    page(readme(&state, &web, &key).await)
+}
+
+async fn readme(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
+    let r = state
+        .services()
+        .install_readme(&web.auth.caller(), key)
+        .await?;
+    let body = html! {
+        h1 { "README of " (key) }
+        p.muted { "Rendered with the install's values and outputs; secrets and sensitive values are stand-ins." }
+        @if !r.warnings.is_empty() {
+            h2 { "What does not render (shown as written)" }
+            ul.problems {
+                @for w in &r.warnings {
+                    li { (w) }
+                }
+            }
+        }
+        pre.readme { code { (r.rendered) } }
+    };
+    Ok(layout(&format!("README {key}"), Some(web), body))
 }
 
 async fn render(
