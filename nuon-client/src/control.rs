@@ -29,6 +29,7 @@ use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::http::Http;
 
+mod renders;
 mod rollouts;
 
 /// A name or id as one path segment: anything but letters, digits, `-`,
@@ -451,27 +452,6 @@ impl ControlClient {
     /// One install, by name or id.
     pub async fn get_install(&self, install: &str) -> Result<InstallInfo> {
         self.call::<GetInstall>(&[install], &()).await
-    }
-
-    /// What each step of `workflow` (`provision`, `deploy`, ...) would be
-    /// given on `install`, rendered; secrets as stand-ins. Nothing runs.
-    pub async fn render_install(
-        &self,
-        install: &str,
-        workflow: &str,
-    ) -> Result<nuon_core::rendered::RenderedWorkflow> {
-        self.call::<nuon_core::endpoint::RenderInstall>(&[install, workflow], &())
-            .await
-    }
-
-    /// The app's README rendered for `install`: what does not render is a
-    /// warning, and the README is then shown as written.
-    pub async fn install_readme(
-        &self,
-        install: &str,
-    ) -> Result<nuon_core::rendered::RenderedReadme> {
-        self.call::<nuon_core::endpoint::GetInstallReadme>(&[install], &())
-            .await
     }
 
     /// Renames an install and changes its approval mode (each when given);

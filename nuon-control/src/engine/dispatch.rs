@@ -12,9 +12,9 @@ use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys};
 use nuon_core::{
-    ArtifactRef, ExecJob, HealthJob, HelmAction, HelmJob, HttpBackend, ImageRef, Job, JobId,
-    JobSandbox, JobSpec, KubernetesJob, KustomizeBuild, PulumiAction, PulumiJob, RetryPolicy,
-    SyncJob, TerraformAction, TerraformJob, now_ms,
+    ArtifactRef, ExecJob, HealthJob, HelmAction, HelmJob, ImageRef, Job, JobId, JobSandbox,
+    JobSpec, KubernetesJob, KustomizeBuild, RetryPolicy, SyncJob, TerraformAction, TerraformJob,
+    now_ms,
 };
 use serde_json::Value;
 
@@ -23,10 +23,6 @@ use super::rules;
 use super::{Ctx, Engine, EngineError, Result};
 use crate::secrets::state_context;
 use crate::store::StateToken;
-
-/// The environment variable that names a Pulumi backend of the customer's
-/// own (`s3://…`, `gs://…`, `azblob://…`).
-const PULUMI_BACKEND_URL: &str = "PULUMI_BACKEND_URL";
 
 /// A step's job, or why it cannot be sent (the step fails with it).
 type Made = std::result::Result<(JobSpec, Option<StateToken>), String>;
@@ -213,67 +209,6 @@ impl Engine {
         }
         let (tf, timeout, token) = self.terraform_job(cx, step, &target, &values()?)?;
         job.make(&tf, timeout, Some(token))
-    }
-
-    /// The control plane as the state backend of `target`'s job: its
-    /// address, and the token good only while the job runs.
-    fn state_backend(&self, cx: &Ctx, target: &str) -> (HttpBackend, StateToken) {
-        let token = nuon_core::token::issue_state_token();
-        let backend = HttpBackend {
-            address: format!(
-                "{}/v1/runner/state/{target}",
-                self.runner_url().trim_end_matches('/')
-            ),
-            username: "nuon".into(),
-            password: token.secret,
-        };
-        let state_token = StateToken {
-            hash: token.hash,
-            install_id: cx.install.id.clone(),
-            component: target.to_owned(),
-        };
-        (backend, state_token)
-    }
-
-    /// A Pulumi preview, up, destroy preview or destroy of the sandbox or
-    /// a `pulumi` component, on the install's stack; its state kept by the
-    /// control plane unless its environment names the customer's backend.
-    fn pulumi_job(
-        &self,
-        cx: &Ctx,
-        step: &WorkflowStepInfo,
-        target: &str,
-        ctx: &RenderContext,
-    ) -> std::result::Result<(PulumiJob, Duration, Option<StateToken>), String> {
-        let timeout = match step.target.as_deref().and_then(|t| cx.config.component(t)) {
-            Some(c) => c.deploy_timeout.as_deref(),
-            None => None,
-        };
-        let inputs = rendered::pulumi_inputs(&cx.config, step.target.as_deref(), ctx)?;
-        let action = match step.kind {
-            StepKind::Plan | StepKind::SandboxPlan => PulumiAction::Preview,
-            StepKind::Apply | StepKind::SandboxApply => PulumiAction::Up,
-            StepKind::DestroyPlan | StepKind::SandboxDestroyPlan => PulumiAction::DestroyPreview,
-            _ => PulumiAction::Destroy,
-        };
-        let (backend, token) = if inputs.env.contains_key(PULUMI_BACKEND_URL) {
-            (None, None)
-        } else {
-            let (b, t) = self.state_backend(cx, target);
-            (Some(b), Some(t))
-        };
-        let job = PulumiJob {
-            action,
-            component: target.to_owned(),
-            program: synced_artifact(cx, step, target)?,
-            stack: cx.install.id.to_string(),
-            runtime: inputs.settings.runtime,
-            pulumi_version: inputs.settings.pulumi_version,
-            config: inputs.settings.config,
-            env: inputs.env,
-            backend,
-        };
-        Ok((job, deploy_timeout(timeout)?, token))
     }
 
     /// A Terraform plan, apply or destroy plan of the sandbox or a
@@ -888,7 +823,7 @@ pub(super) fn wasm_target<'a>(cx: &'a Ctx, step: &WorkflowStepInfo) -> Option<&'
 /// What a plan or apply deploys: the artifact its workflow synced (so a
 /// newer build of the same config version cannot slip in between), or
 /// the build's.
-fn synced_artifact(
+pub(super) fn synced_artifact(
     cx: &Ctx,
     step: &WorkflowStepInfo,
     target: &str,
@@ -931,7 +866,7 @@ fn artifact(cx: &Ctx, target: &str) -> std::result::Result<ArtifactRef, String> 
 }
 
 /// A component's `deploy_timeout`, an hour when it gives none.
-fn deploy_timeout(text: Option<&str>) -> std::result::Result<Duration, String> {
+pub(super) fn deploy_timeout(text: Option<&str>) -> std::result::Result<Duration, String> {
     timeout_of(text, Duration::from_secs(3600))
 }
 

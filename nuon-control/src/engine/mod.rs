@@ -33,6 +33,7 @@ pub(crate) use awaits::in_words;
 pub(crate) mod cron;
 mod destroy;
 mod dispatch;
+mod pulumi;
 pub(crate) mod render;
 mod rollouts;
 pub(crate) use rollouts::RolloutAct;

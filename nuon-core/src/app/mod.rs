@@ -26,6 +26,7 @@ mod diag;
 mod files;
 mod graph;
 mod health;
+mod keys;
 mod limits;
 mod load;
 mod loaded;

@@ -20,6 +20,7 @@ use std::fmt;
 use crate::app::{Permissions, Role, RunnerSettings, Stack};
 use crate::wire::{InstallStack, StackFile};
 
+mod aws;
 pub mod cloudformation;
 pub mod contract;
 pub mod helm;

@@ -64,8 +64,7 @@ pub(super) fn router() -> Router<SharedState> {
             get(|| async { asset("text/css; charset=utf-8", include_str!("app.css")) }),
         )
         .route("/installs/{id}", get(install))
-        .route("/installs/{id}/render", get(render::render_page))
-        .route("/installs/{id}/readme", get(render::readme_page))
+        .merge(render::routes())
         .route("/apps", get(apps))
         .route("/apps/{id}", get(app))
         .route("/apps/{id}/diff", get(app_diff))

@@ -609,8 +609,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
             }
         }
         (workflow_table(&workflows))
-        p { a href={ "/installs/" (info.id) "/render" } { "What each workflow would be given, rendered" } }
-        p { a href={ "/installs/" (info.id) "/readme" } { "The app's README, rendered for this install" } }
+        p { a href={ "/installs/" (info.id) "/render" } { "What each workflow would be given, rendered" } " · " a href={ "/installs/" (info.id) "/readme" } { "the app's README" } }
         @if web.can_admin() {
             h2 { "Change" }
             div.actions {

@@ -28,7 +28,15 @@ pub(super) struct RenderQuery {
     workflow: Option<String>,
 }
 
-pub(super) async fn render_page(
+/// The pages of what an install renders.
+pub(super) fn routes() -> axum::Router<SharedState> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/installs/{id}/render", get(render_page))
+        .route("/installs/{id}/readme", get(readme_page))
+}
+
+async fn render_page(
     State(state): State<SharedState>,
     web: Web,
     Path(key): Path<String>,
@@ -38,7 +46,7 @@ pub(super) async fn render_page(
     page(render(&state, &web, &key, workflow).await)
 }
 
-pub(super) async fn readme_page(
+async fn readme_page(
     State(state): State<SharedState>,
     web: Web,
     Path(key): Path<String>,
