@@ -116,7 +116,17 @@ fn an_example_config_syncs_and_reads_back_as_synced() {
 
     // Read back: the same config the validator builds locally, and the same files.
     let (local, _) = nuon_client::app_dir::validate_dir(&example());
-    let local = local.unwrap();
+    let mut local = local.unwrap();
+    // A version keeps the text of each file the config names (the README).
+    let read = |p: &str| std::fs::read_to_string(example().join(p)).ok();
+    assert!(nuon_core::app::inline_file_refs(&mut local, &read).is_empty());
+    assert!(
+        local
+            .metadata
+            .readme
+            .as_deref()
+            .is_some_and(|r| r.starts_with("# Hello"))
+    );
     let back = rt().block_on(client.get_config("hello", None)).unwrap();
     assert_eq!(back.config, local);
     let files = nuon_client::app_dir::read_dir(&example()).unwrap();
