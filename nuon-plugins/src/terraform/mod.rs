@@ -215,7 +215,7 @@ pub use plugin::TerraformPlugin;
 #[cfg(feature = "oci")]
 mod plugin {
     use std::collections::BTreeMap;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
     use async_trait::async_trait;
@@ -247,6 +247,12 @@ mod plugin {
         on_path: std::sync::OnceLock<Vec<super::Terraform>>,
         /// Installs the version a job pins when no binary satisfies it.
         installer: Option<Arc<Installer>>,
+        /// Where the providers jobs install are kept for the next jobs
+        /// (`plugins/`), with each module's lock file (`locks/`).
+        providers: Option<PathBuf>,
+        /// One `init` at a time uses the provider cache: Terraform's cache
+        /// is not safe for two installs of one provider at once.
+        init_lock: tokio::sync::Mutex<()>,
     }
 
     impl TerraformPlugin {
@@ -259,7 +265,19 @@ mod plugin {
                 path: None,
                 on_path: std::sync::OnceLock::new(),
                 installer: None,
+                providers: None,
+                init_lock: tokio::sync::Mutex::new(()),
             }
+        }
+
+        /// Keeps the providers jobs install in `dir` (`plugins/`, given to
+        /// Terraform as `TF_PLUGIN_CACHE_DIR`), and each module's lock file
+        /// (`locks/`), so that the next job of a module links its providers
+        /// from the cache after Terraform checks them against the lock
+        /// file's checksums, instead of installing them again.
+        pub fn provider_cache(mut self, dir: impl Into<PathBuf>) -> Self {
+            self.providers = Some(dir.into());
+            self
         }
 
         /// Looks binaries up on `path` instead of the runner's `PATH`.
@@ -455,6 +473,76 @@ mod plugin {
         json!({"add": add, "change": change, "destroy": destroy, "resources": resources})
     }
 
+    impl TerraformPlugin {
+        /// `terraform init`, with the runner's provider cache when it has
+        /// one (not in a job's container: the cache is the host's): the
+        /// module's kept lock file goes in first unless the module brings
+        /// its own, and a lock that no longer fits the module's
+        /// constraints is dropped and the init run again; the lock file
+        /// the init leaves is kept for the module's next job.
+        async fn init(
+            &self,
+            host: &mut dyn JobHost,
+            bin: &Path,
+            env: &mut BTreeMap<String, String>,
+            job: &TerraformJob,
+            module: &Path,
+        ) -> Result<Option<JobResult>, PluginError> {
+            let args = ["init", "-no-color"];
+            let dir = match &self.providers {
+                Some(dir) if !host.isolated() && !env.contains_key("TF_PLUGIN_CACHE_DIR") => dir,
+                _ => return tf(host, bin, env, &args, None).await,
+            };
+            let plugins = dir.join("plugins");
+            let locks = dir.join("locks");
+            for d in [&plugins, &locks] {
+                std::fs::create_dir_all(d).map_err(|e| {
+                    PluginError::Missing(format!(
+                        "terraform: cannot make the provider cache {}: {e}",
+                        d.display()
+                    ))
+                })?;
+            }
+            env.insert(
+                "TF_PLUGIN_CACHE_DIR".into(),
+                plugins.to_string_lossy().into_owned(),
+            );
+            let kept = locks.join(format!(
+                "{}.terraform.lock.hcl",
+                job.module.repo.replace(['/', ':', '\\'], "_")
+            ));
+            let lock = module.join(".terraform.lock.hcl");
+            let brought = lock.is_file();
+            let used_kept = !brought && std::fs::copy(&kept, &lock).is_ok();
+            let _one = self.init_lock.lock().await;
+            let mut failed = tf(host, bin, env, &args, None).await?;
+            if failed.is_some() && used_kept {
+                host.log(
+                    "the lock file kept from this module's last init does not fit it now: initialising without it",
+                );
+                let _ = std::fs::remove_file(&lock);
+                failed = tf(host, bin, env, &args, None).await?;
+            }
+            if failed.is_none() && !brought {
+                // Kept whole or not at all: a torn lock file would fail
+                // the next init.
+                let tmp = kept.with_file_name(format!(
+                    ".{}.{}",
+                    kept.file_name().unwrap_or_default().to_string_lossy(),
+                    std::process::id()
+                ));
+                let kept_now =
+                    std::fs::copy(&lock, &tmp).and_then(|_| std::fs::rename(&tmp, &kept));
+                if let Err(e) = kept_now {
+                    host.log(&format!(
+                        "warning: the module's lock file is not kept for its next job ({e}): that job installs its providers again"
+                    ));
+                }
+            }
+            Ok(failed)
+        }
+    }
+
     #[async_trait]
     impl Plugin for TerraformPlugin {
         fn kind(&self) -> &'static str {
@@ -551,7 +639,7 @@ mod plugin {
                     env.insert(k.into(), v.clone());
                 }
             }
-            if let Some(failed) = tf(host, &bin.path, &env, &["init", "-no-color"], None).await? {
+            if let Some(failed) = self.init(host, &bin.path, &mut env, &job, &module).await? {
                 return Ok(failed);
             }
             match job.action {

@@ -57,12 +57,15 @@ impl TerraformInstallArgs {
         Ok(Some(installer))
     }
 
-    /// `plugin`, installing as the flags ask.
+    /// `plugin`, installing as the flags ask, with the runner's provider
+    /// cache in `tools/terraform-providers/`.
     pub fn apply(
         &self,
         plugin: TerraformPlugin,
         work_dir: &std::path::Path,
     ) -> anyhow::Result<TerraformPlugin> {
+        // Providers are installed once per runner, into `tools/`.
+        let plugin = plugin.provider_cache(work_dir.join("tools").join("terraform-providers"));
         Ok(match self.installer(work_dir)? {
             Some(installer) => plugin.installer(installer),
             None => plugin,

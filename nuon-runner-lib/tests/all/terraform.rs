@@ -252,3 +252,134 @@ async fn a_runner_without_terraform_installs_the_pinned_version_and_plans_with_i
     );
     runner.stop(secs(30)).await.unwrap();
 }
+
+/// A module using the real `hashicorp/aws` provider (from the machine's
+/// filesystem mirror): the first job installs it into the runner's
+/// provider cache and the module's lock file is kept; the next job links
+/// it from the cache after Terraform checks it against the kept lock
+/// file's checksums; a kept lock file that no longer fits is dropped and
+/// the init runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn providers_are_installed_once_into_the_runners_cache() {
+    if !nuon_test_fixtures::have_tool("terraform", "install providers") {
+        return;
+    }
+    let Some(mirror) = nuon_test_fixtures::aws_provider_mirror("install the AWS provider") else {
+        return;
+    };
+    let h = Harness::new();
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(
+        src.path().join("main.tf"),
+        r#"terraform {
+  required_providers {
+    aws = { source = "hashicorp/aws", version = "5.100.0" }
+  }
+}
+provider "aws" {
+  region                      = "us-east-1"
+  access_key                  = "test"
+  secret_key                  = "test"
+  skip_credentials_validation = true
+  skip_requesting_account_id  = true
+  skip_metadata_api_check     = true
+}
+"#,
+    )
+    .unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(LayoutStore::open(store_dir.path()).unwrap());
+    let digest = push_module(&*store, "app/bucket", src.path(), None)
+        .await
+        .unwrap();
+    let cli = tempfile::tempdir().unwrap();
+    let rc = cli.path().join("terraformrc");
+    std::fs::write(
+        &rc,
+        format!(
+            "provider_installation {{\n  filesystem_mirror {{\n    path = {:?}\n    include = [\"registry.terraform.io/hashicorp/*\"]\n  }}\n  direct {{\n    exclude = [\"registry.terraform.io/hashicorp/*\"]\n  }}\n}}\n",
+            mirror.display().to_string()
+        ),
+    )
+    .unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let cache = tools.path().join("terraform-providers");
+    let mut config = h.config();
+    config.plugins.register(Arc::new(
+        TerraformPlugin::new(store.clone()).provider_cache(&cache),
+    ));
+    let runner = h.start(config);
+    let plan = || {
+        let job = TerraformJob {
+            action: TerraformAction::Plan,
+            module: ArtifactRef {
+                repo: "app/bucket".into(),
+                digest: digest.clone(),
+                size: None,
+            },
+            terraform_version: ">= 1.5".into(),
+            vars: Default::default(),
+            env: [(
+                "TF_CLI_CONFIG_FILE".to_owned(),
+                rc.to_string_lossy().into_owned(),
+            )]
+            .into(),
+            var_files: Vec::new(),
+            backend: None,
+            plan: None,
+            policies: Vec::new(),
+        };
+        let mut spec = h.spec(serde_json::to_value(&job).unwrap(), 600);
+        spec.kind = "terraform".into();
+        spec
+    };
+    let run = |label: &'static str| {
+        let key = h.enqueue_spec(&plan());
+        let h = &h;
+        async move {
+            let done = h.fake.completion(&key.0, secs(600)).await;
+            let logs = h.fake.with(|s| {
+                let mut all = s.texts(&key, LogStream::Stdout);
+                all.extend(s.texts(&key, LogStream::System));
+                all.join("\n")
+            });
+            assert_eq!(
+                done.result.outcome,
+                Outcome::Succeeded,
+                "{label}: {:?}\n{logs}",
+                done.result
+            );
+            logs
+        }
+    };
+
+    let first = run("first").await;
+    assert!(
+        first.contains("Installing hashicorp/aws v5.100.0"),
+        "{first}"
+    );
+    let cached = cache.join("plugins/registry.terraform.io/hashicorp/aws/5.100.0");
+    assert!(cached.is_dir(), "the provider is in the cache");
+    let kept = cache.join("locks/app_bucket.terraform.lock.hcl");
+    let lock = std::fs::read_to_string(&kept).unwrap();
+    assert!(
+        lock.contains("registry.terraform.io/hashicorp/aws") && lock.contains("h1:"),
+        "{lock}"
+    );
+
+    let second = run("second").await;
+    assert!(
+        second.contains("Using hashicorp/aws v5.100.0 from the shared cache directory"),
+        "the second job links it from the cache: {second}"
+    );
+
+    // A kept lock file that no longer fits: dropped, and the init again.
+    std::fs::write(&kept, "this is not HCL {").unwrap();
+    let third = run("third").await;
+    assert!(
+        third.contains("does not fit it now: initialising without it"),
+        "{third}"
+    );
+    assert!(std::fs::read_to_string(&kept).unwrap().contains("h1:"));
+    runner.stop(secs(30)).await.unwrap();
+}
