@@ -523,7 +523,8 @@ mod plugin {
                 let _ = std::fs::remove_file(&lock);
                 failed = tf(host, bin, env, &args, None).await?;
             }
-            if failed.is_none() && !brought {
+            // A module with no providers leaves no lock file: nothing to keep.
+            if failed.is_none() && !brought && lock.is_file() {
                 // Kept whole or not at all: a torn lock file would fail
                 // the next init.
                 let tmp = kept.with_file_name(format!(
