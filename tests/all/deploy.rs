@@ -489,6 +489,8 @@ pub(crate) struct Manual {
     store_dir: PathBuf,
     /// More arguments of the install runner's `nuon-runner run`.
     runner_args: Vec<String>,
+    /// More environment of the install runner.
+    runner_env: Vec<(String, String)>,
 }
 
 impl Drop for Manual {
@@ -594,6 +596,7 @@ impl Manual {
             vendor: Some(vendor),
             store_dir,
             runner_args: Vec::new(),
+            runner_env: Vec::new(),
         };
         m.install_runner = Some(m.runner(None));
         m
@@ -643,6 +646,7 @@ impl Manual {
             c.env("PATH", p);
         }
         c.args(&self.runner_args);
+        c.envs(self.runner_env.iter().map(|(k, v)| (k, v)));
         c.spawn().unwrap()
     }
 
@@ -656,6 +660,13 @@ impl Manual {
     pub(crate) fn restart_runner_on(&mut self, args: &[&str], path: Option<&str>) {
         self.runner_args = args.iter().map(|a| a.to_string()).collect();
         self.restart_runner(path);
+    }
+
+    /// [`Self::restart_runner_with`], with `env` added to its environment
+    /// (it stays for later restarts).
+    pub(crate) fn restart_runner_with_env(&mut self, args: &[&str], env: Vec<(String, String)>) {
+        self.runner_env = env;
+        self.restart_runner_on(args, None);
     }
 
     /// The install runner's work directory.

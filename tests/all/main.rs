@@ -5,6 +5,7 @@
 mod approvals;
 mod apps;
 mod at_rest;
+mod aws;
 mod config_effects;
 mod containers;
 mod dashboard;
