@@ -48,7 +48,9 @@ fn component(name: &str, rc: &str, endpoint: &str, extra: &str) -> String {
 /// buckets); a component whose deploy runs as the deprovision role
 /// (`[operation_roles]`) fails with IAM's `AccessDenied` in the step's
 /// error, and its bucket is not made; the runner's own identity may only
-/// assume roles; a teardown as the deprovision role removes the bucket.
+/// assume roles; a day-two deploy that replaces the bucket runs as the
+/// maintenance role, which may not delete, and is refused; a teardown as
+/// the deprovision role removes the bucket.
 #[test]
 fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     if !nuon_tests::have_tool("terraform", "run Terraform") {
@@ -166,6 +168,24 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     let buckets = moto.aws(&["s3api", "list-buckets"]).unwrap();
     assert!(buckets.contains("data-demo"), "{buckets}");
     assert!(!buckets.contains("intruder-demo"), "{buckets}");
+
+    // Day two, config v2: without the intruder, and the bucket renamed (a
+    // replacement: the old one deleted first). A deploy runs as the
+    // maintenance role, which may not delete: IAM refuses, nothing goes.
+    let app = m.dir.path().join("app");
+    std::fs::remove_file(app.join("components/intruder.toml")).unwrap();
+    std::fs::write(app.join("data/main.tf"), bucket_module("data2")).unwrap();
+    crate::deploy::ok(m.cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+    crate::deploy::ok(m.cp.nuon(&["builds", "create", "--app", "app", "--wait"]));
+    let w = run_workflow(&c, WorkflowKind::Deploy);
+    assert_eq!(w.status, "failed", "{w:#?}");
+    let reason = step(&w, "apply data").reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("AccessDenied") || reason.contains("Access Denied"),
+        "the maintenance role may not delete a bucket: {reason}"
+    );
+    let buckets = moto.aws(&["s3api", "list-buckets"]).unwrap();
+    assert!(buckets.contains("data-demo"), "{buckets}");
 
     // A teardown, as the deprovision role, removes what provision made.
     let w = run_workflow(&c, WorkflowKind::Teardown);
