@@ -169,6 +169,35 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     assert!(buckets.contains("data-demo"), "{buckets}");
     assert!(!buckets.contains("intruder-demo"), "{buckets}");
 
+    // Drift: a tag changed behind the platform's back (as the customer's
+    // administrator) is found by the next drift check, by attribute.
+    moto.aws(&[
+        "s3api",
+        "put-bucket-tagging",
+        "--bucket",
+        "data-demo",
+        "--tagging",
+        "TagSet=[{Key=nuon:install,Value=tampered}]",
+    ])
+    .unwrap();
+    let out =
+        m.cp.nuon(&["installs", "drift", "demo", "--check", "data", "--wait"]);
+    assert!(out.status.success(), "{}", crate::deploy::text(&out));
+    let d = nuon_tests::rt().block_on(c.install_drift("demo")).unwrap();
+    let data = d.targets.iter().find(|t| t.target == "data").unwrap();
+    assert_eq!(data.status, "drifted", "{data:?}");
+    assert_eq!(
+        data.changes["drifted"][0]["address"], "aws_s3_bucket.b",
+        "{data:?}"
+    );
+    let attributes = data.changes["drifted"][0]["attributes"].to_string();
+    assert!(attributes.contains("tags.nuon:install"), "{attributes}");
+    let shown = crate::deploy::ok(m.cp.nuon(&["installs", "drift", "demo"]));
+    assert!(
+        shown.contains("changed outside: aws_s3_bucket.b (") && shown.contains("tags.nuon:install"),
+        "{shown}"
+    );
+
     // Day two, config v2: without the intruder, and the bucket renamed (a
     // replacement: the old one deleted first). A deploy runs as the
     // maintenance role, which may not delete: IAM refuses, nothing goes.

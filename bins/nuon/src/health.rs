@@ -149,10 +149,33 @@ pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliEr
             let summary = if c.is_null() {
                 t.reason.clone().unwrap_or_default()
             } else {
-                format!(
+                // What changed outside, attribute by attribute.
+                let drifted: Vec<String> = c["drifted"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|d| {
+                        let attrs: Vec<&str> = d["attributes"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|a| a.as_str())
+                            .collect();
+                        format!(
+                            "{} ({})",
+                            d["address"].as_str().unwrap_or("?"),
+                            attrs.join(", ")
+                        )
+                    })
+                    .collect();
+                let mut s = format!(
                     "{} to add, {} to change, {} to destroy",
                     c["add"], c["change"], c["destroy"]
-                )
+                );
+                if !drifted.is_empty() {
+                    s.push_str(&format!("; changed outside: {}", drifted.join("; ")));
+                }
+                s
             };
             rows.push(vec![
                 d.install.clone(),

@@ -141,9 +141,87 @@ fn errors_of(stderr: &[String]) -> Vec<String> {
     out
 }
 
+/// The most attribute paths told of one resource.
+const MAX_PATHS: usize = 20;
+
+/// The attribute paths where `before` and `after` differ (`tags.team`,
+/// `ingress[0].port`), in order, at most [`MAX_PATHS`]: what a plan
+/// changes, or what changed outside Terraform. Only the paths: the values
+/// can be secret.
+pub fn changed_paths(before: &serde_json::Value, after: &serde_json::Value) -> Vec<String> {
+    fn walk(b: &serde_json::Value, a: &serde_json::Value, at: &str, out: &mut Vec<String>) {
+        use serde_json::Value;
+        if out.len() >= MAX_PATHS || b == a {
+            return;
+        }
+        let join = |k: &str| {
+            if at.is_empty() {
+                k.to_owned()
+            } else {
+                format!("{at}.{k}")
+            }
+        };
+        match (b, a) {
+            (Value::Object(bm), Value::Object(am)) => {
+                let keys: std::collections::BTreeSet<&String> =
+                    bm.keys().chain(am.keys()).collect();
+                for k in keys {
+                    let null = Value::Null;
+                    walk(
+                        bm.get(k).unwrap_or(&null),
+                        am.get(k).unwrap_or(&null),
+                        &join(k),
+                        out,
+                    );
+                }
+            }
+            (Value::Array(bv), Value::Array(av)) if bv.len() == av.len() => {
+                for (i, (x, y)) in bv.iter().zip(av).enumerate() {
+                    walk(x, y, &format!("{at}[{i}]"), out);
+                }
+            }
+            _ => out.push(if at.is_empty() {
+                "(whole value)".into()
+            } else {
+                at.to_owned()
+            }),
+        }
+    }
+    let mut out = Vec::new();
+    walk(before, after, "", &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changed_paths_name_what_differs_and_nothing_else() {
+        let before = serde_json::json!({
+            "bucket": "data-demo",
+            "tags": {"nuon:install": "tampered", "team": "a"},
+            "rules": [{"port": 80}, {"port": 443}],
+            "versioning": [{"enabled": false}],
+        });
+        let after = serde_json::json!({
+            "bucket": "data-demo",
+            "tags": {"nuon:install": "demo", "team": "a"},
+            "rules": [{"port": 80}, {"port": 8443}],
+            "versioning": [],
+            "extra": null,
+        });
+        assert_eq!(
+            changed_paths(&before, &after),
+            ["rules[1].port", "tags.nuon:install", "versioning"]
+        );
+        assert!(changed_paths(&after, &after).is_empty());
+        let many_b: serde_json::Map<String, serde_json::Value> = (0..50)
+            .map(|i| (format!("k{i:02}"), serde_json::json!(i)))
+            .collect();
+        let many = changed_paths(&serde_json::Value::Object(many_b), &serde_json::json!({}));
+        assert_eq!(many.len(), MAX_PATHS);
+    }
 
     #[test]
     #[cfg(feature = "oci")]
@@ -468,9 +546,33 @@ mod plugin {
             if actions.contains(&"delete") {
                 destroy += 1;
             }
-            resources.push(json!({"address": rc["address"], "actions": actions}));
+            let mut entry = json!({"address": rc["address"], "actions": actions});
+            if actions.contains(&"update") {
+                entry["attributes"] = json!(super::changed_paths(
+                    &rc["change"]["before"],
+                    &rc["change"]["after"]
+                ));
+            }
+            resources.push(entry);
         }
-        json!({"add": add, "change": change, "destroy": destroy, "resources": resources})
+        // What changed outside Terraform since its last run, as the
+        // refresh found it: drift, attribute by attribute.
+        let drifted: Vec<Value> = plan["resource_drift"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|rd| {
+                let attributes =
+                    super::changed_paths(&rd["change"]["before"], &rd["change"]["after"]);
+                json!({"address": rd["address"], "attributes": attributes})
+            })
+            .collect();
+        let mut out =
+            json!({"add": add, "change": change, "destroy": destroy, "resources": resources});
+        if !drifted.is_empty() {
+            out["drifted"] = json!(drifted);
+        }
+        out
     }
 
     impl TerraformPlugin {
