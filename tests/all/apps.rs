@@ -5,6 +5,8 @@ use std::path::Path;
 
 use nuon_tests::{ours, rt};
 
+use crate::deploy::walk;
+
 fn validate(dir: &Path, json: bool) -> std::process::Output {
     let mut cmd = ours("nuon");
     cmd.args(["apps", "validate"]).arg(dir);
@@ -1003,23 +1005,6 @@ fn the_corpus_install_stacks_pass_cfn_lint_and_declare_what_the_apps_read() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 /// Each app of `tests/apps/` (but the listed gaps) syncs to a control

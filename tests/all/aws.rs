@@ -7,7 +7,7 @@
 use nuon_core::workflow::WorkflowKind;
 use nuon_test_fixtures::moto::Moto;
 
-use crate::deploy::{METADATA, Manual, run_workflow, step};
+use crate::deploy::{METADATA, Manual, run_workflow, step, walk};
 
 /// A module making one S3 bucket, tagged with the install.
 fn bucket_module(name: &str) -> String {
@@ -50,7 +50,9 @@ fn component(name: &str, rc: &str, endpoint: &str, extra: &str) -> String {
 /// error, and its bucket is not made; the runner's own identity may only
 /// assume roles; a day-two deploy that replaces the bucket runs as the
 /// maintenance role, which may not delete, and is refused; a teardown as
-/// the deprovision role removes the bucket.
+/// the deprovision role removes the bucket, and the tagging API then lists
+/// nothing of the install; no job's session token is on the runner's or
+/// the control plane's disk.
 #[test]
 fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     if !nuon_tests::have_tool("terraform", "run Terraform") {
@@ -226,4 +228,36 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
         "{w:#?}"
     );
     assert!(!buckets.contains("data-demo"), "{buckets}");
+    // Nothing the install made is left, as the tagging API lists it.
+    let left = moto
+        .aws(&[
+            "resourcegroupstaggingapi",
+            "get-resources",
+            "--tag-filters",
+            "Key=nuon:install",
+        ])
+        .unwrap();
+    let left: serde_json::Value = serde_json::from_str(&left).unwrap();
+    assert_eq!(
+        left["ResourceTagMappingList"],
+        serde_json::json!([]),
+        "{left}"
+    );
+
+    // The temporary credentials of the jobs never reached a disk the
+    // runner or the control plane writes (moto's session tokens all start
+    // with the same bytes).
+    let token = b"FQoGZXIvYXdz";
+    for dir in [m.runner_work_dir(), m.cp.data_dir.clone()] {
+        for f in walk(&dir) {
+            let Ok(bytes) = std::fs::read(&f) else {
+                continue;
+            };
+            assert!(
+                !bytes.windows(token.len()).any(|w| w == token),
+                "a job's session token is in {}",
+                f.display()
+            );
+        }
+    }
 }

@@ -332,16 +332,18 @@ fn dev_provisions_the_example_then_redeploys_tears_down_and_deploys_only_from_it
     drop(dev_proc);
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
+/// Every file under `dir` (symbolic links are not followed: a runner's
+/// provider cache links into the machine's provider mirror).
+pub(crate) fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
             }
         }
     }

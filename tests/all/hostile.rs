@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nuon_core::wire::CreateJob;
 use nuon_tests::{ControlPlane, Runner, RunnerOpts, rt, wait_job};
 
-use crate::deploy::{METADATA, ok, text, write_files as write_app};
+use crate::deploy::{METADATA, ok, text, walk, write_files as write_app};
 
 /// One plain HTTP/1.1 GET on a fresh connection: status and body.
 fn get(base: &str, path: &str, cookie: Option<&str>) -> (u16, String, Vec<String>) {
@@ -520,18 +520,4 @@ command = '''echo K{{ .nuon.install.inputs.api_key }}Z X{{ .nuon.secrets.db_pass
         hits.extend(found_in(&needles, &entry.display().to_string(), &bytes));
     }
     assert!(hits.is_empty(), "found in the clear: {hits:#?}");
-}
-
-/// Every file under `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else if p.is_file() {
-            out.push(p);
-        }
-    }
-    out
 }
