@@ -98,14 +98,7 @@ fn main() -> Result<()> {
         ("unpacked mirror", mirror.as_path()),
         ("packed mirror", packed.as_path()),
     ] {
-        let rc = dir.path().join("terraformrc");
-        std::fs::write(
-            &rc,
-            format!(
-                "provider_installation {{\n  filesystem_mirror {{\n    path = {:?}\n    include = [\"registry.terraform.io/hashicorp/*\"]\n  }}\n  direct {{\n    exclude = [\"registry.terraform.io/hashicorp/*\"]\n  }}\n}}\n",
-                root.display().to_string()
-            ),
-        )?;
+        let rc = nuon_test_fixtures::provider_mirror_config(root, dir.path())?;
         let mut none = Vec::new();
         let mut first = Vec::new();
         let mut next = Vec::new();

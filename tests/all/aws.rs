@@ -99,15 +99,7 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     assert!(err.to_string().contains("AccessDenied"), "{err}");
 
     let dir = tempfile::tempdir().unwrap();
-    let rc = dir.path().join("terraformrc");
-    std::fs::write(
-        &rc,
-        format!(
-            "provider_installation {{\n  filesystem_mirror {{\n    path = {:?}\n    include = [\"registry.terraform.io/hashicorp/*\"]\n  }}\n  direct {{\n    exclude = [\"registry.terraform.io/hashicorp/*\"]\n  }}\n}}\n",
-            mirror.display().to_string()
-        ),
-    )
-    .unwrap();
+    let rc = nuon_test_fixtures::provider_mirror_config(&mirror, dir.path()).unwrap();
     let rc = rc.to_string_lossy().into_owned();
     let role = |kind: &str, what: &str| {
         format!(

@@ -1603,12 +1603,7 @@ kubernetes_secret_namespace = "app"
         ],
     );
     let c = m.cp.client();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
+    m.restart_runner_with_tools(bin.path());
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}");
     // Nuon's order: the sandbox, then the secrets between their triggers'

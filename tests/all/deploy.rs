@@ -671,6 +671,17 @@ impl Manual {
         self.restart_runner_on(args, None);
     }
 
+    /// Restarts the install's runner with `tools` (a directory of stand-in
+    /// executables) first on its PATH.
+    pub(crate) fn restart_runner_with_tools(&mut self, tools: &Path) {
+        let path = format!(
+            "{}:{}",
+            tools.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        self.restart_runner(Some(&path));
+    }
+
     /// The install runner's work directory.
     pub(crate) fn runner_work_dir(&self) -> PathBuf {
         self.dir.path().join("install")
@@ -1247,12 +1258,7 @@ fn helm_values_namespace_driver_and_values_files_reach_helm_as_nuon_gives_them()
         Some(&registry.url),
     );
     let c = m.cp.client();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
+    m.restart_runner_with_tools(bin.path());
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}");
     let rec = std::fs::read_to_string(&record).unwrap();
@@ -1365,12 +1371,7 @@ fn an_installs_own_helm_values_and_tf_vars_win_over_the_configs_and_are_set_repl
         &["--tf-vars", &tf_arg, "--helm-values", &helm_arg],
     );
     let c = m.cp.client();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
+    m.restart_runner_with_tools(bin.path());
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}");
     let db = |c: &ControlClient| {
@@ -1592,12 +1593,7 @@ fn a_helm_chart_is_packaged_synced_planned_applied_and_uninstalled_with_a_stand_
         );
     }
 
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
+    m.restart_runner_with_tools(bin.path());
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}");
     assert_eq!(step(&w, "plan web").outputs["changes"]["add"], 2);
@@ -3073,12 +3069,7 @@ fn a_kubernetes_manifest_is_applied_server_side_pruned_and_deleted_with_a_stand_
         Some(&registry.url),
     );
     let c = m.cp.client();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
+    m.restart_runner_with_tools(bin.path());
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}");
     assert_eq!(
@@ -3181,12 +3172,7 @@ fn a_kustomization_is_built_with_kustomize_or_the_plan_says_what_to_install() {
         Some(&registry.url),
     );
     let c = m.cp.client();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
+    m.restart_runner_with_tools(bin.path());
     let w = run_workflow(&c, WorkflowKind::Provision);
     if which::which("kustomize").is_ok() {
         eprintln!("NOTE: a real kustomize is on PATH here: its absence is not checked");
@@ -3207,7 +3193,7 @@ fn a_kustomization_is_built_with_kustomize_or_the_plan_says_what_to_install() {
             record.display()
         ),
     );
-    m.restart_runner(Some(&path));
+    m.restart_runner_with_tools(bin.path());
     if w.status == "failed" {
         ok(m.cp.nuon(&["workflows", "retry", w.id.as_str(), "--wait"]));
     }

@@ -182,12 +182,7 @@ fn pulumi_programs_preview_up_and_destroy_with_their_stacks_kept_by_the_control_
         "{reason}"
     );
 
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
+    m.restart_runner_with_tools(bin.path());
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}");
     assert_eq!(step(&w, "plan sandbox").outputs["changes"]["add"], 1);
@@ -283,12 +278,7 @@ fn a_pulumi_stack_in_the_customers_own_backend_is_kept_there() {
         ("app/main.go", "package main\n"),
     ]);
     let c = m.cp.client();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    m.restart_runner(Some(&path));
+    m.restart_runner_with_tools(bin.path());
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}");
     let rec = std::fs::read_to_string(&record).unwrap();

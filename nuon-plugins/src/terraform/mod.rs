@@ -145,7 +145,7 @@ fn errors_of(stderr: &[String]) -> Vec<String> {
 const MAX_PATHS: usize = 20;
 
 /// The attribute paths where `before` and `after` differ (`tags.team`,
-/// `ingress[0].port`), in order, at most [`MAX_PATHS`]: what a plan
+/// `ingress[0].port`), in order, at most twenty: what a plan
 /// changes, or what changed outside Terraform. Only the paths: the values
 /// can be secret.
 pub fn changed_paths(before: &serde_json::Value, after: &serde_json::Value) -> Vec<String> {

@@ -293,15 +293,7 @@ provider "aws" {
         .await
         .unwrap();
     let cli = tempfile::tempdir().unwrap();
-    let rc = cli.path().join("terraformrc");
-    std::fs::write(
-        &rc,
-        format!(
-            "provider_installation {{\n  filesystem_mirror {{\n    path = {:?}\n    include = [\"registry.terraform.io/hashicorp/*\"]\n  }}\n  direct {{\n    exclude = [\"registry.terraform.io/hashicorp/*\"]\n  }}\n}}\n",
-            mirror.display().to_string()
-        ),
-    )
-    .unwrap();
+    let rc = nuon_test_fixtures::provider_mirror_config(&mirror, cli.path()).unwrap();
     let tools = tempfile::tempdir().unwrap();
     let cache = tools.path().join("terraform-providers");
     let mut config = h.config();
