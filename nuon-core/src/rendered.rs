@@ -441,10 +441,10 @@ pub struct RenderedReadme {
 /// written; else the whole text, whose own failure (a function's) is the
 /// one warning.
 pub fn render_with_warnings(text: &str, ctx: &RenderContext) -> RenderedReadme {
-    let shown_as_written = |mut warnings: Vec<String>| RenderedReadme {
+    let shown_as_written = |warnings: Vec<String>| RenderedReadme {
         rendered: text.to_owned(),
         original: text.to_owned(),
-        warnings: std::mem::take(&mut warnings),
+        warnings,
     };
     let (actions, errors) = template::scan(text);
     let mut warnings: Vec<String> = errors

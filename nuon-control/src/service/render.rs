@@ -3,14 +3,58 @@
 //! (`nuon_core::rendered`) and stand-ins for what is secret; and the app's
 //! README rendered for the install (`nuon installs readme`).
 
+use nuon_core::app::AppConfig;
+use nuon_core::app::template::RenderContext;
 use nuon_core::rendered::{self, RenderedReadme, RenderedWorkflow};
 use nuon_core::workflow::WorkflowKind;
 
 use super::{Caller, Services};
 use crate::engine::render::{Owner, Values, render_context_as};
 use crate::error::Error;
+use crate::store::StoredInstall;
+
+/// An install, its app's config version, and the values it renders with
+/// where anyone of the org may look: secrets and sensitive values as
+/// stand-ins.
+struct Shown {
+    install: StoredInstall,
+    app_name: String,
+    config: AppConfig,
+    ctx: RenderContext,
+}
 
 impl Services<'_> {
+    /// The install `key` of the caller's org, its config and its values
+    /// with stand-ins (`destroying`: as a destroy renders them).
+    async fn shown(&self, caller: &Caller, key: &str, destroying: bool) -> Result<Shown, Error> {
+        let install = self.find_install(caller, key).await?;
+        let org = &caller.principal.org_id;
+        let (app_name, config) = self
+            .engine
+            .app_config(org, &install.app_id, install.config_version)
+            .await?;
+        let org_name = self.engine.org_name(org).await?;
+        let owner = Owner {
+            org: &org_name,
+            app: &app_name,
+        };
+        let ctx = render_context_as(
+            self.secrets,
+            org,
+            &install,
+            owner,
+            destroying,
+            Values::StandIns,
+        )
+        .map_err(|e| Error::conflict("install_values_refused", e))?;
+        Ok(Shown {
+            install,
+            app_name,
+            config,
+            ctx,
+        })
+    }
+
     /// `GET /v1/installs/{id}/render/{workflow}`: any token of the org;
     /// secrets, sensitive inputs and sensitive outputs are stand-ins, so a
     /// read-only token sees what a job's view shows.
@@ -37,27 +81,13 @@ impl Services<'_> {
                     "workflow {workflow:?}: give provision, deploy, teardown, deprovision or reprovision"
                 ))
             })?;
-        let install = self.find_install(caller, key).await?;
-        let org = &caller.principal.org_id;
-        let (app_name, config) = self
-            .engine
-            .app_config(org, &install.app_id, install.config_version)
-            .await?;
-        let org_name = self.engine.org_name(org).await?;
-        let owner = Owner {
-            org: &org_name,
-            app: &app_name,
-        };
         let destroying = matches!(kind, WorkflowKind::Teardown | WorkflowKind::Deprovision);
-        let mut ctx = render_context_as(
-            self.secrets,
-            org,
-            &install,
-            owner,
-            destroying,
-            Values::StandIns,
-        )
-        .map_err(|e| Error::conflict("install_values_refused", e))?;
+        let Shown {
+            install,
+            config,
+            mut ctx,
+            ..
+        } = self.shown(caller, key, destroying).await?;
         let stack_given = !ctx.install_stack_outputs.is_empty();
         // Rendering is a tenant's work: off the runtime's threads, under
         // the render budget every job's render has.
@@ -82,25 +112,18 @@ impl Services<'_> {
         caller: &Caller,
         key: &str,
     ) -> Result<RenderedReadme, Error> {
-        let install = self.find_install(caller, key).await?;
-        let org = &caller.principal.org_id;
-        let (app_name, config) = self
-            .engine
-            .app_config(org, &install.app_id, install.config_version)
-            .await?;
+        let Shown {
+            install,
+            app_name,
+            config,
+            ctx,
+        } = self.shown(caller, key, false).await?;
         let text = config.metadata.readme.clone().ok_or_else(|| {
             Error::not_found(format!(
                 "app {app_name} has no README in config version {}: give one in metadata.toml (`readme = \"./README.md\"`, or the Markdown itself)",
                 install.config_version
             ))
         })?;
-        let org_name = self.engine.org_name(org).await?;
-        let owner = Owner {
-            org: &org_name,
-            app: &app_name,
-        };
-        let ctx = render_context_as(self.secrets, org, &install, owner, false, Values::StandIns)
-            .map_err(|e| Error::conflict("install_values_refused", e))?;
         crate::render_pool::blocking(move || rendered::render_with_warnings(&text, &ctx))
             .await
             .map_err(Error::internal)
