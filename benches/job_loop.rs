@@ -171,6 +171,7 @@ fn ceiling() -> Result<f64> {
                 redact: Vec::new(),
                 role: None,
                 sandbox: Default::default(),
+                customer_secrets: Vec::new(),
             };
             // The store alone: what it keeps is the caller's to seal.
             let sealed_spec = serde_json::to_string(&spec)?;

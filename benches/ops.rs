@@ -63,6 +63,7 @@ async fn job_loop(
             redact: Vec::new(),
             role: None,
             sandbox: Default::default(),
+            customer_secrets: Vec::new(),
         };
         store
             .enqueue_job(NewJob {

@@ -77,6 +77,14 @@ pub struct JobSpec {
     /// of it, and says so in the job's log.
     #[serde(default, skip_serializing_if = "JobSandbox::is_unset")]
     pub sandbox: JobSandbox,
+    /// The customer-held secrets the payload prints (by name): the runner
+    /// reads each from the customer's secret store (the ARN its install
+    /// stack reported as `NAME_arn`), with the job's role, and puts the
+    /// value where `__nuon_customer_secret__NAME__` stands (its base64
+    /// where `__nuon_customer_secret_base64__NAME__` does). The control
+    /// plane never has the values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub customer_secrets: Vec<String>,
 }
 
 /// How one job is confined in its container. Unset limits are the
@@ -780,6 +788,7 @@ mod tests {
             redact: Vec::new(),
             role: None,
             sandbox: Default::default(),
+            customer_secrets: Vec::new(),
         };
         let err = spec.payload_as::<ExecJob>().unwrap_err();
         assert!(err.to_string().contains("unknown field `bogus`"), "{err}");

@@ -286,6 +286,7 @@ mod tests {
             redact: Vec::new(),
             role: None,
             sandbox: Default::default(),
+            customer_secrets: Vec::new(),
         }
     }
 

@@ -404,7 +404,10 @@ fn config(args: &RunArgs, token: &str) -> anyhow::Result<RunnerConfig> {
     config.grace = args.grace;
     config.drain_timeout = args.drain_timeout;
     config.strict_permissions = args.strict_permissions;
-    let roles = crate::credentials::StackRoles::from_outputs(&stack_outputs(args)?, &args.work_dir);
+    let outputs = stack_outputs(args)?;
+    config.customer_secrets =
+        crate::customer_secrets::CustomerSecrets::from_outputs(&outputs, which::which("aws").ok());
+    let roles = crate::credentials::StackRoles::from_outputs(&outputs, &args.work_dir);
     config.credentials =
         crate::credentials::provider(&args.credentials, roles).map_err(anyhow::Error::msg)?;
     config

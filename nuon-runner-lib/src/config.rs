@@ -141,6 +141,9 @@ pub struct RunnerConfig {
     /// How a job gets the cloud role its spec names (default: none, the
     /// runner's own identity).
     pub credentials: Arc<dyn crate::credentials::CredentialsProvider>,
+    /// Where the customer-held secrets a job prints are (the stack's
+    /// `NAME_arn` outputs); read with the job's role.
+    pub customer_secrets: crate::customer_secrets::CustomerSecrets,
     /// How jobs are isolated (default: process groups).
     pub isolation: crate::container::Isolation,
     /// The settings each time the runner takes them from the control
@@ -180,6 +183,7 @@ impl RunnerConfig {
             strict_permissions: false,
             stats: Arc::default(),
             credentials: Arc::new(crate::credentials::NoCredentials),
+            customer_secrets: Default::default(),
             isolation: crate::container::Isolation::Process,
             settings_seen: tokio::sync::watch::channel(None).0,
             drain_until_done: Arc::default(),

@@ -66,6 +66,7 @@ pub mod cmd;
 mod config;
 pub mod container;
 pub mod credentials;
+pub mod customer_secrets;
 mod error;
 mod host;
 pub mod journal;

@@ -1046,7 +1046,7 @@ impl JobRun {
         self.shared
             .spawn_shipper(spool.dir().to_path_buf(), meta, notify);
 
-        let spec = match checked {
+        let mut spec = match checked {
             Ok(spec) => {
                 spool.set_redact(&spec.redact);
                 spec
@@ -1073,6 +1073,7 @@ impl JobRun {
         // The role of the job's operation, as the stack created it; a
         // role it did not create (or a break-glass one that is off) is
         // refused.
+        let mut redact = spec.redact.clone();
         let role_env = match &spec.role {
             None => BTreeMap::new(),
             Some(role) => match self
@@ -1095,7 +1096,6 @@ impl JobRun {
                         ));
                     }
                     // Keys a provider handed out never leave in the log.
-                    let mut redact = spec.redact.clone();
                     redact.extend(
                         crate::credentials::SECRET_VARS
                             .iter()
@@ -1110,6 +1110,30 @@ impl JobRun {
                 }
             },
         };
+        // The customer-held secrets it prints, read here with its role.
+        if !spec.customer_secrets.is_empty() {
+            let names = spec.customer_secrets.clone();
+            match self
+                .shared
+                .config
+                .customer_secrets
+                .fill(&names, &role_env, &mut spec.payload)
+                .await
+            {
+                Ok(values) => {
+                    redact.extend(values);
+                    spool.set_redact(&redact);
+                    spool.system(&format!(
+                        "read {} from the customer's secret store",
+                        names.join(", ")
+                    ));
+                }
+                Err(reason) => {
+                    tracing::warn!(job = %self.key.0, attempt = self.key.1, "customer secret refused: {reason}");
+                    return self.refuse(&mut spool, reason);
+                }
+            }
+        }
         self.shared.journal.record(
             "job.accepted",
             self.key.0.as_str(),

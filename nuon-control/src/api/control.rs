@@ -303,6 +303,7 @@ async fn create_job(
         redact: Vec::new(),
         role: None,
         sandbox,
+        customer_secrets: Vec::new(),
     };
     let job = state.keys.sign(spec).await?;
     let job = state.store.enqueue_job(job).await?;

@@ -311,6 +311,7 @@ async fn debug(
         redact: Vec::new(),
         role: None,
         sandbox: Default::default(),
+        customer_secrets: Vec::new(),
     };
     let job = state.keys.sign(spec).await?;
     let job = state.store.enqueue_job(job).await?;

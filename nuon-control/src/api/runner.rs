@@ -325,6 +325,7 @@ async fn settings(
     let owner = crate::engine::render::Owner {
         org: &org_name,
         app: &app_name,
+        secrets: &config.secrets,
     };
     let ctx = render_context(&state.secrets, &runner.org_id, &install, owner, false);
     let env = match config.runner.as_ref().map(|r| &r.env_vars) {

@@ -161,6 +161,7 @@ async fn rendered_for(
     let owner = crate::engine::render::Owner {
         org: &org_name,
         app: &app_name,
+        secrets: &config.secrets,
     };
     let ctx = render_context(&state.secrets, org, &without_outputs, owner, false)
         .map_err(|e| Error::conflict("stack_not_made", e))?;

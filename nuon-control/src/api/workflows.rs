@@ -462,6 +462,7 @@ pub(super) async fn create_builds(
             redact: Vec::new(),
             role: None,
             sandbox: Default::default(),
+            customer_secrets: Vec::new(),
         };
         let job = state.keys.sign(spec).await?;
         let b = state

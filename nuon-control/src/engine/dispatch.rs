@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nuon_core::app::template::RenderContext;
-use nuon_core::app::{Action, Component, ComponentKind, Source};
+use nuon_core::app::{Action, Component, ComponentKind, SecretDecl, Source};
 use nuon_core::rendered;
 use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
 use nuon_core::wire::WorkflowStepInfo;
@@ -112,7 +112,8 @@ impl Engine {
             )
         };
         if step.kind == StepKind::SecretsSync {
-            let open = render::unseal_as(&self.secrets, &cx.install, from)?;
+            let mut open = render::unseal_as(&self.secrets, &cx.install, from)?;
+            render::customer_placeholders(&cx.config.secrets, &mut open.secrets);
             let before = render::outputs_of(&self.secrets, &cx.install)?.kubernetes_secrets;
             let (sync, encoded) = secrets_job(cx, &values()?, &open.secrets, &before)?;
             // The values reach the job base64: hidden as they are.
@@ -177,7 +178,8 @@ impl Engine {
             return job.make(&exec, timeout, None);
         }
         if let Some(c) = wasm_target(cx, step) {
-            let secrets = render::unseal_as(&self.secrets, &cx.install, from)?.secrets;
+            let mut secrets = render::unseal_as(&self.secrets, &cx.install, from)?.secrets;
+            render::customer_placeholders(&cx.config.secrets, &mut secrets);
             let plugin = wasm_job(cx, step, c, &values()?, &secrets, plugin_state)?;
             return job.make(&plugin, deploy_timeout(c.deploy_timeout.as_deref())?, None);
         }
@@ -336,6 +338,17 @@ impl Spec<'_> {
             image: job_image(self.cx, J::KIND)?,
             ..JobSandbox::default()
         };
+        // The customer-held secrets the job's payload prints: the runner
+        // reads each from the customer's store and fills it in.
+        let text = payload.to_string();
+        let customer_secrets = (self.cx.config.secrets.iter())
+            .filter(|s| s.held_by_customer())
+            .filter(|s| {
+                text.contains(&SecretDecl::placeholder(&s.name))
+                    || text.contains(&SecretDecl::placeholder_base64(&s.name))
+            })
+            .map(|s| s.name.clone())
+            .collect();
         let spec = JobSpec {
             job_id: JobId::generate(),
             org_id: self.cx.org.clone(),
@@ -348,6 +361,7 @@ impl Spec<'_> {
             redact: self.redact.clone(),
             role: self.role.clone(),
             sandbox,
+            customer_secrets,
         };
         Ok((spec, token))
     }
@@ -771,7 +785,10 @@ pub(super) fn secret_objects(
         // A secret the install gave no value is written empty, as the
         // key its readers expect.
         let value = values.get(&s.name).map(String::as_str).unwrap_or("");
-        let data = if s.format.as_deref() == Some("base64") {
+        let data = if s.held_by_customer() {
+            // The runner fills it, in base64, from the customer's store.
+            nuon_core::app::SecretDecl::placeholder_base64(&s.name)
+        } else if s.format.as_deref() == Some("base64") {
             let bytes = b64.decode(value.trim()).map_err(|_| {
                 format!(
                     "secret {} has format = \"base64\" and its value on this install is not base64: set it again (`nuon installs secrets set`)",
@@ -782,7 +799,7 @@ pub(super) fn secret_objects(
         } else {
             b64.encode(value)
         };
-        if !value.is_empty() {
+        if !value.is_empty() && !s.held_by_customer() {
             encoded.push(data.clone());
         }
         for t in &s.kubernetes {

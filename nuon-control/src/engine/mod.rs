@@ -516,6 +516,7 @@ impl Engine {
         let owner = render::Owner {
             org: &org_name,
             app,
+            secrets: &config.secrets,
         };
         let ctx = render::render_context(&self.secrets, org, install, owner, false)
             .map_err(|e| EngineError::conflict("install_values_refused", e))?;

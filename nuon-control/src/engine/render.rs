@@ -177,6 +177,23 @@ pub(crate) fn redactions(
 pub(crate) struct Owner<'a> {
     pub(crate) org: &'a str,
     pub(crate) app: &'a str,
+    /// The secrets the install's config declares: a customer-held one
+    /// renders as its placeholder, which the runner fills.
+    pub(crate) secrets: &'a [nuon_core::app::SecretDecl],
+}
+
+/// Each customer-held secret of `decls` as its placeholder in `values`
+/// (over anything sealed for it before it was the customer's).
+pub(crate) fn customer_placeholders(
+    decls: &[nuon_core::app::SecretDecl],
+    values: &mut BTreeMap<String, String>,
+) {
+    for d in decls.iter().filter(|d| d.held_by_customer()) {
+        values.insert(
+            d.name.clone(),
+            nuon_core::app::SecretDecl::placeholder(&d.name),
+        );
+    }
 }
 
 impl super::Ctx {
@@ -185,6 +202,7 @@ impl super::Ctx {
         Owner {
             org: &self.org_name,
             app: &self.app_name,
+            secrets: &self.config.secrets,
         }
     }
 }
@@ -251,7 +269,8 @@ pub(crate) fn render_context_as(
 ) -> Result<RenderContext, String> {
     let mut inputs: BTreeMap<String, Value> =
         serde_json::from_str(&install.inputs_json).map_err(|e| format!("stored inputs: {e}"))?;
-    let open = unseal_as(secrets, install, values)?;
+    let mut open = unseal_as(secrets, install, values)?;
+    customer_placeholders(owner.secrets, &mut open.secrets);
     for (name, v) in open.inputs {
         inputs.insert(name, Value::String(v));
     }

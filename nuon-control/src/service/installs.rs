@@ -175,7 +175,8 @@ impl Services<'_> {
             &mut problems,
         );
         for s in &config.secrets {
-            if sealed.secrets.contains_key(&s.name) {
+            // A customer-held secret is entered in the install stack.
+            if sealed.secrets.contains_key(&s.name) || s.held_by_customer() {
                 continue;
             }
             if let Some(value) = s.default.as_ref().filter(|_| !s.auto_generate) {
@@ -322,7 +323,11 @@ pub(crate) fn resolve_secrets(
                 .decode(v.trim())
                 .is_ok()
         };
-        if known && value.chars().count() < MIN_SECRET_CHARS {
+        if decl.is_some_and(|d| d.held_by_customer()) {
+            problems.push(format!(
+                "secret {name:?} is held by the customer: they enter it when they apply the install stack (`nuon installs stack`), and it stays in their account's Secrets Manager; the control plane never has it (to give it here instead, declare the secret with held_by = \"vendor\")"
+            ));
+        } else if known && value.chars().count() < MIN_SECRET_CHARS {
             problems.push(too_short("secret", name));
         } else if decl.is_some_and(|d| d.format.as_deref() == Some("base64")) && !base64_ok(value) {
             problems.push(format!(

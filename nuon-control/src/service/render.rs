@@ -37,6 +37,7 @@ impl Services<'_> {
         let owner = Owner {
             org: &org_name,
             app: &app_name,
+            secrets: &config.secrets,
         };
         let ctx = render_context_as(
             self.secrets,

@@ -186,6 +186,9 @@ struct Reads {
 struct Names<'a> {
     inputs: &'a BTreeMap<String, Place>,
     secrets: &'a BTreeMap<String, Place>,
+    /// The secrets the customer holds: the runner puts each value where
+    /// the secret is printed, so a template may only print it bare.
+    customer_secrets: &'a std::collections::BTreeSet<String>,
     components: &'a BTreeMap<String, Place>,
     /// What the config's templates may do together when each is rendered
     /// once with no install's values: a template that exhausts it would
@@ -241,6 +244,15 @@ fn check_templates(
                     at,
                     unknown("secret", n, names.secrets, "secrets.toml declares none"),
                 )),
+                Reference::Secret(n) if names.customer_secrets.contains(n) && !a.printed => {
+                    d.push(file.diag(
+                        at,
+                        format!(
+                            "{} is held by the customer (in their cloud's secret store): the runner puts its value where `{{{{ .nuon.secrets.{n} }}}}` is printed, so it cannot go through a function, a default or a condition; print it bare (and transform it in the tool that reads it), or give the secret held_by = \"vendor\"",
+                            a.written
+                        ),
+                    ))
+                }
                 Reference::ComponentOutput { component, .. } => {
                     if names.components.contains_key(component) {
                         reads.components.push((
@@ -535,9 +547,23 @@ pub(crate) fn cross_check(
     }
     let actions = unique("action", &loaded.actions, files, d);
     unique("install", &loaded.installs, files, d);
+    let default_holder = super::SecretHolder::default_for(
+        loaded
+            .runner
+            .as_ref()
+            .map_or("local", |r| r.runner_type.as_str()),
+    );
+    let customer_secrets: std::collections::BTreeSet<String> = loaded
+        .secrets
+        .iter()
+        .filter_map(|s| s.value.as_ref())
+        .filter(|s| s.held_by.unwrap_or(default_holder) == super::SecretHolder::Customer)
+        .map(|s| s.name.clone())
+        .collect();
     let names = Names {
         inputs: &inputs,
         secrets: &secrets,
+        customer_secrets: &customer_secrets,
         components: &components,
         budget: Budget::new(4 * Budget::DEFAULT_STEPS, 4 * Budget::DEFAULT_TIME),
     };
@@ -809,11 +835,20 @@ pub(crate) fn cross_check(
             .into_iter()
             .map(|i| i.value)
             .collect::<Option<_>>()?,
-        secrets: loaded
-            .secrets
-            .into_iter()
-            .map(|s| s.value)
-            .collect::<Option<_>>()?,
+        secrets: {
+            let default = default_holder;
+            loaded
+                .secrets
+                .into_iter()
+                .map(|s| s.value)
+                .map(|s| {
+                    s.map(|mut s| {
+                        s.held_by.get_or_insert(default);
+                        s
+                    })
+                })
+                .collect::<Option<_>>()?
+        },
         components,
         actions,
         installs,

@@ -266,8 +266,17 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
             ("inputs.toml", _) => inputs(r, i, &mut d, &mut loaded),
             ("secrets.toml", _) => {
                 let mut r = r;
+                let first = loaded.secrets.len();
                 for s in r.tables(&mut d, "secret") {
                     loaded.secrets.push(secret(s, i, &mut d));
+                }
+                // The app's word for every secret that gives none.
+                if let Some(all) = holder(&mut r, &mut d) {
+                    for s in loaded.secrets[first..].iter_mut() {
+                        if let Some(decl) = s.value.as_mut() {
+                            decl.held_by.get_or_insert(all);
+                        }
+                    }
                 }
                 r.finish(&mut d, &[], |_| None);
             }
@@ -695,6 +704,24 @@ fn input(t: &mut Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Input
     item
 }
 
+/// `held_by = "customer" | "vendor"`.
+fn holder(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Option<super::SecretHolder> {
+    let v = r.str(d, "held_by")?;
+    match v.text.as_str() {
+        "customer" => Some(super::SecretHolder::Customer),
+        "vendor" => Some(super::SecretHolder::Vendor),
+        other => {
+            d.push(r.file.at(
+                &v.span,
+                format!(
+                    "held_by {other:?} is not \"customer\" (the customer enters it in the install stack; it stays in their cloud's secret store) or \"vendor\" (given with `nuon installs create --secret`, sealed by the control plane)"
+                ),
+            ));
+            None
+        }
+    }
+}
+
 fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<SecretDecl> {
     let mut item = Item::new(file);
     let name = r.name(d, "name");
@@ -734,6 +761,7 @@ fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Secre
         }
     }
     let kubernetes = kubernetes_targets(&mut r, d);
+    let held_by = holder(&mut r, d);
     r.finish(
         d,
         &[(
@@ -752,6 +780,7 @@ fn secret(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Secre
             format: format.map(|f| f.text).filter(|f| !f.is_empty()),
             default: text(default),
             kubernetes,
+            held_by,
         });
     }
     item.name = name;

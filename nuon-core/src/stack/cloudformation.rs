@@ -86,19 +86,6 @@ fn role_prefix(role: &Role, break_glass: bool) -> &'static str {
     }
 }
 
-/// A policy document from a config's text: JSON, or an error naming it.
-fn document(text: &str, what: &str) -> Result<Value, String> {
-    let doc: Value = serde_json::from_str(text.trim()).map_err(|e| {
-        format!("{what} is not a JSON IAM policy document ({e}): give the document itself, as AWS takes it")
-    })?;
-    if !doc.is_object() {
-        return Err(format!(
-            "{what} is not a JSON object: an IAM policy document is one"
-        ));
-    }
-    Ok(doc)
-}
-
 /// The runner's platform: EC2 or Fargate.
 fn fargate(spec: &StackSpec) -> bool {
     spec.runner.runner_type == "aws-ecs"
@@ -421,58 +408,19 @@ fn iam_role(
     role: &Role,
     break_glass: bool,
 ) -> Result<Vec<(String, Value)>, String> {
-    let what = |w: &str| format!("role {:?}: {w}", role.name);
-    let name_ok = !role.name.is_empty()
-        && role.name.len() <= 64
-        && role
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c));
-    if !name_ok {
-        return Err(what(
-            "an IAM role name is 1 to 64 letters, digits and +=,.@_- (as rendered for the install)",
-        ));
-    }
-    let mut inline = Vec::new();
-    let mut managed = Vec::new();
-    for (i, p) in role.policies.iter().enumerate() {
-        let name = p.get("name").and_then(Value::as_str);
-        if let Some(m) = p.get("managed_policy_name").and_then(Value::as_str) {
-            managed.push(if m.starts_with("arn:") {
+    let policies = super::aws::RolePolicies::of(spec, role)?;
+    let managed: Vec<Value> = (policies.managed.iter())
+        .map(|m| {
+            if m.starts_with("arn:") {
                 json!(m)
             } else {
                 json!({"Fn::Sub": format!("arn:${{AWS::Partition}}:iam::aws:policy/{m}")})
-            });
-        }
-        if let Some(c) = p.get("contents").and_then(Value::as_str) {
-            let label =
-                name.map_or_else(|| format!("policy {}", i + 1), |n| format!("policy {n:?}"));
-            inline.push(json!({
-                "PolicyName": name.map_or_else(|| format!("policy-{}", i + 1), str::to_owned),
-                "PolicyDocument": document(c, &what(&label))?
-            }));
-        }
-    }
-    for r in &role.named_policies {
-        let Some(name) = r.get("name").and_then(Value::as_str) else {
-            continue;
-        };
-        let Some(p) = spec
-            .permissions
-            .named_policies
-            .iter()
-            .find(|p| p.get("name").and_then(Value::as_str) == Some(name))
-        else {
-            return Err(what(&format!(
-                "named policy {name:?} is not one of the config's [[named_policies]]"
-            )));
-        };
-        let contents = p.get("contents").and_then(Value::as_str).unwrap_or("");
-        inline.push(json!({
-            "PolicyName": name,
-            "PolicyDocument": document(contents, &what(&format!("named policy {name:?}")))?
-        }));
-    }
+            }
+        })
+        .collect();
+    let mut inline: Vec<Value> = (policies.inline.into_iter())
+        .map(|(name, doc)| json!({"PolicyName": name, "PolicyDocument": doc}))
+        .collect();
     let mut props = json!({
         "RoleName": role.name,
         "Description": role.description.chars().take(1000).collect::<String>(),
@@ -490,6 +438,16 @@ fn iam_role(
             {"Key": "nuon:role-type", "Value": if break_glass { "break-glass" } else { role.kind.as_deref().unwrap_or("custom") }}
         ]
     });
+    if let Some(read) = super::aws::secrets_statement(
+        spec,
+        ["${AWS::Partition}", "${AWS::Region}", "${AWS::AccountId}"],
+        |s| json!({"Fn::Sub": s}),
+    ) {
+        inline.push(json!({
+            "PolicyName": "nuon-customer-secrets",
+            "PolicyDocument": {"Version": "2012-10-17", "Statement": [read]}
+        }));
+    }
     if !inline.is_empty() {
         props["Policies"] = json!(inline);
     }
@@ -497,7 +455,7 @@ fn iam_role(
         props["ManagedPolicyArns"] = json!(managed);
     }
     let mut out = Vec::new();
-    if let Some(b) = &role.permissions_boundary {
+    if let Some(doc) = policies.boundary {
         let boundary = format!("{id}Boundary");
         props["PermissionsBoundary"] = json!({"Ref": boundary});
         out.push((
@@ -506,7 +464,7 @@ fn iam_role(
                 "Type": "AWS::IAM::ManagedPolicy",
                 "Properties": {
                     "Description": format!("The permissions boundary of role {}", role.name),
-                    "PolicyDocument": document(b, &what("permissions_boundary"))?
+                    "PolicyDocument": doc
                 }
             }),
         ));
@@ -555,48 +513,17 @@ fn ec2_runner(
     let (outputs_text, mut vars) = outputs_sub(reported);
     vars.insert("ApiUrl".into(), json!(spec.runner_api));
     vars.insert("SigningKey".into(), json!(spec.signing_key));
-    let init = spec
-        .runner
-        .init_script_url
-        .as_deref()
-        .map(|u| {
-            format!(
-                "curl -fsSL '{}' -o /tmp/nuon-init.sh && bash /tmp/nuon-init.sh\n",
-                u.replace('\'', "")
-            )
-        })
-        .unwrap_or_default();
     // `${` is Fn::Sub's; the shell's own variables are written without braces.
-    let script = format!(
-        "#!/bin/bash\n\
-         # The nuon runner of install {install}; stack generation {generation}.\n\
-         set -euo pipefail\n\
-         {init}\
-         mkdir -p /opt/nuon-runner/bin /var/lib/nuon-runner\n\
-         case \"${{RunnerBinaryUrl}}\" in\n\
-         \x20 s3://*) aws s3 cp \"${{RunnerBinaryUrl}}\" /opt/nuon-runner/bin/nuon-runner.new ;;\n\
-         \x20 *) curl -fsSL --retry 5 -o /opt/nuon-runner/bin/nuon-runner.new \"${{RunnerBinaryUrl}}\" ;;\n\
-         esac\n\
-         chmod 0755 /opt/nuon-runner/bin/nuon-runner.new\n\
-         mv /opt/nuon-runner/bin/nuon-runner.new /opt/nuon-runner/bin/nuon-runner\n\
-         token=$(aws secretsmanager get-secret-value --region ${{AWS::Region}} --secret-id ${{InstallTokenSecret}} --query SecretString --output text)\n\
-         umask 077\n\
-         cat > /opt/nuon-runner/nuon-runner.env <<EOF\n\
-         NUON_RUNNER_API_URL=${{ApiUrl}}\n\
-         NUON_RUNNER_SIGNING_KEY=${{SigningKey}}\n\
-         NUON_RUNNER_INSTALL_TOKEN=$token\n\
-         NUON_RUNNER_WORK_DIR=/var/lib/nuon-runner\n\
-         NUON_RUNNER_CREDENTIALS=aws\n\
-         NUON_RUNNER_STACK_OUTPUTS=\"{outputs_text}\"\n\
-         EOF\n\
-         cat > /etc/systemd/system/nuon-runner.service <<'EOF'\n\
-         {unit}\
-         EOF\n\
-         systemctl daemon-reload\n\
-         systemctl enable --now nuon-runner.service\n",
-        install = spec.install_name,
-        generation = spec.token_expires_at_ms,
-        unit = super::vm::UNIT,
+    let script = super::aws::user_data(
+        spec,
+        &super::aws::ScriptRefs {
+            binary_url: "${RunnerBinaryUrl}",
+            region: "${AWS::Region}",
+            token_secret: "${InstallTokenSecret}",
+            api_url: "${ApiUrl}",
+            signing_key: "${SigningKey}",
+            outputs: &outputs_text,
+        },
     );
     resources.insert(
         "RunnerInstanceProfile".into(),
@@ -761,6 +688,7 @@ mod tests {
             format: None,
             default: None,
             kubernetes: Vec::new(),
+            held_by: Some(crate::app::SecretHolder::Customer),
         };
         spec.secrets = vec![
             secret("db_password", true, false),

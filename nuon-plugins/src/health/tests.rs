@@ -103,6 +103,7 @@ fn spec(probes: Vec<HealthProbe>, window_ms: u64, interval_ms: u64, block: bool)
         redact: Vec::new(),
         role: None,
         sandbox: Default::default(),
+        customer_secrets: Vec::new(),
     }
 }
 

@@ -416,6 +416,7 @@ impl Harness {
             redact: Vec::new(),
             role: None,
             sandbox: Default::default(),
+            customer_secrets: Vec::new(),
         }
     }
 

@@ -157,6 +157,7 @@ impl Fixture {
             redact: Vec::new(),
             role: None,
             sandbox: Default::default(),
+            customer_secrets: Vec::new(),
         };
         NewJob {
             sealed_spec: serde_json::to_string(&spec).unwrap(),
