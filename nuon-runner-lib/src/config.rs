@@ -90,6 +90,14 @@ const INHERITED_ENV: &[&str] = &[
     "no_proxy",
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
+    // The cloud the runner is in, and its own Terraform CLI settings
+    // (mirrors, a provider cache); never credentials: a job's come from
+    // its role.
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_CA_BUNDLE",
+    "TF_CLI_CONFIG_FILE",
 ];
 
 /// Everything a [`crate::Runner`] needs. Build it with [`RunnerConfig::new`]
@@ -240,7 +248,8 @@ impl RunnerConfig {
     }
 
     /// The part of the runner's own environment jobs inherit: `PATH`,
-    /// `HOME`, locale, time zone, `TMPDIR`, proxy and CA settings.
+    /// `HOME`, locale, time zone, `TMPDIR`, proxy and CA settings, the
+    /// AWS region and endpoint, and `TF_CLI_CONFIG_FILE`.
     pub fn default_env() -> BTreeMap<String, String> {
         let mut env: BTreeMap<String, String> = INHERITED_ENV
             .iter()

@@ -54,6 +54,8 @@ pub struct StackRoles {
     roles: BTreeMap<String, String>,
     break_glass: BTreeMap<String, String>,
     work_dir: PathBuf,
+    /// The stack's `region`: where a job's AWS calls go.
+    region: Option<String>,
 }
 
 impl StackRoles {
@@ -62,6 +64,7 @@ impl StackRoles {
     pub fn from_outputs(outputs: &BTreeMap<String, String>, work_dir: &Path) -> Self {
         let mut out = StackRoles {
             work_dir: work_dir.to_path_buf(),
+            region: outputs.get("region").filter(|r| !r.is_empty()).cloned(),
             ..StackRoles::default()
         };
         for (k, v) in outputs {
@@ -197,7 +200,15 @@ impl CredentialsProvider for AwsCliCredentials {
                 .map(str::to_owned)
                 .ok_or_else(|| format!("AssumeRole of {arn}: no {k} in the answer"))
         };
-        Ok(BTreeMap::from([
+        let mut env = BTreeMap::new();
+        // The stack's region, unless the runner's environment names one.
+        if let Some(region) = &self.roles.region
+            && std::env::var_os("AWS_REGION").is_none()
+        {
+            env.insert("AWS_REGION".to_owned(), region.clone());
+            env.insert("AWS_DEFAULT_REGION".to_owned(), region.clone());
+        }
+        env.extend([
             ("AWS_ACCESS_KEY_ID".to_owned(), field("AccessKeyId")?),
             (
                 "AWS_SECRET_ACCESS_KEY".to_owned(),
@@ -206,7 +217,8 @@ impl CredentialsProvider for AwsCliCredentials {
             ("AWS_SESSION_TOKEN".to_owned(), field("SessionToken")?),
             ("NUON_JOB_ROLE".to_owned(), role.name.clone()),
             ("NUON_JOB_ROLE_ARN".to_owned(), arn.to_owned()),
-        ]))
+        ]);
+        Ok(env)
     }
 }
 

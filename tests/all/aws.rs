@@ -253,3 +253,413 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
         }
     }
 }
+
+/// `examples/apps/aws`'s files, as `Manual::start` takes them.
+fn aws_example() -> Vec<(String, String)> {
+    let root = nuon_tests::manifest_dir().join("../examples/apps/aws");
+    walk(&root)
+        .into_iter()
+        .map(|f| {
+            let rel = f
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (rel, std::fs::read_to_string(&f).unwrap())
+        })
+        .collect()
+}
+
+/// `terraform ARGS` in `dir` as the customer (`env`): its output, or a
+/// panic with it.
+fn terraform(dir: &std::path::Path, env: &[(String, String)], args: &[&str]) -> String {
+    let out = std::process::Command::new("terraform")
+        .args(args)
+        .arg("-no-color")
+        .current_dir(dir)
+        .env_remove("AWS_PROFILE")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("TF_IN_AUTOMATION", "1")
+        .output()
+        .unwrap();
+    let text = crate::deploy::text(&out);
+    assert!(out.status.success(), "terraform {}: {text}", args.join(" "));
+    text
+}
+
+/// The example app, end to end in a fake AWS account: the customer
+/// applies the install stack in its Terraform form with their own
+/// credentials, entering `db_password`; the runner the stack configured
+/// (its launch template's user data: the outputs and the token's secret)
+/// phones home, and the provision makes every resource of the sandbox and
+/// the three components, each job as its operation's role; the action
+/// reads `db_password` from the customer's Secrets Manager, and no form
+/// of the value is in the control plane's data dir, API or logs. A tag
+/// changed by hand is drift. After teardown, deprovision and the stack's
+/// destroy, the tagging API lists nothing of the install.
+#[test]
+fn the_example_app_deploys_into_a_fake_account_from_a_terraform_stack_with_the_customers_secret() {
+    if !nuon_tests::have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(mirror) = nuon_test_fixtures::aws_provider_mirror("apply AWS resources") else {
+        return;
+    };
+    let Some(moto) = Moto::start().unwrap() else {
+        return;
+    };
+    let account = nuon_test_fixtures::moto::ACCOUNT;
+    // A host of the customer's runs the runner (moto runs no instance):
+    // its own user may only assume roles.
+    let host = moto.user("runner-host", &["sts:AssumeRole"]).unwrap();
+    let host_arn = format!("arn:aws:iam::{account}:user/runner-host");
+
+    let files = aws_example();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let mut m = Manual::start(&files);
+    // No hand-started runner: the stack brings it.
+    m.stop_runner();
+    let c = m.cp.client();
+    let install = nuon_tests::rt().block_on(c.get_install("demo")).unwrap();
+    // The vendor cannot give the customer's secret.
+    let typed = m.dir.path().join("typed");
+    std::fs::write(&typed, "vendor-typed-it").unwrap();
+    let refused = m.cp.nuon(&[
+        "installs",
+        "secrets",
+        "set",
+        "demo",
+        "db_password",
+        "--from-file",
+        typed.to_str().unwrap(),
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        crate::deploy::text(&refused).contains("is held by the customer"),
+        "{}",
+        crate::deploy::text(&refused)
+    );
+
+    // The customer's side: the stack in Terraform form, applied with the
+    // administrator's keys.
+    let stack_dir = m.dir.path().join("stack");
+    crate::deploy::ok(m.cp.nuon(&[
+        "installs",
+        "stack",
+        "demo",
+        "--format",
+        "terraform",
+        "--out",
+        stack_dir.to_str().unwrap(),
+    ]));
+    let rc = nuon_test_fixtures::provider_mirror_config(&mirror, m.dir.path()).unwrap();
+    let mut admin = moto.env(&moto.admin);
+    admin.push((
+        "TF_CLI_CONFIG_FILE".into(),
+        rc.to_string_lossy().into_owned(),
+    ));
+    let image = moto
+        .aws(&["ec2", "describe-images", "--owners", "amazon"])
+        .unwrap();
+    let image: serde_json::Value = serde_json::from_str(&image).unwrap();
+    let image = image["Images"][0]["ImageId"].as_str().unwrap().to_owned();
+    let password = "Customer-Only-Pa55word-7f3a9c";
+    terraform(&stack_dir, &admin, &["init", "-input=false"]);
+    terraform(
+        &stack_dir,
+        &admin,
+        &[
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            &format!("-var=secret_db_password={password}"),
+            &format!("-var=runner_principals=[\"{host_arn}\"]"),
+            &format!("-var=runner_image_id={image}"),
+        ],
+    );
+
+    // What the stack told the runner: its launch template's user data.
+    let lt = moto
+        .aws(&[
+            "ec2",
+            "describe-launch-template-versions",
+            "--launch-template-name",
+            &serde_json::from_str::<serde_json::Value>(
+                &moto.aws(&["ec2", "describe-launch-templates"]).unwrap(),
+            )
+            .unwrap()["LaunchTemplates"][0]["LaunchTemplateName"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        ])
+        .unwrap();
+    let lt: serde_json::Value = serde_json::from_str(&lt).unwrap();
+    use base64::Engine as _;
+    let user_data = base64::engine::general_purpose::STANDARD
+        .decode(
+            lt["LaunchTemplateVersions"][0]["LaunchTemplateData"]["UserData"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+    let user_data = String::from_utf8(user_data).unwrap();
+    let line = |key: &str| {
+        user_data
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key} in the user data:\n{user_data}"))
+            .trim_matches('"')
+            .to_owned()
+    };
+    let outputs = line("NUON_RUNNER_STACK_OUTPUTS");
+    assert_eq!(line("NUON_RUNNER_API_URL"), m.cp.runner_url);
+    assert!(
+        outputs.contains(&format!(
+            "db_password_arn=arn:aws:secretsmanager:us-east-1:{account}:secret:{}/db_password",
+            install.id
+        )),
+        "{outputs}"
+    );
+    // The token, from its secret, as the runner's role (which the host may
+    // assume, and which may read it).
+    let secret_id = user_data
+        .split("--secret-id ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let runner_role = outputs
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("runner_iam_role_arn="))
+        .unwrap()
+        .to_owned();
+    // moto authorizes Secrets Manager calls against resource `*` only (it
+    // knows the ARN of IAM, STS and SQS requests alone), so the stack's
+    // statements scoped to the token's and the install's secrets' ARNs
+    // cannot match there: the same read is granted on `*` to those roles.
+    let runner_name = runner_role.rsplit('/').next().unwrap().to_owned();
+    for role in [runner_name.clone()]
+        .into_iter()
+        .chain(["provision", "maintenance", "deprovision"].map(|k| format!("{}-{k}", install.id)))
+    {
+        moto.aws(&[
+            "iam",
+            "put-role-policy",
+            "--role-name",
+            &role,
+            "--policy-name",
+            "moto-secretsmanager-resource",
+            "--policy-document",
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"secretsmanager:GetSecretValue","Resource":"*"}]}"#,
+        ])
+        .unwrap();
+    }
+    let session = moto
+        .aws_as(
+            &host,
+            &[
+                "sts",
+                "assume-role",
+                "--role-arn",
+                &runner_role,
+                "--role-session-name",
+                "host",
+            ],
+        )
+        .unwrap();
+    let session: serde_json::Value = serde_json::from_str(&session).unwrap();
+    let runner_keys = nuon_test_fixtures::moto::Keys {
+        id: session["Credentials"]["AccessKeyId"]
+            .as_str()
+            .unwrap()
+            .into(),
+        secret: session["Credentials"]["SecretAccessKey"]
+            .as_str()
+            .unwrap()
+            .into(),
+    };
+    let token_cmd = std::process::Command::new("aws")
+        .args([
+            "secretsmanager",
+            "get-secret-value",
+            "--secret-id",
+            &secret_id,
+            "--query",
+            "SecretString",
+            "--output",
+            "text",
+        ])
+        .envs(moto.env(&runner_keys))
+        .env(
+            "AWS_SESSION_TOKEN",
+            session["Credentials"]["SessionToken"].as_str().unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        token_cmd.status.success(),
+        "{}",
+        crate::deploy::text(&token_cmd)
+    );
+    let token = String::from_utf8(token_cmd.stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(token.starts_with("stk_"), "{token}");
+
+    // The runner, as the stack configured it, phones home.
+    let work = m.dir.path().join("aws-runner");
+    let log = std::fs::File::create(m.dir.path().join("aws-runner.log")).unwrap();
+    let mut env = moto.env(&host);
+    env.push((
+        "TF_CLI_CONFIG_FILE".into(),
+        rc.to_string_lossy().into_owned(),
+    ));
+    let runner = crate::stack::phone_home(&m, &work, &token)
+        .args(["--credentials", "aws", "--stack-outputs", &outputs])
+        .envs(m.runner_store_env())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let _runner = crate::stack::KillOnDrop(runner);
+    let runner_log =
+        || std::fs::read_to_string(m.dir.path().join("aws-runner.log")).unwrap_or_default();
+
+    let w = run_workflow(&c, WorkflowKind::Provision);
+    assert_eq!(w.status, "succeeded", "{w:#?}\n{}", runner_log());
+    let buckets = moto.aws(&["s3api", "list-buckets"]).unwrap();
+    assert!(
+        buckets.contains(&format!("data-{}", install.id)),
+        "{buckets}"
+    );
+    let queues = moto.aws(&["sqs", "list-queues"]).unwrap();
+    assert!(
+        queues.contains(&format!("events-{}", install.id)),
+        "{queues}"
+    );
+    let roles = moto.aws(&["iam", "list-roles"]).unwrap();
+    assert!(roles.contains(&format!("app-{}", install.id)), "{roles}");
+    let vpcs = moto
+        .aws(&[
+            "ec2",
+            "describe-vpcs",
+            "--filters",
+            &format!("Name=tag:nuon:install,Values={}", install.id),
+        ])
+        .unwrap();
+    assert!(vpcs.contains("10.42.0.0/16"), "{vpcs}");
+    // The queue read the bucket's ARN.
+    let outputs_now = nuon_tests::rt()
+        .block_on(c.install_outputs("demo"))
+        .unwrap();
+    assert_eq!(
+        outputs_now.components["queue"]["queue_arn"],
+        format!("arn:aws:sqs:us-east-1:{account}:events-{}", install.id)
+    );
+
+    // The action had the customer's secret: its digest is in its log.
+    let digest = nuon_core::artifact::Digest::of(password.as_bytes());
+    let digest = digest.hex();
+    let action = step(&w, "action check_secret");
+    let job = action.job_id.clone().unwrap();
+    let logs = crate::deploy::ok(m.cp.nuon(&["jobs", "logs", job.as_str()]));
+    assert!(
+        logs.contains(&format!("db_password sha256 {digest}")),
+        "{logs}"
+    );
+
+    // Nowhere in the control plane, in any form.
+    let hex: String = password.bytes().map(|b| format!("{b:02x}")).collect();
+    let forms = [
+        password.to_owned(),
+        password.to_uppercase(),
+        password.to_lowercase(),
+        base64::engine::general_purpose::STANDARD.encode(password),
+        hex,
+    ];
+    for f in walk(&m.cp.data_dir) {
+        let Ok(bytes) = std::fs::read(&f) else {
+            continue;
+        };
+        for form in &forms {
+            assert!(
+                !bytes.windows(form.len()).any(|w| w == form.as_bytes()),
+                "{form} is in {}",
+                f.display()
+            );
+        }
+    }
+    let shown = crate::deploy::ok(m.cp.nuon(&["jobs", "get", job.as_str(), "--json"]));
+    for form in &forms {
+        assert!(
+            !shown.contains(form.as_str()) && !logs.contains(form.as_str()),
+            "{form}"
+        );
+    }
+
+    // Drift: a tag changed by the customer's administrator.
+    moto.aws(&[
+        "s3api",
+        "put-bucket-tagging",
+        "--bucket",
+        &format!("data-{}", install.id),
+        "--tagging",
+        "TagSet=[{Key=nuon:install,Value=tampered}]",
+    ])
+    .unwrap();
+    let out =
+        m.cp.nuon(&["installs", "drift", "demo", "--check", "bucket", "--wait"]);
+    assert!(out.status.success(), "{}", crate::deploy::text(&out));
+    let shown = crate::deploy::ok(m.cp.nuon(&["installs", "drift", "demo"]));
+    assert!(
+        shown.contains("changed outside: aws_s3_bucket.data ("),
+        "{shown}"
+    );
+
+    // Teardown and deprovision as the deprovision role; then the customer
+    // destroys the stack: nothing of the install is left.
+    let w = run_workflow(&c, WorkflowKind::Teardown);
+    assert_eq!(w.status, "succeeded", "{w:#?}\n{}", runner_log());
+    let w = run_workflow(&c, WorkflowKind::Deprovision);
+    assert_eq!(w.status, "succeeded", "{w:#?}\n{}", runner_log());
+    terraform(
+        &stack_dir,
+        &admin,
+        &[
+            "destroy",
+            "-auto-approve",
+            "-input=false",
+            &format!("-var=secret_db_password={password}"),
+            &format!("-var=runner_principals=[\"{host_arn}\"]"),
+            &format!("-var=runner_image_id={image}"),
+        ],
+    );
+    let left = moto
+        .aws(&[
+            "resourcegroupstaggingapi",
+            "get-resources",
+            "--tag-filters",
+            "Key=nuon:install",
+        ])
+        .unwrap();
+    let left: serde_json::Value = serde_json::from_str(&left).unwrap();
+    assert_eq!(
+        left["ResourceTagMappingList"],
+        serde_json::json!([]),
+        "{left}"
+    );
+    // IAM is not in the tagging API: its roles and policies by name.
+    let roles = moto.aws(&["iam", "list-roles"]).unwrap();
+    assert!(!roles.contains(install.id.as_str()), "{roles}");
+    let policies = moto
+        .aws(&["iam", "list-policies", "--scope", "Local"])
+        .unwrap();
+    assert!(!policies.contains(install.id.as_str()), "{policies}");
+    let secrets = moto.aws(&["secretsmanager", "list-secrets"]).unwrap();
+    assert!(!secrets.contains(install.id.as_str()), "{secrets}");
+}

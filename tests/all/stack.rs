@@ -53,7 +53,7 @@ fn phone_home_again(m: &Manual, dir: &str, token: &str) -> std::process::Output 
 }
 
 /// `nuon-runner run` in `work` with `token` as its stack's one-time token.
-fn phone_home(m: &Manual, work: &std::path::Path, token: &str) -> Command {
+pub(crate) fn phone_home(m: &Manual, work: &std::path::Path, token: &str) -> Command {
     let mut cmd = ours("nuon-runner");
     cmd.arg("run")
         .args([
@@ -212,7 +212,7 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
 }
 
 /// A child killed when the test ends, passed or not.
-struct KillOnDrop(std::process::Child);
+pub(crate) struct KillOnDrop(pub(crate) std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

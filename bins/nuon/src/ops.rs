@@ -293,10 +293,11 @@ pub(crate) async fn debug_request(
 pub(crate) struct StackArgs {
     /// The install, by name or id.
     install: String,
-    /// The flavour: cloudformation (AWS), helm (a chart for a Kubernetes
-    /// cluster) or vm (a shell bundle and a systemd unit); by default the
-    /// one the app's runner_type asks for.
-    #[arg(long, value_parser = ["cloudformation", "helm", "vm"])]
+    /// The flavour: cloudformation (AWS), terraform (the same AWS stack as
+    /// a Terraform configuration), helm (a chart for a Kubernetes cluster)
+    /// or vm (a shell bundle and a systemd unit); by default the one the
+    /// app's runner_type asks for.
+    #[arg(long, value_parser = ["cloudformation", "terraform", "helm", "vm"])]
     format: Option<String>,
     /// Write the stack's files here (made if missing) instead of listing them.
     #[arg(long)]

@@ -37,7 +37,7 @@ const MAX_OUTPUT_CHARS: usize = 4096;
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::GetInstallStack>(get(stack))
-            .query("format", json!({"type": "string", "enum": StackFormat::NAMES}), "The flavour: cloudformation (AWS), helm (a chart for a Kubernetes cluster) or vm (a shell bundle and a systemd unit). Default: the one the app's runner_type asks for (cloudformation for aws, aws-ecs and aws-eks; helm for azure and gcp; vm for local)."),
+            .query("format", json!({"type": "string", "enum": StackFormat::NAMES}), "The flavour: cloudformation (AWS), terraform (the same AWS stack as a Terraform configuration), helm (a chart for a Kubernetes cluster) or vm (a shell bundle and a systemd unit). Default: the one the app's runner_type asks for (cloudformation for aws, aws-ecs and aws-eks; helm for azure and gcp; vm for local)."),
     ]
 }
 

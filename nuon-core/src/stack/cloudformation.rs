@@ -91,7 +91,7 @@ fn fargate(spec: &StackSpec) -> bool {
     spec.runner.runner_type == "aws-ecs"
 }
 
-fn template(spec: &StackSpec) -> Result<Value, String> {
+pub(super) fn template(spec: &StackSpec) -> Result<Value, String> {
     let stack = spec.stack.clone().unwrap_or_default();
     let fargate = fargate(spec);
     let mut parameters = Map::new();
@@ -200,7 +200,7 @@ fn template(spec: &StackSpec) -> Result<Value, String> {
             "Properties": {
                 "GroupDescription": format!("nuon runner of install {}: no way in, out to the control plane", spec.install_name),
                 "VpcId": vpc,
-                "SecurityGroupEgress": [{"IpProtocol": "-1", "CidrIp": "0.0.0.0/0", "Description": "the control plane, the vendor's artifact store, the cloud's APIs"}],
+                "SecurityGroupEgress": [{"IpProtocol": "-1", "CidrIp": "0.0.0.0/0", "Description": "the control plane, the vendor artifact store and the cloud APIs"}],
                 "Tags": tags(spec)
             }
         }),

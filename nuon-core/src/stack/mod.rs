@@ -10,6 +10,8 @@
 //!   (the VPC, optional; the runner on EC2, or on ECS Fargate for
 //!   `aws-ecs`; the operation and break-glass roles with their boundaries;
 //!   the custom nested stacks; the runner phones home from the instance);
+//! - `terraform` ([`terraform`]): the same AWS stack as one Terraform
+//!   configuration (`main.tf.json`), for customers who apply with Terraform;
 //! - `helm` ([`helm`]): a Helm chart for Kubernetes runner types (its own
 //!   namespace, a ServiceAccount, the settings and token in a Secret, a
 //!   StatefulSet whose volume keeps the runner's token and spool).
@@ -25,6 +27,7 @@ pub mod cloudformation;
 pub mod contract;
 pub mod helm;
 pub mod roles;
+pub mod terraform;
 pub mod vm;
 
 /// What a stack is generated from, its templates rendered for the install.
@@ -71,11 +74,14 @@ pub enum StackFormat {
     CloudFormation,
     /// A Helm chart.
     Helm,
+    /// A Terraform configuration (AWS), for customers who apply their
+    /// infrastructure with Terraform.
+    Terraform,
 }
 
 impl StackFormat {
     /// Every flavour, by name.
-    pub const NAMES: [&'static str; 3] = ["vm", "cloudformation", "helm"];
+    pub const NAMES: [&'static str; 4] = ["vm", "cloudformation", "helm", "terraform"];
 
     /// `vm`, `cloudformation` or `helm`.
     pub fn parse(s: &str) -> Result<Self, String> {
@@ -83,6 +89,7 @@ impl StackFormat {
             "vm" => Ok(StackFormat::Vm),
             "cloudformation" => Ok(StackFormat::CloudFormation),
             "helm" => Ok(StackFormat::Helm),
+            "terraform" => Ok(StackFormat::Terraform),
             other => Err(format!(
                 "stack format {other:?} is not one of {}",
                 Self::NAMES.join(", ")
@@ -107,6 +114,7 @@ impl fmt::Display for StackFormat {
             StackFormat::Vm => "vm",
             StackFormat::CloudFormation => "cloudformation",
             StackFormat::Helm => "helm",
+            StackFormat::Terraform => "terraform",
         })
     }
 }
@@ -118,6 +126,7 @@ pub fn generate(spec: &StackSpec, format: StackFormat) -> Result<InstallStack, S
         StackFormat::Vm => vm::files(spec),
         StackFormat::CloudFormation => cloudformation::files(spec)?,
         StackFormat::Helm => helm::files(spec)?,
+        StackFormat::Terraform => terraform::files(spec)?,
     };
     Ok(InstallStack {
         install: spec.install_name.clone(),
@@ -260,9 +269,9 @@ mod tests {
             assert_eq!(StackFormat::parse(n).unwrap().to_string(), n);
         }
         assert!(
-            StackFormat::parse("terraform")
+            StackFormat::parse("pulumi")
                 .unwrap_err()
-                .contains("vm, cloudformation, helm")
+                .contains("vm, cloudformation, helm, terraform")
         );
         assert_eq!(snake("Acme-Prod.provision"), "acme_prod_provision");
         assert_eq!(snake("9x"), "_9x");
