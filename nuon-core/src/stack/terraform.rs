@@ -820,6 +820,8 @@ fn ec2_runner(spec: &StackSpec, b: &mut Blocks, reported: &[(String, Value)]) {
             "vpc_zone_identifier": ["${local.subnet_id}"],
             // The runner phones home by itself: nothing to wait for here.
             "wait_for_capacity_timeout": "0",
+            // A destroy terminates the instance with the group.
+            "force_delete": true,
             "launch_template": [{"id": "${aws_launch_template.runner.id}", "version": "${aws_launch_template.runner.latest_version}"}],
             "instance_refresh": [{"strategy": "Rolling", "preferences": [{"min_healthy_percentage": 0}]}],
             "tag": [
