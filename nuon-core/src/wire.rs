@@ -134,6 +134,8 @@ pub mod routes {
     pub const INSTALL_RENDER: &str = "/v1/installs/{id}/render/{workflow}";
     /// Control API: the app's README, rendered for an install.
     pub const INSTALL_README: &str = "/v1/installs/{id}/readme";
+    /// An install's secrets: who holds each, and whether it is set.
+    pub const INSTALL_SECRETS: &str = "/v1/installs/{id}/secrets";
     /// Control API: an install's health: its runner, its components' last
     /// deploys and its health-check actions.
     pub const INSTALL_HEALTH: &str = "/v1/installs/{id}/health";
@@ -1564,6 +1566,37 @@ pub struct InstallInfo {
     pub release_id: Option<crate::ReleaseId>,
     /// When it was created.
     pub created_at_ms: i64,
+}
+
+/// An install's secrets, as its config declares them: never a value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallSecrets {
+    /// The install's name.
+    pub install: String,
+    /// Each secret of the config, by name.
+    pub secrets: Vec<InstallSecret>,
+}
+
+/// One secret of an install: who holds its value and where.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallSecret {
+    /// Its name (`{{ .nuon.secrets.NAME }}`).
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// `customer` (in the customer's cloud secret store, entered in the
+    /// install stack; the control plane never has it) or `vendor` (sealed
+    /// by the control plane, given with `--secret`).
+    pub held_by: String,
+    /// An install must have it.
+    pub required: bool,
+    /// Whether it has a value: sealed here (vendor), or reported by the
+    /// install stack (customer).
+    pub set: bool,
+    /// Where a customer-held secret is: the ARN the install stack reported
+    /// (`NAME_arn`); none before the stack phoned home.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 /// A new install, with its runner's token (shown only here, once).

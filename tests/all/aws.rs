@@ -343,6 +343,11 @@ fn the_example_app_deploys_into_a_fake_account_from_a_terraform_stack_with_the_c
         crate::deploy::text(&refused)
     );
 
+    let listed = crate::deploy::ok(m.cp.nuon(&["installs", "secrets", "list", "demo", "--json"]));
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed["secrets"][0]["held_by"], "customer", "{listed}");
+    assert_eq!(listed["secrets"][0]["set"], false, "{listed}");
+
     // The customer's side: the stack in Terraform form, applied with the
     // administrator's keys.
     let stack_dir = m.dir.path().join("stack");
@@ -382,18 +387,17 @@ fn the_example_app_deploys_into_a_fake_account_from_a_terraform_stack_with_the_c
     );
 
     // What the stack told the runner: its launch template's user data.
+    let templates: serde_json::Value =
+        serde_json::from_str(&moto.aws(&["ec2", "describe-launch-templates"]).unwrap()).unwrap();
+    let template = templates["LaunchTemplates"][0]["LaunchTemplateName"]
+        .as_str()
+        .unwrap();
     let lt = moto
         .aws(&[
             "ec2",
             "describe-launch-template-versions",
             "--launch-template-name",
-            &serde_json::from_str::<serde_json::Value>(
-                &moto.aws(&["ec2", "describe-launch-templates"]).unwrap(),
-            )
-            .unwrap()["LaunchTemplates"][0]["LaunchTemplateName"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
+            template,
         ])
         .unwrap();
     let lt: serde_json::Value = serde_json::from_str(&lt).unwrap();
@@ -532,6 +536,24 @@ fn the_example_app_deploys_into_a_fake_account_from_a_terraform_stack_with_the_c
 
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}\n{}", runner_log());
+    // The control plane knows where the secret is, and says who holds it.
+    let listed = nuon_tests::rt()
+        .block_on(c.install_secrets("demo"))
+        .unwrap();
+    let s = &listed.secrets[0];
+    assert!(s.set && s.held_by == "customer", "{listed:?}");
+    assert!(
+        s.location
+            .as_deref()
+            .unwrap_or_default()
+            .contains(":secret:"),
+        "{listed:?}"
+    );
+    let shown = crate::deploy::ok(m.cp.nuon(&["installs", "secrets", "list", "demo"]));
+    assert!(
+        shown.contains("in the customer's account: arn:aws:secretsmanager:"),
+        "{shown}"
+    );
     let buckets = moto.aws(&["s3api", "list-buckets"]).unwrap();
     assert!(
         buckets.contains(&format!("data-{}", install.id)),

@@ -54,6 +54,13 @@ pub(crate) enum LifecycleCommand {
 /// `nuon installs secrets`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum SecretsCommand {
+    /// List the install's secrets: who holds each (the customer, in their
+    /// cloud's secret store; or the vendor, sealed by the control plane),
+    /// whether it is set, and where. Never a value.
+    List {
+        /// The install, by name or id.
+        install: String,
+    },
     /// Set a secret, read from standard input (or --from-file), and
     /// redeploy what reads it, as update-inputs does.
     Set {
@@ -156,6 +163,29 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
                 dry_run: *dry_run,
             };
             update(g, &c, install, req, *wait).await
+        }
+        LifecycleCommand::Secrets {
+            command: SecretsCommand::List { install },
+        } => {
+            let list = c.install_secrets(install).await?;
+            if g.json {
+                print_json(&list)?;
+                return Ok(0);
+            }
+            outln!("secrets of {}:", list.install);
+            for s in &list.secrets {
+                let state = match (s.held_by.as_str(), s.set, &s.location) {
+                    ("customer", _, Some(at)) => format!("in the customer's account: {at}"),
+                    ("customer", _, None) => {
+                        "entered by the customer in the install stack (not reported yet)".into()
+                    }
+                    (_, true, _) => "set (sealed by the control plane)".into(),
+                    (_, false, _) if s.required => "NOT SET (required)".into(),
+                    _ => "not set".into(),
+                };
+                outln!("  {:<24} {:<8} {state}", s.name, s.held_by);
+            }
+            Ok(0)
         }
         LifecycleCommand::Secrets {
             command:

@@ -15,6 +15,13 @@ impl ControlClient {
             .await
     }
 
+    /// `install`'s secrets: who holds each, whether it is set, and where a
+    /// customer-held one is. Never a value.
+    pub async fn install_secrets(&self, install: &str) -> Result<nuon_core::wire::InstallSecrets> {
+        self.call::<nuon_core::endpoint::ListInstallSecrets>(&[install], &())
+            .await
+    }
+
     /// The app's README rendered for `install`: what does not render is a
     /// warning, and the README is then shown as written.
     pub async fn install_readme(

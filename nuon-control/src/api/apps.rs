@@ -92,6 +92,7 @@ pub(super) fn ops() -> Vec<Op> {
         Op::endpoint::<GetInstall>(get(get_install)),
         Op::endpoint::<RenderInstall>(get(render_install)),
         Op::endpoint::<GetInstallReadme>(get(install_readme)),
+        Op::endpoint::<ep::ListInstallSecrets>(get(install_secrets)),
         Op::endpoint::<UpdateInstall>(patch(update_install)).audited_by_service(),
         Op::endpoint::<ep::SetInstallInputs>(patch(set_inputs)),
         Op::endpoint::<ep::ListInstallWorkflows>(get(list_workflows)),
@@ -413,6 +414,14 @@ async fn install_readme(
     Path(key): Path<String>,
 ) -> Result<Json<nuon_core::rendered::RenderedReadme>, Error> {
     Ok(Json(state.services().install_readme(&caller, &key).await?))
+}
+
+async fn install_secrets(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Path(key): Path<String>,
+) -> Result<Json<nuon_core::wire::InstallSecrets>, Error> {
+    Ok(Json(state.services().install_secrets(&caller, &key).await?))
 }
 
 /// A body the service never saw (not JSON, unknown fields) is refused

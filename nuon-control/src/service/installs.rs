@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
 use nuon_core::OrgId;
-use nuon_core::app::AppConfig;
+use nuon_core::app::{AppConfig, SecretHolder};
 use nuon_core::endpoint::{self as ep, Endpoint, SetInstallLabels, UpdateInstall, path_of};
 use nuon_core::labels::{check_key, check_labels};
 use nuon_core::token::issue_runner_token;
@@ -124,6 +124,50 @@ impl Services<'_> {
 }
 
 impl Services<'_> {
+    /// `GET /v1/installs/{id}/secrets`: any token of the org; names,
+    /// holders and whether each is set, never a value.
+    pub(crate) async fn install_secrets(
+        &self,
+        caller: &Caller,
+        key: &str,
+    ) -> Result<nuon_core::wire::InstallSecrets, Error> {
+        let install = self.find_install(caller, key).await?;
+        let org = &caller.principal.org_id;
+        let (_, config) = self
+            .engine
+            .app_config(org, &install.app_id, install.config_version)
+            .await?;
+        let sealed: Sealed = serde_json::from_str(&install.sealed_json)
+            .map_err(|e| internal("stored secrets", e))?;
+        let outputs = crate::engine::render::stack_outputs(self.secrets, &install)
+            .map_err(|e| Error::conflict("install_values_refused", e))?;
+        let secrets = (config.secrets.iter())
+            .map(|s| {
+                let location = (outputs.get(&format!("{}_arn", s.name)))
+                    .and_then(|v| v.as_str())
+                    .filter(|v| v.starts_with("arn:"))
+                    .map(str::to_owned)
+                    .filter(|_| s.held_by_customer());
+                nuon_core::wire::InstallSecret {
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    held_by: s.held_by.unwrap_or(SecretHolder::Vendor).as_str().into(),
+                    required: s.required,
+                    set: if s.held_by_customer() {
+                        location.is_some()
+                    } else {
+                        sealed.secrets.contains_key(&s.name)
+                    },
+                    location,
+                }
+            })
+            .collect();
+        Ok(nuon_core::wire::InstallSecrets {
+            install: install.name,
+            secrets,
+        })
+    }
+
     /// `POST /v1/installs`: an install of an app, with its runner, from
     /// the app's latest config: its inputs and secrets checked against it
     /// and sealed, every problem said at once. The runner's token is in

@@ -64,6 +64,10 @@ endpoints! {
     GetInstallReadme: Get routes::INSTALL_README, "getInstallReadme",
         () => crate::rendered::RenderedReadme, body = false,
         summary = "The app's README (metadata.toml `readme`) rendered with the install's values and outputs, as Nuon renders it: a reference that does not render is a warning, and the README is then shown as written. Secrets and sensitive values are stand-ins. 404 when the app has no README.";
+    /// `GET /v1/installs/{id}/secrets`.
+    ListInstallSecrets: Get routes::INSTALL_SECRETS, "listInstallSecrets",
+        () => crate::wire::InstallSecrets, body = false,
+        summary = "The install's secrets as its config declares them, never a value: who holds each (`customer`: in their cloud's secret store, entered in the install stack, the control plane never has it; `vendor`: sealed here), whether it is set, and where a customer-held one is (the ARN the install stack reported).";
     /// `PATCH /v1/installs/{id}`.
     UpdateInstall: Patch routes::INSTALL, "updateInstall", crate::wire::EditInstall => crate::wire::InstallInfo, body = true,
         summary = "Rename an install or change its approval mode (each when given). Its id, runner and workflows stay; a name another install of the org has is refused (409 `name_taken`).";

@@ -123,7 +123,10 @@ pub(super) fn form(
                 fieldset {
                     legend { "Secrets" }
                     p.muted { "Sealed at rest and never shown again." }
-                    @for s in &config.secrets {
+                    @for s in config.secrets.iter().filter(|s| s.held_by_customer()) {
+                        p.muted { code { (s.name) } ": held by the customer, who enters it when they apply the install stack; it stays in their account." }
+                    }
+                    @for s in config.secrets.iter().filter(|s| !s.held_by_customer()) {
                         @let id = format!("secret-{}", s.name);
                         @let needed = s.required && !s.auto_generate && s.default.is_none();
                         div.field {

@@ -423,6 +423,10 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
     let workflows = state.store.list_workflows(org, &stored.id).await?;
     let info = install_info(install_of(state, &web.auth, stored.id.as_str()).await?)?;
     let components = crate::api::toggles::components(&latest.config, &stored);
+    let secrets = state
+        .services()
+        .install_secrets(&web.auth.caller(), stored.id.as_str())
+        .await?;
     // Outputs as the API answers them: sensitive ones masked.
     let axum::Json(outputs) = crate::api::workflows::outputs(
         axum::extract::State(state.clone()),
@@ -549,9 +553,27 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                 dt { (k) } dd.muted { "(sensitive)" }
             }
         }
-        @if !info.secrets.is_empty() {
+        @if !secrets.secrets.is_empty() {
             h2 { "Secrets" }
-            ul { @for s in &info.secrets { li { code { (s) } } } }
+            table {
+                thead { tr { th { "Secret" } th { "Held by" } th { "State" } } }
+                tbody {
+                    @for s in &secrets.secrets {
+                        tr {
+                            td { code { (s.name) } }
+                            td { (s.held_by) }
+                            td {
+                                @match (&s.location, s.set) {
+                                    (Some(at), _) => { "in the customer's account: " code { (at) } }
+                                    (None, _) if s.held_by == "customer" => { "entered by the customer in the install stack (not reported yet)" }
+                                    (None, true) => { "set (sealed)" }
+                                    (None, false) => { @if s.required { "not set (required)" } @else { "not set" } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
         h2 { "Runner" }
         @for c in h.checks.iter().filter(|c| c.kind == "runner") {
