@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use nuon_benches::terraform::{median, terraform_step};
 use nuon_client::ControlClient;
 use nuon_control::store::prelude::*;
 use nuon_control::store::{NewJob, SqliteStore};
@@ -269,11 +270,6 @@ struct BigLog {
     runner_peak: u64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Runs `sh -c script` `n` times; the median wall time.
 fn time_sh(script: &str, n: usize) -> Result<f64> {
     let mut times = Vec::new();
@@ -477,99 +473,6 @@ output "url" {
   value = "postgres://${terraform_data.db.output}:5432"
 }
 "#;
-
-fn sh_time(dir: &std::path::Path, args: &[&str]) -> Result<f64> {
-    let start = Instant::now();
-    let out = std::process::Command::new("terraform")
-        .args(args)
-        .current_dir(dir)
-        .env("TF_IN_AUTOMATION", "1")
-        .env("CHECKPOINT_DISABLE", "1")
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "terraform {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(start.elapsed().as_secs_f64())
-}
-
-/// One Terraform component step through the platform (a `terraform` job:
-/// claim, signature, unpack by digest, init, plan or apply, log shipping,
-/// completion) against the same commands by hand. Medians of `runs`.
-fn terraform_step(runs: usize, module: &str) -> Result<(f64, f64, f64, f64)> {
-    use nuon_plugins::oci::LayoutStore;
-    use nuon_plugins::oci::modulepkg::push_module;
-
-    let cp = ControlPlane::start("60s")?;
-    let client = cp.client();
-    let token = cp.create_runner("r")?;
-    let work = tempfile::tempdir()?;
-    let src = tempfile::tempdir()?;
-    std::fs::write(src.path().join("main.tf"), module)?;
-    let store = LayoutStore::open(work.path().join("store"))?;
-    let digest = rt().block_on(push_module(&store, "bench/db", src.path(), None))?;
-    let _r = Runner::start(
-        &cp,
-        RunnerOpts {
-            token: &token,
-            signing_key: &cp.signing_key,
-            slots: 1,
-            grace: "5s",
-            work_dir: Some(work.path()),
-        },
-    )?;
-    let (mut bare_plan, mut bare_apply, mut plan, mut apply) = (vec![], vec![], vec![], vec![]);
-    for i in 0..runs {
-        // By hand: a fresh directory, init, plan to a file, apply that plan.
-        let dir = tempfile::tempdir()?;
-        std::fs::write(dir.path().join("main.tf"), module)?;
-        let var = format!("-var=name=run{i}");
-        let init = sh_time(dir.path(), &["init", "-input=false"])?;
-        bare_plan
-            .push(init + sh_time(dir.path(), &["plan", "-input=false", &var, "-out=p.tfplan"])?);
-        let init2 = sh_time(dir.path(), &["init", "-input=false"])?;
-        bare_apply.push(init2 + sh_time(dir.path(), &["apply", "-input=false", "p.tfplan"])?);
-
-        // Through the platform: a plan job, then an apply job of its plan.
-        let job = |action: &str, plan: Option<serde_json::Value>| {
-            let mut payload = serde_json::json!({
-                "action": action,
-                "module": {"repo": "bench/db", "digest": digest},
-                "terraform_version": ">= 1.4",
-                "vars": {"name": format!("run{i}")},
-            });
-            if let Some(p) = plan {
-                payload["plan"] = p;
-            }
-            CreateJob {
-                runner: "r".into(),
-                kind: "terraform".into(),
-                payload,
-                timeout_secs: Some(600),
-                max_attempts: Some(1),
-                sandbox: None,
-            }
-        };
-        let start = Instant::now();
-        let created = rt().block_on(client.create_job(&job("plan", None)))?;
-        let done = wait_job(&client, &created.id, Duration::from_secs(120))?;
-        plan.push(start.elapsed().as_secs_f64());
-        anyhow::ensure!(done.status == nuon_core::JobStatus::Succeeded, "{done:?}");
-        let p = done.outputs["plan"].clone();
-        let start = Instant::now();
-        let created = rt().block_on(client.create_job(&job("apply", Some(p))))?;
-        let done = wait_job(&client, &created.id, Duration::from_secs(120))?;
-        apply.push(start.elapsed().as_secs_f64());
-        anyhow::ensure!(done.status == nuon_core::JobStatus::Succeeded, "{done:?}");
-    }
-    Ok((
-        median(bare_plan),
-        median(plan),
-        median(bare_apply),
-        median(apply),
-    ))
-}
 
 /// An idle runner long-polling: resident memory and CPU over 10 s.
 fn idle() -> Result<(u64, f64)> {
@@ -1171,7 +1074,7 @@ fn main() -> Result<()> {
             ("", TF_MODULE),
             (", module with 1 s of apply work", TF_MODULE_SLOW),
         ] {
-            let (bare_plan, plan, bare_apply, apply) = terraform_step(5, module)?;
+            let (bare_plan, plan, bare_apply, apply) = terraform_step(5, module, &[])?;
             println!(
                 "| terraform plan step (init + plan -out){label}: by hand / as a job, queue to completion | {:.0} ms / {:.0} ms ({:.2}×, +{:.0} ms) |",
                 bare_plan * 1e3,

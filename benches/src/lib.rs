@@ -1,1 +1,3 @@
-//! Benchmarks live in `job_loop.rs`; see BENCHMARKS.md.
+//! Benchmarks live in `job_loop.rs` and its siblings; see BENCHMARKS.md.
+
+pub mod terraform;

@@ -29,6 +29,7 @@ use crate::job::{JobResult, JobStatus};
 use crate::model::{ApprovalMode, InstallState};
 pub use crate::model::{RunnerHealth, RunnerStatus};
 
+mod secrets;
 mod states;
 mod telemetry;
 pub use crate::records::{
@@ -37,6 +38,7 @@ pub use crate::records::{
 };
 use crate::workflow::StepRecord;
 use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
+pub use secrets::{InstallSecret, InstallSecrets, UpdateInputs};
 pub use states::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked};
 pub use telemetry::{ProbeSeen, RunnerTelemetry, RunnerUpdateFailure, ToolHeld};
 
@@ -1476,20 +1478,13 @@ pub struct SetInputs {
     pub inputs: BTreeMap<String, serde_json::Value>,
 }
 
-/// Change some inputs and secrets of an install, and redeploy what reads
-/// them (the `update-inputs` workflow).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateInputs {
-    /// Input values by name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub inputs: BTreeMap<String, serde_json::Value>,
-    /// Secret values by name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub secrets: BTreeMap<String, String>,
-    /// Only say what would run: nothing is changed or started.
-    #[serde(default)]
-    pub dry_run: bool,
+/// An install removed from the control plane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallRemoved {
+    /// The install as it was.
+    pub install: InstallInfo,
+    /// What was not done (a forget destroys nothing).
+    pub warning: String,
 }
 
 /// What an input or secret change set off.
@@ -1515,15 +1510,6 @@ pub struct InputsUpdated {
     /// Whether this was a dry run.
     #[serde(default)]
     pub dry_run: bool,
-}
-
-/// An install removed from the control plane.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct InstallRemoved {
-    /// The install as it was.
-    pub install: InstallInfo,
-    /// What was not done (a forget destroys nothing).
-    pub warning: String,
 }
 
 /// An install. Sensitive inputs and secrets are never shown: only which
@@ -1566,37 +1552,6 @@ pub struct InstallInfo {
     pub release_id: Option<crate::ReleaseId>,
     /// When it was created.
     pub created_at_ms: i64,
-}
-
-/// An install's secrets, as its config declares them: never a value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct InstallSecrets {
-    /// The install's name.
-    pub install: String,
-    /// Each secret of the config, by name.
-    pub secrets: Vec<InstallSecret>,
-}
-
-/// One secret of an install: who holds its value and where.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct InstallSecret {
-    /// Its name (`{{ .nuon.secrets.NAME }}`).
-    pub name: String,
-    /// What it is for.
-    pub description: String,
-    /// `customer` (in the customer's cloud secret store, entered in the
-    /// install stack; the control plane never has it) or `vendor` (sealed
-    /// by the control plane, given with `--secret`).
-    pub held_by: String,
-    /// An install must have it.
-    pub required: bool,
-    /// Whether it has a value: sealed here (vendor), or reported by the
-    /// install stack (customer).
-    pub set: bool,
-    /// Where a customer-held secret is: the ARN the install stack reported
-    /// (`NAME_arn`); none before the stack phoned home.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub location: Option<String>,
 }
 
 /// A new install, with its runner's token (shown only here, once).

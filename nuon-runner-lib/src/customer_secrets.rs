@@ -54,6 +54,35 @@ impl CustomerSecrets {
         Ok(redact)
     }
 
+    /// Fills the customer-held secrets `spec` prints (read as `env`, the
+    /// job's role), adding their values to `redact` and the log's
+    /// redactions, and says so in the log.
+    pub(crate) async fn fill_job(
+        &self,
+        spec: &mut nuon_core::JobSpec,
+        env: &BTreeMap<String, String>,
+        redact: &mut Vec<String>,
+        spool: &mut crate::spool::SpoolWriter,
+    ) -> Result<(), String> {
+        if spec.customer_secrets.is_empty() {
+            return Ok(());
+        }
+        let names = spec.customer_secrets.clone();
+        let values = self
+            .fill(&names, env, &mut spec.payload)
+            .await
+            .inspect_err(|reason| {
+                tracing::warn!(job = %spec.job_id, "customer secret refused: {reason}");
+            })?;
+        redact.extend(values);
+        spool.set_redact(redact);
+        spool.system(&format!(
+            "read {} from the customer's secret store",
+            names.join(", ")
+        ));
+        Ok(())
+    }
+
     /// The value of secret `name`, read as `env`.
     async fn read(&self, name: &str, env: &BTreeMap<String, String>) -> Result<String, String> {
         let Some(arn) = self.arns.get(name) else {

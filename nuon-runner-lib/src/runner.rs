@@ -1074,17 +1074,12 @@ impl JobRun {
         // role it did not create (or a break-glass one that is off) is
         // refused.
         let mut redact = spec.redact.clone();
+        let provider = &self.shared.config.credentials;
         let role_env = match &spec.role {
             None => BTreeMap::new(),
-            Some(role) => match self
-                .shared
-                .config
-                .credentials
-                .credentials(role, &self.key.0)
-                .await
-            {
+            Some(role) => match provider.credentials(role, &self.key.0).await {
                 Ok(env) => {
-                    if self.shared.config.credentials.hands_roles() {
+                    if provider.hands_roles() {
                         spool.system(&format!(
                             "runs as role {} ({}; {})",
                             role.name, role.kind, role.because
@@ -1096,11 +1091,8 @@ impl JobRun {
                         ));
                     }
                     // Keys a provider handed out never leave in the log.
-                    redact.extend(
-                        crate::credentials::SECRET_VARS
-                            .iter()
-                            .filter_map(|k| env.get(*k).cloned()),
-                    );
+                    let handed = crate::credentials::SECRET_VARS.iter();
+                    redact.extend(handed.filter_map(|k| env.get(*k).cloned()));
                     spool.set_redact(&redact);
                     env
                 }
@@ -1111,28 +1103,12 @@ impl JobRun {
             },
         };
         // The customer-held secrets it prints, read here with its role.
-        if !spec.customer_secrets.is_empty() {
-            let names = spec.customer_secrets.clone();
-            match self
-                .shared
-                .config
-                .customer_secrets
-                .fill(&names, &role_env, &mut spec.payload)
-                .await
-            {
-                Ok(values) => {
-                    redact.extend(values);
-                    spool.set_redact(&redact);
-                    spool.system(&format!(
-                        "read {} from the customer's secret store",
-                        names.join(", ")
-                    ));
-                }
-                Err(reason) => {
-                    tracing::warn!(job = %self.key.0, attempt = self.key.1, "customer secret refused: {reason}");
-                    return self.refuse(&mut spool, reason);
-                }
-            }
+        let secrets = &self.shared.config.customer_secrets;
+        if let Err(reason) = secrets
+            .fill_job(&mut spec, &role_env, &mut redact, &mut spool)
+            .await
+        {
+            return self.refuse(&mut spool, reason);
         }
         self.shared.journal.record(
             "job.accepted",

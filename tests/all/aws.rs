@@ -90,6 +90,11 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
             &[&read[..], &["s3:DeleteBucket"]].concat(),
         )
         .unwrap();
+    // A break-glass role: made by the stack, assumable only once the
+    // customer turns it on on their runner.
+    let emergency = moto
+        .role("demo-emergency", &runner, &["sts:GetCallerIdentity"])
+        .unwrap();
     let err = moto
         .aws_as(
             &runner_keys,
@@ -135,6 +140,14 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
             ),
         ),
         ("intruder/main.tf".into(), bucket_module("intruder")),
+        (
+            "break_glass.toml".into(),
+            "[[role]]\nname = \"{{ .nuon.install.name }}-emergency\"\ndescription = \"in an emergency\"\n".into(),
+        ),
+        (
+            "actions/emergency.toml".into(),
+            "name = \"emergency\"\ntimeout = \"1m\"\nbreak_glass_role = \"{{ .nuon.install.name }}-emergency\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"who\"\ncommand = \"echo acting as $(aws sts get-caller-identity --query Arn --output text)\"\n".into(),
+        ),
     ];
     let files: Vec<(&str, &str)> = files
         .iter()
@@ -142,7 +155,7 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
         .collect();
     let mut m = Manual::start(&files);
     let outputs = format!(
-        "account_id={} provision_iam_role_arn={provision} maintenance_iam_role_arn={maintenance} deprovision_iam_role_arn={deprovision}",
+        "account_id={} provision_iam_role_arn={provision} maintenance_iam_role_arn={maintenance} deprovision_iam_role_arn={deprovision} break_glass_iam_role_arn_emergency={emergency}",
         nuon_test_fixtures::moto::ACCOUNT
     );
     let mut env = moto.env(&runner_keys);
@@ -162,6 +175,42 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     let buckets = moto.aws(&["s3api", "list-buckets"]).unwrap();
     assert!(buckets.contains("data-demo"), "{buckets}");
     assert!(!buckets.contains("intruder-demo"), "{buckets}");
+
+    // The break-glass role is refused until the customer turns it on.
+    let run = |m: &Manual| {
+        m.cp.nuon(&[
+            "installs",
+            "run-action",
+            "demo",
+            "emergency",
+            "--wait",
+            "--logs",
+        ])
+    };
+    let refused = run(&m);
+    let t = crate::deploy::text(&refused);
+    assert!(!refused.status.success(), "{t}");
+    assert!(
+        t.contains("break-glass role demo-emergency is off")
+            && t.contains("nuon-runner break-glass enable demo-emergency"),
+        "{t}"
+    );
+    let on = nuon_tests::ours("nuon-runner")
+        .args(["break-glass", "enable", "demo-emergency", "--work-dir"])
+        .arg(m.runner_work_dir())
+        .output()
+        .unwrap();
+    assert!(on.status.success(), "{}", crate::deploy::text(&on));
+    let ran = run(&m);
+    let t = crate::deploy::text(&ran);
+    assert!(ran.status.success(), "{t}");
+    assert!(
+        t.contains(&format!(
+            "acting as arn:aws:sts::{}:assumed-role/demo-emergency/nuon-job_",
+            nuon_test_fixtures::moto::ACCOUNT
+        )),
+        "{t}"
+    );
 
     // Drift: a tag changed behind the platform's back (as the customer's
     // administrator) is found by the next drift check, by attribute.
@@ -710,4 +759,51 @@ fn the_example_app_deploys_into_a_fake_account_from_a_terraform_stack_with_the_c
     assert!(!policies.contains(install.id.as_str()), "{policies}");
     let secrets = moto.aws(&["secretsmanager", "list-secrets"]).unwrap();
     assert!(!secrets.contains(install.id.as_str()), "{secrets}");
+}
+
+/// `nuon dev --cloud aws-fake --once`: a newcomer's BYOC install into
+/// "their" AWS account on a laptop: the fake account started, the
+/// Terraform stack applied with the customer's secret, the runner it
+/// configured phoning home, the example app provisioned in the account,
+/// and how to look into it with the AWS CLI printed.
+#[test]
+fn nuon_dev_deploys_the_aws_example_into_a_fake_account() {
+    if !nuon_tests::have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(mirror) = nuon_test_fixtures::aws_provider_mirror("apply AWS resources") else {
+        return;
+    };
+    if !nuon_tests::have_tool("moto_server", "run an AWS account on loopback")
+        || !nuon_tests::have_tool("aws", "call the fake AWS account")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let rc = nuon_test_fixtures::provider_mirror_config(&mirror, tmp.path()).unwrap();
+    let data = tmp.path().join("data");
+    let ports = (crate::deploy::free_port(), crate::deploy::free_port());
+    let app = nuon_tests::manifest_dir().join("../examples/apps/aws");
+    let out = crate::deploy::dev_of(&app, &data, ports, &["--cloud", "aws-fake", "--once"])
+        .env("TF_CLI_CONFIG_FILE", &rc)
+        .output()
+        .unwrap();
+    let log = crate::deploy::text(&out);
+    let files = |name: &str| std::fs::read_to_string(data.join(name)).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{log}\n--- terraform\n{}\n",
+        files("stack-terraform.log")
+    );
+    for said in [
+        "starting the customer's fake AWS account",
+        "the customer enters secret db_password",
+        "terraform apply",
+        "queue.queue_arn = ",
+        "access.role_arn = ",
+        "export AWS_ENDPOINT_URL=http://127.0.0.1:",
+        "aws resourcegroupstaggingapi get-resources",
+    ] {
+        assert!(log.contains(said), "{said:?} not in:\n{log}");
+    }
 }

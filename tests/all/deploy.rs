@@ -31,7 +31,12 @@ pub(crate) fn dev(data_dir: &Path, ports: (u16, u16), extra: &[&str]) -> Command
 }
 
 /// `nuon dev` of the app in `app_dir`.
-fn dev_of(app_dir: &Path, data_dir: &Path, ports: (u16, u16), extra: &[&str]) -> Command {
+pub(crate) fn dev_of(
+    app_dir: &Path,
+    data_dir: &Path,
+    ports: (u16, u16),
+    extra: &[&str],
+) -> Command {
     let mut c = ours("nuon");
     c.arg("dev")
         .arg("--data-dir")

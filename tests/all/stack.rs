@@ -512,7 +512,7 @@ fn cloudformation_and_helm_stacks_pass_cfn_lint_and_real_helm() {
     let out = cp.nuon(&["installs", "stack", "full", "--format", "bicep"]);
     assert!(!out.status.success());
     assert!(
-        text(&out).contains("cloudformation, helm, vm"),
+        text(&out).contains("cloudformation, terraform, helm, vm"),
         "{}",
         text(&out)
     );

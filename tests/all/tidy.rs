@@ -279,7 +279,6 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-control/src/api/web/pages.rs", 1039),
     ("nuon-client/src/control.rs", 864),
     ("nuon-template/src/parse.rs", 950),
-    ("nuon-control/src/engine/dispatch.rs", 880),
     ("nuon-control/src/api/mod.rs", 901),
     ("nuon-core/src/app/check.rs", 911),
     ("nuon-plugins/src/oci/image.rs", 887),

@@ -521,6 +521,18 @@ impl Runner {
     /// Starts one against `api` with more arguments of `nuon-runner run`
     /// (`--replace`, say).
     pub fn start_with_args(api: &str, opts: RunnerOpts<'_>, args: &[&str]) -> Result<Self> {
+        Self::start_with_env(api, opts, args, &[])
+    }
+
+    /// [`Runner::start_with_args`] with `env` added to the runner's
+    /// environment (jobs inherit what the runner passes on: the AWS
+    /// region and endpoint, `TF_CLI_CONFIG_FILE`).
+    pub fn start_with_env(
+        api: &str,
+        opts: RunnerOpts<'_>,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let work_dir = opts
             .work_dir
@@ -537,6 +549,7 @@ impl Runner {
             .args(["--slots", &opts.slots.to_string(), "--grace", opts.grace])
             .args(args)
             .env("RUST_LOG", log_filter("info,nuon_runner_lib=debug"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file)

@@ -27,9 +27,17 @@ pub struct DevArgs {
     /// Exit after the workflow instead of running until Ctrl-C.
     #[arg(long)]
     once: bool,
-    /// The app config directory to deploy.
-    #[arg(long, default_value = "examples/apps/hello")]
-    app_dir: PathBuf,
+    /// The app config directory to deploy (default: examples/apps/hello;
+    /// examples/apps/aws with `--cloud aws-fake`).
+    #[arg(long)]
+    app_dir: Option<PathBuf>,
+    /// The customer's cloud: `none` (the install's runner from its VM
+    /// bundle, on this machine) or `aws-fake` (a fake AWS account on
+    /// loopback, moto with IAM enforced: the install stack is applied to
+    /// it in its Terraform form, and every job acts in it as its
+    /// operation's role; it prints how to look into it with the AWS CLI).
+    #[arg(long, default_value = "none", value_parser = ["none", "aws-fake"])]
+    cloud: String,
     /// The app's name (default: the directory's name).
     #[arg(long)]
     app: Option<String>,
@@ -129,10 +137,18 @@ async fn run_children(
     mut interrupt: tokio::sync::watch::Receiver<bool>,
 ) -> Result<u8, CliError> {
     let t0 = Instant::now();
-    if !args.app_dir.join("metadata.toml").is_file() {
+    let fake_aws = args.cloud == "aws-fake";
+    let app_dir = args.app_dir.clone().unwrap_or_else(|| {
+        PathBuf::from(if fake_aws {
+            "examples/apps/aws"
+        } else {
+            "examples/apps/hello"
+        })
+    });
+    if !app_dir.join("metadata.toml").is_file() {
         return Err(CliError::usage(format!(
             "{} is not an app config directory (no metadata.toml); run from the repository root or pass --app-dir",
-            args.app_dir.display()
+            app_dir.display()
         )));
     }
     std::fs::create_dir_all(&args.data_dir).map_err(io("cannot create the data dir"))?;
@@ -218,7 +234,7 @@ async fn run_children(
         &[("--vendor-store", &vendor_store)],
     )?);
 
-    let app_dir = &args.app_dir;
+    let app_dir = &app_dir;
     let app_name = args.app.clone().unwrap_or_else(|| {
         app_dir
             .file_name()
@@ -320,11 +336,13 @@ async fn run_children(
                 "==> approvals: each apply waits for `nuon workflows approve` (approval_option = \"prompt\"; --approval approve-all to skip)"
             );
         }
-        // Local secrets: random values, kept only sealed on the control plane.
+        // Local secrets: random values, kept only sealed on the control
+        // plane. A customer-held one is entered in the install stack.
         let secrets = version
             .config
             .secrets
             .iter()
+            .filter(|s| !s.held_by_customer())
             .map(|s| (s.name.clone(), random_secret()))
             .collect();
         client
@@ -344,39 +362,91 @@ async fn run_children(
     }
     phase("create install", t, &mut phases);
 
-    let t = Instant::now();
     eprintln!("==> provisioning {}", args.install);
     let wf = client
         .create_workflow(&args.install, WorkflowKind::Provision, None)
         .await?;
-    eprintln!(
-        "==> downloading the install's stack (vm) into {}",
-        stack_dir.display()
-    );
-    let stack = client.install_stack(&args.install, Some("vm")).await?;
-    crate::ops::write_stack(&stack, &stack_dir)?;
-    eprintln!(
-        "==> applying it: sh install.sh --no-systemd (the runner's store in {})",
-        install_dir.join("store").display()
-    );
     let store_dir = install_dir.join("store");
-    let mut runner_env: Vec<(&str, std::ffi::OsString)> = vec![
-        ("NUON_RUNNER_STORE_DIR", store_dir.clone().into_os_string()),
-        (
-            "NUON_RUNNER_VENDOR_STORE",
-            vendor_store.clone().into_os_string(),
-        ),
-    ];
-    if args.isolation == "container" {
-        let (image, path) = container_tools(&store_dir).await?;
+    let mut fake = None;
+    let mut runner = if fake_aws {
+        let moto_log = data_dir.join("fake-aws.log");
         eprintln!(
-            "==> jobs run in containers of {image} (from the install's store); the runner's PATH has no terraform"
+            "==> starting the customer's fake AWS account (moto on loopback, IAM enforced; log {})",
+            moto_log.display()
         );
-        runner_env.push(("NUON_RUNNER_ISOLATION", "container".into()));
-        runner_env.push(("NUON_RUNNER_JOB_IMAGE", image.into()));
-        runner_env.push(("PATH", path));
-    }
-    let mut runner = apply_vm_stack(&stack_dir, &install_dir, &data_dir, &runner_env)?;
+        let aws = crate::fake_aws::FakeAws::start(children, &moto_log).await?;
+        let stack_dir = crate::fake_aws::stack_dir(&install_dir);
+        eprintln!(
+            "==> downloading the install's stack (terraform) into {}",
+            stack_dir.display()
+        );
+        let stack = client
+            .install_stack(&args.install, Some("terraform"))
+            .await?;
+        crate::ops::write_stack(&stack, &stack_dir)?;
+        // The customer's side: the values only they know.
+        let entered: Vec<(String, String)> = version
+            .config
+            .secrets
+            .iter()
+            .filter(|s| s.held_by_customer() && !s.auto_generate)
+            .map(|s| (s.name.clone(), crate::fake_aws::customer_value()))
+            .collect();
+        for (name, _) in &entered {
+            eprintln!(
+                "    the customer enters secret {name}: it stays in the fake account's Secrets Manager"
+            );
+        }
+        let ts = Instant::now();
+        let tf_log = data_dir.join("stack-terraform.log");
+        eprintln!(
+            "==> applying it as the customer's administrator: terraform apply (log {})",
+            tf_log.display()
+        );
+        aws.apply_stack(&stack_dir, &entered, &tf_log).await?;
+        phase("apply install stack (terraform)", ts, &mut phases);
+        eprintln!(
+            "==> starting the runner the stack configured (its launch template's user data), as the account's runner host"
+        );
+        let settings = aws.runner_settings().await?;
+        let work = install_dir.join("runner");
+        let mut cmd = Command::new(sibling("nuon-runner")?);
+        cmd.arg("run")
+            .arg("--work-dir")
+            .arg(&work)
+            .envs(settings)
+            .envs(aws.runner_env())
+            .env("NUON_RUNNER_STORE_DIR", &store_dir)
+            .env("NUON_RUNNER_VENDOR_STORE", &vendor_store)
+            .stdout(Stdio::null())
+            .stderr(append(&log_of(&data_dir, &install_dir, "-runner"))?)
+            .kill_on_drop(true);
+        let runner = cmd.spawn().map_err(io("cannot start nuon-runner"))?;
+        fake = Some(aws);
+        runner
+    } else {
+        eprintln!(
+            "==> downloading the install's stack (vm) into {}",
+            stack_dir.display()
+        );
+        let stack = client.install_stack(&args.install, Some("vm")).await?;
+        crate::ops::write_stack(&stack, &stack_dir)?;
+        eprintln!(
+            "==> applying it: sh install.sh --no-systemd (the runner's store in {})",
+            store_dir.display()
+        );
+        vm_runner(
+            args,
+            &stack_dir,
+            &install_dir,
+            &data_dir,
+            &store_dir,
+            &vendor_store,
+        )
+        .await?
+    };
+    // From here: the runner phones home, and the provision runs.
+    let t = Instant::now();
     // A runner that stops (a refused token, a bad path) says so at once,
     // rather than the provision waiting for a phone-home.
     let watched = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false, false);
@@ -479,11 +549,46 @@ async fn run_children(
             dir = args.data_dir.display(),
         );
     }
+    if let Some(aws) = &fake {
+        eprintln!("\n{}", aws.how_to_look());
+    }
     if !args.once {
         eprintln!("\nRunning until Ctrl-C.");
         let _ = interrupt.wait_for(|v| *v).await;
     }
     Ok(code)
+}
+
+/// The install's runner from its VM bundle in `stack_dir` (in containers
+/// of a tool image with `--isolation container`).
+async fn vm_runner(
+    args: &DevArgs,
+    stack_dir: &Path,
+    install_dir: &Path,
+    data_dir: &Path,
+    store_dir: &Path,
+    vendor_store: &Path,
+) -> Result<Child, CliError> {
+    let mut runner_env: Vec<(&str, std::ffi::OsString)> = vec![
+        (
+            "NUON_RUNNER_STORE_DIR",
+            store_dir.to_path_buf().into_os_string(),
+        ),
+        (
+            "NUON_RUNNER_VENDOR_STORE",
+            vendor_store.to_path_buf().into_os_string(),
+        ),
+    ];
+    if args.isolation == "container" {
+        let (image, path) = container_tools(store_dir).await?;
+        eprintln!(
+            "==> jobs run in containers of {image} (from the install's store); the runner's PATH has no terraform"
+        );
+        runner_env.push(("NUON_RUNNER_ISOLATION", "container".into()));
+        runner_env.push(("NUON_RUNNER_JOB_IMAGE", image.into()));
+        runner_env.push(("PATH", path));
+    }
+    apply_vm_stack(stack_dir, install_dir, data_dir, &runner_env)
 }
 
 /// Applies the install's VM bundle in `stack_dir`: `install.sh

@@ -465,7 +465,9 @@ impl Engine {
             // wrote none (it deleted them all).
             let written =
                 render::render_context(&self.secrets, &cx.org, &cx.install, cx.owner(), false)
-                    .and_then(|ctx| super::dispatch::secret_objects(cx, &ctx, &Default::default()));
+                    .and_then(|ctx| {
+                        super::secrets_sync::secret_objects(cx, &ctx, &Default::default())
+                    });
             match written {
                 Ok((objects, _)) => {
                     let mut all = self.current_outputs(cx).await?;

@@ -38,6 +38,7 @@ pub(crate) mod render;
 mod rollouts;
 pub(crate) use rollouts::RolloutAct;
 pub(crate) mod rules;
+mod secrets_sync;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -632,3 +632,45 @@ pub(crate) fn skip_turned_off(
     }
     Ok(())
 }
+
+/// The kubeconfig a job works with: the `kubeconfig` output of the
+/// component its kubernetes `context` names, else the sandbox's.
+pub(super) fn kubeconfig_of(
+    cx: &super::Ctx,
+    ctx: &RenderContext,
+    context: Option<&str>,
+) -> std::result::Result<Option<String>, String> {
+    let Some(name) = context else {
+        return Ok(ctx
+            .sandbox_outputs
+            .get("kubeconfig")
+            .and_then(|k| k.as_str())
+            .map(str::to_owned));
+    };
+    let k = cx
+        .config
+        .kubernetes_contexts
+        .iter()
+        .find(|k| k.name == name)
+        .ok_or_else(|| {
+            format!(
+                "kubernetes context {name:?} is not in config version {}",
+                cx.wf.config_version
+            )
+        })?;
+    match ctx
+        .component_outputs
+        .get(&k.component)
+        .and_then(|o| o.get("kubeconfig"))
+    {
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(format!(
+            "kubernetes context {name:?}: the `kubeconfig` output of component {} is not a string (a kubeconfig's text)",
+            k.component
+        )),
+        None => Err(format!(
+            "kubernetes context {name:?} reads the `kubeconfig` output of component {}, which has none: deploy {} first, or output the kubeconfig from it",
+            k.component, k.component
+        )),
+    }
+}

@@ -245,13 +245,7 @@ fn check_templates(
                     unknown("secret", n, names.secrets, "secrets.toml declares none"),
                 )),
                 Reference::Secret(n) if names.customer_secrets.contains(n) && !a.printed => {
-                    d.push(file.diag(
-                        at,
-                        format!(
-                            "{} is held by the customer (in their cloud's secret store): the runner puts its value where `{{{{ .nuon.secrets.{n} }}}}` is printed, so it cannot go through a function, a default or a condition; print it bare (and transform it in the tool that reads it), or give the secret held_by = \"vendor\"",
-                            a.written
-                        ),
-                    ))
+                    d.push(file.diag(at, super::secrets::not_bare(&a.written, n)))
                 }
                 Reference::ComponentOutput { component, .. } => {
                     if names.components.contains_key(component) {
@@ -477,37 +471,13 @@ fn roles_declared(files: &[SourceFile], loaded: &Loaded, d: &mut Diagnostics) {
 
 pub(crate) fn cross_check(
     files: &[SourceFile],
-    loaded: Loaded,
+    mut loaded: Loaded,
     d: &mut Diagnostics,
 ) -> Option<AppConfig> {
     let groups = unique("input group", &loaded.groups, files, d);
     let inputs = unique("input", &loaded.inputs, files, d);
     let secrets = unique("secret", &loaded.secrets, files, d);
-    // Two secrets writing one key of one Kubernetes Secret would overwrite
-    // each other (compared as written: templates are not rendered here).
-    let mut written: BTreeMap<String, &str> = BTreeMap::new();
-    for s in &loaded.secrets {
-        let (Some(decl), Some(n)) = (&s.value, &s.name) else {
-            continue;
-        };
-        for t in &decl.kubernetes {
-            for ns in &t.namespaces {
-                let at = format!("{ns}/{}/{}", t.name, t.key);
-                match written.get(&at) {
-                    Some(other) if *other != decl.name => d.push(files[s.file].at(
-                        &n.span,
-                        format!(
-                            "secrets {other:?} and {:?} both write key {:?} of Kubernetes Secret {:?} in namespace {ns:?}: each key is written by one secret",
-                            decl.name, t.key, t.name
-                        ),
-                    )),
-                    _ => {
-                        written.insert(at, &decl.name);
-                    }
-                }
-            }
-        }
-    }
+    super::secrets::one_writer_per_key(files, &loaded.secrets, d);
     let components = unique("component", &loaded.components, files, d);
     roles_declared(files, &loaded, d);
     // A secrets-sync trigger with nothing synced never fires.
@@ -547,19 +517,8 @@ pub(crate) fn cross_check(
     }
     let actions = unique("action", &loaded.actions, files, d);
     unique("install", &loaded.installs, files, d);
-    let default_holder = super::SecretHolder::default_for(
-        loaded
-            .runner
-            .as_ref()
-            .map_or("local", |r| r.runner_type.as_str()),
-    );
-    let customer_secrets: std::collections::BTreeSet<String> = loaded
-        .secrets
-        .iter()
-        .filter_map(|s| s.value.as_ref())
-        .filter(|s| s.held_by.unwrap_or(default_holder) == super::SecretHolder::Customer)
-        .map(|s| s.name.clone())
-        .collect();
+    let runner_type = loaded.runner.as_ref().map_or("local", |r| &r.runner_type);
+    let customer_secrets = super::secrets::resolve(runner_type, &mut loaded.secrets);
     let names = Names {
         inputs: &inputs,
         secrets: &secrets,
@@ -835,20 +794,11 @@ pub(crate) fn cross_check(
             .into_iter()
             .map(|i| i.value)
             .collect::<Option<_>>()?,
-        secrets: {
-            let default = default_holder;
-            loaded
-                .secrets
-                .into_iter()
-                .map(|s| s.value)
-                .map(|s| {
-                    s.map(|mut s| {
-                        s.held_by.get_or_insert(default);
-                        s
-                    })
-                })
-                .collect::<Option<_>>()?
-        },
+        secrets: loaded
+            .secrets
+            .into_iter()
+            .map(|s| s.value)
+            .collect::<Option<_>>()?,
         components,
         actions,
         installs,

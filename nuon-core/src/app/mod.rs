@@ -36,6 +36,7 @@ mod policies;
 mod reader;
 mod runbooks;
 mod schema;
+mod secrets;
 mod sources;
 pub mod template;
 mod triggers;
@@ -65,6 +66,7 @@ pub use platform::{
 };
 pub use policies::{check_policies, policies_for};
 pub use runbooks::{Runbook, inline_action_name};
+pub use secrets::SecretHolder;
 pub use sources::{public_repo_url, source_dir};
 pub use triggers::{OLD_TRIGGERS, TRIGGERS};
 pub use values::{helm_values, set_typed};
@@ -558,58 +560,6 @@ pub struct SecretDecl {
     /// others. A loaded config always has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<SecretHolder>,
-}
-
-/// Who keeps a secret's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SecretHolder {
-    /// The customer's cloud account (AWS Secrets Manager), made by the
-    /// install stack; the runner reads the value when a job needs it.
-    Customer,
-    /// The vendor's control plane, sealed (`nuon installs create --secret`).
-    Vendor,
-}
-
-impl SecretHolder {
-    /// `customer` or `vendor`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SecretHolder::Customer => "customer",
-            SecretHolder::Vendor => "vendor",
-        }
-    }
-
-    /// Who holds a secret that does not say, for an app of `runner_type`:
-    /// the customer where the install stack makes the secret (AWS).
-    pub fn default_for(runner_type: &str) -> Self {
-        if crate::stack::StackFormat::for_runner_type(runner_type)
-            == crate::stack::StackFormat::CloudFormation
-        {
-            SecretHolder::Customer
-        } else {
-            SecretHolder::Vendor
-        }
-    }
-}
-
-impl SecretDecl {
-    /// Whether the customer keeps its value (the control plane never sees it).
-    pub fn held_by_customer(&self) -> bool {
-        self.held_by == Some(SecretHolder::Customer)
-    }
-
-    /// The text a customer-held secret renders to in the control plane:
-    /// the runner puts the value in its place when the job runs.
-    pub fn placeholder(name: &str) -> String {
-        format!("__nuon_customer_secret__{name}__")
-    }
-
-    /// [`SecretDecl::placeholder`] for the value in base64 (a Kubernetes
-    /// Secret's `data`).
-    pub fn placeholder_base64(name: &str) -> String {
-        format!("__nuon_customer_secret_base64__{name}__")
-    }
 }
 
 /// A Kubernetes Secret a secret's value is written to: the key `key` of

@@ -25,6 +25,7 @@ use crate::wire::{InstallStack, StackFile};
 mod aws;
 pub mod cloudformation;
 pub mod contract;
+mod hcl;
 pub mod helm;
 pub mod roles;
 pub mod terraform;

@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::aws::{RolePolicies, ScriptRefs, logical_id, user_data};
+use super::hcl::{Blocks, encoded, hcl, lit, raw, tf_name};
 use super::{StackSpec, file, snake, stack_role_outputs};
 use crate::app::Role;
 use crate::wire::StackFile;
@@ -52,85 +53,6 @@ pub(crate) fn files(spec: &StackSpec) -> Result<(Vec<StackFile>, String), String
     );
     // The configuration holds the one-time token: readable by its owner only.
     Ok((vec![file("main.tf.json", text + "\n", 0o600)], instructions))
-}
-
-/// `s` as a Terraform string literal's text: `${` and `%{` kept as they
-/// are (an IAM policy's `${aws:username}` is not Terraform's).
-fn lit(s: &str) -> String {
-    s.replace("${", "$${").replace("%{", "%%{")
-}
-
-/// A raw Terraform expression inside a value given to [`hcl`].
-fn raw(expr: &str) -> Value {
-    Value::String(format!("\u{0}{expr}"))
-}
-
-/// `v` as a Terraform expression (strings escaped as literals, [`raw`]
-/// ones as written), for `jsonencode(...)`.
-fn hcl(v: &Value) -> String {
-    match v {
-        Value::String(s) => match s.strip_prefix('\u{0}') {
-            Some(expr) => expr.to_owned(),
-            None => lit(&Value::String(s.clone()).to_string()),
-        },
-        Value::Array(items) => {
-            format!("[{}]", items.iter().map(hcl).collect::<Vec<_>>().join(", "))
-        }
-        Value::Object(map) => format!(
-            "{{{}}}",
-            map.iter()
-                .map(|(k, v)| format!("{} = {}", Value::String(k.clone()), hcl(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        other => other.to_string(),
-    }
-}
-
-/// `"${jsonencode(v)}"`: a policy document with expressions in it.
-fn encoded(v: &Value) -> Value {
-    json!(format!("${{jsonencode({})}}", hcl(v)))
-}
-
-/// A Terraform name from a CloudFormation-style logical id.
-fn tf_name(id: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in id.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    snake(&out)
-}
-
-/// What the configuration is made of, by block kind.
-#[derive(Default)]
-struct Blocks {
-    variables: Map<String, Value>,
-    data: BTreeMap<&'static str, Map<String, Value>>,
-    resources: BTreeMap<&'static str, Map<String, Value>>,
-    locals: Map<String, Value>,
-}
-
-impl Blocks {
-    fn resource(&mut self, kind: &'static str, name: &str, body: Value) {
-        self.resources
-            .entry(kind)
-            .or_default()
-            .insert(name.to_owned(), body);
-    }
-
-    fn data(&mut self, kind: &'static str, name: &str, body: Value) {
-        self.data
-            .entry(kind)
-            .or_default()
-            .insert(name.to_owned(), body);
-    }
-
-    fn variable(&mut self, name: &str, body: Value) {
-        self.variables.insert(name.to_owned(), body);
-    }
 }
 
 const PARTITION: &str = "${data.aws_partition.current.partition}";
@@ -833,81 +755,5 @@ fn ec2_runner(spec: &StackSpec, b: &mut Blocks, reported: &[(String, Value)]) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::app::Permissions;
-    use crate::stack::{test_role as role, test_spec};
-
-    #[test]
-    fn the_same_outputs_as_the_cloudformation_template_and_policies_kept_literal() {
-        let mut spec = test_spec();
-        let mut p = role("provision", "acme-provision");
-        p.policies = vec![
-            json!({"name": "own", "contents": r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:*","Resource":"arn:aws:s3:::${aws:username}/*"}]}"#}),
-        ];
-        spec.permissions = Permissions {
-            roles: vec![p, role("maintenance", "acme-maint")],
-            named_policies: vec![],
-            break_glass: vec![role("custom", "acme-bg")],
-        };
-        spec.secrets = vec![crate::app::SecretDecl {
-            name: "db_password".into(),
-            display_name: None,
-            description: "d".into(),
-            required: true,
-            auto_generate: false,
-            format: None,
-            default: None,
-            kubernetes: Vec::new(),
-            held_by: Some(crate::app::SecretHolder::Customer),
-        }];
-        let t = configuration(&spec).unwrap();
-        let cfn: Vec<String> = super::super::cloudformation::template(&spec).unwrap()["Outputs"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|o| o["Description"].as_str().unwrap().to_owned())
-            .collect();
-        let ours: Vec<String> = t["output"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|o| o["description"].as_str().unwrap().to_owned())
-            .collect();
-        assert_eq!(
-            ours.iter().collect::<std::collections::BTreeSet<_>>(),
-            cfn.iter().collect()
-        );
-        // An IAM policy variable stays IAM's.
-        let own = t["resource"]["aws_iam_role_policy"]["provision_role_0"]["policy"]
-            .as_str()
-            .unwrap();
-        assert!(own.contains("$${aws:username}"), "{own}");
-        // Break glass off by default; the customer's secret is a variable.
-        assert_eq!(
-            t["variable"]["break_glass_acme_bg_enabled"]["default"],
-            false
-        );
-        assert_eq!(t["variable"]["secret_db_password"]["sensitive"], true);
-        assert!(t["variable"]["secret_db_password"].get("default").is_none());
-        // The token is a variable, never in the user data.
-        let lt = t["resource"]["aws_launch_template"]["runner"].to_string();
-        assert!(!lt.contains("stk_secret"), "{lt}");
-        assert!(lt.contains("NUON_RUNNER_STACK_OUTPUTS"), "{lt}");
-    }
-
-    #[test]
-    fn the_ecs_runner_type_is_sent_to_cloudformation() {
-        let mut spec = test_spec();
-        spec.runner.runner_type = "aws-ecs".into();
-        let e = files(&spec).unwrap_err();
-        assert!(e.contains("--format cloudformation"), "{e}");
-    }
-
-    #[test]
-    fn expressions_and_literals_in_hcl() {
-        let v = json!({"A": raw("var.x"), "B": ["${not}", 1]});
-        assert_eq!(hcl(&v), r#"{"A" = var.x, "B" = ["$${not}", 1]}"#);
-        assert_eq!(tf_name("BreakGlassRole2"), "break_glass_role2");
-    }
-}
+#[path = "terraform_tests.rs"]
+mod tests;

@@ -423,10 +423,8 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
     let workflows = state.store.list_workflows(org, &stored.id).await?;
     let info = install_info(install_of(state, &web.auth, stored.id.as_str()).await?)?;
     let components = crate::api::toggles::components(&latest.config, &stored);
-    let secrets = state
-        .services()
-        .install_secrets(&web.auth.caller(), stored.id.as_str())
-        .await?;
+    let (services, caller) = (state.services(), web.auth.caller());
+    let secrets = services.install_secrets(&caller, key).await?;
     // Outputs as the API answers them: sensitive ones masked.
     let axum::Json(outputs) = crate::api::workflows::outputs(
         axum::extract::State(state.clone()),
@@ -553,28 +551,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                 dt { (k) } dd.muted { "(sensitive)" }
             }
         }
-        @if !secrets.secrets.is_empty() {
-            h2 { "Secrets" }
-            table {
-                thead { tr { th { "Secret" } th { "Held by" } th { "State" } } }
-                tbody {
-                    @for s in &secrets.secrets {
-                        tr {
-                            td { code { (s.name) } }
-                            td { (s.held_by) }
-                            td {
-                                @match (&s.location, s.set) {
-                                    (Some(at), _) => { "in the customer's account: " code { (at) } }
-                                    (None, _) if s.held_by == "customer" => { "entered by the customer in the install stack (not reported yet)" }
-                                    (None, true) => { "set (sealed)" }
-                                    (None, false) => { @if s.required { "not set (required)" } @else { "not set" } }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        (super::render::secrets_table(&secrets))
         h2 { "Runner" }
         @for c in h.checks.iter().filter(|c| c.kind == "runner") {
             p { span class={ "badge " (c.status) } { (c.status) } " " (c.name) ": " (c.detail.clone().unwrap_or_default()) }

@@ -120,3 +120,31 @@ async fn render(
     };
     Ok(layout(&format!("Render {key}"), Some(web), body))
 }
+
+/// The secrets' table (nothing when the app has none).
+pub(super) fn secrets_table(secrets: &nuon_core::wire::InstallSecrets) -> Markup {
+    html! {
+        @if !secrets.secrets.is_empty() {
+            h2 { "Secrets" }
+            table {
+                thead { tr { th { "Secret" } th { "Held by" } th { "State" } } }
+                tbody {
+                    @for s in &secrets.secrets {
+                        tr {
+                            td { code { (s.name) } }
+                            td { (s.held_by) }
+                            td {
+                                @match (&s.location, s.set) {
+                                    (Some(at), _) => { "in the customer's account: " code { (at) } }
+                                    (None, _) if s.held_by == "customer" => { "entered by the customer in the install stack (not reported yet)" }
+                                    (None, true) => { "set (sealed)" }
+                                    (None, false) => { @if s.required { "not set (required)" } @else { "not set" } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
