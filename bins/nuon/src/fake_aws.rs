@@ -217,6 +217,27 @@ impl FakeAws {
                 )));
             }
         }
+        // moto authorizes Secrets Manager calls against resource `*` only
+        // (it knows the ARNs of IAM, STS and SQS requests alone): the
+        // stack's statements scoped to the token's and the secrets' ARNs
+        // cannot match there, so its roles get the same read on `*`.
+        let roles = self.admin_call(&["iam", "list-roles"]).await?;
+        for role in roles["Roles"].as_array().into_iter().flatten() {
+            let Some(name) = role["RoleName"].as_str() else {
+                continue;
+            };
+            self.admin_call(&[
+                "iam",
+                "put-role-policy",
+                "--role-name",
+                name,
+                "--policy-name",
+                "moto-secretsmanager-resource",
+                "--policy-document",
+                &allow("secretsmanager:GetSecretValue"),
+            ])
+            .await?;
+        }
         Ok(())
     }
 
