@@ -84,8 +84,17 @@ pub fn terraform_step(
                 "action": action,
                 "module": {"repo": "bench/db", "digest": digest},
                 "terraform_version": ">= 1.4",
-                "vars": {"name": format!("run{i}")},
+                "vars": {"name": format!("job{i}")},
             });
+            // The AWS keys the job acts with (its role's, on a runner
+            // with `--credentials aws`); the runner passes on the rest.
+            let keys: serde_json::Map<String, serde_json::Value> = (env.iter())
+                .filter(|(k, _)| k.starts_with("AWS_"))
+                .map(|(k, v)| (k.clone(), v.clone().into()))
+                .collect();
+            if !keys.is_empty() {
+                payload["env"] = keys.into();
+            }
             if let Some(p) = plan {
                 payload["plan"] = p;
             }
