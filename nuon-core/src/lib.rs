@@ -36,6 +36,7 @@
 //!     redact: Vec::new(),
 //!     role: None,
 //!     sandbox: Default::default(),
+//!     customer_secrets: Vec::new(),
 //! };
 //! let bytes = serde_json::to_vec(&spec)?;
 //! let signature = key.sign_now(&bytes);

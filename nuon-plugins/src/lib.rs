@@ -48,6 +48,7 @@
 //!     redact: Vec::new(),
 //!     role: None,
 //!     sandbox: Default::default(),
+//!     customer_secrets: Vec::new(),
 //! };
 //! let plugin = ExecPlugin::new();
 //! assert_eq!(plugin.kind(), "exec");

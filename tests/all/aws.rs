@@ -43,6 +43,60 @@ fn component(name: &str, rc: &str, endpoint: &str, extra: &str) -> String {
     )
 }
 
+/// Real Terraform, the real AWS provider's mirror and moto's account with
+/// IAM enforced; `None` (a loud skip) when one is missing.
+fn fake_account() -> Option<(std::path::PathBuf, Moto)> {
+    if !nuon_tests::have_tool("terraform", "run Terraform") {
+        return None;
+    }
+    let mirror = nuon_test_fixtures::aws_provider_mirror("apply AWS resources")?;
+    Some((mirror, Moto::start().unwrap()?))
+}
+
+/// The tagging API lists nothing of an install but what AWS keeps showing
+/// a while after it is gone (a terminated instance, a deleted NAT
+/// gateway); anything else is named.
+fn assert_nothing_left(moto: &Moto) {
+    let left = moto
+        .aws(&[
+            "resourcegroupstaggingapi",
+            "get-resources",
+            "--tag-filters",
+            "Key=nuon:install",
+        ])
+        .unwrap();
+    let left: serde_json::Value = serde_json::from_str(&left).unwrap();
+    for r in left["ResourceTagMappingList"].as_array().unwrap() {
+        let arn = r["ResourceARN"].as_str().unwrap();
+        let id = arn.rsplit('/').next().unwrap();
+        let state = if arn.contains(":instance/") {
+            let d = moto
+                .aws(&["ec2", "describe-instances", "--instance-ids", id])
+                .unwrap();
+            let d: serde_json::Value = serde_json::from_str(&d).unwrap();
+            d["Reservations"][0]["Instances"][0]["State"]["Name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        } else if arn.contains(":natgateway/") {
+            let d = moto
+                .aws(&["ec2", "describe-nat-gateways", "--nat-gateway-ids", id])
+                .unwrap();
+            let d: serde_json::Value = serde_json::from_str(&d).unwrap();
+            d["NatGateways"][0]["State"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        } else {
+            String::new()
+        };
+        assert!(
+            ["terminated", "shutting-down", "deleted", "deleting"].contains(&state.as_str()),
+            "left in the account after the stack's destroy: {arn} ({state})"
+        );
+    }
+}
+
 /// Provision with the runner's `--credentials aws`: the bucket component
 /// is made as the provision role (the only principal allowed to create
 /// buckets); a component whose deploy runs as the deprovision role
@@ -55,13 +109,7 @@ fn component(name: &str, rc: &str, endpoint: &str, extra: &str) -> String {
 /// the control plane's disk.
 #[test]
 fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
-    if !nuon_tests::have_tool("terraform", "run Terraform") {
-        return;
-    }
-    let Some(mirror) = nuon_test_fixtures::aws_provider_mirror("apply AWS resources") else {
-        return;
-    };
-    let Some(moto) = Moto::start().unwrap() else {
+    let Some((mirror, moto)) = fake_account() else {
         return;
     };
     // The customer's account: one role per operation, and the runner's
@@ -270,20 +318,7 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     );
     assert!(!buckets.contains("data-demo"), "{buckets}");
     // Nothing the install made is left, as the tagging API lists it.
-    let left = moto
-        .aws(&[
-            "resourcegroupstaggingapi",
-            "get-resources",
-            "--tag-filters",
-            "Key=nuon:install",
-        ])
-        .unwrap();
-    let left: serde_json::Value = serde_json::from_str(&left).unwrap();
-    assert_eq!(
-        left["ResourceTagMappingList"],
-        serde_json::json!([]),
-        "{left}"
-    );
+    assert_nothing_left(&moto);
 
     // The temporary credentials of the jobs never reached a disk the
     // runner or the control plane writes (moto's session tokens all start
@@ -348,13 +383,7 @@ fn terraform(dir: &std::path::Path, env: &[(String, String)], args: &[&str]) -> 
 /// destroy, the tagging API lists nothing of the install.
 #[test]
 fn the_example_app_deploys_into_a_fake_account_from_a_terraform_stack_with_the_customers_secret() {
-    if !nuon_tests::have_tool("terraform", "run Terraform") {
-        return;
-    }
-    let Some(mirror) = nuon_test_fixtures::aws_provider_mirror("apply AWS resources") else {
-        return;
-    };
-    let Some(moto) = Moto::start().unwrap() else {
+    let Some((mirror, moto)) = fake_account() else {
         return;
     };
     let account = nuon_test_fixtures::moto::ACCOUNT;
@@ -710,46 +739,7 @@ fn the_example_app_deploys_into_a_fake_account_from_a_terraform_stack_with_the_c
             &format!("-var=runner_image_id={image}"),
         ],
     );
-    let left = moto
-        .aws(&[
-            "resourcegroupstaggingapi",
-            "get-resources",
-            "--tag-filters",
-            "Key=nuon:install",
-        ])
-        .unwrap();
-    let left: serde_json::Value = serde_json::from_str(&left).unwrap();
-    // What AWS keeps showing a while after it is gone (a terminated
-    // instance, a deleted NAT gateway) is gone; anything else is named.
-    for r in left["ResourceTagMappingList"].as_array().unwrap() {
-        let arn = r["ResourceARN"].as_str().unwrap();
-        let id = arn.rsplit('/').next().unwrap();
-        let state = if arn.contains(":instance/") {
-            let d = moto
-                .aws(&["ec2", "describe-instances", "--instance-ids", id])
-                .unwrap();
-            let d: serde_json::Value = serde_json::from_str(&d).unwrap();
-            d["Reservations"][0]["Instances"][0]["State"]["Name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        } else if arn.contains(":natgateway/") {
-            let d = moto
-                .aws(&["ec2", "describe-nat-gateways", "--nat-gateway-ids", id])
-                .unwrap();
-            let d: serde_json::Value = serde_json::from_str(&d).unwrap();
-            d["NatGateways"][0]["State"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        } else {
-            String::new()
-        };
-        assert!(
-            ["terminated", "shutting-down", "deleted", "deleting"].contains(&state.as_str()),
-            "left in the account after the stack's destroy: {arn} ({state})"
-        );
-    }
+    assert_nothing_left(&moto);
     // IAM is not in the tagging API: its roles and policies by name.
     let roles = moto.aws(&["iam", "list-roles"]).unwrap();
     assert!(!roles.contains(install.id.as_str()), "{roles}");
