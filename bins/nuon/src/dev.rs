@@ -390,7 +390,7 @@ async fn run_children(
             .secrets
             .iter()
             .filter(|s| s.held_by_customer() && !s.auto_generate)
-            .map(|s| (s.name.clone(), crate::fake_aws::customer_value()))
+            .map(|s| (s.name.clone(), random_secret()))
             .collect();
         for (name, _) in &entered {
             eprintln!(

@@ -86,35 +86,9 @@ impl FakeAws {
             admin: ("bootstrap".into(), "bootstrap".into()),
             host: (String::new(), String::new()),
         };
-        // The three unauthenticated calls: the administrator.
-        aws.admin_call(&["iam", "create-user", "--user-name", "admin"])
-            .await?;
-        aws.admin_call(&[
-            "iam",
-            "put-user-policy",
-            "--user-name",
-            "admin",
-            "--policy-name",
-            "all",
-            "--policy-document",
-            &allow("*"),
-        ])
-        .await?;
-        aws.admin = aws.access_key("admin").await?;
-        aws.admin_call(&["iam", "create-user", "--user-name", "runner-host"])
-            .await?;
-        aws.admin_call(&[
-            "iam",
-            "put-user-policy",
-            "--user-name",
-            "runner-host",
-            "--policy-name",
-            "assume-only",
-            "--policy-document",
-            &allow("sts:AssumeRole"),
-        ])
-        .await?;
-        aws.host = aws.access_key("runner-host").await?;
+        // The three unauthenticated calls make the administrator.
+        aws.admin = aws.user("admin", "*").await?;
+        aws.host = aws.user("runner-host", "sts:AssumeRole").await?;
         Ok(aws)
     }
 
@@ -150,7 +124,22 @@ impl FakeAws {
         Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
     }
 
-    async fn access_key(&self, user: &str) -> Result<(String, String), CliError> {
+    /// A user allowed `action` on everything, and its access key.
+    async fn user(&self, user: &str, action: &str) -> Result<(String, String), CliError> {
+        self.admin_call(&["iam", "create-user", "--user-name", user])
+            .await?;
+        let policy = allow(action);
+        self.admin_call(&[
+            "iam",
+            "put-user-policy",
+            "--user-name",
+            user,
+            "--policy-name",
+            "allowed",
+            "--policy-document",
+            &policy,
+        ])
+        .await?;
         let v = self
             .admin_call(&["iam", "create-access-key", "--user-name", user])
             .await?;
@@ -315,13 +304,6 @@ fn allow(action: &str) -> String {
         "Statement": [{"Effect": "Allow", "Action": action, "Resource": "*"}]
     })
     .to_string()
-}
-
-/// A random value the "customer" enters for a secret.
-pub(crate) fn customer_value() -> String {
-    let mut raw = [0u8; 18];
-    nuon_core::random_bytes(&mut raw);
-    raw.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The stack's directory of an install.

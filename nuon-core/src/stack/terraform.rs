@@ -137,9 +137,6 @@ fn configuration(spec: &StackSpec) -> Result<Value, String> {
             "name": "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
         }),
     );
-    let cidr = |i: usize| {
-        format!("${{cidrsubnet(var.vpc_cidr, 24 - tonumber(split(\"/\", var.vpc_cidr)[1]), {i})}}")
-    };
     b.locals
         .insert("create_vpc".into(), json!("${var.vpc_id == \"\"}"));
 
@@ -148,10 +145,16 @@ fn configuration(spec: &StackSpec) -> Result<Value, String> {
         Some(url) => {
             let mut params = Map::new();
             params.insert("VpcCIDR".into(), json!("${var.vpc_cidr}"));
-            params.insert("RunnerSubnetCIDR".into(), json!(cidr(0)));
+            params.insert("RunnerSubnetCIDR".into(), json!(subnet_cidr("0")));
             for i in 1..=3 {
-                params.insert(format!("PublicSubnet{i}CIDR"), json!(cidr(i)));
-                params.insert(format!("PrivateSubnet{i}CIDR"), json!(cidr(i + 3)));
+                params.insert(
+                    format!("PublicSubnet{i}CIDR"),
+                    json!(subnet_cidr(&i.to_string())),
+                );
+                params.insert(
+                    format!("PrivateSubnet{i}CIDR"),
+                    json!(subnet_cidr(&(i + 3).to_string())),
+                );
             }
             params.insert("ClusterName".into(), json!(spec.install_id));
             params.insert("NuonInstallID".into(), json!(spec.install_id));
@@ -186,7 +189,7 @@ fn configuration(spec: &StackSpec) -> Result<Value, String> {
             );
         }
         None => {
-            network(&mut b, &cidr);
+            network(&mut b);
             b.locals.insert(
                 "vpc_id".into(),
                 json!("${local.create_vpc ? aws_vpc.this[0].id : var.vpc_id}"),
@@ -363,6 +366,12 @@ fn configuration(spec: &StackSpec) -> Result<Value, String> {
     }))
 }
 
+/// The /24 numbered `index` (a Terraform expression) of the VPC's CIDR:
+/// 0 the runner's, 1 to 3 the public subnets, 4 to 6 the private ones.
+fn subnet_cidr(index: &str) -> String {
+    format!("${{cidrsubnet(var.vpc_cidr, 24 - tonumber(split(\"/\", var.vpc_cidr)[1]), {index})}}")
+}
+
 fn stack_name(spec: &StackSpec) -> String {
     format!("nuon-{}", spec.install_name)
         .chars()
@@ -383,7 +392,7 @@ fn kind_prefix(role: &Role) -> &'static str {
 /// Nuon's VPC, made when no VPC is given: a public subnet for the runner;
 /// three public and three private subnets, each in its own zone, the
 /// private ones out through a NAT gateway.
-fn network(b: &mut Blocks, cidr: &dyn Fn(usize) -> String) {
+fn network(b: &mut Blocks) {
     let made = "${local.create_vpc ? 1 : 0}";
     b.resource(
         "aws_vpc",
@@ -399,7 +408,7 @@ fn network(b: &mut Blocks, cidr: &dyn Fn(usize) -> String) {
         "aws_subnet",
         "runner",
         json!({
-            "count": made, "vpc_id": "${aws_vpc.this[0].id}", "cidr_block": cidr(0),
+            "count": made, "vpc_id": "${aws_vpc.this[0].id}", "cidr_block": subnet_cidr("0"),
             "availability_zone": "${data.aws_availability_zones.available.names[0]}",
             "map_public_ip_on_launch": true
         }),
@@ -427,7 +436,7 @@ fn network(b: &mut Blocks, cidr: &dyn Fn(usize) -> String) {
             name,
             json!({
                 "count": three, "vpc_id": "${aws_vpc.this[0].id}",
-                "cidr_block": format!("${{cidrsubnet(var.vpc_cidr, 24 - tonumber(split(\"/\", var.vpc_cidr)[1]), count.index + {first})}}"),
+                "cidr_block": subnet_cidr(&format!("count.index + {first}")),
                 "availability_zone": "${data.aws_availability_zones.available.names[count.index % length(data.aws_availability_zones.available.names)]}",
                 "map_public_ip_on_launch": public,
                 "tags": {format!("kubernetes.io/role/{role}"): "1"}
@@ -454,11 +463,11 @@ fn network(b: &mut Blocks, cidr: &dyn Fn(usize) -> String) {
         "private",
         json!({"count": made, "route_table_id": "${aws_route_table.private[0].id}", "destination_cidr_block": "0.0.0.0/0", "nat_gateway_id": "${aws_nat_gateway.this[0].id}"}),
     );
-    for (name, table) in [("public", "public"), ("private", "private")] {
+    for name in ["public", "private"] {
         b.resource(
             "aws_route_table_association",
             name,
-            json!({"count": three, "subnet_id": format!("${{aws_subnet.{name}[count.index].id}}"), "route_table_id": format!("${{aws_route_table.{table}[0].id}}")}),
+            json!({"count": three, "subnet_id": format!("${{aws_subnet.{name}[count.index].id}}"), "route_table_id": format!("${{aws_route_table.{name}[0].id}}")}),
         );
     }
 }
