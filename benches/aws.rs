@@ -8,7 +8,7 @@
 #![allow(missing_docs)]
 
 use anyhow::{Context, Result};
-use nuon_benches::terraform::{median, sh_time, terraform_step};
+use nuon_benches::terraform::{bare_init_apply, median, sh_time, terraform_step};
 
 /// A module making one S3 bucket with the real AWS provider.
 const TF_MODULE_BUCKET: &str = r#"
@@ -80,6 +80,13 @@ fn aws_bench() -> Result<()> {
         apply * 1e3,
         apply / bare_apply,
         (apply - bare_apply) * 1e3
+    );
+    let bare = bare_init_apply(5, TF_MODULE_BUCKET, &by_hand)?;
+    println!(
+        "| one S3 bucket, apply step against `terraform init && terraform apply` by hand in the same directory | {:.0} ms / {:.0} ms ({:.2}×) |",
+        bare * 1e3,
+        apply * 1e3,
+        apply / bare
     );
     // The newcomer's run, end to end.
     let mut phases: std::collections::BTreeMap<String, Vec<f64>> = Default::default();

@@ -30,6 +30,26 @@ pub fn sh_time(dir: &std::path::Path, args: &[&str], env: &[(String, String)]) -
     Ok(start.elapsed().as_secs_f64())
 }
 
+/// The issue's own comparison for an applying step: `terraform init &&
+/// terraform apply -auto-approve` by hand, in the same directory every run
+/// (initialised once before, as a user's checkout is), each run making
+/// its resources anew (the state of the last one set aside, untimed).
+/// The median of `runs`, in seconds.
+pub fn bare_init_apply(runs: usize, module: &str, env: &[(String, String)]) -> Result<f64> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("main.tf"), module)?;
+    sh_time(dir.path(), &["init", "-input=false"], env)?;
+    let mut took = vec![];
+    for i in 0..runs {
+        let _ = std::fs::remove_file(dir.path().join("terraform.tfstate"));
+        let var = format!("-var=name=hand{i}");
+        let init = sh_time(dir.path(), &["init", "-input=false"], env)?;
+        let apply = ["apply", "-input=false", "-auto-approve", &var];
+        took.push(init + sh_time(dir.path(), &apply, env)?);
+    }
+    Ok(median(took))
+}
+
 /// One Terraform component step through the platform (a `terraform` job:
 /// claim, signature, unpack by digest, init, plan or apply, log shipping,
 /// completion) against the same commands by hand. Medians of `runs`.

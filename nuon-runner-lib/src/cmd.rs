@@ -186,10 +186,21 @@ pub struct RunArgs {
     /// How a job gets the cloud role of its operation: `none` (the
     /// runner's own identity), `env` (the role named in its environment:
     /// NUON_JOB_ROLE, NUON_JOB_ROLE_ARN), `aws` (AssumeRole with the AWS
-    /// CLI). A role the install's stack did not create (by its outputs), or
-    /// a break-glass role the customer has not turned on, is refused.
+    /// CLI, served to the job's tools from a loopback endpoint and renewed
+    /// while it runs). A role the install's stack did not create (by its
+    /// outputs), or a break-glass role the customer has not turned on, is
+    /// refused.
     #[arg(long, env = "NUON_RUNNER_CREDENTIALS", default_value = "none", value_parser = ["none", "env", "aws"])]
     credentials: String,
+    /// With `--credentials aws`: how long each job's session lasts
+    /// (STS's `DurationSeconds`; 900 to the role's maximum session
+    /// duration).
+    #[arg(long, env = "NUON_RUNNER_AWS_SESSION_DURATION", default_value_t = 3600)]
+    aws_session_duration: u64,
+    /// With `--credentials aws`: a job's session this many seconds from its
+    /// end is replaced (AssumeRole again) when the job's tools ask.
+    #[arg(long, env = "NUON_RUNNER_AWS_RENEW_BEFORE", default_value_t = 1200)]
+    aws_renew_before: u64,
     /// The org's job-signing public key (`ed25519:...`), or a file holding it.
     #[arg(long, env = "NUON_RUNNER_SIGNING_KEY")]
     signing_key: String,
@@ -408,8 +419,11 @@ fn config(args: &RunArgs, token: &str) -> anyhow::Result<RunnerConfig> {
     config.customer_secrets =
         crate::customer_secrets::CustomerSecrets::from_outputs(&outputs, which::which("aws").ok());
     let roles = crate::credentials::StackRoles::from_outputs(&outputs, &args.work_dir);
-    config.credentials =
-        crate::credentials::provider(&args.credentials, roles).map_err(anyhow::Error::msg)?;
+    let lifetime =
+        crate::aws_session::Lifetime::new(args.aws_session_duration, args.aws_renew_before)
+            .map_err(anyhow::Error::msg)?;
+    config.credentials = crate::credentials::provider(&args.credentials, roles, lifetime)
+        .map_err(anyhow::Error::msg)?;
     config
         .plugins
         .register(Arc::new(nuon_plugins::debug::DebugPlugin::new(

@@ -3,7 +3,7 @@
 //! against what the install's stack created (its outputs name each role's
 //! ARN) and, for a break-glass role, that the customer turned it on
 //! (`nuon-runner break-glass enable ROLE`); then the provider hands the
-//! job that identity as environment variables.
+//! job that identity through its environment.
 //!
 //! - `none` (the default): the job runs with the runner's own identity;
 //!   the role is only named in the job's log.
@@ -11,24 +11,27 @@
 //!   in the job's environment (for tools that assume the role themselves,
 //!   and for tests).
 //! - `aws`: AssumeRole of the role's ARN with the AWS CLI (`aws sts
-//!   assume-role`), the session's keys in the job's environment.
+//!   assume-role`, session `nuon-JOB`), served to the job's tools from a
+//!   loopback endpoint of the runner and renewed while the job runs
+//!   ([`crate::aws_session`]): the keys are never in the job's
+//!   environment nor on a disk.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use nuon_core::{JobId, JobRole};
 
+use crate::aws_session::{Assume, Assumed, Lifetime, Note, Sessions};
+
 /// Hands a job its role's identity.
 #[async_trait]
 pub trait CredentialsProvider: Send + Sync {
-    /// The environment that gives a job `role`, or why it is refused.
-    async fn credentials(
-        &self,
-        role: &JobRole,
-        job: &JobId,
-    ) -> Result<BTreeMap<String, String>, String>;
+    /// What gives the job `role`, or why it is refused. `note` is told of
+    /// each session made for the job (the runner's audit journal).
+    async fn credentials(&self, role: &JobRole, job: &JobId, note: Note) -> Result<Handed, String>;
 
     /// Whether jobs get their role at all (`none`: the runner's identity).
     fn hands_roles(&self) -> bool {
@@ -36,12 +39,26 @@ pub trait CredentialsProvider: Send + Sync {
     }
 }
 
-/// The variables of a job's environment a provider fills with secrets:
-/// redacted from the job's log.
-pub const SECRET_VARS: &[&str] = &[
+/// What a provider hands one job.
+#[derive(Default)]
+pub struct Handed {
+    /// Variables of its environment.
+    pub env: BTreeMap<String, String>,
+    /// Values among them never shown in its log.
+    pub secrets: Vec<String>,
+    /// Held while the job runs: what was handed ends when it is dropped.
+    pub lease: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+/// The variables by which a process would take the runner's own identity
+/// before a served session: removed from what runs as a job's role.
+pub const RUNNER_IDENTITY_VARS: &[&str] = &[
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
 ];
 
 /// The roles the install's stack created, from its outputs: every
@@ -126,12 +143,8 @@ pub struct NoCredentials;
 
 #[async_trait]
 impl CredentialsProvider for NoCredentials {
-    async fn credentials(
-        &self,
-        _role: &JobRole,
-        _job: &JobId,
-    ) -> Result<BTreeMap<String, String>, String> {
-        Ok(BTreeMap::new())
+    async fn credentials(&self, _: &JobRole, _: &JobId, _: Note) -> Result<Handed, String> {
+        Ok(Handed::default())
     }
 
     fn hands_roles(&self) -> bool {
@@ -144,48 +157,93 @@ pub struct EnvCredentials(pub StackRoles);
 
 #[async_trait]
 impl CredentialsProvider for EnvCredentials {
-    async fn credentials(
-        &self,
-        role: &JobRole,
-        _job: &JobId,
-    ) -> Result<BTreeMap<String, String>, String> {
+    async fn credentials(&self, role: &JobRole, _: &JobId, _: Note) -> Result<Handed, String> {
         let arn = self.0.check(role)?;
-        Ok(BTreeMap::from([
-            ("NUON_JOB_ROLE".to_owned(), role.name.clone()),
-            ("NUON_JOB_ROLE_KIND".to_owned(), role.kind.clone()),
-            ("NUON_JOB_ROLE_ARN".to_owned(), arn),
-        ]))
+        Ok(Handed {
+            env: BTreeMap::from([
+                ("NUON_JOB_ROLE".to_owned(), role.name.clone()),
+                ("NUON_JOB_ROLE_KIND".to_owned(), role.kind.clone()),
+                ("NUON_JOB_ROLE_ARN".to_owned(), arn),
+            ]),
+            ..Handed::default()
+        })
     }
 }
 
 /// AssumeRole with the AWS CLI, from the runner's own identity (its
-/// instance profile or task role).
+/// instance profile or task role), each job's session served and renewed
+/// by the runner.
 pub struct AwsCliCredentials {
     /// What the stack created.
     pub roles: StackRoles,
-    /// The `aws` program.
-    pub aws: PathBuf,
+    sessions: Sessions,
+}
+
+impl AwsCliCredentials {
+    /// Roles of `roles` assumed with the `aws` program.
+    pub fn new(roles: StackRoles, aws: PathBuf, lifetime: Lifetime) -> Self {
+        AwsCliCredentials {
+            roles,
+            sessions: Sessions::new(Arc::new(AwsCli(aws)), lifetime),
+        }
+    }
 }
 
 #[async_trait]
 impl CredentialsProvider for AwsCliCredentials {
-    async fn credentials(
-        &self,
-        role: &JobRole,
-        job: &JobId,
-    ) -> Result<BTreeMap<String, String>, String> {
+    async fn credentials(&self, role: &JobRole, job: &JobId, note: Note) -> Result<Handed, String> {
         let arn = self.roles.check(role)?;
-        let arn = arn.as_str();
         let session: String = format!("nuon-{job}").chars().take(64).collect();
-        let call = tokio::process::Command::new(&self.aws)
+        let (served, lease) = self.sessions.open(&arn, &session, note).await?;
+        let mut env = BTreeMap::new();
+        // The stack's region, unless the runner's environment names one.
+        if let Some(region) = &self.roles.region
+            && std::env::var_os("AWS_REGION").is_none()
+        {
+            env.insert("AWS_REGION".to_owned(), region.clone());
+            env.insert("AWS_DEFAULT_REGION".to_owned(), region.clone());
+        }
+        let secrets = served
+            .iter()
+            .filter(|(k, _)| k.ends_with("_TOKEN"))
+            .map(|(_, v)| v.clone())
+            .collect();
+        env.extend(served);
+        // No profile of the host's user comes before the served session.
+        for file in ["AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"] {
+            env.insert(file.to_owned(), "/dev/null".to_owned());
+        }
+        env.insert("NUON_JOB_ROLE".to_owned(), role.name.clone());
+        env.insert("NUON_JOB_ROLE_ARN".to_owned(), arn);
+        Ok(Handed {
+            env,
+            secrets,
+            lease: Some(Box::new(lease)),
+        })
+    }
+}
+
+/// `aws sts assume-role`.
+struct AwsCli(PathBuf);
+
+#[async_trait]
+impl Assume for AwsCli {
+    async fn assume(
+        &self,
+        arn: &str,
+        session: &str,
+        duration: Duration,
+    ) -> Result<Assumed, String> {
+        let call = tokio::process::Command::new(&self.0)
             .args(["sts", "assume-role", "--role-arn", arn])
-            .args(["--role-session-name", &session, "--output", "json"])
+            .args(["--role-session-name", session, "--output", "json"])
+            .args(["--duration-seconds", &duration.as_secs().to_string()])
             .kill_on_drop(true)
             .output();
-        let out = tokio::time::timeout(std::time::Duration::from_secs(60), call)
+        let out = tokio::time::timeout(Duration::from_secs(60), call)
             .await
             .map_err(|_| format!("AssumeRole of {arn}: no answer within 60 s"))?
-            .map_err(|e| format!("cannot run {}: {e}", self.aws.display()))?;
+            .map_err(|e| format!("cannot run {}: {e}", self.0.display()))?;
         if !out.status.success() {
             return Err(format!(
                 "AssumeRole of {arn} failed: {}",
@@ -200,37 +258,28 @@ impl CredentialsProvider for AwsCliCredentials {
                 .map(str::to_owned)
                 .ok_or_else(|| format!("AssumeRole of {arn}: no {k} in the answer"))
         };
-        let mut env = BTreeMap::new();
-        // The stack's region, unless the runner's environment names one.
-        if let Some(region) = &self.roles.region
-            && std::env::var_os("AWS_REGION").is_none()
-        {
-            env.insert("AWS_REGION".to_owned(), region.clone());
-            env.insert("AWS_DEFAULT_REGION".to_owned(), region.clone());
-        }
-        env.extend([
-            ("AWS_ACCESS_KEY_ID".to_owned(), field("AccessKeyId")?),
-            (
-                "AWS_SECRET_ACCESS_KEY".to_owned(),
-                field("SecretAccessKey")?,
-            ),
-            ("AWS_SESSION_TOKEN".to_owned(), field("SessionToken")?),
-            ("NUON_JOB_ROLE".to_owned(), role.name.clone()),
-            ("NUON_JOB_ROLE_ARN".to_owned(), arn.to_owned()),
-        ]);
-        Ok(env)
+        Ok(Assumed {
+            access_key_id: field("AccessKeyId")?,
+            secret_access_key: field("SecretAccessKey")?,
+            session_token: field("SessionToken")?,
+            expiration: field("Expiration")?,
+        })
     }
 }
 
 /// The provider `--credentials NAME` names.
-pub fn provider(name: &str, roles: StackRoles) -> Result<Arc<dyn CredentialsProvider>, String> {
+pub fn provider(
+    name: &str,
+    roles: StackRoles,
+    lifetime: Lifetime,
+) -> Result<Arc<dyn CredentialsProvider>, String> {
     match name {
         "none" => Ok(Arc::new(NoCredentials)),
         "env" => Ok(Arc::new(EnvCredentials(roles))),
         "aws" => {
             let aws = which::which("aws")
                 .map_err(|_| "--credentials aws needs the AWS CLI (`aws`) on PATH".to_owned())?;
-            Ok(Arc::new(AwsCliCredentials { roles, aws }))
+            Ok(Arc::new(AwsCliCredentials::new(roles, aws, lifetime)))
         }
         other => Err(format!(
             "--credentials {other:?} is not one of none, env, aws"

@@ -97,12 +97,16 @@ impl CustomerSecrets {
         };
         // The region is the ARN's: arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME.
         let region = arn.split(':').nth(3).unwrap_or_default();
-        let call = tokio::process::Command::new(aws)
-            .args(["secretsmanager", "get-secret-value", "--secret-id", arn])
-            .args(["--region", region, "--output", "json"])
-            .envs(env)
-            .kill_on_drop(true)
-            .output();
+        let mut call = tokio::process::Command::new(aws);
+        call.args(["secretsmanager", "get-secret-value", "--secret-id", arn])
+            .args(["--region", region, "--output", "json"]);
+        if !env.is_empty() {
+            // As the job's role only, never the runner's own identity.
+            for k in crate::credentials::RUNNER_IDENTITY_VARS {
+                call.env_remove(k);
+            }
+        }
+        let call = call.envs(env).kill_on_drop(true).output();
         let out = tokio::time::timeout(Duration::from_secs(60), call)
             .await
             .map_err(|_| format!("reading secret {name} ({arn}): no answer within 60 s"))?

@@ -60,6 +60,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod aws_session;
 mod backoff;
 #[cfg(feature = "cmd")]
 pub mod cmd;

@@ -982,6 +982,18 @@ impl JobRun {
         }))
     }
 
+    /// Each cloud session made for the job, in the journal
+    /// (`job.credentials`: assumed, renewed, renewal failed).
+    fn note(&self) -> crate::aws_session::Note {
+        let shared = self.shared.clone();
+        let job = self.key.0.to_string();
+        Arc::new(move |outcome: &str, detail: String| {
+            shared
+                .journal
+                .record("job.credentials", &job, outcome, detail)
+        })
+    }
+
     /// Refuses the job: it never runs. In the journal as refused.
     fn refuse(&self, spool: &mut SpoolWriter, reason: String) {
         self.journal_refused(&reason);
@@ -1075,10 +1087,10 @@ impl JobRun {
         // refused.
         let mut redact = spec.redact.clone();
         let provider = &self.shared.config.credentials;
-        let role_env = match &spec.role {
-            None => BTreeMap::new(),
-            Some(role) => match provider.credentials(role, &self.key.0).await {
-                Ok(env) => {
+        let (role_env, lease) = match &spec.role {
+            None => (BTreeMap::new(), None),
+            Some(role) => match provider.credentials(role, &self.key.0, self.note()).await {
+                Ok(handed) => {
                     if provider.hands_roles() {
                         spool.system(&format!(
                             "runs as role {} ({}; {})",
@@ -1090,11 +1102,10 @@ impl JobRun {
                             role.name, role.kind, role.because
                         ));
                     }
-                    // Keys a provider handed out never leave in the log.
-                    let handed = crate::credentials::SECRET_VARS.iter();
-                    redact.extend(handed.filter_map(|k| env.get(*k).cloned()));
+                    // What a provider handed out never leaves in the log.
+                    redact.extend(handed.secrets);
                     spool.set_redact(&redact);
-                    env
+                    (handed.env, handed.lease)
                 }
                 Err(reason) => {
                     tracing::warn!(job = %self.key.0, attempt = self.key.1, role = %role.name, "role refused: {reason}");
@@ -1195,6 +1206,8 @@ impl JobRun {
             containers,
         };
         let outcome = plugin.run(&spec, &mut host).await;
+        // The job's credentials end with it.
+        drop(lease);
         let stopped = host.stopped.or(*self.stop.borrow());
         let removed = tokio::task::spawn_blocking(move || work_dir.close()).await;
         if let Ok(Err(e)) = removed {

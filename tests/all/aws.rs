@@ -7,9 +7,14 @@
 use nuon_core::workflow::WorkflowKind;
 use nuon_test_fixtures::moto::Moto;
 
-use crate::deploy::{METADATA, Manual, run_workflow, step, walk};
+use crate::deploy::{METADATA, Manual, run_workflow_for, step, walk};
 
 /// A module making one S3 bucket, tagged with the install.
+/// How long a workflow of the real AWS provider may take here (eight
+/// Terraform runs of a 700 MB provider on a 2-core machine running other
+/// tests).
+const CLOUD_WORKFLOW: std::time::Duration = std::time::Duration::from_secs(600);
+
 fn bucket_module(name: &str) -> String {
     format!(
         r#"terraform {{
@@ -194,7 +199,7 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
         ),
         (
             "actions/emergency.toml".into(),
-            "name = \"emergency\"\ntimeout = \"1m\"\nbreak_glass_role = \"{{ .nuon.install.name }}-emergency\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"who\"\ncommand = \"echo acting as $(aws sts get-caller-identity --query Arn --output text)\"\n".into(),
+            "name = \"emergency\"\ntimeout = \"1m\"\nbreak_glass_role = \"{{ .nuon.install.name }}-emergency\"\n\n[[triggers]]\ntype = \"manual\"\n\n[[steps]]\nname = \"who\"\ncommand = \"echo acting as $(aws sts get-caller-identity --query Arn --output text); sleep 4; echo still as $(aws sts get-caller-identity --query Arn --output text)\"\n".into(),
         ),
     ];
     let files: Vec<(&str, &str)> = files
@@ -208,10 +213,22 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     );
     let mut env = moto.env(&runner_keys);
     env.retain(|(k, _)| k != "AWS_REGION");
-    m.restart_runner_with_env(&["--credentials", "aws", "--stack-outputs", &outputs], env);
+    // Sessions of 15 minutes, renewed in their last 897 s: a job of more
+    // than 3 s outlives its first keys.
+    let args = [
+        "--credentials",
+        "aws",
+        "--stack-outputs",
+        &outputs,
+        "--aws-session-duration",
+        "900",
+        "--aws-renew-before",
+        "897",
+    ];
+    m.restart_runner_with_env(&args, env);
     let c = m.cp.client();
 
-    let w = run_workflow(&c, WorkflowKind::Provision);
+    let w = run_workflow_for(&c, WorkflowKind::Provision, CLOUD_WORKFLOW);
     assert_eq!(w.status, "failed", "{w:#?}");
     assert!(step(&w, "apply data").status == "succeeded", "{w:#?}");
     let refused = step(&w, "apply intruder");
@@ -252,13 +269,31 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     let ran = run(&m);
     let t = crate::deploy::text(&ran);
     assert!(ran.status.success(), "{t}");
-    assert!(
-        t.contains(&format!(
-            "acting as arn:aws:sts::{}:assumed-role/demo-emergency/nuon-job_",
-            nuon_test_fixtures::moto::ACCOUNT
-        )),
-        "{t}"
+    let arn = format!(
+        "arn:aws:sts::{}:assumed-role/demo-emergency/nuon-job_",
+        nuon_test_fixtures::moto::ACCOUNT
     );
+    assert!(t.contains(&format!("acting as {arn}")), "{t}");
+    // The job outlived its first session: the runner assumed the role
+    // again when the AWS CLI asked (its journal says so), and the job
+    // still acts as the break-glass role.
+    assert!(t.contains(&format!("still as {arn}")), "{t}");
+    let journal = std::fs::read_to_string(m.runner_work_dir().join("audit.jsonl")).unwrap();
+    let said = |outcome: &str| {
+        journal
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["action"] == "job.credentials" && e["outcome"] == outcome)
+            .filter(|e| {
+                e["detail"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("role/demo-emergency")
+            })
+            .count()
+    };
+    assert_eq!(said("assumed"), 1, "{journal}");
+    assert!(said("renewed") >= 1, "{journal}");
 
     // Drift: a tag changed behind the platform's back (as the customer's
     // administrator) is found by the next drift check, by attribute.
@@ -297,7 +332,7 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     std::fs::write(app.join("data/main.tf"), bucket_module("data2")).unwrap();
     crate::deploy::ok(m.cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
     crate::deploy::ok(m.cp.nuon(&["builds", "create", "--app", "app", "--wait"]));
-    let w = run_workflow(&c, WorkflowKind::Deploy);
+    let w = run_workflow_for(&c, WorkflowKind::Deploy, CLOUD_WORKFLOW);
     assert_eq!(w.status, "failed", "{w:#?}");
     let reason = step(&w, "apply data").reason.clone().unwrap_or_default();
     assert!(
@@ -308,7 +343,7 @@ fn each_job_acts_as_its_operations_role_and_iam_refuses_what_it_may_not_do() {
     assert!(buckets.contains("data-demo"), "{buckets}");
 
     // A teardown, as the deprovision role, removes what provision made.
-    let w = run_workflow(&c, WorkflowKind::Teardown);
+    let w = run_workflow_for(&c, WorkflowKind::Teardown, CLOUD_WORKFLOW);
     assert_eq!(w.status, "succeeded", "{w:#?}");
     let buckets = moto.aws(&["s3api", "list-buckets"]).unwrap();
     assert_eq!(
@@ -612,7 +647,7 @@ fn the_example_app_deploys_into_a_fake_account_from_a_terraform_stack_with_the_c
     let runner_log =
         || std::fs::read_to_string(m.dir.path().join("aws-runner.log")).unwrap_or_default();
 
-    let w = run_workflow(&c, WorkflowKind::Provision);
+    let w = run_workflow_for(&c, WorkflowKind::Provision, CLOUD_WORKFLOW);
     assert_eq!(w.status, "succeeded", "{w:#?}\n{}", runner_log());
     // The control plane knows where the secret is, and says who holds it.
     let listed = nuon_tests::rt()
@@ -723,9 +758,9 @@ fn the_example_app_deploys_into_a_fake_account_from_a_terraform_stack_with_the_c
 
     // Teardown and deprovision as the deprovision role; then the customer
     // destroys the stack: nothing of the install is left.
-    let w = run_workflow(&c, WorkflowKind::Teardown);
+    let w = run_workflow_for(&c, WorkflowKind::Teardown, CLOUD_WORKFLOW);
     assert_eq!(w.status, "succeeded", "{w:#?}\n{}", runner_log());
-    let w = run_workflow(&c, WorkflowKind::Deprovision);
+    let w = run_workflow_for(&c, WorkflowKind::Deprovision, CLOUD_WORKFLOW);
     assert_eq!(w.status, "succeeded", "{w:#?}\n{}", runner_log());
     terraform(
         &stack_dir,

@@ -79,7 +79,17 @@ pub(crate) fn wait_workflow(
     id: &str,
     done: impl Fn(&WorkflowInfo) -> bool,
 ) -> WorkflowInfo {
-    wait_for("the workflow", Duration::from_secs(120), || {
+    wait_workflow_for(c, id, done, Duration::from_secs(120))
+}
+
+/// [`wait_workflow`], waiting up to `limit`.
+pub(crate) fn wait_workflow_for(
+    c: &ControlClient,
+    id: &str,
+    done: impl Fn(&WorkflowInfo) -> bool,
+    limit: Duration,
+) -> WorkflowInfo {
+    wait_for("the workflow", limit, || {
         let w = rt().block_on(c.get_workflow(id)).ok()?;
         done(&w).then_some(w)
     })
@@ -98,10 +108,20 @@ pub(crate) fn step<'a>(w: &'a WorkflowInfo, name: &str) -> &'a nuon_core::wire::
 }
 
 pub(crate) fn run_workflow(c: &ControlClient, kind: WorkflowKind) -> WorkflowInfo {
+    run_workflow_for(c, kind, Duration::from_secs(120))
+}
+
+/// [`run_workflow`], waiting up to `limit` (a workflow of real cloud
+/// providers on a loaded machine takes minutes).
+pub(crate) fn run_workflow_for(
+    c: &ControlClient,
+    kind: WorkflowKind,
+    limit: Duration,
+) -> WorkflowInfo {
     let wf = rt()
         .block_on(c.create_workflow("demo", kind, None))
         .expect("create workflow");
-    wait_workflow(c, wf.id.as_str(), ended)
+    wait_workflow_for(c, wf.id.as_str(), ended, limit)
 }
 
 /// A `nuon dev` left running (until SIGINT).

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 #[cfg(feature = "oci")]
 pub mod install;
+#[cfg(feature = "oci")]
+mod lockfile;
 
 use nuon_core::PluginError;
 use nuon_core::version::{Constraint, Version};
@@ -306,6 +308,7 @@ mod plugin {
 
     use super::find_in;
     use super::install::Installer;
+    use super::lockfile;
     use crate::oci::modulepkg::unpack_module;
 
     /// The media type of a saved Terraform plan kept in the store.
@@ -351,8 +354,10 @@ mod plugin {
         /// Keeps the providers jobs install in `dir` (`plugins/`, given to
         /// Terraform as `TF_PLUGIN_CACHE_DIR`), and each module's lock file
         /// (`locks/`), so that the next job of a module links its providers
-        /// from the cache after Terraform checks them against the lock
-        /// file's checksums, instead of installing them again.
+        /// from the cache, pinned to the kept lock's versions, instead of
+        /// installing them again; the checksum Terraform records for each
+        /// linked package is checked against the kept lock's (a changed
+        /// cache fails the job by name).
         pub fn provider_cache(mut self, dir: impl Into<PathBuf>) -> Self {
             self.providers = Some(dir.into());
             self
@@ -578,10 +583,11 @@ mod plugin {
     impl TerraformPlugin {
         /// `terraform init`, with the runner's provider cache when it has
         /// one (not in a job's container: the cache is the host's): the
-        /// module's kept lock file goes in first unless the module brings
-        /// its own, and a lock that no longer fits the module's
-        /// constraints is dropped and the init run again; the lock file
-        /// the init leaves is kept for the module's next job.
+        /// module's kept lock file goes in first (its versions: see
+        /// [`lockfile`]) unless the module brings its own, and a lock that
+        /// no longer fits the module's constraints is dropped and the init
+        /// run again; the lock file the init leaves is kept for the
+        /// module's next job.
         async fn init(
             &self,
             host: &mut dyn JobHost,
@@ -615,15 +621,44 @@ mod plugin {
             ));
             let lock = module.join(".terraform.lock.hcl");
             let brought = lock.is_file();
-            let used_kept = !brought && std::fs::copy(&kept, &lock).is_ok();
+            // The kept lock's versions go in, not its hashes: Terraform
+            // then links each cached provider and hashes it once (into the
+            // lock it writes), and the hashes are compared here after.
+            let kept_text = (!brought)
+                .then(|| std::fs::read_to_string(&kept).ok())
+                .flatten()
+                .filter(|text| std::fs::write(&lock, lockfile::without_hashes(text)).is_ok());
+            let mut init_env = env.clone();
+            if kept_text.is_some() {
+                init_env.insert(
+                    "TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE".into(),
+                    "true".into(),
+                );
+            }
             let _one = self.init_lock.lock().await;
-            let mut failed = tf(host, bin, env, &args, None).await?;
-            if failed.is_some() && used_kept {
+            let mut failed = tf(host, bin, &init_env, &args, None).await?;
+            let mut kept_text = kept_text;
+            if failed.is_some() && kept_text.take().is_some() {
                 host.log(
                     "the lock file kept from this module's last init does not fit it now: initialising without it",
                 );
                 let _ = std::fs::remove_file(&lock);
                 failed = tf(host, bin, env, &args, None).await?;
+            }
+            if failed.is_none()
+                && let Some(kept_text) = &kept_text
+            {
+                let now = std::fs::read_to_string(&lock).unwrap_or_default();
+                if let Err(e) = lockfile::check(kept_text, &now) {
+                    host.log(&e);
+                    return Ok(Some(JobResult::failed(e)));
+                }
+                if lockfile::same_selections(kept_text, &now) {
+                    // The kept lock stays as it was (with every checksum
+                    // of its first install), and goes in for what follows.
+                    let _ = std::fs::write(&lock, kept_text);
+                    return Ok(None);
+                }
             }
             // A module with no providers leaves no lock file: nothing to keep.
             if failed.is_none() && !brought && lock.is_file() {

@@ -256,9 +256,10 @@ async fn a_runner_without_terraform_installs_the_pinned_version_and_plans_with_i
 /// A module using the real `hashicorp/aws` provider (from the machine's
 /// filesystem mirror): the first job installs it into the runner's
 /// provider cache and the module's lock file is kept; the next job links
-/// it from the cache after Terraform checks it against the kept lock
-/// file's checksums; a kept lock file that no longer fits is dropped and
-/// the init runs again.
+/// it from the cache, and the checksum Terraform records for it is
+/// checked against the kept lock's (a changed cached package fails the job
+/// by name); a kept lock file that no longer fits is dropped and the init
+/// runs again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn providers_are_installed_once_into_the_runners_cache() {
     if !nuon_test_fixtures::have_tool("terraform", "install providers") {
@@ -364,6 +365,38 @@ provider "aws" {
         second.contains("Using hashicorp/aws v5.100.0 from the shared cache directory"),
         "the second job links it from the cache: {second}"
     );
+
+    assert_eq!(
+        std::fs::read_to_string(&kept).unwrap(),
+        lock,
+        "the kept lock stays as its first install wrote it"
+    );
+
+    // A cached package that changed since it was installed: the checksum
+    // Terraform records for it is not the kept one, and the job fails by
+    // name (the kept lock is left as it was).
+    let platform = cached.join("linux_amd64");
+    std::fs::remove_file(&platform)
+        .or_else(|_| std::fs::remove_dir_all(&platform))
+        .unwrap();
+    std::fs::create_dir(&platform).unwrap();
+    std::fs::write(
+        platform.join("terraform-provider-aws_v5.100.0_x5"),
+        "#!/bin/sh\nexit 1\n",
+    )
+    .unwrap();
+    let key = h.enqueue_spec(&plan());
+    let done = h.fake.completion(&key.0, secs(600)).await;
+    assert_eq!(done.result.outcome, Outcome::Failed, "{:?}", done.result);
+    let reason = done.result.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains(
+            "the runner's provider cache holds registry.terraform.io/hashicorp/aws 5.100.0 with checksum h1:"
+        ) && reason.contains("was changed"),
+        "{reason}"
+    );
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), lock);
+    std::fs::remove_dir_all(&cached).unwrap();
 
     // A kept lock file that no longer fits: dropped, and the init again.
     std::fs::write(&kept, "this is not HCL {").unwrap();
