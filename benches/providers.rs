@@ -6,7 +6,12 @@
 //!   directory (what a runner did before the cache);
 //! - `first job`: the cache is empty: installed, and kept for the next;
 //! - `next job`: the cache holds it and the module's lock file is kept:
-//!   Terraform checks it against the lock's checksums and links it.
+//!   its versions go in, Terraform links the cached provider and hashes
+//!   it into its lock, which is checked against the kept one (the
+//!   plugin's `lockfile`);
+//! - `next job, hashes given to Terraform`: what the runner did before:
+//!   the kept lock copied in whole, Terraform checks the cached package
+//!   against it (hashing it three times).
 //!
 //! From two sources: the machine's unpacked filesystem mirror (Terraform
 //! links the provider from it, so there is nothing to install), and a
@@ -32,10 +37,20 @@ const MODULE: &str = r#"terraform {
 }
 "#;
 
+/// How the kept lock file goes in.
+#[derive(Clone, Copy, PartialEq)]
+enum Kept {
+    /// Its versions; the checksums are checked after (the runner's way).
+    Versions,
+    /// Whole: Terraform checks the checksums.
+    Whole,
+}
+
 /// `terraform init` in a fresh copy of the module, with `cache` as the
-/// plugin cache and `lock` as the kept lock file (copied in before, kept
-/// after), as the runner's Terraform plugin does.
-fn init(rc: &Path, cache: Option<(&Path, &Path)>) -> Result<Duration> {
+/// plugin cache and `lock` as the kept lock file (in before, kept after),
+/// as the runner's Terraform plugin does.
+fn init(rc: &Path, cache: Option<(&Path, &Path)>, how: Kept) -> Result<Duration> {
+    use nuon_plugins::terraform::lockfile;
     let work = tempfile::tempdir()?;
     std::fs::write(work.path().join("main.tf"), MODULE)?;
     let mut cmd = Command::new("terraform");
@@ -45,20 +60,31 @@ fn init(rc: &Path, cache: Option<(&Path, &Path)>) -> Result<Duration> {
         .env("CHECKPOINT_DISABLE", "1")
         .env_remove("TF_PLUGIN_CACHE_DIR");
     let lock = work.path().join(".terraform.lock.hcl");
+    let start = Instant::now();
+    let mut kept_text = None;
     if let Some((dir, kept)) = cache {
         cmd.env("TF_PLUGIN_CACHE_DIR", dir);
-        if kept.is_file() {
-            std::fs::copy(kept, &lock)?;
+        if let Ok(text) = std::fs::read_to_string(kept) {
+            if how == Kept::Versions {
+                std::fs::write(&lock, lockfile::without_hashes(&text))?;
+                cmd.env("TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE", "true");
+            } else {
+                std::fs::write(&lock, &text)?;
+            }
+            kept_text = Some(text);
         }
     }
-    let start = Instant::now();
     let out = cmd.output().context("terraform")?;
-    let took = start.elapsed();
     if !out.status.success() {
         bail!("terraform init: {}", String::from_utf8_lossy(&out.stderr));
     }
-    if let Some((_, kept)) = cache {
-        std::fs::copy(&lock, kept)?;
+    let now = std::fs::read_to_string(&lock)?;
+    if let (Some(kept), Kept::Versions) = (&kept_text, how) {
+        lockfile::check(kept, &now).map_err(anyhow::Error::msg)?;
+    }
+    let took = start.elapsed();
+    if let (Some((_, kept)), None) = (cache, &kept_text) {
+        std::fs::write(kept, now)?;
     }
     Ok(took)
 }
@@ -102,14 +128,17 @@ fn main() -> Result<()> {
         let mut none = Vec::new();
         let mut first = Vec::new();
         let mut next = Vec::new();
+        let mut whole = Vec::new();
         for _ in 0..runs {
-            none.push(init(&rc, None)?);
+            none.push(init(&rc, None, Kept::Versions)?);
             let cache = tempfile::tempdir()?;
             let plugins = cache.path().join("plugins");
             std::fs::create_dir_all(&plugins)?;
             let kept = cache.path().join("kept.lock.hcl");
-            first.push(init(&rc, Some((&plugins, &kept)))?);
-            next.push(init(&rc, Some((&plugins, &kept)))?);
+            let c = Some((plugins.as_path(), kept.as_path()));
+            first.push(init(&rc, c, Kept::Versions)?);
+            next.push(init(&rc, c, Kept::Versions)?);
+            whole.push(init(&rc, c, Kept::Whole)?);
         }
         println!(
             "terraform init of a module using hashicorp/aws 5.100.0 from the {source}, median of {runs}:"
@@ -117,6 +146,7 @@ fn main() -> Result<()> {
         println!("  no cache   {:>8.2?}", median(none));
         println!("  first job  {:>8.2?}", median(first));
         println!("  next job   {:>8.2?}", median(next));
+        println!("  next job, hashes given to Terraform {:>8.2?}", median(whole));
     }
     Ok(())
 }

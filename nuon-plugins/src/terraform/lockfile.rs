@@ -12,13 +12,15 @@ use std::collections::BTreeMap;
 
 /// One provider's entry.
 #[derive(Debug, Default, PartialEq)]
-pub(crate) struct Locked {
+pub struct Locked {
+    /// The version selected.
     pub version: String,
+    /// Its checksums (`h1:` of the unpacked package, `zh:` of zip files).
     pub hashes: Vec<String>,
 }
 
 /// The entries of a lock file, by provider address.
-pub(crate) fn parse(text: &str) -> BTreeMap<String, Locked> {
+pub fn parse(text: &str) -> BTreeMap<String, Locked> {
     let mut out = BTreeMap::new();
     let mut current: Option<(String, Locked)> = None;
     let mut in_hashes = false;
@@ -52,7 +54,7 @@ pub(crate) fn parse(text: &str) -> BTreeMap<String, Locked> {
 
 /// The lock file with its `hashes` left out: the versions still pin what
 /// `terraform init` selects.
-pub(crate) fn without_hashes(text: &str) -> String {
+pub fn without_hashes(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut in_hashes = false;
     for line in text.lines() {
@@ -70,7 +72,7 @@ pub(crate) fn without_hashes(text: &str) -> String {
 /// Whether the lock `init` wrote (`now`) agrees with the `kept` one: each
 /// provider locked at the same version must have a package checksum
 /// (`h1:`) the kept lock recorded. The error names the provider and both checksums.
-pub(crate) fn check(kept: &str, now: &str) -> Result<(), String> {
+pub fn check(kept: &str, now: &str) -> Result<(), String> {
     // `h1:` is the hash of an unpacked package, the one a cached package
     // can be checked by (`zh:` hashes are of the registry's zip files).
     let h1 = |l: &Locked| -> Vec<String> {
@@ -99,7 +101,7 @@ pub(crate) fn check(kept: &str, now: &str) -> Result<(), String> {
 
 /// Whether the two lock files select the same providers at the same
 /// versions.
-pub(crate) fn same_selections(a: &str, b: &str) -> bool {
+pub fn same_selections(a: &str, b: &str) -> bool {
     let versions = |t: &str| -> Vec<(String, String)> {
         parse(t).into_iter().map(|(a, l)| (a, l.version)).collect()
     };

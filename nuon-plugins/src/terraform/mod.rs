@@ -8,7 +8,7 @@ use std::path::PathBuf;
 #[cfg(feature = "oci")]
 pub mod install;
 #[cfg(feature = "oci")]
-mod lockfile;
+pub mod lockfile;
 
 use nuon_core::PluginError;
 use nuon_core::version::{Constraint, Version};
