@@ -102,6 +102,15 @@ fn aws_bench() -> Result<()> {
             .output()?;
         let text = String::from_utf8_lossy(&out.stderr);
         anyhow::ensure!(out.status.success(), "nuon dev --cloud aws-fake: {text}");
+        let healthy = text.lines().find_map(|l| {
+            let l = l.strip_prefix("==> the install's runner was healthy ")?;
+            l.split_once("s after")?.0.parse::<f64>().ok()
+        });
+        let healthy = healthy.context("no runner-healthy line")?;
+        phases
+            .entry("stack apply to the runner healthy".into())
+            .or_default()
+            .push(healthy);
         let line = text
             .lines()
             .find_map(|l| l.strip_prefix("==> phases: "))

@@ -146,7 +146,10 @@ fn main() -> Result<()> {
         println!("  no cache   {:>8.2?}", median(none));
         println!("  first job  {:>8.2?}", median(first));
         println!("  next job   {:>8.2?}", median(next));
-        println!("  next job, hashes given to Terraform {:>8.2?}", median(whole));
+        println!(
+            "  next job, hashes given to Terraform {:>8.2?}",
+            median(whole)
+        );
     }
     Ok(())
 }

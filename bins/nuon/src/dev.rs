@@ -368,6 +368,7 @@ async fn run_children(
         .await?;
     let store_dir = install_dir.join("store");
     let mut fake = None;
+    let mut stack_began_ms = None;
     let mut runner = if fake_aws {
         let moto_log = data_dir.join("fake-aws.log");
         eprintln!(
@@ -398,6 +399,7 @@ async fn run_children(
             );
         }
         let ts = Instant::now();
+        stack_began_ms = Some(nuon_core::now_ms());
         let tf_log = data_dir.join("stack-terraform.log");
         eprintln!(
             "==> applying it as the customer's administrator: terraform apply (log {})",
@@ -466,6 +468,9 @@ async fn run_children(
     };
     children.push(runner);
     phase("provision", t, &mut phases);
+    if let Some(began) = stack_began_ms {
+        runner_healthy_since(&client, began).await;
+    }
     let code = crate::deploy::exit_of(&done);
     if code == 0 {
         let outputs = client.install_outputs(&args.install).await?;
@@ -769,4 +774,24 @@ fn read(path: &Path) -> Result<String, CliError> {
     std::fs::read_to_string(path)
         .map(|s| s.trim().to_owned())
         .map_err(io("cannot read the control plane's files"))
+}
+
+/// Says how long after the stack's apply began the runner it configured
+/// was healthy (it phoned home and called since).
+async fn runner_healthy_since(client: &ControlClient, began_ms: i64) {
+    let Ok(list) = client.list_runners().await else {
+        return;
+    };
+    let healthy = list.runners.iter().filter_map(|r| {
+        let install = r.role != nuon_core::wire::RunnerRole::Build;
+        let healthy = r.health == nuon_core::wire::RunnerHealth::Healthy;
+        r.health_since_ms
+            .filter(|since| install && healthy && *since >= began_ms)
+    });
+    if let Some(healthy) = healthy.min() {
+        eprintln!(
+            "==> the install's runner was healthy {:.2}s after the stack's apply began",
+            (healthy - began_ms) as f64 / 1000.0
+        );
+    }
 }
