@@ -982,18 +982,6 @@ impl JobRun {
         }))
     }
 
-    /// Each cloud session made for the job, in the journal
-    /// (`job.credentials`: assumed, renewed, renewal failed).
-    fn note(&self) -> crate::aws_session::Note {
-        let shared = self.shared.clone();
-        let job = self.key.0.to_string();
-        Arc::new(move |outcome: &str, detail: String| {
-            shared
-                .journal
-                .record("job.credentials", &job, outcome, detail)
-        })
-    }
-
     /// Refuses the job: it never runs. In the journal as refused.
     fn refuse(&self, spool: &mut SpoolWriter, reason: String) {
         self.journal_refused(&reason);
@@ -1086,32 +1074,9 @@ impl JobRun {
         // role it did not create (or a break-glass one that is off) is
         // refused.
         let mut redact = spec.redact.clone();
-        let provider = &self.shared.config.credentials;
-        let (role_env, lease) = match &spec.role {
-            None => (BTreeMap::new(), None),
-            Some(role) => match provider.credentials(role, &self.key.0, self.note()).await {
-                Ok(handed) => {
-                    if provider.hands_roles() {
-                        spool.system(&format!(
-                            "runs as role {} ({}; {})",
-                            role.name, role.kind, role.because
-                        ));
-                    } else {
-                        spool.system(&format!(
-                            "its role is {} ({}; {}), but this runner hands jobs no role (--credentials none): it runs with the runner's own identity",
-                            role.name, role.kind, role.because
-                        ));
-                    }
-                    // What a provider handed out never leaves in the log.
-                    redact.extend(handed.secrets);
-                    spool.set_redact(&redact);
-                    (handed.env, handed.lease)
-                }
-                Err(reason) => {
-                    tracing::warn!(job = %self.key.0, attempt = self.key.1, role = %role.name, "role refused: {reason}");
-                    return self.refuse(&mut spool, reason);
-                }
-            },
+        let (role_env, lease) = match self.role(&spec, &mut spool, &mut redact).await {
+            Ok(handed) => (handed.env, handed.lease),
+            Err(reason) => return self.refuse(&mut spool, reason),
         };
         // The customer-held secrets it prints, read here with its role.
         let secrets = &self.shared.config.customer_secrets;

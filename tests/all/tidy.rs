@@ -274,7 +274,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
     ("benches/job_loop.rs", 1120),
-    ("nuon-runner-lib/src/runner.rs", 1287),
+    ("nuon-runner-lib/src/runner.rs", 1265),
     ("nuon-core/src/app/mod.rs", 952),
     ("nuon-control/src/api/web/pages.rs", 1038),
     ("nuon-client/src/control.rs", 864),

@@ -1,13 +1,66 @@
 //! What a runner checks of a claimed job before anything runs, and how a
 //! refusal is recorded: the signature over the exact bytes, the spec naming
 //! this job and runner, the grant of this attempt (signed, in its time,
-//! never accepted before).
+//! never accepted before), the role of its operation.
+
+use std::sync::Arc;
 
 use nuon_core::JobSpec;
 
 use super::JobRun;
+use crate::credentials::Handed;
+use crate::spool::SpoolWriter;
 
 impl JobRun {
+    /// The role of the job's operation, as the stack created it, handed by
+    /// the runner's credentials provider (what it hands is redacted from
+    /// the log); a role the stack did not create (or a break-glass one
+    /// that is off) refuses the job with the reason.
+    pub(super) async fn role(
+        &self,
+        spec: &JobSpec,
+        spool: &mut SpoolWriter,
+        redact: &mut Vec<String>,
+    ) -> Result<Handed, String> {
+        let Some(role) = &spec.role else {
+            return Ok(Handed::default());
+        };
+        let provider = &self.shared.config.credentials;
+        let handed = match provider.credentials(role, &self.key.0, self.note()).await {
+            Ok(handed) => handed,
+            Err(reason) => {
+                tracing::warn!(job = %self.key.0, attempt = self.key.1, role = %role.name, "role refused: {reason}");
+                return Err(reason);
+            }
+        };
+        if provider.hands_roles() {
+            spool.system(&format!(
+                "runs as role {} ({}; {})",
+                role.name, role.kind, role.because
+            ));
+        } else {
+            spool.system(&format!(
+                "its role is {} ({}; {}), but this runner hands jobs no role (--credentials none): it runs with the runner's own identity",
+                role.name, role.kind, role.because
+            ));
+        }
+        redact.extend(handed.secrets.iter().cloned());
+        spool.set_redact(redact);
+        Ok(handed)
+    }
+
+    /// Each cloud session made for the job, in the journal
+    /// (`job.credentials`: assumed, renewed, renewal failed).
+    fn note(&self) -> crate::aws_session::Note {
+        let shared = self.shared.clone();
+        let job = self.key.0.to_string();
+        Arc::new(move |outcome: &str, detail: String| {
+            shared
+                .journal
+                .record("job.credentials", &job, outcome, detail)
+        })
+    }
+
     /// Checks the claimed job: signature over the exact bytes, then the spec
     /// names this job and this runner.
     pub(super) fn check(&self) -> std::result::Result<JobSpec, String> {
