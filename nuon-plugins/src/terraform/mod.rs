@@ -624,9 +624,9 @@ mod plugin {
             // The kept lock's versions go in, not its hashes: Terraform
             // then links each cached provider and hashes it once (into the
             // lock it writes), and the hashes are compared here after.
-            let kept_text = (!brought)
-                .then(|| std::fs::read_to_string(&kept).ok())
-                .flatten()
+            let mut kept_text = std::fs::read_to_string(&kept)
+                .ok()
+                .filter(|_| !brought)
                 .filter(|text| std::fs::write(&lock, lockfile::without_hashes(text)).is_ok());
             let mut init_env = env.clone();
             if kept_text.is_some() {
@@ -637,7 +637,6 @@ mod plugin {
             }
             let _one = self.init_lock.lock().await;
             let mut failed = tf(host, bin, &init_env, &args, None).await?;
-            let mut kept_text = kept_text;
             if failed.is_some() && kept_text.take().is_some() {
                 host.log(
                     "the lock file kept from this module's last init does not fit it now: initialising without it",
