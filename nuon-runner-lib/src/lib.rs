@@ -26,8 +26,8 @@
 //!   process exits, the rest of its group is killed. An orphan guard (a `sh`
 //!   watchdog holding a pipe from the runner) kills every job group if the
 //!   runner process dies, even by `kill -9`.
-//! - **Spools** each attempt's output on disk under `WORK_DIR/spool/JOBID-ATTEMPT/`
-//!   (`meta.json`, an append-only `lines` file, `result.json` at the end), and
+//! - **Spools** each attempt's output on disk in `WORK_DIR/spool/JOBID-ATTEMPT.log`
+//!   (append-only log records, the attempt's result as the last one), and
 //!   ships it with one request in flight per attempt, then the completion.
 //!   Nothing is lost across control-plane outages or runner restarts: at start
 //!   an attempt left without a result is failed ("runner restarted while the

@@ -196,11 +196,11 @@ impl Shared {
     }
 
     /// Starts the shipper of an attempt's spool.
-    fn spawn_shipper(self: &Arc<Self>, dir: PathBuf, meta: Meta, notify: Arc<Notify>) {
+    fn spawn_shipper(self: &Arc<Self>, path: PathBuf, meta: Meta, notify: Arc<Notify>) {
         let key: Key = (meta.job_id.clone(), meta.attempt);
         let shipper = Shipper {
             transport: self.config.transport.clone(),
-            dir,
+            path,
             meta,
             notify,
             backoff: self.backoff(),
@@ -468,23 +468,23 @@ async fn recover_spool(shared: &Arc<Shared>) -> Result<()> {
     let root = shared.spool_dir.clone();
     let found = tokio::task::spawn_blocking(move || -> Result<Vec<(PathBuf, Meta)>> {
         let found = spool::list(&root).map_err(io_err("read the spool directory", &root))?;
-        for (dir, meta) in &found {
-            match spool::read_result(dir) {
+        for (path, meta) in &found {
+            match spool::read_result(path) {
                 Ok(Some(_)) => {}
                 Ok(None) => {
                     let reason = "runner restarted while the job was running";
                     tracing::warn!(job = %meta.job_id, attempt = meta.attempt,
                         "{reason}; failing the attempt and shipping its log");
-                    let finished = SpoolWriter::reopen(dir, Arc::new(Notify::new())).and_then(|mut w| {
+                    let finished = SpoolWriter::reopen(path, Arc::new(Notify::new())).and_then(|mut w| {
                         w.system(&format!("{reason}; its processes were killed"));
                         w.finish(&JobResult::failed(reason))
                     });
                     if let Err(e) = finished {
-                        tracing::error!(dir = %dir.display(), error = %e, "cannot finish a leftover attempt's spool");
+                        tracing::error!(file = %path.display(), error = %e, "cannot finish a leftover attempt's spool");
                     }
                 }
                 Err(e) => {
-                    tracing::error!(dir = %dir.display(), error = %e, "cannot read a leftover attempt's result.json");
+                    tracing::error!(file = %path.display(), error = %e, "cannot read a leftover attempt's spool file");
                 }
             }
         }
@@ -492,9 +492,9 @@ async fn recover_spool(shared: &Arc<Shared>) -> Result<()> {
     })
     .await
     .map_err(|e| Error::Config(format!("spool recovery task failed: {e}")))??;
-    for (dir, meta) in found {
+    for (path, meta) in found {
         tracing::info!(job = %meta.job_id, attempt = meta.attempt, "shipping a spooled attempt left by a previous run");
-        shared.spawn_shipper(dir, meta, Arc::new(Notify::new()));
+        shared.spawn_shipper(path, meta, Arc::new(Notify::new()));
     }
     Ok(())
 }
@@ -769,15 +769,15 @@ fn job_joined(
     shared.count();
     if let Some(e) = failure {
         tracing::error!(job = %key.0, attempt = key.1, error = %e, "job task failed");
-        let dir = spool::attempt_dir(&shared.spool_dir, &key.0, key.1);
-        if dir.is_dir() && matches!(spool::read_result(&dir), Ok(None)) {
+        let path = spool::attempt_path(&shared.spool_dir, &key.0, key.1);
+        if path.exists() && matches!(spool::read_result(&path), Ok(None)) {
             let reason = format!("the runner's task for this job failed: {e}");
-            let finished = SpoolWriter::reopen(&dir, Arc::new(Notify::new())).and_then(|mut w| {
+            let finished = SpoolWriter::reopen(&path, Arc::new(Notify::new())).and_then(|mut w| {
                 w.system(&reason);
                 w.finish(&JobResult::failed(reason.clone()))
             });
             if let Err(e) = finished {
-                tracing::error!(dir = %dir.display(), error = %e, "cannot finish the attempt's spool");
+                tracing::error!(file = %path.display(), error = %e, "cannot finish the attempt's spool");
             }
         }
     }
@@ -866,9 +866,9 @@ impl JobRun {
 
     /// The attempt is not ours any more: drop its log, never complete it.
     /// The caller closes the writer first (see [`SpoolWriter::close`]), so
-    /// that a pipe thread still running cannot write into the directory
-    /// being removed.
-    async fn drop_stale(&self, (dir, log_lines): (PathBuf, u64)) {
+    /// that a pipe thread still running cannot write into the file being
+    /// removed.
+    async fn drop_stale(&self, (path, log_lines): (PathBuf, u64)) {
         self.shared.journal.record(
             "job.dropped",
             self.key.0.as_str(),
@@ -881,7 +881,7 @@ impl JobRun {
         tracing::warn!(job = %self.key.0, attempt = self.key.1, log_lines,
             "the attempt is stale (its lease is lost to a newer attempt or expired); dropping its log spool without completing it");
         self.shared.abort_shipper(&self.key).await;
-        spool::remove(&dir);
+        spool::remove(&path);
     }
 
     /// How the job's processes are confined: `None` as process groups;
@@ -1044,7 +1044,7 @@ impl JobRun {
             }
         };
         self.shared
-            .spawn_shipper(spool.dir().to_path_buf(), meta, notify);
+            .spawn_shipper(spool.path().to_path_buf(), meta, notify);
 
         let mut spec = match checked {
             Ok(spec) => {

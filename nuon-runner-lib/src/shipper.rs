@@ -5,12 +5,12 @@
 //! lines or about [`MAX_BATCH_BYTES`]), and sends again as soon as the answer
 //! comes, so batches grow by themselves when a job writes fast. When the
 //! attempt has ended and every line is acknowledged, it sends the completion
-//! and removes the spool directory.
+//! and removes the attempt's spool files.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nuon_core::wire::{Completion, LogBatch, LogRecords, MAX_LOG_LINES_PER_BATCH};
 use nuon_core::{Transport, TransportError};
@@ -26,14 +26,19 @@ pub(crate) const MAX_BATCH_BYTES: usize = 2 * 1024 * 1024;
 /// How long the shipper sleeps without a wake-up before it looks at the
 /// spool anyway (a safety net; flushes wake it at once).
 const IDLE_RECHECK: Duration = Duration::from_secs(1);
+/// How often the shipping progress is saved while lines are acknowledged:
+/// it is advisory (a restart without it resends what the control plane
+/// already holds, and it takes them again idempotently), and a job that
+/// ends within this time costs the disk no progress file at all.
+const SAVE_ACKED_EVERY: Duration = Duration::from_secs(1);
 
 /// How a shipper ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ShipEnd {
-    /// The completion was accepted; the spool directory is gone.
+    /// The completion was accepted; the spool files are gone.
     Completed,
     /// The control plane says the attempt is not ours any more (or gone);
-    /// the spool directory is gone.
+    /// the spool files are gone.
     Dropped,
     /// The runner token was refused; the spool stays for a later start.
     Unauthorized(TransportError),
@@ -44,7 +49,8 @@ pub(crate) enum ShipEnd {
 /// What a shipper needs.
 pub(crate) struct Shipper {
     pub(crate) transport: Arc<dyn Transport>,
-    pub(crate) dir: PathBuf,
+    /// The attempt's log file in the spool.
+    pub(crate) path: PathBuf,
     pub(crate) meta: Meta,
     pub(crate) notify: Arc<Notify>,
     pub(crate) backoff: Backoff,
@@ -134,8 +140,8 @@ impl Shipper {
     }
 
     fn reader(&self, after: u64, offset: u64) -> Result<SpoolReader, ShipEnd> {
-        SpoolReader::open(&self.dir, after, offset).map_err(|e| {
-            tracing::error!(job = %self.job(), attempt = self.meta.attempt, dir = %self.dir.display(), error = %e,
+        SpoolReader::open(&self.path, after, offset).map_err(|e| {
+            tracing::error!(job = %self.job(), attempt = self.meta.attempt, file = %self.path.display(), error = %e,
                 "cannot read the job's log spool; it stays on disk for the next start");
             ShipEnd::Failed
         })
@@ -148,15 +154,16 @@ impl Shipper {
         tokio::time::sleep(delay).await;
     }
 
-    fn save_ack(dir: &Path, seq: u64, offset: u64) {
-        if let Err(e) = spool::write_acked(dir, seq, offset) {
-            tracing::debug!(dir = %dir.display(), error = %e, "cannot save shipping progress");
+    fn save_ack(path: &Path, seq: u64, offset: u64) {
+        if let Err(e) = spool::write_acked(path, seq, offset) {
+            tracing::debug!(file = %path.display(), error = %e, "cannot save shipping progress");
         }
     }
 
     /// Ships until the attempt is completed, dropped, or shipping cannot go on.
     pub(crate) async fn run(mut self) -> ShipEnd {
-        let (mut acked, acked_offset) = spool::read_acked(&self.dir);
+        let (mut acked, acked_offset) = spool::read_acked(&self.path);
+        let mut saved = Instant::now();
         let mut reader = match self.reader(acked, acked_offset) {
             Ok(r) => r,
             Err(end) => return end,
@@ -196,7 +203,10 @@ impl Shipper {
                         if server >= first.saturating_sub(1) && server <= last {
                             if let Some(end) = pending.drop_through(server) {
                                 acked = server;
-                                Self::save_ack(&self.dir, acked, end);
+                                if saved.elapsed() >= SAVE_ACKED_EVERY {
+                                    Self::save_ack(&self.path, acked, end);
+                                    saved = Instant::now();
+                                }
                             } else {
                                 // Nothing taken: do not hammer the server with the same batch.
                                 let e = TransportError::Unavailable(format!(
@@ -212,7 +222,7 @@ impl Shipper {
                                 return ShipEnd::Failed;
                             }
                             acked = reader.next_seq() - 1;
-                            Self::save_ack(&self.dir, acked, reader.offset());
+                            Self::save_ack(&self.path, acked, reader.offset());
                         } else {
                             rewind_to = Some(server);
                         }
@@ -223,7 +233,7 @@ impl Shipper {
                     Err(e) if is_gone(&e) => {
                         tracing::warn!(job = %self.job(), attempt, error = %e,
                             "control plane refused the attempt's log lines: the attempt is stale; dropping its spool");
-                        spool::remove(&self.dir);
+                        spool::remove(&self.path);
                         return ShipEnd::Dropped;
                     }
                     Err(e) => {
@@ -232,27 +242,12 @@ impl Shipper {
                     }
                 }
             } else {
-                // Everything written so far is acknowledged.
-                let result = match spool::read_result(&self.dir) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::error!(job = %self.job(), attempt, error = %e, "cannot read the attempt's result.json");
-                        return ShipEnd::Failed;
-                    }
-                };
-                let Some(result) = result else {
+                // Everything written so far is acknowledged; the result
+                // record comes after the last line.
+                let Some(result) = reader.result().cloned() else {
                     let _ = tokio::time::timeout(IDLE_RECHECK, self.notify.notified()).await;
                     continue;
                 };
-                // One more look: lines flushed just before result.json was written.
-                match pending.read(&mut reader) {
-                    Ok(true) => continue,
-                    Ok(false) => {}
-                    Err(e) => {
-                        tracing::error!(job = %self.job(), attempt, error = %e, "cannot read the job's log spool");
-                        return ShipEnd::Failed;
-                    }
-                }
                 let mut log_lines = result.log_lines;
                 if log_lines > acked {
                     tracing::error!(job = %self.job(), attempt, expected = log_lines, found = acked,
@@ -262,13 +257,13 @@ impl Shipper {
                 let completion = Completion {
                     attempt,
                     log_lines,
-                    result: result.result.clone(),
+                    result: result.result,
                 };
                 match self.transport.complete(self.job(), &completion).await {
                     Ok(ack) => {
                         tracing::info!(job = %self.job(), attempt, status = %ack.status, log_lines,
                             "job completion delivered");
-                        spool::remove(&self.dir);
+                        spool::remove(&self.path);
                         return ShipEnd::Completed;
                     }
                     Err(e @ TransportError::LogsPending { acked_seq }) => {
@@ -287,7 +282,7 @@ impl Shipper {
                     Err(e) if is_gone(&e) => {
                         tracing::warn!(job = %self.job(), attempt, error = %e,
                             "control plane refused the completion: the attempt is stale; dropping its spool");
-                        spool::remove(&self.dir);
+                        spool::remove(&self.path);
                         return ShipEnd::Dropped;
                     }
                     Err(e) => {
@@ -304,7 +299,7 @@ impl Shipper {
                     Err(end) => return end,
                 };
                 acked = reader.next_seq() - 1;
-                Self::save_ack(&self.dir, acked, reader.offset());
+                Self::save_ack(&self.path, acked, reader.offset());
             }
         }
     }

@@ -1,16 +1,28 @@
 //! The on-disk log spool: every line a job writes is on disk before it is
 //! shipped, so a control-plane outage or a runner restart loses nothing.
 //!
-//! One directory per attempt, `spool/JOBID-ATTEMPT/`:
+//! One file per attempt, `spool/JOBID-ATTEMPT.log`, append-only, one record
+//! a line:
 //!
-//! - `meta.json`: `{"job_id": "...", "attempt": N}`;
-//! - `lines`: append-only, one record a line: the stream code
-//!   ([`LogStream::code`]), the timestamp in ms, a space, the text. A line's
-//!   sequence number is its line number, from 1;
-//! - `acked`: the shipper's progress, `SEQ OFFSET` (advisory: a restart
-//!   resumes from there instead of resending everything);
-//! - `result.json`: `{"log_lines": N, "result": {...}}`, written atomically
-//!   when the attempt ends. Its presence means no more lines will come.
+//! - a log line: the stream code ([`LogStream::code`]), the timestamp in
+//!   ms, a space, the text. A line's sequence number is its line number,
+//!   from 1;
+//! - when the attempt has ended, a last record: `R` and the JSON of
+//!   [`ResultFile`] (`{"log_lines": N, "result": {...}}`), written after the
+//!   last lines and synced to disk with them (one `fdatasync`). Its
+//!   presence means no more lines will come; a torn one (no newline) is
+//!   no result.
+//!
+//! Beside it, `JOBID-ATTEMPT.acked`: the shipper's progress, `SEQ OFFSET`
+//! (advisory: a restart resumes from there instead of resending
+//! everything).
+//!
+//! The file's name says whose attempt it is. A job costs the disk one file
+//! created, one sync and one unlink: the job loop's rate on a disk was
+//! bound by the files an attempt made (a directory, a meta file, a result
+//! file, each written through a temporary and synced). A directory
+//! `spool/JOBID-ATTEMPT/` of that earlier layout (`meta.json`, `lines`,
+//! `result.json`, `acked`) is moved to this one when the runner starts.
 
 use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
@@ -24,74 +36,102 @@ use nuon_core::{JobId, JobResult};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-const META: &str = "meta.json";
-const LINES: &str = "lines";
+/// The extension of an attempt's log file.
+const LOG: &str = "log";
+/// The extension of the shipper's progress beside it.
 const ACKED: &str = "acked";
-const RESULT: &str = "result.json";
+/// The first byte of the record that ends an attempt.
+const RESULT: u8 = b'R';
 
 /// How long written lines may wait in memory before they reach the file.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
-/// Which attempt a spool directory belongs to.
+/// Which attempt a spool file belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Meta {
     pub(crate) job_id: JobId,
     pub(crate) attempt: u32,
 }
 
-/// The end of an attempt, as `result.json` holds it.
+impl Meta {
+    /// The attempt a spool file's name (`JOBID-ATTEMPT.log`) names.
+    fn of(path: &Path) -> Option<Meta> {
+        let stem = path.file_stem()?.to_str()?;
+        let (job, attempt) = stem.rsplit_once('-')?;
+        Some(Meta {
+            job_id: job.parse().ok()?,
+            attempt: attempt.parse().ok()?,
+        })
+    }
+}
+
+/// The end of an attempt, as its last record holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct ResultFile {
     pub(crate) log_lines: u64,
     pub(crate) result: JobResult,
 }
 
-/// The directory of one attempt under the spool root.
-pub(crate) fn attempt_dir(root: &Path, job: &JobId, attempt: u32) -> PathBuf {
-    root.join(format!("{job}-{attempt}"))
-}
-
-/// Writes `bytes` to `dir/name` through a temporary file and a rename, so
-/// readers see the old content or the new, never a part, even after a
-/// power loss.
-fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    write_renamed(dir, name, bytes, true)
-}
-
-/// [`write_atomic`], with the data synced to disk before the rename only
-/// when `durable`: without it, a crash of the machine (not of the process)
-/// may leave the file empty.
-fn write_renamed(dir: &Path, name: &str, bytes: &[u8], durable: bool) -> io::Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let mut f = File::create(&tmp)?;
-    f.write_all(bytes)?;
-    if durable {
-        f.sync_data()?;
+impl ResultFile {
+    /// Reads a result record (`R` and JSON, without its newline).
+    fn parse(record: &[u8]) -> io::Result<ResultFile> {
+        serde_json::from_slice(&record[1..]).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the attempt's result record is not readable: {e}"),
+            )
+        })
     }
-    fs::rename(&tmp, dir.join(name))
 }
 
-/// Reads `meta.json` of an attempt directory.
-pub(crate) fn read_meta(dir: &Path) -> io::Result<Meta> {
-    let bytes = fs::read(dir.join(META))?;
-    serde_json::from_slice(&bytes).map_err(io::Error::other)
+/// The log file of one attempt under the spool root.
+pub(crate) fn attempt_path(root: &Path, job: &JobId, attempt: u32) -> PathBuf {
+    root.join(format!("{job}-{attempt}.{LOG}"))
 }
 
-/// Reads `result.json`, if the attempt has ended.
-pub(crate) fn read_result(dir: &Path) -> io::Result<Option<ResultFile>> {
-    match fs::read(dir.join(RESULT)) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(io::Error::other),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+fn acked_path(log: &Path) -> PathBuf {
+    log.with_extension(ACKED)
+}
+
+/// The attempt's result, if it has ended: the file's last complete record,
+/// when it is a result record.
+pub(crate) fn read_result(path: &Path) -> io::Result<Option<ResultFile>> {
+    let mut file = File::open(path)?;
+    match last_record(&mut file)? {
+        Some(record) if record.first() == Some(&RESULT) => ResultFile::parse(&record).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The last record of `file` that has its newline (without it).
+fn last_record(file: &mut File) -> io::Result<Option<Vec<u8>>> {
+    let len = file.seek(SeekFrom::End(0))?;
+    let mut back = 4096u64;
+    loop {
+        let start = len.saturating_sub(back);
+        file.seek(SeekFrom::Start(start))?;
+        let mut buf = Vec::new();
+        Read::by_ref(file).take(len - start).read_to_end(&mut buf)?;
+        // What follows the last newline is torn.
+        let Some(end) = memchr::memrchr(b'\n', &buf) else {
+            if start == 0 {
+                return Ok(None);
+            }
+            back *= 4;
+            continue;
+        };
+        match memchr::memrchr(b'\n', &buf[..end]) {
+            Some(i) => return Ok(Some(buf[i + 1..end].to_vec())),
+            None if start == 0 => return Ok(Some(buf[..end].to_vec())),
+            None => back *= 4,
+        }
     }
 }
 
 /// The shipper's saved progress: the highest acknowledged line and the byte
 /// offset just after it.
-pub(crate) fn read_acked(dir: &Path) -> (u64, u64) {
-    fs::read_to_string(dir.join(ACKED))
+pub(crate) fn read_acked(path: &Path) -> (u64, u64) {
+    fs::read_to_string(acked_path(path))
         .ok()
         .and_then(|s| {
             let (seq, off) = s.trim().split_once(' ')?;
@@ -100,43 +140,96 @@ pub(crate) fn read_acked(dir: &Path) -> (u64, u64) {
         .unwrap_or((0, 0))
 }
 
-/// Saves the shipper's progress. Not synced to disk: it is written at
-/// every acknowledgement, and losing it to a machine crash costs only a
-/// resend of lines the control plane takes again idempotently (an empty or
+/// Saves the shipper's progress, through a temporary file and a rename.
+/// Not synced to disk: losing it to a machine crash costs only a resend of
+/// lines the control plane takes again idempotently (an empty or
 /// unreadable file reads as no progress).
-pub(crate) fn write_acked(dir: &Path, seq: u64, offset: u64) -> io::Result<()> {
-    write_renamed(dir, ACKED, format!("{seq} {offset}\n").as_bytes(), false)
+pub(crate) fn write_acked(path: &Path, seq: u64, offset: u64) -> io::Result<()> {
+    let acked = acked_path(path);
+    let tmp = acked.with_extension("acked.tmp");
+    fs::write(&tmp, format!("{seq} {offset}\n"))?;
+    fs::rename(&tmp, acked)
 }
 
-/// Removes an attempt's directory (after completion, or when it is stale).
-pub(crate) fn remove(dir: &Path) {
-    if let Err(e) = fs::remove_dir_all(dir)
-        && e.kind() != io::ErrorKind::NotFound
-    {
-        tracing::warn!(dir = %dir.display(), error = %e, "cannot remove spool directory");
+/// Removes an attempt's files (after completion, or when it is stale).
+pub(crate) fn remove(path: &Path) {
+    for file in [path.to_path_buf(), acked_path(path)] {
+        if let Err(e) = fs::remove_file(&file)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(file = %file.display(), error = %e, "cannot remove a spool file");
+        }
     }
 }
 
-/// Every attempt directory under the spool root, with its meta. Directories
-/// without a readable `meta.json` are reported and skipped.
+/// Every attempt under the spool root, with whose it is. A directory of
+/// the earlier layout is moved to a file first; anything else that is not
+/// an attempt's file is reported and skipped.
 pub(crate) fn list(root: &Path) -> io::Result<Vec<(PathBuf, Meta)>> {
     let mut out = Vec::new();
     for entry in fs::read_dir(root)? {
-        let path = entry?.path();
-        if !path.is_dir() {
+        let mut path = entry?.path();
+        if path.is_dir() {
+            match upgrade(&path) {
+                Ok(file) => path = file,
+                Err(e) => {
+                    tracing::warn!(dir = %path.display(), error = %e,
+                        "skipping a spool directory of the earlier layout that cannot be moved to a file; remove it by hand if it is not needed");
+                    continue;
+                }
+            }
+        }
+        let ext = path.extension().and_then(|e| e.to_str());
+        if ext == Some("tmp") {
+            // A progress file half saved when the runner stopped.
+            let _ = fs::remove_file(&path);
             continue;
         }
-        match read_meta(&path) {
-            Ok(meta) => out.push((path, meta)),
-            Err(e) => tracing::warn!(
-                dir = %path.display(),
-                error = %e,
-                "skipping spool directory without a readable meta.json; remove it by hand if it is not needed"
+        match Meta::of(&path) {
+            Some(meta) if ext == Some(LOG) => out.push((path, meta)),
+            _ if ext == Some(ACKED) => {}
+            _ => tracing::warn!(
+                file = %path.display(),
+                "skipping a file in the spool that is not an attempt's log (JOBID-ATTEMPT.log); remove it by hand if it is not needed"
             ),
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
+}
+
+/// Moves an attempt's directory of the earlier layout (`meta.json`,
+/// `lines`, `result.json`, `acked`) to a log file beside it, and returns
+/// the file. The result, if there is one, becomes the file's last record.
+fn upgrade(dir: &Path) -> io::Result<PathBuf> {
+    #[derive(Deserialize)]
+    struct OldMeta {
+        job_id: JobId,
+        attempt: u32,
+    }
+    let meta: OldMeta =
+        serde_json::from_slice(&fs::read(dir.join("meta.json"))?).map_err(io::Error::other)?;
+    let path = attempt_path(dir.parent().unwrap_or(dir), &meta.job_id, meta.attempt);
+    let lines = dir.join("lines");
+    if !lines.exists() {
+        File::create(&lines)?;
+    }
+    match fs::read(dir.join("result.json")) {
+        Ok(result) => {
+            let file = ResultFile::parse(&[&[RESULT][..], &result].concat())?;
+            let mut w = SpoolWriter::reopen(&lines, Arc::new(Notify::new()))?;
+            w.lines = file.log_lines.min(w.lines);
+            w.finish(&file.result)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Ok(acked) = fs::read(dir.join("acked")) {
+        let _ = fs::write(acked_path(&path), acked);
+    }
+    fs::rename(&lines, &path)?;
+    fs::remove_dir_all(dir)?;
+    Ok(path)
 }
 
 /// Splits `text` into log lines: at newlines, and at character boundaries
@@ -168,7 +261,7 @@ struct Held {
 
 /// Appends an attempt's log lines to its spool file.
 pub(crate) struct SpoolWriter {
-    dir: PathBuf,
+    path: PathBuf,
     file: BufWriter<File>,
     lines: u64,
     dirty: bool,
@@ -197,31 +290,27 @@ impl SpoolWriter {
         self.redactor = nuon_core::redact::Redactor::new(values);
     }
 
-    /// Creates the directory of a new attempt.
+    /// Creates the log file of a new attempt.
     pub(crate) fn create(root: &Path, meta: &Meta, notify: Arc<Notify>) -> io::Result<Self> {
-        let dir = attempt_dir(root, &meta.job_id, meta.attempt);
-        // Fails when the attempt already has a directory: never mix two
+        let path = attempt_path(root, &meta.job_id, meta.attempt);
+        // Fails when the attempt already has a file: never mix two
         // writers in one log.
-        fs::create_dir(&dir)?;
-        let file = File::create(dir.join(LINES))?;
-        write_atomic(
-            &dir,
-            META,
-            &serde_json::to_vec(meta).map_err(io::Error::other)?,
-        )?;
-        Ok(Self::new(dir, file, 0, notify))
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        Ok(Self::new(path, file, 0, notify))
     }
 
     /// Reopens an attempt whose writer died (the runner restarted, or its
     /// task failed): drops a torn last record and counts the lines.
-    pub(crate) fn reopen(dir: &Path, notify: Arc<Notify>) -> io::Result<Self> {
-        let path = dir.join(LINES);
+    pub(crate) fn reopen(path: &Path, notify: Arc<Notify>) -> io::Result<Self> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)?;
+            .open(path)?;
         let mut lines = 0u64;
         let mut complete_len = 0u64;
         let mut pos = 0u64;
@@ -243,12 +332,12 @@ impl SpoolWriter {
             file.set_len(complete_len)?;
         }
         file.seek(SeekFrom::End(0))?;
-        Ok(Self::new(dir.to_path_buf(), file, lines, notify))
+        Ok(Self::new(path.to_path_buf(), file, lines, notify))
     }
 
-    fn new(dir: PathBuf, file: File, lines: u64, notify: Arc<Notify>) -> Self {
+    fn new(path: PathBuf, file: File, lines: u64, notify: Arc<Notify>) -> Self {
         SpoolWriter {
-            dir,
+            path,
             file: BufWriter::with_capacity(256 * 1024, file),
             lines,
             dirty: false,
@@ -261,9 +350,9 @@ impl SpoolWriter {
         }
     }
 
-    /// The attempt's directory.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
+    /// The attempt's log file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// How many lines were written.
@@ -274,7 +363,7 @@ impl SpoolWriter {
     fn fail(&mut self, e: &io::Error) {
         if !self.broken {
             tracing::error!(
-                dir = %self.dir.display(),
+                file = %self.path.display(),
                 error = %e,
                 "cannot write the job's log spool; further log lines of this attempt are dropped"
             );
@@ -486,30 +575,35 @@ impl SpoolWriter {
     }
 
     /// Stops writing: lines appended after this are dropped. Returns the
-    /// directory and how many lines were written.
+    /// file and how many lines were written.
     pub(crate) fn close(&mut self) -> (PathBuf, u64) {
         self.flush();
         self.broken = true;
-        (self.dir.clone(), self.lines)
+        (self.path.clone(), self.lines)
     }
 
-    /// Ends the attempt: flushes the lines to disk and writes `result.json`.
-    /// Lines appended after this are dropped (they could not be shipped: the
-    /// result counts the lines).
+    /// Ends the attempt: appends the result record after the lines and
+    /// syncs them to disk together. Lines appended after this are dropped
+    /// (they could not be shipped: the result counts the lines).
     pub(crate) fn finish(&mut self, result: &JobResult) -> io::Result<()> {
-        self.dirty = true;
         self.flush();
         if !self.broken {
-            tracing::debug!(dir = %self.dir.display(), "spool finished; later lines are dropped");
+            tracing::debug!(file = %self.path.display(), "spool finished; later lines are dropped");
         }
         self.broken = true;
+        let mut record = vec![RESULT];
+        serde_json::to_writer(
+            &mut record,
+            &ResultFile {
+                log_lines: self.lines,
+                result: result.clone(),
+            },
+        )
+        .map_err(io::Error::other)?;
+        record.push(b'\n');
+        self.file.write_all(&record)?;
+        self.file.flush()?;
         self.file.get_ref().sync_data()?;
-        let file = ResultFile {
-            log_lines: self.lines,
-            result: result.clone(),
-        };
-        let bytes = serde_json::to_vec(&file).map_err(io::Error::other)?;
-        write_atomic(&self.dir, RESULT, &bytes)?;
         self.notify.notify_one();
         Ok(())
     }
@@ -570,13 +664,16 @@ pub(crate) struct SpoolReader {
     partial: Vec<u8>,
     next_seq: u64,
     offset: u64,
+    /// The attempt's result, once the reader has reached it: nothing
+    /// follows.
+    result: Option<ResultFile>,
 }
 
 impl SpoolReader {
-    /// Opens the lines file positioned just after line `after_seq`, which
-    /// ends at byte `offset` if the caller knows it (0 otherwise).
-    pub(crate) fn open(dir: &Path, after_seq: u64, offset: u64) -> io::Result<Self> {
-        let mut file = File::open(dir.join(LINES))?;
+    /// Opens an attempt's log file positioned just after line `after_seq`,
+    /// which ends at byte `offset` if the caller knows it (0 otherwise).
+    pub(crate) fn open(path: &Path, after_seq: u64, offset: u64) -> io::Result<Self> {
+        let mut file = File::open(path)?;
         let len = file.metadata()?.len();
         let trusted = after_seq > 0 && offset > 0 && offset <= len && {
             let mut b = [0u8; 1];
@@ -589,6 +686,7 @@ impl SpoolReader {
             partial: Vec::new(),
             next_seq: 1,
             offset: 0,
+            result: None,
         };
         if trusted {
             reader.file.seek(SeekFrom::Start(offset))?;
@@ -622,10 +720,33 @@ impl SpoolReader {
         self.offset
     }
 
-    /// The next complete record with its newline, if one is written.
-    fn next_raw(&mut self) -> io::Result<Option<Vec<u8>>> {
+    /// The attempt's result, once every line before it is read.
+    pub(crate) fn result(&self) -> Option<&ResultFile> {
+        self.result.as_ref()
+    }
+
+    /// Reads the rest of a record into `partial`; whether a complete line
+    /// record is there (`false` at the end of what is written, or at the
+    /// result record, which is taken).
+    fn read_record(&mut self) -> io::Result<bool> {
+        if self.result.is_some() {
+            return Ok(false);
+        }
         let n = self.file.read_until(b'\n', &mut self.partial)?;
         if n == 0 || self.partial.last() != Some(&b'\n') {
+            return Ok(false);
+        }
+        if self.partial[0] == RESULT {
+            let record = std::mem::take(&mut self.partial);
+            self.result = Some(ResultFile::parse(&record[..record.len() - 1])?);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// The next complete record with its newline, if one is written.
+    fn next_raw(&mut self) -> io::Result<Option<Vec<u8>>> {
+        if !self.read_record()? {
             return Ok(None);
         }
         self.offset += self.partial.len() as u64;
@@ -646,7 +767,7 @@ impl SpoolReader {
         max_lines: usize,
         max_bytes: usize,
     ) -> io::Result<usize> {
-        if max_lines == 0 {
+        if max_lines == 0 || self.result.is_some() {
             return Ok(0);
         }
         if self.partial.is_empty() {
@@ -654,7 +775,10 @@ impl SpoolReader {
             let first = ends.len();
             let mut take = 0;
             for nl in memchr::memchr_iter(b'\n', buf) {
-                if ends.len() - first == max_lines || (take > 0 && nl + 1 > max_bytes) {
+                if ends.len() - first == max_lines
+                    || (take > 0 && nl + 1 > max_bytes)
+                    || buf[take] == RESULT
+                {
                     break;
                 }
                 take = nl + 1;
@@ -700,8 +824,7 @@ impl SpoolReader {
     /// (the file was damaged) goes out as a `system` line saying so, so
     /// sequence numbers stay the line numbers of the file.
     pub(crate) fn next_into(&mut self, out: &mut LogRecords) -> io::Result<Option<u64>> {
-        let n = self.file.read_until(b'\n', &mut self.partial)?;
-        if n == 0 || self.partial.last() != Some(&b'\n') {
+        if !self.read_record()? {
             return Ok(None);
         }
         if out.push_record(&self.partial).is_err() {
@@ -752,8 +875,8 @@ mod tests {
         }
     }
 
-    fn read_all(dir: &Path, after: u64, offset: u64) -> Vec<(u64, LogLine)> {
-        let mut r = SpoolReader::open(dir, after, offset).unwrap();
+    fn read_all(path: &Path, after: u64, offset: u64) -> Vec<(u64, LogLine)> {
+        let mut r = SpoolReader::open(path, after, offset).unwrap();
         let mut out = Vec::new();
         while let Some(l) = r.next_line().unwrap() {
             out.push((l.seq, l.line));
@@ -773,11 +896,11 @@ mod tests {
         w.append_at(LogStream::Stdout, 8, &long);
         w.append_bytes(LogStream::Stdout, 9, b"bad \xff utf8 \r");
         w.system("refused");
-        let dir = w.dir().to_path_buf();
-        assert_eq!(read_meta(&dir).unwrap(), m);
-        assert_eq!(read_result(&dir).unwrap(), None);
+        let path = w.path().to_path_buf();
+        assert_eq!(Meta::of(&path), Some(m));
+        assert_eq!(read_result(&path).unwrap(), None);
         w.flush();
-        let lines = read_all(&dir, 0, 0);
+        let lines = read_all(&path, 0, 0);
         let texts: Vec<_> = lines.iter().map(|(_, l)| l.text.as_str()).collect();
         assert_eq!(texts.len(), 8);
         assert_eq!(texts[..4], ["one", "two", "three", ""]);
@@ -791,18 +914,43 @@ mod tests {
         assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
 
         // Resume after line 3, by scanning and by a saved offset.
-        let mut r = SpoolReader::open(&dir, 3, 0).unwrap();
+        let mut r = SpoolReader::open(&path, 3, 0).unwrap();
         assert_eq!(r.next_seq(), 4);
         let off = r.offset();
         assert_eq!(r.next_line().unwrap().unwrap().line.text, "");
-        assert_eq!(read_all(&dir, 3, off)[0].0, 4);
+        assert_eq!(read_all(&path, 3, off)[0].0, 4);
         // A wrong offset is not trusted.
-        assert_eq!(read_all(&dir, 3, off + 1)[0].0, 4);
+        assert_eq!(read_all(&path, 3, off + 1)[0].0, 4);
 
         w.finish(&JobResult::failed("x")).unwrap();
-        let res = read_result(&dir).unwrap().unwrap();
+        let res = read_result(&path).unwrap().unwrap();
         assert_eq!(res.log_lines, 8);
         assert_eq!(res.result.outcome, Outcome::Failed);
+        // A reader stops at the result record, in bulk as line by line,
+        // and holds the result: nothing comes after it.
+        w.append_at(LogStream::Stdout, 10, "after the end");
+        w.flush();
+        assert_eq!(read_all(&path, 0, 0).len(), 8);
+        let mut r = SpoolReader::open(&path, 0, 0).unwrap();
+        let (mut out, mut ends) = (LogRecords::new(), VecDeque::new());
+        let mut n = 0;
+        loop {
+            let got = r
+                .next_run_into(&mut out, &mut ends, 100, usize::MAX)
+                .unwrap();
+            if got == 0 {
+                break;
+            }
+            n += got;
+        }
+        assert_eq!(n, 8);
+        assert_eq!(r.result().unwrap().log_lines, 8);
+        assert_eq!(r.next_seq(), 9);
+        // The one file of the attempt, and the one sync: the result
+        // record is the file's last line.
+        let raw = fs::read(&path).unwrap();
+        assert_eq!(raw.iter().filter(|b| **b == b'\n').count(), 9);
+        assert_eq!(fs::read_dir(root.path()).unwrap().count(), 1);
     }
 
     #[test]
@@ -817,9 +965,9 @@ mod tests {
         );
         w.append_at(LogStream::Stderr, 2, "again hunter22");
         w.system("system hunter22-long");
-        let dir = w.dir().to_path_buf();
+        let path = w.path().to_path_buf();
         w.flush();
-        let got: Vec<String> = read_all(&dir, 0, 0)
+        let got: Vec<String> = read_all(&path, 0, 0)
             .into_iter()
             .map(|(_, l)| l.text)
             .collect();
@@ -833,7 +981,7 @@ mod tests {
                 "system ***"
             ]
         );
-        let raw = std::fs::read_to_string(dir.join(LINES)).unwrap();
+        let raw = std::fs::read_to_string(&path).unwrap();
         assert!(!raw.contains("hunter22"), "{raw}");
     }
 
@@ -855,9 +1003,9 @@ mod tests {
         // The rest of the wrapped value comes in the next read of the pipe.
         w.append_lines(LogStream::Stdout, 2, b"w0rd-4f9a1c end\nplain\n");
         w.append_at(LogStream::Stderr, 3, "other stream");
-        let dir = w.dir().to_path_buf();
+        let path = w.path().to_path_buf();
         w.flush();
-        let got: Vec<String> = read_all(&dir, 0, 0)
+        let got: Vec<String> = read_all(&path, 0, 0)
             .into_iter()
             .map(|(_, l)| l.text)
             .collect();
@@ -885,9 +1033,9 @@ mod tests {
         w.append_lines(LogStream::Stdout, 12, b"bad \xff\nfine\n");
         w.append_lines(LogStream::Stdout, 13, b"");
         assert_eq!(w.lines(), 8);
-        let dir = w.dir().to_path_buf();
+        let path = w.path().to_path_buf();
         w.flush();
-        let lines = read_all(&dir, 0, 0);
+        let lines = read_all(&path, 0, 0);
         let got: Vec<_> = lines
             .iter()
             .map(|(s, l)| {
@@ -924,30 +1072,28 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let m = meta();
         let w = SpoolWriter::create(root.path(), &m, Arc::new(Notify::new())).unwrap();
-        let dir = w.dir().to_path_buf();
+        let path = w.path().to_path_buf();
         drop(w);
-        let mut f = OpenOptions::new()
-            .append(true)
-            .open(dir.join(LINES))
-            .unwrap();
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"o1 first\no2 sec").unwrap();
-        let mut r = SpoolReader::open(&dir, 0, 0).unwrap();
+        let mut r = SpoolReader::open(&path, 0, 0).unwrap();
         assert_eq!(r.next_line().unwrap().unwrap().line.text, "first");
         assert!(r.next_line().unwrap().is_none());
         f.write_all(b"ond\n").unwrap();
         assert_eq!(r.next_line().unwrap().unwrap().line.text, "second");
         f.write_all(b"o3 torn").unwrap();
+        assert_eq!(read_result(&path).unwrap(), None);
 
-        let mut w = SpoolWriter::reopen(&dir, Arc::new(Notify::new())).unwrap();
+        let mut w = SpoolWriter::reopen(&path, Arc::new(Notify::new())).unwrap();
         assert_eq!(w.lines(), 2);
         w.system("runner restarted");
         w.finish(&JobResult::failed("restarted")).unwrap();
-        let texts: Vec<_> = read_all(&dir, 0, 0)
+        let texts: Vec<_> = read_all(&path, 0, 0)
             .into_iter()
             .map(|(_, l)| l.text)
             .collect();
         assert_eq!(texts, ["first", "second", "runner restarted"]);
-        assert_eq!(read_result(&dir).unwrap().unwrap().log_lines, 3);
+        assert_eq!(read_result(&path).unwrap().unwrap().log_lines, 3);
     }
 
     #[test]
@@ -955,30 +1101,76 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let m = meta();
         let w = SpoolWriter::create(root.path(), &m, Arc::new(Notify::new())).unwrap();
-        let dir = w.dir().to_path_buf();
-        assert_eq!(read_acked(&dir), (0, 0));
-        write_acked(&dir, 7, 120).unwrap();
-        assert_eq!(read_acked(&dir), (7, 120));
-        fs::create_dir(root.path().join("junk")).unwrap();
+        let path = w.path().to_path_buf();
+        assert_eq!(read_acked(&path), (0, 0));
+        write_acked(&path, 7, 120).unwrap();
+        assert_eq!(read_acked(&path), (7, 120));
+        fs::write(root.path().join("junk"), "").unwrap();
+        fs::write(root.path().join("job_x-1.log"), "").unwrap();
+        fs::write(root.path().join("a.acked.tmp"), "").unwrap();
         let listed = list(root.path()).unwrap();
-        assert_eq!(listed, vec![(dir.clone(), m)]);
-        remove(&dir);
-        assert!(!dir.exists());
+        assert_eq!(listed, vec![(path.clone(), m)]);
+        assert!(!root.path().join("a.acked.tmp").exists());
+        remove(&path);
+        assert!(!path.exists() && !acked_path(&path).exists());
+    }
+
+    /// A directory an earlier runner left (`meta.json`, `lines`,
+    /// `result.json`, `acked`) becomes an attempt's file, its result the
+    /// last record; one without a result stays unfinished.
+    #[test]
+    fn directories_of_the_earlier_layout_are_moved_to_files() {
+        let root = tempfile::tempdir().unwrap();
+        let (ended, running) = (meta(), meta());
+        for (m, result) in [(&ended, true), (&running, false)] {
+            let dir = root.path().join(format!("{}-{}", m.job_id, m.attempt));
+            fs::create_dir(&dir).unwrap();
+            fs::write(dir.join("meta.json"), serde_json::to_vec(m).unwrap()).unwrap();
+            fs::write(dir.join("lines"), "o1 one\no2 two\no3 tor").unwrap();
+            fs::write(dir.join("acked"), "1 7\n").unwrap();
+            if result {
+                let r = serde_json::json!({"log_lines": 2, "result": JobResult::failed("x")});
+                fs::write(dir.join("result.json"), r.to_string()).unwrap();
+            }
+        }
+        let listed = list(root.path()).unwrap();
+        assert_eq!(listed.len(), 2);
+        for (path, m) in &listed {
+            assert_eq!(path.extension().unwrap(), LOG);
+            assert_eq!(read_acked(path), (1, 7));
+            let texts: Vec<_> = read_all(path, 0, 0)
+                .into_iter()
+                .map(|(_, l)| l.text)
+                .collect();
+            let result = read_result(path).unwrap();
+            if *m == ended {
+                assert_eq!(texts, ["one", "two"]);
+                assert_eq!(result.unwrap().log_lines, 2);
+            } else {
+                assert_eq!(texts, ["one", "two"], "the torn tail waits for reopen");
+                assert!(result.is_none());
+            }
+        }
+        let dirs = fs::read_dir(root.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .count();
+        assert_eq!(dirs, 0);
     }
 
     #[test]
     fn runs_are_read_in_bulk_around_damage_and_budgets() {
         let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("a");
-        fs::create_dir(&dir).unwrap();
+        let path = root.path().join("a.log");
         // 3 good records, a damaged one, a record longer than the reader's
         // read-ahead buffer (it straddles it), 2 good ones, a partial tail.
         let long = format!("o4 {}\n", "x".repeat(300 * 1024));
         let mut bytes = b"o1 a\ne2 b\no3 c\nz bad\n".to_vec();
         bytes.extend_from_slice(long.as_bytes());
         bytes.extend_from_slice(b"o5 d\no6 e\no7 tai");
-        fs::write(dir.join(LINES), &bytes).unwrap();
-        let mut r = SpoolReader::open(&dir, 0, 0).unwrap();
+        fs::write(&path, &bytes).unwrap();
+        let mut r = SpoolReader::open(&path, 0, 0).unwrap();
         let mut out = LogRecords::new();
         let mut ends = VecDeque::new();
         // A line budget of 2 stops the first run early.
@@ -1036,10 +1228,7 @@ mod tests {
         assert_eq!(ends.iter().copied().collect::<Vec<_>>(), want);
         assert_eq!(r.offset(), want[6]);
         // The tail is taken once it is complete.
-        let mut f = OpenOptions::new()
-            .append(true)
-            .open(dir.join(LINES))
-            .unwrap();
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"l\n").unwrap();
         assert_eq!(
             r.next_run_into(&mut out, &mut ends, 100, usize::MAX)

@@ -6,7 +6,7 @@ use nuon_core::wire::{LeaseState, LogStream};
 use nuon_core::{JobId, JobResult, Outcome};
 use nuon_runner_lib::Error;
 
-use crate::fake::{Harness, Key, alive, eventually, secs, spool_dir, within};
+use crate::fake::{Harness, Key, alive, eventually, secs, spool_ended, spool_file, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_loses_no_line_and_duplicates_none() {
@@ -27,9 +27,8 @@ async fn an_outage_loses_no_line_and_duplicates_none() {
     // The control plane goes away; the job goes on and ends meanwhile.
     h.fake.with(|s| s.unavailable = true);
     std::fs::write(&go, "").unwrap();
-    let result = spool_dir(&h.work_dir(), &key).join("result.json");
     eventually("the job to end during the outage", secs(30), || {
-        result.exists()
+        spool_ended(&h.work_dir(), &key)
     })
     .await;
     h.fake
@@ -63,9 +62,15 @@ async fn an_outage_loses_no_line_and_duplicates_none() {
     runner.stop(secs(30)).await.unwrap();
 }
 
-/// Writes a spool directory the way a runner that died would leave it.
+/// The spool directory of an attempt in the layout of earlier runners.
+fn old_spool_dir(work: &std::path::Path, key: &Key) -> std::path::PathBuf {
+    work.join("spool").join(format!("{}-{}", key.0, key.1))
+}
+
+/// Writes a spool directory the way a runner of the earlier layout that
+/// died would leave it (the runner that starts moves it to a file).
 fn leftover(work: &std::path::Path, key: &Key, lines: &[&str], result: Option<(u64, JobResult)>) {
-    let dir = spool_dir(work, key);
+    let dir = old_spool_dir(work, key);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("meta.json"),
@@ -95,7 +100,7 @@ async fn a_restart_completes_what_the_previous_runner_left() {
     let stale: Key = (JobId::generate(), 1);
     // Died mid-job, with a torn last record.
     leftover(&work, &unfinished, &["one", "two"], None);
-    let lines = spool_dir(&work, &unfinished).join("lines");
+    let lines = old_spool_dir(&work, &unfinished).join("lines");
     let mut torn = std::fs::read(&lines).unwrap();
     torn.extend_from_slice(b"o17000000 tor");
     std::fs::write(&lines, torn).unwrap();
@@ -135,8 +140,8 @@ async fn a_restart_completes_what_the_previous_runner_left() {
     assert_eq!(done.result, ok);
     assert_eq!(done.log_lines, 1);
     for key in [&unfinished, &finished, &stale] {
-        eventually("spool dir removed", secs(10), || {
-            !spool_dir(&work, key).exists()
+        eventually("spool removed", secs(10), || {
+            !spool_file(&work, key).exists() && !old_spool_dir(&work, key).exists()
         })
         .await;
     }
@@ -172,7 +177,7 @@ async fn drain_waits_for_running_jobs_and_claims_nothing_more() {
         );
         assert_eq!(s.claims.len(), claims);
     });
-    assert!(!spool_dir(&h.work_dir(), &key).exists());
+    assert!(!spool_file(&h.work_dir(), &key).exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,5 +221,5 @@ async fn a_revoked_token_stops_the_runner_with_an_error() {
     assert!(err.to_string().contains("revoked"), "{err}");
     eventually("job processes gone", secs(5), || !alive(pid)).await;
     // The attempt stays in the spool for a later start.
-    assert!(spool_dir(&h.work_dir(), &key).join("result.json").exists());
+    assert!(spool_ended(&h.work_dir(), &key));
 }

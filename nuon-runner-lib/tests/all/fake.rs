@@ -496,9 +496,19 @@ pub async fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> 
     }
 }
 
-/// The spool directory of an attempt.
-pub fn spool_dir(work: &Path, key: &Key) -> PathBuf {
-    work.join("spool").join(format!("{}-{}", key.0, key.1))
+/// The spool file of an attempt.
+pub fn spool_file(work: &Path, key: &Key) -> PathBuf {
+    work.join("spool").join(format!("{}-{}.log", key.0, key.1))
+}
+
+/// Whether an attempt's spool file holds its result (its last record).
+pub fn spool_ended(work: &Path, key: &Key) -> bool {
+    std::fs::read(spool_file(work, key)).is_ok_and(|raw| {
+        let body = raw.strip_suffix(b"\n").unwrap_or_default();
+        body.rsplit(|b| *b == b'\n')
+            .next()
+            .is_some_and(|last| last.starts_with(b"R{"))
+    })
 }
 
 /// Bounds a future, failing the test instead of hanging it.

@@ -6,7 +6,7 @@ use std::time::Instant;
 use nuon_core::Outcome;
 use nuon_core::wire::{LeaseState, LogStream};
 
-use crate::fake::{Harness, alive, eventually, secs, spool_dir};
+use crate::fake::{Harness, alive, eventually, secs, spool_file};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lines_arrive_in_order_with_streams_and_exit_code() {
@@ -40,8 +40,8 @@ async fn lines_arrive_in_order_with_streams_and_exit_code() {
         );
     });
     let work = h.work_dir();
-    eventually("spool dir removed", secs(10), || {
-        !spool_dir(&work, &key).exists()
+    eventually("spool file removed", secs(10), || {
+        !spool_file(&work, &key).exists()
     })
     .await;
     assert_eq!(std::fs::read_dir(work.join("jobs")).unwrap().count(), 0);
@@ -193,7 +193,7 @@ async fn stale_lease_kills_the_job_and_never_completes_it() {
     .await;
     let work = h.work_dir();
     eventually("spool dropped", secs(10), || {
-        !spool_dir(&work, &key).exists()
+        !spool_file(&work, &key).exists()
     })
     .await;
     // Nothing can complete it any more: its spool is gone. Drain to be sure.

@@ -113,7 +113,7 @@ async fn a_claim_served_again_runs_nothing() {
 
     // Once its spool is shipped and gone (a replay while it is there is
     // dropped before it is even read).
-    let spool = crate::fake::spool_dir(&h.work_dir(), &(spec.job_id.clone(), 1));
+    let spool = crate::fake::spool_file(&h.work_dir(), &(spec.job_id.clone(), 1));
     crate::fake::eventually("the spool shipped", secs(30), || !spool.exists()).await;
     replay(claim.clone());
     let reason = refused(&h, &spec.job_id, "accepted that attempt before").await;
