@@ -96,10 +96,11 @@ impl Default for Budget {
 /// One render's use of a budget: steps as they are taken, and its time,
 /// added to the budget when it is dropped.
 ///
-/// Steps are counted here and added to the shared count on every costly
-/// step, every 256th plain one and at the end (an atomic add on every step
-/// cost a tenth of a small render): a render sees its own steps at once
-/// and those of renders beside it on the same budget at those points.
+/// Steps are counted here and added to the shared count after every
+/// function call, every 256th step and at the end (an atomic add on every
+/// step cost a tenth of a small render): a render sees its own steps at
+/// once and those of renders beside it on the same budget at those points.
+/// The clock is read at the same points.
 pub(crate) struct Meter<'b> {
     /// The shared budget; none for a render with a default budget of its
     /// own (no allocation, nothing to add up at the end).
@@ -147,27 +148,41 @@ impl Meter<'_> {
     }
 
     /// Takes `n` steps; an error (the budget's words) when they are over
-    /// the budget's steps, or the render's time is over its time. The
-    /// clock is read on every costly step and every 256th plain one.
+    /// the budget's steps, or, at every 256th, when the render's time is
+    /// over its time. Within the budget this is a few instructions,
+    /// inlined into the engine's loop; the rest is out of line.
+    #[inline]
     pub fn take(&mut self, n: u64) -> Result<(), String> {
-        let (steps, time) = (self.steps, self.time);
         self.mine = self.mine.saturating_add(n);
         self.ticks = self.ticks.wrapping_add(1);
-        let checkpoint = n > 1 || self.ticks.is_multiple_of(256);
-        let mut used = self.shared.saturating_add(self.mine);
-        if checkpoint || used > steps {
-            used = self.settle();
+        if !self.ticks.is_multiple_of(256) && self.shared.saturating_add(self.mine) <= self.steps {
+            return Ok(());
         }
-        if used > steps {
+        self.checkpoint()
+    }
+
+    /// Takes the `n` steps of a function's result, just after the call: the
+    /// clock is read then (a call is where time goes that the steps do
+    /// not show).
+    pub fn after_call(&mut self, n: u64) -> Result<(), String> {
+        self.mine = self.mine.saturating_add(n);
+        self.checkpoint()
+    }
+
+    /// Adds this render's steps to the shared count and reads the clock.
+    #[cold]
+    #[inline(never)]
+    fn checkpoint(&mut self) -> Result<(), String> {
+        if self.settle() > self.steps {
             return Err(format!(
                 "template work budget exhausted: over {} steps (each action, range iteration and function call is a step, and a function's result counts by its size); a template renders config values, not loops",
-                steps
+                self.steps
             ));
         }
-        if checkpoint && self.before + self.started.elapsed() > time {
+        if self.before + self.started.elapsed() > self.time {
             return Err(format!(
                 "template time budget exhausted: over {} ms spent rendering; a template renders config values, not loops",
-                time.as_millis()
+                self.time.as_millis()
             ));
         }
         Ok(())

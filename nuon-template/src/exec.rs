@@ -59,6 +59,13 @@ impl<'t> State<'t> {
             .map_err(|m| Stop::Exhausted(self.at.0, self.at.1, m))
     }
 
+    /// Takes the steps of a function's result, and reads the clock.
+    fn step_after_call(&mut self, n: u64) -> Eval<()> {
+        self.meter
+            .after_call(n)
+            .map_err(|m| Stop::Exhausted(self.at.0, self.at.1, m))
+    }
+
     fn set_at(&mut self, a: &Arg) {
         self.at = (a.pos, a.end);
     }
@@ -493,15 +500,15 @@ impl<'t> State<'t> {
             argv.push(self.validate(v, ty)?);
         }
         let ctx = funcs::Ctx { tmpl: self.tmpl };
-        // A call is two steps (so the clock is read), and its result
-        // counts by its size: a list or map by its entries, a text by
-        // every 64 bytes.
+        // A call is two steps and its arguments count by their size, its
+        // result too (a list or map by its entries, a text by every 64
+        // bytes); the clock is read when it returns.
         let size = argv.iter().map(size_of).sum::<u64>();
         self.at = cmd_span;
         self.step(2 + size / 4)?;
         match (f.call)(&ctx, argv) {
             Ok(v) => {
-                self.step(size_of(&v))?;
+                self.step_after_call(size_of(&v))?;
                 Ok(v)
             }
             Err(m) => {
