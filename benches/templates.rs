@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use nuon_core::template::{MissingKey, Template, Value};
-use nuon_test_fixtures::templates::{self, Outcome};
+use nuon_test_fixtures::templates;
 
 const ITER: u32 = 200;
 
@@ -203,14 +203,7 @@ fn render_against_go() -> Result<()> {
     let go = templates::run_oracle(&oracle, &cases_path, &data_path)?;
     // The cases Go renders, parsed once, with their data decoded once.
     let mut ready: Vec<(Template, Value)> = Vec::new();
-    for (case, (_, outcome)) in cases.iter().zip(&go) {
-        if !matches!(outcome, Outcome::Out(_)) {
-            continue;
-        }
-        let data = match &case.data {
-            Some(d) => serde_json::from_str(d)?,
-            None => default.clone(),
-        };
+    for (case, data) in templates::go_rendered(&cases, &go, &default)? {
         let mk = match case.missing_key.as_deref() {
             Some("error") => MissingKey::Error,
             Some("zero") => MissingKey::Zero,

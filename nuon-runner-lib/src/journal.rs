@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -39,10 +39,10 @@ impl Journal {
             .mode(0o600)
             .open(&path)?;
         let actor = format!("runner:{runner}");
-        let chain = match last_line(&mut file)? {
+        let chain = match crate::tail::last_line(&mut file)? {
             None => Chain::new(&actor),
-            Some(line) => {
-                let e: AuditEntry = serde_json::from_str(&line).map_err(|e| {
+            Some((line, _)) => {
+                let e: AuditEntry = serde_json::from_slice(&line).map_err(|e| {
                     std::io::Error::other(format!(
                         "the last line of {} is not a journal entry ({e}); move the file away to start a new journal, and keep it to verify",
                         path.display()
@@ -167,27 +167,6 @@ impl Accepted {
             seen.retain(|_, until| *until >= now);
         }
         seen.insert((job.clone(), attempt), not_after_ms).is_none()
-    }
-}
-
-/// The last non-empty line of a file, read from its end.
-fn last_line(file: &mut File) -> std::io::Result<Option<String>> {
-    let len = file.seek(SeekFrom::End(0))?;
-    let mut back = 4096u64;
-    loop {
-        let start = len.saturating_sub(back);
-        file.seek(SeekFrom::Start(start))?;
-        let mut buf = Vec::new();
-        Read::by_ref(file).take(len - start).read_to_end(&mut buf)?;
-        let text = String::from_utf8_lossy(&buf);
-        let trimmed = text.trim_end_matches('\n');
-        match trimmed.rfind('\n') {
-            Some(i) => return Ok(Some(trimmed[i + 1..].to_owned())),
-            None if start == 0 => {
-                return Ok((!trimmed.is_empty()).then(|| trimmed.to_owned()));
-            }
-            None => back *= 4,
-        }
     }
 }
 

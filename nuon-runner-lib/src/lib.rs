@@ -80,6 +80,7 @@ mod spool;
 mod stats;
 pub mod switch;
 mod sys;
+mod tail;
 #[cfg(feature = "cmd")]
 pub mod update;
 mod watch;

@@ -97,34 +97,13 @@ fn acked_path(log: &Path) -> PathBuf {
 /// when it is a result record.
 pub(crate) fn read_result(path: &Path) -> io::Result<Option<ResultFile>> {
     let mut file = File::open(path)?;
-    match last_record(&mut file)? {
-        Some(record) if record.first() == Some(&RESULT) => ResultFile::parse(&record).map(Some),
-        _ => Ok(None),
-    }
-}
-
-/// The last record of `file` that has its newline (without it).
-fn last_record(file: &mut File) -> io::Result<Option<Vec<u8>>> {
-    let len = file.seek(SeekFrom::End(0))?;
-    let mut back = 4096u64;
-    loop {
-        let start = len.saturating_sub(back);
-        file.seek(SeekFrom::Start(start))?;
-        let mut buf = Vec::new();
-        Read::by_ref(file).take(len - start).read_to_end(&mut buf)?;
-        // What follows the last newline is torn.
-        let Some(end) = memchr::memrchr(b'\n', &buf) else {
-            if start == 0 {
-                return Ok(None);
-            }
-            back *= 4;
-            continue;
-        };
-        match memchr::memrchr(b'\n', &buf[..end]) {
-            Some(i) => return Ok(Some(buf[i + 1..end].to_vec())),
-            None if start == 0 => return Ok(Some(buf[..end].to_vec())),
-            None => back *= 4,
+    match crate::tail::last_line(&mut file)? {
+        // Nothing is written after a result: a torn last line means the
+        // writer stopped before it.
+        Some((record, true)) if record.first() == Some(&RESULT) => {
+            ResultFile::parse(&record).map(Some)
         }
+        _ => Ok(None),
     }
 }
 
