@@ -181,12 +181,8 @@ pub(crate) fn list(root: &Path) -> io::Result<Vec<(PathBuf, Meta)>> {
 /// `lines`, `result.json`, `acked`) to a log file beside it, and returns
 /// the file. The result, if there is one, becomes the file's last record.
 fn upgrade(dir: &Path) -> io::Result<PathBuf> {
-    #[derive(Deserialize)]
-    struct OldMeta {
-        job_id: JobId,
-        attempt: u32,
-    }
-    let meta: OldMeta =
+    // `meta.json` held a [`Meta`].
+    let meta: Meta =
         serde_json::from_slice(&fs::read(dir.join("meta.json"))?).map_err(io::Error::other)?;
     let path = attempt_path(dir.parent().unwrap_or(dir), &meta.job_id, meta.attempt);
     let lines = dir.join("lines");
