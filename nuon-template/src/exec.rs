@@ -9,10 +9,13 @@ use super::fmt::write_plain;
 use super::funcs::{self, Ty};
 use super::parse::{Arg, ArgKind, Branch, Node, Number, Pipe};
 use super::value::{Elem, Value};
+use super::value::{MAX_VALUE_DEPTH, Unkeepable, check_nesting};
 use super::{MissingKey, Template};
 
 /// How deep `{{template}}` calls may nest.
 const MAX_DEPTH: usize = 100;
+/// How deep bodies and template calls nest at run time, together.
+const MAX_NESTING: usize = 200;
 
 /// Why execution stopped early.
 pub(crate) enum Stop {
@@ -31,6 +34,8 @@ pub(crate) struct State<'t> {
     pub out: String,
     vars: Vec<(String, Value)>,
     depth: usize,
+    /// Bodies and template calls open now.
+    nesting: usize,
     /// The span of the node being evaluated, for messages.
     at: (usize, usize),
     meter: Meter<'t>,
@@ -43,6 +48,7 @@ impl<'t> State<'t> {
             out: String::new(),
             vars: vec![("$".into(), data.clone())],
             depth: 0,
+            nesting: 0,
             at: (0, 0),
             meter,
         }
@@ -109,9 +115,9 @@ impl<'t> State<'t> {
                     }
                 }
             }
-            Node::If(b) => self.if_or_with(dot, b, false)?,
-            Node::With(b) => self.if_or_with(dot, b, true)?,
-            Node::Range(b) => self.range(dot, b)?,
+            Node::If(b) => self.nested(|s| s.if_or_with(dot, b, false))?,
+            Node::With(b) => self.nested(|s| s.if_or_with(dot, b, true))?,
+            Node::Range(b) => self.nested(|s| s.range(dot, b))?,
             Node::Break => return Err(Stop::Break),
             Node::Continue => return Err(Stop::Continue),
             Node::Template { pos, name, pipe } => {
@@ -128,13 +134,28 @@ impl<'t> State<'t> {
                 };
                 let saved = std::mem::replace(&mut self.vars, vec![("$".into(), dot.clone())]);
                 self.depth += 1;
-                let r = self.walk_list(&dot, tree);
+                let r = self.nested(|s| s.walk_list(&dot, tree));
                 self.depth -= 1;
                 self.vars = saved;
                 r?;
             }
         }
         Ok(())
+    }
+
+    /// Runs `f` one body deeper: bodies inside bodies and templates
+    /// called from templates, together, stop at [`MAX_NESTING`] (each is
+    /// a few frames of this thread's stack).
+    fn nested(&mut self, f: impl FnOnce(&mut Self) -> Eval<()>) -> Eval<()> {
+        if self.nesting >= MAX_NESTING {
+            return self.fail(format!(
+                "exceeded maximum nesting ({MAX_NESTING} bodies and template calls inside each other)"
+            ));
+        }
+        self.nesting += 1;
+        let r = f(self);
+        self.nesting -= 1;
+        r
     }
 
     fn if_or_with(&mut self, dot: &Value, b: &Branch, with: bool) -> Eval<()> {
@@ -194,11 +215,21 @@ impl<'t> State<'t> {
         let n = b.pipe.decl.len();
         for (k, e) in items {
             self.step(1)?;
-            if n > 0 {
-                self.vars[mark - 1].1 = e.clone();
-            }
-            if n > 1 {
-                self.vars[mark - 2].1 = k;
+            if b.pipe.is_assign {
+                // `range $i, $v = ...` sets variables declared before it.
+                if n > 1 {
+                    self.set_var(&b.pipe.decl[0], k)?;
+                }
+                if n > 0 {
+                    self.set_var(&b.pipe.decl[n - 1], e.clone())?;
+                }
+            } else {
+                if n > 0 {
+                    self.vars[mark - 1].1 = e.clone();
+                }
+                if n > 1 {
+                    self.vars[mark - 2].1 = k;
+                }
             }
             let r = self.walk_list(&e, &b.list);
             self.vars.truncate(mark);
@@ -223,14 +254,24 @@ impl<'t> State<'t> {
         let value = value.unwrap_or(Value::Missing);
         for name in &pipe.decl {
             if pipe.is_assign {
-                if let Some(slot) = self.vars.iter_mut().rev().find(|(n, _)| n == name) {
-                    slot.1 = value.clone();
-                }
+                self.set_var(name, value.clone())?;
             } else {
                 self.vars.push((name.clone(), value.clone()));
             }
         }
         Ok(value)
+    }
+
+    /// Go's `setVar`: the innermost variable of that name (declared in
+    /// the text, it may not have been on this run: `and 0 ($v := 1)`).
+    fn set_var(&mut self, name: &str, value: Value) -> Eval<()> {
+        match self.vars.iter_mut().rev().find(|(n, _)| n == name) {
+            Some(slot) => {
+                slot.1 = value;
+                Ok(())
+            }
+            None => self.fail(format!("undefined variable: {name}")),
+        }
     }
 
     fn var(&self, name: &str) -> Eval<Value> {
@@ -509,6 +550,22 @@ impl<'t> State<'t> {
         match (f.call)(&ctx, argv) {
             Ok(v) => {
                 self.step_after_call(size_of(&v))?;
+                if v.is_container() {
+                    self.at = cmd_span;
+                    match check_nesting(&v) {
+                        Ok(visited) => self.step(visited)?,
+                        Err(Unkeepable::TooDeep) => {
+                            return self.fail(format!(
+                                "error calling {name}: its result nests lists and maps over {MAX_VALUE_DEPTH} levels deep"
+                            ));
+                        }
+                        Err(Unkeepable::Cycle) => {
+                            return self.fail(format!(
+                                "error calling {name}: its result holds a map inside itself (a cycle), which cannot be printed, copied or compared"
+                            ));
+                        }
+                    }
+                }
                 Ok(v)
             }
             Err(m) => {

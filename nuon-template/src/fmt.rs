@@ -5,6 +5,9 @@ use std::fmt::Write as _;
 
 use super::value::{Value, format_float};
 
+mod json;
+pub use json::json;
+
 /// `fmt.Sprint`: operands joined, with a space between two operands when
 /// neither is a string.
 pub fn sprint(args: &[Value]) -> String {
@@ -69,41 +72,54 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
             }
             chars.next();
         }
-        // Width.
+        // Width and precision: digits, or `*` for an int argument (Go's
+        // `intFromArg`: over a million, or not an int, is bad).
         let number = |chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>,
                       out: &mut String,
                       next: &mut usize,
                       what: &str|
-         -> Option<usize> {
+         -> Option<i64> {
             if chars.peek().map(|&(_, c)| c) == Some('*') {
                 chars.next();
                 let v = args.get(*next);
                 *next += 1;
                 return match v {
-                    Some(Value::Int(i, _)) if i.unsigned_abs() < 1_000_000 => Some(*i as usize),
+                    Some(Value::Int(i, _)) if i.unsigned_abs() < 1_000_000 => Some(*i),
                     _ => {
                         let _ = write!(out, "%!({what})");
                         None
                     }
                 };
             }
-            let mut n: Option<usize> = None;
+            let mut n: Option<i64> = None;
             while let Some(&(_, d)) = chars.peek() {
                 let Some(v) = d.to_digit(10) else { break };
-                n = Some(
-                    n.unwrap_or(0)
-                        .saturating_mul(10)
-                        .saturating_add(v as usize)
-                        .min(1_000_000),
-                );
+                n = Some((n.unwrap_or(0) * 10 + i64::from(v)).min(1_000_000));
                 chars.next();
             }
             n
         };
-        spec.width = number(&mut chars, &mut out, &mut next, "BADWIDTH");
+        // A negative width pads on the right, as `-` does.
+        spec.width = number(&mut chars, &mut out, &mut next, "BADWIDTH").map(|w| {
+            if w < 0 {
+                spec.minus = true;
+                spec.zero = false;
+            }
+            w.unsigned_abs() as usize
+        });
         if chars.peek().map(|&(_, c)| c) == Some('.') {
             chars.next();
-            spec.prec = Some(number(&mut chars, &mut out, &mut next, "BADPREC").unwrap_or(0));
+            let star = chars.peek().map(|&(_, c)| c) == Some('*');
+            spec.prec = match number(&mut chars, &mut out, &mut next, "BADPREC") {
+                Some(p) if p >= 0 => Some(p as usize),
+                // A negative precision is none, and said to be bad.
+                Some(_) => {
+                    out.push_str("%!(BADPREC)");
+                    None
+                }
+                None if star => None,
+                None => Some(0),
+            };
         }
         // An explicit argument index: %[2]s.
         if chars.peek().map(|&(_, c)| c) == Some('[') {
@@ -217,6 +233,11 @@ pub(crate) fn plain(v: &Value) -> String {
     s
 }
 
+/// The most text a value is written as: printing stops there (a value
+/// shared many times inside itself is small to make and huge to write),
+/// and the output's own limit, or the budget, refuses it.
+const MAX_TEXT: usize = 64 << 20;
+
 /// `v` as `%v` writes it (and `fmt.Print`).
 pub(crate) fn write_plain(out: &mut String, v: &Value) {
     format_arg(out, v, 'v', Spec::default());
@@ -261,6 +282,9 @@ fn format_arg(out: &mut String, v: &Value, verb: char, spec: Spec) {
         Value::List(l, _) => {
             out.push('[');
             for (i, e) in l.iter().enumerate() {
+                if out.len() > MAX_TEXT {
+                    break;
+                }
                 if i > 0 {
                     out.push(' ');
                 }
@@ -271,6 +295,9 @@ fn format_arg(out: &mut String, v: &Value, verb: char, spec: Spec) {
         Value::Map(m, _) => {
             out.push_str("map[");
             for (i, (k, e)) in m.borrow().iter().enumerate() {
+                if out.len() > MAX_TEXT {
+                    break;
+                }
                 if i > 0 {
                     out.push(' ');
                 }
@@ -331,8 +358,8 @@ fn format_int(out: &mut String, v: &Value, i: i64, verb: char, spec: Spec) {
         if p == 0 && u == 0 {
             digits.clear();
         }
-        while digits.len() < p {
-            digits.insert(0, '0');
+        if digits.len() < p {
+            digits.insert_str(0, &"0".repeat(p - digits.len()));
         }
     }
     let sign = if neg {
@@ -618,6 +645,9 @@ fn go_syntax(out: &mut String, v: &Value, top: bool) {
             out.push_str(&v.type_name());
             out.push('{');
             for (i, e) in l.iter().enumerate() {
+                if out.len() > MAX_TEXT {
+                    break;
+                }
                 if i > 0 {
                     out.push_str(", ");
                 }
@@ -629,6 +659,9 @@ fn go_syntax(out: &mut String, v: &Value, top: bool) {
             out.push_str(&v.type_name());
             out.push('{');
             for (i, (k, e)) in m.borrow().iter().enumerate() {
+                if out.len() > MAX_TEXT {
+                    break;
+                }
                 if i > 0 {
                     out.push_str(", ");
                 }
@@ -640,126 +673,6 @@ fn go_syntax(out: &mut String, v: &Value, top: bool) {
         }
         Value::Time(t) => out.push_str(&super::time::go_string(*t)),
     }
-}
-
-/// Writes `v` as Go's `encoding/json` marshals it (`indent` for
-/// `MarshalIndent(v, "", indent)`; `escape_html` for `<`, `>` and `&`).
-/// Fails on NaN and infinities, as Go does.
-pub fn json(v: &Value, indent: Option<&str>, escape_html: bool) -> Result<String, String> {
-    let mut out = String::new();
-    json_into(&mut out, v, indent, 0, escape_html)?;
-    Ok(out)
-}
-
-fn newline(out: &mut String, indent: Option<&str>, depth: usize) {
-    if let Some(ind) = indent {
-        out.push('\n');
-        for _ in 0..depth {
-            out.push_str(ind);
-        }
-    }
-}
-
-fn json_into(
-    out: &mut String,
-    v: &Value,
-    indent: Option<&str>,
-    depth: usize,
-    html: bool,
-) -> Result<(), String> {
-    match v {
-        Value::Nil | Value::Missing => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i, _) => {
-            let _ = write!(out, "{i}");
-        }
-        Value::Float(f) => {
-            if !f.is_finite() {
-                return Err(format!(
-                    "json: unsupported value: {}",
-                    format_float(*f, 'g', None)
-                ));
-            }
-            let a = f.abs();
-            if a != 0.0 && !(1e-6..1e21).contains(&a) {
-                let mut s = format_float(*f, 'e', None);
-                // e-07 → e-7
-                let b = s.as_bytes();
-                let n = b.len();
-                if n >= 4 && b[n - 4] == b'e' && b[n - 3] == b'-' && b[n - 2] == b'0' {
-                    s.remove(n - 2);
-                }
-                out.push_str(&s);
-            } else {
-                out.push_str(&format_float(*f, 'f', None));
-            }
-        }
-        Value::Str(s) => json_string(out, s, html),
-        Value::Time(t) => json_string(out, &super::time::rfc3339_nano(*t), html),
-        Value::List(l, _) => {
-            if l.is_empty() {
-                out.push_str("[]");
-                return Ok(());
-            }
-            out.push('[');
-            for (i, e) in l.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                newline(out, indent, depth + 1);
-                json_into(out, e, indent, depth + 1, html)?;
-            }
-            newline(out, indent, depth);
-            out.push(']');
-        }
-        Value::Map(m, _) => {
-            let m = m.borrow();
-            if m.is_empty() {
-                out.push_str("{}");
-                return Ok(());
-            }
-            out.push('{');
-            for (i, (k, e)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                newline(out, indent, depth + 1);
-                json_string(out, k, html);
-                out.push(':');
-                if indent.is_some() {
-                    out.push(' ');
-                }
-                json_into(out, e, indent, depth + 1, html)?;
-            }
-            newline(out, indent, depth);
-            out.push('}');
-        }
-    }
-    Ok(())
-}
-
-fn json_string(out: &mut String, s: &str, html: bool) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' if html => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

@@ -451,4 +451,169 @@ mod budget_tests {
         assert_eq!(out, "A,B,C");
         assert!(b.used() < 100, "{}", b.used());
     }
+
+    /// Runs `f` on a thread with tokio's blocking-pool stack (2 MiB), the
+    /// one renders run on.
+    fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(f)
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    /// Nesting deep enough to overflow a render thread's stack is refused
+    /// with an error: in the text (parenthesized pipelines, control
+    /// structures) and at run time (a template calling itself from inside
+    /// nested bodies).
+    #[test]
+    fn deep_nesting_in_the_text_is_an_error_not_a_stack_overflow() {
+        for text in [
+            format!("{{{{ {}1{} }}}}", "(".repeat(20_000), ")".repeat(20_000)),
+            format!(
+                "{}x{}",
+                "{{ if 1 }}".repeat(20_000),
+                "{{ end }}".repeat(20_000)
+            ),
+        ] {
+            let e = on_small_stack(move || Template::parse("t", &text).unwrap_err());
+            assert!(e.message.contains("max expression depth exceeded"), "{e}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_at_run_time_is_an_error_not_a_stack_overflow() {
+        let text = format!(
+            "{{{{ define \"a\" }}}}{}{{{{ template \"a\" . }}}}{}{{{{ end }}}}{{{{ template \"a\" 1 }}}}",
+            format!("{{{{ if {} }}}}", "(".repeat(8) + "1" + &")".repeat(8)).repeat(90),
+            "{{ end }}".repeat(90)
+        );
+        let e = on_small_stack(move || {
+            Template::parse("t", &text)
+                .unwrap()
+                .execute_json(&serde_json::json!({}))
+                .unwrap_err()
+        });
+        assert!(e.message.contains("exceeded maximum nesting (200"), "{e}");
+    }
+
+    /// Arithmetic on a template's numbers wraps as Go's ints do, never
+    /// panics (the fuzz build checks overflow): ranges at the ends of
+    /// int64, a durations past int64 nanoseconds, version parts at the end
+    /// of uint64, abbreviation offsets, negative `*` widths and precisions.
+    #[test]
+    fn numbers_at_the_ends_of_their_range_do_not_panic() {
+        let r = |text: &str| {
+            Template::parse("t", text)
+                .unwrap()
+                .execute_json(&serde_json::json!({}))
+                .map_err(|e| e.message)
+        };
+        assert_eq!(r("[{{ seq 9223372036854775807 }}]").unwrap(), "[]");
+        assert_eq!(r("[{{ seq -9223372036854775808 }}]").unwrap(), "[]");
+        let e = r("{{ untilStep 0 9223372036854775807 4611686018427387904 }}").unwrap_err();
+        assert!(e.contains("over a million items"), "{e}");
+        let e = r(r#"{{ mustDateModify "999999999999999999999999h" now }}"#).unwrap_err();
+        assert!(e.contains("invalid duration"), "{e}");
+        r(r#"{{ ago (dateModify "-999999999999999999999999h" now) }}"#).unwrap();
+        assert_eq!(
+            r(r#"{{ semverCompare "~18446744073709551615" "1.0.0" }}"#).unwrap(),
+            "false"
+        );
+        r(r#"{{ abbrevboth -9223372036854775808 5 "abcdefghijklmn" }}"#).unwrap();
+        assert_eq!(r(r#"[{{ printf "%*d" -5 1 }}]"#).unwrap(), "[1    ]");
+        assert_eq!(r(r#"{{ printf "%.*d" -1 1 }}"#).unwrap(), "%!(BADPREC)1");
+        assert_eq!(r(r#"{{ printf "%.3d" 1 }}"#).unwrap(), "001");
+        // `range ... =` sets variables declared before it, and only those.
+        assert_eq!(
+            r("{{ $i := 0 }}{{ $v := 0 }}{{ range $i, $v = list 7 8 }}{{ end }}{{ $i }}{{ $v }}")
+                .unwrap(),
+            "18"
+        );
+        let e = r("{{ and 0 ($v := 1) }}{{ range $i, $v = list 1 2 }}{{ end }}").unwrap_err();
+        assert!(e.contains("undefined variable"), "{e}");
+    }
+
+    /// A bomb in one call is refused before it is made (the budget counts
+    /// a result once it exists): results that would be huge, values
+    /// nested deep or holding themselves, text of a value shared many
+    /// times inside itself. Each of these took gigabytes or minutes.
+    #[test]
+    fn one_call_cannot_make_a_bomb() {
+        let r = |text: &str| {
+            let text = text.to_owned();
+            on_small_stack(move || {
+                Template::parse("t", &text)
+                    .unwrap()
+                    .execute_json(&serde_json::json!({}))
+                    .map_err(|e| e.message)
+            })
+        };
+        for (text, want) in [
+            (
+                r#"{{ replace "a" (repeat 10000 "x") (repeat 1000000 "a") }}"#,
+                "replace would make",
+            ),
+            (
+                r#"{{ regexReplaceAll "a" (repeat 1000000 "a") (repeat 10000 "x") }}"#,
+                "regexReplaceAll would make",
+            ),
+            (
+                r#"{{ indent 65536 (repeat 1000000 "\n") }}"#,
+                "indent would make",
+            ),
+            (
+                r#"{{ wrapWith 1 (repeat 1000000 "x") (repeat 1000000 "a ") }}"#,
+                "wrapWith would make",
+            ),
+            (
+                r#"{{ join (repeat 1000000 "x") (until 100000) }}"#,
+                "join would make",
+            ),
+            (r#"{{ split "" (repeat 16000000 "a") }}"#, "over a million"),
+            (
+                r#"{{ regexFindAll "" (repeat 16000000 "a") -1 }}"#,
+                "over a million",
+            ),
+            (
+                r#"{{ $x := list }}{{ range until 100000 }}{{ $x = list $x }}{{ end }}"#,
+                "over 100 levels",
+            ),
+            (
+                r#"{{ $d := dict }}{{ $_ := set $d "a" $d }}{{ $d }}"#,
+                "a cycle",
+            ),
+            (
+                r#"{{ $x := list 1 }}{{ range until 40 }}{{ $x = list $x $x }}{{ end }}{{ deepCopy $x }}"#,
+                "deepCopy would make",
+            ),
+            (
+                r#"{{ $x := list 1 }}{{ range until 40 }}{{ $x = list $x $x }}{{ end }}{{ $x }}"#,
+                "output is over",
+            ),
+            (
+                r#"{{ $x := list 1 }}{{ range until 40 }}{{ $x = list $x $x }}{{ end }}{{ toJson $x }}"#,
+                "over",
+            ),
+        ] {
+            // Slow builds reach the time budget first: refused either way.
+            let e = r(text).unwrap_err();
+            assert!(
+                e.contains(want) || e.contains("budget exhausted"),
+                "{text}: {e}"
+            );
+        }
+        // What they are made of still works at a config's sizes.
+        assert_eq!(r(r#"{{ replace "a" "bb" "aXa" }}"#).unwrap(), "bbXbb");
+        assert_eq!(
+            r(r#"{{ regexReplaceAll "a(x*)b" "-ab-axxb-" "${1}W" }}"#).unwrap(),
+            "-W-xxW-"
+        );
+        assert_eq!(
+            r(r#"{{ list 1 1 "1" 2.0 (list 1) (list 1) | uniq }}"#).unwrap(),
+            "[1 1 2 [1]]"
+        );
+        assert_eq!(r(r#"{{ trimAll "$x" "$$5.00x$" }}"#).unwrap(), "5.00");
+    }
 }

@@ -431,6 +431,11 @@ pub fn parse_duration(t: &str) -> Result<i128, String> {
         s = &s[u..];
         total += num * unit;
     }
+    // Go's durations are int64 nanoseconds: past them it is invalid (2^63,
+    // as near as a float says it).
+    if total.round() > 9_223_372_036_854_775_808.0 {
+        return Err(format!("time: invalid duration {t:?}"));
+    }
     let d = total.round() as i128;
     Ok(if neg { -d } else { d })
 }

@@ -77,6 +77,11 @@ impl From<bool> for Value {
 }
 
 impl Value {
+    /// Whether it is a list or a map.
+    pub(crate) fn is_container(&self) -> bool {
+        matches!(self, Value::List(..) | Value::Map(..))
+    }
+
     /// A Go `int`.
     pub fn int(i: i64) -> Value {
         Value::Int(i, IntType::Int)
@@ -356,6 +361,85 @@ pub fn format_float(f: f64, verb: char, prec: Option<usize>) -> String {
             }
         }
     }
+}
+
+/// How deep lists and maps may nest in a value a function returns: the
+/// engine, the printers and dropping a value all recurse on it, on
+/// threads with small stacks.
+pub(crate) const MAX_VALUE_DEPTH: usize = 100;
+
+/// Why a value may not be kept.
+pub(crate) enum Unkeepable {
+    /// Lists and maps nest past [`MAX_VALUE_DEPTH`].
+    TooDeep,
+    /// A map holds itself (sprig's `set $d "k" $d`): it cannot be printed,
+    /// copied or compared.
+    Cycle,
+}
+
+/// Checks how lists and maps nest in `v`, visiting each one once however
+/// often it is shared; the number visited, the work it took.
+pub(crate) fn check_nesting(v: &Value) -> Result<u64, Unkeepable> {
+    use std::collections::{HashMap, HashSet};
+    struct Walk {
+        /// Finished containers and their depth.
+        done: HashMap<usize, usize>,
+        /// Containers being walked now (a cycle meets one again).
+        open: HashSet<usize>,
+    }
+    impl Walk {
+        fn depth(&mut self, v: &Value, level: usize) -> Result<usize, Unkeepable> {
+            let (id, children): (usize, Vec<Value>) = match v {
+                Value::List(l, _) => {
+                    let id = Rc::as_ptr(l) as usize;
+                    if let Some(d) = self.done.get(&id) {
+                        return Ok(*d);
+                    }
+                    (id, l.iter().filter(|c| c.is_container()).cloned().collect())
+                }
+                Value::Map(m, _) => {
+                    let id = Rc::as_ptr(m) as *const u8 as usize;
+                    if let Some(d) = self.done.get(&id) {
+                        return Ok(*d);
+                    }
+                    let children = m
+                        .borrow()
+                        .values()
+                        .filter(|c| c.is_container())
+                        .cloned()
+                        .collect();
+                    (id, children)
+                }
+                _ => return Ok(0),
+            };
+            if level >= MAX_VALUE_DEPTH {
+                return Err(Unkeepable::TooDeep);
+            }
+            if !self.open.insert(id) {
+                return Err(Unkeepable::Cycle);
+            }
+            let mut deepest = 0;
+            for c in &children {
+                deepest = deepest.max(self.depth(c, level + 1)?);
+            }
+            self.open.remove(&id);
+            let d = deepest + 1;
+            if level + d > MAX_VALUE_DEPTH {
+                return Err(Unkeepable::TooDeep);
+            }
+            self.done.insert(id, d);
+            Ok(d)
+        }
+    }
+    if !v.is_container() {
+        return Ok(0);
+    }
+    let mut w = Walk {
+        done: HashMap::new(),
+        open: HashSet::new(),
+    };
+    w.depth(v, 0)?;
+    Ok(w.done.len() as u64)
 }
 
 #[cfg(test)]

@@ -128,16 +128,16 @@ fn bump(v: &Version, at: usize) -> Version {
     };
     match at {
         0 => {
-            n.major += 1;
+            n.major = n.major.wrapping_add(1);
             n.minor = 0;
             n.patch = 0;
         }
         1 => {
-            n.minor += 1;
+            n.minor = n.minor.wrapping_add(1);
             n.patch = 0;
         }
         _ => {
-            n.patch += 1;
+            n.patch = n.patch.wrapping_add(1);
         }
     }
     n

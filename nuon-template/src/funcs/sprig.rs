@@ -11,6 +11,8 @@ use crate::fmt::{json, plain, quote};
 use crate::value::{Elem, IntType, Value};
 use crate::{parse, time};
 
+mod dates;
+
 type R = Result<Value, String>;
 
 const ANY: &[Ty] = &[Ty::Any];
@@ -40,6 +42,36 @@ fn i64v(i: i64) -> Value {
 }
 
 /// sprig's `strval`: a value as text.
+/// The most one function may make: a string of this many bytes, or a
+/// list of a sixteenth as many items. A function's result counts against
+/// the budget only once it is made, so what it would make is checked
+/// first (Go has no bound: a bomb of a template takes the process down).
+const MAX_MADE: u128 = 16 << 20;
+
+/// Refuses a result of `len` bytes past [`MAX_MADE`].
+fn made(what: &str, len: u128) -> Result<(), String> {
+    if len > MAX_MADE {
+        return Err(format!(
+            "{what} would make {len} bytes, over {} MiB: a template renders config values, not bulk data",
+            MAX_MADE >> 20
+        ));
+    }
+    Ok(())
+}
+
+/// The most items one function may make.
+const MAX_ITEMS: usize = (MAX_MADE >> 4) as usize;
+
+/// Refuses a result of `n` items past [`MAX_ITEMS`].
+fn made_items(what: &str, n: usize) -> Result<(), String> {
+    if n > MAX_ITEMS {
+        return Err(format!(
+            "{what} would make {n} items, over a million: a template renders config values, not bulk data"
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn strval(v: &Value) -> String {
     match v {
         Value::Str(s) => s.to_string(),
@@ -141,9 +173,13 @@ fn deep_equal(a: &Value, b: &Value) -> bool {
         (Value::Float(x), Value::Float(y)) => x == y,
         (Value::Str(x), Value::Str(y)) => x == y,
         (Value::Time(x), Value::Time(y)) => x == y,
+        // The same list or map is equal to itself (Go's shortcut too).
         (Value::List(x, ex), Value::List(y, ey)) => {
-            ex == ey && x.len() == y.len() && x.iter().zip(y.iter()).all(|(a, b)| deep_equal(a, b))
+            ex == ey
+                && (Rc::ptr_eq(x, y)
+                    || x.len() == y.len() && x.iter().zip(y.iter()).all(|(a, b)| deep_equal(a, b)))
         }
+        (Value::Map(x, ex), Value::Map(y, ey)) if Rc::ptr_eq(x, y) => ex == ey,
         (Value::Map(x, ex), Value::Map(y, ey)) => {
             let (x, y) = (x.borrow(), y.borrow());
             ex == ey
@@ -155,20 +191,50 @@ fn deep_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn deep_copy(v: &Value) -> Value {
-    match v {
-        Value::List(l, e) => Value::List(Rc::new(l.iter().map(deep_copy).collect()), *e),
-        Value::Map(m, e) => Value::Map(
-            Rc::new(std::cell::RefCell::new(
-                m.borrow()
+/// What [`deep_equal`] compares a scalar by: equal keys, equal values.
+/// None for lists, maps and NaN (equal to nothing, itself included).
+fn scalar_key(v: &Value) -> Option<(u8, i128, Option<Rc<str>>)> {
+    Some(match v {
+        Value::Missing | Value::Nil => (0, 0, None),
+        Value::Bool(b) => (1, i128::from(*b), None),
+        Value::Int(i, ty) => (2, i128::from(*i), Some(format!("{ty:?}").into())),
+        // `0.0 == -0.0`: one key for both.
+        Value::Float(f) if !f.is_nan() => (3, i128::from((f + 0.0).to_bits()), None),
+        Value::Str(s) => (4, 0, Some(s.clone())),
+        Value::Time(t) => (5, *t, None),
+        _ => return None,
+    })
+}
+
+/// A copy of `v` that shares nothing with it; refused past [`MAX_ITEMS`]
+/// items (a value shared many times inside itself is small, its copy is
+/// not).
+fn deep_copy(v: &Value) -> R {
+    fn copy(v: &Value, budget: &mut usize) -> R {
+        *budget = budget
+            .checked_sub(1)
+            .ok_or_else(|| format!("deepCopy would make over {MAX_ITEMS} items"))?;
+        Ok(match v {
+            Value::List(l, e) => {
+                let items = l
                     .iter()
-                    .map(|(k, v)| (k.clone(), deep_copy(v)))
-                    .collect(),
-            )),
-            *e,
-        ),
-        other => other.clone(),
+                    .map(|x| copy(x, budget))
+                    .collect::<Result<_, _>>()?;
+                Value::List(Rc::new(items), *e)
+            }
+            Value::Map(m, e) => {
+                let entries = m
+                    .borrow()
+                    .iter()
+                    .map(|(k, x)| Ok((k.clone(), copy(x, budget)?)))
+                    .collect::<Result<_, String>>()?;
+                Value::Map(Rc::new(std::cell::RefCell::new(entries)), *e)
+            }
+            other => other.clone(),
+        })
     }
+    let mut budget = MAX_ITEMS;
+    copy(v, &mut budget)
 }
 
 fn map_of(v: &Value) -> Result<std::cell::Ref<'_, BTreeMap<String, Value>>, String> {
@@ -188,7 +254,7 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     numbers(m);
     encodings(m);
     regexes(m);
-    dates(m);
+    dates::register(m);
     misc(m);
 }
 
@@ -246,20 +312,15 @@ fn strings(m: &mut HashMap<&'static str, Func>) {
             return Err("strings: negative Repeat count".into());
         }
         let t = s(&a[1]);
-        if (t.len() as u128) * (n as u128) > 16 << 20 {
-            return Err(format!(
-                "repeat of {} bytes {n} times is over 16 MiB",
-                t.len()
-            ));
-        }
+        made("repeat", t.len() as u128 * n as u128)?;
         text(t.repeat(n as usize))
     });
-    add(m, "trimAll", STR2, None, |_, a| {
-        text(s(&a[1]).trim_matches(|c| s(&a[0]).contains(c)))
-    });
-    add(m, "trimall", STR2, None, |_, a| {
-        text(s(&a[1]).trim_matches(|c| s(&a[0]).contains(c)))
-    });
+    for name in ["trimAll", "trimall"] {
+        add(m, name, STR2, None, |_, a| {
+            let cut: std::collections::HashSet<char> = s(&a[0]).chars().collect();
+            text(s(&a[1]).trim_matches(|c| cut.contains(&c)))
+        });
+    }
     add(m, "trimSuffix", STR2, None, |_, a| {
         text(s(&a[1]).strip_suffix(s(&a[0])).unwrap_or(s(&a[1])))
     });
@@ -314,7 +375,10 @@ fn strings(m: &mut HashMap<&'static str, Func>) {
         text(wrap(s(&a[1]), int_arg(&a[0]), "\n", false))
     });
     add(m, "wrapWith", &[Ty::Int, Ty::Str, Ty::Str], None, |_, a| {
-        text(wrap(s(&a[2]), int_arg(&a[0]), s(&a[1]), true))
+        // At most a break after every byte.
+        let (t, sep) = (s(&a[2]), s(&a[1]));
+        made("wrapWith", t.len() as u128 * (1 + sep.len() as u128))?;
+        text(wrap(t, int_arg(&a[0]), sep, true))
     });
     add(m, "contains", STR2, None, |_, a| {
         Ok(Value::Bool(s(&a[1]).contains(s(&a[0]))))
@@ -350,13 +414,13 @@ fn strings(m: &mut HashMap<&'static str, Func>) {
         text(parts.join(" "))
     });
     add(m, "indent", INT_STR, None, |_, a| {
-        text(indent(int_arg(&a[0]), s(&a[1])))
+        text(indent(int_arg(&a[0]), s(&a[1]))?)
     });
     add(m, "nindent", INT_STR, None, |_, a| {
-        text(format!("\n{}", indent(int_arg(&a[0]), s(&a[1]))))
+        text(format!("\n{}", indent(int_arg(&a[0]), s(&a[1]))?))
     });
     add(m, "replace", STR3, None, |_, a| {
-        text(go_replace(s(&a[2]), s(&a[0]), s(&a[1])))
+        text(go_replace(s(&a[2]), s(&a[0]), s(&a[1]))?)
     });
     add(m, "plural", &[Ty::Str, Ty::Str, Ty::Int], None, |_, a| {
         Ok(if int_arg(&a[2]) == 1 {
@@ -398,16 +462,20 @@ fn strings(m: &mut HashMap<&'static str, Func>) {
         },
     );
     add(m, "join", &[Ty::Str, Ty::Any], None, |_, a| {
-        text(strslice(&a[1]).join(s(&a[0])))
+        let (parts, sep) = (strslice(&a[1]), s(&a[0]));
+        let len: u128 = parts.iter().map(|p| p.len() as u128).sum::<u128>()
+            + sep.len() as u128 * parts.len().saturating_sub(1) as u128;
+        made("join", len)?;
+        text(parts.join(sep))
     });
     add(m, "split", STR2, None, |_, a| {
-        Ok(parts_map(go_split(s(&a[1]), s(&a[0]), -1)))
+        Ok(parts_map(go_split(s(&a[1]), s(&a[0]), -1)?))
     });
     add(m, "splitn", &[Ty::Str, Ty::Int, Ty::Str], None, |_, a| {
-        Ok(parts_map(go_split(s(&a[2]), s(&a[0]), int_arg(&a[1]))))
+        Ok(parts_map(go_split(s(&a[2]), s(&a[0]), int_arg(&a[1]))?))
     });
     add(m, "splitList", STR2, None, |_, a| {
-        Ok(Value::strings(go_split(s(&a[1]), s(&a[0]), -1)))
+        Ok(Value::strings(go_split(s(&a[1]), s(&a[0]), -1)?))
     });
     add(m, "toStrings", ANY, None, |_, a| {
         Ok(Value::strings(strslice(&a[0])))
@@ -476,45 +544,70 @@ fn title(t: &str) -> String {
         .collect()
 }
 
-fn indent(n: i64, t: &str) -> String {
+fn indent(n: i64, t: &str) -> Result<String, String> {
     let pad = " ".repeat(n.clamp(0, 1 << 16) as usize);
-    format!("{pad}{}", t.replace('\n', &format!("\n{pad}")))
+    let lines = t.bytes().filter(|&b| b == b'\n').count() as u128 + 1;
+    made("indent", t.len() as u128 + lines * pad.len() as u128)?;
+    Ok(format!("{pad}{}", t.replace('\n', &format!("\n{pad}"))))
 }
 
 /// Go's `strings.Replace(src, old, new, -1)` (an empty `old` matches
 /// between every character).
-fn go_replace(src: &str, old: &str, new: &str) -> String {
-    if old.is_empty() {
+fn go_replace(src: &str, old: &str, new: &str) -> Result<String, String> {
+    let n = if old.is_empty() {
+        src.chars().count() + 1
+    } else {
+        src.matches(old).count()
+    } as u128;
+    made(
+        "replace",
+        src.len() as u128 + n * new.len() as u128 - n * old.len() as u128,
+    )?;
+    Ok(if old.is_empty() {
         let mut out = String::from(new);
         for c in src.chars() {
             out.push(c);
             out.push_str(new);
         }
-        return out;
-    }
-    src.replace(old, new)
+        out
+    } else {
+        src.replace(old, new)
+    })
 }
 
 /// Go's `strings.SplitN` (`n < 0`: all).
-fn go_split(t: &str, sep: &str, n: i64) -> Vec<String> {
+fn go_split(t: &str, sep: &str, n: i64) -> Result<Vec<String>, String> {
     if n == 0 {
-        return Vec::new();
+        return Ok(Vec::new());
     }
+    let pieces = if sep.is_empty() {
+        t.chars().count()
+    } else {
+        t.matches(sep).count() + 1
+    };
+    made_items(
+        "split",
+        if n > 0 {
+            pieces.min(n as usize)
+        } else {
+            pieces
+        },
+    )?;
     if sep.is_empty() {
         let cs: Vec<String> = t.chars().map(String::from).collect();
         if n > 0 && (n as usize) < cs.len() {
             let mut head: Vec<String> = cs[..n as usize - 1].to_vec();
             let rest: String = cs[n as usize - 1..].concat();
             head.push(rest);
-            return head;
+            return Ok(head);
         }
-        return cs;
+        return Ok(cs);
     }
-    if n < 0 {
+    Ok(if n < 0 {
         t.split(sep).map(String::from).collect()
     } else {
         t.splitn(n as usize, sep).map(String::from).collect()
-    }
+    })
 }
 
 fn parts_map(parts: Vec<String>) -> Value {
@@ -541,7 +634,8 @@ fn abbreviate(t: &str, offset: i64, max: i64) -> Option<String> {
         return Some(t.into());
     }
     let mut offset = offset.min(len);
-    if len - offset < max - 3 {
+    // goutils' ints wrap, as Go's do.
+    if len.wrapping_sub(offset) < max - 3 {
         offset = len - (max - 3);
     }
     let lossy = |x: &[u8]| String::from_utf8_lossy(x).into_owned();
@@ -742,9 +836,22 @@ fn lists(m: &mut HashMap<&'static str, Func>) {
     }
     for name in ["uniq", "mustUniq"] {
         add(m, name, ANY, None, |_, a| {
+            // Scalars by a key (linear); lists and maps among themselves.
             let mut out: Vec<Value> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            let mut nested: Vec<Value> = Vec::new();
             for v in items(&a[0], "find uniq")?.iter() {
-                if !out.iter().any(|o| deep_equal(o, v)) {
+                let new = match scalar_key(v) {
+                    Some(k) => seen.insert(k),
+                    None if matches!(v, Value::List(..) | Value::Map(..)) => {
+                        !nested.iter().any(|o| deep_equal(o, v)) && {
+                            nested.push(v.clone());
+                            true
+                        }
+                    }
+                    None => true,
+                };
+                if new {
                     out.push(v.clone());
                 }
             }
@@ -932,8 +1039,8 @@ fn dicts(m: &mut HashMap<&'static str, Func>) {
         add(m, name, &[Ty::Map], Some(Ty::Map), call);
         let _ = name;
     }
-    add(m, "deepCopy", ANY, None, |_, a| Ok(deep_copy(&a[0])));
-    add(m, "mustDeepCopy", ANY, None, |_, a| Ok(deep_copy(&a[0])));
+    add(m, "deepCopy", ANY, None, |_, a| deep_copy(&a[0]));
+    add(m, "mustDeepCopy", ANY, None, |_, a| deep_copy(&a[0]));
     add(m, "dig", &[], Some(Ty::Any), |_, a| {
         if a.len() < 3 {
             return Err("dig needs at least three arguments".into());
@@ -1123,11 +1230,11 @@ fn numbers(m: &mut HashMap<&'static str, Func>) {
             [] => return text(""),
             [end] => {
                 let inc = if *end < 1 { -1 } else { 1 };
-                until_step(1, end + inc, inc)?
+                until_step(1, end.wrapping_add(inc), inc)?
             }
             [start, end] => {
                 let inc = if end < start { -1 } else { 1 };
-                until_step(*start, end + inc, inc)?
+                until_step(*start, end.wrapping_add(inc), inc)?
             }
             [start, step, end] => {
                 let mut inc = 1;
@@ -1137,7 +1244,7 @@ fn numbers(m: &mut HashMap<&'static str, Func>) {
                         return text("");
                     }
                 }
-                until_step(*start, end + inc, *step)?
+                until_step(*start, end.wrapping_add(inc), *step)?
             }
             _ => return Err("seq: too many arguments".into()),
         };
@@ -1181,13 +1288,13 @@ fn go_min(a: f64, b: f64) -> f64 {
 
 fn until_step(start: i64, stop: i64, step: i64) -> R {
     let mut v = Vec::new();
-    let limit = 1 << 20;
+    let limit = MAX_ITEMS;
     if stop < start {
         if step < 0 {
             let mut i = start;
             while i > stop {
                 v.push(Value::int(i));
-                i += step;
+                i = i.wrapping_add(step);
                 if v.len() > limit {
                     return Err("untilStep: over a million items".into());
                 }
@@ -1197,7 +1304,8 @@ fn until_step(start: i64, stop: i64, step: i64) -> R {
         let mut i = start;
         while i < stop {
             v.push(Value::int(i));
-            i += step;
+            // Go's ints wrap; the item limit ends the loop.
+            i = i.wrapping_add(step);
             if v.len() > limit {
                 return Err("untilStep: over a million items".into());
             }
@@ -1454,30 +1562,31 @@ fn regexes(m: &mut HashMap<&'static str, Func>) {
             if n == 0 {
                 return Ok(Value::strings(Vec::new()));
             }
+            let take = if n < 0 { usize::MAX } else { n as usize };
+            let n = re.find_iter(s(&a[1])).take(take.min(MAX_ITEMS + 1)).count();
+            made_items("regexFindAll", n)?;
             let all = re.find_iter(s(&a[1])).map(|x| x.as_str().to_string());
-            Ok(Value::strings(if n < 0 {
-                all.collect()
-            } else {
-                all.take(n as usize).collect()
-            }))
+            Ok(Value::strings(all.take(take).collect()))
         });
     }
     for name in ["regexReplaceAll", "mustRegexReplaceAll"] {
         add(m, name, STR3, None, |_, a| {
-            text(
-                compile(s(&a[0]))?
-                    .replace_all(s(&a[1]), s(&a[2]))
-                    .into_owned(),
-            )
+            text(regex_replace(
+                &compile(s(&a[0]))?,
+                s(&a[1]),
+                s(&a[2]),
+                false,
+            )?)
         });
     }
     for name in ["regexReplaceAllLiteral", "mustRegexReplaceAllLiteral"] {
         add(m, name, STR3, None, |_, a| {
-            text(
-                compile(s(&a[0]))?
-                    .replace_all(s(&a[1]), regex::NoExpand(s(&a[2])))
-                    .into_owned(),
-            )
+            text(regex_replace(
+                &compile(s(&a[0]))?,
+                s(&a[1]),
+                s(&a[2]),
+                true,
+            )?)
         });
     }
     for name in ["regexSplit", "mustRegexSplit"] {
@@ -1492,11 +1601,9 @@ fn regexes(m: &mut HashMap<&'static str, Func>) {
             }
             let mut out = Vec::new();
             let (mut beg, mut end) = (0, 0);
-            let matches: Vec<_> = if n < 0 {
-                re.find_iter(t).collect()
-            } else {
-                re.find_iter(t).take(n as usize).collect()
-            };
+            let take = if n < 0 { usize::MAX } else { n as usize };
+            let matches: Vec<_> = re.find_iter(t).take(take.min(MAX_ITEMS + 1)).collect();
+            made_items("regexSplit", matches.len())?;
             for mt in matches {
                 if n > 0 && out.len() as i64 == n - 1 {
                     break;
@@ -1527,6 +1634,31 @@ fn regexes(m: &mut HashMap<&'static str, Func>) {
 
 /// A compiled regular expression, from a small per-thread cache: a
 /// template calls `regexMatch` with the same pattern on every render.
+/// Go's `ReplaceAllString` (`$1`, `${name}` expanded) or
+/// `ReplaceAllLiteralString`, stopped once its result is past [`MAX_MADE`].
+fn regex_replace(
+    re: &regex::Regex,
+    src: &str,
+    repl: &str,
+    literal: bool,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let mut last = 0;
+    for caps in re.captures_iter(src) {
+        let Some(m) = caps.get(0) else { continue };
+        out.push_str(&src[last..m.start()]);
+        if literal {
+            out.push_str(repl);
+        } else {
+            caps.expand(repl, &mut out);
+        }
+        last = m.end();
+        made("regexReplaceAll", out.len() as u128)?;
+    }
+    out.push_str(&src[last..]);
+    Ok(out)
+}
+
 fn compile(re: &str) -> Result<regex::Regex, String> {
     thread_local! {
         static CACHE: std::cell::RefCell<HashMap<String, regex::Regex>> =
@@ -1556,154 +1688,6 @@ fn compile(re: &str) -> Result<regex::Regex, String> {
         c.insert(re.to_owned(), compiled.clone());
     });
     Ok(compiled)
-}
-
-fn now_nanos() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
-}
-
-/// The time sprig's date functions read from a value: a time, or Unix
-/// seconds as an integer; anything else is now.
-fn time_of(v: &Value) -> i128 {
-    match v {
-        Value::Time(t) => *t,
-        Value::Int(i, _) => i128::from(*i) * 1_000_000_000,
-        _ => now_nanos(),
-    }
-}
-
-/// Go falls back to UTC for a zone it does not know; a real zone this
-/// I/O-free engine cannot convert to is an error rather than a wrong time.
-fn check_zone(z: &str) -> Result<(), String> {
-    const REGIONS: &[&str] = &[
-        "Africa/",
-        "America/",
-        "Antarctica/",
-        "Arctic/",
-        "Asia/",
-        "Atlantic/",
-        "Australia/",
-        "Brazil/",
-        "Canada/",
-        "Chile/",
-        "Europe/",
-        "Indian/",
-        "Mexico/",
-        "Pacific/",
-        "US/",
-    ];
-    let real = REGIONS.iter().any(|r| z.starts_with(r))
-        || matches!(
-            z,
-            "EST"
-                | "MST"
-                | "HST"
-                | "EST5EDT"
-                | "CST6CDT"
-                | "MST7MDT"
-                | "PST8PDT"
-                | "CET"
-                | "EET"
-                | "WET"
-                | "MET"
-                | "Japan"
-                | "Singapore"
-                | "Hongkong"
-                | "Israel"
-                | "Turkey"
-                | "Egypt"
-                | "Iran"
-                | "Cuba"
-                | "Jamaica"
-                | "Navajo"
-                | "Poland"
-                | "Portugal"
-                | "PRC"
-                | "ROC"
-                | "ROK"
-                | "NZ"
-                | "Eire"
-                | "GB"
-                | "Iceland"
-                | "Libya"
-                | "Kwajalein"
-        );
-    if real && !z.ends_with("/UTC") {
-        Err(format!(
-            "time zone {z:?} is not available here: templates render in UTC"
-        ))
-    } else {
-        Ok(())
-    }
-}
-
-fn dates(m: &mut HashMap<&'static str, Func>) {
-    add(m, "now", &[], None, |_, _| Ok(Value::Time(now_nanos())));
-    add(m, "date", &[Ty::Str, Ty::Any], None, |_, a| {
-        text(time::format(time_of(&a[1]), s(&a[0])))
-    });
-    for name in ["dateInZone", "date_in_zone"] {
-        add(m, name, &[Ty::Str, Ty::Any, Ty::Str], None, |_, a| {
-            check_zone(s(&a[2]))?;
-            text(time::format(time_of(&a[1]), s(&a[0])))
-        });
-    }
-    add(m, "htmlDate", ANY, None, |_, a| {
-        text(time::format(time_of(&a[0]), "2006-01-02"))
-    });
-    add(m, "htmlDateInZone", &[Ty::Any, Ty::Str], None, |_, a| {
-        check_zone(s(&a[1]))?;
-        text(time::format(time_of(&a[0]), "2006-01-02"))
-    });
-    add(m, "toDate", STR2, None, |_, a| {
-        Ok(Value::Time(
-            time::parse(s(&a[0]), s(&a[1])).unwrap_or(time::ZERO),
-        ))
-    });
-    add(m, "mustToDate", STR2, None, |_, a| {
-        Ok(Value::Time(time::parse(s(&a[0]), s(&a[1]))?))
-    });
-    add(m, "unixEpoch", &[Ty::Time], None, |_, a| {
-        text((time_of(&a[0]).div_euclid(1_000_000_000)).to_string())
-    });
-    for name in ["dateModify", "date_modify"] {
-        add(m, name, &[Ty::Str, Ty::Time], None, |_, a| {
-            Ok(Value::Time(
-                time_of(&a[1]) + time::parse_duration(s(&a[0])).unwrap_or(0),
-            ))
-        });
-    }
-    for name in ["mustDateModify", "must_date_modify"] {
-        add(m, name, &[Ty::Str, Ty::Time], None, |_, a| {
-            Ok(Value::Time(
-                time_of(&a[1]) + time::parse_duration(s(&a[0]))?,
-            ))
-        });
-    }
-    add(m, "duration", ANY, None, |_, a| {
-        let n = match &a[0] {
-            Value::Str(t) => t.parse::<i64>().unwrap_or(0),
-            Value::Int(i, IntType::Int64) => *i,
-            _ => 0,
-        };
-        text(time::duration_string(i128::from(n) * 1_000_000_000))
-    });
-    add(m, "durationRound", ANY, None, |_, a| {
-        let d: i128 = match &a[0] {
-            Value::Str(t) => time::parse_duration(t).unwrap_or(0),
-            Value::Int(i, IntType::Int64) => i128::from(*i),
-            Value::Time(t) => now_nanos() - t,
-            _ => 0,
-        };
-        text(time::duration_round(d))
-    });
-    add(m, "ago", ANY, None, |_, a| {
-        let d = now_nanos() - time_of(&a[0]);
-        let rounded = (d + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000;
-        text(time::duration_string(rounded))
-    });
 }
 
 fn misc(m: &mut HashMap<&'static str, Func>) {
