@@ -1,4 +1,4 @@
-use nuon_core::wire::ApiError;
+use nuon_core::wire::{ApiError, ErrorCode};
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -51,9 +51,18 @@ impl Error {
         }
     }
 
+    /// An API error's code, when this build knows it (a newer control
+    /// plane may answer with one it does not: see the `code` field).
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Error::Api { code, .. } => code.parse().ok(),
+            _ => None,
+        }
+    }
+
     /// Whether this is an API error with the given code.
-    pub fn is_code(&self, wanted: &str) -> bool {
-        matches!(self, Error::Api { code, .. } if code == wanted)
+    pub fn is_code(&self, wanted: ErrorCode) -> bool {
+        self.code() == Some(wanted)
     }
 
     pub(crate) fn from_body(status: u16, body: &[u8]) -> Error {
@@ -67,7 +76,7 @@ impl Error {
             },
             Err(_) => Error::Api {
                 status,
-                code: "http_error".into(),
+                code: ErrorCode::HttpError.as_str().into(),
                 message: String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
                 acked_seq: None,
                 diagnostics: Vec::new(),

@@ -2,9 +2,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use nuon_core::wire::{
-    ClaimRequest, ClaimResponse, Completion, CompletionAck, HeartbeatRequest, HeartbeatResponse,
-    LOG_RECORDS_CONTENT_TYPE, LogAck, LogBatch, LogBatchQuery, RunnerSession, SESSION_HEADER,
-    routes,
+    ClaimRequest, ClaimResponse, Completion, CompletionAck, ErrorCode, HeartbeatRequest,
+    HeartbeatResponse, LOG_RECORDS_CONTENT_TYPE, LogAck, LogBatch, LogBatchQuery, RunnerSession,
+    SESSION_HEADER, routes,
 };
 use nuon_core::{JobId, Transport, TransportError};
 
@@ -96,7 +96,11 @@ fn map_err(e: Error) -> TransportError {
             code,
             message,
             ..
-        } if code == "runner_in_use" || code == "wrong_signing_key" => {
+        } if matches!(
+            code.parse(),
+            Ok(ErrorCode::RunnerInUse | ErrorCode::WrongSigningKey)
+        ) =>
+        {
             TransportError::Unauthorized(message)
         }
         Error::Api {
@@ -106,7 +110,7 @@ fn map_err(e: Error) -> TransportError {
             message,
             ..
         } => {
-            if code == "logs_pending" {
+            if ErrorCode::LogsPending == code.as_str() {
                 TransportError::LogsPending {
                     acked_seq: acked_seq.unwrap_or(0),
                 }

@@ -2,6 +2,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use nuon_core::app::Diagnostic;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{ApiError, ApiErrorBody};
 
 use crate::store::StoreError;
@@ -15,7 +16,7 @@ pub enum Error {
         /// The HTTP status.
         status: StatusCode,
         /// A stable code (`not_found`, `stale_attempt`, ...).
-        code: &'static str,
+        code: ErrorCode,
         /// What, where, how to fix.
         message: String,
         /// With `logs_pending`, the highest log line held.
@@ -67,7 +68,7 @@ impl From<crate::throttle::Throttled> for Error {
 }
 
 impl Error {
-    pub(crate) fn api(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn api(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         Error::Api {
             status,
             code,
@@ -77,19 +78,23 @@ impl Error {
     }
 
     pub(crate) fn not_found(message: impl Into<String>) -> Self {
-        Self::api(StatusCode::NOT_FOUND, "not_found", message)
+        Self::api(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
-        Self::api(StatusCode::BAD_REQUEST, "bad_request", message)
+        Self::api(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
     }
 
-    pub(crate) fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::api(StatusCode::CONFLICT, code, message)
     }
 
     pub(crate) fn internal(message: impl Into<String>) -> Self {
-        Self::api(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        Self::api(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            message,
+        )
     }
 }
 
@@ -131,7 +136,7 @@ impl IntoResponse for Error {
                 diagnostics: d,
             } => {
                 diagnostics = d;
-                ("invalid_config", message, None)
+                (ErrorCode::InvalidConfig, message, None)
             }
             Error::Api {
                 code,
@@ -144,17 +149,17 @@ impl IntoResponse for Error {
                 message,
                 acked_seq,
             }) => (code, message, acked_seq),
-            Error::TooManyAttempts { message, .. } => ("too_many_attempts", message, None),
-            Error::Store(StoreError::Invalid(message)) => ("bad_request", message, None),
+            Error::TooManyAttempts { message, .. } => (ErrorCode::TooManyAttempts, message, None),
+            Error::Store(StoreError::Invalid(message)) => (ErrorCode::BadRequest, message, None),
             Error::Store(StoreError::Closed) => (
-                "shutting_down",
+                ErrorCode::ShuttingDown,
                 "the control plane is shutting down; retry shortly".into(),
                 None,
             ),
             other => {
                 tracing::error!(error = %other, "internal error");
                 (
-                    "internal",
+                    ErrorCode::Internal,
                     "internal error; see the control plane's log".into(),
                     None,
                 )
@@ -162,7 +167,7 @@ impl IntoResponse for Error {
         };
         let body = ApiError {
             error: ApiErrorBody {
-                code: code.into(),
+                code: code.as_str().into(),
                 message,
                 acked_seq,
                 diagnostics,

@@ -29,6 +29,7 @@ use crate::job::{JobResult, JobStatus};
 use crate::model::{ApprovalMode, InstallState};
 pub use crate::model::{RunnerHealth, RunnerStatus};
 
+mod errors;
 mod secrets;
 mod states;
 mod telemetry;
@@ -38,6 +39,7 @@ pub use crate::records::{
 };
 use crate::workflow::StepRecord;
 use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
+pub use errors::{ApiError, ApiErrorBody, ErrorCode};
 pub use secrets::{InstallSecret, InstallSecrets, UpdateInputs};
 pub use states::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked};
 pub use telemetry::{ProbeSeen, RunnerTelemetry, RunnerUpdateFailure, ToolHeld};
@@ -856,28 +858,6 @@ pub struct LogPage {
     pub next: u64,
     /// Whether the job has finished and this page reaches the end of its log.
     pub complete: bool,
-}
-
-/// The body of every error answer of both APIs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct ApiError {
-    /// The error.
-    pub error: ApiErrorBody,
-}
-
-/// What went wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct ApiErrorBody {
-    /// A stable machine-readable code (`not_found`, `stale_attempt`, ...).
-    pub code: String,
-    /// A sentence for people: what, where, and how to fix it.
-    pub message: String,
-    /// With `logs_pending`: the highest log sequence number the server holds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acked_seq: Option<u64>,
-    /// With `invalid_config`: every problem of the config.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub diagnostics: Vec<Diagnostic>,
 }
 
 // ---------------------------------------------------------------- Orgs and tokens

@@ -235,6 +235,55 @@ fn install_states_and_approval_modes_are_spelled_only_in_their_enums() {
     );
 }
 
+/// Every spelling `ErrorCode` declares, read from its declaration.
+fn error_code_spellings() -> Vec<String> {
+    let decl = read(&repo_root().join("nuon-core/src/wire/errors.rs"));
+    decl.lines()
+        .filter_map(|l| {
+            let (_, rest) = l.trim().split_once(" = \"")?;
+            Some(rest.strip_suffix("\",")?.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn api_error_codes_are_spelled_only_in_their_enum() {
+    let codes = error_code_spellings();
+    assert!(
+        codes.len() > 50,
+        "ErrorCode's spellings not found: {codes:?}"
+    );
+    // `csrf` is also the dashboard forms' field name.
+    let banned: Vec<String> = codes
+        .iter()
+        .filter(|c| *c != "csrf")
+        .map(|c| format!("\"{c}\""))
+        .collect();
+    let mut found = Vec::new();
+    for dir in [
+        "nuon-control/src",
+        "bins/nuon/src",
+        "nuon-client/src",
+        "nuon-runner-lib/src",
+    ] {
+        for p in files(dir, "rs") {
+            if rel(&p).contains("/tests/") {
+                continue;
+            }
+            for (i, line) in shipped(&read(&p)).lines().enumerate() {
+                if banned.iter().any(|s| line.contains(s.as_str())) {
+                    found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "use ErrorCode (nuon_core::wire), not its spelling:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_service_layer_sits_below_the_api() {
     let mut found = Vec::new();
@@ -266,9 +315,9 @@ fn the_service_layer_sits_below_the_api() {
 /// the ceiling only comes down. Every one is to be split by what it is
 /// about (issue: "Structure, second floor"); a new file never joins.
 const LONG_FILES: &[(&str, usize)] = &[
-    ("nuon-core/src/wire.rs", 2321),
+    ("nuon-core/src/wire.rs", 2301),
     // A table: Sprig's functions, one after another.
-    ("nuon-template/src/funcs/sprig.rs", 1999),
+    ("nuon-template/src/funcs/sprig.rs", 1983),
     ("nuon-control/src/api/web/mod.rs", 1958),
     ("nuon-core/src/app/load.rs", 1145),
     // Load generators, one per scenario.
@@ -278,7 +327,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-core/src/app/mod.rs", 952),
     ("nuon-control/src/api/web/pages.rs", 1038),
     ("nuon-client/src/control.rs", 864),
-    ("nuon-template/src/parse.rs", 950),
+    ("nuon-template/src/parse.rs", 826),
     ("nuon-control/src/api/mod.rs", 901),
     ("nuon-core/src/app/check.rs", 896),
     ("nuon-plugins/src/oci/image.rs", 887),

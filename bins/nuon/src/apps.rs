@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use nuon_core::app;
-use nuon_core::wire::ConfigFile;
+use nuon_core::wire::{ConfigFile, ErrorCode};
 
 use crate::{CliError, EXIT_INVALID_CONFIG, Global, client, fmt_time, plural, print_json, table};
 
@@ -78,7 +78,7 @@ fn api_error(e: nuon_client::Error) -> CliError {
     if let nuon_client::Error::Api {
         code, diagnostics, ..
     } = &e
-        && code == "invalid_config"
+        && ErrorCode::InvalidConfig == code.as_str()
     {
         print_diagnostics(diagnostics);
         return CliError {

@@ -207,7 +207,7 @@ impl CliError {
         let code = self.api_code.clone().unwrap_or_else(|| {
             match self.code {
                 64 => "usage",
-                65 => "invalid_config",
+                65 => nuon_core::wire::ErrorCode::InvalidConfig.as_str(),
                 69 => "unavailable",
                 74 => "io_error",
                 _ => "failed",

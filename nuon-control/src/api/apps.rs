@@ -2,6 +2,7 @@
 //! installs with their inputs and secrets.
 
 use nuon_core::endpoint as ep;
+use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::Json;
@@ -519,7 +520,7 @@ async fn set_inputs(
     if !problems.is_empty() {
         return Err(Error::api(
             StatusCode::BAD_REQUEST,
-            "invalid_inputs",
+            ErrorCode::InvalidInputs,
             format!("install {:?}: {}", install.name, problems.join("; ")),
         ));
     }

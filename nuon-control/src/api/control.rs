@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use nuon_core::token::issue_runner_token;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{
     CreateJob, CreateRunner, JobList, LogEntry, RunnerCreated, RunnerInfo, RunnerList, RunnerRole,
 };
@@ -198,7 +199,7 @@ fn ad_hoc_on(
     let refuse = |why: String| {
         Error::api(
             StatusCode::FORBIDDEN,
-            "install_runner_policy",
+            ErrorCode::InstallRunnerPolicy,
             format!(
                 "runner {} is an install's runner: it runs the steps of the install's workflows, and only the commands its operator allows besides ({why}). Run a command there with `nuon installs debug INSTALL -- COMMAND...` (POST /v1/installs/{{id}}/debug), which the runner's --debug-commands decides",
                 runner.name

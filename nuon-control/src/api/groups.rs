@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get, patch, post};
 use nuon_core::endpoint::{self as ep, path_of};
 use nuon_core::labels::Selector;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, InstallInfo, LabelChange};
 use serde::Deserialize;
 
@@ -37,7 +38,7 @@ pub(super) struct SelectorQuery {
 /// A selector from the API, or a 400 that says what is wrong with it.
 pub(super) fn selector_of(text: &str) -> Result<Selector, Error> {
     text.parse()
-        .map_err(|e: String| Error::api(StatusCode::BAD_REQUEST, "invalid_selector", e))
+        .map_err(|e: String| Error::api(StatusCode::BAD_REQUEST, ErrorCode::InvalidSelector, e))
 }
 
 /// A body the service never saw is refused and recorded under the

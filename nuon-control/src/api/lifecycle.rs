@@ -5,6 +5,7 @@
 //! values), and deleting an app that has no install left.
 
 use nuon_core::endpoint as ep;
+use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::Json;
@@ -47,7 +48,7 @@ pub(super) async fn delete_install(
     if let Some(r) = state.engine.rollout_holding(org, &install.id).await? {
         return Err(Error::api(
             StatusCode::CONFLICT,
-            "install_in_rollout",
+            ErrorCode::InstallInRollout,
             format!(
                 "rollout {} ({}) still holds {}: let it finish, or `nuon releases cancel {}` first",
                 r.id, r.status, install.name, r.id
@@ -154,7 +155,7 @@ pub(super) async fn update_inputs(
     if !problems.is_empty() {
         return Err(Error::api(
             StatusCode::BAD_REQUEST,
-            "invalid_inputs",
+            ErrorCode::InvalidInputs,
             format!("install {:?}: {}", install.name, problems.join("; ")),
         ));
     }

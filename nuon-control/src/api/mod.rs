@@ -35,7 +35,7 @@ use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use nuon_core::token::hash_token;
-use nuon_core::wire::{MAX_BODY_BYTES, routes};
+use nuon_core::wire::{ErrorCode, MAX_BODY_BYTES, routes};
 use nuon_core::wire::{RunnerInfo, RunnerStatus};
 use nuon_core::{JobId, OrgId, PublicKey, RunnerId};
 use serde::de::DeserializeOwned;
@@ -455,7 +455,7 @@ impl From<EngineError> for Error {
             EngineError::Conflict { code, message } => Error::conflict(code, message),
             EngineError::ShuttingDown => Error::api(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
+                ErrorCode::ShuttingDown,
                 EngineError::ShuttingDown.to_string(),
             ),
             EngineError::Store(e) => Error::Store(e),
@@ -472,7 +472,7 @@ impl From<KeyError> for Error {
             KeyError::Sealed(m) => Error::internal(m),
             e @ KeyError::Sign(_) => Error::api(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "signer_unavailable",
+                ErrorCode::SignerUnavailable,
                 e.to_string(),
             ),
         }
@@ -590,7 +590,7 @@ pub(crate) fn bearer(parts: &Parts) -> Result<String, Error> {
         .ok_or_else(|| {
             Error::api(
                 StatusCode::UNAUTHORIZED,
-                "unauthorized",
+                ErrorCode::Unauthorized,
                 "missing bearer token: send `Authorization: Bearer TOKEN` (the CLI takes --token or NUON_TOKEN)",
             )
         })?;
@@ -611,7 +611,7 @@ pub(crate) fn bearer(parts: &Parts) -> Result<String, Error> {
         .ok_or_else(|| {
             Error::api(
                 StatusCode::UNAUTHORIZED,
-                "unauthorized",
+                ErrorCode::Unauthorized,
                 "malformed Authorization header: expected `Bearer TOKEN` (or basic auth with the token as password)",
             )
         })
@@ -642,7 +642,7 @@ impl FromRequestParts<SharedState> for ApiAuth {
         principal.map(ApiAuth).ok_or_else(|| {
                 Error::api(
                     StatusCode::UNAUTHORIZED,
-                    "unauthorized",
+                    ErrorCode::Unauthorized,
                     "invalid or revoked API token (an admin token is in the control plane's DATA_DIR/admin-token; under `nuon dev`, ./nuon-data/control/admin-token)",
                 )
             })
@@ -714,7 +714,7 @@ impl FromRequestParts<SharedState> for RunnerAuth {
         .ok_or_else(|| {
                 Error::api(
                     StatusCode::UNAUTHORIZED,
-                    "unauthorized",
+                    ErrorCode::Unauthorized,
                     "invalid or revoked runner token; issue this runner a new one with `nuon runners rotate-token RUNNER` (an install's runner is named after the install)",
                 )
             })?;
@@ -747,7 +747,7 @@ fn json_rejection(rejection: JsonRejection) -> Error {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return Error::api(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
+            ErrorCode::TooLarge,
             format!("request body is larger than {MAX_BODY_BYTES} bytes"),
         );
     }
@@ -816,7 +816,7 @@ fn not_found_route(api: Api, state: &AppState, path: &str) -> Error {
     let at = at.map_or_else(|| format!(" (nuon-ctl serve {flag})"), |u| format!(": {u}"));
     Error::api(
         StatusCode::NOT_FOUND,
-        "wrong_api",
+        ErrorCode::WrongApi,
         format!(
             "this is the control plane's {this} API, not its {meant} API; point {caller} at the {meant} API{at}"
         ),

@@ -7,6 +7,7 @@ use axum::routing::{get, post};
 use nuon_core::TokenId;
 use nuon_core::endpoint as ep;
 use nuon_core::token::issue_api_token;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{CreateToken, OrgInfo, SignInCode, TokenCreated, TokenInfo, TokenList};
 
 use crate::store::NewApiToken;
@@ -160,7 +161,7 @@ pub(super) async fn revoke_token(
     if id == auth.0.token_id {
         return Err(Error::api(
             StatusCode::CONFLICT,
-            "own_token",
+            ErrorCode::OwnToken,
             "a token cannot revoke itself: revoke it with another admin token",
         ));
     }

@@ -14,6 +14,7 @@ use axum::routing::{get, patch, post};
 use nuon_core::audit::AuditEntry;
 use nuon_core::endpoint as ep;
 use nuon_core::token::{hash_token, issue_api_token};
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{
     InviteUser, Role, SetUserRole, SignInCallback, SignInQuery, SignedIn, TokenCreated, TokenScope,
     UserInfo, UserList, routes,
@@ -79,7 +80,7 @@ async fn require_owner_for(
     if users.iter().any(|u| u.role == Role::Owner) {
         return Err(Error::api(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             "only an owner makes, changes or removes an owner",
         ));
     }
@@ -172,7 +173,7 @@ fn oidc_of(state: &SharedState) -> Result<std::sync::Arc<crate::oidc::Oidc>, Err
     state.oidc.clone().ok_or_else(|| {
         Error::api(
             StatusCode::NOT_FOUND,
-            "oidc_not_configured",
+            ErrorCode::OidcNotConfigured,
             "this control plane signs nobody in: start nuon-ctl serve with --oidc-issuer, --oidc-client-id and a client secret (--oidc-client-secret-file or NUON_OIDC_CLIENT_SECRET); API tokens work meanwhile",
         )
     })
@@ -193,12 +194,16 @@ fn redirect_url(state: &SharedState, oidc: &crate::oidc::Oidc) -> Result<String,
 impl From<OidcError> for Error {
     fn from(e: OidcError) -> Self {
         match e {
-            OidcError::Provider(_) => {
-                Error::api(StatusCode::BAD_GATEWAY, "identity_provider", e.to_string())
-            }
-            OidcError::Refused(_) => {
-                Error::api(StatusCode::UNAUTHORIZED, "sign_in_refused", e.to_string())
-            }
+            OidcError::Provider(_) => Error::api(
+                StatusCode::BAD_GATEWAY,
+                ErrorCode::IdentityProvider,
+                e.to_string(),
+            ),
+            OidcError::Refused(_) => Error::api(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::SignInRefused,
+                e.to_string(),
+            ),
         }
     }
 }
@@ -244,7 +249,7 @@ async fn callback(
     let Some(pending) = pending else {
         return Err(Error::api(
             StatusCode::BAD_REQUEST,
-            "unknown_sign_in",
+            ErrorCode::UnknownSignIn,
             "this sign-in's state is unknown, used or expired (a sign-in is good for one answer within 10 minutes); start again at /v1/auth/oidc/login?org=NAME",
         ));
     };
@@ -266,7 +271,11 @@ async fn callback(
             oidc.config.issuer
         );
         state.auditor.record(&org, refused("oidc", &why)).await;
-        return Err(Error::api(StatusCode::UNAUTHORIZED, "sign_in_refused", why));
+        return Err(Error::api(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::SignInRefused,
+            why,
+        ));
     }
     if let Some(err) = &q.error {
         let why = format!(
@@ -274,7 +283,11 @@ async fn callback(
             q.error_description.as_deref().unwrap_or("")
         );
         state.auditor.record(&org, refused("oidc", &why)).await;
-        return Err(Error::api(StatusCode::UNAUTHORIZED, "sign_in_refused", why));
+        return Err(Error::api(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::SignInRefused,
+            why,
+        ));
     }
     let code = q
         .code
@@ -310,7 +323,7 @@ async fn callback(
         state.auditor.record(&org, refused(&who.email, &why)).await;
         return Err(Error::api(
             StatusCode::FORBIDDEN,
-            "not_invited",
+            ErrorCode::NotInvited,
             format!(
                 "{why}: an owner or admin invites people (`nuon users invite {} --role viewer`)",
                 who.email

@@ -8,6 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use nuon_core::endpoint as ep;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{CreateRelease, ReleaseInfo, ReleaseList};
 use nuon_core::{ReleaseId, now_ms};
 use serde::Deserialize;
@@ -87,7 +88,7 @@ async fn create_release(
         };
         return Err(Error::api(
             StatusCode::CONFLICT,
-            "not_built",
+            ErrorCode::NotBuilt,
             format!(
                 "a release needs a successful build of every component: config version {} of app {:?} has none of {}; {fix}",
                 version.version,

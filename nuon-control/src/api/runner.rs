@@ -1,6 +1,7 @@
 //! The Runner API: long-poll claims, heartbeats, logs and completions, each
 //! scoped to the calling runner and fenced by attempt.
 
+use nuon_core::wire::ErrorCode;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -54,7 +55,7 @@ async fn claim(
     {
         // Caught at the first claim, not job by job.
         return Err(Error::conflict(
-            "wrong_signing_key",
+            ErrorCode::WrongSigningKey,
             format!(
                 "this runner verifies jobs with {key}, a key its org never signed with; the org signs with {current}: restart the runner with --signing-key {current} (the control plane's DATA_DIR/org-signing-key.pub)"
             ),
@@ -333,7 +334,7 @@ async fn settings(
             .as_ref()
             .map_err(Clone::clone)
             .and_then(|ctx| render_env(vars, ctx, "runner.toml env_vars"))
-            .map_err(|e| Error::conflict("settings_not_rendered", e))?,
+            .map_err(|e| Error::conflict(ErrorCode::SettingsNotRendered, e))?,
         _ => Default::default(),
     };
     let components = ctx
@@ -381,7 +382,7 @@ impl FromRequest<SharedState> for LogBatchBody {
         if content_type != LOG_RECORDS_CONTENT_TYPE {
             return Err(Error::api(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 format!(
                     "a log batch must be sent as `Content-Type: {LOG_RECORDS_CONTENT_TYPE}`, not {content_type:?}"
                 ),
@@ -391,7 +392,7 @@ impl FromRequest<SharedState> for LogBatchBody {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 Error::api(
                     StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
+                    ErrorCode::TooLarge,
                     format!("request body is larger than {MAX_BODY_BYTES} bytes"),
                 )
             } else {

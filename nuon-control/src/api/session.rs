@@ -4,6 +4,7 @@
 //! it, unless it asks to replace it, after which the first is refused in
 //! turn (fenced off) within the auth cache's time.
 
+use nuon_core::wire::ErrorCode;
 use std::net::SocketAddr;
 
 use axum::extract::ConnectInfo;
@@ -36,7 +37,7 @@ pub(super) async fn check(
         }
         return Err(Error::api(
             StatusCode::BAD_REQUEST,
-            "runner_session_required",
+            ErrorCode::RunnerSessionRequired,
             format!(
                 "a Runner API request must name its runner process in the {SESSION_HEADER} \
                  header (`id=ID; host=HOST; pid=PID`): one token, one live runner. nuon-runner \
@@ -93,7 +94,7 @@ pub(super) async fn check(
         }
         return Err(Error::api(
             StatusCode::CONFLICT,
-            "runner_in_use",
+            ErrorCode::RunnerInUse,
             format!(
                 "another process took runner {}'s token at the same moment; one token, one runner: stop the other, or start this one with --replace",
                 principal.runner_id
@@ -117,7 +118,7 @@ pub(super) async fn check(
 fn in_use(principal: &RunnerPrincipal, cur: &RunnerSession, quiet_ms: i64) -> Error {
     Error::api(
         StatusCode::CONFLICT,
-        "runner_in_use",
+        ErrorCode::RunnerInUse,
         format!(
             "runner {} is already running as {}, started {} s ago and last seen {} s ago; one token, one live runner: stop that one, or start this one with --replace to take over (the other is then refused)",
             principal.runner_id,

@@ -6,6 +6,7 @@
 //! the stack's outputs as `.nuon.install_stack.outputs.*`.
 
 use nuon_core::endpoint as ep;
+use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::Json;
@@ -164,7 +165,7 @@ async fn rendered_for(
         secrets: &config.secrets,
     };
     let ctx = render_context(&state.secrets, org, &without_outputs, owner, false)
-        .map_err(|e| Error::conflict("stack_not_made", e))?;
+        .map_err(|e| Error::conflict(ErrorCode::StackNotMade, e))?;
     // Rendering is a tenant's work: off the runtime's threads.
     let (permissions, stack) = {
         let (permissions, stack) = (config.permissions.clone(), config.stack.clone());
@@ -246,7 +247,7 @@ fn redeemed(r: StackRedeem) -> Result<(OrgId, nuon_core::InstallId, nuon_core::R
     };
     Err(Error::api(
         StatusCode::UNAUTHORIZED,
-        "install_token_refused",
+        ErrorCode::InstallTokenRefused,
         why,
     ))
 }

@@ -23,6 +23,7 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use nuon_core::endpoint as ep;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked, routes};
 use nuon_core::{InstallId, now_ms};
 use serde::Deserialize;
@@ -108,7 +109,7 @@ impl FromRequestParts<SharedState> for StateAuth {
             .ok_or_else(|| {
                     Error::api(
                         StatusCode::UNAUTHORIZED,
-                        "unauthorized",
+                        ErrorCode::Unauthorized,
                         "this state token is unknown or its job has ended: state tokens are good only while their job runs",
                     )
                 })?;
@@ -125,7 +126,7 @@ impl FromRequestParts<SharedState> for StateAuth {
             .ok_or_else(|| {
                 Error::api(
                     StatusCode::FORBIDDEN,
-                    "not_an_install_runner",
+                    ErrorCode::NotAnInstallRunner,
                     "Terraform state is kept per install: use the token of the install's runner",
                 )
             })?;
@@ -150,7 +151,7 @@ async fn backend(
         Some((allowed, _)) if allowed != component => {
             return Err(Error::api(
                 StatusCode::FORBIDDEN,
-                "wrong_component",
+                ErrorCode::WrongComponent,
                 format!("this state token is for the state of {allowed:?}, not {component:?}"),
             ));
         }
@@ -220,7 +221,7 @@ async fn backend(
         }
         other => Err(Error::api(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             format!(
                 "{other} is not part of Terraform's http backend here: use GET, POST, LOCK or UNLOCK"
             ),

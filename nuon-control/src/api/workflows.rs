@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use nuon_core::app::{ComponentKind, Source, source_dir};
 use nuon_core::endpoint as ep;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{
     ApprovalAnswer, BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow, InstallOutputs,
     StepChoice, WorkflowInfo,
@@ -224,7 +225,7 @@ pub(super) async fn outputs(
         .and_then(|o| serde_json::from_str(o).ok())
         .unwrap_or_default();
     outputs.install_stack = crate::engine::render::stack_outputs(&state.secrets, &install)
-        .map_err(|e| Error::api(StatusCode::CONFLICT, "stack_outputs_refused", e))?;
+        .map_err(|e| Error::api(StatusCode::CONFLICT, ErrorCode::StackOutputsRefused, e))?;
     Ok(Json(outputs.masked()))
 }
 
@@ -399,7 +400,7 @@ pub(super) async fn create_builds(
     }
     let runner = state.store.build_runner(org).await?.ok_or_else(|| {
         Error::conflict(
-            "no_build_runner",
+            ErrorCode::NoBuildRunner,
             "this org has no build runner (its token may be revoked)",
         )
     })?;

@@ -3,6 +3,7 @@
 //! this records it.
 
 use nuon_core::OrgId;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::StepStatus;
 
@@ -180,7 +181,7 @@ impl Engine {
             && let Some(running) = wf.steps.iter().find(|s| s.status == StepStatus::Running)
         {
             return Err(EngineError::conflict(
-                "step_running",
+                ErrorCode::StepRunning,
                 format!(
                     "step {:?} of workflow {} still runs: deny {:?} when it waits for its approval, or cancel the workflow",
                     running.name, wf.id, step.name

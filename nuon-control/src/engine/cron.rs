@@ -10,6 +10,7 @@
 //! starts if it is at most [`CATCH_UP_MS`] late; older ones are skipped
 //! and logged.
 
+use nuon_core::wire::ErrorCode;
 use std::collections::HashMap;
 
 use nuon_core::app::AppConfig;
@@ -134,7 +135,7 @@ impl Engine {
                         tracing::info!(workflow = %wf.id, install = %install.id, %target, due, "{trigger} run started");
                     }
                     Err(EngineError::Store(StoreError::Conflict {
-                        code: "already_started",
+                        code: ErrorCode::AlreadyStarted,
                         ..
                     })) => {}
                     Err(e) => {

@@ -2,6 +2,7 @@
 //! install's runner (a sync, an action's script, a plugin call, a Helm
 //! release, a Terraform run), rendered from the install's values.
 
+use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -316,7 +317,7 @@ impl Engine {
         {
             Ok(_) => Ok(()),
             Err(lock) => Err(EngineError::conflict(
-                "state_locked",
+                ErrorCode::StateLocked,
                 format!("the state of {component} is locked by {}", lock.id),
             )),
         }

@@ -40,6 +40,7 @@ pub(crate) use rollouts::RolloutAct;
 pub(crate) mod rules;
 mod secrets_sync;
 
+use nuon_core::wire::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -78,7 +79,7 @@ pub(crate) enum EngineError {
     #[error("{message}")]
     Conflict {
         /// A stable code (`not_waiting`, `install_busy`, ...).
-        code: &'static str,
+        code: ErrorCode,
         /// What, and what to do instead.
         message: String,
     },
@@ -104,7 +105,7 @@ impl From<KeyError> for EngineError {
 }
 
 impl EngineError {
-    pub(crate) fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
         EngineError::Conflict {
             code,
             message: message.into(),
@@ -113,13 +114,13 @@ impl EngineError {
 
     /// Its stable code, as the API answers it.
     #[cfg(test)]
-    pub(crate) fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> ErrorCode {
         match self {
-            EngineError::Invalid(_) => "bad_request",
-            EngineError::NotFound(_) => "not_found",
-            EngineError::Conflict { code, .. } => code,
-            EngineError::ShuttingDown => "shutting_down",
-            EngineError::Store(_) | EngineError::Internal(_) => "internal",
+            EngineError::Invalid(_) => ErrorCode::BadRequest,
+            EngineError::NotFound(_) => ErrorCode::NotFound,
+            EngineError::Conflict { code, .. } => *code,
+            EngineError::ShuttingDown => ErrorCode::ShuttingDown,
+            EngineError::Store(_) | EngineError::Internal(_) => ErrorCode::Internal,
         }
     }
 }
@@ -503,7 +504,7 @@ impl Engine {
             .collect();
         if !unbuilt.is_empty() {
             return Err(EngineError::conflict(
-                "not_built",
+                ErrorCode::NotBuilt,
                 format!(
                     "config version {} of app {app} has no successful build of {}: run `nuon builds create --app {app} --wait` first",
                     s.config_version,
@@ -520,7 +521,7 @@ impl Engine {
             secrets: &config.secrets,
         };
         let ctx = render::render_context(&self.secrets, org, install, owner, false)
-            .map_err(|e| EngineError::conflict("install_values_refused", e))?;
+            .map_err(|e| EngineError::conflict(ErrorCode::InstallValuesRefused, e))?;
         let problems = render::precheck_templates(config, &ctx, &targets);
         if !problems.is_empty() {
             return Err(EngineError::Invalid(format!(

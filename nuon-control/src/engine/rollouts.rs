@@ -18,6 +18,7 @@
 //! `cancel`, `rollback`) read, change and save the same way, again on a
 //! conflict.
 
+use nuon_core::wire::ErrorCode;
 use std::collections::HashMap;
 
 use nuon_core::labels::Selector;
@@ -126,7 +127,7 @@ fn stale(e: &EngineError) -> bool {
     matches!(
         e,
         EngineError::Store(StoreError::Conflict {
-            code: "stale_rollout",
+            code: ErrorCode::StaleRollout,
             ..
         })
     )
@@ -292,7 +293,7 @@ impl Engine {
                     r.rollback(RolloutId::generate(), now, &current).map(Some)
                 }
             }
-            .map_err(|e| EngineError::conflict("rollout_state", e))?;
+            .map_err(|e| EngineError::conflict(ErrorCode::RolloutState, e))?;
             r.updated_at_ms = now;
             let saved = match done {
                 None => self.store.save_rollout(org, &r, &[]).await.map(|_| {
@@ -321,7 +322,7 @@ impl Engine {
             }
         }
         Err(EngineError::conflict(
-            "stale_rollout",
+            ErrorCode::StaleRollout,
             format!("rollout {id} keeps changing under this request: try again"),
         ))
     }

@@ -6,6 +6,7 @@
 
 use nuon_core::app::AppConfig;
 use nuon_core::model::InstallState;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{InstallOutputs, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::{
     StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan, destroys,
@@ -182,7 +183,7 @@ pub(crate) fn find_step<'a>(
             }),
         None => wf.steps.iter().find(|s| pick(s)).ok_or_else(|| {
             EngineError::conflict(
-                "no_such_step",
+                ErrorCode::NoSuchStep,
                 format!("workflow {} has no step {what}", wf.id),
             )
         }),
@@ -214,7 +215,7 @@ pub(crate) fn replan(
 ) -> Result<[u32; 2], EngineError> {
     if !nuon_core::workflow::applies_a_plan(waiting.kind) {
         return Err(EngineError::conflict(
-            "not_a_plan",
+            ErrorCode::NotAPlan,
             format!(
                 "step {:?} applies no plan: there is nothing to plan again",
                 waiting.name
@@ -280,7 +281,7 @@ pub(crate) fn approval_step<'a>(
     let id = &wf.id;
     if !takes_acts(wf) {
         return Err(EngineError::conflict(
-            "workflow_ended",
+            ErrorCode::WorkflowEnded,
             format!(
                 "workflow {id} has ended ({}); nothing waits for approval",
                 wf.status
@@ -302,7 +303,7 @@ pub(crate) fn approval_step<'a>(
             "it does not wait for an approval"
         };
         return Err(EngineError::conflict(
-            "not_waiting",
+            ErrorCode::NotWaiting,
             format!(
                 "step {:?} of workflow {id} is {}: {why}",
                 step.name, step.status
@@ -381,7 +382,7 @@ pub(crate) struct Cancel {
 pub(crate) fn cancel(wf: &WorkflowInfo) -> Result<Cancel, EngineError> {
     if !takes_acts(wf) {
         return Err(EngineError::conflict(
-            "workflow_ended",
+            ErrorCode::WorkflowEnded,
             format!(
                 "workflow {} has ended ({}); there is nothing to cancel",
                 wf.id, wf.status
@@ -426,13 +427,13 @@ pub(crate) fn retry<'a>(
             format!("has ended ({})", wf.status)
         };
         return Err(EngineError::conflict(
-            "not_failed",
+            ErrorCode::NotFailed,
             format!("workflow {id} {now}: only a failed or cancelled workflow can be retried"),
         ));
     }
     if let Some(o) = others.iter().find(|o| o.id != *id && o.status.is_active()) {
         return Err(EngineError::conflict(
-            "install_busy",
+            ErrorCode::InstallBusy,
             format!(
                 "workflow {} is {} on this install; retry once it ends (or cancel it)",
                 o.id, o.status
@@ -445,7 +446,7 @@ pub(crate) fn retry<'a>(
     let step = find_step(wf, key, unfinished, "that failed")?;
     if step.index > first.index {
         return Err(EngineError::conflict(
-            "after_the_failure",
+            ErrorCode::AfterTheFailure,
             format!(
                 "step {:?} comes after {:?}, which did not finish: retry from it (or without --step)",
                 step.name, first.name
@@ -482,7 +483,7 @@ pub(crate) fn skip<'a>(
     let (step, _) = retry(wf, key, others)?;
     if !matches!(step.status, StepStatus::Failed | StepStatus::Cancelled) {
         return Err(EngineError::conflict(
-            "not_failed_step",
+            ErrorCode::NotFailedStep,
             format!(
                 "step {:?} of workflow {} is {}: only a step that failed or was cancelled can be skipped",
                 step.name, wf.id, step.status
@@ -1045,7 +1046,7 @@ mod tests {
     fn what_a_retry_redoes() {
         use WorkflowStatus as W;
         /// The step retried and those redone, or the refusal's code.
-        type Redo = Result<(u32, Vec<u32>), &'static str>;
+        type Redo = Result<(u32, Vec<u32>), ErrorCode>;
         let table: Vec<(&str, WorkflowInfo, Option<&str>, Redo)> = vec![
             (
                 "a failed plan is redone from itself",
@@ -1099,7 +1100,7 @@ mod tests {
                     deploy([S::Failed, S::Succeeded, S::Failed, S::Pending]),
                 ),
                 Some("2"),
-                Err("after_the_failure"),
+                Err(ErrorCode::AfterTheFailure),
             ),
             (
                 "a running workflow is refused",
@@ -1108,13 +1109,13 @@ mod tests {
                     deploy([S::Running, S::Pending, S::Pending, S::Pending]),
                 ),
                 None,
-                Err("not_failed"),
+                Err(ErrorCode::NotFailed),
             ),
             (
                 "a succeeded workflow is refused",
                 workflow(W::Succeeded, deploy([S::Succeeded; 4])),
                 None,
-                Err("not_failed"),
+                Err(ErrorCode::NotFailed),
             ),
             (
                 "an unknown step is not found",
@@ -1123,7 +1124,7 @@ mod tests {
                     deploy([S::Failed, S::Pending, S::Pending, S::Pending]),
                 ),
                 Some("nope"),
-                Err("not_found"),
+                Err(ErrorCode::NotFound),
             ),
         ];
         for (what, wf, key, want) in table {
@@ -1142,7 +1143,7 @@ mod tests {
             retry(&failed, None, &[busy])
                 .map(|_| ())
                 .map_err(|e| e.code()),
-            Err("install_busy")
+            Err(ErrorCode::InstallBusy)
         );
     }
 
@@ -1151,7 +1152,7 @@ mod tests {
         use WorkflowStatus as W;
         /// The step skipped, those it takes with it, those that run, or
         /// the refusal's code.
-        type Skip = Result<(u32, Vec<u32>, Vec<u32>), &'static str>;
+        type Skip = Result<(u32, Vec<u32>, Vec<u32>), ErrorCode>;
         let with_health = [
             (K::Plan, "db"),
             (K::Apply, "db"),
@@ -1249,7 +1250,7 @@ mod tests {
                     deploy([S::Running, S::Pending, S::Pending, S::Pending]),
                 ),
                 None,
-                Err("not_failed"),
+                Err(ErrorCode::NotFailed),
             ),
             (
                 "a step after the failure is refused",
@@ -1258,7 +1259,7 @@ mod tests {
                     deploy([S::Failed, S::Pending, S::Pending, S::Pending]),
                 ),
                 Some("3"),
-                Err("after_the_failure"),
+                Err(ErrorCode::AfterTheFailure),
             ),
             (
                 "a step that succeeded is refused",
@@ -1267,7 +1268,7 @@ mod tests {
                     deploy([S::Succeeded, S::Failed, S::Pending, S::Pending]),
                 ),
                 Some("0"),
-                Err("not_failed_step"),
+                Err(ErrorCode::NotFailedStep),
             ),
         ];
         for (what, wf, key, want) in table {
@@ -1298,7 +1299,7 @@ mod tests {
             approval_step(&early, Some("1"), false)
                 .map(|_| ())
                 .map_err(|e| e.code()),
-            Err("not_waiting")
+            Err(ErrorCode::NotWaiting)
         );
         assert_eq!(
             approval_step(&early, Some("1"), true).map(|s| s.index).ok(),
@@ -1308,14 +1309,14 @@ mod tests {
             approval_step(&early, None, false)
                 .map(|_| ())
                 .map_err(|e| e.code()),
-            Err("no_such_step")
+            Err(ErrorCode::NoSuchStep)
         );
         let ended = workflow(W::Succeeded, deploy([S::Succeeded; 4]));
         assert_eq!(
             approval_step(&ended, None, true)
                 .map(|_| ())
                 .map_err(|e| e.code()),
-            Err("workflow_ended")
+            Err(ErrorCode::WorkflowEnded)
         );
 
         // A cancel stops the running job and marks what is still to run.
@@ -1336,7 +1337,7 @@ mod tests {
         assert_eq!(cancel(&queued).expect("cancels").status, W::Cancelled);
         assert_eq!(
             cancel(&ended).map(|_| ()).map_err(|e| e.code()),
-            Err("workflow_ended")
+            Err(ErrorCode::WorkflowEnded)
         );
     }
 

@@ -1,6 +1,7 @@
 //! Installs: reading one as the API shows it, and changing its name and
 //! approval mode.
 
+use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
@@ -140,7 +141,7 @@ impl Services<'_> {
         let sealed: Sealed = serde_json::from_str(&install.sealed_json)
             .map_err(|e| internal("stored secrets", e))?;
         let outputs = crate::engine::render::stack_outputs(self.secrets, &install)
-            .map_err(|e| Error::conflict("install_values_refused", e))?;
+            .map_err(|e| Error::conflict(ErrorCode::InstallValuesRefused, e))?;
         let secrets = (config.secrets.iter())
             .map(|s| {
                 let location = (outputs.get(&format!("{}_arn", s.name)))
@@ -191,7 +192,7 @@ impl Services<'_> {
         require_admin(&caller.principal)?;
         check_name("install", &req.name)?;
         nuon_core::labels::check_labels(&req.labels)
-            .map_err(|e| Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e))?;
+            .map_err(|e| Error::api(StatusCode::BAD_REQUEST, ErrorCode::InvalidLabels, e))?;
         let approval = req.approval.unwrap_or_default();
         let org = &caller.principal.org_id;
         let app = self.find_app(caller, &req.app).await?;
@@ -289,7 +290,7 @@ impl Services<'_> {
         if !problems.is_empty() {
             return Err(Error::api(
                 StatusCode::BAD_REQUEST,
-                "invalid_install",
+                ErrorCode::InvalidInstall,
                 format!(
                     "install {:?} of app {:?} (config version {}): {}",
                     req.name,
@@ -492,7 +493,7 @@ fn too_short(kind: &str, name: &str) -> String {
 const MAX_LABELS: usize = 64;
 
 fn bad_labels(e: String) -> Error {
-    Error::api(StatusCode::BAD_REQUEST, "invalid_labels", e)
+    Error::api(StatusCode::BAD_REQUEST, ErrorCode::InvalidLabels, e)
 }
 
 impl Services<'_> {

@@ -17,6 +17,7 @@ use axum::http::StatusCode;
 use nuon_core::audit::AuditEntry;
 use nuon_core::endpoint::Endpoint;
 use nuon_core::now_ms;
+use nuon_core::wire::ErrorCode;
 
 use crate::engine::Engine;
 use crate::error::Error;
@@ -96,12 +97,12 @@ pub(crate) fn require_admin(p: &ApiPrincipal) -> Result<(), Error> {
         "admin" => Ok(()),
         "deployer" => Err(Error::api(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             "this token is a deployer's: it starts, approves and rolls out workflows; this change needs an admin token",
         )),
         _ => Err(Error::api(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             "this token is read-only; use an admin token for changes",
         )),
     }
@@ -115,7 +116,7 @@ pub(crate) fn require_deployer(p: &ApiPrincipal) -> Result<(), Error> {
         "admin" | "deployer" => Ok(()),
         _ => Err(Error::api(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             "this token is read-only; a deployer or admin token starts, approves and rolls out workflows",
         )),
     }
@@ -149,7 +150,7 @@ pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> Error {
     tracing::error!(error = %e, "{what}");
     Error::api(
         StatusCode::INTERNAL_SERVER_ERROR,
-        "internal",
+        ErrorCode::Internal,
         format!("{what}; see the control plane's log"),
     )
 }

@@ -6,6 +6,7 @@
 use nuon_core::app::AppConfig;
 use nuon_core::app::template::RenderContext;
 use nuon_core::rendered::{self, RenderedReadme, RenderedWorkflow};
+use nuon_core::wire::ErrorCode;
 use nuon_core::workflow::WorkflowKind;
 
 use super::{Caller, Services};
@@ -47,7 +48,7 @@ impl Services<'_> {
             destroying,
             Values::StandIns,
         )
-        .map_err(|e| Error::conflict("install_values_refused", e))?;
+        .map_err(|e| Error::conflict(ErrorCode::InstallValuesRefused, e))?;
         Ok(Shown {
             install,
             app_name,

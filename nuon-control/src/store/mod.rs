@@ -56,6 +56,7 @@ mod workflows;
 
 use async_trait::async_trait;
 use nuon_core::token::IssuedToken;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
     LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, TokenInfo, TokenScope,
@@ -113,7 +114,7 @@ pub enum StoreError {
     #[error("{message}")]
     Conflict {
         /// Stable code: `stale_attempt`, `logs_pending`, `name_taken`.
-        code: &'static str,
+        code: ErrorCode,
         /// What and how to fix it.
         message: String,
         /// With `logs_pending`, the highest log line held.
@@ -133,7 +134,7 @@ pub enum StoreError {
 impl StoreError {
     pub(crate) fn stale(message: impl Into<String>) -> Self {
         StoreError::Conflict {
-            code: "stale_attempt",
+            code: ErrorCode::StaleAttempt,
             message: message.into(),
             acked_seq: None,
         }

@@ -1,6 +1,7 @@
 //! Releases: a config version of an app and its builds, frozen.
 
 use nuon_core::ReleaseId;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{ReleaseInfo, RunnerReleaseInfo};
 
 use super::*;
@@ -42,7 +43,7 @@ pub(crate) fn runner_release_from(doc: &str) -> Result<RunnerReleaseInfo> {
 /// The refusal of a second runner release of a version.
 pub(crate) fn runner_release_exists(version: &str) -> StoreError {
     StoreError::Conflict {
-        code: "runner_release_exists",
+        code: ErrorCode::RunnerReleaseExists,
         message: format!(
             "runner version {version} is published already: versions are never replaced; publish the new binary as another version"
         ),

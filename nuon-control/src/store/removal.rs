@@ -8,6 +8,7 @@
 //! rollouts, and only once it has no install.
 
 use super::*;
+use nuon_core::wire::ErrorCode;
 
 /// Removing installs and apps.
 #[async_trait]
@@ -56,7 +57,7 @@ pub(crate) fn dollars(sql: &str) -> String {
 /// The refusal of removing an install that a workflow holds.
 pub(crate) fn install_busy(id: &InstallId) -> StoreError {
     StoreError::Conflict {
-        code: "install_busy",
+        code: ErrorCode::InstallBusy,
         message: format!(
             "install {id} has a workflow pending or running: let it end or cancel it (`nuon workflows cancel`), then try again"
         ),
@@ -67,7 +68,7 @@ pub(crate) fn install_busy(id: &InstallId) -> StoreError {
 /// The refusal of removing an app that has installs.
 pub(crate) fn app_has_installs(names: &[String]) -> StoreError {
     StoreError::Conflict {
-        code: "app_has_installs",
+        code: ErrorCode::AppHasInstalls,
         message: format!(
             "the app still has {} install(s): {}; delete them first (`nuon installs delete NAME`, or `forget` one whose cloud is gone)",
             names.len(),

@@ -7,6 +7,7 @@
 //! over from another, or one that restarted mid-rollout, never starts an
 //! install's deploy twice: its stale write is refused (`stale_rollout`).
 
+use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 
 use nuon_core::rollout::RolloutInfo;
@@ -116,7 +117,7 @@ pub(crate) fn overlap(new: &RolloutInfo, active: &[RolloutInfo]) -> Result<()> {
             .collect();
         if !taken.is_empty() {
             return Err(StoreError::Conflict {
-                code: "install_in_rollout",
+                code: ErrorCode::InstallInRollout,
                 message: format!(
                     "rollout {} ({}) still holds {}: let it finish, or `nuon releases cancel` or `rollback` it first",
                     other.id,
@@ -137,7 +138,7 @@ pub(crate) const ACTIVE_ROLLOUT: &str =
 /// The refusal of a save over a version that is gone.
 pub(crate) fn stale_rollout(id: &RolloutId) -> StoreError {
     StoreError::Conflict {
-        code: "stale_rollout",
+        code: ErrorCode::StaleRollout,
         message: format!("rollout {id} changed meanwhile: read it again"),
         acked_seq: None,
     }

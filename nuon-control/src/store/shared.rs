@@ -4,6 +4,7 @@
 //! rows and writes the outcome.
 
 use nuon_core::records;
+use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{JobInfo, LeaseState, LogBatch, LogEntry, LogPage, RunnerRole, TokenScope};
 use nuon_core::{JobId, JobStatus, OrgId, RunnerId, SignedRotation};
 
@@ -68,7 +69,7 @@ pub(super) fn corrupt(what: impl std::fmt::Display) -> StoreError {
 /// A conflict: the org has a person of this address already.
 pub(super) fn email_taken(email: &str) -> StoreError {
     StoreError::Conflict {
-        code: "email_taken",
+        code: ErrorCode::EmailTaken,
         message: format!(
             "{email} is in this org already; change their role instead (`nuon users set-role`)"
         ),
@@ -79,7 +80,7 @@ pub(super) fn email_taken(email: &str) -> StoreError {
 /// A conflict: the change would leave an org that has owners with none.
 pub(super) fn last_owner(email: &str) -> StoreError {
     StoreError::Conflict {
-        code: "last_owner",
+        code: ErrorCode::LastOwner,
         message: format!("{email} is the org's last owner: make another person owner first"),
         acked_seq: None,
     }
@@ -89,7 +90,7 @@ pub(super) fn last_owner(email: &str) -> StoreError {
 /// provider.
 pub(super) fn subject_mismatch(email: &str) -> StoreError {
     StoreError::Conflict {
-        code: "subject_mismatch",
+        code: ErrorCode::SubjectMismatch,
         message: format!(
             "{email} signed in before as another account of the identity provider; an owner or admin can remove and invite them again"
         ),
@@ -106,7 +107,7 @@ pub(super) fn parse_id<T: std::str::FromStr<Err = nuon_core::IdError>>(raw: &str
 /// A conflict: the org's signing key was rotated by another command.
 pub(super) fn key_rotated_meanwhile(org: &OrgId) -> StoreError {
     StoreError::Conflict {
-        code: "key_rotated",
+        code: ErrorCode::KeyRotated,
         message: format!(
             "the signing key of org {org} was rotated by another command meanwhile; nothing was \
              changed: run the rotation again if a further one is wanted"
@@ -383,7 +384,7 @@ pub(super) fn within_quota<'a>(
 /// The error of a completion that comes before all its log lines.
 pub(super) fn logs_pending(job: &JobId, n: u32, wrote: u64, acked: u64) -> StoreError {
     StoreError::Conflict {
-        code: "logs_pending",
+        code: ErrorCode::LogsPending,
         message: format!(
             "attempt {n} of job {job} wrote {wrote} log lines but the server holds {acked}; send the rest first"
         ),
@@ -540,7 +541,7 @@ pub(super) fn log_page<'a>(
 /// The conflict of a cron run stored before.
 pub(super) fn already_started(action: &str, at_ms: i64) -> StoreError {
     StoreError::Conflict {
-        code: "already_started",
+        code: ErrorCode::AlreadyStarted,
         message: format!("the cron run of action {action} due at {at_ms} ms was started before"),
         acked_seq: None,
     }

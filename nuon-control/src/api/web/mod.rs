@@ -304,7 +304,7 @@ fn csrf_refused(web: &Web, given: &str) -> Option<Response> {
     }
     Some(error_page(Error::api(
         StatusCode::FORBIDDEN,
-        "csrf",
+        nuon_core::wire::ErrorCode::Csrf,
         "this form is not from this session (its CSRF token is missing or wrong): reload the page and try again",
     )))
 }

@@ -40,6 +40,7 @@ mod users;
 mod webhooks;
 mod workflows;
 
+use nuon_core::wire::ErrorCode;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -93,7 +94,7 @@ fn db(e: sqlx::Error) -> StoreError {
 fn taken(e: sqlx::Error, message: impl FnOnce() -> String) -> StoreError {
     match &e {
         sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict {
-            code: "name_taken",
+            code: ErrorCode::NameTaken,
             message: message(),
             acked_seq: None,
         },

@@ -32,6 +32,7 @@ mod users;
 mod webhooks;
 mod workflows;
 
+use nuon_core::wire::ErrorCode;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
@@ -208,7 +209,7 @@ fn name_taken(e: rusqlite::Error, what: &str, name: &str) -> StoreError {
             if f.code == rusqlite::ErrorCode::ConstraintViolation =>
         {
             StoreError::Conflict {
-                code: "name_taken",
+                code: ErrorCode::NameTaken,
                 message: format!(
                     "{what} named {name:?} already exists in this org; pick another name"
                 ),

@@ -3,6 +3,7 @@
 use super::*;
 use crate::store::NewApiToken;
 use crate::store::rows::TokenCheck;
+use nuon_core::wire::ErrorCode;
 
 /// Stores an API token of the org; the token as listed.
 pub(super) fn insert_api_token(
@@ -52,7 +53,7 @@ impl OrgStore for SqliteStore {
                     if f.code == rusqlite::ErrorCode::ConstraintViolation =>
                 {
                     StoreError::Conflict {
-                        code: "name_taken",
+                        code: ErrorCode::NameTaken,
                         message: format!("an org named {name:?} already exists"),
                         acked_seq: None,
                     }

@@ -1,6 +1,7 @@
 //! Runners and their tokens.
 
 use super::*;
+use nuon_core::wire::ErrorCode;
 
 #[async_trait]
 impl RunnerStore for SqliteStore {
@@ -28,7 +29,7 @@ impl RunnerStore for SqliteStore {
                     if f.code == rusqlite::ErrorCode::ConstraintViolation =>
                 {
                     StoreError::Conflict {
-                        code: "name_taken",
+                        code: ErrorCode::NameTaken,
                         message: format!(
                             "a runner named {name:?} already exists in this org; pick another name or revoke it first"
                         ),

@@ -1,6 +1,7 @@
 //! How the SQLite store runs the SQL both stores share ([`Sql`]): reads
 //! on the reader pool, writes on the one writer, each in its savepoint.
 
+use nuon_core::wire::ErrorCode;
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 
 use super::*;
@@ -26,7 +27,7 @@ fn failed(e: rusqlite::Error, stmt: &Stmt) -> StoreError {
                 || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
         {
             StoreError::Conflict {
-                code: "name_taken",
+                code: ErrorCode::NameTaken,
                 message: message.clone(),
                 acked_seq: None,
             }

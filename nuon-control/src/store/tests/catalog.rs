@@ -1,6 +1,7 @@
 //! Orgs, tokens, apps, config versions, installs; data dirs of earlier versions.
 
 use super::*;
+use nuon_core::wire::ErrorCode;
 
 conformance! {
     async fn orgs_come_with_a_build_runner_and_api_tokens_have_scopes_and_can_be_revoked(f: Fixture) {
@@ -177,7 +178,7 @@ conformance! {
             matches!(
                 dup,
                 StoreError::Conflict {
-                    code: "name_taken",
+                    code: ErrorCode::NameTaken,
                     ..
                 }
             ),
@@ -300,7 +301,7 @@ conformance! {
             matches!(
                 e,
                 StoreError::Conflict {
-                    code: "name_taken",
+                    code: ErrorCode::NameTaken,
                     ..
                 }
             ),
@@ -379,7 +380,7 @@ conformance! {
         assert_eq!((g.name.as_str(), g.selector.as_str()), ("eu", "region=eu"));
         f.store.create_group(&f.org, "all", "").await.unwrap();
         let e = f.store.create_group(&f.org, "eu", "x").await.unwrap_err();
-        assert!(matches!(e, StoreError::Conflict { code: "name_taken", .. }), "{e}");
+        assert!(matches!(e, StoreError::Conflict { code: ErrorCode::NameTaken, .. }), "{e}");
         f.store.create_group(&other, "eu", "region=us").await.unwrap();
         let names: Vec<String> = f.store.list_groups(&f.org).await.unwrap().into_iter().map(|g| g.name).collect();
         assert_eq!(names, ["all", "eu"]);
@@ -493,7 +494,7 @@ conformance! {
         assert_eq!(s.find_install(&f.org, "a2").await.unwrap().unwrap(), after);
         // A name taken is a conflict, and changes nothing (the mode with it neither).
         let taken = s.update_install(&f.org, &a.id, &change(Some("b"), Some(ApprovalMode::ApproveAll))).await.unwrap_err();
-        assert!(matches!(taken, crate::store::StoreError::Conflict { code: "name_taken", .. }), "{taken:?}");
+        assert!(matches!(taken, crate::store::StoreError::Conflict { code: ErrorCode::NameTaken, .. }), "{taken:?}");
         assert_eq!(s.find_install(&f.org, "a2").await.unwrap().unwrap(), after);
         assert_eq!(s.find_install(&f.org, "b").await.unwrap().unwrap().id, b.id);
         // Another org's install, or none: not there, nothing changed.

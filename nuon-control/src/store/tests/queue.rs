@@ -1,6 +1,7 @@
 //! The runner side: log batches, completions, leases, org limits, scoping.
 
 use super::*;
+use nuon_core::wire::ErrorCode;
 
 conformance! {
     async fn log_batches_are_idempotent_and_gaps_store_nothing(f: Fixture) {
@@ -42,7 +43,7 @@ conformance! {
         };
         match f.store.complete(&f.runner, &job, done()).await {
             Err(StoreError::Conflict {
-                code: "logs_pending",
+                code: ErrorCode::LogsPending,
                 acked_seq: Some(1),
                 ..
             }) => {}
@@ -67,7 +68,7 @@ conformance! {
             matches!(
                 late,
                 Err(StoreError::Conflict {
-                    code: "stale_attempt",
+                    code: ErrorCode::StaleAttempt,
                     ..
                 })
             ),
@@ -124,7 +125,7 @@ conformance! {
         assert_eq!(states[jobs as usize].state, LeaseState::Stale);
         assert!(acks.iter().all(|a| a.as_ref().unwrap().acked_seq == 2), "{acks:?}");
         assert!(
-            matches!(stale, Err(StoreError::Conflict { code: "stale_attempt", .. })),
+            matches!(stale, Err(StoreError::Conflict { code: ErrorCode::StaleAttempt, .. })),
             "{stale:?}"
         );
         let done = |i: usize, log_lines| {
@@ -146,7 +147,7 @@ conformance! {
         let mut ends = futures_util::future::join_all(ends).await;
         let early = ends.remove(0);
         assert!(
-            matches!(early, Err(StoreError::Conflict { code: "logs_pending", acked_seq: Some(2), .. })),
+            matches!(early, Err(StoreError::Conflict { code: ErrorCode::LogsPending, acked_seq: Some(2), .. })),
             "{early:?}"
         );
         assert!(
@@ -212,7 +213,7 @@ conformance! {
             matches!(
                 write,
                 Err(StoreError::Conflict {
-                    code: "stale_attempt",
+                    code: ErrorCode::StaleAttempt,
                     ..
                 })
             ),

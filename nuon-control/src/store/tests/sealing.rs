@@ -1,6 +1,7 @@
 //! What the store keeps sealed, and what an earlier version kept in the clear.
 
 use super::*;
+use nuon_core::wire::ErrorCode;
 
 conformance! {
     async fn signing_keys_kept_in_the_clear_are_found_and_sealed_once(f: Fixture) {
@@ -75,7 +76,7 @@ conformance! {
         assert_eq!(s.key_rotations(&f.org).await.unwrap(), chain);
         // A rotation from a key that is no longer the org's changes nothing.
         let err = s.rotate_signing_key(&f.org, b"sealed key of o", b"third", &[]).await.unwrap_err();
-        assert!(matches!(err, StoreError::Conflict { code: "key_rotated", .. }), "{err:?}");
+        assert!(matches!(err, StoreError::Conflict { code: ErrorCode::KeyRotated, .. }), "{err:?}");
         assert_eq!(s.signing_key(&f.org).await.unwrap().unwrap(), b"second");
         assert_eq!(s.key_rotations(&f.org).await.unwrap(), chain);
     }

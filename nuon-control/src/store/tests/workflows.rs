@@ -1,6 +1,7 @@
 //! Workflows and pruning.
 
 use super::*;
+use nuon_core::wire::ErrorCode;
 
 conformance! {
     async fn runner_releases_are_kept_once_per_version_and_a_runner_rollout_records_each_ask(f: Fixture) {
@@ -27,7 +28,7 @@ conformance! {
         f.store.create_runner_release(&f.org, &v2).await.unwrap();
         // A version is published once; another org has its own.
         let e = f.store.create_runner_release(&f.org, &release("1.0.0", 3)).await.unwrap_err();
-        assert!(matches!(e, StoreError::Conflict { code: "runner_release_exists", .. }), "{e}");
+        assert!(matches!(e, StoreError::Conflict { code: ErrorCode::RunnerReleaseExists, .. }), "{e}");
         f.store.create_runner_release(&other, &release("1.0.0", 3)).await.unwrap();
         let listed: Vec<String> = f.store.list_runner_releases(&f.org).await.unwrap().into_iter().map(|r| r.version).collect();
         assert_eq!(listed, ["2.0.0", "1.0.0"]);
@@ -226,7 +227,7 @@ conformance! {
             let mut again = r.clone();
             again.started(0, w2.clone(), 21);
             let e = f.store.create_workflow(&f.org, go(&w2, &again, 3)).await.unwrap_err();
-            assert!(matches!(e, StoreError::Conflict { code: "stale_rollout", .. }), "{e}");
+            assert!(matches!(e, StoreError::Conflict { code: ErrorCode::StaleRollout, .. }), "{e}");
             assert!(f.store.get_workflow(&f.org, &w2).await.unwrap().is_none());
             // Refused: nothing of it is kept, the config version included.
             assert_eq!(f.store.find_install(&f.org, "acme").await.unwrap().unwrap().config_version, 2);
@@ -238,7 +239,7 @@ conformance! {
             r.status = nuon_core::rollout::RolloutStatus::Succeeded;
             f.store.save_rollout(&f.org, &r, &[(inst.id.clone(), release.clone())]).await.unwrap();
             let e = f.store.save_rollout(&f.org, &stale, &[]).await.unwrap_err();
-            assert!(matches!(e, StoreError::Conflict { code: "stale_rollout", .. }), "{e}");
+            assert!(matches!(e, StoreError::Conflict { code: ErrorCode::StaleRollout, .. }), "{e}");
             assert_eq!(f.store.install_releases(&f.org).await.unwrap().get(&inst.id), Some(&release));
             assert!(f.store.install_releases(&other).await.unwrap().is_empty());
             // Listed per release, newest first; only active ones are driven.
@@ -254,7 +255,7 @@ conformance! {
             let mut twice = back.clone();
             twice.id = RolloutId::generate();
             let e = f.store.create_rollout(&f.org, &twice, Some(&ended)).await.unwrap_err();
-            assert!(matches!(e, StoreError::Conflict { code: "stale_rollout", .. }), "{e}");
+            assert!(matches!(e, StoreError::Conflict { code: ErrorCode::StaleRollout, .. }), "{e}");
             assert!(f.store.get_rollout(&f.org, &twice.id).await.unwrap().is_none());
             let listed: Vec<_> = f.store.list_rollouts(&f.org, Some(&release)).await.unwrap().into_iter().map(|r| (r.id, r.status)).collect();
             assert_eq!(listed, [(back.id.clone(), nuon_core::rollout::RolloutStatus::Running), (r.id.clone(), nuon_core::rollout::RolloutStatus::RolledBack)]);
@@ -266,7 +267,7 @@ conformance! {
             let mut third = back.clone();
             third.id = RolloutId::generate();
             let e = f.store.create_rollout(&f.org, &third, None).await.unwrap_err();
-            assert!(matches!(e, StoreError::Conflict { code: "install_in_rollout", .. }), "{e}");
+            assert!(matches!(e, StoreError::Conflict { code: ErrorCode::InstallInRollout, .. }), "{e}");
             assert!(e.to_string().contains("acme"), "{e}");
             assert!(f.store.get_rollout(&f.org, &third.id).await.unwrap().is_none());
         }
@@ -281,7 +282,7 @@ conformance! {
         // nothing of it is kept.
         let c2 = WorkflowId::generate();
         let e = f.store.create_workflow(&f.org, cron(&c2)).await.unwrap_err();
-        assert!(matches!(e, StoreError::Conflict { code: "already_started", .. }), "{e}");
+        assert!(matches!(e, StoreError::Conflict { code: ErrorCode::AlreadyStarted, .. }), "{e}");
         assert!(f.store.get_workflow(&f.org, &c2).await.unwrap().is_none());
         let tried = serde_json::json!([{"job_id": null, "reason": "boom", "failed_at_ms": 5, "retry_at_ms": 7}]);
         f.store
@@ -595,7 +596,7 @@ conformance! {
             .unwrap();
         // Held by a workflow: refused, nothing removed.
         let e = f.store.remove_install(&f.org, &a.id).await.unwrap_err();
-        assert!(matches!(e, StoreError::Conflict { code: "install_busy", .. }), "{e}");
+        assert!(matches!(e, StoreError::Conflict { code: ErrorCode::InstallBusy, .. }), "{e}");
         assert!(f.store.find_install(&f.org, "a").await.unwrap().is_some());
         // Another org's: not there.
         let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
@@ -612,7 +613,7 @@ conformance! {
 
         // The app waits for its installs, and names them.
         let e = f.store.remove_app(&f.org, &app.id).await.unwrap_err();
-        assert!(matches!(e, StoreError::Conflict { code: "app_has_installs", .. }), "{e}");
+        assert!(matches!(e, StoreError::Conflict { code: ErrorCode::AppHasInstalls, .. }), "{e}");
         assert!(e.to_string().contains("a, b"), "{e}");
         for name in ["a", "b"] {
             let i = f.store.find_install(&f.org, name).await.unwrap().unwrap();
