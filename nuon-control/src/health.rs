@@ -9,7 +9,8 @@
 use nuon_core::WorkflowId;
 use nuon_core::app::{AppConfig, ComponentKind};
 use nuon_core::wire::{
-    HealthCheck, InstallHealth, ProbeSeen, RunnerInfo, RunnerStatus, WorkflowInfo,
+    CheckState, HealthCheck, HealthStatus, InstallHealth, ProbeSeen, RunnerInfo, RunnerStatus,
+    WorkflowInfo,
 };
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 use serde::{Deserialize, Serialize};
@@ -17,11 +18,11 @@ use std::collections::BTreeMap;
 
 use crate::store::StoredInstall;
 
-fn check(kind: &str, name: &str, status: &str) -> HealthCheck {
+fn check(kind: &str, name: &str, status: CheckState) -> HealthCheck {
     HealthCheck {
         kind: kind.into(),
         name: name.into(),
-        status: status.into(),
+        status,
         detail: None,
         workflow_id: None,
         at_ms: None,
@@ -310,18 +311,18 @@ fn watched_since<'a>(
 
 /// The runner's part of an install's health: `ok`, `offline` or
 /// `disabled` (calling, but turned off by the customer).
-fn runner_state(runner: Option<&RunnerInfo>) -> &'static str {
+fn runner_state(runner: Option<&RunnerInfo>) -> CheckState {
     match runner {
         Some(r) if r.status != RunnerStatus::Revoked && r.last_seen_at_ms.is_some() => {
             if r.telemetry.as_ref().is_some_and(|t| t.disabled.is_some()) {
-                "disabled"
+                CheckState::Disabled
             } else if r.status == RunnerStatus::Connected {
-                "ok"
+                CheckState::Ok
             } else {
-                "offline"
+                CheckState::Offline
             }
         }
-        _ => "offline",
+        _ => CheckState::Offline,
     }
 }
 
@@ -331,7 +332,7 @@ pub(crate) fn status_of(
     install: &StoredInstall,
     runner: Option<&RunnerInfo>,
     brief: &Brief,
-) -> &'static str {
+) -> HealthStatus {
     let any_failed = counted(config, install).any(|(kind, name)| {
         let failed = || {
             brief
@@ -348,7 +349,8 @@ pub(crate) fn status_of(
             None => failed(),
         }
     });
-    let any_failed = any_failed || pushed_checks(config, install).any(|c| c.status == "failed");
+    let any_failed =
+        any_failed || pushed_checks(config, install).any(|c| c.status == CheckState::Failed);
     status(runner_state(runner), any_failed)
 }
 
@@ -365,15 +367,14 @@ fn pushed_checks<'a>(
         .flat_map(|c| nuon_core::app::ComponentHealth::required(c.health.as_ref()))
         .collect();
     names.into_iter().map(|name| {
-        let mut k = check("check", name, "unknown");
+        let mut k = check("check", name, CheckState::Unknown);
         match install.checks.get(name) {
             None => k.detail = Some("never reported".into()),
             Some(c) => {
                 k.status = match c.status {
-                    nuon_core::wire::CheckStatus::Healthy => "ok",
-                    nuon_core::wire::CheckStatus::Unhealthy => "failed",
-                }
-                .into();
+                    nuon_core::wire::CheckStatus::Healthy => CheckState::Ok,
+                    nuon_core::wire::CheckStatus::Unhealthy => CheckState::Failed,
+                };
                 k.detail = Some(c.detail.clone().unwrap_or_else(|| c.status.as_str().into()));
                 k.at_ms = Some(c.at_ms);
             }
@@ -383,22 +384,26 @@ fn pushed_checks<'a>(
 }
 
 /// The status from the runner's state and whether a check failed.
-fn status(runner: &str, any_failed: bool) -> &'static str {
+fn status(runner: CheckState, any_failed: bool) -> HealthStatus {
     match runner {
-        "disabled" => "disabled",
-        "ok" if any_failed => "unhealthy",
-        "ok" => "healthy",
-        _ => "offline",
+        CheckState::Disabled => HealthStatus::Disabled,
+        CheckState::Ok if any_failed => HealthStatus::Unhealthy,
+        CheckState::Ok => HealthStatus::Healthy,
+        _ => HealthStatus::Offline,
     }
 }
 
 /// A check from how something last ended, or `unknown` with `never`.
 fn ended_check(kind: &str, name: &str, last: Option<&Ended>, never: &str) -> HealthCheck {
-    let mut k = check(kind, name, "unknown");
+    let mut k = check(kind, name, CheckState::Unknown);
     match last {
         None => k.detail = Some(never.into()),
         Some(e) => {
-            k.status = if e.ok { "ok" } else { "failed" }.into();
+            k.status = if e.ok {
+                CheckState::Ok
+            } else {
+                CheckState::Failed
+            };
             k.detail = Some(e.detail.clone());
             k.workflow_id = Some(e.workflow_id.clone());
             k.at_ms = e.at_ms;
@@ -420,10 +425,10 @@ pub(crate) fn health_of(
     let mut r = check(
         "runner",
         runner.map_or("(gone)", |r| r.name.as_str()),
-        "offline",
+        CheckState::Offline,
     );
     r.at_ms = runner.and_then(|r| r.last_seen_at_ms);
-    r.status = runner_state(runner).into();
+    r.status = runner_state(runner);
     r.detail = Some(match runner.map(|r| (r.status, r.last_seen_at_ms)) {
         None => "the install's runner is not registered".into(),
         Some((RunnerStatus::Revoked, _)) => "its token is revoked".into(),
@@ -470,7 +475,12 @@ pub(crate) fn health_of(
             let deployed = workflows.probes.get(&p);
             let check = match watched_since(runner, &p, deployed.map(|e| e.at_ms)) {
                 Some(seen) => {
-                    let mut k = check("probe", &p, if seen.ok { "ok" } else { "failed" });
+                    let state = if seen.ok {
+                        CheckState::Ok
+                    } else {
+                        CheckState::Failed
+                    };
+                    let mut k = check("probe", &p, state);
                     k.detail = Some(format!("{}; seen by the runner's watch", seen.detail));
                     k.at_ms = Some(seen.at_ms);
                     k
@@ -500,10 +510,10 @@ pub(crate) fn health_of(
     }
     // The checks the vendor's systems push that a component requires.
     checks.extend(pushed_checks(config, install));
-    let status = status(runner_status, checks.iter().any(|c| c.status == "failed"));
+    let failed = checks.iter().any(|c| c.status == CheckState::Failed);
     InstallHealth {
         install: install.name.clone(),
-        status: status.into(),
+        status: status(runner_status, failed),
         checks,
     }
 }
@@ -689,7 +699,7 @@ mod tests {
                 let whole = health_of(&config, &install, r.as_ref(), &summary, 10);
                 let brief = status_of(&config, &install, r.as_ref(), &stored.brief);
                 assert_eq!(brief, whole.status, "{what}, runner {who}");
-                seen.insert(brief);
+                seen.insert(brief.as_str());
             }
             assert_eq!(
                 InstallSummary::stored(

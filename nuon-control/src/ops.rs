@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nuon_core::audit::AuditEntry;
 use nuon_core::metrics::{Exposition, Histogram, LATENCY_BUCKETS, STEP_BUCKETS};
 use nuon_core::webhook::{self, WebhookEvent};
-use nuon_core::wire::{RunnerHealth, RunnerInfo};
+use nuon_core::wire::{DeliveryStatus, RunnerHealth, RunnerInfo};
 use nuon_core::{OrgId, now_ms};
 use tokio::sync::{mpsc, oneshot};
 
@@ -719,7 +719,7 @@ pub(crate) async fn render(state: Fleet<'_>, gauges: &GaugeCache) -> Result<Stri
     );
     out.sample(
         "nuon_webhook_deliveries_total",
-        &[("result", "delivered")],
+        &[("result", DeliveryStatus::Delivered.as_str())],
         m.webhooks_ok.load(Ordering::Relaxed) as f64,
     );
     out.sample(

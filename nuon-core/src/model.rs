@@ -158,6 +158,70 @@ status! {
     }
 }
 
+status! {
+    /// What one of an install's health checks says (the runner, a
+    /// component's last deploy, a probe, a pushed check, an action).
+    CheckState {
+        /// Never run, deployed or reported.
+        #[default]
+        Unknown = "unknown",
+        /// It passed.
+        Ok = "ok",
+        /// It failed.
+        Failed = "failed",
+        /// The runner is not there.
+        Offline = "offline",
+        /// The customer turned the runner off.
+        Disabled = "disabled",
+    }
+}
+
+status! {
+    /// An install's health, from its checks.
+    HealthStatus {
+        /// Its runner is there and nothing failed.
+        Healthy = "healthy",
+        /// A component's last deploy, a probe, a pushed check or a
+        /// health-check action's last run failed.
+        Unhealthy = "unhealthy",
+        /// Its runner is not there.
+        #[default]
+        Offline = "offline",
+        /// The customer turned its runner off (`nuon-runner disable`).
+        Disabled = "disabled",
+    }
+}
+
+status! {
+    /// What the newest drift check of a component or the sandbox found.
+    DriftStatus {
+        /// It has a schedule and no check yet.
+        #[default]
+        NeverChecked = "never_checked",
+        /// A check runs or waits.
+        Checking = "checking",
+        /// Its plan has no changes.
+        InSync = "in_sync",
+        /// Its plan has changes.
+        Drifted = "drifted",
+        /// The check did not finish.
+        CheckFailed = "check_failed",
+    }
+}
+
+status! {
+    /// Where a webhook delivery is.
+    DeliveryStatus {
+        /// Not yet delivered; retried with backoff.
+        #[default]
+        Pending = "pending",
+        /// The receiver took it.
+        Delivered = "delivered",
+        /// Given up on.
+        Failed = "failed",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

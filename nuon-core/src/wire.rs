@@ -26,8 +26,8 @@ use crate::id::{
 };
 pub use crate::job::DebugPurpose;
 use crate::job::{JobResult, JobStatus};
-use crate::model::{ApprovalMode, InstallState};
-pub use crate::model::{RunnerHealth, RunnerStatus};
+// The domain's states, carried by the wire as they are.
+pub use crate::model::*;
 
 mod errors;
 mod secrets;
@@ -1661,7 +1661,7 @@ pub struct HealthCheck {
     pub name: String,
     /// `ok`, `failed`, `offline` or `disabled` (the runner), or `unknown`
     /// (never run).
-    pub status: String,
+    pub status: CheckState,
     /// What it says: why it failed, when it was last seen or run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -1682,7 +1682,7 @@ pub struct InstallHealth {
     /// (a component's last deploy or a health-check action's last run
     /// failed), `disabled` (the customer turned its runner off with
     /// `nuon-runner disable`) or `offline` (its runner is not there).
-    pub status: String,
+    pub status: HealthStatus,
     /// What it is made of.
     pub checks: Vec<HealthCheck>,
 }
@@ -1694,7 +1694,7 @@ pub struct DriftInfo {
     pub target: String,
     /// `drifted` (its plan has changes), `in_sync`, `checking` (a check
     /// runs or waits), `check_failed` or `never_checked`.
-    pub status: String,
+    pub status: DriftStatus,
     /// The plan's summary (`add`, `change`, `destroy`) and, for Terraform,
     /// the addresses it would change.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
@@ -2207,7 +2207,7 @@ pub struct DeliveryInfo {
     pub event: crate::webhook::WebhookEvent,
     /// `pending` (not yet delivered; retried with backoff), `delivered`,
     /// or `failed` (given up on).
-    pub status: String,
+    pub status: DeliveryStatus,
     /// Tries so far.
     pub attempts: u32,
     /// When the event happened, ms since the epoch.

@@ -577,6 +577,10 @@ mod budget_tests {
                 "over a million",
             ),
             (
+                r#"{{ regexMatch "[a-m][A-Za-z]{300}[^A-Za-z]" (repeat 16 (randAlpha 65536)) }}"#,
+                "too much work",
+            ),
+            (
                 r#"{{ $x := list }}{{ range until 100000 }}{{ $x = list $x }}{{ end }}"#,
                 "over 100 levels",
             ),
@@ -615,5 +619,9 @@ mod budget_tests {
             "[1 1 2 [1]]"
         );
         assert_eq!(r(r#"{{ trimAll "$x" "$$5.00x$" }}"#).unwrap(), "5.00");
+        assert_eq!(
+            r(r#"{{ regexMatch "^[a-z]+[0-9]?$" (repeat 1000000 "a") }}"#).unwrap(),
+            "true"
+        );
     }
 }

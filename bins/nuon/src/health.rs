@@ -3,6 +3,7 @@
 
 use clap::Subcommand;
 use nuon_client::ControlClient;
+use nuon_core::wire::{CheckState, HealthStatus};
 
 use crate::{CliError, Global, client, fmt_time, print_json, table};
 
@@ -65,7 +66,7 @@ pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliE
     for n in install_names(&client, install).await? {
         all.push(client.install_health(&n).await?);
     }
-    let code = u8::from(all.iter().any(|h| h.status != "healthy"));
+    let code = u8::from(all.iter().any(|h| h.status != HealthStatus::Healthy));
     if g.json {
         print_one_or_all(install, &all)?;
         return Ok(code);
@@ -74,23 +75,23 @@ pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliE
     for h in all {
         for c in h.checks {
             // One install: every check; all of them: what is not ok.
-            if install.is_none() && c.status == "ok" {
+            if install.is_none() && c.status == CheckState::Ok {
                 continue;
             }
             rows.push(vec![
                 h.install.clone(),
-                h.status.clone(),
+                h.status.to_string(),
                 format!("{} {}", c.kind, c.name),
-                c.status,
+                c.status.to_string(),
                 c.detail.unwrap_or_default(),
             ]);
         }
-        if install.is_none() && h.status == "healthy" {
+        if install.is_none() && h.status == HealthStatus::Healthy {
             rows.push(vec![
                 h.install,
-                h.status,
+                h.status.to_string(),
                 "-".into(),
-                "ok".into(),
+                CheckState::Ok.to_string(),
                 String::new(),
             ]);
         }
@@ -180,7 +181,7 @@ pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliEr
             rows.push(vec![
                 d.install.clone(),
                 t.target,
-                t.status,
+                t.status.to_string(),
                 fmt_time(t.checked_at_ms),
                 t.next_check_ms.map_or("-".into(), |n| fmt_time(Some(n))),
                 summary,

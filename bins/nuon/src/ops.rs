@@ -7,7 +7,7 @@ use std::io::Write;
 use clap::Subcommand;
 use nuon_core::WebhookId;
 use nuon_core::webhook::WebhookEvent;
-use nuon_core::wire::DebugPurpose;
+use nuon_core::wire::{DebugPurpose, DeliveryStatus};
 
 use crate::{CliError, Global, client, fmt_time, print_json, table};
 
@@ -227,11 +227,11 @@ pub(crate) async fn webhooks(g: &Global, command: &WebhooksCommand) -> Result<u8
                     list.deliveries
                         .into_iter()
                         .map(|d| {
-                            let status = match (d.status.as_str(), d.next_attempt_at_ms) {
-                                ("pending", Some(at)) => {
-                                    format!("pending (next {})", fmt_time(Some(at)))
+                            let status = match (d.status, d.next_attempt_at_ms) {
+                                (DeliveryStatus::Pending, Some(at)) => {
+                                    format!("{} (next {})", d.status, fmt_time(Some(at)))
                                 }
-                                (s, _) => s.to_owned(),
+                                (s, _) => s.to_string(),
                             };
                             vec![
                                 d.id.to_string(),

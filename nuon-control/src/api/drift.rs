@@ -8,7 +8,7 @@ use axum::routing::get;
 use nuon_core::app::AppConfig;
 use nuon_core::cron::Schedule;
 use nuon_core::endpoint as ep;
-use nuon_core::wire::{DriftInfo, InstallDrift, WorkflowInfo};
+use nuon_core::wire::{DriftInfo, DriftStatus, InstallDrift, WorkflowInfo};
 use nuon_core::workflow::{SANDBOX, StepKind, WorkflowKind, WorkflowStatus};
 
 use super::apps::install_app_config;
@@ -21,30 +21,30 @@ pub(super) fn ops() -> Vec<Op> {
 }
 
 /// What `wf`, a drift check, found.
-fn found(wf: &WorkflowInfo) -> (String, serde_json::Value, Option<String>) {
+fn found(wf: &WorkflowInfo) -> (DriftStatus, serde_json::Value, Option<String>) {
     let plan = wf
         .steps
         .iter()
         .find(|s| matches!(s.kind, StepKind::Plan | StepKind::SandboxPlan));
     match wf.status {
-        s if s.is_active() => ("checking".into(), serde_json::Value::Null, None),
+        s if s.is_active() => (DriftStatus::Checking, serde_json::Value::Null, None),
         WorkflowStatus::Succeeded => {
             let changes = plan
                 .map(|p| p.outputs["changes"].clone())
                 .unwrap_or_default();
             let status = if crate::engine::rules::has_changes(&changes) {
-                "drifted"
+                DriftStatus::Drifted
             } else {
-                "in_sync"
+                DriftStatus::InSync
             };
-            (status.into(), changes, None)
+            (status, changes, None)
         }
         _ => {
             let reason = wf
                 .steps
                 .iter()
                 .find_map(|s| s.reason.clone().filter(|_| !s.status.is_passed()));
-            ("check_failed".into(), serde_json::Value::Null, reason)
+            (DriftStatus::CheckFailed, serde_json::Value::Null, reason)
         }
     }
 }
@@ -78,7 +78,7 @@ pub(crate) fn drift_of(
                 .and_then(|s| s.parse::<Schedule>().ok())
                 .and_then(|s| s.next_after(now_ms));
             let (status, changes, reason) = newest.map_or(
-                ("never_checked".into(), serde_json::Value::Null, None),
+                (DriftStatus::NeverChecked, serde_json::Value::Null, None),
                 found,
             );
             Some(DriftInfo {

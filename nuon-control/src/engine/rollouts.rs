@@ -26,7 +26,9 @@ use nuon_core::rollout::{
     CreateRollout, NewRollout, RolloutInfo, RolloutKind, RolloutStatus, RolloutTarget, Seen,
     Selected, TargetState, Waves,
 };
-use nuon_core::wire::{ReleaseInfo, RunnerHealth, RunnerReleaseInfo, RunnerStatus};
+use nuon_core::wire::{
+    CheckState, HealthStatus, ReleaseInfo, RunnerHealth, RunnerReleaseInfo, RunnerStatus,
+};
 use nuon_core::workflow::{WorkflowKind, WorkflowStatus};
 use nuon_core::{OrgId, RolloutId, WorkflowId, now_ms};
 
@@ -707,20 +709,16 @@ impl Engine {
         let summary = crate::health::WorkflowSummary::of(&workflows);
         let health =
             crate::health::health_of(&config, &install, runner.as_ref(), &summary, now_ms());
-        if health.status == "healthy" {
+        if health.status == HealthStatus::Healthy {
             return Ok(Seen::Going);
         }
         let why: Vec<String> = health
             .checks
             .iter()
-            .filter(|c| !matches!(c.status.as_str(), "ok" | "unknown"))
+            .filter(|c| !matches!(c.status, CheckState::Ok | CheckState::Unknown))
             .map(|c| {
-                format!(
-                    "{} {}: {}",
-                    c.kind,
-                    c.name,
-                    c.detail.as_deref().unwrap_or(&c.status)
-                )
+                let detail = c.detail.clone().unwrap_or_else(|| c.status.to_string());
+                format!("{} {}: {detail}", c.kind, c.name)
             })
             .collect();
         Ok(Seen::Failed(format!(

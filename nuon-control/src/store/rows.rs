@@ -370,7 +370,7 @@ impl Record for DeliveryRow {
                 id: r.id(0)?,
                 webhook_id: r.id(1)?,
                 event: r.text(2)?.parse().map_err(corrupt)?,
-                status: r.text(3)?,
+                status: r.text(3)?.parse().map_err(corrupt)?,
                 attempts: r.u32(4)?,
                 created_at_ms: r.int(5)?,
                 delivered_at_ms: r.opt_int(6)?,

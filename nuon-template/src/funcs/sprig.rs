@@ -12,6 +12,7 @@ use crate::value::{Elem, IntType, Value};
 use crate::{parse, time};
 
 mod dates;
+mod regexes;
 
 type R = Result<Value, String>;
 
@@ -253,7 +254,7 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     dicts(m);
     numbers(m);
     encodings(m);
-    regexes(m);
+    regexes::register(m);
     dates::register(m);
     misc(m);
 }
@@ -1539,155 +1540,6 @@ fn base32_decode(t: &str) -> Result<Vec<u8>, usize> {
         out.extend_from_slice(&all[3..3 + bytes]);
     }
     Ok(out)
-}
-
-fn regexes(m: &mut HashMap<&'static str, Func>) {
-    add(m, "regexMatch", STR2, None, |_, a| {
-        Ok(Value::Bool(
-            compile(s(&a[0])).is_ok_and(|r| r.is_match(s(&a[1]))),
-        ))
-    });
-    add(m, "mustRegexMatch", STR2, None, |_, a| {
-        Ok(Value::Bool(compile(s(&a[0]))?.is_match(s(&a[1]))))
-    });
-    for name in ["regexFind", "mustRegexFind"] {
-        add(m, name, STR2, None, |_, a| {
-            text(compile(s(&a[0]))?.find(s(&a[1])).map_or("", |x| x.as_str()))
-        });
-    }
-    for name in ["regexFindAll", "mustRegexFindAll"] {
-        add(m, name, &[Ty::Str, Ty::Str, Ty::Int], None, |_, a| {
-            let re = compile(s(&a[0]))?;
-            let n = int_arg(&a[2]);
-            if n == 0 {
-                return Ok(Value::strings(Vec::new()));
-            }
-            let take = if n < 0 { usize::MAX } else { n as usize };
-            let n = re.find_iter(s(&a[1])).take(take.min(MAX_ITEMS + 1)).count();
-            made_items("regexFindAll", n)?;
-            let all = re.find_iter(s(&a[1])).map(|x| x.as_str().to_string());
-            Ok(Value::strings(all.take(take).collect()))
-        });
-    }
-    for name in ["regexReplaceAll", "mustRegexReplaceAll"] {
-        add(m, name, STR3, None, |_, a| {
-            text(regex_replace(
-                &compile(s(&a[0]))?,
-                s(&a[1]),
-                s(&a[2]),
-                false,
-            )?)
-        });
-    }
-    for name in ["regexReplaceAllLiteral", "mustRegexReplaceAllLiteral"] {
-        add(m, name, STR3, None, |_, a| {
-            text(regex_replace(
-                &compile(s(&a[0]))?,
-                s(&a[1]),
-                s(&a[2]),
-                true,
-            )?)
-        });
-    }
-    for name in ["regexSplit", "mustRegexSplit"] {
-        add(m, name, &[Ty::Str, Ty::Str, Ty::Int], None, |_, a| {
-            let re = compile(s(&a[0]))?;
-            let (t, n) = (s(&a[1]), int_arg(&a[2]));
-            if n == 0 {
-                return Ok(Value::strings(Vec::new()));
-            }
-            if !s(&a[0]).is_empty() && t.is_empty() {
-                return Ok(Value::strings(vec![String::new()]));
-            }
-            let mut out = Vec::new();
-            let (mut beg, mut end) = (0, 0);
-            let take = if n < 0 { usize::MAX } else { n as usize };
-            let matches: Vec<_> = re.find_iter(t).take(take.min(MAX_ITEMS + 1)).collect();
-            made_items("regexSplit", matches.len())?;
-            for mt in matches {
-                if n > 0 && out.len() as i64 == n - 1 {
-                    break;
-                }
-                end = mt.start();
-                if mt.end() != 0 {
-                    out.push(t[beg..end].to_string());
-                }
-                beg = mt.end();
-            }
-            if end != t.len() {
-                out.push(t[beg..].to_string());
-            }
-            Ok(Value::strings(out))
-        });
-    }
-    add(m, "regexQuoteMeta", STR, None, |_, a| {
-        let mut out = String::new();
-        for c in s(&a[0]).chars() {
-            if "\\.+*?()|[]{}^$".contains(c) {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-        text(out)
-    });
-}
-
-/// A compiled regular expression, from a small per-thread cache: a
-/// template calls `regexMatch` with the same pattern on every render.
-/// Go's `ReplaceAllString` (`$1`, `${name}` expanded) or
-/// `ReplaceAllLiteralString`, stopped once its result is past [`MAX_MADE`].
-fn regex_replace(
-    re: &regex::Regex,
-    src: &str,
-    repl: &str,
-    literal: bool,
-) -> Result<String, String> {
-    let mut out = String::new();
-    let mut last = 0;
-    for caps in re.captures_iter(src) {
-        let Some(m) = caps.get(0) else { continue };
-        out.push_str(&src[last..m.start()]);
-        if literal {
-            out.push_str(repl);
-        } else {
-            caps.expand(repl, &mut out);
-        }
-        last = m.end();
-        made("regexReplaceAll", out.len() as u128)?;
-    }
-    out.push_str(&src[last..]);
-    Ok(out)
-}
-
-fn compile(re: &str) -> Result<regex::Regex, String> {
-    thread_local! {
-        static CACHE: std::cell::RefCell<HashMap<String, regex::Regex>> =
-            std::cell::RefCell::new(HashMap::new());
-    }
-    if let Some(r) = CACHE.with(|c| c.borrow().get(re).cloned()) {
-        return Ok(r);
-    }
-    let compiled = regex::RegexBuilder::new(re)
-        .size_limit(1 << 20)
-        .build()
-        .map_err(|e| {
-            format!(
-                "regexp: Compile({}): {}",
-                quote(re, false),
-                e.to_string()
-                    .lines()
-                    .last()
-                    .unwrap_or("error parsing regexp")
-            )
-        })?;
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() >= 256 {
-            c.clear();
-        }
-        c.insert(re.to_owned(), compiled.clone());
-    });
-    Ok(compiled)
 }
 
 fn misc(m: &mut HashMap<&'static str, Func>) {

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use maud::{Markup, html};
 use nuon_core::model::ApprovalMode;
 use nuon_core::now_ms;
-use nuon_core::wire::{HealthCheck, WorkflowInfo};
+use nuon_core::wire::{HealthCheck, HealthStatus, WorkflowInfo};
 use nuon_core::workflow::StepStatus;
 
 use super::Web;
@@ -268,13 +268,13 @@ pub(super) async fn overview(
         let picked = match show {
             "" => true,
             "waiting" => waiting > 0,
-            s => status == Some(s),
+            s => status.is_some_and(|h| h == s),
         };
         if !picked {
             continue;
         }
         match status {
-            Some("healthy") => healthy += 1,
+            Some(HealthStatus::Healthy) => healthy += 1,
             Some(_) => unhealthy += 1,
             None => {}
         }
@@ -284,7 +284,7 @@ pub(super) async fn overview(
     let mut by_health: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, _, _, status, _) in &rows {
         if let Some(s) = status {
-            *by_health.entry(s).or_default() += 1;
+            *by_health.entry(s.as_str()).or_default() += 1;
         }
     }
     let matched = rows.len();
@@ -303,9 +303,9 @@ pub(super) async fn overview(
             (i, app, labels, h, waiting)
         })
         .collect();
-    let strip: Vec<(&str, usize)> = ["healthy", "unhealthy", "offline", "disabled"]
+    let strip: Vec<(&str, usize)> = HealthStatus::ALL
         .iter()
-        .map(|k| (*k, by_health.get(k).copied().unwrap_or(0)))
+        .map(|k| (k.as_str(), by_health.get(k.as_str()).copied().unwrap_or(0)))
         .collect();
     let body = html! {
         h1 { "Installs" }

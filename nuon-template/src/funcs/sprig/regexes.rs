@@ -1,0 +1,197 @@
+//! sprig's regular expressions (Go's RE2 syntax, as the `regex` crate
+//! reads it), each call's work bounded by the pattern and the text.
+
+use super::*;
+
+pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
+    add(m, "regexMatch", STR2, None, |_, a| {
+        // A pattern that does not compile matches nothing; one too slow
+        // for the text is an error still.
+        match compile(s(&a[0]), s(&a[1])) {
+            Ok(r) => Ok(Value::Bool(r.is_match(s(&a[1])))),
+            Err(e) if e.starts_with("regexp:") => Ok(Value::Bool(false)),
+            Err(e) => Err(e),
+        }
+    });
+    add(m, "mustRegexMatch", STR2, None, |_, a| {
+        Ok(Value::Bool(compile(s(&a[0]), s(&a[1]))?.is_match(s(&a[1]))))
+    });
+    for name in ["regexFind", "mustRegexFind"] {
+        add(m, name, STR2, None, |_, a| {
+            text(
+                compile(s(&a[0]), s(&a[1]))?
+                    .find(s(&a[1]))
+                    .map_or("", |x| x.as_str()),
+            )
+        });
+    }
+    for name in ["regexFindAll", "mustRegexFindAll"] {
+        add(m, name, &[Ty::Str, Ty::Str, Ty::Int], None, |_, a| {
+            let re = compile(s(&a[0]), s(&a[1]))?;
+            let n = int_arg(&a[2]);
+            if n == 0 {
+                return Ok(Value::strings(Vec::new()));
+            }
+            let take = if n < 0 { usize::MAX } else { n as usize };
+            let n = re.find_iter(s(&a[1])).take(take.min(MAX_ITEMS + 1)).count();
+            made_items("regexFindAll", n)?;
+            let all = re.find_iter(s(&a[1])).map(|x| x.as_str().to_string());
+            Ok(Value::strings(all.take(take).collect()))
+        });
+    }
+    for name in ["regexReplaceAll", "mustRegexReplaceAll"] {
+        add(m, name, STR3, None, |_, a| {
+            text(regex_replace(
+                &compile(s(&a[0]), s(&a[1]))?,
+                s(&a[1]),
+                s(&a[2]),
+                false,
+            )?)
+        });
+    }
+    for name in ["regexReplaceAllLiteral", "mustRegexReplaceAllLiteral"] {
+        add(m, name, STR3, None, |_, a| {
+            text(regex_replace(
+                &compile(s(&a[0]), s(&a[1]))?,
+                s(&a[1]),
+                s(&a[2]),
+                true,
+            )?)
+        });
+    }
+    for name in ["regexSplit", "mustRegexSplit"] {
+        add(m, name, &[Ty::Str, Ty::Str, Ty::Int], None, |_, a| {
+            let re = compile(s(&a[0]), s(&a[1]))?;
+            let (t, n) = (s(&a[1]), int_arg(&a[2]));
+            if n == 0 {
+                return Ok(Value::strings(Vec::new()));
+            }
+            if !s(&a[0]).is_empty() && t.is_empty() {
+                return Ok(Value::strings(vec![String::new()]));
+            }
+            let mut out = Vec::new();
+            let (mut beg, mut end) = (0, 0);
+            let take = if n < 0 { usize::MAX } else { n as usize };
+            let matches: Vec<_> = re.find_iter(t).take(take.min(MAX_ITEMS + 1)).collect();
+            made_items("regexSplit", matches.len())?;
+            for mt in matches {
+                if n > 0 && out.len() as i64 == n - 1 {
+                    break;
+                }
+                end = mt.start();
+                if mt.end() != 0 {
+                    out.push(t[beg..end].to_string());
+                }
+                beg = mt.end();
+            }
+            if end != t.len() {
+                out.push(t[beg..].to_string());
+            }
+            Ok(Value::strings(out))
+        });
+    }
+    add(m, "regexQuoteMeta", STR, None, |_, a| {
+        let mut out = String::new();
+        for c in s(&a[0]).chars() {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        text(out)
+    });
+}
+
+/// Go's `ReplaceAllString` (`$1`, `${name}` expanded) or
+/// `ReplaceAllLiteralString`, stopped once its result is past [`MAX_MADE`].
+fn regex_replace(
+    re: &regex::Regex,
+    src: &str,
+    repl: &str,
+    literal: bool,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let mut last = 0;
+    for caps in re.captures_iter(src) {
+        let Some(m) = caps.get(0) else { continue };
+        out.push_str(&src[last..m.start()]);
+        if literal {
+            out.push_str(repl);
+        } else {
+            caps.expand(repl, &mut out);
+        }
+        last = m.end();
+        made("regexReplaceAll", out.len() as u128)?;
+    }
+    out.push_str(&src[last..]);
+    Ok(out)
+}
+
+/// The most work one regular expression call may be asked for: its
+/// pattern's weight (about the automaton's states) times the text's bytes.
+/// A pattern the fast engine gives up on runs in time proportional to
+/// that (`[a-m][A-Za-z]{300}[^A-Za-z]` over 1 MiB took 13 s).
+const MAX_REGEX_WORK: u64 = 64 << 20;
+
+/// `re` compiled (kept per thread), once its work over `haystack` is
+/// within [`MAX_REGEX_WORK`].
+fn compile(re: &str, haystack: &str) -> Result<regex::Regex, String> {
+    thread_local! {
+        static CACHE: std::cell::RefCell<HashMap<String, (regex::Regex, u64)>> =
+            std::cell::RefCell::new(HashMap::new());
+    }
+    let (compiled, weight) = match CACHE.with(|c| c.borrow().get(re).cloned()) {
+        Some(hit) => hit,
+        None => {
+            let compiled = regex::RegexBuilder::new(re)
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| {
+                    format!(
+                        "regexp: Compile({}): {}",
+                        quote(re, false),
+                        e.to_string()
+                            .lines()
+                            .last()
+                            .unwrap_or("error parsing regexp")
+                    )
+                })?;
+            let weight = regex_syntax::parse(re).map_or(u64::MAX, |h| weight(&h));
+            CACHE.with(|c| {
+                let mut c = c.borrow_mut();
+                if c.len() >= 256 {
+                    c.clear();
+                }
+                c.insert(re.to_owned(), (compiled.clone(), weight));
+            });
+            (compiled, weight)
+        }
+    };
+    let work = weight.saturating_mul(haystack.len() as u64);
+    if work > MAX_REGEX_WORK {
+        return Err(format!(
+            "the pattern {} (about {weight} states) over {} bytes of text is too much work for one call: a template renders config values, not bulk data",
+            quote(re, false),
+            haystack.len()
+        ));
+    }
+    Ok(compiled)
+}
+
+/// About how many states a pattern's automaton has: literals by their
+/// bytes, a counted repetition by its count.
+fn weight(h: &regex_syntax::hir::Hir) -> u64 {
+    use regex_syntax::hir::HirKind;
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) | HirKind::Class(_) => 1,
+        HirKind::Literal(l) => l.0.len() as u64,
+        HirKind::Repetition(r) => {
+            let times = r.max.unwrap_or(r.min.saturating_add(1)).max(1);
+            weight(&r.sub).saturating_mul(u64::from(times))
+        }
+        HirKind::Capture(c) => weight(&c.sub),
+        HirKind::Concat(hs) | HirKind::Alternation(hs) => {
+            hs.iter().map(weight).fold(1, u64::saturating_add)
+        }
+    }
+}
