@@ -195,6 +195,30 @@ fn shipped(text: &str) -> &str {
     text.find("\n#[cfg(test)]").map_or(text, |at| &text[..at])
 }
 
+/// Every shipped line of the crates that serve and call the APIs holding
+/// one of `needles`, as `path:line: text`.
+fn shipped_lines_with(needles: &[impl AsRef<str>]) -> Vec<String> {
+    let mut found = Vec::new();
+    for dir in [
+        "nuon-control/src",
+        "bins/nuon/src",
+        "nuon-client/src",
+        "nuon-runner-lib/src",
+    ] {
+        for p in files(dir, "rs") {
+            if rel(&p).contains("/tests/") {
+                continue;
+            }
+            for (i, line) in shipped(&read(&p)).lines().enumerate() {
+                if needles.iter().any(|s| line.contains(s.as_ref())) {
+                    found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
 #[test]
 fn install_states_and_approval_modes_are_spelled_only_in_their_enums() {
     // The spellings that name nothing but an install's state, its
@@ -213,24 +237,7 @@ fn install_states_and_approval_modes_are_spelled_only_in_their_enums() {
         "\"never_checked\"",
         "\"check_failed\"",
     ];
-    let mut found = Vec::new();
-    for dir in [
-        "nuon-control/src",
-        "bins/nuon/src",
-        "nuon-client/src",
-        "nuon-runner-lib/src",
-    ] {
-        for p in files(dir, "rs") {
-            if rel(&p).contains("/tests/") {
-                continue;
-            }
-            for (i, line) in shipped(&read(&p)).lines().enumerate() {
-                if only_these.iter().any(|s| line.contains(s)) {
-                    found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
-                }
-            }
-        }
-    }
+    let found = shipped_lines_with(&only_these);
     assert!(
         found.is_empty(),
         "use InstallState / ApprovalMode / DriftStatus (nuon_core::model), not their spelling:\n{}",
@@ -262,24 +269,7 @@ fn api_error_codes_are_spelled_only_in_their_enum() {
         .filter(|c| *c != "csrf")
         .map(|c| format!("\"{c}\""))
         .collect();
-    let mut found = Vec::new();
-    for dir in [
-        "nuon-control/src",
-        "bins/nuon/src",
-        "nuon-client/src",
-        "nuon-runner-lib/src",
-    ] {
-        for p in files(dir, "rs") {
-            if rel(&p).contains("/tests/") {
-                continue;
-            }
-            for (i, line) in shipped(&read(&p)).lines().enumerate() {
-                if banned.iter().any(|s| line.contains(s.as_str())) {
-                    found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
-                }
-            }
-        }
-    }
+    let found = shipped_lines_with(&banned);
     assert!(
         found.is_empty(),
         "use ErrorCode (nuon_core::wire), not its spelling:\n{}",
