@@ -29,6 +29,7 @@ use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::http::Http;
 
+mod installers;
 mod renders;
 mod rollouts;
 

@@ -206,6 +206,10 @@ id_type!(
     UserId, "usr", "user"
 );
 id_type!(
+    /// An invitation: a link a vendor sends its customer to install an app.
+    InvitationId, "inv", "invitation"
+);
+id_type!(
     /// A webhook: a URL an org's events are posted to.
     WebhookId, "whk", "webhook"
 );

@@ -222,6 +222,22 @@ status! {
     }
 }
 
+status! {
+    /// Where a customer's invitation (an installer link) is.
+    InvitationState {
+        /// It can be opened, and the customer has not installed yet.
+        #[default]
+        Pending = "pending",
+        /// The customer made the install: the link shows that install, to
+        /// the browser that made it, and says so to any other.
+        Used = "used",
+        /// Its time ran out before it was used.
+        Expired = "expired",
+        /// The vendor took it back.
+        Revoked = "revoked",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

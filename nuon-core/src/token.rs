@@ -38,6 +38,16 @@ pub fn issue_stack_token() -> IssuedToken {
     }
 }
 
+/// A new invitation token (`ilk_` and a secret): the secret part of a
+/// customer's installer link, `https://CTL/install/TOKEN`.
+pub fn issue_invitation_token() -> IssuedToken {
+    let secret = format!("ilk_{}", secret_part());
+    IssuedToken {
+        hash: hash_token(&secret),
+        secret,
+    }
+}
+
 /// A new runner token for `runner`.
 pub fn issue_runner_token(runner: &RunnerId) -> IssuedToken {
     let secret = format!("{runner}.{}", secret_part());

@@ -30,6 +30,8 @@ use crate::job::{JobResult, JobStatus};
 pub use crate::model::*;
 
 mod errors;
+mod installers;
+mod installs;
 mod secrets;
 mod states;
 mod telemetry;
@@ -40,6 +42,11 @@ pub use crate::records::{
 use crate::workflow::StepRecord;
 use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 pub use errors::{ApiError, ApiErrorBody, ErrorCode};
+pub use installers::{
+    CreateInvitation, InstallerInfo, InstallerList, InvitationCreated, InvitationInfo,
+    InvitationList,
+};
+pub use installs::{InstallCreated, InstallInfo, InstallList};
 pub use secrets::{InstallSecret, InstallSecrets, UpdateInputs};
 pub use states::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked};
 pub use telemetry::{ProbeSeen, RunnerTelemetry, RunnerUpdateFailure, ToolHeld};
@@ -222,6 +229,8 @@ pub mod routes {
     pub const OPENAPI: &str = "/openapi.json";
     /// Both listeners: liveness.
     pub const HEALTH: &str = "/healthz";
+
+    pub use super::installers::routes::*;
 
     /// Fills `{id}` in a route.
     pub fn with_id(route: &str, id: &str) -> String {
@@ -1490,70 +1499,6 @@ pub struct InputsUpdated {
     /// Whether this was a dry run.
     #[serde(default)]
     pub dry_run: bool,
-}
-
-/// An install. Sensitive inputs and secrets are never shown: only which
-/// ones are set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct InstallInfo {
-    /// Its id.
-    pub id: InstallId,
-    /// Its name.
-    pub name: String,
-    /// Its app.
-    pub app_id: AppId,
-    /// The app's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app_name: Option<String>,
-    /// The app config version it runs.
-    pub config_version: u32,
-    /// Its runner.
-    pub runner_id: RunnerId,
-    /// `created`, later `provisioning`, `active`, ...
-    pub state: InstallState,
-    /// `approve-all` or `prompt`.
-    pub approval: ApprovalMode,
-    /// The values of its inputs that are not sensitive (defaults included).
-    pub inputs: BTreeMap<String, serde_json::Value>,
-    /// The sensitive inputs that have a value.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sensitive_inputs: Vec<String>,
-    /// The secrets that have a value.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub secrets: Vec<String>,
-    /// Outputs of its sandbox and components, once deployed.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub outputs: serde_json::Value,
-    /// Its labels.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    /// The release it has: the last one a rollout deployed to it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub release_id: Option<crate::ReleaseId>,
-    /// When it was created.
-    pub created_at_ms: i64,
-}
-
-/// A new install, with its runner's token (shown only here, once).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct InstallCreated {
-    /// The install.
-    pub install: InstallInfo,
-    /// The install runner's token for the Runner API.
-    pub runner_token: String,
-    /// The org's job-signing public key to configure the runner with.
-    pub signing_public_key: String,
-    /// The Runner API's URL as the control plane knows it (its
-    /// `--runner-url`, or its runner listener's address).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runner_api_url: Option<String>,
-}
-
-/// A list of installs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct InstallList {
-    /// Oldest first.
-    pub installs: Vec<InstallInfo>,
 }
 
 // ---------------------------------------------------------------- Workflows

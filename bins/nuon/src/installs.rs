@@ -57,6 +57,9 @@ pub(crate) enum InstallsCommand {
     },
     /// Set (KEY=VALUE) or remove (KEY-) labels of an install.
     Label(crate::groups::LabelArgs),
+    /// Invite a customer: a link to the installer page, where they set the
+    /// inputs the app lets them set and get the install stack.
+    Invite(crate::installers::InviteArgs),
     /// Groups of installs: a name and a label selector.
     Groups {
         #[command(subcommand)]
@@ -335,15 +338,23 @@ impl Render for InstallInfo {
         if !i.labels.is_empty() {
             outln!("labels:   {}", crate::groups::labels_text(&i.labels));
         }
+        // Who set an input: the customer on the installer page, or the vendor.
+        let by = |k: &str| {
+            if i.customer_inputs.iter().any(|c| c == k) {
+                "  (set by the customer)"
+            } else {
+                ""
+            }
+        };
         for (k, v) in &i.inputs {
             let v = match v {
                 serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            outln!("input:    {k} = {v}");
+            outln!("input:    {k} = {v}{}", by(k));
         }
         for k in &i.sensitive_inputs {
-            outln!("input:    {k} = (sensitive, set)");
+            outln!("input:    {k} = (sensitive, set){}", by(k));
         }
         for k in &i.secrets {
             outln!("secret:   {k} (set)");
@@ -535,6 +546,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             }
         }
         InstallsCommand::Label(args) => return crate::groups::label(g, args).await,
+        InstallsCommand::Invite(args) => return crate::installers::invite(g, args).await,
         InstallsCommand::Lifecycle(command) => {
             return crate::lifecycle::lifecycle(g, command).await;
         }

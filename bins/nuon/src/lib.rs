@@ -38,6 +38,7 @@ mod groups;
 mod health;
 mod images;
 mod input;
+mod installers;
 mod installs;
 mod jobs;
 mod lifecycle;
@@ -124,6 +125,17 @@ enum Command {
     Installs {
         #[command(subcommand)]
         command: installs::InstallsCommand,
+    },
+    /// Installers: the page a customer installs an app from
+    /// (`installer.toml`).
+    Installers {
+        #[command(subcommand)]
+        command: installers::InstallersCommand,
+    },
+    /// Invitations: the links to the installer page sent to customers.
+    Invitations {
+        #[command(subcommand)]
+        command: installers::InvitationsCommand,
     },
     /// The components of an app.
     Components {
@@ -304,18 +316,27 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError>
     Ok(())
 }
 
+/// A time as people read it: `5m ago` in the past, `in 7d` ahead.
 pub(crate) fn fmt_time(ms: Option<i64>) -> String {
     match ms {
         None => "-".into(),
-        Some(ms) => {
-            let ago = (nuon_core::now_ms() - ms).max(0) / 1000;
-            match ago {
-                0..60 => format!("{ago}s ago"),
-                60..3600 => format!("{}m ago", ago / 60),
-                3600..86400 => format!("{}h ago", ago / 3600),
-                _ => format!("{}d ago", ago / 86400),
-            }
-        }
+        Some(ms) => relative_time(ms - nuon_core::now_ms()),
+    }
+}
+
+/// `delta_ms` from now as people read it: `5m ago` (negative), `in 7d`.
+pub(crate) fn relative_time(delta_ms: i64) -> String {
+    let secs = delta_ms.unsigned_abs() / 1000;
+    let amount = match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86400),
+    };
+    if delta_ms > 0 && secs > 0 {
+        format!("in {amount}")
+    } else {
+        format!("{amount} ago")
     }
 }
 
@@ -456,6 +477,8 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Releases { command } => releases::releases(g, command).await,
         Command::Plugins { command } => plugins::plugins(command).await,
         Command::Images { command } => images::images(g, command).await,
+        Command::Installers { command } => installers::installers(g, command).await,
+        Command::Invitations { command } => installers::invitations(g, command).await,
         Command::Dev(args) => {
             // Flags for a control plane elsewhere mean nothing to the one
             // `nuon dev` starts: say so rather than ignore them.

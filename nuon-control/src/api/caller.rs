@@ -43,6 +43,25 @@ pub(crate) fn source_of(ext: &axum::http::Extensions) -> String {
         .unwrap_or_default()
 }
 
+/// The control plane's address as the caller reached it (the dashboard
+/// and the installer page are on this listener): its `Host`, the scheme a
+/// proxy in front says, else the address it listens on.
+pub(crate) fn public_base(state: &super::SharedState, headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+        })
+        .map(|h| {
+            let scheme = if over_https(headers) { "https" } else { "http" };
+            format!("{scheme}://{h}")
+        })
+        .or_else(|| state.control_url.get().cloned())
+        .unwrap_or_default()
+}
+
 /// Whether the browser reached us over HTTPS (directly, or through a proxy
 /// that says so): the session cookie is then `Secure`.
 pub(crate) fn over_https(headers: &axum::http::HeaderMap) -> bool {

@@ -21,6 +21,7 @@ mod session;
 mod stack;
 pub(crate) mod state;
 mod toggles;
+mod installers;
 mod web;
 mod workflows;
 
@@ -847,6 +848,7 @@ pub(crate) fn control_ops() -> Vec<doc::Op> {
     ops.extend(state::ops());
     ops.extend(workflows::ops());
     ops.extend(toggles::ops());
+    ops.extend(installers::ops());
     ops.extend(drift::ops());
     ops.extend(groups::ops());
     ops.extend(releases::ops());

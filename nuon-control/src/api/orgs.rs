@@ -63,24 +63,7 @@ async fn create_sign_in_code(
             expires_at_ms,
         })
         .await?;
-    // The dashboard is on this listener: the address the caller reached.
-    let base = headers
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .filter(|h| {
-            h.chars()
-                .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
-        })
-        .map(|h| {
-            let scheme = if super::caller::over_https(&headers) {
-                "https"
-            } else {
-                "http"
-            };
-            format!("{scheme}://{h}")
-        })
-        .or_else(|| state.control_url.get().cloned())
-        .unwrap_or_default();
+    let base = super::caller::public_base(&state, &headers);
     Ok((
         StatusCode::CREATED,
         Json(SignInCode {

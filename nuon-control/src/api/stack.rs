@@ -13,23 +13,18 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use nuon_core::app::RunnerSettings;
 use nuon_core::audit::AuditEntry;
-use nuon_core::stack::{StackFormat, StackSpec, contract, generate};
-use nuon_core::token::{hash_token, issue_runner_token, issue_stack_token};
+use nuon_core::stack::{StackFormat, contract};
+use nuon_core::token::{hash_token, issue_runner_token};
 use nuon_core::wire::{InstallStack, PhoneHome, PhoneHomeAnswer, routes};
 use nuon_core::{OrgId, now_ms};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::apps::install_of;
-use super::control::require_admin;
 use super::doc::Op;
-use super::{ApiAuth, Body, Q, SharedState, Source};
-use crate::engine::render::render_context;
+use super::{Body, Caller, Q, SharedState, Source};
 use crate::error::Error;
-use crate::store::{StackRedeem, StoredInstall};
-use nuon_core::rendered::render_part;
+use crate::store::StackRedeem;
 
 /// The most outputs a stack may report, and the longest value.
 const MAX_OUTPUTS: usize = 100;
@@ -54,140 +49,19 @@ struct StackQuery {
 
 async fn stack(
     State(state): State<SharedState>,
-    Source(source): Source,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
     Q(q): Q<StackQuery>,
 ) -> Result<Json<InstallStack>, Error> {
-    // It issues a token: an admin's call, though a read.
-    require_admin(&auth)?;
     let format = q
         .format
         .as_deref()
         .map(StackFormat::parse)
         .transpose()
         .map_err(|e| Error::bad_request(format!("format: {e}")))?;
-    let install = install_of(&state, &auth, &key).await?;
-    let org = &auth.0.org_id;
-    let Rendered {
-        app_name,
-        runner,
-        permissions,
-        stack: stack_toml,
-        secrets,
-    } = rendered_for(&state, org, &install).await?;
-    let format = format.unwrap_or_else(|| StackFormat::for_runner_type(&runner.runner_type));
-    // What can fail first: the token before stays good until a new one
-    // is handed out.
-    let api = state.engine.runner_url_known().ok_or_else(|| {
-        Error::internal("the Runner API's address is not known yet: the control plane is starting")
-    })?;
-    let signing_key = state.signing_public_key(&auth.0.org_id).await?.to_string();
-    let token = issue_stack_token();
-    let ttl = state.ops.stack_token_ttl;
-    let expires = now_ms() + ttl.as_millis() as i64;
-    let spec = StackSpec {
-        install_id: install.id.to_string(),
-        install_name: install.name.clone(),
-        app_name,
-        runner_api: api.to_owned(),
-        signing_key,
-        install_token: token.secret.clone(),
-        token_expires_at_ms: expires,
-        token_ttl: crate::engine::in_words(ttl),
-        version: env!("CARGO_PKG_VERSION").into(),
-        runner,
-        stack: stack_toml,
-        permissions,
-        secrets,
-        org_id: org.to_string(),
-    };
-    // Made before the token is stored: a stack that cannot be made leaves
-    // the token before working.
-    let made = generate(&spec, format).map_err(|e| {
-        Error::bad_request(format!(
-            "the {format} stack of install {} cannot be made from its app's config: {e}",
-            install.name
-        ))
-    })?;
-    state
-        .store
-        .set_stack_token(&auth.0.org_id, &install.id, &token.hash, expires)
-        .await?;
-    // A GET, so not in the write layer's record: a credential was issued.
-    let entry = AuditEntry::new(
-        now_ms(),
-        auth.0.actor(),
-        "getInstallStack",
-        format!("/v1/installs/{}/stack", install.id),
-        source,
-        "200",
-    )
-    .with_detail(format!(
-        "a new one-time stack token for install {} (the one before stops working)",
-        install.name
-    ));
-    state.auditor.record(&auth.0.org_id, entry).await;
-    Ok(Json(made))
-}
-
-/// What a stack is made from: the install's runner settings, and its cloud
-/// roles and `stack.toml` with their templates rendered for the install.
-struct Rendered {
-    app_name: String,
-    runner: RunnerSettings,
-    permissions: nuon_core::app::Permissions,
-    stack: Option<nuon_core::app::Stack>,
-    secrets: Vec<nuon_core::app::SecretDecl>,
-}
-
-async fn rendered_for(
-    state: &SharedState,
-    org: &OrgId,
-    install: &StoredInstall,
-) -> Result<Rendered, Error> {
-    let (app_name, config) = state
-        .engine
-        .app_config(org, &install.app_id, install.config_version)
-        .await?;
-    let runner = config.runner.clone().unwrap_or_else(RunnerSettings::local);
-    // Role names and documents are templates (`{{ .nuon.install.id }}`).
-    // Without the stack's own outputs: a stack is made before them, and
-    // made again when they are refused (that is how they are given anew).
-    let without_outputs = StoredInstall {
-        stack_outputs: None,
-        ..install.clone()
-    };
-    let org_name = state.engine.org_name(org).await?;
-    let owner = crate::engine::render::Owner {
-        org: &org_name,
-        app: &app_name,
-        secrets: &config.secrets,
-    };
-    let ctx = render_context(&state.secrets, org, &without_outputs, owner, false)
-        .map_err(|e| Error::conflict(ErrorCode::StackNotMade, e))?;
-    // Rendering is a tenant's work: off the runtime's threads.
-    let (permissions, stack) = {
-        let (permissions, stack) = (config.permissions.clone(), config.stack.clone());
-        crate::render_pool::blocking(move || {
-            let permissions = render_part(&permissions, &ctx, "permissions")?;
-            let stack_toml = stack
-                .as_ref()
-                .map(|s| render_part(s, &ctx, "stack.toml"))
-                .transpose()?;
-            Ok::<_, String>((permissions, stack_toml))
-        })
-        .await
-        .map_err(Error::internal)?
-        .map_err(Error::bad_request)?
-    };
-    Ok(Rendered {
-        app_name,
-        runner,
-        permissions,
-        stack,
-        secrets: config.secrets.clone(),
-    })
+    Ok(Json(
+        state.services().install_stack(&caller, &key, format).await?,
+    ))
 }
 
 /// What a stack may report: names like Terraform outputs, plain text.
@@ -307,7 +181,9 @@ async fn nuon_outputs(
     reported: &BTreeMap<String, String>,
 ) -> BTreeMap<String, serde_json::Value> {
     let rendered = match state.store.find_install(org, install.as_str()).await {
-        Ok(Some(i)) => rendered_for(state, org, &i)
+        Ok(Some(i)) => state
+            .services()
+            .rendered_for(org, &i)
             .await
             .map_err(|e| e.to_string()),
         Ok(None) => Err("the install is gone".to_owned()),

@@ -68,7 +68,13 @@ impl Services<'_> {
         key: &str,
     ) -> Result<InstallInfo, Error> {
         let install = self.find_install(caller, key).await?;
-        self.install_view(caller, install).await
+        let customer_inputs = self
+            .store
+            .customer_inputs(&caller.principal.org_id, &install.id)
+            .await?;
+        let mut info = self.install_view(caller, install).await?;
+        info.customer_inputs = customer_inputs;
+        Ok(info)
     }
 
     /// `PATCH /v1/installs/{id}`: renames the install and sets its
@@ -190,6 +196,16 @@ impl Services<'_> {
         req: CreateInstall,
     ) -> Result<InstallCreated, Error> {
         require_admin(&caller.principal)?;
+        self.insert_install(caller, req).await
+    }
+
+    /// Makes the install `req` asks for, every problem said at once, for a
+    /// caller already allowed to (an admin, or a customer's invitation).
+    pub(crate) async fn insert_install(
+        &self,
+        caller: &Caller,
+        req: CreateInstall,
+    ) -> Result<InstallCreated, Error> {
         check_name("install", &req.name)?;
         nuon_core::labels::check_labels(&req.labels)
             .map_err(|e| Error::api(StatusCode::BAD_REQUEST, ErrorCode::InvalidLabels, e))?;
@@ -581,6 +597,7 @@ pub(crate) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
         outputs,
         labels: i.labels,
         release_id: None,
+        customer_inputs: Vec::new(),
         created_at_ms: i.created_at_ms,
     })
 }

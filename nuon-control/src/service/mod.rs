@@ -11,6 +11,8 @@
 
 pub(crate) mod apps;
 pub(crate) mod installs;
+pub(crate) mod invitations;
+mod stack;
 mod render;
 
 use axum::http::StatusCode;

@@ -2,7 +2,8 @@
 //!
 //! Each domain has a small trait of its own: [`OrgStore`] (orgs, settings,
 //! signing keys, API tokens), [`AppStore`] (apps and config versions),
-//! [`InstallStore`], [`StackStore`] (an install stack's phone-home),
+//! [`InstallStore`], [`InvitationStore`] (the customers' installer
+//! links), [`StackStore`] (an install stack's phone-home),
 //! [`CheckStore`] (the checks the vendor's systems push for an install),
 //! [`RunnerStore`], [`JobStore`] (jobs as the Control API
 //! sees them), [`QueueStore`] (the runner side: claims, leases, logs,
@@ -32,6 +33,7 @@ mod apps;
 mod audit;
 mod builds;
 mod installs;
+mod invitations;
 mod jobs;
 mod labels;
 mod maintenance;
@@ -74,6 +76,7 @@ pub use installs::{
     CheckStore, InstallChange, InstallStore, NewInstall, Overrides, StackRedeem, StackStore,
     StoredInstall,
 };
+pub use invitations::{InvitationStore, Spend, StoredInvitation};
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};
 pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
@@ -97,7 +100,8 @@ pub use workflows::{CachedSummary, NewWorkflow, StepUpdate, SummaryText, Workflo
 /// `use nuon_control::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AppStore, AuditStore, BuildStore, CheckStore, InstallStore, JobStore, LabelStore,
+        AppStore, AuditStore, BuildStore, CheckStore, InstallStore, InvitationStore, JobStore,
+        LabelStore,
         MaintenanceStore, OrgStore, QueueStore, ReleaseStore, RemovalStore, RolloutStore,
         RunnerStore, SealingStore, StackStore, StateStore, Store, WebhookStore, WorkflowStore,
     };
@@ -146,6 +150,7 @@ pub trait Store:
     OrgStore
     + AppStore
     + InstallStore
+    + InvitationStore
     + StackStore
     + CheckStore
     + LabelStore
@@ -171,6 +176,7 @@ impl<T> Store for T where
     T: OrgStore
         + AppStore
         + InstallStore
+        + InvitationStore
         + StackStore
         + CheckStore
         + LabelStore

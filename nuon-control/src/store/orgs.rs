@@ -14,15 +14,21 @@ pub struct ApiPrincipal {
     pub scope: String,
     /// The person; none for a service account's token.
     pub user: Option<PrincipalUser>,
+    /// A customer acting through the invitation's link on the installer
+    /// page (with no token: `token_id` is then an id no token has, and
+    /// `scope` is `customer`, which no check of the API lets through).
+    pub customer: Option<nuon_core::InvitationId>,
 }
 
 impl ApiPrincipal {
     /// Who acts, as the audit trail and records name them: the person's
-    /// email address, or the service account's token id.
+    /// email address, the service account's token id, or the customer and
+    /// their invitation.
     pub fn actor(&self) -> String {
-        match &self.user {
-            Some(u) => u.email.clone(),
-            None => self.token_id.to_string(),
+        match (&self.customer, &self.user) {
+            (Some(inv), _) => format!("customer (invitation {inv})"),
+            (None, Some(u)) => u.email.clone(),
+            (None, None) => self.token_id.to_string(),
         }
     }
 }

@@ -24,8 +24,8 @@ pub trait RemovalStore: Send + Sync {
 }
 
 /// What goes with an install, in order, each keyed by the install's id
-/// (`?1`); the last two also take the time (`?2`).
-pub(crate) const INSTALL_ROWS: [&str; 11] = [
+/// (`?1`); the invitations' and the runner's also take the time (`?2`).
+pub(crate) const INSTALL_ROWS: [&str; 12] = [
     "DELETE FROM workflow_steps WHERE workflow_id IN (SELECT id FROM workflows WHERE install_id = ?1)",
     "DELETE FROM install_summaries WHERE install_id = ?1",
     "DELETE FROM cron_fires WHERE install_id = ?1",
@@ -35,13 +35,15 @@ pub(crate) const INSTALL_ROWS: [&str; 11] = [
     "DELETE FROM tf_states WHERE install_id = ?1",
     "DELETE FROM install_releases WHERE install_id = ?1",
     "DELETE FROM install_runner_releases WHERE install_id = ?1",
+    "UPDATE invitations SET revoked_at = COALESCE(revoked_at, ?2) WHERE install_id = ?1",
     "UPDATE runners SET revoked_at = COALESCE(revoked_at, ?2) \
      WHERE id = (SELECT runner_id FROM installs WHERE id = ?1)",
     "DELETE FROM installs WHERE id = ?1",
 ];
 
 /// What goes with an app, in order, each keyed by the app's id (`?1`).
-pub(crate) const APP_ROWS: [&str; 5] = [
+pub(crate) const APP_ROWS: [&str; 6] = [
+    "DELETE FROM invitations WHERE app_id = ?1",
     "DELETE FROM rollouts WHERE release_id IN (SELECT id FROM releases WHERE app_id = ?1)",
     "DELETE FROM releases WHERE app_id = ?1",
     "DELETE FROM builds WHERE app_id = ?1",

@@ -283,6 +283,7 @@ impl Record for TokenCheck {
             token_id: r.id(1)?,
             scope: scope.as_str().to_owned(),
             user,
+            customer: None,
         })))
     }
 }
@@ -402,7 +403,7 @@ impl OrgScoped for AppInfo {
 }
 
 /// A JSON column holding a list (or a map), empty when `NULL`.
-fn json_list<T: serde::de::DeserializeOwned + Default>(raw: Option<String>) -> Result<T> {
+pub(super) fn json_list<T: serde::de::DeserializeOwned + Default>(raw: Option<String>) -> Result<T> {
     match raw {
         Some(t) => serde_json::from_str(&t).map_err(corrupt),
         None => Ok(T::default()),

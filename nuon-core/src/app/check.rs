@@ -808,11 +808,11 @@ pub(crate) fn cross_check(
         policies: loaded.platform.policies,
         kubernetes_contexts: loaded.platform.kubernetes_contexts,
         runbooks: loaded.platform.runbooks,
+        installer: loaded.platform.installer,
     })
 }
 
-/// Checks that the `path` sources and file contents named by a valid
-/// config exist in its directory.
+/// Checks that a valid config's `path` sources and files exist in its dir.
 pub(crate) fn local_paths(
     exists: &dyn Fn(&str, bool) -> bool,
     config: &AppConfig,

@@ -70,6 +70,17 @@ fn visit_file_refs(config: &mut AppConfig, f: &mut dyn FnMut(&str, &'static str,
     if let Some(v) = &mut config.metadata.readme {
         one("metadata.toml readme", "", v);
     }
+    if let Some(i) = &mut config.installer {
+        for (key, v) in [
+            ("post_install_markdown", &mut i.post_install_markdown),
+            ("copyright_markdown", &mut i.copyright_markdown),
+            ("footer_markdown", &mut i.footer_markdown),
+        ] {
+            if let Some(v) = v {
+                one(&format!("installer.toml {key}"), "", v);
+            }
+        }
+    }
     for r in &mut config.runbooks {
         if let Some(v) = &mut r.readme {
             one(&format!("runbook {:?} readme", r.name), "runbooks", v);

@@ -669,12 +669,6 @@ fn input(t: &mut Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Input
             }
         }
     }
-    if user_configurable {
-        d.push(t.file.warn(
-            &t.span(),
-            "user_configurable cannot take effect here: it asks for the value in Nuon's install stack (CloudFormation parameters); give it with `nuon installs create --input`",
-        ));
-    }
     if let Some(g) = group.clone() {
         item.refs.push(g);
     }

@@ -1,7 +1,8 @@
 //! The files of Nuon's format that describe the install's cloud platform
 //! and operations rather than what it runs: `stack.toml`, `permissions`,
 //! `break_glass`, `operation_roles.toml`, `policies`, `kubernetes_contexts`,
-//! `runbooks/`, `installer.toml`, and the app-branch files. Each is read
+//! `runbooks/`, `installer.toml` (read in `installer.rs`), and the
+//! app-branch files. Each is read
 //! key by key against its schema ([`Spec`]), kept in the config, and what
 //! cannot take effect on this platform is answered with a warning that
 //! says why.
@@ -263,29 +264,6 @@ pub struct KubernetesContext {
     pub component: String,
 }
 
-/// `installer.toml` (Nuon's hosted installer page).
-pub(crate) const INSTALLER: Spec = Spec {
-    keys: &[
-        ("source", K::Str),
-        ("name", K::Str),
-        ("description", K::Str),
-        ("slug", K::Str),
-        ("apps", K::StrList),
-        ("documentation_url", K::Str),
-        ("community_url", K::Str),
-        ("homepage_url", K::Str),
-        ("github_url", K::Str),
-        ("logo_url", K::Str),
-        ("favicon_url", K::Str),
-        ("og_image_url", K::Str),
-        ("demo_url", K::Str),
-        ("post_install_markdown", K::Str),
-        ("copyright_markdown", K::Str),
-        ("footer_markdown", K::Str),
-    ],
-    required: &[],
-};
-
 /// What the platform files gave, with what the cross-file checks need.
 #[derive(Default)]
 pub(crate) struct Loaded {
@@ -295,18 +273,12 @@ pub(crate) struct Loaded {
     pub(crate) policies: Vec<Policy>,
     pub(crate) kubernetes_contexts: Vec<KubernetesContext>,
     pub(crate) runbooks: Vec<Runbook>,
+    pub(crate) installer: Option<super::Installer>,
     /// Every string, by file, for template checks.
     pub(crate) strings: Vec<(usize, Vec<Located>)>,
     /// Names of components (`"component"`) and actions (`"action"`) these
     /// files refer to, by file.
     pub(crate) refs: Vec<(usize, Located, &'static str)>,
-}
-
-fn warn_file(r: &Reader<'_, '_>, d: &mut Diagnostics, what: &str, why: &str) {
-    d.push(r.file.warn(
-        &(0..0),
-        format!("{what} cannot take effect here ({why}): it is kept with the config"),
-    ));
 }
 
 fn role_of(
@@ -590,14 +562,7 @@ pub(crate) fn load(
             }
         }
         ("installer.toml", _) => {
-            read(&mut r, d, &INSTALLER, &mut strings);
-            r.finish(d, &[], |_| None);
-            warn_file(
-                &r,
-                d,
-                "installer.toml",
-                "it describes Nuon's hosted installer page, which this platform does not have",
-            );
+            out.installer = super::installer::read_installer(&mut r, d, &mut strings);
         }
         _ => {}
     }

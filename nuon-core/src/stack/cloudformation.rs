@@ -48,7 +48,7 @@ pub(crate) fn files(spec: &StackSpec) -> Result<(Vec<StackFile>, String), String
     let template = template(spec)?;
     let text = serde_json::to_string_pretty(&template)
         .map_err(|e| format!("cannot write the template: {e}"))?;
-    let name = stack_name(spec);
+    let name = stack_name(&spec.install_name);
     let instructions = format!(
         "In the AWS account and region that will run install {install}: create a CloudFormation stack named {name} from template.json \
          (`aws cloudformation create-stack --stack-name {name} --template-body file://template.json --capabilities CAPABILITY_NAMED_IAM`, \
@@ -65,8 +65,10 @@ pub(crate) fn files(spec: &StackSpec) -> Result<(Vec<StackFile>, String), String
     ))
 }
 
-fn stack_name(spec: &StackSpec) -> String {
-    let base: String = format!("nuon-{}", spec.install_name)
+/// The name of an install's CloudFormation stack: `nuon-INSTALL`, in the
+/// letters CloudFormation takes.
+pub fn stack_name(install_name: &str) -> String {
+    let base: String = format!("nuon-{install_name}")
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .take(120)

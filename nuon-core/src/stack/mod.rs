@@ -23,6 +23,7 @@ use crate::app::{Permissions, Role, RunnerSettings, Stack};
 use crate::wire::{InstallStack, StackFile};
 
 mod aws;
+mod bundle;
 pub mod cloudformation;
 pub mod contract;
 mod hcl;
@@ -30,6 +31,9 @@ pub mod helm;
 pub mod roles;
 pub mod terraform;
 pub mod vm;
+
+pub use bundle::shell_bundle;
+pub use cloudformation::stack_name as cloudformation_stack_name;
 
 /// What a stack is generated from, its templates rendered for the install.
 #[derive(Debug, Clone)]

@@ -17,6 +17,7 @@
 mod diff;
 mod fleet;
 mod layout;
+mod markdown;
 mod new_install;
 mod pages;
 mod render;

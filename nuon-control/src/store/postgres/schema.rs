@@ -439,6 +439,29 @@ ALTER TABLE installs ADD COLUMN checks TEXT;
 ALTER TABLE attempts ADD COLUMN log_bytes BIGINT NOT NULL DEFAULT 0;
 "#,
     ),
+    (
+        21,
+        r#"
+CREATE TABLE invitations (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    app_id TEXT NOT NULL,
+    install_id TEXT,
+    name TEXT,
+    email TEXT,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    used_at BIGINT,
+    revoked_at BIGINT,
+    browser_hash TEXT,
+    customer_inputs TEXT
+);
+CREATE INDEX invitations_org ON invitations (org_id, created_at);
+CREATE INDEX invitations_install ON invitations (install_id) WHERE install_id IS NOT NULL;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -42,6 +42,24 @@ CREATE TABLE IF NOT EXISTS install_summaries (
     brief TEXT,
     summary TEXT
 );
+CREATE TABLE IF NOT EXISTS invitations (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    app_id TEXT NOT NULL,
+    install_id TEXT,
+    name TEXT,
+    email TEXT,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_at INTEGER,
+    revoked_at INTEGER,
+    browser_hash TEXT,
+    customer_inputs TEXT
+);
+CREATE INDEX IF NOT EXISTS invitations_org ON invitations (org_id, created_at);
+CREATE INDEX IF NOT EXISTS invitations_install ON invitations (install_id) WHERE install_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS web_sessions (
     id_hash TEXT PRIMARY KEY,
     token_hash TEXT NOT NULL,
