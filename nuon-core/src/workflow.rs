@@ -35,6 +35,22 @@ pub enum WorkflowKind {
     Runbook,
 }
 
+impl WorkflowKind {
+    /// The kind as the API spells it (`provision`, `deploy`, ...).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WorkflowKind::Provision => "provision",
+            WorkflowKind::Deploy => "deploy",
+            WorkflowKind::Teardown => "teardown",
+            WorkflowKind::Deprovision => "deprovision",
+            WorkflowKind::Reprovision => "reprovision",
+            WorkflowKind::Action => "action",
+            WorkflowKind::Drift => "drift",
+            WorkflowKind::Runbook => "runbook",
+        }
+    }
+}
+
 /// What one step does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -762,6 +778,22 @@ pub fn left_out_by_denial(
 mod tests {
     use super::*;
     use crate::app::{SourceFile, parse};
+
+    #[test]
+    fn workflow_kinds_are_spelled_as_serde_spells_them() {
+        for k in [
+            WorkflowKind::Provision,
+            WorkflowKind::Deploy,
+            WorkflowKind::Teardown,
+            WorkflowKind::Deprovision,
+            WorkflowKind::Reprovision,
+            WorkflowKind::Action,
+            WorkflowKind::Drift,
+            WorkflowKind::Runbook,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+    }
 
     #[test]
     fn statuses_are_spelled_once_and_read_back() {

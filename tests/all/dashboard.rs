@@ -17,7 +17,7 @@ use crate::deploy::{Manual, ok, step, wait_workflow};
 const XSS: &str = "<script>alert(1)</script>\"><img src=x onerror=alert(2)>";
 
 /// axe-core's script (tests/browser, installed by `npm ci` there).
-fn axe_source() -> String {
+pub(crate) fn axe_source() -> String {
     let dir = nuon_tests::manifest_dir().join("browser");
     let path = dir.join("node_modules/axe-core/axe.min.js");
     if !path.is_file() {
@@ -35,7 +35,7 @@ fn axe_source() -> String {
 }
 
 /// The page's serious and critical accessibility violations, by axe-core.
-fn run_axe(b: &Chrome, axe: &str) -> Vec<String> {
+pub(crate) fn run_axe(b: &Chrome, axe: &str) -> Vec<String> {
     let script = format!(
         "{axe}\nreturn axe.run(document, {{resultTypes: ['violations']}}).then(r => r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical').map(v => v.id + ': ' + v.help + ' at ' + v.nodes.map(n => n.target.join(' ')).join(', ')));"
     );
@@ -48,7 +48,7 @@ fn run_axe(b: &Chrome, axe: &str) -> Vec<String> {
 }
 
 /// Clicks `css` (a form's button) and waits for the page the form loads.
-fn submit(b: &Chrome, css: &str) {
+pub(crate) fn submit(b: &Chrome, css: &str) {
     b.exec("window.beforeSubmit = true;", json!([]));
     b.click(css);
     b.wait_until("the form's answer", Duration::from_secs(20), |b| {

@@ -14,6 +14,7 @@ mod faults;
 mod floods;
 mod groups;
 mod hostile;
+mod installer;
 mod installs;
 mod job_loop;
 mod lifecycle;

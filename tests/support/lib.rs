@@ -437,6 +437,17 @@ impl ControlPlane {
             .expect("run nuon")
     }
 
+    /// Runs the `nuon` CLI against this control plane with `token`.
+    pub fn nuon_as(&self, token: &str, args: &[&str]) -> Output {
+        ours("nuon")
+            .args(args)
+            .env("NUON_API_URL", &self.control_url)
+            .env("NUON_TOKEN", token)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run nuon")
+    }
+
     /// Registers a runner through the CLI and returns its token.
     pub fn create_runner(&self, name: &str) -> Result<String> {
         let out = self.nuon(&["runners", "create", "--name", name, "--json"]);

@@ -54,8 +54,9 @@ pub(crate) struct InviteArgs {
 
 pub(crate) async fn invite(g: &Global, args: &InviteArgs) -> Result<u8, CliError> {
     if let Some(e) = &args.expires {
-        nuon_core::parse_duration(e)
-            .map_err(|why| CliError::usage(format!("--expires {e:?}: {why} (write 30m, 12h or 7d)")))?;
+        nuon_core::parse_duration(e).map_err(|why| {
+            CliError::usage(format!("--expires {e:?}: {why} (write 30m, 12h or 7d)"))
+        })?;
     }
     let made = client(g)?
         .create_invitation(&CreateInvitation {
@@ -76,7 +77,10 @@ pub(crate) async fn invite(g: &Global, args: &InviteArgs) -> Result<u8, CliError
             fmt_time(Some(i.expires_at_ms)),
             i.expires_at_ms,
             i.app_name.as_deref().unwrap_or(i.app_id.as_str()),
-            i.name.as_deref().map(|n| format!(" named {n}")).unwrap_or_default(),
+            i.name
+                .as_deref()
+                .map(|n| format!(" named {n}"))
+                .unwrap_or_default(),
             i.id
         );
     }
@@ -86,7 +90,11 @@ pub(crate) async fn invite(g: &Global, args: &InviteArgs) -> Result<u8, CliError
 impl Render for InstallerInfo {
     fn render(&self) {
         let i = &self.installer;
-        outln!("app:         {} (config v{})", self.app_name, self.config_version);
+        outln!(
+            "app:         {} (config v{})",
+            self.app_name,
+            self.config_version
+        );
         outln!("name:        {}", i.name.as_deref().unwrap_or("-"));
         outln!("description: {}", i.description.as_deref().unwrap_or("-"));
         if let Some(s) = &i.slug {

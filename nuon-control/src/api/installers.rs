@@ -68,5 +68,7 @@ async fn revoke_invitation(
     caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Json<InvitationInfo>, Error> {
-    Ok(Json(state.services().revoke_invitation(&caller, &key).await?))
+    Ok(Json(
+        state.services().revoke_invitation(&caller, &key).await?,
+    ))
 }

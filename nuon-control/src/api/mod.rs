@@ -9,6 +9,7 @@ pub(crate) mod doc;
 mod drift;
 mod groups;
 pub(crate) mod health;
+mod installers;
 mod lifecycle;
 mod ops;
 mod orgs;
@@ -21,7 +22,6 @@ mod session;
 mod stack;
 pub(crate) mod state;
 mod toggles;
-mod installers;
 mod web;
 mod workflows;
 

@@ -60,7 +60,10 @@ async fn stack(
         .transpose()
         .map_err(|e| Error::bad_request(format!("format: {e}")))?;
     Ok(Json(
-        state.services().install_stack(&caller, &key, format).await?,
+        state
+            .services()
+            .install_stack(&caller, &key, format)
+            .await?,
     ))
 }
 

@@ -120,10 +120,18 @@ impl Services<'_> {
         }
         if let Some(name) = &req.name {
             check_name("install", name)?;
-            if req.install.is_none() && self.store.find_install(&caller.principal.org_id, name).await?.is_some() {
+            if req.install.is_none()
+                && self
+                    .store
+                    .find_install(&caller.principal.org_id, name)
+                    .await?
+                    .is_some()
+            {
                 return Err(Error::conflict(
                     ErrorCode::NameTaken,
-                    format!("the org has an install named {name:?} already: pick another name, or invite to finish it with --install {name}"),
+                    format!(
+                        "the org has an install named {name:?} already: pick another name, or invite to finish it with --install {name}"
+                    ),
                 ));
             }
         }
@@ -164,12 +172,15 @@ impl Services<'_> {
             id: InvitationId::generate(),
             org_id: caller.principal.org_id.clone(),
             app_id: app.id.clone(),
-            name: req.name.or_else(|| install.as_ref().map(|i| i.name.clone())),
+            name: req
+                .name
+                .or_else(|| install.as_ref().map(|i| i.name.clone())),
             install_id: install.map(|i| i.id),
             email: req.email,
             created_by: caller.principal.actor(),
             created_at_ms: now,
-            expires_at_ms: now.saturating_add(i64::try_from(expires_in.as_millis()).unwrap_or(i64::MAX)),
+            expires_at_ms: now
+                .saturating_add(i64::try_from(expires_in.as_millis()).unwrap_or(i64::MAX)),
             used_at_ms: None,
             revoked_at_ms: None,
             browser_hash: None,
@@ -198,7 +209,10 @@ impl Services<'_> {
             .await?
             .into_iter()
             .map(|i| {
-                let name = apps.iter().find(|a| a.id == i.app_id).map(|a| a.name.clone());
+                let name = apps
+                    .iter()
+                    .find(|a| a.id == i.app_id)
+                    .map(|a| a.name.clone());
                 invitation_info(i, name, now)
             })
             .collect();
@@ -299,9 +313,8 @@ pub(crate) struct CustomerInstall {
 /// What accepting an invitation came to.
 #[derive(Debug)]
 pub(crate) enum Accepted {
-    /// The install is made (or taken over) and its provision started:
-    /// the invitation after.
-    Installed(StoredInvitation),
+    /// The install is made (or taken over) and its provision started.
+    Installed,
     /// The link cannot be used (used, expired or revoked): as it is.
     Refused(StoredInvitation),
     /// No invitation has this link.
@@ -332,7 +345,7 @@ impl Services<'_> {
             Spend::Spent(i) => i,
         };
         match self.install_for(&inv, form, source).await {
-            Ok(done) => Ok(Accepted::Installed(done)),
+            Ok(()) => Ok(Accepted::Installed),
             Err(e) => {
                 if let Err(u) = self.store.unspend_invitation(&inv.id).await {
                     tracing::error!(invitation = %inv.id, error = %u, "a refused install left its invitation spent");
@@ -347,7 +360,7 @@ impl Services<'_> {
         inv: &StoredInvitation,
         form: CustomerInstall,
         source: String,
-    ) -> Result<StoredInvitation, Error> {
+    ) -> Result<(), Error> {
         let caller = customer_caller(inv, source);
         let org = &inv.org_id;
         let app = self.find_app(&caller, inv.app_id.as_str()).await?;
@@ -388,14 +401,18 @@ impl Services<'_> {
                         set.join(", ")
                     )
                 };
-                self.record_customer::<ep::CreateInstall>(&caller, "/v1/installs", detail, result.as_ref().err())
-                    .await;
+                self.record_customer::<ep::CreateInstall>(
+                    &caller,
+                    "/v1/installs",
+                    detail,
+                    result.as_ref().err(),
+                )
+                .await;
                 let made = result?;
                 self.store
                     .set_invitation_install(&inv.id, &made.install.id, &set)
                     .await?;
-                self.find_install(&caller, made.install.id.as_str())
-                    .await?
+                self.find_install(&caller, made.install.id.as_str()).await?
             }
         };
         // Its provision waits for the runner the install stack starts.
@@ -419,15 +436,20 @@ impl Services<'_> {
                 .await
                 .map_err(Error::from);
             let target = path_of::<ep::CreateWorkflow>(&[install.id.as_str()]);
-            let detail = format!("invitation {}: provision of install {}", inv.id, install.name);
-            self.record_customer::<ep::CreateWorkflow>(&caller, &target, detail, started.as_ref().err())
-                .await;
+            let detail = format!(
+                "invitation {}: provision of install {}",
+                inv.id, install.name
+            );
+            self.record_customer::<ep::CreateWorkflow>(
+                &caller,
+                &target,
+                detail,
+                started.as_ref().err(),
+            )
+            .await;
             started?;
         }
-        self.store
-            .get_invitation(org, &inv.id)
-            .await?
-            .ok_or_else(|| Error::not_found("the invitation is gone"))
+        Ok(())
     }
 
     /// Records a customer's operation `E` in the audit trail.

@@ -12,8 +12,8 @@
 pub(crate) mod apps;
 pub(crate) mod installs;
 pub(crate) mod invitations;
-mod stack;
 mod render;
+mod stack;
 
 use axum::http::StatusCode;
 use nuon_core::audit::AuditEntry;

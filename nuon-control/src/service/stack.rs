@@ -48,8 +48,7 @@ impl Services<'_> {
             stack: stack_toml,
             secrets,
         } = self.rendered_for(org, install).await?;
-        let format =
-            format.unwrap_or_else(|| StackFormat::for_runner_type(&runner.runner_type));
+        let format = format.unwrap_or_else(|| StackFormat::for_runner_type(&runner.runner_type));
         // What can fail first: the token before stays good until a new one
         // is handed out.
         let api = self.engine.runner_url_known().ok_or_else(|| {
@@ -106,7 +105,11 @@ impl Services<'_> {
     }
 
     /// What `install`'s stack is made from.
-    pub(crate) async fn rendered_for(&self, org: &OrgId, install: &StoredInstall) -> Result<Rendered, Error> {
+    pub(crate) async fn rendered_for(
+        &self,
+        org: &OrgId,
+        install: &StoredInstall,
+    ) -> Result<Rendered, Error> {
         let (app_name, config) = self
             .engine
             .app_config(org, &install.app_id, install.config_version)

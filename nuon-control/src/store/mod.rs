@@ -101,9 +101,9 @@ pub use workflows::{CachedSummary, NewWorkflow, StepUpdate, SummaryText, Workflo
 pub mod prelude {
     pub use super::{
         AppStore, AuditStore, BuildStore, CheckStore, InstallStore, InvitationStore, JobStore,
-        LabelStore,
-        MaintenanceStore, OrgStore, QueueStore, ReleaseStore, RemovalStore, RolloutStore,
-        RunnerStore, SealingStore, StackStore, StateStore, Store, WebhookStore, WorkflowStore,
+        LabelStore, MaintenanceStore, OrgStore, QueueStore, ReleaseStore, RemovalStore,
+        RolloutStore, RunnerStore, SealingStore, StackStore, StateStore, Store, WebhookStore,
+        WorkflowStore,
     };
 }
 

@@ -403,7 +403,9 @@ impl OrgScoped for AppInfo {
 }
 
 /// A JSON column holding a list (or a map), empty when `NULL`.
-pub(super) fn json_list<T: serde::de::DeserializeOwned + Default>(raw: Option<String>) -> Result<T> {
+pub(super) fn json_list<T: serde::de::DeserializeOwned + Default>(
+    raw: Option<String>,
+) -> Result<T> {
     match raw {
         Some(t) => serde_json::from_str(&t).map_err(corrupt),
         None => Ok(T::default()),

@@ -211,7 +211,10 @@ footer_markdown = "[Terms](https://acme.test/terms)"
         let i = c.installer.expect("kept");
         assert_eq!(i.name.as_deref(), Some("Acme Analytics"));
         assert_eq!(i.apps, vec!["analytics"]);
-        assert_eq!(i.footer_markdown.as_deref(), Some("[Terms](https://acme.test/terms)"));
+        assert_eq!(
+            i.footer_markdown.as_deref(),
+            Some("[Terms](https://acme.test/terms)")
+        );
         assert_eq!(i.links().len(), 5);
         assert!(i.offers("own", "own") && i.offers("own", "analytics") && !i.offers("own", "x"));
     }
@@ -232,14 +235,25 @@ footer_markdown = "[Terms](https://acme.test/terms)"
     fn source_is_a_warning() {
         let (c, d) = load("source = \"./other.toml\"\nname = \"x\"\n");
         assert!(c.is_some(), "{d}");
-        assert!(d.to_string().contains("key \"source\" cannot take effect here"), "{d}");
+        assert!(
+            d.to_string()
+                .contains("key \"source\" cannot take effect here"),
+            "{d}"
+        );
     }
 
     #[test]
     fn web_urls() {
         assert!(is_web_url("https://a.test/x?y=1"));
         assert!(is_web_url("http://a.test"));
-        for bad in ["javascript:alert(1)", "https://", "https:///x", "ftp://a", "https://a b", "data:text/html,x"] {
+        for bad in [
+            "javascript:alert(1)",
+            "https://",
+            "https:///x",
+            "ftp://a",
+            "https://a b",
+            "data:text/html,x",
+        ] {
             assert!(!is_web_url(bad), "{bad}");
         }
     }

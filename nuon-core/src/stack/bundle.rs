@@ -63,7 +63,9 @@ fn quote(s: &str) -> String {
 }
 
 fn one_line(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 #[cfg(test)]
@@ -99,7 +101,11 @@ mod tests {
             .current_dir(dir.path())
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let root = dir.path().join("nuon-stack-..-x");
         assert_eq!(
             std::fs::read_to_string(root.join("install.sh")).unwrap(),
@@ -110,7 +116,13 @@ mod tests {
             "no newline at the end\n"
         );
         use std::os::unix::fs::PermissionsExt;
-        let mode = |p: &str| std::fs::metadata(root.join(p)).unwrap().permissions().mode() & 0o777;
+        let mode = |p: &str| {
+            std::fs::metadata(root.join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
         assert_eq!(mode("install.sh"), 0o755);
         assert_eq!(mode("templates/a b.yaml"), 0o600);
         assert!(String::from_utf8_lossy(&out.stdout).contains("Run `sh install.sh`."));

@@ -87,18 +87,13 @@ impl Writer {
                 self.push(&format!("<h{n}>"));
             }
             Tag::BlockQuote(_) => self.push("<blockquote>\n"),
-            Tag::CodeBlock(kind) => {
-                match kind {
-                    CodeBlockKind::Fenced(lang) if !lang.is_empty() => {
-                        let lang = lang.split_whitespace().next().unwrap_or_default();
-                        self.push(&format!(
-                            "<pre><code class=\"language-{}\">",
-                            escape(lang)
-                        ));
-                    }
-                    _ => self.push("<pre><code>"),
+            Tag::CodeBlock(kind) => match kind {
+                CodeBlockKind::Fenced(lang) if !lang.is_empty() => {
+                    let lang = lang.split_whitespace().next().unwrap_or_default();
+                    self.push(&format!("<pre><code class=\"language-{}\">", escape(lang)));
                 }
-            }
+                _ => self.push("<pre><code>"),
+            },
             Tag::HtmlBlock => {}
             Tag::List(Some(1)) => self.push("<ol>\n"),
             Tag::List(Some(n)) => self.push(&format!("<ol start=\"{n}\">\n")),
@@ -169,7 +164,11 @@ impl Writer {
             }
             TagEnd::Image => {
                 if let Some((url, alt)) = self.image.take() {
-                    let alt = if alt.is_empty() { "image".to_owned() } else { alt };
+                    let alt = if alt.is_empty() {
+                        "image".to_owned()
+                    } else {
+                        alt
+                    };
                     if safe_url(&url) {
                         self.push(&format!(
                             "<a href=\"{}\" rel=\"noopener noreferrer nofollow\">{}</a>",
@@ -204,8 +203,14 @@ mod tests {
         assert!(html.contains("<strong>bold</strong>"), "{html}");
         assert!(html.contains("<code>code</code>"), "{html}");
         assert!(html.contains("<li>one</li>"), "{html}");
-        assert!(html.contains("<th>a</th>") && html.contains("<td>2</td>"), "{html}");
-        assert!(html.contains("<pre><code class=\"language-sh\">echo hi\n</code></pre>"), "{html}");
+        assert!(
+            html.contains("<th>a</th>") && html.contains("<td>2</td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<pre><code class=\"language-sh\">echo hi\n</code></pre>"),
+            "{html}"
+        );
     }
 
     #[test]
@@ -217,17 +222,31 @@ mod tests {
             <a href=\"javascript:alert(1)\">raw</a>\n\n\
             [x](https://e.test \"t\\\" onmouseover=\\\"alert(1)\")\n";
         let html = to_html(hostile);
-        for bad in ["<script", "<img", "href=\"javascript", "href=\"JaVa", "href=\"data:", "<a href=\"javascript", "\" onmouseover=\""] {
+        for bad in [
+            "<script",
+            "<img",
+            "href=\"javascript",
+            "href=\"JaVa",
+            "href=\"data:",
+            "<a href=\"javascript",
+            "\" onmouseover=\"",
+        ] {
             assert!(!html.contains(bad), "{bad:?} in {html}");
         }
-        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
         assert!(
             html.contains("<a href=\"https://example.com/a?b=%22c%22\" rel=\"noopener noreferrer nofollow\">ok</a>")
                 || html.contains("<a href=\"https://example.com/a?b=&quot;c&quot;\" rel=\"noopener noreferrer nofollow\">ok</a>"),
             "{html}"
         );
         assert!(html.contains(">logo</a>"), "an image is a link: {html}");
-        assert!(html.contains("js") && html.contains("pic"), "the words stay: {html}");
+        assert!(
+            html.contains("js") && html.contains("pic"),
+            "the words stay: {html}"
+        );
     }
 
     #[test]

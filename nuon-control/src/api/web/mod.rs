@@ -16,6 +16,7 @@
 
 mod diff;
 mod fleet;
+mod installer;
 mod layout;
 mod markdown;
 mod new_install;
@@ -66,6 +67,7 @@ pub(super) fn router() -> Router<SharedState> {
         )
         .route("/installs/{id}", get(install))
         .merge(render::routes())
+        .merge(installer::routes())
         .route("/apps", get(apps))
         .route("/apps/{id}", get(app))
         .route("/apps/{id}/diff", get(app_diff))

@@ -25,27 +25,6 @@ pub(super) fn form(
     again: Option<(&Fields, &str)>,
 ) -> Markup {
     let sent = |name: &str| again.and_then(|(f, _)| field(f, name)).unwrap_or_default();
-    // Inputs by their group, in the order the config declares the groups;
-    // those of no group (or of one not declared) first.
-    let mut groups: Vec<(Option<&str>, Vec<&InputDecl>)> = vec![(None, Vec::new())];
-    for g in &config.input_groups {
-        groups.push((Some(g.name.as_str()), Vec::new()));
-    }
-    for i in config.inputs.iter().filter(|i| !i.internal) {
-        let at = groups
-            .iter()
-            .position(|(g, _)| g.is_some() && *g == i.group.as_deref())
-            .unwrap_or(0);
-        groups[at].1.push(i);
-    }
-    let group_title = |name: &str| {
-        let g = config.input_groups.iter().find(|g| g.name == name);
-        let title = g.and_then(|g| g.display_name.clone());
-        (
-            title.unwrap_or_else(|| name.to_owned()),
-            g.and_then(|g| g.description.clone()),
-        )
-    };
     let toggleable: Vec<_> = config.components.iter().filter(|c| c.toggleable).collect();
     let overridable: Vec<_> = config
         .components
@@ -83,42 +62,7 @@ pub(super) fn form(
                 p.muted { "What groups and rollouts select by, as " code { "KEY=VALUE" } " words: " code { "tier=prod region=eu" } "." }
                 input id="install-labels" type="text" name="labels" value=(sent("labels")) autocomplete="off";
             }
-            @for (group, inputs) in groups.iter().filter(|(_, i)| !i.is_empty()) {
-                fieldset {
-                    @match group {
-                        Some(g) => {
-                            @let (title, description) = group_title(g);
-                            legend { (title) }
-                            @if let Some(d) = description { p.muted { (d) } }
-                        }
-                        None => legend { "Inputs" },
-                    }
-                    @for i in inputs {
-                        @let id = format!("input-{}", i.name);
-                        @let default = i.default.as_ref().map(shown);
-                        @let typed = sent(&format!("input.{}", i.name));
-                        div.field {
-                            label for=(id) {
-                                (i.display_name.as_deref().unwrap_or(&i.name)) " " code { (i.name) }
-                                @if i.required && default.is_none() { " (required)" }
-                            }
-                            @if let Some(d) = &i.description { p.muted { (d) } }
-                            @if let Some(d) = &default { p.muted { "Left empty: " code { (d) } "." } }
-                            @if i.sensitive {
-                                input id=(id) type="password" name={ "input." (i.name) } autocomplete="off" required[i.required && default.is_none()];
-                            } @else if i.ty == InputType::Bool {
-                                select id=(id) name={ "input." (i.name) } {
-                                    option value="" selected[typed.is_empty()] { "(its default)" }
-                                    option value="true" selected[typed == "true"] { "true" }
-                                    option value="false" selected[typed == "false"] { "false" }
-                                }
-                            } @else {
-                                input id=(id) type="text" name={ "input." (i.name) } value=(typed) autocomplete="off" required[i.required && default.is_none()];
-                            }
-                        }
-                    }
-                }
-            }
+            (input_fieldsets(config, |i| !i.internal, &sent))
             @if !config.secrets.is_empty() {
                 fieldset {
                     legend { "Secrets" }
@@ -174,6 +118,76 @@ pub(super) fn form(
         }
     };
     layout(&format!("New install of {}", app.name), Some(web), body)
+}
+
+/// The inputs `keep` picks, each in a fieldset of its group (in the order
+/// the config declares the groups; those of no group, or of one not
+/// declared, first), as typed before (`sent`) or empty: a sensitive one
+/// as a password, a boolean as a choice with its default.
+pub(super) fn input_fieldsets<'a>(
+    config: &AppConfig,
+    keep: impl Fn(&InputDecl) -> bool,
+    sent: &dyn Fn(&str) -> &'a str,
+) -> Markup {
+    // Inputs by their group, in the order the config declares the groups;
+    // those of no group (or of one not declared) first.
+    let mut groups: Vec<(Option<&str>, Vec<&InputDecl>)> = vec![(None, Vec::new())];
+    for g in &config.input_groups {
+        groups.push((Some(g.name.as_str()), Vec::new()));
+    }
+    for i in config.inputs.iter().filter(|i| keep(i)) {
+        let at = groups
+            .iter()
+            .position(|(g, _)| g.is_some() && *g == i.group.as_deref())
+            .unwrap_or(0);
+        groups[at].1.push(i);
+    }
+    let group_title = |name: &str| {
+        let g = config.input_groups.iter().find(|g| g.name == name);
+        let title = g.and_then(|g| g.display_name.clone());
+        (
+            title.unwrap_or_else(|| name.to_owned()),
+            g.and_then(|g| g.description.clone()),
+        )
+    };
+    html! {
+        @for (group, inputs) in groups.iter().filter(|(_, i)| !i.is_empty()) {
+            fieldset {
+                @match group {
+                    Some(g) => {
+                        @let (title, description) = group_title(g);
+                        legend { (title) }
+                        @if let Some(d) = description { p.muted { (d) } }
+                    }
+                    None => legend { "Inputs" },
+                }
+                @for i in inputs {
+                    @let id = format!("input-{}", i.name);
+                    @let default = i.default.as_ref().map(shown);
+                    @let typed = sent(&format!("input.{}", i.name));
+                    div.field {
+                        label for=(id) {
+                            (i.display_name.as_deref().unwrap_or(&i.name)) " " code { (i.name) }
+                            @if i.required && default.is_none() { " (required)" }
+                        }
+                        @if let Some(d) = &i.description { p.muted { (d) } }
+                        @if let Some(d) = &default { p.muted { "Left empty: " code { (d) } "." } }
+                        @if i.sensitive {
+                            input id=(id) type="password" name={ "input." (i.name) } autocomplete="off" required[i.required && default.is_none()];
+                        } @else if i.ty == InputType::Bool {
+                            select id=(id) name={ "input." (i.name) } {
+                                option value="" selected[typed.is_empty()] { "(its default)" }
+                                option value="true" selected[typed == "true"] { "true" }
+                                option value="false" selected[typed == "false"] { "false" }
+                            }
+                        } @else {
+                            input id=(id) type="text" name={ "input." (i.name) } value=(typed) autocomplete="off" required[i.required && default.is_none()];
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn shown(v: &serde_json::Value) -> String {

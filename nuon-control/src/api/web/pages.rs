@@ -425,6 +425,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
     let components = crate::api::toggles::components(&latest.config, &stored);
     let (services, caller) = (state.services(), web.auth.caller());
     let secrets = services.install_secrets(&caller, key).await?;
+    let customer_inputs = state.store.customer_inputs(org, &stored.id).await?;
     // Outputs as the API answers them: sensitive ones masked.
     let axum::Json(outputs) = crate::api::workflows::outputs(
         axum::extract::State(state.clone()),
@@ -543,12 +544,13 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
             (output_list(Some(&outputs.sandbox)))
         }
         h2 { "Inputs" }
+        @let by_customer = |k: &str| customer_inputs.iter().any(|c| c == k);
         dl.facts {
             @for (k, v) in &info.inputs {
-                dt { (k) } dd { code { (match v { serde_json::Value::String(s) => s.clone(), other => other.to_string() }) } }
+                dt { (k) } dd { code { (match v { serde_json::Value::String(s) => s.clone(), other => other.to_string() }) } @if by_customer(k) { " " span.muted.customer { "(set by the customer)" } } }
             }
             @for k in &info.sensitive_inputs {
-                dt { (k) } dd.muted { "(sensitive)" }
+                dt { (k) } dd.muted { "(sensitive)" @if by_customer(k) { " (set by the customer)" } }
             }
         }
         (super::render::secrets_table(&secrets))

@@ -70,7 +70,7 @@ async fn readme(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Err
                 }
             }
         }
-        pre.readme { code { (r.rendered) } }
+        div.readme.markdown { (maud::PreEscaped(super::markdown::to_html(&r.rendered))) }
     };
     Ok(layout(&format!("README {key}"), Some(web), body))
 }

@@ -1,0 +1,730 @@
+//! The customer's installer page, `/install/TOKEN`: what an invitation
+//! links to. No account and no vendor token: the link is the credential
+//! (its token kept as a hash), spent once, by one browser.
+//!
+//! - Opened while pending: the app's description and README, the inputs
+//!   the app lets the customer set (`user_configurable`, by group, with
+//!   defaults; sensitive ones as passwords) and, unless the invitation
+//!   names it, the install's name. Sent, the link is spent, the install
+//!   made as the customer (the audit trail says so, with the inputs they
+//!   set) and its provision started; a refusal shows the form again with
+//!   what was typed and the reason, the link unspent.
+//! - Opened by the browser that spent it: the install stack to download
+//!   (single-file forms as the file, the others as a shell bundle) with
+//!   the commands to apply it, the provision's progress live (Server-Sent
+//!   Events), then the install's README rendered with its outputs and the
+//!   installer's `post_install_markdown`.
+//! - Opened anywhere else after it was used, or after its expiry or
+//!   revocation: a page that says so.
+//!
+//! The browser is known by a cookie of its own (`HttpOnly`,
+//! `SameSite=Lax`, so the link opened from a mail still finds it); every
+//! form carries a CSRF token derived from it. The page loads nothing from
+//! elsewhere (the dashboard's Content-Security-Policy): the vendor's logo
+//! is not fetched, its links are shown.
+
+use std::collections::BTreeMap;
+
+use axum::Router;
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use nuon_core::app::{AppConfig, Installer};
+use nuon_core::model::InstallState;
+use nuon_core::now_ms;
+use nuon_core::stack::{StackFormat, cloudformation_stack_name, shell_bundle};
+use nuon_core::token::hash_token;
+use nuon_core::wire::AppInfo;
+
+use super::layout::html as html_response;
+use super::markdown::to_html;
+use super::new_install::input_fieldsets;
+use super::{Fields, asset, cookie, error_page, field, same, secret};
+use crate::api::{SharedState, Source};
+use crate::error::Error;
+use crate::service::Caller;
+use crate::service::invitations::{Accepted, CustomerInstall, customer_caller, refusal};
+use crate::store::{StoredInstall, StoredInvitation};
+
+/// The cookie that knows this browser.
+const CUSTOMER_COOKIE: &str = "nuon_customer";
+/// How long a browser is known: the longest an invitation lives.
+const COOKIE_MAX_AGE_S: i64 = 90 * 24 * 3600;
+/// The longest link token looked up (ours are 68 characters).
+const MAX_TOKEN: usize = 128;
+
+/// The installer page's routes (under the dashboard's security headers).
+pub(super) fn routes() -> Router<SharedState> {
+    Router::new()
+        .route("/install/{token}", get(show).post(accept))
+        .route("/install/{token}/stack/{format}", get(stack))
+        .route("/install/{token}/events", get(events))
+        .route(
+            "/assets/installer.js",
+            get(|| async {
+                asset(
+                    "text/javascript; charset=utf-8",
+                    include_str!("installer.js"),
+                )
+            }),
+        )
+}
+
+/// This browser's cookie: the one it sent, or a new one with the header
+/// that sets it.
+fn browser(headers: &HeaderMap) -> (String, Option<HeaderValue>) {
+    if let Some(c) = cookie(headers, CUSTOMER_COOKIE).filter(|c| c.len() == 64) {
+        return (c, None);
+    }
+    let c = secret();
+    let secure = if crate::api::caller::over_https(headers) {
+        "; Secure"
+    } else {
+        ""
+    };
+    let set = HeaderValue::from_str(&format!(
+        "{CUSTOMER_COOKIE}={c}; Path=/install; HttpOnly; SameSite=Lax; Max-Age={COOKIE_MAX_AGE_S}{secure}"
+    ))
+    .expect("a cookie of hex and fixed words");
+    (c, Some(set))
+}
+
+/// The CSRF token of this browser's forms.
+fn csrf_of(cookie: &str) -> String {
+    hash_token(&format!("installer-csrf:{cookie}"))
+}
+
+/// What a link opens, for this browser.
+enum Opened {
+    /// No invitation has it.
+    Unknown,
+    /// It cannot be used: used elsewhere, expired or revoked.
+    Refused(StoredInvitation),
+    /// It can be used: the form.
+    Pending(StoredInvitation),
+    /// This browser used it: its install.
+    Mine(StoredInvitation),
+}
+
+async fn open(state: &SharedState, token: &str, cookie: &str) -> Result<Opened, Error> {
+    if token.is_empty() || token.len() > MAX_TOKEN {
+        return Ok(Opened::Unknown);
+    }
+    let Some(inv) = state.store.invitation_by_token(&hash_token(token)).await? else {
+        return Ok(Opened::Unknown);
+    };
+    let mine = inv.revoked_at_ms.is_none()
+        && inv.install_id.is_some()
+        && inv
+            .browser_hash
+            .as_deref()
+            .is_some_and(|b| same(b, &hash_token(cookie)));
+    Ok(match inv.state(now_ms()) {
+        _ if mine => Opened::Mine(inv),
+        nuon_core::model::InvitationState::Pending => Opened::Pending(inv),
+        _ => Opened::Refused(inv),
+    })
+}
+
+/// `resp` with this browser's cookie set, when it is new.
+fn with_cookie(mut resp: Response, set: Option<HeaderValue>) -> Response {
+    if let Some(v) = set {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+/// The app and config an invitation installs, as the customer sees them.
+struct Offer {
+    caller: Caller,
+    app: AppInfo,
+    config: AppConfig,
+}
+
+async fn offer(
+    state: &SharedState,
+    inv: &StoredInvitation,
+    source: String,
+) -> Result<Offer, Error> {
+    let caller = customer_caller(inv, source);
+    let services = state.services();
+    let app = services.find_app(&caller, inv.app_id.as_str()).await?;
+    let config = services.latest_config(&caller, &app).await?.config;
+    Ok(Offer {
+        caller,
+        app,
+        config,
+    })
+}
+
+async fn show(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Response {
+    let (cookie, set) = browser(&headers);
+    let resp = match open(&state, &token, &cookie).await {
+        Err(e) => error_page(e),
+        Ok(Opened::Unknown) => unknown(),
+        Ok(Opened::Refused(inv)) => refused(&inv),
+        Ok(Opened::Pending(inv)) => match offer(&state, &inv, source).await {
+            Ok(o) => html_response(form_page(&token, &cookie, &inv, &o, None)),
+            Err(e) => error_page(e),
+        },
+        Ok(Opened::Mine(inv)) => match install_page(&state, &token, &inv, source).await {
+            Ok(m) => html_response(m),
+            Err(e) => error_page(e),
+        },
+    };
+    with_cookie(resp, set)
+}
+
+fn unknown() -> Response {
+    let body = html! {
+        h1 { "This link does not work" }
+        p role="alert" { "It is not a link to an installer: check it was copied whole, or ask the vendor for a new one." }
+    };
+    (
+        StatusCode::NOT_FOUND,
+        html_response(frame("Installer", None, body)),
+    )
+        .into_response()
+}
+
+fn refused(inv: &StoredInvitation) -> Response {
+    let body = html! {
+        h1 { "This link does not work any more" }
+        p role="alert" { (refusal(inv.state(now_ms()))) }
+    };
+    (
+        StatusCode::GONE,
+        html_response(frame("Installer", None, body)),
+    )
+        .into_response()
+}
+
+async fn accept(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    let Some(cookie) = cookie(&headers, CUSTOMER_COOKIE) else {
+        return forbidden();
+    };
+    let given = field(&fields, "csrf").unwrap_or_default();
+    if given.is_empty() || !same(given, &csrf_of(&cookie)) {
+        return forbidden();
+    }
+    let inv = match open(&state, &token, &cookie).await {
+        Err(e) => return error_page(e),
+        Ok(Opened::Unknown) => return unknown(),
+        Ok(Opened::Refused(inv)) => return refused(&inv),
+        Ok(Opened::Mine(_)) => return Redirect::to(&format!("/install/{token}")).into_response(),
+        Ok(Opened::Pending(inv)) => inv,
+    };
+    let form = CustomerInstall {
+        name: field(&fields, "name").unwrap_or_default().to_owned(),
+        inputs: fields
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("input.")?.to_owned(), v.clone())))
+            .collect::<BTreeMap<_, _>>(),
+    };
+    let accepted = state
+        .services()
+        .accept_invitation(
+            &hash_token(&token),
+            &hash_token(&cookie),
+            form,
+            source.clone(),
+        )
+        .await;
+    match accepted {
+        Ok(Accepted::Installed) => Redirect::to(&format!("/install/{token}")).into_response(),
+        Ok(Accepted::Unknown) => unknown(),
+        Ok(Accepted::Refused(inv)) => refused(&inv),
+        Err(e) if e.status().is_client_error() => match offer(&state, &inv, source).await {
+            Ok(o) => (
+                StatusCode::BAD_REQUEST,
+                html_response(form_page(
+                    &token,
+                    &cookie,
+                    &inv,
+                    &o,
+                    Some((&fields, &e.to_string())),
+                )),
+            )
+                .into_response(),
+            Err(e) => error_page(e),
+        },
+        Err(e) => error_page(e),
+    }
+}
+
+fn forbidden() -> Response {
+    let body = html! {
+        h1 { "This form has expired" }
+        p role="alert" { "It was not sent from this browser's installer page (or cookies are off): open the link again and send the form from there." }
+    };
+    (
+        StatusCode::FORBIDDEN,
+        html_response(frame("Installer", None, body)),
+    )
+        .into_response()
+}
+
+/// The form: what the app is, what the customer may set.
+fn form_page(
+    token: &str,
+    cookie: &str,
+    inv: &StoredInvitation,
+    o: &Offer,
+    again: Option<(&Fields, &str)>,
+) -> Markup {
+    let config = &o.config;
+    let installer = config.installer.as_ref();
+    let sent = |name: &str| again.and_then(|(f, _)| field(f, name)).unwrap_or_default();
+    // Never typed back: what is sensitive.
+    let sent_safe = |name: &str| {
+        let input = name.strip_prefix("input.").and_then(|n| config.input(n));
+        if input.is_some_and(|i| i.sensitive) {
+            ""
+        } else {
+            sent(name)
+        }
+    };
+    let settable = |i: &nuon_core::app::InputDecl| i.user_configurable && !i.internal;
+    let runner = config
+        .runner
+        .as_ref()
+        .map_or("local", |r| r.runner_type.as_str());
+    let held: Vec<&str> = config
+        .secrets
+        .iter()
+        .filter(|s| s.held_by_customer())
+        .map(|s| s.name.as_str())
+        .collect();
+    let title = title_of(&o.app, config);
+    let body = html! {
+        h1 { "Install " (title) }
+        @if let Some(d) = description_of(config) { p.lead { (d) } }
+        @if let Some((_, why)) = again {
+            p.error role="alert" { "Not created: " (why) }
+        }
+        @if let Some(readme) = &config.metadata.readme {
+            details.readme {
+                summary { "About " (title) }
+                div.markdown { (PreEscaped(to_html(readme))) }
+            }
+        }
+        form method="post" action={ "/install/" (token) } {
+            input type="hidden" name="csrf" value=(csrf_of(cookie));
+            @match &inv.name {
+                Some(name) => p { "The install will be named " strong { (name) } "." },
+                None => div.field {
+                    label for="install-name" { "Name of your install" }
+                    p.muted { "Letters, digits, " code { "-" } " and " code { "_" } ": the vendor sees it." }
+                    input id="install-name" type="text" name="name" required value=(sent("name")) autocomplete="off";
+                },
+            }
+            @if config.inputs.iter().any(settable) {
+                (input_fieldsets(config, settable, &sent_safe))
+            } @else {
+                p.muted { "The vendor set every value of this app: there is nothing to fill in." }
+            }
+            h2 { "Where it runs" }
+            p { (where_it_runs(runner)) }
+            @if !held.is_empty() {
+                p { "You enter its secrets (" (held.join(", ")) ") into the install stack, in your own account: they never pass through this page or the vendor." }
+            }
+            div.actions {
+                button.primary type="submit" { "Create the install" }
+            }
+        }
+    };
+    frame(&format!("Install {title}"), installer, body)
+}
+
+/// The app as the customer reads its name.
+fn title_of(app: &AppInfo, config: &AppConfig) -> String {
+    config
+        .metadata
+        .display_name
+        .clone()
+        .unwrap_or_else(|| app.name.clone())
+}
+
+fn description_of(config: &AppConfig) -> Option<String> {
+    config
+        .installer
+        .as_ref()
+        .and_then(|i| i.description.clone())
+        .or_else(|| config.metadata.description.clone())
+}
+
+fn where_it_runs(runner_type: &str) -> &'static str {
+    match runner_type {
+        "aws" | "aws-ecs" | "aws-eks" => {
+            "In your AWS account, in the region you pick when you apply its stack (a CloudFormation template or a Terraform configuration). The vendor gets no access to your account: the install's runner calls out, and nothing calls in."
+        }
+        "azure" | "azure-aks" | "azure-acs" => {
+            "In your Azure subscription, on your Kubernetes cluster (its stack is a Helm chart). The vendor gets no access to your subscription."
+        }
+        "gcp" => {
+            "In your Google Cloud project, on your Kubernetes cluster (its stack is a Helm chart). The vendor gets no access to your project."
+        }
+        _ => {
+            "On a machine of yours (its stack is a shell bundle and a systemd unit). The vendor gets no access to it: the install's runner calls out, and nothing calls in."
+        }
+    }
+}
+
+/// The stack forms offered for a runner type, the one it asks for first.
+fn formats(runner_type: &str) -> Vec<StackFormat> {
+    match StackFormat::for_runner_type(runner_type) {
+        StackFormat::CloudFormation => vec![StackFormat::CloudFormation, StackFormat::Terraform],
+        other => vec![other],
+    }
+}
+
+/// What a download of `format` is called.
+fn download_name(install: &str, format: StackFormat) -> String {
+    match format {
+        StackFormat::CloudFormation => "template.json".into(),
+        StackFormat::Terraform => "main.tf.json".into(),
+        _ => format!("nuon-stack-{install}.sh"),
+    }
+}
+
+/// The commands that apply a downloaded `format`.
+fn commands(install: &str, format: StackFormat) -> String {
+    match format {
+        StackFormat::CloudFormation => format!(
+            "aws cloudformation create-stack --stack-name {} \\\n  --template-body file://template.json --capabilities CAPABILITY_NAMED_IAM",
+            cloudformation_stack_name(install)
+        ),
+        StackFormat::Terraform => format!(
+            "mkdir nuon-{install} && mv main.tf.json nuon-{install}/ && cd nuon-{install}\nterraform init && terraform apply"
+        ),
+        StackFormat::Vm => format!(
+            "sh nuon-stack-{install}.sh && cd nuon-stack-{install}\nsudo sh install.sh    # --binary PATH when nuon-runner is not on PATH"
+        ),
+        StackFormat::Helm => format!(
+            "sh nuon-stack-{install}.sh && cd nuon-stack-{install}\n# then the helm command it prints"
+        ),
+    }
+}
+
+/// The page of the install this browser made.
+async fn install_page(
+    state: &SharedState,
+    token: &str,
+    inv: &StoredInvitation,
+    source: String,
+) -> Result<Markup, Error> {
+    let o = offer(state, inv, source).await?;
+    let install = mine(state, &o.caller, inv).await?;
+    let progress = progress(state, &o.caller, &install, &o.config).await?;
+    let title = title_of(&o.app, &o.config);
+    let runner = o
+        .config
+        .runner
+        .as_ref()
+        .map_or("local", |r| r.runner_type.as_str());
+    let body = html! {
+        h1 { "Install " (install.name) " of " (title) }
+        p { "State: " span #state .{ "badge " (install.state.as_str()) } { (install.state.as_str()) } }
+        section #stack {
+            h2 { "1. Apply the install stack" }
+            p { (where_it_runs(runner)) " Each download carries a new one-time token for the stack's first call (the one before stops working)." }
+            @for f in formats(runner) {
+                div.stack-form {
+                    h3 { (f) }
+                    p { a href={ "/install/" (token) "/stack/" (f) } download=(download_name(&install.name, f)) { "Download " (download_name(&install.name, f)) } }
+                    pre { code { (commands(&install.name, f)) } }
+                }
+            }
+        }
+        section #progress data-live-install={ "/install/" (token) "/events" } {
+            h2 { "2. Provisioning" }
+            p.muted #progress-status { (progress.status) }
+            table {
+                thead { tr { th { "Step" } th { "Status" } th { "Why" } } }
+                tbody #steps {
+                    @for s in &progress.steps {
+                        tr { td { (s.0) } td { span.{ "badge " (s.1) } { (s.1) } } td { (s.2) } }
+                    }
+                }
+            }
+        }
+        section #readme hidden[progress.readme.is_none()] {
+            h2 { "3. Your install" }
+            div #readme-body .markdown {
+                @if let Some(r) = &progress.readme { (PreEscaped(r)) }
+            }
+        }
+        script src="/assets/installer.js" {}
+    };
+    Ok(frame(
+        &format!("Install {}", install.name),
+        o.config.installer.as_ref(),
+        body,
+    ))
+}
+
+/// The install this browser's invitation made.
+async fn mine(
+    state: &SharedState,
+    caller: &Caller,
+    inv: &StoredInvitation,
+) -> Result<StoredInstall, Error> {
+    let id = inv
+        .install_id
+        .as_ref()
+        .ok_or_else(|| Error::not_found("this invitation has not made an install yet"))?;
+    state.services().find_install(caller, id.as_str()).await
+}
+
+/// Where the install's provision is.
+struct Progress {
+    status: String,
+    /// Each step: name, status, why.
+    steps: Vec<(String, &'static str, String)>,
+    /// The README with the post-install notes, once the install is up.
+    readme: Option<String>,
+    /// Nothing more will change.
+    ended: bool,
+}
+
+async fn progress(
+    state: &SharedState,
+    caller: &Caller,
+    install: &StoredInstall,
+    config: &AppConfig,
+) -> Result<Progress, Error> {
+    let org = &caller.principal.org_id;
+    let workflows = state.store.list_workflows(org, &install.id).await?;
+    let wf = workflows.first();
+    let steps = wf
+        .map(|w| {
+            w.steps
+                .iter()
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        s.status.as_str(),
+                        s.reason.clone().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let status = match wf {
+        None => "No provision has started yet.".to_owned(),
+        Some(w) if w.status.is_active() && install.state == InstallState::Created => {
+            format!(
+                "The {} waits for the install's runner: apply the stack above.",
+                w.kind.as_str()
+            )
+        }
+        Some(w) => format!("The {} is {}.", w.kind.as_str(), w.status),
+    };
+    let up = install.state == InstallState::Active;
+    let readme = if up {
+        Some(readme_html(state, caller, install, config).await)
+    } else {
+        None
+    };
+    let ended = wf.is_none_or(|w| !w.status.is_active());
+    Ok(Progress {
+        status,
+        steps,
+        readme,
+        ended,
+    })
+}
+
+/// The README rendered with the install's values and outputs, then the
+/// installer's `post_install_markdown`, as sanitized HTML.
+async fn readme_html(
+    state: &SharedState,
+    caller: &Caller,
+    install: &StoredInstall,
+    config: &AppConfig,
+) -> String {
+    let mut out = String::new();
+    if config.metadata.readme.is_some() {
+        match state
+            .services()
+            .install_readme(caller, install.id.as_str())
+            .await
+        {
+            Ok(r) => out.push_str(&to_html(&r.rendered)),
+            Err(e) => {
+                tracing::warn!(install = %install.id, error = %e, "the README does not render")
+            }
+        }
+    }
+    if let Some(md) = config
+        .installer
+        .as_ref()
+        .and_then(|i| i.post_install_markdown.as_deref())
+    {
+        out.push_str(&to_html(md));
+    }
+    if out.is_empty() {
+        out = "<p>The install is up.</p>".into();
+    }
+    out
+}
+
+/// The provision's changes as Server-Sent Events (`progress`), until it
+/// ends, for the browser whose invitation made the install.
+async fn events(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let Some(cookie) = cookie(&headers, CUSTOMER_COOKIE) else {
+        return forbidden();
+    };
+    let inv = match open(&state, &token, &cookie).await {
+        Ok(Opened::Mine(inv)) => inv,
+        Ok(_) => return forbidden(),
+        Err(e) => return error_page(e),
+    };
+    let o = match offer(&state, &inv, source).await {
+        Ok(o) => o,
+        Err(e) => return error_page(e),
+    };
+    let start = (state, o, inv, String::new(), false);
+    let stream = futures_util::stream::unfold(start, |(state, o, inv, last, ended)| async move {
+        if ended {
+            return None;
+        }
+        loop {
+            let install = mine(&state, &o.caller, &inv).await.ok()?;
+            let p = progress(&state, &o.caller, &install, &o.config)
+                .await
+                .ok()?;
+            let done =
+                p.ended && p.readme.is_some() || p.ended && install.state == InstallState::Failed;
+            let event = serde_json::json!({
+                "state": install.state.as_str(),
+                "status": p.status,
+                "steps": p.steps.iter().map(|(n, s, why)| serde_json::json!({"name": n, "status": s, "reason": why})).collect::<Vec<_>>(),
+                "readme_html": p.readme,
+                "ended": done,
+            })
+            .to_string();
+            if event != last {
+                let e = Event::default().event("progress").data(event.clone());
+                return Some((
+                    Ok::<_, std::convert::Infallible>(e),
+                    (state, o, inv, event, done),
+                ));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                _ = state.shutting_down() => return None,
+            }
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// The stack of the install this browser made, as a download: a new
+/// one-time token each time.
+async fn stack(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    headers: HeaderMap,
+    Path((token, format)): Path<(String, String)>,
+) -> Response {
+    let Some(cookie) = cookie(&headers, CUSTOMER_COOKIE) else {
+        return forbidden();
+    };
+    let inv = match open(&state, &token, &cookie).await {
+        Ok(Opened::Mine(inv)) => inv,
+        Ok(_) => return forbidden(),
+        Err(e) => return error_page(e),
+    };
+    let format = match StackFormat::parse(&format) {
+        Ok(f) => f,
+        Err(e) => return error_page(Error::not_found(e)),
+    };
+    let made = async {
+        let o = offer(&state, &inv, source).await?;
+        let install = mine(&state, &o.caller, &inv).await?;
+        let stack = state
+            .services()
+            .stack_of(&o.caller, &install, Some(format))
+            .await?;
+        Ok::<_, Error>((install, stack))
+    }
+    .await;
+    let (install, stack) = match made {
+        Ok(m) => m,
+        Err(e) => return error_page(e),
+    };
+    let name = download_name(&install.name, format);
+    let body = match (format, stack.files.as_slice()) {
+        (StackFormat::CloudFormation | StackFormat::Terraform, [one]) => one.contents.clone(),
+        _ => shell_bundle(&stack, &format!("nuon-stack-{}", install.name)),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The installer's own frame: the vendor's name and links, the page, the
+/// vendor's footer and copyright (Markdown, sanitized).
+fn frame(title: &str, installer: Option<&Installer>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="referrer" content="no-referrer";
+                title { (title) }
+                link rel="stylesheet" href="/assets/app.css";
+            }
+            body.installer {
+                header {
+                    span.brand { (installer.and_then(|i| i.name.as_deref()).unwrap_or("Installer")) }
+                    @if let Some(i) = installer {
+                        nav aria-label="Vendor" {
+                            @for (label, url) in i.links() {
+                                a href=(url) rel="noopener noreferrer" { (label) }
+                            }
+                        }
+                    }
+                }
+                main { (body) }
+                @if let Some(i) = installer {
+                    footer {
+                        @if let Some(f) = &i.footer_markdown { div.markdown { (PreEscaped(to_html(f))) } }
+                        @if let Some(c) = &i.copyright_markdown { div.markdown.muted { (PreEscaped(to_html(c))) } }
+                    }
+                }
+            }
+        }
+    }
+}

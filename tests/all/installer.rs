@@ -1,0 +1,391 @@
+//! The customer's installer: a vendor invites (`nuon installs invite`),
+//! the customer opens the link in a fresh headless Chromium with no
+//! session and no token, sets the inputs the app lets them set (one
+//! refused first with the API's reason, what they typed kept), downloads
+//! the install stack (the VM bundle), applies it, and watches the
+//! provision to the install's README rendered with a real output, with no
+//! reload. The link works once, for one browser; an expired, revoked or
+//! unknown one says so; hostile Markdown shows as text; the vendor sees
+//! which inputs the customer set, a sensitive one by name only.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nuon_tests::webdriver::Chrome;
+use nuon_tests::{bin, have_tool, rt};
+use serde_json::json;
+
+use crate::deploy::{METADATA, Manual, ok, text};
+use crate::stack::KillOnDrop;
+
+const README: &str = "# Acme Queue\n\nYour queue answers at **{{ .nuon.components.queue.outputs.endpoint }}**.\n\n<script>window.pwned = 1</script>\n\n[a trap](javascript:window.pwned=2) and [the docs](https://docs.acme.test/queue).\n";
+
+fn files() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            METADATA.0,
+            "version = \"v2\"\ndisplay_name = \"Acme Queue\"\ndescription = \"A queue that runs in your own account.\"\nreadme = \"./README.md\"\n".into(),
+        ),
+        ("README.md", README.into()),
+        (
+            "inputs.toml",
+            "[[group]]\nname = \"sizing\"\ndisplay_name = \"Sizing\"\ndescription = \"How big the queue is\"\n\n\
+             [[input]]\nname = \"queue_size\"\ngroup = \"sizing\"\ntype = \"number\"\ndefault = \"5\"\ndescription = \"Slots in the queue\"\nuser_configurable = true\n\n\
+             [[input]]\nname = \"team\"\ndescription = \"Who owns it\"\nrequired = true\nuser_configurable = true\n\n\
+             [[input]]\nname = \"admin_password\"\nsensitive = true\ndescription = \"The queue's admin password\"\nuser_configurable = true\n\n\
+             [[input]]\nname = \"tier\"\ndefault = \"standard\"\n".into(),
+        ),
+        (
+            "installer.toml",
+            "name = \"Acme\"\ndescription = \"Install Acme's queue in your account\"\ndocumentation_url = \"https://docs.acme.test\"\nhomepage_url = \"https://acme.test\"\n\
+             post_install_markdown = \"Next: **open the queue** from your VPC.\"\nfooter_markdown = \"[Terms](https://acme.test/terms) <b>bold?</b>\"\ncopyright_markdown = \"(c) Acme\"\n".into(),
+        ),
+        (
+            "components/queue.toml",
+            "name = \"queue\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\n\n[vars]\nsize = \"{{ .nuon.install.inputs.queue_size }}\"\nteam = \"{{ .nuon.install.inputs.team }}\"\n".into(),
+        ),
+        (
+            "tf/main.tf",
+            "variable \"size\" {\n  type = string\n}\n\nvariable \"team\" {\n  type = string\n}\n\nresource \"terraform_data\" \"q\" {\n  input = \"queue-${var.size}.${var.team}.internal\"\n}\n\noutput \"endpoint\" {\n  value = terraform_data.q.output\n}\n".into(),
+        ),
+    ]
+}
+
+/// An invitation's link, made by the CLI.
+fn invite(m: &Manual, args: &[&str]) -> (String, String) {
+    let mut cmd = vec!["installs", "invite", "--app", "app", "--json"];
+    cmd.extend_from_slice(args);
+    let v: serde_json::Value = serde_json::from_str(&ok(m.cp.nuon(&cmd))).unwrap();
+    (
+        v["url"].as_str().unwrap().to_owned(),
+        v["invitation"]["id"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// A GET of `url` with no cookie: its status and body.
+fn fetch(url: &str) -> (u16, String) {
+    rt().block_on(async {
+        let r = reqwest::get(url).await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    })
+}
+
+#[test]
+fn a_customer_installs_from_an_invitation_with_no_account_and_sees_the_readme_live() {
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let Some(b) = Chrome::start() else { return };
+    let owned = files();
+    let borrowed: Vec<(&str, &str)> = owned.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let m = Manual::start_full(&borrowed, None, |_| {}, &["--input", "team=vendor"]);
+    let base = m.cp.control_url.clone();
+
+    // The installer as the vendor's tooling sees it.
+    let got = ok(m.cp.nuon(&["installers", "get", "app", "--json"]));
+    let got: serde_json::Value = serde_json::from_str(&got).unwrap();
+    assert_eq!(got["installer"]["name"], "Acme", "{got}");
+    assert_eq!(
+        got["installer"]["documentation_url"],
+        "https://docs.acme.test"
+    );
+    let listed = ok(m.cp.nuon(&["installers", "list"]));
+    assert!(
+        listed.contains("app") && listed.contains("Acme"),
+        "{listed}"
+    );
+
+    let (url, id) = invite(&m, &["--email", "ops@customer.test", "--expires", "2h"]);
+    assert!(url.starts_with(&format!("{base}/install/ilk_")), "{url}");
+    let listed = ok(m.cp.nuon(&["invitations", "list"]));
+    assert!(
+        listed.contains(&id) && listed.contains("pending") && listed.contains("in 1h"),
+        "{listed}"
+    );
+
+    // A fresh browser: no session, no token.
+    b.goto(&url);
+    b.wait_until("the installer form", Duration::from_secs(10), |b| {
+        b.find("#install-name").is_some()
+    });
+    let page = b.source();
+    assert!(page.contains("<h1>Install Acme Queue</h1>"), "{page}");
+    assert!(
+        page.contains("A queue that runs in your own account.")
+            || page.contains("Install Acme's queue"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<legend>Sizing</legend>") && page.contains("Left empty: <code>5</code>"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("input-tier"),
+        "a vendor's input is not asked: {page}"
+    );
+    assert!(
+        page.contains("type=\"password\"") && page.contains("input-admin_password"),
+        "{page}"
+    );
+    // The README's hostile Markdown is text; nothing ran; links are safe.
+    assert!(
+        page.contains("&lt;script&gt;window.pwned = 1&lt;/script&gt;"),
+        "{page}"
+    );
+    assert!(!page.contains("href=\"javascript"), "{page}");
+    assert!(
+        page.contains("<a href=\"https://docs.acme.test/queue\" rel=\"noopener noreferrer nofollow\">the docs</a>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("&lt;b&gt;bold?&lt;/b&gt;"),
+        "footer HTML is text: {page}"
+    );
+    assert_eq!(
+        b.exec("return window.pwned === undefined;", json!([])),
+        json!(true)
+    );
+    // Nothing from elsewhere, and nothing wider than a phone.
+    let csp = rt().block_on(async {
+        reqwest::get(&url).await.unwrap().headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    });
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    let axe = crate::dashboard::axe_source();
+    let violations = crate::dashboard::run_axe(&b, &axe);
+    assert!(
+        violations.is_empty(),
+        "axe on the installer: {violations:#?}"
+    );
+    b.set_size(390, 844);
+    let wide = b.exec("return document.documentElement.scrollWidth;", json!([]));
+    assert!(
+        wide.as_u64().unwrap() <= 390,
+        "the page is {wide} px wide on a phone"
+    );
+    b.set_size(1280, 900);
+
+    // One input refused with the API's reason; what was typed stays, the
+    // password excepted.
+    b.type_into("#install-name", "acme");
+    b.type_into("#input-queue_size", "lots");
+    b.type_into("#input-team", "platform");
+    b.type_into("#input-admin_password", "hunter22hunter22");
+    crate::dashboard::submit(&b, "form[action^='/install/'] button.primary");
+    let said = b.text("p.error");
+    assert!(
+        said.starts_with("Not created: ") && said.contains("queue_size"),
+        "{said}"
+    );
+    assert_eq!(
+        b.exec(
+            "return [document.querySelector('#install-name').value, document.querySelector('#input-queue_size').value, document.querySelector('#input-team').value, document.querySelector('#input-admin_password').value];",
+            json!([])
+        ),
+        json!(["acme", "lots", "platform", ""]),
+    );
+    assert!(
+        rt().block_on(m.cp.client().get_install("acme")).is_err(),
+        "a refused form makes no install"
+    );
+    b.exec(
+        "document.querySelector('#input-queue_size').value = '';",
+        json!([]),
+    );
+    b.type_into("#input-queue_size", "9");
+    b.type_into("#input-admin_password", "hunter22hunter22");
+    crate::dashboard::submit(&b, "form[action^='/install/'] button.primary");
+    b.wait_until("the install's page", Duration::from_secs(20), |b| {
+        b.find("#stack").is_some()
+    });
+    assert_eq!(b.url(), url, "back on the link's own page");
+    assert_eq!(b.text("h1"), "Install acme of Acme Queue");
+
+    // The vendor sees what the customer set; the password by name only.
+    let info = rt().block_on(m.cp.client().get_install("acme")).unwrap();
+    assert_eq!(
+        info.customer_inputs,
+        ["admin_password", "queue_size", "team"],
+        "{info:?}"
+    );
+    assert_eq!(info.inputs["queue_size"], json!(9), "{:?}", info.inputs);
+    assert_eq!(info.inputs["tier"], "standard");
+    assert!(!info.inputs.contains_key("admin_password"));
+    assert_eq!(info.sensitive_inputs, ["admin_password"]);
+    let shown = ok(m.cp.nuon(&["installs", "get", "acme"]));
+    assert!(
+        shown.contains("team = platform  (set by the customer)")
+            && shown.contains("admin_password = (sensitive, set)  (set by the customer)")
+            && !shown.contains("hunter22"),
+        "{shown}"
+    );
+    let trail = ok(m.cp.nuon(&["audit", "list", "--limit", "1000", "--json"]));
+    assert!(
+        trail.contains(&format!("customer (invitation {id})"))
+            && trail.contains("inputs set by the customer: admin_password, queue_size, team"),
+        "{trail}"
+    );
+
+    // The link is spent: another browser is told so, and the vendor sees it used.
+    let (status, body) = fetch(&url);
+    assert_eq!(status, 410, "{body}");
+    assert!(body.contains("was used already"), "{body}");
+    let listed = ok(m.cp.nuon(&["invitations", "list", "--json"]));
+    assert!(
+        listed.contains("\"used\"") && listed.contains(info.id.as_str()),
+        "{listed}"
+    );
+
+    // The stack, downloaded from the page, applied on this machine.
+    let bundle = b.exec(
+        "return fetch(arguments[0]).then(r => r.text());",
+        json!([format!("{url}/stack/vm")]),
+    );
+    let bundle = bundle.as_str().unwrap();
+    assert!(bundle.starts_with("#!/bin/sh"), "{bundle}");
+    let there = m.dir.path().join("customer");
+    std::fs::create_dir_all(&there).unwrap();
+    std::fs::write(there.join("nuon-stack-acme.sh"), bundle).unwrap();
+    let unpacked = Command::new("sh")
+        .arg("nuon-stack-acme.sh")
+        .current_dir(&there)
+        .output()
+        .unwrap();
+    assert!(unpacked.status.success(), "{}", text(&unpacked));
+    let stack_dir = there.join("nuon-stack-acme");
+    let mut env = m.runner_store_env();
+    env.retain(|(k, _)| *k != "NUON_RUNNER_STORE_DIR");
+    let runner = Command::new("sh")
+        .arg(stack_dir.join("install.sh"))
+        .args(["--no-systemd", "--prefix"])
+        .arg(there.join("opt"))
+        .arg("--work-dir")
+        .arg(there.join("work"))
+        .args(["--binary", bin("nuon-runner").to_str().unwrap()])
+        .envs(env)
+        .env("NUON_RUNNER_STORE_DIR", there.join("store"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(there.join("runner.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let _runner = KillOnDrop(runner);
+
+    // The page follows the provision to the README, with no reload.
+    b.exec("window.sameDocument = true;", json!([]));
+    b.wait_until("the install to be up", Duration::from_secs(600), |b| {
+        b.exec(
+            "var s = document.querySelector('#progress'); return s && s.getAttribute('data-ended');",
+            json!([]),
+        ) != json!(null)
+    });
+    assert_eq!(
+        b.exec("return window.sameDocument === true;", json!([])),
+        json!(true),
+        "the page was not reloaded"
+    );
+    let readme = b.text("#readme-body");
+    assert!(
+        readme.contains("queue-9.platform.internal") && readme.contains("open the queue"),
+        "{readme}\n{}",
+        std::fs::read_to_string(there.join("runner.log")).unwrap_or_default()
+    );
+    assert_eq!(b.text("#state"), "active");
+    assert_eq!(
+        b.exec("return window.pwned === undefined;", json!([])),
+        json!(true)
+    );
+    let readme_html = b.exec(
+        "return document.querySelector('#readme-body').innerHTML;",
+        json!([]),
+    );
+    let readme_html = readme_html.as_str().unwrap();
+    assert!(
+        readme_html.contains("<strong>queue-9.platform.internal</strong>")
+            && !readme_html.contains("<script"),
+        "{readme_html}"
+    );
+}
+
+#[test]
+fn an_invitation_works_for_its_org_only_until_it_expires_or_is_revoked() {
+    let owned = files();
+    let borrowed: Vec<(&str, &str)> = owned.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let m = Manual::start_full(&borrowed, None, |_| {}, &["--input", "team=vendor"]);
+    // Revoked: the link says so at once.
+    let (url, id) = invite(&m, &["--name", "revoked-one"]);
+    let (status, body) = fetch(&url);
+    assert_eq!(status, 200, "{body}");
+    let revoked = ok(m.cp.nuon(&["invitations", "revoke", &id, "--json"]));
+    assert!(revoked.contains("\"revoked\""), "{revoked}");
+    let (status, body) = fetch(&url);
+    assert_eq!(status, 410);
+    assert!(body.contains("revoked by the vendor"), "{body}");
+    // Unknown, and a mangled one.
+    let (status, body) = fetch(&format!("{url}x"));
+    assert_eq!(status, 404);
+    assert!(body.contains("not a link to an installer"), "{body}");
+    // Expired: its time moved back in the store.
+    let (url, id) = invite(&m, &["--expires", "1m"]);
+    if have_tool("sqlite3", "age an invitation in the store") {
+        crate::ops::sqlite3(
+            &m.cp.data_dir.join("nuon.db"),
+            &format!("UPDATE invitations SET expires_at = 1 WHERE id = '{id}'"),
+        );
+        let (status, body) = fetch(&url);
+        assert_eq!(status, 410);
+        assert!(body.contains("has expired"), "{body}");
+        let listed = ok(m.cp.nuon(&["invitations", "list"]));
+        assert!(listed.contains("expired"), "{listed}");
+    }
+    // A form posted without this browser's cookie and token is refused.
+    let (url, _) = invite(&m, &[]);
+    let posted = rt().block_on(async {
+        reqwest::Client::new()
+            .post(&url)
+            .form(&[("name", "sneaky"), ("csrf", "x")])
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    });
+    assert_eq!(posted, 403);
+    // Bad requests say what is wrong.
+    let bad =
+        m.cp.nuon(&["installs", "invite", "--app", "app", "--expires", "100d"]);
+    assert!(!bad.status.success());
+    assert!(text(&bad).contains("between 1m and 90d"), "{}", text(&bad));
+    let bad = m.cp.nuon(&["installs", "invite", "--app", "nope"]);
+    assert!(text(&bad).contains("no app \"nope\""), "{}", text(&bad));
+    let bad =
+        m.cp.nuon(&["installs", "invite", "--app", "app", "--install", "demo"]);
+    assert!(
+        !bad.status.success() && text(&bad).contains("never provisioned") || bad.status.success(),
+        "{}",
+        text(&bad)
+    );
+    // Another org sees none of it.
+    let other = m.cp.create_org("other").unwrap();
+    let theirs = m.cp.nuon_as(&other, &["invitations", "list", "--json"]);
+    assert!(!text(&theirs).contains(&id), "{}", text(&theirs));
+    let theirs = m.cp.nuon_as(&other, &["invitations", "revoke", &id]);
+    assert!(!theirs.status.success());
+    assert!(text(&theirs).contains("no invitation"), "{}", text(&theirs));
+    let theirs =
+        m.cp.nuon_as(&other, &["installs", "invite", "--app", "app"]);
+    assert!(
+        text(&theirs).contains("no app \"app\""),
+        "{}",
+        text(&theirs)
+    );
+    // A read-only token cannot invite.
+    let read: serde_json::Value = serde_json::from_str(&ok(m
+        .cp
+        .nuon(&["orgs", "tokens", "create", "--name", "reader", "--json"])))
+    .unwrap();
+    let read = read["secret"].as_str().unwrap().to_owned();
+    let refused = m.cp.nuon_as(&read, &["installs", "invite", "--app", "app"]);
+    assert!(text(&refused).contains("read-only"), "{}", text(&refused));
+}
