@@ -4,7 +4,6 @@ use std::time::Duration;
 use nuon_core::endpoint::{self as ep, Endpoint, GetInstall, UpdateInstall};
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
 use nuon_core::webhook::WebhookEvent;
-use nuon_core::wire::EditInstall;
 use nuon_core::wire::{
     AppInfo, AppList, BuildInfo, BuildList, ComponentList, ComponentToggled, ConfigFile,
     ConfigVersionInfo, ConfigVersionList, CreateApp, CreateBuilds, CreateInstall, CreateJob,
@@ -18,7 +17,7 @@ use nuon_core::wire::{
     AuditList, AuditVerification, CreateWebhook, DebugPurpose, DebugRequest, DeliveryList,
     WebhookCreated, WebhookInfo, WebhookList,
 };
-use nuon_core::wire::{ComponentOverridden, SetComponentOverride};
+use nuon_core::wire::{ComponentOverridden, EditInstall, SetComponentOverride};
 use nuon_core::wire::{
     CreateGroup, CreateRelease, GroupInfo, GroupList, LabelChange, ReleaseInfo, ReleaseList,
 };

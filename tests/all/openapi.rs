@@ -42,6 +42,7 @@ struct OrgB {
     release: String,
     rollout: String,
     user: String,
+    invitation: String,
     /// Every id and name of B, none of which may appear in an answer to A.
     secrets: Vec<String>,
 }
@@ -116,6 +117,7 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         "requestInstallDebug" => json!({"command": ["true"]}),
         "setInstallComponentOverrides" => json!({"tf_vars": "a = 1\n"}),
         "pushInstallCheck" => json!({"status": "healthy", "detail": "ready"}),
+        "createInvitation" => json!({"app": b.app}),
         "revokeRunner"
         | "rotateRunnerToken"
         | "cancelJob"
@@ -140,7 +142,8 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         | "retryRollout"
         | "cancelRollout"
         | "rollbackRollout"
-        | "removeUser" => {
+        | "removeUser"
+        | "revokeInvitation" => {
             return None;
         }
         other => panic!("no request body known for write operation {other}: add one to this test"),
@@ -220,7 +223,20 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
         &b_admin,
         &["users", "invite", "bea@example.com", "--role", "viewer"],
     );
+    let invitation = nuon(
+        &cp,
+        &b_admin,
+        &[
+            "installs",
+            "invite",
+            "--app",
+            "b-app",
+            "--email",
+            "b@customer.test",
+        ],
+    );
     let mut b = OrgB {
+        invitation: invitation["invitation"]["id"].as_str().unwrap().to_owned(),
         user: user["id"].as_str().unwrap().to_owned(),
         webhook: webhook["webhook"]["id"].as_str().unwrap().to_owned(),
         app: "b-app".into(),
@@ -243,6 +259,9 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
             webhook["webhook"]["id"].as_str().unwrap().into(),
             "b-group".into(),
             "bea@example.com".into(),
+            invitation["invitation"]["id"].as_str().unwrap().into(),
+            invitation["url"].as_str().unwrap().into(),
+            "b@customer.test".into(),
         ],
     };
     // Org B's runner version "1": org A asking for its version "1" (the
@@ -295,6 +314,8 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                     // Org B has no workflow yet: any id is someone else's.
                     "{id}" if path.starts_with("/v1/workflows") => &b.workflow,
                     "{id}" if path.starts_with("/v1/webhooks") => &b.webhook,
+                    "{id}" if path.starts_with("/v1/invitations") => &b.invitation,
+                    "{id}" if path.starts_with("/v1/installers") => &b.app,
                     "{name}" if path.starts_with("/v1/install-groups") => "b-group",
                     "{id}" if path.starts_with("/v1/releases") => &b.release,
                     "{id}" if path.starts_with("/v1/rollouts") => &b.rollout,

@@ -960,3 +960,59 @@ fn a_sandbox_written_for_nuons_aws_stack_renders_against_our_stacks_outputs() {
         w.steps
     );
 }
+
+/// The installer page's download of a stack of several files.
+#[test]
+fn a_stack_bundle_writes_each_file_with_its_mode_whatever_it_holds() {
+    let stack = nuon_core::wire::InstallStack {
+        install: "acme".into(),
+        format: "vm".into(),
+        files: vec![
+            nuon_core::wire::StackFile {
+                path: "install.sh".into(),
+                contents: "#!/bin/sh\necho '$HOME' \"`x`\"\nNUON_STACK_FILE_END\n".into(),
+                mode: 0o755,
+            },
+            nuon_core::wire::StackFile {
+                path: "templates/a b.yaml".into(),
+                contents: "no newline at the end".into(),
+                mode: 0o600,
+            },
+        ],
+        instructions: "Run `sh install.sh`.".into(),
+        token_expires_at_ms: 0,
+    };
+    let script = nuon_core::stack::shell_bundle(&stack, "nuon stack/../x");
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let root = dir.path().join("nuon-stack-..-x");
+    assert_eq!(
+        std::fs::read_to_string(root.join("install.sh")).unwrap(),
+        stack.files[0].contents
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("templates/a b.yaml")).unwrap(),
+        "no newline at the end\n"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &str| {
+        std::fs::metadata(root.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode("install.sh"), 0o755);
+    assert_eq!(mode("templates/a b.yaml"), 0o600);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Run `sh install.sh`."));
+}

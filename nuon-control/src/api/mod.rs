@@ -42,10 +42,10 @@ use nuon_core::{JobId, OrgId, PublicKey, RunnerId};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::hub::Wakes;
-use crate::keys::{JobKeys, KeyError, OrgSigners};
+use crate::keys::{JobKeys, OrgSigners};
 use crate::secrets::SecretBox;
 pub(crate) use crate::service::Caller;
 use crate::store::{ApiPrincipal, RunnerPrincipal, Store, Wake};
@@ -446,39 +446,6 @@ pub(crate) type SharedState = Arc<AppState>;
 
 /// The window of a runner's log quota.
 const LOG_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// The engine's errors as answers.
-impl From<EngineError> for Error {
-    fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::Invalid(m) => Error::bad_request(m),
-            EngineError::NotFound(m) => Error::not_found(m),
-            EngineError::Conflict { code, message } => Error::conflict(code, message),
-            EngineError::ShuttingDown => Error::api(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::ShuttingDown,
-                EngineError::ShuttingDown.to_string(),
-            ),
-            EngineError::Store(e) => Error::Store(e),
-            EngineError::Internal(m) => Error::internal(m),
-        }
-    }
-}
-
-impl From<KeyError> for Error {
-    fn from(e: KeyError) -> Self {
-        match e {
-            KeyError::NoOrg(org) => Error::not_found(format!("org {org} not found")),
-            KeyError::Store(e) => Error::Store(e),
-            KeyError::Sealed(m) => Error::internal(m),
-            e @ KeyError::Sign(_) => Error::api(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::SignerUnavailable,
-                e.to_string(),
-            ),
-        }
-    }
-}
 
 /// Shows the outputs a Terraform apply marked sensitive (a job's or a
 /// step's `{"outputs": ..., "sensitive": [...]}`) as `(sensitive)`.

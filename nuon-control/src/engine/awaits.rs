@@ -24,6 +24,11 @@ struct Look {
 }
 
 impl Engine {
+    /// How long a stack's one-time token works (`--stack-token-ttl`).
+    pub(crate) fn stack_token_ttl(&self) -> std::time::Duration {
+        self.ops.stack_token_ttl
+    }
+
     /// Looks at await step `i`: `true` when it passed (the workflow goes
     /// on), `false` when it still waits or failed.
     pub(super) async fn await_step(&self, cx: &mut Ctx, i: usize) -> Result<bool> {

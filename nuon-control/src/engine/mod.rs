@@ -273,11 +273,6 @@ impl Engine {
         let _ = self.runner_url.set(url);
     }
 
-    /// How long a stack's one-time token works (`--stack-token-ttl`).
-    pub(crate) fn stack_token_ttl(&self) -> std::time::Duration {
-        self.ops.stack_token_ttl
-    }
-
     /// The Runner API's base URL, when serving has set it.
     pub(crate) fn runner_url_known(&self) -> Option<&str> {
         self.runner_url.get().map(String::as_str)

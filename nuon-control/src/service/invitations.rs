@@ -315,8 +315,8 @@ pub(crate) struct CustomerInstall {
 pub(crate) enum Accepted {
     /// The install is made (or taken over) and its provision started.
     Installed,
-    /// The link cannot be used (used, expired or revoked): as it is.
-    Refused(StoredInvitation),
+    /// The link cannot be used: used, expired or revoked.
+    Refused(InvitationState),
     /// No invitation has this link.
     Unknown,
 }
@@ -341,7 +341,7 @@ impl Services<'_> {
             .await?
         {
             Spend::Unknown => return Ok(Accepted::Unknown),
-            Spend::Refused(i) => return Ok(Accepted::Refused(i)),
+            Spend::Refused(i) => return Ok(Accepted::Refused(i.state(now_ms()))),
             Spend::Spent(i) => i,
         };
         match self.install_for(&inv, form, source).await {

@@ -21,9 +21,9 @@ use nuon_core::endpoint::Endpoint;
 use nuon_core::now_ms;
 use nuon_core::wire::ErrorCode;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::error::Error;
-use crate::keys::JobKeys;
+use crate::keys::{JobKeys, KeyError};
 use crate::ops::Auditor;
 use crate::secrets::SecretBox;
 use crate::store::{ApiPrincipal, Store};
@@ -155,4 +155,37 @@ pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> Error {
         ErrorCode::Internal,
         format!("{what}; see the control plane's log"),
     )
+}
+
+/// The engine's errors as answers.
+impl From<EngineError> for Error {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Invalid(m) => Error::bad_request(m),
+            EngineError::NotFound(m) => Error::not_found(m),
+            EngineError::Conflict { code, message } => Error::conflict(code, message),
+            EngineError::ShuttingDown => Error::api(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::ShuttingDown,
+                EngineError::ShuttingDown.to_string(),
+            ),
+            EngineError::Store(e) => Error::Store(e),
+            EngineError::Internal(m) => Error::internal(m),
+        }
+    }
+}
+
+impl From<KeyError> for Error {
+    fn from(e: KeyError) -> Self {
+        match e {
+            KeyError::NoOrg(org) => Error::not_found(format!("org {org} not found")),
+            KeyError::Store(e) => Error::Store(e),
+            KeyError::Sealed(m) => Error::internal(m),
+            e @ KeyError::Sign(_) => Error::api(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::SignerUnavailable,
+                e.to_string(),
+            ),
+        }
+    }
 }

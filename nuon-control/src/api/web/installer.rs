@@ -32,16 +32,17 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use nuon_core::app::{AppConfig, Installer};
-use nuon_core::model::InstallState;
+use nuon_core::model::{InstallState, InvitationState};
 use nuon_core::now_ms;
 use nuon_core::stack::{StackFormat, cloudformation_stack_name, shell_bundle};
 use nuon_core::token::hash_token;
 use nuon_core::wire::AppInfo;
 
+use super::cookies::{cookie, same, secret};
 use super::layout::html as html_response;
 use super::markdown::to_html;
 use super::new_install::input_fieldsets;
-use super::{Fields, asset, cookie, error_page, field, same, secret};
+use super::{Fields, asset, error_page, field};
 use crate::api::{SharedState, Source};
 use crate::error::Error;
 use crate::service::Caller;
@@ -123,7 +124,7 @@ async fn open(state: &SharedState, token: &str, cookie: &str) -> Result<Opened, 
             .is_some_and(|b| same(b, &hash_token(cookie)));
     Ok(match inv.state(now_ms()) {
         _ if mine => Opened::Mine(inv),
-        nuon_core::model::InvitationState::Pending => Opened::Pending(inv),
+        InvitationState::Pending => Opened::Pending(inv),
         _ => Opened::Refused(inv),
     })
 }
@@ -195,9 +196,13 @@ fn unknown() -> Response {
 }
 
 fn refused(inv: &StoredInvitation) -> Response {
+    refused_in(inv.state(now_ms()))
+}
+
+fn refused_in(state: InvitationState) -> Response {
     let body = html! {
         h1 { "This link does not work any more" }
-        p role="alert" { (refusal(inv.state(now_ms()))) }
+        p role="alert" { (refusal(state)) }
     };
     (
         StatusCode::GONE,
@@ -246,7 +251,7 @@ async fn accept(
     match accepted {
         Ok(Accepted::Installed) => Redirect::to(&format!("/install/{token}")).into_response(),
         Ok(Accepted::Unknown) => unknown(),
-        Ok(Accepted::Refused(inv)) => refused(&inv),
+        Ok(Accepted::Refused(state)) => refused_in(state),
         Err(e) if e.status().is_client_error() => match offer(&state, &inv, source).await {
             Ok(o) => (
                 StatusCode::BAD_REQUEST,
@@ -613,8 +618,7 @@ async fn events(
             let p = progress(&state, &o.caller, &install, &o.config)
                 .await
                 .ok()?;
-            let done =
-                p.ended && p.readme.is_some() || p.ended && install.state == InstallState::Failed;
+            let done = p.ended && (p.readme.is_some() || install.state == InstallState::Failed);
             let event = serde_json::json!({
                 "state": install.state.as_str(),
                 "status": p.status,

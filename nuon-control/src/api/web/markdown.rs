@@ -158,9 +158,8 @@ impl Writer {
             TagEnd::Superscript => self.push("</sup>"),
             TagEnd::Subscript => self.push("</sub>"),
             TagEnd::Link => {
-                if self.links.pop() == Some(true) {
-                    self.push("</a>");
-                }
+                let opened = self.links.pop() == Some(true);
+                self.push(if opened { "</a>" } else { "" });
             }
             TagEnd::Image => {
                 if let Some((url, alt)) = self.image.take() {

@@ -14,6 +14,7 @@
 //! - Pages are `maud` templates (escaped by construction), one stylesheet,
 //!   and a Content-Security-Policy that allows nothing from anywhere else.
 
+mod cookies;
 mod diff;
 mod fleet;
 mod installer;
@@ -22,6 +23,7 @@ mod markdown;
 mod new_install;
 mod pages;
 mod render;
+mod sign_in;
 
 use axum::Router;
 use axum::extract::{Form, FromRequestParts, Path, Query, State};
@@ -34,6 +36,7 @@ use nuon_core::now_ms;
 use nuon_core::token::hash_token;
 use serde::Deserialize;
 
+use self::cookies::{cookie, same, secret, set_cookie};
 use self::layout::{html, page};
 use super::{ApiAuth, SharedState, Source};
 use crate::error::Error;
@@ -179,38 +182,6 @@ pub(super) fn escape(text: &str) -> String {
     out
 }
 
-/// A random secret, hex.
-fn secret() -> String {
-    let mut raw = [0u8; 32];
-    nuon_core::random_bytes(&mut raw);
-    hex::encode(raw)
-}
-
-/// The value of cookie `name`.
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_owned())
-}
-
-fn set_cookie(name: &str, value: &str, max_age_s: i64, secure: bool) -> HeaderValue {
-    let secure = if secure { "; Secure" } else { "" };
-    HeaderValue::from_str(&format!(
-        "{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}"
-    ))
-    .expect("a cookie of hex and fixed words")
-}
-
-/// Equal, in time that does not depend on where they differ.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-}
-
 /// A signed-in browser: the API principal its session acts as, and the
 /// session's CSRF token.
 pub(super) struct Web {
@@ -335,10 +306,12 @@ async fn login_page(
 ) -> Response {
     let csrf = secret();
     let page = match q.code.as_deref() {
-        None => pages::login(&csrf, None),
+        None => sign_in::login(&csrf, None),
         Some(code) => match code_signs_in_as(&state, code).await {
-            Ok(Some((org, who, scope))) => pages::confirm_sign_in(&csrf, code, &org, &who, &scope),
-            Ok(None) => pages::login(
+            Ok(Some((org, who, scope))) => {
+                sign_in::confirm_sign_in(&csrf, code, &org, &who, &scope)
+            }
+            Ok(None) => sign_in::login(
                 &csrf,
                 Some(
                     "This sign-in link was used already or is past its time: ask for a new one (`nuon orgs sign-in-link`).",
@@ -403,7 +376,7 @@ fn sign_in_again(
     retry: Option<u64>,
 ) -> Response {
     let csrf = secret();
-    let mut resp = (status, html(pages::login(&csrf, Some(why)))).into_response();
+    let mut resp = (status, html(sign_in::login(&csrf, Some(why)))).into_response();
     let h = resp.headers_mut();
     h.insert(
         header::SET_COOKIE,
