@@ -84,6 +84,7 @@ macro_rules! conformance {
 
 mod builds;
 mod catalog;
+mod invitations;
 mod logs;
 mod ops;
 mod queue;
