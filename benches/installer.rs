@@ -28,9 +28,10 @@ fn main() -> Result<()> {
     let cp = ControlPlane::start("10s")?;
     let dir = tempfile::tempdir()?;
     let readme: String = std::iter::once("# Acme\n\n| output | value |\n|---|---|\n".to_owned())
-        .chain((0..OUTPUTS).map(|i| {
-            format!("| o{i} | `{{{{ .nuon.install_stack.outputs.o{i} }}}}` |\n")
-        }))
+        .chain(
+            (0..OUTPUTS)
+                .map(|i| format!("| o{i} | `{{{{ .nuon.install_stack.outputs.o{i} }}}}` |\n")),
+        )
         .chain(std::iter::once(
             "\nOpen **the app** at [its page](https://acme.test).\n".to_owned(),
         ))
@@ -64,8 +65,10 @@ fn main() -> Result<()> {
             "acme",
         ],
     )?;
-    let made: serde_json::Value =
-        serde_json::from_str(&run(&cp, &["installs", "invite", "--app", "acme", "--json"])?)?;
+    let made: serde_json::Value = serde_json::from_str(&run(
+        &cp,
+        &["installs", "invite", "--app", "acme", "--json"],
+    )?)?;
     let url = made["url"].as_str().context("url")?.to_owned();
 
     println!("| what | result |");
@@ -126,7 +129,12 @@ fn main() -> Result<()> {
         .context("no stack token in the bundle")?
         .to_owned();
     let outputs: serde_json::Map<String, serde_json::Value> = (0..OUTPUTS)
-        .map(|i| (format!("o{i}"), format!("value-{i}-{}", "x".repeat(20)).into()))
+        .map(|i| {
+            (
+                format!("o{i}"),
+                format!("value-{i}-{}", "x".repeat(20)).into(),
+            )
+        })
         .collect();
     rt().block_on(async {
         let r = http
@@ -259,8 +267,10 @@ fn first_paint(url: &str, what: &str) {
     for _ in 0..5 {
         b.goto(url);
         b.wait_until("the page", Duration::from_secs(20), |b| {
-            b.exec("return document.readyState === 'complete';", serde_json::json!([]))
-                == serde_json::json!(true)
+            b.exec(
+                "return document.readyState === 'complete';",
+                serde_json::json!([]),
+            ) == serde_json::json!(true)
         });
         let v = b.exec(
             "const p = performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint'); \

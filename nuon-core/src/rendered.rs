@@ -457,9 +457,10 @@ pub fn render_with_warnings(text: &str, ctx: &RenderContext) -> RenderedReadme {
         })
         .collect();
     // A reference with a `default` (or under an `if`) may lack a value.
+    let data = ctx.data();
     for a in actions.iter().filter(|a| a.printed) {
         let alone = format!("{{{{ {} }}}}", a.written);
-        if let Err(e) = template::render(&alone, ctx) {
+        if let Err(e) = template::render_with(&alone, ctx, &data) {
             let w = format!("{alone}: {}; the text is shown as written", e.message);
             if !warnings.contains(&w) {
                 warnings.push(w);
@@ -469,7 +470,7 @@ pub fn render_with_warnings(text: &str, ctx: &RenderContext) -> RenderedReadme {
     if !warnings.is_empty() {
         return shown_as_written(warnings);
     }
-    match template::render(text, ctx) {
+    match template::render_with(text, ctx, &data) {
         Ok(rendered) => RenderedReadme {
             rendered,
             original: text.to_owned(),

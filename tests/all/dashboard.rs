@@ -59,7 +59,7 @@ pub(crate) fn submit(b: &Chrome, css: &str) {
     });
 }
 
-fn sign_in(b: &Chrome, base: &str, token: &str) {
+pub(crate) fn sign_in(b: &Chrome, base: &str, token: &str) {
     b.goto(&format!("{base}/login"));
     b.type_into("#token", token);
     b.click("form[action='/login'] button");

@@ -103,6 +103,24 @@ fn a_customer_installs_from_an_invitation_with_no_account_and_sees_the_readme_li
         "{listed}"
     );
 
+    // The vendor's dashboard makes one too, from the app's page, in a
+    // browser of its own.
+    let vendor = Chrome::start().expect("chromium started once already");
+    crate::dashboard::sign_in(&vendor, &base, &m.cp.admin_token);
+    let app = rt().block_on(m.cp.client().get_app("app")).unwrap();
+    vendor.goto(&format!("{base}/apps/{}", app.id));
+    vendor.type_into("#invite-email", "it@customer.test");
+    crate::dashboard::submit(&vendor, "form.invite button");
+    let link = vendor.text("#invitation-url");
+    assert!(link.starts_with(&format!("{base}/install/ilk_")), "{link}");
+    assert!(
+        vendor.source().contains("expires in 6 d"),
+        "{}",
+        vendor.source()
+    );
+    assert_eq!(fetch(&link).0, 200);
+    drop(vendor);
+
     // A fresh browser: no session, no token.
     b.goto(&url);
     b.wait_until("the installer form", Duration::from_secs(10), |b| {
@@ -220,6 +238,11 @@ fn a_customer_installs_from_an_invitation_with_no_account_and_sees_the_readme_li
             && shown.contains("admin_password = (sensitive, set)  (set by the customer)")
             && !shown.contains("hunter22"),
         "{shown}"
+    );
+    let page = m.cp.dashboard_page("/installs/acme");
+    assert!(
+        page.contains("(set by the customer)") && !page.contains("hunter22"),
+        "{page}"
     );
     let trail = ok(m.cp.nuon(&["audit", "list", "--limit", "1000", "--json"]));
     assert!(

@@ -507,7 +507,26 @@ pub(crate) fn plural(n: usize, what: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::terminal_safe;
+    use super::{relative_time, terminal_safe};
+
+    /// A time ahead reads "in", one behind "ago" (a stack token with 24
+    /// hours left once read "expires 0s ago").
+    #[test]
+    fn relative_times_read_right_both_ways() {
+        for (delta_ms, shown) in [
+            (24 * 3_600_000 - 5, "in 23h"),
+            (7 * 86_400_000, "in 7d"),
+            (90_000, "in 1m"),
+            (1_500, "in 1s"),
+            (400, "0s ago"),
+            (0, "0s ago"),
+            (-5_000, "5s ago"),
+            (-3 * 3_600_000, "3h ago"),
+            (-40 * 86_400_000, "40d ago"),
+        ] {
+            assert_eq!(relative_time(delta_ms), shown, "{delta_ms}");
+        }
+    }
 
     /// What a job's output could do to the reader's terminal is taken out;
     /// text, tabs, newlines and non-ASCII letters stay.

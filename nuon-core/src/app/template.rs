@@ -572,6 +572,19 @@ pub fn render(text: &str, ctx: &RenderContext) -> Result<String, TemplateError> 
     if !is_template(text) {
         return Ok(text.to_string());
     }
+    render_with(text, ctx, &ctx.data())
+}
+
+/// [`render`] with `data`, the [`RenderContext::data`] of `ctx` made once
+/// for many renders (making it is most of a short render's time).
+pub fn render_with(
+    text: &str,
+    ctx: &RenderContext,
+    data: &TValue,
+) -> Result<String, TemplateError> {
+    if !is_template(text) {
+        return Ok(text.to_string());
+    }
     let err = |e: crate::template::Error| TemplateError {
         offset: e.offset,
         message: e.message,
@@ -582,7 +595,7 @@ pub fn render(text: &str, ctx: &RenderContext) -> Result<String, TemplateError> 
         .unknown(KNOWN_AFTER_APPLY)
         .max_output(16 << 20)
         .budget(ctx.budget.clone());
-    t.execute(&ctx.data()).map_err(err)
+    t.execute(data).map_err(err)
 }
 
 /// Renders `text` once with no install's values (each reads as empty or

@@ -335,6 +335,12 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
         }
         @if web.can_admin() && latest.is_some() {
             p { a href={ "/apps/" (app.id) "/installs/new" } { "New install of " (app.name) } }
+            form.invite method="post" action={ "/apps/" (app.id) "/invitations" } {
+                input type="hidden" name="csrf" value=(web.csrf);
+                label for="invite-email" { "A customer's email (kept with the invitation; nothing is sent)" }
+                input id="invite-email" type="email" name="email" autocomplete="off";
+                button type="submit" { "Invite a customer" }
+            }
         }
         h2 { "Config versions" }
         @if versions.len() >= 2 {

@@ -62,6 +62,7 @@ pub(super) fn routes() -> Router<SharedState> {
         .route("/install/{token}", get(show).post(accept))
         .route("/install/{token}/stack/{format}", get(stack))
         .route("/install/{token}/events", get(events))
+        .route("/apps/{id}/invitations", axum::routing::post(invite))
         .route(
             "/assets/installer.js",
             get(|| async {
@@ -71,6 +72,47 @@ pub(super) fn routes() -> Router<SharedState> {
                 )
             }),
         )
+}
+
+/// The vendor's dashboard: an invitation made from an app's page, its link
+/// shown once.
+async fn invite(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: super::Web,
+    headers: HeaderMap,
+    Path(app): Path<String>,
+    Form(fields): Form<Fields>,
+) -> Response {
+    if let Some(r) = super::refused(&web, &fields, crate::api::control::require_admin) {
+        return r;
+    }
+    let req = nuon_core::wire::CreateInvitation {
+        app,
+        email: field(&fields, "email")
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(str::to_owned),
+        ..Default::default()
+    };
+    let base = crate::api::caller::public_base(&state, &headers);
+    let made = state
+        .services()
+        .create_invitation(&web.auth.caller_at(source), req, &base)
+        .await;
+    match made {
+        Ok(made) => html_response(super::layout::layout(
+            "Invitation made",
+            Some(&web),
+            html! {
+                h1 { "Invitation made" }
+                p role="status" { "Send this link to your customer: it is shown only now, works once, and expires " (super::layout::ago(Some(made.invitation.expires_at_ms))) "." }
+                pre #invitation-url { (made.url) }
+                p.muted { "Take it back with " code { "nuon invitations revoke " (made.invitation.id) } "." }
+            },
+        )),
+        Err(e) => error_page(e),
+    }
 }
 
 /// This browser's cookie: the one it sent, or a new one with the header

@@ -9,17 +9,24 @@ use nuon_core::now_ms;
 use super::{Web, error_page};
 use crate::error::Error;
 
-/// How long ago `at_ms` was, in words.
+/// How long ago `at_ms` was, in words (`5 min ago`), or how far ahead it
+/// is (`in 7 d`).
 pub(super) fn ago(at_ms: Option<i64>) -> String {
     let Some(at) = at_ms else {
         return "never".into();
     };
-    let s = (now_ms() - at).max(0) / 1000;
-    match s {
-        0..60 => format!("{s} s ago"),
-        60..3600 => format!("{} min ago", s / 60),
-        3600..86400 => format!("{} h ago", s / 3600),
-        _ => format!("{} d ago", s / 86400),
+    let delta = at - now_ms();
+    let s = delta.unsigned_abs() / 1000;
+    let amount = match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86400 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86400),
+    };
+    if delta > 0 && s > 0 {
+        format!("in {amount}")
+    } else {
+        format!("{amount} ago")
     }
 }
 

@@ -871,7 +871,7 @@ async fn recorded<T>(
 
 /// The refusal of a form's POST: without the session's CSRF token, or
 /// from a session whose role may not do it (`role`, as the API checks).
-fn refused(
+pub(super) fn refused(
     web: &Web,
     fields: &Fields,
     role: fn(&ApiAuth) -> Result<(), Error>,
@@ -882,7 +882,7 @@ fn refused(
 
 /// A form's fields, in order (an inputs form's names are not known
 /// ahead).
-type Fields = Vec<(String, String)>;
+pub(super) type Fields = Vec<(String, String)>;
 
 fn field<'a>(fields: &'a Fields, name: &str) -> Option<&'a str> {
     fields
