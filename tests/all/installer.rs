@@ -382,13 +382,18 @@ fn an_invitation_works_for_its_org_only_until_it_expires_or_is_revoked() {
     assert!(text(&bad).contains("between 1m and 90d"), "{}", text(&bad));
     let bad = m.cp.nuon(&["installs", "invite", "--app", "nope"]);
     assert!(text(&bad).contains("no app \"nope\""), "{}", text(&bad));
-    let bad =
-        m.cp.nuon(&["installs", "invite", "--app", "app", "--install", "demo"]);
+    // An install the vendor made, never provisioned: the customer gets
+    // its stack, not a form of inputs.
+    let (finish, _) = invite(&m, &["--install", "demo"]);
+    let (status, page) = fetch(&finish);
+    assert_eq!(status, 200, "{page}");
     assert!(
-        !bad.status.success() && text(&bad).contains("never provisioned") || bad.status.success(),
-        "{}",
-        text(&bad)
+        page.contains("prepared the install <strong>demo</strong>") && !page.contains("input-team"),
+        "{page}"
     );
+    let bad =
+        m.cp.nuon(&["installs", "invite", "--app", "app", "--install", "nope"]);
+    assert!(text(&bad).contains("no install \"nope\""), "{}", text(&bad));
     // Another org sees none of it.
     let other = m.cp.create_org("other").unwrap();
     let theirs = m.cp.nuon_as(&other, &["invitations", "list", "--json"]);

@@ -370,15 +370,18 @@ fn form_page(
         }
         form method="post" action={ "/install/" (token) } {
             input type="hidden" name="csrf" value=(csrf_of(cookie));
-            @match &inv.name {
-                Some(name) => p { "The install will be named " strong { (name) } "." },
-                None => div.field {
+            @match (&inv.install_id, &inv.name) {
+                // An install the vendor made: its values are the vendor's.
+                (Some(_), name) => p { "The vendor prepared the install " strong { (name.as_deref().unwrap_or_default()) } " for you: go on to get its stack." },
+                (None, Some(name)) => p { "The install will be named " strong { (name) } "." },
+                (None, None) => div.field {
                     label for="install-name" { "Name of your install" }
                     p.muted { "Letters, digits, " code { "-" } " and " code { "_" } ": the vendor sees it." }
                     input id="install-name" type="text" name="name" required value=(sent("name")) autocomplete="off";
                 },
             }
-            @if config.inputs.iter().any(settable) {
+            @if inv.install_id.is_some() {
+            } @else if config.inputs.iter().any(settable) {
                 (input_fieldsets(config, settable, &sent_safe))
             } @else {
                 p.muted { "The vendor set every value of this app: there is nothing to fill in." }
