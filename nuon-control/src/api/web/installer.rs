@@ -225,16 +225,21 @@ async fn show(
     with_cookie(resp, set)
 }
 
-fn unknown() -> Response {
+/// A page that says why the link or form cannot be used, and what to do.
+fn said(status: StatusCode, title: &str, message: &str) -> Response {
     let body = html! {
-        h1 { "This link does not work" }
-        p role="alert" { "It is not a link to an installer: check it was copied whole, or ask the vendor for a new one." }
+        h1 { (title) }
+        p role="alert" { (message) }
     };
-    (
+    (status, html_response(frame("Installer", None, body))).into_response()
+}
+
+fn unknown() -> Response {
+    said(
         StatusCode::NOT_FOUND,
-        html_response(frame("Installer", None, body)),
+        "This link does not work",
+        "It is not a link to an installer: check it was copied whole, or ask the vendor for a new one.",
     )
-        .into_response()
 }
 
 fn refused(inv: &StoredInvitation) -> Response {
@@ -242,15 +247,11 @@ fn refused(inv: &StoredInvitation) -> Response {
 }
 
 fn refused_in(state: InvitationState) -> Response {
-    let body = html! {
-        h1 { "This link does not work any more" }
-        p role="alert" { (refusal(state)) }
-    };
-    (
+    said(
         StatusCode::GONE,
-        html_response(frame("Installer", None, body)),
+        "This link does not work any more",
+        refusal(state),
     )
-        .into_response()
 }
 
 async fn accept(
@@ -313,15 +314,11 @@ async fn accept(
 }
 
 fn forbidden() -> Response {
-    let body = html! {
-        h1 { "This form has expired" }
-        p role="alert" { "It was not sent from this browser's installer page (or cookies are off): open the link again and send the form from there." }
-    };
-    (
+    said(
         StatusCode::FORBIDDEN,
-        html_response(frame("Installer", None, body)),
+        "This form has expired",
+        "It was not sent from this browser's installer page (or cookies are off): open the link again and send the form from there.",
     )
-        .into_response()
 }
 
 /// The form: what the app is, what the customer may set.
