@@ -48,6 +48,16 @@ pub fn issue_invitation_token() -> IssuedToken {
     }
 }
 
+/// A new stack-template token (`ctt_` and a secret): the one-time link a
+/// CloudFormation quick-create page fetches an install's template from.
+pub fn issue_template_token() -> IssuedToken {
+    let secret = format!("ctt_{}", secret_part());
+    IssuedToken {
+        hash: hash_token(&secret),
+        secret,
+    }
+}
+
 /// A new runner token for `runner`.
 pub fn issue_runner_token(runner: &RunnerId) -> IssuedToken {
     let secret = format!("{runner}.{}", secret_part());

@@ -417,3 +417,147 @@ fn an_invitation_works_for_its_org_only_until_it_expires_or_is_revoked() {
     let refused = m.cp.nuon_as(&read, &["installs", "invite", "--app", "app"]);
     assert!(text(&refused).contains("read-only"), "{}", text(&refused));
 }
+
+/// A page's hidden CSRF field.
+fn csrf_in(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+/// One href of `page`, by the element's id.
+fn href_of(page: &str, id: &str) -> Option<String> {
+    let at = page.find(&format!("id=\"{id}\""))?;
+    let start = page[..at].rfind('<')?;
+    let tag = &page[start..start + page[start..].find('>')?];
+    let h = tag.find("href=\"")? + 6;
+    Some(tag[h..].split('"').next()?.replace("&amp;", "&"))
+}
+
+/// A query parameter of a URL (after `#` too, where AWS's console reads
+/// them), decoded.
+fn param(url: &str, name: &str) -> Option<String> {
+    let query = url.rsplit_once('?')?.1;
+    query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == name).then(|| {
+            let bytes = v.as_bytes();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < bytes.len() {
+                if bytes[i] == b'%' {
+                    out.push(u8::from_str_radix(&v[i + 1..i + 3], 16).unwrap());
+                    i += 3;
+                } else {
+                    out.push(bytes[i]);
+                    i += 1;
+                }
+            }
+            String::from_utf8(out).unwrap()
+        })
+    })
+}
+
+/// An app whose runner is an AWS one: the customer's page offers AWS's
+/// quick-create link, whose template the control plane serves at a URL
+/// of its own, once (the AWS console fetches it), a new one each time
+/// the page is drawn; the template is the install's, its runner's
+/// one-time token new, and it passes `cfn-lint`.
+#[test]
+fn an_aws_install_gets_a_quick_create_link_whose_template_works_once() {
+    let mut owned = files();
+    owned.push(("runner.toml", "runner_type = \"aws\"\n".into()));
+    let borrowed: Vec<(&str, &str)> = owned.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let m = Manual::start_full(&borrowed, None, |_| {}, &["--input", "team=vendor"]);
+    let (url, _) = invite(&m, &["--name", "cloudy"]);
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = |cookie: &str| {
+        rt().block_on(async {
+            let r = client
+                .get(&url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            let set = r
+                .headers()
+                .get("set-cookie")
+                .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_owned());
+            (set, r.text().await.unwrap())
+        })
+    };
+    let (set, form) = page("");
+    let cookie = set.expect("a new browser gets its cookie");
+    let posted = rt().block_on(async {
+        client
+            .post(&url)
+            .header("cookie", &cookie)
+            .form(&[
+                ("csrf", csrf_in(&form).as_str()),
+                ("input.team", "platform"),
+                ("input.queue_size", "3"),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    });
+    assert_eq!(posted, 303, "the install is made and the page shown");
+    let (_, mine) = page(&cookie);
+    let launch = href_of(&mine, "launch-stack").unwrap_or_else(|| panic!("{mine}"));
+    assert!(
+        launch.starts_with(
+            "https://console.aws.amazon.com/cloudformation/home#/stacks/create/review?"
+        ),
+        "{launch}"
+    );
+    assert_eq!(param(&launch, "stackName").as_deref(), Some("nuon-cloudy"));
+    let template = param(&launch, "templateURL").unwrap();
+    assert!(
+        template.starts_with(&m.cp.control_url),
+        "served by the control plane: {template}"
+    );
+    assert!(
+        !template.contains(url.rsplit('/').next().unwrap()),
+        "the invitation's token stays out of it"
+    );
+
+    // Fetched with no cookie (the console does), once.
+    let (status, body) = fetch(&template);
+    assert_eq!(status, 200, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["AWSTemplateFormatVersion"], "2010-09-09");
+    assert!(
+        body.contains("stk_"),
+        "the runner's one-time token is in it"
+    );
+    let (status, again) = fetch(&template);
+    assert_eq!(status, 404);
+    assert!(again.contains("works once"), "{again}");
+    if have_tool("cfn-lint", "check CloudFormation templates") {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("template.json");
+        std::fs::write(&path, &body).unwrap();
+        crate::stack::cfn_lint(&path);
+    }
+
+    // Each drawing of the page makes a new link; the one before dies.
+    let (_, first) = page(&cookie);
+    let (_, second) = page(&cookie);
+    let old = param(&href_of(&first, "launch-stack").unwrap(), "templateURL").unwrap();
+    let new = param(&href_of(&second, "launch-stack").unwrap(), "templateURL").unwrap();
+    assert_ne!(old, new);
+    assert_eq!(fetch(&old).0, 404);
+    assert_eq!(fetch(&new).0, 200);
+    // Revoked, the invitation's links all stop.
+    let (_, third) = page(&cookie);
+    let last = param(&href_of(&third, "launch-stack").unwrap(), "templateURL").unwrap();
+    let listed: serde_json::Value =
+        serde_json::from_str(&ok(m.cp.nuon(&["invitations", "list", "--json"]))).unwrap();
+    let id = listed["invitations"][0]["id"].as_str().unwrap().to_owned();
+    ok(m.cp.nuon(&["invitations", "revoke", &id]));
+    assert_eq!(fetch(&last).0, 404);
+}

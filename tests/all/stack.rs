@@ -295,7 +295,7 @@ fn write_app(dir: &std::path::Path, files: &[(&str, &str)]) {
 }
 
 /// `cfn-lint` on a template: no error (warnings are printed).
-fn cfn_lint(template: &std::path::Path) {
+pub(crate) fn cfn_lint(template: &std::path::Path) {
     let out = Command::new("cfn-lint").arg(template).output().unwrap();
     let code = out.status.code().unwrap_or(-1);
     // Its exit code is a bit set: 2 an error, 4 a warning, 8 informational.

@@ -147,6 +147,23 @@ pub trait InvitationStore: Send + Sync + 'static {
     /// The inputs the customer set on an install, by name (none when no
     /// invitation made it).
     async fn customer_inputs(&self, org: &OrgId, install: &InstallId) -> Result<Vec<String>>;
+
+    /// Gives a spent invitation a new stack-template link (its token's
+    /// hash, good until `expires_at_ms`); the one before stops working.
+    async fn set_invitation_template(
+        &self,
+        id: &InvitationId,
+        template_hash: &str,
+        expires_at_ms: i64,
+    ) -> Result<()>;
+
+    /// Spends a stack-template link at `now_ms`: once, before it expires,
+    /// while its invitation is not revoked; the invitation it belongs to.
+    async fn spend_invitation_template(
+        &self,
+        template_hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<StoredInvitation>>;
 }
 
 fn select(filter: &str) -> String {
@@ -279,5 +296,48 @@ impl<S: Sql + 'static> InvitationStore for S {
         names.sort();
         names.dedup();
         Ok(names)
+    }
+
+    async fn set_invitation_template(
+        &self,
+        id: &InvitationId,
+        template_hash: &str,
+        expires_at_ms: i64,
+    ) -> Result<()> {
+        self.execute_one(Stmt::new(
+            "UPDATE invitations SET template_hash = $2, template_expires = $3 \
+             WHERE id = $1 AND install_id IS NOT NULL AND revoked_at IS NULL",
+            args![id.as_str(), template_hash, expires_at_ms],
+        ))
+        .await?;
+        Ok(())
+    }
+
+    async fn spend_invitation_template(
+        &self,
+        template_hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<StoredInvitation>> {
+        let Some(found) = self
+            .query_one::<StoredInvitation>(Stmt::new(
+                select(
+                    "template_hash = $1 AND template_expires > $2 AND revoked_at IS NULL \
+                     AND install_id IS NOT NULL",
+                ),
+                args![template_hash, now_ms],
+            ))
+            .await?
+        else {
+            return Ok(None);
+        };
+        // One fetch wins: the write is conditional on the hash still there.
+        let spent = self
+            .execute_one(Stmt::new(
+                "UPDATE invitations SET template_hash = NULL, template_expires = NULL \
+                 WHERE id = $1 AND template_hash = $2",
+                args![found.id.as_str(), template_hash],
+            ))
+            .await?;
+        Ok((spent == 1).then_some(found))
     }
 }

@@ -637,39 +637,52 @@ async fn workflow_events(
     web: Web,
     Path(raw): Path<String>,
 ) -> Response {
-    use axum::response::sse::{Event, KeepAlive, Sse};
     let org = web.auth.0.org_id.clone();
     let id = match pages::workflow_of(&state, &web, &raw).await {
         Ok(wf) => wf.id,
         Err(e) => return error_page(e),
     };
-    // (state, last sent, ended): looked at twice a second.
-    let start = (state, org, id, String::new(), false);
-    let stream = futures_util::stream::unfold(start, |(state, org, id, last, ended)| async move {
-        if ended {
-            return None;
-        }
-        loop {
-            let wf = match state.store.get_workflow(&org, &id).await {
-                Ok(Some(wf)) => wf,
-                _ => return None,
-            };
+    live(state.clone(), "workflow", move || {
+        let (state, org, id) = (state.clone(), org.clone(), id.clone());
+        async move {
+            let wf = state.store.get_workflow(&org, &id).await.ok()??;
             let wf = super::workflow_view_live(&state, &org, wf).await.ok()?;
-            let event = workflow_event(&wf).to_string();
-            let done = !wf.status.is_active();
-            if event != last {
-                let e = Event::default().event("workflow").data(event.clone());
-                return Some((
-                    Ok::<_, std::convert::Infallible>(e),
-                    (state, org, id, event, done),
-                ));
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
-                _ = state.shutting_down() => return None,
-            }
+            Some((workflow_event(&wf).to_string(), !wf.status.is_active()))
         }
-    });
+    })
+}
+
+/// Server-Sent Events named `name`: what `look` sees, each time it
+/// changed, looked at twice a second until `look` says it is done (or
+/// finds nothing) or the control plane stops.
+pub(super) fn live<F, Fut>(state: SharedState, name: &'static str, look: F) -> Response
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Option<(String, bool)>> + Send + 'static,
+{
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    // (state, look, last sent, ended)
+    let start = (state, look, String::new(), false);
+    let stream =
+        futures_util::stream::unfold(start, move |(state, look, last, ended)| async move {
+            if ended {
+                return None;
+            }
+            loop {
+                let (event, done) = look().await?;
+                if event != last {
+                    let e = Event::default().event(name).data(event.clone());
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(e),
+                        (state, look, event, done),
+                    ));
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                    _ = state.shutting_down() => return None,
+                }
+            }
+        });
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()

@@ -462,6 +462,14 @@ CREATE INDEX invitations_org ON invitations (org_id, created_at);
 CREATE INDEX invitations_install ON invitations (install_id) WHERE install_id IS NOT NULL;
 "#,
     ),
+    (
+        22,
+        r#"
+ALTER TABLE invitations ADD COLUMN template_hash TEXT;
+ALTER TABLE invitations ADD COLUMN template_expires BIGINT;
+CREATE INDEX invitations_template ON invitations (template_hash) WHERE template_hash IS NOT NULL;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -56,7 +56,9 @@ CREATE TABLE IF NOT EXISTS invitations (
     used_at INTEGER,
     revoked_at INTEGER,
     browser_hash TEXT,
-    customer_inputs TEXT
+    customer_inputs TEXT,
+    template_hash TEXT,
+    template_expires INTEGER
 );
 CREATE INDEX IF NOT EXISTS invitations_org ON invitations (org_id, created_at);
 CREATE INDEX IF NOT EXISTS invitations_install ON invitations (install_id) WHERE install_id IS NOT NULL;
@@ -339,7 +341,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 30] = [
+    const COLUMNS: [(&str, &str, &str); 32] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -374,6 +376,8 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("installs", "overrides", "TEXT"),
         ("installs", "checks", "TEXT"),
         ("attempts", "log_bytes", "INTEGER NOT NULL DEFAULT 0"),
+        ("invitations", "template_hash", "TEXT"),
+        ("invitations", "template_expires", "INTEGER"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn
@@ -390,7 +394,9 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         "CREATE INDEX IF NOT EXISTS installs_stack_token ON installs (stack_token) \
          WHERE stack_token IS NOT NULL;
          CREATE INDEX IF NOT EXISTS installs_runner ON installs (runner_id);
-         CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user_id) WHERE user_id IS NOT NULL;",
+         CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user_id) WHERE user_id IS NOT NULL;
+         CREATE INDEX IF NOT EXISTS invitations_template ON invitations (template_hash) \
+         WHERE template_hash IS NOT NULL;",
     )?;
     Ok(())
 }

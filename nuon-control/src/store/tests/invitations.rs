@@ -103,4 +103,40 @@ conformance! {
         assert!(store.revoke_invitation(&stranger, &inv.id, now_ms()).await.unwrap().is_none());
         assert!(store.customer_inputs(&stranger, &install).await.unwrap().is_empty());
     }
+
+    async fn a_stack_template_link_works_once_until_it_expires_and_the_next_replaces_it(f: Fixture) {
+        let store = &f.store;
+        let inv = invitation(&f.org, now_ms() + 3_600_000);
+        store.create_invitation(&inv, "link").await.unwrap();
+        // Not spent yet: no install, no template link.
+        store.set_invitation_template(&inv.id, "t-0", now_ms() + 60_000).await.unwrap();
+        assert!(store.spend_invitation_template("t-0", now_ms()).await.unwrap().is_none());
+        let Spend::Spent(_) = store.spend_invitation("link", now_ms(), "browser").await.unwrap() else {
+            panic!("spent")
+        };
+        store.set_invitation_install(&inv.id, &InstallId::generate(), &[]).await.unwrap();
+
+        // Fetched once; two fetches racing: one gets it.
+        store.set_invitation_template(&inv.id, "t-1", now_ms() + 60_000).await.unwrap();
+        let (a, b) = tokio::join!(
+            store.spend_invitation_template("t-1", now_ms()),
+            store.spend_invitation_template("t-1", now_ms()),
+        );
+        let got: Vec<_> = [a.unwrap(), b.unwrap()].into_iter().flatten().collect();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].id, inv.id);
+        assert!(store.spend_invitation_template("t-1", now_ms()).await.unwrap().is_none());
+
+        // A new link replaces the one before; an expired one is refused.
+        store.set_invitation_template(&inv.id, "t-2", now_ms() + 60_000).await.unwrap();
+        store.set_invitation_template(&inv.id, "t-3", now_ms() + 60_000).await.unwrap();
+        assert!(store.spend_invitation_template("t-2", now_ms()).await.unwrap().is_none());
+        store.set_invitation_template(&inv.id, "t-4", now_ms() - 1).await.unwrap();
+        assert!(store.spend_invitation_template("t-4", now_ms()).await.unwrap().is_none());
+
+        // Revoked: its link stops working.
+        store.set_invitation_template(&inv.id, "t-5", now_ms() + 60_000).await.unwrap();
+        store.revoke_invitation(&f.org, &inv.id, now_ms()).await.unwrap();
+        assert!(store.spend_invitation_template("t-5", now_ms()).await.unwrap().is_none());
+    }
 }

@@ -32,9 +32,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use nuon_core::app::{AppConfig, Installer};
-use nuon_core::model::{InstallState, InvitationState};
+use nuon_core::model::InvitationState;
 use nuon_core::now_ms;
-use nuon_core::stack::{StackFormat, cloudformation_stack_name, shell_bundle};
 use nuon_core::token::hash_token;
 use nuon_core::wire::AppInfo;
 
@@ -49,6 +48,11 @@ use crate::service::Caller;
 use crate::service::invitations::{Accepted, CustomerInstall, customer_caller, refusal};
 use crate::store::{StoredInstall, StoredInvitation};
 
+mod progress;
+mod stack;
+
+use progress::progress;
+
 /// The cookie that knows this browser.
 const CUSTOMER_COOKIE: &str = "nuon_customer";
 /// How long a browser is known: the longest an invitation lives.
@@ -60,8 +64,12 @@ const MAX_TOKEN: usize = 128;
 pub(super) fn routes() -> Router<SharedState> {
     Router::new()
         .route("/install/{token}", get(show).post(accept))
-        .route("/install/{token}/stack/{format}", get(stack))
-        .route("/install/{token}/events", get(events))
+        .route("/install/{token}/stack/{format}", get(stack::stack))
+        .route("/install/{token}/events", get(progress::events))
+        .route(
+            &format!("{}/{{token}}", stack::TEMPLATE_PATH),
+            get(stack::template),
+        )
         .route("/apps/{id}/invitations", axum::routing::post(invite))
         .route(
             "/assets/installer.js",
@@ -217,10 +225,13 @@ async fn show(
             Ok(o) => html_response(form_page(&token, &cookie, &inv, &o, None)),
             Err(e) => error_page(e),
         },
-        Ok(Opened::Mine(inv)) => match install_page(&state, &token, &inv, source).await {
-            Ok(m) => html_response(m),
-            Err(e) => error_page(e),
-        },
+        Ok(Opened::Mine(inv)) => {
+            let base = crate::api::caller::public_base(&state, &headers);
+            match install_page(&state, &base, &token, &inv, source).await {
+                Ok(m) => html_response(m),
+                Err(e) => error_page(e),
+            }
+        }
     };
     with_cookie(resp, set)
 }
@@ -413,7 +424,7 @@ fn description_of(config: &AppConfig) -> Option<String> {
         .or_else(|| config.metadata.description.clone())
 }
 
-fn where_it_runs(runner_type: &str) -> &'static str {
+pub(super) fn where_it_runs(runner_type: &str) -> &'static str {
     match runner_type {
         "aws" | "aws-ecs" | "aws-eks" => {
             "In your AWS account, in the region you pick when you apply its stack (a CloudFormation template or a Terraform configuration). The vendor gets no access to your account: the install's runner calls out, and nothing calls in."
@@ -430,45 +441,10 @@ fn where_it_runs(runner_type: &str) -> &'static str {
     }
 }
 
-/// The stack forms offered for a runner type, the one it asks for first.
-fn formats(runner_type: &str) -> Vec<StackFormat> {
-    match StackFormat::for_runner_type(runner_type) {
-        StackFormat::CloudFormation => vec![StackFormat::CloudFormation, StackFormat::Terraform],
-        other => vec![other],
-    }
-}
-
-/// What a download of `format` is called.
-fn download_name(install: &str, format: StackFormat) -> String {
-    match format {
-        StackFormat::CloudFormation => "template.json".into(),
-        StackFormat::Terraform => "main.tf.json".into(),
-        _ => format!("nuon-stack-{install}.sh"),
-    }
-}
-
-/// The commands that apply a downloaded `format`.
-fn commands(install: &str, format: StackFormat) -> String {
-    match format {
-        StackFormat::CloudFormation => format!(
-            "aws cloudformation create-stack --stack-name {} \\\n  --template-body file://template.json --capabilities CAPABILITY_NAMED_IAM",
-            cloudformation_stack_name(install)
-        ),
-        StackFormat::Terraform => format!(
-            "mkdir nuon-{install} && mv main.tf.json nuon-{install}/ && cd nuon-{install}\nterraform init && terraform apply"
-        ),
-        StackFormat::Vm => format!(
-            "sh nuon-stack-{install}.sh && cd nuon-stack-{install}\nsudo sh install.sh    # --binary PATH when nuon-runner is not on PATH"
-        ),
-        StackFormat::Helm => format!(
-            "sh nuon-stack-{install}.sh && cd nuon-stack-{install}\n# then the helm command it prints"
-        ),
-    }
-}
-
 /// The page of the install this browser made.
 async fn install_page(
     state: &SharedState,
+    base: &str,
     token: &str,
     inv: &StoredInvitation,
     source: String,
@@ -482,20 +458,11 @@ async fn install_page(
         .runner
         .as_ref()
         .map_or("local", |r| r.runner_type.as_str());
+    let stack = stack::section(state, base, token, inv, &install, runner).await?;
     let body = html! {
         h1 { "Install " (install.name) " of " (title) }
         p { "State: " span #state .{ "badge " (install.state.as_str()) } { (install.state.as_str()) } }
-        section #stack {
-            h2 { "1. Apply the install stack" }
-            p { (where_it_runs(runner)) " Each download carries a new one-time token for the stack's first call (the one before stops working)." }
-            @for f in formats(runner) {
-                div.stack-form {
-                    h3 { (f) }
-                    p { a href={ "/install/" (token) "/stack/" (f) } download=(download_name(&install.name, f)) { "Download " (download_name(&install.name, f)) } }
-                    pre { code { (commands(&install.name, f)) } }
-                }
-            }
-        }
+        (stack)
         section #progress data-live-install={ "/install/" (token) "/events" } {
             h2 { "2. Provisioning" }
             p.muted #progress-status { (progress.status) }
@@ -534,209 +501,6 @@ async fn mine(
         .as_ref()
         .ok_or_else(|| Error::not_found("this invitation has not made an install yet"))?;
     state.services().find_install(caller, id.as_str()).await
-}
-
-/// Where the install's provision is.
-struct Progress {
-    status: String,
-    /// Each step: name, status, why.
-    steps: Vec<(String, &'static str, String)>,
-    /// The README with the post-install notes, once the install is up.
-    readme: Option<String>,
-    /// Nothing more will change.
-    ended: bool,
-}
-
-async fn progress(
-    state: &SharedState,
-    caller: &Caller,
-    install: &StoredInstall,
-    config: &AppConfig,
-) -> Result<Progress, Error> {
-    let org = &caller.principal.org_id;
-    let workflows = state.store.list_workflows(org, &install.id).await?;
-    let wf = workflows.first();
-    let steps = wf
-        .map(|w| {
-            w.steps
-                .iter()
-                .map(|s| {
-                    (
-                        s.name.clone(),
-                        s.status.as_str(),
-                        s.reason.clone().unwrap_or_default(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let status = match wf {
-        None => "No provision has started yet.".to_owned(),
-        Some(w) if w.status.is_active() && install.state == InstallState::Created => {
-            format!(
-                "The {} waits for the install's runner: apply the stack above.",
-                w.kind.as_str()
-            )
-        }
-        Some(w) => format!("The {} is {}.", w.kind.as_str(), w.status),
-    };
-    let up = install.state == InstallState::Active;
-    let readme = if up {
-        Some(readme_html(state, caller, install, config).await)
-    } else {
-        None
-    };
-    let ended = wf.is_none_or(|w| !w.status.is_active());
-    Ok(Progress {
-        status,
-        steps,
-        readme,
-        ended,
-    })
-}
-
-/// The README rendered with the install's values and outputs, then the
-/// installer's `post_install_markdown`, as sanitized HTML.
-async fn readme_html(
-    state: &SharedState,
-    caller: &Caller,
-    install: &StoredInstall,
-    config: &AppConfig,
-) -> String {
-    let mut out = String::new();
-    if config.metadata.readme.is_some() {
-        match state
-            .services()
-            .install_readme(caller, install.id.as_str())
-            .await
-        {
-            Ok(r) => out.push_str(&to_html(&r.rendered)),
-            Err(e) => {
-                tracing::warn!(install = %install.id, error = %e, "the README does not render")
-            }
-        }
-    }
-    if let Some(md) = config
-        .installer
-        .as_ref()
-        .and_then(|i| i.post_install_markdown.as_deref())
-    {
-        out.push_str(&to_html(md));
-    }
-    if out.is_empty() {
-        out = "<p>The install is up.</p>".into();
-    }
-    out
-}
-
-/// The provision's changes as Server-Sent Events (`progress`), until it
-/// ends, for the browser whose invitation made the install.
-async fn events(
-    State(state): State<SharedState>,
-    Source(source): Source,
-    headers: HeaderMap,
-    Path(token): Path<String>,
-) -> Response {
-    use axum::response::sse::{Event, KeepAlive, Sse};
-    let Some(cookie) = cookie(&headers, CUSTOMER_COOKIE) else {
-        return forbidden();
-    };
-    let inv = match open(&state, &token, &cookie).await {
-        Ok(Opened::Mine(inv)) => inv,
-        Ok(_) => return forbidden(),
-        Err(e) => return error_page(e),
-    };
-    let o = match offer(&state, &inv, source).await {
-        Ok(o) => o,
-        Err(e) => return error_page(e),
-    };
-    let start = (state, o, inv, String::new(), false);
-    let stream = futures_util::stream::unfold(start, |(state, o, inv, last, ended)| async move {
-        if ended {
-            return None;
-        }
-        loop {
-            let install = mine(&state, &o.caller, &inv).await.ok()?;
-            let p = progress(&state, &o.caller, &install, &o.config)
-                .await
-                .ok()?;
-            let done = p.ended && (p.readme.is_some() || install.state == InstallState::Failed);
-            let event = serde_json::json!({
-                "state": install.state.as_str(),
-                "status": p.status,
-                "steps": p.steps.iter().map(|(n, s, why)| serde_json::json!({"name": n, "status": s, "reason": why})).collect::<Vec<_>>(),
-                "readme_html": p.readme,
-                "ended": done,
-            })
-            .to_string();
-            if event != last {
-                let e = Event::default().event("progress").data(event.clone());
-                return Some((
-                    Ok::<_, std::convert::Infallible>(e),
-                    (state, o, inv, event, done),
-                ));
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
-                _ = state.shutting_down() => return None,
-            }
-        }
-    });
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-/// The stack of the install this browser made, as a download: a new
-/// one-time token each time.
-async fn stack(
-    State(state): State<SharedState>,
-    Source(source): Source,
-    headers: HeaderMap,
-    Path((token, format)): Path<(String, String)>,
-) -> Response {
-    let Some(cookie) = cookie(&headers, CUSTOMER_COOKIE) else {
-        return forbidden();
-    };
-    let inv = match open(&state, &token, &cookie).await {
-        Ok(Opened::Mine(inv)) => inv,
-        Ok(_) => return forbidden(),
-        Err(e) => return error_page(e),
-    };
-    let format = match StackFormat::parse(&format) {
-        Ok(f) => f,
-        Err(e) => return error_page(Error::not_found(e)),
-    };
-    let made = async {
-        let o = offer(&state, &inv, source).await?;
-        let install = mine(&state, &o.caller, &inv).await?;
-        let stack = state
-            .services()
-            .stack_of(&o.caller, &install, Some(format))
-            .await?;
-        Ok::<_, Error>((install, stack))
-    }
-    .await;
-    let (install, stack) = match made {
-        Ok(m) => m,
-        Err(e) => return error_page(e),
-    };
-    let name = download_name(&install.name, format);
-    let body = match (format, stack.files.as_slice()) {
-        (StackFormat::CloudFormation | StackFormat::Terraform, [one]) => one.contents.clone(),
-        _ => shell_bundle(&stack, &format!("nuon-stack-{}", install.name)),
-    };
-    (
-        [
-            (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{name}\""),
-            ),
-        ],
-        body,
-    )
-        .into_response()
 }
 
 /// The installer's own frame: the vendor's name and links, the page, the
