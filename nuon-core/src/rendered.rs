@@ -424,7 +424,7 @@ pub use crate::app::template::KNOWN_AFTER_APPLY;
 /// (`GET /v1/installs/{id}/readme`): a reference that does not resolve is
 /// not an error there but a warning, and the text is then shown as
 /// written.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RenderedReadme {
     /// What it renders to; the original when a warning says why not.
     pub rendered: String,

@@ -42,7 +42,7 @@ fn files() -> Vec<(&'static str, String)> {
         ),
         (
             "components/queue.toml",
-            "name = \"queue\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\n\n[vars]\nsize = \"{{ .nuon.install.inputs.queue_size }}\"\nteam = \"{{ .nuon.install.inputs.team }}\"\n".into(),
+            "name = \"queue\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\nreadme = \"It has {{ .nuon.install.inputs.queue_size }} slots.\"\n\n[vars]\nsize = \"{{ .nuon.install.inputs.queue_size }}\"\nteam = \"{{ .nuon.install.inputs.team }}\"\n".into(),
         ),
         (
             "tf/main.tf",
@@ -310,7 +310,9 @@ fn a_customer_installs_from_an_invitation_with_no_account_and_sees_the_readme_li
     );
     let readme = b.text("#readme-body");
     assert!(
-        readme.contains("queue-9.platform.internal") && readme.contains("open the queue"),
+        readme.contains("queue-9.platform.internal")
+            && readme.contains("It has 9 slots.")
+            && readme.contains("open the queue"),
         "{readme}\n{}",
         std::fs::read_to_string(there.join("runner.log")).unwrap_or_default()
     );

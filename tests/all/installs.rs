@@ -340,6 +340,15 @@ fn an_installs_readme_renders_and_what_does_not_render_is_a_warning() {
                 "secrets.toml",
                 "[[secret]]\nname = \"db_password\"\ndescription = \"the database's\"\n",
             ),
+            (
+                "components/web.toml",
+                "name = \"web\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\nreadme = \"./web.md\"\n",
+            ),
+            (
+                "components/web.md",
+                "The web says {{ .nuon.install.inputs.greeting }}.\n",
+            ),
+            ("tf/main.tf", "output \"ok\" {\n  value = true\n}\n"),
         ],
     );
     ok(cp.nuon(&["apps", "create", "docs"]));
@@ -362,6 +371,10 @@ fn an_installs_readme_renders_and_what_does_not_render_is_a_warning() {
         "{out}"
     );
     assert!(!out.contains("s3cret-pw"), "{out}");
+    assert!(
+        out.ends_with(".\n\n## web\n\nThe web says howdy.\n"),
+        "a component's README follows the app's, under its name: {out}"
+    );
     let read = rt()
         .block_on(
             cp.client()
@@ -396,8 +409,9 @@ fn an_installs_readme_renders_and_what_does_not_render_is_a_warning() {
     let out = cp.nuon(&["--json", "installs", "readme", "e"]);
     let got: Value = serde_json::from_str(&ok(out)).unwrap();
     assert_eq!(
-        got["rendered"], "Open {{ .nuon.sandbox.outputs.url }} as {{ .nuon.install.name }}\n",
-        "shown as written: {got}"
+        got["rendered"],
+        "Open {{ .nuon.sandbox.outputs.url }} as {{ .nuon.install.name }}\n\n## web\n\nThe web says hi.\n",
+        "the app's shown as written, the component's rendered: {got}"
     );
     let warning = got["warnings"][0].as_str().unwrap();
     assert!(
@@ -414,6 +428,11 @@ fn an_installs_readme_renders_and_what_does_not_render_is_a_warning() {
 
     // No README: a 404 that says where to give one.
     std::fs::write(app.join("metadata.toml"), "version = \"v2\"\n").unwrap();
+    std::fs::write(
+        app.join("components/web.toml"),
+        "name = \"web\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"tf\"\n",
+    )
+    .unwrap();
     ok(cp.nuon(&["apps", "create", "bare"]));
     ok(cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "bare"]));
     ok(cp.nuon(&[

@@ -120,14 +120,50 @@ impl Services<'_> {
             config,
             ctx,
         } = self.shown(caller, key, false).await?;
-        let text = config.metadata.readme.clone().ok_or_else(|| {
-            Error::not_found(format!(
-                "app {app_name} has no README in config version {}: give one in metadata.toml (`readme = \"./README.md\"`, or the Markdown itself)",
+        // The app's README, then each component's under its name.
+        let mut parts: Vec<(Option<String>, String)> = Vec::new();
+        if let Some(t) = &config.metadata.readme {
+            parts.push((None, t.clone()));
+        }
+        for c in &config.components {
+            if let Some(t) = &c.readme {
+                parts.push((Some(c.name.clone()), t.clone()));
+            }
+        }
+        if parts.is_empty() {
+            return Err(Error::not_found(format!(
+                "app {app_name} has no README in config version {}: give one in metadata.toml (`readme = \"./README.md\"`, or the Markdown itself), or a component's `readme`",
                 install.config_version
-            ))
-        })?;
-        crate::render_pool::blocking(move || rendered::render_with_warnings(&text, &ctx))
-            .await
-            .map_err(Error::internal)
+            )));
+        }
+        crate::render_pool::blocking(move || {
+            let mut out = RenderedReadme::default();
+            for (component, text) in parts {
+                let r = rendered::render_with_warnings(&text, &ctx);
+                let (rendered, original) = match &component {
+                    None => (r.rendered, r.original),
+                    Some(name) => (
+                        format!("## {name}\n\n{}", r.rendered),
+                        format!("## {name}\n\n{}", r.original),
+                    ),
+                };
+                // One blank line between the parts, one newline at the end.
+                for (all, one) in [(&mut out.rendered, rendered), (&mut out.original, original)] {
+                    if !all.is_empty() {
+                        all.push('\n');
+                    }
+                    all.push_str(one.trim_end());
+                    all.push('\n');
+                }
+                out.warnings
+                    .extend(r.warnings.into_iter().map(|w| match &component {
+                        None => w,
+                        Some(name) => format!("component {name}'s readme: {w}"),
+                    }));
+            }
+            out
+        })
+        .await
+        .map_err(Error::internal)
     }
 }

@@ -94,8 +94,9 @@ fn visit_file_refs(config: &mut AppConfig, f: &mut dyn FnMut(&str, &'static str,
     for c in &mut config.components {
         let who = format!("component {:?}", c.name);
         for v in c
-            .var_files
+            .readme
             .iter_mut()
+            .chain(c.var_files.iter_mut())
             .chain(c.values_files.iter_mut())
             .chain(c.manifest.iter_mut())
         {

@@ -745,6 +745,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     let take_ownership = r.bool(d, "take_ownership").unwrap_or(false);
     let health = super::health::read(&mut r, d, &mut item.after_apply);
     let labels = r.str_map(d, "labels", &mut Vec::new());
+    let readme = text(r.str(d, "readme"));
     let Some(kind) = kind else {
         // Without a type the other keys cannot be checked; the name still counts.
         r.know(&[
@@ -786,6 +787,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         source: Source::Path {
             path: String::new(),
         },
+        readme,
         build_timeout,
         deploy_timeout,
         terraform_version: None,

@@ -266,7 +266,11 @@ pub fn components_reading(
         }
     }
     let reads = |c: &Component| {
-        let json = serde_json::to_value(c).unwrap_or(Value::Null);
+        let mut json = serde_json::to_value(c).unwrap_or(Value::Null);
+        // What its README reads is shown, not deployed.
+        if let Some(m) = json.as_object_mut() {
+            m.remove("readme");
+        }
         let mut texts = Vec::new();
         strings(&json, &mut texts);
         texts.iter().any(|t| {
@@ -547,6 +551,10 @@ pub struct Component {
     pub depends_on: Vec<String>,
     /// Where it comes from.
     pub source: Source,
+    /// `readme`: Markdown about it (or `./FILE` of the config), a template
+    /// of the install's state, shown under the app's README.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readme: Option<String>,
     /// How long a build may take (`10m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_timeout: Option<String>,

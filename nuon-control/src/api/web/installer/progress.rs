@@ -86,7 +86,7 @@ async fn readme_html(
     config: &AppConfig,
 ) -> String {
     let mut out = String::new();
-    if config.metadata.readme.is_some() {
+    if config.metadata.readme.is_some() || config.components.iter().any(|c| c.readme.is_some()) {
         match state
             .services()
             .install_readme(caller, install.id.as_str())
