@@ -78,3 +78,144 @@ pub fn validate_dir(dir: &Path) -> (Option<AppConfig>, Diagnostics) {
         Err(d) => (None, d),
     }
 }
+
+/// The installer's logo and favicon, to sync with the config in `dir` as
+/// sources ([`app::LOGO_SOURCE`], [`app::FAVICON_SOURCE`]; base64): read
+/// from the config (`logo_url = "./logo.png"`) or fetched from their web
+/// link here, on the vendor's side, so that neither the customer's browser
+/// nor the control plane ever loads them from elsewhere. Each must be a
+/// PNG, JPEG, GIF, WebP, ICO or SVG image of at most
+/// [`app::MAX_IMAGE_BYTES`]; the error says which key and why.
+pub async fn installer_images(
+    dir: &Path,
+    config: &AppConfig,
+) -> Result<Vec<nuon_core::wire::ConfigFile>, String> {
+    use base64::Engine as _;
+    let Some(installer) = &config.installer else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (key, source, at) in installer.images() {
+        let why = |e: String| format!("installer.toml {key} {at:?}: {e}");
+        let bytes = if app::is_web_url(at) {
+            fetch_image(at).await.map_err(why)?
+        } else {
+            let rel = app::source_dir(at).map_err(why)?;
+            let path = dir.join(&rel);
+            let meta = std::fs::metadata(&path)
+                .map_err(|e| why(format!("cannot read {}: {e}", path.display())))?;
+            if meta.len() > app::MAX_IMAGE_BYTES as u64 {
+                return Err(why(too_large()));
+            }
+            std::fs::read(&path).map_err(|e| why(format!("cannot read {}: {e}", path.display())))?
+        };
+        if app::image_type(&bytes).is_none() {
+            return Err(why("is not a PNG, JPEG, GIF, WebP, ICO or SVG image".into()));
+        }
+        out.push(nuon_core::wire::ConfigFile {
+            path: source.to_owned(),
+            contents: base64::engine::general_purpose::STANDARD.encode(&bytes),
+            encoding: Some("base64".to_owned()),
+        });
+    }
+    Ok(out)
+}
+
+fn too_large() -> String {
+    format!(
+        "is larger than {} KiB: give a smaller image",
+        app::MAX_IMAGE_BYTES >> 10
+    )
+}
+
+/// The image at `url`, read up to [`app::MAX_IMAGE_BYTES`].
+async fn fetch_image(url: &str) -> Result<Vec<u8>, String> {
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(15))
+        .redirect(reqwest::redirect::Policy::limited(5))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut resp = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| format!("cannot fetch it: {e} (the CLI fetches the installer's images when it syncs; fix the link or name a file of the config)"))?;
+    if !resp.status().is_success() {
+        return Err(format!("fetching it answered {}", resp.status()));
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| format!("cannot fetch it: {e}"))?
+    {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() > app::MAX_IMAGE_BYTES {
+            return Err(too_large());
+        }
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nuon_core::app::{SourceFile, parse};
+
+    fn config(installer: &str) -> AppConfig {
+        let (c, d) = parse(&[
+            SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            SourceFile::new("installer.toml", installer),
+        ]);
+        c.unwrap_or_else(|| panic!("{d}"))
+    }
+
+    #[tokio::test]
+    async fn installer_images_are_read_checked_and_sent_as_base64() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("logo.svg"), "<svg/>").unwrap();
+        std::fs::write(dir.path().join("page.svg"), "<html>not an image</html>").unwrap();
+        std::fs::write(
+            dir.path().join("big.svg"),
+            format!("<svg>{}</svg>", " ".repeat(app::MAX_IMAGE_BYTES)),
+        )
+        .unwrap();
+        let sent = installer_images(dir.path(), &config("logo_url = \"./logo.svg\"\n"))
+            .await
+            .unwrap();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].path, app::LOGO_SOURCE);
+        assert_eq!(sent[0].contents, "PHN2Zy8+");
+        assert_eq!(sent[0].encoding.as_deref(), Some("base64"));
+
+        for (installer, why) in [
+            (
+                "logo_url = \"./page.svg\"\n",
+                "installer.toml logo_url \"./page.svg\": is not a PNG, JPEG, GIF, WebP, ICO or SVG image",
+            ),
+            (
+                "favicon_url = \"./big.svg\"\n",
+                "installer.toml favicon_url \"./big.svg\": is larger than 256 KiB",
+            ),
+            (
+                "logo_url = \"./gone.png\"\n",
+                "installer.toml logo_url \"./gone.png\": cannot read",
+            ),
+            (
+                "logo_url = \"http://127.0.0.1:9/logo.png\"\n",
+                "installer.toml logo_url \"http://127.0.0.1:9/logo.png\": cannot fetch it",
+            ),
+        ] {
+            let e = installer_images(dir.path(), &config(installer))
+                .await
+                .unwrap_err();
+            assert!(e.starts_with(why), "{e}");
+        }
+        assert!(
+            installer_images(dir.path(), &config("name = \"x\"\n"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -34,6 +34,7 @@ mod ops;
 mod private;
 mod render_pool;
 pub mod reseal;
+pub mod s3;
 pub mod secrets;
 mod server;
 mod service;

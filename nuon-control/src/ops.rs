@@ -50,6 +50,11 @@ pub struct OpsConfig {
     /// other non-public addresses (default no: an org's webhook must not
     /// reach into the control plane's own network).
     pub webhook_allow_private: bool,
+    /// The vendor's bucket CloudFormation quick-create templates are put
+    /// in (AWS's console reads them from S3 only); without one, the
+    /// installer page's "Launch stack" names the control plane's own
+    /// template link.
+    pub stack_templates: Option<crate::s3::TemplateBucket>,
     /// How often an install's runner runs its components' health probes
     /// between deploys (default 60 s).
     pub probe_interval: Duration,
@@ -82,6 +87,7 @@ impl Default for OpsConfig {
             webhook_max_backoff: Duration::from_secs(300),
             webhook_give_up_after: Duration::from_secs(3 * 86_400),
             webhook_allow_private: false,
+            stack_templates: None,
             probe_interval: Duration::from_secs(60),
             sign_in_throttle: Default::default(),
             log_quota_per_job: 256 << 20,

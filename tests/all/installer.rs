@@ -20,6 +20,39 @@ use crate::stack::KillOnDrop;
 
 const README: &str = "# Acme Queue\n\nYour queue answers at **{{ .nuon.components.queue.outputs.endpoint }}**.\n\n<script>window.pwned = 1</script>\n\n[a trap](javascript:window.pwned=2) and [the docs](https://docs.acme.test/queue).\n";
 
+/// The vendor's logo: an SVG that would run a script if it could.
+const LOGO: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"64\" height=\"32\"><script>window.pwned = 3</script><rect width=\"64\" height=\"32\" fill=\"#36c\"/></svg>\n";
+
+/// A 1×1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x60, 0x60, 0x60, 0xf8,
+    0x0f, 0x00, 0x01, 0x04, 0x01, 0x00, 0x5f, 0xe5, 0xc3, 0x4b, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// Serves `body` over HTTP on 127.0.0.1 to every request, in a thread;
+/// its address.
+fn serve(body: &'static [u8]) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: image/png\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = conn.write_all(head.as_bytes());
+            let _ = conn.write_all(body);
+        }
+    });
+    format!("http://{addr}")
+}
+
 fn files() -> Vec<(&'static str, String)> {
     vec![
         (
@@ -27,6 +60,7 @@ fn files() -> Vec<(&'static str, String)> {
             "version = \"v2\"\ndisplay_name = \"Acme Queue\"\ndescription = \"A queue that runs in your own account.\"\nreadme = \"./README.md\"\n".into(),
         ),
         ("README.md", README.into()),
+        ("logo.svg", LOGO.into()),
         (
             "inputs.toml",
             "[[group]]\nname = \"sizing\"\ndisplay_name = \"Sizing\"\ndescription = \"How big the queue is\"\n\n\
@@ -38,6 +72,7 @@ fn files() -> Vec<(&'static str, String)> {
         (
             "installer.toml",
             "name = \"Acme\"\ndescription = \"Install Acme's queue in your account\"\ndocumentation_url = \"https://docs.acme.test\"\nhomepage_url = \"https://acme.test\"\n\
+             logo_url = \"./logo.svg\"\n\
              post_install_markdown = \"Next: **open the queue** from your VPC.\"\nfooter_markdown = \"[Terms](https://acme.test/terms) <b>bold?</b>\"\ncopyright_markdown = \"(c) Acme\"\n".into(),
         ),
         (
@@ -163,6 +198,12 @@ fn a_customer_installs_from_an_invitation_with_no_account_and_sees_the_readme_li
         b.exec("return window.pwned === undefined;", json!([])),
         json!(true)
     );
+    // The vendor's logo (an SVG with a script in it) is shown, from here.
+    let shown = b.exec(
+        "const i = document.querySelector('header img.logo'); return i && i.complete && i.naturalWidth > 0 && new URL(i.src).origin === location.origin;",
+        json!([]),
+    );
+    assert_eq!(shown, json!(true), "the logo is shown");
     // Nothing from elsewhere, and nothing wider than a phone.
     let csp = rt().block_on(async {
         reqwest::get(&url).await.unwrap().headers()["content-security-policy"]
@@ -459,26 +500,53 @@ fn param(url: &str, name: &str) -> Option<String> {
     })
 }
 
-/// An app whose runner is an AWS one: the customer's page offers AWS's
-/// quick-create link, whose template the control plane serves at a URL
-/// of its own, once (the AWS console fetches it), a new one each time
-/// the page is drawn; the template is the install's, its runner's
-/// one-time token new, and it passes `cfn-lint`.
-#[test]
-fn an_aws_install_gets_a_quick_create_link_whose_template_works_once() {
-    let mut owned = files();
-    owned.push(("runner.toml", "runner_type = \"aws\"\n".into()));
-    let borrowed: Vec<(&str, &str)> = owned.iter().map(|(p, t)| (*p, t.as_str())).collect();
-    let m = Manual::start_full(&borrowed, None, |_| {}, &["--input", "team=vendor"]);
-    let (url, _) = invite(&m, &["--name", "cloudy"]);
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let page = |cookie: &str| {
+/// A customer's browser without JavaScript: its cookie, after it made
+/// the install from the link with two inputs.
+struct Customer {
+    client: reqwest::Client,
+    url: String,
+    cookie: String,
+}
+
+impl Customer {
+    fn installs(url: &str) -> Customer {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let mut c = Customer {
+            client,
+            url: url.to_owned(),
+            cookie: String::new(),
+        };
+        let (set, form) = c.page("");
+        c.cookie = set.expect("a new browser gets its cookie");
+        let posted = rt().block_on(async {
+            c.client
+                .post(&c.url)
+                .header("cookie", &c.cookie)
+                .form(&[
+                    ("csrf", csrf_in(&form).as_str()),
+                    ("input.team", "platform"),
+                    ("input.queue_size", "3"),
+                ])
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        });
+        assert_eq!(posted, 303, "the install is made and the page shown");
+        c
+    }
+
+    /// The link's page as `cookie`'s browser sees it, and the cookie it
+    /// is given when new.
+    fn page(&self, cookie: &str) -> (Option<String>, String) {
         rt().block_on(async {
-            let r = client
-                .get(&url)
+            let r = self
+                .client
+                .get(&self.url)
                 .header("cookie", cookie)
                 .send()
                 .await
@@ -489,25 +557,37 @@ fn an_aws_install_gets_a_quick_create_link_whose_template_works_once() {
                 .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_owned());
             (set, r.text().await.unwrap())
         })
-    };
-    let (set, form) = page("");
-    let cookie = set.expect("a new browser gets its cookie");
-    let posted = rt().block_on(async {
-        client
-            .post(&url)
-            .header("cookie", &cookie)
-            .form(&[
-                ("csrf", csrf_in(&form).as_str()),
-                ("input.team", "platform"),
-                ("input.queue_size", "3"),
-            ])
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
-    });
-    assert_eq!(posted, 303, "the install is made and the page shown");
+    }
+}
+
+/// The installer app with an AWS runner.
+fn aws_files() -> Vec<(&'static str, String)> {
+    let mut owned = files();
+    owned.push(("runner.toml", "runner_type = \"aws\"\n".into()));
+    owned
+}
+
+/// An app whose runner is an AWS one: the customer's page offers AWS's
+/// quick-create link, whose template the control plane serves at a URL
+/// of its own, once (the AWS console fetches it), a new one each time
+/// the page is drawn; the template is the install's, its runner's
+/// one-time token new, and it passes `cfn-lint`.
+#[test]
+fn an_aws_install_gets_a_quick_create_link_whose_template_works_once() {
+    let mut owned = aws_files();
+    // The favicon is a web link: the CLI fetches it when it syncs.
+    let icon = format!("{}/favicon.png", serve(PNG));
+    for (path, text) in &mut owned {
+        if *path == "installer.toml" {
+            text.push_str(&format!("favicon_url = \"{icon}\"\n"));
+        }
+    }
+    let borrowed: Vec<(&str, &str)> = owned.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let m = Manual::start_full(&borrowed, None, |_| {}, &["--input", "team=vendor"]);
+    let (url, _) = invite(&m, &["--name", "cloudy"]);
+    let customer = Customer::installs(&url);
+    let page = |cookie: &str| customer.page(cookie);
+    let cookie = customer.cookie.clone();
     let (_, mine) = page(&cookie);
     let launch = href_of(&mine, "launch-stack").unwrap_or_else(|| panic!("{mine}"));
     assert!(
@@ -526,6 +606,31 @@ fn an_aws_install_gets_a_quick_create_link_whose_template_works_once() {
         !template.contains(url.rsplit('/').next().unwrap()),
         "the invitation's token stays out of it"
     );
+
+    // The vendor's images, served from here: the SVG can run nothing.
+    let token = url.rsplit('/').next().unwrap();
+    assert!(
+        mine.contains(&format!("src=\"/install/{token}/logo\""))
+            && mine.contains(&format!("rel=\"icon\" href=\"/install/{token}/favicon\"")),
+        "{mine}"
+    );
+    let image = |which: &str| {
+        rt().block_on(async {
+            let r = reqwest::get(format!("{}/install/{token}/{which}", m.cp.control_url))
+                .await
+                .unwrap();
+            let h = |n: &str| r.headers().get(n).map(|v| v.to_str().unwrap().to_owned());
+            let (kind, csp) = (h("content-type"), h("content-security-policy"));
+            (kind, csp, r.bytes().await.unwrap().to_vec())
+        })
+    };
+    let (kind, csp, bytes) = image("logo");
+    assert_eq!(kind.as_deref(), Some("image/svg+xml"));
+    assert!(csp.unwrap().contains("sandbox"));
+    assert_eq!(bytes, LOGO.as_bytes());
+    let (kind, _, bytes) = image("favicon");
+    assert_eq!(kind.as_deref(), Some("image/png"));
+    assert_eq!(bytes, PNG);
 
     // Fetched with no cookie (the console does), once.
     let (status, body) = fetch(&template);
@@ -562,4 +667,112 @@ fn an_aws_install_gets_a_quick_create_link_whose_template_works_once() {
     let id = listed["invitations"][0]["id"].as_str().unwrap().to_owned();
     ok(m.cp.nuon(&["invitations", "revoke", &id]));
     assert_eq!(fetch(&last).0, 404);
+}
+
+/// With a template bucket (`nuon-ctl serve --stack-template-bucket`; moto's
+/// S3 here, IAM enforced, the control plane's keys allowed only to put and
+/// get objects), "Launch stack" puts the install's template in the bucket
+/// and sends the browser to the quick-create page with a presigned link
+/// to it; the launch link works once.
+#[test]
+fn with_a_template_bucket_launch_stack_puts_the_template_in_s3_for_the_console() {
+    let Some(moto) = nuon_test_fixtures::moto::Moto::start().unwrap() else {
+        return;
+    };
+    moto.aws(&["s3api", "create-bucket", "--bucket", "acme-templates"])
+        .unwrap();
+    let keys = moto
+        .user("templates", &["s3:PutObject", "s3:GetObject"])
+        .unwrap();
+    let cp = nuon_tests::ControlPlane::start_with_env(
+        "3s",
+        &[
+            "--stack-template-bucket",
+            "s3://acme-templates/quick-create",
+        ],
+        &moto.env(&keys),
+    )
+    .unwrap();
+    let owned = aws_files();
+    let borrowed: Vec<(&str, &str)> = owned.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let m = Manual::start_on(cp, &borrowed, None, |_| {}, &["--input", "team=vendor"]);
+    let (url, _) = invite(&m, &["--name", "bucketed"]);
+    let customer = Customer::installs(&url);
+    let (_, mine) = customer.page(&customer.cookie);
+    let launch = href_of(&mine, "launch-stack").unwrap_or_else(|| panic!("{mine}"));
+    assert!(
+        launch.starts_with("/stack-templates/ctt_") && launch.ends_with("/launch"),
+        "the link goes by the control plane first: {launch}"
+    );
+    let go = |path: &str| {
+        rt().block_on(async {
+            let r = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap()
+                .get(format!("{}{path}", m.cp.control_url))
+                .send()
+                .await
+                .unwrap();
+            let to = r
+                .headers()
+                .get("location")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (r.status().as_u16(), to, r.text().await.unwrap())
+        })
+    };
+    let (status, to, body) = go(&launch);
+    assert_eq!(status, 303, "{body}");
+    let console = to.unwrap();
+    assert!(
+        console.starts_with(
+            "https://console.aws.amazon.com/cloudformation/home#/stacks/create/review?"
+        ),
+        "{console}"
+    );
+    assert_eq!(
+        param(&console, "stackName").as_deref(),
+        Some("nuon-bucketed")
+    );
+    let template = param(&console, "templateURL").unwrap();
+    assert!(
+        template.starts_with(&format!("{}/acme-templates/quick-create/ins_", moto.url))
+            && template.contains("X-Amz-Signature="),
+        "a presigned link to the object: {template}"
+    );
+    // What the console would read: the install's template. (moto answers
+    // a presigned GET with a 500 while it enforces IAM, so the object is
+    // read as the administrator; the presigned link's form is checked
+    // against AWS's worked example in `nuon_control::s3`'s tests.)
+    let key = template
+        .split_once("/acme-templates/")
+        .unwrap()
+        .1
+        .split('?')
+        .next()
+        .unwrap()
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("template.json");
+    moto.aws(&[
+        "s3api",
+        "get-object",
+        "--bucket",
+        "acme-templates",
+        "--key",
+        &key,
+        out.to_str().unwrap(),
+    ])
+    .unwrap();
+    let body = std::fs::read_to_string(&out).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["AWSTemplateFormatVersion"], "2010-09-09");
+    assert!(
+        body.contains("stk_"),
+        "its runner's one-time token is in it"
+    );
+    // The launch link works once.
+    let (status, _, body) = go(&launch);
+    assert_eq!(status, 404);
+    assert!(body.contains("works once"), "{body}");
 }

@@ -311,13 +311,12 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-core/src/wire.rs", 2247),
     // A table: Sprig's functions, one after another.
     ("nuon-template/src/funcs/sprig.rs", 1835),
-    ("nuon-control/src/api/web/mod.rs", 1934),
-    ("nuon-core/src/app/load.rs", 1139),
+    ("nuon-control/src/api/web/mod.rs", 1867),
+    ("nuon-core/src/app/load.rs", 1115),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
     ("benches/job_loop.rs", 1120),
     ("nuon-runner-lib/src/runner.rs", 1265),
-    ("nuon-core/src/app/mod.rs", 820),
     ("nuon-control/src/api/web/pages.rs", 987),
     ("nuon-client/src/control.rs", 864),
     ("nuon-template/src/parse.rs", 826),

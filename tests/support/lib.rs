@@ -229,6 +229,7 @@ pub struct ControlPlane {
     pub signing_key: String,
     lease: String,
     extra: Vec<String>,
+    env: Vec<(String, String)>,
     _tmp: Option<tempfile::TempDir>,
     log: PathBuf,
 }
@@ -260,7 +261,15 @@ impl ControlPlane {
         std::fs::create_dir_all(&dir)?;
         let mut extra = vec!["--database-url".to_owned(), database_url.to_owned()];
         extra.extend(args.iter().map(|a| a.to_string()));
-        Self::spawn(data_dir, lease, "127.0.0.1:0", "127.0.0.1:0", &dir, extra)
+        Self::spawn(
+            data_dir,
+            lease,
+            "127.0.0.1:0",
+            "127.0.0.1:0",
+            &dir,
+            extra,
+            Vec::new(),
+        )
     }
 
     /// Starts on a fresh data dir with the given lease.
@@ -270,6 +279,12 @@ impl ControlPlane {
 
     /// [`Self::start`] with more arguments to `nuon-ctl serve`.
     pub fn start_with(lease: &str, args: &[&str]) -> Result<Self> {
+        Self::start_with_env(lease, args, &[])
+    }
+
+    /// [`Self::start_with`] with `env` added to `nuon-ctl`'s environment
+    /// (the AWS keys and endpoint of a template bucket).
+    pub fn start_with_env(lease: &str, args: &[&str], env: &[(String, String)]) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let data_dir = tmp.path().join("data");
         let mut cp = Self::spawn(
@@ -279,6 +294,7 @@ impl ControlPlane {
             "127.0.0.1:0",
             tmp.path(),
             args.iter().map(|a| a.to_string()).collect(),
+            env.to_vec(),
         )?;
         cp._tmp = Some(tmp);
         Ok(cp)
@@ -291,6 +307,7 @@ impl ControlPlane {
         runner_listen: &str,
         logs: &Path,
         extra: Vec<String>,
+        env: Vec<(String, String)>,
     ) -> Result<Self> {
         let log = logs.join("ctl.log");
         let log_file = std::fs::OpenOptions::new()
@@ -303,6 +320,7 @@ impl ControlPlane {
             .args(["--listen", listen, "--runner-listen", runner_listen])
             .args(["--lease-timeout", lease])
             .args(&extra)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", log_filter("info,nuon_control=debug"))
             .stdout(Stdio::piped())
             .stderr(log_file)
@@ -335,6 +353,7 @@ impl ControlPlane {
             signing_key,
             lease: lease.to_owned(),
             extra,
+            env,
             _tmp: None,
             log,
         })
@@ -365,6 +384,7 @@ impl ControlPlane {
                 &runner_listen,
                 &logs,
                 self.extra.clone(),
+                self.env.clone(),
             )
             .ok()
         })?;

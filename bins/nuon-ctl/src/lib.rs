@@ -77,6 +77,18 @@ enum Command {
         /// provision's `await install stack` step waits as long).
         #[arg(long, default_value = "24h", value_parser = nuon_core::parse_duration)]
         stack_token_ttl: Duration,
+        /// An S3 bucket (`s3://BUCKET[/PREFIX]`) for the templates of the
+        /// installer page's CloudFormation "Launch stack" links: AWS's
+        /// console reads a quick-create template from S3 only. The keys
+        /// that put them there come from AWS_ACCESS_KEY_ID,
+        /// AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN); AWS_ENDPOINT_URL
+        /// names another S3 (MinIO, a test's). Without it the link names
+        /// the control plane's own template URL.
+        #[arg(long, value_name = "S3_URL")]
+        stack_template_bucket: Option<String>,
+        /// The template bucket's region (default AWS_REGION).
+        #[arg(long, requires = "stack_template_bucket")]
+        stack_template_region: Option<String>,
         /// A plan older than this when its apply is about to run is planned
         /// again (and asks for its approval again) before anything is
         /// applied.
@@ -305,6 +317,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             runner_offline_after,
             await_runner_timeout,
             stack_token_ttl,
+            stack_template_bucket,
+            stack_template_region,
             plan_max_age,
             webhook_max_backoff,
             webhook_allow_private_networks,
@@ -335,6 +349,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.ops.runner_offline_after = runner_offline_after;
             config.ops.await_runner_timeout = await_runner_timeout;
             config.ops.stack_token_ttl = stack_token_ttl;
+            config.ops.stack_templates = stack_template_bucket
+                .map(|b| {
+                    nuon_control::s3::TemplateBucket::new(
+                        &b,
+                        stack_template_region.as_deref(),
+                        |k| std::env::var(k).ok(),
+                    )
+                })
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--stack-template-bucket: {e}"))?;
             config.ops.plan_max_age = plan_max_age;
             config.ops.webhook_max_backoff = webhook_max_backoff;
             config.ops.webhook_allow_private = webhook_allow_private_networks;
@@ -371,6 +395,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 max_connections,
             };
             config.oidc = oidc.config()?;
+            if let Some(b) = &config.ops.stack_templates {
+                tracing::info!(bucket = ?b, "quick-create templates go to the template bucket");
+            }
             let plane = ControlPlane::open(config).await?;
             nuon_control::sys::raise_open_files_limit();
             let control = bind(listen, "--listen")?;

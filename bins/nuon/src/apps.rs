@@ -195,7 +195,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                     api_code: None,
                 }
             })?;
-            let sources = crate::deploy::read_sources(dir, &files)?;
+            let sources = crate::deploy::read_sources(dir, &files).await?;
             let files = files
                 .into_iter()
                 .map(|f| ConfigFile {

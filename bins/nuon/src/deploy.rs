@@ -23,7 +23,10 @@ const MAX_SOURCE_BYTES: u64 = 3 * 1024 * 1024;
 /// The files of the config's `path` sources, relative to the config
 /// directory, for the build runner. Hidden entries and Terraform's working
 /// directories are left out.
-pub(crate) fn read_sources(dir: &Path, files: &[SourceFile]) -> Result<Vec<ConfigFile>, CliError> {
+pub(crate) async fn read_sources(
+    dir: &Path,
+    files: &[SourceFile],
+) -> Result<Vec<ConfigFile>, CliError> {
     let (Some(config), _) = app::parse(files) else {
         // The server refuses the config with every problem; no sources needed.
         return Ok(Vec::new());
@@ -120,6 +123,10 @@ pub(crate) fn read_sources(dir: &Path, files: &[SourceFile]) -> Result<Vec<Confi
         }
         out.insert(rel, (text, None));
     }
+    // The installer's logo and favicon, read or fetched here.
+    let images = nuon_client::app_dir::installer_images(dir, &config)
+        .await
+        .map_err(CliError::usage)?;
     Ok(out
         .into_iter()
         .map(|(path, (contents, encoding))| ConfigFile {
@@ -127,6 +134,7 @@ pub(crate) fn read_sources(dir: &Path, files: &[SourceFile]) -> Result<Vec<Confi
             contents,
             encoding,
         })
+        .chain(images)
         .collect())
 }
 

@@ -251,7 +251,7 @@ async fn run_children(
             app_dir.display()
         ))
     })?;
-    let sources = crate::deploy::read_sources(app_dir, &files)?;
+    let sources = crate::deploy::read_sources(app_dir, &files).await?;
     let config_files = files
         .iter()
         .map(|f| ConfigFile {

@@ -151,6 +151,72 @@ fn check_path(path: &str) -> Result<(), String> {
     }
 }
 
+/// Keeps the installer's logo and favicon the sync sent (sources
+/// [`app::LOGO_SOURCE`] and [`app::FAVICON_SOURCE`], base64) by noting
+/// their types in the config: each must be an image of a known type and
+/// size. What is wrong (errors), and each image named but not sent
+/// (warnings: the page shows the vendor's name instead).
+fn keep_installer_images(
+    config: &mut app::AppConfig,
+    sources: &[ConfigFile],
+) -> (Vec<String>, Vec<String>) {
+    use base64::Engine as _;
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    let named: Vec<(&str, &str)> = config
+        .installer
+        .as_ref()
+        .map(|i| i.images().into_iter().map(|(k, s, _)| (k, s)).collect())
+        .unwrap_or_default();
+    for (source, key) in [
+        (app::LOGO_SOURCE, app::IMAGE_KEYS[0]),
+        (app::FAVICON_SOURCE, app::IMAGE_KEYS[1]),
+    ] {
+        let sent = sources.iter().find(|f| f.path == source);
+        let Some(installer) = config.installer.as_mut() else {
+            if sent.is_some() {
+                errors.push(format!(
+                    "source {source:?}: the config has no installer.toml to show it"
+                ));
+            }
+            continue;
+        };
+        let slot = if key == app::IMAGE_KEYS[0] {
+            &mut installer.logo_type
+        } else {
+            &mut installer.favicon_type
+        };
+        match sent {
+            None if named.iter().any(|(k, _)| *k == key) => warnings.push(format!(
+                "installer.toml {key} was not sent with the config, so the page shows no image: sync with `nuon apps sync`, which reads or fetches it"
+            )),
+            None => {}
+            Some(_) if !named.iter().any(|(k, _)| *k == key) => {
+                errors.push(format!("source {source:?}: installer.toml has no {key}"));
+            }
+            Some(f) => {
+                let bytes = match f.encoding.as_deref() {
+                    Some("base64") => base64::engine::general_purpose::STANDARD.decode(&f.contents).ok(),
+                    _ => None,
+                };
+                match bytes {
+                    None => errors.push(format!("source {source:?}: send the image as base64 (`encoding = \"base64\"`)")),
+                    Some(b) if b.len() > app::MAX_IMAGE_BYTES => errors.push(format!(
+                        "installer.toml {key}: the image is larger than {} KiB",
+                        app::MAX_IMAGE_BYTES >> 10
+                    )),
+                    Some(b) => match app::image_type(&b) {
+                        Some(t) => *slot = Some(t.to_owned()),
+                        None => errors.push(format!(
+                            "installer.toml {key}: not a PNG, JPEG, GIF, WebP, ICO or SVG image"
+                        )),
+                    },
+                }
+            }
+        }
+    }
+    (errors, warnings)
+}
+
 async fn sync_config(
     State(state): State<SharedState>,
     auth: ApiAuth,
@@ -208,7 +274,18 @@ async fn sync_config(
         if !compiles {
             return None;
         }
-        let problems = app::inline_file_refs(&mut c, &text_of);
+        let mut problems = app::inline_file_refs(&mut c, &text_of);
+        let (bad_images, unsent) = keep_installer_images(&mut c, &req.sources);
+        problems.extend(bad_images);
+        for p in unsent {
+            diags.0.push(app::Diagnostic {
+                file: "installer.toml".into(),
+                line: 1,
+                col: 1,
+                warning: true,
+                message: p,
+            });
+        }
         for p in &problems {
             diags.0.push(app::Diagnostic {
                 file: ".".into(),
@@ -566,4 +643,79 @@ async fn get_workflow(
         .await?
         .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))?;
     Ok(Json(super::workflow_view_live(&state, org, wf).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nuon_core::app::SourceFile;
+
+    fn config(installer: &str) -> app::AppConfig {
+        let mut files = vec![SourceFile::new("metadata.toml", "version = \"v2\"\n")];
+        if !installer.is_empty() {
+            files.push(SourceFile::new("installer.toml", installer));
+        }
+        let (c, d) = app::parse(&files);
+        c.unwrap_or_else(|| panic!("{d}"))
+    }
+
+    fn sent(path: &str, contents: &str) -> ConfigFile {
+        ConfigFile {
+            path: path.into(),
+            contents: contents.into(),
+            encoding: Some("base64".into()),
+        }
+    }
+
+    #[test]
+    fn the_installers_images_are_kept_by_type_and_what_is_wrong_is_said() {
+        // `<svg/>` and a PNG's first bytes.
+        let svg = sent(app::LOGO_SOURCE, "PHN2Zy8+");
+        let png = sent(app::FAVICON_SOURCE, "iVBORw0KGgo=");
+        let mut c = config("logo_url = \"./l.svg\"\nfavicon_url = \"https://a.test/f.png\"\n");
+        let (errors, warnings) = keep_installer_images(&mut c, &[svg.clone(), png]);
+        assert!(
+            errors.is_empty() && warnings.is_empty(),
+            "{errors:?} {warnings:?}"
+        );
+        let i = c.installer.unwrap();
+        assert_eq!(i.logo_type.as_deref(), Some("image/svg+xml"));
+        assert_eq!(i.favicon_type.as_deref(), Some("image/png"));
+
+        // Named, not sent: a warning; the page shows no image.
+        let mut c = config("logo_url = \"./l.svg\"\n");
+        let (errors, warnings) = keep_installer_images(&mut c, &[]);
+        assert!(errors.is_empty());
+        assert!(
+            warnings[0].contains("logo_url was not sent"),
+            "{warnings:?}"
+        );
+        assert!(c.installer.unwrap().logo_type.is_none());
+
+        // Not an image, not base64, sent but not named, no installer.
+        let html = sent(app::LOGO_SOURCE, "PGh0bWw+"); // <html>
+        let mut plain = html.clone();
+        plain.encoding = None;
+        for (installer, sources, why) in [
+            (
+                "logo_url = \"./l.svg\"\n",
+                vec![html],
+                "not a PNG, JPEG, GIF, WebP, ICO or SVG image",
+            ),
+            (
+                "logo_url = \"./l.svg\"\n",
+                vec![plain],
+                "send the image as base64",
+            ),
+            (
+                "name = \"x\"\n",
+                vec![svg.clone()],
+                "installer.toml has no logo_url",
+            ),
+            ("", vec![svg], "the config has no installer.toml"),
+        ] {
+            let (errors, _) = keep_installer_images(&mut config(installer), &sources);
+            assert!(errors.len() == 1 && errors[0].contains(why), "{errors:?}");
+        }
+    }
 }

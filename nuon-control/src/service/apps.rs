@@ -37,6 +37,48 @@ impl Services<'_> {
             })?;
         decode_config(self.secrets, app, c)
     }
+
+    /// The installer's image `source` ([`nuon_core::app::LOGO_SOURCE`] or
+    /// [`nuon_core::app::FAVICON_SOURCE`]) of the app's latest config: its
+    /// media type and bytes, when the sync kept one.
+    pub(crate) async fn installer_image(
+        &self,
+        caller: &Caller,
+        app: &AppInfo,
+        source: &str,
+    ) -> Result<Option<(String, Vec<u8>)>, Error> {
+        use base64::Engine as _;
+        let Some(c) = self
+            .store
+            .get_config(&caller.principal.org_id, &app.id, None)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let sources = open_config(self.secrets, &app.id, "sources", &c.sources_json)
+            .map_err(Error::internal)?;
+        let config = decode_config(self.secrets, app, c)?.config;
+        let Some(installer) = config.installer else {
+            return Ok(None);
+        };
+        let kind = if source == nuon_core::app::LOGO_SOURCE {
+            installer.logo_type
+        } else {
+            installer.favicon_type
+        };
+        let Some(kind) = kind else { return Ok(None) };
+        let files: Vec<ConfigFile> = serde_json::from_str(&sources)
+            .map_err(|e| internal("stored config sources unreadable", e))?;
+        Ok(files
+            .into_iter()
+            .find(|f| f.path == source)
+            .and_then(|f| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(f.contents)
+                    .ok()
+            })
+            .map(|bytes| (kind, bytes)))
+    }
 }
 
 /// A stored config version, opened (its config and files are sealed at

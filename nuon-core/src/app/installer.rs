@@ -4,6 +4,15 @@
 //! the Markdown it shows (after the install, in its footer, as its
 //! copyright). Links must be `http(s)` (they are shown to customers), and
 //! `app_ids` is refused as Nuon refuses it.
+//!
+//! The logo and the favicon are never loaded from their URLs by the
+//! customer's browser (the page loads nothing from another origin) nor by
+//! the control plane (a tenant's URL would be a way into its network):
+//! the vendor's CLI fetches them when it syncs the config (or reads them
+//! from the config, `logo_url = "./logo.png"`) and sends them with it,
+//! as sources named [`LOGO_SOURCE`] and [`FAVICON_SOURCE`]; the control
+//! plane keeps an image of a known type ([`image_type`]) no larger than
+//! [`MAX_IMAGE_BYTES`] and serves it itself.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,16 +44,46 @@ pub(crate) const INSTALLER: Spec = Spec {
 };
 
 /// The keys of [`Installer`] that are links shown to the customer.
-const URL_KEYS: [&str; 8] = [
+const URL_KEYS: [&str; 6] = [
     "documentation_url",
     "community_url",
     "homepage_url",
     "github_url",
-    "logo_url",
-    "favicon_url",
     "og_image_url",
     "demo_url",
 ];
+
+/// The keys of [`Installer`] that are images the page shows: a web link or
+/// a file of the config (`./logo.png`).
+pub const IMAGE_KEYS: [&str; 2] = ["logo_url", "favicon_url"];
+
+/// The source a synced config carries its installer's logo as.
+pub const LOGO_SOURCE: &str = ".installer/logo";
+/// The source a synced config carries its installer's favicon as.
+pub const FAVICON_SOURCE: &str = ".installer/favicon";
+/// The largest logo or favicon kept.
+pub const MAX_IMAGE_BYTES: usize = 256 * 1024;
+
+/// The media type of an image the installer page may show, by its first
+/// bytes: PNG, JPEG, GIF, WebP, ICO or SVG; `None` for anything else.
+pub fn image_type(bytes: &[u8]) -> Option<&'static str> {
+    const MAGIC: [(&[u8], &str); 6] = [
+        (b"\x89PNG\r\n\x1a\n", "image/png"),
+        (b"\xff\xd8\xff", "image/jpeg"),
+        (b"GIF87a", "image/gif"),
+        (b"GIF89a", "image/gif"),
+        (b"\x00\x00\x01\x00", "image/x-icon"),
+        (b"RIFF", "image/webp"),
+    ];
+    if let Some((_, t)) = MAGIC.iter().find(|(m, _)| bytes.starts_with(m)) {
+        return (*t != "image/webp" || bytes.get(8..12) == Some(b"WEBP")).then_some(*t);
+    }
+    let head = std::str::from_utf8(&bytes[..bytes.len().min(1024)]).ok()?;
+    let head = head.trim_start_matches('\u{feff}').trim_start();
+    let svg = head.starts_with("<svg")
+        || ((head.starts_with("<?xml") || head.starts_with("<!--")) && head.contains("<svg"));
+    svg.then_some("image/svg+xml")
+}
 
 /// `installer.toml`: what the customer's installer page shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -73,12 +112,20 @@ pub struct Installer {
     /// The vendor's GitHub.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub github_url: Option<String>,
-    /// The vendor's logo, shown at the top of the page.
+    /// The vendor's logo, shown at the top of the page: a web link or a
+    /// file of the config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logo_url: Option<String>,
-    /// The page's icon.
+    /// The page's icon: a web link or a file of the config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub favicon_url: Option<String>,
+    /// The logo's media type, once the sync kept it (set by the control
+    /// plane, not read from the file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logo_type: Option<String>,
+    /// The favicon's media type, once the sync kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub favicon_type: Option<String>,
     /// The image a link preview shows (`og:image`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub og_image_url: Option<String>,
@@ -108,6 +155,18 @@ impl Installer {
         ]
         .into_iter()
         .filter_map(|(label, v)| v.as_deref().map(|v| (label, v)))
+        .collect()
+    }
+
+    /// Its images, each as (key, the source it is synced as, where it is:
+    /// a web link or a file of the config).
+    pub fn images(&self) -> Vec<(&'static str, &'static str, &str)> {
+        [
+            (IMAGE_KEYS[0], LOGO_SOURCE, &self.logo_url),
+            (IMAGE_KEYS[1], FAVICON_SOURCE, &self.favicon_url),
+        ]
+        .into_iter()
+        .filter_map(|(key, source, v)| v.as_deref().map(|v| (key, source, v)))
         .collect()
     }
 
@@ -146,16 +205,22 @@ pub(crate) fn read_installer(
         ));
     }
     let m = read(r, d, &INSTALLER, strings);
-    for key in URL_KEYS {
+    for key in URL_KEYS.into_iter().chain(IMAGE_KEYS) {
         if let Some(url) = m.get(key).and_then(|v| v.as_str())
             && !is_web_url(url)
+            && !(IMAGE_KEYS.contains(&key) && super::files::is_file_ref(url))
         {
             let at = r.file.text.find(url).unwrap_or(0);
             d.push(r.file.diag(
                 at,
                 format!(
-                    "installer.toml {key} {:?} is not a web link: write an https:// URL (it is shown to the customer)",
-                    url.chars().take(80).collect::<String>()
+                    "installer.toml {key} {:?} is not a web link: write an https:// URL (it is shown to the customer){}",
+                    url.chars().take(80).collect::<String>(),
+                    if IMAGE_KEYS.contains(&key) {
+                        ", or a file of the config (\"./logo.png\")"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }
@@ -229,6 +294,59 @@ footer_markdown = "[Terms](https://acme.test/terms)"
             text.contains("logo_url \"javascript:alert(1)\" is not a web link"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn images_are_web_links_or_files_of_the_config_and_known_by_their_bytes() {
+        let (c, d) =
+            load("logo_url = \"./brand/logo.svg\"\nfavicon_url = \"https://acme.test/f.ico\"\n");
+        let i = c.unwrap_or_else(|| panic!("{d}")).installer.unwrap();
+        assert_eq!(
+            i.images(),
+            [
+                ("logo_url", LOGO_SOURCE, "./brand/logo.svg"),
+                ("favicon_url", FAVICON_SOURCE, "https://acme.test/f.ico")
+            ]
+        );
+        let (c, d) = load("favicon_url = \"favicon.ico\"\ndemo_url = \"./demo.md\"\n");
+        assert!(c.is_none());
+        let text = d.to_string();
+        assert!(text.contains("favicon_url \"favicon.ico\" is not a web link: write an https:// URL (it is shown to the customer), or a file of the config (\"./logo.png\")"), "{text}");
+        let demo = text
+            .lines()
+            .find(|l| l.contains("demo_url"))
+            .unwrap_or_default();
+        assert!(
+            demo.contains("is not a web link") && !demo.contains("a file of the config"),
+            "a link is no file: {text}"
+        );
+
+        for (bytes, kind) in [
+            (&b"\x89PNG\r\n\x1a\n...."[..], Some("image/png")),
+            (b"\xff\xd8\xff\xe0JFIF", Some("image/jpeg")),
+            (b"GIF89a..", Some("image/gif")),
+            (b"RIFF\x10\x00\x00\x00WEBPVP8 ", Some("image/webp")),
+            (b"RIFF\x10\x00\x00\x00WAVEfmt ", None),
+            (b"\x00\x00\x01\x00\x01\x00", Some("image/x-icon")),
+            (
+                b"<svg xmlns=\"http://www.w3.org/2000/svg\"/>",
+                Some("image/svg+xml"),
+            ),
+            (
+                b"\xef\xbb\xbf<?xml version=\"1.0\"?>\n<svg/>",
+                Some("image/svg+xml"),
+            ),
+            (b"<html><script>alert(1)</script>", None),
+            (b"<?xml version=\"1.0\"?><feed/>", None),
+            (b"", None),
+        ] {
+            assert_eq!(
+                image_type(bytes),
+                kind,
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
     }
 
     #[test]

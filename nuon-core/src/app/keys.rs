@@ -11,6 +11,36 @@ use super::reader::{Located, Reader, duration, text};
 
 /// Keys of Nuon's that a component (or sandbox) may carry and this project
 /// ignores.
+/// Every kind-specific key of a component: what a component without a
+/// known type still takes without a second complaint.
+pub(super) const KIND_KEYS: &[&str] = &[
+    "terraform_version",
+    "vars",
+    "env_vars",
+    "var_file",
+    "chart_name",
+    "namespace",
+    "storage_driver",
+    "values",
+    "values_file",
+    "dockerfile",
+    "target",
+    "build_args",
+    "config",
+    "runtime",
+    "pulumi_version",
+    "capabilities",
+    "manifest",
+    "kustomize",
+    "path",
+    "public_repo",
+    "git",
+    "helm_repo",
+    "public",
+    "aws_ecr",
+    "oci",
+];
+
 pub(super) const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
     (
         "connected_repo",

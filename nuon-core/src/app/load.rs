@@ -8,8 +8,8 @@ use toml::de::DeTable;
 use super::check;
 use super::diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 use super::keys::{
-    NUON_ONLY_COMPONENT_KEYS, deploy_timeout, drift_schedule, max_auto_retries, operation_roles,
-    pulumi, skip_noops, terraform_version, toggles, var_files,
+    KIND_KEYS, NUON_ONLY_COMPONENT_KEYS, deploy_timeout, drift_schedule, max_auto_retries,
+    operation_roles, pulumi, skip_noops, terraform_version, toggles, var_files,
 };
 use super::loaded::{Item, Loaded, OverrideAt};
 use super::reader::{Located, Reader, duration, strings_in, text};
@@ -748,33 +748,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     let readme = text(r.str(d, "readme"));
     let Some(kind) = kind else {
         // Without a type the other keys cannot be checked; the name still counts.
-        r.know(&[
-            "terraform_version",
-            "vars",
-            "env_vars",
-            "var_file",
-            "chart_name",
-            "namespace",
-            "storage_driver",
-            "values",
-            "values_file",
-            "dockerfile",
-            "target",
-            "build_args",
-            "config",
-            "runtime",
-            "pulumi_version",
-            "capabilities",
-            "manifest",
-            "kustomize",
-            "path",
-            "public_repo",
-            "git",
-            "helm_repo",
-            "public",
-            "aws_ecr",
-            "oci",
-        ]);
+        r.know(KIND_KEYS);
         r.finish(d, NUON_ONLY_COMPONENT_KEYS, |_| None);
         item.name = name;
         return item;

@@ -52,12 +52,15 @@ use serde_json::Value;
 
 pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 pub use files::{file_ref_candidates, file_refs, inline_file_refs, is_file_ref};
+pub use graph::components_reading;
 pub use health::{
     ComponentHealth, DEFAULT_WINDOW, HealthProbe, MAX_WINDOW, ProbeKind, check_name, http_url,
     parse_window, tcp_address,
 };
 pub use inputs::{InputDecl, InputGroup, InputType};
-pub use installer::{Installer, is_web_url};
+pub use installer::{
+    FAVICON_SOURCE, IMAGE_KEYS, Installer, LOGO_SOURCE, MAX_IMAGE_BYTES, image_type, is_web_url,
+};
 pub use limits::{IAM_ROLE_NAME_MAX, role_name_length, stand_in_id};
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
@@ -246,65 +249,6 @@ pub fn path_sources(config: &AppConfig) -> Vec<(String, String)> {
             Source::Path { path } => Some((who, path.clone())),
             _ => None,
         })
-        .collect()
-}
-
-/// The components that read any of `inputs` or `secrets` in their
-/// templates, and every component that depends on one of them, in the
-/// config's order: what a change of those values redeploys.
-pub fn components_reading(
-    config: &AppConfig,
-    inputs: &[String],
-    secrets: &[String],
-) -> Vec<String> {
-    fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-        match v {
-            Value::String(s) => out.push(s),
-            Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
-            Value::Object(m) => m.values().for_each(|v| strings(v, out)),
-            _ => {}
-        }
-    }
-    let reads = |c: &Component| {
-        let mut json = serde_json::to_value(c).unwrap_or(Value::Null);
-        // What its README reads is shown, not deployed.
-        if let Some(m) = json.as_object_mut() {
-            m.remove("readme");
-        }
-        let mut texts = Vec::new();
-        strings(&json, &mut texts);
-        texts.iter().any(|t| {
-            template::scan(t).0.iter().any(|a| match &a.reference {
-                template::Reference::Input(n) => inputs.contains(n),
-                template::Reference::Secret(n) => secrets.contains(n),
-                _ => false,
-            })
-        })
-    };
-    let mut hit: Vec<&str> = config
-        .components
-        .iter()
-        .filter(|c| reads(c))
-        .map(|c| c.name.as_str())
-        .collect();
-    loop {
-        let more: Vec<&str> = config
-            .components
-            .iter()
-            .filter(|c| !hit.contains(&c.name.as_str()))
-            .filter(|c| c.dependencies.iter().any(|d| hit.contains(&d.as_str())))
-            .map(|c| c.name.as_str())
-            .collect();
-        if more.is_empty() {
-            break;
-        }
-        hit.extend(more);
-    }
-    config
-        .components
-        .iter()
-        .filter(|c| hit.contains(&c.name.as_str()))
-        .map(|c| c.name.clone())
         .collect()
 }
 

@@ -19,6 +19,7 @@ mod diff;
 mod fleet;
 mod installer;
 mod layout;
+mod live;
 mod markdown;
 mod new_install;
 mod pages;
@@ -76,7 +77,7 @@ pub(super) fn router() -> Router<SharedState> {
         .route("/apps/{id}/diff", get(app_diff))
         .route("/runners", get(runners))
         .route("/workflows/{id}", get(workflow))
-        .route("/workflows/{id}/events", get(workflow_events))
+        .route("/workflows/{id}/events", get(live::workflow_events))
         .route("/jobs/{id}", get(job))
         .route("/jobs/{id}/raw", get(job_raw))
         .route("/jobs/{id}/events", get(job_events))
@@ -143,10 +144,9 @@ pub(super) fn router() -> Router<SharedState> {
 async fn security_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    // A handler's own (stricter) policy stands: the vendor's images.
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(CSP));
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -606,86 +606,6 @@ async fn runners(
 
 async fn workflow(State(state): State<SharedState>, web: Web, Path(id): Path<String>) -> Response {
     page(pages::workflow(&state, &web, &id).await)
-}
-
-/// A workflow as its page's script follows it.
-fn workflow_event(wf: &nuon_core::wire::WorkflowInfo) -> serde_json::Value {
-    let steps: Vec<serde_json::Value> = wf
-        .steps
-        .iter()
-        .map(|s| {
-            serde_json::json!({
-                "name": s.name,
-                "status": s.status.as_str(),
-                "needs_approval": s.needs_approval,
-                "approved_by": s.approved_by,
-                "reason": s.reason,
-                "job_id": s.job_id,
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "status": wf.status.as_str(),
-        "ended": !wf.status.is_active(),
-        "steps": steps,
-    })
-}
-
-/// A workflow's changes as Server-Sent Events (`workflow`), until it ends.
-async fn workflow_events(
-    State(state): State<SharedState>,
-    web: Web,
-    Path(raw): Path<String>,
-) -> Response {
-    let org = web.auth.0.org_id.clone();
-    let id = match pages::workflow_of(&state, &web, &raw).await {
-        Ok(wf) => wf.id,
-        Err(e) => return error_page(e),
-    };
-    live(state.clone(), "workflow", move || {
-        let (state, org, id) = (state.clone(), org.clone(), id.clone());
-        async move {
-            let wf = state.store.get_workflow(&org, &id).await.ok()??;
-            let wf = super::workflow_view_live(&state, &org, wf).await.ok()?;
-            Some((workflow_event(&wf).to_string(), !wf.status.is_active()))
-        }
-    })
-}
-
-/// Server-Sent Events named `name`: what `look` sees, each time it
-/// changed, looked at twice a second until `look` says it is done (or
-/// finds nothing) or the control plane stops.
-pub(super) fn live<F, Fut>(state: SharedState, name: &'static str, look: F) -> Response
-where
-    F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Option<(String, bool)>> + Send + 'static,
-{
-    use axum::response::sse::{Event, KeepAlive, Sse};
-    // (state, look, last sent, ended)
-    let start = (state, look, String::new(), false);
-    let stream =
-        futures_util::stream::unfold(start, move |(state, look, last, ended)| async move {
-            if ended {
-                return None;
-            }
-            loop {
-                let (event, done) = look().await?;
-                if event != last {
-                    let e = Event::default().event(name).data(event.clone());
-                    return Some((
-                        Ok::<_, std::convert::Infallible>(e),
-                        (state, look, event, done),
-                    ));
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
-                    _ = state.shutting_down() => return None,
-                }
-            }
-        });
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
 }
 
 #[derive(Deserialize, Default)]

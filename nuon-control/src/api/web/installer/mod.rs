@@ -66,9 +66,15 @@ pub(super) fn routes() -> Router<SharedState> {
         .route("/install/{token}", get(show).post(accept))
         .route("/install/{token}/stack/{format}", get(stack::stack))
         .route("/install/{token}/events", get(progress::events))
+        .route("/install/{token}/logo", get(logo))
+        .route("/install/{token}/favicon", get(favicon))
         .route(
             &format!("{}/{{token}}", stack::TEMPLATE_PATH),
             get(stack::template),
+        )
+        .route(
+            &format!("{}/{{token}}/launch", stack::TEMPLATE_PATH),
+            get(stack::launch),
         )
         .route("/apps/{id}/invitations", axum::routing::post(invite))
         .route(
@@ -404,7 +410,11 @@ fn form_page(
             }
         }
     };
-    frame(&format!("Install {title}"), installer, body)
+    frame(
+        &format!("Install {title}"),
+        installer.map(|i| (i, token)),
+        body,
+    )
 }
 
 /// The app as the customer reads its name.
@@ -485,7 +495,7 @@ async fn install_page(
     };
     Ok(frame(
         &format!("Install {}", install.name),
-        o.config.installer.as_ref(),
+        o.config.installer.as_ref().map(|i| (i, token)),
         body,
     ))
 }
@@ -503,9 +513,83 @@ async fn mine(
     state.services().find_install(caller, id.as_str()).await
 }
 
-/// The installer's own frame: the vendor's name and links, the page, the
-/// vendor's footer and copyright (Markdown, sanitized).
-fn frame(title: &str, installer: Option<&Installer>, body: Markup) -> Markup {
+async fn logo(state: State<SharedState>, source: Source, path: Path<String>) -> Response {
+    image(state, source, path, nuon_core::app::LOGO_SOURCE).await
+}
+
+async fn favicon(state: State<SharedState>, source: Source, path: Path<String>) -> Response {
+    image(state, source, path, nuon_core::app::FAVICON_SOURCE).await
+}
+
+/// The vendor's logo or favicon, as the sync kept it, to a browser with a
+/// link that still works (or that made its install): served from here
+/// with its own type, never sniffed, an SVG unable to run anything.
+async fn image(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    Path(token): Path<String>,
+    which: &str,
+) -> Response {
+    let inv = match open_any(&state, &token).await {
+        Ok(Some(inv)) => inv,
+        Ok(None) => return unknown(),
+        Err(e) => return error_page(e),
+    };
+    let found = async {
+        let caller = customer_caller(&inv, source);
+        let services = state.services();
+        let app = services.find_app(&caller, inv.app_id.as_str()).await?;
+        services.installer_image(&caller, &app, which).await
+    }
+    .await;
+    match found {
+        Ok(Some((kind, bytes))) => (
+            [
+                (header::CONTENT_TYPE, kind),
+                (header::CACHE_CONTROL, "private, max-age=3600".to_owned()),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    "default-src 'none'; style-src 'unsafe-inline'; sandbox".to_owned(),
+                ),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Ok(None) => said(
+            StatusCode::NOT_FOUND,
+            "No image",
+            "The vendor's config keeps no such image.",
+        ),
+        Err(e) => error_page(e),
+    }
+}
+
+/// The invitation of a link that can still be used, or that was used
+/// (its install's page shows the vendor's images too); none when revoked
+/// or unknown.
+async fn open_any(state: &SharedState, token: &str) -> Result<Option<StoredInvitation>, Error> {
+    if token.is_empty() || token.len() > MAX_TOKEN {
+        return Ok(None);
+    }
+    let found = state.store.invitation_by_token(&hash_token(token)).await?;
+    Ok(found.filter(|i| i.revoked_at_ms.is_none()))
+}
+
+/// The installer's own frame: the vendor's logo (served here), name and
+/// links, the page, the vendor's footer and copyright (Markdown,
+/// sanitized); `installer` with the link's token its images are under.
+fn frame(title: &str, installer: Option<(&Installer, &str)>, body: Markup) -> Markup {
+    let (images, installer) = match installer {
+        Some((i, token)) => (Some(format!("/install/{token}")), Some(i)),
+        None => (None, None),
+    };
+    let kept = |t: &Option<String>| images.as_ref().filter(|_| t.is_some());
+    let logo = installer.and_then(|i| kept(&i.logo_type));
+    let favicon = installer.and_then(|i| kept(&i.favicon_type));
+    let name = installer
+        .and_then(|i| i.name.as_deref())
+        .unwrap_or("Installer");
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -515,10 +599,12 @@ fn frame(title: &str, installer: Option<&Installer>, body: Markup) -> Markup {
                 meta name="referrer" content="no-referrer";
                 title { (title) }
                 link rel="stylesheet" href="/assets/app.css";
+                @if let Some(base) = favicon { link rel="icon" href={ (base) "/favicon" }; }
             }
             body.installer {
                 header {
-                    span.brand { (installer.and_then(|i| i.name.as_deref()).unwrap_or("Installer")) }
+                    @if let Some(base) = logo { img.logo src={ (base) "/logo" } alt={ (name) " logo" } height="32"; }
+                    span.brand { (name) }
                     @if let Some(i) = installer {
                         nav aria-label="Vendor" {
                             @for (label, url) in i.links() {

@@ -10,8 +10,9 @@ use nuon_core::app::AppConfig;
 use nuon_core::model::InstallState;
 
 use super::super::cookies::cookie;
+use super::super::error_page;
+use super::super::live::live;
 use super::super::markdown::to_html;
-use super::super::{error_page, live};
 use super::{CUSTOMER_COOKIE, Opened, forbidden, mine, offer, open};
 use crate::api::{SharedState, Source};
 use crate::error::Error;

@@ -5,7 +5,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use nuon_core::endpoint::push_segment;
 use nuon_core::now_ms;
@@ -46,10 +46,11 @@ pub(super) async fn section(
             .set_invitation_template(&inv.id, &issued.hash, now_ms() + TEMPLATE_TTL_MS)
             .await?;
         let template = format!("{base}{TEMPLATE_PATH}/{}", issued.secret);
-        Some(quick_create_link(
-            &template,
-            &cloudformation_stack_name(&install.name),
-        ))
+        Some(match state.ops.stack_templates {
+            // Put in the vendor's bucket when the customer clicks.
+            Some(_) => format!("{TEMPLATE_PATH}/{}/launch", issued.secret),
+            None => quick_create_link(&template, &cloudformation_stack_name(&install.name)),
+        })
     } else {
         None
     };
@@ -95,48 +96,95 @@ pub(super) async fn template(
     Source(source): Source,
     Path(token): Path<String>,
 ) -> Response {
-    let gone = || {
-        said(
-            StatusCode::NOT_FOUND,
-            "This template link does not work",
-            "A stack-template link works once, for an hour, and only the newest one of an install. Open your installer link again: its page has a new Launch stack link.",
+    match spend_template(&state, source, &token).await {
+        Ok((_, body)) => (
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            body,
         )
-    };
-    if token.is_empty() || token.len() > MAX_TOKEN {
+            .into_response(),
+        Err(r) => r,
+    }
+}
+
+/// `GET /stack-templates/{token}/launch` (the page's "Launch stack" when
+/// the control plane has a template bucket): the template put in the
+/// vendor's bucket, and the customer's browser sent to the quick-create
+/// page with a presigned link to it.
+pub(super) async fn launch(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    Path(token): Path<String>,
+) -> Response {
+    let Some(bucket) = state.ops.stack_templates.clone() else {
         return gone();
+    };
+    let (install, body) = match spend_template(&state, source, &token).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let name = format!("{}/{}.json", install.id, super::super::cookies::secret());
+    match bucket.put_template(&name, body, now_ms()).await {
+        Ok(url) => Redirect::to(&quick_create_link(
+            &url,
+            &cloudformation_stack_name(&install.name),
+        ))
+        .into_response(),
+        Err(e) => {
+            tracing::warn!(install = %install.id, error = %e, "a quick-create template was not put in the bucket");
+            said(
+                StatusCode::BAD_GATEWAY,
+                "The template could not be prepared",
+                "The vendor's template bucket refused it. Go back to your installer link and download template.json instead (its commands are on the page), or tell the vendor.",
+            )
+        }
+    }
+}
+
+/// The page a template link that does not work shows.
+fn gone() -> Response {
+    said(
+        StatusCode::NOT_FOUND,
+        "This template link does not work",
+        "A stack-template link works once, for an hour, and only the newest one of an install. Open your installer link again: its page has a new Launch stack link.",
+    )
+}
+
+/// Spends a template link: the install it is for and its CloudFormation
+/// template (a new runner token in it), or the page that says why not.
+async fn spend_template(
+    state: &SharedState,
+    source: String,
+    token: &str,
+) -> Result<(StoredInstall, String), Response> {
+    if token.is_empty() || token.len() > MAX_TOKEN {
+        return Err(gone());
     }
     let inv = match state
         .store
-        .spend_invitation_template(&hash_token(&token), now_ms())
+        .spend_invitation_template(&hash_token(token), now_ms())
         .await
     {
         Ok(Some(inv)) => inv,
-        Ok(None) => return gone(),
-        Err(e) => return error_page(e.into()),
+        Ok(None) => return Err(gone()),
+        Err(e) => return Err(error_page(e.into())),
     };
     let made = async {
-        let o = offer(&state, &inv, source).await?;
-        let install = mine(&state, &o.caller, &inv).await?;
-        state
+        let o = offer(state, &inv, source).await?;
+        let install = mine(state, &o.caller, &inv).await?;
+        let stack = state
             .services()
             .stack_of(&o.caller, &install, Some(StackFormat::CloudFormation))
-            .await
+            .await?;
+        match stack.files.as_slice() {
+            [one] => Ok((install, one.contents.clone())),
+            _ => Err(Error::internal("a CloudFormation stack is one template")),
+        }
     }
     .await;
-    match made {
-        Ok(stack) => match stack.files.as_slice() {
-            [one] => (
-                [
-                    (header::CONTENT_TYPE, "application/json"),
-                    (header::CACHE_CONTROL, "no-store"),
-                ],
-                one.contents.clone(),
-            )
-                .into_response(),
-            _ => error_page(Error::internal("a CloudFormation stack is one template")),
-        },
-        Err(e) => error_page(e),
-    }
+    made.map_err(error_page)
 }
 
 /// The stack forms offered for a runner type, the one it asks for first.
