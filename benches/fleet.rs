@@ -996,30 +996,8 @@ fn first_paint(base: &str, token: &str) {
         b.wait_until("signed in", Duration::from_secs(20), |b| {
             !b.url().contains("/login")
         });
-        // First contentful paint where headless Chromium reports it, else
-        // the load's end (navigation timing), an upper bound of it.
-        let mut paints = Vec::new();
-        let mut measure = "first contentful paint";
-        for _ in 0..5 {
-            b.goto(&format!("{base}/"));
-            let v = b.exec(
-                "const p = performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint'); \
-                 return p ? [p.startTime, true] : [performance.getEntriesByType('navigation')[0].loadEventEnd, false];",
-                serde_json::json!([]),
-            );
-            if v[1] == serde_json::json!(false) {
-                measure = "load complete (no paint entry in headless mode)";
-            }
-            if let Some(ms) = v[0].as_f64() {
-                paints.push(ms);
-            }
-        }
-        paints.sort_by(f64::total_cmp);
-        if let Some(m) = paints.get(paints.len() / 2) {
-            println!(
-                "| overview in headless Chromium: {measure} (median of {}) | {m:.0} ms |",
-                paints.len()
-            );
+        if let Some((m, measure)) = b.first_paint(&format!("{base}/"), 5) {
+            println!("| overview in headless Chromium: {measure} (median of 5) | {m:.0} ms |");
         }
     }
 }

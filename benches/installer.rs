@@ -9,7 +9,7 @@
 //! ```
 #![allow(missing_docs)]
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use nuon_tests::{ControlPlane, rt};
@@ -212,30 +212,10 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 
 /// The time of `n` GETs of a dashboard page, signed in, in ms, sorted.
 fn dashboard_times(cp: &ControlPlane, path: &str, n: usize) -> Result<Vec<f64>> {
+    let session = cp.dashboard_session();
     rt().block_on(async {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
+        let http = reqwest::Client::new();
         let base = &cp.control_url;
-        let cookie_of = |r: &reqwest::Response, name: &str| {
-            r.headers()
-                .get_all(reqwest::header::SET_COOKIE)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .find_map(|v| v.strip_prefix(&format!("{name}=")))
-                .and_then(|v| v.split(';').next())
-                .map(str::to_owned)
-                .with_context(|| format!("no {name} cookie"))
-        };
-        let form = http.get(format!("{base}/login")).send().await?;
-        let login = cookie_of(&form, "nuon_login")?;
-        let signed = http
-            .post(format!("{base}/login"))
-            .header(reqwest::header::COOKIE, format!("nuon_login={login}"))
-            .form(&[("csrf", login.as_str()), ("token", cp.admin_token.as_str())])
-            .send()
-            .await?;
-        let session = cookie_of(&signed, "nuon_session")?;
         let mut times = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();
@@ -256,39 +236,14 @@ fn dashboard_times(cp: &ControlPlane, path: &str, n: usize) -> Result<Vec<f64>> 
 }
 
 /// The page's first contentful paint in headless Chromium, median of
-/// five loads (the load's end where headless Chromium gives no paint
-/// entry: an upper bound of it).
+/// five loads.
 fn first_paint(url: &str, what: &str) {
     let Some(b) = nuon_tests::webdriver::Chrome::start() else {
         return;
     };
-    let mut paints = Vec::new();
-    let mut measure = "first contentful paint";
-    for _ in 0..5 {
-        b.goto(url);
-        b.wait_until("the page", Duration::from_secs(20), |b| {
-            b.exec(
-                "return document.readyState === 'complete';",
-                serde_json::json!([]),
-            ) == serde_json::json!(true)
-        });
-        let v = b.exec(
-            "const p = performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint'); \
-             return p ? [p.startTime, true] : [performance.getEntriesByType('navigation')[0].loadEventEnd, false];",
-            serde_json::json!([]),
-        );
-        if v[1] == serde_json::json!(false) {
-            measure = "load complete (no paint entry in headless mode)";
-        }
-        if let Some(ms) = v[0].as_f64() {
-            paints.push(ms);
-        }
-    }
-    paints.sort_by(f64::total_cmp);
-    if let Some(m) = paints.get(paints.len() / 2) {
+    if let Some((ms, measure)) = b.first_paint(url, 5) {
         println!(
-            "| installer page ({what}) in headless Chromium: {measure}, median of {} | {m:.0} ms |",
-            paints.len()
+            "| installer page ({what}) in headless Chromium: {measure}, median of 5 | {ms:.0} ms |"
         );
     }
 }

@@ -397,24 +397,11 @@ impl ControlPlane {
         self.client_with(&self.admin_token)
     }
 
-    /// A dashboard page (`path`) as the admin sees it, signed in through
-    /// the sign-in form as a browser would: its HTML.
-    pub fn dashboard_page(&self, path: &str) -> String {
+    /// The admin's dashboard session, signed in through the sign-in form
+    /// as a browser would: the `nuon_session` cookie's value.
+    pub fn dashboard_session(&self) -> String {
         rt().block_on(async {
-            let http = reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap();
-            let cookie_of = |r: &reqwest::Response, name: &str| {
-                r.headers()
-                    .get_all(reqwest::header::SET_COOKIE)
-                    .iter()
-                    .filter_map(|v| v.to_str().ok())
-                    .find_map(|v| v.strip_prefix(&format!("{name}=")))
-                    .and_then(|v| v.split(';').next())
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| panic!("no {name} cookie"))
-            };
+            let http = no_redirects();
             let base = &self.control_url;
             let form = http.get(format!("{base}/login")).send().await.unwrap();
             let login = cookie_of(&form, "nuon_login");
@@ -429,9 +416,17 @@ impl ControlPlane {
                 .await
                 .unwrap();
             assert_eq!(signed.status(), 303, "signing in");
-            let session = cookie_of(&signed, "nuon_session");
-            let page = http
-                .get(format!("{base}{path}"))
+            cookie_of(&signed, "nuon_session")
+        })
+    }
+
+    /// A dashboard page (`path`) as the admin sees it, signed in through
+    /// the sign-in form as a browser would: its HTML.
+    pub fn dashboard_page(&self, path: &str) -> String {
+        let session = self.dashboard_session();
+        rt().block_on(async {
+            let page = no_redirects()
+                .get(format!("{}{path}", self.control_url))
                 .header(reqwest::header::COOKIE, format!("nuon_session={session}"))
                 .send()
                 .await
@@ -1112,4 +1107,24 @@ impl RecordService {
     pub fn requests(&self) -> usize {
         self.state.lock().unwrap().requests
     }
+}
+
+/// An HTTP client that shows redirects instead of following them.
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The value of the cookie `name` a response sets.
+fn cookie_of(r: &reqwest::Response, name: &str) -> String {
+    r.headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix(&format!("{name}=")))
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no {name} cookie"))
 }
