@@ -85,40 +85,54 @@ pub fn validate_dir(dir: &Path) -> (Option<AppConfig>, Diagnostics) {
 /// link here, on the vendor's side, so that neither the customer's browser
 /// nor the control plane ever loads them from elsewhere. Each must be a
 /// PNG, JPEG, GIF, WebP, ICO or SVG image of at most
-/// [`app::MAX_IMAGE_BYTES`]; the error says which key and why.
+/// [`app::MAX_IMAGE_BYTES`]. A file of the config that is not one is an
+/// error; a web link that does not give one is a warning (the page then
+/// shows no image), so a sync never fails on someone else's server. The
+/// images, and the warnings.
 pub async fn installer_images(
     dir: &Path,
     config: &AppConfig,
-) -> Result<Vec<nuon_core::wire::ConfigFile>, String> {
+) -> Result<(Vec<nuon_core::wire::ConfigFile>, Vec<String>), String> {
     use base64::Engine as _;
     let Some(installer) = &config.installer else {
-        return Ok(Vec::new());
+        return Ok(Default::default());
     };
-    let mut out = Vec::new();
+    let (mut out, mut warnings) = (Vec::new(), Vec::new());
     for (key, source, at) in installer.images() {
         let why = |e: String| format!("installer.toml {key} {at:?}: {e}");
-        let bytes = if app::is_web_url(at) {
-            fetch_image(at).await.map_err(why)?
+        let web = app::is_web_url(at);
+        let bytes = if web {
+            fetch_image(at).await
         } else {
-            let rel = app::source_dir(at).map_err(why)?;
-            let path = dir.join(&rel);
-            let meta = std::fs::metadata(&path)
-                .map_err(|e| why(format!("cannot read {}: {e}", path.display())))?;
-            if meta.len() > app::MAX_IMAGE_BYTES as u64 {
-                return Err(why(too_large()));
-            }
-            std::fs::read(&path).map_err(|e| why(format!("cannot read {}: {e}", path.display())))?
+            read_image(dir, at)
         };
-        if app::image_type(&bytes).is_none() {
-            return Err(why("is not a PNG, JPEG, GIF, WebP, ICO or SVG image".into()));
-        }
-        out.push(nuon_core::wire::ConfigFile {
-            path: source.to_owned(),
-            contents: base64::engine::general_purpose::STANDARD.encode(&bytes),
-            encoding: Some("base64".to_owned()),
+        let checked = bytes.and_then(|b| match app::image_type(&b) {
+            Some(_) => Ok(b),
+            None => Err("is not a PNG, JPEG, GIF, WebP, ICO or SVG image".to_owned()),
         });
+        match checked {
+            Ok(bytes) => out.push(nuon_core::wire::ConfigFile {
+                path: source.to_owned(),
+                contents: base64::engine::general_purpose::STANDARD.encode(&bytes),
+                encoding: Some("base64".to_owned()),
+            }),
+            Err(e) if web => warnings.push(format!("{}; the page shows no image", why(e))),
+            Err(e) => return Err(why(e)),
+        }
     }
-    Ok(out)
+    Ok((out, warnings))
+}
+
+/// The image file `at` of the config in `dir`, read up to
+/// [`app::MAX_IMAGE_BYTES`].
+fn read_image(dir: &Path, at: &str) -> Result<Vec<u8>, String> {
+    let path = dir.join(app::source_dir(at)?);
+    let meta =
+        std::fs::metadata(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if meta.len() > app::MAX_IMAGE_BYTES as u64 {
+        return Err(too_large());
+    }
+    std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 fn too_large() -> String {
@@ -180,9 +194,10 @@ mod tests {
             format!("<svg>{}</svg>", " ".repeat(app::MAX_IMAGE_BYTES)),
         )
         .unwrap();
-        let sent = installer_images(dir.path(), &config("logo_url = \"./logo.svg\"\n"))
+        let (sent, warnings) = installer_images(dir.path(), &config("logo_url = \"./logo.svg\"\n"))
             .await
             .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].path, app::LOGO_SOURCE);
         assert_eq!(sent[0].contents, "PHN2Zy8+");
@@ -201,21 +216,31 @@ mod tests {
                 "logo_url = \"./gone.png\"\n",
                 "installer.toml logo_url \"./gone.png\": cannot read",
             ),
-            (
-                "logo_url = \"http://127.0.0.1:9/logo.png\"\n",
-                "installer.toml logo_url \"http://127.0.0.1:9/logo.png\": cannot fetch it",
-            ),
         ] {
             let e = installer_images(dir.path(), &config(installer))
                 .await
                 .unwrap_err();
             assert!(e.starts_with(why), "{e}");
         }
+        // A web link that gives no image: a warning, nothing sent.
+        let (sent, warnings) = installer_images(
+            dir.path(),
+            &config("logo_url = \"http://127.0.0.1:9/logo.png\"\n"),
+        )
+        .await
+        .unwrap();
+        assert!(sent.is_empty());
         assert!(
-            installer_images(dir.path(), &config("name = \"x\"\n"))
-                .await
-                .unwrap()
-                .is_empty()
+            warnings.len() == 1
+                && warnings[0].starts_with(
+                    "installer.toml logo_url \"http://127.0.0.1:9/logo.png\": cannot fetch it"
+                )
+                && warnings[0].ends_with("the page shows no image"),
+            "{warnings:?}"
         );
+        let (sent, warnings) = installer_images(dir.path(), &config("name = \"x\"\n"))
+            .await
+            .unwrap();
+        assert!(sent.is_empty() && warnings.is_empty());
     }
 }

@@ -9,9 +9,12 @@
 //! `PutObject`, and the presigned `GetObject` URL), over the control
 //! plane's one HTTP stack: no AWS SDK. The keys come from the standard
 //! environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-//! `AWS_SESSION_TOKEN`), the endpoint from `AWS_ENDPOINT_URL_S3` or
+//! `AWS_SESSION_TOKEN`), read once when the control plane starts: keys
+//! of an IAM user, not an instance role's or any that expire (they are
+//! not renewed); the endpoint from `AWS_ENDPOINT_URL_S3` or
 //! `AWS_ENDPOINT_URL` when set (path-style, as moto and MinIO take it),
-//! else S3's regional endpoint (virtual-hosted).
+//! else S3's regional endpoint (virtual-hosted; path-style for a bucket
+//! with a dot in its name).
 
 use std::fmt;
 use std::time::Duration;
@@ -52,7 +55,7 @@ impl fmt::Debug for TemplateBucket {
 
 /// How long a presigned template link works: the console fetches it when
 /// the customer's browser opens the quick-create page.
-pub const PRESIGN_TTL: Duration = Duration::from_secs(15 * 60);
+pub const PRESIGN_TTL: Duration = Duration::from_secs(5 * 60);
 
 impl TemplateBucket {
     /// The bucket `s3://BUCKET[/PREFIX]` in `region` (else `AWS_REGION`,
@@ -78,6 +81,14 @@ impl TemplateBucket {
         }
         let prefix = match prefix.trim_matches('/') {
             "" => String::new(),
+            p if p
+                .split('/')
+                .any(|seg| seg.is_empty() || seg == "." || seg == "..") =>
+            {
+                return Err(format!(
+                    "stack template bucket prefix {p:?}: give path segments without '.', '..' or '//'"
+                ));
+            }
             p => format!("{p}/"),
         };
         let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
@@ -92,14 +103,7 @@ impl TemplateBucket {
         };
         let endpoint = env("AWS_ENDPOINT_URL_S3")
             .or_else(|| env("AWS_ENDPOINT_URL"))
-            .map(|e| {
-                let e = e.trim_end_matches('/');
-                if e.starts_with("https://") || e.starts_with("http://") {
-                    Ok(e.to_owned())
-                } else {
-                    Err(format!("AWS endpoint {e:?}: give an http(s):// URL"))
-                }
-            })
+            .map(|e| endpoint(&e))
             .transpose()?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
@@ -225,15 +229,19 @@ impl TemplateBucket {
             }
             None => {
                 // us-east-1 answers at S3's first (global) name.
-                let host = match self.region.as_str() {
-                    "us-east-1" => format!("{}.s3.amazonaws.com", self.bucket),
-                    region => format!("{}.s3.{region}.amazonaws.com", self.bucket),
+                let s3 = match self.region.as_str() {
+                    "us-east-1" => "s3.amazonaws.com".to_owned(),
+                    region => format!("s3.{region}.amazonaws.com"),
                 };
-                (
-                    format!("https://{host}"),
-                    host,
-                    format!("/{}", encode(key, false)),
-                )
+                if self.bucket.contains('.') {
+                    // A dotted name is no host S3's certificate covers.
+                    let path = format!("/{}/{}", self.bucket, encode(key, false));
+                    (format!("https://{s3}"), s3, path)
+                } else {
+                    let host = format!("{}.{s3}", self.bucket);
+                    let path = format!("/{}", encode(key, false));
+                    (format!("https://{host}"), host, path)
+                }
             }
         }
     }
@@ -252,6 +260,25 @@ impl TemplateBucket {
         }
         hex(&mac(&key, to_sign.as_bytes()))
     }
+}
+
+/// A custom endpoint's scheme and authority as requests name it (a
+/// default port dropped, as the `Host` header drops it), or why not.
+fn endpoint(e: &str) -> Result<String, String> {
+    let bad =
+        || format!("AWS endpoint {e:?}: give a scheme, host and port only (http://127.0.0.1:9000)");
+    let (scheme, rest) = e.split_once("://").ok_or_else(bad)?;
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    let default = match scheme {
+        "https" => ":443",
+        "http" => ":80",
+        _ => return Err(bad()),
+    };
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
+        return Err(bad());
+    }
+    let authority = authority.strip_suffix(default).unwrap_or(authority);
+    Ok(format!("{scheme}://{authority}"))
 }
 
 /// A signing time: `20261130T091500Z` and its day, `20261130`.
@@ -353,6 +380,7 @@ mod tests {
             ("s3://No_Such", Some("r"), "3 to 63 lowercase"),
             ("s3://bucket", None, "--stack-template-region"),
             ("s3://bucket", Some("r"), "AWS_ACCESS_KEY_ID"),
+            ("s3://bucket/a/../b", Some("r"), "without '.', '..'"),
         ] {
             let e = TemplateBucket::new(url, region, env(&[])).unwrap_err();
             assert!(e.contains(why), "{e}");
@@ -378,6 +406,39 @@ mod tests {
             )
         );
         assert!(!format!("{b:?}").contains("secret"), "{b:?}");
+        assert_eq!(
+            endpoint("https://minio.test:443/").unwrap(),
+            "https://minio.test"
+        );
+        assert_eq!(
+            endpoint("http://127.0.0.1:9000").unwrap(),
+            "http://127.0.0.1:9000"
+        );
+        for bad in ["minio.test", "https://gw.test/s3", "ftp://x", "https://"] {
+            assert!(
+                endpoint(bad)
+                    .unwrap_err()
+                    .contains("scheme, host and port only"),
+                "{bad}"
+            );
+        }
+        let dotted = TemplateBucket::new(
+            "s3://acme.templates",
+            Some("eu-west-1"),
+            env(&[
+                ("AWS_ACCESS_KEY_ID", "id"),
+                ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            dotted.object("k.json"),
+            (
+                "https://s3.eu-west-1.amazonaws.com".into(),
+                "s3.eu-west-1.amazonaws.com".into(),
+                "/acme.templates/k.json".into()
+            )
+        );
     }
 
     /// moto's S3 on loopback, IAM enforced: a template put with the keys'

@@ -567,13 +567,14 @@ fn aws_files() -> Vec<(&'static str, String)> {
     owned
 }
 
-/// An app whose runner is an AWS one: the customer's page offers AWS's
-/// quick-create link, whose template the control plane serves at a URL
-/// of its own, once (the AWS console fetches it), a new one each time
-/// the page is drawn; the template is the install's, its runner's
-/// one-time token new, and it passes `cfn-lint`.
+/// An app whose runner is an AWS one, on a control plane with no template
+/// bucket: the page offers `template.json` and says why there is no
+/// one-click launch (AWS's console reads quick-create templates from S3
+/// only); the vendor's logo (a file of the config) and favicon (a web
+/// link the CLI fetched when it synced) are served from here to the
+/// customer's browser only, the SVG unable to run anything.
 #[test]
-fn an_aws_install_gets_a_quick_create_link_whose_template_works_once() {
+fn an_aws_install_without_a_template_bucket_offers_the_download_and_the_vendors_images() {
     let mut owned = aws_files();
     // The favicon is a web link: the CLI fetches it when it syncs.
     let icon = format!("{}/favicon.png", serve(PNG));
@@ -586,87 +587,45 @@ fn an_aws_install_gets_a_quick_create_link_whose_template_works_once() {
     let m = Manual::start_full(&borrowed, None, |_| {}, &["--input", "team=vendor"]);
     let (url, _) = invite(&m, &["--name", "cloudy"]);
     let customer = Customer::installs(&url);
-    let page = |cookie: &str| customer.page(cookie);
-    let cookie = customer.cookie.clone();
-    let (_, mine) = page(&cookie);
-    let launch = href_of(&mine, "launch-stack").unwrap_or_else(|| panic!("{mine}"));
+    let (_, mine) = customer.page(&customer.cookie);
+    assert!(href_of(&mine, "launch-stack").is_none(), "{mine}");
     assert!(
-        launch.starts_with(
-            "https://console.aws.amazon.com/cloudformation/home#/stacks/create/review?"
-        ),
-        "{launch}"
+        mine.contains("id=\"no-launch\"") && mine.contains("AWS's console reads them from S3 only"),
+        "{mine}"
     );
-    assert_eq!(param(&launch, "stackName").as_deref(), Some("nuon-cloudy"));
-    let template = param(&launch, "templateURL").unwrap();
-    assert!(
-        template.starts_with(&m.cp.control_url),
-        "served by the control plane: {template}"
-    );
-    assert!(
-        !template.contains(url.rsplit('/').next().unwrap()),
-        "the invitation's token stays out of it"
-    );
+    assert!(mine.contains("download=\"template.json\""), "{mine}");
 
-    // The vendor's images, served from here: the SVG can run nothing.
     let token = url.rsplit('/').next().unwrap();
     assert!(
         mine.contains(&format!("src=\"/install/{token}/logo\""))
             && mine.contains(&format!("rel=\"icon\" href=\"/install/{token}/favicon\"")),
         "{mine}"
     );
-    let image = |which: &str| {
+    let image = |which: &str, cookie: &str| {
         rt().block_on(async {
-            let r = reqwest::get(format!("{}/install/{token}/{which}", m.cp.control_url))
+            let r = reqwest::Client::new()
+                .get(format!("{}/install/{token}/{which}", m.cp.control_url))
+                .header("cookie", cookie)
+                .send()
                 .await
                 .unwrap();
+            let status = r.status().as_u16();
             let h = |n: &str| r.headers().get(n).map(|v| v.to_str().unwrap().to_owned());
             let (kind, csp) = (h("content-type"), h("content-security-policy"));
-            (kind, csp, r.bytes().await.unwrap().to_vec())
+            (status, kind, csp, r.bytes().await.unwrap().to_vec())
         })
     };
-    let (kind, csp, bytes) = image("logo");
+    let (_, kind, csp, bytes) = image("logo", &customer.cookie);
     assert_eq!(kind.as_deref(), Some("image/svg+xml"));
     assert!(csp.unwrap().contains("sandbox"));
     assert_eq!(bytes, LOGO.as_bytes());
-    let (kind, _, bytes) = image("favicon");
+    let (_, kind, _, bytes) = image("favicon", &customer.cookie);
     assert_eq!(kind.as_deref(), Some("image/png"));
     assert_eq!(bytes, PNG);
-
-    // Fetched with no cookie (the console does), once.
-    let (status, body) = fetch(&template);
-    assert_eq!(status, 200, "{body}");
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(json["AWSTemplateFormatVersion"], "2010-09-09");
-    assert!(
-        body.contains("stk_"),
-        "the runner's one-time token is in it"
-    );
-    let (status, again) = fetch(&template);
-    assert_eq!(status, 404);
-    assert!(again.contains("works once"), "{again}");
-    if have_tool("cfn-lint", "check CloudFormation templates") {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("template.json");
-        std::fs::write(&path, &body).unwrap();
-        crate::stack::cfn_lint(&path);
-    }
-
-    // Each drawing of the page makes a new link; the one before dies.
-    let (_, first) = page(&cookie);
-    let (_, second) = page(&cookie);
-    let old = param(&href_of(&first, "launch-stack").unwrap(), "templateURL").unwrap();
-    let new = param(&href_of(&second, "launch-stack").unwrap(), "templateURL").unwrap();
-    assert_ne!(old, new);
-    assert_eq!(fetch(&old).0, 404);
-    assert_eq!(fetch(&new).0, 200);
-    // Revoked, the invitation's links all stop.
-    let (_, third) = page(&cookie);
-    let last = param(&href_of(&third, "launch-stack").unwrap(), "templateURL").unwrap();
-    let listed: serde_json::Value =
-        serde_json::from_str(&ok(m.cp.nuon(&["invitations", "list", "--json"]))).unwrap();
-    let id = listed["invitations"][0]["id"].as_str().unwrap().to_owned();
-    ok(m.cp.nuon(&["invitations", "revoke", &id]));
-    assert_eq!(fetch(&last).0, 404);
+    // Not to a browser with no cookie, nor to another one after the link
+    // was used.
+    assert_eq!(image("logo", "").0, 403);
+    assert_eq!(image("logo", "nuon_customer=someone-else").0, 410);
 }
 
 /// With a template bucket (`nuon-ctl serve --stack-template-bucket`; moto's
@@ -701,8 +660,9 @@ fn with_a_template_bucket_launch_stack_puts_the_template_in_s3_for_the_console()
     let (_, mine) = customer.page(&customer.cookie);
     let launch = href_of(&mine, "launch-stack").unwrap_or_else(|| panic!("{mine}"));
     assert!(
-        launch.starts_with("/stack-templates/ctt_") && launch.ends_with("/launch"),
-        "the link goes by the control plane first: {launch}"
+        launch.starts_with("/stack-templates/ctt_")
+            && !launch.contains(&url.rsplit('/').next().unwrap()[..20]),
+        "the link goes by the control plane first, with a token of its own: {launch}"
     );
     let go = |path: &str| {
         rt().block_on(async {
@@ -771,8 +731,28 @@ fn with_a_template_bucket_launch_stack_puts_the_template_in_s3_for_the_console()
         body.contains("stk_"),
         "its runner's one-time token is in it"
     );
-    // The launch link works once.
+    if have_tool("cfn-lint", "check CloudFormation templates") {
+        crate::stack::cfn_lint(&out);
+    }
+    // The launch link works once; each drawing of the page makes a new
+    // one and the one before dies; revoked, the invitation's links stop.
     let (status, _, body) = go(&launch);
     assert_eq!(status, 404);
     assert!(body.contains("works once"), "{body}");
+    let (_, first) = customer.page(&customer.cookie);
+    let (_, second) = customer.page(&customer.cookie);
+    let (old, new) = (
+        href_of(&first, "launch-stack").unwrap(),
+        href_of(&second, "launch-stack").unwrap(),
+    );
+    assert_ne!(old, new);
+    assert_eq!(go(&old).0, 404);
+    assert_eq!(go(&new).0, 303);
+    let (_, third) = customer.page(&customer.cookie);
+    let last = href_of(&third, "launch-stack").unwrap();
+    let listed: serde_json::Value =
+        serde_json::from_str(&ok(m.cp.nuon(&["invitations", "list", "--json"]))).unwrap();
+    let id = listed["invitations"][0]["id"].as_str().unwrap().to_owned();
+    ok(m.cp.nuon(&["invitations", "revoke", &id]));
+    assert_eq!(go(&last).0, 404);
 }

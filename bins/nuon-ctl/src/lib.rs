@@ -78,12 +78,12 @@ enum Command {
         #[arg(long, default_value = "24h", value_parser = nuon_core::parse_duration)]
         stack_token_ttl: Duration,
         /// An S3 bucket (`s3://BUCKET[/PREFIX]`) for the templates of the
-        /// installer page's CloudFormation "Launch stack" links: AWS's
-        /// console reads a quick-create template from S3 only. The keys
-        /// that put them there come from AWS_ACCESS_KEY_ID,
-        /// AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN); AWS_ENDPOINT_URL
-        /// names another S3 (MinIO, a test's). Without it the link names
-        /// the control plane's own template URL.
+        /// installer page's CloudFormation "Launch stack" links (AWS's
+        /// console reads a quick-create template from S3 only; without a
+        /// bucket the page offers the download alone). The keys that put
+        /// them there come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
+        /// (an IAM user's: read once, not renewed); AWS_ENDPOINT_URL names
+        /// another S3 (MinIO, a test's).
         #[arg(long, value_name = "S3_URL")]
         stack_template_bucket: Option<String>,
         /// The template bucket's region (default AWS_REGION).

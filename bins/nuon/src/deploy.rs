@@ -124,9 +124,12 @@ pub(crate) async fn read_sources(
         out.insert(rel, (text, None));
     }
     // The installer's logo and favicon, read or fetched here.
-    let images = nuon_client::app_dir::installer_images(dir, &config)
+    let (images, warnings) = nuon_client::app_dir::installer_images(dir, &config)
         .await
         .map_err(CliError::usage)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
     Ok(out
         .into_iter()
         .map(|(path, (contents, encoding))| ConfigFile {

@@ -55,18 +55,23 @@ impl Services<'_> {
         else {
             return Ok(None);
         };
+        // The config says whether there is one; only then are the
+        // sources (as large as a sync may send) opened.
+        let config: nuon_core::app::AppConfig = serde_json::from_str(
+            &open_config(self.secrets, &app.id, "config", &c.config_json)
+                .map_err(Error::internal)?,
+        )
+        .map_err(|e| internal("stored config unreadable", e))?;
+        let kind = config.installer.and_then(|i| {
+            if source == nuon_core::app::LOGO_SOURCE {
+                i.logo_type
+            } else {
+                i.favicon_type
+            }
+        });
+        let Some(kind) = kind else { return Ok(None) };
         let sources = open_config(self.secrets, &app.id, "sources", &c.sources_json)
             .map_err(Error::internal)?;
-        let config = decode_config(self.secrets, app, c)?.config;
-        let Some(installer) = config.installer else {
-            return Ok(None);
-        };
-        let kind = if source == nuon_core::app::LOGO_SOURCE {
-            installer.logo_type
-        } else {
-            installer.favicon_type
-        };
-        let Some(kind) = kind else { return Ok(None) };
         let files: Vec<ConfigFile> = serde_json::from_str(&sources)
             .map_err(|e| internal("stored config sources unreadable", e))?;
         Ok(files

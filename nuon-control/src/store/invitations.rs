@@ -318,26 +318,19 @@ impl<S: Sql + 'static> InvitationStore for S {
         template_hash: &str,
         now_ms: i64,
     ) -> Result<Option<StoredInvitation>> {
-        let Some(found) = self
-            .query_one::<StoredInvitation>(Stmt::new(
-                select(
-                    "template_hash = $1 AND template_expires > $2 AND revoked_at IS NULL \
-                     AND install_id IS NOT NULL",
+        // One statement: a fetch racing another, a revocation or the expiry
+        // sees the row as it is when written.
+        let spent = self
+            .write_query(Stmt::new(
+                format!(
+                    "UPDATE invitations SET template_hash = NULL, template_expires = NULL \
+                 WHERE template_hash = $1 AND template_expires > $2 AND revoked_at IS NULL \
+                 AND install_id IS NOT NULL RETURNING {}",
+                    StoredInvitation::COLUMNS
                 ),
                 args![template_hash, now_ms],
             ))
-            .await?
-        else {
-            return Ok(None);
-        };
-        // One fetch wins: the write is conditional on the hash still there.
-        let spent = self
-            .execute_one(Stmt::new(
-                "UPDATE invitations SET template_hash = NULL, template_expires = NULL \
-                 WHERE id = $1 AND template_hash = $2",
-                args![found.id.as_str(), template_hash],
-            ))
             .await?;
-        Ok((spent == 1).then_some(found))
+        Ok(spent.into_iter().next())
     }
 }

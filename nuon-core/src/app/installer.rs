@@ -78,10 +78,19 @@ pub fn image_type(bytes: &[u8]) -> Option<&'static str> {
     if let Some((_, t)) = MAGIC.iter().find(|(m, _)| bytes.starts_with(m)) {
         return (*t != "image/webp" || bytes.get(8..12) == Some(b"WEBP")).then_some(*t);
     }
-    let head = std::str::from_utf8(&bytes[..bytes.len().min(1024)]).ok()?;
+    let start = &bytes[..bytes.len().min(1024)];
+    // The first KiB as text, a character cut at its end left out.
+    let head = match std::str::from_utf8(start) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&start[..e.valid_up_to()]).ok()?,
+        Err(_) => return None,
+    };
     let head = head.trim_start_matches('\u{feff}').trim_start();
     let svg = head.starts_with("<svg")
-        || ((head.starts_with("<?xml") || head.starts_with("<!--")) && head.contains("<svg"));
+        || ((head.starts_with("<?xml")
+            || head.starts_with("<!--")
+            || head.starts_with("<!DOCTYPE svg"))
+            && head.contains("<svg"));
     svg.then_some("image/svg+xml")
 }
 
@@ -338,6 +347,10 @@ footer_markdown = "[Terms](https://acme.test/terms)"
             ),
             (b"<html><script>alert(1)</script>", None),
             (b"<?xml version=\"1.0\"?><feed/>", None),
+            (
+                b"<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" \"x\">\n<svg/>",
+                Some("image/svg+xml"),
+            ),
             (b"", None),
         ] {
             assert_eq!(

@@ -21,7 +21,8 @@
 //! `SameSite=Lax`, so the link opened from a mail still finds it); every
 //! form carries a CSRF token derived from it. The page loads nothing from
 //! elsewhere (the dashboard's Content-Security-Policy): the vendor's logo
-//! is not fetched, its links are shown.
+//! and favicon are the ones its CLI sent with the config, served from here
+//! to the browser that may see the page.
 
 use std::collections::BTreeMap;
 
@@ -70,10 +71,6 @@ pub(super) fn routes() -> Router<SharedState> {
         .route("/install/{token}/favicon", get(favicon))
         .route(
             &format!("{}/{{token}}", stack::TEMPLATE_PATH),
-            get(stack::template),
-        )
-        .route(
-            &format!("{}/{{token}}/launch", stack::TEMPLATE_PATH),
             get(stack::launch),
         )
         .route("/apps/{id}/invitations", axum::routing::post(invite))
@@ -231,13 +228,10 @@ async fn show(
             Ok(o) => html_response(form_page(&token, &cookie, &inv, &o, None)),
             Err(e) => error_page(e),
         },
-        Ok(Opened::Mine(inv)) => {
-            let base = crate::api::caller::public_base(&state, &headers);
-            match install_page(&state, &base, &token, &inv, source).await {
-                Ok(m) => html_response(m),
-                Err(e) => error_page(e),
-            }
-        }
+        Ok(Opened::Mine(inv)) => match install_page(&state, &token, &inv, source).await {
+            Ok(m) => html_response(m),
+            Err(e) => error_page(e),
+        },
     };
     with_cookie(resp, set)
 }
@@ -454,7 +448,6 @@ pub(super) fn where_it_runs(runner_type: &str) -> &'static str {
 /// The page of the install this browser made.
 async fn install_page(
     state: &SharedState,
-    base: &str,
     token: &str,
     inv: &StoredInvitation,
     source: String,
@@ -468,7 +461,7 @@ async fn install_page(
         .runner
         .as_ref()
         .map_or("local", |r| r.runner_type.as_str());
-    let stack = stack::section(state, base, token, inv, &install, runner).await?;
+    let stack = stack::section(state, token, inv, &install, runner).await?;
     let body = html! {
         h1 { "Install " (install.name) " of " (title) }
         p { "State: " span #state .{ "badge " (install.state.as_str()) } { (install.state.as_str()) } }
@@ -513,26 +506,42 @@ async fn mine(
     state.services().find_install(caller, id.as_str()).await
 }
 
-async fn logo(state: State<SharedState>, source: Source, path: Path<String>) -> Response {
-    image(state, source, path, nuon_core::app::LOGO_SOURCE).await
+async fn logo(
+    state: State<SharedState>,
+    source: Source,
+    headers: HeaderMap,
+    path: Path<String>,
+) -> Response {
+    image(state, source, headers, path, nuon_core::app::LOGO_SOURCE).await
 }
 
-async fn favicon(state: State<SharedState>, source: Source, path: Path<String>) -> Response {
-    image(state, source, path, nuon_core::app::FAVICON_SOURCE).await
+async fn favicon(
+    state: State<SharedState>,
+    source: Source,
+    headers: HeaderMap,
+    path: Path<String>,
+) -> Response {
+    image(state, source, headers, path, nuon_core::app::FAVICON_SOURCE).await
 }
 
-/// The vendor's logo or favicon, as the sync kept it, to a browser with a
-/// link that still works (or that made its install): served from here
-/// with its own type, never sniffed, an SVG unable to run anything.
+/// The vendor's logo or favicon, as the sync kept it, to the browser that
+/// may see the page (the link pending, or the install it made): served
+/// from here with its own type, never sniffed, an SVG unable to run
+/// anything.
 async fn image(
     State(state): State<SharedState>,
     Source(source): Source,
+    headers: HeaderMap,
     Path(token): Path<String>,
     which: &str,
 ) -> Response {
-    let inv = match open_any(&state, &token).await {
-        Ok(Some(inv)) => inv,
-        Ok(None) => return unknown(),
+    let Some(cookie) = cookie(&headers, CUSTOMER_COOKIE) else {
+        return forbidden();
+    };
+    let inv = match open(&state, &token, &cookie).await {
+        Ok(Opened::Pending(inv) | Opened::Mine(inv)) => inv,
+        Ok(Opened::Unknown) => return unknown(),
+        Ok(Opened::Refused(inv)) => return refused(&inv),
         Err(e) => return error_page(e),
     };
     let found = async {
@@ -563,17 +572,6 @@ async fn image(
         ),
         Err(e) => error_page(e),
     }
-}
-
-/// The invitation of a link that can still be used, or that was used
-/// (its install's page shows the vendor's images too); none when revoked
-/// or unknown.
-async fn open_any(state: &SharedState, token: &str) -> Result<Option<StoredInvitation>, Error> {
-    if token.is_empty() || token.len() > MAX_TOKEN {
-        return Ok(None);
-    }
-    let found = state.store.invitation_by_token(&hash_token(token)).await?;
-    Ok(found.filter(|i| i.revoked_at_ms.is_none()))
 }
 
 /// The installer's own frame: the vendor's logo (served here), name and

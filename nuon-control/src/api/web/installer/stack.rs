@@ -1,7 +1,10 @@
 //! The install stack on the installer page: its downloads with the
-//! commands that apply them and, for a CloudFormation stack, a
-//! quick-create link whose template the control plane serves at a URL of
-//! its own, with a one-time token.
+//! commands that apply them and, for a CloudFormation stack when the
+//! control plane has a template bucket, a "Launch stack" link: a URL of
+//! the control plane's own with a one-time token (never the invitation's)
+//! that puts the install's template in the bucket and sends the browser
+//! to CloudFormation's quick-create page with a presigned link to it (AWS's
+//! console reads quick-create templates from S3 only).
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -28,29 +31,24 @@ pub(super) const TEMPLATE_PATH: &str = "/stack-templates";
 
 /// The page's "apply the install stack" section: each form as a
 /// download with its commands and, for a CloudFormation stack, the
-/// quick-create link (a new template URL each time the page is drawn; the
-/// one before stops working).
+/// "Launch stack" link (a new one each time the page is drawn; the one
+/// before stops working), or why there is none.
 pub(super) async fn section(
     state: &SharedState,
-    base: &str,
     token: &str,
     inv: &StoredInvitation,
     install: &StoredInstall,
     runner: &str,
 ) -> Result<Markup, Error> {
     let forms = formats(runner);
-    let launch = if forms.contains(&StackFormat::CloudFormation) {
+    let cloudformation = forms.contains(&StackFormat::CloudFormation);
+    let launch = if cloudformation && state.ops.stack_templates.is_some() {
         let issued = issue_template_token();
         state
             .store
             .set_invitation_template(&inv.id, &issued.hash, now_ms() + TEMPLATE_TTL_MS)
             .await?;
-        let template = format!("{base}{TEMPLATE_PATH}/{}", issued.secret);
-        Some(match state.ops.stack_templates {
-            // Put in the vendor's bucket when the customer clicks.
-            Some(_) => format!("{TEMPLATE_PATH}/{}/launch", issued.secret),
-            None => quick_create_link(&template, &cloudformation_stack_name(&install.name)),
-        })
+        Some(format!("{TEMPLATE_PATH}/{}", issued.secret))
     } else {
         None
     };
@@ -64,6 +62,8 @@ pub(super) async fn section(
                     p { a #launch-stack href=(link) rel="noopener noreferrer" target="_blank" { "Launch stack" } }
                     p.muted { "Opens CloudFormation's quick-create page in your account, signed in as you, with this install's template (its link works once, for an hour; this page makes a new one when drawn again). Tick the IAM acknowledgement and create the stack." }
                 }
+            } @else if cloudformation {
+                p.muted #no-launch { "No one-click launch here: the vendor has not given the control plane a bucket for templates (AWS's console reads them from S3 only). Download template.json and create the stack with the command below." }
             }
             @for f in forms {
                 div.stack-form {
@@ -78,7 +78,7 @@ pub(super) async fn section(
 
 /// AWS's quick-create link for a stack named `stack_name` from the
 /// template at `template_url`.
-pub(crate) fn quick_create_link(template_url: &str, stack_name: &str) -> String {
+fn quick_create_link(template_url: &str, stack_name: &str) -> String {
     let mut link = String::from(
         "https://console.aws.amazon.com/cloudformation/home#/stacks/create/review?templateURL=",
     );
@@ -88,31 +88,10 @@ pub(crate) fn quick_create_link(template_url: &str, stack_name: &str) -> String 
     link
 }
 
-/// `GET /stack-templates/{token}`: the CloudFormation template of the
-/// install an invitation made, once, for whoever holds the link (the AWS
-/// console fetches it); its runner's one-time token is new.
-pub(super) async fn template(
-    State(state): State<SharedState>,
-    Source(source): Source,
-    Path(token): Path<String>,
-) -> Response {
-    match spend_template(&state, source, &token).await {
-        Ok((_, body)) => (
-            [
-                (header::CONTENT_TYPE, "application/json"),
-                (header::CACHE_CONTROL, "no-store"),
-            ],
-            body,
-        )
-            .into_response(),
-        Err(r) => r,
-    }
-}
-
-/// `GET /stack-templates/{token}/launch` (the page's "Launch stack" when
-/// the control plane has a template bucket): the template put in the
-/// vendor's bucket, and the customer's browser sent to the quick-create
-/// page with a presigned link to it.
+/// `GET /stack-templates/{token}` (the page's "Launch stack"): the
+/// install's CloudFormation template (its runner's one-time token new) put
+/// in the vendor's bucket, and the customer's browser sent to the
+/// quick-create page with a presigned link to it. The link works once.
 pub(super) async fn launch(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -137,7 +116,7 @@ pub(super) async fn launch(
             said(
                 StatusCode::BAD_GATEWAY,
                 "The template could not be prepared",
-                "The vendor's template bucket refused it. Go back to your installer link and download template.json instead (its commands are on the page), or tell the vendor.",
+                "The control plane could not put it in the vendor's template bucket (its log says why). Go back to your installer link and download template.json instead (its commands are on the page), or tell the vendor.",
             )
         }
     }
