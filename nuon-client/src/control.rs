@@ -294,7 +294,21 @@ impl ControlClient {
 
     /// Approves a workflow's waiting step (or `step`).
     pub async fn approve_step(&self, id: &str, step: Option<&str>) -> Result<WorkflowInfo> {
-        self.workflow_act(routes::WORKFLOW_APPROVE, id, step).await
+        let req = nuon_core::wire::ApproveSteps {
+            step: step.map(str::to_owned),
+            all: false,
+        };
+        self.approve_steps(id, &req).await
+    }
+
+    /// Approves a workflow's waiting step (or `req.step`) and, with
+    /// `req.all`, every later step of it that would ask.
+    pub async fn approve_steps(
+        &self,
+        id: &str,
+        req: &nuon_core::wire::ApproveSteps,
+    ) -> Result<WorkflowInfo> {
+        self.call::<ep::ApproveWorkflowStep>(&[id], req).await
     }
 
     /// Denies a workflow's waiting step (or `step`): it and its dependents

@@ -9,8 +9,8 @@
 use nuon_core::WorkflowId;
 use nuon_core::app::{AppConfig, ComponentKind};
 use nuon_core::wire::{
-    CheckState, HealthCheck, HealthStatus, InstallHealth, ProbeSeen, RunnerInfo, RunnerStatus,
-    WorkflowInfo,
+    CheckState, HealthCheck, HealthStatus, InstallHealth, InstallState, PendingChange, ProbeSeen,
+    RunnerInfo, RunnerStatus, SyncStatus, WorkflowInfo,
 };
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 use serde::{Deserialize, Serialize};
@@ -26,6 +26,7 @@ fn check(kind: &str, name: &str, status: CheckState) -> HealthCheck {
         detail: None,
         workflow_id: None,
         at_ms: None,
+        pending: None,
     }
 }
 
@@ -46,6 +47,11 @@ pub(crate) struct WorkflowSummary {
     /// in its last health step that ended.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     probes: BTreeMap<String, Ended>,
+    /// By component: how its last change ended when it was not applied
+    /// (denied, failed, cancelled, or skipped after a denial); `None` when
+    /// it was. The drift from desired, until a later deploy applies it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    changes: BTreeMap<String, Option<PendingChange>>,
     /// The workflows with a step waiting for an approval, newest first.
     pub waiting: Vec<(WorkflowId, WorkflowKind)>,
 }
@@ -57,6 +63,9 @@ struct Ended {
     at_ms: Option<i64>,
     ok: bool,
     detail: String,
+    /// It destroyed what it was about (a teardown's destroy).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    destroyed: bool,
 }
 
 impl WorkflowSummary {
@@ -72,6 +81,7 @@ impl WorkflowSummary {
             }
             if w.kind != WorkflowKind::Drift {
                 for s in w.steps.iter().rev() {
+                    out.changed(w, s);
                     let ended = matches!(s.status, StepStatus::Succeeded | StepStatus::Failed);
                     let (Some(target), true) = (s.target.as_ref(), ended) else {
                         continue;
@@ -90,6 +100,7 @@ impl WorkflowSummary {
                         workflow_id: w.id.clone(),
                         at_ms: w.finished_at_ms,
                         ok,
+                        destroyed: ok && s.kind == StepKind::Destroy,
                         detail: match (ok, s.kind) {
                             (true, StepKind::Destroy) => "torn down".into(),
                             (true, _) => "deployed".into(),
@@ -124,6 +135,7 @@ impl WorkflowSummary {
                         at_ms: w.finished_at_ms,
                         ok,
                         detail,
+                        destroyed: false,
                     }
                 });
             }
@@ -133,6 +145,37 @@ impl WorkflowSummary {
 }
 
 impl WorkflowSummary {
+    /// Records how a component's change ended, unless a later one of it
+    /// already did: applied, or left desired and not deployed.
+    fn changed(&mut self, w: &WorkflowInfo, s: &nuon_core::wire::WorkflowStepInfo) {
+        let Some(target) = s.target.as_ref() else {
+            return;
+        };
+        if !matches!(s.kind, StepKind::Apply | StepKind::Destroy)
+            || self.changes.contains_key(target)
+        {
+            return;
+        }
+        let pending = match s.status {
+            StepStatus::Succeeded => None,
+            StepStatus::Skipped if nuon_core::workflow::nothing_was_there(s) => None,
+            // In a workflow still going: what ended before it decides.
+            StepStatus::Pending | StepStatus::WaitingApproval | StepStatus::Running
+                if w.status.is_active() =>
+            {
+                return;
+            }
+            // Denied, failed, cancelled, skipped after a denial, or never
+            // reached by a workflow that ended.
+            _ => Some(PendingChange {
+                status: s.status,
+                workflow_id: w.id.clone(),
+                at_ms: w.finished_at_ms,
+            }),
+        };
+        self.changes.insert(target.clone(), pending);
+    }
+
     /// Records each probe of a health step's outputs, unless a later
     /// step already did.
     fn probed(
@@ -154,6 +197,7 @@ impl WorkflowSummary {
                     workflow_id: workflow.clone(),
                     at_ms,
                     ok: p["ok"].as_bool().unwrap_or(false),
+                    destroyed: false,
                     detail: format!(
                         "{}; passed {passes} of {rounds} rounds after the last deploy",
                         p["detail"].as_str().unwrap_or_default()
@@ -173,6 +217,7 @@ impl WorkflowSummary {
                 .collect::<Vec<_>>()
         };
         Brief {
+            version: SUMMARY_VERSION,
             failed: [
                 failed("deploy", &self.deploys),
                 failed("sync", &self.syncs),
@@ -184,6 +229,12 @@ impl WorkflowSummary {
                 .probes
                 .iter()
                 .map(|(name, e)| (name.clone(), e.at_ms.unwrap_or(i64::MAX)))
+                .collect(),
+            pending: self
+                .changes
+                .iter()
+                .filter(|(_, p)| p.is_some())
+                .map(|(name, _)| name.clone())
                 .collect(),
             waiting: self.waiting.clone(),
         }
@@ -217,8 +268,9 @@ impl InstallSummary {
     /// One as stored: `None` when its brief does not read (it is made
     /// again).
     pub(crate) fn stored(brief: &str, full: String) -> Option<Self> {
-        Some(InstallSummary {
-            brief: serde_json::from_str(brief).ok()?,
+        let brief: Brief = serde_json::from_str(brief).ok()?;
+        (brief.version == SUMMARY_VERSION).then_some(InstallSummary {
+            brief,
             full: Full::Stored(full),
         })
     }
@@ -238,6 +290,10 @@ impl InstallSummary {
 /// `action:NAME`), and the workflows waiting for an approval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Brief {
+    /// The summary's shape ([`SUMMARY_VERSION`]): one stored by an earlier
+    /// version is made again.
+    #[serde(default)]
+    version: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     failed: Vec<String>,
     /// By `COMPONENT/PROBE`: when its last health step ended (the end of
@@ -245,10 +301,17 @@ pub(crate) struct Brief {
     /// against the runner's watch.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     probed_at: BTreeMap<String, i64>,
+    /// The components whose last change is desired and not deployed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pending: Vec<String>,
     /// The workflows with a step waiting for an approval, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<(WorkflowId, WorkflowKind)>,
 }
+
+/// The shape of the summaries this version stores: 1 added what each
+/// component's last change left pending.
+const SUMMARY_VERSION: u32 = 1;
 
 /// The keys of [`Brief::failed`] that count for `install` under `config`:
 /// its components that are on (a container image by its sync, the others
@@ -351,7 +414,23 @@ pub(crate) fn status_of(
     });
     let any_failed =
         any_failed || pushed_checks(config, install).any(|c| c.status == CheckState::Failed);
-    status(runner_state(runner), any_failed)
+    status(install.state, runner_state(runner), any_failed)
+}
+
+/// Whether what is desired of `install` is deployed, as [`health_of`]
+/// says it, from its brief: a component that is on with a change left
+/// pending makes it out of sync.
+pub(crate) fn sync_of(config: &AppConfig, install: &StoredInstall, brief: &Brief) -> SyncStatus {
+    let pending = config
+        .components
+        .iter()
+        .filter(|c| install.enabled(c))
+        .any(|c| brief.pending.contains(&c.name));
+    if pending {
+        SyncStatus::OutOfSync
+    } else {
+        SyncStatus::InSync
+    }
 }
 
 /// The checks the install's components that are on require, each as its
@@ -383,8 +462,12 @@ fn pushed_checks<'a>(
     })
 }
 
-/// The status from the runner's state and whether a check failed.
-fn status(runner: CheckState, any_failed: bool) -> HealthStatus {
+/// The status from the install's state, the runner's and whether a check
+/// failed: an install that is not active is never healthy.
+fn status(state: InstallState, runner: CheckState, any_failed: bool) -> HealthStatus {
+    if let Some(status) = state.health() {
+        return status;
+    }
     match runner {
         CheckState::Disabled => HealthStatus::Disabled,
         CheckState::Ok if any_failed => HealthStatus::Unhealthy,
@@ -399,10 +482,10 @@ fn ended_check(kind: &str, name: &str, last: Option<&Ended>, never: &str) -> Hea
     match last {
         None => k.detail = Some(never.into()),
         Some(e) => {
-            k.status = if e.ok {
-                CheckState::Ok
-            } else {
-                CheckState::Failed
+            k.status = match (e.ok, e.destroyed) {
+                (true, true) => CheckState::Absent,
+                (true, false) => CheckState::Ok,
+                (false, _) => CheckState::Failed,
             };
             k.detail = Some(e.detail.clone());
             k.workflow_id = Some(e.workflow_id.clone());
@@ -421,7 +504,7 @@ pub(crate) fn health_of(
     workflows: &WorkflowSummary,
     now_ms: i64,
 ) -> InstallHealth {
-    let mut checks = Vec::new();
+    let mut checks = vec![install_check(install)];
     let mut r = check(
         "runner",
         runner.map_or("(gone)", |r| r.name.as_str()),
@@ -463,12 +546,26 @@ pub(crate) fn health_of(
             ComponentKind::ContainerImage => &workflows.syncs,
             _ => &workflows.deploys,
         };
-        checks.push(ended_check(
-            "component",
-            &c.name,
-            by.get(&c.name),
-            "never deployed",
-        ));
+        let mut k = ended_check("component", &c.name, by.get(&c.name), "never deployed");
+        if by.get(&c.name).is_none() {
+            k.status = CheckState::Absent;
+        }
+        if let Some(Some(p)) = workflows.changes.get(&c.name) {
+            let detail = k.detail.get_or_insert_default();
+            let how = match p.status {
+                StepStatus::Denied => "was denied",
+                StepStatus::Failed => "failed",
+                StepStatus::Cancelled => "was cancelled",
+                StepStatus::Skipped => "was skipped after a denial",
+                _ => "ended before its apply",
+            };
+            detail.push_str(&format!(
+                "; drift from desired: its last change {how} ({})",
+                p.workflow_id
+            ));
+            k.pending = Some(p.clone());
+        }
+        checks.push(k);
         // Its health probes, as its last health step or the runner's
         // watch since saw them.
         for p in probes_of(c) {
@@ -511,17 +608,54 @@ pub(crate) fn health_of(
     // The checks the vendor's systems push that a component requires.
     checks.extend(pushed_checks(config, install));
     let failed = checks.iter().any(|c| c.status == CheckState::Failed);
+    let sync = if checks.iter().any(|c| c.pending.is_some()) {
+        SyncStatus::OutOfSync
+    } else {
+        SyncStatus::InSync
+    };
     InstallHealth {
         install: install.name.clone(),
-        status: status(runner_status, failed),
+        state: install.state,
+        status: status(install.state, runner_status, failed),
+        sync,
         checks,
     }
+}
+
+/// The install's own check: its state.
+fn install_check(install: &StoredInstall) -> HealthCheck {
+    let (status, detail) = match install.state {
+        InstallState::Active => (CheckState::Ok, "active: its last workflow succeeded"),
+        InstallState::Failed => (
+            CheckState::Failed,
+            "failed: its last workflow failed or was stopped part way",
+        ),
+        InstallState::Created => (CheckState::Absent, "created: never provisioned"),
+        InstallState::TornDown => (
+            CheckState::Absent,
+            "torn down: its components are destroyed, its sandbox stays",
+        ),
+        InstallState::Deprovisioned => (
+            CheckState::Absent,
+            "deprovisioned: nothing of it is left in the customer's cloud",
+        ),
+        s => (CheckState::Unknown, s.as_str()),
+    };
+    let mut k = check("install", &install.name, status);
+    k.detail = Some(match install.state {
+        InstallState::Provisioning
+        | InstallState::Deploying
+        | InstallState::TearingDown
+        | InstallState::Deprovisioning => format!("{detail}: a workflow changes it"),
+        _ => detail.to_owned(),
+    });
+    k
 }
 
 #[cfg(test)]
 mod tests {
     use nuon_core::app::{SourceFile, parse};
-    use nuon_core::wire::{RunnerInfo, RunnerStatus, WorkflowInfo};
+    use nuon_core::wire::{HealthStatus, RunnerInfo, RunnerStatus, WorkflowInfo};
     use serde_json::json;
 
     use super::{InstallSummary, WorkflowSummary, health_of, status_of};
@@ -638,6 +772,7 @@ mod tests {
             w.finished_at_ms = Some(at);
             w
         };
+        const DENIED: &str = nuon_core::workflow::StepStatus::Denied.as_str();
         let histories: Vec<(&str, Vec<WorkflowInfo>)> = vec![
             ("nothing yet", vec![]),
             ("db deployed", vec![deploy("db", "apply", "succeeded")]),
@@ -675,6 +810,19 @@ mod tests {
                 vec![probe_at("api", true, 100)],
             ),
             ("api's probe passed at 20", vec![probe_at("api", true, 20)]),
+            ("db's change denied", vec![deploy("db", "apply", DENIED)]),
+            (
+                "db's change skipped after a denial",
+                vec![deploy("db", "apply", "skipped")],
+            ),
+            (
+                "db's change denied, then applied",
+                vec![
+                    deploy("db", "apply", "succeeded"),
+                    deploy("db", "apply", DENIED),
+                ],
+            ),
+            ("cache (off) denied", vec![deploy("cache", "apply", DENIED)]),
         ];
         let runners = [
             ("no runner", None),
@@ -687,34 +835,70 @@ mod tests {
             ("watching, failed at 50", Some(watching(false))),
         ];
         let mut seen = std::collections::BTreeSet::new();
-        for (what, workflows) in &histories {
-            let summary = WorkflowSummary::of(workflows);
-            // As stored and read back, too.
-            let stored = InstallSummary::stored(
-                &serde_json::to_string(&summary.brief()).unwrap(),
-                serde_json::to_string(&summary).unwrap(),
-            )
-            .unwrap();
-            for (who, r) in &runners {
-                let whole = health_of(&config, &install, r.as_ref(), &summary, 10);
-                let brief = status_of(&config, &install, r.as_ref(), &stored.brief);
-                assert_eq!(brief, whole.status, "{what}, runner {who}");
-                seen.insert(brief.as_str());
-            }
-            assert_eq!(
-                InstallSummary::stored(
+        let mut synced = std::collections::BTreeSet::new();
+        for state in nuon_core::model::InstallState::ALL {
+            let install = StoredInstall {
+                state: *state,
+                ..install.clone()
+            };
+            for (what, workflows) in &histories {
+                let summary = WorkflowSummary::of(workflows);
+                // As stored and read back, too.
+                let stored = InstallSummary::stored(
                     &serde_json::to_string(&summary.brief()).unwrap(),
                     serde_json::to_string(&summary).unwrap(),
                 )
-                .unwrap()
-                .full(),
-                summary,
-                "{what}"
-            );
+                .unwrap();
+                for (who, r) in &runners {
+                    let whole = health_of(&config, &install, r.as_ref(), &summary, 10);
+                    let brief = status_of(&config, &install, r.as_ref(), &stored.brief);
+                    assert_eq!(brief, whole.status, "{what}, runner {who}, {state}");
+                    let sync = super::sync_of(&config, &install, &stored.brief);
+                    assert_eq!(sync, whole.sync, "{what}, runner {who}, {state}");
+                    assert_eq!(whole.state, *state);
+                    // Only an active install is healthy.
+                    if *state != nuon_core::model::InstallState::Active {
+                        assert_ne!(
+                            brief,
+                            HealthStatus::Healthy,
+                            "{what}, runner {who}, {state}"
+                        );
+                    }
+                    seen.insert(brief.as_str());
+                    synced.insert((what.to_owned(), sync.as_str()));
+                }
+                assert_eq!(
+                    InstallSummary::stored(
+                        &serde_json::to_string(&summary.brief()).unwrap(),
+                        serde_json::to_string(&summary).unwrap(),
+                    )
+                    .unwrap()
+                    .full(),
+                    summary,
+                    "{what}"
+                );
+            }
         }
         let all: std::collections::BTreeSet<&str> =
-            ["healthy", "unhealthy", "offline", "disabled"].into();
+            HealthStatus::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(seen, all, "every status is reached");
+        // A change denied, skipped after a denial or failed is pending
+        // until a later one is applied; one of a component that is off
+        // does not count.
+        let out_of_sync: std::collections::BTreeSet<&str> = synced
+            .iter()
+            .filter(|(_, s)| *s == "out_of_sync")
+            .map(|(w, _)| *w)
+            .collect();
+        assert_eq!(
+            out_of_sync,
+            [
+                "db failed",
+                "db's change denied",
+                "db's change skipped after a denial"
+            ]
+            .into(),
+        );
         // The newer of the last health step and the runner's watch counts;
         // a health step in a workflow still running is the newer.
         let cases = [

@@ -173,22 +173,63 @@ status! {
         Offline = "offline",
         /// The customer turned the runner off.
         Disabled = "disabled",
+        /// Not there: a component never deployed or destroyed, an install
+        /// never provisioned, torn down or deprovisioned.
+        Absent = "absent",
     }
 }
 
 status! {
-    /// An install's health, from its checks.
+    /// An install's health, from its state and its checks: only an
+    /// `active` install can be healthy.
     HealthStatus {
-        /// Its runner is there and nothing failed.
+        /// It is active, its runner is there and nothing failed.
         Healthy = "healthy",
-        /// A component's last deploy, a probe, a pushed check or a
-        /// health-check action's last run failed.
+        /// Its last workflow failed, or a component's last deploy, a probe,
+        /// a pushed check or a health-check action's last run failed.
         Unhealthy = "unhealthy",
+        /// A workflow changes it (it provisions, deploys, tears down or
+        /// deprovisions).
+        Progressing = "progressing",
+        /// Nothing of it is deployed: never provisioned, torn down or
+        /// deprovisioned.
+        NotDeployed = "not_deployed",
         /// Its runner is not there.
         #[default]
         Offline = "offline",
         /// The customer turned its runner off (`nuon-runner disable`).
         Disabled = "disabled",
+    }
+}
+
+impl InstallState {
+    /// The install's part of its health: `None` when it is active (its
+    /// checks decide), else what its state makes it.
+    pub const fn health(self) -> Option<HealthStatus> {
+        match self {
+            InstallState::Active => None,
+            InstallState::Failed => Some(HealthStatus::Unhealthy),
+            InstallState::Provisioning
+            | InstallState::Deploying
+            | InstallState::TearingDown
+            | InstallState::Deprovisioning => Some(HealthStatus::Progressing),
+            InstallState::Created | InstallState::TornDown | InstallState::Deprovisioned => {
+                Some(HealthStatus::NotDeployed)
+            }
+        }
+    }
+}
+
+status! {
+    /// Whether what is desired of an install is deployed (Argo CD's second
+    /// axis, beside health).
+    SyncStatus {
+        /// Every component's last change was applied.
+        #[default]
+        InSync = "in_sync",
+        /// A component's last change was denied, failed or cancelled: what
+        /// runs is what an earlier deploy left.
+        OutOfSync = "out_of_sync",
     }
 }
 

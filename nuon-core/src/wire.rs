@@ -30,6 +30,7 @@ use crate::job::{JobResult, JobStatus};
 pub use crate::model::*;
 
 mod errors;
+mod health;
 mod installers;
 mod installs;
 mod secrets;
@@ -42,6 +43,7 @@ pub use crate::records::{
 use crate::workflow::StepRecord;
 use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 pub use errors::{ApiError, ApiErrorBody, ErrorCode};
+pub use health::{DriftInfo, HealthCheck, InstallDrift, InstallHealth, PendingChange};
 pub use installers::{
     CreateInvitation, InstallerInfo, InstallerList, InvitationCreated, InvitationInfo,
     InvitationList,
@@ -1593,83 +1595,6 @@ pub struct WorkflowInfo {
     pub steps: Vec<WorkflowStepInfo>,
 }
 
-/// One thing an install's health is made of.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct HealthCheck {
-    /// `runner`, `component`, `probe` (one of a component's `[health]`
-    /// probes, as its last health step saw it), `check` (one a component
-    /// requires, as the vendor's systems last pushed it), or `action` (a
-    /// health-check action: one with a `cron` trigger).
-    pub kind: String,
-    /// The runner's, component's or action's name; a probe's is
-    /// `COMPONENT/PROBE`.
-    pub name: String,
-    /// `ok`, `failed`, `offline` or `disabled` (the runner), or `unknown`
-    /// (never run).
-    pub status: CheckState,
-    /// What it says: why it failed, when it was last seen or run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-    /// The workflow its status comes from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workflow_id: Option<WorkflowId>,
-    /// When: the runner's last call, the workflow's end.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub at_ms: Option<i64>,
-}
-
-/// An install's health.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct InstallHealth {
-    /// The install.
-    pub install: String,
-    /// `healthy` (its runner is there and nothing failed), `unhealthy`
-    /// (a component's last deploy or a health-check action's last run
-    /// failed), `disabled` (the customer turned its runner off with
-    /// `nuon-runner disable`) or `offline` (its runner is not there).
-    pub status: HealthStatus,
-    /// What it is made of.
-    pub checks: Vec<HealthCheck>,
-}
-
-/// What the newest drift check of a component (or the sandbox) found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct DriftInfo {
-    /// The component, or `sandbox`.
-    pub target: String,
-    /// `drifted` (its plan has changes), `in_sync`, `checking` (a check
-    /// runs or waits), `check_failed` or `never_checked`.
-    pub status: DriftStatus,
-    /// The plan's summary (`add`, `change`, `destroy`) and, for Terraform,
-    /// the addresses it would change.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub changes: serde_json::Value,
-    /// The drift check's workflow.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workflow_id: Option<WorkflowId>,
-    /// When it was checked (its workflow started).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checked_at_ms: Option<i64>,
-    /// Why the check failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Its `drift_schedule`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
-    /// When the schedule checks it next.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_check_ms: Option<i64>,
-}
-
-/// An install's drift.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct InstallDrift {
-    /// The install.
-    pub install: String,
-    /// The sandbox, then each component with a schedule or a check.
-    pub targets: Vec<DriftInfo>,
-}
-
 /// A component of an install's app, and whether it is on there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct InstallComponent {
@@ -1785,6 +1710,22 @@ pub struct StepChoice {
     /// waiting (approve, deny) or failed (retry, skip).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
+}
+
+/// Approve a workflow's step: the one waiting (or `step`), and with `all`
+/// every later step of the workflow that would ask (each recorded in the
+/// audit trail as approved by the same caller).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveSteps {
+    /// The step, by index or name (`apply database`); default: the one
+    /// waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// Approve the rest of the workflow too: its later applies run after
+    /// their plans without asking.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
 }
 
 /// The outputs of an install's sandbox and components.

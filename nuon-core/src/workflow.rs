@@ -11,6 +11,12 @@ use serde::{Deserialize, Serialize};
 use crate::app::{AppConfig, ComponentKind};
 use crate::model::status;
 
+mod plans;
+pub use plans::{
+    NO_CHANGES, NOTHING_TO_DESTROY, PlanResource, nothing_was_there, plan_changes_nothing,
+    plan_resources, plan_step_of,
+};
+
 /// What a workflow does to an install.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -564,59 +570,6 @@ pub fn max_auto_retries_of(config: &AppConfig, kind: StepKind, target: Option<&s
         (_, None) => 0,
     }
 }
-
-/// Whether the plan an approval step `i` applies changes nothing.
-pub fn plan_changes_nothing<S: StepRecord>(steps: &[S], i: usize) -> bool {
-    let Some(plan) = plan_step_of(steps, i) else {
-        return false;
-    };
-    let c = &plan.outputs()["changes"];
-    ["add", "change", "destroy"]
-        .iter()
-        .all(|k| c[*k].as_u64() == Some(0))
-}
-
-/// A plan's resources as its `changes` output lists them: each one's
-/// address and its actions (`create, delete`).
-pub fn plan_resources(changes: &serde_json::Value) -> Vec<(String, String)> {
-    changes["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            let actions: Vec<&str> = r["actions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|a| a.as_str())
-                .collect();
-            (
-                r["address"].as_str().unwrap_or("?").to_owned(),
-                actions.join(", "),
-            )
-        })
-        .collect()
-}
-
-/// The plan step an apply step `i` applies: the nearest earlier plan of
-/// its target.
-pub fn plan_step_of<S: StepRecord>(steps: &[S], i: usize) -> Option<&S> {
-    let me = &steps[i];
-    steps[..i].iter().rev().find(|s| {
-        s.target() == me.target()
-            && matches!(
-                s.kind(),
-                StepKind::Plan
-                    | StepKind::DestroyPlan
-                    | StepKind::SandboxPlan
-                    | StepKind::SandboxDestroyPlan
-            )
-    })
-}
-
-/// The reason an apply that needed an approval carries when its plan
-/// changes nothing: it ran without one.
-pub const NO_CHANGES: &str = "approval skipped: the plan has no changes";
 
 /// Whether a step of `kind` changes infrastructure from the plan before it.
 pub fn applies_a_plan(kind: StepKind) -> bool {

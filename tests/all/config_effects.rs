@@ -1067,7 +1067,10 @@ fn install_health_follows_the_runner_the_deploys_and_the_health_check_actions() 
         of(&h, "runner").detail.unwrap_or_default().contains(&build),
         "{h:#?}"
     );
-    assert_eq!(of(&h, "web").status, "unknown");
+    assert_eq!(of(&h, "web").status, "absent");
+    assert_eq!(of(&h, "web").detail.as_deref(), Some("never deployed"));
+    // Made, never provisioned: not deployed, and so not healthy.
+    assert_eq!(h.status, "not_deployed", "{h:#?}");
     assert_eq!(of(&h, "probe").detail.as_deref(), Some("never run"));
     let w = run_workflow(&c, WorkflowKind::Provision);
     assert_eq!(w.status, "succeeded", "{w:#?}");

@@ -298,7 +298,8 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
             .any(|l| l.as_str().is_some_and(|l| l.starts_with("at = ")))),
         "db's output: {outputs}"
     );
-    b.goto(&format!("{base}/?show=offline"));
+    // Never provisioned: not deployed (never healthy, whatever its runner).
+    b.goto(&format!("{base}/?show=not_deployed"));
     let page = b.source();
     assert!(
         page.contains(">hostile<") && !page.contains(">demo<"),

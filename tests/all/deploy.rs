@@ -2288,8 +2288,8 @@ fn every_json_command_prints_one_json_document() {
             "--wait",
             "--logs",
         ],
-        &["installs", "teardown", "demo", "--wait"],
-        &["installs", "deprovision", "demo", "--wait"],
+        &["installs", "teardown", "demo", "--wait", "--yes"],
+        &["installs", "deprovision", "demo", "--wait", "--yes"],
         &["installs", "list"],
         &["installs", "get", "demo"],
         &["installs", "outputs", "demo"],
@@ -2366,7 +2366,14 @@ fn a_destroy_always_completes_and_a_fixed_config_destroys_what_a_broken_one_left
     ]);
     let c = m.cp.client();
     let deprovision = |extra: &[&str]| -> (serde_json::Value, Option<i32>) {
-        let mut args = vec!["installs", "deprovision", "demo", "--wait", "--json"];
+        let mut args = vec![
+            "installs",
+            "deprovision",
+            "demo",
+            "--wait",
+            "--json",
+            "--yes",
+        ];
         args.extend_from_slice(extra);
         let out = m.cp.nuon(&args);
         let v =
@@ -2450,7 +2457,7 @@ fn a_destroy_always_completes_and_a_fixed_config_destroys_what_a_broken_one_left
     assert_eq!(install.state, "deprovisioned");
 
     let teardown = |extra: &[&str]| -> serde_json::Value {
-        let mut args = vec!["installs", "teardown", "demo", "--wait", "--json"];
+        let mut args = vec!["installs", "teardown", "demo", "--wait", "--json", "--yes"];
         args.extend_from_slice(extra);
         let out = m.cp.nuon(&args);
         assert!(out.status.success(), "{}", text(&out));
@@ -2536,7 +2543,8 @@ fn a_destroy_always_completes_and_a_fixed_config_destroys_what_a_broken_one_left
     // A deploy cannot be given another config version, nor --only.
     let out = m.cp.nuon(&["installs", "deploy", "demo", "--config", "1"]);
     assert_eq!(out.status.code(), Some(64), "{}", text(&out));
-    let out = m.cp.nuon(&["installs", "teardown", "demo", "--only"]);
+    let out =
+        m.cp.nuon(&["installs", "teardown", "demo", "--only", "--yes"]);
     assert_eq!(out.status.code(), Some(64), "{}", text(&out));
 }
 
@@ -2743,7 +2751,8 @@ fn approvals_say_what_they_approve_and_queued_workflows_say_what_they_wait_for()
     assert!(!apply.contains(" approved "), "{shown}");
 
     // A teardown denied at its approval ends partial, and not with 0.
-    let out = m.cp.nuon(&["installs", "teardown", "demo", "--wait"]);
+    let out =
+        m.cp.nuon(&["installs", "teardown", "demo", "--wait", "--yes"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     let teardown = newest_workflow(&c);
     ok(m.cp.nuon(&["workflows", "deny", teardown.id.as_str()]));

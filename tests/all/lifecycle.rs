@@ -175,7 +175,8 @@ fn value_changes_redeploy_what_reads_them_and_installs_and_apps_are_deleted() {
     assert!(text(&out).contains("demo, other"), "{}", text(&out));
 
     // Forget: the record goes, nothing is destroyed, and it says so.
-    let out = m.cp.nuon(&["--json", "installs", "forget", "other"]);
+    let out =
+        m.cp.nuon(&["--json", "installs", "forget", "other", "--yes"]);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("not deprovisioned"), "{said}");
@@ -191,7 +192,8 @@ fn value_changes_redeploy_what_reads_them_and_installs_and_apps_are_deleted() {
     );
 
     // Delete: deprovisioned, then removed.
-    let out = m.cp.nuon(&["installs", "delete", "demo", "--wait"]);
+    let out =
+        m.cp.nuon(&["installs", "delete", "demo", "--wait", "--yes"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains("deprovisioned and deleted"),

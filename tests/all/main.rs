@@ -8,6 +8,7 @@ mod at_rest;
 mod aws;
 mod config_effects;
 mod containers;
+mod daily;
 mod dashboard;
 mod deploy;
 mod faults;

@@ -291,10 +291,12 @@ pub(crate) fn exit_of(wf: &WorkflowInfo) -> u8 {
     }
 }
 
+/// The step that waits for a person: asking, and not yet approved (an
+/// approved one waits for the engine to dispatch it).
 fn waiting_step(wf: &WorkflowInfo) -> Option<&nuon_core::wire::WorkflowStepInfo> {
     wf.steps
         .iter()
-        .find(|s| s.status == StepStatus::WaitingApproval)
+        .find(|s| s.status == StepStatus::WaitingApproval && s.approved_at_ms.is_none())
 }
 
 /// What an operator needs at an approval: the plan's summary and the
@@ -311,8 +313,11 @@ fn approval_prompt(wf: &WorkflowInfo) -> Option<String> {
             " Its plan ({}): {} to add, {} to change, {} to destroy",
             p.name, c["add"], c["change"], c["destroy"]
         ));
-        for (address, actions) in nuon_core::workflow::plan_resources(c).iter().take(20) {
-            text.push_str(&format!("\n    {address} ({actions})"));
+        for r in nuon_core::workflow::plan_resources(c).iter().take(20) {
+            text.push_str(&format!("\n    {} ({})", r.address, r.actions));
+            for v in &r.values {
+                text.push_str(&format!("\n      {v}"));
+            }
         }
         // What the policies warn of goes with the plan to approve.
         for w in p.outputs["policy_warnings"]
@@ -408,67 +413,38 @@ pub(crate) async fn watch(
             }
             drawn = wf.steps.len() + 1;
         } else {
+            // The counter as wide for every step, so the names line up.
+            let width = wf.steps.len().to_string().len();
             for s in &wf.steps {
                 let now = (s.status, s.reason.clone());
                 if seen.get(&s.index) != Some(&now) {
                     seen.insert(s.index, now);
-                    if s.status == StepStatus::Pending {
-                        continue;
+                    if s.status != StepStatus::Pending {
+                        let _ = writeln!(
+                            out,
+                            "[{:>width$}/{}] {:<32} {}{}",
+                            s.index + 1,
+                            wf.steps.len(),
+                            s.name,
+                            s.status,
+                            s.reason
+                                .as_deref()
+                                .map(|r| format!(" ({r})"))
+                                .unwrap_or_default()
+                        );
                     }
-                    let _ = writeln!(
-                        out,
-                        "[{}/{}] {:<32} {}{}",
-                        s.index + 1,
-                        wf.steps.len(),
-                        s.name,
-                        s.status,
-                        s.reason
-                            .as_deref()
-                            .map(|r| format!(" ({r})"))
-                            .unwrap_or_default()
-                    );
+                }
+                // Each line on stdout, behind its step's line (stderr
+                // lines marked `!`, the runner's own with `runner:`).
+                if let (true, Some(job)) = (logs && s.status != StepStatus::Pending, &s.job_id) {
+                    let cursor = cursors.entry(job.clone()).or_insert(0);
+                    print_new_lines(client, &s.name, job, cursor, &mut *out).await?;
                 }
             }
         }
         let _ = out.flush();
         drop(out);
-        if logs {
-            // Each line on stdout, behind its step (stderr lines marked `!`,
-            // the runner's own with `runner:`), after the step list moved.
-            for s in &wf.steps {
-                let Some(job) = &s.job_id else { continue };
-                if s.status == StepStatus::Pending {
-                    continue;
-                }
-                let cursor = cursors.entry(job.clone()).or_insert(0);
-                loop {
-                    let page = client.job_logs(job, *cursor).await?;
-                    if page.lines.is_empty() {
-                        break;
-                    }
-                    *cursor = page.next;
-                    let mut out = progress();
-                    for l in &page.lines {
-                        let mark = match l.stream {
-                            nuon_core::wire::LogStream::Stdout => "|",
-                            nuon_core::wire::LogStream::Stderr => "!",
-                            nuon_core::wire::LogStream::System => "| runner:",
-                        };
-                        let _ = writeln!(
-                            out,
-                            "    {} {mark} {}",
-                            crate::terminal_safe(&s.name),
-                            crate::terminal_safe(&l.text)
-                        );
-                    }
-                    let _ = out.flush();
-                }
-            }
-        }
-        let waiting = wf
-            .steps
-            .iter()
-            .any(|s| s.status == StepStatus::WaitingApproval);
+        let waiting = waiting_step(&wf).is_some();
         if !wf.status.is_active() || (stop_at_approval && waiting) {
             let mut out = progress();
             if !tty {
@@ -483,6 +459,37 @@ pub(crate) async fn watch(
             return Ok(wf);
         }
         tokio::time::sleep(Duration::from_millis(if tty { 200 } else { 50 })).await;
+    }
+}
+
+/// Prints the log lines of `job` (of step `step`) from `cursor` on, and
+/// moves `cursor` past them.
+async fn print_new_lines(
+    client: &ControlClient,
+    step: &str,
+    job: &JobId,
+    cursor: &mut u64,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    loop {
+        let page = client.job_logs(job, *cursor).await?;
+        if page.lines.is_empty() {
+            return Ok(());
+        }
+        *cursor = page.next;
+        for l in &page.lines {
+            let mark = match l.stream {
+                nuon_core::wire::LogStream::Stdout => "|",
+                nuon_core::wire::LogStream::Stderr => "!",
+                nuon_core::wire::LogStream::System => "| runner:",
+            };
+            let _ = writeln!(
+                out,
+                "    {} {mark} {}",
+                crate::terminal_safe(step),
+                crate::terminal_safe(&l.text)
+            );
+        }
     }
 }
 
@@ -554,7 +561,8 @@ pub(crate) async fn outputs(g: &Global, install: &str) -> Result<u8, CliError> {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum WorkflowActCommand {
-    /// Approve the step that waits for an approval (or --step).
+    /// Approve the step that waits for an approval (or --step); with
+    /// --all, every later step of the workflow that would ask too.
     Approve {
         /// The workflow's id.
         id: String,
@@ -562,6 +570,14 @@ pub(crate) enum WorkflowActCommand {
         /// (`apply database`).
         #[arg(long)]
         step: Option<String>,
+        /// Approve the rest of the workflow too: its later applies run
+        /// after their plans without asking (each recorded in the audit
+        /// trail as approved by you).
+        #[arg(long)]
+        all: bool,
+        /// Follow the workflow to its end (or its next approval: exit 3).
+        #[arg(long)]
+        wait: bool,
     },
     /// Deny the step that waits for an approval (or --step): it and the
     /// steps that depend on it are skipped.
@@ -571,6 +587,9 @@ pub(crate) enum WorkflowActCommand {
         /// The step, by number (as `workflows get` shows it) or name.
         #[arg(long)]
         step: Option<String>,
+        /// Follow the workflow to its end (or its next approval: exit 3).
+        #[arg(long)]
+        wait: bool,
     },
     /// Answer the step that waits for an approval (or --step) with one of
     /// Nuon's responses: approve; deny (the workflow fails);
@@ -586,6 +605,9 @@ pub(crate) enum WorkflowActCommand {
         /// The step, by number (as `workflows get` shows it) or name.
         #[arg(long)]
         step: Option<String>,
+        /// Follow the workflow to its end (or its next approval: exit 3).
+        #[arg(long)]
+        wait: bool,
     },
     /// Cancel a workflow.
     Cancel {
@@ -616,7 +638,8 @@ pub(crate) enum WorkflowActCommand {
         #[arg(long)]
         wait: bool,
     },
-    /// Follow a workflow's steps until it ends.
+    /// Follow a workflow's steps until it ends, or waits for an approval
+    /// (exit 3, with the plan and the commands that answer it).
     Watch {
         /// The workflow's id.
         id: String,
@@ -637,21 +660,34 @@ fn step_arg(step: &Option<String>) -> Option<String> {
 pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Result<u8, CliError> {
     let client = client(g)?;
     let (wf, follow) = match command {
-        WorkflowActCommand::Approve { id, step } => (
-            client.approve_step(id, step_arg(step).as_deref()).await?,
-            false,
-        ),
-        WorkflowActCommand::Deny { id, step } => (
+        WorkflowActCommand::Approve {
+            id,
+            step,
+            all,
+            wait,
+        } => {
+            let req = nuon_core::wire::ApproveSteps {
+                step: step_arg(step),
+                all: *all,
+            };
+            (client.approve_steps(id, &req).await?, *wait)
+        }
+        WorkflowActCommand::Deny { id, step, wait } => (
             client.deny_step(id, step_arg(step).as_deref()).await?,
-            false,
+            *wait,
         ),
-        WorkflowActCommand::Respond { id, response, step } => {
+        WorkflowActCommand::Respond {
+            id,
+            response,
+            step,
+            wait,
+        } => {
             let response = response.parse().map_err(CliError::usage)?;
             (
                 client
                     .respond_to_approval(id, step_arg(step).as_deref(), response)
                     .await?,
-                false,
+                *wait,
             )
         }
         WorkflowActCommand::Cancel { id } => (client.cancel_workflow(id).await?, false),
@@ -664,7 +700,7 @@ pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Re
             *wait,
         ),
         WorkflowActCommand::Watch { id, logs } => {
-            let wf = watch(&client, id, *logs, false, g.json).await?;
+            let wf = watch(&client, id, *logs, true, g.json).await?;
             if g.json {
                 print_json(&wf)?;
             }

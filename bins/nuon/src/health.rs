@@ -3,7 +3,7 @@
 
 use clap::Subcommand;
 use nuon_client::ControlClient;
-use nuon_core::wire::{CheckState, HealthStatus};
+use nuon_core::wire::{CheckState, HealthStatus, SyncStatus};
 
 use crate::{CliError, Global, client, fmt_time, print_json, table};
 
@@ -57,9 +57,10 @@ fn print_one_or_all<T: serde::Serialize>(install: Option<&str>, all: &[T]) -> Re
     }
 }
 
-/// `nuon installs health [INSTALL]`: an install's health and what it is
-/// made of; without INSTALL, every install's, with what is not ok. Exits 1
-/// when one is not healthy.
+/// `nuon installs health [INSTALL]`: an install's state, health and sync
+/// and what they are made of; without INSTALL, every install's, with what
+/// is not ok. Exits 1 when one is not healthy (an install that is not
+/// active never is).
 pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliError> {
     let client = client(g)?;
     let mut all = Vec::new();
@@ -73,30 +74,38 @@ pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliE
     }
     let mut rows = Vec::new();
     for h in all {
-        for c in h.checks {
+        let row = |check: String, status: String, detail: String| {
+            vec![
+                h.install.clone(),
+                h.state.to_string(),
+                h.status.to_string(),
+                h.sync.to_string(),
+                check,
+                status,
+                detail,
+            ]
+        };
+        for c in &h.checks {
             // One install: every check; all of them: what is not ok.
-            if install.is_none() && c.status == CheckState::Ok {
+            if install.is_none() && c.status == CheckState::Ok && c.pending.is_none() {
                 continue;
             }
-            rows.push(vec![
-                h.install.clone(),
-                h.status.to_string(),
+            rows.push(row(
                 format!("{} {}", c.kind, c.name),
                 c.status.to_string(),
-                c.detail.unwrap_or_default(),
-            ]);
+                c.detail.clone().unwrap_or_default(),
+            ));
         }
-        if install.is_none() && h.status == HealthStatus::Healthy {
-            rows.push(vec![
-                h.install,
-                h.status.to_string(),
-                "-".into(),
-                CheckState::Ok.to_string(),
-                String::new(),
-            ]);
+        if install.is_none() && h.status == HealthStatus::Healthy && h.sync == SyncStatus::InSync {
+            rows.push(row("-".into(), CheckState::Ok.to_string(), String::new()));
         }
     }
-    table(&["INSTALL", "HEALTH", "CHECK", "STATUS", "DETAIL"], rows);
+    table(
+        &[
+            "INSTALL", "STATE", "HEALTH", "SYNC", "CHECK", "STATUS", "DETAIL",
+        ],
+        rows,
+    );
     Ok(code)
 }
 

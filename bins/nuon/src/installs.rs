@@ -6,7 +6,7 @@ use std::path::Path;
 
 use clap::Subcommand;
 use nuon_core::model::ApprovalMode;
-use nuon_core::wire::{CreateInstall, InstallInfo, InstallList};
+use nuon_core::wire::{CreateInstall, InstallInfo, InstallList, SyncStatus};
 
 use crate::input::{read_secret, read_values};
 use crate::output::{Render, emit, emit_with};
@@ -255,6 +255,11 @@ pub(crate) struct DestroyArgs {
     /// down first).
     #[arg(long, requires = "component")]
     only: bool,
+    /// Do not ask: without it, a terminal asks for the install's name and
+    /// anything else refuses (a --plan-only run destroys nothing and
+    /// asks nothing).
+    #[arg(long)]
+    yes: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -297,7 +302,9 @@ fn values(pairs: &[(String, String)]) -> BTreeMap<String, serde_json::Value> {
 impl Render for InstallList {
     fn render(&self) {
         table(
-            &["ID", "NAME", "APP", "CONFIG", "STATE", "LABELS", "CREATED"],
+            &[
+                "ID", "NAME", "APP", "CONFIG", "STATE", "HEALTH", "SYNC", "LABELS", "CREATED",
+            ],
             self.installs
                 .iter()
                 .map(|i| {
@@ -307,6 +314,8 @@ impl Render for InstallList {
                         i.app_name.clone().unwrap_or_else(|| i.app_id.to_string()),
                         format!("v{}", i.config_version),
                         i.state.to_string(),
+                        i.health.map_or("-".into(), |h| h.to_string()),
+                        i.sync.map_or("-".into(), |s| s.to_string()),
                         crate::groups::labels_text(&i.labels),
                         fmt_time(Some(i.created_at_ms)),
                     ]
@@ -331,6 +340,15 @@ impl Render for InstallInfo {
         }
         outln!("runner:   {}", i.runner_id);
         outln!("state:    {}", i.state);
+        if let Some(h) = i.health {
+            match i.sync {
+                Some(SyncStatus::OutOfSync) => outln!(
+                    "health:   {h}, out of sync (a component's last change was not applied: `nuon installs health {}`)",
+                    i.name
+                ),
+                _ => outln!("health:   {h}"),
+            }
+        }
         if let Some(r) = &i.release_id {
             outln!("release:  {r}");
         }
@@ -374,6 +392,19 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 WorkflowKind::Deprovision
             };
             let w = &a.workflow;
+            if !w.plan_only {
+                let (verb, what) = match kind {
+                    WorkflowKind::Teardown => (
+                        "teardown",
+                        "destroys what the install's components run in the customer's cloud",
+                    ),
+                    _ => (
+                        "deprovision",
+                        "destroys the install's components and sandbox in the customer's cloud",
+                    ),
+                };
+                crate::input::confirm_destroy(&client(g)?, &w.install, verb, what, a.yes).await?;
+            }
             let req = nuon_core::wire::CreateWorkflow {
                 kind,
                 component: w.component.clone(),

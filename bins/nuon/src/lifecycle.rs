@@ -20,12 +20,20 @@ pub(crate) enum LifecycleCommand {
         /// Follow the deprovision until the install is gone (or it fails).
         #[arg(long)]
         wait: bool,
+        /// Do not ask: without it, a terminal asks for the install's name
+        /// and anything else refuses.
+        #[arg(long)]
+        yes: bool,
     },
     /// Remove an install's record only. Nothing in the customer's cloud is
     /// destroyed: use it for an install whose cloud account is gone.
     Forget {
         /// The install, by name or id.
         install: String,
+        /// Do not ask: without it, a terminal asks for the install's name
+        /// and anything else refuses.
+        #[arg(long)]
+        yes: bool,
     },
     /// Change inputs and redeploy what reads them: the actions of the
     /// pre-update-inputs and post-update-inputs triggers run around a
@@ -83,7 +91,9 @@ pub(crate) enum SecretsCommand {
 pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<u8, CliError> {
     let c = client(g)?;
     match command {
-        LifecycleCommand::Delete { install, wait } => {
+        LifecycleCommand::Delete { install, wait, yes } => {
+            let what = "destroys the install's components and sandbox in the customer's cloud, then removes it";
+            crate::input::confirm_destroy(&c, install, "delete", what, *yes).await?;
             let wf = c.delete_install(install).await?;
             if !wait {
                 if g.json {
@@ -138,7 +148,9 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
-        LifecycleCommand::Forget { install } => {
+        LifecycleCommand::Forget { install, yes } => {
+            let what = "removes the install's record, its workflows and its runner's token (nothing in the customer's cloud is destroyed)";
+            crate::input::confirm_destroy(&c, install, "forget", what, *yes).await?;
             let removed = c.forget_install(install).await?;
             eprintln!("warning: {}", removed.warning);
             if g.json {

@@ -397,10 +397,10 @@ pub(super) async fn install_app_config(
     auth: &ApiAuth,
     key: &str,
 ) -> Result<(StoredInstall, AppInfo, ConfigVersionInfo), Error> {
-    let install = install_of(state, auth, key).await?;
-    let app = app_of(state, auth, install.app_id.as_str()).await?;
-    let latest = latest_config(state, auth, &app).await?;
-    Ok((install, app, latest))
+    state
+        .services()
+        .install_app_config(&auth.caller(), key)
+        .await
 }
 
 async fn get_config(
@@ -444,14 +444,18 @@ async fn list_installs(
     Query(q): Query<super::groups::SelectorQuery>,
 ) -> Result<Json<InstallList>, Error> {
     let selector = super::groups::selector_of(q.selector.as_deref().unwrap_or(""))?;
-    let installs = state
+    let stored: Vec<StoredInstall> = state
         .store
         .list_installs(&auth.0.org_id)
         .await?
         .into_iter()
         .filter(|i| selector.matches(&i.labels))
-        .map(install_info)
-        .collect::<Result<_, _>>()?;
+        .collect();
+    let fleet = super::health::Fleet::read(&state, &auth, &stored).await?;
+    let installs = stored
+        .into_iter()
+        .map(|i| Ok(fleet.show(&i, install_info(i.clone())?)))
+        .collect::<Result<_, Error>>()?;
     Ok(Json(InstallList {
         installs: named(&state, &auth, installs).await?,
     }))
@@ -468,9 +472,14 @@ pub(super) async fn install_of(
 async fn get_install(
     State(state): State<SharedState>,
     caller: Caller,
+    auth: ApiAuth,
     Path(key): Path<String>,
 ) -> Result<Json<InstallInfo>, Error> {
-    Ok(Json(state.services().get_install(&caller, &key).await?))
+    let info = state.services().get_install(&caller, &key).await?;
+    // Its health and sync, as listInstalls shows them.
+    let install = install_of(&state, &auth, info.id.as_str()).await?;
+    let fleet = super::health::Fleet::read(&state, &auth, std::slice::from_ref(&install)).await?;
+    Ok(Json(fleet.show(&install, info)))
 }
 
 async fn render_install(

@@ -9,7 +9,6 @@ use axum::routing::{get, put};
 use nuon_core::endpoint as ep;
 use nuon_core::wire::{InstallCheck, InstallHealth, PushCheck, check_name};
 
-use super::apps::install_app_config;
 use super::control::require_admin;
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
@@ -42,7 +41,10 @@ async fn push_check(
             d.chars().count()
         )));
     }
-    let (install, _, _) = install_app_config(&state, &auth, &key).await?;
+    let (install, _, _) = state
+        .services()
+        .install_app_config(&auth.caller(), &key)
+        .await?;
     let check = InstallCheck {
         name,
         status: req.status,
@@ -63,7 +65,10 @@ async fn health(
     auth: ApiAuth,
     Path(key): Path<String>,
 ) -> Result<Json<InstallHealth>, Error> {
-    let (install, _, latest) = install_app_config(&state, &auth, &key).await?;
+    let (install, _, latest) = state
+        .services()
+        .install_app_config(&auth.caller(), &key)
+        .await?;
     Ok(Json(
         install_health(&state, &auth, &install, &latest.config).await?,
     ))
@@ -91,6 +96,78 @@ pub(super) async fn install_health(
         &WorkflowSummary::of(&workflows),
         nuon_core::now_ms(),
     ))
+}
+
+/// What the health of many of an org's installs is made of, read once:
+/// each app's newest config, every runner (as the API shows it), and each
+/// install's workflow summary (the dashboard's overview, `listInstalls`).
+pub(crate) struct Fleet {
+    /// By app: its newest config (an app without one is left out).
+    pub(crate) configs: std::collections::BTreeMap<nuon_core::AppId, nuon_core::app::AppConfig>,
+    /// By id: every runner of the org.
+    pub(crate) runners:
+        std::collections::BTreeMap<nuon_core::RunnerId, nuon_core::wire::RunnerInfo>,
+    /// By install: its workflows' summary.
+    pub(crate) summaries: std::collections::HashMap<nuon_core::InstallId, InstallSummary>,
+}
+
+impl Fleet {
+    /// Reads what the health of `installs` is made of.
+    pub(crate) async fn read(
+        state: &SharedState,
+        auth: &ApiAuth,
+        installs: &[crate::store::StoredInstall],
+    ) -> Result<Self, Error> {
+        let org = &auth.0.org_id;
+        let mut configs = std::collections::BTreeMap::new();
+        for app in state.store.list_apps(org).await? {
+            if let Ok(c) = state.services().latest_config(&auth.caller(), &app).await {
+                configs.insert(app.id.clone(), c.config);
+            }
+        }
+        // Every runner of the org in one read, not one per install.
+        let runners = state
+            .store
+            .list_runners(org)
+            .await?
+            .into_iter()
+            .map(|r| (r.id.clone(), state.runner_view(r)))
+            .collect();
+        Ok(Fleet {
+            configs,
+            runners,
+            summaries: workflow_summaries(state, org, installs).await?,
+        })
+    }
+
+    /// An install's health and whether what is desired is deployed, from
+    /// its brief; `None` when its app has no config.
+    pub(crate) fn status(
+        &self,
+        i: &crate::store::StoredInstall,
+    ) -> Option<(nuon_core::wire::HealthStatus, nuon_core::wire::SyncStatus)> {
+        let config = self.configs.get(&i.app_id)?;
+        let none = crate::health::Brief::default();
+        let brief = self.summaries.get(&i.id).map_or(&none, |s| &s.brief);
+        let runner = self.runners.get(&i.runner_id);
+        Some((
+            crate::health::status_of(config, i, runner, brief),
+            crate::health::sync_of(config, i, brief),
+        ))
+    }
+
+    /// `info` with the health and sync of `i`, its stored install.
+    pub(crate) fn show(
+        &self,
+        i: &crate::store::StoredInstall,
+        mut info: nuon_core::wire::InstallInfo,
+    ) -> nuon_core::wire::InstallInfo {
+        if let Some((health, sync)) = self.status(i) {
+            info.health = Some(health);
+            info.sync = Some(sync);
+        }
+        info
+    }
 }
 
 /// The summaries of the org's installs' workflows, each from the store's

@@ -12,8 +12,8 @@ use nuon_core::app::{ComponentKind, Source, source_dir};
 use nuon_core::endpoint as ep;
 use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{
-    ApprovalAnswer, BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow, InstallOutputs,
-    StepChoice, WorkflowInfo,
+    ApprovalAnswer, ApproveSteps, BuildInfo, BuildList, ConfigFile, CreateBuilds, CreateWorkflow,
+    InstallOutputs, StepChoice, WorkflowInfo,
 };
 use nuon_core::workflow::WorkflowKind;
 use nuon_core::{
@@ -123,7 +123,12 @@ pub(super) async fn create_workflow(
 
 /// What an operator asks of a workflow.
 pub(super) enum Act {
-    Approve,
+    /// With `all`, the later steps that would ask too, each recorded in
+    /// the audit trail as from `source`.
+    Approve {
+        all: bool,
+        source: String,
+    },
     Deny,
     Respond(nuon_core::workflow::ApprovalResponse),
     Cancel,
@@ -143,29 +148,84 @@ pub(super) async fn act(
     let org = &auth.0.org_id;
     let engine = &state.engine;
     let by = &auth.0.actor();
-    match act {
-        Act::Approve => engine.approve(org, &id, step, by).await?,
+    // The steps approved before, to record each one `all` approves.
+    let before = match &act {
+        Act::Approve { all: true, .. } => state.store.get_workflow(org, &id).await?,
+        _ => None,
+    };
+    match &act {
+        Act::Approve { all, .. } => engine.approve(org, &id, step.clone(), *all, by).await?,
         Act::Deny => engine.deny(org, &id, step, by).await?,
-        Act::Respond(r) => engine.respond(org, &id, step, r, by).await?,
+        Act::Respond(r) => engine.respond(org, &id, step, *r, by).await?,
         Act::Cancel => engine.cancel(org, &id, by).await?,
         Act::Retry => engine.retry(org, &id, step, by).await?,
         Act::Skip => engine.skip(org, &id, step, by).await?,
     }
-    state
+    let wf = state
         .store
         .get_workflow(&auth.0.org_id, &id)
         .await?
-        .map(|w| Json(super::workflow_view(w)))
-        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))
+        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))?;
+    if let (Some(before), Act::Approve { source, .. }) = (before, &act) {
+        record_approved_rest(&state, &auth, &before, &wf, source).await;
+    }
+    Ok(Json(super::workflow_view(wf)))
+}
+
+/// Records in the audit trail each later step an approval of the rest of
+/// a workflow approved, as its own approval (the request itself is
+/// recorded as any is): one record per step, as if each were approved
+/// by hand.
+async fn record_approved_rest(
+    state: &SharedState,
+    auth: &ApiAuth,
+    before: &WorkflowInfo,
+    after: &WorkflowInfo,
+    source: &str,
+) {
+    let newly: Vec<&nuon_core::wire::WorkflowStepInfo> = after
+        .steps
+        .iter()
+        .filter(|s| s.approved_at_ms.is_some())
+        .filter(|s| {
+            before
+                .steps
+                .iter()
+                .any(|b| b.index == s.index && b.approved_at_ms.is_none())
+        })
+        .collect();
+    // The first is the step the request named (or the one waiting): the
+    // request's own record is its.
+    for s in newly.iter().skip(1) {
+        let target = format!(
+            "{}?step={}",
+            nuon_core::endpoint::path_of::<ep::ApproveWorkflowStep>(&[after.id.as_str()]),
+            s.index
+        );
+        crate::service::record(
+            &state.auditor,
+            &auth.0,
+            <ep::ApproveWorkflowStep as ep::Endpoint>::ID,
+            target,
+            source.to_owned(),
+            StatusCode::OK,
+        )
+        .await;
+    }
 }
 
 async fn approve(
     State(state): State<SharedState>,
     auth: ApiAuth,
+    super::Source(source): super::Source,
     Path(raw): Path<String>,
-    Body(req): Body<StepChoice>,
+    Body(req): Body<ApproveSteps>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    act(state, auth, raw, Act::Approve, req.step).await
+    let approve = Act::Approve {
+        all: req.all,
+        source,
+    };
+    act(state, auth, raw, approve, req.step).await
 }
 
 async fn deny(

@@ -22,22 +22,32 @@ impl Engine {
             .ok_or_else(|| EngineError::NotFound(format!("no workflow {}", r.workflow)))?;
         let id = &wf.id;
         match r.act {
-            Act::Approve => {
+            Act::Approve { all } => {
                 let step = rules::approval_step(&wf, r.step.as_deref(), false)?;
-                self.store
-                    .update_step(
-                        org,
-                        id,
-                        step.index,
-                        StepUpdate {
-                            status: step.status,
-                            approved: Some(true),
-                            approved_by: Some(r.by.clone()),
-                            ..StepUpdate::default()
-                        },
-                    )
-                    .await?;
-                tracing::info!(workflow = %id, step = %step.name, by = %r.by, "approved");
+                // With `all`, the later steps that would ask are approved
+                // now: they run after their plans.
+                let later = wf.steps.iter().filter(|s| {
+                    all && s.index > step.index
+                        && s.needs_approval
+                        && s.approved_at_ms.is_none()
+                        && matches!(s.status, StepStatus::Pending | StepStatus::WaitingApproval)
+                });
+                for s in std::iter::once(step).chain(later) {
+                    self.store
+                        .update_step(
+                            org,
+                            id,
+                            s.index,
+                            StepUpdate {
+                                status: s.status,
+                                approved: Some(true),
+                                approved_by: Some(r.by.clone()),
+                                ..StepUpdate::default()
+                            },
+                        )
+                        .await?;
+                    tracing::info!(workflow = %id, step = %s.name, by = %r.by, "approved");
+                }
             }
             Act::Deny(how) => {
                 let step = rules::approval_step(&wf, r.step.as_deref(), true)?;

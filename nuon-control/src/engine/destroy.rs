@@ -8,9 +8,10 @@ use nuon_core::wire::InstallOutputs;
 use nuon_core::workflow::StepStatus;
 use serde_json::{Value, json};
 
-use super::rules::{self, NOTHING_TO_DESTROY};
+use super::rules;
 use super::{Ctx, Engine, Result};
 use crate::store::StepUpdate;
+use nuon_core::workflow::NOTHING_TO_DESTROY;
 
 impl Engine {
     /// Skips step `i` and the rest of its destroy when what it destroys is

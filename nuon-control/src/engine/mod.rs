@@ -130,7 +130,10 @@ type Result<T, E = EngineError> = std::result::Result<T, E>;
 /// What an operator asks of a workflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Act {
-    Approve,
+    /// Approve the step; with `all`, every later step that would ask.
+    Approve {
+        all: bool,
+    },
     Deny(rules::Denial),
     /// Plan the waiting apply again, then ask again.
     Replan,
@@ -559,15 +562,17 @@ impl Engine {
         Ok(wf)
     }
 
-    /// Approves the step that waits for an approval (or the one named).
+    /// Approves the step that waits for an approval (or the one named)
+    /// and, with `all`, every later step of the workflow that would ask.
     pub(crate) async fn approve(
         &self,
         org: &OrgId,
         wf: &WorkflowId,
         step: Option<String>,
+        all: bool,
         by: &str,
     ) -> Result<()> {
-        self.send(org, wf, Act::Approve, step, by).await
+        self.send(org, wf, Act::Approve { all }, step, by).await
     }
 
     /// Denies the step that waits for an approval (or the one named): it
@@ -595,7 +600,7 @@ impl Engine {
     ) -> Result<()> {
         use workflow::ApprovalResponse as R;
         let act = match response {
-            R::Approve => Act::Approve,
+            R::Approve => Act::Approve { all: false },
             R::Deny => Act::Deny(rules::Denial::Fail),
             R::DenySkipCurrent => Act::Deny(rules::Denial::SkipCurrent),
             R::DenySkipCurrentAndDependents => Act::Deny(rules::Denial::SkipDependents),

@@ -10,7 +10,7 @@ use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{InstallOutputs, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::{
     StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan, destroys,
-    left_out_by_denial,
+    left_out_by_denial, nothing_was_there,
 };
 pub(crate) use nuon_core::workflow::{plan_changes_nothing, plan_step_of};
 use nuon_core::{ArtifactRef, JobId, JobStatus};
@@ -84,15 +84,6 @@ fn left_something_out(steps: &[WorkflowStepInfo]) -> bool {
     steps.iter().any(|s| {
         (s.status == StepStatus::Skipped && !nothing_was_there(s)) || s.status == StepStatus::Denied
     })
-}
-
-/// The mark a step skipped for having nothing to destroy carries in its
-/// outputs.
-pub(crate) const NOTHING_TO_DESTROY: &str = "nothing_to_destroy";
-
-fn nothing_was_there(step: &WorkflowStepInfo) -> bool {
-    step.outputs[NOTHING_TO_DESTROY] == Value::Bool(true)
-        || step.outputs[nuon_core::workflow::TURNED_OFF] == Value::Bool(true)
 }
 
 /// The steps that destroy one target, when step `i` starts them: its sync
@@ -715,6 +706,7 @@ pub(crate) fn image_outputs(a: &ArtifactRef, tag: Option<&str>) -> serde_json::M
 #[cfg(test)]
 mod tests {
     use nuon_core::app::{SourceFile, parse};
+    use nuon_core::workflow::NOTHING_TO_DESTROY;
     use nuon_core::{InstallId, WorkflowId};
     use serde_json::json;
 

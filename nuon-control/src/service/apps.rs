@@ -38,6 +38,19 @@ impl Services<'_> {
         decode_config(self.secrets, app, c)
     }
 
+    /// The install `key` of the caller's org with its app and the app's
+    /// latest config, opened.
+    pub(crate) async fn install_app_config(
+        &self,
+        caller: &Caller,
+        key: &str,
+    ) -> Result<(crate::store::StoredInstall, AppInfo, ConfigVersionInfo), Error> {
+        let install = self.find_install(caller, key).await?;
+        let app = self.find_app(caller, install.app_id.as_str()).await?;
+        let latest = self.latest_config(caller, &app).await?;
+        Ok((install, app, latest))
+    }
+
     /// The installer's image `source` ([`nuon_core::app::LOGO_SOURCE`] or
     /// [`nuon_core::app::FAVICON_SOURCE`]) of the app's latest config: its
     /// media type and bytes, when the sync kept one.

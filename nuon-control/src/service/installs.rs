@@ -590,6 +590,8 @@ pub(crate) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
         config_version: i.config_version,
         runner_id: i.runner_id,
         state: i.state,
+        health: None,
+        sync: None,
         approval: i.approval,
         inputs,
         sensitive_inputs: sealed.inputs.into_keys().collect(),

@@ -10,8 +10,8 @@ endpoints! {
         summary = "Start a workflow (provision, deploy, teardown, deprovision, reprovision) on an install; it queues behind the install's running workflow.";
     /// `POST /v1/workflows/{id}/approve`.
     ApproveWorkflowStep: Post routes::WORKFLOW_APPROVE, "approveWorkflowStep",
-        crate::wire::StepChoice => crate::wire::WorkflowInfo, body = true,
-        summary = "Approve the step that waits for an approval (or the one named).";
+        crate::wire::ApproveSteps => crate::wire::WorkflowInfo, body = true,
+        summary = "Approve the step that waits for an approval (or the one named); with `all`, every later step of the workflow that would ask too (each recorded in the audit trail).";
     /// `POST /v1/workflows/{id}/deny`.
     DenyWorkflowStep: Post routes::WORKFLOW_DENY, "denyWorkflowStep",
         crate::wire::StepChoice => crate::wire::WorkflowInfo, body = true,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ApprovalMode, InstallState};
+use super::{ApprovalMode, HealthStatus, InstallState, SyncStatus};
 use crate::id::{AppId, InstallId, RunnerId};
 
 /// An install. Sensitive inputs and secrets are never shown: only which
@@ -28,6 +28,15 @@ pub struct InstallInfo {
     pub runner_id: RunnerId,
     /// `created`, later `provisioning`, `active`, ...
     pub state: InstallState,
+    /// Its health (`getInstallHealth`'s status; only an `active` install
+    /// is `healthy`): filled by `listInstalls` and `getInstall`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthStatus>,
+    /// Whether every component's last change was applied (`in_sync`) or
+    /// one was denied, failed or cancelled (`out_of_sync`): filled by
+    /// `listInstalls` and `getInstall`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncStatus>,
     /// `approve-all` or `prompt`.
     pub approval: ApprovalMode,
     /// The values of its inputs that are not sensitive (defaults included).

@@ -6,10 +6,12 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[cfg(feature = "oci")]
+mod changes;
 pub mod install;
 #[cfg(feature = "oci")]
 pub mod lockfile;
 
+pub use changes::{SENSITIVE, UNKNOWN, changed_values};
 use nuon_core::PluginError;
 use nuon_core::version::{Constraint, Version};
 
@@ -557,6 +559,14 @@ mod plugin {
                     &rc["change"]["before"],
                     &rc["change"]["after"]
                 ));
+            }
+            // Each changed attribute's value before and after (an update,
+            // or a replace), sensitive ones masked.
+            if actions.contains(&"update")
+                || actions == ["delete", "create"]
+                || actions == ["create", "delete"]
+            {
+                entry["values"] = json!(super::changed_values(&rc["change"]));
             }
             resources.push(entry);
         }

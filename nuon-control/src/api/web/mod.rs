@@ -14,6 +14,7 @@
 //! - Pages are `maud` templates (escaped by construction), one stylesheet,
 //!   and a Content-Security-Policy that allows nothing from anywhere else.
 
+mod cells;
 mod cookies;
 mod diff;
 mod fleet;
@@ -741,6 +742,9 @@ struct ActForm {
     /// `yes` once the person confirmed on the confirmation page.
     #[serde(default)]
     confirm: Option<String>,
+    /// Approve: `yes` to approve the rest of the workflow too.
+    #[serde(default)]
+    all: Option<String>,
 }
 
 /// Approve, deny, retry, skip or cancel, from a workflow's page: the API's own
@@ -758,7 +762,13 @@ async fn workflow_act(
     }
     use super::workflows::Act;
     let (act, op) = match act.as_str() {
-        "approve" => (Act::Approve, "approveWorkflowStep"),
+        "approve" => (
+            Act::Approve {
+                all: form.all.as_deref() == Some("yes"),
+                source: source.clone(),
+            },
+            "approveWorkflowStep",
+        ),
         "deny" => (Act::Deny, "denyWorkflowStep"),
         "retry" => (Act::Retry, "retryWorkflow"),
         "skip" => (Act::Skip, "skipWorkflowStep"),
@@ -774,7 +784,8 @@ async fn workflow_act(
             return error_page(e);
         }
         let verb = op_path(op);
-        return page(pages::confirm(&state, &web, &id, verb, step.as_deref()).await);
+        let all = form.all.as_deref() == Some("yes");
+        return page(pages::confirm(&state, &web, &id, verb, step.as_deref(), all).await);
     }
     let principal = web.auth.0.clone();
     let result = super::workflows::act(state.clone(), web.auth, id.clone(), act, step).await;

@@ -7,13 +7,14 @@ use axum::http::StatusCode;
 use maud::{Markup, html};
 use nuon_core::model::ApprovalMode;
 use nuon_core::now_ms;
-use nuon_core::wire::{HealthCheck, HealthStatus, WorkflowInfo};
+use nuon_core::wire::{HealthStatus, SyncStatus, WorkflowInfo};
 use nuon_core::workflow::StepStatus;
 
 use super::Web;
+use super::cells::{check_cell, plan_summary};
 use super::layout::{ago, button_form, layout};
 use crate::api::SharedState;
-use crate::api::apps::{app_names, install_app_config, install_info, install_of, latest_config};
+use crate::api::apps::{app_names, install_app_config, install_info, install_of};
 use crate::error::Error;
 use crate::health::InstallSummary;
 
@@ -155,14 +156,6 @@ pub(super) async fn job_of(
 /// How many installs the overview shows at once.
 const OVERVIEW_PAGE: usize = 100;
 
-fn check_cell(c: &HealthCheck) -> Markup {
-    html! {
-        span class={ "cell " (c.status) } title=(c.detail.clone().unwrap_or_default()) {
-            (c.name) ": " (c.status)
-        }
-    }
-}
-
 /// Every install of the org as a row: its components by their last
 /// deploy, its runner, and what waits for an approval.
 pub(super) async fn overview(
@@ -174,29 +167,14 @@ pub(super) async fn overview(
 ) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
     let names = app_names(state, &web.auth).await?;
-    let apps = state.store.list_apps(org).await?;
-    let mut configs = BTreeMap::new();
-    for app in &apps {
-        if let Ok(c) = latest_config(state, &web.auth, app).await {
-            configs.insert(app.id.clone(), c.config);
-        }
-    }
     let needle = q.to_lowercase();
     let mut rows = Vec::new();
     let (mut healthy, mut unhealthy, mut waiting_total) = (0, 0, 0);
     let installs = state.store.list_installs(org).await?;
     let total = installs.len();
-    // Every runner of the org in one read, not one per install.
-    let runners: BTreeMap<nuon_core::RunnerId, _> = state
-        .store
-        .list_runners(org)
-        .await?
-        .into_iter()
-        .map(|r| (r.id.clone(), state.runner_view(r)))
-        .collect();
     let now = now_ms();
     // Each install's workflows as one cached summary, not every workflow.
-    let mut summaries = crate::api::health::workflow_summaries(state, org, &installs).await?;
+    let mut fleet = crate::api::health::Fleet::read(state, &web.auth, &installs).await?;
     for i in installs {
         let app: &str = names.get(&i.app_id).map_or("?", String::as_str);
         let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -204,13 +182,12 @@ pub(super) async fn overview(
         if !needle.is_empty() && !hay.contains(&needle) {
             continue;
         }
-        let summary = summaries
+        // The status from the brief; the checks only for the rows shown.
+        let status = fleet.status(&i).map(|(health, _)| health);
+        let summary = fleet
+            .summaries
             .remove(&i.id)
             .unwrap_or_else(|| InstallSummary::made(Default::default()));
-        // The status from the brief; the checks only for the rows shown.
-        let status = configs
-            .get(&i.app_id)
-            .map(|c| crate::health::status_of(c, &i, runners.get(&i.runner_id), &summary.brief));
         let waiting = summary.brief.waiting.len();
         let picked = match show {
             "" => true,
@@ -244,9 +221,9 @@ pub(super) async fn overview(
         .map(|(i, app, labels, _, summary)| {
             let waiting = summary.brief.waiting.clone();
             let full = summary.full();
-            let h = configs
-                .get(&i.app_id)
-                .map(|c| crate::health::health_of(c, &i, runners.get(&i.runner_id), &full, now));
+            let h = fleet.configs.get(&i.app_id).map(|c| {
+                crate::health::health_of(c, &i, fleet.runners.get(&i.runner_id), &full, now)
+            });
             (i, app, labels, h, waiting)
         })
         .collect();
@@ -261,9 +238,10 @@ pub(super) async fn overview(
             li { a href="/" { strong { (total) } "installs" } }
             li { a href="/?show=healthy" { strong { (healthy) } "healthy" } }
             li { strong { (unhealthy) } "not healthy: "
-                a href="/?show=unhealthy" { "unhealthy" } ", "
-                a href="/?show=offline" { "offline" } ", "
-                a href="/?show=disabled" { "disabled" } }
+                @for (n, s) in HealthStatus::ALL.iter().filter(|s| **s != HealthStatus::Healthy).enumerate() {
+                    @if n > 0 { ", " }
+                    a href={ "/?show=" (s) } { (s.as_str().replace('_', " ")) }
+                } }
             li { a href="/?show=waiting" { strong { (waiting_total) } "waiting for an approval" } }
         }
         form.search method="get" action="/" role="search" {
@@ -288,6 +266,7 @@ pub(super) async fn overview(
                     thead { tr {
                         th scope="col" { "Install" }
                         th scope="col" { "App" }
+                        th scope="col" { "State" }
                         th scope="col" { "Health" }
                         th scope="col" { "Components" }
                         th scope="col" { "Runner" }
@@ -304,13 +283,19 @@ pub(super) async fn overview(
                                 }
                                 td {
                                     (app)
-                                    @if let Some(d) = configs.get(&i.app_id).and_then(|c| c.metadata.display_name.as_ref()) {
+                                    @if let Some(d) = fleet.configs.get(&i.app_id).and_then(|c| c.metadata.display_name.as_ref()) {
                                         br; span.muted { (d) }
                                     }
                                 }
+                                td { span class={ "badge " (i.state) } { (i.state.as_str().replace('_', " ")) } }
                                 td {
                                     @match h {
-                                        Some(h) => span class={ "badge " (h.status) } { (h.status) },
+                                        Some(h) => {
+                                            span class={ "badge " (h.status) } { (h.status.as_str().replace('_', " ")) }
+                                            @if h.sync == SyncStatus::OutOfSync {
+                                                " " span class="badge out_of_sync" title="a component's last change was denied, failed or cancelled: what runs is what an earlier deploy left" { "out of sync" }
+                                            }
+                                        }
                                         None => span.muted { "no config" },
                                     }
                                 }
@@ -384,8 +369,19 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
         h1 { "Install " (info.name) }
         dl.facts {
             dt { "App" } dd { (app.name) " (config version " (info.config_version) ")" }
-            dt { "State" } dd { (info.state) }
-            dt { "Health" } dd { span class={ "badge " (h.status) } { (h.status) } }
+            dt { "State" } dd {
+                span class={ "badge " (info.state) } { (info.state.as_str().replace('_', " ")) }
+                @if let Some(k) = h.checks.iter().find(|k| k.kind == "install") {
+                    " " span.muted { (k.detail.clone().unwrap_or_default()) }
+                }
+            }
+            dt { "Health" } dd {
+                span class={ "badge " (h.status) } { (h.status.as_str().replace('_', " ")) }
+                " " span class={ "badge " (h.sync) } { (h.sync.as_str().replace('_', " ")) }
+                @if h.sync == SyncStatus::OutOfSync {
+                    " " span.muted { "a component's last change was not applied: what runs is what an earlier deploy left; deploy again to apply it" }
+                }
+            }
             // The checks its components require, as the vendor's systems
             // last pushed them.
             @let pushed: Vec<_> = h.checks.iter().filter(|k| k.kind == "check").collect();
@@ -712,6 +708,12 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
             div.actions {
                 @if let Some(s) = waiting {
                     (form("approve", &format!("Approve {}", s.name), "primary", Some(&s.name)))
+                    form method="post" action={ "/workflows/" (wf.id) "/approve" } {
+                        input type="hidden" name="csrf" value=(web.csrf);
+                        input type="hidden" name="step" value=(s.name);
+                        input type="hidden" name="all" value="yes";
+                        button type="submit" { "Approve all remaining steps" }
+                    }
                     (form("deny", &format!("Deny {}", s.name), "danger", Some(&s.name)))
                 }
                 @if !ended { (form("cancel", "Cancel workflow", "", None)) }
@@ -820,23 +822,6 @@ pub(super) async fn job(
     Ok(layout("Job log", Some(web), body))
 }
 
-/// A plan's counts, and its resources' addresses on demand.
-fn plan_summary(c: &serde_json::Value) -> Markup {
-    let n = |k: &str| c[k].as_u64().unwrap_or(0);
-    let resources = nuon_core::workflow::plan_resources(c);
-    html! {
-        span.plan {
-            span.add { "+" (n("add")) } " " span.change { "~" (n("change")) } " " span.destroy { "-" (n("destroy")) }
-        }
-        @if !resources.is_empty() {
-            details {
-                summary { (resources.len()) " resource(s)" }
-                ul { @for (a, act) in &resources { li { code { (a) } " " span.muted { (act) } } } }
-            }
-        }
-    }
-}
-
 /// The steps' jobs as bars on one time axis, from the first start.
 fn timeline(bars: &[(String, String, i64, i64)]) -> Markup {
     let t0 = bars.iter().map(|b| b.2).min().unwrap_or(0);
@@ -876,6 +861,7 @@ pub(super) async fn confirm(
     raw: &str,
     verb: &str,
     step: Option<&str>,
+    all: bool,
 ) -> Result<Markup, Error> {
     let wf = workflow_of(state, web, raw).await?;
     let target = step
@@ -890,6 +876,12 @@ pub(super) async fn confirm(
         .and_then(|p| p.outputs.get("changes").filter(|c| c.is_object()));
     let name = target.map(|i| wf.steps[i].name.clone()).unwrap_or_default();
     let (question, what, button, class) = match verb {
+        "approve" if all => (
+            format!("Approve {name} and the rest of this workflow?"),
+            "It runs next, applying the plan below; every later apply of this workflow runs after its plan without asking, each recorded as approved by you.",
+            "Yes, approve all",
+            "primary",
+        ),
         "approve" => (
             format!("Approve {name}?"),
             "It runs next, applying the plan below.",
@@ -923,11 +915,12 @@ pub(super) async fn confirm(
     };
     let what = html! {
         p { (what) }
-        @if let Some(c) = plan { p { "Plan: " (plan_summary(c)) } }
+        @if let Some(c) = plan { div { "Plan: " (plan_summary(c)) } }
     };
     let hidden: Vec<(String, String)> = step
         .map(|s| ("step".to_owned(), s.to_owned()))
         .into_iter()
+        .chain(all.then(|| ("all".to_owned(), "yes".to_owned())))
         .collect();
     Ok(confirmation(
         web,

@@ -1,0 +1,446 @@
+//! The vendor's daily work, through the real binaries: an install's
+//! condition told one way everywhere (its state, its health and whether
+//! what is desired is deployed), and a question before anything is
+//! destroyed.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nuon_tests::webdriver::Chrome;
+use nuon_tests::{have_tool, ours, rt};
+use serde_json::{Value, json};
+
+use crate::dashboard::sign_in;
+use crate::deploy::{METADATA, Manual, ended, ok, step, text, wait_workflow};
+use crate::stack::KillOnDrop;
+
+/// One Terraform component, `queue`, sized by the install's `queue_size`
+/// (5 unless set; Terraform refuses 100 or more).
+pub(crate) const QUEUE: [(&str, &str); 4] = [
+    METADATA,
+    (
+        "inputs.toml",
+        "[[input]]\nname = \"queue_size\"\ndescription = \"How many messages the queue holds\"\ndefault = \"5\"\n",
+    ),
+    (
+        "components/queue.toml",
+        "name = \"queue\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/queue\"\n\n[vars]\nqueue_size = \"{{ .nuon.install.inputs.queue_size }}\"\n",
+    ),
+    (
+        "src/queue/main.tf",
+        "variable \"queue_size\" {\n  type = number\n  validation {\n    condition     = var.queue_size < 100\n    error_message = \"A queue holds fewer than 100 messages.\"\n  }\n}\n\nresource \"terraform_data\" \"queue\" {\n  input = var.queue_size\n}\n\noutput \"size\" {\n  value = terraform_data.queue.output\n}\n",
+    ),
+];
+
+/// `nuon --json ARGS`, read as JSON.
+pub(crate) fn json(m: &Manual, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ok(m.cp.nuon(&all))).unwrap()
+}
+
+/// Makes install `name` (more `args` to `installs create`) and starts its
+/// runner.
+pub(crate) fn another_install(m: &Manual, name: &str, args: &[&str]) -> KillOnDrop {
+    let mut create = vec!["installs", "create", "--app", "app", "--name", name];
+    create.extend_from_slice(args);
+    let created = json(m, &create);
+    KillOnDrop(m.start_runner_of(name, created["runner_token"].as_str().unwrap()))
+}
+
+/// The check of `install`'s health named `name` (`kind` too, for the
+/// install's own, whose name is the install's).
+fn check<'a>(health: &'a Value, kind: &str, name: &str) -> &'a Value {
+    health["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == kind && c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {kind} {name} in {health:#}"))
+}
+
+/// A healthy install, one whose provision failed and one deprovisioned,
+/// and a change that was denied: state, health and sync agree on the API,
+/// the CLI (`installs list|get|health`) and the dashboard's overview; a
+/// deprovisioned install is never healthy, nor are its components `ok`.
+#[test]
+fn an_installs_state_health_and_sync_agree_everywhere() {
+    if !have_tool("terraform", "deploy the queue") {
+        return;
+    }
+    let m = Manual::start(&QUEUE);
+    let _broken = another_install(&m, "broken", &["--input", "queue_size=500"]);
+    let _gone = another_install(&m, "gone", &[]);
+    for name in ["demo", "gone"] {
+        ok(m.cp.nuon(&["installs", "provision", name, "--wait"]));
+    }
+    // Terraform refuses 500: the provision fails.
+    let out = m.cp.nuon(&["installs", "provision", "broken", "--wait"]);
+    assert!(!out.status.success(), "{}", text(&out));
+
+    // Destroying asks first: with no terminal, --yes is needed, and
+    // nothing starts without it.
+    let before = json(&m, &["workflows", "list", "--install", "gone"]);
+    for verb in ["deprovision", "teardown", "delete", "forget"] {
+        let out = m.cp.nuon(&["installs", verb, "gone"]);
+        assert_eq!(out.status.code(), Some(64), "{verb}: {}", text(&out));
+        assert!(
+            text(&out).contains("give --yes to go on"),
+            "{verb}: {}",
+            text(&out)
+        );
+    }
+    assert_eq!(
+        json(&m, &["workflows", "list", "--install", "gone"]),
+        before
+    );
+    // On a terminal, the install's name must be typed: a wrong one
+    // changes nothing, the right one goes on.
+    let on_terminal = |typed: &str| {
+        let nuon = ours("nuon");
+        let line = format!(
+            "{} installs deprovision gone --wait",
+            nuon.get_program().to_string_lossy()
+        );
+        let mut c = Command::new("script");
+        c.args(["-qec", &line, "/dev/null"])
+            .envs(nuon.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .env("NUON_API_URL", &m.cp.control_url)
+            .env("NUON_TOKEN", &m.cp.admin_token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{typed}\n").as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = on_terminal("demo");
+    let said = text(&out);
+    assert!(
+        said.contains("Type the install's name (gone) to go on")
+            && said.contains("not confirmed (\"demo\" is not \"gone\")"),
+        "{said}"
+    );
+    assert_eq!(
+        json(&m, &["workflows", "list", "--install", "gone"]),
+        before
+    );
+    let out = on_terminal("gone");
+    assert!(out.status.success(), "{}", text(&out));
+
+    // A change of demo's queue, denied: demo stays healthy and is out of
+    // sync until a deploy applies it.
+    ok(m.cp.nuon(&["installs", "update", "demo", "--approval", "prompt"]));
+    let changed = json(&m, &["installs", "update-inputs", "demo", "queue_size=9"]);
+    let wf = changed["workflow"]["id"].as_str().unwrap().to_owned();
+    crate::approvals::waiting(&m, &wf, "apply queue");
+    ok(m.cp.nuon(&["workflows", "respond", &wf, "deny-skip-current"]));
+    let w = wait_workflow(&m.cp.client(), &wf, ended);
+    assert_eq!(step(&w, "apply queue").status.as_str(), "denied");
+
+    // The API and the CLI's --json.
+    // (It exits 1 for an install that is not healthy.)
+    let health = |name: &str| -> Value {
+        let out = m.cp.nuon(&["--json", "installs", "health", name]);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)))
+    };
+    let demo = health("demo");
+    assert_eq!(
+        (&demo["state"], &demo["status"], &demo["sync"]),
+        (&json!("active"), &json!("healthy"), &json!("out_of_sync")),
+        "{demo:#}"
+    );
+    let queue = check(&demo, "component", "queue");
+    assert_eq!(queue["status"], "ok", "{demo:#}");
+    assert_eq!(queue["pending"]["status"], "denied", "{demo:#}");
+    assert_eq!(queue["pending"]["workflow_id"], wf.as_str(), "{demo:#}");
+    assert!(
+        queue["detail"]
+            .as_str()
+            .unwrap()
+            .contains("drift from desired: its last change was denied"),
+        "{demo:#}"
+    );
+    let broken = health("broken");
+    assert_eq!(
+        (&broken["state"], &broken["status"], &broken["sync"]),
+        (&json!("failed"), &json!("unhealthy"), &json!("out_of_sync")),
+        "{broken:#}"
+    );
+    assert_eq!(check(&broken, "install", "broken")["status"], "failed");
+    let gone = health("gone");
+    assert_eq!(
+        (&gone["state"], &gone["status"]),
+        (&json!("deprovisioned"), &json!("not_deployed")),
+        "{gone:#}"
+    );
+    let queue = check(&gone, "component", "queue");
+    assert_eq!(queue["status"], "absent", "{gone:#}");
+    assert_eq!(queue["detail"], "torn down", "{gone:#}");
+    // Not healthy: the CLI says so in its exit code.
+    let out = m.cp.nuon(&["installs", "health", "gone"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+
+    // `installs list` and `get`: state, health and sync side by side.
+    let list = json(&m, &["installs", "list"]);
+    let row = |name: &str| {
+        let i = list["installs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .unwrap();
+        (
+            i["state"].as_str().unwrap().to_owned(),
+            i["health"].as_str().unwrap().to_owned(),
+            i["sync"].as_str().unwrap().to_owned(),
+        )
+    };
+    let want = [
+        ("demo", ("active", "healthy", "out_of_sync")),
+        ("broken", ("failed", "unhealthy", "out_of_sync")),
+        ("gone", ("deprovisioned", "not_deployed", "in_sync")),
+    ];
+    for (name, (state, health, sync)) in want {
+        assert_eq!(
+            row(name),
+            (state.into(), health.into(), sync.into()),
+            "{list:#}"
+        );
+        let one = json(&m, &["installs", "get", name]);
+        assert_eq!(
+            (one["health"].as_str(), one["sync"].as_str()),
+            (Some(health), Some(sync))
+        );
+    }
+    let table = ok(m.cp.nuon(&["installs", "list"]));
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("{table}"))
+            .to_owned()
+    };
+    assert!(
+        line("gone").contains("deprovisioned  not_deployed"),
+        "{table}"
+    );
+    assert!(
+        line("demo").contains("active         healthy       out_of_sync"),
+        "{table}"
+    );
+    let got = ok(m.cp.nuon(&["installs", "get", "demo"]));
+    assert!(
+        got.contains("health:   healthy, out of sync (a component's last change was not applied"),
+        "{got}"
+    );
+    let all = m.cp.nuon(&["installs", "health"]);
+    let all = text(&all);
+    assert!(
+        all.lines().any(|l| l.contains("demo")
+            && l.contains("component queue")
+            && l.contains("drift from desired")),
+        "{all}"
+    );
+
+    // The dashboard's overview: a state column, health beside it, and a
+    // deprovisioned install's components not shown as ok.
+    let Some(b) = Chrome::start() else { return };
+    sign_in(&b, &m.cp.control_url, &m.cp.admin_token);
+    b.goto(&format!("{}/", m.cp.control_url));
+    let rows = b.exec(
+        "return Array.from(document.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim()));",
+        json!([]),
+    );
+    let cells = |name: &str| -> Vec<String> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r[0].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("{rows:#}"))
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let head = b.exec(
+        "return Array.from(document.querySelectorAll('thead th')).map(c => c.innerText.trim());",
+        json!([]),
+    );
+    assert_eq!(head[2], "State", "{head}");
+    assert_eq!(head[3], "Health", "{head}");
+    let demo = cells("demo");
+    assert_eq!(demo[2], "active");
+    assert_eq!(demo[3], "healthy out of sync", "{demo:?}");
+    assert!(demo[4].contains("queue: ok · change denied"), "{demo:?}");
+    let broken = cells("broken");
+    assert_eq!(
+        (broken[2].as_str(), broken[3].as_str()),
+        ("failed", "unhealthy out of sync")
+    );
+    let gone = cells("gone");
+    assert_eq!(
+        (gone[2].as_str(), gone[3].as_str()),
+        ("deprovisioned", "not deployed")
+    );
+    assert!(gone[4].contains("queue: absent"), "{gone:?}");
+    assert!(!gone[4].contains(": ok"), "{gone:?}");
+    // Counted by health, with a link for each status.
+    let counts = b.text("ul.counts");
+    assert!(
+        counts.contains("1healthy") || counts.contains("1 healthy"),
+        "{counts}"
+    );
+    assert!(b.find("a[href='/?show=not_deployed']").is_some());
+    b.goto(&format!("{}/?show=not_deployed", m.cp.control_url));
+    let shown = b.text("tbody");
+    assert!(shown.contains("gone") && !shown.contains("demo"), "{shown}");
+}
+
+/// [`QUEUE`], and `worker` reading the queue's size: a change of the
+/// size asks two approvals.
+fn queue_and_worker() -> Vec<(&'static str, &'static str)> {
+    let mut files = QUEUE.to_vec();
+    files.extend([
+        (
+            "components/worker.toml",
+            "name = \"worker\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./src/worker\"\ndependencies = [\"queue\"]\n\n[vars]\nqueue_size = \"{{ .nuon.components.queue.outputs.size }}\"\n",
+        ),
+        (
+            "src/worker/main.tf",
+            "variable \"queue_size\" {\n  type = number\n}\n\nresource \"terraform_data\" \"worker\" {\n  input = var.queue_size * 2\n}\n",
+        ),
+    ]);
+    files
+}
+
+/// An install that asks for every approval: `--wait` and `workflows
+/// watch` stop at an approval (exit 3) with the plan attribute by
+/// attribute (`input: 5 → 9`) and the commands; `approve --all` approves
+/// the rest of the workflow with one audit record per step, from the CLI
+/// and from the dashboard's button; `deny|respond --wait` follow to the
+/// end.
+#[test]
+fn approvals_show_each_change_and_can_approve_the_rest() {
+    if !have_tool("terraform", "deploy the queue") {
+        return;
+    }
+    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
+    let m = Manual::start_on(
+        cp,
+        &queue_and_worker(),
+        None,
+        |_| {},
+        &["--approval", "prompt"],
+    );
+    let c = m.cp.client();
+    // The provision stops at its first approval, saying how to answer.
+    let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let wf = crate::deploy::newest_workflow(&c).id.to_string();
+    // So does watching it, where it used to wait for ever.
+    let out = m.cp.nuon(&["workflows", "watch", &wf]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("apply queue waits for an approval")
+            && said.contains(&format!(
+                "approve: nuon workflows approve {wf} --step \"apply queue\""
+            )),
+        "{said}"
+    );
+    // Approve it and the rest: the provision ends, each apply approved.
+    let out = m.cp.nuon(&["workflows", "approve", &wf, "--all", "--wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let w = rt().block_on(c.get_workflow(&wf)).unwrap();
+    assert_eq!(w.status.as_str(), "succeeded", "{w:#?}");
+    let me = |s: &str| step(&w, s).approved_by.clone();
+    assert!(
+        me("apply queue").is_some() && me("apply queue") == me("apply worker"),
+        "{w:#?}"
+    );
+    // One audit record per step approved.
+    nuon_tests::wait_for("the audit trail", Duration::from_secs(20), || {
+        let trail = rt().block_on(c.list_audit(0, 1000, None)).ok()?;
+        let approvals = trail
+            .entries
+            .iter()
+            .filter(|e| {
+                e.action == "approveWorkflowStep" && e.target.contains(&wf) && e.outcome == "200"
+            })
+            .count();
+        (approvals == 2).then_some(())
+    })
+    .unwrap();
+
+    // A change: its plan says what changes, attribute by attribute, on
+    // the CLI and the API.
+    let changed = json(&m, &["installs", "update-inputs", "demo", "queue_size=9"]);
+    let wf = changed["workflow"]["id"].as_str().unwrap().to_owned();
+    crate::approvals::waiting(&m, &wf, "apply queue");
+    let out = m.cp.nuon(&["workflows", "watch", &wf]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("terraform_data.queue (update)") && said.contains("input: 5 \u{2192} 9"),
+        "{said}"
+    );
+    let w = rt().block_on(c.get_workflow(&wf)).unwrap();
+    let values = &step(&w, "plan queue").outputs["changes"]["resources"][0]["values"];
+    assert!(
+        values
+            .as_array()
+            .unwrap()
+            .contains(&json!({"path": "input", "before": "5", "after": "9"})),
+        "{values:#}"
+    );
+
+    // The dashboard shows it, and approves the rest with one button.
+    if let Some(b) = Chrome::start() {
+        sign_in(&b, &m.cp.control_url, &m.cp.admin_token);
+        b.goto(&format!("{}/workflows/{wf}", m.cp.control_url));
+        let page = b.text("main");
+        assert!(page.contains("input: 5 \u{2192} 9"), "{page}");
+        crate::dashboard::submit(&b, "form[action$='/approve'] input[name=all] ~ button");
+        let asked = b.text("main");
+        assert!(
+            asked.contains("Approve apply queue and the rest of this workflow?")
+                && asked.contains("input: 5 \u{2192} 9"),
+            "{asked}"
+        );
+        crate::dashboard::submit(&b, "form[action$='/approve'] button.primary");
+        let w = wait_workflow(&c, &wf, ended);
+        assert_eq!(w.status.as_str(), "succeeded", "{w:#?}");
+        assert!(step(&w, "apply worker").approved_by.is_some(), "{w:#?}");
+    } else {
+        ok(m.cp.nuon(&["workflows", "approve", &wf, "--all", "--wait"]));
+    }
+
+    // deny --wait and respond --wait follow to the end: a denial of the
+    // next change skips it and its dependent; the workflow ends partial
+    // (exit 4).
+    let changed = json(&m, &["installs", "update-inputs", "demo", "queue_size=7"]);
+    let wf = changed["workflow"]["id"].as_str().unwrap().to_owned();
+    crate::approvals::waiting(&m, &wf, "apply queue");
+    let out = m.cp.nuon(&["workflows", "deny", &wf, "--wait"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let changed = json(&m, &["installs", "update-inputs", "demo", "queue_size=6"]);
+    let wf = changed["workflow"]["id"].as_str().unwrap().to_owned();
+    crate::approvals::waiting(&m, &wf, "apply queue");
+    // Approved, it goes on to the worker's approval: exit 3 there.
+    let out =
+        m.cp.nuon(&["workflows", "respond", &wf, "approve", "--wait"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("apply worker waits for an approval"),
+        "{}",
+        text(&out)
+    );
+}
