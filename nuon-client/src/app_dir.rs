@@ -65,8 +65,14 @@ pub fn validate_dir(dir: &Path) -> (Option<AppConfig>, Diagnostics) {
                     full.is_file()
                 }
             });
-            // Rego policies compile, with their files read from the directory.
             let Some(c) = config else { return (None, d) };
+            // Each local Terraform module's variables and outputs against
+            // the [vars] and references that use them.
+            d.0.extend(app::check_module_interfaces(&c, &files, &|rel| {
+                module_files(&dir.join(rel))
+            }));
+            d.0.sort();
+            // Rego policies compile, with their files read from the directory.
             let bad = app::check_policies(&c, &|rel| std::fs::read_to_string(dir.join(rel)).ok());
             if bad.is_empty() {
                 return (Some(c), d);
@@ -77,6 +83,22 @@ pub fn validate_dir(dir: &Path) -> (Option<AppConfig>, Diagnostics) {
         }
         Err(d) => (None, d),
     }
+}
+
+/// The `.tf` files of a module directory, by name, in order (`None` when it
+/// has none that read).
+fn module_files(dir: &Path) -> Option<Vec<app::SourceFile>> {
+    let mut files: Vec<app::SourceFile> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "tf"))
+        .filter_map(|e| {
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            Some(app::SourceFile::new(e.file_name().to_string_lossy(), text))
+        })
+        .collect();
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    Some(files)
 }
 
 /// The installer's logo and favicon, to sync with the config in `dir` as

@@ -236,14 +236,28 @@ impl FromStr for Selector {
                 let after = rest.trim_start().strip_prefix(op)?;
                 (after.is_empty() || after.starts_with([' ', '\t', '('])).then_some((key, after))
             };
+            // A requirement with nothing after its `=`: most likely a value
+            // left out (`tier==`), which would silently select nothing.
+            let no_value = |k: &str, op: &str| {
+                in_selector(format!(
+                    "`{k}{op}` has no value: give one (`{k}{op}prod`), or select installs with the label by `{k}`, without it by `!{k}`"
+                ))
+            };
             // A key never holds '=', so any '=' makes an equality.
             let req = if let Some((k, v)) = p.split_once("!=") {
+                if v.trim().is_empty() {
+                    return Err(no_value(k.trim(), "!="));
+                }
                 let (k, v) = (k.trim(), v.trim());
                 check_key(k).map_err(in_selector)?;
                 check_value(k, v).map_err(in_selector)?;
                 Requirement::NotEquals(k.into(), v.into())
             } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
                 let (k, v) = (k.trim(), v.trim());
+                if v.is_empty() {
+                    let op = if p.contains("==") { "==" } else { "=" };
+                    return Err(no_value(k, op));
+                }
                 check_key(k).map_err(in_selector)?;
                 check_value(k, v).map_err(in_selector)?;
                 Requirement::Equals(k.into(), v.into())
@@ -348,7 +362,9 @@ mod tests {
     #[test]
     fn bad_selectors_and_labels_say_what_is_wrong() {
         for (text, says) in [
-            ("tier=", "tier"),
+            ("tier=", "`tier=` has no value"),
+            ("tier==", "`tier==` has no value"),
+            ("tier!=", "`tier!=` has no value"),
             ("tier in prod", "list in parentheses"),
             ("tier in (prod", "without its ')'"),
             ("a,,b", "empty requirement"),
@@ -358,12 +374,8 @@ mod tests {
             ("a-.b/x=1", "DNS subdomain"),
             ("tier notin prod", "after `tier notin`"),
         ] {
+            // A missing value is refused (it selected nothing, silently).
             let err = text.parse::<Selector>().err().unwrap_or_default();
-            if text == "tier=" {
-                // An empty value is allowed: `tier=` selects tier="".
-                assert!(text.parse::<Selector>().is_ok());
-                continue;
-            }
             assert!(err.contains(says), "{text}: {err}");
         }
         assert!(parse_label("tier=prod").is_ok());

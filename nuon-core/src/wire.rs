@@ -728,6 +728,11 @@ pub struct RunnerInfo {
     /// Its key figures, as its last claim or heartbeat reported them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<RunnerTelemetry>,
+    /// The name of the install it runs (an install's runner is named
+    /// after the install's id, which never changes): filled by
+    /// `listRunners`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<String>,
 }
 
 /// What a runner is for.

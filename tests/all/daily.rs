@@ -75,6 +75,14 @@ fn an_installs_state_health_and_sync_agree_everywhere() {
     for name in ["demo", "gone"] {
         ok(m.cp.nuon(&["installs", "provision", name, "--wait"]));
     }
+    // The runner it waited for is named by its install (not by the id
+    // its runner is named after).
+    let w = crate::deploy::newest_workflow(&m.cp.client());
+    assert_eq!(
+        step(&w, "await runner").reason.as_deref(),
+        Some("install demo's runner is healthy"),
+        "{w:#?}"
+    );
     // Terraform refuses 500: the provision fails.
     let out = m.cp.nuon(&["installs", "provision", "broken", "--wait"]);
     assert!(!out.status.success(), "{}", text(&out));
@@ -442,5 +450,115 @@ fn approvals_show_each_change_and_can_approve_the_rest() {
         text(&out).contains("apply worker waits for an approval"),
         "{}",
         text(&out)
+    );
+}
+
+/// The processes whose command line names `needle` (their pids).
+fn processes_naming(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+/// `nuon dev` stopped by SIGTERM (a supervisor's, or `kill`) stops its
+/// control plane and runners first: none is left running.
+#[test]
+fn nuon_dev_stopped_by_sigterm_leaves_no_child_running() {
+    if !have_tool("terraform", "provision the app nuon dev runs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("app");
+    crate::deploy::write_files(&app, &crate::deploy::BOX_APP);
+    let data = dir.path().join("data");
+    let ports = (crate::deploy::free_port(), crate::deploy::free_port());
+    let mut dev = crate::deploy::dev_of(&app, &data, ports, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::deploy::provisioned_by_dev(&data, ports.0);
+    let needle = data.to_string_lossy().into_owned();
+    let children: Vec<u32> = processes_naming(&needle)
+        .into_iter()
+        .filter(|p| *p != dev.id())
+        .collect();
+    assert!(
+        children.len() >= 3,
+        "control plane and runners: {children:?}"
+    );
+    nuon_tests::signal(dev.id(), 15);
+    let status = nuon_tests::wait_for("nuon dev to stop", Duration::from_secs(90), || {
+        dev.try_wait().ok().flatten()
+    });
+    let _ = dev.kill();
+    assert!(status.is_ok(), "nuon dev did not stop on SIGTERM");
+    let left: Vec<u32> = processes_naming(&needle);
+    assert!(left.is_empty(), "left running after SIGTERM: {left:?}");
+}
+
+/// The small things a newcomer tripped on, through the CLI: a selector
+/// with no value is refused, an install name's typo is answered with the
+/// name meant, and an install's runner is shown by its install's name.
+#[test]
+fn selectors_names_and_runners_say_what_is_meant() {
+    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    crate::deploy::write_files(dir.path(), &crate::deploy::BOX_APP);
+    ok(cp.nuon(&["apps", "create", "app"]));
+    ok(cp.nuon(&["apps", "sync", dir.path().to_str().unwrap(), "--app", "app"]));
+    ok(cp.nuon(&[
+        "installs",
+        "create",
+        "--app",
+        "app",
+        "--name",
+        "qw-us",
+        "--label",
+        "tier=prod",
+    ]));
+    // `tier==` selected nothing, silently; now it says why.
+    let out = cp.nuon(&["installs", "list", "--selector", "tier=="]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("`tier==` has no value: give one (`tier==prod`)"),
+        "{}",
+        text(&out)
+    );
+    let out = cp.nuon(&["installs", "list", "--selector", "tier==prod"]);
+    assert!(ok(out).contains("qw-us"));
+    // A typo of an install's name.
+    let out = cp.nuon(&["installs", "get", "qw-su"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("no install \"qw-su\", did you mean \"qw-us\"?"),
+        "{}",
+        text(&out)
+    );
+    // The install's runner, by its install's name.
+    let runners: Value =
+        serde_json::from_str(&ok(cp.nuon(&["--json", "runners", "list"]))).unwrap();
+    let install_runner = runners["runners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "install")
+        .unwrap();
+    assert_eq!(install_runner["install"], "qw-us", "{runners:#}");
+    let table = ok(cp.nuon(&["runners", "list"]));
+    let head = table.lines().next().unwrap();
+    assert!(head.contains("INSTALL"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("qw-us") && l.contains("install")),
+        "{table}"
     );
 }

@@ -141,7 +141,7 @@ const SIGINT: i32 = 2;
 
 /// A client of the `nuon dev` on `data`, once its provision of the demo
 /// has ended.
-fn provisioned_by_dev(data: &Path, port: u16) -> ControlClient {
+pub(crate) fn provisioned_by_dev(data: &Path, port: u16) -> ControlClient {
     let c = wait_for("nuon dev to be up", Duration::from_secs(60), || {
         client(data, port)
     })

@@ -278,6 +278,8 @@ fn debug_commands_are_the_runners_call_and_both_audit_trails_record_them_and_cat
     let verify = |cp: &ControlPlane| cp.nuon(&["audit", "verify"]);
     let out = verify(&m.cp);
     assert!(out.status.success(), "{}", text(&out));
+    // Counted in English ("entries", never "entrys").
+    assert!(ok_text(&out).contains(" entries chain"), "{}", text(&out));
     sqlite3(&db, "UPDATE audit SET outcome = outcome || 'x' WHERE n = 3");
     let out = verify(&m.cp);
     assert!(!out.status.success());

@@ -105,10 +105,27 @@ async fn stop(child: &mut Child) {
 
 /// Runs `nuon dev`.
 pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
-    // Ctrl-C at any point (even in the middle of provisioning) stops the
-    // child processes before `nuon dev` exits; none is left behind.
+    // Ctrl-C or SIGTERM (a supervisor's, or `kill`) at any point, even in
+    // the middle of provisioning, stops the child processes before `nuon
+    // dev` exits; none is left behind.
     let (tx, rx) = tokio::sync::watch::channel(false);
     let signal = tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(mut term) = signal(SignalKind::terminate()) else {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    let _ = tx.send(true);
+                }
+                return;
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            let _ = tx.send(true);
+        }
+        #[cfg(not(unix))]
         if tokio::signal::ctrl_c().await.is_ok() {
             let _ = tx.send(true);
         }

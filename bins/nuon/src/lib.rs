@@ -502,12 +502,41 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
 pub const EXIT_INVALID_CONFIG: u8 = 65;
 
 pub(crate) fn plural(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+    if n == 1 {
+        return format!("{n} {what}");
+    }
+    // entry → entries, but key → keys; process → processes.
+    let consonant_y = what.strip_suffix('y').filter(|stem| {
+        stem.chars()
+            .last()
+            .is_some_and(|c| !"aeiou".contains(c.to_ascii_lowercase()))
+    });
+    match consonant_y {
+        Some(stem) => format!("{n} {stem}ies"),
+        None if ["s", "x", "ch", "sh"].iter().any(|e| what.ends_with(e)) => {
+            format!("{n} {what}es")
+        }
+        None => format!("{n} {what}s"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{relative_time, terminal_safe};
+    use super::{plural, relative_time, terminal_safe};
+
+    #[test]
+    fn plurals_read_as_english() {
+        for (n, word, said) in [
+            (226, "entry", "226 entries"),
+            (1, "entry", "1 entry"),
+            (2, "key", "2 keys"),
+            (0, "install", "0 installs"),
+            (3, "process", "3 processes"),
+            (2, "patch", "2 patches"),
+        ] {
+            assert_eq!(plural(n, word), said);
+        }
+    }
 
     /// A time ahead reads "in", one behind "ago" (a stack token with 24
     /// hours left once read "expires 0s ago").

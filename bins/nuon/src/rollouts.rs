@@ -67,11 +67,19 @@ pub(crate) enum RolloutCommand {
     Resume {
         /// A release (its newest rollout) or a rollout id.
         release: String,
+        /// Follow it until it ends, stops or waits for an approval (exit 1
+        /// unless it succeeded or waits).
+        #[arg(long)]
+        wait: bool,
     },
     /// Deploy the installs that failed again (after a fix), then go on.
     Retry {
         /// A release (its newest rollout) or a rollout id.
         release: String,
+        /// Follow it until it ends, stops or waits for an approval (exit 1
+        /// unless it succeeded or waits).
+        #[arg(long)]
+        wait: bool,
     },
     /// Start nothing more: the deploys that run finish.
     Cancel {
@@ -82,6 +90,10 @@ pub(crate) enum RolloutCommand {
     Rollback {
         /// A release (its newest rollout) or a rollout id.
         release: String,
+        /// Follow it until it ends, stops or waits for an approval (exit 1
+        /// unless it succeeded or waits).
+        #[arg(long)]
+        wait: bool,
     },
 }
 
@@ -131,8 +143,14 @@ pub(crate) enum Act {
 }
 
 /// Does `act` to the rollout `key` names (see [`rollout_of`]) and shows
-/// the rollout after.
-pub(crate) async fn act(g: &Global, key: &str, act: Act, runner: bool) -> Result<u8, CliError> {
+/// the rollout after, or with `wait` follows it (see [`follow`]).
+pub(crate) async fn act(
+    g: &Global,
+    key: &str,
+    act: Act,
+    runner: bool,
+    wait: bool,
+) -> Result<u8, CliError> {
     let c = client(g)?;
     let id = rollout_of(&c, key, !matches!(act, Act::Status), runner).await?;
     let r = match act {
@@ -143,6 +161,9 @@ pub(crate) async fn act(g: &Global, key: &str, act: Act, runner: bool) -> Result
         Act::Cancel => c.cancel_rollout(&id).await?,
         Act::Rollback => c.rollback_rollout(&id).await?,
     };
+    if wait {
+        return follow(g, &c, r).await;
+    }
     answer(g, &r)?;
     Ok(0)
 }
@@ -237,11 +258,15 @@ pub(crate) async fn follow(
     let mut said = String::new();
     loop {
         let line = format!(
-            "{}: wave {} of {}, {}",
+            "{}: wave {} of {}, {}{}",
             r.status,
             r.wave + 1,
             r.wave_count,
-            summary(&r)
+            summary(&r),
+            r.reason
+                .as_deref()
+                .map(|why| format!(" ({why})"))
+                .unwrap_or_default()
         );
         if line != said && !g.json {
             eprintln!("{line}");
@@ -291,13 +316,23 @@ pub(crate) async fn rollouts(g: &Global, command: &RolloutCommand) -> Result<u8,
             }
             r
         }
-        RolloutCommand::Status { release } => return act(g, release, Act::Status, false).await,
-        RolloutCommand::Pause { release } => return act(g, release, Act::Pause, false).await,
-        RolloutCommand::Resume { release } => return act(g, release, Act::Resume, false).await,
-        RolloutCommand::Retry { release } => return act(g, release, Act::Retry, false).await,
-        RolloutCommand::Cancel { release } => return act(g, release, Act::Cancel, false).await,
-        RolloutCommand::Rollback { release } => {
-            return act(g, release, Act::Rollback, false).await;
+        RolloutCommand::Status { release } => {
+            return act(g, release, Act::Status, false, false).await;
+        }
+        RolloutCommand::Pause { release } => {
+            return act(g, release, Act::Pause, false, false).await;
+        }
+        RolloutCommand::Resume { release, wait } => {
+            return act(g, release, Act::Resume, false, *wait).await;
+        }
+        RolloutCommand::Retry { release, wait } => {
+            return act(g, release, Act::Retry, false, *wait).await;
+        }
+        RolloutCommand::Cancel { release } => {
+            return act(g, release, Act::Cancel, false, false).await;
+        }
+        RolloutCommand::Rollback { release, wait } => {
+            return act(g, release, Act::Rollback, false, *wait).await;
         }
     };
     answer(g, &r)?;

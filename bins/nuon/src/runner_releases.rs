@@ -359,12 +359,14 @@ pub(crate) async fn runner_releases(
             answer(g, &r)?;
             Ok(0)
         }
-        RunnerReleaseCommand::Status { rollout } => act(g, rollout, Act::Status, true).await,
-        RunnerReleaseCommand::Pause { rollout } => act(g, rollout, Act::Pause, true).await,
-        RunnerReleaseCommand::Resume { rollout } => act(g, rollout, Act::Resume, true).await,
-        RunnerReleaseCommand::Retry { rollout } => act(g, rollout, Act::Retry, true).await,
-        RunnerReleaseCommand::Cancel { rollout } => act(g, rollout, Act::Cancel, true).await,
-        RunnerReleaseCommand::Rollback { rollout } => act(g, rollout, Act::Rollback, true).await,
+        RunnerReleaseCommand::Status { rollout } => act(g, rollout, Act::Status, true, false).await,
+        RunnerReleaseCommand::Pause { rollout } => act(g, rollout, Act::Pause, true, false).await,
+        RunnerReleaseCommand::Resume { rollout } => act(g, rollout, Act::Resume, true, false).await,
+        RunnerReleaseCommand::Retry { rollout } => act(g, rollout, Act::Retry, true, false).await,
+        RunnerReleaseCommand::Cancel { rollout } => act(g, rollout, Act::Cancel, true, false).await,
+        RunnerReleaseCommand::Rollback { rollout } => {
+            act(g, rollout, Act::Rollback, true, false).await
+        }
     }
 }
 

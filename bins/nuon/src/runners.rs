@@ -82,6 +82,7 @@ impl Render for RunnerList {
             &[
                 "ID",
                 "NAME",
+                "INSTALL",
                 "ROLE",
                 "LAST SEEN",
                 "STATE",
@@ -105,6 +106,7 @@ impl Render for RunnerList {
                     vec![
                         r.id.to_string(),
                         r.name.clone(),
+                        r.install.clone().unwrap_or_else(|| "-".into()),
                         r.role.as_str().into(),
                         fmt_time(r.last_seen_at_ms),
                         r.status.as_str().replace('_', " "),

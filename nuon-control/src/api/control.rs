@@ -110,8 +110,25 @@ async fn list_runners(
     auth: ApiAuth,
 ) -> Result<Json<RunnerList>, Error> {
     let runners = state.store.list_runners(&auth.0.org_id).await?;
+    // An install's runner is named after the install's id: say its name.
+    let installs: std::collections::HashMap<_, _> = state
+        .store
+        .list_installs(&auth.0.org_id)
+        .await?
+        .into_iter()
+        .map(|i| (i.runner_id, i.name))
+        .collect();
     Ok(Json(RunnerList {
-        runners: runners.into_iter().map(|r| state.runner_view(r)).collect(),
+        runners: runners
+            .into_iter()
+            .map(|r| {
+                let install = installs.get(&r.id).cloned();
+                RunnerInfo {
+                    install,
+                    ..state.runner_view(r)
+                }
+            })
+            .collect(),
     }))
 }
 

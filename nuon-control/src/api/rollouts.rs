@@ -59,7 +59,50 @@ async fn named(
             r.app_name = r.app_id.as_ref().and_then(|a| apps.get(a)).cloned();
         }
     }
+    for r in rollouts
+        .iter_mut()
+        .filter(|r| r.status == nuon_core::rollout::RolloutStatus::Running)
+    {
+        waiting_approvals(state, auth, r).await?;
+    }
     Ok(rollouts)
+}
+
+/// Says of each install of a running rollout whose deploy waits for a
+/// person where it waits (`waiting for approval at INSTALL/STEP`), and
+/// the rollout with it: a rollout at an approval does not just run.
+async fn waiting_approvals(
+    state: &SharedState,
+    auth: &ApiAuth,
+    r: &mut RolloutInfo,
+) -> Result<(), Error> {
+    let mut at = Vec::new();
+    for t in r
+        .targets
+        .iter_mut()
+        .filter(|t| t.state == nuon_core::rollout::TargetState::Running)
+    {
+        let Some(wf) = &t.workflow_id else { continue };
+        let Some(wf) = state.store.get_workflow(&auth.0.org_id, wf).await? else {
+            continue;
+        };
+        let waiting = wf.steps.iter().find(|s| {
+            s.status == nuon_core::workflow::StepStatus::WaitingApproval
+                && s.approved_at_ms.is_none()
+        });
+        if let Some(s) = waiting {
+            let said = format!("waiting for approval at {}/{}", t.install, s.name);
+            t.reason = Some(format!(
+                "{said}: `nuon workflows approve {} --step \"{}\"`",
+                wf.id, s.name
+            ));
+            at.push(said);
+        }
+    }
+    if !at.is_empty() && r.reason.is_none() {
+        r.reason = Some(at.join("; "));
+    }
+    Ok(())
 }
 
 /// One rollout with its app's name.

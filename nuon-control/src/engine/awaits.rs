@@ -72,7 +72,7 @@ impl Engine {
                     done: health == RunnerHealth::Healthy && disabled.is_none(),
                     said: match health {
                         RunnerHealth::Healthy => match &disabled {
-                            None => format!("runner {} is healthy", runner.name),
+                            None => format!("install {name}'s runner is healthy"),
                             Some(why) => disabled_said(name, why),
                         },
                         _ if runner.revoked => format!(

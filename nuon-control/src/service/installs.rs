@@ -23,16 +23,30 @@ use crate::secrets::{Sealed, SecretBox, seal_context};
 use crate::store::{InstallChange, NewInstall, StoreError, StoredInstall};
 
 impl Services<'_> {
-    /// The install `key` (an id or a name) of the caller's org, or a 404.
+    /// The install `key` (an id or a name) of the caller's org, or a 404
+    /// that names the closest install's name when `key` looks like a typo
+    /// of it.
     pub(crate) async fn find_install(
         &self,
         caller: &Caller,
         key: &str,
     ) -> Result<StoredInstall, Error> {
-        self.store
-            .find_install(&caller.principal.org_id, key)
+        let org = &caller.principal.org_id;
+        if let Some(found) = self.store.find_install(org, key).await? {
+            return Ok(found);
+        }
+        // Only for a miss: the names of the org's installs.
+        let names: Vec<String> = self
+            .store
+            .list_installs(org)
             .await?
-            .ok_or_else(|| Error::not_found(format!("no install {key:?}")))
+            .into_iter()
+            .map(|i| i.name)
+            .collect();
+        let hint = nuon_core::app::did_you_mean(key, names.iter().map(String::as_str));
+        Err(Error::not_found(format!(
+            "no install {key:?}{hint} (`nuon installs list` shows them)"
+        )))
     }
 
     /// An install as the API shows it: with its app's name and the

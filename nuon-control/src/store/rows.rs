@@ -313,6 +313,7 @@ impl Record for RunnerInfo {
                 .unwrap_or_default(),
             health_since_ms: r.opt_int(8)?,
             telemetry: r.opt_text(9)?.and_then(|t| serde_json::from_str(&t).ok()),
+            install: None,
         })
     }
 }

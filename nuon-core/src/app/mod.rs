@@ -28,6 +28,7 @@ mod graph;
 mod health;
 mod inputs;
 mod installer;
+mod interface;
 mod keys;
 mod limits;
 mod load;
@@ -61,6 +62,7 @@ pub use inputs::{InputDecl, InputGroup, InputType};
 pub use installer::{
     FAVICON_SOURCE, IMAGE_KEYS, Installer, LOGO_SOURCE, MAX_IMAGE_BYTES, image_type, is_web_url,
 };
+pub use interface::{ModuleInterface, check_module_interfaces, module_interface};
 pub use limits::{IAM_ROLE_NAME_MAX, role_name_length, stand_in_id};
 pub use load::{
     check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,

@@ -72,13 +72,32 @@ pub(crate) fn files(spec: &StackSpec) -> Result<(Vec<StackFile>, String), String
     let instructions = format!(
         "In the Kubernetes cluster that will run install {install}'s runner: `helm install nuon-runner ./nuon-runner` \
          (it makes namespace {namespace} and runs the runner there; `--set namespace.create=false --namespace NS` uses one of yours; \
-         `--set serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=ARN` gives it a cloud identity). \
+         {identity} gives it a cloud identity). \
          values.yaml holds the one-time token the runner phones home with (it expires in {ttl} and works once): keep it private. \
          The install's provision waits for the phone-home. To update the runner's settings later, download the chart again (a new token) and `helm upgrade` with it.",
         install = spec.install_name,
         ttl = spec.token_ttl,
+        identity = identity_flag(&spec.runner.runner_type),
     );
     Ok((files, instructions))
+}
+
+/// The `--set` that gives the runner's service account the workload
+/// identity of the install's cloud (its runner type): EKS's IAM role,
+/// Azure's workload identity, GKE's service account.
+fn identity_flag(runner_type: &str) -> &'static str {
+    match runner_type.split('-').next().unwrap_or_default() {
+        "azure" => {
+            "`--set serviceAccount.annotations.azure\\.workload\\.identity/client-id=CLIENT_ID` (with the pod label `azure.workload.identity/use: \"true\"`)"
+        }
+        "gcp" => {
+            "`--set serviceAccount.annotations.iam\\.gke\\.io/gcp-service-account=NAME@PROJECT.iam.gserviceaccount.com`"
+        }
+        "aws" => "`--set serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=ARN`",
+        _ => {
+            "the service-account annotation of your cluster's workload identity (`eks.amazonaws.com/role-arn`, `azure.workload.identity/client-id` or `iam.gke.io/gcp-service-account`)"
+        }
+    }
 }
 
 /// The runner's namespace: `nuon-runner-NAME`, a DNS label.
@@ -388,5 +407,24 @@ mod tests {
         assert_eq!(chart_version("1.2.3"), "1.2.3");
         assert_eq!(chart_version("dev"), "0.1.0");
         assert_eq!(namespace_of(&test_spec()), "nuon-runner-acme-prod");
+    }
+
+    /// The identity the instructions suggest is the install's cloud's
+    /// (an Azure install was once told of EKS's role annotation).
+    #[test]
+    fn the_instructions_name_the_identity_of_the_installs_cloud() {
+        for (runner_type, says, never) in [
+            ("azure-aks", "azure\\.workload\\.identity/client-id", "eks"),
+            ("gcp", "iam\\.gke\\.io/gcp-service-account", "eks"),
+            ("aws-eks", "eks\\.amazonaws\\.com/role-arn", "azure"),
+        ] {
+            let mut spec = test_spec();
+            spec.runner.runner_type = runner_type.into();
+            let (_, said) = files(&spec).unwrap();
+            assert!(
+                said.contains(says) && !said.contains(never),
+                "{runner_type}: {said}"
+            );
+        }
     }
 }

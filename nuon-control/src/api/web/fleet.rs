@@ -108,13 +108,30 @@ pub(super) async fn rollouts(state: &SharedState, web: &Web) -> Result<Markup, E
 
 /// A rollout's installs, wave by wave, and what the session may do to it.
 pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Markup {
-    let acts: [(&str, &str); 5] = [
-        ("pause", "Pause"),
-        ("resume", "Resume"),
-        ("retry", "Retry the failed"),
-        ("cancel", "Cancel"),
-        ("rollback", "Roll back"),
-    ];
+    use nuon_core::rollout::{RolloutStatus, TargetState};
+    // Only what can still be done: each act as the rollout's own rules
+    // would take it now.
+    let rollback = r.rollback_of.is_none()
+        && !matches!(r.status, RolloutStatus::RolledBack | RolloutStatus::Planned)
+        && r.targets
+            .iter()
+            .any(|t| t.from_release.is_some() && !matches!(t.state, TargetState::Pending));
+    let acts: Vec<(&str, &str)> = [
+        ("pause", "Pause", r.clone().pause().is_ok()),
+        ("resume", "Resume", r.clone().resume().is_ok()),
+        ("retry", "Retry the failed", r.clone().retry().is_ok()),
+        ("cancel", "Cancel", r.clone().cancel().is_ok()),
+        ("rollback", "Roll back", rollback),
+    ]
+    .into_iter()
+    .filter(|(_, _, can)| *can)
+    .map(|(act, label, _)| (act, label))
+    .collect();
+    let selector = if r.selector.is_empty() {
+        "every install"
+    } else {
+        r.selector.as_str()
+    };
     let body = html! {
         h1 { "Rollout " (r.id) }
         dl.facts {
@@ -124,13 +141,14 @@ pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Ma
                 dt { "App" } dd { (r.app_name.as_deref().unwrap_or("?")) }
             }
             dt { "Release" } dd { code { (r.release_id) } }
-            dt { "Installs" } dd { code { (r.selector) } ", waves " code { (r.waves) } ", at most " (r.max_parallel) " at once" }
+            dt { "Installs" } dd { code { (selector) } }
+            dt { "Waves" } dd { (r.wave_count) " (" (r.waves.replace(',', ", then ")) "), at most " (r.max_parallel) " installs at once" }
             dt { "Status" } dd { span class={ "badge " (r.status.as_str()) } { (r.status.as_str()) } " wave " ((r.wave + 1).min(r.wave_count)) " of " (r.wave_count) }
             @if let Some(why) = &r.reason { dt { "Why" } dd { (why) } }
             @if let Some(of) = &r.rollback_of { dt { "Rolls back" } dd { a href={ "/rollouts/" (of) } { (of) } } }
             dt { "By" } dd { (r.created_by.as_deref().unwrap_or("-")) ", " (ago(Some(r.created_at_ms))) }
         }
-        @if web.can_deploy() {
+        @if web.can_deploy() && !acts.is_empty() {
             div.actions {
                 @for (act, label) in acts {
                     (button_form(web, &format!("/rollouts/{}/{act}", r.id), if matches!(act, "cancel" | "rollback") { "danger" } else { "" }, label))

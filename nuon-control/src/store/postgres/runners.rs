@@ -41,6 +41,7 @@ impl RunnerStore for PostgresStore {
             health: Default::default(),
             health_since_ms: None,
             telemetry: None,
+            install: None,
         })
     }
 

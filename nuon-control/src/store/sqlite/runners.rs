@@ -50,6 +50,7 @@ impl RunnerStore for SqliteStore {
             health: Default::default(),
             health_since_ms: None,
             telemetry: None,
+            install: None,
             })
         })
         .await
