@@ -4,6 +4,7 @@
 //! destroyed.
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -524,6 +525,60 @@ fn selectors_names_and_runners_say_what_is_meant() {
         "--label",
         "tier=prod",
     ]));
+    // The runner command `installs create` prints works when pasted,
+    // where `nuon-runner` is not on PATH (the README's walkthrough runs
+    // ./target/debug/nuon), after the stack that starts it the customer's
+    // way.
+    let here = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(here.path().join("nuon-data/vendor-store")).unwrap();
+    let out = ours("nuon")
+        .args(["installs", "create", "--app", "app", "--name", "pasted"])
+        .env("NUON_API_URL", &cp.control_url)
+        .env("NUON_TOKEN", &cp.admin_token)
+        .current_dir(here.path())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("installs stack pasted"), "{said}");
+    let command: String = said
+        .split("the runner token is shown only now:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{said}"))
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!command.contains("RUNNER_API_URL"), "{command}");
+    let pasted = KillOnDrop(
+        Command::new("sh")
+            .args(["-c", &command])
+            .process_group(0)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", here.path())
+            .current_dir(here.path())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(here.path().join("runner.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let c = cp.client();
+    nuon_tests::wait_for("the pasted runner to call", Duration::from_secs(60), || {
+        let list = rt().block_on(c.list_runners()).ok()?;
+        list.runners
+            .iter()
+            .any(|r| r.install.as_deref() == Some("pasted") && r.last_seen_at_ms.is_some())
+            .then_some(())
+    })
+    .unwrap_or_else(|_| {
+        panic!(
+            "{command}\n{}",
+            std::fs::read_to_string(here.path().join("runner.log")).unwrap_or_default()
+        )
+    });
+    // The shell and the runner it started, as one group.
+    nuon_tests::signal_group(pasted.0.id(), 9);
     // `tier==` selected nothing, silently; now it says why.
     let out = cp.nuon(&["installs", "list", "--selector", "tier=="]);
     assert!(!out.status.success(), "{}", text(&out));

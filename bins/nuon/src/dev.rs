@@ -516,16 +516,7 @@ async fn run_children(
             .join(", "),
         total.as_secs_f64()
     );
-    let me = std::env::current_exe()
-        .ok()
-        .and_then(|p| {
-            let cwd = std::env::current_dir().ok()?;
-            Some(match p.strip_prefix(&cwd) {
-                Ok(rel) => format!("./{}", rel.display()),
-                Err(_) => p.display().to_string(),
-            })
-        })
-        .unwrap_or_else(|| "nuon".into());
+    let me = crate::our_binary("nuon");
     let api = if control_url == "http://127.0.0.1:7400" {
         String::new()
     } else {

@@ -564,15 +564,19 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                 } else {
                     " \\\n      --vendor-store VENDOR_STORE    # the build runner's store".into()
                 };
+                // The customer's way first, as `nuon dev` does it: the
+                // install's stack; then the runner by hand, with the token.
                 eprintln!(
-                    "\nThe runner token is shown only now. Start the install's runner with:\n  NUON_RUNNER_TOKEN={} nuon-runner run --api {} --signing-key {} \\\n      --work-dir ./nuon-runner-{}{vendor}",
+                    "\nIts runner is started by its install stack, applied where it runs (as `nuon dev` does):\n  {nuon} installs stack {name}\nOr start it here by hand; the runner token is shown only now:\n  NUON_RUNNER_TOKEN={} {} run --api {} --signing-key {} \\\n      --work-dir ./nuon-runner-{name}{vendor}",
                     created.runner_token,
+                    crate::our_binary("nuon-runner"),
                     created
                         .runner_api_url
                         .as_deref()
                         .unwrap_or("RUNNER_API_URL"),
                     created.signing_public_key,
-                    created.install.name,
+                    nuon = crate::our_binary("nuon"),
+                    name = created.install.name,
                 );
             }
         }

@@ -501,6 +501,27 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
 /// EX_DATAERR).
 pub const EXIT_INVALID_CONFIG: u8 = 65;
 
+/// How a command to paste names `name`, one of our binaries: its path
+/// beside this `nuon` (`./target/debug/nuon-runner` when under the working
+/// directory) when it is there, else the bare name (found on PATH).
+pub(crate) fn our_binary(name: &str) -> String {
+    let beside = std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name(name))
+        .filter(|p| p.is_file());
+    let Some(path) = beside else {
+        return name.to_owned();
+    };
+    match std::env::current_dir().ok().and_then(|cwd| {
+        path.strip_prefix(cwd)
+            .ok()
+            .map(std::path::Path::to_path_buf)
+    }) {
+        Some(rel) => format!("./{}", rel.display()),
+        None => path.display().to_string(),
+    }
+}
+
 pub(crate) fn plural(n: usize, what: &str) -> String {
     if n == 1 {
         return format!("{n} {what}");
