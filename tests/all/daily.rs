@@ -617,3 +617,111 @@ fn selectors_names_and_runners_say_what_is_meant() {
         "{table}"
     );
 }
+
+/// The dashboard can be found around in: a job's log leads back to its
+/// step, workflow, install and app; workflows are named by kind and time;
+/// an approval names who gave it, never a token's id; the timeline has a
+/// time axis; an app's page lists its installs; a finished rollout offers
+/// only what can still be done.
+#[test]
+fn the_dashboard_leads_from_a_job_back_to_its_app() {
+    if !have_tool("terraform", "deploy the queue") {
+        return;
+    }
+    let Some(b) = Chrome::start() else { return };
+    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
+    let m = Manual::start_on(cp, &QUEUE, None, |_| {}, &["--approval", "prompt"]);
+    let c = m.cp.client();
+    let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let wf = crate::deploy::newest_workflow(&c).id.to_string();
+    ok(m.cp.nuon(&["workflows", "approve", &wf, "--all", "--wait"]));
+    let w = rt().block_on(c.get_workflow(&wf)).unwrap();
+    let job = step(&w, "apply queue").job_id.clone().unwrap();
+    let base = m.cp.control_url.clone();
+    sign_in(&b, &base, &m.cp.admin_token);
+    // Signed in as a name, not a token id.
+    let who = b.text("header");
+    assert!(!who.contains("tok_"), "{who}");
+
+    // The job's page: where it came from, each a link.
+    b.goto(&format!("{base}/jobs/{job}"));
+    let crumbs = b.exec(
+        "return Array.from(document.querySelectorAll('nav.crumbs li')).map(l => [l.innerText.trim(), (l.querySelector('a') || {}).href || '']);",
+        json!([]),
+    );
+    let labels: Vec<&str> = crumbs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c[0].as_str().unwrap())
+        .collect();
+    assert_eq!(labels[..3], ["Installs", "app", "demo"], "{crumbs}");
+    assert!(labels[3].starts_with("provision, "), "{crumbs}");
+    assert_eq!(labels[4..], ["apply queue", "log"], "{crumbs}");
+    let facts = b.text("dl.facts");
+    assert!(
+        facts.contains("Step") && facts.contains("apply queue") && facts.contains("terraform job"),
+        "{facts}"
+    );
+    // Back to the workflow, at the step.
+    b.click("nav.crumbs li:nth-child(5) a");
+    b.wait_until("the workflow's page", Duration::from_secs(10), |b| {
+        b.url().contains(&format!("/workflows/{wf}#step-"))
+    });
+    // Its approval names who gave it.
+    let approvals = b.text("#steps");
+    assert!(approvals.contains("approved by"), "{approvals}");
+    assert!(!approvals.contains("approved by tok_"), "{approvals}");
+    // The timeline reads against a time axis.
+    let ticks = b.exec(
+        "return Array.from(document.querySelectorAll('svg.timeline text.tick')).map(t => t.textContent);",
+        json!([]),
+    );
+    assert!(ticks[0] == "0 s" || ticks[0] == "0.0 s", "{ticks}");
+    assert!(ticks.as_array().unwrap().len() >= 2, "{ticks}");
+    // Up to the install, then the app, which lists its installs.
+    b.click("nav.crumbs li:nth-child(3) a");
+    b.wait_until("the install's page", Duration::from_secs(10), |b| {
+        b.url().contains("/installs/")
+    });
+    b.click("nav.crumbs li:nth-child(2) a");
+    b.wait_until("the app's page", Duration::from_secs(10), |b| {
+        b.url().contains("/apps/")
+    });
+    let installs = b.text("table.installs");
+    assert!(
+        installs.contains("demo") && installs.contains("active"),
+        "{installs}"
+    );
+
+    // A rollout of the first release, finished: nothing to pause, cancel,
+    // retry or roll back (no install had a release before it).
+    let release = json(&m, &["releases", "create", "--app", "app"]);
+    let release = release["id"].as_str().unwrap().to_owned();
+    let out = m.cp.nuon(&["releases", "rollout", &release, "--wait"]);
+    // The deploy asks for an approval: approve it as it waits.
+    let _ = out;
+    let r = json(&m, &["releases", "status", &release]);
+    let r_id = r["id"].as_str().unwrap().to_owned();
+    nuon_tests::wait_for("the rollout to end", Duration::from_secs(120), || {
+        let r = json(&m, &["releases", "status", &release]);
+        if let Some(wf) = r["targets"][0]["workflow_id"].as_str() {
+            let _ = m.cp.nuon(&["workflows", "approve", wf, "--all"]);
+        }
+        (r["status"] == "succeeded").then_some(())
+    })
+    .unwrap();
+    b.goto(&format!("{base}/rollouts/{r_id}"));
+    let page = b.text("main");
+    assert!(
+        page.contains("every install") && page.contains("1 (100%)"),
+        "{page}"
+    );
+    for act in ["pause", "resume", "retry", "cancel", "rollback"] {
+        assert!(
+            b.find(&format!("form[action$='/{act}']")).is_none(),
+            "{act} offered on a finished rollout: {page}"
+        );
+    }
+}

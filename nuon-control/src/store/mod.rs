@@ -36,6 +36,7 @@ mod installs;
 mod invitations;
 mod jobs;
 mod labels;
+mod links;
 mod maintenance;
 mod orgs;
 #[cfg(feature = "postgres")]
@@ -79,6 +80,7 @@ pub use installs::{
 pub use invitations::{InvitationStore, Spend, StoredInvitation};
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};
+pub use links::JobLinkStore;
 pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
 pub use orgs::{ApiPrincipal, NewApiToken, NewOrg, OrgStore, PrincipalUser};
 #[cfg(feature = "postgres")]
@@ -159,6 +161,7 @@ pub trait Store:
     + RolloutStore
     + RunnerStore
     + JobStore
+    + JobLinkStore
     + QueueStore
     + MaintenanceStore
     + WorkflowStore
@@ -185,6 +188,7 @@ impl<T> Store for T where
         + RolloutStore
         + RunnerStore
         + JobStore
+        + JobLinkStore
         + QueueStore
         + MaintenanceStore
         + WorkflowStore

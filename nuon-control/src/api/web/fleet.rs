@@ -162,7 +162,7 @@ pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Ma
                 td { (t.wave + 1) }
                 td { a href={ "/installs/" (t.install_id) } { (t.install) } }
                 td { span class={ "badge " (t.state.as_str()) } { (t.state.as_str()) } }
-                td { @if let Some(w) = &t.workflow_id { a href={ "/workflows/" (w) } { (w) } } @else { "-" } }
+                td { @if let Some(w) = &t.workflow_id { a href={ "/workflows/" (w) } { "deploy, " (ago(t.started_at_ms)) } } @else { "-" } }
                 td { (t.reason.as_deref().unwrap_or("")) }
             } } }
         } }
@@ -345,7 +345,16 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
                 .collect()
         })
         .unwrap_or_default();
+    // Its installs, each with its state.
+    let installs: Vec<_> = state
+        .store
+        .list_installs(&web.auth.0.org_id)
+        .await?
+        .into_iter()
+        .filter(|i| i.app_id == app.id)
+        .collect();
     let body = html! {
+        (super::cells::crumbs(&[(app.name.clone(), None)]))
         h1 { "App " (app.name) }
         @if let Some(m) = latest.map(|v| &v.config.metadata) {
             @if let Some(d) = &m.display_name { p { strong { (d) } } }
@@ -359,6 +368,20 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
                 input id="invite-email" type="email" name="email" autocomplete="off";
                 button type="submit" { "Invite a customer" }
             }
+        }
+        h2 { "Installs" }
+        @if installs.is_empty() {
+            p.muted { "No install yet." }
+        } @else {
+            div.table-wrap { table.installs {
+                thead { tr { th scope="col" { "Install" } th scope="col" { "State" } th scope="col" { "Config" } th scope="col" { "Created" } } }
+                tbody { @for i in &installs { tr {
+                    td { a href={ "/installs/" (i.id) } { (i.name) } }
+                    td { span class={ "badge " (i.state) } { (i.state.as_str().replace('_', " ")) } }
+                    td { "v" (i.config_version) }
+                    td { (ago(Some(i.created_at_ms))) }
+                } } }
+            } }
         }
         h2 { "Config versions" }
         @if versions.len() >= 2 {

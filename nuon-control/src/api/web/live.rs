@@ -19,14 +19,22 @@ pub(super) async fn workflow_events(
         Ok(wf) => wf.id,
         Err(e) => return error_page(e),
     };
+    // Who approves, by name, as the page names them.
+    let tokens = match super::cells::token_names(&state, &org).await {
+        Ok(t) => std::sync::Arc::new(t),
+        Err(e) => return error_page(e),
+    };
     live(state.clone(), "workflow", move || {
-        let (state, org, id) = (state.clone(), org.clone(), id.clone());
+        let (state, org, id, tokens) = (state.clone(), org.clone(), id.clone(), tokens.clone());
         async move {
             let wf = state.store.get_workflow(&org, &id).await.ok()??;
             let wf = crate::api::workflow_view_live(&state, &org, wf)
                 .await
                 .ok()?;
-            Some((workflow_event(&wf).to_string(), !wf.status.is_active()))
+            Some((
+                workflow_event(&wf, &tokens).to_string(),
+                !wf.status.is_active(),
+            ))
         }
     })
 }
@@ -68,7 +76,10 @@ where
 }
 
 /// A workflow as its page's script follows it.
-fn workflow_event(wf: &nuon_core::wire::WorkflowInfo) -> serde_json::Value {
+fn workflow_event(
+    wf: &nuon_core::wire::WorkflowInfo,
+    tokens: &std::collections::BTreeMap<String, String>,
+) -> serde_json::Value {
     let steps: Vec<serde_json::Value> = wf
         .steps
         .iter()
@@ -77,7 +88,7 @@ fn workflow_event(wf: &nuon_core::wire::WorkflowInfo) -> serde_json::Value {
                 "name": s.name,
                 "status": s.status.as_str(),
                 "needs_approval": s.needs_approval,
-                "approved_by": s.approved_by,
+                "approved_by": s.approved_by.as_deref().map(|by| super::cells::person(by, tokens)),
                 "reason": s.reason,
                 "job_id": s.job_id,
             })

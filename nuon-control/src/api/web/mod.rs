@@ -14,6 +14,7 @@
 //! - Pages are `maud` templates (escaped by construction), one stylesheet,
 //!   and a Content-Security-Policy that allows nothing from anywhere else.
 
+mod acts;
 mod cells;
 mod cookies;
 mod diff;
@@ -86,7 +87,7 @@ pub(super) fn router() -> Router<SharedState> {
             "/assets/live.js",
             get(|| async { asset("text/javascript; charset=utf-8", include_str!("live.js")) }),
         )
-        .route("/workflows/{id}/{act}", post(workflow_act))
+        .route("/workflows/{id}/{act}", post(acts::workflow_act))
         .route(
             "/installs/{id}/inputs",
             get(inputs_page)
@@ -189,6 +190,8 @@ pub(super) struct Web {
     pub(super) auth: ApiAuth,
     pub(super) csrf: String,
     id_hash: String,
+    /// A service account's token's name (a person is named by email).
+    token_name: Option<String>,
 }
 
 impl Web {
@@ -206,7 +209,13 @@ impl Web {
     pub(super) fn who(&self) -> String {
         match &self.auth.0.user {
             Some(u) => format!("{} ({})", u.email, u.role.as_str()),
-            None => format!("{} ({})", self.auth.0.token_id, self.auth.0.scope),
+            None => format!(
+                "{} ({})",
+                self.token_name
+                    .clone()
+                    .unwrap_or_else(|| self.auth.0.token_id.to_string()),
+                self.auth.0.scope
+            ),
         }
     }
 }
@@ -250,10 +259,23 @@ impl FromRequestParts<SharedState> for Web {
         if let Some(actor) = parts.extensions.get::<super::audit::Actor>() {
             actor.set(&principal);
         }
+        // A service account's session is shown by its token's name.
+        let token_name = match &principal.user {
+            Some(_) => None,
+            None => state
+                .store
+                .list_api_tokens(&principal.org_id)
+                .await
+                .map_err(fail)?
+                .into_iter()
+                .find(|t| t.id == principal.token_id)
+                .map(|t| format!("token {}", t.name)),
+        };
         Ok(Web {
             auth: ApiAuth(principal),
             csrf: session.csrf,
             id_hash,
+            token_name,
         })
     }
 }
@@ -733,72 +755,9 @@ async fn job_events(
         .into_response()
 }
 
-#[derive(Deserialize)]
-struct ActForm {
-    #[serde(default)]
-    csrf: String,
-    #[serde(default)]
-    step: Option<String>,
-    /// `yes` once the person confirmed on the confirmation page.
-    #[serde(default)]
-    confirm: Option<String>,
-    /// Approve: `yes` to approve the rest of the workflow too.
-    #[serde(default)]
-    all: Option<String>,
-}
-
-/// Approve, deny, retry, skip or cancel, from a workflow's page: the API's own
-/// handler does it (and the same refusals), and the audit trail records it
-/// under the API's operation.
-async fn workflow_act(
-    State(state): State<SharedState>,
-    Source(source): Source,
-    web: Web,
-    Path((id, act)): Path<(String, String)>,
-    Form(form): Form<ActForm>,
-) -> Response {
-    if let Some(r) = csrf_refused(&web, &form.csrf) {
-        return r;
-    }
-    use super::workflows::Act;
-    let (act, op) = match act.as_str() {
-        "approve" => (
-            Act::Approve {
-                all: form.all.as_deref() == Some("yes"),
-                source: source.clone(),
-            },
-            "approveWorkflowStep",
-        ),
-        "deny" => (Act::Deny, "denyWorkflowStep"),
-        "retry" => (Act::Retry, "retryWorkflow"),
-        "skip" => (Act::Skip, "skipWorkflowStep"),
-        "cancel" => (Act::Cancel, "cancelWorkflow"),
-        other => {
-            return error_page(Error::not_found(format!("no workflow action {other:?}")));
-        }
-    };
-    let step = form.step.filter(|s| !s.is_empty());
-    if form.confirm.as_deref() != Some("yes") {
-        // Refused as the API refuses it, before anything is asked.
-        if let Err(e) = super::control::require_deployer(&web.auth) {
-            return error_page(e);
-        }
-        let verb = op_path(op);
-        let all = form.all.as_deref() == Some("yes");
-        return page(pages::confirm(&state, &web, &id, verb, step.as_deref(), all).await);
-    }
-    let principal = web.auth.0.clone();
-    let result = super::workflows::act(state.clone(), web.auth, id.clone(), act, step).await;
-    let path = format!("/v1/workflows/{id}/{}", op_path(op));
-    match recorded(&state, &principal, op, path, source, result).await {
-        Ok(_) => Redirect::to(&format!("/workflows/{id}")).into_response(),
-        Err(e) => error_page(e),
-    }
-}
-
 /// `result` of an API handler run from a form, recorded in the audit
 /// trail as the API records it (the operation, its path, the status).
-async fn recorded<T>(
+pub(super) async fn recorded<T>(
     state: &SharedState,
     principal: &crate::store::ApiPrincipal,
     op: &str,

@@ -11,7 +11,9 @@ use nuon_core::wire::{HealthStatus, SyncStatus, WorkflowInfo};
 use nuon_core::workflow::StepStatus;
 
 use super::Web;
-use super::cells::{check_cell, plan_summary};
+use super::cells::{
+    check_cell, crumbs, person, plan_summary, timeline, token_names, workflow_label,
+};
 use super::layout::{ago, button_form, layout};
 use crate::api::SharedState;
 use crate::api::apps::{app_names, install_app_config, install_info, install_of};
@@ -365,7 +367,12 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
         axum::extract::Path(stored.id.to_string()),
     )
     .await?;
+    let levels = [
+        (app.name.clone(), Some(format!("/apps/{}", app.id))),
+        (info.name.clone(), None),
+    ];
     let body = html! {
+        (crumbs(&levels))
         h1 { "Install " (info.name) }
         dl.facts {
             dt { "App" } dd { (app.name) " (config version " (info.config_version) ")" }
@@ -657,12 +664,24 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
     let org = &web.auth.0.org_id;
     let wf = workflow_of(state, web, raw).await?;
     let wf = crate::api::workflow_view_live(state, org, wf).await?;
-    let install = state
+    let stored = state
         .store
         .find_install(org, wf.install_id.as_str())
-        .await?
-        .map(|i| i.name)
+        .await?;
+    let install = stored
+        .as_ref()
+        .map(|i| i.name.clone())
         .unwrap_or_else(|| wf.install_id.to_string());
+    let mut levels = Vec::new();
+    if let Some(i) = &stored {
+        if let Some(app) = state.store.find_app(org, i.app_id.as_str()).await? {
+            levels.push((app.name, Some(format!("/apps/{}", app.id))));
+        }
+        levels.push((i.name.clone(), Some(format!("/installs/{}", i.id))));
+    }
+    levels.push((workflow_label(&wf), None));
+    // Who approved, by name.
+    let tokens = token_names(state, org).await?;
     let waiting = wf
         .steps
         .iter()
@@ -697,6 +716,7 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
         }
     };
     let body = html! {
+        (crumbs(&levels))
         h1 { (format!("{:?}", wf.kind).to_lowercase()) " of " a href={ "/installs/" (wf.install_id) } { (install) } }
         dl.facts {
             dt { "Workflow" } dd { code { (wf.id) } }
@@ -730,12 +750,12 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
             thead { tr { th scope="col" { "#" } th scope="col" { "Step" } th scope="col" { "Status" } th scope="col" { "Approval" } th scope="col" { "Log" } th scope="col" { "Took" } th scope="col" { "Plan, or why" } } }
             tbody {
                 @for s in &wf.steps {
-                    tr data-step=(s.name) {
+                    tr id={ "step-" (s.index) } data-step=(s.name) {
                         td { (s.index + 1) }
                         td { (s.name) }
                         td { span class={ "badge " (s.status.as_str()) } { (s.status.as_str()) } }
                         td.approval {
-                            @if let Some(by) = &s.approved_by { "approved by " (by) }
+                            @if let Some(by) = &s.approved_by { "approved by " (person(by, &tokens)) }
                             @else if s.needs_approval { "needed" }
                         }
                         td.log { @if let Some(j) = &s.job_id { a href={ "/jobs/" (j) } { "log" } } }
@@ -785,10 +805,48 @@ pub(super) async fn job(
         .ok_or_else(|| Error::not_found(format!("no job {raw:?} in this org")))?;
     let more = page.lines.len() as u32 >= LOG_PAGE;
     let live = !more && !page.complete;
+    // The way back: the step that ran it, its workflow, install and app.
+    let from = match state.store.step_of_job(org, &id).await? {
+        Some((wf, index)) => state
+            .store
+            .get_workflow(org, &wf)
+            .await?
+            .map(|w| (w, index)),
+        None => None,
+    };
+    let mut levels = Vec::new();
+    let mut facts = Vec::new();
+    if let Some((w, index)) = &from {
+        let install = state.store.find_install(org, w.install_id.as_str()).await?;
+        if let Some(i) = &install {
+            if let Some(app) = state.store.find_app(org, i.app_id.as_str()).await? {
+                levels.push((app.name.clone(), Some(format!("/apps/{}", app.id))));
+            }
+            levels.push((i.name.clone(), Some(format!("/installs/{}", i.id))));
+            facts.push(("Install", i.name.clone(), format!("/installs/{}", i.id)));
+        }
+        let label = workflow_label(w);
+        levels.push((label.clone(), Some(format!("/workflows/{}", w.id))));
+        facts.push(("Workflow", label, format!("/workflows/{}", w.id)));
+        if let Some(s) = w.steps.iter().find(|s| s.index == *index) {
+            levels.push((
+                s.name.clone(),
+                Some(format!("/workflows/{}#step-{}", w.id, s.index)),
+            ));
+            facts.push((
+                "Step",
+                s.name.clone(),
+                format!("/workflows/{}#step-{}", w.id, s.index),
+            ));
+        }
+    }
+    levels.push(("log".to_owned(), None));
     let body = html! {
+        (crumbs(&levels))
         h1 { "Job " code { (job.id) } }
         dl.facts {
-            dt { "Kind" } dd { (job.kind) }
+            @for (what, label, href) in &facts { dt { (what) } dd { a href=(href) { (label) } } }
+            dt { "Kind" } dd { (job.kind) " job" }
             dt { "Status" } dd { span class={ "badge " (job.status.as_str()) } { (job.status.as_str()) } }
             dt { "Created" } dd { (ago(Some(job.created_at_ms))) }
         }
@@ -820,121 +878,6 @@ pub(super) async fn job(
         script src="/assets/live.js" defer {}
     };
     Ok(layout("Job log", Some(web), body))
-}
-
-/// The steps' jobs as bars on one time axis, from the first start.
-fn timeline(bars: &[(String, String, i64, i64)]) -> Markup {
-    let t0 = bars.iter().map(|b| b.2).min().unwrap_or(0);
-    let t1 = bars.iter().map(|b| b.3).max().unwrap_or(t0).max(t0 + 1);
-    let span = (t1 - t0) as f64;
-    const ROW: usize = 22;
-    const LABEL: f64 = 180.0;
-    const WIDTH: f64 = 820.0;
-    let height = bars.len() * ROW + 4;
-    let esc = super::escape;
-    let mut svg = format!(
-        "<svg class=\"timeline\" role=\"img\" aria-label=\"Timeline of the steps' jobs, {:.1} s in all\" viewBox=\"0 0 1000 {height}\" xmlns=\"http://www.w3.org/2000/svg\">",
-        span / 1000.0
-    );
-    for (i, (name, status, start, end)) in bars.iter().enumerate() {
-        let x = LABEL + WIDTH * (start - t0) as f64 / span;
-        let w = (WIDTH * (end - start) as f64 / span).max(2.0);
-        let y = i * ROW + 2;
-        svg.push_str(&format!(
-            "<text x=\"0\" y=\"{}\">{}</text><rect class=\"bar {}\" x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"16\"><title>{} {:.1} s</title></rect>",
-            y + 13,
-            esc(name),
-            esc(status),
-            esc(name),
-            (end - start) as f64 / 1000.0
-        ));
-    }
-    svg.push_str("</svg>");
-    maud::PreEscaped(svg)
-}
-
-/// What a workflow action asks before it is done: what it will do (an
-/// approval shows the plan it applies), and Yes / No.
-pub(super) async fn confirm(
-    state: &SharedState,
-    web: &Web,
-    raw: &str,
-    verb: &str,
-    step: Option<&str>,
-    all: bool,
-) -> Result<Markup, Error> {
-    let wf = workflow_of(state, web, raw).await?;
-    let target = step
-        .and_then(|n| wf.steps.iter().position(|s| s.name == n))
-        .or_else(|| {
-            wf.steps
-                .iter()
-                .position(|s| s.status == StepStatus::WaitingApproval)
-        });
-    let plan = target
-        .and_then(|i| nuon_core::workflow::plan_step_of(&wf.steps, i))
-        .and_then(|p| p.outputs.get("changes").filter(|c| c.is_object()));
-    let name = target.map(|i| wf.steps[i].name.clone()).unwrap_or_default();
-    let (question, what, button, class) = match verb {
-        "approve" if all => (
-            format!("Approve {name} and the rest of this workflow?"),
-            "It runs next, applying the plan below; every later apply of this workflow runs after its plan without asking, each recorded as approved by you.",
-            "Yes, approve all",
-            "primary",
-        ),
-        "approve" => (
-            format!("Approve {name}?"),
-            "It runs next, applying the plan below.",
-            "Yes, approve",
-            "primary",
-        ),
-        "deny" => (
-            format!("Deny {name}?"),
-            "It is skipped, and so is every step that depends on it.",
-            "Yes, deny",
-            "danger",
-        ),
-        "cancel" => (
-            "Cancel this workflow?".to_owned(),
-            "Its running job is asked to stop; its other steps will not run.",
-            "Yes, cancel it",
-            "danger",
-        ),
-        "skip" => (
-            format!("Skip {name} and go on?"),
-            "It is skipped with what it leads to (a plan's apply, an apply's health checks); the rest of the workflow runs.",
-            "Yes, skip it",
-            "danger",
-        ),
-        _ => (
-            "Retry this workflow?".to_owned(),
-            "It runs again from its failed step (an apply from its plan).",
-            "Yes, retry",
-            "primary",
-        ),
-    };
-    let what = html! {
-        p { (what) }
-        @if let Some(c) = plan { div { "Plan: " (plan_summary(c)) } }
-    };
-    let hidden: Vec<(String, String)> = step
-        .map(|s| ("step".to_owned(), s.to_owned()))
-        .into_iter()
-        .chain(all.then(|| ("all".to_owned(), "yes".to_owned())))
-        .collect();
-    Ok(confirmation(
-        web,
-        &Confirm {
-            question: &question,
-            what,
-            action: &format!("/workflows/{}/{verb}", wf.id),
-            button,
-            class,
-            hidden: &hidden,
-            type_name: None,
-            back: &format!("/workflows/{}", wf.id),
-        },
-    ))
 }
 
 /// What a confirmation page asks.

@@ -470,6 +470,12 @@ ALTER TABLE invitations ADD COLUMN template_expires BIGINT;
 CREATE INDEX invitations_template ON invitations (template_hash) WHERE template_hash IS NOT NULL;
 "#,
     ),
+    (
+        23,
+        r#"
+CREATE INDEX workflow_steps_job ON workflow_steps (job_id) WHERE job_id IS NOT NULL;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

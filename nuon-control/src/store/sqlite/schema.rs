@@ -396,7 +396,9 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS installs_runner ON installs (runner_id);
          CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user_id) WHERE user_id IS NOT NULL;
          CREATE INDEX IF NOT EXISTS invitations_template ON invitations (template_hash) \
-         WHERE template_hash IS NOT NULL;",
+         WHERE template_hash IS NOT NULL;
+         CREATE INDEX IF NOT EXISTS workflow_steps_job ON workflow_steps (job_id) \
+         WHERE job_id IS NOT NULL;",
     )?;
     Ok(())
 }
