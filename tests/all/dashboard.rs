@@ -253,9 +253,11 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         b.exec("return window.notReloaded === true;", json!([])),
         json!(true)
     );
+    // Who approved, by the token's name (never its id).
+    let approval = b.text("tr[data-step='apply db'] .approval");
     assert!(
-        b.text("tr[data-step='apply db'] .approval")
-            .starts_with("approved by tok_")
+        approval.starts_with("approved by ") && approval.ends_with("(token)"),
+        "{approval}"
     );
     let w = wait_workflow(&m.cp.client(), &wf, crate::deploy::ended);
     assert_eq!(w.status.as_str(), "succeeded", "{w:#?}");

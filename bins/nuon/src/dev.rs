@@ -110,23 +110,7 @@ pub async fn run(args: &DevArgs) -> Result<u8, CliError> {
     // dev` exits; none is left behind.
     let (tx, rx) = tokio::sync::watch::channel(false);
     let signal = tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let Ok(mut term) = signal(SignalKind::terminate()) else {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    let _ = tx.send(true);
-                }
-                return;
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            let _ = tx.send(true);
-        }
-        #[cfg(not(unix))]
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if crate::stop_asked().await {
             let _ = tx.send(true);
         }
     });

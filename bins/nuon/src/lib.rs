@@ -501,6 +501,22 @@ pub async fn run(cli: Cli) -> Result<u8, CliError> {
 /// EX_DATAERR).
 pub const EXIT_INVALID_CONFIG: u8 = 65;
 
+/// Waits for Ctrl-C or SIGTERM (a supervisor's, or `kill`); false when
+/// neither can be listened for.
+pub(crate) async fn stop_asked() -> bool {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => return r.is_ok(),
+                _ = term.recv() => return true,
+            }
+        }
+    }
+    tokio::signal::ctrl_c().await.is_ok()
+}
+
 /// How a command to paste names `name`, one of our binaries: its path
 /// beside this `nuon` (`./target/debug/nuon-runner` when under the working
 /// directory) when it is there, else the bare name (found on PATH).

@@ -127,10 +127,9 @@ impl EngineError {
 
 type Result<T, E = EngineError> = std::result::Result<T, E>;
 
-/// What an operator asks of a workflow.
+/// What an operator asks of a workflow (`all`: approve the later too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Act {
-    /// Approve the step; with `all`, every later step that would ask.
     Approve {
         all: bool,
     },
@@ -562,8 +561,7 @@ impl Engine {
         Ok(wf)
     }
 
-    /// Approves the step that waits for an approval (or the one named)
-    /// and, with `all`, every later step of the workflow that would ask.
+    /// Approves the waiting step (or the one named); `all`: the later too.
     pub(crate) async fn approve(
         &self,
         org: &OrgId,
