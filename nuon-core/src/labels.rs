@@ -236,8 +236,10 @@ impl FromStr for Selector {
                 let after = rest.trim_start().strip_prefix(op)?;
                 (after.is_empty() || after.starts_with([' ', '\t', '('])).then_some((key, after))
             };
-            // A requirement with nothing after its `=`: most likely a value
-            // left out (`tier==`), which would silently select nothing.
+            // `tier==` with nothing after it: a value left out, which
+            // would silently select nothing. (`tier=` keeps Kubernetes'
+            // meaning, the label with an empty value, as saved groups may
+            // hold it.)
             let no_value = |k: &str, op: &str| {
                 in_selector(format!(
                     "`{k}{op}` has no value: give one (`{k}{op}prod`), or select installs with the label by `{k}`, without it by `!{k}`"
@@ -245,18 +247,14 @@ impl FromStr for Selector {
             };
             // A key never holds '=', so any '=' makes an equality.
             let req = if let Some((k, v)) = p.split_once("!=") {
-                if v.trim().is_empty() {
-                    return Err(no_value(k.trim(), "!="));
-                }
                 let (k, v) = (k.trim(), v.trim());
                 check_key(k).map_err(in_selector)?;
                 check_value(k, v).map_err(in_selector)?;
                 Requirement::NotEquals(k.into(), v.into())
             } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
                 let (k, v) = (k.trim(), v.trim());
-                if v.is_empty() {
-                    let op = if p.contains("==") { "==" } else { "=" };
-                    return Err(no_value(k, op));
+                if v.is_empty() && p.contains("==") {
+                    return Err(no_value(k, "=="));
                 }
                 check_key(k).map_err(in_selector)?;
                 check_value(k, v).map_err(in_selector)?;
@@ -362,9 +360,8 @@ mod tests {
     #[test]
     fn bad_selectors_and_labels_say_what_is_wrong() {
         for (text, says) in [
-            ("tier=", "`tier=` has no value"),
+            ("tier=", ""),
             ("tier==", "`tier==` has no value"),
-            ("tier!=", "`tier!=` has no value"),
             ("tier in prod", "list in parentheses"),
             ("tier in (prod", "without its ')'"),
             ("a,,b", "empty requirement"),
@@ -374,7 +371,12 @@ mod tests {
             ("a-.b/x=1", "DNS subdomain"),
             ("tier notin prod", "after `tier notin`"),
         ] {
-            // A missing value is refused (it selected nothing, silently).
+            // `tier==` with no value is refused (it selected nothing,
+            // silently); `tier=` selects tier="" as Kubernetes does.
+            if says.is_empty() {
+                assert!(text.parse::<Selector>().is_ok(), "{text}");
+                continue;
+            }
             let err = text.parse::<Selector>().err().unwrap_or_default();
             assert!(err.contains(says), "{text}: {err}");
         }

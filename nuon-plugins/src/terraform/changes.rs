@@ -93,8 +93,12 @@ fn walk(m: Marked<'_>, path: &str, out: &mut Vec<Value>) {
             }
         }
         _ => {
-            let shown = |v: &Value, sensitive: &Value| {
-                if sensitive == &Value::Bool(true) {
+            // Told whole: when anything in it, on either side, is marked
+            // sensitive, both sides are masked (as Terraform shows them),
+            // whatever the shapes (a list that grew, null to an object).
+            let sensitive = marked(m.before_sensitive) || marked(m.after_sensitive);
+            let shown = |v: &Value| {
+                if sensitive {
                     SENSITIVE.to_owned()
                 } else {
                     text(v)
@@ -103,14 +107,24 @@ fn walk(m: Marked<'_>, path: &str, out: &mut Vec<Value>) {
             let after = if unknown {
                 UNKNOWN.to_owned()
             } else {
-                shown(m.after, m.after_sensitive)
+                shown(m.after)
             };
             out.push(json!({
                 "path": if path.is_empty() { "(whole value)" } else { path },
-                "before": shown(m.before, m.before_sensitive),
+                "before": shown(m.before),
                 "after": after,
             }));
         }
+    }
+}
+
+/// Whether a mark tree marks anything: `true`, or `true` somewhere in it.
+fn marked(mark: &Value) -> bool {
+    match mark {
+        Value::Bool(b) => *b,
+        Value::Object(m) => m.values().any(marked),
+        Value::Array(a) => a.iter().any(marked),
+        _ => false,
     }
 }
 
@@ -173,6 +187,25 @@ mod tests {
             changed_values(&change),
             [json!({"path": "creds", "before": SENSITIVE, "after": SENSITIVE})]
         );
+        // A value told whole shows nothing of what is marked inside it: a
+        // list that grew, null to an object, an unknown after a sensitive
+        // before.
+        for change in [
+            json!({"before": {"rules": [{"key": "old"}]}, "after": {"rules": [{"key": "old"}, {"key": "s3cret"}]},
+                   "before_sensitive": {"rules": [{"key": true}]}, "after_sensitive": {"rules": [{"key": true}, {"key": true}]},
+                   "after_unknown": {}}),
+            json!({"before": {"auth": null}, "after": {"auth": {"token": "s3cret"}},
+                   "before_sensitive": {}, "after_sensitive": {"auth": {"token": true}}, "after_unknown": {}}),
+            json!({"before": {"conn": {"password": "s3cret", "host": "h"}}, "after": {"conn": null},
+                   "before_sensitive": {"conn": {"password": true}}, "after_sensitive": {},
+                   "after_unknown": {"conn": true}}),
+        ] {
+            let told = serde_json::to_string(&changed_values(&change)).unwrap();
+            assert!(
+                !told.contains("s3cret") && told.contains(SENSITIVE),
+                "{told}"
+            );
+        }
         // Nothing changed, nothing told; long values cut; at most twenty.
         assert!(changed_values(&json!({"before": {"a": 1}, "after": {"a": 1}})).is_empty());
         let long = "x".repeat(500);
