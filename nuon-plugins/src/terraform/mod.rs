@@ -5,8 +5,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-#[cfg(feature = "oci")]
 mod changes;
+#[cfg(feature = "oci")]
 pub mod install;
 #[cfg(feature = "oci")]
 pub mod lockfile;
