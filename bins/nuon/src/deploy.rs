@@ -400,16 +400,7 @@ pub(crate) async fn watch(
                     StepStatus::Skipped | StepStatus::Denied | StepStatus::Cancelled => "-",
                     StepStatus::Pending => " ",
                 };
-                let _ = writeln!(
-                    out,
-                    " {mark} {:<32} {}{}",
-                    s.name,
-                    s.status,
-                    s.reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                );
+                let _ = writeln!(out, " {mark} {}", step_line(s));
             }
             drawn = wf.steps.len() + 1;
         } else {
@@ -422,15 +413,10 @@ pub(crate) async fn watch(
                     if s.status != StepStatus::Pending {
                         let _ = writeln!(
                             out,
-                            "[{:>width$}/{}] {:<32} {}{}",
+                            "[{:>width$}/{}] {}",
                             s.index + 1,
                             wf.steps.len(),
-                            s.name,
-                            s.status,
-                            s.reason
-                                .as_deref()
-                                .map(|r| format!(" ({r})"))
-                                .unwrap_or_default()
+                            step_line(s)
                         );
                     }
                 }
@@ -460,6 +446,16 @@ pub(crate) async fn watch(
         }
         tokio::time::sleep(Duration::from_millis(if tty { 200 } else { 50 })).await;
     }
+}
+
+/// A step as `watch` shows it: its name, status and reason.
+fn step_line(s: &nuon_core::wire::WorkflowStepInfo) -> String {
+    let why = s
+        .reason
+        .as_deref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    format!("{:<32} {}{why}", s.name, s.status)
 }
 
 /// Prints the log lines of `job` (of step `step`) from `cursor` on, and
