@@ -268,6 +268,15 @@ pub struct RolloutTarget {
     /// it to).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_release: Option<ReleaseId>,
+    /// The app config version it ran before (what a rollback returns it
+    /// to when it had no release before: its first release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_config: Option<u32>,
+    /// Set in a rollback: the install gets this config version (with its
+    /// newest builds) instead of a release, and `release_id` is the
+    /// release it leaves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<u32>,
     /// Where it is.
     pub state: TargetState,
     /// Its deploy workflow (the newest, after a retry).
@@ -302,12 +311,25 @@ impl RolloutTarget {
             wave,
             release_id,
             from_release,
+            from_config: None,
+            config_version: None,
             state: TargetState::Pending,
             workflow_id: None,
             tries: 0,
             reason: None,
             started_at_ms: None,
             ended_at_ms: None,
+        }
+    }
+}
+
+impl RolloutTarget {
+    /// What it gets, in words: its release, or (a rollback of its first
+    /// release) the config version it ran before.
+    pub fn gets(&self) -> String {
+        match self.config_version {
+            Some(v) => format!("config v{v}"),
+            None => self.release_id.to_string(),
         }
     }
 }
@@ -457,6 +479,8 @@ pub struct Selected {
     pub name: String,
     /// The release it has now.
     pub release: Option<ReleaseId>,
+    /// The app config version it runs now.
+    pub config_version: Option<u32>,
     /// The version its customer pinned its runner to (`nuon-runner run
     /// --pin-version`): a runner rollout passes it over.
     pub pinned: Option<String>,
@@ -503,6 +527,7 @@ impl NewRollout {
                     self.release_id.clone(),
                     i.release.clone(),
                 );
+                t.from_config = i.config_version;
                 if let (RolloutKind::Runner, Some(pin)) = (self.kind, &i.pinned) {
                     t.state = TargetState::Skipped;
                     t.reason = Some(format!(
@@ -823,7 +848,8 @@ impl RolloutInfo {
             ));
         }
         let reached = self.targets.iter().filter(|t| t.tries > 0);
-        let (back, left): (Vec<_>, Vec<_>) = reached.partition(|t| t.from_release.is_some());
+        let (back, left): (Vec<_>, Vec<_>) =
+            reached.partition(|t| t.from_release.is_some() || t.from_config.is_some());
         if back.is_empty() {
             return Err(if left.is_empty() {
                 format!(
@@ -832,7 +858,7 @@ impl RolloutInfo {
                 )
             } else {
                 format!(
-                    "no install of rollout {} had a release before it (the installs it reached were deployed outside releases): nothing to return them to",
+                    "no install of rollout {} had a release or a config version before it: nothing to return them to",
                     self.id
                 )
             });
@@ -840,12 +866,20 @@ impl RolloutInfo {
         let targets = back
             .iter()
             .map(|t| {
-                RolloutTarget::pending(
+                // An install's first release goes back to the config
+                // version it ran before.
+                let (release, config) = match &t.from_release {
+                    Some(r) => (r.clone(), None),
+                    None => (t.release_id.clone(), t.from_config),
+                };
+                let mut back = RolloutTarget::pending(
                     (t.install_id.clone(), t.install.clone()),
                     0,
-                    t.from_release.clone().expect("partitioned"),
+                    release,
                     Some(t.release_id.clone()),
-                )
+                );
+                back.config_version = config;
+                back
             })
             .collect();
         let names: Vec<&str> = left.iter().map(|t| t.install.as_str()).collect();
@@ -865,8 +899,12 @@ impl RolloutInfo {
             status: RolloutStatus::Running,
             wave: 0,
             wave_count: 1,
-            reason: (!names.is_empty())
-                .then(|| format!("left as they are (no release before): {}", names.join(", "))),
+            reason: (!names.is_empty()).then(|| {
+                format!(
+                    "left as they are (no release or config version before): {}",
+                    names.join(", ")
+                )
+            }),
             targets,
             created_by: None,
             created_at_ms: now,
@@ -934,6 +972,7 @@ mod tests {
                 id: InstallId::generate(),
                 name: format!("i{i:02}"),
                 release: Some(ReleaseId::generate()),
+                config_version: Some(1),
                 pinned: None,
             })
             .collect();
@@ -1115,8 +1154,12 @@ mod tests {
 
     #[test]
     fn rollback_returns_each_install_reached_to_its_release_before() {
-        let mut r = rollout(3, "1,100%", 10, false, 0);
+        let mut r = rollout(4, "1,100%", 10, false, 0);
+        // i02's first release: back to the config version it ran; i03
+        // had neither.
         r.targets[2].from_release = None;
+        r.targets[3].from_release = None;
+        r.targets[3].from_config = None;
         drive(&mut r, 1, |_| Seen::Going);
         drive(&mut r, 2, |_| Seen::Succeeded(2));
         drive(&mut r, 3, |t| {
@@ -1148,16 +1191,18 @@ mod tests {
         let to: Vec<_> = back
             .targets
             .iter()
-            .map(|t| (t.install.as_str(), &t.release_id))
+            .map(|t| (t.install.as_str(), &t.release_id, t.config_version))
             .collect();
         assert_eq!(
             to,
             [
-                ("i00", r.targets[0].from_release.as_ref().unwrap()),
-                ("i01", r.targets[1].from_release.as_ref().unwrap())
+                ("i00", r.targets[0].from_release.as_ref().unwrap(), None),
+                ("i01", r.targets[1].from_release.as_ref().unwrap(), None),
+                ("i02", &r.release_id, Some(1)),
             ]
         );
-        assert!(back.reason.as_deref().unwrap().contains("i02"));
+        let left = back.reason.as_deref().unwrap();
+        assert!(left.contains("i03") && !left.contains("i02"), "{left}");
         assert!(
             r.rollback(RolloutId::generate(), 7, &Default::default())
                 .is_err()
@@ -1235,6 +1280,7 @@ mod tests {
                 id: InstallId::generate(),
                 name: (*n).into(),
                 release: None,
+                config_version: None,
                 pinned: (*n == "b").then(|| "1.0.0".to_owned()),
             })
             .collect();

@@ -695,8 +695,9 @@ fn the_dashboard_leads_from_a_job_back_to_its_app() {
         "{installs}"
     );
 
-    // A rollout of the first release, finished: nothing to pause, cancel,
-    // retry or roll back (no install had a release before it).
+    // A rollout of the first release, finished: nothing to pause, cancel
+    // or retry; it can still be rolled back (to the config version the
+    // install ran before).
     let release = json(&m, &["releases", "create", "--app", "app"]);
     let release = release["id"].as_str().unwrap().to_owned();
     let out = m.cp.nuon(&["releases", "rollout", &release, "--wait"]);
@@ -718,10 +719,102 @@ fn the_dashboard_leads_from_a_job_back_to_its_app() {
         page.contains("every install") && page.contains("1 (100%)"),
         "{page}"
     );
-    for act in ["pause", "resume", "retry", "cancel", "rollback"] {
+    for act in ["pause", "resume", "retry", "cancel"] {
         assert!(
             b.find(&format!("form[action$='/{act}']")).is_none(),
             "{act} offered on a finished rollout: {page}"
         );
     }
+    assert!(b.find("form[action$='/rollback']").is_some(), "{page}");
+}
+
+/// The output `name` of the install's `queue` component, if any.
+fn queue_output(m: &Manual, name: &str) -> Value {
+    let o = json(m, &["installs", "outputs", "demo"]);
+    o["components"]["queue"][name].clone()
+}
+
+/// A first release rolls back to the config version the install ran
+/// before; `installs deploy` takes a release or any config version, and
+/// says what is wrong with one it cannot take.
+#[test]
+fn a_first_release_rolls_back_and_a_deploy_takes_any_version() {
+    if !have_tool("terraform", "deploy the queue") {
+        return;
+    }
+    let m = Manual::start(&QUEUE);
+    ok(m.cp.nuon(&["installs", "provision", "demo", "--wait"]));
+    assert_eq!(queue_output(&m, "version"), Value::Null);
+    // Config v2 adds an output; released, rolled out.
+    let app = m.dir.path().join("app");
+    let main = app.join("src/queue/main.tf");
+    let mut tf = std::fs::read_to_string(&main).unwrap();
+    tf.push_str("\noutput \"version\" {\n  value = \"2\"\n}\n");
+    std::fs::write(&main, tf).unwrap();
+    ok(m.cp.nuon(&["apps", "sync", app.to_str().unwrap(), "--app", "app"]));
+    ok(m.cp.nuon(&["builds", "create", "--app", "app", "--wait"]));
+    let release = json(&m, &["releases", "create", "--app", "app"]);
+    let release = release["id"].as_str().unwrap().to_owned();
+    assert_eq!(release_of_config(&m), (Value::Null, 1));
+    ok(m.cp.nuon(&["releases", "rollout", &release, "--wait"]));
+    assert_eq!(queue_output(&m, "version"), "2");
+    assert_eq!(release_of_config(&m), (json!(release), 2));
+
+    // Its first release: rolled back to config v1, outside releases.
+    let out = ok(m.cp.nuon(&["releases", "rollback", &release, "--wait"]));
+    assert!(out.contains("config v1"), "{out}");
+    assert_eq!(queue_output(&m, "version"), Value::Null);
+    assert_eq!(release_of_config(&m), (Value::Null, 1));
+    // The release's newest rollout is the rollback.
+    let back = json(&m, &["releases", "status", &release]);
+    assert!(back["rollback_of"].is_string(), "{back:#}");
+    assert_eq!(back["status"], "succeeded", "{back:#}");
+    assert_eq!(back["targets"][0]["config_version"], 1, "{back:#}");
+
+    // A deploy takes the release back, then config v1 again.
+    ok(m.cp.nuon(&[
+        "installs",
+        "deploy",
+        "demo",
+        "--release",
+        &release,
+        "--wait",
+    ]));
+    assert_eq!(queue_output(&m, "version"), "2");
+    assert_eq!(release_of_config(&m), (json!(release), 2));
+    ok(m.cp.nuon(&["installs", "deploy", "demo", "--config", "1", "--wait"]));
+    assert_eq!(queue_output(&m, "version"), Value::Null);
+    assert_eq!(release_of_config(&m), (Value::Null, 1));
+
+    // What it cannot take, said.
+    for (args, says) in [
+        (
+            vec!["--config", "9"],
+            "app app has no config version 9 (the install runs 1",
+        ),
+        (
+            vec!["--release", "rel_00000000000000000000000000"],
+            "app app has no release rel_00000000000000000000000000",
+        ),
+        (vec!["--release", "v2"], "is not a release id"),
+        (
+            vec!["--release", &release, "--config", "1"],
+            "cannot be used with",
+        ),
+    ] {
+        let mut all = vec!["installs", "deploy", "demo"];
+        all.extend(args.iter().copied());
+        let out = m.cp.nuon(&all);
+        assert!(!out.status.success(), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+}
+
+/// The install's release (`Null` when it runs none) and config version.
+fn release_of_config(m: &Manual) -> (Value, u64) {
+    let i = json(m, &["installs", "get", "demo"]);
+    (
+        i["release_id"].clone(),
+        i["config_version"].as_u64().unwrap(),
+    )
 }

@@ -67,8 +67,9 @@ pub(crate) enum InstallsCommand {
     },
     /// Provision: the sandbox, then every component in dependency order.
     Provision(WorkflowArgs),
-    /// Deploy every component (or --component).
-    Deploy(WorkflowArgs),
+    /// Deploy every component (or --component): the app's latest config,
+    /// or a release (--release), or any config version (--config).
+    Deploy(DeployArgs),
     /// Tear down every component (or --component), dependents first.
     Teardown(DestroyArgs),
     /// Tear down every component, then destroy the sandbox.
@@ -240,6 +241,21 @@ pub(crate) struct WorkflowArgs {
     plan_only: bool,
 }
 
+/// A deploy's arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeployArgs {
+    #[command(flatten)]
+    workflow: WorkflowArgs,
+    /// Deploy this release (`rel_…`, see `nuon releases list`): its config
+    /// version and its builds.
+    #[arg(long, value_name = "RELEASE", conflicts_with = "config")]
+    release: Option<String>,
+    /// Deploy this app config version with its newest builds (`nuon apps
+    /// configs APP` lists them): back to any earlier version.
+    #[arg(long = "config", value_name = "VERSION")]
+    config: Option<u32>,
+}
+
 /// A teardown's or a deprovision's arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DestroyArgs {
@@ -384,7 +400,29 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
     use nuon_core::workflow::WorkflowKind;
     let (kind, a) = match command {
         InstallsCommand::Provision(a) => (WorkflowKind::Provision, a),
-        InstallsCommand::Deploy(a) => (WorkflowKind::Deploy, a),
+        InstallsCommand::Deploy(d) => {
+            let release = match &d.release {
+                Some(r) => Some(r.parse::<nuon_core::ReleaseId>().map_err(|_| {
+                    CliError::usage(format!(
+                        "--release {r:?} is not a release id (`rel_…`; `nuon releases list` shows them)"
+                    ))
+                })?),
+                None => None,
+            };
+            let a = &d.workflow;
+            let req = nuon_core::wire::CreateWorkflow {
+                kind: WorkflowKind::Deploy,
+                component: a.component.clone(),
+                action: None,
+                only: false,
+                config_version: d.config,
+                release,
+                runbook: None,
+                inputs: Default::default(),
+                plan_only: a.plan_only,
+            };
+            return crate::deploy::start_with(g, &a.install, req, a.wait, a.logs).await;
+        }
         InstallsCommand::Teardown(a) | InstallsCommand::Deprovision(a) => {
             let kind = if matches!(command, InstallsCommand::Teardown(_)) {
                 WorkflowKind::Teardown
@@ -411,6 +449,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 action: None,
                 only: a.only,
                 config_version: a.config,
+                release: None,
                 runbook: None,
                 inputs: Default::default(),
                 plan_only: w.plan_only,
@@ -432,6 +471,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 action: Some(action.clone()),
                 only: false,
                 config_version: None,
+                release: None,
                 runbook: None,
                 inputs: inputs.iter().cloned().collect(),
                 plan_only: false,
@@ -469,6 +509,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 action: None,
                 only: false,
                 config_version: None,
+                release: None,
                 runbook: Some(runbook.clone()),
                 inputs: inputs.iter().cloned().collect(),
                 plan_only: false,
@@ -488,6 +529,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                     action: None,
                     only: false,
                     config_version: None,
+                    release: None,
                     runbook: None,
                     inputs: Default::default(),
                     plan_only: false,
@@ -504,6 +546,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         action: None,
         only: false,
         config_version: None,
+        release: None,
         runbook: None,
         inputs: Default::default(),
         plan_only: a.plan_only,

@@ -86,7 +86,9 @@ pub(crate) enum RolloutCommand {
         /// A release (its newest rollout) or a rollout id.
         release: String,
     },
-    /// Return every install the rollout reached to its release before.
+    /// Return every install the rollout reached to its release before (an
+    /// install it gave its first release: to the config version it ran
+    /// before).
     Rollback {
         /// A release (its newest rollout) or a rollout id.
         release: String,
@@ -213,14 +215,20 @@ fn show(r: &RolloutInfo) {
     if let Some(why) = &r.reason {
         outln!("reason:   {why}");
     }
+    // A rollback returns each install to its own release (or config).
+    let back = r.rollback_of.is_some();
+    let mut header = vec![
+        "WAVE", "INSTALL", "STATE", "TRIES", "WORKFLOW", "FROM", "REASON",
+    ];
+    if back {
+        header.insert(2, "GETS");
+    }
     crate::table(
-        &[
-            "WAVE", "INSTALL", "STATE", "TRIES", "WORKFLOW", "FROM", "REASON",
-        ],
+        &header,
         r.targets
             .iter()
             .map(|t| {
-                vec![
+                let mut row = vec![
                     (t.wave + 1).to_string(),
                     t.install.clone(),
                     t.state.to_string(),
@@ -234,7 +242,11 @@ fn show(r: &RolloutInfo) {
                         .map(ToString::to_string)
                         .unwrap_or_else(|| "-".into()),
                     t.reason.clone().unwrap_or_default(),
-                ]
+                ];
+                if back {
+                    row.insert(2, t.gets());
+                }
+                row
             })
             .collect(),
     );

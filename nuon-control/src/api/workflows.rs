@@ -68,31 +68,66 @@ pub(super) async fn create_workflow(
             "\"only\" is for a teardown of one component (\"component\"): it leaves the components that depend on it deployed",
         ));
     }
-    if let (false, Some(v)) = (destroying, req.config_version) {
+    let deploying = req.kind == WorkflowKind::Deploy;
+    if let (false, Some(v)) = (destroying || deploying, req.config_version) {
         return Err(Error::bad_request(format!(
-            "\"config_version\" ({v}) is for a teardown or a deprovision; a {} uses the app's latest config (sync and build another to change it)",
+            "\"config_version\" ({v}) is for a deploy, a teardown or a deprovision; a {} uses the app's latest config (sync and build another to change it)",
             format!("{:?}", req.kind).to_lowercase()
         )));
     }
-    let latest = if destroying {
-        let version = req.config_version.unwrap_or(install.config_version);
-        let stored = state
-            .store
-            .get_config(org, &app.id, Some(version))
-            .await?
-            .ok_or_else(|| match req.config_version {
-                Some(v) => Error::not_found(format!(
-                    "app {} has no config version {v} (the install was deployed with {}; `nuon apps configs {}` lists them)",
-                    app.name, install.config_version, app.name
-                )),
-                None => Error::not_found(format!(
-                    "config v{} of app {} is gone",
-                    install.config_version, app.name
-                )),
-            })?;
-        super::apps::decode_config(&state, &app, stored)?
-    } else {
-        latest_config(&state, &auth, &app).await?
+    let release = match &req.release {
+        None => None,
+        Some(_) if !deploying => {
+            return Err(Error::bad_request(
+                "\"release\" is for a deploy (`nuon installs deploy INSTALL --release REL`)",
+            ));
+        }
+        Some(_) if req.config_version.is_some() => {
+            return Err(Error::bad_request(
+                "name a release or a config version, not both: a release deploys its own config version",
+            ));
+        }
+        Some(id) => Some(
+            state
+                .store
+                .get_release(org, id)
+                .await?
+                .filter(|r| r.app_id == install.app_id)
+                .ok_or_else(|| {
+                    Error::not_found(format!(
+                        "app {} has no release {id} (`nuon releases list --app {}` lists them)",
+                        app.name, app.name
+                    ))
+                })?,
+        ),
+    };
+    // A release's config version, one asked for, or (destroying) the one
+    // the install was deployed with; else the app's latest.
+    let pinned = match (&release, req.config_version) {
+        (Some(r), _) => Some(r.config_version),
+        (None, Some(v)) => Some(v),
+        (None, None) if destroying => Some(install.config_version),
+        (None, None) => None,
+    };
+    let latest = match pinned {
+        Some(version) => {
+            let stored = state
+                .store
+                .get_config(org, &app.id, Some(version))
+                .await?
+                .ok_or_else(|| match req.config_version {
+                    Some(v) => Error::not_found(format!(
+                        "app {} has no config version {v} (the install runs {}; `nuon apps configs {}` lists them)",
+                        app.name, install.config_version, app.name
+                    )),
+                    None => Error::not_found(format!(
+                        "config v{version} of app {} is gone",
+                        app.name
+                    )),
+                })?;
+            super::apps::decode_config(&state, &app, stored)?
+        }
+        None => latest_config(&state, &auth, &app).await?,
     };
     let wf = state
         .engine
@@ -105,6 +140,7 @@ pub(super) async fn create_workflow(
                 runbook: req.runbook,
                 inputs: req.inputs,
                 plan_only: req.plan_only,
+                release: release.as_ref(),
                 ..Start::new(
                     &install,
                     &app.name,

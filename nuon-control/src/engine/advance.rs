@@ -208,6 +208,13 @@ impl Engine {
                         }
                         return Ok(());
                     }
+                    if status == WorkflowStatus::Succeeded
+                        && let Some(release) = rules::release_after(&cx.wf)
+                    {
+                        self.store
+                            .set_install_release(org, &cx.install.id, release.as_ref())
+                            .await?;
+                    }
                     if cx.wf.kind == WorkflowKind::Drift && status == WorkflowStatus::Succeeded {
                         let plan = cx
                             .wf

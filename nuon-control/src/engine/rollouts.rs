@@ -156,6 +156,7 @@ impl Engine {
             .filter(|i| !i.state.is_leaving())
             .map(|i| Selected {
                 release: releases.get(&i.id).cloned(),
+                config_version: Some(i.config_version),
                 id: i.id,
                 name: i.name,
                 pinned: None,
@@ -219,6 +220,7 @@ impl Engine {
                     .and_then(|v| by_version.get(v));
                 Selected {
                     release: running.or(asked.get(&i.id).map(|(r, _)| r)).cloned(),
+                    config_version: None,
                     pinned: runner
                         .and_then(|r| r.telemetry.as_ref())
                         .and_then(|t| t.pinned.clone()),
@@ -390,9 +392,12 @@ impl Engine {
         });
         if advance.changed {
             r.updated_at_ms = now;
+            // An install returned to a config version has no release now
+            // (the workflow's end recorded so).
             let released: Vec<_> = advance
                 .released
                 .iter()
+                .filter(|&&i| r.targets[i].config_version.is_none())
                 .map(|&i| {
                     (
                         r.targets[i].install_id.clone(),
@@ -481,19 +486,17 @@ impl Engine {
             .find_install(org, target.install_id.as_str())
             .await?
             .ok_or_else(|| EngineError::NotFound(format!("install {} is gone", target.install)))?;
-        let (app_name, config) = self
-            .app_config(org, &install.app_id, release.config_version)
-            .await?;
+        // A rollback of an install's first release: the config version
+        // it ran before, with that version's newest builds.
+        let (version, release) = match target.config_version {
+            Some(v) => (v, None),
+            None => (release.config_version, Some(release)),
+        };
+        let (app_name, config) = self.app_config(org, &install.app_id, version).await?;
         let start = Start {
-            release: Some(release),
+            release,
             rollout: Some((workflow, doc)),
-            ..Start::new(
-                &install,
-                &app_name,
-                &config,
-                release.config_version,
-                WorkflowKind::Deploy,
-            )
+            ..Start::new(&install, &app_name, &config, version, WorkflowKind::Deploy)
         };
         self.start(org, start).await.map(|_| ())
     }

@@ -599,6 +599,19 @@ pub(crate) fn install_state_during(kind: WorkflowKind, now: InstallState) -> Ins
     }
 }
 
+/// What a workflow that succeeded makes of the release its install runs:
+/// a whole deploy, provision or reprovision by hand or by a rollout sets
+/// it to the workflow's (none when it deployed outside releases); a
+/// partial or plan-only run leaves it (`None`).
+pub(crate) fn release_after(wf: &WorkflowInfo) -> Option<Option<nuon_core::ReleaseId>> {
+    let whole = matches!(
+        wf.kind,
+        WorkflowKind::Deploy | WorkflowKind::Provision | WorkflowKind::Reprovision
+    ) && wf.component.is_none()
+        && wf.trigger.is_none();
+    whole.then(|| wf.release_id.clone())
+}
+
 /// Whether `wf` is a plan-only run (`--plan-only`).
 pub(crate) fn plan_only(wf: &WorkflowInfo) -> bool {
     wf.trigger.as_deref() == Some(nuon_core::workflow::PLAN_ONLY)

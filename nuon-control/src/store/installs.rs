@@ -264,6 +264,15 @@ pub trait InstallStore: Send + Sync + 'static {
     /// Points an install at another config version.
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()>;
 
+    /// Records the release an install runs (`Some`), or that it runs none
+    /// (it was deployed outside releases since).
+    async fn set_install_release(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        release: Option<&nuon_core::ReleaseId>,
+    ) -> Result<()>;
+
     /// Every install of every org that is provisioned (not `created`,
     /// `deprovisioning` or `deprovisioned`): where cron actions run.
     async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>>;
@@ -519,6 +528,27 @@ impl<S: Sql + 'static> InstallStore for S {
         ))
         .await
         .map(drop)
+    }
+
+    async fn set_install_release(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        release: Option<&nuon_core::ReleaseId>,
+    ) -> Result<()> {
+        let stmt = match release {
+            Some(r) => Stmt::new(
+                "INSERT INTO install_releases (install_id, org_id, release_id, at) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (install_id) DO UPDATE SET \
+                 release_id = excluded.release_id, at = excluded.at",
+                args![id.as_str(), org.as_str(), r.as_str(), now_ms()],
+            ),
+            None => Stmt::new(
+                "DELETE FROM install_releases WHERE install_id = $1 AND org_id = $2",
+                args![id.as_str(), org.as_str()],
+            ),
+        };
+        self.execute(vec![stmt]).await.map(drop)
     }
 
     async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>> {

@@ -26,9 +26,16 @@ pub struct CreateWorkflow {
     pub only: bool,
     /// The app config version a teardown or deprovision destroys with
     /// (default: the one the install was deployed with), so that a fix
-    /// synced and built since can destroy what a broken version left.
+    /// synced and built since can destroy what a broken version left; or
+    /// that a deploy deploys, with that version's newest builds (default:
+    /// the app's latest config), outside releases: back to any earlier
+    /// version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_version: Option<u32>,
+    /// The release a deploy deploys: its config version and its builds
+    /// (`rel_…`, of the install's app). Not with `config_version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<crate::ReleaseId>,
     /// The runbook to run (kind `runbook`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runbook: Option<String>,

@@ -108,14 +108,12 @@ pub(super) async fn rollouts(state: &SharedState, web: &Web) -> Result<Markup, E
 
 /// A rollout's installs, wave by wave, and what the session may do to it.
 pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Markup {
-    use nuon_core::rollout::{RolloutStatus, TargetState};
     // Only what can still be done: each act as the rollout's own rules
     // would take it now.
     let rollback = r.rollback_of.is_none()
-        && !matches!(r.status, RolloutStatus::RolledBack | RolloutStatus::Planned)
-        && r.targets
-            .iter()
-            .any(|t| t.from_release.is_some() && !matches!(t.state, TargetState::Pending));
+        && r.clone()
+            .rollback(nuon_core::RolloutId::generate(), 0, &Default::default())
+            .is_ok();
     let acts: Vec<(&str, &str)> = [
         ("pause", "Pause", r.clone().pause().is_ok()),
         ("resume", "Resume", r.clone().resume().is_ok()),
@@ -157,10 +155,11 @@ pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Ma
         }
         h2 { "Installs" }
         div.table-wrap { table {
-            thead { tr { th scope="col" { "Wave" } th scope="col" { "Install" } th scope="col" { "State" } th scope="col" { "Workflow" } th scope="col" { "Why" } } }
+            thead { tr { th scope="col" { "Wave" } th scope="col" { "Install" } @if r.rollback_of.is_some() { th scope="col" { "Gets" } } th scope="col" { "State" } th scope="col" { "Workflow" } th scope="col" { "Why" } } }
             tbody { @for t in &r.targets { tr {
                 td { (t.wave + 1) }
                 td { a href={ "/installs/" (t.install_id) } { (t.install) } }
+                @if r.rollback_of.is_some() { td { code { (t.gets()) } } }
                 td { span class={ "badge " (t.state.as_str()) } { (t.state.as_str()) } }
                 td { @if let Some(w) = &t.workflow_id { a href={ "/workflows/" (w) } { "deploy, " (ago(t.started_at_ms)) } } @else { "-" } }
                 td { (t.reason.as_deref().unwrap_or("")) }

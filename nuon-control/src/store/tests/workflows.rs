@@ -52,7 +52,7 @@ conformance! {
             bake_ms: 0,
             created_by: None,
         }
-        .plan(vec![Selected { id: inst.id.clone(), name: "acme".into(), release: Some(v1.id.clone()), pinned: None }], 10);
+        .plan(vec![Selected { id: inst.id.clone(), name: "acme".into(), release: Some(v1.id.clone()), config_version: None, pinned: None }], 10);
         f.store.create_rollout(&f.org, &r, None).await.unwrap();
         let mut r = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
         assert_eq!((r.kind, r.runner_version.as_deref(), r.app_id.as_ref()), (RolloutKind::Runner, Some("2.0.0"), None));
@@ -206,7 +206,7 @@ conformance! {
                 bake_ms: 0,
                 created_by: Some("admin".into()),
             }
-            .plan(vec![Selected { id: inst.id.clone(), name: "acme".into(), release: None, pinned: None }], 10);
+            .plan(vec![Selected { id: inst.id.clone(), name: "acme".into(), release: None, config_version: None, pinned: None }], 10);
             f.store.create_rollout(&f.org, &r, None).await.unwrap();
             let mut r = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
             assert_eq!(r.version, 1);
