@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::http::Http;
 
 mod installers;
+mod lifecycle;
 mod renders;
 mod rollouts;
 mod workflows;
@@ -448,43 +449,6 @@ impl ControlClient {
     /// Deletes a group (its installs stay).
     pub async fn delete_group(&self, name: &str) -> Result<GroupInfo> {
         self.call::<ep::DeleteInstallGroup>(&[name], &()).await
-    }
-
-    /// Deletes an install: starts its deprovision (the answer); the
-    /// install is removed when it succeeds.
-    pub async fn delete_install(&self, install: &str) -> Result<WorkflowInfo> {
-        self.call::<ep::DeleteInstall>(&[install], &()).await
-    }
-
-    /// Removes an install's record only: nothing is destroyed.
-    pub async fn forget_install(&self, install: &str) -> Result<nuon_core::wire::InstallRemoved> {
-        self.call::<ep::ForgetInstall>(&[install], &()).await
-    }
-
-    /// Changes inputs and secrets of an install and starts the workflow
-    /// that redeploys what reads them (or, with `dry_run`, says what would
-    /// run).
-    pub async fn update_inputs(
-        &self,
-        install: &str,
-        req: &nuon_core::wire::UpdateInputs,
-    ) -> Result<nuon_core::wire::InputsUpdated> {
-        self.call::<ep::UpdateInstallInputs>(&[install], req).await
-    }
-
-    /// Deletes an app (refused while it has installs).
-    pub async fn delete_app(&self, app: &str) -> Result<nuon_core::wire::AppInfo> {
-        self.call::<ep::DeleteApp>(&[app], &()).await
-    }
-
-    /// Sets some inputs of an install.
-    pub async fn set_inputs(
-        &self,
-        install: &str,
-        inputs: std::collections::BTreeMap<String, serde_json::Value>,
-    ) -> Result<InstallInfo> {
-        self.call::<ep::SetInstallInputs>(&[install], &SetInputs { inputs })
-            .await
     }
 
     /// An install's workflows, newest first.

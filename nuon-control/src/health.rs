@@ -426,7 +426,7 @@ pub(crate) fn sync_of(config: &AppConfig, install: &StoredInstall, brief: &Brief
         .iter()
         .filter(|c| install.enabled(c))
         .any(|c| brief.pending.contains(&c.name));
-    if pending {
+    if pending || crate::service::pending::pending_view(install).is_some() {
         SyncStatus::OutOfSync
     } else {
         SyncStatus::InSync
@@ -608,7 +608,9 @@ pub(crate) fn health_of(
     // The checks the vendor's systems push that a component requires.
     checks.extend(pushed_checks(config, install));
     let failed = checks.iter().any(|c| c.status == CheckState::Failed);
-    let sync = if checks.iter().any(|c| c.pending.is_some()) {
+    let sync = if checks.iter().any(|c| c.pending.is_some())
+        || crate::service::pending::pending_view(install).is_some()
+    {
         SyncStatus::OutOfSync
     } else {
         SyncStatus::InSync
@@ -649,6 +651,18 @@ fn install_check(install: &StoredInstall) -> HealthCheck {
         | InstallState::Deprovisioning => format!("{detail}: a workflow changes it"),
         _ => detail.to_owned(),
     });
+    // Values changed and not deployed: said, with what to do.
+    if let (Some(p), Some(d)) = (
+        crate::service::pending::pending_view(install),
+        k.detail.as_mut(),
+    ) {
+        d.push_str(&format!(
+            "; drift from desired: {} (apply: `{}`, discard: `{}`)",
+            p.summary(),
+            p.apply,
+            p.discard
+        ));
+    }
     k
 }
 
@@ -709,6 +723,7 @@ mod tests {
             labels: Default::default(),
             checks: Default::default(),
             stack_outputs: None,
+            pending: None,
         };
         let runner = |status: &str, seen: Option<i64>, disabled: bool| -> RunnerInfo {
             let mut r: RunnerInfo = serde_json::from_value(json!({

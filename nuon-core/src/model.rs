@@ -4,6 +4,10 @@
 //! The wire types carry these as they are; a state compared by its text
 //! anywhere else is a bug tidy looks for.
 
+mod pending;
+
+pub use pending::{InstallValues, Unapplied};
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

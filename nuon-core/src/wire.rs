@@ -49,7 +49,9 @@ pub use installers::{
     CreateInvitation, InstallerInfo, InstallerList, InvitationCreated, InvitationInfo,
     InvitationList,
 };
-pub use installs::{InstallCreated, InstallInfo, InstallList};
+pub use installs::{
+    InstallCreated, InstallInfo, InstallList, PendingResolved, PendingValue, PendingValues,
+};
 pub use secrets::{InstallSecret, InstallSecrets, UpdateInputs};
 pub use states::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked};
 pub use telemetry::{ProbeSeen, RunnerTelemetry, RunnerUpdateFailure, ToolHeld};
@@ -116,6 +118,10 @@ pub mod routes {
     pub const INSTALL: &str = "/v1/installs/{id}";
     /// Control API: change inputs and secrets and redeploy what reads them.
     pub const INSTALL_UPDATE_INPUTS: &str = "/v1/installs/{id}/update-inputs";
+    /// Deploys an install's pending values.
+    pub const INSTALL_PENDING_APPLY: &str = "/v1/installs/{id}/pending/apply";
+    /// Returns an install's deployed values, dropping the pending ones.
+    pub const INSTALL_PENDING_DISCARD: &str = "/v1/installs/{id}/pending/discard";
     /// Control API: remove an install's record only (nothing destroyed).
     pub const INSTALL_FORGET: &str = "/v1/installs/{id}/forget";
     /// Control API: set some of an install's inputs.

@@ -818,3 +818,131 @@ fn release_of_config(m: &Manual) -> (Value, u64) {
         i["config_version"].as_u64().unwrap(),
     )
 }
+
+/// A change whose workflow was denied stays desired and is shown as
+/// pending, the same on the API, the CLI (`installs get`, `installs
+/// health`) and the dashboard, with the commands to apply or discard it;
+/// a discard returns the deployed value (from the dashboard), an apply
+/// deploys the pending one (from the CLI).
+#[test]
+fn a_denied_change_stays_pending_until_applied_or_discarded() {
+    if !have_tool("terraform", "deploy the queue") {
+        return;
+    }
+    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
+    let m = Manual::start_on(
+        cp,
+        &queue_and_worker(),
+        None,
+        |_| {},
+        &["--approval", "prompt"],
+    );
+    let c = m.cp.client();
+    let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let wf = crate::deploy::newest_workflow(&c).id.to_string();
+    ok(m.cp.nuon(&["workflows", "approve", &wf, "--all", "--wait"]));
+    let i = json(&m, &["installs", "get", "demo"]);
+    assert!(i["pending"].is_null(), "{i:#}");
+
+    // queue_size 5 → 9, denied.
+    let deny = |size: &str| {
+        let changed = json(&m, &["installs", "update-inputs", "demo", size]);
+        let wf = changed["workflow"]["id"].as_str().unwrap().to_owned();
+        crate::approvals::waiting(&m, &wf, "apply queue");
+        let out = m.cp.nuon(&["workflows", "deny", &wf, "--wait"]);
+        assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+        wf
+    };
+    let wf = deny("queue_size=9");
+    let i = json(&m, &["installs", "get", "demo"]);
+    assert_eq!(i["inputs"]["queue_size"], "9", "{i:#}");
+    let p = &i["pending"];
+    assert_eq!(
+        p["changes"],
+        json!([{"kind": "input", "name": "queue_size", "deployed": "5", "desired": "9"}]),
+        "{i:#}"
+    );
+    assert_eq!(p["ended"], "denied", "{i:#}");
+    assert_eq!(p["workflow_id"], wf.as_str(), "{i:#}");
+    assert_eq!(p["components"], json!(["queue", "worker"]), "{i:#}");
+    assert_eq!(p["discard"], "nuon installs discard-pending demo", "{i:#}");
+    assert_eq!(i["sync"], "out_of_sync", "{i:#}");
+    let shown = ok(m.cp.nuon(&["installs", "get", "demo"]));
+    assert!(
+        shown.contains("pending:  input queue_size: 5 \u{2192} 9; not deployed to queue, worker")
+            && shown.contains(&format!("workflow {wf} was denied"))
+            && shown.contains("`nuon installs apply-pending demo`")
+            && shown.contains("`nuon installs discard-pending demo`"),
+        "{shown}"
+    );
+    let h = json(&m, &["installs", "health", "demo"]);
+    let own = check(&h, "install", "demo")["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        own.contains("drift from desired: input queue_size: 5 \u{2192} 9"),
+        "{own}"
+    );
+    // Nothing to discard or apply where nothing is pending (a new install).
+    let _other = another_install(&m, "other", &[]);
+    let out = m.cp.nuon(&["installs", "apply-pending", "other"]);
+    assert!(
+        !out.status.success() && text(&out).contains("install other has no pending values"),
+        "{}",
+        text(&out)
+    );
+
+    // Discarded from the dashboard: 5 again, deployed again to match (its
+    // plans show no change, so nothing asks).
+    let discarded = if let Some(b) = Chrome::start() {
+        sign_in(&b, &m.cp.control_url, &m.cp.admin_token);
+        let id = i["id"].as_str().unwrap();
+        b.goto(&format!("{}/installs/{id}", m.cp.control_url));
+        let page = b.text("dl.facts");
+        assert!(
+            page.contains("input queue_size: 5 \u{2192} 9") && page.contains("was denied"),
+            "{page}"
+        );
+        assert!(b.find("form[action$='/pending/apply']").is_some(), "{page}");
+        crate::dashboard::submit(&b, "form[action$='/pending/discard'] button");
+        let page = b.text("dl.facts");
+        assert!(!page.contains("Pending"), "{page}");
+        crate::deploy::newest_workflow(&c).id.to_string()
+    } else {
+        let d = json(&m, &["installs", "discard-pending", "demo"]);
+        d["workflows"][0]["id"].as_str().unwrap().to_owned()
+    };
+    let w = wait_workflow(&c, &discarded, ended);
+    assert_eq!(w.status.as_str(), "succeeded", "{w:#?}");
+    let i = json(&m, &["installs", "get", "demo"]);
+    assert_eq!(i["inputs"]["queue_size"], "5", "{i:#}");
+    assert!(i["pending"].is_null(), "{i:#}");
+    assert_eq!(i["sync"], "in_sync", "{i:#}");
+    assert_eq!(
+        json(&m, &["installs", "outputs", "demo"])["components"]["queue"]["size"],
+        5
+    );
+
+    // Denied again, then applied from the CLI: it waits for its approval
+    // (exit 3), approved it deploys 9, and nothing is pending.
+    deny("queue_size=9");
+    let out = m.cp.nuon(&["installs", "apply-pending", "demo", "--wait"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("install demo's pending values deploy to queue, worker"),
+        "{}",
+        text(&out)
+    );
+    let wf = crate::deploy::newest_workflow(&c).id.to_string();
+    ok(m.cp.nuon(&["workflows", "approve", &wf, "--all", "--wait"]));
+    let i = json(&m, &["installs", "get", "demo"]);
+    assert_eq!(i["inputs"]["queue_size"], "9", "{i:#}");
+    assert!(i["pending"].is_null(), "{i:#}");
+    assert_eq!(i["sync"], "in_sync", "{i:#}");
+    assert_eq!(
+        json(&m, &["installs", "outputs", "demo"])["components"]["queue"]["size"],
+        9
+    );
+}

@@ -318,7 +318,6 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("benches/job_loop.rs", 1120),
     ("nuon-runner-lib/src/runner.rs", 1265),
     ("nuon-control/src/api/web/pages.rs", 923),
-    ("nuon-client/src/control.rs", 809),
     ("nuon-template/src/parse.rs", 826),
     ("nuon-control/src/api/mod.rs", 870),
     ("nuon-core/src/app/check.rs", 896),

@@ -368,6 +368,14 @@ impl Render for InstallInfo {
         if let Some(r) = &i.release_id {
             outln!("release:  {r}");
         }
+        if let Some(p) = &i.pending {
+            outln!("pending:  {}", p.summary());
+            outln!(
+                "          apply with `{}`, or go back to what is deployed with `{}`",
+                p.apply,
+                p.discard
+            );
+        }
         outln!("approval: {}", i.approval);
         if !i.labels.is_empty() {
             outln!("labels:   {}", crate::groups::labels_text(&i.labels));

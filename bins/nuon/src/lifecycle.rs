@@ -1,6 +1,7 @@
-//! `nuon installs delete|forget|update-inputs|secrets set` and `nuon apps
-//! delete`: the end of an install's life, and the value changes that
-//! start the workflow Nuon starts for them.
+//! `nuon installs delete|forget|update-inputs|apply-pending|discard-pending|secrets
+//! set` and `nuon apps delete`: the end of an install's life, and the
+//! value changes that start the workflow Nuon starts for them (and what
+//! becomes of them when it does not deploy them).
 
 use std::time::Duration;
 
@@ -49,6 +50,26 @@ pub(crate) enum LifecycleCommand {
         #[arg(long)]
         dry_run: bool,
         /// Follow the workflow to its end.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Deploy the install's pending values (changed by a workflow that was
+    /// denied, failed or cancelled; `installs get` shows them): the
+    /// components that do not run them yet are deployed again.
+    ApplyPending {
+        /// The install, by name or id.
+        install: String,
+        /// Follow the workflows to their end.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Drop the install's pending values: its inputs, secrets, toggles and
+    /// overrides go back to what is deployed, and the components the
+    /// change was for are deployed again with them.
+    DiscardPending {
+        /// The install, by name or id.
+        install: String,
+        /// Follow the workflows to their end.
         #[arg(long)]
         wait: bool,
     },
@@ -176,6 +197,14 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
             };
             update(g, &c, install, req, *wait).await
         }
+        LifecycleCommand::ApplyPending { install, wait } => {
+            let done = c.apply_pending(install).await?;
+            resolved(g, &c, done, *wait).await
+        }
+        LifecycleCommand::DiscardPending { install, wait } => {
+            let done = c.discard_pending(install).await?;
+            resolved(g, &c, done, *wait).await
+        }
         LifecycleCommand::Secrets {
             command: SecretsCommand::List { install },
         } => {
@@ -272,6 +301,42 @@ async fn update(
     }
     if g.json {
         print_json(&u)?;
+    }
+    Ok(0)
+}
+
+/// What applying or discarding pending values did; with `wait`, each
+/// workflow it started followed in turn (the exit of the first that did
+/// not succeed).
+async fn resolved(
+    g: &Global,
+    c: &nuon_client::ControlClient,
+    done: nuon_core::wire::PendingResolved,
+    wait: bool,
+) -> Result<u8, CliError> {
+    if !g.json {
+        outln!("{}", done.message);
+    }
+    if !wait {
+        if g.json {
+            print_json(&done)?;
+        }
+        return Ok(0);
+    }
+    let mut ended = Vec::new();
+    for w in &done.workflows {
+        let w = crate::deploy::watch(c, w.id.as_str(), false, true, g.json).await?;
+        let code = crate::deploy::exit_of(&w);
+        ended.push(w);
+        if code != 0 {
+            if g.json {
+                print_json(&ended)?;
+            }
+            return Ok(code);
+        }
+    }
+    if g.json {
+        print_json(&ended)?;
     }
     Ok(0)
 }

@@ -12,7 +12,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
-use nuon_core::wire::{AppInfo, InputsUpdated, InstallRemoved, UpdateInputs, WorkflowInfo};
+use nuon_core::wire::{
+    AppInfo, InputsUpdated, InstallRemoved, PendingResolved, UpdateInputs, WorkflowInfo,
+};
 use nuon_core::workflow::{self, WorkflowKind};
 use serde_json::Value;
 
@@ -32,6 +34,8 @@ pub(super) fn ops() -> Vec<Op> {
         Op::endpoint::<ep::DeleteInstall>(delete(delete_install)),
         Op::endpoint::<ep::ForgetInstall>(post(forget_install)),
         Op::endpoint::<ep::UpdateInstallInputs>(post(update_inputs)),
+        Op::endpoint::<ep::ApplyInstallPending>(post(apply_pending)).audited_by_service(),
+        Op::endpoint::<ep::DiscardInstallPending>(post(discard_pending)).audited_by_service(),
         Op::endpoint::<ep::DeleteApp>(delete(delete_app)),
     ]
 }
@@ -231,7 +235,13 @@ pub(super) async fn update_inputs(
             )
             .await;
         match started {
-            Ok(wf) => Some(super::workflow_view(wf)),
+            Ok(wf) => {
+                state
+                    .services()
+                    .note_change(org, &install, redeploys.clone(), Some(&wf.id))
+                    .await?;
+                Some(super::workflow_view(wf))
+            }
             Err(e) => {
                 // Nothing changes when the redeploy cannot start.
                 state
@@ -255,6 +265,22 @@ pub(super) async fn update_inputs(
         workflow,
         dry_run: false,
     }))
+}
+
+async fn apply_pending(
+    State(state): State<SharedState>,
+    caller: crate::service::Caller,
+    Path(key): Path<String>,
+) -> Result<Json<PendingResolved>, Error> {
+    Ok(Json(state.services().apply_pending(&caller, &key).await?))
+}
+
+async fn discard_pending(
+    State(state): State<SharedState>,
+    caller: crate::service::Caller,
+    Path(key): Path<String>,
+) -> Result<Json<PendingResolved>, Error> {
+    Ok(Json(state.services().discard_pending(&caller, &key).await?))
 }
 
 pub(super) async fn delete_app(

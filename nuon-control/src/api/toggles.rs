@@ -174,7 +174,13 @@ async fn toggle(
             )
         };
         match state.engine.start(org, start).await {
-            Ok(wf) => Some(super::workflow_view_live(&state, org, wf).await?),
+            Ok(wf) => {
+                state
+                    .services()
+                    .note_change(org, &install, vec![name.clone()], Some(&wf.id))
+                    .await?;
+                Some(super::workflow_view_live(&state, org, wf).await?)
+            }
             Err(e) => {
                 // Nothing half done: the toggle goes back as it was.
                 state
@@ -279,7 +285,13 @@ pub(super) async fn set_override(
             )
         };
         match state.engine.start(org, start).await {
-            Ok(wf) => Some(super::workflow_view_live(&state, org, wf).await?),
+            Ok(wf) => {
+                state
+                    .services()
+                    .note_change(org, &install, vec![name.clone()], Some(&wf.id))
+                    .await?;
+                Some(super::workflow_view_live(&state, org, wf).await?)
+            }
             Err(e) => {
                 // Nothing half done: the overrides go back as they were.
                 state
@@ -290,6 +302,13 @@ pub(super) async fn set_override(
             }
         }
     } else {
+        // Not deployed now: pending until a deploy of the component.
+        if on {
+            state
+                .services()
+                .note_change(org, &install, vec![name.clone()], None)
+                .await?;
+        }
         None
     };
     let set = if values.is_some() { "set" } else { "cleared" };

@@ -183,6 +183,7 @@ impl Engine {
                     self.store
                         .set_workflow_status(org, &id, WorkflowStatus::Failed)
                         .await?;
+                    self.settle_pending(&cx, WorkflowStatus::Failed).await?;
                     let data = self.event_data(&cx, cx.wf.steps.get(i));
                     crate::ops::emit(&*self.store, org, WebhookEvent::WorkflowFailed, data).await;
                     return Ok(());
@@ -193,6 +194,7 @@ impl Engine {
                     self.store
                         .set_install_state(org, &cx.install.id, after)
                         .await?;
+                    self.settle_pending(&cx, status).await?;
                     tracing::info!(workflow = %id, %status, "workflow ended");
                     if status == WorkflowStatus::Succeeded
                         && cx.wf.trigger.as_deref() == Some(nuon_core::workflow::DELETE)
@@ -332,6 +334,7 @@ impl Engine {
         self.store
             .set_install_state(&org, &cx.install.id, after)
             .await?;
+        self.settle_pending(cx, status).await?;
         tracing::info!(workflow = %cx.wf.id, "cancelled");
         Ok(())
     }
@@ -401,9 +404,41 @@ impl Engine {
         self.store
             .set_install_state(&cx.org, &cx.install.id, after)
             .await?;
+        self.settle_pending(cx, status).await?;
         let mut data = self.event_data(cx, Some(step));
         data["reason"] = Value::String(reason);
         crate::ops::emit(&*self.store, &cx.org, WebhookEvent::WorkflowFailed, data).await;
+        Ok(())
+    }
+
+    /// The install's pending values after its workflow ended with
+    /// `status`: each component it applied or destroyed runs them now;
+    /// once none waits, nothing is pending.
+    async fn settle_pending(&self, cx: &Ctx, status: WorkflowStatus) -> Result<()> {
+        if rules::plan_only(&cx.wf) {
+            return Ok(());
+        }
+        let Some(install) = self
+            .store
+            .find_install(&cx.org, cx.install.id.as_str())
+            .await?
+        else {
+            return Ok(());
+        };
+        let (Some(mut p), Some(wf)) = (
+            install.pending,
+            self.store.get_workflow(&cx.org, &cx.wf.id).await?,
+        ) else {
+            return Ok(());
+        };
+        let steps = wf
+            .steps
+            .iter()
+            .map(|s| (s.kind, s.target.as_deref(), s.status));
+        let left = p.ran(&wf.id, status.as_str(), steps).then_some(&p);
+        self.store
+            .set_install_pending(&cx.org, &install.id, left)
+            .await?;
         Ok(())
     }
 

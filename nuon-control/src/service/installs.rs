@@ -372,7 +372,7 @@ impl Services<'_> {
 }
 
 /// A value as the text sealed for it: a string as is, anything else as JSON.
-fn as_text(v: &Value) -> String {
+pub(super) fn as_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -583,6 +583,7 @@ impl Services<'_> {
 /// A stored install as the API shows it (sensitive inputs and secrets by
 /// name only, sensitive outputs masked), without its app's name.
 pub(crate) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
+    let pending = super::pending::pending_view(&i);
     let inputs: BTreeMap<String, Value> = serde_json::from_str(&i.inputs_json)
         .map_err(|e| internal("stored inputs unreadable", e))?;
     let sealed: Sealed = serde_json::from_str(&i.sealed_json)
@@ -614,6 +615,7 @@ pub(crate) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
         labels: i.labels,
         release_id: None,
         customer_inputs: Vec::new(),
+        pending,
         created_at_ms: i.created_at_ms,
     })
 }

@@ -12,6 +12,7 @@
 pub(crate) mod apps;
 pub(crate) mod installs;
 pub(crate) mod invitations;
+pub(crate) mod pending;
 mod render;
 mod stack;
 

@@ -120,6 +120,7 @@ impl Services<'_> {
         // made again when they are refused (that is how they are given anew).
         let without_outputs = StoredInstall {
             stack_outputs: None,
+            pending: None,
             ..install.clone()
         };
         let org_name = self.engine.org_name(org).await?;

@@ -91,6 +91,8 @@ pub struct StoredInstall {
     /// strings, sealed (so a value changed in the store is refused; see
     /// `engine::render::stack_outputs`).
     pub stack_outputs: Option<String>,
+    /// Its values changed and not deployed everywhere yet.
+    pub pending: Option<nuon_core::model::Unapplied>,
 }
 
 /// What redeeming a stack's one-time token found.
@@ -264,6 +266,15 @@ pub trait InstallStore: Send + Sync + 'static {
     /// Points an install at another config version.
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()>;
 
+    /// Sets (`Some`) or clears what an install has changed and not
+    /// deployed.
+    async fn set_install_pending(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        pending: Option<&nuon_core::model::Unapplied>,
+    ) -> Result<()>;
+
     /// Records the release an install runs (`Some`), or that it runs none
     /// (it was deployed outside releases since).
     async fn set_install_release(
@@ -392,6 +403,7 @@ impl<S: Sql + 'static> InstallStore for S {
             labels: new.labels,
             checks: Default::default(),
             stack_outputs: None,
+            pending: None,
         })
     }
 
@@ -525,6 +537,24 @@ impl<S: Sql + 'static> InstallStore for S {
         self.execute_one(Stmt::new(
             "UPDATE installs SET config_version = $3 WHERE id = $1 AND org_id = $2",
             args![id.as_str(), org.as_str(), version],
+        ))
+        .await
+        .map(drop)
+    }
+
+    async fn set_install_pending(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        pending: Option<&nuon_core::model::Unapplied>,
+    ) -> Result<()> {
+        let json = pending
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Invalid(format!("cannot encode pending values: {e}")))?;
+        self.execute_one(Stmt::new(
+            "UPDATE installs SET pending = $3 WHERE id = $1 AND org_id = $2",
+            args![id.as_str(), org.as_str(), json],
         ))
         .await
         .map(drop)

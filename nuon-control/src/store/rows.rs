@@ -415,7 +415,8 @@ pub(super) fn json_list<T: serde::de::DeserializeOwned + Default>(
 
 impl Record for StoredInstall {
     const COLUMNS: &'static str = "id, name, app_id, config_version, runner_id, state, inputs, \
-         sealed, outputs, created_at, approval, toggles, stack_outputs, labels, overrides, checks";
+         sealed, outputs, created_at, approval, toggles, stack_outputs, labels, overrides, checks, \
+         pending";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(StoredInstall {
             id: r.id(0)?,
@@ -434,6 +435,11 @@ impl Record for StoredInstall {
             labels: json_list(r.opt_text(13)?)?,
             overrides: json_list(r.opt_text(14)?)?,
             checks: json_list(r.opt_text(15)?)?,
+            pending: r
+                .opt_text(16)?
+                .map(|p| serde_json::from_str(&p))
+                .transpose()
+                .map_err(corrupt)?,
         })
     }
 }

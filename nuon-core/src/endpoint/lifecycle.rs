@@ -16,6 +16,14 @@ endpoints! {
     UpdateInstallInputs: Post routes::INSTALL_UPDATE_INPUTS, "updateInstallInputs",
         crate::wire::UpdateInputs => crate::wire::InputsUpdated, body = true,
         summary = "Change inputs and secrets of an install and start the workflow Nuon starts: the actions of the pre-update-inputs and post-update-inputs triggers around a redeploy of the components that read the changed values (and what depends on them). With `dry_run`, only say what would run.";
+    /// `POST /v1/installs/{id}/pending/apply`.
+    ApplyInstallPending: Post routes::INSTALL_PENDING_APPLY, "applyInstallPending",
+        () => crate::wire::PendingResolved, body = false,
+        summary = "Deploy an install's pending values (changed by a workflow that was denied, failed or cancelled): a redeploy of the components that do not run them yet, and a teardown of each such component turned off.";
+    /// `POST /v1/installs/{id}/pending/discard`.
+    DiscardInstallPending: Post routes::INSTALL_PENDING_DISCARD, "discardInstallPending",
+        () => crate::wire::PendingResolved, body = false,
+        summary = "Drop an install's pending values: its inputs, secrets, toggles and overrides go back to what is deployed, and the components the change was for are deployed again with them (those that ran the dropped values change back; the plans of the others show nothing to change).";
     /// `DELETE /v1/apps/{id}`.
     DeleteApp: Delete routes::APP, "deleteApp",
         () => crate::wire::AppInfo, body = false,

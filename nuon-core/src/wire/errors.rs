@@ -166,6 +166,8 @@ status! {
         StaleRollout = "stale_rollout",
         /// The rollout is not in a state that takes this command.
         RolloutState = "rollout_state",
+        /// The install has no pending values to apply or discard.
+        NothingPending = "nothing_pending",
     }
 }
 

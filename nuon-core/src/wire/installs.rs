@@ -60,8 +60,103 @@ pub struct InstallInfo {
     /// sensitive one's value is never shown); only `getInstall` fills it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub customer_inputs: Vec<String>,
+    /// Its values changed and not deployed everywhere yet (a workflow
+    /// deploying them was denied, failed or was cancelled, or still runs),
+    /// with the commands to apply or discard them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingValues>,
     /// When it was created.
     pub created_at_ms: i64,
+}
+
+/// An install's values changed and not deployed everywhere yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PendingValues {
+    /// Each value changed: an input's value before and after, a sensitive
+    /// input or a secret by name only.
+    pub changes: Vec<PendingValue>,
+    /// The components that do not run the change yet.
+    pub components: Vec<String>,
+    /// The components that run it already (a discard deploys them again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<String>,
+    /// The newest workflow that deploys it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_id: Option<crate::WorkflowId>,
+    /// How that workflow ended (`denied`, `failed`, `cancelled`), or none
+    /// while it runs or when none was started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+    /// When the first change was made.
+    pub since_ms: i64,
+    /// The command that deploys it.
+    pub apply: String,
+    /// The command that returns the deployed values.
+    pub discard: String,
+}
+
+impl PendingValues {
+    /// In words: `input queue_size: 5 → 9; not deployed (workflow wfl_…
+    /// was denied)`.
+    pub fn summary(&self) -> String {
+        let changes: Vec<String> = self.changes.iter().map(PendingValue::line).collect();
+        let why = match (&self.workflow_id, self.ended.as_deref()) {
+            (Some(w), Some(how)) => format!("workflow {w} was {how}"),
+            (Some(w), None) => format!("workflow {w} deploys it"),
+            (None, _) => "no workflow deployed it yet".to_owned(),
+        };
+        format!(
+            "{}; not deployed to {} ({why})",
+            changes.join(", "),
+            self.components.join(", ")
+        )
+    }
+}
+
+/// One value of an install changed and not deployed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PendingValue {
+    /// `input`, `sensitive_input`, `secret`, `component` (turned on or
+    /// off) or `overrides` (a component's own values).
+    pub kind: String,
+    /// The input's, secret's or component's name.
+    pub name: String,
+    /// What is deployed (none: unset, or never shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed: Option<String>,
+    /// What is desired (none: unset, or never shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<String>,
+}
+
+impl PendingValue {
+    /// `input queue_size: 5 → 9`, `secret token: changed`.
+    pub fn line(&self) -> String {
+        let side = |v: &Option<String>| v.clone().unwrap_or_else(|| "(unset)".into());
+        match self.kind.as_str() {
+            "input" | "component" => format!(
+                "{} {}: {} → {}",
+                self.kind,
+                self.name,
+                side(&self.deployed),
+                side(&self.desired)
+            ),
+            _ => format!("{} {}: changed", self.kind, self.name),
+        }
+    }
+}
+
+/// What applying or discarding an install's pending values did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PendingResolved {
+    /// The install after.
+    pub install: InstallInfo,
+    /// The workflows started: the deploy of the components (and a
+    /// teardown of each component turned off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workflows: Vec<super::WorkflowInfo>,
+    /// What was done, for people.
+    pub message: String,
 }
 
 /// A new install, with its runner's token (shown only here, once).

@@ -161,3 +161,30 @@ async fn confirm(
         },
     ))
 }
+
+/// Apply or discard an install's pending values, from its page: the
+/// service's own operations (the same refusals and audit records), then
+/// back to the install.
+pub(super) async fn pending_act(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    web: Web,
+    Path((id, act)): Path<(String, String)>,
+    Form(form): Form<ActForm>,
+) -> Response {
+    if let Some(r) = csrf_refused(&web, &form.csrf) {
+        return r;
+    }
+    let (services, caller) = (state.services(), web.auth.caller_at(source));
+    let done = match act.as_str() {
+        "apply" => services.apply_pending(&caller, &id).await,
+        "discard" => services.discard_pending(&caller, &id).await,
+        other => Err(Error::not_found(format!(
+            "no action {other:?} on pending values"
+        ))),
+    };
+    match done {
+        Ok(d) => Redirect::to(&format!("/installs/{}", d.install.id)).into_response(),
+        Err(e) => error_page(e),
+    }
+}

@@ -158,3 +158,29 @@ pub(super) fn timeline(bars: &[(String, String, i64, i64)]) -> Markup {
     svg.push_str("</svg>");
     maud::PreEscaped(svg)
 }
+
+/// An install's values changed and not deployed: each change, why it is
+/// not deployed, and (to who may) Apply and Discard.
+pub(super) fn pending_facts(
+    web: &super::Web,
+    install: &nuon_core::InstallId,
+    p: &nuon_core::wire::PendingValues,
+) -> Markup {
+    let act = |a: &str| format!("/installs/{install}/pending/{a}");
+    html! {
+        dt { "Pending" } dd.pending {
+            ul { @for c in &p.changes { li { code { (c.line()) } } } }
+            span.muted { "not deployed to " (p.components.join(", "))
+                @if let (Some(w), Some(how)) = (&p.workflow_id, &p.ended) {
+                    ": " a href={ "/workflows/" (w) } { "its workflow" } " was " (how)
+                } @else if let Some(w) = &p.workflow_id {
+                    ": " a href={ "/workflows/" (w) } { "its workflow" } " runs"
+                }
+            }
+            div.actions {
+                @if web.can_deploy() { (super::layout::button_form(web, &act("apply"), "", "Apply")) }
+                @if web.can_admin() { (super::layout::button_form(web, &act("discard"), "danger", "Discard")) }
+            }
+        }
+    }
+}

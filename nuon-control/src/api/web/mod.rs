@@ -88,6 +88,7 @@ pub(super) fn router() -> Router<SharedState> {
             get(|| async { asset("text/javascript; charset=utf-8", include_str!("live.js")) }),
         )
         .route("/workflows/{id}/{act}", post(acts::workflow_act))
+        .route("/installs/{id}/pending/{act}", post(acts::pending_act))
         .route(
             "/installs/{id}/inputs",
             get(inputs_page)

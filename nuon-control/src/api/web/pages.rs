@@ -389,6 +389,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                     " " span.muted { "a component's last change was not applied: what runs is what an earlier deploy left; deploy again to apply it" }
                 }
             }
+            @if let Some(p) = &info.pending { (super::cells::pending_facts(web, &info.id, p)) }
             // The checks its components require, as the vendor's systems
             // last pushed them.
             @let pushed: Vec<_> = h.checks.iter().filter(|k| k.kind == "check").collect();

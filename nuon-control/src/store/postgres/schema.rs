@@ -476,6 +476,12 @@ CREATE INDEX invitations_template ON invitations (template_hash) WHERE template_
 CREATE INDEX workflow_steps_job ON workflow_steps (job_id) WHERE job_id IS NOT NULL;
 "#,
     ),
+    (
+        24,
+        r#"
+ALTER TABLE installs ADD COLUMN pending TEXT;
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

@@ -166,6 +166,7 @@ CREATE TABLE IF NOT EXISTS installs (
     labels TEXT,
     overrides TEXT,
     checks TEXT,
+    pending TEXT,
     UNIQUE (org_id, name)
 );
 CREATE TABLE IF NOT EXISTS releases (
@@ -341,7 +342,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 32] = [
+    const COLUMNS: [(&str, &str, &str); 33] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -378,6 +379,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("attempts", "log_bytes", "INTEGER NOT NULL DEFAULT 0"),
         ("invitations", "template_hash", "TEXT"),
         ("invitations", "template_expires", "INTEGER"),
+        ("installs", "pending", "TEXT"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

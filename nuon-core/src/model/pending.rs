@@ -1,0 +1,169 @@
+//! An install's values changed and not yet deployed: what was deployed
+//! before (what a discard returns to), the components that do not run the
+//! change yet, and those that do.
+//!
+//! Inputs, secrets, toggles and overrides are the install's desired
+//! values; they change at once, and a workflow deploys them. When that
+//! workflow is denied, fails or is cancelled, the change stays desired
+//! and is shown as pending, with the commands to apply it (deploy the
+//! components it waits on) or discard it (the deployed values back, and
+//! the components that ran the change deployed with them again).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::WorkflowId;
+use crate::workflow::{StepKind, StepStatus};
+
+/// An install's desired values, as stored (each as its own JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstallValues {
+    /// Plain inputs, a JSON object.
+    pub inputs_json: String,
+    /// Sensitive inputs and secrets, sealed, JSON.
+    pub sealed_json: String,
+    /// Components turned on or off.
+    #[serde(default)]
+    pub toggles: BTreeMap<String, bool>,
+    /// Each component's own values, a JSON object by component.
+    #[serde(default)]
+    pub overrides_json: String,
+}
+
+/// A change of an install's values that is not deployed everywhere yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unapplied {
+    /// The values deployed before the first change (what a discard
+    /// returns to).
+    pub deployed: InstallValues,
+    /// The components that do not run the change yet.
+    #[serde(default)]
+    pub waiting: BTreeSet<String>,
+    /// The components deployed with the change already (a discard deploys
+    /// them again).
+    #[serde(default)]
+    pub applied: BTreeSet<String>,
+    /// The newest workflow that deploys it, if one was started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowId>,
+    /// How that workflow ended, once it did and the change is still
+    /// waiting: `denied`, `failed`, `cancelled` or `succeeded` (the
+    /// component was skipped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+    /// When the first change was made.
+    pub since_ms: i64,
+}
+
+impl Unapplied {
+    /// A change made at `now` over the values `deployed`.
+    pub fn begin(deployed: InstallValues, now: i64) -> Self {
+        Unapplied {
+            deployed,
+            waiting: BTreeSet::new(),
+            applied: BTreeSet::new(),
+            workflow: None,
+            ended: None,
+            since_ms: now,
+        }
+    }
+
+    /// `components` take a change, which `workflow` deploys (none: it
+    /// waits for a later deploy).
+    pub fn changed(
+        &mut self,
+        components: impl IntoIterator<Item = String>,
+        workflow: Option<WorkflowId>,
+    ) {
+        for c in components {
+            self.applied.remove(&c);
+            self.waiting.insert(c);
+        }
+        self.workflow = workflow;
+        self.ended = None;
+    }
+
+    /// A workflow ended (`status`, its steps as `(kind, component,
+    /// status)`): each component it applied or destroyed runs the change
+    /// now. Whether anything is still waiting.
+    pub fn ran<'a>(
+        &mut self,
+        workflow: &WorkflowId,
+        status: &str,
+        steps: impl IntoIterator<Item = (StepKind, Option<&'a str>, StepStatus)>,
+    ) -> bool {
+        let mut denied = false;
+        for (kind, target, step) in steps {
+            denied |= step == StepStatus::Denied;
+            if let (StepKind::Apply | StepKind::Destroy, Some(c), StepStatus::Succeeded) =
+                (kind, target, step)
+                && self.waiting.remove(c)
+            {
+                self.applied.insert(c.to_owned());
+            }
+        }
+        if self.workflow.as_ref() == Some(workflow) {
+            self.ended = Some(if denied { "denied" } else { status }.to_owned());
+        }
+        !self.waiting.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(
+        list: &[(StepKind, &'static str, StepStatus)],
+    ) -> Vec<(StepKind, Option<&'static str>, StepStatus)> {
+        list.iter().map(|(k, c, s)| (*k, Some(*c), *s)).collect()
+    }
+
+    #[test]
+    fn a_change_waits_until_each_component_runs_it() {
+        let mut p = Unapplied::begin(InstallValues::default(), 1);
+        let w1 = WorkflowId::generate();
+        p.changed(["queue".into(), "worker".into()], Some(w1.clone()));
+        // Denied at worker's apply: queue runs it, worker waits.
+        let left = p.ran(
+            &w1,
+            "succeeded",
+            steps(&[
+                (StepKind::Plan, "queue", StepStatus::Succeeded),
+                (StepKind::Apply, "queue", StepStatus::Succeeded),
+                (StepKind::Apply, "worker", StepStatus::Denied),
+            ]),
+        );
+        assert!(left);
+        assert_eq!(p.ended.as_deref(), Some("denied"));
+        assert_eq!(p.waiting, BTreeSet::from(["worker".to_owned()]));
+        assert_eq!(p.applied, BTreeSet::from(["queue".to_owned()]));
+        // Another workflow (not the one that deploys it) leaves `ended`.
+        let other = WorkflowId::generate();
+        assert!(p.ran(&other, "failed", steps(&[])));
+        assert_eq!(p.ended.as_deref(), Some("denied"));
+        // A later change of queue makes it wait again.
+        let w2 = WorkflowId::generate();
+        p.changed(["queue".into()], Some(w2.clone()));
+        assert_eq!(p.ended, None);
+        assert_eq!(p.waiting.len(), 2);
+        assert!(p.applied.is_empty());
+        // A plan alone deploys nothing; applies do.
+        assert!(p.ran(
+            &w2,
+            "failed",
+            steps(&[(StepKind::Plan, "worker", StepStatus::Succeeded)])
+        ));
+        assert_eq!(p.ended.as_deref(), Some("failed"));
+        let left = p.ran(
+            &w2,
+            "succeeded",
+            steps(&[
+                (StepKind::Apply, "queue", StepStatus::Succeeded),
+                (StepKind::Destroy, "worker", StepStatus::Succeeded),
+            ]),
+        );
+        assert!(!left);
+    }
+}
