@@ -426,7 +426,7 @@ pub(crate) fn sync_of(config: &AppConfig, install: &StoredInstall, brief: &Brief
         .iter()
         .filter(|c| install.enabled(c))
         .any(|c| brief.pending.contains(&c.name));
-    if pending || crate::service::pending::pending_view(install).is_some() {
+    if pending || crate::desired::pending_view(install).is_some() {
         SyncStatus::OutOfSync
     } else {
         SyncStatus::InSync
@@ -609,7 +609,7 @@ pub(crate) fn health_of(
     checks.extend(pushed_checks(config, install));
     let failed = checks.iter().any(|c| c.status == CheckState::Failed);
     let sync = if checks.iter().any(|c| c.pending.is_some())
-        || crate::service::pending::pending_view(install).is_some()
+        || crate::desired::pending_view(install).is_some()
     {
         SyncStatus::OutOfSync
     } else {
@@ -652,10 +652,7 @@ fn install_check(install: &StoredInstall) -> HealthCheck {
         _ => detail.to_owned(),
     });
     // Values changed and not deployed: said, with what to do.
-    if let (Some(p), Some(d)) = (
-        crate::service::pending::pending_view(install),
-        k.detail.as_mut(),
-    ) {
+    if let (Some(p), Some(d)) = (crate::desired::pending_view(install), k.detail.as_mut()) {
         d.push_str(&format!(
             "; drift from desired: {} (apply: `{}`, discard: `{}`)",
             p.summary(),

@@ -23,6 +23,7 @@
 //! ```
 
 mod api;
+mod desired;
 mod engine;
 mod error;
 mod health;

@@ -33,6 +33,7 @@ mod errors;
 mod health;
 mod installers;
 mod installs;
+mod releases;
 mod secrets;
 mod states;
 mod telemetry;
@@ -52,6 +53,7 @@ pub use installers::{
 pub use installs::{
     InstallCreated, InstallInfo, InstallList, PendingResolved, PendingValue, PendingValues,
 };
+pub use releases::{CreateRelease, ReleaseInfo, ReleaseList};
 pub use secrets::{InstallSecret, InstallSecrets, UpdateInputs};
 pub use states::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked};
 pub use telemetry::{ProbeSeen, RunnerTelemetry, RunnerUpdateFailure, ToolHeld};
@@ -1792,37 +1794,6 @@ pub struct BuildInfo {
     pub created_at_ms: i64,
 }
 
-/// Freeze a release: a config version of an app and the newest successful
-/// build of each of its components (and its sandbox).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateRelease {
-    /// The app, by name or id.
-    pub app: String,
-    /// The config version (default: the latest).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_version: Option<u32>,
-}
-
-/// A release: what every install it is deployed to gets, whatever is
-/// synced or built after it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ReleaseInfo {
-    /// Its id.
-    pub id: crate::ReleaseId,
-    /// The app.
-    pub app_id: AppId,
-    /// The app's name, where known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app_name: Option<String>,
-    /// The config version.
-    pub config_version: u32,
-    /// The artifact of each component and of `sandbox`, by digest.
-    pub builds: BTreeMap<String, crate::job::ArtifactRef>,
-    /// When it was made.
-    pub created_at_ms: i64,
-}
-
 /// The body of `POST /v1/runner-releases`: a runner binary the vendor
 /// pushed to its artifact store (`nuon runners release publish`), for the
 /// control plane to sign with the org's key.
@@ -1922,13 +1893,6 @@ pub struct RunnerUpdate {
     pub release: RunnerReleaseInfo,
     /// The ask's number.
     pub tries: u32,
-}
-
-/// Releases, newest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ReleaseList {
-    /// Newest first.
-    pub releases: Vec<ReleaseInfo>,
 }
 
 /// Builds of an app.

@@ -136,6 +136,8 @@ fn body_for(op: &str, b: &OrgB) -> Option<Value> {
         | "deleteInstallGroup"
         | "deleteInstall"
         | "forgetInstall"
+        | "applyInstallPending"
+        | "discardInstallPending"
         | "deleteApp"
         | "resumeRollout"
         | "pauseRollout"

@@ -308,21 +308,21 @@ fn the_service_layer_sits_below_the_api() {
 /// the ceiling only comes down. Every one is to be split by what it is
 /// about (issue: "Structure, second floor"); a new file never joins.
 const LONG_FILES: &[(&str, usize)] = &[
-    ("nuon-core/src/wire.rs", 2122),
+    ("nuon-core/src/wire.rs", 2091),
     // A table: Sprig's functions, one after another.
     ("nuon-template/src/funcs/sprig.rs", 1835),
-    ("nuon-control/src/api/web/mod.rs", 1837),
+    ("nuon-control/src/api/web/mod.rs", 1764),
     ("nuon-core/src/app/load.rs", 1115),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
     ("benches/job_loop.rs", 1120),
     ("nuon-runner-lib/src/runner.rs", 1265),
-    ("nuon-control/src/api/web/pages.rs", 923),
+    ("nuon-control/src/api/web/pages.rs", 907),
     ("nuon-template/src/parse.rs", 826),
     ("nuon-control/src/api/mod.rs", 870),
     ("nuon-core/src/app/check.rs", 896),
     ("nuon-plugins/src/oci/image.rs", 887),
-    ("nuon-core/src/rollout.rs", 887),
+    ("nuon-core/src/rollout.rs", 813),
     ("nuon-plugins/src/oci/registry.rs", 841),
 ];
 

@@ -431,11 +431,8 @@ impl Engine {
         ) else {
             return Ok(());
         };
-        let steps = wf
-            .steps
-            .iter()
-            .map(|s| (s.kind, s.target.as_deref(), s.status));
-        let left = p.ran(&wf.id, status.as_str(), steps).then_some(&p);
+        let (how, deployed) = rules::what_ran(&wf, status);
+        let left = p.ran(&wf.id, how, deployed).then_some(&p);
         self.store
             .set_install_pending(&cx.org, &install.id, left)
             .await?;

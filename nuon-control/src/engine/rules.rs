@@ -612,6 +612,26 @@ pub(crate) fn release_after(wf: &WorkflowInfo) -> Option<Option<nuon_core::Relea
     whole.then(|| wf.release_id.clone())
 }
 
+/// How a workflow that ended with `status` ended for a change it carried
+/// (`denied` when a step of it was), and the components it applied or
+/// destroyed.
+pub(crate) fn what_ran(wf: &WorkflowInfo, status: WorkflowStatus) -> (&'static str, Vec<&str>) {
+    let denied = wf.steps.iter().any(|s| s.status == StepStatus::Denied);
+    let deployed = wf
+        .steps
+        .iter()
+        .filter(|s| matches!(s.kind, StepKind::Apply | StepKind::Destroy))
+        .filter(|s| s.status == StepStatus::Succeeded)
+        .filter_map(|s| s.target.as_deref())
+        .collect();
+    let how = if denied {
+        StepStatus::Denied.as_str()
+    } else {
+        status.as_str()
+    };
+    (how, deployed)
+}
+
 /// Whether `wf` is a plan-only run (`--plan-only`).
 pub(crate) fn plan_only(wf: &WorkflowInfo) -> bool {
     wf.trigger.as_deref() == Some(nuon_core::workflow::PLAN_ONLY)

@@ -18,6 +18,7 @@ use nuon_core::{InstallId, RunnerId};
 use serde_json::Value;
 
 use super::{Caller, Services, check_name, internal, require_admin};
+use crate::desired::as_text;
 use crate::error::Error;
 use crate::secrets::{Sealed, SecretBox, seal_context};
 use crate::store::{InstallChange, NewInstall, StoreError, StoredInstall};
@@ -371,14 +372,6 @@ impl Services<'_> {
     }
 }
 
-/// A value as the text sealed for it: a string as is, anything else as JSON.
-pub(super) fn as_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// Checks `given` secrets against the config and seals them over
 /// `sealed`. Every problem is reported at once.
 pub(crate) fn resolve_secrets(
@@ -583,7 +576,7 @@ impl Services<'_> {
 /// A stored install as the API shows it (sensitive inputs and secrets by
 /// name only, sensitive outputs masked), without its app's name.
 pub(crate) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
-    let pending = super::pending::pending_view(&i);
+    let pending = crate::desired::pending_view(&i);
     let inputs: BTreeMap<String, Value> = serde_json::from_str(&i.inputs_json)
         .map_err(|e| internal("stored inputs unreadable", e))?;
     let sealed: Sealed = serde_json::from_str(&i.sealed_json)

@@ -266,6 +266,18 @@ pub trait InstallStore: Send + Sync + 'static {
     /// Points an install at another config version.
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()>;
 
+    /// Every install of every org that is provisioned (not `created`,
+    /// `deprovisioning` or `deprovisioned`): where cron actions run.
+    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>>;
+
+    /// The install whose runner this is, if any.
+    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;
+}
+
+/// What an install runs against what it desires: the values it changed
+/// and did not deploy, and the release it runs.
+#[async_trait]
+pub trait DeployedStore: Send + Sync + 'static {
     /// Sets (`Some`) or clears what an install has changed and not
     /// deployed.
     async fn set_install_pending(
@@ -283,13 +295,6 @@ pub trait InstallStore: Send + Sync + 'static {
         id: &InstallId,
         release: Option<&nuon_core::ReleaseId>,
     ) -> Result<()>;
-
-    /// Every install of every org that is provisioned (not `created`,
-    /// `deprovisioning` or `deprovisioned`): where cron actions run.
-    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>>;
-
-    /// The install whose runner this is, if any.
-    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;
 }
 
 /// The checks the vendor's own systems push for an install.
@@ -542,6 +547,31 @@ impl<S: Sql + 'static> InstallStore for S {
         .map(drop)
     }
 
+    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>> {
+        let rows: Vec<IdPair<OrgId, InstallId>> = self
+            .query(Stmt::new(
+                "SELECT org_id, id FROM installs \
+                 WHERE state NOT IN ('created', 'deprovisioning', 'deprovisioned') \
+                 ORDER BY created_at, id",
+                Vec::new(),
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|IdPair(o, i)| (o, i)).collect())
+    }
+
+    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>> {
+        let row: Option<IdPair<OrgId, InstallId>> = self
+            .query_one(Stmt::new(
+                "SELECT org_id, id FROM installs WHERE runner_id = $1",
+                args![runner.as_str()],
+            ))
+            .await?;
+        Ok(row.map(|IdPair(o, i)| (o, i)))
+    }
+}
+
+#[async_trait]
+impl<S: Sql + 'static> DeployedStore for S {
     async fn set_install_pending(
         &self,
         org: &OrgId,
@@ -579,28 +609,6 @@ impl<S: Sql + 'static> InstallStore for S {
             ),
         };
         self.execute(vec![stmt]).await.map(drop)
-    }
-
-    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>> {
-        let rows: Vec<IdPair<OrgId, InstallId>> = self
-            .query(Stmt::new(
-                "SELECT org_id, id FROM installs \
-                 WHERE state NOT IN ('created', 'deprovisioning', 'deprovisioned') \
-                 ORDER BY created_at, id",
-                Vec::new(),
-            ))
-            .await?;
-        Ok(rows.into_iter().map(|IdPair(o, i)| (o, i)).collect())
-    }
-
-    async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>> {
-        let row: Option<IdPair<OrgId, InstallId>> = self
-            .query_one(Stmt::new(
-                "SELECT org_id, id FROM installs WHERE runner_id = $1",
-                args![runner.as_str()],
-            ))
-            .await?;
-        Ok(row.map(|IdPair(o, i)| (o, i)))
     }
 }
 

@@ -5,6 +5,7 @@
 //! [`InstallStore`], [`InvitationStore`] (the customers' installer
 //! links), [`StackStore`] (an install stack's phone-home),
 //! [`CheckStore`] (the checks the vendor's systems push for an install),
+//! [`DeployedStore`] (an install's values not deployed, its release),
 //! [`RunnerStore`], [`JobStore`] (jobs as the Control API
 //! sees them), [`QueueStore`] (the runner side: claims, leases, logs,
 //! completions), [`WorkflowStore`], [`StateStore`] (Terraform state),
@@ -74,8 +75,8 @@ pub use apps::{AppStore, StoredConfig};
 pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use builds::BuildStore;
 pub use installs::{
-    CheckStore, InstallChange, InstallStore, NewInstall, Overrides, StackRedeem, StackStore,
-    StoredInstall,
+    CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall, Overrides, StackRedeem,
+    StackStore, StoredInstall,
 };
 pub use invitations::{InvitationStore, Spend, StoredInvitation};
 pub use jobs::{JobStore, NewJob};
@@ -102,8 +103,8 @@ pub use workflows::{CachedSummary, NewWorkflow, StepUpdate, SummaryText, Workflo
 /// `use nuon_control::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AppStore, AuditStore, BuildStore, CheckStore, InstallStore, InvitationStore, JobStore,
-        LabelStore, MaintenanceStore, OrgStore, QueueStore, ReleaseStore, RemovalStore,
+        AppStore, AuditStore, BuildStore, CheckStore, DeployedStore, InstallStore, InvitationStore,
+        JobStore, LabelStore, MaintenanceStore, OrgStore, QueueStore, ReleaseStore, RemovalStore,
         RolloutStore, RunnerStore, SealingStore, StackStore, StateStore, Store, WebhookStore,
         WorkflowStore,
     };
@@ -152,6 +153,7 @@ pub trait Store:
     OrgStore
     + AppStore
     + InstallStore
+    + DeployedStore
     + InvitationStore
     + StackStore
     + CheckStore
@@ -179,6 +181,7 @@ impl<T> Store for T where
     T: OrgStore
         + AppStore
         + InstallStore
+        + DeployedStore
         + InvitationStore
         + StackStore
         + CheckStore

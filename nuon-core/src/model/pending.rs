@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::WorkflowId;
-use crate::workflow::{StepKind, StepStatus};
 
 /// An install's desired values, as stored (each as its own JSON).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,27 +83,23 @@ impl Unapplied {
         self.ended = None;
     }
 
-    /// A workflow ended (`status`, its steps as `(kind, component,
-    /// status)`): each component it applied or destroyed runs the change
-    /// now. Whether anything is still waiting.
+    /// A workflow ended (`how`: `succeeded`, `failed`, `cancelled`, or
+    /// `denied` when a step of it was), having applied or destroyed
+    /// `deployed`: those components run the change now. Whether anything
+    /// is still waiting.
     pub fn ran<'a>(
         &mut self,
         workflow: &WorkflowId,
-        status: &str,
-        steps: impl IntoIterator<Item = (StepKind, Option<&'a str>, StepStatus)>,
+        how: &str,
+        deployed: impl IntoIterator<Item = &'a str>,
     ) -> bool {
-        let mut denied = false;
-        for (kind, target, step) in steps {
-            denied |= step == StepStatus::Denied;
-            if let (StepKind::Apply | StepKind::Destroy, Some(c), StepStatus::Succeeded) =
-                (kind, target, step)
-                && self.waiting.remove(c)
-            {
+        for c in deployed {
+            if self.waiting.remove(c) {
                 self.applied.insert(c.to_owned());
             }
         }
         if self.workflow.as_ref() == Some(workflow) {
-            self.ended = Some(if denied { "denied" } else { status }.to_owned());
+            self.ended = Some(how.to_owned());
         }
         !self.waiting.is_empty()
     }
@@ -114,56 +109,30 @@ impl Unapplied {
 mod tests {
     use super::*;
 
-    fn steps(
-        list: &[(StepKind, &'static str, StepStatus)],
-    ) -> Vec<(StepKind, Option<&'static str>, StepStatus)> {
-        list.iter().map(|(k, c, s)| (*k, Some(*c), *s)).collect()
-    }
-
     #[test]
     fn a_change_waits_until_each_component_runs_it() {
         let mut p = Unapplied::begin(InstallValues::default(), 1);
         let w1 = WorkflowId::generate();
         p.changed(["queue".into(), "worker".into()], Some(w1.clone()));
         // Denied at worker's apply: queue runs it, worker waits.
-        let left = p.ran(
-            &w1,
-            "succeeded",
-            steps(&[
-                (StepKind::Plan, "queue", StepStatus::Succeeded),
-                (StepKind::Apply, "queue", StepStatus::Succeeded),
-                (StepKind::Apply, "worker", StepStatus::Denied),
-            ]),
-        );
-        assert!(left);
+        assert!(p.ran(&w1, "denied", ["queue"]));
         assert_eq!(p.ended.as_deref(), Some("denied"));
         assert_eq!(p.waiting, BTreeSet::from(["worker".to_owned()]));
         assert_eq!(p.applied, BTreeSet::from(["queue".to_owned()]));
-        // Another workflow (not the one that deploys it) leaves `ended`.
+        // Another workflow (not the one that deploys it) leaves `ended`;
+        // what it deployed that does not wait changes nothing.
         let other = WorkflowId::generate();
-        assert!(p.ran(&other, "failed", steps(&[])));
+        assert!(p.ran(&other, "failed", ["cache"]));
         assert_eq!(p.ended.as_deref(), Some("denied"));
+        assert_eq!(p.applied.len(), 1);
         // A later change of queue makes it wait again.
         let w2 = WorkflowId::generate();
         p.changed(["queue".into()], Some(w2.clone()));
         assert_eq!(p.ended, None);
         assert_eq!(p.waiting.len(), 2);
         assert!(p.applied.is_empty());
-        // A plan alone deploys nothing; applies do.
-        assert!(p.ran(
-            &w2,
-            "failed",
-            steps(&[(StepKind::Plan, "worker", StepStatus::Succeeded)])
-        ));
+        assert!(p.ran(&w2, "failed", []));
         assert_eq!(p.ended.as_deref(), Some("failed"));
-        let left = p.ran(
-            &w2,
-            "succeeded",
-            steps(&[
-                (StepKind::Apply, "queue", StepStatus::Succeeded),
-                (StepKind::Destroy, "worker", StepStatus::Succeeded),
-            ]),
-        );
-        assert!(!left);
+        assert!(!p.ran(&w2, "succeeded", ["queue", "worker"]));
     }
 }

@@ -2,6 +2,7 @@
 //! summary.
 
 use maud::{Markup, html};
+use nuon_core::model::ApprovalMode;
 use nuon_core::wire::HealthCheck;
 
 /// A health check as a cell: its name and status, what it says on hover,
@@ -180,6 +181,22 @@ pub(super) fn pending_facts(
             div.actions {
                 @if web.can_deploy() { (super::layout::button_form(web, &act("apply"), "", "Apply")) }
                 @if web.can_admin() { (super::layout::button_form(web, &act("discard"), "danger", "Discard")) }
+            }
+        }
+    }
+}
+
+/// The `approval` field of an install's forms, `selected` chosen.
+pub(super) fn approval_select(selected: ApprovalMode) -> Markup {
+    html! {
+        select id="install-approval" name="approval" {
+            @for mode in ApprovalMode::ALL {
+                option value=(mode) selected[*mode == selected] {
+                    @match mode {
+                        ApprovalMode::ApproveAll => "run after their plans (approve-all)",
+                        ApprovalMode::Prompt => "wait for an approval (prompt)",
+                    }
+                }
             }
         }
     }

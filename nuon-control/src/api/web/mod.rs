@@ -19,6 +19,7 @@ mod cells;
 mod cookies;
 mod diff;
 mod fleet;
+mod install_forms;
 mod installer;
 mod layout;
 mod live;
@@ -110,8 +111,8 @@ pub(super) fn router() -> Router<SharedState> {
         .route("/rollouts/{id}", get(rollout))
         .route("/rollouts/{id}/{act}", post(rollout_act))
         .route("/releases/{id}/rollouts", post(rollout_create))
-        .route("/installs/{id}/labels", post(install_labels))
-        .route("/installs/{id}/settings", post(install_settings))
+        .route("/installs/{id}/labels", post(install_forms::labels))
+        .route("/installs/{id}/settings", post(install_forms::settings))
         .route("/installs/{id}/overrides", post(install_overrides))
         .route("/apps/{id}/builds", post(app_builds))
         .route("/groups", get(groups).post(group_create))
@@ -1503,81 +1504,6 @@ async fn install_create(
     match state.services().create_install(&caller, req).await {
         Ok(made) => html(new_install::created(&web, &made)),
         Err(e) if e.status().is_client_error() => again(e.to_string()),
-        Err(e) => error_page(e),
-    }
-}
-
-/// Renames an install or changes its approval mode, from its page: the
-/// service's own operation, which refuses, changes and records it as the
-/// API does.
-async fn install_settings(
-    State(state): State<SharedState>,
-    Source(source): Source,
-    web: Web,
-    Path(key): Path<String>,
-    Form(fields): Form<Fields>,
-) -> Response {
-    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
-        return r;
-    }
-    let approval = match field(&fields, "approval").filter(|a| !a.is_empty()) {
-        Some(a) => match a.parse() {
-            Ok(mode) => Some(mode),
-            Err(_) => {
-                return error_page(Error::bad_request(format!(
-                    "approval {a:?} is not one of approve-all, prompt: pick one of the list"
-                )));
-            }
-        },
-        None => None,
-    };
-    let change = nuon_core::wire::EditInstall {
-        name: field(&fields, "name")
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_owned),
-        approval,
-    };
-    let caller = web.auth.caller_at(source);
-    match state.services().update_install(&caller, &key, change).await {
-        Ok(i) => Redirect::to(&format!("/installs/{}", i.id)).into_response(),
-        Err(e) => error_page(e),
-    }
-}
-
-/// Sets and removes an install's labels (`tier=prod region-`, as `nuon
-/// installs label` takes them), from its page: the service's own
-/// operation, refused, done and recorded as the API does it.
-async fn install_labels(
-    State(state): State<SharedState>,
-    Source(source): Source,
-    web: Web,
-    Path(key): Path<String>,
-    Form(fields): Form<Fields>,
-) -> Response {
-    if let Some(r) = csrf_refused(&web, field(&fields, "csrf").unwrap_or_default()) {
-        return r;
-    }
-    let words: Vec<&str> = field(&fields, "labels")
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let change = match nuon_core::wire::LabelChange::from_words(&words) {
-        Ok(c) if !words.is_empty() => c,
-        Ok(_) => {
-            return error_page(Error::bad_request(
-                "name a label to set (KEY=VALUE) or remove (KEY-)",
-            ));
-        }
-        Err(e) => return error_page(Error::bad_request(format!("labels: {e}"))),
-    };
-    let caller = web.auth.caller_at(source);
-    match state
-        .services()
-        .set_install_labels(&caller, &key, change)
-        .await
-    {
-        Ok(i) => Redirect::to(&format!("/installs/{}", i.id)).into_response(),
         Err(e) => error_page(e),
     }
 }

@@ -12,8 +12,8 @@ use maud::{Markup, html};
 use nuon_core::app::{AppConfig, ComponentKind, InputDecl, InputType};
 use nuon_core::wire::{AppInfo, ComponentOverride, CreateInstall, InstallCreated};
 
+use super::cells::approval_select;
 use super::layout::layout;
-use super::pages::approval_select;
 use super::{Fields, Web, field};
 
 /// The form, for `app` at its latest `config`: empty, or as it was sent

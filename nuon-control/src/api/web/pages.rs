@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
 use maud::{Markup, html};
-use nuon_core::model::ApprovalMode;
 use nuon_core::now_ms;
 use nuon_core::wire::{HealthStatus, SyncStatus, WorkflowInfo};
 use nuon_core::workflow::StepStatus;
@@ -334,22 +333,6 @@ pub(super) async fn overview(
 
 /// One install: its components, inputs (sensitive ones by name only),
 /// secrets by name only, runner and workflows.
-/// The `approval` field of an install's forms, `selected` chosen.
-pub(super) fn approval_select(selected: ApprovalMode) -> Markup {
-    html! {
-        select id="install-approval" name="approval" {
-            @for mode in ApprovalMode::ALL {
-                option value=(mode) selected[*mode == selected] {
-                    @match mode {
-                        ApprovalMode::ApproveAll => "run after their plans (approve-all)",
-                        ApprovalMode::Prompt => "wait for an approval (prompt)",
-                    }
-                }
-            }
-        }
-    }
-}
-
 pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
     let (stored, app, latest) = install_app_config(state, &web.auth, key).await?;
@@ -410,7 +393,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
                             label for="install-name" { "Name" }
                             input id="install-name" type="text" name="name" value=(info.name) required pattern="[A-Za-z0-9._-]{1,64}" autocomplete="off";
                             label for="install-approval" { "Applies" }
-                            (approval_select(info.approval))
+                            (super::cells::approval_select(info.approval))
                             button type="submit" { "Save" }
                         }
                     }
