@@ -852,6 +852,16 @@ fn a_denied_change_stays_pending_until_applied_or_discarded() {
         crate::approvals::waiting(&m, &wf, "apply queue");
         let out = m.cp.nuon(&["workflows", "deny", &wf, "--wait"]);
         assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+        // Following it to its end says what stays desired, and what to do.
+        assert!(
+            text(&out)
+                .contains("install demo holds values not deployed: input queue_size: 5 \u{2192} 9")
+                && text(&out).contains(
+                    "or go back to what is deployed with `nuon installs discard-pending demo`"
+                ),
+            "{}",
+            text(&out)
+        );
         wf
     };
     let wf = deny("queue_size=9");

@@ -442,6 +442,24 @@ pub(crate) async fn watch(
             {
                 let _ = writeln!(out, "{prompt}");
             }
+            // A change it did not deploy stays desired: said, with what to
+            // do about it.
+            let deployed = wf.status == WorkflowStatus::Succeeded
+                && !wf.steps.iter().any(|s| s.status == StepStatus::Denied);
+            if !wf.status.is_active()
+                && !deployed
+                && let Ok(i) = client.get_install(wf.install_id.as_str()).await
+                && let Some(p) = &i.pending
+            {
+                let _ = writeln!(
+                    out,
+                    "install {} holds values not deployed: {}\napply them with `{}`, or go back to what is deployed with `{}`",
+                    i.name,
+                    crate::terminal_safe(&p.summary()),
+                    p.apply,
+                    p.discard
+                );
+            }
             return Ok(wf);
         }
         tokio::time::sleep(Duration::from_millis(if tty { 200 } else { 50 })).await;
