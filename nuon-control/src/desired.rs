@@ -4,12 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nuon_core::model::InstallValues;
+use nuon_core::model::{InstallValues, Unapplied};
 use nuon_core::wire::{PendingValue, PendingValues};
+use nuon_core::{InstallId, OrgId};
 use serde_json::Value;
 
-use crate::secrets::Sealed;
-use crate::store::StoredInstall;
+use crate::store::{Store, StoreError, StoredInstall};
 
 /// A value as text: a string as is, anything else as JSON.
 pub(crate) fn as_text(v: &Value) -> String {
@@ -29,8 +29,8 @@ pub(crate) fn values_of(install: &StoredInstall) -> InstallValues {
     }
 }
 
-/// What `install` has changed and not deployed, value by value; none when
-/// nothing differs from what is deployed.
+/// What `install` has changed and not deployed, value by value (and the
+/// components that do not run it yet); none when nothing is pending.
 pub(crate) fn pending_view(install: &StoredInstall) -> Option<PendingValues> {
     let p = install.pending.as_ref()?;
     let mut changes = Vec::new();
@@ -47,17 +47,12 @@ pub(crate) fn pending_view(install: &StoredInstall) -> Option<PendingValues> {
             });
         }
     }
-    // Sealed values by name only: a value set again counts as changed.
-    let was: Sealed = serde_json::from_str(&p.deployed.sealed_json).ok()?;
-    let now: Sealed = serde_json::from_str(&install.sealed_json).ok()?;
-    for (kind, was, now) in [
-        ("sensitive_input", &was.inputs, &now.inputs),
-        ("secret", &was.secrets, &now.secrets),
-    ] {
-        for name in keys(was, now) {
-            if was.get(name) != now.get(name) {
-                changes.push(named(kind, name));
-            }
+    // Sealed values by name only, as the one who opened them found them.
+    for key in &p.sealed_changed {
+        match key.split_once(':') {
+            Some(("input", name)) => changes.push(named("sensitive_input", name)),
+            Some(("secret", name)) => changes.push(named("secret", name)),
+            _ => {}
         }
     }
     let side = |on: Option<&bool>| {
@@ -87,12 +82,13 @@ pub(crate) fn pending_view(install: &StoredInstall) -> Option<PendingValues> {
             changes.push(named("overrides", name));
         }
     }
-    if changes.is_empty() {
+    // Values changed back still wait where something runs another.
+    if changes.is_empty() && p.waiting.is_empty() {
         return None;
     }
     Some(PendingValues {
         changes,
-        components: p.waiting.iter().cloned().collect(),
+        components: p.waiting.keys().cloned().collect(),
         applied: p.applied.iter().cloned().collect(),
         workflow_id: p.workflow.clone(),
         ended: p.ended.clone(),
@@ -117,4 +113,106 @@ pub(crate) fn keys<'a, T>(
     b: &'a BTreeMap<String, T>,
 ) -> BTreeSet<&'a String> {
     a.keys().chain(b.keys()).collect()
+}
+
+/// Changes what `install` has pending with `f` (given it as it is, and the
+/// install), over its revision: read and written again when another
+/// change came between. The pending values after.
+pub(crate) async fn update_pending(
+    store: &dyn Store,
+    org: &OrgId,
+    install: &InstallId,
+    mut f: impl FnMut(Option<Unapplied>, &StoredInstall) -> Option<Unapplied>,
+) -> Result<Option<Unapplied>, StoreError> {
+    for _ in 0..50 {
+        let Some(now) = store.find_install(org, install.as_str()).await? else {
+            return Ok(None);
+        };
+        let next = f(now.pending.clone(), &now);
+        if next == now.pending
+            || store
+                .set_install_pending(org, install, next.as_ref(), now.pending_rev)
+                .await?
+        {
+            return Ok(next);
+        }
+    }
+    Err(StoreError::Conflict {
+        code: nuon_core::wire::ErrorCode::InstallBusy,
+        message: format!(
+            "the pending values of install {install} kept changing under this change: try again"
+        ),
+        acked_seq: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn install(inputs: &str, sealed: &str, pending: Option<Unapplied>) -> StoredInstall {
+        StoredInstall {
+            id: "ins_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            name: "acme".into(),
+            app_id: "app_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            config_version: 1,
+            runner_id: "rnr_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            state: nuon_core::model::InstallState::Active,
+            inputs_json: inputs.into(),
+            sealed_json: sealed.into(),
+            outputs_json: None,
+            created_at_ms: 0,
+            approval: nuon_core::model::ApprovalMode::ApproveAll,
+            toggles: [("cache".to_owned(), false)].into(),
+            overrides: Default::default(),
+            labels: Default::default(),
+            checks: Default::default(),
+            stack_outputs: None,
+            pending,
+            pending_rev: 0,
+        }
+    }
+
+    #[test]
+    fn pending_values_are_told_one_by_one_and_sealed_ones_by_name_only() {
+        let sealed_was = r#"{"inputs":{"api_key":"SEALED-A"},"secrets":{"db":"SEALED-B"}}"#;
+        let sealed_now = r#"{"inputs":{"api_key":"SEALED-C"},"secrets":{"db":"SEALED-D"}}"#;
+        let mut p = Unapplied::begin(
+            InstallValues {
+                inputs_json: r#"{"size":"5","gone":"x"}"#.into(),
+                sealed_json: sealed_was.into(),
+                toggles: Default::default(),
+                overrides_json: "{}".into(),
+            },
+            1,
+        );
+        p.changed(["queue".to_owned()], None, 2);
+        // Only the sealed values whoever opened them found changed.
+        p.sealed_changed = ["input:api_key".to_owned()].into();
+        let i = install(r#"{"size":9}"#, sealed_now, Some(p.clone()));
+        let v = pending_view(&i).unwrap();
+        let lines: Vec<String> = v.changes.iter().map(PendingValue::line).collect();
+        assert_eq!(
+            lines,
+            [
+                "input gone: x → (unset)",
+                "input size: 5 → 9",
+                "sensitive_input api_key: changed",
+                "component cache: default → off",
+            ]
+        );
+        let shown = serde_json::to_string(&v).unwrap();
+        assert!(!shown.contains("SEALED"), "{shown}");
+        assert_eq!(v.components, ["queue"]);
+        assert_eq!(v.discard, "nuon installs discard-pending acme");
+        // Values changed back still show while a component waits; once
+        // none waits and nothing differs, nothing is pending.
+        let mut same = install(r#"{"size":"5","gone":"x"}"#, sealed_was, Some(p.clone()));
+        same.toggles.clear();
+        same.pending.as_mut().unwrap().sealed_changed.clear();
+        assert_eq!(pending_view(&same).unwrap().changes, []);
+        same.pending.as_mut().unwrap().forget(["queue"]);
+        assert_eq!(pending_view(&same), None);
+        assert_eq!(pending_view(&install("{}", "{}", None)), None);
+    }
 }

@@ -721,6 +721,7 @@ mod tests {
             checks: Default::default(),
             stack_outputs: None,
             pending: None,
+            pending_rev: 0,
         };
         let runner = |status: &str, seen: Option<i64>, disabled: bool| -> RunnerInfo {
             let mut r: RunnerInfo = serde_json::from_value(json!({

@@ -251,23 +251,22 @@ pub fn reseal_value(
         }
         SealedColumn::InstallSecrets => {
             let install: InstallId = key.parse().map_err(|_| id("an install id"))?;
+            install_sealed_again(secrets, &install, value)
+        }
+        SealedColumn::InstallPending => {
+            // The sealed values deployed before a pending change.
+            let install: InstallId = key.parse().map_err(|_| id("an install id"))?;
             again_in_json(value, |doc| {
-                let mut changed = false;
-                for kind in ["input", "secret"] {
-                    let map = doc
-                        .get_mut(format!("{kind}s"))
-                        .and_then(Value::as_object_mut);
-                    for (name, v) in map.into_iter().flatten() {
-                        let Some(sealed) = v.as_str() else { continue };
-                        if let Some(new) =
-                            again(secrets, sealed, &seal_context(&install, kind, name))?
-                        {
-                            *v = Value::String(new);
-                            changed = true;
-                        }
+                let Some(inner) = doc["deployed"]["sealed_json"].as_str() else {
+                    return Ok(false);
+                };
+                match install_sealed_again(secrets, &install, inner)? {
+                    Some(new) => {
+                        doc["deployed"]["sealed_json"] = Value::String(new);
+                        Ok(true)
                     }
+                    None => Ok(false),
                 }
-                Ok(changed)
             })
         }
         SealedColumn::States => {
@@ -309,6 +308,31 @@ pub fn reseal_value(
             again(secrets, value, &context)
         }
     }
+}
+
+/// An install's sealed inputs and secrets (a JSON document of them)
+/// sealed again, when an older key sealed one.
+fn install_sealed_again(
+    secrets: &SecretBox,
+    install: &InstallId,
+    text: &str,
+) -> std::result::Result<Option<String>, String> {
+    again_in_json(text, |doc| {
+        let mut changed = false;
+        for kind in ["input", "secret"] {
+            let map = doc
+                .get_mut(format!("{kind}s"))
+                .and_then(Value::as_object_mut);
+            for (name, v) in map.into_iter().flatten() {
+                let Some(sealed) = v.as_str() else { continue };
+                if let Some(new) = again(secrets, sealed, &seal_context(install, kind, name))? {
+                    *v = Value::String(new);
+                    changed = true;
+                }
+            }
+        }
+        Ok(changed)
+    })
 }
 
 /// `sealed` sealed again with the first key, when an older one sealed it.
@@ -381,6 +405,15 @@ mod tests {
                 sealed_output.clone(),
             ),
             (SealedColumn::StepOutputs, "wf/1".into(), sealed_output),
+            (
+                SealedColumn::InstallPending,
+                install.to_string(),
+                serde_json::json!({
+                    "deployed": {"inputs_json": "{}", "sealed_json": install_secrets.clone()},
+                    "since_ms": 1,
+                })
+                .to_string(),
+            ),
             (
                 SealedColumn::InstallSecrets,
                 install.to_string(),

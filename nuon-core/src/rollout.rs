@@ -1059,20 +1059,41 @@ mod tests {
         });
         // i02 still deploys: no rollback yet.
         assert!(
-            r.rollback(RolloutId::generate(), 4, &Default::default())
+            r.rollback(RolloutId::generate(), 4, None)
                 .unwrap_err()
                 .contains("i02 still deploys")
         );
         drive(&mut r, 5, |_| Seen::Succeeded(5));
-        let mut moved = std::collections::BTreeMap::new();
+        // What each install runs now: what the rollout gave it, or (i01
+        // failed) what it had.
+        let mut current = std::collections::BTreeMap::new();
+        for t in &r.targets {
+            let now = match t.state {
+                TargetState::Succeeded => Some(t.release_id.clone()),
+                _ => t.from_release.clone(),
+            };
+            if let Some(now) = now {
+                current.insert(t.install_id.clone(), now);
+            }
+        }
+        let mut moved = current.clone();
         moved.insert(r.targets[0].install_id.clone(), ReleaseId::generate());
-        let e = r.rollback(RolloutId::generate(), 6, &moved).unwrap_err();
+        let e = r
+            .rollback(RolloutId::generate(), 6, Some(&moved))
+            .unwrap_err();
         assert!(
             e.contains("i00 (now on rel_") && e.contains("roll back the newer rollout first"),
             "{e}"
         );
+        // i02 deployed outside releases since its first release.
+        let mut moved = current.clone();
+        moved.remove(&r.targets[2].install_id);
+        let e = r
+            .rollback(RolloutId::generate(), 6, Some(&moved))
+            .unwrap_err();
+        assert!(e.contains("i02 (deployed outside releases since)"), "{e}");
         let back = r
-            .rollback(RolloutId::generate(), 6, &Default::default())
+            .rollback(RolloutId::generate(), 6, Some(&current))
             .unwrap();
         assert_eq!(r.status, RolloutStatus::RolledBack);
         assert_eq!(back.rollback_of.as_ref(), Some(&r.id));
@@ -1091,10 +1112,7 @@ mod tests {
         );
         let left = back.reason.as_deref().unwrap();
         assert!(left.contains("i03") && !left.contains("i02"), "{left}");
-        assert!(
-            r.rollback(RolloutId::generate(), 7, &Default::default())
-                .is_err()
-        );
+        assert!(r.rollback(RolloutId::generate(), 7, None).is_err());
     }
 
     #[test]

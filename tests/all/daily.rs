@@ -935,6 +935,59 @@ fn a_denied_change_stays_pending_until_applied_or_discarded() {
         5
     );
 
+    // Approved at the queue, denied at the worker: the queue runs 9, the
+    // worker waits.
+    let changed = json(&m, &["installs", "update-inputs", "demo", "queue_size=9"]);
+    let wf = changed["workflow"]["id"].as_str().unwrap().to_owned();
+    crate::approvals::waiting(&m, &wf, "apply queue");
+    ok(m.cp.nuon(&["workflows", "approve", &wf, "--step", "apply queue"]));
+    crate::approvals::waiting(&m, &wf, "apply worker");
+    let out = m.cp.nuon(&["workflows", "deny", &wf, "--wait"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let i = json(&m, &["installs", "get", "demo"]);
+    assert_eq!(i["pending"]["components"], json!(["worker"]), "{i:#}");
+    assert_eq!(i["pending"]["applied"], json!(["queue"]), "{i:#}");
+    assert_eq!(
+        json(&m, &["installs", "outputs", "demo"])["components"]["queue"]["size"],
+        9
+    );
+    // Discarding is an admin's.
+    let t = rt()
+        .block_on(c.create_token("deployer", nuon_core::wire::TokenScope::Deployer))
+        .unwrap();
+    let e = rt()
+        .block_on(m.cp.client_with(&t.secret).discard_pending("demo"))
+        .unwrap_err();
+    assert_eq!(e.status(), Some(403), "{e}");
+    // Discarded: 5 again, and the queue, which runs 9, is deployed again
+    // (its plan changes 9 back to 5, so it asks); until then that is what
+    // is pending.
+    let d = json(&m, &["installs", "discard-pending", "demo"]);
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("dropped input queue_size: 5 \u{2192} 9"),
+        "{d:#}"
+    );
+    let wf = d["workflows"][0]["id"].as_str().unwrap().to_owned();
+    crate::approvals::waiting(&m, &wf, "apply queue");
+    let i = json(&m, &["installs", "get", "demo"]);
+    assert_eq!(i["inputs"]["queue_size"], "5", "{i:#}");
+    assert_eq!(
+        i["pending"]["changes"],
+        json!([{"kind": "input", "name": "queue_size", "deployed": "9", "desired": "5"}]),
+        "{i:#}"
+    );
+    assert_eq!(i["pending"]["components"], json!(["queue"]), "{i:#}");
+    ok(m.cp.nuon(&["workflows", "approve", &wf, "--all", "--wait"]));
+    let i = json(&m, &["installs", "get", "demo"]);
+    assert!(i["pending"].is_null(), "{i:#}");
+    assert_eq!(
+        json(&m, &["installs", "outputs", "demo"])["components"]["queue"]["size"],
+        5
+    );
+
     // Denied again, then applied from the CLI: it waits for its approval
     // (exit 3), approved it deploys 9, and nothing is pending.
     deny("queue_size=9");

@@ -610,7 +610,7 @@ async fn set_inputs(
             format!("install {:?}: {}", install.name, problems.join("; ")),
         ));
     }
-    let updated = state
+    state
         .store
         .set_install_inputs(
             &auth.0.org_id,
@@ -620,7 +620,20 @@ async fn set_inputs(
         )
         .await?
         .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
-    let info = install_info(updated)?;
+    // Not deployed now: pending until the components that read them are.
+    let names: Vec<String> = req.inputs.keys().cloned().collect();
+    let readers: Vec<String> = nuon_core::app::components_reading(&config, &names, &[])
+        .into_iter()
+        .filter(|c| config.component(c).is_some_and(|c| install.enabled(c)))
+        .collect();
+    let services = state.services();
+    services
+        .note_change(&auth.0.org_id, &install, readers, None)
+        .await?;
+    let again = services
+        .find_install(&auth.caller(), install.id.as_str())
+        .await?;
+    let info = install_info(again)?;
     Ok(Json(with_app_name(&state, &auth, info).await?))
 }
 

@@ -75,6 +75,16 @@ pub(super) async fn create_workflow(
             format!("{:?}", req.kind).to_lowercase()
         )));
     }
+    if req.plan_only && (req.release.is_some() || (deploying && req.config_version.is_some())) {
+        return Err(Error::bad_request(
+            "a plan-only run plans the install's own config version: deploy a release or a config version without \"plan_only\"",
+        ));
+    }
+    if req.release.is_some() && req.component.is_some() {
+        return Err(Error::bad_request(
+            "a release deploys every component: drop \"component\" (or deploy one component of the app's latest config)",
+        ));
+    }
     let release = match &req.release {
         None => None,
         Some(_) if !deploying => {

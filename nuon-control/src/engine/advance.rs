@@ -2,6 +2,7 @@
 //! asking for approvals, dispatching the next step, and ending it.
 
 use nuon_core::app::ComponentKind;
+use nuon_core::model::InstallState;
 use nuon_core::webhook::WebhookEvent;
 use nuon_core::wire::{InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan};
@@ -183,7 +184,7 @@ impl Engine {
                     self.store
                         .set_workflow_status(org, &id, WorkflowStatus::Failed)
                         .await?;
-                    self.settle_pending(&cx, WorkflowStatus::Failed).await?;
+                    self.settle_pending(org, &cx.install.id, &id).await?;
                     let data = self.event_data(&cx, cx.wf.steps.get(i));
                     crate::ops::emit(&*self.store, org, WebhookEvent::WorkflowFailed, data).await;
                     return Ok(());
@@ -194,7 +195,7 @@ impl Engine {
                     self.store
                         .set_install_state(org, &cx.install.id, after)
                         .await?;
-                    self.settle_pending(&cx, status).await?;
+                    self.settle_pending(org, &cx.install.id, &id).await?;
                     tracing::info!(workflow = %id, %status, "workflow ended");
                     if status == WorkflowStatus::Succeeded
                         && cx.wf.trigger.as_deref() == Some(nuon_core::workflow::DELETE)
@@ -334,7 +335,7 @@ impl Engine {
         self.store
             .set_install_state(&org, &cx.install.id, after)
             .await?;
-        self.settle_pending(cx, status).await?;
+        self.settle_pending(&org, &cx.install.id, &cx.wf.id).await?;
         tracing::info!(workflow = %cx.wf.id, "cancelled");
         Ok(())
     }
@@ -404,38 +405,42 @@ impl Engine {
         self.store
             .set_install_state(&cx.org, &cx.install.id, after)
             .await?;
-        self.settle_pending(cx, status).await?;
+        self.settle_pending(&cx.org, &cx.install.id, &cx.wf.id)
+            .await?;
         let mut data = self.event_data(cx, Some(step));
         data["reason"] = Value::String(reason);
         crate::ops::emit(&*self.store, &cx.org, WebhookEvent::WorkflowFailed, data).await;
         Ok(())
     }
 
-    /// The install's pending values after its workflow ended with
-    /// `status`: each component it applied or destroyed runs them now;
-    /// once none waits, nothing is pending.
-    async fn settle_pending(&self, cx: &Ctx, status: WorkflowStatus) -> Result<()> {
-        if rules::plan_only(&cx.wf) {
+    /// The install's pending values once workflow `wf` of it ended (as
+    /// stored): each component it applied or destroyed runs them now;
+    /// once none waits, nothing is pending. Nothing while it runs.
+    pub(crate) async fn settle_pending(
+        &self,
+        org: &OrgId,
+        install: &nuon_core::InstallId,
+        wf: &nuon_core::WorkflowId,
+    ) -> Result<()> {
+        let Some(wf) = self.store.get_workflow(org, wf).await? else {
+            return Ok(());
+        };
+        if wf.status.is_active() || rules::plan_only(&wf) {
             return Ok(());
         }
-        let Some(install) = self
-            .store
-            .find_install(&cx.org, cx.install.id.as_str())
-            .await?
-        else {
-            return Ok(());
-        };
-        let (Some(mut p), Some(wf)) = (
-            install.pending,
-            self.store.get_workflow(&cx.org, &cx.wf.id).await?,
-        ) else {
-            return Ok(());
-        };
-        let (how, deployed) = rules::what_ran(&wf, status);
-        let left = p.ran(&wf.id, how, deployed).then_some(&p);
-        self.store
-            .set_install_pending(&cx.org, &install.id, left)
-            .await?;
+        let (how, deployed) = rules::what_ran(&wf, wf.status);
+        crate::desired::update_pending(&*self.store, org, install, |p, i| {
+            // Torn down or gone: nothing runs what it changed.
+            if matches!(
+                i.state,
+                InstallState::TornDown | InstallState::Deprovisioned
+            ) {
+                return None;
+            }
+            let mut p = p?;
+            p.ran(&wf.id, how, deployed.iter().copied()).then_some(p)
+        })
+        .await?;
         Ok(())
     }
 

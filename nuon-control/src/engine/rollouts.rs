@@ -294,7 +294,8 @@ impl Engine {
                             .map(|(i, (r, _))| (i, r))
                             .collect(),
                     };
-                    r.rollback(RolloutId::generate(), now, &current).map(Some)
+                    r.rollback(RolloutId::generate(), now, Some(&current))
+                        .map(Some)
                 }
             }
             .map_err(|e| EngineError::conflict(ErrorCode::RolloutState, e))?;
@@ -392,12 +393,13 @@ impl Engine {
         });
         if advance.changed {
             r.updated_at_ms = now;
-            // An install returned to a config version has no release now
-            // (the workflow's end recorded so).
+            // The release an install runs is recorded when its deploy
+            // succeeds (a deploy since, during the bake, is not written
+            // over); a runner's, when it is asked.
             let released: Vec<_> = advance
                 .released
                 .iter()
-                .filter(|&&i| r.targets[i].config_version.is_none())
+                .filter(|_| r.kind == RolloutKind::Runner)
                 .map(|&i| {
                     (
                         r.targets[i].install_id.clone(),

@@ -613,15 +613,25 @@ pub(crate) fn release_after(wf: &WorkflowInfo) -> Option<Option<nuon_core::Relea
 }
 
 /// How a workflow that ended with `status` ended for a change it carried
-/// (`denied` when a step of it was), and the components it applied or
-/// destroyed.
+/// (`denied` when a step of it was), and the components it deployed: each
+/// one applied or destroyed (or found with nothing to destroy), and each
+/// deployed by its sync alone (an image).
 pub(crate) fn what_ran(wf: &WorkflowInfo, status: WorkflowStatus) -> (&'static str, Vec<&str>) {
     let denied = wf.steps.iter().any(|s| s.status == StepStatus::Denied);
+    let applied = |s: &WorkflowStepInfo| matches!(s.kind, StepKind::Apply | StepKind::Destroy);
     let deployed = wf
         .steps
         .iter()
-        .filter(|s| matches!(s.kind, StepKind::Apply | StepKind::Destroy))
-        .filter(|s| s.status == StepStatus::Succeeded)
+        .filter(|s| match (s.kind, s.status) {
+            (StepKind::Apply | StepKind::Destroy, StepStatus::Succeeded) => true,
+            (StepKind::Destroy, StepStatus::Skipped) => {
+                s.outputs[nuon_core::workflow::NOTHING_TO_DESTROY] == Value::Bool(true)
+            }
+            (StepKind::Sync, StepStatus::Succeeded) => {
+                !wf.steps.iter().any(|o| applied(o) && o.target == s.target)
+            }
+            _ => false,
+        })
         .filter_map(|s| s.target.as_deref())
         .collect();
     let how = if denied {

@@ -4,18 +4,20 @@
 //! runs them everywhere, `installs apply-pending` deploys them, or
 //! `installs discard-pending` returns the deployed ones.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use nuon_core::app::AppConfig;
 use nuon_core::endpoint::{self as ep, path_of};
-use nuon_core::model::{InstallState, Unapplied};
-use nuon_core::wire::{PendingResolved, PendingValue, WorkflowInfo};
+use nuon_core::model::{InstallState, InstallValues, Unapplied};
+use nuon_core::wire::{ErrorCode, PendingResolved, PendingValue, WorkflowInfo};
 use nuon_core::workflow::WorkflowKind;
-use nuon_core::{OrgId, WorkflowId, now_ms};
+use nuon_core::{InstallId, OrgId, WorkflowId, now_ms};
 
 use super::{Caller, Services, internal, require_admin, require_deployer};
-use crate::desired::{keys, pending_view, values_of};
+use crate::desired::{keys, pending_view, update_pending, values_of};
 use crate::engine::Start;
 use crate::error::Error;
+use crate::secrets::{Sealed, SecretBox, seal_context};
 use crate::store::{Overrides, StoredInstall};
 
 /// Whether an install in `state` runs anything a change could be pending
@@ -26,6 +28,49 @@ fn deployed(state: InstallState) -> bool {
         state,
         InstallState::Created | InstallState::TornDown | InstallState::Deprovisioned
     )
+}
+
+/// The sensitive inputs (`input:NAME`) and secrets (`secret:NAME`) whose
+/// values differ between two sealed documents of `install`, opened to
+/// compare (a value that cannot be opened counts as changed).
+fn sealed_changed(
+    secrets: &SecretBox,
+    install: &InstallId,
+    was: &str,
+    now: &str,
+) -> BTreeSet<String> {
+    let (was, now): (Sealed, Sealed) = (
+        serde_json::from_str(was).unwrap_or_default(),
+        serde_json::from_str(now).unwrap_or_default(),
+    );
+    let mut changed = BTreeSet::new();
+    for (kind, was, now) in [
+        ("input", &was.inputs, &now.inputs),
+        ("secret", &was.secrets, &now.secrets),
+    ] {
+        let open = |v: Option<&String>, name: &str| {
+            v.map(|v| secrets.open(v, &seal_context(install, kind, name)).ok())
+        };
+        for name in keys(was, now) {
+            let (a, b) = (open(was.get(name), name), open(now.get(name), name));
+            if a != b || a.as_ref().is_some_and(Option::is_none) {
+                changed.insert(format!("{kind}:{name}"));
+            }
+        }
+    }
+    changed
+}
+
+/// The components a redeploy is asked for, split by what becomes of them.
+struct Redeploy {
+    app: String,
+    config: AppConfig,
+    /// On: deployed again.
+    on: Vec<String>,
+    /// Turned off: torn down.
+    off: Vec<String>,
+    /// Not in the config the install runs: nothing to deploy.
+    gone: Vec<String>,
 }
 
 impl Services<'_> {
@@ -42,20 +87,30 @@ impl Services<'_> {
         if !deployed(before.state) || components.is_empty() {
             return Ok(());
         }
-        let mut p = before
-            .pending
-            .clone()
-            .unwrap_or_else(|| Unapplied::begin(values_of(before), now_ms()));
-        p.changed(components, workflow.cloned());
-        self.store
-            .set_install_pending(org, &before.id, Some(&p))
-            .await?;
+        let at = now_ms();
+        update_pending(self.store, org, &before.id, |p, now| {
+            let mut p = p.unwrap_or_else(|| Unapplied::begin(values_of(before), at));
+            p.changed(components.clone(), workflow.cloned(), at);
+            p.sealed_changed = sealed_changed(
+                self.secrets,
+                &before.id,
+                &p.deployed.sealed_json,
+                &now.sealed_json,
+            );
+            Some(p)
+        })
+        .await?;
+        // Its workflow may have ended already.
+        if let Some(w) = workflow {
+            self.engine.settle_pending(org, &before.id, w).await?;
+        }
         Ok(())
     }
 
     /// `POST /v1/installs/{id}/pending/apply`: a redeploy of the
     /// components that do not run the install's values yet (a teardown of
-    /// each one turned off). Deployers and admins; audited.
+    /// each one turned off, which only an admin starts). Deployers and
+    /// admins; audited.
     pub(crate) async fn apply_pending(
         &self,
         caller: &Caller,
@@ -74,22 +129,54 @@ impl Services<'_> {
         require_deployer(&caller.principal)?;
         let org = &caller.principal.org_id;
         let install = self.find_install(caller, key).await?;
-        let (Some(mut p), Some(_)) = (install.pending.clone(), pending_view(&install)) else {
+        let (Some(p), Some(_)) = (install.pending.clone(), pending_view(&install)) else {
             return Err(nothing_pending(&install));
         };
-        let workflows = self
-            .redeploy(org, &install, p.waiting.iter().cloned().collect())
+        if !deployed(install.state) {
+            return Err(Error::api(
+                axum::http::StatusCode::CONFLICT,
+                ErrorCode::NothingPending,
+                format!(
+                    "install {} is {}: nothing of it runs, its next provision deploys its values",
+                    install.name, install.state
+                ),
+            ));
+        }
+        let plan = self
+            .plan_redeploy(org, &install, p.waiting.keys().cloned().collect())
             .await?;
-        p.changed([], workflows.first().map(|w| w.id.clone()));
-        self.store
-            .set_install_pending(org, &install.id, Some(&p))
-            .await?;
-        let message = format!(
+        if !plan.off.is_empty() {
+            // Tearing down is an admin's.
+            require_admin(&caller.principal)?;
+        }
+        let workflows = self.start_redeploy(org, &install, &plan).await?;
+        let at = now_ms();
+        update_pending(self.store, org, &install.id, |p, _| {
+            let mut p = p?;
+            let left = p.forget(plan.gone.iter().map(String::as_str));
+            p.changed([], workflows.first().map(|w| w.id.clone()), at);
+            left.then_some(p)
+        })
+        .await?;
+        self.settle(org, &install, &workflows).await?;
+        let mut message = format!(
             "install {}'s pending values deploy to {}: {}",
             install.name,
-            p.waiting.iter().cloned().collect::<Vec<_>>().join(", "),
-            started(&workflows)
+            plan.on
+                .iter()
+                .chain(&plan.off)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+            started_text(&workflows)
         );
+        if !plan.gone.is_empty() {
+            message.push_str(&format!(
+                "; {} left its config (v{}): nothing to deploy there",
+                plan.gone.join(", "),
+                install.config_version
+            ));
+        }
         self.resolved(caller, &install, workflows, message).await
     }
 
@@ -97,7 +184,7 @@ impl Services<'_> {
     /// (inputs, secrets, toggles, overrides), and the components the
     /// change was for deployed again with them (those that ran the dropped
     /// values change back; the plans of the others show nothing to
-    /// change). Admins; audited.
+    /// change). Nothing changes when that cannot start. Admins; audited.
     pub(crate) async fn discard_pending(
         &self,
         caller: &Caller,
@@ -119,82 +206,141 @@ impl Services<'_> {
         let (Some(p), Some(view)) = (install.pending.clone(), pending_view(&install)) else {
             return Err(nothing_pending(&install));
         };
-        let back = &p.deployed;
-        self.store
-            .set_install_inputs(org, &install.id, &back.inputs_json, &back.sealed_json)
+        let dropped = values_of(&install);
+        self.set_values(org, &install.id, &dropped, &p.deployed)
             .await?;
-        for name in keys(&back.toggles, &install.toggles) {
-            let was = back.toggles.get(name).copied();
-            if was != install.toggles.get(name).copied() {
-                self.store
-                    .set_install_toggle(org, &install.id, name, was)
-                    .await?;
-            }
-        }
-        let was: Overrides = serde_json::from_str(&back.overrides_json)
-            .map_err(|e| internal("stored overrides unreadable", e))?;
-        for name in keys(&was, &install.overrides) {
-            if was.get(name) != install.overrides.get(name) {
-                self.store
-                    .set_install_override(org, &install.id, name, was.get(name))
-                    .await?;
-            }
-        }
         let restored = self
             .store
             .find_install(org, install.id.as_str())
             .await?
             .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
-        let dropped: Vec<String> = view.changes.iter().map(PendingValue::line).collect();
-        // Those that ran the dropped values run them until deployed again;
-        // those that never did are deployed too, their plans confirming
-        // that nothing changes (and their last change then succeeded).
+        // Those that ran the dropped values change back; those that never
+        // did are deployed too, their plans confirming that nothing
+        // changes (and their last change then succeeded).
+        let all: BTreeSet<String> = p.waiting.keys().chain(&p.applied).cloned().collect();
+        let started = async {
+            let plan = self
+                .plan_redeploy(org, &restored, all.iter().cloned().collect())
+                .await?;
+            self.start_redeploy(org, &restored, &plan).await
+        }
+        .await;
+        let workflows = match started {
+            Ok(w) => w,
+            Err(e) => {
+                // Nothing half done: the dropped values back as they were.
+                self.set_values(org, &install.id, &p.deployed, &dropped)
+                    .await?;
+                return Err(e);
+            }
+        };
+        // What ran the dropped values runs them until deployed again.
+        let at = now_ms();
         let again = (!p.applied.is_empty()).then(|| {
-            let mut again = Unapplied::begin(values_of(&install), now_ms());
-            again.changed(p.applied.iter().cloned(), None);
+            let mut again = Unapplied::begin(dropped.clone(), at);
+            again.changed(
+                p.applied.iter().cloned(),
+                workflows.first().map(|w| w.id.clone()),
+                at,
+            );
+            again.sealed_changed = sealed_changed(
+                self.secrets,
+                &install.id,
+                &dropped.sealed_json,
+                &restored.sealed_json,
+            );
             again
         });
-        self.store
-            .set_install_pending(org, &install.id, again.as_ref())
-            .await?;
-        let all: BTreeSet<String> = p.waiting.union(&p.applied).cloned().collect();
-        let workflows = self
-            .redeploy(org, &restored, all.iter().cloned().collect())
-            .await?;
-        if let Some(mut again) = again {
-            again.changed([], workflows.first().map(|w| w.id.clone()));
-            self.store
-                .set_install_pending(org, &install.id, Some(&again))
-                .await?;
-        }
+        update_pending(self.store, org, &install.id, |_, _| again.clone()).await?;
+        self.settle(org, &install, &workflows).await?;
+        let lines: Vec<String> = view.changes.iter().map(PendingValue::line).collect();
         let message = format!(
             "install {}: dropped {}; back to what is deployed, and {} deployed again to match: {}",
             install.name,
-            dropped.join(", "),
+            if lines.is_empty() {
+                "nothing (its values were changed back)".to_owned()
+            } else {
+                lines.join(", ")
+            },
             all.into_iter().collect::<Vec<_>>().join(", "),
-            started(&workflows)
+            started_text(&workflows)
         );
         self.resolved(caller, &restored, workflows, message).await
     }
 
-    /// Starts what deploys `components` of `install` with its values: one
-    /// redeploy of those that are on (with the config version it runs,
-    /// and its release's builds when it runs one), and a teardown of each
-    /// one turned off.
-    pub(crate) async fn redeploy(
+    /// Writes `to` over an install's values `now`: its inputs and sealed
+    /// values, and each toggle and override that differs.
+    async fn set_values(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        now: &InstallValues,
+        to: &InstallValues,
+    ) -> Result<(), Error> {
+        self.store
+            .set_install_inputs(org, id, &to.inputs_json, &to.sealed_json)
+            .await?;
+        for name in keys(&to.toggles, &now.toggles) {
+            let was = to.toggles.get(name).copied();
+            if was != now.toggles.get(name).copied() {
+                self.store.set_install_toggle(org, id, name, was).await?;
+            }
+        }
+        let read = |json: &str| -> Result<Overrides, Error> {
+            serde_json::from_str(json).map_err(|e| internal("stored overrides unreadable", e))
+        };
+        let (was, is): (Overrides, Overrides) =
+            (read(&to.overrides_json)?, read(&now.overrides_json)?);
+        let both: BTreeMap<&String, ()> = was.keys().chain(is.keys()).map(|k| (k, ())).collect();
+        for name in both.into_keys() {
+            if was.get(name) != is.get(name) {
+                self.store
+                    .set_install_override(org, id, name, was.get(name))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What deploys `components` of `install` with its values: those on,
+    /// those turned off, those its config (the version it runs) no longer
+    /// has.
+    async fn plan_redeploy(
         &self,
         org: &OrgId,
         install: &StoredInstall,
         components: Vec<String>,
-    ) -> Result<Vec<WorkflowInfo>, Error> {
+    ) -> Result<Redeploy, Error> {
         let (app, config) = self
             .engine
             .app_config(org, &install.app_id, install.config_version)
             .await?;
-        let (on, off): (Vec<String>, Vec<String>) = components
-            .into_iter()
-            .filter(|c| config.component(c).is_some())
-            .partition(|c| config.component(c).is_some_and(|c| install.enabled(c)));
+        let (mut on, mut off, mut gone) = (Vec::new(), Vec::new(), Vec::new());
+        for c in components {
+            match config.component(&c) {
+                Some(comp) if install.enabled(comp) => on.push(c),
+                Some(_) => off.push(c),
+                None => gone.push(c),
+            }
+        }
+        Ok(Redeploy {
+            app,
+            config,
+            on,
+            off,
+            gone,
+        })
+    }
+
+    /// Starts `plan` on `install`: one redeploy of the components that
+    /// are on (with the config version it runs, and its release's builds
+    /// when it runs one), and a teardown of each one turned off.
+    async fn start_redeploy(
+        &self,
+        org: &OrgId,
+        install: &StoredInstall,
+        plan: &Redeploy,
+    ) -> Result<Vec<WorkflowInfo>, Error> {
         let release = match self.store.install_releases(org).await?.get(&install.id) {
             Some(id) => self
                 .store
@@ -204,28 +350,28 @@ impl Services<'_> {
             None => None,
         };
         let mut started = Vec::new();
-        if !on.is_empty() {
+        if !plan.on.is_empty() {
             let start = Start {
-                redeploy: Some(on),
+                redeploy: Some(plan.on.clone()),
                 release: release.as_ref(),
                 ..Start::new(
                     install,
-                    &app,
-                    &config,
+                    &plan.app,
+                    &plan.config,
                     install.config_version,
                     WorkflowKind::Deploy,
                 )
             };
             started.push(self.engine.start(org, start).await?);
         }
-        for c in off {
+        for c in &plan.off {
             let start = Start {
-                component: Some(c),
+                component: Some(c.clone()),
                 trigger: Some("disable-component"),
                 ..Start::new(
                     install,
-                    &app,
-                    &config,
+                    &plan.app,
+                    &plan.config,
                     install.config_version,
                     WorkflowKind::Teardown,
                 )
@@ -233,6 +379,19 @@ impl Services<'_> {
             started.push(self.engine.start(org, start).await?);
         }
         Ok(started)
+    }
+
+    /// What `workflows` deployed, should they have ended already.
+    async fn settle(
+        &self,
+        org: &OrgId,
+        install: &StoredInstall,
+        workflows: &[WorkflowInfo],
+    ) -> Result<(), Error> {
+        for w in workflows {
+            self.engine.settle_pending(org, &install.id, &w.id).await?;
+        }
+        Ok(())
     }
 
     async fn resolved(
@@ -267,7 +426,7 @@ fn nothing_pending(install: &StoredInstall) -> Error {
 }
 
 /// `workflow wfl_… started`, or that none was needed.
-fn started(workflows: &[WorkflowInfo]) -> String {
+fn started_text(workflows: &[WorkflowInfo]) -> String {
     if workflows.is_empty() {
         return "no component of its config runs them now: nothing started".into();
     }

@@ -121,6 +121,7 @@ impl Services<'_> {
         let without_outputs = StoredInstall {
             stack_outputs: None,
             pending: None,
+            pending_rev: 0,
             ..install.clone()
         };
         let org_name = self.engine.org_name(org).await?;

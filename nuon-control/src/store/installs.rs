@@ -93,6 +93,8 @@ pub struct StoredInstall {
     pub stack_outputs: Option<String>,
     /// Its values changed and not deployed everywhere yet.
     pub pending: Option<nuon_core::model::Unapplied>,
+    /// The revision of `pending`, which a change of it is made over.
+    pub pending_rev: i64,
 }
 
 /// What redeeming a stack's one-time token found.
@@ -279,13 +281,15 @@ pub trait InstallStore: Send + Sync + 'static {
 #[async_trait]
 pub trait DeployedStore: Send + Sync + 'static {
     /// Sets (`Some`) or clears what an install has changed and not
-    /// deployed.
+    /// deployed, over revision `rev` of it: `false` (nothing written)
+    /// when it changed since.
     async fn set_install_pending(
         &self,
         org: &OrgId,
         id: &InstallId,
         pending: Option<&nuon_core::model::Unapplied>,
-    ) -> Result<()>;
+        rev: i64,
+    ) -> Result<bool>;
 
     /// Records the release an install runs (`Some`), or that it runs none
     /// (it was deployed outside releases since).
@@ -409,6 +413,7 @@ impl<S: Sql + 'static> InstallStore for S {
             checks: Default::default(),
             stack_outputs: None,
             pending: None,
+            pending_rev: 0,
         })
     }
 
@@ -577,17 +582,20 @@ impl<S: Sql + 'static> DeployedStore for S {
         org: &OrgId,
         id: &InstallId,
         pending: Option<&nuon_core::model::Unapplied>,
-    ) -> Result<()> {
+        rev: i64,
+    ) -> Result<bool> {
         let json = pending
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| StoreError::Invalid(format!("cannot encode pending values: {e}")))?;
-        self.execute_one(Stmt::new(
-            "UPDATE installs SET pending = $3 WHERE id = $1 AND org_id = $2",
-            args![id.as_str(), org.as_str(), json],
-        ))
-        .await
-        .map(drop)
+        let n = self
+            .execute_one(Stmt::new(
+                "UPDATE installs SET pending = $3, pending_rev = pending_rev + 1 \
+                 WHERE id = $1 AND org_id = $2 AND pending_rev = $4",
+                args![id.as_str(), org.as_str(), json, rev],
+            ))
+            .await?;
+        Ok(n == 1)
     }
 
     async fn set_install_release(

@@ -416,7 +416,7 @@ pub(super) fn json_list<T: serde::de::DeserializeOwned + Default>(
 impl Record for StoredInstall {
     const COLUMNS: &'static str = "id, name, app_id, config_version, runner_id, state, inputs, \
          sealed, outputs, created_at, approval, toggles, stack_outputs, labels, overrides, checks, \
-         pending";
+         pending, pending_rev";
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(StoredInstall {
             id: r.id(0)?,
@@ -440,6 +440,7 @@ impl Record for StoredInstall {
                 .map(|p| serde_json::from_str(&p))
                 .transpose()
                 .map_err(corrupt)?,
+            pending_rev: r.int(17)?,
         })
     }
 }

@@ -34,11 +34,14 @@ pub enum SealedColumn {
     WebhookSecrets,
     /// `installs.stack_outputs` (what the install's stack reported), by install id.
     StackOutputs,
+    /// `installs.pending` (the sealed values deployed before a pending
+    /// change inside), by install id.
+    InstallPending,
 }
 
 impl SealedColumn {
     /// All of them.
-    pub const ALL: [SealedColumn; 13] = [
+    pub const ALL: [SealedColumn; 14] = [
         SealedColumn::SigningKeys,
         SealedColumn::JobSpecs,
         SealedColumn::JobOutputs,
@@ -52,6 +55,7 @@ impl SealedColumn {
         SealedColumn::KeyCheck,
         SealedColumn::WebhookSecrets,
         SealedColumn::StackOutputs,
+        SealedColumn::InstallPending,
     ];
 
     /// Where it is: table, the row's key as one text, the column, which
@@ -100,6 +104,7 @@ impl SealedColumn {
                 "stack_outputs",
                 "stack_outputs IS NOT NULL",
             ),
+            SealedColumn::InstallPending => p("installs", "id", "pending", "pending IS NOT NULL"),
         }
     }
 

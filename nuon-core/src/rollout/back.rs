@@ -8,15 +8,16 @@ use crate::id::{InstallId, ReleaseId, RolloutId};
 impl RolloutInfo {
     /// The rollout that returns each install this one reached to its
     /// release before (`id`, `now`), and this one marked rolled back.
-    /// Installs that had no release before are left as they are, and
-    /// named in the rollback's reason. Refused while one deploys, and when
-    /// one has had another release since (`current`: each install's
-    /// release now): the newer rollout is rolled back first.
+    /// Installs that had no release before go back to the config version
+    /// they ran; those with neither are left as they are, and named in
+    /// the rollback's reason. Refused while one deploys, and when one has
+    /// had another release or deploy since (`current`: each install's
+    /// release now, none when it runs none; not looked at when `None`).
     pub fn rollback(
         &mut self,
         id: RolloutId,
         now: i64,
-        current: &std::collections::BTreeMap<InstallId, ReleaseId>,
+        current: Option<&std::collections::BTreeMap<InstallId, ReleaseId>>,
     ) -> Result<RolloutInfo, String> {
         if matches!(
             self.status,
@@ -39,14 +40,23 @@ impl RolloutInfo {
             .iter()
             .filter(|t| t.tries > 0)
             .filter_map(|t| {
-                let now = current.get(&t.install_id)?;
-                (now != &t.release_id && Some(now) != t.from_release.as_ref())
-                    .then(|| format!("{} (now on {now})", t.install))
+                let now = current?.get(&t.install_id);
+                // What this rollout gave it (a config version: no release).
+                let gave = match t.config_version {
+                    Some(_) => now.is_none(),
+                    None => now == Some(&t.release_id),
+                };
+                let had = now == t.from_release.as_ref();
+                let deployed = matches!(t.state, TargetState::Succeeded | TargetState::Baking);
+                (!gave && (deployed || !had)).then(|| match now {
+                    Some(r) => format!("{} (now on {r})", t.install),
+                    None => format!("{} (deployed outside releases since)", t.install),
+                })
             })
             .collect();
         if !moved.is_empty() {
             return Err(format!(
-                "{} had another release since rollout {}: roll back the newer rollout first",
+                "{} had another release or deploy since rollout {}: roll back the newer rollout first, or deploy what it should run (`nuon installs deploy INSTALL --release REL | --config V`)",
                 moved.join(", "),
                 self.id
             ));

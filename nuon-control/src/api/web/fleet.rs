@@ -112,7 +112,7 @@ pub(super) fn rollout_page(web: &Web, r: &nuon_core::rollout::RolloutInfo) -> Ma
     // would take it now.
     let rollback = r.rollback_of.is_none()
         && r.clone()
-            .rollback(nuon_core::RolloutId::generate(), 0, &Default::default())
+            .rollback(nuon_core::RolloutId::generate(), 0, None)
             .is_ok();
     let acts: Vec<(&str, &str)> = [
         ("pause", "Pause", r.clone().pause().is_ok()),

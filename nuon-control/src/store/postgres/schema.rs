@@ -480,6 +480,7 @@ CREATE INDEX workflow_steps_job ON workflow_steps (job_id) WHERE job_id IS NOT N
         24,
         r#"
 ALTER TABLE installs ADD COLUMN pending TEXT;
+ALTER TABLE installs ADD COLUMN pending_rev BIGINT NOT NULL DEFAULT 0;
 "#,
     ),
 ];

@@ -167,6 +167,7 @@ CREATE TABLE IF NOT EXISTS installs (
     overrides TEXT,
     checks TEXT,
     pending TEXT,
+    pending_rev INTEGER NOT NULL DEFAULT 0,
     UNIQUE (org_id, name)
 );
 CREATE TABLE IF NOT EXISTS releases (
@@ -342,7 +343,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 33] = [
+    const COLUMNS: [(&str, &str, &str); 34] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -380,6 +381,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("invitations", "template_hash", "TEXT"),
         ("invitations", "template_expires", "INTEGER"),
         ("installs", "pending", "TEXT"),
+        ("installs", "pending_rev", "INTEGER NOT NULL DEFAULT 0"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn

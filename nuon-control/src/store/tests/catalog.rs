@@ -483,12 +483,15 @@ conformance! {
             nuon_core::model::InstallValues { inputs_json: r#"{"n":"5"}"#.into(), ..Default::default() },
             7,
         );
-        p.changed(["queue".to_owned()], Some(nuon_core::WorkflowId::generate()));
-        s.set_install_pending(&f.org, &a.id, Some(&p)).await.unwrap();
-        s.set_install_pending(&other.org_id, &b.id, Some(&p)).await.unwrap();
-        assert_eq!(s.find_install(&f.org, "a").await.unwrap().unwrap().pending, Some(p));
+        p.changed(["queue".to_owned()], Some(nuon_core::WorkflowId::generate()), 9);
+        assert!(s.set_install_pending(&f.org, &a.id, Some(&p), 0).await.unwrap());
+        // Over a revision that is gone: nothing written.
+        assert!(!s.set_install_pending(&f.org, &a.id, None, 0).await.unwrap());
+        assert!(!s.set_install_pending(&other.org_id, &b.id, Some(&p), 0).await.unwrap());
+        let read = s.find_install(&f.org, "a").await.unwrap().unwrap();
+        assert_eq!((read.pending, read.pending_rev), (Some(p), 1));
         assert_eq!(s.find_install(&f.org, "b").await.unwrap().unwrap().pending, None);
-        s.set_install_pending(&f.org, &a.id, None).await.unwrap();
+        assert!(s.set_install_pending(&f.org, &a.id, None, 1).await.unwrap());
         assert_eq!(s.find_install(&f.org, "a").await.unwrap().unwrap().pending, None);
         let rel = nuon_core::ReleaseId::generate();
         s.set_install_release(&f.org, &a.id, Some(&rel)).await.unwrap();
