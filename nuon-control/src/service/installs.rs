@@ -36,6 +36,10 @@ impl Services<'_> {
         if let Some(found) = self.store.find_install(org, key).await? {
             return Ok(found);
         }
+        // A customer on an installer page is told no other install's name.
+        if caller.principal.customer.is_some() {
+            return Err(Error::not_found(format!("no install {key:?}")));
+        }
         // Only for a miss: the names of the org's installs.
         let names: Vec<String> = self
             .store
