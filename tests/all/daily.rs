@@ -330,6 +330,19 @@ fn queue_and_worker() -> Vec<(&'static str, &'static str)> {
     files
 }
 
+/// The queue and its worker on install `demo`, which asks for every
+/// approval.
+fn prompt_install() -> Manual {
+    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
+    Manual::start_on(
+        cp,
+        &queue_and_worker(),
+        None,
+        |_| {},
+        &["--approval", "prompt"],
+    )
+}
+
 /// An install that asks for every approval: `--wait` and `workflows
 /// watch` stop at an approval (exit 3) with the plan attribute by
 /// attribute (`input: 5 → 9`) and the commands; `approve --all` approves
@@ -341,14 +354,7 @@ fn approvals_show_each_change_and_can_approve_the_rest() {
     if !have_tool("terraform", "deploy the queue") {
         return;
     }
-    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
-    let m = Manual::start_on(
-        cp,
-        &queue_and_worker(),
-        None,
-        |_| {},
-        &["--approval", "prompt"],
-    );
+    let m = prompt_install();
     let c = m.cp.client();
     // The provision stops at its first approval, saying how to answer.
     let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
@@ -829,14 +835,7 @@ fn a_denied_change_stays_pending_until_applied_or_discarded() {
     if !have_tool("terraform", "deploy the queue") {
         return;
     }
-    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
-    let m = Manual::start_on(
-        cp,
-        &queue_and_worker(),
-        None,
-        |_| {},
-        &["--approval", "prompt"],
-    );
+    let m = prompt_install();
     let c = m.cp.client();
     let out = m.cp.nuon(&["installs", "provision", "demo", "--wait"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));

@@ -208,14 +208,7 @@ pub(super) async fn update_inputs(
     } else {
         // The install's release, when it runs one: its builds, not the
         // newest.
-        let release = match state.store.install_releases(org).await?.get(&install.id) {
-            Some(id) => state
-                .store
-                .get_release(org, id)
-                .await?
-                .filter(|r| r.config_version == updated.config_version),
-            None => None,
-        };
+        let release = state.services().running_release(org, &updated).await?;
         let started = state
             .engine
             .start(

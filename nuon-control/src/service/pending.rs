@@ -341,14 +341,7 @@ impl Services<'_> {
         install: &StoredInstall,
         plan: &Redeploy,
     ) -> Result<Vec<WorkflowInfo>, Error> {
-        let release = match self.store.install_releases(org).await?.get(&install.id) {
-            Some(id) => self
-                .store
-                .get_release(org, id)
-                .await?
-                .filter(|r| r.config_version == install.config_version),
-            None => None,
-        };
+        let release = self.running_release(org, install).await?;
         let mut started = Vec::new();
         if !plan.on.is_empty() {
             let start = Start {
@@ -379,6 +372,25 @@ impl Services<'_> {
             started.push(self.engine.start(org, start).await?);
         }
         Ok(started)
+    }
+
+    /// The release `install` runs, when it runs one at the config version
+    /// it has: a redeploy takes its builds, not the newest.
+    pub(crate) async fn running_release(
+        &self,
+        org: &OrgId,
+        install: &StoredInstall,
+    ) -> Result<Option<nuon_core::wire::ReleaseInfo>, Error> {
+        Ok(
+            match self.store.install_releases(org).await?.get(&install.id) {
+                Some(id) => self
+                    .store
+                    .get_release(org, id)
+                    .await?
+                    .filter(|r| r.config_version == install.config_version),
+                None => None,
+            },
+        )
     }
 
     /// What `workflows` deployed, should they have ended already.
