@@ -525,6 +525,7 @@ pub fn install_stack(
         token_expires_at_ms: 0,
         token_ttl: "24 h".into(),
         version: env!("CARGO_PKG_VERSION").into(),
+        runner_download: None,
         permissions: render_part(&config.permissions, ctx, "permissions")?,
         stack: (config.stack.as_ref())
             .map(|s| render_part(s, ctx, "stack.toml"))

@@ -34,6 +34,7 @@ mod health;
 mod installers;
 mod installs;
 mod releases;
+mod runner_releases;
 mod secrets;
 mod states;
 mod telemetry;
@@ -54,6 +55,9 @@ pub use installs::{
     InstallCreated, InstallInfo, InstallList, PendingResolved, PendingValue, PendingValues,
 };
 pub use releases::{CreateRelease, ReleaseInfo, ReleaseList};
+pub use runner_releases::{
+    PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList, RunnerUpdate,
+};
 pub use secrets::{InstallSecret, InstallSecrets, UpdateInputs};
 pub use states::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked};
 pub use telemetry::{ProbeSeen, RunnerTelemetry, RunnerUpdateFailure, ToolHeld};
@@ -214,6 +218,12 @@ pub mod routes {
     pub const RUNNER_RELEASE: &str = "/v1/runner-releases/{version}";
     /// Rollouts of a runner release: `POST` starts one, `GET` lists them.
     pub const RUNNER_RELEASE_ROLLOUTS: &str = "/v1/runner-releases/{version}/rollouts";
+    /// Control API: `PUT` a runner release's binary, for the control plane
+    /// to serve it to install stacks.
+    pub const RUNNER_RELEASE_BINARY: &str = "/v1/runner-releases/{version}/binary";
+    /// Runner API: `GET` a runner release's binary (`linux-x86_64`), with
+    /// a runner's token or an install stack's one-time token.
+    pub const RUNNER_DOWNLOAD: &str = "/v1/runner/releases/{version}/{platform}";
     /// Pause a rollout: what deploys finishes, nothing new starts.
     pub const ROLLOUT_PAUSE: &str = "/v1/rollouts/{id}/pause";
     /// Runner API: the calling runner's settings (its install's
@@ -1794,107 +1804,6 @@ pub struct BuildInfo {
     pub created_at_ms: i64,
 }
 
-/// The body of `POST /v1/runner-releases`: a runner binary the vendor
-/// pushed to its artifact store (`nuon runners release publish`), for the
-/// control plane to sign with the org's key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PublishRunnerRelease {
-    /// The version the binary reports (`nuon-runner --version`): letters,
-    /// digits, `.`, `-`, `+`; at most 64.
-    pub version: String,
-    /// The OS it runs on (`linux`).
-    pub os: String,
-    /// The CPU it runs on (`x86_64`, `aarch64`).
-    pub arch: String,
-    /// The repository of the vendor's store that holds it.
-    pub repository: String,
-    /// The OCI manifest that holds it, by digest.
-    pub manifest: String,
-    /// The binary itself (the manifest's one layer), by digest.
-    pub digest: String,
-    /// The binary's size in bytes.
-    pub size: u64,
-}
-
-/// A runner release: a runner binary in the vendor's store, signed by the
-/// org's key, that rollouts update install runners to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct RunnerReleaseInfo {
-    /// Its id.
-    pub id: crate::ReleaseId,
-    /// The version.
-    pub version: String,
-    /// The OS it runs on.
-    pub os: String,
-    /// The CPU it runs on.
-    pub arch: String,
-    /// The repository of the vendor's store that holds it.
-    pub repository: String,
-    /// The OCI manifest that holds it, by digest.
-    pub manifest: String,
-    /// The binary, by digest: a runner downloads exactly these bytes.
-    pub digest: String,
-    /// The binary's size in bytes.
-    pub size: u64,
-    /// Base64 Ed25519 signature of [`RunnerReleaseInfo::signed_bytes`] by
-    /// the org's key: a runner takes no binary whose release it cannot
-    /// verify.
-    pub signature: String,
-    /// When it was published.
-    pub created_at_ms: i64,
-    /// Who published it (the API token's id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created_by: Option<String>,
-}
-
-impl RunnerReleaseInfo {
-    /// What the signature covers: the version, platform and the binary's
-    /// digest and size, after a prefix no job spec or settings have.
-    pub fn signed_bytes(&self) -> Vec<u8> {
-        #[derive(Serialize)]
-        struct Signed<'a> {
-            id: &'a str,
-            version: &'a str,
-            os: &'a str,
-            arch: &'a str,
-            digest: &'a str,
-            size: u64,
-        }
-        let mut out = b"nuon-runner-release\n".to_vec();
-        out.extend(
-            serde_json::to_vec(&Signed {
-                id: self.id.as_str(),
-                version: &self.version,
-                os: &self.os,
-                arch: &self.arch,
-                digest: &self.digest,
-                size: self.size,
-            })
-            .unwrap_or_default(),
-        );
-        out
-    }
-}
-
-/// Runner releases, newest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct RunnerReleaseList {
-    /// Newest first.
-    pub releases: Vec<RunnerReleaseInfo>,
-}
-
-/// The runner version the control plane asks a runner to run (in its
-/// settings): the release, and how many times it was asked (a retry asks
-/// again, so a runner that gave up on a version tries it once more).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct RunnerUpdate {
-    /// The release.
-    pub release: RunnerReleaseInfo,
-    /// The ask's number.
-    pub tries: u32,
-}
-
 /// Builds of an app.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BuildList {
@@ -2136,6 +2045,7 @@ mod settings_tests {
             digest: format!("sha256:{}", "b".repeat(64)),
             size: 10,
             signature: String::new(),
+            served: false,
             created_at_ms: 0,
             created_by: None,
         };

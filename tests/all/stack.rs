@@ -270,14 +270,21 @@ const EVERY_FEATURE: &[(&str, &str)] = &[
 
 /// Real Helm (Helm v4's Go SDK, through PyPI's helm-python-sdk) lints the
 /// chart strictly and renders it with its default values and with
-/// `values` (JSON): what it prints is `{"default": {...}, "test": {...}}`,
-/// each template's path to its manifest.
+/// `values` (JSON), each with the one value it requires (the image's
+/// repository): what it prints is `{"default": {...}, "test": {...},
+/// "no_image": why}`, each template's path to its manifest.
 const HELM_CHECK: &str = r#"
 import json, sys
 import helm_python as helm
 chart_dir, test_values = sys.argv[1], json.loads(sys.argv[2])
+image = {"image": {"repository": "registry.example.com/nuon-runner"}}
 out = {}
-for name, values in (("default", None), ("test", test_values)):
+try:
+    helm.Chart.load(chart_dir).render(None, name="nuon-runner", namespace="customer-ns", is_install=True)
+    out["no_image"] = "rendered"
+except Exception as e:
+    out["no_image"] = str(e)
+for name, values in (("default", image), ("test", {**test_values, **image})):
     report = helm.lint(chart_dir, values, strict=True)
     bad = [m for m in report["messages"] if m["severity"] >= 2] + report.get("errors", [])
     if bad:
@@ -458,6 +465,14 @@ fn cloudformation_and_helm_stacks_pass_cfn_lint_and_real_helm() {
             .unwrap();
         assert!(out.status.success(), "{}", text(&out));
         let rendered: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // No image is invented: without one the chart says what to set.
+        let no_image = rendered["no_image"].as_str().unwrap();
+        assert!(
+            no_image.contains(
+                "image.repository: set the registry and repository of your nuon-runner image"
+            ),
+            "{no_image}"
+        );
         let values = std::fs::read_to_string(chart.join("values.yaml")).unwrap();
         let token = values
             .lines()
@@ -1015,4 +1030,226 @@ fn a_stack_bundle_writes_each_file_with_its_mode_whatever_it_holds() {
     assert_eq!(mode("install.sh"), 0o755);
     assert_eq!(mode("templates/a b.yaml"), 0o600);
     assert!(String::from_utf8_lossy(&out.stdout).contains("Run `sh install.sh`."));
+}
+
+/// `GET` of the Runner API's runner download with `token`: the status, the
+/// digest header and the body.
+fn download(m: &Manual, path: &str, token: Option<&str>) -> (u16, String, Vec<u8>) {
+    rt().block_on(async {
+        let mut req = reqwest::Client::new().get(format!("{}{path}", m.cp.runner_url));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let digest = resp
+            .headers()
+            .get("x-nuon-digest")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (status, digest, resp.bytes().await.unwrap().to_vec())
+    })
+}
+
+#[test]
+fn a_stack_fetches_its_runner_from_the_control_plane_and_refuses_a_tampered_one() {
+    let mut m = Manual::start(&[METADATA]);
+    m.stop_runner();
+    let version = env!("CARGO_PKG_VERSION");
+    let runner = std::fs::read(bin("nuon-runner")).unwrap();
+    let platform = format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH);
+
+    // Nothing served yet: the bundle installs the binary it is given, and
+    // the AWS stack has no default address to invent.
+    let before = m.dir.path().join("before");
+    let (said, _) = vm_stack(&m, &before);
+    assert!(!before.join("runner-release.env").exists());
+    assert!(said.contains("serves no runner release yet"), "{said}");
+    let cfn = m.dir.path().join("cfn-before");
+    ok(m.cp.nuon(&[
+        "installs",
+        "stack",
+        "demo",
+        "--format",
+        "cloudformation",
+        "--out",
+        cfn.to_str().unwrap(),
+    ]));
+    let template: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cfn.join("template.json")).unwrap()).unwrap();
+    assert!(
+        template["Parameters"]["RunnerBinaryUrl"]
+            .get("Default")
+            .is_none()
+    );
+    assert_eq!(template["Parameters"]["RunnerBinarySha256"]["Default"], "");
+
+    // Published: pushed to the vendor's store, signed, and served.
+    let vendor = m.dir.path().join("vendor");
+    let published = ok(m.cp.nuon(&[
+        "runners",
+        "release",
+        "publish",
+        "--version",
+        version,
+        "--binary",
+        bin("nuon-runner").to_str().unwrap(),
+        "--store",
+        vendor.to_str().unwrap(),
+        "--json",
+    ]));
+    let published: serde_json::Value = serde_json::from_str(&published).unwrap();
+    assert_eq!(published["served"], true, "{published}");
+    let digest = published["digest"].as_str().unwrap().to_owned();
+    let sha256 = digest.strip_prefix("sha256:").unwrap().to_owned();
+    let list = ok(m.cp.nuon(&["runners", "release", "list"]));
+    assert!(list.contains("SERVED") && list.contains("yes"), "{list}");
+    // The wrong bytes are not taken as the release's.
+    let other = m.dir.path().join("other-binary");
+    std::fs::write(&other, b"#!/bin/sh\necho not the runner\n").unwrap();
+    let refused = m.cp.nuon(&[
+        "runners",
+        "release",
+        "upload",
+        version,
+        "--binary",
+        other.to_str().unwrap(),
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains(&format!("this is not runner version {version}'s binary")),
+        "{}",
+        text(&refused)
+    );
+
+    // Every stack form that runs a binary now fetches this one.
+    let cfn = m.dir.path().join("cfn");
+    ok(m.cp.nuon(&[
+        "installs",
+        "stack",
+        "demo",
+        "--format",
+        "cloudformation",
+        "--out",
+        cfn.to_str().unwrap(),
+    ]));
+    let template: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cfn.join("template.json")).unwrap()).unwrap();
+    let url = format!(
+        "{}/v1/runner/releases/{version}/linux-x86_64",
+        m.cp.runner_url.trim_end_matches('/')
+    );
+    assert_eq!(template["Parameters"]["RunnerBinaryUrl"]["Default"], url);
+    assert_eq!(
+        template["Parameters"]["RunnerBinarySha256"]["Default"],
+        sha256
+    );
+    if have_tool("cfn-lint", "check the CloudFormation install stack") {
+        cfn_lint(&cfn.join("template.json"));
+    }
+    let stack_dir = m.dir.path().join("stack");
+    let (said, token) = vm_stack(&m, &stack_dir);
+    assert!(
+        said.contains("from the control plane and checks its SHA-256"),
+        "{said}"
+    );
+    let release = std::fs::read_to_string(stack_dir.join("runner-release.env")).unwrap();
+    assert!(
+        release.contains(&format!("release_sha256={sha256}")),
+        "{release}"
+    );
+
+    // The Runner API serves it to the stack's token, and to nobody else.
+    let path = format!("/v1/runner/releases/{version}/{platform}");
+    let (status, _, _) = download(&m, &path, None);
+    assert_eq!(status, 401);
+    let (status, _, body) = download(&m, &path, Some("stk_not-a-token"));
+    assert_eq!(status, 401, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("unknown install token"));
+    let (status, got, body) = download(&m, &path, Some(&token));
+    assert_eq!((status, got.as_str()), (200, digest.as_str()));
+    assert!(body == runner, "the served binary is the published one");
+    let (status, _, body) = download(
+        &m,
+        &format!("/v1/runner/releases/{version}/plan9-mips"),
+        Some(&token),
+    );
+    assert_eq!(status, 404);
+    assert!(
+        String::from_utf8_lossy(&body)
+            .contains(&format!("is built for {platform}, not plan9-mips")),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+
+    // A binary that is not the release's (here served from a file the
+    // bundle was pointed at) is refused, and nothing is installed.
+    let tampered = m.dir.path().join("tampered-runner");
+    let mut bytes = runner.clone();
+    bytes.extend_from_slice(b"\0tampered");
+    std::fs::write(&tampered, bytes).unwrap();
+    let bad_dir = m.dir.path().join("tampered-stack");
+    std::fs::create_dir_all(&bad_dir).unwrap();
+    for f in ["install.sh", "nuon-runner.env", "nuon-runner.service"] {
+        std::fs::copy(stack_dir.join(f), bad_dir.join(f)).unwrap();
+    }
+    std::fs::write(
+        bad_dir.join("runner-release.env"),
+        release.replace(&url, &format!("file://{}", tampered.display())),
+    )
+    .unwrap();
+    let bad_prefix = m.dir.path().join("opt-tampered");
+    let out = Command::new("sh")
+        .arg(bad_dir.join("install.sh"))
+        .args(["--no-systemd", "--prefix", bad_prefix.to_str().unwrap()])
+        .args([
+            "--work-dir",
+            m.dir.path().join("w-tampered").to_str().unwrap(),
+        ])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("not {sha256}"))
+            && text(&out).contains("refused, nothing installed"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read_dir(bad_prefix.join("bin")).unwrap().count(),
+        0,
+        "nothing is left in the prefix"
+    );
+
+    // As downloaded: with no nuon-runner on PATH, the bundle fetches the
+    // release from the control plane, checks it, and the runner phones home.
+    let prefix = m.dir.path().join("opt");
+    let work = m.dir.path().join("vm-work");
+    let log = std::fs::File::create(m.dir.path().join("vm-runner.log")).unwrap();
+    let vm = Command::new("sh")
+        .arg(stack_dir.join("install.sh"))
+        .args(["--no-systemd", "--prefix", prefix.to_str().unwrap()])
+        .args(["--work-dir", work.to_str().unwrap()])
+        .env("PATH", "/usr/bin:/bin")
+        .envs(m.runner_store_env())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let _vm = KillOnDrop(vm);
+    wait_for("the phone-home", Duration::from_secs(30), || {
+        work.join("runner-token").exists().then_some(())
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}\n{}",
+            std::fs::read_to_string(m.dir.path().join("vm-runner.log")).unwrap_or_default()
+        )
+    });
+    assert!(std::fs::read(prefix.join("bin/nuon-runner")).unwrap() == runner);
+    // Spent at the phone-home: the token downloads nothing more.
+    let (status, _, body) = download(&m, &path, Some(&token));
+    assert_eq!(status, 401);
+    assert!(String::from_utf8_lossy(&body).contains("used already"));
 }

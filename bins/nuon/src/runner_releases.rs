@@ -1,4 +1,4 @@
-//! `nuon runners release publish|list|rollout|status|pause|resume|retry|cancel|rollback`:
+//! `nuon runners release publish|upload|list|rollout|status|pause|resume|retry|cancel|rollback`:
 //! runner versions, published as OCI artifacts in the vendor's store and
 //! signed by the org's key, rolled out to install runners in waves (the
 //! rollout engine's runner rollouts; each runner updates itself).
@@ -80,6 +80,16 @@ pub(crate) enum RunnerReleaseCommand {
         #[arg(long, default_value = std::env::consts::ARCH)]
         arch: String,
     },
+    /// Upload a published version's binary for the control plane to serve
+    /// to install stacks (`publish` does it; this finishes one whose
+    /// upload failed).
+    Upload {
+        /// The version.
+        version: String,
+        /// The binary that was published.
+        #[arg(long)]
+        binary: std::path::PathBuf,
+    },
     /// List the published runner versions, newest first.
     List,
     /// Update the runners of the installs a selector picks to a version,
@@ -146,7 +156,30 @@ fn show(r: &RunnerReleaseInfo) {
     outln!("platform: {}/{}", r.os, r.arch);
     outln!("artifact: {}@{} ({} bytes)", r.repository, r.digest, r.size);
     outln!("manifest: {}", r.manifest);
+    outln!(
+        "served:   {}",
+        if r.served {
+            "yes: install stacks download it from the control plane"
+        } else {
+            "no (`nuon runners release upload` serves it)"
+        }
+    );
     outln!("created:  {}", crate::fmt_time(Some(r.created_at_ms)));
+}
+
+/// Uploads `binary` as runner release `version`'s, for the control plane
+/// to serve to install stacks.
+async fn upload(
+    c: &nuon_client::ControlClient,
+    version: &str,
+    binary: &std::path::Path,
+) -> Result<RunnerReleaseInfo, CliError> {
+    let bytes = tokio::fs::read(binary).await.map_err(|e| CliError {
+        message: format!("{}: {e}", binary.display()),
+        code: 74,
+        api_code: None,
+    })?;
+    Ok(c.upload_runner_binary(version, bytes).await?)
 }
 
 /// What `BINARY --version` says, when it runs here: refuses a binary that
@@ -296,17 +329,35 @@ pub(crate) async fn runner_releases(
             let opened = nuon_plugins::oci::open_store(store)
                 .map_err(|e| CliError::usage(format!("--store {store}: {e}")))?;
             let (layer, manifest) = push(&*opened, binary, repository, (version, os, arch)).await?;
-            let r = c
-                .publish_runner_release(&PublishRunnerRelease {
-                    version: version.clone(),
-                    os: os.clone(),
-                    arch: arch.clone(),
-                    repository: repository.clone(),
-                    manifest: manifest.to_string(),
-                    digest: layer.digest.to_string(),
-                    size: layer.size,
-                })
-                .await?;
+            c.publish_runner_release(&PublishRunnerRelease {
+                version: version.clone(),
+                os: os.clone(),
+                arch: arch.clone(),
+                repository: repository.clone(),
+                manifest: manifest.to_string(),
+                digest: layer.digest.to_string(),
+                size: layer.size,
+            })
+            .await?;
+            // The control plane serves it to install stacks too; a failed
+            // upload leaves the release published (and says how to finish).
+            let r = upload(&c, version, binary).await.map_err(|e| CliError {
+                message: format!(
+                    "runner version {version} is published and signed, but the control plane does not serve its binary: {}; finish with `nuon runners release upload {version} --binary {}`",
+                    e.message,
+                    binary.display()
+                ),
+                ..e
+            })?;
+            if g.json {
+                print_json(&r)?;
+            } else {
+                show(&r);
+            }
+            Ok(0)
+        }
+        RunnerReleaseCommand::Upload { version, binary } => {
+            let r = upload(&client(g)?, version, binary).await?;
             if g.json {
                 print_json(&r)?;
             } else {
@@ -320,7 +371,9 @@ pub(crate) async fn runner_releases(
                 print_json(&list)?;
             } else {
                 crate::table(
-                    &["VERSION", "PLATFORM", "ARTIFACT", "SIZE", "CREATED"],
+                    &[
+                        "VERSION", "PLATFORM", "ARTIFACT", "SIZE", "SERVED", "CREATED",
+                    ],
                     list.releases
                         .iter()
                         .map(|r| {
@@ -329,6 +382,7 @@ pub(crate) async fn runner_releases(
                                 format!("{}/{}", r.os, r.arch),
                                 format!("{}@{}", r.repository, r.digest),
                                 r.size.to_string(),
+                                if r.served { "yes" } else { "no" }.into(),
                                 crate::fmt_time(Some(r.created_at_ms)),
                             ]
                         })

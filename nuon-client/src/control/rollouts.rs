@@ -88,6 +88,25 @@ impl ControlClient {
         self.call::<ep::PublishRunnerRelease>(&[], req).await
     }
 
+    /// Uploads runner release `version`'s binary for the control plane to
+    /// serve to install stacks (`bytes` must be the ones published: their
+    /// digest and size).
+    pub async fn upload_runner_binary(
+        &self,
+        version: &str,
+        bytes: Vec<u8>,
+    ) -> Result<nuon_core::wire::RunnerReleaseInfo> {
+        let path = nuon_core::endpoint::path_of::<ep::UploadRunnerBinary>(&[version]);
+        // A binary of tens of MiB: more time than a JSON call's.
+        let req = self
+            .http
+            .request(reqwest::Method::PUT, &path)
+            .timeout(std::time::Duration::from_secs(600))
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(bytes);
+        self.http.send(req).await
+    }
+
     /// The org's runner releases, newest first.
     pub async fn list_runner_releases(&self) -> Result<nuon_core::wire::RunnerReleaseList> {
         self.call::<ep::ListRunnerReleases>(&[], &()).await

@@ -46,6 +46,8 @@ pub(crate) struct Op {
     /// A redirect as its success, and where to.
     redirect: Option<&'static str>,
     request: Option<SchemaFn>,
+    /// A body that is not JSON: its media type.
+    request_bytes: Option<&'static str>,
     status: u16,
     /// Another success status with the same body, and when it is given.
     also: Option<(u16, &'static str)>,
@@ -75,6 +77,7 @@ impl Op {
             public: false,
             redirect: None,
             request: None,
+            request_bytes: None,
             status: 200,
             also: None,
             response: None,
@@ -112,6 +115,12 @@ impl Op {
     /// The JSON body it takes.
     pub(crate) fn takes<T: JsonSchema>(mut self) -> Self {
         self.request = Some(schema_of::<T>);
+        self
+    }
+
+    /// The body it takes is bytes of `media`, not JSON.
+    pub(crate) fn takes_bytes(mut self, media: &'static str) -> Self {
+        self.request_bytes = Some(media);
         self
     }
 
@@ -274,6 +283,12 @@ pub(crate) fn openapi(ops: &[Op]) -> Value {
             operation["requestBody"] = json!({
                 "required": true,
                 "content": json_content(f(&mut g).to_value()),
+            });
+        }
+        if let Some(media) = op.request_bytes {
+            operation["requestBody"] = json!({
+                "required": true,
+                "content": { media: { "schema": { "type": "string", "contentMediaType": media } } },
             });
         }
         paths

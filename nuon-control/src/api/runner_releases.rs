@@ -6,9 +6,11 @@
 //! release's signature, and switches to it itself.
 
 use axum::Json;
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use nuon_core::endpoint as ep;
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
 use nuon_core::wire::{PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList};
@@ -16,14 +18,19 @@ use nuon_core::{ReleaseId, now_ms};
 
 use super::control::{require_admin, require_deployer};
 use super::doc::Op;
-use super::{ApiAuth, Body, SharedState};
+use super::{ApiAuth, Body, Caller, SharedState};
 use crate::error::Error;
+use crate::service::runner_binaries::MAX_RUNNER_BINARY_BYTES;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::PublishRunnerRelease>(post(publish)),
         Op::endpoint::<ep::ListRunnerReleases>(get(list)),
         Op::endpoint::<ep::GetRunnerRelease>(get(get_one)),
+        Op::endpoint::<ep::UploadRunnerBinary>(
+            put(upload).layer(DefaultBodyLimit::max(MAX_RUNNER_BINARY_BYTES)),
+        )
+        .takes_bytes("application/octet-stream"),
         Op::endpoint::<ep::CreateRunnerRollout>(post(create_rollout)).or_status(
             200,
             "A dry run: the plan, with status `planned`; nothing is stored or started.",
@@ -107,6 +114,7 @@ async fn publish(
         digest: req.digest,
         size: req.size,
         signature: String::new(),
+        served: false,
         created_at_ms: now_ms(),
         created_by: Some(auth.0.actor()),
     };
@@ -129,7 +137,7 @@ async fn list(
     auth: ApiAuth,
 ) -> Result<Json<RunnerReleaseList>, Error> {
     Ok(Json(RunnerReleaseList {
-        releases: state.store.list_runner_releases(&auth.0.org_id).await?,
+        releases: state.services().runner_releases(&auth.0.org_id).await?,
     }))
 }
 
@@ -139,15 +147,21 @@ pub(super) async fn runner_release_of(
     auth: &ApiAuth,
     key: &str,
 ) -> Result<RunnerReleaseInfo, Error> {
-    state
-        .store
-        .get_runner_release(&auth.0.org_id, key)
-        .await?
-        .ok_or_else(|| {
-            Error::not_found(format!(
-                "no runner version {key:?}: publish it with `nuon runners release publish --version {key} --binary PATH --store STORE` (see `nuon runners release list`)"
-            ))
-        })
+    state.services().runner_release(&auth.0.org_id, key).await
+}
+
+async fn upload(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> Result<Json<RunnerReleaseInfo>, Error> {
+    Ok(Json(
+        state
+            .services()
+            .upload_runner_binary(&caller, &key, &body)
+            .await?,
+    ))
 }
 
 async fn get_one(

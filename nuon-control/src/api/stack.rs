@@ -3,15 +3,21 @@
 //! Helm chart, or a shell bundle and a systemd unit), and the stack's
 //! phone-home on the Runner API, which
 //! trades the stack's one-time token for the runner's token and records
-//! the stack's outputs as `.nuon.install_stack.outputs.*`.
+//! the stack's outputs as `.nuon.install_stack.outputs.*`; and the
+//! download, with that token, of the runner release the stack installs
+//! (`GET /v1/runner/releases/{version}/{platform}`).
 
 use nuon_core::endpoint as ep;
 use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::http::header;
+use axum::http::request::Parts;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use nuon_core::audit::AuditEntry;
 use nuon_core::stack::{StackFormat, contract};
@@ -24,6 +30,7 @@ use serde_json::json;
 use super::doc::Op;
 use super::{Body, Caller, Q, SharedState, Source};
 use crate::error::Error;
+use crate::service::runner_binaries::platform_of;
 use crate::store::StackRedeem;
 
 /// The most outputs a stack may report, and the longest value.
@@ -37,8 +44,12 @@ pub(super) fn ops() -> Vec<Op> {
     ]
 }
 
+/// The Runner API's calls of a stack: its phone-home, and the download of
+/// the runner it installs.
 pub(super) fn runner_routes() -> axum::Router<SharedState> {
-    axum::Router::new().route(routes::PHONE_HOME, post(phone_home))
+    axum::Router::new()
+        .route(routes::PHONE_HOME, post(phone_home))
+        .route(routes::RUNNER_DOWNLOAD, get(download))
 }
 
 #[derive(Deserialize)]
@@ -102,7 +113,9 @@ fn when(ms: i64) -> String {
 
 /// A token that can be spent: its org, install and runner; otherwise
 /// why it is refused, saying what to do.
-fn redeemed(r: StackRedeem) -> Result<(OrgId, nuon_core::InstallId, nuon_core::RunnerId), Error> {
+pub(super) fn redeemed(
+    r: StackRedeem,
+) -> Result<(OrgId, nuon_core::InstallId, nuon_core::RunnerId), Error> {
     let again = "download the stack again (`nuon installs stack INSTALL`, each download carries a new one-time token) and apply it";
     let why = match r {
         StackRedeem::Redeemed {
@@ -222,4 +235,93 @@ async fn record(
         names.join(", ")
     ));
     state.auditor.record(org, entry).await;
+}
+
+/// Whose download it is: an install stack's one-time token (not yet
+/// spent: the stack downloads before it phones home) or a runner's token.
+async fn downloader(state: &SharedState, source: &str, parts: &Parts) -> Result<OrgId, Error> {
+    let token = super::bearer(parts)?;
+    let token = token.trim();
+    let hash = nuon_core::token::hash_token(token);
+    if token.starts_with("stk_") {
+        let found = super::throttled(state, source, token, &hash, async {
+            match state.store.peek_stack_token(&hash, now_ms()).await? {
+                crate::store::StackRedeem::Unknown => Ok(None),
+                other => Ok(Some(other)),
+            }
+        })
+        .await?
+        .unwrap_or(crate::store::StackRedeem::Unknown);
+        return redeemed(found).map(|(org, _, _)| org);
+    }
+    super::throttled(state, source, token, &hash, async {
+        Ok(state.store.authenticate_runner(&hash).await?)
+    })
+    .await?
+    .map(|p| p.org_id)
+    .ok_or_else(|| {
+        Error::api(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            "a runner download takes an install stack's one-time token (`stk_…`, in the stack's settings) or a runner's token",
+        )
+    })
+}
+
+/// `GET /v1/runner/releases/{version}/{platform}`: the binary, streamed
+/// part by part, with its digest and the release's signature in headers.
+async fn download(
+    State(state): State<SharedState>,
+    Source(source): Source,
+    Path((version, platform)): Path<(String, String)>,
+    parts: Parts,
+) -> Result<axum::response::Response, Error> {
+    let org = downloader(&state, &source, &parts).await?;
+    let release = state.services().runner_release(&org, &version).await?;
+    if platform_of(&release) != platform {
+        return Err(Error::not_found(format!(
+            "runner version {} is built for {}, not {platform}; publish a build for {platform} as its own version",
+            release.version,
+            platform_of(&release)
+        )));
+    }
+    let parts = state
+        .store
+        .runner_binary_parts(&org, &release.digest)
+        .await?;
+    if parts == 0 {
+        return Err(Error::not_found(format!(
+            "this control plane does not serve runner version {}'s binary: upload it with `nuon runners release upload {} --binary PATH`",
+            release.version, release.version
+        )));
+    }
+    let digest = release.digest.clone();
+    let stream = futures_util::stream::unfold(0u32, move |part| {
+        let (state, org, digest) = (state.clone(), org.clone(), digest.clone());
+        async move {
+            if part >= parts {
+                return None;
+            }
+            let next = match state.store.runner_binary_part(&org, &digest, part).await {
+                Ok(Some(bytes)) => Ok(Bytes::from(bytes)),
+                Ok(None) => Err(std::io::Error::other(format!(
+                    "part {part} of {digest} is gone"
+                ))),
+                Err(e) => Err(std::io::Error::other(e.to_string())),
+            };
+            Some((next, part + 1))
+        }
+    });
+    let mut resp = axum::body::Body::from_stream(stream).into_response();
+    let h = resp.headers_mut();
+    let value = |v: &str| {
+        axum::http::HeaderValue::from_str(v)
+            .map_err(|_| Error::internal(format!("a header value of release {}", release.version)))
+    };
+    h.insert(header::CONTENT_TYPE, value("application/octet-stream")?);
+    h.insert(header::CONTENT_LENGTH, value(&release.size.to_string())?);
+    h.insert("x-nuon-digest", value(&release.digest)?);
+    h.insert("x-nuon-signature", value(&release.signature)?);
+    h.insert("x-nuon-version", value(&release.version)?);
+    Ok(resp)
 }

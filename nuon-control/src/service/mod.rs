@@ -14,6 +14,7 @@ pub(crate) mod installs;
 pub(crate) mod invitations;
 pub(crate) mod pending;
 mod render;
+pub(crate) mod runner_binaries;
 mod stack;
 
 use axum::http::StatusCode;

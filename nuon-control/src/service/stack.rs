@@ -6,11 +6,14 @@
 use nuon_core::app::RunnerSettings;
 use nuon_core::audit::AuditEntry;
 use nuon_core::rendered::render_part;
-use nuon_core::stack::{StackFormat, StackSpec, generate};
+use std::collections::BTreeSet;
+
+use nuon_core::stack::{RunnerDownload, StackFormat, StackSpec, generate};
 use nuon_core::token::issue_stack_token;
 use nuon_core::wire::{ErrorCode, InstallStack};
 use nuon_core::{OrgId, now_ms};
 
+use super::runner_binaries::platform_of;
 use super::{Caller, Services, require_admin};
 use crate::engine::render::render_context;
 use crate::error::Error;
@@ -30,6 +33,30 @@ impl Services<'_> {
         require_admin(&caller.principal)?;
         let install = self.find_install(caller, key).await?;
         self.stack_of(caller, &install, format).await
+    }
+
+    /// The runner release a stack in `format` downloads from the control
+    /// plane: the newest one served for the platform the stack's machine
+    /// runs (the AWS stacks' Amazon Linux on x86_64; any for a VM bundle,
+    /// whose installer checks its machine's), none for a chart (it runs an
+    /// image).
+    async fn stack_runner_download(
+        &self,
+        org: &OrgId,
+        api: &str,
+        format: StackFormat,
+    ) -> Result<Option<RunnerDownload>, Error> {
+        let platforms: BTreeSet<String> = match format {
+            StackFormat::Helm => return Ok(None),
+            StackFormat::Vm => BTreeSet::new(),
+            StackFormat::CloudFormation | StackFormat::Terraform => {
+                BTreeSet::from(["linux-x86_64".to_owned()])
+            }
+        };
+        Ok(self
+            .stack_runner_release(org, &platforms)
+            .await?
+            .and_then(|r| RunnerDownload::new(api, &r.version, &platform_of(&r), &r.digest)))
     }
 
     /// `install`'s stack, for a caller already allowed it (an admin, or
@@ -57,6 +84,7 @@ impl Services<'_> {
             )
         })?;
         let signing_key = self.keys.signer(org).await?.public_key().to_string();
+        let runner_download = self.stack_runner_download(org, api, format).await?;
         let token = issue_stack_token();
         let ttl = self.engine.stack_token_ttl();
         let expires = now_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
@@ -70,6 +98,7 @@ impl Services<'_> {
             token_expires_at_ms: expires,
             token_ttl: crate::engine::in_words(ttl),
             version: env!("CARGO_PKG_VERSION").into(),
+            runner_download,
             runner,
             stack: stack_toml,
             permissions,

@@ -32,6 +32,7 @@
 
 mod apps;
 mod audit;
+mod binaries;
 mod builds;
 mod installs;
 mod invitations;
@@ -73,6 +74,7 @@ use nuon_core::{
 
 pub use apps::{AppStore, StoredConfig};
 pub use audit::{AuditStore, NewAudit, verify_audit};
+pub use binaries::{BINARY_PART_BYTES, RunnerBinaryStore};
 pub use builds::BuildStore;
 pub use installs::{
     CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall, Overrides, StackRedeem,
@@ -164,6 +166,7 @@ pub trait Store:
     + RunnerStore
     + JobStore
     + JobLinkStore
+    + RunnerBinaryStore
     + QueueStore
     + MaintenanceStore
     + WorkflowStore
@@ -192,6 +195,7 @@ impl<T> Store for T where
         + RunnerStore
         + JobStore
         + JobLinkStore
+        + RunnerBinaryStore
         + QueueStore
         + MaintenanceStore
         + WorkflowStore

@@ -22,6 +22,8 @@ pub(super) trait Cells {
     fn opt_int(&self, i: usize) -> Result<Option<i64>>;
     /// A true/false column.
     fn flag(&self, i: usize) -> Result<bool>;
+    /// A byte column (`BLOB`, `BYTEA`) that is never `NULL`.
+    fn bytes(&self, i: usize) -> Result<Vec<u8>>;
 
     /// A text column that is never `NULL`.
     fn text(&self, i: usize) -> Result<String> {
@@ -69,6 +71,9 @@ impl<C: Cells> Cells for Offset<'_, C> {
     }
     fn flag(&self, i: usize) -> Result<bool> {
         self.0.flag(self.1 + i)
+    }
+    fn bytes(&self, i: usize) -> Result<Vec<u8>> {
+        self.0.bytes(self.1 + i)
     }
 }
 

@@ -20,6 +20,8 @@ pub(super) enum Arg {
     Text(Option<String>),
     /// `BIGINT` (`INTEGER` on SQLite), or NULL.
     Int(Option<i64>),
+    /// `BYTEA` (`BLOB` on SQLite).
+    Bytes(Vec<u8>),
 }
 
 impl From<&str> for Arg {
@@ -49,6 +51,12 @@ impl From<Option<&str>> for Arg {
 impl From<i64> for Arg {
     fn from(v: i64) -> Self {
         Arg::Int(Some(v))
+    }
+}
+
+impl From<Vec<u8>> for Arg {
+    fn from(v: Vec<u8>) -> Self {
+        Arg::Bytes(v)
     }
 }
 

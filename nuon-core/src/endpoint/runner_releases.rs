@@ -16,6 +16,11 @@ endpoints! {
     GetRunnerRelease: Get routes::RUNNER_RELEASE, "getRunnerRelease",
         () => crate::wire::RunnerReleaseInfo, body = false,
         summary = "One runner release, by version (or id).";
+    /// `PUT /v1/runner-releases/{version}/binary`: the body is the binary
+    /// (`application/octet-stream`), not JSON.
+    UploadRunnerBinary: Put routes::RUNNER_RELEASE_BINARY, "uploadRunnerBinary",
+        () => crate::wire::RunnerReleaseInfo, body = false,
+        summary = "Upload a published runner release's binary (the body, `application/octet-stream`, at most 256 MiB) for the control plane to serve: install stacks then download the runner from the Runner API (`GET /v1/runner/releases/{version}/{os}-{arch}`) and check its digest before it runs. The bytes must be the release's (its SHA-256 and size); uploading them again changes nothing.";
     /// `POST /v1/runner-releases/{version}/rollouts`.
     CreateRunnerRollout: Post routes::RUNNER_RELEASE_ROLLOUTS, "createRunnerRollout",
         crate::rollout::CreateRollout => crate::rollout::RolloutInfo, status = 201, body = true,

@@ -215,6 +215,8 @@ pub(super) fn camel(s: &str) -> String {
 /// `${var.runner_binary_url}` in Terraform).
 pub(super) struct ScriptRefs<'a> {
     pub(super) binary_url: &'a str,
+    /// The SHA-256 (hex) the binary must have; empty: not checked.
+    pub(super) binary_sha256: &'a str,
     pub(super) region: &'a str,
     pub(super) token_secret: &'a str,
     pub(super) api_url: &'a str,
@@ -245,13 +247,22 @@ pub(super) fn user_data(spec: &StackSpec, r: &ScriptRefs<'_>) -> String {
          set -euo pipefail\n\
          {init}\
          mkdir -p /opt/nuon-runner/bin /var/lib/nuon-runner\n\
-         case \"{binary}\" in\n\
-         \x20 s3://*) aws s3 cp \"{binary}\" /opt/nuon-runner/bin/nuon-runner.new ;;\n\
-         \x20 *) curl -fsSL --retry 5 -o /opt/nuon-runner/bin/nuon-runner.new \"{binary}\" ;;\n\
-         esac\n\
-         chmod 0755 /opt/nuon-runner/bin/nuon-runner.new\n\
-         mv /opt/nuon-runner/bin/nuon-runner.new /opt/nuon-runner/bin/nuon-runner\n\
          token=$(aws secretsmanager get-secret-value --region {region} --secret-id {token_secret} --query SecretString --output text)\n\
+         new=/opt/nuon-runner/bin/nuon-runner.new\n\
+         # The control plane serves its runner releases to the stack's token;\n\
+         # no other address is sent it.\n\
+         case \"{binary}\" in\n\
+         \x20 s3://*) aws s3 cp \"{binary}\" $new ;;\n\
+         \x20 \"{api}\"/*) curl -fsSL --retry 5 -H \"Authorization: Bearer $token\" -o $new \"{binary}\" ;;\n\
+         \x20 *) curl -fsSL --retry 5 -o $new \"{binary}\" ;;\n\
+         esac\n\
+         if [ -n \"{sha256}\" ] && ! echo \"{sha256}  $new\" | sha256sum -c --status; then\n\
+         \x20 echo \"nuon-runner from {binary} is not the release the stack names (SHA-256 {sha256}): refused\" >&2\n\
+         \x20 rm -f $new\n\
+         \x20 exit 1\n\
+         fi\n\
+         chmod 0755 $new\n\
+         mv $new /opt/nuon-runner/bin/nuon-runner\n\
          umask 077\n\
          cat > /opt/nuon-runner/nuon-runner.env <<EOF\n\
          NUON_RUNNER_API_URL={api}\n\
@@ -269,6 +280,7 @@ pub(super) fn user_data(spec: &StackSpec, r: &ScriptRefs<'_>) -> String {
         install = spec.install_name,
         generation = spec.token_expires_at_ms,
         binary = r.binary_url,
+        sha256 = r.binary_sha256,
         region = r.region,
         token_secret = r.token_secret,
         api = r.api_url,
@@ -276,6 +288,31 @@ pub(super) fn user_data(spec: &StackSpec, r: &ScriptRefs<'_>) -> String {
         outputs = r.outputs,
         unit = super::vm::UNIT,
     )
+}
+
+/// The stack's parameters for the runner binary, as `(url, sha256)`
+/// declarations in the stack's language (`make(name, default, description)`):
+/// by default the release the control plane serves, checked by digest.
+pub(super) fn binary_parameters<T>(
+    spec: &StackSpec,
+    make: impl Fn(Option<&str>, &str) -> T,
+) -> (T, T) {
+    let d = spec.runner_download.as_ref();
+    let url = make(
+        d.map(|d| d.url.as_str()),
+        &match d {
+            Some(d) => format!(
+                "Where the instance downloads nuon-runner from: by default runner version {} ({}) from the vendor's control plane; or an https URL, or s3://bucket/key.",
+                d.version, d.platform
+            ),
+            None => "Where the instance downloads nuon-runner (linux-x86_64) from: an https URL, or s3://bucket/key. The vendor's control plane serves no runner release yet (`nuon runners release publish`); with one, this defaults to it.".into(),
+        },
+    );
+    let sha = make(
+        Some(d.map_or("", |d| d.sha256.as_str())),
+        "The SHA-256 (64 hex digits) the downloaded nuon-runner must have, else the instance refuses it; empty: not checked.",
+    );
+    (url, sha)
 }
 
 /// The IAM statement that lets an operation role read the install's

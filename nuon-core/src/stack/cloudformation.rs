@@ -508,10 +508,15 @@ fn ec2_runner(
         "RunnerImageId".into(),
         json!({"Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>", "Default": "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64", "Description": "The runner's machine image (Amazon Linux 2023)."}),
     );
-    parameters.insert(
-        "RunnerBinaryUrl".into(),
-        json!({"Type": "String", "Default": format!("https://github.com/nuon-byoc/nuon/releases/download/v{}/nuon-runner-x86_64-linux", spec.version), "Description": "Where the instance downloads nuon-runner from (an https URL, or s3://bucket/key)."}),
-    );
+    let (url, sha) = super::aws::binary_parameters(spec, |default, description| {
+        let mut p = json!({"Type": "String", "Description": description});
+        if let Some(d) = default {
+            p["Default"] = json!(d);
+        }
+        p
+    });
+    parameters.insert("RunnerBinaryUrl".into(), url);
+    parameters.insert("RunnerBinarySha256".into(), sha);
     let (outputs_text, mut vars) = outputs_sub(reported);
     vars.insert("ApiUrl".into(), json!(spec.runner_api));
     vars.insert("SigningKey".into(), json!(spec.signing_key));
@@ -520,6 +525,7 @@ fn ec2_runner(
         spec,
         &super::aws::ScriptRefs {
             binary_url: "${RunnerBinaryUrl}",
+            binary_sha256: "${RunnerBinarySha256}",
             region: "${AWS::Region}",
             token_secret: "${InstallTokenSecret}",
             api_url: "${ApiUrl}",
@@ -579,7 +585,7 @@ fn ecs_runner(
 ) {
     parameters.insert(
         "RunnerImage".into(),
-        json!({"Type": "String", "Default": format!("ghcr.io/nuon-byoc/nuon-runner:{}", spec.version), "Description": "The runner's container image (its entry point is nuon-runner)."}),
+        json!({"Type": "String", "Description": format!("The runner's container image (its entry point is nuon-runner), version {}: REGISTRY/REPOSITORY:TAG of your registry.", spec.version)}),
     );
     let (outputs_text, vars) = outputs_sub(reported);
     resources.insert(

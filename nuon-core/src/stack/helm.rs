@@ -70,12 +70,13 @@ pub(crate) fn files(spec: &StackSpec) -> Result<(Vec<StackFile>, String), String
         file(&format!("{dir}/templates/NOTES.txt"), NOTES.into(), 0o644),
     ];
     let instructions = format!(
-        "In the Kubernetes cluster that will run install {install}'s runner: `helm install nuon-runner ./nuon-runner` \
-         (it makes namespace {namespace} and runs the runner there; `--set namespace.create=false --namespace NS` uses one of yours; \
+        "In the Kubernetes cluster that will run install {install}'s runner: `helm install nuon-runner ./nuon-runner --set image.repository=REGISTRY/nuon-runner` \
+         (the image of nuon-runner {version} your registry holds; it makes namespace {namespace} and runs the runner there; `--set namespace.create=false --namespace NS` uses one of yours; \
          {identity} gives it a cloud identity). \
          values.yaml holds the one-time token the runner phones home with (it expires in {ttl} and works once): keep it private. \
          The install's provision waits for the phone-home. To update the runner's settings later, download the chart again (a new token) and `helm upgrade` with it.",
         install = spec.install_name,
+        version = spec.version,
         ttl = spec.token_ttl,
         identity = identity_flag(&spec.runner.runner_type),
     );
@@ -142,8 +143,6 @@ fn chart_yaml(spec: &StackSpec, version: &str) -> String {
          type: application\n\
          version: {}\n\
          appVersion: {}\n\
-         home: https://github.com/nuon-byoc/nuon\n\
-         icon: https://raw.githubusercontent.com/nuon-byoc/nuon/main/docs/icon.svg\n\
          keywords:\n  - nuon\n  - byoc\n  - runner\n",
         q(&format!(
             "The nuon runner of install {} ({}) of app {}: runs the install's jobs in this cluster",
@@ -164,7 +163,7 @@ fn values_yaml(spec: &StackSpec, namespace: &str) -> String {
     let _ = write!(
         v,
         "install:\n  id: {id}\n  name: {name}\n\n\
-         image:\n  repository: \"ghcr.io/nuon-byoc/nuon-runner\"\n  # Empty: the chart's appVersion.\n  tag: \"\"\n  pullPolicy: IfNotPresent\n\n\
+         image:\n  # Required: the registry and repository of your nuon-runner image (its entry point is nuon-runner), e.g.\n  # what `nuon images tool --binary nuon-runner=PATH --tag VERSION --store REGISTRY` pushed.\n  repository: \"\"\n  # Empty: the chart's appVersion.\n  tag: \"\"\n  pullPolicy: IfNotPresent\n\n\
          namespace:\n  # The chart makes the runner's own namespace; false: the release's namespace.\n  create: true\n  name: {ns}\n\n\
          runner:\n  apiUrl: {api}\n  signingKey: {key}\n  installToken: {token}\n  slots: 4\n  helmDriver: {driver}\n  \
          # More of what the runner reports as .nuon.install_stack.outputs.* (values without blanks).\n  stackOutputs: {{}}\n\n\
@@ -333,7 +332,7 @@ spec:
           type: RuntimeDefault
       containers:
         - name: runner
-          image: "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
+          image: "{{ required "image.repository: set the registry and repository of your nuon-runner image (--set image.repository=REGISTRY/nuon-runner)" .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
           imagePullPolicy: {{ .Values.image.pullPolicy }}
           args: ["run"]
           envFrom:

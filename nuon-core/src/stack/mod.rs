@@ -56,6 +56,9 @@ pub struct StackSpec {
     pub token_ttl: String,
     /// The control plane's version: the runner version the stack installs.
     pub version: String,
+    /// The runner release the control plane serves, which the stack
+    /// downloads (none: the customer says where the binary is).
+    pub runner_download: Option<RunnerDownload>,
     /// `runner.toml` (a `local` runner when the app has none).
     pub runner: RunnerSettings,
     /// `stack.toml`.
@@ -68,6 +71,52 @@ pub struct StackSpec {
     pub secrets: Vec<crate::app::SecretDecl>,
     /// The org's id (a Nuon VPC template's `NuonOrgID`).
     pub org_id: String,
+}
+
+/// A runner release the control plane serves, as a stack downloads it
+/// (`GET /v1/runner/releases/{version}/{platform}` on the Runner API, with
+/// the stack's one-time token).
+#[derive(Debug, Clone)]
+pub struct RunnerDownload {
+    /// The runner's version.
+    pub version: String,
+    /// `linux-x86_64`.
+    pub platform: String,
+    /// Where: the Runner API's download of it.
+    pub url: String,
+    /// The binary's SHA-256, 64 hex digits.
+    pub sha256: String,
+}
+
+impl RunnerDownload {
+    /// The download of `version` for `platform` from `runner_api`, with
+    /// `digest` (`sha256:…`); none for a digest of another kind or a
+    /// value a script could not carry as it is.
+    pub fn new(runner_api: &str, version: &str, platform: &str, digest: &str) -> Option<Self> {
+        let sha256 = digest.strip_prefix("sha256:")?;
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'))
+        };
+        let url_ok = runner_api.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, ':' | '/' | '.' | '-' | '_' | '[' | ']')
+        });
+        (sha256.len() == 64
+            && sha256.chars().all(|c| c.is_ascii_hexdigit())
+            && plain(version)
+            && plain(platform)
+            && url_ok)
+            .then(|| RunnerDownload {
+                version: version.to_owned(),
+                platform: platform.to_owned(),
+                url: format!(
+                    "{}/v1/runner/releases/{version}/{platform}",
+                    runner_api.trim_end_matches('/')
+                ),
+                sha256: sha256.to_ascii_lowercase(),
+            })
+    }
 }
 
 /// A stack's flavour.
@@ -243,6 +292,12 @@ pub(crate) fn test_spec() -> StackSpec {
         token_expires_at_ms: 1_800_000_000_000,
         token_ttl: "24 h".into(),
         version: "0.1.0".into(),
+        runner_download: RunnerDownload::new(
+            "https://runners.example.com/",
+            "0.1.0",
+            "linux-x86_64",
+            &format!("sha256:{}", "c".repeat(64)),
+        ),
         runner: RunnerSettings {
             runner_type: "aws".into(),
             helm_driver: None,
@@ -280,5 +335,59 @@ mod tests {
         );
         assert_eq!(snake("Acme-Prod.provision"), "acme_prod_provision");
         assert_eq!(snake("9x"), "_9x");
+    }
+
+    #[test]
+    fn a_served_runner_release_is_each_stacks_default_and_checked_by_digest() {
+        let spec = test_spec();
+        let d = spec.runner_download.clone().expect("a plain release");
+        assert_eq!(
+            d.url,
+            "https://runners.example.com/v1/runner/releases/0.1.0/linux-x86_64"
+        );
+        // CloudFormation: the URL and digest are the parameters' defaults,
+        // and the instance checks the digest before the binary runs.
+        let cfn = generate(&spec, StackFormat::CloudFormation).unwrap();
+        let t: serde_json::Value = serde_json::from_str(&cfn.files[0].contents).unwrap();
+        assert_eq!(t["Parameters"]["RunnerBinaryUrl"]["Default"], d.url);
+        assert_eq!(t["Parameters"]["RunnerBinarySha256"]["Default"], d.sha256);
+        let text = cfn.files[0].contents.as_str();
+        assert!(text.contains("sha256sum -c --status"), "{text}");
+        assert!(text.contains("Authorization: Bearer $token"), "{text}");
+        // Terraform: the same, as variables.
+        let tf = generate(&spec, StackFormat::Terraform).unwrap();
+        let main = tf.files.iter().find(|f| f.path == "main.tf.json").unwrap();
+        let t: serde_json::Value = serde_json::from_str(&main.contents).unwrap();
+        assert_eq!(t["variable"]["runner_binary_url"]["default"], d.url);
+        assert_eq!(t["variable"]["runner_binary_sha256"]["default"], d.sha256);
+        // The VM bundle: a release file its installer reads.
+        let vm = generate(&spec, StackFormat::Vm).unwrap();
+        let release = vm
+            .files
+            .iter()
+            .find(|f| f.path == "runner-release.env")
+            .unwrap();
+        assert!(
+            release
+                .contents
+                .contains(&format!("release_sha256={}", d.sha256))
+        );
+        assert!(vm.instructions.contains("checks its SHA-256"));
+        // Nothing served: no default address, the digest unchecked.
+        let none = StackSpec {
+            runner_download: None,
+            ..spec
+        };
+        let cfn = generate(&none, StackFormat::CloudFormation).unwrap();
+        let t: serde_json::Value = serde_json::from_str(&cfn.files[0].contents).unwrap();
+        assert!(t["Parameters"]["RunnerBinaryUrl"].get("Default").is_none());
+        assert_eq!(t["Parameters"]["RunnerBinarySha256"]["Default"], "");
+        let vm = generate(&none, StackFormat::Vm).unwrap();
+        assert!(!vm.files.iter().any(|f| f.path == "runner-release.env"));
+        // Values a script could not carry as they are make no download.
+        let sha = format!("sha256:{}", "c".repeat(64));
+        assert!(RunnerDownload::new("https://x", "1.0;rm", "linux-x86_64", &sha).is_none());
+        assert!(RunnerDownload::new("https://x'y", "1.0", "linux-x86_64", &sha).is_none());
+        assert!(RunnerDownload::new("https://x", "1.0", "linux-x86_64", "sha512:ab").is_none());
     }
 }

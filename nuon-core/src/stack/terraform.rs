@@ -108,10 +108,15 @@ fn configuration(spec: &StackSpec) -> Result<Value, String> {
         "instance_type",
         json!({"type": "string", "default": spec.runner.instance_type.clone().unwrap_or_else(|| "t3a.medium".into()), "description": "The runner's instance type."}),
     );
-    b.variable(
-        "runner_binary_url",
-        json!({"type": "string", "default": format!("https://github.com/nuon-byoc/nuon/releases/download/v{}/nuon-runner-x86_64-linux", spec.version), "description": "Where the instance downloads nuon-runner from (an https URL, or s3://bucket/key)."}),
-    );
+    let (url, sha) = super::aws::binary_parameters(spec, |default, description| {
+        let mut v = json!({"type": "string", "description": description});
+        if let Some(d) = default {
+            v["default"] = json!(d);
+        }
+        v
+    });
+    b.variable("runner_binary_url", url);
+    b.variable("runner_binary_sha256", sha);
     b.variable(
         "runner_principals",
         json!({"type": "list(string)", "default": [], "description": "IAM principals (ARNs) of yours that may act as this install's runner besides the stack's instance (a host of your own that runs nuon-runner): each may assume the runner's role and the operation roles."}),
@@ -716,6 +721,7 @@ fn ec2_runner(spec: &StackSpec, b: &mut Blocks, reported: &[(String, Value)]) {
         spec,
         &ScriptRefs {
             binary_url: "${var.runner_binary_url}",
+            binary_sha256: "${var.runner_binary_sha256}",
             region: REGION,
             token_secret: "${aws_secretsmanager_secret.install_token.arn}",
             api_url: &lit(&spec.runner_api),

@@ -15,14 +15,37 @@ pub(crate) fn files(spec: &StackSpec) -> (Vec<StackFile>, String) {
     for (k, v) in runner_env(spec) {
         env.push_str(&format!("{k}={v}\n"));
     }
-    let files = vec![
+    let mut files = vec![
         file("install.sh", INSTALL_SH.into(), 0o755),
         file("nuon-runner.service", UNIT.into(), 0o644),
         file("nuon-runner.env", env, 0o600),
     ];
+    // The release `install.sh` downloads when no --binary is given: values
+    // `RunnerDownload` checked to be plain (the installer reads the file
+    // as shell).
+    let download = spec.runner_download.as_ref();
+    if let Some(d) = download {
+        files.push(file(
+            "runner-release.env",
+            format!(
+                "# The runner release install.sh downloads from the control plane (unless --binary names one),\n\
+                 # refused unless its SHA-256 is this one.\n\
+                 release_version={}\nrelease_platform={}\nrelease_url={}\nrelease_sha256={}\n",
+                d.version, d.platform, d.url, d.sha256
+            ),
+            0o644,
+        ));
+    }
+    let binary = match download {
+        Some(d) => format!(
+            "downloads nuon-runner {} ({}) from the control plane and checks its SHA-256; `--binary PATH` installs another binary instead",
+            d.version, d.platform
+        ),
+        None => "`--binary PATH` names the nuon-runner binary to install (the control plane serves no runner release yet: `nuon runners release publish`)".into(),
+    };
     let instructions = format!(
         "On the machine that will run install {name}'s runner, as root: `sh install.sh` (installs nuon-runner to /opt/nuon-runner, its unit, and starts it; \
-         `--binary PATH` names the nuon-runner binary to install, `--output KEY=VALUE` adds a stack output, `--no-systemd` starts the runner in the foreground instead). \
+         it {binary}; `--output KEY=VALUE` adds a stack output, `--no-systemd` starts the runner in the foreground instead). \
          The runner phones home once with the one-time token in nuon-runner.env (it expires in {ttl} and works once); the install's provision waits for it.",
         name = spec.install_name,
         ttl = spec.token_ttl,
@@ -67,6 +90,44 @@ for d in "$prefix" "$work_dir"; do
   printf '%s' "$d" | grep -Eq '^/[A-Za-z0-9._/-]+$' \
     || fail "$d: give an absolute path of letters, digits, . _ - and /"
 done
+umask 077
+mkdir -p "$prefix/bin" "$work_dir"
+# Without --binary: the release the control plane serves (runner-release.env),
+# downloaded with the stack's one-time token and refused unless its SHA-256
+# is the release's.
+downloaded=
+if [ -z "$binary" ] && [ -f "$here/runner-release.env" ]; then
+  . "$here/runner-release.env"
+  here_platform="$(uname -s | tr 'A-Z' 'a-z')-$(uname -m)"
+  if [ "$release_platform" != "$here_platform" ]; then
+    echo "install.sh: the control plane's runner $release_version is built for $release_platform, this machine is $here_platform: give --binary PATH" >&2
+    exit 66
+  fi
+  command -v sha256sum >/dev/null || fail "sha256sum is not installed: it checks the downloaded runner (or give --binary PATH)"
+  token=$(sed -n 's/^NUON_RUNNER_INSTALL_TOKEN=//p' "$here/nuon-runner.env")
+  downloaded="$prefix/bin/nuon-runner.download"
+  rm -f "$downloaded"
+  if command -v curl >/dev/null; then
+    curl -fsSL --retry 3 -H "Authorization: Bearer $token" -o "$downloaded" "$release_url" || true
+  elif command -v wget >/dev/null; then
+    wget -q --header "Authorization: Bearer $token" -O "$downloaded" "$release_url" || true
+  else
+    fail "neither curl nor wget is installed: one downloads the runner (or give --binary PATH)"
+  fi
+  if [ ! -s "$downloaded" ]; then
+    rm -f "$downloaded"
+    echo "install.sh: could not download nuon-runner $release_version from $release_url (see above); give --binary PATH to install one you have" >&2
+    exit 69
+  fi
+  if ! echo "$release_sha256  $downloaded" | sha256sum -c --status; then
+    got=$(sha256sum "$downloaded" | cut -d' ' -f1)
+    rm -f "$downloaded"
+    echo "install.sh: the nuon-runner downloaded from $release_url has SHA-256 $got, not $release_sha256 (runner $release_version as the control plane signed it): refused, nothing installed" >&2
+    exit 65
+  fi
+  chmod 0700 "$downloaded"
+  binary=$downloaded
+fi
 if [ -z "$binary" ]; then
   binary=$(command -v nuon-runner || true)
 fi
@@ -74,11 +135,10 @@ if [ -z "$binary" ] || [ ! -x "$binary" ]; then
   echo "install.sh: no nuon-runner binary: give --binary PATH (or put nuon-runner on PATH)" >&2
   exit 66
 fi
-umask 077
-mkdir -p "$prefix/bin" "$work_dir"
 cp "$binary" "$prefix/bin/nuon-runner.new"
 chmod 0755 "$prefix/bin/nuon-runner.new"
 mv "$prefix/bin/nuon-runner.new" "$prefix/bin/nuon-runner"
+[ -z "$downloaded" ] || rm -f "$downloaded"
 # What the stack reports on phoning home, with what --output added.
 stack_outputs="hostname=$(uname -n) os=$(uname -s | tr 'A-Z' 'a-z') arch=$(uname -m)$outputs"
 {
@@ -106,7 +166,6 @@ exec "$prefix/bin/nuon-runner" run
 /// The systemd unit `install.sh` installs (with its prefix).
 pub(crate) const UNIT: &str = "[Unit]
 Description=nuon runner: runs this install's jobs
-Documentation=https://github.com/nuon-byoc/nuon
 Wants=network-online.target
 After=network-online.target
 

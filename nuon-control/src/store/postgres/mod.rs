@@ -303,6 +303,9 @@ impl Cells for PgRow {
     fn flag(&self, i: usize) -> Result<bool> {
         self.try_get(i).map_err(db)
     }
+    fn bytes(&self, i: usize) -> Result<Vec<u8>> {
+        self.try_get(i).map_err(db)
+    }
 }
 
 impl Drop for PostgresStore {

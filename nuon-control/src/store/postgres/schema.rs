@@ -483,6 +483,18 @@ ALTER TABLE installs ADD COLUMN pending TEXT;
 ALTER TABLE installs ADD COLUMN pending_rev BIGINT NOT NULL DEFAULT 0;
 "#,
     ),
+    (
+        25,
+        r#"
+CREATE TABLE runner_binaries (
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    digest TEXT NOT NULL,
+    part INTEGER NOT NULL,
+    bytes BYTEA NOT NULL,
+    PRIMARY KEY (org_id, digest, part)
+);
+"#,
+    ),
 ];
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {

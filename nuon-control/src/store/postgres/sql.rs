@@ -14,6 +14,7 @@ fn bound(stmt: &Stmt) -> Query<'static, Postgres, PgArguments> {
         |q, a| match a {
             Arg::Text(v) => q.bind(v.clone()),
             Arg::Int(v) => q.bind(*v),
+            Arg::Bytes(v) => q.bind(v.clone()),
         },
     )
 }

@@ -151,6 +151,9 @@ impl Cells for rusqlite::Row<'_> {
     fn flag(&self, i: usize) -> Result<bool> {
         Ok(self.get::<_, i64>(i).map_err(db_err)? != 0)
     }
+    fn bytes(&self, i: usize) -> Result<Vec<u8>> {
+        self.get(i).map_err(db_err)
+    }
 }
 
 fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {

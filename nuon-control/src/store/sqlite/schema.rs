@@ -205,6 +205,13 @@ CREATE TABLE IF NOT EXISTS runner_releases (
     created_at INTEGER NOT NULL,
     UNIQUE (org_id, version)
 );
+CREATE TABLE IF NOT EXISTS runner_binaries (
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    digest TEXT NOT NULL,
+    part INTEGER NOT NULL,
+    bytes BLOB NOT NULL,
+    PRIMARY KEY (org_id, digest, part)
+);
 CREATE TABLE IF NOT EXISTS install_runner_releases (
     install_id TEXT PRIMARY KEY,
     org_id TEXT NOT NULL REFERENCES orgs(id),

@@ -13,6 +13,7 @@ impl rusqlite::ToSql for Arg {
         Ok(match self {
             Arg::Text(Some(s)) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
             Arg::Int(Some(i)) => ToSqlOutput::Owned(Value::Integer(*i)),
+            Arg::Bytes(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
             Arg::Text(None) | Arg::Int(None) => ToSqlOutput::Owned(Value::Null),
         })
     }

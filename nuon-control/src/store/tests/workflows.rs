@@ -4,6 +4,28 @@ use super::*;
 use nuon_core::wire::ErrorCode;
 
 conformance! {
+    async fn a_runner_binary_is_kept_whole_once_and_only_for_its_org(f: Fixture) {
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
+        let digest = format!("sha256:{}", "d".repeat(64));
+        assert_eq!(f.store.runner_binary_parts(&f.org, &digest).await.unwrap(), 0);
+        // Bytes of every value, a part of another size last.
+        let parts = vec![(0..=255u8).collect::<Vec<u8>>(), vec![0, 1, 2]];
+        f.store.put_runner_binary(&f.org, &digest, parts.clone()).await.unwrap();
+        assert_eq!(f.store.runner_binary_parts(&f.org, &digest).await.unwrap(), 2);
+        for (i, p) in parts.iter().enumerate() {
+            assert_eq!(f.store.runner_binary_part(&f.org, &digest, i as u32).await.unwrap().as_ref(), Some(p));
+        }
+        assert!(f.store.runner_binary_part(&f.org, &digest, 2).await.unwrap().is_none());
+        // Kept once: a second upload of the digest changes nothing.
+        f.store.put_runner_binary(&f.org, &digest, vec![vec![9; 4]]).await.unwrap();
+        assert_eq!(f.store.runner_binary_part(&f.org, &digest, 0).await.unwrap().as_ref(), Some(&parts[0]));
+        assert_eq!(f.store.runner_binaries(&f.org).await.unwrap().into_iter().collect::<Vec<_>>(), std::slice::from_ref(&digest));
+        // Another org sees none of it.
+        assert_eq!(f.store.runner_binary_parts(&other, &digest).await.unwrap(), 0);
+        assert!(f.store.runner_binary_part(&other, &digest, 0).await.unwrap().is_none());
+        assert!(f.store.runner_binaries(&other).await.unwrap().is_empty());
+    }
+
     async fn runner_releases_are_kept_once_per_version_and_a_runner_rollout_records_each_ask(f: Fixture) {
         use nuon_core::rollout::{NewRollout, RolloutKind, Selected, TargetState};
         use nuon_core::wire::RunnerReleaseInfo;
@@ -20,6 +42,7 @@ conformance! {
             digest: format!("sha256:{}", "b".repeat(64)),
             size: 10,
             signature: "sig".into(),
+            served: false,
             created_at_ms: at,
             created_by: None,
         };

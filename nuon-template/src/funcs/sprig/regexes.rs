@@ -110,21 +110,103 @@ fn regex_replace(
     repl: &str,
     literal: bool,
 ) -> Result<String, String> {
+    // Read once, not at each match: a replacement of many `$` (or `${`
+    // never closed) made each match's expansion slow.
+    let pieces = if literal {
+        vec![Piece::Text(repl.to_owned())]
+    } else {
+        pieces(repl)
+    };
     let mut out = String::new();
     let mut last = 0;
     for caps in re.captures_iter(src) {
         let Some(m) = caps.get(0) else { continue };
         out.push_str(&src[last..m.start()]);
-        if literal {
-            out.push_str(repl);
-        } else {
-            caps.expand(repl, &mut out);
+        for p in &pieces {
+            let group = match p {
+                Piece::Text(t) => {
+                    out.push_str(t);
+                    continue;
+                }
+                Piece::Index(i) => caps.get(*i),
+                Piece::Name(n) => caps.name(n),
+            };
+            out.push_str(group.map_or("", |g| g.as_str()));
         }
         last = m.end();
         made("regexReplaceAll", out.len() as u128)?;
     }
     out.push_str(&src[last..]);
     Ok(out)
+}
+
+/// A part of a replacement: text, or a group by number or name.
+#[derive(Debug, PartialEq)]
+enum Piece<'a> {
+    Text(String),
+    Index(usize),
+    Name(&'a str),
+}
+
+/// `repl` read as `regex`'s `Captures::expand` reads it (Go's `Expand`):
+/// `$$` is `$`; `$name` takes the longest run of letters, digits and `_`,
+/// `${name}` anything up to `}`; a name that is a number is a group's
+/// index; a `$` that starts no reference is itself.
+fn pieces(repl: &str) -> Vec<Piece<'_>> {
+    let b = repl.as_bytes();
+    // Where the next `}` is from each byte on: many `${` never closed must
+    // not each look to the end.
+    let mut close = vec![usize::MAX; b.len() + 1];
+    for i in (0..b.len()).rev() {
+        close[i] = if b[i] == b'}' { i } else { close[i + 1] };
+    }
+    let letter = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        let Some(j) = b[i..].iter().position(|&c| c == b'$') else {
+            text.push_str(&repl[i..]);
+            break;
+        };
+        text.push_str(&repl[i..i + j]);
+        i += j;
+        if b.get(i + 1) == Some(&b'$') {
+            text.push('$');
+            i += 2;
+            continue;
+        }
+        let found = if b.get(i + 1) == Some(&b'{') {
+            let end = close[i + 2];
+            (end != usize::MAX).then(|| (&repl[i + 2..end], end + 1))
+        } else {
+            let mut end = i + 1;
+            while b.get(end).copied().is_some_and(letter) {
+                end += 1;
+            }
+            (end > i + 1).then(|| (&repl[i + 1..end], end))
+        };
+        match found {
+            None => {
+                text.push('$');
+                i += 1;
+            }
+            Some((name, end)) => {
+                if !text.is_empty() {
+                    out.push(Piece::Text(std::mem::take(&mut text)));
+                }
+                out.push(match name.parse::<usize>() {
+                    Ok(n) => Piece::Index(n),
+                    Err(_) => Piece::Name(name),
+                });
+                i = end;
+            }
+        }
+    }
+    if !text.is_empty() {
+        out.push(Piece::Text(text));
+    }
+    out
 }
 
 /// The most work one regular expression call may be asked for: its
@@ -193,5 +275,64 @@ fn weight(h: &regex_syntax::hir::Hir) -> u64 {
         HirKind::Concat(hs) | HirKind::Alternation(hs) => {
             hs.iter().map(weight).fold(1, u64::saturating_add)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replacement_expands_as_the_regex_crate_expands_it() {
+        let re = regex::Regex::new(r"(?P<first>a)(b)?(?P<x_1>c)").unwrap();
+        let src = "zacz abc";
+        for repl in [
+            "",
+            "$",
+            "$$",
+            "$$$",
+            "$1",
+            "$01",
+            "$1a",
+            "${1}a",
+            "$first",
+            "${first}",
+            "$x_1-",
+            "${x_1}",
+            "${",
+            "${first",
+            "$}",
+            "${}",
+            "${nope}",
+            "$nope",
+            "$2",
+            "$9",
+            "${+1}",
+            "a$ b",
+            "$$first",
+            "${${first}",
+            "é$firsté",
+            "$99999999999999999999999",
+        ] {
+            let want = re.replace_all(src, repl).into_owned();
+            let got = regex_replace(&re, src, repl, false).unwrap();
+            assert_eq!(got, want, "replacement {repl:?}");
+        }
+    }
+
+    #[test]
+    fn unclosed_braces_are_text() {
+        // 50,000 `${` never closed: one piece of text, found in one pass.
+        let repl = "${".repeat(50_000);
+        assert_eq!(pieces(&repl), [Piece::Text(repl.clone())]);
+        assert_eq!(
+            pieces("x${1}$$y$name"),
+            [
+                Piece::Text("x".into()),
+                Piece::Index(1),
+                Piece::Text("$y".into()),
+                Piece::Name("name")
+            ]
+        );
     }
 }
