@@ -511,6 +511,64 @@ fn nuon_dev_stopped_by_sigterm_leaves_no_child_running() {
     assert!(left.is_empty(), "left running after SIGTERM: {left:?}");
 }
 
+/// `nuon dev` from an empty directory outside the repository, its
+/// binaries side by side in one directory (as `cargo install --root` lays
+/// them out; linked from the build here): the example app built into
+/// `nuon` is written to the data dir and provisioned. A missing binary is
+/// named, with how to get it.
+#[test]
+fn nuon_dev_runs_from_anywhere_with_its_binaries_side_by_side() {
+    let Ok(terraform) = which::which("terraform") else {
+        have_tool("terraform", "provision the example nuon dev runs");
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let bin_dir = root.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    for b in ["nuon", "nuon-ctl", "nuon-build-runner", "nuon-runner"] {
+        let to = bin_dir.join(b);
+        if std::fs::hard_link(nuon_tests::bin(b), &to).is_err() {
+            std::fs::copy(nuon_tests::bin(b), &to).unwrap();
+        }
+    }
+    let somewhere = root.path().join("somewhere");
+    std::fs::create_dir_all(&somewhere).unwrap();
+    let path = format!("{}:/usr/bin:/bin", terraform.parent().unwrap().display());
+    let dev = |data: &str| {
+        let ports = (crate::deploy::free_port(), crate::deploy::free_port());
+        Command::new(bin_dir.join("nuon"))
+            .args(["dev", "--once", "--data-dir", data])
+            .args(["--listen", &format!("127.0.0.1:{}", ports.0)])
+            .args(["--runner-listen", &format!("127.0.0.1:{}", ports.1)])
+            .current_dir(&somewhere)
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", root.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = dev("data");
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("the example app hello, written to data/apps/hello"),
+        "{said}"
+    );
+    assert!(somewhere.join("data/apps/hello/metadata.toml").is_file());
+    assert!(said.contains("succeeded"), "{said}");
+
+    std::fs::remove_file(bin_dir.join("nuon-build-runner")).unwrap();
+    let out = dev("data2");
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("nuon-build-runner is not next to")
+            && text(&out).contains("cargo install --path bins/nuon-build-runner"),
+        "{}",
+        text(&out)
+    );
+}
+
 /// The small things a newcomer tripped on, through the CLI: a selector
 /// with no value is refused, an install name's typo is answered with the
 /// name meant, and an install's runner is shown by its install's name.

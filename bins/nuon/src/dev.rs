@@ -27,8 +27,9 @@ pub struct DevArgs {
     /// Exit after the workflow instead of running until Ctrl-C.
     #[arg(long)]
     once: bool,
-    /// The app config directory to deploy (default: examples/apps/hello;
-    /// examples/apps/aws with `--cloud aws-fake`).
+    /// The app config directory to deploy (default: the example app built
+    /// in, `hello`, or `aws` with `--cloud aws-fake`, written to
+    /// DATA_DIR/apps/ on first run).
     #[arg(long)]
     app_dir: Option<PathBuf>,
     /// The customer's cloud: `none` (the install's runner from its VM
@@ -67,17 +68,20 @@ pub struct DevArgs {
     isolation: String,
 }
 
+/// Our binary `name`: beside this one (a build's target dir, an install's
+/// bin dir), else on PATH.
 fn sibling(name: &str) -> Result<PathBuf, CliError> {
     let exe = std::env::current_exe().map_err(|e| CliError::usage(e.to_string()))?;
     let path = exe.with_file_name(name);
     if path.exists() {
-        Ok(path)
-    } else {
-        Err(CliError::usage(format!(
-            "{name} not found next to {}; build all binaries with `cargo build --bins`",
-            exe.display()
-        )))
+        return Ok(path);
     }
+    which::which(name).map_err(|_| {
+        CliError::usage(format!(
+            "{name} is not next to {} nor on PATH: `nuon dev` runs nuon-ctl, nuon-build-runner and nuon-runner; install them beside nuon (`cargo install --path bins/{name}`, or `cargo build --bins` in the repository)",
+            exe.display()
+        ))
+    })
 }
 
 fn io(what: &str) -> impl FnOnce(std::io::Error) -> CliError + '_ {
@@ -139,20 +143,8 @@ async fn run_children(
 ) -> Result<u8, CliError> {
     let t0 = Instant::now();
     let fake_aws = args.cloud == "aws-fake";
-    let app_dir = args.app_dir.clone().unwrap_or_else(|| {
-        PathBuf::from(if fake_aws {
-            "examples/apps/aws"
-        } else {
-            "examples/apps/hello"
-        })
-    });
-    if !app_dir.join("metadata.toml").is_file() {
-        return Err(CliError::usage(format!(
-            "{} is not an app config directory (no metadata.toml); run from the repository root or pass --app-dir",
-            app_dir.display()
-        )));
-    }
     std::fs::create_dir_all(&args.data_dir).map_err(io("cannot create the data dir"))?;
+    let app_dir = crate::examples::app_dir(args.app_dir.as_deref(), &args.data_dir, fake_aws)?;
     let data_dir = args
         .data_dir
         .canonicalize()

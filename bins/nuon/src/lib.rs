@@ -33,6 +33,7 @@ mod apps;
 mod components;
 mod deploy;
 mod dev;
+mod examples;
 mod fake_aws;
 mod groups;
 mod health;
