@@ -76,6 +76,18 @@ impl ControlClient {
         self.http.call::<E>(params, req).await
     }
 
+    /// The control plane's version, as its OpenAPI document gives it.
+    pub async fn server_version(&self) -> Result<String> {
+        let doc: serde_json::Value = self.http.get(nuon_core::wire::routes::OPENAPI).await?;
+        doc["info"]["version"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| crate::Error::Protocol {
+                url: nuon_core::wire::routes::OPENAPI.into(),
+                message: "the OpenAPI document has no info.version".into(),
+            })
+    }
+
     /// Registers a runner; the answer holds its token, shown only this once.
     pub async fn create_runner(&self, name: &str) -> Result<RunnerCreated> {
         let body = CreateRunner { name: name.into() };

@@ -569,6 +569,70 @@ fn nuon_dev_runs_from_anywhere_with_its_binaries_side_by_side() {
     );
 }
 
+/// The CLI as people use CLIs: bash completes its commands from the
+/// script `nuon completion bash` prints (zsh's and fish's are made too),
+/// and `nuon version` says its own version and the control plane's, or
+/// why it cannot.
+#[test]
+fn the_cli_completes_in_bash_and_says_both_versions() {
+    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
+    let v: Value = serde_json::from_str(&ok(cp.nuon(&["version", "--json"]))).unwrap();
+    assert_eq!(v["client"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["control_plane"], env!("CARGO_PKG_VERSION"), "{v}");
+    let out = ours("nuon")
+        .args(["version", "--api", "http://127.0.0.1:9", "--token", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("nuon {}", env!("CARGO_PKG_VERSION")))
+            && text(&out).contains("control plane at http://127.0.0.1:9"),
+        "{}",
+        text(&out)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("nuon.bash");
+    let out = ours("nuon").args(["completion", "bash"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::write(&script, &out.stdout).unwrap();
+    let complete = |line: &str| {
+        let words: Vec<&str> = line.split(' ').collect();
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source {}; COMP_WORDS=({}); COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT={}; _nuon nuon \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+                script.display(),
+                words.join(" "),
+                words.len() - 1,
+                line.len()
+            ))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        complete("nuon inst").lines().any(|l| l == "installs"),
+        "{}",
+        complete("nuon inst")
+    );
+    let deploys = complete("nuon installs dep");
+    assert!(
+        deploys.lines().any(|l| l == "deploy") && deploys.lines().any(|l| l == "deprovision"),
+        "{deploys}"
+    );
+    for (shell, mark) in [("zsh", "#compdef nuon"), ("fish", "complete -c nuon")] {
+        let out = ours("nuon").args(["completion", shell]).output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(mark),
+            "{shell}"
+        );
+    }
+    let bad = ours("nuon").args(["completion", "tcsh"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(64), "{}", text(&bad));
+}
+
 /// The small things a newcomer tripped on, through the CLI: a selector
 /// with no value is refused, an install name's typo is answered with the
 /// name meant, and an install's runner is shown by its install's name.

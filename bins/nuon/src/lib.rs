@@ -43,6 +43,7 @@ mod installers;
 mod installs;
 mod jobs;
 mod lifecycle;
+mod meta;
 mod ops;
 mod orgs;
 mod output;
@@ -105,6 +106,15 @@ pub(crate) struct Global {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// This CLI's version and the control plane's (`--json`: both).
+    Version,
+    /// Print a shell's completion script: `source <(nuon completion bash)`;
+    /// zsh: `nuon completion zsh > "${fpath[1]}/_nuon"`; fish: `nuon
+    /// completion fish > ~/.config/fish/completions/nuon.fish`.
+    Completion {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Run the control plane and a local runner on this machine, with a demo job.
     Dev(dev::DevArgs),
     /// Runners: one per install, one build runner per org.
@@ -464,6 +474,8 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
 pub async fn run(cli: Cli) -> Result<u8, CliError> {
     let g = &cli.global;
     match &cli.command {
+        Command::Version => meta::version(g).await,
+        Command::Completion { shell } => meta::completion(*shell),
         Command::Runners { command } => runners::runners(g, command).await,
         Command::Jobs { command } => jobs::jobs(g, command).await,
         Command::Apps { command } => apps::apps(g, command).await,
