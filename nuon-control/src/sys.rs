@@ -25,6 +25,31 @@ pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
+/// When [`nuon_core::STOP_WITH_PARENT_ENV`] names this process's parent:
+/// SIGTERM comes to this process when the parent ends, however it ends
+/// (Linux's `PR_SET_PDEATHSIG`), and at once when the parent is already
+/// gone. The variable is then taken out of the environment, so what this
+/// process starts does not read it as its own.
+#[allow(unsafe_code)]
+pub fn stop_with_parent() {
+    let Some(parent) = std::env::var(nuon_core::STOP_WITH_PARENT_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    else {
+        return;
+    };
+    // SAFETY: at start-up, before this process starts another thread;
+    // prctl, getppid, getpid and kill take integers.
+    unsafe {
+        std::env::remove_var(nuon_core::STOP_WITH_PARENT_ENV);
+        #[cfg(target_os = "linux")]
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        if libc::getppid() != parent {
+            libc::kill(libc::getpid(), libc::SIGTERM);
+        }
+    }
+}
+
 /// Raises the soft limit of open files to the hard limit. Every parked
 /// runner holds a connection, so the default soft limit (often 1,024) would
 /// refuse the 1,025th runner.

@@ -97,6 +97,12 @@ pub use signing::{
 };
 pub use transport::{Transport, TransportError};
 
+/// Set by a process that starts ours and wants them gone when it is
+/// (`nuon dev`), to its own pid: each of our binaries then asks the kernel
+/// for SIGTERM when its parent ends, however it ends (`nuon_control::sys`,
+/// `nuon_runner_lib`'s `sys`).
+pub const STOP_WITH_PARENT_ENV: &str = "NUON_STOP_WITH_PARENT";
+
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -457,6 +457,7 @@ pub async fn main<E: Args>(
     plugins: impl FnOnce(&RunArgs, &E, &mut RunnerConfig) -> anyhow::Result<()>,
 ) -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
+    crate::sys::stop_with_parent();
     let command = Cli::<E>::command()
         .name(name)
         .about(about)

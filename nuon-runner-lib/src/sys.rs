@@ -240,6 +240,32 @@ pub(crate) fn signal_pid(pid: i32, signal: i32) {
     let _ = unsafe { libc::kill(pid, signal) };
 }
 
+/// When [`nuon_core::STOP_WITH_PARENT_ENV`] names this process's parent:
+/// SIGTERM comes to this process when the parent ends, however it ends
+/// (Linux's `PR_SET_PDEATHSIG`), and at once when the parent is already
+/// gone. The variable is then taken out of the environment, so what this
+/// process starts does not read it as its own.
+#[cfg(feature = "cmd")]
+#[allow(unsafe_code)]
+pub(crate) fn stop_with_parent() {
+    let Some(parent) = std::env::var(nuon_core::STOP_WITH_PARENT_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    else {
+        return;
+    };
+    // SAFETY: at start-up, before this process does anything on another
+    // thread; prctl, getppid, getpid and kill take integers.
+    unsafe {
+        std::env::remove_var(nuon_core::STOP_WITH_PARENT_ENV);
+        #[cfg(target_os = "linux")]
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        if libc::getppid() != parent {
+            libc::kill(libc::getpid(), libc::SIGTERM);
+        }
+    }
+}
+
 /// This process's parent (`getppid(2)`): when the parent exits, the
 /// kernel gives the process another.
 #[cfg(feature = "cmd")]

@@ -475,40 +475,51 @@ fn processes_naming(needle: &str) -> Vec<u32> {
 }
 
 /// `nuon dev` stopped by SIGTERM (a supervisor's, or `kill`) stops its
-/// control plane and runners first: none is left running.
+/// control plane and runners first; killed outright (SIGKILL, a crash),
+/// its children stop by themselves (each asked the kernel for SIGTERM
+/// when its parent ends): none is left running either way.
 #[test]
 fn nuon_dev_stopped_by_sigterm_leaves_no_child_running() {
     if !have_tool("terraform", "provision the app nuon dev runs") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let app = dir.path().join("app");
-    crate::deploy::write_files(&app, &crate::deploy::BOX_APP);
-    let data = dir.path().join("data");
-    let ports = (crate::deploy::free_port(), crate::deploy::free_port());
-    let mut dev = crate::deploy::dev_of(&app, &data, ports, &[])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    crate::deploy::provisioned_by_dev(&data, ports.0);
-    let needle = data.to_string_lossy().into_owned();
-    let children: Vec<u32> = processes_naming(&needle)
-        .into_iter()
-        .filter(|p| *p != dev.id())
-        .collect();
-    assert!(
-        children.len() >= 3,
-        "control plane and runners: {children:?}"
-    );
-    nuon_tests::signal(dev.id(), 15);
-    let status = nuon_tests::wait_for("nuon dev to stop", Duration::from_secs(90), || {
-        dev.try_wait().ok().flatten()
-    });
-    let _ = dev.kill();
-    assert!(status.is_ok(), "nuon dev did not stop on SIGTERM");
-    let left: Vec<u32> = processes_naming(&needle);
-    assert!(left.is_empty(), "left running after SIGTERM: {left:?}");
+    for signal in [15, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("app");
+        crate::deploy::write_files(&app, &crate::deploy::BOX_APP);
+        let data = dir.path().join("data");
+        let ports = (crate::deploy::free_port(), crate::deploy::free_port());
+        let mut dev = crate::deploy::dev_of(&app, &data, ports, &[])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        crate::deploy::provisioned_by_dev(&data, ports.0);
+        let needle = data.to_string_lossy().into_owned();
+        let children: Vec<u32> = processes_naming(&needle)
+            .into_iter()
+            .filter(|p| *p != dev.id())
+            .collect();
+        assert!(
+            children.len() >= 3,
+            "control plane and runners: {children:?}"
+        );
+        nuon_tests::signal(dev.id(), signal);
+        let status = nuon_tests::wait_for("nuon dev to stop", Duration::from_secs(90), || {
+            dev.try_wait().ok().flatten()
+        });
+        let _ = dev.kill();
+        assert!(status.is_ok(), "nuon dev did not stop on signal {signal}");
+        // A drain takes a moment; none outlives it.
+        let left = nuon_tests::wait_for("its children to stop", Duration::from_secs(60), || {
+            processes_naming(&needle).is_empty().then_some(())
+        });
+        assert!(
+            left.is_ok(),
+            "left running after signal {signal}: {:?}",
+            processes_naming(&needle)
+        );
+    }
 }
 
 /// `nuon dev` from an empty directory outside the repository, its

@@ -7,6 +7,7 @@ use clap::Parser;
 use nuon_ctl::{Cli, run};
 
 fn main() -> ExitCode {
+    nuon_control::sys::stop_with_parent();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -10,6 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nuon_client::{ClientConfig, ControlClient};
+use nuon_core::STOP_WITH_PARENT_ENV;
 use nuon_core::model::ApprovalMode;
 use nuon_core::wire::{ConfigFile, CreateInstall};
 use nuon_core::workflow::WorkflowKind;
@@ -157,6 +158,7 @@ async fn run_children(
         args.data_dir.display()
     );
     let mut ctl = Command::new(sibling("nuon-ctl")?)
+        .env(STOP_WITH_PARENT_ENV, std::process::id().to_string())
         .args(["serve", "--data-dir"])
         .arg(data_dir.join("control"))
         .args([
@@ -406,6 +408,7 @@ async fn run_children(
         let settings = aws.runner_settings().await?;
         let work = install_dir.join("runner");
         let mut cmd = Command::new(sibling("nuon-runner")?);
+        cmd.env(STOP_WITH_PARENT_ENV, std::process::id().to_string());
         cmd.arg("run")
             .arg("--work-dir")
             .arg(&work)
@@ -604,7 +607,8 @@ fn apply_vm_stack(
         )));
     }
     let mut cmd = Command::new("sh");
-    cmd.arg(stack_dir.join("install.sh"))
+    cmd.env(STOP_WITH_PARENT_ENV, std::process::id().to_string())
+        .arg(stack_dir.join("install.sh"))
         .arg("--no-systemd")
         .arg("--binary")
         .arg(sibling("nuon-runner")?)
@@ -679,6 +683,7 @@ fn spawn_runner(
 ) -> Result<Child, CliError> {
     let log = log_of(data_dir, work_dir, "");
     let mut cmd = Command::new(sibling(bin)?);
+    cmd.env(STOP_WITH_PARENT_ENV, std::process::id().to_string());
     cmd.arg("run")
         .args(["--api", runner_url, "--signing-key"])
         .arg(data_dir.join("control/org-signing-key.pub"))
