@@ -119,8 +119,20 @@ fn regex_replace(
     };
     let mut out = String::new();
     let mut last = 0;
+    // A reference to a group that is not there writes nothing, so the
+    // result alone does not bound the work: each match costs its pieces.
+    let per_match = pieces.len() as u64 + 1;
+    let mut work = 0u64;
     for caps in re.captures_iter(src) {
         let Some(m) = caps.get(0) else { continue };
+        work += per_match;
+        if u128::from(work) > MAX_MADE {
+            return Err(format!(
+                "regexReplaceAll: a replacement of {} references, at each match in {} bytes, is more work than a template may do",
+                pieces.len(),
+                src.len()
+            ));
+        }
         out.push_str(&src[last..m.start()]);
         for p in &pieces {
             let group = match p {
@@ -318,6 +330,21 @@ mod tests {
             let got = regex_replace(&re, src, repl, false).unwrap();
             assert_eq!(got, want, "replacement {repl:?}");
         }
+    }
+
+    #[test]
+    fn references_at_every_match_are_bounded_work() {
+        let re = regex::Regex::new("a").unwrap();
+        let src = "a".repeat(1_000_000);
+        // 10,000 references to no group at each of a million matches.
+        let repl = "S$SSSSx".repeat(10_000);
+        let e = regex_replace(&re, &src, &repl, false).unwrap_err();
+        assert!(e.contains("more work than a template may do"), "{e}");
+        // A plain replacement at every match is fine.
+        assert_eq!(
+            regex_replace(&re, &src, "b", false).unwrap().len(),
+            1_000_000
+        );
     }
 
     #[test]
