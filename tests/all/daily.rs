@@ -644,6 +644,85 @@ fn the_cli_completes_in_bash_and_says_both_versions() {
     assert_eq!(bad.status.code(), Some(64), "{}", text(&bad));
 }
 
+/// Contexts, as kubectl keeps clusters: a control plane and its token by
+/// name, in a file only its owner reads; the current one is used when no
+/// `--api` is given, another by `--context`, and a context's token never
+/// goes to another address.
+#[test]
+fn contexts_keep_control_planes_by_name_and_their_tokens_private() {
+    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let nuon = |args: &[&str]| {
+        ours("nuon")
+            .args(args)
+            .env("NUON_CONFIG_DIR", config.path())
+            .output()
+            .unwrap()
+    };
+    let listed: Value = serde_json::from_str(&ok(nuon(&["context", "list", "--json"]))).unwrap();
+    assert_eq!(listed["contexts"], json!([]));
+    ok(nuon(&[
+        "context",
+        "add",
+        "local",
+        "--api",
+        &cp.control_url,
+        "--token",
+        &cp.admin_token,
+    ]));
+    use std::os::unix::fs::PermissionsExt;
+    let file = config.path().join("contexts.json");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // The first one added is current: commands talk to it.
+    ok(nuon(&["apps", "list"]));
+    ok(nuon(&[
+        "context",
+        "add",
+        "elsewhere",
+        "--api",
+        "http://127.0.0.1:9",
+        "--token",
+        "tok_elsewhere",
+    ]));
+    ok(nuon(&["context", "use", "elsewhere"]));
+    let out = nuon(&["apps", "list"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("127.0.0.1:9"), "{}", text(&out));
+    ok(nuon(&["apps", "list", "--context", "local"]));
+    let v: Value =
+        serde_json::from_str(&ok(nuon(&["version", "--context", "local", "--json"]))).unwrap();
+    assert_eq!(v["context"], "local", "{v}");
+    // An address given by hand gets no context's token.
+    ok(nuon(&["context", "use", "local"]));
+    let out = nuon(&["apps", "list", "--api", "http://127.0.0.1:9"]);
+    assert!(text(&out).contains("no API token"), "{}", text(&out));
+    // Listed with the current one marked, and no token shown.
+    let table = ok(nuon(&["context", "list"]));
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with('*') && l.contains("local")),
+        "{table}"
+    );
+    assert!(
+        !table.contains(&cp.admin_token) && !table.contains("tok_elsewhere"),
+        "{table}"
+    );
+    ok(nuon(&["context", "remove", "elsewhere"]));
+    let out = nuon(&["context", "use", "elsewhere"]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+    assert!(
+        text(&out).contains("no context \"elsewhere\""),
+        "{}",
+        text(&out)
+    );
+    let out = nuon(&["apps", "list", "--context", "nope"]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+}
+
 /// The small things a newcomer tripped on, through the CLI: a selector
 /// with no value is refused, an install name's typo is answered with the
 /// name meant, and an install's runner is shown by its install's name.

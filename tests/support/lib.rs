@@ -68,6 +68,11 @@ fn cargo() -> Command {
     // Hermetic: no runner of a test installs Terraform from the internet;
     // the tests of installs give a loopback mirror with the flags.
     cmd.env("NUON_RUNNER_TERRAFORM_INSTALL", "off");
+    // Nor does the CLI read the contexts of whoever runs the tests.
+    cmd.env(
+        "NUON_CONFIG_DIR",
+        std::env::temp_dir().join("nuon-tests-have-no-contexts"),
+    );
     cmd
 }
 
@@ -171,6 +176,11 @@ pub fn ours(name: &str) -> Command {
     // Hermetic: no runner of a test installs Terraform from the internet;
     // the tests of installs give a loopback mirror with the flags.
     cmd.env("NUON_RUNNER_TERRAFORM_INSTALL", "off");
+    // Nor does the CLI read the contexts of whoever runs the tests.
+    cmd.env(
+        "NUON_CONFIG_DIR",
+        std::env::temp_dir().join("nuon-tests-have-no-contexts"),
+    );
     cmd
 }
 

@@ -31,6 +31,7 @@ macro_rules! outln {
 
 mod apps;
 mod components;
+mod context;
 mod deploy;
 mod dev;
 mod examples;
@@ -84,14 +85,18 @@ impl Cli {
 
 #[derive(Debug, Args)]
 pub(crate) struct Global {
-    /// Control API URL.
-    #[arg(
-        long,
-        global = true,
-        env = "NUON_API_URL",
-        default_value = "http://127.0.0.1:7400"
-    )]
-    api: String,
+    /// Control API URL (default: the current context's, see `nuon context`;
+    /// else http://127.0.0.1:7400).
+    #[arg(long, global = true, env = "NUON_API_URL")]
+    api: Option<String>,
+    /// The context (a control plane and its token, `nuon context add`) of
+    /// this command, instead of the current one.
+    #[arg(long, global = true, env = "NUON_CONTEXT")]
+    context: Option<String>,
+    /// What the flags, the environment and the context say, resolved once
+    /// before the command runs.
+    #[arg(skip)]
+    target: context::Target,
     /// API token. Without one, the admin token of a `nuon dev` control plane
     /// in ./nuon-data is used when there is one.
     #[arg(long, global = true, env = "NUON_TOKEN", hide_env_values = true)]
@@ -106,6 +111,12 @@ pub(crate) struct Global {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Control planes by name, each with its token (kept in a 0600 file):
+    /// `add`, `use`, `list`, `remove`.
+    Context {
+        #[command(subcommand)]
+        command: context::ContextCommand,
+    },
     /// This CLI's version and the control plane's (`--json`: both).
     Version,
     /// Print a shell's completion script: `source <(nuon completion bash)`;
@@ -273,12 +284,12 @@ impl From<nuon_client::Error> for CliError {
 impl Global {
     /// The Control API's URL, without a trailing slash.
     pub(crate) fn api_url(&self) -> &str {
-        self.api.trim_end_matches('/')
+        self.target.api.trim_end_matches('/')
     }
 }
 
 pub(crate) fn client(global: &Global) -> Result<ControlClient, CliError> {
-    let token = match &global.token {
+    let token = match &global.target.token {
         Some(t) if t.trim().is_empty() => {
             return Err(CliError::usage(
                 "the API token is empty: NUON_TOKEN (or --token) is set to nothing; set it to a \
@@ -295,8 +306,8 @@ pub(crate) fn client(global: &Global) -> Result<ControlClient, CliError> {
                 )
             })?,
     };
-    let mut config = ClientConfig::new(&global.api, &token)?;
-    config.ca_bundle = global.ca_bundle.clone();
+    let mut config = ClientConfig::new(global.api_url(), &token)?;
+    config.ca_bundle = global.target.ca_bundle.clone();
     Ok(ControlClient::new(config)?)
 }
 
@@ -471,9 +482,11 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Runs a parsed command line; returns the process exit code.
-pub async fn run(cli: Cli) -> Result<u8, CliError> {
+pub async fn run(mut cli: Cli) -> Result<u8, CliError> {
+    cli.global.target = context::resolve(&cli.global)?;
     let g = &cli.global;
     match &cli.command {
+        Command::Context { command } => context::context(g, command),
         Command::Version => meta::version(g).await,
         Command::Completion { shell } => meta::completion(*shell),
         Command::Runners { command } => runners::runners(g, command).await,

@@ -14,7 +14,8 @@ pub(crate) async fn version(g: &Global) -> Result<u8, CliError> {
         Err(e) => Err(e),
     };
     if g.json {
-        let mut v = serde_json::json!({"client": ours, "api": g.api});
+        let mut v =
+            serde_json::json!({"client": ours, "api": g.api_url(), "context": g.target.context});
         match &theirs {
             Ok(t) => v["control_plane"] = t.clone().into(),
             Err(e) => v["control_plane_error"] = e.message.clone().into(),
@@ -23,8 +24,11 @@ pub(crate) async fn version(g: &Global) -> Result<u8, CliError> {
     } else {
         outln!("nuon {ours}");
         match &theirs {
-            Ok(t) => outln!("control plane {t} ({})", g.api),
-            Err(e) => eprintln!("control plane at {}: {}", g.api, e.message),
+            Ok(t) => match &g.target.context {
+                Some(c) => outln!("control plane {t} ({}, context {c})", g.api_url()),
+                None => outln!("control plane {t} ({})", g.api_url()),
+            },
+            Err(e) => eprintln!("control plane at {}: {}", g.api_url(), e.message),
         }
     }
     Ok(if theirs.is_ok() { 0 } else { 1 })
