@@ -358,7 +358,9 @@ impl ControlPlane {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
         let url = match &self.config.runner_url {
-            Some(u) => u.clone(),
+            // Without a trailing slash: stacks append paths to it, and
+            // their scripts match downloads against it.
+            Some(u) => u.trim_end_matches('/').to_owned(),
             None => format!("http://{}", runner.local_addr()?),
         };
         self.state.engine.set_runner_url(url);
