@@ -676,8 +676,39 @@ fn contexts_keep_control_planes_by_name_and_their_tokens_private() {
         std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    // The first one added is current: commands talk to it.
+    // The first one added is current: commands talk to it, with its own
+    // token even when another is in the environment.
     ok(nuon(&["apps", "list"]));
+    let out = ours("nuon")
+        .args(["apps", "list"])
+        .env("NUON_CONFIG_DIR", config.path())
+        .env("NUON_TOKEN", "tok_of_another_control_plane")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    // A token only in the environment is not kept with a context.
+    let out = ours("nuon")
+        .args([
+            "context",
+            "add",
+            "env-only",
+            "--api",
+            &cp.control_url,
+            "--json",
+        ])
+        .env("NUON_CONFIG_DIR", config.path())
+        .env("NUON_TOKEN", "tok_of_another_control_plane")
+        .output()
+        .unwrap();
+    let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let env_only = kept["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "env-only")
+        .unwrap();
+    assert_eq!(env_only["token"], false, "{kept}");
+    ok(nuon(&["context", "remove", "env-only"]));
     ok(nuon(&[
         "context",
         "add",

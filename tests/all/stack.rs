@@ -1060,7 +1060,7 @@ fn a_stack_fetches_its_runner_from_the_control_plane_and_refuses_a_tampered_one(
     let platform = format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH);
 
     // Nothing served yet: the bundle installs the binary it is given, and
-    // the AWS stack has no default address to invent.
+    // the AWS stack has no address to invent (empty: no runner installed).
     let before = m.dir.path().join("before");
     let (said, _) = vm_stack(&m, &before);
     assert!(!before.join("runner-release.env").exists());
@@ -1077,11 +1077,7 @@ fn a_stack_fetches_its_runner_from_the_control_plane_and_refuses_a_tampered_one(
     ]));
     let template: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(cfn.join("template.json")).unwrap()).unwrap();
-    assert!(
-        template["Parameters"]["RunnerBinaryUrl"]
-            .get("Default")
-            .is_none()
-    );
+    assert_eq!(template["Parameters"]["RunnerBinaryUrl"]["Default"], "");
     assert_eq!(template["Parameters"]["RunnerBinarySha256"]["Default"], "");
 
     // Published: pushed to the vendor's store, signed, and served.

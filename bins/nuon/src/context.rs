@@ -158,13 +158,18 @@ pub(crate) fn resolve(g: &Global) -> Result<Target, CliError> {
         .clone()
         .or_else(|| context.map(|c| c.api.clone()))
         .unwrap_or_else(|| LOCAL_API.to_owned());
-    // A context's token goes to its own address only.
+    // A context's token goes to its own address only; and a token from the
+    // environment does not go to a context's address (NUON_TOKEN set for
+    // one control plane while another context is current): there only a
+    // `--token` on the command line counts.
     let same = |c: &&Context| c.api.trim_end_matches('/') == api.trim_end_matches('/');
+    let given = if g.api.is_none() && context.is_some() {
+        g.token.clone().filter(|_| flag_given("--token"))
+    } else {
+        g.token.clone()
+    };
     Ok(Target {
-        token: g
-            .token
-            .clone()
-            .or_else(|| context.filter(same).and_then(|c| c.token.clone())),
+        token: given.or_else(|| context.filter(same).and_then(|c| c.token.clone())),
         ca_bundle: g
             .ca_bundle
             .clone()
@@ -172,6 +177,30 @@ pub(crate) fn resolve(g: &Global) -> Result<Target, CliError> {
         context: named,
         api,
     })
+}
+
+/// Whether `flag` is on the command line (not only in the environment).
+fn flag_given(flag: &str) -> bool {
+    std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+}
+
+/// Whether `api` is this machine's (where `nuon dev`'s admin token in
+/// `./nuon-data` may go).
+pub(crate) fn is_local(api: &str) -> bool {
+    let host = api
+        .split_once("://")
+        .map_or(api, |(_, rest)| rest)
+        .split(['/', '?'])
+        .next()
+        .unwrap_or("");
+    let host = host.rsplit_once(':').map_or(host, |(h, port)| {
+        if port.chars().all(|c| c.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    });
+    matches!(host, "127.0.0.1" | "localhost" | "[::1]")
 }
 
 fn check_name(name: &str) -> Result<(), CliError> {
@@ -206,7 +235,9 @@ pub(crate) fn context(g: &Global, command: &ContextCommand) -> Result<u8, CliErr
                 name.clone(),
                 Context {
                     api,
-                    token: g.token.clone(),
+                    // Only a token given here: one from the environment
+                    // may be another control plane's.
+                    token: g.token.clone().filter(|_| flag_given("--token")),
                     ca_bundle: g.ca_bundle.clone(),
                 },
             );
@@ -288,4 +319,29 @@ fn done(g: &Global, all: &Contexts, said: &str) -> Result<u8, CliError> {
         outln!("{said}");
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_local;
+
+    #[test]
+    fn only_this_machines_addresses_are_local() {
+        for api in [
+            "http://127.0.0.1:7400",
+            "http://localhost",
+            "https://[::1]:8443/x",
+            "127.0.0.1",
+        ] {
+            assert!(is_local(api), "{api}");
+        }
+        for api in [
+            "https://nuon.example.com",
+            "http://127.0.0.1.evil.example:7400",
+            "http://10.0.0.1:7400",
+            "http://localhost.example",
+        ] {
+            assert!(!is_local(api), "{api}");
+        }
+    }
 }

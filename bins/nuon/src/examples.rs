@@ -71,6 +71,13 @@ pub(crate) fn write_example(
     if dir.join("metadata.toml").is_file() {
         return Ok((dir, false));
     }
+    // Something else there (an edit under way): kept, never overwritten.
+    if dir.exists() {
+        return Err(std::io::Error::other(format!(
+            "{} is there but has no metadata.toml: finish editing it, or remove it to have the example written again",
+            dir.display()
+        )));
+    }
     // Written aside and renamed: a run stopped half-way leaves no app
     // that looks whole.
     let part = data_dir.join("apps").join(format!(".{name}.part"));
@@ -82,7 +89,6 @@ pub(crate) fn write_example(
         }
         std::fs::write(p, text)?;
     }
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&part, &dir)?;
     Ok((dir, true))
 }
@@ -186,5 +192,10 @@ mod tests {
             std::fs::read_to_string(again.join("metadata.toml")).unwrap(),
             "edited"
         );
+        // A directory of that name without a config is never overwritten.
+        std::fs::remove_file(again.join("metadata.toml")).unwrap();
+        let e = write_example(dir.path(), "hello", HELLO).unwrap_err();
+        assert!(e.to_string().contains("has no metadata.toml"), "{e}");
+        assert!(again.join("runner.toml").is_file());
     }
 }

@@ -298,6 +298,13 @@ pub(crate) fn client(global: &Global) -> Result<ControlClient, CliError> {
             ));
         }
         Some(t) => t.clone(),
+        // A local control plane's admin token goes to this machine only.
+        None if !context::is_local(global.api_url()) => {
+            return Err(CliError::usage(format!(
+                "no API token for {}: pass --token, set NUON_TOKEN, or keep one in a context (`nuon context add NAME --api URL --token TOKEN`)",
+                global.api_url()
+            )));
+        }
         None => std::fs::read_to_string("nuon-data/control/admin-token")
             .map(|t| t.trim().to_owned())
             .map_err(|_| {
@@ -483,7 +490,16 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// Runs a parsed command line; returns the process exit code.
 pub async fn run(mut cli: Cli) -> Result<u8, CliError> {
-    cli.global.target = context::resolve(&cli.global)?;
+    // `nuon context` and `nuon completion` work whatever the contexts say
+    // (a context named that is gone, a file to fix).
+    let resolved = context::resolve(&cli.global);
+    cli.global.target = match (&cli.command, resolved) {
+        (_, Ok(t)) => t,
+        (Command::Context { .. } | Command::Completion { .. }, Err(_)) => {
+            context::Target::default()
+        }
+        (_, Err(e)) => return Err(e),
+    };
     let g = &cli.global;
     match &cli.command {
         Command::Context { command } => context::context(g, command),

@@ -37,26 +37,28 @@ impl Services<'_> {
 
     /// The runner release a stack in `format` downloads from the control
     /// plane: the newest one served for the platform the stack's machine
-    /// runs (the AWS stacks' Amazon Linux on x86_64; any for a VM bundle,
-    /// whose installer checks its machine's), none for a chart (it runs an
-    /// image).
+    /// runs (the AWS stacks' Amazon Linux on x86_64; for a VM bundle
+    /// linux-x86_64 first, else any, its installer checking the machine's),
+    /// none for a chart (it runs an image).
     async fn stack_runner_download(
         &self,
         org: &OrgId,
         api: &str,
         format: StackFormat,
     ) -> Result<Option<RunnerDownload>, Error> {
-        let platforms: BTreeSet<String> = match format {
+        let x86 = BTreeSet::from(["linux-x86_64".to_owned()]);
+        let release = match format {
             StackFormat::Helm => return Ok(None),
-            StackFormat::Vm => BTreeSet::new(),
             StackFormat::CloudFormation | StackFormat::Terraform => {
-                BTreeSet::from(["linux-x86_64".to_owned()])
+                self.stack_runner_release(org, &x86).await?
             }
+            // linux-x86_64 when there is one; else the newest of any.
+            StackFormat::Vm => match self.stack_runner_release(org, &x86).await? {
+                Some(r) => Some(r),
+                None => self.stack_runner_release(org, &BTreeSet::new()).await?,
+            },
         };
-        Ok(self
-            .stack_runner_release(org, &platforms)
-            .await?
-            .and_then(|r| RunnerDownload::new(api, &r.version, &platform_of(&r), &r.digest)))
+        Ok(release.and_then(|r| RunnerDownload::new(api, &r.version, &platform_of(&r), &r.digest)))
     }
 
     /// `install`'s stack, for a caller already allowed it (an admin, or

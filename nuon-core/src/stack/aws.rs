@@ -249,14 +249,18 @@ pub(super) fn user_data(spec: &StackSpec, r: &ScriptRefs<'_>) -> String {
          mkdir -p /opt/nuon-runner/bin /var/lib/nuon-runner\n\
          token=$(aws secretsmanager get-secret-value --region {region} --secret-id {token_secret} --query SecretString --output text)\n\
          new=/opt/nuon-runner/bin/nuon-runner.new\n\
+         if [ -z \"{binary}\" ]; then\n\
+         \x20 echo \"no runner binary URL: the stack was applied without one (publish a runner release, download the stack again, or set its runner binary URL)\" >&2\n\
+         \x20 exit 1\n\
+         fi\n\
          # The control plane serves its runner releases to the stack's token;\n\
          # no other address is sent it.\n\
          case \"{binary}\" in\n\
          \x20 s3://*) aws s3 cp \"{binary}\" $new ;;\n\
-         \x20 \"{api}\"/*) curl -fsSL --retry 5 -H \"Authorization: Bearer $token\" -o $new \"{binary}\" ;;\n\
+         \x20 \"{api}\"/*) printf 'Authorization: Bearer %s\\n' \"$token\" | curl -fsSL --retry 5 -H @- -o $new \"{binary}\" ;;\n\
          \x20 *) curl -fsSL --retry 5 -o $new \"{binary}\" ;;\n\
          esac\n\
-         if [ -n \"{sha256}\" ] && ! echo \"{sha256}  $new\" | sha256sum -c --status; then\n\
+         if [ -n \"{sha256}\" ] && [ \"$(sha256sum $new | cut -d' ' -f1)\" != \"{sha256}\" ]; then\n\
          \x20 echo \"nuon-runner from {binary} is not the release the stack names (SHA-256 {sha256}): refused\" >&2\n\
          \x20 rm -f $new\n\
          \x20 exit 1\n\
@@ -298,14 +302,17 @@ pub(super) fn binary_parameters<T>(
     make: impl Fn(Option<&str>, &str) -> T,
 ) -> (T, T) {
     let d = spec.runner_download.as_ref();
+    // Empty when nothing is served: a stack whose runner runs on a host of
+    // the customer's (`runner_principals`) applies without one, and the
+    // instance says what is missing.
     let url = make(
-        d.map(|d| d.url.as_str()),
+        Some(d.map_or("", |d| d.url.as_str())),
         &match d {
             Some(d) => format!(
                 "Where the instance downloads nuon-runner from: by default runner version {} ({}) from the vendor's control plane; or an https URL, or s3://bucket/key.",
                 d.version, d.platform
             ),
-            None => "Where the instance downloads nuon-runner (linux-x86_64) from: an https URL, or s3://bucket/key. The vendor's control plane serves no runner release yet (`nuon runners release publish`); with one, this defaults to it.".into(),
+            None => "Where the instance downloads nuon-runner (linux-x86_64) from: an https URL, or s3://bucket/key. The vendor's control plane serves no runner release yet (`nuon runners release publish`); with one, this defaults to it. Empty: the instance installs no runner (one runs on a host of yours).".into(),
         },
     );
     let sha = make(

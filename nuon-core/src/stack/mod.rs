@@ -352,8 +352,12 @@ mod tests {
         assert_eq!(t["Parameters"]["RunnerBinaryUrl"]["Default"], d.url);
         assert_eq!(t["Parameters"]["RunnerBinarySha256"]["Default"], d.sha256);
         let text = cfn.files[0].contents.as_str();
-        assert!(text.contains("sha256sum -c --status"), "{text}");
-        assert!(text.contains("Authorization: Bearer $token"), "{text}");
+        assert!(text.contains("sha256sum $new | cut"), "{text}");
+        // The token goes to curl on standard input, not its command line.
+        assert!(
+            text.contains("Bearer %s") && text.contains("curl -fsSL --retry 5 -H @-"),
+            "{text}"
+        );
         // Terraform: the same, as variables.
         let tf = generate(&spec, StackFormat::Terraform).unwrap();
         let main = tf.files.iter().find(|f| f.path == "main.tf.json").unwrap();
@@ -373,14 +377,14 @@ mod tests {
                 .contains(&format!("release_sha256={}", d.sha256))
         );
         assert!(vm.instructions.contains("checks its SHA-256"));
-        // Nothing served: no default address, the digest unchecked.
+        // Nothing served: an empty address (no runner installed), the digest unchecked.
         let none = StackSpec {
             runner_download: None,
             ..spec
         };
         let cfn = generate(&none, StackFormat::CloudFormation).unwrap();
         let t: serde_json::Value = serde_json::from_str(&cfn.files[0].contents).unwrap();
-        assert!(t["Parameters"]["RunnerBinaryUrl"].get("Default").is_none());
+        assert_eq!(t["Parameters"]["RunnerBinaryUrl"]["Default"], "");
         assert_eq!(t["Parameters"]["RunnerBinarySha256"]["Default"], "");
         let vm = generate(&none, StackFormat::Vm).unwrap();
         assert!(!vm.files.iter().any(|f| f.path == "runner-release.env"));

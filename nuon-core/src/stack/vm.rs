@@ -107,22 +107,30 @@ if [ -z "$binary" ] && [ -f "$here/runner-release.env" ]; then
   token=$(sed -n 's/^NUON_RUNNER_INSTALL_TOKEN=//p' "$here/nuon-runner.env")
   downloaded="$prefix/bin/nuon-runner.download"
   rm -f "$downloaded"
+  # The token goes in on standard input or a private file, never on a
+  # command line another user could read.
+  got=0
   if command -v curl >/dev/null; then
-    curl -fsSL --retry 3 -H "Authorization: Bearer $token" -o "$downloaded" "$release_url" || true
+    printf 'Authorization: Bearer %s\n' "$token" \
+      | curl -fsSL --retry 3 -H @- -o "$downloaded" "$release_url" || got=$?
   elif command -v wget >/dev/null; then
-    wget -q --header "Authorization: Bearer $token" -O "$downloaded" "$release_url" || true
+    wgetrc="$prefix/bin/.wgetrc.$$"
+    printf 'header = Authorization: Bearer %s\n' "$token" > "$wgetrc"
+    WGETRC="$wgetrc" wget -q -O "$downloaded" "$release_url" || got=$?
+    rm -f "$wgetrc"
   else
     fail "neither curl nor wget is installed: one downloads the runner (or give --binary PATH)"
   fi
-  if [ ! -s "$downloaded" ]; then
+  if [ "$got" != 0 ] || [ ! -s "$downloaded" ]; then
     rm -f "$downloaded"
-    echo "install.sh: could not download nuon-runner $release_version from $release_url (see above); give --binary PATH to install one you have" >&2
+    echo "install.sh: could not download nuon-runner $release_version from $release_url (see above; a bundle's one-time token works until its runner phones home: download the stack again for a new one); or give --binary PATH to install one you have" >&2
     exit 69
   fi
-  if ! echo "$release_sha256  $downloaded" | sha256sum -c --status; then
-    got=$(sha256sum "$downloaded" | cut -d' ' -f1)
+  # Compared as text: coreutils' and BusyBox's sha256sum print alike.
+  sum=$(sha256sum "$downloaded" | cut -d' ' -f1)
+  if [ "$sum" != "$release_sha256" ]; then
     rm -f "$downloaded"
-    echo "install.sh: the nuon-runner downloaded from $release_url has SHA-256 $got, not $release_sha256 (runner $release_version as the control plane signed it): refused, nothing installed" >&2
+    echo "install.sh: the nuon-runner downloaded from $release_url has SHA-256 $sum, not $release_sha256 (runner $release_version as the control plane signed it): refused, nothing installed" >&2
     exit 65
   fi
   chmod 0700 "$downloaded"

@@ -121,15 +121,17 @@ fn regex_replace(
     let mut last = 0;
     // A reference to a group that is not there writes nothing, so the
     // result alone does not bound the work: each match costs its pieces.
-    let per_match = pieces.len() as u64 + 1;
+    let per_match = pieces
+        .iter()
+        .filter(|p| !matches!(p, Piece::Text(_)))
+        .count() as u64;
     let mut work = 0u64;
     for caps in re.captures_iter(src) {
         let Some(m) = caps.get(0) else { continue };
         work += per_match;
         if u128::from(work) > MAX_MADE {
             return Err(format!(
-                "regexReplaceAll: a replacement of {} references, at each match in {} bytes, is more work than a template may do",
-                pieces.len(),
+                "regexReplaceAll: a replacement of {per_match} group references, at each match in {} bytes, is more work than a template may do",
                 src.len()
             ));
         }
