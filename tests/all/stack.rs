@@ -1051,6 +1051,23 @@ fn download(m: &Manual, path: &str, token: Option<&str>) -> (u16, String, Vec<u8
     })
 }
 
+/// `nuon installs stack demo --format cloudformation` into `dir` (under
+/// the test's directory): where, and the template.
+fn cloudformation_stack(m: &Manual, dir: &str) -> (std::path::PathBuf, serde_json::Value) {
+    let out = m.dir.path().join(dir);
+    ok(m.cp.nuon(&[
+        "installs",
+        "stack",
+        "demo",
+        "--format",
+        "cloudformation",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(out.join("template.json")).unwrap();
+    (out, serde_json::from_str(&text).unwrap())
+}
+
 #[test]
 fn a_stack_fetches_its_runner_from_the_control_plane_and_refuses_a_tampered_one() {
     let mut m = Manual::start(&[METADATA]);
@@ -1065,18 +1082,7 @@ fn a_stack_fetches_its_runner_from_the_control_plane_and_refuses_a_tampered_one(
     let (said, _) = vm_stack(&m, &before);
     assert!(!before.join("runner-release.env").exists());
     assert!(said.contains("serves no runner release yet"), "{said}");
-    let cfn = m.dir.path().join("cfn-before");
-    ok(m.cp.nuon(&[
-        "installs",
-        "stack",
-        "demo",
-        "--format",
-        "cloudformation",
-        "--out",
-        cfn.to_str().unwrap(),
-    ]));
-    let template: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(cfn.join("template.json")).unwrap()).unwrap();
+    let (_, template) = cloudformation_stack(&m, "cfn-before");
     assert_eq!(template["Parameters"]["RunnerBinaryUrl"]["Default"], "");
     assert_eq!(template["Parameters"]["RunnerBinarySha256"]["Default"], "");
 
@@ -1119,18 +1125,7 @@ fn a_stack_fetches_its_runner_from_the_control_plane_and_refuses_a_tampered_one(
     );
 
     // Every stack form that runs a binary now fetches this one.
-    let cfn = m.dir.path().join("cfn");
-    ok(m.cp.nuon(&[
-        "installs",
-        "stack",
-        "demo",
-        "--format",
-        "cloudformation",
-        "--out",
-        cfn.to_str().unwrap(),
-    ]));
-    let template: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(cfn.join("template.json")).unwrap()).unwrap();
+    let (cfn, template) = cloudformation_stack(&m, "cfn");
     let url = format!(
         "{}/v1/runner/releases/{version}/linux-x86_64",
         m.cp.runner_url.trim_end_matches('/')
