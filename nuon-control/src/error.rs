@@ -50,6 +50,9 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The TLS certificate or key cannot be served.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// A listener failed.
     #[error("server i/o: {0}")]
     Io(#[from] std::io::Error),

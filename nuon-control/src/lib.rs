@@ -42,6 +42,7 @@ mod service;
 pub mod store;
 pub mod sys;
 mod throttle;
+pub mod tls;
 
 pub use api::openapi;
 

@@ -33,6 +33,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use crate::tls::Tls;
+
 /// How long connections may wait, and how many are held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnLimits {
@@ -180,11 +182,14 @@ async fn idle_out(conn: &Conn, limits: ConnLimits) {
 
 /// Serves `router` on `listener` under `limits` until `shutdown` resolves,
 /// then lets requests in flight finish (the caller ends long polls).
-/// Requests carry the peer's address as [`ConnectInfo`].
+/// Requests carry the peer's address as [`ConnectInfo`]. With `tls`, every
+/// connection is TLS (its handshake within the header timeout) and its
+/// requests carry `x-forwarded-proto: https`, as behind a TLS proxy.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnLimits,
+    tls: Option<Arc<Tls>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let table = Arc::new(Table::default());
@@ -216,16 +221,27 @@ pub(crate) async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(connection(
-            stream,
-            addr,
-            router.clone(),
+        let task = Connection {
+            peer: addr,
+            router: router.clone(),
             conn,
             limits,
-            stop_rx.clone(),
-            done_rx.clone(),
-            (table.clone(), id),
-        ));
+            stop: stop_rx.clone(),
+            _done: done_rx.clone(),
+            slot: (table.clone(), id),
+        };
+        match &tls {
+            None => tokio::spawn(task.serve(stream, false)),
+            Some(tls) => {
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    match tls.accept(stream, addr, limits.header_timeout).await {
+                        Some(stream) => task.serve(stream, true).await,
+                        None => task.slot.0.remove(task.slot.1),
+                    }
+                })
+            }
+        };
     }
     drop(listener);
     let _ = stop_tx.send(true);
@@ -234,57 +250,84 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn connection(
-    stream: tokio::net::TcpStream,
-    addr: SocketAddr,
+/// One accepted connection and what serving it needs.
+struct Connection {
+    peer: SocketAddr,
     router: Router,
     conn: Arc<Conn>,
     limits: ConnLimits,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    /// Held until the connection ends: the listener waits for all of them.
     _done: watch::Receiver<()>,
-    (table, id): (Arc<Table>, u64),
-) {
-    let service = {
-        let conn = conn.clone();
-        hyper::service::service_fn(move |req: Request<Incoming>| {
-            let busy = Busy::start(&conn);
-            let mut req = req.map(Body::new);
-            req.extensions_mut().insert(ConnectInfo(addr));
-            let mut router = router.clone();
-            async move {
-                let resp = tower_service::Service::call(&mut router, req).await?;
-                Ok::<_, Infallible>(resp.map(|inner| Tracked { inner, _busy: busy }))
-            }
-        })
-    };
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let served = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-    let mut served = std::pin::pin!(served);
-    let mut stopping = false;
-    loop {
-        tokio::select! {
-            result = served.as_mut() => {
-                if let Err(e) = result {
-                    tracing::trace!(peer = %addr, error = %e, "connection ended");
+    slot: (Arc<Table>, u64),
+}
+
+impl Connection {
+    /// Serves HTTP/1 or HTTP/2 on `stream` (over TLS when `https`) until
+    /// the peer leaves, the connection idles out or is evicted, or the
+    /// listener stops.
+    async fn serve<S>(self, stream: S, https: bool)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let Connection {
+            peer: addr,
+            router,
+            conn,
+            limits,
+            mut stop,
+            _done,
+            slot: (table, id),
+        } = self;
+        let service = {
+            let conn = conn.clone();
+            hyper::service::service_fn(move |req: Request<Incoming>| {
+                let busy = Busy::start(&conn);
+                let mut req = req.map(Body::new);
+                req.extensions_mut().insert(ConnectInfo(addr));
+                if https {
+                    // What a TLS proxy in front would say; a client's own
+                    // claim is not taken.
+                    req.headers_mut().insert(
+                        "x-forwarded-proto",
+                        axum::http::HeaderValue::from_static("https"),
+                    );
                 }
-                break;
-            }
-            _ = idle_out(&conn, limits) => {
-                tracing::debug!(peer = %addr, "closed a connection with no request in flight past its timeout");
-                break;
-            }
-            _ = conn.close.notified() => {
-                tracing::debug!(peer = %addr, "closed an idle connection for a new one (at --max-connections)");
-                break;
-            }
-            _ = stop.wait_for(|s| *s), if !stopping => {
-                stopping = true;
-                served.as_mut().graceful_shutdown();
+                let mut router = router.clone();
+                async move {
+                    let resp = tower_service::Service::call(&mut router, req).await?;
+                    Ok::<_, Infallible>(resp.map(|inner| Tracked { inner, _busy: busy }))
+                }
+            })
+        };
+        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        let served = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+        let mut served = std::pin::pin!(served);
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                result = served.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::trace!(peer = %addr, error = %e, "connection ended");
+                    }
+                    break;
+                }
+                _ = idle_out(&conn, limits) => {
+                    tracing::debug!(peer = %addr, "closed a connection with no request in flight past its timeout");
+                    break;
+                }
+                _ = conn.close.notified() => {
+                    tracing::debug!(peer = %addr, "closed an idle connection for a new one (at --max-connections)");
+                    break;
+                }
+                _ = stop.wait_for(|s| *s), if !stopping => {
+                    stopping = true;
+                    served.as_mut().graceful_shutdown();
+                }
             }
         }
+        table.remove(id);
     }
-    table.remove(id);
 }
 
 #[cfg(test)]

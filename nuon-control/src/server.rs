@@ -62,6 +62,10 @@ pub struct ServerConfig {
     pub oidc: Option<crate::oidc::OidcConfig>,
     /// Header and idle timeouts and the connection cap of both listeners.
     pub connections: crate::listen::ConnLimits,
+    /// Serve both listeners over TLS with this certificate and key (read
+    /// again when they change, as often as `key_refresh`); none: plain HTTP,
+    /// for loopback or behind a TLS proxy.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 impl ServerConfig {
@@ -82,6 +86,7 @@ impl ServerConfig {
             ops: crate::ops::OpsConfig::default(),
             oidc: None,
             connections: crate::listen::ConnLimits::default(),
+            tls: None,
         }
     }
 }
@@ -92,6 +97,7 @@ pub struct ControlPlane {
     shutdown_tx: watch::Sender<bool>,
     config: ServerConfig,
     backend: OpenStore,
+    tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// The store as opened, to close it the way it needs.
@@ -276,6 +282,9 @@ impl ControlPlane {
             });
         }
         crate::private::secure_data_dir(&config.data_dir, config.strict_permissions)?;
+        // A certificate that cannot be served stops the start, before the
+        // store is touched.
+        let tls = config.tls.as_ref().map(crate::tls::Tls::load).transpose()?;
         let backend = OpenStore::open(&config.data_dir, config.database_url.as_deref()).await?;
         let store = backend.store();
         let secrets = Arc::new(backend.secrets(&config.data_dir).await?);
@@ -330,7 +339,13 @@ impl ControlPlane {
             shutdown_tx,
             config,
             backend,
+            tls,
         })
+    }
+
+    /// `https` when the listeners serve TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 
     /// The store, for embedders and tests.
@@ -357,17 +372,18 @@ impl ControlPlane {
         runner: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
+        let scheme = self.scheme();
         let url = match &self.config.runner_url {
             // Without a trailing slash: stacks append paths to it, and
             // their scripts match downloads against it.
             Some(u) => u.trim_end_matches('/').to_owned(),
-            None => format!("http://{}", runner.local_addr()?),
+            None => format!("{scheme}://{}", runner.local_addr()?),
         };
         self.state.engine.set_runner_url(url);
         let _ = self
             .state
             .control_url
-            .set(format!("http://{}", control.local_addr()?));
+            .set(format!("{scheme}://{}", control.local_addr()?));
         let maintenance = tokio::spawn(maintenance_loop(
             self.state.clone(),
             self.config.rescue_interval,
@@ -378,14 +394,25 @@ impl ControlPlane {
             .store
             .wakeups()
             .map(|rx| tokio::spawn(forward_wakeups(self.state.clone(), rx)));
-        // A rotation of the secrets key rewrites the key file: follow it.
+        // A rotation of the secrets key rewrites the key file, a renewal
+        // the certificate's: follow both.
         let secrets = self.state.secrets.clone();
         let every = self.config.key_refresh;
+        let tls = self.tls.clone();
         let key_file = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
                 if let Err(e) = secrets.reload_if_changed() {
                     tracing::error!(error = %e, "cannot read the changed secrets key; keeping the keys read before");
+                }
+                match tls.as_ref().map(|t| (t, t.reload_if_changed())) {
+                    Some((t, Ok(true))) => {
+                        tracing::info!(cert = %t.files().cert.display(), "serving the renewed TLS certificate");
+                    }
+                    Some((_, Err(e))) => {
+                        tracing::error!(error = %e, "cannot serve the changed TLS certificate; keeping the one read before");
+                    }
+                    _ => {}
                 }
             }
         });
@@ -409,12 +436,14 @@ impl ControlPlane {
             control,
             self.control_router(),
             limits,
+            self.tls.clone(),
             stop(self.state.clone()),
         );
         let runner_srv = crate::listen::serve(
             runner,
             self.runner_router(),
             limits,
+            self.tls.clone(),
             stop(self.state.clone()),
         );
         let (a, b) = tokio::join!(control_srv, runner_srv);

@@ -18,6 +18,8 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 mod import;
 mod isolation;
 mod tools;
+
+pub use tools::open_store;
 pub use import::import;
 pub use isolation::IsolationArgs;
 pub use tools::TerraformInstallArgs;
@@ -615,17 +617,6 @@ pub async fn main<E: Args>(
             ExitCode::from(if usage { 64 } else { 1 })
         }
     }
-}
-
-/// Opens the artifact store flag `flag` names: an OCI registry
-/// (`https://HOST`, or `http://127.0.0.1:PORT` on loopback; credentials
-/// from the docker `config.json` in `$DOCKER_CONFIG` or `~/.docker`), or
-/// else an OCI image layout directory.
-pub fn open_store(
-    spec: &str,
-    flag: &str,
-) -> anyhow::Result<Arc<dyn nuon_core::artifact::ArtifactStore>> {
-    nuon_plugins::oci::open_store(spec).with_context(|| format!("{flag} {spec}"))
 }
 
 /// Serves the runner's metrics until the process ends.

@@ -592,6 +592,7 @@ impl Manual {
             .arg(dir.path().join("build"))
             .args(["--vendor-store", &vendor])
             .env("NUON_RUNNER_TOKEN", token.trim())
+            .envs(cp.runner_env())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("build.log")).unwrap())
             .spawn()
@@ -656,6 +657,7 @@ impl Manual {
             .arg("--store-dir")
             .arg(store)
             .env("NUON_RUNNER_TOKEN", token)
+            .envs(self.cp.runner_env())
             .args(
                 self.vendor
                     .iter()

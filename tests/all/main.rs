@@ -34,6 +34,7 @@ mod stack;
 mod state;
 mod templates;
 mod tidy;
+mod tls;
 
 use std::time::Duration;
 

@@ -237,6 +237,9 @@ pub struct ControlPlane {
     pub runner_url: String,
     pub admin_token: String,
     pub signing_key: String,
+    /// The PEM CA its TLS certificate is signed by, when it serves TLS:
+    /// given to the CLI, the clients and the runners the tests start.
+    pub ca_bundle: Option<PathBuf>,
     lease: String,
     extra: Vec<String>,
     env: Vec<(String, String)>,
@@ -361,6 +364,7 @@ impl ControlPlane {
             runner_url,
             admin_token,
             signing_key,
+            ca_bundle: None,
             lease: lease.to_owned(),
             extra,
             env,
@@ -383,8 +387,9 @@ impl ControlPlane {
     /// Starts again on the same data dir and ports (after [`Self::kill9`]).
     pub fn restart(&mut self) -> Result<()> {
         self.kill9();
-        let listen = self.control_url.trim_start_matches("http://").to_owned();
-        let runner_listen = self.runner_url.trim_start_matches("http://").to_owned();
+        let address = |url: &str| url.split_once("://").map_or(url, |(_, a)| a).to_owned();
+        let listen = address(&self.control_url);
+        let runner_listen = address(&self.runner_url);
         let logs = self.log.parent().expect("log dir").to_owned();
         let fresh = wait_for("ports to be free again", Duration::from_secs(10), || {
             Self::spawn(
@@ -411,7 +416,7 @@ impl ControlPlane {
     /// as a browser would: the `nuon_session` cookie's value.
     pub fn dashboard_session(&self) -> String {
         rt().block_on(async {
-            let http = no_redirects();
+            let http = self.browser();
             let base = &self.control_url;
             let form = http.get(format!("{base}/login")).send().await.unwrap();
             let login = cookie_of(&form, "nuon_login");
@@ -435,7 +440,8 @@ impl ControlPlane {
     pub fn dashboard_page(&self, path: &str) -> String {
         let session = self.dashboard_session();
         rt().block_on(async {
-            let page = no_redirects()
+            let page = self
+                .browser()
                 .get(format!("{}{path}", self.control_url))
                 .header(reqwest::header::COOKIE, format!("nuon_session={session}"))
                 .send()
@@ -446,31 +452,45 @@ impl ControlPlane {
         })
     }
 
+    /// An HTTP client as a browser of the dashboard: it follows no
+    /// redirect, and trusts this control plane's CA.
+    pub fn browser(&self) -> reqwest::Client {
+        no_redirects(self.ca_bundle.as_deref())
+    }
+
     pub fn client_with(&self, token: &str) -> ControlClient {
-        ControlClient::new(ClientConfig::new(&self.control_url, token).expect("config"))
-            .expect("client")
+        let mut config = ClientConfig::new(&self.control_url, token).expect("config");
+        config.ca_bundle = self.ca_bundle.clone();
+        ControlClient::new(config).expect("client")
     }
 
     /// Runs the `nuon` CLI against this control plane.
     pub fn nuon(&self, args: &[&str]) -> Output {
-        ours("nuon")
-            .args(args)
-            .env("NUON_API_URL", &self.control_url)
-            .env("NUON_TOKEN", &self.admin_token)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run nuon")
+        self.nuon_as(&self.admin_token, args)
     }
 
     /// Runs the `nuon` CLI against this control plane with `token`.
     pub fn nuon_as(&self, token: &str, args: &[&str]) -> Output {
-        ours("nuon")
-            .args(args)
+        let mut c = ours("nuon");
+        c.args(args)
             .env("NUON_API_URL", &self.control_url)
             .env("NUON_TOKEN", token)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run nuon")
+            .stdin(Stdio::null());
+        if let Some(ca) = &self.ca_bundle {
+            c.env("NUON_CA_BUNDLE", ca);
+        }
+        c.output().expect("run nuon")
+    }
+
+    /// The environment a runner of this control plane needs beyond its
+    /// flags: `NUON_RUNNER_CA_BUNDLE` when it serves TLS.
+    pub fn runner_env(&self) -> Vec<(String, String)> {
+        (self.ca_bundle.iter())
+            .map(|ca| {
+                let ca = ca.to_string_lossy().into_owned();
+                ("NUON_RUNNER_CA_BUNDLE".to_owned(), ca)
+            })
+            .collect()
     }
 
     /// Registers a runner through the CLI and returns its token.
@@ -1120,11 +1140,13 @@ impl RecordService {
 }
 
 /// An HTTP client that shows redirects instead of following them.
-fn no_redirects() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
+fn no_redirects(ca: Option<&Path>) -> reqwest::Client {
+    let mut b = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    if let Some(ca) = ca {
+        let pem = std::fs::read(ca).expect("the CA bundle");
+        b = b.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a PEM CA"));
+    }
+    b.build().unwrap()
 }
 
 /// The value of the cookie `name` a response sets.

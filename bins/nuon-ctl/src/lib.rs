@@ -42,6 +42,15 @@ enum Command {
         /// Address of the Runner API.
         #[arg(long, default_value = "127.0.0.1:7401")]
         runner_listen: SocketAddr,
+        /// Serve both APIs over HTTPS with this PEM certificate chain (the
+        /// server's certificate first); read again when it changes, within
+        /// --key-refresh. Plain HTTP sent to them is answered 400 with the
+        /// https:// URL to use.
+        #[arg(long, env = "NUON_TLS_CERT", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The PEM private key of --tls-cert.
+        #[arg(long, env = "NUON_TLS_KEY", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
         /// How long a lease lasts without a heartbeat.
         #[arg(long, default_value = "60s", value_parser = nuon_core::parse_duration)]
         lease_timeout: Duration,
@@ -57,8 +66,8 @@ enum Command {
         #[arg(long, env = "NUON_STRICT_PERMISSIONS")]
         strict_permissions: bool,
         /// How soon a rotation of an org's signing key made by another
-        /// command or replica is picked up (the orgs' keys are read again
-        /// this often).
+        /// command or replica, or a renewed --tls-cert, is picked up (the
+        /// orgs' keys and the certificate are read again this often).
         #[arg(long, default_value = "10s", value_parser = nuon_core::parse_duration)]
         key_refresh: Duration,
         /// A runner silent this long is unhealthy (recorded in the audit
@@ -308,6 +317,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             retention,
             listen,
             runner_listen,
+            tls_cert,
+            tls_key,
             lease_timeout,
             max_claim_wait,
             runner_url,
@@ -395,6 +406,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 max_connections,
             };
             config.oidc = oidc.config()?;
+            config.tls = tls_cert
+                .zip(tls_key)
+                .map(|(cert, key)| nuon_control::tls::TlsFiles { cert, key });
             if let Some(b) = &config.ops.stack_templates {
                 tracing::info!(bucket = ?b, "quick-create templates go to the template bucket");
             }
@@ -403,8 +417,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let control = bind(listen, "--listen")?;
             let runner = bind(runner_listen, "--runner-listen")?;
             // Tests and scripts read these two lines to find the ports.
-            println!("control-api: http://{}", control.local_addr()?);
-            println!("runner-api: http://{}", runner.local_addr()?);
+            let scheme = plane.scheme();
+            println!("control-api: {scheme}://{}", control.local_addr()?);
+            println!("runner-api: {scheme}://{}", runner.local_addr()?);
             tracing::info!(data_dir = %data_dir.display(), "control plane serving");
             plane.serve(control, runner, shutdown_signal()).await?;
             tracing::info!("control plane stopped");

@@ -74,7 +74,9 @@ async fn main() -> ExitCode {
                 common
                     .isolation
                     .from_stores(store.clone(), vendor.clone(), &common.work_dir)?;
-            let terraform = TerraformPlugin::new(store.clone()).in_containers(containers);
+            let terraform = TerraformPlugin::new(store.clone())
+                .in_containers(containers)
+                .backend_ca(common.ca_bundle_pem()?);
             config
                 .plugins
                 .register(Arc::new(args.terraform.apply(terraform, &common.work_dir)?))

@@ -336,6 +336,9 @@ mod plugin {
         /// One `init` at a time uses the provider cache: Terraform's cache
         /// is not safe for two installs of one provider at once.
         init_lock: tokio::sync::Mutex<()>,
+        /// PEM CA certificates the state backend (the Runner API) is
+        /// checked against, beside the system's roots.
+        backend_ca: Option<String>,
     }
 
     impl TerraformPlugin {
@@ -350,7 +353,15 @@ mod plugin {
                 installer: None,
                 providers: None,
                 init_lock: tokio::sync::Mutex::new(()),
+                backend_ca: None,
             }
+        }
+
+        /// Trusts `pem` (the runner's `--ca-bundle`) for the state backend,
+        /// the control plane's Runner API, as the runner does.
+        pub fn backend_ca(mut self, pem: Option<String>) -> Self {
+            self.backend_ca = pem;
+            self
         }
 
         /// Keeps the providers jobs install in `dir` (`plugins/`, given to
@@ -784,6 +795,9 @@ mod plugin {
                     ("TF_HTTP_PASSWORD", &b.password),
                 ] {
                     env.insert(k.into(), v.clone());
+                }
+                if let Some(pem) = &self.backend_ca {
+                    env.insert("TF_HTTP_CLIENT_CA_CERTIFICATE_PEM".into(), pem.clone());
                 }
             }
             if let Some(failed) = self.init(host, &bin.path, &mut env, &job, &module).await? {

@@ -1,9 +1,13 @@
 //! The flags of a runner's Terraform installs (`--terraform-install`,
 //! `--terraform-mirror`, `--terraform-mirror-key`): the version a
 //! component pins, installed from a mirror when nothing on the runner
-//! satisfies it.
+//! satisfies it; the CA its state backend is checked against; the stores
+//! a runner opens.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
 
 use nuon_plugins::terraform::TerraformPlugin;
 use nuon_plugins::terraform::install::{Installer, Product};
@@ -71,4 +75,27 @@ impl TerraformInstallArgs {
             None => plugin,
         })
     }
+}
+
+impl super::RunArgs {
+    /// The PEM of `--ca-bundle`, for tools that reach the control plane
+    /// themselves (Terraform's state backend).
+    pub fn ca_bundle_pem(&self) -> anyhow::Result<Option<String>> {
+        (self.ca_bundle.as_ref())
+            .map(|p| {
+                std::fs::read_to_string(p).with_context(|| format!("--ca-bundle {}", p.display()))
+            })
+            .transpose()
+    }
+}
+
+/// Opens the artifact store flag `flag` names: an OCI registry
+/// (`https://HOST`, or `http://127.0.0.1:PORT` on loopback; credentials
+/// from the docker `config.json` in `$DOCKER_CONFIG` or `~/.docker`), or
+/// else an OCI image layout directory.
+pub fn open_store(
+    spec: &str,
+    flag: &str,
+) -> anyhow::Result<Arc<dyn nuon_core::artifact::ArtifactStore>> {
+    nuon_plugins::oci::open_store(spec).with_context(|| format!("{flag} {spec}"))
 }
