@@ -20,6 +20,7 @@ mod installs;
 mod job_loop;
 mod lifecycle;
 mod openapi;
+mod platform;
 mod ops;
 mod people;
 mod plugins;

@@ -1,0 +1,317 @@
+//! Shipping the control plane: its Helm chart (`deploy/helm/nuon-ctl`),
+//! linted and rendered by real Helm (v4's Go SDK, through PyPI's
+//! helm-python-sdk; there is no Kubernetes API server here, so the
+//! rendered objects are checked by our own rules below, as kubeconform
+//! would check them against the API's schemas).
+
+use std::collections::BTreeMap;
+
+use nuon_test_fixtures::have_python_module;
+use serde_json::{Value, json};
+
+/// Lints the chart strictly, then renders it, with each named set of
+/// values: prints `{name: {"objects": [...], "notes": "..."} | {"error":
+/// "..."}}`, the rendered YAML documents parsed.
+const CHART_CHECK: &str = r#"
+import json, sys, yaml
+import helm_python as helm
+chart_dir, cases = sys.argv[1], json.loads(sys.argv[2])
+out = {}
+for name, values in cases.items():
+    try:
+        report = helm.lint(chart_dir, values, strict=True)
+        bad = [m for m in report["messages"] if m["severity"] >= 2] + report.get("errors", [])
+        if bad:
+            out[name] = {"error": f"helm lint: {bad}"}
+            continue
+        files = helm.Chart.load(chart_dir).render(values, name="nuon", namespace="nuon-system", is_install=True)
+    except Exception as e:
+        out[name] = {"error": str(e)}
+        continue
+    objects = [d for path, text in sorted(files.items()) if path.endswith(".yaml")
+               for d in yaml.safe_load_all(text) if d]
+    notes = "".join(t for p, t in files.items() if p.endswith("NOTES.txt"))
+    out[name] = {"objects": objects, "notes": notes}
+print(json.dumps(out))
+"#;
+
+fn chart_dir() -> std::path::PathBuf {
+    nuon_tests::repo_root().join("deploy/helm/nuon-ctl")
+}
+
+/// Renders the chart with each of `cases`.
+fn render(cases: &Value) -> BTreeMap<String, Value> {
+    let out = std::process::Command::new("python3")
+        .args(["-c", CHART_CHECK])
+        .arg(chart_dir())
+        .arg(cases.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The one object of `kind`, or none.
+fn one<'a>(objects: &'a [Value], kind: &str) -> Option<&'a Value> {
+    let mut of = objects.iter().filter(|o| o["kind"] == kind);
+    let found = of.next();
+    assert!(of.next().is_none(), "more than one {kind}");
+    found
+}
+
+/// What the API server (and kubeconform's schemas) would refuse, and what
+/// our chart promises: every object named and labelled; the pods non-root,
+/// read-only, without capabilities, with resources and probes on ports
+/// that exist; selectors that select the pods; ingress backends that name
+/// the service's ports.
+fn check_objects(case: &str, objects: &[Value]) {
+    let is_dns_label = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    for o in objects {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        assert!(
+            o["apiVersion"].is_string() && !kind.is_empty(),
+            "{case}: {o:#}"
+        );
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        assert!(is_dns_label(name), "{case}: {kind} named {name:?}");
+        assert_eq!(
+            o["metadata"]["labels"]["app.kubernetes.io/name"], "nuon-ctl",
+            "{case}: {kind} is labelled"
+        );
+    }
+    let deploy = one(objects, "Deployment").expect("a Deployment");
+    let pod = &deploy["spec"]["template"];
+    let pod_labels = pod["metadata"]["labels"].as_object().unwrap();
+    let selects = |selector: &Value| {
+        let sel = selector.as_object().unwrap();
+        !sel.is_empty() && sel.iter().all(|(k, v)| pod_labels.get(k) == Some(v))
+    };
+    assert!(selects(&deploy["spec"]["selector"]["matchLabels"]), "{case}");
+    let spec = &pod["spec"];
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true, "{case}");
+    assert_eq!(spec["automountServiceAccountToken"], false, "{case}");
+    let containers = spec["containers"].as_array().unwrap();
+    let volumes: Vec<&str> = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    for c in containers {
+        let ports: Vec<&str> = c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let n = p["name"].as_str().unwrap();
+                assert!(n.len() <= 15 && is_dns_label(n), "{case}: port {n}");
+                n
+            })
+            .collect();
+        let sc = &c["securityContext"];
+        assert_eq!(sc["readOnlyRootFilesystem"], true, "{case}");
+        assert_eq!(sc["allowPrivilegeEscalation"], false, "{case}");
+        assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{case}");
+        assert!(c["resources"]["requests"]["memory"].is_string(), "{case}");
+        for probe in ["readinessProbe", "livenessProbe"] {
+            let p = &c[probe]["httpGet"];
+            assert_eq!(p["path"], "/healthz", "{case}: {probe}");
+            assert!(
+                ports.contains(&p["port"].as_str().unwrap()),
+                "{case}: {probe} on a port the container has"
+            );
+        }
+        for m in c["volumeMounts"].as_array().unwrap() {
+            assert!(
+                volumes.contains(&m["name"].as_str().unwrap()),
+                "{case}: mount {m} of a volume the pod has"
+            );
+        }
+        for e in c["env"].as_array().into_iter().flatten() {
+            let name = e["name"].as_str().unwrap();
+            assert!(
+                e["value"].is_string() || e["valueFrom"]["secretKeyRef"]["key"].is_string(),
+                "{case}: env {name}"
+            );
+        }
+    }
+    let service = one(objects, "Service").expect("a Service");
+    assert!(selects(&service["spec"]["selector"]), "{case}");
+    let service_ports: Vec<&str> = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(service_ports, ["control", "runner"], "{case}");
+    if let Some(pdb) = one(objects, "PodDisruptionBudget") {
+        assert!(selects(&pdb["spec"]["selector"]["matchLabels"]), "{case}");
+    }
+    if let Some(ingress) = one(objects, "Ingress") {
+        for rule in ingress["spec"]["rules"].as_array().unwrap() {
+            let backend = &rule["http"]["paths"][0]["backend"]["service"];
+            assert_eq!(backend["name"], service["metadata"]["name"], "{case}");
+            assert!(
+                service_ports.contains(&backend["port"]["name"].as_str().unwrap()),
+                "{case}: ingress backend {backend}"
+            );
+        }
+    }
+}
+
+fn args_of(objects: &[Value]) -> Vec<String> {
+    let c = &one(objects, "Deployment").unwrap()["spec"]["template"]["spec"]["containers"][0];
+    c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_control_plane_chart_passes_helm_lint_and_template_with_its_values() {
+    if !have_python_module(
+        "helm_python",
+        "helm-python-sdk",
+        "check the control plane's Helm chart with real Helm",
+    ) {
+        return;
+    }
+    // The chart runs the release it ships with.
+    let chart = std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap();
+    let manifest = std::fs::read_to_string(nuon_tests::repo_root().join("Cargo.toml")).unwrap();
+    let version = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("version = "))
+        .unwrap();
+    assert!(
+        chart.contains(&format!("appVersion: {version}")),
+        "Chart.yaml's appVersion is the workspace's version {version}"
+    );
+
+    let image = json!({"image": {"repository": "registry.example.com/nuon-ctl"}});
+    let with = |more: Value| {
+        let mut v = image.clone();
+        v.as_object_mut()
+            .unwrap()
+            .extend(more.as_object().unwrap().clone());
+        v
+    };
+    let cases = json!({
+        // The defaults, with the one value there is no default for.
+        "default": image,
+        "postgres_tls": with(json!({
+            "replicas": 3,
+            "runnerUrl": "https://runners.example.com",
+            "database": {"existingSecret": "nuon-db"},
+            "secretsKey": {"existingSecret": "nuon-secrets-key"},
+            "tls": {"secretName": "nuon-tls"},
+            "ingress": {
+                "enabled": true,
+                "className": "nginx",
+                "annotations": {"nginx.ingress.kubernetes.io/backend-protocol": "HTTPS"},
+                "controlHost": "nuon.example.com",
+                "runnerHost": "runners.example.com",
+                "tls": [{"secretName": "nuon-tls", "hosts": ["nuon.example.com", "runners.example.com"]}],
+            },
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+            "extraArgs": ["--retention=90d"],
+        })),
+        "no_image": {},
+        "replicas_without_database": with(json!({"replicas": 2})),
+        "database_without_key": with(json!({"database": {"existingSecret": "nuon-db"}})),
+        "zero_replicas": with(json!({"replicas": 0})),
+        "runner_url_with_path": with(json!({"runnerUrl": "https://x.example.com/v1"})),
+    });
+    let out = render(&cases);
+    let objects = |name: &str| -> Vec<Value> {
+        let case = &out[name];
+        assert!(case["error"].is_null(), "{name}: {}", case["error"]);
+        case["objects"].as_array().unwrap().clone()
+    };
+
+    // Defaults: one replica on the embedded store's volume, plain HTTP.
+    let default = objects("default");
+    check_objects("default", &default);
+    let kinds: Vec<&str> = default.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["Deployment", "PersistentVolumeClaim", "Service", "ServiceAccount"]
+    );
+    let d = one(&default, "Deployment").unwrap();
+    assert_eq!(d["spec"]["strategy"]["type"], "Recreate");
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["image"], "registry.example.com/nuon-ctl:0.1.0");
+    assert_eq!(c["readinessProbe"]["httpGet"]["scheme"], "HTTP");
+    assert!(!args_of(&default).iter().any(|a| a.starts_with("--tls")));
+    assert!(
+        out["default"]["notes"]
+            .as_str()
+            .unwrap()
+            .contains("runnerUrl is not set")
+    );
+
+    // PostgreSQL, TLS, an ingress and three replicas.
+    let pg = objects("postgres_tls");
+    check_objects("postgres_tls", &pg);
+    assert!(one(&pg, "PersistentVolumeClaim").is_none());
+    assert_eq!(
+        one(&pg, "PodDisruptionBudget").unwrap()["spec"]["maxUnavailable"],
+        1
+    );
+    let d = one(&pg, "Deployment").unwrap();
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+    let args = args_of(&pg);
+    for want in [
+        "--tls-cert=/etc/nuon/tls/tls.crt",
+        "--tls-key=/etc/nuon/tls/tls.key",
+        "--runner-url=https://runners.example.com",
+        "--retention=90d",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} in {args:?}");
+    }
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(c["livenessProbe"]["httpGet"]["scheme"], "HTTPS");
+    let env: BTreeMap<&str, &Value> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), &e["valueFrom"]["secretKeyRef"]))
+        .collect();
+    assert_eq!(env["NUON_DATABASE_URL"]["name"], "nuon-db");
+    assert_eq!(env["NUON_SECRETS_KEY"]["name"], "nuon-secrets-key");
+    let tls_volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "tls")
+        .unwrap();
+    assert_eq!(tls_volume["secret"]["secretName"], "nuon-tls");
+    assert_eq!(c["resources"]["limits"]["memory"], "2Gi");
+    let ingress = one(&pg, "Ingress").unwrap();
+    assert_eq!(ingress["spec"]["rules"].as_array().unwrap().len(), 2);
+
+    // Values that cannot work are refused with what to set.
+    for (case, says) in [
+        ("no_image", "image.repository"),
+        ("replicas_without_database", "needs PostgreSQL"),
+        ("database_without_key", "secretsKey.existingSecret"),
+        ("zero_replicas", "replicas"),
+        ("runner_url_with_path", "runnerUrl"),
+    ] {
+        let err = out[case]["error"].as_str().unwrap_or_default();
+        assert!(err.contains(says), "{case}: want {says:?} in {:#}", out[case]);
+    }
+}
