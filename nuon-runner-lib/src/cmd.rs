@@ -19,10 +19,10 @@ mod import;
 mod isolation;
 mod tools;
 
-pub use tools::open_store;
 pub use import::import;
 pub use isolation::IsolationArgs;
 pub use tools::TerraformInstallArgs;
+pub use tools::open_store;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]

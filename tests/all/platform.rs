@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use nuon_test_fixtures::have_python_module;
+use nuon_test_fixtures::{have_python_module, have_tool};
 use serde_json::{Value, json};
 
 /// Lints the chart strictly, then renders it, with each named set of
@@ -95,7 +95,10 @@ fn check_objects(case: &str, objects: &[Value]) {
         let sel = selector.as_object().unwrap();
         !sel.is_empty() && sel.iter().all(|(k, v)| pod_labels.get(k) == Some(v))
     };
-    assert!(selects(&deploy["spec"]["selector"]["matchLabels"]), "{case}");
+    assert!(
+        selects(&deploy["spec"]["selector"]["matchLabels"]),
+        "{case}"
+    );
     let spec = &pod["spec"];
     assert_eq!(spec["securityContext"]["runAsNonRoot"], true, "{case}");
     assert_eq!(spec["automountServiceAccountToken"], false, "{case}");
@@ -243,10 +246,18 @@ fn the_control_plane_chart_passes_helm_lint_and_template_with_its_values() {
     // Defaults: one replica on the embedded store's volume, plain HTTP.
     let default = objects("default");
     check_objects("default", &default);
-    let kinds: Vec<&str> = default.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = default
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
     assert_eq!(
         kinds,
-        ["Deployment", "PersistentVolumeClaim", "Service", "ServiceAccount"]
+        [
+            "Deployment",
+            "PersistentVolumeClaim",
+            "Service",
+            "ServiceAccount"
+        ]
     );
     let d = one(&default, "Deployment").unwrap();
     assert_eq!(d["spec"]["strategy"]["type"], "Recreate");
@@ -312,6 +323,241 @@ fn the_control_plane_chart_passes_helm_lint_and_template_with_its_values() {
         ("runner_url_with_path", "runnerUrl"),
     ] {
         let err = out[case]["error"].as_str().unwrap_or_default();
-        assert!(err.contains(says), "{case}: want {says:?} in {:#}", out[case]);
+        assert!(
+            err.contains(says),
+            "{case}: want {says:?} in {:#}",
+            out[case]
+        );
     }
+}
+
+/// `skopeo inspect` of `image` on the loopback registry, with `args`.
+fn skopeo_inspect(args: &[&str], image: &str) -> Value {
+    let out = std::process::Command::new("skopeo")
+        .args(["inspect", "--tls-verify=false"])
+        .args(args)
+        .arg(format!("docker://{image}"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Unpacks `image` (via `skopeo copy` to a directory) into `rootfs`.
+fn unpack(image: &str, work: &std::path::Path, rootfs: &std::path::Path) {
+    let dir = work.join("image");
+    let out = std::process::Command::new("skopeo")
+        .args(["copy", "--src-tls-verify=false"])
+        .arg(format!("docker://{image}"))
+        .arg(format!("dir:{}", dir.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    std::fs::create_dir_all(rootfs).unwrap();
+    for layer in manifest["layers"].as_array().unwrap() {
+        let hex = layer["digest"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("sha256:");
+        let status = std::process::Command::new("tar")
+            .arg("-xzf")
+            .arg(dir.join(hex))
+            .arg("-C")
+            .arg(rootfs)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+#[test]
+fn platform_images_are_pushed_inspected_and_the_control_plane_runs_under_runc() {
+    if !have_tool("skopeo", "inspect the platform's images")
+        || !have_tool("runc", "run the control plane's image")
+        || !have_tool("busybox", "put a shell in the runner's image")
+    {
+        return;
+    }
+    let Some(registry) = nuon_tests::Registry::start(None).unwrap() else {
+        return;
+    };
+    // Our own binaries, as `cargo build --bins` leaves them.
+    let out = nuon_tests::ours("nuon")
+        .args(["images", "platform", "--push", &registry.url])
+        .args(["--prefix", "acme", "--tag", "t1", "--json", "--bin-dir"])
+        .arg(nuon_tests::bin_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pushed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    for (name, image) in pushed["images"].as_array().unwrap().iter().enumerate() {
+        let repo = image["repository"].as_str().unwrap();
+        assert_eq!(repo, ["acme/nuon-ctl", "acme/nuon-runner"][name]);
+        let reference = format!("{}/{repo}:t1", registry.host);
+        // The tag names an index of this machine's platform.
+        let index = skopeo_inspect(&["--raw"], &reference);
+        assert_eq!(
+            index["mediaType"],
+            "application/vnd.oci.image.index.v1+json"
+        );
+        assert_eq!(index["manifests"][0]["platform"]["os"], "linux");
+        assert_eq!(index["manifests"][0]["platform"]["architecture"], arch);
+        assert_eq!(index["manifests"][0]["digest"], image["manifest"]);
+        // Labels, platform, and a user that is not root.
+        let info = skopeo_inspect(&[], &reference);
+        assert_eq!(info["Os"], "linux");
+        assert_eq!(info["Architecture"], arch);
+        let title = repo.rsplit('/').next().unwrap();
+        assert_eq!(info["Labels"]["org.opencontainers.image.title"], title);
+        assert_eq!(
+            info["Labels"]["org.opencontainers.image.version"],
+            env!("CARGO_PKG_VERSION")
+        );
+        assert_eq!(
+            info["Labels"]["dev.nuon.sbom"],
+            "/usr/share/doc/nuon/sbom.spdx.json"
+        );
+        let config = skopeo_inspect(&["--config"], &reference);
+        assert_eq!(config["config"]["User"], "65532:65532");
+        assert_eq!(
+            config["config"]["Entrypoint"],
+            json!([format!("/usr/local/bin/{title}")])
+        );
+    }
+
+    // The control plane's image, unpacked, runs under runc as user 65532
+    // on a read-only root and answers /healthz.
+    let work = tempfile::tempdir().unwrap();
+    let bundle = work.path().join("bundle");
+    let rootfs = bundle.join("rootfs");
+    unpack(
+        &format!("{}/acme/nuon-ctl:t1", registry.host),
+        work.path(),
+        &rootfs,
+    );
+    // The SBOM names the binary and each library it links, with digests.
+    let sbom: Value = serde_json::from_slice(
+        &std::fs::read(rootfs.join("usr/share/doc/nuon/sbom.spdx.json")).unwrap(),
+    )
+    .unwrap();
+    let names: Vec<&str> = sbom["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"nuon-ctl"), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("libc.so")), "{names:?}");
+    let status = std::process::Command::new("runc")
+        .arg("spec")
+        .current_dir(&bundle)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut spec: Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
+    let port = crate::deploy::free_port();
+    let runner_port = crate::deploy::free_port();
+    spec["process"]["terminal"] = json!(false);
+    spec["process"]["user"] = json!({"uid": 65532, "gid": 65532});
+    spec["process"]["args"] = json!([
+        "/usr/local/bin/nuon-ctl",
+        "serve",
+        "--data-dir=/var/lib/nuon",
+        format!("--listen=127.0.0.1:{port}"),
+        format!("--runner-listen=127.0.0.1:{runner_port}"),
+    ]);
+    spec["root"]["readonly"] = json!(true);
+    // The host's network, so the test reaches it on loopback.
+    let namespaces = spec["linux"]["namespaces"].as_array_mut().unwrap();
+    namespaces.retain(|n| n["type"] != "network");
+    let mounts = spec["mounts"].as_array_mut().unwrap();
+    for (at, options) in [
+        ("/tmp", "mode=1777"),
+        ("/var/lib/nuon", "mode=0700,uid=65532,gid=65532"),
+    ] {
+        mounts.push(json!({
+            "destination": at, "type": "tmpfs", "source": "tmpfs",
+            "options": ["nosuid", "nodev", options],
+        }));
+    }
+    std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
+    let state = work.path().join("runc-state");
+    let id = format!("nuon-ctl-test-{}", std::process::id());
+    let log = work.path().join("ctl.log");
+    let mut child = std::process::Command::new("runc")
+        .arg("--root")
+        .arg(&state)
+        .args(["run", "--bundle"])
+        .arg(&bundle)
+        .arg(&id)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(work.path().join("runc.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    let answered = nuon_tests::wait_for(
+        "the control plane in its container to answer /healthz",
+        std::time::Duration::from_secs(60),
+        || {
+            let r = nuon_tests::rt().block_on(reqwest::get(&healthz)).ok()?;
+            r.status().is_success().then_some(())
+        },
+    );
+    let stop = |signal: &str| {
+        std::process::Command::new("runc")
+            .arg("--root")
+            .arg(&state)
+            .args(["kill", &id, signal])
+            .status()
+    };
+    let _ = stop("TERM");
+    let exited = nuon_tests::wait_for(
+        "the control plane to stop on SIGTERM",
+        std::time::Duration::from_secs(20),
+        || child.try_wait().ok().flatten(),
+    );
+    if exited.is_err() {
+        let _ = stop("KILL");
+        let _ = child.wait();
+    }
+    let _ = std::process::Command::new("runc")
+        .arg("--root")
+        .arg(&state)
+        .args(["delete", "-f", &id])
+        .status();
+    let said = format!(
+        "{}{}",
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        std::fs::read_to_string(work.path().join("runc.err")).unwrap_or_default()
+    );
+    answered.unwrap_or_else(|e| panic!("{e}: {said}"));
+    assert!(
+        said.contains(&format!("control-api: http://127.0.0.1:{port}")),
+        "{said}"
+    );
+    assert!(
+        exited.is_ok_and(|s| s.success()),
+        "a clean stop on SIGTERM: {said}"
+    );
 }

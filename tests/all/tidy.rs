@@ -321,7 +321,6 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-template/src/parse.rs", 826),
     ("nuon-control/src/api/mod.rs", 870),
     ("nuon-core/src/app/check.rs", 896),
-    ("nuon-plugins/src/oci/image.rs", 887),
     ("nuon-core/src/rollout.rs", 813),
     ("nuon-plugins/src/oci/registry.rs", 841),
 ];

@@ -71,7 +71,7 @@ pub struct DevArgs {
 
 /// Our binary `name`: beside this one (a build's target dir, an install's
 /// bin dir), else on PATH.
-fn sibling(name: &str) -> Result<PathBuf, CliError> {
+pub(crate) fn sibling(name: &str) -> Result<PathBuf, CliError> {
     let exe = std::env::current_exe().map_err(|e| CliError::usage(e.to_string()))?;
     let path = exe.with_file_name(name);
     if path.exists() {
@@ -79,7 +79,7 @@ fn sibling(name: &str) -> Result<PathBuf, CliError> {
     }
     which::which(name).map_err(|_| {
         CliError::usage(format!(
-            "{name} is not next to {} nor on PATH: `nuon dev` runs nuon-ctl, nuon-build-runner and nuon-runner; install them beside nuon (`cargo install --path bins/{name}`, or `cargo build --bins` in the repository)",
+            "{name} is not next to {} nor on PATH: install it beside nuon (`cargo install --path bins/{name}`, or `cargo build --bins` in the repository)",
             exe.display()
         ))
     })

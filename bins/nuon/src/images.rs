@@ -1,7 +1,8 @@
 //! `nuon images tool`: host binaries packaged as a minimal tool image
 //! (busybox and the tools) for jobs that run in containers
 //! (`nuon-runner run --isolation container`), for customers with no route
-//! to a public registry and for the tests.
+//! to a public registry and for the tests. `nuon images platform`: the
+//! control plane's and the runner's images, built by our OCI code.
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +37,31 @@ pub(crate) enum ImagesCommand {
         repository: Option<String>,
         /// A statically linked busybox (default: `busybox` on PATH; Debian's
         /// `busybox-static` package).
+        #[arg(long)]
+        busybox: Option<PathBuf>,
+    },
+    /// Build the platform's images, `nuon-ctl` and `nuon-runner`: each
+    /// binary on a minimal base of exactly what it links, run as user
+    /// 65532, with OCI labels and an SPDX SBOM
+    /// (/usr/share/doc/nuon/sbom.spdx.json); push each as an image index
+    /// to REGISTRY/[PREFIX/]NAME:TAG. For this machine's platform.
+    Platform {
+        /// Where to push: a registry (https://registry.example,
+        /// http://127.0.0.1:5000 on loopback) or an OCI layout directory.
+        #[arg(long, value_name = "REGISTRY")]
+        push: String,
+        /// A path before each image's name: `acme` pushes acme/nuon-ctl.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// The tag (default: this nuon's version).
+        #[arg(long)]
+        tag: Option<String>,
+        /// Where nuon-ctl and nuon-runner are (default: beside this nuon,
+        /// else on PATH).
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+        /// A static busybox, the runner image's shell for jobs' commands
+        /// (default: `busybox` on PATH; Debian's `busybox-static`).
         #[arg(long)]
         busybox: Option<PathBuf>,
     },
@@ -76,14 +102,23 @@ fn check_static(path: &Path) -> Result<(), CliError> {
 }
 
 pub(crate) async fn images(g: &Global, command: &ImagesCommand) -> Result<u8, CliError> {
-    let ImagesCommand::Tool {
-        terraform_binary,
-        binaries,
-        tag,
-        store,
-        repository,
-        busybox,
-    } = command;
+    let (terraform_binary, binaries, tag, store, repository, busybox) = match command {
+        ImagesCommand::Tool {
+            terraform_binary,
+            binaries,
+            tag,
+            store,
+            repository,
+            busybox,
+        } => (terraform_binary, binaries, tag, store, repository, busybox),
+        ImagesCommand::Platform {
+            push,
+            prefix,
+            tag,
+            bin_dir,
+            busybox,
+        } => return platform(g, push, prefix, tag.as_deref(), bin_dir.as_deref(), busybox).await,
+    };
     let mut tools: Vec<(String, PathBuf)> = Vec::new();
     if let Some(t) = terraform_binary {
         tools.push(("terraform".into(), t.clone()));
@@ -100,15 +135,7 @@ pub(crate) async fn images(g: &Global, command: &ImagesCommand) -> Result<u8, Cl
     let first = tools
         .first()
         .map_or("busybox".to_owned(), |(name, _)| name.clone());
-    let busybox = match busybox {
-        Some(b) => b.clone(),
-        None => which::which("busybox").map_err(|_| {
-            CliError::usage(
-                "no busybox on PATH: install a static one (Debian: apt-get install busybox-static) or give --busybox PATH",
-            )
-        })?,
-    };
-    check_static(&busybox)?;
+    let busybox = static_busybox(busybox)?;
     for (_, path) in &tools {
         check_static(path)?;
     }
@@ -136,6 +163,106 @@ pub(crate) async fn images(g: &Global, command: &ImagesCommand) -> Result<u8, Cl
         }))?;
     } else {
         outln!("{image}");
+    }
+    Ok(0)
+}
+
+/// `--busybox`, else `busybox` on PATH: statically linked.
+fn static_busybox(given: &Option<PathBuf>) -> Result<PathBuf, CliError> {
+    let busybox = match given {
+        Some(b) => b.clone(),
+        None => which::which("busybox").map_err(|_| {
+            CliError::usage(
+                "no busybox on PATH: install a static one (Debian: apt-get install busybox-static) or give --busybox PATH",
+            )
+        })?,
+    };
+    check_static(&busybox)?;
+    Ok(busybox)
+}
+
+/// `nuon images platform`.
+async fn platform(
+    g: &Global,
+    push: &str,
+    prefix: &str,
+    tag: Option<&str>,
+    bin_dir: Option<&Path>,
+    busybox: &Option<PathBuf>,
+) -> Result<u8, CliError> {
+    use nuon_plugins::oci::platform::{PlatformImage, push_platform_image};
+    let version = env!("CARGO_PKG_VERSION");
+    let tag = tag.unwrap_or(version);
+    let find = |name: &str| match bin_dir {
+        Some(dir) => {
+            let path = dir.join(name);
+            path.is_file().then_some(path).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--bin-dir {}: no {name} there (cargo build --bins puts it in target/debug)",
+                    dir.display()
+                ))
+            })
+        }
+        None => crate::dev::sibling(name),
+    };
+    let images = [
+        PlatformImage {
+            name: "nuon-ctl".into(),
+            binary: find("nuon-ctl")?,
+            description:
+                "The nuon control plane: the Control API, the Runner API and the dashboard".into(),
+            ports: vec![7400, 7401],
+            cmd: [
+                "serve",
+                "--data-dir=/var/lib/nuon",
+                "--listen=0.0.0.0:7400",
+                "--runner-listen=0.0.0.0:7401",
+            ]
+            .map(String::from)
+            .to_vec(),
+            busybox: None,
+        },
+        PlatformImage {
+            name: "nuon-runner".into(),
+            binary: find("nuon-runner")?,
+            description:
+                "The nuon install runner: runs an install's jobs in the customer's account".into(),
+            ports: Vec::new(),
+            cmd: vec!["run".into()],
+            busybox: Some(static_busybox(busybox)?),
+        },
+    ];
+    let store = nuon_plugins::oci::open_store(push)
+        .map_err(|e| CliError::usage(format!("--push {push}: {e}")))?;
+    let prefix = prefix.trim_matches('/');
+    let mut pushed = Vec::new();
+    for image in &images {
+        let repository = match prefix {
+            "" => image.name.clone(),
+            p => format!("{p}/{}", image.name),
+        };
+        let done = push_platform_image(&*store, &repository, tag, version, image)
+            .await
+            .map_err(|e| CliError {
+                message: format!("cannot build the {} image: {e}", image.name),
+                code: 1,
+                api_code: None,
+            })?;
+        if !g.json {
+            outln!(
+                "{}:{} {} ({}, {} files; manifest {})",
+                done.repository,
+                done.tag,
+                done.index,
+                done.platform,
+                done.files,
+                done.manifest
+            );
+        }
+        pushed.push(done);
+    }
+    if g.json {
+        print_json(&serde_json::json!({ "images": pushed }))?;
     }
     Ok(0)
 }

@@ -204,7 +204,8 @@ enum Command {
         #[command(subcommand)]
         command: ops::AuditCommand,
     },
-    /// Container images of jobs that run in containers: tool images.
+    /// Container images: tool images for jobs that run in containers, and
+    /// the platform's own (`nuon-ctl`, `nuon-runner`).
     Images {
         #[command(subcommand)]
         command: images::ImagesCommand,

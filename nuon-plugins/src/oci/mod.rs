@@ -2,6 +2,7 @@
 //! embedded default for the vendor's and each install's store) and
 //! Terraform modules packaged as OpenTofu module packages.
 
+mod build;
 mod copy;
 pub mod helmpkg;
 #[cfg(feature = "registry")]
@@ -9,6 +10,7 @@ pub mod helmrepo;
 pub mod image;
 pub mod layout;
 pub mod modulepkg;
+pub mod platform;
 pub mod pluginpkg;
 #[cfg(feature = "registry")]
 pub mod registry;
