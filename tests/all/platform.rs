@@ -561,3 +561,88 @@ fn platform_images_are_pushed_inspected_and_the_control_plane_runs_under_runc() 
         "a clean stop on SIGTERM: {said}"
     );
 }
+
+/// YAML as JSON, by Python's yaml (an independent parser).
+fn yaml_to_json(yaml: &[u8]) -> Value {
+    let mut child = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(yaml).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_cli_writes_a_man_page_per_command_and_prints_yaml_as_it_prints_json() {
+    if !have_python_module("yaml", "pyyaml", "read the CLI's YAML") {
+        return;
+    }
+    let pages = tempfile::tempdir().unwrap();
+    let out = nuon_tests::ours("nuon")
+        .arg("man")
+        .arg(pages.path())
+        .args(["--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<String> = std::fs::read_dir(pages.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(written["pages"].as_array().unwrap().len(), names.len());
+    // Every command has its page, down to the leaves.
+    for name in [
+        "nuon.1",
+        "nuon-apps-create.1",
+        "nuon-installs-state-list.1",
+        "nuon-images-platform.1",
+        "nuon-context-add.1",
+        "nuon-man.1",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    }
+    let page = std::fs::read_to_string(pages.path().join("nuon-installs-state-list.1")).unwrap();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH nuon-installs-state-list 1"),
+        "{page}"
+    );
+    assert!(page.contains("nuon installs state list"), "{page}");
+
+    // --output yaml is the --json document, in YAML; errors too.
+    let cp = nuon_tests::ControlPlane::start("3s").unwrap();
+    crate::deploy::ok(cp.nuon(&["apps", "create", "shop"]));
+    for args in [
+        &["apps", "list"][..],
+        &["apps", "get", "shop"],
+        &["runners", "list"],
+    ] {
+        let json = crate::deploy::ok(cp.nuon(&[args, &["--json"]].concat()));
+        let yaml = cp.nuon(&[args, &["--output", "yaml"]].concat());
+        assert!(yaml.status.success(), "{}", crate::deploy::text(&yaml));
+        assert!(!yaml.stdout.starts_with(b"{"), "YAML, not JSON");
+        assert_eq!(
+            yaml_to_json(&yaml.stdout),
+            serde_json::from_str::<Value>(&json).unwrap(),
+            "{args:?}"
+        );
+    }
+    let missing = cp.nuon(&["apps", "get", "nope", "-o", "yaml"]);
+    assert!(!missing.status.success());
+    let doc = yaml_to_json(&missing.stdout);
+    assert_eq!(doc["code"], "not_found", "{doc}");
+    let both = cp.nuon(&["apps", "list", "--json", "--output", "yaml"]);
+    assert_eq!(both.status.code(), Some(64), "--json and --output conflict");
+}

@@ -185,8 +185,9 @@ pub(crate) async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliErr
                 let mut follower = client.follow_logs(&id, 0);
                 while let Some(line) = follower.next().await? {
                     if g.json {
-                        // A stream: one compact document a line.
-                        outln!("{}", serde_json::to_string(&line).unwrap_or_default());
+                        // A stream: one compact document a line (YAML:
+                        // documents after `---`).
+                        outln!("{}", crate::output::stream_item(&line));
                     } else {
                         print_log_line(&line, *raw);
                     }

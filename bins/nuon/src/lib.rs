@@ -71,13 +71,41 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Parses the process arguments.
+    /// Parses the process arguments. `--output json|yaml` means `--json`
+    /// (each machine-readable document in that form).
     pub fn try_parse_args() -> Result<Self, clap::Error> {
-        <Cli as Parser>::try_parse()
+        let mut cli = <Cli as Parser>::try_parse()?;
+        output::set_format(cli.global.output.unwrap_or_default());
+        cli.global.json |= cli
+            .global
+            .output
+            .is_some_and(|o| o != output::Format::Table);
+        Ok(cli)
     }
 
-    /// Whether `--json` was given: standard output then carries exactly
-    /// one JSON document, an error included ([`CliError::to_json`]).
+    /// Whether `args` (the process's) ask for a document (`--json`,
+    /// `--output json|yaml`), for an error found before they parse; sets
+    /// the document's form.
+    pub fn wants_document(args: &[String]) -> bool {
+        let mut asked = None;
+        for (i, a) in args.iter().enumerate() {
+            let value = match a.as_str() {
+                "--json" => Some("json"),
+                "--output" | "-o" => args.get(i + 1).map(String::as_str),
+                a => a.strip_prefix("--output=").or_else(|| a.strip_prefix("-o")),
+            };
+            match value {
+                Some("json") => asked = Some(output::Format::Json),
+                Some("yaml") => asked = Some(output::Format::Yaml),
+                _ => {}
+            }
+        }
+        asked.inspect(|f| output::set_format(*f)).is_some()
+    }
+
+    /// Whether `--json` (or `--output json|yaml`) was given: standard
+    /// output then carries exactly one document, an error included
+    /// ([`CliError::to_json`]).
     pub fn json(&self) -> bool {
         self.global.json
     }
@@ -104,9 +132,13 @@ pub(crate) struct Global {
     /// Extra PEM CA certificates to trust.
     #[arg(long, global = true, env = "NUON_CA_BUNDLE")]
     ca_bundle: Option<PathBuf>,
-    /// Print the API's JSON instead of a table.
+    /// Print the API's JSON instead of a table (`--output json`).
     #[arg(long, global = true)]
     json: bool,
+    /// How to print results: `table` (the default), `json` (as --json) or
+    /// `yaml` (the same document in YAML).
+    #[arg(long, short = 'o', global = true, value_enum, conflicts_with = "json")]
+    output: Option<output::Format>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,6 +157,13 @@ enum Command {
     Completion {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
+    },
+    /// Write a man page for nuon and each of its commands (nuon.1,
+    /// nuon-apps.1, nuon-apps-create.1, ...) into DIR: `nuon man
+    /// /usr/local/share/man/man1`.
+    Man {
+        /// Where the pages go (created when missing).
+        dir: PathBuf,
     },
     /// Run the control plane and a local runner on this machine, with a demo job.
     Dev(dev::DevArgs),
@@ -235,9 +274,9 @@ pub struct CliError {
 }
 
 impl CliError {
-    /// The error as the one JSON document of a `--json` command:
-    /// `{"error": MESSAGE, "code": CODE, "exit_code": N}`, `CODE` the API's
-    /// stable error code, or what kind of failure it was.
+    /// The error as the one document of a `--json` (or `--output yaml`)
+    /// command: `{"error": MESSAGE, "code": CODE, "exit_code": N}`, `CODE`
+    /// the API's stable error code, or what kind of failure it was.
     pub fn to_json(&self) -> String {
         let code = self.api_code.clone().unwrap_or_else(|| {
             match self.code {
@@ -249,7 +288,8 @@ impl CliError {
             }
             .to_owned()
         });
-        serde_json::json!({"error": self.message, "code": code, "exit_code": self.code}).to_string()
+        let doc = serde_json::json!({"error": self.message, "code": code, "exit_code": self.code});
+        output::document(&doc, false).unwrap_or_else(|_| doc.to_string())
     }
 
     /// A usage error (exit code 64).
@@ -337,8 +377,8 @@ pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
 }
 
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| CliError {
-        message: format!("cannot encode JSON: {e}"),
+    let text = output::document(value, true).map_err(|e| CliError {
+        message: format!("cannot encode the output: {e}"),
         code: 1,
         api_code: None,
     })?;
@@ -496,7 +536,7 @@ pub async fn run(mut cli: Cli) -> Result<u8, CliError> {
     let resolved = context::resolve(&cli.global);
     cli.global.target = match (&cli.command, resolved) {
         (_, Ok(t)) => t,
-        (Command::Context { .. } | Command::Completion { .. }, Err(_)) => {
+        (Command::Context { .. } | Command::Completion { .. } | Command::Man { .. }, Err(_)) => {
             context::Target::default()
         }
         (_, Err(e)) => return Err(e),
@@ -506,6 +546,7 @@ pub async fn run(mut cli: Cli) -> Result<u8, CliError> {
         Command::Context { command } => context::context(g, command),
         Command::Version => meta::version(g).await,
         Command::Completion { shell } => meta::completion(*shell),
+        Command::Man { dir } => meta::man(g, dir),
         Command::Runners { command } => runners::runners(g, command).await,
         Command::Jobs { command } => jobs::jobs(g, command).await,
         Command::Apps { command } => apps::apps(g, command).await,

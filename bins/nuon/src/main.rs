@@ -9,7 +9,8 @@ fn main() -> ExitCode {
             let usage = e.use_stderr();
             let _ = e.print();
             // Under --json a usage error is one JSON document too.
-            if usage && std::env::args().any(|a| a == "--json") {
+            let args: Vec<String> = std::env::args().collect();
+            if usage && nuon_cli::Cli::wants_document(&args) {
                 let error = nuon_cli::CliError::usage(e.kind().to_string());
                 println!("{}", error.to_json());
             }

@@ -1,5 +1,5 @@
-//! `nuon version` and `nuon completion SHELL`: what this CLI is, and how a
-//! shell completes it.
+//! `nuon version`, `nuon completion SHELL` and `nuon man DIR`: what this
+//! CLI is, how a shell completes it, and its manual pages.
 
 use clap::CommandFactory;
 
@@ -45,5 +45,46 @@ pub(crate) fn completion(shell: clap_complete::Shell) -> Result<u8, CliError> {
         code: 74,
         api_code: None,
     })?;
+    Ok(0)
+}
+
+/// `nuon man DIR`: a page per command, named by its path (`nuon-apps-create.1`).
+pub(crate) fn man(g: &Global, dir: &std::path::Path) -> Result<u8, CliError> {
+    fn pages(cmd: clap::Command, name: String, out: &mut Vec<(String, clap::Command)>) {
+        // `build` gave each its display name, `nuon-apps-create`: the
+        // page's title; its usage line is `nuon apps create`.
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            pages(sub.clone(), format!("{name}-{}", sub.get_name()), out);
+        }
+        out.push((name, cmd));
+    }
+    let fail = |what: String| CliError {
+        message: what,
+        code: 74,
+        api_code: None,
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+    let mut all = Vec::new();
+    let mut root = Cli::command();
+    root.build();
+    pages(root, "nuon".into(), &mut all);
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut written = Vec::new();
+    for (name, cmd) in all {
+        let path = dir.join(format!("{name}.1"));
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut page)
+            .map_err(|e| fail(format!("cannot render {name}'s page: {e}")))?;
+        std::fs::write(&path, page)
+            .map_err(|e| fail(format!("cannot write {}: {e}", path.display())))?;
+        written.push(path.display().to_string());
+    }
+    if g.json {
+        print_json(&serde_json::json!({ "pages": written }))?;
+    } else {
+        outln!("{} pages in {}", written.len(), dir.display());
+    }
     Ok(0)
 }

@@ -30,3 +30,52 @@ pub(crate) fn emit_with<T: Serialize>(
         Ok(())
     }
 }
+
+/// The form of machine-readable output (`--output`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// Tables and lines for people.
+    #[default]
+    Table,
+    /// JSON documents (as `--json`).
+    Json,
+    /// The same documents in YAML.
+    Yaml,
+}
+
+static FORMAT: std::sync::OnceLock<Format> = std::sync::OnceLock::new();
+
+/// Sets the form of this process's documents (once, at parse time).
+pub(crate) fn set_format(format: Format) {
+    let _ = FORMAT.set(format);
+}
+
+fn yaml() -> bool {
+    FORMAT.get() == Some(&Format::Yaml)
+}
+
+/// `value` as the one document of a command: YAML under `--output yaml`,
+/// else JSON (`pretty` or compact).
+pub(crate) fn document<T: Serialize>(value: &T, pretty: bool) -> Result<String, String> {
+    if yaml() {
+        return serde_yaml::to_string(value)
+            .map(|t| t.trim_end().to_owned())
+            .map_err(|e| e.to_string());
+    }
+    let text = if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    };
+    text.map_err(|e| e.to_string())
+}
+
+/// One item of a stream (a followed log): a compact JSON line, or a YAML
+/// document after `---`.
+pub(crate) fn stream_item<T: Serialize>(value: &T) -> String {
+    match document(value, false) {
+        Ok(text) if yaml() => format!("---\n{text}"),
+        Ok(text) => text,
+        Err(e) => format!("{{\"error\":{:?}}}", e),
+    }
+}
