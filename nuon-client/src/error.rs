@@ -130,7 +130,7 @@ fn tls_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
         T::InvalidCertificate(C::NotValidForName) => "its TLS certificate is not for the host name in the URL: connect by a name the certificate lists, or have it reissued for this one".to_owned(),
         T::InvalidCertificate(C::UnknownIssuer) => "its TLS certificate is signed by an authority this machine does not trust: pass --ca-bundle with the PEM certificate of the CA that signed it (or add that CA to the system's roots)".to_owned(),
         T::InvalidCertificate(C::Revoked) => "its TLS certificate has been revoked: the control plane's operator must replace it".to_owned(),
-        T::InvalidMessage(_) => "the server does not speak TLS at this address: use http:// (or serve TLS with nuon-ctl --tls-cert and --tls-key)".to_owned(),
+        T::InvalidMessage(rustls::InvalidMessage::InvalidContentType) => "the server does not speak TLS at this address: use http:// (or serve TLS with nuon-ctl --tls-cert and --tls-key)".to_owned(),
         other => format!("the TLS handshake failed: {other}"),
     })
 }

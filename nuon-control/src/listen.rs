@@ -235,8 +235,23 @@ pub(crate) async fn serve(
             Some(tls) => {
                 let tls = tls.clone();
                 tokio::spawn(async move {
-                    match tls.accept(stream, addr, limits.header_timeout).await {
-                        Some(stream) => task.serve(stream, true).await,
+                    // The whole handshake within one header timeout, and
+                    // given up at once when evicted or stopping.
+                    let mut stop = task.stop.clone();
+                    let accepted = tokio::select! {
+                        s = tokio::time::timeout(
+                            limits.header_timeout,
+                            tls.accept(stream, addr, limits.header_timeout),
+                        ) => s.ok().flatten(),
+                        _ = task.conn.close.notified() => None,
+                        _ = stop.wait_for(|s| *s) => None,
+                    };
+                    match accepted {
+                        Some(stream) => {
+                            // Its wait for a first request starts now.
+                            *task.conn.since.lock().expect("conn lock") = Instant::now();
+                            task.serve(stream, true).await
+                        }
                         None => task.slot.0.remove(task.slot.1),
                     }
                 })

@@ -76,31 +76,6 @@ fn cargo() -> Command {
     cmd
 }
 
-/// `cargo install --locked --debug --path bins/PACKAGE --root ROOT` of
-/// each of `packages`, as a user installs them from a checkout, building
-/// in this test run's target directory (so a second run builds nothing):
-/// the installed binaries are in `ROOT/bin`.
-pub fn cargo_install(packages: &[&str], root: &Path) -> Result<()> {
-    let target = bin_dir().parent().context("the target dir")?;
-    for package in packages {
-        let out = cargo()
-            .args(["install", "--locked", "--debug", "--quiet", "--path"])
-            .arg(repo_root().join("bins").join(package))
-            .arg("--root")
-            .arg(root)
-            .env("CARGO_TARGET_DIR", target)
-            .output()
-            .context("run cargo install")?;
-        if !out.status.success() {
-            bail!(
-                "cargo install --path bins/{package} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
-    Ok(())
-}
-
 /// The directory holding the built binaries (building them once per test run).
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();

@@ -289,7 +289,7 @@ impl CliError {
             .to_owned()
         });
         let doc = serde_json::json!({"error": self.message, "code": code, "exit_code": self.code});
-        output::document(&doc, false).unwrap_or_else(|_| doc.to_string())
+        output::error_document(&doc)
     }
 
     /// A usage error (exit code 64).

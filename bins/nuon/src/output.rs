@@ -54,6 +54,16 @@ fn yaml() -> bool {
     FORMAT.get() == Some(&Format::Yaml)
 }
 
+/// An error's document: YAML opens with `---`, so that after a stream of
+/// documents (a followed log) it is a document of its own.
+pub(crate) fn error_document(doc: &serde_json::Value) -> String {
+    match document(doc, false) {
+        Ok(text) if yaml() => format!("---\n{text}"),
+        Ok(text) => text,
+        Err(_) => doc.to_string(),
+    }
+}
+
 /// `value` as the one document of a command: YAML under `--output yaml`,
 /// else JSON (`pretty` or compact).
 pub(crate) fn document<T: Serialize>(value: &T, pretty: bool) -> Result<String, String> {

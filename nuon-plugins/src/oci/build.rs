@@ -103,6 +103,15 @@ pub enum ToolFile {
         /// Its mode.
         mode: u32,
     },
+    /// A directory owned by `owner` (user and group).
+    OwnedDir {
+        /// Its path in the image.
+        path: String,
+        /// Its mode.
+        mode: u32,
+        /// Its user and group id.
+        owner: u32,
+    },
     /// A directory.
     Dir {
         /// Its path in the image.
@@ -203,6 +212,14 @@ pub fn build_layer(files: &[ToolFile]) -> Result<(Vec<u8>, Digest), ArtifactErro
                 h.set_mode(0o777);
                 h.set_size(0);
                 tar.append_link(&mut h, path, target)
+            }
+            ToolFile::OwnedDir { path, mode, owner } => {
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_mode(*mode);
+                h.set_uid((*owner).into());
+                h.set_gid((*owner).into());
+                h.set_size(0);
+                tar.append_data(&mut h, format!("{path}/"), io::empty())
             }
             ToolFile::Data { path, bytes, mode } => {
                 h.set_entry_type(tar::EntryType::Regular);

@@ -50,7 +50,7 @@ pub struct PushedImage {
     pub manifest: Digest,
     /// `linux/amd64`.
     pub platform: String,
-    /// The files in the image, each with its SHA-256 (the SBOM's).
+    /// The entries of its layer: directories, files and links.
     pub files: usize,
 }
 
@@ -129,6 +129,14 @@ fn files_of(image: &PlatformImage, version: &str) -> Result<Vec<ToolFile>, Artif
     if let Some(busybox) = &image.busybox {
         copies.insert("bin/busybox".into(), busybox.clone());
     }
+    // The roots Go tools (Terraform, Helm) check TLS against.
+    let bundle = Path::new("/etc/ssl/certs/ca-certificates.crt");
+    if bundle.is_file() {
+        copies.insert(
+            "etc/ssl/certs/ca-certificates.crt".into(),
+            bundle.to_owned(),
+        );
+    }
     let passwd = format!(
         "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n"
     );
@@ -141,7 +149,10 @@ fn files_of(image: &PlatformImage, version: &str) -> Result<Vec<ToolFile>, Artif
     for (at, from) in &copies {
         let name = at.rsplit('/').next().unwrap_or(at);
         packages.push(serde_json::json!({
-            "SPDXID": format!("SPDXRef-File-{}", at.replace(['/', '_'], "-")),
+            "SPDXID": format!(
+                "SPDXRef-File-{}",
+                at.replace(|c: char| !c.is_ascii_alphanumeric() && c != '.', "-")
+            ),
             "name": name,
             "versionInfo": if *at == bin_path { version } else { "" },
             "downloadLocation": "NOASSERTION",
@@ -163,11 +174,11 @@ fn files_of(image: &PlatformImage, version: &str) -> Result<Vec<ToolFile>, Artif
         .map_err(|e| ArtifactError::Invalid(format!("cannot write the SBOM: {e}")))?;
     data.insert(SBOM_PATH.into(), (sbom_bytes, 0o644));
 
-    let mut dirs: BTreeSet<String> = ["tmp", "home/nonroot"].map(String::from).into();
+    let mut dirs: BTreeSet<String> = ["tmp"].map(String::from).into();
     for path in copies.keys().chain(data.keys()) {
         dirs.extend(parents(path));
     }
-    dirs.extend(parents("home/nonroot/"));
+    dirs.extend(parents("home/nonroot"));
     let mut files: Vec<ToolFile> = dirs
         .into_iter()
         .map(|path| {
@@ -178,6 +189,12 @@ fn files_of(image: &PlatformImage, version: &str) -> Result<Vec<ToolFile>, Artif
             ToolFile::Dir { path, mode }
         })
         .collect();
+    // HOME, the user's own (Helm and kubectl keep caches there).
+    files.push(ToolFile::OwnedDir {
+        path: "home/nonroot".into(),
+        mode: 0o700,
+        owner: NONROOT,
+    });
     files.extend(
         copies
             .into_iter()

@@ -337,7 +337,8 @@ mod plugin {
         /// is not safe for two installs of one provider at once.
         init_lock: tokio::sync::Mutex<()>,
         /// PEM CA certificates the state backend (the Runner API) is
-        /// checked against, beside the system's roots.
+        /// checked against (Terraform trusts these alone: the runner adds
+        /// the system's bundle).
         backend_ca: Option<String>,
     }
 
@@ -783,9 +784,16 @@ mod plugin {
             env.insert("TF_INPUT".into(), "0".into());
             env.insert("CHECKPOINT_DISABLE".into(), "1".into());
             if let Some(b) = &job.backend {
+                // The CA goes in the file, not the environment: with the
+                // system's bundle it is past the kernel's 128 KiB limit
+                // on one variable.
+                let ca = (self.backend_ca.as_deref()).map_or(String::new(), |pem| {
+                    let pem = pem.replace("${", "$${").replace("%{", "%%{");
+                    format!("    client_ca_certificate_pem = <<-NUON_CA\n{pem}\nNUON_CA\n")
+                });
                 write(
                     "_nuon_backend_override.tf",
-                    "terraform {\n  backend \"http\" {}\n}\n",
+                    &format!("terraform {{\n  backend \"http\" {{\n{ca}  }}\n}}\n"),
                 )?;
                 for (k, v) in [
                     ("TF_HTTP_ADDRESS", &b.address),
@@ -795,9 +803,6 @@ mod plugin {
                     ("TF_HTTP_PASSWORD", &b.password),
                 ] {
                     env.insert(k.into(), v.clone());
-                }
-                if let Some(pem) = &self.backend_ca {
-                    env.insert("TF_HTTP_CLIENT_CA_CERTIFICATE_PEM".into(), pem.clone());
                 }
             }
             if let Some(failed) = self.init(host, &bin.path, &mut env, &job, &module).await? {

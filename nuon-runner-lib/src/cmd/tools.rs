@@ -78,16 +78,37 @@ impl TerraformInstallArgs {
 }
 
 impl super::RunArgs {
-    /// The PEM of `--ca-bundle`, for tools that reach the control plane
-    /// themselves (Terraform's state backend).
+    /// The PEM of `--ca-bundle` followed by the system's CA bundle, for
+    /// tools that reach the control plane themselves (Terraform's state
+    /// backend trusts only the PEM it is given; the runner's own client
+    /// trusts both).
     pub fn ca_bundle_pem(&self) -> anyhow::Result<Option<String>> {
-        (self.ca_bundle.as_ref())
-            .map(|p| {
-                std::fs::read_to_string(p).with_context(|| format!("--ca-bundle {}", p.display()))
-            })
-            .transpose()
+        let Some(path) = &self.ca_bundle else {
+            return Ok(None);
+        };
+        let mut pem = std::fs::read_to_string(path)
+            .with_context(|| format!("--ca-bundle {}", path.display()))?;
+        let system = std::env::var_os("SSL_CERT_FILE")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain(SYSTEM_BUNDLES.iter().map(PathBuf::from))
+            .find_map(|p| std::fs::read_to_string(p).ok());
+        if let Some(system) = system {
+            pem.push('\n');
+            pem.push_str(&system);
+        }
+        Ok(Some(pem))
     }
 }
+
+/// Where distributions keep the system's CA bundle (Debian, RHEL, Alpine
+/// and SUSE's).
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/ca-bundle.pem",
+];
 
 /// Opens the artifact store flag `flag` names: an OCI registry
 /// (`https://HOST`, or `http://127.0.0.1:PORT` on loopback; credentials
