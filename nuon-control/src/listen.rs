@@ -241,8 +241,11 @@ pub(crate) async fn serve(
                     let accepted = tokio::select! {
                         s = tokio::time::timeout(
                             limits.header_timeout,
-                            tls.accept(stream, addr, limits.header_timeout),
-                        ) => s.ok().flatten(),
+                            tls.accept(stream, addr),
+                        ) => s.unwrap_or_else(|_| {
+                            tracing::debug!(peer = %addr, "TLS handshake not finished within the header timeout");
+                            None
+                        }),
                         _ = task.conn.close.notified() => None,
                         _ = stop.wait_for(|s| *s) => None,
                     };

@@ -7,7 +7,6 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use nuon_core::wire::ErrorCode;
 use rustls::crypto::CryptoProvider;
@@ -136,39 +135,34 @@ impl Tls {
         &self.files
     }
 
-    /// Takes a new connection through the handshake within `within`. A
-    /// connection that speaks plain HTTP is answered 400 with the URL to
-    /// use instead, and closed; one that fails the handshake is closed.
+    /// Takes a new connection through the handshake (the caller bounds
+    /// how long). A connection that speaks plain HTTP is answered 400 with
+    /// the URL to use instead, and closed; one that fails the handshake is
+    /// closed.
     pub(crate) async fn accept(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
-        within: Duration,
     ) -> Option<TlsStream<TcpStream>> {
         let mut first = [0u8; 1];
-        match tokio::time::timeout(within, stream.peek(&mut first)).await {
-            Ok(Ok(1)) => {}
-            _ => return None,
+        if stream.peek(&mut first).await.ok()? != 1 {
+            return None;
         }
         // Every TLS connection opens with a handshake record (type 22).
         if first[0] != 0x16 {
-            refuse_plain_http(stream, peer, within).await;
+            refuse_plain_http(stream, peer).await;
             return None;
         }
         let acceptor = tokio_rustls::TlsAcceptor::from(self.config.clone());
-        match tokio::time::timeout(within, acceptor.accept(stream)).await {
-            Ok(Ok(s)) => Some(s),
-            Ok(Err(e)) => {
+        acceptor
+            .accept(stream)
+            .await
+            .inspect_err(|e| {
                 // A client that does not trust the certificate says so
                 // here (an alert): the operator's clue to a missing CA.
                 tracing::info!(peer = %peer, error = %e, "TLS handshake failed");
-                None
-            }
-            Err(_) => {
-                tracing::debug!(peer = %peer, "TLS handshake not finished within the header timeout");
-                None
-            }
-        }
+            })
+            .ok()
     }
 }
 
@@ -234,13 +228,9 @@ fn parse(
 
 /// Answers a plain HTTP request on a TLS port: 400, in the API's error
 /// shape, naming the `https://` URL to use.
-async fn refuse_plain_http(mut stream: TcpStream, peer: SocketAddr, within: Duration) {
+async fn refuse_plain_http(mut stream: TcpStream, peer: SocketAddr) {
     let mut head = vec![0u8; 8192];
-    let n = tokio::time::timeout(within, stream.read(&mut head))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or(0);
+    let n = stream.read(&mut head).await.unwrap_or(0);
     let head = String::from_utf8_lossy(&head[..n]);
     let mut lines = head.lines();
     let target = lines
@@ -271,9 +261,7 @@ async fn refuse_plain_http(mut stream: TcpStream, peer: SocketAddr, within: Dura
         "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
-    let _ = tokio::time::timeout(within, async {
-        stream.write_all(answer.as_bytes()).await?;
-        stream.shutdown().await
-    })
-    .await;
+    if stream.write_all(answer.as_bytes()).await.is_ok() {
+        let _ = stream.shutdown().await;
+    }
 }

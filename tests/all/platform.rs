@@ -41,12 +41,18 @@ fn chart_dir() -> std::path::PathBuf {
 
 /// Renders the chart with each of `cases`.
 fn render(cases: &Value) -> BTreeMap<String, Value> {
-    let out = std::process::Command::new("python3")
-        .args(["-c", CHART_CHECK])
-        .arg(chart_dir())
-        .arg(cases.to_string())
-        .output()
-        .unwrap();
+    serde_json::from_value(json_of(
+        std::process::Command::new("python3")
+            .args(["-c", CHART_CHECK])
+            .arg(chart_dir())
+            .arg(cases.to_string()),
+    ))
+    .unwrap()
+}
+
+/// What `command` prints, as JSON, once it has succeeded.
+fn json_of(command: &mut std::process::Command) -> Value {
+    let out = command.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -333,18 +339,12 @@ fn the_control_plane_chart_passes_helm_lint_and_template_with_its_values() {
 
 /// `skopeo inspect` of `image` on the loopback registry, with `args`.
 fn skopeo_inspect(args: &[&str], image: &str) -> Value {
-    let out = std::process::Command::new("skopeo")
-        .args(["inspect", "--tls-verify=false"])
-        .args(args)
-        .arg(format!("docker://{image}"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_of(
+        std::process::Command::new("skopeo")
+            .args(["inspect", "--tls-verify=false"])
+            .args(args)
+            .arg(format!("docker://{image}")),
+    )
 }
 
 /// Unpacks `image` (via `skopeo copy` to a directory) into `rootfs`.
@@ -392,18 +392,12 @@ fn platform_images_are_pushed_inspected_and_the_control_plane_runs_under_runc() 
         return;
     };
     // Our own binaries, as `cargo build --bins` leaves them.
-    let out = nuon_tests::ours("nuon")
-        .args(["images", "platform", "--push", &registry.url])
-        .args(["--prefix", "acme", "--tag", "t1", "--json", "--bin-dir"])
-        .arg(nuon_tests::bin_dir())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let pushed = json_of(
+        nuon_tests::ours("nuon")
+            .args(["images", "platform", "--push", &registry.url])
+            .args(["--prefix", "acme", "--tag", "t1", "--json", "--bin-dir"])
+            .arg(nuon_tests::bin_dir()),
     );
-    let pushed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(pushed["images"].as_array().unwrap().len(), 2, "{pushed}");
     let arch = match std::env::consts::ARCH {
         "x86_64" => "amd64",

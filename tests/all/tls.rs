@@ -49,6 +49,26 @@ impl Ca {
     }
 }
 
+/// `nuon-ctl serve`'s flags serving `cert` and `key`, then `more`.
+fn serving<'a>(cert: &'a Path, key: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
+/// A CA made for the test, its PEM written to `dir/ca.pem`.
+fn ca_in(dir: &Path) -> (Ca, PathBuf) {
+    let ca = Ca::new("nuon test CA");
+    let file = dir.join("ca.pem");
+    std::fs::write(&file, &ca.pem).unwrap();
+    (ca, file)
+}
+
 /// Writes a certificate and key where the control plane reads them.
 fn install(dir: &Path, (cert, key): &(String, String)) -> (PathBuf, PathBuf) {
     let (c, k) = (dir.join("server.crt"), dir.join("server.key"));
@@ -81,20 +101,9 @@ fn runner_cli_and_dashboard_work_over_https_end_to_end() {
         return;
     }
     let certs = tempfile::tempdir().unwrap();
-    let ca = Ca::new("nuon test CA");
-    let ca_file = certs.path().join("ca.pem");
-    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let (ca, ca_file) = ca_in(certs.path());
     let (cert, key) = install(certs.path(), &good(&ca));
-    let mut cp = ControlPlane::start_with(
-        "3s",
-        &[
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-        ],
-    )
-    .unwrap();
+    let mut cp = ControlPlane::start_with("3s", &serving(&cert, &key, &[])).unwrap();
     assert!(cp.control_url.starts_with("https://"), "{}", cp.control_url);
     assert!(cp.runner_url.starts_with("https://"), "{}", cp.runner_url);
     cp.ca_bundle = Some(ca_file.clone());
@@ -137,9 +146,7 @@ fn runner_cli_and_dashboard_work_over_https_end_to_end() {
 #[test]
 fn bad_certificates_and_plain_http_are_refused_with_what_is_wrong() {
     let certs = tempfile::tempdir().unwrap();
-    let ca = Ca::new("nuon test CA");
-    let ca_file = certs.path().join("ca.pem");
-    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let (ca, ca_file) = ca_in(certs.path());
     let good = good(&ca);
 
     // Files that cannot be served stop the start, naming the file.
@@ -176,18 +183,8 @@ fn bad_certificates_and_plain_http_are_refused_with_what_is_wrong() {
         assert!(text(&out).contains(says), "want {says:?}: {}", text(&out));
     }
 
-    let mut cp = ControlPlane::start_with(
-        "3s",
-        &[
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-            "--key-refresh",
-            "500ms",
-        ],
-    )
-    .unwrap();
+    let mut cp =
+        ControlPlane::start_with("3s", &serving(&cert, &key, &["--key-refresh", "500ms"])).unwrap();
     cp.ca_bundle = Some(ca_file.clone());
     let url = cp.control_url.clone();
     ok(apps_list(&cp, &url, Some(&ca_file)));
