@@ -522,11 +522,10 @@ fn nuon_dev_stopped_by_sigterm_leaves_no_child_running() {
     }
 }
 
-/// `nuon dev` from an empty directory outside the repository, its
-/// binaries side by side in one directory (as `cargo install --root` lays
-/// them out; linked from the build here): the example app built into
-/// `nuon` is written to the data dir and provisioned. A missing binary is
-/// named, with how to get it.
+/// Point: "a test installs the binaries with `cargo install --path` into
+/// a temporary root, then runs `nuon dev --once` from an empty directory
+/// outside the repo": the example app built into `nuon` is written to the
+/// data dir and provisioned. A missing binary is named, with how to get it.
 #[test]
 fn nuon_dev_runs_from_anywhere_with_its_binaries_side_by_side() {
     let Ok(terraform) = which::which("terraform") else {
@@ -535,13 +534,11 @@ fn nuon_dev_runs_from_anywhere_with_its_binaries_side_by_side() {
     };
     let root = tempfile::tempdir().unwrap();
     let bin_dir = root.path().join("bin");
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    for b in ["nuon", "nuon-ctl", "nuon-build-runner", "nuon-runner"] {
-        let to = bin_dir.join(b);
-        if std::fs::hard_link(nuon_tests::bin(b), &to).is_err() {
-            std::fs::copy(nuon_tests::bin(b), &to).unwrap();
-        }
-    }
+    nuon_tests::cargo_install(
+        &["nuon", "nuon-ctl", "nuon-build-runner", "nuon-runner"],
+        root.path(),
+    )
+    .unwrap();
     let somewhere = root.path().join("somewhere");
     std::fs::create_dir_all(&somewhere).unwrap();
     let path = format!("{}:/usr/bin:/bin", terraform.parent().unwrap().display());

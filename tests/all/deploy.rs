@@ -2847,7 +2847,7 @@ fn a_second_nuon_dev_on_a_data_dir_is_refused_and_logs_are_appended() {
     }
 }
 
-/// The sh blocks of the README marked `<!-- walkthrough` (the comment just
+/// The sh blocks of the tutorial marked `<!-- walkthrough` (the comment just
 /// before the block).
 fn walkthrough_blocks(readme: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -2865,20 +2865,22 @@ fn walkthrough_blocks(readme: &str) -> Vec<String> {
     out
 }
 
-/// Point 12: the README's walkthrough after `nuon dev`, each line run as
+/// Point 12: the tutorial's walkthrough (`docs/src/tutorial.md`) after `nuon dev`, each line run as
 /// written (the CLI at ./target/debug/nuon swapped for the one under test,
 /// `WORKFLOW` for the workflow it names, and demo2's runner started with
 /// the command `installs create` printed), from a fresh directory.
 #[test]
-fn the_readme_walkthrough_runs_as_written() {
+fn the_tutorial_walkthrough_runs_as_written() {
     if !have_tool("terraform", "run the example app's Terraform") {
         return;
     }
-    let readme = std::fs::read_to_string(nuon_tests::repo_root().join("README.md")).unwrap();
+    // The walkthrough is the book's tutorial (the README points to it).
+    let readme =
+        std::fs::read_to_string(nuon_tests::repo_root().join("docs/src/tutorial.md")).unwrap();
     let blocks = walkthrough_blocks(&readme);
     assert!(
         blocks.len() >= 2,
-        "the README marks its walkthrough: {blocks:?}"
+        "the tutorial marks its walkthrough: {blocks:?}"
     );
     let tmp = tempfile::tempdir().unwrap();
     let cwd = tmp.path();
@@ -2979,7 +2981,7 @@ fn the_readme_walkthrough_runs_as_written() {
         assert_eq!(
             out.status.code(),
             Some(expect),
-            "README line `{line}`:\n{said}"
+            "tutorial line `{line}`:\n{said}"
         );
         printed.push(said);
         ran += 1;
@@ -2989,7 +2991,7 @@ fn the_readme_walkthrough_runs_as_written() {
         let _ = c.wait();
     }
     assert!(ran >= 12, "{ran} lines ran");
-    eprintln!("{ran} README lines ran as written");
+    eprintln!("{ran} tutorial lines ran as written");
 }
 
 /// Point 3's last part: an apply that cannot find its plan (the runner now

@@ -25,6 +25,7 @@ mod people;
 mod platform;
 mod plugins;
 mod pulumi;
+mod reference;
 mod registry;
 mod replicas;
 mod rollouts;

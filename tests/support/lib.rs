@@ -21,21 +21,39 @@ pub use nuon_test_fixtures::{PgCluster, have_python_module, have_tool, require_a
 
 pub mod webdriver;
 
-/// The packages of the binaries the tests and benches start. Every build
-/// of them names all four: cargo unifies the features of shared crates
-/// over the packages a build names, so building `nuon-runner` alone would
-/// make another `nuon-runner` (and put it in place of this one), and the
-/// next run would build both again.
-const BINARIES: [&str; 8] = [
-    "-p",
-    "nuon-ctl",
-    "-p",
-    "nuon-runner",
-    "-p",
-    "nuon-build-runner",
-    "-p",
-    "nuon-cli",
+/// The packages of the binaries the tests and benches start, with their
+/// binaries. Each is built alone, as
+/// `cargo install --path bins/DIR` builds it: cargo unifies the features
+/// of shared crates over the packages a build names, so a build of all
+/// four together would make other binaries than an install does, and the
+/// install test would build everything again.
+const BINARIES: [(&str, &str); 4] = [
+    ("nuon-ctl", "nuon-ctl"),
+    ("nuon-runner", "nuon-runner"),
+    ("nuon-build-runner", "nuon-build-runner"),
+    ("nuon-cli", "nuon"),
 ];
+
+/// `cargo build -q -p PACKAGE` of each binary's package, one at a time
+/// (see [`BINARIES`]).
+fn build_binaries(release: bool, only: Option<&str>, version: Option<&str>) {
+    for (package, _) in BINARIES {
+        if only.is_some_and(|o| o != package) {
+            continue;
+        }
+        let mut cmd = cargo();
+        cmd.args(["build", "-q", "-p", package]);
+        if release {
+            cmd.arg("--release");
+        }
+        match version {
+            Some(v) => cmd.env("NUON_RUNNER_VERSION", v),
+            None => cmd.env_remove("NUON_RUNNER_VERSION"),
+        };
+        let status = cmd.status().expect("run cargo build for the binaries");
+        assert!(status.success(), "building {package} failed");
+    }
+}
 
 /// A `cargo` command as a shell would run it. A test or bench runs with the
 /// variables cargo sets for the target it runs (`CARGO_MANIFEST_DIR`,
@@ -76,29 +94,77 @@ fn cargo() -> Command {
     cmd
 }
 
-/// The directory holding the built binaries (building them once per test run).
+/// `cargo install --locked --offline --debug --path bins/DIR --root ROOT`
+/// of each of `dirs`, as a user installs them from a checkout: the
+/// installed binaries are in `ROOT/bin`. In this run's target directory:
+/// [`bin_dir`] built each package alone, as an install does, so the
+/// install finds them built (the tests run hard links of their own, which
+/// an install's copy into `target/<profile>` does not touch).
+pub fn cargo_install(dirs: &[&str], root: &Path) -> Result<()> {
+    let profile = target_dir();
+    let target = profile.parent().context("the target dir")?;
+    for package in dirs {
+        let out = cargo()
+            .args([
+                "install",
+                "--locked",
+                "--offline",
+                "--debug",
+                "--quiet",
+                "--path",
+            ])
+            .arg(repo_root().join("bins").join(package))
+            .arg("--root")
+            .arg(root)
+            .env("CARGO_TARGET_DIR", target)
+            .output()
+            .context("run cargo install")?;
+        if !out.status.success() {
+            bail!(
+                "cargo install --path bins/{package} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `target/<profile>` of this test binary (`target/<profile>/deps/e2e-HASH`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The directory holding the built binaries (building them once per test
+/// run): hard links of this run's own, `target/<profile>/test-bins`, so
+/// that a build or an install that replaces `target/<profile>/nuon` while
+/// tests run changes nothing under them.
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         if let Ok(dir) = std::env::var("NUON_TEST_BIN_DIR") {
             return PathBuf::from(dir);
         }
-        // target/<profile>/deps/e2e-HASH -> target/<profile>
-        let exe = std::env::current_exe().expect("current exe");
-        let dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test binary lives in target/<profile>/deps")
-            .to_path_buf();
-        let mut cmd = cargo();
-        cmd.args(["build", "-q"]).args(BINARIES);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("run cargo build for the binaries");
-        assert!(status.success(), "building the binaries failed");
+        let dir = target_dir();
+        build_binaries(dir.file_name().is_some_and(|n| n == "release"), None, None);
         build_runner_next(&dir);
-        dir
+        let ours = dir.join("test-bins");
+        std::fs::create_dir_all(&ours).expect("create target/<profile>/test-bins");
+        let names = BINARIES
+            .iter()
+            .map(|(_, bin)| *bin)
+            .chain(["nuon-runner-next"]);
+        for name in names {
+            let to = ours.join(name);
+            let _ = std::fs::remove_file(&to);
+            if std::fs::hard_link(dir.join(name), &to).is_err() {
+                std::fs::copy(dir.join(name), &to).expect("copy a binary into test-bins");
+            }
+        }
+        ours
     })
 }
 
@@ -130,24 +196,9 @@ fn build_runner_next(dir: &Path) {
         return;
     }
     let release = dir.file_name().is_some_and(|n| n == "release");
-    let build = |version: Option<&str>| {
-        let mut cmd = cargo();
-        // All four, as `bin_dir` builds them: only `nuon-runner` reads the
-        // version, so only it is built again.
-        cmd.args(["build", "-q"]).args(BINARIES);
-        if release {
-            cmd.arg("--release");
-        }
-        match version {
-            Some(v) => cmd.env("NUON_RUNNER_VERSION", v),
-            None => cmd.env_remove("NUON_RUNNER_VERSION"),
-        };
-        let status = cmd.status().expect("run cargo build for nuon-runner");
-        assert!(status.success(), "building nuon-runner failed");
-    };
-    build(Some(RUNNER_NEXT_VERSION));
+    build_binaries(release, Some("nuon-runner"), Some(RUNNER_NEXT_VERSION));
     std::fs::copy(&runner, &next).expect("keep the second build of nuon-runner");
-    build(None);
+    build_binaries(release, Some("nuon-runner"), None);
     std::fs::write(&key_file, key_of(&runner)).expect("write the key of nuon-runner-next");
 }
 

@@ -9,8 +9,6 @@ use super::Pulumi;
 use super::diag::{Diagnostics, did_you_mean};
 use super::reader::{Located, Reader, duration, text};
 
-/// Keys of Nuon's that a component (or sandbox) may carry and this project
-/// ignores.
 /// Every kind-specific key of a component: what a component without a
 /// known type still takes without a second complaint.
 pub(super) const KIND_KEYS: &[&str] = &[
@@ -41,6 +39,25 @@ pub(super) const KIND_KEYS: &[&str] = &[
     "oci",
 ];
 
+/// Which component types read a kind-specific key (empty: every type).
+pub fn component_kinds_of(key: &str) -> &'static [&'static str] {
+    match key {
+        "terraform_version" | "vars" | "var_file" => &["terraform_module"],
+        "chart_name" | "storage_driver" | "values" | "values_file" | "helm_repo" => &["helm_chart"],
+        "namespace" => &["helm_chart", "kubernetes_manifest"],
+        "manifest" | "kustomize" => &["kubernetes_manifest"],
+        "dockerfile" | "target" | "build_args" => &["docker_build"],
+        "public" | "aws_ecr" => &["container_image"],
+        "config" => &["wasm", "pulumi"],
+        "capabilities" => &["wasm"],
+        "runtime" | "pulumi_version" => &["pulumi"],
+        "env_vars" => &["terraform_module", "docker_build", "pulumi"],
+        _ => &[],
+    }
+}
+
+/// Keys of Nuon's that a component (or sandbox) may carry and this project
+/// ignores.
 pub(super) const NUON_ONLY_COMPONENT_KEYS: &[(&str, &str)] = &[
     (
         "connected_repo",

@@ -8,11 +8,11 @@ use toml::de::DeTable;
 use super::check;
 use super::diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 use super::keys::{
-    KIND_KEYS, NUON_ONLY_COMPONENT_KEYS, deploy_timeout, drift_schedule, max_auto_retries,
-    operation_roles, pulumi, skip_noops, terraform_version, toggles, var_files,
+    KIND_KEYS, NUON_ONLY_COMPONENT_KEYS, component_kinds_of, deploy_timeout, drift_schedule,
+    max_auto_retries, operation_roles, pulumi, skip_noops, terraform_version, toggles, var_files,
 };
 use super::loaded::{Item, Loaded, OverrideAt};
-use super::reader::{Located, Reader, duration, strings_in, text};
+use super::reader::{KeyTable, Located, Reader, duration, strings_in, text};
 use super::sources::source;
 use super::{
     AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType, InstallDecl, Kustomize,
@@ -251,10 +251,12 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
             }
             continue;
         }
-        let span = table.span();
         let table = table.into_inner();
-        let _ = span;
-        let r = Reader::new(file, &table, 0..0);
+        let at = match dir {
+            Some(dir) => format!("{dir}/*.toml"),
+            None => name.to_owned(),
+        };
+        let r = Reader::new(file, &table, at);
         match (name, dir) {
             ("metadata.toml", _) => loaded.metadata = metadata(r, &mut d),
             ("sandbox.toml", _) => loaded.sandbox = Some(sandbox(r, i, &mut d)),
@@ -690,21 +692,15 @@ fn input(t: &mut Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Input
     item
 }
 
-/// Which component kinds read a kind-specific key.
-fn kinds_of(key: &str) -> &'static [&'static str] {
-    match key {
-        "terraform_version" | "vars" | "var_file" => &["terraform_module"],
-        "chart_name" | "storage_driver" | "values" | "values_file" | "helm_repo" => &["helm_chart"],
-        "namespace" => &["helm_chart", "kubernetes_manifest"],
-        "manifest" | "kustomize" => &["kubernetes_manifest"],
-        "dockerfile" | "target" | "build_args" => &["docker_build"],
-        "public" | "aws_ecr" => &["container_image"],
-        "config" => &["wasm", "pulumi"],
-        "capabilities" => &["wasm"],
-        "runtime" | "pulumi_version" => &["pulumi"],
-        "env_vars" => &["terraform_module", "docker_build", "pulumi"],
-        _ => &[],
-    }
+/// The config format's keys as the loader reads them, table by table,
+/// from reading `configs`: a table's keys are listed once any config has
+/// one such table (the reference is made of it; see [`KeyTable`]).
+pub fn key_table<'a>(configs: impl IntoIterator<Item = &'a [SourceFile]>) -> KeyTable {
+    super::reader::capture_keys(|| {
+        for files in configs {
+            let _ = parse(files);
+        }
+    })
 }
 
 fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Component> {
@@ -938,7 +934,7 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
     }
     let kind_name = kind.as_str();
     r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| {
-        let kinds = kinds_of(k);
+        let kinds = component_kinds_of(k);
         (!kinds.is_empty() && !kinds.contains(&kind_name)).then(|| {
             format!(
                 "belongs to {} components, not {kind_name}",
@@ -1047,7 +1043,7 @@ fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Inst
                 ));
                 continue;
             };
-            let mut c = Reader::new(r.file, table, val.span());
+            let mut c = r.nested("components.*", table, val.span());
             let helm_values = c.str(d, "helm_values");
             let tf_vars = c.str(d, "tf_vars");
             if let Some(on) = c.bool(d, "enabled") {

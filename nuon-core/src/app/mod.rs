@@ -63,9 +63,11 @@ pub use installer::{
     FAVICON_SOURCE, IMAGE_KEYS, Installer, LOGO_SOURCE, MAX_IMAGE_BYTES, image_type, is_web_url,
 };
 pub use interface::{ModuleInterface, check_module_interfaces, module_interface};
+pub use keys::component_kinds_of;
 pub use limits::{IAM_ROLE_NAME_MAX, role_name_length, stand_in_id};
 pub use load::{
-    check_file_count, parse, reads_dir, reads_file, source_file, unreadable_dir, validate,
+    check_file_count, key_table, parse, reads_dir, reads_file, source_file, unreadable_dir,
+    validate,
 };
 pub use overrides::{
     ComponentOverride, merge_values, override_problems, tf_vars_file, yaml_mapping,
@@ -74,6 +76,7 @@ pub use platform::{
     KubernetesContext, NestedStack, OperationRoles, OperationRule, Permissions, Policy, Role, Stack,
 };
 pub use policies::{check_policies, policies_for};
+pub use reader::{KeyTable, TableKeys};
 pub use runbooks::{Runbook, inline_action_name};
 pub use secrets::SecretHolder;
 pub use sources::{public_repo_url, source_dir};

@@ -3,7 +3,8 @@
 //! are the schema: whatever else the table holds is reported as unknown,
 //! with the nearest known key as a suggestion.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use toml::Spanned;
@@ -85,16 +86,81 @@ pub(crate) struct Reader<'a, 'i> {
     table: &'a DeTable<'i>,
     span: Range<usize>,
     known: Vec<&'static str>,
+    /// Where the table stands in the format (`components/*.toml`,
+    /// `sandbox.toml.var_file[]`): the name its keys are listed under in
+    /// the reference ([`KeyTable`]).
+    at: String,
+    /// What each key read holds, for the reference.
+    holds: Vec<(&'static str, &'static str)>,
+}
+
+/// The keys the loader reads, table by table: the config reference is
+/// made of it (see `key_table`). A table's keys are the ones its reader
+/// asks for, present or not, so one table of a kind read anywhere gives
+/// them all.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct KeyTable {
+    /// By place (`metadata.toml`, `components/*.toml`,
+    /// `components/*.toml.var_file[]`).
+    pub tables: BTreeMap<String, TableKeys>,
+}
+
+/// One table's keys.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TableKeys {
+    /// Each key and what it holds (`a string`, `a table`, `required`).
+    pub keys: BTreeMap<String, BTreeSet<String>>,
+    /// Nuon's keys read here and ignored, with why (from the warning the
+    /// loader gives).
+    pub ignored: BTreeMap<String, String>,
+}
+
+thread_local! {
+    /// Set while `key_table` reads its configs; `Reader::finish` adds to it.
+    static CAPTURE: RefCell<Option<KeyTable>> = const { RefCell::new(None) };
+}
+
+/// Runs `read` with every finished table's keys collected.
+pub(crate) fn capture_keys(read: impl FnOnce()) -> KeyTable {
+    CAPTURE.with(|c| *c.borrow_mut() = Some(KeyTable::default()));
+    read();
+    CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default()
 }
 
 impl<'a, 'i> Reader<'a, 'i> {
-    pub(crate) fn new(file: &'a SourceFile, table: &'a DeTable<'i>, span: Range<usize>) -> Self {
+    /// A file's top table; `at` names its place in the format.
+    pub(crate) fn new(file: &'a SourceFile, table: &'a DeTable<'i>, at: String) -> Self {
         Reader {
             file,
             table,
+            span: 0..0,
+            known: Vec::new(),
+            at,
+            holds: Vec::new(),
+        }
+    }
+
+    /// A table inside this one, at `key` (`components.*` for each table of
+    /// a free-form one).
+    pub(crate) fn nested(
+        &self,
+        key: &str,
+        table: &'a DeTable<'i>,
+        span: Range<usize>,
+    ) -> Reader<'a, 'i> {
+        Reader {
+            file: self.file,
+            table,
             span,
             known: Vec::new(),
+            at: format!("{}.{key}", self.at),
+            holds: Vec::new(),
         }
+    }
+
+    /// Says what `key` holds (for the reference).
+    pub(crate) fn holds(&mut self, key: &'static str, what: &'static str) {
+        self.holds.push((key, what));
     }
 
     /// Where the table starts (for "missing key" problems).
@@ -142,6 +208,7 @@ impl<'a, 'i> Reader<'a, 'i> {
 
     /// An optional string.
     pub(crate) fn str(&mut self, d: &mut Diagnostics, key: &'static str) -> Option<Located> {
+        self.holds(key, "a string");
         let v = self.get(key)?;
         match v.get_ref() {
             DeValue::String(s) => Some(Located {
@@ -157,6 +224,7 @@ impl<'a, 'i> Reader<'a, 'i> {
 
     /// A required string.
     pub(crate) fn req_str(&mut self, d: &mut Diagnostics, key: &'static str) -> Option<Located> {
+        self.holds(key, "required");
         if self.table.get(key).is_none() {
             self.known.push(key);
             self.missing(d, key);
@@ -180,6 +248,7 @@ impl<'a, 'i> Reader<'a, 'i> {
 
     /// An optional boolean.
     pub(crate) fn bool(&mut self, d: &mut Diagnostics, key: &'static str) -> Option<bool> {
+        self.holds(key, "a boolean");
         let v = self.get(key)?;
         match v.get_ref() {
             DeValue::Boolean(b) => Some(*b),
@@ -192,6 +261,7 @@ impl<'a, 'i> Reader<'a, 'i> {
 
     /// An optional integer.
     pub(crate) fn int(&mut self, d: &mut Diagnostics, key: &'static str) -> Option<i64> {
+        self.holds(key, "an integer");
         let v = self.get(key)?;
         match v.get_ref() {
             DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
@@ -210,6 +280,7 @@ impl<'a, 'i> Reader<'a, 'i> {
 
     /// An optional list of strings.
     pub(crate) fn str_list(&mut self, d: &mut Diagnostics, key: &'static str) -> Vec<Located> {
+        self.holds(key, "an array of strings");
         let Some(v) = self.get(key) else {
             return Vec::new();
         };
@@ -242,6 +313,7 @@ impl<'a, 'i> Reader<'a, 'i> {
         d: &mut Diagnostics,
         key: &'static str,
     ) -> Option<(serde_json::Value, &'a Value<'i>)> {
+        self.holds(key, "any value");
         let v = self.get(key)?;
         match to_json(v.get_ref()) {
             Ok(j) => Some((j, v)),
@@ -260,6 +332,7 @@ impl<'a, 'i> Reader<'a, 'i> {
         key: &'static str,
         strings: &mut Vec<Located>,
     ) -> BTreeMap<String, serde_json::Value> {
+        self.holds(key, "a table");
         let Some(v) = self.get(key) else {
             return BTreeMap::new();
         };
@@ -290,6 +363,7 @@ impl<'a, 'i> Reader<'a, 'i> {
         key: &'static str,
         strings: &mut Vec<Located>,
     ) -> BTreeMap<String, String> {
+        self.holds(key, "a table of strings");
         let Some(v) = self.get(key) else {
             return BTreeMap::new();
         };
@@ -323,9 +397,10 @@ impl<'a, 'i> Reader<'a, 'i> {
         d: &mut Diagnostics,
         key: &'static str,
     ) -> Option<Reader<'a, 'i>> {
+        self.holds(key, "a table");
         let v = self.get(key)?;
         match v.get_ref() {
-            DeValue::Table(t) => Some(Reader::new(self.file, t, v.span())),
+            DeValue::Table(t) => Some(self.nested(key, t, v.span())),
             _ => {
                 self.wrong(d, key, v, "a table");
                 None
@@ -335,6 +410,8 @@ impl<'a, 'i> Reader<'a, 'i> {
 
     /// An optional array of tables (`[[key]]`).
     pub(crate) fn tables(&mut self, d: &mut Diagnostics, key: &'static str) -> Vec<Reader<'a, 'i>> {
+        self.holds(key, "an array of tables");
+        let at = format!("{key}[]");
         let Some(v) = self.get(key) else {
             return Vec::new();
         };
@@ -345,7 +422,7 @@ impl<'a, 'i> Reader<'a, 'i> {
         let mut out = Vec::new();
         for item in items.iter() {
             match item.get_ref() {
-                DeValue::Table(t) => out.push(Reader::new(self.file, t, item.span())),
+                DeValue::Table(t) => out.push(self.nested(&at, t, item.span())),
                 other => d.push(self.file.at(
                     &item.span(),
                     format!(
@@ -367,6 +444,7 @@ impl<'a, 'i> Reader<'a, 'i> {
         unsupported: &[(&str, &str)],
         elsewhere: impl Fn(&str) -> Option<String>,
     ) {
+        self.record(unsupported);
         for (k, _) in self.table.iter() {
             let key: &str = k.get_ref();
             if self.known.contains(&key) {
@@ -394,6 +472,31 @@ impl<'a, 'i> Reader<'a, 'i> {
     }
 }
 
+impl Reader<'_, '_> {
+    /// Adds this table's keys to the capture, if one is on.
+    fn record(&self, unsupported: &[(&str, &str)]) {
+        CAPTURE.with(|c| {
+            let mut c = c.borrow_mut();
+            let Some(all) = c.as_mut() else {
+                return;
+            };
+            let table = all.tables.entry(self.at.clone()).or_default();
+            for key in &self.known {
+                let holds = table.keys.entry((*key).to_owned()).or_default();
+                holds.extend(
+                    self.holds
+                        .iter()
+                        .filter(|(k, _)| k == key)
+                        .map(|(_, what)| (*what).to_owned()),
+                );
+            }
+            for (key, why) in unsupported {
+                table.ignored.insert((*key).to_owned(), (*why).to_owned());
+            }
+        });
+    }
+}
+
 /// The text of a value read, if any.
 pub(crate) fn text(l: Option<Located>) -> Option<String> {
     l.map(|l| l.text)
@@ -405,6 +508,7 @@ pub(crate) fn duration(
     d: &mut Diagnostics,
     key: &'static str,
 ) -> Option<String> {
+    r.holds(key, "a duration (30s, 1h30m)");
     let v = r.str(d, key)?;
     match crate::parse_duration(&v.text) {
         Ok(_) => Some(v.text),

@@ -20,6 +20,21 @@ pub(crate) enum K {
     Tables(&'static Spec),
 }
 
+impl K {
+    /// What a key of this kind holds, in the reference's words.
+    fn holds(self) -> &'static str {
+        match self {
+            K::Str => "a string",
+            K::Bool => "a boolean",
+            K::Int => "an integer",
+            K::StrList => "an array of strings",
+            K::StrMap => "a table of strings",
+            K::Any => "any value",
+            K::Tables(_) => "an array of tables",
+        }
+    }
+}
+
 /// A table's schema: its keys, and which are required.
 pub(crate) struct Spec {
     pub keys: &'static [(&'static str, K)],
@@ -36,6 +51,10 @@ pub(crate) fn read(
 ) -> Map<String, Value> {
     let mut out = Map::new();
     for &(key, kind) in spec.keys {
+        r.holds(key, kind.holds());
+        if spec.required.contains(&key) {
+            r.holds(key, "required");
+        }
         let present = r.get(key).is_some();
         if !present {
             if spec.required.contains(&key) {

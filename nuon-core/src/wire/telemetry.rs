@@ -42,7 +42,7 @@ pub struct RunnerTelemetry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_failed: Option<RunnerUpdateFailure>,
     /// What each health probe it watches said in its last round
-    /// ([`ProbeWatch`](super::ProbeWatch)).
+    /// (`ProbeWatch`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<ProbeSeen>,
     /// The tool versions it holds (Terraform and OpenTofu on its `PATH`
@@ -99,7 +99,7 @@ pub struct RunnerUpdateFailure {
     pub release_id: crate::ReleaseId,
     /// Its version.
     pub version: String,
-    /// The ask's number ([`RunnerUpdate::tries`](super::RunnerUpdate::tries)).
+    /// The ask's number (`tries` of the `RunnerUpdate` it answers).
     pub tries: u32,
     /// Why: a download or signature that did not check, a trial run that
     /// failed, a new process that was not healthy in time (and the runner
