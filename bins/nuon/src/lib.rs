@@ -165,7 +165,8 @@ enum Command {
         /// Where the pages go (created when missing).
         dir: PathBuf,
     },
-    /// Run the control plane and a local runner on this machine, with a demo job.
+    /// Run the whole platform on this machine (control plane, build runner,
+    /// an install's runner) and deploy an example app to the install `demo`.
     Dev(dev::DevArgs),
     /// Runners: one per install, one build runner per org.
     Runners {
@@ -334,7 +335,7 @@ pub(crate) fn client(global: &Global) -> Result<ControlClient, CliError> {
         Some(t) if t.trim().is_empty() => {
             return Err(CliError::usage(
                 "the API token is empty: NUON_TOKEN (or --token) is set to nothing; set it to a \
-                 token from `nuon tokens create`, or unset it to use a local control plane's \
+                 token from `nuon orgs tokens create`, or unset it to use a local control plane's \
                  admin token",
             ));
         }
