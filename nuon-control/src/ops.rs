@@ -647,11 +647,9 @@ pub(crate) async fn render(state: Fleet<'_>, gauges: &GaugeCache) -> Result<Stri
         "gauge",
         "Runners by health (from the age of their last call).",
     );
-    for (health, n) in ["unknown", "healthy", "unhealthy", "offline"]
-        .iter()
-        .zip(gauges.runners)
-    {
-        out.sample("nuon_runners", &[("health", health)], n as f64);
+    // `Gauges::runners` counts them in `RunnerHealth::ALL`'s order.
+    for (health, n) in RunnerHealth::ALL.iter().zip(gauges.runners) {
+        out.sample("nuon_runners", &[("health", health.as_str())], n as f64);
     }
     out.single(
         "nuon_parked_claims",

@@ -161,33 +161,14 @@ fn the_store_stays_small_by_domain() {
     );
 }
 
-#[test]
-fn workflow_and_step_states_are_spelled_only_in_their_enums() {
-    // The statuses that are workflow or step states and nothing else.
-    let only_states = [
-        "\"waiting_approval\"",
-        "\"cancelling\"",
-        "\"partial\"",
-        "\"denied\"",
-    ];
-    let mut found = Vec::new();
-    for dir in ["nuon-control/src", "bins/nuon/src", "nuon-client/src"] {
-        for p in files(dir, "rs") {
-            if rel(&p).contains("/tests/") {
-                continue;
-            }
-            for (i, line) in read(&p).lines().enumerate() {
-                if only_states.iter().any(|s| line.contains(s)) {
-                    found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
-                }
-            }
-        }
-    }
-    assert!(
-        found.is_empty(),
-        "use WorkflowStatus / StepStatus (nuon_core::workflow), not their spelling:\n{}",
-        found.join("\n")
-    );
+/// The `.rs` files under `dirs` (none under a `tests/` directory), as
+/// `(path from the repo root, text)`: what the rules below read.
+fn sources(dirs: &[&str]) -> Vec<(String, String)> {
+    dirs.iter()
+        .flat_map(|d| files(d, "rs"))
+        .map(|p| (rel(&p), read(&p)))
+        .filter(|(path, _)| !path.contains("/tests/"))
+        .collect()
 }
 
 /// A file's text before its first `#[cfg(test)]`: what ships.
@@ -195,52 +176,107 @@ fn shipped(text: &str) -> &str {
     text.find("\n#[cfg(test)]").map_or(text, |at| &text[..at])
 }
 
-/// Every shipped line of the crates that serve and call the APIs holding
-/// one of `needles`, as `path:line: text`.
-fn shipped_lines_with(needles: &[impl AsRef<str>]) -> Vec<String> {
+/// A file's whole text.
+fn whole(text: &str) -> &str {
+    text
+}
+
+/// Every line of `part` of each file holding one of `needles`, as
+/// `path:line: text`.
+fn lines_with(
+    files: &[(String, String)],
+    part: fn(&str) -> &str,
+    needles: &[impl AsRef<str>],
+) -> Vec<String> {
     let mut found = Vec::new();
-    for dir in [
-        "nuon-control/src",
-        "bins/nuon/src",
-        "nuon-client/src",
-        "nuon-runner-lib/src",
-    ] {
-        for p in files(dir, "rs") {
-            if rel(&p).contains("/tests/") {
-                continue;
-            }
-            for (i, line) in shipped(&read(&p)).lines().enumerate() {
-                if needles.iter().any(|s| line.contains(s.as_ref())) {
-                    found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
-                }
+    for (path, text) in files {
+        for (i, line) in part(text).lines().enumerate() {
+            if needles.iter().any(|s| line.contains(s.as_ref())) {
+                found.push(format!("{path}:{}: {}", i + 1, line.trim()));
             }
         }
     }
     found
 }
 
+/// Every line whose code (before a `//`) names one of `words`.
+fn code_naming(files: &[(String, String)], words: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, text) in files {
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if words.iter().any(|w| code.contains(w)) {
+                found.push(format!("{path}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+/// The crates that serve and call the APIs, where states are read.
+const API_CRATES: [&str; 4] = [
+    "nuon-control/src",
+    "bins/nuon/src",
+    "nuon-client/src",
+    "nuon-runner-lib/src",
+];
+
+/// The statuses that are workflow or step states and nothing else.
+const WORKFLOW_ONLY: [&str; 4] = [
+    "\"waiting_approval\"",
+    "\"cancelling\"",
+    "\"partial\"",
+    "\"denied\"",
+];
+
+fn workflow_state_spellings(files: &[(String, String)]) -> Vec<String> {
+    lines_with(files, whole, &WORKFLOW_ONLY)
+}
+
 #[test]
-fn install_states_and_approval_modes_are_spelled_only_in_their_enums() {
-    // The spellings that name nothing but an install's state, its
-    // approval mode or a drift status (`active`, `failed`, `created`,
-    // `healthy` or `pending` name other things too).
-    let only_these = [
-        "\"provisioning\"",
-        "\"deploying\"",
-        "\"tearing_down\"",
-        "\"torn_down\"",
-        "\"deprovisioning\"",
-        "\"deprovisioned\"",
-        "\"approve-all\"",
-        "\"prompt\"",
-        "\"in_sync\"",
-        "\"never_checked\"",
-        "\"check_failed\"",
-    ];
-    let found = shipped_lines_with(&only_these);
+fn workflow_and_step_states_are_spelled_only_in_their_enums() {
+    let found = workflow_state_spellings(&sources(&API_CRATES[..3]));
     assert!(
         found.is_empty(),
-        "use InstallState / ApprovalMode / DriftStatus (nuon_core::model), not their spelling:\n{}",
+        "use WorkflowStatus / StepStatus (nuon_core::workflow), not their spelling:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The spellings that name nothing but an install's state, its approval
+/// mode, a drift status, a health or sync status, a webhook delivery's
+/// status or a runner's (`active`, `failed`, `created`, `healthy` or
+/// `pending` name other things too).
+const MODEL_ONLY: [&str; 17] = [
+    "\"provisioning\"",
+    "\"deploying\"",
+    "\"tearing_down\"",
+    "\"torn_down\"",
+    "\"deprovisioning\"",
+    "\"deprovisioned\"",
+    "\"approve-all\"",
+    "\"prompt\"",
+    "\"in_sync\"",
+    "\"never_checked\"",
+    "\"check_failed\"",
+    "\"not_deployed\"",
+    "\"progressing\"",
+    "\"out_of_sync\"",
+    "\"delivered\"",
+    "\"never_seen\"",
+    "\"connected\"",
+];
+
+fn model_state_spellings(files: &[(String, String)]) -> Vec<String> {
+    lines_with(files, shipped, &MODEL_ONLY)
+}
+
+#[test]
+fn install_states_and_approval_modes_are_spelled_only_in_their_enums() {
+    let found = model_state_spellings(&sources(&API_CRATES));
+    assert!(
+        found.is_empty(),
+        "use InstallState / ApprovalMode / DriftStatus / HealthStatus / SyncStatus / DeliveryStatus / RunnerStatus (nuon_core::model), not their spelling:\n{}",
         found.join("\n")
     );
 }
@@ -256,6 +292,16 @@ fn error_code_spellings() -> Vec<String> {
         .collect()
 }
 
+fn error_code_uses(files: &[(String, String)], codes: &[String]) -> Vec<String> {
+    // `csrf` is also the dashboard forms' field name.
+    let banned: Vec<String> = codes
+        .iter()
+        .filter(|c| *c != "csrf")
+        .map(|c| format!("\"{c}\""))
+        .collect();
+    lines_with(files, shipped, &banned)
+}
+
 #[test]
 fn api_error_codes_are_spelled_only_in_their_enum() {
     let codes = error_code_spellings();
@@ -263,13 +309,7 @@ fn api_error_codes_are_spelled_only_in_their_enum() {
         codes.len() > 50,
         "ErrorCode's spellings not found: {codes:?}"
     );
-    // `csrf` is also the dashboard forms' field name.
-    let banned: Vec<String> = codes
-        .iter()
-        .filter(|c| *c != "csrf")
-        .map(|c| format!("\"{c}\""))
-        .collect();
-    let found = shipped_lines_with(&banned);
+    let found = error_code_uses(&sources(&API_CRATES), &codes);
     assert!(
         found.is_empty(),
         "use ErrorCode (nuon_core::wire), not its spelling:\n{}",
@@ -277,26 +317,18 @@ fn api_error_codes_are_spelled_only_in_their_enum() {
     );
 }
 
+/// What the service layer may not name: it takes a caller and a request.
+const ABOVE_THE_SERVICE: [&str; 5] = [
+    "crate::api",
+    "super::api",
+    "crate::server",
+    "axum::extract",
+    "axum::Json",
+];
+
 #[test]
 fn the_service_layer_sits_below_the_api() {
-    let mut found = Vec::new();
-    for p in files("nuon-control/src/service", "rs") {
-        for (i, line) in read(&p).lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            if [
-                "crate::api",
-                "super::api",
-                "crate::server",
-                "axum::extract",
-                "axum::Json",
-            ]
-            .iter()
-            .any(|w| code.contains(w))
-            {
-                found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
-            }
-        }
-    }
+    let found = code_naming(&sources(&["nuon-control/src/service"]), &ABOVE_THE_SERVICE);
     assert!(
         found.is_empty(),
         "the service layer takes a Caller and a request and answers a response; the API's handlers and the dashboard's forms adapt HTTP to it, never the other way (ARCHITECTURE.md, the service layer)\n{}",
@@ -325,45 +357,51 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-plugins/src/oci/registry.rs", 841),
 ];
 
-#[test]
-fn no_file_grows_past_800_lines() {
+/// The directories whose files keep the 800-line cap.
+const CAPPED: [&str; 9] = [
+    "nuon-core/src",
+    "nuon-template/src",
+    "nuon-control/src",
+    "nuon-client/src",
+    "nuon-runner-lib/src",
+    "nuon-plugins/src",
+    "bins",
+    "benches",
+    "examples",
+];
+
+/// Files over their cap (800, or their ceiling), and ceilings of files
+/// that no longer need one.
+fn long_files(files: &[(String, String)], ceilings: &[(&str, usize)]) -> Vec<String> {
     let mut long = Vec::new();
-    for dir in [
-        "nuon-core/src",
-        "nuon-template/src",
-        "nuon-control/src",
-        "nuon-client/src",
-        "nuon-runner-lib/src",
-        "nuon-plugins/src",
-        "bins",
-        "benches",
-        "examples",
-    ] {
-        for p in files(dir, "rs") {
-            let path = rel(&p);
-            if path.contains("/tests/") {
-                continue;
-            }
-            let n = shipped(&read(&p)).lines().count();
-            let cap = LONG_FILES
-                .iter()
-                .find(|(f, _)| *f == path)
-                .map_or(800, |(_, cap)| *cap);
-            if n > cap {
-                long.push(format!("{path}: {n} lines (at most {cap})"));
-            }
+    for (path, text) in files {
+        let n = shipped(text).lines().count();
+        let cap = ceilings
+            .iter()
+            .find(|(f, _)| f == path)
+            .map_or(800, |(_, cap)| *cap);
+        if n > cap {
+            long.push(format!("{path}: {n} lines (at most {cap})"));
         }
     }
     // A ceiling whose file shrank under 800, or went, goes from the list.
-    for (path, _) in LONG_FILES {
-        let p = repo_root().join(path);
-        let n = std::fs::read_to_string(&p).map_or(0, |t| shipped(&t).lines().count());
+    for (path, _) in ceilings {
+        let n = files
+            .iter()
+            .find(|(f, _)| f == path)
+            .map_or(0, |(_, t)| shipped(t).lines().count());
         if n <= 800 {
             long.push(format!(
                 "{path}: {n} lines: take it off LONG_FILES (it keeps the 800 cap now)"
             ));
         }
     }
+    long
+}
+
+#[test]
+fn no_file_grows_past_800_lines() {
+    let long = long_files(&sources(&CAPPED), LONG_FILES);
     assert!(
         long.is_empty(),
         "a file over its line cap (800, or its ceiling in tidy.rs's LONG_FILES, which only comes down): split it by what it is about\n{}",
@@ -371,30 +409,123 @@ fn no_file_grows_past_800_lines() {
     );
 }
 
+/// What the workflow engine may not name: it knows nothing of HTTP.
+const ABOVE_THE_ENGINE: [&str; 5] = [
+    "crate::api",
+    "super::api",
+    "axum",
+    "StatusCode",
+    "crate::error",
+];
+
 #[test]
 fn the_engine_knows_nothing_of_http() {
-    let mut found = Vec::new();
-    for p in files("nuon-control/src/engine", "rs") {
-        for (i, line) in read(&p).lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            if [
-                "crate::api",
-                "super::api",
-                "axum",
-                "StatusCode",
-                "crate::error",
-            ]
-            .iter()
-            .any(|w| code.contains(w))
-            {
-                found.push(format!("{}:{}: {}", rel(&p), i + 1, line.trim()));
-            }
-        }
-    }
+    let found = code_naming(&sources(&["nuon-control/src/engine"]), &ABOVE_THE_ENGINE);
     assert!(
         found.is_empty(),
         "the workflow engine sits below the API: it returns EngineError, which the API maps to HTTP (ARCHITECTURE.md, invariants)\n{}",
         found.join("\n")
+    );
+}
+
+/// What the domain model may not name: the wire sits above it.
+const ABOVE_THE_MODEL: [&str; 3] = ["crate::wire", "super::wire", "nuon_core::wire"];
+
+/// The model's files: `model.rs` and what is under `model/`.
+fn model_files() -> Vec<(String, String)> {
+    let mut files = sources(&["nuon-core/src/model"]);
+    let decl = repo_root().join("nuon-core/src/model.rs");
+    files.push((rel(&decl), read(&decl)));
+    files
+}
+
+#[test]
+fn the_model_knows_nothing_of_the_wire() {
+    let found = code_naming(&model_files(), &ABOVE_THE_MODEL);
+    assert!(
+        found.is_empty(),
+        "the domain model (nuon_core::model) sits below the wire: the wire's types are made from it, never the other way\n{}",
+        found.join("\n")
+    );
+}
+
+/// Each rule above finds a violation planted in a file of its own, and
+/// passes the same file without it.
+#[test]
+fn every_rule_finds_a_planted_violation() {
+    let one = |path: &str, text: &str| vec![(path.to_owned(), text.to_owned())];
+    let planted = |rule: &str, found: Vec<String>, path: &str| {
+        assert!(
+            found.len() == 1 && found[0].starts_with(path),
+            "{rule} missed its planted violation: {found:?}"
+        );
+    };
+    let f = "nuon-control/src/api/planted.rs";
+    planted(
+        "workflow states",
+        workflow_state_spellings(&one(f, "let s = \"waiting_approval\";")),
+        f,
+    );
+    assert!(
+        workflow_state_spellings(&one(f, "let s = WorkflowStatus::WaitingApproval;")).is_empty()
+    );
+    planted(
+        "install states",
+        model_state_spellings(&one(f, "if state == \"torn_down\" {}")),
+        f,
+    );
+    planted(
+        "health statuses",
+        model_state_spellings(&one(f, "if h == \"out_of_sync\" {}")),
+        f,
+    );
+    assert!(
+        model_state_spellings(&one(
+            f,
+            "fn a() {}\n#[cfg(test)]\nmod t { const S: &str = \"torn_down\"; }"
+        ))
+        .is_empty(),
+        "a test module may spell a state"
+    );
+    let codes = error_code_spellings();
+    planted(
+        "error codes",
+        error_code_uses(&one(f, &format!("if c == \"{}\" {{}}", codes[0])), &codes),
+        f,
+    );
+    let s = "nuon-control/src/service/planted.rs";
+    planted(
+        "the service layer",
+        code_naming(&one(s, "use crate::api::apps;"), &ABOVE_THE_SERVICE),
+        s,
+    );
+    assert!(code_naming(&one(s, "// not crate::api: a comment"), &ABOVE_THE_SERVICE).is_empty());
+    let e = "nuon-control/src/engine/planted.rs";
+    planted(
+        "the engine",
+        code_naming(&one(e, "use axum::Json;"), &ABOVE_THE_ENGINE),
+        e,
+    );
+    let m = "nuon-core/src/model/planted.rs";
+    planted(
+        "the model",
+        code_naming(&one(m, "use crate::wire::AppInfo;"), &ABOVE_THE_MODEL),
+        m,
+    );
+    let lines = |n: usize| "x\n".repeat(n);
+    let l = "nuon-core/src/planted.rs";
+    planted("the 800 cap", long_files(&one(l, &lines(801)), &[]), l);
+    assert!(long_files(&one(l, &lines(800)), &[]).is_empty());
+    assert!(long_files(&one(l, &lines(850)), &[(l, 900)]).is_empty());
+    planted(
+        "a ceiling",
+        long_files(&one(l, &lines(901)), &[(l, 900)]),
+        l,
+    );
+    planted(
+        "a stale ceiling",
+        long_files(&one(l, &lines(700)), &[(l, 900)]),
+        l,
     );
 }
 

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use maud::{Markup, html};
 use nuon_core::now_ms;
 use nuon_core::wire::{HealthStatus, SyncStatus, WorkflowInfo};
-use nuon_core::workflow::StepStatus;
+use nuon_core::workflow::{StepStatus, WorkflowStatus};
 
 use super::Web;
 use super::cells::{
@@ -689,7 +689,7 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
         bars.push((s.name.clone(), s.status.as_str().to_owned(), start, end));
     }
     let ended = !wf.status.is_active();
-    let failed = matches!(wf.status.as_str(), "failed" | "cancelled");
+    let failed = [WorkflowStatus::Failed, WorkflowStatus::Cancelled].contains(&wf.status);
     let form = |act: &str, label: &str, class: &str, step: Option<&str>| {
         html! {
             form method="post" action={ "/workflows/" (wf.id) "/" (act) } {
