@@ -19,32 +19,11 @@ struct Case {
 
 fn parse_case(path: &Path) -> Case {
     let text = std::fs::read_to_string(path).unwrap();
-    let mut files: Vec<(String, String)> = Vec::new();
-    let mut expected = None;
-    let mut current: Option<(String, String)> = None;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_end();
-        if let Some(name) = trimmed
-            .strip_prefix("-- ")
-            .and_then(|r| r.strip_suffix(" --"))
-        {
-            if let Some(done) = current.take() {
-                files.push(done);
-            }
-            current = Some((name.to_owned(), String::new()));
-            continue;
-        }
-        // Lines before the first section are comments.
-        if let Some((_, body)) = &mut current {
-            body.push_str(line);
-        }
-    }
-    if let Some(done) = current.take() {
-        files.push(done);
-    }
-    if let Some(i) = files.iter().position(|(n, _)| n == "expected") {
-        expected = Some(files.remove(i).1);
-    }
+    let mut files = nuon_test_fixtures::case_sections(&text);
+    let expected = files
+        .iter()
+        .position(|(n, _)| n == "expected")
+        .map(|i| files.remove(i).1);
     Case {
         path: path.to_owned(),
         files,

@@ -56,22 +56,10 @@ fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     all
 }
 
-/// A `.case` file's config: its `-- NAME --` sections up to `expected`.
+/// A `.case` file's config: its sections but `expected` and directories.
 fn case_files(text: &str) -> Vec<SourceFile> {
-    let mut files: Vec<(String, String)> = Vec::new();
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_end();
-        if let Some(name) = trimmed
-            .strip_prefix("-- ")
-            .and_then(|r| r.strip_suffix(" --"))
-        {
-            files.push((name.to_owned(), String::new()));
-        } else if let Some((_, body)) = files.last_mut() {
-            body.push_str(line);
-        }
-    }
     let mut d = app::Diagnostics::default();
-    files
+    nuon_test_fixtures::case_sections(text)
         .into_iter()
         .filter(|(name, _)| name != "expected" && !name.ends_with('/'))
         .filter_map(|(name, body)| app::source_file(name, Ok(body.into_bytes()), &mut d))
