@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 
-use super::rows::{Cells, Record};
 use super::sql::{Sql, Stmt, args};
 use super::*;
 
@@ -33,33 +32,6 @@ pub trait RunnerBinaryStore: Send + Sync + 'static {
 
     /// The digests of every binary the org keeps.
     async fn runner_binaries(&self, org: &OrgId) -> Result<BTreeSet<String>>;
-}
-
-struct Count(u32);
-
-impl Record for Count {
-    const COLUMNS: &'static str = "";
-    fn read(r: &impl Cells) -> Result<Self> {
-        Ok(Count(r.u32(0)?))
-    }
-}
-
-struct Part(Vec<u8>);
-
-impl Record for Part {
-    const COLUMNS: &'static str = "";
-    fn read(r: &impl Cells) -> Result<Self> {
-        Ok(Part(r.bytes(0)?))
-    }
-}
-
-struct Text(String);
-
-impl Record for Text {
-    const COLUMNS: &'static str = "";
-    fn read(r: &impl Cells) -> Result<Self> {
-        Ok(Text(r.text(0)?))
-    }
 }
 
 #[async_trait]
@@ -92,13 +64,13 @@ impl<S: Sql + 'static> RunnerBinaryStore for S {
     }
 
     async fn runner_binary_parts(&self, org: &OrgId, digest: &str) -> Result<u32> {
-        let n: Option<Count> = self
+        let n: Option<u32> = self
             .query_one(Stmt::new(
                 "SELECT COUNT(*) FROM runner_binaries WHERE org_id = $1 AND digest = $2",
                 args![org.as_str(), digest],
             ))
             .await?;
-        Ok(n.map_or(0, |Count(n)| n))
+        Ok(n.unwrap_or(0))
     }
 
     async fn runner_binary_part(
@@ -107,22 +79,20 @@ impl<S: Sql + 'static> RunnerBinaryStore for S {
         digest: &str,
         part: u32,
     ) -> Result<Option<Vec<u8>>> {
-        let p: Option<Part> = self
-            .query_one(Stmt::new(
-                "SELECT bytes FROM runner_binaries WHERE org_id = $1 AND digest = $2 AND part = $3",
-                args![org.as_str(), digest, part],
-            ))
-            .await?;
-        Ok(p.map(|Part(b)| b))
+        self.query_one(Stmt::new(
+            "SELECT bytes FROM runner_binaries WHERE org_id = $1 AND digest = $2 AND part = $3",
+            args![org.as_str(), digest, part],
+        ))
+        .await
     }
 
     async fn runner_binaries(&self, org: &OrgId) -> Result<BTreeSet<String>> {
-        let rows: Vec<Text> = self
+        let rows: Vec<String> = self
             .query(Stmt::new(
                 "SELECT DISTINCT digest FROM runner_binaries WHERE org_id = $1",
                 args![org.as_str()],
             ))
             .await?;
-        Ok(rows.into_iter().map(|Text(d)| d).collect())
+        Ok(rows.into_iter().collect())
     }
 }

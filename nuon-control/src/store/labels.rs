@@ -1,6 +1,9 @@
 //! Install labels and the groups of installs selected by them.
 
+use super::rows::{Cells, Record};
+use super::sql::{Sql, Stmt, args};
 use super::*;
+use nuon_core::now_ms;
 
 /// A group of installs as stored: a name and a label selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,4 +41,88 @@ pub trait LabelStore: Send + Sync {
 
     /// Removes a group (its installs stay); whether there was one.
     async fn delete_group(&self, org: &OrgId, name: &str) -> Result<bool>;
+}
+
+impl Record for StoredGroup {
+    const COLUMNS: &'static str = "name, selector, created_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(StoredGroup {
+            name: r.text(0)?,
+            selector: r.text(1)?,
+            created_at_ms: r.int(2)?,
+        })
+    }
+}
+
+#[async_trait]
+impl<S: Sql + 'static> LabelStore for S {
+    async fn change_install_labels(
+        &self,
+        org: &OrgId,
+        id: &InstallId,
+        set: &nuon_core::labels::Labels,
+        remove: &[String],
+        max: usize,
+    ) -> Result<nuon_core::labels::Labels> {
+        let (org, id, set, remove) = (org.clone(), id.clone(), set.clone(), remove.to_vec());
+        let read = Stmt::new(
+            "SELECT labels FROM installs WHERE id = $1 AND org_id = $2",
+            args![id.as_str(), org.as_str()],
+        );
+        // Read, change and write in one step, so that two changes at once
+        // both count.
+        self.change_locked(read, move |rows: Vec<Option<String>>| {
+            let Some(stored) = rows.into_iter().next() else {
+                return Err(StoreError::Invalid(format!("no install {id}")));
+            };
+            let labels = super::shared::changed_labels(stored, &set, &remove, max)?;
+            let text =
+                serde_json::to_string(&labels).map_err(|e| StoreError::Invalid(e.to_string()))?;
+            let write = Stmt::new(
+                "UPDATE installs SET labels = $3 WHERE id = $1 AND org_id = $2",
+                args![id.as_str(), org.as_str(), text],
+            );
+            Ok((vec![write], labels))
+        })
+        .await
+    }
+
+    async fn create_group(&self, org: &OrgId, name: &str, selector: &str) -> Result<StoredGroup> {
+        let now = now_ms();
+        self.execute_one(
+            Stmt::new(
+                "INSERT INTO install_groups (org_id, name, selector, created_at) \
+                 VALUES ($1, $2, $3, $4)",
+                args![org.as_str(), name, selector, now],
+            )
+            .name_taken("a group", name),
+        )
+        .await?;
+        Ok(StoredGroup {
+            name: name.to_owned(),
+            selector: selector.to_owned(),
+            created_at_ms: now,
+        })
+    }
+
+    async fn list_groups(&self, org: &OrgId) -> Result<Vec<StoredGroup>> {
+        self.query(Stmt::new(
+            format!(
+                "SELECT {} FROM install_groups WHERE org_id = $1 ORDER BY name",
+                StoredGroup::COLUMNS
+            ),
+            args![org.as_str()],
+        ))
+        .await
+    }
+
+    async fn delete_group(&self, org: &OrgId, name: &str) -> Result<bool> {
+        let n = self
+            .execute_one(Stmt::new(
+                "DELETE FROM install_groups WHERE org_id = $1 AND name = $2",
+                args![org.as_str(), name],
+            ))
+            .await?;
+        Ok(n > 0)
+    }
 }

@@ -97,6 +97,14 @@ impl Stmt {
         self.taken = Some(message);
         self
     }
+
+    /// A unique-constraint failure of it is `what` (`a group`) named
+    /// `name` existing already.
+    pub(super) fn name_taken(self, what: &str, name: &str) -> Self {
+        self.taken(format!(
+            "{what} named {name:?} already exists in this org; pick another name"
+        ))
+    }
 }
 
 /// How a store runs SQL.
@@ -115,6 +123,17 @@ pub(super) trait Sql: Send + Sync {
     /// Runs statements in one transaction: all of them or none; how many
     /// rows each changed.
     async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>>;
+
+    /// Reads the rows of `read` locked against any other change until
+    /// this one ends (PostgreSQL: `FOR UPDATE`, so `read` is a plain
+    /// `SELECT` of one table; SQLite: the one writer), then runs the
+    /// statements `change` makes of them, all in one transaction: what
+    /// `change` answers. An error from `change` or a statement undoes all.
+    async fn change_locked<T, R, F>(&self, read: Stmt, change: F) -> Result<R>
+    where
+        T: Record + Send + 'static,
+        R: Send + 'static,
+        F: FnOnce(Vec<T>) -> Result<(Vec<Stmt>, R)> + Send + 'static;
 
     /// The row of a query that finds at most one.
     async fn query_one<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Option<T>> {
@@ -139,6 +158,28 @@ pub(super) fn sqlite_placeholders(sql: &str) -> String {
         }
     }
     out
+}
+
+/// A row of one column read as a plain value.
+macro_rules! one_column {
+    ($($t:ty => $cell:ident),* $(,)?) => {$(
+        impl Record for $t {
+            const COLUMNS: &'static str = "";
+            fn read(r: &impl Cells) -> Result<Self> {
+                r.$cell(0)
+            }
+        }
+    )*};
+}
+
+one_column! {
+    String => text,
+    Option<String> => opt_text,
+    i64 => int,
+    Option<i64> => opt_int,
+    u32 => u32,
+    bool => flag,
+    Vec<u8> => bytes,
 }
 
 /// Two ids of a row, as a record.

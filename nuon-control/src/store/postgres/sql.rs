@@ -56,4 +56,30 @@ impl Sql for PostgresStore {
         tx.commit().await.map_err(db)?;
         Ok(changed)
     }
+
+    async fn change_locked<T, R, F>(&self, read: Stmt, change: F) -> Result<R>
+    where
+        T: Record + Send + 'static,
+        R: Send + 'static,
+        F: FnOnce(Vec<T>) -> Result<(Vec<Stmt>, R)> + Send + 'static,
+    {
+        let mut tx = self.begin().await?;
+        let read = Stmt {
+            sql: format!("{} FOR UPDATE", read.sql),
+            ..read
+        };
+        let rows = bound(&read)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| failed(e, &read))?
+            .iter()
+            .map(T::read)
+            .collect::<Result<Vec<T>>>()?;
+        let (stmts, answer) = change(rows)?;
+        for s in &stmts {
+            bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(answer)
+    }
 }

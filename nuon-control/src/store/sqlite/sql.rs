@@ -50,6 +50,21 @@ fn rows_of<T: Record>(conn: &Connection, stmt: &Stmt) -> Result<Vec<T>> {
     Ok(out)
 }
 
+/// Runs `stmts` in order; how many rows each changed.
+fn run_all(conn: &Connection, stmts: &[Stmt]) -> Result<Vec<u64>> {
+    stmts
+        .iter()
+        .map(|s| {
+            conn.execute(
+                &sqlite_placeholders(&s.sql),
+                rusqlite::params_from_iter(s.args.iter()),
+            )
+            .map(|n| n as u64)
+            .map_err(|e| failed(e, s))
+        })
+        .collect()
+}
+
 #[async_trait]
 impl Sql for SqliteStore {
     const DIALECT: Dialect = Dialect::Sqlite;
@@ -63,18 +78,21 @@ impl Sql for SqliteStore {
     }
 
     async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>> {
+        self.write(move |conn| run_all(conn, &stmts)).await
+    }
+
+    async fn change_locked<T, R, F>(&self, read: Stmt, change: F) -> Result<R>
+    where
+        T: Record + Send + 'static,
+        R: Send + 'static,
+        F: FnOnce(Vec<T>) -> Result<(Vec<Stmt>, R)> + Send + 'static,
+    {
+        // The one writer runs one closure at a time: nothing changes the
+        // rows between the read and the writes.
         self.write(move |conn| {
-            stmts
-                .iter()
-                .map(|s| {
-                    conn.execute(
-                        &sqlite_placeholders(&s.sql),
-                        rusqlite::params_from_iter(s.args.iter()),
-                    )
-                    .map(|n| n as u64)
-                    .map_err(|e| failed(e, s))
-                })
-                .collect()
+            let (stmts, answer) = change(rows_of(conn, &read)?)?;
+            run_all(conn, &stmts)?;
+            Ok(answer)
         })
         .await
     }
