@@ -161,6 +161,62 @@ fn the_store_stays_small_by_domain() {
     );
 }
 
+/// The store traits still written once per database, each with why: the
+/// SQL the two spell differently. Every other trait is written once, over
+/// `Sql` (`nuon-control/src/store/sql.rs`).
+const PER_DIALECT: &[(&str, &str)] = &[
+    ("Sql", "how each database runs a statement"),
+    (
+        "QueueStore",
+        "claims: FOR UPDATE SKIP LOCKED, the one writer's group commit",
+    ),
+    (
+        "JobStore",
+        "a job's insert is the queue's; logs are a table of their own (SQLite: an attached database of text chunks, PostgreSQL: bytea)",
+    ),
+    (
+        "MaintenanceStore",
+        "the leader's advisory lock, pruning with USING, gauges from PRAGMA or FILTER",
+    ),
+];
+
+/// Store traits implemented for `SqliteStore` or `PostgresStore` and not
+/// in `allowed`.
+fn traits_per_dialect(files: &[(String, String)], allowed: &[(&str, &str)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, text) in files {
+        for (i, line) in shipped(text).lines().enumerate() {
+            let Some(rest) = line.strip_prefix("impl ") else {
+                continue;
+            };
+            let Some((name, store)) = rest.split_once(" for ") else {
+                continue;
+            };
+            let store = store.trim_end_matches(" {");
+            let name = name.rsplit("::").next().unwrap_or(name);
+            if ["SqliteStore", "PostgresStore"].contains(&store)
+                && !["Drop", "Debug"].contains(&name)
+                && !allowed.iter().any(|(a, _)| *a == name)
+            {
+                found.push(format!("{path}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn store_traits_are_written_once_for_both_databases() {
+    let found = traits_per_dialect(&sources(&["nuon-control/src/store"]), PER_DIALECT);
+    assert!(
+        found.is_empty(),
+        "a store trait implemented per database: write it once, `impl<S: Sql + 'static> Trait for S` \
+         (SQL both run alike, with a `Dialect` method for what they spell differently), or say in \
+         tidy.rs's PER_DIALECT why it cannot be\n{}",
+        found.join("\n")
+    );
+}
+
 /// The `.rs` files under `dirs` (none under a `tests/` directory), as
 /// `(path from the repo root, text)`: what the rules below read.
 fn sources(dirs: &[&str]) -> Vec<(String, String)> {
@@ -358,7 +414,10 @@ const LONG_FILES: &[(&str, usize)] = &[
 ];
 
 /// The directories whose files keep the 800-line cap.
-const CAPPED: [&str; 9] = [
+const CAPPED: [&str; 12] = [
+    "tests/support",
+    "tests/fixtures",
+    "fuzz",
     "nuon-core/src",
     "nuon-template/src",
     "nuon-control/src",
@@ -511,6 +570,15 @@ fn every_rule_finds_a_planted_violation() {
         "the model",
         code_naming(&one(m, "use crate::wire::AppInfo;"), &ABOVE_THE_MODEL),
         m,
+    );
+    let d = "nuon-control/src/store/sqlite/planted.rs";
+    planted(
+        "a store trait per database",
+        traits_per_dialect(&one(d, "impl AppStore for SqliteStore {\n}"), PER_DIALECT),
+        d,
+    );
+    assert!(
+        traits_per_dialect(&one(d, "impl QueueStore for SqliteStore {"), PER_DIALECT).is_empty()
     );
     let lines = |n: usize| "x\n".repeat(n);
     let l = "nuon-core/src/planted.rs";

@@ -97,57 +97,6 @@ pub struct StoredInstall {
     pub pending_rev: i64,
 }
 
-/// What redeeming a stack's one-time token found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StackRedeem {
-    /// Redeemed now: the token is spent.
-    Redeemed {
-        /// The install's org.
-        org: OrgId,
-        /// The install.
-        install: InstallId,
-        /// Its runner.
-        runner: RunnerId,
-    },
-    /// Spent already, at this time.
-    Used(i64),
-    /// It expired at this time.
-    Expired(i64),
-    /// No install has it (or a newer download replaced it).
-    Unknown,
-    /// The install's runner is revoked: a stack does not bring it back.
-    RunnerRevoked,
-}
-
-/// An install's stack token as stored, with its runner's revocation.
-pub(crate) struct StackTokenRow {
-    pub(crate) org: OrgId,
-    pub(crate) install: InstallId,
-    pub(crate) runner: RunnerId,
-    pub(crate) expires_ms: i64,
-    pub(crate) used_ms: Option<i64>,
-    pub(crate) runner_revoked: bool,
-}
-
-impl StackTokenRow {
-    /// What spending the token at `now` gives (the same in every store).
-    pub(crate) fn state(row: Option<Self>, now: i64) -> StackRedeem {
-        let Some(r) = row else {
-            return StackRedeem::Unknown;
-        };
-        match r.used_ms {
-            Some(at) => StackRedeem::Used(at),
-            None if now >= r.expires_ms => StackRedeem::Expired(r.expires_ms),
-            None if r.runner_revoked => StackRedeem::RunnerRevoked,
-            None => StackRedeem::Redeemed {
-                org: r.org,
-                install: r.install,
-                runner: r.runner,
-            },
-        }
-    }
-}
-
 /// An install's columns holding a JSON object keyed by component.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Keyed {
@@ -312,39 +261,6 @@ pub trait CheckStore: Send + Sync + 'static {
         id: &InstallId,
         check: &nuon_core::wire::InstallCheck,
     ) -> Result<()>;
-}
-
-/// An install's stack: its one-time phone-home token, and what it
-/// reported.
-#[async_trait]
-pub trait StackStore: Send + Sync + 'static {
-    /// Gives the install's stack a new one-time token (its hash), good
-    /// until `expires_ms`; the one before stops working.
-    async fn set_stack_token(
-        &self,
-        org: &OrgId,
-        id: &InstallId,
-        token_hash: &str,
-        expires_ms: i64,
-    ) -> Result<()>;
-
-    /// What spending a stack's one-time token at `now_ms` would give,
-    /// without spending it.
-    async fn peek_stack_token(&self, token_hash: &str, now_ms: i64) -> Result<StackRedeem>;
-
-    /// A stack's phone-home, in one transaction: spends its one-time token
-    /// at `now_ms` (once), gives the install's runner the token
-    /// `runner_token_hash` (the one before stops working; a revoked runner
-    /// stays revoked: [`StackRedeem::RunnerRevoked`], nothing changed) and
-    /// keeps what the stack reported (`outputs`: a JSON object of
-    /// strings, sealed).
-    async fn redeem_stack_token(
-        &self,
-        token_hash: &str,
-        now_ms: i64,
-        runner_token_hash: &str,
-        outputs: &str,
-    ) -> Result<StackRedeem>;
 }
 
 /// The installs' store, written once for both databases.

@@ -54,6 +54,7 @@ mod sessions;
 mod shared;
 mod sql;
 mod sqlite;
+mod stack;
 mod states;
 mod users;
 mod webhooks;
@@ -77,8 +78,7 @@ pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use binaries::{BINARY_PART_BYTES, RunnerBinaryStore};
 pub use builds::BuildStore;
 pub use installs::{
-    CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall, Overrides, StackRedeem,
-    StackStore, StoredInstall,
+    CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall, Overrides, StoredInstall,
 };
 pub use invitations::{InvitationStore, Spend, StoredInvitation};
 pub use jobs::{JobStore, NewJob};
@@ -96,6 +96,7 @@ pub use runners::{RunnerPrincipal, RunnerStore};
 pub use sealing::{SealedColumn, SealingStore};
 pub use sessions::{WebSession, WebSessionStore};
 pub use sqlite::SqliteStore;
+pub use stack::{StackRedeem, StackStore};
 pub use states::{ComponentState, StateLock, StatePrincipal, StateStore, StateToken};
 pub use users::{Identity, PendingSignIn, UserStore};
 pub use webhooks::{DeliveryTry, DueDelivery, WebhookStore};

@@ -1,6 +1,10 @@
 //! Runners and their tokens.
 
+use super::rows::{Cells, Record};
+use super::sql::{Sql, Stmt, args};
 use super::*;
+use nuon_core::now_ms;
+use nuon_core::wire::{RunnerHealth, RunnerRole};
 
 /// The runner a runner token belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,4 +82,176 @@ pub trait RunnerStore: Send + Sync + 'static {
         health: RunnerHealth,
         at_ms: i64,
     ) -> Result<bool>;
+}
+
+/// A runner token's runner as stored; ids that do not parse authenticate
+/// nothing.
+struct PrincipalRow(Option<RunnerPrincipal>);
+
+impl Record for PrincipalRow {
+    const COLUMNS: &'static str = "id, org_id, session, last_seen_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(PrincipalRow(
+            match (r.text(0)?.parse(), r.text(1)?.parse()) {
+                (Ok(runner_id), Ok(org_id)) => Some(RunnerPrincipal {
+                    runner_id,
+                    org_id,
+                    session: r.opt_text(2)?,
+                    last_seen_ms: r.opt_int(3)?,
+                }),
+                _ => None,
+            },
+        ))
+    }
+}
+
+/// A runner with the org it is of, as a record.
+struct OfOrg(OrgId, RunnerInfo);
+
+impl Record for OfOrg {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(OfOrg(r.id(10)?, RunnerInfo::read(r)?))
+    }
+}
+
+#[async_trait]
+impl<S: Sql + 'static> RunnerStore for S {
+    async fn create_runner(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        name: &str,
+        token_hash: &str,
+    ) -> Result<RunnerInfo> {
+        let now = now_ms();
+        self.execute_one(
+            Stmt::new(
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                args![id.as_str(), org.as_str(), name, token_hash, now],
+            )
+            .taken(format!(
+                "a runner named {name:?} already exists in this org; pick another name or \
+                 revoke it first"
+            )),
+        )
+        .await?;
+        Ok(RunnerInfo {
+            id: id.clone(),
+            name: name.to_owned(),
+            created_at_ms: now,
+            last_seen_at_ms: None,
+            revoked: false,
+            role: RunnerRole::Generic,
+            session: None,
+            status: Default::default(),
+            health: Default::default(),
+            health_since_ms: None,
+            telemetry: None,
+            install: None,
+        })
+    }
+
+    async fn list_runners(&self, org: &OrgId) -> Result<Vec<RunnerInfo>> {
+        Sql::list_in_org(self, org).await
+    }
+
+    async fn find_runner(&self, org: &OrgId, name_or_id: &str) -> Result<Option<RunnerInfo>> {
+        Sql::find_in_org(self, org, name_or_id).await
+    }
+
+    async fn revoke_runner(&self, org: &OrgId, id: &RunnerId) -> Result<Option<RunnerInfo>> {
+        Sql::revoke_in_org(self, org, id.as_str()).await
+    }
+
+    async fn rotate_runner_token(
+        &self,
+        org: &OrgId,
+        id: &RunnerId,
+        token_hash: &str,
+    ) -> Result<Option<RunnerInfo>> {
+        let changed = self
+            .execute_one(Stmt::new(
+                "UPDATE runners SET token_hash = $3, revoked_at = NULL, session = NULL \
+                 WHERE org_id = $1 AND id = $2",
+                args![org.as_str(), id.as_str(), token_hash],
+            ))
+            .await?;
+        if changed == 0 {
+            return Ok(None);
+        }
+        Sql::find_in_org(self, org, id.as_str()).await
+    }
+
+    async fn authenticate_runner(&self, token_hash: &str) -> Result<Option<RunnerPrincipal>> {
+        let sql = format!(
+            "SELECT {} FROM runners WHERE token_hash = $1 AND revoked_at IS NULL",
+            PrincipalRow::COLUMNS
+        );
+        let row: Option<PrincipalRow> = self.query_one(Stmt::new(sql, args![token_hash])).await?;
+        Ok(row.and_then(|PrincipalRow(p)| p))
+    }
+
+    async fn build_runner(&self, org: &OrgId) -> Result<Option<RunnerId>> {
+        let id: Option<String> = self
+            .query_one(Stmt::new(
+                "SELECT id FROM runners WHERE org_id = $1 AND role = 'build' \
+                 AND revoked_at IS NULL ORDER BY created_at LIMIT 1",
+                args![org.as_str()],
+            ))
+            .await?;
+        id.as_deref().map(super::shared::parse_id).transpose()
+    }
+
+    async fn set_runner_session(
+        &self,
+        runner: &RunnerId,
+        expected: Option<&str>,
+        session: &str,
+    ) -> Result<bool> {
+        let n = self
+            .execute_one(Stmt::new(
+                "UPDATE runners SET session = $3 \
+                 WHERE id = $1 AND session IS NOT DISTINCT FROM $2",
+                args![runner.as_str(), expected, session],
+            ))
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn set_runner_telemetry(&self, runner: &RunnerId, telemetry: &str) -> Result<()> {
+        self.execute_one(Stmt::new(
+            "UPDATE runners SET telemetry = $2 WHERE id = $1",
+            args![runner.as_str(), telemetry],
+        ))
+        .await?;
+        Ok(())
+    }
+
+    async fn all_runners(&self) -> Result<Vec<(OrgId, RunnerInfo)>> {
+        let sql = format!(
+            "SELECT {}, org_id FROM runners WHERE revoked_at IS NULL",
+            RunnerInfo::COLUMNS
+        );
+        let rows: Vec<OfOrg> = self.query(Stmt::new(sql, Vec::new())).await?;
+        Ok(rows.into_iter().map(|OfOrg(o, r)| (o, r)).collect())
+    }
+
+    async fn set_runner_health(
+        &self,
+        runner: &RunnerId,
+        expected: RunnerHealth,
+        health: RunnerHealth,
+        at_ms: i64,
+    ) -> Result<bool> {
+        let n = self
+            .execute_one(Stmt::new(
+                "UPDATE runners SET health = $3, health_since = $4 \
+                 WHERE id = $1 AND COALESCE(health, 'unknown') = $2",
+                args![runner.as_str(), expected.as_str(), health.as_str(), at_ms],
+            ))
+            .await?;
+        Ok(n == 1)
+    }
 }

@@ -10,7 +10,9 @@
 use async_trait::async_trait;
 
 use super::Result;
-use super::rows::{Cells, Dialect, Record};
+use nuon_core::{OrgId, now_ms};
+
+use super::rows::{Cells, Dialect, OrgScoped, Record, Revocable};
 
 /// A value bound to a statement's parameter. A NULL is typed, as
 /// PostgreSQL wants it.
@@ -125,8 +127,9 @@ pub(super) trait Sql: Send + Sync {
     async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>>;
 
     /// Reads the rows of `read` locked against any other change until
-    /// this one ends (PostgreSQL: `FOR UPDATE`, so `read` is a plain
-    /// `SELECT` of one table; SQLite: the one writer), then runs the
+    /// this one ends (PostgreSQL: `FOR UPDATE`, so `read` is a `SELECT`
+    /// of rows with no aggregate or outer join; SQLite: the one writer),
+    /// then runs the
     /// statements `change` makes of them, all in one transaction: what
     /// `change` answers. An error from `change` or a statement undoes all.
     async fn change_locked<T, R, F>(&self, read: Stmt, change: F) -> Result<R>
@@ -143,6 +146,38 @@ pub(super) trait Sql: Send + Sync {
     /// Runs one statement; how many rows it changed.
     async fn execute_one(&self, stmt: Stmt) -> Result<u64> {
         Ok(self.execute(vec![stmt]).await?.pop().unwrap_or(0))
+    }
+
+    /// The org's rows of `T`, oldest first.
+    async fn list_in_org<T: OrgScoped + Send + 'static>(&self, org: &OrgId) -> Result<Vec<T>> {
+        let sql = Self::DIALECT.list_in_org::<T>();
+        self.query(Stmt::new(sql, args![org.as_str()])).await
+    }
+
+    /// The org's row of `T` with this name or id.
+    async fn find_in_org<T: OrgScoped + Send + 'static>(
+        &self,
+        org: &OrgId,
+        name_or_id: &str,
+    ) -> Result<Option<T>> {
+        let sql = Self::DIALECT.find_in_org::<T>();
+        self.query_one(Stmt::new(sql, args![org.as_str(), name_or_id]))
+            .await
+    }
+
+    /// Revokes the org's row `id` of `T` (once: a second revoke keeps the
+    /// first time) and returns it, or `None` when the org has no such row.
+    async fn revoke_in_org<T: Revocable + Send + 'static>(
+        &self,
+        org: &OrgId,
+        id: &str,
+    ) -> Result<Option<T>> {
+        let revoke = Self::DIALECT.revoke_in_org::<T>();
+        self.execute_one(Stmt::new(revoke, args![org.as_str(), id, now_ms()]))
+            .await?;
+        let sql = Self::DIALECT.get_in_org::<T>();
+        self.query_one(Stmt::new(sql, args![org.as_str(), id]))
+            .await
     }
 }
 

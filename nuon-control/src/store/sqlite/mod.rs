@@ -13,7 +13,6 @@
 mod apps;
 mod audit;
 mod builds;
-mod installs;
 mod jobs;
 mod maintenance;
 mod orgs;
@@ -21,7 +20,6 @@ mod queue;
 mod releases;
 mod removal;
 mod rollouts;
-mod runners;
 mod schema;
 mod sealing;
 mod sql;
