@@ -1,5 +1,10 @@
 //! Orgs, their settings, signing keys and API tokens.
 
+use nuon_core::now_ms;
+use nuon_core::token::{issue_api_token, issue_runner_token};
+
+use super::rows::{Cells, Record, TokenCheck};
+use super::sql::{Arg, Sql, Stmt, args};
 use super::*;
 
 /// The org of an API token, and the person it belongs to.
@@ -129,4 +134,232 @@ pub trait OrgStore: Send + Sync + 'static {
 
     /// Revokes an API token of the org; it authenticates nothing after.
     async fn revoke_api_token(&self, org: &OrgId, id: &TokenId) -> Result<Option<TokenInfo>>;
+}
+
+impl Record for OrgInfo {
+    const COLUMNS: &'static str = "id, name";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(OrgInfo {
+            id: r.id(0)?,
+            name: r.text(1)?,
+        })
+    }
+}
+
+/// The insert of an API token of the org, made at `now`.
+pub(super) fn insert_api_token(org: &OrgId, t: &NewApiToken, now: i64) -> Stmt {
+    let mut args = args![
+        t.id.as_str(),
+        org.as_str(),
+        t.name.as_str(),
+        t.token_hash.as_str(),
+        t.scope.as_str(),
+        now,
+        t.user_id.as_ref().map(|u| u.as_str()),
+    ];
+    args.push(Arg::Int(t.expires_at_ms));
+    Stmt::new(
+        "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at, user_id, \
+         expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        args,
+    )
+}
+
+/// The token [`insert_api_token`] stores, as listed: `user` is its
+/// person's email address.
+pub(super) fn new_token_info(t: &NewApiToken, now: i64, user: Option<String>) -> TokenInfo {
+    TokenInfo {
+        id: t.id.clone(),
+        name: t.name.clone(),
+        scope: shared::scope_of(t.scope.as_str()),
+        created_at_ms: now,
+        revoked: false,
+        user_id: t.user_id.clone(),
+        user,
+        expires_at_ms: t.expires_at_ms,
+    }
+}
+
+/// The org's one row read by `sql` (`$1` the org, `$2` the id).
+async fn one_in_org<S: Sql, T: Record + Send + 'static>(
+    db: &S,
+    sql: String,
+    org: &OrgId,
+    id: &str,
+) -> Result<Option<T>> {
+    db.query_one(Stmt::new(sql, args![org.as_str(), id])).await
+}
+
+/// The orgs' store, written once for both databases.
+#[async_trait]
+impl<S: Sql + 'static> OrgStore for S {
+    async fn create_org(&self, id: &OrgId, name: &str, signing_key: &[u8]) -> Result<NewOrg> {
+        let token_id = TokenId::generate();
+        let token = issue_api_token(&token_id);
+        let build_id = RunnerId::generate();
+        let build_token = issue_runner_token(&build_id);
+        let now = now_ms();
+        self.execute(vec![
+            Stmt::new(
+                "INSERT INTO orgs (id, name, signing_key, created_at) VALUES ($1, $2, $3, $4)",
+                args![id.as_str(), name, signing_key.to_vec(), now],
+            )
+            .taken(format!("an org named {name:?} already exists")),
+            Stmt::new(
+                "INSERT INTO api_tokens (id, org_id, name, token_hash, scope, created_at) \
+                 VALUES ($1, $2, 'admin', $3, 'admin', $4)",
+                args![token_id.as_str(), id.as_str(), token.hash.as_str(), now],
+            ),
+            Stmt::new(
+                "INSERT INTO runners (id, org_id, name, token_hash, created_at, role) \
+                 VALUES ($1, $2, 'build', $3, $4, 'build')",
+                args![
+                    build_id.as_str(),
+                    id.as_str(),
+                    build_token.hash.as_str(),
+                    now
+                ],
+            ),
+        ])
+        .await?;
+        Ok(NewOrg {
+            org_id: id.clone(),
+            admin_token: token,
+            build_runner: build_id,
+            build_runner_token: build_token,
+        })
+    }
+
+    async fn set_org_limit(&self, name: &str, max_running: Option<u32>) -> Result<OrgId> {
+        let mut args = args![name];
+        args.push(Arg::Int(max_running.map(i64::from)));
+        let id: Option<String> = self
+            .write_query(Stmt::new(
+                "UPDATE orgs SET max_running = $2 WHERE name = $1 RETURNING id",
+                args,
+            ))
+            .await?
+            .pop();
+        shared::parse_id(&id.ok_or_else(|| shared::no_org(name))?)
+    }
+
+    async fn count_orgs(&self) -> Result<u64> {
+        let n: Option<i64> = self
+            .query_one(Stmt::new("SELECT count(*) FROM orgs", Vec::new()))
+            .await?;
+        Ok(n.unwrap_or(0) as u64)
+    }
+
+    async fn setting_or_insert(&self, name: &str, proposed: &str) -> Result<String> {
+        self.execute_one(Stmt::new(
+            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            args![name, proposed],
+        ))
+        .await?;
+        // A new statement: it sees a value another replica stored meanwhile.
+        self.query_one(Stmt::new(
+            "SELECT value FROM settings WHERE name = $1",
+            args![name],
+        ))
+        .await?
+        .ok_or_else(|| shared::corrupt(format!("the setting {name:?} is not there")))
+    }
+
+    async fn authenticate_api(&self, token_hash: &str) -> Result<Option<ApiPrincipal>> {
+        let check: Option<TokenCheck> = self
+            .query_one(Stmt::new(S::DIALECT.authenticate_api(), args![token_hash]))
+            .await?;
+        Ok(check.and_then(|c| c.0))
+    }
+
+    async fn signing_key(&self, org: &OrgId) -> Result<Option<Vec<u8>>> {
+        self.query_one(Stmt::new(
+            "SELECT signing_key FROM orgs WHERE id = $1",
+            args![org.as_str()],
+        ))
+        .await
+    }
+
+    async fn org_named(&self, name: &str) -> Result<OrgId> {
+        let id: Option<String> = self
+            .query_one(Stmt::new(
+                "SELECT id FROM orgs WHERE name = $1",
+                args![name],
+            ))
+            .await?;
+        shared::parse_id(&id.ok_or_else(|| shared::no_org(name))?)
+    }
+
+    async fn key_rotations(&self, org: &OrgId) -> Result<Vec<SignedRotation>> {
+        let text: Option<Option<String>> = self
+            .query_one(Stmt::new(
+                "SELECT key_rotations FROM orgs WHERE id = $1",
+                args![org.as_str()],
+            ))
+            .await?;
+        shared::rotations_from(text.flatten())
+    }
+
+    async fn rotate_signing_key(
+        &self,
+        org: &OrgId,
+        previous: &[u8],
+        next: &[u8],
+        rotations: &[SignedRotation],
+    ) -> Result<()> {
+        let changed = self
+            .execute_one(Stmt::new(
+                "UPDATE orgs SET signing_key = $3, key_rotations = $4 \
+                 WHERE id = $1 AND signing_key = $2",
+                args![
+                    org.as_str(),
+                    previous.to_vec(),
+                    next.to_vec(),
+                    shared::rotations_text(rotations),
+                ],
+            ))
+            .await?;
+        if changed == 0 {
+            return Err(shared::key_rotated_meanwhile(org));
+        }
+        Ok(())
+    }
+
+    async fn get_org(&self, org: &OrgId) -> Result<Option<OrgInfo>> {
+        self.query_one(Stmt::new(
+            format!("SELECT {} FROM orgs WHERE id = $1", OrgInfo::COLUMNS),
+            args![org.as_str()],
+        ))
+        .await
+    }
+
+    async fn create_api_token(&self, org: &OrgId, token: &NewApiToken) -> Result<TokenInfo> {
+        self.execute_one(insert_api_token(org, token, now_ms()))
+            .await?;
+        one_in_org(
+            self,
+            S::DIALECT.get_in_org::<TokenInfo>(),
+            org,
+            token.id.as_str(),
+        )
+        .await?
+        .ok_or_else(|| shared::corrupt("a new API token is not there"))
+    }
+
+    async fn list_api_tokens(&self, org: &OrgId) -> Result<Vec<TokenInfo>> {
+        self.query(Stmt::new(
+            S::DIALECT.list_in_org::<TokenInfo>(),
+            args![org.as_str()],
+        ))
+        .await
+    }
+
+    async fn revoke_api_token(&self, org: &OrgId, id: &TokenId) -> Result<Option<TokenInfo>> {
+        self.execute_one(Stmt::new(
+            S::DIALECT.revoke_in_org::<TokenInfo>(),
+            args![org.as_str(), id.as_str(), now_ms()],
+        ))
+        .await?;
+        one_in_org(self, S::DIALECT.get_in_org::<TokenInfo>(), org, id.as_str()).await
+    }
 }

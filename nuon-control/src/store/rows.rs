@@ -216,6 +216,34 @@ impl Dialect {
             T::TABLE
         )
     }
+
+    /// The bytes column `c` (`BLOB`, `BYTEA`) holding UTF-8 text, read as
+    /// text. `c` is a column's name, never input.
+    pub(super) fn bytes_as_text(self, c: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("CAST({c} AS TEXT)"),
+            Dialect::Postgres => format!("convert_from({c}, 'UTF8')"),
+        }
+    }
+
+    /// The text parameter `p` (`$2`) as the bytes of its UTF-8, for a
+    /// bytes column.
+    pub(super) fn text_as_bytes(self, p: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("CAST({p} AS BLOB)"),
+            Dialect::Postgres => format!("convert_to({p}, 'UTF8')"),
+        }
+    }
+
+    /// The text expression `e` compared and ordered byte by byte (SQLite's
+    /// own way; PostgreSQL's `C` collation), whatever the database's
+    /// collation. `e` is built from column names, never input.
+    pub(super) fn bytewise(self, e: &str) -> String {
+        match self {
+            Dialect::Sqlite => e.to_owned(),
+            Dialect::Postgres => format!("({e}) COLLATE \"C\""),
+        }
+    }
 }
 
 impl Record for TokenInfo {

@@ -1,6 +1,8 @@
 //! Values kept sealed: what an earlier version kept in the clear, found
 //! and sealed at start (see [`crate::keys`]).
 
+use super::rows::{Cells, Record};
+use super::sql::{Sql, Stmt, args};
 use super::*;
 
 /// Every place the store keeps values sealed under the secrets key: what a
@@ -172,4 +174,161 @@ pub trait SealingStore: Send + Sync + 'static {
         old: &str,
         new: &str,
     ) -> Result<bool>;
+}
+
+/// An org's signing key as kept, as a record.
+struct OrgKey(OrgId, Vec<u8>);
+
+impl Record for OrgKey {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(OrgKey(r.id(0)?, r.bytes(1)?))
+    }
+}
+
+/// A job's spec as kept, as a record.
+struct JobSpecRow(JobId, String);
+
+impl Record for JobSpecRow {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(JobSpecRow(r.id(0)?, r.text(1)?))
+    }
+}
+
+/// A sealed value with its row's key, as a record.
+struct KeyedValue(String, String);
+
+impl Record for KeyedValue {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(KeyedValue(r.text(0)?, r.text(1)?))
+    }
+}
+
+/// The jobs' specs of a query, as pairs.
+async fn job_specs<S: Sql>(db: &S, stmt: Stmt) -> Result<Vec<(JobId, String)>> {
+    let rows: Vec<JobSpecRow> = db.query(stmt).await?;
+    Ok(rows
+        .into_iter()
+        .map(|JobSpecRow(id, spec)| (id, spec))
+        .collect())
+}
+
+/// The sealing store, written once for both databases.
+#[async_trait]
+impl<S: Sql + 'static> SealingStore for S {
+    async fn clear_signing_keys(&self) -> Result<Vec<(OrgId, Vec<u8>)>> {
+        let rows: Vec<OrgKey> = self
+            .query(Stmt::new(
+                "SELECT id, signing_key FROM orgs WHERE length(signing_key) = 32",
+                Vec::new(),
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|OrgKey(id, key)| (id, key)).collect())
+    }
+
+    async fn seal_signing_key(&self, org: &OrgId, sealed: &[u8]) -> Result<()> {
+        self.execute_one(Stmt::new(
+            "UPDATE orgs SET signing_key = $2 WHERE id = $1 AND length(signing_key) = 32",
+            args![org.as_str(), sealed.to_vec()],
+        ))
+        .await?;
+        Ok(())
+    }
+
+    async fn clear_job_specs(&self, limit: u32) -> Result<Vec<(JobId, String)>> {
+        let stmt = Stmt::new(
+            "SELECT id, spec FROM jobs WHERE payload IS NULL AND spec <> '' ORDER BY seq LIMIT $1",
+            args![limit],
+        );
+        job_specs(self, stmt).await
+    }
+
+    async fn seal_job_spec(&self, job: &JobId, sealed: &str, payload: &str) -> Result<()> {
+        self.execute_one(Stmt::new(
+            "UPDATE jobs SET spec = $2, payload = $3 WHERE id = $1 AND payload IS NULL",
+            args![job.as_str(), sealed, payload],
+        ))
+        .await?;
+        Ok(())
+    }
+
+    async fn unended_job_specs(
+        &self,
+        org: &OrgId,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, String)>> {
+        let stmt = Stmt::new(
+            "SELECT id, spec FROM jobs WHERE org_id = $1 AND id > $2 \
+             AND status IN ('queued', 'running') AND spec <> '' ORDER BY id LIMIT $3",
+            args![org.as_str(), after.map_or("", |a| a.as_str()), limit],
+        );
+        job_specs(self, stmt).await
+    }
+
+    async fn set_job_signature(&self, job: &JobId, signature: &str) -> Result<()> {
+        self.execute_one(Stmt::new(
+            "UPDATE jobs SET signature = $2 WHERE id = $1",
+            args![job.as_str(), signature],
+        ))
+        .await?;
+        Ok(())
+    }
+
+    async fn sealed_values(
+        &self,
+        column: SealedColumn,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>> {
+        let p = column.place();
+        // The signing key is bytes (BLOB, BYTEA) holding the sealed text.
+        let value = if column == SealedColumn::SigningKeys {
+            S::DIALECT.bytes_as_text(p.column)
+        } else {
+            p.column.to_owned()
+        };
+        // The SQL is built from the fixed places of `SealedColumn` alone.
+        let sql = format!(
+            "SELECT {key} AS k, {value} AS v FROM {table} WHERE {filter} AND {column} IS NOT NULL \
+             AND {order} > $1 ORDER BY {order} LIMIT $2",
+            key = p.key,
+            table = p.table,
+            filter = p.filter,
+            column = p.column,
+            order = S::DIALECT.bytewise(p.key),
+        );
+        let rows: Vec<KeyedValue> = self.query(Stmt::new(sql, args![after, limit])).await?;
+        Ok(rows.into_iter().map(|KeyedValue(k, v)| (k, v)).collect())
+    }
+
+    async fn replace_sealed(
+        &self,
+        column: SealedColumn,
+        key: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<bool> {
+        let p = column.place();
+        let (old_v, new_v) = if column == SealedColumn::SigningKeys {
+            (
+                S::DIALECT.text_as_bytes("$3"),
+                S::DIALECT.text_as_bytes("$2"),
+            )
+        } else {
+            ("$3".to_owned(), "$2".to_owned())
+        };
+        let sql = format!(
+            "UPDATE {table} SET {column} = {new_v} WHERE {key} = $1 AND {column} = {old_v}",
+            table = p.table,
+            column = p.column,
+            key = p.key,
+        );
+        let n = self
+            .execute_one(Stmt::new(sql, args![key, new, old]))
+            .await?;
+        Ok(n > 0)
+    }
 }

@@ -15,17 +15,13 @@ mod audit;
 mod builds;
 mod jobs;
 mod maintenance;
-mod orgs;
 mod queue;
 mod releases;
 mod removal;
 mod rollouts;
 mod schema;
-mod sealing;
 mod sql;
 mod states;
-mod users;
-mod webhooks;
 mod workflows;
 
 use nuon_core::wire::ErrorCode;
@@ -33,17 +29,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
 use async_trait::async_trait;
-use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
-    LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole,
-    TokenInfo, WorkflowInfo, WorkflowStepInfo,
+    LeaseStatus, LogAck, LogBatch, LogPage, RunnerHealth, RunnerInfo, RunnerRole, WorkflowInfo,
+    WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
-use nuon_core::{
-    AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, SignedRotation, TokenId, WorkflowId,
-    now_ms,
-};
+use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, WorkflowId, now_ms};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
@@ -54,10 +46,9 @@ use super::shared::{
     self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, already_started, enum_str, inputs_column, parse_id,
 };
 use super::{
-    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, JobStore, MaintenanceStore,
-    NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued, Result, RunnerPrincipal,
-    RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal, StateStore, StateToken,
-    StepUpdate, StoreError, StoredConfig, WorkflowStore,
+    AppStore, BuildStore, Claimed, ComponentState, JobStore, MaintenanceStore, NewJob, NewWorkflow,
+    QueueStore, Rescued, Result, RunnerPrincipal, RunnerStore, StateLock, StatePrincipal,
+    StateStore, StateToken, StepUpdate, StoreError, StoredConfig, WorkflowStore,
 };
 
 /// Most operations one write transaction carries.
