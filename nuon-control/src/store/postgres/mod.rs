@@ -20,13 +20,11 @@
 
 mod apps;
 mod audit;
-mod builds;
 mod installs;
 mod jobs;
 mod maintenance;
 mod orgs;
 mod queue;
-mod releases;
 mod removal;
 mod rollouts;
 mod runners;
@@ -46,9 +44,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
-    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
-    LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole, TokenInfo,
-    WorkflowInfo, WorkflowStepInfo,
+    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck, LogBatch,
+    LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole, TokenInfo, WorkflowInfo,
+    WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{
@@ -59,17 +57,15 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow}
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
 use tokio::sync::{broadcast, mpsc};
 
-use super::rows::{
-    Cells, ConfigSummary, Dialect, HeldLock, Offset, OrgScoped, Record, Revocable, WorkflowHead,
-};
+use super::rows::{Cells, Dialect, HeldLock, Offset, OrgScoped, Record, Revocable, WorkflowHead};
 use super::shared::{
     self, CHUNKS_PER_PAGE, LogChunk, already_started, corrupt, enum_str, inputs_column, parse_id,
 };
 use super::{
-    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, JobStore, MaintenanceStore,
-    NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued, Result, RunnerPrincipal,
-    RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal, StateStore, StateToken,
-    StepUpdate, StoreError, StoredConfig, Wake, WorkflowStore,
+    ApiPrincipal, Claimed, ComponentState, JobStore, MaintenanceStore, NewJob, NewOrg, NewWorkflow,
+    OrgStore, QueueStore, Rescued, Result, RunnerPrincipal, RunnerStore, SealedColumn,
+    SealingStore, StateLock, StatePrincipal, StateStore, StateToken, StepUpdate, StoreError,
+    StoredConfig, Wake, WorkflowStore,
 };
 
 mod group;

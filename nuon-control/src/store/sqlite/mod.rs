@@ -12,13 +12,11 @@
 
 mod apps;
 mod audit;
-mod builds;
 mod installs;
 mod jobs;
 mod maintenance;
 mod orgs;
 mod queue;
-mod releases;
 mod removal;
 mod rollouts;
 mod runners;
@@ -30,16 +28,15 @@ mod users;
 mod webhooks;
 mod workflows;
 
-use nuon_core::wire::ErrorCode;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
 use async_trait::async_trait;
 use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
-    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
-    LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole,
-    TokenInfo, WorkflowInfo, WorkflowStepInfo,
+    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus, LogAck,
+    LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole, TokenInfo, WorkflowInfo,
+    WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{
@@ -49,17 +46,15 @@ use nuon_core::{
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::rows::{
-    Cells, ConfigSummary, Dialect, HeldLock, OrgScoped, Record, Revocable, WorkflowHead,
-};
+use super::rows::{Cells, Dialect, HeldLock, OrgScoped, Record, Revocable, WorkflowHead};
 use super::shared::{
     self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, already_started, enum_str, inputs_column, parse_id,
 };
 use super::{
-    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, JobStore, MaintenanceStore,
-    NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued, Result, RunnerPrincipal,
-    RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal, StateStore, StateToken,
-    StepUpdate, StoreError, StoredConfig, WorkflowStore,
+    ApiPrincipal, Claimed, ComponentState, JobStore, MaintenanceStore, NewJob, NewOrg, NewWorkflow,
+    OrgStore, QueueStore, Rescued, Result, RunnerPrincipal, RunnerStore, SealedColumn,
+    SealingStore, StateLock, StatePrincipal, StateStore, StateToken, StepUpdate, StoreError,
+    StoredConfig, WorkflowStore,
 };
 
 /// Most operations one write transaction carries.
@@ -201,24 +196,6 @@ fn install_in_org(conn: &Connection, org: &OrgId, install: &InstallId) -> Result
     .optional()
     .map(|r| r.is_some())
     .map_err(db_err)
-}
-
-/// A unique-constraint failure as a 409 `name_taken`.
-fn name_taken(e: rusqlite::Error, what: &str, name: &str) -> StoreError {
-    match e {
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.code == rusqlite::ErrorCode::ConstraintViolation =>
-        {
-            StoreError::Conflict {
-                code: ErrorCode::NameTaken,
-                message: format!(
-                    "{what} named {name:?} already exists in this org; pick another name"
-                ),
-                acked_seq: None,
-            }
-        }
-        e => db_err(e),
-    }
 }
 
 fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Connection> {
