@@ -1,6 +1,9 @@
 //! Apps and their config versions.
 
+use super::rows::{ConfigSummary, Record};
+use super::sql::{Arg, Sql, Stmt, args};
 use super::*;
+use nuon_core::now_ms;
 
 /// A stored config version. The JSON columns are the API's types, encoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,4 +54,105 @@ pub trait AppStore: Send + Sync + 'static {
         app: &AppId,
         version: Option<u32>,
     ) -> Result<Option<StoredConfig>>;
+}
+
+/// Adding an app's next config version: the one method of [`AppStore`]
+/// each store keeps in its own dialect. It locks the app's row, then reads
+/// the highest version in a statement of its own, so concurrent syncs of
+/// one app take turns. One locked read ([`Sql::change_locked`]) cannot do
+/// it on PostgreSQL: a statement that waited for the lock still sees only
+/// what was committed when it began, so it would number a version the sync
+/// it waited for took already.
+#[async_trait]
+pub(super) trait ConfigVersions: Send + Sync {
+    /// Stores `config` as the app's next version (`Invalid` when the org
+    /// has no such app).
+    async fn insert_next_config(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        config: StoredConfig,
+    ) -> Result<StoredConfig>;
+}
+
+/// The apps' store, written once for both databases (but for
+/// `ConfigVersions`).
+#[async_trait]
+impl<S: Sql + ConfigVersions + 'static> AppStore for S {
+    async fn create_app(&self, org: &OrgId, id: &AppId, name: &str) -> Result<AppInfo> {
+        let now = now_ms();
+        self.execute_one(
+            Stmt::new(
+                "INSERT INTO apps (id, org_id, name, created_at) VALUES ($1, $2, $3, $4)",
+                args![id.as_str(), org.as_str(), name, now],
+            )
+            .name_taken("an app", name),
+        )
+        .await?;
+        Ok(AppInfo {
+            id: id.clone(),
+            name: name.to_owned(),
+            created_at_ms: now,
+            latest_config: None,
+        })
+    }
+
+    async fn list_apps(&self, org: &OrgId) -> Result<Vec<AppInfo>> {
+        self.query(Stmt::new(
+            S::DIALECT.list_in_org::<AppInfo>(),
+            args![org.as_str()],
+        ))
+        .await
+    }
+
+    async fn find_app(&self, org: &OrgId, name_or_id: &str) -> Result<Option<AppInfo>> {
+        self.query_one(Stmt::new(
+            S::DIALECT.find_in_org::<AppInfo>(),
+            args![org.as_str(), name_or_id],
+        ))
+        .await
+    }
+
+    async fn add_config(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        config: StoredConfig,
+    ) -> Result<StoredConfig> {
+        self.insert_next_config(org, app, config).await
+    }
+
+    async fn list_configs(&self, org: &OrgId, app: &AppId) -> Result<Vec<StoredConfig>> {
+        let rows: Vec<ConfigSummary> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {} FROM app_configs c JOIN apps a ON a.id = c.app_id \
+                     WHERE a.org_id = $1 AND c.app_id = $2 ORDER BY c.version",
+                    ConfigSummary::COLUMNS
+                ),
+                args![org.as_str(), app.as_str()],
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|c| c.0).collect())
+    }
+
+    async fn get_config(
+        &self,
+        org: &OrgId,
+        app: &AppId,
+        version: Option<u32>,
+    ) -> Result<Option<StoredConfig>> {
+        // No version: the latest.
+        self.query_one(Stmt::new(
+            format!(
+                "SELECT {} FROM app_configs c JOIN apps a ON a.id = c.app_id \
+                 WHERE a.org_id = $1 AND c.app_id = $2 \
+                 AND (CAST($3 AS BIGINT) IS NULL OR c.version = $3) \
+                 ORDER BY c.version DESC LIMIT 1",
+                StoredConfig::COLUMNS
+            ),
+            args![org.as_str(), app.as_str(), Arg::Int(version.map(i64::from))],
+        ))
+        .await
+    }
 }

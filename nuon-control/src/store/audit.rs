@@ -3,6 +3,9 @@
 use nuon_core::audit::{AuditEntry, Verifier};
 use nuon_core::wire::AuditVerification;
 
+use super::rows::{Cells, Record};
+use super::shared::corrupt;
+use super::sql::{Sql, Stmt, args};
 use super::*;
 
 /// An entry to append to an org's chain (its `n`, `prev` and `hash` are
@@ -107,4 +110,76 @@ pub async fn verify_audit<S: AuditStore + ?Sized>(
         head: v.head().to_owned(),
         broken,
     })
+}
+
+/// Appending to the orgs' chains: the one method of [`AuditStore`] each
+/// store keeps in its own dialect. PostgreSQL first inserts a head for an
+/// org that has none, so that two replicas appending an org's first
+/// entries take turns on its row, then locks the heads in one order; one
+/// locked read ([`Sql::change_locked`]) runs no statement before it, and
+/// locks no row that is not there yet.
+#[async_trait]
+pub(super) trait AuditChains: Send + Sync {
+    /// Appends entries, each to its org's chain, in the order given, in
+    /// one transaction.
+    async fn append_to_chains(&self, entries: Vec<NewAudit>) -> Result<()>;
+}
+
+/// The number and hash of a chain's newest entry.
+struct AuditHead(u64, String);
+
+impl Record for AuditHead {
+    const COLUMNS: &'static str = "n, hash";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(AuditHead(
+            u64::try_from(r.int(0)?).map_err(corrupt)?,
+            r.text(1)?,
+        ))
+    }
+}
+
+/// The audit trail's store, written once for both databases (but for
+/// `AuditChains`).
+#[async_trait]
+impl<S: Sql + AuditChains + 'static> AuditStore for S {
+    async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.append_to_chains(entries).await
+    }
+
+    async fn list_audit(
+        &self,
+        org: &OrgId,
+        after: u64,
+        limit: u32,
+        actor: Option<&str>,
+    ) -> Result<Vec<AuditEntry>> {
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        self.query(Stmt::new(
+            format!(
+                "SELECT {} FROM audit WHERE org_id = $1 AND n > $2 \
+                 AND (CAST($4 AS TEXT) IS NULL OR actor = $4) ORDER BY n LIMIT $3",
+                AuditEntry::COLUMNS
+            ),
+            args![org.as_str(), after, limit, actor],
+        ))
+        .await
+    }
+
+    async fn audit_head(&self, org: &OrgId) -> Result<Option<(u64, String)>> {
+        // Not a head of no entry: PostgreSQL's append makes one (n = 0)
+        // before an org's first entries.
+        let head: Option<AuditHead> = self
+            .query_one(Stmt::new(
+                format!(
+                    "SELECT {} FROM audit_heads WHERE org_id = $1 AND n > 0",
+                    AuditHead::COLUMNS
+                ),
+                args![org.as_str()],
+            ))
+            .await?;
+        Ok(head.map(|AuditHead(n, hash)| (n, hash)))
+    }
 }

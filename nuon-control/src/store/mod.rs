@@ -65,8 +65,7 @@ use nuon_core::token::IssuedToken;
 use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
-    LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, TokenInfo, TokenScope,
-    WorkflowInfo,
+    LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
 };
 use nuon_core::workflow::{PlannedStep, StepStatus, WorkflowKind, WorkflowStatus};
 use nuon_core::{

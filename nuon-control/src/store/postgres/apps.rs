@@ -1,40 +1,11 @@
-//! Apps and their config versions.
+//! An app's next config version (see [`ConfigVersions`]).
 
 use super::*;
+use crate::store::apps::ConfigVersions;
 
 #[async_trait]
-impl AppStore for PostgresStore {
-    async fn create_app(&self, org: &OrgId, id: &AppId, name: &str) -> Result<AppInfo> {
-        let now = now_ms();
-        sqlx::query("INSERT INTO apps (id, org_id, name, created_at) VALUES ($1, $2, $3, $4)")
-            .bind(id.as_str())
-            .bind(org.as_str())
-            .bind(name)
-            .bind(now)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| {
-                taken(e, || {
-                    format!("an app named {name:?} already exists in this org; pick another name")
-                })
-            })?;
-        Ok(AppInfo {
-            id: id.clone(),
-            name: name.to_owned(),
-            created_at_ms: now,
-            latest_config: None,
-        })
-    }
-
-    async fn list_apps(&self, org: &OrgId) -> Result<Vec<AppInfo>> {
-        self.list_in_org(org).await
-    }
-
-    async fn find_app(&self, org: &OrgId, name_or_id: &str) -> Result<Option<AppInfo>> {
-        self.find_in_org(org, name_or_id).await
-    }
-
-    async fn add_config(
+impl ConfigVersions for PostgresStore {
+    async fn insert_next_config(
         &self,
         org: &OrgId,
         app: &AppId,
@@ -80,42 +51,5 @@ impl AppStore for PostgresStore {
             created_at_ms: now,
             ..config
         })
-    }
-
-    async fn list_configs(&self, org: &OrgId, app: &AppId) -> Result<Vec<StoredConfig>> {
-        sqlx::query(
-            "SELECT c.version, c.created_at, c.components FROM app_configs c \
-             JOIN apps a ON a.id = c.app_id WHERE a.org_id = $1 AND c.app_id = $2 ORDER BY c.version",
-        )
-        .bind(org.as_str())
-        .bind(app.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db)?
-        .iter()
-        .map(|r| ConfigSummary::read(r).map(|c| c.0))
-        .collect()
-    }
-
-    async fn get_config(
-        &self,
-        org: &OrgId,
-        app: &AppId,
-        version: Option<u32>,
-    ) -> Result<Option<StoredConfig>> {
-        sqlx::query(
-            "SELECT c.version, c.created_at, c.components, c.files, c.config, c.warnings, c.sources \
-             FROM app_configs c JOIN apps a ON a.id = c.app_id \
-             WHERE a.org_id = $1 AND c.app_id = $2 AND ($3::bigint IS NULL OR c.version = $3) \
-             ORDER BY c.version DESC LIMIT 1",
-        )
-        .bind(org.as_str())
-        .bind(app.as_str())
-        .bind(version.map(i64::from))
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db)?
-        .map(|r| StoredConfig::read(&r))
-        .transpose()
     }
 }

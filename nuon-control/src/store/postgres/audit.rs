@@ -1,19 +1,18 @@
-//! The org's audit trail. Replicas append under a row lock on the org's
-//! chain head, so each chain stays one line.
+//! Appending to the orgs' audit chains (see [`AuditChains`]). Replicas
+//! append under a row lock on the org's chain head, so each chain stays
+//! one line.
 
 use std::collections::BTreeMap;
 
-use nuon_core::audit::{AuditEntry, Chain, genesis};
+use nuon_core::audit::{Chain, genesis};
 
 use super::*;
-use crate::store::{AuditStore, NewAudit};
+use crate::store::NewAudit;
+use crate::store::audit::AuditChains;
 
 #[async_trait]
-impl AuditStore for PostgresStore {
-    async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()> {
-        if entries.is_empty() {
-            return Ok(());
-        }
+impl AuditChains for PostgresStore {
+    async fn append_to_chains(&self, entries: Vec<NewAudit>) -> Result<()> {
         let mut tx = self.begin().await?;
         // Lock the heads in one order, so two replicas never deadlock.
         let mut heads: BTreeMap<OrgId, Chain> = BTreeMap::new();
@@ -70,36 +69,5 @@ impl AuditStore for PostgresStore {
                 .map_err(db)?;
         }
         tx.commit().await.map_err(db)
-    }
-
-    async fn list_audit(
-        &self,
-        org: &OrgId,
-        after: u64,
-        limit: u32,
-        actor: Option<&str>,
-    ) -> Result<Vec<AuditEntry>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {} FROM audit WHERE org_id = $1 AND n > $2 \
-             AND ($4::TEXT IS NULL OR actor = $4) ORDER BY n LIMIT $3",
-            <AuditEntry as Record>::COLUMNS
-        )))
-        .bind(org.as_str())
-        .bind(i64::try_from(after).unwrap_or(i64::MAX))
-        .bind(i64::from(limit))
-        .bind(actor)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db)?;
-        rows.iter().map(AuditEntry::read).collect()
-    }
-
-    async fn audit_head(&self, org: &OrgId) -> Result<Option<(u64, String)>> {
-        let row = sqlx::query("SELECT n, hash FROM audit_heads WHERE org_id = $1 AND n > 0")
-            .bind(org.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db)?;
-        row.map(|r| Ok((r.int(0)? as u64, r.text(1)?))).transpose()
     }
 }

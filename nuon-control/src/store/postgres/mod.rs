@@ -20,11 +20,9 @@
 
 mod apps;
 mod audit;
-mod builds;
 mod jobs;
 mod maintenance;
 mod queue;
-mod releases;
 mod removal;
 mod rollouts;
 mod schema;
@@ -39,9 +37,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use nuon_core::wire::{
-    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
-    LogAck, LogBatch, LogPage, RunnerHealth, RunnerInfo, RunnerRole, WorkflowInfo,
-    WorkflowStepInfo,
+    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck, LogBatch,
+    LogPage, WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, WorkflowId, now_ms};
@@ -49,16 +46,14 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow}
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
 use tokio::sync::{broadcast, mpsc};
 
-use super::rows::{
-    Cells, ConfigSummary, Dialect, HeldLock, Offset, OrgScoped, Record, Revocable, WorkflowHead,
-};
+use super::rows::{Cells, Dialect, HeldLock, Offset, Record, WorkflowHead};
 use super::shared::{
     self, CHUNKS_PER_PAGE, LogChunk, already_started, corrupt, enum_str, inputs_column, parse_id,
 };
 use super::{
-    AppStore, BuildStore, Claimed, ComponentState, JobStore, MaintenanceStore, NewJob, NewWorkflow,
-    QueueStore, Rescued, Result, RunnerPrincipal, RunnerStore, StateLock, StatePrincipal,
-    StateStore, StateToken, StepUpdate, StoreError, StoredConfig, Wake, WorkflowStore,
+    Claimed, ComponentState, JobStore, MaintenanceStore, NewJob, NewWorkflow, QueueStore, Rescued,
+    Result, StateLock, StatePrincipal, StateStore, StateToken, StepUpdate, StoreError,
+    StoredConfig, Wake, WorkflowStore,
 };
 
 mod group;
@@ -217,55 +212,6 @@ impl PostgresStore {
 
     async fn begin(&self) -> Result<Tx> {
         self.pool.begin().await.map_err(db)
-    }
-
-    /// The org's rows of `T`, oldest first.
-    async fn list_in_org<T: OrgScoped>(&self, org: &OrgId) -> Result<Vec<T>> {
-        sqlx::query(AssertSqlSafe(Dialect::Postgres.list_in_org::<T>()))
-            .bind(org.as_str())
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?
-            .iter()
-            .map(T::read)
-            .collect()
-    }
-
-    /// The org's row of `T` with this name or id.
-    async fn find_in_org<T: OrgScoped>(&self, org: &OrgId, name_or_id: &str) -> Result<Option<T>> {
-        self.one_in_org(Dialect::Postgres.find_in_org::<T>(), org, name_or_id)
-            .await
-    }
-
-    /// Revokes the org's row `id` of `T` (once: a second revoke keeps the
-    /// first time) and returns it, or `None` when the org has no such row.
-    async fn revoke_in_org<T: Revocable>(&self, org: &OrgId, id: &str) -> Result<Option<T>> {
-        sqlx::query(AssertSqlSafe(Dialect::Postgres.revoke_in_org::<T>()))
-            .bind(org.as_str())
-            .bind(id)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await
-            .map_err(db)?;
-        self.one_in_org(Dialect::Postgres.get_in_org::<T>(), org, id)
-            .await
-    }
-
-    /// The row of `sql`, whose `$1` is the org and `$2` a name or id.
-    async fn one_in_org<T: Record>(
-        &self,
-        sql: String,
-        org: &OrgId,
-        key: &str,
-    ) -> Result<Option<T>> {
-        sqlx::query(AssertSqlSafe(sql))
-            .bind(org.as_str())
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db)?
-            .map(|r| T::read(&r))
-            .transpose()
     }
 }
 

@@ -1,18 +1,16 @@
-//! The org's audit trail.
+//! Appending to the orgs' audit chains (see [`AuditChains`]).
 
 use std::collections::HashMap;
 
-use nuon_core::audit::{AuditEntry, Chain, genesis};
+use nuon_core::audit::{Chain, genesis};
 
 use super::*;
-use crate::store::{AuditStore, NewAudit};
+use crate::store::NewAudit;
+use crate::store::audit::AuditChains;
 
 #[async_trait]
-impl AuditStore for SqliteStore {
-    async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()> {
-        if entries.is_empty() {
-            return Ok(());
-        }
+impl AuditChains for SqliteStore {
+    async fn append_to_chains(&self, entries: Vec<NewAudit>) -> Result<()> {
         self.write(move |conn| {
             let mut heads: HashMap<OrgId, Chain> = HashMap::new();
             let mut insert = conn
@@ -59,42 +57,6 @@ impl AuditStore for SqliteStore {
                 .map_err(db_err)?;
             }
             Ok(())
-        })
-        .await
-    }
-
-    async fn list_audit(
-        &self,
-        org: &OrgId,
-        after: u64,
-        limit: u32,
-        actor: Option<&str>,
-    ) -> Result<Vec<AuditEntry>> {
-        let (org, actor) = (org.clone(), actor.map(str::to_owned));
-        self.read(move |conn| {
-            let after = i64::try_from(after).unwrap_or(i64::MAX);
-            records::<AuditEntry>(
-                conn,
-                &format!(
-                    "SELECT {} FROM audit WHERE org_id = ?1 AND n > ?2 \
-                     AND (?4 IS NULL OR actor = ?4) ORDER BY n LIMIT ?3",
-                    <AuditEntry as Record>::COLUMNS
-                ),
-                params![org.as_str(), after, limit, actor],
-            )
-        })
-        .await
-    }
-
-    async fn audit_head(&self, org: &OrgId) -> Result<Option<(u64, String)>> {
-        let org = org.clone();
-        self.read(move |conn| {
-            one_row(
-                conn,
-                "SELECT n, hash FROM audit_heads WHERE org_id = ?1",
-                [org.as_str()],
-                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
-            )
         })
         .await
     }

@@ -12,11 +12,9 @@
 
 mod apps;
 mod audit;
-mod builds;
 mod jobs;
 mod maintenance;
 mod queue;
-mod releases;
 mod removal;
 mod rollouts;
 mod schema;
@@ -24,31 +22,27 @@ mod sql;
 mod states;
 mod workflows;
 
-use nuon_core::wire::ErrorCode;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
 use async_trait::async_trait;
 use nuon_core::wire::{
-    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
-    LeaseStatus, LogAck, LogBatch, LogPage, RunnerHealth, RunnerInfo, RunnerRole, WorkflowInfo,
-    WorkflowStepInfo,
+    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus, LogAck,
+    LogBatch, LogPage, WorkflowInfo, WorkflowStepInfo,
 };
 use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, WorkflowId, now_ms};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::rows::{
-    Cells, ConfigSummary, Dialect, HeldLock, OrgScoped, Record, Revocable, WorkflowHead,
-};
+use super::rows::{Cells, Dialect, HeldLock, Record, WorkflowHead};
 use super::shared::{
     self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, already_started, enum_str, inputs_column, parse_id,
 };
 use super::{
-    AppStore, BuildStore, Claimed, ComponentState, JobStore, MaintenanceStore, NewJob, NewWorkflow,
-    QueueStore, Rescued, Result, RunnerPrincipal, RunnerStore, StateLock, StatePrincipal,
-    StateStore, StateToken, StepUpdate, StoreError, StoredConfig, WorkflowStore,
+    Claimed, ComponentState, JobStore, MaintenanceStore, NewJob, NewWorkflow, QueueStore, Rescued,
+    Result, StateLock, StatePrincipal, StateStore, StateToken, StepUpdate, StoreError,
+    StoredConfig, WorkflowStore,
 };
 
 /// Most operations one write transaction carries.
@@ -192,24 +186,6 @@ fn install_in_org(conn: &Connection, org: &OrgId, install: &InstallId) -> Result
     .map_err(db_err)
 }
 
-/// A unique-constraint failure as a 409 `name_taken`.
-fn name_taken(e: rusqlite::Error, what: &str, name: &str) -> StoreError {
-    match e {
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.code == rusqlite::ErrorCode::ConstraintViolation =>
-        {
-            StoreError::Conflict {
-                code: ErrorCode::NameTaken,
-                message: format!(
-                    "{what} named {name:?} already exists in this org; pick another name"
-                ),
-                acked_seq: None,
-            }
-        }
-        e => db_err(e),
-    }
-}
-
 fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Connection> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -290,53 +266,6 @@ impl SqliteStore {
         if let Some(t) = self.writer_thread.lock().expect("writer lock").take() {
             let _ = t.join();
         }
-    }
-
-    /// The org's rows of `T`, oldest first.
-    async fn list_in_org<T: OrgScoped + Send + 'static>(&self, org: &OrgId) -> Result<Vec<T>> {
-        let org = org.clone();
-        self.read(move |conn| records(conn, &Dialect::Sqlite.list_in_org::<T>(), [org.as_str()]))
-            .await
-    }
-
-    /// The org's row of `T` with this name or id.
-    async fn find_in_org<T: OrgScoped + Send + 'static>(
-        &self,
-        org: &OrgId,
-        name_or_id: &str,
-    ) -> Result<Option<T>> {
-        let (org, key) = (org.clone(), name_or_id.to_owned());
-        self.read(move |conn| {
-            record(
-                conn,
-                &Dialect::Sqlite.find_in_org::<T>(),
-                params![org.as_str(), key],
-            )
-        })
-        .await
-    }
-
-    /// Revokes the org's row `id` of `T` (once: a second revoke keeps the
-    /// first time) and returns it, or `None` when the org has no such row.
-    async fn revoke_in_org<T: Revocable + Send + 'static>(
-        &self,
-        org: &OrgId,
-        id: &str,
-    ) -> Result<Option<T>> {
-        let (org, id) = (org.clone(), id.to_owned());
-        self.write(move |conn| {
-            conn.execute(
-                &Dialect::Sqlite.revoke_in_org::<T>(),
-                params![org.as_str(), id, now_ms()],
-            )
-            .map_err(db_err)?;
-            record(
-                conn,
-                &Dialect::Sqlite.get_in_org::<T>(),
-                params![org.as_str(), id],
-            )
-        })
-        .await
     }
 
     /// Runs `f` in the next write transaction and returns its value once that
