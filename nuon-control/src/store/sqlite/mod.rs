@@ -28,7 +28,6 @@ mod sql;
 mod states;
 mod users;
 mod webhooks;
-mod workflows;
 
 use nuon_core::wire::ErrorCode;
 use std::path::{Path, PathBuf};
@@ -39,27 +38,20 @@ use nuon_core::token::{issue_api_token, issue_runner_token};
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState,
     LeaseStatus, LogAck, LogBatch, LogPage, OrgInfo, RunnerHealth, RunnerInfo, RunnerRole,
-    TokenInfo, WorkflowInfo, WorkflowStepInfo,
+    TokenInfo,
 };
-use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{
-    AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, SignedRotation, TokenId, WorkflowId,
-    now_ms,
+    AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, SignedRotation, TokenId, now_ms,
 };
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::rows::{
-    Cells, ConfigSummary, Dialect, HeldLock, OrgScoped, Record, Revocable, WorkflowHead,
-};
-use super::shared::{
-    self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, already_started, enum_str, inputs_column, parse_id,
-};
+use super::rows::{Cells, ConfigSummary, Dialect, OrgScoped, Record, Revocable};
+use super::shared::{self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, parse_id};
 use super::{
-    ApiPrincipal, AppStore, BuildStore, Claimed, ComponentState, JobStore, MaintenanceStore,
-    NewJob, NewOrg, NewWorkflow, OrgStore, QueueStore, Rescued, Result, RunnerPrincipal,
-    RunnerStore, SealedColumn, SealingStore, StateLock, StatePrincipal, StateStore, StateToken,
-    StepUpdate, StoreError, StoredConfig, WorkflowStore,
+    ApiPrincipal, AppStore, BuildStore, Claimed, JobStore, MaintenanceStore, NewJob, NewOrg,
+    OrgStore, QueueStore, Rescued, Result, RunnerPrincipal, RunnerStore, SealedColumn,
+    SealingStore, StateLock, StoreError, StoredConfig,
 };
 
 /// Most operations one write transaction carries.
@@ -152,29 +144,6 @@ impl Cells for rusqlite::Row<'_> {
     fn bytes(&self, i: usize) -> Result<Vec<u8>> {
         self.get(i).map_err(db_err)
     }
-}
-
-fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
-    let Some(head) = record::<WorkflowHead>(
-        conn,
-        &format!(
-            "SELECT {} FROM workflows WHERE id = ?1 AND org_id = ?2",
-            WorkflowHead::COLUMNS
-        ),
-        params![id.as_str(), org.as_str()],
-    )?
-    else {
-        return Ok(None);
-    };
-    let steps = records(
-        conn,
-        &format!(
-            "SELECT {} FROM workflow_steps WHERE workflow_id = ?1 ORDER BY idx",
-            WorkflowStepInfo::COLUMNS
-        ),
-        [id.as_str()],
-    )?;
-    Ok(Some(head.with_steps(id.clone(), steps)))
 }
 
 fn current_lock(
