@@ -6,13 +6,18 @@
 //! workflow it starts, in the same transaction), so a leader that took
 //! over from another, or one that restarted mid-rollout, never starts an
 //! install's deploy twice: its stale write is refused (`stale_rollout`).
+//!
+//! Written once for both databases, but for storing a new rollout, which
+//! each database serializes its own way ([`RolloutCreation`]).
 
 use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 
 use nuon_core::rollout::RolloutInfo;
-use nuon_core::{ReleaseId, RolloutId};
+use nuon_core::{ReleaseId, RolloutId, now_ms};
 
+use super::rows::{Cells, Record};
+use super::sql::{IdPair, Sql, Stmt, args};
 use super::*;
 
 /// Rollouts and the release of each install (and of its runner).
@@ -141,5 +146,214 @@ pub(crate) fn stale_rollout(id: &RolloutId) -> StoreError {
         code: ErrorCode::StaleRollout,
         message: format!("rollout {id} changed meanwhile: read it again"),
         acked_seq: None,
+    }
+}
+
+/// Saves a rollout over the version it was read at; parameters: its
+/// document, its status, its id, the org, that version.
+pub(super) const SAVE_ROLLOUT: &str = "UPDATE rollouts SET doc = $1, status = $2, \
+     version = version + 1 WHERE id = $3 AND org_id = $4 AND version = $5";
+
+/// Storing a new rollout, which each database serializes its own way, as
+/// [`RolloutStore::create_rollout`] is: one new rollout of an org at a
+/// time, so that the check of the installs the org's active rollouts hold
+/// sees every other's. Rows not there yet cannot be locked, so PostgreSQL
+/// takes an advisory lock per org (a lock on the org's row would wait on,
+/// and deadlock with, every insert that references the org); SQLite has
+/// its one writer.
+#[async_trait]
+pub(super) trait RolloutCreation: Send + Sync {
+    /// [`RolloutStore::create_rollout`].
+    async fn insert_rollout(
+        &self,
+        org: &OrgId,
+        rollout: &RolloutInfo,
+        replacing: Option<&RolloutInfo>,
+    ) -> Result<()>;
+}
+
+/// A rollout read from its row.
+struct RolloutRow(RolloutInfo);
+
+impl Record for RolloutRow {
+    const COLUMNS: &'static str = "doc, version";
+    fn read(r: &impl Cells) -> Result<Self> {
+        rollout_from(&r.text(0)?, r.int(1)?).map(RolloutRow)
+    }
+}
+
+/// The runner release an install's runner is asked for, with the ask's
+/// number.
+struct RunnerAsk(InstallId, ReleaseId, u32);
+
+impl Record for RunnerAsk {
+    const COLUMNS: &'static str = "install_id, release_id, tries";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(RunnerAsk(r.id(0)?, r.id(1)?, r.u32(2)?))
+    }
+}
+
+/// The statements that save `r` over its version and record the release
+/// of each of `released` (see [`released_rows`]), to run in one
+/// transaction after reading its version locked (as [`saved_version`]).
+pub(super) fn save_stmts(
+    org: &OrgId,
+    r: &RolloutInfo,
+    released: &[(InstallId, ReleaseId)],
+) -> Result<Vec<Stmt>> {
+    let save = Stmt::new(
+        SAVE_ROLLOUT,
+        args![
+            rollout_doc(r)?,
+            r.status.as_str(),
+            r.id.as_str(),
+            org.as_str(),
+            r.version as i64,
+        ],
+    );
+    let now = now_ms();
+    let releases = released_rows(r, released).map(|(install, release, tries)| match tries {
+        None => Stmt::new(
+            "INSERT INTO install_releases (install_id, org_id, release_id, at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (install_id) DO UPDATE SET \
+             release_id = excluded.release_id, at = excluded.at",
+            args![install.as_str(), org.as_str(), release.as_str(), now],
+        ),
+        Some(tries) => Stmt::new(
+            "INSERT INTO install_runner_releases (install_id, org_id, release_id, tries, at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (install_id) DO UPDATE SET \
+             release_id = excluded.release_id, tries = excluded.tries, at = excluded.at",
+            args![install.as_str(), org.as_str(), release.as_str(), tries, now],
+        ),
+    });
+    Ok(std::iter::once(save).chain(releases).collect())
+}
+
+/// The version of the org's rollout `id`, read before saving over it.
+fn saved_version(org: &OrgId, id: &RolloutId) -> Stmt {
+    Stmt::new(
+        "SELECT version FROM rollouts WHERE id = $1 AND org_id = $2",
+        args![id.as_str(), org.as_str()],
+    )
+}
+
+/// Rollouts, written once for both databases (storing a new one is each
+/// database's [`RolloutCreation`]).
+#[async_trait]
+impl<S: Sql + RolloutCreation + 'static> RolloutStore for S {
+    async fn create_rollout(
+        &self,
+        org: &OrgId,
+        rollout: &RolloutInfo,
+        replacing: Option<&RolloutInfo>,
+    ) -> Result<()> {
+        self.insert_rollout(org, rollout, replacing).await
+    }
+
+    async fn save_rollout(
+        &self,
+        org: &OrgId,
+        rollout: &RolloutInfo,
+        released: &[(InstallId, ReleaseId)],
+    ) -> Result<()> {
+        let stmts = save_stmts(org, rollout, released)?;
+        let (id, version) = (rollout.id.clone(), rollout.version as i64);
+        // Read locked, so that no other save comes between the check and
+        // the write.
+        self.change_locked(saved_version(org, &id), move |saved: Vec<i64>| {
+            if saved.first() != Some(&version) {
+                return Err(stale_rollout(&id));
+            }
+            Ok((stmts, ()))
+        })
+        .await
+    }
+
+    async fn get_rollout(&self, org: &OrgId, id: &RolloutId) -> Result<Option<RolloutInfo>> {
+        let row: Option<RolloutRow> = self
+            .query_one(Stmt::new(
+                format!(
+                    "SELECT {} FROM rollouts WHERE org_id = $1 AND id = $2",
+                    RolloutRow::COLUMNS
+                ),
+                args![org.as_str(), id.as_str()],
+            ))
+            .await?;
+        Ok(row.map(|r| r.0))
+    }
+
+    async fn list_rollouts(
+        &self,
+        org: &OrgId,
+        release: Option<&ReleaseId>,
+    ) -> Result<Vec<RolloutInfo>> {
+        let rows: Vec<RolloutRow> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {} FROM rollouts WHERE org_id = $1 \
+                     AND (CAST($2 AS TEXT) IS NULL OR release_id = $2) \
+                     ORDER BY created_at DESC, id DESC",
+                    RolloutRow::COLUMNS
+                ),
+                args![org.as_str(), release.map(|r| r.as_str())],
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|r| r.0).collect())
+    }
+
+    async fn active_rollouts(&self) -> Result<Vec<(OrgId, RolloutId)>> {
+        let rows: Vec<IdPair<OrgId, RolloutId>> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT org_id, id FROM rollouts WHERE status IN {ACTIVE_ROLLOUT} \
+                     ORDER BY created_at, id"
+                ),
+                Vec::new(),
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|IdPair(o, r)| (o, r)).collect())
+    }
+
+    async fn install_releases(&self, org: &OrgId) -> Result<BTreeMap<InstallId, ReleaseId>> {
+        let rows: Vec<IdPair<InstallId, ReleaseId>> = self
+            .query(Stmt::new(
+                "SELECT install_id, release_id FROM install_releases WHERE org_id = $1",
+                args![org.as_str()],
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|IdPair(i, r)| (i, r)).collect())
+    }
+
+    async fn install_runner_releases(
+        &self,
+        org: &OrgId,
+    ) -> Result<BTreeMap<InstallId, (ReleaseId, u32)>> {
+        let rows: Vec<RunnerAsk> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {} FROM install_runner_releases WHERE org_id = $1",
+                    RunnerAsk::COLUMNS
+                ),
+                args![org.as_str()],
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|a| (a.0, (a.1, a.2))).collect())
+    }
+
+    async fn runner_release_of(
+        &self,
+        org: &OrgId,
+        install: &InstallId,
+    ) -> Result<Option<(ReleaseId, u32)>> {
+        let row: Option<RunnerAsk> = self
+            .query_one(Stmt::new(
+                format!(
+                    "SELECT {} FROM install_runner_releases WHERE org_id = $1 AND install_id = $2",
+                    RunnerAsk::COLUMNS
+                ),
+                args![org.as_str(), install.as_str()],
+            ))
+            .await?;
+        Ok(row.map(|a| (a.1, a.2)))
     }
 }

@@ -109,6 +109,59 @@ impl Stmt {
     }
 }
 
+/// What a read-then-write transaction ([`Sql::change`]) does before its
+/// change is made. The two databases keep a change from racing another
+/// differently: SQLite's one writer runs one change at a time, so nothing
+/// is locked there; PostgreSQL locks rows with `FOR UPDATE`, and a
+/// statement that waited for a lock sees only the rows committed when it
+/// began (a row it locked is read as it is now, but a row another change
+/// added is not seen). So a change that counts or looks for rows others
+/// add locks a row they all lock first (`lock`), and reads in a statement
+/// of its own.
+#[derive(Debug, Clone)]
+pub(super) struct Change {
+    /// Run first, in order (a row that must be there to be locked).
+    pub(super) first: Vec<Stmt>,
+    /// Rows locked until the end (PostgreSQL runs it with `FOR UPDATE`;
+    /// SQLite does not run it).
+    pub(super) lock: Option<Stmt>,
+    /// What the change is made of, read after the lock.
+    pub(super) read: Stmt,
+    /// Whether `read` locks its rows too (`FOR UPDATE`, so it reads rows
+    /// of tables, with no aggregate or outer join).
+    pub(super) read_locks: bool,
+}
+
+impl Change {
+    /// Reads the rows of `read` locked: nothing else changes them until
+    /// this change ends.
+    pub(super) fn locked_read(read: Stmt) -> Self {
+        Change {
+            first: Vec::new(),
+            lock: None,
+            read,
+            read_locks: true,
+        }
+    }
+
+    /// Locks the rows of `lock`, then reads `read` in a statement of its
+    /// own, which sees every change that held the lock before.
+    pub(super) fn after_lock(lock: Stmt, read: Stmt) -> Self {
+        Change {
+            first: Vec::new(),
+            lock: Some(lock),
+            read,
+            read_locks: false,
+        }
+    }
+
+    /// Runs `first` before anything else.
+    pub(super) fn first(mut self, first: Vec<Stmt>) -> Self {
+        self.first = first;
+        self
+    }
+}
+
 /// How a store runs SQL.
 #[async_trait]
 pub(super) trait Sql: Send + Sync {
@@ -126,17 +179,27 @@ pub(super) trait Sql: Send + Sync {
     /// rows each changed.
     async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>>;
 
-    /// Reads the rows of `read` locked against any other change until
-    /// this one ends (PostgreSQL: `FOR UPDATE`, so `read` is a `SELECT`
-    /// of rows with no aggregate or outer join; SQLite: the one writer),
-    /// then runs the
-    /// statements `change` makes of them, all in one transaction: what
-    /// `change` answers. An error from `change` or a statement undoes all.
-    async fn change_locked<T, R, F>(&self, read: Stmt, change: F) -> Result<R>
+    /// One change read and written in a transaction (see [`Change`]):
+    /// runs `first`, takes the locks, reads, then runs the statements
+    /// `change` makes of what it read; what `change` answers. An error
+    /// from `change` or from a statement undoes all.
+    async fn change<T, R, F>(&self, plan: Change, change: F) -> Result<R>
     where
         T: Record + Send + 'static,
         R: Send + 'static,
         F: FnOnce(Vec<T>) -> Result<(Vec<Stmt>, R)> + Send + 'static;
+
+    /// Reads the rows of `read` locked against any other change until
+    /// this one ends, then runs the statements `change` makes of them, all
+    /// in one transaction (see [`Change::locked_read`]).
+    async fn change_locked<T, R, F>(&self, read: Stmt, change: F) -> Result<R>
+    where
+        T: Record + Send + 'static,
+        R: Send + 'static,
+        F: FnOnce(Vec<T>) -> Result<(Vec<Stmt>, R)> + Send + 'static,
+    {
+        self.change(Change::locked_read(read), change).await
+    }
 
     /// The row of a query that finds at most one.
     async fn query_one<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Option<T>> {

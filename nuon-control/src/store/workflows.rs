@@ -1,6 +1,14 @@
-//! Workflows and their steps.
+//! Workflows and their steps, written once for both databases.
 
+use super::rollouts::{save_stmts, stale_rollout};
+use super::rows::{Cells, Offset, Record, WorkflowHead};
+use super::shared::{
+    already_started, corrupt, enum_str, inputs_column, json_or_null, planned_status,
+};
+use super::sql::{Arg, IdPair, Sql, Stmt, args};
 use super::*;
+use nuon_core::now_ms;
+use nuon_core::wire::WorkflowStepInfo;
 
 /// A new workflow with its planned steps.
 #[derive(Debug, Clone)]
@@ -125,24 +133,23 @@ impl CachedSummary {
     }
 }
 
-/// The statements both stores run for the summary cache (`?n`; the
-/// PostgreSQL store turns them into `$n`).
-pub(crate) mod summary_sql {
-    /// Marks an install's summary stale (`?1`: the install).
-    pub(crate) const BUMP_INSTALL: &str = "INSERT INTO install_summaries (install_id, rev) VALUES (?1, 1) \
+/// The statements of the summary cache.
+mod summary_sql {
+    /// Marks an install's summary stale (`$1`: the install).
+    pub(super) const BUMP_INSTALL: &str = "INSERT INTO install_summaries (install_id, rev) VALUES ($1, 1) \
          ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1";
-    /// Marks the summary of a workflow's install stale (`?1`: the workflow).
-    pub(crate) const BUMP_WORKFLOW: &str = "INSERT INTO install_summaries (install_id, rev) \
-         SELECT install_id, 1 FROM workflows WHERE id = ?1 \
+    /// Marks the summary of a workflow's install stale (`$1`: the workflow).
+    pub(super) const BUMP_WORKFLOW: &str = "INSERT INTO install_summaries (install_id, rev) \
+         SELECT install_id, 1 FROM workflows WHERE id = $1 \
          ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1";
-    /// Every install's cache of an org (`?1`), installs without one left out.
-    pub(crate) const LIST: &str = "SELECT s.install_id, s.rev, s.summary_rev, s.brief, s.summary \
-         FROM install_summaries s JOIN installs i ON i.id = s.install_id WHERE i.org_id = ?1";
-    /// Saves a summary made at revision `?2` (`?1` the install, `?3` its
-    /// brief, `?4` the whole), only while that is still the install's
+    /// Every install's cache of an org (`$1`), installs without one left out.
+    pub(super) const LIST: &str = "SELECT s.install_id, s.rev, s.summary_rev, s.brief, s.summary \
+         FROM install_summaries s JOIN installs i ON i.id = s.install_id WHERE i.org_id = $1";
+    /// Saves a summary made at revision `$2` (`$1` the install, `$3` its
+    /// brief, `$4` the whole), only while that is still the install's
     /// revision.
-    pub(crate) const SAVE: &str = "INSERT INTO install_summaries (install_id, rev, summary_rev, brief, summary) \
-         VALUES (?1, ?2, ?2, ?3, ?4) \
+    pub(super) const SAVE: &str = "INSERT INTO install_summaries (install_id, rev, summary_rev, brief, summary) \
+         VALUES ($1, $2, $2, $3, $4) \
          ON CONFLICT (install_id) DO UPDATE SET summary_rev = excluded.summary_rev, \
          brief = excluded.brief, summary = excluded.summary \
          WHERE install_summaries.rev = excluded.rev";
@@ -206,4 +213,497 @@ pub trait WorkflowStore: Send + Sync + 'static {
         job: NewJob,
         state_token: Option<StateToken>,
     ) -> Result<()>;
+}
+
+impl Record for CachedSummary {
+    const COLUMNS: &'static str = "s.install_id, s.rev, s.summary_rev, s.brief, s.summary";
+    fn read(r: &impl Cells) -> Result<Self> {
+        let text = r.opt_text(3)?.zip(r.opt_text(4)?);
+        Ok(CachedSummary {
+            install_id: r.id(0)?,
+            rev: r.int(1)?,
+            summary: r
+                .opt_int(2)?
+                .zip(text.map(|(brief, full)| SummaryText { brief, full })),
+        })
+    }
+}
+
+/// A workflow's row with its id, for lists.
+struct HeadRow(WorkflowId, WorkflowHead);
+
+impl Record for HeadRow {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(HeadRow(r.id(0)?, WorkflowHead::read(&Offset(r, 1))?))
+    }
+}
+
+/// A step's row with its workflow's id, for lists.
+struct StepRow(WorkflowId, WorkflowStepInfo);
+
+impl Record for StepRow {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(StepRow(r.id(0)?, WorkflowStepInfo::read(&Offset(r, 1))?))
+    }
+}
+
+/// What a new workflow is checked against in its transaction: whether its
+/// install is the org's, whether its cron run was stored already, and the
+/// version of the rollout it starts when that rollout is the org's.
+struct StartChecks {
+    in_org: bool,
+    fired: bool,
+    rollout_version: Option<i64>,
+}
+
+impl Record for StartChecks {
+    /// The first two; parameters: the install, the org, the cron run's
+    /// action and time.
+    const COLUMNS: &'static str = "EXISTS (SELECT 1 FROM installs WHERE id = $1 AND org_id = $2), \
+         EXISTS (SELECT 1 FROM cron_fires WHERE install_id = $1 AND action = $3 AND fire_at = $4)";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(StartChecks {
+            in_org: r.flag(0)?,
+            fired: r.flag(1)?,
+            rollout_version: r.opt_int(2)?,
+        })
+    }
+}
+
+/// The locked read of a new workflow's [`StartChecks`]: the row of the
+/// rollout it starts (so that no other save of it comes between the check
+/// and the save), else its install's.
+fn start_checks(org: &OrgId, new: &NewWorkflow) -> Stmt {
+    let (action, at) = new.fire.as_ref().map(|(a, t)| (a.as_str(), *t)).unzip();
+    let mut values = args![new.install_id.as_str(), org.as_str(), action, Arg::Int(at)];
+    let sql = match &new.rollout {
+        Some(r) => {
+            values.push(Arg::from(r.id.as_str()));
+            format!(
+                "SELECT {}, CASE WHEN org_id = $2 THEN version END FROM rollouts WHERE id = $5",
+                StartChecks::COLUMNS
+            )
+        }
+        None => format!(
+            "SELECT {}, NULL FROM installs WHERE id = $1",
+            StartChecks::COLUMNS
+        ),
+    };
+    Stmt::new(sql, values)
+}
+
+/// Refuses a new workflow as its checks say (`None`: no row to read them
+/// from): an install not the org's, its cron run stored already, its
+/// rollout saved since it was read.
+fn check_start(found: Option<StartChecks>, new: &NewWorkflow) -> Result<()> {
+    let no_install = || StoreError::Invalid(format!("no install {}", new.install_id));
+    let Some(c) = found else {
+        return Err(match &new.rollout {
+            Some(r) => stale_rollout(&r.id),
+            None => no_install(),
+        });
+    };
+    if !c.in_org {
+        return Err(no_install());
+    }
+    if let Some((action, at)) = &new.fire
+        && c.fired
+    {
+        return Err(already_started(action, *at));
+    }
+    match &new.rollout {
+        Some(r) if c.rollout_version != Some(r.version as i64) => Err(stale_rollout(&r.id)),
+        _ => Ok(()),
+    }
+}
+
+/// `e`, but the insert of a cron run that found it stored (by another
+/// leader, since the check) is `already_started`, as the check says.
+fn fired_twice(e: StoreError, fire: Option<&(String, i64)>) -> StoreError {
+    let Some((action, at)) = fire else {
+        return e;
+    };
+    let started = already_started(action, *at);
+    let twice = matches!(
+        &e,
+        StoreError::Conflict { code: ErrorCode::NameTaken, message, .. }
+            if *message == started.to_string()
+    );
+    if twice { started } else { e }
+}
+
+/// The statements that store a new workflow, pending, with its steps, and
+/// what goes with it: its cron run, its rollout saved, its install's config
+/// version, its install's summary marked stale.
+fn create_stmts(org: &OrgId, new: &NewWorkflow, now: i64) -> Result<Vec<Stmt>> {
+    let mut stmts = Vec::new();
+    if let Some((action, at)) = &new.fire {
+        stmts.push(
+            Stmt::new(
+                "INSERT INTO cron_fires (install_id, action, fire_at, workflow_id) \
+                 VALUES ($1, $2, $3, $4)",
+                args![
+                    new.install_id.as_str(),
+                    action.as_str(),
+                    *at,
+                    new.id.as_str()
+                ],
+            )
+            .taken(already_started(action, *at).to_string()),
+        );
+    }
+    if let Some(r) = &new.rollout {
+        stmts.extend(save_stmts(org, r, &[])?);
+    }
+    stmts.push(Stmt::new(
+        "UPDATE installs SET config_version = $2 WHERE id = $1 AND config_version != $2",
+        args![new.install_id.as_str(), new.config_version],
+    ));
+    stmts.push(Stmt::new(
+        "INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, created_at, \
+         component, inputs, trigger, release_id) \
+         VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $9, $10)",
+        args![
+            new.id.as_str(),
+            org.as_str(),
+            new.install_id.as_str(),
+            enum_str(&new.kind),
+            new.config_version,
+            now,
+            new.component.as_deref(),
+            inputs_column(&new.inputs),
+            new.trigger.as_deref(),
+            new.release.as_ref().map(|r| r.as_str()),
+        ],
+    ));
+    let steps = new.steps.iter().enumerate();
+    stmts.extend(steps.map(|(i, s)| insert_step(&new.id, i, s)));
+    stmts.push(Stmt::new(
+        summary_sql::BUMP_INSTALL,
+        args![new.install_id.as_str()],
+    ));
+    Ok(stmts)
+}
+
+/// Stores a planned step. Its `needs_approval` is PostgreSQL's `BOOLEAN`
+/// and SQLite's 0/1: the SQL makes it of an integer.
+fn insert_step(workflow: &WorkflowId, i: usize, s: &PlannedStep) -> Stmt {
+    let (status, outputs) = planned_status(s);
+    Stmt::new(
+        "INSERT INTO workflow_steps (workflow_id, idx, name, kind, target, needs_approval, \
+         status, reason, outputs) VALUES ($1, $2, $3, $4, $5, $6 <> 0, $7, $8, $9)",
+        args![
+            workflow.as_str(),
+            i as i64,
+            s.name.as_str(),
+            enum_str(&s.kind),
+            s.target.as_deref(),
+            i64::from(s.needs_approval),
+            status,
+            s.skipped.as_deref(),
+            outputs,
+        ],
+    )
+}
+
+/// The new workflow as its rows read once stored.
+fn created(new: &NewWorkflow, now: i64) -> Result<WorkflowInfo> {
+    let steps = new.steps.iter().enumerate();
+    let steps = steps
+        .map(|(i, s)| planned_step(i, s))
+        .collect::<Result<Vec<_>>>()?;
+    let head = WorkflowHead {
+        install_id: new.install_id.clone(),
+        kind: new.kind,
+        status: WorkflowStatus::Pending,
+        config_version: new.config_version,
+        created_at_ms: now,
+        finished_at_ms: None,
+        component: new.component.clone(),
+        inputs: new.inputs.clone(),
+        trigger: new.trigger.clone(),
+        release_id: new.release.clone(),
+    };
+    Ok(head.with_steps(new.id.clone(), steps))
+}
+
+/// A planned step as its row reads once stored ([`insert_step`]).
+fn planned_step(i: usize, s: &PlannedStep) -> Result<WorkflowStepInfo> {
+    let (status, outputs) = planned_status(s);
+    Ok(WorkflowStepInfo {
+        index: i as u32,
+        name: s.name.clone(),
+        kind: s.kind,
+        target: s.target.clone(),
+        needs_approval: s.needs_approval,
+        status: status.parse().map_err(corrupt)?,
+        job_id: None,
+        approved_at_ms: None,
+        reason: s.skipped.clone(),
+        outputs: json_or_null(outputs),
+        attempts: Vec::new(),
+        approved_by: None,
+    })
+}
+
+/// Changes a step's row as `u` says, when the workflow is the org's.
+/// `approved` and `clear_job` are integers (1 true, 0 false, NULL none).
+fn update_step_stmt(org: &OrgId, id: &WorkflowId, index: u32, u: &StepUpdate) -> Stmt {
+    Stmt::new(
+        "UPDATE workflow_steps SET status = $4, reason = $5, \
+         outputs = COALESCE($6, outputs), \
+         approved_at = CASE $7 WHEN 1 THEN $8 WHEN 0 THEN NULL ELSE approved_at END, \
+         approved_by = CASE $7 WHEN 1 THEN $11 WHEN 0 THEN NULL ELSE approved_by END, \
+         job_id = CASE $9 WHEN 1 THEN NULL ELSE job_id END, \
+         attempts = COALESCE($10, attempts) \
+         WHERE workflow_id = $1 AND idx = $3 \
+         AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = $1 AND w.org_id = $2)",
+        args![
+            id.as_str(),
+            org.as_str(),
+            index,
+            u.status.as_str(),
+            u.reason.as_deref(),
+            u.outputs_json.as_deref(),
+            Arg::Int(u.approved.map(i64::from)),
+            now_ms(),
+            i64::from(u.clear_job),
+            u.attempts_json(),
+            u.approved_by.as_deref(),
+        ],
+    )
+}
+
+/// Queues `job` (in the caller's transaction).
+fn insert_job(job: &NewJob) -> Stmt {
+    let s = &job.spec;
+    Stmt::new(
+        "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
+         timeout_secs, created_at, payload) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10)",
+        args![
+            s.job_id.as_str(),
+            s.org_id.as_str(),
+            s.runner_id.as_str(),
+            s.kind.as_str(),
+            job.sealed_spec.as_str(),
+            job.signature.as_str(),
+            s.retry.max_attempts,
+            s.timeout_secs as i64,
+            s.created_at_ms,
+            job.payload.to_string(),
+        ],
+    )
+}
+
+/// Marks the summary of a workflow's install stale.
+fn bump(workflow: &WorkflowId) -> Stmt {
+    Stmt::new(summary_sql::BUMP_WORKFLOW, args![workflow.as_str()])
+}
+
+/// Workflows and their steps, written once for both databases.
+#[async_trait]
+impl<S: Sql + 'static> WorkflowStore for S {
+    async fn install_summaries(&self, org: &OrgId) -> Result<Vec<CachedSummary>> {
+        self.query(Stmt::new(summary_sql::LIST, args![org.as_str()]))
+            .await
+    }
+
+    async fn save_install_summary(
+        &self,
+        install: &InstallId,
+        rev: i64,
+        summary: &SummaryText,
+    ) -> Result<()> {
+        self.execute_one(Stmt::new(
+            summary_sql::SAVE,
+            args![
+                install.as_str(),
+                rev,
+                summary.brief.as_str(),
+                summary.full.as_str(),
+            ],
+        ))
+        .await
+        .map(drop)
+    }
+
+    async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<WorkflowInfo> {
+        let now = now_ms();
+        let (read, stmts) = (start_checks(org, &new), create_stmts(org, &new, now)?);
+        let (workflow, fire) = (created(&new, now)?, new.fire.clone());
+        // Checked and stored in one transaction: a refusal keeps nothing.
+        self.change_locked(read, move |found: Vec<StartChecks>| {
+            check_start(found.into_iter().next(), &new)?;
+            Ok((stmts, workflow))
+        })
+        .await
+        .map_err(|e| fired_twice(e, fire.as_ref()))
+    }
+
+    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<WorkflowInfo>> {
+        let heads: Vec<HeadRow> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT id, {} FROM workflows WHERE org_id = $1 AND install_id = $2 \
+                     ORDER BY created_at DESC, id DESC",
+                    WorkflowHead::COLUMNS
+                ),
+                args![org.as_str(), install.as_str()],
+            ))
+            .await?;
+        let rows: Vec<StepRow> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT workflow_id, {} FROM workflow_steps WHERE workflow_id IN \
+                     (SELECT id FROM workflows WHERE org_id = $1 AND install_id = $2) \
+                     ORDER BY workflow_id, idx",
+                    WorkflowStepInfo::COLUMNS
+                ),
+                args![org.as_str(), install.as_str()],
+            ))
+            .await?;
+        let mut steps = std::collections::HashMap::<WorkflowId, Vec<WorkflowStepInfo>>::new();
+        for StepRow(id, step) in rows {
+            steps.entry(id).or_default().push(step);
+        }
+        let with_steps = |HeadRow(id, head): HeadRow| {
+            let its = steps.remove(&id).unwrap_or_default();
+            head.with_steps(id, its)
+        };
+        Ok(heads.into_iter().map(with_steps).collect())
+    }
+
+    async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
+        let head: Option<WorkflowHead> = self
+            .query_one(Stmt::new(
+                format!(
+                    "SELECT {} FROM workflows WHERE id = $1 AND org_id = $2",
+                    WorkflowHead::COLUMNS
+                ),
+                args![id.as_str(), org.as_str()],
+            ))
+            .await?;
+        let Some(head) = head else {
+            return Ok(None);
+        };
+        let steps: Vec<WorkflowStepInfo> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {} FROM workflow_steps WHERE workflow_id = $1 ORDER BY idx",
+                    WorkflowStepInfo::COLUMNS
+                ),
+                args![id.as_str()],
+            ))
+            .await?;
+        Ok(Some(head.with_steps(id.clone(), steps)))
+    }
+
+    async fn active_workflows(&self) -> Result<Vec<(OrgId, WorkflowId)>> {
+        let rows: Vec<IdPair<OrgId, WorkflowId>> = self
+            .query(Stmt::new(
+                "SELECT org_id, id FROM workflows \
+                 WHERE status IN ('pending', 'running', 'cancelling') ORDER BY created_at, id",
+                Vec::new(),
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|IdPair(o, w)| (o, w)).collect())
+    }
+
+    async fn set_workflow_status(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        status: WorkflowStatus,
+    ) -> Result<()> {
+        // An ending status ends it now.
+        let finished = (!status.is_active()).then(now_ms);
+        self.execute(vec![
+            Stmt::new(
+                "UPDATE workflows SET status = $3, finished_at = $4 WHERE id = $1 AND org_id = $2",
+                args![
+                    id.as_str(),
+                    org.as_str(),
+                    status.as_str(),
+                    Arg::Int(finished)
+                ],
+            ),
+            bump(id),
+        ])
+        .await
+        .map(drop)
+    }
+
+    async fn update_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        u: StepUpdate,
+    ) -> Result<()> {
+        let read = Stmt::new(
+            "SELECT idx FROM workflow_steps WHERE workflow_id = $1 AND idx = $2 \
+             AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = $1 AND w.org_id = $3)",
+            args![id.as_str(), index, org.as_str()],
+        );
+        let stmts = vec![update_step_stmt(org, id, index, &u), bump(id)];
+        let id = id.clone();
+        self.change_locked(read, move |found: Vec<i64>| {
+            if found.is_empty() {
+                return Err(StoreError::Invalid(format!(
+                    "no step {index} in workflow {id}"
+                )));
+            }
+            Ok((stmts, ()))
+        })
+        .await
+    }
+
+    async fn dispatch_step(
+        &self,
+        org: &OrgId,
+        id: &WorkflowId,
+        index: u32,
+        job: NewJob,
+        token: Option<StateToken>,
+    ) -> Result<()> {
+        // The workflow's row, read locked: it stays running until the
+        // step is dispatched.
+        let read = Stmt::new(
+            "SELECT 1 FROM workflows WHERE id = $1 AND org_id = $2 AND status = 'running' \
+             AND EXISTS (SELECT 1 FROM workflow_steps WHERE workflow_id = $1 AND idx = $3)",
+            args![id.as_str(), org.as_str(), index],
+        );
+        let job_id = job.spec.job_id.as_str();
+        let mut stmts = vec![
+            insert_job(&job),
+            Stmt::new(
+                "UPDATE workflow_steps SET status = 'running', job_id = $4, reason = NULL \
+                 WHERE workflow_id = $1 AND idx = $3 \
+                 AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = $1 AND w.org_id = $2 \
+                             AND w.status = 'running')",
+                args![id.as_str(), org.as_str(), index, job_id],
+            ),
+        ];
+        stmts.extend(token.map(|t| {
+            Stmt::new(
+                "INSERT INTO state_tokens (token_hash, job_id, install_id, component) \
+                 VALUES ($1, $2, $3, $4)",
+                args![t.hash, job_id, t.install_id.as_str(), t.component],
+            )
+        }));
+        stmts.push(bump(id));
+        let id = id.clone();
+        self.change_locked(read, move |found: Vec<i64>| {
+            if found.is_empty() {
+                return Err(StoreError::Invalid(format!(
+                    "workflow {id} is not running: step {index} not dispatched"
+                )));
+            }
+            Ok((stmts, ()))
+        })
+        .await
+    }
 }

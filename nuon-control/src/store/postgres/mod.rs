@@ -28,7 +28,6 @@ mod rollouts;
 mod schema;
 mod sql;
 mod states;
-mod workflows;
 
 use nuon_core::wire::ErrorCode;
 use std::collections::BTreeSet;
@@ -38,22 +37,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nuon_core::wire::{
     ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck, LogBatch,
-    LogPage, WorkflowInfo, WorkflowStepInfo,
+    LogPage,
 };
-use nuon_core::workflow::WorkflowStatus;
-use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, WorkflowId, now_ms};
+use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, now_ms};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
 use tokio::sync::{broadcast, mpsc};
 
-use super::rows::{Cells, Dialect, HeldLock, Offset, Record, WorkflowHead};
-use super::shared::{
-    self, CHUNKS_PER_PAGE, LogChunk, already_started, corrupt, enum_str, inputs_column, parse_id,
-};
+use super::rows::{Cells, Dialect, Record};
+use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt, parse_id};
 use super::{
-    Claimed, ComponentState, JobStore, MaintenanceStore, NewJob, NewWorkflow, QueueStore, Rescued,
-    Result, StateLock, StatePrincipal, StateStore, StateToken, StepUpdate, StoreError,
-    StoredConfig, Wake, WorkflowStore,
+    Claimed, JobStore, MaintenanceStore, NewJob, QueueStore, Rescued, Result, StateLock,
+    StoreError, StoredConfig, Wake,
 };
 
 mod group;
@@ -89,18 +84,6 @@ where
     T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
 {
     row.try_get(i).map_err(db)
-}
-
-/// A row of two ids (`org_id, id`, `install_id, release_id`).
-fn id_pair<A, B>(row: &PgRow) -> Result<(A, B)>
-where
-    A: std::str::FromStr<Err = nuon_core::IdError>,
-    B: std::str::FromStr<Err = nuon_core::IdError>,
-{
-    Ok((
-        parse_id(&get::<String>(row, 0)?)?,
-        parse_id(&get::<String>(row, 1)?)?,
-    ))
 }
 
 type Tx = Transaction<'static, Postgres>;
@@ -364,53 +347,6 @@ async fn current_lock(
     .map_err(db)?
     .map(|r| StateLock::read(&r))
     .transpose()
-}
-
-async fn install_in_org<'e, E>(e: E, org: &OrgId, install: &InstallId) -> Result<bool>
-where
-    E: sqlx::Executor<'e, Database = Postgres>,
-{
-    Ok(
-        sqlx::query("SELECT 1 FROM installs WHERE id = $1 AND org_id = $2")
-            .bind(install.as_str())
-            .bind(org.as_str())
-            .fetch_optional(e)
-            .await
-            .map_err(db)?
-            .is_some(),
-    )
-}
-
-async fn load_workflow(
-    conn: &mut PgConnection,
-    org: &OrgId,
-    id: &WorkflowId,
-) -> Result<Option<WorkflowInfo>> {
-    let Some(head) = sqlx::query(AssertSqlSafe(format!(
-        "SELECT {} FROM workflows WHERE id = $1 AND org_id = $2",
-        WorkflowHead::COLUMNS
-    )))
-    .bind(id.as_str())
-    .bind(org.as_str())
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(db)?
-    else {
-        return Ok(None);
-    };
-    let head = WorkflowHead::read(&head)?;
-    let steps = sqlx::query(AssertSqlSafe(format!(
-        "SELECT {} FROM workflow_steps WHERE workflow_id = $1 ORDER BY idx",
-        WorkflowStepInfo::COLUMNS
-    )))
-    .bind(id.as_str())
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(db)?
-    .iter()
-    .map(WorkflowStepInfo::read)
-    .collect::<Result<Vec<_>>>()?;
-    Ok(Some(head.with_steps(id.clone(), steps)))
 }
 
 async fn insert_job(tx: &mut Tx, job: &NewJob) -> Result<()> {

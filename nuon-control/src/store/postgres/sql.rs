@@ -5,7 +5,7 @@ use sqlx::query::Query;
 
 use super::*;
 use crate::store::rows::Record;
-use crate::store::sql::{Arg, Sql, Stmt};
+use crate::store::sql::{Arg, Change, Sql, Stmt};
 
 /// `stmt`'s SQL with its arguments bound.
 fn bound(stmt: &Stmt) -> Query<'static, Postgres, PgArguments> {
@@ -57,16 +57,30 @@ impl Sql for PostgresStore {
         Ok(changed)
     }
 
-    async fn change_locked<T, R, F>(&self, read: Stmt, change: F) -> Result<R>
+    async fn change<T, R, F>(&self, plan: Change, change: F) -> Result<R>
     where
         T: Record + Send + 'static,
         R: Send + 'static,
         F: FnOnce(Vec<T>) -> Result<(Vec<Stmt>, R)> + Send + 'static,
     {
+        let for_update = |s: Stmt| Stmt {
+            sql: format!("{} FOR UPDATE", s.sql),
+            ..s
+        };
         let mut tx = self.begin().await?;
-        let read = Stmt {
-            sql: format!("{} FOR UPDATE", read.sql),
-            ..read
+        for s in &plan.first {
+            bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
+        }
+        if let Some(lock) = plan.lock.map(for_update) {
+            bound(&lock)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(|e| failed(e, &lock))?;
+        }
+        let read = if plan.read_locks {
+            for_update(plan.read)
+        } else {
+            plan.read
         };
         let rows = bound(&read)
             .fetch_all(&mut *tx)

@@ -1,28 +1,13 @@
-//! Terraform state and its locks, behind the `http` backend.
+//! The writes of a Terraform state that PostgreSQL serializes with an
+//! advisory lock per state ([`StateWrites`]); the rest of `StateStore` is
+//! written once.
 
 use super::*;
+use crate::store::states::StateWrites;
 
 #[async_trait]
-impl StateStore for PostgresStore {
-    async fn get_state(
-        &self,
-        install: &InstallId,
-        component: &str,
-    ) -> Result<Option<(u32, String)>> {
-        sqlx::query(
-            "SELECT version, body FROM tf_states WHERE install_id = $1 AND component = $2 \
-             ORDER BY version DESC LIMIT 1",
-        )
-        .bind(install.as_str())
-        .bind(component)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db)?
-        .map(|r| Ok((r.u32(0)?, get(&r, 1)?)))
-        .transpose()
-    }
-
-    async fn put_state(
+impl StateWrites for PostgresStore {
+    async fn write_state(
         &self,
         install: &InstallId,
         component: &str,
@@ -64,7 +49,7 @@ impl StateStore for PostgresStore {
         Ok(Ok(version as u32))
     }
 
-    async fn lock_state(
+    async fn take_state_lock(
         &self,
         install: &InstallId,
         component: &str,
@@ -123,122 +108,5 @@ impl StateStore for PostgresStore {
         .map_err(db)?;
         tx.commit().await.map_err(db)?;
         Ok(Ok(()))
-    }
-
-    async fn unlock_state(
-        &self,
-        install: &InstallId,
-        component: &str,
-        lock_id: &str,
-    ) -> Result<Result<(), StateLock>> {
-        let mut tx = self.begin().await?;
-        let answer = match current_lock(&mut tx, install, component).await? {
-            Some(held) if held.id != lock_id => Err(held),
-            Some(_) => {
-                sqlx::query("DELETE FROM tf_locks WHERE install_id = $1 AND component = $2")
-                    .bind(install.as_str())
-                    .bind(component)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db)?;
-                Ok(())
-            }
-            None => Ok(()),
-        };
-        tx.commit().await.map_err(db)?;
-        Ok(answer)
-    }
-
-    async fn force_unlock_state(
-        &self,
-        org: &OrgId,
-        install: &InstallId,
-        component: &str,
-    ) -> Result<Option<StateLock>> {
-        let mut tx = self.begin().await?;
-        if !install_in_org(&mut *tx, org, install).await? {
-            return Ok(None);
-        }
-        let held = current_lock(&mut tx, install, component).await?;
-        sqlx::query("DELETE FROM tf_locks WHERE install_id = $1 AND component = $2")
-            .bind(install.as_str())
-            .bind(component)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        tx.commit().await.map_err(db)?;
-        Ok(held)
-    }
-
-    async fn list_states(&self, org: &OrgId, install: &InstallId) -> Result<Vec<ComponentState>> {
-        if !install_in_org(&self.pool, org, install).await? {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(
-            "SELECT c.component, s.latest, COALESCE(s.versions, 0), s.updated, \
-                    l.lock_id, l.info, l.created_at, l.job_id \
-             FROM (SELECT component FROM tf_states WHERE install_id = $1 \
-                   UNION SELECT component FROM tf_locks WHERE install_id = $1) c \
-             LEFT JOIN (SELECT component, MAX(version) AS latest, count(*) AS versions, \
-                               MAX(created_at) AS updated \
-                        FROM tf_states WHERE install_id = $1 GROUP BY component) s \
-                    ON s.component = c.component \
-             LEFT JOIN tf_locks l ON l.install_id = $1 AND l.component = c.component \
-             ORDER BY c.component",
-        )
-        .bind(install.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db)?;
-        rows.iter()
-            .map(|r| {
-                Ok(ComponentState {
-                    component: get(r, 0)?,
-                    latest: r.opt_u32(1)?,
-                    versions: r.u32(2)?,
-                    updated_at_ms: get(r, 3)?,
-                    lock: match get::<Option<String>>(r, 4)? {
-                        Some(_) => Some(StateLock::read(&Offset(r, 4))?),
-                        None => None,
-                    },
-                })
-            })
-            .collect()
-    }
-
-    async fn authenticate_state(&self, token_hash: &str) -> Result<Option<StatePrincipal>> {
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT {} FROM state_tokens t JOIN jobs j ON j.id = t.job_id \
-             WHERE t.token_hash = $1 AND j.status IN ('queued', 'running')",
-            StatePrincipal::COLUMNS
-        )))
-        .bind(token_hash)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db)?
-        .map(|r| StatePrincipal::read(&r))
-        .transpose()
-    }
-
-    async fn release_locks_of_job(&self, job: &JobId) -> Result<Vec<(String, StateLock)>> {
-        let mut tx = self.begin().await?;
-        let held = sqlx::query(AssertSqlSafe(format!(
-            "DELETE FROM tf_locks WHERE job_id = $1 RETURNING {}",
-            HeldLock::COLUMNS
-        )))
-        .bind(job.as_str())
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db)?
-        .iter()
-        .map(|r| HeldLock::read(r).map(|h| (h.0, h.1)))
-        .collect::<Result<Vec<_>>>()?;
-        sqlx::query("DELETE FROM state_tokens WHERE job_id = $1")
-            .bind(job.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        tx.commit().await.map_err(db)?;
-        Ok(held)
     }
 }

@@ -20,7 +20,6 @@ mod rollouts;
 mod schema;
 mod sql;
 mod states;
-mod workflows;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
@@ -28,21 +27,17 @@ use std::sync::{Arc, Mutex, mpsc};
 use async_trait::async_trait;
 use nuon_core::wire::{
     ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus, LogAck,
-    LogBatch, LogPage, WorkflowInfo, WorkflowStepInfo,
+    LogBatch, LogPage,
 };
-use nuon_core::workflow::WorkflowStatus;
-use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, WorkflowId, now_ms};
+use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, now_ms};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::rows::{Cells, Dialect, HeldLock, Record, WorkflowHead};
-use super::shared::{
-    self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, already_started, enum_str, inputs_column, parse_id,
-};
+use super::rows::{Cells, Dialect, Record};
+use super::shared::{self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, parse_id};
 use super::{
-    Claimed, ComponentState, JobStore, MaintenanceStore, NewJob, NewWorkflow, QueueStore, Rescued,
-    Result, StateLock, StatePrincipal, StateStore, StateToken, StepUpdate, StoreError,
-    StoredConfig, WorkflowStore,
+    Claimed, JobStore, MaintenanceStore, NewJob, QueueStore, Rescued, Result, StateLock,
+    StoreError, StoredConfig,
 };
 
 /// Most operations one write transaction carries.
@@ -111,17 +106,6 @@ fn record<T: Record>(
     rows.next().map_err(db_err)?.map(T::read).transpose()
 }
 
-/// An id column, parsed.
-fn id_at<T: std::str::FromStr<Err = nuon_core::IdError>>(
-    r: &rusqlite::Row<'_>,
-    i: usize,
-) -> rusqlite::Result<T> {
-    let raw: String = r.get(i)?;
-    raw.parse().map_err(|e: nuon_core::IdError| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
-    })
-}
-
 impl Cells for rusqlite::Row<'_> {
     fn opt_text(&self, i: usize) -> Result<Option<String>> {
         self.get(i).map_err(db_err)
@@ -135,29 +119,6 @@ impl Cells for rusqlite::Row<'_> {
     fn bytes(&self, i: usize) -> Result<Vec<u8>> {
         self.get(i).map_err(db_err)
     }
-}
-
-fn load_workflow(conn: &Connection, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
-    let Some(head) = record::<WorkflowHead>(
-        conn,
-        &format!(
-            "SELECT {} FROM workflows WHERE id = ?1 AND org_id = ?2",
-            WorkflowHead::COLUMNS
-        ),
-        params![id.as_str(), org.as_str()],
-    )?
-    else {
-        return Ok(None);
-    };
-    let steps = records(
-        conn,
-        &format!(
-            "SELECT {} FROM workflow_steps WHERE workflow_id = ?1 ORDER BY idx",
-            WorkflowStepInfo::COLUMNS
-        ),
-        [id.as_str()],
-    )?;
-    Ok(Some(head.with_steps(id.clone(), steps)))
 }
 
 fn current_lock(

@@ -6,7 +6,7 @@ use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 
 use super::*;
 use crate::store::rows::Record;
-use crate::store::sql::{Arg, Sql, Stmt, sqlite_placeholders};
+use crate::store::sql::{Arg, Change, Sql, Stmt, sqlite_placeholders};
 
 impl rusqlite::ToSql for Arg {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -55,12 +55,10 @@ fn run_all(conn: &Connection, stmts: &[Stmt]) -> Result<Vec<u64>> {
     stmts
         .iter()
         .map(|s| {
-            conn.execute(
-                &sqlite_placeholders(&s.sql),
-                rusqlite::params_from_iter(s.args.iter()),
-            )
-            .map(|n| n as u64)
-            .map_err(|e| failed(e, s))
+            conn.prepare_cached(&sqlite_placeholders(&s.sql))
+                .and_then(|mut p| p.execute(rusqlite::params_from_iter(s.args.iter())))
+                .map(|n| n as u64)
+                .map_err(|e| failed(e, s))
         })
         .collect()
 }
@@ -81,16 +79,17 @@ impl Sql for SqliteStore {
         self.write(move |conn| run_all(conn, &stmts)).await
     }
 
-    async fn change_locked<T, R, F>(&self, read: Stmt, change: F) -> Result<R>
+    async fn change<T, R, F>(&self, plan: Change, change: F) -> Result<R>
     where
         T: Record + Send + 'static,
         R: Send + 'static,
         F: FnOnce(Vec<T>) -> Result<(Vec<Stmt>, R)> + Send + 'static,
     {
         // The one writer runs one closure at a time: nothing changes the
-        // rows between the read and the writes.
+        // rows between the read and the writes, so nothing is locked.
         self.write(move |conn| {
-            let (stmts, answer) = change(rows_of(conn, &read)?)?;
+            run_all(conn, &plan.first)?;
+            let (stmts, answer) = change(rows_of(conn, &plan.read)?)?;
             run_all(conn, &stmts)?;
             Ok(answer)
         })

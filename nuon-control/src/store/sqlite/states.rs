@@ -1,28 +1,12 @@
-//! Terraform state and its locks, behind the `http` backend.
+//! The writes of a Terraform state that SQLite serializes on its one
+//! writer ([`StateWrites`]); the rest of `StateStore` is written once.
 
 use super::*;
+use crate::store::states::StateWrites;
 
 #[async_trait]
-impl StateStore for SqliteStore {
-    async fn get_state(
-        &self,
-        install: &InstallId,
-        component: &str,
-    ) -> Result<Option<(u32, String)>> {
-        let (install, component) = (install.clone(), component.to_owned());
-        self.read(move |conn| {
-            one_row(
-                conn,
-                "SELECT version, body FROM tf_states WHERE install_id = ?1 AND component = ?2 \
-                 ORDER BY version DESC LIMIT 1",
-                params![install.as_str(), component],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-        })
-        .await
-    }
-
-    async fn put_state(
+impl StateWrites for SqliteStore {
+    async fn write_state(
         &self,
         install: &InstallId,
         component: &str,
@@ -57,7 +41,7 @@ impl StateStore for SqliteStore {
         .await
     }
 
-    async fn lock_state(
+    async fn take_state_lock(
         &self,
         install: &InstallId,
         component: &str,
@@ -102,126 +86,6 @@ impl StateStore for SqliteStore {
             )
             .map_err(db_err)?;
             Ok(Ok(()))
-        })
-        .await
-    }
-
-    async fn unlock_state(
-        &self,
-        install: &InstallId,
-        component: &str,
-        lock_id: &str,
-    ) -> Result<Result<(), StateLock>> {
-        let (install, component, lock_id) =
-            (install.clone(), component.to_owned(), lock_id.to_owned());
-        self.write(
-            move |conn| match current_lock(conn, &install, &component)? {
-                Some(held) if held.id != lock_id => Ok(Err(held)),
-                Some(_) => {
-                    conn.execute(
-                        "DELETE FROM tf_locks WHERE install_id = ?1 AND component = ?2",
-                        params![install.as_str(), component],
-                    )
-                    .map_err(db_err)?;
-                    Ok(Ok(()))
-                }
-                None => Ok(Ok(())),
-            },
-        )
-        .await
-    }
-
-    async fn force_unlock_state(
-        &self,
-        org: &OrgId,
-        install: &InstallId,
-        component: &str,
-    ) -> Result<Option<StateLock>> {
-        let (org, install, component) = (org.clone(), install.clone(), component.to_owned());
-        self.write(move |conn| {
-            if !install_in_org(conn, &org, &install)? {
-                return Ok(None);
-            }
-            let held = current_lock(conn, &install, &component)?;
-            conn.execute(
-                "DELETE FROM tf_locks WHERE install_id = ?1 AND component = ?2",
-                params![install.as_str(), component],
-            )
-            .map_err(db_err)?;
-            Ok(held)
-        })
-        .await
-    }
-
-    async fn list_states(&self, org: &OrgId, install: &InstallId) -> Result<Vec<ComponentState>> {
-        let (org, install) = (org.clone(), install.clone());
-        self.read(move |conn| {
-            if !install_in_org(conn, &org, &install)? {
-                return Ok(Vec::new());
-            }
-            let components: Vec<String> = conn
-                .prepare_cached(
-                    "SELECT component FROM tf_states WHERE install_id = ?1 \
-                     UNION SELECT component FROM tf_locks WHERE install_id = ?1 ORDER BY 1",
-                )
-                .and_then(|mut st| st.query_map([install.as_str()], |r| r.get(0))?.collect())
-                .map_err(db_err)?;
-            let mut out = Vec::new();
-            for component in components {
-                let (latest, versions, updated_at_ms): (Option<u32>, u32, Option<i64>) = conn
-                    .query_row(
-                        "SELECT MAX(version), count(*), MAX(created_at) FROM tf_states \
-                         WHERE install_id = ?1 AND component = ?2",
-                        params![install.as_str(), component],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
-                    .map_err(db_err)?;
-                let lock = current_lock(conn, &install, &component)?;
-                out.push(ComponentState {
-                    component,
-                    latest,
-                    versions,
-                    updated_at_ms,
-                    lock,
-                });
-            }
-            Ok(out)
-        })
-        .await
-    }
-
-    async fn authenticate_state(&self, token_hash: &str) -> Result<Option<StatePrincipal>> {
-        let hash = token_hash.to_owned();
-        self.read(move |conn| {
-            record(
-                conn,
-                &format!(
-                    "SELECT {} FROM state_tokens t JOIN jobs j ON j.id = t.job_id \
-                     WHERE t.token_hash = ?1 AND j.status IN ('queued', 'running')",
-                    StatePrincipal::COLUMNS
-                ),
-                [hash],
-            )
-        })
-        .await
-    }
-
-    async fn release_locks_of_job(&self, job: &JobId) -> Result<Vec<(String, StateLock)>> {
-        let job = job.clone();
-        self.write(move |conn| {
-            let held: Vec<HeldLock> = records(
-                conn,
-                &format!(
-                    "SELECT {} FROM tf_locks WHERE job_id = ?1",
-                    HeldLock::COLUMNS
-                ),
-                [job.as_str()],
-            )?;
-            conn.execute("DELETE FROM tf_locks WHERE job_id = ?1", [job.as_str()])
-                .map_err(db_err)?;
-            conn.execute("DELETE FROM state_tokens WHERE job_id = ?1", [job.as_str()])
-                .map_err(db_err)?;
-            Ok(held.into_iter().map(|h| (h.0, h.1)).collect())
         })
         .await
     }
