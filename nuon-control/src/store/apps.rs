@@ -1,7 +1,7 @@
 //! Apps and their config versions.
 
-use super::rows::{ConfigSummary, Record};
-use super::sql::{Arg, Sql, Stmt, args};
+use super::rows::{Cells, ConfigSummary, Record};
+use super::sql::{Arg, Change, Lock, Sql, Stmt, args};
 use super::*;
 use nuon_core::now_ms;
 
@@ -56,29 +56,20 @@ pub trait AppStore: Send + Sync + 'static {
     ) -> Result<Option<StoredConfig>>;
 }
 
-/// Adding an app's next config version: the one method of [`AppStore`]
-/// each store keeps in its own dialect. It locks the app's row, then reads
-/// the highest version in a statement of its own, so concurrent syncs of
-/// one app take turns. One locked read ([`Sql::change_locked`]) cannot do
-/// it on PostgreSQL: a statement that waited for the lock still sees only
-/// what was committed when it began, so it would number a version the sync
-/// it waited for took already.
-#[async_trait]
-pub(super) trait ConfigVersions: Send + Sync {
-    /// Stores `config` as the app's next version (`Invalid` when the org
-    /// has no such app).
-    async fn insert_next_config(
-        &self,
-        org: &OrgId,
-        app: &AppId,
-        config: StoredConfig,
-    ) -> Result<StoredConfig>;
+/// Whether the org has the app, and the number of its next config
+/// version.
+struct NextVersion(bool, u32);
+
+impl Record for NextVersion {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(NextVersion(r.int(0)? > 0, r.u32(1)?))
+    }
 }
 
-/// The apps' store, written once for both databases (but for
-/// `ConfigVersions`).
+/// The apps' store, written once for both databases.
 #[async_trait]
-impl<S: Sql + ConfigVersions + 'static> AppStore for S {
+impl<S: Sql + 'static> AppStore for S {
     async fn create_app(&self, org: &OrgId, id: &AppId, name: &str) -> Result<AppInfo> {
         let now = now_ms();
         self.execute_one(
@@ -119,7 +110,49 @@ impl<S: Sql + ConfigVersions + 'static> AppStore for S {
         app: &AppId,
         config: StoredConfig,
     ) -> Result<StoredConfig> {
-        self.insert_next_config(org, app, config).await
+        // The app's row locked, then its highest version read in a
+        // statement of its own: concurrent syncs of one app take turns,
+        // and each sees the version the one before took.
+        let lock = Lock::Rows(Stmt::new(
+            "SELECT id FROM apps WHERE id = $1 AND org_id = $2",
+            args![app.as_str(), org.as_str()],
+        ));
+        let read = Stmt::new(
+            "SELECT (SELECT COUNT(*) FROM apps WHERE id = $1 AND org_id = $2), \
+             COALESCE((SELECT MAX(version) FROM app_configs WHERE app_id = $1), 0) + 1",
+            args![app.as_str(), org.as_str()],
+        );
+        let app = app.clone();
+        self.change(
+            Change::after_lock(lock, read),
+            move |rows: Vec<NextVersion>| {
+                let Some(NextVersion(true, version)) = rows.into_iter().next() else {
+                    return Err(StoreError::Invalid(format!("no app {app}")));
+                };
+                let now = now_ms();
+                let insert = Stmt::new(
+                    "INSERT INTO app_configs (app_id, version, created_at, components, files, \
+                 config, warnings, sources) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    args![
+                        app.as_str(),
+                        version,
+                        now,
+                        config.components,
+                        config.files_json.as_str(),
+                        config.config_json.as_str(),
+                        config.warnings_json.as_str(),
+                        config.sources_json.as_str(),
+                    ],
+                );
+                let stored = StoredConfig {
+                    version,
+                    created_at_ms: now,
+                    ..config
+                };
+                Ok((vec![insert], stored))
+            },
+        )
+        .await
     }
 
     async fn list_configs(&self, org: &OrgId, app: &AppId) -> Result<Vec<StoredConfig>> {

@@ -5,7 +5,11 @@ use nuon_core::wire::AuditVerification;
 
 use super::rows::{Cells, Record};
 use super::shared::corrupt;
-use super::sql::{Sql, Stmt, args};
+use std::collections::BTreeMap;
+
+use nuon_core::audit::{Chain, genesis};
+
+use super::sql::{Arg, Change, Sql, Stmt, args};
 use super::*;
 
 /// An entry to append to an org's chain (its `n`, `prev` and `hash` are
@@ -112,19 +116,6 @@ pub async fn verify_audit<S: AuditStore + ?Sized>(
     })
 }
 
-/// Appending to the orgs' chains: the one method of [`AuditStore`] each
-/// store keeps in its own dialect. PostgreSQL first inserts a head for an
-/// org that has none, so that two replicas appending an org's first
-/// entries take turns on its row, then locks the heads in one order; one
-/// locked read ([`Sql::change_locked`]) runs no statement before it, and
-/// locks no row that is not there yet.
-#[async_trait]
-pub(super) trait AuditChains: Send + Sync {
-    /// Appends entries, each to its org's chain, in the order given, in
-    /// one transaction.
-    async fn append_to_chains(&self, entries: Vec<NewAudit>) -> Result<()>;
-}
-
 /// The number and hash of a chain's newest entry.
 struct AuditHead(u64, String);
 
@@ -138,15 +129,98 @@ impl Record for AuditHead {
     }
 }
 
-/// The audit trail's store, written once for both databases (but for
-/// `AuditChains`).
+/// An org's chain as its head row holds it.
+struct HeadOf(OrgId, Chain);
+
+impl Record for HeadOf {
+    const COLUMNS: &'static str = "org_id, n, hash";
+    fn read(r: &impl Cells) -> Result<Self> {
+        let n = u64::try_from(r.int(1)?).map_err(corrupt)?;
+        Ok(HeadOf(
+            r.id(0)?,
+            Chain {
+                n,
+                head: r.text(2)?,
+            },
+        ))
+    }
+}
+
+/// The statements that append `entries` to `heads` and move the heads on.
+fn appends(mut heads: BTreeMap<OrgId, Chain>, entries: Vec<NewAudit>) -> Result<Vec<Stmt>> {
+    let mut stmts = Vec::with_capacity(entries.len() + heads.len());
+    for NewAudit { org, entry } in entries {
+        let Some(chain) = heads.get_mut(&org) else {
+            return Err(corrupt(format!("the audit chain of org {org} has no head")));
+        };
+        let e = chain.append(entry);
+        stmts.push(Stmt::new(
+            "INSERT INTO audit (org_id, n, at, actor, action, target, source, outcome, \
+             detail, prev, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            args![
+                org.as_str(),
+                i64::try_from(e.n).map_err(corrupt)?,
+                e.at_ms,
+                e.actor,
+                e.action,
+                e.target,
+                e.source,
+                e.outcome,
+                e.detail,
+                e.prev,
+                e.hash,
+            ],
+        ));
+    }
+    for (org, chain) in heads {
+        stmts.push(Stmt::new(
+            "UPDATE audit_heads SET n = $2, hash = $3 WHERE org_id = $1",
+            args![
+                org.as_str(),
+                i64::try_from(chain.n).map_err(corrupt)?,
+                chain.head
+            ],
+        ));
+    }
+    Ok(stmts)
+}
+
+/// The audit trail's store, written once for both databases.
 #[async_trait]
-impl<S: Sql + AuditChains + 'static> AuditStore for S {
+impl<S: Sql + 'static> AuditStore for S {
     async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
-        self.append_to_chains(entries).await
+        let orgs: std::collections::BTreeSet<&OrgId> = entries.iter().map(|e| &e.org).collect();
+        // A head for an org that has none yet, so that two replicas
+        // appending an org's first entries take turns on its row; then the
+        // heads locked in one order, so that two never deadlock.
+        let first = orgs
+            .iter()
+            .map(|org| {
+                Stmt::new(
+                    "INSERT INTO audit_heads (org_id, n, hash) VALUES ($1, 0, $2) \
+                     ON CONFLICT (org_id) DO NOTHING",
+                    args![org.as_str(), genesis(org.as_str())],
+                )
+            })
+            .collect();
+        let marks: Vec<String> = (1..=orgs.len()).map(|i| format!("${i}")).collect();
+        let read = Stmt::new(
+            format!(
+                "SELECT {} FROM audit_heads WHERE org_id IN ({}) ORDER BY org_id",
+                HeadOf::COLUMNS,
+                marks.join(", ")
+            ),
+            orgs.iter().map(|o| Arg::from(o.as_str())).collect(),
+        );
+        let plan = Change::locked_read(read).first(first);
+        self.change(plan, move |rows: Vec<HeadOf>| {
+            let heads = rows.into_iter().map(|HeadOf(o, c)| (o, c)).collect();
+            Ok((appends(heads, entries)?, ()))
+        })
+        .await
     }
 
     async fn list_audit(
@@ -169,8 +243,8 @@ impl<S: Sql + AuditChains + 'static> AuditStore for S {
     }
 
     async fn audit_head(&self, org: &OrgId) -> Result<Option<(u64, String)>> {
-        // Not a head of no entry: PostgreSQL's append makes one (n = 0)
-        // before an org's first entries.
+        // Not a head of no entry: an append makes one (n = 0) before an
+        // org's first entries.
         let head: Option<AuditHead> = self
             .query_one(Stmt::new(
                 format!(

@@ -7,8 +7,8 @@
 //! over from another, or one that restarted mid-rollout, never starts an
 //! install's deploy twice: its stale write is refused (`stale_rollout`).
 //!
-//! Written once for both databases, but for storing a new rollout, which
-//! each database serializes its own way ([`RolloutCreation`]).
+//! Written once for both databases; a new rollout of an org is stored one
+//! at a time, under a lock by the org's name (see [`Lock::Name`]).
 
 use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
@@ -17,7 +17,7 @@ use nuon_core::rollout::RolloutInfo;
 use nuon_core::{ReleaseId, RolloutId, now_ms};
 
 use super::rows::{Cells, Record};
-use super::sql::{IdPair, Sql, Stmt, args};
+use super::sql::{Change, IdPair, Lock, Sql, Stmt, args};
 use super::*;
 
 /// Rollouts and the release of each install (and of its runner).
@@ -144,33 +144,20 @@ pub(crate) const ACTIVE_ROLLOUT: &str =
 pub(crate) fn stale_rollout(id: &RolloutId) -> StoreError {
     StoreError::Conflict {
         code: ErrorCode::StaleRollout,
-        message: format!("rollout {id} changed meanwhile: read it again"),
+        message: stale_message(id),
         acked_seq: None,
     }
+}
+
+/// What [`stale_rollout`] says.
+fn stale_message(id: &RolloutId) -> String {
+    format!("rollout {id} changed meanwhile: read it again")
 }
 
 /// Saves a rollout over the version it was read at; parameters: its
 /// document, its status, its id, the org, that version.
 pub(super) const SAVE_ROLLOUT: &str = "UPDATE rollouts SET doc = $1, status = $2, \
      version = version + 1 WHERE id = $3 AND org_id = $4 AND version = $5";
-
-/// Storing a new rollout, which each database serializes its own way, as
-/// [`RolloutStore::create_rollout`] is: one new rollout of an org at a
-/// time, so that the check of the installs the org's active rollouts hold
-/// sees every other's. Rows not there yet cannot be locked, so PostgreSQL
-/// takes an advisory lock per org (a lock on the org's row would wait on,
-/// and deadlock with, every insert that references the org); SQLite has
-/// its one writer.
-#[async_trait]
-pub(super) trait RolloutCreation: Send + Sync {
-    /// [`RolloutStore::create_rollout`].
-    async fn insert_rollout(
-        &self,
-        org: &OrgId,
-        rollout: &RolloutInfo,
-        replacing: Option<&RolloutInfo>,
-    ) -> Result<()>;
-}
 
 /// A rollout read from its row.
 struct RolloutRow(RolloutInfo);
@@ -237,17 +224,53 @@ fn saved_version(org: &OrgId, id: &RolloutId) -> Stmt {
     )
 }
 
-/// Rollouts, written once for both databases (storing a new one is each
-/// database's [`RolloutCreation`]).
+/// Rollouts, written once for both databases.
 #[async_trait]
-impl<S: Sql + RolloutCreation + 'static> RolloutStore for S {
+impl<S: Sql + 'static> RolloutStore for S {
     async fn create_rollout(
         &self,
         org: &OrgId,
         rollout: &RolloutInfo,
         replacing: Option<&RolloutInfo>,
     ) -> Result<()> {
-        self.insert_rollout(org, rollout, replacing).await
+        // One new rollout of the org at a time, so that the check of the
+        // installs the org's active rollouts hold sees every other's. (A
+        // lock by name, not the org's row: a row lock would wait on, and
+        // deadlock with, every insert that references the org.)
+        let mut first = Vec::new();
+        if let Some(old) = replacing {
+            let save = save_stmts(org, old, &[])?.into_iter();
+            first.extend(
+                save.map(|s| s.must_change(ErrorCode::StaleRollout, stale_message(&old.id))),
+            );
+        }
+        let read = Stmt::new(
+            format!(
+                "SELECT {} FROM rollouts WHERE org_id = $1 AND status IN {ACTIVE_ROLLOUT}",
+                RolloutRow::COLUMNS
+            ),
+            args![org.as_str()],
+        );
+        let plan = Change::after_lock(Lock::Name(format!("rollouts:{org}")), read).first(first);
+        let insert = Stmt::new(
+            "INSERT INTO rollouts (id, org_id, release_id, status, version, doc, created_at) \
+             VALUES ($1, $2, $3, $4, 1, $5, $6)",
+            args![
+                rollout.id.as_str(),
+                org.as_str(),
+                rollout.release_id.as_str(),
+                rollout.status.as_str(),
+                rollout_doc(rollout)?,
+                rollout.created_at_ms,
+            ],
+        );
+        let rollout = rollout.clone();
+        self.change(plan, move |rows: Vec<RolloutRow>| {
+            let active: Vec<RolloutInfo> = rows.into_iter().map(|RolloutRow(r)| r).collect();
+            overlap(&rollout, &active)?;
+            Ok((vec![insert], ()))
+        })
+        .await
     }
 
     async fn save_rollout(

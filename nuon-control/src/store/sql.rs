@@ -9,7 +9,8 @@
 
 use async_trait::async_trait;
 
-use super::Result;
+use super::{Result, StoreError};
+use nuon_core::wire::ErrorCode;
 use nuon_core::{OrgId, now_ms};
 
 use super::rows::{Cells, Dialect, OrgScoped, Record, Revocable};
@@ -83,6 +84,10 @@ pub(super) struct Stmt {
     /// What a unique-constraint failure means here, said to the caller as
     /// a 409 `name_taken`; without it such a failure is the database's.
     pub(super) taken: Option<String>,
+    /// The conflict it is when it changes no row (a write over a version
+    /// read earlier that another change moved on); without it, changing
+    /// none is no error.
+    pub(super) must_change: Option<(ErrorCode, String)>,
 }
 
 impl Stmt {
@@ -91,6 +96,25 @@ impl Stmt {
             sql: sql.into(),
             args,
             taken: None,
+            must_change: None,
+        }
+    }
+
+    /// Changing no row is a conflict: `code`, said with `message`.
+    pub(super) fn must_change(mut self, code: ErrorCode, message: String) -> Self {
+        self.must_change = Some((code, message));
+        self
+    }
+
+    /// `changed`, the rows it changed, or the conflict changing none is.
+    pub(super) fn changed(&self, changed: u64) -> Result<u64> {
+        match &self.must_change {
+            Some((code, message)) if changed == 0 => Err(StoreError::Conflict {
+                code: *code,
+                message: message.clone(),
+                acked_seq: None,
+            }),
+            _ => Ok(changed),
         }
     }
 
@@ -110,7 +134,7 @@ impl Stmt {
 }
 
 /// What a read-then-write transaction ([`Sql::change`]) does before its
-/// change is made. The two databases keep a change from racing another
+/// change is made: it takes `lock`, runs `first`, then reads. The two databases keep a change from racing another
 /// differently: SQLite's one writer runs one change at a time, so nothing
 /// is locked there; PostgreSQL locks rows with `FOR UPDATE`, and a
 /// statement that waited for a lock sees only the rows committed when it
@@ -120,11 +144,11 @@ impl Stmt {
 /// of its own.
 #[derive(Debug, Clone)]
 pub(super) struct Change {
-    /// Run first, in order (a row that must be there to be locked).
+    /// Run after the lock and before the read, in order (a row that must
+    /// be there for the read to lock it, a write the read must see).
     pub(super) first: Vec<Stmt>,
-    /// Rows locked until the end (PostgreSQL runs it with `FOR UPDATE`;
-    /// SQLite does not run it).
-    pub(super) lock: Option<Stmt>,
+    /// What is locked until the end (SQLite takes no lock).
+    pub(super) lock: Option<Lock>,
     /// What the change is made of, read after the lock.
     pub(super) read: Stmt,
     /// Whether `read` locks its rows too (`FOR UPDATE`, so it reads rows
@@ -146,7 +170,7 @@ impl Change {
 
     /// Locks the rows of `lock`, then reads `read` in a statement of its
     /// own, which sees every change that held the lock before.
-    pub(super) fn after_lock(lock: Stmt, read: Stmt) -> Self {
+    pub(super) fn after_lock(lock: Lock, read: Stmt) -> Self {
         Change {
             first: Vec::new(),
             lock: Some(lock),
@@ -155,11 +179,23 @@ impl Change {
         }
     }
 
-    /// Runs `first` before anything else.
+    /// Runs `first` after the lock, before the read.
     pub(super) fn first(mut self, first: Vec<Stmt>) -> Self {
         self.first = first;
         self
     }
+}
+
+/// What a [`Change`] locks before it reads.
+#[derive(Debug, Clone)]
+pub(super) enum Lock {
+    /// The rows of a query (PostgreSQL: `FOR UPDATE`).
+    Rows(Stmt),
+    /// A name every change of one thing takes, for a thing that may have
+    /// no row to lock yet (PostgreSQL: an advisory lock on the name's
+    /// hash, held until the transaction ends). The names are kept as
+    /// they are: replicas of an earlier version lock by them too.
+    Name(String),
 }
 
 /// How a store runs SQL.
@@ -180,7 +216,7 @@ pub(super) trait Sql: Send + Sync {
     async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>>;
 
     /// One change read and written in a transaction (see [`Change`]):
-    /// runs `first`, takes the locks, reads, then runs the statements
+    /// takes the lock, runs `first`, reads, then runs the statements
     /// `change` makes of what it read; what `change` answers. An error
     /// from `change` or from a statement undoes all.
     async fn change<T, R, F>(&self, plan: Change, change: F) -> Result<R>

@@ -1,11 +1,14 @@
 //! Terraform state and its locks, behind the `http` backend.
 //!
-//! Written once for both databases, but for the two writes each database
-//! serializes its own way ([`StateWrites`]).
+//! Written once for both databases. The writers of one state queue, even
+//! while it has no row to lock (its first version, its first lock): on a
+//! lock by the state's name (see [`Lock::Name`]).
 
 use super::rows::{Cells, HeldLock, Offset, Record};
-use super::sql::{Sql, Stmt, args};
+use super::shared::corrupt;
+use super::sql::{Change, Lock, Sql, Stmt, args};
 use super::*;
+use nuon_core::now_ms;
 
 /// A credential for Terraform's `http` backend, good for one component's
 /// state while one job runs.
@@ -114,31 +117,6 @@ pub trait StateStore: Send + Sync + 'static {
     async fn release_locks_of_job(&self, job: &JobId) -> Result<Vec<(String, StateLock)>>;
 }
 
-/// The two writes of a state that each database serializes its own way,
-/// as [`StateStore::put_state`] and [`StateStore::lock_state`] are: the
-/// writers of one state must queue even while it has no row to lock (its
-/// first version, its first lock), so PostgreSQL takes an advisory lock
-/// per state, and SQLite has its one writer.
-#[async_trait]
-pub(super) trait StateWrites: Send + Sync + 'static {
-    /// [`StateStore::put_state`].
-    async fn write_state(
-        &self,
-        install: &InstallId,
-        component: &str,
-        lock_id: Option<&str>,
-        sealed: String,
-    ) -> Result<Result<u32, StateLock>>;
-
-    /// [`StateStore::lock_state`].
-    async fn take_state_lock(
-        &self,
-        install: &InstallId,
-        component: &str,
-        lock: StateLock,
-    ) -> Result<Result<(), StateLock>>;
-}
-
 /// A state's version and its sealed body.
 struct StateVersion(u32, String);
 
@@ -166,6 +144,79 @@ impl Record for ComponentState {
     }
 }
 
+/// A state's next version, and its lock if held.
+struct NextState(u32, Option<StateLock>);
+
+impl Record for NextState {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        let lock = match r.opt_text(1)? {
+            Some(_) => Some(StateLock::read(&Offset(r, 1))?),
+            None => None,
+        };
+        Ok(NextState(r.u32(0)?, lock))
+    }
+}
+
+/// A state's lock, and whether the job that took it has not ended.
+struct HeldBy(StateLock, bool);
+
+impl Record for HeldBy {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(HeldBy(StateLock::read(r)?, r.int(4)? > 0))
+    }
+}
+
+/// What every writer of one state takes first: the writers of a state
+/// queue even while it has no row to lock (its first version, its first
+/// lock).
+fn state_writers(install: &InstallId, component: &str) -> Lock {
+    Lock::Name(format!("state:{install}:{component}"))
+}
+
+/// Takes a state's lock for `lock`, over `held` (and whether its job has
+/// not ended); the statements, and the answer.
+fn take_lock(
+    install: &InstallId,
+    component: &str,
+    lock: StateLock,
+    held: Option<HeldBy>,
+) -> (Vec<Stmt>, Result<(), StateLock>) {
+    let mut stmts = Vec::new();
+    if let Some(HeldBy(held, live)) = held {
+        if held.id == lock.id {
+            return (stmts, Ok(()));
+        }
+        // A lock whose job has ended is stale: its Terraform is gone
+        // (cancelled, killed, its runner lost).
+        if held.job_id.is_none() || live {
+            return (stmts, Err(held));
+        }
+        tracing::warn!(
+            install = %install,
+            component,
+            lock = %held.id,
+            job = ?held.job_id,
+            "terraform state lock of an ended job released for a new lock"
+        );
+        stmts.push(drop_state_lock(install, component));
+    }
+    stmts.push(Stmt::new(
+        "INSERT INTO tf_locks (install_id, component, lock_id, info, created_at, job_id) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        args![
+            install.as_str(),
+            component,
+            lock.id,
+            lock.info,
+            lock.created_at_ms,
+            lock.job_id.as_ref().map(|j| j.as_str()),
+        ],
+    ));
+    (stmts, Ok(()))
+}
+
 /// The lock of a state, if held.
 fn state_lock(install: &InstallId, component: &str) -> Stmt {
     Stmt::new(
@@ -185,10 +236,9 @@ fn drop_state_lock(install: &InstallId, component: &str) -> Stmt {
     )
 }
 
-/// Terraform state, written once for both databases (its two serialized
-/// writes are each database's [`StateWrites`]).
+/// Terraform state, written once for both databases.
 #[async_trait]
-impl<S: Sql + StateWrites + 'static> StateStore for S {
+impl<S: Sql + 'static> StateStore for S {
     async fn get_state(
         &self,
         install: &InstallId,
@@ -214,7 +264,39 @@ impl<S: Sql + StateWrites + 'static> StateStore for S {
         lock_id: Option<&str>,
         sealed: String,
     ) -> Result<Result<u32, StateLock>> {
-        self.write_state(install, component, lock_id, sealed).await
+        let read = Stmt::new(
+            format!(
+                "SELECT COALESCE((SELECT MAX(version) FROM tf_states \
+                 WHERE install_id = $1 AND component = $2), 0) + 1, {} \
+                 FROM (SELECT 1 AS one) o LEFT JOIN tf_locks l \
+                 ON l.install_id = $1 AND l.component = $2",
+                "l.lock_id, l.info, l.created_at, l.job_id"
+            ),
+            args![install.as_str(), component],
+        );
+        let plan = Change::after_lock(state_writers(install, component), read);
+        let (install, component, lock_id) = (
+            install.clone(),
+            component.to_owned(),
+            lock_id.map(str::to_owned),
+        );
+        self.change(plan, move |rows: Vec<NextState>| {
+            let Some(NextState(version, held)) = rows.into_iter().next() else {
+                return Err(corrupt("a state's next version read no row"));
+            };
+            if let Some(held) = held
+                && lock_id.as_deref() != Some(held.id.as_str())
+            {
+                return Ok((Vec::new(), Err(held)));
+            }
+            let insert = Stmt::new(
+                "INSERT INTO tf_states (install_id, component, version, body, created_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                args![install.as_str(), component, version, sealed, now_ms()],
+            );
+            Ok((vec![insert], Ok(version)))
+        })
+        .await
     }
 
     async fn lock_state(
@@ -223,7 +305,23 @@ impl<S: Sql + StateWrites + 'static> StateStore for S {
         component: &str,
         lock: StateLock,
     ) -> Result<Result<(), StateLock>> {
-        self.take_state_lock(install, component, lock).await
+        let read = Stmt::new(
+            "SELECT l.lock_id, l.info, l.created_at, l.job_id, (SELECT COUNT(*) FROM jobs j \
+             WHERE j.id = l.job_id AND j.status IN ('queued', 'running')) \
+             FROM tf_locks l WHERE l.install_id = $1 AND l.component = $2",
+            args![install.as_str(), component],
+        );
+        let plan = Change::after_lock(state_writers(install, component), read);
+        let (install, component) = (install.clone(), component.to_owned());
+        self.change(plan, move |rows: Vec<HeldBy>| {
+            Ok(take_lock(
+                &install,
+                &component,
+                lock,
+                rows.into_iter().next(),
+            ))
+        })
+        .await
     }
 
     async fn unlock_state(

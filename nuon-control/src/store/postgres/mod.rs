@@ -18,16 +18,11 @@
 //! - Migrations are numbered and applied once, under an advisory lock, so
 //!   replicas starting together do not race.
 
-mod apps;
-mod audit;
 mod jobs;
 mod maintenance;
 mod queue;
-mod removal;
-mod rollouts;
 mod schema;
 mod sql;
-mod states;
 
 use nuon_core::wire::ErrorCode;
 use std::collections::BTreeSet;
@@ -39,7 +34,7 @@ use nuon_core::wire::{
     ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck, LogBatch,
     LogPage,
 };
-use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, now_ms};
+use nuon_core::{JobId, JobStatus, OrgId, RunnerId, now_ms};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
 use tokio::sync::{broadcast, mpsc};
@@ -47,8 +42,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::rows::{Cells, Dialect, Record};
 use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt, parse_id};
 use super::{
-    Claimed, JobStore, MaintenanceStore, NewJob, QueueStore, Rescued, Result, StateLock,
-    StoreError, StoredConfig, Wake,
+    Claimed, JobStore, MaintenanceStore, NewJob, QueueStore, Rescued, Result, StoreError, Wake,
 };
 
 mod group;
@@ -329,24 +323,6 @@ async fn listen(mut listener: PgListener, replica: String, wakes: broadcast::Sen
             }
         }
     }
-}
-
-async fn current_lock(
-    tx: &mut Tx,
-    install: &InstallId,
-    component: &str,
-) -> Result<Option<StateLock>> {
-    sqlx::query(AssertSqlSafe(format!(
-        "SELECT {} FROM tf_locks WHERE install_id = $1 AND component = $2 FOR UPDATE",
-        StateLock::COLUMNS
-    )))
-    .bind(install.as_str())
-    .bind(component)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(db)?
-    .map(|r| StateLock::read(&r))
-    .transpose()
 }
 
 async fn insert_job(tx: &mut Tx, job: &NewJob) -> Result<()> {

@@ -5,7 +5,7 @@ use sqlx::query::Query;
 
 use super::*;
 use crate::store::rows::Record;
-use crate::store::sql::{Arg, Change, Sql, Stmt};
+use crate::store::sql::{Arg, Change, Lock, Sql, Stmt};
 
 /// `stmt`'s SQL with its arguments bound.
 fn bound(stmt: &Stmt) -> Query<'static, Postgres, PgArguments> {
@@ -51,7 +51,7 @@ impl Sql for PostgresStore {
         let mut changed = Vec::with_capacity(stmts.len());
         for s in &stmts {
             let done = bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
-            changed.push(done.rows_affected());
+            changed.push(s.changed(done.rows_affected())?);
         }
         tx.commit().await.map_err(db)?;
         Ok(changed)
@@ -68,14 +68,23 @@ impl Sql for PostgresStore {
             ..s
         };
         let mut tx = self.begin().await?;
-        for s in &plan.first {
-            bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
-        }
-        if let Some(lock) = plan.lock.map(for_update) {
+        let lock = match plan.lock {
+            Some(Lock::Rows(rows)) => Some(for_update(rows)),
+            Some(Lock::Name(name)) => Some(Stmt::new(
+                "SELECT pg_advisory_xact_lock(hashtext($1))",
+                vec![Arg::Text(Some(name))],
+            )),
+            None => None,
+        };
+        if let Some(lock) = lock {
             bound(&lock)
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(|e| failed(e, &lock))?;
+        }
+        for s in &plan.first {
+            let done = bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
+            s.changed(done.rows_affected())?;
         }
         let read = if plan.read_locks {
             for_update(plan.read)
@@ -91,7 +100,8 @@ impl Sql for PostgresStore {
             .collect::<Result<Vec<T>>>()?;
         let (stmts, answer) = change(rows)?;
         for s in &stmts {
-            bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
+            let done = bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
+            s.changed(done.rows_affected())?;
         }
         tx.commit().await.map_err(db)?;
         Ok(answer)

@@ -10,16 +10,11 @@
 //! - Job logs live in their own database file (`logs.db`), attached to every
 //!   connection, so log volume never bloats or locks the main database.
 
-mod apps;
-mod audit;
 mod jobs;
 mod maintenance;
 mod queue;
-mod removal;
-mod rollouts;
 mod schema;
 mod sql;
-mod states;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
@@ -29,16 +24,13 @@ use nuon_core::wire::{
     ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus, LogAck,
     LogBatch, LogPage,
 };
-use nuon_core::{AppId, InstallId, JobId, JobStatus, OrgId, RunnerId, now_ms};
+use nuon_core::{JobId, JobStatus, OrgId, RunnerId, now_ms};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use super::rows::{Cells, Dialect, Record};
 use super::shared::{self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, parse_id};
-use super::{
-    Claimed, JobStore, MaintenanceStore, NewJob, QueueStore, Rescued, Result, StateLock,
-    StoreError, StoredConfig,
-};
+use super::{Claimed, JobStore, MaintenanceStore, NewJob, QueueStore, Rescued, Result, StoreError};
 
 /// Most operations one write transaction carries.
 const MAX_BATCH: usize = 512;
@@ -119,32 +111,6 @@ impl Cells for rusqlite::Row<'_> {
     fn bytes(&self, i: usize) -> Result<Vec<u8>> {
         self.get(i).map_err(db_err)
     }
-}
-
-fn current_lock(
-    conn: &Connection,
-    install: &InstallId,
-    component: &str,
-) -> Result<Option<StateLock>> {
-    record(
-        conn,
-        &format!(
-            "SELECT {} FROM tf_locks WHERE install_id = ?1 AND component = ?2",
-            StateLock::COLUMNS
-        ),
-        params![install.as_str(), component],
-    )
-}
-
-fn install_in_org(conn: &Connection, org: &OrgId, install: &InstallId) -> Result<bool> {
-    conn.query_row(
-        "SELECT 1 FROM installs WHERE id = ?1 AND org_id = ?2",
-        params![install.as_str(), org.as_str()],
-        |_| Ok(()),
-    )
-    .optional()
-    .map(|r| r.is_some())
-    .map_err(db_err)
 }
 
 fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Connection> {

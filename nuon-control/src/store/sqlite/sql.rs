@@ -57,8 +57,8 @@ fn run_all(conn: &Connection, stmts: &[Stmt]) -> Result<Vec<u64>> {
         .map(|s| {
             conn.prepare_cached(&sqlite_placeholders(&s.sql))
                 .and_then(|mut p| p.execute(rusqlite::params_from_iter(s.args.iter())))
-                .map(|n| n as u64)
                 .map_err(|e| failed(e, s))
+                .and_then(|n| s.changed(n as u64))
         })
         .collect()
 }
