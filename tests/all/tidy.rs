@@ -165,18 +165,14 @@ fn the_store_stays_small_by_domain() {
 /// SQL the two spell differently. Every other trait is written once, over
 /// `Sql` (`nuon-control/src/store/sql.rs`).
 const PER_DIALECT: &[(&str, &str)] = &[
-    ("Sql", "how each database runs a statement"),
+    ("Sql", "how each database runs a statement and a change"),
     (
         "QueueStore",
-        "claims: FOR UPDATE SKIP LOCKED, the one writer's group commit",
-    ),
-    (
-        "JobStore",
-        "a job's insert is the queue's; logs are a table of their own (SQLite: an attached database of text chunks, PostgreSQL: bytea)",
+        "claims: FOR UPDATE SKIP LOCKED and LISTEN/NOTIFY, or the one writer's group commit",
     ),
     (
         "MaintenanceStore",
-        "the leader's advisory lock, pruning with USING, gauges from PRAGMA or FILTER",
+        "the leader's advisory lock, pruning with USING or an attached database, gauges from PRAGMA or FILTER",
     ),
 ];
 

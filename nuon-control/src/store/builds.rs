@@ -1,5 +1,6 @@
 //! Builds of components on the org's build runner.
 
+use super::jobs::job_insert;
 use super::rows::Record;
 use super::sql::{Sql, Stmt, args};
 use super::*;
@@ -22,28 +23,6 @@ pub trait BuildStore: Send + Sync + 'static {
 
     /// One build of the org.
     async fn get_build(&self, org: &OrgId, id: &JobId) -> Result<Option<BuildInfo>>;
-}
-
-/// The statement that queues `job`, as both stores write it.
-pub(super) fn job_insert(job: &NewJob) -> Stmt {
-    let s = &job.spec;
-    Stmt::new(
-        "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
-         timeout_secs, created_at, payload) \
-         VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10)",
-        args![
-            s.job_id.as_str(),
-            s.org_id.as_str(),
-            s.runner_id.as_str(),
-            s.kind.as_str(),
-            job.sealed_spec.as_str(),
-            job.signature.as_str(),
-            s.retry.max_attempts,
-            s.timeout_secs as i64,
-            s.created_at_ms,
-            job.payload.to_string(),
-        ],
-    )
 }
 
 /// The builds with their jobs, the rest of the query given.

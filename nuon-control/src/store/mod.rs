@@ -64,8 +64,8 @@ use async_trait::async_trait;
 use nuon_core::token::IssuedToken;
 use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{
-    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus,
-    LogAck, LogBatch, LogPage, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
+    AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, LeaseRef, LeaseStatus, LogAck,
+    LogBatch, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
 };
 use nuon_core::workflow::{PlannedStep, StepStatus, WorkflowKind, WorkflowStatus};
 use nuon_core::{

@@ -235,6 +235,24 @@ impl Dialect {
         }
     }
 
+    /// The table of the jobs' log chunks (SQLite keeps them in a database
+    /// file of their own, attached as `logs`).
+    pub(super) fn log_records(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "logs.records",
+            Dialect::Postgres => "log_records",
+        }
+    }
+
+    /// A log chunk's body as bytes (SQLite keeps it as text, PostgreSQL
+    /// as `bytea`).
+    pub(super) fn log_body(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "CAST(body AS BLOB)",
+            Dialect::Postgres => "body",
+        }
+    }
+
     /// The text expression `e` compared and ordered byte by byte (SQLite's
     /// own way; PostgreSQL's `C` collation), whatever the database's
     /// collation. `e` is built from column names, never input.

@@ -476,28 +476,6 @@ fn update_step_stmt(org: &OrgId, id: &WorkflowId, index: u32, u: &StepUpdate) ->
     )
 }
 
-/// Queues `job` (in the caller's transaction).
-fn insert_job(job: &NewJob) -> Stmt {
-    let s = &job.spec;
-    Stmt::new(
-        "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
-         timeout_secs, created_at, payload) \
-         VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10)",
-        args![
-            s.job_id.as_str(),
-            s.org_id.as_str(),
-            s.runner_id.as_str(),
-            s.kind.as_str(),
-            job.sealed_spec.as_str(),
-            job.signature.as_str(),
-            s.retry.max_attempts,
-            s.timeout_secs as i64,
-            s.created_at_ms,
-            job.payload.to_string(),
-        ],
-    )
-}
-
 /// Marks the summary of a workflow's install stale.
 fn bump(workflow: &WorkflowId) -> Stmt {
     Stmt::new(summary_sql::BUMP_WORKFLOW, args![workflow.as_str()])
@@ -678,7 +656,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         );
         let job_id = job.spec.job_id.as_str();
         let mut stmts = vec![
-            insert_job(&job),
+            super::jobs::job_insert(&job),
             Stmt::new(
                 "UPDATE workflow_steps SET status = 'running', job_id = $4, reason = NULL \
                  WHERE workflow_id = $1 AND idx = $3 \

@@ -18,7 +18,6 @@
 //! - Migrations are numbered and applied once, under an advisory lock, so
 //!   replicas starting together do not race.
 
-mod jobs;
 mod maintenance;
 mod queue;
 mod schema;
@@ -31,19 +30,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use nuon_core::wire::{
-    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseStatus, LogAck, LogBatch,
-    LogPage,
+    ClaimedJob, Completion, CompletionAck, LeaseRef, LeaseStatus, LogAck, LogBatch,
 };
-use nuon_core::{JobId, JobStatus, OrgId, RunnerId, now_ms};
+use nuon_core::{JobId, RunnerId, now_ms};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
 use tokio::sync::{broadcast, mpsc};
 
-use super::rows::{Cells, Dialect, Record};
-use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt, parse_id};
-use super::{
-    Claimed, JobStore, MaintenanceStore, NewJob, QueueStore, Rescued, Result, StoreError, Wake,
-};
+use super::rows::{Cells, Dialect};
+use super::shared::{self, parse_id};
+use super::{Claimed, MaintenanceStore, QueueStore, Rescued, Result, StoreError, Wake};
 
 mod group;
 
@@ -323,45 +319,6 @@ async fn listen(mut listener: PgListener, replica: String, wakes: broadcast::Sen
             }
         }
     }
-}
-
-async fn insert_job(tx: &mut Tx, job: &NewJob) -> Result<()> {
-    let s = &job.spec;
-    sqlx::query(
-        "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
-         timeout_secs, created_at, payload) VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10)",
-    )
-    .bind(s.job_id.as_str())
-    .bind(s.org_id.as_str())
-    .bind(s.runner_id.as_str())
-    .bind(&s.kind)
-    .bind(&job.sealed_spec)
-    .bind(&job.signature)
-    .bind(i64::from(s.retry.max_attempts))
-    .bind(s.timeout_secs as i64)
-    .bind(s.created_at_ms)
-    .bind(job.payload.to_string())
-    .execute(&mut **tx)
-    .await
-    .map_err(db)?;
-    Ok(())
-}
-
-async fn load_job<'e, E>(e: E, id: &str, org: Option<&OrgId>) -> Result<Option<JobInfo>>
-where
-    E: sqlx::Executor<'e, Database = Postgres>,
-{
-    sqlx::query(AssertSqlSafe(format!(
-        "SELECT {} FROM jobs WHERE id = $1 AND ($2::text IS NULL OR org_id = $2)",
-        JobInfo::COLUMNS
-    )))
-    .bind(id)
-    .bind(org.map(|o| o.as_str()))
-    .fetch_optional(e)
-    .await
-    .map_err(db)?
-    .map(|r| JobInfo::read(&r))
-    .transpose()
 }
 
 async fn lease_states(

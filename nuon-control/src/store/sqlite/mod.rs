@@ -10,7 +10,6 @@
 //! - Job logs live in their own database file (`logs.db`), attached to every
 //!   connection, so log volume never bloats or locks the main database.
 
-mod jobs;
 mod maintenance;
 mod queue;
 mod schema;
@@ -21,16 +20,15 @@ use std::sync::{Arc, Mutex, mpsc};
 
 use async_trait::async_trait;
 use nuon_core::wire::{
-    ClaimedJob, Completion, CompletionAck, JobInfo, LeaseRef, LeaseState, LeaseStatus, LogAck,
-    LogBatch, LogPage,
+    ClaimedJob, Completion, CompletionAck, LeaseRef, LeaseState, LeaseStatus, LogAck, LogBatch,
 };
-use nuon_core::{JobId, JobStatus, OrgId, RunnerId, now_ms};
+use nuon_core::{JobId, JobStatus, RunnerId, now_ms};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::rows::{Cells, Dialect, Record};
-use super::shared::{self, AttemptRow, CHUNKS_PER_PAGE, LogChunk, parse_id};
-use super::{Claimed, JobStore, MaintenanceStore, NewJob, QueueStore, Rescued, Result, StoreError};
+use super::rows::{Cells, Dialect};
+use super::shared::{self, AttemptRow, parse_id};
+use super::{Claimed, MaintenanceStore, QueueStore, Rescued, Result, StoreError};
 
 /// Most operations one write transaction carries.
 const MAX_BATCH: usize = 512;
@@ -70,32 +68,6 @@ fn one_row<T>(
     row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Option<T>> {
     conn.query_row(sql, params, row).optional().map_err(db_err)
-}
-
-/// Every row of a query, each read as a `T`.
-fn records<T: Record>(
-    conn: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-) -> Result<Vec<T>> {
-    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
-    let mut rows = stmt.query(params).map_err(db_err)?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next().map_err(db_err)? {
-        out.push(T::read(r)?);
-    }
-    Ok(out)
-}
-
-/// The row of a query that finds at most one, read as a `T`.
-fn record<T: Record>(
-    conn: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-) -> Result<Option<T>> {
-    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
-    let mut rows = stmt.query(params).map_err(db_err)?;
-    rows.next().map_err(db_err)?.map(T::read).transpose()
 }
 
 impl Cells for rusqlite::Row<'_> {
@@ -289,37 +261,6 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Op>) {
             finish(commit.as_ref());
         }
     }
-}
-
-/// Inserts a queued job (the caller's transaction).
-fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
-    let s = &job.spec;
-    conn.execute(
-        "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
-         timeout_secs, created_at, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9, ?10)",
-        params![
-            s.job_id.as_str(),
-            s.org_id.as_str(),
-            s.runner_id.as_str(),
-            s.kind,
-            job.sealed_spec,
-            job.signature,
-            s.retry.max_attempts,
-            s.timeout_secs as i64,
-            s.created_at_ms,
-            job.payload.to_string()
-        ],
-    )
-    .map_err(db_err)?;
-    Ok(())
-}
-
-fn load_job(conn: &Connection, id: &str) -> Result<Option<JobInfo>> {
-    record(
-        conn,
-        &format!("SELECT {} FROM jobs WHERE id = ?1", JobInfo::COLUMNS),
-        [id],
-    )
 }
 
 /// The attempt a runner may write to: it must be the job's current attempt,
