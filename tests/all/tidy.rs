@@ -172,7 +172,7 @@ const PER_DIALECT: &[(&str, &str)] = &[
     ),
     (
         "MaintenanceStore",
-        "the leader's advisory lock, pruning with USING or an attached database, gauges from PRAGMA or FILTER",
+        "the leader's session lock, rescue under FOR UPDATE SKIP LOCKED, pruning with USING or across an attached database, gauges from PRAGMA or FILTER",
     ),
 ];
 

@@ -19,16 +19,17 @@
 //! [`Store`] is all of them at once, implemented for every type that
 //! implements each.
 //!
-//! Two implementations, laid out file for file alike: [`SqliteStore`]
-//! (`sqlite/`, the embedded default) and [`PostgresStore`] (`postgres/`,
-//! behind the `postgres` feature, for any number of replicas). What both
-//! decide alike lives once: `rows.rs` maps each row type from its columns,
-//! `shared.rs` holds the rules (the attempt fence, which lines of a log batch
-//! are new, the fate of an expired lease, log paging). Queue and claim SQL
-//! stay per dialect, on purpose. Every method that reads or writes org data
-//! takes the org, and every runner-side method takes the calling runner, so
-//! scoping is in the signature, not left to the caller. `tests/` is the
-//! conformance suite, every check run on both stores.
+//! Two databases: [`SqliteStore`] (`sqlite/`, the embedded default) and
+//! [`PostgresStore`] (`postgres/`, behind the `postgres` feature, for any
+//! number of replicas). Each domain is written once, for both, over
+//! `sql::Sql` (how each runs a statement, and a change under its locks):
+//! `rows.rs` maps each row type from its columns, `shared.rs` holds the
+//! rules (the attempt fence, which lines of a log batch are new, the fate
+//! of an expired lease, log paging). The queue and claims and the upkeep
+//! stay per database, on purpose. Every method that reads or writes org
+//! data takes the org, and every runner-side method takes the calling
+//! runner, so scoping is in the signature, not left to the caller.
+//! `tests/` is the conformance suite, every check run on both stores.
 
 mod apps;
 mod audit;

@@ -54,8 +54,6 @@ const APP_ROWS: [&str; 6] = [
     "DELETE FROM apps WHERE id = $1",
 ];
 
-/// The statement for PostgreSQL: `$n` for `?n`.
-
 /// The refusal of removing an install that a workflow holds.
 fn install_busy(id: &InstallId) -> StoreError {
     StoreError::Conflict {
