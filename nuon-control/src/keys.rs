@@ -14,6 +14,7 @@
 //!
 //! [`ServerConfig::signers`]: crate::ServerConfig::signers
 
+use nuon_core::Signed as _;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -92,7 +92,7 @@ pub use plugin::{
     ProcessSpec, STDERR_TAIL_LINES, StopReason,
 };
 pub use signing::{
-    Grant, KeyRefused, KeyRotation, Learned, OrgSigningKey, PublicKey, SignatureError,
+    Grant, KeyRefused, KeyRotation, Learned, OrgSigningKey, PublicKey, SignatureError, Signed,
     SignedRotation, Signer, SignerError, TrustedKeys, hmac_sha256,
 };
 pub use transport::{Transport, TransportError};

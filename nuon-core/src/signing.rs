@@ -250,6 +250,38 @@ impl SignedRotation {
     }
 }
 
+/// A thing signed with an org's key beside the job specs and key rotations
+/// (which are signed as their own JSON text, so start with `{`). What a
+/// signature covers is made here, one way for every such thing: a first
+/// line, its domain, that no other signed thing starts with (so that a
+/// signature of one is never the other's), then its body. A domain names
+/// what is signed and its version of the format; the body's fields are
+/// fixed, so that a field added later to the type does not change what a
+/// runner of today checks.
+pub trait Signed {
+    /// The first line of the signed bytes (`nuon-grant/1`); a test holds
+    /// that no two types share one.
+    const DOMAIN: &'static str;
+
+    /// What follows the domain's line.
+    fn signed_body(&self) -> Vec<u8>;
+
+    /// The bytes signed: the domain, a newline, the body.
+    fn signed_bytes(&self) -> Vec<u8> {
+        let body = self.signed_body();
+        let mut out = Vec::with_capacity(Self::DOMAIN.len() + 1 + body.len());
+        out.extend_from_slice(Self::DOMAIN.as_bytes());
+        out.push(b'\n');
+        out.extend(body);
+        out
+    }
+}
+
+/// A signed body of fixed fields, as JSON.
+pub(crate) fn json_body(fields: &impl serde::Serialize) -> Vec<u8> {
+    serde_json::to_vec(fields).unwrap_or_default()
+}
+
 /// What the control plane signs, with the org's key, each time it hands a
 /// claimed job to a runner: this job, this attempt, for this runner, to be
 /// started no later than `not_after_ms`, with this exact spec. The spec's
@@ -286,11 +318,15 @@ impl Grant<'_> {
     pub fn not_after(now_ms: i64, lease_ms: u64) -> i64 {
         now_ms + (lease_ms as i64).min(Self::MAX_LEASE_MS) + Self::LEEWAY_MS
     }
+}
 
-    /// The bytes signed: one field a line, the spec by its SHA-256.
-    pub fn signed_bytes(&self) -> Vec<u8> {
+impl Signed for Grant<'_> {
+    const DOMAIN: &'static str = "nuon-grant/1";
+
+    /// One field a line, the spec by its SHA-256.
+    fn signed_body(&self) -> Vec<u8> {
         format!(
-            "nuon-grant/1\njob {}\nattempt {}\nrunner {}\nnot-after {}\nspec sha256:{}\n",
+            "job {}\nattempt {}\nrunner {}\nnot-after {}\nspec sha256:{}\n",
             self.job_id,
             self.attempt,
             self.runner_id,
@@ -449,6 +485,39 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_signed_type_has_a_domain_of_its_own() {
+        let domains = [
+            Grant::DOMAIN,
+            crate::wire::RunnerSettingsInfo::DOMAIN,
+            crate::wire::RunnerReleaseInfo::DOMAIN,
+        ];
+        for (i, a) in domains.iter().enumerate() {
+            // Not JSON, which job specs and key rotations sign.
+            assert!(a.starts_with("nuon-") && !a.contains('\n'), "{a}");
+            for b in &domains[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        // The bytes the first runners checked: a grant's stay as they were.
+        let (job, runner) = (crate::JobId::generate(), crate::RunnerId::generate());
+        let grant = Grant {
+            job_id: &job,
+            attempt: 2,
+            runner_id: &runner,
+            not_after_ms: 4,
+            spec: b"{}",
+        };
+        let text = String::from_utf8(grant.signed_bytes()).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "nuon-grant/1\njob {job}\nattempt 2\nrunner {runner}\nnot-after 4\nspec sha256:{}\n",
+                hex::encode(Sha256::digest(b"{}"))
+            )
+        );
+    }
 
     // RFC 4231 test cases 1, 2 and 6 (a key longer than the block).
     #[test]

@@ -449,9 +449,10 @@ pub struct RunnerSettingsInfo {
     /// `env_vars`); a job's own environment wins over it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    /// Base64 Ed25519 signature of [`RunnerSettingsInfo::signed_bytes`] by
-    /// the org's key: the runner takes no settings it cannot verify (they
-    /// reach every job, as signed jobs do).
+    /// Base64 Ed25519 signature by the org's key of the settings' signed
+    /// bytes (the line `nuon-runner-settings`, then the version, the
+    /// environment, the update and the watch as JSON): the runner takes no
+    /// settings it cannot verify (they reach every job, as signed jobs do).
     #[serde(default)]
     pub signature: String,
     /// The runner version the control plane asks for, while a runner
@@ -485,10 +486,12 @@ pub struct WatchedComponent {
     pub probes: Vec<crate::app::HealthProbe>,
 }
 
-impl RunnerSettingsInfo {
-    /// What the signature covers: the version and the environment, after
-    /// a prefix no job spec has (a signature of one is never the other's).
-    pub fn signed_bytes(&self) -> Vec<u8> {
+impl crate::signing::Signed for RunnerSettingsInfo {
+    const DOMAIN: &'static str = "nuon-runner-settings";
+
+    /// The version and the environment, and the update and the watch when
+    /// there are.
+    fn signed_body(&self) -> Vec<u8> {
         #[derive(Serialize)]
         struct Signed<'a> {
             version: &'a str,
@@ -528,41 +531,36 @@ impl RunnerSettingsInfo {
             size: u64,
             tries: u32,
         }
-        let mut out = b"nuon-runner-settings\n".to_vec();
-        out.extend(
-            serde_json::to_vec(&Signed {
-                version: &self.version,
-                env: &self.env,
-                update: self.update.as_ref().map(|u| SignedUpdate {
-                    id: u.release.id.as_str(),
-                    version: &u.release.version,
-                    os: &u.release.os,
-                    arch: &u.release.arch,
-                    repository: &u.release.repository,
-                    digest: &u.release.digest,
-                    size: u.release.size,
-                    tries: u.tries,
-                }),
-                watch: self.watch.as_ref().map(|w| SignedWatch {
-                    interval_ms: w.interval_ms,
-                    components: w
-                        .components
-                        .iter()
-                        .map(|c| {
-                            let probes = c.probes.iter().map(|p| SignedProbe {
-                                kind: p.kind.as_str(),
-                                name: &p.name,
-                                url: p.url.as_deref(),
-                                command: &p.command,
-                            });
-                            (c.component.as_str(), probes.collect())
-                        })
-                        .collect(),
-                }),
-            })
-            .unwrap_or_default(),
-        );
-        out
+        crate::signing::json_body(&Signed {
+            version: &self.version,
+            env: &self.env,
+            update: self.update.as_ref().map(|u| SignedUpdate {
+                id: u.release.id.as_str(),
+                version: &u.release.version,
+                os: &u.release.os,
+                arch: &u.release.arch,
+                repository: &u.release.repository,
+                digest: &u.release.digest,
+                size: u.release.size,
+                tries: u.tries,
+            }),
+            watch: self.watch.as_ref().map(|w| SignedWatch {
+                interval_ms: w.interval_ms,
+                components: w
+                    .components
+                    .iter()
+                    .map(|c| {
+                        let probes = c.probes.iter().map(|p| SignedProbe {
+                            kind: p.kind.as_str(),
+                            name: &p.name,
+                            url: p.url.as_deref(),
+                            command: &p.command,
+                        });
+                        (c.component.as_str(), probes.collect())
+                    })
+                    .collect(),
+            }),
+        })
     }
 }
 
@@ -2002,6 +2000,7 @@ impl StepRecord for WorkflowStepInfo {
 #[cfg(test)]
 mod settings_tests {
     use super::*;
+    use crate::signing::Signed as _;
 
     #[test]
     fn a_settings_signature_covers_the_version_and_every_variable() {

@@ -12,7 +12,7 @@ use nuon_core::wire::{
     ClaimRequest, ClaimResponse, ClaimedJob, HeartbeatRequest, LeaseRef, LeaseState,
     RunnerSettingsInfo,
 };
-use nuon_core::{JobId, JobResult, JobSpec, Outcome, StopReason, TransportError};
+use nuon_core::{JobId, JobResult, JobSpec, Outcome, Signed as _, StopReason, TransportError};
 use tokio::sync::{Notify, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, sleep, sleep_until};

@@ -176,6 +176,31 @@ const PER_DIALECT: &[(&str, &str)] = &[
     ),
 ];
 
+/// Where the bytes a signature covers are made: one way, for every type
+/// signed (`nuon_core::Signed`, its domain first).
+const SIGNED_BYTES_HOME: &str = "nuon-core/src/signing.rs";
+
+/// Signed bytes made anywhere but in `Signed`: a `signed_bytes` of its own.
+fn signed_bytes_elsewhere(files: &[(String, String)]) -> Vec<String> {
+    let others: Vec<(String, String)> = files
+        .iter()
+        .filter(|(path, _)| path != SIGNED_BYTES_HOME)
+        .cloned()
+        .collect();
+    code_naming(&others, &["fn signed_bytes("])
+}
+
+#[test]
+fn signed_bytes_are_made_one_way() {
+    let found = signed_bytes_elsewhere(&sources(&CAPPED));
+    assert!(
+        found.is_empty(),
+        "bytes to sign made outside nuon_core::Signed: implement `Signed` (a domain of its own, \
+         then `signed_body`)\n{}",
+        found.join("\n")
+    );
+}
+
 /// Store traits implemented for `SqliteStore` or `PostgresStore` and not
 /// in `allowed`.
 fn traits_per_dialect(files: &[(String, String)], allowed: &[(&str, &str)]) -> Vec<String> {
@@ -567,6 +592,13 @@ fn every_rule_finds_a_planted_violation() {
         code_naming(&one(m, "use crate::wire::AppInfo;"), &ABOVE_THE_MODEL),
         m,
     );
+    let w = "nuon-core/src/wire/planted.rs";
+    planted(
+        "signed bytes made one way",
+        signed_bytes_elsewhere(&one(w, "    pub fn signed_bytes(&self) -> Vec<u8> {")),
+        w,
+    );
+    assert!(signed_bytes_elsewhere(&one(w, "let b = s.signed_bytes();")).is_empty());
     let d = "nuon-control/src/store/sqlite/planted.rs";
     planted(
         "a store trait per database",

@@ -1,6 +1,7 @@
 //! The Runner API: long-poll claims, heartbeats, logs and completions, each
 //! scoped to the calling runner and fenced by attempt.
 
+use nuon_core::Signed as _;
 use nuon_core::wire::ErrorCode;
 use std::time::Duration;
 

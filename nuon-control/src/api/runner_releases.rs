@@ -11,6 +11,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post, put};
+use nuon_core::Signed as _;
 use nuon_core::endpoint as ep;
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
 use nuon_core::wire::{PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList};

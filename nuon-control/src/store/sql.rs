@@ -237,6 +237,18 @@ pub(super) trait Sql: Send + Sync {
         self.change(Change::locked_read(read), change).await
     }
 
+    /// Runs `stmts` in one transaction if `read` finds a row, which stays
+    /// locked until they ran; `Invalid(missing)` if it finds none.
+    async fn write_if_found(&self, read: Stmt, stmts: Vec<Stmt>, missing: String) -> Result<()> {
+        self.change_locked(read, move |found: Vec<i64>| {
+            if found.is_empty() {
+                return Err(StoreError::Invalid(missing));
+            }
+            Ok((stmts, ()))
+        })
+        .await
+    }
+
     /// The row of a query that finds at most one.
     async fn query_one<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Option<T>> {
         Ok(self.query(stmt).await?.into_iter().next())

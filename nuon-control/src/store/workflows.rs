@@ -627,16 +627,8 @@ impl<S: Sql + 'static> WorkflowStore for S {
             args![id.as_str(), index, org.as_str()],
         );
         let stmts = vec![update_step_stmt(org, id, index, &u), bump(id)];
-        let id = id.clone();
-        self.change_locked(read, move |found: Vec<i64>| {
-            if found.is_empty() {
-                return Err(StoreError::Invalid(format!(
-                    "no step {index} in workflow {id}"
-                )));
-            }
-            Ok((stmts, ()))
-        })
-        .await
+        let missing = format!("no step {index} in workflow {id}");
+        self.write_if_found(read, stmts, missing).await
     }
 
     async fn dispatch_step(
@@ -673,15 +665,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
             )
         }));
         stmts.push(bump(id));
-        let id = id.clone();
-        self.change_locked(read, move |found: Vec<i64>| {
-            if found.is_empty() {
-                return Err(StoreError::Invalid(format!(
-                    "workflow {id} is not running: step {index} not dispatched"
-                )));
-            }
-            Ok((stmts, ()))
-        })
-        .await
+        let missing = format!("workflow {id} is not running: step {index} not dispatched");
+        self.write_if_found(read, stmts, missing).await
     }
 }

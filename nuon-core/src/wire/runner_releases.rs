@@ -48,9 +48,10 @@ pub struct RunnerReleaseInfo {
     pub digest: String,
     /// The binary's size in bytes.
     pub size: u64,
-    /// Base64 Ed25519 signature of [`RunnerReleaseInfo::signed_bytes`] by
-    /// the org's key: a runner takes no binary whose release it cannot
-    /// verify.
+    /// Base64 Ed25519 signature by the org's key of the release's signed
+    /// bytes (the line `nuon-runner-release`, then the id, version,
+    /// platform, digest and size as JSON): a runner takes no binary whose
+    /// release it cannot verify.
     pub signature: String,
     /// Whether the control plane serves the binary itself (uploaded with
     /// `nuon runners release publish`): install stacks then download the
@@ -64,10 +65,11 @@ pub struct RunnerReleaseInfo {
     pub created_by: Option<String>,
 }
 
-impl RunnerReleaseInfo {
-    /// What the signature covers: the version, platform and the binary's
-    /// digest and size, after a prefix no job spec or settings have.
-    pub fn signed_bytes(&self) -> Vec<u8> {
+impl crate::signing::Signed for RunnerReleaseInfo {
+    const DOMAIN: &'static str = "nuon-runner-release";
+
+    /// The version, platform and the binary's digest and size.
+    fn signed_body(&self) -> Vec<u8> {
         #[derive(Serialize)]
         struct Signed<'a> {
             id: &'a str,
@@ -77,19 +79,14 @@ impl RunnerReleaseInfo {
             digest: &'a str,
             size: u64,
         }
-        let mut out = b"nuon-runner-release\n".to_vec();
-        out.extend(
-            serde_json::to_vec(&Signed {
-                id: self.id.as_str(),
-                version: &self.version,
-                os: &self.os,
-                arch: &self.arch,
-                digest: &self.digest,
-                size: self.size,
-            })
-            .unwrap_or_default(),
-        );
-        out
+        crate::signing::json_body(&Signed {
+            id: self.id.as_str(),
+            version: &self.version,
+            os: &self.os,
+            arch: &self.arch,
+            digest: &self.digest,
+            size: self.size,
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 //! this job and runner, the grant of this attempt (signed, in its time,
 //! never accepted before), the role of its operation.
 
+use nuon_core::Signed as _;
 use std::sync::Arc;
 
 use nuon_core::JobSpec;

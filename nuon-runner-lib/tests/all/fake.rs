@@ -1,6 +1,7 @@
 //! An in-memory control plane behind the `Transport` trait, and a harness
 //! that signs jobs and runs a `Runner` against it.
 
+use nuon_core::Signed as _;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::path::{Path, PathBuf};

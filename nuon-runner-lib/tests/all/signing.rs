@@ -1,5 +1,6 @@
 //! Jobs that are not exactly what the org signed for this runner never run.
 
+use nuon_core::Signed as _;
 use nuon_core::wire::LogStream;
 use nuon_core::{JobId, OrgSigningKey, Outcome, RunnerId};
 
