@@ -48,6 +48,7 @@ use crate::hub::Wakes;
 use crate::keys::{JobKeys, OrgSigners};
 use crate::secrets::SecretBox;
 pub(crate) use crate::service::Caller;
+pub(crate) use crate::service::workflows::{job_view, workflow_view};
 use crate::store::{ApiPrincipal, RunnerPrincipal, Store, Wake};
 
 /// How long a runner token's lookup is reused before the store is asked again.
@@ -446,38 +447,6 @@ pub(crate) type SharedState = Arc<AppState>;
 
 /// The window of a runner's log quota.
 const LOG_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// Shows the outputs a Terraform apply marked sensitive (a job's or a
-/// step's `{"outputs": ..., "sensitive": [...]}`) as `(sensitive)`.
-pub(crate) fn mask_sensitive_outputs(outputs: &mut serde_json::Value) {
-    let names: Vec<String> = outputs["sensitive"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
-    for n in names {
-        if let Some(v) = outputs.get_mut("outputs").and_then(|o| o.get_mut(&n)) {
-            *v = serde_json::Value::String("(sensitive)".into());
-        }
-    }
-}
-
-/// A job as the API shows it: sensitive outputs masked.
-pub(crate) fn job_view(mut job: nuon_core::wire::JobInfo) -> nuon_core::wire::JobInfo {
-    mask_sensitive_outputs(&mut job.outputs);
-    job
-}
-
-/// A workflow as the API shows it: sensitive outputs of its steps masked.
-pub(crate) fn workflow_view(
-    mut wf: nuon_core::wire::WorkflowInfo,
-) -> nuon_core::wire::WorkflowInfo {
-    for s in &mut wf.steps {
-        mask_sensitive_outputs(&mut s.outputs);
-    }
-    wf
-}
 
 /// [`workflow_view`], and a running step whose job waits for a runner
 /// that is not there says so: "running" would say it runs.

@@ -17,27 +17,27 @@ use nuon_core::wire::{
 };
 use nuon_core::workflow::WorkflowKind;
 use nuon_core::{
-    BuildJob, BuildSource, Job, JobId, JobSpec, Package, RetryPolicy, SourceFileContents,
-    WorkflowId, now_ms,
+    BuildJob, BuildSource, Job, JobId, JobSpec, Package, RetryPolicy, SourceFileContents, now_ms,
 };
 
 use super::apps::{app_of, install_of, latest_config};
 use super::control::require_deployer;
 use super::doc::Op;
-use super::{ApiAuth, Body, SharedState};
+use super::{ApiAuth, Body, Caller, SharedState};
 use crate::engine::Start;
 use crate::engine::render::deployable;
 use crate::error::Error;
+use crate::service::workflows::WorkflowAct;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::CreateWorkflow>(post(create_workflow)),
-        Op::endpoint::<ep::ApproveWorkflowStep>(post(approve)),
-        Op::endpoint::<ep::DenyWorkflowStep>(post(deny)),
-        Op::endpoint::<ep::RespondToApproval>(post(respond)),
-        Op::endpoint::<ep::CancelWorkflow>(post(cancel)),
-        Op::endpoint::<ep::RetryWorkflow>(post(retry)),
-        Op::endpoint::<ep::SkipWorkflowStep>(post(skip)),
+        Op::endpoint::<ep::ApproveWorkflowStep>(post(approve)).audited_by_service(),
+        Op::endpoint::<ep::DenyWorkflowStep>(post(deny)).audited_by_service(),
+        Op::endpoint::<ep::RespondToApproval>(post(respond)).audited_by_service(),
+        Op::endpoint::<ep::CancelWorkflow>(post(cancel)).audited_by_service(),
+        Op::endpoint::<ep::RetryWorkflow>(post(retry)).audited_by_service(),
+        Op::endpoint::<ep::SkipWorkflowStep>(post(skip)).audited_by_service(),
         Op::endpoint::<ep::GetInstallOutputs>(get(outputs)),
         Op::endpoint::<ep::CreateBuilds>(post(create_builds)),
         Op::endpoint::<ep::ListBuilds>(get(list_builds)),
@@ -167,156 +167,75 @@ pub(super) async fn create_workflow(
     ))
 }
 
-/// What an operator asks of a workflow.
-pub(super) enum Act {
-    /// With `all`, the later steps that would ask too, each recorded in
-    /// the audit trail as from `source`.
-    Approve {
-        all: bool,
-        source: String,
-    },
-    Deny,
-    Respond(nuon_core::workflow::ApprovalResponse),
-    Cancel,
-    Retry,
-    Skip,
-}
-
-pub(super) async fn act(
-    state: SharedState,
-    auth: ApiAuth,
-    raw: String,
-    act: Act,
+/// Does `act` to workflow `raw` for the caller, through its service.
+async fn act(
+    state: &SharedState,
+    caller: &Caller,
+    raw: &str,
+    act: WorkflowAct,
     step: Option<String>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    require_deployer(&auth)?;
-    let id: WorkflowId = super::path_id("workflow", &raw)?;
-    let org = &auth.0.org_id;
-    let engine = &state.engine;
-    let by = &auth.0.actor();
-    // The steps approved before, to record each one `all` approves.
-    let before = match &act {
-        Act::Approve { all: true, .. } => state.store.get_workflow(org, &id).await?,
-        _ => None,
-    };
-    match &act {
-        Act::Approve { all, .. } => engine.approve(org, &id, step.clone(), *all, by).await?,
-        Act::Deny => engine.deny(org, &id, step, by).await?,
-        Act::Respond(r) => engine.respond(org, &id, step, *r, by).await?,
-        Act::Cancel => engine.cancel(org, &id, by).await?,
-        Act::Retry => engine.retry(org, &id, step, by).await?,
-        Act::Skip => engine.skip(org, &id, step, by).await?,
-    }
-    let wf = state
-        .store
-        .get_workflow(&auth.0.org_id, &id)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))?;
-    if let (Some(before), Act::Approve { source, .. }) = (before, &act) {
-        record_approved_rest(&state, &auth, &before, &wf, source).await;
-    }
-    Ok(Json(super::workflow_view(wf)))
-}
-
-/// Records in the audit trail each later step an approval of the rest of
-/// a workflow approved, as its own approval (the request itself is
-/// recorded as any is): one record per step, as if each were approved
-/// by hand.
-async fn record_approved_rest(
-    state: &SharedState,
-    auth: &ApiAuth,
-    before: &WorkflowInfo,
-    after: &WorkflowInfo,
-    source: &str,
-) {
-    let newly: Vec<&nuon_core::wire::WorkflowStepInfo> = after
-        .steps
-        .iter()
-        .filter(|s| s.approved_at_ms.is_some())
-        .filter(|s| {
-            before
-                .steps
-                .iter()
-                .any(|b| b.index == s.index && b.approved_at_ms.is_none())
-        })
-        .collect();
-    // The first is the step the request named (or the one waiting): the
-    // request's own record is its.
-    for s in newly.iter().skip(1) {
-        let target = format!(
-            "{}?step={}",
-            nuon_core::endpoint::path_of::<ep::ApproveWorkflowStep>(&[after.id.as_str()]),
-            s.index
-        );
-        crate::service::record(
-            &state.auditor,
-            &auth.0,
-            <ep::ApproveWorkflowStep as ep::Endpoint>::ID,
-            target,
-            source.to_owned(),
-            StatusCode::OK,
-        )
-        .await;
-    }
+    let services = state.services();
+    services
+        .act_on_workflow(caller, raw, act, step)
+        .await
+        .map(Json)
 }
 
 async fn approve(
     State(state): State<SharedState>,
-    auth: ApiAuth,
-    super::Source(source): super::Source,
+    caller: Caller,
     Path(raw): Path<String>,
     Body(req): Body<ApproveSteps>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    let approve = Act::Approve {
-        all: req.all,
-        source,
-    };
-    act(state, auth, raw, approve, req.step).await
+    let approve = WorkflowAct::Approve { all: req.all };
+    act(&state, &caller, &raw, approve, req.step).await
 }
 
 async fn deny(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(raw): Path<String>,
     Body(req): Body<StepChoice>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    act(state, auth, raw, Act::Deny, req.step).await
+    act(&state, &caller, &raw, WorkflowAct::Deny, req.step).await
 }
 
 async fn respond(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(raw): Path<String>,
     Body(req): Body<ApprovalAnswer>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    act(state, auth, raw, Act::Respond(req.response), req.step).await
+    let answer = WorkflowAct::Respond(req.response);
+    act(&state, &caller, &raw, answer, req.step).await
 }
 
 async fn cancel(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(raw): Path<String>,
     Body(req): Body<StepChoice>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    act(state, auth, raw, Act::Cancel, req.step).await
+    act(&state, &caller, &raw, WorkflowAct::Cancel, req.step).await
 }
 
 async fn retry(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(raw): Path<String>,
     Body(req): Body<StepChoice>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    act(state, auth, raw, Act::Retry, req.step).await
+    act(&state, &caller, &raw, WorkflowAct::Retry, req.step).await
 }
 
 async fn skip(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(raw): Path<String>,
     Body(req): Body<StepChoice>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    act(state, auth, raw, Act::Skip, req.step).await
+    act(&state, &caller, &raw, WorkflowAct::Skip, req.step).await
 }
 
 pub(super) async fn outputs(

@@ -16,6 +16,7 @@ pub(crate) mod pending;
 mod render;
 pub(crate) mod runner_binaries;
 mod stack;
+pub(crate) mod workflows;
 
 use axum::http::StatusCode;
 use nuon_core::audit::AuditEntry;

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::cells::plan_summary;
 use super::layout::page;
 use super::pages::{Confirm, confirmation, workflow_of};
-use super::{Web, csrf_refused, error_page, op_path, recorded};
+use super::{Web, csrf_refused, error_page, op_path};
 use crate::api::{SharedState, Source};
 use crate::error::Error;
 
@@ -29,9 +29,9 @@ pub(super) struct ActForm {
     all: Option<String>,
 }
 
-/// Approve, deny, retry, skip or cancel, from a workflow's page: the API's own
-/// handler does it (and the same refusals), and the audit trail records it
-/// under the API's operation.
+/// Approve, deny, retry, skip or cancel, from a workflow's page: the
+/// service the API calls does it (the same refusals, and the audit trail
+/// records it under the API's operation).
 pub(super) async fn workflow_act(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -42,19 +42,18 @@ pub(super) async fn workflow_act(
     if let Some(r) = csrf_refused(&web, &form.csrf) {
         return r;
     }
-    use crate::api::workflows::Act;
+    use crate::service::workflows::WorkflowAct;
     let (act, op) = match act.as_str() {
         "approve" => (
-            Act::Approve {
+            WorkflowAct::Approve {
                 all: form.all.as_deref() == Some("yes"),
-                source: source.clone(),
             },
             "approveWorkflowStep",
         ),
-        "deny" => (Act::Deny, "denyWorkflowStep"),
-        "retry" => (Act::Retry, "retryWorkflow"),
-        "skip" => (Act::Skip, "skipWorkflowStep"),
-        "cancel" => (Act::Cancel, "cancelWorkflow"),
+        "deny" => (WorkflowAct::Deny, "denyWorkflowStep"),
+        "retry" => (WorkflowAct::Retry, "retryWorkflow"),
+        "skip" => (WorkflowAct::Skip, "skipWorkflowStep"),
+        "cancel" => (WorkflowAct::Cancel, "cancelWorkflow"),
         other => {
             return error_page(Error::not_found(format!("no workflow action {other:?}")));
         }
@@ -69,10 +68,9 @@ pub(super) async fn workflow_act(
         let all = form.all.as_deref() == Some("yes");
         return page(confirm(&state, &web, &id, verb, step.as_deref(), all).await);
     }
-    let principal = web.auth.0.clone();
-    let result = crate::api::workflows::act(state.clone(), web.auth, id.clone(), act, step).await;
-    let path = format!("/v1/workflows/{id}/{}", op_path(op));
-    match recorded(&state, &principal, op, path, source, result).await {
+    let caller = web.auth.caller_at(source);
+    let services = state.services();
+    match services.act_on_workflow(&caller, &id, act, step).await {
         Ok(_) => Redirect::to(&format!("/workflows/{id}")).into_response(),
         Err(e) => error_page(e),
     }
