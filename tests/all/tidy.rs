@@ -529,6 +529,156 @@ fn the_model_knows_nothing_of_the_wire() {
     );
 }
 
+/// The one file of the CLI that asks whether `--json` was given: it
+/// chooses between the machine document and people's text (`emit`,
+/// `emit_with`, `for_people`, `for_machines`, `emit_item`, `Progress`).
+const CLI_OUTPUT_HOME: &str = "bins/nuon/src/output.rs";
+
+/// What asks elsewhere: the flag read from a command's `Global` (`g`, or
+/// by its long name `global`), a field named `json` tested (`.json {`), or
+/// a `json` flag handed on and tested (`if json`, `!json`). Each is a
+/// whole word, so `serde_json`, `json!`, `config.json` and `--json` in a
+/// help text or a string are none of them.
+const CLI_OUTPUT_CHOICES: [&str; 5] = ["g.json", "global.json", ".json {", "if json", "!json"];
+
+/// Every line whose code (before a `//`) holds one of `words` as a whole:
+/// a word that starts or ends with a letter is not part of a longer name
+/// there (`config.json` holds no `g.json`).
+fn code_naming_whole(files: &[(String, String)], words: &[&str]) -> Vec<String> {
+    let in_name = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let holds = |code: &str, word: &str| {
+        code.match_indices(word).any(|(at, _)| {
+            let (before, after) = (&code[..at], &code[at + word.len()..]);
+            !(in_name(word.chars().next()) && in_name(before.chars().next_back()))
+                && !(in_name(word.chars().next_back()) && in_name(after.chars().next()))
+        })
+    };
+    let mut found = Vec::new();
+    for (path, text) in files {
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if words.iter().any(|w| holds(code, *w)) {
+                found.push(format!("{path}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+/// The lines of the CLI outside [`CLI_OUTPUT_HOME`] that ask whether
+/// `--json` was given.
+fn cli_output_choices(files: &[(String, String)]) -> Vec<String> {
+    let others: Vec<(String, String)> = files
+        .iter()
+        .filter(|(path, _)| path != CLI_OUTPUT_HOME)
+        .cloned()
+        .collect();
+    code_naming_whole(&others, &CLI_OUTPUT_CHOICES)
+}
+
+#[test]
+fn cli_output_is_chosen_in_one_place() {
+    let found = cli_output_choices(&sources(&["bins/nuon/src"]));
+    assert!(
+        found.is_empty(),
+        "the CLI chooses between its document (--json) and people's text in {CLI_OUTPUT_HOME} \
+         alone: `emit` (a `Render` for a type shown one way) or `emit_with`, `for_people` \
+         (progress, notes), `for_machines` (a followed workflow's document), `emit_item` (a \
+         followed log), `Progress` (where a workflow's steps go), not `if g.json`\n{}",
+        found.join("\n")
+    );
+}
+
+/// How many parameters of the list `params` are `bool`s: `x: bool`, and
+/// each `bool` of a tuple `(bool, bool)`; not a `bool` inside another type
+/// (`Receiver<bool>`).
+fn bools_in(params: &str) -> usize {
+    params
+        .match_indices("bool")
+        .filter(|(at, _)| {
+            let before = params[..*at].trim_end().chars().next_back();
+            let after = params[at + "bool".len()..].trim_start().chars().next();
+            matches!(before, Some(':' | '(' | ',')) && matches!(after, None | Some(',' | ')'))
+        })
+        .count()
+}
+
+/// The parameter list of the `fn` whose signature `sig` starts with:
+/// inside the first `(` after its name and generics, to its match; none
+/// when a body or a `;` comes first.
+fn parameters(sig: &str) -> Option<&str> {
+    let mut angle = 0i32;
+    let mut prev = ' ';
+    let mut open = None;
+    for (i, c) in sig.char_indices() {
+        match c {
+            '<' => angle += 1,
+            '>' if prev != '-' => angle -= 1,
+            '(' if angle == 0 => {
+                open = Some(i);
+                break;
+            }
+            '{' | ';' => return None,
+            _ => {}
+        }
+        prev = c;
+    }
+    let open = open?;
+    let mut depth = 0;
+    for (i, c) in sig[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&sig[open + 1..open + i]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Every `fn` of `files` (their shipped code) that takes two or more
+/// `bool` parameters, by the line it starts on.
+fn two_bool_functions(files: &[(String, String)]) -> Vec<String> {
+    let in_name = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    for (path, text) in files {
+        let code: String = shipped(text)
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for (at, _) in code.match_indices("fn ") {
+            let named = code[at + 3..].starts_with(|c: char| c.is_alphabetic() || c == '_');
+            if !named || code[..at].chars().next_back().is_some_and(in_name) {
+                continue;
+            }
+            let n = parameters(&code[at..]).map_or(0, bools_in);
+            if n >= 2 {
+                let line = code[..at].matches('\n').count() + 1;
+                let head = code[at..].lines().next().unwrap_or("").trim();
+                found.push(format!("{path}:{line}: {head} ({n} bool parameters)"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_cli_function_takes_two_bools() {
+    let found = two_bool_functions(&sources(&["bins/nuon/src"]));
+    assert!(
+        found.is_empty(),
+        "a function of the CLI takes two or more bools, which its callers write as `f(x, false, \
+         true)`: give it a small options struct whose fields name them (as `deploy::Watch`, \
+         `deploy::Follow`, `rollouts::ActOn`)\n{}",
+        found.join("\n")
+    );
+}
+
 /// Each rule above finds a violation planted in a file of its own, and
 /// passes the same file without it.
 #[test]
@@ -607,6 +757,35 @@ fn every_rule_finds_a_planted_violation() {
     );
     assert!(
         traits_per_dialect(&one(d, "impl QueueStore for SqliteStore {"), PER_DIALECT).is_empty()
+    );
+    let c = "bins/nuon/src/planted.rs";
+    planted(
+        "the CLI's output chosen in one place",
+        cli_output_choices(&one(c, "    if g.json {")),
+        c,
+    );
+    assert!(cli_output_choices(&one(c, "    // not `if g.json {`: a comment")).is_empty());
+    assert!(cli_output_choices(&one(c, "let p = dir.join(\"config.json\");")).is_empty());
+    assert!(cli_output_choices(&one(CLI_OUTPUT_HOME, "    if g.json {")).is_empty());
+    planted(
+        "a CLI function with two bools",
+        two_bool_functions(&one(
+            c,
+            "pub(crate) async fn watch(\n    id: &str,\n    logs: bool,\n    json: bool,\n) -> R {",
+        )),
+        c,
+    );
+    planted(
+        "a CLI function with a tuple of bools",
+        two_bool_functions(&one(c, "fn say((wait, logs): (bool, bool)) {}")),
+        c,
+    );
+    assert!(
+        two_bool_functions(&one(
+            c,
+            "fn f<F: Fn(bool, bool) -> bool>(how: Watch, rx: Receiver<bool>, raw: bool) {}"
+        ))
+        .is_empty()
     );
     let lines = |n: usize| "x\n".repeat(n);
     let l = "nuon-core/src/planted.rs";

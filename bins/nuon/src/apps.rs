@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use nuon_core::app;
-use nuon_core::wire::{ConfigFile, ErrorCode};
+use nuon_core::wire::{AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionList, ErrorCode};
 
-use crate::{CliError, EXIT_INVALID_CONFIG, Global, client, fmt_time, plural, print_json, table};
+use crate::output::{Render, emit, emit_with};
+use crate::{CliError, EXIT_INVALID_CONFIG, Global, client, fmt_time, plural, table};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum AppsCommand {
@@ -94,14 +95,13 @@ fn validate(g: &Global, dir: &Path) -> Result<u8, CliError> {
     let (config, diags) = nuon_client::app_dir::validate_dir(dir);
     let errors = diags.errors().count();
     let warnings = diags.warnings().count();
-    if g.json {
-        print_json(&serde_json::json!({
-            "valid": config.is_some(),
-            "errors": errors,
-            "warnings": warnings,
-            "diagnostics": diags.0,
-        }))?;
-    } else {
+    let doc = serde_json::json!({
+        "valid": config.is_some(),
+        "errors": errors,
+        "warnings": warnings,
+        "diagnostics": diags.0,
+    });
+    emit_with(g, &doc, |_| {
         print_diagnostics(&diags.0);
         match &config {
             Some(c) => outln!(
@@ -125,7 +125,7 @@ fn validate(g: &Global, dir: &Path) -> Result<u8, CliError> {
                 plural(warnings, "warning")
             ),
         }
-    }
+    })?;
     Ok(if config.is_some() {
         0
     } else {
@@ -144,48 +144,12 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
         AppsCommand::Delete { app } => return crate::lifecycle::delete_app(g, app).await,
         AppsCommand::Create { name } => {
             let app = client.create_app(name).await?;
-            if g.json {
-                print_json(&app)?;
-            } else {
-                outln!("created app {} ({})", app.name, app.id);
-            }
+            emit_with(g, &app, |app| {
+                outln!("created app {} ({})", app.name, app.id)
+            })?;
         }
-        AppsCommand::List => {
-            let list = client.list_apps().await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["ID", "NAME", "CONFIG", "CREATED"],
-                    list.apps
-                        .into_iter()
-                        .map(|a| {
-                            vec![
-                                a.id.to_string(),
-                                a.name,
-                                a.latest_config.map_or("-".into(), |v| format!("v{v}")),
-                                fmt_time(Some(a.created_at_ms)),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
-        }
-        AppsCommand::Get { app } => {
-            let a = client.get_app(app).await?;
-            if g.json {
-                print_json(&a)?;
-            } else {
-                outln!("id:      {}", a.id);
-                outln!("name:    {}", a.name);
-                outln!(
-                    "config:  {}",
-                    a.latest_config
-                        .map_or("none synced".into(), |v| format!("v{v}"))
-                );
-                outln!("created: {}", fmt_time(Some(a.created_at_ms)));
-            }
-        }
+        AppsCommand::List => emit(g, &client.list_apps().await?)?,
+        AppsCommand::Get { app } => emit(g, &client.get_app(app).await?)?,
         AppsCommand::Sync { dir, app } => {
             let files = nuon_client::app_dir::read_dir(dir).map_err(|d| {
                 print_diagnostics(&d.0);
@@ -208,9 +172,7 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                 .sync_config(app, files, sources)
                 .await
                 .map_err(api_error)?;
-            if g.json {
-                print_json(&v)?;
-            } else {
+            emit_with(g, &v, |v| {
                 print_diagnostics(&v.warnings);
                 if v.unchanged {
                     outln!(
@@ -219,37 +181,18 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
                         v.version,
                         app
                     );
-                    return Ok(0);
+                } else {
+                    outln!(
+                        "synced {} as config v{} of app {}: {}",
+                        dir.display(),
+                        v.version,
+                        app,
+                        plural(v.config.components.len(), "component")
+                    );
                 }
-                outln!(
-                    "synced {} as config v{} of app {}: {}",
-                    dir.display(),
-                    v.version,
-                    app,
-                    plural(v.config.components.len(), "component")
-                );
-            }
+            })?;
         }
-        AppsCommand::Configs { app } => {
-            let list = client.list_configs(app).await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["VERSION", "COMPONENTS", "SYNCED"],
-                    list.configs
-                        .into_iter()
-                        .map(|c| {
-                            vec![
-                                format!("v{}", c.version),
-                                c.components.to_string(),
-                                fmt_time(Some(c.created_at_ms)),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
-        }
+        AppsCommand::Configs { app } => emit(g, &client.list_configs(app).await?)?,
         AppsCommand::Validate { .. } | AppsCommand::Render(_) => unreachable!("handled above"),
     }
     Ok(0)
@@ -258,17 +201,69 @@ pub(crate) async fn apps(g: &Global, command: &AppsCommand) -> Result<u8, CliErr
 pub(crate) async fn components(g: &Global, command: &ComponentsCommand) -> Result<u8, CliError> {
     let client = client(g)?;
     let ComponentsCommand::List { app } = command;
-    let list = client.list_components(app).await?;
-    if g.json {
-        print_json(&list)?;
-    } else {
+    emit(g, &client.list_components(app).await?)?;
+    Ok(0)
+}
+
+impl Render for AppList {
+    fn render(&self) {
         table(
-            &["NAME", "TYPE", "DEPENDS ON"],
-            list.components
-                .into_iter()
+            &["ID", "NAME", "CONFIG", "CREATED"],
+            self.apps
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.id.to_string(),
+                        a.name.clone(),
+                        a.latest_config.map_or("-".into(), |v| format!("v{v}")),
+                        fmt_time(Some(a.created_at_ms)),
+                    ]
+                })
+                .collect(),
+        );
+    }
+}
+
+impl Render for AppInfo {
+    fn render(&self) {
+        outln!("id:      {}", self.id);
+        outln!("name:    {}", self.name);
+        outln!(
+            "config:  {}",
+            self.latest_config
+                .map_or("none synced".into(), |v| format!("v{v}"))
+        );
+        outln!("created: {}", fmt_time(Some(self.created_at_ms)));
+    }
+}
+
+impl Render for ConfigVersionList {
+    fn render(&self) {
+        table(
+            &["VERSION", "COMPONENTS", "SYNCED"],
+            self.configs
+                .iter()
                 .map(|c| {
                     vec![
-                        c.name,
+                        format!("v{}", c.version),
+                        c.components.to_string(),
+                        fmt_time(Some(c.created_at_ms)),
+                    ]
+                })
+                .collect(),
+        );
+    }
+}
+
+impl Render for ComponentList {
+    fn render(&self) {
+        table(
+            &["NAME", "TYPE", "DEPENDS ON"],
+            self.components
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.name.clone(),
                         c.kind.as_str().to_owned(),
                         if c.depends_on.is_empty() {
                             "-".into()
@@ -280,5 +275,4 @@ pub(crate) async fn components(g: &Global, command: &ComponentsCommand) -> Resul
                 .collect(),
         );
     }
-    Ok(0)
 }

@@ -2,11 +2,12 @@
 //! off, and the install's own values for them.
 
 use nuon_client::ControlClient;
-use nuon_core::wire::WorkflowInfo;
+use nuon_core::wire::{InstallComponents, WorkflowInfo};
 
-use crate::deploy::{exit_of, watch};
+use crate::deploy::{Follow, Watch, exit_of, watch};
 use crate::input::read_values;
-use crate::{CliError, Global, client, print_json, table};
+use crate::output::{Render, emit, emit_with, for_machines, for_people};
+use crate::{CliError, Global, client, table};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum InstallComponentsCommand {
@@ -79,55 +80,7 @@ pub(crate) async fn install_components(
     let client = client(g)?;
     let (a, on) = match command {
         C::List { install } => {
-            let list = client.install_components(install).await?;
-            if g.json {
-                print_json(&list)?;
-                return Ok(0);
-            }
-            let rows = list
-                .components
-                .into_iter()
-                .map(|c| {
-                    let state = match (&c.held_off_by, c.enabled) {
-                        (Some(by), _) => format!("off (needs {by})"),
-                        (None, true) => "on".into(),
-                        (None, false) => "off".into(),
-                    };
-                    let overrides = match &c.overrides {
-                        Some(o) if o.helm_values.is_some() => "helm values",
-                        Some(o) if o.tf_vars.is_some() => "tf vars",
-                        _ => "-",
-                    };
-                    let labels = if c.labels.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        let pairs: Vec<String> =
-                            c.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                        pairs.join(",")
-                    };
-                    vec![
-                        c.name,
-                        c.kind,
-                        state,
-                        if c.toggleable { "yes" } else { "no" }.into(),
-                        if c.deployed { "yes" } else { "no" }.into(),
-                        overrides.into(),
-                        labels,
-                    ]
-                })
-                .collect();
-            table(
-                &[
-                    "COMPONENT",
-                    "TYPE",
-                    "STATE",
-                    "TOGGLEABLE",
-                    "DEPLOYED",
-                    "OVERRIDES",
-                    "LABELS",
-                ],
-                rows,
-            );
+            emit(g, &client.install_components(install).await?)?;
             return Ok(0);
         }
         C::Override(a) => return set_override(g, &client, a).await,
@@ -142,42 +95,90 @@ pub(crate) async fn install_components(
         &client,
         r.workflow.as_ref(),
         &r.message,
-        (a.wait, a.logs),
+        Follow {
+            wait: a.wait,
+            logs: a.logs,
+        },
         &r,
     )
     .await
 }
 
-/// With `wait` and a workflow, says `message` and follows it to its end
-/// (its logs too, with `logs`); else prints `answer` (`--json`) or the
-/// message.
-async fn follow_or_say(
+/// With `follow.wait` and a workflow, says `message` and follows it to its
+/// end (its logs too, with `follow.logs`); else prints `answer` (`--json`)
+/// or the message.
+async fn follow_or_say<T: serde::Serialize>(
     g: &Global,
     client: &ControlClient,
     workflow: Option<&WorkflowInfo>,
     message: &str,
-    (wait, logs): (bool, bool),
-    answer: &impl serde::Serialize,
+    follow: Follow,
+    answer: &T,
 ) -> Result<u8, CliError> {
-    match (workflow, wait) {
+    match (workflow, follow.wait) {
         (Some(wf), true) => {
-            if !g.json {
-                outln!("{message}");
-            }
-            let done = watch(client, wf.id.as_str(), logs, true, g.json).await?;
-            if g.json {
-                print_json(&done)?;
-            }
+            for_people(g, || outln!("{message}"));
+            let how = Watch {
+                logs: follow.logs,
+                ..Watch::of(g)
+            };
+            let done = watch(client, wf.id.as_str(), how).await?;
+            for_machines(g, &done)?;
             Ok(exit_of(&done))
         }
         _ => {
-            if g.json {
-                print_json(answer)?;
-            } else {
-                outln!("{message}");
-            }
+            emit_with(g, answer, |_| outln!("{message}"))?;
             Ok(0)
         }
+    }
+}
+
+impl Render for InstallComponents {
+    fn render(&self) {
+        let rows = self
+            .components
+            .iter()
+            .map(|c| {
+                let state = match (&c.held_off_by, c.enabled) {
+                    (Some(by), _) => format!("off (needs {by})"),
+                    (None, true) => "on".into(),
+                    (None, false) => "off".into(),
+                };
+                let overrides = match &c.overrides {
+                    Some(o) if o.helm_values.is_some() => "helm values",
+                    Some(o) if o.tf_vars.is_some() => "tf vars",
+                    _ => "-",
+                };
+                let labels = if c.labels.is_empty() {
+                    "-".to_owned()
+                } else {
+                    let pairs: Vec<String> =
+                        c.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    pairs.join(",")
+                };
+                vec![
+                    c.name.clone(),
+                    c.kind.clone(),
+                    state,
+                    if c.toggleable { "yes" } else { "no" }.into(),
+                    if c.deployed { "yes" } else { "no" }.into(),
+                    overrides.into(),
+                    labels,
+                ]
+            })
+            .collect();
+        table(
+            &[
+                "COMPONENT",
+                "TYPE",
+                "STATE",
+                "TOGGLEABLE",
+                "DEPLOYED",
+                "OVERRIDES",
+                "LABELS",
+            ],
+            rows,
+        );
     }
 }
 
@@ -218,7 +219,10 @@ async fn set_override(
         client,
         r.workflow.as_ref(),
         &r.message,
-        (a.wait, a.logs),
+        Follow {
+            wait: a.wait,
+            logs: a.logs,
+        },
         &r,
     )
     .await

@@ -16,7 +16,8 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use serde::{Deserialize, Serialize};
 
-use crate::{CliError, Global, print_json};
+use crate::output::emit_with;
+use crate::{CliError, Global};
 
 /// The address of a control plane when nothing names one.
 const LOCAL_API: &str = "http://127.0.0.1:7400";
@@ -274,9 +275,7 @@ pub(crate) fn context(g: &Global, command: &ContextCommand) -> Result<u8, CliErr
             done(g, &all, &format!("context {name} removed"))
         }
         ContextCommand::List => {
-            if g.json {
-                print_json(&listing(&all))?;
-            } else {
+            emit_with(g, &listing(&all), |_| {
                 crate::table(
                     &["CURRENT", "NAME", "API", "TOKEN"],
                     all.contexts
@@ -296,7 +295,7 @@ pub(crate) fn context(g: &Global, command: &ContextCommand) -> Result<u8, CliErr
                         })
                         .collect(),
                 );
-            }
+            })?;
             Ok(0)
         }
     }
@@ -312,12 +311,9 @@ fn listing(all: &Contexts) -> serde_json::Value {
     })
 }
 
+/// Says what was done: the contexts under `--json`, else `said`.
 fn done(g: &Global, all: &Contexts, said: &str) -> Result<u8, CliError> {
-    if g.json {
-        print_json(&listing(all))?;
-    } else {
-        outln!("{said}");
-    }
+    emit_with(g, &listing(all), |_| outln!("{said}"))?;
     Ok(0)
 }
 

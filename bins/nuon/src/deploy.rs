@@ -4,7 +4,7 @@
 //! progress of a workflow.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,10 +12,11 @@ use clap::Subcommand;
 use nuon_client::ControlClient;
 use nuon_core::JobId;
 use nuon_core::app::{self, SourceFile};
-use nuon_core::wire::{BuildInfo, ConfigFile, CreateWorkflow, WorkflowInfo};
+use nuon_core::wire::{BuildInfo, ConfigFile, CreateWorkflow, InstallOutputs, WorkflowInfo};
 use nuon_core::workflow::{StepStatus, WorkflowKind, WorkflowStatus};
 
-use crate::{CliError, Global, client, fmt_time, jobs::JobsCommand, print_json, table};
+use crate::output::{Progress, Render, emit, emit_with, for_machines};
+use crate::{CliError, Global, client, fmt_time, jobs::JobsCommand, table};
 
 /// The most source bytes one sync carries (the API takes 4 MiB bodies).
 const MAX_SOURCE_BYTES: u64 = 3 * 1024 * 1024;
@@ -231,11 +232,7 @@ pub(crate) async fn builds(g: &Global, command: &BuildsCommand) -> Result<u8, Cl
             if *wait {
                 list = wait_builds(&client, list).await?;
             }
-            if g.json {
-                print_json(&list)?;
-            } else {
-                show_builds(&list);
-            }
+            emit_with(g, &list, |l| show_builds(l))?;
             let failed = list
                 .iter()
                 .any(|b| b.status.is_terminal() && b.status != nuon_core::JobStatus::Succeeded);
@@ -243,20 +240,12 @@ pub(crate) async fn builds(g: &Global, command: &BuildsCommand) -> Result<u8, Cl
         }
         BuildsCommand::List { app } => {
             let list = client.list_builds(app).await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                show_builds(&list.builds);
-            }
+            emit_with(g, &list, |l| show_builds(&l.builds))?;
             Ok(0)
         }
         BuildsCommand::Get { id } => {
             let b = client.get_build(id).await?;
-            if g.json {
-                print_json(&b)?;
-            } else {
-                show_builds(std::slice::from_ref(&b));
-            }
+            emit_with(g, &b, |b| show_builds(std::slice::from_ref(b)))?;
             Ok(0)
         }
         BuildsCommand::Logs { id, follow } => {
@@ -346,6 +335,30 @@ fn kind_name(kind: WorkflowKind) -> String {
         .unwrap_or_default()
 }
 
+/// How [`watch`] follows a workflow.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Watch {
+    /// Print the log lines of its jobs too.
+    pub(crate) logs: bool,
+    /// Stop at a step that waits for an approval, with its plan and the
+    /// commands that answer it.
+    pub(crate) stop_at_approval: bool,
+    /// Where the steps are shown (standard error under `--json`).
+    pub(crate) progress: Progress,
+}
+
+impl Watch {
+    /// As a command of `g` follows a workflow: to its end or its next
+    /// approval, without logs, its progress where `g`'s goes.
+    pub(crate) fn of(g: &Global) -> Self {
+        Watch {
+            logs: false,
+            stop_at_approval: true,
+            progress: Progress::of(g),
+        }
+    }
+}
+
 /// Follows a workflow until it ends (or waits for an approval, with
 /// `stop_at_approval`), printing each step as its status changes and, with
 /// `logs`, the log lines of its jobs. On a terminal the step list is
@@ -353,24 +366,15 @@ fn kind_name(kind: WorkflowKind) -> String {
 pub(crate) async fn watch(
     client: &ControlClient,
     id: &str,
-    logs: bool,
-    stop_at_approval: bool,
-    json: bool,
+    how: Watch,
 ) -> Result<WorkflowInfo, CliError> {
-    // Under --json standard output carries the one JSON document alone:
-    // the progress goes to standard error.
-    let progress = || -> Box<dyn Write> {
-        if json {
-            Box::new(std::io::stderr().lock())
-        } else {
-            Box::new(std::io::stdout().lock())
-        }
-    };
-    let tty = if json {
-        std::io::stderr().is_terminal()
-    } else {
-        std::io::stdout().is_terminal()
-    } && !logs;
+    let Watch {
+        logs,
+        stop_at_approval,
+        progress: to,
+    } = how;
+    let progress = || to.writer();
+    let tty = to.is_terminal() && !logs;
     // A line is printed when a step's status or reason changes.
     let mut seen: BTreeMap<u32, (StepStatus, Option<String>)> = BTreeMap::new();
     let mut cursors: BTreeMap<JobId, u64> = BTreeMap::new();
@@ -507,22 +511,28 @@ async fn print_new_lines(
     }
 }
 
-/// Starts the workflow `req` asks for and, with `wait`, follows it to its
-/// end.
+/// Whether a command that starts a workflow follows it, and how.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Follow {
+    /// Follow it to its end (or its next approval).
+    pub(crate) wait: bool,
+    /// With `wait`, print the log lines of its jobs too.
+    pub(crate) logs: bool,
+}
+
+/// Starts the workflow `req` asks for and, with `follow.wait`, follows it
+/// to its end.
 pub(crate) async fn start_with(
     g: &Global,
     install: &str,
     req: CreateWorkflow,
-    wait: bool,
-    logs: bool,
+    follow: Follow,
 ) -> Result<u8, CliError> {
     let client = client(g)?;
     let kind = req.kind;
     let wf = client.start_workflow(install, &req).await?;
-    if !wait {
-        if g.json {
-            print_json(&wf)?;
-        } else {
+    if !follow.wait {
+        emit_with(g, &wf, |wf| {
             outln!(
                 "workflow {} ({}) started with {} steps; follow it with `nuon workflows watch {}`",
                 wf.id,
@@ -538,38 +548,40 @@ pub(crate) async fn start_with(
             {
                 outln!("{queued}");
             }
-        }
+        })?;
         return Ok(0);
     }
-    let done = watch(&client, wf.id.as_str(), logs, true, g.json).await?;
-    if g.json {
-        print_json(&done)?;
-    }
+    let how = Watch {
+        logs: follow.logs,
+        ..Watch::of(g)
+    };
+    let done = watch(&client, wf.id.as_str(), how).await?;
+    for_machines(g, &done)?;
     Ok(exit_of(&done))
 }
 
+impl Render for InstallOutputs {
+    fn render(&self) {
+        let mut rows = Vec::new();
+        for (k, v) in &self.sandbox {
+            rows.push(vec!["sandbox".into(), k.clone(), v.to_string()]);
+        }
+        for (c, outs) in &self.components {
+            for (k, v) in outs {
+                rows.push(vec![c.clone(), k.clone(), v.to_string()]);
+            }
+        }
+        for (a, outs) in &self.actions {
+            for (k, v) in outs {
+                rows.push(vec![format!("action {a}"), k.clone(), v.to_string()]);
+            }
+        }
+        table(&["FROM", "OUTPUT", "VALUE"], rows);
+    }
+}
+
 pub(crate) async fn outputs(g: &Global, install: &str) -> Result<u8, CliError> {
-    let client = client(g)?;
-    let o = client.install_outputs(install).await?;
-    if g.json {
-        print_json(&o)?;
-        return Ok(0);
-    }
-    let mut rows = Vec::new();
-    for (k, v) in &o.sandbox {
-        rows.push(vec!["sandbox".into(), k.clone(), v.to_string()]);
-    }
-    for (c, outs) in &o.components {
-        for (k, v) in outs {
-            rows.push(vec![c.clone(), k.clone(), v.to_string()]);
-        }
-    }
-    for (a, outs) in &o.actions {
-        for (k, v) in outs {
-            rows.push(vec![format!("action {a}"), k.clone(), v.to_string()]);
-        }
-    }
-    table(&["FROM", "OUTPUT", "VALUE"], rows);
+    emit(g, &client(g)?.install_outputs(install).await?)?;
     Ok(0)
 }
 
@@ -714,27 +726,25 @@ pub(crate) async fn workflow_act(g: &Global, command: &WorkflowActCommand) -> Re
             *wait,
         ),
         WorkflowActCommand::Watch { id, logs } => {
-            let wf = watch(&client, id, *logs, true, g.json).await?;
-            if g.json {
-                print_json(&wf)?;
-            }
+            let how = Watch {
+                logs: *logs,
+                ..Watch::of(g)
+            };
+            let wf = watch(&client, id, how).await?;
+            for_machines(g, &wf)?;
             return Ok(exit_of(&wf));
         }
     };
     if follow {
-        let wf = watch(&client, wf.id.as_str(), false, true, g.json).await?;
-        if g.json {
-            print_json(&wf)?;
-        }
+        let wf = watch(&client, wf.id.as_str(), Watch::of(g)).await?;
+        for_machines(g, &wf)?;
         return Ok(exit_of(&wf));
     }
-    if g.json {
-        print_json(&wf)?;
-    } else {
+    emit_with(g, &wf, |wf| {
         outln!("workflow {} is {}", wf.id, wf.status);
         for s in wf.steps.iter().filter(|s| s.status != StepStatus::Pending) {
             outln!("  {:<32} {}", s.name, s.status);
         }
-    }
+    })?;
     Ok(0)
 }

@@ -447,7 +447,12 @@ async fn run_children(
     let t = Instant::now();
     // A runner that stops (a refused token, a bad path) says so at once,
     // rather than the provision waiting for a phone-home.
-    let watched = crate::deploy::watch(&client, wf.id.as_str(), args.logs, false, false);
+    let how = crate::deploy::Watch {
+        logs: args.logs,
+        stop_at_approval: false,
+        progress: crate::output::Progress::Stdout,
+    };
+    let watched = crate::deploy::watch(&client, wf.id.as_str(), how);
     let done = tokio::select! {
         done = watched => done?,
         status = runner.wait() => {

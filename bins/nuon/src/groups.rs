@@ -2,9 +2,10 @@
 //! groups of installs selected by them.
 
 use clap::Subcommand;
-use nuon_core::wire::{GroupInfo, LabelChange};
+use nuon_core::wire::{GroupInfo, GroupList, LabelChange};
 
-use crate::{CliError, Global, client, print_json, table};
+use crate::output::{Render, emit, emit_with};
+use crate::{CliError, Global, client, table};
 
 /// `nuon installs label INSTALL k=v... [k-]...`.
 #[derive(Debug, clap::Args)]
@@ -52,11 +53,9 @@ pub(crate) async fn label(g: &Global, args: &LabelArgs) -> Result<u8, CliError> 
     let install = client(g)?
         .set_install_labels(&args.install, &change)
         .await?;
-    if g.json {
-        print_json(&install)?;
-    } else {
-        outln!("{}: {}", install.name, labels_text(&install.labels));
-    }
+    emit_with(g, &install, |i| {
+        outln!("{}: {}", i.name, labels_text(&i.labels))
+    })?;
     Ok(0)
 }
 
@@ -72,19 +71,43 @@ pub(crate) fn labels_text(labels: &std::collections::BTreeMap<String, String>) -
         .join(",")
 }
 
-fn show(g: &GroupInfo) {
-    outln!("name:     {}", g.name);
-    outln!(
-        "selector: {}",
-        if g.selector.is_empty() {
-            "(every install)"
-        } else {
-            &g.selector
+impl Render for GroupInfo {
+    fn render(&self) {
+        outln!("name:     {}", self.name);
+        outln!(
+            "selector: {}",
+            if self.selector.is_empty() {
+                "(every install)"
+            } else {
+                &self.selector
+            }
+        );
+        outln!("installs: {}", self.installs.len());
+        for i in &self.installs {
+            outln!("  {i}");
         }
-    );
-    outln!("installs: {}", g.installs.len());
-    for i in &g.installs {
-        outln!("  {i}");
+    }
+}
+
+impl Render for GroupList {
+    fn render(&self) {
+        table(
+            &["NAME", "SELECTOR", "INSTALLS"],
+            self.groups
+                .iter()
+                .map(|g| {
+                    vec![
+                        g.name.clone(),
+                        g.selector.clone(),
+                        if g.installs.is_empty() {
+                            "-".into()
+                        } else {
+                            g.installs.join(",")
+                        },
+                    ]
+                })
+                .collect(),
+        );
     }
 }
 
@@ -101,35 +124,10 @@ pub(crate) async fn groups(g: &Global, command: &GroupsCommand) -> Result<u8, Cl
         GroupsCommand::Get { name } => client.get_group(name).await?,
         GroupsCommand::Delete { name } => client.delete_group(name).await?,
         GroupsCommand::List => {
-            let list = client.list_groups().await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["NAME", "SELECTOR", "INSTALLS"],
-                    list.groups
-                        .into_iter()
-                        .map(|g| {
-                            vec![
-                                g.name,
-                                g.selector,
-                                if g.installs.is_empty() {
-                                    "-".into()
-                                } else {
-                                    g.installs.join(",")
-                                },
-                            ]
-                        })
-                        .collect(),
-                );
-            }
+            emit(g, &client.list_groups().await?)?;
             return Ok(0);
         }
     };
-    if g.json {
-        print_json(&one)?;
-    } else {
-        show(&one);
-    }
+    emit(g, &one)?;
     Ok(0)
 }

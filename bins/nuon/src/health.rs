@@ -3,9 +3,10 @@
 
 use clap::Subcommand;
 use nuon_client::ControlClient;
-use nuon_core::wire::{CheckState, HealthStatus, SyncStatus};
+use nuon_core::wire::{CheckState, HealthStatus, InstallDrift, InstallHealth, SyncStatus};
 
-use crate::{CliError, Global, client, fmt_time, print_json, table};
+use crate::output::emit_with;
+use crate::{CliError, Global, client, fmt_time, table};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ChecksCommand {
@@ -49,11 +50,22 @@ async fn install_names(
     })
 }
 
-/// The JSON of one install's answer when one was named, else the list.
-fn print_one_or_all<T: serde::Serialize>(install: Option<&str>, all: &[T]) -> Result<(), CliError> {
+/// The document of one install's answer when one was named, else of the
+/// list.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum OneOrAll<'a, T> {
+    /// The install named.
+    One(&'a T),
+    /// Every install's.
+    All(&'a [T]),
+}
+
+/// `all` as its document: the one answer when `install` was named.
+fn one_or_all<'a, T>(install: Option<&str>, all: &'a [T]) -> OneOrAll<'a, T> {
     match (install, all) {
-        (Some(_), [one]) => print_json(one),
-        _ => print_json(&all),
+        (Some(_), [one]) => OneOrAll::One(one),
+        _ => OneOrAll::All(all),
     }
 }
 
@@ -68,10 +80,15 @@ pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliE
         all.push(client.install_health(&n).await?);
     }
     let code = u8::from(all.iter().any(|h| h.status != HealthStatus::Healthy));
-    if g.json {
-        print_one_or_all(install, &all)?;
-        return Ok(code);
-    }
+    emit_with(g, &one_or_all(install, &all), |_| {
+        health_table(install, &all)
+    })?;
+    Ok(code)
+}
+
+/// Installs' health as a table: every check of one install named, else
+/// what is not ok.
+fn health_table(install: Option<&str>, all: &[InstallHealth]) {
     let mut rows = Vec::new();
     for h in all {
         let row = |check: String, status: String, detail: String| {
@@ -106,7 +123,6 @@ pub(crate) async fn health(g: &Global, install: Option<&str>) -> Result<u8, CliE
         ],
         rows,
     );
-    Ok(code)
 }
 
 /// `nuon installs checks push INSTALL NAME --healthy|--unhealthy`.
@@ -128,15 +144,13 @@ pub(crate) async fn checks(g: &Global, command: &ChecksCommand) -> Result<u8, Cl
         detail: detail.clone(),
     };
     let check = client(g)?.push_check(install, name, &req).await?;
-    if g.json {
-        print_json(&check)?;
-    } else {
+    emit_with(g, &check, |check| {
         outln!(
             "check {} of install {install} is {}",
             check.name,
             check.status.as_str()
-        );
-    }
+        )
+    })?;
     Ok(0)
 }
 
@@ -148,13 +162,15 @@ pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliEr
     for n in install_names(&client, install).await? {
         all.push(client.install_drift(&n).await?);
     }
-    if g.json {
-        print_one_or_all(install, &all)?;
-        return Ok(0);
-    }
+    emit_with(g, &one_or_all(install, &all), |_| drift_table(&all))?;
+    Ok(0)
+}
+
+/// What the newest drift check of each target found, as a table.
+fn drift_table(all: &[InstallDrift]) {
     let mut rows = Vec::new();
     for d in all {
-        for t in d.targets {
+        for t in &d.targets {
             let c = &t.changes;
             let summary = if c.is_null() {
                 t.reason.clone().unwrap_or_default()
@@ -189,7 +205,7 @@ pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliEr
             };
             rows.push(vec![
                 d.install.clone(),
-                t.target,
+                t.target.clone(),
                 t.status.to_string(),
                 fmt_time(t.checked_at_ms),
                 t.next_check_ms.map_or("-".into(), |n| fmt_time(Some(n))),
@@ -208,5 +224,4 @@ pub(crate) async fn drift(g: &Global, install: Option<&str>) -> Result<u8, CliEr
         ],
         rows,
     );
-    Ok(0)
 }

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use nuon_core::ImageRef;
 
-use crate::{CliError, Global, print_json};
+use crate::output::{emit_with, for_machines, for_people};
+use crate::{CliError, Global};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ImagesCommand {
@@ -153,17 +154,14 @@ pub(crate) async fn images(g: &Global, command: &ImagesCommand) -> Result<u8, Cl
                 api_code: None,
             })?;
     let image = ImageRef { repository, digest };
-    if g.json {
-        print_json(&serde_json::json!({
-            "image": image.to_string(),
-            "repository": image.repository,
-            "digest": image.digest,
-            "tag": tag,
-            "tools": tools.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-        }))?;
-    } else {
-        outln!("{image}");
-    }
+    let doc = serde_json::json!({
+        "image": image.to_string(),
+        "repository": image.repository,
+        "digest": image.digest,
+        "tag": tag,
+        "tools": tools.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+    });
+    emit_with(g, &doc, |_| outln!("{image}"))?;
     Ok(0)
 }
 
@@ -248,7 +246,7 @@ async fn platform(
                 code: 1,
                 api_code: None,
             })?;
-        if !g.json {
+        for_people(g, || {
             outln!(
                 "{}:{} {} ({}, {} files; manifest {})",
                 done.repository,
@@ -257,12 +255,10 @@ async fn platform(
                 done.platform,
                 done.files,
                 done.manifest
-            );
-        }
+            )
+        });
         pushed.push(done);
     }
-    if g.json {
-        print_json(&serde_json::json!({ "images": pushed }))?;
-    }
+    for_machines(g, &serde_json::json!({ "images": pushed }))?;
     Ok(0)
 }

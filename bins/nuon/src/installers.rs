@@ -3,10 +3,12 @@
 //! the links to it.
 
 use clap::Subcommand;
-use nuon_core::wire::{CreateInvitation, InstallerInfo, InvitationInfo};
+use nuon_core::wire::{
+    CreateInvitation, InstallerInfo, InstallerList, InvitationInfo, InvitationList,
+};
 
-use crate::output::{Render, emit};
-use crate::{CliError, Global, client, fmt_time, print_json, table};
+use crate::output::{Render, emit, emit_with};
+use crate::{CliError, Global, client, fmt_time, table};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum InstallersCommand {
@@ -67,9 +69,7 @@ pub(crate) async fn invite(g: &Global, args: &InviteArgs) -> Result<u8, CliError
             expires_in: args.expires.clone(),
         })
         .await?;
-    if g.json {
-        print_json(&made)?;
-    } else {
+    emit_with(g, &made, |made| {
         let i = &made.invitation;
         outln!("{}", made.url);
         eprintln!(
@@ -83,7 +83,7 @@ pub(crate) async fn invite(g: &Global, args: &InviteArgs) -> Result<u8, CliError
                 .unwrap_or_default(),
             i.id
         );
-    }
+    })?;
     Ok(0)
 }
 
@@ -154,59 +154,59 @@ pub(crate) async fn installers(g: &Global, command: &InstallersCommand) -> Resul
     let client = client(g)?;
     match command {
         InstallersCommand::Get { app } => emit(g, &client.get_installer(app).await?)?,
-        InstallersCommand::List => {
-            let list = client.list_installers().await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["APP", "NAME", "CONFIG", "LINKS"],
-                    list.installers
-                        .into_iter()
-                        .map(|i| {
-                            vec![
-                                i.app_name.clone(),
-                                i.installer.name.clone().unwrap_or_else(|| "-".into()),
-                                format!("v{}", i.config_version),
-                                i.installer.links().len().to_string(),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
-        }
+        InstallersCommand::List => emit(g, &client.list_installers().await?)?,
     }
     Ok(0)
+}
+
+impl Render for InstallerList {
+    fn render(&self) {
+        table(
+            &["APP", "NAME", "CONFIG", "LINKS"],
+            self.installers
+                .iter()
+                .map(|i| {
+                    vec![
+                        i.app_name.clone(),
+                        i.installer.name.clone().unwrap_or_else(|| "-".into()),
+                        format!("v{}", i.config_version),
+                        i.installer.links().len().to_string(),
+                    ]
+                })
+                .collect(),
+        );
+    }
 }
 
 pub(crate) async fn invitations(g: &Global, command: &InvitationsCommand) -> Result<u8, CliError> {
     let client = client(g)?;
     match command {
         InvitationsCommand::Revoke { id } => emit(g, &client.revoke_invitation(id).await?)?,
-        InvitationsCommand::List => {
-            let list = client.list_invitations().await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["ID", "APP", "STATE", "NAME", "EMAIL", "INSTALL", "EXPIRES"],
-                    list.invitations
-                        .into_iter()
-                        .map(|i| {
-                            vec![
-                                i.id.to_string(),
-                                i.app_name.unwrap_or_else(|| i.app_id.to_string()),
-                                i.state.to_string(),
-                                i.name.unwrap_or_else(|| "-".into()),
-                                i.email.unwrap_or_else(|| "-".into()),
-                                i.install_id.map_or_else(|| "-".into(), |x| x.to_string()),
-                                fmt_time(Some(i.expires_at_ms)),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
-        }
+        InvitationsCommand::List => emit(g, &client.list_invitations().await?)?,
     }
     Ok(0)
+}
+
+impl Render for InvitationList {
+    fn render(&self) {
+        table(
+            &["ID", "APP", "STATE", "NAME", "EMAIL", "INSTALL", "EXPIRES"],
+            self.invitations
+                .iter()
+                .map(|i| {
+                    vec![
+                        i.id.to_string(),
+                        i.app_name.clone().unwrap_or_else(|| i.app_id.to_string()),
+                        i.state.to_string(),
+                        i.name.clone().unwrap_or_else(|| "-".into()),
+                        i.email.clone().unwrap_or_else(|| "-".into()),
+                        i.install_id
+                            .as_ref()
+                            .map_or_else(|| "-".into(), |x| x.to_string()),
+                        fmt_time(Some(i.expires_at_ms)),
+                    ]
+                })
+                .collect(),
+        );
+    }
 }

@@ -6,12 +6,13 @@ use std::path::Path;
 
 use clap::Subcommand;
 use nuon_core::model::ApprovalMode;
-use nuon_core::wire::{CreateInstall, InstallInfo, InstallList, SyncStatus};
+use nuon_core::wire::{CreateInstall, InstallInfo, InstallList, StateList, SyncStatus};
 
+use crate::deploy::{Follow, start_with};
 use crate::input::{read_secret, read_values};
 use crate::output::{Render, emit, emit_with};
 
-use crate::{CliError, Global, client, fmt_time, parse_env, print_json, table};
+use crate::{CliError, Global, client, fmt_time, parse_env, table};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum InstallsCommand {
@@ -241,6 +242,16 @@ pub(crate) struct WorkflowArgs {
     plan_only: bool,
 }
 
+impl WorkflowArgs {
+    /// Whether to follow the workflow, and its logs.
+    fn follow(&self) -> Follow {
+        Follow {
+            wait: self.wait,
+            logs: self.logs,
+        }
+    }
+}
+
 /// A deploy's arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DeployArgs {
@@ -429,7 +440,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 inputs: Default::default(),
                 plan_only: a.plan_only,
             };
-            return crate::deploy::start_with(g, &a.install, req, a.wait, a.logs).await;
+            return start_with(g, &a.install, req, a.follow()).await;
         }
         InstallsCommand::Teardown(a) | InstallsCommand::Deprovision(a) => {
             let kind = if matches!(command, InstallsCommand::Teardown(_)) {
@@ -462,7 +473,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 inputs: Default::default(),
                 plan_only: w.plan_only,
             };
-            return crate::deploy::start_with(g, &w.install, req, w.wait, w.logs).await;
+            return start_with(g, &w.install, req, w.follow()).await;
         }
         InstallsCommand::Reprovision(a) => (WorkflowKind::Reprovision, a),
         InstallsCommand::Outputs { install } => return crate::deploy::outputs(g, install).await,
@@ -484,7 +495,11 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 inputs: inputs.iter().cloned().collect(),
                 plan_only: false,
             };
-            return crate::deploy::start_with(g, install, req, *wait, *logs).await;
+            let follow = Follow {
+                wait: *wait,
+                logs: *logs,
+            };
+            return start_with(g, install, req, follow).await;
         }
         InstallsCommand::Components { command } => {
             return crate::components::install_components(g, command).await;
@@ -522,7 +537,11 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                 inputs: inputs.iter().cloned().collect(),
                 plan_only: false,
             };
-            return crate::deploy::start_with(g, install, req, *wait, *logs).await;
+            let follow = Follow {
+                wait: *wait,
+                logs: *logs,
+            };
+            return start_with(g, install, req, follow).await;
         }
         InstallsCommand::Drift {
             install,
@@ -542,7 +561,11 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
                     inputs: Default::default(),
                     plan_only: false,
                 };
-                return crate::deploy::start_with(g, i, req, *wait, *logs).await;
+                let follow = Follow {
+                    wait: *wait,
+                    logs: *logs,
+                };
+                return start_with(g, i, req, follow).await;
             }
             return crate::health::drift(g, install.as_deref()).await;
         }
@@ -559,7 +582,7 @@ pub(crate) async fn installs(g: &Global, command: &InstallsCommand) -> Result<u8
         inputs: Default::default(),
         plan_only: a.plan_only,
     };
-    crate::deploy::start_with(g, &a.install, req, a.wait, a.logs).await
+    start_with(g, &a.install, req, a.follow()).await
 }
 
 async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, CliError> {
@@ -603,9 +626,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                     overrides,
                 })
                 .await?;
-            if g.json {
-                print_json(&created)?;
-            } else {
+            emit_with(g, &created, |created| {
                 created.install.render();
                 // Where `nuon dev` keeps the vendor's artifacts, when it
                 // runs here.
@@ -629,7 +650,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
                     nuon = crate::our_binary("nuon"),
                     name = created.install.name,
                 );
-            }
+            })?;
         }
         InstallsCommand::Label(args) => return crate::groups::label(g, args).await,
         InstallsCommand::Invite(args) => return crate::installers::invite(g, args).await,
@@ -686,30 +707,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         InstallsCommand::State {
             command: StateCommand::List { install },
         } => {
-            let list = client.list_states(install).await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["COMPONENT", "VERSION", "VERSIONS", "UPDATED", "LOCKED BY"],
-                    list.states
-                        .into_iter()
-                        .map(|s| {
-                            vec![
-                                s.component,
-                                s.latest_version.map_or("-".into(), |v| v.to_string()),
-                                s.versions.to_string(),
-                                fmt_time(s.updated_at_ms),
-                                s.lock.map_or("-".into(), |l| {
-                                    let who =
-                                        l.info.get("Who").and_then(|w| w.as_str()).unwrap_or("?");
-                                    format!("{who} ({})", l.id)
-                                }),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
+            emit(g, &client.list_states(install).await?)?;
         }
         InstallsCommand::State {
             command: StateCommand::Unlock { install, component },
@@ -740,6 +738,29 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
         | InstallsCommand::Health { .. } => unreachable!("handled by installs()"),
     }
     Ok(0)
+}
+
+impl Render for StateList {
+    fn render(&self) {
+        table(
+            &["COMPONENT", "VERSION", "VERSIONS", "UPDATED", "LOCKED BY"],
+            self.states
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.component.clone(),
+                        s.latest_version.map_or("-".into(), |v| v.to_string()),
+                        s.versions.to_string(),
+                        fmt_time(s.updated_at_ms),
+                        s.lock.as_ref().map_or("-".into(), |l| {
+                            let who = l.info.get("Who").and_then(|w| w.as_str()).unwrap_or("?");
+                            format!("{who} ({})", l.id)
+                        }),
+                    ]
+                })
+                .collect(),
+        );
+    }
 }
 
 /// `NAME=on` or `NAME=off` (`true`/`false` too).

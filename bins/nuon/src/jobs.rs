@@ -3,7 +3,9 @@
 use clap::Subcommand;
 use nuon_client::ControlClient;
 use nuon_core::JobId;
+use nuon_core::wire::JobList;
 
+use crate::output::{Render, emit, emit_item, emit_with, for_machines, for_people};
 use crate::*;
 
 #[allow(clippy::large_enum_variant)]
@@ -85,12 +87,11 @@ fn job_id(raw: &str) -> Result<JobId, CliError> {
         .map_err(|e: nuon_core::IdError| CliError::usage(e.to_string()))
 }
 
-async fn follow_to_end(client: &ControlClient, id: &JobId, print: bool) -> Result<(), CliError> {
+/// Follows a job's log to its end, showing it to people as it comes.
+async fn follow_to_end(g: &Global, client: &ControlClient, id: &JobId) -> Result<(), CliError> {
     let mut follower = client.follow_logs(id, 0);
     while let Some(line) = follower.next().await? {
-        if print {
-            print_log_line(&line, false);
-        }
+        for_people(g, || print_log_line(&line, false));
     }
     Ok(())
 }
@@ -144,39 +145,19 @@ pub(crate) async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliErr
                 })
                 .await?;
             if !wait {
-                if g.json {
-                    print_json(&job)?;
-                } else {
+                emit_with(g, &job, |job| {
                     outln!("{}", job.id);
                     eprintln!(
                         "queued on runner {runner}; follow with: nuon jobs logs {} --follow",
                         job.id
                     );
-                }
+                })?;
                 return Ok(0);
             }
             see_job_through(g, &client, &job.id).await
         }
         JobsCommand::Get { id } => {
-            let job = client.get_job(&job_id(id)?).await?;
-            if g.json {
-                print_json(&job)?;
-            } else {
-                outln!("id:        {}", job.id);
-                outln!("runner:    {}", job.runner_id);
-                outln!("kind:      {}", job.kind);
-                outln!("status:    {}", job.status);
-                outln!("attempts:  {}/{}", job.attempts, job.max_attempts);
-                outln!(
-                    "exit code: {}",
-                    job.exit_code.map(|c| c.to_string()).unwrap_or("-".into())
-                );
-                if let Some(reason) = &job.reason {
-                    outln!("reason:    {reason}");
-                }
-                outln!("created:   {}", fmt_time(Some(job.created_at_ms)));
-                outln!("finished:  {}", fmt_time(job.finished_at_ms));
-            }
+            emit(g, &client.get_job(&job_id(id)?).await?)?;
             Ok(0)
         }
         JobsCommand::Logs { id, follow, raw } => {
@@ -184,13 +165,7 @@ pub(crate) async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliErr
             if *follow {
                 let mut follower = client.follow_logs(&id, 0);
                 while let Some(line) = follower.next().await? {
-                    if g.json {
-                        // A stream: one compact document a line (YAML:
-                        // documents after `---`).
-                        outln!("{}", crate::output::stream_item(&line));
-                    } else {
-                        print_log_line(&line, *raw);
-                    }
+                    emit_item(g, &line, |l| print_log_line(l, *raw));
                 }
                 return Ok(0);
             }
@@ -200,59 +175,78 @@ pub(crate) async fn jobs(g: &Global, command: &JobsCommand) -> Result<u8, CliErr
                 let page = client.job_logs(&id, cursor).await?;
                 let empty = page.lines.is_empty();
                 cursor = page.next;
-                if g.json {
-                    all.extend(page.lines);
-                } else {
-                    page.lines.iter().for_each(|l| print_log_line(l, *raw));
-                }
+                for_people(g, || {
+                    page.lines.iter().for_each(|l| print_log_line(l, *raw))
+                });
+                all.extend(page.lines);
                 if empty {
                     break;
                 }
             }
-            if g.json {
-                print_json(&all)?;
-            }
+            for_machines(g, &all)?;
             Ok(0)
         }
         JobsCommand::Cancel { id } => {
             let job = client.cancel_job(&job_id(id)?).await?;
-            if g.json {
-                print_json(&job)?;
-            } else if job.status.is_terminal() {
-                outln!("job {} is {}", job.id, job.status);
-            } else {
-                outln!(
-                    "cancel requested for job {}; its runner stops it now",
-                    job.id
-                );
-            }
+            emit_with(g, &job, |job| {
+                if job.status.is_terminal() {
+                    outln!("job {} is {}", job.id, job.status);
+                } else {
+                    outln!(
+                        "cancel requested for job {}; its runner stops it now",
+                        job.id
+                    );
+                }
+            })?;
             Ok(0)
         }
         JobsCommand::List { limit } => {
             let mut list = client.list_jobs().await?;
             list.jobs.truncate(*limit as usize);
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["ID", "KIND", "STATUS", "EXIT", "CREATED", "RUNNER"],
-                    list.jobs
-                        .into_iter()
-                        .map(|j| {
-                            vec![
-                                j.id.to_string(),
-                                j.kind,
-                                j.status.to_string(),
-                                j.exit_code.map(|c| c.to_string()).unwrap_or("-".into()),
-                                fmt_time(Some(j.created_at_ms)),
-                                j.runner_id.to_string(),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
+            emit(g, &list)?;
             Ok(0)
         }
+    }
+}
+
+impl Render for JobInfo {
+    fn render(&self) {
+        let job = self;
+        outln!("id:        {}", job.id);
+        outln!("runner:    {}", job.runner_id);
+        outln!("kind:      {}", job.kind);
+        outln!("status:    {}", job.status);
+        outln!("attempts:  {}/{}", job.attempts, job.max_attempts);
+        outln!(
+            "exit code: {}",
+            job.exit_code.map(|c| c.to_string()).unwrap_or("-".into())
+        );
+        if let Some(reason) = &job.reason {
+            outln!("reason:    {reason}");
+        }
+        outln!("created:   {}", fmt_time(Some(job.created_at_ms)));
+        outln!("finished:  {}", fmt_time(job.finished_at_ms));
+    }
+}
+
+impl Render for JobList {
+    fn render(&self) {
+        table(
+            &["ID", "KIND", "STATUS", "EXIT", "CREATED", "RUNNER"],
+            self.jobs
+                .iter()
+                .map(|j| {
+                    vec![
+                        j.id.to_string(),
+                        j.kind.clone(),
+                        j.status.to_string(),
+                        j.exit_code.map(|c| c.to_string()).unwrap_or("-".into()),
+                        fmt_time(Some(j.created_at_ms)),
+                        j.runner_id.to_string(),
+                    ]
+                })
+                .collect(),
+        );
     }
 }
 
@@ -263,21 +257,21 @@ pub(crate) async fn see_job_through(
     client: &ControlClient,
     id: &JobId,
 ) -> Result<u8, CliError> {
-    follow_to_end(client, id, !g.json).await?;
+    follow_to_end(g, client, id).await?;
     let done = wait_finished(client, id).await?;
-    if g.json {
-        print_json(&done)?;
-    } else if done.status != JobStatus::Succeeded {
-        eprintln!(
-            "job {} {}{}",
-            done.id,
-            done.status,
-            done.reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default()
-        );
-    }
+    emit_with(g, &done, |done| {
+        if done.status != JobStatus::Succeeded {
+            eprintln!(
+                "job {} {}{}",
+                done.id,
+                done.status,
+                done.reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+        }
+    })?;
     Ok(job_exit_code(&done))
 }
 

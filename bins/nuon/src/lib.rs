@@ -75,11 +75,7 @@ impl Cli {
     /// (each machine-readable document in that form).
     pub fn try_parse_args() -> Result<Self, clap::Error> {
         let mut cli = <Cli as Parser>::try_parse()?;
-        output::set_format(cli.global.output.unwrap_or_default());
-        cli.global.json |= cli
-            .global
-            .output
-            .is_some_and(|o| o != output::Format::Table);
+        output::settle(&mut cli.global);
         Ok(cli)
     }
 
@@ -101,13 +97,6 @@ impl Cli {
             }
         }
         asked.inspect(|f| output::set_format(*f)).is_some()
-    }
-
-    /// Whether `--json` (or `--output json|yaml`) was given: standard
-    /// output then carries exactly one document, an error included
-    /// ([`CliError::to_json`]).
-    pub fn json(&self) -> bool {
-        self.global.json
     }
 }
 
@@ -528,6 +517,21 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// Runs a parsed command line to the process exit code, telling of a
+/// failure: its message on standard error and, under `--json` (or
+/// `--output json|yaml`), its document on standard output, the one
+/// document there ([`CliError::to_json`]).
+pub async fn run_to_exit(cli: Cli) -> u8 {
+    let report = output::Report::of(&cli.global);
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            report.tell(&e);
+            e.code
+        }
+    }
 }
 
 /// Runs a parsed command line; returns the process exit code.

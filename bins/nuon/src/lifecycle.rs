@@ -6,9 +6,11 @@
 use std::time::Duration;
 
 use clap::Subcommand;
-use nuon_core::wire::{InputsUpdated, UpdateInputs};
+use nuon_core::wire::{InputsUpdated, InstallSecrets, UpdateInputs};
 
-use crate::{CliError, Global, client, parse_env, print_json};
+use crate::deploy::{Watch, exit_of, watch};
+use crate::output::{Render, emit, emit_with, for_machines, for_people};
+use crate::{CliError, Global, client, parse_env};
 
 /// The lifecycle verbs of `nuon installs`.
 #[derive(Debug, Subcommand)]
@@ -117,14 +119,12 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
             crate::input::confirm_destroy(&c, install, "delete", what, *yes).await?;
             let wf = c.delete_install(install).await?;
             if !wait {
-                if g.json {
-                    print_json(&wf)?;
-                } else {
+                emit_with(g, &wf, |wf| {
                     outln!(
                         "deprovisioning {install} (workflow {}); it is deleted when that succeeds",
                         wf.id
-                    );
-                }
+                    )
+                })?;
                 return Ok(0);
             }
             eprintln!("deprovisioning {install} (workflow {})", wf.id);
@@ -146,9 +146,7 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
                         gone
                     }
                     Ok(w) => {
-                        if g.json {
-                            print_json(&w)?;
-                        }
+                        for_machines(g, &w)?;
                         eprintln!(
                             "the deprovision ended {}: {install} is not deleted; see `nuon workflows get {}`, retry it with `nuon workflows retry {} --wait`",
                             w.status, w.id, w.id
@@ -159,11 +157,8 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
                     Err(e) => return Err(e.into()),
                 };
                 if gone {
-                    if g.json {
-                        print_json(&serde_json::json!({"install": install, "deleted": true}))?;
-                    } else {
-                        outln!("{install} deprovisioned and deleted");
-                    }
+                    let doc = serde_json::json!({"install": install, "deleted": true});
+                    emit_with(g, &doc, |_| outln!("{install} deprovisioned and deleted"))?;
                     return Ok(0);
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -174,11 +169,7 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
             crate::input::confirm_destroy(&c, install, "forget", what, *yes).await?;
             let removed = c.forget_install(install).await?;
             eprintln!("warning: {}", removed.warning);
-            if g.json {
-                print_json(&removed)?;
-            } else {
-                outln!("{} forgotten", removed.install.name);
-            }
+            emit_with(g, &removed, |r| outln!("{} forgotten", r.install.name))?;
             Ok(0)
         }
         LifecycleCommand::UpdateInputs {
@@ -208,24 +199,7 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
         LifecycleCommand::Secrets {
             command: SecretsCommand::List { install },
         } => {
-            let list = c.install_secrets(install).await?;
-            if g.json {
-                print_json(&list)?;
-                return Ok(0);
-            }
-            outln!("secrets of {}:", list.install);
-            for s in &list.secrets {
-                let state = match (s.held_by.as_str(), s.set, &s.location) {
-                    ("customer", _, Some(at)) => format!("in the customer's account: {at}"),
-                    ("customer", _, None) => {
-                        "entered by the customer in the install stack (not reported yet)".into()
-                    }
-                    (_, true, _) => "set (sealed by the control plane)".into(),
-                    (_, false, _) if s.required => "NOT SET (required)".into(),
-                    _ => "not set".into(),
-                };
-                outln!("  {:<24} {:<8} {state}", s.name, s.held_by);
-            }
+            emit(g, &c.install_secrets(install).await?)?;
             Ok(0)
         }
         LifecycleCommand::Secrets {
@@ -245,6 +219,24 @@ pub(crate) async fn lifecycle(g: &Global, command: &LifecycleCommand) -> Result<
                 dry_run: *dry_run,
             };
             update(g, &c, install, req, *wait).await
+        }
+    }
+}
+
+impl Render for InstallSecrets {
+    fn render(&self) {
+        outln!("secrets of {}:", self.install);
+        for s in &self.secrets {
+            let state = match (s.held_by.as_str(), s.set, &s.location) {
+                ("customer", _, Some(at)) => format!("in the customer's account: {at}"),
+                ("customer", _, None) => {
+                    "entered by the customer in the install stack (not reported yet)".into()
+                }
+                (_, true, _) => "set (sealed by the control plane)".into(),
+                (_, false, _) if s.required => "NOT SET (required)".into(),
+                _ => "not set".into(),
+            };
+            outln!("  {:<24} {:<8} {state}", s.name, s.held_by);
         }
     }
 }
@@ -289,19 +281,13 @@ async fn update(
     wait: bool,
 ) -> Result<u8, CliError> {
     let u = c.update_inputs(install, &req).await?;
-    if !g.json {
-        show(&u);
-    }
+    for_people(g, || show(&u));
     if let (true, Some(w)) = (wait, &u.workflow) {
-        let w = crate::deploy::watch(c, w.id.as_str(), false, true, g.json).await?;
-        if g.json {
-            print_json(&w)?;
-        }
-        return Ok(crate::deploy::exit_of(&w));
+        let w = watch(c, w.id.as_str(), Watch::of(g)).await?;
+        for_machines(g, &w)?;
+        return Ok(exit_of(&w));
     }
-    if g.json {
-        print_json(&u)?;
-    }
+    for_machines(g, &u)?;
     Ok(0)
 }
 
@@ -314,40 +300,28 @@ async fn resolved(
     done: nuon_core::wire::PendingResolved,
     wait: bool,
 ) -> Result<u8, CliError> {
-    if !g.json {
-        outln!("{}", done.message);
-    }
+    for_people(g, || outln!("{}", done.message));
     if !wait {
-        if g.json {
-            print_json(&done)?;
-        }
+        for_machines(g, &done)?;
         return Ok(0);
     }
     let mut ended = Vec::new();
     for w in &done.workflows {
-        let w = crate::deploy::watch(c, w.id.as_str(), false, true, g.json).await?;
-        let code = crate::deploy::exit_of(&w);
+        let w = watch(c, w.id.as_str(), Watch::of(g)).await?;
+        let code = exit_of(&w);
         ended.push(w);
         if code != 0 {
-            if g.json {
-                print_json(&ended)?;
-            }
+            for_machines(g, &ended)?;
             return Ok(code);
         }
     }
-    if g.json {
-        print_json(&ended)?;
-    }
+    for_machines(g, &ended)?;
     Ok(0)
 }
 
 /// `nuon apps delete APP`.
 pub(crate) async fn delete_app(g: &Global, app: &str) -> Result<u8, CliError> {
     let removed = client(g)?.delete_app(app).await?;
-    if g.json {
-        print_json(&removed)?;
-    } else {
-        outln!("app {} deleted", removed.name);
-    }
+    emit_with(g, &removed, |r| outln!("app {} deleted", r.name))?;
     Ok(0)
 }

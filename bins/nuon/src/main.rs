@@ -27,15 +27,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let json = cli.json();
-    match rt.block_on(nuon_cli::run(cli)) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            if json {
-                println!("{}", e.to_json());
-            }
-            eprintln!("nuon: {}", e.message);
-            ExitCode::from(e.code)
-        }
-    }
+    ExitCode::from(rt.block_on(nuon_cli::run_to_exit(cli)))
 }

@@ -3,7 +3,8 @@
 
 use clap::CommandFactory;
 
-use crate::{Cli, CliError, Global, client, print_json};
+use crate::output::emit_with;
+use crate::{Cli, CliError, Global, client};
 
 /// `nuon version`: this CLI's version, and the control plane's (from its
 /// OpenAPI document); exit 1 when the control plane cannot say.
@@ -13,15 +14,13 @@ pub(crate) async fn version(g: &Global) -> Result<u8, CliError> {
         Ok(c) => c.server_version().await.map_err(CliError::from),
         Err(e) => Err(e),
     };
-    if g.json {
-        let mut v =
-            serde_json::json!({"client": ours, "api": g.api_url(), "context": g.target.context});
-        match &theirs {
-            Ok(t) => v["control_plane"] = t.clone().into(),
-            Err(e) => v["control_plane_error"] = e.message.clone().into(),
-        }
-        print_json(&v)?;
-    } else {
+    let mut v =
+        serde_json::json!({"client": ours, "api": g.api_url(), "context": g.target.context});
+    match &theirs {
+        Ok(t) => v["control_plane"] = t.clone().into(),
+        Err(e) => v["control_plane_error"] = e.message.clone().into(),
+    }
+    emit_with(g, &v, |_| {
         outln!("nuon {ours}");
         match &theirs {
             Ok(t) => match &g.target.context {
@@ -30,7 +29,7 @@ pub(crate) async fn version(g: &Global) -> Result<u8, CliError> {
             },
             Err(e) => eprintln!("control plane at {}: {}", g.api_url(), e.message),
         }
-    }
+    })?;
     Ok(if theirs.is_ok() { 0 } else { 1 })
 }
 
@@ -81,10 +80,9 @@ pub(crate) fn man(g: &Global, dir: &std::path::Path) -> Result<u8, CliError> {
             .map_err(|e| fail(format!("cannot write {}: {e}", path.display())))?;
         written.push(path.display().to_string());
     }
-    if g.json {
-        print_json(&serde_json::json!({ "pages": written }))?;
-    } else {
-        outln!("{} pages in {}", written.len(), dir.display());
-    }
+    let doc = serde_json::json!({ "pages": written });
+    emit_with(g, &doc, |_| {
+        outln!("{} pages in {}", written.len(), dir.display())
+    })?;
     Ok(0)
 }

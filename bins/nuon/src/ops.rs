@@ -7,9 +7,10 @@ use std::io::Write;
 use clap::Subcommand;
 use nuon_core::WebhookId;
 use nuon_core::webhook::WebhookEvent;
-use nuon_core::wire::{DebugPurpose, DeliveryStatus};
+use nuon_core::wire::{AuditList, DebugPurpose, DeliveryList, DeliveryStatus, WebhookList};
 
-use crate::{CliError, Global, client, fmt_time, print_json, table};
+use crate::output::{Render, emit, emit_with, for_people};
+use crate::{CliError, Global, client, fmt_time, table};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum AuditCommand {
@@ -89,34 +90,7 @@ pub(crate) async fn audit(g: &Global, command: &AuditCommand) -> Result<u8, CliE
             actor,
         } => {
             let page = client.list_audit(*after, *limit, actor.as_deref()).await?;
-            if g.json {
-                print_json(&page)?;
-            } else {
-                table(
-                    &["N", "WHEN", "ACTOR", "ACTION", "TARGET", "OUTCOME", "FROM"],
-                    page.entries
-                        .iter()
-                        .map(|e| {
-                            vec![
-                                e.n.to_string(),
-                                fmt_time(Some(e.at_ms)),
-                                e.actor.clone(),
-                                e.action.clone(),
-                                e.target.clone(),
-                                e.outcome.clone(),
-                                if e.source.is_empty() {
-                                    "-".into()
-                                } else {
-                                    e.source.clone()
-                                },
-                            ]
-                        })
-                        .collect(),
-                );
-                if let Some(next) = page.next_after {
-                    eprintln!("more: nuon audit list --after {next}");
-                }
-            }
+            emit(g, &page)?;
             Ok(0)
         }
         AuditCommand::Export {
@@ -147,21 +121,20 @@ pub(crate) async fn audit(g: &Global, command: &AuditCommand) -> Result<u8, CliE
         }
         AuditCommand::Verify => {
             let v = client.verify_audit().await?;
-            if g.json {
-                print_json(&v)?;
-            } else if let Some(b) = &v.broken {
-                outln!("BROKEN at entry {}: {}", b.entry, b.why);
-                outln!(
-                    "{} chain before it",
-                    crate::plural(v.entries as usize, "entry")
-                );
-            } else {
-                outln!(
+            emit_with(g, &v, |v| match &v.broken {
+                Some(b) => {
+                    outln!("BROKEN at entry {}: {}", b.entry, b.why);
+                    outln!(
+                        "{} chain before it",
+                        crate::plural(v.entries as usize, "entry")
+                    );
+                }
+                None => outln!(
                     "ok: {} chain; head {}",
                     crate::plural(v.entries as usize, "entry"),
                     v.head
-                );
-            }
+                ),
+            })?;
             Ok(if v.broken.is_some() { 1 } else { 0 })
         }
     }
@@ -172,82 +145,105 @@ pub(crate) async fn webhooks(g: &Global, command: &WebhooksCommand) -> Result<u8
     match command {
         WebhooksCommand::Add { url, events } => {
             let created = client.create_webhook(url, events.clone()).await?;
-            if g.json {
-                print_json(&created)?;
-            } else {
+            emit_with(g, &created, |created| {
                 outln!("webhook: {}", created.webhook.id);
                 outln!("secret:  {}", created.secret);
                 eprintln!(
                     "\nThe secret is shown only now. Each delivery carries `{}: t=UNIX_SECONDS,v1=HEX`, HEX being HMAC-SHA256 under the secret over UNIX_SECONDS, '.' and the body.",
                     nuon_core::webhook::SIGNATURE_HEADER
                 );
-            }
+            })?;
         }
-        WebhooksCommand::List => {
-            let list = client.list_webhooks().await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["ID", "URL", "EVENTS", "ADDED"],
-                    list.webhooks
-                        .into_iter()
-                        .map(|w| {
-                            vec![
-                                w.id.to_string(),
-                                w.url,
-                                w.events
-                                    .iter()
-                                    .map(|e| e.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(","),
-                                fmt_time(Some(w.created_at_ms)),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
-        }
+        WebhooksCommand::List => emit(g, &client.list_webhooks().await?)?,
         WebhooksCommand::Remove { id } => {
             let w = client.remove_webhook(&webhook_id(id)?).await?;
-            if g.json {
-                print_json(&w)?;
-            } else {
-                outln!("removed webhook {} ({})", w.id, w.url);
-            }
+            emit_with(g, &w, |w| outln!("removed webhook {} ({})", w.id, w.url))?;
         }
         WebhooksCommand::Deliveries { webhook, limit } => {
             let hook = webhook.as_deref().map(webhook_id).transpose()?;
-            let list = client.list_deliveries(hook.as_ref(), *limit).await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["ID", "EVENT", "STATUS", "TRIES", "WHEN", "LAST ERROR"],
-                    list.deliveries
-                        .into_iter()
-                        .map(|d| {
-                            let status = match (d.status, d.next_attempt_at_ms) {
-                                (DeliveryStatus::Pending, Some(at)) => {
-                                    format!("{} (next {})", d.status, fmt_time(Some(at)))
-                                }
-                                (s, _) => s.to_string(),
-                            };
-                            vec![
-                                d.id.to_string(),
-                                d.event.to_string(),
-                                status,
-                                d.attempts.to_string(),
-                                fmt_time(Some(d.created_at_ms)),
-                                d.last_error.unwrap_or_else(|| "-".into()),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
+            emit(g, &client.list_deliveries(hook.as_ref(), *limit).await?)?;
         }
     }
     Ok(0)
+}
+
+impl Render for AuditList {
+    fn render(&self) {
+        table(
+            &["N", "WHEN", "ACTOR", "ACTION", "TARGET", "OUTCOME", "FROM"],
+            self.entries
+                .iter()
+                .map(|e| {
+                    vec![
+                        e.n.to_string(),
+                        fmt_time(Some(e.at_ms)),
+                        e.actor.clone(),
+                        e.action.clone(),
+                        e.target.clone(),
+                        e.outcome.clone(),
+                        if e.source.is_empty() {
+                            "-".into()
+                        } else {
+                            e.source.clone()
+                        },
+                    ]
+                })
+                .collect(),
+        );
+        if let Some(next) = self.next_after {
+            eprintln!("more: nuon audit list --after {next}");
+        }
+    }
+}
+
+impl Render for WebhookList {
+    fn render(&self) {
+        table(
+            &["ID", "URL", "EVENTS", "ADDED"],
+            self.webhooks
+                .iter()
+                .map(|w| {
+                    vec![
+                        w.id.to_string(),
+                        w.url.clone(),
+                        w.events
+                            .iter()
+                            .map(|e| e.as_str())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        fmt_time(Some(w.created_at_ms)),
+                    ]
+                })
+                .collect(),
+        );
+    }
+}
+
+impl Render for DeliveryList {
+    fn render(&self) {
+        table(
+            &["ID", "EVENT", "STATUS", "TRIES", "WHEN", "LAST ERROR"],
+            self.deliveries
+                .iter()
+                .map(|d| {
+                    let status = match (d.status, d.next_attempt_at_ms) {
+                        (DeliveryStatus::Pending, Some(at)) => {
+                            format!("{} (next {})", d.status, fmt_time(Some(at)))
+                        }
+                        (s, _) => s.to_string(),
+                    };
+                    vec![
+                        d.id.to_string(),
+                        d.event.to_string(),
+                        status,
+                        d.attempts.to_string(),
+                        fmt_time(Some(d.created_at_ms)),
+                        d.last_error.clone().unwrap_or_else(|| "-".into()),
+                    ]
+                })
+                .collect(),
+        );
+    }
 }
 
 /// What `installs logs-request` and `installs debug` take.
@@ -279,12 +275,12 @@ pub(crate) async fn debug_request(
             Some(args.timeout.as_secs().max(1)),
         )
         .await?;
-    if !g.json {
+    for_people(g, || {
         eprintln!(
             "asked the runner of {} (job {}); its answer:",
             args.install, job.id
-        );
-    }
+        )
+    });
     crate::jobs::see_job_through(g, &client, &job.id).await
 }
 
@@ -355,9 +351,7 @@ pub(crate) async fn stack(g: &Global, args: &StackArgs) -> Result<u8, CliError> 
     if let Some(dir) = &args.out {
         write_stack(&stack, dir)?;
     }
-    if g.json {
-        print_json(&stack)?;
-    } else {
+    emit_with(g, &stack, |stack| {
         match &args.out {
             Some(dir) => {
                 for f in &stack.files {
@@ -375,6 +369,6 @@ pub(crate) async fn stack(g: &Global, args: &StackArgs) -> Result<u8, CliError> 
             stack.instructions,
             fmt_time(Some(stack.token_expires_at_ms))
         );
-    }
+    })?;
     Ok(0)
 }

@@ -1,8 +1,10 @@
 //! `nuon orgs`: the token's org and its API tokens.
 
 use clap::Subcommand;
+use nuon_core::wire::TokenList;
 
-use crate::{CliError, Global, client, fmt_time, print_json, table};
+use crate::output::{Render, emit, emit_with};
+use crate::{CliError, Global, client, fmt_time, table};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum OrgsCommand {
@@ -70,20 +72,14 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
         OrgsCommand::Webhooks { .. } => unreachable!("handled above"),
         OrgsCommand::SignInLink => {
             let link = client.create_sign_in_code().await?;
-            if g.json {
-                print_json(&link)?;
-            } else {
+            emit_with(g, &link, |link| {
                 outln!("{}", link.url);
                 eprintln!("Open it within 10 minutes; it works once.");
-            }
+            })?;
         }
         OrgsCommand::Get => {
             let org = client.get_org().await?;
-            if g.json {
-                print_json(&org)?;
-            } else {
-                outln!("{} ({})", org.name, org.id);
-            }
+            emit_with(g, &org, |org| outln!("{} ({})", org.name, org.id))?;
         }
         OrgsCommand::Tokens { command } => match command {
             TokensCommand::Create {
@@ -101,56 +97,45 @@ pub(crate) async fn orgs(g: &Global, command: &OrgsCommand) -> Result<u8, CliErr
                 } else {
                     client.create_token(name, scope).await?
                 };
-                if g.json {
-                    print_json(&created)?;
-                } else {
+                emit_with(g, &created, |created| {
                     outln!("token id: {}", created.token.id);
                     outln!("scope:    {}", created.token.scope.as_str());
                     outln!("secret:   {}", created.secret);
                     eprintln!("\nThe secret is shown only now. Use it as --token or NUON_TOKEN.");
-                }
+                })?;
             }
-            TokensCommand::List => {
-                let list = client.list_tokens().await?;
-                if g.json {
-                    print_json(&list)?;
-                } else {
-                    table(
-                        &["ID", "NAME", "SCOPE", "OWNER", "CREATED", "STATE"],
-                        list.tokens
-                            .into_iter()
-                            .map(|t| {
-                                vec![
-                                    t.id.to_string(),
-                                    t.name,
-                                    t.scope.as_str().into(),
-                                    t.user.unwrap_or_else(|| "service account".into()),
-                                    fmt_time(Some(t.created_at_ms)),
-                                    match (t.revoked, t.expires_at_ms) {
-                                        (true, _) => "revoked".into(),
-                                        (false, Some(at)) if at <= nuon_core::now_ms() => {
-                                            "expired".into()
-                                        }
-                                        (false, Some(at)) => {
-                                            format!("active until {}", fmt_time(Some(at)))
-                                        }
-                                        (false, None) => "active".into(),
-                                    },
-                                ]
-                            })
-                            .collect(),
-                    );
-                }
-            }
+            TokensCommand::List => emit(g, &client.list_tokens().await?)?,
             TokensCommand::Revoke { id } => {
                 let t = client.revoke_token(id).await?;
-                if g.json {
-                    print_json(&t)?;
-                } else {
-                    outln!("revoked token {} ({})", t.name, t.id);
-                }
+                emit_with(g, &t, |t| outln!("revoked token {} ({})", t.name, t.id))?;
             }
         },
     }
     Ok(0)
+}
+
+impl Render for TokenList {
+    fn render(&self) {
+        table(
+            &["ID", "NAME", "SCOPE", "OWNER", "CREATED", "STATE"],
+            self.tokens
+                .iter()
+                .map(|t| {
+                    vec![
+                        t.id.to_string(),
+                        t.name.clone(),
+                        t.scope.as_str().into(),
+                        t.user.clone().unwrap_or_else(|| "service account".into()),
+                        fmt_time(Some(t.created_at_ms)),
+                        match (t.revoked, t.expires_at_ms) {
+                            (true, _) => "revoked".into(),
+                            (false, Some(at)) if at <= nuon_core::now_ms() => "expired".into(),
+                            (false, Some(at)) => format!("active until {}", fmt_time(Some(at))),
+                            (false, None) => "active".into(),
+                        },
+                    ]
+                })
+                .collect(),
+        );
+    }
 }

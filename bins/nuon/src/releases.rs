@@ -11,11 +11,13 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use nuon_core::JobStatus;
+use nuon_core::wire::{ReleaseInfo, ReleaseList};
 use nuon_plugins::oci::LayoutStore;
 use nuon_plugins::oci::copy;
 use nuon_plugins::release::{Release, ReleaseArtifact, write_release};
 
-use crate::{CliError, Global, client, print_json};
+use crate::output::{Render, emit, emit_with};
+use crate::{CliError, Global, client};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ReleasesCommand {
@@ -58,17 +60,39 @@ pub(crate) enum ReleasesCommand {
     },
 }
 
-/// A release, for people.
-fn show(r: &nuon_core::wire::ReleaseInfo) {
-    outln!("id:       {}", r.id);
-    outln!(
-        "app:      {} (config v{})",
-        r.app_name.clone().unwrap_or_else(|| r.app_id.to_string()),
-        r.config_version
-    );
-    outln!("created:  {}", crate::fmt_time(Some(r.created_at_ms)));
-    for (component, a) in &r.builds {
-        outln!("build:    {component}: {}@{}", a.repo, a.digest);
+impl Render for ReleaseInfo {
+    fn render(&self) {
+        let r = self;
+        outln!("id:       {}", r.id);
+        outln!(
+            "app:      {} (config v{})",
+            r.app_name.clone().unwrap_or_else(|| r.app_id.to_string()),
+            r.config_version
+        );
+        outln!("created:  {}", crate::fmt_time(Some(r.created_at_ms)));
+        for (component, a) in &r.builds {
+            outln!("build:    {component}: {}@{}", a.repo, a.digest);
+        }
+    }
+}
+
+impl Render for ReleaseList {
+    fn render(&self) {
+        crate::table(
+            &["ID", "APP", "CONFIG", "COMPONENTS", "CREATED"],
+            self.releases
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.id.to_string(),
+                        r.app_name.clone().unwrap_or_else(|| r.app_id.to_string()),
+                        format!("v{}", r.config_version),
+                        r.builds.len().to_string(),
+                        crate::fmt_time(Some(r.created_at_ms)),
+                    ]
+                })
+                .collect(),
+        );
     }
 }
 
@@ -81,44 +105,15 @@ pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8
         } => (app, vendor_store, out),
         ReleasesCommand::Rollouts(command) => return crate::rollouts::rollouts(g, command).await,
         ReleasesCommand::Create { app, config } => {
-            let r = client(g)?.create_release(app, *config).await?;
-            if g.json {
-                print_json(&r)?;
-            } else {
-                show(&r);
-            }
+            emit(g, &client(g)?.create_release(app, *config).await?)?;
             return Ok(0);
         }
         ReleasesCommand::Get { release } => {
-            let r = client(g)?.get_release(release).await?;
-            if g.json {
-                print_json(&r)?;
-            } else {
-                show(&r);
-            }
+            emit(g, &client(g)?.get_release(release).await?)?;
             return Ok(0);
         }
         ReleasesCommand::List { app } => {
-            let list = client(g)?.list_releases(app.as_deref()).await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                crate::table(
-                    &["ID", "APP", "CONFIG", "COMPONENTS", "CREATED"],
-                    list.releases
-                        .into_iter()
-                        .map(|r| {
-                            vec![
-                                r.id.to_string(),
-                                r.app_name.unwrap_or_else(|| r.app_id.to_string()),
-                                format!("v{}", r.config_version),
-                                r.builds.len().to_string(),
-                                crate::fmt_time(Some(r.created_at_ms)),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
+            emit(g, &client(g)?.list_releases(app.as_deref()).await?)?;
             return Ok(0);
         }
     };
@@ -206,15 +201,13 @@ pub(crate) async fn releases(g: &Global, command: &ReleasesCommand) -> Result<u8
         artifacts,
     };
     write_release(out, &release).map_err(|e| CliError::usage(e.to_string()))?;
-    if g.json {
-        print_json(&release)?;
-    } else {
+    emit_with(g, &release, |release| {
         outln!(
             "exported {} artifact(s) of config v{} into {}; import it on the install's machine with `nuon-runner import --bundle DIR --store-dir STORE`",
             release.artifacts.len(),
             release.config_version,
             out.display()
-        );
-    }
+        )
+    })?;
     Ok(0)
 }

@@ -16,7 +16,8 @@ use nuon_core::wire::InstallOutputs;
 use nuon_core::workflow::WorkflowKind;
 use serde_json::Value;
 
-use crate::{CliError, EXIT_INVALID_CONFIG, Global, print_json};
+use crate::output::try_emit_with;
+use crate::{CliError, EXIT_INVALID_CONFIG, Global};
 
 /// What `nuon apps render` takes.
 #[derive(Debug, clap::Args)]
@@ -276,32 +277,21 @@ pub(crate) fn show(
         .iter()
         .map(|p| (place(files, &p.message), p))
         .collect();
-    if g.json {
-        let problems: Vec<Value> = placed
-            .iter()
-            .map(|(at, p)| serde_json::json!({"at": at, "step": p.step, "message": p.message}))
-            .collect();
-        print_json(&serde_json::json!({"artifacts": artifacts, "problems": problems}))?;
-    } else if let Some(out) = out {
-        for x in artifacts {
-            let safe = |s: &str| s.replace(['/', ' '], "_");
-            let dir = out.join(safe(&x.step));
-            std::fs::create_dir_all(&dir)
-                .and_then(|()| std::fs::write(dir.join(safe(&x.what)), &x.text))
-                .map_err(|e| usage(format!("--out {}: {e}", out.display())))?;
+    let problems_doc: Vec<Value> = placed
+        .iter()
+        .map(|(at, p)| serde_json::json!({"at": at, "step": p.step, "message": p.message}))
+        .collect();
+    let doc = serde_json::json!({"artifacts": artifacts, "problems": problems_doc});
+    try_emit_with(g, &doc, |_| {
+        match out {
+            Some(out) => write_artifacts(out, artifacts)?,
+            None => {
+                for x in artifacts {
+                    outln!("--- {}: {}", x.step, x.what);
+                    outln!("{}", x.text);
+                }
+            }
         }
-        outln!(
-            "wrote {} rendered values to {}",
-            artifacts.len(),
-            out.display()
-        );
-    } else {
-        for x in artifacts {
-            outln!("--- {}: {}", x.step, x.what);
-            outln!("{}", x.text);
-        }
-    }
-    if !g.json {
         for (at, p) in &placed {
             eprintln!(
                 "{}: {}: {}",
@@ -310,6 +300,23 @@ pub(crate) fn show(
                 p.message
             );
         }
+        Ok(())
+    })
+}
+
+/// Writes rendered values under `out`, a directory a step, a file a value.
+fn write_artifacts(out: &Path, artifacts: &[Artifact]) -> Result<(), CliError> {
+    for x in artifacts {
+        let safe = |s: &str| s.replace(['/', ' '], "_");
+        let dir = out.join(safe(&x.step));
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join(safe(&x.what)), &x.text))
+            .map_err(|e| usage(format!("--out {}: {e}", out.display())))?;
     }
+    outln!(
+        "wrote {} rendered values to {}",
+        artifacts.len(),
+        out.display()
+    );
     Ok(())
 }

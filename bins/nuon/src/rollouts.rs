@@ -10,7 +10,8 @@ use nuon_client::ControlClient;
 use nuon_core::RolloutId;
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutStatus};
 
-use crate::{CliError, Global, client, print_json};
+use crate::output::{Render, emit, for_people};
+use crate::{CliError, Global, client};
 
 /// A release's rollout.
 #[derive(Debug, Args)]
@@ -99,15 +100,24 @@ pub(crate) enum RolloutCommand {
     },
 }
 
+/// How [`rollout_of`] reads a release's key.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Lookup {
+    /// For an act: the release's newest rollout that is not a rollback (a
+    /// rollback is named by its id).
+    pub(crate) for_act: bool,
+    /// The release is a runner version.
+    pub(crate) runner: bool,
+}
+
 /// The rollout `key` names: a rollout id, or a release's newest rollout
-/// (for an act, its newest that is not a rollback: a rollback is named by
-/// its id). With `runner`, the release is a runner version.
+/// (see [`Lookup`]).
 pub(crate) async fn rollout_of(
     c: &ControlClient,
     key: &str,
-    act: bool,
-    runner: bool,
+    lookup: Lookup,
 ) -> Result<String, CliError> {
+    let Lookup { for_act, runner } = lookup;
     if key.parse::<RolloutId>().is_ok() {
         return Ok(key.to_owned());
     }
@@ -118,7 +128,7 @@ pub(crate) async fn rollout_of(
     };
     list.rollouts
         .iter()
-        .find(|r| !act || r.rollback_of.is_none())
+        .find(|r| !for_act || r.rollback_of.is_none())
         .map(|r| r.id.to_string())
         .ok_or_else(|| {
             CliError::usage(if runner {
@@ -144,17 +154,24 @@ pub(crate) enum Act {
     Rollback,
 }
 
+/// Whose rollout an act is done to, and what the command does after.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ActOn {
+    /// The key names a runner version's rollout, not an app release's.
+    pub(crate) runner: bool,
+    /// Follow the rollout after (see [`follow`]) rather than show it.
+    pub(crate) wait: bool,
+}
+
 /// Does `act` to the rollout `key` names (see [`rollout_of`]) and shows
-/// the rollout after, or with `wait` follows it (see [`follow`]).
-pub(crate) async fn act(
-    g: &Global,
-    key: &str,
-    act: Act,
-    runner: bool,
-    wait: bool,
-) -> Result<u8, CliError> {
+/// the rollout after, or with `on.wait` follows it (see [`follow`]).
+pub(crate) async fn act(g: &Global, key: &str, act: Act, on: ActOn) -> Result<u8, CliError> {
     let c = client(g)?;
-    let id = rollout_of(&c, key, !matches!(act, Act::Status), runner).await?;
+    let lookup = Lookup {
+        for_act: !matches!(act, Act::Status),
+        runner: on.runner,
+    };
+    let id = rollout_of(&c, key, lookup).await?;
     let r = match act {
         Act::Status => c.get_rollout(&id).await?,
         Act::Pause => c.pause_rollout(&id).await?,
@@ -163,11 +180,17 @@ pub(crate) async fn act(
         Act::Cancel => c.cancel_rollout(&id).await?,
         Act::Rollback => c.rollback_rollout(&id).await?,
     };
-    if wait {
+    if on.wait {
         return follow(g, &c, r).await;
     }
-    answer(g, &r)?;
+    emit(g, &r)?;
     Ok(0)
+}
+
+impl Render for RolloutInfo {
+    fn render(&self) {
+        show(self);
+    }
 }
 
 /// A rollout, for people: its head, then each install by wave.
@@ -252,15 +275,6 @@ fn show(r: &RolloutInfo) {
     );
 }
 
-pub(crate) fn answer(g: &Global, r: &RolloutInfo) -> Result<(), CliError> {
-    if g.json {
-        print_json(r)
-    } else {
-        show(r);
-        Ok(())
-    }
-}
-
 /// Follows a rollout until it no longer runs; its exit code.
 pub(crate) async fn follow(
     g: &Global,
@@ -280,8 +294,8 @@ pub(crate) async fn follow(
                 .map(|why| format!(" ({why})"))
                 .unwrap_or_default()
         );
-        if line != said && !g.json {
-            eprintln!("{line}");
+        if line != said {
+            for_people(g, || eprintln!("{line}"));
             said = line;
         }
         if r.status != RolloutStatus::Running {
@@ -290,7 +304,7 @@ pub(crate) async fn follow(
         tokio::time::sleep(Duration::from_millis(500)).await;
         r = c.get_rollout(r.id.as_str()).await?;
     }
-    answer(g, &r)?;
+    emit(g, &r)?;
     Ok(match r.status {
         RolloutStatus::Succeeded | RolloutStatus::AwaitingApproval => 0,
         _ => 1,
@@ -329,24 +343,32 @@ pub(crate) async fn rollouts(g: &Global, command: &RolloutCommand) -> Result<u8,
             r
         }
         RolloutCommand::Status { release } => {
-            return act(g, release, Act::Status, false, false).await;
+            return act(g, release, Act::Status, ActOn::default()).await;
         }
         RolloutCommand::Pause { release } => {
-            return act(g, release, Act::Pause, false, false).await;
+            return act(g, release, Act::Pause, ActOn::default()).await;
         }
         RolloutCommand::Resume { release, wait } => {
-            return act(g, release, Act::Resume, false, *wait).await;
+            return act(g, release, Act::Resume, waiting(*wait)).await;
         }
         RolloutCommand::Retry { release, wait } => {
-            return act(g, release, Act::Retry, false, *wait).await;
+            return act(g, release, Act::Retry, waiting(*wait)).await;
         }
         RolloutCommand::Cancel { release } => {
-            return act(g, release, Act::Cancel, false, false).await;
+            return act(g, release, Act::Cancel, ActOn::default()).await;
         }
         RolloutCommand::Rollback { release, wait } => {
-            return act(g, release, Act::Rollback, false, *wait).await;
+            return act(g, release, Act::Rollback, waiting(*wait)).await;
         }
     };
-    answer(g, &r)?;
+    emit(g, &r)?;
     Ok(0)
+}
+
+/// An act on an app release's rollout, followed with `wait`.
+fn waiting(wait: bool) -> ActOn {
+    ActOn {
+        runner: false,
+        wait,
+    }
 }

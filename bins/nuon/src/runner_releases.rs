@@ -6,10 +6,17 @@
 use clap::{Args, Subcommand};
 use nuon_core::artifact::{ArtifactStore, Descriptor, Digest, RawManifest};
 use nuon_core::rollout::CreateRollout;
-use nuon_core::wire::{PublishRunnerRelease, RunnerReleaseInfo};
+use nuon_core::wire::{PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList};
 
-use crate::rollouts::{Act, act, answer, follow};
-use crate::{CliError, Global, client, print_json};
+use crate::output::{Render, emit};
+use crate::rollouts::{Act, ActOn, act, follow};
+use crate::{CliError, Global, client};
+
+/// An act on a runner version's rollout: it is shown after.
+const RUNNER: ActOn = ActOn {
+    runner: true,
+    wait: false,
+};
 
 /// The artifact type of a runner binary's manifest.
 pub const RUNNER_ARTIFACT_TYPE: &str = "application/vnd.nuon.runner.v1";
@@ -150,21 +157,47 @@ fn uniform_waves(share: &str) -> Result<String, CliError> {
     Ok(waves.join(","))
 }
 
-fn show(r: &RunnerReleaseInfo) {
-    outln!("version:  {}", r.version);
-    outln!("id:       {}", r.id);
-    outln!("platform: {}/{}", r.os, r.arch);
-    outln!("artifact: {}@{} ({} bytes)", r.repository, r.digest, r.size);
-    outln!("manifest: {}", r.manifest);
-    outln!(
-        "served:   {}",
-        if r.served {
-            "yes: install stacks download it from the control plane"
-        } else {
-            "no (`nuon runners release upload` serves it)"
-        }
-    );
-    outln!("created:  {}", crate::fmt_time(Some(r.created_at_ms)));
+impl Render for RunnerReleaseInfo {
+    fn render(&self) {
+        let r = self;
+        outln!("version:  {}", r.version);
+        outln!("id:       {}", r.id);
+        outln!("platform: {}/{}", r.os, r.arch);
+        outln!("artifact: {}@{} ({} bytes)", r.repository, r.digest, r.size);
+        outln!("manifest: {}", r.manifest);
+        outln!(
+            "served:   {}",
+            if r.served {
+                "yes: install stacks download it from the control plane"
+            } else {
+                "no (`nuon runners release upload` serves it)"
+            }
+        );
+        outln!("created:  {}", crate::fmt_time(Some(r.created_at_ms)));
+    }
+}
+
+impl Render for RunnerReleaseList {
+    fn render(&self) {
+        crate::table(
+            &[
+                "VERSION", "PLATFORM", "ARTIFACT", "SIZE", "SERVED", "CREATED",
+            ],
+            self.releases
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.version.clone(),
+                        format!("{}/{}", r.os, r.arch),
+                        format!("{}@{}", r.repository, r.digest),
+                        r.size.to_string(),
+                        if r.served { "yes" } else { "no" }.into(),
+                        crate::fmt_time(Some(r.created_at_ms)),
+                    ]
+                })
+                .collect(),
+        );
+    }
 }
 
 /// Uploads `binary` as runner release `version`'s, for the control plane
@@ -349,46 +382,15 @@ pub(crate) async fn runner_releases(
                 ),
                 ..e
             })?;
-            if g.json {
-                print_json(&r)?;
-            } else {
-                show(&r);
-            }
+            emit(g, &r)?;
             Ok(0)
         }
         RunnerReleaseCommand::Upload { version, binary } => {
-            let r = upload(&client(g)?, version, binary).await?;
-            if g.json {
-                print_json(&r)?;
-            } else {
-                show(&r);
-            }
+            emit(g, &upload(&client(g)?, version, binary).await?)?;
             Ok(0)
         }
         RunnerReleaseCommand::List => {
-            let list = client(g)?.list_runner_releases().await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                crate::table(
-                    &[
-                        "VERSION", "PLATFORM", "ARTIFACT", "SIZE", "SERVED", "CREATED",
-                    ],
-                    list.releases
-                        .iter()
-                        .map(|r| {
-                            vec![
-                                r.version.clone(),
-                                format!("{}/{}", r.os, r.arch),
-                                format!("{}@{}", r.repository, r.digest),
-                                r.size.to_string(),
-                                if r.served { "yes" } else { "no" }.into(),
-                                crate::fmt_time(Some(r.created_at_ms)),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
+            emit(g, &client(g)?.list_runner_releases().await?)?;
             Ok(0)
         }
         RunnerReleaseCommand::Rollout(a) => {
@@ -410,17 +412,15 @@ pub(crate) async fn runner_releases(
             if a.wait && !a.dry_run {
                 return follow(g, &c, r).await;
             }
-            answer(g, &r)?;
+            emit(g, &r)?;
             Ok(0)
         }
-        RunnerReleaseCommand::Status { rollout } => act(g, rollout, Act::Status, true, false).await,
-        RunnerReleaseCommand::Pause { rollout } => act(g, rollout, Act::Pause, true, false).await,
-        RunnerReleaseCommand::Resume { rollout } => act(g, rollout, Act::Resume, true, false).await,
-        RunnerReleaseCommand::Retry { rollout } => act(g, rollout, Act::Retry, true, false).await,
-        RunnerReleaseCommand::Cancel { rollout } => act(g, rollout, Act::Cancel, true, false).await,
-        RunnerReleaseCommand::Rollback { rollout } => {
-            act(g, rollout, Act::Rollback, true, false).await
-        }
+        RunnerReleaseCommand::Status { rollout } => act(g, rollout, Act::Status, RUNNER).await,
+        RunnerReleaseCommand::Pause { rollout } => act(g, rollout, Act::Pause, RUNNER).await,
+        RunnerReleaseCommand::Resume { rollout } => act(g, rollout, Act::Resume, RUNNER).await,
+        RunnerReleaseCommand::Retry { rollout } => act(g, rollout, Act::Retry, RUNNER).await,
+        RunnerReleaseCommand::Cancel { rollout } => act(g, rollout, Act::Cancel, RUNNER).await,
+        RunnerReleaseCommand::Rollback { rollout } => act(g, rollout, Act::Rollback, RUNNER).await,
     }
 }
 

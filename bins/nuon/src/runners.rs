@@ -44,9 +44,7 @@ pub(crate) async fn runners(g: &Global, command: &RunnersCommand) -> Result<u8, 
                 RunnersCommand::Create { .. } => client.create_runner(name).await?,
                 _ => client.rotate_runner_token(name).await?,
             };
-            if g.json {
-                print_json(&created)?;
-            } else {
+            emit_with(g, &created, |created| {
                 outln!("runner id:          {}", created.runner.id);
                 outln!("runner token:       {}", created.token);
                 outln!("signing public key: {}", created.signing_public_key);
@@ -59,7 +57,7 @@ pub(crate) async fn runners(g: &Global, command: &RunnersCommand) -> Result<u8, 
                         .unwrap_or("RUNNER_API_URL"),
                     created.signing_public_key
                 );
-            }
+            })?;
         }
         RunnersCommand::List => {
             let list = client.list_runners().await?;

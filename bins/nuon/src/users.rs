@@ -3,9 +3,10 @@
 //! provider.
 
 use clap::Subcommand;
-use nuon_core::wire::{Role, UserInfo, routes};
+use nuon_core::wire::{Role, UserInfo, UserList, routes};
 
-use crate::{CliError, Global, client, fmt_time, print_json, table};
+use crate::output::{Render, emit, emit_with, for_people};
+use crate::{CliError, Global, client, fmt_time, table};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum UsersCommand {
@@ -49,17 +50,41 @@ fn parse_role(raw: &str) -> Result<Role, String> {
     raw.parse()
 }
 
-fn show(u: &UserInfo) {
-    outln!(
-        "{} {} ({}, {})",
-        u.id,
-        u.email,
-        u.role.as_str(),
-        match u.status {
-            nuon_core::wire::UserStatus::Invited => "invited",
-            nuon_core::wire::UserStatus::Active => "signed in",
-        }
-    );
+impl Render for UserInfo {
+    fn render(&self) {
+        let u = self;
+        outln!(
+            "{} {} ({}, {})",
+            u.id,
+            u.email,
+            u.role.as_str(),
+            match u.status {
+                nuon_core::wire::UserStatus::Invited => "invited",
+                nuon_core::wire::UserStatus::Active => "signed in",
+            }
+        );
+    }
+}
+
+impl Render for UserList {
+    fn render(&self) {
+        table(
+            &["ID", "EMAIL", "ROLE", "STATUS", "NAME", "LAST SIGN-IN"],
+            self.users
+                .iter()
+                .map(|u| {
+                    vec![
+                        u.id.to_string(),
+                        u.email.clone(),
+                        u.role.as_str().into(),
+                        format!("{:?}", u.status).to_lowercase(),
+                        u.name.clone().unwrap_or_else(|| "-".into()),
+                        fmt_time(u.last_sign_in_at_ms),
+                    ]
+                })
+                .collect(),
+        );
+    }
 }
 
 pub(crate) async fn users(g: &Global, command: &UsersCommand) -> Result<u8, CliError> {
@@ -67,53 +92,29 @@ pub(crate) async fn users(g: &Global, command: &UsersCommand) -> Result<u8, CliE
     let user = match command {
         UsersCommand::Invite { email, role } => {
             let u = client.invite_user(email, *role).await?;
-            if !g.json {
+            for_people(g, || {
                 eprintln!(
                     "Invited. They sign in with `nuon login --org ORG` (or at {}{}?org=ORG).",
                     g.api_url(),
                     routes::OIDC_LOGIN
-                );
-            }
+                )
+            });
             u
         }
         UsersCommand::List => {
-            let list = client.list_users().await?;
-            if g.json {
-                print_json(&list)?;
-            } else {
-                table(
-                    &["ID", "EMAIL", "ROLE", "STATUS", "NAME", "LAST SIGN-IN"],
-                    list.users
-                        .into_iter()
-                        .map(|u| {
-                            vec![
-                                u.id.to_string(),
-                                u.email,
-                                u.role.as_str().into(),
-                                format!("{:?}", u.status).to_lowercase(),
-                                u.name.unwrap_or_else(|| "-".into()),
-                                fmt_time(u.last_sign_in_at_ms),
-                            ]
-                        })
-                        .collect(),
-                );
-            }
+            emit(g, &client.list_users().await?)?;
             return Ok(0);
         }
         UsersCommand::SetRole { user, role } => client.set_user_role(user, *role).await?,
         UsersCommand::Remove { user } => {
             let u = client.remove_user(user).await?;
-            if !g.json {
-                eprintln!("Removed; every token of theirs is revoked.");
-            }
+            for_people(g, || {
+                eprintln!("Removed; every token of theirs is revoked.")
+            });
             u
         }
     };
-    if g.json {
-        print_json(&user)?;
-    } else {
-        show(&user);
-    }
+    emit(g, &user)?;
     Ok(0)
 }
 
@@ -129,13 +130,11 @@ pub(crate) fn login(g: &Global, args: &LoginArgs) -> Result<u8, CliError> {
         })
         .collect();
     let url = format!("{}{}?org={org}", g.api_url(), routes::OIDC_LOGIN);
-    if g.json {
-        print_json(&serde_json::json!({ "url": url }))?;
-    } else {
+    emit_with(g, &serde_json::json!({ "url": url }), |_| {
         outln!("{url}");
         eprintln!(
             "\nOpen this in a browser and sign in with your identity provider. The page you come back to shows your API token once: use it as NUON_TOKEN or --token."
         );
-    }
+    })?;
     Ok(0)
 }
