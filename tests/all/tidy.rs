@@ -549,15 +549,16 @@ fn code_naming_whole(files: &[(String, String)], words: &[&str]) -> Vec<String> 
     let holds = |code: &str, word: &str| {
         code.match_indices(word).any(|(at, _)| {
             let (before, after) = (&code[..at], &code[at + word.len()..]);
-            !(in_name(word.chars().next()) && in_name(before.chars().next_back()))
-                && !(in_name(word.chars().next_back()) && in_name(after.chars().next()))
+            let joins_before = in_name(word.chars().next()) && in_name(before.chars().next_back());
+            let joins_after = in_name(word.chars().next_back()) && in_name(after.chars().next());
+            !joins_before && !joins_after
         })
     };
     let mut found = Vec::new();
     for (path, text) in files {
         for (i, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
-            if words.iter().any(|w| holds(code, *w)) {
+            if words.iter().any(|w| holds(code, w)) {
                 found.push(format!("{path}:{}: {}", i + 1, line.trim()));
             }
         }
