@@ -2,8 +2,9 @@
 //! reported when it phoned home.
 
 use super::rows::{Cells, Record};
-use super::sql::{Sql, Stmt, args};
+use super::sql::{Change, Lock, Sql, Stmt, args};
 use super::*;
+use nuon_core::wire::ErrorCode;
 
 /// What redeeming a stack's one-time token found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +105,11 @@ impl Record for StackTokenRow {
     }
 }
 
+/// The code a redeem's runner update fails with when the runner was
+/// revoked meanwhile (no other statement of it can fail with a conflict):
+/// answered as [`StackRedeem::RunnerRevoked`].
+const REVOKED: ErrorCode = ErrorCode::InstallTokenRefused;
+
 /// The install and runner of stack token `hash` (parameter 1).
 fn token_row() -> String {
     format!(
@@ -145,32 +151,47 @@ impl<S: Sql + 'static> StackStore for S {
         outputs: &str,
     ) -> Result<StackRedeem> {
         let (runner_hash, outputs) = (runner_token_hash.to_owned(), outputs.to_owned());
-        // The install's and the runner's rows locked: a revocation or
-        // another phone-home at the same time waits for this one, so the
-        // state read is the state the writes change.
+        // The install's row locked (and only it: a lock on the runner's row
+        // would wait on, and deadlock with, a job queued for that runner),
+        // then the token read: another phone-home at the same time waits
+        // for this one.
+        let lock = Lock::Rows(Stmt::new(
+            "SELECT id FROM installs WHERE stack_token = $1",
+            args![token_hash],
+        ));
         let read = Stmt::new(token_row(), args![token_hash]);
-        self.change_locked(read, move |rows: Vec<StackTokenRow>| {
-            let state = StackTokenRow::state(rows.into_iter().next(), now);
-            let StackRedeem::Redeemed {
-                install, runner, ..
-            } = &state
-            else {
-                return Ok((Vec::new(), state));
-            };
-            let writes = vec![
-                Stmt::new(
-                    "UPDATE runners SET token_hash = $2, session = NULL \
-                     WHERE id = $1 AND revoked_at IS NULL",
-                    args![runner.as_str(), runner_hash],
-                ),
-                Stmt::new(
-                    "UPDATE installs SET stack_token_used = $2, stack_outputs = $3 \
-                     WHERE id = $1 AND stack_token_used IS NULL",
-                    args![install.as_str(), now, outputs],
-                ),
-            ];
-            Ok((writes, state))
-        })
-        .await
+        let redeemed = self
+            .change(
+                Change::after_lock(lock, read),
+                move |rows: Vec<StackTokenRow>| {
+                    let state = StackTokenRow::state(rows.into_iter().next(), now);
+                    let StackRedeem::Redeemed {
+                        install, runner, ..
+                    } = &state
+                    else {
+                        return Ok((Vec::new(), state));
+                    };
+                    let writes = vec![
+                        // Revoked meanwhile: refused, nothing spent.
+                        Stmt::new(
+                            "UPDATE runners SET token_hash = $2, session = NULL \
+                         WHERE id = $1 AND revoked_at IS NULL",
+                            args![runner.as_str(), runner_hash],
+                        )
+                        .must_change(REVOKED, "the install's runner is revoked".into()),
+                        Stmt::new(
+                            "UPDATE installs SET stack_token_used = $2, stack_outputs = $3 \
+                         WHERE id = $1 AND stack_token_used IS NULL",
+                            args![install.as_str(), now, outputs],
+                        ),
+                    ];
+                    Ok((writes, state))
+                },
+            )
+            .await;
+        match redeemed {
+            Err(StoreError::Conflict { code: REVOKED, .. }) => Ok(StackRedeem::RunnerRevoked),
+            other => other,
+        }
     }
 }
