@@ -6,7 +6,7 @@ use nuon_core::wire::{Role, UserInfo, UserStatus};
 
 use super::orgs::{insert_api_token, new_token_info};
 use super::rows::{Cells, Offset, Record};
-use super::sql::{Sql, Stmt, args};
+use super::sql::{Change, Lock, Sql, Stmt, args};
 use super::*;
 
 /// A sign-in between its start and the provider's answer: what the
@@ -130,6 +130,12 @@ fn owners_and(org: &OrgId, id: &UserId) -> Stmt {
     )
 }
 
+/// [`owners_and`] locked, then read again in a statement of its own: a
+/// person made an owner by a change this one waited for is counted too.
+fn owners_locked(org: &OrgId, id: &UserId) -> Change {
+    Change::after_lock(Lock::Rows(owners_and(org, id)), owners_and(org, id))
+}
+
 /// The person `id` among the rows [`owners_and`] read.
 fn person(rows: &[UserInfo], id: &UserId) -> Option<UserInfo> {
     rows.iter().find(|u| &u.id == id).cloned()
@@ -210,7 +216,7 @@ impl<S: Sql + 'static> UserStore for S {
         role: Role,
     ) -> Result<Option<UserInfo>> {
         let (org, id) = (org.clone(), id.clone());
-        self.change_locked(owners_and(&org, &id), move |rows: Vec<UserInfo>| {
+        self.change(owners_locked(&org, &id), move |rows: Vec<UserInfo>| {
             let Some(user) = person(&rows, &id) else {
                 return Ok((Vec::new(), None));
             };
@@ -226,7 +232,7 @@ impl<S: Sql + 'static> UserStore for S {
 
     async fn remove_user(&self, org: &OrgId, id: &UserId) -> Result<Option<UserInfo>> {
         let (org, id) = (org.clone(), id.clone());
-        self.change_locked(owners_and(&org, &id), move |rows: Vec<UserInfo>| {
+        self.change(owners_locked(&org, &id), move |rows: Vec<UserInfo>| {
             let Some(user) = person(&rows, &id) else {
                 return Ok((Vec::new(), None));
             };
