@@ -46,36 +46,42 @@ impl Services<'_> {
         let result = self.act(caller, raw, act, step).await;
         match act {
             WorkflowAct::Approve { .. } => {
-                let path = path_of::<ep::ApproveWorkflowStep>(&[raw]);
-                self.audited::<ep::ApproveWorkflowStep, _>(caller, path, result)
+                self.audited_on::<ep::ApproveWorkflowStep, _>(caller, raw, result)
                     .await
             }
             WorkflowAct::Deny => {
-                let path = path_of::<ep::DenyWorkflowStep>(&[raw]);
-                self.audited::<ep::DenyWorkflowStep, _>(caller, path, result)
+                self.audited_on::<ep::DenyWorkflowStep, _>(caller, raw, result)
                     .await
             }
             WorkflowAct::Respond(_) => {
-                let path = path_of::<ep::RespondToApproval>(&[raw]);
-                self.audited::<ep::RespondToApproval, _>(caller, path, result)
+                self.audited_on::<ep::RespondToApproval, _>(caller, raw, result)
                     .await
             }
             WorkflowAct::Cancel => {
-                let path = path_of::<ep::CancelWorkflow>(&[raw]);
-                self.audited::<ep::CancelWorkflow, _>(caller, path, result)
+                self.audited_on::<ep::CancelWorkflow, _>(caller, raw, result)
                     .await
             }
             WorkflowAct::Retry => {
-                let path = path_of::<ep::RetryWorkflow>(&[raw]);
-                self.audited::<ep::RetryWorkflow, _>(caller, path, result)
+                self.audited_on::<ep::RetryWorkflow, _>(caller, raw, result)
                     .await
             }
             WorkflowAct::Skip => {
-                let path = path_of::<ep::SkipWorkflowStep>(&[raw]);
-                self.audited::<ep::SkipWorkflowStep, _>(caller, path, result)
+                self.audited_on::<ep::SkipWorkflowStep, _>(caller, raw, result)
                     .await
             }
         }
+    }
+
+    /// `result` of operation `E` on workflow `raw`, recorded under the
+    /// operation's path.
+    async fn audited_on<E: Endpoint, T>(
+        &self,
+        caller: &Caller,
+        raw: &str,
+        result: Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.audited::<E, T>(caller, path_of::<E>(&[raw]), result)
+            .await
     }
 
     async fn act(
