@@ -10,7 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, patch, post};
 use nuon_core::app::{self, SourceFile};
-use nuon_core::endpoint::{GetInstall, GetInstallReadme, RenderInstall, UpdateInstall, path_of};
+use nuon_core::endpoint::{GetInstall, GetInstallReadme, RenderInstall, UpdateInstall};
 use nuon_core::wire::{
     AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, ConfigVersionList,
     ConfigVersionSummary, CreateApp, CreateInstall, EditInstall, InstallCreated, InstallInfo,
@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::control::require_admin;
 use super::doc::Op;
-use super::{ApiAuth, AppState, Body, Caller, SharedState};
+use super::{ApiAuth, AppState, Body, Caller, SharedState, body_of};
 use crate::error::Error;
 use crate::keys::{open_config, seal_config};
 use crate::secrets::Sealed;
@@ -57,24 +57,14 @@ pub(super) async fn latest_config(
     state.services().latest_config(&auth.caller(), app).await
 }
 
-/// A body the service never saw is refused and recorded under the
-/// operation here, as the service records the rest.
 pub(super) async fn create_install(
     State(state): State<SharedState>,
     caller: Caller,
     body: Result<Body<CreateInstall>, Error>,
 ) -> Result<(StatusCode, Json<InstallCreated>), Error> {
-    let services = state.services();
-    match body {
-        Ok(Body(req)) => services.create_install(&caller, req).await,
-        Err(e) => {
-            let target = path_of::<ep::CreateInstall>(&[]);
-            services
-                .audited::<ep::CreateInstall, _>(&caller, target, Err(e))
-                .await
-        }
-    }
-    .map(|made| (StatusCode::CREATED, Json(made)))
+    let req = body_of::<ep::CreateInstall, _>(&state, &caller, &[], body).await?;
+    let made = state.services().create_install(&caller, req).await?;
+    Ok((StatusCode::CREATED, Json(made)))
 }
 
 pub(super) fn ops() -> Vec<Op> {
@@ -511,25 +501,18 @@ async fn install_secrets(
     Ok(Json(state.services().install_secrets(&caller, &key).await?))
 }
 
-/// A body the service never saw (not JSON, unknown fields) is refused
-/// and recorded under the operation here, as the service records the rest.
 async fn update_install(
     State(state): State<SharedState>,
     caller: Caller,
     Path(key): Path<String>,
     body: Result<Body<EditInstall>, Error>,
 ) -> Result<Json<InstallInfo>, Error> {
-    let services = state.services();
-    match body {
-        Ok(Body(req)) => services.update_install(&caller, &key, req).await,
-        Err(e) => {
-            let target = path_of::<UpdateInstall>(&[&key]);
-            services
-                .audited::<UpdateInstall, _>(&caller, target, Err(e))
-                .await
-        }
-    }
-    .map(Json)
+    let req = body_of::<UpdateInstall, _>(&state, &caller, &[&key], body).await?;
+    state
+        .services()
+        .update_install(&caller, &key, req)
+        .await
+        .map(Json)
 }
 
 /// An install with its app's name.

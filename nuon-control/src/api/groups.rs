@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, patch, post};
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint as ep;
 use nuon_core::labels::Selector;
 use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, InstallInfo, LabelChange};
@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::control::{require_admin, valid_name};
 use super::doc::Op;
-use super::{ApiAuth, Body, Caller, SharedState};
+use super::{ApiAuth, Body, Caller, SharedState, body_of};
 use crate::error::Error;
 use crate::store::{StoredGroup, StoredInstall};
 
@@ -41,25 +41,18 @@ pub(super) fn selector_of(text: &str) -> Result<Selector, Error> {
         .map_err(|e: String| Error::api(StatusCode::BAD_REQUEST, ErrorCode::InvalidSelector, e))
 }
 
-/// A body the service never saw is refused and recorded under the
-/// operation here, as the service records the rest.
 pub(super) async fn set_labels(
     State(state): State<SharedState>,
     caller: Caller,
     Path(key): Path<String>,
     body: Result<Body<LabelChange>, Error>,
 ) -> Result<Json<InstallInfo>, Error> {
-    let services = state.services();
-    match body {
-        Ok(Body(req)) => services.set_install_labels(&caller, &key, req).await,
-        Err(e) => {
-            let target = path_of::<ep::SetInstallLabels>(&[&key]);
-            services
-                .audited::<ep::SetInstallLabels, _>(&caller, target, Err(e))
-                .await
-        }
-    }
-    .map(Json)
+    let req = body_of::<ep::SetInstallLabels, _>(&state, &caller, &[&key], body).await?;
+    state
+        .services()
+        .set_install_labels(&caller, &key, req)
+        .await
+        .map(Json)
 }
 
 /// A group with the names of the installs it selects, out of `installs`.

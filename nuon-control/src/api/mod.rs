@@ -680,6 +680,27 @@ impl<T: DeserializeOwned> FromRequest<SharedState> for Body<T> {
     }
 }
 
+/// The request of operation `E` on `keys`, or its refusal (a body the
+/// service never saw: not JSON, an unknown field) recorded under `E` in
+/// the audit trail, as the service records the rest.
+pub(crate) async fn body_of<E: nuon_core::endpoint::Endpoint, T>(
+    state: &SharedState,
+    caller: &Caller,
+    keys: &[&str],
+    body: Result<Body<T>, Error>,
+) -> Result<T, Error> {
+    match body {
+        Ok(Body(req)) => Ok(req),
+        Err(e) => {
+            let target = nuon_core::endpoint::path_of::<E>(keys);
+            state
+                .services()
+                .audited::<E, T>(caller, target, Err(e))
+                .await
+        }
+    }
+}
+
 fn json_rejection(rejection: JsonRejection) -> Error {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return Error::api(

@@ -23,7 +23,7 @@ use nuon_core::{
 use super::apps::{app_of, install_of, latest_config};
 use super::control::require_deployer;
 use super::doc::Op;
-use super::{ApiAuth, Body, Caller, SharedState};
+use super::{ApiAuth, Body, Caller, SharedState, body_of};
 use crate::engine::Start;
 use crate::engine::render::deployable;
 use crate::error::Error;
@@ -186,8 +186,9 @@ async fn approve(
     State(state): State<SharedState>,
     caller: Caller,
     Path(raw): Path<String>,
-    Body(req): Body<ApproveSteps>,
+    body: Result<Body<ApproveSteps>, Error>,
 ) -> Result<Json<WorkflowInfo>, Error> {
+    let req = body_of::<ep::ApproveWorkflowStep, _>(&state, &caller, &[&raw], body).await?;
     let approve = WorkflowAct::Approve { all: req.all };
     act(&state, &caller, &raw, approve, req.step).await
 }
@@ -196,8 +197,9 @@ async fn deny(
     State(state): State<SharedState>,
     caller: Caller,
     Path(raw): Path<String>,
-    Body(req): Body<StepChoice>,
+    body: Result<Body<StepChoice>, Error>,
 ) -> Result<Json<WorkflowInfo>, Error> {
+    let req = body_of::<ep::DenyWorkflowStep, _>(&state, &caller, &[&raw], body).await?;
     act(&state, &caller, &raw, WorkflowAct::Deny, req.step).await
 }
 
@@ -205,8 +207,9 @@ async fn respond(
     State(state): State<SharedState>,
     caller: Caller,
     Path(raw): Path<String>,
-    Body(req): Body<ApprovalAnswer>,
+    body: Result<Body<ApprovalAnswer>, Error>,
 ) -> Result<Json<WorkflowInfo>, Error> {
+    let req = body_of::<ep::RespondToApproval, _>(&state, &caller, &[&raw], body).await?;
     let answer = WorkflowAct::Respond(req.response);
     act(&state, &caller, &raw, answer, req.step).await
 }
@@ -215,8 +218,9 @@ async fn cancel(
     State(state): State<SharedState>,
     caller: Caller,
     Path(raw): Path<String>,
-    Body(req): Body<StepChoice>,
+    body: Result<Body<StepChoice>, Error>,
 ) -> Result<Json<WorkflowInfo>, Error> {
+    let req = body_of::<ep::CancelWorkflow, _>(&state, &caller, &[&raw], body).await?;
     act(&state, &caller, &raw, WorkflowAct::Cancel, req.step).await
 }
 
@@ -224,8 +228,9 @@ async fn retry(
     State(state): State<SharedState>,
     caller: Caller,
     Path(raw): Path<String>,
-    Body(req): Body<StepChoice>,
+    body: Result<Body<StepChoice>, Error>,
 ) -> Result<Json<WorkflowInfo>, Error> {
+    let req = body_of::<ep::RetryWorkflow, _>(&state, &caller, &[&raw], body).await?;
     act(&state, &caller, &raw, WorkflowAct::Retry, req.step).await
 }
 
@@ -233,8 +238,9 @@ async fn skip(
     State(state): State<SharedState>,
     caller: Caller,
     Path(raw): Path<String>,
-    Body(req): Body<StepChoice>,
+    body: Result<Body<StepChoice>, Error>,
 ) -> Result<Json<WorkflowInfo>, Error> {
+    let req = body_of::<ep::SkipWorkflowStep, _>(&state, &caller, &[&raw], body).await?;
     act(&state, &caller, &raw, WorkflowAct::Skip, req.step).await
 }
 
