@@ -200,6 +200,9 @@ impl AppState {
             secrets: &self.secrets,
             keys: &self.keys,
             engine: &self.engine,
+            wakes: &self.wakes,
+            ops: &self.ops,
+            live_window: self.live_window(),
         }
     }
 
@@ -216,27 +219,12 @@ impl AppState {
 
     /// Whether a runner is there, from its last call.
     pub(crate) fn runner_status(&self, revoked: bool, last_seen_ms: Option<i64>) -> RunnerStatus {
-        let window = i64::try_from(self.live_window().as_millis()).unwrap_or(i64::MAX);
-        match (revoked, last_seen_ms) {
-            (true, _) => RunnerStatus::Revoked,
-            (false, None) => RunnerStatus::NeverSeen,
-            (false, Some(at)) if nuon_core::now_ms() - at < window => RunnerStatus::Connected,
-            (false, Some(_)) => RunnerStatus::Gone,
-        }
+        self.services().runner_status(revoked, last_seen_ms)
     }
 
-    /// A runner as the API shows it: with whether it is there, and its
-    /// health now (the transition to it is recorded within a few seconds).
-    pub(crate) fn runner_view(&self, mut r: RunnerInfo) -> RunnerInfo {
-        r.status = self.runner_status(r.revoked, r.last_seen_at_ms);
-        let health = self
-            .ops
-            .health(r.revoked, r.last_seen_at_ms, nuon_core::now_ms());
-        if health != r.health {
-            r.health = health;
-            r.health_since_ms = None;
-        }
-        r
+    /// A runner as the API shows it: see [`crate::service::Services::runner_view`].
+    pub(crate) fn runner_view(&self, r: RunnerInfo) -> RunnerInfo {
+        self.services().runner_view(r)
     }
 
     /// Tells the org's webhooks of each probe the runner's watch saw fail
@@ -448,72 +436,13 @@ pub(crate) type SharedState = Arc<AppState>;
 /// The window of a runner's log quota.
 const LOG_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// [`workflow_view`], and a running step whose job waits for a runner
-/// that is not there says so: "running" would say it runs.
+/// See [`crate::service::Services::workflow_live`].
 pub(crate) async fn workflow_view_live(
     state: &AppState,
     org: &OrgId,
     wf: nuon_core::wire::WorkflowInfo,
 ) -> Result<nuon_core::wire::WorkflowInfo, Error> {
-    let mut wf = workflow_view(wf);
-    if wf.status == nuon_core::workflow::WorkflowStatus::Pending {
-        // One workflow at a time writes to an install: say which one this
-        // one waits for.
-        let ahead = state
-            .store
-            .list_workflows(org, &wf.install_id)
-            .await?
-            .into_iter()
-            .filter(|w| w.id != wf.id && w.status.is_active())
-            .filter(|w| w.created_at_ms <= wf.created_at_ms)
-            .min_by_key(|w| w.created_at_ms);
-        if let (Some(a), Some(first)) = (ahead, wf.steps.first_mut()) {
-            first.reason = Some(format!(
-                "queued behind workflow {} ({}, {}): it starts when that one ends",
-                a.id,
-                format!("{:?}", a.kind).to_lowercase(),
-                a.status
-            ));
-        }
-    }
-    for s in &mut wf.steps {
-        let Some(job) = s
-            .job_id
-            .as_ref()
-            .filter(|_| s.status == nuon_core::workflow::StepStatus::Running)
-        else {
-            continue;
-        };
-        let Some(job) = state.store.get_job(org, job).await? else {
-            continue;
-        };
-        if job.status != nuon_core::JobStatus::Queued {
-            continue;
-        }
-        let Some(r) = state.store.find_runner(org, job.runner_id.as_str()).await? else {
-            continue;
-        };
-        let r = state.runner_view(r);
-        let seen = match r.last_seen_at_ms {
-            Some(at) => format!(
-                "last seen {} s ago",
-                (nuon_core::now_ms() - at).max(0) / 1000
-            ),
-            None => "never seen".to_owned(),
-        };
-        s.reason = match r.status {
-            RunnerStatus::Connected => continue,
-            RunnerStatus::Revoked => Some(format!(
-                "waiting for runner {}, whose token is revoked: issue it a new one (`nuon runners rotate-token {}`)",
-                r.name, r.name
-            )),
-            _ => Some(format!(
-                "waiting for runner {} ({seen}): start it, or see `nuon runners list`",
-                r.name
-            )),
-        };
-    }
-    Ok(wf)
+    state.services().workflow_live(org, wf).await
 }
 
 /// The token of a request: `Authorization: Bearer TOKEN`, or HTTP basic

@@ -10,13 +10,17 @@
 //! them by route.
 
 pub(crate) mod apps;
+mod builds;
 pub(crate) mod installs;
 pub(crate) mod invitations;
 pub(crate) mod pending;
 mod render;
 pub(crate) mod runner_binaries;
+mod runners;
 mod stack;
 pub(crate) mod workflows;
+
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use nuon_core::audit::AuditEntry;
@@ -26,8 +30,9 @@ use nuon_core::wire::ErrorCode;
 
 use crate::engine::{Engine, EngineError};
 use crate::error::Error;
+use crate::hub::Wakes;
 use crate::keys::{JobKeys, KeyError};
-use crate::ops::Auditor;
+use crate::ops::{Auditor, OpsConfig};
 use crate::secrets::SecretBox;
 use crate::store::{ApiPrincipal, Store};
 
@@ -51,6 +56,12 @@ pub(crate) struct Services<'a> {
     pub(crate) keys: &'a JobKeys,
     /// The workflow engine (the Runner API's address it knows).
     pub(crate) engine: &'a Engine,
+    /// Wakes a runner's parked claims, here and on the other replicas.
+    pub(crate) wakes: &'a Wakes,
+    /// Health thresholds.
+    pub(crate) ops: &'a OpsConfig,
+    /// How long since its last call a runner still counts as there.
+    pub(crate) live_window: Duration,
 }
 
 impl Services<'_> {

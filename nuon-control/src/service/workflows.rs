@@ -3,12 +3,19 @@
 //! alike, and how a workflow and a job are shown (sensitive outputs
 //! masked).
 
-use nuon_core::WorkflowId;
+use crate::engine::Start;
+use axum::http::StatusCode;
 use nuon_core::endpoint::{self as ep, Endpoint, path_of};
-use nuon_core::wire::{JobInfo, WorkflowInfo, WorkflowStepInfo};
+use nuon_core::wire::RunnerStatus;
+use nuon_core::wire::{
+    CreateWorkflow, ErrorCode, InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo,
+};
 use nuon_core::workflow::ApprovalResponse;
+use nuon_core::workflow::WorkflowKind;
+use nuon_core::{OrgId, WorkflowId};
 
-use super::{Caller, Services, record, require_deployer};
+use super::apps::decode_config;
+use super::{Caller, Services, record, require_admin, require_deployer};
 use crate::error::Error;
 
 /// What a person does to a workflow (at `step`, or the one waiting).
@@ -70,6 +77,225 @@ impl Services<'_> {
                     .await
             }
         }
+    }
+
+    /// [`workflow_view`], and a running step whose job waits for a runner
+    /// that is not there says so: "running" would say it runs.
+    pub(crate) async fn workflow_live(
+        &self,
+        org: &OrgId,
+        wf: WorkflowInfo,
+    ) -> Result<WorkflowInfo, Error> {
+        let mut wf = workflow_view(wf);
+        if wf.status == nuon_core::workflow::WorkflowStatus::Pending {
+            // One workflow at a time writes to an install: say which one this
+            // one waits for.
+            let ahead = self
+                .store
+                .list_workflows(org, &wf.install_id)
+                .await?
+                .into_iter()
+                .filter(|w| w.id != wf.id && w.status.is_active())
+                .filter(|w| w.created_at_ms <= wf.created_at_ms)
+                .min_by_key(|w| w.created_at_ms);
+            if let (Some(a), Some(first)) = (ahead, wf.steps.first_mut()) {
+                first.reason = Some(format!(
+                    "queued behind workflow {} ({}, {}): it starts when that one ends",
+                    a.id,
+                    format!("{:?}", a.kind).to_lowercase(),
+                    a.status
+                ));
+            }
+        }
+        for s in &mut wf.steps {
+            let Some(job) = s
+                .job_id
+                .as_ref()
+                .filter(|_| s.status == nuon_core::workflow::StepStatus::Running)
+            else {
+                continue;
+            };
+            let Some(job) = self.store.get_job(org, job).await? else {
+                continue;
+            };
+            if job.status != nuon_core::JobStatus::Queued {
+                continue;
+            }
+            let Some(r) = self.store.find_runner(org, job.runner_id.as_str()).await? else {
+                continue;
+            };
+            let r = self.runner_view(r);
+            let seen = match r.last_seen_at_ms {
+                Some(at) => format!(
+                    "last seen {} s ago",
+                    (nuon_core::now_ms() - at).max(0) / 1000
+                ),
+                None => "never seen".to_owned(),
+            };
+            s.reason = match r.status {
+                RunnerStatus::Connected => continue,
+                RunnerStatus::Revoked => Some(format!(
+                    "waiting for runner {}, whose token is revoked: issue it a new one (`nuon runners rotate-token {}`)",
+                    r.name, r.name
+                )),
+                _ => Some(format!(
+                    "waiting for runner {} ({seen}): start it, or see `nuon runners list`",
+                    r.name
+                )),
+            };
+        }
+        Ok(wf)
+    }
+
+    /// `POST /v1/installs/{id}/workflows`: starts a workflow, checked
+    /// before any job runs (components that deploy, builds, inputs and
+    /// secrets its templates read); deployers and admins, destroying an
+    /// admin's. Recorded in the audit trail, refusals included.
+    pub(crate) async fn start_workflow(
+        &self,
+        caller: &Caller,
+        key: &str,
+        req: CreateWorkflow,
+    ) -> Result<WorkflowInfo, Error> {
+        let result = self.start(caller, key, req).await;
+        self.audited::<ep::CreateWorkflow, _>(caller, path_of::<ep::CreateWorkflow>(&[key]), result)
+            .await
+    }
+
+    async fn start(
+        &self,
+        caller: &Caller,
+        key: &str,
+        req: CreateWorkflow,
+    ) -> Result<WorkflowInfo, Error> {
+        require_deployer(&caller.principal)?;
+        if matches!(req.kind, WorkflowKind::Teardown | WorkflowKind::Deprovision) {
+            // Destroying is an admin's.
+            require_admin(&caller.principal)?;
+        }
+        let org = &caller.principal.org_id;
+        let install = self.find_install(caller, key).await?;
+        let app = self.find_app(caller, install.app_id.as_str()).await?;
+        // Destroying works from the config the install was deployed with, so
+        // a component a newer config dropped is still torn down; everything
+        // else from the app's latest config.
+        let destroying = matches!(req.kind, WorkflowKind::Teardown | WorkflowKind::Deprovision);
+        if req.only && !(destroying && req.component.is_some()) {
+            return Err(Error::bad_request(
+                "\"only\" is for a teardown of one component (\"component\"): it leaves the components that depend on it deployed",
+            ));
+        }
+        let deploying = req.kind == WorkflowKind::Deploy;
+        if let (false, Some(v)) = (destroying || deploying, req.config_version) {
+            return Err(Error::bad_request(format!(
+                "\"config_version\" ({v}) is for a deploy, a teardown or a deprovision; a {} uses the app's latest config (sync and build another to change it)",
+                format!("{:?}", req.kind).to_lowercase()
+            )));
+        }
+        if req.plan_only && (req.release.is_some() || (deploying && req.config_version.is_some())) {
+            return Err(Error::bad_request(
+                "a plan-only run plans the install's own config version: deploy a release or a config version without \"plan_only\"",
+            ));
+        }
+        if req.release.is_some() && req.component.is_some() {
+            return Err(Error::bad_request(
+                "a release deploys every component: drop \"component\" (or deploy one component of the app's latest config)",
+            ));
+        }
+        let release = match &req.release {
+            None => None,
+            Some(_) if !deploying => {
+                return Err(Error::bad_request(
+                    "\"release\" is for a deploy (`nuon installs deploy INSTALL --release REL`)",
+                ));
+            }
+            Some(_) if req.config_version.is_some() => {
+                return Err(Error::bad_request(
+                    "name a release or a config version, not both: a release deploys its own config version",
+                ));
+            }
+            Some(id) => Some(
+                self.store
+                    .get_release(org, id)
+                    .await?
+                    .filter(|r| r.app_id == install.app_id)
+                    .ok_or_else(|| {
+                        Error::not_found(format!(
+                            "app {} has no release {id} (`nuon releases list --app {}` lists them)",
+                            app.name, app.name
+                        ))
+                    })?,
+            ),
+        };
+        // A release's config version, one asked for, or (destroying) the one
+        // the install was deployed with; else the app's latest.
+        let pinned = match (&release, req.config_version) {
+            (Some(r), _) => Some(r.config_version),
+            (None, Some(v)) => Some(v),
+            (None, None) if destroying => Some(install.config_version),
+            (None, None) => None,
+        };
+        let latest = match pinned {
+            Some(version) => {
+                let stored = self
+                    .store
+                    .get_config(org, &app.id, Some(version))
+                    .await?
+                    .ok_or_else(|| match req.config_version {
+                        Some(v) => Error::not_found(format!(
+                            "app {} has no config version {v} (the install runs {}; `nuon apps configs {}` lists them)",
+                            app.name, install.config_version, app.name
+                        )),
+                        None => Error::not_found(format!(
+                            "config v{version} of app {} is gone",
+                            app.name
+                        )),
+                    })?;
+                decode_config(self.secrets, &app, stored)?
+            }
+            None => self.latest_config(caller, &app).await?,
+        };
+        let wf = self
+            .engine
+            .start(
+                org,
+                Start {
+                    component: req.component,
+                    only: req.only,
+                    action: req.action,
+                    runbook: req.runbook,
+                    inputs: req.inputs,
+                    plan_only: req.plan_only,
+                    release: release.as_ref(),
+                    ..Start::new(
+                        &install,
+                        &app.name,
+                        &latest.config,
+                        latest.version,
+                        req.kind,
+                    )
+                },
+            )
+            .await?;
+        self.workflow_live(org, wf).await
+    }
+
+    /// `GET /v1/installs/{id}/outputs`: the install's outputs, sensitive
+    /// ones masked, with its stack's.
+    pub(crate) async fn install_outputs(
+        &self,
+        caller: &Caller,
+        key: &str,
+    ) -> Result<InstallOutputs, Error> {
+        let install = self.find_install(caller, key).await?;
+        let mut outputs: InstallOutputs = install
+            .outputs_json
+            .as_deref()
+            .and_then(|o| serde_json::from_str(o).ok())
+            .unwrap_or_default();
+        outputs.install_stack = crate::engine::render::stack_outputs(self.secrets, &install)
+            .map_err(|e| Error::api(StatusCode::CONFLICT, ErrorCode::StackOutputsRefused, e))?;
+        Ok(outputs.masked())
     }
 
     /// `result` of operation `E` on workflow `raw`, recorded under the

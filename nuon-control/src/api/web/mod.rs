@@ -1019,7 +1019,7 @@ async fn install_act(
 }
 
 /// Starts a workflow on an install, from its page, once confirmed: the
-/// API's own handler (and its refusals: a teardown is an admin's).
+/// service's operation (and its refusals: a teardown is an admin's).
 async fn workflow_start(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -1030,7 +1030,8 @@ async fn workflow_start(
     if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
         return r;
     }
-    let install = match super::apps::install_of(&state, &web.auth, &key).await {
+    let (services, caller) = (state.services(), web.auth.caller_at(source));
+    let install = match services.find_install(&caller, &key).await {
         Ok(i) => i,
         Err(e) => return error_page(e),
     };
@@ -1114,17 +1115,11 @@ async fn workflow_start(
             },
         ));
     }
-    let principal = web.auth.0.clone();
-    let result = super::workflows::create_workflow(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        Path(install.id.to_string()),
-        super::Body(req),
-    )
-    .await;
-    let path = format!("/v1/installs/{}/workflows", install.id);
-    match recorded(&state, &principal, "createWorkflow", path, source, result).await {
-        Ok((_, axum::Json(wf))) => Redirect::to(&format!("/workflows/{}", wf.id)).into_response(),
+    match services
+        .start_workflow(&caller, install.id.as_str(), req)
+        .await
+    {
+        Ok(wf) => Redirect::to(&format!("/workflows/{}", wf.id)).into_response(),
         Err(e) => error_page(e),
     }
 }
@@ -1686,16 +1681,12 @@ async fn app_builds(
     if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
         return r;
     }
-    let principal = web.auth.0.clone();
-    let result = super::workflows::create_builds(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        Path(key.clone()),
-        super::Body(Default::default()),
-    )
-    .await;
-    let path = format!("/v1/apps/{key}/builds");
-    match recorded(&state, &principal, "createBuilds", path, source, result).await {
+    let caller = web.auth.caller_at(source);
+    let result = state
+        .services()
+        .create_builds(&caller, &key, Default::default())
+        .await;
+    match result {
         Ok(_) => Redirect::to(&format!("/apps/{key}")).into_response(),
         Err(e) => error_page(e),
     }

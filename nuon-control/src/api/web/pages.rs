@@ -344,12 +344,9 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
     let secrets = services.install_secrets(&caller, key).await?;
     let customer_inputs = state.store.customer_inputs(org, &stored.id).await?;
     // Outputs as the API answers them: sensitive ones masked.
-    let axum::Json(outputs) = crate::api::workflows::outputs(
-        axum::extract::State(state.clone()),
-        crate::api::ApiAuth(web.auth.0.clone()),
-        axum::extract::Path(stored.id.to_string()),
-    )
-    .await?;
+    let outputs = services
+        .install_outputs(&caller, stored.id.as_str())
+        .await?;
     let levels = [
         (app.name.clone(), Some(format!("/apps/{}", app.id))),
         (info.name.clone(), None),
