@@ -10,9 +10,11 @@
 //! them by route.
 
 pub(crate) mod apps;
+pub(crate) mod groups;
 pub(crate) mod installs;
 pub(crate) mod invitations;
 pub(crate) mod pending;
+pub(crate) mod people;
 mod render;
 pub(crate) mod runner_binaries;
 mod stack;
