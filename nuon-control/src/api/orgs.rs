@@ -4,25 +4,19 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use nuon_core::TokenId;
 use nuon_core::endpoint as ep;
-use nuon_core::token::issue_api_token;
-use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{CreateToken, OrgInfo, SignInCode, TokenCreated, TokenInfo, TokenList};
 
-use crate::store::NewApiToken;
-
-use super::control::{require_admin, valid_name};
 use super::doc::Op;
-use super::{ApiAuth, Body, SharedState, path_id};
+use super::{ApiAuth, Body, Caller, SharedState, body_of};
 use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::GetOrg>(get(get_org)),
-        Op::endpoint::<ep::CreateToken>(post(create_token)),
+        Op::endpoint::<ep::CreateToken>(post(create_token)).audited_by_service(),
         Op::endpoint::<ep::ListTokens>(get(list_tokens)),
-        Op::endpoint::<ep::RevokeToken>(post(revoke_token)),
+        Op::endpoint::<ep::RevokeToken>(post(revoke_token)).audited_by_service(),
         Op::endpoint::<ep::CreateSignInCode>(post(create_sign_in_code)),
     ]
 }
@@ -74,85 +68,31 @@ async fn create_sign_in_code(
     ))
 }
 
-async fn get_org(State(state): State<SharedState>, auth: ApiAuth) -> Result<Json<OrgInfo>, Error> {
-    let org = state
-        .store
-        .get_org(&auth.0.org_id)
-        .await?
-        .ok_or_else(|| Error::not_found("the token's org no longer exists"))?;
-    Ok(Json(org))
+async fn get_org(State(state): State<SharedState>, caller: Caller) -> Result<Json<OrgInfo>, Error> {
+    state.services().get_org(&caller).await.map(Json)
 }
 
-pub(super) async fn create_token(
+async fn create_token(
     State(state): State<SharedState>,
-    auth: ApiAuth,
-    Body(req): Body<CreateToken>,
+    caller: Caller,
+    body: Result<Body<CreateToken>, Error>,
 ) -> Result<(StatusCode, Json<TokenCreated>), Error> {
-    require_admin(&auth)?;
-    if !valid_name(&req.name) {
-        return Err(Error::bad_request(format!(
-            "invalid token name {:?}: use 1 to 64 letters, digits, '-', '_' or '.'",
-            req.name.chars().take(80).collect::<String>()
-        )));
-    }
-    // A person's token makes a token of theirs, held to their role; a
-    // service account's (or one asked for) belongs to no person.
-    let user = match (&auth.0.user, req.service_account) {
-        (Some(u), false) => Some(u),
-        _ => None,
-    };
-    let scope = match user {
-        Some(u) => req.scope.at_most(u.role.scope()),
-        None => req.scope,
-    };
-    let id = TokenId::generate();
-    let issued = issue_api_token(&id);
-    let new = NewApiToken {
-        id: id.clone(),
-        name: req.name.clone(),
-        scope,
-        token_hash: issued.hash.clone(),
-        user_id: user.map(|u| u.id.clone()),
-        expires_at_ms: None,
-    };
-    let token = state.store.create_api_token(&auth.0.org_id, &new).await?;
-    tracing::info!(token = %id, scope = scope.as_str(), "API token created");
-    Ok((
-        StatusCode::CREATED,
-        Json(TokenCreated {
-            token,
-            secret: issued.secret,
-        }),
-    ))
+    let req = body_of::<ep::CreateToken, _>(&state, &caller, &[], body).await?;
+    let made = state.services().create_token(&caller, req).await?;
+    Ok((StatusCode::CREATED, Json(made)))
 }
 
-pub(super) async fn list_tokens(
+async fn list_tokens(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
 ) -> Result<Json<TokenList>, Error> {
-    let tokens = state.store.list_api_tokens(&auth.0.org_id).await?;
-    Ok(Json(TokenList { tokens }))
+    state.services().list_tokens(&caller).await.map(Json)
 }
 
-pub(super) async fn revoke_token(
+async fn revoke_token(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(raw): Path<String>,
 ) -> Result<Json<TokenInfo>, Error> {
-    require_admin(&auth)?;
-    let id: TokenId = path_id("token", &raw)?;
-    if id == auth.0.token_id {
-        return Err(Error::api(
-            StatusCode::CONFLICT,
-            ErrorCode::OwnToken,
-            "a token cannot revoke itself: revoke it with another admin token",
-        ));
-    }
-    let token = state
-        .store
-        .revoke_api_token(&auth.0.org_id, &id)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no token {raw:?}")))?;
-    tracing::info!(token = %id, "API token revoked");
-    Ok(Json(token))
+    state.services().revoke_token(&caller, &raw).await.map(Json)
 }

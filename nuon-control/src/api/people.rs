@@ -16,14 +16,13 @@ use nuon_core::endpoint as ep;
 use nuon_core::token::{hash_token, issue_api_token};
 use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{
-    InviteUser, Role, SetUserRole, SignInCallback, SignInQuery, SignedIn, TokenCreated, TokenScope,
+    InviteUser, SetUserRole, SignInCallback, SignInQuery, SignedIn, TokenCreated, TokenScope,
     UserInfo, UserList, routes,
 };
-use nuon_core::{TokenId, UserId, now_ms};
+use nuon_core::{TokenId, now_ms};
 
-use super::control::require_admin;
 use super::doc::Op;
-use super::{ApiAuth, Body, Q, SharedState, Source};
+use super::{Body, Caller, Q, SharedState, Source, body_of};
 use crate::error::Error;
 use crate::oidc::{OidcError, SIGN_IN_WINDOW_MS};
 use crate::store::{NewApiToken, PendingSignIn};
@@ -31,9 +30,9 @@ use crate::store::{NewApiToken, PendingSignIn};
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::ListUsers>(get(list_users)),
-        Op::endpoint::<ep::InviteUser>(post(invite_user)),
-        Op::endpoint::<ep::SetUserRole>(patch(set_role)),
-        Op::endpoint::<ep::RemoveUser>(axum::routing::delete(remove_user)),
+        Op::endpoint::<ep::InviteUser>(post(invite_user)).audited_by_service(),
+        Op::endpoint::<ep::SetUserRole>(patch(set_role)).audited_by_service(),
+        Op::endpoint::<ep::RemoveUser>(axum::routing::delete(remove_user)).audited_by_service(),
         Op::get(routes::OIDC_LOGIN, "signIn", "Start signing in to an org (`?org=NAME`) through its OpenID Connect provider: a redirect to the provider (authorization code flow with PKCE). Needs no token.", get(sign_in))
             .query("org", serde_json::json!({"type": "string"}), "The org, by name.")
             .redirects("To the provider's authorization endpoint.")
@@ -48,125 +47,43 @@ pub(super) fn ops() -> Vec<Op> {
     ]
 }
 
-/// An email address, lower case, or a 400 that says what is wrong.
-fn email_of(raw: &str) -> Result<String, Error> {
-    let email = raw.trim().to_lowercase();
-    let ok = email.len() <= 254
-        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
-        && email.split_once('@').is_some_and(|(local, domain)| {
-            !local.is_empty() && !domain.is_empty() && !domain.contains('@')
-        });
-    if !ok {
-        return Err(Error::bad_request(format!(
-            "{:?} is not an email address (name@example.com)",
-            raw.chars().take(80).collect::<String>()
-        )));
-    }
-    Ok(email)
-}
-
-/// Changes that make, unmake or touch an owner are an owner's; while the
-/// org has no owner, an admin may make the first.
-async fn require_owner_for(
-    state: &SharedState,
-    auth: &ApiAuth,
-    touches_owner: bool,
-) -> Result<(), Error> {
-    require_admin(auth)?;
-    if !touches_owner || auth.0.user.as_ref().is_some_and(|u| u.role == Role::Owner) {
-        return Ok(());
-    }
-    let users = state.store.list_users(&auth.0.org_id).await?;
-    if users.iter().any(|u| u.role == Role::Owner) {
-        return Err(Error::api(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            "only an owner makes, changes or removes an owner",
-        ));
-    }
-    Ok(())
-}
-
-async fn user_of(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<UserInfo, Error> {
-    state
-        .store
-        // An address in any case; an id as it is (ids are upper case).
-        .find_user(
-            &auth.0.org_id,
-            &if key.contains('@') {
-                key.to_lowercase()
-            } else {
-                key.to_owned()
-            },
-        )
-        .await?
-        .ok_or_else(|| {
-            Error::not_found(format!(
-                "no person {key:?} in this org (see `nuon users list`)"
-            ))
-        })
-}
-
-pub(super) async fn list_users(
+async fn list_users(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
 ) -> Result<Json<UserList>, Error> {
-    let users = state.store.list_users(&auth.0.org_id).await?;
-    Ok(Json(UserList { users }))
+    state.services().list_users(&caller).await.map(Json)
 }
 
-pub(super) async fn invite_user(
+async fn invite_user(
     State(state): State<SharedState>,
-    auth: ApiAuth,
-    Body(req): Body<InviteUser>,
+    caller: Caller,
+    body: Result<Body<InviteUser>, Error>,
 ) -> Result<(StatusCode, Json<UserInfo>), Error> {
-    let email = email_of(&req.email)?;
-    require_owner_for(&state, &auth, req.role == Role::Owner).await?;
-    let user = state
-        .store
-        .invite_user(&auth.0.org_id, &email, req.role, &auth.0.actor())
-        .await?;
-    tracing::info!(user = %user.id, role = req.role.as_str(), "person invited");
+    let req = body_of::<ep::InviteUser, _>(&state, &caller, &[], body).await?;
+    let user = state.services().invite_user(&caller, req).await?;
     Ok((StatusCode::CREATED, Json(user)))
 }
 
-pub(super) async fn set_role(
+async fn set_role(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
-    Body(req): Body<SetUserRole>,
+    body: Result<Body<SetUserRole>, Error>,
 ) -> Result<Json<UserInfo>, Error> {
-    require_admin(&auth)?;
-    let user = user_of(&state, &auth, &key).await?;
-    require_owner_for(
-        &state,
-        &auth,
-        user.role == Role::Owner || req.role == Role::Owner,
-    )
-    .await?;
-    let user = state
-        .store
-        .set_user_role(&auth.0.org_id, &user.id, req.role)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no person {key:?} in this org")))?;
-    Ok(Json(user))
+    let req = body_of::<ep::SetUserRole, _>(&state, &caller, &[&key], body).await?;
+    state
+        .services()
+        .set_user_role(&caller, &key, req)
+        .await
+        .map(Json)
 }
 
-pub(super) async fn remove_user(
+async fn remove_user(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Json<UserInfo>, Error> {
-    require_admin(&auth)?;
-    let user = user_of(&state, &auth, &key).await?;
-    require_owner_for(&state, &auth, user.role == Role::Owner).await?;
-    let id: UserId = user.id.clone();
-    let user = state
-        .store
-        .remove_user(&auth.0.org_id, &id)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no person {key:?} in this org")))?;
-    Ok(Json(user))
+    state.services().remove_user(&caller, &key).await.map(Json)
 }
 
 fn oidc_of(state: &SharedState) -> Result<std::sync::Arc<crate::oidc::Oidc>, Error> {

@@ -11,9 +11,11 @@
 
 pub(crate) mod apps;
 mod builds;
+pub(crate) mod groups;
 pub(crate) mod installs;
 pub(crate) mod invitations;
 pub(crate) mod pending;
+pub(crate) mod people;
 mod render;
 pub(crate) mod runner_binaries;
 mod runners;

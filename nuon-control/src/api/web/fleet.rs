@@ -19,11 +19,7 @@ use crate::error::Error;
 /// The org's groups of installs (a name and a label selector) with the
 /// installs each selects now; an admin makes and deletes them here.
 pub(super) async fn groups(state: &SharedState, web: &Web) -> Result<Markup, Error> {
-    let axum::Json(list) = crate::api::groups::list_groups(
-        axum::extract::State(state.clone()),
-        crate::api::ApiAuth(web.auth.0.clone()),
-    )
-    .await?;
+    let list = state.services().list_groups(&web.auth.caller()).await?;
     let body = html! {
         h1 { "Groups" }
         p.muted { "A group is a name and a label selector: its installs are the ones whose labels match it, now and later. Rollouts and " code { "nuon installs list --group" } " select by them." }

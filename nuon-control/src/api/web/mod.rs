@@ -1324,9 +1324,9 @@ enum PeopleAct {
 }
 
 /// Invites, changes a role, removes (once confirmed), makes a token
-/// (its secret shown once) or revokes one (once confirmed): each by the
-/// API's own handler and its refusals (an owner is made only by an
-/// owner), recorded as the API records it.
+/// (its secret shown once) or revokes one (once confirmed): each the
+/// service's own operation, which refuses it as the API does (an owner is
+/// made only by an owner) and records it.
 async fn people_act(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -1335,19 +1335,19 @@ async fn people_act(
     Form(fields): Form<Fields>,
     act: PeopleAct,
 ) -> Response {
-    use super::{orgs, people};
+    use nuon_core::wire::{CreateToken, InviteUser, SetUserRole};
     if let Some(r) = refused(&web, &fields, super::control::require_admin) {
         return r;
     }
-    let principal = web.auth.0.clone();
-    let auth = || ApiAuth(principal.clone());
-    let st = || State(state.clone());
-    // A body as the API takes it, from the form's fields.
-    fn body<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<super::Body<T>, Error> {
-        serde_json::from_value(v)
-            .map(super::Body)
+    // A role or a scope from the form's field `name`, read as the API
+    // reads it from a body.
+    fn choice<T: serde::de::DeserializeOwned>(fields: &Fields, name: &str) -> Result<T, Error> {
+        let text = field(fields, name).unwrap_or_default().to_owned();
+        serde_json::from_value(serde_json::Value::String(text))
             .map_err(|e| Error::bad_request(format!("the form: {e}")))
     }
+    let caller = web.auth.caller_at(source);
+    let services = state.services();
     let text = |name: &str| field(&fields, name).unwrap_or_default().to_owned();
     let confirmed = field(&fields, "confirm") == Some("yes");
     let ask = |question: String, what: &str, action: String| {
@@ -1365,25 +1365,25 @@ async fn people_act(
             },
         ))
     };
-    // Each act: the API's operation, its path, and what its handler did;
-    // then one record and one way back to the page.
-    let (op, path, result): (&str, String, Result<(), Error>) = match act {
-        PeopleAct::Invite => {
-            let r = match body(serde_json::json!({"email": text("email"), "role": text("role")})) {
-                Ok(b) => people::invite_user(st(), auth(), b).await.map(drop),
-                Err(e) => Err(e),
-            };
-            ("inviteUser", "/v1/users".into(), r)
-        }
-        PeopleAct::Role => {
-            let r = match body(serde_json::json!({"role": text("role")})) {
-                Ok(b) => people::set_role(st(), auth(), Path(key.clone()), b)
-                    .await
-                    .map(drop),
-                Err(e) => Err(e),
-            };
-            ("setUserRole", format!("/v1/users/{key}"), r)
-        }
+    // Each act: what the service did; then one way back to the page.
+    let result: Result<(), Error> = match act {
+        PeopleAct::Invite => match choice(&fields, "role") {
+            Ok(role) => {
+                let req = InviteUser {
+                    email: text("email"),
+                    role,
+                };
+                services.invite_user(&caller, req).await.map(drop)
+            }
+            Err(e) => Err(e),
+        },
+        PeopleAct::Role => match choice(&fields, "role") {
+            Ok(role) => services
+                .set_user_role(&caller, &key, SetUserRole { role })
+                .await
+                .map(drop),
+            Err(e) => Err(e),
+        },
         PeopleAct::Remove => {
             if !confirmed {
                 return ask(
@@ -1392,10 +1392,7 @@ async fn people_act(
                     format!("/people/{key}/remove"),
                 );
             }
-            let r = people::remove_user(st(), auth(), Path(key.clone()))
-                .await
-                .map(drop);
-            ("removeUser", format!("/v1/users/{key}"), r)
+            services.remove_user(&caller, &key).await.map(drop)
         }
         PeopleAct::Revoke => {
             if !confirmed {
@@ -1405,33 +1402,28 @@ async fn people_act(
                     format!("/tokens/{key}/revoke"),
                 );
             }
-            let r = orgs::revoke_token(st(), auth(), Path(key.clone()))
-                .await
-                .map(drop);
-            ("revokeToken", format!("/v1/tokens/{key}/revoke"), r)
+            services.revoke_token(&caller, &key).await.map(drop)
         }
         PeopleAct::MakeToken => {
             // Answered with the new token's secret, shown once.
-            let r = match body(serde_json::json!({"name": text("name"), "scope": text("scope")})) {
-                Ok(b) => orgs::create_token(st(), auth(), b).await,
+            let made = match choice(&fields, "scope") {
+                Ok(scope) => {
+                    let req = CreateToken {
+                        name: text("name"),
+                        scope,
+                        service_account: false,
+                    };
+                    services.create_token(&caller, req).await
+                }
                 Err(e) => Err(e),
             };
-            return match recorded(
-                &state,
-                &principal,
-                "createToken",
-                "/v1/tokens".into(),
-                source,
-                r,
-            )
-            .await
-            {
-                Ok((_, axum::Json(made))) => html(pages::token_made(&web, &made)),
+            return match made {
+                Ok(made) => html(pages::token_made(&web, &made)),
                 Err(e) => error_page(e),
             };
         }
     };
-    match recorded(&state, &principal, op, path, source, result).await {
+    match result {
         Ok(()) => Redirect::to("/people").into_response(),
         Err(e) => error_page(e),
     }
@@ -1586,7 +1578,8 @@ async fn groups(State(state): State<SharedState>, web: Web) -> Response {
     page(fleet::groups(&state, &web).await)
 }
 
-/// Makes a group of installs, from the groups page.
+/// Makes a group of installs, from the groups page: the service's own
+/// operation, refused, done and recorded as the API does it.
 async fn group_create(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -1600,29 +1593,15 @@ async fn group_create(
         name: field(&fields, "name").unwrap_or_default().to_owned(),
         selector: field(&fields, "selector").unwrap_or_default().to_owned(),
     };
-    let principal = web.auth.0.clone();
-    let result = super::groups::create_group(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        super::Body(req),
-    )
-    .await;
-    match recorded(
-        &state,
-        &principal,
-        "createInstallGroup",
-        "/v1/install-groups".into(),
-        source,
-        result,
-    )
-    .await
-    {
+    let caller = web.auth.caller_at(source);
+    match state.services().create_group(&caller, req).await {
         Ok(_) => Redirect::to("/groups").into_response(),
         Err(e) => error_page(e),
     }
 }
 
-/// Deletes a group (its installs stay), once confirmed.
+/// Deletes a group (its installs stay), once confirmed: the service's
+/// own operation, refused, done and recorded as the API does it.
 async fn group_delete(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -1648,23 +1627,8 @@ async fn group_delete(
             },
         ));
     }
-    let principal = web.auth.0.clone();
-    let result = super::groups::delete_group(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        Path(name.clone()),
-    )
-    .await;
-    match recorded(
-        &state,
-        &principal,
-        "deleteInstallGroup",
-        format!("/v1/install-groups/{name}"),
-        source,
-        result,
-    )
-    .await
-    {
+    let caller = web.auth.caller_at(source);
+    match state.services().delete_group(&caller, &name).await {
         Ok(_) => Redirect::to("/groups").into_response(),
         Err(e) => error_page(e),
     }

@@ -36,11 +36,9 @@ pub(super) fn error(status: StatusCode, message: &str) -> Markup {
 /// invite, change roles, remove, and make and revoke tokens.
 pub(super) async fn people(state: &SharedState, web: &Web) -> Result<Markup, Error> {
     use nuon_core::wire::Role;
-    let auth = || crate::api::ApiAuth(web.auth.0.clone());
-    let axum::Json(users) =
-        crate::api::people::list_users(axum::extract::State(state.clone()), auth()).await?;
-    let axum::Json(tokens) =
-        crate::api::orgs::list_tokens(axum::extract::State(state.clone()), auth()).await?;
+    let caller = web.auth.caller();
+    let users = state.services().list_users(&caller).await?;
+    let tokens = state.services().list_tokens(&caller).await?;
     let roles = [Role::Owner, Role::Admin, Role::Deployer, Role::Viewer];
     let admin = web.can_admin();
     let body = html! {
