@@ -26,7 +26,7 @@ use super::{ApiAuth, AppState, Body, Caller, SharedState, body_of};
 use crate::error::Error;
 use crate::keys::{open_config, seal_config};
 use crate::secrets::Sealed;
-pub(super) use crate::service::installs::{install_info, resolve_inputs, resolve_secrets};
+pub(super) use crate::service::installs::{install_info, resolve_inputs};
 pub(super) use crate::service::{check_name, internal};
 use crate::store::{StoredConfig, StoredInstall};
 

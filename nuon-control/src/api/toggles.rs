@@ -1,336 +1,107 @@
 //! An install's components on the Control API: each on or off, and
 //! turning a `toggleable` one off (it is torn down, with what depends on
 //! it) or on again (it is deployed); and the install's own values for a
-//! component (Helm values, Terraform variables), deployed when set.
+//! component (Helm values, Terraform variables), deployed when set. The
+//! service ([`crate::service::toggles`]) does them; this is the thin HTTP
+//! side.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::{get, post, put};
-use nuon_core::app::AppConfig;
-use nuon_core::endpoint as ep;
-use nuon_core::model::InstallState;
+use nuon_core::endpoint::{self as ep, Endpoint};
 use nuon_core::wire::{
-    ComponentOverridden, ComponentToggled, InstallComponent, InstallComponents, InstallOutputs,
-    SetComponentOverride, ToggleComponent,
+    ComponentOverridden, ComponentToggled, InstallComponents, SetComponentOverride,
+    ToggleComponent, WorkflowInfo,
 };
-use nuon_core::workflow::{WorkflowKind, left_out_by_denial};
 
-use super::apps::install_app_config;
-use super::control::require_admin;
 use super::doc::Op;
-use super::{ApiAuth, Body, SharedState};
-use crate::engine::Start;
+use super::{Body, Caller, SharedState, body_of};
 use crate::error::Error;
-use crate::store::StoredInstall;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::ListInstallComponents>(get(list)),
-        Op::endpoint::<ep::DisableInstallComponent>(post(disable)),
-        Op::endpoint::<ep::EnableInstallComponent>(post(enable)),
-        Op::endpoint::<ep::SetInstallComponentOverrides>(put(set_override)),
+        Op::endpoint::<ep::DisableInstallComponent>(post(disable)).audited_by_service(),
+        Op::endpoint::<ep::EnableInstallComponent>(post(enable)).audited_by_service(),
+        Op::endpoint::<ep::SetInstallComponentOverrides>(put(set_override)).audited_by_service(),
     ]
-}
-
-/// The components of `config` as they stand on `install`.
-pub(super) fn components(config: &AppConfig, install: &StoredInstall) -> Vec<InstallComponent> {
-    let outputs: InstallOutputs = install
-        .outputs_json
-        .as_deref()
-        .and_then(|o| serde_json::from_str(o).ok())
-        .unwrap_or_default();
-    let off: Vec<&str> = config
-        .components
-        .iter()
-        .filter(|c| !install.enabled(c))
-        .map(|c| c.name.as_str())
-        .collect();
-    let held = |name: &str| {
-        off.iter()
-            .find(|o| left_out_by_denial(config, Some(o), false).0.contains(name))
-            .map(|o| o.to_string())
-    };
-    config
-        .components
-        .iter()
-        .map(|c| InstallComponent {
-            name: c.name.clone(),
-            kind: c.kind.as_str().to_owned(),
-            toggleable: c.toggleable,
-            enabled: install.enabled(c),
-            held_off_by: held(&c.name),
-            deployed: outputs.components.contains_key(&c.name),
-            depends_on: c.depends_on.clone(),
-            overrides: install.overrides.get(&c.name).cloned(),
-            labels: c.labels.clone(),
-        })
-        .collect()
-}
-
-/// App `app` has no component `name`: the ones it has, and the nearest.
-fn no_component(app: &str, config: &AppConfig, name: &str) -> Error {
-    let names: Vec<&str> = config.components.iter().map(|c| c.name.as_str()).collect();
-    Error::not_found(format!(
-        "app {app} has no component {name:?}{} (components: {})",
-        nuon_core::app::did_you_mean(name, names.iter().copied()),
-        names.join(", ")
-    ))
 }
 
 async fn list(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Json<InstallComponents>, Error> {
-    let (install, _, latest) = install_app_config(&state, &auth, &key).await?;
-    Ok(Json(InstallComponents {
-        components: components(&latest.config, &install),
-    }))
+    state
+        .services()
+        .install_components(&caller, &key)
+        .await
+        .map(Json)
 }
 
 async fn disable(
     state: State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     path: Path<(String, String)>,
-    _: Body<ToggleComponent>,
+    body: Result<Body<ToggleComponent>, Error>,
 ) -> Result<Json<ComponentToggled>, Error> {
-    toggle(state, auth, path, false).await
+    toggle::<ep::DisableInstallComponent>(state, caller, path, body, false).await
 }
 
 async fn enable(
     state: State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     path: Path<(String, String)>,
-    _: Body<ToggleComponent>,
+    body: Result<Body<ToggleComponent>, Error>,
 ) -> Result<Json<ComponentToggled>, Error> {
-    toggle(state, auth, path, true).await
+    toggle::<ep::EnableInstallComponent>(state, caller, path, body, true).await
 }
 
-async fn toggle(
+/// Operation `E`: the component turned on (`on`) or off; its body says
+/// nothing more.
+async fn toggle<E: Endpoint>(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path((key, name)): Path<(String, String)>,
+    body: Result<Body<ToggleComponent>, Error>,
     on: bool,
 ) -> Result<Json<ComponentToggled>, Error> {
-    require_admin(&auth)?;
-    let org = &auth.0.org_id;
-    let (install, app, latest) = install_app_config(&state, &auth, &key).await?;
-    let config = &latest.config;
-    let Some(c) = config.component(&name) else {
-        return Err(no_component(&app.name, config, &name));
-    };
-    if !c.toggleable {
-        return Err(Error::bad_request(format!(
-            "component {name} of app {} is not toggleable: add `toggleable = true` to its config to let installs turn it off",
-            app.name
-        )));
-    }
-    let dependents: Vec<String> = left_out_by_denial(config, Some(&name), false)
-        .0
-        .into_iter()
-        .filter(|d| *d != name)
-        .collect();
-    let verb = if on { "on" } else { "off" };
-    if install.enabled(c) == on {
-        return Ok(Json(ComponentToggled {
-            component: name.clone(),
-            enabled: on,
-            workflow: None,
-            dependents,
-            message: format!(
-                "component {name} is {verb} for install {} already: nothing to do",
-                install.name
-            ),
-        }));
-    }
-    state
-        .store
-        .set_install_toggle(org, &install.id, &name, Some(on))
+    body_of::<E, _>(&state, &caller, &[&key, &name], body).await?;
+    let mut done = state
+        .services()
+        .toggle_component(&caller, &key, &name, on)
         .await?;
-    let mut turned = install.clone();
-    turned.toggles.insert(name.clone(), on);
-    // An install never provisioned has nothing to tear down or deploy yet:
-    // its first provision follows the toggle.
-    let workflow = if install.state == InstallState::Created {
-        None
-    } else {
-        let start = Start {
-            component: Some(name.clone()),
-            trigger: Some(if on {
-                "enable-component"
-            } else {
-                "disable-component"
-            }),
-            ..Start::new(
-                &turned,
-                &app.name,
-                config,
-                latest.version,
-                if on {
-                    WorkflowKind::Deploy
-                } else {
-                    WorkflowKind::Teardown
-                },
-            )
-        };
-        match state.engine.start(org, start).await {
-            Ok(wf) => {
-                state
-                    .services()
-                    .note_change(org, &install, vec![name.clone()], Some(&wf.id))
-                    .await?;
-                Some(super::workflow_view_live(&state, org, wf).await?)
-            }
-            Err(e) => {
-                // Nothing half done: the toggle goes back as it was.
-                state
-                    .store
-                    .set_install_toggle(
-                        org,
-                        &install.id,
-                        &name,
-                        install.toggles.get(&name).copied(),
-                    )
-                    .await?;
-                return Err(e.into());
-            }
-        }
-    };
-    let what = match (&workflow, on) {
-        (Some(w), false) => format!("; workflow {} tears it down", w.id),
-        (Some(w), true) => format!("; workflow {} deploys it", w.id),
-        (None, _) => "; the install was never provisioned, so nothing runs now".into(),
-    };
-    let told = match (dependents.is_empty(), on) {
-        (true, _) => String::new(),
-        (false, false) => format!(
-            "; {} depend on it: torn down with it, and skipped by deploys until it is on again",
-            dependents.join(", ")
-        ),
-        (false, true) => format!(
-            "; {} depend on it: deploy them again with `nuon installs deploy {}`",
-            dependents.join(", "),
-            install.name
-        ),
-    };
-    Ok(Json(ComponentToggled {
-        component: name.clone(),
-        enabled: on,
-        workflow,
-        dependents,
-        message: format!(
-            "component {name} is {verb} for install {}{what}{told}",
-            install.name
-        ),
-    }))
+    done.workflow = live(&state, &caller, done.workflow).await?;
+    Ok(Json(done))
 }
 
-pub(super) async fn set_override(
+async fn set_override(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path((key, name)): Path<(String, String)>,
-    Body(req): Body<SetComponentOverride>,
+    body: Result<Body<SetComponentOverride>, Error>,
 ) -> Result<Json<ComponentOverridden>, Error> {
-    require_admin(&auth)?;
-    let org = &auth.0.org_id;
-    let (install, app, latest) = install_app_config(&state, &auth, &key).await?;
-    let config = &latest.config;
-    let values = req.override_();
-    if let Some(v) = &values {
-        let problems = nuon_core::app::override_problems(config, &name, v);
-        if !problems.is_empty() {
-            return Err(Error::bad_request(format!(
-                "the overrides of component {name} for install {} (app {}, config version {}): {}",
-                install.name,
-                app.name,
-                latest.version,
-                problems.join("; ")
-            )));
-        }
-    } else if config.component(&name).is_none() && !install.overrides.contains_key(&name) {
-        return Err(no_component(&app.name, config, &name));
-    }
-    let before = install.overrides.get(&name).cloned();
-    if before == values {
-        return Ok(Json(ComponentOverridden {
-            component: name.clone(),
-            overrides: values,
-            workflow: None,
-            message: format!(
-                "component {name} of install {} has these overrides already: nothing to do",
-                install.name
-            ),
-        }));
-    }
-    state
-        .store
-        .set_install_override(org, &install.id, &name, values.as_ref())
+    let req = body_of::<ep::SetInstallComponentOverrides, _>(&state, &caller, &[&key, &name], body)
         .await?;
-    let mut changed = install.clone();
-    match &values {
-        Some(v) => changed.overrides.insert(name.clone(), v.clone()),
-        None => changed.overrides.remove(&name),
-    };
-    let on = config.component(&name).is_some_and(|c| changed.enabled(c));
-    let deploy = req.deploy && on && install.state != InstallState::Created;
-    let workflow = if deploy {
-        let start = Start {
-            component: Some(name.clone()),
-            ..Start::new(
-                &changed,
-                &app.name,
-                config,
-                latest.version,
-                WorkflowKind::Deploy,
-            )
-        };
-        match state.engine.start(org, start).await {
-            Ok(wf) => {
-                state
-                    .services()
-                    .note_change(org, &install, vec![name.clone()], Some(&wf.id))
-                    .await?;
-                Some(super::workflow_view_live(&state, org, wf).await?)
-            }
-            Err(e) => {
-                // Nothing half done: the overrides go back as they were.
-                state
-                    .store
-                    .set_install_override(org, &install.id, &name, before.as_ref())
-                    .await?;
-                return Err(e.into());
-            }
-        }
-    } else {
-        // Not deployed now: pending until a deploy of the component.
-        if on {
-            state
-                .services()
-                .note_change(org, &install, vec![name.clone()], None)
-                .await?;
-        }
-        None
-    };
-    let set = if values.is_some() { "set" } else { "cleared" };
-    let what = match &workflow {
-        Some(w) => format!("; workflow {} deploys it with them", w.id),
-        None if !req.deploy => format!(
-            "; they take effect at its next deploy (`nuon installs deploy {} --component {name}`)",
-            install.name
-        ),
-        None if install.state == InstallState::Created => {
-            "; the install was never provisioned: its first provision uses them".into()
-        }
-        None if !on => "; the component is off: they take effect when it is on again".into(),
-        None => String::new(),
-    };
-    Ok(Json(ComponentOverridden {
-        component: name.clone(),
-        overrides: values,
-        workflow,
-        message: format!(
-            "overrides of component {name} {set} for install {}{what}",
-            install.name
-        ),
-    }))
+    let mut done = state
+        .services()
+        .set_component_override(&caller, &key, &name, req)
+        .await?;
+    done.workflow = live(&state, &caller, done.workflow).await?;
+    Ok(Json(done))
+}
+
+/// A workflow a change just started, as the API shows one: with who it
+/// waits for (see [`super::workflow_view_live`]).
+async fn live(
+    state: &SharedState,
+    caller: &Caller,
+    workflow: Option<WorkflowInfo>,
+) -> Result<Option<WorkflowInfo>, Error> {
+    match workflow {
+        Some(wf) => Ok(Some(
+            super::workflow_view_live(state, &caller.principal.org_id, wf).await?,
+        )),
+        None => Ok(None),
+    }
 }

@@ -14,12 +14,15 @@ mod builds;
 pub(crate) mod groups;
 pub(crate) mod installs;
 pub(crate) mod invitations;
+pub(crate) mod lifecycle;
 pub(crate) mod pending;
 pub(crate) mod people;
 mod render;
+pub(crate) mod rollouts;
 pub(crate) mod runner_binaries;
 mod runners;
 mod stack;
+pub(crate) mod toggles;
 pub(crate) mod workflows;
 
 use std::time::Duration;
@@ -76,9 +79,21 @@ impl Services<'_> {
         target: String,
         result: Result<T, Error>,
     ) -> Result<T, Error> {
-        let status = result.as_ref().map_or_else(Error::status, |_| {
-            StatusCode::from_u16(E::STATUS).unwrap_or(StatusCode::OK)
-        });
+        let ok = StatusCode::from_u16(E::STATUS).unwrap_or(StatusCode::OK);
+        self.audited_as::<E, T>(caller, target, ok, result).await
+    }
+
+    /// [`Services::audited`] for an operation that may succeed with
+    /// another status than its usual one (a dry run's 200): `ok`, the
+    /// status the API answers this success with.
+    pub(crate) async fn audited_as<E: Endpoint, T>(
+        &self,
+        caller: &Caller,
+        target: String,
+        ok: StatusCode,
+        result: Result<T, Error>,
+    ) -> Result<T, Error> {
+        let status = result.as_ref().map_or_else(Error::status, |_| ok);
         record(
             self.auditor,
             &caller.principal,

@@ -817,8 +817,9 @@ enum InstallAct {
 
 /// Deletes, forgets or changes the inputs of an install, from its page:
 /// a confirmation first (deleting and forgetting ask for the install's
-/// name; a change of inputs shows its dry run), then the API's own
-/// handler, recorded as the API records it.
+/// name; a change of inputs shows its dry run), then the service the API
+/// calls (the same refusals, and the audit trail records it under the
+/// API's operation).
 async fn install_act(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -827,19 +828,18 @@ async fn install_act(
     Form(fields): Form<Fields>,
     act: InstallAct,
 ) -> Response {
-    use super::lifecycle;
     if let Some(r) = refused(&web, &fields, super::control::require_admin) {
         return r;
     }
-    let install = match super::apps::install_of(&state, &web.auth, &key).await {
+    let services = state.services();
+    let install = match services.find_install(&web.auth.caller(), &key).await {
         Ok(i) => i,
         Err(e) => return error_page(e),
     };
     let confirmed = field(&fields, "confirm") == Some("yes");
-    let principal = web.auth.0.clone();
-    let auth = || ApiAuth(principal.clone());
+    let caller = web.auth.caller_at(source);
     let at = format!("/installs/{}", install.id);
-    let api_path = format!("/v1/installs/{}", install.id);
+    let id = install.id.to_string();
     if act == InstallAct::Inputs {
         // Only what changed: a plain input whose value differs from the
         // one shown, a sensitive input or a secret with a value typed;
@@ -886,16 +886,9 @@ async fn install_act(
             .chain(req.secrets.keys())
             .cloned()
             .collect();
-        let result = lifecycle::update_inputs(
-            State(state.clone()),
-            auth(),
-            Path(install.id.to_string()),
-            super::Body(req),
-        )
-        .await;
         if !confirmed {
-            let done = match result {
-                Ok(axum::Json(d)) => d,
+            let done = match services.plan_inputs_update(&caller, &id, req).await {
+                Ok(d) => d,
                 Err(e) => return error_page(e),
             };
             let list = |v: &[String]| {
@@ -924,18 +917,8 @@ async fn install_act(
                 },
             ));
         }
-        let path = format!("{api_path}/update-inputs");
-        return match recorded(
-            &state,
-            &principal,
-            "updateInstallInputs",
-            path,
-            source,
-            result,
-        )
-        .await
-        {
-            Ok(axum::Json(d)) => workflow_or(d.workflow.as_ref(), &at),
+        return match services.update_install_inputs(&caller, &id, req).await {
+            Ok(d) => workflow_or(d.workflow.as_ref(), &at),
             Err(e) => error_page(e),
         };
     }
@@ -978,37 +961,14 @@ async fn install_act(
             },
         ));
     }
-    let id = Path(install.id.to_string());
     if act == InstallAct::Delete {
-        let result = lifecycle::delete_install(State(state.clone()), auth(), id).await;
-        match recorded(
-            &state,
-            &principal,
-            "deleteInstall",
-            api_path,
-            source,
-            result,
-        )
-        .await
-        {
-            Ok((_, axum::Json(wf))) => {
-                Redirect::to(&format!("/workflows/{}", wf.id)).into_response()
-            }
+        match services.delete_install(&caller, &id).await {
+            Ok(wf) => Redirect::to(&format!("/workflows/{}", wf.id)).into_response(),
             Err(e) => error_page(e),
         }
     } else {
-        let result = lifecycle::forget_install(State(state.clone()), auth(), id).await;
-        match recorded(
-            &state,
-            &principal,
-            "forgetInstall",
-            format!("{api_path}/forget"),
-            source,
-            result,
-        )
-        .await
-        {
-            Ok(axum::Json(r)) => html(layout::notice(
+        match services.forget_install(&caller, &id).await {
+            Ok(r) => html(layout::notice(
                 &web,
                 &format!("Install {} forgotten", install.name),
                 &r.warning,
@@ -1129,16 +1089,19 @@ async fn rollouts(State(state): State<SharedState>, web: Web) -> Response {
 }
 
 async fn rollout(State(state): State<SharedState>, web: Web, Path(key): Path<String>) -> Response {
-    let auth = ApiAuth(web.auth.0.clone());
+    let caller = web.auth.caller();
     page(
-        super::rollouts::get_rollout(State(state), auth, Path(key))
+        state
+            .services()
+            .get_rollout(&caller, &key)
             .await
-            .map(|axum::Json(r)| fleet::rollout_page(&web, &r)),
+            .map(|r| fleet::rollout_page(&web, &r)),
     )
 }
 
 /// Pause, resume, retry, cancel or roll back a rollout, from its page, once
-/// confirmed: the API's own handler.
+/// confirmed: the service the API calls (the same refusals, and the audit
+/// trail records it under the API's operation).
 async fn rollout_act(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -1150,50 +1113,39 @@ async fn rollout_act(
     if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
         return r;
     }
-    let (act, op, question, what) = match act.as_str() {
+    let (act, question, what) = match act.as_str() {
         "pause" => (
             RolloutAct::Pause,
-            "pauseRollout",
             "Pause this rollout?",
             "What deploys (or updates) finishes; nothing new starts until it is resumed.",
         ),
         "resume" => (
             RolloutAct::Resume,
-            "resumeRollout",
             "Resume this rollout?",
             "Its next wave starts, or it goes on without the installs that failed.",
         ),
         "retry" => (
             RolloutAct::Retry,
-            "retryRollout",
             "Retry the failed installs?",
             "Each gets a new deploy workflow, with its inputs as they are now; then the rollout goes on.",
         ),
         "cancel" => (
             RolloutAct::Cancel,
-            "cancelRollout",
             "Cancel this rollout?",
             "Nothing more starts; the deploys that run finish.",
         ),
         "rollback" => (
             RolloutAct::Rollback,
-            "rollbackRollout",
             "Roll this rollout back?",
             "Every install it reached returns to the release it had before, by a new rollout.",
         ),
         other => return error_page(Error::not_found(format!("no rollout action {other:?}"))),
     };
-    let principal = web.auth.0.clone();
+    let services = state.services();
     let at = format!("/rollouts/{key}");
     if field(&fields, "confirm") != Some("yes") {
         // The rollout must be the org's before anything is asked.
-        if let Err(e) = super::rollouts::get_rollout(
-            State(state.clone()),
-            ApiAuth(principal),
-            Path(key.clone()),
-        )
-        .await
-        {
+        if let Err(e) = services.get_rollout(&web.auth.caller(), &key).await {
             return error_page(e);
         }
         return html(pages::confirmation(
@@ -1214,17 +1166,10 @@ async fn rollout_act(
             },
         ));
     }
-    let result = super::rollouts::rollout_act(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        Path(key.clone()),
-        act,
-    )
-    .await;
-    let path = format!("/v1/rollouts/{key}/{}", act_name(act));
-    match recorded(&state, &principal, op, path, source, result).await {
+    let caller = web.auth.caller_at(source);
+    match services.act_on_rollout(&caller, &key, act).await {
         // A rollback answers with the new rollout that does it.
-        Ok(axum::Json(r)) => Redirect::to(&format!("/rollouts/{}", r.id)).into_response(),
+        Ok(r) => Redirect::to(&format!("/rollouts/{}", r.id)).into_response(),
         Err(e) => error_page(e),
     }
 }
@@ -1241,7 +1186,9 @@ fn act_name(act: crate::engine::RolloutAct) -> &'static str {
 }
 
 /// Rolls a release out, from its app's page: the dry run's plan first
-/// (who gets it, in which wave), then the API's own handler.
+/// (who gets it, in which wave), then the service the API calls (the
+/// same refusals, and the audit trail records it under the API's
+/// operation).
 async fn rollout_create(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -1262,17 +1209,11 @@ async fn rollout_create(
         dry_run: !confirmed,
         ..Default::default()
     };
-    let principal = web.auth.0.clone();
-    let result = super::rollouts::create_rollout(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        Path(key.clone()),
-        super::Body(req.clone()),
-    )
-    .await;
+    let caller = web.auth.caller_at(source);
+    let services = state.services();
     if !confirmed {
-        let plan = match result {
-            Ok((_, axum::Json(p))) => p,
+        let plan = match services.plan_rollout(&caller, &key, req.clone()).await {
+            Ok(p) => p,
             Err(e) => return error_page(e),
         };
         let question = format!("Roll release {key} out to {}?", req.to);
@@ -1302,9 +1243,8 @@ async fn rollout_create(
             },
         ));
     }
-    let path = format!("/v1/releases/{key}/rollouts");
-    match recorded(&state, &principal, "createRollout", path, source, result).await {
-        Ok((_, axum::Json(r))) => Redirect::to(&format!("/rollouts/{}", r.id)).into_response(),
+    match services.create_rollout(&caller, &key, req).await {
+        Ok(r) => Redirect::to(&format!("/rollouts/{}", r.id)).into_response(),
         Err(e) => error_page(e),
     }
 }
@@ -1497,7 +1437,8 @@ async fn install_create(
 
 /// Sets or clears an install's own values for a component (`target` is
 /// `COMPONENT/helm_values` or `COMPONENT/tf_vars`), from its page; the
-/// component is deployed with them.
+/// component is deployed with them. The service the API calls does it
+/// (the same refusals, and the audit trail records it).
 async fn install_overrides(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -1542,26 +1483,13 @@ async fn install_overrides(
             )));
         }
     };
-    let principal = web.auth.0.clone();
-    let result = super::toggles::set_override(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        Path((key.clone(), component.to_owned())),
-        super::Body(req),
-    )
-    .await;
-    let path = format!("/v1/installs/{key}/components/{component}/overrides");
-    match recorded(
-        &state,
-        &principal,
-        "setInstallComponentOverrides",
-        path,
-        source,
-        result,
-    )
-    .await
+    let caller = web.auth.caller_at(source);
+    let services = state.services();
+    match services
+        .set_component_override(&caller, &key, component, req)
+        .await
     {
-        Ok(axum::Json(r)) => workflow_or(r.workflow.as_ref(), &format!("/installs/{key}")),
+        Ok(r) => workflow_or(r.workflow.as_ref(), &format!("/installs/{key}")),
         Err(e) => error_page(e),
     }
 }
@@ -1657,7 +1585,8 @@ async fn app_builds(
 }
 
 /// Deletes an app with no install left, from its page, once its name is
-/// typed.
+/// typed: the service the API calls does it (the same refusals, and the
+/// audit trail records it).
 async fn app_delete(
     State(state): State<SharedState>,
     Source(source): Source,
@@ -1668,7 +1597,8 @@ async fn app_delete(
     if let Some(r) = refused(&web, &fields, super::control::require_admin) {
         return r;
     }
-    let app = match super::apps::app_of(&state, &web.auth, &key).await {
+    let services = state.services();
+    let app = match services.find_app(&web.auth.caller(), &key).await {
         Ok(a) => a,
         Err(e) => return error_page(e),
     };
@@ -1693,15 +1623,8 @@ async fn app_delete(
             },
         ));
     }
-    let principal = web.auth.0.clone();
-    let path = format!("/v1/apps/{}", app.id);
-    let result = super::lifecycle::delete_app(
-        State(state.clone()),
-        ApiAuth(principal.clone()),
-        Path(app.id.to_string()),
-    )
-    .await;
-    match recorded(&state, &principal, "deleteApp", path, source, result).await {
+    let caller = web.auth.caller_at(source);
+    match services.delete_app(&caller, app.id.as_str()).await {
         Ok(_) => Redirect::to("/apps").into_response(),
         Err(e) => error_page(e),
     }

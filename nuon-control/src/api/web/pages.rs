@@ -337,7 +337,7 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
     let h = crate::api::health::install_health(state, &web.auth, &stored, &latest.config).await?;
     let workflows = state.store.list_workflows(org, &stored.id).await?;
     let info = install_info(install_of(state, &web.auth, stored.id.as_str()).await?)?;
-    let components = crate::api::toggles::components(&latest.config, &stored);
+    let components = crate::service::toggles::components(&latest.config, &stored);
     let (services, caller) = (state.services(), web.auth.caller());
     let secrets = services.install_secrets(&caller, key).await?;
     let customer_inputs = state.store.customer_inputs(org, &stored.id).await?;
