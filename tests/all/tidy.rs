@@ -413,6 +413,95 @@ fn the_service_layer_sits_below_the_api() {
     );
 }
 
+/// The Control API's modules of operations: the dashboard reaches what
+/// they do through the service, never through their handlers.
+const API_OPERATION_MODULES: [&str; 18] = [
+    "apps",
+    "control",
+    "drift",
+    "groups",
+    "health",
+    "installers",
+    "lifecycle",
+    "ops",
+    "orgs",
+    "people",
+    "releases",
+    "rollouts",
+    "runner",
+    "runner_releases",
+    "stack",
+    "state",
+    "toggles",
+    "workflows",
+];
+
+/// What the dashboard may still take from the API's modules, and why.
+const DASHBOARD_FROM_THE_API: &[(&str, &str)] = &[
+    (
+        "control::follow",
+        "a job log's live follower: a stream both the API and the dashboard's page hold open, not an operation",
+    ),
+    (
+        "orgs::sign_in_code_key",
+        "a sign-in code is the session's, which the dashboard opens",
+    ),
+    (
+        "orgs::SIGN_IN_CODE_MARK",
+        "a sign-in code is the session's, which the dashboard opens",
+    ),
+];
+
+/// Every line of the dashboard (`nuon-control/src/api/web/`) that names
+/// an API module of operations (as `crate::api::M::`, or by `super::`
+/// from where the file is) for something not in `allowed`.
+fn dashboard_past_the_service(files: &[(String, String)], allowed: &[(&str, &str)]) -> Vec<String> {
+    const WEB: &str = "nuon-control/src/api/web/";
+    let mut found = Vec::new();
+    for (path, text) in files {
+        let Some(inside) = path.strip_prefix(WEB) else {
+            continue;
+        };
+        // From `web/mod.rs`, `super` is the API; one `super` more for
+        // each directory or file below it.
+        let depth = inside.matches('/').count() + usize::from(!inside.ends_with("mod.rs"));
+        let up = "super::".repeat(depth + 1);
+        for (i, line) in shipped(text).lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let names = API_OPERATION_MODULES.iter().any(|m| {
+                [format!("crate::api::{m}::"), format!("{up}{m}::")]
+                    .iter()
+                    .any(|p| {
+                        code.match_indices(p.as_str()).any(|(at, _)| {
+                            // `super::super::x::` is not `super::x::`.
+                            let before = &code[..at];
+                            let whole = !before.ends_with("super::");
+                            let rest = &code[at + p.len() - m.len() - 2..];
+                            whole && !allowed.iter().any(|(item, _)| rest.starts_with(item))
+                        })
+                    })
+            });
+            if names {
+                found.push(format!("{path}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_dashboard_reads_and_acts_through_the_service() {
+    let found = dashboard_past_the_service(
+        &sources(&["nuon-control/src/api/web"]),
+        DASHBOARD_FROM_THE_API,
+    );
+    assert!(
+        found.is_empty(),
+        "the dashboard's pages read, and its forms act, through the service (`state.services()`), as the API's handlers do: calling a handler rebuilds its extractors and misses what the service records (ARCHITECTURE.md, the service layer)\n{}",
+        found.join("\n")
+    );
+}
+
 /// Files allowed past 800 shipped lines, each with the most it may have:
 /// the ceiling only comes down. Every one is to be split by what it is
 /// about (issue: "Structure, second floor"); a new file never joins.
@@ -420,7 +509,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-core/src/wire.rs", 2000),
     // A table: Sprig's functions, one after another.
     ("nuon-template/src/funcs/sprig.rs", 1835),
-    ("nuon-control/src/api/web/mod.rs", 1733),
+    ("nuon-control/src/api/web/mod.rs", 1627),
     ("nuon-core/src/app/load.rs", 1111),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
@@ -785,6 +874,37 @@ fn every_rule_finds_a_planted_violation() {
             c,
             "fn f<F: Fn(bool, bool) -> bool>(how: Watch, rx: Receiver<bool>, raw: bool) {}"
         ))
+        .is_empty()
+    );
+    let w = "nuon-control/src/api/web/planted.rs";
+    planted(
+        "the dashboard calling a handler",
+        dashboard_past_the_service(
+            &one(
+                w,
+                "let r = super::super::groups::create_group(State(s), auth, body).await;",
+            ),
+            DASHBOARD_FROM_THE_API,
+        ),
+        w,
+    );
+    let m = "nuon-control/src/api/web/mod.rs";
+    planted(
+        "the dashboard naming an API module",
+        dashboard_past_the_service(
+            &one(m, "use crate::api::apps::install_of;"),
+            DASHBOARD_FROM_THE_API,
+        ),
+        m,
+    );
+    assert!(
+        dashboard_past_the_service(
+            &one(
+                m,
+                "// super::groups::create_group\nlet k = super::orgs::sign_in_code_key(c);\nlet p = super::pages::people(s, w);\nlet n = super::super::installer::stack::page();"
+            ),
+            DASHBOARD_FROM_THE_API,
+        )
         .is_empty()
     );
     let lines = |n: usize| "x\n".repeat(n);

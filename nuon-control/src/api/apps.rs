@@ -441,7 +441,7 @@ async fn list_installs(
         .into_iter()
         .filter(|i| selector.matches(&i.labels))
         .collect();
-    let fleet = super::health::Fleet::read(&state, &auth, &stored).await?;
+    let fleet = state.services().fleet(&auth.caller(), &stored).await?;
     let installs = stored
         .into_iter()
         .map(|i| Ok(fleet.show(&i, install_info(i.clone())?)))
@@ -468,7 +468,10 @@ async fn get_install(
     let info = state.services().get_install(&caller, &key).await?;
     // Its health and sync, as listInstalls shows them.
     let install = install_of(&state, &auth, info.id.as_str()).await?;
-    let fleet = super::health::Fleet::read(&state, &auth, std::slice::from_ref(&install)).await?;
+    let fleet = state
+        .services()
+        .fleet(&auth.caller(), std::slice::from_ref(&install))
+        .await?;
     Ok(Json(fleet.show(&install, info)))
 }
 
@@ -524,27 +527,13 @@ pub(super) async fn with_app_name(
     state.services().with_names(&auth.0.org_id, install).await
 }
 
-/// The names of the org's apps, by id (read once for a list).
-pub(super) async fn app_names(
-    state: &SharedState,
-    auth: &ApiAuth,
-) -> Result<BTreeMap<nuon_core::AppId, String>, Error> {
-    Ok(state
-        .store
-        .list_apps(&auth.0.org_id)
-        .await?
-        .into_iter()
-        .map(|a| (a.id, a.name))
-        .collect())
-}
-
 /// Installs with their apps' names (the org's apps read once).
 async fn named(
     state: &SharedState,
     auth: &ApiAuth,
     mut installs: Vec<InstallInfo>,
 ) -> Result<Vec<InstallInfo>, Error> {
-    let apps = app_names(state, auth).await?;
+    let apps = state.services().app_names(&auth.0.org_id).await?;
     let releases = state.store.install_releases(&auth.0.org_id).await?;
     for i in &mut installs {
         i.app_name = apps.get(&i.app_id).cloned();
@@ -647,7 +636,7 @@ async fn get_workflow(
         .get_workflow(org, &id)
         .await?
         .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))?;
-    Ok(Json(super::workflow_view_live(&state, org, wf).await?))
+    Ok(Json(state.services().workflow_live(org, wf).await?))
 }
 
 #[cfg(test)]

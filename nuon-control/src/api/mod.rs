@@ -436,15 +436,6 @@ pub(crate) type SharedState = Arc<AppState>;
 /// The window of a runner's log quota.
 const LOG_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// See [`crate::service::Services::workflow_live`].
-pub(crate) async fn workflow_view_live(
-    state: &AppState,
-    org: &OrgId,
-    wf: nuon_core::wire::WorkflowInfo,
-) -> Result<nuon_core::wire::WorkflowInfo, Error> {
-    state.services().workflow_live(org, wf).await
-}
-
 /// The token of a request: `Authorization: Bearer TOKEN`, or HTTP basic
 /// auth with the token as the password (what Terraform's `http` state
 /// backend sends, from `TF_HTTP_PASSWORD`).

@@ -13,7 +13,7 @@ use nuon_core::wire::{CreateRelease, ReleaseInfo, ReleaseList};
 use nuon_core::{ReleaseId, now_ms};
 use serde::Deserialize;
 
-use super::apps::{app_names, app_of, decode_config};
+use super::apps::{app_of, decode_config};
 use super::control::require_deployer;
 use super::doc::Op;
 use super::{ApiAuth, Body, SharedState};
@@ -120,7 +120,7 @@ async fn named(
     auth: &ApiAuth,
     mut releases: Vec<ReleaseInfo>,
 ) -> Result<Vec<ReleaseInfo>, Error> {
-    let apps = app_names(state, auth).await?;
+    let apps = state.services().app_names(&auth.0.org_id).await?;
     for r in &mut releases {
         r.app_name = apps.get(&r.app_id).cloned();
     }

@@ -10,8 +10,7 @@ use axum::extract::{Path, State};
 use axum::routing::{get, post, put};
 use nuon_core::endpoint::{self as ep, Endpoint};
 use nuon_core::wire::{
-    ComponentOverridden, ComponentToggled, InstallComponents, SetComponentOverride,
-    ToggleComponent, WorkflowInfo,
+    ComponentOverridden, ComponentToggled, InstallComponents, SetComponentOverride, ToggleComponent,
 };
 
 use super::doc::Op;
@@ -67,12 +66,11 @@ async fn toggle<E: Endpoint>(
     on: bool,
 ) -> Result<Json<ComponentToggled>, Error> {
     body_of::<E, _>(&state, &caller, &[&key, &name], body).await?;
-    let mut done = state
+    state
         .services()
         .toggle_component(&caller, &key, &name, on)
-        .await?;
-    done.workflow = live(&state, &caller, done.workflow).await?;
-    Ok(Json(done))
+        .await
+        .map(Json)
 }
 
 async fn set_override(
@@ -83,25 +81,9 @@ async fn set_override(
 ) -> Result<Json<ComponentOverridden>, Error> {
     let req = body_of::<ep::SetInstallComponentOverrides, _>(&state, &caller, &[&key, &name], body)
         .await?;
-    let mut done = state
+    state
         .services()
         .set_component_override(&caller, &key, &name, req)
-        .await?;
-    done.workflow = live(&state, &caller, done.workflow).await?;
-    Ok(Json(done))
-}
-
-/// A workflow a change just started, as the API shows one: with who it
-/// waits for (see [`super::workflow_view_live`]).
-async fn live(
-    state: &SharedState,
-    caller: &Caller,
-    workflow: Option<WorkflowInfo>,
-) -> Result<Option<WorkflowInfo>, Error> {
-    match workflow {
-        Some(wf) => Ok(Some(
-            super::workflow_view_live(state, &caller.principal.org_id, wf).await?,
-        )),
-        None => Ok(None),
-    }
+        .await
+        .map(Json)
 }

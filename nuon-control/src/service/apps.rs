@@ -18,6 +18,20 @@ impl Services<'_> {
             .ok_or_else(|| Error::not_found(format!("no app {key:?}")))
     }
 
+    /// The names of the org's apps, by id (read once for a list).
+    pub(crate) async fn app_names(
+        &self,
+        org: &nuon_core::OrgId,
+    ) -> Result<std::collections::BTreeMap<nuon_core::AppId, String>, Error> {
+        Ok(self
+            .store
+            .list_apps(org)
+            .await?
+            .into_iter()
+            .map(|a| (a.id, a.name))
+            .collect())
+    }
+
     /// The app's latest config version, opened, or a 404 that says how to
     /// sync one.
     pub(crate) async fn latest_config(

@@ -12,6 +12,7 @@
 pub(crate) mod apps;
 mod builds;
 pub(crate) mod groups;
+pub(crate) mod health;
 pub(crate) mod installs;
 pub(crate) mod invitations;
 pub(crate) mod lifecycle;

@@ -4,19 +4,16 @@
 //! engine ([`crate::engine`]) plans and drives them; here are who may,
 //! how a rollout is shown and the audit trail.
 
-use std::collections::BTreeMap;
-
 use axum::http::StatusCode;
 use nuon_core::endpoint::{self as ep, Endpoint, path_of};
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList, RolloutStatus, TargetState};
 use nuon_core::wire::ReleaseInfo;
 use nuon_core::workflow::StepStatus;
-use nuon_core::{AppId, OrgId, ReleaseId, RolloutId};
+use nuon_core::{OrgId, ReleaseId, RolloutId};
 
 use super::{Caller, Services, require_deployer};
 use crate::engine::RolloutAct;
 use crate::error::Error;
-use crate::store::Store;
 
 impl Services<'_> {
     /// `POST /v1/releases/{id}/rollouts`: the release rolled out to the
@@ -174,10 +171,7 @@ impl Services<'_> {
             .get_release(org, &id)
             .await?
             .ok_or_else(missing)?;
-        release.app_name = app_names(self.store, org)
-            .await?
-            .get(&release.app_id)
-            .cloned();
+        release.app_name = self.app_names(org).await?.get(&release.app_id).cloned();
         Ok(release)
     }
 
@@ -192,7 +186,7 @@ impl Services<'_> {
             .iter()
             .any(|r| r.app_name.is_none() && r.app_id.is_some())
         {
-            let apps = app_names(self.store, org).await?;
+            let apps = self.app_names(org).await?;
             for r in rollouts.iter_mut().filter(|r| r.app_name.is_none()) {
                 r.app_name = r.app_id.as_ref().and_then(|a| apps.get(a)).cloned();
             }
@@ -243,16 +237,6 @@ impl Services<'_> {
         }
         Ok(())
     }
-}
-
-/// The names of the org's apps, by id (read once for a list).
-async fn app_names(store: &dyn Store, org: &OrgId) -> Result<BTreeMap<AppId, String>, Error> {
-    Ok(store
-        .list_apps(org)
-        .await?
-        .into_iter()
-        .map(|a| (a.id, a.name))
-        .collect())
 }
 
 /// The rollout id `key`; a malformed one is not found.

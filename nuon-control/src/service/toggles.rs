@@ -12,7 +12,6 @@ use nuon_core::wire::{
 };
 use nuon_core::workflow::{WorkflowKind, left_out_by_denial};
 
-use super::workflows::workflow_view;
 use super::{Caller, Services, require_admin};
 use crate::engine::Start;
 use crate::error::Error;
@@ -128,7 +127,7 @@ impl Services<'_> {
                 Ok(wf) => {
                     self.note_change(org, &install, vec![name.clone()], Some(&wf.id))
                         .await?;
-                    Some(workflow_view(wf))
+                    Some(self.workflow_live(org, wf).await?)
                 }
                 Err(e) => {
                     // Nothing half done: the toggle goes back as it was.
@@ -256,7 +255,7 @@ impl Services<'_> {
                 Ok(wf) => {
                     self.note_change(org, &install, vec![name.clone()], Some(&wf.id))
                         .await?;
-                    Some(workflow_view(wf))
+                    Some(self.workflow_live(org, wf).await?)
                 }
                 Err(e) => {
                     // Nothing half done: the overrides go back as they were.

@@ -61,7 +61,7 @@ pub(super) async fn workflow_act(
     let step = form.step.filter(|s| !s.is_empty());
     if form.confirm.as_deref() != Some("yes") {
         // Refused as the API refuses it, before anything is asked.
-        if let Err(e) = crate::api::control::require_deployer(&web.auth) {
+        if let Err(e) = crate::service::require_deployer(&web.auth.0) {
             return error_page(e);
         }
         let verb = op_path(op);

@@ -13,8 +13,8 @@ use super::diff;
 use super::layout::{ago, button_form, layout};
 use super::{Web, escape as esc};
 use crate::api::SharedState;
-use crate::api::apps::{app_of, decode_config};
 use crate::error::Error;
+use crate::service::apps::decode_config;
 
 /// The org's groups of installs (a name and a label selector) with the
 /// installs each selects now; an admin makes and deletes them here.
@@ -55,7 +55,7 @@ pub(super) async fn groups(state: &SharedState, web: &Web) -> Result<Markup, Err
 /// Every rollout of the org, newest first.
 pub(super) async fn rollouts(state: &SharedState, web: &Web) -> Result<Markup, Error> {
     let list = state.store.list_rollouts(&web.auth.0.org_id, None).await?;
-    let names = crate::api::apps::app_names(state, &web.auth).await?;
+    let names = state.services().app_names(&web.auth.0.org_id).await?;
     let versions = state.store.list_runner_releases(&web.auth.0.org_id).await?;
     let body = html! {
         h1 { "Rollouts" }
@@ -313,13 +313,13 @@ async fn version(
         .get_config(&web.auth.0.org_id, &app.id, Some(n))
         .await?
         .ok_or_else(|| Error::not_found(format!("app {} has no config version {n}", app.name)))?;
-    decode_config(state, app, stored)
+    decode_config(&state.secrets, app, stored)
 }
 
 /// One app: its config versions (with a diff of any two), its components
 /// and their dependency graph, and its builds.
 pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
-    let app = app_of(state, &web.auth, key).await?;
+    let app = state.services().find_app(&web.auth.caller(), key).await?;
     let mut versions = state
         .store
         .list_configs(&web.auth.0.org_id, &app.id)
@@ -481,7 +481,7 @@ pub(super) async fn diff(
     from: u32,
     to: u32,
 ) -> Result<Markup, Error> {
-    let app = app_of(state, &web.auth, key).await?;
+    let app = state.services().find_app(&web.auth.caller(), key).await?;
     let (a, b) = (
         &version(state, web, &app, from).await?,
         &version(state, web, &app, to).await?,

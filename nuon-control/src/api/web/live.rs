@@ -28,9 +28,7 @@ pub(super) async fn workflow_events(
         let (state, org, id, tokens) = (state.clone(), org.clone(), id.clone(), tokens.clone());
         async move {
             let wf = state.store.get_workflow(&org, &id).await.ok()??;
-            let wf = crate::api::workflow_view_live(&state, &org, wf)
-                .await
-                .ok()?;
+            let wf = state.services().workflow_live(&org, wf).await.ok()?;
             Some((
                 workflow_event(&wf, &tokens).to_string(),
                 !wf.status.is_active(),

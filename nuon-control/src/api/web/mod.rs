@@ -44,6 +44,7 @@ use self::cookies::{cookie, same, secret, set_cookie};
 use self::layout::{html, page};
 use super::{ApiAuth, SharedState, Source};
 use crate::error::Error;
+use crate::service::{require_admin, require_deployer};
 use crate::store::WebSession;
 
 /// The session cookie.
@@ -199,12 +200,12 @@ pub(super) struct Web {
 impl Web {
     /// Whether this session may start, approve and cancel workflows.
     pub(super) fn can_deploy(&self) -> bool {
-        super::control::require_deployer(&self.auth).is_ok()
+        require_deployer(&self.auth.0).is_ok()
     }
 
     /// Whether this session may change and delete installs and apps.
     pub(super) fn can_admin(&self) -> bool {
-        super::control::require_admin(&self.auth).is_ok()
+        require_admin(&self.auth.0).is_ok()
     }
 
     /// Who is signed in, as shown.
@@ -757,32 +758,15 @@ async fn job_events(
         .into_response()
 }
 
-/// `result` of an API handler run from a form, recorded in the audit
-/// trail as the API records it (the operation, its path, the status).
-pub(super) async fn recorded<T>(
-    state: &SharedState,
-    principal: &crate::store::ApiPrincipal,
-    op: &str,
-    path: String,
-    source: String,
-    result: Result<T, Error>,
-) -> Result<T, Error> {
-    let status = result
-        .as_ref()
-        .map_or_else(Error::status, |_| StatusCode::OK);
-    super::audit::record_write(state, principal, op, path, source, status).await;
-    result
-}
-
 /// The refusal of a form's POST: without the session's CSRF token, or
 /// from a session whose role may not do it (`role`, as the API checks).
 pub(super) fn refused(
     web: &Web,
     fields: &Fields,
-    role: fn(&ApiAuth) -> Result<(), Error>,
+    role: fn(&crate::store::ApiPrincipal) -> Result<(), Error>,
 ) -> Option<Response> {
     csrf_refused(web, field(fields, "csrf").unwrap_or_default())
-        .or_else(|| role(&web.auth).err().map(error_page))
+        .or_else(|| role(&web.auth.0).err().map(error_page))
 }
 
 /// A form's fields, in order (an inputs form's names are not known
@@ -828,7 +812,7 @@ async fn install_act(
     Form(fields): Form<Fields>,
     act: InstallAct,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+    if let Some(r) = refused(&web, &fields, require_admin) {
         return r;
     }
     let services = state.services();
@@ -987,7 +971,7 @@ async fn workflow_start(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
+    if let Some(r) = refused(&web, &fields, require_deployer) {
         return r;
     }
     let (services, caller) = (state.services(), web.auth.caller_at(source));
@@ -1110,7 +1094,7 @@ async fn rollout_act(
     Form(fields): Form<Fields>,
 ) -> Response {
     use crate::engine::RolloutAct;
-    if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
+    if let Some(r) = refused(&web, &fields, require_deployer) {
         return r;
     }
     let (act, question, what) = match act.as_str() {
@@ -1196,7 +1180,7 @@ async fn rollout_create(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
+    if let Some(r) = refused(&web, &fields, require_deployer) {
         return r;
     }
     let confirmed = field(&fields, "confirm") == Some("yes");
@@ -1276,7 +1260,7 @@ async fn people_act(
     act: PeopleAct,
 ) -> Response {
     use nuon_core::wire::{CreateToken, InviteUser, SetUserRole};
-    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+    if let Some(r) = refused(&web, &fields, require_admin) {
         return r;
     }
     // A role or a scope from the form's field `name`, read as the API
@@ -1375,9 +1359,10 @@ async fn app_for_install(
     web: &Web,
     key: &str,
 ) -> Result<(nuon_core::wire::AppInfo, nuon_core::app::AppConfig), Error> {
-    super::control::require_admin(&web.auth)?;
-    let app = super::apps::app_of(state, &web.auth, key).await?;
-    let latest = super::apps::latest_config(state, &web.auth, &app).await?;
+    require_admin(&web.auth.0)?;
+    let (services, caller) = (state.services(), web.auth.caller());
+    let app = services.find_app(&caller, key).await?;
+    let latest = services.latest_config(&caller, &app).await?;
     Ok((app, latest.config))
 }
 
@@ -1403,7 +1388,7 @@ async fn install_create(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+    if let Some(r) = refused(&web, &fields, require_admin) {
         return r;
     }
     let (app, config) = match app_for_install(&state, &web, &key).await {
@@ -1446,7 +1431,7 @@ async fn install_overrides(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+    if let Some(r) = refused(&web, &fields, require_admin) {
         return r;
     }
     let target = field(&fields, "target").unwrap_or_default();
@@ -1514,7 +1499,7 @@ async fn group_create(
     web: Web,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+    if let Some(r) = refused(&web, &fields, require_admin) {
         return r;
     }
     let req = nuon_core::wire::CreateGroup {
@@ -1537,7 +1522,7 @@ async fn group_delete(
     Path(name): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+    if let Some(r) = refused(&web, &fields, require_admin) {
         return r;
     }
     if field(&fields, "confirm") != Some("yes") {
@@ -1570,7 +1555,7 @@ async fn app_builds(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_deployer) {
+    if let Some(r) = refused(&web, &fields, require_deployer) {
         return r;
     }
     let caller = web.auth.caller_at(source);
@@ -1594,7 +1579,7 @@ async fn app_delete(
     Path(key): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = refused(&web, &fields, super::control::require_admin) {
+    if let Some(r) = refused(&web, &fields, require_admin) {
         return r;
     }
     let services = state.services();

@@ -15,9 +15,9 @@ use super::cells::{
 };
 use super::layout::{ago, button_form, layout};
 use crate::api::SharedState;
-use crate::api::apps::{app_names, install_app_config, install_info, install_of};
 use crate::error::Error;
 use crate::health::InstallSummary;
+use crate::service::installs::install_info;
 
 /// An error page.
 pub(super) fn error(status: StatusCode, message: &str) -> Markup {
@@ -165,7 +165,7 @@ pub(super) async fn overview(
     page: usize,
 ) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
-    let names = app_names(state, &web.auth).await?;
+    let names = state.services().app_names(&web.auth.0.org_id).await?;
     let needle = q.to_lowercase();
     let mut rows = Vec::new();
     let (mut healthy, mut unhealthy, mut waiting_total) = (0, 0, 0);
@@ -173,7 +173,10 @@ pub(super) async fn overview(
     let total = installs.len();
     let now = now_ms();
     // Each install's workflows as one cached summary, not every workflow.
-    let mut fleet = crate::api::health::Fleet::read(state, &web.auth, &installs).await?;
+    let mut fleet = state
+        .services()
+        .fleet(&web.auth.caller(), &installs)
+        .await?;
     for i in installs {
         let app: &str = names.get(&i.app_id).map_or("?", String::as_str);
         let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -333,12 +336,14 @@ pub(super) async fn overview(
 /// secrets by name only, runner and workflows.
 pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
-    let (stored, app, latest) = install_app_config(state, &web.auth, key).await?;
-    let h = crate::api::health::install_health(state, &web.auth, &stored, &latest.config).await?;
-    let workflows = state.store.list_workflows(org, &stored.id).await?;
-    let info = install_info(install_of(state, &web.auth, stored.id.as_str()).await?)?;
-    let components = crate::service::toggles::components(&latest.config, &stored);
     let (services, caller) = (state.services(), web.auth.caller());
+    let (stored, app, latest) = services.install_app_config(&caller, key).await?;
+    let h = services
+        .install_health(&caller, &stored, &latest.config)
+        .await?;
+    let workflows = state.store.list_workflows(org, &stored.id).await?;
+    let info = install_info(services.find_install(&caller, stored.id.as_str()).await?)?;
+    let components = crate::service::toggles::components(&latest.config, &stored);
     let secrets = services.install_secrets(&caller, key).await?;
     let customer_inputs = state.store.customer_inputs(org, &stored.id).await?;
     // Outputs as the API answers them: sensitive ones masked.
@@ -556,13 +561,14 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
 /// with their values; sensitive inputs and secrets empty (kept unless a
 /// new value is typed).
 pub(super) async fn inputs(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
-    crate::api::control::require_admin(&web.auth)?;
-    let (stored, _, _) = install_app_config(state, &web.auth, key).await?;
+    crate::service::require_admin(&web.auth.0)?;
+    let (services, caller) = (state.services(), web.auth.caller());
+    let (stored, _, _) = services.install_app_config(&caller, key).await?;
     let (_, config) = state
         .engine
         .app_config(&web.auth.0.org_id, &stored.app_id, stored.config_version)
         .await?;
-    let info = install_info(install_of(state, &web.auth, stored.id.as_str()).await?)?;
+    let info = install_info(services.find_install(&caller, stored.id.as_str()).await?)?;
     let shown = |v: &serde_json::Value| match v {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -642,7 +648,7 @@ fn workflow_table(workflows: &[WorkflowInfo]) -> Markup {
 pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
     let wf = workflow_of(state, web, raw).await?;
-    let wf = crate::api::workflow_view_live(state, org, wf).await?;
+    let wf = state.services().workflow_live(org, wf).await?;
     let stored = state
         .store
         .find_install(org, wf.install_id.as_str())

@@ -95,7 +95,7 @@ async fn invite(
     Path(app): Path<String>,
     Form(fields): Form<Fields>,
 ) -> Response {
-    if let Some(r) = super::refused(&web, &fields, crate::api::control::require_admin) {
+    if let Some(r) = super::refused(&web, &fields, crate::service::require_admin) {
         return r;
     }
     let req = nuon_core::wire::CreateInvitation {
