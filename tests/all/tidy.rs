@@ -515,7 +515,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("benches/fleet.rs", 1677),
     ("benches/job_loop.rs", 1120),
     ("nuon-runner-lib/src/runner.rs", 1265),
-    ("nuon-control/src/api/web/pages.rs", 907),
+    ("nuon-control/src/api/web/pages.rs", 904),
     ("nuon-template/src/parse.rs", 826),
     ("nuon-core/src/app/check.rs", 896),
     ("nuon-core/src/rollout.rs", 813),

@@ -165,7 +165,8 @@ pub(super) async fn overview(
     page: usize,
 ) -> Result<Markup, Error> {
     let org = &web.auth.0.org_id;
-    let names = state.services().app_names(&web.auth.0.org_id).await?;
+    let services = state.services();
+    let names = services.app_names(org).await?;
     let needle = q.to_lowercase();
     let mut rows = Vec::new();
     let (mut healthy, mut unhealthy, mut waiting_total) = (0, 0, 0);
@@ -173,10 +174,7 @@ pub(super) async fn overview(
     let total = installs.len();
     let now = now_ms();
     // Each install's workflows as one cached summary, not every workflow.
-    let mut fleet = state
-        .services()
-        .fleet(&web.auth.caller(), &installs)
-        .await?;
+    let mut fleet = services.fleet(&web.auth.caller(), &installs).await?;
     for i in installs {
         let app: &str = names.get(&i.app_id).map_or("?", String::as_str);
         let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -342,14 +340,12 @@ pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result
         .install_health(&caller, &stored, &latest.config)
         .await?;
     let workflows = state.store.list_workflows(org, &stored.id).await?;
-    let info = install_info(services.find_install(&caller, stored.id.as_str()).await?)?;
+    let info = install_info(stored.clone())?;
     let components = crate::service::toggles::components(&latest.config, &stored);
     let secrets = services.install_secrets(&caller, key).await?;
     let customer_inputs = state.store.customer_inputs(org, &stored.id).await?;
     // Outputs as the API answers them: sensitive ones masked.
-    let outputs = services
-        .install_outputs(&caller, stored.id.as_str())
-        .await?;
+    let outputs = services.install_outputs(&caller, key).await?;
     let levels = [
         (app.name.clone(), Some(format!("/apps/{}", app.id))),
         (info.name.clone(), None),
@@ -568,7 +564,7 @@ pub(super) async fn inputs(state: &SharedState, web: &Web, key: &str) -> Result<
         .engine
         .app_config(&web.auth.0.org_id, &stored.app_id, stored.config_version)
         .await?;
-    let info = install_info(services.find_install(&caller, stored.id.as_str()).await?)?;
+    let info = install_info(stored.clone())?;
     let shown = |v: &serde_json::Value| match v {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
