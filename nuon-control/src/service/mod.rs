@@ -15,6 +15,7 @@ pub(crate) mod groups;
 pub(crate) mod health;
 pub(crate) mod installs;
 pub(crate) mod invitations;
+mod jobs;
 pub(crate) mod lifecycle;
 pub(crate) mod pending;
 pub(crate) mod people;
