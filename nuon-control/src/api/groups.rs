@@ -14,7 +14,6 @@ use serde::Deserialize;
 use super::doc::Op;
 use super::{Body, Caller, SharedState, body_of};
 use crate::error::Error;
-pub(super) use crate::service::groups::selector_of;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![

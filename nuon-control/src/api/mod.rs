@@ -48,7 +48,6 @@ use crate::hub::Wakes;
 use crate::keys::{JobKeys, OrgSigners};
 use crate::secrets::SecretBox;
 pub(crate) use crate::service::Caller;
-pub(crate) use crate::service::workflows::workflow_view;
 use crate::store::{ApiPrincipal, RunnerPrincipal, Store, Wake};
 
 /// How long a runner token's lookup is reused before the store is asked again.

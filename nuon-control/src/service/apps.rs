@@ -1,15 +1,62 @@
-//! Apps as the operations read them: found by name or id, with their
-//! latest config opened.
+//! Apps: made by admins, found by name or id, with their latest config
+//! opened and the components it has. Their config versions are in
+//! `configs.rs`.
 
-use nuon_core::wire::{AppInfo, ConfigFile, ConfigVersionInfo};
+use nuon_core::AppId;
+use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::wire::{AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, CreateApp};
 
-use super::{Caller, Services, internal};
+use super::{Caller, Services, check_name, internal, require_admin};
 use crate::error::Error;
 use crate::keys::open_config;
 use crate::secrets::SecretBox;
 use crate::store::StoredConfig;
 
 impl Services<'_> {
+    /// `POST /v1/apps`: an app of the caller's org, with no config yet.
+    /// Admins only; recorded in the audit trail, refusals included.
+    pub(crate) async fn create_app(
+        &self,
+        caller: &Caller,
+        req: CreateApp,
+    ) -> Result<AppInfo, Error> {
+        let result = self.make_app(caller, req).await;
+        self.audited::<ep::CreateApp, _>(caller, path_of::<ep::CreateApp>(&[]), result)
+            .await
+    }
+
+    async fn make_app(&self, caller: &Caller, req: CreateApp) -> Result<AppInfo, Error> {
+        require_admin(&caller.principal)?;
+        check_name("app", &req.name)?;
+        let app = self
+            .store
+            .create_app(&caller.principal.org_id, &AppId::generate(), &req.name)
+            .await?;
+        tracing::info!(app = %app.id, name = %app.name, "app created");
+        Ok(app)
+    }
+
+    /// `GET /v1/apps`: the org's apps.
+    pub(crate) async fn list_apps(&self, caller: &Caller) -> Result<AppList, Error> {
+        let apps = self.store.list_apps(&caller.principal.org_id).await?;
+        Ok(AppList { apps })
+    }
+
+    /// `GET /v1/apps/{id}/components`: the components of the app's latest
+    /// config, dependencies first, with that config's version.
+    pub(crate) async fn list_components(
+        &self,
+        caller: &Caller,
+        key: &str,
+    ) -> Result<ComponentList, Error> {
+        let app = self.find_app(caller, key).await?;
+        let c = self.latest_config(caller, &app).await?;
+        Ok(ComponentList {
+            config_version: c.version,
+            components: c.config.components,
+        })
+    }
+
     /// The app `key` (an id or a name) of the caller's org, or a 404.
     pub(crate) async fn find_app(&self, caller: &Caller, key: &str) -> Result<AppInfo, Error> {
         self.store

@@ -1,5 +1,7 @@
-//! Installs: reading one as the API shows it, and changing its name and
-//! approval mode.
+//! Installs: finding one and showing it as the API does, making one
+//! (its inputs and secrets checked and sealed), and changing its name,
+//! approval mode, inputs and labels. The API's reads of installs are in
+//! `install_reads.rs`.
 
 use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
@@ -12,11 +14,12 @@ use nuon_core::labels::{check_key, check_labels};
 use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
     CreateInstall, EditInstall, InstallCreated, InstallInfo, InstallOutputs, LabelChange,
-    MIN_SECRET_CHARS,
+    MIN_SECRET_CHARS, SetInputs,
 };
 use nuon_core::{InstallId, RunnerId};
 use serde_json::Value;
 
+use super::apps::decode_config;
 use super::{Caller, Services, check_name, internal, require_admin};
 use crate::desired::as_text;
 use crate::error::Error;
@@ -77,22 +80,6 @@ impl Services<'_> {
             .await?
             .map(|a| a.name);
         info.release_id = self.store.install_releases(org).await?.remove(&info.id);
-        Ok(info)
-    }
-
-    /// `GET /v1/installs/{id}`.
-    pub(crate) async fn get_install(
-        &self,
-        caller: &Caller,
-        key: &str,
-    ) -> Result<InstallInfo, Error> {
-        let install = self.find_install(caller, key).await?;
-        let customer_inputs = self
-            .store
-            .customer_inputs(&caller.principal.org_id, &install.id)
-            .await?;
-        let mut info = self.install_view(caller, install).await?;
-        info.customer_inputs = customer_inputs;
         Ok(info)
     }
 
@@ -373,6 +360,89 @@ impl Services<'_> {
             signing_public_key: key.to_string(),
             runner_api_url: self.engine.runner_url_known().map(str::to_owned),
         })
+    }
+}
+
+impl Services<'_> {
+    /// `PATCH /v1/installs/{id}/inputs`: sets some of the install's
+    /// inputs, checked against its config version (sensitive ones
+    /// sealed), every problem said at once; the others stay. Not deployed
+    /// now: pending until the components that read them are. Admins only;
+    /// recorded in the audit trail, refusals included.
+    pub(crate) async fn set_install_inputs(
+        &self,
+        caller: &Caller,
+        key: &str,
+        req: SetInputs,
+    ) -> Result<InstallInfo, Error> {
+        let result = self.put_inputs(caller, key, req).await;
+        let target = path_of::<ep::SetInstallInputs>(&[key]);
+        self.audited::<ep::SetInstallInputs, _>(caller, target, result)
+            .await
+    }
+
+    async fn put_inputs(
+        &self,
+        caller: &Caller,
+        key: &str,
+        req: SetInputs,
+    ) -> Result<InstallInfo, Error> {
+        require_admin(&caller.principal)?;
+        let org = &caller.principal.org_id;
+        let install = self.find_install(caller, key).await?;
+        let app = self
+            .store
+            .find_app(org, install.app_id.as_str())
+            .await?
+            .ok_or_else(|| Error::not_found(format!("no app {}", install.app_id)))?;
+        let c = self
+            .store
+            .get_config(org, &app.id, Some(install.config_version))
+            .await?
+            .ok_or_else(|| {
+                Error::not_found(format!("no config version {}", install.config_version))
+            })?;
+        let config = decode_config(self.secrets, &app, c)?.config;
+        let mut plain: BTreeMap<String, Value> = serde_json::from_str(&install.inputs_json)
+            .map_err(|e| internal("stored inputs unreadable", e))?;
+        let mut sealed: Sealed = serde_json::from_str(&install.sealed_json)
+            .map_err(|e| internal("stored secrets unreadable", e))?;
+        let mut problems = Vec::new();
+        resolve_inputs(
+            &config,
+            &install.id,
+            &req.inputs,
+            &mut plain,
+            &mut sealed,
+            self.secrets,
+            &mut problems,
+        );
+        if !problems.is_empty() {
+            return Err(Error::api(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidInputs,
+                format!("install {:?}: {}", install.name, problems.join("; ")),
+            ));
+        }
+        self.store
+            .set_install_inputs(
+                org,
+                &install.id,
+                &serde_json::to_string(&plain).map_err(|e| internal("cannot encode inputs", e))?,
+                &serde_json::to_string(&sealed)
+                    .map_err(|e| internal("cannot encode secrets", e))?,
+            )
+            .await?
+            .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
+        // Not deployed now: pending until the components that read them are.
+        let names: Vec<String> = req.inputs.keys().cloned().collect();
+        let readers: Vec<String> = nuon_core::app::components_reading(&config, &names, &[])
+            .into_iter()
+            .filter(|c| config.component(c).is_some_and(|c| install.enabled(c)))
+            .collect();
+        self.note_change(org, &install, readers, None).await?;
+        let again = self.find_install(caller, install.id.as_str()).await?;
+        self.install_view(caller, again).await
     }
 }
 

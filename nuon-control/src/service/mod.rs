@@ -11,8 +11,10 @@
 
 pub(crate) mod apps;
 mod builds;
+mod configs;
 pub(crate) mod groups;
 pub(crate) mod health;
+mod install_reads;
 pub(crate) mod installs;
 pub(crate) mod invitations;
 mod jobs;

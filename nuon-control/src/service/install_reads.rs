@@ -1,0 +1,114 @@
+//! Installs as the API reads them: the org's (those a label selector
+//! matches) and one install, each with its app's name, the release it has
+//! and its health and sync; and an install's workflows.
+
+use nuon_core::WorkflowId;
+use nuon_core::wire::{InstallInfo, InstallList, WorkflowInfo, WorkflowList};
+
+use super::groups::selector_of;
+use super::installs::install_info;
+use super::workflows::workflow_view;
+use super::{Caller, Services};
+use crate::error::Error;
+use crate::store::StoredInstall;
+
+impl Services<'_> {
+    /// `GET /v1/installs`: the org's installs whose labels match
+    /// `selector` (every install when it is empty), each with its app's
+    /// name, the release it has, and its health and sync (what they are
+    /// made of read once for the list).
+    pub(crate) async fn list_installs(
+        &self,
+        caller: &Caller,
+        selector: &str,
+    ) -> Result<InstallList, Error> {
+        let selector = selector_of(selector)?;
+        let stored: Vec<StoredInstall> = self
+            .store
+            .list_installs(&caller.principal.org_id)
+            .await?
+            .into_iter()
+            .filter(|i| selector.matches(&i.labels))
+            .collect();
+        let fleet = self.fleet(caller, &stored).await?;
+        let installs = stored
+            .into_iter()
+            .map(|i| Ok(fleet.show(&i, install_info(i.clone())?)))
+            .collect::<Result<_, Error>>()?;
+        Ok(InstallList {
+            installs: self.named(caller, installs).await?,
+        })
+    }
+
+    /// `GET /v1/installs/{id}`: the install with its app's name, the
+    /// release it has, the inputs its customer set, and its health and
+    /// sync as `listInstalls` shows them.
+    pub(crate) async fn get_install(
+        &self,
+        caller: &Caller,
+        key: &str,
+    ) -> Result<InstallInfo, Error> {
+        let install = self.find_install(caller, key).await?;
+        let customer_inputs = self
+            .store
+            .customer_inputs(&caller.principal.org_id, &install.id)
+            .await?;
+        let mut info = self.install_view(caller, install.clone()).await?;
+        info.customer_inputs = customer_inputs;
+        let fleet = self.fleet(caller, std::slice::from_ref(&install)).await?;
+        Ok(fleet.show(&install, info))
+    }
+
+    /// `GET /v1/installs/{id}/workflows`: the install's workflows, newest
+    /// first, with their steps (sensitive outputs masked).
+    pub(crate) async fn install_workflows(
+        &self,
+        caller: &Caller,
+        key: &str,
+    ) -> Result<WorkflowList, Error> {
+        let install = self.find_install(caller, key).await?;
+        let workflows = self
+            .store
+            .list_workflows(&caller.principal.org_id, &install.id)
+            .await?;
+        Ok(WorkflowList {
+            workflows: workflows.into_iter().map(workflow_view).collect(),
+        })
+    }
+
+    /// `GET /v1/workflows/{id}`: one workflow of the org with its steps,
+    /// saying what a waiting one waits for; a malformed id is simply not
+    /// found.
+    pub(crate) async fn get_workflow(
+        &self,
+        caller: &Caller,
+        raw: &str,
+    ) -> Result<WorkflowInfo, Error> {
+        let no_such = || Error::not_found(format!("no workflow {raw:?}"));
+        let id: WorkflowId = raw.parse().map_err(|_| no_such())?;
+        let org = &caller.principal.org_id;
+        let wf = self
+            .store
+            .get_workflow(org, &id)
+            .await?
+            .ok_or_else(no_such)?;
+        self.workflow_live(org, wf).await
+    }
+
+    /// `installs` with their apps' names and the releases they have (the
+    /// org's apps and releases read once).
+    async fn named(
+        &self,
+        caller: &Caller,
+        mut installs: Vec<InstallInfo>,
+    ) -> Result<Vec<InstallInfo>, Error> {
+        let org = &caller.principal.org_id;
+        let apps = self.app_names(org).await?;
+        let releases = self.store.install_releases(org).await?;
+        for i in &mut installs {
+            i.app_name = apps.get(&i.app_id).cloned();
+            i.release_id = releases.get(&i.id).cloned();
+        }
+        Ok(installs)
+    }
+}
