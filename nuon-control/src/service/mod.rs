@@ -10,7 +10,10 @@
 //! them by route.
 
 pub(crate) mod apps;
+mod audit;
 mod builds;
+mod debug;
+mod drift;
 pub(crate) mod groups;
 pub(crate) mod health;
 pub(crate) mod installs;
@@ -18,12 +21,16 @@ pub(crate) mod invitations;
 pub(crate) mod lifecycle;
 pub(crate) mod pending;
 pub(crate) mod people;
+mod releases;
 mod render;
 pub(crate) mod rollouts;
 pub(crate) mod runner_binaries;
+mod runner_releases;
 mod runners;
 mod stack;
+pub(crate) mod states;
 pub(crate) mod toggles;
+mod webhooks;
 pub(crate) mod workflows;
 
 use std::time::Duration;
