@@ -16,39 +16,9 @@ use nuon_core::wire::{
 };
 
 use super::doc::Op;
-use super::{ApiAuth, AppState, Body, Caller, SharedState, body_of};
+use super::{ApiAuth, Body, Caller, SharedState, body_of};
 use crate::error::Error;
-use crate::store::{StoredConfig, StoredInstall};
-
-/// See [`crate::service::apps::decode_config`].
-pub(super) fn decode_config(
-    state: &AppState,
-    app: &AppInfo,
-    c: StoredConfig,
-) -> Result<ConfigVersionInfo, Error> {
-    crate::service::apps::decode_config(&state.secrets, app, c)
-}
-
-/// See [`Services::find_app`](crate::service::Services::find_app).
-pub(super) async fn app_of(
-    state: &SharedState,
-    auth: &ApiAuth,
-    key: &str,
-) -> Result<AppInfo, Error> {
-    state.services().find_app(&auth.caller(), key).await
-}
-
-/// An install of the token's org, its app and the app's latest config.
-pub(super) async fn install_app_config(
-    state: &SharedState,
-    auth: &ApiAuth,
-    key: &str,
-) -> Result<(StoredInstall, AppInfo, ConfigVersionInfo), Error> {
-    state
-        .services()
-        .install_app_config(&auth.caller(), key)
-        .await
-}
+use crate::store::StoredInstall;
 
 /// See [`Services::find_install`](crate::service::Services::find_install).
 pub(super) async fn install_of(
@@ -142,11 +112,7 @@ async fn list_configs(
     caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Json<ConfigVersionList>, Error> {
-    state
-        .services()
-        .list_configs(&caller, &key)
-        .await
-        .map(Json)
+    state.services().list_configs(&caller, &key).await.map(Json)
 }
 
 async fn get_config(
@@ -275,9 +241,5 @@ async fn get_workflow(
     caller: Caller,
     Path(raw): Path<String>,
 ) -> Result<Json<WorkflowInfo>, Error> {
-    state
-        .services()
-        .get_workflow(&caller, &raw)
-        .await
-        .map(Json)
+    state.services().get_workflow(&caller, &raw).await.map(Json)
 }

@@ -54,13 +54,6 @@ pub(super) fn ops() -> Vec<Op> {
     ]
 }
 
-pub(super) use crate::service::valid_name;
-
-/// See [`crate::service::require_admin`].
-pub(super) fn require_admin(auth: &ApiAuth) -> Result<(), Error> {
-    crate::service::require_admin(&auth.0)
-}
-
 /// See [`crate::service::require_deployer`].
 pub(super) fn require_deployer(auth: &ApiAuth) -> Result<(), Error> {
     crate::service::require_deployer(&auth.0)

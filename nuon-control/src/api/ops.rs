@@ -14,14 +14,12 @@ use nuon_core::wire::{
     AuditList, AuditVerification, CreateWebhook, DebugRequest, DeliveryList, JobInfo,
     WebhookCreated, WebhookInfo, WebhookList, routes,
 };
-use nuon_core::{DebugJob, Job, JobId, JobSpec, RetryPolicy, WebhookId, now_ms};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::apps::install_of;
-use super::control::require_admin;
 use super::doc::Op;
-use super::{ApiAuth, Body, Q, SharedState, path_id};
+use super::{ApiAuth, Body, Caller, Q, SharedState, body_of};
 use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
@@ -35,13 +33,13 @@ pub(super) fn ops() -> Vec<Op> {
             .query("install", json!({"type": "string"}), "Only the entries of this install's runner (name or id).")
             .streams::<AuditEntry>("application/x-ndjson"),
         Op::endpoint::<ep::VerifyAudit>(get(verify)),
-        Op::endpoint::<ep::CreateWebhook>(post(create_webhook)),
+        Op::endpoint::<ep::CreateWebhook>(post(create_webhook)).audited_by_service(),
         Op::endpoint::<ep::ListWebhooks>(get(list_webhooks)),
-        Op::endpoint::<ep::RemoveWebhook>(post(remove_webhook)),
+        Op::endpoint::<ep::RemoveWebhook>(post(remove_webhook)).audited_by_service(),
         Op::endpoint::<ep::ListWebhookDeliveries>(get(deliveries))
             .query("webhook", json!({"type": "string"}), "Only this webhook's.")
             .query("limit", json!({"type": "integer", "minimum": 0}), "How many (1 to 1000, default 100)."),
-        Op::endpoint::<ep::RequestInstallDebug>(post(debug)),
+        Op::endpoint::<ep::RequestInstallDebug>(post(debug)).audited_by_service(),
     ]
 }
 
@@ -55,26 +53,14 @@ struct ListQuery {
 
 async fn list(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Q(q): Q<ListQuery>,
 ) -> Result<Json<AuditList>, Error> {
-    let limit = q.limit.unwrap_or(1000).clamp(1, 10_000);
-    let entries = state
-        .store
-        .list_audit(
-            &auth.0.org_id,
-            q.after.unwrap_or(0),
-            limit,
-            q.actor.as_deref(),
-        )
-        .await?;
-    let next_after = (entries.len() == limit as usize)
-        .then(|| entries.last().map(|e| e.n))
-        .flatten();
-    Ok(Json(AuditList {
-        entries,
-        next_after,
-    }))
+    state
+        .services()
+        .list_audit(&caller, q.after, q.limit, q.actor.as_deref())
+        .await
+        .map(Json)
 }
 
 #[derive(Deserialize)]
@@ -146,100 +132,38 @@ async fn export(
 
 async fn verify(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
 ) -> Result<Json<AuditVerification>, Error> {
-    Ok(Json(
-        crate::store::verify_audit(&*state.store, &auth.0.org_id).await?,
-    ))
+    state.services().verify_audit(&caller).await.map(Json)
 }
 
 async fn create_webhook(
     State(state): State<SharedState>,
-    auth: ApiAuth,
-    Body(req): Body<CreateWebhook>,
+    caller: Caller,
+    body: Result<Body<CreateWebhook>, Error>,
 ) -> Result<(StatusCode, Json<WebhookCreated>), Error> {
-    require_admin(&auth)?;
-    let url = req.url.trim();
-    let parsed = reqwest::Url::parse(url).map_err(|e| {
-        Error::bad_request(format!(
-            "webhook url {url:?} is not a URL ({e}): give e.g. https://hooks.example.com/nuon"
-        ))
-    })?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(Error::bad_request(format!(
-            "webhook url {url:?} must be http:// or https:// with a host"
-        )));
-    }
-    // A literal address is checked now; a name, at each delivery.
-    let literal = parsed.host_str().and_then(|h| {
-        h.trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .ok()
-    });
-    if let Some(ip) =
-        literal.filter(|ip| !state.ops.webhook_allow_private && !crate::ops::is_public(*ip))
-    {
-        return Err(Error::bad_request(format!(
-            "webhook url {url:?} points at {ip}, not a public address: an org's webhook may not reach into the control plane's network (`nuon-ctl serve --webhook-allow-private-networks` allows it)"
-        )));
-    }
-    if req.events.is_empty() {
-        let all: Vec<_> = nuon_core::webhook::WebhookEvent::ALL
-            .iter()
-            .map(|e| e.as_str())
-            .collect();
-        return Err(Error::bad_request(format!(
-            "a webhook takes at least one event: {}",
-            all.join(", ")
-        )));
-    }
-    let mut events = req.events.clone();
-    events.sort();
-    events.dedup();
-    let id = WebhookId::generate();
-    let mut raw = [0u8; 24];
-    nuon_core::random_bytes(&mut raw);
-    let secret = format!("whsec_{}", hex::encode(raw));
-    let sealed = state
-        .secrets
-        .seal(&secret, &crate::secrets::webhook_context(&id));
-    let webhook = state
-        .store
-        .create_webhook(&auth.0.org_id, &id, parsed.as_str(), &events, &sealed)
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(WebhookCreated { webhook, secret }),
-    ))
+    let req = body_of::<ep::CreateWebhook, _>(&state, &caller, &[], body).await?;
+    let made = state.services().create_webhook(&caller, req).await?;
+    Ok((StatusCode::CREATED, Json(made)))
 }
 
 async fn list_webhooks(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
 ) -> Result<Json<WebhookList>, Error> {
-    Ok(Json(WebhookList {
-        webhooks: state.store.list_webhooks(&auth.0.org_id).await?,
-    }))
+    state.services().list_webhooks(&caller).await.map(Json)
 }
 
 async fn remove_webhook(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(raw): Path<String>,
 ) -> Result<Json<WebhookInfo>, Error> {
-    require_admin(&auth)?;
-    let id: WebhookId = path_id("webhook", &raw)?;
     state
-        .store
-        .remove_webhook(&auth.0.org_id, &id)
-        .await?
+        .services()
+        .remove_webhook(&caller, &raw)
+        .await
         .map(Json)
-        .ok_or_else(|| {
-            Error::not_found(format!(
-                "no webhook {raw} in this org (see `nuon orgs webhooks list`)"
-            ))
-        })
 }
 
 #[derive(Deserialize)]
@@ -251,72 +175,27 @@ struct DeliveriesQuery {
 
 async fn deliveries(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Q(q): Q<DeliveriesQuery>,
 ) -> Result<Json<DeliveryList>, Error> {
-    let hook: Option<WebhookId> = q
-        .webhook
-        .as_deref()
-        .map(|w| path_id("webhook", w))
-        .transpose()?;
-    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
-    Ok(Json(DeliveryList {
-        deliveries: state
-            .store
-            .list_deliveries(&auth.0.org_id, hook.as_ref(), limit)
-            .await?,
-    }))
+    state
+        .services()
+        .list_deliveries(&caller, q.webhook.as_deref(), q.limit)
+        .await
+        .map(Json)
 }
-
-/// The longest a debug command may run.
-const MAX_DEBUG_SECS: u64 = 3600;
 
 async fn debug(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
-    Body(req): Body<DebugRequest>,
+    body: Result<Body<DebugRequest>, Error>,
 ) -> Result<(StatusCode, Json<JobInfo>), Error> {
-    require_admin(&auth)?;
-    if req.command.is_empty() || req.command[0].trim().is_empty() {
-        return Err(Error::bad_request(
-            "command is empty: give the program and its arguments, e.g. [\"journalctl\", \"-u\", \"app\", \"-n\", \"100\"]",
-        ));
-    }
-    if req.command.iter().any(|a| a.contains('\0')) {
-        return Err(Error::bad_request("command: an argument holds a NUL byte"));
-    }
-    let timeout_secs = req.timeout_secs.unwrap_or(300);
-    if timeout_secs == 0 || timeout_secs > MAX_DEBUG_SECS {
-        return Err(Error::bad_request(format!(
-            "timeout_secs must be between 1 and {MAX_DEBUG_SECS}, got {timeout_secs}"
-        )));
-    }
-    let install = install_of(&state, &auth, &key).await?;
-    let org = auth.0.org_id.clone();
-    let payload = DebugJob {
-        purpose: req.purpose,
-        command: req.command,
-    };
-    let spec = JobSpec {
-        job_id: JobId::generate(),
-        org_id: org.clone(),
-        runner_id: install.runner_id.clone(),
-        kind: DebugJob::KIND.into(),
-        payload: serde_json::to_value(&payload)
-            .map_err(|e| Error::internal(format!("cannot encode the request: {e}")))?,
-        timeout_secs,
-        retry: RetryPolicy { max_attempts: 1 },
-        created_at_ms: now_ms(),
-        redact: Vec::new(),
-        role: None,
-        sandbox: Default::default(),
-        customer_secrets: Vec::new(),
-    };
-    let job = state.keys.sign(spec).await?;
-    let job = state.store.enqueue_job(job).await?;
-    state.wake_runner(&install.runner_id);
-    tracing::info!(job = %job.id, install = %install.name, "debug request queued for the install's runner");
+    let req = body_of::<ep::RequestInstallDebug, _>(&state, &caller, &[&key], body).await?;
+    let job = state
+        .services()
+        .request_install_debug(&caller, &key, req)
+        .await?;
     Ok((StatusCode::CREATED, Json(job)))
 }
 

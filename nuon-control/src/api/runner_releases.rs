@@ -3,7 +3,9 @@
 //! publish`), signed here with the org's key, and rolled out to install
 //! runners in waves by the rollout engine (`kind: runner`). Each runner
 //! downloads the binary by digest from the vendor's store, checks the
-//! release's signature, and switches to it itself.
+//! release's signature, and switches to it itself. The service
+//! (`service/runner_releases.rs`, `service/runner_binaries.rs`) does
+//! them; this is the thin HTTP side.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -11,125 +13,44 @@ use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post, put};
-use nuon_core::Signed as _;
 use nuon_core::endpoint as ep;
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
 use nuon_core::wire::{PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList};
-use nuon_core::{ReleaseId, now_ms};
 
-use super::control::{require_admin, require_deployer};
 use super::doc::Op;
-use super::{ApiAuth, Body, Caller, SharedState};
+use super::{ApiAuth, Body, Caller, SharedState, body_of};
 use crate::error::Error;
 use crate::service::runner_binaries::MAX_RUNNER_BINARY_BYTES;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::PublishRunnerRelease>(post(publish)),
+        Op::endpoint::<ep::PublishRunnerRelease>(post(publish)).audited_by_service(),
         Op::endpoint::<ep::ListRunnerReleases>(get(list)),
         Op::endpoint::<ep::GetRunnerRelease>(get(get_one)),
         Op::endpoint::<ep::UploadRunnerBinary>(
             put(upload).layer(DefaultBodyLimit::max(MAX_RUNNER_BINARY_BYTES)),
         )
         .takes_bytes("application/octet-stream"),
-        Op::endpoint::<ep::CreateRunnerRollout>(post(create_rollout)).or_status(
-            200,
-            "A dry run: the plan, with status `planned`; nothing is stored or started.",
-        ),
+        Op::endpoint::<ep::CreateRunnerRollout>(post(create_rollout))
+            .or_status(
+                200,
+                "A dry run: the plan, with status `planned`; nothing is stored or started.",
+            )
+            .audited_by_service(),
         Op::endpoint::<ep::ListRunnerRollouts>(get(list_rollouts)),
     ]
 }
 
-/// A version as a runner reports it: `1.4.0`, `1.4.0-rc.1+abc`.
-fn check_version(v: &str) -> Result<(), Error> {
-    let ok = !v.is_empty()
-        && v.len() <= 64
-        && v.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
-    // Releases are looked up by version or id: a version is never an id.
-    if ok && v.parse::<ReleaseId>().is_err() {
-        Ok(())
-    } else {
-        Err(Error::bad_request(format!(
-            "version {v:?}: letters, digits, '.', '-', '+' and '_', starting with a letter or digit, at most 64 (as `nuon-runner --version` prints it)"
-        )))
-    }
-}
-
-/// A platform word (`linux`, `x86_64`).
-fn check_word(what: &str, v: &str) -> Result<(), Error> {
-    if !v.is_empty() && v.len() <= 32 && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        Ok(())
-    } else {
-        Err(Error::bad_request(format!(
-            "{what} {v:?}: one word of letters, digits and '_' (as Rust names it: linux, x86_64, aarch64)"
-        )))
-    }
-}
-
-fn check_digest(what: &str, v: &str) -> Result<(), Error> {
-    v.parse::<nuon_core::artifact::Digest>()
-        .map(|_| ())
-        .map_err(|e| Error::bad_request(format!("{what}: {e}")))
-}
-
 async fn publish(
     State(state): State<SharedState>,
-    auth: ApiAuth,
-    Body(req): Body<PublishRunnerRelease>,
+    caller: Caller,
+    body: Result<Body<PublishRunnerRelease>, Error>,
 ) -> Result<(StatusCode, Json<RunnerReleaseInfo>), Error> {
-    // A runner binary runs in every install it reaches: an admin's act.
-    require_admin(&auth)?;
-    check_version(&req.version)?;
-    check_word("os", &req.os)?;
-    check_word("arch", &req.arch)?;
-    check_digest("manifest", &req.manifest)?;
-    check_digest("digest", &req.digest)?;
-    let repo_ok = !req.repository.is_empty()
-        && req.repository.len() <= 255
-        && req.repository.split('/').all(|part| {
-            !part.is_empty()
-                && part.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && part.chars().all(|c| {
-                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
-                })
-        });
-    if !repo_ok {
-        return Err(Error::bad_request(format!(
-            "repository {:?}: an OCI repository name (lower-case letters, digits, '.', '_', '-', parts separated by '/')",
-            req.repository
-        )));
-    }
-    if req.size == 0 {
-        return Err(Error::bad_request("size: a runner binary is not empty"));
-    }
-    let org = &auth.0.org_id;
-    let mut release = RunnerReleaseInfo {
-        id: ReleaseId::generate(),
-        version: req.version,
-        os: req.os,
-        arch: req.arch,
-        repository: req.repository,
-        manifest: req.manifest,
-        digest: req.digest,
-        size: req.size,
-        signature: String::new(),
-        served: false,
-        created_at_ms: now_ms(),
-        created_by: Some(auth.0.actor()),
-    };
-    let signer = state
-        .keys
-        .signer(org)
-        .await
-        .map_err(|e| Error::internal(format!("cannot sign the runner release: {e}")))?;
-    release.signature = signer
-        .sign(&release.signed_bytes())
-        .await
-        .map_err(|e| Error::internal(format!("cannot sign the runner release: {e}")))?;
-    state.store.create_runner_release(org, &release).await?;
-    tracing::info!(version = %release.version, digest = %release.digest, "runner release published");
+    let req = body_of::<ep::PublishRunnerRelease, _>(&state, &caller, &[], body).await?;
+    let release = state
+        .services()
+        .publish_runner_release(&caller, req)
+        .await?;
     Ok((StatusCode::CREATED, Json(release)))
 }
 
@@ -175,19 +96,17 @@ async fn get_one(
 
 async fn create_rollout(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
-    Body(req): Body<CreateRollout>,
+    body: Result<Body<CreateRollout>, Error>,
 ) -> Result<(StatusCode, Json<RolloutInfo>), Error> {
-    if !req.dry_run {
-        require_deployer(&auth)?;
-    }
-    let release = runner_release_of(&state, &auth, &key).await?;
+    let req = body_of::<ep::CreateRunnerRollout, _>(&state, &caller, &[&key], body).await?;
+    let dry_run = req.dry_run;
     let rollout = state
-        .engine
-        .create_runner_rollout(&auth.0.org_id, &release, &req, Some(auth.0.actor()))
+        .services()
+        .create_runner_rollout(&caller, &key, req)
         .await?;
-    let status = if req.dry_run {
+    let status = if dry_run {
         StatusCode::OK
     } else {
         StatusCode::CREATED
@@ -197,13 +116,12 @@ async fn create_rollout(
 
 async fn list_rollouts(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Json<RolloutList>, Error> {
-    let release = runner_release_of(&state, &auth, &key).await?;
-    let rollouts = state
-        .store
-        .list_rollouts(&auth.0.org_id, Some(&release.id))
-        .await?;
-    Ok(Json(RolloutList { rollouts }))
+    state
+        .services()
+        .list_runner_rollouts(&caller, &key)
+        .await
+        .map(Json)
 }

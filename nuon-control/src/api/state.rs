@@ -1,6 +1,6 @@
 //! Terraform state on the control plane: the `http` backend Terraform
 //! itself talks to (on the Runner API), and the operator's view and forced
-//! unlock (on the Control API).
+//! unlock (on the Control API; the service's, `service/states.rs`).
 //!
 //! The backend's basic-auth password is either a job's state token
 //! (`stt_...`, minted when the workflow step is dispatched, good for that
@@ -24,15 +24,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use nuon_core::endpoint as ep;
 use nuon_core::wire::ErrorCode;
-use nuon_core::wire::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked, routes};
+use nuon_core::wire::{StateList, StateUnlocked, routes};
 use nuon_core::{InstallId, now_ms};
 use serde::Deserialize;
 
-use super::control::{require_admin, valid_name};
 use super::doc::Op;
-use super::{ApiAuth, Q, RunnerAuth, SharedState};
+use super::{Caller, Q, RunnerAuth, SharedState};
 use crate::error::Error;
 use crate::secrets::state_context;
+use crate::service::states::check_component;
 use crate::store::StateLock;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -46,19 +46,8 @@ pub(super) fn runner_routes() -> axum::Router<SharedState> {
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::ListInstallStates>(get(list_states)),
-        Op::endpoint::<ep::ForceUnlockState>(post(force_unlock)),
+        Op::endpoint::<ep::ForceUnlockState>(post(force_unlock)).audited_by_service(),
     ]
-}
-
-fn check_component(component: &str) -> Result<(), Error> {
-    if valid_name(component) {
-        Ok(())
-    } else {
-        Err(Error::bad_request(format!(
-            "invalid component name {:?} in the state address",
-            component.chars().take(80).collect::<String>()
-        )))
-    }
 }
 
 /// A lock held by someone else: 423 with the holder's lock info, as
@@ -229,81 +218,22 @@ async fn backend(
     }
 }
 
-fn lock_view(l: StateLock) -> StateLockInfo {
-    StateLockInfo {
-        id: l.id,
-        info: serde_json::from_str(&l.info).unwrap_or(serde_json::Value::String(l.info)),
-        created_at_ms: l.created_at_ms,
-    }
-}
-
-async fn install_id(state: &SharedState, auth: &ApiAuth, key: &str) -> Result<InstallId, Error> {
-    state
-        .store
-        .find_install(&auth.0.org_id, key)
-        .await?
-        .map(|i| i.id)
-        .ok_or_else(|| Error::not_found(format!("no install {key:?}")))
-}
-
 async fn list_states(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Json<StateList>, Error> {
-    let install = install_id(&state, &auth, &key).await?;
-    let states = state
-        .store
-        .list_states(&auth.0.org_id, &install)
-        .await?
-        .into_iter()
-        .map(|s| ComponentStateInfo {
-            component: s.component,
-            latest_version: s.latest,
-            versions: s.versions,
-            updated_at_ms: s.updated_at_ms,
-            lock: s.lock.map(lock_view),
-        })
-        .collect();
-    Ok(Json(StateList { states }))
+    state.services().list_states(&caller, &key).await.map(Json)
 }
 
 async fn force_unlock(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Path((key, component)): Path<(String, String)>,
 ) -> Result<Json<StateUnlocked>, Error> {
-    require_admin(&auth)?;
-    check_component(&component)?;
-    let install = install_id(&state, &auth, &key).await?;
-    let released = state
-        .store
-        .force_unlock_state(&auth.0.org_id, &install, &component)
-        .await?
-        .map(lock_view);
-    let message = match &released {
-        Some(l) => {
-            let who = l
-                .info
-                .get("Who")
-                .and_then(|w| w.as_str())
-                .unwrap_or("unknown");
-            let op = l
-                .info
-                .get("Operation")
-                .and_then(|w| w.as_str())
-                .unwrap_or("unknown");
-            tracing::warn!(install = %install, component, lock = %l.id, who, "terraform state lock released by force");
-            format!(
-                "released the lock {} on {component} held by {who} for {op}; if that run is still going, it may now write a state that another run overwrites",
-                l.id
-            )
-        }
-        None => format!("{component} was not locked; nothing was released"),
-    };
-    Ok(Json(StateUnlocked {
-        component,
-        released,
-        message,
-    }))
+    state
+        .services()
+        .force_unlock_state(&caller, &key, &component)
+        .await
+        .map(Json)
 }

@@ -158,7 +158,8 @@ impl Services<'_> {
                 self.secrets,
                 &app.id,
                 "files",
-                &serde_json::to_string(&req.files).map_err(|e| internal("cannot encode files", e))?,
+                &serde_json::to_string(&req.files)
+                    .map_err(|e| internal("cannot encode files", e))?,
             ),
             config_json: seal_config(
                 self.secrets,

@@ -126,7 +126,10 @@ impl Services<'_> {
         limit: Option<u32>,
     ) -> Result<JobList, Error> {
         let limit = limit.unwrap_or(100).clamp(1, 1000);
-        let jobs = self.store.list_jobs(&caller.principal.org_id, limit).await?;
+        let jobs = self
+            .store
+            .list_jobs(&caller.principal.org_id, limit)
+            .await?;
         Ok(JobList {
             jobs: jobs.into_iter().map(job_view).collect(),
         })

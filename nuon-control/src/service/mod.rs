@@ -10,8 +10,11 @@
 //! them by route.
 
 pub(crate) mod apps;
+mod audit;
 mod builds;
 mod configs;
+mod debug;
+mod drift;
 pub(crate) mod groups;
 pub(crate) mod health;
 mod install_reads;
@@ -21,12 +24,16 @@ mod jobs;
 pub(crate) mod lifecycle;
 pub(crate) mod pending;
 pub(crate) mod people;
+mod releases;
 mod render;
 pub(crate) mod rollouts;
 pub(crate) mod runner_binaries;
+mod runner_releases;
 mod runners;
 mod stack;
+pub(crate) mod states;
 pub(crate) mod toggles;
+mod webhooks;
 pub(crate) mod workflows;
 
 use std::time::Duration;
