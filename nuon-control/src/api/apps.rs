@@ -16,18 +16,8 @@ use nuon_core::wire::{
 };
 
 use super::doc::Op;
-use super::{ApiAuth, Body, Caller, SharedState, body_of};
+use super::{Body, Caller, SharedState, body_of};
 use crate::error::Error;
-use crate::store::StoredInstall;
-
-/// See [`Services::find_install`](crate::service::Services::find_install).
-pub(super) async fn install_of(
-    state: &SharedState,
-    auth: &ApiAuth,
-    key: &str,
-) -> Result<StoredInstall, Error> {
-    state.services().find_install(&auth.caller(), key).await
-}
 
 pub(super) fn ops() -> Vec<Op> {
     vec![

@@ -17,9 +17,8 @@ use nuon_core::wire::{
 use serde::Deserialize;
 use serde_json::json;
 
-use super::apps::install_of;
 use super::doc::Op;
-use super::{ApiAuth, Body, Caller, Q, SharedState, body_of};
+use super::{Body, Caller, Q, SharedState, body_of};
 use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
@@ -75,49 +74,30 @@ const EXPORT_PAGE: u32 = 10_000;
 
 async fn export(
     State(state): State<SharedState>,
-    auth: ApiAuth,
+    caller: Caller,
     Q(q): Q<ExportQuery>,
 ) -> Result<Response, Error> {
-    let org = auth.0.org_id.clone();
-    let runner = match (&q.runner, &q.install) {
-        (Some(_), Some(_)) => {
-            return Err(Error::bad_request(
-                "give runner or install, not both (an install's entries are its runner's)",
-            ));
-        }
-        (Some(r), None) => Some(
-            state
-                .store
-                .find_runner(&org, r)
-                .await?
-                .ok_or_else(|| Error::not_found(format!("no runner {r:?} in this org")))?
-                .id,
-        ),
-        (None, Some(i)) => Some(install_of(&state, &auth, i).await?.runner_id),
-        (None, None) => None,
-    };
-    let actor = runner.map(|r| format!("runner:{r}"));
+    let actor = state
+        .services()
+        .audit_actor(&caller, q.runner.as_deref(), q.install.as_deref())
+        .await?;
     // Streamed a page at a time: a million entries never sit in memory.
     let stream = futures_util::stream::unfold(Some(0u64), move |after| {
-        let (state, org, actor) = (state.clone(), org.clone(), actor.clone());
+        let (state, caller, actor) = (state.clone(), caller.clone(), actor.clone());
         async move {
             let after = after?;
-            match state
-                .store
-                .list_audit(&org, after, EXPORT_PAGE, actor.as_deref())
-                .await
-            {
-                Ok(page) if page.is_empty() => None,
+            let services = state.services();
+            let page =
+                services.list_audit(&caller, Some(after), Some(EXPORT_PAGE), actor.as_deref());
+            match page.await {
+                Ok(page) if page.entries.is_empty() => None,
                 Ok(page) => {
-                    let next = (page.len() == EXPORT_PAGE as usize)
-                        .then(|| page.last().map(|e| e.n))
-                        .flatten();
                     let mut out = Vec::new();
-                    for e in &page {
+                    for e in &page.entries {
                         serde_json::to_writer(&mut out, e).expect("an entry encodes");
                         out.push(b'\n');
                     }
-                    Some((Ok::<_, std::io::Error>(out), next))
+                    Some((Ok::<_, std::io::Error>(out), page.next_after))
                 }
                 Err(e) => Some((Err(std::io::Error::other(e.to_string())), None)),
             }

@@ -1,6 +1,7 @@
-//! The org's audit trail as the operations read it: a page of it, and
-//! the check of its hash chain. (The whole trail as NDJSON is streamed by
-//! the API's export, a page at a time.)
+//! The org's audit trail as the operations read it: a page of it, whose
+//! entries (a runner's, an install's), and the check of its hash chain.
+//! (The whole trail as NDJSON is streamed by the API's export, a page of
+//! this at a time.)
 
 use nuon_core::wire::{AuditList, AuditVerification};
 
@@ -14,6 +15,34 @@ const DEFAULT_PAGE: u32 = 1000;
 const MAX_PAGE: u32 = 10_000;
 
 impl Services<'_> {
+    /// The actor whose entries an export reads: a runner's (named, or an
+    /// install's runner), or everyone's.
+    pub(crate) async fn audit_actor(
+        &self,
+        caller: &Caller,
+        runner: Option<&str>,
+        install: Option<&str>,
+    ) -> Result<Option<String>, Error> {
+        let org = &caller.principal.org_id;
+        let runner = match (runner, install) {
+            (Some(_), Some(_)) => {
+                return Err(Error::bad_request(
+                    "give runner or install, not both (an install's entries are its runner's)",
+                ));
+            }
+            (Some(r), None) => Some(
+                self.store
+                    .find_runner(org, r)
+                    .await?
+                    .ok_or_else(|| Error::not_found(format!("no runner {r:?} in this org")))?
+                    .id,
+            ),
+            (None, Some(i)) => Some(self.find_install(caller, i).await?.runner_id),
+            (None, None) => None,
+        };
+        Ok(runner.map(|r| format!("runner:{r}")))
+    }
+
     /// `GET /v1/audit`: a page of the org's audit trail, oldest first,
     /// from after entry `after` (0: the start), `limit` entries (1 to
     /// 10000, default 1000), of `actor` only when given. The answer names
