@@ -288,6 +288,27 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
         .unwrap()
         .to_owned();
 
+    // A's audit trail after entry `after`: the entries of operation `id`
+    // only, and the last entry's number.
+    let recorded = |after: u64, id: &str| -> (Vec<Value>, u64) {
+        let (status, list) = send(
+            &cp,
+            "get",
+            &format!("/v1/audit?after={after}"),
+            &a_admin,
+            None,
+        );
+        assert_eq!(status, 200, "{list}");
+        let entries = list["entries"].as_array().cloned().unwrap_or_default();
+        let last = entries
+            .last()
+            .and_then(|e| e["n"].as_u64())
+            .unwrap_or(after);
+        let of_id = entries.into_iter().filter(|e| e["action"] == id).collect();
+        (of_id, last)
+    };
+    let (_, mut seen) = recorded(0, "");
+
     let (status, doc) = send(&cp, "get", "/openapi.json", "no-token-needed", None);
     assert_eq!(status, 200);
     let mut walked = 0;
@@ -368,6 +389,20 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                 }
             }
 
+            // Every write is recorded once in the audit trail, whether the
+            // service records it or the audit layer does, refusals too.
+            if write {
+                let (entries, last) = recorded(seen, id);
+                assert_eq!(
+                    entries.len(),
+                    1,
+                    "{method} {url} ({id}) with org A's admin token is recorded {} times: {entries:?}",
+                    entries.len()
+                );
+                assert_eq!(entries[0]["outcome"], status.to_string(), "{entries:?}");
+                seen = last;
+            }
+
             // A's read-only token: every write is forbidden.
             if write {
                 let own = url.replace(&b.app, "a-app");
@@ -377,6 +412,15 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                     "{method} {own} ({id}) with a read-only token: {answer}"
                 );
                 assert_eq!(answer["error"]["code"], "forbidden");
+                let (entries, last) = recorded(seen, id);
+                assert_eq!(
+                    entries.len(),
+                    1,
+                    "{method} {own} ({id}) refused to a read-only token is recorded {} times: {entries:?}",
+                    entries.len()
+                );
+                assert_eq!(entries[0]["outcome"], "403", "{entries:?}");
+                seen = last;
                 writes += 1;
             }
             walked += 1;

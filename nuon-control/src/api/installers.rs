@@ -13,7 +13,7 @@ use nuon_core::wire::{
 
 use super::caller::public_base;
 use super::doc::Op;
-use super::{Body, SharedState};
+use super::{Body, SharedState, body_of};
 use crate::error::Error;
 use crate::service::Caller;
 
@@ -21,9 +21,9 @@ pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::ListInstallers>(get(list_installers)),
         Op::endpoint::<ep::GetInstaller>(get(get_installer)),
-        Op::endpoint::<ep::CreateInvitation>(post(create_invitation)),
+        Op::endpoint::<ep::CreateInvitation>(post(create_invitation)).audited_by_service(),
         Op::endpoint::<ep::ListInvitations>(get(list_invitations)),
-        Op::endpoint::<ep::RevokeInvitation>(delete(revoke_invitation)),
+        Op::endpoint::<ep::RevokeInvitation>(delete(revoke_invitation)).audited_by_service(),
     ]
 }
 
@@ -46,8 +46,9 @@ async fn create_invitation(
     State(state): State<SharedState>,
     caller: Caller,
     headers: HeaderMap,
-    Body(req): Body<CreateInvitation>,
+    body: Result<Body<CreateInvitation>, Error>,
 ) -> Result<(StatusCode, Json<InvitationCreated>), Error> {
+    let req = body_of::<ep::CreateInvitation, _>(&state, &caller, &[], body).await?;
     let base = public_base(&state, &headers);
     let made = state
         .services()
