@@ -4,10 +4,11 @@
 //! handlers and the dashboard's forms are adapters of a few lines over
 //! it, so both refuse, change and record the same way.
 //!
-//! Below the API: nothing here imports `api` or `server` (tidy holds it).
-//! Operations move here one by one; those not yet moved still check and
-//! record in their handlers (`api/*.rs`), with the audit layer recording
-//! them by route.
+//! Below the API: nothing here imports `api` or `server`, and every API
+//! handler of an operation reaches only this (tidy holds both; the
+//! OpenID Connect sign-in flow is the exception it lists). A file per
+//! noun; each write records itself in the audit trail (`audited`), so the
+//! audit layer records by route only the few writes no service records.
 
 pub(crate) mod apps;
 mod audit;
