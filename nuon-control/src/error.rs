@@ -80,24 +80,30 @@ impl Error {
         }
     }
 
+    /// A refusal named by its code, answered with the code's own status
+    /// ([`ErrorCode::http_status`]): what refuses names what went wrong,
+    /// and the API knows how that is answered.
+    pub(crate) fn refused(code: ErrorCode, message: impl Into<String>) -> Self {
+        let status =
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Self::api(status, code, message)
+    }
+
     pub(crate) fn not_found(message: impl Into<String>) -> Self {
-        Self::api(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
+        Self::refused(ErrorCode::NotFound, message)
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
-        Self::api(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
+        Self::refused(ErrorCode::BadRequest, message)
     }
 
+    /// A conflict (409) under `code`.
     pub(crate) fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::api(StatusCode::CONFLICT, code, message)
     }
 
     pub(crate) fn internal(message: impl Into<String>) -> Self {
-        Self::api(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorCode::Internal,
-            message,
-        )
+        Self::refused(ErrorCode::Internal, message)
     }
 }
 

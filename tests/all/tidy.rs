@@ -611,6 +611,39 @@ fn api_handlers_are_adapters_over_the_service() {
     );
 }
 
+/// How the service may not refuse: by an HTTP status of its choosing. A
+/// refusal names its code (`Error::refused`, `not_found`, `bad_request`,
+/// `conflict`), and the code's status is the wire's one table.
+const STATUS_CHOSEN: [&str; 1] = ["Error::api("];
+
+/// Every line of the service that answers with a status it chose.
+fn statuses_chosen(files: &[(String, String)]) -> Vec<String> {
+    let mut found: Vec<String> = code_naming(files, &STATUS_CHOSEN)
+        .into_iter()
+        .chain(
+            lines_with(files, shipped, &["StatusCode::"])
+                .into_iter()
+                // What a success is recorded as: one of the statuses the
+                // operation's endpoint declares.
+                .filter(|l| !l.contains("StatusCode::OK") && !l.contains("StatusCode::CREATED"))
+                .filter(|l| !l.starts_with("nuon-control/src/service/mod.rs")),
+        )
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn the_service_refuses_by_code() {
+    let found = statuses_chosen(&sources(&["nuon-control/src/service"]));
+    assert!(
+        found.is_empty(),
+        "the service refuses with an error code (`Error::refused(ErrorCode::X, …)`); the HTTP status is the code's own (`ErrorCode::http_status`)\n{}",
+        found.join("\n")
+    );
+}
+
 /// Files allowed past 800 shipped lines, each with the most it may have:
 /// the ceiling only comes down. Every one is to be split by what it is
 /// about (issue: "Structure, second floor"); a new file never joins.
@@ -1014,6 +1047,22 @@ fn every_rule_finds_a_planted_violation() {
             ),
             DASHBOARD_FROM_THE_API,
         )
+        .is_empty()
+    );
+    let v = "nuon-control/src/service/planted.rs";
+    planted(
+        "a status the service chose",
+        statuses_chosen(&one(
+            v,
+            "return Err(Error::api(StatusCode::GONE, ErrorCode::NotFound, m));",
+        )),
+        v,
+    );
+    assert!(
+        statuses_chosen(&one(
+            v,
+            "let ok = if dry { StatusCode::OK } else { StatusCode::CREATED };\nErr(Error::refused(ErrorCode::NotFound, m))"
+        ))
         .is_empty()
     );
     let a = "nuon-control/src/api/planted.rs";

@@ -444,10 +444,7 @@ pub(crate) fn bearer(parts: &Parts) -> Result<String, Error> {
         .headers
         .get(axum::http::header::AUTHORIZATION)
         .ok_or_else(|| {
-            Error::api(
-                StatusCode::UNAUTHORIZED,
-                ErrorCode::Unauthorized,
-                "missing bearer token: send `Authorization: Bearer TOKEN` (the CLI takes --token or NUON_TOKEN)",
+            Error::refused(ErrorCode::Unauthorized, "missing bearer token: send `Authorization: Bearer TOKEN` (the CLI takes --token or NUON_TOKEN)",
             )
         })?;
     let value = header.to_str().ok();
@@ -465,10 +462,7 @@ pub(crate) fn bearer(parts: &Parts) -> Result<String, Error> {
         .or_else(basic)
         .filter(|t| !t.is_empty() && t.len() <= 256)
         .ok_or_else(|| {
-            Error::api(
-                StatusCode::UNAUTHORIZED,
-                ErrorCode::Unauthorized,
-                "malformed Authorization header: expected `Bearer TOKEN` (or basic auth with the token as password)",
+            Error::refused(ErrorCode::Unauthorized, "malformed Authorization header: expected `Bearer TOKEN` (or basic auth with the token as password)",
             )
         })
 }
@@ -496,10 +490,7 @@ impl FromRequestParts<SharedState> for ApiAuth {
             actor.set(p);
         }
         principal.map(ApiAuth).ok_or_else(|| {
-                Error::api(
-                    StatusCode::UNAUTHORIZED,
-                    ErrorCode::Unauthorized,
-                    "invalid or revoked API token (an admin token is in the control plane's DATA_DIR/admin-token; under `nuon dev`, ./nuon-data/control/admin-token)",
+                Error::refused(ErrorCode::Unauthorized, "invalid or revoked API token (an admin token is in the control plane's DATA_DIR/admin-token; under `nuon dev`, ./nuon-data/control/admin-token)",
                 )
             })
     }
@@ -568,10 +559,7 @@ impl FromRequestParts<SharedState> for RunnerAuth {
         })
         .await?
         .ok_or_else(|| {
-                Error::api(
-                    StatusCode::UNAUTHORIZED,
-                    ErrorCode::Unauthorized,
-                    "invalid or revoked runner token; issue this runner a new one with `nuon runners rotate-token RUNNER` (an install's runner is named after the install)",
+                Error::refused(ErrorCode::Unauthorized, "invalid or revoked runner token; issue this runner a new one with `nuon runners rotate-token RUNNER` (an install's runner is named after the install)",
                 )
             })?;
         state
@@ -622,8 +610,7 @@ pub(crate) async fn body_of<E: nuon_core::endpoint::Endpoint, T>(
 
 fn json_rejection(rejection: JsonRejection) -> Error {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return Error::api(
-            StatusCode::PAYLOAD_TOO_LARGE,
+        return Error::refused(
             ErrorCode::TooLarge,
             format!("request body is larger than {MAX_BODY_BYTES} bytes"),
         );
@@ -691,8 +678,7 @@ fn not_found_route(api: Api, state: &AppState, path: &str) -> Error {
         _ => return Error::not_found(format!("no route {path}")),
     };
     let at = at.map_or_else(|| format!(" (nuon-ctl serve {flag})"), |u| format!(": {u}"));
-    Error::api(
-        StatusCode::NOT_FOUND,
+    Error::refused(
         ErrorCode::WrongApi,
         format!(
             "this is the control plane's {this} API, not its {meant} API; point {caller} at the {meant} API{at}"

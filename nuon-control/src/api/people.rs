@@ -88,10 +88,7 @@ async fn remove_user(
 
 fn oidc_of(state: &SharedState) -> Result<std::sync::Arc<crate::oidc::Oidc>, Error> {
     state.oidc.clone().ok_or_else(|| {
-        Error::api(
-            StatusCode::NOT_FOUND,
-            ErrorCode::OidcNotConfigured,
-            "this control plane signs nobody in: start nuon-ctl serve with --oidc-issuer, --oidc-client-id and a client secret (--oidc-client-secret-file or NUON_OIDC_CLIENT_SECRET); API tokens work meanwhile",
+        Error::refused(ErrorCode::OidcNotConfigured, "this control plane signs nobody in: start nuon-ctl serve with --oidc-issuer, --oidc-client-id and a client secret (--oidc-client-secret-file or NUON_OIDC_CLIENT_SECRET); API tokens work meanwhile",
         )
     })
 }
@@ -111,16 +108,8 @@ fn redirect_url(state: &SharedState, oidc: &crate::oidc::Oidc) -> Result<String,
 impl From<OidcError> for Error {
     fn from(e: OidcError) -> Self {
         match e {
-            OidcError::Provider(_) => Error::api(
-                StatusCode::BAD_GATEWAY,
-                ErrorCode::IdentityProvider,
-                e.to_string(),
-            ),
-            OidcError::Refused(_) => Error::api(
-                StatusCode::UNAUTHORIZED,
-                ErrorCode::SignInRefused,
-                e.to_string(),
-            ),
+            OidcError::Provider(_) => Error::refused(ErrorCode::IdentityProvider, e.to_string()),
+            OidcError::Refused(_) => Error::refused(ErrorCode::SignInRefused, e.to_string()),
         }
     }
 }
@@ -164,8 +153,7 @@ async fn callback(
         s => state.store.take_sign_in(&hash_token(s)).await?,
     };
     let Some(pending) = pending else {
-        return Err(Error::api(
-            StatusCode::BAD_REQUEST,
+        return Err(Error::refused(
             ErrorCode::UnknownSignIn,
             "this sign-in's state is unknown, used or expired (a sign-in is good for one answer within 10 minutes); start again at /v1/auth/oidc/login?org=NAME",
         ));
@@ -188,11 +176,7 @@ async fn callback(
             oidc.config.issuer
         );
         state.auditor.record(&org, refused("oidc", &why)).await;
-        return Err(Error::api(
-            StatusCode::UNAUTHORIZED,
-            ErrorCode::SignInRefused,
-            why,
-        ));
+        return Err(Error::refused(ErrorCode::SignInRefused, why));
     }
     if let Some(err) = &q.error {
         let why = format!(
@@ -200,11 +184,7 @@ async fn callback(
             q.error_description.as_deref().unwrap_or("")
         );
         state.auditor.record(&org, refused("oidc", &why)).await;
-        return Err(Error::api(
-            StatusCode::UNAUTHORIZED,
-            ErrorCode::SignInRefused,
-            why,
-        ));
+        return Err(Error::refused(ErrorCode::SignInRefused, why));
     }
     let code = q
         .code
@@ -238,8 +218,7 @@ async fn callback(
     let Some((user, mut token)) = state.store.sign_in_user(&org, &who, &token).await? else {
         let why = format!("{} is not invited to this org", who.email);
         state.auditor.record(&org, refused(&who.email, &why)).await;
-        return Err(Error::api(
-            StatusCode::FORBIDDEN,
+        return Err(Error::refused(
             ErrorCode::NotInvited,
             format!(
                 "{why}: an owner or admin invites people (`nuon users invite {} --role viewer`)",

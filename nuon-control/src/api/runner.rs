@@ -381,8 +381,7 @@ impl FromRequest<SharedState> for LogBatchBody {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         if content_type != LOG_RECORDS_CONTENT_TYPE {
-            return Err(Error::api(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            return Err(Error::refused(
                 ErrorCode::UnsupportedMediaType,
                 format!(
                     "a log batch must be sent as `Content-Type: {LOG_RECORDS_CONTENT_TYPE}`, not {content_type:?}"
@@ -391,8 +390,7 @@ impl FromRequest<SharedState> for LogBatchBody {
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Error::api(
-                    StatusCode::PAYLOAD_TOO_LARGE,
+                Error::refused(
                     ErrorCode::TooLarge,
                     format!("request body is larger than {MAX_BODY_BYTES} bytes"),
                 )

@@ -8,7 +8,6 @@ use nuon_core::wire::ErrorCode;
 use std::net::SocketAddr;
 
 use axum::extract::ConnectInfo;
-use axum::http::StatusCode;
 use axum::http::request::Parts;
 use nuon_core::now_ms;
 use nuon_core::wire::{RunnerSession, RunnerStatus, SESSION_HEADER};
@@ -35,8 +34,7 @@ pub(super) async fn check(
         if parts.uri.path().starts_with(state) {
             return Ok(());
         }
-        return Err(Error::api(
-            StatusCode::BAD_REQUEST,
+        return Err(Error::refused(
             ErrorCode::RunnerSessionRequired,
             format!(
                 "a Runner API request must name its runner process in the {SESSION_HEADER} \
@@ -92,8 +90,7 @@ pub(super) async fn check(
         if now.is_some_and(|s| s.id == mine.id) {
             return Ok(());
         }
-        return Err(Error::api(
-            StatusCode::CONFLICT,
+        return Err(Error::refused(
             ErrorCode::RunnerInUse,
             format!(
                 "another process took runner {}'s token at the same moment; one token, one runner: stop the other, or start this one with --replace",
@@ -116,8 +113,7 @@ pub(super) async fn check(
 }
 
 fn in_use(principal: &RunnerPrincipal, cur: &RunnerSession, quiet_ms: i64) -> Error {
-    Error::api(
-        StatusCode::CONFLICT,
+    Error::refused(
         ErrorCode::RunnerInUse,
         format!(
             "runner {} is already running as {}, started {} s ago and last seen {} s ago; one token, one live runner: stop that one, or start this one with --replace to take over (the other is then refused)",

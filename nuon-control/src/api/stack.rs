@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::http::header;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
@@ -135,11 +134,7 @@ pub(super) fn redeemed(
             "the install's runner is revoked (`nuon runners revoke`): its stack cannot bring it back; issue it a new token with `nuon runners rotate-token`, then {again}"
         ),
     };
-    Err(Error::api(
-        StatusCode::UNAUTHORIZED,
-        ErrorCode::InstallTokenRefused,
-        why,
-    ))
+    Err(Error::refused(ErrorCode::InstallTokenRefused, why))
 }
 
 /// Trades a stack's one-time token for the runner's token (the one before
@@ -260,10 +255,7 @@ async fn downloader(state: &SharedState, source: &str, parts: &Parts) -> Result<
     .await?
     .map(|p| p.org_id)
     .ok_or_else(|| {
-        Error::api(
-            StatusCode::UNAUTHORIZED,
-            ErrorCode::Unauthorized,
-            "a runner download takes an install stack's one-time token (`stk_…`, in the stack's settings) or a runner's token",
+        Error::refused(ErrorCode::Unauthorized, "a runner download takes an install stack's one-time token (`stk_…`, in the stack's settings) or a runner's token",
         )
     })
 }

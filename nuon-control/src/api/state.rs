@@ -96,10 +96,7 @@ impl FromRequestParts<SharedState> for StateAuth {
             })
             .await?
             .ok_or_else(|| {
-                    Error::api(
-                        StatusCode::UNAUTHORIZED,
-                        ErrorCode::Unauthorized,
-                        "this state token is unknown or its job has ended: state tokens are good only while their job runs",
+                    Error::refused(ErrorCode::Unauthorized, "this state token is unknown or its job has ended: state tokens are good only while their job runs",
                     )
                 })?;
             return Ok(StateAuth {
@@ -113,8 +110,7 @@ impl FromRequestParts<SharedState> for StateAuth {
             .install_of_runner(&runner.runner_id)
             .await?
             .ok_or_else(|| {
-                Error::api(
-                    StatusCode::FORBIDDEN,
+                Error::refused(
                     ErrorCode::NotAnInstallRunner,
                     "Terraform state is kept per install: use the token of the install's runner",
                 )
@@ -138,8 +134,7 @@ async fn backend(
     let install = auth.install;
     let job_id = match auth.only {
         Some((allowed, _)) if allowed != component => {
-            return Err(Error::api(
-                StatusCode::FORBIDDEN,
+            return Err(Error::refused(
                 ErrorCode::WrongComponent,
                 format!("this state token is for the state of {allowed:?}, not {component:?}"),
             ));
@@ -208,8 +203,7 @@ async fn backend(
                 Err(held) => Ok(locked(held)),
             }
         }
-        other => Err(Error::api(
-            StatusCode::METHOD_NOT_ALLOWED,
+        other => Err(Error::refused(
             ErrorCode::MethodNotAllowed,
             format!(
                 "{other} is not part of Terraform's http backend here: use GET, POST, LOCK or UNLOCK"

@@ -2,7 +2,6 @@
 //! whichever installs match it when it is read. Made and deleted by
 //! admins (recorded in the audit trail), read by any token.
 
-use axum::http::StatusCode;
 use nuon_core::endpoint::{CreateInstallGroup, DeleteInstallGroup, path_of};
 use nuon_core::labels::Selector;
 use nuon_core::wire::{CreateGroup, ErrorCode, GroupInfo, GroupList};
@@ -15,7 +14,7 @@ use crate::store::{StoredGroup, StoredInstall};
 /// what is wrong with it.
 pub(crate) fn selector_of(text: &str) -> Result<Selector, Error> {
     text.parse()
-        .map_err(|e: String| Error::api(StatusCode::BAD_REQUEST, ErrorCode::InvalidSelector, e))
+        .map_err(|e: String| Error::refused(ErrorCode::InvalidSelector, e))
 }
 
 impl Services<'_> {

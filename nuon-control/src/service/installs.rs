@@ -6,7 +6,6 @@
 use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 
-use axum::http::StatusCode;
 use nuon_core::OrgId;
 use nuon_core::app::{AppConfig, SecretHolder};
 use nuon_core::endpoint::{self as ep, Endpoint, SetInstallLabels, UpdateInstall, path_of};
@@ -214,7 +213,7 @@ impl Services<'_> {
     ) -> Result<InstallCreated, Error> {
         check_name("install", &req.name)?;
         nuon_core::labels::check_labels(&req.labels)
-            .map_err(|e| Error::api(StatusCode::BAD_REQUEST, ErrorCode::InvalidLabels, e))?;
+            .map_err(|e| Error::refused(ErrorCode::InvalidLabels, e))?;
         let approval = req.approval.unwrap_or_default();
         let org = &caller.principal.org_id;
         let app = self.find_app(caller, &req.app).await?;
@@ -310,8 +309,7 @@ impl Services<'_> {
             }
         }
         if !problems.is_empty() {
-            return Err(Error::api(
-                StatusCode::BAD_REQUEST,
+            return Err(Error::refused(
                 ErrorCode::InvalidInstall,
                 format!(
                     "install {:?} of app {:?} (config version {}): {}",
@@ -418,8 +416,7 @@ impl Services<'_> {
             &mut problems,
         );
         if !problems.is_empty() {
-            return Err(Error::api(
-                StatusCode::BAD_REQUEST,
+            return Err(Error::refused(
                 ErrorCode::InvalidInputs,
                 format!("install {:?}: {}", install.name, problems.join("; ")),
             ));
@@ -590,7 +587,7 @@ fn too_short(kind: &str, name: &str) -> String {
 const MAX_LABELS: usize = 64;
 
 fn bad_labels(e: String) -> Error {
-    Error::api(StatusCode::BAD_REQUEST, ErrorCode::InvalidLabels, e)
+    Error::refused(ErrorCode::InvalidLabels, e)
 }
 
 impl Services<'_> {

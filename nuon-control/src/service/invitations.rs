@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use nuon_core::app::AppConfig;
 use nuon_core::audit::AuditEntry;
 use nuon_core::endpoint::{self as ep, Endpoint, path_of};
@@ -154,8 +153,9 @@ impl Services<'_> {
                     )));
                 }
                 if i.state != InstallState::Created {
-                    return Err(Error::api(
-                        StatusCode::CONFLICT,
+                    // A conflict with the install's state, under the code
+                    // that names what is wrong with the install.
+                    return Err(Error::conflict(
                         ErrorCode::InvalidInstall,
                         format!(
                             "install {:?} is {}: a customer can finish only an install that was never provisioned",
@@ -371,8 +371,7 @@ impl Services<'_> {
                 let version = self.latest_config(&caller, &app).await?;
                 let (inputs, problems) = customer_inputs(&version.config, &form.inputs);
                 if !problems.is_empty() {
-                    return Err(Error::api(
-                        StatusCode::BAD_REQUEST,
+                    return Err(Error::refused(
                         ErrorCode::InvalidInputs,
                         problems.join("; "),
                     ));

@@ -3,7 +3,6 @@
 //! Queueing and cancelling are for admins, recorded in the audit trail;
 //! any token of the org reads.
 
-use axum::http::StatusCode;
 use nuon_core::endpoint::{self as ep, path_of};
 use nuon_core::wire::{CreateJob, ErrorCode, JobInfo, JobList, LogPage, RunnerInfo, RunnerRole};
 use nuon_core::{DebugJob, ExecJob, Job, JobId, JobSpec, RetryPolicy, now_ms};
@@ -215,8 +214,7 @@ fn ad_hoc_on(
         return Ok((kind, payload));
     }
     let refuse = |why: String| {
-        Error::api(
-            StatusCode::FORBIDDEN,
+        Error::refused(
             ErrorCode::InstallRunnerPolicy,
             format!(
                 "runner {} is an install's runner: it runs the steps of the install's workflows, and only the commands its operator allows besides ({why}). Run a command there with `nuon installs debug INSTALL -- COMMAND...` (POST /v1/installs/{{id}}/debug), which the runner's --debug-commands decides",

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use axum::http::StatusCode;
 use nuon_core::endpoint::{self as ep, path_of};
 use nuon_core::wire::{
     AppInfo, ErrorCode, InputsUpdated, InstallRemoved, UpdateInputs, WorkflowInfo,
@@ -43,8 +42,7 @@ impl Services<'_> {
         // Destroyed with the config it was deployed with.
         let org = &caller.principal.org_id;
         if let Some(r) = self.engine.rollout_holding(org, &install.id).await? {
-            return Err(Error::api(
-                StatusCode::CONFLICT,
+            return Err(Error::refused(
                 ErrorCode::InstallInRollout,
                 format!(
                     "rollout {} ({}) still holds {}: let it finish, or `nuon releases cancel {}` first",
@@ -194,8 +192,7 @@ impl Services<'_> {
             &mut problems,
         );
         if !problems.is_empty() {
-            return Err(Error::api(
-                StatusCode::BAD_REQUEST,
+            return Err(Error::refused(
                 ErrorCode::InvalidInputs,
                 format!("install {:?}: {}", install.name, problems.join("; ")),
             ));

@@ -140,13 +140,11 @@ pub(crate) async fn record(
 pub(crate) fn require_admin(p: &ApiPrincipal) -> Result<(), Error> {
     match p.scope.as_str() {
         "admin" => Ok(()),
-        "deployer" => Err(Error::api(
-            StatusCode::FORBIDDEN,
+        "deployer" => Err(Error::refused(
             ErrorCode::Forbidden,
             "this token is a deployer's: it starts, approves and rolls out workflows; this change needs an admin token",
         )),
-        _ => Err(Error::api(
-            StatusCode::FORBIDDEN,
+        _ => Err(Error::refused(
             ErrorCode::Forbidden,
             "this token is read-only; use an admin token for changes",
         )),
@@ -159,8 +157,7 @@ pub(crate) fn require_admin(p: &ApiPrincipal) -> Result<(), Error> {
 pub(crate) fn require_deployer(p: &ApiPrincipal) -> Result<(), Error> {
     match p.scope.as_str() {
         "admin" | "deployer" => Ok(()),
-        _ => Err(Error::api(
-            StatusCode::FORBIDDEN,
+        _ => Err(Error::refused(
             ErrorCode::Forbidden,
             "this token is read-only; a deployer or admin token starts, approves and rolls out workflows",
         )),
@@ -193,8 +190,7 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<(), Error> {
 /// the detail goes to its log.
 pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> Error {
     tracing::error!(error = %e, "{what}");
-    Error::api(
-        StatusCode::INTERNAL_SERVER_ERROR,
+    Error::refused(
         ErrorCode::Internal,
         format!("{what}; see the control plane's log"),
     )
@@ -207,8 +203,7 @@ impl From<EngineError> for Error {
             EngineError::Invalid(m) => Error::bad_request(m),
             EngineError::NotFound(m) => Error::not_found(m),
             EngineError::Conflict { code, message } => Error::conflict(code, message),
-            EngineError::ShuttingDown => Error::api(
-                StatusCode::SERVICE_UNAVAILABLE,
+            EngineError::ShuttingDown => Error::refused(
                 ErrorCode::ShuttingDown,
                 EngineError::ShuttingDown.to_string(),
             ),
@@ -224,11 +219,7 @@ impl From<KeyError> for Error {
             KeyError::NoOrg(org) => Error::not_found(format!("org {org} not found")),
             KeyError::Store(e) => Error::Store(e),
             KeyError::Sealed(m) => Error::internal(m),
-            e @ KeyError::Sign(_) => Error::api(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::SignerUnavailable,
-                e.to_string(),
-            ),
+            e @ KeyError::Sign(_) => Error::refused(ErrorCode::SignerUnavailable, e.to_string()),
         }
     }
 }

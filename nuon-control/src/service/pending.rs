@@ -133,8 +133,7 @@ impl Services<'_> {
             return Err(nothing_pending(&install));
         };
         if !deployed(install.state) {
-            return Err(Error::api(
-                axum::http::StatusCode::CONFLICT,
+            return Err(Error::refused(
                 ErrorCode::NothingPending,
                 format!(
                     "install {} is {}: nothing of it runs, its next provision deploys its values",
@@ -427,8 +426,7 @@ impl Services<'_> {
 }
 
 fn nothing_pending(install: &StoredInstall) -> Error {
-    Error::api(
-        axum::http::StatusCode::CONFLICT,
+    Error::refused(
         nuon_core::wire::ErrorCode::NothingPending,
         format!(
             "install {} has no pending values: what it holds is deployed (`nuon installs get {}` shows it)",

@@ -8,7 +8,6 @@
 //! read with the token on every request, so a demotion or a removal holds
 //! at once.
 
-use axum::http::StatusCode;
 use nuon_core::TokenId;
 use nuon_core::endpoint::{
     CreateToken as CreateTokenOp, InviteUser as InviteUserOp, RemoveUser, RevokeToken,
@@ -122,8 +121,7 @@ impl Services<'_> {
         }
         let users = self.store.list_users(&p.org_id).await?;
         if users.iter().any(|u| u.role == Role::Owner) {
-            return Err(Error::api(
-                StatusCode::FORBIDDEN,
+            return Err(Error::refused(
                 ErrorCode::Forbidden,
                 "only an owner makes, changes or removes an owner",
             ));
@@ -241,8 +239,7 @@ impl Services<'_> {
             .parse()
             .map_err(|_| Error::not_found(format!("no token {raw:?}")))?;
         if id == p.token_id {
-            return Err(Error::api(
-                StatusCode::CONFLICT,
+            return Err(Error::refused(
                 ErrorCode::OwnToken,
                 "a token cannot revoke itself: revoke it with another admin token",
             ));

@@ -3,7 +3,6 @@
 //! is made, so that whatever is synced or built later, the release
 //! deploys the same artifacts by digest.
 
-use axum::http::StatusCode;
 use nuon_core::endpoint::{self as ep, path_of};
 use nuon_core::wire::{CreateRelease, ErrorCode, ReleaseInfo, ReleaseList};
 use nuon_core::{OrgId, ReleaseId, now_ms};
@@ -77,8 +76,7 @@ impl Services<'_> {
                     version.version
                 )
             };
-            return Err(Error::api(
-                StatusCode::CONFLICT,
+            return Err(Error::refused(
                 ErrorCode::NotBuilt,
                 format!(
                     "a release needs a successful build of every component: config version {} of app {:?} has none of {}; {fix}",

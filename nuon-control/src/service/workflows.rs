@@ -4,7 +4,6 @@
 //! masked).
 
 use crate::engine::Start;
-use axum::http::StatusCode;
 use nuon_core::endpoint::{self as ep, Endpoint, path_of};
 use nuon_core::wire::RunnerStatus;
 use nuon_core::wire::{
@@ -294,7 +293,7 @@ impl Services<'_> {
             .and_then(|o| serde_json::from_str(o).ok())
             .unwrap_or_default();
         outputs.install_stack = crate::engine::render::stack_outputs(self.secrets, &install)
-            .map_err(|e| Error::api(StatusCode::CONFLICT, ErrorCode::StackOutputsRefused, e))?;
+            .map_err(|e| Error::refused(ErrorCode::StackOutputsRefused, e))?;
         Ok(outputs.masked())
     }
 

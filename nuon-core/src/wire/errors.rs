@@ -171,6 +171,73 @@ status! {
     }
 }
 
+impl ErrorCode {
+    /// The HTTP status an answer with this code has: one status per code,
+    /// so what refuses a request names only its code (the service layer
+    /// speaks in codes; the API answers with this), and a client knows
+    /// what a status means from the code it reads.
+    pub const fn http_status(self) -> u16 {
+        match self {
+            Self::BadRequest
+            | Self::InvalidConfig
+            | Self::UnknownSignIn
+            | Self::RunnerSessionRequired
+            | Self::InvalidInputs
+            | Self::InvalidInstall
+            | Self::InvalidLabels
+            | Self::InvalidSelector => 400,
+            Self::Unauthorized | Self::SignInRefused | Self::InstallTokenRefused => 401,
+            Self::Forbidden
+            | Self::Csrf
+            | Self::NotInvited
+            | Self::NotAnInstallRunner
+            | Self::InstallRunnerPolicy
+            | Self::WrongComponent => 403,
+            Self::NotFound | Self::WrongApi | Self::OidcNotConfigured => 404,
+            Self::MethodNotAllowed => 405,
+            Self::NameTaken
+            | Self::EmailTaken
+            | Self::LastOwner
+            | Self::SubjectMismatch
+            | Self::KeyRotated
+            | Self::OwnToken
+            | Self::StaleAttempt
+            | Self::LogsPending
+            | Self::RunnerInUse
+            | Self::SettingsNotRendered
+            | Self::WrongSigningKey
+            | Self::RunnerReleaseExists
+            | Self::NoBuildRunner
+            | Self::NotBuilt
+            | Self::InstallBusy
+            | Self::InstallInRollout
+            | Self::AppHasInstalls
+            | Self::InstallValuesRefused
+            | Self::StackNotMade
+            | Self::StackOutputsRefused
+            | Self::StateLocked
+            | Self::WorkflowEnded
+            | Self::NotWaiting
+            | Self::NoSuchStep
+            | Self::NotAPlan
+            | Self::NotFailed
+            | Self::AfterTheFailure
+            | Self::NotFailedStep
+            | Self::StepRunning
+            | Self::AlreadyStarted
+            | Self::StaleRollout
+            | Self::RolloutState
+            | Self::NothingPending => 409,
+            Self::TooLarge => 413,
+            Self::UnsupportedMediaType => 415,
+            Self::TooManyAttempts => 429,
+            Self::Internal => 500,
+            Self::HttpError | Self::IdentityProvider => 502,
+            Self::ShuttingDown | Self::SignerUnavailable => 503,
+        }
+    }
+}
+
 impl ApiErrorBody {
     /// Its code, when this build knows it (a newer control plane may
     /// answer with one it does not).
@@ -197,5 +264,27 @@ mod tests {
             assert_eq!(json, format!("\"{c}\""));
         }
         assert!("no_such_code".parse::<ErrorCode>().is_err());
+    }
+
+    /// Every code answers with an error status, a refusal of the caller's
+    /// (4xx) or the control plane's own failure (5xx) as the code says.
+    #[test]
+    fn every_code_has_one_error_status() {
+        for c in ErrorCode::ALL {
+            let status = c.http_status();
+            assert!((400..=599).contains(&status), "{c}: {status}");
+        }
+        let server_side = [
+            ErrorCode::Internal,
+            ErrorCode::HttpError,
+            ErrorCode::IdentityProvider,
+            ErrorCode::ShuttingDown,
+            ErrorCode::SignerUnavailable,
+        ];
+        for c in ErrorCode::ALL {
+            assert_eq!(server_side.contains(c), c.http_status() >= 500, "{c}");
+        }
+        assert_eq!(ErrorCode::NotFound.http_status(), 404);
+        assert_eq!(ErrorCode::StaleAttempt.http_status(), 409);
     }
 }

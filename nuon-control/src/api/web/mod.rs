@@ -302,8 +302,7 @@ fn csrf_refused(web: &Web, given: &str) -> Option<Response> {
     if same(given, &web.csrf) {
         return None;
     }
-    Some(error_page(Error::api(
-        StatusCode::FORBIDDEN,
+    Some(error_page(Error::refused(
         nuon_core::wire::ErrorCode::Csrf,
         "this form is not from this session (its CSRF token is missing or wrong): reload the page and try again",
     )))
