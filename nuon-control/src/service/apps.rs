@@ -3,7 +3,7 @@
 //! `configs.rs`.
 
 use nuon_core::AppId;
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{AppInfo, AppList, ComponentList, ConfigFile, ConfigVersionInfo, CreateApp};
 
 use super::{Caller, Services, check_name, internal, require_admin};
@@ -21,7 +21,7 @@ impl Services<'_> {
         req: CreateApp,
     ) -> Result<AppInfo, Error> {
         let result = self.make_app(caller, req).await;
-        self.audited::<ep::CreateApp, _>(caller, path_of::<ep::CreateApp>(&[]), result)
+        self.audited_at::<ep::CreateApp, _>(caller, &[], result)
             .await
     }
 

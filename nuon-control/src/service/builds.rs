@@ -3,7 +3,7 @@
 //! from, and how what it built is packaged.
 
 use nuon_core::app::{ComponentKind, Source, source_dir};
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{BuildInfo, BuildList, ConfigFile, CreateBuilds, ErrorCode};
 use nuon_core::{
     BuildJob, BuildSource, Job, JobId, JobSpec, Package, RetryPolicy, SourceFileContents, now_ms,
@@ -24,7 +24,7 @@ impl Services<'_> {
         req: CreateBuilds,
     ) -> Result<BuildList, Error> {
         let result = self.build(caller, key, req).await;
-        self.audited::<ep::CreateBuilds, _>(caller, path_of::<ep::CreateBuilds>(&[key]), result)
+        self.audited_at::<ep::CreateBuilds, _>(caller, &[key], result)
             .await
     }
 

@@ -3,7 +3,7 @@
 //! (`nuon-runner run --debug-commands`); a refusal fails the job with its
 //! reason.
 
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{DebugRequest, JobInfo};
 use nuon_core::{DebugJob, Job, JobId, JobSpec, RetryPolicy, now_ms};
 
@@ -27,8 +27,7 @@ impl Services<'_> {
         req: DebugRequest,
     ) -> Result<JobInfo, Error> {
         let result = self.queue_debug(caller, key, req).await;
-        let target = path_of::<ep::RequestInstallDebug>(&[key]);
-        self.audited::<ep::RequestInstallDebug, _>(caller, target, result)
+        self.audited_at::<ep::RequestInstallDebug, _>(caller, &[key], result)
             .await
     }
 

@@ -2,7 +2,7 @@
 //! whichever installs match it when it is read. Made and deleted by
 //! admins (recorded in the audit trail), read by any token.
 
-use nuon_core::endpoint::{CreateInstallGroup, DeleteInstallGroup, path_of};
+use nuon_core::endpoint::{CreateInstallGroup, DeleteInstallGroup};
 use nuon_core::labels::Selector;
 use nuon_core::wire::{CreateGroup, ErrorCode, GroupInfo, GroupList};
 
@@ -27,8 +27,7 @@ impl Services<'_> {
         req: CreateGroup,
     ) -> Result<GroupInfo, Error> {
         let result = self.make_group(caller, req).await;
-        let target = path_of::<CreateInstallGroup>(&[]);
-        self.audited::<CreateInstallGroup, _>(caller, target, result)
+        self.audited_at::<CreateInstallGroup, _>(caller, &[], result)
             .await
     }
 
@@ -83,8 +82,7 @@ impl Services<'_> {
         name: &str,
     ) -> Result<GroupInfo, Error> {
         let result = self.remove_group(caller, name).await;
-        let target = path_of::<DeleteInstallGroup>(&[name]);
-        self.audited::<DeleteInstallGroup, _>(caller, target, result)
+        self.audited_at::<DeleteInstallGroup, _>(caller, &[name], result)
             .await
     }
 

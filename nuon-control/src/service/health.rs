@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use nuon_core::app::AppConfig;
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{
     HealthStatus, InstallCheck, InstallHealth, InstallInfo, PushCheck, RunnerInfo, SyncStatus,
     check_name,
@@ -33,8 +33,7 @@ impl Services<'_> {
         req: PushCheck,
     ) -> Result<InstallCheck, Error> {
         let result = self.set_check(caller, key, name, req).await;
-        let target = path_of::<ep::PushInstallCheck>(&[key, name]);
-        self.audited::<ep::PushInstallCheck, _>(caller, target, result)
+        self.audited_at::<ep::PushInstallCheck, _>(caller, &[key, name], result)
             .await
     }
 

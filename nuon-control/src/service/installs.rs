@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use nuon_core::OrgId;
 use nuon_core::app::{AppConfig, SecretHolder};
-use nuon_core::endpoint::{self as ep, Endpoint, SetInstallLabels, UpdateInstall, path_of};
+use nuon_core::endpoint::{self as ep, Endpoint, SetInstallLabels, UpdateInstall};
 use nuon_core::labels::{check_key, check_labels};
 use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{
@@ -92,7 +92,7 @@ impl Services<'_> {
         req: EditInstall,
     ) -> Result<InstallInfo, Error> {
         let result = self.change_install(caller, key, req).await;
-        self.audited::<UpdateInstall, _>(caller, path_of::<UpdateInstall>(&[key]), result)
+        self.audited_at::<UpdateInstall, _>(caller, &[key], result)
             .await
     }
 
@@ -191,7 +191,7 @@ impl Services<'_> {
         req: CreateInstall,
     ) -> Result<InstallCreated, Error> {
         let result = self.make_install(caller, req).await;
-        self.audited::<ep::CreateInstall, _>(caller, path_of::<ep::CreateInstall>(&[]), result)
+        self.audited_at::<ep::CreateInstall, _>(caller, &[], result)
             .await
     }
 
@@ -374,8 +374,7 @@ impl Services<'_> {
         req: SetInputs,
     ) -> Result<InstallInfo, Error> {
         let result = self.put_inputs(caller, key, req).await;
-        let target = path_of::<ep::SetInstallInputs>(&[key]);
-        self.audited::<ep::SetInstallInputs, _>(caller, target, result)
+        self.audited_at::<ep::SetInstallInputs, _>(caller, &[key], result)
             .await
     }
 
@@ -401,10 +400,7 @@ impl Services<'_> {
                 Error::not_found(format!("no config version {}", install.config_version))
             })?;
         let config = decode_config(self.secrets, &app, c)?.config;
-        let mut plain: BTreeMap<String, Value> = serde_json::from_str(&install.inputs_json)
-            .map_err(|e| internal("stored inputs unreadable", e))?;
-        let mut sealed: Sealed = serde_json::from_str(&install.sealed_json)
-            .map_err(|e| internal("stored secrets unreadable", e))?;
+        let (mut plain, mut sealed) = stored_values(&install)?;
         let mut problems = Vec::new();
         resolve_inputs(
             &config,
@@ -421,16 +417,8 @@ impl Services<'_> {
                 format!("install {:?}: {}", install.name, problems.join("; ")),
             ));
         }
-        self.store
-            .set_install_inputs(
-                org,
-                &install.id,
-                &serde_json::to_string(&plain).map_err(|e| internal("cannot encode inputs", e))?,
-                &serde_json::to_string(&sealed)
-                    .map_err(|e| internal("cannot encode secrets", e))?,
-            )
-            .await?
-            .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
+        self.write_values(org, &install, key, &plain, &sealed)
+            .await?;
         // Not deployed now: pending until the components that read them are.
         let names: Vec<String> = req.inputs.keys().cloned().collect();
         let readers: Vec<String> = nuon_core::app::components_reading(&config, &names, &[])
@@ -601,8 +589,7 @@ impl Services<'_> {
         req: LabelChange,
     ) -> Result<InstallInfo, Error> {
         let result = self.change_labels(caller, key, req).await;
-        let target = path_of::<SetInstallLabels>(&[key]);
-        self.audited::<SetInstallLabels, _>(caller, target, result)
+        self.audited_at::<SetInstallLabels, _>(caller, &[key], result)
             .await
     }
 
@@ -641,6 +628,40 @@ impl Services<'_> {
             })?;
         self.install_view(caller, StoredInstall { labels, ..install })
             .await
+    }
+}
+
+/// An install's stored inputs: the plain ones, and the sealed values
+/// (sensitive inputs and secrets).
+pub(crate) fn stored_values(
+    install: &StoredInstall,
+) -> Result<(BTreeMap<String, Value>, Sealed), Error> {
+    let plain = serde_json::from_str(&install.inputs_json)
+        .map_err(|e| internal("stored inputs unreadable", e))?;
+    let sealed = serde_json::from_str(&install.sealed_json)
+        .map_err(|e| internal("stored secrets unreadable", e))?;
+    Ok((plain, sealed))
+}
+
+impl Services<'_> {
+    /// Writes an install's inputs, plain and sealed; the install after, or
+    /// a 404 (for `key`) when it went meanwhile.
+    pub(crate) async fn write_values(
+        &self,
+        org: &OrgId,
+        install: &StoredInstall,
+        key: &str,
+        plain: &BTreeMap<String, Value>,
+        sealed: &Sealed,
+    ) -> Result<StoredInstall, Error> {
+        let plain =
+            serde_json::to_string(plain).map_err(|e| internal("cannot encode inputs", e))?;
+        let sealed =
+            serde_json::to_string(sealed).map_err(|e| internal("cannot encode secrets", e))?;
+        self.store
+            .set_install_inputs(org, &install.id, &plain, &sealed)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("no install {key:?}")))
     }
 }
 

@@ -241,12 +241,8 @@ impl Services<'_> {
             Ok(invitation_info(found, app.map(|a| a.name), now_ms()))
         }
         .await;
-        self.audited::<ep::RevokeInvitation, _>(
-            caller,
-            path_of::<ep::RevokeInvitation>(&[key]),
-            result,
-        )
-        .await
+        self.audited_at::<ep::RevokeInvitation, _>(caller, &[key], result)
+            .await
     }
 }
 

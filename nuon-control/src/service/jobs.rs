@@ -3,7 +3,7 @@
 //! Queueing and cancelling are for admins, recorded in the audit trail;
 //! any token of the org reads.
 
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{CreateJob, ErrorCode, JobInfo, JobList, LogPage, RunnerInfo, RunnerRole};
 use nuon_core::{DebugJob, ExecJob, Job, JobId, JobSpec, RetryPolicy, now_ms};
 
@@ -27,8 +27,7 @@ impl Services<'_> {
         req: CreateJob,
     ) -> Result<JobInfo, Error> {
         let result = self.queue_job(caller, req).await;
-        let target = path_of::<ep::CreateJob>(&[]);
-        self.audited::<ep::CreateJob, _>(caller, target, result)
+        self.audited_at::<ep::CreateJob, _>(caller, &[], result)
             .await
     }
 
@@ -150,8 +149,7 @@ impl Services<'_> {
     /// trail, refusals included.
     pub(crate) async fn cancel_job(&self, caller: &Caller, key: &str) -> Result<JobInfo, Error> {
         let result = self.stop_job(caller, key).await;
-        let target = path_of::<ep::CancelJob>(&[key]);
-        self.audited::<ep::CancelJob, _>(caller, target, result)
+        self.audited_at::<ep::CancelJob, _>(caller, &[key], result)
             .await
     }
 

@@ -4,21 +4,18 @@
 //! triggers around a redeploy of what reads the values), and deleting an
 //! app that has no install left.
 
-use std::collections::BTreeMap;
 
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{
     AppInfo, ErrorCode, InputsUpdated, InstallRemoved, UpdateInputs, WorkflowInfo,
 };
 use nuon_core::workflow::{self, WorkflowKind};
-use serde_json::Value;
 
-use super::installs::{resolve_inputs, resolve_secrets};
+use super::installs::{resolve_inputs, resolve_secrets, stored_values};
 use super::workflows::workflow_view;
-use super::{Caller, Services, internal, require_admin};
+use super::{Caller, Services, require_admin};
 use crate::engine::Start;
 use crate::error::Error;
-use crate::secrets::Sealed;
 
 impl Services<'_> {
     /// `DELETE /v1/installs/{id}`: a deprovision of the install, with the
@@ -31,8 +28,7 @@ impl Services<'_> {
         key: &str,
     ) -> Result<WorkflowInfo, Error> {
         let result = self.start_deprovision(caller, key).await;
-        let target = path_of::<ep::DeleteInstall>(&[key]);
-        self.audited::<ep::DeleteInstall, _>(caller, target, result)
+        self.audited_at::<ep::DeleteInstall, _>(caller, &[key], result)
             .await
     }
 
@@ -87,8 +83,7 @@ impl Services<'_> {
         key: &str,
     ) -> Result<InstallRemoved, Error> {
         let result = self.forget_record(caller, key).await;
-        let target = path_of::<ep::ForgetInstall>(&[key]);
-        self.audited::<ep::ForgetInstall, _>(caller, target, result)
+        self.audited_at::<ep::ForgetInstall, _>(caller, &[key], result)
             .await
     }
 
@@ -127,8 +122,7 @@ impl Services<'_> {
         req: UpdateInputs,
     ) -> Result<InputsUpdated, Error> {
         let result = self.change_inputs(caller, key, req).await;
-        let target = path_of::<ep::UpdateInstallInputs>(&[key]);
-        self.audited::<ep::UpdateInstallInputs, _>(caller, target, result)
+        self.audited_at::<ep::UpdateInstallInputs, _>(caller, &[key], result)
             .await
     }
 
@@ -168,10 +162,7 @@ impl Services<'_> {
             .engine
             .app_config(org, &install.app_id, install.config_version)
             .await?;
-        let mut plain: BTreeMap<String, Value> = serde_json::from_str(&install.inputs_json)
-            .map_err(|e| internal("stored inputs unreadable", e))?;
-        let mut sealed: Sealed = serde_json::from_str(&install.sealed_json)
-            .map_err(|e| internal("stored secrets unreadable", e))?;
+        let (mut plain, mut sealed) = stored_values(&install)?;
         let mut problems = Vec::new();
         let b = self.secrets;
         resolve_inputs(
@@ -228,16 +219,8 @@ impl Services<'_> {
             });
         }
         let updated = self
-            .store
-            .set_install_inputs(
-                org,
-                &install.id,
-                &serde_json::to_string(&plain).map_err(|e| internal("cannot encode inputs", e))?,
-                &serde_json::to_string(&sealed)
-                    .map_err(|e| internal("cannot encode secrets", e))?,
-            )
-            .await?
-            .ok_or_else(|| Error::not_found(format!("no install {key:?}")))?;
+            .write_values(org, &install, key, &plain, &sealed)
+            .await?;
         let workflow = if redeploys.is_empty() && actions.is_empty() && !sync_secrets {
             None
         } else {
@@ -297,8 +280,7 @@ impl Services<'_> {
     /// in the audit trail, refusals included. The app as it was.
     pub(crate) async fn delete_app(&self, caller: &Caller, key: &str) -> Result<AppInfo, Error> {
         let result = self.delete_empty_app(caller, key).await;
-        let target = path_of::<ep::DeleteApp>(&[key]);
-        self.audited::<ep::DeleteApp, _>(caller, target, result)
+        self.audited_at::<ep::DeleteApp, _>(caller, &[key], result)
             .await
     }
 

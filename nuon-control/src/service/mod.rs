@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use nuon_core::audit::AuditEntry;
-use nuon_core::endpoint::Endpoint;
+use nuon_core::endpoint::{Endpoint, path_of};
 use nuon_core::now_ms;
 use nuon_core::wire::ErrorCode;
 
@@ -93,6 +93,28 @@ impl Services<'_> {
     ) -> Result<T, Error> {
         let ok = StatusCode::from_u16(E::STATUS).unwrap_or(StatusCode::OK);
         self.audited_as::<E, T>(caller, target, ok, result).await
+    }
+
+    /// [`Services::audited`] on the operation's own path, made from
+    /// `keys` (the request's path parameters, as the caller gave them).
+    pub(crate) async fn audited_at<E: Endpoint, T>(
+        &self,
+        caller: &Caller,
+        keys: &[&str],
+        result: Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.audited::<E, T>(caller, path_of::<E>(keys), result)
+            .await
+    }
+
+    /// The status a success with `dry_run` is answered with: a dry run
+    /// changes nothing (200), anything else makes what it asks (201).
+    pub(crate) fn made_unless(dry_run: bool) -> StatusCode {
+        if dry_run {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        }
     }
 
     /// [`Services::audited`] for an operation that may succeed with

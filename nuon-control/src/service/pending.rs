@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use nuon_core::app::AppConfig;
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::model::{InstallState, InstallValues, Unapplied};
 use nuon_core::wire::{ErrorCode, PendingResolved, PendingValue, WorkflowInfo};
 use nuon_core::workflow::WorkflowKind;
@@ -117,12 +117,8 @@ impl Services<'_> {
         key: &str,
     ) -> Result<PendingResolved, Error> {
         let result = self.deploy_pending(caller, key).await;
-        self.audited::<ep::ApplyInstallPending, _>(
-            caller,
-            path_of::<ep::ApplyInstallPending>(&[key]),
-            result,
-        )
-        .await
+        self.audited_at::<ep::ApplyInstallPending, _>(caller, &[key], result)
+            .await
     }
 
     async fn deploy_pending(&self, caller: &Caller, key: &str) -> Result<PendingResolved, Error> {
@@ -190,12 +186,8 @@ impl Services<'_> {
         key: &str,
     ) -> Result<PendingResolved, Error> {
         let result = self.drop_pending(caller, key).await;
-        self.audited::<ep::DiscardInstallPending, _>(
-            caller,
-            path_of::<ep::DiscardInstallPending>(&[key]),
-            result,
-        )
-        .await
+        self.audited_at::<ep::DiscardInstallPending, _>(caller, &[key], result)
+            .await
     }
 
     async fn drop_pending(&self, caller: &Caller, key: &str) -> Result<PendingResolved, Error> {

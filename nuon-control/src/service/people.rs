@@ -11,7 +11,7 @@
 use nuon_core::TokenId;
 use nuon_core::endpoint::{
     CreateToken as CreateTokenOp, InviteUser as InviteUserOp, RemoveUser, RevokeToken,
-    SetUserRole as SetUserRoleOp, path_of,
+    SetUserRole as SetUserRoleOp,
 };
 use nuon_core::token::issue_api_token;
 use nuon_core::wire::{
@@ -40,8 +40,7 @@ impl Services<'_> {
         req: InviteUser,
     ) -> Result<UserInfo, Error> {
         let result = self.invite_person(caller, req).await;
-        let target = path_of::<InviteUserOp>(&[]);
-        self.audited::<InviteUserOp, _>(caller, target, result)
+        self.audited_at::<InviteUserOp, _>(caller, &[], result)
             .await
     }
 
@@ -69,8 +68,7 @@ impl Services<'_> {
         req: SetUserRole,
     ) -> Result<UserInfo, Error> {
         let result = self.change_person_role(caller, key, req).await;
-        let target = path_of::<SetUserRoleOp>(&[key]);
-        self.audited::<SetUserRoleOp, _>(caller, target, result)
+        self.audited_at::<SetUserRoleOp, _>(caller, &[key], result)
             .await
     }
 
@@ -96,8 +94,8 @@ impl Services<'_> {
     /// included.
     pub(crate) async fn remove_user(&self, caller: &Caller, key: &str) -> Result<UserInfo, Error> {
         let result = self.remove_person(caller, key).await;
-        let target = path_of::<RemoveUser>(&[key]);
-        self.audited::<RemoveUser, _>(caller, target, result).await
+        self.audited_at::<RemoveUser, _>(caller, &[key], result)
+            .await
     }
 
     async fn remove_person(&self, caller: &Caller, key: &str) -> Result<UserInfo, Error> {
@@ -166,8 +164,7 @@ impl Services<'_> {
         req: CreateToken,
     ) -> Result<TokenCreated, Error> {
         let result = self.make_api_token(caller, req).await;
-        let target = path_of::<CreateTokenOp>(&[]);
-        self.audited::<CreateTokenOp, _>(caller, target, result)
+        self.audited_at::<CreateTokenOp, _>(caller, &[], result)
             .await
     }
 
@@ -227,8 +224,8 @@ impl Services<'_> {
         raw: &str,
     ) -> Result<TokenInfo, Error> {
         let result = self.retire_token(caller, raw).await;
-        let target = path_of::<RevokeToken>(&[raw]);
-        self.audited::<RevokeToken, _>(caller, target, result).await
+        self.audited_at::<RevokeToken, _>(caller, &[raw], result)
+            .await
     }
 
     async fn retire_token(&self, caller: &Caller, raw: &str) -> Result<TokenInfo, Error> {

@@ -3,7 +3,7 @@
 //! is made, so that whatever is synced or built later, the release
 //! deploys the same artifacts by digest.
 
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{CreateRelease, ErrorCode, ReleaseInfo, ReleaseList};
 use nuon_core::{OrgId, ReleaseId, now_ms};
 
@@ -23,7 +23,7 @@ impl Services<'_> {
         req: CreateRelease,
     ) -> Result<ReleaseInfo, Error> {
         let result = self.freeze_release(caller, req).await;
-        self.audited::<ep::CreateRelease, _>(caller, path_of::<ep::CreateRelease>(&[]), result)
+        self.audited_at::<ep::CreateRelease, _>(caller, &[], result)
             .await
     }
 

@@ -4,8 +4,7 @@
 //! engine ([`crate::engine`]) plans and drives them; here are who may,
 //! how a rollout is shown and the audit trail.
 
-use axum::http::StatusCode;
-use nuon_core::endpoint::{self as ep, Endpoint, path_of};
+use nuon_core::endpoint::{self as ep, path_of};
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList, RolloutStatus, TargetState};
 use nuon_core::wire::ReleaseInfo;
 use nuon_core::workflow::StepStatus;
@@ -27,11 +26,7 @@ impl Services<'_> {
         key: &str,
         req: CreateRollout,
     ) -> Result<RolloutInfo, Error> {
-        let ok = if req.dry_run {
-            StatusCode::OK
-        } else {
-            StatusCode::CREATED
-        };
+        let ok = Self::made_unless(req.dry_run);
         let result = self.start_rollout(caller, key, &req).await;
         let target = path_of::<ep::CreateRollout>(&[key]);
         self.audited_as::<ep::CreateRollout, _>(caller, target, ok, result)
@@ -114,38 +109,26 @@ impl Services<'_> {
         let result = self.rollout_act(caller, key, act).await;
         match act {
             RolloutAct::Resume => {
-                self.audited_on_rollout::<ep::ResumeRollout, _>(caller, key, result)
+                self.audited_at::<ep::ResumeRollout, _>(caller, &[key], result)
                     .await
             }
             RolloutAct::Pause => {
-                self.audited_on_rollout::<ep::PauseRollout, _>(caller, key, result)
+                self.audited_at::<ep::PauseRollout, _>(caller, &[key], result)
                     .await
             }
             RolloutAct::Retry => {
-                self.audited_on_rollout::<ep::RetryRollout, _>(caller, key, result)
+                self.audited_at::<ep::RetryRollout, _>(caller, &[key], result)
                     .await
             }
             RolloutAct::Cancel => {
-                self.audited_on_rollout::<ep::CancelRollout, _>(caller, key, result)
+                self.audited_at::<ep::CancelRollout, _>(caller, &[key], result)
                     .await
             }
             RolloutAct::Rollback => {
-                self.audited_on_rollout::<ep::RollbackRollout, _>(caller, key, result)
+                self.audited_at::<ep::RollbackRollout, _>(caller, &[key], result)
                     .await
             }
         }
-    }
-
-    /// `result` of operation `E` on rollout `key`, recorded under the
-    /// operation's path.
-    async fn audited_on_rollout<E: Endpoint, T>(
-        &self,
-        caller: &Caller,
-        key: &str,
-        result: Result<T, Error>,
-    ) -> Result<T, Error> {
-        self.audited::<E, T>(caller, path_of::<E>(&[key]), result)
-            .await
     }
 
     async fn rollout_act(

@@ -4,7 +4,6 @@
 //! rollout engine (`kind: runner`). Reading one, and its binary, are in
 //! [`super::runner_binaries`].
 
-use axum::http::StatusCode;
 use nuon_core::Signed as _;
 use nuon_core::endpoint::{self as ep, path_of};
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
@@ -25,8 +24,7 @@ impl Services<'_> {
         req: PublishRunnerRelease,
     ) -> Result<RunnerReleaseInfo, Error> {
         let result = self.sign_runner_release(caller, req).await;
-        let target = path_of::<ep::PublishRunnerRelease>(&[]);
-        self.audited::<ep::PublishRunnerRelease, _>(caller, target, result)
+        self.audited_at::<ep::PublishRunnerRelease, _>(caller, &[], result)
             .await
     }
 
@@ -91,11 +89,7 @@ impl Services<'_> {
         key: &str,
         req: CreateRollout,
     ) -> Result<RolloutInfo, Error> {
-        let ok = if req.dry_run {
-            StatusCode::OK
-        } else {
-            StatusCode::CREATED
-        };
+        let ok = Self::made_unless(req.dry_run);
         let result = self.start_runner_rollout(caller, key, &req).await;
         let target = path_of::<ep::CreateRunnerRollout>(&[key]);
         self.audited_as::<ep::CreateRunnerRollout, _>(caller, target, ok, result)

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::token::issue_runner_token;
 use nuon_core::wire::{CreateRunner, RunnerCreated, RunnerInfo, RunnerList, RunnerStatus};
 use nuon_core::{OrgId, RunnerId};
@@ -24,8 +24,7 @@ impl Services<'_> {
         req: CreateRunner,
     ) -> Result<RunnerCreated, Error> {
         let result = self.register_runner(caller, req).await;
-        let target = path_of::<ep::CreateRunner>(&[]);
-        self.audited::<ep::CreateRunner, _>(caller, target, result)
+        self.audited_at::<ep::CreateRunner, _>(caller, &[], result)
             .await
     }
 
@@ -92,8 +91,7 @@ impl Services<'_> {
         key: &str,
     ) -> Result<RunnerInfo, Error> {
         let result = self.withdraw_runner(caller, key).await;
-        let target = path_of::<ep::RevokeRunner>(&[key]);
-        self.audited::<ep::RevokeRunner, _>(caller, target, result)
+        self.audited_at::<ep::RevokeRunner, _>(caller, &[key], result)
             .await
     }
 
@@ -127,8 +125,7 @@ impl Services<'_> {
         key: &str,
     ) -> Result<RunnerCreated, Error> {
         let result = self.reissue_runner_token(caller, key).await;
-        let target = path_of::<ep::RotateRunnerToken>(&[key]);
-        self.audited::<ep::RotateRunnerToken, _>(caller, target, result)
+        self.audited_at::<ep::RotateRunnerToken, _>(caller, &[key], result)
             .await
     }
 

@@ -4,7 +4,7 @@
 //! Terraform itself talks to is the Runner API's (`api/state.rs`).
 
 use nuon_core::InstallId;
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{ComponentStateInfo, StateList, StateLockInfo, StateUnlocked};
 
 use super::{Caller, Services, require_admin, valid_name};
@@ -43,8 +43,7 @@ impl Services<'_> {
         component: &str,
     ) -> Result<StateUnlocked, Error> {
         let result = self.unlock_by_force(caller, key, component).await;
-        let target = path_of::<ep::ForceUnlockState>(&[key, component]);
-        self.audited::<ep::ForceUnlockState, _>(caller, target, result)
+        self.audited_at::<ep::ForceUnlockState, _>(caller, &[key, component], result)
             .await
     }
 

@@ -4,7 +4,7 @@
 //! Terraform variables), deployed when set.
 
 use nuon_core::app::AppConfig;
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::model::InstallState;
 use nuon_core::wire::{
     ComponentOverridden, ComponentToggled, InstallComponent, InstallComponents, InstallOutputs,
@@ -45,12 +45,10 @@ impl Services<'_> {
     ) -> Result<ComponentToggled, Error> {
         let result = self.turn_component(caller, key, name, on).await;
         if on {
-            let target = path_of::<ep::EnableInstallComponent>(&[key, name]);
-            self.audited::<ep::EnableInstallComponent, _>(caller, target, result)
+            self.audited_at::<ep::EnableInstallComponent, _>(caller, &[key, name], result)
                 .await
         } else {
-            let target = path_of::<ep::DisableInstallComponent>(&[key, name]);
-            self.audited::<ep::DisableInstallComponent, _>(caller, target, result)
+            self.audited_at::<ep::DisableInstallComponent, _>(caller, &[key, name], result)
                 .await
         }
     }
@@ -186,8 +184,7 @@ impl Services<'_> {
         req: SetComponentOverride,
     ) -> Result<ComponentOverridden, Error> {
         let result = self.change_override(caller, key, name, req).await;
-        let target = path_of::<ep::SetInstallComponentOverrides>(&[key, name]);
-        self.audited::<ep::SetInstallComponentOverrides, _>(caller, target, result)
+        self.audited_at::<ep::SetInstallComponentOverrides, _>(caller, &[key, name], result)
             .await
     }
 

@@ -3,7 +3,7 @@
 //! themselves are made by the operations layer ([`crate::ops`]).
 
 use nuon_core::WebhookId;
-use nuon_core::endpoint::{self as ep, path_of};
+use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{CreateWebhook, DeliveryList, WebhookCreated, WebhookInfo, WebhookList};
 
 use super::{Caller, Services, require_admin};
@@ -25,7 +25,7 @@ impl Services<'_> {
         req: CreateWebhook,
     ) -> Result<WebhookCreated, Error> {
         let result = self.add_webhook(caller, req).await;
-        self.audited::<ep::CreateWebhook, _>(caller, path_of::<ep::CreateWebhook>(&[]), result)
+        self.audited_at::<ep::CreateWebhook, _>(caller, &[], result)
             .await
     }
 
@@ -109,7 +109,7 @@ impl Services<'_> {
         raw: &str,
     ) -> Result<WebhookInfo, Error> {
         let result = self.drop_webhook(caller, raw).await;
-        self.audited::<ep::RemoveWebhook, _>(caller, path_of::<ep::RemoveWebhook>(&[raw]), result)
+        self.audited_at::<ep::RemoveWebhook, _>(caller, &[raw], result)
             .await
     }
 

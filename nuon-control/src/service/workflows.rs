@@ -52,27 +52,27 @@ impl Services<'_> {
         let result = self.act(caller, raw, act, step).await;
         match act {
             WorkflowAct::Approve { .. } => {
-                self.audited_on::<ep::ApproveWorkflowStep, _>(caller, raw, result)
+                self.audited_at::<ep::ApproveWorkflowStep, _>(caller, &[raw], result)
                     .await
             }
             WorkflowAct::Deny => {
-                self.audited_on::<ep::DenyWorkflowStep, _>(caller, raw, result)
+                self.audited_at::<ep::DenyWorkflowStep, _>(caller, &[raw], result)
                     .await
             }
             WorkflowAct::Respond(_) => {
-                self.audited_on::<ep::RespondToApproval, _>(caller, raw, result)
+                self.audited_at::<ep::RespondToApproval, _>(caller, &[raw], result)
                     .await
             }
             WorkflowAct::Cancel => {
-                self.audited_on::<ep::CancelWorkflow, _>(caller, raw, result)
+                self.audited_at::<ep::CancelWorkflow, _>(caller, &[raw], result)
                     .await
             }
             WorkflowAct::Retry => {
-                self.audited_on::<ep::RetryWorkflow, _>(caller, raw, result)
+                self.audited_at::<ep::RetryWorkflow, _>(caller, &[raw], result)
                     .await
             }
             WorkflowAct::Skip => {
-                self.audited_on::<ep::SkipWorkflowStep, _>(caller, raw, result)
+                self.audited_at::<ep::SkipWorkflowStep, _>(caller, &[raw], result)
                     .await
             }
         }
@@ -157,7 +157,7 @@ impl Services<'_> {
         req: CreateWorkflow,
     ) -> Result<WorkflowInfo, Error> {
         let result = self.start(caller, key, req).await;
-        self.audited::<ep::CreateWorkflow, _>(caller, path_of::<ep::CreateWorkflow>(&[key]), result)
+        self.audited_at::<ep::CreateWorkflow, _>(caller, &[key], result)
             .await
     }
 
@@ -295,18 +295,6 @@ impl Services<'_> {
         outputs.install_stack = crate::engine::render::stack_outputs(self.secrets, &install)
             .map_err(|e| Error::refused(ErrorCode::StackOutputsRefused, e))?;
         Ok(outputs.masked())
-    }
-
-    /// `result` of operation `E` on workflow `raw`, recorded under the
-    /// operation's path.
-    async fn audited_on<E: Endpoint, T>(
-        &self,
-        caller: &Caller,
-        raw: &str,
-        result: Result<T, Error>,
-    ) -> Result<T, Error> {
-        self.audited::<E, T>(caller, path_of::<E>(&[raw]), result)
-            .await
     }
 
     async fn act(
