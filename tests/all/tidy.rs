@@ -651,7 +651,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-core/src/wire.rs", 2000),
     // A table: Sprig's functions, one after another.
     ("nuon-template/src/funcs/sprig.rs", 1835),
-    ("nuon-control/src/api/web/mod.rs", 1627),
+    ("nuon-control/src/api/web/mod.rs", 1512),
     ("nuon-core/src/app/load.rs", 1111),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),

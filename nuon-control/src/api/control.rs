@@ -76,29 +76,28 @@ async fn list_runners(
     state.services().list_runners(&caller).await.map(Json)
 }
 
-/// Revoked by the service; the lookup of its token this replica's Runner
-/// API caches is forgotten at once (other replicas' within their cache).
 async fn revoke_runner(
     State(state): State<SharedState>,
     caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Json<RunnerInfo>, Error> {
-    let runner = state.services().revoke_runner(&caller, &key).await?;
-    state.forget_runner_tokens(&runner.id);
-    Ok(Json(runner))
+    state
+        .services()
+        .revoke_runner(&caller, &key)
+        .await
+        .map(Json)
 }
 
-/// A new token from the service; the lookup of the old one this replica's
-/// Runner API caches is forgotten, so the old token stops here at once
-/// (on other replicas within their cache).
 async fn rotate_runner_token(
     State(state): State<SharedState>,
     caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Json<RunnerCreated>, Error> {
-    let made = state.services().rotate_runner_token(&caller, &key).await?;
-    state.forget_runner_tokens(&made.runner.id);
-    Ok(Json(made))
+    state
+        .services()
+        .rotate_runner_token(&caller, &key)
+        .await
+        .map(Json)
 }
 
 async fn create_job(

@@ -50,10 +50,6 @@ use crate::secrets::SecretBox;
 pub(crate) use crate::service::Caller;
 use crate::store::{ApiPrincipal, RunnerPrincipal, Store, Wake};
 
-/// How long a runner token's lookup is reused before the store is asked again.
-/// Revocation through this process clears it at once.
-const AUTH_CACHE_TTL: Duration = Duration::from_secs(5);
-
 /// Timings of the job loop.
 #[derive(Debug, Clone)]
 pub struct Timings {
@@ -77,7 +73,8 @@ pub(crate) struct AppState {
     pub(crate) wakes: Arc<Wakes>,
     /// Signs and seals jobs, opens them for their runners.
     pub(crate) keys: Arc<JobKeys>,
-    runner_auth: Mutex<HashMap<String, (RunnerPrincipal, Instant)>>,
+    /// The runner tokens this replica checked lately.
+    pub(crate) runner_tokens: crate::service::runners::RunnerTokens,
     /// What each runner's telemetry may set off (audit entries, workflows,
     /// webhook events) per minute.
     telemetry_effects: crate::throttle::Rate,
@@ -146,7 +143,7 @@ impl AppState {
             timings,
             wakes,
             keys,
-            runner_auth: Mutex::new(HashMap::new()),
+            runner_tokens: Default::default(),
             shutdown,
             secrets,
             engine,
@@ -202,6 +199,7 @@ impl AppState {
             wakes: &self.wakes,
             ops: &self.ops,
             live_window: self.live_window(),
+            runner_tokens: &self.runner_tokens,
         }
     }
 
@@ -417,10 +415,7 @@ impl AppState {
     }
 
     pub(crate) fn forget_runner_tokens(&self, runner: &RunnerId) {
-        self.runner_auth
-            .lock()
-            .expect("auth lock")
-            .retain(|_, (p, _)| &p.runner_id != runner);
+        self.runner_tokens.forget(runner);
     }
 
     /// Resolves once the server starts shutting down.
@@ -541,13 +536,7 @@ impl FromRequestParts<SharedState> for RunnerAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, Error> {
         let hash = hash_token(&bearer(parts)?);
-        let cached = state
-            .runner_auth
-            .lock()
-            .expect("auth lock")
-            .get(&hash)
-            .filter(|(_, at)| at.elapsed() < AUTH_CACHE_TTL)
-            .map(|(p, _)| p.clone());
+        let cached = state.runner_tokens.get(&hash);
         if let Some(p) = cached {
             session::check(state, parts, &p).await?;
             return Ok(RunnerAuth(p));
@@ -562,11 +551,7 @@ impl FromRequestParts<SharedState> for RunnerAuth {
                 Error::refused(ErrorCode::Unauthorized, "invalid or revoked runner token; issue this runner a new one with `nuon runners rotate-token RUNNER` (an install's runner is named after the install)",
                 )
             })?;
-        state
-            .runner_auth
-            .lock()
-            .expect("auth lock")
-            .insert(hash, (principal.clone(), Instant::now()));
+        state.runner_tokens.keep(hash, principal.clone());
         session::check(state, parts, &principal).await?;
         Ok(RunnerAuth(principal))
     }

@@ -4,7 +4,6 @@
 //! triggers around a redeploy of what reads the values), and deleting an
 //! app that has no install left.
 
-
 use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{
     AppInfo, ErrorCode, InputsUpdated, InstallRemoved, UpdateInputs, WorkflowInfo,

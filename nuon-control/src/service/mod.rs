@@ -30,7 +30,7 @@ mod render;
 pub(crate) mod rollouts;
 pub(crate) mod runner_binaries;
 mod runner_releases;
-mod runners;
+pub(crate) mod runners;
 mod stack;
 pub(crate) mod states;
 pub(crate) mod toggles;
@@ -79,6 +79,8 @@ pub(crate) struct Services<'a> {
     pub(crate) ops: &'a OpsConfig,
     /// How long since its last call a runner still counts as there.
     pub(crate) live_window: Duration,
+    /// The runner tokens this replica checked lately.
+    pub(crate) runner_tokens: &'a runners::RunnerTokens,
 }
 
 impl Services<'_> {

@@ -4,6 +4,8 @@
 //! call, and its health now.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use nuon_core::endpoint::{self as ep};
 use nuon_core::token::issue_runner_token;
@@ -12,6 +14,45 @@ use nuon_core::{OrgId, RunnerId};
 
 use super::{Caller, Services, check_name, require_admin};
 use crate::error::Error;
+use crate::store::RunnerPrincipal;
+
+/// The runner tokens this replica's Runner API checked lately, by hash:
+/// a runner's calls within [`RunnerTokens::TTL`] of a check are not looked
+/// up again. Revoking or rotating a runner forgets its tokens here at once,
+/// before it is woken (other replicas forget within the TTL).
+#[derive(Default)]
+pub(crate) struct RunnerTokens(Mutex<HashMap<String, (RunnerPrincipal, Instant)>>);
+
+impl RunnerTokens {
+    /// How long a check is trusted.
+    pub(crate) const TTL: Duration = Duration::from_secs(5);
+
+    /// The runner of the token hashed `hash`, when checked within the TTL.
+    pub(crate) fn get(&self, hash: &str) -> Option<RunnerPrincipal> {
+        self.0
+            .lock()
+            .expect("runner tokens lock")
+            .get(hash)
+            .filter(|(_, at)| at.elapsed() < Self::TTL)
+            .map(|(p, _)| p.clone())
+    }
+
+    /// Keeps `principal` as the runner of the token hashed `hash`.
+    pub(crate) fn keep(&self, hash: String, principal: RunnerPrincipal) {
+        self.0
+            .lock()
+            .expect("runner tokens lock")
+            .insert(hash, (principal, Instant::now()));
+    }
+
+    /// Forgets every token of `runner`.
+    pub(crate) fn forget(&self, runner: &RunnerId) {
+        self.0
+            .lock()
+            .expect("runner tokens lock")
+            .retain(|_, (p, _)| &p.runner_id != runner);
+    }
+}
 
 impl Services<'_> {
     /// `POST /v1/runners`: a runner registered under a new id, with its
@@ -83,8 +124,8 @@ impl Services<'_> {
     /// its parked calls are woken. The runner after. Admins only; recorded
     /// in the audit trail, refusals included.
     ///
-    /// The Runner API's cache of the token is the API's to forget (its
-    /// handler does, on success).
+    /// This replica forgets the token at once, before the runner is woken
+    /// (other replicas within [`RunnerTokens::TTL`]).
     pub(crate) async fn revoke_runner(
         &self,
         caller: &Caller,
@@ -107,6 +148,8 @@ impl Services<'_> {
             .revoke_runner(org, &runner.id)
             .await?
             .ok_or_else(|| no_runner(key))?;
+        // Its old token stops here before it is woken to try it again.
+        self.runner_tokens.forget(&runner.id);
         self.wakes.runner(&runner.id);
         tracing::info!(runner = %runner.id, "runner token revoked");
         Ok(self.runner_view(revoked))
@@ -117,8 +160,8 @@ impl Services<'_> {
     /// runner is active again; an install's runner too. Admins only;
     /// recorded in the audit trail, refusals included.
     ///
-    /// The Runner API's cache of the old token is the API's to forget (its
-    /// handler does, on success).
+    /// This replica forgets the old token at once, before the runner is
+    /// woken (other replicas within [`RunnerTokens::TTL`]).
     pub(crate) async fn rotate_runner_token(
         &self,
         caller: &Caller,
@@ -146,6 +189,8 @@ impl Services<'_> {
             .rotate_runner_token(org, &runner.id, &token.hash)
             .await?
             .ok_or_else(|| no_runner(key))?;
+        // Its old token stops here before it is woken to try it again.
+        self.runner_tokens.forget(&runner.id);
         self.wakes.runner(&runner.id);
         let signing = self.keys.signer(org).await?.public_key();
         tracing::info!(runner = %runner.id, "runner token rotated");
