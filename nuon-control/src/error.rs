@@ -97,7 +97,10 @@ impl Error {
         Self::refused(ErrorCode::BadRequest, message)
     }
 
-    /// A conflict (409) under `code`.
+    /// A conflict (409) under `code`, whatever status the code has
+    /// otherwise: the engine's and the store's conflicts, and a conflict
+    /// best named by a code of another kind (an invitation for an install
+    /// already provisioned is `invalid_install`, 409).
     pub(crate) fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::api(StatusCode::CONFLICT, code, message)
     }
