@@ -1,6 +1,6 @@
-//! Operating the fleet after day one: the audit trail's writer and the
-//! Control API's audit layer, runner health transitions, webhook
-//! deliveries, and the control plane's metrics.
+//! Operating the fleet after day one: the audit trail's writer, runner
+//! health transitions, webhook deliveries, and the control plane's
+//! metrics.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

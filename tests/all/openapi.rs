@@ -389,8 +389,8 @@ fn every_route_is_scoped_to_the_token_org_and_read_tokens_cannot_write() {
                 }
             }
 
-            // Every write is recorded once in the audit trail, whether the
-            // service records it or the audit layer does, refusals too.
+            // Every write is recorded once in the audit trail (by its
+            // service operation), refusals too.
             if write {
                 let (entries, last) = recorded(seen, id);
                 assert_eq!(

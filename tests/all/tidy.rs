@@ -437,20 +437,10 @@ const API_OPERATION_MODULES: [&str; 18] = [
 ];
 
 /// What the dashboard may still take from the API's modules, and why.
-const DASHBOARD_FROM_THE_API: &[(&str, &str)] = &[
-    (
-        "control::follow",
-        "a job log's live follower: a stream both the API and the dashboard's page hold open, not an operation",
-    ),
-    (
-        "orgs::sign_in_code_key",
-        "a sign-in code is the session's, which the dashboard opens",
-    ),
-    (
-        "orgs::SIGN_IN_CODE_MARK",
-        "a sign-in code is the session's, which the dashboard opens",
-    ),
-];
+const DASHBOARD_FROM_THE_API: &[(&str, &str)] = &[(
+    "control::follow",
+    "a job log's live follower: a stream both the API and the dashboard's page hold open, not an operation",
+)];
 
 /// Every line of the dashboard (`nuon-control/src/api/web/`) that names
 /// an API module of operations (as `crate::api::M::`, or by `super::`
@@ -505,11 +495,6 @@ fn the_dashboard_reads_and_acts_through_the_service() {
 /// Handlers that still do their operation's work themselves, each with
 /// why: the list only shrinks (issue "Structure, second floor").
 const HANDLERS_NOT_YET_IN_THE_SERVICE: &[(&str, &str, &str)] = &[
-    (
-        "orgs.rs",
-        "create_sign_in_code",
-        "a sign-in code is the dashboard session's, made where the session is",
-    ),
     (
         "people.rs",
         "callback",
@@ -1043,7 +1028,7 @@ fn every_rule_finds_a_planted_violation() {
         dashboard_past_the_service(
             &one(
                 m,
-                "// super::groups::create_group\nlet k = super::orgs::sign_in_code_key(c);\nlet p = super::pages::people(s, w);\nlet n = super::super::installer::stack::page();"
+                "// super::groups::create_group\ntokio::spawn(super::control::follow(s, o, i, a, tx));\nlet p = super::pages::people(s, w);\nlet n = super::super::installer::stack::page();"
             ),
             DASHBOARD_FROM_THE_API,
         )

@@ -21,24 +21,23 @@ use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::CreateApp>(post(create_app)).audited_by_service(),
+        Op::endpoint::<ep::CreateApp>(post(create_app)),
         Op::endpoint::<ep::ListApps>(get(list_apps)),
         Op::endpoint::<ep::GetApp>(get(get_app)),
         Op::endpoint::<ep::SyncAppConfig>(post(sync_config))
-            .or_status(200, "The files are those of the latest version: no version is made; the answer is that one.")
-            .audited_by_service(),
+            .or_status(200, "The files are those of the latest version: no version is made; the answer is that one."),
         Op::endpoint::<ep::ListAppConfigs>(get(list_configs)),
         Op::endpoint::<ep::GetAppConfig>(get(get_config)),
         Op::endpoint::<ep::ListComponents>(get(list_components)),
-        Op::endpoint::<ep::CreateInstall>(post(create_install)).audited_by_service(),
+        Op::endpoint::<ep::CreateInstall>(post(create_install)),
         Op::endpoint::<ep::ListInstalls>(get(list_installs))
             .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`."),
         Op::endpoint::<GetInstall>(get(get_install)),
         Op::endpoint::<RenderInstall>(get(render_install)),
         Op::endpoint::<GetInstallReadme>(get(install_readme)),
         Op::endpoint::<ep::ListInstallSecrets>(get(install_secrets)),
-        Op::endpoint::<UpdateInstall>(patch(update_install)).audited_by_service(),
-        Op::endpoint::<ep::SetInstallInputs>(patch(set_inputs)).audited_by_service(),
+        Op::endpoint::<UpdateInstall>(patch(update_install)),
+        Op::endpoint::<ep::SetInstallInputs>(patch(set_inputs)),
         Op::endpoint::<ep::ListInstallWorkflows>(get(list_workflows)),
         Op::endpoint::<ep::GetWorkflow>(get(get_workflow)),
     ]

@@ -17,23 +17,23 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::doc::Op;
-use super::{ApiAuth, Body, Caller, Q, SharedState, body_of};
+use super::{Body, Caller, Q, SharedState, body_of};
 use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::CreateRunner>(post(create_runner)).audited_by_service(),
+        Op::endpoint::<ep::CreateRunner>(post(create_runner)),
         Op::endpoint::<ep::ListRunners>(get(list_runners)),
-        Op::endpoint::<ep::RevokeRunner>(post(revoke_runner)).audited_by_service(),
-        Op::endpoint::<ep::RotateRunnerToken>(post(rotate_runner_token)).audited_by_service(),
-        Op::endpoint::<ep::CreateJob>(post(create_job)).audited_by_service(),
+        Op::endpoint::<ep::RevokeRunner>(post(revoke_runner)),
+        Op::endpoint::<ep::RotateRunnerToken>(post(rotate_runner_token)),
+        Op::endpoint::<ep::CreateJob>(post(create_job)),
         Op::endpoint::<ep::ListJobs>(get(list_jobs)).query(
             "limit",
             json!({"type": "integer", "minimum": 0}),
             "How many (1 to 1000, default 100).",
         ),
         Op::endpoint::<ep::GetJob>(get(get_job)),
-        Op::endpoint::<ep::CancelJob>(post(cancel_job)).audited_by_service(),
+        Op::endpoint::<ep::CancelJob>(post(cancel_job)),
         Op::endpoint::<ep::GetJobLogs>(get(job_logs))
             .query(
                 "after",
@@ -52,11 +52,6 @@ pub(super) fn ops() -> Vec<Op> {
             )
             .streams::<LogEntry>("application/x-ndjson"),
     ]
-}
-
-/// See [`crate::service::require_deployer`].
-pub(super) fn require_deployer(auth: &ApiAuth) -> Result<(), Error> {
-    crate::service::require_deployer(&auth.0)
 }
 
 async fn create_runner(

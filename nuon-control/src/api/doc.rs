@@ -37,9 +37,6 @@ pub(crate) struct Op {
     pub(crate) summary: &'static str,
     /// Whether it changes state (and so needs an admin token).
     pub(crate) write: bool,
-    /// Whether its service records it in the audit trail (else the audit
-    /// layer does, by its route).
-    pub(crate) audited_by_service: bool,
     pub(crate) query: Vec<QueryParam>,
     /// Whether it needs no token (signing in).
     public: bool,
@@ -72,7 +69,6 @@ impl Op {
             id,
             summary,
             write: method != "get",
-            audited_by_service: false,
             query: Vec::new(),
             public: false,
             redirect: None,
@@ -103,13 +99,6 @@ impl Op {
             op = op.takes::<E::Request>();
         }
         op.returns::<E::Response>(E::STATUS)
-    }
-
-    /// Its service records it in the audit trail (every outcome), so the
-    /// audit layer does not.
-    pub(crate) fn audited_by_service(mut self) -> Self {
-        self.audited_by_service = true;
-        self
     }
 
     /// The JSON body it takes.

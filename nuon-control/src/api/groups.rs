@@ -17,11 +17,11 @@ use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::SetInstallLabels>(patch(set_labels)).audited_by_service(),
-        Op::endpoint::<ep::CreateInstallGroup>(post(create_group)).audited_by_service(),
+        Op::endpoint::<ep::SetInstallLabels>(patch(set_labels)),
+        Op::endpoint::<ep::CreateInstallGroup>(post(create_group)),
         Op::endpoint::<ep::ListInstallGroups>(get(list_groups)),
         Op::endpoint::<ep::GetInstallGroup>(get(get_group)),
-        Op::endpoint::<ep::DeleteInstallGroup>(delete(delete_group)).audited_by_service(),
+        Op::endpoint::<ep::DeleteInstallGroup>(delete(delete_group)),
     ]
 }
 

@@ -14,7 +14,7 @@ use crate::error::Error;
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::GetInstallHealth>(get(health)),
-        Op::endpoint::<ep::PushInstallCheck>(put(push_check)).audited_by_service(),
+        Op::endpoint::<ep::PushInstallCheck>(put(push_check)),
     ]
 }
 

@@ -21,9 +21,9 @@ pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::ListInstallers>(get(list_installers)),
         Op::endpoint::<ep::GetInstaller>(get(get_installer)),
-        Op::endpoint::<ep::CreateInvitation>(post(create_invitation)).audited_by_service(),
+        Op::endpoint::<ep::CreateInvitation>(post(create_invitation)),
         Op::endpoint::<ep::ListInvitations>(get(list_invitations)),
-        Op::endpoint::<ep::RevokeInvitation>(delete(revoke_invitation)).audited_by_service(),
+        Op::endpoint::<ep::RevokeInvitation>(delete(revoke_invitation)),
     ]
 }
 

@@ -21,12 +21,12 @@ use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::DeleteInstall>(delete(delete_install)).audited_by_service(),
-        Op::endpoint::<ep::ForgetInstall>(post(forget_install)).audited_by_service(),
-        Op::endpoint::<ep::UpdateInstallInputs>(post(update_inputs)).audited_by_service(),
-        Op::endpoint::<ep::ApplyInstallPending>(post(apply_pending)).audited_by_service(),
-        Op::endpoint::<ep::DiscardInstallPending>(post(discard_pending)).audited_by_service(),
-        Op::endpoint::<ep::DeleteApp>(delete(delete_app)).audited_by_service(),
+        Op::endpoint::<ep::DeleteInstall>(delete(delete_install)),
+        Op::endpoint::<ep::ForgetInstall>(post(forget_install)),
+        Op::endpoint::<ep::UpdateInstallInputs>(post(update_inputs)),
+        Op::endpoint::<ep::ApplyInstallPending>(post(apply_pending)),
+        Op::endpoint::<ep::DiscardInstallPending>(post(discard_pending)),
+        Op::endpoint::<ep::DeleteApp>(delete(delete_app)),
     ]
 }
 

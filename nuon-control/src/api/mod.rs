@@ -2,7 +2,6 @@
 //! (runners), each on its own listener and router.
 
 pub(crate) mod apps;
-mod audit;
 mod caller;
 mod control;
 pub(crate) mod doc;
@@ -481,9 +480,6 @@ impl FromRequestParts<SharedState> for ApiAuth {
         })
         .await?;
         parts.extensions.insert(TokenHash(hash));
-        if let (Some(p), Some(actor)) = (&principal, parts.extensions.get::<audit::Actor>()) {
-            actor.set(p);
-        }
         principal.map(ApiAuth).ok_or_else(|| {
                 Error::refused(ErrorCode::Unauthorized, "invalid or revoked API token (an admin token is in the control plane's DATA_DIR/admin-token; under `nuon dev`, ./nuon-data/control/admin-token)",
                 )
@@ -716,17 +712,7 @@ pub fn openapi() -> serde_json::Value {
 pub(crate) fn control_router(state: SharedState) -> Router {
     let ops = control_ops();
     let document = Arc::new(doc::openapi(&ops));
-    let writes: audit::WriteOps = Arc::new(
-        ops.iter()
-            .filter(|o| o.write && !o.audited_by_service)
-            .map(|o| ((o.method.to_owned(), o.path.to_owned()), o.id))
-            .collect(),
-    );
     let router = doc::router(ops)
-        .route_layer(axum::middleware::from_fn_with_state(
-            (state.clone(), writes),
-            audit::audit_layer,
-        ))
         .route(
             routes::OPENAPI,
             axum::routing::get(move || {

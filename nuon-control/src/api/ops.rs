@@ -32,13 +32,13 @@ pub(super) fn ops() -> Vec<Op> {
             .query("install", json!({"type": "string"}), "Only the entries of this install's runner (name or id).")
             .streams::<AuditEntry>("application/x-ndjson"),
         Op::endpoint::<ep::VerifyAudit>(get(verify)),
-        Op::endpoint::<ep::CreateWebhook>(post(create_webhook)).audited_by_service(),
+        Op::endpoint::<ep::CreateWebhook>(post(create_webhook)),
         Op::endpoint::<ep::ListWebhooks>(get(list_webhooks)),
-        Op::endpoint::<ep::RemoveWebhook>(post(remove_webhook)).audited_by_service(),
+        Op::endpoint::<ep::RemoveWebhook>(post(remove_webhook)),
         Op::endpoint::<ep::ListWebhookDeliveries>(get(deliveries))
             .query("webhook", json!({"type": "string"}), "Only this webhook's.")
             .query("limit", json!({"type": "integer", "minimum": 0}), "How many (1 to 1000, default 100)."),
-        Op::endpoint::<ep::RequestInstallDebug>(post(debug)).audited_by_service(),
+        Op::endpoint::<ep::RequestInstallDebug>(post(debug)),
     ]
 }
 

@@ -30,9 +30,9 @@ use crate::store::{NewApiToken, PendingSignIn};
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::ListUsers>(get(list_users)),
-        Op::endpoint::<ep::InviteUser>(post(invite_user)).audited_by_service(),
-        Op::endpoint::<ep::SetUserRole>(patch(set_role)).audited_by_service(),
-        Op::endpoint::<ep::RemoveUser>(axum::routing::delete(remove_user)).audited_by_service(),
+        Op::endpoint::<ep::InviteUser>(post(invite_user)),
+        Op::endpoint::<ep::SetUserRole>(patch(set_role)),
+        Op::endpoint::<ep::RemoveUser>(axum::routing::delete(remove_user)),
         Op::get(routes::OIDC_LOGIN, "signIn", "Start signing in to an org (`?org=NAME`) through its OpenID Connect provider: a redirect to the provider (authorization code flow with PKCE). Needs no token.", get(sign_in))
             .query("org", serde_json::json!({"type": "string"}), "The org, by name.")
             .redirects("To the provider's authorization endpoint.")

@@ -18,7 +18,7 @@ use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::CreateRelease>(post(create_release)).audited_by_service(),
+        Op::endpoint::<ep::CreateRelease>(post(create_release)),
         Op::endpoint::<ep::ListReleases>(get(list_releases)).query(
             "app",
             serde_json::json!({"type": "string"}),

@@ -23,17 +23,14 @@ fn act<E: nuon_core::endpoint::Endpoint>(act: RolloutAct) -> Op {
             rollout_act(state, caller, key, act)
         },
     ))
-    .audited_by_service()
 }
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::CreateRollout>(post(create_rollout))
-            .or_status(
-                200,
-                "A dry run: the plan, with status `planned`; nothing is stored or started.",
-            )
-            .audited_by_service(),
+        Op::endpoint::<ep::CreateRollout>(post(create_rollout)).or_status(
+            200,
+            "A dry run: the plan, with status `planned`; nothing is stored or started.",
+        ),
         Op::endpoint::<ep::ListRollouts>(get(list_rollouts)),
         Op::endpoint::<ep::GetRollout>(get(get_rollout)),
         act::<ep::ResumeRollout>(RolloutAct::Resume),

@@ -10,12 +10,13 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post, put};
 use nuon_core::endpoint as ep;
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList};
-use nuon_core::wire::{PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList};
+use nuon_core::wire::{ErrorCode, PublishRunnerRelease, RunnerReleaseInfo, RunnerReleaseList};
 
 use super::doc::Op;
 use super::{ApiAuth, Body, Caller, SharedState, body_of};
@@ -24,19 +25,17 @@ use crate::service::runner_binaries::MAX_RUNNER_BINARY_BYTES;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::PublishRunnerRelease>(post(publish)).audited_by_service(),
+        Op::endpoint::<ep::PublishRunnerRelease>(post(publish)),
         Op::endpoint::<ep::ListRunnerReleases>(get(list)),
         Op::endpoint::<ep::GetRunnerRelease>(get(get_one)),
         Op::endpoint::<ep::UploadRunnerBinary>(
             put(upload).layer(DefaultBodyLimit::max(MAX_RUNNER_BINARY_BYTES)),
         )
         .takes_bytes("application/octet-stream"),
-        Op::endpoint::<ep::CreateRunnerRollout>(post(create_rollout))
-            .or_status(
-                200,
-                "A dry run: the plan, with status `planned`; nothing is stored or started.",
-            )
-            .audited_by_service(),
+        Op::endpoint::<ep::CreateRunnerRollout>(post(create_rollout)).or_status(
+            200,
+            "A dry run: the plan, with status `planned`; nothing is stored or started.",
+        ),
         Op::endpoint::<ep::ListRunnerRollouts>(get(list_rollouts)),
     ]
 }
@@ -72,18 +71,36 @@ pub(super) async fn runner_release_of(
     state.services().runner_release(&auth.0.org_id, key).await
 }
 
+/// A body that could not be read (over the limit) is refused and
+/// recorded under the operation, as the service records the rest.
 async fn upload(
     State(state): State<SharedState>,
     caller: Caller,
     Path(key): Path<String>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunnerReleaseInfo>, Error> {
-    Ok(Json(
-        state
-            .services()
-            .upload_runner_binary(&caller, &key, &body)
-            .await?,
-    ))
+    let services = state.services();
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => {
+            let refused = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Error::refused(
+                    ErrorCode::TooLarge,
+                    format!("a runner binary is at most {MAX_RUNNER_BINARY_BYTES} bytes"),
+                )
+            } else {
+                Error::bad_request(format!("the binary could not be read: {}", e.body_text()))
+            };
+            let target = &[key.as_str()];
+            return services
+                .audited_at::<ep::UploadRunnerBinary, _>(&caller, target, Err(refused))
+                .await;
+        }
+    };
+    services
+        .upload_runner_binary(&caller, &key, &body)
+        .await
+        .map(Json)
 }
 
 async fn get_one(

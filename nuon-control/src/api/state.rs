@@ -46,7 +46,7 @@ pub(super) fn runner_routes() -> axum::Router<SharedState> {
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::ListInstallStates>(get(list_states)),
-        Op::endpoint::<ep::ForceUnlockState>(post(force_unlock)).audited_by_service(),
+        Op::endpoint::<ep::ForceUnlockState>(post(force_unlock)),
     ]
 }
 

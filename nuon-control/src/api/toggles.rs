@@ -20,9 +20,9 @@ use crate::error::Error;
 pub(super) fn ops() -> Vec<Op> {
     vec![
         Op::endpoint::<ep::ListInstallComponents>(get(list)),
-        Op::endpoint::<ep::DisableInstallComponent>(post(disable)).audited_by_service(),
-        Op::endpoint::<ep::EnableInstallComponent>(post(enable)).audited_by_service(),
-        Op::endpoint::<ep::SetInstallComponentOverrides>(put(set_override)).audited_by_service(),
+        Op::endpoint::<ep::DisableInstallComponent>(post(disable)),
+        Op::endpoint::<ep::EnableInstallComponent>(post(enable)),
+        Op::endpoint::<ep::SetInstallComponentOverrides>(put(set_override)),
     ]
 }
 

@@ -21,15 +21,15 @@ use crate::service::workflows::WorkflowAct;
 
 pub(super) fn ops() -> Vec<Op> {
     vec![
-        Op::endpoint::<ep::CreateWorkflow>(post(create_workflow)).audited_by_service(),
-        Op::endpoint::<ep::ApproveWorkflowStep>(post(approve)).audited_by_service(),
-        Op::endpoint::<ep::DenyWorkflowStep>(post(deny)).audited_by_service(),
-        Op::endpoint::<ep::RespondToApproval>(post(respond)).audited_by_service(),
-        Op::endpoint::<ep::CancelWorkflow>(post(cancel)).audited_by_service(),
-        Op::endpoint::<ep::RetryWorkflow>(post(retry)).audited_by_service(),
-        Op::endpoint::<ep::SkipWorkflowStep>(post(skip)).audited_by_service(),
+        Op::endpoint::<ep::CreateWorkflow>(post(create_workflow)),
+        Op::endpoint::<ep::ApproveWorkflowStep>(post(approve)),
+        Op::endpoint::<ep::DenyWorkflowStep>(post(deny)),
+        Op::endpoint::<ep::RespondToApproval>(post(respond)),
+        Op::endpoint::<ep::CancelWorkflow>(post(cancel)),
+        Op::endpoint::<ep::RetryWorkflow>(post(retry)),
+        Op::endpoint::<ep::SkipWorkflowStep>(post(skip)),
         Op::endpoint::<ep::GetInstallOutputs>(get(outputs)),
-        Op::endpoint::<ep::CreateBuilds>(post(create_builds)).audited_by_service(),
+        Op::endpoint::<ep::CreateBuilds>(post(create_builds)),
         Op::endpoint::<ep::ListBuilds>(get(list_builds)),
         Op::endpoint::<ep::GetBuild>(get(get_build)),
     ]

@@ -7,8 +7,8 @@
 //! Below the API: nothing here imports `api` or `server`, and every API
 //! handler of an operation reaches only this (tidy holds both; the
 //! OpenID Connect sign-in flow is the exception it lists). A file per
-//! noun; each write records itself in the audit trail (`audited`), so the
-//! audit layer records by route only the few writes no service records.
+//! noun; each write records itself in the audit trail (`audited_at`):
+//! nothing over the router records.
 
 pub(crate) mod apps;
 mod audit;
@@ -31,6 +31,7 @@ pub(crate) mod rollouts;
 pub(crate) mod runner_binaries;
 mod runner_releases;
 pub(crate) mod runners;
+pub(crate) mod sign_in;
 mod stack;
 pub(crate) mod states;
 pub(crate) mod toggles;

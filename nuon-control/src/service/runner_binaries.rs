@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use nuon_core::OrgId;
+use nuon_core::endpoint as ep;
 use nuon_core::wire::RunnerReleaseInfo;
 
 use super::{Caller, Services, require_admin};
@@ -60,6 +61,17 @@ impl Services<'_> {
     /// `PUT /v1/runner-releases/{version}/binary`: keeps `bytes` as
     /// release `key`'s binary when they are the ones it was signed for.
     pub(crate) async fn upload_runner_binary(
+        &self,
+        caller: &Caller,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<RunnerReleaseInfo, Error> {
+        let result = self.store_runner_binary(caller, key, bytes).await;
+        self.audited_at::<ep::UploadRunnerBinary, _>(caller, &[key], result)
+            .await
+    }
+
+    async fn store_runner_binary(
         &self,
         caller: &Caller,
         key: &str,

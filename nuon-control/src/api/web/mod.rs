@@ -261,9 +261,6 @@ impl FromRequestParts<SharedState> for Web {
                 .await
                 .map_err(fail)?;
         }
-        if let Some(actor) = parts.extensions.get::<super::audit::Actor>() {
-            actor.set(&principal);
-        }
         // A service account's session is shown by its token's name.
         let token_name = match &principal.user {
             Some(_) => None,
@@ -368,7 +365,7 @@ async fn code_signs_in_as(
     if code.is_empty() || code.len() > 128 {
         return Ok(None);
     }
-    let key = crate::api::orgs::sign_in_code_key(code);
+    let key = crate::service::sign_in::sign_in_code_key(code);
     let Some(row) = live_code(state, &key).await? else {
         return Ok(None);
     };
@@ -390,7 +387,7 @@ async fn code_signs_in_as(
 /// The stored row of the sign-in code under `key`, while it works.
 async fn live_code(state: &SharedState, key: &str) -> Result<Option<WebSession>, Error> {
     Ok(state.store.web_session(key).await?.filter(|row| {
-        row.csrf == crate::api::orgs::SIGN_IN_CODE_MARK && row.expires_at_ms > now_ms()
+        row.csrf == crate::service::sign_in::SIGN_IN_CODE_MARK && row.expires_at_ms > now_ms()
     }))
 }
 
@@ -515,7 +512,7 @@ async fn login_with_code(
     headers: HeaderMap,
     Form(form): Form<CodeForm>,
 ) -> Response {
-    use crate::api::orgs::sign_in_code_key;
+    use crate::service::sign_in::sign_in_code_key;
     if !from_this_browser(&headers, &form.csrf) {
         return sign_in_again(
             &headers,
