@@ -326,7 +326,7 @@ fn counted(
         .iter()
         .filter(|c| install.enabled(c))
         .flat_map(|c| {
-            let deploy = match c.kind {
+            let deploy = match c.kind() {
                 ComponentKind::ContainerImage => ("sync", c.name.clone()),
                 _ => ("deploy", c.name.clone()),
             };
@@ -542,7 +542,7 @@ pub(crate) fn health_of(
     // Each component's last deploy or teardown that ended (a container
     // image's: its last sync).
     for c in config.components.iter().filter(|c| install.enabled(c)) {
-        let by = match c.kind {
+        let by = match c.kind() {
             ComponentKind::ContainerImage => &workflows.syncs,
             _ => &workflows.deploys,
         };

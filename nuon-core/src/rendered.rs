@@ -106,14 +106,16 @@ pub fn terraform_inputs(
             ("sandbox".to_owned(), &sb.vars, &sb.env_vars, &sb.var_files)
         }
         Some(name) => {
-            let c = config
+            let t = config
                 .component(name)
-                .ok_or_else(|| format!("no component {name:?}"))?;
+                .ok_or_else(|| format!("no component {name:?}"))?
+                .terraform()
+                .ok_or_else(|| format!("component {name} is not a terraform_module"))?;
             (
                 format!("component {name}"),
-                &c.vars,
-                &c.env_vars,
-                &c.var_files,
+                &t.vars,
+                &t.env_vars,
+                &t.var_files,
             )
         }
     };
@@ -157,10 +159,12 @@ pub fn pulumi_inputs(
             ("sandbox".to_owned(), sb.pulumi.as_ref(), &sb.env_vars)
         }
         Some(name) => {
-            let c = config
+            let p = config
                 .component(name)
-                .ok_or_else(|| format!("no component {name:?}"))?;
-            (format!("component {name}"), c.pulumi.as_ref(), &c.env_vars)
+                .ok_or_else(|| format!("no component {name:?}"))?
+                .pulumi()
+                .ok_or_else(|| format!("component {name} is not a Pulumi program"))?;
+            (format!("component {name}"), Some(&p.pulumi), &p.env_vars)
         }
     };
     let settings = settings.ok_or_else(|| format!("{who} is not a Pulumi program"))?;
@@ -194,7 +198,10 @@ pub fn helm_inputs(
     ctx: &RenderContext,
 ) -> Result<HelmInputs, String> {
     let who = format!("component {}", c.name);
-    let mut values = crate::app::helm_values(&render_map(&c.values, ctx, &format!("{who} value"))?)
+    let h = c
+        .helm()
+        .ok_or_else(|| format!("{who} is not a helm_chart"))?;
+    let mut values = crate::app::helm_values(&render_map(&h.values, ctx, &format!("{who} value"))?)
         .map_err(|e| format!("{who}: {e}"))?;
     if let Some((o, install)) = over
         && let Some(text) = o.helm_values.as_deref()
@@ -205,25 +212,20 @@ pub fn helm_inputs(
         crate::app::merge_values(&mut values, over);
     }
     Ok(HelmInputs {
-        release: c
-            .chart_name
-            .clone()
-            .unwrap_or_else(|| c.name.clone())
-            .to_ascii_lowercase()
-            .replace('_', "-"),
-        namespace: match &c.namespace {
+        release: h.chart_name.to_ascii_lowercase().replace('_', "-"),
+        namespace: match &h.namespace {
             Some(ns) => render_text(ns, ctx, &format!("{who} namespace"))?,
             None => "default".into(),
         },
         values,
-        values_files: render_texts(&c.values_files, ctx, &format!("{who} values file"))?,
+        values_files: render_texts(&h.values_files, ctx, &format!("{who} values file"))?,
     })
 }
 
 /// A manifest component's manifest, rendered (none for a kustomization).
 pub fn manifest_text(c: &Component, ctx: &RenderContext) -> Result<Option<String>, String> {
-    c.manifest
-        .as_deref()
+    c.manifest()
+        .and_then(|m| m.manifest.as_deref())
         .map(|m| render_text(m, ctx, &format!("component {} manifest", c.name)))
         .transpose()
 }
@@ -311,7 +313,7 @@ pub fn render_workflow(
                     );
                 }
                 StepKind::Plan | StepKind::DestroyPlan => match component {
-                    Some(c) if c.kind == ComponentKind::HelmChart => {
+                    Some(c) if c.kind() == ComponentKind::HelmChart => {
                         let h = helm_inputs(c, over, ctx)?;
                         add(
                             "release".into(),
@@ -322,8 +324,8 @@ pub fn render_workflow(
                             add(format!("values file {i}"), f);
                         }
                     }
-                    Some(c) if c.kind == ComponentKind::KubernetesManifest => {
-                        if let Some(ns) = &c.namespace {
+                    Some(c) if c.kind() == ComponentKind::KubernetesManifest => {
+                        if let Some(ns) = c.spec.namespace() {
                             let who = format!("component {} namespace", c.name);
                             add("namespace".into(), render_text(ns, ctx, &who)?);
                         }
@@ -331,7 +333,7 @@ pub fn render_workflow(
                             add("manifest".into(), m);
                         }
                         // Built by the runner from the synced source.
-                        if let Some(k) = &c.kustomize {
+                        if let Some(k) = c.manifest().and_then(|m| m.kustomize.as_ref()) {
                             let helm = if k.enable_helm { ", --enable-helm" } else { "" };
                             add(
                                 "kustomization".into(),
@@ -342,11 +344,11 @@ pub fn render_workflow(
                             );
                         }
                     }
-                    Some(c) if c.kind == ComponentKind::TerraformModule => {
+                    Some(c) if c.kind() == ComponentKind::TerraformModule => {
                         let t = terraform_inputs(config, Some(&c.name), over, ctx)?;
                         terraform(&mut add, t, &text_of);
                     }
-                    Some(c) if c.kind == ComponentKind::Pulumi => {
+                    Some(c) if c.kind() == ComponentKind::Pulumi => {
                         pulumi(&mut add, pulumi_inputs(config, Some(&c.name), ctx)?);
                     }
                     _ => {}

@@ -341,7 +341,7 @@ pub fn plan_with(
             actions(config, "pre-deploy-component", name, out);
             out.push(step(StepKind::Sync, name, false));
             // An image is deployed by copying it into the install's store.
-            if c.kind != ComponentKind::ContainerImage {
+            if c.kind() != ComponentKind::ContainerImage {
                 out.push(step(StepKind::Plan, name, false));
                 out.push(step(StepKind::Apply, name, approvals));
                 health(c, out);
@@ -358,7 +358,7 @@ pub fn plan_with(
             .iter()
             .rev()
             .filter(picked)
-            .filter(|c| c.kind != ComponentKind::ContainerImage)
+            .filter(|c| c.kind() != ComponentKind::ContainerImage)
         {
             let name = Some(c.name.as_str());
             actions(config, "pre-teardown-component", name, out);
@@ -385,7 +385,7 @@ pub fn plan_with(
         };
         let deploy_one = |c: &crate::app::Component, out: &mut Vec<PlannedStep>| {
             out.push(step(StepKind::Sync, Some(&c.name), false));
-            if c.kind != ComponentKind::ContainerImage {
+            if c.kind() != ComponentKind::ContainerImage {
                 out.push(step(StepKind::Plan, Some(&c.name), false));
                 out.push(step(StepKind::Apply, Some(&c.name), approvals));
                 health(c, out);
@@ -430,7 +430,7 @@ pub fn plan_with(
                 },
                 "component_tear_down" => {
                     if let Some(c) = component.and_then(|c| config.component(c))
-                        && c.kind != ComponentKind::ContainerImage
+                        && c.kind() != ComponentKind::ContainerImage
                     {
                         out.push(step(StepKind::Sync, Some(&c.name), false));
                         out.push(step(StepKind::DestroyPlan, Some(&c.name), false));

@@ -378,6 +378,7 @@ are JSON; an error is an [ApiError](#apierror).\n\n## Operations\n",
                         cell(p["description"].as_str().unwrap_or_default())
                     );
                 }
+                tagged_kinds(&mut md, s);
             } else if let Some(values) = s["enum"].as_array() {
                 let values: Vec<String> = values.iter().map(|v| format!("`{v}`")).collect();
                 let _ = write!(md, "\nOne of {}.\n", values.join(", "));
@@ -387,6 +388,44 @@ are JSON; an error is an [ApiError](#apierror).\n\n## Operations\n",
         }
     }
     (md, problems)
+}
+
+/// The kinds of a schema whose fields are the common ones beside a tag
+/// (a component's `type`): each kind's tag, its own fields' schema and
+/// what it is.
+fn tagged_kinds(md: &mut String, s: &Value) {
+    let Some(kinds) = s["oneOf"].as_array() else {
+        return;
+    };
+    let mut rows = Vec::new();
+    let mut tag_name = "";
+    for k in kinds {
+        let Some((tag, value)) = k["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .find_map(|(name, p)| Some((name, p["const"].as_str()?)))
+        else {
+            continue;
+        };
+        tag_name = tag;
+        let own = match k.get("$ref") {
+            Some(_) => schema_name(&serde_json::json!({ "$ref": k["$ref"] })),
+            None => "none".to_owned(),
+        };
+        rows.push(format!(
+            "| `{value}` | {own} | {} |",
+            cell(k["description"].as_str().unwrap_or_default())
+        ));
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = write!(
+        md,
+        "\nBy its `{tag_name}` (required), one of these, with the fields of its kind beside the ones above:\n\n| `{tag_name}` | Its own fields | Description |\n|---|---|---|\n{}\n",
+        rows.join("\n")
+    );
 }
 
 /// A table cell's text: one line, no `|`.

@@ -637,14 +637,13 @@ const LONG_FILES: &[(&str, usize)] = &[
     // A table: Sprig's functions, one after another.
     ("nuon-template/src/funcs/sprig.rs", 1835),
     ("nuon-control/src/api/web/mod.rs", 1512),
-    ("nuon-core/src/app/load.rs", 1111),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
     ("benches/job_loop.rs", 1120),
     ("nuon-runner-lib/src/runner.rs", 1265),
     ("nuon-control/src/api/web/pages.rs", 904),
     ("nuon-template/src/parse.rs", 826),
-    ("nuon-core/src/app/check.rs", 896),
+    ("nuon-core/src/app/check.rs", 808),
     ("nuon-core/src/rollout.rs", 813),
     ("nuon-plugins/src/oci/registry.rs", 841),
 ];

@@ -264,7 +264,7 @@ impl Render for ComponentList {
                 .map(|c| {
                     vec![
                         c.name.clone(),
-                        c.kind.as_str().to_owned(),
+                        c.kind().as_str().to_owned(),
                         if c.depends_on.is_empty() {
                             "-".into()
                         } else {

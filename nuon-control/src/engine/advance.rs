@@ -535,7 +535,7 @@ impl Engine {
                 .and_then(|t| cx.config.component(t))
                 .is_some_and(|c| {
                     matches!(
-                        c.kind,
+                        c.kind(),
                         ComponentKind::ContainerImage | ComponentKind::DockerBuild
                     )
                 });

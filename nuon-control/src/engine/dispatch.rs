@@ -189,7 +189,7 @@ impl Engine {
             .target
             .as_deref()
             .and_then(|t| cx.config.component(t))
-            .filter(|c| c.kind == ComponentKind::HelmChart)
+            .filter(|c| c.kind() == ComponentKind::HelmChart)
         {
             let helm = helm_job(cx, step, c, &values()?)?;
             return job.make(&helm, deploy_timeout(c.deploy_timeout.as_deref())?, None);
@@ -198,14 +198,14 @@ impl Engine {
             .target
             .as_deref()
             .and_then(|t| cx.config.component(t))
-            .filter(|c| c.kind == ComponentKind::KubernetesManifest)
+            .filter(|c| c.kind() == ComponentKind::KubernetesManifest)
         {
             let k = kubernetes_job(cx, step, c, &values()?)?;
             return job.make(&k, deploy_timeout(c.deploy_timeout.as_deref())?, None);
         }
         let pulumi = match step.target.as_deref() {
             None => (cx.config.sandbox.as_ref()).is_some_and(|s| s.pulumi.is_some()),
-            Some(t) => (cx.config.component(t)).is_some_and(|c| c.kind == ComponentKind::Pulumi),
+            Some(t) => (cx.config.component(t)).is_some_and(|c| c.kind() == ComponentKind::Pulumi),
         };
         if pulumi {
             let (p, timeout, token) = self.pulumi_job(cx, step, &target, &values()?)?;
@@ -239,7 +239,10 @@ impl Engine {
                 )
             })?;
             render::deployable(c)?;
-            (c.terraform_version.clone(), c.deploy_timeout.as_deref())
+            (
+                c.terraform().map(|t| t.terraform_version.clone()),
+                c.deploy_timeout.as_deref(),
+            )
         };
         let (action, plan) = if applies_a_plan(step.kind) {
             let plan_step = rules::planned(&cx.wf.steps, step)?;
@@ -493,12 +496,14 @@ fn wasm_job(
     let who = format!("component {}", c.name);
     let empty = Value::Object(Default::default());
     let config = render_value(
-        c.config.as_ref().unwrap_or(&empty),
+        c.wasm().and_then(|w| w.config.as_ref()).unwrap_or(&empty),
         ctx,
         &format!("{who} config"),
     )?;
     let grant = Capabilities::from_value(
-        c.capabilities.as_ref().unwrap_or(&empty),
+        c.wasm()
+            .and_then(|w| w.capabilities.as_ref())
+            .unwrap_or(&empty),
         &format!("{who} [capabilities]"),
     )?;
     let mut granted = BTreeMap::new();
@@ -563,8 +568,8 @@ fn helm_job(
         values: inputs.values.into_iter().collect(),
         values_files: inputs.values_files,
         kubeconfig: kubeconfig_of(cx, ctx, c.kubernetes_context.as_deref())?,
-        storage_driver: c.storage_driver.clone(),
-        take_ownership: c.take_ownership,
+        storage_driver: c.helm().and_then(|h| h.storage_driver.clone()),
+        take_ownership: c.helm().is_some_and(|h| h.take_ownership),
         policies: plan_policies(cx, step),
     })
 }
@@ -594,7 +599,7 @@ fn kubernetes_job(
         false => rendered::manifest_text(c, ctx)?,
         true => None,
     };
-    let kustomize = match (&c.kustomize, destroying) {
+    let kustomize = match (c.manifest().and_then(|m| m.kustomize.as_ref()), destroying) {
         (Some(k), false) => Some(KustomizeBuild {
             artifact: synced_artifact(cx, step, &c.name)?,
             path: k.path.clone(),
@@ -621,8 +626,8 @@ fn kubernetes_job(
         manifest,
         kustomize,
         namespace: c
-            .namespace
-            .as_deref()
+            .spec
+            .namespace()
             .map(|ns| render_text(ns, ctx, &format!("{who} namespace")))
             .transpose()?,
         kubeconfig: kubeconfig_of(cx, ctx, c.kubernetes_context.as_deref())?,
@@ -642,7 +647,7 @@ pub(super) fn wasm_target<'a>(cx: &'a Ctx, step: &WorkflowStepInfo) -> Option<&'
     step.target
         .as_deref()
         .and_then(|t| cx.config.component(t))
-        .filter(|c| c.kind == ComponentKind::Wasm)
+        .filter(|c| c.kind() == ComponentKind::Wasm)
 }
 
 /// What a plan or apply deploys: the artifact its workflow synced (so a

@@ -325,7 +325,7 @@ impl Engine {
                         "app {app} has no sandbox to check for drift"
                     )));
                 }
-                Some((_, Some(c))) if c.kind == nuon_core::app::ComponentKind::ContainerImage => {
+                Some((_, Some(c))) if c.kind() == nuon_core::app::ComponentKind::ContainerImage => {
                     return Err(EngineError::Invalid(format!(
                         "component {} is a container_image: it has no plan to check for drift",
                         c.name

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use nuon_core::app::template::{self, Reference, RenderContext};
-use nuon_core::app::{AppConfig, Component, ComponentKind};
+use nuon_core::app::{AppConfig, Component, ComponentKind, ComponentSpec};
 pub(crate) use nuon_core::rendered::{render_env, render_text, render_texts, render_value};
 use nuon_core::wire::InstallOutputs;
 use nuon_core::{AppId, OrgId};
@@ -438,12 +438,17 @@ pub(crate) fn precheck_templates(
     {
         strings("sandbox", &sb.vars, &sb.env_vars);
     }
+    let (no_vars, no_env) = (BTreeMap::new(), BTreeMap::new());
     for c in config
         .components
         .iter()
         .filter(|c| targets.contains(&c.name))
     {
-        strings(&format!("component {}", c.name), &c.vars, &c.env_vars);
+        let (vars, env) = match &c.spec {
+            ComponentSpec::TerraformModule(t) => (&t.vars, &t.env_vars),
+            spec => (&no_vars, spec.env_vars().unwrap_or(&no_env)),
+        };
+        strings(&format!("component {}", c.name), vars, env);
     }
     problems
 }
@@ -459,7 +464,7 @@ fn strings_of(v: &Value) -> Vec<&str> {
 
 /// Whether a component deploys through a plugin that exists now.
 pub(crate) fn deployable(c: &Component) -> Result<(), String> {
-    match c.kind {
+    match c.kind() {
         ComponentKind::TerraformModule
         | ComponentKind::ContainerImage
         | ComponentKind::DockerBuild
@@ -467,8 +472,8 @@ pub(crate) fn deployable(c: &Component) -> Result<(), String> {
         | ComponentKind::KubernetesManifest
         | ComponentKind::Pulumi => Ok(()),
         ComponentKind::Wasm => c
-            .capabilities
-            .as_ref()
+            .wasm()
+            .and_then(|w| w.capabilities.as_ref())
             .map(|v| {
                 nuon_core::wasm::Capabilities::from_value(
                     v,

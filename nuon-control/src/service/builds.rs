@@ -2,7 +2,7 @@
 //! components of the latest config build, where each one's source comes
 //! from, and how what it built is packaged.
 
-use nuon_core::app::{ComponentKind, Source, source_dir};
+use nuon_core::app::{ComponentSpec, Source, source_dir};
 use nuon_core::endpoint::{self as ep};
 use nuon_core::wire::{BuildInfo, BuildList, ConfigFile, CreateBuilds, ErrorCode};
 use nuon_core::{
@@ -93,7 +93,7 @@ impl Services<'_> {
             // An inline manifest is packaged from the config itself.
             let inline = config
                 .component(who)
-                .and_then(|c| c.manifest.as_ref())
+                .and_then(|c| c.manifest()?.manifest.as_ref())
                 .map(|m| BuildSource::Files {
                     files: vec![SourceFileContents {
                         path: "manifest.yaml".into(),
@@ -181,25 +181,18 @@ impl Services<'_> {
 /// How a build packages what it built: by the component's kind (the
 /// sandbox's, and a module's, as a Terraform module).
 fn package_of(component: Option<&nuon_core::app::Component>) -> Package {
-    match component {
-        Some(c) if c.kind == ComponentKind::HelmChart => Package::HelmChart,
-        Some(c) if c.kind == ComponentKind::Wasm => Package::WasmPlugin,
-        Some(c)
-            if matches!(
-                c.kind,
-                ComponentKind::KubernetesManifest | ComponentKind::Pulumi
-            ) =>
-        {
-            Package::Directory
-        }
-        Some(c) if c.kind == ComponentKind::DockerBuild => Package::DockerImage {
-            dockerfile: c.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into()),
-            target: c.target.clone(),
+    match component.map(|c| &c.spec) {
+        Some(ComponentSpec::HelmChart(_)) => Package::HelmChart,
+        Some(ComponentSpec::Wasm(_)) => Package::WasmPlugin,
+        Some(ComponentSpec::KubernetesManifest(_) | ComponentSpec::Pulumi(_)) => Package::Directory,
+        Some(ComponentSpec::DockerBuild(b)) => Package::DockerImage {
+            dockerfile: b.dockerfile.clone(),
+            target: b.target.clone(),
             // [env_vars] are build arguments, as in Nuon; [build_args] win.
-            build_args: c
+            build_args: b
                 .env_vars
                 .iter()
-                .chain(&c.build_args)
+                .chain(&b.build_args)
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         },

@@ -320,7 +320,7 @@ pub(crate) fn components(config: &AppConfig, install: &StoredInstall) -> Vec<Ins
         .iter()
         .map(|c| InstallComponent {
             name: c.name.clone(),
-            kind: c.kind.as_str().to_owned(),
+            kind: c.kind().as_str().to_owned(),
             toggleable: c.toggleable,
             enabled: install.enabled(c),
             held_off_by: held(&c.name),

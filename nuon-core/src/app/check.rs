@@ -5,18 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::diag::{Diagnostics, SourceFile, did_you_mean};
-use super::loaded::{Item, Loaded};
+use super::loaded::{Item, Loaded, Place, check_refs};
 use super::reader::Located;
 use super::template::{self, Reference};
 use super::{AppConfig, Source};
 use crate::template::Budget;
-
-/// Where a name or reference was written.
-#[derive(Clone)]
-struct Place {
-    file: usize,
-    offset: usize,
-}
 
 /// Reports names given twice; returns each name's first place.
 fn unique<T>(
@@ -104,7 +97,7 @@ fn check_overrides(
             .iter()
             .filter_map(|c| c.value.as_ref())
             .find(|c| c.name == *name)
-            .map(|c| c.kind)
+            .map(|c| c.kind())
         else {
             continue;
         };
@@ -273,27 +266,6 @@ fn check_templates(
         }
     }
     reads
-}
-
-fn check_refs(
-    what: &str,
-    refs: &[Located],
-    known: &BTreeMap<String, Place>,
-    file: &SourceFile,
-    d: &mut Diagnostics,
-) {
-    for r in refs {
-        if !known.contains_key(&r.text) {
-            d.push(file.at(
-                &r.span,
-                format!(
-                    "unknown {what} {:?}{}",
-                    r.text,
-                    did_you_mean(&r.text, known.keys().map(String::as_str))
-                ),
-            ));
-        }
-    }
 }
 
 /// Every cycle of the graph, each once, as a path that returns to its
@@ -574,7 +546,7 @@ pub(crate) fn cross_check(
                 .components
                 .iter()
                 .filter(|c| c.name.as_ref().is_some_and(|n| n.text == r.text))
-                .find_map(|c| c.value.as_ref().map(|v| v.kind));
+                .find_map(|c| c.value.as_ref().map(|v| v.kind()));
             if let Some(kind) = kind
                 && kind != super::ComponentKind::ContainerImage
             {
@@ -681,69 +653,9 @@ pub(crate) fn cross_check(
     let mut install_inputs = Vec::new();
     for inst in &loaded.installs {
         let file = &files[inst.file];
-        // Only a toggleable component starts off.
-        check_refs("component", &inst.refs, &components, file, d);
-        for r in inst
-            .refs
-            .iter()
-            .filter(|r| components.contains_key(&r.text))
-        {
-            let toggleable = loaded
-                .components
-                .iter()
-                .filter_map(|c| c.value.as_ref())
-                .any(|c| c.name == r.text && c.toggleable);
-            if !toggleable {
-                d.push(file.at(
-                    &r.span,
-                    format!(
-                        "component_toggles: component {:?} is not toggleable (give it `toggleable = true`)",
-                        r.text
-                    ),
-                ));
-            }
-        }
+        super::install_file::check_toggles(inst, &loaded, &components, file, d);
         check_overrides(inst, &loaded, &all_deps, files, &names, d);
-        let mut values = BTreeMap::new();
-        for (key, raw) in &inst.values {
-            let Some(decl) = loaded
-                .inputs
-                .iter()
-                .filter_map(|i| i.value.as_ref())
-                .find(|i| i.name == key.text)
-            else {
-                if !inputs.contains_key(&key.text) {
-                    d.push(file.at(
-                        &key.span,
-                        format!(
-                            "unknown input {:?}{}",
-                            key.text,
-                            did_you_mean(&key.text, inputs.keys().map(String::as_str))
-                        ),
-                    ));
-                }
-                continue;
-            };
-            match decl.ty.coerce(raw) {
-                Ok(v) => {
-                    values.insert(key.text.clone(), v);
-                }
-                Err(e) => d.push(file.at(&key.span, format!("input {:?}: {e}", key.text))),
-            }
-        }
-        for decl in loaded.inputs.iter().filter_map(|i| i.value.as_ref()) {
-            if decl.required && !values.contains_key(&decl.name) {
-                let at = inst.name.as_ref().map(|n| n.span.clone()).unwrap_or(0..0);
-                d.push(file.at(
-                    &at,
-                    format!(
-                        "install {:?} does not give the required input {:?}",
-                        inst.name.as_ref().map(|n| n.text.as_str()).unwrap_or(""),
-                        decl.name
-                    ),
-                ));
-            }
-        }
+        let values = super::install_file::check_inputs(inst, &loaded, &inputs, file, d);
         install_inputs.push(values);
     }
 

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{AppConfig, source_dir};
+use super::{AppConfig, ComponentSpec, source_dir};
 
 /// Whether a `contents` (of `[[var_file]]`, `[[values_file]]`), a step's
 /// `inline_contents` or a `readme` names a file of the config (`./values/web.yaml`)
@@ -93,13 +93,13 @@ fn visit_file_refs(config: &mut AppConfig, f: &mut dyn FnMut(&str, &'static str,
     }
     for c in &mut config.components {
         let who = format!("component {:?}", c.name);
-        for v in c
-            .readme
-            .iter_mut()
-            .chain(c.var_files.iter_mut())
-            .chain(c.values_files.iter_mut())
-            .chain(c.manifest.iter_mut())
-        {
+        let of_kind: Vec<&mut String> = match &mut c.spec {
+            ComponentSpec::TerraformModule(t) => t.var_files.iter_mut().collect(),
+            ComponentSpec::HelmChart(h) => h.values_files.iter_mut().collect(),
+            ComponentSpec::KubernetesManifest(m) => m.manifest.iter_mut().collect(),
+            _ => Vec::new(),
+        };
+        for v in c.readme.iter_mut().chain(of_kind) {
             one(&who, "components", v);
         }
     }

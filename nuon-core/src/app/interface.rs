@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::template::{self, Reference};
-use super::{AppConfig, ComponentKind, Diagnostic, Source, SourceFile, did_you_mean};
+use super::{AppConfig, Diagnostic, Source, SourceFile, did_you_mean};
 
 /// The blocks a Terraform module declares at its top level.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -197,7 +197,7 @@ pub fn check_module_interfaces(
     let mut interfaces: BTreeMap<&str, (ModuleInterface, Vec<SourceFile>, String)> =
         BTreeMap::new();
     for c in &config.components {
-        let (ComponentKind::TerraformModule, Source::Path { path }) = (&c.kind, &c.source) else {
+        let (Some(_), Source::Path { path }) = (c.terraform(), &c.source) else {
             continue;
         };
         let Ok(dir) = super::source_dir(path) else {
@@ -236,9 +236,10 @@ pub fn check_module_interfaces(
         let Some((iface, tf, path)) = interfaces.get(c.name.as_str()) else {
             continue;
         };
+        let Some(t) = c.terraform() else { continue };
         let file = component_file(&c.name);
         let declared: Vec<&str> = iface.variables.keys().map(String::as_str).collect();
-        for key in c.vars.keys() {
+        for key in t.vars.keys() {
             if !iface.variables.contains_key(key) {
                 out.push(at(
                     file,
@@ -253,10 +254,10 @@ pub fn check_module_interfaces(
         }
         // A variable without a default that nothing here sets: its plan
         // fails, unless an install's own variables or a var file set it.
-        if c.var_files.is_empty() {
+        if t.var_files.is_empty() {
             for (name, (has_default, fi, offset)) in &iface.variables {
-                let by_env = c.env_vars.contains_key(&format!("TF_VAR_{name}"));
-                if !has_default && !by_env && !c.vars.contains_key(name) {
+                let by_env = t.env_vars.contains_key(&format!("TF_VAR_{name}"));
+                if !has_default && !by_env && !t.vars.contains_key(name) {
                     let f = &tf[*fi];
                     let (line, col) = f.position(*offset);
                     out.push(Diagnostic {

@@ -1,8 +1,6 @@
 //! Finding a config's files and reading each one into its part of the
 //! model, recording every problem with its place.
 
-use std::collections::BTreeMap;
-
 use toml::de::DeTable;
 
 use super::check;
@@ -11,12 +9,12 @@ use super::keys::{
     KIND_KEYS, NUON_ONLY_COMPONENT_KEYS, component_kinds_of, deploy_timeout, drift_schedule,
     max_auto_retries, operation_roles, pulumi, skip_noops, terraform_version, toggles, var_files,
 };
-use super::loaded::{Item, Loaded, OverrideAt};
-use super::reader::{KeyTable, Located, Reader, duration, strings_in, text};
+use super::loaded::{Item, Loaded};
+use super::reader::{KeyTable, Located, Reader, duration, text};
 use super::sources::source;
 use super::{
-    AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType, InstallDecl, Kustomize,
-    Metadata, RunnerSettings, Sandbox, Source,
+    AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType, Metadata,
+    RunnerSettings, Sandbox,
 };
 
 /// The largest config file read.
@@ -326,7 +324,9 @@ pub fn parse(files: &[SourceFile]) -> (Option<AppConfig>, Diagnostics) {
                 }
             }
             (_, Some("actions")) => loaded.actions.push(super::actions::action(r, i, &mut d)),
-            (_, Some("installs")) => loaded.installs.push(install(r, i, &mut d)),
+            (_, Some("installs")) => loaded
+                .installs
+                .push(super::install_file::install(r, i, &mut d)),
             _ => unreachable!("every known place is matched"),
         }
     }
@@ -749,189 +749,19 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
         item.name = name;
         return item;
     };
-    let mut c = Component {
-        name: name.as_ref().map(|n| n.text.clone()).unwrap_or_default(),
-        kind,
-        dependencies: item.deps.iter().map(|l| l.text.clone()).collect(),
-        depends_on: Vec::new(),
-        source: Source::Path {
-            path: String::new(),
-        },
-        readme,
-        build_timeout,
-        deploy_timeout,
-        terraform_version: None,
-        vars: BTreeMap::new(),
-        env_vars: BTreeMap::new(),
-        var_files: Vec::new(),
-        chart_name: None,
-        namespace: None,
-        storage_driver: None,
-        values: BTreeMap::new(),
-        values_files: Vec::new(),
-        dockerfile: None,
-        target: None,
-        build_args: BTreeMap::new(),
-        config: None,
-        capabilities: None,
-        pulumi: None,
-        manifest: None,
-        kustomize: None,
-        max_auto_retries,
-        auto_approve_on_policies_passing,
-        toggleable,
-        default_enabled,
-        drift_schedule,
-        operation_roles,
-        kubernetes_context: item.context.as_ref().map(|k| k.text.clone()),
-        take_ownership,
-        health,
-        labels,
-    };
-    let mut ok = name.is_some();
-    let strings = &mut item.strings;
-    let src = match kind {
-        ComponentKind::TerraformModule => {
-            let tf = terraform_version(&mut r, d);
-            ok &= tf.is_some();
-            c.terraform_version = text(tf);
-            c.vars = r.map(d, "vars", strings);
-            c.env_vars = r.str_map(d, "env_vars", strings);
-            c.var_files = var_files(&mut r, d, "var_file", strings);
-            source(&mut r, d, &["path", "public_repo", "git", "oci"], true)
-        }
-        ComponentKind::HelmChart => {
-            let chart = r.req_str(d, "chart_name");
-            ok &= chart.is_some();
-            c.chart_name = text(chart);
-            if let Some(ns) = r.str(d, "namespace") {
-                strings.push(ns.clone());
-                c.namespace = Some(ns.text);
-            }
-            let driver = r.str(d, "storage_driver");
-            if let Some(s) = &driver
-                && !["configmap", "secret"].contains(&s.text.as_str())
-            {
-                d.push(r.file.at(
-                    &s.span,
-                    format!("storage_driver {:?} is not configmap or secret", s.text),
+    let (spec, src) = super::kinds::read(kind, &mut r, d, &mut item.strings, take_ownership);
+    let health = match health {
+        Some(_) if kind == ComponentKind::ContainerImage => {
+            if let Some(v) = r.get("health") {
+                d.push(r.file.warn(
+                    &v.span(),
+                    "health cannot take effect on a container_image (it is deployed by a copy into the install's registry, nothing serves to probe): probe it from the component that runs it",
                 ));
             }
-            c.storage_driver = text(driver);
-            c.values = r.map(d, "values", strings);
-            c.values_files = var_files(&mut r, d, "values_file", strings);
-            source(
-                &mut r,
-                d,
-                &["path", "public_repo", "git", "helm_repo", "oci"],
-                true,
-            )
+            None
         }
-        ComponentKind::ContainerImage => source(&mut r, d, &["public", "aws_ecr", "oci"], true),
-        ComponentKind::DockerBuild => {
-            let file = r.req_str(d, "dockerfile");
-            ok &= file.is_some();
-            c.dockerfile = text(file);
-            c.env_vars = r.str_map(d, "env_vars", strings);
-            c.target = text(r.str(d, "target"));
-            c.build_args = r.str_map(d, "build_args", strings);
-            source(&mut r, d, &["path", "public_repo", "git"], true)
-        }
-        ComponentKind::KubernetesManifest => {
-            if let Some(ns) = r.str(d, "namespace") {
-                strings.push(ns.clone());
-                c.namespace = Some(ns.text);
-            }
-            let manifest = r.str(d, "manifest");
-            let kustomize = r.table(d, "kustomize").map(|mut t| {
-                let path = t.req_str(d, "path");
-                let patches = t.str_list(d, "patches");
-                let enable_helm = t.bool(d, "enable_helm").unwrap_or(false);
-                let restrictor = t.str(d, "load_restrictor");
-                if let Some(lr) = &restrictor
-                    && !["rootOnly", "none"].contains(&lr.text.as_str())
-                {
-                    d.push(t.file.at(
-                        &lr.span,
-                        format!("load_restrictor {:?} is not rootOnly or none", lr.text),
-                    ));
-                }
-                t.finish(d, &[], |_| None);
-                (
-                    path,
-                    t.span(),
-                    Kustomize {
-                        path: String::new(),
-                        patches: patches.into_iter().map(|p| p.text).collect(),
-                        enable_helm,
-                        load_restrictor: text(restrictor),
-                    },
-                )
-            });
-            match (manifest, kustomize) {
-                (Some(m), None) => {
-                    strings.push(m.clone());
-                    c.manifest = Some(m.text);
-                    r.know(&["path", "public_repo", "git"]);
-                    Some(Source::Inline)
-                }
-                (None, Some((path, _, mut k))) => {
-                    ok &= path.is_some();
-                    k.path = path.map(|p| p.text).unwrap_or_default();
-                    c.kustomize = Some(k);
-                    source(&mut r, d, &["path", "public_repo", "git"], true)
-                }
-                (Some(m), Some(_)) => {
-                    d.push(r.file.at(
-                        &m.span,
-                        "a kubernetes_manifest has either manifest or [kustomize], not both",
-                    ));
-                    None
-                }
-                (None, None) => {
-                    d.push(r.file.at(
-                        &r.span(),
-                        "a kubernetes_manifest needs manifest (inline YAML, or a file of the config) or [kustomize]",
-                    ));
-                    None
-                }
-            }
-        }
-        ComponentKind::Pulumi => {
-            let p = pulumi(&mut r, d, "config", strings);
-            ok &= p.is_some();
-            c.pulumi = p;
-            c.env_vars = r.str_map(d, "env_vars", strings);
-            source(&mut r, d, &["path", "public_repo", "git"], true)
-        }
-        ComponentKind::Wasm => {
-            if let Some((v, raw)) = r.any(d, "config") {
-                if v.is_object() {
-                    strings_in(raw, strings);
-                    c.config = Some(v);
-                } else {
-                    d.push(r.file.at(&raw.span(), "\"config\" must be a table"));
-                }
-            }
-            if let Some((v, raw)) = r.any(d, "capabilities") {
-                if v.is_object() {
-                    c.capabilities = Some(v);
-                } else {
-                    d.push(r.file.at(&raw.span(), "\"capabilities\" must be a table"));
-                }
-            }
-            source(&mut r, d, &["path", "public_repo", "git", "oci"], true)
-        }
+        health => health,
     };
-    if kind == ComponentKind::ContainerImage
-        && c.health.take().is_some()
-        && let Some(v) = r.get("health")
-    {
-        d.push(r.file.warn(
-            &v.span(),
-            "health cannot take effect on a container_image (it is deployed by a copy into the install's registry, nothing serves to probe): probe it from the component that runs it",
-        ));
-    }
     let kind_name = kind.as_str();
     r.finish(d, NUON_ONLY_COMPONENT_KEYS, |k| {
         let kinds = component_kinds_of(k);
@@ -942,170 +772,27 @@ fn component(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Co
             )
         })
     });
-    match src {
-        Some(s) if ok => {
-            c.source = s;
-            item.value = Some(c);
-        }
-        _ => {}
+    if let (Some(n), Some(spec), Some(source)) = (&name, spec, src) {
+        item.value = Some(Component {
+            name: n.text.clone(),
+            spec,
+            dependencies: item.deps.iter().map(|l| l.text.clone()).collect(),
+            depends_on: Vec::new(),
+            source,
+            readme,
+            build_timeout,
+            deploy_timeout,
+            max_auto_retries,
+            auto_approve_on_policies_passing,
+            toggleable,
+            default_enabled,
+            drift_schedule,
+            operation_roles,
+            kubernetes_context: item.context.as_ref().map(|k| k.text.clone()),
+            health,
+            labels,
+        });
     }
-    item.name = name;
-    item
-}
-
-fn install(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<InstallDecl> {
-    let mut item = Item::new(file);
-    let name = r.name(d, "name");
-    let approval = r.str(d, "approval_option");
-    if let Some(a) = &approval
-        && !["approve-all", "auto", "prompt"].contains(&a.text.as_str())
-    {
-        d.push(r.file.at(
-            &a.span,
-            format!(
-                "approval_option {:?} is not one of approve-all, auto, prompt",
-                a.text
-            ),
-        ));
-    }
-    for t in r.tables(d, "inputs") {
-        for (key, val) in t.entries() {
-            match super::reader::to_json(val.get_ref()) {
-                Ok(j) => item.values.push((key, j)),
-                Err(e) => d.push(r.file.at(&val.span(), format!("{:?}: {e}", key.text))),
-            }
-        }
-    }
-    // Nuon keeps any string; a label that cannot select here (selectors
-    // take Kubernetes' rules) is left out with a warning, not an error.
-    let mut labels = BTreeMap::new();
-    if let Some(t) = r.table(d, "labels") {
-        for (key, val) in t.entries() {
-            let toml::de::DeValue::String(v) = val.get_ref() else {
-                d.push(
-                    r.file
-                        .at(&val.span(), format!("labels.{} must be a string", key.text)),
-                );
-                continue;
-            };
-            let checked = crate::labels::check_key(&key.text)
-                .and_then(|()| crate::labels::check_value(&key.text, v));
-            match checked {
-                Ok(()) if labels.len() < 64 => {
-                    labels.insert(key.text.clone(), v.to_string());
-                }
-                Ok(()) => d.push(r.file.warn(
-                    &key.span,
-                    format!(
-                        "label {:?} is left out: an install has at most 64 labels",
-                        key.text
-                    ),
-                )),
-                Err(e) => d.push(r.file.warn(
-                    &key.span,
-                    format!(
-                        "{e}: the label is left out (groups and rollouts could not select by it)"
-                    ),
-                )),
-            }
-        }
-    }
-    // `[component_toggles]`: whether each toggleable component starts on
-    // (checked against the components once all are read).
-    let mut component_toggles = BTreeMap::new();
-    if let Some(t) = r.table(d, "component_toggles") {
-        for (key, val) in t.entries() {
-            match val.get_ref() {
-                toml::de::DeValue::Boolean(on) => {
-                    component_toggles.insert(key.text.clone(), *on);
-                    item.refs.push(key);
-                }
-                _ => d.push(r.file.at(
-                    &val.span(),
-                    format!("component_toggles.{} must be true or false", key.text),
-                )),
-            }
-        }
-    }
-    // `[components.NAME]`: the install's own Helm values or Terraform
-    // variables for a component (checked once all components are read);
-    // `enabled` is an older form of `[component_toggles]`.
-    let mut overrides = BTreeMap::new();
-    if let Some(t) = r.table(d, "components") {
-        for (key, val) in t.entries() {
-            let toml::de::DeValue::Table(table) = val.get_ref() else {
-                d.push(r.file.at(
-                    &val.span(),
-                    format!(
-                        "components.{} must be a table ([components.{}] with helm_values or tf_vars)",
-                        key.text, key.text
-                    ),
-                ));
-                continue;
-            };
-            let mut c = r.nested("components.*", table, val.span());
-            let helm_values = c.str(d, "helm_values");
-            let tf_vars = c.str(d, "tf_vars");
-            if let Some(on) = c.bool(d, "enabled") {
-                component_toggles.insert(key.text.clone(), on);
-                item.refs.push(key.clone());
-            }
-            c.finish(d, &[], |_| None);
-            if helm_values.is_some() || tf_vars.is_some() {
-                overrides.insert(
-                    key.text.clone(),
-                    super::ComponentOverride {
-                        helm_values: helm_values.as_ref().map(|l| l.text.clone()),
-                        tf_vars: tf_vars.as_ref().map(|l| l.text.clone()),
-                    },
-                );
-            }
-            item.overrides.push(OverrideAt {
-                component: key,
-                helm_values,
-                tf_vars,
-            });
-        }
-    }
-    r.finish(
-        d,
-        &[
-            (
-                "aws_account",
-                "the install's cloud account is the runner's own; nothing is read from this",
-            ),
-            (
-                "gcp_account",
-                "the install's cloud account is the runner's own; nothing is read from this",
-            ),
-            (
-                "azure_account",
-                "the install's cloud account is the runner's own; nothing is read from this",
-            ),
-            (
-                "stack_overrides",
-                "install stacks are made from the app's stack.toml, runner.toml and permissions: per-install overrides are not read",
-            ),
-            ("telemetry", "this platform sends no telemetry"),
-            (
-                "app_branch",
-                "app branches are part of Nuon's hosted service",
-            ),
-            (
-                "app_branch_group",
-                "app branches are part of Nuon's hosted service",
-            ),
-        ],
-        |_| None,
-    );
-    item.value = name.as_ref().map(|n| InstallDecl {
-        name: n.text.clone(),
-        approval_option: text(approval),
-        inputs: BTreeMap::new(),
-        labels,
-        component_toggles,
-        components: overrides,
-    });
     item.name = name;
     item
 }

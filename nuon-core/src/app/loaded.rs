@@ -1,7 +1,11 @@
 //! What the loader read from the files, before the cross-file checks
 //! ([`super::check`]) turn it into an [`AppConfig`](super::AppConfig).
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
+
+use super::diag::{Diagnostics, SourceFile, did_you_mean};
 
 use super::reader::Located;
 use super::{
@@ -70,4 +74,34 @@ pub(crate) struct Loaded {
     pub(crate) actions: Vec<Item<Action>>,
     pub(crate) installs: Vec<Item<InstallDecl>>,
     pub(crate) platform: super::platform::Loaded,
+}
+
+/// Where a name or reference was written.
+#[derive(Clone)]
+pub(crate) struct Place {
+    pub(crate) file: usize,
+    pub(crate) offset: usize,
+}
+
+/// Reports each of `refs` that names no `known` thing (a `what`), with the
+/// nearest known name.
+pub(crate) fn check_refs(
+    what: &str,
+    refs: &[Located],
+    known: &BTreeMap<String, Place>,
+    file: &SourceFile,
+    d: &mut Diagnostics,
+) {
+    for r in refs {
+        if !known.contains_key(&r.text) {
+            d.push(file.at(
+                &r.span,
+                format!(
+                    "unknown {what} {:?}{}",
+                    r.text,
+                    did_you_mean(&r.text, known.keys().map(String::as_str))
+                ),
+            ));
+        }
+    }
 }

@@ -22,14 +22,17 @@
 
 mod actions;
 mod check;
+mod component;
 mod diag;
 mod files;
 mod graph;
 mod health;
 mod inputs;
+mod install_file;
 mod installer;
 mod interface;
 mod keys;
+mod kinds;
 mod limits;
 mod load;
 mod loaded;
@@ -51,6 +54,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use component::{
+    Component, ComponentKind, ComponentSpec, DockerBuildSpec, HelmSpec, Kustomize,
+    MAX_AUTO_RETRIES, ManifestSpec, PulumiSpec, TerraformSpec, WasmSpec,
+};
 pub use diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 pub use files::{file_ref_candidates, file_refs, inline_file_refs, is_file_ref};
 pub use graph::components_reading;
@@ -422,198 +429,9 @@ pub fn secret_key_ok(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// The kinds of component this project deploys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ComponentKind {
-    /// A Terraform (or OpenTofu) module.
-    TerraformModule,
-    /// A Helm chart.
-    HelmChart,
-    /// An existing container image, copied into the install.
-    ContainerImage,
-    /// A container image built from a Dockerfile.
-    DockerBuild,
-    /// A vendor's WebAssembly plugin.
-    Wasm,
-    /// Kubernetes objects (an inline manifest, or a kustomization),
-    /// applied server-side with `kubectl`.
-    KubernetesManifest,
-    /// A Pulumi program, deployed with the `pulumi` CLI.
-    Pulumi,
-}
-
-impl ComponentKind {
-    /// Every kind, as written in `type = "…"`.
-    pub const ALL: [&str; 7] = [
-        "terraform_module",
-        "helm_chart",
-        "container_image",
-        "docker_build",
-        "wasm",
-        "kubernetes_manifest",
-        "pulumi",
-    ];
-
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "terraform_module" => ComponentKind::TerraformModule,
-            "helm_chart" => ComponentKind::HelmChart,
-            "container_image" | "external_image" => ComponentKind::ContainerImage,
-            "docker_build" => ComponentKind::DockerBuild,
-            "wasm" => ComponentKind::Wasm,
-            "kubernetes_manifest" => ComponentKind::KubernetesManifest,
-            "pulumi" => ComponentKind::Pulumi,
-            _ => return None,
-        })
-    }
-
-    /// As written in `type = "…"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ComponentKind::TerraformModule => "terraform_module",
-            ComponentKind::HelmChart => "helm_chart",
-            ComponentKind::ContainerImage => "container_image",
-            ComponentKind::DockerBuild => "docker_build",
-            ComponentKind::Wasm => "wasm",
-            ComponentKind::KubernetesManifest => "kubernetes_manifest",
-            ComponentKind::Pulumi => "pulumi",
-        }
-    }
-}
-
-/// `components/NAME.toml`. Keys that do not apply to its kind are empty.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Component {
-    /// Unique in the app; what dependencies and templates name.
-    pub name: String,
-    /// `type = "…"`.
-    #[serde(rename = "type")]
-    pub kind: ComponentKind,
-    /// The dependencies written in the file.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dependencies: Vec<String>,
-    /// Every dependency: the written ones and every component whose outputs
-    /// a template reads; sorted.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
-    /// Where it comes from.
-    pub source: Source,
-    /// `readme`: Markdown about it (or `./FILE` of the config), a template
-    /// of the install's state, shown under the app's README.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub readme: Option<String>,
-    /// How long a build may take (`10m`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub build_timeout: Option<String>,
-    /// How long a deploy may take (`30m`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deploy_timeout: Option<String>,
-    /// terraform_module: the Terraform version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terraform_version: Option<String>,
-    /// terraform_module: `[vars]`, templated.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub vars: BTreeMap<String, Value>,
-    /// terraform_module, docker_build, pulumi: `[env_vars]`, templated.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env_vars: BTreeMap<String, String>,
-    /// terraform_module: `[[var_file]] contents`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub var_files: Vec<String>,
-    /// helm_chart: the chart's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chart_name: Option<String>,
-    /// helm_chart: the namespace (templated).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// helm_chart: `configmap` or `secret`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_driver: Option<String>,
-    /// helm_chart: `[values]`, templated.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub values: BTreeMap<String, Value>,
-    /// helm_chart: `[[values_file]] contents`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values_files: Vec<String>,
-    /// docker_build: the Dockerfile's path in the source.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dockerfile: Option<String>,
-    /// docker_build: the Dockerfile stage to build (`--target`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<String>,
-    /// docker_build: `[build_args]`, given as `--build-arg` (over
-    /// `[env_vars]`, which are build arguments too, as in Nuon).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub build_args: BTreeMap<String, String>,
-    /// wasm: `[config]`, passed to the plugin (templated).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<Value>,
-    /// wasm: `[capabilities]` the plugin is granted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capabilities: Option<Value>,
-    /// pulumi: the program's runtime, CLI version and stack config.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pulumi: Option<Pulumi>,
-    /// kubernetes_manifest: the objects, multi-document YAML (templated).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifest: Option<String>,
-    /// kubernetes_manifest: `[kustomize]`, built from the source.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kustomize: Option<Kustomize>,
-    /// How many times a failed step of its deploy or teardown is tried
-    /// again on its own, with backoff, before the workflow fails.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub max_auto_retries: u32,
-    /// Its apply needs no approval when its plan passed every policy that
-    /// applies to it (and at least one does), whatever the install's
-    /// `approval_option`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub auto_approve_on_policies_passing: bool,
-    /// Whether an install may turn it off (`nuon installs components
-    /// disable`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub toggleable: bool,
-    /// Whether a new install has it on; only a toggleable component may
-    /// start off.
-    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
-    pub default_enabled: bool,
-    /// When the control plane plans it to find drift (cron, UTC).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift_schedule: Option<String>,
-    /// `[operation_roles]`: the role (by name, templated) each of its
-    /// operations (`deploy`, `teardown`) runs with.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub operation_roles: BTreeMap<String, String>,
-    /// helm_chart, kubernetes_manifest: the cluster it is deployed to, a
-    /// context of `kubernetes_contexts.toml` (the sandbox's `kubeconfig`
-    /// output when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kubernetes_context: Option<String>,
-    /// helm_chart: adopt objects another release or tool made (`helm
-    /// upgrade --take-ownership`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub take_ownership: bool,
-    /// `[health]`: the probes its deploy watches after the apply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<ComponentHealth>,
-    /// Its labels (`[labels]`), shown with it (an install's components,
-    /// the dashboard).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-}
-
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
-
-fn yes() -> bool {
-    true
-}
-
-/// The most automatic retries a component may ask for.
-pub const MAX_AUTO_RETRIES: u32 = 10;
 
 /// A Pulumi program's settings: a `pulumi` component's (`runtime`,
 /// `pulumi_version`, `[config]`), or a Pulumi sandbox's (`[pulumi_config]`).
@@ -633,23 +451,6 @@ pub struct Pulumi {
 
 /// The language runtimes a Pulumi program may be written in.
 pub const PULUMI_RUNTIMES: &[&str] = &["go", "nodejs", "python", "dotnet", "java", "yaml"];
-
-/// `[kustomize]` of a `kubernetes_manifest` component.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Kustomize {
-    /// The kustomization's directory in the source.
-    pub path: String,
-    /// Patch files applied over it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub patches: Vec<String>,
-    /// `kustomize build --enable-helm`.
-    #[serde(default)]
-    pub enable_helm: bool,
-    /// `rootOnly` (the default) or `none`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load_restrictor: Option<String>,
-}
 
 /// `[[triggers]]` of an action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -25,16 +25,16 @@ pub fn override_problems(
         )];
     };
     let mut out = Vec::new();
-    if o.helm_values.is_some() && c.kind != ComponentKind::HelmChart {
+    if o.helm_values.is_some() && c.kind() != ComponentKind::HelmChart {
         out.push(format!(
             "helm_values: component {component} is a {}, not a helm_chart (a terraform_module takes tf_vars)",
-            c.kind.as_str()
+            c.kind().as_str()
         ));
     }
-    if o.tf_vars.is_some() && c.kind != ComponentKind::TerraformModule {
+    if o.tf_vars.is_some() && c.kind() != ComponentKind::TerraformModule {
         out.push(format!(
             "tf_vars: component {component} is a {}, not a terraform_module (a helm_chart takes helm_values)",
-            c.kind.as_str()
+            c.kind().as_str()
         ));
     }
     let before = config.dependencies_of(component);

@@ -42,13 +42,13 @@ pub fn policies_for(config: &AppConfig, component: Option<&str>) -> Vec<PolicySo
                 None => component.is_none() && p.kind == "sandbox" && !kyverno,
                 Some(c) if kyverno => {
                     matches!(
-                        c.kind,
+                        c.kind(),
                         ComponentKind::HelmChart | ComponentKind::KubernetesManifest
                     ) && ((p.kind == "kubernetes_cluster"
                         && (p.components.is_empty() || names(p, &c.name)))
-                        || (p.kind == c.kind.as_str() && names(p, &c.name)))
+                        || (p.kind == c.kind().as_str() && names(p, &c.name)))
                 }
-                Some(c) => p.kind == c.kind.as_str() && names(p, &c.name),
+                Some(c) => p.kind == c.kind().as_str() && names(p, &c.name),
             };
             applies.then(|| PolicySource {
                 name: p.name.clone().unwrap_or_else(|| p.kind.clone()),

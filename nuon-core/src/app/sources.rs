@@ -177,7 +177,7 @@ impl Component {
     /// source names, else its digest as a tag (`sha256-HEX`, as cosign
     /// names what it attaches); none for other kinds.
     pub fn image_tag(&self, digest: &crate::artifact::Digest) -> Option<String> {
-        match (&self.kind, &self.source) {
+        match (self.kind(), &self.source) {
             (ComponentKind::ContainerImage, Source::Image { tag, .. }) => Some(tag.clone()),
             (ComponentKind::ContainerImage | ComponentKind::DockerBuild, _) => {
                 Some(format!("sha256-{}", digest.hex()))

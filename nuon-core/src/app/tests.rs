@@ -286,3 +286,48 @@ fn a_runbooks_steps_run_as_nuon_runs_its_step_types() {
         "deploy one, deploy with what it depends on (in order), the sandbox alone, the sandbox then every component, the sandbox's teardown"
     );
 }
+
+/// A component is stored and sent flat, as the config writes it: `type`
+/// beside the common keys and the kind's own. Records written before
+/// [`ComponentSpec`] (one struct of every kind's keys) read the same.
+#[test]
+fn a_component_keeps_its_flat_stored_form() {
+    let stored = serde_json::json!({
+        "name": "web",
+        "type": "helm_chart",
+        "dependencies": ["db"],
+        "source": {"kind": "path", "path": "./chart"},
+        "chart_name": "web",
+        "namespace": "{{ .nuon.install.id }}",
+        "values": {"replicas": 2},
+        "take_ownership": true,
+        "max_auto_retries": 2,
+        "default_enabled": false,
+        "toggleable": true,
+        "kubernetes_context": "edge",
+    });
+    let c: Component = serde_json::from_value(stored.clone()).unwrap();
+    assert_eq!(c.kind(), ComponentKind::HelmChart);
+    let h = c.helm().unwrap();
+    assert_eq!(h.chart_name, "web");
+    assert_eq!(h.namespace.as_deref(), Some("{{ .nuon.install.id }}"));
+    assert!(h.take_ownership);
+    assert_eq!(c.kubernetes_context.as_deref(), Some("edge"));
+    assert!(c.terraform().is_none());
+    assert_eq!(serde_json::to_value(&c).unwrap(), stored);
+
+    // A kind with nothing of its own is its type alone.
+    let image = serde_json::json!({
+        "name": "db",
+        "type": "container_image",
+        "source": {"kind": "image", "image_url": "postgres", "tag": "16"},
+    });
+    let c: Component = serde_json::from_value(image.clone()).unwrap();
+    assert_eq!(c.spec, ComponentSpec::ContainerImage);
+    assert_eq!(serde_json::to_value(&c).unwrap(), image);
+
+    // A kind's required key missing is an error of the record, named.
+    let broken = serde_json::json!({"name": "x", "type": "terraform_module", "source": {"kind": "path", "path": "."}});
+    let e = serde_json::from_value::<Component>(broken).unwrap_err();
+    assert!(e.to_string().contains("terraform_version"), "{e}");
+}

@@ -402,7 +402,7 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
                 thead { tr { th scope="col" { "Component" } th scope="col" { "Type" } th scope="col" { "Depends on" } } }
                 tbody { @for c in &v.config.components { tr {
                     td { (c.name) }
-                    td { code { (c.kind.as_str()) } }
+                    td { code { (c.kind().as_str()) } }
                     td { (c.depends_on.join(", ")) }
                 } } }
             } }

@@ -31,7 +31,7 @@ pub(super) fn form(
         .iter()
         .filter(|c| {
             matches!(
-                c.kind,
+                c.kind(),
                 ComponentKind::HelmChart | ComponentKind::TerraformModule
             )
         })
@@ -99,7 +99,7 @@ pub(super) fn form(
                     summary { "The install's own values for a component" }
                     p.muted { "Over the config's: Helm values (YAML) are merged over the chart's values; Terraform variables (a .tfvars file) are read last. Both may be templates." }
                     @for c in &overridable {
-                        @let (key, what) = match c.kind {
+                        @let (key, what) = match c.kind() {
                             ComponentKind::HelmChart => ("helm_values", "Helm values (YAML)"),
                             _ => ("tf_vars", "Terraform variables (.tfvars)"),
                         };
