@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::InstallDecl;
-use super::diag::{Diagnostics, SourceFile, did_you_mean};
+use super::diag::{Diagnostics, SourceFile};
 use super::loaded::{Item, Loaded, OverrideAt, Place, check_refs};
 use super::reader::{Reader, text};
 
@@ -221,16 +221,7 @@ pub(super) fn check_inputs(
             .filter_map(|i| i.value.as_ref())
             .find(|i| i.name == key.text)
         else {
-            if !inputs.contains_key(&key.text) {
-                d.push(file.at(
-                    &key.span,
-                    format!(
-                        "unknown input {:?}{}",
-                        key.text,
-                        did_you_mean(&key.text, inputs.keys().map(String::as_str))
-                    ),
-                ));
-            }
+            check_refs("input", std::slice::from_ref(key), inputs, file, d);
             continue;
         };
         match decl.ty.coerce(raw) {
