@@ -4,12 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nuon_core::model::{InstallValues, Unapplied};
+use nuon_core::model::{Install, InstallValues, Unapplied};
 use nuon_core::wire::{PendingValue, PendingValues};
 use nuon_core::{InstallId, OrgId};
 use serde_json::Value;
 
-use crate::store::{Store, StoreError, StoredInstall};
+use crate::store::{Store, StoreError};
 
 /// A value as text: a string as is, anything else as JSON.
 pub(crate) fn as_text(v: &Value) -> String {
@@ -20,7 +20,7 @@ pub(crate) fn as_text(v: &Value) -> String {
 }
 
 /// The values `install` holds now.
-pub(crate) fn values_of(install: &StoredInstall) -> InstallValues {
+pub(crate) fn values_of(install: &Install) -> InstallValues {
     InstallValues {
         inputs_json: install.inputs_json.clone(),
         sealed_json: install.sealed_json.clone(),
@@ -31,7 +31,7 @@ pub(crate) fn values_of(install: &StoredInstall) -> InstallValues {
 
 /// What `install` has changed and not deployed, value by value (and the
 /// components that do not run it yet); none when nothing is pending.
-pub(crate) fn pending_view(install: &StoredInstall) -> Option<PendingValues> {
+pub(crate) fn pending_view(install: &Install) -> Option<PendingValues> {
     let p = install.pending.as_ref()?;
     let mut changes = Vec::new();
     let was: BTreeMap<String, Value> = serde_json::from_str(&p.deployed.inputs_json).ok()?;
@@ -122,7 +122,7 @@ pub(crate) async fn update_pending(
     store: &dyn Store,
     org: &OrgId,
     install: &InstallId,
-    mut f: impl FnMut(Option<Unapplied>, &StoredInstall) -> Option<Unapplied>,
+    mut f: impl FnMut(Option<Unapplied>, &Install) -> Option<Unapplied>,
 ) -> Result<Option<Unapplied>, StoreError> {
     for _ in 0..50 {
         let Some(now) = store.find_install(org, install.as_str()).await? else {
@@ -150,8 +150,8 @@ pub(crate) async fn update_pending(
 mod tests {
     use super::*;
 
-    fn install(inputs: &str, sealed: &str, pending: Option<Unapplied>) -> StoredInstall {
-        StoredInstall {
+    fn install(inputs: &str, sealed: &str, pending: Option<Unapplied>) -> Install {
+        Install {
             id: "ins_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
             name: "acme".into(),
             app_id: "app_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),

@@ -16,7 +16,7 @@ use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::store::StoredInstall;
+use nuon_core::model::Install;
 
 fn check(kind: &str, name: &str, status: CheckState) -> HealthCheck {
     HealthCheck {
@@ -317,10 +317,7 @@ const SUMMARY_VERSION: u32 = 1;
 /// its components that are on (a container image by its sync, the others
 /// by their deploy, and each of their health probes), and its
 /// health-check actions (a `cron` trigger).
-fn counted(
-    config: &AppConfig,
-    install: &StoredInstall,
-) -> impl Iterator<Item = (&'static str, String)> {
+fn counted(config: &AppConfig, install: &Install) -> impl Iterator<Item = (&'static str, String)> {
     let components = config
         .components
         .iter()
@@ -392,7 +389,7 @@ fn runner_state(runner: Option<&RunnerInfo>) -> CheckState {
 /// An install's health status, as [`health_of`] says it, from its brief.
 pub(crate) fn status_of(
     config: &AppConfig,
-    install: &StoredInstall,
+    install: &Install,
     runner: Option<&RunnerInfo>,
     brief: &Brief,
 ) -> HealthStatus {
@@ -420,7 +417,7 @@ pub(crate) fn status_of(
 /// Whether what is desired of `install` is deployed, as [`health_of`]
 /// says it, from its brief: a component that is on with a change left
 /// pending makes it out of sync.
-pub(crate) fn sync_of(config: &AppConfig, install: &StoredInstall, brief: &Brief) -> SyncStatus {
+pub(crate) fn sync_of(config: &AppConfig, install: &Install, brief: &Brief) -> SyncStatus {
     let pending = config
         .components
         .iter()
@@ -437,7 +434,7 @@ pub(crate) fn sync_of(config: &AppConfig, install: &StoredInstall, brief: &Brief
 /// last push left it (`unknown` when never pushed).
 fn pushed_checks<'a>(
     config: &'a AppConfig,
-    install: &'a StoredInstall,
+    install: &'a Install,
 ) -> impl Iterator<Item = HealthCheck> + 'a {
     let names: std::collections::BTreeSet<&String> = config
         .components
@@ -499,7 +496,7 @@ fn ended_check(kind: &str, name: &str, last: Option<&Ended>, never: &str) -> Hea
 /// the summary of its workflows.
 pub(crate) fn health_of(
     config: &AppConfig,
-    install: &StoredInstall,
+    install: &Install,
     runner: Option<&RunnerInfo>,
     workflows: &WorkflowSummary,
     now_ms: i64,
@@ -625,7 +622,7 @@ pub(crate) fn health_of(
 }
 
 /// The install's own check: its state.
-fn install_check(install: &StoredInstall) -> HealthCheck {
+fn install_check(install: &Install) -> HealthCheck {
     let (status, detail) = match install.state {
         InstallState::Active => (CheckState::Ok, "active: its last workflow succeeded"),
         InstallState::Failed => (
@@ -670,7 +667,7 @@ mod tests {
     use serde_json::json;
 
     use super::{InstallSummary, WorkflowSummary, health_of, status_of};
-    use crate::store::StoredInstall;
+    use nuon_core::model::Install;
 
     /// The overview counts by `status_of` (the brief, for every install)
     /// and shows `health_of` (the whole summary): the two must agree, for
@@ -703,7 +700,7 @@ mod tests {
         ];
         let (config, d) = parse(&files);
         let config = config.unwrap_or_else(|| panic!("{d}"));
-        let install = StoredInstall {
+        let install = Install {
             id: "ins_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
             name: "acme".into(),
             app_id: "app_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
@@ -850,7 +847,7 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         let mut synced = std::collections::BTreeSet::new();
         for state in nuon_core::model::InstallState::ALL {
-            let install = StoredInstall {
+            let install = Install {
                 state: *state,
                 ..install.clone()
             };

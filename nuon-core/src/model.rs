@@ -1,12 +1,24 @@
-//! The domain's own states: what the store keeps, the engine's rules
-//! decide on and the APIs show, each spelled once (its serde name).
+//! The domain: installs, workflows, their steps and jobs as the store
+//! keeps them and the engine's rules decide on, and their states, each
+//! spelled once (its serde name).
 //!
-//! The wire types carry these as they are; a state compared by its text
+//! The model knows nothing of the wire (tidy holds it). The wire shows
+//! these types as they are, under the API's names (`WorkflowInfo`,
+//! `JobInfo`, ...), until a wire form has to differ; the store and the
+//! engine name them by the model's names. A state compared by its text
 //! anywhere else is a bug tidy looks for.
 
+mod install;
+mod job;
 mod pending;
+mod workflow;
 
+pub use install::{CheckStatus, Install, InstallCheck, Overrides};
+pub use job::QueuedJob;
 pub use pending::{InstallValues, Unapplied};
+pub use workflow::{
+    Step, StepAttempt, StepKind, StepStatus, Workflow, WorkflowKind, WorkflowStatus,
+};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

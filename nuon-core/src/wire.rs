@@ -21,13 +21,13 @@ use std::collections::BTreeMap;
 
 use crate::app::{AppConfig, Component, Diagnostic};
 pub use crate::app::{ComponentOverride, check_name};
-use crate::id::{
-    AppId, DeliveryId, InstallId, JobId, OrgId, RunnerId, TokenId, UserId, WebhookId, WorkflowId,
-};
+use crate::id::{AppId, DeliveryId, InstallId, JobId, OrgId, RunnerId, TokenId, UserId, WebhookId};
 pub use crate::job::DebugPurpose;
 use crate::job::{JobResult, JobStatus};
 // The domain's states, carried by the wire as they are.
 pub use crate::model::*;
+/// The API's names of the model's workflow and step.
+pub use crate::model::{QueuedJob as JobInfo, Step as WorkflowStepInfo, Workflow as WorkflowInfo};
 
 mod errors;
 mod health;
@@ -44,7 +44,6 @@ pub use crate::records::{
     RecordError,
 };
 use crate::workflow::StepRecord;
-use crate::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 pub use errors::{ApiError, ApiErrorBody, ErrorCode};
 pub use health::{DriftInfo, HealthCheck, InstallDrift, InstallHealth, PendingChange};
 pub use installers::{
@@ -822,41 +821,6 @@ pub struct CreateJob {
     pub sandbox: Option<crate::JobSandbox>,
 }
 
-/// A job as the Control API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct JobInfo {
-    /// Its id.
-    pub id: JobId,
-    /// The runner it is for.
-    pub runner_id: RunnerId,
-    /// Its kind.
-    pub kind: String,
-    /// Its payload.
-    pub payload: serde_json::Value,
-    /// Its status.
-    pub status: JobStatus,
-    /// How many attempts it has had.
-    pub attempts: u32,
-    /// How many it may have.
-    pub max_attempts: u32,
-    /// Timeout of one attempt in seconds.
-    pub timeout_secs: u64,
-    /// Whether a cancel was requested.
-    pub cancel_requested: bool,
-    /// Exit code of the last attempt's main process.
-    pub exit_code: Option<i32>,
-    /// Why it did not succeed.
-    pub reason: Option<String>,
-    /// Its outputs.
-    pub outputs: serde_json::Value,
-    /// Creation time, ms since the epoch.
-    pub created_at_ms: i64,
-    /// When its first attempt started.
-    pub started_at_ms: Option<i64>,
-    /// When it finished.
-    pub finished_at_ms: Option<i64>,
-}
-
 /// A list of jobs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JobList {
@@ -1385,40 +1349,6 @@ pub struct PushCheck {
     pub detail: Option<String>,
 }
 
-/// A pushed check's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckStatus {
-    /// What it checks is ready.
-    Healthy,
-    /// What it checks is not.
-    Unhealthy,
-}
-
-impl CheckStatus {
-    /// The status as the API spells it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CheckStatus::Healthy => "healthy",
-            CheckStatus::Unhealthy => "unhealthy",
-        }
-    }
-}
-
-/// A check as last pushed for an install.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct InstallCheck {
-    /// Its name (what `required_checks` names).
-    pub name: String,
-    /// As last reported.
-    pub status: CheckStatus,
-    /// What it said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-    /// When it was reported, milliseconds since the Unix epoch.
-    pub at_ms: i64,
-}
-
 /// Change an install's labels: `set` adds or replaces, `remove` removes
 /// (a key not there is no error).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -1527,96 +1457,6 @@ pub struct InputsUpdated {
 }
 
 // ---------------------------------------------------------------- Workflows
-
-/// One step of a workflow and how far it got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct WorkflowStepInfo {
-    /// 0, 1, 2, ... in order.
-    pub index: u32,
-    /// For people.
-    pub name: String,
-    /// What it does.
-    pub kind: StepKind,
-    /// The component or action, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<String>,
-    /// Whether it waits for an approval.
-    pub needs_approval: bool,
-    /// How far it got.
-    pub status: StepStatus,
-    /// The job that runs it, once dispatched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<JobId>,
-    /// When it was approved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approved_at_ms: Option<i64>,
-    /// Who approved it: a person's email address, a service account's
-    /// token id, or `control-plane` (no changes, or its policies passed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approved_by: Option<String>,
-    /// Why it failed or was skipped.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// What its job reported (a plan's changes, an apply's outputs).
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub outputs: serde_json::Value,
-    /// Its earlier tries that failed, oldest first: each automatic retry
-    /// (`max_auto_retries`) and each `nuon workflows retry` adds one.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attempts: Vec<StepAttempt>,
-}
-
-/// A try of a step that failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct StepAttempt {
-    /// The job that ran it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<JobId>,
-    /// Why it failed.
-    pub reason: String,
-    /// When it failed.
-    pub failed_at_ms: i64,
-    /// For an automatic retry, when the next try may start (the backoff).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_at_ms: Option<i64>,
-}
-
-/// A workflow of an install.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct WorkflowInfo {
-    /// Its id.
-    pub id: WorkflowId,
-    /// The install.
-    pub install_id: InstallId,
-    /// What it does.
-    pub kind: WorkflowKind,
-    /// How far it got.
-    pub status: WorkflowStatus,
-    /// Only this component, when it was asked for one (for an `action`
-    /// workflow, the action).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub component: Option<String>,
-    /// The app config version it deploys.
-    pub config_version: u32,
-    /// When it was created.
-    pub created_at_ms: i64,
-    /// When it ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at_ms: Option<i64>,
-    /// The run-time inputs of an action or runbook workflow (`--input k=v`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub inputs: BTreeMap<String, String>,
-    /// What started it, when not a person: `cron` (and the time it was
-    /// due), or the lifecycle point of a toggle.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger: Option<String>,
-    /// The release it deploys (a rollout's workflow): that release's
-    /// builds, whatever was built after.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub release_id: Option<crate::ReleaseId>,
-    /// Its steps, in order.
-    pub steps: Vec<WorkflowStepInfo>,
-}
 
 /// A component of an install's app, and whether it is on there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

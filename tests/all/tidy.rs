@@ -743,6 +743,113 @@ fn the_model_knows_nothing_of_the_wire() {
     );
 }
 
+/// The domain model's type names: each `pub struct`, `pub enum` and
+/// `pub type` of its files, and each state its `status!` macro declares.
+fn model_names(files: &[(String, String)]) -> Vec<String> {
+    let mut names = Vec::new();
+    for (_, text) in files {
+        let mut in_status = false;
+        for line in text.lines() {
+            let t = line.trim();
+            if t.starts_with("status! {") {
+                in_status = true;
+                continue;
+            }
+            let declared = ["pub struct ", "pub enum ", "pub type "]
+                .iter()
+                .find_map(|kw| t.strip_prefix(kw));
+            let status = in_status && !t.starts_with("//") && !t.starts_with("#[");
+            if let Some(rest) = declared.or(status.then_some(t)) {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    names.push(name);
+                }
+                in_status = false;
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The wire's own names for model types: the store and the engine use
+/// the model's (`Workflow`, `Step`, `QueuedJob`, `Install`).
+const WIRE_NAMES_OF_THE_MODEL: [&str; 4] = [
+    "WorkflowInfo",
+    "WorkflowStepInfo",
+    "JobInfo",
+    "StoredInstall",
+];
+
+/// Every place in `files` that names a model type through the wire
+/// (`wire::InstallCheck`, `use nuon_core::wire::{Role, RunnerHealth}`), or
+/// by the wire's name for it.
+fn model_named_by_the_wire(files: &[(String, String)], model: &[String]) -> Vec<String> {
+    let mut found = code_naming_whole(files, &WIRE_NAMES_OF_THE_MODEL);
+    for (path, text) in files {
+        let code: Vec<&str> = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect();
+        let joined = code.join("\n");
+        for (at, _) in joined.match_indices("wire::") {
+            let rest = &joined[at + "wire::".len()..];
+            let named = match rest.strip_prefix('{') {
+                Some(list) => &list[..list.find('}').unwrap_or(list.len())],
+                None => {
+                    let end = rest
+                        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .unwrap_or(rest.len());
+                    &rest[..end]
+                }
+            };
+            let hits: Vec<&str> = named
+                .split(',')
+                .map(str::trim)
+                .filter(|n| model.iter().any(|m| m == n))
+                .collect();
+            if !hits.is_empty() {
+                let line = joined[..at].matches('\n').count() + 1;
+                found.push(format!("{path}:{line}: wire::{}", hits.join(", ")));
+            }
+        }
+    }
+    found
+}
+
+/// Where the model is used as itself: below the service, the store keeps
+/// it and the engine moves it.
+const MODEL_USERS: [&str; 2] = ["nuon-control/src/store", "nuon-control/src/engine"];
+
+#[test]
+fn the_store_and_the_engine_name_the_model() {
+    let model = model_names(&model_files());
+    for kept in [
+        "Install",
+        "Workflow",
+        "Step",
+        "QueuedJob",
+        "InstallState",
+        "StepStatus",
+    ] {
+        assert!(
+            model.iter().any(|m| m == kept),
+            "{kept} is not found in the model: {model:?}"
+        );
+    }
+    let found = model_named_by_the_wire(&sources(&MODEL_USERS), &model);
+    assert!(
+        found.is_empty(),
+        "the store and the engine use the domain model (nuon_core::model) by its own names; the wire \
+         shows it under the API's names, above them\n{}",
+        found.join("\n")
+    );
+}
+
 /// The one file of the CLI that asks whether `--json` was given: it
 /// chooses between the machine document and people's text (`emit`,
 /// `emit_with`, `for_people`, `for_machines`, `emit_item`, `Progress`).
@@ -956,6 +1063,31 @@ fn every_rule_finds_a_planted_violation() {
         "the model",
         code_naming(&one(m, "use crate::wire::AppInfo;"), &ABOVE_THE_MODEL),
         m,
+    );
+    let model = model_names(&model_files());
+    let st = "nuon-control/src/store/planted.rs";
+    planted(
+        "the store naming the model through the wire",
+        model_named_by_the_wire(
+            &one(
+                st,
+                "use nuon_core::wire::{\n    ErrorCode,\n    InstallCheck,\n};",
+            ),
+            &model,
+        ),
+        st,
+    );
+    planted(
+        "the engine naming the model by the wire's name",
+        model_named_by_the_wire(&one(e, "fn f(w: &WorkflowInfo) {}"), &model),
+        e,
+    );
+    assert!(
+        model_named_by_the_wire(
+            &one(e, "use nuon_core::wire::{ErrorCode, LogPage};\nuse nuon_core::model::Workflow;\n// wire::Workflow"),
+            &model
+        )
+        .is_empty()
     );
     let w = "nuon-core/src/wire/planted.rs";
     planted(

@@ -21,7 +21,8 @@ use nuon_core::{JobId, JobResult, JobStatus, OrgId};
 use super::{Body, RunnerAuth, SharedState, Source, path_id};
 use crate::engine::render::{render_context, render_env, watched_probes};
 use crate::error::Error;
-use crate::store::{RunnerPrincipal, StoredInstall};
+use crate::store::RunnerPrincipal;
+use nuon_core::model::Install;
 
 const MAX_KINDS: usize = 64;
 const MAX_SLOTS: u32 = 1024;
@@ -272,7 +273,7 @@ async fn settings_version(
 
 /// The settings' version: of what they are made from, and of the runner
 /// release the runner is asked for (and the ask's number).
-fn version_of(install: &StoredInstall, update: Option<&(nuon_core::ReleaseId, u32)>) -> String {
+fn version_of(install: &Install, update: Option<&(nuon_core::ReleaseId, u32)>) -> String {
     let update = update.map(|(r, tries)| format!("{r}#{tries}"));
     let mut all = String::new();
     for part in [

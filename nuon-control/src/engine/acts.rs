@@ -3,8 +3,8 @@
 //! this records it.
 
 use nuon_core::OrgId;
+use nuon_core::model::{Step, Workflow};
 use nuon_core::wire::ErrorCode;
-use nuon_core::wire::{WorkflowInfo, WorkflowStepInfo};
 use nuon_core::workflow::StepStatus;
 
 use super::advance::update;
@@ -118,7 +118,7 @@ impl Engine {
     /// Sets the steps `redo` back to pending (a step that failed keeps its
     /// try with the others) and the workflow running: what a retry and a
     /// skip do to the rest.
-    async fn run_again(&self, org: &OrgId, wf: &WorkflowInfo, redo: &[u32]) -> Result<()> {
+    async fn run_again(&self, org: &OrgId, wf: &Workflow, redo: &[u32]) -> Result<()> {
         for step in wf.steps.iter().filter(|s| redo.contains(&s.index)) {
             let u = StepUpdate {
                 status: StepStatus::Pending,
@@ -141,7 +141,7 @@ impl Engine {
     pub(super) async fn replan(
         &self,
         org: &OrgId,
-        wf: &WorkflowInfo,
+        wf: &Workflow,
         redo: [u32; 2],
         why: String,
     ) -> Result<()> {
@@ -177,8 +177,8 @@ impl Engine {
     async fn record_denial(
         &self,
         org: &OrgId,
-        wf: &WorkflowInfo,
-        step: &WorkflowStepInfo,
+        wf: &Workflow,
+        step: &Step,
         how: rules::Denial,
         by: &str,
     ) -> Result<()> {
@@ -254,10 +254,7 @@ impl Engine {
 
 /// A failed step's tries with its last one (its reason, at the workflow's
 /// end) added; none for a step that did not fail.
-fn failed_try(
-    wf: &WorkflowInfo,
-    step: &WorkflowStepInfo,
-) -> Option<Vec<nuon_core::wire::StepAttempt>> {
+fn failed_try(wf: &Workflow, step: &Step) -> Option<Vec<nuon_core::model::StepAttempt>> {
     (step.status == StepStatus::Failed).then(|| {
         let at = wf.finished_at_ms.unwrap_or_else(nuon_core::now_ms);
         rules::with_failed_try(step, step.reason.clone().unwrap_or_default(), at, None)

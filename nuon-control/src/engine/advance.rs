@@ -2,9 +2,9 @@
 //! asking for approvals, dispatching the next step, and ending it.
 
 use nuon_core::app::ComponentKind;
-use nuon_core::model::InstallState;
+use nuon_core::model::{InstallState, QueuedJob, Step, Workflow};
 use nuon_core::webhook::WebhookEvent;
-use nuon_core::wire::{InstallOutputs, JobInfo, WorkflowInfo, WorkflowStepInfo};
+use nuon_core::wire::InstallOutputs;
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan};
 use nuon_core::{ArtifactRef, JobStatus, OrgId};
 use serde_json::Value;
@@ -24,7 +24,7 @@ pub(super) fn update(status: StepStatus, reason: Option<String>) -> StepUpdate {
 
 impl Engine {
     /// Moves a workflow as far as it goes now.
-    pub(super) async fn advance(&self, org: &OrgId, wf: WorkflowInfo) -> Result<()> {
+    pub(super) async fn advance(&self, org: &OrgId, wf: Workflow) -> Result<()> {
         let id = wf.id.clone();
         let mut cx = match self.load(org, wf.clone()).await {
             Ok(cx) => cx,
@@ -341,7 +341,7 @@ impl Engine {
     }
 
     /// Why a job failed, and the Terraform state locks it held, released.
-    async fn failure_reason(&self, job: &JobInfo) -> String {
+    async fn failure_reason(&self, job: &QueuedJob) -> String {
         let mut reason = format!(
             "job {}: {}",
             job.id,
@@ -372,12 +372,7 @@ impl Engine {
     }
 
     /// Fails a step, its workflow and (unless it is an action) the install.
-    pub(super) async fn fail(
-        &self,
-        cx: &Ctx,
-        step: &WorkflowStepInfo,
-        reason: String,
-    ) -> Result<()> {
+    pub(super) async fn fail(&self, cx: &Ctx, step: &Step, reason: String) -> Result<()> {
         self.fail_with(cx, step, reason, None).await
     }
 
@@ -385,7 +380,7 @@ impl Engine {
     async fn fail_with(
         &self,
         cx: &Ctx,
-        step: &WorkflowStepInfo,
+        step: &Step,
         reason: String,
         outputs_json: Option<String>,
     ) -> Result<()> {
@@ -445,7 +440,7 @@ impl Engine {
     }
 
     /// What a webhook is told of a workflow (and one of its steps).
-    fn event_data(&self, cx: &Ctx, step: Option<&WorkflowStepInfo>) -> Value {
+    fn event_data(&self, cx: &Ctx, step: Option<&Step>) -> Value {
         serde_json::json!({
             "workflow_id": cx.wf.id,
             "workflow_kind": cx.wf.kind,
@@ -484,7 +479,7 @@ impl Engine {
 
     /// Records a step's success: its outputs, and an apply's or destroy's
     /// effect on the install's outputs (and a plugin's state).
-    async fn succeeded(&self, cx: &mut Ctx, i: usize, job: &JobInfo) -> Result<()> {
+    async fn succeeded(&self, cx: &mut Ctx, i: usize, job: &QueuedJob) -> Result<()> {
         let step = cx.wf.steps[i].clone();
         let outputs = job.outputs.clone();
         if applies_a_plan(step.kind) || step.kind == StepKind::Action {

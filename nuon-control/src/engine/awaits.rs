@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
+use nuon_core::model::{CheckStatus, InstallCheck, RunnerHealth};
 use nuon_core::now_ms;
-use nuon_core::wire::{CheckStatus, InstallCheck, RunnerHealth};
 use nuon_core::workflow::{StepKind, StepStatus};
 use serde_json::json;
 
@@ -272,7 +272,7 @@ impl Engine {
 
 /// When step `step` began to wait, in this try: a wait of an earlier try
 /// (before a retry) does not count.
-fn waiting_since(step: &nuon_core::wire::WorkflowStepInfo) -> Option<i64> {
+fn waiting_since(step: &nuon_core::model::Step) -> Option<i64> {
     let tries = step.attempts.len() as u64;
     step.outputs["waiting_since_ms"]
         .as_i64()

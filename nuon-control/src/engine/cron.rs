@@ -19,7 +19,8 @@ use nuon_core::workflow::{SANDBOX, WorkflowKind, WorkflowStatus};
 use nuon_core::{AppId, InstallId, OrgId, WorkflowId};
 
 use super::{Engine, EngineError, Result, Start};
-use crate::store::{StoreError, StoredInstall};
+use crate::store::StoreError;
+use nuon_core::model::Install;
 
 /// How late a cron run may still start.
 pub(crate) const CATCH_UP_MS: i64 = 15 * 60_000;
@@ -155,7 +156,7 @@ impl Engine {
     pub(crate) async fn fire_trigger(
         &self,
         org: &OrgId,
-        install: &StoredInstall,
+        install: &Install,
         trigger: &'static str,
     ) -> Result<usize> {
         let (app_name, config) = self

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use nuon_core::app::template::RenderContext;
 use nuon_core::app::{Action, Component, ComponentKind, SecretDecl, Source};
+use nuon_core::model::Step;
 use nuon_core::rendered;
 use nuon_core::wasm::{Capabilities, WasmAction, WasmJob};
-use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::{StepKind, WorkflowKind, applies_a_plan, destroys};
 use nuon_core::{
     ArtifactRef, ExecJob, HealthJob, HelmAction, HelmJob, ImageRef, Job, JobId, JobSandbox,
@@ -31,7 +31,7 @@ type Made = std::result::Result<(JobSpec, Option<StateToken>), String>;
 impl Engine {
     /// Sends a step's job to the install's runner, or fails the step with
     /// why it cannot run.
-    pub(super) async fn dispatch_or_fail(&self, cx: &Ctx, step: &WorkflowStepInfo) -> Result<()> {
+    pub(super) async fn dispatch_or_fail(&self, cx: &Ctx, step: &Step) -> Result<()> {
         let plugin_state = match wasm_target(cx, step) {
             Some(c) if step.kind != StepKind::Sync => self.stored_state(cx, &c.name).await?,
             _ => None,
@@ -80,13 +80,7 @@ impl Engine {
     }
 
     /// The job spec of a step, and the state token its Terraform gets.
-    fn job_for(
-        &self,
-        cx: &Ctx,
-        step: &WorkflowStepInfo,
-        plugin_state: Option<Value>,
-        from: Values,
-    ) -> Made {
+    fn job_for(&self, cx: &Ctx, step: &Step, plugin_state: Option<Value>, from: Values) -> Made {
         let target = step.target.clone().unwrap_or_else(|| "sandbox".into());
         // Sync jobs render nothing: only the others carry values to redact.
         let redact = if matches!(step.kind, StepKind::Sync | StepKind::SandboxSync) {
@@ -220,7 +214,7 @@ impl Engine {
     fn terraform_job(
         &self,
         cx: &Ctx,
-        step: &WorkflowStepInfo,
+        step: &Step,
         target: &str,
         ctx: &RenderContext,
     ) -> std::result::Result<(TerraformJob, Duration, StateToken), String> {
@@ -487,7 +481,7 @@ fn shell_quote(s: &str) -> String {
 /// granted, its last state and (for an apply) the plan it applies.
 fn wasm_job(
     cx: &Ctx,
-    step: &WorkflowStepInfo,
+    step: &Step,
     c: &Component,
     ctx: &RenderContext,
     secrets: &BTreeMap<String, String>,
@@ -548,7 +542,7 @@ fn release_action(kind: StepKind) -> HelmAction {
 /// A Helm release of a chart component, its values rendered.
 fn helm_job(
     cx: &Ctx,
-    step: &WorkflowStepInfo,
+    step: &Step,
     c: &Component,
     ctx: &RenderContext,
 ) -> std::result::Result<HelmJob, String> {
@@ -576,7 +570,7 @@ fn helm_job(
 
 /// The Rego policies a plan step (not a destroy plan) of a component
 /// checks what it renders against.
-fn plan_policies(cx: &Ctx, step: &WorkflowStepInfo) -> Vec<nuon_core::policy::PolicySource> {
+fn plan_policies(cx: &Ctx, step: &Step) -> Vec<nuon_core::policy::PolicySource> {
     if step.kind == StepKind::Plan && cx.wf.kind != WorkflowKind::Drift {
         nuon_core::app::policies_for(&cx.config, step.target.as_deref())
     } else {
@@ -588,7 +582,7 @@ fn plan_policies(cx: &Ctx, step: &WorkflowStepInfo) -> Vec<nuon_core::policy::Po
 /// the kustomization from its artifact), and what its last apply made.
 fn kubernetes_job(
     cx: &Ctx,
-    step: &WorkflowStepInfo,
+    step: &Step,
     c: &Component,
     ctx: &RenderContext,
 ) -> std::result::Result<KubernetesJob, String> {
@@ -643,7 +637,7 @@ fn kubernetes_job(
 const KUBECONFIG_VAR: &str = "NUON_KUBECONFIG_CONTENTS";
 
 /// The `wasm` component a step targets, if it targets one.
-pub(super) fn wasm_target<'a>(cx: &'a Ctx, step: &WorkflowStepInfo) -> Option<&'a Component> {
+pub(super) fn wasm_target<'a>(cx: &'a Ctx, step: &Step) -> Option<&'a Component> {
     step.target
         .as_deref()
         .and_then(|t| cx.config.component(t))
@@ -655,7 +649,7 @@ pub(super) fn wasm_target<'a>(cx: &'a Ctx, step: &WorkflowStepInfo) -> Option<&'
 /// the build's.
 pub(super) fn synced_artifact(
     cx: &Ctx,
-    step: &WorkflowStepInfo,
+    step: &Step,
     target: &str,
 ) -> std::result::Result<ArtifactRef, String> {
     rules::synced_before(&cx.wf.steps, step).unwrap_or_else(|| artifact(cx, target))

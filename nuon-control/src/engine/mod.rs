@@ -40,22 +40,22 @@ pub(crate) use rollouts::RolloutAct;
 pub(crate) mod rules;
 mod secrets_sync;
 
-use nuon_core::wire::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nuon_core::app::AppConfig;
+use nuon_core::model::{Install, Workflow};
 use nuon_core::rollout::RolloutInfo;
-use nuon_core::wire::{BuildInfo, ReleaseInfo, WorkflowInfo};
+use nuon_core::wire::{BuildInfo, ErrorCode, ReleaseInfo};
 use nuon_core::workflow::{self, StepKind, WorkflowKind};
 use nuon_core::{AppId, ArtifactRef, JobId, JobStatus, OrgId, RunnerId, WorkflowId};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::keys::{JobKeys, KeyError};
 use crate::secrets::SecretBox;
-use crate::store::{NewWorkflow, Store, StoreError, StoredInstall, Wake};
+use crate::store::{NewWorkflow, Store, StoreError, Wake};
 
 /// What the engine tells the rest of the control plane.
 pub(crate) trait Notifier: Send + Sync + 'static {
@@ -160,7 +160,7 @@ enum Msg {
 /// A workflow to start on an install: the API has found the install, its
 /// app and the config version it runs.
 pub(crate) struct Start<'a> {
-    pub(crate) install: &'a StoredInstall,
+    pub(crate) install: &'a Install,
     pub(crate) app_name: &'a str,
     pub(crate) config: &'a AppConfig,
     pub(crate) config_version: u32,
@@ -200,7 +200,7 @@ pub(crate) struct Start<'a> {
 impl<'a> Start<'a> {
     /// A person's start of a `kind` workflow.
     pub(crate) fn new(
-        install: &'a StoredInstall,
+        install: &'a Install,
         app_name: &'a str,
         config: &'a AppConfig,
         config_version: u32,
@@ -310,7 +310,7 @@ impl Engine {
     /// Plans a workflow, checks it can run (its components deploy, they
     /// are built, the inputs and secrets its templates read have values)
     /// and queues it on the install.
-    pub(crate) async fn start(&self, org: &OrgId, s: Start<'_>) -> Result<WorkflowInfo> {
+    pub(crate) async fn start(&self, org: &OrgId, s: Start<'_>) -> Result<Workflow> {
         let config = s.config;
         let app = s.app_name;
         if s.kind == WorkflowKind::Drift {
@@ -754,7 +754,7 @@ impl Engine {
     }
 
     /// What moving a workflow needs about its install and app.
-    async fn load(&self, org: &OrgId, wf: WorkflowInfo) -> Result<Ctx> {
+    async fn load(&self, org: &OrgId, wf: Workflow) -> Result<Ctx> {
         let install = self
             .store
             .find_install(org, wf.install_id.as_str())
@@ -792,8 +792,8 @@ impl Engine {
 struct Ctx {
     org: OrgId,
     org_name: String,
-    wf: WorkflowInfo,
-    install: StoredInstall,
+    wf: Workflow,
+    install: Install,
     app_name: String,
     config: AppConfig,
     builds: BTreeMap<String, ArtifactRef>,

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use nuon_core::app::template::RenderContext;
+use nuon_core::model::Step;
 use nuon_core::rendered;
-use nuon_core::wire::WorkflowStepInfo;
 use nuon_core::workflow::StepKind;
 use nuon_core::{HttpBackend, PulumiAction, PulumiJob};
 
@@ -45,7 +45,7 @@ impl Engine {
     pub(super) fn pulumi_job(
         &self,
         cx: &Ctx,
-        step: &WorkflowStepInfo,
+        step: &Step,
         target: &str,
         ctx: &RenderContext,
     ) -> std::result::Result<(PulumiJob, Duration, Option<StateToken>), String> {

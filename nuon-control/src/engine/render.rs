@@ -13,13 +13,10 @@ use serde_json::Value;
 
 use super::{EngineError, Result};
 use crate::secrets::{Sealed, SecretBox, seal_context};
-use crate::store::StoredInstall;
+use nuon_core::model::Install;
 
 /// The install's outputs, its sensitive ones opened.
-pub(crate) fn outputs_of(
-    secrets: &SecretBox,
-    install: &StoredInstall,
-) -> Result<InstallOutputs, String> {
+pub(crate) fn outputs_of(secrets: &SecretBox, install: &Install) -> Result<InstallOutputs, String> {
     let mut all: InstallOutputs = install
         .outputs_json
         .as_deref()
@@ -34,7 +31,7 @@ pub(crate) fn outputs_of(
 /// another) does not open, and is refused rather than used.
 pub(crate) fn stack_outputs(
     secrets: &SecretBox,
-    install: &StoredInstall,
+    install: &Install,
 ) -> Result<BTreeMap<String, Value>, String> {
     let Some(sealed) = &install.stack_outputs else {
         return Ok(BTreeMap::new());
@@ -57,7 +54,7 @@ pub(crate) fn stack_outputs(
 pub(super) fn job_role(
     secrets: &SecretBox,
     cx: &super::Ctx,
-    step: &nuon_core::wire::WorkflowStepInfo,
+    step: &nuon_core::model::Step,
 ) -> Result<Option<nuon_core::JobRole>, String> {
     let Some(choice) = nuon_core::stack::roles::role_for(
         &cx.config,
@@ -97,7 +94,7 @@ pub(crate) struct Unsealed {
     pub(crate) secrets: BTreeMap<String, String>,
 }
 
-pub(crate) fn unseal(secrets: &SecretBox, install: &StoredInstall) -> Result<Unsealed, String> {
+pub(crate) fn unseal(secrets: &SecretBox, install: &Install) -> Result<Unsealed, String> {
     unseal_as(secrets, install, Values::Real)
 }
 
@@ -122,7 +119,7 @@ pub(crate) const SENSITIVE_STAND_IN: &str = "(sensitive)";
 /// [`unseal`], or the stand-ins of the same names.
 pub(crate) fn unseal_as(
     secrets: &SecretBox,
-    install: &StoredInstall,
+    install: &Install,
     values: Values,
 ) -> Result<Unsealed, String> {
     if values == Values::StandIns {
@@ -158,10 +155,7 @@ pub(crate) fn unseal_as(
 
 /// The values a job's log must not show: the install's sensitive inputs,
 /// secrets and sensitive outputs.
-pub(crate) fn redactions(
-    secrets: &SecretBox,
-    install: &StoredInstall,
-) -> Result<Vec<String>, String> {
+pub(crate) fn redactions(secrets: &SecretBox, install: &Install) -> Result<Vec<String>, String> {
     let open = unseal(secrets, install)?;
     Ok(open
         .inputs
@@ -251,7 +245,7 @@ impl super::Engine {
 pub(crate) fn render_context(
     secrets: &SecretBox,
     org: &OrgId,
-    install: &StoredInstall,
+    install: &Install,
     owner: Owner<'_>,
     destroying: bool,
 ) -> Result<RenderContext, String> {
@@ -262,7 +256,7 @@ pub(crate) fn render_context(
 pub(crate) fn render_context_as(
     secrets: &SecretBox,
     org: &OrgId,
-    install: &StoredInstall,
+    install: &Install,
     owner: Owner<'_>,
     destroying: bool,
     values: Values,
@@ -365,7 +359,7 @@ pub(crate) fn health_probes(
 /// is left out, with a warning: its last deploy's health step said why.
 pub(crate) fn watched_probes(
     config: &AppConfig,
-    install: &StoredInstall,
+    install: &Install,
     ctx: &RenderContext,
 ) -> Vec<nuon_core::wire::WatchedComponent> {
     let watched = config.components.iter().filter(|c| {
@@ -592,7 +586,7 @@ pub(crate) fn runbook_inputs(
 /// workflow of `only` one component that is off is refused.
 pub(crate) fn skip_turned_off(
     config: &AppConfig,
-    install: &StoredInstall,
+    install: &Install,
     only: Option<&str>,
     steps: &mut [nuon_core::workflow::PlannedStep],
 ) -> Result<(), String> {

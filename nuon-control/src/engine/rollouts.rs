@@ -22,13 +22,12 @@ use nuon_core::wire::ErrorCode;
 use std::collections::HashMap;
 
 use nuon_core::labels::Selector;
+use nuon_core::model::{CheckState, HealthStatus, RunnerHealth, RunnerStatus};
 use nuon_core::rollout::{
     CreateRollout, NewRollout, RolloutInfo, RolloutKind, RolloutStatus, RolloutTarget, Seen,
     Selected, TargetState, Waves,
 };
-use nuon_core::wire::{
-    CheckState, HealthStatus, ReleaseInfo, RunnerHealth, RunnerReleaseInfo, RunnerStatus,
-};
+use nuon_core::wire::{ReleaseInfo, RunnerReleaseInfo};
 use nuon_core::workflow::{WorkflowKind, WorkflowStatus};
 use nuon_core::{OrgId, RolloutId, WorkflowId, now_ms};
 
@@ -705,7 +704,7 @@ impl Engine {
             .map(|mut runner| {
                 let now = now_ms();
                 runner.status = match self.ops.health(runner.revoked, runner.last_seen_at_ms, now) {
-                    nuon_core::wire::RunnerHealth::Healthy => RunnerStatus::Connected,
+                    nuon_core::model::RunnerHealth::Healthy => RunnerStatus::Connected,
                     _ => RunnerStatus::Gone,
                 };
                 runner

@@ -5,9 +5,9 @@
 //! bottom run them directly.
 
 use nuon_core::app::AppConfig;
-use nuon_core::model::InstallState;
+use nuon_core::model::{InstallState, Step, Workflow};
 use nuon_core::wire::ErrorCode;
-use nuon_core::wire::{InstallOutputs, WorkflowInfo, WorkflowStepInfo};
+use nuon_core::wire::InstallOutputs;
 use nuon_core::workflow::{
     StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan, destroys,
     left_out_by_denial, nothing_was_there,
@@ -49,7 +49,7 @@ pub(crate) fn has_changes(changes: &serde_json::Value) -> bool {
 }
 
 /// What a workflow does next: its first step that is not passed decides.
-pub(crate) fn next(steps: &[WorkflowStepInfo]) -> Next {
+pub(crate) fn next(steps: &[Step]) -> Next {
     for (i, step) in steps.iter().enumerate() {
         let approved = step.approved_at_ms.is_some();
         if step.kind.is_await() && matches!(step.status, StepStatus::Pending | StepStatus::Running)
@@ -80,7 +80,7 @@ pub(crate) fn next(steps: &[WorkflowStepInfo]) -> Next {
 
 /// Whether a denial (or nothing to do) left steps out. A destroy skipped
 /// because there was nothing to destroy left nothing out.
-fn left_something_out(steps: &[WorkflowStepInfo]) -> bool {
+fn left_something_out(steps: &[Step]) -> bool {
     steps.iter().any(|s| {
         (s.status == StepStatus::Skipped && !nothing_was_there(s)) || s.status == StepStatus::Denied
     })
@@ -90,7 +90,7 @@ fn left_something_out(steps: &[WorkflowStepInfo]) -> bool {
 /// (if `i` is the sync just before a destroy plan), its destroy plan and
 /// the destroy that applies it. Skipped together when there is nothing to
 /// destroy.
-pub(crate) fn destroy_group(steps: &[WorkflowStepInfo], i: usize) -> Option<Vec<usize>> {
+pub(crate) fn destroy_group(steps: &[Step], i: usize) -> Option<Vec<usize>> {
     let me = steps.get(i)?;
     let plan = match me.kind {
         StepKind::Sync | StepKind::SandboxSync => {
@@ -112,10 +112,7 @@ pub(crate) fn destroy_group(steps: &[WorkflowStepInfo], i: usize) -> Option<Vec<
 }
 
 /// The successful plan step an apply or destroy step carries out.
-pub(crate) fn planned<'a>(
-    steps: &'a [WorkflowStepInfo],
-    step: &WorkflowStepInfo,
-) -> Result<&'a WorkflowStepInfo, String> {
+pub(crate) fn planned<'a>(steps: &'a [Step], step: &Step) -> Result<&'a Step, String> {
     let i = position(steps, step.index);
     plan_step_of(steps, i)
         .filter(|p| p.status == StepStatus::Succeeded)
@@ -124,10 +121,7 @@ pub(crate) fn planned<'a>(
 
 /// The artifact the workflow's sync of `step`'s target reported before
 /// `step`, if it synced it.
-pub(crate) fn synced_before(
-    steps: &[WorkflowStepInfo],
-    step: &WorkflowStepInfo,
-) -> Option<Result<ArtifactRef, String>> {
+pub(crate) fn synced_before(steps: &[Step], step: &Step) -> Option<Result<ArtifactRef, String>> {
     let synced = steps.iter().rev().find(|s| {
         s.target == step.target
             && matches!(s.kind, StepKind::Sync | StepKind::SandboxSync)
@@ -144,18 +138,18 @@ pub(crate) fn synced_before(
     )
 }
 
-fn position(steps: &[WorkflowStepInfo], index: u32) -> usize {
+fn position(steps: &[Step], index: u32) -> usize {
     steps.iter().position(|s| s.index == index).unwrap_or(0)
 }
 
 /// Finds the step `key` names (an index or a name), or the one `pick`
 /// chooses.
 pub(crate) fn find_step<'a>(
-    wf: &'a WorkflowInfo,
+    wf: &'a Workflow,
     key: Option<&str>,
-    pick: impl Fn(&WorkflowStepInfo) -> bool,
+    pick: impl Fn(&Step) -> bool,
     what: &str,
-) -> Result<&'a WorkflowStepInfo, EngineError> {
+) -> Result<&'a Step, EngineError> {
     match key {
         Some(k) => wf
             .steps
@@ -182,7 +176,7 @@ pub(crate) fn find_step<'a>(
 }
 
 /// Whether the workflow still takes approvals and cancels.
-fn takes_acts(wf: &WorkflowInfo) -> bool {
+fn takes_acts(wf: &Workflow) -> bool {
     wf.status == WorkflowStatus::Pending || wf.status == WorkflowStatus::Running
 }
 
@@ -200,10 +194,7 @@ pub(crate) enum Denial {
 
 /// The steps a re-plan of `waiting` (an apply or destroy that waits for an
 /// approval) runs again: its plan, then itself.
-pub(crate) fn replan(
-    steps: &[WorkflowStepInfo],
-    waiting: &WorkflowStepInfo,
-) -> Result<[u32; 2], EngineError> {
+pub(crate) fn replan(steps: &[Step], waiting: &Step) -> Result<[u32; 2], EngineError> {
     if !nuon_core::workflow::applies_a_plan(waiting.kind) {
         return Err(EngineError::conflict(
             ErrorCode::NotAPlan,
@@ -236,7 +227,7 @@ pub(crate) fn replan(
 /// by its component's (or the sandbox's) `auto_approve_on_policies_passing`:
 /// at least one policy applies to it, and its plan (which a `deny` would
 /// have failed) succeeded.
-pub(crate) fn auto_approved(config: &AppConfig, steps: &[WorkflowStepInfo], i: usize) -> bool {
+pub(crate) fn auto_approved(config: &AppConfig, steps: &[Step], i: usize) -> bool {
     let step = &steps[i];
     let (on, component) = match (step.kind, step.target.as_deref()) {
         (StepKind::SandboxApply, None) => (
@@ -265,10 +256,10 @@ pub(crate) fn auto_approved(config: &AppConfig, steps: &[WorkflowStepInfo], i: u
 /// someone saw, so only a waiting step takes one; a denial may come ahead
 /// of time.
 pub(crate) fn approval_step<'a>(
-    wf: &'a WorkflowInfo,
+    wf: &'a Workflow,
     key: Option<&str>,
     deny: bool,
-) -> Result<&'a WorkflowStepInfo, EngineError> {
+) -> Result<&'a Step, EngineError> {
     let id = &wf.id;
     if !takes_acts(wf) {
         return Err(EngineError::conflict(
@@ -309,8 +300,8 @@ pub(crate) fn approval_step<'a>(
 /// that read or hook on it.
 pub(crate) fn skipped_by_denial(
     config: &AppConfig,
-    steps: &[WorkflowStepInfo],
-    denied: &WorkflowStepInfo,
+    steps: &[Step],
+    denied: &Step,
     how: Denial,
 ) -> Vec<u32> {
     let later = || {
@@ -370,7 +361,7 @@ pub(crate) struct Cancel {
 }
 
 /// What cancelling `wf` does.
-pub(crate) fn cancel(wf: &WorkflowInfo) -> Result<Cancel, EngineError> {
+pub(crate) fn cancel(wf: &Workflow) -> Result<Cancel, EngineError> {
     if !takes_acts(wf) {
         return Err(EngineError::conflict(
             ErrorCode::WorkflowEnded,
@@ -406,10 +397,10 @@ pub(crate) fn cancel(wf: &WorkflowInfo) -> Result<Cancel, EngineError> {
 /// an apply of it has run (even partly). `others` are the install's
 /// workflows: one still active keeps the install busy.
 pub(crate) fn retry<'a>(
-    wf: &'a WorkflowInfo,
+    wf: &'a Workflow,
     key: Option<&str>,
-    others: &[WorkflowInfo],
-) -> Result<(&'a WorkflowStepInfo, Vec<u32>), EngineError> {
+    others: &[Workflow],
+) -> Result<(&'a Step, Vec<u32>), EngineError> {
     let id = &wf.id;
     if wf.status != WorkflowStatus::Failed && wf.status != WorkflowStatus::Cancelled {
         let now = if takes_acts(wf) {
@@ -431,8 +422,7 @@ pub(crate) fn retry<'a>(
             ),
         ));
     }
-    let unfinished =
-        |s: &WorkflowStepInfo| s.status == StepStatus::Failed || s.status == StepStatus::Cancelled;
+    let unfinished = |s: &Step| s.status == StepStatus::Failed || s.status == StepStatus::Cancelled;
     let first = find_step(wf, None, unfinished, "that failed or was cancelled")?;
     let step = find_step(wf, key, unfinished, "that failed")?;
     if step.index > first.index {
@@ -467,10 +457,10 @@ pub(crate) fn retry<'a>(
 /// steps that run again (the rest that did not finish). It may be asked
 /// of what a retry may be asked of.
 pub(crate) fn skip<'a>(
-    wf: &'a WorkflowInfo,
+    wf: &'a Workflow,
     key: Option<&str>,
-    others: &[WorkflowInfo],
-) -> Result<(&'a WorkflowStepInfo, Vec<u32>, Vec<u32>), EngineError> {
+    others: &[Workflow],
+) -> Result<(&'a Step, Vec<u32>, Vec<u32>), EngineError> {
     let (step, _) = retry(wf, key, others)?;
     if !matches!(step.status, StepStatus::Failed | StepStatus::Cancelled) {
         return Err(EngineError::conflict(
@@ -481,7 +471,7 @@ pub(crate) fn skip<'a>(
             ),
         ));
     }
-    let with_it = |s: &WorkflowStepInfo| match &step.target {
+    let with_it = |s: &Step| match &step.target {
         Some(t) => {
             s.target.as_ref() == Some(t)
                 && !matches!(s.kind, StepKind::Action | StepKind::SecretsSync)
@@ -496,8 +486,7 @@ pub(crate) fn skip<'a>(
                 StepStatus::Pending | StepStatus::Cancelled | StepStatus::Failed
             )
     });
-    let (taken, redo): (Vec<&WorkflowStepInfo>, Vec<&WorkflowStepInfo>) =
-        later.partition(|s| with_it(s));
+    let (taken, redo): (Vec<&Step>, Vec<&Step>) = later.partition(|s| with_it(s));
     Ok((
         step,
         taken.iter().map(|s| s.index).collect(),
@@ -522,7 +511,7 @@ pub(crate) fn retry_backoff_ms(failed: usize) -> i64 {
 /// leaves a try.
 pub(crate) fn auto_retry(
     config: &AppConfig,
-    steps: &[WorkflowStepInfo],
+    steps: &[Step],
     i: usize,
     status: JobStatus,
 ) -> Option<Vec<u32>> {
@@ -550,7 +539,7 @@ pub(crate) fn auto_retry(
 
 /// The tries that failed since the step was last started by a person (each
 /// start by hand gets `max_auto_retries` again).
-pub(crate) fn auto_tries(attempts: &[nuon_core::wire::StepAttempt]) -> usize {
+pub(crate) fn auto_tries(attempts: &[nuon_core::model::StepAttempt]) -> usize {
     attempts
         .iter()
         .rev()
@@ -561,13 +550,13 @@ pub(crate) fn auto_tries(attempts: &[nuon_core::wire::StepAttempt]) -> usize {
 /// `step`'s tries with the one that just failed added: its job, its
 /// reason, when, and (for an automatic retry) when the next may start.
 pub(crate) fn with_failed_try(
-    step: &WorkflowStepInfo,
+    step: &Step,
     reason: String,
     failed_at_ms: i64,
     retry_at_ms: Option<i64>,
-) -> Vec<nuon_core::wire::StepAttempt> {
+) -> Vec<nuon_core::model::StepAttempt> {
     let mut all = step.attempts.clone();
-    all.push(nuon_core::wire::StepAttempt {
+    all.push(nuon_core::model::StepAttempt {
         job_id: step.job_id.clone(),
         reason,
         failed_at_ms,
@@ -578,7 +567,7 @@ pub(crate) fn with_failed_try(
 
 /// When the automatic retry a workflow waits for may start, if it waits
 /// for one: the newest try of a step set back to pending, not yet due.
-pub(crate) fn retry_due(steps: &[WorkflowStepInfo], now_ms: i64) -> Option<i64> {
+pub(crate) fn retry_due(steps: &[Step], now_ms: i64) -> Option<i64> {
     steps
         .iter()
         .filter(|s| s.status == StepStatus::Pending)
@@ -603,7 +592,7 @@ pub(crate) fn install_state_during(kind: WorkflowKind, now: InstallState) -> Ins
 /// a whole deploy, provision or reprovision by hand or by a rollout sets
 /// it to the workflow's (none when it deployed outside releases); a
 /// partial or plan-only run leaves it (`None`).
-pub(crate) fn release_after(wf: &WorkflowInfo) -> Option<Option<nuon_core::ReleaseId>> {
+pub(crate) fn release_after(wf: &Workflow) -> Option<Option<nuon_core::ReleaseId>> {
     let whole = matches!(
         wf.kind,
         WorkflowKind::Deploy | WorkflowKind::Provision | WorkflowKind::Reprovision
@@ -616,9 +605,9 @@ pub(crate) fn release_after(wf: &WorkflowInfo) -> Option<Option<nuon_core::Relea
 /// (`denied` when a step of it was), and the components it deployed: each
 /// one applied or destroyed (or found with nothing to destroy), and each
 /// deployed by its sync alone (an image).
-pub(crate) fn what_ran(wf: &WorkflowInfo, status: WorkflowStatus) -> (&'static str, Vec<&str>) {
+pub(crate) fn what_ran(wf: &Workflow, status: WorkflowStatus) -> (&'static str, Vec<&str>) {
     let denied = wf.steps.iter().any(|s| s.status == StepStatus::Denied);
-    let applied = |s: &WorkflowStepInfo| matches!(s.kind, StepKind::Apply | StepKind::Destroy);
+    let applied = |s: &Step| matches!(s.kind, StepKind::Apply | StepKind::Destroy);
     let deployed = wf
         .steps
         .iter()
@@ -643,7 +632,7 @@ pub(crate) fn what_ran(wf: &WorkflowInfo, status: WorkflowStatus) -> (&'static s
 }
 
 /// Whether `wf` is a plan-only run (`--plan-only`).
-pub(crate) fn plan_only(wf: &WorkflowInfo) -> bool {
+pub(crate) fn plan_only(wf: &Workflow) -> bool {
     wf.trigger.as_deref() == Some(nuon_core::workflow::PLAN_ONLY)
 }
 
@@ -652,7 +641,7 @@ pub(crate) fn plan_only(wf: &WorkflowInfo) -> bool {
 /// stopped an apply or destroy part way. An action changes nothing
 /// deployed.
 pub(crate) fn install_state_after(
-    wf: &WorkflowInfo,
+    wf: &Workflow,
     status: WorkflowStatus,
     interrupted: bool,
     now: InstallState,
@@ -674,7 +663,7 @@ pub(crate) fn install_state_after(
 
 /// Folds what a successful apply or destroy step reported into the
 /// install's outputs: what it reports replaces what it reported before.
-pub(crate) fn record_outputs(all: &mut InstallOutputs, step: &WorkflowStepInfo, job: &Value) {
+pub(crate) fn record_outputs(all: &mut InstallOutputs, step: &Step, job: &Value) {
     let tf: serde_json::Map<String, Value> =
         job["outputs"].as_object().cloned().unwrap_or_default();
     // An action's run: what it wrote to its outputs file.
@@ -760,8 +749,8 @@ mod tests {
 
     /// A step: `(kind, target, status)`; applies and destroys need an
     /// approval.
-    fn step(i: u32, kind: StepKind, target: Option<&str>, status: StepStatus) -> WorkflowStepInfo {
-        WorkflowStepInfo {
+    fn step(i: u32, kind: StepKind, target: Option<&str>, status: StepStatus) -> Step {
+        Step {
             index: i,
             name: format!("{kind:?} {}", target.unwrap_or("sandbox")).to_lowercase(),
             kind,
@@ -779,7 +768,7 @@ mod tests {
 
     /// A deploy of `db` (plan, apply) then `app` (plan, apply), with these
     /// statuses.
-    fn deploy(statuses: [StepStatus; 4]) -> Vec<WorkflowStepInfo> {
+    fn deploy(statuses: [StepStatus; 4]) -> Vec<Step> {
         let shape = [
             (K::Plan, "db"),
             (K::Apply, "db"),
@@ -790,7 +779,7 @@ mod tests {
     }
 
     /// Steps of these kinds and targets, with these statuses.
-    fn steps_of(shape: &[(StepKind, &str)], statuses: &[StepStatus]) -> Vec<WorkflowStepInfo> {
+    fn steps_of(shape: &[(StepKind, &str)], statuses: &[StepStatus]) -> Vec<Step> {
         shape
             .iter()
             .zip(statuses)
@@ -799,8 +788,8 @@ mod tests {
             .collect()
     }
 
-    fn workflow(status: WorkflowStatus, steps: Vec<WorkflowStepInfo>) -> WorkflowInfo {
-        WorkflowInfo {
+    fn workflow(status: WorkflowStatus, steps: Vec<Step>) -> Workflow {
+        Workflow {
             id: WorkflowId::generate(),
             install_id: InstallId::generate(),
             kind: WorkflowKind::Deploy,
@@ -822,15 +811,15 @@ mod tests {
 
     #[test]
     fn what_runs_next() {
-        let approved = |mut s: Vec<WorkflowStepInfo>, i: usize| {
+        let approved = |mut s: Vec<Step>, i: usize| {
             s[i].approved_at_ms = Some(1);
             s
         };
-        let planned = |mut s: Vec<WorkflowStepInfo>, i: usize, add: u64| {
+        let planned = |mut s: Vec<Step>, i: usize, add: u64| {
             s[i].outputs = changes(add);
             s
         };
-        let table: Vec<(&str, Vec<WorkflowStepInfo>, Next)> = vec![
+        let table: Vec<(&str, Vec<Step>, Next)> = vec![
             (
                 "a new workflow plans first",
                 deploy([S::Pending; 4]),
@@ -1082,7 +1071,7 @@ mod tests {
         use WorkflowStatus as W;
         /// The step retried and those redone, or the refusal's code.
         type Redo = Result<(u32, Vec<u32>), ErrorCode>;
-        let table: Vec<(&str, WorkflowInfo, Option<&str>, Redo)> = vec![
+        let table: Vec<(&str, Workflow, Option<&str>, Redo)> = vec![
             (
                 "a failed plan is redone from itself",
                 workflow(
@@ -1196,7 +1185,7 @@ mod tests {
             (K::Plan, "app"),
             (K::Apply, "app"),
         ];
-        let table: Vec<(&str, WorkflowInfo, Option<&str>, Skip)> = vec![
+        let table: Vec<(&str, Workflow, Option<&str>, Skip)> = vec![
             (
                 "a failed plan takes its apply with it",
                 workflow(
@@ -1450,7 +1439,7 @@ mod tests {
     }
 
     /// A teardown of `app` then `db`: sync, destroy plan, destroy each.
-    fn teardown(statuses: [StepStatus; 6]) -> Vec<WorkflowStepInfo> {
+    fn teardown(statuses: [StepStatus; 6]) -> Vec<Step> {
         let shape = [
             (K::Sync, "app"),
             (K::DestroyPlan, "app"),

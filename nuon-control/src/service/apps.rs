@@ -105,7 +105,7 @@ impl Services<'_> {
         &self,
         caller: &Caller,
         key: &str,
-    ) -> Result<(crate::store::StoredInstall, AppInfo, ConfigVersionInfo), Error> {
+    ) -> Result<(nuon_core::model::Install, AppInfo, ConfigVersionInfo), Error> {
         let install = self.find_install(caller, key).await?;
         let app = self.find_app(caller, install.app_id.as_str()).await?;
         let latest = self.latest_config(caller, &app).await?;

@@ -8,7 +8,8 @@ use nuon_core::wire::{CreateGroup, ErrorCode, GroupInfo, GroupList};
 
 use super::{Caller, Services, require_admin, valid_name};
 use crate::error::Error;
-use crate::store::{StoredGroup, StoredInstall};
+use crate::store::StoredGroup;
+use nuon_core::model::Install;
 
 /// A label selector as written, or a 400 (`invalid_selector`) that says
 /// what is wrong with it.
@@ -114,7 +115,7 @@ impl Services<'_> {
 }
 
 /// A group with the names of the installs it selects, out of `installs`.
-fn group_info(g: StoredGroup, installs: &[StoredInstall]) -> GroupInfo {
+fn group_info(g: StoredGroup, installs: &[Install]) -> GroupInfo {
     // Stored selectors were checked when the group was made; one that no
     // longer parses selects nobody, never everybody.
     let selector: Option<Selector> = match g.selector.parse() {

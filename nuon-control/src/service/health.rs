@@ -17,7 +17,7 @@ use nuon_core::{AppId, InstallId, OrgId, RunnerId};
 use super::{Caller, Services, require_admin};
 use crate::error::Error;
 use crate::health::{InstallSummary, WorkflowSummary, health_of};
-use crate::store::StoredInstall;
+use nuon_core::model::Install;
 
 /// The longest detail a pushed check keeps.
 const MAX_DETAIL: usize = 1000;
@@ -84,7 +84,7 @@ impl Services<'_> {
     pub(crate) async fn install_health(
         &self,
         caller: &Caller,
-        install: &StoredInstall,
+        install: &Install,
         config: &AppConfig,
     ) -> Result<InstallHealth, Error> {
         let org = &caller.principal.org_id;
@@ -107,7 +107,7 @@ impl Services<'_> {
     pub(crate) async fn fleet(
         &self,
         caller: &Caller,
-        installs: &[StoredInstall],
+        installs: &[Install],
     ) -> Result<Fleet, Error> {
         let org = &caller.principal.org_id;
         let mut configs = BTreeMap::new();
@@ -138,7 +138,7 @@ impl Services<'_> {
     async fn workflow_summaries(
         &self,
         org: &OrgId,
-        installs: &[StoredInstall],
+        installs: &[Install],
     ) -> Result<HashMap<InstallId, InstallSummary>, Error> {
         let cached: HashMap<_, _> = self
             .store
@@ -189,7 +189,7 @@ pub(crate) struct Fleet {
 impl Fleet {
     /// An install's health and whether what is desired is deployed, from
     /// its brief; `None` when its app has no config.
-    pub(crate) fn status(&self, i: &StoredInstall) -> Option<(HealthStatus, SyncStatus)> {
+    pub(crate) fn status(&self, i: &Install) -> Option<(HealthStatus, SyncStatus)> {
         let config = self.configs.get(&i.app_id)?;
         let none = crate::health::Brief::default();
         let brief = self.summaries.get(&i.id).map_or(&none, |s| &s.brief);
@@ -201,7 +201,7 @@ impl Fleet {
     }
 
     /// `info` with the health and sync of `i`, its stored install.
-    pub(crate) fn show(&self, i: &StoredInstall, mut info: InstallInfo) -> InstallInfo {
+    pub(crate) fn show(&self, i: &Install, mut info: InstallInfo) -> InstallInfo {
         if let Some((health, sync)) = self.status(i) {
             info.health = Some(health);
             info.sync = Some(sync);

@@ -10,7 +10,7 @@ use super::installs::install_info;
 use super::workflows::workflow_view;
 use super::{Caller, Services};
 use crate::error::Error;
-use crate::store::StoredInstall;
+use nuon_core::model::Install;
 
 impl Services<'_> {
     /// `GET /v1/installs`: the org's installs whose labels match
@@ -23,7 +23,7 @@ impl Services<'_> {
         selector: &str,
     ) -> Result<InstallList, Error> {
         let selector = selector_of(selector)?;
-        let stored: Vec<StoredInstall> = self
+        let stored: Vec<Install> = self
             .store
             .list_installs(&caller.principal.org_id)
             .await?

@@ -23,17 +23,14 @@ use super::{Caller, Services, check_name, internal, require_admin};
 use crate::desired::as_text;
 use crate::error::Error;
 use crate::secrets::{Sealed, SecretBox, seal_context};
-use crate::store::{InstallChange, NewInstall, StoreError, StoredInstall};
+use crate::store::{InstallChange, NewInstall, StoreError};
+use nuon_core::model::Install;
 
 impl Services<'_> {
     /// The install `key` (an id or a name) of the caller's org, or a 404
     /// that names the closest install's name when `key` looks like a typo
     /// of it.
-    pub(crate) async fn find_install(
-        &self,
-        caller: &Caller,
-        key: &str,
-    ) -> Result<StoredInstall, Error> {
+    pub(crate) async fn find_install(&self, caller: &Caller, key: &str) -> Result<Install, Error> {
         let org = &caller.principal.org_id;
         if let Some(found) = self.store.find_install(org, key).await? {
             return Ok(found);
@@ -61,7 +58,7 @@ impl Services<'_> {
     pub(crate) async fn install_view(
         &self,
         caller: &Caller,
-        install: StoredInstall,
+        install: Install,
     ) -> Result<InstallInfo, Error> {
         self.with_names(&caller.principal.org_id, install_info(install)?)
             .await
@@ -294,7 +291,7 @@ impl Services<'_> {
             }
         }
         // Its own values for components: each for a component that takes them.
-        let mut overrides = crate::store::Overrides::new();
+        let mut overrides = nuon_core::model::Overrides::new();
         for (name, o) in &req.overrides {
             let Some(o) = o.normalized() else { continue };
             let found = nuon_core::app::override_problems(config, name, &o);
@@ -626,16 +623,14 @@ impl Services<'_> {
                 StoreError::Invalid(m) => bad_labels(m),
                 other => other.into(),
             })?;
-        self.install_view(caller, StoredInstall { labels, ..install })
+        self.install_view(caller, Install { labels, ..install })
             .await
     }
 }
 
 /// An install's stored inputs: the plain ones, and the sealed values
 /// (sensitive inputs and secrets).
-pub(crate) fn stored_values(
-    install: &StoredInstall,
-) -> Result<(BTreeMap<String, Value>, Sealed), Error> {
+pub(crate) fn stored_values(install: &Install) -> Result<(BTreeMap<String, Value>, Sealed), Error> {
     let plain = serde_json::from_str(&install.inputs_json)
         .map_err(|e| internal("stored inputs unreadable", e))?;
     let sealed = serde_json::from_str(&install.sealed_json)
@@ -649,11 +644,11 @@ impl Services<'_> {
     pub(crate) async fn write_values(
         &self,
         org: &OrgId,
-        install: &StoredInstall,
+        install: &Install,
         key: &str,
         plain: &BTreeMap<String, Value>,
         sealed: &Sealed,
-    ) -> Result<StoredInstall, Error> {
+    ) -> Result<Install, Error> {
         let plain =
             serde_json::to_string(plain).map_err(|e| internal("cannot encode inputs", e))?;
         let sealed =
@@ -667,7 +662,7 @@ impl Services<'_> {
 
 /// A stored install as the API shows it (sensitive inputs and secrets by
 /// name only, sensitive outputs masked), without its app's name.
-pub(crate) fn install_info(i: StoredInstall) -> Result<InstallInfo, Error> {
+pub(crate) fn install_info(i: Install) -> Result<InstallInfo, Error> {
     let pending = crate::desired::pending_view(&i);
     let inputs: BTreeMap<String, Value> = serde_json::from_str(&i.inputs_json)
         .map_err(|e| internal("stored inputs unreadable", e))?;

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use nuon_core::app::AppConfig;
 use nuon_core::endpoint::{self as ep};
-use nuon_core::model::{InstallState, InstallValues, Unapplied};
+use nuon_core::model::{Install, InstallState, InstallValues, Overrides, Unapplied};
 use nuon_core::wire::{ErrorCode, PendingResolved, PendingValue, WorkflowInfo};
 use nuon_core::workflow::WorkflowKind;
 use nuon_core::{InstallId, OrgId, WorkflowId, now_ms};
@@ -18,7 +18,6 @@ use crate::desired::{keys, pending_view, update_pending, values_of};
 use crate::engine::Start;
 use crate::error::Error;
 use crate::secrets::{Sealed, SecretBox, seal_context};
-use crate::store::{Overrides, StoredInstall};
 
 /// Whether an install in `state` runs anything a change could be pending
 /// on (one never provisioned, torn down or gone takes its values at its
@@ -80,7 +79,7 @@ impl Services<'_> {
     pub(crate) async fn note_change(
         &self,
         org: &OrgId,
-        before: &StoredInstall,
+        before: &Install,
         components: Vec<String>,
         workflow: Option<&WorkflowId>,
     ) -> Result<(), Error> {
@@ -299,7 +298,7 @@ impl Services<'_> {
     async fn plan_redeploy(
         &self,
         org: &OrgId,
-        install: &StoredInstall,
+        install: &Install,
         components: Vec<String>,
     ) -> Result<Redeploy, Error> {
         let (app, config) = self
@@ -329,7 +328,7 @@ impl Services<'_> {
     async fn start_redeploy(
         &self,
         org: &OrgId,
-        install: &StoredInstall,
+        install: &Install,
         plan: &Redeploy,
     ) -> Result<Vec<WorkflowInfo>, Error> {
         let release = self.running_release(org, install).await?;
@@ -370,7 +369,7 @@ impl Services<'_> {
     pub(crate) async fn running_release(
         &self,
         org: &OrgId,
-        install: &StoredInstall,
+        install: &Install,
     ) -> Result<Option<nuon_core::wire::ReleaseInfo>, Error> {
         Ok(
             match self.store.install_releases(org).await?.get(&install.id) {
@@ -388,7 +387,7 @@ impl Services<'_> {
     async fn settle(
         &self,
         org: &OrgId,
-        install: &StoredInstall,
+        install: &Install,
         workflows: &[WorkflowInfo],
     ) -> Result<(), Error> {
         for w in workflows {
@@ -400,7 +399,7 @@ impl Services<'_> {
     async fn resolved(
         &self,
         caller: &Caller,
-        install: &StoredInstall,
+        install: &Install,
         workflows: Vec<WorkflowInfo>,
         message: String,
     ) -> Result<PendingResolved, Error> {
@@ -417,7 +416,7 @@ impl Services<'_> {
     }
 }
 
-fn nothing_pending(install: &StoredInstall) -> Error {
+fn nothing_pending(install: &Install) -> Error {
     Error::refused(
         nuon_core::wire::ErrorCode::NothingPending,
         format!(

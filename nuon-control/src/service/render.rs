@@ -12,13 +12,13 @@ use nuon_core::workflow::WorkflowKind;
 use super::{Caller, Services};
 use crate::engine::render::{Owner, Values, render_context_as};
 use crate::error::Error;
-use crate::store::StoredInstall;
+use nuon_core::model::Install;
 
 /// An install, its app's config version, and the values it renders with
 /// where anyone of the org may look: secrets and sensitive values as
 /// stand-ins.
 struct Shown {
-    install: StoredInstall,
+    install: Install,
     app_name: String,
     config: AppConfig,
     ctx: RenderContext,

@@ -17,7 +17,7 @@ use super::runner_binaries::platform_of;
 use super::{Caller, Services, require_admin};
 use crate::engine::render::render_context;
 use crate::error::Error;
-use crate::store::StoredInstall;
+use nuon_core::model::Install;
 
 impl Services<'_> {
     /// `GET /v1/installs/{id}/stack`: the install's stack in `format`
@@ -66,7 +66,7 @@ impl Services<'_> {
     pub(crate) async fn stack_of(
         &self,
         caller: &Caller,
-        install: &StoredInstall,
+        install: &Install,
         format: Option<StackFormat>,
     ) -> Result<InstallStack, Error> {
         let org = &caller.principal.org_id;
@@ -139,7 +139,7 @@ impl Services<'_> {
     pub(crate) async fn rendered_for(
         &self,
         org: &OrgId,
-        install: &StoredInstall,
+        install: &Install,
     ) -> Result<Rendered, Error> {
         let (app_name, config) = self
             .engine
@@ -149,7 +149,7 @@ impl Services<'_> {
         // Role names and documents are templates (`{{ .nuon.install.id }}`).
         // Without the stack's own outputs: a stack is made before them, and
         // made again when they are refused (that is how they are given anew).
-        let without_outputs = StoredInstall {
+        let without_outputs = Install {
             stack_outputs: None,
             pending: None,
             pending_rev: 0,

@@ -5,7 +5,7 @@
 
 use nuon_core::app::AppConfig;
 use nuon_core::endpoint::{self as ep};
-use nuon_core::model::InstallState;
+use nuon_core::model::{Install, InstallState};
 use nuon_core::wire::{
     ComponentOverridden, ComponentToggled, InstallComponent, InstallComponents, InstallOutputs,
     SetComponentOverride,
@@ -15,7 +15,6 @@ use nuon_core::workflow::{WorkflowKind, left_out_by_denial};
 use super::{Caller, Services, require_admin};
 use crate::engine::Start;
 use crate::error::Error;
-use crate::store::StoredInstall;
 
 impl Services<'_> {
     /// `GET /v1/installs/{id}/components`: the components of the app's
@@ -298,7 +297,7 @@ impl Services<'_> {
 /// The components of `config` as they stand on `install`: on or off
 /// (and which component turned off holds one off), deployed or not, with
 /// the install's own values for each.
-pub(crate) fn components(config: &AppConfig, install: &StoredInstall) -> Vec<InstallComponent> {
+pub(crate) fn components(config: &AppConfig, install: &Install) -> Vec<InstallComponent> {
     let outputs: InstallOutputs = install
         .outputs_json
         .as_deref()

@@ -47,56 +47,6 @@ pub struct InstallChange {
     pub approval: Option<ApprovalMode>,
 }
 
-/// An install's own values for its components, by component name.
-pub type Overrides = std::collections::BTreeMap<String, nuon_core::wire::ComponentOverride>;
-
-/// A stored install.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredInstall {
-    /// The install.
-    pub id: InstallId,
-    /// Unique in the org.
-    pub name: String,
-    /// Its app.
-    pub app_id: AppId,
-    /// The config version it runs.
-    pub config_version: u32,
-    /// Its runner.
-    pub runner_id: RunnerId,
-    /// Its state.
-    pub state: InstallState,
-    /// Plain input values, JSON object.
-    pub inputs_json: String,
-    /// Sealed values, JSON.
-    pub sealed_json: String,
-    /// Outputs, JSON, once deployed.
-    pub outputs_json: Option<String>,
-    /// When it was created.
-    pub created_at_ms: i64,
-    /// Whether its applies wait for a person.
-    pub approval: ApprovalMode,
-    /// Components turned on or off on this install (`nuon installs
-    /// components enable|disable`); the others follow their
-    /// `default_enabled`.
-    pub toggles: std::collections::BTreeMap<String, bool>,
-    /// Its own Helm values or Terraform variables for components
-    /// (`nuon installs components override`), merged over the config's.
-    pub overrides: Overrides,
-    /// Its labels (`tier=prod`), which groups and rollouts select by.
-    pub labels: nuon_core::labels::Labels,
-    /// The checks the vendor's systems pushed for it, by name, as last
-    /// reported (`nuon installs checks push`).
-    pub checks: std::collections::BTreeMap<String, nuon_core::wire::InstallCheck>,
-    /// What its stack reported when it phoned home: a JSON object of
-    /// strings, sealed (so a value changed in the store is refused; see
-    /// `engine::render::stack_outputs`).
-    pub stack_outputs: Option<String>,
-    /// Its values changed and not deployed everywhere yet.
-    pub pending: Option<nuon_core::model::Unapplied>,
-    /// The revision of `pending`, which a change of it is made over.
-    pub pending_rev: i64,
-}
-
 /// An install's columns holding a JSON object keyed by component.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Keyed {
@@ -126,36 +76,24 @@ pub(crate) fn toggles_json<T: serde::Serialize>(
     (!t.is_empty()).then(|| serde_json::to_string(t).unwrap_or_else(|_| "{}".into()))
 }
 
-impl StoredInstall {
-    /// Whether `component` is on for this install.
-    pub fn enabled(&self, component: &nuon_core::app::Component) -> bool {
-        !component.toggleable
-            || self
-                .toggles
-                .get(&component.name)
-                .copied()
-                .unwrap_or(component.default_enabled)
-    }
-}
-
 /// Installs: their inputs, state, config version and outputs.
 #[async_trait]
 pub trait InstallStore: Send + Sync + 'static {
     /// Creates an install and its runner in one transaction.
-    async fn create_install(&self, org: &OrgId, install: NewInstall) -> Result<StoredInstall>;
+    async fn create_install(&self, org: &OrgId, install: NewInstall) -> Result<Install>;
 
     /// The org's installs, oldest first.
-    async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>>;
+    async fn list_installs(&self, org: &OrgId) -> Result<Vec<Install>>;
 
     /// An install of the org, by id or name.
-    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>>;
+    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<Install>>;
 
     /// The install whose runner is `runner` (none for a build runner).
     async fn find_install_of_runner(
         &self,
         org: &OrgId,
         runner: &RunnerId,
-    ) -> Result<Option<StoredInstall>>;
+    ) -> Result<Option<Install>>;
 
     /// Replaces an install's input values (plain and sealed).
     async fn set_install_inputs(
@@ -164,7 +102,7 @@ pub trait InstallStore: Send + Sync + 'static {
         id: &InstallId,
         inputs_json: &str,
         sealed_json: &str,
-    ) -> Result<Option<StoredInstall>>;
+    ) -> Result<Option<Install>>;
 
     /// Sets an install's outputs (JSON) and state.
     async fn set_install_outputs(
@@ -192,7 +130,7 @@ pub trait InstallStore: Send + Sync + 'static {
         org: &OrgId,
         id: &InstallId,
         change: &InstallChange,
-    ) -> Result<Option<StoredInstall>>;
+    ) -> Result<Option<Install>>;
 
     /// Turns a component on (`Some(true)`) or off for an install, or
     /// back to its `default_enabled` (`None`).
@@ -259,14 +197,14 @@ pub trait CheckStore: Send + Sync + 'static {
         &self,
         org: &OrgId,
         id: &InstallId,
-        check: &nuon_core::wire::InstallCheck,
+        check: &nuon_core::model::InstallCheck,
     ) -> Result<()>;
 }
 
 /// The installs' store, written once for both databases.
 #[async_trait]
 impl<S: Sql + 'static> InstallStore for S {
-    async fn create_install(&self, org: &OrgId, new: NewInstall) -> Result<StoredInstall> {
+    async fn create_install(&self, org: &OrgId, new: NewInstall) -> Result<Install> {
         let now = now_ms();
         self.execute(vec![
             Stmt::new(
@@ -311,7 +249,7 @@ impl<S: Sql + 'static> InstallStore for S {
             )),
         ])
         .await?;
-        Ok(StoredInstall {
+        Ok(Install {
             id: new.id,
             name: new.name,
             app_id: new.app_id,
@@ -333,17 +271,17 @@ impl<S: Sql + 'static> InstallStore for S {
         })
     }
 
-    async fn list_installs(&self, org: &OrgId) -> Result<Vec<StoredInstall>> {
+    async fn list_installs(&self, org: &OrgId) -> Result<Vec<Install>> {
         self.query(Stmt::new(
-            S::DIALECT.list_in_org::<StoredInstall>(),
+            S::DIALECT.list_in_org::<Install>(),
             args![org.as_str()],
         ))
         .await
     }
 
-    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<StoredInstall>> {
+    async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<Install>> {
         self.query_one(Stmt::new(
-            S::DIALECT.find_in_org::<StoredInstall>(),
+            S::DIALECT.find_in_org::<Install>(),
             args![org.as_str(), name_or_id],
         ))
         .await
@@ -353,10 +291,10 @@ impl<S: Sql + 'static> InstallStore for S {
         &self,
         org: &OrgId,
         runner: &RunnerId,
-    ) -> Result<Option<StoredInstall>> {
+    ) -> Result<Option<Install>> {
         let sql = format!(
             "SELECT {} FROM installs WHERE org_id = $1 AND runner_id = $2",
-            StoredInstall::COLUMNS
+            Install::COLUMNS
         );
         self.query_one(Stmt::new(sql, args![org.as_str(), runner.as_str()]))
             .await
@@ -368,11 +306,11 @@ impl<S: Sql + 'static> InstallStore for S {
         id: &InstallId,
         inputs_json: &str,
         sealed_json: &str,
-    ) -> Result<Option<StoredInstall>> {
+    ) -> Result<Option<Install>> {
         let sql = format!(
             "UPDATE installs SET inputs = $3, sealed = $4 WHERE org_id = $1 AND id = $2 \
              RETURNING {}",
-            StoredInstall::COLUMNS
+            Install::COLUMNS
         );
         let stmt = Stmt::new(
             sql,
@@ -415,11 +353,11 @@ impl<S: Sql + 'static> InstallStore for S {
         org: &OrgId,
         id: &InstallId,
         change: &InstallChange,
-    ) -> Result<Option<StoredInstall>> {
+    ) -> Result<Option<Install>> {
         let sql = format!(
             "UPDATE installs SET name = COALESCE($3, name), approval = COALESCE($4, approval) \
              WHERE id = $1 AND org_id = $2 RETURNING {}",
-            StoredInstall::COLUMNS
+            Install::COLUMNS
         );
         let stmt = Stmt::new(
             sql,
@@ -542,7 +480,7 @@ impl<S: Sql + 'static> CheckStore for S {
         &self,
         org: &OrgId,
         id: &InstallId,
-        check: &nuon_core::wire::InstallCheck,
+        check: &nuon_core::model::InstallCheck,
     ) -> Result<()> {
         let value = serde_json::to_string(check).unwrap_or_else(|_| "{}".into());
         set_install_key(self, Keyed::Checks, org, id, &check.name, Some(value)).await

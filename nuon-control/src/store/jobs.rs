@@ -4,7 +4,8 @@ use super::rows::{Cells, Record};
 use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt};
 use super::sql::{Sql, Stmt, args};
 use super::*;
-use nuon_core::wire::{JobInfo, LogPage};
+use nuon_core::model::QueuedJob;
+use nuon_core::wire::LogPage;
 use nuon_core::{JobStatus, now_ms};
 
 /// A job to queue: its spec, the signed bytes sealed, and the payload as
@@ -26,16 +27,16 @@ pub struct NewJob {
 #[async_trait]
 pub trait JobStore: Send + Sync + 'static {
     /// Queues a job.
-    async fn enqueue_job(&self, job: NewJob) -> Result<JobInfo>;
+    async fn enqueue_job(&self, job: NewJob) -> Result<QueuedJob>;
 
     /// One job of the org.
-    async fn get_job(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>>;
+    async fn get_job(&self, org: &OrgId, id: &JobId) -> Result<Option<QueuedJob>>;
 
     /// The org's newest jobs.
-    async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<JobInfo>>;
+    async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<QueuedJob>>;
 
     /// Cancels a queued job at once, or flags a running one for its runner.
-    async fn request_cancel(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>>;
+    async fn request_cancel(&self, org: &OrgId, id: &JobId) -> Result<Option<QueuedJob>>;
 
     /// Up to `limit` log lines of an org's job after `cursor`.
     async fn read_logs(
@@ -75,7 +76,7 @@ fn job_of(org: &OrgId, id: &JobId) -> Stmt {
     Stmt::new(
         format!(
             "SELECT {} FROM jobs WHERE id = $1 AND org_id = $2",
-            JobInfo::COLUMNS
+            QueuedJob::COLUMNS
         ),
         args![id.as_str(), org.as_str()],
     )
@@ -104,29 +105,29 @@ impl Record for SizeRow {
 /// Jobs, written once for both databases.
 #[async_trait]
 impl<S: Sql + 'static> JobStore for S {
-    async fn enqueue_job(&self, job: NewJob) -> Result<JobInfo> {
+    async fn enqueue_job(&self, job: NewJob) -> Result<QueuedJob> {
         self.execute_one(job_insert(&job)).await?;
         self.query_one(job_of(&job.spec.org_id, &job.spec.job_id))
             .await?
             .ok_or_else(|| StoreError::Invalid("job vanished after insert".into()))
     }
 
-    async fn get_job(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>> {
+    async fn get_job(&self, org: &OrgId, id: &JobId) -> Result<Option<QueuedJob>> {
         self.query_one(job_of(org, id)).await
     }
 
-    async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<JobInfo>> {
+    async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<QueuedJob>> {
         self.query(Stmt::new(
             format!(
                 "SELECT {} FROM jobs WHERE org_id = $1 ORDER BY seq DESC LIMIT $2",
-                JobInfo::COLUMNS
+                QueuedJob::COLUMNS
             ),
             args![org.as_str(), limit],
         ))
         .await
     }
 
-    async fn request_cancel(&self, org: &OrgId, id: &JobId) -> Result<Option<JobInfo>> {
+    async fn request_cancel(&self, org: &OrgId, id: &JobId) -> Result<Option<QueuedJob>> {
         self.execute(vec![
             Stmt::new(
                 "UPDATE jobs SET status = 'cancelled', cancel_requested = TRUE, \

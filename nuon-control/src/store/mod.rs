@@ -62,11 +62,12 @@ mod webhooks;
 mod workflows;
 
 use async_trait::async_trait;
+use nuon_core::model::{Install, Overrides, Workflow};
 use nuon_core::token::IssuedToken;
 use nuon_core::wire::ErrorCode;
 use nuon_core::wire::{
     AppInfo, BuildInfo, ClaimedJob, Completion, CompletionAck, LeaseRef, LeaseStatus, LogAck,
-    LogBatch, OrgInfo, RunnerInfo, TokenInfo, TokenScope, WorkflowInfo,
+    LogBatch, OrgInfo, RunnerInfo, TokenInfo, TokenScope,
 };
 use nuon_core::workflow::{PlannedStep, StepStatus, WorkflowKind, WorkflowStatus};
 use nuon_core::{
@@ -77,9 +78,7 @@ pub use apps::{AppStore, StoredConfig};
 pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use binaries::{BINARY_PART_BYTES, RunnerBinaryStore};
 pub use builds::BuildStore;
-pub use installs::{
-    CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall, Overrides, StoredInstall,
-};
+pub use installs::{CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall};
 pub use invitations::{InvitationStore, Spend, StoredInvitation};
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};

@@ -3,14 +3,11 @@
 //! implements. The org-scoped list, find-by-name-or-id and revoke queries
 //! are written once too, in each dialect's placeholders.
 
-use nuon_core::wire::{
-    AppInfo, BuildInfo, JobInfo, Role, RunnerInfo, TokenInfo, UserInfo, WorkflowStepInfo,
-};
+use nuon_core::model::{Install, QueuedJob, Step};
+use nuon_core::wire::{AppInfo, BuildInfo, Role, RunnerInfo, TokenInfo, UserInfo};
 
 use super::shared::{self, JobRow, corrupt, enum_from, json_or_null, parse_id, role_of, scope_of};
-use super::{
-    ApiPrincipal, PrincipalUser, Result, StateLock, StatePrincipal, StoredConfig, StoredInstall,
-};
+use super::{ApiPrincipal, PrincipalUser, Result, StateLock, StatePrincipal, StoredConfig};
 
 /// The cells of one result row, by column index, as either database gives
 /// them. Integers are read whatever their width; a flag is SQLite's
@@ -464,12 +461,12 @@ pub(super) fn json_list<T: serde::de::DeserializeOwned + Default>(
     }
 }
 
-impl Record for StoredInstall {
+impl Record for Install {
     const COLUMNS: &'static str = "id, name, app_id, config_version, runner_id, state, inputs, \
          sealed, outputs, created_at, approval, toggles, stack_outputs, labels, overrides, checks, \
          pending, pending_rev";
     fn read(r: &impl Cells) -> Result<Self> {
-        Ok(StoredInstall {
+        Ok(Install {
             id: r.id(0)?,
             name: r.text(1)?,
             app_id: r.id(2)?,
@@ -496,7 +493,7 @@ impl Record for StoredInstall {
     }
 }
 
-impl OrgScoped for StoredInstall {
+impl OrgScoped for Install {
     const TABLE: &'static str = "installs";
 }
 
@@ -531,7 +528,7 @@ impl Record for nuon_core::wire::ReleaseInfo {
     }
 }
 
-impl Record for JobInfo {
+impl Record for QueuedJob {
     const COLUMNS: &'static str = "id, runner_id, kind, payload, status, attempts, max_attempts, \
          timeout_secs, cancel_requested, exit_code, reason, outputs, created_at, started_at, \
          finished_at";
@@ -628,11 +625,11 @@ impl Record for ConfigSummary {
     }
 }
 
-impl Record for WorkflowStepInfo {
+impl Record for Step {
     const COLUMNS: &'static str = "idx, name, kind, target, needs_approval, status, job_id, approved_at, reason, outputs, \
          attempts, approved_by";
     fn read(r: &impl Cells) -> Result<Self> {
-        Ok(WorkflowStepInfo {
+        Ok(Step {
             index: r.u32(0)?,
             name: r.text(1)?,
             kind: enum_from(&r.text(2)?)?,
@@ -687,9 +684,9 @@ impl WorkflowHead {
     pub(super) fn with_steps(
         self,
         id: nuon_core::WorkflowId,
-        steps: Vec<WorkflowStepInfo>,
-    ) -> nuon_core::wire::WorkflowInfo {
-        nuon_core::wire::WorkflowInfo {
+        steps: Vec<Step>,
+    ) -> nuon_core::model::Workflow {
+        nuon_core::model::Workflow {
             id,
             install_id: self.install_id,
             kind: self.kind,

@@ -3,8 +3,9 @@
 use super::rows::{Cells, Record};
 use super::sql::{Sql, Stmt, args};
 use super::*;
+use nuon_core::model::RunnerHealth;
 use nuon_core::now_ms;
-use nuon_core::wire::{RunnerHealth, RunnerRole};
+use nuon_core::wire::RunnerRole;
 
 /// The runner a runner token belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,9 +3,10 @@
 //! expired lease, and paging through a job's log. Each store only reads the
 //! rows and writes the outcome.
 
+use nuon_core::model::QueuedJob;
 use nuon_core::records;
 use nuon_core::wire::ErrorCode;
-use nuon_core::wire::{JobInfo, LeaseState, LogBatch, LogEntry, LogPage, RunnerRole, TokenScope};
+use nuon_core::wire::{LeaseState, LogBatch, LogEntry, LogPage, RunnerRole, TokenScope};
 use nuon_core::{JobId, JobStatus, OrgId, RunnerId, SignedRotation};
 
 use super::{Result, StoreError};
@@ -17,7 +18,7 @@ pub(super) const ATTEMPT_RUNNING: &str = "running";
 /// Bits of a log cursor that address a line inside a chunk.
 pub(super) const CURSOR_LINE_BITS: u32 = 20;
 
-/// A job row as both stores read it (`JobInfo`'s columns in `rows.rs`, in order).
+/// A job row as both stores read it (`QueuedJob`'s columns in `rows.rs`, in order).
 pub(super) struct JobRow {
     pub id: String,
     pub runner_id: String,
@@ -153,8 +154,8 @@ pub(super) fn hold_back<T>(picked: &mut Vec<T>, room: Option<i64>) -> bool {
 impl JobRow {
     /// The job as the Control API shows it (its payload was stored as
     /// shown: see `crate::keys`).
-    pub(super) fn into_info(self) -> Result<JobInfo> {
-        Ok(JobInfo {
+    pub(super) fn into_info(self) -> Result<QueuedJob> {
+        Ok(QueuedJob {
             id: parse_id(&self.id)?,
             runner_id: parse_id(&self.runner_id)?,
             kind: self.kind,

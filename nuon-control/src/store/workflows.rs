@@ -7,8 +7,8 @@ use super::shared::{
 };
 use super::sql::{Arg, IdPair, Sql, Stmt, args};
 use super::*;
+use nuon_core::model::Step;
 use nuon_core::now_ms;
-use nuon_core::wire::WorkflowStepInfo;
 
 /// A new workflow with its planned steps.
 #[derive(Debug, Clone)]
@@ -58,13 +58,13 @@ pub struct StepUpdate {
     /// Forget the job (a retry).
     pub clear_job: bool,
     /// Replace its earlier failed tries.
-    pub attempts: Option<Vec<nuon_core::wire::StepAttempt>>,
+    pub attempts: Option<Vec<nuon_core::model::StepAttempt>>,
 }
 
 impl StepUpdate {
     /// The update made to `step` as the store makes it to its row (an
     /// approval time of now when `approved`).
-    pub fn apply_to(&self, step: &mut nuon_core::wire::WorkflowStepInfo) {
+    pub fn apply_to(&self, step: &mut nuon_core::model::Step) {
         step.status = self.status;
         step.reason = self.reason.clone();
         if let Some(o) = &self.outputs_json {
@@ -175,13 +175,13 @@ pub trait WorkflowStore: Send + Sync + 'static {
 
     /// Stores a new workflow, pending, with its steps; its install runs
     /// its config version from then on (set in the same transaction).
-    async fn create_workflow(&self, org: &OrgId, workflow: NewWorkflow) -> Result<WorkflowInfo>;
+    async fn create_workflow(&self, org: &OrgId, workflow: NewWorkflow) -> Result<Workflow>;
 
     /// An install's workflows, newest first.
-    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<WorkflowInfo>>;
+    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<Workflow>>;
 
     /// One workflow of the org.
-    async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>>;
+    async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Workflow>>;
 
     /// Every workflow that is `pending` or `running`, oldest first.
     async fn active_workflows(&self) -> Result<Vec<(OrgId, WorkflowId)>>;
@@ -240,12 +240,12 @@ impl Record for HeadRow {
 }
 
 /// A step's row with its workflow's id, for lists.
-struct StepRow(WorkflowId, WorkflowStepInfo);
+struct StepRow(WorkflowId, Step);
 
 impl Record for StepRow {
     const COLUMNS: &'static str = "";
     fn read(r: &impl Cells) -> Result<Self> {
-        Ok(StepRow(r.id(0)?, WorkflowStepInfo::read(&Offset(r, 1))?))
+        Ok(StepRow(r.id(0)?, Step::read(&Offset(r, 1))?))
     }
 }
 
@@ -409,7 +409,7 @@ fn insert_step(workflow: &WorkflowId, i: usize, s: &PlannedStep) -> Stmt {
 }
 
 /// The new workflow as its rows read once stored.
-fn created(new: &NewWorkflow, now: i64) -> Result<WorkflowInfo> {
+fn created(new: &NewWorkflow, now: i64) -> Result<Workflow> {
     let steps = new.steps.iter().enumerate();
     let steps = steps
         .map(|(i, s)| planned_step(i, s))
@@ -430,9 +430,9 @@ fn created(new: &NewWorkflow, now: i64) -> Result<WorkflowInfo> {
 }
 
 /// A planned step as its row reads once stored ([`insert_step`]).
-fn planned_step(i: usize, s: &PlannedStep) -> Result<WorkflowStepInfo> {
+fn planned_step(i: usize, s: &PlannedStep) -> Result<Step> {
     let (status, outputs) = planned_status(s);
-    Ok(WorkflowStepInfo {
+    Ok(Step {
         index: i as u32,
         name: s.name.clone(),
         kind: s.kind,
@@ -508,7 +508,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         .map(drop)
     }
 
-    async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<WorkflowInfo> {
+    async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<Workflow> {
         let now = now_ms();
         let (read, stmts) = (start_checks(org, &new), create_stmts(org, &new, now)?);
         let (workflow, fire) = (created(&new, now)?, new.fire.clone());
@@ -521,7 +521,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         .map_err(|e| fired_twice(e, fire.as_ref()))
     }
 
-    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<WorkflowInfo>> {
+    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<Workflow>> {
         let heads: Vec<HeadRow> = self
             .query(Stmt::new(
                 format!(
@@ -538,12 +538,12 @@ impl<S: Sql + 'static> WorkflowStore for S {
                     "SELECT workflow_id, {} FROM workflow_steps WHERE workflow_id IN \
                      (SELECT id FROM workflows WHERE org_id = $1 AND install_id = $2) \
                      ORDER BY workflow_id, idx",
-                    WorkflowStepInfo::COLUMNS
+                    Step::COLUMNS
                 ),
                 args![org.as_str(), install.as_str()],
             ))
             .await?;
-        let mut steps = std::collections::HashMap::<WorkflowId, Vec<WorkflowStepInfo>>::new();
+        let mut steps = std::collections::HashMap::<WorkflowId, Vec<Step>>::new();
         for StepRow(id, step) in rows {
             steps.entry(id).or_default().push(step);
         }
@@ -554,7 +554,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         Ok(heads.into_iter().map(with_steps).collect())
     }
 
-    async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<WorkflowInfo>> {
+    async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Workflow>> {
         let head: Option<WorkflowHead> = self
             .query_one(Stmt::new(
                 format!(
@@ -567,11 +567,11 @@ impl<S: Sql + 'static> WorkflowStore for S {
         let Some(head) = head else {
             return Ok(None);
         };
-        let steps: Vec<WorkflowStepInfo> = self
+        let steps: Vec<Step> = self
             .query(Stmt::new(
                 format!(
                     "SELECT {} FROM workflow_steps WHERE workflow_id = $1 ORDER BY idx",
-                    WorkflowStepInfo::COLUMNS
+                    Step::COLUMNS
                 ),
                 args![id.as_str()],
             ))

@@ -169,7 +169,7 @@ impl Fixture {
     }
 
     /// An app `web` and an install of it named `name`, with its runner.
-    async fn install(&self, name: &str) -> StoredInstall {
+    async fn install(&self, name: &str) -> Install {
         let app = match self.store.find_app(&self.org, "web").await.unwrap() {
             Some(app) => app,
             None => self

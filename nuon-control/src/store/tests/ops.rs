@@ -2,8 +2,8 @@
 //! gauges of `/metrics`.
 
 use nuon_core::audit::AuditEntry;
+use nuon_core::model::RunnerHealth;
 use nuon_core::webhook::WebhookEvent;
-use nuon_core::wire::RunnerHealth;
 use nuon_core::{DeliveryId, WebhookId};
 
 use super::*;

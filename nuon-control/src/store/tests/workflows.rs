@@ -384,12 +384,12 @@ conformance! {
 
         // Checks the vendor's systems push: recorded by name, the last
         // push of a name replacing the one before, in its org only.
-        let check = |name: &str, healthy: bool, at_ms: i64| nuon_core::wire::InstallCheck {
+        let check = |name: &str, healthy: bool, at_ms: i64| nuon_core::model::InstallCheck {
             name: name.into(),
             status: if healthy {
-                nuon_core::wire::CheckStatus::Healthy
+                nuon_core::model::CheckStatus::Healthy
             } else {
-                nuon_core::wire::CheckStatus::Unhealthy
+                nuon_core::model::CheckStatus::Unhealthy
             },
             detail: (!healthy).then(|| "card \"declined\"".into()),
             at_ms,

@@ -33,7 +33,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use nuon_core::app::{AppConfig, Installer};
-use nuon_core::model::InvitationState;
+use nuon_core::model::{Install, InvitationState};
 use nuon_core::now_ms;
 use nuon_core::token::hash_token;
 use nuon_core::wire::AppInfo;
@@ -47,7 +47,7 @@ use crate::api::{SharedState, Source};
 use crate::error::Error;
 use crate::service::Caller;
 use crate::service::invitations::{Accepted, CustomerInstall, customer_caller, refusal};
-use crate::store::{StoredInstall, StoredInvitation};
+use crate::store::StoredInvitation;
 
 mod progress;
 mod stack;
@@ -498,7 +498,7 @@ async fn mine(
     state: &SharedState,
     caller: &Caller,
     inv: &StoredInvitation,
-) -> Result<StoredInstall, Error> {
+) -> Result<Install, Error> {
     let id = inv
         .install_id
         .as_ref()

@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use nuon_core::app::AppConfig;
-use nuon_core::model::InstallState;
+use nuon_core::model::{Install, InstallState};
 
 use super::super::cookies::cookie;
 use super::super::error_page;
@@ -17,7 +17,6 @@ use super::{CUSTOMER_COOKIE, Opened, forbidden, mine, offer, open};
 use crate::api::{SharedState, Source};
 use crate::error::Error;
 use crate::service::Caller;
-use crate::store::StoredInstall;
 
 /// Where the install's provision is.
 pub(super) struct Progress {
@@ -33,7 +32,7 @@ pub(super) struct Progress {
 pub(super) async fn progress(
     state: &SharedState,
     caller: &Caller,
-    install: &StoredInstall,
+    install: &Install,
     config: &AppConfig,
 ) -> Result<Progress, Error> {
     let org = &caller.principal.org_id;
@@ -83,7 +82,7 @@ pub(super) async fn progress(
 async fn readme_html(
     state: &SharedState,
     caller: &Caller,
-    install: &StoredInstall,
+    install: &Install,
     config: &AppConfig,
 ) -> String {
     let mut out = String::new();

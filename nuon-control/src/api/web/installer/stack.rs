@@ -20,7 +20,8 @@ use super::super::error_page;
 use super::{CUSTOMER_COOKIE, MAX_TOKEN, Opened, forbidden, mine, offer, open, said};
 use crate::api::{SharedState, Source};
 use crate::error::Error;
-use crate::store::{StoredInstall, StoredInvitation};
+use crate::store::StoredInvitation;
+use nuon_core::model::Install;
 
 /// How long a quick-create link's template URL works: the customer opens
 /// the console from the page, and the console fetches it at once.
@@ -37,7 +38,7 @@ pub(super) async fn section(
     state: &SharedState,
     token: &str,
     inv: &StoredInvitation,
-    install: &StoredInstall,
+    install: &Install,
     runner: &str,
 ) -> Result<Markup, Error> {
     let forms = formats(runner);
@@ -137,7 +138,7 @@ async fn spend_template(
     state: &SharedState,
     source: String,
     token: &str,
-) -> Result<(StoredInstall, String), Response> {
+) -> Result<(Install, String), Response> {
     if token.is_empty() || token.len() > MAX_TOKEN {
         return Err(gone());
     }
