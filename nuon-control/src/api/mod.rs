@@ -35,8 +35,8 @@ use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use nuon_core::token::hash_token;
+use nuon_core::wire::RunnerStatus;
 use nuon_core::wire::{ErrorCode, MAX_BODY_BYTES, routes};
-use nuon_core::wire::{RunnerInfo, RunnerStatus};
 use nuon_core::{JobId, OrgId, PublicKey, RunnerId};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -216,11 +216,6 @@ impl AppState {
     /// Whether a runner is there, from its last call.
     pub(crate) fn runner_status(&self, revoked: bool, last_seen_ms: Option<i64>) -> RunnerStatus {
         self.services().runner_status(revoked, last_seen_ms)
-    }
-
-    /// A runner as the API shows it: see [`crate::service::Services::runner_view`].
-    pub(crate) fn runner_view(&self, r: RunnerInfo) -> RunnerInfo {
-        self.services().runner_view(r)
     }
 
     /// Tells the org's webhooks of each probe the runner's watch saw fail

@@ -2,8 +2,8 @@
 //! matches) and one install, each with its app's name, the release it has
 //! and its health and sync; and an install's workflows.
 
-use nuon_core::WorkflowId;
-use nuon_core::wire::{InstallInfo, InstallList, WorkflowInfo, WorkflowList};
+use nuon_core::wire::{AppInfo, InstallInfo, InstallList, WorkflowInfo, WorkflowList};
+use nuon_core::{InstallId, WorkflowId};
 
 use super::groups::selector_of;
 use super::installs::install_info;
@@ -40,6 +40,41 @@ impl Services<'_> {
         })
     }
 
+    /// The org's installs as the model keeps them, oldest first: what the
+    /// dashboard's overview and lists make their rows of.
+    pub(crate) async fn installs(&self, caller: &Caller) -> Result<Vec<Install>, Error> {
+        Ok(self.store.list_installs(&caller.principal.org_id).await?)
+    }
+
+    /// The install `id` of the caller's org and its app, while they are
+    /// there: where a page about one of its workflows or jobs says it
+    /// belongs (none once it is forgotten).
+    pub(crate) async fn install_and_app(
+        &self,
+        caller: &Caller,
+        id: &InstallId,
+    ) -> Result<Option<(Install, Option<AppInfo>)>, Error> {
+        let org = &caller.principal.org_id;
+        let Some(install) = self.store.find_install(org, id.as_str()).await? else {
+            return Ok(None);
+        };
+        let app = self.store.find_app(org, install.app_id.as_str()).await?;
+        Ok(Some((install, app)))
+    }
+
+    /// The names of the inputs the install's customer set through its
+    /// installer.
+    pub(crate) async fn customer_inputs(
+        &self,
+        caller: &Caller,
+        install: &Install,
+    ) -> Result<Vec<String>, Error> {
+        Ok(self
+            .store
+            .customer_inputs(&caller.principal.org_id, &install.id)
+            .await?)
+    }
+
     /// `GET /v1/installs/{id}`: the install with its app's name, the
     /// release it has, the inputs its customer set, and its health and
     /// sync as `listInstalls` shows them.
@@ -49,10 +84,7 @@ impl Services<'_> {
         key: &str,
     ) -> Result<InstallInfo, Error> {
         let install = self.find_install(caller, key).await?;
-        let customer_inputs = self
-            .store
-            .customer_inputs(&caller.principal.org_id, &install.id)
-            .await?;
+        let customer_inputs = self.customer_inputs(caller, &install).await?;
         let mut info = self.install_view(caller, install.clone()).await?;
         info.customer_inputs = customer_inputs;
         let fleet = self.fleet(caller, std::slice::from_ref(&install)).await?;

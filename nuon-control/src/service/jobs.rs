@@ -4,10 +4,12 @@
 //! any token of the org reads.
 
 use nuon_core::endpoint::{self as ep};
-use nuon_core::wire::{CreateJob, ErrorCode, JobInfo, JobList, LogPage, RunnerInfo, RunnerRole};
+use nuon_core::wire::{
+    CreateJob, ErrorCode, JobInfo, JobList, LogPage, RunnerInfo, RunnerRole, WorkflowInfo,
+};
 use nuon_core::{DebugJob, ExecJob, Job, JobId, JobSpec, RetryPolicy, now_ms};
 
-use super::workflows::job_view;
+use super::workflows::{job_view, workflow_view};
 use super::{Caller, Services, require_admin, valid_name};
 use crate::error::Error;
 
@@ -141,6 +143,21 @@ impl Services<'_> {
             .await?
             .map(job_view)
             .ok_or_else(|| no_job(&id))
+    }
+
+    /// The workflow that ran job `id` (its sensitive outputs masked) and
+    /// the index of the step that ran it; none for a job of no workflow.
+    pub(crate) async fn step_of_job(
+        &self,
+        caller: &Caller,
+        id: &JobId,
+    ) -> Result<Option<(WorkflowInfo, u32)>, Error> {
+        let org = &caller.principal.org_id;
+        let Some((wf, index)) = self.store.step_of_job(org, id).await? else {
+            return Ok(None);
+        };
+        let wf = self.store.get_workflow(org, &wf).await?;
+        Ok(wf.map(|w| (workflow_view(w), index)))
     }
 
     /// `POST /v1/jobs/{id}/cancel`: a queued job cancelled at once, a

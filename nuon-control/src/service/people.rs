@@ -215,6 +215,19 @@ impl Services<'_> {
         Ok(TokenList { tokens })
     }
 
+    /// The org's tokens' names by id: who a service account that acted
+    /// is, as a page names it.
+    pub(crate) async fn token_names(
+        &self,
+        caller: &Caller,
+    ) -> Result<std::collections::BTreeMap<String, String>, Error> {
+        let tokens = self.store.list_api_tokens(&caller.principal.org_id).await?;
+        Ok(tokens
+            .into_iter()
+            .map(|t| (t.id.to_string(), t.name))
+            .collect())
+    }
+
     /// `POST /v1/tokens/{id}/revoke`: the token `raw` authenticates
     /// nothing after; a token does not revoke itself. Admins only;
     /// recorded in the audit trail, refusals included.

@@ -79,6 +79,15 @@ impl Services<'_> {
         })
     }
 
+    /// Every rollout of the org, newest first, as kept: the dashboard's
+    /// list of rollouts.
+    pub(crate) async fn all_rollouts(&self, caller: &Caller) -> Result<Vec<RolloutInfo>, Error> {
+        Ok(self
+            .store
+            .list_rollouts(&caller.principal.org_id, None)
+            .await?)
+    }
+
     /// `GET /v1/rollouts/{id}`: one rollout with its app's name, and where
     /// its installs wait for a person; any token of the org.
     pub(crate) async fn get_rollout(

@@ -2,7 +2,7 @@
 //! summary.
 
 use maud::{Markup, html};
-use nuon_core::model::ApprovalMode;
+use nuon_core::model::{ApprovalMode, Install};
 use nuon_core::wire::HealthCheck;
 
 /// A health check as a cell: its name and status, what it says on hover,
@@ -85,18 +85,29 @@ pub(super) fn person(actor: &str, tokens: &std::collections::BTreeMap<String, St
     }
 }
 
-/// The org's tokens' names by id, to name the service accounts that acted.
-pub(super) async fn token_names(
+/// The way back from a page about something of install `id`: its app and
+/// itself, each with its link, while they are there.
+pub(super) async fn install_crumbs(
     state: &crate::api::SharedState,
-    org: &nuon_core::OrgId,
-) -> Result<std::collections::BTreeMap<String, String>, crate::error::Error> {
-    Ok(state
-        .store
-        .list_api_tokens(org)
+    web: &super::Web,
+    id: &nuon_core::InstallId,
+) -> Result<Option<(Install, Vec<(String, Option<String>)>)>, crate::error::Error> {
+    let Some((install, app)) = state
+        .services()
+        .install_and_app(&web.auth.caller(), id)
         .await?
-        .into_iter()
-        .map(|t| (t.id.to_string(), t.name))
-        .collect())
+    else {
+        return Ok(None);
+    };
+    let mut levels = Vec::new();
+    if let Some(app) = app {
+        levels.push((app.name, Some(format!("/apps/{}", app.id))));
+    }
+    levels.push((
+        install.name.clone(),
+        Some(format!("/installs/{}", install.id)),
+    ));
+    Ok(Some((install, levels)))
 }
 
 /// The steps' jobs as bars on one time axis, from the first start.

@@ -14,7 +14,6 @@ use super::layout::{ago, button_form, layout};
 use super::{Web, escape as esc};
 use crate::api::SharedState;
 use crate::error::Error;
-use crate::service::apps::decode_config;
 
 /// The org's groups of installs (a name and a label selector) with the
 /// installs each selects now; an admin makes and deletes them here.
@@ -54,9 +53,10 @@ pub(super) async fn groups(state: &SharedState, web: &Web) -> Result<Markup, Err
 
 /// Every rollout of the org, newest first.
 pub(super) async fn rollouts(state: &SharedState, web: &Web) -> Result<Markup, Error> {
-    let list = state.store.list_rollouts(&web.auth.0.org_id, None).await?;
-    let names = state.services().app_names(&web.auth.0.org_id).await?;
-    let versions = state.store.list_runner_releases(&web.auth.0.org_id).await?;
+    let (services, org) = (state.services(), &web.auth.0.org_id);
+    let list = services.all_rollouts(&web.auth.caller()).await?;
+    let names = services.app_names(org).await?;
+    let versions = services.runner_releases(org).await?;
     let body = html! {
         h1 { "Rollouts" }
         @if list.is_empty() {
@@ -283,7 +283,7 @@ pub(super) fn health_strip(counts: &[(&str, usize)]) -> Markup {
 
 /// The org's apps.
 pub(super) async fn apps(state: &SharedState, web: &Web) -> Result<Markup, Error> {
-    let apps = state.store.list_apps(&web.auth.0.org_id).await?;
+    let apps = state.services().list_apps(&web.auth.caller()).await?.apps;
     let body = html! {
         h1 { "Apps" }
         @if apps.is_empty() {
@@ -308,24 +308,23 @@ async fn version(
     app: &nuon_core::wire::AppInfo,
     n: u32,
 ) -> Result<ConfigVersionInfo, Error> {
-    let stored = state
-        .store
-        .get_config(&web.auth.0.org_id, &app.id, Some(n))
-        .await?
-        .ok_or_else(|| Error::not_found(format!("app {} has no config version {n}", app.name)))?;
-    decode_config(&state.secrets, app, stored)
+    state
+        .services()
+        .get_config(&web.auth.caller(), app.id.as_str(), &n.to_string())
+        .await
 }
 
 /// One app: its config versions (with a diff of any two), its components
 /// and their dependency graph, and its builds.
 pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
-    let app = state.services().find_app(&web.auth.caller(), key).await?;
-    let mut versions = state
-        .store
-        .list_configs(&web.auth.0.org_id, &app.id)
-        .await?;
+    let (services, caller) = (state.services(), web.auth.caller());
+    let app = services.find_app(&caller, key).await?;
+    let mut versions = services
+        .list_configs(&caller, app.id.as_str())
+        .await?
+        .configs;
     versions.sort_by_key(|v| std::cmp::Reverse(v.version));
-    let builds = state.store.list_builds(&web.auth.0.org_id, &app.id).await?;
+    let builds = services.list_builds(&caller, app.id.as_str()).await?.builds;
     let latest = match versions.first() {
         Some(v) => Some(version(state, web, &app, v.version).await?),
         None => None,
@@ -341,9 +340,8 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
         })
         .unwrap_or_default();
     // Its installs, each with its state.
-    let installs: Vec<_> = state
-        .store
-        .list_installs(&web.auth.0.org_id)
+    let installs: Vec<_> = services
+        .installs(&caller)
         .await?
         .into_iter()
         .filter(|i| i.app_id == app.id)
@@ -428,10 +426,10 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
             } }
         }
     };
-    let releases = state
-        .store
-        .list_releases(&web.auth.0.org_id, Some(&app.id))
-        .await?;
+    let releases = services
+        .list_releases(&caller, Some(app.id.as_str()))
+        .await?
+        .releases;
     let body = html! {
         (body)
         h2 { "Releases" }
@@ -562,19 +560,12 @@ const RUNNERS_PAGE: usize = 100;
 
 /// Every runner of the org: its last call, version, slots and jobs now.
 pub(super) async fn runners(state: &SharedState, web: &Web, page: usize) -> Result<Markup, Error> {
-    let org = &web.auth.0.org_id;
-    let runners: Vec<_> = state
-        .store
-        .list_runners(org)
-        .await?
-        .into_iter()
-        .map(|r| state.runner_view(r))
-        .collect();
-    let jobs = state.store.list_jobs(org, 1000).await?;
+    let (services, caller) = (state.services(), web.auth.caller());
+    let runners = services.list_runners(&caller).await?.runners;
+    let jobs = services.list_jobs(&caller, Some(1000)).await?.jobs;
     // An install's runner, by its install's name (the installs read once).
-    let installs: BTreeMap<_, _> = state
-        .store
-        .list_installs(org)
+    let installs: BTreeMap<_, _> = services
+        .installs(&caller)
         .await?
         .into_iter()
         .map(|i| (i.runner_id, (i.id, i.name)))

@@ -14,21 +14,25 @@ pub(super) async fn workflow_events(
     web: Web,
     Path(raw): Path<String>,
 ) -> Response {
-    let org = web.auth.0.org_id.clone();
+    let caller = web.auth.caller();
     let id = match pages::workflow_of(&state, &web, &raw).await {
         Ok(wf) => wf.id,
         Err(e) => return error_page(e),
     };
     // Who approves, by name, as the page names them.
-    let tokens = match super::cells::token_names(&state, &org).await {
+    let tokens = match state.services().token_names(&caller).await {
         Ok(t) => std::sync::Arc::new(t),
         Err(e) => return error_page(e),
     };
     live(state.clone(), "workflow", move || {
-        let (state, org, id, tokens) = (state.clone(), org.clone(), id.clone(), tokens.clone());
+        let (state, caller, id, tokens) =
+            (state.clone(), caller.clone(), id.clone(), tokens.clone());
         async move {
-            let wf = state.store.get_workflow(&org, &id).await.ok()??;
-            let wf = state.services().workflow_live(&org, wf).await.ok()?;
+            let wf = state
+                .services()
+                .get_workflow(&caller, id.as_str())
+                .await
+                .ok()?;
             Some((
                 workflow_event(&wf, &tokens).to_string(),
                 !wf.status.is_active(),

@@ -649,19 +649,22 @@ async fn job(
 
 /// The job's whole log as text, read page by page: a download.
 async fn job_raw(State(state): State<SharedState>, web: Web, Path(raw): Path<String>) -> Response {
-    let org = web.auth.0.org_id.clone();
+    let caller = web.auth.caller();
     let id = match pages::job_of(&state, &web, &raw).await {
         Ok(job) => job.id,
         Err(e) => return error_page(e),
     };
     let filename = format!("attachment; filename=\"{id}.log\"");
     let stream = futures_util::stream::unfold(Some(0u64), move |cursor| {
-        let (state, org, id) = (state.clone(), org.clone(), id.clone());
+        let (state, caller, id) = (state.clone(), caller.clone(), id.clone());
         async move {
             let cursor = cursor?;
-            let page = match state.store.read_logs(&org, &id, cursor, 5000).await {
-                Ok(Some(p)) => p,
-                Ok(None) => return None,
+            let services = state.services();
+            let page = match services
+                .job_log(&caller, id.as_str(), cursor, Some(5000))
+                .await
+            {
+                Ok(p) => p,
                 Err(e) => return Some((Err(std::io::Error::other(e.to_string())), None)),
             };
             if page.lines.is_empty() {

@@ -11,7 +11,7 @@ use nuon_core::workflow::{StepStatus, WorkflowStatus};
 
 use super::Web;
 use super::cells::{
-    check_cell, crumbs, person, plan_summary, timeline, token_names, workflow_label,
+    check_cell, crumbs, install_crumbs, person, plan_summary, timeline, workflow_label,
 };
 use super::layout::{ago, button_form, layout};
 use crate::api::SharedState;
@@ -124,7 +124,8 @@ pub(super) fn token_made(web: &Web, made: &nuon_core::wire::TokenCreated) -> Mar
     )
 }
 
-/// The session's org's workflow of a path's id, or not found.
+/// The session's org's workflow of a path's id as the API shows it, or
+/// not found.
 pub(super) async fn workflow_of(
     state: &SharedState,
     web: &Web,
@@ -132,13 +133,13 @@ pub(super) async fn workflow_of(
 ) -> Result<nuon_core::wire::WorkflowInfo, Error> {
     let id: nuon_core::WorkflowId = crate::api::path_id("workflow", raw)?;
     state
-        .store
-        .get_workflow(&web.auth.0.org_id, &id)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no workflow {raw:?}")))
+        .services()
+        .get_workflow(&web.auth.caller(), id.as_str())
+        .await
 }
 
-/// The session's org's job of a path's id, or not found.
+/// The session's org's job of a path's id as the API shows it, or not
+/// found.
 pub(super) async fn job_of(
     state: &SharedState,
     web: &Web,
@@ -146,10 +147,9 @@ pub(super) async fn job_of(
 ) -> Result<nuon_core::wire::JobInfo, Error> {
     let id: nuon_core::JobId = crate::api::path_id("job", raw)?;
     state
-        .store
-        .get_job(&web.auth.0.org_id, &id)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no job {raw:?} in this org")))
+        .services()
+        .get_job(&web.auth.caller(), id.as_str())
+        .await
 }
 
 /// How many installs the overview shows at once.
@@ -170,7 +170,7 @@ pub(super) async fn overview(
     let needle = q.to_lowercase();
     let mut rows = Vec::new();
     let (mut healthy, mut unhealthy, mut waiting_total) = (0, 0, 0);
-    let installs = state.store.list_installs(org).await?;
+    let installs = services.installs(&web.auth.caller()).await?;
     let total = installs.len();
     let now = now_ms();
     // Each install's workflows as one cached summary, not every workflow.
@@ -333,17 +333,19 @@ pub(super) async fn overview(
 /// One install: its components, inputs (sensitive ones by name only),
 /// secrets by name only, runner and workflows.
 pub(super) async fn install(state: &SharedState, web: &Web, key: &str) -> Result<Markup, Error> {
-    let org = &web.auth.0.org_id;
     let (services, caller) = (state.services(), web.auth.caller());
     let (stored, app, latest) = services.install_app_config(&caller, key).await?;
     let h = services
         .install_health(&caller, &stored, &latest.config)
         .await?;
-    let workflows = state.store.list_workflows(org, &stored.id).await?;
+    let workflows = services
+        .install_workflows(&caller, stored.id.as_str())
+        .await?
+        .workflows;
     let info = install_info(stored.clone())?;
     let components = crate::service::toggles::components(&latest.config, &stored);
     let secrets = services.install_secrets(&caller, key).await?;
-    let customer_inputs = state.store.customer_inputs(org, &stored.id).await?;
+    let customer_inputs = services.customer_inputs(&caller, &stored).await?;
     // Outputs as the API answers them: sensitive ones masked.
     let outputs = services.install_outputs(&caller, key).await?;
     let levels = [
@@ -642,27 +644,15 @@ fn workflow_table(workflows: &[WorkflowInfo]) -> Markup {
 
 /// One workflow: its steps in order, and what the session may do to it.
 pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Result<Markup, Error> {
-    let org = &web.auth.0.org_id;
+    let (services, caller) = (state.services(), web.auth.caller());
     let wf = workflow_of(state, web, raw).await?;
-    let wf = state.services().workflow_live(org, wf).await?;
-    let stored = state
-        .store
-        .find_install(org, wf.install_id.as_str())
-        .await?;
-    let install = stored
-        .as_ref()
-        .map(|i| i.name.clone())
-        .unwrap_or_else(|| wf.install_id.to_string());
-    let mut levels = Vec::new();
-    if let Some(i) = &stored {
-        if let Some(app) = state.store.find_app(org, i.app_id.as_str()).await? {
-            levels.push((app.name, Some(format!("/apps/{}", app.id))));
-        }
-        levels.push((i.name.clone(), Some(format!("/installs/{}", i.id))));
-    }
+    let (install, mut levels) = match install_crumbs(state, web, &wf.install_id).await? {
+        Some((i, levels)) => (i.name, levels),
+        None => (wf.install_id.to_string(), Vec::new()),
+    };
     levels.push((workflow_label(&wf), None));
     // Who approved, by name.
-    let tokens = token_names(state, org).await?;
+    let tokens = services.token_names(&caller).await?;
     let waiting = wf
         .steps
         .iter()
@@ -672,7 +662,8 @@ pub(super) async fn workflow(state: &SharedState, web: &Web, raw: &str) -> Resul
     let mut bars = Vec::new();
     for s in &wf.steps {
         let Some(j) = &s.job_id else { continue };
-        let Some(job) = state.store.get_job(org, j).await? else {
+        // A job no longer kept has no bar.
+        let Ok(job) = services.get_job(&caller, j.as_str()).await else {
             continue;
         };
         let Some(start) = job.started_at_ms else {
@@ -776,34 +767,21 @@ pub(super) async fn job(
     raw: &str,
     after: u64,
 ) -> Result<Markup, Error> {
-    let org = &web.auth.0.org_id;
+    let (services, caller) = (state.services(), web.auth.caller());
     let job = job_of(state, web, raw).await?;
     let id = job.id.clone();
-    let page = state
-        .store
-        .read_logs(org, &id, after, LOG_PAGE)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no job {raw:?} in this org")))?;
+    let page = services
+        .job_log(&caller, id.as_str(), after, Some(LOG_PAGE))
+        .await?;
     let more = page.lines.len() as u32 >= LOG_PAGE;
     let live = !more && !page.complete;
     // The way back: the step that ran it, its workflow, install and app.
-    let from = match state.store.step_of_job(org, &id).await? {
-        Some((wf, index)) => state
-            .store
-            .get_workflow(org, &wf)
-            .await?
-            .map(|w| (w, index)),
-        None => None,
-    };
+    let from = services.step_of_job(&caller, &id).await?;
     let mut levels = Vec::new();
     let mut facts = Vec::new();
     if let Some((w, index)) = &from {
-        let install = state.store.find_install(org, w.install_id.as_str()).await?;
-        if let Some(i) = &install {
-            if let Some(app) = state.store.find_app(org, i.app_id.as_str()).await? {
-                levels.push((app.name.clone(), Some(format!("/apps/{}", app.id))));
-            }
-            levels.push((i.name.clone(), Some(format!("/installs/{}", i.id))));
+        if let Some((i, crumbs)) = install_crumbs(state, web, &w.install_id).await? {
+            levels = crumbs;
             facts.push(("Install", i.name.clone(), format!("/installs/{}", i.id)));
         }
         let label = workflow_label(w);

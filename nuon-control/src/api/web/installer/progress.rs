@@ -35,8 +35,11 @@ pub(super) async fn progress(
     install: &Install,
     config: &AppConfig,
 ) -> Result<Progress, Error> {
-    let org = &caller.principal.org_id;
-    let workflows = state.store.list_workflows(org, &install.id).await?;
+    let workflows = state
+        .services()
+        .install_workflows(caller, install.id.as_str())
+        .await?
+        .workflows;
     let wf = workflows.first();
     let steps = wf
         .map(|w| {
