@@ -9,6 +9,12 @@
 //! ALPN), honour `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`, and accept a custom CA
 //! bundle.
 //!
+//! Its one feature, `policies` (on by default), checks an app directory's
+//! Rego and Kyverno policies before a sync ([`app_dir`]) with nuon-core's
+//! policy engines. A tool that only calls the APIs can leave it out
+//! (`default-features = false`): no policy engine is linked, and an app
+//! directory with policies is refused before it is sent.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), nuon_client::Error> {
 //! use nuon_client::{ClientConfig, ControlClient};

@@ -52,6 +52,7 @@ mod duration;
 pub mod endpoint;
 mod id;
 mod job;
+#[cfg(feature = "policies")]
 pub mod kyverno;
 pub mod labels;
 mod manifests;

@@ -56,10 +56,8 @@ pub fn manifest_objects(yaml: &str) -> Result<Vec<serde_json::Value>, String> {
                 i + 1
             ));
         }
-        let v = regorus::Value::from_yaml_str(d)
+        let v: serde_json::Value = serde_yaml::from_str(d)
             .map_err(|e| format!("document {} of the manifests is not YAML: {e}", i + 1))?;
-        let json = v.to_json_str().map_err(|e| e.to_string())?;
-        let v: serde_json::Value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
         if !v.is_null() {
             out.push(v);
         }

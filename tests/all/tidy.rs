@@ -95,6 +95,57 @@ fn crates_depend_one_way() {
     );
 }
 
+/// The packages `krate` links, by `cargo tree` (normal dependencies, for
+/// this platform), with `flags` (`--no-default-features`, ...).
+fn linked_packages(krate: &str, flags: &[&str]) -> Vec<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(repo_root())
+        .args([
+            "tree", "--locked", "-p", krate, "-e", "normal", "--prefix", "none",
+        ])
+        .args(flags)
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {krate} {flags:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn the_client_links_a_policy_engine_only_with_its_feature() {
+    let engine = "regorus";
+    let bare = linked_packages("nuon-client", &["--no-default-features"]);
+    assert!(
+        bare.iter().any(|p| p == "nuon-core") && !bare.iter().any(|p| p == engine),
+        "nuon-client without its `policies` feature links no policy engine (nuon-core's `policies` feature off): {bare:?}"
+    );
+    let full = linked_packages("nuon-client", &[]);
+    assert!(
+        full.iter().any(|p| p == engine),
+        "nuon-client's default features check an app directory's policies: {full:?}"
+    );
+    // The crates that evaluate policies ask for the feature themselves.
+    for krate in ["nuon-control", "nuon-plugins", "nuon-cli"] {
+        assert!(
+            linked_packages(krate, &["--no-default-features"])
+                .iter()
+                .any(|p| p == engine),
+            "{krate} evaluates policies: it asks for nuon-core's `policies` feature"
+        );
+    }
+}
+
 #[test]
 fn every_crate_takes_the_workspace_lints_and_they_ask_for_docs() {
     let root = read(&repo_root().join("Cargo.toml"));

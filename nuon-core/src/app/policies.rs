@@ -90,7 +90,7 @@ pub fn check_policies(
         };
         match engine(p, &text) {
             "kyverno" => {
-                if let Err(e) = crate::kyverno::parse(&text) {
+                if let Err(e) = crate::policy::check_kyverno(&text) {
                     out.push(at(1, 1, format!("Kyverno policy {name:?}: {e}")));
                 }
             }
