@@ -50,6 +50,14 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A backup cannot be written or restored.
+    #[error("backup {path}: {message}")]
+    Backup {
+        /// The backup file.
+        path: String,
+        /// What went wrong, and what to do.
+        message: String,
+    },
     /// The TLS certificate or key cannot be served.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),

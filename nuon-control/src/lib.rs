@@ -23,6 +23,7 @@
 //! ```
 
 mod api;
+pub mod backup;
 mod desired;
 mod engine;
 mod error;

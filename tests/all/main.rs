@@ -6,6 +6,7 @@ mod approvals;
 mod apps;
 mod at_rest;
 mod aws;
+mod backup;
 mod config_effects;
 mod containers;
 mod daily;

@@ -59,6 +59,21 @@ impl ControlPlane {
         )
     }
 
+    /// Starts on the data dir `data_dir` as it is (a restored one, say,
+    /// holding the admin token put back); its log is `logs/ctl.log`.
+    pub fn start_on(data_dir: &Path, lease: &str, logs: &Path) -> Result<Self> {
+        std::fs::create_dir_all(logs)?;
+        Self::spawn(
+            data_dir,
+            lease,
+            "127.0.0.1:0",
+            "127.0.0.1:0",
+            logs,
+            Vec::new(),
+            Vec::new(),
+        )
+    }
+
     /// Starts on a fresh data dir with the given lease.
     pub fn start(lease: &str) -> Result<Self> {
         Self::start_with(lease, &[])

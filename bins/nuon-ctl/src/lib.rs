@@ -177,6 +177,40 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Back up the embedded store while it serves: one private file (a tar
+    /// archive) with a consistent copy of its databases and a manifest of
+    /// their sizes and digests; never the secrets key or a token, so what
+    /// the store seals stays sealed. A PostgreSQL store is backed up with
+    /// pg_dump instead.
+    Backup {
+        /// The backup file to write; it must not exist.
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+        /// Print the backup's manifest as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Restore a backup into a new data dir (one that does not exist or is
+    /// empty): the archive checked whole and the store opened with the
+    /// secrets key it was sealed with before anything is moved into place.
+    Restore {
+        /// The backup file (`nuon-ctl backup --to`).
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+        /// The new data dir.
+        #[arg(long, env = "NUON_DATA_DIR")]
+        data_dir: PathBuf,
+        /// The secrets key the store was sealed with (a copy of the old
+        /// data dir's secrets.key), copied into the new data dir; or set
+        /// NUON_SECRETS_KEY.
+        #[arg(long, value_name = "FILE")]
+        secrets_key_file: Option<PathBuf>,
+        /// Print what was restored as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the Control API's OpenAPI 3.1 document (also served at /openapi.json).
     Openapi,
 }
@@ -520,6 +554,56 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!(
                     "secrets key rotated: {} values sealed again, {} were already under the new key ({} passes); {}",
                     rotated.resealed, rotated.current, rotated.passes, rotated.key
+                );
+            }
+            Ok(())
+        }
+        Command::Backup { to, json, store } => {
+            if store.database_url.is_some() {
+                anyhow::bail!(
+                    "a PostgreSQL store is backed up with pg_dump (`pg_dump --format=custom --file FILE \"$NUON_DATABASE_URL\"`) \
+                     and restored with pg_restore into an empty database; keep the data dir's secrets.key apart from it \
+                     (see the book's backups page)"
+                );
+            }
+            let info = nuon_control::backup::backup(&store.data_dir, &to)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&info)?);
+            } else {
+                let bytes: u64 = info.files.iter().map(|f| f.bytes).sum();
+                println!(
+                    "backed up {} to {} ({} files, {bytes} bytes); restore it with the secrets key \
+                     (`nuon-ctl restore --from {} --data-dir NEW_DIR --secrets-key-file KEY`)",
+                    store.data_dir.display(),
+                    to.display(),
+                    info.files.len(),
+                    to.display()
+                );
+            }
+            Ok(())
+        }
+        Command::Restore {
+            from,
+            data_dir,
+            secrets_key_file,
+            json,
+        } => {
+            let restored =
+                nuon_control::backup::restore(&from, &data_dir, secrets_key_file.as_deref())
+                    .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&restored)?);
+            } else {
+                println!(
+                    "restored {} into {} ({} orgs); serve it with `nuon-ctl serve --data-dir {}`",
+                    from.display(),
+                    restored.data_dir,
+                    restored.orgs,
+                    restored.data_dir
+                );
+                println!(
+                    "left out, as every backup does: {} (put them back from where you keep them; the tokens people hold still work)",
+                    restored.left_out.join(", ")
                 );
             }
             Ok(())

@@ -119,6 +119,44 @@ fn open_conn(main: &Path, logs: &Path, read_only: bool) -> rusqlite::Result<Conn
 impl SqliteStore {
     /// The store's main database file in its data dir.
     pub const DB_FILE: &'static str = "nuon.db";
+    /// The store's database of job logs in its data dir.
+    pub const LOGS_FILE: &'static str = "logs.db";
+
+    /// Copies the store of `dir` into the directory `out` (its
+    /// [`DB_FILE`](Self::DB_FILE) and [`LOGS_FILE`](Self::LOGS_FILE)) while
+    /// a control plane may serve from it: each database a consistent
+    /// snapshot (`VACUUM INTO`, a read transaction that blocks no writer),
+    /// the main one first, so that the copy's logs hold every line its
+    /// jobs shipped before they ended (and maybe later lines of jobs it
+    /// thinks still run).
+    pub fn snapshot(dir: &Path, out: &Path) -> Result<()> {
+        let conn = open_conn(&dir.join(Self::DB_FILE), &dir.join(Self::LOGS_FILE), true)
+            .map_err(db_err)?;
+        for (schema, file) in [("main", Self::DB_FILE), ("logs", Self::LOGS_FILE)] {
+            let to = out.join(file).to_string_lossy().into_owned();
+            conn.execute(&format!("VACUUM {schema} INTO ?1"), [to])
+                .map_err(db_err)?;
+        }
+        Ok(())
+    }
+
+    /// Checks both databases of the store in `dir` whole (`PRAGMA
+    /// integrity_check`): an error names what SQLite found wrong.
+    pub fn check_integrity(dir: &Path) -> Result<()> {
+        let conn = open_conn(&dir.join(Self::DB_FILE), &dir.join(Self::LOGS_FILE), true)
+            .map_err(db_err)?;
+        for (schema, file) in [("main", Self::DB_FILE), ("logs", Self::LOGS_FILE)] {
+            let said: String = conn
+                .query_row(&format!("PRAGMA {schema}.integrity_check(1)"), [], |r| {
+                    r.get(0)
+                })
+                .map_err(db_err)?;
+            if said != "ok" {
+                return Err(StoreError::Invalid(format!("{file} is damaged: {said}")));
+            }
+        }
+        Ok(())
+    }
 
     /// Opens (creating when needed) the store in `dir`: `nuon.db` and `logs.db`.
     pub fn open(dir: &Path) -> Result<Self> {
@@ -132,7 +170,7 @@ impl SqliteStore {
             .create(dir)
             .map_err(|e| cannot(dir, e))?;
         let main = dir.join(Self::DB_FILE);
-        let logs = dir.join("logs.db");
+        let logs = dir.join(Self::LOGS_FILE);
         // Made private before SQLite opens them: their WAL and shared
         // memory files take the database file's mode.
         for file in [&main, &logs] {

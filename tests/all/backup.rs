@@ -1,0 +1,266 @@
+//! Issue "Fleet scale and real networks", backups that restore: a backup
+//! of the embedded store taken while the control plane serves, restored
+//! into a new data dir with the secrets key, and served from there: what
+//! the backup saw is there (a finished job and its whole log, a runner and
+//! its token), what came after is not, and the restored control plane
+//! signs and runs new jobs (its sealed keys open). Every refusal (no key,
+//! another key, a data dir that holds files, a damaged archive, a backup
+//! over an existing file) leaves nothing behind.
+
+use std::path::Path;
+use std::process::Output;
+
+use nuon_core::JobStatus;
+use nuon_tests::{ControlPlane, Runner, RunnerOpts, all_logs, ours, rt, wait_job};
+
+use crate::{LONG, queue_sh};
+
+/// `nuon-ctl ARGS` with no secrets key in its environment.
+fn ctl(args: &[&str]) -> Output {
+    ours("nuon-ctl")
+        .args(args)
+        .env_remove("NUON_SECRETS_KEY")
+        .env_remove("NUON_DATA_DIR")
+        .env_remove("NUON_DATABASE_URL")
+        .output()
+        .expect("run nuon-ctl")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `nuon-ctl restore` into `dir` expecting a refusal that says
+/// `says`, and that nothing was made.
+fn refused(from: &Path, dir: &Path, key: Option<&Path>, says: &str) {
+    let mut args = vec![
+        "restore".to_owned(),
+        "--from".into(),
+        from.display().to_string(),
+        "--data-dir".into(),
+        dir.display().to_string(),
+    ];
+    if let Some(k) = key {
+        args.extend(["--secrets-key-file".into(), k.display().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = ctl(&args);
+    assert!(!out.status.success(), "restore should fail: {}", text(&out));
+    assert!(
+        text(&out).contains(says),
+        "expected {says:?}: {}",
+        text(&out)
+    );
+    let beside: Vec<_> = std::fs::read_dir(dir.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".nuon-restore-"))
+        .collect();
+    assert!(beside.is_empty(), "a refused restore left {beside:?}");
+}
+
+#[test]
+fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
+    let cp = ControlPlane::start("30s").unwrap();
+    let client = cp.client();
+    let token = cp.create_runner("r1").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // The runner's machine: its work dir stays when the control plane is
+    // restored elsewhere.
+    let runner_dir = work.path().join("runner");
+    std::fs::create_dir(&runner_dir).unwrap();
+    let runner = Runner::start(
+        &cp,
+        RunnerOpts {
+            token: &token,
+            signing_key: &cp.signing_key,
+            slots: 1,
+            grace: "5s",
+            work_dir: Some(&runner_dir),
+        },
+    )
+    .unwrap();
+    let before = queue_sh(
+        &client,
+        "r1",
+        "for i in 1 2 3 4 5; do echo line-$i; done",
+        1,
+    );
+    let done = wait_job(&client, &before.id, LONG).unwrap();
+    assert_eq!(done.status, JobStatus::Succeeded, "{done:?}");
+
+    // Taken while it serves.
+    let file = work.path().join("nuon.backup");
+    let data = cp.data_dir.display().to_string();
+    let out = ctl(&[
+        "backup",
+        "--data-dir",
+        &data,
+        "--to",
+        file.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let manifest: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["nuon.db", "logs.db", "org-signing-key.pub"],
+        "{manifest}"
+    );
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions());
+    assert_eq!(mode & 0o077, 0, "a backup is private: {mode:o}");
+    let archive = std::fs::read(&file).unwrap();
+    let key_hex = std::fs::read_to_string(cp.data_dir.join("secrets.key")).unwrap();
+    let admin = std::fs::read_to_string(cp.data_dir.join("admin-token")).unwrap();
+    for secret in [key_hex.trim(), admin.trim()] {
+        assert!(
+            !archive
+                .windows(secret.len())
+                .any(|w| w == secret.as_bytes()),
+            "the backup holds neither the secrets key nor a token"
+        );
+    }
+    // Never over an existing file.
+    let out = ctl(&[
+        "backup",
+        "--data-dir",
+        &data,
+        "--to",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        !out.status.success() && text(&out).contains("exists already"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        archive,
+        "the first backup is untouched"
+    );
+    // A PostgreSQL store is pg_dump's.
+    let out = ctl(&[
+        "backup",
+        "--data-dir",
+        &data,
+        "--database-url",
+        "postgres://u@127.0.0.1:1/db",
+        "--to",
+        work.path().join("pg.backup").to_str().unwrap(),
+    ]);
+    assert!(
+        !out.status.success() && text(&out).contains("pg_dump"),
+        "{}",
+        text(&out)
+    );
+
+    // After the backup: not in it.
+    let after = queue_sh(&client, "r1", "echo after", 1);
+    wait_job(&client, &after.id, LONG).unwrap();
+
+    // Refusals leave nothing.
+    let new_dir = work.path().join("restored");
+    refused(&file, &new_dir, None, "needs the secrets key");
+    assert!(!new_dir.exists());
+    let other_key = work.path().join("other.key");
+    std::fs::write(&other_key, "11".repeat(32)).unwrap();
+    refused(
+        &file,
+        &new_dir,
+        Some(&other_key),
+        "not the one this store's secrets are sealed with",
+    );
+    assert!(!new_dir.exists());
+    let old_key = work.path().join("old.key");
+    std::fs::write(&old_key, &key_hex).unwrap();
+    let full = work.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("keep.txt"), "mine").unwrap();
+    refused(&file, &full, Some(&old_key), "holds files already");
+    assert_eq!(
+        std::fs::read_to_string(full.join("keep.txt")).unwrap(),
+        "mine"
+    );
+    let damaged = work.path().join("damaged.backup");
+    let mut bytes = archive.clone();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0xff;
+    std::fs::write(&damaged, &bytes).unwrap();
+    refused(&damaged, &new_dir, Some(&old_key), "damaged");
+    let cut = work.path().join("cut.backup");
+    std::fs::write(&cut, &archive[..archive.len() / 3]).unwrap();
+    refused(&cut, &new_dir, Some(&old_key), "cut short");
+    assert!(!new_dir.exists());
+
+    // The restore.
+    let out = ctl(&[
+        "restore",
+        "--from",
+        file.to_str().unwrap(),
+        "--data-dir",
+        new_dir.to_str().unwrap(),
+        "--secrets-key-file",
+        old_key.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let restored: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(restored["orgs"], 1, "{restored}");
+    assert_eq!(
+        restored["left_out"],
+        serde_json::json!(["admin-token", "build-runner-token"])
+    );
+    drop(runner);
+    drop(cp);
+
+    // Served from the new data dir, with the admin's token put back.
+    std::fs::write(new_dir.join("admin-token"), &admin).unwrap();
+    let cp = ControlPlane::start_on(&new_dir, "30s", &work.path().join("logs")).unwrap();
+    let client = cp.client();
+    let job = rt().block_on(client.get_job(&before.id)).unwrap();
+    assert_eq!(job.status, JobStatus::Succeeded);
+    let lines: Vec<String> = all_logs(&client, &before.id)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
+    assert_eq!(lines, ["line-1", "line-2", "line-3", "line-4", "line-5"]);
+    assert!(
+        rt().block_on(client.get_job(&after.id)).is_err(),
+        "a job made after the backup is not in it"
+    );
+    // The runner, started again on its machine, calls the restored control
+    // plane with its token, and the org's key, opened with the secrets
+    // key, signs what it runs.
+    let runner = Runner::start(
+        &cp,
+        RunnerOpts {
+            token: &token,
+            signing_key: &cp.signing_key,
+            slots: 1,
+            grace: "5s",
+            work_dir: Some(&runner_dir),
+        },
+    )
+    .unwrap();
+    let again = queue_sh(&client, "r1", "echo restored", 1);
+    let again = wait_job(&client, &again.id, LONG).unwrap_or_else(|e| {
+        panic!(
+            "{e:#}\nrunner:\n{}\nserver:\n{}",
+            runner.log_text(),
+            cp.server_log()
+        )
+    });
+    assert_eq!(again.status, JobStatus::Succeeded, "{again:?}");
+}
