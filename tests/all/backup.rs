@@ -73,17 +73,17 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
     // restored elsewhere.
     let runner_dir = work.path().join("runner");
     std::fs::create_dir(&runner_dir).unwrap();
-    let runner = Runner::start(
-        &cp,
-        RunnerOpts {
+    let start_runner = |cp: &ControlPlane| {
+        let opts = RunnerOpts {
             token: &token,
             signing_key: &cp.signing_key,
             slots: 1,
             grace: "5s",
             work_dir: Some(&runner_dir),
-        },
-    )
-    .unwrap();
+        };
+        Runner::start(cp, opts).unwrap()
+    };
+    let runner = start_runner(&cp);
     let before = queue_sh(
         &client,
         "r1",
@@ -243,17 +243,7 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
     // The runner, started again on its machine, calls the restored control
     // plane with its token, and the org's key, opened with the secrets
     // key, signs what it runs.
-    let runner = Runner::start(
-        &cp,
-        RunnerOpts {
-            token: &token,
-            signing_key: &cp.signing_key,
-            slots: 1,
-            grace: "5s",
-            work_dir: Some(&runner_dir),
-        },
-    )
-    .unwrap();
+    let runner = start_runner(&cp);
     let again = queue_sh(&client, "r1", "echo restored", 1);
     let again = wait_job(&client, &again.id, LONG).unwrap_or_else(|e| {
         panic!(
