@@ -66,8 +66,9 @@ pub struct BackedUpFile {
 pub struct Restored {
     /// The new data dir.
     pub data_dir: String,
-    /// The backup's manifest.
-    pub backup: BackupInfo,
+    /// The backup's manifest (none for a database checked in place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupInfo>,
     /// How many orgs the restored store serves.
     pub orgs: u64,
     /// The files of the data dir a backup leaves out, to put back by hand
@@ -171,12 +172,83 @@ pub async fn restore(
     data_dir: &Path,
     secrets_key_file: Option<&Path>,
 ) -> Result<Restored> {
-    let dir_error = |message: String| Error::DataDir {
-        path: data_dir.display().to_string(),
-        message,
-    };
     let from_error = |message: String| Error::Backup {
         path: from.display().to_string(),
+        message,
+    };
+    let key = secrets_key(secrets_key_file).map_err(from_error)?;
+    let work = beside(data_dir)?;
+    let backup = unpack(from, work.path()).map_err(from_error)?;
+    SqliteStore::check_integrity(work.path())
+        .map_err(|e| from_error(format!("is not a whole backup: {e}")))?;
+    let orgs = checked(work.path(), key.as_deref(), None)
+        .await
+        .map_err(|e| said_of(e, from_error))?;
+    into_place(work, data_dir)?;
+    Ok(Restored {
+        data_dir: data_dir.display().to_string(),
+        backup: Some(backup),
+        orgs,
+        left_out: [ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE]
+            .iter()
+            .map(|f| f.to_string())
+            .collect(),
+    })
+}
+
+/// Checks a PostgreSQL database restored with `pg_restore` (or any copy
+/// of one) as [`restore`] checks a backup, the same way: it opens as
+/// `serve` opens it (migrated when older), and the secrets key opens the
+/// value it sealed. Then makes the new `data_dir` a replica starts with,
+/// holding the key given as `secrets_key_file` (or none, with
+/// `NUON_SECRETS_KEY`).
+pub async fn check_database(
+    database_url: &str,
+    data_dir: &Path,
+    secrets_key_file: Option<&Path>,
+) -> Result<Restored> {
+    let db_error = |message: String| Error::Backup {
+        path: "the database".into(),
+        message,
+    };
+    let key = secrets_key(secrets_key_file).map_err(db_error)?;
+    let work = beside(data_dir)?;
+    let orgs = checked(work.path(), key.as_deref(), Some(database_url))
+        .await
+        .map_err(|e| said_of(e, db_error))?;
+    into_place(work, data_dir)?;
+    Ok(Restored {
+        data_dir: data_dir.display().to_string(),
+        backup: None,
+        orgs,
+        left_out: [ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE, SIGNING_KEY_FILE]
+            .iter()
+            .map(|f| f.to_string())
+            .collect(),
+    })
+}
+
+/// The secrets key to restore with: the file's text, or none when
+/// `NUON_SECRETS_KEY` holds it; an error when neither is given.
+fn secrets_key(file: Option<&Path>) -> std::result::Result<Option<String>, String> {
+    match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map(Some)
+            .map_err(|e| format!("cannot read the secrets key {}: {e}", path.display())),
+        None if std::env::var_os(SECRETS_KEY_ENV).is_some() => Ok(None),
+        None => Err(format!(
+            "restoring needs the secrets key the store was sealed with: give \
+             --secrets-key-file FILE (a copy of the old data dir's {SECRETS_KEY_FILE}) or set \
+             {SECRETS_KEY_ENV}; a backup never holds it"
+        )),
+    }
+}
+
+/// A new directory beside `data_dir` to make the restored one in, when
+/// `data_dir` does not exist or is empty.
+fn beside(data_dir: &Path) -> Result<tempfile::TempDir> {
+    let dir_error = |message: String| Error::DataDir {
+        path: data_dir.display().to_string(),
         message,
     };
     if let Ok(mut entries) = std::fs::read_dir(data_dir) {
@@ -188,50 +260,53 @@ pub async fn restore(
     } else if data_dir.exists() {
         return Err(dir_error("is not a directory".into()));
     }
-    let key = match secrets_key_file {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| Error::DataDir {
-            path: path.display().to_string(),
-            message: format!("cannot read the secrets key: {e}"),
-        })?),
-        None if std::env::var_os(SECRETS_KEY_ENV).is_some() => None,
-        None => {
-            return Err(from_error(format!(
-                "restoring needs the secrets key the backup's store was sealed with: give \
-                 --secrets-key-file FILE (a copy of the old data dir's {SECRETS_KEY_FILE}) or set \
-                 {SECRETS_KEY_ENV}; a backup never holds it"
-            )));
-        }
-    };
     let parent = parent_of(data_dir);
     std::fs::create_dir_all(&parent)
         .map_err(|e| dir_error(format!("cannot make its parent directory: {e}")))?;
-    let work = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(".nuon-restore-")
         .tempdir_in(&parent)
-        .map_err(|e| dir_error(format!("cannot write beside it: {e}")))?;
-    let backup = unpack(from, work.path()).map_err(from_error)?;
-    SqliteStore::check_integrity(work.path())
-        .map_err(|e| from_error(format!("is not a whole backup: {e}")))?;
+        .map_err(|e| dir_error(format!("cannot write beside it: {e}")))
+}
+
+/// Opens the store of `dir` (or of `database_url`) as `serve` does, with
+/// `key` written there as its secrets key, and checks that the key opens
+/// the value the store sealed: the number of orgs it serves.
+async fn checked(dir: &Path, key: Option<&str>, database_url: Option<&str>) -> Result<u64> {
     if let Some(key) = key {
-        write_private(&work.path().join(SECRETS_KEY_FILE), key.trim())?;
+        write_private(&dir.join(SECRETS_KEY_FILE), key.trim())?;
     }
-    // Opened as `serve` opens it (an older backup's store is migrated
-    // here), and the key checked against the value it sealed.
-    if SecretBox::load(work.path())?.is_none() {
-        return Err(from_error(format!("no secrets key: set {SECRETS_KEY_ENV}")));
+    if SecretBox::load(dir)?.is_none() {
+        return Err(Error::DataDir {
+            path: dir.display().to_string(),
+            message: format!("no secrets key: set {SECRETS_KEY_ENV}"),
+        });
     }
-    let store = OpenStore::open(work.path(), None).await?;
-    let checked = async {
-        store.secrets(work.path()).await?;
+    let store = OpenStore::open(dir, database_url).await?;
+    let result = async {
+        store.secrets(dir).await?;
         Ok::<_, Error>(store.store().count_orgs().await?)
     }
     .await;
     store.close().await;
-    // Said of the backup: the directory it was checked in is gone.
-    let orgs = checked.map_err(|e| match e {
-        Error::DataDir { message, .. } => from_error(message),
+    result
+}
+
+/// `e` said of what is restored: the directory it was checked in is gone.
+fn said_of(e: Error, what: impl Fn(String) -> Error) -> Error {
+    match e {
+        Error::DataDir { message, .. } => what(message),
         other => other,
-    })?;
+    }
+}
+
+/// Moves the checked directory `work` to `data_dir` (an empty one is
+/// replaced).
+fn into_place(work: tempfile::TempDir, data_dir: &Path) -> Result<()> {
+    let dir_error = |message: String| Error::DataDir {
+        path: data_dir.display().to_string(),
+        message,
+    };
     if data_dir.exists() {
         std::fs::remove_dir(data_dir)
             .map_err(|e| dir_error(format!("cannot replace the empty directory: {e}")))?;
@@ -243,15 +318,7 @@ pub async fn restore(
             "cannot move the restored store into place: {e}"
         )));
     }
-    Ok(Restored {
-        data_dir: data_dir.display().to_string(),
-        backup,
-        orgs,
-        left_out: [ADMIN_TOKEN_FILE, BUILD_RUNNER_TOKEN_FILE]
-            .iter()
-            .map(|f| f.to_string())
-            .collect(),
-    })
+    Ok(())
 }
 
 /// Unpacks the backup `from` into `dir`: its manifest first, then exactly

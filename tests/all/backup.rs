@@ -5,13 +5,15 @@
 //! its token), what came after is not, and the restored control plane
 //! signs and runs new jobs (its sealed keys open). Every refusal (no key,
 //! another key, a data dir that holds files, a damaged archive, a backup
-//! over an existing file) leaves nothing behind.
+//! over an existing file) leaves nothing behind. On PostgreSQL, a
+//! `pg_dump` restored with `pg_restore` is checked the same way.
 
 use std::path::Path;
 use std::process::Output;
 
 use nuon_core::JobStatus;
-use nuon_tests::{ControlPlane, Runner, RunnerOpts, all_logs, ours, rt, wait_job};
+use nuon_test_fixtures::PgCluster;
+use nuon_tests::{ControlPlane, Runner, RunnerOpts, all_logs, have_tool, ours, rt, wait_job};
 
 use crate::{LONG, queue_sh};
 
@@ -253,4 +255,112 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
         )
     });
     assert_eq!(again.status, JobStatus::Succeeded, "{again:?}");
+}
+
+/// Runs `tool ARGS`, which must succeed.
+fn run(tool: &str, args: &[&str]) {
+    let out = std::process::Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{tool} {args:?}: {}", text(&out));
+}
+
+#[test]
+fn a_pg_dump_restored_with_pg_restore_is_checked_with_the_secrets_key() {
+    if !have_tool("pg_dump", "dump the PostgreSQL store")
+        || !have_tool("pg_restore", "restore the dump")
+        || !have_tool("psql", "make the database to restore into")
+    {
+        return;
+    }
+    let Some(pg) = PgCluster::start().expect("start PostgreSQL") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data");
+    let logs = work.path().join("logs");
+    let cp = ControlPlane::start_replica(&data, "30s", &pg.url, &logs, "a").unwrap();
+    let client = cp.client();
+    let token = cp.create_runner("r1").unwrap();
+    let _runner = Runner::start(
+        &cp,
+        RunnerOpts {
+            token: &token,
+            signing_key: &cp.signing_key,
+            slots: 1,
+            grace: "5s",
+            work_dir: None,
+        },
+    )
+    .unwrap();
+    let job = queue_sh(&client, "r1", "echo one; echo two", 1);
+    assert_eq!(
+        wait_job(&client, &job.id, LONG).unwrap().status,
+        JobStatus::Succeeded
+    );
+
+    let dump = work.path().join("nuon.pgdump");
+    run(
+        "pg_dump",
+        &["--format=custom", "--file", dump.to_str().unwrap(), &pg.url],
+    );
+    run("psql", &[&pg.url, "-c", "CREATE DATABASE restored"]);
+    let restored_url = pg.url.replace("/postgres", "/restored");
+    run(
+        "pg_restore",
+        &[
+            "--no-owner",
+            "--dbname",
+            &restored_url,
+            dump.to_str().unwrap(),
+        ],
+    );
+
+    let new_dir = work.path().join("replica");
+    let other_key = work.path().join("other.key");
+    std::fs::write(&other_key, "22".repeat(32)).unwrap();
+    let restore = |key: &Path| {
+        ctl(&[
+            "restore",
+            "--database-url",
+            &restored_url,
+            "--data-dir",
+            new_dir.to_str().unwrap(),
+            "--secrets-key-file",
+            key.to_str().unwrap(),
+            "--json",
+        ])
+    };
+    let out = restore(&other_key);
+    assert!(
+        !out.status.success()
+            && text(&out).contains("not the one this store's secrets are sealed with"),
+        "{}",
+        text(&out)
+    );
+    assert!(!new_dir.exists(), "a refused check makes no data dir");
+    let out = restore(&data.join("secrets.key"));
+    assert!(out.status.success(), "{}", text(&out));
+    let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(said["orgs"], 1, "{said}");
+    assert!(new_dir.join("secrets.key").exists());
+
+    // A replica on the restored database, with the first org's files put
+    // back, serves what the dump held.
+    for f in ["admin-token", "org-signing-key.pub"] {
+        std::fs::copy(data.join(f), new_dir.join(f)).unwrap();
+    }
+    let restored = ControlPlane::start_replica(&new_dir, "30s", &restored_url, &logs, "b").unwrap();
+    let client = restored.client();
+    assert_eq!(
+        rt().block_on(client.get_job(&job.id)).unwrap().status,
+        JobStatus::Succeeded
+    );
+    let lines: Vec<String> = all_logs(&client, &job.id)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
+    assert_eq!(lines, ["one", "two"]);
 }

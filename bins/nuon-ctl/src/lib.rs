@@ -195,10 +195,16 @@ enum Command {
     /// Restore a backup into a new data dir (one that does not exist or is
     /// empty): the archive checked whole and the store opened with the
     /// secrets key it was sealed with before anything is moved into place.
+    /// With --database-url instead of --from, check a PostgreSQL database
+    /// restored with pg_restore the same way, and make the new data dir its
+    /// replicas start with.
     Restore {
         /// The backup file (`nuon-ctl backup --to`).
-        #[arg(long, value_name = "FILE")]
-        from: PathBuf,
+        #[arg(long, value_name = "FILE", required_unless_present = "database_url")]
+        from: Option<PathBuf>,
+        /// A PostgreSQL database restored with pg_restore, to check.
+        #[arg(long, env = "NUON_DATABASE_URL", conflicts_with = "from")]
+        database_url: Option<String>,
         /// The new data dir.
         #[arg(long, env = "NUON_DATA_DIR")]
         data_dir: PathBuf,
@@ -584,22 +590,31 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Restore {
             from,
+            database_url,
             data_dir,
             secrets_key_file,
             json,
         } => {
-            let restored =
-                nuon_control::backup::restore(&from, &data_dir, secrets_key_file.as_deref())
-                    .await?;
+            let key = secrets_key_file.as_deref();
+            let (restored, what, serve) = match (&from, &database_url) {
+                (Some(from), _) => (
+                    nuon_control::backup::restore(from, &data_dir, key).await?,
+                    from.display().to_string(),
+                    String::new(),
+                ),
+                (None, Some(url)) => (
+                    nuon_control::backup::check_database(url, &data_dir, key).await?,
+                    "the database".to_owned(),
+                    " --database-url URL".to_owned(),
+                ),
+                (None, None) => anyhow::bail!("give --from FILE, or --database-url URL"),
+            };
             if json {
                 println!("{}", serde_json::to_string_pretty(&restored)?);
             } else {
                 println!(
-                    "restored {} into {} ({} orgs); serve it with `nuon-ctl serve --data-dir {}`",
-                    from.display(),
-                    restored.data_dir,
-                    restored.orgs,
-                    restored.data_dir
+                    "restored {what} into {} ({} orgs); serve it with `nuon-ctl serve --data-dir {}{serve}`",
+                    restored.data_dir, restored.orgs, restored.data_dir
                 );
                 println!(
                     "left out, as every backup does: {} (put them back from where you keep them; the tokens people hold still work)",
