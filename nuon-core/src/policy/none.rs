@@ -23,17 +23,12 @@ pub fn evaluate_objects(
     _: &[serde_json::Value],
     _: Option<&str>,
 ) -> Result<Verdict, String> {
-    refuse(policies)
+    refuse(policies.first())
 }
 
 /// No verdict when there are Rego policies to evaluate.
 pub fn evaluate(policies: &[PolicySource], _: &serde_json::Value) -> Result<Verdict, String> {
-    let rego: Vec<PolicySource> = policies
-        .iter()
-        .filter(|p| !p.is_kyverno())
-        .cloned()
-        .collect();
-    refuse(&rego)
+    refuse(policies.iter().find(|p| !p.is_kyverno()))
 }
 
 /// Refuses a Kyverno policy: this build cannot read it.
@@ -41,8 +36,10 @@ pub fn check_kyverno(_: &str) -> Result<(), String> {
     Err(NO_ENGINE.to_owned())
 }
 
-fn refuse(policies: &[PolicySource]) -> Result<Verdict, String> {
-    match policies.first() {
+/// Refuses `first`, the first policy there is to evaluate; none, none
+/// refused.
+fn refuse(first: Option<&PolicySource>) -> Result<Verdict, String> {
+    match first {
         None => Ok(Verdict::default()),
         Some(p) => Err(format!("policy {:?}: {NO_ENGINE}", p.name)),
     }
