@@ -46,11 +46,15 @@ fuzz_target!(|bytes: &[u8]| {
         files.push(app::SourceFile::new("metadata.toml", METADATA));
     }
     // As the loader does: too large or not UTF-8 is a problem, not a file.
-    files.extend(app::source_file(path.to_owned(), Ok(body.to_vec()), &mut d));
+    files.extend(nuon_appconfig::source_file(
+        path.to_owned(),
+        Ok(body.to_vec()),
+        &mut d,
+    ));
     files.sort_by(|a, b| a.name.cmp(&b.name));
     // Paths the config names "exist" unless they say otherwise, so both
     // answers of the existence check are reached.
-    let (config, diags) = app::validate(&files, &|p, _is_dir| !p.contains("missing"));
+    let (config, diags) = nuon_appconfig::validate(&files, &|p, _is_dir| !p.contains("missing"));
     let _ = diags.to_string();
     if let Some(config) = config {
         assert!(

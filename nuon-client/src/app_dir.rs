@@ -7,30 +7,30 @@ use std::path::{Path, PathBuf};
 use nuon_core::app::{self, AppConfig, Diagnostics, SourceFile};
 
 /// Reads the config files of directory `dir` (those
-/// [`app::reads_file`] names: the layout's files, and Nuon's other files so
+/// [`nuon_appconfig::reads_file`] names: the layout's files, and Nuon's other files so
 /// they can be reported). Everything else is left alone.
 pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, Diagnostics> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| app::unreadable_dir(&dir.display().to_string(), &e))?;
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| nuon_appconfig::unreadable_dir(&dir.display().to_string(), &e))?;
     let mut names = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path();
         if path.is_dir() {
-            if app::reads_dir(&name) {
+            if nuon_appconfig::reads_dir(&name) {
                 collect(&path, &name, &mut names);
             }
-        } else if app::reads_file(&name) {
+        } else if nuon_appconfig::reads_file(&name) {
             names.push((name, path));
         }
     }
     names.sort();
-    app::check_file_count(names.len())?;
+    nuon_appconfig::check_file_count(names.len())?;
     let mut d = Diagnostics::default();
     let mut out = Vec::new();
     for (name, path) in names {
         let read = std::fs::read(&path).map_err(|e| e.to_string());
-        out.extend(app::source_file(name, read, &mut d));
+        out.extend(nuon_appconfig::source_file(name, read, &mut d));
     }
     if d.has_errors() { Err(d) } else { Ok(out) }
 }
@@ -45,7 +45,7 @@ fn collect(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) {
         let path = entry.path();
         if path.is_dir() {
             collect(&path, &name, out);
-        } else if app::reads_file(&name) {
+        } else if nuon_appconfig::reads_file(&name) {
             out.push((name, path));
         }
     }
@@ -57,7 +57,7 @@ fn collect(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) {
 pub fn validate_dir(dir: &Path) -> (Option<AppConfig>, Diagnostics) {
     match read_dir(dir) {
         Ok(files) => {
-            let (config, mut d) = app::validate(&files, &|path, is_dir| {
+            let (config, mut d) = nuon_appconfig::validate(&files, &|path, is_dir| {
                 let full = dir.join(path);
                 if is_dir {
                     full.is_dir()
@@ -68,12 +68,16 @@ pub fn validate_dir(dir: &Path) -> (Option<AppConfig>, Diagnostics) {
             let Some(c) = config else { return (None, d) };
             // Each local Terraform module's variables and outputs against
             // the [vars] and references that use them.
-            d.0.extend(app::check_module_interfaces(&c, &files, &|rel| {
-                module_files(&dir.join(rel))
-            }));
+            d.0.extend(nuon_appconfig::check_module_interfaces(
+                &c,
+                &files,
+                &|rel| module_files(&dir.join(rel)),
+            ));
             d.0.sort();
             // Rego policies compile, with their files read from the directory.
-            let bad = app::check_policies(&c, &|rel| std::fs::read_to_string(dir.join(rel)).ok());
+            let bad = nuon_appconfig::check_policies(&c, &|rel| {
+                std::fs::read_to_string(dir.join(rel)).ok()
+            });
             if bad.is_empty() {
                 return (Some(c), d);
             }
@@ -196,7 +200,8 @@ async fn fetch_image(url: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nuon_core::app::{SourceFile, parse};
+    use nuon_appconfig::parse;
+    use nuon_core::app::SourceFile;
 
     fn config(installer: &str) -> AppConfig {
         let (c, d) = parse(&[

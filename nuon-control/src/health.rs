@@ -662,7 +662,8 @@ fn install_check(install: &Install) -> HealthCheck {
 
 #[cfg(test)]
 mod tests {
-    use nuon_core::app::{SourceFile, parse};
+    use nuon_appconfig::parse;
+    use nuon_core::app::SourceFile;
     use nuon_core::wire::{HealthStatus, RunnerInfo, RunnerStatus, WorkflowInfo};
     use serde_json::json;
 

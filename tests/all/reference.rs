@@ -2,7 +2,7 @@
 //! cannot drift, and it builds with no broken link.
 //!
 //! - `docs/src/reference/config.md`: every key the app config loader reads
-//!   ([`app::key_table`] over every config of the repository), with what
+//!   ([`nuon_appconfig::key_table`] over every config of the repository), with what
 //!   it holds, and its words from `docs/config-keys.toml`;
 //! - `docs/src/reference/cli.md`: every command of the four binaries, as
 //!   clap prints its help;
@@ -17,7 +17,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nuon_core::app::{self, KeyTable, SourceFile};
+use nuon_appconfig::KeyTable;
+use nuon_core::app::{self, SourceFile};
 use nuon_tests::{bin, have_tool, repo_root};
 use serde_json::Value;
 
@@ -62,7 +63,7 @@ fn case_files(text: &str) -> Vec<SourceFile> {
     nuon_test_fixtures::case_sections(text)
         .into_iter()
         .filter(|(name, _)| name != "expected" && !name.ends_with('/'))
-        .filter_map(|(name, body)| app::source_file(name, Ok(body.into_bytes()), &mut d))
+        .filter_map(|(name, body)| nuon_appconfig::source_file(name, Ok(body.into_bytes()), &mut d))
         .collect()
 }
 
@@ -133,7 +134,7 @@ fn keys_in_source() -> BTreeMap<String, String> {
 /// The config reference, and what it lacks.
 fn config_reference() -> (String, Vec<String>) {
     let corpus = corpus();
-    let table: KeyTable = app::key_table(corpus.iter().map(|(_, f)| f.as_slice()));
+    let table: KeyTable = nuon_appconfig::key_table(corpus.iter().map(|(_, f)| f.as_slice()));
     let words = key_words();
     let mut problems = Vec::new();
     let mut read_anywhere = BTreeSet::new();
@@ -192,7 +193,7 @@ Tables are named by file (`metadata.toml`, `components/*.toml` for every file of
                 holds.sort_by_key(|h| *h == "required");
                 let mut holds = holds.join(", ");
                 if at == "components/*.toml" {
-                    let kinds = app::component_kinds_of(key);
+                    let kinds = nuon_appconfig::component_kinds_of(key);
                     if !kinds.is_empty() {
                         let _ = write!(holds, " ({} only)", kinds.join(", "));
                     }

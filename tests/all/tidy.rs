@@ -69,13 +69,14 @@ fn crates_depend_one_way() {
     let allowed: &[(&str, &[&str])] = &[
         ("nuon-template", &[]),
         ("nuon-core", &["nuon-template"]),
-        ("nuon-client", &["nuon-core"]),
+        ("nuon-appconfig", &["nuon-core"]),
+        ("nuon-client", &["nuon-core", "nuon-appconfig"]),
         ("nuon-plugins", &["nuon-core"]),
         (
             "nuon-runner-lib",
             &["nuon-core", "nuon-client", "nuon-plugins"],
         ),
-        ("nuon-control", &["nuon-core"]),
+        ("nuon-control", &["nuon-core", "nuon-appconfig"]),
     ];
     let mut wrong = Vec::new();
     for (krate, may) in allowed {
@@ -729,17 +730,18 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-runner-lib/src/runner.rs", 1265),
     ("nuon-control/src/api/web/pages.rs", 882),
     ("nuon-template/src/parse.rs", 826),
-    ("nuon-core/src/app/check.rs", 808),
+    ("nuon-appconfig/src/check.rs", 808),
     ("nuon-core/src/rollout.rs", 813),
     ("nuon-plugins/src/oci/registry.rs", 841),
 ];
 
 /// The directories whose files keep the 800-line cap.
-const CAPPED: [&str; 12] = [
+const CAPPED: [&str; 13] = [
     "tests/support",
     "tests/fixtures",
     "fuzz",
     "nuon-core/src",
+    "nuon-appconfig/src",
     "nuon-template/src",
     "nuon-control/src",
     "nuon-client/src",
@@ -1324,6 +1326,25 @@ fn every_rule_finds_a_planted_violation() {
         handlers_past_the_service(&one(a, &adapter), &[("planted.rs", "make", "")]),
         a,
     );
+    let c = "nuon-core/src/app/planted.rs";
+    planted(
+        "the loader in the model",
+        config_readers(&one(c, "use toml::de::DeTable;")),
+        c,
+    );
+    let r = "nuon-runner-lib/src/planted.rs";
+    planted(
+        "a runner loading a config",
+        config_readers(&one(r, "let (c, d) = nuon_appconfig::parse(&files);")),
+        r,
+    );
+    assert!(
+        config_readers(&one(
+            "nuon-control/src/planted.rs",
+            "let (c, d) = nuon_appconfig::parse(&files);"
+        ))
+        .is_empty()
+    );
     let lines = |n: usize| "x\n".repeat(n);
     let l = "nuon-core/src/planted.rs";
     planted("the 800 cap", long_files(&one(l, &lines(801)), &[]), l);
@@ -1355,6 +1376,7 @@ fn the_core_does_no_io() {
     let pure = [
         files("nuon-core/src", "rs"),
         files("nuon-template/src", "rs"),
+        files("nuon-appconfig/src", "rs"),
     ];
     for p in pure.iter().flatten() {
         for (i, line) in read(p).lines().enumerate() {
@@ -1384,6 +1406,47 @@ fn the_core_does_no_io() {
     );
 }
 
+/// The runner's side: it runs the jobs the control plane made from a
+/// config and never loads one itself.
+const NEVER_LOADS_A_CONFIG: [&str; 4] = [
+    "nuon-runner-lib/src",
+    "nuon-plugins/src",
+    "bins/nuon-runner",
+    "bins/nuon-build-runner",
+];
+
+/// Lines that read an app config's files outside the loader
+/// (`nuon-appconfig`): in nuon-core, the model, a reader of TOML with its
+/// places (`toml::de`, `toml::Spanned`, what the loader is built on); on
+/// the runner's side, any use of the loader.
+fn config_readers(files: &[(String, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, text) in files {
+        let core = path.starts_with("nuon-core/");
+        let runner = NEVER_LOADS_A_CONFIG.iter().any(|d| path.starts_with(d));
+        for (i, line) in shipped(text).lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let reads = code.contains("toml::de") || code.contains("toml::Spanned");
+            if (core && reads) || (runner && code.contains("nuon_appconfig")) {
+                found.push(format!("{path}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_loader_lives_in_nuon_appconfig() {
+    let mut dirs = vec!["nuon-core/src"];
+    dirs.extend(NEVER_LOADS_A_CONFIG);
+    let found = config_readers(&sources(&dirs));
+    assert!(
+        found.is_empty(),
+        "an app config's files are read by nuon-appconfig alone: nuon-core keeps the model it fills, and the runner's side never loads a config (ARCHITECTURE.md, crates)\n{}",
+        found.join("\n")
+    );
+}
+
 /// Where `unsafe` may appear: the list in ARCHITECTURE.md's invariants.
 const UNSAFE_ALLOWED: &[&str] = &[
     "nuon-runner-lib/src/sys.rs",
@@ -1408,6 +1471,7 @@ fn unsafe_stays_where_the_architecture_allows_it() {
     }
     for dir in [
         "nuon-core",
+        "nuon-appconfig",
         "nuon-client",
         "nuon-plugins",
         "nuon-runner-lib",
@@ -1588,6 +1652,7 @@ fn out_of_date(cargo_said: &str) -> String {
 /// The crates whose modules may not import each other in a circle.
 const CRATES: &[&str] = &[
     "nuon-core",
+    "nuon-appconfig",
     "nuon-template",
     "nuon-control",
     "nuon-client",

@@ -28,7 +28,7 @@ pub(crate) async fn read_sources(
     dir: &Path,
     files: &[SourceFile],
 ) -> Result<Vec<ConfigFile>, CliError> {
-    let (Some(config), _) = app::parse(files) else {
+    let (Some(config), _) = nuon_appconfig::parse(files) else {
         // The server refuses the config with every problem; no sources needed.
         return Ok(Vec::new());
     };

@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use nuon_appconfig::stand_in_id;
 use nuon_core::app::template::RenderContext;
-use nuon_core::app::{self, AppConfig, SourceFile, stand_in_id};
+use nuon_core::app::{self, AppConfig, SourceFile};
 use nuon_core::rendered::{self, Artifact, Problem};
 use nuon_core::stack::contract;
 use nuon_core::wire::InstallOutputs;
@@ -72,7 +73,7 @@ pub(crate) fn render(g: &Global, a: &RenderArgs) -> Result<u8, CliError> {
             ))
         })?;
     let files = nuon_client::app_dir::read_dir(&a.dir).map_err(|d| invalid(&a.dir, &d.0))?;
-    let (config, diags) = app::parse(&files);
+    let (config, diags) = nuon_appconfig::parse(&files);
     let Some(mut config) = config else {
         return Err(invalid(&a.dir, &diags.0));
     };

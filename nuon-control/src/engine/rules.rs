@@ -737,7 +737,8 @@ pub(crate) fn image_outputs(a: &ArtifactRef, tag: Option<&str>) -> serde_json::M
 
 #[cfg(test)]
 mod tests {
-    use nuon_core::app::{SourceFile, parse};
+    use nuon_appconfig::parse;
+    use nuon_core::app::SourceFile;
     use nuon_core::workflow::NOTHING_TO_DESTROY;
     use nuon_core::{InstallId, WorkflowId};
     use serde_json::json;
@@ -1035,7 +1036,7 @@ mod tests {
                 "[[policy]]\nname = \"guard\"\ntype = \"sandbox\"\nengine = \"opa\"\ncontents = \"package nuon.guard\\nimport rego.v1\\ndeny contains msg if { false; msg := \\\"never\\\" }\\n\"\n",
             ),
         ];
-        let (config, d) = nuon_core::app::parse(&files);
+        let (config, d) = nuon_appconfig::parse(&files);
         let config = config.unwrap_or_else(|| panic!("{d}"));
         let steps = vec![
             step(0, K::SandboxPlan, None, S::Succeeded),
@@ -1059,7 +1060,7 @@ mod tests {
         assert!(tried(1).is_some());
         assert_eq!(tried(2), None, "two retries, then the workflow fails");
         // Without them: asked, and not retried.
-        let (plain, d) = nuon_core::app::parse(&files[..3]);
+        let (plain, d) = nuon_appconfig::parse(&files[..3]);
         let mut plain = plain.unwrap_or_else(|| panic!("{d}"));
         assert!(!auto_approved(&plain, &steps, 1), "no policy applies");
         plain.sandbox.as_mut().unwrap().max_auto_retries = 0;

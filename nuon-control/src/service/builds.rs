@@ -308,7 +308,7 @@ mod tests {
             ),
             nuon_core::app::SourceFile::new("api/build/Dockerfile", "FROM scratch\n"),
         ];
-        let (config, d) = nuon_core::app::parse(&files);
+        let (config, d) = nuon_appconfig::parse(&files);
         let config = config.unwrap_or_else(|| panic!("{d}"));
         let Package::DockerImage {
             dockerfile,

@@ -87,7 +87,8 @@ impl Services<'_> {
             .collect();
         // The check renders each template once under a budget: a tenant's
         // work, off the runtime's threads.
-        let (config, mut diags) = crate::render_pool::in_place(|| app::parse(&sources)).await;
+        let (config, mut diags) =
+            crate::render_pool::in_place(|| nuon_appconfig::parse(&sources)).await;
         // Files named in contents: the config version keeps their text.
         let config = config.and_then(|mut c| {
             let text_of = |rel: &str| {
@@ -96,7 +97,7 @@ impl Services<'_> {
                     .find(|f| f.path == rel && f.encoding.is_none())
                     .map(|f| f.contents.clone())
             };
-            let bad = app::check_policies(&c, &text_of);
+            let bad = nuon_appconfig::check_policies(&c, &text_of);
             let compiles = bad.is_empty();
             diags.0.extend(bad);
             if !compiles {
@@ -334,7 +335,7 @@ mod tests {
         if !installer.is_empty() {
             files.push(SourceFile::new("installer.toml", installer));
         }
-        let (c, d) = app::parse(&files);
+        let (c, d) = nuon_appconfig::parse(&files);
         c.unwrap_or_else(|| panic!("{d}"))
     }
 

@@ -45,7 +45,8 @@ impl ComponentKind {
         "pulumi",
     ];
 
-    pub(super) fn parse(s: &str) -> Option<Self> {
+    /// The kind spelled `s` in a component's `type`, if it is one.
+    pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "terraform_module" => ComponentKind::TerraformModule,
             "helm_chart" => ComponentKind::HelmChart,

@@ -71,12 +71,13 @@ impl Diagnostics {
         self.0.iter()
     }
 
-    pub(crate) fn push(&mut self, d: Diagnostic) {
+    /// Adds one problem.
+    pub fn push(&mut self, d: Diagnostic) {
         self.0.push(d);
     }
 
     /// Sorts by file and position and drops exact repeats.
-    pub(crate) fn finish(mut self) -> Self {
+    pub fn finish(mut self) -> Self {
         self.0.sort();
         self.0.dedup();
         self
@@ -133,7 +134,7 @@ impl SourceFile {
     }
 
     /// A diagnostic at a byte offset of this file.
-    pub(crate) fn diag(&self, offset: usize, message: impl Into<String>) -> Diagnostic {
+    pub fn diag(&self, offset: usize, message: impl Into<String>) -> Diagnostic {
         let (line, col) = self.position(offset);
         Diagnostic {
             file: self.name.clone(),
@@ -145,7 +146,7 @@ impl SourceFile {
     }
 
     /// A warning at the start of a span.
-    pub(crate) fn warn(&self, span: &Range<usize>, message: impl Into<String>) -> Diagnostic {
+    pub fn warn(&self, span: &Range<usize>, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             warning: true,
             ..self.diag(span.start, message)
@@ -153,7 +154,7 @@ impl SourceFile {
     }
 
     /// A diagnostic at the start of a span.
-    pub(crate) fn at(&self, span: &Range<usize>, message: impl Into<String>) -> Diagnostic {
+    pub fn at(&self, span: &Range<usize>, message: impl Into<String>) -> Diagnostic {
         self.diag(span.start, message)
     }
 }

@@ -40,7 +40,8 @@ impl InputType {
     /// Every type, as written in `type = "…"`.
     pub const ALL: [&str; 5] = ["string", "number", "bool", "list", "json"];
 
-    pub(crate) fn parse(s: &str) -> Option<Self> {
+    /// The input type spelled `s` in an input's `type`, if it is one.
+    pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "string" => InputType::String,
             "number" => InputType::Number,

@@ -1,47 +1,26 @@
-//! App configs: the directory of TOML files a vendor describes an app with,
-//! in Nuon's format, and everything needed to check one offline.
+//! The model of an app config: what a vendor's directory of TOML files, in
+//! Nuon's format, describes (an app's sandbox, runner, inputs, secrets,
+//! components, actions, installs, stack, permissions, policies,
+//! runbooks, installer page), as the store keeps it, the engine plans
+//! and renders from it and the wire shows it.
 //!
-//! ```text
-//! metadata.toml            version = "v2" (or "v1"), display_name, description, readme
-//! sandbox.toml             the install's base infrastructure (a Terraform module)
-//! runner.toml              runner_type, env_vars
-//! inputs.toml              [[group]] and [[input]]
-//! secrets.toml             [[secret]]     (or secrets/*.toml, one secret a file)
-//! components/*.toml        one component a file: name, type, dependencies, source, ...
-//! actions/*.toml           one action a file: name, timeout, [[triggers]], [[steps]]
-//! installs/*.toml          one install a file: name, [[inputs]]
-//! ```
-//!
-//! [`parse`] reads the files of a config and reports **every** problem at
-//! once, each as `file:line:col: message`, with a suggestion for near-miss
-//! names. Keys and files that Nuon has and this project does not support yet
-//! are warnings, so Nuon's own configs stay readable; everything else is an
-//! error. Values may use Nuon's templates ([`template`]); component
-//! dependencies are the explicit list plus every component whose outputs a
-//! template reads, and must form no cycle.
+//! Reading and checking the files into it is the loader's
+//! (`nuon-appconfig`: every problem at once, each as `file:line:col:
+//! message`); this module keeps the types, the checks the engine makes
+//! at run time (a probe's target, a window, a name), and the render
+//! context of Nuon's templates ([`template`]).
 
-mod actions;
-mod check;
 mod component;
 mod diag;
 mod files;
 mod graph;
 mod health;
 mod inputs;
-mod install_file;
 mod installer;
-mod interface;
-mod keys;
-mod kinds;
-mod limits;
-mod load;
-mod loaded;
 mod overrides;
 mod platform;
 mod policies;
-mod reader;
 mod runbooks;
-mod schema;
 mod secrets;
 mod sources;
 pub mod template;
@@ -69,21 +48,13 @@ pub use inputs::{InputDecl, InputGroup, InputType};
 pub use installer::{
     FAVICON_SOURCE, IMAGE_KEYS, Installer, LOGO_SOURCE, MAX_IMAGE_BYTES, image_type, is_web_url,
 };
-pub use interface::{ModuleInterface, check_module_interfaces, module_interface};
-pub use keys::component_kinds_of;
-pub use limits::{IAM_ROLE_NAME_MAX, role_name_length, stand_in_id};
-pub use load::{
-    check_file_count, key_table, parse, reads_dir, reads_file, source_file, unreadable_dir,
-    validate,
-};
 pub use overrides::{
     ComponentOverride, merge_values, override_problems, tf_vars_file, yaml_mapping,
 };
 pub use platform::{
     KubernetesContext, NestedStack, OperationRoles, OperationRule, Permissions, Policy, Role, Stack,
 };
-pub use policies::{check_policies, policies_for};
-pub use reader::{KeyTable, TableKeys};
+pub use policies::{KYVERNO_TYPES, policies_for, policy_engine};
 pub use runbooks::{Runbook, inline_action_name};
 pub use secrets::SecretHolder;
 pub use sources::{public_repo_url, source_dir};
@@ -575,6 +546,3 @@ pub struct InstallDecl {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub components: BTreeMap<String, ComponentOverride>,
 }
-
-#[cfg(test)]
-mod tests;

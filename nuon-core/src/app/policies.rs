@@ -1,13 +1,13 @@
 //! A config's policies: the engine each is read with, the ones a part's
 //! plan is checked against, and their check when the config is.
 
-use super::{AppConfig, ComponentKind, Diagnostic, Policy, file_ref_candidates, is_file_ref};
+use super::{AppConfig, ComponentKind, Policy, is_file_ref};
 use crate::policy::PolicySource;
 
 /// The engine a policy is read with: its `engine` (`opa` and `rego` are
 /// Rego), else Rego when it reads as Rego (a `.rego` file it names, or text
 /// that starts with `package`), else Kyverno, Nuon's default.
-pub(crate) fn engine<'a>(p: &'a Policy, text: &str) -> &'a str {
+pub fn policy_engine<'a>(p: &'a Policy, text: &str) -> &'a str {
     match p.engine.as_deref() {
         Some("opa" | "rego") => "opa",
         Some(other) => other,
@@ -19,8 +19,7 @@ pub(crate) fn engine<'a>(p: &'a Policy, text: &str) -> &'a str {
 
 /// The policy types a Kyverno policy checks: the objects charts and
 /// manifests render (`kubernetes_cluster`: those of every component).
-pub(crate) const KYVERNO_TYPES: &[&str] =
-    &["kubernetes_cluster", "helm_chart", "kubernetes_manifest"];
+pub const KYVERNO_TYPES: &[&str] = &["kubernetes_cluster", "helm_chart", "kubernetes_manifest"];
 
 /// The policies that apply to a part, as a job carries them: for the
 /// sandbox (`None`), its Rego policies; for a component, those of its type
@@ -33,7 +32,7 @@ pub fn policies_for(config: &AppConfig, component: Option<&str>) -> Vec<PolicySo
         .policies
         .iter()
         .filter_map(|p| {
-            let kyverno = match engine(p, &p.contents) {
+            let kyverno = match policy_engine(p, &p.contents) {
                 "opa" => false,
                 "kyverno" => true,
                 _ => return None,
@@ -57,59 +56,4 @@ pub fn policies_for(config: &AppConfig, component: Option<&str>) -> Vec<PolicySo
             })
         })
         .collect()
-}
-
-/// The policies of `config`, their contents read through `read` when they
-/// name a file: every Rego policy that does not compile and every Kyverno
-/// policy that is not one this platform evaluates, as a diagnostic at its
-/// file (the policy's file, or `policy NAME (inline)`), line and column.
-pub fn check_policies(
-    config: &AppConfig,
-    read: &dyn Fn(&str) -> Option<String>,
-) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    for p in &config.policies {
-        let name = p.name.clone().unwrap_or_else(|| p.kind.clone());
-        let (file, text) = if is_file_ref(&p.contents) {
-            let found = file_ref_candidates("policies", &p.contents)
-                .ok()
-                .and_then(|c| c.into_iter().find_map(|f| read(&f).map(|t| (f, t))));
-            match found {
-                Some(ft) => ft,
-                None => continue, // reported as a missing file elsewhere
-            }
-        } else {
-            (format!("policy {name:?} (inline)"), p.contents.clone())
-        };
-        let at = |line: usize, col: usize, message: String| Diagnostic {
-            file: file.clone(),
-            line: line as u32,
-            col: col as u32,
-            warning: false,
-            message,
-        };
-        match engine(p, &text) {
-            "kyverno" => {
-                if let Err(e) = crate::policy::check_kyverno(&text) {
-                    out.push(at(1, 1, format!("Kyverno policy {name:?}: {e}")));
-                }
-            }
-            "opa" => {
-                let source = PolicySource {
-                    name: name.clone(),
-                    contents: text.clone(),
-                    engine: None,
-                };
-                if let Err(e) = crate::policy::compile(&source) {
-                    out.push(at(
-                        e.line,
-                        e.col,
-                        format!("policy {name:?} does not compile: {}", e.message),
-                    ));
-                }
-            }
-            _ => {} // reported when the config was read
-        }
-    }
-    out
 }

@@ -194,12 +194,8 @@ mod tests {
     use crate::stack::test_role as role;
 
     fn config() -> AppConfig {
-        let files = vec![crate::app::SourceFile::new(
-            "metadata.toml",
-            "version = \"v2\"\n",
-        )];
-        let (c, d) = crate::app::parse(&files);
-        let mut c = c.unwrap_or_else(|| panic!("{d}"));
+        let mut c: AppConfig =
+            serde_json::from_value(serde_json::json!({"metadata": {"version": "v2"}})).unwrap();
         c.permissions = Permissions {
             roles: vec![
                 role("provision", "p"),
@@ -277,43 +273,6 @@ mod tests {
     /// The sandbox's own `operation_roles` (as Nuon writes them, an array
     /// of tables) are used where no rule of `operation_roles.toml` names
     /// the sandbox; an operation it does not name takes its kind's role.
-    #[test]
-    fn the_sandboxs_own_operation_roles() {
-        use StepKind::*;
-        use WorkflowKind as W;
-        let files = vec![
-            crate::app::SourceFile::new("metadata.toml", "version = \"v2\"\n"),
-            crate::app::SourceFile::new(
-                "sandbox.toml",
-                "terraform_version = \"1.9.0\"\npath = \"sandbox\"\n\n[[operation_roles]]\noperation = \"provision\"\nrole = \"dns\"\n\n[[operation_roles]]\noperation = \"reprovision\"\nrole = \"dns\"\n",
-            ),
-            crate::app::SourceFile::new("sandbox/main.tf", ""),
-            crate::app::SourceFile::new(
-                "permissions.toml",
-                "[[custom_roles]]\nname = \"dns\"\ndescription = \"DNS\"\n\n[[custom_roles.policies]]\nmanaged_policy_name = \"AmazonRoute53FullAccess\"\n",
-            ),
-        ];
-        let (c, d) = crate::app::parse(&files);
-        let mut c = c.unwrap_or_else(|| panic!("{d}"));
-        let base = config();
-        c.permissions = base.permissions.clone();
-        c.operation_roles = Some(OperationRoles {
-            kind: "matrix".into(),
-            rules: vec![OperationRule {
-                principal: "nuon::sandbox".into(),
-                operation: "reprovision".into(),
-                role: "m".into(),
-            }],
-        });
-        let of = |wf, step| role_for(&c, wf, step, None).unwrap().unwrap();
-        let own = of(W::Provision, SandboxApply);
-        assert_eq!(own.name, "dns");
-        assert_eq!(own.because, "the sandbox's operation_roles provision");
-        assert_eq!(of(W::Reprovision, SandboxPlan).name, "m", "the rule wins");
-        assert_eq!(of(W::Deprovision, SandboxDestroy).name, "d");
-        assert_eq!(of(W::Provision, SecretsSync).name, "dns");
-    }
-
     #[test]
     fn a_rule_naming_an_undeclared_role_is_an_error_and_no_roles_means_none() {
         let mut c = config();

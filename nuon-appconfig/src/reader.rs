@@ -10,7 +10,7 @@ use std::ops::Range;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::diag::{Diagnostics, SourceFile, did_you_mean};
+use nuon_core::app::{Diagnostics, SourceFile, did_you_mean};
 
 /// A TOML value with its place.
 pub(crate) type Value<'i> = Spanned<DeValue<'i>>;
@@ -510,7 +510,7 @@ pub(crate) fn duration(
 ) -> Option<String> {
     r.holds(key, "a duration (30s, 1h30m)");
     let v = r.str(d, key)?;
-    match crate::parse_duration(&v.text) {
+    match nuon_core::parse_duration(&v.text) {
         Ok(_) => Some(v.text),
         Err(e) => {
             d.push(r.file.at(&v.span, format!("{key:?}: {e}")));

@@ -4,7 +4,6 @@
 use toml::de::DeTable;
 
 use super::check;
-use super::diag::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 use super::keys::{
     KIND_KEYS, NUON_ONLY_COMPONENT_KEYS, component_kinds_of, deploy_timeout, drift_schedule,
     max_auto_retries, operation_roles, pulumi, skip_noops, terraform_version, toggles, var_files,
@@ -16,6 +15,7 @@ use super::{
     AppConfig, Component, ComponentKind, InputDecl, InputGroup, InputType, Metadata,
     RunnerSettings, Sandbox,
 };
+use nuon_core::app::{Diagnostic, Diagnostics, SourceFile, did_you_mean};
 
 /// The largest config file read.
 pub const MAX_FILE_BYTES: usize = 1024 * 1024;

@@ -1,12 +1,12 @@
 //! Action files (`actions/NAME.toml`): triggers, steps, run-time inputs,
 //! roles and the kubeconfig.
 
-use super::diag::{Diagnostics, did_you_mean};
 use super::loaded::Item;
 use super::reader::{Reader, duration, text};
 use super::sources::source;
-use super::triggers::{OLD_TRIGGERS, TRIGGERS};
 use super::{Action, ActionInput, Step, Trigger};
+use nuon_core::app::{Diagnostics, did_you_mean};
+use nuon_core::app::{OLD_TRIGGERS, TRIGGERS};
 
 /// An action file (`actions/NAME.toml`).
 pub(super) fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) -> Item<Action> {
@@ -74,7 +74,7 @@ pub(super) fn action(mut r: Reader<'_, '_>, file: usize, d: &mut Diagnostics) ->
                     ok = false;
                 }
                 Some(c) => {
-                    if let Err(e) = c.text.parse::<crate::cron::Schedule>() {
+                    if let Err(e) = c.text.parse::<nuon_core::cron::Schedule>() {
                         d.push(file.at(&c.span, format!("cron_schedule {e}")));
                         ok = false;
                     }

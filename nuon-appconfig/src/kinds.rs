@@ -4,7 +4,6 @@
 //! Every key a kind takes is read even when a required one is missing, so
 //! that one mistake is reported once, not again as unknown keys.
 
-use super::diag::Diagnostics;
 use super::keys::{pulumi, terraform_version, var_files};
 use super::reader::{Located, Reader, strings_in, text};
 use super::sources::source;
@@ -12,6 +11,7 @@ use super::{
     ComponentKind, ComponentSpec, DockerBuildSpec, HelmSpec, Kustomize, ManifestSpec, PulumiSpec,
     Source, TerraformSpec, WasmSpec,
 };
+use nuon_core::app::Diagnostics;
 
 /// What a component of `kind` is made of beyond the common keys, and where
 /// it comes from: `None` for either where a key it needs is missing or

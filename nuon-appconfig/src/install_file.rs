@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::InstallDecl;
-use super::diag::{Diagnostics, SourceFile};
 use super::loaded::{Item, Loaded, OverrideAt, Place, check_refs};
 use super::reader::{Reader, text};
+use nuon_core::app::{Diagnostics, SourceFile};
 
 pub(super) fn install(
     mut r: Reader<'_, '_>,
@@ -51,8 +51,8 @@ pub(super) fn install(
                 );
                 continue;
             };
-            let checked = crate::labels::check_key(&key.text)
-                .and_then(|()| crate::labels::check_value(&key.text, v));
+            let checked = nuon_core::labels::check_key(&key.text)
+                .and_then(|()| nuon_core::labels::check_value(&key.text, v));
             match checked {
                 Ok(()) if labels.len() < 64 => {
                     labels.insert(key.text.clone(), v.to_string());

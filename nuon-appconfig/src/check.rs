@@ -4,12 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::diag::{Diagnostics, SourceFile, did_you_mean};
 use super::loaded::{Item, Loaded, Place, check_refs};
 use super::reader::Located;
 use super::template::{self, Reference};
 use super::{AppConfig, Source};
-use crate::template::Budget;
+use nuon_core::app::{Diagnostics, SourceFile, did_you_mean};
+use nuon_core::template::Budget;
 
 /// Reports names given twice; returns each name's first place.
 fn unique<T>(

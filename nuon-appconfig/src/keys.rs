@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::PULUMI_RUNTIMES;
 use super::Pulumi;
-use super::diag::{Diagnostics, did_you_mean};
 use super::reader::{Located, Reader, duration, text};
+use nuon_core::app::{Diagnostics, did_you_mean};
 
 /// Every kind-specific key of a component: what a component without a
 /// known type still takes without a second complaint.
@@ -223,7 +223,7 @@ pub(super) fn skip_noops(r: &mut Reader<'_, '_>, d: &mut Diagnostics) {
 /// `drift_schedule`: a cron schedule.
 pub(super) fn drift_schedule(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Option<String> {
     let v = r.str(d, "drift_schedule")?;
-    match v.text.parse::<crate::cron::Schedule>() {
+    match v.text.parse::<nuon_core::cron::Schedule>() {
         Ok(_) => Some(v.text),
         Err(e) => {
             d.push(r.file.at(&v.span, format!("drift_schedule {e}")));
@@ -232,12 +232,12 @@ pub(super) fn drift_schedule(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Opt
     }
 }
 
-/// `max_auto_retries`: 0 to [`crate::app::MAX_AUTO_RETRIES`].
+/// `max_auto_retries`: 0 to [`nuon_core::app::MAX_AUTO_RETRIES`].
 pub(super) fn max_auto_retries(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> u32 {
     let Some(n) = r.int(d, "max_auto_retries") else {
         return 0;
     };
-    let max = crate::app::MAX_AUTO_RETRIES;
+    let max = nuon_core::app::MAX_AUTO_RETRIES;
     match u32::try_from(n) {
         Ok(n) if n <= max => n,
         _ => {
@@ -273,7 +273,7 @@ pub(super) fn toggles(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> (bool, boo
 /// A required `terraform_version`, checked as a version constraint.
 pub(super) fn terraform_version(r: &mut Reader<'_, '_>, d: &mut Diagnostics) -> Option<Located> {
     let v = r.req_str(d, "terraform_version")?;
-    match v.text.parse::<crate::version::Constraint>() {
+    match v.text.parse::<nuon_core::version::Constraint>() {
         Ok(_) => Some(v),
         Err(e) => {
             d.push(r.file.at(&v.span, format!("terraform_version: {e}")));
@@ -294,7 +294,7 @@ pub(super) fn pulumi(
     let version = r.str(d, "pulumi_version");
     let config = r.str_map(d, config_key, strings);
     if let Some(v) = &version
-        && let Err(e) = v.text.parse::<crate::version::Version>()
+        && let Err(e) = v.text.parse::<nuon_core::version::Version>()
     {
         d.push(r.file.at(
             &v.span,

@@ -3,8 +3,8 @@
 //! read nothing but ids.
 
 use super::RunnerSettings;
-use super::diag::{Diagnostic, Diagnostics, SourceFile};
 use super::platform::Loaded;
+use nuon_core::app::{Diagnostic, Diagnostics, SourceFile};
 
 /// A stand-in id of the kind `prefix` (`ins`, `org`, ...): as long as a
 /// real one, for rendering before there is an install.
@@ -36,10 +36,10 @@ pub fn role_name_length(name: &str) -> Option<(usize, String)> {
     }
     let id = stand_in_id;
     let ctx = RenderContext {
-        install_id: id(crate::InstallId::PREFIX),
-        org_id: id(crate::OrgId::PREFIX),
-        app_id: id(crate::AppId::PREFIX),
-        runner_id: id(crate::RunnerId::PREFIX),
+        install_id: id(nuon_core::InstallId::PREFIX),
+        org_id: id(nuon_core::OrgId::PREFIX),
+        app_id: id(nuon_core::AppId::PREFIX),
+        runner_id: id(nuon_core::RunnerId::PREFIX),
         ..Default::default()
     };
     let rendered = template::render(name, &ctx).ok()?;

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value};
 
-use super::diag::Diagnostics;
 use super::reader::{Located, Reader};
+use nuon_core::app::Diagnostics;
 
 /// What a key holds.
 #[derive(Clone, Copy)]

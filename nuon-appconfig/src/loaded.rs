@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::diag::{Diagnostics, SourceFile, did_you_mean};
+use nuon_core::app::{Diagnostics, SourceFile, did_you_mean};
 
 use super::reader::Located;
 use super::{
