@@ -105,11 +105,69 @@ impl Journal {
 /// sustains.
 const RECENT_BYTES: u64 = 64 << 20;
 
-/// The attempts this runner accepted whose grants may still be live: what
-/// it refuses to accept again. Read from the journal (the durable record)
-/// at start, and kept as jobs are accepted.
+/// The attempts this runner accepted whose grants may still be live, and
+/// the jobs it finished: what it refuses to accept again. Read from the
+/// journal (the durable record) at start, and kept as jobs are accepted
+/// and end.
 pub(crate) struct Accepted {
     seen: Mutex<std::collections::HashMap<(JobId, u32), i64>>,
+    finished: Mutex<FinishedJobs>,
+}
+
+/// The jobs finished here, and the order they finished in (the oldest go
+/// first past [`MAX_FINISHED`]).
+#[derive(Default)]
+struct FinishedJobs {
+    by_job: std::collections::HashMap<JobId, Finished>,
+    order: std::collections::VecDeque<JobId>,
+}
+
+impl FinishedJobs {
+    fn insert(&mut self, job: JobId, done: Finished) {
+        while self.by_job.len() >= MAX_FINISHED {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            self.by_job.remove(&oldest);
+        }
+        self.order.push_back(job.clone());
+        self.by_job.insert(job, done);
+    }
+
+    fn drop_attempt(&mut self, job: &JobId, attempt: u32) {
+        if self.by_job.get(job).is_some_and(|f| f.attempt == attempt) {
+            self.by_job.remove(job);
+        }
+    }
+}
+
+/// A job this runner ran to its end and completed (`job.finished`, not
+/// followed by `job.dropped` for that attempt). A control plane never
+/// hands out a job again once an attempt of it completed, so a claim of
+/// one comes from a store that lost that completion: a control plane
+/// restored from a backup taken before it. Its grant is new and its
+/// attempt may be too, so only this record tells it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Finished {
+    /// The attempt that ran.
+    pub attempt: u32,
+    /// How it ended (`succeeded`, `failed`, ...).
+    pub outcome: String,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// The most finished jobs kept in memory; past it the oldest half goes
+/// (the journal keeps every one).
+const MAX_FINISHED: usize = 100_000;
+
+/// The attempt an entry's detail names (`attempt N; ...` or `attempt N:`).
+fn attempt_of(detail: &str) -> Option<u32> {
+    let rest = detail.strip_prefix("attempt ")?;
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
 }
 
 impl Accepted {
@@ -123,6 +181,7 @@ impl Accepted {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Accepted {
                     seen: Mutex::new(seen),
+                    finished: Mutex::default(),
                 });
             }
             Err(e) => return Err(e),
@@ -135,26 +194,62 @@ impl Accepted {
             // A line cut in two.
             lines.next();
         }
+        let mut finished = FinishedJobs::default();
         for line in lines {
             let Ok(e) = serde_json::from_str::<AuditEntry>(&line?) else {
                 continue;
             };
-            if e.action != "job.accepted" || e.at_ms < now - window {
-                continue;
-            }
             let job = e.target.strip_prefix("job:").and_then(|j| j.parse().ok());
-            let attempt = e
-                .detail
-                .strip_prefix("attempt ")
-                .and_then(|d| d.split(';').next())
-                .and_then(|n| n.parse().ok());
-            if let (Some(job), Some(attempt)) = (job, attempt) {
-                seen.insert((job, attempt), e.at_ms + window);
+            let (Some(job), Some(attempt)) = (job, attempt_of(&e.detail)) else {
+                continue;
+            };
+            match e.action.as_str() {
+                "job.accepted" if e.at_ms >= now - window => {
+                    seen.insert((job, attempt), e.at_ms + window);
+                }
+                "job.finished" => {
+                    let (outcome, at_ms) = (e.outcome, e.at_ms);
+                    finished.insert(
+                        job,
+                        Finished {
+                            attempt,
+                            outcome,
+                            at_ms,
+                        },
+                    );
+                }
+                "job.dropped" => finished.drop_attempt(&job, attempt),
+                _ => {}
             }
         }
         Ok(Accepted {
             seen: Mutex::new(seen),
+            finished: Mutex::new(finished),
         })
+    }
+
+    /// How `job` ended here, if this runner finished an attempt of it.
+    pub(crate) fn finished(&self, job: &JobId) -> Option<Finished> {
+        let finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        finished.by_job.get(job).cloned()
+    }
+
+    /// Records that `attempt` of `job` ran to its end with `outcome`.
+    pub(crate) fn finish(&self, job: &JobId, attempt: u32, outcome: &str) {
+        let done = Finished {
+            attempt,
+            outcome: outcome.to_owned(),
+            at_ms: now_ms(),
+        };
+        let mut finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        finished.insert(job.clone(), done);
+    }
+
+    /// Forgets that `attempt` of `job` finished: its end was never
+    /// completed (its lease went to a newer attempt).
+    pub(crate) fn dropped(&self, job: &JobId, attempt: u32) {
+        let mut finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        finished.drop_attempt(job, attempt);
     }
 
     /// Takes `attempt` of `job`, granted until `not_after_ms`; refuses one
@@ -334,6 +429,62 @@ mod tests {
         assert_eq!(entries.len(), 2);
         let v = verify(&entries);
         assert_eq!((v.entries, v.broken), (2, None));
+    }
+
+    #[test]
+    fn a_finished_job_is_known_past_its_grant_and_a_dropped_end_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path(), &RunnerId::generate()).unwrap();
+        let (a, b, c) = (JobId::generate(), JobId::generate(), JobId::generate());
+        let at = |job: &JobId, action: &str, outcome: &str, detail: &str| {
+            j.record(action, job.as_str(), outcome, detail.to_owned());
+        };
+        at(&a, "job.accepted", "accepted", "attempt 1; spec sha256:00");
+        at(&a, "job.finished", "succeeded", "attempt 1; exit code 0");
+        at(&b, "job.accepted", "accepted", "attempt 2; spec sha256:00");
+        at(&b, "job.finished", "failed", "attempt 2; exit code 1");
+        at(&b, "job.dropped", "stale", "attempt 2: not completed here");
+        at(&c, "job.accepted", "accepted", "attempt 1; spec sha256:00");
+        // Read ten days later: past every grant, as after a restore of an
+        // old backup.
+        let later = now_ms() + 10 * 24 * 3_600_000;
+        let acc = Accepted::from_journal(j.path(), later).unwrap();
+        let done = acc.finished(&a).unwrap();
+        assert_eq!((done.attempt, done.outcome.as_str()), (1, "succeeded"));
+        assert!(
+            acc.take(&a, 1, later + 1000),
+            "the attempt itself is past its grant: only the finished record refuses it"
+        );
+        assert_eq!(
+            acc.finished(&b),
+            None,
+            "its end was dropped: a newer attempt may run"
+        );
+        assert_eq!(acc.finished(&c), None, "accepted, never finished here");
+        // Kept as jobs end, and forgotten for the attempt dropped only.
+        acc.finish(&c, 1, "cancelled");
+        assert_eq!(acc.finished(&c).unwrap().outcome, "cancelled");
+        acc.dropped(&c, 2);
+        assert!(acc.finished(&c).is_some());
+        acc.dropped(&c, 1);
+        assert_eq!(acc.finished(&c), None);
+    }
+
+    #[test]
+    fn the_finished_jobs_kept_in_memory_are_bounded_oldest_first() {
+        let mut f = FinishedJobs::default();
+        let jobs: Vec<JobId> = (0..MAX_FINISHED + 2).map(|_| JobId::generate()).collect();
+        for (i, job) in jobs.iter().enumerate() {
+            let done = Finished {
+                attempt: 1,
+                outcome: "succeeded".into(),
+                at_ms: i as i64,
+            };
+            f.insert(job.clone(), done);
+        }
+        assert_eq!(f.by_job.len(), MAX_FINISHED);
+        assert!(!f.by_job.contains_key(&jobs[0]) && !f.by_job.contains_key(&jobs[1]));
+        assert!(f.by_job.contains_key(&jobs[2]) && f.by_job.contains_key(&jobs[MAX_FINISHED + 1]));
     }
 
     #[test]

@@ -210,8 +210,10 @@ impl Shared {
         // Insert under the lock, so the task cannot remove its entry first.
         let mut shippers = lock(&self.shippers);
         let handle = tokio::spawn(async move {
-            if let ShipEnd::Unauthorized(e) = shipper.run().await {
-                shared.report_fatal(e);
+            match shipper.run().await {
+                ShipEnd::Unauthorized(e) => shared.report_fatal(e),
+                ShipEnd::Dropped => shared.completion_refused(&task_key),
+                ShipEnd::Completed | ShipEnd::Failed => {}
             }
             lock(&shared.shippers).remove(&task_key);
             shared.count();
@@ -220,6 +222,29 @@ impl Shared {
         shippers.insert(key, handle);
         drop(shippers);
         self.count();
+    }
+
+    /// The control plane refused a finished attempt's completion (its
+    /// lease went to a newer attempt, or it no longer knows the job): the
+    /// attempt's end never counted, so it is not a job this runner
+    /// finished, and a newer attempt of it may run.
+    fn completion_refused(&self, (job, attempt): &Key) {
+        if self
+            .accepted
+            .finished(job)
+            .is_none_or(|f| f.attempt != *attempt)
+        {
+            return;
+        }
+        self.journal.record(
+            "job.dropped",
+            job.as_str(),
+            "stale",
+            format!(
+                "attempt {attempt}: the control plane refused its completion (its lease went to a newer attempt, or it does not know the job); not completed here"
+            ),
+        );
+        self.accepted.dropped(job, *attempt);
     }
 
     /// Stops an attempt's shipper and waits until it has.
@@ -878,6 +903,7 @@ impl JobRun {
                 self.key.1
             ),
         );
+        self.shared.accepted.dropped(&self.key.0, self.key.1);
         tracing::warn!(job = %self.key.0, attempt = self.key.1, log_lines,
             "the attempt is stale (its lease is lost to a newer attempt or expired); dropping its log spool without completing it");
         self.shared.abort_shipper(&self.key).await;
@@ -1003,6 +1029,9 @@ impl JobRun {
         self.shared
             .journal
             .record("job.finished", self.key.0.as_str(), outcome, detail);
+        self.shared
+            .accepted
+            .finish(&self.key.0, self.key.1, outcome);
         self.write_result(spool, result);
     }
 

@@ -3,7 +3,10 @@
 //! into a new data dir with the secrets key, and served from there: what
 //! the backup saw is there (a finished job and its whole log, a runner and
 //! its token), what came after is not, and the restored control plane
-//! signs and runs new jobs (its sealed keys open). Every refusal (no key,
+//! signs and runs new jobs (its sealed keys open); a job queued before the
+//! backup and run after it is refused by its runner when the restored
+//! store asks for it again (its journal says it ran), so nothing runs
+//! twice. Every refusal (no key,
 //! another key, a data dir that holds files, a damaged archive, a backup
 //! over an existing file) leaves nothing behind. On PostgreSQL, a
 //! `pg_dump` restored with `pg_restore` is checked the same way.
@@ -94,6 +97,22 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
     );
     let done = wait_job(&client, &before.id, LONG).unwrap();
     assert_eq!(done.status, JobStatus::Succeeded, "{done:?}");
+    // A job queued before the backup that runs after it, on a second
+    // runner started only then (with a work dir of its own).
+    let token2 = cp.create_runner("r2").unwrap();
+    let runner2_dir = work.path().join("runner2");
+    std::fs::create_dir(&runner2_dir).unwrap();
+    let start_runner2 = |cp: &ControlPlane| {
+        let opts = RunnerOpts {
+            token: &token2,
+            signing_key: &cp.signing_key,
+            slots: 1,
+            grace: "5s",
+            work_dir: Some(&runner2_dir),
+        };
+        Runner::start(cp, opts).unwrap()
+    };
+    let pending = queue_sh(&client, "r2", "echo ran-once", 1);
 
     // Taken while it serves.
     let file = work.path().join("nuon.backup");
@@ -170,6 +189,10 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
     // After the backup: not in it.
     let after = queue_sh(&client, "r1", "echo after", 1);
     wait_job(&client, &after.id, LONG).unwrap();
+    let runner2 = start_runner2(&cp);
+    let ran = wait_job(&client, &pending.id, LONG).unwrap();
+    assert_eq!(ran.status, JobStatus::Succeeded, "{ran:?}");
+    drop(runner2);
 
     // Refusals leave nothing.
     let new_dir = work.path().join("restored");
@@ -255,6 +278,43 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
         )
     });
     assert_eq!(again.status, JobStatus::Succeeded, "{again:?}");
+
+    // The job queued before the backup and run after it is queued again
+    // in the restored store. Its runner's journal says it ran to its end,
+    // so nothing of it runs twice: it is refused, and ends failed with why.
+    let queued = rt().block_on(client.get_job(&pending.id)).unwrap();
+    assert_eq!(queued.status, JobStatus::Queued, "{queued:?}");
+    let runner2 = start_runner2(&cp);
+    let asked = wait_job(&client, &pending.id, LONG).unwrap();
+    assert_eq!(asked.status, JobStatus::Failed, "{asked:?}");
+    let reason = asked.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("ran attempt 1 of this job to its end (succeeded")
+            && reason.contains("a job runs once"),
+        "{reason}"
+    );
+    let journal = std::fs::read_to_string(runner2_dir.join("audit.jsonl")).unwrap();
+    let target = format!("job:{}", pending.id);
+    let entries: Vec<(String, String)> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<nuon_core::audit::AuditEntry>(l).unwrap())
+        .filter(|e| e.target == target)
+        .map(|e| (e.action, e.outcome))
+        .collect();
+    let entries: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|(a, o)| (a.as_str(), o.as_str()))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("job.accepted", "accepted"),
+            ("job.finished", "succeeded"),
+            ("job.refused", "refused")
+        ],
+        "the runner's journal: run once, then refused"
+    );
+    drop(runner2);
 }
 
 /// Runs `tool ARGS`, which must succeed.

@@ -93,8 +93,8 @@ impl JobRun {
     }
 
     /// The claim's grant ([`nuon_core::Grant`]): signed by the org for
-    /// this attempt and this runner, still in its time, and an attempt
-    /// this runner has not accepted before.
+    /// this attempt and this runner, still in its time, an attempt this
+    /// runner has not accepted before, of a job it has not finished.
     fn check_grant(&self) -> std::result::Result<(), String> {
         let c = &self.claimed;
         let (job, attempt) = (&c.job_id, c.attempt);
@@ -130,6 +130,18 @@ impl JobRun {
                 (now - c.not_after_ms) / 1000,
                 c.not_after_ms,
                 nuon_core::Grant::LEEWAY_MS / 1000
+            ));
+        }
+        if let Some(done) = self.shared.accepted.finished(job) {
+            return Err(format!(
+                "refusing job {job} attempt {attempt}: this runner ran attempt {} of this job to \
+                 its end ({}, {} s ago; its journal, {}, records it), and a job runs once: a \
+                 control plane restored from a backup taken before then asks for it again. \
+                 Nothing of it runs now; run its step again to do the work anew",
+                done.attempt,
+                done.outcome,
+                (now - done.at_ms).max(0) / 1000,
+                self.shared.journal.path().display()
             ));
         }
         if !self.shared.accepted.take(job, attempt, c.not_after_ms) {
