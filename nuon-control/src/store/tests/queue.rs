@@ -105,6 +105,12 @@ conformance! {
             job_id: claimed[0].job_id.clone(),
             attempt: 7,
         });
+        // A job the store never had (it was restored from a backup taken
+        // before the job was made): the runner is told to stop it.
+        leases.push(LeaseRef {
+            job_id: JobId::generate(),
+            attempt: 1,
+        });
         let store = &f.store;
         let runner = &f.runner;
         let heartbeat = store.heartbeat(runner, &leases, 60_000);
@@ -123,6 +129,7 @@ conformance! {
         assert_eq!(states.len(), leases.len());
         assert!(states[..jobs as usize].iter().all(|s| s.state == LeaseState::Active));
         assert_eq!(states[jobs as usize].state, LeaseState::Stale);
+        assert_eq!(states[jobs as usize + 1].state, LeaseState::Stale);
         assert!(acks.iter().all(|a| a.as_ref().unwrap().acked_seq == 2), "{acks:?}");
         assert!(
             matches!(stale, Err(StoreError::Conflict { code: ErrorCode::StaleAttempt, .. })),
