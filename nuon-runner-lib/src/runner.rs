@@ -30,14 +30,13 @@ use crate::spool::{self, Meta, SharedSpool, SpoolWriter};
 use crate::sys;
 
 mod checks;
+mod heartbeat;
 
 /// One attempt of one job.
 type Key = (JobId, u32);
 
 /// How much longer than the grace period stopped jobs get to end.
 const STOP_SLACK: Duration = Duration::from_secs(10);
-/// The shortest pause between two heartbeats answered early with nothing new.
-const MIN_HEARTBEAT_GAP: Duration = Duration::from_millis(50);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -413,7 +412,7 @@ impl Runner {
         // At start, whatever version: claims and heartbeats then say when
         // they change.
         shared.fetch_settings().await;
-        let heartbeat = tokio::spawn(heartbeat_loop(shared.clone()));
+        let heartbeat = tokio::spawn(heartbeat::heartbeat_loop(shared.clone()));
         let watch = tokio::spawn(
             crate::watch::Watch {
                 transport: shared.config.transport.clone(),
@@ -1221,74 +1220,5 @@ impl JobRun {
             }
         };
         self.finish(&mut spool, &result);
-    }
-}
-
-/// The one heartbeat task of the runner: extends every lease the runner
-/// holds, and stops jobs the control plane cancels or calls stale.
-async fn heartbeat_loop(shared: Arc<Shared>) {
-    let transport = shared.config.transport.clone();
-    let wait = shared.config.heartbeat_wait;
-    let mut backoff = shared.backoff();
-    loop {
-        let changed = shared.leases_changed.notified();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        let leases = shared.leased();
-        if leases.is_empty() {
-            changed.await;
-            continue;
-        }
-        let req = HeartbeatRequest {
-            leases,
-            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-            telemetry: Some(shared.config.stats.telemetry()),
-        };
-        let sent = Instant::now();
-        match transport.heartbeat(&req).await {
-            Ok(resp) => {
-                backoff.reset();
-                shared
-                    .refresh_settings(resp.settings_version.as_deref())
-                    .await;
-                let mut news = false;
-                for status in &resp.leases {
-                    let key: Key = (status.job_id.clone(), status.attempt);
-                    let reason = match status.state {
-                        LeaseState::Active => continue,
-                        LeaseState::Cancel => StopReason::Cancelled,
-                        LeaseState::Stale => StopReason::Stale,
-                    };
-                    if shared.stop_job(&key, reason) {
-                        news = true;
-                        tracing::info!(job = %key.0, attempt = key.1, ?reason, "control plane stops the job");
-                    }
-                }
-                // The server holds a heartbeat until something happens; if it
-                // answered early with nothing new, pause instead of spinning,
-                // but never past the interval it asked for.
-                let elapsed = sent.elapsed();
-                if !news && (wait.is_zero() || elapsed < wait / 2) {
-                    let next = Duration::from_millis(resp.next_heartbeat_ms);
-                    let pause = if wait.is_zero() {
-                        next
-                    } else {
-                        next.min(wait - elapsed)
-                    };
-                    sleep(pause.max(MIN_HEARTBEAT_GAP)).await;
-                }
-            }
-            Err(TransportError::Unauthorized(m)) => {
-                shared.report_fatal(TransportError::Unauthorized(m));
-                return;
-            }
-            Err(e) => {
-                // Jobs keep running: the control plane may be down for hours.
-                let delay = backoff.next_delay();
-                shared.config.stats.error(format!("heartbeat failed: {e}"));
-                tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "heartbeat failed; jobs keep running; will retry");
-                sleep(delay).await;
-            }
-        }
     }
 }

@@ -727,7 +727,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
     ("benches/job_loop.rs", 1120),
-    ("nuon-runner-lib/src/runner.rs", 1265),
+    ("nuon-runner-lib/src/runner.rs", 1224),
     ("nuon-control/src/api/web/pages.rs", 882),
     ("nuon-template/src/parse.rs", 826),
     ("nuon-appconfig/src/check.rs", 808),
