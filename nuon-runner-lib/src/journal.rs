@@ -445,6 +445,10 @@ mod tests {
         at(&b, "job.finished", "failed", "attempt 2; exit code 1");
         at(&b, "job.dropped", "stale", "attempt 2: not completed here");
         at(&c, "job.accepted", "accepted", "attempt 1; spec sha256:00");
+        // Read now: the attempts accepted within their grant are held.
+        let acc = Accepted::from_journal(j.path(), now_ms()).unwrap();
+        assert!(!acc.take(&c, 1, now_ms() + 60_000), "a claim served again");
+        assert!(acc.take(&c, 2, now_ms() + 60_000), "a new attempt");
         // Read ten days later: past every grant, as after a restore of an
         // old backup.
         let later = now_ms() + 10 * 24 * 3_600_000;

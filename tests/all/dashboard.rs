@@ -466,11 +466,13 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         assert_eq!(b.dialog(), None, "a script ran on {p}");
     }
 
-    // The runners: the install's runner is there, with its version.
+    // The runners: the install's runner is there, with its version and a
+    // link to its install.
     b.goto(&format!("{base}/runners"));
     let page = b.source();
     assert!(
-        page.contains(">demo<") && page.contains(env!("CARGO_PKG_VERSION")),
+        page.contains(&format!("href=\"/installs/{}\">demo<", inst.id))
+            && page.contains(env!("CARGO_PKG_VERSION")),
         "{page}"
     );
 

@@ -136,8 +136,9 @@ impl JobRun {
             return Err(format!(
                 "refusing job {job} attempt {attempt}: this runner ran attempt {} of this job to \
                  its end ({}, {} s ago; its journal, {}, records it), and a job runs once: a \
-                 control plane restored from a backup taken before then asks for it again. \
-                 Nothing of it runs now; run its step again to do the work anew",
+                 claim answer served again, or a control plane restored from a backup taken \
+                 before then asking for it again. Nothing of it runs now; to do its work anew, \
+                 run its step again",
                 done.attempt,
                 done.outcome,
                 (now - done.at_ms).max(0) / 1000,

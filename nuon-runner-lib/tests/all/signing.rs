@@ -87,8 +87,9 @@ async fn tampered_or_misaddressed_jobs_never_run() {
 /// Attack 5: a claim answer saved once and served again (by a compromised
 /// control plane, or anyone on a plain-HTTP link) runs nothing: not in the
 /// same process, not after a restart (the journal is the record), not
-/// once its grant's time is past, and not without a grant or with one for
-/// another attempt.
+/// once its grant's time is past, not without a grant or with one for
+/// another attempt, and not as a new attempt, granted, of a job it ran to
+/// its end (as a control plane restored from an older backup asks).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_served_again_runs_nothing() {
     let h = Harness::new();
@@ -116,15 +117,17 @@ async fn a_claim_served_again_runs_nothing() {
     // dropped before it is even read).
     let spool = crate::fake::spool_file(&h.work_dir(), &(spec.job_id.clone(), 1));
     crate::fake::eventually("the spool shipped", secs(30), || !spool.exists()).await;
+    // It ran to its end here, so the runner's journal refuses it by its
+    // id, whatever the attempt or the grant.
     replay(claim.clone());
-    let reason = refused(&h, &spec.job_id, "accepted that attempt before").await;
+    let reason = refused(&h, &spec.job_id, "ran attempt 1 of this job to its end").await;
     assert!(reason.contains("audit.jsonl"), "{reason}");
     runner.stop(secs(30)).await.unwrap();
 
     // After a restart, from the journal.
     let runner = h.start(h.config());
     replay(claim.clone());
-    refused(&h, &spec.job_id, "accepted that attempt before").await;
+    refused(&h, &spec.job_id, "a job runs once").await;
 
     // No grant; a grant of another attempt; a grant whose time is past.
     let mut bare = h.claimed_attempt(&spec, 2);
@@ -148,12 +151,17 @@ async fn a_claim_served_again_runs_nothing() {
     replay(late);
     refused(&h, &spec.job_id, "its grant ended").await;
 
-    // A new attempt, granted, runs.
+    // A new attempt, granted (a control plane restored from a backup
+    // taken before the job ended asks again): refused, nothing runs.
     replay(h.claimed_attempt(&spec, 5));
-    let done = h.fake.completion(&spec.job_id, secs(30)).await;
-    assert_eq!(done.result.outcome, Outcome::Succeeded, "{done:?}");
+    refused(
+        &h,
+        &spec.job_id,
+        "ran attempt 1 of this job to its end (succeeded",
+    )
+    .await;
     runner.stop(secs(30)).await.unwrap();
-    assert_eq!(runs(), 2);
+    assert_eq!(runs(), 1);
 }
 
 /// The completion of `job`, refused for `why`; its reason.
