@@ -466,13 +466,11 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         assert_eq!(b.dialog(), None, "a script ran on {p}");
     }
 
-    // The runners: the install's runner is there, with its version and a
-    // link to its install.
+    // The runners: the install's runner is there, with its version.
     b.goto(&format!("{base}/runners"));
     let page = b.source();
     assert!(
-        page.contains(&format!("href=\"/installs/{}\">demo<", inst.id))
-            && page.contains(env!("CARGO_PKG_VERSION")),
+        page.contains(">demo<") && page.contains(env!("CARGO_PKG_VERSION")),
         "{page}"
     );
 

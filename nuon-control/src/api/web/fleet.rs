@@ -563,6 +563,13 @@ pub(super) async fn runners(state: &SharedState, web: &Web, page: usize) -> Resu
     let (services, caller) = (state.services(), web.auth.caller());
     let runners = services.list_runners(&caller).await?.runners;
     let jobs = services.list_jobs(&caller, Some(1000)).await?.jobs;
+    // An install's runner, by its install's name (the installs read once).
+    let installs: BTreeMap<_, _> = services
+        .installs(&caller)
+        .await?
+        .into_iter()
+        .map(|i| (i.runner_id, (i.id, i.name)))
+        .collect();
     let pages = runners.len().div_ceil(RUNNERS_PAGE).max(1);
     let page = page.min(pages - 1);
     let running = |id: &nuon_core::RunnerId| {
@@ -593,9 +600,8 @@ pub(super) async fn runners(state: &SharedState, web: &Web, page: usize) -> Resu
                 tr {
                     td {
                         (r.name)
-                        // An install's runner is named after the install's id.
-                        @if let Some(name) = &r.install {
-                            br; span.muted { "install " a href={ "/installs/" (r.name) } { (name) } }
+                        @if let Some((id, name)) = installs.get(&r.id) {
+                            br; span.muted { "install " a href={ "/installs/" (id) } { (name) } }
                         }
                     }
                     td { (format!("{:?}", r.role).to_lowercase()) }
