@@ -78,16 +78,18 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
     // restored elsewhere.
     let runner_dir = work.path().join("runner");
     std::fs::create_dir(&runner_dir).unwrap();
-    let start_runner = |cp: &ControlPlane| {
+    // A runner on its machine (`dir`, its work dir), with its token.
+    let start_on = |cp: &ControlPlane, token: &str, dir: &Path| {
         let opts = RunnerOpts {
-            token: &token,
+            token,
             signing_key: &cp.signing_key,
             slots: 1,
             grace: "5s",
-            work_dir: Some(&runner_dir),
+            work_dir: Some(dir),
         };
         Runner::start(cp, opts).unwrap()
     };
+    let start_runner = |cp: &ControlPlane| start_on(cp, &token, &runner_dir);
     let runner = start_runner(&cp);
     let before = queue_sh(
         &client,
@@ -102,16 +104,7 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
     let token2 = cp.create_runner("r2").unwrap();
     let runner2_dir = work.path().join("runner2");
     std::fs::create_dir(&runner2_dir).unwrap();
-    let start_runner2 = |cp: &ControlPlane| {
-        let opts = RunnerOpts {
-            token: &token2,
-            signing_key: &cp.signing_key,
-            slots: 1,
-            grace: "5s",
-            work_dir: Some(&runner2_dir),
-        };
-        Runner::start(cp, opts).unwrap()
-    };
+    let start_runner2 = |cp: &ControlPlane| start_on(cp, &token2, &runner2_dir);
     let pending = queue_sh(&client, "r2", "echo ran-once", 1);
 
     // Taken while it serves.
