@@ -190,7 +190,7 @@ where
     let mut backoff = backoff();
     loop {
         match f().await {
-            Err(e @ TransportError::Unavailable(_)) => {
+            Err(e) if e.is_retryable() => {
                 stats.failed(&e);
                 tokio::time::sleep(backoff.next_delay()).await;
             }

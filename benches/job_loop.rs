@@ -1,7 +1,7 @@
 //! Load generator for the job loop, on the real binaries over loopback.
 //!
 //! `cargo bench -p nuon-benches` (release build). Sections can be picked:
-//! `cargo bench -p nuon-benches -- dispatch throughput bigLog redaction idle ceiling terraform containers`
+//! `cargo bench -p nuon-benches -- dispatch slowLink throughput bigLog redaction idle ceiling terraform containers`
 //! (`containers` runs jobs under runc: root, runc, a static busybox and gcc).
 //! Prints a Markdown table for BENCHMARKS.md.
 #![allow(missing_docs, unsafe_code)]
@@ -59,15 +59,46 @@ fn dispatch(runners: usize) -> Result<(f64, f64, f64)> {
     }
     connected(&client)?;
     std::thread::sleep(Duration::from_millis(500));
+    latencies(&client, runners)
+}
+
+/// [`dispatch`] to one runner whose link to the Runner API has a round
+/// trip of `rtt` (a delaying proxy, `nuon_tests::Link`): the claim's
+/// answer takes half of it to reach the runner.
+fn dispatch_through(rtt: Duration) -> Result<(f64, f64, f64)> {
+    let cp = ControlPlane::start("60s")?;
+    let client = cp.client();
+    let link = nuon_tests::Link::bind(std::net::Ipv4Addr::LOCALHOST)?;
+    link.to(&cp.runner_url)?;
+    link.latency(rtt);
+    let token = cp.create_runner("r0")?;
+    let _runner = Runner::start_with_api(
+        &link.url(),
+        RunnerOpts {
+            token: &token,
+            signing_key: &cp.signing_key,
+            slots: 1,
+            grace: "5s",
+            work_dir: None,
+        },
+    )?;
+    connected(&client)?;
+    std::thread::sleep(Duration::from_secs(2));
+    latencies(&client, 1)
+}
+
+/// 200 `date +%s%N` jobs in sequence over runners `r0..rN`: queued (the
+/// client's send time) → process started, p50, p99 and max in ms.
+fn latencies(client: &ControlClient, runners: usize) -> Result<(f64, f64, f64)> {
     let mut lat = Vec::new();
     for i in 0..200 {
         let target = format!("r{}", i % runners);
         let sent_ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
             .as_nanos() as f64;
-        let id = queue(&client, &target, "date", &["+%s%N"])?;
-        wait_job(&client, &id, Duration::from_secs(30))?;
-        let logs = all_logs(&client, &id)?;
+        let id = queue(client, &target, "date", &["+%s%N"])?;
+        wait_job(client, &id, Duration::from_secs(30))?;
+        let logs = all_logs(client, &id)?;
         let started_ns: f64 = logs.first().context("no output")?.text.trim().parse()?;
         lat.push((started_ns - sent_ns) / 1e6);
     }
@@ -995,6 +1026,12 @@ fn main() -> Result<()> {
                 "| dispatch latency, {n} runner(s), queued → process started | p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms |"
             );
         }
+    }
+    if want("slowLink") {
+        let (p50, p99, max) = dispatch_through(Duration::from_millis(300))?;
+        println!(
+            "| dispatch latency through a 300 ms RTT link, queued → process started | p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms |"
+        );
     }
     if want("throughput") {
         let t = throughput()?;

@@ -127,6 +127,11 @@ fn map_err(e: Error) -> TransportError {
         Error::Api {
             status, message, ..
         } => TransportError::Rejected { status, message },
+        // Sent, and the connection broke before the answer: not a refused
+        // connection, not a timeout.
+        Error::Connect { ref source, .. } if !source.is_connect() && !source.is_timeout() => {
+            TransportError::Cut(e.to_string())
+        }
         other => TransportError::Unavailable(other.to_string()),
     }
 }

@@ -37,12 +37,20 @@ pub enum TransportError {
     /// retry with backoff; nothing was lost.
     #[error("control plane unavailable: {0}")]
     Unavailable(String),
+    /// The connection broke after the request was sent, before its answer
+    /// came: a NAT, proxy or load balancer on the way may close requests
+    /// held open longer than it allows. Retry; nothing was lost.
+    #[error("connection cut before the answer came: {0}")]
+    Cut(String),
 }
 
 impl TransportError {
     /// Whether the same call may succeed later.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, TransportError::Unavailable(_))
+        matches!(
+            self,
+            TransportError::Unavailable(_) | TransportError::Cut(_)
+        )
     }
 }
 

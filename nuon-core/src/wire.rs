@@ -435,6 +435,13 @@ pub struct ClaimResponse {
     /// before it starts the jobs of this answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings_version: Option<String>,
+    /// The attempts the control plane's store says this runner holds
+    /// (running, confirmed by a heartbeat), told once per runner after a
+    /// control plane starts: a runner that ran one of them to its end
+    /// reports that end, which a store restored from a backup taken
+    /// before then does not know.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub known_leases: Vec<LeaseRef>,
 }
 
 /// What the control plane tells a runner to run its jobs with: its

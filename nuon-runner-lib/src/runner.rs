@@ -31,6 +31,8 @@ use crate::sys;
 
 mod checks;
 mod heartbeat;
+mod known;
+mod link;
 
 /// One attempt of one job.
 type Key = (JobId, u32);
@@ -73,6 +75,8 @@ struct Shared {
     /// The settings the control plane gives this runner (its install's
     /// `runner.toml`): their environment reaches every job.
     settings: Mutex<RunnerSettingsInfo>,
+    /// How long the link lets a claim or a heartbeat be held.
+    hold: link::HoldLimit,
 }
 
 impl Shared {
@@ -307,8 +311,11 @@ async fn opt_future<F: Future + Unpin>(f: &mut Option<F>) -> F::Output {
 }
 
 /// A claim in flight; its output says how long the server held it.
-type ClaimFuture =
-    Pin<Box<dyn Future<Output = (Result<ClaimResponse, TransportError>, Duration)> + Send>>;
+/// A claim in flight: its answer, how long it was held and the wait it
+/// asked for.
+type ClaimFuture = Pin<
+    Box<dyn Future<Output = (Result<ClaimResponse, TransportError>, Duration, Duration)> + Send>,
+>;
 
 impl Runner {
     /// A runner with this configuration. Nothing starts before [`Runner::run`].
@@ -399,6 +406,7 @@ impl Runner {
             shippers_changed: Notify::new(),
             fatal: watch::channel(None).0,
             settings: Mutex::new(RunnerSettingsInfo::default()),
+            hold: link::HoldLimit::default(),
             config,
         });
         tracing::info!(
@@ -557,6 +565,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
             let stats = &shared.config.stats;
             stats.set_break_glass(crate::switch::break_glass_roles(&shared.config.work_dir));
             stats.set_tools(shared.config.plugins.tools());
+            let asked = shared.hold.wait(claim_wait);
             let req = ClaimRequest {
                 kinds: shared.kinds.clone(),
                 slots: if disabled.is_some() {
@@ -564,7 +573,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                 } else {
                     u32::try_from(free).unwrap_or(u32::MAX)
                 },
-                wait_ms: u64::try_from(shared.config.claim_wait.as_millis()).unwrap_or(u64::MAX),
+                wait_ms: u64::try_from(asked.as_millis()).unwrap_or(u64::MAX),
                 signing_key: Some(shared.keys.current().to_string()),
                 telemetry: Some(shared.config.stats.telemetry()),
                 settings_version: Some(lock(&shared.settings).version.clone()),
@@ -577,7 +586,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                 }
                 let sent = Instant::now();
                 let answer = transport.claim(&req).await;
-                (answer, sent.elapsed())
+                (answer, sent.elapsed(), asked)
             }));
         }
         tokio::select! {
@@ -587,12 +596,13 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                     break Err(Error::Unauthorized(e));
                 }
             }
-            (answer, held) = opt_future(&mut claim) => {
+            (answer, held, asked) = opt_future(&mut claim) => {
                 claim = None;
                 if let Ok(resp) = &answer {
                     // Before its jobs are checked: they may be signed by
                     // the new key.
                     shared.keys.learn(&resp.key_rotations);
+                    shared.report_known_ends(&resp.known_leases);
                 }
                 match answer {
                     Ok(resp) if resp.jobs.is_empty() && was_disabled.is_some() => {
@@ -616,7 +626,7 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                             claim_delay = Some(backoff.next_delay());
                         }
                     }
-                    Ok(resp) if resp.jobs.is_empty() && held < claim_wait / 2 => {
+                    Ok(resp) if resp.jobs.is_empty() && held < asked / 2 => {
                         // Nothing, and early: the server did not hold the
                         // claim. Do not spin; this is not the happy path.
                         let delay = backoff.next_delay();
@@ -642,6 +652,13 @@ async fn main_loop(shared: &Arc<Shared>, shutdown: impl Future<Output = ()>) -> 
                         break Err(Error::Config(format!(
                             "the control plane has no Runner API at this address (404): {message}"
                         )));
+                    }
+                    Err(TransportError::Cut(_))
+                        if shared.hold.cut("claim", asked, held) =>
+                    {
+                        // Cut on the way after being held a while: not the
+                        // control plane failing. Again at once, held shorter.
+                        backoff.reset();
                     }
                     Err(e) => {
                         let delay = backoff.next_delay();

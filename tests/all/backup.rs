@@ -13,6 +13,7 @@
 
 use std::path::Path;
 use std::process::Output;
+use std::time::Duration;
 
 use nuon_core::JobStatus;
 use nuon_test_fixtures::PgCluster;
@@ -286,14 +287,7 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
             && reason.contains("a job runs once"),
         "{reason}"
     );
-    let journal = std::fs::read_to_string(runner2_dir.join("audit.jsonl")).unwrap();
-    let target = format!("job:{}", pending.id);
-    let entries: Vec<(String, String)> = journal
-        .lines()
-        .map(|l| serde_json::from_str::<nuon_core::audit::AuditEntry>(l).unwrap())
-        .filter(|e| e.target == target)
-        .map(|e| (e.action, e.outcome))
-        .collect();
+    let entries = journal_of(&runner2_dir, &pending.id);
     let entries: Vec<(&str, &str)> = entries
         .iter()
         .map(|(a, o)| (a.as_str(), o.as_str()))
@@ -416,4 +410,118 @@ fn a_pg_dump_restored_with_pg_restore_is_checked_with_the_secrets_key() {
         .map(|l| l.text)
         .collect();
     assert_eq!(lines, ["one", "two"]);
+}
+
+/// The journal entries (action, outcome) of `job` in the runner's audit
+/// journal in `work_dir`.
+fn journal_of(work_dir: &Path, job: &nuon_core::JobId) -> Vec<(String, String)> {
+    let journal = std::fs::read_to_string(work_dir.join("audit.jsonl")).unwrap();
+    let target = format!("job:{job}");
+    journal
+        .lines()
+        .map(|l| serde_json::from_str::<nuon_core::audit::AuditEntry>(l).unwrap())
+        .filter(|e| e.target == target)
+        .map(|e| (e.action, e.outcome))
+        .collect()
+}
+
+/// Acceptance: a backup taken during a provision (its apply running),
+/// restored into a new data dir and served. The apply ran to its end after
+/// the backup, so the restored store believes it still runs; at the
+/// runner's first claim the control plane lists what it believes the
+/// runner holds, the runner reports the end its journal records, and the
+/// provision ends `failed` with that reason at once (not when the lease
+/// lapses, as "runner lost"). Nothing runs twice.
+#[test]
+fn a_backup_taken_during_a_provision_is_restored_and_the_provision_ends_with_why() {
+    use crate::deploy::{METADATA, Manual, SLOW, ended, step, wait_workflow, wait_workflow_for};
+    use nuon_core::workflow::WorkflowKind;
+
+    if !have_tool("terraform", "run Terraform") {
+        return;
+    }
+    let cp = ControlPlane::start("60s").unwrap();
+    let mut m = Manual::start_on(
+        cp,
+        &[METADATA, SLOW[0], SLOW[1], SLOW[2]],
+        None,
+        |_| {},
+        &["--input", "pause=6"],
+    );
+    let c = m.cp.client();
+    let wf = rt()
+        .block_on(c.create_workflow("demo", WorkflowKind::Provision, None))
+        .unwrap();
+    let id = wf.id.as_str().to_owned();
+    let w = wait_workflow(&c, &id, |w| step(w, "apply slow").status == "running");
+    let apply = step(&w, "apply slow").job_id.clone().unwrap();
+    nuon_tests::wait_for("the apply's first lines", LONG, || {
+        (!all_logs(&c, &apply).ok()?.is_empty()).then_some(())
+    })
+    .unwrap();
+
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("during.tar");
+    let data = m.cp.data_dir.to_string_lossy().into_owned();
+    let out = ctl(&[
+        "backup",
+        "--data-dir",
+        &data,
+        "--to",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let done = wait_workflow(&c, &id, ended);
+    assert_eq!(done.status.as_str(), "succeeded", "{done:#?}");
+
+    let new_dir = work.path().join("restored");
+    let key = m.cp.data_dir.join("secrets.key");
+    let out = ctl(&[
+        "restore",
+        "--from",
+        file.to_str().unwrap(),
+        "--data-dir",
+        new_dir.to_str().unwrap(),
+        "--secrets-key-file",
+        key.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::write(new_dir.join("admin-token"), &m.cp.admin_token).unwrap();
+    let restored = ControlPlane::start_on(&new_dir, "60s", &work.path().join("logs")).unwrap();
+    drop(std::mem::replace(&mut m.cp, restored));
+    // The install's runner, on the same machine (its work dir and journal),
+    // calls the restored control plane.
+    m.restart_runner(None);
+    let c = m.cp.client();
+    // Well inside the 60 s lease: the runner's report ends it.
+    let w = wait_workflow_for(&c, &id, ended, Duration::from_secs(45));
+    assert_eq!(w.status.as_str(), "failed", "{w:#?}");
+    let reason = step(&w, "apply slow").reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("ran attempt 1 of this job to its end (succeeded")
+            && reason.contains("restored from a backup"),
+        "{reason}"
+    );
+    let journal = journal_of(&m.runner_work_dir(), &apply);
+    let journal: Vec<(&str, &str)> = journal
+        .iter()
+        .map(|(a, o)| (a.as_str(), o.as_str()))
+        .collect();
+    assert_eq!(
+        journal,
+        [
+            ("job.accepted", "accepted"),
+            ("job.finished", "succeeded"),
+            ("job.reported", "failed")
+        ],
+        "the runner's journal: the apply ran once, its end reported"
+    );
+    // No job of the workflow ran twice.
+    for s in done.steps.iter().filter_map(|s| s.job_id.as_ref()) {
+        let accepted = journal_of(&m.runner_work_dir(), s)
+            .iter()
+            .filter(|(a, _)| a == "job.accepted")
+            .count();
+        assert!(accepted <= 1, "{s} accepted {accepted} times");
+    }
 }

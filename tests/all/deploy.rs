@@ -518,6 +518,9 @@ pub(crate) struct Manual {
     runner_args: Vec<String>,
     /// More environment of the install runner.
     runner_env: Vec<(String, String)>,
+    /// The network namespace the install runner runs in, and the Runner
+    /// API's URL as it reaches it from there (none: this host, loopback).
+    runner_host: Option<(String, String)>,
 }
 
 impl Drop for Manual {
@@ -625,6 +628,7 @@ impl Manual {
             store_dir,
             runner_args: Vec::new(),
             runner_env: Vec::new(),
+            runner_host: None,
         };
         m.install_runner = Some(m.runner(None));
         m
@@ -644,14 +648,12 @@ impl Manual {
 
     fn runner_of(&self, name: &str, store: &Path, token: &str, path: Option<&str>) -> Child {
         let d = self.dir.path();
-        let mut c = ours("nuon-runner");
+        let (mut c, api) = match &self.runner_host {
+            Some((netns, api)) => (nuon_tests::ours_in(netns, "nuon-runner"), api.as_str()),
+            None => (ours("nuon-runner"), self.cp.runner_url.as_str()),
+        };
         c.arg("run")
-            .args([
-                "--api",
-                &self.cp.runner_url,
-                "--signing-key",
-                &self.cp.signing_key,
-            ])
+            .args(["--api", api, "--signing-key", &self.cp.signing_key])
             .arg("--work-dir")
             .arg(d.join(name))
             .arg("--store-dir")
@@ -677,6 +679,14 @@ impl Manual {
         c.args(&self.runner_args);
         c.envs(self.runner_env.iter().map(|(k, v)| (k, v)));
         c.spawn().unwrap()
+    }
+
+    /// Restarts the install's runner on the host `netns` (its own network
+    /// namespace), reaching the Runner API at `api` (a link's end on the
+    /// host, plain HTTP to another host: `--allow-insecure-http`).
+    pub(crate) fn restart_runner_in(&mut self, netns: &nuon_tests::Netns, api: &str) {
+        self.runner_host = Some((netns.name.clone(), api.to_owned()));
+        self.restart_runner_with(&["--allow-insecure-http"]);
     }
 
     /// Restarts the install's runner with more arguments of `nuon-runner
@@ -931,7 +941,7 @@ fn broken_inputs_fail_with_clear_errors() {
     );
 }
 
-const SLOW: [(&str, &str); 3] = [
+pub(crate) const SLOW: [(&str, &str); 3] = [
     (
         "inputs.toml",
         "[[input]]\nname = \"pause\"\ndescription = \"seconds\"\ntype = \"number\"\ndefault = \"30\"\n",
@@ -2035,7 +2045,7 @@ fn a_deprovision_destroys_what_was_deployed_even_if_a_newer_config_dropped_it() 
 }
 
 /// Copies directory `from` into `to`.
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap() {
         let e = entry.unwrap();
         let dest = to.join(e.file_name());

@@ -20,6 +20,7 @@ mod installer;
 mod installs;
 mod job_loop;
 mod lifecycle;
+mod networks;
 mod openapi;
 mod ops;
 mod people;

@@ -16,7 +16,7 @@ use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, date_tim
 use crate::deploy::{BOX_APP, Manual, ok, run_workflow, text};
 
 /// A certificate authority made for one test.
-struct Ca {
+pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
     pem: String,
 }
@@ -50,7 +50,7 @@ impl Ca {
 }
 
 /// `nuon-ctl serve`'s flags serving `cert` and `key`, then `more`.
-fn serving<'a>(cert: &'a Path, key: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn serving<'a>(cert: &'a Path, key: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "--tls-cert",
         cert.to_str().unwrap(),
@@ -62,7 +62,7 @@ fn serving<'a>(cert: &'a Path, key: &'a Path, more: &[&'a str]) -> Vec<&'a str> 
 }
 
 /// A CA made for the test, its PEM written to `dir/ca.pem`.
-fn ca_in(dir: &Path) -> (Ca, PathBuf) {
+pub(crate) fn ca_in(dir: &Path) -> (Ca, PathBuf) {
     let ca = Ca::new("nuon test CA");
     let file = dir.join("ca.pem");
     std::fs::write(&file, &ca.pem).unwrap();
@@ -70,7 +70,7 @@ fn ca_in(dir: &Path) -> (Ca, PathBuf) {
 }
 
 /// Writes a certificate and key where the control plane reads them.
-fn install(dir: &Path, (cert, key): &(String, String)) -> (PathBuf, PathBuf) {
+pub(crate) fn install(dir: &Path, (cert, key): &(String, String)) -> (PathBuf, PathBuf) {
     let (c, k) = (dir.join("server.crt"), dir.join("server.key"));
     // The key first: a reload that sees the new key with the old
     // certificate keeps the old pair, and the next look finds both new.
@@ -79,7 +79,7 @@ fn install(dir: &Path, (cert, key): &(String, String)) -> (PathBuf, PathBuf) {
     (c, k)
 }
 
-fn good(ca: &Ca) -> (String, String) {
+pub(crate) fn good(ca: &Ca) -> (String, String) {
     ca.issue(&["localhost", "127.0.0.1"], 2020, 2100)
 }
 

@@ -198,7 +198,12 @@ pub fn bin(name: &str) -> PathBuf {
 /// `NUON_DATABASE_URL`, `NUON_TOKEN`...): a test's result does not depend
 /// on them. `NUON_TEST_REQUIRE` is kept.
 pub fn ours(name: &str) -> Command {
-    let mut cmd = Command::new(bin(name));
+    ours_via(Command::new(bin(name)))
+}
+
+/// `cmd` (one of our binaries, or a program that runs one: `ip netns
+/// exec`) with the environment of [`ours`].
+pub(crate) fn ours_via(mut cmd: Command) -> Command {
     for (k, _) in std::env::vars_os() {
         if k.to_str()
             .is_some_and(|k| k.starts_with("NUON_") && k != "NUON_TEST_REQUIRE")

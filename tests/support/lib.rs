@@ -20,6 +20,7 @@ use nuon_core::wire::{JobInfo, LogEntry};
 pub use nuon_test_fixtures::{PgCluster, have_python_module, have_tool, require_all};
 
 mod binaries;
+mod net;
 mod plugins;
 mod records;
 mod registry;
@@ -27,6 +28,7 @@ mod serve;
 pub mod webdriver;
 
 pub use binaries::*;
+pub use net::*;
 pub use plugins::*;
 pub use records::*;
 pub use registry::*;

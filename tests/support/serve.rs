@@ -378,6 +378,18 @@ impl Runner {
         args: &[&str],
         env: &[(String, String)],
     ) -> Result<Self> {
+        Self::start_in(None, api, opts, args, env)
+    }
+
+    /// [`Runner::start_with_env`], on the host `netns` when given (its
+    /// own network namespace, which reaches only its link's host end).
+    pub fn start_in(
+        netns: Option<&Netns>,
+        api: &str,
+        opts: RunnerOpts<'_>,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let work_dir = opts
             .work_dir
@@ -385,7 +397,8 @@ impl Runner {
             .unwrap_or_else(|| tmp.path().join("work"));
         let log = tmp.path().join("runner.log");
         let log_file = std::fs::File::create(&log)?;
-        let child = ours("nuon-runner")
+        let child = netns
+            .map_or_else(|| ours("nuon-runner"), |ns| ns.ours("nuon-runner"))
             .arg("run")
             .args(["--api", api, "--token", opts.token])
             .args(["--signing-key", opts.signing_key])

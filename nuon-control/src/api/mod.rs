@@ -100,6 +100,9 @@ pub(crate) struct AppState {
     pub(crate) gauges: crate::ops::GaugeCache,
     /// The telemetry each runner last sent, as stored.
     telemetry: Mutex<HashMap<RunnerId, nuon_core::wire::RunnerTelemetry>>,
+    /// The runners told, since this process started, which attempts the
+    /// store says they hold (`ClaimResponse::known_leases`).
+    pub(crate) told_leases: Mutex<std::collections::HashSet<RunnerId>>,
     /// The provider people sign in through, when one is configured.
     pub(crate) oidc: Option<Arc<crate::oidc::Oidc>>,
 }
@@ -138,6 +141,7 @@ impl AppState {
             metrics,
             gauges: Default::default(),
             telemetry: Mutex::new(HashMap::new()),
+            told_leases: Mutex::default(),
             store,
             timings,
             wakes,

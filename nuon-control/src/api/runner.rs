@@ -66,6 +66,16 @@ async fn claim(
     state
         .runner_telemetry(&runner.org_id, &runner.runner_id, req.telemetry.clone())
         .await;
+    let known_leases = known_leases(&state, &runner).await?;
+    if !known_leases.is_empty() {
+        // Before any job: what the runner says of these may end them.
+        return Ok(Json(ClaimResponse {
+            jobs: Vec::new(),
+            key_rotations: Vec::new(),
+            settings_version: settings_version(&state, &runner).await?,
+            known_leases,
+        }));
+    }
     let _parked = state.metrics.park();
     let slots = req.slots.min(MAX_SLOTS);
     let wait = Duration::from_millis(req.wait_ms).min(state.timings.max_claim_wait);
@@ -129,6 +139,7 @@ async fn claim(
                 jobs: opened.jobs,
                 key_rotations,
                 settings_version: settings_version(&state, &runner).await?,
+                known_leases: Vec::new(),
             }));
         }
         if claimed.held_back && !watch_org {
@@ -148,6 +159,7 @@ async fn claim(
                         .rotations_for(&runner.org_id, req.signing_key.as_deref(), &[])
                         .await,
                     settings_version: now,
+                    known_leases: Vec::new(),
                 }));
             }
         }
@@ -177,7 +189,34 @@ async fn claim(
             .rotations_for(&runner.org_id, req.signing_key.as_deref(), &[])
             .await,
         settings_version: settings_version(&state, &runner).await?,
+        known_leases: Vec::new(),
     }))
+}
+
+/// At a runner's first claim since this process started, the attempts the
+/// store says it holds; otherwise none. A runner that ran one of them to its
+/// end reports it: a store restored from a backup taken while they ran
+/// would otherwise wait for their leases to lapse and call them lost.
+async fn known_leases(
+    state: &SharedState,
+    runner: &RunnerPrincipal,
+) -> Result<Vec<nuon_core::wire::LeaseRef>, Error> {
+    let told = |s: &SharedState| {
+        s.told_leases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&runner.runner_id)
+    };
+    if told(state) {
+        return Ok(Vec::new());
+    }
+    let held = state.store.held_attempts(&runner.runner_id).await?;
+    let first = state
+        .told_leases
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(runner.runner_id.clone());
+    Ok(if first { held } else { Vec::new() })
 }
 
 /// Extends every lease at once, then holds the answer until one of the jobs

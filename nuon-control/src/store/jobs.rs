@@ -5,7 +5,7 @@ use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt};
 use super::sql::{Sql, Stmt, args};
 use super::*;
 use nuon_core::model::QueuedJob;
-use nuon_core::wire::LogPage;
+use nuon_core::wire::{LeaseRef, LogPage};
 use nuon_core::{JobStatus, now_ms};
 
 /// A job to queue: its spec, the signed bytes sealed, and the payload as
@@ -46,6 +46,26 @@ pub trait JobStore: Send + Sync + 'static {
         cursor: u64,
         limit: u32,
     ) -> Result<Option<LogPage>>;
+
+    /// The attempts `runner` holds as the store says: running, confirmed
+    /// by a heartbeat (at most [`MAX_KNOWN_LEASES`]).
+    async fn held_attempts(&self, runner: &RunnerId) -> Result<Vec<LeaseRef>>;
+}
+
+/// The most attempts [`JobStore::held_attempts`] lists.
+pub const MAX_KNOWN_LEASES: u32 = 1000;
+
+/// An attempt a runner holds.
+struct HeldRow(LeaseRef);
+
+impl Record for HeldRow {
+    const COLUMNS: &'static str = "job_id, n";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(HeldRow(LeaseRef {
+            job_id: shared::parse_id(&r.text(0)?)?,
+            attempt: r.u32(1)?,
+        }))
+    }
 }
 
 /// The statement that queues `job`, as both stores write it (in the
@@ -114,6 +134,20 @@ impl<S: Sql + 'static> JobStore for S {
 
     async fn get_job(&self, org: &OrgId, id: &JobId) -> Result<Option<QueuedJob>> {
         self.query_one(job_of(org, id)).await
+    }
+
+    async fn held_attempts(&self, runner: &RunnerId) -> Result<Vec<LeaseRef>> {
+        let held: Vec<HeldRow> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {} FROM attempts WHERE state = 'running' AND confirmed = TRUE \
+                     AND runner_id = $1 ORDER BY job_id, n LIMIT $2",
+                    HeldRow::COLUMNS
+                ),
+                args![runner.as_str(), MAX_KNOWN_LEASES],
+            ))
+            .await?;
+        Ok(held.into_iter().map(|h| h.0).collect())
     }
 
     async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<QueuedJob>> {

@@ -19,7 +19,6 @@ const MIN_HEARTBEAT_GAP: Duration = Duration::from_millis(50);
 /// holds, and stops jobs the control plane cancels or calls stale.
 pub(super) async fn heartbeat_loop(shared: Arc<Shared>) {
     let transport = shared.config.transport.clone();
-    let wait = shared.config.heartbeat_wait;
     let mut backoff = shared.backoff();
     loop {
         let changed = shared.leases_changed.notified();
@@ -30,6 +29,7 @@ pub(super) async fn heartbeat_loop(shared: Arc<Shared>) {
             changed.await;
             continue;
         }
+        let wait = shared.hold.wait(shared.config.heartbeat_wait);
         let req = HeartbeatRequest {
             leases,
             wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
@@ -72,6 +72,11 @@ pub(super) async fn heartbeat_loop(shared: Arc<Shared>) {
             Err(TransportError::Unauthorized(m)) => {
                 shared.report_fatal(TransportError::Unauthorized(m));
                 return;
+            }
+            Err(TransportError::Cut(_)) if shared.hold.cut("heartbeat", wait, sent.elapsed()) => {
+                // Cut on the way after being held a while (its leases were
+                // extended if it arrived): again at once, held shorter.
+                backoff.reset();
             }
             Err(e) => {
                 // Jobs keep running: the control plane may be down for hours.

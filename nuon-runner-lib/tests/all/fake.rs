@@ -223,12 +223,14 @@ impl Transport for Fake {
                         jobs,
                         key_rotations: Vec::new(),
                         settings_version: None,
+                        known_leases: Vec::new(),
                     }))
                 },
                 |_| ClaimResponse {
                     jobs: Vec::new(),
                     key_rotations: Vec::new(),
                     settings_version: None,
+                    known_leases: Vec::new(),
                 },
             )
             .await;

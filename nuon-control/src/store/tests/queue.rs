@@ -418,3 +418,25 @@ conformance! {
         assert_eq!(f.store.rescue_expired(later + 2_000).await.unwrap().len(), 1);
     }
 }
+
+conformance! {
+    async fn the_attempts_a_runner_holds_are_the_running_confirmed_ones(f: Fixture) {
+        f.queue(1).await;
+        f.queue(2).await;
+        f.queue(3).await;
+        let (confirmed, n) = f.claim_one(60_000).await;
+        let (unconfirmed, _) = f.claim_one(60_000).await;
+        let (ended, m) = f.claim_one(60_000).await;
+        // Nothing held before a heartbeat confirms an attempt: a claim
+        // answer may never have arrived.
+        assert!(f.store.held_attempts(&f.runner).await.unwrap().is_empty());
+        let lease = LeaseRef { job_id: confirmed.clone(), attempt: n };
+        let done = LeaseRef { job_id: ended.clone(), attempt: m };
+        f.store.heartbeat(&f.runner, &[lease.clone(), done], 60_000).await.unwrap();
+        let end = Completion { attempt: m, log_lines: 0, result: ok_result() };
+        f.store.complete(&f.runner, &ended, end).await.unwrap();
+        assert_eq!(f.store.held_attempts(&f.runner).await.unwrap(), [lease]);
+        assert!(f.store.held_attempts(&RunnerId::generate()).await.unwrap().is_empty());
+        let _ = unconfirmed;
+    }
+}

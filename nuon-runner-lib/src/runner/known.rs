@@ -1,0 +1,80 @@
+//! Ends a restored store did not know.
+//!
+//! A control plane restored from a backup taken while a job ran believes
+//! its attempt still runs. The runner ran it to its end after the backup
+//! (its journal says so), so it heartbeats it no more, and the store would
+//! wait for the lease to lapse and call the runner lost. Instead, at each
+//! runner's first claim, a control plane that starts lists the attempts
+//! its store says the runner holds (`ClaimResponse::known_leases`), and
+//! the runner completes each one it ran to its end as failed, with why:
+//! its outputs and last lines went with the newer store, and a job runs
+//! once, so its step must be run again to do its work anew.
+
+use std::sync::Arc;
+
+use nuon_core::JobResult;
+use nuon_core::wire::{Completion, LeaseRef};
+
+use super::{Key, Shared, lock};
+
+/// How many times a report is sent before the lease is left to lapse.
+const TRIES: u32 = 5;
+
+impl Shared {
+    /// Reports the end of each of `known` this runner ran to its end: not
+    /// running here, its completion not being shipped.
+    pub(super) fn report_known_ends(self: &Arc<Self>, known: &[LeaseRef]) {
+        for lease in known {
+            let key: Key = (lease.job_id.clone(), lease.attempt);
+            if lock(&self.jobs).contains_key(&key) || lock(&self.shippers).contains_key(&key) {
+                continue;
+            }
+            let Some(done) = self.accepted.finished(&lease.job_id) else {
+                continue;
+            };
+            if done.attempt != lease.attempt {
+                continue;
+            }
+            let reason = format!(
+                "this runner ran attempt {} of this job to its end ({}, {} s ago; its journal, {}, \
+                 records it), but the control plane's store did not know: it was restored from a \
+                 backup taken before then. The attempt's outputs and last log lines went with the \
+                 newer store, and a job runs once: to do its work anew, run its step again",
+                done.attempt,
+                done.outcome,
+                (nuon_core::now_ms() - done.at_ms).max(0) / 1000,
+                self.journal.path().display()
+            );
+            tracing::warn!(job = %lease.job_id, attempt = lease.attempt, "{reason}");
+            self.journal.record(
+                "job.reported",
+                lease.job_id.as_str(),
+                "failed",
+                format!("attempt {}; {reason}", lease.attempt),
+            );
+            let shared = self.clone();
+            let job = lease.job_id.clone();
+            let completion = Completion {
+                attempt: lease.attempt,
+                // The lines the store holds are all there will be.
+                log_lines: 0,
+                result: JobResult::failed(reason),
+            };
+            tokio::spawn(async move {
+                let mut backoff = shared.backoff();
+                for _ in 0..TRIES {
+                    match shared.config.transport.complete(&job, &completion).await {
+                        Ok(_) => return,
+                        Err(e) if e.is_retryable() => {
+                            tokio::time::sleep(backoff.next_delay()).await;
+                        }
+                        Err(e) => {
+                            tracing::warn!(job = %job, error = %e, "the control plane refused the report of an attempt's end");
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
