@@ -1,3 +1,4 @@
 //! Benchmarks live in `job_loop.rs` and its siblings; see BENCHMARKS.md.
 
+pub mod dispatch;
 pub mod terraform;

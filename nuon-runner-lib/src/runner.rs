@@ -25,7 +25,6 @@ use crate::host::{ProcessHost, deadline_in};
 use crate::journal::Journal;
 use crate::keys::Keys;
 use crate::orphan::OrphanGuard;
-use crate::shipper::{ShipEnd, Shipper};
 use crate::spool::{self, Meta, SharedSpool, SpoolWriter};
 use crate::sys;
 
@@ -33,6 +32,7 @@ mod checks;
 mod heartbeat;
 mod known;
 mod link;
+mod shipping;
 
 /// One attempt of one job.
 type Key = (JobId, u32);
@@ -196,94 +196,6 @@ impl Shared {
             .collect();
         leases.sort_by(|a, b| (&a.job_id, a.attempt).cmp(&(&b.job_id, b.attempt)));
         leases
-    }
-
-    /// Starts the shipper of an attempt's spool.
-    fn spawn_shipper(self: &Arc<Self>, path: PathBuf, meta: Meta, notify: Arc<Notify>) {
-        let key: Key = (meta.job_id.clone(), meta.attempt);
-        let shipper = Shipper {
-            transport: self.config.transport.clone(),
-            path,
-            meta,
-            notify,
-            backoff: self.backoff(),
-        };
-        let shared = self.clone();
-        let task_key = key.clone();
-        // Insert under the lock, so the task cannot remove its entry first.
-        let mut shippers = lock(&self.shippers);
-        let handle = tokio::spawn(async move {
-            match shipper.run().await {
-                ShipEnd::Unauthorized(e) => shared.report_fatal(e),
-                ShipEnd::Dropped => shared.completion_refused(&task_key),
-                ShipEnd::Completed | ShipEnd::Failed => {}
-            }
-            lock(&shared.shippers).remove(&task_key);
-            shared.count();
-            shared.shippers_changed.notify_waiters();
-        });
-        shippers.insert(key, handle);
-        drop(shippers);
-        self.count();
-    }
-
-    /// The control plane refused a finished attempt's completion (its
-    /// lease went to a newer attempt, or it no longer knows the job): the
-    /// attempt's end never counted, so it is not a job this runner
-    /// finished, and a newer attempt of it may run.
-    fn completion_refused(&self, (job, attempt): &Key) {
-        if self
-            .accepted
-            .finished(job)
-            .is_none_or(|f| f.attempt != *attempt)
-        {
-            return;
-        }
-        self.journal.record(
-            "job.dropped",
-            job.as_str(),
-            "stale",
-            format!(
-                "attempt {attempt}: the control plane refused its completion (its lease went to a newer attempt, or it does not know the job); not completed here"
-            ),
-        );
-        self.accepted.dropped(job, *attempt);
-    }
-
-    /// Stops an attempt's shipper and waits until it has.
-    async fn abort_shipper(&self, key: &Key) {
-        let handle = lock(&self.shippers).remove(key);
-        if let Some(handle) = handle {
-            handle.abort();
-            let _ = handle.await;
-        }
-        self.shippers_changed.notify_waiters();
-    }
-
-    /// Waits until every shipper has finished, or `deadline`.
-    async fn wait_shippers(&self, deadline: Instant) -> bool {
-        loop {
-            let notified = self.shippers_changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if lock(&self.shippers).is_empty() {
-                return true;
-            }
-            tokio::select! {
-                () = notified => {}
-                () = sleep_until(deadline) => return lock(&self.shippers).is_empty(),
-            }
-        }
-    }
-
-    async fn abort_all_shippers(&self) {
-        let handles: Vec<JoinHandle<()>> = lock(&self.shippers).drain().map(|(_, h)| h).collect();
-        for h in &handles {
-            h.abort();
-        }
-        for h in handles {
-            let _ = h.await;
-        }
     }
 }
 

@@ -32,6 +32,35 @@ fn ctl(args: &[&str]) -> Output {
         .expect("run nuon-ctl")
 }
 
+/// `nuon-ctl backup --data-dir DIR --to FILE`, then `more`.
+fn backup(dir: &Path, file: &Path, more: &[&str]) -> Output {
+    let mut args = vec![
+        "backup",
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--to",
+        file.to_str().unwrap(),
+    ];
+    args.extend_from_slice(more);
+    ctl(&args)
+}
+
+/// `nuon-ctl restore --from FILE --data-dir DIR --secrets-key-file KEY`,
+/// then `more`.
+fn restore(file: &Path, dir: &Path, key: &Path, more: &[&str]) -> Output {
+    let mut args = vec![
+        "restore",
+        "--from",
+        file.to_str().unwrap(),
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--secrets-key-file",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(more);
+    ctl(&args)
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -110,15 +139,7 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
 
     // Taken while it serves.
     let file = work.path().join("nuon.backup");
-    let data = cp.data_dir.display().to_string();
-    let out = ctl(&[
-        "backup",
-        "--data-dir",
-        &data,
-        "--to",
-        file.to_str().unwrap(),
-        "--json",
-    ]);
+    let out = backup(&cp.data_dir, &file, &["--json"]);
     assert!(out.status.success(), "{}", text(&out));
     let manifest: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = manifest["files"]
@@ -147,13 +168,7 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
         );
     }
     // Never over an existing file.
-    let out = ctl(&[
-        "backup",
-        "--data-dir",
-        &data,
-        "--to",
-        file.to_str().unwrap(),
-    ]);
+    let out = backup(&cp.data_dir, &file, &[]);
     assert!(
         !out.status.success() && text(&out).contains("exists already"),
         "{}",
@@ -165,15 +180,11 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
         "the first backup is untouched"
     );
     // A PostgreSQL store is pg_dump's.
-    let out = ctl(&[
-        "backup",
-        "--data-dir",
-        &data,
-        "--database-url",
-        "postgres://u@127.0.0.1:1/db",
-        "--to",
-        work.path().join("pg.backup").to_str().unwrap(),
-    ]);
+    let out = backup(
+        &cp.data_dir,
+        &work.path().join("pg.backup"),
+        &["--database-url", "postgres://u@127.0.0.1:1/db"],
+    );
     assert!(
         !out.status.success() && text(&out).contains("pg_dump"),
         "{}",
@@ -223,16 +234,7 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
     assert!(!new_dir.exists());
 
     // The restore.
-    let out = ctl(&[
-        "restore",
-        "--from",
-        file.to_str().unwrap(),
-        "--data-dir",
-        new_dir.to_str().unwrap(),
-        "--secrets-key-file",
-        old_key.to_str().unwrap(),
-        "--json",
-    ]);
+    let out = restore(&file, &new_dir, &old_key, &["--json"]);
     assert!(out.status.success(), "{}", text(&out));
     let restored: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(restored["orgs"], 1, "{restored}");
@@ -462,29 +464,13 @@ fn a_backup_taken_during_a_provision_is_restored_and_the_provision_ends_with_why
 
     let work = tempfile::tempdir().unwrap();
     let file = work.path().join("during.tar");
-    let data = m.cp.data_dir.to_string_lossy().into_owned();
-    let out = ctl(&[
-        "backup",
-        "--data-dir",
-        &data,
-        "--to",
-        file.to_str().unwrap(),
-    ]);
+    let out = backup(&m.cp.data_dir, &file, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let done = wait_workflow(&c, &id, ended);
     assert_eq!(done.status.as_str(), "succeeded", "{done:#?}");
 
     let new_dir = work.path().join("restored");
-    let key = m.cp.data_dir.join("secrets.key");
-    let out = ctl(&[
-        "restore",
-        "--from",
-        file.to_str().unwrap(),
-        "--data-dir",
-        new_dir.to_str().unwrap(),
-        "--secrets-key-file",
-        key.to_str().unwrap(),
-    ]);
+    let out = restore(&file, &new_dir, &m.cp.data_dir.join("secrets.key"), &[]);
     assert!(out.status.success(), "{}", text(&out));
     std::fs::write(new_dir.join("admin-token"), &m.cp.admin_token).unwrap();
     let restored = ControlPlane::start_on(&new_dir, "60s", &work.path().join("logs")).unwrap();

@@ -178,6 +178,9 @@ fn a_runner_behind_300_ms_rtt_and_5_percent_loss_provisions_the_example_app() {
         }
     }
     assert!(link.connections() > 0, "the runner's traffic took the link");
+    // The loss is taken away as it was put (a second time too).
+    ns.loss(0.02).unwrap();
+    ns.loss(0.0).unwrap();
     let outputs = rt().block_on(c.install_outputs("demo")).unwrap();
     assert!(!outputs.components.is_empty(), "{outputs:?}");
 }

@@ -726,8 +726,8 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-control/src/api/web/mod.rs", 1512),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1677),
-    ("benches/job_loop.rs", 1120),
-    ("nuon-runner-lib/src/runner.rs", 1224),
+    ("benches/job_loop.rs", 1051),
+    ("nuon-runner-lib/src/runner.rs", 1154),
     ("nuon-control/src/api/web/pages.rs", 882),
     ("nuon-template/src/parse.rs", 826),
     ("nuon-appconfig/src/check.rs", 808),

@@ -131,21 +131,16 @@ impl Netns {
     /// Drops each packet crossing the link, either way, with probability
     /// `p` (0 takes the loss away).
     pub fn loss(&self, p: f64) -> Result<()> {
-        for chain in ["INPUT", "OUTPUT"] {
-            // Take the last loss away (none: nothing to take).
-            while self
-                .iptables(&[
-                    "-D",
-                    chain,
-                    "-m",
-                    "comment",
-                    "--comment",
-                    "nuon-loss",
-                    "-j",
-                    "NUON-LOSS",
-                ])
-                .is_ok()
-            {}
+        let jumps = [("INPUT", "-i"), ("OUTPUT", "-o")].map(|(chain, dir)| {
+            let rule = ["-m", "comment", "--comment", "nuon-loss", "-j", "NUON-LOSS"];
+            let mut jump = vec![chain, dir, self.ns_veth.as_str()];
+            jump.extend_from_slice(&rule);
+            jump
+        });
+        // Take the last loss away (none: nothing to take).
+        for jump in &jumps {
+            let delete: Vec<&str> = std::iter::once("-D").chain(jump.iter().copied()).collect();
+            while self.iptables(&delete).is_ok() {}
         }
         let _ = self.iptables(&["-F", "NUON-LOSS"]);
         let _ = self.iptables(&["-X", "NUON-LOSS"]);
@@ -154,9 +149,7 @@ impl Netns {
         }
         let p = format!("{p}");
         self.iptables(&["-N", "NUON-LOSS"])?;
-        self.iptables(&[
-            "-A",
-            "NUON-LOSS",
+        let drop = [
             "-m",
             "statistic",
             "--mode",
@@ -165,31 +158,15 @@ impl Netns {
             &p,
             "-j",
             "DROP",
-        ])?;
-        self.iptables(&[
-            "-A",
-            "INPUT",
-            "-i",
-            &self.ns_veth,
-            "-m",
-            "comment",
-            "--comment",
-            "nuon-loss",
-            "-j",
-            "NUON-LOSS",
-        ])?;
-        self.iptables(&[
-            "-A",
-            "OUTPUT",
-            "-o",
-            &self.ns_veth,
-            "-m",
-            "comment",
-            "--comment",
-            "nuon-loss",
-            "-j",
-            "NUON-LOSS",
-        ])
+        ];
+        let mut add = vec!["-A", "NUON-LOSS"];
+        add.extend_from_slice(&drop);
+        self.iptables(&add)?;
+        for jump in &jumps {
+            let add: Vec<&str> = std::iter::once("-A").chain(jump.iter().copied()).collect();
+            self.iptables(&add)?;
+        }
+        Ok(())
     }
 
     /// Cuts the link (every packet either way dropped, silently: the ends
@@ -261,22 +238,9 @@ pub struct Link {
 impl Link {
     /// Listens on `ip` (a free port); forwards nowhere until [`Self::to`].
     pub fn bind(ip: impl Into<IpAddr>) -> Result<Link> {
-        let listener = rt().block_on(TcpListener::bind((ip.into(), 0)))?;
-        let addr = listener.local_addr()?;
         let state = Arc::new(LinkState::default());
         let shared = state.clone();
-        let task = rt().spawn(async move {
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        let Ok((client, _)) = accepted else { continue };
-                        conns.spawn(carry(client, shared.clone()));
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
+        let (addr, task) = serve(ip.into(), move |client| carry(client, shared.clone()))?;
         Ok(Link { addr, state, task })
     }
 
@@ -322,6 +286,30 @@ impl Drop for Link {
         // The accept loop owns the connections' tasks: all end with it.
         self.task.abort();
     }
+}
+
+/// Listens on `ip` (a free port) and hands each connection to `each`, on
+/// the shared runtime; aborting the task ends every connection's too.
+fn serve<F, Fut>(ip: IpAddr, each: F) -> Result<(SocketAddr, JoinHandle<()>)>
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = rt().block_on(TcpListener::bind((ip, 0)))?;
+    let addr = listener.local_addr()?;
+    let task = rt().spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((client, _)) = accepted else { continue };
+                    conns.spawn(each(client));
+                }
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+    });
+    Ok((addr, task))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -400,22 +388,9 @@ pub struct ConnectProxy {
 impl ConnectProxy {
     /// Listens on `ip` (a free port).
     pub fn start(ip: impl Into<IpAddr>) -> Result<ConnectProxy> {
-        let listener = rt().block_on(TcpListener::bind((ip.into(), 0)))?;
-        let addr = listener.local_addr()?;
         let tunnels = Arc::new(Mutex::new(Vec::new()));
         let seen = tunnels.clone();
-        let task = rt().spawn(async move {
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        let Ok((client, _)) = accepted else { continue };
-                        conns.spawn(tunnel(client, seen.clone()));
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
+        let (addr, task) = serve(ip.into(), move |client| tunnel(client, seen.clone()))?;
         Ok(ConnectProxy {
             addr,
             tunnels,
