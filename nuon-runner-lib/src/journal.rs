@@ -351,7 +351,9 @@ pub fn compare(journal: &[AuditEntry], export: &[AuditEntry]) -> Comparison {
             "job.accepted" => {
                 accepted.insert(job);
             }
-            "job.finished" | "job.refused" => {
+            // `job.reported`: an end told again, to a store restored
+            // from an older backup.
+            "job.finished" | "job.refused" | "job.reported" => {
                 here.insert(job, e.outcome.as_str());
             }
             // Its lease was lost after it ended here: the control plane
@@ -504,6 +506,7 @@ mod tests {
             entry("job.accepted", "f", "accepted", r),
             entry("job.finished", "f", "succeeded", r),
             entry("job.dropped", "f", "stale", r),
+            entry("job.reported", "a", "failed", r),
         ];
         let export = vec![
             entry("job.finished", "a", "succeeded", r),

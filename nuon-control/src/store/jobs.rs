@@ -48,7 +48,7 @@ pub trait JobStore: Send + Sync + 'static {
     ) -> Result<Option<LogPage>>;
 
     /// The attempts `runner` holds as the store says: running, confirmed
-    /// by a heartbeat (at most [`MAX_KNOWN_LEASES`]).
+    /// by a heartbeat (at most 1,000).
     async fn held_attempts(&self, runner: &RunnerId) -> Result<Vec<LeaseRef>>;
 }
 
