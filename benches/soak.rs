@@ -145,6 +145,8 @@ struct Queued {
     id: JobId,
     sent_ns: f64,
     faulty: bool,
+    runner: usize,
+    sent: Instant,
 }
 
 fn unix_ns() -> f64 {
@@ -244,6 +246,9 @@ fn main() -> Result<()> {
     // replica's (as `usize::MAX - i`).
     let mut down: Option<(usize, Instant)> = None;
     let mut kills = (0u32, 0u32, 0u32); // runners, replicas not leading, leaders
+    // When each runner was down: (runner, killed, started again).
+    let mut outages: Vec<(usize, Instant, Instant)> = Vec::new();
+    let mut killed_at = begin;
     let mut queued: Vec<Queued> = Vec::new();
     // (seconds, replica a, replica b, runner r0) footprints.
     let mut samples: Vec<(u64, [(u64, usize); 3])> = Vec::new();
@@ -253,14 +258,16 @@ fn main() -> Result<()> {
     while begin.elapsed() < run {
         let now = Instant::now();
         if now >= next_job {
-            let runner = &runners[(n as usize) % runners.len()].name;
+            let runner = (n as usize) % runners.len();
             let sent_ns = unix_ns();
-            let id = queue(&clients, n, runner, &marks)?;
+            let id = queue(&clients, n, &runners[runner].name, &marks)?;
             queued.push(Queued {
                 n,
                 id,
                 sent_ns,
                 faulty: now >= begin + quiet,
+                runner,
+                sent: now,
             });
             n += 1;
             next_job += every;
@@ -289,6 +296,7 @@ fn main() -> Result<()> {
                 );
             } else {
                 runners[who].start(&key)?;
+                outages.push((who, killed_at, Instant::now()));
                 eprintln!(
                     "{:>5} s: runner {} started again",
                     begin.elapsed().as_secs(),
@@ -307,6 +315,7 @@ fn main() -> Result<()> {
                         p.kill9();
                     }
                     kills.0 += 1;
+                    killed_at = now;
                     eprintln!("{at:>5} s: kill -9 runner {}", runners[i].name);
                     down = Some((i, now + rng.secs(3, 10)));
                 }
@@ -348,13 +357,14 @@ fn main() -> Result<()> {
             r.started = Instant::now();
         } else {
             runners[who].start(&key)?;
+            outages.push((who, killed_at, Instant::now()));
         }
     }
     let ended_by = Instant::now() + Duration::from_secs(180);
     let client = &clients[0];
     let (mut succeeded, mut failed, mut stuck, mut twice, mut whole) = (0, 0, 0, 0, 0);
     let mut reasons = std::collections::BTreeMap::<String, u32>::new();
-    let (mut quiet_lat, mut faulty_lat) = (Vec::new(), Vec::new());
+    let (mut quiet_lat, mut faulty_lat, mut live_lat) = (Vec::new(), Vec::new(), Vec::new());
     for q in &queued {
         let job = loop {
             let j = rt().block_on(client.get_job(&q.id))?;
@@ -391,8 +401,16 @@ fn main() -> Result<()> {
                 && let Ok(started) = lines[0].trim().parse::<f64>()
             {
                 let ms = (started - q.sent_ns) / 1e6;
+                // Its runner down (killed, not yet back) while it waited:
+                // that wait is the outage's, not dispatch's.
+                let waited_for_runner = outages.iter().any(|(r, from, to)| {
+                    *r == q.runner && *from <= q.sent + Duration::from_secs(1) && *to >= q.sent
+                });
                 if q.faulty {
                     faulty_lat.push(ms);
+                    if !waited_for_runner {
+                        live_lat.push(ms);
+                    }
                 } else {
                     quiet_lat.push(ms);
                 }
@@ -401,6 +419,7 @@ fn main() -> Result<()> {
     }
     quiet_lat.sort_by(f64::total_cmp);
     faulty_lat.sort_by(f64::total_cmp);
+    live_lat.sort_by(f64::total_cmp);
 
     println!(
         "| soak, {} s, {} runners, 2 replicas on PostgreSQL, {} jobs/s | result |\n|---|---|",
@@ -423,7 +442,8 @@ fn main() -> Result<()> {
     );
     for (name, lat) in [
         ("quiet (first 60 s)", &quiet_lat),
-        ("under faults", &faulty_lat),
+        ("under faults, every job", &faulty_lat),
+        ("under faults, its runner up", &live_lat),
     ] {
         if !lat.is_empty() {
             println!(
