@@ -155,7 +155,9 @@ fn unix_ns() -> f64 {
         .map_or(0.0, |d| d.as_nanos() as f64)
 }
 
-fn queue(clients: &[ControlClient], n: u64, runner: &str, marks: &Path) -> Result<JobId> {
+/// Queues job `n` through either replica (one may be down): its id, and
+/// when the call that queued it was sent (ns since the epoch).
+fn queue(clients: &[ControlClient], n: u64, runner: &str, marks: &Path) -> Result<(JobId, f64)> {
     let script = format!(
         "date +%s%N; echo soak-{n}-1; echo soak-{n}-2; echo soak-{n}-3; echo ran >> {}/{n}",
         marks.display()
@@ -168,16 +170,19 @@ fn queue(clients: &[ControlClient], n: u64, runner: &str, marks: &Path) -> Resul
         max_attempts: Some(3),
         sandbox: None,
     };
-    // Through either replica: one may be down.
     let first = (n as usize) % clients.len();
     let mut last = None;
     for i in 0..clients.len() * 3 {
         let c = &clients[(first + i) % clients.len()];
+        let sent_ns = unix_ns();
         match rt().block_on(c.create_job(&job)) {
-            Ok(j) => return Ok(j.id),
+            Ok(j) => return Ok((j.id, sent_ns)),
             Err(e) => last = Some(e),
         }
-        std::thread::sleep(Duration::from_millis(200));
+        // Both tried: a moment before the next round.
+        if i % clients.len() == clients.len() - 1 {
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
     Err(last.map_or_else(|| anyhow::anyhow!("no replica"), Into::into))
 }
@@ -259,8 +264,7 @@ fn main() -> Result<()> {
         let now = Instant::now();
         if now >= next_job {
             let runner = (n as usize) % runners.len();
-            let sent_ns = unix_ns();
-            let id = queue(&clients, n, &runners[runner].name, &marks)?;
+            let (id, sent_ns) = queue(&clients, n, &runners[runner].name, &marks)?;
             queued.push(Queued {
                 n,
                 id,
