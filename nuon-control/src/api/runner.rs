@@ -201,21 +201,13 @@ async fn known_leases(
     state: &SharedState,
     runner: &RunnerPrincipal,
 ) -> Result<Vec<nuon_core::wire::LeaseRef>, Error> {
-    let told = |s: &SharedState| {
-        s.told_leases
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&runner.runner_id)
-    };
-    if told(state) {
+    let told = || state.told_leases.lock().unwrap_or_else(|e| e.into_inner());
+    if told().contains(&runner.runner_id) {
         return Ok(Vec::new());
     }
     let held = state.store.held_attempts(&runner.runner_id).await?;
-    let first = state
-        .told_leases
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(runner.runner_id.clone());
+    // Another claim of the runner may have been told meanwhile.
+    let first = told().insert(runner.runner_id.clone());
     Ok(if first { held } else { Vec::new() })
 }
 
