@@ -61,6 +61,7 @@ fn step(kind: StepKind, target: Option<&str>, needs_approval: bool) -> PlannedSt
         StepKind::SecretsSync => "sync kubernetes secrets",
         StepKind::Health => "check health",
         StepKind::AwaitChecks => "await checks",
+        StepKind::Unknown => "unknown step",
     };
     PlannedStep {
         name: match target {

@@ -26,6 +26,17 @@ impl Engine {
     /// Moves a workflow as far as it goes now.
     pub(super) async fn advance(&self, org: &OrgId, wf: Workflow) -> Result<()> {
         let id = wf.id.clone();
+        // A newer replica planned it, during a rolling upgrade: only a
+        // replica that knows every step moves it (the lead passes to the
+        // newest replica: `MaintenanceStore::lead`), so this one leaves it be.
+        if let Some(s) = wf.steps.iter().find(|s| s.kind == StepKind::Unknown) {
+            tracing::warn!(
+                workflow = %id,
+                step = %s.name,
+                "the workflow has a step of a kind this nuon-ctl does not know (a newer replica's); left for a replica that knows it: upgrade this one"
+            );
+            return Ok(());
+        }
         let mut cx = match self.load(org, wf.clone()).await {
             Ok(cx) => cx,
             // Its install, app or config is gone: it can never move again,
@@ -665,5 +676,6 @@ fn step_kind_name(kind: StepKind) -> &'static str {
         StepKind::SecretsSync => "secrets_sync",
         StepKind::Health => "health",
         StepKind::AwaitChecks => "await_checks",
+        StepKind::Unknown => "unknown",
     }
 }

@@ -97,6 +97,12 @@ pub enum StepKind {
     /// Wait until the checks a component's `[health] required_checks`
     /// names are reported healthy: the control plane's own step, no job.
     AwaitChecks,
+    /// A kind this build does not know: a newer control plane's, read
+    /// during a rolling upgrade (or by an older client). Carried, never
+    /// rejected: the stored step keeps its kind, and only a replica that
+    /// knows it moves the workflow (see `docs/src/how-to/upgrade.md`).
+    #[serde(other)]
+    Unknown,
 }
 
 impl StepKind {

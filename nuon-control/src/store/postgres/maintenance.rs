@@ -15,6 +15,26 @@ impl MaintenanceStore for PostgresStore {
 
     async fn lead(&self) -> Result<bool> {
         let mut slot = self.leader.lock().await;
+        if let Some(newer) = self.newer_replica().await? {
+            // A rolling upgrade: the newer release leads (it knows every
+            // step kind either plans). Closing the connection lets go of
+            // the lock.
+            let told = self
+                .newer_seen
+                .lock()
+                .expect("newer_seen lock")
+                .replace(newer.clone());
+            if told.as_ref() != Some(&newer) {
+                tracing::info!(
+                    newer = %newer,
+                    ours = %self.version,
+                    "a replica of a newer nuon-ctl runs beside this one: the lead is left to it"
+                );
+            }
+            *slot = None;
+            return Ok(false);
+        }
+        self.newer_seen.lock().expect("newer_seen lock").take();
         if slot.is_none() {
             let conn = PgConnection::connect_with(&self.options)
                 .await
@@ -47,6 +67,11 @@ impl MaintenanceStore for PostgresStore {
     }
 
     async fn prune(&self, finished_before_ms: i64) -> Result<u64> {
+        sqlx::query("DELETE FROM nuon_replicas WHERE seen_at < $1")
+            .bind(finished_before_ms.min(now_ms() - REPLICA_SEEN_WITHIN_MS))
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
         let mut tx = self.begin().await?;
         let logs = sqlx::query(
             "DELETE FROM log_records l USING jobs j WHERE l.job_id = j.id \
@@ -191,5 +216,84 @@ impl MaintenanceStore for PostgresStore {
             ],
             log_bytes: r.int(4)? as u64,
         })
+    }
+}
+
+/// A replica seen in `nuon_replicas` this recently still runs.
+const REPLICA_SEEN_WITHIN_MS: i64 = 30_000;
+
+impl PostgresStore {
+    /// Marks this replica as running (with its version), and returns the
+    /// newest version of another running replica when it is newer than
+    /// this one's.
+    async fn newer_replica(&self) -> Result<Option<String>> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO nuon_replicas (id, version, seen_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, seen_at = EXCLUDED.seen_at",
+        )
+        .bind(&self.replica)
+        .bind(&self.version)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        let running: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT version FROM nuon_replicas WHERE seen_at >= $1 AND id <> $2",
+        )
+        .bind(now - REPLICA_SEEN_WITHIN_MS)
+        .bind(&self.replica)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?;
+        let ours = release_order(&self.version);
+        Ok(running
+            .into_iter()
+            .filter(|v| release_order(v) > ours)
+            .max_by_key(|v| release_order(v)))
+    }
+}
+
+/// A version (`MAJOR.MINOR.PATCH[-PRE]`) as something that sorts the way
+/// releases follow each other: `0.2.0-dev` after `0.1.0`, before `0.2.0`.
+/// What does not parse sorts first.
+pub(super) fn release_order(version: &str) -> (u64, u64, u64, bool, String) {
+    let (core, pre) = match version.split_once('-') {
+        Some((c, p)) => (c, Some(p)),
+        None => (version, None),
+    };
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(Some(a)), Some(Some(b)), Some(Some(c)), None) => {
+            (a, b, c, pre.is_none(), pre.unwrap_or_default().to_owned())
+        }
+        _ => (0, 0, 0, false, String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release_order;
+
+    #[test]
+    fn releases_sort_in_the_order_they_follow_each_other() {
+        let order = [
+            "junk",
+            "0.1.0-dev",
+            "0.1.0",
+            "0.1.1",
+            "0.2.0-dev",
+            "0.2.0",
+            "0.10.0",
+            "1.0.0",
+        ];
+        for pair in order.windows(2) {
+            assert!(
+                release_order(pair[0]) < release_order(pair[1]),
+                "{} before {}",
+                pair[0],
+                pair[1]
+            );
+        }
     }
 }

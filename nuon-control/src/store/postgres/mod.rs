@@ -87,6 +87,11 @@ pub struct PostgresStore {
     wakes: broadcast::Sender<Wake>,
     outbox: mpsc::UnboundedSender<Wake>,
     leader: tokio::sync::Mutex<Option<(PgConnection, bool)>>,
+    /// The version this replica announces in `nuon_replicas`: the lead
+    /// goes to the newest version running.
+    version: String,
+    /// The newer version seen beside this one, once told.
+    newer_seen: Mutex<Option<String>>,
     /// Heartbeats, log batches and completions, committed in groups.
     writes: group::GroupCommit,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -167,9 +172,19 @@ impl PostgresStore {
             wakes,
             outbox,
             leader: tokio::sync::Mutex::new(None),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            newer_seen: Mutex::new(None),
             writes,
             tasks: Mutex::new(tasks),
         })
+    }
+
+    /// Announces `version` instead of this build's: for tests of rolling
+    /// upgrades, where two builds of one version stand for two releases.
+    #[doc(hidden)]
+    pub fn announcing_version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
     }
 
     /// Stops the background tasks and closes every connection.

@@ -495,7 +495,34 @@ CREATE TABLE runner_binaries (
 );
 "#,
     ),
+    (
+        26,
+        r#"
+CREATE TABLE nuon_schema (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    readers_from BIGINT NOT NULL
+);
+CREATE TABLE nuon_replicas (
+    id TEXT PRIMARY KEY,
+    version TEXT NOT NULL,
+    seen_at BIGINT NOT NULL
+);
+"#,
+    ),
 ];
+
+/// The oldest schema version whose code may still run on this one: the
+/// rolling-upgrade floor, kept in `nuon_schema.readers_from`.
+///
+/// Migrations are expand-then-contract: one above this floor only adds
+/// (tables, nullable or defaulted columns, indexes), so a replica one
+/// release older, which knows no more than the floor, still reads and
+/// writes everything it knows while a newer replica runs beside it (the
+/// test `migrations_above_the_readers_floor_only_expand` holds them to
+/// it). A migration that takes away (a dropped or renamed column, a
+/// changed type) raises this floor to its own version, in the release
+/// after the one that stopped using what it takes: the contract step.
+const READERS_FROM: i64 = 26;
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {
     let mut conn = pool.acquire().await.map_err(db)?;
@@ -524,9 +551,27 @@ pub(super) async fn migrate(pool: &PgPool) -> Result<()> {
         if let Some(&(newest, _)) = MIGRATIONS.last()
             && done > newest
         {
-            return Err(StoreError::Invalid(format!(
-                "the database's schema is version {done}, newer than this nuon-ctl knows ({newest}); run a newer nuon-ctl"
-            )));
+            // A newer replica migrated it: a rolling upgrade, or a
+            // rollback. Fine while the newer schema only expanded.
+            let floor: Option<i64> =
+                sqlx::query_scalar("SELECT readers_from FROM nuon_schema WHERE id = 1")
+                    .fetch_optional(&mut *conn)
+                    .await
+                    .map_err(db)?;
+            let floor = floor.unwrap_or(done);
+            if floor > newest {
+                return Err(StoreError::Invalid(format!(
+                    "the database's schema is version {done}, newer than this nuon-ctl knows ({newest}), \
+                     and no longer readable by it (it needs a nuon-ctl that knows version {floor} or later); \
+                     run a newer nuon-ctl"
+                )));
+            }
+            tracing::warn!(
+                schema = done,
+                known = newest,
+                "the database's schema is newer than this nuon-ctl knows, and still readable by it (a rolling upgrade): upgrade this replica"
+            );
+            return Ok(());
         }
         for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > done) {
             let mut tx = conn.begin().await.map_err(db)?;
@@ -540,6 +585,14 @@ pub(super) async fn migrate(pool: &PgPool) -> Result<()> {
             tx.commit().await.map_err(db)?;
             tracing::info!(version, "database schema migrated");
         }
+        sqlx::query(
+            "INSERT INTO nuon_schema (id, readers_from) VALUES (1, $1) ON CONFLICT (id) \
+             DO UPDATE SET readers_from = GREATEST(nuon_schema.readers_from, EXCLUDED.readers_from)",
+        )
+        .bind(READERS_FROM)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
         Ok(())
     }
     .await;
@@ -548,4 +601,57 @@ pub(super) async fn migrate(pool: &PgPool) -> Result<()> {
         .execute(&mut *conn)
         .await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What makes a migration a contract step: older code would miss what
+    /// it takes away, or fail to write a row without what it requires.
+    fn contracts(sql: &str) -> Option<String> {
+        let upper = sql.to_uppercase();
+        for word in ["DROP ", "RENAME ", "ALTER COLUMN", " TYPE "] {
+            if upper.contains(word) {
+                return Some(format!("it has {:?}", word.trim()));
+            }
+        }
+        for line in upper.lines().filter(|l| l.contains("ADD COLUMN")) {
+            if line.contains("NOT NULL") && !line.contains("DEFAULT") {
+                return Some(format!(
+                    "{:?} adds a NOT NULL column without a DEFAULT, which an older replica's inserts lack",
+                    line.trim()
+                ));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn migrations_above_the_readers_floor_only_expand() {
+        for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > READERS_FROM) {
+            if let Some(why) = contracts(sql) {
+                panic!(
+                    "migration {version} contracts the schema ({why}) above READERS_FROM ({READERS_FROM}): \
+                     a replica one release older would break during a rolling upgrade; \
+                     raise READERS_FROM to {version} in the release after the one that stopped using it"
+                );
+            }
+        }
+        let newest = MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
+        assert!(
+            READERS_FROM <= newest,
+            "the floor is a migration this build has"
+        );
+    }
+
+    #[test]
+    fn the_contract_check_finds_what_takes_away() {
+        assert!(contracts("ALTER TABLE a DROP COLUMN b;").is_some());
+        assert!(contracts("ALTER TABLE a RENAME COLUMN b TO c;").is_some());
+        assert!(contracts("ALTER TABLE a ALTER COLUMN b TYPE BIGINT;").is_some());
+        assert!(contracts("ALTER TABLE a ADD COLUMN b TEXT NOT NULL;").is_some());
+        assert!(contracts("ALTER TABLE a ADD COLUMN b BIGINT NOT NULL DEFAULT 0;").is_none());
+        assert!(contracts("CREATE TABLE t (id TEXT PRIMARY KEY NOT NULL);").is_none());
+    }
 }

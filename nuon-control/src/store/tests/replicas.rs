@@ -120,3 +120,96 @@ async fn one_replica_leads_and_the_lead_passes_on_when_it_goes() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn the_lead_passes_to_a_replica_of_a_newer_release_and_back_when_it_goes() {
+    let Some(pg) = nuon_test_fixtures::PgCluster::start().unwrap() else {
+        return;
+    };
+    let older = PostgresStore::connect(&pg.url)
+        .await
+        .unwrap()
+        .announcing_version("0.1.0");
+    assert!(older.lead().await.unwrap());
+    let newer = PostgresStore::connect(&pg.url)
+        .await
+        .unwrap()
+        .announcing_version("0.2.0-dev");
+    // The lock is still the older's: the newer waits, and says it runs.
+    assert!(!newer.lead().await.unwrap());
+    assert!(
+        !older.lead().await.unwrap(),
+        "the older lets go of the lead"
+    );
+    let start = std::time::Instant::now();
+    while !newer.lead().await.unwrap() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        !older.lead().await.unwrap(),
+        "nor takes it back while the newer runs"
+    );
+    assert!(newer.lead().await.unwrap());
+    // A replica of the same release beside the newer one is no reason to
+    // let go.
+    let same = PostgresStore::connect(&pg.url)
+        .await
+        .unwrap()
+        .announcing_version("0.2.0-dev");
+    assert!(!same.lead().await.unwrap());
+    assert!(newer.lead().await.unwrap(), "the leader keeps the lead");
+    same.close().await;
+    // When the newer release is gone (a rollback), the older leads again.
+    newer.close().await;
+    drop(newer);
+    sqlx_forget_replicas(&pg.url).await;
+    let start = std::time::Instant::now();
+    while !older.lead().await.unwrap() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Ages every replica's mark past the time a replica counts as running
+/// (30 s), as a stopped replica's mark ages.
+async fn sqlx_forget_replicas(url: &str) {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query("UPDATE nuon_replicas SET seen_at = seen_at - 60000")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_replica_runs_on_a_newer_schema_while_it_only_expanded_and_refuses_one_that_contracted() {
+    use sqlx::Connection;
+    let Some(pg) = nuon_test_fixtures::PgCluster::start().unwrap() else {
+        return;
+    };
+    PostgresStore::connect(&pg.url).await.unwrap().close().await;
+    let mut conn = sqlx::PgConnection::connect(&pg.url).await.unwrap();
+    // A newer release's expanding migration.
+    sqlx::query("INSERT INTO nuon_migrations (version, applied_at) VALUES (10000, 0)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let store = PostgresStore::connect(&pg.url).await.unwrap();
+    let org = OrgId::generate();
+    store.create_org(&org, "o", b"sealed").await.unwrap();
+    store.close().await;
+    // Its contracting one: this build can no longer read the schema.
+    sqlx::query("UPDATE nuon_schema SET readers_from = 10000")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let err = PostgresStore::connect(&pg.url)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("newer than this nuon-ctl knows") && err.contains("version 10000 or later"),
+        "{err}"
+    );
+}

@@ -180,6 +180,29 @@ conformance! {
             vec![w]
         );
         assert!(f.store.get_workflow(&other, &id).await.unwrap().is_none());
+        // A step kind of a newer release (a rolling upgrade) is read as
+        // unknown, not refused, and its row keeps its kind.
+        let newer = f
+            .raw(
+                "UPDATE workflow_steps SET kind = 'kind_of_a_newer_release' \
+                 WHERE workflow_id = ? AND idx = 1 RETURNING kind",
+                id.as_str(),
+            )
+            .await;
+        assert_eq!(newer.as_deref(), Some("kind_of_a_newer_release"));
+        let read = f.store.get_workflow(&f.org, &id).await.unwrap().unwrap();
+        assert_eq!(read.steps[1].kind, StepKind::Unknown);
+        assert_eq!(read.steps[1].name, "apply db");
+        assert_eq!(f.store.list_workflows(&f.org, &inst.id).await.unwrap()[0].steps[1].kind, StepKind::Unknown);
+        let kept = f
+            .raw("SELECT kind FROM workflow_steps WHERE workflow_id = ? AND idx = 1", id.as_str())
+            .await;
+        assert_eq!(kept.as_deref(), Some("kind_of_a_newer_release"));
+        f.raw(
+            "UPDATE workflow_steps SET kind = 'apply' WHERE workflow_id = ? AND idx = 1 RETURNING kind",
+            id.as_str(),
+        )
+        .await;
         assert!(
             f.store
                 .list_workflows(&other, &inst.id)
