@@ -22,7 +22,7 @@ use nuon_tests::{ControlPlane, Runner, RunnerOpts, all_logs, have_tool, ours, rt
 use crate::{LONG, queue_sh};
 
 /// `nuon-ctl ARGS` with no secrets key in its environment.
-fn ctl(args: &[&str]) -> Output {
+pub(crate) fn ctl(args: &[&str]) -> Output {
     ours("nuon-ctl")
         .args(args)
         .env_remove("NUON_SECRETS_KEY")
@@ -47,7 +47,7 @@ fn backup(dir: &Path, file: &Path, more: &[&str]) -> Output {
 
 /// `nuon-ctl restore --from FILE --data-dir DIR --secrets-key-file KEY`,
 /// then `more`.
-fn restore(file: &Path, dir: &Path, key: &Path, more: &[&str]) -> Output {
+pub(crate) fn restore(file: &Path, dir: &Path, key: &Path, more: &[&str]) -> Output {
     let mut args = vec![
         "restore",
         "--from",
@@ -61,7 +61,7 @@ fn restore(file: &Path, dir: &Path, key: &Path, more: &[&str]) -> Output {
     ctl(&args)
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -307,7 +307,7 @@ fn a_backup_taken_while_serving_restores_into_a_new_data_dir_with_its_key() {
 }
 
 /// Runs `tool ARGS`, which must succeed.
-fn run(tool: &str, args: &[&str]) {
+pub(crate) fn run(tool: &str, args: &[&str]) {
     let out = std::process::Command::new(tool)
         .args(args)
         .output()
@@ -331,18 +331,7 @@ fn a_pg_dump_restored_with_pg_restore_is_checked_with_the_secrets_key() {
     let logs = work.path().join("logs");
     let cp = ControlPlane::start_replica(&data, "30s", &pg.url, &logs, "a").unwrap();
     let client = cp.client();
-    let token = cp.create_runner("r1").unwrap();
-    let _runner = Runner::start(
-        &cp,
-        RunnerOpts {
-            token: &token,
-            signing_key: &cp.signing_key,
-            slots: 1,
-            grace: "5s",
-            work_dir: None,
-        },
-    )
-    .unwrap();
+    let _runner = cp.start_runner("r1").unwrap();
     let job = queue_sh(&client, "r1", "echo one; echo two", 1);
     assert_eq!(
         wait_job(&client, &job.id, LONG).unwrap().status,
@@ -436,27 +425,13 @@ fn journal_of(work_dir: &Path, job: &nuon_core::JobId) -> Vec<(String, String)> 
 /// lapses, as "runner lost"). Nothing runs twice.
 #[test]
 fn a_backup_taken_during_a_provision_is_restored_and_the_provision_ends_with_why() {
-    use crate::deploy::{METADATA, Manual, SLOW, ended, step, wait_workflow, wait_workflow_for};
-    use nuon_core::workflow::WorkflowKind;
+    use crate::deploy::{ended, slow_provision, step, wait_workflow, wait_workflow_for};
 
     if !have_tool("terraform", "run Terraform") {
         return;
     }
-    let cp = ControlPlane::start("60s").unwrap();
-    let mut m = Manual::start_on(
-        cp,
-        &[METADATA, SLOW[0], SLOW[1], SLOW[2]],
-        None,
-        |_| {},
-        &["--input", "pause=6"],
-    );
+    let (mut m, id, apply) = slow_provision(ControlPlane::start("60s").unwrap(), 6);
     let c = m.cp.client();
-    let wf = rt()
-        .block_on(c.create_workflow("demo", WorkflowKind::Provision, None))
-        .unwrap();
-    let id = wf.id.as_str().to_owned();
-    let w = wait_workflow(&c, &id, |w| step(w, "apply slow").status == "running");
-    let apply = step(&w, "apply slow").job_id.clone().unwrap();
     nuon_tests::wait_for("the apply's first lines", LONG, || {
         (!all_logs(&c, &apply).ok()?.is_empty()).then_some(())
     })

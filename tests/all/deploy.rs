@@ -941,6 +941,27 @@ fn broken_inputs_fail_with_clear_errors() {
     );
 }
 
+/// A provision of the [`SLOW`] app (its apply sleeping `pause` seconds)
+/// started on `cp`, once its apply runs: the harness, the workflow's id and
+/// the apply's job.
+pub(crate) fn slow_provision(cp: ControlPlane, pause: u32) -> (Manual, String, nuon_core::JobId) {
+    let m = Manual::start_on(
+        cp,
+        &[METADATA, SLOW[0], SLOW[1], SLOW[2]],
+        None,
+        |_| {},
+        &["--input", &format!("pause={pause}")],
+    );
+    let c = m.cp.client();
+    let wf = rt()
+        .block_on(c.create_workflow("demo", WorkflowKind::Provision, None))
+        .unwrap();
+    let id = wf.id.as_str().to_owned();
+    let w = wait_workflow(&c, &id, |w| step(w, "apply slow").status == "running");
+    let apply = step(&w, "apply slow").job_id.clone().unwrap();
+    (m, id, apply)
+}
+
 pub(crate) const SLOW: [(&str, &str); 3] = [
     (
         "inputs.toml",

@@ -39,6 +39,7 @@ mod state;
 mod templates;
 mod tidy;
 mod tls;
+mod upgrades;
 
 use std::time::Duration;
 

@@ -203,7 +203,7 @@ pub fn ours(name: &str) -> Command {
 
 /// `cmd` (one of our binaries, or a program that runs one: `ip netns
 /// exec`) with the environment of [`ours`].
-pub(crate) fn ours_via(mut cmd: Command) -> Command {
+pub fn ours_via(mut cmd: Command) -> Command {
     for (k, _) in std::env::vars_os() {
         if k.to_str()
             .is_some_and(|k| k.starts_with("NUON_") && k != "NUON_TEST_REQUIRE")
@@ -220,4 +220,103 @@ pub(crate) fn ours_via(mut cmd: Command) -> Command {
         std::env::temp_dir().join("nuon-tests-have-no-contexts"),
     );
     cmd
+}
+
+/// `nuon-ctl` of the tagged release `tag` (`tests/releases/TAG/commit`
+/// names its commit), built once from that commit and cached under the
+/// target directory (`releases/COMMIT/nuon-ctl`; CI's target directory is
+/// kept between runs, so CI builds each release once). `None`, loudly, when
+/// the commit is not in this clone's history (a shallow clone): a failure
+/// under `NUON_TEST_REQUIRE=all`.
+///
+/// Built with this run's target directory, so the release shares every
+/// crate of crates.io this run built; this run's own `nuon-ctl` is built
+/// again after it (its binary in `target/<profile>` would otherwise be
+/// the release's).
+pub fn release_ctl(tag: &str) -> Option<PathBuf> {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(t, _)| t == tag) {
+        return Some(p.clone());
+    }
+    let root = repo_root();
+    let commit_file = root.join("tests/releases").join(tag).join("commit");
+    let commit = std::fs::read_to_string(&commit_file)
+        .unwrap_or_else(|e| panic!("read {}: {e}", commit_file.display()))
+        .trim()
+        .to_owned();
+    // Our own binaries first: built before the release, so that building
+    // them again after it is a relink at most.
+    let ours = bin_dir();
+    let dir = target_dir().join("releases").join(&commit);
+    let ctl = dir.join("nuon-ctl");
+    if ctl.is_file() {
+        built.push((tag.to_owned(), ctl.clone()));
+        return Some(ctl);
+    }
+    let known = Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["cat-file", "-e"])
+        .arg(format!("{commit}^{{commit}}"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !known {
+        let msg = format!(
+            "release {tag}'s commit {commit} is not in this clone's history (a shallow clone?): \
+             cannot build it; fetch the full history (git fetch --unshallow)"
+        );
+        assert!(!require_all(), "{msg} (NUON_TEST_REQUIRE=all)");
+        eprintln!("SKIPPED: {msg}");
+        return None;
+    }
+    let src = dir.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::create_dir_all(&src).expect("create the release's source dir");
+    let archive = Command::new("sh")
+        .arg("-c")
+        .arg("git -C \"$1\" archive --format=tar \"$2\" | tar -x -C \"$3\"")
+        .args(["sh"])
+        .arg(&root)
+        .arg(&commit)
+        .arg(&src)
+        .status()
+        .expect("run git archive");
+    assert!(archive.success(), "git archive of {tag} ({commit}) failed");
+    let profile = target_dir();
+    let release = profile.file_name().is_some_and(|n| n == "release");
+    let mut cmd = cargo();
+    cmd.current_dir(&src)
+        .args(["build", "-q", "--locked", "--offline", "-p", "nuon-ctl"])
+        .env(
+            "CARGO_TARGET_DIR",
+            profile.parent().expect("the target dir"),
+        );
+    if release {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("run cargo build for a release");
+    assert!(
+        status.success(),
+        "building nuon-ctl of release {tag} failed"
+    );
+    std::fs::copy(profile.join("nuon-ctl"), &ctl).expect("keep the release's nuon-ctl");
+    let _ = std::fs::remove_dir_all(&src);
+    // Ours back in target/<profile> (the copy in test-bins was never
+    // touched).
+    build_binaries(release, Some("nuon-ctl"), None);
+    let back = Command::new(profile.join("nuon-ctl"))
+        .arg("--version")
+        .output()
+        .expect("run nuon-ctl --version");
+    let mine = Command::new(ours.join("nuon-ctl"))
+        .arg("--version")
+        .output()
+        .expect("run nuon-ctl --version");
+    assert_eq!(
+        back.stdout, mine.stdout,
+        "target/<profile>/nuon-ctl is this run's own again"
+    );
+    built.push((tag.to_owned(), ctl.clone()));
+    Some(ctl)
 }

@@ -19,6 +19,8 @@ pub struct ControlPlane {
     env: Vec<(String, String)>,
     _tmp: Option<tempfile::TempDir>,
     log: PathBuf,
+    /// The `nuon-ctl` it runs: this build's, or a release's.
+    binary: PathBuf,
 }
 
 impl ControlPlane {
@@ -44,15 +46,30 @@ impl ControlPlane {
         name: &str,
         args: &[&str],
     ) -> Result<Self> {
+        let ctl = bin("nuon-ctl");
+        Self::start_replica_of(&ctl, data_dir, lease, database_url, logs, name, args)
+    }
+
+    /// [`Self::start_replica_with`] running `binary` (a release's
+    /// `nuon-ctl`: [`release_ctl`]).
+    pub fn start_replica_of(
+        binary: &Path,
+        data_dir: &Path,
+        lease: &str,
+        database_url: &str,
+        logs: &Path,
+        name: &str,
+        args: &[&str],
+    ) -> Result<Self> {
         let dir = logs.join(name);
         std::fs::create_dir_all(&dir)?;
         let mut extra = vec!["--database-url".to_owned(), database_url.to_owned()];
         extra.extend(args.iter().map(|a| a.to_string()));
         Self::spawn(
+            binary,
             data_dir,
             lease,
-            "127.0.0.1:0",
-            "127.0.0.1:0",
+            ["127.0.0.1:0", "127.0.0.1:0"],
             &dir,
             extra,
             Vec::new(),
@@ -64,10 +81,10 @@ impl ControlPlane {
     pub fn start_on(data_dir: &Path, lease: &str, logs: &Path) -> Result<Self> {
         std::fs::create_dir_all(logs)?;
         Self::spawn(
+            &bin("nuon-ctl"),
             data_dir,
             lease,
-            "127.0.0.1:0",
-            "127.0.0.1:0",
+            ["127.0.0.1:0", "127.0.0.1:0"],
             logs,
             Vec::new(),
             Vec::new(),
@@ -87,13 +104,24 @@ impl ControlPlane {
     /// [`Self::start_with`] with `env` added to `nuon-ctl`'s environment
     /// (the AWS keys and endpoint of a template bucket).
     pub fn start_with_env(lease: &str, args: &[&str], env: &[(String, String)]) -> Result<Self> {
+        Self::start_of(&bin("nuon-ctl"), lease, args, env)
+    }
+
+    /// [`Self::start_with_env`] running `binary` (a release's `nuon-ctl`:
+    /// [`release_ctl`]).
+    pub fn start_of(
+        binary: &Path,
+        lease: &str,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let data_dir = tmp.path().join("data");
         let mut cp = Self::spawn(
+            binary,
             &data_dir,
             lease,
-            "127.0.0.1:0",
-            "127.0.0.1:0",
+            ["127.0.0.1:0", "127.0.0.1:0"],
             tmp.path(),
             args.iter().map(|a| a.to_string()).collect(),
             env.to_vec(),
@@ -103,10 +131,10 @@ impl ControlPlane {
     }
 
     fn spawn(
+        binary: &Path,
         data_dir: &Path,
         lease: &str,
-        listen: &str,
-        runner_listen: &str,
+        [listen, runner_listen]: [&str; 2],
         logs: &Path,
         extra: Vec<String>,
         env: Vec<(String, String)>,
@@ -116,7 +144,7 @@ impl ControlPlane {
             .create(true)
             .append(true)
             .open(&log)?;
-        let mut child = ours("nuon-ctl")
+        let mut child = ours_via(Command::new(binary))
             .args(["serve", "--data-dir"])
             .arg(data_dir)
             .args(["--listen", listen, "--runner-listen", runner_listen])
@@ -159,6 +187,7 @@ impl ControlPlane {
             env,
             _tmp: None,
             log,
+            binary: binary.to_owned(),
         })
     }
 
@@ -173,6 +202,38 @@ impl ControlPlane {
         }
     }
 
+    /// Stops it and starts `binary` in its place (same data dir, ports
+    /// and arguments): one replica's step of a rolling upgrade.
+    pub fn upgrade_to(&mut self, binary: &Path) -> Result<()> {
+        self.stop();
+        self.binary = binary.to_owned();
+        self.restart()
+    }
+
+    /// Stops it as an operator does: `SIGTERM`, then `SIGKILL` if it is
+    /// still there after 30 s.
+    pub fn stop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let until = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < until {
+                if c.try_wait().ok().flatten().is_some() {
+                    self.child = None;
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        self.kill9();
+    }
+
+    /// The `nuon-ctl` it runs.
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
     /// Starts again on the same data dir and ports (after [`Self::kill9`]).
     pub fn restart(&mut self) -> Result<()> {
         self.kill9();
@@ -182,10 +243,10 @@ impl ControlPlane {
         let logs = self.log.parent().expect("log dir").to_owned();
         let fresh = wait_for("ports to be free again", Duration::from_secs(10), || {
             Self::spawn(
+                &self.binary,
                 &self.data_dir,
                 &self.lease,
-                &listen,
-                &runner_listen,
+                [&listen, &runner_listen],
                 &logs,
                 self.extra.clone(),
                 self.env.clone(),
@@ -280,6 +341,22 @@ impl ControlPlane {
                 ("NUON_RUNNER_CA_BUNDLE".to_owned(), ca)
             })
             .collect()
+    }
+
+    /// A runner named `name`, registered and started against this control
+    /// plane: one slot, a 5 s grace, a work dir of its own.
+    pub fn start_runner(&self, name: &str) -> Result<Runner> {
+        let token = self.create_runner(name)?;
+        Runner::start(
+            self,
+            RunnerOpts {
+                token: &token,
+                signing_key: &self.signing_key,
+                slots: 1,
+                grace: "5s",
+                work_dir: None,
+            },
+        )
     }
 
     /// Registers a runner through the CLI and returns its token.
