@@ -416,6 +416,8 @@ pub struct Advance {
     pub start: Vec<usize>,
     /// Installs (by index) that now have their release.
     pub released: Vec<usize>,
+    /// Installs (by index) whose state changed: what a save writes.
+    pub touched: Vec<usize>,
 }
 
 /// The body of `POST /v1/releases/{id}/rollouts`.
@@ -603,17 +605,20 @@ impl RolloutInfo {
                     } else {
                         t.state = TargetState::Baking;
                     }
+                    out.touched.push(i);
                     out.changed = true;
                 }
                 (TargetState::Running, Seen::Failed(why)) => {
                     t.state = TargetState::Failed;
                     t.ended_at_ms = Some(now);
                     t.reason = Some(why);
+                    out.touched.push(i);
                     out.changed = true;
                 }
                 (TargetState::Baking, Seen::Failed(why)) => {
                     t.state = TargetState::Failed;
                     t.reason = Some(format!("turned unhealthy while baking: {why}"));
+                    out.touched.push(i);
                     out.changed = true;
                 }
                 (TargetState::Baking, _)
@@ -621,6 +626,7 @@ impl RolloutInfo {
                 {
                     t.state = TargetState::Succeeded;
                     out.released.push(i);
+                    out.touched.push(i);
                     out.changed = true;
                 }
                 _ => {}
@@ -680,6 +686,34 @@ impl RolloutInfo {
                 .collect();
         }
         out
+    }
+
+    /// The rollout without its installs (`targets` empty): what a save
+    /// writes beside the installs that changed.
+    pub fn head(&self) -> RolloutInfo {
+        RolloutInfo {
+            id: self.id.clone(),
+            kind: self.kind,
+            release_id: self.release_id.clone(),
+            runner_version: self.runner_version.clone(),
+            app_id: self.app_id.clone(),
+            app_name: self.app_name.clone(),
+            selector: self.selector.clone(),
+            waves: self.waves.clone(),
+            max_parallel: self.max_parallel,
+            approve_each_wave: self.approve_each_wave,
+            bake_ms: self.bake_ms,
+            rollback_of: self.rollback_of.clone(),
+            status: self.status,
+            wave: self.wave,
+            wave_count: self.wave_count,
+            reason: self.reason.clone(),
+            targets: Vec::new(),
+            created_by: self.created_by.clone(),
+            created_at_ms: self.created_at_ms,
+            updated_at_ms: self.updated_at_ms,
+            version: self.version,
+        }
     }
 
     /// Marks install `i` as started by workflow `id` at `now`.

@@ -47,7 +47,6 @@ use std::time::Duration;
 
 use nuon_core::app::AppConfig;
 use nuon_core::model::{Install, Workflow};
-use nuon_core::rollout::RolloutInfo;
 use nuon_core::wire::{BuildInfo, ErrorCode, ReleaseInfo};
 use nuon_core::workflow::{self, StepKind, WorkflowKind};
 use nuon_core::{AppId, ArtifactRef, JobId, JobStatus, OrgId, RunnerId, WorkflowId};
@@ -183,9 +182,9 @@ pub(crate) struct Start<'a> {
     pub(crate) fire: Option<(String, i64)>,
     /// The release it deploys: its config version and builds.
     pub(crate) release: Option<&'a ReleaseInfo>,
-    /// A rollout's start: the workflow's id, and the rollout with it
-    /// marked started, saved with the workflow.
-    pub(crate) rollout: Option<(WorkflowId, RolloutInfo)>,
+    /// A rollout's start: the workflow's id, and the save of the rollout
+    /// with it marked started, stored with the workflow.
+    pub(crate) rollout: Option<(WorkflowId, crate::store::RolloutSave)>,
     /// Plan and stop: only the syncs and plans run.
     pub(crate) plan_only: bool,
     /// An `update-inputs` deploy: of these components only, between the
@@ -241,6 +240,11 @@ pub(crate) struct Engine {
     runner_url: OnceLock<String>,
     tx: mpsc::UnboundedSender<Msg>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Msg>>>,
+    /// The active rollouts the leader drives, as it last read or saved
+    /// them: read again only when their stored version moved.
+    rollouts: std::sync::Mutex<
+        std::collections::HashMap<nuon_core::RolloutId, nuon_core::rollout::RolloutInfo>,
+    >,
 }
 
 impl Engine {
@@ -266,6 +270,7 @@ impl Engine {
             runner_url: OnceLock::new(),
             tx,
             rx: Mutex::new(Some(rx)),
+            rollouts: Default::default(),
         }
     }
 

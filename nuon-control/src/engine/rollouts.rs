@@ -32,7 +32,7 @@ use nuon_core::workflow::{WorkflowKind, WorkflowStatus};
 use nuon_core::{OrgId, RolloutId, WorkflowId, now_ms};
 
 use super::{Engine, EngineError, Result, Start};
-use crate::store::StoreError;
+use crate::store::{RolloutSave, StoreError};
 
 /// What an operator asks of a rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,14 +300,18 @@ impl Engine {
             .map_err(|e| EngineError::conflict(ErrorCode::RolloutState, e))?;
             r.updated_at_ms = now;
             let saved = match done {
-                None => self.store.save_rollout(org, &r, &[]).await.map(|_| {
-                    r.version += 1;
-                    r
-                }),
+                None => self
+                    .store
+                    .save_rollout(org, &RolloutSave::whole(&r), &[])
+                    .await
+                    .map(|_| {
+                        r.version += 1;
+                        r
+                    }),
                 Some(mut back) => {
                     back.created_by = by.clone();
                     self.store
-                        .create_rollout(org, &back, Some(&r))
+                        .create_rollout(org, &back, Some(&RolloutSave::whole(&r)))
                         .await
                         .map(|_| {
                             back.version = 1;
@@ -359,19 +363,58 @@ impl Engine {
                 return;
             }
         };
+        self.kept_rollouts()
+            .retain(|id, _| active.iter().any(|(_, a)| a == id));
         for (org, id) in active {
-            match self.drive_rollout(&org, &id).await {
-                Ok(()) => {}
+            let Some(r) = self.rollout_to_drive(&org, &id).await.transpose() else {
+                continue;
+            };
+            let driven = match r {
+                Ok(r) => self.drive_rollout(&org, r).await,
+                Err(e) => Err(e),
+            };
+            match driven {
+                // Kept as saved, for the next pass.
+                Ok(r) => {
+                    self.kept_rollouts().insert(id, r);
+                }
                 Err(e) if stale(&e) => {}
                 Err(e) => tracing::error!(rollout = %id, error = %e, "rollout did not advance"),
             }
         }
     }
 
-    async fn drive_rollout(&self, org: &OrgId, id: &RolloutId) -> Result<()> {
-        let Some(mut r) = self.store.get_rollout(org, id).await? else {
-            return Ok(());
+    /// The leader's kept rollouts.
+    fn kept_rollouts(&self) -> std::sync::MutexGuard<'_, HashMap<RolloutId, RolloutInfo>> {
+        self.rollouts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The rollout as stored: the one kept from the last pass while its
+    /// version has not moved (a pass reads one row, not 10,000), else read
+    /// again. One stored whole by an earlier version is saved whole first,
+    /// so that every later save writes only the installs it changes.
+    async fn rollout_to_drive(&self, org: &OrgId, id: &RolloutId) -> Result<Option<RolloutInfo>> {
+        let Some((version, in_rows)) = self.store.rollout_version(org, id).await? else {
+            return Ok(None);
         };
+        let kept = self.kept_rollouts().remove(id);
+        if let Some(r) = kept.filter(|r| r.version == version) {
+            return Ok(Some(r));
+        }
+        let Some(mut r) = self.store.get_rollout(org, id).await? else {
+            return Ok(None);
+        };
+        if !in_rows && !r.targets.is_empty() {
+            self.store
+                .save_rollout(org, &RolloutSave::whole(&r), &[])
+                .await?;
+            r.version += 1;
+        }
+        Ok(Some(r))
+    }
+
+    /// Moves one rollout along; the rollout as saved after.
+    async fn drive_rollout(&self, org: &OrgId, mut r: RolloutInfo) -> Result<RolloutInfo> {
         let mut seen = HashMap::new();
         let mut versions = HashMap::new();
         for (i, t) in r.targets.iter().enumerate() {
@@ -406,7 +449,8 @@ impl Engine {
                     )
                 })
                 .collect();
-            self.store.save_rollout(org, &r, &released).await?;
+            let save = RolloutSave::of(&r, advance.touched.iter().copied());
+            self.store.save_rollout(org, &save, &released).await?;
             r.version += 1;
             if r.status != was {
                 tracing::info!(rollout = %r.id, status = %r.status, wave = r.wave + 1, reason = r.reason.as_deref().unwrap_or(""), "rollout moved");
@@ -414,13 +458,9 @@ impl Engine {
         }
         if r.kind == RolloutKind::Runner {
             for i in advance.start {
-                match self.ask_runner(org, &r, i).await {
-                    Ok(doc) => r = doc,
-                    Err(e) if stale(&e) => return Ok(()),
-                    Err(e) => return Err(e),
-                }
+                r = self.ask_runner(org, &r, i).await?;
             }
-            return Ok(());
+            return Ok(r);
         }
         let mut releases: HashMap<_, ReleaseInfo> = HashMap::new();
         for i in advance.start {
@@ -445,42 +485,45 @@ impl Engine {
             }
             let release = &releases[&target.release_id];
             let workflow = WorkflowId::generate();
-            let mut doc = r.clone();
-            doc.started(i, workflow.clone(), now_ms());
-            doc.updated_at_ms = now_ms();
+            // Marked started in place (not a copy of 10,000 installs), and
+            // put back as it was when the start is refused.
+            let updated = r.updated_at_ms;
+            r.started(i, workflow.clone(), now_ms());
+            r.updated_at_ms = now_ms();
+            let save = RolloutSave::of(&r, [i]);
             match self
-                .start_target(org, &target, release, workflow, doc.clone())
+                .start_target(org, &target, release, workflow, save)
                 .await
             {
                 Ok(()) => {
-                    r = doc;
                     r.version += 1;
                     tracing::info!(rollout = %r.id, install = %target.install, wave = target.wave + 1, "rollout deploys an install");
                 }
-                Err(e) if stale(&e) => return Ok(()),
                 Err(
                     e @ (EngineError::Invalid(_)
                     | EngineError::NotFound(_)
                     | EngineError::Conflict { .. }),
-                ) => {
+                ) if !stale(&e) => {
+                    r.targets[i] = target;
+                    r.updated_at_ms = updated;
                     self.not_started(org, &mut r, i, e).await?;
                     break;
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        Ok(r)
     }
 
     /// Starts the deploy of one install of a rollout, saving the rollout
-    /// (`doc`, with it started) with the workflow.
+    /// (`save`, with it started) with the workflow.
     async fn start_target(
         &self,
         org: &OrgId,
         target: &nuon_core::rollout::RolloutTarget,
         release: &ReleaseInfo,
         workflow: WorkflowId,
-        doc: RolloutInfo,
+        save: RolloutSave,
     ) -> Result<()> {
         let install = self
             .store
@@ -496,7 +539,7 @@ impl Engine {
         let (app_name, config) = self.app_config(org, &install.app_id, version).await?;
         let start = Start {
             release,
-            rollout: Some((workflow, doc)),
+            rollout: Some((workflow, save)),
             ..Start::new(&install, &app_name, &config, version, WorkflowKind::Deploy)
         };
         self.start(org, start).await.map(|_| ())
@@ -526,7 +569,9 @@ impl Engine {
             }
             None => {
                 doc.not_started(i, format!("install {} is gone", target.install), now);
-                self.store.save_rollout(org, &doc, &[]).await?;
+                self.store
+                    .save_rollout(org, &RolloutSave::of(&doc, [i]), &[])
+                    .await?;
                 doc.version += 1;
                 return Ok(doc);
             }
@@ -537,7 +582,9 @@ impl Engine {
             t.reason = Some(format!(
                 "its runner is pinned to version {pin} by the customer (nuon-runner run --pin-version): left as it is"
             ));
-            self.store.save_rollout(org, &doc, &[]).await?;
+            self.store
+                .save_rollout(org, &RolloutSave::of(&doc, [i]), &[])
+                .await?;
         } else {
             doc.asked(i, now);
             // The ask's number goes up for the install whatever the
@@ -555,7 +602,7 @@ impl Engine {
             self.store
                 .save_rollout(
                     org,
-                    &doc,
+                    &RolloutSave::of(&doc, [i]),
                     &[(target.install_id.clone(), target.release_id.clone())],
                 )
                 .await?;
@@ -643,7 +690,9 @@ impl Engine {
         tracing::warn!(rollout = %r.id, install = %r.targets[i].install, error = %why, "a rollout's deploy could not start");
         r.not_started(i, why.to_string(), now_ms());
         r.updated_at_ms = now_ms();
-        self.store.save_rollout(org, r, &[]).await?;
+        self.store
+            .save_rollout(org, &RolloutSave::of(r, [i]), &[])
+            .await?;
         r.version += 1;
         Ok(())
     }

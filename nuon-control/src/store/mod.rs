@@ -12,7 +12,7 @@
 //! [`BuildStore`], [`MaintenanceStore`] (replicas, rescue, pruning),
 //! [`AuditStore`] (the hash-chained audit trail), [`WebhookStore`],
 //! [`LabelStore`] (labels and install groups), [`ReleaseStore`] and
-//! [`RolloutStore`] (rollouts, stored whole under a version),
+//! [`RolloutStore`] (rollouts: a head and a row per install, under a version),
 //! [`RemovalStore`] (an install or app and what is only theirs) and
 //! [`UserStore`] (people, and OpenID Connect sign-ins in flight),
 //! [`WebSessionStore`] (the dashboard's sessions).
@@ -90,7 +90,7 @@ pub use postgres::{NOTIFY_GAP, PostgresStore};
 pub use queue::{Claimed, LogQuota, QueueStore};
 pub use releases::ReleaseStore;
 pub use removal::RemovalStore;
-pub use rollouts::RolloutStore;
+pub use rollouts::{RolloutSave, RolloutStore};
 pub use runners::{RunnerPrincipal, RunnerStore};
 pub use sealing::{SealedColumn, SealingStore};
 pub use sessions::{WebSession, WebSessionStore};

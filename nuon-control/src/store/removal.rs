@@ -45,8 +45,10 @@ const INSTALL_ROWS: [&str; 12] = [
 ];
 
 /// What goes with an app, in order, each keyed by the app's id (`$1`).
-const APP_ROWS: [&str; 6] = [
+const APP_ROWS: [&str; 7] = [
     "DELETE FROM invitations WHERE app_id = $1",
+    "DELETE FROM rollout_targets WHERE rollout_id IN (SELECT id FROM rollouts \
+     WHERE release_id IN (SELECT id FROM releases WHERE app_id = $1))",
     "DELETE FROM rollouts WHERE release_id IN (SELECT id FROM releases WHERE app_id = $1)",
     "DELETE FROM releases WHERE app_id = $1",
     "DELETE FROM builds WHERE app_id = $1",

@@ -1,5 +1,11 @@
-//! Rollouts, each stored whole under a version, and the release each
-//! install has.
+//! Rollouts, each stored under a version, and the release each install
+//! has.
+//!
+//! A rollout is its head (`rollouts.doc`: every field but its installs)
+//! and one row per install (`rollout_targets`), so that starting one
+//! install of 10,000 writes that install's row and the head, not the
+//! whole rollout ([`RolloutSave`]). A rollout stored whole in its `doc` (by
+//! an earlier version) is read as it is; its first save writes its rows.
 //!
 //! A rollout is written only over the version it was read at
 //! ([`RolloutStore::save_rollout`], and [`NewWorkflow::rollout`] with the
@@ -13,7 +19,7 @@
 use nuon_core::wire::ErrorCode;
 use std::collections::BTreeMap;
 
-use nuon_core::rollout::RolloutInfo;
+use nuon_core::rollout::{RolloutInfo, RolloutTarget};
 use nuon_core::{ReleaseId, RolloutId, now_ms};
 
 use super::rows::{Cells, Record};
@@ -33,22 +39,28 @@ pub trait RolloutStore: Send + Sync {
         &self,
         org: &OrgId,
         rollout: &RolloutInfo,
-        replacing: Option<&RolloutInfo>,
+        replacing: Option<&RolloutSave>,
     ) -> Result<()>;
 
-    /// Saves a rollout over the version it was read at (`rollout.version`,
-    /// which the store then raises by one), and records that each of
-    /// `released` now has its release. A conflict `stale_rollout` when
-    /// someone saved it in between.
+    /// Saves a rollout over the version it was read at (`save.head.version`,
+    /// which the store then raises by one): its head and the installs the
+    /// save holds. Records that each of `released` now has its release. A
+    /// conflict `stale_rollout` when someone saved it in between.
     async fn save_rollout(
         &self,
         org: &OrgId,
-        rollout: &RolloutInfo,
+        save: &RolloutSave,
         released: &[(InstallId, ReleaseId)],
     ) -> Result<()>;
 
     /// One rollout of the org.
     async fn get_rollout(&self, org: &OrgId, id: &RolloutId) -> Result<Option<RolloutInfo>>;
+
+    /// The version of one rollout of the org, and whether its installs
+    /// are stored as rows (a rollout stored whole by an earlier version is
+    /// not, until its first whole save): what a reader that keeps the
+    /// rollout checks before reading it again.
+    async fn rollout_version(&self, org: &OrgId, id: &RolloutId) -> Result<Option<(u64, bool)>>;
 
     /// The org's rollouts (of `release`, when given), newest first.
     async fn list_rollouts(
@@ -80,22 +92,90 @@ pub trait RolloutStore: Send + Sync {
     ) -> Result<Option<(ReleaseId, u32)>>;
 }
 
+/// What a save of a rollout writes: its head, and the installs that
+/// changed since it was read (each with its index), or all of them.
+#[derive(Debug, Clone)]
+pub struct RolloutSave {
+    /// The rollout without its installs, at the version it was read at.
+    pub head: RolloutInfo,
+    /// The installs written, each with its index in the rollout.
+    pub targets: Vec<(usize, RolloutTarget)>,
+}
+
+impl RolloutSave {
+    /// All of `r`: its head and every install.
+    pub fn whole(r: &RolloutInfo) -> RolloutSave {
+        RolloutSave {
+            head: r.head(),
+            targets: r.targets.iter().cloned().enumerate().collect(),
+        }
+    }
+
+    /// `r`'s head and the installs of `changed` (indexes into its
+    /// targets; repeats and out-of-range ones left out).
+    pub fn of(r: &RolloutInfo, changed: impl IntoIterator<Item = usize>) -> RolloutSave {
+        let mut idx: Vec<usize> = changed
+            .into_iter()
+            .filter(|&i| i < r.targets.len())
+            .collect();
+        idx.sort_unstable();
+        idx.dedup();
+        RolloutSave {
+            head: r.head(),
+            targets: idx.into_iter().map(|i| (i, r.targets[i].clone())).collect(),
+        }
+    }
+
+    /// The rollout's id.
+    pub fn id(&self) -> &RolloutId {
+        &self.head.id
+    }
+}
+
 /// Where a save records the release of `released`: an app's release is
 /// what the install has; a runner release is what its runner is asked
-/// for, with the ask's number (the target's tries).
+/// for, with the ask's number (the target's tries, from the save).
 pub(crate) fn released_rows<'a>(
-    r: &'a RolloutInfo,
+    save: &'a RolloutSave,
     released: &'a [(InstallId, ReleaseId)],
 ) -> impl Iterator<Item = (&'a InstallId, &'a ReleaseId, Option<u32>)> {
     released.iter().map(move |(install, release)| {
-        let tries = (r.kind == nuon_core::rollout::RolloutKind::Runner).then(|| {
-            r.targets
+        let tries = (save.head.kind == nuon_core::rollout::RolloutKind::Runner).then(|| {
+            save.targets
                 .iter()
-                .find(|t| &t.install_id == install)
-                .map_or(1, |t| t.tries)
+                .find(|(_, t)| &t.install_id == install)
+                .map_or(1, |(_, t)| t.tries)
         });
         (install, release, tries)
     })
+}
+
+/// The statements that write `targets` of rollout `id` as rows, many to a
+/// statement.
+fn target_stmts(id: &RolloutId, targets: &[(usize, RolloutTarget)]) -> Result<Vec<Stmt>> {
+    const ROWS: usize = 500;
+    let mut out = Vec::new();
+    for chunk in targets.chunks(ROWS) {
+        let mut values = Vec::with_capacity(chunk.len());
+        let mut a = Vec::with_capacity(chunk.len() * 3);
+        for (n, (i, t)) in chunk.iter().enumerate() {
+            values.push(format!("(${}, ${}, ${})", 3 * n + 1, 3 * n + 2, 3 * n + 3));
+            a.extend(args![
+                id.as_str(),
+                *i as i64,
+                serde_json::to_string(t).map_err(|e| StoreError::Invalid(e.to_string()))?,
+            ]);
+        }
+        out.push(Stmt::new(
+            format!(
+                "INSERT INTO rollout_targets (rollout_id, idx, doc) VALUES {} \
+                 ON CONFLICT (rollout_id, idx) DO UPDATE SET doc = excluded.doc",
+                values.join(", ")
+            ),
+            a,
+        ));
+    }
+    Ok(out)
 }
 
 /// A rollout as its column keeps it.
@@ -159,13 +239,55 @@ fn stale_message(id: &RolloutId) -> String {
 pub(super) const SAVE_ROLLOUT: &str = "UPDATE rollouts SET doc = $1, status = $2, \
      version = version + 1 WHERE id = $3 AND org_id = $4 AND version = $5";
 
-/// A rollout read from its row.
+/// A rollout read from its row (with the installs its `doc` holds, when
+/// it was stored whole).
 struct RolloutRow(RolloutInfo);
 
 impl Record for RolloutRow {
     const COLUMNS: &'static str = "doc, version";
     fn read(r: &impl Cells) -> Result<Self> {
         rollout_from(&r.text(0)?, r.int(1)?).map(RolloutRow)
+    }
+}
+
+/// One install of a rollout, from its row (read in order of its index).
+struct TargetRow(RolloutId, RolloutTarget);
+
+impl Record for TargetRow {
+    const COLUMNS: &'static str = "rollout_id, idx, doc";
+    fn read(r: &impl Cells) -> Result<Self> {
+        let target =
+            serde_json::from_str(&r.text(2)?).map_err(|e| StoreError::Database(Box::new(e)))?;
+        Ok(TargetRow(r.id(0)?, target))
+    }
+}
+
+/// `heads` with their installs from `rows` (ordered by rollout and index).
+fn with_targets(heads: Vec<RolloutRow>, rows: Vec<TargetRow>) -> Vec<RolloutInfo> {
+    let mut by_id: std::collections::HashMap<RolloutId, Vec<RolloutTarget>> =
+        std::collections::HashMap::new();
+    for TargetRow(id, t) in rows {
+        by_id.entry(id).or_default().push(t);
+    }
+    heads
+        .into_iter()
+        .map(|RolloutRow(mut r)| {
+            if let Some(targets) = by_id.remove(&r.id) {
+                r.targets.extend(targets);
+            }
+            r
+        })
+        .collect()
+}
+
+/// The version of a rollout and whether its installs are rows.
+struct VersionRow(i64, bool);
+
+impl Record for VersionRow {
+    const COLUMNS: &'static str =
+        "version, EXISTS (SELECT 1 FROM rollout_targets t WHERE t.rollout_id = rollouts.id)";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(VersionRow(r.int(0)?, r.flag(1)?))
     }
 }
 
@@ -185,10 +307,11 @@ impl Record for RunnerAsk {
 /// transaction after reading its version locked (as [`saved_version`]).
 pub(super) fn save_stmts(
     org: &OrgId,
-    r: &RolloutInfo,
+    save: &RolloutSave,
     released: &[(InstallId, ReleaseId)],
 ) -> Result<Vec<Stmt>> {
-    let save = Stmt::new(
+    let r = &save.head;
+    let head = Stmt::new(
         SAVE_ROLLOUT,
         args![
             rollout_doc(r)?,
@@ -199,7 +322,8 @@ pub(super) fn save_stmts(
         ],
     );
     let now = now_ms();
-    let releases = released_rows(r, released).map(|(install, release, tries)| match tries {
+    let targets = target_stmts(&r.id, &save.targets)?;
+    let releases = released_rows(save, released).map(|(install, release, tries)| match tries {
         None => Stmt::new(
             "INSERT INTO install_releases (install_id, org_id, release_id, at) \
              VALUES ($1, $2, $3, $4) ON CONFLICT (install_id) DO UPDATE SET \
@@ -213,7 +337,10 @@ pub(super) fn save_stmts(
             args![install.as_str(), org.as_str(), release.as_str(), tries, now],
         ),
     });
-    Ok(std::iter::once(save).chain(releases).collect())
+    Ok(std::iter::once(head)
+        .chain(targets)
+        .chain(releases)
+        .collect())
 }
 
 /// The version of the org's rollout `id`, read before saving over it.
@@ -231,7 +358,7 @@ impl<S: Sql + 'static> RolloutStore for S {
         &self,
         org: &OrgId,
         rollout: &RolloutInfo,
-        replacing: Option<&RolloutInfo>,
+        replacing: Option<&RolloutSave>,
     ) -> Result<()> {
         // One new rollout of the org at a time, so that the check of the
         // installs the org's active rollouts hold sees every other's. (A
@@ -240,14 +367,20 @@ impl<S: Sql + 'static> RolloutStore for S {
         let mut first = Vec::new();
         if let Some(old) = replacing {
             let save = save_stmts(org, old, &[])?.into_iter();
-            first.extend(
-                save.map(|s| s.must_change(ErrorCode::StaleRollout, stale_message(&old.id))),
-            );
+            // The head's update must find its version; the rows follow.
+            let mut save = save;
+            if let Some(head) = save.next() {
+                first.push(head.must_change(ErrorCode::StaleRollout, stale_message(old.id())));
+            }
+            first.extend(save);
         }
+        // The installs the org's active rollouts hold, whole or as rows.
         let read = Stmt::new(
             format!(
-                "SELECT {} FROM rollouts WHERE org_id = $1 AND status IN {ACTIVE_ROLLOUT}",
-                RolloutRow::COLUMNS
+                "SELECT id, doc, version, -1 FROM rollouts WHERE org_id = $1 AND status IN {ACTIVE_ROLLOUT} \
+                 UNION ALL SELECT t.rollout_id, t.doc, 0, t.idx FROM rollout_targets t \
+                 JOIN rollouts r ON r.id = t.rollout_id \
+                 WHERE r.org_id = $1 AND r.status IN {ACTIVE_ROLLOUT} ORDER BY 4"
             ),
             args![org.as_str()],
         );
@@ -260,15 +393,18 @@ impl<S: Sql + 'static> RolloutStore for S {
                 org.as_str(),
                 rollout.release_id.as_str(),
                 rollout.status.as_str(),
-                rollout_doc(rollout)?,
+                rollout_doc(&rollout.head())?,
                 rollout.created_at_ms,
             ],
         );
+        let all: Vec<(usize, RolloutTarget)> =
+            rollout.targets.iter().cloned().enumerate().collect();
+        let rows = target_stmts(&rollout.id, &all)?;
         let rollout = rollout.clone();
-        self.change(plan, move |rows: Vec<RolloutRow>| {
-            let active: Vec<RolloutInfo> = rows.into_iter().map(|RolloutRow(r)| r).collect();
+        self.change(plan, move |found: Vec<ActiveRow>| {
+            let active = ActiveRow::assemble(found)?;
             overlap(&rollout, &active)?;
-            Ok((vec![insert], ()))
+            Ok((std::iter::once(insert).chain(rows).collect(), ()))
         })
         .await
     }
@@ -276,11 +412,11 @@ impl<S: Sql + 'static> RolloutStore for S {
     async fn save_rollout(
         &self,
         org: &OrgId,
-        rollout: &RolloutInfo,
+        save: &RolloutSave,
         released: &[(InstallId, ReleaseId)],
     ) -> Result<()> {
-        let stmts = save_stmts(org, rollout, released)?;
-        let (id, version) = (rollout.id.clone(), rollout.version as i64);
+        let stmts = save_stmts(org, save, released)?;
+        let (id, version) = (save.id().clone(), save.head.version as i64);
         // Read locked, so that no other save comes between the check and
         // the write.
         self.change_locked(saved_version(org, &id), move |saved: Vec<i64>| {
@@ -302,7 +438,32 @@ impl<S: Sql + 'static> RolloutStore for S {
                 args![org.as_str(), id.as_str()],
             ))
             .await?;
-        Ok(row.map(|r| r.0))
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let rows: Vec<TargetRow> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {} FROM rollout_targets WHERE rollout_id = $1 ORDER BY idx",
+                    TargetRow::COLUMNS
+                ),
+                args![id.as_str()],
+            ))
+            .await?;
+        Ok(with_targets(vec![row], rows).pop())
+    }
+
+    async fn rollout_version(&self, org: &OrgId, id: &RolloutId) -> Result<Option<(u64, bool)>> {
+        let row: Option<VersionRow> = self
+            .query_one(Stmt::new(
+                format!(
+                    "SELECT {} FROM rollouts WHERE org_id = $1 AND id = $2",
+                    VersionRow::COLUMNS
+                ),
+                args![org.as_str(), id.as_str()],
+            ))
+            .await?;
+        Ok(row.map(|VersionRow(v, rows)| (v as u64, rows)))
     }
 
     async fn list_rollouts(
@@ -321,7 +482,18 @@ impl<S: Sql + 'static> RolloutStore for S {
                 args![org.as_str(), release.map(|r| r.as_str())],
             ))
             .await?;
-        Ok(rows.into_iter().map(|r| r.0).collect())
+        let targets: Vec<TargetRow> = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {} FROM rollout_targets WHERE rollout_id IN \
+                     (SELECT id FROM rollouts WHERE org_id = $1 \
+                     AND (CAST($2 AS TEXT) IS NULL OR release_id = $2)) ORDER BY rollout_id, idx",
+                    TargetRow::COLUMNS
+                ),
+                args![org.as_str(), release.map(|r| r.as_str())],
+            ))
+            .await?;
+        Ok(with_targets(rows, targets))
     }
 
     async fn active_rollouts(&self) -> Result<Vec<(OrgId, RolloutId)>> {
@@ -378,5 +550,33 @@ impl<S: Sql + 'static> RolloutStore for S {
             ))
             .await?;
         Ok(row.map(|a| (a.1, a.2)))
+    }
+}
+
+/// A row of the active rollouts a new one is checked against: a head
+/// (`idx` -1, with its version) or one install of one (its index).
+struct ActiveRow(RolloutId, String, i64, i64);
+
+impl Record for ActiveRow {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(ActiveRow(r.id(0)?, r.text(1)?, r.int(2)?, r.int(3)?))
+    }
+}
+
+impl ActiveRow {
+    /// The rollouts the rows make (heads first, then installs in order).
+    fn assemble(rows: Vec<ActiveRow>) -> Result<Vec<RolloutInfo>> {
+        let mut out: Vec<RolloutInfo> = Vec::new();
+        for ActiveRow(id, doc, version, idx) in rows {
+            if idx < 0 {
+                out.push(rollout_from(&doc, version)?);
+            } else if let Some(r) = out.iter_mut().find(|r| r.id == id) {
+                r.targets.push(
+                    serde_json::from_str(&doc).map_err(|e| StoreError::Database(Box::new(e)))?,
+                );
+            }
+        }
+        Ok(out)
     }
 }

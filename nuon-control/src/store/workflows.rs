@@ -39,7 +39,7 @@ pub struct NewWorkflow {
     /// A rollout's start: the rollout with this workflow marked started,
     /// saved over its version in the same transaction (a conflict
     /// `stale_rollout`, and no workflow, when it changed meanwhile).
-    pub rollout: Option<nuon_core::rollout::RolloutInfo>,
+    pub rollout: Option<super::rollouts::RolloutSave>,
 }
 
 /// A change to a workflow step, made by the executor.
@@ -280,7 +280,7 @@ fn start_checks(org: &OrgId, new: &NewWorkflow) -> Stmt {
     let mut values = args![new.install_id.as_str(), org.as_str(), action, Arg::Int(at)];
     let sql = match &new.rollout {
         Some(r) => {
-            values.push(Arg::from(r.id.as_str()));
+            values.push(Arg::from(r.id().as_str()));
             format!(
                 "SELECT {}, CASE WHEN org_id = $2 THEN version END FROM rollouts WHERE id = $5",
                 StartChecks::COLUMNS
@@ -301,7 +301,7 @@ fn check_start(found: Option<StartChecks>, new: &NewWorkflow) -> Result<()> {
     let no_install = || StoreError::Invalid(format!("no install {}", new.install_id));
     let Some(c) = found else {
         return Err(match &new.rollout {
-            Some(r) => stale_rollout(&r.id),
+            Some(r) => stale_rollout(r.id()),
             None => no_install(),
         });
     };
@@ -314,7 +314,7 @@ fn check_start(found: Option<StartChecks>, new: &NewWorkflow) -> Result<()> {
         return Err(already_started(action, *at));
     }
     match &new.rollout {
-        Some(r) if c.rollout_version != Some(r.version as i64) => Err(stale_rollout(&r.id)),
+        Some(r) if c.rollout_version != Some(r.head.version as i64) => Err(stale_rollout(r.id())),
         _ => Ok(()),
     }
 }

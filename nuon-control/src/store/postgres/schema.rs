@@ -509,6 +509,17 @@ CREATE TABLE nuon_replicas (
 );
 "#,
     ),
+    (
+        27,
+        r#"
+CREATE TABLE rollout_targets (
+    rollout_id TEXT NOT NULL,
+    idx BIGINT NOT NULL,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (rollout_id, idx)
+);
+"#,
+    ),
 ];
 
 /// The oldest schema version whose code may still run on this one: the

@@ -190,6 +190,12 @@ CREATE TABLE IF NOT EXISTS rollouts (
 );
 CREATE INDEX IF NOT EXISTS rollouts_release ON rollouts (org_id, release_id, created_at);
 CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts (status);
+CREATE TABLE IF NOT EXISTS rollout_targets (
+    rollout_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (rollout_id, idx)
+);
 CREATE TABLE IF NOT EXISTS install_releases (
     install_id TEXT PRIMARY KEY,
     org_id TEXT NOT NULL REFERENCES orgs(id),

@@ -1,6 +1,7 @@
 //! Workflows and pruning.
 
 use super::*;
+use crate::store::RolloutSave;
 use nuon_core::wire::ErrorCode;
 
 conformance! {
@@ -24,6 +25,81 @@ conformance! {
         assert_eq!(f.store.runner_binary_parts(&other, &digest).await.unwrap(), 0);
         assert!(f.store.runner_binary_part(&other, &digest, 0).await.unwrap().is_none());
         assert!(f.store.runner_binaries(&other).await.unwrap().is_empty());
+    }
+
+    async fn a_rollout_is_a_head_and_a_row_per_install_and_a_save_writes_what_changed(f: Fixture) {
+        use nuon_core::rollout::{NewRollout, RolloutKind, RolloutStatus, Selected, TargetState};
+        use nuon_core::{ReleaseId, RolloutId, WorkflowId};
+
+        let mut picked = Vec::new();
+        for name in ["a", "b", "c"] {
+            let inst = f.install(name).await;
+            picked.push(Selected { id: inst.id.clone(), name: name.into(), release: None, config_version: None, pinned: None });
+        }
+        let r = NewRollout {
+            id: RolloutId::generate(),
+            kind: RolloutKind::Release,
+            release_id: ReleaseId::generate(),
+            runner_version: None,
+            app_id: None,
+            selector: String::new(),
+            waves: "100%".parse().unwrap(),
+            max_parallel: 5,
+            approve_each_wave: false,
+            bake_ms: 0,
+            created_by: None,
+        }
+        .plan(picked, 10);
+        f.store.create_rollout(&f.org, &r, None).await.unwrap();
+        let id = r.id.as_str();
+        let count = || f.raw("SELECT CAST(count(*) AS TEXT) FROM rollout_targets WHERE rollout_id = ?", id);
+        assert_eq!(count().await.as_deref(), Some("3"));
+        let doc = f.raw("SELECT doc FROM rollouts WHERE id = ?", id).await.unwrap();
+        assert!(doc.contains("\"targets\":[]"), "the head holds no install: {doc}");
+        assert_eq!(f.store.rollout_version(&f.org, &r.id).await.unwrap(), Some((1, true)));
+        let mut read = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
+        assert_eq!(read.targets, r.targets, "{:?}", f.kind());
+
+        // A save of the head and one install leaves the others' rows as
+        // they were, even when the rollout it was made of says otherwise.
+        read.started(1, WorkflowId::generate(), 20);
+        read.status = RolloutStatus::Stopped;
+        let mut save = RolloutSave::of(&read, [1]);
+        save.head.reason = Some("stopped by the test".into());
+        read.targets[0].state = TargetState::Failed;
+        f.store.save_rollout(&f.org, &save, &[]).await.unwrap();
+        let after = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
+        assert_eq!((after.version, after.status, after.reason.as_deref()), (2, RolloutStatus::Stopped, Some("stopped by the test")));
+        let states: Vec<TargetState> = after.targets.iter().map(|t| t.state).collect();
+        assert_eq!(states, [TargetState::Pending, TargetState::Running, TargetState::Pending]);
+        assert_eq!(after.targets[1].tries, 1);
+        assert_eq!(f.store.list_rollouts(&f.org, None).await.unwrap(), vec![after.clone()]);
+        // Stale: the version moved.
+        let e = f.store.save_rollout(&f.org, &save, &[]).await.unwrap_err();
+        assert!(matches!(e, StoreError::Conflict { code: ErrorCode::StaleRollout, .. }), "{e}");
+
+        // A rollout stored whole by an earlier version (its installs in its
+        // doc, no rows) reads the same, and a whole save writes its rows.
+        let mut whole = after.clone();
+        whole.version = 0;
+        let whole_doc = serde_json::to_string(&whole).unwrap();
+        f.raw(&format!("UPDATE rollouts SET doc = ? WHERE id = '{id}' RETURNING id"), &whole_doc).await;
+        f.raw("DELETE FROM rollout_targets WHERE rollout_id = ? RETURNING rollout_id", id).await;
+        assert_eq!(count().await.as_deref(), Some("0"));
+        assert_eq!(f.store.rollout_version(&f.org, &r.id).await.unwrap(), Some((2, false)));
+        let legacy = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
+        assert_eq!(legacy, after);
+        f.store.save_rollout(&f.org, &RolloutSave::whole(&legacy), &[]).await.unwrap();
+        assert_eq!(count().await.as_deref(), Some("3"));
+        assert_eq!(f.store.rollout_version(&f.org, &r.id).await.unwrap(), Some((3, true)));
+        let converted = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
+        assert_eq!(converted.targets, after.targets);
+        // An active rollout's installs, as rows, are held against another.
+        let mut other = r.clone();
+        other.id = RolloutId::generate();
+        let e = f.store.create_rollout(&f.org, &other, None).await.unwrap_err();
+        assert!(matches!(e, StoreError::Conflict { code: ErrorCode::InstallInRollout, .. }), "{e}");
+        assert!(f.store.rollout_version(&f.org, &other.id).await.unwrap().is_none());
     }
 
     async fn runner_releases_are_kept_once_per_version_and_a_runner_rollout_records_each_ask(f: Fixture) {
@@ -82,7 +158,7 @@ conformance! {
         assert!(f.store.runner_release_of(&f.org, &inst.id).await.unwrap().is_none());
         r.asked(0, 20);
         r.asked(0, 21);
-        f.store.save_rollout(&f.org, &r, &[(inst.id.clone(), v2.id.clone())]).await.unwrap();
+        f.store.save_rollout(&f.org, &RolloutSave::of(&r, [0]), &[(inst.id.clone(), v2.id.clone())]).await.unwrap();
         assert_eq!(f.store.runner_release_of(&f.org, &inst.id).await.unwrap(), Some((v2.id.clone(), 2)));
         assert_eq!(f.store.install_runner_releases(&f.org).await.unwrap().get(&inst.id), Some(&(v2.id.clone(), 2)));
         assert!(f.store.install_runner_releases(&other).await.unwrap().is_empty());
@@ -92,7 +168,7 @@ conformance! {
         // Paused, it is still active (the leader still looks at it).
         let mut paused = r.clone();
         paused.pause().unwrap();
-        f.store.save_rollout(&f.org, &paused, &[]).await.unwrap();
+        f.store.save_rollout(&f.org, &RolloutSave::of(&paused, []), &[]).await.unwrap();
         assert_eq!(f.store.active_rollouts().await.unwrap(), [(f.org.clone(), r.id.clone())]);
         assert_eq!(f.store.list_rollouts(&f.org, Some(&v2.id)).await.unwrap().len(), 1);
         // The install's removal takes the record with it.
@@ -263,7 +339,7 @@ conformance! {
                 kind: WorkflowKind::Deploy,
                 config_version: version,
                 release: Some(release.clone()),
-                rollout: Some(doc.clone()),
+                rollout: Some(RolloutSave::of(doc, [0])),
                 ..new(id)
             };
             // The install runs the workflow's config version from then on.
@@ -283,8 +359,8 @@ conformance! {
             let stale = r.clone();
             r.targets[0].state = TargetState::Succeeded;
             r.status = nuon_core::rollout::RolloutStatus::Succeeded;
-            f.store.save_rollout(&f.org, &r, &[(inst.id.clone(), release.clone())]).await.unwrap();
-            let e = f.store.save_rollout(&f.org, &stale, &[]).await.unwrap_err();
+            f.store.save_rollout(&f.org, &RolloutSave::of(&r, [0]), &[(inst.id.clone(), release.clone())]).await.unwrap();
+            let e = f.store.save_rollout(&f.org, &RolloutSave::whole(&stale), &[]).await.unwrap_err();
             assert!(matches!(e, StoreError::Conflict { code: ErrorCode::StaleRollout, .. }), "{e}");
             assert_eq!(f.store.install_releases(&f.org).await.unwrap().get(&inst.id), Some(&release));
             assert!(f.store.install_releases(&other).await.unwrap().is_empty());
@@ -296,11 +372,11 @@ conformance! {
             back.created_at_ms = 30;
             let mut ended = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
             ended.status = nuon_core::rollout::RolloutStatus::RolledBack;
-            f.store.create_rollout(&f.org, &back, Some(&ended)).await.unwrap();
+            f.store.create_rollout(&f.org, &back, Some(&RolloutSave::whole(&ended))).await.unwrap();
             // The replaced one was saved with it; replacing it again (stale) stores nothing.
             let mut twice = back.clone();
             twice.id = RolloutId::generate();
-            let e = f.store.create_rollout(&f.org, &twice, Some(&ended)).await.unwrap_err();
+            let e = f.store.create_rollout(&f.org, &twice, Some(&RolloutSave::whole(&ended))).await.unwrap_err();
             assert!(matches!(e, StoreError::Conflict { code: ErrorCode::StaleRollout, .. }), "{e}");
             assert!(f.store.get_rollout(&f.org, &twice.id).await.unwrap().is_none());
             let listed: Vec<_> = f.store.list_rollouts(&f.org, Some(&release)).await.unwrap().into_iter().map(|r| (r.id, r.status)).collect();
