@@ -16,7 +16,10 @@
 //!               then dispatch latency at --rate R jobs/s for 10 s
 //!     rollout   a release rolled out to --installs N installs (default 1,000) on SQLite, in
 //!               waves 1,10%,50%,100% at --max-parallel P (default 50), each install's runner
-//!               simulated (its build, sync, plan and apply jobs succeed at once)
+//!               simulated (its build, sync, plan and apply jobs succeed at once); with --pg,
+//!               on PostgreSQL with two replicas, the runners split between them: the
+//!               replicas' CPU per install, their memory with the runners parked, and the
+//!               overview and `installs list --selector` at that size
 //!     dashboard --installs N installs (default 1,000) of an app of 10 components, all deployed
 //!               by simulated runners: the dashboard's server time and page weights, and the
 //!               overview's first paint in headless Chromium
@@ -64,6 +67,8 @@ struct Args {
     installs: usize,
     max_parallel: u32,
     lines: u64,
+    /// `rollout` on PostgreSQL with two replicas.
+    pg: bool,
 }
 
 fn args() -> Result<Args> {
@@ -76,6 +81,7 @@ fn args() -> Result<Args> {
         installs: 1_000,
         max_parallel: 50,
         lines: 1_000_000,
+        pg: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -89,6 +95,7 @@ fn args() -> Result<Args> {
             "--installs" => a.installs = value("--installs")?.parse()?,
             "--max-parallel" => a.max_parallel = value("--max-parallel")?.parse()?,
             "--lines" => a.lines = value("--lines")?.parse()?,
+            "--pg" => a.pg = true,
             s if s.starts_with("--") => bail!("unknown flag {s}; see the top of benches/fleet.rs"),
             s => a.sections.push(s.to_owned()),
         }
@@ -672,44 +679,11 @@ async fn dashboard(args: &Args) -> Result<()> {
         t.elapsed().as_secs_f64()
     );
 
-    // Sign in as a browser does: the form's cookie and its CSRF field.
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()?;
+    let browser = Browser::sign_in(&cp).await?;
     let base = cp.control_url.clone();
-    let login = http.get(format!("{base}/login")).send().await?;
-    let cookie = |r: &reqwest::Response, name: &str| {
-        r.headers()
-            .get_all("set-cookie")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find_map(|v| v.strip_prefix(&format!("{name}=")))
-            .and_then(|v| v.split(';').next())
-            .map(str::to_owned)
-    };
-    let csrf = cookie(&login, "nuon_login").context("the sign-in form's cookie")?;
-    let signed = http
-        .post(format!("{base}/login"))
-        .header("cookie", format!("nuon_login={csrf}"))
-        .form(&[("token", cp.admin_token.as_str()), ("csrf", csrf.as_str())])
-        .send()
-        .await?;
-    let session = cookie(&signed, "nuon_session").context("a session")?;
     let get = |path: String| {
-        let (http, session, base) = (http.clone(), session.clone(), base.clone());
-        async move {
-            let t = Instant::now();
-            let r = http
-                .get(format!("{base}{path}"))
-                .header("cookie", format!("nuon_session={session}"))
-                .send()
-                .await?;
-            if !r.status().is_success() {
-                bail!("{path}: {}", r.status());
-            }
-            let bytes = r.bytes().await?.len();
-            anyhow::Ok((t.elapsed().as_secs_f64() * 1e3, bytes))
-        }
+        let browser = &browser;
+        async move { browser.get(&path).await }
     };
     let install = control.get_install("i0000").await?;
     let workflow = control
@@ -1340,14 +1314,47 @@ async fn rollout(args: &Args) -> Result<()> {
 
     let n = args.installs;
     let waves = "1,10%,50%,100%";
+    let store = if args.pg {
+        "PostgreSQL, two replicas"
+    } else {
+        "SQLite"
+    };
     println!(
-        "\n## Rollout on SQLite: {n} installs, waves {waves}, at most {} at once\n",
+        "\n## Rollout on {store}: {n} installs, waves {waves}, at most {} at once\n",
         args.max_parallel
     );
-    let cp = ControlPlane::start("60s")?;
+    let logs = tempfile::tempdir()?;
+    let pg = if args.pg {
+        Some(PgCluster::start_with(true)?.context("PostgreSQL for --pg")?)
+    } else {
+        None
+    };
+    let cps = match &pg {
+        Some(pg) => {
+            let data = logs.path().join("data");
+            let mut cps = Vec::new();
+            for name in ["a", "b"] {
+                cps.push(ControlPlane::start_replica(
+                    &data,
+                    "60s",
+                    &pg.url,
+                    logs.path(),
+                    name,
+                )?);
+            }
+            cps
+        }
+        None => vec![ControlPlane::start("60s")?],
+    };
+    let cp = &cps[0];
     let control = cp.client();
-    let (_builder, fleet) = installs_of(&cp, n, 1).await?;
+    let (_builder, tokens) = make_installs(cp, n, 1).await?;
+    let urls: Vec<String> = cps.iter().map(|c| c.runner_url.clone()).collect();
+    let fleet = Fleet::start(&tokens, &urls, 1)?;
     let release = control.create_release("app", None).await?;
+    // The runners parked (each long-polls), before the rollout.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let cpu_before: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
 
     let t = Instant::now();
     let created = control
@@ -1384,6 +1391,7 @@ async fn rollout(args: &Args) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let took = t.elapsed();
+    let cpu_after: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
     if ended.status != RolloutStatus::Succeeded {
         bail!("the rollout ended {}: {:?}", ended.status, ended.reason);
     }
@@ -1423,10 +1431,131 @@ async fn rollout(args: &Args) -> Result<()> {
         fleet.stats.completed.load(Ordering::Relaxed),
         fleet.stats.retries.load(Ordering::Relaxed)
     );
+    // What the replicas spent: CPU time (user and system, of the rollout's
+    // span, with the runners' idle calls in it) per install.
+    let cpu_ms: Vec<f64> = cpu_before
+        .iter()
+        .zip(&cpu_after)
+        .map(|(a, b)| (b.cpu_ticks - a.cpu_ticks) as f64 * 10.0)
+        .collect();
+    let total: f64 = cpu_ms.iter().sum();
+    println!(
+        "| control-plane CPU time during the rollout | {}: **{:.2} ms per install** |",
+        cpu_ms
+            .iter()
+            .map(|ms| format!("{:.1} s", ms / 1e3))
+            .collect::<Vec<_>>()
+            .join(" + "),
+        total / n as f64
+    );
+    let parked = n / cps.len();
+    let rss: Vec<String> = cps
+        .iter()
+        .map(|c| {
+            let (now, peak) = memory(c.pid());
+            format!("{now:.0} MB (peak {peak:.0} MB)")
+        })
+        .collect();
+    println!(
+        "| each replica's memory, about {parked} runners parked on each | {} |",
+        rss.join("; ")
+    );
+    // The overview and a selector over the fleet, on the replica that did
+    // not create the installs.
+    let reader = cps.last().context("a replica")?;
+    let browser = Browser::sign_in(reader).await?;
+    let (first, _) = browser.get("/").await?;
+    let mut ms = Vec::new();
+    for _ in 0..100 {
+        ms.push(browser.get("/").await?.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "| overview: the first after the rollout; then 100 GETs | {first:.1} ms; p50 {:.1} ms, p99 {:.1} ms |",
+        percentile(&ms, 0.50),
+        percentile(&ms, 0.99)
+    );
+    let client = reader.client();
+    let mut ms = Vec::new();
+    let mut found = 0;
+    for _ in 0..20 {
+        let t = Instant::now();
+        found = client
+            .list_installs_matching("tier=prod,name!=i0001")
+            .await?
+            .installs
+            .len();
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "| `installs list --selector tier=prod,name!=i0001` ({found} installs), 20 calls | p50 {:.1} ms, p99 {:.1} ms |",
+        percentile(&ms, 0.50),
+        percentile(&ms, 0.99)
+    );
     if most > args.max_parallel as usize {
         bail!("the rollout deployed {most} at once, over --max-parallel");
     }
+    drop(fleet);
+    drop(cps);
+    drop(pg);
     Ok(())
+}
+
+/// A browser signed in to a control plane's dashboard (the form's cookie
+/// and CSRF field, then the session cookie on every GET).
+struct Browser {
+    http: reqwest::Client,
+    base: String,
+    session: String,
+}
+
+impl Browser {
+    async fn sign_in(cp: &ControlPlane) -> Result<Browser> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let base = cp.control_url.clone();
+        let login = http.get(format!("{base}/login")).send().await?;
+        let cookie = |r: &reqwest::Response, name: &str| {
+            r.headers()
+                .get_all("set-cookie")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .find_map(|v| v.strip_prefix(&format!("{name}=")))
+                .and_then(|v| v.split(';').next())
+                .map(str::to_owned)
+        };
+        let csrf = cookie(&login, "nuon_login").context("the sign-in form's cookie")?;
+        let signed = http
+            .post(format!("{base}/login"))
+            .header("cookie", format!("nuon_login={csrf}"))
+            .form(&[("token", cp.admin_token.as_str()), ("csrf", csrf.as_str())])
+            .send()
+            .await?;
+        let session = cookie(&signed, "nuon_session").context("a session")?;
+        Ok(Browser {
+            http,
+            base,
+            session,
+        })
+    }
+
+    /// GETs `path`: the time to the whole answer in ms, and its size.
+    async fn get(&self, path: &str) -> Result<(f64, usize)> {
+        let t = Instant::now();
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("cookie", format!("nuon_session={}", self.session))
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!("{path}: {}", r.status());
+        }
+        let bytes = r.bytes().await?.len();
+        Ok((t.elapsed().as_secs_f64() * 1e3, bytes))
+    }
 }
 
 /// How often a simulated updating runner calls (its claim's wait).
