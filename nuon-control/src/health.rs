@@ -68,6 +68,31 @@ struct Ended {
     destroyed: bool,
 }
 
+/// Makes an install's workflow summary from its workflows and saves it at
+/// revision `rev` (read before its workflows were): what a read does with
+/// a stale summary, and what the engine does where a workflow ends, so
+/// that the overview after a fleet-wide rollout finds every summary
+/// current.
+pub(crate) async fn remake_summary(
+    store: &dyn crate::store::Store,
+    org: &nuon_core::OrgId,
+    install: &nuon_core::InstallId,
+    rev: i64,
+) -> Result<WorkflowSummary, crate::store::StoreError> {
+    let s = WorkflowSummary::of(&store.list_workflows(org, install).await?);
+    let text = crate::store::SummaryText {
+        brief: json(&s.brief())?,
+        full: json(&s)?,
+    };
+    store.save_install_summary(install, rev, &text).await?;
+    Ok(s)
+}
+
+/// JSON of a part of a summary, as a store error when it fails.
+fn json<T: Serialize>(v: &T) -> Result<String, crate::store::StoreError> {
+    serde_json::to_string(v).map_err(|e| crate::store::StoreError::Invalid(e.to_string()))
+}
+
 impl WorkflowSummary {
     /// The summary of an install's workflows (newest first).
     pub(crate) fn of(workflows: &[WorkflowInfo]) -> Self {

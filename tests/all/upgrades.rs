@@ -408,4 +408,15 @@ fn a_workflow_with_a_step_of_a_newer_release_is_left_for_a_replica_that_knows_it
     assert_eq!(done.status.as_str(), "succeeded", "{done:#?}");
     let job = rt().block_on(c.get_job(&apply)).unwrap();
     assert_eq!(job.attempts, 1, "the apply ran once: {job:?}");
+    // Where the workflow ended, the engine made its install's summary
+    // again: current before any overview asked (none has).
+    let out = std::process::Command::new("sqlite3")
+        .args(["-cmd", ".timeout 10000"])
+        .arg(m.cp.data_dir.join("nuon.db"))
+        .arg("SELECT rev, summary_rev FROM install_summaries")
+        .output()
+        .unwrap();
+    let rows = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let (rev, made) = rows.split_once('|').unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(rev, made, "the summary is current: {rows}");
 }

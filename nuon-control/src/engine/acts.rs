@@ -81,8 +81,7 @@ impl Engine {
                 }
                 // With a job still stopping, the install stays busy until
                 // it has ended and what it did is recorded.
-                self.store
-                    .set_workflow_status(org, id, cancel.status)
+                self.set_status(org, id, &wf.install_id, cancel.status)
                     .await?;
                 tracing::info!(workflow = %id, status = %cancel.status, "cancel requested");
             }
@@ -225,7 +224,7 @@ impl Engine {
             // Ended as a failure ends one: the install's state after it,
             // and the webhook.
             let status = nuon_core::workflow::WorkflowStatus::Failed;
-            self.store.set_workflow_status(org, &wf.id, status).await?;
+            self.set_status(org, &wf.id, &install.id, status).await?;
             let after = rules::install_state_after(wf, status, false, install.state);
             self.store
                 .set_install_state(org, &install.id, after)

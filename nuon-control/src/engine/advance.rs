@@ -23,6 +23,30 @@ pub(super) fn update(status: StepStatus, reason: Option<String>) -> StepUpdate {
 }
 
 impl Engine {
+    /// Sets a workflow's status; where it ends, its install's summary is
+    /// made again at once, so the overview's next read finds it current
+    /// (after a fleet-wide rollout: no read that makes 10,000 again).
+    pub(super) async fn set_status(
+        &self,
+        org: &OrgId,
+        id: &nuon_core::WorkflowId,
+        install: &nuon_core::InstallId,
+        status: WorkflowStatus,
+    ) -> Result<()> {
+        self.store.set_workflow_status(org, id, status).await?;
+        if !status.is_active() {
+            let made = async {
+                let rev = self.store.install_summary_rev(install).await?;
+                crate::health::remake_summary(&*self.store, org, install, rev).await
+            };
+            if let Err(e) = made.await {
+                // The next read makes it.
+                tracing::warn!(%install, error = %e, "cannot make the install's summary again");
+            }
+        }
+        Ok(())
+    }
+
     /// Moves a workflow as far as it goes now.
     pub(super) async fn advance(&self, org: &OrgId, wf: Workflow) -> Result<()> {
         let id = wf.id.clone();
@@ -47,8 +71,7 @@ impl Engine {
                         .update_step(org, &id, s.index, update(StepStatus::Failed, Some(message)))
                         .await?;
                 }
-                self.store
-                    .set_workflow_status(org, &id, WorkflowStatus::Failed)
+                self.set_status(org, &id, &wf.install_id, WorkflowStatus::Failed)
                     .await?;
                 return Ok(());
             }
@@ -192,8 +215,7 @@ impl Engine {
                     return self.dispatch_or_fail(&cx, &cx.wf.steps[i]).await;
                 }
                 Next::Failed(i) => {
-                    self.store
-                        .set_workflow_status(org, &id, WorkflowStatus::Failed)
+                    self.set_status(org, &id, &cx.install.id, WorkflowStatus::Failed)
                         .await?;
                     self.settle_pending(org, &cx.install.id, &id).await?;
                     let data = self.event_data(&cx, cx.wf.steps.get(i));
@@ -201,7 +223,7 @@ impl Engine {
                     return Ok(());
                 }
                 Next::End(status) => {
-                    self.store.set_workflow_status(org, &id, status).await?;
+                    self.set_status(org, &id, &cx.install.id, status).await?;
                     let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
                     self.store
                         .set_install_state(org, &cx.install.id, after)
@@ -339,8 +361,7 @@ impl Engine {
                 .await?;
         }
         let status = WorkflowStatus::Cancelled;
-        self.store
-            .set_workflow_status(&org, &cx.wf.id, status)
+        self.set_status(&org, &cx.wf.id, &cx.install.id, status)
             .await?;
         let after = rules::install_state_after(&cx.wf, status, interrupted, cx.install.state);
         self.store
@@ -404,8 +425,7 @@ impl Engine {
             .update_step(&cx.org, &cx.wf.id, step.index, u)
             .await?;
         let status = WorkflowStatus::Failed;
-        self.store
-            .set_workflow_status(&cx.org, &cx.wf.id, status)
+        self.set_status(&cx.org, &cx.wf.id, &cx.install.id, status)
             .await?;
         let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
         self.store

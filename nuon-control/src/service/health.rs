@@ -157,15 +157,9 @@ impl Services<'_> {
                 Some(s) => s,
                 None => {
                     let rev = c.map_or(0, |c| c.rev);
-                    let s = WorkflowSummary::of(&self.store.list_workflows(org, &i.id).await?);
-                    let text = crate::store::SummaryText {
-                        brief: serde_json::to_string(&s.brief())
-                            .map_err(|e| Error::internal(e.to_string()))?,
-                        full: serde_json::to_string(&s)
-                            .map_err(|e| Error::internal(e.to_string()))?,
-                    };
-                    self.store.save_install_summary(&i.id, rev, &text).await?;
-                    InstallSummary::made(s)
+                    InstallSummary::made(
+                        crate::health::remake_summary(&*self.store, org, &i.id, rev).await?,
+                    )
                 }
             };
             out.insert(i.id.clone(), summary);

@@ -163,6 +163,10 @@ pub trait WorkflowStore: Send + Sync + 'static {
     /// since this cache came in has none (its revision is 0).
     async fn install_summaries(&self, org: &OrgId) -> Result<Vec<CachedSummary>>;
 
+    /// An install's summary revision (0 when none of its workflows changed
+    /// since this cache came in): what a summary made now is saved at.
+    async fn install_summary_rev(&self, install: &InstallId) -> Result<i64>;
+
     /// Saves an install's summary made from its workflows at revision
     /// `rev`; nothing if a workflow of it changed since (the revision
     /// moved on), so a stale summary never overwrites a fresher one.
@@ -487,6 +491,16 @@ impl<S: Sql + 'static> WorkflowStore for S {
     async fn install_summaries(&self, org: &OrgId) -> Result<Vec<CachedSummary>> {
         self.query(Stmt::new(summary_sql::LIST, args![org.as_str()]))
             .await
+    }
+
+    async fn install_summary_rev(&self, install: &InstallId) -> Result<i64> {
+        let rev: Option<i64> = self
+            .query_one(Stmt::new(
+                "SELECT rev FROM install_summaries WHERE install_id = $1",
+                args![install.as_str()],
+            ))
+            .await?;
+        Ok(rev.unwrap_or(0))
     }
 
     async fn save_install_summary(
