@@ -158,7 +158,7 @@ impl Services<'_> {
                 None => {
                     let rev = c.map_or(0, |c| c.rev);
                     InstallSummary::made(
-                        crate::health::remake_summary(&*self.store, org, &i.id, rev).await?,
+                        crate::health::remake_summary(self.store, org, &i.id, rev).await?,
                     )
                 }
             };
