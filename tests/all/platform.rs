@@ -268,7 +268,13 @@ fn the_control_plane_chart_passes_helm_lint_and_template_with_its_values() {
     let d = one(&default, "Deployment").unwrap();
     assert_eq!(d["spec"]["strategy"]["type"], "Recreate");
     let c = &d["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(c["image"], "registry.example.com/nuon-ctl:0.1.0");
+    assert_eq!(
+        c["image"],
+        format!(
+            "registry.example.com/nuon-ctl:{}",
+            version.trim_matches('"')
+        )
+    );
     assert_eq!(c["readinessProbe"]["httpGet"]["scheme"], "HTTP");
     assert!(!args_of(&default).iter().any(|a| a.starts_with("--tls")));
     assert!(

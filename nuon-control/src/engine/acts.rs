@@ -2,17 +2,120 @@
 //! denying, cancelling, retrying and skipping. The rules decide what each touches;
 //! this records it.
 
-use nuon_core::OrgId;
 use nuon_core::model::{Step, Workflow};
 use nuon_core::wire::ErrorCode;
-use nuon_core::workflow::StepStatus;
+use nuon_core::workflow::{self, StepStatus};
+use nuon_core::{OrgId, WorkflowId};
+use tokio::sync::oneshot;
 
 use super::advance::update;
 use super::rules;
-use super::{Act, Engine, EngineError, Request, Result};
+use super::{Act, Engine, EngineError, Msg, Request, Result};
 use crate::store::StepUpdate;
 
 impl Engine {
+    /// Approves the waiting step (or the one named); `all`: the later too.
+    pub(crate) async fn approve(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+        all: bool,
+        by: &str,
+    ) -> Result<()> {
+        self.send(org, wf, Act::Approve { all }, step, by).await
+    }
+
+    /// Denies the step that waits for an approval (or the one named): it
+    /// and every step that depends on it are skipped.
+    pub(crate) async fn deny(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+        by: &str,
+    ) -> Result<()> {
+        self.send(org, wf, Act::Deny(rules::Denial::SkipDependents), step, by)
+            .await
+    }
+
+    /// Answers the step that waits for an approval (or the one named) with
+    /// one of Nuon's responses.
+    pub(crate) async fn respond(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+        response: workflow::ApprovalResponse,
+        by: &str,
+    ) -> Result<()> {
+        use workflow::ApprovalResponse as R;
+        let act = match response {
+            R::Approve => Act::Approve { all: false },
+            R::Deny => Act::Deny(rules::Denial::Fail),
+            R::DenySkipCurrent => Act::Deny(rules::Denial::SkipCurrent),
+            R::DenySkipCurrentAndDependents => Act::Deny(rules::Denial::SkipDependents),
+            R::Retry => Act::Replan,
+        };
+        self.send(org, wf, act, step, by).await
+    }
+
+    /// Cancels a workflow: its running job is asked to stop, its other
+    /// steps will not run.
+    pub(crate) async fn cancel(&self, org: &OrgId, wf: &WorkflowId, by: &str) -> Result<()> {
+        self.send(org, wf, Act::Cancel, None, by).await
+    }
+
+    /// Retries a failed or cancelled workflow from its failed step (or the
+    /// one named; an apply from its plan).
+    pub(crate) async fn retry(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+        by: &str,
+    ) -> Result<()> {
+        self.send(org, wf, Act::Retry, step, by).await
+    }
+
+    /// Skips the failed (or cancelled) step of a workflow, or the one
+    /// named, and what it leads to (a plan's apply, an apply's health
+    /// checks), and runs the rest (Nuon's `skip-step`).
+    pub(crate) async fn skip(
+        &self,
+        org: &OrgId,
+        wf: &WorkflowId,
+        step: Option<String>,
+        by: &str,
+    ) -> Result<()> {
+        self.send(org, wf, Act::Skip, step, by).await
+    }
+
+    /// Applies `act` to a workflow, in the engine's order.
+    async fn send(
+        &self,
+        org: &OrgId,
+        workflow: &WorkflowId,
+        act: Act,
+        step: Option<String>,
+        by: &str,
+    ) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Act(Request {
+                org: org.clone(),
+                workflow: workflow.clone(),
+                act,
+                step,
+                by: by.to_owned(),
+                reply,
+            }))
+            .map_err(|_| EngineError::ShuttingDown)?;
+        rx.await.map_err(|_| EngineError::ShuttingDown)??;
+        self.wake_everywhere();
+        Ok(())
+    }
+
     pub(super) async fn act(&self, r: &Request) -> Result<()> {
         let org = &r.org;
         let wf = self

@@ -1,0 +1,201 @@
+//! The `rollout` section: a release rolled out in waves to a fleet of
+//! installs whose runners are simulated, on SQLite or on PostgreSQL with two
+//! replicas.
+
+use super::*;
+
+/// A release rolled out to `--installs` installs in waves, every install's
+/// runner simulated: what the control plane adds per install and per wave,
+/// and that it never deploys more than `--max-parallel` at once.
+pub(super) async fn rollout(args: &Args) -> Result<()> {
+    use nuon_core::rollout::{CreateRollout, RolloutStatus, TargetState};
+
+    let n = args.installs;
+    let waves = "1,10%,50%,100%";
+    let store = if args.pg {
+        "PostgreSQL, two replicas"
+    } else {
+        "SQLite"
+    };
+    println!(
+        "\n## Rollout on {store}: {n} installs, waves {waves}, at most {} at once\n",
+        args.max_parallel
+    );
+    let logs = tempfile::tempdir()?;
+    let pg = if args.pg {
+        Some(PgCluster::start_with(true)?.context("PostgreSQL for --pg")?)
+    } else {
+        None
+    };
+    let cps = match &pg {
+        Some(pg) => {
+            let data = logs.path().join("data");
+            let mut cps = Vec::new();
+            for name in ["a", "b"] {
+                cps.push(ControlPlane::start_replica(
+                    &data,
+                    "60s",
+                    &pg.url,
+                    logs.path(),
+                    name,
+                )?);
+            }
+            cps
+        }
+        None => vec![ControlPlane::start("60s")?],
+    };
+    let cp = &cps[0];
+    let control = cp.client();
+    let (_builder, tokens) = make_installs(cp, n, 1).await?;
+    let urls: Vec<String> = cps.iter().map(|c| c.runner_url.clone()).collect();
+    let fleet = Fleet::start(&tokens, &urls, 1)?;
+    let release = control.create_release("app", None).await?;
+    // The runners parked (each long-polls), before the rollout.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let cpu_before: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
+
+    let t = Instant::now();
+    let created = control
+        .create_rollout(
+            release.id.as_str(),
+            &CreateRollout {
+                to: "tier=prod".into(),
+                waves: waves.into(),
+                max_parallel: args.max_parallel,
+                ..CreateRollout::default()
+            },
+        )
+        .await?;
+    let planned = t.elapsed();
+    let mut wave_ends = Vec::new();
+    let mut most = 0;
+    let mut reads = 0u64;
+    let mut last_wave = 0;
+    let ended = loop {
+        let r = control.get_rollout(created.id.as_str()).await?;
+        reads += 1;
+        most = most.max(r.running());
+        if r.wave != last_wave {
+            wave_ends.push(t.elapsed());
+            last_wave = r.wave;
+        }
+        if r.status != RolloutStatus::Running {
+            wave_ends.push(t.elapsed());
+            break r;
+        }
+        if t.elapsed() > Duration::from_secs(3600) {
+            bail!("the rollout did not end within an hour");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let took = t.elapsed();
+    let cpu_after: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
+    if ended.status != RolloutStatus::Succeeded {
+        bail!("the rollout ended {}: {:?}", ended.status, ended.reason);
+    }
+    let done = ended
+        .targets
+        .iter()
+        .filter(|t| t.state == TargetState::Succeeded)
+        .count();
+    println!(
+        "| plan and store the rollout ({n} installs, {} waves) | {:.0} ms |",
+        ended.wave_count,
+        planned.as_secs_f64() * 1e3
+    );
+    println!(
+        "| whole rollout: {done} installs deployed (sync, plan, apply each) | {:.1} s: {:.1} ms per install |",
+        took.as_secs_f64(),
+        took.as_secs_f64() * 1e3 / n as f64
+    );
+    let mut before = Duration::ZERO;
+    for (w, end) in wave_ends.iter().enumerate() {
+        let size = ended.in_wave(w as u32).count();
+        let spent = end.saturating_sub(before);
+        println!(
+            "| wave {} ({size} installs) | {:.1} s: {:.1} ms per install |",
+            w + 1,
+            spent.as_secs_f64(),
+            spent.as_secs_f64() * 1e3 / size.max(1) as f64
+        );
+        before = *end;
+    }
+    println!(
+        "| most installs deploying at once (sampled {reads} times) | {most} (max-parallel {}) |",
+        args.max_parallel
+    );
+    println!(
+        "| simulated jobs completed / retried requests | {} / {} |",
+        fleet.stats.completed.load(Ordering::Relaxed),
+        fleet.stats.retries.load(Ordering::Relaxed)
+    );
+    // What the replicas spent: CPU time (user and system, of the rollout's
+    // span, with the runners' idle calls in it) per install.
+    let cpu_ms: Vec<f64> = cpu_before
+        .iter()
+        .zip(&cpu_after)
+        .map(|(a, b)| (b.cpu_ticks - a.cpu_ticks) as f64 * 10.0)
+        .collect();
+    let total: f64 = cpu_ms.iter().sum();
+    println!(
+        "| control-plane CPU time during the rollout | {}: **{:.2} ms per install** |",
+        cpu_ms
+            .iter()
+            .map(|ms| format!("{:.1} s", ms / 1e3))
+            .collect::<Vec<_>>()
+            .join(" + "),
+        total / n as f64
+    );
+    let parked = n / cps.len();
+    let rss: Vec<String> = cps
+        .iter()
+        .map(|c| {
+            let (now, peak) = memory(c.pid());
+            format!("{now:.0} MB (peak {peak:.0} MB)")
+        })
+        .collect();
+    println!(
+        "| each replica's memory, about {parked} runners parked on each | {} |",
+        rss.join("; ")
+    );
+    // The overview and a selector over the fleet, on the replica that did
+    // not create the installs.
+    let reader = cps.last().context("a replica")?;
+    let browser = Browser::sign_in(reader).await?;
+    let (first, _) = browser.get("/").await?;
+    let mut ms = Vec::new();
+    for _ in 0..100 {
+        ms.push(browser.get("/").await?.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "| overview: the first after the rollout; then 100 GETs | {first:.1} ms; p50 {:.1} ms, p99 {:.1} ms |",
+        percentile(&ms, 0.50),
+        percentile(&ms, 0.99)
+    );
+    let client = reader.client();
+    let mut ms = Vec::new();
+    let mut found = 0;
+    for _ in 0..20 {
+        let t = Instant::now();
+        found = client
+            .list_installs_matching("tier=prod,name!=i0001")
+            .await?
+            .installs
+            .len();
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "| `installs list --selector tier=prod,name!=i0001` ({found} installs), 20 calls | p50 {:.1} ms, p99 {:.1} ms |",
+        percentile(&ms, 0.50),
+        percentile(&ms, 0.99)
+    );
+    if most > args.max_parallel as usize {
+        bail!("the rollout deployed {most} at once, over --max-parallel");
+    }
+    drop(fleet);
+    drop(cps);
+    drop(pg);
+    Ok(())
+}
