@@ -96,19 +96,28 @@ pub fn parse_label(text: &str) -> Result<(String, String), String> {
     Ok((k.to_owned(), v.to_owned()))
 }
 
-/// One requirement of a selector.
+/// One requirement of a selector, on one label key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Requirement {
+pub enum Requirement {
+    /// `key=value`: the label is there with this value.
     Equals(String, String),
+    /// `key!=value`: the label is not there with this value (absent
+    /// passes).
     NotEquals(String, String),
+    /// `key in (a,b)`: the label is there with one of these values.
     In(String, Vec<String>),
+    /// `key notin (a,b)`: the label is not there with any of these values
+    /// (absent passes).
     NotIn(String, Vec<String>),
+    /// `key`: the label is there.
     Exists(String),
+    /// `!key`: the label is not there.
     Absent(String),
 }
 
 impl Requirement {
-    fn matches(&self, labels: &Labels) -> bool {
+    /// Whether `labels` satisfy it.
+    pub fn matches(&self, labels: &Labels) -> bool {
         match self {
             Requirement::Equals(k, v) => labels.get(k) == Some(v),
             Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
@@ -153,6 +162,11 @@ impl Selector {
     /// Whether it selects every install.
     pub fn is_everything(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Its requirements, every one of which must hold.
+    pub fn requirements(&self) -> &[Requirement] {
+        &self.0
     }
 }
 

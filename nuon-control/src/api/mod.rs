@@ -181,6 +181,8 @@ impl AppState {
             Wake::Logs(j) => w.logs.wake(&j),
             Wake::Org(o) => w.orgs.wake(&o),
             Wake::Executor => self.engine.wake(),
+            Wake::Workflow(o, wf) => self.engine.touched_here(o, wf),
+            Wake::JobEnded(j) => self.engine.job_ended_here(j),
             Wake::All => {
                 w.runners.wake_all();
                 w.orgs.wake_all();

@@ -33,14 +33,16 @@ pub(crate) use awaits::in_words;
 pub(crate) mod cron;
 mod destroy;
 mod dispatch;
+mod passes;
 mod pulumi;
 pub(crate) mod render;
+mod rollout_seen;
 mod rollouts;
 pub(crate) use rollouts::RolloutAct;
 pub(crate) mod rules;
 mod secrets_sync;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -245,7 +247,14 @@ pub(crate) struct Engine {
     rollouts: std::sync::Mutex<
         std::collections::HashMap<nuon_core::RolloutId, nuon_core::rollout::RolloutInfo>,
     >,
+    /// What the leader's next pass moves.
+    touched: std::sync::Mutex<passes::Touched>,
+    /// Config versions as read, opened and parsed (they never change).
+    configs: std::sync::Mutex<KeptConfigs>,
 }
+
+/// Config versions the engine has read, by org, app and version.
+type KeptConfigs = std::collections::HashMap<(OrgId, AppId, u32), AppConfig>;
 
 impl Engine {
     /// An engine that moves workflows while `leader` is set.
@@ -271,7 +280,13 @@ impl Engine {
             tx,
             rx: Mutex::new(Some(rx)),
             rollouts: Default::default(),
+            touched: std::sync::Mutex::new(passes::Touched::everything()),
+            configs: Default::default(),
         }
+    }
+
+    fn touched(&self) -> std::sync::MutexGuard<'_, passes::Touched> {
+        self.touched.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The Runner API's base URL as runners reach it (the state backend
@@ -296,20 +311,41 @@ impl Engine {
         self.leader.load(Ordering::Relaxed)
     }
 
-    /// Something changed: look again, here.
+    /// Something changed: look at every active workflow again, here.
     pub(crate) fn wake(&self) {
+        self.touched().all = true;
         let _ = self.tx.send(Msg::Wake);
     }
 
-    /// Something changed: look again, on whichever replica leads.
+    /// Something changed: look at every active workflow again, on
+    /// whichever replica leads.
     pub(crate) fn wake_everywhere(&self) {
         self.wake();
         self.store.announce(Wake::Executor);
     }
 
-    /// A job ended: the step it ran moves on.
-    pub(crate) fn job_ended(&self, _job: &JobId) {
-        self.wake_everywhere();
+    /// A workflow changed: move it, on whichever replica leads.
+    pub(crate) fn touch(&self, org: &OrgId, wf: &WorkflowId) {
+        self.touched_here(org.clone(), wf.clone());
+        self.store.announce(Wake::Workflow(org.clone(), wf.clone()));
+    }
+
+    /// A workflow changed: move it, here.
+    pub(crate) fn touched_here(&self, org: OrgId, wf: WorkflowId) {
+        self.touched().workflows.insert((org, wf));
+        let _ = self.tx.send(Msg::Wake);
+    }
+
+    /// A job ended: the step it ran moves on, on whichever replica leads.
+    pub(crate) fn job_ended(&self, job: &JobId) {
+        self.job_ended_here(job.clone());
+        self.store.announce(Wake::JobEnded(job.clone()));
+    }
+
+    /// A job ended: the step it ran moves on, here.
+    pub(crate) fn job_ended_here(&self, job: JobId) {
+        self.touched().jobs.push(job);
+        let _ = self.tx.send(Msg::Wake);
     }
 
     /// Plans a workflow, checks it can run (its components deploy, they
@@ -562,7 +598,7 @@ impl Engine {
             )
             .await?;
         tracing::info!(workflow = %wf.id, install = %install.id, kind = ?wf.kind, "workflow created");
-        self.wake_everywhere();
+        self.touch(org, &wf.id);
         Ok(wf)
     }
 
@@ -571,10 +607,9 @@ impl Engine {
         let Some(mut rx) = self.rx.lock().expect("engine lock").take() else {
             return;
         };
+        let mut last_full: Option<std::time::Instant> = None;
         loop {
-            if self.is_leader() {
-                self.advance_all().await;
-            }
+            self.pass(&mut last_full).await;
             let msg = tokio::select! {
                 m = rx.recv() => m,
                 _ = tokio::time::sleep(Duration::from_secs(1)) => Some(Msg::Wake),
@@ -589,10 +624,11 @@ impl Engine {
                     // step dispatched, the skipped ones, the end).
                     if result.is_ok() {
                         if self.is_leader() {
-                            self.advance_all().await;
+                            self.touched_here(r.org.clone(), r.workflow.clone());
+                            self.pass(&mut last_full).await;
                         } else {
                             // The leader drives what the act set off.
-                            self.wake_everywhere();
+                            self.touch(&r.org, &r.workflow);
                         }
                     }
                     let _ = r.reply.send(result);
@@ -600,35 +636,6 @@ impl Engine {
                 next = rx.try_recv().ok();
             }
         }
-    }
-
-    async fn advance_all(&self) {
-        let active = match self.store.active_workflows().await {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot list active workflows");
-                return;
-            }
-        };
-        let mut busy = HashSet::new();
-        for (org, id) in active {
-            let wf = match self.store.get_workflow(&org, &id).await {
-                Ok(Some(wf)) => wf,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::error!(workflow = %id, error = %e, "cannot load workflow");
-                    continue;
-                }
-            };
-            // The oldest active workflow of an install moves; the rest queue.
-            if !busy.insert(wf.install_id.clone()) {
-                continue;
-            }
-            if let Err(e) = self.advance(&org, wf).await {
-                tracing::error!(workflow = %id, error = %e, "workflow did not advance");
-            }
-        }
-        self.drive_rollouts().await;
     }
 
     /// The artifact of the newest successful build of each component (and

@@ -214,6 +214,12 @@ impl super::Engine {
             .find_app(org, app.as_str())
             .await?
             .ok_or_else(|| EngineError::NotFound(format!("app {app} is gone")))?;
+        // A config version never changes once stored: opened and read
+        // once, not at every step of every workflow.
+        let key = (org.clone(), app.clone(), version);
+        if let Some(config) = self.kept_configs().get(&key) {
+            return Ok((app_info.name, config.clone()));
+        }
         let stored = self
             .store
             .get_config(org, app, Some(version))
@@ -223,9 +229,18 @@ impl super::Engine {
             })?;
         let text = crate::keys::open_config(&self.secrets, app, "config", &stored.config_json)
             .map_err(EngineError::Internal)?;
-        let config = serde_json::from_str(&text)
+        let config: AppConfig = serde_json::from_str(&text)
             .map_err(|e| EngineError::Internal(format!("stored config unreadable: {e}")))?;
+        let mut kept = self.kept_configs();
+        if kept.len() >= KEPT_CONFIGS {
+            kept.clear();
+        }
+        kept.insert(key, config.clone());
         Ok((app_info.name, config))
+    }
+
+    fn kept_configs(&self) -> std::sync::MutexGuard<'_, super::KeptConfigs> {
+        self.configs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The org's name (what `.nuon.org.name` reads).
@@ -238,6 +253,10 @@ impl super::Engine {
             .unwrap_or_default())
     }
 }
+
+/// How many config versions the engine keeps read (all are let go when
+/// one more is read: a fleet runs few versions at once).
+const KEPT_CONFIGS: usize = 64;
 
 /// The install's values for templates. `destroying`, a component's
 /// outputs are those of its last apply even when it is destroyed already:

@@ -22,10 +22,9 @@ use nuon_core::wire::ErrorCode;
 use std::collections::HashMap;
 
 use nuon_core::labels::Selector;
-use nuon_core::model::{CheckState, HealthStatus, RunnerHealth, RunnerStatus};
 use nuon_core::rollout::{
-    CreateRollout, NewRollout, RolloutInfo, RolloutKind, RolloutStatus, RolloutTarget, Seen,
-    Selected, TargetState, Waves,
+    CreateRollout, NewRollout, RolloutInfo, RolloutKind, RolloutStatus, Seen, Selected,
+    TargetState, Waves,
 };
 use nuon_core::wire::{ReleaseInfo, RunnerReleaseInfo};
 use nuon_core::workflow::{WorkflowKind, WorkflowStatus};
@@ -148,10 +147,10 @@ impl Engine {
         let releases = self.store.install_releases(org).await?;
         let installs: Vec<Selected> = self
             .store
-            .list_installs(org)
+            .select_installs(org, &plan.selector)
             .await?
             .into_iter()
-            .filter(|i| i.app_id == release.app_id && plan.selector.matches(&i.labels))
+            .filter(|i| i.app_id == release.app_id)
             .filter(|i| !i.state.is_leaving())
             .map(|i| Selected {
                 release: releases.get(&i.id).cloned(),
@@ -203,10 +202,9 @@ impl Engine {
             .collect();
         let installs: Vec<Selected> = self
             .store
-            .list_installs(org)
+            .select_installs(org, &plan.selector)
             .await?
             .into_iter()
-            .filter(|i| plan.selector.matches(&i.labels))
             .filter(|i| !i.state.is_leaving())
             .map(|i| {
                 let runner = runners.get(&i.runner_id);
@@ -417,12 +415,35 @@ impl Engine {
     async fn drive_rollout(&self, org: &OrgId, mut r: RolloutInfo) -> Result<RolloutInfo> {
         let mut seen = HashMap::new();
         let mut versions = HashMap::new();
+        // The deploying installs' workflows in one read; only a failed
+        // one is read whole, for its reason.
+        let deploying: Vec<WorkflowId> = r
+            .targets
+            .iter()
+            .filter(|t| t.state == TargetState::Running && r.kind != RolloutKind::Runner)
+            .filter_map(|t| t.workflow_id.clone())
+            .collect();
+        let statuses: HashMap<WorkflowId, (WorkflowStatus, Option<i64>)> = self
+            .store
+            .workflow_statuses(org, &deploying)
+            .await?
+            .into_iter()
+            .map(|(id, status, at)| (id, (status, at)))
+            .collect();
         for (i, t) in r.targets.iter().enumerate() {
             let s = match t.state {
                 TargetState::Running if r.kind == RolloutKind::Runner => {
                     self.runner_seen(org, t, &mut versions).await?
                 }
-                TargetState::Running => self.workflow_seen(org, t.workflow_id.as_ref()).await?,
+                TargetState::Running => {
+                    match t.workflow_id.as_ref().and_then(|w| statuses.get(w)) {
+                        Some((status, _)) if status.is_active() => Seen::Going,
+                        Some((WorkflowStatus::Succeeded, at)) => {
+                            Seen::Succeeded(at.unwrap_or_else(now_ms))
+                        }
+                        _ => self.workflow_seen(org, t.workflow_id.as_ref()).await?,
+                    }
+                }
                 TargetState::Baking => self.bake_seen(org, &r, i).await?,
                 _ => continue,
             };
@@ -614,71 +635,6 @@ impl Engine {
         Ok(doc)
     }
 
-    /// What became of an install's runner since it was asked for a
-    /// runner release: on it and healthy, the failure it reported, or
-    /// nothing yet. `versions` keeps each release's version.
-    async fn runner_seen(
-        &self,
-        org: &OrgId,
-        t: &RolloutTarget,
-        versions: &mut HashMap<nuon_core::ReleaseId, String>,
-    ) -> Result<Seen> {
-        if !versions.contains_key(&t.release_id) {
-            match self
-                .store
-                .get_runner_release(org, t.release_id.as_str())
-                .await?
-            {
-                Some(rel) => versions.insert(t.release_id.clone(), rel.version),
-                None => {
-                    return Ok(Seen::Failed(format!(
-                        "runner release {} is gone",
-                        t.release_id
-                    )));
-                }
-            };
-        }
-        let version = &versions[&t.release_id];
-        let Some(install) = self.store.find_install(org, t.install_id.as_str()).await? else {
-            return Ok(Seen::Failed(format!("install {} is gone", t.install)));
-        };
-        let Some(runner) = self
-            .store
-            .find_runner(org, install.runner_id.as_str())
-            .await?
-        else {
-            return Ok(Seen::Failed("its runner is gone".into()));
-        };
-        if let Some(f) = runner
-            .telemetry
-            .as_ref()
-            .and_then(|t| t.update_failed.as_ref())
-            && f.release_id == t.release_id
-            && f.tries == t.tries
-        {
-            return Ok(Seen::Failed(format!(
-                "its runner did not take version {version}: {}",
-                f.reason
-            )));
-        }
-        let now = now_ms();
-        let on = runner.session.as_ref().and_then(|s| s.version.clone());
-        let healthy =
-            self.ops.health(runner.revoked, runner.last_seen_at_ms, now) == RunnerHealth::Healthy;
-        if on.as_deref() == Some(version.as_str()) && healthy {
-            return Ok(Seen::Succeeded(now));
-        }
-        let asked = t.started_at_ms.unwrap_or(now);
-        if now - asked > RUNNER_UPDATE_BOUND_MS {
-            return Ok(Seen::Failed(format!(
-                "its runner is still on version {} {} minutes after it was asked for {version}, and reported nothing (is it running? a long job keeps it draining)",
-                on.as_deref().unwrap_or("unknown"),
-                (now - asked) / 60_000
-            )));
-        }
-        Ok(Seen::Going)
-    }
-
     /// Records that install `i` could not start, and why.
     async fn not_started(
         &self,
@@ -695,89 +651,5 @@ impl Engine {
             .await?;
         r.version += 1;
         Ok(())
-    }
-
-    /// What became of a running install's workflow.
-    async fn workflow_seen(&self, org: &OrgId, id: Option<&WorkflowId>) -> Result<Seen> {
-        let Some(id) = id else {
-            return Ok(Seen::Failed("it has no workflow".into()));
-        };
-        let Some(wf) = self.store.get_workflow(org, id).await? else {
-            return Ok(Seen::Failed(format!("its workflow {id} is gone")));
-        };
-        Ok(match wf.status {
-            s if s.is_active() => Seen::Going,
-            WorkflowStatus::Succeeded => Seen::Succeeded(wf.finished_at_ms.unwrap_or_else(now_ms)),
-            status => {
-                let step = wf
-                    .steps
-                    .iter()
-                    .find(|s| {
-                        matches!(
-                            s.status,
-                            nuon_core::workflow::StepStatus::Failed
-                                | nuon_core::workflow::StepStatus::Denied
-                        )
-                    })
-                    .map(|s| {
-                        format!(
-                            ": {} {}{}",
-                            s.name,
-                            s.status,
-                            s.reason
-                                .as_deref()
-                                .map(|r| format!(" ({r})"))
-                                .unwrap_or_default()
-                        )
-                    })
-                    .unwrap_or_default();
-                Seen::Failed(format!("workflow {id} ended {status}{step}"))
-            }
-        })
-    }
-
-    /// Whether a baking install stays healthy: its runner calls and its
-    /// components' last deploys and health-check actions pass.
-    async fn bake_seen(&self, org: &OrgId, r: &RolloutInfo, i: usize) -> Result<Seen> {
-        let t = &r.targets[i];
-        let Some(install) = self.store.find_install(org, t.install_id.as_str()).await? else {
-            return Ok(Seen::Failed(format!("install {} is gone", t.install)));
-        };
-        let (_, config) = self
-            .app_config(org, &install.app_id, install.config_version)
-            .await?;
-        let runner = self
-            .store
-            .find_runner(org, install.runner_id.as_str())
-            .await?
-            .map(|mut runner| {
-                let now = now_ms();
-                runner.status = match self.ops.health(runner.revoked, runner.last_seen_at_ms, now) {
-                    nuon_core::model::RunnerHealth::Healthy => RunnerStatus::Connected,
-                    _ => RunnerStatus::Gone,
-                };
-                runner
-            });
-        let workflows = self.store.list_workflows(org, &install.id).await?;
-        let summary = crate::health::WorkflowSummary::of(&workflows);
-        let health =
-            crate::health::health_of(&config, &install, runner.as_ref(), &summary, now_ms());
-        if health.status == HealthStatus::Healthy {
-            return Ok(Seen::Going);
-        }
-        let why: Vec<String> = health
-            .checks
-            .iter()
-            .filter(|c| !matches!(c.status, CheckState::Ok | CheckState::Unknown))
-            .map(|c| {
-                let detail = c.detail.clone().unwrap_or_else(|| c.status.to_string());
-                format!("{} {}: {detail}", c.kind, c.name)
-            })
-            .collect();
-        Ok(Seen::Failed(format!(
-            "{} ({})",
-            health.status,
-            why.join("; ")
-        )))
     }
 }

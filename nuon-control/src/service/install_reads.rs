@@ -25,11 +25,8 @@ impl Services<'_> {
         let selector = selector_of(selector)?;
         let stored: Vec<Install> = self
             .store
-            .list_installs(&caller.principal.org_id)
-            .await?
-            .into_iter()
-            .filter(|i| selector.matches(&i.labels))
-            .collect();
+            .select_installs(&caller.principal.org_id, &selector)
+            .await?;
         let fleet = self.fleet(caller, &stored).await?;
         let installs = stored
             .into_iter()

@@ -1,8 +1,10 @@
 //! Install labels and the groups of installs selected by them.
 
 use super::rows::{Cells, Record};
-use super::sql::{Sql, Stmt, args};
+use super::sql::{Arg, Sql, Stmt, args};
 use super::*;
+use nuon_core::labels::Selector;
+use nuon_core::model::Install;
 use nuon_core::now_ms;
 
 /// A group of installs as stored: a name and a label selector.
@@ -32,6 +34,11 @@ pub trait LabelStore: Send + Sync {
         max: usize,
     ) -> Result<nuon_core::labels::Labels>;
 
+    /// The org's installs whose labels `selector` matches, oldest first:
+    /// read from the label index (`install_labels`), not matched one
+    /// install at a time.
+    async fn select_installs(&self, org: &OrgId, selector: &Selector) -> Result<Vec<Install>>;
+
     /// Stores a group of installs: a name unique in the org and a label
     /// selector (a conflict when the name is taken).
     async fn create_group(&self, org: &OrgId, name: &str, selector: &str) -> Result<StoredGroup>;
@@ -54,8 +61,45 @@ impl Record for StoredGroup {
     }
 }
 
+/// `SELECT` of the org's installs (`$1`) that `selector` matches, with
+/// its arguments after the org's.
+fn selected(selector: &Selector, mut args: Vec<Arg>) -> Stmt {
+    use nuon_core::labels::Requirement as R;
+    let mut sql = format!(
+        "SELECT {} FROM installs WHERE org_id = $1",
+        Install::COLUMNS
+    );
+    for r in selector.requirements() {
+        let mut bind = |v: &str| {
+            args.push(Arg::from(v));
+            format!("${}", args.len())
+        };
+        let (key, values, holds) = match r {
+            R::Equals(k, v) => (bind(k), Some(vec![bind(v)]), true),
+            R::NotEquals(k, v) => (bind(k), Some(vec![bind(v)]), false),
+            R::In(k, vs) => (bind(k), Some(vs.iter().map(|v| bind(v)).collect()), true),
+            R::NotIn(k, vs) => (bind(k), Some(vs.iter().map(|v| bind(v)).collect()), false),
+            R::Exists(k) => (bind(k), None, true),
+            R::Absent(k) => (bind(k), None, false),
+        };
+        let value = values.map_or(String::new(), |vs| {
+            format!(" AND value IN ({})", vs.join(", "))
+        });
+        sql.push_str(&format!(
+            " AND id {}IN (SELECT install_id FROM install_labels WHERE org_id = $1 AND key = {key}{value})",
+            if holds { "" } else { "NOT " }
+        ));
+    }
+    sql.push_str(" ORDER BY created_at, id");
+    Stmt::new(sql, args)
+}
+
 #[async_trait]
 impl<S: Sql + 'static> LabelStore for S {
+    async fn select_installs(&self, org: &OrgId, selector: &Selector) -> Result<Vec<Install>> {
+        self.query(selected(selector, args![org.as_str()])).await
+    }
+
     async fn change_install_labels(
         &self,
         org: &OrgId,

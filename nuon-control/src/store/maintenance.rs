@@ -26,8 +26,16 @@ pub enum Wake {
     /// A running job of this org ended: its runners that its limit on
     /// running jobs held back look again.
     Org(OrgId),
-    /// A job of a workflow ended, or a workflow changed: the leader looks again.
+    /// Something the workflows wait on changed: the leader looks at every
+    /// active workflow again.
     Executor,
+    /// This workflow changed (a person's act, its start): the leader moves
+    /// it. A replica of a release before it ignores it, and finds the
+    /// change on its next full pass, within a second.
+    Workflow(OrgId, WorkflowId),
+    /// This job ended: the leader moves the workflow whose step ran it (a
+    /// replica of a release before it finds it on its next full pass).
+    JobEnded(JobId),
     /// Announcements may have been missed: every waiter looks again.
     All,
 }

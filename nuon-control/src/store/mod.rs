@@ -99,7 +99,9 @@ pub use stack::{StackRedeem, StackStore};
 pub use states::{ComponentState, StateLock, StatePrincipal, StateStore, StateToken};
 pub use users::{Identity, PendingSignIn, UserStore};
 pub use webhooks::{DeliveryTry, DueDelivery, WebhookStore};
-pub use workflows::{CachedSummary, NewWorkflow, StepUpdate, SummaryText, WorkflowStore};
+pub use workflows::{
+    ActiveWorkflow, CachedSummary, NewWorkflow, StepUpdate, SummaryText, WorkflowStore,
+};
 
 /// Every store trait, to call a concrete store's methods:
 /// `use nuon_control::store::prelude::*;`.

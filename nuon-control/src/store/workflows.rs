@@ -187,8 +187,20 @@ pub trait WorkflowStore: Send + Sync + 'static {
     /// One workflow of the org.
     async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Workflow>>;
 
-    /// Every workflow that is `pending` or `running`, oldest first.
-    async fn active_workflows(&self) -> Result<Vec<(OrgId, WorkflowId)>>;
+    /// Every workflow that is `pending`, `running` or `cancelling`, oldest
+    /// first, with its install.
+    async fn active_workflows(&self) -> Result<Vec<ActiveWorkflow>>;
+
+    /// The status of each of these workflows of the org that is there, and
+    /// when it ended: one read for many, without their steps.
+    async fn workflow_statuses(
+        &self,
+        org: &OrgId,
+        ids: &[WorkflowId],
+    ) -> Result<Vec<(WorkflowId, WorkflowStatus, Option<i64>)>>;
+
+    /// The workflow whose step ran (or runs) `job`, when one does.
+    async fn workflow_of_job(&self, job: &JobId) -> Result<Option<(OrgId, WorkflowId)>>;
 
     /// Sets a workflow's status (and its end time, for an ending status).
     async fn set_workflow_status(
@@ -593,15 +605,55 @@ impl<S: Sql + 'static> WorkflowStore for S {
         Ok(Some(head.with_steps(id.clone(), steps)))
     }
 
-    async fn active_workflows(&self) -> Result<Vec<(OrgId, WorkflowId)>> {
-        let rows: Vec<IdPair<OrgId, WorkflowId>> = self
-            .query(Stmt::new(
-                "SELECT org_id, id FROM workflows \
-                 WHERE status IN ('pending', 'running', 'cancelling') ORDER BY created_at, id",
-                Vec::new(),
+    async fn active_workflows(&self) -> Result<Vec<ActiveWorkflow>> {
+        self.query(Stmt::new(
+            "SELECT org_id, id, install_id FROM workflows \
+             WHERE status IN ('pending', 'running', 'cancelling') ORDER BY created_at, id",
+            Vec::new(),
+        ))
+        .await
+    }
+
+    async fn workflow_statuses(
+        &self,
+        org: &OrgId,
+        ids: &[WorkflowId],
+    ) -> Result<Vec<(WorkflowId, WorkflowStatus, Option<i64>)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        // A statement's parameters are bounded (SQLite's 32,766): a
+        // thousand at a time.
+        for chunk in ids.chunks(1000) {
+            let mut args = args![org.as_str()];
+            let marks: Vec<String> = chunk
+                .iter()
+                .map(|id| {
+                    args.push(Arg::from(id.as_str()));
+                    format!("${}", args.len())
+                })
+                .collect();
+            let rows: Vec<StatusRow> = self
+                .query(Stmt::new(
+                    format!(
+                        "SELECT id, status, finished_at FROM workflows WHERE org_id = $1 AND id IN ({})",
+                        marks.join(", ")
+                    ),
+                    args,
+                ))
+                .await?;
+            out.extend(rows.into_iter().map(|r| (r.0, r.1, r.2)));
+        }
+        Ok(out)
+    }
+
+    async fn workflow_of_job(&self, job: &JobId) -> Result<Option<(OrgId, WorkflowId)>> {
+        let row: Option<IdPair<OrgId, WorkflowId>> = self
+            .query_one(Stmt::new(
+                "SELECT w.org_id, w.id FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id \
+                 WHERE s.job_id = $1",
+                args![job.as_str()],
             ))
             .await?;
-        Ok(rows.into_iter().map(|IdPair(o, w)| (o, w)).collect())
+        Ok(row.map(|IdPair(o, w)| (o, w)))
     }
 
     async fn set_workflow_status(
@@ -681,5 +733,42 @@ impl<S: Sql + 'static> WorkflowStore for S {
         stmts.push(bump(id));
         let missing = format!("workflow {id} is not running: step {index} not dispatched");
         self.write_if_found(read, stmts, missing).await
+    }
+}
+
+/// A workflow that is not over, and its install: what the engine's pass
+/// walks, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveWorkflow {
+    /// Its org.
+    pub org: OrgId,
+    /// The workflow.
+    pub id: WorkflowId,
+    /// Its install: one workflow of an install moves at a time.
+    pub install: InstallId,
+}
+
+impl Record for ActiveWorkflow {
+    const COLUMNS: &'static str = "org_id, id, install_id";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(ActiveWorkflow {
+            org: r.id(0)?,
+            id: r.id(1)?,
+            install: r.id(2)?,
+        })
+    }
+}
+
+/// A workflow's id, status and end, as `workflow_statuses` reads them.
+struct StatusRow(WorkflowId, WorkflowStatus, Option<i64>);
+
+impl Record for StatusRow {
+    const COLUMNS: &'static str = "id, status, finished_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(StatusRow(
+            r.id(0)?,
+            r.text(1)?.parse().map_err(super::shared::corrupt)?,
+            r.opt_int(2)?,
+        ))
     }
 }

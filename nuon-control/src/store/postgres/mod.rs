@@ -250,13 +250,16 @@ fn redact_url(url: &str) -> String {
     }
 }
 
-/// One notification's text for a wake-up: `R <runner>`, `L <job>`, `X`, `A`.
+/// One notification's text for a wake-up: `R <runner>`, `L <job>`, `O <org>`,
+/// `X`, `W <org> <workflow>`, `E <job>`, `A`.
 fn encode_wake(w: &Wake) -> String {
     match w {
         Wake::Runner(r) => format!("R {r}"),
         Wake::Logs(j) => format!("L {j}"),
         Wake::Org(o) => format!("O {o}"),
         Wake::Executor => "X".into(),
+        Wake::Workflow(o, w) => format!("W {o} {w}"),
+        Wake::JobEnded(j) => format!("E {j}"),
         Wake::All => "A".into(),
     }
 }
@@ -268,6 +271,11 @@ fn decode_wake(s: &str) -> Option<Wake> {
         "L" => rest.parse().ok().map(Wake::Logs),
         "O" => rest.parse().ok().map(Wake::Org),
         "X" => Some(Wake::Executor),
+        "W" => {
+            let (org, wf) = rest.split_once(' ')?;
+            Some(Wake::Workflow(org.parse().ok()?, wf.parse().ok()?))
+        }
+        "E" => rest.parse().ok().map(Wake::JobEnded),
         "A" => Some(Wake::All),
         _ => None,
     }

@@ -520,6 +520,37 @@ CREATE TABLE rollout_targets (
 );
 "#,
     ),
+    (
+        28,
+        r#"
+CREATE TABLE install_labels (
+    org_id TEXT NOT NULL,
+    install_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (install_id, key)
+);
+CREATE INDEX install_labels_value ON install_labels (org_id, key, value);
+CREATE FUNCTION nuon_install_labels() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM install_labels WHERE install_id = OLD.id;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO install_labels (org_id, install_id, key, value)
+        SELECT NEW.org_id, NEW.id, l.key, l.value
+        FROM jsonb_each_text(COALESCE(NEW.labels, '{}')::jsonb) AS l;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER install_labels AFTER INSERT OR DELETE OR UPDATE OF labels ON installs
+    FOR EACH ROW EXECUTE FUNCTION nuon_install_labels();
+INSERT INTO install_labels (org_id, install_id, key, value)
+SELECT i.org_id, i.id, l.key, l.value
+FROM installs AS i, jsonb_each_text(COALESCE(i.labels, '{}')::jsonb) AS l;
+"#,
+    ),
 ];
 
 /// The oldest schema version whose code may still run on this one: the

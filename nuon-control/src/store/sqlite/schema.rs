@@ -417,5 +417,43 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS workflow_steps_job ON workflow_steps (job_id) \
          WHERE job_id IS NOT NULL;",
     )?;
-    Ok(())
+    install_labels(conn)
+}
+
+/// The index of install labels (what a selector reads), kept by triggers
+/// on `installs.labels` whoever writes them, and filled once from the
+/// installs there when it is made.
+fn install_labels(conn: &Connection) -> rusqlite::Result<()> {
+    let made = conn
+        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'install_labels'")?
+        .exists([])?;
+    if made {
+        return Ok(());
+    }
+    conn.execute_batch(
+        "BEGIN;
+         CREATE TABLE install_labels (
+             org_id TEXT NOT NULL,
+             install_id TEXT NOT NULL,
+             key TEXT NOT NULL,
+             value TEXT NOT NULL,
+             PRIMARY KEY (install_id, key)
+         );
+         CREATE INDEX install_labels_value ON install_labels (org_id, key, value);
+         CREATE TRIGGER install_labels_insert AFTER INSERT ON installs BEGIN
+             INSERT INTO install_labels (org_id, install_id, key, value)
+             SELECT NEW.org_id, NEW.id, l.key, l.value FROM json_each(COALESCE(NEW.labels, '{}')) AS l;
+         END;
+         CREATE TRIGGER install_labels_update AFTER UPDATE OF labels ON installs BEGIN
+             DELETE FROM install_labels WHERE install_id = OLD.id;
+             INSERT INTO install_labels (org_id, install_id, key, value)
+             SELECT NEW.org_id, NEW.id, l.key, l.value FROM json_each(COALESCE(NEW.labels, '{}')) AS l;
+         END;
+         CREATE TRIGGER install_labels_delete AFTER DELETE ON installs BEGIN
+             DELETE FROM install_labels WHERE install_id = OLD.id;
+         END;
+         INSERT INTO install_labels (org_id, install_id, key, value)
+         SELECT i.org_id, i.id, l.key, l.value FROM installs AS i, json_each(COALESCE(i.labels, '{}')) AS l;
+         COMMIT;",
+    )
 }

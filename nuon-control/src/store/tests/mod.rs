@@ -85,6 +85,7 @@ macro_rules! conformance {
 mod builds;
 mod catalog;
 mod invitations;
+mod labels;
 mod logs;
 mod ops;
 mod queue;

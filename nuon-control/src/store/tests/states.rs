@@ -94,6 +94,13 @@ conformance! {
             component: "db".into(),
         };
         f.store.dispatch_step(&f.org, &wf, 0, job, Some(token)).await.unwrap();
+        // A job's end finds the workflow whose step ran it; a job of no
+        // step finds none.
+        assert_eq!(
+            f.store.workflow_of_job(&job_id).await.unwrap(),
+            Some((f.org.clone(), wf.clone()))
+        );
+        assert_eq!(f.store.workflow_of_job(&f.queue(1).await).await.unwrap(), None);
         let who = f.store.authenticate_state("stt-hash").await.unwrap().unwrap();
         assert_eq!(
             who,

@@ -622,7 +622,10 @@ conformance! {
                 .unwrap();
             ids.push(id);
         }
-        let active = |v: Vec<(OrgId, WorkflowId)>| v.into_iter().map(|(_, w)| w).collect::<Vec<_>>();
+        let active = |v: Vec<super::ActiveWorkflow>| {
+            assert!(v.iter().all(|a| a.org == f.org && a.install == inst.id), "{v:?}");
+            v.into_iter().map(|a| a.id).collect::<Vec<_>>()
+        };
         assert_eq!(active(f.store.active_workflows().await.unwrap()), ids, "oldest first");
 
         f.store.set_workflow_status(&f.org, &ids[0], nuon_core::workflow::WorkflowStatus::Running).await.unwrap();
@@ -673,6 +676,20 @@ conformance! {
         let w = f.store.get_workflow(&f.org, &ids[0]).await.unwrap().unwrap();
         assert!(w.finished_at_ms.is_some());
         assert_eq!(active(f.store.active_workflows().await.unwrap()), ids[1..]);
+        // Statuses many at a time, of the org's workflows only.
+        let mut asked = ids.clone();
+        asked.push(WorkflowId::generate());
+        let statuses = f.store.workflow_statuses(&f.org, &asked).await.unwrap();
+        let mut statuses: Vec<_> = statuses.into_iter().map(|(id, s, at)| (id, s, at.is_some())).collect();
+        statuses.sort_by_key(|(id, _, _)| ids.iter().position(|i| i == id));
+        assert_eq!(
+            statuses,
+            [
+                (ids[0].clone(), nuon_core::workflow::WorkflowStatus::Succeeded, true),
+                (ids[1].clone(), nuon_core::workflow::WorkflowStatus::Pending, false),
+            ]
+        );
+        assert!(f.store.workflow_statuses(&other, &ids).await.unwrap().is_empty());
     }
 
     async fn removing_an_install_takes_what_is_only_its_and_an_app_waits_for_its_installs(f: Fixture) {

@@ -1,0 +1,102 @@
+//! The label index: what a selector reads, kept by the database whoever
+//! writes an install's labels.
+
+use super::*;
+use nuon_core::labels::{Labels, Selector};
+use nuon_core::model::Install;
+
+/// The names of `installs`, in their order.
+fn names(installs: &[Install]) -> Vec<String> {
+    installs.iter().map(|i| i.name.clone()).collect()
+}
+
+conformance! {
+    async fn a_selector_reads_the_label_index_and_picks_what_matching_each_install_picks(f: Fixture) {
+        let app = f.store.create_app(&f.org, &AppId::generate(), "web").await.unwrap();
+        let other = f.store.create_org(&OrgId::generate(), "o2", b"k").await.unwrap().org_id;
+        let other_app = f.store.create_app(&other, &AppId::generate(), "web").await.unwrap();
+        let labels = |pairs: &[(&str, &str)]| -> Labels {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        };
+        let new = |org_app: &AppId, name: &str, l: Labels| NewInstall {
+            id: InstallId::generate(),
+            app_id: org_app.clone(),
+            name: name.into(),
+            config_version: 1,
+            runner_id: RunnerId::generate(),
+            runner_name: format!("install-{name}"),
+            runner_token_hash: format!("hash-{name}-{org_app}"),
+            inputs_json: "{}".into(),
+            sealed_json: "{}".into(),
+            approval: nuon_core::model::ApprovalMode::ApproveAll,
+            toggles: Default::default(),
+            overrides: Default::default(),
+            labels: l,
+        };
+        let fleet = [
+            ("a", labels(&[("tier", "prod"), ("region", "eu")])),
+            ("b", labels(&[("tier", "prod"), ("region", "us")])),
+            ("c", labels(&[("tier", "trial"), ("region", "eu")])),
+            ("d", labels(&[("tier", "trial")])),
+            ("e", labels(&[])),
+        ];
+        for (name, l) in &fleet {
+            f.store.create_install(&f.org, new(&app.id, name, l.clone())).await.unwrap();
+        }
+        // Another org's install with the same labels is never picked.
+        f.store
+            .create_install(&other, new(&other_app.id, "a", fleet[0].1.clone()))
+            .await
+            .unwrap();
+
+        let check = |text: &'static str| {
+            let store = &f.store;
+            let org = &f.org;
+            async move {
+                let selector: Selector = text.parse().unwrap();
+                let all = store.list_installs(org).await.unwrap();
+                let want: Vec<Install> =
+                    all.into_iter().filter(|i| selector.matches(&i.labels)).collect();
+                let got = store.select_installs(org, &selector).await.unwrap();
+                assert_eq!(names(&got), names(&want), "selector {text:?}");
+                names(&got)
+            }
+        };
+        assert_eq!(check("").await, ["a", "b", "c", "d", "e"]);
+        assert_eq!(check("tier=prod").await, ["a", "b"]);
+        assert_eq!(check("tier=prod,region=eu").await, ["a"]);
+        assert_eq!(check("tier!=prod").await, ["c", "d", "e"]);
+        assert_eq!(check("region in (eu,us)").await, ["a", "b", "c"]);
+        assert_eq!(check("region notin (eu)").await, ["b", "d", "e"]);
+        assert_eq!(check("region").await, ["a", "b", "c"]);
+        assert_eq!(check("!region").await, ["d", "e"]);
+        assert_eq!(check("!region,tier").await, ["d"]);
+        assert_eq!(check("tier=none").await, Vec::<String>::new());
+
+        // A change of labels moves the install in the index.
+        let d = f.store.find_install(&f.org, "d").await.unwrap().unwrap();
+        f.store
+            .change_install_labels(&f.org, &d.id, &labels(&[("region", "us")]), &["tier".into()], 64)
+            .await
+            .unwrap();
+        assert_eq!(check("region=us").await, ["b", "d"]);
+        assert_eq!(check("!tier").await, ["d", "e"]);
+
+        // Labels written past this code (a replica of a release before
+        // the index) are indexed all the same: the database keeps it.
+        let a = f.store.find_install(&f.org, "a").await.unwrap().unwrap();
+        f.raw(
+            r#"UPDATE installs SET labels = '{"tier":"trial"}' WHERE id = ? RETURNING id"#,
+            a.id.as_str(),
+        )
+        .await;
+        assert_eq!(check("tier=trial").await, ["a", "c"]);
+        assert_eq!(check("region=eu").await, ["c"]);
+
+        // A removed install leaves the index.
+        assert!(f.store.remove_install(&f.org, &a.id).await.unwrap());
+        assert_eq!(check("tier=trial").await, ["c"]);
+        let left = f.raw("SELECT CAST(COUNT(*) AS TEXT) FROM install_labels WHERE install_id = ?", a.id.as_str()).await;
+        assert_eq!(left.as_deref(), Some("0"));
+    }
+}
