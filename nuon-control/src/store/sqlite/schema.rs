@@ -244,6 +244,7 @@ CREATE TABLE IF NOT EXISTS workflows (
     finished_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS workflows_install ON workflows (install_id, created_at);
+CREATE INDEX IF NOT EXISTS workflows_active ON workflows (created_at) WHERE status IN ('pending', 'running', 'cancelling');
 CREATE TABLE IF NOT EXISTS workflow_steps (
     workflow_id TEXT NOT NULL REFERENCES workflows(id),
     idx INTEGER NOT NULL,
