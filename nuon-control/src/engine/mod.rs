@@ -344,7 +344,7 @@ impl Engine {
 
     /// A job ended: the step it ran moves on, here.
     pub(crate) fn job_ended_here(&self, job: JobId) {
-        self.touched().jobs.push(job);
+        self.touched().jobs.insert(job);
         let _ = self.tx.send(Msg::Wake);
     }
 

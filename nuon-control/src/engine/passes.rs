@@ -17,7 +17,7 @@ use super::Engine;
 pub(super) struct Touched {
     pub(super) all: bool,
     pub(super) workflows: HashSet<(OrgId, WorkflowId)>,
-    pub(super) jobs: Vec<JobId>,
+    pub(super) jobs: HashSet<JobId>,
 }
 
 impl Touched {
@@ -47,27 +47,28 @@ impl Engine {
             *last_full = None;
             return;
         }
-        let due = last_full.is_none_or(|t| t.elapsed() >= FULL_PASS_EVERY);
-        if touched.all || due {
-            *last_full = Some(std::time::Instant::now());
-            return self.advance_all(None).await;
-        }
+        let mut full = touched.all || last_full.is_none_or(|t| t.elapsed() >= FULL_PASS_EVERY);
         let mut only: HashSet<WorkflowId> = touched.workflows.into_iter().map(|(_, w)| w).collect();
-        for job in touched.jobs {
-            match self.store.workflow_of_job(&job).await {
+        for job in &touched.jobs {
+            if full {
+                break;
+            }
+            match self.store.workflow_of_job(job).await {
                 Ok(Some((_, wf))) => {
                     only.insert(wf);
                 }
-                // Not a step's job (a build a step waits for), or the
-                // store did not answer: everything.
-                Ok(None) => return self.advance_all(None).await,
+                // Not a step's job (a build a step waits for): everything.
+                Ok(None) => full = true,
                 Err(e) => {
                     tracing::warn!(job = %job, error = %e, "cannot find the workflow of a job that ended; looking at every workflow");
-                    return self.advance_all(None).await;
+                    full = true;
                 }
             }
         }
-        if !only.is_empty() {
+        if full {
+            *last_full = Some(std::time::Instant::now());
+            self.advance_all(None).await;
+        } else if !only.is_empty() {
             self.advance_all(Some(&only)).await;
         }
     }
@@ -116,10 +117,19 @@ impl Engine {
             // Whether it ended, when that matters: the next of its install
             // may start, and a touched pass looks at the rollouts.
             let behind = queued.get(&a.install).is_some_and(|n| *n > 1);
-            if (only.is_some() || behind) && self.ended(&a.org, &a.id).await {
-                ended = true;
-                if behind {
-                    freed.insert(&a.install);
+            if only.is_some() || behind {
+                match self.ended(&a.org, &a.id).await {
+                    Some(true) => {
+                        ended = true;
+                        if behind {
+                            freed.insert(&a.install);
+                        }
+                    }
+                    Some(false) => {}
+                    // Unknown: the rollouts look (which only costs a
+                    // look); the next of its install waits for a pass
+                    // that knows.
+                    None => ended = true,
                 }
             }
         }
@@ -128,16 +138,19 @@ impl Engine {
         }
     }
 
-    /// Whether the workflow is over (or cannot be read: then looked at as
-    /// if it were, which only costs a look).
-    async fn ended(&self, org: &OrgId, id: &WorkflowId) -> bool {
+    /// Whether the workflow is over (gone counts as over); `None` when
+    /// the store did not answer.
+    async fn ended(&self, org: &OrgId, id: &WorkflowId) -> Option<bool> {
         match self
             .store
             .workflow_statuses(org, std::slice::from_ref(id))
             .await
         {
-            Ok(s) => s.first().is_none_or(|(_, status, _)| !status.is_active()),
-            Err(_) => true,
+            Ok(s) => Some(s.first().is_none_or(|(_, status, _)| !status.is_active())),
+            Err(e) => {
+                tracing::warn!(workflow = %id, error = %e, "cannot read whether a workflow ended");
+                None
+            }
         }
     }
 }

@@ -422,37 +422,41 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// The index of install labels (what a selector reads), kept by triggers
-/// on `installs.labels` whoever writes them, and filled once from the
-/// installs there when it is made.
+/// on `installs.labels` whoever writes them. Made, and filled from the
+/// installs there, when it or one of its triggers is missing.
 fn install_labels(conn: &Connection) -> rusqlite::Result<()> {
-    let made = conn
-        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'install_labels'")?
-        .exists([])?;
-    if made {
+    let kept: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE (type = 'table' AND name = 'install_labels') \
+         OR (type = 'trigger' AND name IN ('install_labels_insert', 'install_labels_update', 'install_labels_delete'))",
+        [],
+        |r| r.get(0),
+    )?;
+    if kept == 4 {
         return Ok(());
     }
     conn.execute_batch(
         "BEGIN;
-         CREATE TABLE install_labels (
+         CREATE TABLE IF NOT EXISTS install_labels (
              org_id TEXT NOT NULL,
              install_id TEXT NOT NULL,
              key TEXT NOT NULL,
              value TEXT NOT NULL,
              PRIMARY KEY (install_id, key)
          );
-         CREATE INDEX install_labels_value ON install_labels (org_id, key, value);
-         CREATE TRIGGER install_labels_insert AFTER INSERT ON installs BEGIN
+         CREATE INDEX IF NOT EXISTS install_labels_value ON install_labels (org_id, key, value);
+         CREATE TRIGGER IF NOT EXISTS install_labels_insert AFTER INSERT ON installs BEGIN
              INSERT INTO install_labels (org_id, install_id, key, value)
              SELECT NEW.org_id, NEW.id, l.key, l.value FROM json_each(COALESCE(NEW.labels, '{}')) AS l;
          END;
-         CREATE TRIGGER install_labels_update AFTER UPDATE OF labels ON installs BEGIN
+         CREATE TRIGGER IF NOT EXISTS install_labels_update AFTER UPDATE OF labels ON installs BEGIN
              DELETE FROM install_labels WHERE install_id = OLD.id;
              INSERT INTO install_labels (org_id, install_id, key, value)
              SELECT NEW.org_id, NEW.id, l.key, l.value FROM json_each(COALESCE(NEW.labels, '{}')) AS l;
          END;
-         CREATE TRIGGER install_labels_delete AFTER DELETE ON installs BEGIN
+         CREATE TRIGGER IF NOT EXISTS install_labels_delete AFTER DELETE ON installs BEGIN
              DELETE FROM install_labels WHERE install_id = OLD.id;
          END;
+         DELETE FROM install_labels;
          INSERT INTO install_labels (org_id, install_id, key, value)
          SELECT i.org_id, i.id, l.key, l.value FROM installs AS i, json_each(COALESCE(i.labels, '{}')) AS l;
          COMMIT;",

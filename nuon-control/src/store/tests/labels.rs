@@ -100,3 +100,65 @@ conformance! {
         assert_eq!(left.as_deref(), Some("0"));
     }
 }
+
+/// A SQLite data dir whose label index lost a trigger (or was never made:
+/// a data dir of a release before it) gets it back, filled from the
+/// installs, when it is opened.
+#[tokio::test]
+async fn a_sqlite_label_index_missing_a_trigger_is_made_again_and_filled_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let org = OrgId::generate();
+    let install = InstallId::generate();
+    {
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store.create_org(&org, "o", b"k").await.unwrap();
+        let app = store
+            .create_app(&org, &AppId::generate(), "web")
+            .await
+            .unwrap();
+        store
+            .create_install(
+                &org,
+                NewInstall {
+                    id: install.clone(),
+                    app_id: app.id,
+                    name: "a".into(),
+                    config_version: 1,
+                    runner_id: RunnerId::generate(),
+                    runner_name: "install-a".into(),
+                    runner_token_hash: "hash-a".into(),
+                    inputs_json: "{}".into(),
+                    sealed_json: "{}".into(),
+                    approval: nuon_core::model::ApprovalMode::ApproveAll,
+                    toggles: Default::default(),
+                    overrides: Default::default(),
+                    labels: [("tier".to_owned(), "prod".to_owned())].into(),
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let conn = rusqlite::Connection::open(dir.path().join(SqliteStore::DB_FILE)).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER install_labels_update; DELETE FROM install_labels; \
+         UPDATE installs SET labels = '{\"tier\":\"trial\"}';",
+    )
+    .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let picked = |text: &'static str| {
+        let store = &store;
+        let org = &org;
+        async move {
+            let selector: Selector = text.parse().unwrap();
+            names(&store.select_installs(org, &selector).await.unwrap())
+        }
+    };
+    assert_eq!(picked("tier=trial").await, ["a"]);
+    assert!(picked("tier=prod").await.is_empty());
+    store
+        .change_install_labels(&org, &install, &Default::default(), &["tier".into()], 64)
+        .await
+        .unwrap();
+    assert_eq!(picked("!tier").await, ["a"]);
+}
