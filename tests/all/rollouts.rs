@@ -262,4 +262,43 @@ fn a_release_rolls_out_in_waves_stops_on_a_failure_retries_survives_a_restart_an
         assert_eq!(i["release_id"], r1.as_str(), "{p}");
         assert_eq!(i["outputs"]["components"]["box"]["version"], "v1", "{p}");
     }
+
+    // An install whose deploys ask a person holds its rollout there, and
+    // the rollout says where and how to approve; the approval lets it end.
+    ok(m.cp.nuon(&["installs", "update", "t01", "--approval", "prompt"]));
+    let ro3 = json(&m, &["releases", "rollout", &r1, "--to", "tier=trial"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let held = wait_for(
+        "the rollout to wait for t01's approval",
+        Duration::from_secs(300),
+        || {
+            let r = json(&m, &["releases", "status", &ro3]);
+            r["reason"]
+                .as_str()
+                .is_some_and(|why| why.contains("waiting for approval at t01/"))
+                .then_some(r)
+        },
+    )
+    .unwrap();
+    let t01 = held["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["install"] == "t01")
+        .unwrap();
+    let wf = t01["workflow_id"].as_str().unwrap();
+    let why = t01["reason"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("nuon workflows approve {wf} --step")),
+        "{held:#}"
+    );
+    ok(m.cp.nuon(&["workflows", "approve", wf]));
+    let ended = wait_for("the held rollout to end", Duration::from_secs(300), || {
+        let r = json(&m, &["releases", "status", &ro3]);
+        (r["status"] != "running").then_some(r)
+    })
+    .unwrap();
+    assert_eq!(ended["status"], "succeeded", "{ended:#}");
 }

@@ -61,6 +61,16 @@ impl Engine {
             );
             return Ok(());
         }
+        // Its step's job still runs: nothing to do, and nothing to load
+        // (what a full pass finds of most of a busy fleet's workflows).
+        if wf.status == WorkflowStatus::Running
+            && let Next::Job(i) = rules::next(&wf.steps)
+            && let Some(job_id) = &wf.steps[i].job_id
+            && let Some(job) = self.store.get_job(org, job_id).await?
+            && !job.status.is_terminal()
+        {
+            return Ok(());
+        }
         let mut cx = match self.load(org, wf.clone()).await {
             Ok(cx) => cx,
             // Its install, app or config is gone: it can never move again,

@@ -7,8 +7,7 @@
 use nuon_core::endpoint::{self as ep, path_of};
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutList, RolloutStatus, TargetState};
 use nuon_core::wire::ReleaseInfo;
-use nuon_core::workflow::StepStatus;
-use nuon_core::{OrgId, ReleaseId, RolloutId};
+use nuon_core::{OrgId, ReleaseId, RolloutId, WorkflowId};
 
 use super::{Caller, Services, require_deployer};
 use crate::engine::RolloutAct;
@@ -202,24 +201,30 @@ impl Services<'_> {
     /// the rollout with it: a rollout at an approval does not just run.
     async fn waiting_approvals(&self, org: &OrgId, r: &mut RolloutInfo) -> Result<(), Error> {
         let mut at = Vec::new();
+        // The deploying installs' waiting steps in one read, not each
+        // workflow whole.
+        let deploying: Vec<WorkflowId> = r
+            .targets
+            .iter()
+            .filter(|t| t.state == TargetState::Running)
+            .filter_map(|t| t.workflow_id.clone())
+            .collect();
+        let waiting: std::collections::HashMap<WorkflowId, String> = self
+            .store
+            .waiting_steps(org, &deploying)
+            .await?
+            .into_iter()
+            .collect();
         for t in r
             .targets
             .iter_mut()
             .filter(|t| t.state == TargetState::Running)
         {
             let Some(wf) = &t.workflow_id else { continue };
-            let Some(wf) = self.store.get_workflow(org, wf).await? else {
-                continue;
-            };
-            let waiting = wf
-                .steps
-                .iter()
-                .find(|s| s.status == StepStatus::WaitingApproval && s.approved_at_ms.is_none());
-            if let Some(s) = waiting {
-                let said = format!("waiting for approval at {}/{}", t.install, s.name);
+            if let Some(step) = waiting.get(wf) {
+                let said = format!("waiting for approval at {}/{}", t.install, step);
                 t.reason = Some(format!(
-                    "{said}: `nuon workflows approve {} --step \"{}\"`",
-                    wf.id, s.name
+                    "{said}: `nuon workflows approve {wf} --step \"{step}\"`"
                 ));
                 at.push(said);
             }

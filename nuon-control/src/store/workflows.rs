@@ -7,8 +7,13 @@ use super::shared::{
 };
 use super::sql::{Arg, IdPair, Sql, Stmt, args};
 use super::*;
+
+mod reads;
+
 use nuon_core::model::Step;
 use nuon_core::now_ms;
+pub use reads::ActiveWorkflow;
+use reads::{StatusRow, WaitingRow, of_many};
 
 /// A new workflow with its planned steps.
 #[derive(Debug, Clone)]
@@ -201,6 +206,14 @@ pub trait WorkflowStore: Send + Sync + 'static {
 
     /// The workflow whose step ran (or runs) `job`, when one does.
     async fn workflow_of_job(&self, job: &JobId) -> Result<Option<(OrgId, WorkflowId)>>;
+
+    /// Of these workflows of the org, each one's first step that waits for
+    /// a person's approval, by name: one read for many.
+    async fn waiting_steps(
+        &self,
+        org: &OrgId,
+        ids: &[WorkflowId],
+    ) -> Result<Vec<(WorkflowId, String)>>;
 
     /// Sets a workflow's status (and its end time, for an ending status).
     async fn set_workflow_status(
@@ -620,27 +633,36 @@ impl<S: Sql + 'static> WorkflowStore for S {
         ids: &[WorkflowId],
     ) -> Result<Vec<(WorkflowId, WorkflowStatus, Option<i64>)>> {
         let mut out = Vec::with_capacity(ids.len());
-        // A statement's parameters are bounded (SQLite's 32,766): a
-        // thousand at a time.
-        for chunk in ids.chunks(1000) {
-            let mut args = args![org.as_str()];
-            let marks: Vec<String> = chunk
-                .iter()
-                .map(|id| {
-                    args.push(Arg::from(id.as_str()));
-                    format!("${}", args.len())
-                })
-                .collect();
-            let rows: Vec<StatusRow> = self
-                .query(Stmt::new(
-                    format!(
-                        "SELECT id, status, finished_at FROM workflows WHERE org_id = $1 AND id IN ({})",
-                        marks.join(", ")
-                    ),
-                    args,
-                ))
-                .await?;
+        for stmt in of_many(
+            org,
+            ids,
+            "SELECT id, status, finished_at FROM workflows WHERE org_id = $1 AND id IN (IDS)",
+        ) {
+            let rows: Vec<StatusRow> = self.query(stmt).await?;
             out.extend(rows.into_iter().map(|r| (r.0, r.1, r.2)));
+        }
+        Ok(out)
+    }
+
+    async fn waiting_steps(
+        &self,
+        org: &OrgId,
+        ids: &[WorkflowId],
+    ) -> Result<Vec<(WorkflowId, String)>> {
+        let mut out: Vec<(WorkflowId, String)> = Vec::new();
+        for stmt in of_many(
+            org,
+            ids,
+            "SELECT s.workflow_id, s.name FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id \
+             WHERE w.org_id = $1 AND s.workflow_id IN (IDS) AND s.status = 'waiting_approval' \
+             AND s.approved_at IS NULL ORDER BY s.workflow_id, s.idx",
+        ) {
+            let rows: Vec<WaitingRow> = self.query(stmt).await?;
+            for WaitingRow(wf, name) in rows {
+                if out.last().is_none_or(|(last, _)| *last != wf) {
+                    out.push((wf, name));
+                }
+            }
         }
         Ok(out)
     }
@@ -733,42 +755,5 @@ impl<S: Sql + 'static> WorkflowStore for S {
         stmts.push(bump(id));
         let missing = format!("workflow {id} is not running: step {index} not dispatched");
         self.write_if_found(read, stmts, missing).await
-    }
-}
-
-/// A workflow that is not over, and its install: what the engine's pass
-/// walks, oldest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActiveWorkflow {
-    /// Its org.
-    pub org: OrgId,
-    /// The workflow.
-    pub id: WorkflowId,
-    /// Its install: one workflow of an install moves at a time.
-    pub install: InstallId,
-}
-
-impl Record for ActiveWorkflow {
-    const COLUMNS: &'static str = "org_id, id, install_id";
-    fn read(r: &impl Cells) -> Result<Self> {
-        Ok(ActiveWorkflow {
-            org: r.id(0)?,
-            id: r.id(1)?,
-            install: r.id(2)?,
-        })
-    }
-}
-
-/// A workflow's id, status and end, as `workflow_statuses` reads them.
-struct StatusRow(WorkflowId, WorkflowStatus, Option<i64>);
-
-impl Record for StatusRow {
-    const COLUMNS: &'static str = "id, status, finished_at";
-    fn read(r: &impl Cells) -> Result<Self> {
-        Ok(StatusRow(
-            r.id(0)?,
-            r.text(1)?.parse().map_err(super::shared::corrupt)?,
-            r.opt_int(2)?,
-        ))
     }
 }

@@ -671,6 +671,22 @@ conformance! {
         let w = f.store.get_workflow(&f.org, &ids[0]).await.unwrap().unwrap();
         assert_eq!((w.steps[1].approved_at_ms, w.steps[1].job_id.as_ref()), (None, None));
 
+        // A step waiting for a person is found among many workflows, and
+        // not once it is approved.
+        assert!(f.store.waiting_steps(&f.org, &ids).await.unwrap().is_empty());
+        f.store
+            .update_step(&f.org, &ids[0], 1, StepUpdate {
+                status: nuon_core::workflow::StepStatus::WaitingApproval,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            f.store.waiting_steps(&f.org, &ids).await.unwrap(),
+            [(ids[0].clone(), "apply db".to_owned())]
+        );
+        assert!(f.store.waiting_steps(&other, &ids).await.unwrap().is_empty());
+
         // An ending status ends the workflow and takes it off the active list.
         f.store.set_workflow_status(&f.org, &ids[0], nuon_core::workflow::WorkflowStatus::Succeeded).await.unwrap();
         let w = f.store.get_workflow(&f.org, &ids[0]).await.unwrap().unwrap();

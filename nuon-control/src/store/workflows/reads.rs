@@ -1,0 +1,77 @@
+//! The rows the engine's passes and the rollouts read many of at once:
+//! the active workflows, statuses, waiting steps.
+
+use super::super::rows::{Cells, Record};
+use super::super::sql::{Arg, Stmt, args};
+use super::super::*;
+
+/// A workflow that is not over, and its install: what the engine's pass
+/// walks, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveWorkflow {
+    /// Its org.
+    pub org: OrgId,
+    /// The workflow.
+    pub id: WorkflowId,
+    /// Its install: one workflow of an install moves at a time.
+    pub install: InstallId,
+}
+
+impl Record for ActiveWorkflow {
+    const COLUMNS: &'static str = "org_id, id, install_id";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(ActiveWorkflow {
+            org: r.id(0)?,
+            id: r.id(1)?,
+            install: r.id(2)?,
+        })
+    }
+}
+
+/// A workflow's id, status and end, as `workflow_statuses` reads them.
+pub(super) struct StatusRow(
+    pub(super) WorkflowId,
+    pub(super) WorkflowStatus,
+    pub(super) Option<i64>,
+);
+
+impl Record for StatusRow {
+    const COLUMNS: &'static str = "id, status, finished_at";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(StatusRow(
+            r.id(0)?,
+            r.text(1)?.parse().map_err(super::super::shared::corrupt)?,
+            r.opt_int(2)?,
+        ))
+    }
+}
+
+/// `sql` (whose `$1` is the org and `IN (IDS)` the ids) for the org's
+/// workflows `ids`, a thousand at a time: a statement's parameters are
+/// bounded (SQLite's 32,766).
+pub(super) fn of_many(org: &OrgId, ids: &[WorkflowId], sql: &str) -> Vec<Stmt> {
+    ids.chunks(1000)
+        .map(|chunk| {
+            let mut args = args![org.as_str()];
+            let marks: Vec<String> = chunk
+                .iter()
+                .map(|id| {
+                    args.push(Arg::from(id.as_str()));
+                    format!("${}", args.len())
+                })
+                .collect();
+            Stmt::new(sql.replace("IDS", &marks.join(", ")), args)
+        })
+        .collect()
+}
+
+/// A workflow's id and the name of a step of it, as `waiting_steps` reads
+/// them.
+pub(super) struct WaitingRow(pub(super) WorkflowId, pub(super) String);
+
+impl Record for WaitingRow {
+    const COLUMNS: &'static str = "s.workflow_id, s.name";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(WaitingRow(r.id(0)?, r.text(1)?))
+    }
+}
