@@ -233,11 +233,13 @@ impl Engine {
                     return Ok(());
                 }
                 Next::End(status) => {
-                    self.set_status(org, &id, &cx.install.id, status).await?;
+                    // The install's state first: whoever sees the workflow
+                    // ended sees the install as it left it.
                     let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
                     self.store
                         .set_install_state(org, &cx.install.id, after)
                         .await?;
+                    self.set_status(org, &id, &cx.install.id, status).await?;
                     self.settle_pending(org, &cx.install.id, &id).await?;
                     tracing::info!(workflow = %id, %status, "workflow ended");
                     if status == WorkflowStatus::Succeeded
@@ -371,11 +373,11 @@ impl Engine {
                 .await?;
         }
         let status = WorkflowStatus::Cancelled;
-        self.set_status(&org, &cx.wf.id, &cx.install.id, status)
-            .await?;
         let after = rules::install_state_after(&cx.wf, status, interrupted, cx.install.state);
         self.store
             .set_install_state(&org, &cx.install.id, after)
+            .await?;
+        self.set_status(&org, &cx.wf.id, &cx.install.id, status)
             .await?;
         self.settle_pending(&org, &cx.install.id, &cx.wf.id).await?;
         tracing::info!(workflow = %cx.wf.id, "cancelled");
@@ -435,11 +437,11 @@ impl Engine {
             .update_step(&cx.org, &cx.wf.id, step.index, u)
             .await?;
         let status = WorkflowStatus::Failed;
-        self.set_status(&cx.org, &cx.wf.id, &cx.install.id, status)
-            .await?;
         let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
         self.store
             .set_install_state(&cx.org, &cx.install.id, after)
+            .await?;
+        self.set_status(&cx.org, &cx.wf.id, &cx.install.id, status)
             .await?;
         self.settle_pending(&cx.org, &cx.install.id, &cx.wf.id)
             .await?;
