@@ -19,7 +19,9 @@
 //!               simulated (its build, sync, plan and apply jobs succeed at once); with --pg,
 //!               on PostgreSQL with two replicas, the runners split between them: the
 //!               replicas' CPU per install, their memory with the runners parked, and the
-//!               overview and `installs list --selector` at that size
+//!               overview and `installs list --selector` at that size; --to SELECTOR
+//!               (default `tier=prod`: all) rolls out to some of them (each install also
+//!               has `ring=0`..`ring=9`, a tenth of the fleet each)
 //!     dashboard --installs N installs (default 1,000) of an app of 10 components, all deployed
 //!               by simulated runners: the dashboard's server time and page weights, and the
 //!               overview's first paint in headless Chromium
@@ -55,57 +57,15 @@ use nuon_tests::{ControlPlane, PgCluster};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+#[path = "fleet/args.rs"]
+mod args;
 #[path = "fleet/rollout.rs"]
 mod rollout;
+use args::{Args, args};
 use rollout::rollout;
 
 /// How long a simulated runner's claim is held, as the real runner asks.
 const CLAIM_WAIT_MS: u64 = 50_000;
-
-struct Args {
-    sections: Vec<String>,
-    runners: usize,
-    rate: f64,
-    secs: u64,
-    jobs: usize,
-    installs: usize,
-    max_parallel: u32,
-    lines: u64,
-    /// `rollout` on PostgreSQL with two replicas.
-    pg: bool,
-}
-
-fn args() -> Result<Args> {
-    let mut a = Args {
-        sections: Vec::new(),
-        runners: 10_000,
-        rate: 200.0,
-        secs: 30,
-        jobs: 12_000,
-        installs: 1_000,
-        max_parallel: 50,
-        lines: 1_000_000,
-        pg: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
-        match arg.as_str() {
-            "--bench" => {}
-            "--runners" => a.runners = value("--runners")?.parse()?,
-            "--rate" => a.rate = value("--rate")?.parse()?,
-            "--secs" => a.secs = value("--secs")?.parse()?,
-            "--jobs" => a.jobs = value("--jobs")?.parse()?,
-            "--installs" => a.installs = value("--installs")?.parse()?,
-            "--max-parallel" => a.max_parallel = value("--max-parallel")?.parse()?,
-            "--lines" => a.lines = value("--lines")?.parse()?,
-            "--pg" => a.pg = true,
-            s if s.starts_with("--") => bail!("unknown flag {s}; see the top of benches/fleet.rs"),
-            s => a.sections.push(s.to_owned()),
-        }
-    }
-    Ok(a)
-}
 
 fn main() -> Result<()> {
     let args = args()?;
@@ -624,7 +584,11 @@ async fn make_installs(
                     inputs: Default::default(),
                     secrets: Default::default(),
                     approval: None,
-                    labels: [("tier".to_owned(), "prod".to_owned())].into(),
+                    labels: [
+                        ("tier".to_owned(), "prod".to_owned()),
+                        ("ring".to_owned(), (i % 10).to_string()),
+                    ]
+                    .into(),
                     components: Default::default(),
                     overrides: Default::default(),
                 })

@@ -268,12 +268,14 @@ impl WorkflowSummary {
 
 /// An install's summary as the dashboard's overview reads it: the brief
 /// of every install, the whole only of those it shows.
+#[derive(Clone)]
 pub(crate) struct InstallSummary {
     /// What decides its health status.
     pub(crate) brief: Brief,
     full: Full,
 }
 
+#[derive(Clone)]
 enum Full {
     /// Made now, from the install's workflows.
     Made(WorkflowSummary),
@@ -302,10 +304,10 @@ impl InstallSummary {
 
     /// The whole summary (empty if what is stored does not read: the
     /// next change of a workflow makes it again).
-    pub(crate) fn full(self) -> WorkflowSummary {
-        match self.full {
-            Full::Made(s) => s,
-            Full::Stored(json) => serde_json::from_str(&json).unwrap_or_default(),
+    pub(crate) fn full(&self) -> WorkflowSummary {
+        match &self.full {
+            Full::Made(s) => s.clone(),
+            Full::Stored(json) => serde_json::from_str(json).unwrap_or_default(),
         }
     }
 }

@@ -723,12 +723,11 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-core/src/wire.rs", 1970),
     // A table: Sprig's functions, one after another.
     ("nuon-template/src/funcs/sprig.rs", 1835),
-    ("nuon-control/src/api/web/mod.rs", 1512),
+    ("nuon-control/src/api/web/mod.rs", 1491),
     // Load generators, one per scenario.
-    ("benches/fleet.rs", 1590),
+    ("benches/fleet.rs", 1554),
     ("benches/job_loop.rs", 1051),
     ("nuon-runner-lib/src/runner.rs", 1154),
-    ("nuon-control/src/api/web/pages.rs", 882),
     ("nuon-template/src/parse.rs", 826),
     ("nuon-appconfig/src/check.rs", 808),
     ("nuon-plugins/src/oci/registry.rs", 841),

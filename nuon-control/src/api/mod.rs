@@ -74,6 +74,8 @@ pub(crate) struct AppState {
     pub(crate) keys: Arc<JobKeys>,
     /// The runner tokens this replica checked lately.
     pub(crate) runner_tokens: crate::service::runners::RunnerTokens,
+    /// Each org's fleet as this replica last read it.
+    fleet_views: crate::service::fleet::FleetViews,
     /// What each runner's telemetry may set off (audit entries, workflows,
     /// webhook events) per minute.
     telemetry_effects: crate::throttle::Rate,
@@ -147,6 +149,7 @@ impl AppState {
             wakes,
             keys,
             runner_tokens: Default::default(),
+            fleet_views: Default::default(),
             shutdown,
             secrets,
             engine,
@@ -205,6 +208,7 @@ impl AppState {
             ops: &self.ops,
             live_window: self.live_window(),
             runner_tokens: &self.runner_tokens,
+            fleet_views: &self.fleet_views,
         }
     }
 

@@ -4,7 +4,8 @@
 //! trigger); the checks the vendor's systems push; and what the health of
 //! many installs is made of, read once (the overview, `listInstalls`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use nuon_core::app::AppConfig;
 use nuon_core::endpoint::{self as ep};
@@ -12,8 +13,9 @@ use nuon_core::wire::{
     HealthStatus, InstallCheck, InstallHealth, InstallInfo, PushCheck, RunnerInfo, SyncStatus,
     check_name,
 };
-use nuon_core::{AppId, InstallId, OrgId, RunnerId};
+use nuon_core::{AppId, InstallId, RunnerId};
 
+use super::fleet::FleetView;
 use super::{Caller, Services, require_admin};
 use crate::error::Error;
 use crate::health::{InstallSummary, WorkflowSummary, health_of};
@@ -103,12 +105,10 @@ impl Services<'_> {
         ))
     }
 
-    /// Reads what the health of `installs` is made of.
-    pub(crate) async fn fleet(
-        &self,
-        caller: &Caller,
-        installs: &[Install],
-    ) -> Result<Fleet, Error> {
+    /// What the health of the org's installs is made of: each app's
+    /// newest config, and the fleet as this replica keeps it (see
+    /// [`super::fleet`]), its runners as the API shows them now.
+    pub(crate) async fn fleet(&self, caller: &Caller) -> Result<Fleet, Error> {
         let org = &caller.principal.org_id;
         let mut configs = BTreeMap::new();
         for app in self.store.list_apps(org).await? {
@@ -116,78 +116,47 @@ impl Services<'_> {
                 configs.insert(app.id.clone(), c.config);
             }
         }
-        // Every runner of the org in one read, not one per install.
-        let runners = self
-            .store
-            .list_runners(org)
-            .await?
-            .into_iter()
-            .map(|r| (r.id.clone(), self.runner_view(r)))
-            .collect();
         Ok(Fleet {
             configs,
-            runners,
-            summaries: self.workflow_summaries(org, installs).await?,
+            view: self.fleet_view(org).await?,
         })
-    }
-
-    /// The summaries of the org's installs' workflows, each from the
-    /// store's cache while it is fresh, else made from the install's
-    /// workflows and saved for the next read (see
-    /// [`crate::store::CachedSummary`]).
-    async fn workflow_summaries(
-        &self,
-        org: &OrgId,
-        installs: &[Install],
-    ) -> Result<HashMap<InstallId, InstallSummary>, Error> {
-        let cached: HashMap<_, _> = self
-            .store
-            .install_summaries(org)
-            .await?
-            .into_iter()
-            .map(|c| (c.install_id.clone(), c))
-            .collect();
-        let mut out = HashMap::with_capacity(installs.len());
-        for i in installs {
-            let c = cached.get(&i.id);
-            let fresh = c
-                .and_then(|c| c.fresh())
-                .and_then(|s| InstallSummary::stored(&s.brief, s.full.clone()));
-            let summary = match fresh {
-                Some(s) => s,
-                None => {
-                    let rev = c.map_or(0, |c| c.rev);
-                    InstallSummary::made(
-                        crate::health::remake_summary(self.store, org, &i.id, rev).await?,
-                    )
-                }
-            };
-            out.insert(i.id.clone(), summary);
-        }
-        Ok(out)
     }
 }
 
 /// What the health of many of an org's installs is made of, read once:
-/// each app's newest config, every runner (as the API shows it), and each
-/// install's workflow summary (the dashboard's overview, `listInstalls`).
+/// each app's newest config, and the installs with their runners (as the
+/// API shows them) and workflow summaries (the dashboard's overview,
+/// `listInstalls`).
 pub(crate) struct Fleet {
     /// By app: its newest config (an app without one is left out).
     pub(crate) configs: BTreeMap<AppId, AppConfig>,
-    /// By id: every runner of the org.
-    pub(crate) runners: BTreeMap<RunnerId, RunnerInfo>,
-    /// By install: its workflows' summary.
-    pub(crate) summaries: HashMap<InstallId, InstallSummary>,
+    /// The installs, their runners and their summaries.
+    view: Arc<FleetView>,
 }
 
 impl Fleet {
+    /// The org's installs, oldest first.
+    pub(crate) fn installs(&self) -> &[Install] {
+        self.view.installs()
+    }
+
+    /// An install's workflow summary.
+    pub(crate) fn summary(&self, id: &InstallId) -> Option<&InstallSummary> {
+        self.view.summary(id)
+    }
+
+    /// A runner as the API shows it.
+    pub(crate) fn runner(&self, id: &RunnerId) -> Option<&RunnerInfo> {
+        self.view.runner(id)
+    }
+
     /// An install's health and whether what is desired is deployed, from
     /// its brief; `None` when its app has no config.
     pub(crate) fn status(&self, i: &Install) -> Option<(HealthStatus, SyncStatus)> {
         let config = self.configs.get(&i.app_id)?;
         let none = crate::health::Brief::default();
-        let brief = self.summaries.get(&i.id).map_or(&none, |s| &s.brief);
-        let runner = self.runners.get(&i.runner_id);
+        let brief = self.summary(&i.id).map_or(&none, |s| &s.brief);
+        let runner = self.runner(&i.runner_id);
         Some((
             crate::health::status_of(config, i, runner, brief),
             crate::health::sync_of(config, i, brief),

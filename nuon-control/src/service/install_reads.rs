@@ -27,7 +27,7 @@ impl Services<'_> {
             .store
             .select_installs(&caller.principal.org_id, &selector)
             .await?;
-        let fleet = self.fleet(caller, &stored).await?;
+        let fleet = self.fleet(caller).await?;
         let installs = stored
             .into_iter()
             .map(|i| Ok(fleet.show(&i, install_info(i.clone())?)))
@@ -37,10 +37,14 @@ impl Services<'_> {
         })
     }
 
-    /// The org's installs as the model keeps them, oldest first: what the
-    /// dashboard's overview and lists make their rows of.
-    pub(crate) async fn installs(&self, caller: &Caller) -> Result<Vec<Install>, Error> {
-        Ok(self.store.list_installs(&caller.principal.org_id).await?)
+    /// The org's installs as the model keeps them, oldest first, in this
+    /// replica's view of the fleet: what the dashboard's lists make their
+    /// rows of.
+    pub(crate) async fn installs(
+        &self,
+        caller: &Caller,
+    ) -> Result<std::sync::Arc<super::fleet::FleetView>, Error> {
+        self.fleet_view(&caller.principal.org_id).await
     }
 
     /// The install `id` of the caller's org and its app, while they are
@@ -84,7 +88,7 @@ impl Services<'_> {
         let customer_inputs = self.customer_inputs(caller, &install).await?;
         let mut info = self.install_view(caller, install.clone()).await?;
         info.customer_inputs = customer_inputs;
-        let fleet = self.fleet(caller, std::slice::from_ref(&install)).await?;
+        let fleet = self.fleet(caller).await?;
         Ok(fleet.show(&install, info))
     }
 

@@ -16,6 +16,7 @@ mod builds;
 mod configs;
 mod debug;
 mod drift;
+pub(crate) mod fleet;
 pub(crate) mod groups;
 pub(crate) mod health;
 mod install_reads;
@@ -82,6 +83,8 @@ pub(crate) struct Services<'a> {
     pub(crate) live_window: Duration,
     /// The runner tokens this replica checked lately.
     pub(crate) runner_tokens: &'a runners::RunnerTokens,
+    /// Each org's fleet as this replica last read it.
+    pub(crate) fleet_views: &'a fleet::FleetViews,
 }
 
 impl Services<'_> {

@@ -233,6 +233,12 @@ impl Services<'_> {
     /// A runner as the API shows it: with whether it is there, and its
     /// health now (the transition to it is recorded within a few seconds).
     pub(crate) fn runner_view(&self, mut r: RunnerInfo) -> RunnerInfo {
+        self.show_runner(&mut r);
+        r
+    }
+
+    /// [`Services::runner_view`] in place, of a runner as stored.
+    pub(crate) fn show_runner(&self, r: &mut RunnerInfo) {
         r.status = self.runner_status(r.revoked, r.last_seen_at_ms);
         let health = self
             .ops
@@ -241,7 +247,6 @@ impl Services<'_> {
             r.health = health;
             r.health_since_ms = None;
         }
-        r
     }
 }
 

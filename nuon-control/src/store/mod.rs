@@ -35,6 +35,7 @@ mod apps;
 mod audit;
 mod binaries;
 mod builds;
+mod fleet;
 mod installs;
 mod invitations;
 mod jobs;
@@ -78,6 +79,7 @@ pub use apps::{AppStore, StoredConfig};
 pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use binaries::{BINARY_PART_BYTES, RunnerBinaryStore};
 pub use builds::BuildStore;
+pub use fleet::{FleetChanges, FleetStore};
 pub use installs::{CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall};
 pub use invitations::{InvitationStore, Spend, StoredInvitation};
 pub use jobs::{JobStore, NewJob};
@@ -107,10 +109,10 @@ pub use workflows::{
 /// `use nuon_control::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AppStore, AuditStore, BuildStore, CheckStore, DeployedStore, InstallStore, InvitationStore,
-        JobStore, LabelStore, MaintenanceStore, OrgStore, QueueStore, ReleaseStore, RemovalStore,
-        RolloutStore, RunnerStore, SealingStore, StackStore, StateStore, Store, WebhookStore,
-        WorkflowStore,
+        AppStore, AuditStore, BuildStore, CheckStore, DeployedStore, FleetStore, InstallStore,
+        InvitationStore, JobStore, LabelStore, MaintenanceStore, OrgStore, QueueStore,
+        ReleaseStore, RemovalStore, RolloutStore, RunnerStore, SealingStore, StackStore,
+        StateStore, Store, WebhookStore, WorkflowStore,
     };
 }
 
@@ -162,6 +164,7 @@ pub trait Store:
     + StackStore
     + CheckStore
     + LabelStore
+    + FleetStore
     + ReleaseStore
     + RemovalStore
     + RolloutStore
@@ -191,6 +194,7 @@ impl<T> Store for T where
         + StackStore
         + CheckStore
         + LabelStore
+        + FleetStore
         + ReleaseStore
         + RemovalStore
         + RolloutStore

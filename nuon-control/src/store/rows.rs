@@ -107,7 +107,7 @@ pub(super) enum Dialect {
 }
 
 impl Dialect {
-    fn p(self, n: u8) -> String {
+    pub(super) fn p(self, n: u8) -> String {
         match self {
             Dialect::Sqlite => format!("?{n}"),
             Dialect::Postgres => format!("${n}"),

@@ -147,9 +147,6 @@ mod summary_sql {
     pub(super) const BUMP_WORKFLOW: &str = "INSERT INTO install_summaries (install_id, rev) \
          SELECT install_id, 1 FROM workflows WHERE id = $1 \
          ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1";
-    /// Every install's cache of an org (`$1`), installs without one left out.
-    pub(super) const LIST: &str = "SELECT s.install_id, s.rev, s.summary_rev, s.brief, s.summary \
-         FROM install_summaries s JOIN installs i ON i.id = s.install_id WHERE i.org_id = $1";
     /// Saves a summary made at revision `$2` (`$1` the install, `$3` its
     /// brief, `$4` the whole), only while that is still the install's
     /// revision.
@@ -163,11 +160,6 @@ mod summary_sql {
 /// Workflows and their steps.
 #[async_trait]
 pub trait WorkflowStore: Send + Sync + 'static {
-    /// Every install of the org's cached summary of its workflows (see
-    /// [`CachedSummary`]); an install that never had a workflow changed
-    /// since this cache came in has none (its revision is 0).
-    async fn install_summaries(&self, org: &OrgId) -> Result<Vec<CachedSummary>>;
-
     /// An install's summary revision (0 when none of its workflows changed
     /// since this cache came in): what a summary made now is saved at.
     async fn install_summary_rev(&self, install: &InstallId) -> Result<i64>;
@@ -513,11 +505,6 @@ fn bump(workflow: &WorkflowId) -> Stmt {
 /// Workflows and their steps, written once for both databases.
 #[async_trait]
 impl<S: Sql + 'static> WorkflowStore for S {
-    async fn install_summaries(&self, org: &OrgId) -> Result<Vec<CachedSummary>> {
-        self.query(Stmt::new(summary_sql::LIST, args![org.as_str()]))
-            .await
-    }
-
     async fn install_summary_rev(&self, install: &InstallId) -> Result<i64> {
         let rev: Option<i64> = self
             .query_one(Stmt::new(

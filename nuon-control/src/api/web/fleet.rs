@@ -340,10 +340,8 @@ pub(super) async fn app(state: &SharedState, web: &Web, key: &str) -> Result<Mar
         })
         .unwrap_or_default();
     // Its installs, each with its state.
-    let installs: Vec<_> = services
-        .installs(&caller)
-        .await?
-        .into_iter()
+    let fleet = services.installs(&caller).await?;
+    let installs: Vec<_> = (fleet.installs().iter())
         .filter(|i| i.app_id == app.id)
         .collect();
     let body = html! {
@@ -564,11 +562,9 @@ pub(super) async fn runners(state: &SharedState, web: &Web, page: usize) -> Resu
     let runners = services.list_runners(&caller).await?.runners;
     let jobs = services.list_jobs(&caller, Some(1000)).await?.jobs;
     // An install's runner, by its install's name (the installs read once).
-    let installs: BTreeMap<_, _> = services
-        .installs(&caller)
-        .await?
-        .into_iter()
-        .map(|i| (i.runner_id, (i.id, i.name)))
+    let fleet = services.installs(&caller).await?;
+    let installs: BTreeMap<_, _> = (fleet.installs().iter())
+        .map(|i| (&i.runner_id, (&i.id, &i.name)))
         .collect();
     let pages = runners.len().div_ceil(RUNNERS_PAGE).max(1);
     let page = page.min(pages - 1);

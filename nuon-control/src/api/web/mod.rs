@@ -25,6 +25,7 @@ mod layout;
 mod live;
 mod markdown;
 mod new_install;
+mod overview;
 mod pages;
 mod people_forms;
 mod render;
@@ -67,7 +68,7 @@ const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-
 /// The dashboard's routes.
 pub(super) fn router() -> Router<SharedState> {
     Router::new()
-        .route("/", get(overview))
+        .route("/", get(overview::get))
         .route("/login", get(login_page).post(login))
         .route("/login/code", post(login_with_code))
         .route("/logout", post(logout))
@@ -563,28 +564,6 @@ async fn logout(
         set_cookie(COOKIE, "", 0, super::caller::over_https(&headers)),
     );
     resp
-}
-
-#[derive(Deserialize, Default)]
-struct OverviewQuery {
-    #[serde(default)]
-    q: String,
-    /// Only the installs of this health (`healthy`, `unhealthy`,
-    /// `offline`, `disabled`), or those waiting for an approval
-    /// (`waiting`).
-    #[serde(default)]
-    show: String,
-    /// Which page of the installs, from 0.
-    #[serde(default)]
-    page: usize,
-}
-
-async fn overview(
-    State(state): State<SharedState>,
-    web: Web,
-    Query(q): Query<OverviewQuery>,
-) -> Response {
-    page(pages::overview(&state, &web, q.q.trim(), q.show.trim(), q.page).await)
 }
 
 async fn install(State(state): State<SharedState>, web: Web, Path(key): Path<String>) -> Response {

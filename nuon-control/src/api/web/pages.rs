@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use axum::http::StatusCode;
 use maud::{Markup, html};
 use nuon_core::now_ms;
-use nuon_core::wire::{HealthStatus, SyncStatus, WorkflowInfo};
+use nuon_core::wire::{SyncStatus, WorkflowInfo};
 use nuon_core::workflow::{StepStatus, WorkflowStatus};
 
 use super::Web;
@@ -16,7 +16,6 @@ use super::cells::{
 use super::layout::{ago, button_form, layout};
 use crate::api::SharedState;
 use crate::error::Error;
-use crate::health::InstallSummary;
 use crate::service::installs::install_info;
 
 /// An error page.
@@ -150,184 +149,6 @@ pub(super) async fn job_of(
         .services()
         .get_job(&web.auth.caller(), id.as_str())
         .await
-}
-
-/// How many installs the overview shows at once.
-const OVERVIEW_PAGE: usize = 100;
-
-/// Every install of the org as a row: its components by their last
-/// deploy, its runner, and what waits for an approval.
-pub(super) async fn overview(
-    state: &SharedState,
-    web: &Web,
-    q: &str,
-    show: &str,
-    page: usize,
-) -> Result<Markup, Error> {
-    let org = &web.auth.0.org_id;
-    let services = state.services();
-    let names = services.app_names(org).await?;
-    let needle = q.to_lowercase();
-    let mut rows = Vec::new();
-    let (mut healthy, mut unhealthy, mut waiting_total) = (0, 0, 0);
-    let installs = services.installs(&web.auth.caller()).await?;
-    let total = installs.len();
-    let now = now_ms();
-    // Each install's workflows as one cached summary, not every workflow.
-    let mut fleet = services.fleet(&web.auth.caller(), &installs).await?;
-    for i in installs {
-        let app: &str = names.get(&i.app_id).map_or("?", String::as_str);
-        let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let hay = format!("{} {} {} {}", i.name, app, i.state, labels.join(" ")).to_lowercase();
-        if !needle.is_empty() && !hay.contains(&needle) {
-            continue;
-        }
-        // The status from the brief; the checks only for the rows shown.
-        let status = fleet.status(&i).map(|(health, _)| health);
-        let summary = fleet
-            .summaries
-            .remove(&i.id)
-            .unwrap_or_else(|| InstallSummary::made(Default::default()));
-        let waiting = summary.brief.waiting.len();
-        let picked = match show {
-            "" => true,
-            "waiting" => waiting > 0,
-            s => status.is_some_and(|h| h == s),
-        };
-        if !picked {
-            continue;
-        }
-        match status {
-            Some(HealthStatus::Healthy) => healthy += 1,
-            Some(_) => unhealthy += 1,
-            None => {}
-        }
-        waiting_total += waiting;
-        rows.push((i, app.to_owned(), labels, status, summary));
-    }
-    let mut by_health: BTreeMap<&str, usize> = BTreeMap::new();
-    for (_, _, _, status, _) in &rows {
-        if let Some(s) = status {
-            *by_health.entry(s.as_str()).or_default() += 1;
-        }
-    }
-    let matched = rows.len();
-    let pages = matched.div_ceil(OVERVIEW_PAGE).max(1);
-    let page = page.min(pages - 1);
-    let shown: Vec<_> = rows
-        .into_iter()
-        .skip(page * OVERVIEW_PAGE)
-        .take(OVERVIEW_PAGE)
-        .map(|(i, app, labels, _, summary)| {
-            let waiting = summary.brief.waiting.clone();
-            let full = summary.full();
-            let h = fleet.configs.get(&i.app_id).map(|c| {
-                crate::health::health_of(c, &i, fleet.runners.get(&i.runner_id), &full, now)
-            });
-            (i, app, labels, h, waiting)
-        })
-        .collect();
-    let strip: Vec<(&str, usize)> = HealthStatus::ALL
-        .iter()
-        .map(|k| (k.as_str(), by_health.get(k.as_str()).copied().unwrap_or(0)))
-        .collect();
-    let body = html! {
-        h1 { "Installs" }
-        (super::fleet::health_strip(&strip))
-        ul.counts aria-label="Counts" {
-            li { a href="/" { strong { (total) } "installs" } }
-            li { a href="/?show=healthy" { strong { (healthy) } "healthy" } }
-            li { strong { (unhealthy) } "not healthy: "
-                @for (n, s) in HealthStatus::ALL.iter().filter(|s| **s != HealthStatus::Healthy).enumerate() {
-                    @if n > 0 { ", " }
-                    a href={ "/?show=" (s) } { (s.as_str().replace('_', " ")) }
-                } }
-            li { a href="/?show=waiting" { strong { (waiting_total) } "waiting for an approval" } }
-        }
-        form.search method="get" action="/" role="search" {
-            label for="q" class="muted" { "Search" }
-            input id="q" type="search" name="q" value=(q) placeholder="name, app, state or label";
-            @if !show.is_empty() { input type="hidden" name="show" value=(show); }
-            button type="submit" { "Filter" }
-        }
-        @let link = |p: usize| format!("/?q={}&show={}&page={p}", crate::oidc::form_encode(q), crate::oidc::form_encode(show));
-        @if pages > 1 {
-            nav.actions aria-label="Pages" {
-                span { "Page " (page + 1) " of " (pages) " (" (matched) " installs)" }
-                @if page > 0 { a href=(link(page - 1)) { "Previous" } }
-                @if page + 1 < pages { a href=(link(page + 1)) { "Next" } }
-            }
-        }
-        @if shown.is_empty() {
-            p.muted { "No install matches." }
-        } @else {
-            div.table-wrap {
-                table {
-                    thead { tr {
-                        th scope="col" { "Install" }
-                        th scope="col" { "App" }
-                        th scope="col" { "State" }
-                        th scope="col" { "Health" }
-                        th scope="col" { "Components" }
-                        th scope="col" { "Runner" }
-                        th scope="col" { "Approvals" }
-                    } }
-                    tbody {
-                        @for (i, app, labels, h, waiting) in &shown {
-                            tr {
-                                td {
-                                    a href={ "/installs/" (i.id) } { (i.name) }
-                                    @if !labels.is_empty() {
-                                        br; span.muted { (labels.join(", ")) }
-                                    }
-                                }
-                                td {
-                                    (app)
-                                    @if let Some(d) = fleet.configs.get(&i.app_id).and_then(|c| c.metadata.display_name.as_ref()) {
-                                        br; span.muted { (d) }
-                                    }
-                                }
-                                td { span class={ "badge " (i.state) } { (i.state.as_str().replace('_', " ")) } }
-                                td {
-                                    @match h {
-                                        Some(h) => {
-                                            span class={ "badge " (h.status) } { (h.status.as_str().replace('_', " ")) }
-                                            @if h.sync == SyncStatus::OutOfSync {
-                                                " " span class="badge out_of_sync" title="a component's last change was denied, failed or cancelled: what runs is what an earlier deploy left" { "out of sync" }
-                                            }
-                                        }
-                                        None => span.muted { "no config" },
-                                    }
-                                }
-                                td { div.cells {
-                                    @if let Some(h) = h {
-                                        @for c in h.checks.iter().filter(|c| matches!(c.kind.as_str(), "component" | "probe" | "check")) {
-                                            (check_cell(c))
-                                        }
-                                    }
-                                } }
-                                td {
-                                    @if let Some(h) = h {
-                                        @for c in h.checks.iter().filter(|c| c.kind == "runner") {
-                                            span class={ "badge " (c.status) } { (c.status) }
-                                            " " span.muted { "last call " (ago(c.at_ms)) }
-                                        }
-                                    }
-                                }
-                                td {
-                                    @for (id, kind) in waiting {
-                                        a href={ "/workflows/" (id) } { (format!("{kind:?}").to_lowercase()) " waits" }
-                                        br;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    };
-    Ok(layout("Installs", Some(web), body))
 }
 
 /// One install: its components, inputs (sensitive ones by name only),

@@ -551,6 +551,29 @@ SELECT i.org_id, i.id, l.key, l.value
 FROM installs AS i, jsonb_each_text(COALESCE(i.labels, '{}')::jsonb) AS l;
 "#,
     ),
+    (
+        29,
+        r#"
+ALTER TABLE installs ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE runners ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE install_summaries ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0;
+CREATE FUNCTION nuon_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.stamp := pg_current_xact_id()::text::bigint;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER installs_stamp BEFORE INSERT OR UPDATE ON installs
+    FOR EACH ROW EXECUTE FUNCTION nuon_stamp();
+CREATE TRIGGER runners_stamp BEFORE INSERT OR UPDATE ON runners
+    FOR EACH ROW EXECUTE FUNCTION nuon_stamp();
+CREATE TRIGGER install_summaries_stamp BEFORE INSERT OR UPDATE ON install_summaries
+    FOR EACH ROW EXECUTE FUNCTION nuon_stamp();
+CREATE INDEX installs_stamp ON installs (org_id, stamp);
+CREATE INDEX runners_stamp ON runners (org_id, stamp);
+CREATE INDEX install_summaries_stamp ON install_summaries (stamp);
+"#,
+    ),
 ];
 
 /// The oldest schema version whose code may still run on this one: the

@@ -357,7 +357,7 @@ CREATE INDEX IF NOT EXISTS logs.records_job ON records (job_id, id);
 
 /// Brings a data dir made by an earlier version up to the schema.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    const COLUMNS: [(&str, &str, &str); 34] = [
+    const COLUMNS: [(&str, &str, &str); 37] = [
         ("orgs", "max_running", "INTEGER"),
         ("orgs", "key_rotations", "TEXT"),
         ("runners", "role", "TEXT NOT NULL DEFAULT 'generic'"),
@@ -396,6 +396,9 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("invitations", "template_expires", "INTEGER"),
         ("installs", "pending", "TEXT"),
         ("installs", "pending_rev", "INTEGER NOT NULL DEFAULT 0"),
+        ("installs", "stamp", "INTEGER NOT NULL DEFAULT 0"),
+        ("runners", "stamp", "INTEGER NOT NULL DEFAULT 0"),
+        ("install_summaries", "stamp", "INTEGER NOT NULL DEFAULT 0"),
     ];
     for (table, column, decl) in COLUMNS {
         let has: bool = conn
@@ -418,7 +421,38 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS workflow_steps_job ON workflow_steps (job_id) \
          WHERE job_id IS NOT NULL;",
     )?;
-    install_labels(conn)
+    install_labels(conn)?;
+    fleet_stamps(conn)
+}
+
+/// The stamps of the rows a fleet's view reads again when they change
+/// (`store::fleet`): each write of an install, runner or summary moves
+/// `fleet_clock` and stamps its row with it.
+fn fleet_stamps(conn: &Connection) -> rusqlite::Result<()> {
+    let mut sql = String::from(
+        "CREATE TABLE IF NOT EXISTS fleet_clock (id INTEGER PRIMARY KEY CHECK (id = 1), v INTEGER NOT NULL);
+         INSERT OR IGNORE INTO fleet_clock (id, v) VALUES (1, 0);
+         CREATE INDEX IF NOT EXISTS installs_stamp ON installs (org_id, stamp);
+         CREATE INDEX IF NOT EXISTS runners_stamp ON runners (org_id, stamp);
+         CREATE INDEX IF NOT EXISTS install_summaries_stamp ON install_summaries (stamp);",
+    );
+    for (table, key) in [
+        ("installs", "id"),
+        ("runners", "id"),
+        ("install_summaries", "install_id"),
+    ] {
+        // The stamping `UPDATE` itself changes the stamp: no trigger for it.
+        for (event, when) in [("INSERT", ""), ("UPDATE", " WHEN NEW.stamp IS OLD.stamp")] {
+            sql.push_str(&format!(
+                "CREATE TRIGGER IF NOT EXISTS {table}_stamp_{} AFTER {event} ON {table}{when} BEGIN
+                     UPDATE fleet_clock SET v = v + 1 WHERE id = 1;
+                     UPDATE {table} SET stamp = (SELECT v FROM fleet_clock WHERE id = 1) WHERE {key} = NEW.{key};
+                 END;",
+                event.to_lowercase()
+            ));
+        }
+    }
+    conn.execute_batch(&sql)
 }
 
 /// The index of install labels (what a selector reads), kept by triggers

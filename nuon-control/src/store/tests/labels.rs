@@ -18,21 +18,6 @@ conformance! {
         let labels = |pairs: &[(&str, &str)]| -> Labels {
             pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
         };
-        let new = |org_app: &AppId, name: &str, l: Labels| NewInstall {
-            id: InstallId::generate(),
-            app_id: org_app.clone(),
-            name: name.into(),
-            config_version: 1,
-            runner_id: RunnerId::generate(),
-            runner_name: format!("install-{name}"),
-            runner_token_hash: format!("hash-{name}-{org_app}"),
-            inputs_json: "{}".into(),
-            sealed_json: "{}".into(),
-            approval: nuon_core::model::ApprovalMode::ApproveAll,
-            toggles: Default::default(),
-            overrides: Default::default(),
-            labels: l,
-        };
         let fleet = [
             ("a", labels(&[("tier", "prod"), ("region", "eu")])),
             ("b", labels(&[("tier", "prod"), ("region", "us")])),
@@ -41,11 +26,11 @@ conformance! {
             ("e", labels(&[])),
         ];
         for (name, l) in &fleet {
-            f.store.create_install(&f.org, new(&app.id, name, l.clone())).await.unwrap();
+            f.store.create_install(&f.org, new_install(&app.id, name, l.clone())).await.unwrap();
         }
         // Another org's install with the same labels is never picked.
         f.store
-            .create_install(&other, new(&other_app.id, "a", fleet[0].1.clone()))
+            .create_install(&other, new_install(&other_app.id, "a", fleet[0].1.clone()))
             .await
             .unwrap();
 

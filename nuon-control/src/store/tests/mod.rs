@@ -65,6 +65,25 @@ async fn fixtures() -> Vec<Fixture> {
     out
 }
 
+/// An install `name` of `app` to create, with its own runner.
+fn new_install(app: &AppId, name: &str, labels: nuon_core::labels::Labels) -> NewInstall {
+    NewInstall {
+        id: InstallId::generate(),
+        app_id: app.clone(),
+        name: name.into(),
+        config_version: 1,
+        runner_id: RunnerId::generate(),
+        runner_name: format!("install-{name}"),
+        runner_token_hash: format!("hash-{name}-{app}"),
+        inputs_json: "{}".into(),
+        sealed_json: "{}".into(),
+        approval: nuon_core::model::ApprovalMode::ApproveAll,
+        toggles: Default::default(),
+        overrides: Default::default(),
+        labels,
+    }
+}
+
 /// Runs a check on every kind of store, naming the store when it fails.
 macro_rules! conformance {
     ($(async fn $name:ident($f:ident: Fixture) $body:block)*) => {$(
@@ -84,6 +103,7 @@ macro_rules! conformance {
 
 mod builds;
 mod catalog;
+mod fleet;
 mod invitations;
 mod labels;
 mod logs;

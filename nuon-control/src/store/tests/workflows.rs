@@ -512,7 +512,7 @@ conformance! {
         // its workflows, saved only at the revision it was made at, and
         // only the install's org sees it.
         let cache = || async {
-            let all = f.store.install_summaries(&f.org).await.unwrap();
+            let all = f.store.fleet_changes(&f.org, 0).await.unwrap().summaries;
             assert_eq!(all.len(), 1, "{all:?}");
             all.into_iter().next().unwrap()
         };
@@ -526,7 +526,7 @@ conformance! {
         assert_eq!(c.fresh(), None);
         f.store.save_install_summary(&inst.id, c.rev, &text(1)).await.unwrap();
         assert_eq!(cache().await.fresh(), Some(&text(1)));
-        assert!(f.store.install_summaries(&other).await.unwrap().is_empty());
+        assert!(f.store.fleet_changes(&other, 0).await.unwrap().summaries.is_empty());
         f.store
             .update_step(&f.org, &c1, 1, super::StepUpdate {
                 status: nuon_core::workflow::StepStatus::WaitingApproval,

@@ -1,0 +1,54 @@
+//! The fleet bench's flags (see the top of `benches/fleet.rs`).
+
+use anyhow::{Context, Result, bail};
+
+/// What the flags ask for.
+pub(super) struct Args {
+    pub(super) sections: Vec<String>,
+    pub(super) runners: usize,
+    pub(super) rate: f64,
+    pub(super) secs: u64,
+    pub(super) jobs: usize,
+    pub(super) installs: usize,
+    pub(super) max_parallel: u32,
+    pub(super) lines: u64,
+    /// `rollout` on PostgreSQL with two replicas.
+    pub(super) pg: bool,
+    /// `rollout` to the installs this selector picks.
+    pub(super) to: String,
+}
+
+/// The flags of this run, over the defaults.
+pub(super) fn args() -> Result<Args> {
+    let mut a = Args {
+        sections: Vec::new(),
+        runners: 10_000,
+        rate: 200.0,
+        secs: 30,
+        jobs: 12_000,
+        installs: 1_000,
+        max_parallel: 50,
+        lines: 1_000_000,
+        pg: false,
+        to: "tier=prod".to_owned(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--bench" => {}
+            "--runners" => a.runners = value("--runners")?.parse()?,
+            "--rate" => a.rate = value("--rate")?.parse()?,
+            "--secs" => a.secs = value("--secs")?.parse()?,
+            "--jobs" => a.jobs = value("--jobs")?.parse()?,
+            "--installs" => a.installs = value("--installs")?.parse()?,
+            "--max-parallel" => a.max_parallel = value("--max-parallel")?.parse()?,
+            "--lines" => a.lines = value("--lines")?.parse()?,
+            "--pg" => a.pg = true,
+            "--to" => a.to = value("--to")?,
+            s if s.starts_with("--") => bail!("unknown flag {s}; see the top of benches/fleet.rs"),
+            s => a.sections.push(s.to_owned()),
+        }
+    }
+    Ok(a)
+}
