@@ -21,7 +21,7 @@
 //!               replicas' CPU per install, their memory with the runners parked, and the
 //!               overview and `installs list --selector` at that size; --to SELECTOR
 //!               (default `tier=prod`: all) rolls out to some of them (each install also
-//!               has `ring=0`..`ring=9`, a tenth of the fleet each)
+//!               has `ring=0`..`ring=9`, a tenth of the fleet each, and `cell=0`..`cell=99`)
 //!     dashboard --installs N installs (default 1,000) of an app of 10 components, all deployed
 //!               by simulated runners: the dashboard's server time and page weights, and the
 //!               overview's first paint in headless Chromium
@@ -577,6 +577,7 @@ async fn make_installs(
         set.spawn(async move {
             let _permit = sem.acquire_owned().await?;
             let name = format!("i{i:04}");
+            let (ring, cell) = ((i % 10).to_string(), (i % 100).to_string());
             let created = control
                 .create_install(&CreateInstall {
                     app: "app".into(),
@@ -584,11 +585,9 @@ async fn make_installs(
                     inputs: Default::default(),
                     secrets: Default::default(),
                     approval: None,
-                    labels: [
-                        ("tier".to_owned(), "prod".to_owned()),
-                        ("ring".to_owned(), (i % 10).to_string()),
-                    ]
-                    .into(),
+                    labels: [("tier", "prod".to_owned()), ("ring", ring), ("cell", cell)]
+                        .map(|(k, v)| (k.to_owned(), v))
+                        .into(),
                     components: Default::default(),
                     overrides: Default::default(),
                 })

@@ -14,6 +14,7 @@ use nuon_core::wire::{
 };
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use nuon_core::model::Install;
@@ -344,26 +345,26 @@ const SUMMARY_VERSION: u32 = 1;
 /// its components that are on (a container image by its sync, the others
 /// by their deploy, and each of their health probes), and its
 /// health-check actions (a `cron` trigger).
-fn counted(config: &AppConfig, install: &Install) -> impl Iterator<Item = (&'static str, String)> {
-    let components = config
-        .components
-        .iter()
+/// Read for every install at every overview: nothing is copied but a
+/// probe's name.
+fn counted<'a>(
+    config: &'a AppConfig,
+    install: &'a Install,
+) -> impl Iterator<Item = (&'static str, Cow<'a, str>)> + 'a {
+    let components = (config.components.iter())
         .filter(|c| install.enabled(c))
         .flat_map(|c| {
-            let deploy = match c.kind() {
-                ComponentKind::ContainerImage => ("sync", c.name.clone()),
-                _ => ("deploy", c.name.clone()),
+            let kind = match c.kind() {
+                ComponentKind::ContainerImage => "sync",
+                _ => "deploy",
             };
-            std::iter::once(deploy).chain(probes_of(c).map(|p| ("probe", p)))
-        })
-        .collect::<Vec<_>>();
-    let actions = config
-        .actions
-        .iter()
+            std::iter::once((kind, Cow::Borrowed(c.name.as_str())))
+                .chain(probes_of(c).map(|p| ("probe", Cow::Owned(p))))
+        });
+    let actions = (config.actions.iter())
         .filter(|a| a.triggers.iter().any(|t| t.kind == "cron"))
-        .map(|a| ("action", a.name.clone()))
-        .collect::<Vec<_>>();
-    components.into_iter().chain(actions)
+        .map(|a| ("action", Cow::Borrowed(a.name.as_str())));
+    components.chain(actions)
 }
 
 /// A component's health probes, as `COMPONENT/PROBE`.
@@ -425,12 +426,12 @@ pub(crate) fn status_of(
             brief
                 .failed
                 .iter()
-                .any(|f| f.split_once(':') == Some((kind, name.as_str())))
+                .any(|f| f.split_once(':') == Some((kind, &*name)))
         };
         if kind != "probe" {
             return failed();
         }
-        let deployed_at = brief.probed_at.get(&name).map(|at| Some(*at));
+        let deployed_at = brief.probed_at.get(&*name).map(|at| Some(*at));
         match watched_since(runner, &name, deployed_at) {
             Some(seen) => !seen.ok,
             None => failed(),

@@ -725,7 +725,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-template/src/funcs/sprig.rs", 1835),
     ("nuon-control/src/api/web/mod.rs", 1491),
     // Load generators, one per scenario.
-    ("benches/fleet.rs", 1554),
+    ("benches/fleet.rs", 1553),
     ("benches/job_loop.rs", 1051),
     ("nuon-runner-lib/src/runner.rs", 1154),
     ("nuon-template/src/parse.rs", 826),

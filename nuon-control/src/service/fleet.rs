@@ -4,7 +4,7 @@
 //! The overview and `listInstalls` of a fleet of 10,000 installs read the
 //! few rows that moved, not 30,000 rows at every GET.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use nuon_core::model::Install;
@@ -45,7 +45,7 @@ pub(crate) struct FleetView {
     at: HashMap<InstallId, usize>,
     /// Each runner as the API shows it, with its health as stored (what
     /// it is shown from again at each read: it changes with time).
-    runners: BTreeMap<RunnerId, (RunnerInfo, RunnerHealth, Option<i64>)>,
+    runners: HashMap<RunnerId, (RunnerInfo, RunnerHealth, Option<i64>)>,
     summaries: HashMap<InstallId, InstallSummary>,
     /// The revision of a summary read stale (made again from the install's
     /// workflows, and saved at it).

@@ -154,13 +154,24 @@ impl Fleet {
     /// its brief; `None` when its app has no config.
     pub(crate) fn status(&self, i: &Install) -> Option<(HealthStatus, SyncStatus)> {
         let config = self.configs.get(&i.app_id)?;
-        let none = crate::health::Brief::default();
-        let brief = self.summary(&i.id).map_or(&none, |s| &s.brief);
+        let sync = self.with_brief(i, |brief| crate::health::sync_of(config, i, brief));
+        Some((self.health(i)?, sync))
+    }
+
+    /// An install's health status alone (what the overview counts), from
+    /// its brief; `None` when its app has no config.
+    pub(crate) fn health(&self, i: &Install) -> Option<HealthStatus> {
+        let config = self.configs.get(&i.app_id)?;
         let runner = self.runner(&i.runner_id);
-        Some((
-            crate::health::status_of(config, i, runner, brief),
-            crate::health::sync_of(config, i, brief),
-        ))
+        Some(self.with_brief(i, |b| crate::health::status_of(config, i, runner, b)))
+    }
+
+    /// `f` of the install's brief (an empty one when it has no summary).
+    fn with_brief<T>(&self, i: &Install, f: impl FnOnce(&crate::health::Brief) -> T) -> T {
+        match self.summary(&i.id) {
+            Some(s) => f(&s.brief),
+            None => f(&crate::health::Brief::default()),
+        }
     }
 
     /// `info` with the health and sync of `i`, its stored install.

@@ -81,7 +81,7 @@ async fn overview(
             }
         }
         // The status from the brief; the checks only for the rows shown.
-        let status = fleet.status(i).map(|(health, _)| health);
+        let status = fleet.health(i);
         let waiting = fleet.summary(&i.id).map_or(0, |s| s.brief.waiting.len());
         let picked = match show {
             "" => true,
