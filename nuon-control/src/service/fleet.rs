@@ -4,12 +4,13 @@
 //! The overview and `listInstalls` of a fleet of 10,000 installs read the
 //! few rows that moved, not 30,000 rows at every GET.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use nuon_core::app::AppConfig;
 use nuon_core::model::Install;
-use nuon_core::wire::{RunnerHealth, RunnerInfo};
-use nuon_core::{InstallId, OrgId, RunnerId};
+use nuon_core::wire::{HealthStatus, RunnerHealth, RunnerInfo};
+use nuon_core::{AppId, InstallId, OrgId, RunnerId};
 
 use super::Services;
 use crate::error::Error;
@@ -50,6 +51,12 @@ pub(crate) struct FleetView {
     /// The revision of a summary read stale (made again from the install's
     /// workflows, and saved at it).
     stale: HashMap<InstallId, i64>,
+    /// Each install's health status as last made (`None`: its app has no
+    /// config), dropped when its row, summary or runner changes, or its
+    /// runner's status moves with time; all of them when a config does.
+    statuses: HashMap<InstallId, Option<HealthStatus>>,
+    /// The config versions the statuses were made with.
+    configs: BTreeMap<AppId, u32>,
 }
 
 impl FleetView {
@@ -68,11 +75,20 @@ impl FleetView {
         self.runners.get(id).map(|(r, _, _)| r)
     }
 
+    /// An install's health status as last made (`None` until made, or
+    /// when its app has no config).
+    pub(crate) fn status(&self, id: &InstallId) -> Option<HealthStatus> {
+        self.statuses.get(id).copied().flatten()
+    }
+
     /// Takes in what changed; `false` when the view no longer holds the
     /// org's rows one for one (something was removed): read it whole.
     fn apply(&mut self, changes: FleetChanges) -> bool {
         self.mark = changes.mark;
         let mut added = false;
+        for i in &changes.installs {
+            self.statuses.remove(&i.id);
+        }
         for i in changes.installs {
             match self.at.get(&i.id) {
                 Some(&n) => self.installs[n] = i,
@@ -90,11 +106,14 @@ impl FleetView {
                 .map(|(n, i)| (i.id.clone(), n))
                 .collect();
         }
+        let moved: HashSet<RunnerId> = changes.runners.iter().map(|r| r.id.clone()).collect();
+        self.forget_statuses_of(&moved);
         for r in changes.runners {
             let (health, since) = (r.health, r.health_since_ms);
             self.runners.insert(r.id.clone(), (r, health, since));
         }
         for c in changes.summaries {
+            self.statuses.remove(&c.install_id);
             let fresh = c
                 .fresh()
                 .and_then(|s| InstallSummary::stored(&s.brief, s.full.clone()));
@@ -111,6 +130,43 @@ impl FleetView {
         }
         self.installs.len() == changes.install_count && self.runners.len() == changes.runner_count
     }
+
+    /// Drops the statuses of the installs of `runners`.
+    fn forget_statuses_of(&mut self, runners: &HashSet<RunnerId>) {
+        if runners.is_empty() {
+            return;
+        }
+        for i in &self.installs {
+            if runners.contains(&i.runner_id) {
+                self.statuses.remove(&i.id);
+            }
+        }
+    }
+
+    /// Makes the statuses missing, with the apps' newest configs (by app:
+    /// version and config); all again when a config changed.
+    fn make_statuses(&mut self, configs: &BTreeMap<AppId, (u32, AppConfig)>) {
+        let versions: BTreeMap<AppId, u32> = configs
+            .iter()
+            .map(|(app, (v, _))| (app.clone(), *v))
+            .collect();
+        if versions != self.configs {
+            self.statuses.clear();
+            self.configs = versions;
+        }
+        let none = crate::health::Brief::default();
+        for i in &self.installs {
+            if self.statuses.contains_key(&i.id) {
+                continue;
+            }
+            let status = configs.get(&i.app_id).map(|(_, config)| {
+                let brief = self.summaries.get(&i.id).map_or(&none, |s| &s.brief);
+                let runner = self.runners.get(&i.runner_id).map(|(r, _, _)| r);
+                crate::health::status_of(config, i, runner, brief)
+            });
+            self.statuses.insert(i.id.clone(), status);
+        }
+    }
 }
 
 impl Services<'_> {
@@ -119,6 +175,17 @@ impl Services<'_> {
     /// first read, and after a removal); each install's summary made from
     /// its workflows where the stored one is stale.
     pub(crate) async fn fleet_view(&self, org: &OrgId) -> Result<Arc<FleetView>, Error> {
+        self.fleet_view_with(org, None).await
+    }
+
+    /// [`Services::fleet_view`], with each install's health status made
+    /// where it is missing from `configs` (by app: the newest config and
+    /// its version).
+    pub(crate) async fn fleet_view_with(
+        &self,
+        org: &OrgId,
+        configs: Option<&BTreeMap<AppId, (u32, AppConfig)>>,
+    ) -> Result<Arc<FleetView>, Error> {
         let slot = self.fleet_views.slot(org);
         let mut slot = slot.lock().await;
         // Out of the slot while it changes: a read that fails leaves none,
@@ -132,10 +199,16 @@ impl Services<'_> {
         }
         let v = Arc::make_mut(&mut view);
         // Whether a runner is there, and its health, change with time.
+        let mut moved = HashSet::new();
         for (r, health, since) in v.runners.values_mut() {
+            let was = (r.status, r.health);
             (r.health, r.health_since_ms) = (*health, *since);
             self.show_runner(r);
+            if was != (r.status, r.health) {
+                moved.insert(r.id.clone());
+            }
         }
+        v.forget_statuses_of(&moved);
         let missing: Vec<InstallId> = (v.installs.iter())
             .filter(|i| !v.summaries.contains_key(&i.id))
             .map(|i| i.id.clone())
@@ -159,7 +232,109 @@ impl Services<'_> {
             };
             v.summaries.insert(id, InstallSummary::made(made));
         }
+        if let Some(configs) = configs {
+            v.make_statuses(configs);
+        }
         *slot = Some(view.clone());
         Ok(view)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nuon_appconfig::parse;
+    use nuon_core::app::SourceFile;
+    use nuon_core::model::{Install, InstallState};
+    use nuon_core::wire::{HealthStatus, RunnerInfo, RunnerStatus};
+    use serde_json::json;
+
+    use super::*;
+
+    /// A kept status is made again when what it is made of changes: the
+    /// install's row, its runner's row or shown status, a config.
+    #[test]
+    fn a_kept_status_is_made_again_when_what_it_is_made_of_changes() {
+        let files = [
+            SourceFile::new("metadata.toml", "version = \"v2\"\n"),
+            SourceFile::new(
+                "components/db.toml",
+                "name = \"db\"\ntype = \"terraform_module\"\nterraform_version = \">= 1.5\"\npath = \"./db\"\n",
+            ),
+        ];
+        let (config, d) = parse(&files);
+        let config = config.unwrap_or_else(|| panic!("{d}"));
+        let install = Install {
+            id: "ins_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            name: "acme".into(),
+            app_id: "app_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            config_version: 1,
+            runner_id: "rnr_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            state: InstallState::Active,
+            inputs_json: "{}".into(),
+            sealed_json: "{}".into(),
+            outputs_json: None,
+            created_at_ms: 0,
+            approval: nuon_core::model::ApprovalMode::ApproveAll,
+            toggles: Default::default(),
+            overrides: Default::default(),
+            labels: Default::default(),
+            checks: Default::default(),
+            stack_outputs: None,
+            pending: None,
+            pending_rev: 0,
+        };
+        let runner = |status: RunnerStatus| -> RunnerInfo {
+            let mut r: RunnerInfo = serde_json::from_value(json!({
+                "id": "rnr_01M8C0AY87516WYXNY8MS8239D", "name": "r", "created_at_ms": 0,
+                "last_seen_at_ms": 1, "revoked": false, "role": "install",
+            }))
+            .unwrap();
+            r.status = status;
+            r
+        };
+        let changes = |installs: Vec<Install>, runners: Vec<RunnerInfo>| FleetChanges {
+            mark: 1,
+            installs,
+            runners,
+            summaries: Vec::new(),
+            install_count: 1,
+            runner_count: 1,
+        };
+        let configs: BTreeMap<AppId, (u32, AppConfig)> =
+            [(install.app_id.clone(), (1, config.clone()))].into();
+
+        let mut view = FleetView::default();
+        assert!(view.apply(changes(
+            vec![install.clone()],
+            vec![runner(RunnerStatus::Connected)]
+        )));
+        view.make_statuses(&configs);
+        assert_eq!(view.status(&install.id), Some(HealthStatus::Healthy));
+
+        // Its runner's row changes: made again.
+        assert!(view.apply(changes(vec![], vec![runner(RunnerStatus::Gone)])));
+        assert_eq!(view.status(&install.id), None, "dropped");
+        view.make_statuses(&configs);
+        assert_eq!(view.status(&install.id), Some(HealthStatus::Offline));
+
+        // Its row changes.
+        let mut failed = install.clone();
+        failed.state = InstallState::Failed;
+        assert!(view.apply(changes(vec![failed], vec![runner(RunnerStatus::Connected)])));
+        view.make_statuses(&configs);
+        assert_eq!(view.status(&install.id), Some(HealthStatus::Unhealthy));
+
+        // A config's version moves: every status made again (here the
+        // app has none any more: no status).
+        view.make_statuses(&BTreeMap::new());
+        assert_eq!(view.status(&install.id), None);
+
+        // Another install's row counts as a removal when the counts say so.
+        let mut more = changes(vec![], vec![]);
+        more.install_count = 0;
+        assert!(
+            !view.apply(more),
+            "a view holding more installs than the org"
+        );
     }
 }

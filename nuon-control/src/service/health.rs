@@ -113,12 +113,13 @@ impl Services<'_> {
         let mut configs = BTreeMap::new();
         for app in self.store.list_apps(org).await? {
             if let Ok(c) = self.latest_config(caller, &app).await {
-                configs.insert(app.id.clone(), c.config);
+                configs.insert(app.id.clone(), (c.version, c.config));
             }
         }
+        let view = self.fleet_view_with(org, Some(&configs)).await?;
         Ok(Fleet {
-            configs,
-            view: self.fleet_view(org).await?,
+            configs: configs.into_iter().map(|(app, (_, c))| (app, c)).collect(),
+            view,
         })
     }
 }
@@ -161,6 +162,9 @@ impl Fleet {
     /// An install's health status alone (what the overview counts), from
     /// its brief; `None` when its app has no config.
     pub(crate) fn health(&self, i: &Install) -> Option<HealthStatus> {
+        if let Some(kept) = self.view.status(&i.id) {
+            return Some(kept);
+        }
         let config = self.configs.get(&i.app_id)?;
         let runner = self.runner(&i.runner_id);
         Some(self.with_brief(i, |b| crate::health::status_of(config, i, runner, b)))
