@@ -689,7 +689,7 @@ fn install_check(install: &Install) -> HealthCheck {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use nuon_appconfig::parse;
     use nuon_core::app::SourceFile;
     use nuon_core::wire::{HealthStatus, RunnerInfo, RunnerStatus, WorkflowInfo};
@@ -697,6 +697,31 @@ mod tests {
 
     use super::{InstallSummary, WorkflowSummary, health_of, status_of};
     use nuon_core::model::Install;
+
+    /// An active install of app `app_01M8C0AY87516WYXNY8MS8239D`, its runner
+    /// `rnr_01M8C0AY87516WYXNY8MS8239D`.
+    pub(crate) fn active_install() -> Install {
+        Install {
+            id: "ins_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            name: "acme".into(),
+            app_id: "app_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            config_version: 1,
+            runner_id: "rnr_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
+            state: nuon_core::model::InstallState::Active,
+            inputs_json: "{}".into(),
+            sealed_json: "{}".into(),
+            outputs_json: None,
+            created_at_ms: 0,
+            approval: nuon_core::model::ApprovalMode::ApproveAll,
+            toggles: Default::default(),
+            overrides: Default::default(),
+            labels: Default::default(),
+            checks: Default::default(),
+            stack_outputs: None,
+            pending: None,
+            pending_rev: 0,
+        }
+    }
 
     /// The overview counts by `status_of` (the brief, for every install)
     /// and shows `health_of` (the whole summary): the two must agree, for
@@ -729,26 +754,7 @@ mod tests {
         ];
         let (config, d) = parse(&files);
         let config = config.unwrap_or_else(|| panic!("{d}"));
-        let install = Install {
-            id: "ins_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
-            name: "acme".into(),
-            app_id: "app_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
-            config_version: 1,
-            runner_id: "rnr_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
-            state: nuon_core::model::InstallState::Active,
-            inputs_json: "{}".into(),
-            sealed_json: "{}".into(),
-            outputs_json: None,
-            created_at_ms: 0,
-            approval: nuon_core::model::ApprovalMode::ApproveAll,
-            toggles: Default::default(),
-            overrides: Default::default(),
-            labels: Default::default(),
-            checks: Default::default(),
-            stack_outputs: None,
-            pending: None,
-            pending_rev: 0,
-        };
+        let install = active_install();
         let runner = |status: &str, seen: Option<i64>, disabled: bool| -> RunnerInfo {
             let mut r: RunnerInfo = serde_json::from_value(json!({
                 "id": "rnr_01M8C0AY87516WYXNY8MS8239D", "name": "r", "created_at_ms": 0,

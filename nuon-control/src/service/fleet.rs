@@ -244,7 +244,7 @@ impl Services<'_> {
 mod tests {
     use nuon_appconfig::parse;
     use nuon_core::app::SourceFile;
-    use nuon_core::model::{Install, InstallState};
+    use nuon_core::model::InstallState;
     use nuon_core::wire::{HealthStatus, RunnerInfo, RunnerStatus};
     use serde_json::json;
 
@@ -263,26 +263,7 @@ mod tests {
         ];
         let (config, d) = parse(&files);
         let config = config.unwrap_or_else(|| panic!("{d}"));
-        let install = Install {
-            id: "ins_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
-            name: "acme".into(),
-            app_id: "app_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
-            config_version: 1,
-            runner_id: "rnr_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
-            state: InstallState::Active,
-            inputs_json: "{}".into(),
-            sealed_json: "{}".into(),
-            outputs_json: None,
-            created_at_ms: 0,
-            approval: nuon_core::model::ApprovalMode::ApproveAll,
-            toggles: Default::default(),
-            overrides: Default::default(),
-            labels: Default::default(),
-            checks: Default::default(),
-            stack_outputs: None,
-            pending: None,
-            pending_rev: 0,
-        };
+        let install = crate::health::tests::active_install();
         let runner = |status: RunnerStatus| -> RunnerInfo {
             let mut r: RunnerInfo = serde_json::from_value(json!({
                 "id": "rnr_01M8C0AY87516WYXNY8MS8239D", "name": "r", "created_at_ms": 0,

@@ -203,19 +203,8 @@ impl Fixture {
             .create_install(
                 &self.org,
                 NewInstall {
-                    id: nuon_core::InstallId::generate(),
-                    app_id: app.id,
-                    name: name.into(),
-                    config_version: 1,
-                    runner_id: RunnerId::generate(),
-                    runner_name: format!("install-{name}"),
-                    runner_token_hash: format!("h-{name}"),
-                    inputs_json: "{}".into(),
-                    sealed_json: "{}".into(),
                     approval: nuon_core::model::ApprovalMode::Prompt,
-                    toggles: Default::default(),
-                    overrides: Default::default(),
-                    labels: Default::default(),
+                    ..new_install(&app.id, name, Default::default())
                 },
             )
             .await

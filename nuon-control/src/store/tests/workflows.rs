@@ -710,26 +710,12 @@ conformance! {
 
     async fn removing_an_install_takes_what_is_only_its_and_an_app_waits_for_its_installs(f: Fixture) {
         use nuon_core::workflow::{PlannedStep, StepKind, WorkflowKind, WorkflowStatus};
-        use nuon_core::{AppId, InstallId, WorkflowId};
+        use nuon_core::{AppId, WorkflowId};
 
-        use super::{NewInstall, NewWorkflow};
+        use super::NewWorkflow;
 
         let app = f.store.create_app(&f.org, &AppId::generate(), "web").await.unwrap();
-        let install = |name: &str| NewInstall {
-            id: InstallId::generate(),
-            app_id: app.id.clone(),
-            name: name.into(),
-            config_version: 1,
-            runner_id: RunnerId::generate(),
-            runner_name: format!("install-{name}"),
-            runner_token_hash: format!("h-{name}"),
-            inputs_json: "{}".into(),
-            sealed_json: "{}".into(),
-            approval: nuon_core::model::ApprovalMode::ApproveAll,
-            toggles: Default::default(),
-            overrides: Default::default(),
-            labels: Default::default(),
-        };
+        let install = |name: &str| super::new_install(&app.id, name, Default::default());
         let a = f.store.create_install(&f.org, install("a")).await.unwrap();
         let b = f.store.create_install(&f.org, install("b")).await.unwrap();
         let wf = WorkflowId::generate();
