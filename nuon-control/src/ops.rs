@@ -2,7 +2,7 @@
 //! health transitions, webhook deliveries, and the control plane's
 //! metrics.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,7 +12,7 @@ use nuon_core::audit::AuditEntry;
 use nuon_core::metrics::{Exposition, Histogram, LATENCY_BUCKETS, STEP_BUCKETS};
 use nuon_core::webhook::{self, WebhookEvent};
 use nuon_core::wire::{DeliveryStatus, RunnerHealth, RunnerInfo};
-use nuon_core::{OrgId, now_ms};
+use nuon_core::{OrgId, RunnerId, now_ms};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::secrets::{SecretBox, webhook_context};
@@ -157,19 +157,32 @@ impl Auditor {
     /// Records an entry, and waits until it is written (or 5 s, when the
     /// store is down: it stays queued, and is written when it is back).
     pub async fn record(&self, org: &OrgId, entry: AuditEntry) {
-        let (done, written) = oneshot::channel();
-        let pending = Pending {
-            entry: NewAudit {
-                org: org.clone(),
-                entry,
-            },
-            done: Some(done),
-        };
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        if self.tx.send(pending).await.is_err() {
-            return;
+        self.record_all(vec![(org.clone(), entry)]).await;
+    }
+
+    /// Records entries (of any orgs) together, and waits until they are
+    /// written as [`Auditor::record`] does: they reach the writer at once
+    /// and share its transactions.
+    pub async fn record_all(&self, entries: Vec<(OrgId, AuditEntry)>) {
+        let mut waits = Vec::with_capacity(entries.len());
+        for (org, entry) in entries {
+            let (done, written) = oneshot::channel();
+            let pending = Pending {
+                entry: NewAudit { org, entry },
+                done: Some(done),
+            };
+            self.queued.fetch_add(1, Ordering::Relaxed);
+            if self.tx.send(pending).await.is_err() {
+                return;
+            }
+            waits.push(written);
         }
-        if tokio::time::timeout(AUDIT_WAIT, written).await.is_err() {
+        let all = async {
+            for w in waits {
+                let _ = w.await;
+            }
+        };
+        if tokio::time::timeout(AUDIT_WAIT, all).await.is_err() {
             tracing::warn!("the audit trail is behind: an entry waits to be written");
         }
     }
@@ -250,41 +263,65 @@ pub(crate) struct Fleet<'a> {
 /// the audit trail and tells the webhooks.
 pub(crate) async fn check_runners(state: Fleet<'_>) -> Result<(), StoreError> {
     let now = now_ms();
-    for (org, r) in state.store.all_runners().await? {
-        let health = state.config.health(false, r.last_seen_at_ms, now);
-        if health == r.health {
-            continue;
+    let moves: Vec<(OrgId, RunnerInfo, RunnerHealth)> = (state.store.all_runners().await?)
+        .into_iter()
+        .filter_map(|(org, r)| {
+            let health = state.config.health(false, r.last_seen_at_ms, now);
+            (health != r.health).then_some((org, r, health))
+        })
+        .collect();
+    // Whether an org has a webhook for runners' health, asked once a pass
+    // (a fleet's first calls move thousands of runners at once).
+    let mut hooked: HashMap<OrgId, bool> = HashMap::new();
+    for chunk in moves.chunks(crate::store::MAX_HEALTH_MOVES) {
+        let asked: Vec<_> = (chunk.iter())
+            .map(|(_, r, health)| (r.id.clone(), r.health, *health))
+            .collect();
+        let moved: HashSet<RunnerId> = (state.store.set_runners_health(&asked, now).await?)
+            .into_iter()
+            .collect();
+        let mut entries = Vec::new();
+        let mut events = Vec::new();
+        for (org, r, health) in chunk.iter().filter(|(_, r, _)| moved.contains(&r.id)) {
+            let silent = r
+                .last_seen_at_ms
+                .map(|at| format!("last call {} s ago", (now - at).max(0) / 1000))
+                .unwrap_or_else(|| "never called".into());
+            tracing::info!(runner = %r.name, from = r.health.as_str(), to = health.as_str(), "{silent}");
+            let entry = AuditEntry::new(
+                now,
+                "control-plane",
+                "runner.health",
+                format!("runner:{}", r.id),
+                "",
+                health.as_str(),
+            )
+            .with_detail(format!("{} was {}; {silent}", r.name, r.health.as_str()));
+            entries.push((org.clone(), entry));
+            let event = match (r.health, *health) {
+                (_, RunnerHealth::Unhealthy | RunnerHealth::Offline) => {
+                    WebhookEvent::RunnerUnhealthy
+                }
+                (RunnerHealth::Unhealthy | RunnerHealth::Offline, RunnerHealth::Healthy) => {
+                    WebhookEvent::RunnerHealthy
+                }
+                _ => continue,
+            };
+            events.push((org, event, runner_event(r, *health, &silent)));
         }
-        if !state
-            .store
-            .set_runner_health(&r.id, r.health, health, now)
-            .await?
-        {
-            continue;
-        }
-        let silent = r
-            .last_seen_at_ms
-            .map(|at| format!("last call {} s ago", (now - at).max(0) / 1000))
-            .unwrap_or_else(|| "never called".into());
-        tracing::info!(runner = %r.name, from = r.health.as_str(), to = health.as_str(), "{silent}");
-        let entry = AuditEntry::new(
-            now,
-            "control-plane",
-            "runner.health",
-            format!("runner:{}", r.id),
-            "",
-            health.as_str(),
-        )
-        .with_detail(format!("{} was {}; {silent}", r.name, r.health.as_str()));
-        state.auditor.record(&org, entry).await;
-        let event = match (r.health, health) {
-            (_, RunnerHealth::Unhealthy | RunnerHealth::Offline) => WebhookEvent::RunnerUnhealthy,
-            (RunnerHealth::Unhealthy | RunnerHealth::Offline, RunnerHealth::Healthy) => {
-                WebhookEvent::RunnerHealthy
+        state.auditor.record_all(entries).await;
+        for (org, event, data) in events {
+            if !hooked.contains_key(org) {
+                let any = (state.store.list_webhooks(org).await?).iter().any(|w| {
+                    w.events.contains(&WebhookEvent::RunnerHealthy)
+                        || w.events.contains(&WebhookEvent::RunnerUnhealthy)
+                });
+                hooked.insert(org.clone(), any);
             }
-            _ => continue,
-        };
-        emit(state.store, &org, event, runner_event(&r, health, &silent)).await;
+            if hooked[org] {
+                emit(state.store, org, event, data).await;
+            }
+        }
     }
     Ok(())
 }

@@ -417,6 +417,8 @@ impl ControlPlane {
             }
         });
         let operations = tokio::spawn(operations(self.state.clone()));
+        let sweep = (self.state.timings.fallback_poll)
+            .map(|every| tokio::spawn(sweep_parked(self.state.clone(), every)));
         let engine = self.state.engine.clone();
         let engine_shutdown = self.state.shutdown.clone();
         let engine = tokio::spawn(async move { engine.run(engine_shutdown).await });
@@ -453,8 +455,8 @@ impl ControlPlane {
         // What the last requests recorded is written before the store closes.
         self.state.auditor.flush(Duration::from_secs(5)).await;
         engine.abort();
-        if let Some(w) = wakeups {
-            w.abort();
+        for task in [wakeups, sweep].into_iter().flatten() {
+            task.abort();
         }
         self.backend.close().await;
         a?;
@@ -463,7 +465,8 @@ impl ControlPlane {
     }
 }
 
-/// How often a parked claim on a shared store looks again by itself.
+/// How often a replica on a shared store sweeps for the queued jobs of
+/// the runners parked on it.
 #[cfg(feature = "postgres")]
 const FALLBACK_POLL: Duration = Duration::from_secs(10);
 /// The setting holding a value sealed with the secrets key, to check the key.
@@ -483,6 +486,32 @@ async fn forward_wakeups(
             // Fell behind: some were dropped, so everyone looks again.
             Err(RecvError::Lagged(_)) => state.apply_wake(crate::store::Wake::All),
             Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Every `every`, wakes the claims parked here of the runners that have a
+/// job queued: a wake-up another replica sent and this one lost is late
+/// by at most `every`. One statement a sweep, however many runners are
+/// parked (a claim that looked by itself cost one each).
+async fn sweep_parked(state: SharedState, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = state.shutting_down() => return,
+        }
+        match state.store.queued_runners().await {
+            Ok(runners) => {
+                for r in &runners {
+                    state.wakes.runners.wake(r);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for queued jobs of the runners parked here")
+            }
         }
     }
 }

@@ -58,9 +58,10 @@ pub struct Timings {
     pub max_claim_wait: Duration,
     /// The longest a heartbeat is held open.
     pub max_heartbeat_wait: Duration,
-    /// How often a parked claim looks at the store again without a wake-up:
-    /// a safety net for wake-ups lost between replicas (`None` for an
-    /// embedded store, where every wake-up is in process).
+    /// How often the replica looks for queued jobs of the runners parked
+    /// on it, and wakes them: a safety net for wake-ups lost between
+    /// replicas, one statement for all of them (`None` for an embedded
+    /// store, where every wake-up is in process).
     pub fallback_poll: Option<Duration>,
 }
 

@@ -163,9 +163,6 @@ async fn claim(
                 }));
             }
         }
-        let fallback = state.timings.fallback_poll.map_or(deadline, |every| {
-            deadline.min(tokio::time::Instant::now() + every)
-        });
         let org_ended = async {
             match org_notified.as_mut().as_pin_mut() {
                 Some(n) => n.await,
@@ -175,7 +172,6 @@ async fn claim(
         tokio::select! {
             _ = &mut notified => woken = true,
             () = org_ended => {}
-            _ = tokio::time::sleep_until(fallback), if fallback < deadline => {}
             _ = tokio::time::sleep_until(deadline) => break,
             _ = state.shutting_down() => break,
         }

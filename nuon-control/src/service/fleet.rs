@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use nuon_core::app::AppConfig;
 use nuon_core::model::Install;
-use nuon_core::wire::{HealthStatus, RunnerHealth, RunnerInfo};
+use nuon_core::wire::{HealthStatus, RunnerHealth, RunnerInfo, RunnerStatus, RunnerTelemetry};
 use nuon_core::{AppId, InstallId, OrgId, RunnerId};
 
 use super::Services;
@@ -44,6 +44,8 @@ pub(crate) struct FleetView {
     installs: Vec<Install>,
     /// Where each install is in `installs`.
     at: HashMap<InstallId, usize>,
+    /// The installs of each runner.
+    of_runner: HashMap<RunnerId, Vec<InstallId>>,
     /// Each runner as the API shows it, with its health as stored (what
     /// it is shown from again at each read: it changes with time).
     runners: HashMap<RunnerId, (RunnerInfo, RunnerHealth, Option<i64>)>,
@@ -52,8 +54,9 @@ pub(crate) struct FleetView {
     /// workflows, and saved at it).
     stale: HashMap<InstallId, i64>,
     /// Each install's health status as last made (`None`: its app has no
-    /// config), dropped when its row, summary or runner changes, or its
-    /// runner's status moves with time; all of them when a config does.
+    /// config), dropped when its row or summary changes, or what of its
+    /// runner a status is made of ([`status_part`]: not the time of its
+    /// last call); all of them when a config does.
     statuses: HashMap<InstallId, Option<HealthStatus>>,
     /// The config versions the statuses were made with.
     configs: BTreeMap<AppId, u32>,
@@ -91,10 +94,17 @@ impl FleetView {
         }
         for i in changes.installs {
             match self.at.get(&i.id) {
-                Some(&n) => self.installs[n] = i,
+                Some(&n) => {
+                    let was = std::mem::replace(&mut self.installs[n], i);
+                    if was.runner_id != self.installs[n].runner_id {
+                        self.unlink(&was);
+                        self.link(n);
+                    }
+                }
                 None => {
                     self.at.insert(i.id.clone(), self.installs.len());
                     self.installs.push(i);
+                    self.link(self.installs.len() - 1);
                     added = true;
                 }
             }
@@ -106,12 +116,27 @@ impl FleetView {
                 .map(|(n, i)| (i.id.clone(), n))
                 .collect();
         }
-        let moved: HashSet<RunnerId> = changes.runners.iter().map(|r| r.id.clone()).collect();
-        self.forget_statuses_of(&moved);
-        for r in changes.runners {
+        // A runner's row changes at each of its calls (the time of the
+        // last one): its installs' statuses only when what they are made
+        // of does. Until shown again it shows as before.
+        let mut moved = HashSet::new();
+        for mut r in changes.runners {
             let (health, since) = (r.health, r.health_since_ms);
+            match self.runners.get(&r.id) {
+                Some((was, _, _)) => {
+                    (r.status, r.health, r.health_since_ms) =
+                        (was.status, was.health, was.health_since_ms);
+                    if status_part(was) != status_part(&r) {
+                        moved.insert(r.id.clone());
+                    }
+                }
+                None => {
+                    moved.insert(r.id.clone());
+                }
+            }
             self.runners.insert(r.id.clone(), (r, health, since));
         }
+        self.forget_statuses_of(&moved);
         for c in changes.summaries {
             self.statuses.remove(&c.install_id);
             let fresh = c
@@ -131,16 +156,42 @@ impl FleetView {
         self.installs.len() == changes.install_count && self.runners.len() == changes.runner_count
     }
 
+    /// Notes the install at `n` as its runner's.
+    fn link(&mut self, n: usize) {
+        let i = &self.installs[n];
+        (self.of_runner.entry(i.runner_id.clone()).or_default()).push(i.id.clone());
+    }
+
+    /// Forgets `i` as its runner's.
+    fn unlink(&mut self, i: &Install) {
+        if let Some(ids) = self.of_runner.get_mut(&i.runner_id) {
+            ids.retain(|id| *id != i.id);
+        }
+    }
+
     /// Drops the statuses of the installs of `runners`.
     fn forget_statuses_of(&mut self, runners: &HashSet<RunnerId>) {
-        if runners.is_empty() {
-            return;
-        }
-        for i in &self.installs {
-            if runners.contains(&i.runner_id) {
-                self.statuses.remove(&i.id);
+        for r in runners {
+            for id in self.of_runner.get(r).into_iter().flatten() {
+                self.statuses.remove(id);
             }
         }
+    }
+
+    /// Shows every runner again with `show` (whether it is there, and its
+    /// health, move with time), from its health as stored; drops the
+    /// statuses of the installs of those whose shown status moved.
+    fn show_runners(&mut self, show: impl Fn(&mut RunnerInfo)) {
+        let mut moved = HashSet::new();
+        for (r, health, since) in self.runners.values_mut() {
+            let was = r.status;
+            (r.health, r.health_since_ms) = (*health, *since);
+            show(r);
+            if was != r.status {
+                moved.insert(r.id.clone());
+            }
+        }
+        self.forget_statuses_of(&moved);
     }
 
     /// Makes the statuses missing, with the apps' newest configs (by app:
@@ -167,6 +218,18 @@ impl FleetView {
             self.statuses.insert(i.id.clone(), status);
         }
     }
+}
+
+/// What of a runner an install's health status is made of
+/// ([`crate::health::status_of`]): whether it is there, revoked, ever
+/// called, and what it last reported (probes, turned off).
+fn status_part(r: &RunnerInfo) -> (RunnerStatus, bool, bool, Option<&RunnerTelemetry>) {
+    (
+        r.status,
+        r.revoked,
+        r.last_seen_at_ms.is_some(),
+        r.telemetry.as_ref(),
+    )
 }
 
 impl Services<'_> {
@@ -198,17 +261,8 @@ impl Services<'_> {
             view = Arc::new(whole);
         }
         let v = Arc::make_mut(&mut view);
-        // Whether a runner is there, and its health, change with time.
-        let mut moved = HashSet::new();
-        for (r, health, since) in v.runners.values_mut() {
-            let was = (r.status, r.health);
-            (r.health, r.health_since_ms) = (*health, *since);
-            self.show_runner(r);
-            if was != (r.status, r.health) {
-                moved.insert(r.id.clone());
-            }
-        }
-        v.forget_statuses_of(&moved);
+        let now = nuon_core::now_ms();
+        v.show_runners(|r| self.show_runner_at(r, now));
         let missing: Vec<InstallId> = (v.installs.iter())
             .filter(|i| !v.summaries.contains_key(&i.id))
             .map(|i| i.id.clone())
@@ -251,7 +305,8 @@ mod tests {
     use super::*;
 
     /// A kept status is made again when what it is made of changes: the
-    /// install's row, its runner's row or shown status, a config.
+    /// install's row, its runner's shown status or what the runner
+    /// reported, a config; not the time of the runner's last call.
     #[test]
     fn a_kept_status_is_made_again_when_what_it_is_made_of_changes() {
         let files = [
@@ -264,14 +319,12 @@ mod tests {
         let (config, d) = parse(&files);
         let config = config.unwrap_or_else(|| panic!("{d}"));
         let install = crate::health::tests::active_install();
-        let runner = |status: RunnerStatus| -> RunnerInfo {
-            let mut r: RunnerInfo = serde_json::from_value(json!({
+        let runner = |last_seen: i64| -> RunnerInfo {
+            serde_json::from_value(json!({
                 "id": "rnr_01M8C0AY87516WYXNY8MS8239D", "name": "r", "created_at_ms": 0,
-                "last_seen_at_ms": 1, "revoked": false, "role": "install",
+                "last_seen_at_ms": last_seen, "revoked": false, "role": "install",
             }))
-            .unwrap();
-            r.status = status;
-            r
+            .unwrap()
         };
         let changes = |installs: Vec<Install>, runners: Vec<RunnerInfo>| FleetChanges {
             mark: 1,
@@ -281,27 +334,48 @@ mod tests {
             install_count: 1,
             runner_count: 1,
         };
+        let shown = |status: RunnerStatus| move |r: &mut RunnerInfo| r.status = status;
         let configs: BTreeMap<AppId, (u32, AppConfig)> =
             [(install.app_id.clone(), (1, config.clone()))].into();
 
         let mut view = FleetView::default();
-        assert!(view.apply(changes(
-            vec![install.clone()],
-            vec![runner(RunnerStatus::Connected)]
-        )));
+        assert!(view.apply(changes(vec![install.clone()], vec![runner(1)])));
+        view.show_runners(shown(RunnerStatus::Connected));
         view.make_statuses(&configs);
         assert_eq!(view.status(&install.id), Some(HealthStatus::Healthy));
 
-        // Its runner's row changes: made again.
-        assert!(view.apply(changes(vec![], vec![runner(RunnerStatus::Gone)])));
+        // Its runner called again: the row changed, the status holds.
+        assert!(view.apply(changes(vec![], vec![runner(2)])));
+        view.show_runners(shown(RunnerStatus::Connected));
+        assert_eq!(
+            view.status(&install.id),
+            Some(HealthStatus::Healthy),
+            "kept"
+        );
+
+        // Its runner's shown status moves with time: made again.
+        view.show_runners(shown(RunnerStatus::Gone));
         assert_eq!(view.status(&install.id), None, "dropped");
         view.make_statuses(&configs);
         assert_eq!(view.status(&install.id), Some(HealthStatus::Offline));
 
+        // Its runner reports it is turned off: made again.
+        let mut off = runner(3);
+        off.telemetry = Some(nuon_core::wire::RunnerTelemetry {
+            disabled: Some("maintenance".into()),
+            ..Default::default()
+        });
+        assert!(view.apply(changes(vec![], vec![off])));
+        view.show_runners(shown(RunnerStatus::Connected));
+        assert_eq!(view.status(&install.id), None, "dropped");
+        view.make_statuses(&configs);
+        assert_eq!(view.status(&install.id), Some(HealthStatus::Disabled));
+
         // Its row changes.
         let mut failed = install.clone();
         failed.state = InstallState::Failed;
-        assert!(view.apply(changes(vec![failed], vec![runner(RunnerStatus::Connected)])));
+        assert!(view.apply(changes(vec![failed], vec![runner(4)])));
+        view.show_runners(shown(RunnerStatus::Connected));
         view.make_statuses(&configs);
         assert_eq!(view.status(&install.id), Some(HealthStatus::Unhealthy));
 

@@ -221,11 +221,16 @@ impl Services<'_> {
 
     /// Whether a runner is there, from its last call.
     pub(crate) fn runner_status(&self, revoked: bool, last_seen_ms: Option<i64>) -> RunnerStatus {
+        self.runner_status_at(revoked, last_seen_ms, nuon_core::now_ms())
+    }
+
+    /// [`Services::runner_status`] as of `now` (ms since the epoch).
+    fn runner_status_at(&self, revoked: bool, last_seen_ms: Option<i64>, now: i64) -> RunnerStatus {
         let window = i64::try_from(self.live_window.as_millis()).unwrap_or(i64::MAX);
         match (revoked, last_seen_ms) {
             (true, _) => RunnerStatus::Revoked,
             (false, None) => RunnerStatus::NeverSeen,
-            (false, Some(at)) if nuon_core::now_ms() - at < window => RunnerStatus::Connected,
+            (false, Some(at)) if now - at < window => RunnerStatus::Connected,
             (false, Some(_)) => RunnerStatus::Gone,
         }
     }
@@ -239,10 +244,13 @@ impl Services<'_> {
 
     /// [`Services::runner_view`] in place, of a runner as stored.
     pub(crate) fn show_runner(&self, r: &mut RunnerInfo) {
-        r.status = self.runner_status(r.revoked, r.last_seen_at_ms);
-        let health = self
-            .ops
-            .health(r.revoked, r.last_seen_at_ms, nuon_core::now_ms());
+        self.show_runner_at(r, nuon_core::now_ms());
+    }
+
+    /// [`Services::show_runner`] as of `now` (ms since the epoch).
+    pub(crate) fn show_runner_at(&self, r: &mut RunnerInfo, now: i64) {
+        r.status = self.runner_status_at(r.revoked, r.last_seen_at_ms, now);
+        let health = self.ops.health(r.revoked, r.last_seen_at_ms, now);
         if health != r.health {
             r.health = health;
             r.health_since_ms = None;

@@ -50,6 +50,10 @@ pub trait JobStore: Send + Sync + 'static {
     /// The attempts `runner` holds as the store says: running, confirmed
     /// by a heartbeat (at most 1,000).
     async fn held_attempts(&self, runner: &RunnerId) -> Result<Vec<LeaseRef>>;
+
+    /// The runners that have a job queued: what a replica's sweep wakes
+    /// when a wake-up from another replica may have been lost.
+    async fn queued_runners(&self) -> Result<Vec<RunnerId>>;
 }
 
 /// The most attempts [`JobStore::held_attempts`] lists.
@@ -148,6 +152,16 @@ impl<S: Sql + 'static> JobStore for S {
             ))
             .await?;
         Ok(held.into_iter().map(|h| h.0).collect())
+    }
+
+    async fn queued_runners(&self) -> Result<Vec<RunnerId>> {
+        let ids: Vec<String> = self
+            .query(Stmt::new(
+                "SELECT DISTINCT runner_id FROM jobs WHERE status = 'queued'",
+                args![],
+            ))
+            .await?;
+        ids.iter().map(|id| shared::parse_id(id)).collect()
     }
 
     async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<QueuedJob>> {

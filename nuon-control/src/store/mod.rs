@@ -93,7 +93,7 @@ pub use queue::{Claimed, LogQuota, QueueStore};
 pub use releases::ReleaseStore;
 pub use removal::RemovalStore;
 pub use rollouts::{RolloutSave, RolloutStore};
-pub use runners::{RunnerPrincipal, RunnerStore};
+pub use runners::{MAX_HEALTH_MOVES, RunnerPrincipal, RunnerStore};
 pub use sealing::{SealedColumn, SealingStore};
 pub use sessions::{WebSession, WebSessionStore};
 pub use sqlite::SqliteStore;

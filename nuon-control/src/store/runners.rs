@@ -74,16 +74,20 @@ pub trait RunnerStore: Send + Sync + 'static {
     /// health last recorded for it.
     async fn all_runners(&self) -> Result<Vec<(OrgId, RunnerInfo)>>;
 
-    /// Records a runner's health `health` since `at_ms` if the recorded one
-    /// is still `expected` (a transition); whether it was.
-    async fn set_runner_health(
+    /// Records each runner's health since `at_ms`, `(runner, expected,
+    /// health)`, where the recorded one is still `expected` (a
+    /// transition: another replica may have recorded it first), in one
+    /// statement; the runners it moved. At most [`MAX_HEALTH_MOVES`].
+    async fn set_runners_health(
         &self,
-        runner: &RunnerId,
-        expected: RunnerHealth,
-        health: RunnerHealth,
+        moves: &[(RunnerId, RunnerHealth, RunnerHealth)],
         at_ms: i64,
-    ) -> Result<bool>;
+    ) -> Result<Vec<RunnerId>>;
 }
+
+/// The most transitions [`RunnerStore::set_runners_health`] takes at once
+/// (three values each, within SQLite's 999 placeholders).
+pub const MAX_HEALTH_MOVES: usize = 300;
 
 /// A runner token's runner as stored; ids that do not parse authenticate
 /// nothing.
@@ -239,20 +243,40 @@ impl<S: Sql + 'static> RunnerStore for S {
         Ok(rows.into_iter().map(|OfOrg(o, r)| (o, r)).collect())
     }
 
-    async fn set_runner_health(
+    async fn set_runners_health(
         &self,
-        runner: &RunnerId,
-        expected: RunnerHealth,
-        health: RunnerHealth,
+        moves: &[(RunnerId, RunnerHealth, RunnerHealth)],
         at_ms: i64,
-    ) -> Result<bool> {
-        let n = self
-            .execute_one(Stmt::new(
-                "UPDATE runners SET health = $3, health_since = $4 \
-                 WHERE id = $1 AND COALESCE(health, 'unknown') = $2",
-                args![runner.as_str(), expected.as_str(), health.as_str(), at_ms],
+    ) -> Result<Vec<RunnerId>> {
+        if moves.is_empty() {
+            return Ok(Vec::new());
+        }
+        if moves.len() > MAX_HEALTH_MOVES {
+            return Err(StoreError::Invalid(format!(
+                "{} runner health transitions at once: at most {MAX_HEALTH_MOVES}",
+                moves.len()
+            )));
+        }
+        let mut args = args![at_ms];
+        let rows: Vec<String> = (moves.iter().enumerate())
+            .map(|(n, (runner, expected, health))| {
+                args.extend(args![runner.as_str(), expected.as_str(), health.as_str()]);
+                format!("(${}, ${}, ${})", 3 * n + 2, 3 * n + 3, 3 * n + 4)
+            })
+            .collect();
+        // Both stores name a VALUES list's columns column1, column2, ...
+        let moved: Vec<String> = self
+            .write_query(Stmt::new(
+                format!(
+                    "UPDATE runners SET health = v.column3, health_since = $1 \
+                     FROM (VALUES {}) AS v \
+                     WHERE runners.id = v.column1 AND COALESCE(runners.health, 'unknown') = v.column2 \
+                     RETURNING id",
+                    rows.join(", ")
+                ),
+                args,
             ))
             .await?;
-        Ok(n == 1)
+        moved.iter().map(|id| super::shared::parse_id(id)).collect()
     }
 }

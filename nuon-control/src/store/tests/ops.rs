@@ -168,8 +168,12 @@ conformance! {
         let r = all.iter().find(|(_, r)| r.id == f.runner).unwrap();
         assert_eq!(r.0, f.org);
         assert_eq!(r.1.health, RunnerHealth::Unknown);
-        assert!(s.set_runner_health(&f.runner, RunnerHealth::Unknown, RunnerHealth::Healthy, 5).await.unwrap());
-        assert!(!s.set_runner_health(&f.runner, RunnerHealth::Unknown, RunnerHealth::Healthy, 6).await.unwrap(), "a stale transition is not recorded");
+        let moves = [(f.runner.clone(), RunnerHealth::Unknown, RunnerHealth::Healthy)];
+        assert_eq!(s.set_runners_health(&moves, 5).await.unwrap(), vec![f.runner.clone()]);
+        assert!(s.set_runners_health(&moves, 6).await.unwrap().is_empty(), "a stale transition is not recorded");
+        assert!(s.set_runners_health(&[], 7).await.unwrap().is_empty());
+        let too_many = vec![moves[0].clone(); crate::store::MAX_HEALTH_MOVES + 1];
+        assert!(s.set_runners_health(&too_many, 8).await.is_err(), "more than the most at once is refused");
         let r = s.find_runner(&f.org, "r").await.unwrap().unwrap();
         assert_eq!((r.health, r.health_since_ms), (RunnerHealth::Healthy, Some(5)));
         s.set_runner_telemetry(&f.runner, r#"{"slots":4,"busy":1,"spool_backlog":0}"#).await.unwrap();
