@@ -28,9 +28,10 @@ use nuon_core::wire::{
     Completion, CompletionAck, LeaseRef, LeaseState, LeaseStatus, LogAck, LogBatch,
 };
 use nuon_core::{JobId, JobStatus, RunnerId, now_ms};
-use sqlx::PgPool;
+use sqlx::Connection;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+use super::pool::Conns;
 use super::{db, get};
 use crate::store::shared::{self, corrupt};
 use crate::store::{LogQuota, Result, StoreError};
@@ -90,15 +91,15 @@ pub(super) struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts `committers` tasks applying batches on `pool`'s connections.
+    /// Starts `committers` tasks applying batches on `conns`.
     pub(super) fn start(
-        pool: &PgPool,
+        conns: &Conns,
         committers: usize,
     ) -> (GroupCommit, Vec<tokio::task::JoinHandle<()>>) {
         let (queue, rx) = mpsc::channel(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
         let tasks = (0..committers.max(1))
-            .map(|_| tokio::spawn(committer(pool.clone(), rx.clone())))
+            .map(|_| tokio::spawn(committer(conns.clone(), rx.clone())))
             .collect();
         (GroupCommit { queue }, tasks)
     }
@@ -171,7 +172,7 @@ fn mismatch() -> StoreError {
 }
 
 /// Takes what is waiting, applies it, answers; until the queue closes.
-async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::Receiver<Write>>>) {
+async fn committer(conns: Conns, rx: Arc<Mutex<mpsc::Receiver<Write>>>) {
     loop {
         let mut batch = Vec::new();
         {
@@ -192,7 +193,7 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::Receiver<Write>>>) {
             }
         }
         let ops: Vec<&Op> = batch.iter().map(|w| &w.op).collect();
-        match apply(&pool, &ops).await {
+        match apply(&conns, &ops).await {
             Ok(answers) => {
                 for (w, a) in batch.into_iter().zip(answers) {
                     let _ = w.reply.send(a);
@@ -206,7 +207,7 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::Receiver<Write>>>) {
                 // (every runner's heartbeats with it): each on its own.
                 tracing::warn!(writes = batch.len(), error = %e, "a group commit failed; applying its writes one by one");
                 for w in batch {
-                    let answer = apply(&pool, &[&w.op])
+                    let answer = apply(&conns, &[&w.op])
                         .await
                         .and_then(|mut a| a.pop().unwrap_or_else(|| Err(mismatch())));
                     let _ = w.reply.send(answer);
@@ -264,7 +265,7 @@ type Key = (String, i64);
 
 /// Applies `ops` in one transaction; one answer per op, in order. An `Err`
 /// is the database's: nothing of the batch was stored.
-async fn apply(pool: &PgPool, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
+async fn apply(conns: &Conns, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
     let now = now_ms();
     let mut runners = BTreeSet::new();
     let mut keys = BTreeSet::new();
@@ -286,7 +287,8 @@ async fn apply(pool: &PgPool, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
             }
         }
     }
-    let mut tx = pool.begin().await.map_err(db)?;
+    let mut conn = conns.get().await?;
+    let mut tx = conn.begin().await.map_err(db)?;
     if !runners.is_empty() {
         let ids: Vec<&str> = runners.into_iter().collect();
         sqlx::query(
@@ -360,6 +362,7 @@ async fn apply(pool: &PgPool, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
         .collect();
     write(&mut tx, now, &attempts, &plan).await?;
     tx.commit().await.map_err(db)?;
+    conn.done();
     Ok(answers)
 }
 

@@ -19,6 +19,7 @@
 //!   replicas starting together do not race.
 
 mod maintenance;
+mod pool;
 mod queue;
 mod schema;
 mod sql;
@@ -45,6 +46,8 @@ mod group;
 
 /// Group-commit tasks per replica: while one commits, the next gathers.
 const COMMITTERS: usize = 2;
+/// The most connections the store's calls run on at once ([`pool`]).
+const CONNS: usize = 16;
 /// The channel replicas announce wake-ups on.
 const CHANNEL: &str = "nuon_wake";
 /// The shortest time between two notifications of this replica.
@@ -81,6 +84,8 @@ type Tx = Transaction<'static, Postgres>;
 /// The PostgreSQL store; see the module docs.
 pub struct PostgresStore {
     pool: PgPool,
+    /// The connections the hot calls run on (see [`pool`]).
+    conns: pool::Conns,
     options: PgConnectOptions,
     /// This replica's name in the notifications it sends.
     replica: String,
@@ -137,8 +142,10 @@ impl PostgresStore {
             .await
             .map_err(db)?;
         let pool = PgPoolOptions::new()
-            .max_connections(16)
-            .min_connections(2)
+            // Migrations, maintenance and the listener: the calls run on
+            // `conns`.
+            .max_connections(4)
+            .min_connections(1)
             .acquire_timeout(Duration::from_secs(10))
             // No ping before each use: it was one more round trip in every
             // store call (a quarter of a job's). A connection that broke
@@ -158,14 +165,16 @@ impl PostgresStore {
         let replica = RunnerId::generate().to_string();
         let mut listener = PgListener::connect_with(&pool).await.map_err(db)?;
         listener.listen(CHANNEL).await.map_err(db)?;
-        let (writes, mut tasks) = group::GroupCommit::start(&pool, COMMITTERS);
-        tasks.push(tokio::spawn(publish(pool.clone(), replica.clone(), rx)));
+        let conns = pool::Conns::new(options.clone(), CONNS);
+        let (writes, mut tasks) = group::GroupCommit::start(&conns, COMMITTERS);
+        tasks.push(tokio::spawn(publish(conns.clone(), replica.clone(), rx)));
         tasks.push(tokio::spawn(listen(
             listener,
             replica.clone(),
             wakes.clone(),
         )));
         Ok(PostgresStore {
+            conns,
             pool,
             options,
             replica,
@@ -195,11 +204,17 @@ impl PostgresStore {
         if let Some((conn, _)) = self.leader.lock().await.take() {
             let _ = conn.close().await;
         }
+        self.conns.close().await;
         self.pool.close().await;
     }
 
     async fn begin(&self) -> Result<Tx> {
         self.pool.begin().await.map_err(db)
+    }
+
+    /// A connection for one call (see [`pool`]).
+    async fn conn(&self) -> Result<pool::Conn> {
+        self.conns.get().await
     }
 }
 
@@ -284,7 +299,7 @@ fn decode_wake(s: &str) -> Option<Wake> {
 /// Sends this replica's wake-ups: everything announced since the last
 /// notification, each once, at most one `NOTIFY` (per 7 KB) every
 /// [`NOTIFY_GAP`].
-async fn publish(pool: PgPool, replica: String, mut rx: mpsc::UnboundedReceiver<Wake>) {
+async fn publish(conns: pool::Conns, replica: String, mut rx: mpsc::UnboundedReceiver<Wake>) {
     while let Some(first) = rx.recv().await {
         let mut pending = BTreeSet::new();
         pending.insert(encode_wake(&first));
@@ -302,11 +317,18 @@ async fn publish(pool: PgPool, replica: String, mut rx: mpsc::UnboundedReceiver<
             }
         }
         for payload in payloads {
-            let sent = sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(CHANNEL)
-                .bind(&payload)
-                .execute(&pool)
-                .await;
+            let sent = async {
+                let mut conn = conns.get().await?;
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(CHANNEL)
+                    .bind(&payload)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db)?;
+                conn.done();
+                Ok::<_, StoreError>(())
+            }
+            .await;
             if let Err(e) = sent {
                 // The others fall back to their poll; nothing is lost for good.
                 tracing::warn!(error = %e, "cannot notify the other replicas");

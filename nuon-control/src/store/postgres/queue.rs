@@ -15,8 +15,9 @@ impl QueueStore for PostgresStore {
         let now = now_ms();
         // Most orgs have no limit: then the claim is one statement (one
         // round trip, one commit), which also says whether the org has one.
+        let mut conn = self.conn().await?;
         if let Some(jobs) = start_jobs(
-            &self.pool,
+            &mut *conn,
             runner,
             kinds,
             i64::from(max),
@@ -26,12 +27,13 @@ impl QueueStore for PostgresStore {
         )
         .await?
         {
+            conn.done();
             return Ok(Claimed {
                 jobs,
                 held_back: false,
             });
         }
-        let mut tx = self.begin().await?;
+        let mut tx = conn.begin().await.map_err(db)?;
         // The org's row stays locked to the end of the claim, so claims of
         // one limited org (on any replica) take turns, each counting what
         // the last one started.
@@ -77,6 +79,7 @@ impl QueueStore for PostgresStore {
                 .unwrap_or_default()
         };
         tx.commit().await.map_err(db)?;
+        conn.done();
         Ok(Claimed { jobs, held_back })
     }
 
@@ -94,8 +97,10 @@ impl QueueStore for PostgresStore {
         runner: &RunnerId,
         leases: &[LeaseRef],
     ) -> Result<Vec<LeaseStatus>> {
-        let mut conn = self.pool.acquire().await.map_err(db)?;
-        lease_states(&mut conn, runner, leases).await
+        let mut conn = self.conn().await?;
+        let states = lease_states(&mut conn, runner, leases).await?;
+        conn.done();
+        Ok(states)
     }
 
     async fn append_logs_within(

@@ -33,13 +33,13 @@ impl Sql for PostgresStore {
     const DIALECT: Dialect = Dialect::Postgres;
 
     async fn query<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Vec<T>> {
-        bound(&stmt)
-            .fetch_all(&self.pool)
+        let mut conn = self.conn().await?;
+        let rows = bound(&stmt)
+            .fetch_all(&mut *conn)
             .await
-            .map_err(|e| failed(e, &stmt))?
-            .iter()
-            .map(T::read)
-            .collect()
+            .map_err(|e| failed(e, &stmt))?;
+        conn.done();
+        rows.iter().map(T::read).collect()
     }
 
     async fn write_query<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Vec<T>> {
@@ -47,13 +47,15 @@ impl Sql for PostgresStore {
     }
 
     async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>> {
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin().await.map_err(db)?;
         let mut changed = Vec::with_capacity(stmts.len());
         for s in &stmts {
             let done = bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
             changed.push(s.changed(done.rows_affected())?);
         }
         tx.commit().await.map_err(db)?;
+        conn.done();
         Ok(changed)
     }
 
@@ -67,7 +69,8 @@ impl Sql for PostgresStore {
             sql: format!("{} FOR UPDATE", s.sql),
             ..s
         };
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin().await.map_err(db)?;
         let lock = match plan.lock {
             Some(Lock::Rows(rows)) => Some(for_update(rows)),
             Some(Lock::Name(name)) => Some(Stmt::new(
@@ -104,6 +107,7 @@ impl Sql for PostgresStore {
             s.changed(done.rows_affected())?;
         }
         tx.commit().await.map_err(db)?;
+        conn.done();
         Ok(answer)
     }
 }
