@@ -52,9 +52,11 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
     let release = control.create_release("app", None).await?;
     // The runners parked (each long-polls), before the rollout.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    // What the parked runners alone cost, to tell the rollout's own share.
+    // What the parked runners alone cost, to tell the rollout's own share:
+    // over one whole claim wait, so that every runner's next claim (they
+    // connected together, and come back together) is in it.
     let idle_from: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
-    let idle_span = Duration::from_secs(10);
+    let idle_span = Duration::from_millis(CLAIM_WAIT_MS);
     tokio::time::sleep(idle_span).await;
     let cpu_before: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
     let idle_ms: f64 = (idle_from.iter().zip(&cpu_before))

@@ -23,6 +23,8 @@ use crate::store::FleetChanges;
 #[derive(Default)]
 pub(crate) struct FleetViews {
     orgs: Mutex<HashMap<OrgId, Slot>>,
+    /// Each app's newest config as last opened, with its version.
+    configs: Mutex<HashMap<AppId, (u32, Arc<AppConfig>)>>,
 }
 
 /// An org's view, `None` until read (or after a read failed).
@@ -32,6 +34,25 @@ impl FleetViews {
     fn slot(&self, org: &OrgId) -> Slot {
         let mut orgs = self.orgs.lock().unwrap_or_else(|e| e.into_inner());
         orgs.entry(org.clone()).or_default().clone()
+    }
+
+    fn configs(&self) -> std::sync::MutexGuard<'_, HashMap<AppId, (u32, Arc<AppConfig>)>> {
+        self.configs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The app's config of `version`, if it is the one kept.
+    pub(crate) fn config(&self, app: &AppId, version: u32) -> Option<Arc<AppConfig>> {
+        (self.configs().get(app))
+            .filter(|(v, _)| *v == version)
+            .map(|(_, c)| c.clone())
+    }
+
+    /// Keeps `config` as the app's newest, unless a newer one is kept.
+    pub(crate) fn keep_config(&self, app: &AppId, version: u32, config: Arc<AppConfig>) {
+        let mut configs = self.configs();
+        if configs.get(app).is_none_or(|(v, _)| *v <= version) {
+            configs.insert(app.clone(), (version, config));
+        }
     }
 }
 
@@ -196,7 +217,7 @@ impl FleetView {
 
     /// Makes the statuses missing, with the apps' newest configs (by app:
     /// version and config); all again when a config changed.
-    fn make_statuses(&mut self, configs: &BTreeMap<AppId, (u32, AppConfig)>) {
+    fn make_statuses(&mut self, configs: &BTreeMap<AppId, (u32, Arc<AppConfig>)>) {
         let versions: BTreeMap<AppId, u32> = configs
             .iter()
             .map(|(app, (v, _))| (app.clone(), *v))
@@ -247,7 +268,7 @@ impl Services<'_> {
     pub(crate) async fn fleet_view_with(
         &self,
         org: &OrgId,
-        configs: Option<&BTreeMap<AppId, (u32, AppConfig)>>,
+        configs: Option<&BTreeMap<AppId, (u32, Arc<AppConfig>)>>,
     ) -> Result<Arc<FleetView>, Error> {
         let slot = self.fleet_views.slot(org);
         let mut slot = slot.lock().await;
@@ -335,8 +356,8 @@ mod tests {
             runner_count: 1,
         };
         let shown = |status: RunnerStatus| move |r: &mut RunnerInfo| r.status = status;
-        let configs: BTreeMap<AppId, (u32, AppConfig)> =
-            [(install.app_id.clone(), (1, config.clone()))].into();
+        let configs: BTreeMap<AppId, (u32, Arc<AppConfig>)> =
+            [(install.app_id.clone(), (1, Arc::new(config)))].into();
 
         let mut view = FleetView::default();
         assert!(view.apply(changes(vec![install.clone()], vec![runner(1)])));

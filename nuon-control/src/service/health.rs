@@ -111,16 +111,45 @@ impl Services<'_> {
     pub(crate) async fn fleet(&self, caller: &Caller) -> Result<Fleet, Error> {
         let org = &caller.principal.org_id;
         let mut configs = BTreeMap::new();
+        let mut names = BTreeMap::new();
         for app in self.store.list_apps(org).await? {
-            if let Ok(c) = self.latest_config(caller, &app).await {
-                configs.insert(app.id.clone(), (c.version, c.config));
+            if let Some(c) = self.newest_config(caller, &app).await {
+                configs.insert(app.id.clone(), c);
             }
+            names.insert(app.id, app.name);
         }
         let view = self.fleet_view_with(org, Some(&configs)).await?;
         Ok(Fleet {
             configs: configs.into_iter().map(|(app, (_, c))| (app, c)).collect(),
+            names,
             view,
         })
+    }
+
+    /// The app's newest config and its version, opened once a version
+    /// (a version never changes) and kept; `None` when it has none, or it
+    /// does not open (said once a read).
+    async fn newest_config(
+        &self,
+        caller: &Caller,
+        app: &nuon_core::wire::AppInfo,
+    ) -> Option<(u32, Arc<AppConfig>)> {
+        let version = app.latest_config?;
+        if let Some(kept) = self.fleet_views.config(&app.id, version) {
+            return Some((version, kept));
+        }
+        match self.latest_config(caller, app).await {
+            Ok(c) => {
+                let config = Arc::new(c.config);
+                self.fleet_views
+                    .keep_config(&app.id, c.version, config.clone());
+                Some((c.version, config))
+            }
+            Err(e) => {
+                tracing::warn!(app = %app.name, error = %e, "cannot open the app's newest config");
+                None
+            }
+        }
     }
 }
 
@@ -130,7 +159,9 @@ impl Services<'_> {
 /// `listInstalls`).
 pub(crate) struct Fleet {
     /// By app: its newest config (an app without one is left out).
-    pub(crate) configs: BTreeMap<AppId, AppConfig>,
+    pub(crate) configs: BTreeMap<AppId, Arc<AppConfig>>,
+    /// Every app's name, by id.
+    pub(crate) names: BTreeMap<AppId, String>,
     /// The installs, their runners and their summaries.
     view: Arc<FleetView>,
 }
