@@ -81,6 +81,11 @@ pub(crate) struct FleetView {
     statuses: HashMap<InstallId, Option<HealthStatus>>,
     /// The config versions the statuses were made with.
     configs: BTreeMap<AppId, u32>,
+    /// The installs whose status is to be made: a read makes what changed,
+    /// not 10,000 lookups.
+    unmade: HashSet<InstallId>,
+    /// The installs that may have no summary (new, or theirs was stale).
+    unsummed: HashSet<InstallId>,
 }
 
 impl FleetView {
@@ -111,7 +116,7 @@ impl FleetView {
         self.mark = changes.mark;
         let mut added = false;
         for i in &changes.installs {
-            self.statuses.remove(&i.id);
+            self.forget_status(&i.id);
         }
         for i in changes.installs {
             match self.at.get(&i.id) {
@@ -123,6 +128,7 @@ impl FleetView {
                     }
                 }
                 None => {
+                    self.unsummed.insert(i.id.clone());
                     self.at.insert(i.id.clone(), self.installs.len());
                     self.installs.push(i);
                     self.link(self.installs.len() - 1);
@@ -159,7 +165,7 @@ impl FleetView {
         }
         self.forget_statuses_of(&moved);
         for c in changes.summaries {
-            self.statuses.remove(&c.install_id);
+            self.forget_status(&c.install_id);
             let fresh = c
                 .fresh()
                 .and_then(|s| InstallSummary::stored(&s.brief, s.full.clone()));
@@ -170,6 +176,7 @@ impl FleetView {
                 }
                 None => {
                     self.summaries.remove(&c.install_id);
+                    self.unsummed.insert(c.install_id.clone());
                     self.stale.insert(c.install_id, c.rev);
                 }
             }
@@ -190,11 +197,18 @@ impl FleetView {
         }
     }
 
+    /// Drops an install's status, to be made again.
+    fn forget_status(&mut self, id: &InstallId) {
+        self.statuses.remove(id);
+        self.unmade.insert(id.clone());
+    }
+
     /// Drops the statuses of the installs of `runners`.
     fn forget_statuses_of(&mut self, runners: &HashSet<RunnerId>) {
         for r in runners {
             for id in self.of_runner.get(r).into_iter().flatten() {
                 self.statuses.remove(id);
+                self.unmade.insert(id.clone());
             }
         }
     }
@@ -224,13 +238,15 @@ impl FleetView {
             .collect();
         if versions != self.configs {
             self.statuses.clear();
+            self.unmade = self.installs.iter().map(|i| i.id.clone()).collect();
             self.configs = versions;
         }
         let none = crate::health::Brief::default();
-        for i in &self.installs {
-            if self.statuses.contains_key(&i.id) {
+        for id in std::mem::take(&mut self.unmade) {
+            // One removed since: the view is read whole before a read.
+            let Some(i) = self.at.get(&id).map(|&n| &self.installs[n]) else {
                 continue;
-            }
+            };
             let status = configs.get(&i.app_id).map(|(_, config)| {
                 let brief = self.summaries.get(&i.id).map_or(&none, |s| &s.brief);
                 let runner = self.runners.get(&i.runner_id).map(|(r, _, _)| r);
@@ -284,9 +300,8 @@ impl Services<'_> {
         let v = Arc::make_mut(&mut view);
         let now = nuon_core::now_ms();
         v.show_runners(|r| self.show_runner_at(r, now));
-        let missing: Vec<InstallId> = (v.installs.iter())
-            .filter(|i| !v.summaries.contains_key(&i.id))
-            .map(|i| i.id.clone())
+        let missing: Vec<InstallId> = (std::mem::take(&mut v.unsummed).into_iter())
+            .filter(|id| v.at.contains_key(id) && !v.summaries.contains_key(id))
             .collect();
         // An install that never had a workflow has nothing to make its
         // summary of (a new fleet of thousands is not read install by
