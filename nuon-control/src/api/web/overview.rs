@@ -1,8 +1,6 @@
 //! The dashboard's overview: every install of the org as a row, from the
 //! replica's view of the fleet (`service::fleet`).
 
-use std::collections::BTreeMap;
-
 use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
@@ -98,10 +96,11 @@ async fn overview(
         waiting_total += waiting;
         rows.push((i, app, status));
     }
-    let mut by_health: BTreeMap<&str, usize> = BTreeMap::new();
+    // By status, in `HealthStatus::ALL`'s order.
+    let mut by_health = [0usize; HealthStatus::ALL.len()];
     for (_, _, status) in &rows {
-        if let Some(s) = status {
-            *by_health.entry(s.as_str()).or_default() += 1;
+        if let Some(n) = status.and_then(|s| HealthStatus::ALL.iter().position(|k| *k == s)) {
+            by_health[n] += 1;
         }
     }
     let matched = rows.len();
@@ -123,9 +122,8 @@ async fn overview(
                 (i, app, labels, h, waiting)
             })
             .collect();
-    let strip: Vec<(&str, usize)> = HealthStatus::ALL
-        .iter()
-        .map(|k| (k.as_str(), by_health.get(k.as_str()).copied().unwrap_or(0)))
+    let strip: Vec<(&str, usize)> = (HealthStatus::ALL.iter().zip(by_health))
+        .map(|(k, n)| (k.as_str(), n))
         .collect();
     let body = html! {
         h1 { "Installs" }
