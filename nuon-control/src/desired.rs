@@ -152,24 +152,11 @@ mod tests {
 
     fn install(inputs: &str, sealed: &str, pending: Option<Unapplied>) -> Install {
         Install {
-            id: "ins_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
-            name: "acme".into(),
-            app_id: "app_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
-            config_version: 1,
-            runner_id: "rnr_01M8C0AY87516WYXNY8MS8239D".parse().unwrap(),
-            state: nuon_core::model::InstallState::Active,
             inputs_json: inputs.into(),
             sealed_json: sealed.into(),
-            outputs_json: None,
-            created_at_ms: 0,
-            approval: nuon_core::model::ApprovalMode::ApproveAll,
             toggles: [("cache".to_owned(), false)].into(),
-            overrides: Default::default(),
-            labels: Default::default(),
-            checks: Default::default(),
-            stack_outputs: None,
             pending,
-            pending_rev: 0,
+            ..crate::health::tests::active_install()
         }
     }
 

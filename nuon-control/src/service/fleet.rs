@@ -205,11 +205,11 @@ impl FleetView {
 
     /// Drops the statuses of the installs of `runners`.
     fn forget_statuses_of(&mut self, runners: &HashSet<RunnerId>) {
-        for r in runners {
-            for id in self.of_runner.get(r).into_iter().flatten() {
-                self.statuses.remove(id);
-                self.unmade.insert(id.clone());
-            }
+        let ids: Vec<InstallId> = (runners.iter())
+            .flat_map(|r| self.of_runner.get(r).into_iter().flatten().cloned())
+            .collect();
+        for id in &ids {
+            self.forget_status(id);
         }
     }
 

@@ -158,17 +158,18 @@ mod tests {
             .unwrap()
     }
 
-    /// One connection at most: a call waits for the one before to give it
-    /// back, however that one ended.
-    async fn one_connection() -> Option<(nuon_test_fixtures::PgCluster, Conns)> {
+    /// Two pools of one connection each on one server: in the first a
+    /// call waits for the one before to give it back, however that one
+    /// ended; the second looks from beside.
+    async fn one_connection() -> Option<(nuon_test_fixtures::PgCluster, Conns, Conns)> {
         let pg = nuon_test_fixtures::PgCluster::start().unwrap()?;
         let options: PgConnectOptions = pg.url.parse().unwrap();
-        Some((pg, Conns::new(options, 1)))
+        Some((pg, Conns::new(options.clone(), 1), Conns::new(options, 1)))
     }
 
     #[tokio::test]
     async fn a_call_that_ended_well_gives_its_connection_back_as_it_is() {
-        let Some((_pg, conns)) = one_connection().await else {
+        let Some((_pg, conns, _)) = one_connection().await else {
             return;
         };
         let mut a = conns.get().await.unwrap();
@@ -181,10 +182,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_dropped_in_a_transaction_leaves_no_lock_behind() {
-        let Some((_pg, conns)) = one_connection().await else {
+        let Some((_pg, conns, other)) = one_connection().await else {
             return;
         };
-        let other = Conns::new(conns.inner.options.clone(), 1);
         let mut a = conns.get().await.unwrap();
         let first = pid(&mut a).await;
         let mut tx = a.begin().await.unwrap();
@@ -210,10 +210,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_broken_connection_is_closed_not_given_back() {
-        let Some((_pg, conns)) = one_connection().await else {
+        let Some((_pg, conns, other)) = one_connection().await else {
             return;
         };
-        let other = Conns::new(conns.inner.options.clone(), 1);
         let mut a = conns.get().await.unwrap();
         let first = pid(&mut a).await;
         let mut killer = other.get().await.unwrap();
