@@ -252,6 +252,18 @@ impl Accepted {
         finished.drop_attempt(job, attempt);
     }
 
+    /// Whether `attempt` of `job` is one this runner took before or ran to
+    /// its end: that attempt's spool and its end belong to that run, and a
+    /// refusal of a claim of it (an answer served again) must touch
+    /// neither.
+    pub(crate) fn holds(&self, job: &JobId, attempt: u32) -> bool {
+        if self.finished(job).is_some_and(|f| f.attempt == attempt) {
+            return true;
+        }
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.contains_key(&(job.clone(), attempt))
+    }
+
     /// Takes `attempt` of `job`, granted until `not_after_ms`; refuses one
     /// taken before.
     pub(crate) fn take(&self, job: &JobId, attempt: u32, not_after_ms: i64) -> bool {

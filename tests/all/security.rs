@@ -647,9 +647,9 @@ fn journal_has(work: &std::path::Path, action: &str, job: &nuon_core::JobId) -> 
 /// Attack 5, against the real binaries: a claim answer saved once and
 /// served again by a man in the middle of a plain-HTTP link runs the job
 /// once: the replay is refused in the same process and after a restart,
-/// and the runner's journal never shows `job.accepted` after
-/// `job.finished`. A plain-HTTP Runner API on another machine is refused
-/// before any request.
+/// the runner's journal never shows `job.accepted` after `job.finished`,
+/// and the run's end is never dropped for the replay's sake. A plain-HTTP
+/// Runner API on another machine is refused before any request.
 #[test]
 fn a_replayed_claim_answer_runs_nothing() {
     let cp = ControlPlane::start("10s").unwrap();
@@ -707,10 +707,13 @@ fn a_replayed_claim_answer_runs_nothing() {
     assert_eq!(runs(), 1, "the job ran again");
     assert_eq!(journal_has(&work, "job.accepted", &job.id), 1);
     let journal = std::fs::read_to_string(work.join("audit.jsonl")).unwrap();
+    // Each replay is refused as an attempt run here to its end; the
+    // refusal touches nothing of that attempt, so its end still counts.
     assert!(
-        journal.contains("accepted that attempt before"),
+        journal.contains("ran attempt 1 of this job to its end (succeeded"),
         "{journal}"
     );
+    assert_eq!(journal_has(&work, "job.dropped", &job.id), 0, "{journal}");
 
     // Plain HTTP to another machine: refused before any request.
     let out = nuon_tests::ours("nuon-runner")

@@ -1,4 +1,5 @@
-//! Ends a restored store did not know.
+//! Ends reported without a spool: those a restored store did not know,
+//! and refusals of claims of an attempt this runner took or ran.
 //!
 //! A control plane restored from a backup taken while a job ran believes
 //! its attempt still runs. The runner ran it to its end after the backup
@@ -9,11 +10,15 @@
 //! the runner completes each one it ran to its end as failed, with why:
 //! its outputs and last lines went with the newer store, and a job runs
 //! once, so its step must be run again to do its work anew.
+//!
+//! A claim of an attempt this runner already took or ran (an answer
+//! served again) is refused the same way: that attempt's spool and end
+//! belong to the run, so the refusal is reported by itself.
 
 use std::sync::Arc;
 
-use nuon_core::JobResult;
 use nuon_core::wire::{Completion, LeaseRef};
+use nuon_core::{JobId, JobResult};
 
 use super::{Key, Shared, lock};
 
@@ -52,29 +57,39 @@ impl Shared {
                 "failed",
                 format!("attempt {}; {reason}", lease.attempt),
             );
-            let shared = self.clone();
-            let job = lease.job_id.clone();
-            let completion = Completion {
-                attempt: lease.attempt,
-                // The lines the store holds are all there will be.
-                log_lines: 0,
-                result: JobResult::failed(reason),
-            };
-            tokio::spawn(async move {
-                let mut backoff = shared.backoff();
-                for _ in 0..TRIES {
-                    match shared.config.transport.complete(&job, &completion).await {
-                        Ok(_) => return,
-                        Err(e) if e.is_retryable() => {
-                            tokio::time::sleep(backoff.next_delay()).await;
-                        }
-                        Err(e) => {
-                            tracing::warn!(job = %job, error = %e, "the control plane refused the report of an attempt's end");
-                            return;
-                        }
+            self.report_end(
+                lease.job_id.clone(),
+                lease.attempt,
+                JobResult::failed(reason),
+            );
+        }
+    }
+
+    /// Completes `attempt` of `job` with `result` and no log lines, without
+    /// its spool: an end this runner reports for an attempt it does not
+    /// run (the lines the store holds are all there will be). Tried
+    /// [`TRIES`] times, then the lease is left to lapse.
+    pub(super) fn report_end(self: &Arc<Self>, job: JobId, attempt: u32, result: JobResult) {
+        let shared = self.clone();
+        let completion = Completion {
+            attempt,
+            log_lines: 0,
+            result,
+        };
+        tokio::spawn(async move {
+            let mut backoff = shared.backoff();
+            for _ in 0..TRIES {
+                match shared.config.transport.complete(&job, &completion).await {
+                    Ok(_) => return,
+                    Err(e) if e.is_retryable() => {
+                        tokio::time::sleep(backoff.next_delay()).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = %job, attempt, error = %e, "the control plane refused the report of an attempt's end");
+                        return;
                     }
                 }
-            });
-        }
+            }
+        });
     }
 }

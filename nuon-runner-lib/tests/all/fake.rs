@@ -28,6 +28,9 @@ pub type Key = (JobId, u32);
 pub struct State {
     /// Jobs waiting to be claimed.
     pub queue: VecDeque<ClaimedJob>,
+    /// Claim answers served again by someone on the link, not by the
+    /// control plane: answered after the queue, with no lease made.
+    pub replays: VecDeque<ClaimedJob>,
     /// Lease states by attempt.
     pub leases: HashMap<Key, LeaseState>,
     /// The stored log of each attempt (seq = index + 1).
@@ -210,15 +213,19 @@ impl Transport for Fake {
                     if let Err(e) = s.check() {
                         return Some(Err(e));
                     }
-                    if s.queue.is_empty() {
+                    let jobs: Vec<ClaimedJob> = if !s.queue.is_empty() {
+                        let n = (req.slots as usize).min(s.queue.len());
+                        let jobs: Vec<ClaimedJob> = s.queue.drain(..n).collect();
+                        for j in &jobs {
+                            s.leases
+                                .insert((j.job_id.clone(), j.attempt), LeaseState::Active);
+                        }
+                        jobs
+                    } else if let Some(replayed) = s.replays.pop_front() {
+                        vec![replayed]
+                    } else {
                         return None;
-                    }
-                    let n = (req.slots as usize).min(s.queue.len());
-                    let jobs: Vec<ClaimedJob> = s.queue.drain(..n).collect();
-                    for j in &jobs {
-                        s.leases
-                            .insert((j.job_id.clone(), j.attempt), LeaseState::Active);
-                    }
+                    };
                     Some(Ok(ClaimResponse {
                         jobs,
                         key_rotations: Vec::new(),

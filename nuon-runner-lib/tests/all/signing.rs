@@ -122,7 +122,33 @@ async fn a_claim_served_again_runs_nothing() {
     replay(claim.clone());
     let reason = refused(&h, &spec.job_id, "ran attempt 1 of this job to its end").await;
     assert!(reason.contains("audit.jsonl"), "{reason}");
+
+    // Served again by someone on the link, not by the control plane, so
+    // it holds no lease of it and takes nothing of that attempt: the
+    // refusal is journaled, and the run's end still counts (nothing says
+    // `job.dropped`), so a later claim of the job is still refused as run
+    // (after the restart below, from the journal).
+    let journal = h.work_dir().join("audit.jsonl");
+    let entries = |action: &str| {
+        std::fs::read_to_string(&journal)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(&format!("\"action\":\"{action}\"")))
+            .count()
+    };
+    let before = entries("job.refused");
+    h.fake.with(|s| {
+        s.leases.remove(&(spec.job_id.clone(), 1));
+        s.replays.push_back(claim.clone());
+    });
+    crate::fake::eventually("the replay refused", secs(30), || {
+        entries("job.refused") > before
+    })
+    .await;
+    // Its shippers drained: a refusal shipped as that attempt would have
+    // been refused as stale by now, and read as the run's end not counting.
     runner.stop(secs(30)).await.unwrap();
+    assert_eq!(entries("job.dropped"), 0, "the run's end was forgotten");
 
     // After a restart, from the journal.
     let runner = h.start(h.config());
