@@ -995,16 +995,11 @@ impl JobRun {
             // A spool of the refusal would be refused as stale by a
             // control plane that never handed it out, and that would read
             // as the run's end never counting.
-            // While the run's end is still being shipped, that end is the
-            // one the control plane gets; once it has it, this report is
-            // answered with it.
             tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
             self.journal_refused(reason);
-            if !lock(&self.shared.shippers).contains_key(&self.key) {
-                let (job, attempt) = self.key.clone();
-                self.shared
-                    .report_end(job, attempt, JobResult::failed(reason.clone()));
-            }
+            let (job, attempt) = self.key.clone();
+            self.shared
+                .report_end(job, attempt, JobResult::failed(reason.clone()));
             return;
         }
         let notify = Arc::new(Notify::new());

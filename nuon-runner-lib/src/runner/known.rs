@@ -67,8 +67,9 @@ impl Shared {
 
     /// Completes `attempt` of `job` with `result` and no log lines, without
     /// its spool: an end this runner reports for an attempt it does not
-    /// run (the lines the store holds are all there will be). Tried
-    /// [`TRIES`] times, then the lease is left to lapse.
+    /// run (the lines the store holds are all there will be), once no
+    /// shipper of that attempt is left. Tried [`TRIES`] times, then the
+    /// lease is left to lapse.
     pub(super) fn report_end(self: &Arc<Self>, job: JobId, attempt: u32, result: JobResult) {
         let shared = self.clone();
         let completion = Completion {
@@ -76,7 +77,20 @@ impl Shared {
             log_lines: 0,
             result,
         };
+        let key: Key = (job.clone(), attempt);
         tokio::spawn(async move {
+            // While the attempt's own end is still being shipped, that end
+            // is the one that counts: report after it, and the control
+            // plane answers with the end it holds.
+            loop {
+                let changed = shared.shippers_changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                if !lock(&shared.shippers).contains_key(&key) {
+                    break;
+                }
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(10), changed).await;
+            }
             let mut backoff = shared.backoff();
             for _ in 0..TRIES {
                 match shared.config.transport.complete(&job, &completion).await {

@@ -119,8 +119,25 @@ async fn a_claim_served_again_runs_nothing() {
     crate::fake::eventually("the spool shipped", secs(30), || !spool.exists()).await;
     // It ran to its end here, so the runner's journal refuses it by its
     // id, whatever the attempt or the grant.
-    replay(claim.clone());
-    let reason = refused(&h, &spec.job_id, "ran attempt 1 of this job to its end").await;
+    // Until the run's task is joined the runner ignores a claim of the
+    // attempt it runs: served again until it is answered.
+    let mut answered = None;
+    for _ in 0..6 {
+        replay(claim.clone());
+        let done = h.fake.completion(&spec.job_id, secs(30));
+        if let Ok(done) = tokio::time::timeout(secs(5), done).await {
+            answered = Some(done);
+            break;
+        }
+        h.fake.with(|s| s.queue.clear());
+    }
+    let done = answered.expect("the replay was never answered");
+    assert_eq!(done.result.outcome, Outcome::Failed, "{done:?}");
+    let reason = done.result.reason.unwrap();
+    assert!(
+        reason.contains("ran attempt 1 of this job to its end"),
+        "{reason}"
+    );
     assert!(reason.contains("audit.jsonl"), "{reason}");
 
     // Served again by someone on the link, not by the control plane, so
@@ -137,14 +154,25 @@ async fn a_claim_served_again_runs_nothing() {
             .count()
     };
     let before = entries("job.refused");
-    h.fake.with(|s| {
-        s.leases.remove(&(spec.job_id.clone(), 1));
-        s.replays.push_back(claim.clone());
-    });
-    crate::fake::eventually("the replay refused", secs(30), || {
-        entries("job.refused") > before
-    })
-    .await;
+    // Served again until refused (a claim of an attempt whose task is not
+    // joined yet is ignored).
+    let mut refused_once = false;
+    for _ in 0..6 {
+        h.fake.with(|s| {
+            s.leases.remove(&(spec.job_id.clone(), 1));
+            s.replays.clear();
+            s.replays.push_back(claim.clone());
+        });
+        let until = std::time::Instant::now() + secs(5);
+        while std::time::Instant::now() < until && entries("job.refused") <= before {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        if entries("job.refused") > before {
+            refused_once = true;
+            break;
+        }
+    }
+    assert!(refused_once, "the replay was never refused");
     // Its shippers drained: a refusal shipped as that attempt would have
     // been refused as stale by now, and read as the run's end not counting.
     runner.stop(secs(30)).await.unwrap();
