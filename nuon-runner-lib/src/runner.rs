@@ -984,24 +984,10 @@ impl JobRun {
             job_id: self.key.0.clone(),
             attempt: self.key.1,
         };
-        // Checked before anything is written: a refusal (a replayed claim
-        // answer, say) is in the journal whatever the disk does next.
-        let checked = self.check();
-        if let Err(reason) = &checked
-            && self.shared.accepted.holds(&self.key.0, self.key.1)
-        {
-            // A claim of an attempt this runner took or ran (an answer
-            // served again): that attempt's spool and end are the run's.
-            // A spool of the refusal would be refused as stale by a
-            // control plane that never handed it out, and that would read
-            // as the run's end never counting.
-            tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
-            self.journal_refused(reason);
-            let (job, attempt) = self.key.clone();
-            self.shared
-                .report_end(job, attempt, JobResult::failed(reason.clone()));
+        // Checked (a refusal journaled) before anything is written.
+        let Some(checked) = self.checked() else {
             return;
-        }
+        };
         let notify = Arc::new(Notify::new());
         let mut spool = match SpoolWriter::create(&self.shared.spool_dir, &meta, notify.clone()) {
             Ok(w) => w,

@@ -155,6 +155,36 @@ impl JobRun {
         Ok(())
     }
 
+    /// [`JobRun::check`], before anything is written, so a refusal (a
+    /// replayed claim answer, say) is in the journal whatever the disk
+    /// does next; `None` when a claim of an attempt this runner took or
+    /// ran was refused and reported already.
+    pub(super) fn checked(&self) -> Option<Result<JobSpec, String>> {
+        let checked = self.check();
+        (!self.refused_held(&checked)).then_some(checked)
+    }
+
+    /// Refuses a claim of an attempt this runner took or ran (an answer
+    /// served again) that `checked` refused: that attempt's spool and end
+    /// are the run's. A spool of the refusal would be refused as stale by a
+    /// control plane that never handed it out, and that would read as the
+    /// run's end never counting; so it is journaled and reported by
+    /// itself. Answers whether it was such a claim.
+    fn refused_held(&self, checked: &Result<JobSpec, String>) -> bool {
+        let Err(reason) = checked else {
+            return false;
+        };
+        if !self.shared.accepted.holds(&self.key.0, self.key.1) {
+            return false;
+        }
+        tracing::error!(job = %self.key.0, attempt = self.key.1, "{reason}");
+        self.journal_refused(reason);
+        let (job, attempt) = self.key.clone();
+        self.shared
+            .report_end(job, attempt, nuon_core::JobResult::failed(reason.clone()));
+        true
+    }
+
     /// The refusal in the journal and the runner's counts.
     pub(super) fn journal_refused(&self, reason: &str) {
         self.shared.config.stats.error(reason);
