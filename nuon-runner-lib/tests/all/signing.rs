@@ -121,17 +121,14 @@ async fn a_claim_served_again_runs_nothing() {
     // id, whatever the attempt or the grant.
     // Until the run's task is joined the runner ignores a claim of the
     // attempt it runs: served again until it is answered.
-    let mut answered = None;
-    for _ in 0..6 {
-        replay(claim.clone());
-        let done = h.fake.completion(&spec.job_id, secs(30));
-        if let Ok(done) = tokio::time::timeout(secs(5), done).await {
-            answered = Some(done);
-            break;
-        }
-        h.fake.with(|s| s.queue.clear());
-    }
-    let done = answered.expect("the replay was never answered");
+    let done = until_answered(
+        || {
+            h.fake.with(|s| s.queue.clear());
+            replay(claim.clone());
+        },
+        || h.fake.with(|s| s.completions.get(&spec.job_id).cloned()),
+    )
+    .await;
     assert_eq!(done.result.outcome, Outcome::Failed, "{done:?}");
     let reason = done.result.reason.unwrap();
     assert!(
@@ -156,23 +153,17 @@ async fn a_claim_served_again_runs_nothing() {
     let before = entries("job.refused");
     // Served again until refused (a claim of an attempt whose task is not
     // joined yet is ignored).
-    let mut refused_once = false;
-    for _ in 0..6 {
-        h.fake.with(|s| {
-            s.leases.remove(&(spec.job_id.clone(), 1));
-            s.replays.clear();
-            s.replays.push_back(claim.clone());
-        });
-        let until = std::time::Instant::now() + secs(5);
-        while std::time::Instant::now() < until && entries("job.refused") <= before {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        if entries("job.refused") > before {
-            refused_once = true;
-            break;
-        }
-    }
-    assert!(refused_once, "the replay was never refused");
+    until_answered(
+        || {
+            h.fake.with(|s| {
+                s.leases.remove(&(spec.job_id.clone(), 1));
+                s.replays.clear();
+                s.replays.push_back(claim.clone());
+            })
+        },
+        || (entries("job.refused") > before).then_some(()),
+    )
+    .await;
     // Its shippers drained: a refusal shipped as that attempt would have
     // been refused as stale by now, and read as the run's end not counting.
     runner.stop(secs(30)).await.unwrap();
@@ -216,6 +207,24 @@ async fn a_claim_served_again_runs_nothing() {
     .await;
     runner.stop(secs(30)).await.unwrap();
     assert_eq!(runs(), 1);
+}
+
+/// Serves a replay with `serve` until `answered` finds the runner's
+/// answer: a claim of an attempt whose task the runner has not joined yet
+/// is ignored, so one served too early gets none. At most 6 times, 5 s
+/// each.
+async fn until_answered<R>(mut serve: impl FnMut(), mut answered: impl FnMut() -> Option<R>) -> R {
+    for _ in 0..6 {
+        serve();
+        let until = std::time::Instant::now() + secs(5);
+        while std::time::Instant::now() < until {
+            if let Some(r) = answered() {
+                return r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    panic!("a replay served 6 times was never answered");
 }
 
 /// The completion of `job`, refused for `why`; its reason.
