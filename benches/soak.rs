@@ -3,10 +3,15 @@
 //! memory and file descriptors along the way.
 //!
 //! `cargo bench -p nuon-benches --bench soak -- [--secs 3600] [--rate 5]
-//! [--runners 4]`: two `nuon-ctl` replicas on a throwaway PostgreSQL,
-//! `--runners` `nuon-runner` processes (each given both replicas), a
-//! steady `--rate` of jobs a second through either replica, and every 20
-//! to 60 s a `kill -9` of a runner, of the replica that does not lead, or
+//! [--runners 4] [--installs 4] [--rollout-every 180]`: three `nuon-ctl`
+//! replicas on a throwaway PostgreSQL (`a` and `b`, and `c`, started with
+//! `--no-lead` and never killed: its memory is the control plane's
+//! series), `--runners` `nuon-runner` processes (each given every
+//! replica), a steady `--rate` of jobs a second through any replica,
+//! `--installs` installs of an app of one Terraform module, each with its
+//! own runner, given a new release in a rollout every `--rollout-every`
+//! seconds (see `soak/rollouts.rs`), and every 20 to 60 s a `kill -9` of a
+//! runner (an install's included), of the replica that does not lead, or
 //! of the leader, started again 3 to 10 s later (same work dir, same
 //! ports). Runner `r0` is never killed: its memory is the runner's series.
 //!
@@ -16,9 +21,13 @@
 //! dispatch latency is the quiet baseline the faulty part is compared
 //! with. Memory (RSS) and open descriptors are sampled every 10 s; growth
 //! is reported from a sixth of the run (the 10th minute of an hour) to the
-//! end, for each process that was not restarted in that window. The
+//! end, for each process that was not restarted in that window. Every
+//! rollout must have ended, and every install's workflow. The
 //! processes log as the tests' do (`NUON_TEST_RUST_LOG=info` for less).
 #![allow(missing_docs)]
+
+#[path = "soak/rollouts.rs"]
+mod rollouts;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,6 +43,8 @@ struct Args {
     secs: u64,
     rate: f64,
     runners: usize,
+    installs: usize,
+    rollout_every: u64,
 }
 
 fn args() -> Result<Args> {
@@ -41,6 +52,8 @@ fn args() -> Result<Args> {
         secs: 3600,
         rate: 5.0,
         runners: 4,
+        installs: 4,
+        rollout_every: 180,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -49,12 +62,18 @@ fn args() -> Result<Args> {
             "--secs" => a.secs = value()?.parse()?,
             "--rate" => a.rate = value()?.parse()?,
             "--runners" => a.runners = value()?.parse()?,
+            "--installs" => a.installs = value()?.parse()?,
+            "--rollout-every" => a.rollout_every = value()?.parse()?,
             "--bench" => {}
-            other => bail!("unknown argument {other} (--secs, --rate, --runners)"),
+            other => bail!(
+                "unknown argument {other} (--secs, --rate, --runners, --installs, --rollout-every)"
+            ),
         }
     }
-    if a.runners < 2 || a.rate <= 0.0 || a.secs < 120 {
-        bail!("--runners at least 2, --rate above 0, --secs at least 120");
+    if a.runners < 2 || a.rate <= 0.0 || a.secs < 120 || a.rollout_every < 30 {
+        bail!(
+            "--runners at least 2, --rate above 0, --secs at least 120, --rollout-every at least 30"
+        );
     }
     Ok(a)
 }
@@ -104,12 +123,16 @@ struct SoakRunner {
     token: String,
     dir: PathBuf,
     api: String,
+    /// More arguments of `nuon-runner run` (an install's runner: its store
+    /// and the artifact store).
+    args: Vec<String>,
     started: Instant,
 }
 
 impl SoakRunner {
     fn start(&mut self, key: &str) -> Result<()> {
-        self.proc = Some(Runner::start_with_api(
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        self.proc = Some(Runner::start_with_args(
             &self.api,
             RunnerOpts {
                 token: &self.token,
@@ -118,6 +141,7 @@ impl SoakRunner {
                 grace: "5s",
                 work_dir: Some(&self.dir),
             },
+            &args,
         )?);
         self.started = Instant::now();
         Ok(())
@@ -197,8 +221,8 @@ fn main() -> Result<()> {
     let marks = tmp.path().join("marks");
     std::fs::create_dir_all(&marks)?;
     let lease = "10s";
-    let start_replica = |name: &'static str| -> Result<Replica> {
-        let cp = ControlPlane::start_replica(&data, lease, &pg.url, tmp.path(), name)?;
+    let start_replica = |name: &'static str, args: &[&str]| -> Result<Replica> {
+        let cp = ControlPlane::start_replica_with(&data, lease, &pg.url, tmp.path(), name, args)?;
         Ok(Replica {
             log_from: cp.server_log().len(),
             cp,
@@ -206,33 +230,46 @@ fn main() -> Result<()> {
             started: Instant::now(),
         })
     };
-    let a = start_replica("a")?;
+    let a = start_replica("a", &[])?;
     wait_for("replica a to lead", Duration::from_secs(30), || {
         a.leads().then_some(())
     })?;
-    let b = start_replica("b")?;
-    let mut replicas = [a, b];
+    let b = start_replica("b", &[])?;
+    // Never killed, never leading: the control plane's memory series.
+    let c = start_replica("c", &["--no-lead"])?;
+    let mut replicas = [a, b, c];
     let key = replicas[0].cp.signing_key.clone();
-    let urls = [
-        replicas[0].cp.runner_url.clone(),
-        replicas[1].cp.runner_url.clone(),
-    ];
+    let urls: Vec<String> = replicas.iter().map(|r| r.cp.runner_url.clone()).collect();
     let clients: Vec<ControlClient> = replicas.iter().map(|r| r.cp.client()).collect();
+    let vendor = tmp.path().join("vendor");
+    let mut rollouts = rollouts::Rollouts::start(&replicas[2].cp, tmp.path(), &vendor)?;
+    let installs = rollouts::Rollouts::installs(&clients[2], args.installs)?;
     let mut runners = Vec::new();
-    for i in 0..args.runners {
-        let name = format!("r{i}");
-        let token = replicas[0].cp.create_runner(&name)?;
-        let api = if i % 2 == 0 {
-            format!("{},{}", urls[0], urls[1])
-        } else {
-            format!("{},{}", urls[1], urls[0])
+    let named = (0..args.runners).map(|i| (format!("r{i}"), None));
+    let of_installs = installs.iter().map(|(n, t)| (n.clone(), Some(t.clone())));
+    for (i, (name, install_token)) in named.chain(of_installs).enumerate() {
+        let dir = tmp.path().join(&name);
+        let (token, args) = match install_token {
+            None => (replicas[0].cp.create_runner(&name)?, Vec::new()),
+            Some(token) => {
+                let store = dir.join("store").to_string_lossy().into_owned();
+                let vendor = vendor.to_string_lossy().into_owned();
+                let args = ["--store-dir", &store, "--vendor-store", &vendor];
+                (token, args.map(str::to_owned).to_vec())
+            }
         };
+        // Each starts on another replica first.
+        let api = (0..urls.len())
+            .map(|k| urls[(i + k) % urls.len()].as_str())
+            .collect::<Vec<_>>()
+            .join(",");
         let mut r = SoakRunner {
             proc: None,
             name,
             token,
-            dir: tmp.path().join(format!("r{i}")),
+            dir,
             api,
+            args,
             started: Instant::now(),
         };
         r.start(&key)?;
@@ -247,6 +284,9 @@ fn main() -> Result<()> {
     let window_from = run / 6;
     let every = Duration::from_secs_f64(1.0 / args.rate);
     let mut next_fault = begin + quiet + rng.secs(20, 60);
+    let rollout_every = Duration::from_secs(args.rollout_every);
+    let mut next_rollout = begin + quiet;
+    let mut next_look = begin + quiet;
     // A process killed, and when it starts again: a runner's index or a
     // replica's (as `usize::MAX - i`).
     let mut down: Option<(usize, Instant)> = None;
@@ -255,15 +295,15 @@ fn main() -> Result<()> {
     let mut outages: Vec<(usize, Instant, Instant)> = Vec::new();
     let mut killed_at = begin;
     let mut queued: Vec<Queued> = Vec::new();
-    // (seconds, replica a, replica b, runner r0) footprints.
-    let mut samples: Vec<(u64, [(u64, usize); 3])> = Vec::new();
+    // (seconds, replicas a, b and c, runner r0) footprints.
+    let mut samples: Vec<(u64, [(u64, usize); 4])> = Vec::new();
     let mut next_sample = begin;
     let mut n = 0u64;
     let mut next_job = begin;
     while begin.elapsed() < run {
         let now = Instant::now();
         if now >= next_job {
-            let runner = (n as usize) % runners.len();
+            let runner = (n as usize) % args.runners;
             let (id, sent_ns) = queue(&clients, n, &runners[runner].name, &marks)?;
             queued.push(Queued {
                 n,
@@ -280,10 +320,24 @@ fn main() -> Result<()> {
             let fp = [
                 footprint(replicas[0].cp.pid()),
                 footprint(replicas[1].cp.pid()),
+                footprint(replicas[2].cp.pid()),
                 footprint(runners[0].proc.as_ref().map_or(0, |r| r.pid())),
             ];
             samples.push((begin.elapsed().as_secs(), fp));
             next_sample += Duration::from_secs(10);
+        }
+        if now >= next_rollout {
+            rollouts.roll(&replicas[2].cp)?;
+            eprintln!(
+                "{:>5} s: rollout {} asked for",
+                begin.elapsed().as_secs(),
+                rollouts.asked()
+            );
+            next_rollout += rollout_every;
+        }
+        if now >= next_look {
+            rollouts.active(&clients[2])?;
+            next_look = now + Duration::from_secs(5);
         }
         if let Some((who, back_at)) = down
             && now >= back_at
@@ -311,6 +365,8 @@ fn main() -> Result<()> {
             next_fault = now + rng.secs(20, 60);
         }
         if down.is_none() && now >= next_fault {
+            // Replica c is never killed (nor leads): `a` and `b` take the
+            // replicas' faults.
             let at = begin.elapsed().as_secs();
             match rng.below(3) {
                 0 => {
@@ -326,9 +382,9 @@ fn main() -> Result<()> {
                 pick => {
                     let leader = replicas.iter().position(Replica::leads);
                     let i = match (pick, leader) {
-                        (1, Some(l)) => 1 - l,
-                        (_, Some(l)) => l,
-                        (_, None) => rng.below(2) as usize,
+                        (1, Some(l)) if l < 2 => 1 - l,
+                        (_, Some(l)) if l < 2 => l,
+                        _ => rng.below(2) as usize,
                     };
                     let was_leader = leader == Some(i);
                     replicas[i].cp.kill9();
@@ -346,7 +402,7 @@ fn main() -> Result<()> {
                 }
             }
         }
-        let wake = [next_job, next_sample, next_fault]
+        let wake = [next_job, next_sample, next_fault, next_rollout, next_look]
             .into_iter()
             .chain(down.map(|(_, t)| t))
             .min()
@@ -365,7 +421,7 @@ fn main() -> Result<()> {
         }
     }
     let ended_by = Instant::now() + Duration::from_secs(180);
-    let client = &clients[0];
+    let client = &clients[2];
     let (mut succeeded, mut failed, mut stuck, mut twice, mut whole) = (0, 0, 0, 0, 0);
     let mut reasons = std::collections::BTreeMap::<String, u32>::new();
     let (mut quiet_lat, mut faulty_lat, mut live_lat) = (Vec::new(), Vec::new(), Vec::new());
@@ -426,8 +482,8 @@ fn main() -> Result<()> {
     live_lat.sort_by(f64::total_cmp);
 
     println!(
-        "| soak, {} s, {} runners, 2 replicas on PostgreSQL, {} jobs/s | result |\n|---|---|",
-        args.secs, args.runners, args.rate
+        "| soak, {} s, {} runners and {} installs' runners, 3 replicas on PostgreSQL, {} jobs/s, a rollout every {} s | result |\n|---|---|",
+        args.secs, args.runners, args.installs, args.rate, args.rollout_every
     );
     println!(
         "| jobs queued / succeeded / failed / not ended | {} / {succeeded} / {failed} / {stuck} |",
@@ -458,15 +514,31 @@ fn main() -> Result<()> {
             );
         }
     }
-    let names = ["replica a", "replica b", "runner r0"];
+    // The rollouts asked for before the end: each ends (resumed past a
+    // failed install) within five minutes.
+    let rolled_by = Instant::now() + Duration::from_secs(300);
+    while rollouts.active(client)? > 0 && Instant::now() < rolled_by {
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let rollout_rows = rollouts.report(client, &installs);
+    for row in rollout_rows.iter().flatten() {
+        println!("{row}");
+    }
+    let names = [
+        "replica a",
+        "replica b",
+        "replica c (--no-lead)",
+        "runner r0",
+    ];
     let restarted = [
         replicas[0].started.duration_since(begin).as_secs(),
         replicas[1].started.duration_since(begin).as_secs(),
+        replicas[2].started.duration_since(begin).as_secs(),
         runners[0].started.duration_since(begin).as_secs(),
     ];
     for (k, name) in names.iter().enumerate() {
         let from = window_from.as_secs().max(restarted[k]);
-        let series: Vec<&(u64, [(u64, usize); 3])> =
+        let series: Vec<&(u64, [(u64, usize); 4])> =
             samples.iter().filter(|(t, _)| *t >= from).collect();
         let (Some(first), Some(last)) = (series.first(), series.last()) else {
             println!("| {name}: RSS, fds | restarted too late to measure |");
@@ -490,5 +562,5 @@ fn main() -> Result<()> {
     if stuck > 0 || twice > 0 || whole < succeeded {
         bail!("the soak broke an invariant (see the table)");
     }
-    Ok(())
+    rollout_rows.map(drop)
 }

@@ -66,6 +66,10 @@ pub struct ServerConfig {
     /// again when they change, as often as `key_refresh`); none: plain HTTP,
     /// for loopback or behind a TLS proxy.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// Seek the maintenance lead (default). Off: a replica that serves both
+    /// APIs and never leads (rescues no lease, drives no workflow, delivers
+    /// no webhook); another replica on the database must. PostgreSQL only.
+    pub lead: bool,
 }
 
 impl ServerConfig {
@@ -87,6 +91,7 @@ impl ServerConfig {
             oidc: None,
             connections: crate::listen::ConnLimits::default(),
             tls: None,
+            lead: true,
         }
     }
 }
@@ -281,6 +286,12 @@ impl ControlPlane {
                 message: "lease must be at least 300ms".into(),
             });
         }
+        if !config.lead && config.database_url.is_none() {
+            return Err(Error::DataDir {
+                path: config.data_dir.display().to_string(),
+                message: "a replica that never leads (--no-lead) needs a database that replicas share (--database-url): on the embedded store this process is the only one, and it must lead".into(),
+            });
+        }
         crate::private::secure_data_dir(&config.data_dir, config.strict_permissions)?;
         // A certificate that cannot be served stops the start, before the
         // store is touched.
@@ -384,11 +395,18 @@ impl ControlPlane {
             .state
             .control_url
             .set(format!("{scheme}://{}", control.local_addr()?));
-        let maintenance = tokio::spawn(maintenance_loop(
-            self.state.clone(),
-            self.config.rescue_interval,
-            self.config.retention,
-        ));
+        let maintenance = if self.config.lead {
+            tokio::spawn(maintenance_loop(
+                self.state.clone(),
+                self.config.rescue_interval,
+                self.config.retention,
+            ))
+        } else {
+            tracing::info!(
+                "this replica never leads maintenance (--no-lead): another replica must"
+            );
+            tokio::spawn(std::future::pending())
+        };
         let wakeups = self
             .state
             .store

@@ -435,6 +435,79 @@ fn leases_are_extended_by_the_replica_taking_the_lead_not_by_one_starting_beside
     drop(runner);
 }
 
+/// `nuon-ctl serve --no-lead`: a replica that serves both APIs and never
+/// leads, alone on the database, beside a leader, and after the leader is
+/// killed; a runner on it runs its jobs all the same. Refused without a
+/// database (on the embedded store the one process must lead).
+#[test]
+fn a_replica_started_with_no_lead_serves_and_never_leads() {
+    let refused = nuon_tests::ours("nuon-ctl")
+        .args(["serve", "--no-lead", "--data-dir"])
+        .arg(tempfile::tempdir().unwrap().path().join("data"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("--database-url"),
+        "{said}"
+    );
+    let Some(pg) = PgCluster::start().expect("start PostgreSQL") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let leads = |cp: &ControlPlane| cp.server_log().contains("this replica leads maintenance");
+    let c = ControlPlane::start_replica_with(&data, "5s", &pg.url, tmp.path(), "c", &["--no-lead"])
+        .unwrap();
+    let token = c.create_runner("r").unwrap();
+    let _runner = Runner::start_with_api(
+        &c.runner_url,
+        RunnerOpts {
+            token: &token,
+            signing_key: &c.signing_key,
+            slots: 1,
+            grace: "1s",
+            work_dir: None,
+        },
+    )
+    .unwrap();
+    let cc = c.client();
+    let run = |what: &str| {
+        let job = rt()
+            .block_on(cc.create_job(&CreateJob {
+                runner: "r".into(),
+                kind: "exec".into(),
+                payload: serde_json::json!({"command": "echo", "args": [what]}),
+                timeout_secs: Some(60),
+                max_attempts: Some(1),
+                sandbox: None,
+            }))
+            .unwrap();
+        let j = nuon_tests::wait_job(&cc, &job.id, Duration::from_secs(30)).unwrap();
+        assert_eq!(j.status, JobStatus::Succeeded, "{what}: {j:?}");
+    };
+    // Alone: it serves, and never takes the vacant lead.
+    run("alone");
+    std::thread::sleep(Duration::from_secs(3));
+    let log_c = c.server_log();
+    assert!(
+        log_c.contains("never leads maintenance (--no-lead)"),
+        "{log_c}"
+    );
+    assert!(!leads(&c), "c took the lead:\n{log_c}");
+    // A replica that may lead takes it, and loses it to nobody when killed.
+    let mut a = ControlPlane::start_replica(&data, "5s", &pg.url, tmp.path(), "a").unwrap();
+    wait_for("replica a to lead", Duration::from_secs(10), || {
+        leads(&a).then_some(())
+    })
+    .unwrap();
+    run("beside a leader");
+    a.kill9();
+    std::thread::sleep(Duration::from_secs(3));
+    run("the leader killed");
+    assert!(!leads(&c), "c took the lead:\n{}", c.server_log());
+}
+
 /// Cron triggers on two replicas of one PostgreSQL: the leading replica
 /// alone starts each due run; the other one, serving the same install,
 /// starts none. When the leader dies, the other takes over: it starts the

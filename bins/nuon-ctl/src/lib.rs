@@ -51,6 +51,12 @@ enum Command {
         /// The PEM private key of --tls-cert.
         #[arg(long, env = "NUON_TLS_KEY", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Serve both APIs but never lead maintenance (rescuing leases,
+        /// pruning, driving workflows and rollouts, crons, webhooks): a
+        /// replica kept for API traffic alone. Another replica on the
+        /// database must lead.
+        #[arg(long, requires = "database_url")]
+        no_lead: bool,
         /// How long a lease lasts without a heartbeat.
         #[arg(long, default_value = "60s", value_parser = nuon_core::parse_duration)]
         lease_timeout: Duration,
@@ -359,6 +365,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             runner_listen,
             tls_cert,
             tls_key,
+            no_lead,
             lease_timeout,
             max_claim_wait,
             runner_url,
@@ -393,6 +400,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.database_url = database_url;
             config.retention = retention;
             config.lease = lease_timeout;
+            config.lead = !no_lead;
             config.max_claim_wait = max_claim_wait;
             config.strict_permissions = strict_permissions;
             config.key_refresh = key_refresh;
