@@ -132,25 +132,32 @@ impl JobKey {
     }
 }
 
-/// The jobs finished here, and the order they finished in (the oldest go
-/// first past [`MAX_FINISHED`]).
+/// The jobs finished here. Past [`MAX_FINISHED`] the oldest tenth (by
+/// when they finished) goes, found in one pass: no queue of the order
+/// beside the map.
 #[derive(Default)]
 struct FinishedJobs {
     by_job: std::collections::HashMap<JobKey, Finished>,
-    order: std::collections::VecDeque<JobKey>,
 }
 
 impl FinishedJobs {
     fn insert(&mut self, job: &JobId, done: Finished) {
-        while self.by_job.len() >= MAX_FINISHED {
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
-            self.by_job.remove(&oldest);
+        if self.by_job.len() >= MAX_FINISHED {
+            let cut = MAX_FINISHED / 10;
+            let mut ends: Vec<i64> = self.by_job.values().map(|f| f.at_ms).collect();
+            let (older, &mut at, _) = ends.select_nth_unstable(cut);
+            // All that ended before `at` go, and as many that ended at it
+            // as make a tenth (jobs finish many to a millisecond).
+            let mut ties = cut - older.iter().filter(|t| **t < at).count();
+            self.by_job.retain(|_, f| {
+                let goes = f.at_ms < at || (f.at_ms == at && ties > 0);
+                if f.at_ms == at && goes {
+                    ties -= 1;
+                }
+                !goes
+            });
         }
-        let key = JobKey::of(job);
-        self.order.push_back(key);
-        self.by_job.insert(key, done);
+        self.by_job.insert(JobKey::of(job), done);
     }
 
     fn drop_attempt(&mut self, job: &JobId, attempt: u32) {
@@ -524,10 +531,22 @@ mod tests {
             };
             f.insert(job, done);
         }
-        assert_eq!(f.by_job.len(), MAX_FINISHED);
+        // The oldest tenth went when the map was full.
+        assert_eq!(f.by_job.len(), MAX_FINISHED - MAX_FINISHED / 10 + 2);
         let kept = |n: usize| f.by_job.contains_key(&JobKey::of(&jobs[n]));
-        assert!(!kept(0) && !kept(1));
-        assert!(kept(2) && kept(MAX_FINISHED + 1));
+        assert!(!kept(0) && !kept(MAX_FINISHED / 10 - 1));
+        assert!(kept(MAX_FINISHED / 10) && kept(MAX_FINISHED + 1));
+        // Ended all in one millisecond: still a tenth goes.
+        let mut f = FinishedJobs::default();
+        for job in &jobs {
+            let done = Finished {
+                attempt: 1,
+                outcome: "succeeded",
+                at_ms: 7,
+            };
+            f.insert(job, done);
+        }
+        assert_eq!(f.by_job.len(), MAX_FINISHED - MAX_FINISHED / 10 + 2);
     }
 
     #[test]
