@@ -558,6 +558,16 @@ fn main() -> Result<()> {
             r0 as f64 / 1024.0,
             r1 as f64 / 1024.0
         );
+        // Its shape: a sample every tenth of the window (flat, a plateau,
+        // or a line).
+        let step = (series.len() / 10).max(1);
+        let shape: Vec<String> = (series.iter().step_by(step))
+            .map(|(t, fp)| format!("{t} s {:.1}", fp[k].0 as f64 / 1024.0))
+            .collect();
+        println!(
+            "| {name}: RSS (MB) along the window | {} |",
+            shape.join(", ")
+        );
     }
     if stuck > 0 || twice > 0 || whole < succeeded {
         bail!("the soak broke an invariant (see the table)");
