@@ -549,13 +549,7 @@ async fn make_installs(
         std::fs::create_dir_all(p.parent().context("a parent")?)?;
         std::fs::write(p, text)?;
     }
-    let nuon = |a: &[&str]| -> Result<()> {
-        let out = cp.nuon(a);
-        if !out.status.success() {
-            bail!("nuon {a:?}: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(())
-    };
+    let nuon = |a: &[&str]| nuon_benches::nuon_ok(cp, a).map(drop);
     nuon(&["apps", "create", "app"])?;
     nuon(&[
         "apps",

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
 use anyhow::{Context, Result, bail};
+use nuon_benches::nuon_ok;
 use nuon_client::ControlClient;
 use nuon_core::rollout::{CreateRollout, RolloutInfo, RolloutStatus};
 use nuon_core::wire::CreateInstall;
@@ -39,19 +40,6 @@ impl Drop for Rollouts {
         let _ = self.build_runner.kill();
         let _ = self.build_runner.wait();
     }
-}
-
-/// `nuon ARGS` against `cp`; its stdout, or why it failed.
-fn nuon_of(cp: &ControlPlane, args: &[&str]) -> Result<String> {
-    let out = cp.nuon(args);
-    if !out.status.success() {
-        bail!(
-            "nuon {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 impl Rollouts {
@@ -94,9 +82,9 @@ impl Rollouts {
             started: Vec::new(),
             not_started: BTreeMap::new(),
         };
-        nuon_of(cp, &["apps", "create", "app"])?;
-        nuon_of(cp, &["apps", "sync", &app_path, "--app", "app"])?;
-        nuon_of(cp, &["builds", "create", "--app", "app", "--wait"])?;
+        nuon_ok(cp, &["apps", "create", "app"])?;
+        nuon_ok(cp, &["apps", "sync", &app_path, "--app", "app"])?;
+        nuon_ok(cp, &["builds", "create", "--app", "app", "--wait"])?;
         Ok(r)
     }
 
@@ -136,8 +124,8 @@ impl Rollouts {
         self.next_version += 1;
         std::fs::write(self.app.join("src/box/main.tf"), module(n))?;
         let app = self.app.to_str().context("a UTF-8 path")?.to_owned();
-        let made = nuon_of(cp, &["apps", "sync", &app, "--app", "app"])
-            .and_then(|_| nuon_of(cp, &["builds", "create", "--app", "app", "--wait"]))
+        let made = nuon_ok(cp, &["apps", "sync", &app, "--app", "app"])
+            .and_then(|_| nuon_ok(cp, &["builds", "create", "--app", "app", "--wait"]))
             .and_then(|_| {
                 let release = rt().block_on(client.create_release("app", None))?;
                 let rollout = rt().block_on(client.create_rollout(
@@ -186,7 +174,7 @@ impl Rollouts {
     /// The rollouts' and their workflows' ends, as table rows; an error
     /// when a rollout is still active or a workflow has not ended.
     pub(crate) fn report(
-        &mut self,
+        &self,
         client: &ControlClient,
         installs: &[(String, String)],
     ) -> Result<Vec<String>> {

@@ -396,16 +396,16 @@ impl ControlPlane {
             .control_url
             .set(format!("{scheme}://{}", control.local_addr()?));
         let maintenance = if self.config.lead {
-            tokio::spawn(maintenance_loop(
+            Some(tokio::spawn(maintenance_loop(
                 self.state.clone(),
                 self.config.rescue_interval,
                 self.config.retention,
-            ))
+            )))
         } else {
             tracing::info!(
                 "this replica never leads maintenance (--no-lead): another replica must"
             );
-            tokio::spawn(std::future::pending())
+            None
         };
         let wakeups = self
             .state
@@ -467,7 +467,9 @@ impl ControlPlane {
             stop(self.state.clone()),
         );
         let (a, b) = tokio::join!(control_srv, runner_srv);
-        maintenance.abort();
+        if let Some(m) = maintenance {
+            m.abort();
+        }
         operations.abort();
         key_file.abort();
         // What the last requests recorded is written before the store closes.
