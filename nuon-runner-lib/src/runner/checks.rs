@@ -140,7 +140,7 @@ impl JobRun {
                  before then asking for it again. Nothing of it runs now; to do its work anew, \
                  run its step again",
                 done.attempt,
-                done.outcome,
+                done.outcome(),
                 (now - done.at_ms).max(0) / 1000,
                 self.shared.journal.path().display()
             ));

@@ -46,7 +46,7 @@ impl Shared {
                  backup taken before then. The attempt's outputs and last log lines went with the \
                  newer store, and a job runs once: to do its work anew, run its step again",
                 done.attempt,
-                done.outcome,
+                done.outcome(),
                 (nuon_core::now_ms() - done.at_ms).max(0) / 1000,
                 self.journal.path().display()
             );
