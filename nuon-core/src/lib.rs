@@ -78,8 +78,8 @@ pub mod workflow;
 
 pub use duration::parse_duration;
 pub use id::{
-    AppId, DeliveryId, IdError, InstallId, InvitationId, JobId, OrgId, ReleaseId, RolloutId,
-    RunnerId, TokenId, UserId, WebhookId, WorkflowId, random_below, random_bytes,
+    AppId, CROCKFORD, DeliveryId, IdError, InstallId, InvitationId, JobId, OrgId, ReleaseId,
+    RolloutId, RunnerId, TokenId, UserId, WebhookId, WorkflowId, random_below, random_bytes,
 };
 pub use job::{
     ACTION_OUTPUTS_VAR, ArtifactRef, BuildJob, BuildSource, DebugJob, ExecJob, HealthJob,

@@ -125,14 +125,16 @@ struct JobKey([u8; 17]);
 
 impl JobKey {
     fn of(job: &JobId) -> JobKey {
-        const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
         let id = job.as_str().as_bytes();
         let ulid = &id[id.len().saturating_sub(26)..];
         let mut key = [0u8; 17];
         for (n, c) in ulid.iter().enumerate() {
             // A job id holds these characters only (it is checked when
             // parsed); each is its 5 bits, at 5 × n in the key.
-            let v = CROCKFORD.iter().position(|a| a == c).unwrap_or(0) as u16;
+            let v = nuon_core::CROCKFORD
+                .iter()
+                .position(|a| a == c)
+                .unwrap_or(0) as u16;
             let (byte, bit) = (n * 5 / 8, n * 5 % 8);
             let v = v << bit;
             key[byte] |= v as u8;
