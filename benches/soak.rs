@@ -538,8 +538,12 @@ fn main() -> Result<()> {
     ];
     for (k, name) in names.iter().enumerate() {
         let from = window_from.as_secs().max(restarted[k]);
-        let series: Vec<&(u64, [(u64, usize); 4])> =
-            samples.iter().filter(|(t, _)| *t >= from).collect();
+        // A sample taken while the process was down (read as 0) is not in
+        // its window: it starts at the restarted process's first.
+        let series: Vec<&(u64, [(u64, usize); 4])> = samples
+            .iter()
+            .filter(|(t, fp)| *t >= from && fp[k].0 > 0)
+            .collect();
         let (Some(first), Some(last)) = (series.first(), series.last()) else {
             println!("| {name}: RSS, fds | restarted too late to measure |");
             continue;
