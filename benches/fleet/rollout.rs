@@ -210,6 +210,38 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
         percentile(&ms, 0.50),
         percentile(&ms, 0.99)
     );
+    // The same selection a page of 100 at a time, every page to the end.
+    let (mut ms, mut after, mut seen) = (Vec::new(), None, 0);
+    let walk = Instant::now();
+    loop {
+        let t = Instant::now();
+        let page = client
+            .list_installs_page(Some("tier=prod,name!=i0001"), after.as_ref(), 100)
+            .await?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+        seen += page.installs.len();
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+        if ms.len() > found / 100 + 1 {
+            bail!(
+                "the pages of {found} installs did not end after {} pages",
+                ms.len()
+            );
+        }
+    }
+    let walk = walk.elapsed().as_secs_f64() * 1e3;
+    if seen != found {
+        bail!("the pages held {seen} installs, the whole list {found}");
+    }
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "| the same, `--limit 100` page after page ({} pages, {seen} installs) | a page p50 {:.1} ms, p99 {:.1} ms; all of them {walk:.0} ms |",
+        ms.len(),
+        percentile(&ms, 0.50),
+        percentile(&ms, 0.99)
+    );
     if most > args.max_parallel as usize {
         bail!("the rollout deployed {most} at once, over --max-parallel");
     }

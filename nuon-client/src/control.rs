@@ -18,9 +18,7 @@ use nuon_core::wire::{
     WebhookCreated, WebhookInfo, WebhookList,
 };
 use nuon_core::wire::{ComponentOverridden, EditInstall, SetComponentOverride};
-use nuon_core::wire::{
-    CreateGroup, CreateRelease, GroupInfo, GroupList, LabelChange, ReleaseInfo, ReleaseList,
-};
+use nuon_core::wire::{CreateRelease, ReleaseInfo, ReleaseList};
 use nuon_core::workflow::WorkflowKind;
 use nuon_core::{JobId, WebhookId};
 
@@ -28,6 +26,7 @@ use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::http::Http;
 
+mod groups;
 mod installers;
 mod lifecycle;
 mod renders;
@@ -419,48 +418,6 @@ impl ControlClient {
     /// its id, runner and workflows stay. Admin only.
     pub async fn update_install(&self, install: &str, change: &EditInstall) -> Result<InstallInfo> {
         self.call::<UpdateInstall>(&[install], change).await
-    }
-
-    /// The installs whose labels match `selector` (`tier=prod,region!=us`).
-    pub async fn list_installs_matching(&self, selector: &str) -> Result<InstallList> {
-        let req = self
-            .http
-            .request(reqwest::Method::GET, routes::INSTALLS)
-            .query(&[("selector", selector)]);
-        self.http.send(req).await
-    }
-
-    /// Adds, replaces or removes some of an install's labels.
-    pub async fn set_install_labels(
-        &self,
-        install: &str,
-        change: &LabelChange,
-    ) -> Result<InstallInfo> {
-        self.call::<ep::SetInstallLabels>(&[install], change).await
-    }
-
-    /// Creates a group of installs: a name and a label selector.
-    pub async fn create_group(&self, name: &str, selector: &str) -> Result<GroupInfo> {
-        let body = CreateGroup {
-            name: name.to_owned(),
-            selector: selector.to_owned(),
-        };
-        self.call::<ep::CreateInstallGroup>(&[], &body).await
-    }
-
-    /// The org's groups of installs, each with the installs it selects.
-    pub async fn list_groups(&self) -> Result<GroupList> {
-        self.call::<ep::ListInstallGroups>(&[], &()).await
-    }
-
-    /// One group of installs.
-    pub async fn get_group(&self, name: &str) -> Result<GroupInfo> {
-        self.call::<ep::GetInstallGroup>(&[name], &()).await
-    }
-
-    /// Deletes a group (its installs stay).
-    pub async fn delete_group(&self, name: &str) -> Result<GroupInfo> {
-        self.call::<ep::DeleteInstallGroup>(&[name], &()).await
     }
 
     /// An install's workflows, newest first.

@@ -51,7 +51,8 @@ pub use installers::{
     InvitationList,
 };
 pub use installs::{
-    InstallCreated, InstallInfo, InstallList, PendingResolved, PendingValue, PendingValues,
+    InstallCreated, InstallCursor, InstallInfo, InstallList, PendingResolved, PendingValue,
+    PendingValues,
 };
 pub use releases::{CreateRelease, ReleaseInfo, ReleaseList};
 pub use runner_releases::{

@@ -66,6 +66,59 @@ fn labels_select_installs_and_groups_follow_them() {
         ),
         ["a", "c"]
     );
+    // Pages: at most --limit, oldest first, and where the next starts.
+    let page = |selector: &str, limit: &str, after: Option<&str>| -> Value {
+        let mut args = vec!["installs", "list", "--selector", selector, "--limit", limit];
+        args.extend(after.map(|a| ["--after", a]).into_iter().flatten());
+        json(&args)
+    };
+    let first = page("", "2", None);
+    assert_eq!(names(&first, "installs"), ["a", "b"]);
+    let next = first["next"].as_str().expect("a next page").to_owned();
+    let last = page("", "2", Some(&next));
+    assert_eq!(names(&last, "installs"), ["c"]);
+    assert!(last.get("next").is_none(), "{last}");
+    let one = page("region=eu", "1", None);
+    assert_eq!(names(&one, "installs"), ["a"]);
+    let two = page("region=eu", "1", one["next"].as_str());
+    assert_eq!(names(&two, "installs"), ["c"]);
+    assert!(two.get("next").is_none(), "{two}");
+    let table = ok(cp.nuon(&["installs", "list", "--limit", "1"]));
+    assert!(table.contains("more: the next page is --after "), "{table}");
+    // Without --limit, every install as before, and no cursor.
+    let all = json(&["installs", "list"]);
+    assert_eq!(names(&all, "installs"), ["a", "b", "c"]);
+    assert!(all.get("next").is_none(), "{all}");
+    // A page asked wrongly is refused with what to pass.
+    let out = cp.nuon(&["installs", "list", "--limit", "2", "--after", "junk"]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+    assert!(
+        text(&out).contains("the `next` of the page before"),
+        "{}",
+        text(&out)
+    );
+    let out = cp.nuon(&["installs", "list", "--after", &next]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+    for (query, says) in [
+        ("limit=0", "a page holds 1 to 1000"),
+        ("limit=1001", "a page holds 1 to 1000"),
+        ("limit=2&after=junk", "the `next` of the page before"),
+        (&format!("after={next}") as &str, "pass limit too"),
+        ("limit=2&page=3", "unknown field"),
+    ] {
+        let (status, body) = nuon_tests::rt().block_on(async {
+            let r = reqwest::Client::new()
+                .get(format!("{}/v1/installs?{query}", cp.control_url))
+                .bearer_auth(&cp.admin_token)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        });
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(body.contains(says), "{query}: {body}");
+    }
+
     let get = json(&["installs", "get", "a"]);
     assert_eq!(
         get["labels"],

@@ -167,11 +167,19 @@ pub(crate) enum InstallsCommand {
         #[command(subcommand)]
         command: crate::components::InstallComponentsCommand,
     },
-    /// List the org's installs (those matching --selector).
+    /// List the org's installs (those matching --selector), oldest first:
+    /// all of them, or a page of them (--limit, then --after).
     List {
         /// A label selector: `tier=prod,region!=us`, `tier in (a,b)`.
         #[arg(long)]
         selector: Option<String>,
+        /// Show a page of at most this many (1 to 1000) and where the next
+        /// starts.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: Option<u32>,
+        /// Where the page starts: the `next` of the page before.
+        #[arg(long, value_name = "CURSOR", requires = "limit", value_parser = parse_cursor)]
+        after: Option<nuon_core::wire::InstallCursor>,
     },
     /// Show one install (sensitive inputs and secrets only by name).
     Get {
@@ -349,7 +357,15 @@ impl Render for InstallList {
                 })
                 .collect(),
         );
+        if let Some(next) = &self.next {
+            outln!("more: the next page is --after {next}");
+        }
     }
+}
+
+/// `--after`: a page's `next`.
+fn parse_cursor(s: &str) -> Result<nuon_core::wire::InstallCursor, String> {
+    s.parse()
 }
 
 impl Render for InstallInfo {
@@ -658,14 +674,21 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             return crate::lifecycle::lifecycle(g, command).await;
         }
         InstallsCommand::Groups { command } => return crate::groups::groups(g, command).await,
-        InstallsCommand::List { selector } => {
-            let list = match selector {
-                Some(s) => {
-                    s.parse::<nuon_core::labels::Selector>()
-                        .map_err(CliError::usage)?;
-                    client.list_installs_matching(s).await?
+        InstallsCommand::List {
+            selector,
+            limit,
+            after,
+        } => {
+            if let Some(s) = selector {
+                s.parse::<nuon_core::labels::Selector>()
+                    .map_err(CliError::usage)?;
+            }
+            let list = match (limit, selector) {
+                (Some(limit), s) => {
+                    (client.list_installs_page(s.as_deref(), after.as_ref(), *limit)).await?
                 }
-                None => client.list_installs().await?,
+                (None, Some(s)) => client.list_installs_matching(s).await?,
+                (None, None) => client.list_installs().await?,
             };
             emit(g, &list)?;
         }

@@ -5,7 +5,7 @@
 use nuon_core::endpoint as ep;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, patch, post};
 use nuon_core::endpoint::{GetInstall, GetInstallReadme, RenderInstall, UpdateInstall};
@@ -14,9 +14,10 @@ use nuon_core::wire::{
     CreateInstall, EditInstall, InstallCreated, InstallInfo, InstallList, SetInputs, SyncConfig,
     WorkflowInfo, WorkflowList,
 };
+use serde::Deserialize;
 
 use super::doc::Op;
-use super::{Body, Caller, SharedState, body_of};
+use super::{Body, Caller, Q, SharedState, body_of};
 use crate::error::Error;
 
 pub(super) fn ops() -> Vec<Op> {
@@ -31,7 +32,9 @@ pub(super) fn ops() -> Vec<Op> {
         Op::endpoint::<ep::ListComponents>(get(list_components)),
         Op::endpoint::<ep::CreateInstall>(post(create_install)),
         Op::endpoint::<ep::ListInstalls>(get(list_installs))
-            .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`."),
+            .query("selector", serde_json::json!({"type": "string"}), "A label selector: `tier=prod,region!=us`, `tier in (a,b)`, `team`, `!legacy`.")
+            .query("limit", serde_json::json!({"type": "integer", "minimum": 1, "maximum": 1000}), "A page of at most this many installs (1 to 1000), with `next` when there are more; every install without it.")
+            .query("after", serde_json::json!({"type": "string"}), "Where the page starts: the `next` of the page before (`CREATED_MS.INSTALL_ID`), with `limit`."),
         Op::endpoint::<GetInstall>(get(get_install)),
         Op::endpoint::<RenderInstall>(get(render_install)),
         Op::endpoint::<GetInstallReadme>(get(install_readme)),
@@ -128,15 +131,24 @@ async fn list_components(
         .map(Json)
 }
 
+/// `GET /v1/installs`'s query.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstallsQuery {
+    selector: Option<String>,
+    after: Option<String>,
+    limit: Option<u32>,
+}
+
 async fn list_installs(
     State(state): State<SharedState>,
     caller: Caller,
-    Query(q): Query<super::groups::SelectorQuery>,
+    Q(q): Q<InstallsQuery>,
 ) -> Result<Json<InstallList>, Error> {
     let selector = q.selector.as_deref().unwrap_or("");
     state
         .services()
-        .list_installs(&caller, selector)
+        .list_installs(&caller, selector, q.after.as_deref(), q.limit)
         .await
         .map(Json)
 }

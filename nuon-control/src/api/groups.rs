@@ -9,7 +9,6 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get, patch, post};
 use nuon_core::endpoint as ep;
 use nuon_core::wire::{CreateGroup, GroupInfo, GroupList, InstallInfo, LabelChange};
-use serde::Deserialize;
 
 use super::doc::Op;
 use super::{Body, Caller, SharedState, body_of};
@@ -23,12 +22,6 @@ pub(super) fn ops() -> Vec<Op> {
         Op::endpoint::<ep::GetInstallGroup>(get(get_group)),
         Op::endpoint::<ep::DeleteInstallGroup>(delete(delete_group)),
     ]
-}
-
-/// `?selector=` of a list of installs.
-#[derive(Debug, Default, Deserialize)]
-pub(super) struct SelectorQuery {
-    pub(super) selector: Option<String>,
 }
 
 pub(super) async fn set_labels(

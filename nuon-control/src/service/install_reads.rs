@@ -2,7 +2,9 @@
 //! matches) and one install, each with its app's name, the release it has
 //! and its health and sync; and an install's workflows.
 
-use nuon_core::wire::{AppInfo, InstallInfo, InstallList, WorkflowInfo, WorkflowList};
+use nuon_core::wire::{
+    AppInfo, InstallCursor, InstallInfo, InstallList, WorkflowInfo, WorkflowList,
+};
 use nuon_core::{InstallId, WorkflowId};
 
 use super::groups::selector_of;
@@ -16,17 +18,47 @@ impl Services<'_> {
     /// `GET /v1/installs`: the org's installs whose labels match
     /// `selector` (every install when it is empty), each with its app's
     /// name, the release it has, and its health and sync (what they are
-    /// made of read once for the list).
+    /// made of read once for the list); all of them, or the page of at
+    /// most `limit` after `after` (from the first without it) and where
+    /// the next starts.
     pub(crate) async fn list_installs(
         &self,
         caller: &Caller,
         selector: &str,
+        after: Option<&str>,
+        limit: Option<u32>,
     ) -> Result<InstallList, Error> {
         let selector = selector_of(selector)?;
-        let stored: Vec<Install> = self
-            .store
-            .select_installs(&caller.principal.org_id, &selector)
-            .await?;
+        let org = &caller.principal.org_id;
+        let after = (after.map(str::parse::<InstallCursor>).transpose())
+            .map_err(|e| Error::bad_request(format!("after: {e}")))?;
+        let (stored, next): (Vec<Install>, _) = match (limit, after) {
+            (None, None) => (self.store.select_installs(org, &selector).await?, None),
+            (None, Some(_)) => {
+                return Err(Error::bad_request(
+                    "after is a page's cursor: pass limit too (1 to 1000)",
+                ));
+            }
+            (Some(limit), after) => {
+                if !(1..=InstallCursor::MAX_PAGE).contains(&limit) {
+                    return Err(Error::bad_request(format!(
+                        "limit {limit}: a page holds 1 to {} installs",
+                        InstallCursor::MAX_PAGE
+                    )));
+                }
+                // One more than the page: whether there is a next one.
+                let mut page = (self.store)
+                    .select_installs_page(org, &selector, after.as_ref(), limit + 1)
+                    .await?;
+                let more = page.len() > limit as usize;
+                page.truncate(limit as usize);
+                let next = (page.last().filter(|_| more)).map(|i| InstallCursor {
+                    created_at_ms: i.created_at_ms,
+                    id: i.id.clone(),
+                });
+                (page, next)
+            }
+        };
         let fleet = self.fleet(caller).await?;
         let installs = stored
             .into_iter()
@@ -34,6 +66,7 @@ impl Services<'_> {
             .collect::<Result<_, Error>>()?;
         Ok(InstallList {
             installs: self.named(caller, installs).await?,
+            next,
         })
     }
 

@@ -6,6 +6,7 @@ use super::*;
 use nuon_core::labels::Selector;
 use nuon_core::model::Install;
 use nuon_core::now_ms;
+use nuon_core::wire::InstallCursor;
 
 /// A group of installs as stored: a name and a label selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +40,17 @@ pub trait LabelStore: Send + Sync {
     /// install at a time.
     async fn select_installs(&self, org: &OrgId, selector: &Selector) -> Result<Vec<Install>>;
 
+    /// A page of [`LabelStore::select_installs`]: at most `limit` of the
+    /// installs listed after `after` (from the first without it), from the
+    /// index of installs by creation.
+    async fn select_installs_page(
+        &self,
+        org: &OrgId,
+        selector: &Selector,
+        after: Option<&InstallCursor>,
+        limit: u32,
+    ) -> Result<Vec<Install>>;
+
     /// Stores a group of installs: a name unique in the org and a label
     /// selector (a conflict when the name is taken).
     async fn create_group(&self, org: &OrgId, name: &str, selector: &str) -> Result<StoredGroup>;
@@ -62,8 +74,13 @@ impl Record for StoredGroup {
 }
 
 /// `SELECT` of the org's installs (`$1`) that `selector` matches, with
-/// its arguments after the org's.
-fn selected(selector: &Selector, mut args: Vec<Arg>) -> Stmt {
+/// its arguments after the org's; of a page of them when given (after
+/// a cursor, and how many).
+fn selected(
+    selector: &Selector,
+    mut args: Vec<Arg>,
+    page: Option<(Option<&InstallCursor>, u32)>,
+) -> Stmt {
     use nuon_core::labels::Requirement as R;
     let mut sql = format!(
         "SELECT {} FROM installs WHERE org_id = $1",
@@ -90,14 +107,38 @@ fn selected(selector: &Selector, mut args: Vec<Arg>) -> Stmt {
             if holds { "" } else { "NOT " }
         ));
     }
+    if let Some(after) = page.and_then(|(after, _)| after) {
+        args.push(Arg::from(after.created_at_ms));
+        args.push(Arg::from(after.id.as_str()));
+        let (at, id) = (args.len() - 1, args.len());
+        sql.push_str(&format!(
+            " AND (created_at > ${at} OR (created_at = ${at} AND id > ${id}))"
+        ));
+    }
     sql.push_str(" ORDER BY created_at, id");
+    if let Some((_, limit)) = page {
+        sql.push_str(&format!(" LIMIT {limit}"));
+    }
     Stmt::new(sql, args)
 }
 
 #[async_trait]
 impl<S: Sql + 'static> LabelStore for S {
     async fn select_installs(&self, org: &OrgId, selector: &Selector) -> Result<Vec<Install>> {
-        self.query(selected(selector, args![org.as_str()])).await
+        self.query(selected(selector, args![org.as_str()], None))
+            .await
+    }
+
+    async fn select_installs_page(
+        &self,
+        org: &OrgId,
+        selector: &Selector,
+        after: Option<&InstallCursor>,
+        limit: u32,
+    ) -> Result<Vec<Install>> {
+        let page = Some((after, limit));
+        self.query(selected(selector, args![org.as_str()], page))
+            .await
     }
 
     async fn change_install_labels(

@@ -174,9 +174,112 @@ pub struct InstallCreated {
     pub runner_api_url: Option<String>,
 }
 
-/// A list of installs.
+/// A list of installs: all of them, or a page of them (`limit`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InstallList {
-    /// Oldest first.
+    /// Oldest first (by creation, then id).
     pub installs: Vec<InstallInfo>,
+    /// Where the next page starts, when there are more than this page
+    /// holds: what to pass as `after` for it. Absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<InstallCursor>,
+}
+
+/// Where a page of installs ends: the creation time and id of its last
+/// install (`1733300000000.ins_…`), the order installs are listed in. A
+/// cursor still holds when that install is removed in between.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InstallCursor {
+    /// The last install's creation, milliseconds since the epoch.
+    pub created_at_ms: i64,
+    /// The last install.
+    pub id: crate::InstallId,
+}
+
+impl InstallCursor {
+    /// The most installs one page holds.
+    pub const MAX_PAGE: u32 = 1000;
+}
+
+impl std::fmt::Display for InstallCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.created_at_ms, self.id)
+    }
+}
+
+impl std::str::FromStr for InstallCursor {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "{s:?} is not a cursor of installs: pass the `next` of the page before \
+                 (CREATED_MS.INSTALL_ID)"
+            )
+        };
+        let (at, id) = s.split_once('.').ok_or_else(bad)?;
+        Ok(InstallCursor {
+            created_at_ms: at.parse().map_err(|_| bad())?,
+            id: id.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+impl Serialize for InstallCursor {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for InstallCursor {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for InstallCursor {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "InstallCursor".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^-?[0-9]+\\.ins_[0-9A-HJKMNP-TV-Z]{26}$",
+            "description": "Where a page of installs ends: `CREATED_MS.INSTALL_ID` of its last install.",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_of_installs_reads_back_as_written_and_says_what_it_wants() {
+        let id: InstallId = "ins_01JDZQ8F9N7T3V5W2X4Y6Z8A0B".parse().unwrap();
+        let c = InstallCursor {
+            created_at_ms: 1_733_300_000_000,
+            id,
+        };
+        let text = c.to_string();
+        assert_eq!(text, "1733300000000.ins_01JDZQ8F9N7T3V5W2X4Y6Z8A0B");
+        assert_eq!(text.parse::<InstallCursor>().unwrap(), c);
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<InstallCursor>(&json).unwrap(), c);
+        for bad in [
+            "",
+            "1733300000000",
+            "x.ins_01JDZQ8F9N7T3V5W2X4Y6Z8A0B",
+            "1733300000000.ins_short",
+            "1733300000000.app_01JDZQ8F9N7T3V5W2X4Y6Z8A0B",
+        ] {
+            let e = bad.parse::<InstallCursor>().unwrap_err();
+            assert!(
+                e.contains("pass the `next` of the page before"),
+                "{bad:?}: {e}"
+            );
+        }
+    }
 }

@@ -574,6 +574,12 @@ CREATE INDEX runners_stamp ON runners (org_id, stamp);
 CREATE INDEX install_summaries_stamp ON install_summaries (stamp);
 "#,
     ),
+    (
+        30,
+        r#"
+CREATE INDEX installs_listed ON installs (org_id, created_at, id);
+"#,
+    ),
 ];
 
 /// The oldest schema version whose code may still run on this one: the

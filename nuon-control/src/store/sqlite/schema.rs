@@ -415,6 +415,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         "CREATE INDEX IF NOT EXISTS installs_stack_token ON installs (stack_token) \
          WHERE stack_token IS NOT NULL;
          CREATE INDEX IF NOT EXISTS installs_runner ON installs (runner_id);
+         CREATE INDEX IF NOT EXISTS installs_listed ON installs (org_id, created_at, id);
          CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user_id) WHERE user_id IS NOT NULL;
          CREATE INDEX IF NOT EXISTS invitations_template ON invitations (template_hash) \
          WHERE template_hash IS NOT NULL;

@@ -4,6 +4,7 @@
 use super::*;
 use nuon_core::labels::{Labels, Selector};
 use nuon_core::model::Install;
+use nuon_core::wire::InstallCursor;
 
 /// The names of `installs`, in their order.
 fn names(installs: &[Install]) -> Vec<String> {
@@ -83,6 +84,58 @@ conformance! {
         assert_eq!(check("tier=trial").await, ["c"]);
         let left = f.raw("SELECT CAST(COUNT(*) AS TEXT) FROM install_labels WHERE install_id = ?", a.id.as_str()).await;
         assert_eq!(left.as_deref(), Some("0"));
+    }
+
+    async fn a_selection_is_read_in_pages_that_hold_when_an_install_goes(f: Fixture) {
+        let app = f.store.create_app(&f.org, &AppId::generate(), "web").await.unwrap();
+        let prod = || [("tier".to_owned(), "prod".to_owned())].into_iter().collect();
+        // Seven installs, every other one `tier=prod`, some made in the
+        // same millisecond (the id orders those).
+        for n in 0..7 {
+            let labels = if n % 2 == 0 { prod() } else { Default::default() };
+            f.store.create_install(&f.org, new_install(&app.id, &format!("i{n}"), labels)).await.unwrap();
+        }
+        let pages = |text: &'static str, limit: u32| {
+            let store = &f.store;
+            let org = &f.org;
+            async move {
+                let selector: Selector = text.parse().unwrap();
+                let (mut pages, mut after) = (Vec::new(), None::<InstallCursor>);
+                loop {
+                    let page = store.select_installs_page(org, &selector, after.as_ref(), limit).await.unwrap();
+                    assert!(page.len() <= limit as usize, "a page of {} past {limit}", page.len());
+                    let Some(last) = page.last() else { break };
+                    after = Some(InstallCursor { created_at_ms: last.created_at_ms, id: last.id.clone() });
+                    pages.push(names(&page));
+                    assert!(pages.len() <= 10, "pages never end: {pages:?}");
+                }
+                pages
+            }
+        };
+        // Page by page, a selection is what one read of it is, cut.
+        let whole = |text: &'static str| {
+            let store = &f.store;
+            let org = &f.org;
+            async move { names(&store.select_installs(org, &text.parse().unwrap()).await.unwrap()) }
+        };
+        let all = whole("").await;
+        assert_eq!(all.len(), 7);
+        let cut = |names: Vec<String>, n: usize| -> Vec<Vec<String>> {
+            names.chunks(n).map(<[String]>::to_vec).collect()
+        };
+        assert_eq!(pages("", 3).await, cut(all.clone(), 3));
+        assert_eq!(pages("", 1).await, cut(all.clone(), 1));
+        assert_eq!(pages("", 1000).await, vec![all.clone()]);
+        let picked = whole("tier=prod").await;
+        assert_eq!(picked.len(), 4);
+        assert_eq!(pages("tier=prod", 3).await, cut(picked, 3));
+
+        // A cursor whose install was removed in between still holds.
+        let installs = f.store.select_installs(&f.org, &"".parse().unwrap()).await.unwrap();
+        let at = InstallCursor { created_at_ms: installs[2].created_at_ms, id: installs[2].id.clone() };
+        assert!(f.store.remove_install(&f.org, &installs[2].id).await.unwrap());
+        let next = f.store.select_installs_page(&f.org, &"".parse().unwrap(), Some(&at), 2).await.unwrap();
+        assert_eq!(names(&next), all[3..5]);
     }
 }
 
