@@ -21,7 +21,9 @@
 //!               replicas' CPU per install, their memory with the runners parked, and the
 //!               overview and `installs list --selector` at that size; --to SELECTOR
 //!               (default `tier=prod`: all) rolls out to some of them (each install also
-//!               has `ring=0`..`ring=9`, a tenth of the fleet each, and `cell=0`..`cell=99`)
+//!               has `ring=0`..`ring=9`, a tenth of the fleet each, and `cell=0`..`cell=99`);
+//!               --statements (with --pg) counts PostgreSQL's statements of the parked
+//!               window and of the rollout, per install (`pg_stat_statements`, psql)
 //!     dashboard --installs N installs (default 1,000) of an app of 10 components, all deployed
 //!               by simulated runners: the dashboard's server time and page weights, and the
 //!               overview's first paint in headless Chromium

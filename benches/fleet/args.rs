@@ -16,6 +16,9 @@ pub(super) struct Args {
     pub(super) pg: bool,
     /// `rollout` to the installs this selector picks.
     pub(super) to: String,
+    /// `rollout --pg`: PostgreSQL's statements of the parked window and of
+    /// the rollout, counted (`pg_stat_statements`).
+    pub(super) statements: bool,
 }
 
 /// The flags of this run, over the defaults.
@@ -31,6 +34,7 @@ pub(super) fn args() -> Result<Args> {
         lines: 1_000_000,
         pg: false,
         to: "tier=prod".to_owned(),
+        statements: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -46,9 +50,13 @@ pub(super) fn args() -> Result<Args> {
             "--lines" => a.lines = value("--lines")?.parse()?,
             "--pg" => a.pg = true,
             "--to" => a.to = value("--to")?,
+            "--statements" => a.statements = true,
             s if s.starts_with("--") => bail!("unknown flag {s}; see the top of benches/fleet.rs"),
             s => a.sections.push(s.to_owned()),
         }
+    }
+    if a.statements && !a.pg {
+        bail!("--statements counts PostgreSQL's statements: pass --pg too");
     }
     Ok(a)
 }

@@ -23,7 +23,11 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
     );
     let logs = tempfile::tempdir()?;
     let pg = if args.pg {
-        Some(PgCluster::start_with(true)?.context("PostgreSQL for --pg")?)
+        let counting = match args.statements {
+            true => "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=1000",
+            false => "",
+        };
+        Some(PgCluster::start_with_settings(true, counting)?.context("PostgreSQL for --pg")?)
     } else {
         None
     };
@@ -55,10 +59,22 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
     // What the parked runners alone cost, to tell the rollout's own share:
     // over one whole claim wait, so that every runner's next claim (they
     // connected together, and come back together) is in it.
+    let counted = pg.as_ref().filter(|_| args.statements);
+    if let Some(pg) = counted {
+        statements::reset(&pg.url)?;
+    }
     let idle_from: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
     let idle_span = Duration::from_millis(CLAIM_WAIT_MS);
     tokio::time::sleep(idle_span).await;
     let cpu_before: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
+    let idle_statements = match counted {
+        Some(pg) => {
+            let read = statements::read(&pg.url)?;
+            statements::reset(&pg.url)?;
+            read
+        }
+        None => Vec::new(),
+    };
     let idle_ms: f64 = (idle_from.iter().zip(&cpu_before))
         .map(|(a, b)| (b.cpu_ticks - a.cpu_ticks) as f64 * 10.0)
         .sum();
@@ -102,6 +118,10 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
     };
     let took = t.elapsed();
     let cpu_after: Vec<Sample> = cps.iter().map(|c| sample(c.pid())).collect();
+    let rollout_statements = match counted {
+        Some(pg) => statements::read(&pg.url)?,
+        None => Vec::new(),
+    };
     if ended.status != RolloutStatus::Succeeded {
         bail!("the rollout ended {}: {:?}", ended.status, ended.reason);
     }
@@ -242,6 +262,15 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
         percentile(&ms, 0.50),
         percentile(&ms, 0.99)
     );
+    if counted.is_some() {
+        statements::report(
+            &idle_statements,
+            idle_span,
+            &rollout_statements,
+            took,
+            deployed,
+        );
+    }
     if most > args.max_parallel as usize {
         bail!("the rollout deployed {most} at once, over --max-parallel");
     }
@@ -249,4 +278,108 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
     drop(cps);
     drop(pg);
     Ok(())
+}
+
+/// PostgreSQL's own count of the statements it ran (`pg_stat_statements`,
+/// read with `psql`): what a window of the bench cost the database.
+mod statements {
+    use std::collections::HashMap;
+    use std::process::Command;
+    use std::time::Duration;
+
+    use anyhow::{Context, Result, bail};
+
+    /// One statement as PostgreSQL normalizes it: its calls and the time
+    /// they took in the server, ms.
+    pub(super) struct Counted {
+        pub(super) query: String,
+        pub(super) calls: u64,
+        pub(super) ms: f64,
+    }
+
+    fn psql(url: &str, sql: &str) -> Result<String> {
+        let out = Command::new("psql")
+            .args([url, "-X", "-At", "-F", "\t", "-c", sql])
+            .output()
+            .context("psql (the PostgreSQL client) for --statements")?;
+        if !out.status.success() {
+            bail!(
+                "psql: {} (--statements needs pg_stat_statements, which ships with PostgreSQL's server)",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Starts counting from zero.
+    pub(super) fn reset(url: &str) -> Result<()> {
+        psql(url, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")?;
+        psql(url, "SELECT pg_stat_statements_reset()")?;
+        Ok(())
+    }
+
+    /// Every statement counted since the reset (the count's own left out).
+    pub(super) fn read(url: &str) -> Result<Vec<Counted>> {
+        let text = psql(
+            url,
+            "SELECT calls, total_exec_time, regexp_replace(query, '\\s+', ' ', 'g') \
+             FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'",
+        )?;
+        Ok(text
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.splitn(3, '\t');
+                Some(Counted {
+                    calls: f.next()?.parse().ok()?,
+                    ms: f.next()?.parse().ok()?,
+                    query: f.next()?.to_owned(),
+                })
+            })
+            .collect())
+    }
+
+    /// The rollout's statements per install, less what the parked runners
+    /// ran at the parked window's rate, the most called first.
+    pub(super) fn report(
+        idle: &[Counted],
+        idle_span: Duration,
+        rollout: &[Counted],
+        took: Duration,
+        installs: usize,
+    ) {
+        let scale = took.as_secs_f64() / idle_span.as_secs_f64();
+        let idle_calls: HashMap<&str, f64> = idle
+            .iter()
+            .map(|c| (c.query.as_str(), c.calls as f64 * scale))
+            .collect();
+        let per = |n: f64| n / installs as f64;
+        let mut rows: Vec<(f64, &Counted)> = rollout
+            .iter()
+            .map(|c| {
+                let less = idle_calls.get(c.query.as_str()).copied().unwrap_or(0.0);
+                ((c.calls as f64 - less).max(0.0), c)
+            })
+            .collect();
+        rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let all: f64 = rows.iter().map(|(n, _)| n).sum();
+        let idle_all: u64 = idle.iter().map(|c| c.calls).sum();
+        println!(
+            "| PostgreSQL statements: parked ({} s) / the rollout less the parked rate | {:.0} a second / **{:.1} per install** |",
+            idle_span.as_secs(),
+            idle_all as f64 / idle_span.as_secs_f64(),
+            per(all)
+        );
+        println!(
+            "\n| statement (the rollout's, less the parked rate) | per install | mean ms |\n|---|---|---|"
+        );
+        for (n, c) in rows.iter().take(30) {
+            let mut q: String = c.query.chars().take(140).collect();
+            q = q.replace('|', "\\|");
+            println!(
+                "| `{q}` | {:.2} | {:.3} |",
+                per(*n),
+                c.ms / c.calls.max(1) as f64
+            );
+        }
+    }
 }
