@@ -249,12 +249,10 @@ pub(crate) struct Engine {
     >,
     /// What the leader's next pass moves.
     touched: std::sync::Mutex<passes::Touched>,
-    /// Config versions as read, opened and parsed (they never change).
-    configs: std::sync::Mutex<KeptConfigs>,
+    /// What never changes once stored, as read: config versions (opened
+    /// and parsed), apps' and orgs' names, releases' builds.
+    kept: std::sync::Mutex<render::Kept>,
 }
-
-/// Config versions the engine has read, by org, app and version.
-type KeptConfigs = std::collections::HashMap<(OrgId, AppId, u32), AppConfig>;
 
 impl Engine {
     /// An engine that moves workflows while `leader` is set.
@@ -281,7 +279,7 @@ impl Engine {
             rx: Mutex::new(Some(rx)),
             rollouts: Default::default(),
             touched: std::sync::Mutex::new(passes::Touched::everything()),
-            configs: Default::default(),
+            kept: Default::default(),
         }
     }
 
@@ -674,13 +672,7 @@ impl Engine {
             .app_config(org, &install.app_id, wf.config_version)
             .await?;
         let builds = match &wf.release_id {
-            Some(id) => {
-                self.store
-                    .get_release(org, id)
-                    .await?
-                    .ok_or_else(|| EngineError::NotFound(format!("release {id} is gone")))?
-                    .builds
-            }
+            Some(id) => self.release_builds(org, id).await?,
             None => {
                 self.latest_builds(org, &install.app_id, wf.config_version)
                     .await?

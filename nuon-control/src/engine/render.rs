@@ -2,13 +2,13 @@
 //! ones unsealed), its secrets, and the outputs its sandbox and components
 //! reported; the checks a workflow passes before it starts.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use nuon_core::app::template::{self, Reference, RenderContext};
 use nuon_core::app::{AppConfig, Component, ComponentKind, ComponentSpec};
 pub(crate) use nuon_core::rendered::{render_env, render_text, render_texts, render_value};
 use nuon_core::wire::InstallOutputs;
-use nuon_core::{AppId, OrgId};
+use nuon_core::{AppId, ArtifactRef, OrgId, ReleaseId};
 use serde_json::Value;
 
 use super::{EngineError, Result};
@@ -201,6 +201,34 @@ impl super::Ctx {
     }
 }
 
+/// What the engine keeps of what never changes once stored: a config
+/// version, an app's or org's name (neither is ever renamed; an app goes
+/// only once its installs have, and every workflow loads its install
+/// first), a release's builds (frozen by digest). Read once, not at every
+/// step of every workflow.
+#[derive(Default)]
+pub(crate) struct Kept {
+    configs: HashMap<(OrgId, AppId, u32), AppConfig>,
+    apps: HashMap<(OrgId, AppId), String>,
+    orgs: HashMap<OrgId, String>,
+    releases: HashMap<(OrgId, ReleaseId), BTreeMap<String, ArtifactRef>>,
+}
+
+/// Keeps `value` at `key` in `map`, which is let go whole when it holds
+/// `most` already (a fleet moves few apps' versions at once).
+fn keep<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>, most: usize, key: K, value: V) {
+    if map.len() >= most {
+        map.clear();
+    }
+    map.insert(key, value);
+}
+
+/// How many config versions the engine keeps read.
+const KEPT_CONFIGS: usize = 64;
+
+/// How many names and releases' builds the engine keeps read.
+const KEPT_NAMES: usize = 4096;
+
 impl super::Engine {
     /// An app's name and one of its config versions.
     pub(crate) async fn app_config(
@@ -209,16 +237,10 @@ impl super::Engine {
         app: &AppId,
         version: u32,
     ) -> Result<(String, AppConfig)> {
-        let app_info = self
-            .store
-            .find_app(org, app.as_str())
-            .await?
-            .ok_or_else(|| EngineError::NotFound(format!("app {app} is gone")))?;
-        // A config version never changes once stored: opened and read
-        // once, not at every step of every workflow.
+        let name = self.app_name(org, app).await?;
         let key = (org.clone(), app.clone(), version);
-        if let Some(config) = self.kept_configs().get(&key) {
-            return Ok((app_info.name, config.clone()));
+        if let Some(config) = self.kept().configs.get(&key) {
+            return Ok((name, config.clone()));
         }
         let stored = self
             .store
@@ -231,32 +253,61 @@ impl super::Engine {
             .map_err(EngineError::Internal)?;
         let config: AppConfig = serde_json::from_str(&text)
             .map_err(|e| EngineError::Internal(format!("stored config unreadable: {e}")))?;
-        let mut kept = self.kept_configs();
-        if kept.len() >= KEPT_CONFIGS {
-            kept.clear();
-        }
-        kept.insert(key, config.clone());
-        Ok((app_info.name, config))
+        keep(&mut self.kept().configs, KEPT_CONFIGS, key, config.clone());
+        Ok((name, config))
     }
 
-    fn kept_configs(&self) -> std::sync::MutexGuard<'_, super::KeptConfigs> {
-        self.configs.lock().unwrap_or_else(|e| e.into_inner())
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An app's name.
+    async fn app_name(&self, org: &OrgId, app: &AppId) -> Result<String> {
+        let key = (org.clone(), app.clone());
+        if let Some(name) = self.kept().apps.get(&key) {
+            return Ok(name.clone());
+        }
+        let name = (self.store.find_app(org, app.as_str()).await?)
+            .ok_or_else(|| EngineError::NotFound(format!("app {app} is gone")))?
+            .name;
+        keep(&mut self.kept().apps, KEPT_NAMES, key, name.clone());
+        Ok(name)
     }
 
     /// The org's name (what `.nuon.org.name` reads).
     pub(crate) async fn org_name(&self, org: &OrgId) -> Result<String> {
-        Ok(self
-            .store
-            .get_org(org)
-            .await?
-            .map(|o| o.name)
-            .unwrap_or_default())
+        if let Some(name) = self.kept().orgs.get(org) {
+            return Ok(name.clone());
+        }
+        let Some(found) = self.store.get_org(org).await? else {
+            return Ok(String::new());
+        };
+        keep(
+            &mut self.kept().orgs,
+            KEPT_NAMES,
+            org.clone(),
+            found.name.clone(),
+        );
+        Ok(found.name)
+    }
+
+    /// A release's builds, by component.
+    pub(crate) async fn release_builds(
+        &self,
+        org: &OrgId,
+        id: &ReleaseId,
+    ) -> Result<BTreeMap<String, ArtifactRef>> {
+        let key = (org.clone(), id.clone());
+        if let Some(builds) = self.kept().releases.get(&key) {
+            return Ok(builds.clone());
+        }
+        let builds = (self.store.get_release(org, id).await?)
+            .ok_or_else(|| EngineError::NotFound(format!("release {id} is gone")))?
+            .builds;
+        keep(&mut self.kept().releases, KEPT_NAMES, key, builds.clone());
+        Ok(builds)
     }
 }
-
-/// How many config versions the engine keeps read (all are let go when
-/// one more is read: a fleet runs few versions at once).
-const KEPT_CONFIGS: usize = 64;
 
 /// The install's values for templates. `destroying`, a component's
 /// outputs are those of its last apply even when it is destroyed already:
