@@ -83,8 +83,27 @@ fn labels_select_installs_and_groups_follow_them() {
     let two = page("region=eu", "1", one["next"].as_str());
     assert_eq!(names(&two, "installs"), ["c"]);
     assert!(two.get("next").is_none(), "{two}");
-    let table = ok(cp.nuon(&["installs", "list", "--limit", "1"]));
-    assert!(table.contains("more: the next page is --after "), "{table}");
+    let out = cp.nuon(&[
+        "installs",
+        "list",
+        "--selector",
+        "tier=prod",
+        "--limit",
+        "1",
+    ]);
+    let hint = String::from_utf8_lossy(&out.stderr).into_owned();
+    let cmd = hint
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no next page's command: {hint}"));
+    assert!(
+        cmd.starts_with("nuon installs list --selector 'tier=prod' --limit 1 --after "),
+        "{cmd}"
+    );
+    // The command it gives is the next page's, as printed.
+    let after = cmd.rsplit(' ').next().unwrap();
+    let b = page("tier=prod", "1", Some(after));
+    assert_eq!(names(&b, "installs"), ["b"]);
     // Without --limit, every install as before, and no cursor.
     let all = json(&["installs", "list"]);
     assert_eq!(names(&all, "installs"), ["a", "b", "c"]);

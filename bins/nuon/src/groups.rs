@@ -1,11 +1,90 @@
-//! `nuon installs label` and `nuon installs groups`: install labels and
-//! groups of installs selected by them.
+//! `nuon installs label`, `nuon installs groups` and `nuon installs
+//! list`: install labels, groups of installs selected by them, and the
+//! org's installs (those a selector matches), all or a page at a time.
 
 use clap::Subcommand;
-use nuon_core::wire::{GroupInfo, GroupList, LabelChange};
+use nuon_core::wire::{GroupInfo, GroupList, InstallCursor, InstallList, LabelChange};
 
 use crate::output::{Render, emit, emit_with};
-use crate::{CliError, Global, client, table};
+use crate::{CliError, Global, client, fmt_time, table};
+
+/// `nuon installs list`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ListArgs {
+    /// A label selector: `tier=prod,region!=us`, `tier in (a,b)`.
+    #[arg(long)]
+    selector: Option<String>,
+    /// Show a page of at most this many (1 to 1000) and where the next
+    /// starts.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    limit: Option<u32>,
+    /// Where the page starts: the `next` of the page before.
+    #[arg(long, value_name = "CURSOR", requires = "limit", value_parser = parse_cursor)]
+    after: Option<InstallCursor>,
+}
+
+/// `nuon installs list`: every install (that the selector matches), or
+/// a page, and on stderr the command for the page after it.
+pub(crate) async fn list(g: &Global, args: &ListArgs) -> Result<(), CliError> {
+    let ListArgs {
+        selector,
+        limit,
+        after,
+    } = args;
+    if let Some(s) = selector {
+        s.parse::<nuon_core::labels::Selector>()
+            .map_err(CliError::usage)?;
+    }
+    let client = client(g)?;
+    let list = match (limit, selector) {
+        (Some(limit), s) => {
+            (client.list_installs_page(s.as_deref(), after.as_ref(), *limit)).await?
+        }
+        (None, Some(s)) => client.list_installs_matching(s).await?,
+        (None, None) => client.list_installs().await?,
+    };
+    emit(g, &list)?;
+    if let (Some(next), Some(limit)) = (&list.next, limit) {
+        // On stderr: what stdout holds stays the page alone.
+        let selector =
+            (selector.as_deref()).map_or(String::new(), |s| format!(" --selector '{s}'"));
+        eprintln!(
+            "more: the next page is `nuon installs list{selector} --limit {limit} --after {next}`"
+        );
+    }
+    Ok(())
+}
+
+impl Render for InstallList {
+    fn render(&self) {
+        table(
+            &[
+                "ID", "NAME", "APP", "CONFIG", "STATE", "HEALTH", "SYNC", "LABELS", "CREATED",
+            ],
+            self.installs
+                .iter()
+                .map(|i| {
+                    vec![
+                        i.id.to_string(),
+                        i.name.clone(),
+                        i.app_name.clone().unwrap_or_else(|| i.app_id.to_string()),
+                        format!("v{}", i.config_version),
+                        i.state.to_string(),
+                        i.health.map_or("-".into(), |h| h.to_string()),
+                        i.sync.map_or("-".into(), |s| s.to_string()),
+                        labels_text(&i.labels),
+                        fmt_time(Some(i.created_at_ms)),
+                    ]
+                })
+                .collect(),
+        );
+    }
+}
+
+/// `--after`: a page's `next`.
+fn parse_cursor(s: &str) -> Result<InstallCursor, String> {
+    s.parse()
+}
 
 /// `nuon installs label INSTALL k=v... [k-]...`.
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use clap::Subcommand;
 use nuon_core::model::ApprovalMode;
-use nuon_core::wire::{CreateInstall, InstallInfo, InstallList, StateList, SyncStatus};
+use nuon_core::wire::{CreateInstall, InstallInfo, StateList, SyncStatus};
 
 use crate::deploy::{Follow, start_with};
 use crate::input::{read_secret, read_values};
@@ -169,18 +169,7 @@ pub(crate) enum InstallsCommand {
     },
     /// List the org's installs (those matching --selector), oldest first:
     /// all of them, or a page of them (--limit, then --after).
-    List {
-        /// A label selector: `tier=prod,region!=us`, `tier in (a,b)`.
-        #[arg(long)]
-        selector: Option<String>,
-        /// Show a page of at most this many (1 to 1000) and where the next
-        /// starts.
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
-        limit: Option<u32>,
-        /// Where the page starts: the `next` of the page before.
-        #[arg(long, value_name = "CURSOR", requires = "limit", value_parser = parse_cursor)]
-        after: Option<nuon_core::wire::InstallCursor>,
-    },
+    List(crate::groups::ListArgs),
     /// Show one install (sensitive inputs and secrets only by name).
     Get {
         /// The install, by name or id.
@@ -332,40 +321,6 @@ fn values(pairs: &[(String, String)]) -> BTreeMap<String, serde_json::Value> {
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect()
-}
-
-impl Render for InstallList {
-    fn render(&self) {
-        table(
-            &[
-                "ID", "NAME", "APP", "CONFIG", "STATE", "HEALTH", "SYNC", "LABELS", "CREATED",
-            ],
-            self.installs
-                .iter()
-                .map(|i| {
-                    vec![
-                        i.id.to_string(),
-                        i.name.clone(),
-                        i.app_name.clone().unwrap_or_else(|| i.app_id.to_string()),
-                        format!("v{}", i.config_version),
-                        i.state.to_string(),
-                        i.health.map_or("-".into(), |h| h.to_string()),
-                        i.sync.map_or("-".into(), |s| s.to_string()),
-                        crate::groups::labels_text(&i.labels),
-                        fmt_time(Some(i.created_at_ms)),
-                    ]
-                })
-                .collect(),
-        );
-        if let Some(next) = &self.next {
-            outln!("more: the next page is --after {next}");
-        }
-    }
-}
-
-/// `--after`: a page's `next`.
-fn parse_cursor(s: &str) -> Result<nuon_core::wire::InstallCursor, String> {
-    s.parse()
 }
 
 impl Render for InstallInfo {
@@ -674,24 +629,7 @@ async fn installs_other(g: &Global, command: &InstallsCommand) -> Result<u8, Cli
             return crate::lifecycle::lifecycle(g, command).await;
         }
         InstallsCommand::Groups { command } => return crate::groups::groups(g, command).await,
-        InstallsCommand::List {
-            selector,
-            limit,
-            after,
-        } => {
-            if let Some(s) = selector {
-                s.parse::<nuon_core::labels::Selector>()
-                    .map_err(CliError::usage)?;
-            }
-            let list = match (limit, selector) {
-                (Some(limit), s) => {
-                    (client.list_installs_page(s.as_deref(), after.as_ref(), *limit)).await?
-                }
-                (None, Some(s)) => client.list_installs_matching(s).await?,
-                (None, None) => client.list_installs().await?,
-            };
-            emit(g, &list)?;
-        }
+        InstallsCommand::List(args) => crate::groups::list(g, args).await?,
         InstallsCommand::Get { install } => {
             let i = client.get_install(install).await?;
             emit(g, &i)?;

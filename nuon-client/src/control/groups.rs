@@ -17,7 +17,9 @@ impl ControlClient {
     /// A page of the org's installs: at most `limit` (1 to 1000) after
     /// `after` (a page's `next`; from the first without it), only those
     /// `selector` matches when given. The page's `next` is where the one
-    /// after it starts; `None` on the last.
+    /// after it starts; `None` on the last. A control plane that does not
+    /// page installs (before 0.2) answers every install: refused here,
+    /// not taken for a page.
     pub async fn list_installs_page(
         &self,
         selector: Option<&str>,
@@ -35,7 +37,18 @@ impl ControlClient {
             .http
             .request(reqwest::Method::GET, routes::INSTALLS)
             .query(&query);
-        self.http.send(req).await
+        let page: InstallList = self.http.send(req).await?;
+        if page.installs.len() > limit as usize {
+            return Err(Error::Protocol {
+                url: self.http.url(routes::INSTALLS).to_string(),
+                message: format!(
+                    "{} installs for a page of at most {limit}: this control plane does not \
+                     page installs (a version before 0.2); list them without a limit",
+                    page.installs.len()
+                ),
+            });
+        }
+        Ok(page)
     }
 
     /// Adds, replaces or removes some of an install's labels.

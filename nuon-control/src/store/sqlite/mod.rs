@@ -24,7 +24,7 @@ use std::cell::Cell;
 use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use nuon_core::wire::{
@@ -321,11 +321,23 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("nuon-store-checkpoint".into())
             .spawn(move || {
-                // Ends with the writer, whose connection, closed last,
-                // copies back what is left.
-                while rx.recv().is_ok() {
+                // Ends with the writer, at once. What the logs still hold
+                // then is copied back by the last connection to close, or
+                // read from the log at the next open: nothing is lost.
+                let mut asked = rx.recv().is_ok();
+                while asked {
                     checkpoint(&conn);
-                    std::thread::sleep(CHECKPOINT_GAP);
+                    // The gap; an ask in it is served after it.
+                    let until = Instant::now() + CHECKPOINT_GAP;
+                    asked = false;
+                    while let Some(left) = until.checked_duration_since(Instant::now()) {
+                        match rx.recv_timeout(left) {
+                            Ok(()) => asked = true,
+                            Err(mpsc::RecvTimeoutError::Timeout) => break,
+                            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                        }
+                    }
+                    asked = asked || rx.recv().is_ok();
                 }
             })
             .map_err(|e| StoreError::Database(Box::new(e)))?;
@@ -436,8 +448,6 @@ fn touch_runner(conn: &Connection, runner: &RunnerId, now: i64) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use super::*;
 
     /// The bytes of the main database file in `dir` (not its log's).
