@@ -16,7 +16,7 @@ pub(crate) struct ListArgs {
     selector: Option<String>,
     /// Show a page of at most this many (1 to 1000) and where the next
     /// starts.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(InstallCursor::MAX_PAGE)))]
     limit: Option<u32>,
     /// Where the page starts: the `next` of the page before.
     #[arg(long, value_name = "CURSOR", requires = "limit", value_parser = parse_cursor)]
