@@ -212,8 +212,10 @@ impl std::str::FromStr for InstallCursor {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let bad = || {
+            // Its start only: what a caller sent is echoed bounded.
+            let shown: String = s.chars().take(64).collect();
             format!(
-                "{s:?} is not a cursor of installs: pass the `next` of the page before \
+                "{shown:?} is not a cursor of installs: pass the `next` of the page before \
                  (CREATED_MS.INSTALL_ID)"
             )
         };
