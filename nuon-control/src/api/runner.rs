@@ -21,8 +21,7 @@ use nuon_core::{JobId, JobResult, JobStatus, OrgId};
 use super::{Body, RunnerAuth, SharedState, Source, path_id};
 use crate::engine::render::{render_context, render_env, watched_probes};
 use crate::error::Error;
-use crate::store::RunnerPrincipal;
-use nuon_core::model::Install;
+use crate::store::{RunnerPrincipal, SettingsBasis};
 
 const MAX_KINDS: usize = 64;
 const MAX_SLOTS: u32 = 1024;
@@ -275,46 +274,16 @@ async fn settings_version(
     state: &SharedState,
     runner: &RunnerPrincipal,
 ) -> Result<Option<String>, Error> {
-    let found = async {
-        let Some(install) = state
-            .store
-            .find_install_of_runner(&runner.org_id, &runner.runner_id)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let update = state
-            .store
-            .runner_release_of(&runner.org_id, &install.id)
-            .await?;
-        Ok::<_, crate::store::StoreError>(Some(version_of(&install, update.as_ref())))
-    };
+    let found = state
+        .store
+        .settings_basis_of_runner(&runner.org_id, &runner.runner_id);
     match found.await {
-        Ok(version) => Ok(version),
+        Ok(basis) => Ok(basis.map(|b| b.version())),
         Err(e) => {
             tracing::warn!(runner = %runner.runner_id, error = %e, "cannot read the runner's settings version");
             Ok(None)
         }
     }
-}
-
-/// The settings' version: of what they are made from, and of the runner
-/// release the runner is asked for (and the ask's number).
-fn version_of(install: &Install, update: Option<&(nuon_core::ReleaseId, u32)>) -> String {
-    let update = update.map(|(r, tries)| format!("{r}#{tries}"));
-    let mut all = String::new();
-    for part in [
-        install.config_version.to_string().as_str(),
-        &install.inputs_json,
-        &install.sealed_json,
-        install.outputs_json.as_deref().unwrap_or(""),
-        install.stack_outputs.as_deref().unwrap_or(""),
-        update.as_deref().unwrap_or(""),
-        &serde_json::to_string(&install.toggles).unwrap_or_default(),
-    ] {
-        all.push_str(&format!("{}:{part};", part.len()));
-    }
-    nuon_core::token::hash_token(&all)[..16].to_owned()
 }
 
 /// The calling runner's settings: its install's `runner.toml` (`env_vars`)
@@ -338,7 +307,7 @@ async fn settings(
         .store
         .runner_release_of(&runner.org_id, &install.id)
         .await?;
-    let version = version_of(&install, asked.as_ref());
+    let version = SettingsBasis::of(&install, asked.clone()).version();
     let update = match asked {
         Some((id, tries)) => state
             .store

@@ -4,7 +4,7 @@ use super::rows::Record;
 use super::sql::{Arg, IdPair, Sql, Stmt, args};
 use super::*;
 use nuon_core::model::{ApprovalMode, InstallState};
-use nuon_core::now_ms;
+use nuon_core::{ReleaseId, now_ms};
 
 /// A new install and its runner, created together.
 #[derive(Debug, Clone)]
@@ -94,6 +94,15 @@ pub trait InstallStore: Send + Sync + 'static {
         org: &OrgId,
         runner: &RunnerId,
     ) -> Result<Option<Install>>;
+
+    /// What the settings' version of the install's runner `runner` is made
+    /// of, in one read (none for a build runner): what a claim's answer
+    /// carries, so lighter than the install and its runner release apart.
+    async fn settings_basis_of_runner(
+        &self,
+        org: &OrgId,
+        runner: &RunnerId,
+    ) -> Result<Option<SettingsBasis>>;
 
     /// Replaces an install's input values (plain and sealed).
     async fn set_install_inputs(
@@ -295,6 +304,21 @@ impl<S: Sql + 'static> InstallStore for S {
         let sql = format!(
             "SELECT {} FROM installs WHERE org_id = $1 AND runner_id = $2",
             Install::COLUMNS
+        );
+        self.query_one(Stmt::new(sql, args![org.as_str(), runner.as_str()]))
+            .await
+    }
+
+    async fn settings_basis_of_runner(
+        &self,
+        org: &OrgId,
+        runner: &RunnerId,
+    ) -> Result<Option<SettingsBasis>> {
+        let sql = format!(
+            "SELECT {} FROM installs i LEFT JOIN install_runner_releases r \
+               ON r.org_id = i.org_id AND r.install_id = i.id \
+             WHERE i.org_id = $1 AND i.runner_id = $2",
+            SettingsBasis::COLUMNS
         );
         self.query_one(Stmt::new(sql, args![org.as_str(), runner.as_str()]))
             .await
@@ -503,4 +527,79 @@ async fn set_install_key<S: Sql>(
         return Err(StoreError::Invalid(format!("no install {id}")));
     }
     Ok(())
+}
+
+/// What a runner's settings' version is made of: its install's values and
+/// the runner release it is asked for (with the ask's number). The version
+/// changes when any of them does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingsBasis {
+    /// The install's config version.
+    pub config_version: u32,
+    /// Its input values, as stored.
+    pub inputs_json: String,
+    /// Its sealed input values, as stored.
+    pub sealed_json: String,
+    /// Its outputs, as stored.
+    pub outputs_json: Option<String>,
+    /// Its stack's outputs, as stored.
+    pub stack_outputs: Option<String>,
+    /// Its toggles.
+    pub toggles: std::collections::BTreeMap<String, bool>,
+    /// The runner release its runner is asked for, with the ask's number.
+    pub asked: Option<(ReleaseId, u32)>,
+}
+
+impl SettingsBasis {
+    /// The basis of an install read whole, and the release asked of it.
+    pub fn of(install: &Install, asked: Option<(ReleaseId, u32)>) -> Self {
+        SettingsBasis {
+            config_version: install.config_version,
+            inputs_json: install.inputs_json.clone(),
+            sealed_json: install.sealed_json.clone(),
+            outputs_json: install.outputs_json.clone(),
+            stack_outputs: install.stack_outputs.clone(),
+            toggles: install.toggles.clone(),
+            asked,
+        }
+    }
+
+    /// The settings' version: a hash of every part, each with its length.
+    pub fn version(&self) -> String {
+        let asked = (self.asked.as_ref()).map(|(r, tries)| format!("{r}#{tries}"));
+        let mut all = String::new();
+        for part in [
+            self.config_version.to_string().as_str(),
+            &self.inputs_json,
+            &self.sealed_json,
+            self.outputs_json.as_deref().unwrap_or(""),
+            self.stack_outputs.as_deref().unwrap_or(""),
+            asked.as_deref().unwrap_or(""),
+            &serde_json::to_string(&self.toggles).unwrap_or_default(),
+        ] {
+            all.push_str(&format!("{}:{part};", part.len()));
+        }
+        nuon_core::token::hash_token(&all)[..16].to_owned()
+    }
+}
+
+impl Record for SettingsBasis {
+    const COLUMNS: &'static str = "i.config_version, i.inputs, i.sealed, i.outputs, \
+         i.stack_outputs, i.toggles, r.release_id, r.tries";
+    fn read(r: &impl super::rows::Cells) -> Result<Self> {
+        let release: Option<String> = r.opt_text(6)?;
+        let asked = match release {
+            Some(id) => Some((id.parse().map_err(shared::corrupt)?, r.u32(7)?)),
+            None => None,
+        };
+        Ok(SettingsBasis {
+            config_version: r.u32(0)?,
+            inputs_json: r.text(1)?,
+            sealed_json: r.text(2)?,
+            outputs_json: r.opt_text(3)?,
+            stack_outputs: r.opt_text(4)?,
+            toggles: super::rows::json_list(r.opt_text(5)?)?,
+            asked,
+        })
+    }
 }

@@ -80,7 +80,9 @@ pub use audit::{AuditStore, NewAudit, verify_audit};
 pub use binaries::{BINARY_PART_BYTES, RunnerBinaryStore};
 pub use builds::BuildStore;
 pub use fleet::{FleetChanges, FleetStore};
-pub use installs::{CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall};
+pub use installs::{
+    CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall, SettingsBasis,
+};
 pub use invitations::{InvitationStore, Spend, StoredInvitation};
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};

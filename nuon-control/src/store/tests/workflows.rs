@@ -156,10 +156,25 @@ conformance! {
         let mut r = f.store.get_rollout(&f.org, &r.id).await.unwrap().unwrap();
         assert_eq!((r.kind, r.runner_version.as_deref(), r.app_id.as_ref()), (RolloutKind::Runner, Some("2.0.0"), None));
         assert!(f.store.runner_release_of(&f.org, &inst.id).await.unwrap().is_none());
+        // A claim's settings' version is read in one statement: the same as
+        // of the install and its ask read apart.
+        let basis = || async {
+            let one = f.store.settings_basis_of_runner(&f.org, &inst.runner_id).await.unwrap().unwrap();
+            let whole = f.store.find_install_of_runner(&f.org, &inst.runner_id).await.unwrap().unwrap();
+            let asked = f.store.runner_release_of(&f.org, &inst.id).await.unwrap();
+            assert_eq!(one, crate::store::SettingsBasis::of(&whole, asked));
+            one
+        };
+        let before = basis().await;
+        assert_eq!(before.asked, None);
+        assert!(f.store.settings_basis_of_runner(&other, &inst.runner_id).await.unwrap().is_none());
         r.asked(0, 20);
         r.asked(0, 21);
         f.store.save_rollout(&f.org, &RolloutSave::of(&r, [0]), &[(inst.id.clone(), v2.id.clone())]).await.unwrap();
         assert_eq!(f.store.runner_release_of(&f.org, &inst.id).await.unwrap(), Some((v2.id.clone(), 2)));
+        let after = basis().await;
+        assert_eq!(after.asked, Some((v2.id.clone(), 2)));
+        assert_ne!(after.version(), before.version(), "an ask changes the settings' version");
         assert_eq!(f.store.install_runner_releases(&f.org).await.unwrap().get(&inst.id), Some(&(v2.id.clone(), 2)));
         assert!(f.store.install_runner_releases(&other).await.unwrap().is_empty());
         assert!(f.store.install_releases(&f.org).await.unwrap().is_empty());
