@@ -75,11 +75,19 @@ impl Record for HeldRow {
 /// The statement that queues `job`, as both stores write it (in the
 /// caller's transaction, with what the job is for).
 pub(super) fn job_insert(job: &NewJob) -> Stmt {
+    job_insert_from(job, "")
+}
+
+/// The insert of a new job (`$1`: its id, to `$10`) as a `SELECT` with
+/// `from` after it (`FROM ...`: the job is inserted once for each row).
+pub(super) fn job_insert_from(job: &NewJob, from: &str) -> Stmt {
     let s = &job.spec;
     Stmt::new(
-        "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
-         timeout_secs, created_at, payload) \
-         VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10)",
+        format!(
+            "INSERT INTO jobs (id, org_id, runner_id, kind, spec, signature, status, max_attempts, \
+             timeout_secs, created_at, payload) \
+             SELECT $1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10 {from}"
+        ),
         args![
             s.job_id.as_str(),
             s.org_id.as_str(),

@@ -97,7 +97,7 @@ pub(super) trait OrgScoped: Record {
 pub(super) trait Revocable: OrgScoped {}
 
 /// How a database spells the `n`th parameter of a statement.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Dialect {
     /// `?1`
     Sqlite,

@@ -1,7 +1,7 @@
 //! Workflows and their steps, written once for both databases.
 
 use super::rollouts::{save_stmts, stale_rollout};
-use super::rows::{Cells, Offset, Record, WorkflowHead};
+use super::rows::{Cells, Dialect, Offset, Record, WorkflowHead};
 use super::shared::{
     already_started, corrupt, enum_str, inputs_column, json_or_null, planned_status,
 };
@@ -502,6 +502,71 @@ fn bump(workflow: &WorkflowId) -> Stmt {
     Stmt::new(summary_sql::BUMP_WORKFLOW, args![workflow.as_str()])
 }
 
+/// `write` (whose `$1` is the workflow `workflow`), then the bump of its
+/// install's summary when it changed a row. PostgreSQL: one statement (one
+/// round trip, atomic without a transaction of its own; it changed a row
+/// when it bumped one); SQLite, which has no writes in `WITH`: the two.
+fn bumped(dialect: Dialect, write: Stmt, workflow: &WorkflowId) -> Vec<Stmt> {
+    match dialect {
+        Dialect::Postgres => vec![Stmt {
+            sql: format!(
+                "WITH changed AS ({} RETURNING 1) \
+                 INSERT INTO install_summaries (install_id, rev) \
+                 SELECT install_id, 1 FROM workflows WHERE id = $1 \
+                   AND EXISTS (SELECT 1 FROM changed) \
+                 ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1",
+                write.sql
+            ),
+            ..write
+        }],
+        Dialect::Sqlite => vec![write, bump(workflow)],
+    }
+}
+
+/// A step's dispatch on PostgreSQL, in one statement (one round trip, no
+/// transaction of its own): the workflow's row locked while it runs, the
+/// job queued, the step running it, its state token, the summary bumped;
+/// nothing unless the workflow is running and has the step (then it
+/// changes no row).
+fn dispatch_in_one(
+    org: &OrgId,
+    id: &WorkflowId,
+    index: u32,
+    job: &NewJob,
+    token: Option<StateToken>,
+) -> Stmt {
+    // `$1` to `$10` are the job's; the workflow's follow.
+    let mut insert = super::jobs::job_insert_from(job, "FROM wf RETURNING id");
+    insert.args.extend(args![id.as_str(), org.as_str(), index]);
+    let token_sql = match token {
+        Some(t) => {
+            insert
+                .args
+                .extend(args![t.hash, t.install_id.as_str(), t.component]);
+            ", token AS (INSERT INTO state_tokens (token_hash, job_id, install_id, component) \
+               SELECT $14, id, $15, $16 FROM job)"
+        }
+        None => "",
+    };
+    Stmt {
+        sql: format!(
+            "WITH wf AS (SELECT install_id FROM workflows \
+                WHERE id = $11 AND org_id = $12 AND status = 'running' \
+                AND EXISTS (SELECT 1 FROM workflow_steps WHERE workflow_id = $11 AND idx = $13) \
+                FOR UPDATE), \
+             job AS ({}), \
+             step AS (UPDATE workflow_steps SET status = 'running', job_id = (SELECT id FROM job), \
+                reason = NULL WHERE workflow_id = $11 AND idx = $13 AND EXISTS (SELECT 1 FROM job) \
+                RETURNING 1){token_sql} \
+             INSERT INTO install_summaries (install_id, rev) \
+             SELECT install_id, 1 FROM wf WHERE EXISTS (SELECT 1 FROM step) \
+             ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1",
+            insert.sql
+        ),
+        ..insert
+    }
+}
+
 /// Workflows and their steps, written once for both databases.
 #[async_trait]
 impl<S: Sql + 'static> WorkflowStore for S {
@@ -673,20 +738,16 @@ impl<S: Sql + 'static> WorkflowStore for S {
     ) -> Result<()> {
         // An ending status ends it now.
         let finished = (!status.is_active()).then(now_ms);
-        self.execute(vec![
-            Stmt::new(
-                "UPDATE workflows SET status = $3, finished_at = $4 WHERE id = $1 AND org_id = $2",
-                args![
-                    id.as_str(),
-                    org.as_str(),
-                    status.as_str(),
-                    Arg::Int(finished)
-                ],
-            ),
-            bump(id),
-        ])
-        .await
-        .map(drop)
+        let write = Stmt::new(
+            "UPDATE workflows SET status = $3, finished_at = $4 WHERE id = $1 AND org_id = $2",
+            args![
+                id.as_str(),
+                org.as_str(),
+                status.as_str(),
+                Arg::Int(finished)
+            ],
+        );
+        self.execute(bumped(S::DIALECT, write, id)).await.map(drop)
     }
 
     async fn update_step(
@@ -696,14 +757,23 @@ impl<S: Sql + 'static> WorkflowStore for S {
         index: u32,
         u: StepUpdate,
     ) -> Result<()> {
+        let missing = format!("no step {index} in workflow {id}");
+        let write = update_step_stmt(org, id, index, &u);
+        if S::DIALECT == Dialect::Postgres {
+            // The update finds the step or changes nothing: no read first.
+            let changed = self.execute(bumped(S::DIALECT, write, id)).await?;
+            return match changed.first() {
+                Some(n) if *n > 0 => Ok(()),
+                _ => Err(StoreError::Invalid(missing)),
+            };
+        }
         let read = Stmt::new(
             "SELECT idx FROM workflow_steps WHERE workflow_id = $1 AND idx = $2 \
              AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = $1 AND w.org_id = $3)",
             args![id.as_str(), index, org.as_str()],
         );
-        let stmts = vec![update_step_stmt(org, id, index, &u), bump(id)];
-        let missing = format!("no step {index} in workflow {id}");
-        self.write_if_found(read, stmts, missing).await
+        self.write_if_found(read, bumped(S::DIALECT, write, id), missing)
+            .await
     }
 
     async fn dispatch_step(
@@ -714,6 +784,19 @@ impl<S: Sql + 'static> WorkflowStore for S {
         job: NewJob,
         token: Option<StateToken>,
     ) -> Result<()> {
+        if S::DIALECT == Dialect::Postgres {
+            return self
+                .execute(vec![dispatch_in_one(org, id, index, &job, token)])
+                .await?
+                .first()
+                .filter(|n| **n > 0)
+                .map(drop)
+                .ok_or_else(|| {
+                    StoreError::Invalid(format!(
+                        "workflow {id} is not running: step {index} not dispatched"
+                    ))
+                });
+        }
         // The workflow's row, read locked: it stays running until the
         // step is dispatched.
         let read = Stmt::new(

@@ -48,6 +48,16 @@ impl Sql for PostgresStore {
 
     async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>> {
         let mut conn = self.conn().await?;
+        // One statement is atomic alone: no `BEGIN` and `COMMIT` round
+        // trips around it. A `must_change` it fails changed nothing.
+        if let [s] = stmts.as_slice() {
+            let done = bound(s)
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| failed(e, s))?;
+            conn.done();
+            return Ok(vec![s.changed(done.rows_affected())?]);
+        }
         let mut tx = conn.begin().await.map_err(db)?;
         let mut changed = Vec::with_capacity(stmts.len());
         for s in &stmts {
