@@ -3,7 +3,7 @@
 use nuon_core::audit::{AuditEntry, Verifier};
 use nuon_core::wire::AuditVerification;
 
-use super::rows::{Cells, Record};
+use super::rows::{Cells, Dialect, Record};
 use super::shared::corrupt;
 use std::collections::BTreeMap;
 
@@ -147,42 +147,119 @@ impl Record for HeadOf {
 }
 
 /// The statements that append `entries` to `heads` and move the heads on.
-fn appends(mut heads: BTreeMap<OrgId, Chain>, entries: Vec<NewAudit>) -> Result<Vec<Stmt>> {
-    let mut stmts = Vec::with_capacity(entries.len() + heads.len());
+/// Entries one insert holds at most: 11 values each, well under either
+/// database's bound on a statement's parameters.
+const ROWS_PER_INSERT: usize = 1000;
+
+fn appends(
+    dialect: Dialect,
+    mut heads: BTreeMap<OrgId, Chain>,
+    entries: Vec<NewAudit>,
+) -> Result<Vec<Stmt>> {
+    let mut rows = Vec::with_capacity(entries.len());
     for NewAudit { org, entry } in entries {
         let Some(chain) = heads.get_mut(&org) else {
             return Err(corrupt(format!("the audit chain of org {org} has no head")));
         };
         let e = chain.append(entry);
-        stmts.push(Stmt::new(
+        rows.push(args![
+            org.as_str(),
+            i64::try_from(e.n).map_err(corrupt)?,
+            e.at_ms,
+            e.actor,
+            e.action,
+            e.target,
+            e.source,
+            e.outcome,
+            e.detail,
+            e.prev,
+            e.hash,
+        ]);
+    }
+    let mut stmts: Vec<Stmt> = Vec::new();
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        stmts.push(values_stmt(
             "INSERT INTO audit (org_id, n, at, actor, action, target, source, outcome, \
-             detail, prev, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-            args![
-                org.as_str(),
-                i64::try_from(e.n).map_err(corrupt)?,
-                e.at_ms,
-                e.actor,
-                e.action,
-                e.target,
-                e.source,
-                e.outcome,
-                e.detail,
-                e.prev,
-                e.hash,
-            ],
+             detail, prev, hash) VALUES ",
+            chunk,
         ));
     }
-    for (org, chain) in heads {
-        stmts.push(Stmt::new(
-            "UPDATE audit_heads SET n = $2, hash = $3 WHERE org_id = $1",
-            args![
+    let moved: Vec<Vec<Arg>> = heads
+        .iter()
+        .map(|(org, chain)| {
+            Ok(args![
                 org.as_str(),
                 i64::try_from(chain.n).map_err(corrupt)?,
-                chain.head
-            ],
-        ));
+                chain.head.as_str()
+            ])
+        })
+        .collect::<Result<_>>()?;
+    match dialect {
+        // The heads moved in the statement of the last insert: one round
+        // trip for a batch of up to a thousand entries.
+        Dialect::Postgres => {
+            let Some(last) = stmts.pop() else {
+                return Ok(stmts);
+            };
+            let heads = values_stmt("", &moved);
+            let at = last.args.len();
+            stmts.push(Stmt::new(
+                format!(
+                    "WITH added AS ({}) UPDATE audit_heads AS h SET n = v.n, hash = v.hash \
+                     FROM (VALUES {}) AS v(org_id, n, hash) WHERE h.org_id = v.org_id",
+                    last.sql,
+                    shift_placeholders(&heads.sql, at)
+                ),
+                last.args.into_iter().chain(heads.args).collect(),
+            ));
+        }
+        Dialect::Sqlite => stmts.extend(moved.into_iter().map(|head| {
+            Stmt::new(
+                "UPDATE audit_heads SET n = $2, hash = $3 WHERE org_id = $1",
+                head,
+            )
+        })),
     }
     Ok(stmts)
+}
+
+/// `prefix` and a row of placeholders per row of `rows` (`($1, $2), ($3,
+/// $4)`), all bound.
+fn values_stmt(prefix: &str, rows: &[Vec<Arg>]) -> Stmt {
+    let mut sql = String::from(prefix);
+    let mut args = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        sql.push_str(if i == 0 { "(" } else { ", (" });
+        for (j, a) in row.iter().enumerate() {
+            if j > 0 {
+                sql.push_str(", ");
+            }
+            args.push(a.clone());
+            sql.push_str(&format!("${}", args.len()));
+        }
+        sql.push(')');
+    }
+    Stmt::new(sql, args)
+}
+
+/// `sql` with each placeholder `$n` as `$(n + by)` (it holds no quoted `$`).
+fn shift_placeholders(sql: &str, by: usize) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '$' {
+            let mut n = String::new();
+            while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                n.push(d);
+            }
+            match n.parse::<usize>() {
+                Ok(n) => out.push_str(&(n + by).to_string()),
+                Err(_) => out.push_str(&n),
+            }
+        }
+    }
+    out
 }
 
 /// The audit trail's store, written once for both databases.
@@ -193,32 +270,56 @@ impl<S: Sql + 'static> AuditStore for S {
             return Ok(());
         }
         let orgs: std::collections::BTreeSet<&OrgId> = entries.iter().map(|e| &e.org).collect();
-        // A head for an org that has none yet, so that two replicas
-        // appending an org's first entries take turns on its row; then the
-        // heads locked in one order, so that two never deadlock.
-        let first = orgs
-            .iter()
-            .map(|org| {
-                Stmt::new(
-                    "INSERT INTO audit_heads (org_id, n, hash) VALUES ($1, 0, $2) \
-                     ON CONFLICT (org_id) DO NOTHING",
-                    args![org.as_str(), genesis(org.as_str())],
-                )
-            })
-            .collect();
-        let marks: Vec<String> = (1..=orgs.len()).map(|i| format!("${i}")).collect();
-        let read = Stmt::new(
-            format!(
-                "SELECT {} FROM audit_heads WHERE org_id IN ({}) ORDER BY org_id",
-                HeadOf::COLUMNS,
-                marks.join(", ")
-            ),
-            orgs.iter().map(|o| Arg::from(o.as_str())).collect(),
-        );
-        let plan = Change::locked_read(read).first(first);
+        let plan = match S::DIALECT {
+            // Each org's head made if it has none and locked, in org order
+            // (two appends never deadlock), and read: one statement (an
+            // upsert that changes nothing of a head it finds).
+            Dialect::Postgres => {
+                let heads: Vec<Vec<Arg>> = orgs
+                    .iter()
+                    .map(|org| args![org.as_str(), genesis(org.as_str())])
+                    .collect();
+                let heads = values_stmt("", &heads);
+                Change::read_by_write(Stmt::new(
+                    format!(
+                        "INSERT INTO audit_heads (org_id, n, hash) \
+                         SELECT org_id, 0, hash FROM (VALUES {}) AS v(org_id, hash) \
+                         ON CONFLICT (org_id) DO UPDATE SET n = audit_heads.n RETURNING {}",
+                        heads.sql,
+                        HeadOf::COLUMNS
+                    ),
+                    heads.args,
+                ))
+            }
+            // A head for an org that has none yet, so that two replicas
+            // appending an org's first entries take turns on its row; then
+            // the heads locked in one order, so that two never deadlock.
+            Dialect::Sqlite => {
+                let first = orgs
+                    .iter()
+                    .map(|org| {
+                        Stmt::new(
+                            "INSERT INTO audit_heads (org_id, n, hash) VALUES ($1, 0, $2) \
+                             ON CONFLICT (org_id) DO NOTHING",
+                            args![org.as_str(), genesis(org.as_str())],
+                        )
+                    })
+                    .collect();
+                let marks: Vec<String> = (1..=orgs.len()).map(|i| format!("${i}")).collect();
+                let read = Stmt::new(
+                    format!(
+                        "SELECT {} FROM audit_heads WHERE org_id IN ({}) ORDER BY org_id",
+                        HeadOf::COLUMNS,
+                        marks.join(", ")
+                    ),
+                    orgs.iter().map(|o| Arg::from(o.as_str())).collect(),
+                );
+                Change::locked_read(read).first(first)
+            }
+        };
         self.change(plan, move |rows: Vec<HeadOf>| {
             let heads = rows.into_iter().map(|HeadOf(o, c)| (o, c)).collect();
-            Ok((appends(heads, entries)?, ()))
+            Ok((appends(S::DIALECT, heads, entries)?, ()))
         })
         .await
     }

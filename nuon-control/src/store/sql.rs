@@ -179,6 +179,18 @@ impl Change {
         }
     }
 
+    /// Reads what `write` answers (`... RETURNING`): a write that locks
+    /// the rows it answers, so nothing else changes them until this
+    /// change ends (PostgreSQL only: SQLite has no `RETURNING` here).
+    pub(super) fn read_by_write(write: Stmt) -> Self {
+        Change {
+            first: Vec::new(),
+            lock: None,
+            read: write,
+            read_locks: false,
+        }
+    }
+
     /// Runs `first` after the lock, before the read.
     pub(super) fn first(mut self, first: Vec<Stmt>) -> Self {
         self.first = first;

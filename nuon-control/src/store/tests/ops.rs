@@ -72,6 +72,22 @@ conformance! {
         assert_eq!(verify_audit(s, &other).await.unwrap().broken, None);
     }
 
+    async fn a_batch_larger_than_one_insert_is_appended_whole(f: Fixture) {
+        let s = &*f.store;
+        let other = s.create_org(&OrgId::generate(), "other", b"k").await.unwrap().org_id;
+        // 2,500 entries of two orgs in one batch: more than one insert holds.
+        let batch: Vec<NewAudit> = (1..=2500u64)
+            .map(|i| NewAudit { org: if i % 5 == 0 { other.clone() } else { f.org.clone() }, entry: entry(i) })
+            .collect();
+        s.append_audit(batch).await.unwrap();
+        s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(9999) }]).await.unwrap();
+        let v = verify_audit(s, &f.org).await.unwrap();
+        assert_eq!((v.entries, v.broken), (2001, None));
+        let v = verify_audit(s, &other).await.unwrap();
+        assert_eq!((v.entries, v.broken), (500, None));
+        assert_eq!(s.audit_head(&other).await.unwrap().map(|h| h.0), Some(500));
+    }
+
     async fn entries_appended_while_the_chain_is_verified_are_not_tampering(f: Fixture) {
         let s = &*f.store;
         s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(1) }]).await.unwrap();
