@@ -96,9 +96,10 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
     let mut most = 0;
     let mut reads = 0u64;
     let mut last_wave = 0;
-    // A rollout of thousands reads as megabytes: polled as a person's
-    // `--watch` would, not at a rate that makes the GET the bench's load.
-    let poll = Duration::from_millis(200 * (created.targets.len() as u64 / 1000).max(1));
+    // Polled as `--wait` follows a rollout (every 500 ms), and
+    // less often past a thousand targets (a rollout of thousands reads as
+    // megabytes): not at a rate that makes the GET the bench's load.
+    let poll = Duration::from_millis(500 * (created.targets.len() as u64 / 1000).max(1));
     let ended = loop {
         let r = control.get_rollout(created.id.as_str()).await?;
         reads += 1;

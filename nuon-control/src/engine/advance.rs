@@ -63,13 +63,16 @@ impl Engine {
         }
         // Its step's job still runs: nothing to do, and nothing to load
         // (what a full pass finds of most of a busy fleet's workflows).
+        // An ended job read here is the one the step reads below.
+        let mut ended_job = None;
         if wf.status == WorkflowStatus::Running
             && let Next::Job(i) = rules::next(&wf.steps)
             && let Some(job_id) = &wf.steps[i].job_id
-            && let Some(job) = self.store.get_job(org, job_id).await?
-            && !job.status.is_terminal()
         {
-            return Ok(());
+            match self.store.get_job(org, job_id).await? {
+                Some(job) if !job.status.is_terminal() => return Ok(()),
+                job => ended_job = job,
+            }
         }
         let mut cx = match self.load(org, wf.clone()).await {
             Ok(cx) => cx,
@@ -107,10 +110,12 @@ impl Engine {
                     let Some(job_id) = &step.job_id else {
                         return self.fail(&cx, &step, "the step lost its job".into()).await;
                     };
-                    let job =
-                        self.store.get_job(org, job_id).await?.ok_or_else(|| {
+                    let job = match ended_job.take().filter(|j| &j.id == job_id) {
+                        Some(job) => job,
+                        None => self.store.get_job(org, job_id).await?.ok_or_else(|| {
                             EngineError::Internal(format!("job {job_id} is gone"))
-                        })?;
+                        })?,
+                    };
                     if !job.status.is_terminal() {
                         return Ok(());
                     }

@@ -270,6 +270,22 @@ impl Record for StepRow {
     }
 }
 
+/// A workflow's row with one of its steps (none for a workflow of no
+/// steps): a workflow read in one statement.
+struct HeadAndStep(WorkflowHead, Option<Step>);
+
+impl Record for HeadAndStep {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        let at = WorkflowHead::COLUMNS.split(',').count();
+        let step = match r.opt_int(at)? {
+            Some(_) => Some(Step::read(&Offset(r, at))?),
+            None => None,
+        };
+        Ok(HeadAndStep(WorkflowHead::read(r)?, step))
+    }
+}
+
 /// What a new workflow is checked against in its transaction: whether its
 /// install is the org's, whether its cron run was stored already, and the
 /// version of the rollout it starts when that rollout is the org's.
@@ -646,27 +662,24 @@ impl<S: Sql + 'static> WorkflowStore for S {
     }
 
     async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Workflow>> {
-        let head: Option<WorkflowHead> = self
-            .query_one(Stmt::new(
+        // The head on each of its steps' rows: one round trip.
+        let rows: Vec<HeadAndStep> = self
+            .query(Stmt::new(
                 format!(
-                    "SELECT {} FROM workflows WHERE id = $1 AND org_id = $2",
-                    WorkflowHead::COLUMNS
+                    "SELECT h.*, s.* FROM (SELECT {} FROM workflows WHERE id = $1 AND org_id = $2) h \
+                     LEFT JOIN (SELECT {} FROM workflow_steps WHERE workflow_id = $1) s ON 1 = 1 \
+                     ORDER BY s.idx",
+                    WorkflowHead::COLUMNS,
+                    Step::COLUMNS
                 ),
                 args![id.as_str(), org.as_str()],
             ))
             .await?;
-        let Some(head) = head else {
+        let mut rows = rows.into_iter();
+        let Some(HeadAndStep(head, first)) = rows.next() else {
             return Ok(None);
         };
-        let steps: Vec<Step> = self
-            .query(Stmt::new(
-                format!(
-                    "SELECT {} FROM workflow_steps WHERE workflow_id = $1 ORDER BY idx",
-                    Step::COLUMNS
-                ),
-                args![id.as_str()],
-            ))
-            .await?;
+        let steps = first.into_iter().chain(rows.filter_map(|r| r.1)).collect();
         Ok(Some(head.with_steps(id.clone(), steps)))
     }
 
