@@ -4,6 +4,7 @@
 //! denials, teardown and deprovision, deploys from the install's own store
 //! only, and broken inputs refused before any job runs.
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -2977,6 +2978,7 @@ fn the_tutorial_walkthrough_runs_as_written() {
                 started.push(
                     Command::new("sh")
                         .args(["-c", &command])
+                        .process_group(0)
                         .current_dir(cwd)
                         .stdout(Stdio::null())
                         .stderr(std::fs::File::create(cwd.join("demo2-runner.log")).unwrap())
@@ -3017,7 +3019,9 @@ fn the_tutorial_walkthrough_runs_as_written() {
         printed.push(said);
         ran += 1;
     }
+    // The shell and the runner it started: the whole group.
     for mut c in started {
+        nuon_tests::signal_group(c.id(), libc::SIGKILL);
         let _ = c.kill();
         let _ = c.wait();
     }

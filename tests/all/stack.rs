@@ -215,7 +215,10 @@ fn the_vm_bundle_starts_a_runner_that_phones_home_once_and_its_outputs_reach_ter
 pub(crate) struct KillOnDrop(pub(crate) std::process::Child);
 
 impl Drop for KillOnDrop {
+    /// Kills the child, and its whole group when it leads one (started
+    /// with `process_group(0)`: a shell and the runner it started).
     fn drop(&mut self) {
+        nuon_tests::signal_group(self.0.id(), libc::SIGKILL);
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
