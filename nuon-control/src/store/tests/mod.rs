@@ -113,6 +113,7 @@ mod queue;
 mod replicas;
 mod sealing;
 mod states;
+mod steps;
 mod workflows;
 
 impl Fixture {

@@ -1,0 +1,81 @@
+//! A step's dispatch and changes: only while its workflow runs, and each
+//! marking its install's summary stale.
+
+use super::*;
+
+conformance! {
+    async fn a_step_is_dispatched_only_while_its_workflow_runs_and_each_change_marks_the_summary_stale(f: Fixture) {
+        use nuon_core::WorkflowId;
+        use nuon_core::workflow::{PlannedStep, StepKind, StepStatus, WorkflowKind, WorkflowStatus};
+
+        let inst = f.install("acme").await;
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
+        let wf = WorkflowId::generate();
+        let step = |name: &str| PlannedStep {
+            name: name.into(),
+            kind: StepKind::Plan,
+            target: Some("db".into()),
+            needs_approval: false,
+            skipped: None,
+        };
+        f.store
+            .create_workflow(&f.org, NewWorkflow {
+                id: wf.clone(),
+                install_id: inst.id.clone(),
+                kind: WorkflowKind::Deploy,
+                config_version: 1,
+                component: None,
+                steps: vec![step("plan db"), step("apply db")],
+                inputs: Default::default(),
+                trigger: None,
+                fire: None,
+                release: None,
+                rollout: None,
+            })
+            .await
+            .unwrap();
+        let rev = || async { f.store.install_summary_rev(&inst.id).await.unwrap() };
+        let queued = || async { f.store.claim(&inst.runner_id, &["terraform".into()], 8, 60_000).await.unwrap().jobs.len() };
+
+        // Pending: no dispatch, nothing queued, nothing marked.
+        let at_start = rev().await;
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        let refused = f.store.dispatch_step(&f.org, &wf, 0, job, None).await;
+        assert!(matches!(&refused, Err(StoreError::Invalid(m)) if m.contains("not running")), "{refused:?}");
+        assert_eq!(rev().await, at_start);
+        assert_eq!(f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap().steps[0].job_id, None);
+
+        // Running: another org's dispatch and a step it does not have are
+        // refused the same way; then the step's job is queued.
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running).await.unwrap();
+        let running = rev().await;
+        assert!(running > at_start, "a status change marks the summary stale");
+        for (org, index) in [(&other, 0), (&f.org, 7)] {
+            let job = f.new_job(&inst.runner_id, "terraform", 1);
+            let refused = f.store.dispatch_step(org, &wf, index, job, None).await;
+            assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+        }
+        assert_eq!(rev().await, running);
+        assert_eq!(queued().await, 0, "a refused dispatch queues nothing");
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        let job_id = job.spec.job_id.clone();
+        f.store.dispatch_step(&f.org, &wf, 0, job, None).await.unwrap();
+        let dispatched = rev().await;
+        assert!(dispatched > running);
+        let w = f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap();
+        assert_eq!((w.steps[0].status, w.steps[0].job_id.as_ref()), (StepStatus::Running, Some(&job_id)));
+        assert_eq!(w.steps[1].job_id, None);
+        assert_eq!(queued().await, 1);
+
+        // A step's change marks it; one refused (another org's) does not.
+        let refused = f.store.update_step(&other, &wf, 0, StepUpdate { status: StepStatus::Failed, ..Default::default() }).await;
+        assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+        assert_eq!(rev().await, dispatched);
+        f.store.update_step(&f.org, &wf, 0, StepUpdate { status: StepStatus::Succeeded, ..Default::default() }).await.unwrap();
+        assert!(rev().await > dispatched);
+        // Another org's status change changes nothing (a mark more is
+        // only a summary made again).
+        f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed).await.unwrap();
+        assert_eq!(f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap().status, WorkflowStatus::Running);
+    }
+}

@@ -1,0 +1,124 @@
+//! The statements of a workflow's writes, and of its install's summary
+//! cache: PostgreSQL's each in one statement where SQLite takes two.
+
+use super::super::rows::Dialect;
+use super::super::sql::{Arg, Stmt, args};
+use super::super::*;
+use nuon_core::now_ms;
+
+/// The statements of the summary cache.
+pub(super) mod summary_sql {
+    /// Marks an install's summary stale (`$1`: the install).
+    pub(in crate::store) const BUMP_INSTALL: &str = "INSERT INTO install_summaries (install_id, rev) VALUES ($1, 1) \
+         ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1";
+    /// Marks the summary of a workflow's install stale (`$1`: the workflow).
+    pub(in crate::store) const BUMP_WORKFLOW: &str = "INSERT INTO install_summaries (install_id, rev) \
+         SELECT install_id, 1 FROM workflows WHERE id = $1 \
+         ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1";
+    /// Saves a summary made at revision `$2` (`$1` the install, `$3` its
+    /// brief, `$4` the whole), only while that is still the install's
+    /// revision.
+    pub(in crate::store) const SAVE: &str = "INSERT INTO install_summaries (install_id, rev, summary_rev, brief, summary) \
+         VALUES ($1, $2, $2, $3, $4) \
+         ON CONFLICT (install_id) DO UPDATE SET summary_rev = excluded.summary_rev, \
+         brief = excluded.brief, summary = excluded.summary \
+         WHERE install_summaries.rev = excluded.rev";
+}
+
+/// Changes a step's row as `u` says, when the workflow is the org's.
+/// `approved` and `clear_job` are integers (1 true, 0 false, NULL none).
+pub(super) fn update_step_stmt(org: &OrgId, id: &WorkflowId, index: u32, u: &StepUpdate) -> Stmt {
+    Stmt::new(
+        "UPDATE workflow_steps SET status = $4, reason = $5, \
+         outputs = COALESCE($6, outputs), \
+         approved_at = CASE $7 WHEN 1 THEN $8 WHEN 0 THEN NULL ELSE approved_at END, \
+         approved_by = CASE $7 WHEN 1 THEN $11 WHEN 0 THEN NULL ELSE approved_by END, \
+         job_id = CASE $9 WHEN 1 THEN NULL ELSE job_id END, \
+         attempts = COALESCE($10, attempts) \
+         WHERE workflow_id = $1 AND idx = $3 \
+         AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = $1 AND w.org_id = $2)",
+        args![
+            id.as_str(),
+            org.as_str(),
+            index,
+            u.status.as_str(),
+            u.reason.as_deref(),
+            u.outputs_json.as_deref(),
+            Arg::Int(u.approved.map(i64::from)),
+            now_ms(),
+            i64::from(u.clear_job),
+            u.attempts_json(),
+            u.approved_by.as_deref(),
+        ],
+    )
+}
+
+/// Marks the summary of a workflow's install stale.
+pub(super) fn bump(workflow: &WorkflowId) -> Stmt {
+    Stmt::new(summary_sql::BUMP_WORKFLOW, args![workflow.as_str()])
+}
+
+/// `write` (whose `$1` is the workflow `workflow`), then the bump of its
+/// install's summary when it changed a row. PostgreSQL: one statement (one
+/// round trip, atomic without a transaction of its own; it changed a row
+/// when it bumped one); SQLite, which has no writes in `WITH`: the two.
+pub(super) fn bumped(dialect: Dialect, write: Stmt, workflow: &WorkflowId) -> Vec<Stmt> {
+    match dialect {
+        Dialect::Postgres => vec![Stmt {
+            sql: format!(
+                "WITH changed AS ({} RETURNING 1) \
+                 INSERT INTO install_summaries (install_id, rev) \
+                 SELECT install_id, 1 FROM workflows WHERE id = $1 \
+                   AND EXISTS (SELECT 1 FROM changed) \
+                 ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1",
+                write.sql
+            ),
+            ..write
+        }],
+        Dialect::Sqlite => vec![write, bump(workflow)],
+    }
+}
+
+/// A step's dispatch on PostgreSQL, in one statement (one round trip, no
+/// transaction of its own): the workflow's row locked while it runs, the
+/// job queued, the step running it, its state token, the summary bumped;
+/// nothing unless the workflow is running and has the step (then it
+/// changes no row).
+pub(super) fn dispatch_in_one(
+    org: &OrgId,
+    id: &WorkflowId,
+    index: u32,
+    job: &NewJob,
+    token: Option<StateToken>,
+) -> Stmt {
+    // `$1` to `$10` are the job's; the workflow's follow.
+    let mut insert = super::jobs::job_insert_from(job, "FROM wf RETURNING id");
+    insert.args.extend(args![id.as_str(), org.as_str(), index]);
+    let token_sql = match token {
+        Some(t) => {
+            insert
+                .args
+                .extend(args![t.hash, t.install_id.as_str(), t.component]);
+            ", token AS (INSERT INTO state_tokens (token_hash, job_id, install_id, component) \
+               SELECT $14, id, $15, $16 FROM job)"
+        }
+        None => "",
+    };
+    Stmt {
+        sql: format!(
+            "WITH wf AS (SELECT install_id FROM workflows \
+                WHERE id = $11 AND org_id = $12 AND status = 'running' \
+                AND EXISTS (SELECT 1 FROM workflow_steps WHERE workflow_id = $11 AND idx = $13) \
+                FOR UPDATE), \
+             job AS ({}), \
+             step AS (UPDATE workflow_steps SET status = 'running', job_id = (SELECT id FROM job), \
+                reason = NULL WHERE workflow_id = $11 AND idx = $13 AND EXISTS (SELECT 1 FROM job) \
+                RETURNING 1){token_sql} \
+             INSERT INTO install_summaries (install_id, rev) \
+             SELECT install_id, 1 FROM wf WHERE EXISTS (SELECT 1 FROM step) \
+             ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1",
+            insert.sql
+        ),
+        ..insert
+    }
+}
