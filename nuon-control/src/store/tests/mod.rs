@@ -65,6 +65,28 @@ async fn fixtures() -> Vec<Fixture> {
     out
 }
 
+/// A new deploy workflow `id` of `install` at config version 1, with these
+/// steps and nothing else set.
+fn new_workflow(
+    id: &nuon_core::WorkflowId,
+    install: &InstallId,
+    steps: Vec<nuon_core::workflow::PlannedStep>,
+) -> crate::store::NewWorkflow {
+    crate::store::NewWorkflow {
+        id: id.clone(),
+        install_id: install.clone(),
+        kind: nuon_core::workflow::WorkflowKind::Deploy,
+        config_version: 1,
+        component: None,
+        steps,
+        inputs: Default::default(),
+        trigger: None,
+        fire: None,
+        release: None,
+        rollout: None,
+    }
+}
+
 /// An install `name` of `app` to create, with its own runner.
 fn new_install(app: &AppId, name: &str, labels: nuon_core::labels::Labels) -> NewInstall {
     NewInstall {

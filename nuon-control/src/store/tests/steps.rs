@@ -6,7 +6,7 @@ use super::*;
 conformance! {
     async fn a_step_is_dispatched_only_while_its_workflow_runs_and_each_change_marks_the_summary_stale(f: Fixture) {
         use nuon_core::WorkflowId;
-        use nuon_core::workflow::{PlannedStep, StepKind, StepStatus, WorkflowKind, WorkflowStatus};
+        use nuon_core::workflow::{PlannedStep, StepKind, StepStatus, WorkflowStatus};
 
         let inst = f.install("acme").await;
         let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
@@ -19,19 +19,7 @@ conformance! {
             skipped: None,
         };
         f.store
-            .create_workflow(&f.org, NewWorkflow {
-                id: wf.clone(),
-                install_id: inst.id.clone(),
-                kind: WorkflowKind::Deploy,
-                config_version: 1,
-                component: None,
-                steps: vec![step("plan db"), step("apply db")],
-                inputs: Default::default(),
-                trigger: None,
-                fire: None,
-                release: None,
-                rollout: None,
-            })
+            .create_workflow(&f.org, new_workflow(&wf, &inst.id, vec![step("plan db"), step("apply db")]))
             .await
             .unwrap();
         let rev = || async { f.store.install_summary_rev(&inst.id).await.unwrap() };
