@@ -398,8 +398,12 @@ fn create_stmts(org: &OrgId, new: &NewWorkflow, now: i64) -> Result<Vec<Stmt>> {
             new.release.as_ref().map(|r| r.as_str()),
         ],
     ));
-    let steps = new.steps.iter().enumerate();
-    stmts.extend(steps.map(|(i, s)| insert_step(&new.id, i, s)));
+    let steps: Vec<(usize, &PlannedStep)> = new.steps.iter().enumerate().collect();
+    stmts.extend(
+        steps
+            .chunks(STEPS_PER_INSERT)
+            .map(|chunk| insert_steps(&new.id, chunk)),
+    );
     stmts.push(Stmt::new(
         summary_sql::BUMP_INSTALL,
         args![new.install_id.as_str()],
@@ -407,16 +411,35 @@ fn create_stmts(org: &OrgId, new: &NewWorkflow, now: i64) -> Result<Vec<Stmt>> {
     Ok(stmts)
 }
 
-/// Stores a planned step. Its `needs_approval` is PostgreSQL's `BOOLEAN`
-/// and SQLite's 0/1: the SQL makes it of an integer.
-fn insert_step(workflow: &WorkflowId, i: usize, s: &PlannedStep) -> Stmt {
-    let (status, outputs) = planned_status(s);
-    Stmt::new(
+/// Steps one insert holds at most: 9 values each, well under either
+/// database's bound on a statement's parameters.
+const STEPS_PER_INSERT: usize = 1000;
+
+/// Stores planned steps (each with its index), in one statement. A step's
+/// `needs_approval` is PostgreSQL's `BOOLEAN` and SQLite's 0/1: the SQL
+/// makes it of an integer.
+fn insert_steps(workflow: &WorkflowId, steps: &[(usize, &PlannedStep)]) -> Stmt {
+    let mut sql = String::from(
         "INSERT INTO workflow_steps (workflow_id, idx, name, kind, target, needs_approval, \
-         status, reason, outputs) VALUES ($1, $2, $3, $4, $5, $6 <> 0, $7, $8, $9)",
-        args![
+         status, reason, outputs) VALUES ",
+    );
+    let mut all = Vec::with_capacity(steps.len() * 9);
+    for (row, (i, s)) in steps.iter().enumerate() {
+        let (status, outputs) = planned_status(s);
+        let n = row * 9;
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        let marks: Vec<String> = (1..=9)
+            .map(|k| match k {
+                6 => format!("${} <> 0", n + k),
+                _ => format!("${}", n + k),
+            })
+            .collect();
+        sql.push_str(&format!("({})", marks.join(", ")));
+        all.extend(args![
             workflow.as_str(),
-            i as i64,
+            *i as i64,
             s.name.as_str(),
             enum_str(&s.kind),
             s.target.as_deref(),
@@ -424,8 +447,9 @@ fn insert_step(workflow: &WorkflowId, i: usize, s: &PlannedStep) -> Stmt {
             status,
             s.skipped.as_deref(),
             outputs,
-        ],
-    )
+        ]);
+    }
+    Stmt::new(sql, all)
 }
 
 /// The new workflow as its rows read once stored.
