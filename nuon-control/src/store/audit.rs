@@ -182,6 +182,7 @@ fn appends(
             "INSERT INTO audit (org_id, n, at, actor, action, target, source, outcome, \
              detail, prev, hash) VALUES ",
             chunk,
+            0,
         ));
     }
     let moved: Vec<Vec<Arg>> = heads
@@ -201,14 +202,12 @@ fn appends(
             let Some(last) = stmts.pop() else {
                 return Ok(stmts);
             };
-            let heads = values_stmt("", &moved);
-            let at = last.args.len();
+            let heads = values_stmt("", &moved, last.args.len());
             stmts.push(Stmt::new(
                 format!(
                     "WITH added AS ({}) UPDATE audit_heads AS h SET n = v.n, hash = v.hash \
                      FROM (VALUES {}) AS v(org_id, n, hash) WHERE h.org_id = v.org_id",
-                    last.sql,
-                    shift_placeholders(&heads.sql, at)
+                    last.sql, heads.sql
                 ),
                 last.args.into_iter().chain(heads.args).collect(),
             ));
@@ -224,8 +223,9 @@ fn appends(
 }
 
 /// `prefix` and a row of placeholders per row of `rows` (`($1, $2), ($3,
-/// $4)`), all bound.
-fn values_stmt(prefix: &str, rows: &[Vec<Arg>]) -> Stmt {
+/// $4)`), all bound; numbered from `$(after + 1)` when the statement
+/// holds `after` parameters before them.
+fn values_stmt(prefix: &str, rows: &[Vec<Arg>], after: usize) -> Stmt {
     let mut sql = String::from(prefix);
     let mut args = Vec::new();
     for (i, row) in rows.iter().enumerate() {
@@ -235,31 +235,11 @@ fn values_stmt(prefix: &str, rows: &[Vec<Arg>]) -> Stmt {
                 sql.push_str(", ");
             }
             args.push(a.clone());
-            sql.push_str(&format!("${}", args.len()));
+            sql.push_str(&format!("${}", after + args.len()));
         }
         sql.push(')');
     }
     Stmt::new(sql, args)
-}
-
-/// `sql` with each placeholder `$n` as `$(n + by)` (it holds no quoted `$`).
-fn shift_placeholders(sql: &str, by: usize) -> String {
-    let mut out = String::with_capacity(sql.len() + 8);
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        out.push(c);
-        if c == '$' {
-            let mut n = String::new();
-            while let Some(d) = chars.next_if(char::is_ascii_digit) {
-                n.push(d);
-            }
-            match n.parse::<usize>() {
-                Ok(n) => out.push_str(&(n + by).to_string()),
-                Err(_) => out.push_str(&n),
-            }
-        }
-    }
-    out
 }
 
 /// The audit trail's store, written once for both databases.
@@ -279,7 +259,7 @@ impl<S: Sql + 'static> AuditStore for S {
                     .iter()
                     .map(|org| args![org.as_str(), genesis(org.as_str())])
                     .collect();
-                let heads = values_stmt("", &heads);
+                let heads = values_stmt("", &heads, 0);
                 Change::read_by_write(Stmt::new(
                     format!(
                         "INSERT INTO audit_heads (org_id, n, hash) \
