@@ -3,23 +3,31 @@
 //!
 //! A call queues its write and waits for the answer. A few committer tasks
 //! take whatever is waiting (up to [`MAX_BATCH`] writes or
-//! [`MAX_BATCH_LOG_BYTES`] of log lines) and apply it in one transaction of
-//! at most five round trips, however many writes it holds:
+//! [`MAX_BATCH_LOG_BYTES`] of log lines) and apply it, however many writes
+//! it holds, in two round trips and no transaction (optimistically):
 //!
-//! 1. `BEGIN`, and the heartbeating runners are seen (their rows locked in
-//!    id order);
-//! 2. every attempt the writes name is read and locked, in key order;
-//! 3. each write is decided in order, in memory, against those rows (the
+//! 1. one statement sees the heartbeating runners (their rows locked in id
+//!    order, for that statement only) and reads every attempt the writes
+//!    name, with its job, as one snapshot;
+//! 2. each write is decided in order, in memory, against those rows (the
 //!    fence, the log high mark, a completion's idempotence), so that a
 //!    refused write refuses only itself;
-//! 4. one statement stores the log chunks, the attempts' new leases, high
-//!    marks and ends, and the jobs' results; then `COMMIT`.
+//! 3. one statement locks the attempts the batch changes, in key order,
+//!    keeping only those still as step 1 read them, and stores the
+//!    changes of those alone: their new leases, high marks and ends, their
+//!    log chunks and their jobs' results.
 //!
-//! Every committer locks runner rows, then attempt rows, each in key order,
-//! so two batches (of this replica or another) wait on each other at most
-//! once and never deadlock. A batch the database refuses is applied again
-//! write by write, so one bad write fails alone; every write is safe to
-//! send again.
+//! An attempt another write moved between 1 and 3 (a log batch or a
+//! completion through the other replica, the lease reaper) is not written:
+//! the writes that name it are applied again, in their order, the
+//! pessimistic way: in one transaction of at most five round trips that
+//! locks the runners' rows, then the attempts' (each in key order), reads
+//! them, decides, and writes. Every committer locks runner rows, then
+//! attempt rows, then job rows, each in key order, so two batches (of
+//! this replica or another) wait on each other at most once and never
+//! deadlock. A batch the database refuses is applied again write by
+//! write, so one bad write fails alone; every write is safe to send
+//! again.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -234,11 +242,15 @@ struct Attempt {
     lease_until: Option<i64>,
     finished_at: Option<i64>,
     dirty: bool,
+    /// The high mark, state and log bytes as read: the row is written only
+    /// while it still holds them.
+    read: (i64, String, i64),
 }
 
 /// A job's end, as a completion records it.
 struct JobEnd {
     job: String,
+    attempt: i64,
     status: &'static str,
     exit_code: Option<i32>,
     reason: Option<String>,
@@ -263,76 +275,199 @@ struct Plan<'a> {
 
 type Key = (String, i64);
 
-/// Applies `ops` in one transaction; one answer per op, in order. An `Err`
-/// is the database's: nothing of the batch was stored.
+/// Applies `ops`; one answer per op, in order. An `Err` is the database's:
+/// what of the batch was stored is safe to store again.
 async fn apply(conns: &Conns, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
-    let now = now_ms();
+    let (mut answers, moved) = apply_as_read(conns, ops).await?;
+    if moved.is_empty() {
+        return Ok(answers);
+    }
+    tracing::debug!(
+        attempts = moved.len(),
+        "attempts moved under a group commit; their writes again under locks"
+    );
+    // Each write naming a moved attempt, again, in order: a heartbeat with
+    // only those of its leases (the others' are stored).
+    let mut again: Vec<(usize, Option<Op>)> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let keys = keys_of(op);
+        if !keys.iter().any(|k| moved.contains(k)) {
+            continue;
+        }
+        let part = match op {
+            Op::Heartbeat {
+                runner,
+                leases,
+                lease_ms,
+            } => Some(Op::Heartbeat {
+                runner: runner.clone(),
+                leases: leases
+                    .iter()
+                    .filter(|l| moved.contains(&key(&l.job_id, l.attempt)))
+                    .cloned()
+                    .collect(),
+                lease_ms: *lease_ms,
+            }),
+            _ => None,
+        };
+        again.push((i, part));
+    }
+    let refs: Vec<&Op> = again
+        .iter()
+        .map(|(i, part)| part.as_ref().unwrap_or(ops[*i]))
+        .collect();
+    let redone = apply_locked(conns, &refs).await?;
+    for ((i, part), answer) in again.iter().zip(redone) {
+        match (part, &mut answers[*i], answer) {
+            (Some(_), Ok(Answer::Leases(all)), Ok(Answer::Leases(some))) => {
+                for s in some {
+                    if let Some(l) = all
+                        .iter_mut()
+                        .find(|l| l.job_id == s.job_id && l.attempt == s.attempt)
+                    {
+                        *l = s;
+                    }
+                }
+            }
+            (_, slot, answer) => *slot = answer,
+        }
+    }
+    Ok(answers)
+}
+
+fn key(job: &JobId, attempt: u32) -> Key {
+    (job.as_str().to_owned(), i64::from(attempt))
+}
+
+/// The attempts a write names.
+fn keys_of(op: &Op) -> Vec<Key> {
+    match op {
+        Op::Heartbeat { leases, .. } => leases.iter().map(|l| key(&l.job_id, l.attempt)).collect(),
+        Op::Logs { job, batch, .. } => vec![key(job, batch.attempt)],
+        Op::Complete {
+            job, completion, ..
+        } => vec![key(job, completion.attempt)],
+    }
+}
+
+/// The heartbeating runners and the attempts `ops` name, each in key order.
+fn named<'o>(ops: &[&'o Op]) -> (Vec<&'o str>, BTreeSet<Key>) {
     let mut runners = BTreeSet::new();
     let mut keys = BTreeSet::new();
     for op in ops {
-        match op {
-            Op::Heartbeat { runner, leases, .. } => {
-                runners.insert(runner.as_str());
-                for l in leases {
-                    keys.insert((l.job_id.as_str().to_owned(), i64::from(l.attempt)));
-                }
-            }
-            Op::Logs { job, batch, .. } => {
-                keys.insert((job.as_str().to_owned(), i64::from(batch.attempt)));
-            }
-            Op::Complete {
-                job, completion, ..
-            } => {
-                keys.insert((job.as_str().to_owned(), i64::from(completion.attempt)));
-            }
+        if let Op::Heartbeat { runner, .. } = op {
+            runners.insert(runner.as_str());
         }
+        keys.extend(keys_of(op));
     }
-    let mut conn = conns.get().await?;
-    let mut tx = conn.begin().await.map_err(db)?;
-    if !runners.is_empty() {
-        let ids: Vec<&str> = runners.into_iter().collect();
-        sqlx::query(
-            "UPDATE runners r SET last_seen_at = $2 FROM ( \
-                SELECT id FROM runners WHERE id = ANY($1) ORDER BY id FOR UPDATE) s \
-             WHERE r.id = s.id",
-        )
-        .bind(&ids)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-    }
-    let (job_ids, ns): (Vec<&str>, Vec<i64>) = keys.iter().map(|(j, n)| (j.as_str(), *n)).unzip();
-    let rows = sqlx::query(
-        "SELECT a.job_id, a.n, j.attempts, j.cancel_requested, a.runner_id, a.state, \
-            a.acked_seq, j.status, a.log_bytes \
-         FROM attempts a JOIN jobs j ON j.id = a.job_id \
-         WHERE (a.job_id, a.n) IN (SELECT * FROM UNNEST($1::text[], $2::bigint[])) \
-         ORDER BY a.job_id, a.n FOR UPDATE OF a",
-    )
-    .bind(&job_ids)
-    .bind(&ns)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db)?;
-    let mut attempts: HashMap<Key, Attempt> = HashMap::with_capacity(rows.len());
-    for r in &rows {
+    (runners.into_iter().collect(), keys)
+}
+
+/// The attempt rows `rows` hold, as [`attempts!`] selects them.
+fn attempts_of(rows: &[sqlx::postgres::PgRow]) -> Result<HashMap<Key, Attempt>> {
+    let mut attempts = HashMap::with_capacity(rows.len());
+    for r in rows {
+        let (acked, state, log_bytes): (i64, String, i64) = (get(r, 6)?, get(r, 5)?, get(r, 8)?);
         attempts.insert(
             (get(r, 0)?, get(r, 1)?),
             Attempt {
                 current: get(r, 2)?,
                 cancel: get(r, 3)?,
                 runner: get(r, 4)?,
-                state: get(r, 5)?,
-                acked: get(r, 6)?,
+                read: (acked, state.clone(), log_bytes),
+                state,
+                acked,
                 status: get(r, 7)?,
-                log_bytes: get(r, 8)?,
+                log_bytes,
                 lease_until: None,
                 finished_at: None,
                 dirty: false,
             },
         );
     }
+    Ok(attempts)
+}
+
+/// The columns of an attempt and its job a batch decides on (a macro, for
+/// `concat!`: sqlx takes a query's text as a `&'static str`).
+macro_rules! attempts {
+    () => {
+        "SELECT a.job_id, a.n, j.attempts, j.cancel_requested, a.runner_id, \
+            a.state, a.acked_seq, j.status, a.log_bytes \
+         FROM attempts a JOIN jobs j ON j.id = a.job_id \
+         WHERE (a.job_id, a.n) IN (SELECT * FROM UNNEST($1::text[], $2::bigint[]))"
+    };
+}
+
+/// Applies `ops` against one snapshot, without a transaction: the answers,
+/// and the attempts another write moved before this one's changes could
+/// be stored (those changes are not; the caller applies their writes
+/// again).
+async fn apply_as_read(conns: &Conns, ops: &[&Op]) -> Result<(Vec<Result<Answer>>, BTreeSet<Key>)> {
+    let now = now_ms();
+    let (runners, keys) = named(ops);
+    let (job_ids, ns): (Vec<&str>, Vec<i64>) = keys.iter().map(|(j, n)| (j.as_str(), *n)).unzip();
+    let mut conn = conns.get().await?;
+    // The runners' rows are locked in id order, for this statement alone:
+    // it locks nothing else.
+    let rows = sqlx::query(concat!(
+        "WITH seen AS ( \
+            UPDATE runners r SET last_seen_at = $3 FROM ( \
+                SELECT id FROM runners WHERE id = ANY($4) ORDER BY id FOR UPDATE) s \
+            WHERE r.id = s.id) ",
+        attempts!()
+    ))
+    .bind(&job_ids)
+    .bind(&ns)
+    .bind(now)
+    .bind(&runners)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db)?;
+    let mut attempts = attempts_of(&rows)?;
+    #[cfg(test)]
+    pause::between_read_and_write(&keys).await;
+    let mut plan = Plan::default();
+    let answers: Vec<Result<Answer>> = ops
+        .iter()
+        .map(|op| decide(op, now, &mut attempts, &mut plan))
+        .collect();
+    let moved = write(&mut conn, now, &attempts, &plan).await?;
+    conn.done();
+    Ok((answers, moved))
+}
+
+/// Applies `ops` in one transaction that locks what it reads; one answer
+/// per op, in order. An `Err` is the database's: nothing of the batch was
+/// stored.
+async fn apply_locked(conns: &Conns, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
+    let now = now_ms();
+    let (runners, keys) = named(ops);
+    let mut conn = conns.get().await?;
+    let mut tx = conn.begin().await.map_err(db)?;
+    if !runners.is_empty() {
+        sqlx::query(
+            "UPDATE runners r SET last_seen_at = $2 FROM ( \
+                SELECT id FROM runners WHERE id = ANY($1) ORDER BY id FOR UPDATE) s \
+             WHERE r.id = s.id",
+        )
+        .bind(&runners)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    }
+    let (job_ids, ns): (Vec<&str>, Vec<i64>) = keys.iter().map(|(j, n)| (j.as_str(), *n)).unzip();
+    let rows = sqlx::query(concat!(
+        attempts!(),
+        " ORDER BY a.job_id, a.n FOR UPDATE OF a"
+    ))
+    .bind(&job_ids)
+    .bind(&ns)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db)?;
+    let mut attempts = attempts_of(&rows)?;
     // A completion of another batch may have ended one of these attempts
     // while this one waited for its lock: the attempt row read is the new
     // one, the job row the old one. A new statement sees the job's end.
@@ -360,7 +495,12 @@ async fn apply(conns: &Conns, ops: &[&Op]) -> Result<Vec<Result<Answer>>> {
         .iter()
         .map(|op| decide(op, now, &mut attempts, &mut plan))
         .collect();
-    write(&mut tx, now, &attempts, &plan).await?;
+    // The rows are locked: none can have moved.
+    if !write(&mut tx, now, &attempts, &plan).await?.is_empty() {
+        return Err(StoreError::Invalid(
+            "internal error: an attempt locked by a group commit changed under it".into(),
+        ));
+    }
     tx.commit().await.map_err(db)?;
     conn.done();
     Ok(answers)
@@ -476,6 +616,7 @@ fn decide<'a>(
             a.dirty = true;
             plan.ends.push(JobEnd {
                 job: job.as_str().to_owned(),
+                attempt: i64::from(n),
                 status: status.as_str(),
                 exit_code: result.exit_code,
                 reason: result.reason.clone(),
@@ -504,38 +645,53 @@ fn fenced<'m>(
     a.ok_or_else(|| StoreError::stale(format!("job {job} has no attempt {n} of this runner")))
 }
 
-/// Writes what the batch decided, in one statement.
+/// Writes what the batch decided, in one statement: the changed attempts
+/// still as the batch read them are locked in key order and written, with
+/// their log chunks and their jobs' ends; those another write moved are
+/// left, with theirs, and returned.
 async fn write(
-    tx: &mut sqlx::PgConnection,
+    conn: &mut sqlx::PgConnection,
     now: i64,
     attempts: &HashMap<Key, Attempt>,
     plan: &Plan<'_>,
-) -> Result<()> {
+) -> Result<BTreeSet<Key>> {
     let dirty: Vec<(&Key, &Attempt)> = attempts.iter().filter(|(_, a)| a.dirty).collect();
-    if dirty.is_empty() && plan.chunks.is_empty() && plan.ends.is_empty() {
-        return Ok(());
+    if dirty.is_empty() {
+        // Chunks and ends are only ever of a changed attempt.
+        return Ok(BTreeSet::new());
     }
     let c = &plan.chunks;
     let e = &plan.ends;
-    sqlx::query(
-        "WITH chunks AS ( \
-            INSERT INTO log_records (job_id, attempt, first_seq, last_seq, body) \
-            SELECT id, n, f, l, b FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], \
-                $4::bigint[], $5::bytea[]) WITH ORDINALITY AS t(id, n, f, l, b, ord) \
-            ORDER BY ord), \
+    let written: Vec<(String, i64)> = sqlx::query_as(
+        "WITH locked AS ( \
+            SELECT a.job_id, a.n FROM attempts a \
+            JOIN UNNEST($6::text[], $7::bigint[], $13::bigint[], $14::text[], $15::bigint[]) \
+                AS w(id, n, acked, state, bytes) ON a.job_id = w.id AND a.n = w.n \
+            WHERE a.acked_seq = w.acked AND a.state = w.state AND a.log_bytes = w.bytes \
+            ORDER BY a.job_id, a.n FOR UPDATE OF a), \
          att AS ( \
             UPDATE attempts a SET acked_seq = t.acked, state = t.state, log_bytes = t.bytes, \
                 lease_expires = COALESCE(t.lease, a.lease_expires), \
                 confirmed = a.confirmed OR t.lease IS NOT NULL, \
                 finished_at = COALESCE(t.finished, a.finished_at) \
-            FROM UNNEST($6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], \
-                $11::bigint[], $18::bigint[]) AS t(id, n, acked, state, lease, finished, bytes) \
-            WHERE a.job_id = t.id AND a.n = t.n) \
-         UPDATE jobs j SET status = t.status, exit_code = t.code, reason = t.reason, \
-            outputs = t.outputs, finished_at = $12 \
-         FROM UNNEST($13::text[], $14::text[], $15::int[], $16::text[], $17::text[]) \
-            AS t(id, status, code, reason, outputs) \
-         WHERE j.id = t.id",
+            FROM locked l, UNNEST($6::text[], $7::bigint[], $8::bigint[], $9::text[], \
+                $10::bigint[], $11::bigint[], $12::bigint[]) \
+                AS t(id, n, acked, state, lease, finished, bytes) \
+            WHERE a.job_id = l.job_id AND a.n = l.n AND a.job_id = t.id AND a.n = t.n \
+            RETURNING a.job_id, a.n), \
+         chunks AS ( \
+            INSERT INTO log_records (job_id, attempt, first_seq, last_seq, body) \
+            SELECT c.id, c.n, c.f, c.l, c.b FROM UNNEST($1::text[], $2::bigint[], \
+                $3::bigint[], $4::bigint[], $5::bytea[]) WITH ORDINALITY AS c(id, n, f, l, b, ord) \
+            JOIN att ON att.job_id = c.id AND att.n = c.n ORDER BY c.ord), \
+         ends AS ( \
+            UPDATE jobs j SET status = e.status, exit_code = e.code, reason = e.reason, \
+                outputs = e.outputs, finished_at = $16 \
+            FROM UNNEST($17::text[], $18::bigint[], $19::text[], $20::int[], $21::text[], \
+                $22::text[]) AS e(id, n, status, code, reason, outputs) \
+            JOIN att ON att.job_id = e.id AND att.n = e.n \
+            WHERE j.id = e.id) \
+         SELECT job_id, n FROM att",
     )
     .bind(c.iter().map(|c| c.job).collect::<Vec<_>>())
     .bind(c.iter().map(|c| c.attempt).collect::<Vec<_>>())
@@ -553,15 +709,62 @@ async fn write(
     )
     .bind(dirty.iter().map(|(_, a)| a.lease_until).collect::<Vec<_>>())
     .bind(dirty.iter().map(|(_, a)| a.finished_at).collect::<Vec<_>>())
+    .bind(dirty.iter().map(|(_, a)| a.log_bytes).collect::<Vec<_>>())
+    .bind(dirty.iter().map(|(_, a)| a.read.0).collect::<Vec<_>>())
+    .bind(
+        dirty
+            .iter()
+            .map(|(_, a)| a.read.1.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(dirty.iter().map(|(_, a)| a.read.2).collect::<Vec<_>>())
     .bind(now)
     .bind(e.iter().map(|e| e.job.as_str()).collect::<Vec<_>>())
+    .bind(e.iter().map(|e| e.attempt).collect::<Vec<_>>())
     .bind(e.iter().map(|e| e.status).collect::<Vec<_>>())
     .bind(e.iter().map(|e| e.exit_code).collect::<Vec<_>>())
     .bind(e.iter().map(|e| e.reason.as_deref()).collect::<Vec<_>>())
     .bind(e.iter().map(|e| e.outputs.as_deref()).collect::<Vec<_>>())
-    .bind(dirty.iter().map(|(_, a)| a.log_bytes).collect::<Vec<_>>())
-    .execute(tx)
+    .fetch_all(conn)
     .await
     .map_err(db)?;
-    Ok(())
+    let mut moved: BTreeSet<Key> = dirty.into_iter().map(|(k, _)| k.clone()).collect();
+    for k in written {
+        moved.remove(&k);
+    }
+    Ok(moved)
+}
+
+/// A pause between a batch's read and its write, for the tests that move
+/// an attempt in that window.
+#[cfg(test)]
+pub(crate) mod pause {
+    use std::collections::{BTreeSet, HashMap};
+    use std::sync::Mutex;
+
+    use futures_util::future::BoxFuture;
+
+    static PAUSES: Mutex<Option<HashMap<String, BoxFuture<'static, ()>>>> = Mutex::new(None);
+
+    /// The next batch naming `job` runs `then` between its read and its
+    /// write.
+    pub(crate) fn before_writing(job: &nuon_core::JobId, then: BoxFuture<'static, ()>) {
+        let mut pauses = PAUSES.lock().unwrap();
+        pauses
+            .get_or_insert_with(HashMap::new)
+            .insert(job.as_str().to_owned(), then);
+    }
+
+    pub(in crate::store::postgres) async fn between_read_and_write(keys: &BTreeSet<super::Key>) {
+        let then = {
+            let mut pauses = PAUSES.lock().unwrap();
+            let Some(pauses) = pauses.as_mut() else {
+                return;
+            };
+            keys.iter().find_map(|(job, _)| pauses.remove(job))
+        };
+        if let Some(then) = then {
+            then.await;
+        }
+    }
 }

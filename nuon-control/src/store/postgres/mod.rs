@@ -43,6 +43,8 @@ use super::shared::{self, parse_id};
 use super::{Claimed, MaintenanceStore, QueueStore, Rescued, Result, StoreError, Wake};
 
 mod group;
+#[cfg(test)]
+pub(crate) use group::pause as group_pause;
 
 /// Group-commit tasks per replica: while one commits, the next gathers.
 const COMMITTERS: usize = 2;

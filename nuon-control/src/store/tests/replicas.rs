@@ -10,11 +10,10 @@ async fn two_replicas() -> Option<(nuon_test_fixtures::PgCluster, PostgresStore,
     Some((pg, a, b))
 }
 
-#[tokio::test]
-async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both() {
-    let Some((pg, a, b)) = two_replicas().await else {
-        return;
-    };
+/// Replica a as a fixture (which keeps the cluster: b must be closed
+/// first), with an org and a runner; replica b beside it.
+async fn fixture_and_replica() -> Option<(Fixture, PostgresStore)> {
+    let (pg, a, b) = two_replicas().await?;
     let org = a
         .create_org(&OrgId::generate(), "o", b"sealed key of o")
         .await
@@ -22,15 +21,23 @@ async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both(
         .org_id;
     let runner = RunnerId::generate();
     a.create_runner(&org, &runner, "r", "h").await.unwrap();
-    // Replica a as a fixture (which keeps the cluster); b beside it.
     let f = Fixture {
         store: Box::new(a),
         backing: Backing::Postgres { cluster: pg },
         org,
         runner,
     };
+    Some((f, b))
+}
+
+#[tokio::test]
+async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both() {
+    let Some((f, b)) = fixture_and_replica().await else {
+        return;
+    };
     // The same completion sent twice, through each replica, at once: one
-    // stores it, the other waits on its lock and must answer the same.
+    // stores it, the other finds the attempt moved (or waits on its lock)
+    // and must answer the same.
     for _ in 0..40 {
         f.queue(1).await;
         let (job, n) = f.claim_one(60_000).await;
@@ -212,4 +219,80 @@ async fn a_replica_runs_on_a_newer_schema_while_it_only_expanded_and_refuses_one
         err.contains("newer than this nuon-ctl knows") && err.contains("version 10000 or later"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn writes_whose_attempt_moved_after_their_read_are_applied_again_under_locks() {
+    use crate::store::postgres::group_pause;
+    let Some((f, b)) = fixture_and_replica().await else {
+        return;
+    };
+    let b = std::sync::Arc::new(b);
+    f.queue(1).await;
+    let (job, n) = f.claim_one(60_000).await;
+    let lease = [LeaseRef {
+        job_id: job.clone(),
+        attempt: n,
+    }];
+    // Between a's read of the attempt and its write, b stores two of the
+    // three lines a is storing: a stores the third alone, once.
+    let (b2, runner, j) = (b.clone(), f.runner.clone(), job.clone());
+    group_pause::before_writing(
+        &job,
+        Box::pin(async move {
+            let ack = b2
+                .append_logs(&runner, &j, Fixture::batch(n, 1, &["a", "b"]))
+                .await;
+            assert_eq!(ack.unwrap().acked_seq, 2);
+        }),
+    );
+    let ack = f
+        .store
+        .append_logs(&f.runner, &job, Fixture::batch(n, 1, &["a", "b", "c"]))
+        .await
+        .unwrap();
+    assert_eq!(ack.acked_seq, 3);
+    assert_eq!(f.texts(&job).await, ["a", "b", "c"]);
+    // Between a heartbeat's read (the attempt running) and its write, b
+    // ends the attempt: the heartbeat extends nothing and says stale.
+    let done = move || Completion {
+        attempt: n,
+        log_lines: 3,
+        result: ok_result(),
+    };
+    let (b2, runner, j) = (b.clone(), f.runner.clone(), job.clone());
+    group_pause::before_writing(
+        &job,
+        Box::pin(async move {
+            let end = b2.complete(&runner, &j, done()).await;
+            assert_eq!(end.unwrap().status, JobStatus::Succeeded);
+        }),
+    );
+    let beat = f.store.heartbeat(&f.runner, &lease, 60_000).await.unwrap();
+    assert_eq!(beat[0].state, LeaseState::Stale);
+    // A completion read before b's and written after it: the same answer,
+    // the job ended once.
+    f.queue(1).await;
+    let (job, n) = f.claim_one(60_000).await;
+    let done = move || Completion {
+        attempt: n,
+        log_lines: 0,
+        result: ok_result(),
+    };
+    let (b2, runner, j) = (b.clone(), f.runner.clone(), job.clone());
+    group_pause::before_writing(
+        &job,
+        Box::pin(async move {
+            let end = b2.complete(&runner, &j, done()).await;
+            assert_eq!(end.unwrap().status, JobStatus::Succeeded);
+        }),
+    );
+    let end = f.store.complete(&f.runner, &job, done()).await.unwrap();
+    assert_eq!(end.status, JobStatus::Succeeded);
+    let row = f.store.get_job(&f.org, &job).await.unwrap().unwrap();
+    assert_eq!((row.status, row.exit_code), (JobStatus::Succeeded, Some(0)));
+    std::sync::Arc::into_inner(b)
+        .expect("the pauses ran and let b go")
+        .close()
+        .await;
 }
