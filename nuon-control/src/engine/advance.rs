@@ -35,6 +35,7 @@ impl Engine {
     ) -> Result<()> {
         self.store.set_workflow_status(org, id, status).await?;
         if !status.is_active() {
+            self.ended_here().insert(id.clone());
             let made = async {
                 let rev = self.store.install_summary_rev(install).await?;
                 crate::health::remake_summary(&*self.store, org, install, rev).await

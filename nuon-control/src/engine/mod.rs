@@ -249,6 +249,9 @@ pub(crate) struct Engine {
     >,
     /// What the leader's next pass moves.
     touched: std::sync::Mutex<passes::Touched>,
+    /// The workflows this engine ended since its pass began: the pass
+    /// knows which of those it moved ended without reading them again.
+    ended_here: std::sync::Mutex<std::collections::HashSet<nuon_core::WorkflowId>>,
     /// What never changes once stored, as read: config versions (opened
     /// and parsed), apps' and orgs' names, releases' builds.
     kept: std::sync::Mutex<render::Kept>,
@@ -279,12 +282,19 @@ impl Engine {
             rx: Mutex::new(Some(rx)),
             rollouts: Default::default(),
             touched: std::sync::Mutex::new(passes::Touched::everything()),
+            ended_here: Default::default(),
             kept: Default::default(),
         }
     }
 
     fn touched(&self) -> std::sync::MutexGuard<'_, passes::Touched> {
         self.touched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ended_here(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashSet<nuon_core::WorkflowId>> {
+        self.ended_here.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The Runner API's base URL as runners reach it (the state backend

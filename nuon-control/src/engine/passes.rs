@@ -84,6 +84,8 @@ impl Engine {
                 return;
             }
         };
+        // Whatever ended before this pass is not in `active`.
+        self.ended_here().clear();
         let mut queued: std::collections::HashMap<&nuon_core::InstallId, usize> =
             std::collections::HashMap::new();
         for a in &active {
@@ -114,43 +116,18 @@ impl Engine {
                 tracing::error!(workflow = %a.id, error = %e, "workflow did not advance");
                 continue;
             }
-            // Whether it ended, when that matters: the next of its install
-            // may start, and a touched pass looks at the rollouts.
-            let behind = queued.get(&a.install).is_some_and(|n| *n > 1);
-            if only.is_some() || behind {
-                match self.ended(&a.org, &a.id).await {
-                    Some(true) => {
-                        ended = true;
-                        if behind {
-                            freed.insert(&a.install);
-                        }
-                    }
-                    Some(false) => {}
-                    // Unknown: the rollouts look (which only costs a
-                    // look); the next of its install waits for a pass
-                    // that knows.
-                    None => ended = true,
+            // Whether it ended (every end is this engine's `set_status`):
+            // the next of its install may start, and a touched pass looks
+            // at the rollouts.
+            if self.ended_here().remove(&a.id) {
+                ended = true;
+                if queued.get(&a.install).is_some_and(|n| *n > 1) {
+                    freed.insert(&a.install);
                 }
             }
         }
         if only.is_none() || ended {
             self.drive_rollouts().await;
-        }
-    }
-
-    /// Whether the workflow is over (gone counts as over); `None` when
-    /// the store did not answer.
-    async fn ended(&self, org: &OrgId, id: &WorkflowId) -> Option<bool> {
-        match self
-            .store
-            .workflow_statuses(org, std::slice::from_ref(id))
-            .await
-        {
-            Ok(s) => Some(s.first().is_none_or(|(_, status, _)| !status.is_active())),
-            Err(e) => {
-                tracing::warn!(workflow = %id, error = %e, "cannot read whether a workflow ended");
-                None
-            }
         }
     }
 }
