@@ -89,6 +89,7 @@ async fn sim(client: RunnerClient, kinds: Vec<String>, done: Arc<AtomicU64>) {
                 }
                 let result = Completion {
                     attempt: job.attempt,
+                    logs: None,
                     log_lines: 0,
                     result: JobResult {
                         outcome: Outcome::Succeeded,

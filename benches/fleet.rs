@@ -3,7 +3,7 @@
 //!
 //! Each simulated runner is a real client of the Runner API with its own
 //! token and connection: it long-polls for work, confirms each claimed job
-//! with a heartbeat, ships one log line and completes it, and backs off with
+//! with a heartbeat, completes it with its one log line, and backs off with
 //! the runner's own jittered backoff when the control plane is away. Only
 //! the job process is left out, so what is measured is the control plane.
 //!
@@ -50,8 +50,8 @@ use anyhow::{Context, Result, bail};
 use nuon_client::{ClientConfig, ControlClient, RunnerClient};
 use nuon_core::records::LogRecords;
 use nuon_core::wire::{
-    ClaimRequest, ClaimedJob, Completion, CreateJob, HeartbeatRequest, LeaseRef, LogBatch,
-    LogStream,
+    ClaimRequest, ClaimedJob, Completion, CompletionLogs, CreateJob, HeartbeatRequest, LeaseRef,
+    LogBatch, LogStream,
 };
 use nuon_core::{JobResult, JobSpec, Outcome, Transport, TransportError, now_ms};
 use nuon_runner_lib::Backoff;
@@ -173,7 +173,8 @@ where
 }
 
 /// One simulated runner: claims up to `slots` jobs at a time and runs each
-/// through the protocol (confirming heartbeat, one log line, completion).
+/// through the protocol (confirming heartbeat, the completion with its one
+/// log line).
 async fn sim_runner(client: RunnerClient, slots: u32, stats: Arc<Stats>) {
     let client = Arc::new(client);
     let mut backoff = backoff();
@@ -286,9 +287,10 @@ async fn run_job(
         first_seq: 1,
         lines,
     };
-    retry(stats, || client.append_logs(&job.job_id, &batch)).await?;
+    // Its one line rides in the completion, as a runner's last lines do.
     let done = Completion {
         attempt: job.attempt,
+        logs: Some(CompletionLogs::of(&batch)),
         log_lines: 1,
         result: JobResult {
             outcome: Outcome::Succeeded,
@@ -825,6 +827,7 @@ async fn livelog(args: &Args) -> Result<()> {
             let rate = total as f64 / start.elapsed().as_secs_f64();
             let done = Completion {
                 attempt,
+                logs: None,
                 log_lines: total,
                 result: JobResult {
                     outcome: Outcome::Succeeded,

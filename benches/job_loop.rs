@@ -142,6 +142,7 @@ fn ceiling() -> Result<f64> {
                             &job.job_id,
                             Completion {
                                 attempt: job.attempt,
+                                logs: None,
                                 log_lines: 0,
                                 result,
                             },

@@ -81,6 +81,7 @@ async fn job_loop(
                     &j.job_id,
                     Completion {
                         attempt: j.attempt,
+                        logs: None,
                         log_lines: 0,
                         result: JobResult {
                             outcome: Outcome::Succeeded,

@@ -701,6 +701,63 @@ pub struct Completion {
     pub log_lines: u64,
     /// The result.
     pub result: JobResult,
+    /// The attempt's last log lines, stored before the completion is
+    /// checked: a job whose lines after its last acknowledged batch fit
+    /// here ends in one request, not two. A control plane that does not
+    /// take them answers 409 `logs_pending`, and the runner sends them as
+    /// a batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<CompletionLogs>,
+}
+
+/// The most bytes of log records a runner puts in a completion; more go in
+/// batches first.
+pub const MAX_COMPLETION_LOG_BYTES: usize = 64 * 1024;
+
+/// Log lines carried in a [`Completion`]: lines `first_seq ..` of the
+/// attempt, as a [`LogBatch`] carries them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompletionLogs {
+    /// The sequence number of the first line.
+    pub first_seq: u64,
+    /// The lines in the record format of [`crate::records`], at most
+    /// [`MAX_COMPLETION_LOG_BYTES`] bytes.
+    pub records: String,
+}
+
+impl CompletionLogs {
+    /// The lines of `batch`.
+    pub fn of(batch: &LogBatch) -> Self {
+        CompletionLogs {
+            first_seq: batch.first_seq,
+            records: batch.lines.as_str().to_owned(),
+        }
+    }
+
+    /// The lines as the batch of `attempt` they are; an error names the
+    /// line that is not a record.
+    pub fn into_batch(self, attempt: u32) -> Result<LogBatch, String> {
+        let first_seq = self.first_seq;
+        if self.records.len() > MAX_COMPLETION_LOG_BYTES {
+            return Err(format!(
+                "a completion may carry at most {MAX_COMPLETION_LOG_BYTES} bytes of log records, got {}: send them as log batches first",
+                self.records.len()
+            ));
+        }
+        let lines = LogRecords::parse(self.records.into_bytes()).map_err(|e| {
+            format!(
+                "line {} of the completion's logs: {}",
+                first_seq + e.index as u64,
+                e.message
+            )
+        })?;
+        Ok(LogBatch {
+            attempt,
+            first_seq,
+            lines,
+        })
+    }
 }
 
 /// The answer to a completion.

@@ -4,15 +4,21 @@
 //! last acknowledged line, sends what is there (up to [`MAX_BATCH_LINES`]
 //! lines or about [`MAX_BATCH_BYTES`]), and sends again as soon as the answer
 //! comes, so batches grow by themselves when a job writes fast. When the
-//! attempt has ended and every line is acknowledged, it sends the completion
-//! and removes the attempt's spool files.
+//! attempt has ended, it sends the completion with the lines not yet
+//! acknowledged (up to [`MAX_COMPLETION_LOG_BYTES`]; more go as batches
+//! first), and removes the attempt's spool files. A control plane that
+//! does not take lines in a completion (a release before it) answers that
+//! it misses them: they go as batches, then the completion alone.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nuon_core::wire::{Completion, LogBatch, LogRecords, MAX_LOG_LINES_PER_BATCH};
+use nuon_core::wire::{
+    Completion, CompletionLogs, LogBatch, LogRecords, MAX_COMPLETION_LOG_BYTES,
+    MAX_LOG_LINES_PER_BATCH,
+};
 use nuon_core::{Transport, TransportError};
 use tokio::sync::Notify;
 
@@ -174,6 +180,8 @@ impl Shipper {
         }
         let attempt = self.meta.attempt;
         let mut pending = Pending::new(attempt);
+        // Whether the last lines go with the completion.
+        let mut carry = true;
         loop {
             while !pending.full() {
                 match pending.read(&mut reader) {
@@ -189,7 +197,14 @@ impl Shipper {
             // Rewinds to just after `seq` when the server holds less than we thought.
             let mut rewind_to: Option<u64> = None;
 
-            if !pending.is_empty() {
+            // The attempt ended and its last lines are all read: they go
+            // with the completion.
+            let carried = carry
+                && !pending.is_empty()
+                && !pending.full()
+                && pending.batch.lines.as_bytes().len() <= MAX_COMPLETION_LOG_BYTES
+                && reader.result().is_some();
+            if !pending.is_empty() && !carried {
                 let first = pending.batch.first_seq;
                 let last = pending.last_seq();
                 let answer = match self.transport.append_logs(self.job(), &pending.batch).await {
@@ -242,22 +257,24 @@ impl Shipper {
                     }
                 }
             } else {
-                // Everything written so far is acknowledged; the result
-                // record comes after the last line.
+                // Everything written so far is acknowledged or carried;
+                // the result record comes after the last line.
                 let Some(result) = reader.result().cloned() else {
                     let _ = tokio::time::timeout(IDLE_RECHECK, self.notify.notified()).await;
                     continue;
                 };
+                let held = if carried { pending.last_seq() } else { acked };
                 let mut log_lines = result.log_lines;
-                if log_lines > acked {
-                    tracing::error!(job = %self.job(), attempt, expected = log_lines, found = acked,
+                if log_lines > held {
+                    tracing::error!(job = %self.job(), attempt, expected = log_lines, found = held,
                         "the spool holds fewer log lines than the attempt wrote; completing with those it holds");
-                    log_lines = acked;
+                    log_lines = held;
                 }
                 let completion = Completion {
                     attempt,
                     log_lines,
                     result: result.result,
+                    logs: carried.then(|| CompletionLogs::of(&pending.batch)),
                 };
                 match self.transport.complete(self.job(), &completion).await {
                     Ok(ack) => {
@@ -265,6 +282,15 @@ impl Shipper {
                             "job completion delivered");
                         spool::remove(&self.path);
                         return ShipEnd::Completed;
+                    }
+                    Err(TransportError::LogsPending { acked_seq }) if carried => {
+                        // Not taken with the completion (an older control
+                        // plane, or lines it misses before them): as
+                        // batches from what it holds, then the completion.
+                        tracing::debug!(job = %self.job(), attempt, acked_seq,
+                            "control plane did not take the log lines with the completion; sending them as batches");
+                        carry = false;
+                        rewind_to = Some(acked_seq);
                     }
                     Err(e @ TransportError::LogsPending { acked_seq }) => {
                         if acked_seq >= log_lines {

@@ -515,6 +515,7 @@ fn a_log_flood_is_cut_at_its_quota_and_the_job_goes_on() {
         &job.id,
         &Completion {
             attempt,
+            logs: None,
             log_lines: seq - 1,
             result: JobResult::failed("the flood is over"),
         },

@@ -63,6 +63,7 @@ fn tokens_are_scoped_and_stored_hashed() {
     );
     let completion = Completion {
         attempt: 1,
+        logs: None,
         log_lines: 0,
         result: JobResult::failed("forged"),
     };

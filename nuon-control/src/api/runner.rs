@@ -452,6 +452,7 @@ async fn refuse_unopened(
     tracing::error!(job = %job.job_id, runner = %runner.runner_id, "{why}");
     let completion = Completion {
         attempt: job.attempt,
+        logs: None,
         log_lines: 0,
         result: JobResult::failed(why.clone()),
     };
@@ -495,13 +496,35 @@ async fn complete(
     let outcome = completion.result.outcome;
     let (attempt, exit_code) = (completion.attempt, completion.result.exit_code);
     let reason = completion.result.reason.clone();
+    // The attempt's last lines, stored first, where a batch would be.
+    let logs = match completion.logs.take() {
+        Some(l) => Some(l.into_batch(attempt).map_err(Error::bad_request)?),
+        None => None,
+    };
     let started = std::time::Instant::now();
-    let ack = state
-        .store
-        .complete(&runner.runner_id, &job, completion)
-        .await?;
+    let answer = match logs {
+        Some(batch) => {
+            let quota = state.log_quota(&runner.runner_id);
+            state
+                .store
+                .complete_with_logs(&runner.runner_id, &job, batch, quota, completion)
+                .await
+                .map(|(ack, wrote)| {
+                    state.charge_log(&runner.runner_id, wrote);
+                    ack
+                })
+        }
+        None => {
+            state
+                .store
+                .complete(&runner.runner_id, &job, completion)
+                .await
+        }
+    };
     state.metrics.store_write("complete", started.elapsed());
+    // Lines stored before a refused completion are news too.
     state.wake_logs(&job);
+    let ack = answer?;
     if ack.status != JobStatus::Running {
         state.wake_org(&runner.org_id);
         state.engine.job_ended(&job);

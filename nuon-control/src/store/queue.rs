@@ -85,4 +85,29 @@ pub trait QueueStore: Send + Sync + 'static {
         job: &JobId,
         completion: Completion,
     ) -> Result<CompletionAck>;
+
+    /// Stores the attempt's last log lines (as [`Self::append_logs_within`]
+    /// does) and then completes it (as [`Self::complete`]): a completion
+    /// those lines make whole is accepted. Also the bytes stored. The
+    /// lines stored stay when the completion is refused.
+    async fn complete_with_logs(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        logs: LogBatch,
+        quota: LogQuota,
+        completion: Completion,
+    ) -> Result<(CompletionAck, u64)> {
+        let wrote = match self.append_logs_within(runner, job, logs, quota).await {
+            Ok((_, wrote)) => wrote,
+            // A finished attempt takes no lines: its completion answers
+            // (the same answer again, or why not).
+            Err(StoreError::Conflict {
+                code: ErrorCode::StaleAttempt,
+                ..
+            }) => 0,
+            Err(e) => return Err(e),
+        };
+        Ok((self.complete(runner, job, completion).await?, wrote))
+    }
 }

@@ -76,6 +76,7 @@ impl Shared {
             attempt,
             log_lines: 0,
             result,
+            logs: None,
         };
         let key: Key = (job.clone(), attempt);
         tokio::spawn(async move {

@@ -62,6 +62,51 @@ async fn an_outage_loses_no_line_and_duplicates_none() {
     runner.stop(secs(30)).await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_lines_ride_in_the_completion_or_go_as_a_batch_where_they_are_not_taken() {
+    for ignores in [false, true] {
+        let h = Harness::new();
+        h.fake.with(|s| s.ignores_completion_logs = ignores);
+        let runner = h.start(h.config());
+        let go = h.dir.path().join("go");
+        let key = h.enqueue_spec(&h.sh(&format!(
+            "while [ ! -e '{go}' ]; do sleep 0.05; done; echo a; echo b; echo c",
+            go = go.display()
+        )));
+        h.fake
+            .wait_for("the job to be confirmed", secs(30), |s| {
+                (!s.heartbeats.is_empty()).then_some(())
+            })
+            .await;
+        // The control plane is away while the job prints and ends: once
+        // back, nothing was shipped, and everything is left to send.
+        h.fake.with(|s| s.unavailable = true);
+        std::fs::write(&go, "").unwrap();
+        eventually("the job to end during the outage", secs(30), || {
+            spool_ended(&h.work_dir(), &key)
+        })
+        .await;
+        h.fake.with(|s| s.unavailable = false);
+        let done = h.fake.completion(&key.0, secs(30)).await;
+        assert_eq!(
+            (done.result.outcome, done.log_lines),
+            (Outcome::Succeeded, 3)
+        );
+        h.fake.with(|s| {
+            assert_eq!(s.texts(&key, LogStream::Stdout), ["a", "b", "c"]);
+            if ignores {
+                // Sent with the completion, not taken: then as a batch.
+                assert!(s.carried.is_empty());
+                assert_eq!(s.batches, [(1, 3)]);
+            } else {
+                assert_eq!(s.carried, [(1, 3)], "one request: the completion");
+                assert!(s.batches.is_empty(), "{:?}", s.batches);
+            }
+        });
+        runner.stop(secs(30)).await.unwrap();
+    }
+}
+
 /// The spool directory of an attempt in the layout of earlier runners.
 fn old_spool_dir(work: &std::path::Path, key: &Key) -> std::path::PathBuf {
     work.join("spool").join(format!("{}-{}", key.0, key.1))

@@ -53,9 +53,33 @@ pub struct State {
     pub batches: Vec<(u64, usize)>,
     /// Store only half of the next multi-line batch (an ack lower than what was sent).
     pub short_ack_once: bool,
+    /// `(first_seq, lines)` of the log lines each completion carried.
+    pub carried: Vec<(u64, usize)>,
+    /// Ignore the log lines a completion carries, as a control plane of a
+    /// release before them does.
+    pub ignores_completion_logs: bool,
 }
 
 impl State {
+    /// Stores the lines of `batch` past those held; the high mark.
+    fn store(&mut self, key: Key, batch: &LogBatch) -> u64 {
+        let short = std::mem::take(&mut self.short_ack_once);
+        let stored = self.logs.entry(key).or_default();
+        let have = stored.len() as u64;
+        if batch.first_seq <= have + 1 {
+            let skip = (have + 1 - batch.first_seq) as usize;
+            let mut new: Vec<LogLine> =
+                batch.lines.iter().skip(skip).map(|l| l.to_line()).collect();
+            if short && new.len() > 1 {
+                new.truncate(new.len() / 2);
+            } else if short {
+                self.short_ack_once = true;
+            }
+            stored.extend(new);
+        }
+        stored.len() as u64
+    }
+
     /// The texts of an attempt's stored lines on `stream`.
     pub fn texts(&self, key: &Key, stream: LogStream) -> Vec<String> {
         self.logs
@@ -277,22 +301,8 @@ impl Transport for Fake {
                 return Err(TransportError::Stale("attempt is stale".into()));
             }
             s.batches.push((batch.first_seq, batch.lines.len()));
-            let short = std::mem::take(&mut s.short_ack_once);
-            let stored = s.logs.entry(key).or_default();
-            let have = stored.len() as u64;
-            if batch.first_seq <= have + 1 {
-                let skip = (have + 1 - batch.first_seq) as usize;
-                let mut new: Vec<LogLine> =
-                    batch.lines.iter().skip(skip).map(|l| l.to_line()).collect();
-                if short && new.len() > 1 {
-                    new.truncate(new.len() / 2);
-                } else if short {
-                    s.short_ack_once = true;
-                }
-                stored.extend(new);
-            }
             Ok(LogAck {
-                acked_seq: stored.len() as u64,
+                acked_seq: s.store(key, batch),
             })
         })
     }
@@ -316,6 +326,18 @@ impl Transport for Fake {
                 && s.leases.get(&key) != Some(&LeaseState::Cancel)
             {
                 return Err(TransportError::Stale("attempt is stale".into()));
+            }
+            if let Some(logs) = completion.logs.clone()
+                && !s.ignores_completion_logs
+            {
+                let batch = logs.into_batch(completion.attempt).map_err(|message| {
+                    TransportError::Rejected {
+                        status: 400,
+                        message,
+                    }
+                })?;
+                s.carried.push((batch.first_seq, batch.lines.len()));
+                s.store(key.clone(), &batch);
             }
             let have = s.logs.get(&key).map_or(0, |l| l.len() as u64);
             if completion.log_lines > have {

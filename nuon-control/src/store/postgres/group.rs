@@ -67,6 +67,8 @@ enum Op {
     Complete {
         runner: RunnerId,
         job: JobId,
+        /// The attempt's last lines, stored first.
+        logs: Option<(LogBatch, LogQuota)>,
         completion: Completion,
     },
 }
@@ -75,7 +77,11 @@ impl Op {
     /// The log bytes the write carries.
     fn log_bytes(&self) -> usize {
         match self {
-            Op::Logs { batch, .. } => batch.lines.as_bytes().len(),
+            Op::Logs { batch, .. }
+            | Op::Complete {
+                logs: Some((batch, _)),
+                ..
+            } => batch.lines.as_bytes().len(),
             _ => 0,
         }
     }
@@ -85,7 +91,8 @@ impl Op {
 enum Answer {
     Leases(Vec<LeaseStatus>),
     Logs(LogAck, u64),
-    Completed(CompletionAck),
+    /// With the bytes of log the completion's lines stored.
+    Completed(CompletionAck, u64),
 }
 
 struct Write {
@@ -161,15 +168,17 @@ impl GroupCommit {
         &self,
         runner: &RunnerId,
         job: &JobId,
+        logs: Option<(LogBatch, LogQuota)>,
         completion: Completion,
-    ) -> Result<CompletionAck> {
+    ) -> Result<(CompletionAck, u64)> {
         let op = Op::Complete {
             runner: runner.clone(),
             job: job.clone(),
+            logs,
             completion,
         };
         match self.submit(op).await? {
-            Answer::Completed(ack) => Ok(ack),
+            Answer::Completed(ack, wrote) => Ok((ack, wrote)),
             _ => Err(mismatch()),
         }
     }
@@ -556,49 +565,34 @@ fn decide<'a>(
             batch,
             quota,
         } => {
-            let a = fenced(attempts, runner, job, batch.attempt)?;
-            let Some((skip, first, last)) = shared::new_lines(a.acked as u64, batch) else {
-                return Ok(Answer::Logs(
-                    LogAck {
-                        acked_seq: a.acked as u64,
-                    },
-                    0,
-                ));
-            };
-            let kept =
-                shared::within_quota(batch.lines.tail(skip), (first, last), a.log_bytes, *quota);
-            let mut wrote = 0;
-            if let Some(kept) = kept {
-                wrote = kept.body.len() as u64;
-                plan.chunks.push(Chunk {
-                    job: job.as_str(),
-                    attempt: i64::from(batch.attempt),
-                    first: first as i64,
-                    last: kept.last as i64,
-                    body: kept.body,
-                });
-                a.log_bytes = kept.log_bytes;
-            }
-            a.acked = last as i64;
-            a.dirty = true;
-            Ok(Answer::Logs(LogAck { acked_seq: last }, wrote))
+            let (ack, wrote) = decide_logs(runner, job, batch, *quota, attempts, plan)?;
+            Ok(Answer::Logs(ack, wrote))
         }
         Op::Complete {
             runner,
             job,
+            logs,
             completion,
         } => {
             let n = completion.attempt;
-            // Idempotence: the same attempt completing again gets the same answer.
-            if let Some(a) = attempts.get(&(job.as_str().to_owned(), i64::from(n)))
+            // Idempotence: the same attempt completing again gets the same
+            // answer (its lines were stored the first time).
+            if let Some(a) = attempts.get(&key(job, n))
                 && a.runner == runner.as_str()
                 && a.state == "finished"
                 && a.current == i64::from(n)
             {
-                return Ok(Answer::Completed(CompletionAck {
-                    status: a.status.parse().map_err(corrupt)?,
-                }));
+                return Ok(Answer::Completed(
+                    CompletionAck {
+                        status: a.status.parse().map_err(corrupt)?,
+                    },
+                    0,
+                ));
             }
+            let wrote = match logs {
+                Some((batch, quota)) => decide_logs(runner, job, batch, *quota, attempts, plan)?.1,
+                None => 0,
+            };
             let a = fenced(attempts, runner, job, n)?;
             if (a.acked as u64) < completion.log_lines {
                 return Err(shared::logs_pending(
@@ -622,9 +616,42 @@ fn decide<'a>(
                 reason: result.reason.clone(),
                 outputs: (!result.outputs.is_null()).then(|| result.outputs.to_string()),
             });
-            Ok(Answer::Completed(CompletionAck { status }))
+            Ok(Answer::Completed(CompletionAck { status }, wrote))
         }
     }
+}
+
+/// Decides one log batch: the lines past the attempt's high mark, as far
+/// as `quota` lets them; the new mark and the bytes stored.
+fn decide_logs<'a>(
+    runner: &RunnerId,
+    job: &'a JobId,
+    batch: &'a LogBatch,
+    quota: LogQuota,
+    attempts: &mut HashMap<Key, Attempt>,
+    plan: &mut Plan<'a>,
+) -> Result<(LogAck, u64)> {
+    let a = fenced(attempts, runner, job, batch.attempt)?;
+    let Some((skip, first, last)) = shared::new_lines(a.acked as u64, batch) else {
+        let acked_seq = a.acked as u64;
+        return Ok((LogAck { acked_seq }, 0));
+    };
+    let kept = shared::within_quota(batch.lines.tail(skip), (first, last), a.log_bytes, quota);
+    let mut wrote = 0;
+    if let Some(kept) = kept {
+        wrote = kept.body.len() as u64;
+        plan.chunks.push(Chunk {
+            job: job.as_str(),
+            attempt: i64::from(batch.attempt),
+            first: first as i64,
+            last: kept.last as i64,
+            body: kept.body,
+        });
+        a.log_bytes = kept.log_bytes;
+    }
+    a.acked = last as i64;
+    a.dirty = true;
+    Ok((LogAck { acked_seq: last }, wrote))
 }
 
 /// The attempt a runner may write to, or why not (the fence).

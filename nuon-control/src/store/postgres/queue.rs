@@ -119,6 +119,22 @@ impl QueueStore for PostgresStore {
         job: &JobId,
         completion: Completion,
     ) -> Result<CompletionAck> {
-        self.writes.complete(runner, job, completion).await
+        self.writes
+            .complete(runner, job, None, completion)
+            .await
+            .map(|(ack, _)| ack)
+    }
+
+    async fn complete_with_logs(
+        &self,
+        runner: &RunnerId,
+        job: &JobId,
+        logs: LogBatch,
+        quota: LogQuota,
+        completion: Completion,
+    ) -> Result<(CompletionAck, u64)> {
+        self.writes
+            .complete(runner, job, Some((logs, quota)), completion)
+            .await
     }
 }

@@ -34,7 +34,7 @@ conformance! {
         let mut result = ok_result();
         result.outputs = serde_json::json!({ "artifact": artifact });
         f.store
-            .complete(&builder, &job, Completion { attempt: 1, log_lines: 0, result })
+            .complete(&builder, &job, Completion { attempt: 1, log_lines: 0, result, logs: None })
             .await
             .unwrap();
         let b = f.store.get_build(&f.org, &job).await.unwrap().unwrap();

@@ -20,6 +20,7 @@ conformance! {
                 &job,
                 Completion {
                     attempt: n,
+                    logs: None,
                     log_lines: 100,
                     result: ok_result(),
                 },
@@ -57,6 +58,7 @@ conformance! {
         }
         let done = Completion {
             attempt: n,
+            logs: None,
             log_lines: 390,
             result: ok_result(),
         };
@@ -114,6 +116,7 @@ conformance! {
         assert_eq!(again, (LogAck { acked_seq: 100 }, 0));
         let done = Completion {
             attempt: n,
+            logs: None,
             log_lines: 100,
             result: ok_result(),
         };

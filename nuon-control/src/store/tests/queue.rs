@@ -38,6 +38,7 @@ conformance! {
             .unwrap();
         let done = || Completion {
             attempt: n,
+            logs: None,
             log_lines: 2,
             result: ok_result(),
         };
@@ -142,6 +143,7 @@ conformance! {
                 &c.job_id,
                 Completion {
                     attempt: c.attempt,
+                    logs: None,
                     log_lines,
                     result: ok_result(),
                 },
@@ -266,6 +268,7 @@ conformance! {
         // A job that ends makes room for one more, whichever runner asks.
         let done = Completion {
             attempt: first.jobs[0].attempt,
+            logs: None,
             log_lines: 0,
             result: ok_result(),
         };
@@ -374,6 +377,7 @@ conformance! {
                 &b.job_id,
                 Completion {
                     attempt: b.attempt,
+                    logs: None,
                     log_lines: 0,
                     result: poisoned,
                 },
@@ -433,10 +437,58 @@ conformance! {
         let lease = LeaseRef { job_id: confirmed.clone(), attempt: n };
         let done = LeaseRef { job_id: ended.clone(), attempt: m };
         f.store.heartbeat(&f.runner, &[lease.clone(), done], 60_000).await.unwrap();
-        let end = Completion { attempt: m, log_lines: 0, result: ok_result() };
+        let end = Completion { attempt: m, log_lines: 0, result: ok_result(), logs: None };
         f.store.complete(&f.runner, &ended, end).await.unwrap();
         assert_eq!(f.store.held_attempts(&f.runner).await.unwrap(), [lease]);
         assert!(f.store.held_attempts(&RunnerId::generate()).await.unwrap().is_empty());
         let _ = unconfirmed;
+    }
+}
+
+conformance! {
+    async fn a_completion_stores_the_last_lines_it_carries_first(f: Fixture) {
+        let job = f.queue(1).await;
+        let (_, n) = f.claim_one(60_000).await;
+        f.store.append_logs(&f.runner, &job, Fixture::batch(n, 1, &["a", "b"])).await.unwrap();
+        let done = |log_lines| Completion { attempt: n, log_lines, result: ok_result(), logs: None };
+        let end = |first, texts: &[&str]| {
+            f.store.complete_with_logs(&f.runner, &job, Fixture::batch(n, first, texts), LogQuota::NONE, done(4))
+        };
+        // Lines past a gap store nothing, and the completion waits for them.
+        let gap = end(4, &["d"]).await;
+        assert!(
+            matches!(gap, Err(StoreError::Conflict { code: ErrorCode::LogsPending, acked_seq: Some(2), .. })),
+            "{gap:?}"
+        );
+        // The lines that follow (one of them held already), and the
+        // completion they make whole.
+        let (ack, wrote) = end(2, &["b", "c", "d"]).await.unwrap();
+        assert_eq!((ack.status, wrote > 0), (JobStatus::Succeeded, true));
+        // Sent again (its answer lost): the same answer, nothing stored twice.
+        let (ack, wrote) = end(2, &["b", "c", "d"]).await.unwrap();
+        assert_eq!((ack.status, wrote), (JobStatus::Succeeded, 0));
+        assert_eq!(f.texts(&job).await, ["a", "b", "c", "d"]);
+        let row = f.store.get_job(&f.org, &job).await.unwrap().unwrap();
+        assert_eq!(row.status, JobStatus::Succeeded);
+        // A completion its lines do not make whole is refused; the lines stay.
+        let job = f.queue(1).await;
+        let (_, n) = f.claim_one(60_000).await;
+        let short = Completion { attempt: n, log_lines: 3, result: ok_result(), logs: None };
+        let refused = f
+            .store
+            .complete_with_logs(&f.runner, &job, Fixture::batch(n, 1, &["x", "y"]), LogQuota::NONE, short)
+            .await;
+        assert!(
+            matches!(refused, Err(StoreError::Conflict { code: ErrorCode::LogsPending, acked_seq: Some(2), .. })),
+            "{refused:?}"
+        );
+        assert_eq!(f.texts(&job).await, ["x", "y"]);
+        // Another runner's: refused, nothing stored.
+        let other = f
+            .store
+            .complete_with_logs(&RunnerId::generate(), &job, Fixture::batch(n, 3, &["z"]), LogQuota::NONE, done(3))
+            .await;
+        assert!(other.is_err(), "{other:?}");
+        assert_eq!(f.texts(&job).await, ["x", "y"]);
     }
 }

@@ -43,6 +43,7 @@ async fn an_attempt_completed_on_two_replicas_at_once_gets_its_status_from_both(
         let (job, n) = f.claim_one(60_000).await;
         let done = || Completion {
             attempt: n,
+            logs: None,
             log_lines: 0,
             result: ok_result(),
         };
@@ -257,6 +258,7 @@ async fn writes_whose_attempt_moved_after_their_read_are_applied_again_under_loc
     // ends the attempt: the heartbeat extends nothing and says stale.
     let done = move || Completion {
         attempt: n,
+        logs: None,
         log_lines: 3,
         result: ok_result(),
     };
@@ -276,6 +278,7 @@ async fn writes_whose_attempt_moved_after_their_read_are_applied_again_under_loc
     let (job, n) = f.claim_one(60_000).await;
     let done = move || Completion {
         attempt: n,
+        logs: None,
         log_lines: 0,
         result: ok_result(),
     };

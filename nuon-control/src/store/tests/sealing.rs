@@ -53,7 +53,7 @@ conformance! {
         f.store.claim(&builder, &["build".into()], 1, 60_000).await.unwrap();
         let mut result = ok_result();
         result.outputs = serde_json::json!({"artifact": {"repo": "web/db", "digest": format!("sha256:{}", "a".repeat(64))}});
-        f.store.complete(&builder, &b.id, Completion { attempt: 1, log_lines: 0, result }).await.unwrap();
+        f.store.complete(&builder, &b.id, Completion { attempt: 1, log_lines: 0, result, logs: None }).await.unwrap();
         assert_ne!(f.raw_text("SELECT spec FROM jobs WHERE id = ?", &b.id).await.unwrap(), "");
         f.store.prune(now_ms() - 3_600_000).await.unwrap();
         assert_ne!(f.raw_text("SELECT spec FROM jobs WHERE id = ?", &b.id).await.unwrap(), "", "inside the window");
@@ -99,7 +99,7 @@ conformance! {
             c
         };
         assert_eq!(claimed.len(), 2);
-        s.complete(&f.runner, &claimed[0], Completion { attempt: 1, log_lines: 0, result: ok_result() }).await.unwrap();
+        s.complete(&f.runner, &claimed[0], Completion { attempt: 1, log_lines: 0, result: ok_result(), logs: None }).await.unwrap();
         let mut want: Vec<JobId> = ids.iter().filter(|i| **i != claimed[0]).cloned().collect();
         want.sort();
         // Paged in id order.

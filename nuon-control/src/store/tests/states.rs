@@ -123,7 +123,7 @@ conformance! {
         let claimed = f.store.claim(&inst.runner_id, &["terraform".into()], 1, 60_000).await.unwrap();
         assert_eq!(claimed.jobs.len(), 1);
         f.store
-            .complete(&inst.runner_id, &job_id, Completion { attempt: 1, log_lines: 0, result: ok_result() })
+            .complete(&inst.runner_id, &job_id, Completion { attempt: 1, log_lines: 0, result: ok_result(), logs: None })
             .await
             .unwrap();
         assert_eq!(f.store.authenticate_state("stt-hash").await.unwrap(), None);

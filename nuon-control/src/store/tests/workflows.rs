@@ -578,6 +578,7 @@ conformance! {
                 &old,
                 Completion {
                     attempt: n,
+                    logs: None,
                     log_lines: 2,
                     result: ok_result(),
                 },
