@@ -136,18 +136,13 @@ fn ceiling() -> Result<f64> {
                         reason: None,
                         outputs: serde_json::Value::Null,
                     };
-                    store
-                        .complete(
-                            &runner,
-                            &job.job_id,
-                            Completion {
-                                attempt: job.attempt,
-                                logs: None,
-                                log_lines: 0,
-                                result,
-                            },
-                        )
-                        .await?;
+                    let end = Completion {
+                        attempt: job.attempt,
+                        log_lines: 0,
+                        result,
+                        logs: None,
+                    };
+                    store.complete(&runner, &job.job_id, end).await?;
                     done += 1;
                 }
             });

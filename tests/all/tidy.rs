@@ -726,7 +726,7 @@ const LONG_FILES: &[(&str, usize)] = &[
     ("nuon-control/src/api/web/mod.rs", 1491),
     // Load generators, one per scenario.
     ("benches/fleet.rs", 1553),
-    ("benches/job_loop.rs", 1051),
+    ("benches/job_loop.rs", 1047),
     ("nuon-runner-lib/src/runner.rs", 1154),
     ("nuon-template/src/parse.rs", 826),
     ("nuon-appconfig/src/check.rs", 808),
