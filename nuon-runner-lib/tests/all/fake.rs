@@ -487,6 +487,17 @@ impl Harness {
         key
     }
 
+    /// Takes the control plane away, lets the job waiting for the file
+    /// `go` go on, and waits for its end in the spool.
+    pub async fn end_while_away(&self, go: &Path, key: &Key) {
+        self.fake.with(|s| s.unavailable = true);
+        std::fs::write(go, "").unwrap();
+        eventually("the job to end during the outage", secs(30), || {
+            spool_ended(&self.work_dir(), key)
+        })
+        .await;
+    }
+
     /// Queues a spec, signed.
     pub fn enqueue_spec(&self, spec: &JobSpec) -> Key {
         self.enqueue(self.claimed(spec))

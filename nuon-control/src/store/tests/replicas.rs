@@ -254,43 +254,35 @@ async fn writes_whose_attempt_moved_after_their_read_are_applied_again_under_loc
         .unwrap();
     assert_eq!(ack.acked_seq, 3);
     assert_eq!(f.texts(&job).await, ["a", "b", "c"]);
-    // Between a heartbeat's read (the attempt running) and its write, b
-    // ends the attempt: the heartbeat extends nothing and says stale.
-    let done = move || Completion {
+    // Attempt `n`'s end, with `log_lines` lines.
+    let done = |n, log_lines| Completion {
         attempt: n,
         logs: None,
-        log_lines: 3,
+        log_lines,
         result: ok_result(),
     };
-    let (b2, runner, j) = (b.clone(), f.runner.clone(), job.clone());
-    group_pause::before_writing(
-        &job,
-        Box::pin(async move {
-            let end = b2.complete(&runner, &j, done()).await;
-            assert_eq!(end.unwrap().status, JobStatus::Succeeded);
-        }),
-    );
+    // b ends attempt `n` of `job` in the window of a's next batch naming it.
+    let b_ends_in_the_window = |job: &JobId, n, log_lines| {
+        let (b, runner, j) = (b.clone(), f.runner.clone(), job.clone());
+        group_pause::before_writing(
+            job,
+            Box::pin(async move {
+                let end = b.complete(&runner, &j, done(n, log_lines)).await;
+                assert_eq!(end.unwrap().status, JobStatus::Succeeded);
+            }),
+        );
+    };
+    // Between a heartbeat's read (the attempt running) and its write, b
+    // ends the attempt: the heartbeat extends nothing and says stale.
+    b_ends_in_the_window(&job, n, 3);
     let beat = f.store.heartbeat(&f.runner, &lease, 60_000).await.unwrap();
     assert_eq!(beat[0].state, LeaseState::Stale);
     // A completion read before b's and written after it: the same answer,
     // the job ended once.
     f.queue(1).await;
     let (job, n) = f.claim_one(60_000).await;
-    let done = move || Completion {
-        attempt: n,
-        logs: None,
-        log_lines: 0,
-        result: ok_result(),
-    };
-    let (b2, runner, j) = (b.clone(), f.runner.clone(), job.clone());
-    group_pause::before_writing(
-        &job,
-        Box::pin(async move {
-            let end = b2.complete(&runner, &j, done()).await;
-            assert_eq!(end.unwrap().status, JobStatus::Succeeded);
-        }),
-    );
-    let end = f.store.complete(&f.runner, &job, done()).await.unwrap();
+    b_ends_in_the_window(&job, n, 0);
+    let end = f.store.complete(&f.runner, &job, done(n, 0)).await.unwrap();
     assert_eq!(end.status, JobStatus::Succeeded);
     let row = f.store.get_job(&f.org, &job).await.unwrap().unwrap();
     assert_eq!((row.status, row.exit_code), (JobStatus::Succeeded, Some(0)));
