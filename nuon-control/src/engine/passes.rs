@@ -2,12 +2,15 @@
 //! second (what time moves, and wake-ups lost between replicas), and in
 //! between only the workflows an event touched.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use nuon_core::{JobId, OrgId, WorkflowId};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use nuon_core::{InstallId, JobId, OrgId, WorkflowId};
 
 use super::Engine;
+use crate::store::ActiveWorkflow;
 
 /// What changed since the leader's last pass: everything (a pass over
 /// every active workflow), or these workflows and the workflows of these
@@ -35,6 +38,10 @@ impl Touched {
 /// rollout's bake) and a wake-up lost between replicas.
 const FULL_PASS_EVERY: Duration = Duration::from_secs(1);
 
+/// How many installs' workflows a pass moves at once: a few of the store's
+/// connections (the runners' calls keep the rest).
+const INSTALLS_AT_ONCE: usize = 8;
+
 impl Engine {
     /// The leader's pass: every active workflow when a full pass is due
     /// (or something asked for one), else only those touched since the
@@ -49,18 +56,14 @@ impl Engine {
         }
         let mut full = touched.all || last_full.is_none_or(|t| t.elapsed() >= FULL_PASS_EVERY);
         let mut only: HashSet<WorkflowId> = touched.workflows.into_iter().map(|(_, w)| w).collect();
-        for job in &touched.jobs {
-            if full {
-                break;
-            }
-            match self.store.workflow_of_job(job).await {
-                Ok(Some((_, wf))) => {
-                    only.insert(wf);
-                }
-                // Not a step's job (a build a step waits for): everything.
-                Ok(None) => full = true,
+        if !full && !touched.jobs.is_empty() {
+            let jobs: Vec<JobId> = touched.jobs.into_iter().collect();
+            match self.store.workflows_of_jobs(&jobs).await {
+                // A job of no step (a build a step waits for): everything.
+                Ok(found) if found.len() < jobs.len() => full = true,
+                Ok(found) => only.extend(found.into_iter().map(|(_, _, wf)| wf)),
                 Err(e) => {
-                    tracing::warn!(job = %job, error = %e, "cannot find the workflow of a job that ended; looking at every workflow");
+                    tracing::warn!(jobs = jobs.len(), error = %e, "cannot find the workflows of jobs that ended; looking at every workflow");
                     full = true;
                 }
             }
@@ -75,7 +78,10 @@ impl Engine {
 
     /// Moves the oldest active workflow of each install (the rest queue
     /// behind it), or of those `only` names; then the rollouts, when a
-    /// workflow ended or on a full pass.
+    /// workflow ended or on a full pass. Installs move side by side, at
+    /// most [`INSTALLS_AT_ONCE`]: each advance is a few round trips to the
+    /// store, and one after another the leader's threads parked and woke at
+    /// each of them.
     async fn advance_all(&self, only: Option<&HashSet<WorkflowId>>) {
         let active = match self.store.active_workflows().await {
             Ok(a) => a,
@@ -86,48 +92,68 @@ impl Engine {
         };
         // Whatever ended before this pass is not in `active`.
         self.ended_here().clear();
-        let mut queued: std::collections::HashMap<&nuon_core::InstallId, usize> =
-            std::collections::HashMap::new();
+        // Each install's active workflows, oldest first (as listed).
+        let mut lines: Vec<Vec<&ActiveWorkflow>> = Vec::new();
+        let mut line_of: HashMap<&InstallId, usize> = HashMap::new();
         for a in &active {
-            *queued.entry(&a.install).or_default() += 1;
+            let i = *line_of.entry(&a.install).or_insert_with(|| {
+                lines.push(Vec::new());
+                lines.len() - 1
+            });
+            lines[i].push(a);
         }
-        // Installs whose oldest workflow was looked at, and those whose
-        // looked-at workflow ended in this pass (the next one may start).
-        let mut busy = HashSet::new();
-        let mut freed = HashSet::new();
+        let mut lines = lines.into_iter();
+        let mut going = FuturesUnordered::new();
         let mut ended = false;
-        for a in &active {
-            let next_in_line = freed.remove(&a.install);
-            if !busy.insert(&a.install) && !next_in_line {
-                continue;
+        loop {
+            while going.len() < INSTALLS_AT_ONCE
+                && let Some(line) = lines.next()
+            {
+                going.push(self.advance_install(line, only));
             }
-            if !next_in_line && only.is_some_and(|o| !o.contains(&a.id)) {
-                continue;
-            }
-            let wf = match self.store.get_workflow(&a.org, &a.id).await {
-                Ok(Some(wf)) => wf,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::error!(workflow = %a.id, error = %e, "cannot load workflow");
-                    continue;
-                }
-            };
-            if let Err(e) = self.advance(&a.org, wf).await {
-                tracing::error!(workflow = %a.id, error = %e, "workflow did not advance");
-                continue;
-            }
-            // Whether it ended (every end is this engine's `set_status`):
-            // the next of its install may start, and a touched pass looks
-            // at the rollouts.
-            if self.ended_here().remove(&a.id) {
-                ended = true;
-                if queued.get(&a.install).is_some_and(|n| *n > 1) {
-                    freed.insert(&a.install);
-                }
+            match going.next().await {
+                Some(e) => ended |= e,
+                None => break,
             }
         }
         if only.is_none() || ended {
             self.drive_rollouts().await;
         }
+    }
+
+    /// Moves one install's oldest active workflow (when `only` names it,
+    /// or always when `only` is none) and, each time the one moved ends,
+    /// the next in its line. Whether any ended.
+    async fn advance_install(
+        &self,
+        line: Vec<&ActiveWorkflow>,
+        only: Option<&HashSet<WorkflowId>>,
+    ) -> bool {
+        let mut ended = false;
+        for (i, a) in line.into_iter().enumerate() {
+            if i == 0 && only.is_some_and(|o| !o.contains(&a.id)) {
+                return false;
+            }
+            let wf = match self.store.get_workflow(&a.org, &a.id).await {
+                Ok(Some(wf)) => wf,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!(workflow = %a.id, error = %e, "cannot load workflow");
+                    break;
+                }
+            };
+            if let Err(e) = self.advance(&a.org, wf).await {
+                tracing::error!(workflow = %a.id, error = %e, "workflow did not advance");
+                break;
+            }
+            // Whether it ended (every end is this engine's `set_status`):
+            // the next of its install may start, and a touched pass looks
+            // at the rollouts.
+            if !self.ended_here().remove(&a.id) {
+                break;
+            }
+            ended = true;
+        }
+        ended
     }
 }

@@ -5,7 +5,7 @@ use super::rows::{Cells, Dialect, Offset, Record, WorkflowHead};
 use super::shared::{
     already_started, corrupt, enum_str, inputs_column, json_or_null, planned_status,
 };
-use super::sql::{Arg, IdPair, Sql, Stmt, args};
+use super::sql::{Arg, Sql, Stmt, args};
 use super::*;
 
 mod reads;
@@ -14,7 +14,7 @@ mod writes;
 use nuon_core::model::Step;
 use nuon_core::now_ms;
 pub use reads::ActiveWorkflow;
-use reads::{StatusRow, WaitingRow, of_many};
+use reads::{JobOfWorkflow, StatusRow, WaitingRow, of_many};
 use writes::{bump, bumped, dispatch_in_one, summary_sql, update_step_stmt};
 
 /// A new workflow with its planned steps.
@@ -179,8 +179,9 @@ pub trait WorkflowStore: Send + Sync + 'static {
         ids: &[WorkflowId],
     ) -> Result<Vec<(WorkflowId, WorkflowStatus, Option<i64>)>>;
 
-    /// The workflow whose step ran (or runs) `job`, when one does.
-    async fn workflow_of_job(&self, job: &JobId) -> Result<Option<(OrgId, WorkflowId)>>;
+    /// The org and workflow whose step ran (or runs) each of `jobs` that a
+    /// step ran (a job of no step is not in the answer): one read for many.
+    async fn workflows_of_jobs(&self, jobs: &[JobId]) -> Result<Vec<(JobId, OrgId, WorkflowId)>>;
 
     /// Of these workflows of the org, each one's first step that waits for
     /// a person's approval, by name: one read for many.
@@ -641,15 +642,13 @@ impl<S: Sql + 'static> WorkflowStore for S {
         Ok(out)
     }
 
-    async fn workflow_of_job(&self, job: &JobId) -> Result<Option<(OrgId, WorkflowId)>> {
-        let row: Option<IdPair<OrgId, WorkflowId>> = self
-            .query_one(Stmt::new(
-                "SELECT w.org_id, w.id FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id \
-                 WHERE s.job_id = $1",
-                args![job.as_str()],
-            ))
-            .await?;
-        Ok(row.map(|IdPair(o, w)| (o, w)))
+    async fn workflows_of_jobs(&self, jobs: &[JobId]) -> Result<Vec<(JobId, OrgId, WorkflowId)>> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for stmt in reads::workflows_of_jobs(jobs) {
+            let rows: Vec<JobOfWorkflow> = self.query(stmt).await?;
+            out.extend(rows.into_iter().map(|JobOfWorkflow(j, o, w)| (j, o, w)));
+        }
+        Ok(out)
     }
 
     async fn set_workflow_status(

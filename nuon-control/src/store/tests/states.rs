@@ -96,11 +96,12 @@ conformance! {
         f.store.dispatch_step(&f.org, &wf, 0, job, Some(token)).await.unwrap();
         // A job's end finds the workflow whose step ran it; a job of no
         // step finds none.
+        let lone = f.queue(1).await;
         assert_eq!(
-            f.store.workflow_of_job(&job_id).await.unwrap(),
-            Some((f.org.clone(), wf.clone()))
+            f.store.workflows_of_jobs(&[lone, job_id.clone()]).await.unwrap(),
+            vec![(job_id.clone(), f.org.clone(), wf.clone())]
         );
-        assert_eq!(f.store.workflow_of_job(&f.queue(1).await).await.unwrap(), None);
+        assert_eq!(f.store.workflows_of_jobs(&[]).await.unwrap(), vec![]);
         let who = f.store.authenticate_state("stt-hash").await.unwrap().unwrap();
         assert_eq!(
             who,

@@ -46,6 +46,42 @@ impl Record for StatusRow {
     }
 }
 
+/// A job and the org and workflow whose step ran it, as
+/// `workflows_of_jobs` reads them.
+pub(super) struct JobOfWorkflow(pub(super) JobId, pub(super) OrgId, pub(super) WorkflowId);
+
+impl Record for JobOfWorkflow {
+    const COLUMNS: &'static str = "s.job_id, w.org_id, w.id";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(JobOfWorkflow(r.id(0)?, r.id(1)?, r.id(2)?))
+    }
+}
+
+/// The statements that find the workflow of each of `jobs`, a thousand
+/// at a time.
+pub(super) fn workflows_of_jobs(jobs: &[JobId]) -> Vec<Stmt> {
+    jobs.chunks(1000)
+        .map(|chunk| {
+            let mut args = Vec::with_capacity(chunk.len());
+            let marks: Vec<String> = chunk
+                .iter()
+                .map(|id| {
+                    args.push(Arg::from(id.as_str()));
+                    format!("${}", args.len())
+                })
+                .collect();
+            Stmt::new(
+                format!(
+                    "SELECT s.job_id, w.org_id, w.id FROM workflow_steps s \
+                     JOIN workflows w ON w.id = s.workflow_id WHERE s.job_id IN ({})",
+                    marks.join(", ")
+                ),
+                args,
+            )
+        })
+        .collect()
+}
+
 /// `sql` (whose `$1` is the org and `IN (IDS)` the ids) for the org's
 /// workflows `ids`, a thousand at a time: a statement's parameters are
 /// bounded (SQLite's 32,766).
