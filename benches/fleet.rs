@@ -23,7 +23,8 @@
 //!               (default `tier=prod`: all) rolls out to some of them (each install also
 //!               has `ring=0`..`ring=9`, a tenth of the fleet each, and `cell=0`..`cell=99`);
 //!               --statements (with --pg) counts PostgreSQL's statements of the parked
-//!               window and of the rollout, per install (`pg_stat_statements`, psql)
+//!               window and of the rollout, per install (`pg_stat_statements`, psql); --pin
+//!               (with --pg) puts the replicas alone on CPU 0 (`taskset`), as beside a remote DB
 //!     dashboard --installs N installs (default 1,000) of an app of 10 components, all deployed
 //!               by simulated runners: the dashboard's server time and page weights, and the
 //!               overview's first paint in headless Chromium

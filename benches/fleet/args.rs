@@ -19,6 +19,11 @@ pub(super) struct Args {
     /// `rollout --pg`: PostgreSQL's statements of the parked window and of
     /// the rollout, counted (`pg_stat_statements`).
     pub(super) statements: bool,
+    /// `rollout --pg`: the replicas on the first CPU, PostgreSQL and the
+    /// simulated runners on the others (as in production, where the
+    /// database is another host): the replicas' CPU without PostgreSQL
+    /// taking their core at each round trip.
+    pub(super) pin: bool,
 }
 
 /// The flags of this run, over the defaults.
@@ -35,6 +40,7 @@ pub(super) fn args() -> Result<Args> {
         pg: false,
         to: "tier=prod".to_owned(),
         statements: false,
+        pin: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -51,12 +57,16 @@ pub(super) fn args() -> Result<Args> {
             "--pg" => a.pg = true,
             "--to" => a.to = value("--to")?,
             "--statements" => a.statements = true,
+            "--pin" => a.pin = true,
             s if s.starts_with("--") => bail!("unknown flag {s}; see the top of benches/fleet.rs"),
             s => a.sections.push(s.to_owned()),
         }
     }
     if a.statements && !a.pg {
         bail!("--statements counts PostgreSQL's statements: pass --pg too");
+    }
+    if a.pin && !a.pg {
+        bail!("--pin puts the replicas and PostgreSQL on different CPUs: pass --pg too");
     }
     Ok(a)
 }

@@ -31,6 +31,12 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
     } else {
         None
     };
+    // Before the replicas start: they are this process's children, and
+    // PostgreSQL's backends its postmaster's.
+    let cpus = match (&pg, args.pin) {
+        (Some(pg), true) => Some(pin_apart(pg)?),
+        _ => None,
+    };
     let cps = match &pg {
         Some(pg) => {
             let data = logs.path().join("data");
@@ -48,6 +54,11 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
         }
         None => vec![ControlPlane::start("60s")?],
     };
+    if let Some((ours, _)) = &cpus {
+        for cp in &cps {
+            pin(cp.pid(), ours)?;
+        }
+    }
     let cp = &cps[0];
     let control = cp.client();
     let (_builder, tokens) = make_installs(cp, n, 1).await?;
@@ -383,4 +394,52 @@ mod statements {
             );
         }
     }
+}
+
+/// `--pin`: this process (the simulated runners) and PostgreSQL (its
+/// postmaster and the processes it has started) on every CPU but the
+/// first, which the replicas get (`pin` them once started). The CPU
+/// lists, the replicas' first.
+fn pin_apart(pg: &PgCluster) -> Result<(String, String)> {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if n < 2 {
+        bail!("--pin needs at least two CPUs; this machine has {n}");
+    }
+    let rest = match n {
+        2 => "1".to_owned(),
+        n => format!("1-{}", n - 1),
+    };
+    let ours = "0".to_owned();
+    pin(std::process::id(), &rest)?;
+    let postmaster = pg
+        .postmaster_pid()
+        .context("PostgreSQL's postmaster.pid is not readable")?;
+    pin(postmaster, &rest)?;
+    let children = Command::new("pgrep")
+        .args(["-P", &postmaster.to_string()])
+        .output()
+        .context("pgrep (procps) lists PostgreSQL's processes for --pin")?;
+    for pid in String::from_utf8_lossy(&children.stdout).split_whitespace() {
+        pin(pid.parse()?, &rest)?;
+    }
+    println!(
+        "| CPUs (`--pin`) | replicas on {ours}; PostgreSQL and the simulated runners on {rest} |"
+    );
+    Ok((ours, rest))
+}
+
+/// Every thread of process `pid` on the CPUs `list` (`taskset`); the
+/// threads and processes it starts after inherit them.
+fn pin(pid: u32, list: &str) -> Result<()> {
+    let out = Command::new("taskset")
+        .args(["-a", "-p", "-c", list, &pid.to_string()])
+        .output()
+        .context("taskset (util-linux) pins processes for --pin")?;
+    if !out.status.success() {
+        bail!(
+            "taskset -a -p -c {list} {pid} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
 }

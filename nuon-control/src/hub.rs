@@ -67,16 +67,43 @@ impl Notifier for Wakes {
     }
 }
 
-/// A map of [`Notify`]s created on demand and dropped when no waiter holds them.
+/// A map of [`Notify`]s created on demand and dropped when no waiter holds
+/// them; and the keys known to have nothing to wake for ([`Hub::quiet`]):
+/// a runner whose last look found nothing queued, and no wake since, need
+/// not look again before it waits.
 #[derive(Debug)]
 pub(crate) struct Hub<K> {
     slots: Mutex<HashMap<K, Arc<Notify>>>,
+    marks: Mutex<Marks<K>>,
 }
+
+/// What [`Hub::looking`] and [`Hub::looked`] know of each key.
+#[derive(Debug)]
+struct Marks<K> {
+    of: HashMap<K, Mark>,
+    /// The number the next look is given.
+    next: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    /// A look (numbered) has begun, and no wake came since.
+    Looking(u64),
+    /// A look found nothing left, and no wake came since.
+    Quiet(std::time::Instant),
+}
+
+/// How many keys the marks hold before the stale ones are dropped.
+const MARKS_PRUNED_PAST: usize = 4096;
 
 impl<K: Eq + Hash + Clone> Hub<K> {
     pub(crate) fn new() -> Self {
         Hub {
             slots: Mutex::new(HashMap::new()),
+            marks: Mutex::new(Marks {
+                of: HashMap::new(),
+                next: 0,
+            }),
         }
     }
 
@@ -96,19 +123,66 @@ impl<K: Eq + Hash + Clone> Hub<K> {
         }
     }
 
-    /// Wakes every current waiter on `key`.
+    /// Wakes every current waiter on `key`; the next look at it looks.
     pub(crate) fn wake(&self, key: &K) {
+        self.marks().of.remove(key);
         let notify = self.slots.lock().expect("hub lock").get(key).cloned();
         if let Some(n) = notify {
             n.notify_waiters();
         }
     }
 
-    /// Wakes every waiter on every key (shutdown).
+    /// Wakes every waiter on every key (shutdown, wake-ups lost between
+    /// replicas); every next look looks.
     pub(crate) fn wake_all(&self) {
+        self.marks().of.clear();
         for n in self.slots.lock().expect("hub lock").values() {
             n.notify_waiters();
         }
+    }
+
+    fn marks(&self) -> std::sync::MutexGuard<'_, Marks<K>> {
+        self.marks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A look at `key`'s work begins (a claim's statement is about to be
+    /// sent): the number to hand [`Hub::looked`] with what it found.
+    pub(crate) fn looking(&self, key: &K) -> u64 {
+        let mut m = self.marks();
+        m.next += 1;
+        let n = m.next;
+        m.of.insert(key.clone(), Mark::Looking(n));
+        n
+    }
+
+    /// Look `n` at `key` ended; `nothing_left` when it saw no work left for
+    /// it. Quiet from now only when no wake (nor a later look) came since
+    /// the look began: work added after the look's snapshot is always
+    /// followed by a wake, which a quiet mark would otherwise hide.
+    pub(crate) fn looked(&self, key: &K, n: u64, nothing_left: bool) {
+        let mut m = self.marks();
+        let ours = matches!(m.of.get(key), Some(Mark::Looking(at)) if *at == n);
+        if !ours {
+            return;
+        }
+        if !nothing_left {
+            m.of.remove(key);
+            return;
+        }
+        if m.of.len() > MARKS_PRUNED_PAST {
+            let fresh = std::time::Duration::from_secs(600);
+            m.of.retain(|_, mark| match mark {
+                Mark::Looking(_) => true,
+                Mark::Quiet(at) => at.elapsed() < fresh,
+            });
+        }
+        m.of.insert(key.clone(), Mark::Quiet(std::time::Instant::now()));
+    }
+
+    /// Whether `key`'s last look found nothing left, less than `within`
+    /// ago, with no wake since.
+    pub(crate) fn quiet(&self, key: &K, within: std::time::Duration) -> bool {
+        matches!(self.marks().of.get(key), Some(Mark::Quiet(at)) if at.elapsed() < within)
     }
 }
 
@@ -132,5 +206,84 @@ impl<K: Eq + Hash + Clone> Drop for Subscription<'_, K> {
         if Arc::strong_count(&self.notify) == 2 {
             slots.remove(&self.key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Hub;
+
+    const LONG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_look_that_found_nothing_left_is_quiet_until_a_wake() {
+        let hub: Hub<&str> = Hub::new();
+        assert!(!hub.quiet(&"r", LONG), "never looked: not quiet");
+        let n = hub.looking(&"r");
+        assert!(!hub.quiet(&"r", LONG), "a look under way is not quiet");
+        hub.looked(&"r", n, true);
+        assert!(hub.quiet(&"r", LONG));
+        assert!(!hub.quiet(&"r", Duration::ZERO), "quiet only for so long");
+        assert!(!hub.quiet(&"other", LONG));
+        hub.wake(&"r");
+        assert!(!hub.quiet(&"r", LONG), "woken: the next claim looks");
+        // A look that left work behind is not quiet.
+        let n = hub.looking(&"r");
+        hub.looked(&"r", n, false);
+        assert!(!hub.quiet(&"r", LONG));
+    }
+
+    #[test]
+    fn a_wake_during_a_look_keeps_it_from_being_quiet() {
+        // The job queued after the look's snapshot wakes the runner while
+        // the look is under way: what the look says must not hide it.
+        let hub: Hub<&str> = Hub::new();
+        let n = hub.looking(&"r");
+        hub.wake(&"r");
+        hub.looked(&"r", n, true);
+        assert!(!hub.quiet(&"r", LONG));
+        // Across replicas, every runner's wake may be lost: all look.
+        let n = hub.looking(&"r");
+        hub.looked(&"r", n, true);
+        hub.wake_all();
+        assert!(!hub.quiet(&"r", LONG));
+    }
+
+    #[test]
+    fn only_the_newest_look_says_whether_it_is_quiet() {
+        let hub: Hub<&str> = Hub::new();
+        let older = hub.looking(&"r");
+        let newer = hub.looking(&"r");
+        hub.looked(&"r", older, true);
+        assert!(!hub.quiet(&"r", LONG), "a newer look is under way");
+        hub.looked(&"r", newer, true);
+        assert!(hub.quiet(&"r", LONG));
+        // An older look ending late changes nothing.
+        hub.looked(&"r", older, false);
+        assert!(hub.quiet(&"r", LONG));
+    }
+
+    #[test]
+    fn marks_of_runners_gone_quiet_long_ago_are_dropped() {
+        let hub: Hub<String> = Hub::new();
+        for i in 0..=super::MARKS_PRUNED_PAST + 1 {
+            let key = format!("r{i}");
+            let n = hub.looking(&key);
+            hub.looked(&key, n, true);
+        }
+        assert!(hub.marks().of.len() > super::MARKS_PRUNED_PAST);
+        // Made old (an hour, when the clock goes back that far): the next
+        // mark prunes them.
+        let Some(old) = std::time::Instant::now().checked_sub(Duration::from_secs(3600)) else {
+            return;
+        };
+        for mark in hub.marks().of.values_mut() {
+            *mark = super::Mark::Quiet(old);
+        }
+        let n = hub.looking(&"new".to_owned());
+        hub.looked(&"new".to_owned(), n, true);
+        assert_eq!(hub.marks().of.len(), 1);
     }
 }

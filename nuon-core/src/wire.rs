@@ -650,7 +650,9 @@ pub struct HeartbeatResponse {
     pub lease_ms: u64,
     /// When the runner should send its next heartbeat at the latest, in milliseconds.
     pub next_heartbeat_ms: u64,
-    /// The version of the runner's settings now (see [`ClaimResponse`]).
+    /// The version of the runner's settings now (see [`ClaimResponse`]);
+    /// none in the answer to a heartbeat that waits for nothing (`wait_ms`
+    /// 0: the confirmation of a job just claimed, whose claim carried it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings_version: Option<String>,
 }

@@ -89,6 +89,16 @@ async fn claim(
     let mut watch_org = false;
     // Woken for this runner: a job queued, or its settings changed.
     let mut woken = false;
+    // A runner whose last look here found nothing queued, with no wake
+    // since (a job queued for it always wakes it), waits before it looks:
+    // a runner that just ended its job claims again at once, before its
+    // next step is dispatched. Not for long: the look also says the
+    // runner is there (its `last_seen_at`).
+    let mut look = slots == 0
+        || !state
+            .wakes
+            .runners
+            .quiet(&runner.runner_id, quiet_for(&state));
     loop {
         if watch_org && org_sub.is_none() {
             org_sub = Some(state.wakes.orgs.subscribe(&runner.org_id));
@@ -103,12 +113,23 @@ async fn claim(
         if let Some(n) = org_notified.as_mut().as_pin_mut() {
             n.enable();
         }
-        let started = std::time::Instant::now();
-        let claimed = state
-            .store
-            .claim(&runner.runner_id, &req.kinds, slots, lease_ms(&state))
-            .await?;
-        state.metrics.store_write("claim", started.elapsed());
+        let claimed = match std::mem::replace(&mut look, true) {
+            true => {
+                let started = std::time::Instant::now();
+                let n = state.wakes.runners.looking(&runner.runner_id);
+                let claimed = state
+                    .store
+                    .claim(&runner.runner_id, &req.kinds, slots, lease_ms(&state))
+                    .await?;
+                state
+                    .wakes
+                    .runners
+                    .looked(&runner.runner_id, n, claimed.nothing_left);
+                state.metrics.store_write("claim", started.elapsed());
+                claimed
+            }
+            false => crate::store::Claimed::default(),
+        };
         if !claimed.jobs.is_empty() || slots == 0 {
             if !claimed.jobs.is_empty() {
                 tracing::debug!(runner = %runner.runner_id, count = claimed.jobs.len(), "jobs claimed");
@@ -188,6 +209,14 @@ async fn claim(
     }))
 }
 
+/// How long a claim that found nothing queued for its runner stands in
+/// for the runner's next look (without a wake between): a quarter of the
+/// time after which a runner not seen is called unhealthy, since the look
+/// is what sees it.
+fn quiet_for(state: &SharedState) -> Duration {
+    state.ops.runner_unhealthy_after / 4
+}
+
 /// At a runner's first claim since this process started, the attempts the
 /// store says it holds; otherwise none. A runner that ran one of them to its
 /// end reports it: a store restored from a backup taken while they ran
@@ -256,11 +285,17 @@ async fn heartbeat(
             .lease_states(&runner.runner_id, &req.leases)
             .await?;
     }
+    // A heartbeat that waits for nothing confirms a job just claimed: the
+    // claim's answer carried the settings' version a moment ago.
+    let settings_version = match req.wait_ms {
+        0 => None,
+        _ => settings_version(&state, &runner).await?,
+    };
     Ok(Json(HeartbeatResponse {
         leases,
         lease_ms: lease_ms(&state),
         next_heartbeat_ms,
-        settings_version: settings_version(&state, &runner).await?,
+        settings_version,
     }))
 }
 

@@ -10,6 +10,10 @@ pub struct Claimed {
     /// Whether the runner has queued jobs that its org's limit on running
     /// jobs held back: it should look again when a job of the org ends.
     pub held_back: bool,
+    /// Whether the claim saw no queued job of the runner left (of any
+    /// kind) once it took its own: its next claim may wait for a wake
+    /// before it looks. False when not known.
+    pub nothing_left: bool,
 }
 
 /// How much of a job's log is kept.

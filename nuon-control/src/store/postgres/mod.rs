@@ -408,7 +408,8 @@ async fn lease_states(
 /// in one statement: the runner is seen, the jobs taken `FOR UPDATE SKIP
 /// LOCKED`, their attempts begun. Unless `limit_checked`, `None` (and
 /// nothing started) when the runner's org has a limit on running jobs,
-/// which the caller must count first.
+/// which the caller must count first. With the jobs, whether no queued
+/// job of the runner (of any kind) is left.
 async fn start_jobs<'e, E>(
     e: E,
     runner: &RunnerId,
@@ -417,7 +418,7 @@ async fn start_jobs<'e, E>(
     now: i64,
     lease_ms: u64,
     limit_checked: bool,
-) -> Result<Option<Vec<ClaimedJob>>>
+) -> Result<Option<(Vec<ClaimedJob>, bool)>>
 where
     E: sqlx::Executor<'e, Database = Postgres>,
 {
@@ -436,7 +437,9 @@ where
          begun AS (INSERT INTO attempts (job_id, n, runner_id, state, lease_expires, started_at) \
             SELECT id, attempts, $1, 'running', $5, $4 FROM taken) \
          SELECT seq, id, spec, signature, attempts, false FROM taken \
-         UNION ALL SELECT 0, '', '', '', 0, true FROM limited",
+         UNION ALL SELECT 0, '', '', '', 0, true FROM limited \
+         UNION ALL SELECT -1, '', '', '', 0, false WHERE NOT EXISTS (SELECT 1 FROM jobs \
+            WHERE runner_id = $1 AND status = 'queued' AND seq NOT IN (SELECT seq FROM picked))",
     )
     .bind(runner.as_str())
     .bind(kinds)
@@ -448,11 +451,18 @@ where
     .await
     .map_err(db)?;
     let mut taken = Vec::with_capacity(rows.len());
+    // The row that says no queued job of the runner is left (seq -1).
+    let mut nothing_left = false;
     for r in &rows {
         if get::<bool>(r, 5)? {
             return Ok(None);
         }
-        taken.push((get::<i64>(r, 0)?, get::<String>(r, 1)?, r));
+        let seq = get::<i64>(r, 0)?;
+        if seq < 0 {
+            nothing_left = true;
+            continue;
+        }
+        taken.push((seq, get::<String>(r, 1)?, r));
     }
     taken.sort_by_key(|t| t.0);
     taken
@@ -469,5 +479,5 @@ where
             })
         })
         .collect::<Result<_>>()
-        .map(Some)
+        .map(|jobs| Some((jobs, nothing_left)))
 }

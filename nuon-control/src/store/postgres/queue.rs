@@ -16,7 +16,7 @@ impl QueueStore for PostgresStore {
         // Most orgs have no limit: then the claim is one statement (one
         // round trip, one commit), which also says whether the org has one.
         let mut conn = self.conn().await?;
-        if let Some(jobs) = start_jobs(
+        if let Some((jobs, nothing_left)) = start_jobs(
             &mut *conn,
             runner,
             kinds,
@@ -31,6 +31,7 @@ impl QueueStore for PostgresStore {
             return Ok(Claimed {
                 jobs,
                 held_back: false,
+                nothing_left,
             });
         }
         let mut tx = conn.begin().await.map_err(db)?;
@@ -76,11 +77,18 @@ impl QueueStore for PostgresStore {
         } else {
             start_jobs(&mut *tx, runner, kinds, max, now, lease_ms, true)
                 .await?
+                .map(|(jobs, _)| jobs)
                 .unwrap_or_default()
         };
         tx.commit().await.map_err(db)?;
         conn.done();
-        Ok(Claimed { jobs, held_back })
+        // A limited org's runner looks each time: a job of the org ending
+        // makes room without a wake of the runner.
+        Ok(Claimed {
+            jobs,
+            held_back,
+            nothing_left: false,
+        })
     }
 
     async fn heartbeat(

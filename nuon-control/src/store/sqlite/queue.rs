@@ -20,6 +20,14 @@ impl QueueStore for SqliteStore {
             if max == 0 {
                 return Ok(Claimed::default());
             }
+            // Whether any job of the runner is still queued, of any kind.
+            let nothing_left = |conn: &rusqlite::Connection| {
+                conn.prepare_cached(
+                    "SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE runner_id = ?1 AND status = 'queued')",
+                )
+                .and_then(|mut s| s.query_row([runner.as_str()], |r| r.get::<_, bool>(0)))
+                .map_err(db_err)
+            };
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT seq, id, spec, signature, attempts FROM jobs \
@@ -41,7 +49,10 @@ impl QueueStore for SqliteStore {
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db_err)?;
             if picked.is_empty() {
-                return Ok(Claimed::default());
+                return Ok(Claimed {
+                    nothing_left: nothing_left(conn)?,
+                    ..Claimed::default()
+                });
             }
             // The org's limit on running jobs (the writer is the only one, so
             // the count cannot change under us).
@@ -88,6 +99,7 @@ impl QueueStore for SqliteStore {
             Ok(Claimed {
                 jobs: claimed,
                 held_back,
+                nothing_left: nothing_left(conn)?,
             })
         })
         .await
