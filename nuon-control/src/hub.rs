@@ -83,18 +83,27 @@ struct Marks<K> {
     of: HashMap<K, Mark>,
     /// The number the next look is given.
     next: u64,
+    /// How many keys the marks may hold before the stale ones are dropped:
+    /// twice what was left the last time, so the drop is paid for once per
+    /// as many marks as it kept (not at each mark, with a fleet parked).
+    prune_past: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Mark {
-    /// A look (numbered) has begun, and no wake came since.
-    Looking(u64),
+    /// A look (numbered) began then, and no wake came since.
+    Looking(u64, std::time::Instant),
     /// A look found nothing left, and no wake came since.
     Quiet(std::time::Instant),
 }
 
-/// How many keys the marks hold before the stale ones are dropped.
+/// How many keys the marks hold, at least, before the stale ones are
+/// dropped.
 const MARKS_PRUNED_PAST: usize = 4096;
+
+/// How long a mark is kept unless woken or looked again: past any claim's
+/// wait, and so past any use of it.
+const MARKS_KEPT: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl<K: Eq + Hash + Clone> Hub<K> {
     pub(crate) fn new() -> Self {
@@ -103,6 +112,7 @@ impl<K: Eq + Hash + Clone> Hub<K> {
             marks: Mutex::new(Marks {
                 of: HashMap::new(),
                 next: 0,
+                prune_past: MARKS_PRUNED_PAST,
             }),
         }
     }
@@ -151,7 +161,13 @@ impl<K: Eq + Hash + Clone> Hub<K> {
         let mut m = self.marks();
         m.next += 1;
         let n = m.next;
-        m.of.insert(key.clone(), Mark::Looking(n));
+        m.of.insert(key.clone(), Mark::Looking(n, std::time::Instant::now()));
+        if m.of.len() > m.prune_past {
+            m.of.retain(|_, mark| match mark {
+                Mark::Looking(_, at) | Mark::Quiet(at) => at.elapsed() < MARKS_KEPT,
+            });
+            m.prune_past = MARKS_PRUNED_PAST.max(2 * m.of.len());
+        }
         n
     }
 
@@ -161,20 +177,13 @@ impl<K: Eq + Hash + Clone> Hub<K> {
     /// followed by a wake, which a quiet mark would otherwise hide.
     pub(crate) fn looked(&self, key: &K, n: u64, nothing_left: bool) {
         let mut m = self.marks();
-        let ours = matches!(m.of.get(key), Some(Mark::Looking(at)) if *at == n);
+        let ours = matches!(m.of.get(key), Some(Mark::Looking(at, _)) if *at == n);
         if !ours {
             return;
         }
         if !nothing_left {
             m.of.remove(key);
             return;
-        }
-        if m.of.len() > MARKS_PRUNED_PAST {
-            let fresh = std::time::Duration::from_secs(600);
-            m.of.retain(|_, mark| match mark {
-                Mark::Looking(_) => true,
-                Mark::Quiet(at) => at.elapsed() < fresh,
-            });
         }
         m.of.insert(key.clone(), Mark::Quiet(std::time::Instant::now()));
     }
@@ -273,17 +282,24 @@ mod tests {
             let n = hub.looking(&key);
             hub.looked(&key, n, true);
         }
-        assert!(hub.marks().of.len() > super::MARKS_PRUNED_PAST);
+        // Fresh, they are kept, and the next drop waits for twice as many.
+        let kept = hub.marks().of.len();
+        let next_drop = hub.marks().prune_past;
+        assert!(kept > super::MARKS_PRUNED_PAST && next_drop >= 2 * super::MARKS_PRUNED_PAST);
         // Made old (an hour, when the clock goes back that far): the next
-        // mark prunes them.
+        // drop takes them.
         let Some(old) = std::time::Instant::now().checked_sub(Duration::from_secs(3600)) else {
             return;
         };
         for mark in hub.marks().of.values_mut() {
             *mark = super::Mark::Quiet(old);
         }
-        let n = hub.looking(&"new".to_owned());
-        hub.looked(&"new".to_owned(), n, true);
-        assert_eq!(hub.marks().of.len(), 1);
+        for i in 0..next_drop {
+            let key = format!("new{i}");
+            let n = hub.looking(&key);
+            hub.looked(&key, n, true);
+        }
+        assert!(hub.marks().of.keys().all(|k| k.starts_with("new")));
+        assert!(hub.quiet(&format!("new{}", next_drop - 1), LONG));
     }
 }
