@@ -54,7 +54,7 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
         }
         None => vec![ControlPlane::start("60s")?],
     };
-    if let Some((ours, _)) = &cpus {
+    if let Some(ours) = &cpus {
         for cp in &cps {
             pin(cp.pid(), ours)?;
         }
@@ -398,9 +398,9 @@ mod statements {
 
 /// `--pin`: this process (the simulated runners) and PostgreSQL (its
 /// postmaster and the processes it has started) on every CPU but the
-/// first, which the replicas get (`pin` them once started). The CPU
-/// lists, the replicas' first.
-fn pin_apart(pg: &PgCluster) -> Result<(String, String)> {
+/// first, which the replicas get (`pin` them once started): the replicas'
+/// CPU list.
+fn pin_apart(pg: &PgCluster) -> Result<String> {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     if n < 2 {
         bail!("--pin needs at least two CPUs; this machine has {n}");
@@ -425,7 +425,7 @@ fn pin_apart(pg: &PgCluster) -> Result<(String, String)> {
     println!(
         "| CPUs (`--pin`) | replicas on {ours}; PostgreSQL and the simulated runners on {rest} |"
     );
-    Ok((ours, rest))
+    Ok(ours)
 }
 
 /// Every thread of process `pid` on the CPUs `list` (`taskset`); the

@@ -2,7 +2,7 @@
 //! the active workflows, statuses, waiting steps.
 
 use super::super::rows::{Cells, Record};
-use super::super::sql::{Arg, Stmt, args};
+use super::super::sql::{Arg, Stmt};
 use super::super::*;
 
 /// A workflow that is not over, and its install: what the engine's pass
@@ -60,39 +60,33 @@ impl Record for JobOfWorkflow {
 /// The statements that find the workflow of each of `jobs`, a thousand
 /// at a time.
 pub(super) fn workflows_of_jobs(jobs: &[JobId]) -> Vec<Stmt> {
-    jobs.chunks(1000)
-        .map(|chunk| {
-            let mut args = Vec::with_capacity(chunk.len());
-            let marks: Vec<String> = chunk
-                .iter()
-                .map(|id| {
-                    args.push(Arg::from(id.as_str()));
-                    format!("${}", args.len())
-                })
-                .collect();
-            Stmt::new(
-                format!(
-                    "SELECT s.job_id, w.org_id, w.id FROM workflow_steps s \
-                     JOIN workflows w ON w.id = s.workflow_id WHERE s.job_id IN ({})",
-                    marks.join(", ")
-                ),
-                args,
-            )
-        })
-        .collect()
+    let ids: Vec<&str> = jobs.iter().map(|j| j.as_str()).collect();
+    in_lists(
+        &[],
+        &ids,
+        "SELECT s.job_id, w.org_id, w.id FROM workflow_steps s \
+         JOIN workflows w ON w.id = s.workflow_id WHERE s.job_id IN (IDS)",
+    )
 }
 
 /// `sql` (whose `$1` is the org and `IN (IDS)` the ids) for the org's
-/// workflows `ids`, a thousand at a time: a statement's parameters are
-/// bounded (SQLite's 32,766).
+/// workflows `ids`, a thousand at a time.
 pub(super) fn of_many(org: &OrgId, ids: &[WorkflowId], sql: &str) -> Vec<Stmt> {
+    let ids: Vec<&str> = ids.iter().map(|w| w.as_str()).collect();
+    in_lists(&[org.as_str()], &ids, sql)
+}
+
+/// `sql` with the arguments `first` (`$1`, ...) and, for its `IN (IDS)`,
+/// the `ids` after them, a thousand at a time: a statement's parameters
+/// are bounded (SQLite's 32,766).
+fn in_lists(first: &[&str], ids: &[&str], sql: &str) -> Vec<Stmt> {
     ids.chunks(1000)
         .map(|chunk| {
-            let mut args = args![org.as_str()];
+            let mut args: Vec<Arg> = first.iter().map(|a| Arg::from(*a)).collect();
             let marks: Vec<String> = chunk
                 .iter()
                 .map(|id| {
-                    args.push(Arg::from(id.as_str()));
+                    args.push(Arg::from(*id));
                     format!("${}", args.len())
                 })
                 .collect();
