@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::rules::{self, Next};
 use super::{Ctx, Engine, EngineError, Result, render};
-use crate::store::StepUpdate;
+use crate::store::{Moving, StepUpdate};
 
 /// A step update to `status`, with a reason.
 pub(super) fn update(status: StepStatus, reason: Option<String>) -> StepUpdate {
@@ -48,8 +48,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Moves a workflow as far as it goes now.
-    pub(super) async fn advance(&self, org: &OrgId, wf: Workflow) -> Result<()> {
+    /// Moves a workflow as far as it goes now, from what one read found
+    /// of it (its install, runner and running jobs with it).
+    pub(super) async fn advance(&self, org: &OrgId, moving: Moving) -> Result<()> {
+        let Moving {
+            workflow: wf,
+            install,
+            runner,
+            mut jobs,
+        } = moving;
         let id = wf.id.clone();
         // A newer replica planned it, during a rolling upgrade: only a
         // replica that knows every step moves it (the lead passes to the
@@ -64,18 +71,22 @@ impl Engine {
         }
         // Its step's job still runs: nothing to do, and nothing to load
         // (what a full pass finds of most of a busy fleet's workflows).
-        // An ended job read here is the one the step reads below.
+        // An ended job found here is the one the step reads below.
         let mut ended_job = None;
         if wf.status == WorkflowStatus::Running
             && let Next::Job(i) = rules::next(&wf.steps)
             && let Some(job_id) = &wf.steps[i].job_id
         {
-            match self.store.get_job(org, job_id).await? {
+            let job = match jobs.iter().position(|j| &j.id == job_id) {
+                Some(at) => Some(jobs.swap_remove(at)),
+                None => self.store.get_job(org, job_id).await?,
+            };
+            match job {
                 Some(job) if !job.status.is_terminal() => return Ok(()),
                 job => ended_job = job,
             }
         }
-        let mut cx = match self.load(org, wf.clone()).await {
+        let mut cx = match self.load(org, wf.clone(), install, runner).await {
             Ok(cx) => cx,
             // Its install, app or config is gone: it can never move again,
             // and must not block the install's queue.
@@ -246,7 +257,8 @@ impl Engine {
                         .set_install_state(org, &cx.install.id, after)
                         .await?;
                     self.set_status(org, &id, &cx.install.id, status).await?;
-                    self.settle_pending(org, &cx.install.id, &id).await?;
+                    cx.wf.status = status;
+                    self.settle_pending_of(org, &cx.install.id, &cx.wf).await?;
                     tracing::info!(workflow = %id, %status, "workflow ended");
                     if status == WorkflowStatus::Succeeded
                         && cx.wf.trigger.as_deref() == Some(nuon_core::workflow::DELETE)
@@ -466,13 +478,24 @@ impl Engine {
         install: &nuon_core::InstallId,
         wf: &nuon_core::WorkflowId,
     ) -> Result<()> {
-        let Some(wf) = self.store.get_workflow(org, wf).await? else {
-            return Ok(());
-        };
-        if wf.status.is_active() || rules::plan_only(&wf) {
+        match self.store.get_workflow(org, wf).await? {
+            Some(wf) => self.settle_pending_of(org, install, &wf).await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`Engine::settle_pending`] of workflow `wf` as this engine just
+    /// ended it (its last step and status stored): no read of it again.
+    async fn settle_pending_of(
+        &self,
+        org: &OrgId,
+        install: &nuon_core::InstallId,
+        wf: &Workflow,
+    ) -> Result<()> {
+        if wf.status.is_active() || rules::plan_only(wf) {
             return Ok(());
         }
-        let (how, deployed) = rules::what_ran(&wf, wf.status);
+        let (how, deployed) = rules::what_ran(wf, wf.status);
         crate::desired::update_pending(&*self.store, org, install, |p, i| {
             // Torn down or gone: nothing runs what it changed.
             if matches!(

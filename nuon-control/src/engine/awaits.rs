@@ -189,11 +189,15 @@ impl Engine {
     /// customer disabled the install's runner. Nothing new is queued for
     /// it; the step says so, and fails after `--await-runner-timeout`.
     pub(super) async fn held_by_customer(&self, cx: &mut Ctx, i: usize) -> Result<bool> {
-        let Some(runner) = self
-            .store
-            .find_runner(&cx.org, cx.install.runner_id.as_str())
-            .await?
-        else {
+        let runner = match cx.runner.take() {
+            Some(read) => read,
+            None => {
+                self.store
+                    .find_runner(&cx.org, cx.install.runner_id.as_str())
+                    .await?
+            }
+        };
+        let Some(runner) = runner else {
             return Ok(false);
         };
         let Some(why) = disabled_reason(&runner) else {

@@ -30,6 +30,9 @@ pub(crate) const CATCH_UP_MS: i64 = 15 * 60_000;
 #[derive(Default)]
 pub(crate) struct Tried(HashMap<(InstallId, String), i64>);
 
+/// An app's name and one of its config versions, as the engine keeps them.
+type Named = (String, std::sync::Arc<AppConfig>);
+
 impl Engine {
     /// A drift check of `target` on the install that has not started yet
     /// (it waits behind another workflow), if any.
@@ -54,7 +57,7 @@ impl Engine {
 
     /// Starts every cron run due at `now_ms`; returns how many started.
     pub(crate) async fn fire_crons(&self, now_ms: i64, tried: &mut Tried) -> Result<usize> {
-        let mut configs: HashMap<(AppId, u32), Option<(String, AppConfig)>> = HashMap::new();
+        let mut configs: HashMap<(AppId, u32), Option<Named>> = HashMap::new();
         let mut started = 0;
         for (org, id) in self.store.scheduled_installs().await? {
             let Some(install) = self.store.find_install(&org, id.as_str()).await? else {

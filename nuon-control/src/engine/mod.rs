@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use nuon_core::app::AppConfig;
 use nuon_core::model::{Install, Workflow};
-use nuon_core::wire::{BuildInfo, ErrorCode, ReleaseInfo};
+use nuon_core::wire::{BuildInfo, ErrorCode, ReleaseInfo, RunnerInfo};
 use nuon_core::workflow::{self, StepKind, WorkflowKind};
 use nuon_core::{AppId, ArtifactRef, JobId, JobStatus, OrgId, RunnerId, WorkflowId};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -672,11 +672,14 @@ impl Engine {
     }
 
     /// What moving a workflow needs about its install and app.
-    async fn load(&self, org: &OrgId, wf: Workflow) -> Result<Ctx> {
-        let install = self
-            .store
-            .find_install(org, wf.install_id.as_str())
-            .await?
+    async fn load(
+        &self,
+        org: &OrgId,
+        wf: Workflow,
+        install: Option<Install>,
+        runner: Option<RunnerInfo>,
+    ) -> Result<Ctx> {
+        let install = install
             .ok_or_else(|| EngineError::NotFound(format!("install {} is gone", wf.install_id)))?;
         let (app_name, config) = self
             .app_config(org, &install.app_id, wf.config_version)
@@ -696,6 +699,7 @@ impl Engine {
             app_name,
             config,
             builds,
+            runner: Some(runner),
         })
     }
 }
@@ -707,6 +711,10 @@ struct Ctx {
     wf: Workflow,
     install: Install,
     app_name: String,
-    config: AppConfig,
+    config: Arc<AppConfig>,
     builds: BTreeMap<String, ArtifactRef>,
+    /// The install's runner as read with the workflow, until the first
+    /// look at it takes it (a later look reads it again): `Some(None)`
+    /// when the install has none.
+    runner: Option<Option<RunnerInfo>>,
 }

@@ -134,15 +134,15 @@ impl Engine {
             if i == 0 && only.is_some_and(|o| !o.contains(&a.id)) {
                 return false;
             }
-            let wf = match self.store.get_workflow(&a.org, &a.id).await {
-                Ok(Some(wf)) => wf,
+            let moving = match self.store.workflow_to_move(&a.org, &a.id).await {
+                Ok(Some(m)) => m,
                 Ok(None) => break,
                 Err(e) => {
                     tracing::error!(workflow = %a.id, error = %e, "cannot load workflow");
                     break;
                 }
             };
-            if let Err(e) = self.advance(&a.org, wf).await {
+            if let Err(e) = self.advance(&a.org, moving).await {
                 tracing::error!(workflow = %a.id, error = %e, "workflow did not advance");
                 break;
             }

@@ -3,6 +3,7 @@
 //! reported; the checks a workflow passes before it starts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use nuon_core::app::template::{self, Reference, RenderContext};
 use nuon_core::app::{AppConfig, Component, ComponentKind, ComponentSpec};
@@ -208,7 +209,7 @@ impl super::Ctx {
 /// step of every workflow.
 #[derive(Default)]
 pub(crate) struct Kept {
-    configs: HashMap<(OrgId, AppId, u32), AppConfig>,
+    configs: HashMap<(OrgId, AppId, u32), Arc<AppConfig>>,
     apps: HashMap<(OrgId, AppId), String>,
     orgs: HashMap<OrgId, String>,
     releases: HashMap<(OrgId, ReleaseId), BTreeMap<String, ArtifactRef>>,
@@ -236,7 +237,7 @@ impl super::Engine {
         org: &OrgId,
         app: &AppId,
         version: u32,
-    ) -> Result<(String, AppConfig)> {
+    ) -> Result<(String, Arc<AppConfig>)> {
         let name = self.app_name(org, app).await?;
         let key = (org.clone(), app.clone(), version);
         if let Some(config) = self.kept().configs.get(&key) {
@@ -251,7 +252,7 @@ impl super::Engine {
             })?;
         let text = crate::keys::open_config(&self.secrets, app, "config", &stored.config_json)
             .map_err(EngineError::Internal)?;
-        let config: AppConfig = serde_json::from_str(&text)
+        let config: Arc<AppConfig> = serde_json::from_str(&text)
             .map_err(|e| EngineError::Internal(format!("stored config unreadable: {e}")))?;
         keep(&mut self.kept().configs, KEPT_CONFIGS, key, config.clone());
         Ok((name, config))

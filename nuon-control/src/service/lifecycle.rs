@@ -52,7 +52,10 @@ impl Services<'_> {
                 .engine
                 .app_config(org, &install.app_id, install.config_version)
                 .await?;
-            (install.config_version, config)
+            (
+                install.config_version,
+                std::sync::Arc::unwrap_or_clone(config),
+            )
         };
         let wf = self
             .engine

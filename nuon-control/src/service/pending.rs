@@ -315,7 +315,7 @@ impl Services<'_> {
         }
         Ok(Redeploy {
             app,
-            config,
+            config: std::sync::Arc::unwrap_or_clone(config),
             on,
             off,
             gone,

@@ -52,7 +52,7 @@ impl Services<'_> {
         Ok(Shown {
             install,
             app_name,
-            config,
+            config: std::sync::Arc::unwrap_or_clone(config),
             ctx,
         })
     }

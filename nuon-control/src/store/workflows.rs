@@ -11,10 +11,10 @@ use super::*;
 mod reads;
 mod writes;
 
-use nuon_core::model::Step;
+use nuon_core::model::{QueuedJob, Step};
 use nuon_core::now_ms;
-pub use reads::ActiveWorkflow;
-use reads::{JobOfWorkflow, StatusRow, WaitingRow, of_many};
+pub use reads::{ActiveWorkflow, Moving};
+use reads::{JobOfWorkflow, MovingRow, StatusRow, WaitingRow, of_many};
 use writes::{bump, bumped, dispatch_in_one, summary_sql, update_step_stmt};
 
 /// A new workflow with its planned steps.
@@ -166,6 +166,10 @@ pub trait WorkflowStore: Send + Sync + 'static {
 
     /// One workflow of the org.
     async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Workflow>>;
+
+    /// One workflow of the org with what the engine reads to move it
+    /// (its install, their runner, its running steps' jobs): one read.
+    async fn workflow_to_move(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Moving>>;
 
     /// Every workflow that is `pending`, `running` or `cancelling`, oldest
     /// first, with its install.
@@ -591,6 +595,31 @@ impl<S: Sql + 'static> WorkflowStore for S {
         };
         let steps = first.into_iter().chain(rows.filter_map(|r| r.1)).collect();
         Ok(Some(head.with_steps(id.clone(), steps)))
+    }
+
+    async fn workflow_to_move(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Moving>> {
+        let rows: Vec<MovingRow> = self
+            .query(Stmt::new(
+                reads::moving_sql(S::DIALECT),
+                args![id.as_str(), org.as_str()],
+            ))
+            .await?;
+        let mut rows = rows.into_iter();
+        let Some(MovingRow(HeadAndStep(head, first), install, runner, job)) = rows.next() else {
+            return Ok(None);
+        };
+        let mut steps: Vec<Step> = first.into_iter().collect();
+        let mut jobs: Vec<QueuedJob> = job.into_iter().collect();
+        for MovingRow(HeadAndStep(_, step), _, _, job) in rows {
+            steps.extend(step);
+            jobs.extend(job);
+        }
+        Ok(Some(Moving {
+            workflow: head.with_steps(id.clone(), steps),
+            install,
+            runner,
+            jobs,
+        }))
     }
 
     async fn active_workflows(&self) -> Result<Vec<ActiveWorkflow>> {

@@ -94,6 +94,15 @@ conformance! {
             component: "db".into(),
         };
         f.store.dispatch_step(&f.org, &wf, 0, job, Some(token)).await.unwrap();
+        // The engine's one read of a workflow to move: the workflow as
+        // read alone, its install, their runner, its running step's job.
+        let moving = f.store.workflow_to_move(&f.org, &wf).await.unwrap().unwrap();
+        assert_eq!(moving.workflow, f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap());
+        assert_eq!(moving.install, f.store.find_install(&f.org, inst.id.as_str()).await.unwrap());
+        assert_eq!(moving.runner, f.store.find_runner(&f.org, inst.runner_id.as_str()).await.unwrap());
+        assert_eq!(moving.jobs, vec![f.store.get_job(&f.org, &job_id).await.unwrap().unwrap()]);
+        assert_eq!(moving.runner.as_ref().map(|r| &r.id), Some(&inst.runner_id));
+        assert_eq!(f.store.workflow_to_move(&OrgId::generate(), &wf).await.unwrap(), None);
         // A job's end finds the workflow whose step ran it; a job of no
         // step finds none.
         let lone = f.queue(1).await;
