@@ -131,6 +131,7 @@ impl Engine {
                     if !job.status.is_terminal() {
                         return Ok(());
                     }
+                    cx.ended = Some((job.id.clone(), job.finished_at_ms));
                     if let (Some(a), Some(b)) = (job.started_at_ms, job.finished_at_ms) {
                         self.metrics.step(
                             step_kind_name(step.kind),
@@ -693,12 +694,13 @@ impl Engine {
         else {
             return Ok(false);
         };
-        let Some(made) = self
-            .store
-            .get_job(&cx.org, job)
-            .await?
-            .and_then(|j| j.finished_at_ms)
-        else {
+        // The plan's job ended in this advance, most often: its end is
+        // known without reading it again.
+        let made = match &cx.ended {
+            Some((ended, at)) if ended == job => *at,
+            _ => (self.store.get_job(&cx.org, job).await?).and_then(|j| j.finished_at_ms),
+        };
+        let Some(made) = made else {
             return Ok(false);
         };
         let age = std::time::Duration::from_millis((nuon_core::now_ms() - made).max(0) as u64);

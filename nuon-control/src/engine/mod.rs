@@ -700,6 +700,7 @@ impl Engine {
             config,
             builds,
             runner: Some(runner),
+            ended: None,
         })
     }
 }
@@ -717,4 +718,6 @@ struct Ctx {
     /// look at it takes it (a later look reads it again): `Some(None)`
     /// when the install has none.
     runner: Option<Option<RunnerInfo>>,
+    /// The job of a step this advance found ended, and when it ended.
+    ended: Option<(JobId, Option<i64>)>,
 }
