@@ -33,11 +33,14 @@ impl Engine {
         install: &nuon_core::InstallId,
         status: WorkflowStatus,
     ) -> Result<()> {
-        self.store.set_workflow_status(org, id, status).await?;
+        let bumped = self.store.set_workflow_status(org, id, status).await?;
         if !status.is_active() {
             self.ended_here().insert(id.clone());
             let made = async {
-                let rev = self.store.install_summary_rev(install).await?;
+                let rev = match bumped {
+                    Some(rev) => rev,
+                    None => self.store.install_summary_rev(install).await?,
+                };
                 crate::health::remake_summary(&*self.store, org, install, rev).await
             };
             if let Err(e) = made.await {
@@ -524,16 +527,12 @@ impl Engine {
         })
     }
 
-    /// The install's outputs as stored now, opened.
-    async fn current_outputs(&self, cx: &Ctx) -> Result<InstallOutputs> {
-        match self
-            .store
-            .find_install(&cx.org, cx.install.id.as_str())
-            .await?
-        {
-            Some(i) => render::outputs_of(&self.secrets, &i).map_err(EngineError::Internal),
-            None => Ok(InstallOutputs::default()),
-        }
+    /// The install's outputs as stored now, opened: as read with the
+    /// workflow at the start of this advance, and kept by
+    /// [`Self::store_outputs`] since (only the workflow that moves an
+    /// install, one at a time, writes its outputs), so no read.
+    fn current_outputs(&self, cx: &Ctx) -> Result<InstallOutputs> {
+        render::outputs_of(&self.secrets, &cx.install).map_err(EngineError::Internal)
     }
 
     /// Stores the install's outputs, the sensitive ones sealed (and keeps
@@ -556,7 +555,7 @@ impl Engine {
         let step = cx.wf.steps[i].clone();
         let outputs = job.outputs.clone();
         if applies_a_plan(step.kind) || step.kind == StepKind::Action {
-            let mut all = self.current_outputs(cx).await?;
+            let mut all = self.current_outputs(cx)?;
             rules::record_outputs(&mut all, &step, &job.outputs);
             self.store_outputs(cx, &all).await?;
             if let Some(c) = super::dispatch::wasm_target(cx, &step) {
@@ -582,7 +581,7 @@ impl Engine {
                     });
             match written {
                 Ok((objects, _)) => {
-                    let mut all = self.current_outputs(cx).await?;
+                    let mut all = self.current_outputs(cx)?;
                     all.kubernetes_secrets = objects
                         .keys()
                         .map(|(ns, name)| format!("{ns}/{name}"))
@@ -612,7 +611,7 @@ impl Engine {
             &step.target,
             serde_json::from_value::<ArtifactRef>(job.outputs["artifact"].clone()),
         ) {
-            let mut all = self.current_outputs(cx).await?;
+            let mut all = self.current_outputs(cx)?;
             let tag = job.outputs["tag"].as_str();
             all.components
                 .insert(c.clone(), rules::image_outputs(&a, tag));

@@ -5,7 +5,7 @@ use super::rows::{Cells, Dialect, Offset, Record, WorkflowHead};
 use super::shared::{
     already_started, corrupt, enum_str, inputs_column, json_or_null, planned_status,
 };
-use super::sql::{Arg, Sql, Stmt, args};
+use super::sql::{Arg, Change, Sql, Stmt, args};
 use super::*;
 
 mod reads;
@@ -195,13 +195,15 @@ pub trait WorkflowStore: Send + Sync + 'static {
         ids: &[WorkflowId],
     ) -> Result<Vec<(WorkflowId, String)>>;
 
-    /// Sets a workflow's status (and its end time, for an ending status).
+    /// Sets a workflow's status (and its end time, for an ending status);
+    /// the revision its install's summary has after the change bumped it
+    /// (none when the org has no such workflow).
     async fn set_workflow_status(
         &self,
         org: &OrgId,
         id: &WorkflowId,
         status: WorkflowStatus,
-    ) -> Result<()>;
+    ) -> Result<Option<i64>>;
 
     /// Changes one step.
     async fn update_step(
@@ -605,12 +607,17 @@ impl<S: Sql + 'static> WorkflowStore for S {
             ))
             .await?;
         let mut rows = rows.into_iter();
-        let Some(MovingRow(HeadAndStep(head, first), install, runner, job)) = rows.next() else {
+        let Some(MovingRow { first, step, job }) = rows.next() else {
             return Ok(None);
         };
-        let mut steps: Vec<Step> = first.into_iter().collect();
+        let Some((head, install, runner)) = first else {
+            return Err(corrupt(format!(
+                "workflow {id}: its first step's row is not marked first"
+            )));
+        };
+        let mut steps: Vec<Step> = step.into_iter().collect();
         let mut jobs: Vec<QueuedJob> = job.into_iter().collect();
-        for MovingRow(HeadAndStep(_, step), _, _, job) in rows {
+        for MovingRow { step, job, .. } in rows {
             steps.extend(step);
             jobs.extend(job);
         }
@@ -685,7 +692,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         org: &OrgId,
         id: &WorkflowId,
         status: WorkflowStatus,
-    ) -> Result<()> {
+    ) -> Result<Option<i64>> {
         // An ending status ends it now.
         let finished = (!status.is_active()).then(now_ms);
         let write = Stmt::new(
@@ -697,7 +704,31 @@ impl<S: Sql + 'static> WorkflowStore for S {
                 Arg::Int(finished)
             ],
         );
-        self.execute(bumped(S::DIALECT, write, id)).await.map(drop)
+        let mut writes = bumped(S::DIALECT, write, id);
+        match S::DIALECT {
+            // One statement, which answers the revision it bumped to.
+            Dialect::Postgres => {
+                let mut one = writes.pop().expect("one statement on PostgreSQL");
+                one.sql.push_str(" RETURNING rev");
+                Ok(self.write_query(one).await?.pop())
+            }
+            // The two, then the revision read in their transaction.
+            Dialect::Sqlite => {
+                let read = Stmt::new(
+                    "SELECT s.rev FROM install_summaries s JOIN workflows w ON w.install_id = s.install_id \
+                     WHERE w.id = $1 AND w.org_id = $2",
+                    args![id.as_str(), org.as_str()],
+                );
+                let plan = Change {
+                    first: writes,
+                    lock: None,
+                    read,
+                    read_locks: false,
+                };
+                self.change(plan, |mut revs: Vec<i64>| Ok((Vec::new(), revs.pop())))
+                    .await
+            }
+        }
     }
 
     async fn update_step(

@@ -69,13 +69,15 @@ conformance! {
                     kind: WorkflowKind::Provision,
                     config_version: 1,
                     component: None,
-                    steps: vec![PlannedStep {
-                        name: "plan db".into(),
-                        kind: StepKind::Plan,
-                        target: Some("db".into()),
-                        needs_approval: false,
-                        skipped: None,
-                    }],
+                    steps: ["plan db", "apply db"]
+                        .map(|name| PlannedStep {
+                            name: name.into(),
+                            kind: StepKind::Plan,
+                            target: Some("db".into()),
+                            needs_approval: false,
+                            skipped: None,
+                        })
+                        .into(),
                     inputs: Default::default(),
                     trigger: None,
                     fire: None,
@@ -93,9 +95,12 @@ conformance! {
             install_id: inst.id.clone(),
             component: "db".into(),
         };
-        f.store.dispatch_step(&f.org, &wf, 0, job, Some(token)).await.unwrap();
+        let done = StepUpdate { status: nuon_core::workflow::StepStatus::Succeeded, ..Default::default() };
+        f.store.update_step(&f.org, &wf, 0, done).await.unwrap();
+        f.store.dispatch_step(&f.org, &wf, 1, job, Some(token)).await.unwrap();
         // The engine's one read of a workflow to move: the workflow as
-        // read alone, its install, their runner, its running step's job.
+        // read alone, its install, their runner (read on the first step's
+        // row), its running step's job (on the second's).
         let moving = f.store.workflow_to_move(&f.org, &wf).await.unwrap().unwrap();
         assert_eq!(moving.workflow, f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap());
         assert_eq!(moving.install, f.store.find_install(&f.org, inst.id.as_str()).await.unwrap());

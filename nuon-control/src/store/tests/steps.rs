@@ -35,9 +35,10 @@ conformance! {
 
         // Running: another org's dispatch and a step it does not have are
         // refused the same way; then the step's job is queued.
-        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running).await.unwrap();
+        let bumped = f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running).await.unwrap();
         let running = rev().await;
         assert!(running > at_start, "a status change marks the summary stale");
+        assert_eq!(bumped, Some(running), "the change answers the revision it bumped to");
         for (org, index) in [(&other, 0), (&f.org, 7)] {
             let job = f.new_job(&inst.runner_id, "terraform", 1);
             let refused = f.store.dispatch_step(org, &wf, index, job, None).await;
@@ -63,7 +64,8 @@ conformance! {
         assert!(rev().await > dispatched);
         // Another org's status change changes nothing (a mark more is
         // only a summary made again).
-        f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed).await.unwrap();
+        let bumped = f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed).await.unwrap();
+        assert_eq!(bumped, None, "another org's workflow answers no revision");
         assert_eq!(f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap().status, WorkflowStatus::Running);
     }
 }

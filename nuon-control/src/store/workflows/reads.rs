@@ -124,62 +124,83 @@ pub struct Moving {
 }
 
 /// The statement of [`Moving`]: the workflow's row on each of its steps'
-/// rows (as `get_workflow` reads it), each with the install and its
-/// runner, and a running step's row with its job. Parameters: the
-/// workflow, the org. PostgreSQL looks each of the three up by its key
-/// from the row before it (`LATERAL`), by its key alone (`OFFSET 0` keeps
-/// the org's test out of the inner plan): joined plainly, or with the
-/// org's test beside the key, a plan made while the tables were young
-/// walked every job of the org by `jobs_org` (1.5 to 5 ms a read at
-/// 1,000 installs, growing with the org).
+/// rows (as `get_workflow` reads it), a running step's row with its job,
+/// and the first row (the first step's, or the workflow's alone when it
+/// has none) with the install and its runner. The first column says which
+/// row is the first: only that row's workflow, install and runner are
+/// decoded ([`MovingRow`]), the rest carry `NULL` for the two.
+/// Parameters: the workflow, the org. PostgreSQL looks each of the three
+/// up by its key from the row before it (`LATERAL`), by its key alone
+/// (`OFFSET 0` keeps the org's test out of the inner plan): joined
+/// plainly, or with the org's test beside the key, a plan made while the
+/// tables were young walked every job of the org by `jobs_org` (1.5 to
+/// 5 ms a read at 1,000 installs, growing with the org). The first step's
+/// index is one lookup, made once (an init plan).
 pub(super) fn moving_sql(dialect: Dialect) -> String {
-    let by = |cols: &str, table: &str, key: &str, of: &str| match dialect {
+    let first =
+        "COALESCE(s.idx = (SELECT min(idx) FROM workflow_steps WHERE workflow_id = $1), TRUE)";
+    let by = |cols: &str, table: &str, key: &str, of: &str, when: &str| match dialect {
         Dialect::Postgres => format!(
             "LEFT JOIN LATERAL (SELECT {cols} FROM (SELECT * FROM {table} WHERE id = {of} OFFSET 0) {table} \
-             WHERE org_id = $2 LIMIT 1) {key} ON TRUE"
+             WHERE org_id = $2{when} LIMIT 1) {key} ON TRUE"
         ),
         Dialect::Sqlite => format!(
-            "LEFT JOIN (SELECT {cols} FROM {table} WHERE org_id = $2) {key} ON {key}.id = {of}"
+            "LEFT JOIN (SELECT {cols} FROM {table} WHERE org_id = $2) {key} ON {key}.id = {of}{when}"
         ),
     };
     format!(
-        "SELECT h.*, s.*, i.*, r.*, j.* FROM (SELECT {} FROM workflows WHERE id = $1 AND org_id = $2) h \
+        "SELECT {first}, h.*, s.*, i.*, r.*, j.* \
+         FROM (SELECT {} FROM workflows WHERE id = $1 AND org_id = $2) h \
          LEFT JOIN (SELECT {} FROM workflow_steps WHERE workflow_id = $1) s ON 1 = 1 {} {} {} \
          ORDER BY s.idx",
         WorkflowHead::COLUMNS,
         Step::COLUMNS,
-        by(Install::COLUMNS, "installs", "i", "h.install_id"),
-        by(RunnerInfo::COLUMNS, "runners", "r", "i.runner_id"),
+        by(
+            Install::COLUMNS,
+            "installs",
+            "i",
+            "h.install_id",
+            &format!(" AND {first}")
+        ),
+        by(RunnerInfo::COLUMNS, "runners", "r", "i.runner_id", ""),
         by(
             QueuedJob::COLUMNS,
             "jobs",
             "j",
-            "(CASE WHEN s.status = 'running' THEN s.job_id END)"
+            "(CASE WHEN s.status = 'running' THEN s.job_id END)",
+            ""
         ),
     )
 }
 
-/// One row of [`moving_sql`].
-pub(super) struct MovingRow(
-    pub(super) super::HeadAndStep,
-    pub(super) Option<Install>,
-    pub(super) Option<RunnerInfo>,
-    pub(super) Option<QueuedJob>,
-);
+/// One row of [`moving_sql`]: the workflow with its install and runner
+/// on the first row only, a step (none when the workflow has none), and
+/// the running step's job.
+pub(super) struct MovingRow {
+    pub(super) first: Option<(WorkflowHead, Option<Install>, Option<RunnerInfo>)>,
+    pub(super) step: Option<Step>,
+    pub(super) job: Option<QueuedJob>,
+}
 
 impl Record for MovingRow {
     const COLUMNS: &'static str = "";
     fn read(r: &impl Cells) -> Result<Self> {
-        let mut at = width::<WorkflowHead>() + width::<Step>();
+        let head = 1;
+        let mut at = head + width::<WorkflowHead>();
+        // A step's first column, its index, is an integer.
+        let step = match r.opt_int(at)? {
+            Some(_) => Some(Step::read(&Offset(r, at))?),
+            None => None,
+        };
+        at += width::<Step>();
         let install = read_at(r, &mut at)?;
         let runner = read_at(r, &mut at)?;
         let job = read_at(r, &mut at)?;
-        Ok(MovingRow(
-            super::HeadAndStep::read(r)?,
-            install,
-            runner,
-            job,
-        ))
+        let first = match r.flag(0)? {
+            true => Some((WorkflowHead::read(&Offset(r, head))?, install, runner)),
+            false => None,
+        };
+        Ok(MovingRow { first, step, job })
     }
 }
 
