@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use nuon_control::store::prelude::*;
-use nuon_control::store::{NewAudit, NewJob, SqliteStore, verify_audit};
+use nuon_control::store::{AuditHeads, NewAudit, NewJob, SqliteStore, verify_audit};
 use nuon_control::{Auditor, ControlPlane, ServerConfig};
 use nuon_core::audit::AuditEntry;
 use nuon_core::wire::Completion;
@@ -155,6 +155,7 @@ async fn verify(n: u64) -> Result<(f64, f64)> {
     let store = SqliteStore::open(dir.path())?;
     let (org, _) = org(&store).await?;
     let started = Instant::now();
+    let mut heads = AuditHeads::default();
     let mut i = 0;
     while i < n {
         let batch: Vec<NewAudit> = (i..(i + 10_000).min(n))
@@ -164,7 +165,7 @@ async fn verify(n: u64) -> Result<(f64, f64)> {
             })
             .collect();
         i += batch.len() as u64;
-        store.append_audit(batch).await?;
+        store.append_audit(batch, &mut heads).await?;
     }
     let wrote = started.elapsed().as_secs_f64();
     let started = Instant::now();

@@ -19,7 +19,7 @@ mod runner_health;
 pub(crate) use runner_health::check_runners;
 
 use crate::secrets::{SecretBox, webhook_context};
-use crate::store::{DeliveryTry, NewAudit, Store, StoreError};
+use crate::store::{AuditHeads, DeliveryTry, NewAudit, Store, StoreError};
 
 /// The most entries one append writes.
 const MAX_AUDIT_BATCH: usize = 4096;
@@ -219,6 +219,9 @@ async fn write_loop(
     mut rx: mpsc::Receiver<Pending>,
     auditor: std::sync::Weak<Auditor>,
 ) {
+    // The heads this writer left, so that its next batch of an org is
+    // one statement while no other replica appended to that org.
+    let mut heads = AuditHeads::default();
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_AUDIT_BATCH {
@@ -230,7 +233,7 @@ async fn write_loop(
         let entries: Vec<NewAudit> = batch.iter().map(|p| p.entry.clone()).collect();
         let mut delay = Duration::from_millis(100);
         loop {
-            match store.append_audit(entries.clone()).await {
+            match store.append_audit(entries.clone(), &mut heads).await {
                 Ok(()) => break,
                 Err(StoreError::Closed) => return,
                 Err(e) => {

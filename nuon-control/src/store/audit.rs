@@ -26,8 +26,11 @@ pub struct NewAudit {
 #[async_trait]
 pub trait AuditStore: Send + Sync + 'static {
     /// Appends entries, each to its org's chain, in the order given, in one
-    /// transaction: all of them or none.
-    async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()>;
+    /// transaction: all of them or none. `heads` are the heads this writer
+    /// left at its last appends, kept up to date here: a writer that keeps
+    /// them appends a batch of one org in one statement while no other
+    /// writer moved that org's head (PostgreSQL).
+    async fn append_audit(&self, entries: Vec<NewAudit>, heads: &mut AuditHeads) -> Result<()>;
 
     /// Up to `limit` entries of the org's chain after number `after`, in
     /// order; only those of `actor` when given.
@@ -43,6 +46,20 @@ pub trait AuditStore: Send + Sync + 'static {
     /// records them (`None`: no entry yet).
     async fn audit_head(&self, org: &OrgId) -> Result<Option<(u64, String)>>;
 }
+
+/// The heads of the chains one writer appended to, as it left them.
+///
+/// With them, the writer's next batch of one org is linked to the head it
+/// knows and written in one statement that moves the head only from there
+/// (no lock taken first, no transaction around it). When another writer
+/// moved the head meanwhile, that statement writes nothing and answers the
+/// head it found; the batch is linked again from it, and after
+/// [`KNOWN_HEAD_TRIES`] the locked append takes over.
+#[derive(Debug, Default)]
+pub struct AuditHeads(BTreeMap<OrgId, Chain>);
+
+/// Tries of the append from a known head before the locked one.
+const KNOWN_HEAD_TRIES: usize = 3;
 
 /// Rows read per page while verifying.
 const VERIFY_PAGE: u32 = 20_000;
@@ -146,16 +163,13 @@ impl Record for HeadOf {
     }
 }
 
-/// The statements that append `entries` to `heads` and move the heads on.
 /// Entries one insert holds at most: 11 values each, well under either
 /// database's bound on a statement's parameters.
 const ROWS_PER_INSERT: usize = 1000;
 
-fn appends(
-    dialect: Dialect,
-    mut heads: BTreeMap<OrgId, Chain>,
-    entries: Vec<NewAudit>,
-) -> Result<Vec<Stmt>> {
+/// Links `entries` to their orgs' chains in `heads`, moving the heads on:
+/// the rows of the `audit` table they make (11 values each).
+fn link(heads: &mut BTreeMap<OrgId, Chain>, entries: Vec<NewAudit>) -> Result<Vec<Vec<Arg>>> {
     let mut rows = Vec::with_capacity(entries.len());
     for NewAudit { org, entry } in entries {
         let Some(chain) = heads.get_mut(&org) else {
@@ -176,11 +190,23 @@ fn appends(
             e.hash,
         ]);
     }
+    Ok(rows)
+}
+
+/// The columns of an `audit` row, in the order [`link`] binds them.
+const AUDIT_COLUMNS: &str =
+    "org_id, n, at, actor, action, target, source, outcome, detail, prev, hash";
+
+/// The statements that write `rows` and move the heads on to `heads`.
+fn appends(
+    dialect: Dialect,
+    heads: &BTreeMap<OrgId, Chain>,
+    rows: Vec<Vec<Arg>>,
+) -> Result<Vec<Stmt>> {
     let mut stmts: Vec<Stmt> = Vec::new();
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         stmts.push(values_stmt(
-            "INSERT INTO audit (org_id, n, at, actor, action, target, source, outcome, \
-             detail, prev, hash) VALUES ",
+            &format!("INSERT INTO audit ({AUDIT_COLUMNS}) VALUES "),
             chunk,
             0,
         ));
@@ -242,12 +268,82 @@ fn values_stmt(prefix: &str, rows: &[Vec<Arg>], after: usize) -> Stmt {
     Stmt::new(sql, args)
 }
 
+/// What an append from a known head found: whether it moved the head
+/// (and wrote its rows), and the head as its statement's snapshot saw it.
+struct Appended {
+    moved: bool,
+    head: Chain,
+}
+
+impl Record for Appended {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(Appended {
+            moved: r.flag(0)?,
+            head: Chain {
+                n: u64::try_from(r.int(1)?).map_err(corrupt)?,
+                head: r.text(2)?,
+            },
+        })
+    }
+}
+
+/// One PostgreSQL statement that appends `rows` (linked from `from`) to
+/// `org`'s chain and moves its head on to `to`, only if the head is still
+/// `from`: the update takes the head's row lock for the statement, so no
+/// other append comes between; if the head moved, nothing is written.
+/// It answers [`Appended`] (no row: the org has no head yet).
+fn append_from(org: &OrgId, from: &Chain, to: &Chain, rows: Vec<Vec<Arg>>) -> Result<Stmt> {
+    let head = args![
+        org.as_str(),
+        i64::try_from(from.n).map_err(corrupt)?,
+        from.head.as_str(),
+        i64::try_from(to.n).map_err(corrupt)?,
+        to.head.as_str()
+    ];
+    let values = values_stmt("", &rows, head.len());
+    Ok(Stmt::new(
+        format!(
+            "WITH moved AS (UPDATE audit_heads SET n = $4, hash = $5 \
+               WHERE org_id = $1 AND n = $2 AND hash = $3 RETURNING org_id), \
+             added AS (INSERT INTO audit ({AUDIT_COLUMNS}) \
+               SELECT * FROM (VALUES {}) AS v({AUDIT_COLUMNS}) WHERE EXISTS (SELECT 1 FROM moved)) \
+             SELECT EXISTS (SELECT 1 FROM moved), n, hash FROM audit_heads WHERE org_id = $1",
+            values.sql
+        ),
+        head.into_iter().chain(values.args).collect(),
+    ))
+}
+
 /// The audit trail's store, written once for both databases.
 #[async_trait]
 impl<S: Sql + 'static> AuditStore for S {
-    async fn append_audit(&self, entries: Vec<NewAudit>) -> Result<()> {
+    async fn append_audit(&self, entries: Vec<NewAudit>, known: &mut AuditHeads) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
+        }
+        let org = entries[0].org.clone();
+        let one_org = entries.iter().all(|e| e.org == org);
+        if S::DIALECT == Dialect::Postgres && one_org && entries.len() <= ROWS_PER_INSERT {
+            for _ in 0..KNOWN_HEAD_TRIES {
+                let Some(from) = known.0.get(&org) else {
+                    break;
+                };
+                let mut heads = BTreeMap::from([(org.clone(), from.clone())]);
+                let rows = link(&mut heads, entries.clone())?;
+                let found: Vec<Appended> = self
+                    .write_query(append_from(&org, from, &heads[&org], rows)?)
+                    .await?;
+                match found.into_iter().next() {
+                    Some(Appended { moved: true, .. }) => {
+                        known.0.extend(heads);
+                        return Ok(());
+                    }
+                    // Another writer moved the head: link again from it.
+                    Some(Appended { head, .. }) => known.0.insert(org.clone(), head),
+                    None => known.0.remove(&org),
+                };
+            }
         }
         let orgs: std::collections::BTreeSet<&OrgId> = entries.iter().map(|e| &e.org).collect();
         let plan = match S::DIALECT {
@@ -297,11 +393,15 @@ impl<S: Sql + 'static> AuditStore for S {
                 Change::locked_read(read).first(first)
             }
         };
-        self.change(plan, move |rows: Vec<HeadOf>| {
-            let heads = rows.into_iter().map(|HeadOf(o, c)| (o, c)).collect();
-            Ok((appends(S::DIALECT, heads, entries)?, ()))
-        })
-        .await
+        let moved = self
+            .change(plan, move |rows: Vec<HeadOf>| {
+                let mut heads = rows.into_iter().map(|HeadOf(o, c)| (o, c)).collect();
+                let rows = link(&mut heads, entries)?;
+                Ok((appends(S::DIALECT, &heads, rows)?, heads))
+            })
+            .await?;
+        known.0.extend(moved);
+        Ok(())
     }
 
     async fn list_audit(

@@ -76,7 +76,7 @@ use nuon_core::{
 };
 
 pub use apps::{AppStore, StoredConfig};
-pub use audit::{AuditStore, NewAudit, verify_audit};
+pub use audit::{AuditHeads, AuditStore, NewAudit, verify_audit};
 pub use binaries::{BINARY_PART_BYTES, RunnerBinaryStore};
 pub use builds::BuildStore;
 pub use fleet::{FleetChanges, FleetStore};

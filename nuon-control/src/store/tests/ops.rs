@@ -37,8 +37,8 @@ conformance! {
                 })
                 .collect::<Vec<_>>()
         };
-        s.append_audit(batch(1)).await.unwrap();
-        s.append_audit(batch(4)).await.unwrap();
+        s.append_audit(batch(1), &mut AuditHeads::default()).await.unwrap();
+        s.append_audit(batch(4), &mut AuditHeads::default()).await.unwrap();
         let all = s.list_audit(&f.org, 0, 100, None).await.unwrap();
         assert_eq!(all.iter().map(|e| e.n).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5, 6]);
         assert_eq!(all.iter().map(|e| e.target.as_str()).collect::<Vec<_>>(), vec!["/t/1", "/t/2", "/t/3", "/t/4", "/t/5", "/t/6"]);
@@ -79,8 +79,8 @@ conformance! {
         let batch: Vec<NewAudit> = (1..=2500u64)
             .map(|i| NewAudit { org: if i % 5 == 0 { other.clone() } else { f.org.clone() }, entry: entry(i) })
             .collect();
-        s.append_audit(batch).await.unwrap();
-        s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(9999) }]).await.unwrap();
+        s.append_audit(batch, &mut AuditHeads::default()).await.unwrap();
+        s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(9999) }], &mut AuditHeads::default()).await.unwrap();
         let v = verify_audit(s, &f.org).await.unwrap();
         assert_eq!((v.entries, v.broken), (2001, None));
         let v = verify_audit(s, &other).await.unwrap();
@@ -88,12 +88,65 @@ conformance! {
         assert_eq!(s.audit_head(&other).await.unwrap().map(|h| h.0), Some(500));
     }
 
+    async fn writers_that_keep_their_heads_append_to_one_chain_whoever_moved_it(f: Fixture) {
+        let s = &*f.store;
+        let other = s.create_org(&OrgId::generate(), "other", b"k").await.unwrap().org_id;
+        let one = |org: &OrgId, i: u64| vec![NewAudit { org: org.clone(), entry: entry(i) }];
+        let (mut a, mut b) = (AuditHeads::default(), AuditHeads::default());
+        // A's head goes stale behind its back: B appends after it.
+        s.append_audit(one(&f.org, 1), &mut a).await.unwrap();
+        for i in 2..=5 {
+            s.append_audit(one(&f.org, i), &mut b).await.unwrap();
+        }
+        s.append_audit(one(&f.org, 6), &mut a).await.unwrap();
+        s.append_audit(one(&f.org, 7), &mut b).await.unwrap();
+        let all = s.list_audit(&f.org, 0, 100, None).await.unwrap();
+        let got: Vec<(u64, String)> = all.iter().map(|e| (e.n, e.target.clone())).collect();
+        let want: Vec<(u64, String)> = (1..=7).map(|i| (i, format!("/t/{i}"))).collect();
+        assert_eq!(got, want, "each append linked to the head as it was, not as its writer left it");
+        assert_eq!(verify_audit(s, &f.org).await.unwrap().broken, None);
+        // Both at once, in batches of one org and of two.
+        let write = |mut heads: AuditHeads, from: u64| {
+            let (org, other) = (f.org.clone(), other.clone());
+            async move {
+                for i in from..from + 60 {
+                    let mut batch = one(&org, i);
+                    if i % 10 == 0 {
+                        batch.extend(one(&other, i));
+                    }
+                    s.append_audit(batch, &mut heads).await.unwrap();
+                }
+                heads
+            }
+        };
+        let (mut a, _) = tokio::join!(write(a, 100), write(b, 200));
+        let v = verify_audit(s, &f.org).await.unwrap();
+        assert_eq!((v.entries, v.broken), (127, None));
+        let all = s.list_audit(&f.org, 7, 200, None).await.unwrap();
+        for from in [100u64, 200] {
+            let mine: Vec<_> = all.iter().map(|e| e.target.clone()).filter(|t| t[3..].parse::<u64>().is_ok_and(|i| (from..from + 60).contains(&i))).collect();
+            let want: Vec<_> = (from..from + 60).map(|i| format!("/t/{i}")).collect();
+            assert_eq!(mine, want, "each writer's entries whole and in its order");
+        }
+        let v = verify_audit(s, &other).await.unwrap();
+        assert_eq!((v.entries, v.broken), (12, None));
+        // A head that no longer names its org's chain (the head row gone):
+        // the append makes it again rather than trusting what it kept.
+        let org = f.org.as_str();
+        f.raw("DELETE FROM audit WHERE org_id = ? RETURNING hash", org).await;
+        f.raw("DELETE FROM audit_heads WHERE org_id = ? RETURNING hash", org).await;
+        s.append_audit(one(&f.org, 1000), &mut a).await.unwrap();
+        let v = verify_audit(s, &f.org).await.unwrap();
+        assert_eq!((v.entries, v.broken), (1, None));
+    }
+
     async fn entries_appended_while_the_chain_is_verified_are_not_tampering(f: Fixture) {
         let s = &*f.store;
-        s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(1) }]).await.unwrap();
+        s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(1) }], &mut AuditHeads::default()).await.unwrap();
         let appending = async {
+            let mut heads = AuditHeads::default();
             for i in 2..300 {
-                s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(i) }]).await.unwrap();
+                s.append_audit(vec![NewAudit { org: f.org.clone(), entry: entry(i) }], &mut heads).await.unwrap();
             }
         };
         let verifying = async {
