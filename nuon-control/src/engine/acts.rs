@@ -184,7 +184,7 @@ impl Engine {
                 }
                 // With a job still stopping, the install stays busy until
                 // it has ended and what it did is recorded.
-                self.set_status(org, id, &wf.install_id, cancel.status)
+                self.set_status(org, id, &wf.install_id, cancel.status, None)
                     .await?;
                 tracing::info!(workflow = %id, status = %cancel.status, "cancel requested");
             }
@@ -232,7 +232,12 @@ impl Engine {
             self.store.update_step(org, &wf.id, step.index, u).await?;
         }
         self.store
-            .set_workflow_status(org, &wf.id, nuon_core::workflow::WorkflowStatus::Running)
+            .set_workflow_status(
+                org,
+                &wf.id,
+                nuon_core::workflow::WorkflowStatus::Running,
+                None,
+            )
             .await?;
         Ok(())
     }
@@ -327,10 +332,8 @@ impl Engine {
             // Ended as a failure ends one: the install's state after it,
             // and the webhook.
             let status = nuon_core::workflow::WorkflowStatus::Failed;
-            self.set_status(org, &wf.id, &install.id, status).await?;
             let after = rules::install_state_after(wf, status, false, install.state);
-            self.store
-                .set_install_state(org, &install.id, after)
+            self.set_status(org, &wf.id, &install.id, status, Some(after))
                 .await?;
             let data = serde_json::json!({
                 "workflow_id": wf.id,

@@ -32,8 +32,12 @@ impl Engine {
         id: &nuon_core::WorkflowId,
         install: &nuon_core::InstallId,
         status: WorkflowStatus,
+        install_state: Option<InstallState>,
     ) -> Result<()> {
-        let bumped = self.store.set_workflow_status(org, id, status).await?;
+        let bumped = self
+            .store
+            .set_workflow_status(org, id, status, install_state)
+            .await?;
         if !status.is_active() {
             self.ended_here().insert(id.clone());
             let made = async {
@@ -99,7 +103,7 @@ impl Engine {
                         .update_step(org, &id, s.index, update(StepStatus::Failed, Some(message)))
                         .await?;
                 }
-                self.set_status(org, &id, &wf.install_id, WorkflowStatus::Failed)
+                self.set_status(org, &id, &wf.install_id, WorkflowStatus::Failed, None)
                     .await?;
                 return Ok(());
             }
@@ -109,12 +113,10 @@ impl Engine {
             return self.finish_cancel(&mut cx).await;
         }
         if cx.wf.status == WorkflowStatus::Pending {
-            self.store
-                .set_workflow_status(org, &id, WorkflowStatus::Running)
-                .await?;
             cx.wf.status = WorkflowStatus::Running;
+            let during = Some(state_during(&cx));
             self.store
-                .set_install_state(org, &cx.install.id, state_during(&cx))
+                .set_workflow_status(org, &id, WorkflowStatus::Running, during)
                 .await?;
             tracing::info!(workflow = %id, install = %cx.install.id, kind = ?cx.wf.kind, "workflow started");
         }
@@ -246,7 +248,7 @@ impl Engine {
                     return self.dispatch_or_fail(&cx, &cx.wf.steps[i]).await;
                 }
                 Next::Failed(i) => {
-                    self.set_status(org, &id, &cx.install.id, WorkflowStatus::Failed)
+                    self.set_status(org, &id, &cx.install.id, WorkflowStatus::Failed, None)
                         .await?;
                     self.settle_pending(org, &cx.install.id, &id).await?;
                     let data = self.event_data(&cx, cx.wf.steps.get(i));
@@ -254,13 +256,11 @@ impl Engine {
                     return Ok(());
                 }
                 Next::End(status) => {
-                    // The install's state first: whoever sees the workflow
-                    // ended sees the install as it left it.
+                    // The install's state with it: whoever sees the
+                    // workflow ended sees the install as it left it.
                     let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
-                    self.store
-                        .set_install_state(org, &cx.install.id, after)
+                    self.set_status(org, &id, &cx.install.id, status, Some(after))
                         .await?;
-                    self.set_status(org, &id, &cx.install.id, status).await?;
                     cx.wf.status = status;
                     self.settle_pending_of(org, &cx.install.id, &cx.wf).await?;
                     tracing::info!(workflow = %id, %status, "workflow ended");
@@ -396,10 +396,7 @@ impl Engine {
         }
         let status = WorkflowStatus::Cancelled;
         let after = rules::install_state_after(&cx.wf, status, interrupted, cx.install.state);
-        self.store
-            .set_install_state(&org, &cx.install.id, after)
-            .await?;
-        self.set_status(&org, &cx.wf.id, &cx.install.id, status)
+        self.set_status(&org, &cx.wf.id, &cx.install.id, status, Some(after))
             .await?;
         self.settle_pending(&org, &cx.install.id, &cx.wf.id).await?;
         tracing::info!(workflow = %cx.wf.id, "cancelled");
@@ -460,10 +457,7 @@ impl Engine {
             .await?;
         let status = WorkflowStatus::Failed;
         let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
-        self.store
-            .set_install_state(&cx.org, &cx.install.id, after)
-            .await?;
-        self.set_status(&cx.org, &cx.wf.id, &cx.install.id, status)
+        self.set_status(&cx.org, &cx.wf.id, &cx.install.id, status, Some(after))
             .await?;
         self.settle_pending(&cx.org, &cx.install.id, &cx.wf.id)
             .await?;

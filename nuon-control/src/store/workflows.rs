@@ -13,7 +13,7 @@ mod reads;
 mod writes;
 
 use create::{StartChecks, check_start, create_stmts, created, fired_twice, start_checks};
-use nuon_core::model::{QueuedJob, Step};
+use nuon_core::model::{InstallState, QueuedJob, Step};
 use nuon_core::now_ms;
 pub use reads::{ActiveWorkflow, Moving};
 use reads::{JobOfWorkflow, MovingRow, StatusRow, WaitingRow, of_many};
@@ -197,14 +197,18 @@ pub trait WorkflowStore: Send + Sync + 'static {
         ids: &[WorkflowId],
     ) -> Result<Vec<(WorkflowId, String)>>;
 
-    /// Sets a workflow's status (and its end time, for an ending status);
-    /// the revision its install's summary has after the change bumped it
-    /// (none when the org has no such workflow).
+    /// Sets a workflow's status (and its end time, for an ending status),
+    /// and with it its install's state when given (one statement on
+    /// PostgreSQL, one transaction on SQLite: whoever sees the workflow's
+    /// new status sees the install's); the revision its install's summary
+    /// has after the change bumped it (none when the org has no such
+    /// workflow).
     async fn set_workflow_status(
         &self,
         org: &OrgId,
         id: &WorkflowId,
         status: WorkflowStatus,
+        install_state: Option<InstallState>,
     ) -> Result<Option<i64>>;
 
     /// Changes one step.
@@ -471,6 +475,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         org: &OrgId,
         id: &WorkflowId,
         status: WorkflowStatus,
+        install_state: Option<InstallState>,
     ) -> Result<Option<i64>> {
         // An ending status ends it now.
         let finished = (!status.is_active()).then(now_ms);
@@ -484,15 +489,33 @@ impl<S: Sql + 'static> WorkflowStore for S {
             ],
         );
         let mut writes = bumped(S::DIALECT, write, id);
+        // The install's state: `$5`, of the workflow's install (`$1`) in the
+        // org (`$2`).
+        let install_state = install_state.map(|state| {
+            let sql = "UPDATE installs SET state = $5 WHERE org_id = $2 \
+                 AND id = (SELECT install_id FROM workflows WHERE id = $1 AND org_id = $2)";
+            let mut stmt = Stmt::new(sql, writes[0].args.clone());
+            stmt.args.push(Arg::from(state.as_str()));
+            stmt
+        });
         match S::DIALECT {
             // One statement, which answers the revision it bumped to.
             Dialect::Postgres => {
                 let mut one = writes.pop().expect("one statement on PostgreSQL");
+                if let Some(state) = install_state {
+                    let rest = one
+                        .sql
+                        .strip_prefix("WITH ")
+                        .expect("a bumped write opens WITH");
+                    one.sql = format!("WITH installed AS ({}), {rest}", state.sql);
+                    one.args = state.args;
+                }
                 one.sql.push_str(" RETURNING rev");
                 Ok(self.write_query(one).await?.pop())
             }
             // The two, then the revision read in their transaction.
             Dialect::Sqlite => {
+                writes.extend(install_state);
                 let read = Stmt::new(
                     "SELECT s.rev FROM install_summaries s JOIN workflows w ON w.install_id = s.install_id \
                      WHERE w.id = $1 AND w.org_id = $2",

@@ -6,6 +6,7 @@ use super::*;
 conformance! {
     async fn a_step_is_dispatched_only_while_its_workflow_runs_and_each_change_marks_the_summary_stale(f: Fixture) {
         use nuon_core::WorkflowId;
+        use nuon_core::model::InstallState;
         use nuon_core::workflow::{PlannedStep, StepKind, StepStatus, WorkflowStatus};
 
         let inst = f.install("acme").await;
@@ -35,7 +36,11 @@ conformance! {
 
         // Running: another org's dispatch and a step it does not have are
         // refused the same way; then the step's job is queued.
-        let bumped = f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running).await.unwrap();
+        let state = || async { f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap().state };
+        let before = state().await;
+        assert_ne!(before, InstallState::Provisioning);
+        let bumped = f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running, Some(InstallState::Provisioning)).await.unwrap();
+        assert_eq!(state().await, InstallState::Provisioning, "the install's state is written with the status");
         let running = rev().await;
         assert!(running > at_start, "a status change marks the summary stale");
         assert_eq!(bumped, Some(running), "the change answers the revision it bumped to");
@@ -64,8 +69,9 @@ conformance! {
         assert!(rev().await > dispatched);
         // Another org's status change changes nothing (a mark more is
         // only a summary made again).
-        let bumped = f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed).await.unwrap();
+        let bumped = f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed, Some(InstallState::Failed)).await.unwrap();
         assert_eq!(bumped, None, "another org's workflow answers no revision");
+        assert_eq!(state().await, InstallState::Provisioning, "nor changes the install's state");
         assert_eq!(f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap().status, WorkflowStatus::Running);
     }
 }
