@@ -131,6 +131,11 @@ async fn claim(
             false => crate::store::Claimed::default(),
         };
         if !claimed.jobs.is_empty() || slots == 0 {
+            // Read with the jobs where the store could (PostgreSQL).
+            let settings_version = match claimed.settings {
+                Some(basis) => basis.map(|b| b.version()),
+                None => settings_version(&state, &runner).await?,
+            };
             if !claimed.jobs.is_empty() {
                 tracing::debug!(runner = %runner.runner_id, count = claimed.jobs.len(), "jobs claimed");
             }
@@ -158,7 +163,7 @@ async fn claim(
             return Ok(Json(ClaimResponse {
                 jobs: opened.jobs,
                 key_rotations,
-                settings_version: settings_version(&state, &runner).await?,
+                settings_version,
                 known_leases: Vec::new(),
             }));
         }

@@ -14,6 +14,10 @@ pub struct Claimed {
     /// kind) once it took its own: its next claim may wait for a wake
     /// before it looks. False when not known.
     pub nothing_left: bool,
+    /// What the runner's settings' version is made of, as the claim read
+    /// it with the jobs it took (`Some(None)`: a runner of no install,
+    /// a build runner); `None` when the claim did not read it.
+    pub settings: Option<Option<SettingsBasis>>,
 }
 
 /// How much of a job's log is kept.

@@ -38,9 +38,11 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow}
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row, Transaction};
 use tokio::sync::{broadcast, mpsc};
 
-use super::rows::{Cells, Dialect};
+use super::rows::{Cells, Dialect, Offset, Record};
 use super::shared::{self, parse_id};
-use super::{Claimed, MaintenanceStore, QueueStore, Rescued, Result, StoreError, Wake};
+use super::{
+    Claimed, MaintenanceStore, QueueStore, Rescued, Result, SettingsBasis, StoreError, Wake,
+};
 
 mod group;
 #[cfg(test)]
@@ -404,12 +406,22 @@ async fn lease_states(
         .collect())
 }
 
+/// What [`start_jobs`] started.
+struct Started {
+    /// The jobs, each with its new attempt.
+    jobs: Vec<ClaimedJob>,
+    /// Whether no queued job of the runner (of any kind) is left.
+    nothing_left: bool,
+    /// The runner's settings' basis, read when it took a job.
+    settings: Option<Option<SettingsBasis>>,
+}
+
 /// Starts up to `max` of `runner`'s queued jobs of `kinds`, oldest first,
 /// in one statement: the runner is seen, the jobs taken `FOR UPDATE SKIP
-/// LOCKED`, their attempts begun. Unless `limit_checked`, `None` (and
-/// nothing started) when the runner's org has a limit on running jobs,
-/// which the caller must count first. With the jobs, whether no queued
-/// job of the runner (of any kind) is left.
+/// LOCKED`, their attempts begun, and, when it took any, what the
+/// runner's settings' version is made of read (the answer carries it).
+/// Unless `limit_checked`, `None` (and nothing started) when the runner's
+/// org has a limit on running jobs, which the caller must count first.
 async fn start_jobs<'e, E>(
     e: E,
     runner: &RunnerId,
@@ -418,11 +430,12 @@ async fn start_jobs<'e, E>(
     now: i64,
     lease_ms: u64,
     limit_checked: bool,
-) -> Result<Option<(Vec<ClaimedJob>, bool)>>
+) -> Result<Option<Started>>
 where
     E: sqlx::Executor<'e, Database = Postgres>,
 {
-    let rows = sqlx::query(
+    // Each row: the job's (or a marker's) six columns, then the basis's.
+    let sql = format!(
         "WITH seen AS (UPDATE runners SET last_seen_at = $4 WHERE id = $1 RETURNING org_id), \
          limited AS (SELECT 1 FROM seen JOIN orgs o ON o.id = seen.org_id \
             WHERE o.max_running IS NOT NULL AND NOT $6), \
@@ -435,21 +448,28 @@ where
             FROM picked WHERE j.seq = picked.seq \
             RETURNING j.seq, j.id, j.spec, j.signature, j.attempts), \
          begun AS (INSERT INTO attempts (job_id, n, runner_id, state, lease_expires, started_at) \
-            SELECT id, attempts, $1, 'running', $5, $4 FROM taken) \
-         SELECT seq, id, spec, signature, attempts, false FROM taken \
+            SELECT id, attempts, $1, 'running', $5, $4 FROM taken), \
+         basis AS (SELECT {} FROM installs i LEFT JOIN install_runner_releases r \
+            ON r.org_id = i.org_id AND r.install_id = i.id \
+            WHERE i.runner_id = $1 AND i.org_id = (SELECT org_id FROM seen) \
+            AND EXISTS (SELECT 1 FROM taken)), \
+         answer AS (SELECT seq, id, spec, signature, attempts, false AS limited FROM taken \
          UNION ALL SELECT 0, '', '', '', 0, true FROM limited \
          UNION ALL SELECT -1, '', '', '', 0, false WHERE NOT EXISTS (SELECT 1 FROM jobs \
-            WHERE runner_id = $1 AND status = 'queued' AND seq NOT IN (SELECT seq FROM picked))",
-    )
-    .bind(runner.as_str())
-    .bind(kinds)
-    .bind(max)
-    .bind(now)
-    .bind(now + lease_ms as i64)
-    .bind(limit_checked)
-    .fetch_all(e)
-    .await
-    .map_err(db)?;
+            WHERE runner_id = $1 AND status = 'queued' AND seq NOT IN (SELECT seq FROM picked))) \
+         SELECT answer.*, basis.* FROM answer LEFT JOIN basis ON true",
+        SettingsBasis::COLUMNS
+    );
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(runner.as_str())
+        .bind(kinds)
+        .bind(max)
+        .bind(now)
+        .bind(now + lease_ms as i64)
+        .bind(limit_checked)
+        .fetch_all(e)
+        .await
+        .map_err(db)?;
     let mut taken = Vec::with_capacity(rows.len());
     // The row that says no queued job of the runner is left (seq -1).
     let mut nothing_left = false;
@@ -465,7 +485,16 @@ where
         taken.push((seq, get::<String>(r, 1)?, r));
     }
     taken.sort_by_key(|t| t.0);
-    taken
+    // Read with the jobs: on each of their rows, null for a runner of no
+    // install (its `config_version`, never null for an install, tells).
+    let settings = match taken.first() {
+        Some((_, _, r)) => Some(match get::<Option<i64>>(r, 6)? {
+            Some(_) => Some(SettingsBasis::read(&Offset(*r, 6))?),
+            None => None,
+        }),
+        None => None,
+    };
+    let jobs = taken
         .into_iter()
         .map(|(_, id, r)| {
             Ok(ClaimedJob {
@@ -478,6 +507,10 @@ where
                 not_after_ms: 0,
             })
         })
-        .collect::<Result<_>>()
-        .map(|jobs| Some((jobs, nothing_left)))
+        .collect::<Result<_>>()?;
+    Ok(Some(Started {
+        jobs,
+        nothing_left,
+        settings,
+    }))
 }

@@ -16,7 +16,11 @@ impl QueueStore for PostgresStore {
         // Most orgs have no limit: then the claim is one statement (one
         // round trip, one commit), which also says whether the org has one.
         let mut conn = self.conn().await?;
-        if let Some((jobs, nothing_left)) = start_jobs(
+        if let Some(Started {
+            jobs,
+            nothing_left,
+            settings,
+        }) = start_jobs(
             &mut *conn,
             runner,
             kinds,
@@ -32,6 +36,7 @@ impl QueueStore for PostgresStore {
                 jobs,
                 held_back: false,
                 nothing_left,
+                settings,
             });
         }
         let mut tx = conn.begin().await.map_err(db)?;
@@ -72,14 +77,12 @@ impl QueueStore for PostgresStore {
                 max = room;
             }
         }
-        let jobs = if max == 0 {
-            Vec::new()
+        let started = if max == 0 {
+            None
         } else {
-            start_jobs(&mut *tx, runner, kinds, max, now, lease_ms, true)
-                .await?
-                .map(|(jobs, _)| jobs)
-                .unwrap_or_default()
+            start_jobs(&mut *tx, runner, kinds, max, now, lease_ms, true).await?
         };
+        let (jobs, settings) = started.map_or((Vec::new(), None), |s| (s.jobs, s.settings));
         tx.commit().await.map_err(db)?;
         conn.done();
         // A limited org's runner looks each time: a job of the org ending
@@ -88,6 +91,7 @@ impl QueueStore for PostgresStore {
             jobs,
             held_back,
             nothing_left: false,
+            settings,
         })
     }
 

@@ -100,6 +100,7 @@ impl QueueStore for SqliteStore {
                 jobs: claimed,
                 held_back,
                 nothing_left: nothing_left(conn)?,
+                settings: None,
             })
         })
         .await
