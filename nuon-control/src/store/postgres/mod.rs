@@ -434,9 +434,11 @@ async fn start_jobs<'e, E>(
 where
     E: sqlx::Executor<'e, Database = Postgres>,
 {
-    // Each row: the job's (or a marker's) six columns, then the basis's.
-    let sql = format!(
-        "WITH seen AS (UPDATE runners SET last_seen_at = $4 WHERE id = $1 RETURNING org_id), \
+    // Each row: the job's (or a marker's) six columns, then the basis's
+    // (one row at most, so the answer's rows stay one a job).
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "WITH seen AS (UPDATE runners SET last_seen_at = $4 WHERE id = $1 RETURNING org_id), \
          limited AS (SELECT 1 FROM seen JOIN orgs o ON o.id = seen.org_id \
             WHERE o.max_running IS NOT NULL AND NOT $6), \
          picked AS (SELECT seq FROM jobs \
@@ -452,15 +454,16 @@ where
          basis AS (SELECT {} FROM installs i LEFT JOIN install_runner_releases r \
             ON r.org_id = i.org_id AND r.install_id = i.id \
             WHERE i.runner_id = $1 AND i.org_id = (SELECT org_id FROM seen) \
-            AND EXISTS (SELECT 1 FROM taken)), \
+            AND EXISTS (SELECT 1 FROM taken) LIMIT 1), \
          answer AS (SELECT seq, id, spec, signature, attempts, false AS limited FROM taken \
          UNION ALL SELECT 0, '', '', '', 0, true FROM limited \
          UNION ALL SELECT -1, '', '', '', 0, false WHERE NOT EXISTS (SELECT 1 FROM jobs \
             WHERE runner_id = $1 AND status = 'queued' AND seq NOT IN (SELECT seq FROM picked))) \
          SELECT answer.*, basis.* FROM answer LEFT JOIN basis ON true",
-        SettingsBasis::COLUMNS
-    );
-    let rows = sqlx::query(AssertSqlSafe(sql))
+            SettingsBasis::COLUMNS
+        )
+    });
+    let rows = sqlx::query(AssertSqlSafe(SQL.as_str()))
         .bind(runner.as_str())
         .bind(kinds)
         .bind(max)
