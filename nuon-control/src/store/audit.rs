@@ -54,7 +54,7 @@ pub trait AuditStore: Send + Sync + 'static {
 /// (no lock taken first, no transaction around it). When another writer
 /// moved the head meanwhile, that statement writes nothing and answers the
 /// head it found; the batch is linked again from it, and after
-/// [`KNOWN_HEAD_TRIES`] the locked append takes over.
+/// three tries the locked append takes over.
 #[derive(Debug, Default)]
 pub struct AuditHeads(BTreeMap<OrgId, Chain>);
 
