@@ -175,19 +175,12 @@ conformance! {
         let after = basis().await;
         assert_eq!(after.asked, Some((v2.id.clone(), 2)));
         assert_ne!(after.version(), before.version(), "an ask changes the settings' version");
-        // A claim that takes a job reads the basis with it on PostgreSQL
-        // (its answer carries the version); SQLite leaves it to a read.
-        let on_sqlite = matches!(f.backing, Backing::Sqlite { .. });
-        let store = &f.store;
-        let claim = |runner: RunnerId| async move { store.claim(&runner, &["exec".into()], 8, 60_000).await.unwrap() };
-        f.queue_for(&inst.runner_id, 1).await;
-        let claimed = claim(inst.runner_id.clone()).await;
-        assert_eq!(claimed.jobs.len(), 1);
-        assert_eq!(claimed.settings, (!on_sqlite).then(|| Some(after.clone())));
-        f.queue(1).await;
-        let claimed = claim(f.runner.clone()).await;
-        assert_eq!(claimed.jobs.len(), 1);
-        assert_eq!(claimed.settings, (!on_sqlite).then_some(None), "a runner of no install has none");
+        // A claim that takes a job reads the basis with it (PostgreSQL; SQLite reads it after).
+        let (on_sqlite, store) = (matches!(f.backing, Backing::Sqlite { .. }), &f.store); let claim = |runner: RunnerId| async move { store.claim(&runner, &["exec".into()], 8, 60_000).await.unwrap() };
+        let claimed = { f.queue_for(&inst.runner_id, 1).await; claim(inst.runner_id.clone()).await };
+        assert_eq!((claimed.jobs.len(), claimed.settings), (1, (!on_sqlite).then(|| Some(after.clone()))));
+        let claimed = { f.queue(1).await; claim(f.runner.clone()).await };
+        assert_eq!((claimed.jobs.len(), claimed.settings), (1, (!on_sqlite).then_some(None)), "a runner of no install has none");
         assert_eq!(claim(inst.runner_id.clone()).await.settings, None, "nor does a claim that took nothing");
         assert_eq!(f.store.install_runner_releases(&f.org).await.unwrap().get(&inst.id), Some(&(v2.id.clone(), 2)));
         assert!(f.store.install_runner_releases(&other).await.unwrap().is_empty());
