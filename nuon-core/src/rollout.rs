@@ -454,6 +454,78 @@ impl NewRollout {
     }
 }
 
+/// What [`RolloutInfo::advance`] learns of the installs in its one walk.
+#[derive(Default)]
+struct Walk {
+    /// Installs that run now.
+    running: usize,
+    /// Installs that run or bake.
+    live: usize,
+    /// The first failed install.
+    failed: Option<usize>,
+    /// The first pending install.
+    first_pending: Option<usize>,
+    /// The lowest wave with an install neither succeeded nor skipped.
+    first_undone_wave: Option<u32>,
+}
+
+impl Walk {
+    /// Counts install `i` as it is after the walk moved it.
+    fn count(&mut self, i: usize, t: &RolloutTarget) {
+        match t.state {
+            TargetState::Running => {
+                self.running += 1;
+                self.live += 1;
+            }
+            TargetState::Baking => self.live += 1,
+            TargetState::Failed => {
+                self.failed.get_or_insert(i);
+            }
+            TargetState::Pending => {
+                self.first_pending.get_or_insert(i);
+            }
+            _ => {}
+        }
+        if !matches!(t.state, TargetState::Succeeded | TargetState::Skipped) {
+            self.first_undone_wave = Some(self.first_undone_wave.map_or(t.wave, |w| w.min(t.wave)));
+        }
+    }
+}
+
+impl RolloutTarget {
+    /// Moves this install (`i`, running or baking) as `seen` says at
+    /// `now`, noting in `out` what changed.
+    fn moved(&mut self, i: usize, now: i64, bake_ms: u64, seen: Seen, out: &mut Advance) {
+        match (self.state, seen) {
+            (TargetState::Running, Seen::Succeeded(at)) => {
+                self.ended_at_ms = Some(at);
+                if bake_ms == 0 {
+                    self.state = TargetState::Succeeded;
+                    out.released.push(i);
+                } else {
+                    self.state = TargetState::Baking;
+                }
+            }
+            (TargetState::Running, Seen::Failed(why)) => {
+                self.state = TargetState::Failed;
+                self.ended_at_ms = Some(now);
+                self.reason = Some(why);
+            }
+            (TargetState::Baking, Seen::Failed(why)) => {
+                self.state = TargetState::Failed;
+                self.reason = Some(format!("turned unhealthy while baking: {why}"));
+            }
+            (TargetState::Baking, _) if now >= self.ended_at_ms.unwrap_or(now) + bake_ms as i64 => {
+                self.state = TargetState::Succeeded;
+                out.released.push(i);
+            }
+            _ => return,
+        }
+        out.touched.push(i);
+        out.changed = true;
+    }
+}
+
 impl RolloutInfo {
     /// The installs of `wave`.
     pub fn in_wave(&self, wave: u32) -> impl Iterator<Item = &RolloutTarget> {
@@ -476,51 +548,23 @@ impl RolloutInfo {
     }
 
     /// Moves the rollout along at `now`: `seen(target)` says what became
-    /// of each install that runs or bakes.
+    /// of each install that runs or bakes (and is asked of no other).
     pub fn advance(&mut self, now: i64, seen: impl Fn(&RolloutTarget) -> Seen) -> Advance {
         let mut out = Advance::default();
         if !self.status.is_active() {
             return out;
         }
+        // One walk over the installs (a rollout may have 10,000): each live
+        // one moved, and what the rest of the pass asks of them all.
+        let mut walk = Walk::default();
         for (i, t) in self.targets.iter_mut().enumerate() {
-            match (t.state, seen(t)) {
-                (TargetState::Running, Seen::Succeeded(at)) => {
-                    t.ended_at_ms = Some(at);
-                    if self.bake_ms == 0 {
-                        t.state = TargetState::Succeeded;
-                        out.released.push(i);
-                    } else {
-                        t.state = TargetState::Baking;
-                    }
-                    out.touched.push(i);
-                    out.changed = true;
-                }
-                (TargetState::Running, Seen::Failed(why)) => {
-                    t.state = TargetState::Failed;
-                    t.ended_at_ms = Some(now);
-                    t.reason = Some(why);
-                    out.touched.push(i);
-                    out.changed = true;
-                }
-                (TargetState::Baking, Seen::Failed(why)) => {
-                    t.state = TargetState::Failed;
-                    t.reason = Some(format!("turned unhealthy while baking: {why}"));
-                    out.touched.push(i);
-                    out.changed = true;
-                }
-                (TargetState::Baking, _)
-                    if now >= t.ended_at_ms.unwrap_or(now) + self.bake_ms as i64 =>
-                {
-                    t.state = TargetState::Succeeded;
-                    out.released.push(i);
-                    out.touched.push(i);
-                    out.changed = true;
-                }
-                _ => {}
+            if matches!(t.state, TargetState::Running | TargetState::Baking) {
+                t.moved(i, now, self.bake_ms, seen(t), &mut out);
             }
+            walk.count(i, t);
         }
         if self.status == RolloutStatus::Running
-            && let Some(t) = self.targets.iter().find(|t| t.state == TargetState::Failed)
+            && let Some(t) = walk.failed.map(|i| &self.targets[i])
         {
             self.status = RolloutStatus::Stopped;
             self.reason = Some(format!(
@@ -532,19 +576,15 @@ impl RolloutInfo {
             ));
             out.changed = true;
         }
-        if self.status == RolloutStatus::Cancelling && !self.deploying() {
+        if self.status == RolloutStatus::Cancelling && walk.live == 0 {
             self.status = RolloutStatus::Cancelled;
             self.reason = Some("cancelled: nothing new started; what ran has finished".into());
             out.changed = true;
         }
-        while self.status == RolloutStatus::Running {
-            let done = |t: &RolloutTarget| {
-                matches!(t.state, TargetState::Succeeded | TargetState::Skipped)
-            };
-            let through = |r: &Self, w: u32| r.targets.iter().filter(|t| t.wave <= w).all(done);
-            if !through(self, self.wave) {
-                break;
-            }
+        // Every wave before the first with an install not done is through.
+        while self.status == RolloutStatus::Running
+            && walk.first_undone_wave.is_none_or(|w| w > self.wave)
+        {
             out.changed = true;
             if self.wave + 1 >= self.wave_count {
                 self.status = RolloutStatus::Succeeded;
@@ -562,13 +602,13 @@ impl RolloutInfo {
             }
         }
         if self.status == RolloutStatus::Running {
-            let room = (self.max_parallel as usize).saturating_sub(self.running());
-            out.start = self
-                .targets
+            let room = (self.max_parallel as usize).saturating_sub(walk.running);
+            let from = walk.first_pending.unwrap_or(self.targets.len());
+            out.start = self.targets[from..]
                 .iter()
                 .enumerate()
                 .filter(|(_, t)| t.state == TargetState::Pending && t.wave <= self.wave)
-                .map(|(i, _)| i)
+                .map(|(i, _)| from + i)
                 .take(room)
                 .collect();
         }
@@ -801,9 +841,19 @@ mod tests {
         .plan(installs, 0)
     }
 
-    /// Starts what `advance` asks, as the leader does.
+    /// Starts what `advance` asks, as the leader does. `seen` is asked of
+    /// no install that neither runs nor bakes (the leader knows of no
+    /// other).
     fn drive(r: &mut RolloutInfo, now: i64, seen: impl Fn(&RolloutTarget) -> Seen) -> Advance {
-        let a = r.advance(now, seen);
+        let a = r.advance(now, |t| {
+            assert!(
+                matches!(t.state, TargetState::Running | TargetState::Baking),
+                "asked of {} ({})",
+                t.install,
+                t.state
+            );
+            seen(t)
+        });
         for &i in &a.start {
             r.started(i, WorkflowId::generate(), now);
         }

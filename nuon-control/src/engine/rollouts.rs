@@ -415,11 +415,15 @@ impl Engine {
     async fn drive_rollout(&self, org: &OrgId, mut r: RolloutInfo) -> Result<RolloutInfo> {
         let mut seen = HashMap::new();
         let mut versions = HashMap::new();
+        // The installs that run or bake: one walk of the 10,000 a rollout
+        // may have.
+        let live: Vec<usize> = (r.targets.iter().enumerate())
+            .filter(|(_, t)| matches!(t.state, TargetState::Running | TargetState::Baking))
+            .map(|(i, _)| i)
+            .collect();
         // The deploying installs' workflows in one read; only a failed
         // one is read whole, for its reason.
-        let deploying: Vec<WorkflowId> = r
-            .targets
-            .iter()
+        let deploying: Vec<WorkflowId> = (live.iter().map(|&i| &r.targets[i]))
             .filter(|t| t.state == TargetState::Running && r.kind != RolloutKind::Runner)
             .filter_map(|t| t.workflow_id.clone())
             .collect();
@@ -430,7 +434,8 @@ impl Engine {
             .into_iter()
             .map(|(id, status, at)| (id, (status, at)))
             .collect();
-        for (i, t) in r.targets.iter().enumerate() {
+        for &i in &live {
+            let t = &r.targets[i];
             let s = match t.state {
                 TargetState::Running if r.kind == RolloutKind::Runner => {
                     self.runner_seen(org, t, &mut versions).await?
