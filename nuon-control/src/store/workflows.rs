@@ -316,6 +316,20 @@ impl<S: Sql + 'static> WorkflowStore for S {
 
     async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<Workflow> {
         let now = now_ms();
+        let small = new.steps.len() <= create::IN_ONE_AT_MOST
+            && new
+                .rollout
+                .as_ref()
+                .is_none_or(|r| r.targets.len() <= create::IN_ONE_AT_MOST);
+        if S::DIALECT == Dialect::Postgres && small {
+            let one = create::create_in_one(org, &new, now)?;
+            let answer = self
+                .write_query(one)
+                .await
+                .map_err(|e| fired_twice(e, new.fire.as_ref()))?;
+            create::check_created(answer.into_iter().next(), &new)?;
+            return created(&new, now);
+        }
         let (read, stmts) = (start_checks(org, &new), create_stmts(org, &new, now)?);
         let (workflow, fire) = (created(&new, now)?, new.fire.clone());
         // Checked and stored in one transaction: a refusal keeps nothing.

@@ -2,6 +2,7 @@
 //! row, its steps and what it starts, and the workflow as it reads once
 //! stored.
 
+use super::super::rollouts::rollout_doc;
 use super::super::rows::{Cells, Record};
 use super::super::sql::Stmt;
 use super::*;
@@ -146,6 +147,177 @@ pub(super) fn create_stmts(org: &OrgId, new: &NewWorkflow, now: i64) -> Result<V
         args![new.install_id.as_str()],
     ));
     Ok(stmts)
+}
+
+/// The arguments of a statement written in parts: each placeholder is
+/// numbered as its argument is pushed.
+#[derive(Default)]
+struct Params(Vec<Arg>);
+
+impl Params {
+    /// `$n` of `a`.
+    fn push(&mut self, a: impl Into<Arg>) -> String {
+        self.0.push(a.into());
+        format!("${}", self.0.len())
+    }
+
+    /// `(…), (…)`: one parenthesized list of placeholders a row.
+    fn rows<R>(
+        &mut self,
+        rows: impl IntoIterator<Item = R>,
+        row: impl Fn(&mut Self, R) -> Vec<String>,
+    ) -> String {
+        let rows: Vec<String> = rows
+            .into_iter()
+            .map(|r| format!("({})", row(self, r).join(", ")))
+            .collect();
+        rows.join(", ")
+    }
+}
+
+/// Rows of steps and of a rollout's installs that [`create_in_one`]
+/// writes at most (9 and 3 arguments each: well under PostgreSQL's 65,535);
+/// more go the way of [`create_stmts`].
+pub(super) const IN_ONE_AT_MOST: usize = 1000;
+
+/// A new workflow on PostgreSQL in one statement (one round trip, no
+/// `BEGIN`/`COMMIT`): what [`start_checks`] reads and [`create_stmts`]
+/// writes, every write gated on the checks. It answers whether the install
+/// is the org's and whether the workflow was stored: when the install is
+/// the org's and it was not, the rollout it starts was saved since it was
+/// read (its version is checked and moved in the statement, its row locked
+/// by that update). A cron run stored already breaks the statement on its
+/// key (nothing of it is kept) and reads as `already_started`. Without a
+/// rollout the install's row is locked, as the transaction's read locks it.
+pub(super) fn create_in_one(org: &OrgId, new: &NewWorkflow, now: i64) -> Result<Stmt> {
+    let mut p = Params::default();
+    let (install, org_p) = (p.push(new.install_id.as_str()), p.push(org.as_str()));
+    let id = p.push(new.id.as_str());
+    let version = p.push(new.config_version);
+    let mut parts = vec![format!(
+        "ins AS (SELECT 1 FROM installs WHERE id = {install} AND org_id = {org_p}{})",
+        if new.rollout.is_some() {
+            ""
+        } else {
+            " FOR UPDATE"
+        }
+    )];
+    let go = match &new.rollout {
+        Some(r) => {
+            let (doc, status) = (
+                p.push(rollout_doc(&r.head)?),
+                p.push(r.head.status.as_str()),
+            );
+            let (rid, at) = (p.push(r.id().as_str()), p.push(r.head.version as i64));
+            parts.push(format!(
+                "ro AS (UPDATE rollouts SET doc = {doc}, status = {status}, version = version + 1 \
+                 WHERE id = {rid} AND org_id = {org_p} AND version = {at} \
+                 AND EXISTS (SELECT 1 FROM ins) RETURNING 1)"
+            ));
+            parts.push("go AS (SELECT 1 FROM ro)".to_owned());
+            if !r.targets.is_empty() {
+                let mut docs = Vec::with_capacity(r.targets.len());
+                for (i, t) in &r.targets {
+                    docs.push((
+                        *i as i64,
+                        serde_json::to_string(t).map_err(|e| StoreError::Invalid(e.to_string()))?,
+                    ));
+                }
+                let rows = p.rows(docs, |p, (i, doc)| {
+                    vec![rid.clone(), p.push(i), p.push(doc)]
+                });
+                parts.push(format!(
+                    "targets AS (INSERT INTO rollout_targets (rollout_id, idx, doc) \
+                     SELECT v.* FROM (VALUES {rows}) AS v(rollout_id, idx, doc) \
+                     WHERE EXISTS (SELECT 1 FROM go) \
+                     ON CONFLICT (rollout_id, idx) DO UPDATE SET doc = excluded.doc)"
+                ));
+            }
+            "go"
+        }
+        None => "ins",
+    };
+    if let Some((action, at)) = &new.fire {
+        let (action, at) = (p.push(action.as_str()), p.push(*at));
+        parts.push(format!(
+            "fired AS (INSERT INTO cron_fires (install_id, action, fire_at, workflow_id) \
+             SELECT {install}, {action}, {at}, {id} FROM {go})"
+        ));
+    }
+    parts.push(format!(
+        "cv AS (UPDATE installs SET config_version = {version} WHERE id = {install} \
+         AND config_version != {version} AND EXISTS (SELECT 1 FROM {go}))"
+    ));
+    let head = [
+        p.push(enum_str(&new.kind)),
+        p.push(now),
+        p.push(new.component.as_deref()),
+        p.push(inputs_column(&new.inputs)),
+        p.push(new.trigger.as_deref()),
+        p.push(new.release.as_ref().map(|r| r.as_str())),
+    ];
+    parts.push(format!(
+        "wf AS (INSERT INTO workflows (id, org_id, install_id, kind, status, config_version, \
+         created_at, component, inputs, trigger, release_id) \
+         SELECT {id}, {org_p}, {install}, {}, 'pending', {version}, {} FROM {go})",
+        head[0],
+        head[1..].join(", ")
+    ));
+    let steps = p.rows(new.steps.iter().enumerate(), |p, (i, s)| {
+        let (status, outputs) = planned_status(s);
+        vec![
+            id.clone(),
+            p.push(i as i64),
+            p.push(s.name.as_str()),
+            p.push(enum_str(&s.kind)),
+            p.push(s.target.as_deref()),
+            format!("{} <> 0", p.push(i64::from(s.needs_approval))),
+            p.push(status),
+            p.push(s.skipped.as_deref()),
+            p.push(outputs),
+        ]
+    });
+    parts.push(format!(
+        "steps AS (INSERT INTO workflow_steps (workflow_id, idx, name, kind, target, \
+         needs_approval, status, reason, outputs) \
+         SELECT v.* FROM (VALUES {steps}) AS v WHERE EXISTS (SELECT 1 FROM {go}))"
+    ));
+    parts.push(format!(
+        "bump AS (INSERT INTO install_summaries (install_id, rev) SELECT {install}, 1 FROM {go} \
+         ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1)"
+    ));
+    let sql = format!(
+        "WITH {} SELECT EXISTS (SELECT 1 FROM ins), EXISTS (SELECT 1 FROM {go})",
+        parts.join(", ")
+    );
+    let stmt = Stmt::new(sql, p.0);
+    Ok(match &new.fire {
+        Some((action, at)) => stmt.taken(already_started(action, *at).to_string()),
+        None => stmt,
+    })
+}
+
+/// What [`create_in_one`] answers: whether the install is the org's, and
+/// whether the workflow was stored.
+pub(super) struct Created(pub(super) bool, pub(super) bool);
+
+impl Record for Created {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(Created(r.flag(0)?, r.flag(1)?))
+    }
+}
+
+/// The refusal [`create_in_one`]'s answer says, if any.
+pub(super) fn check_created(c: Option<Created>, new: &NewWorkflow) -> Result<()> {
+    match (c, &new.rollout) {
+        (Some(Created(_, true)), _) => Ok(()),
+        (Some(Created(true, false)), Some(r)) => Err(stale_rollout(r.id())),
+        _ => Err(StoreError::Invalid(format!(
+            "no install {}",
+            new.install_id
+        ))),
+    }
 }
 
 /// Steps one insert holds at most: 9 values each, well under either
