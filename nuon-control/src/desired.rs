@@ -122,13 +122,37 @@ pub(crate) async fn update_pending(
     store: &dyn Store,
     org: &OrgId,
     install: &InstallId,
+    f: impl FnMut(Option<Unapplied>, &Install) -> Option<Unapplied>,
+) -> Result<Option<Unapplied>, StoreError> {
+    update_pending_from(store, org, install, None, f).await
+}
+
+/// [`update_pending`], tried first on `known`, the install as its caller
+/// read it a moment ago (no read): a write over its revision is refused
+/// when another change came since, and the install is read again. Where
+/// `f` changes nothing of `known`'s pending values nothing is written: a
+/// value set since stays pending (what a caller that read before it ran
+/// did not run).
+pub(crate) async fn update_pending_from(
+    store: &dyn Store,
+    org: &OrgId,
+    install: &InstallId,
+    mut known: Option<&Install>,
     mut f: impl FnMut(Option<Unapplied>, &Install) -> Option<Unapplied>,
 ) -> Result<Option<Unapplied>, StoreError> {
     for _ in 0..50 {
-        let Some(now) = store.find_install(org, install.as_str()).await? else {
-            return Ok(None);
+        let read;
+        let now = match known.take() {
+            Some(i) => i,
+            None => {
+                let Some(found) = store.find_install(org, install.as_str()).await? else {
+                    return Ok(None);
+                };
+                read = found;
+                &read
+            }
         };
-        let next = f(now.pending.clone(), &now);
+        let next = f(now.pending.clone(), now);
         if next == now.pending
             || store
                 .set_install_pending(org, install, next.as_ref(), now.pending_rev)

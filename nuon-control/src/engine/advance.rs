@@ -2,7 +2,7 @@
 //! asking for approvals, dispatching the next step, and ending it.
 
 use nuon_core::app::ComponentKind;
-use nuon_core::model::{InstallState, QueuedJob, Step, Workflow};
+use nuon_core::model::{Install, InstallState, QueuedJob, Step, Workflow};
 use nuon_core::webhook::WebhookEvent;
 use nuon_core::wire::InstallOutputs;
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan};
@@ -262,7 +262,8 @@ impl Engine {
                     self.set_status(org, &id, &cx.install.id, status, Some(after))
                         .await?;
                     cx.wf.status = status;
-                    self.settle_pending_of(org, &cx.install.id, &cx.wf).await?;
+                    cx.install.state = after;
+                    self.settle_pending_of(org, &cx.install, &cx.wf).await?;
                     tracing::info!(workflow = %id, %status, "workflow ended");
                     if status == WorkflowStatus::Succeeded
                         && cx.wf.trigger.as_deref() == Some(nuon_core::workflow::DELETE)
@@ -477,24 +478,34 @@ impl Engine {
         wf: &nuon_core::WorkflowId,
     ) -> Result<()> {
         match self.store.get_workflow(org, wf).await? {
-            Some(wf) => self.settle_pending_of(org, install, &wf).await,
+            Some(wf) => self.settle_pending_in(org, install, None, &wf).await,
             None => Ok(()),
         }
     }
 
     /// [`Engine::settle_pending`] of workflow `wf` as this engine just
-    /// ended it (its last step and status stored): no read of it again.
-    async fn settle_pending_of(
+    /// ended it (its last step and status stored), of `install` as read
+    /// at the start of this advance (with the state it left it in): no
+    /// read of either again unless the install's pending values moved.
+    async fn settle_pending_of(&self, org: &OrgId, install: &Install, wf: &Workflow) -> Result<()> {
+        self.settle_pending_in(org, &install.id, Some(install), wf)
+            .await
+    }
+
+    /// [`Engine::settle_pending`] of workflow `wf`, trying `known` first
+    /// (see [`crate::desired::update_pending_from`]).
+    async fn settle_pending_in(
         &self,
         org: &OrgId,
         install: &nuon_core::InstallId,
+        known: Option<&Install>,
         wf: &Workflow,
     ) -> Result<()> {
         if wf.status.is_active() || rules::plan_only(wf) {
             return Ok(());
         }
         let (how, deployed) = rules::what_ran(wf, wf.status);
-        crate::desired::update_pending(&*self.store, org, install, |p, i| {
+        crate::desired::update_pending_from(&*self.store, org, install, known, |p, i| {
             // Torn down or gone: nothing runs what it changed.
             if matches!(
                 i.state,
