@@ -184,7 +184,7 @@ impl Engine {
                 }
                 // With a job still stopping, the install stays busy until
                 // it has ended and what it did is recorded.
-                self.set_status(org, id, &wf.install_id, cancel.status, None)
+                self.set_status(org, id, &wf.install_id, cancel.status, None, None)
                     .await?;
                 tracing::info!(workflow = %id, status = %cancel.status, "cancel requested");
             }
@@ -236,6 +236,7 @@ impl Engine {
                 org,
                 &wf.id,
                 nuon_core::workflow::WorkflowStatus::Running,
+                None,
                 None,
             )
             .await?;
@@ -333,7 +334,7 @@ impl Engine {
             // and the webhook.
             let status = nuon_core::workflow::WorkflowStatus::Failed;
             let after = rules::install_state_after(wf, status, false, install.state);
-            self.set_status(org, &wf.id, &install.id, status, Some(after))
+            self.set_status(org, &wf.id, &install.id, status, Some(after), None)
                 .await?;
             let data = serde_json::json!({
                 "workflow_id": wf.id,

@@ -33,10 +33,11 @@ impl Engine {
         install: &nuon_core::InstallId,
         status: WorkflowStatus,
         install_state: Option<InstallState>,
+        release: Option<Option<&nuon_core::ReleaseId>>,
     ) -> Result<()> {
         let bumped = self
             .store
-            .set_workflow_status(org, id, status, install_state)
+            .set_workflow_status(org, id, status, install_state, release)
             .await?;
         if !status.is_active() {
             self.ended_here().insert(id.clone());
@@ -103,7 +104,7 @@ impl Engine {
                         .update_step(org, &id, s.index, update(StepStatus::Failed, Some(message)))
                         .await?;
                 }
-                self.set_status(org, &id, &wf.install_id, WorkflowStatus::Failed, None)
+                self.set_status(org, &id, &wf.install_id, WorkflowStatus::Failed, None, None)
                     .await?;
                 return Ok(());
             }
@@ -116,7 +117,7 @@ impl Engine {
             cx.wf.status = WorkflowStatus::Running;
             let during = Some(state_during(&cx));
             self.store
-                .set_workflow_status(org, &id, WorkflowStatus::Running, during)
+                .set_workflow_status(org, &id, WorkflowStatus::Running, during, None)
                 .await?;
             tracing::info!(workflow = %id, install = %cx.install.id, kind = ?cx.wf.kind, "workflow started");
         }
@@ -248,7 +249,7 @@ impl Engine {
                     return self.dispatch_or_fail(&cx, &cx.wf.steps[i]).await;
                 }
                 Next::Failed(i) => {
-                    self.set_status(org, &id, &cx.install.id, WorkflowStatus::Failed, None)
+                    self.set_status(org, &id, &cx.install.id, WorkflowStatus::Failed, None, None)
                         .await?;
                     self.settle_pending(org, &cx.install.id, &id).await?;
                     let data = self.event_data(&cx, cx.wf.steps.get(i));
@@ -259,7 +260,12 @@ impl Engine {
                     // The install's state with it: whoever sees the
                     // workflow ended sees the install as it left it.
                     let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
-                    self.set_status(org, &id, &cx.install.id, status, Some(after))
+                    // And the release it runs, when it runs a release now.
+                    let release = (status == WorkflowStatus::Succeeded)
+                        .then(|| rules::release_after(&cx.wf))
+                        .flatten();
+                    let release = release.as_ref().map(Option::as_ref);
+                    self.set_status(org, &id, &cx.install.id, status, Some(after), release)
                         .await?;
                     cx.wf.status = status;
                     cx.install.state = after;
@@ -278,13 +284,6 @@ impl Engine {
                             }
                         }
                         return Ok(());
-                    }
-                    if status == WorkflowStatus::Succeeded
-                        && let Some(release) = rules::release_after(&cx.wf)
-                    {
-                        self.store
-                            .set_install_release(org, &cx.install.id, release.as_ref())
-                            .await?;
                     }
                     if cx.wf.kind == WorkflowKind::Drift && status == WorkflowStatus::Succeeded {
                         let plan = cx
@@ -397,7 +396,7 @@ impl Engine {
         }
         let status = WorkflowStatus::Cancelled;
         let after = rules::install_state_after(&cx.wf, status, interrupted, cx.install.state);
-        self.set_status(&org, &cx.wf.id, &cx.install.id, status, Some(after))
+        self.set_status(&org, &cx.wf.id, &cx.install.id, status, Some(after), None)
             .await?;
         self.settle_pending(&org, &cx.install.id, &cx.wf.id).await?;
         tracing::info!(workflow = %cx.wf.id, "cancelled");
@@ -458,8 +457,15 @@ impl Engine {
             .await?;
         let status = WorkflowStatus::Failed;
         let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
-        self.set_status(&cx.org, &cx.wf.id, &cx.install.id, status, Some(after))
-            .await?;
+        self.set_status(
+            &cx.org,
+            &cx.wf.id,
+            &cx.install.id,
+            status,
+            Some(after),
+            None,
+        )
+        .await?;
         self.settle_pending(&cx.org, &cx.install.id, &cx.wf.id)
             .await?;
         let mut data = self.event_data(cx, Some(step));

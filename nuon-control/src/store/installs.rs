@@ -186,15 +186,6 @@ pub trait DeployedStore: Send + Sync + 'static {
         pending: Option<&nuon_core::model::Unapplied>,
         rev: i64,
     ) -> Result<bool>;
-
-    /// Records the release an install runs (`Some`), or that it runs none
-    /// (it was deployed outside releases since).
-    async fn set_install_release(
-        &self,
-        org: &OrgId,
-        id: &InstallId,
-        release: Option<&nuon_core::ReleaseId>,
-    ) -> Result<()>;
 }
 
 /// The checks the vendor's own systems push for an install.
@@ -474,27 +465,6 @@ impl<S: Sql + 'static> DeployedStore for S {
             ))
             .await?;
         Ok(n == 1)
-    }
-
-    async fn set_install_release(
-        &self,
-        org: &OrgId,
-        id: &InstallId,
-        release: Option<&nuon_core::ReleaseId>,
-    ) -> Result<()> {
-        let stmt = match release {
-            Some(r) => Stmt::new(
-                "INSERT INTO install_releases (install_id, org_id, release_id, at) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (install_id) DO UPDATE SET \
-                 release_id = excluded.release_id, at = excluded.at",
-                args![id.as_str(), org.as_str(), r.as_str(), now_ms()],
-            ),
-            None => Stmt::new(
-                "DELETE FROM install_releases WHERE install_id = $1 AND org_id = $2",
-                args![id.as_str(), org.as_str()],
-            ),
-        };
-        self.execute(vec![stmt]).await.map(drop)
     }
 }
 

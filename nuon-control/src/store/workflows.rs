@@ -14,7 +14,7 @@ mod writes;
 
 use create::{StartChecks, check_start, create_stmts, created, fired_twice, start_checks};
 use nuon_core::model::{InstallState, QueuedJob, Step};
-use nuon_core::now_ms;
+use nuon_core::{ReleaseId, now_ms};
 pub use reads::{ActiveWorkflow, Moving};
 use reads::{JobOfWorkflow, MovingRow, StatusRow, WaitingRow, of_many};
 use writes::{bump, bumped, dispatch_in_one, summary_sql, update_step_stmt};
@@ -198,17 +198,18 @@ pub trait WorkflowStore: Send + Sync + 'static {
     ) -> Result<Vec<(WorkflowId, String)>>;
 
     /// Sets a workflow's status (and its end time, for an ending status),
-    /// and with it its install's state when given (one statement on
-    /// PostgreSQL, one transaction on SQLite: whoever sees the workflow's
-    /// new status sees the install's); the revision its install's summary
-    /// has after the change bumped it (none when the org has no such
-    /// workflow).
+    /// and with it its install's state and the release it runs
+    /// (`Some(None)`: none) when given (one statement on PostgreSQL, one
+    /// transaction on SQLite: whoever sees the workflow's new status sees
+    /// the install's); the revision its install's summary has after the
+    /// change bumped it (none when the org has no such workflow).
     async fn set_workflow_status(
         &self,
         org: &OrgId,
         id: &WorkflowId,
         status: WorkflowStatus,
         install_state: Option<InstallState>,
+        release: Option<Option<&ReleaseId>>,
     ) -> Result<Option<i64>>;
 
     /// Changes one step.
@@ -246,26 +247,6 @@ impl Record for CachedSummary {
     }
 }
 
-/// A workflow's row with its id, for lists.
-struct HeadRow(WorkflowId, WorkflowHead);
-
-impl Record for HeadRow {
-    const COLUMNS: &'static str = "";
-    fn read(r: &impl Cells) -> Result<Self> {
-        Ok(HeadRow(r.id(0)?, WorkflowHead::read(&Offset(r, 1))?))
-    }
-}
-
-/// A step's row with its workflow's id, for lists.
-struct StepRow(WorkflowId, Step);
-
-impl Record for StepRow {
-    const COLUMNS: &'static str = "";
-    fn read(r: &impl Cells) -> Result<Self> {
-        Ok(StepRow(r.id(0)?, Step::read(&Offset(r, 1))?))
-    }
-}
-
 /// A workflow's row with one of its steps (none for a workflow of no
 /// steps): a workflow read in one statement.
 struct HeadAndStep(WorkflowHead, Option<Step>);
@@ -279,6 +260,24 @@ impl Record for HeadAndStep {
             None => None,
         };
         Ok(HeadAndStep(WorkflowHead::read(r)?, step))
+    }
+}
+
+/// A workflow's id and row with one of its steps (none for a workflow of
+/// no steps): an install's workflows read in one statement.
+struct ListedRow(WorkflowId, WorkflowHead, Option<Step>);
+
+impl Record for ListedRow {
+    const COLUMNS: &'static str = "";
+    fn read(r: &impl Cells) -> Result<Self> {
+        // The step's columns follow its `workflow_id`, `NULL` for none.
+        let at = 1 + WorkflowHead::COLUMNS.split(',').count();
+        let step = match r.opt_text(at)? {
+            Some(_) => Some(Step::read(&Offset(r, at + 1))?),
+            None => None,
+        };
+        let head = WorkflowHead::read(&Offset(r, 1))?;
+        Ok(ListedRow(r.id(0)?, head, step))
     }
 }
 
@@ -342,36 +341,29 @@ impl<S: Sql + 'static> WorkflowStore for S {
     }
 
     async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<Workflow>> {
-        let heads: Vec<HeadRow> = self
+        // Each head on each of its steps' rows, in order: one round trip
+        // (and one snapshot).
+        let rows: Vec<ListedRow> = self
             .query(Stmt::new(
                 format!(
-                    "SELECT id, {} FROM workflows WHERE org_id = $1 AND install_id = $2 \
-                     ORDER BY created_at DESC, id DESC",
-                    WorkflowHead::COLUMNS
-                ),
-                args![org.as_str(), install.as_str()],
-            ))
-            .await?;
-        let rows: Vec<StepRow> = self
-            .query(Stmt::new(
-                format!(
-                    "SELECT workflow_id, {} FROM workflow_steps WHERE workflow_id IN \
-                     (SELECT id FROM workflows WHERE org_id = $1 AND install_id = $2) \
-                     ORDER BY workflow_id, idx",
+                    "SELECT h.*, s.* FROM (SELECT id, {} FROM workflows \
+                     WHERE org_id = $1 AND install_id = $2) h \
+                     LEFT JOIN (SELECT workflow_id, {} FROM workflow_steps) s ON s.workflow_id = h.id \
+                     ORDER BY h.created_at DESC, h.id DESC, s.idx",
+                    WorkflowHead::COLUMNS,
                     Step::COLUMNS
                 ),
                 args![org.as_str(), install.as_str()],
             ))
             .await?;
-        let mut steps = std::collections::HashMap::<WorkflowId, Vec<Step>>::new();
-        for StepRow(id, step) in rows {
-            steps.entry(id).or_default().push(step);
+        let mut out: Vec<Workflow> = Vec::new();
+        for ListedRow(id, head, step) in rows {
+            match out.last_mut() {
+                Some(w) if w.id == id => w.steps.extend(step),
+                _ => out.push(head.with_steps(id, step.into_iter().collect())),
+            }
         }
-        let with_steps = |HeadRow(id, head): HeadRow| {
-            let its = steps.remove(&id).unwrap_or_default();
-            head.with_steps(id, its)
-        };
-        Ok(heads.into_iter().map(with_steps).collect())
+        Ok(out)
     }
 
     async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Workflow>> {
@@ -490,6 +482,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         id: &WorkflowId,
         status: WorkflowStatus,
         install_state: Option<InstallState>,
+        release: Option<Option<&ReleaseId>>,
     ) -> Result<Option<i64>> {
         // An ending status ends it now.
         let finished = (!status.is_active()).then(now_ms);
@@ -505,31 +498,65 @@ impl<S: Sql + 'static> WorkflowStore for S {
         let mut writes = bumped(S::DIALECT, write, id);
         // The install's state: `$5`, of the workflow's install (`$1`) in the
         // org (`$2`).
-        let install_state = install_state.map(|state| {
-            let sql = "UPDATE installs SET state = $5 WHERE org_id = $2 \
-                 AND id = (SELECT install_id FROM workflows WHERE id = $1 AND org_id = $2)";
-            let mut stmt = Stmt::new(sql, writes[0].args.clone());
-            stmt.args.push(Arg::from(state.as_str()));
-            stmt
-        });
+        // Of the workflow's install (`$1` the workflow, `$2` the org), with
+        // the arguments of the status's write and theirs after them: each
+        // with how many of them it names (SQLite takes no more).
+        let install = "(SELECT install_id FROM workflows WHERE id = $1 AND org_id = $2)";
+        let mut args = writes[0].args.clone();
+        let mut also = Vec::new();
+        if let Some(state) = install_state {
+            args.push(Arg::from(state.as_str()));
+            also.push((
+                format!(
+                    "UPDATE installs SET state = ${} WHERE org_id = $2 AND id = {install}",
+                    args.len()
+                ),
+                args.len(),
+            ));
+        }
+        match release {
+            Some(Some(r)) => {
+                args.extend(args![r.as_str(), now_ms()]);
+                also.push((
+                    format!(
+                        "INSERT INTO install_releases (install_id, org_id, release_id, at) \
+                         SELECT install_id, $2, ${}, ${} FROM workflows WHERE id = $1 AND org_id = $2 \
+                         ON CONFLICT (install_id) DO UPDATE SET \
+                         release_id = excluded.release_id, at = excluded.at",
+                        args.len() - 1,
+                        args.len()
+                    ),
+                    args.len(),
+                ));
+            }
+            Some(None) => also.push((
+                format!(
+                    "DELETE FROM install_releases WHERE org_id = $2 AND install_id = {install}"
+                ),
+                2,
+            )),
+            None => {}
+        }
         match S::DIALECT {
             // One statement, which answers the revision it bumped to.
             Dialect::Postgres => {
                 let mut one = writes.pop().expect("one statement on PostgreSQL");
-                if let Some(state) = install_state {
+                for (n, (sql, _)) in also.iter().enumerate() {
                     let rest = one
                         .sql
                         .strip_prefix("WITH ")
                         .expect("a bumped write opens WITH");
-                    one.sql = format!("WITH installed AS ({}), {rest}", state.sql);
-                    one.args = state.args;
+                    one.sql = format!("WITH installed{n} AS ({sql}), {rest}");
                 }
+                one.args = args;
                 one.sql.push_str(" RETURNING rev");
                 Ok(self.write_query(one).await?.pop())
             }
             // The two, then the revision read in their transaction.
             Dialect::Sqlite => {
-                writes.extend(install_state);
+                writes.extend(
+                    (also.into_iter()).map(|(sql, named)| Stmt::new(sql, args[..named].to_vec())),
+                );
                 let read = Stmt::new(
                     "SELECT s.rev FROM install_summaries s JOIN workflows w ON w.install_id = s.install_id \
                      WHERE w.id = $1 AND w.org_id = $2",

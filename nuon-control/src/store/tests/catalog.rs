@@ -477,8 +477,8 @@ conformance! {
         let b2 = s.find_install(&f.org, &b.id.to_string()).await.unwrap().unwrap();
         assert_eq!((b2.state, b2.config_version, b2.outputs_json), (b.state, 1, None));
 
-        // What it changed and did not deploy, kept whole and cleared; the
-        // release it runs, set and forgotten (another org's untouched).
+        // What it changed and did not deploy, kept whole and cleared
+        // (another org's untouched).
         let mut p = nuon_core::model::Unapplied::begin(
             nuon_core::model::InstallValues { inputs_json: r#"{"n":"5"}"#.into(), ..Default::default() },
             7,
@@ -493,14 +493,6 @@ conformance! {
         assert_eq!(s.find_install(&f.org, "b").await.unwrap().unwrap().pending, None);
         assert!(s.set_install_pending(&f.org, &a.id, None, 1).await.unwrap());
         assert_eq!(s.find_install(&f.org, "a").await.unwrap().unwrap().pending, None);
-        let rel = nuon_core::ReleaseId::generate();
-        s.set_install_release(&f.org, &a.id, Some(&rel)).await.unwrap();
-        s.set_install_release(&f.org, &a.id, Some(&rel)).await.unwrap();
-        assert_eq!(s.install_releases(&f.org).await.unwrap().get(&a.id), Some(&rel));
-        s.set_install_release(&other.org_id, &a.id, None).await.unwrap();
-        assert_eq!(s.install_releases(&f.org).await.unwrap().get(&a.id), Some(&rel));
-        s.set_install_release(&f.org, &a.id, None).await.unwrap();
-        assert!(s.install_releases(&f.org).await.unwrap().is_empty());
     }
 
     async fn an_install_is_renamed_and_its_approval_mode_set_in_one_step(f: Fixture) {

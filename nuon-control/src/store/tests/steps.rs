@@ -39,7 +39,7 @@ conformance! {
         let state = || async { f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap().state };
         let before = state().await;
         assert_ne!(before, InstallState::Provisioning);
-        let bumped = f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running, Some(InstallState::Provisioning)).await.unwrap();
+        let bumped = f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running, Some(InstallState::Provisioning), None).await.unwrap();
         assert_eq!(state().await, InstallState::Provisioning, "the install's state is written with the status");
         let running = rev().await;
         assert!(running > at_start, "a status change marks the summary stale");
@@ -69,9 +69,24 @@ conformance! {
         assert!(rev().await > dispatched);
         // Another org's status change changes nothing (a mark more is
         // only a summary made again).
-        let bumped = f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed, Some(InstallState::Failed)).await.unwrap();
+        let rel = nuon_core::ReleaseId::generate();
+        let bumped = f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed, Some(InstallState::Failed), Some(Some(&rel))).await.unwrap();
         assert_eq!(bumped, None, "another org's workflow answers no revision");
         assert_eq!(state().await, InstallState::Provisioning, "nor changes the install's state");
+        assert!(f.store.install_releases(&other).await.unwrap().is_empty(), "nor records a release");
         assert_eq!(f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap().status, WorkflowStatus::Running);
+
+        // The release the install runs is written with the end (twice over
+        // is the same), and forgotten with another.
+        let releases = || async { f.store.install_releases(&f.org).await.unwrap() };
+        for _ in 0..2 {
+            f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, Some(InstallState::Active), Some(Some(&rel))).await.unwrap();
+            assert_eq!(releases().await.get(&inst.id), Some(&rel));
+        }
+        assert_eq!(state().await, InstallState::Active, "the state with it");
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, None, Some(None)).await.unwrap();
+        assert!(releases().await.is_empty());
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, None, Some(Some(&rel))).await.unwrap();
+        assert_eq!(releases().await.get(&inst.id), Some(&rel), "without a state");
     }
 }
