@@ -540,22 +540,20 @@ impl Engine {
 
     /// The install's outputs as stored now, opened: as read with the
     /// workflow at the start of this advance, and kept by
-    /// [`Self::store_outputs`] since (only the workflow that moves an
+    /// [`Self::stage_outputs`] since (only the workflow that moves an
     /// install, one at a time, writes its outputs), so no read.
     fn current_outputs(&self, cx: &Ctx) -> Result<InstallOutputs> {
         render::outputs_of(&self.secrets, &cx.install).map_err(EngineError::Internal)
     }
 
-    /// Stores the install's outputs, the sensitive ones sealed (and keeps
-    /// them in `cx` for rendering).
-    async fn store_outputs(&self, cx: &mut Ctx, all: &InstallOutputs) -> Result<()> {
+    /// The install's outputs after this step, the sensitive ones sealed:
+    /// kept in `cx` (for rendering, and for the step's update to write with
+    /// it).
+    fn stage_outputs(&self, cx: &mut Ctx, all: &InstallOutputs) -> Result<()> {
         let mut all = all.clone();
         crate::keys::seal_outputs(&self.secrets, &mut all);
         let json = serde_json::to_string(&all)
             .map_err(|e| EngineError::Internal(format!("cannot encode outputs: {e}")))?;
-        self.store
-            .set_install_outputs(&cx.org, &cx.install.id, &json, state_during(cx))
-            .await?;
         cx.install.outputs_json = Some(json);
         Ok(())
     }
@@ -565,10 +563,13 @@ impl Engine {
     async fn succeeded(&self, cx: &mut Ctx, i: usize, job: &QueuedJob) -> Result<()> {
         let step = cx.wf.steps[i].clone();
         let outputs = job.outputs.clone();
+        // Whether the install's outputs changed: written with the step.
+        let mut staged = false;
         if applies_a_plan(step.kind) || step.kind == StepKind::Action {
             let mut all = self.current_outputs(cx)?;
             rules::record_outputs(&mut all, &step, &job.outputs);
-            self.store_outputs(cx, &all).await?;
+            self.stage_outputs(cx, &all)?;
+            staged = true;
             if let Some(c) = super::dispatch::wasm_target(cx, &step) {
                 let name = c.name.clone();
                 let kept = if step.kind == StepKind::Apply {
@@ -597,7 +598,8 @@ impl Engine {
                         .keys()
                         .map(|(ns, name)| format!("{ns}/{name}"))
                         .collect();
-                    self.store_outputs(cx, &all).await?;
+                    self.stage_outputs(cx, &all)?;
+                    staged = true;
                 }
                 Err(e) => {
                     tracing::warn!(workflow = %cx.wf.id, error = %e, "cannot list the Secrets the sync wrote");
@@ -626,7 +628,8 @@ impl Engine {
             let tag = job.outputs["tag"].as_str();
             all.components
                 .insert(c.clone(), rules::image_outputs(&a, tag));
-            self.store_outputs(cx, &all).await?;
+            self.stage_outputs(cx, &all)?;
+            staged = true;
         }
         self.store
             .update_step(
@@ -642,6 +645,10 @@ impl Engine {
                             .then(|| AUTO_APPROVED.to_owned())
                     }),
                     outputs_json: Some(outputs.to_string()),
+                    install_outputs: staged.then(|| {
+                        let json = cx.install.outputs_json.clone().unwrap_or_default();
+                        (json, state_during(cx))
+                    }),
                     ..StepUpdate::default()
                 },
             )

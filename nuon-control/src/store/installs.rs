@@ -113,15 +113,6 @@ pub trait InstallStore: Send + Sync + 'static {
         sealed_json: &str,
     ) -> Result<Option<Install>>;
 
-    /// Sets an install's outputs (JSON) and state.
-    async fn set_install_outputs(
-        &self,
-        org: &OrgId,
-        id: &InstallId,
-        outputs_json: &str,
-        state: InstallState,
-    ) -> Result<()>;
-
     /// Sets an install's state (`provisioning`, `active`, `failed`, ...).
     async fn set_install_state(
         &self,
@@ -332,21 +323,6 @@ impl<S: Sql + 'static> InstallStore for S {
             args![org.as_str(), id.as_str(), inputs_json, sealed_json],
         );
         Ok(self.write_query(stmt).await?.pop())
-    }
-
-    async fn set_install_outputs(
-        &self,
-        org: &OrgId,
-        id: &InstallId,
-        outputs_json: &str,
-        state: InstallState,
-    ) -> Result<()> {
-        self.execute_one(Stmt::new(
-            "UPDATE installs SET outputs = $3, state = $4 WHERE id = $1 AND org_id = $2",
-            args![id.as_str(), org.as_str(), outputs_json, state.as_str()],
-        ))
-        .await
-        .map(drop)
     }
 
     async fn set_install_state(

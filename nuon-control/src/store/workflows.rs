@@ -17,7 +17,9 @@ use nuon_core::model::{InstallState, QueuedJob, Step};
 use nuon_core::{ReleaseId, now_ms};
 pub use reads::{ActiveWorkflow, Moving};
 use reads::{JobOfWorkflow, MovingRow, StatusRow, WaitingRow, of_many};
-use writes::{bump, bumped, dispatch_in_one, summary_sql, update_step_stmt};
+use writes::{
+    bump, bumped, bumped_with, dispatch_in_one, outputs_with_step, summary_sql, update_step_stmt,
+};
 
 /// A new workflow with its planned steps.
 #[derive(Debug, Clone)]
@@ -68,6 +70,9 @@ pub struct StepUpdate {
     pub clear_job: bool,
     /// Replace its earlier failed tries.
     pub attempts: Option<Vec<nuon_core::model::StepAttempt>>,
+    /// The outputs (JSON, the sensitive ones sealed) and state its install
+    /// has after it, written with it.
+    pub install_outputs: Option<(String, InstallState)>,
 }
 
 impl StepUpdate {
@@ -583,9 +588,12 @@ impl<S: Sql + 'static> WorkflowStore for S {
     ) -> Result<()> {
         let missing = format!("no step {index} in workflow {id}");
         let write = update_step_stmt(org, id, index, &u);
+        let outputs = (u.install_outputs.as_ref())
+            .map(|(json, state)| outputs_with_step(&write, json, *state));
+        let writes = bumped_with(S::DIALECT, write, id, outputs);
         if S::DIALECT == Dialect::Postgres {
             // The update finds the step or changes nothing: no read first.
-            let changed = self.execute(bumped(S::DIALECT, write, id)).await?;
+            let changed = self.execute(writes).await?;
             return match changed.first() {
                 Some(n) if *n > 0 => Ok(()),
                 _ => Err(StoreError::Invalid(missing)),
@@ -596,8 +604,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
              AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = $1 AND w.org_id = $3)",
             args![id.as_str(), index, org.as_str()],
         );
-        self.write_if_found(read, bumped(S::DIALECT, write, id), missing)
-            .await
+        self.write_if_found(read, writes, missing).await
     }
 
     async fn dispatch_step(

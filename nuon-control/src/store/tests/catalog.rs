@@ -467,13 +467,11 @@ conformance! {
 
         s.set_install_state(&f.org, &a.id, nuon_core::model::InstallState::Provisioning).await.unwrap();
         s.set_install_config(&f.org, &a.id, 3).await.unwrap();
-        s.set_install_outputs(&f.org, &a.id, r#"{"url":"u"}"#, nuon_core::model::InstallState::Active).await.unwrap();
         // Another org's writes touch nothing.
         s.set_install_state(&other.org_id, &b.id, nuon_core::model::InstallState::Failed).await.unwrap();
         s.set_install_config(&other.org_id, &b.id, 9).await.unwrap();
-        s.set_install_outputs(&other.org_id, &b.id, "{}", nuon_core::model::InstallState::Failed).await.unwrap();
         let a = s.find_install(&f.org, "a").await.unwrap().unwrap();
-        assert_eq!((a.state.as_str(), a.config_version, a.outputs_json.as_deref()), ("active", 3, Some(r#"{"url":"u"}"#)));
+        assert_eq!((a.state.as_str(), a.config_version), ("provisioning", 3));
         let b2 = s.find_install(&f.org, &b.id.to_string()).await.unwrap().unwrap();
         assert_eq!((b2.state, b2.config_version, b2.outputs_json), (b.state, 1, None));
 

@@ -65,14 +65,24 @@ conformance! {
         let refused = f.store.update_step(&other, &wf, 0, StepUpdate { status: StepStatus::Failed, ..Default::default() }).await;
         assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
         assert_eq!(rev().await, dispatched);
-        f.store.update_step(&f.org, &wf, 0, StepUpdate { status: StepStatus::Succeeded, ..Default::default() }).await.unwrap();
+        // The install's outputs and state go with a step's update, and
+        // with no refused one.
+        let outputs = |state| Some((r#"{"url":"u"}"#.to_owned(), state));
+        let refused = f.store.update_step(&f.org, &wf, 7, StepUpdate { install_outputs: outputs(InstallState::Failed), ..Default::default() }).await;
+        assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+        let install = || async { f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap() };
+        assert_eq!((install().await.outputs_json, install().await.state), (None, InstallState::Provisioning));
+        let done = StepUpdate { status: StepStatus::Succeeded, install_outputs: outputs(InstallState::Active), ..Default::default() };
+        f.store.update_step(&f.org, &wf, 0, done).await.unwrap();
+        let after = install().await;
+        assert_eq!((after.outputs_json.as_deref(), after.state), (Some(r#"{"url":"u"}"#), InstallState::Active));
         assert!(rev().await > dispatched);
         // Another org's status change changes nothing (a mark more is
         // only a summary made again).
         let rel = nuon_core::ReleaseId::generate();
         let bumped = f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed, Some(InstallState::Failed), Some(Some(&rel))).await.unwrap();
         assert_eq!(bumped, None, "another org's workflow answers no revision");
-        assert_eq!(state().await, InstallState::Provisioning, "nor changes the install's state");
+        assert_eq!(state().await, InstallState::Active, "nor changes the install's state");
         assert!(f.store.install_releases(&other).await.unwrap().is_empty(), "nor records a release");
         assert_eq!(f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap().status, WorkflowStatus::Running);
 

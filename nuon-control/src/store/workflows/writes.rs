@@ -4,6 +4,7 @@
 use super::super::rows::Dialect;
 use super::super::sql::{Arg, Stmt, args};
 use super::super::*;
+use nuon_core::model::InstallState;
 use nuon_core::now_ms;
 
 /// The statements of the summary cache.
@@ -63,20 +64,54 @@ pub(super) fn bump(workflow: &WorkflowId) -> Stmt {
 /// round trip, atomic without a transaction of its own; it changed a row
 /// when it bumped one); SQLite, which has no writes in `WITH`: the two.
 pub(super) fn bumped(dialect: Dialect, write: Stmt, workflow: &WorkflowId) -> Vec<Stmt> {
+    bumped_with(dialect, write, workflow, None)
+}
+
+/// [`bumped`], and `also` with it: a write whose arguments are `write`'s
+/// and its own after them, and whose SQL ends in a `WHERE` clause (on
+/// PostgreSQL it changes rows only when `write` changed one).
+pub(super) fn bumped_with(
+    dialect: Dialect,
+    write: Stmt,
+    workflow: &WorkflowId,
+    also: Option<Stmt>,
+) -> Vec<Stmt> {
     match dialect {
-        Dialect::Postgres => vec![Stmt {
-            sql: format!(
-                "WITH changed AS ({} RETURNING 1) \
+        Dialect::Postgres => {
+            let with = (also.as_ref())
+                .map(|a| format!(", also AS ({} AND EXISTS (SELECT 1 FROM changed))", a.sql))
+                .unwrap_or_default();
+            let sql = format!(
+                "WITH changed AS ({} RETURNING 1){with} \
                  INSERT INTO install_summaries (install_id, rev) \
                  SELECT install_id, 1 FROM workflows WHERE id = $1 \
                    AND EXISTS (SELECT 1 FROM changed) \
                  ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1",
                 write.sql
-            ),
-            ..write
-        }],
-        Dialect::Sqlite => vec![write, bump(workflow)],
+            );
+            let args = also.map_or(write.args, |a| a.args);
+            vec![Stmt { sql, args, ..write }]
+        }
+        Dialect::Sqlite => std::iter::once(write)
+            .chain(also)
+            .chain([bump(workflow)])
+            .collect(),
     }
+}
+
+/// The write of a step's install's outputs and state that goes with the
+/// step's update `write` (see [`update_step_stmt`]'s arguments).
+pub(super) fn outputs_with_step(write: &Stmt, outputs_json: &str, state: InstallState) -> Stmt {
+    let mut args = write.args.clone();
+    args.extend(args![outputs_json, state.as_str()]);
+    let (json, state) = (args.len() - 1, args.len());
+    Stmt::new(
+        format!(
+            "UPDATE installs SET outputs = ${json}, state = ${state} WHERE org_id = $2 \
+             AND id = (SELECT install_id FROM workflows WHERE id = $1 AND org_id = $2)"
+        ),
+        args,
+    )
 }
 
 /// A step's dispatch on PostgreSQL, in one statement (one round trip, no
