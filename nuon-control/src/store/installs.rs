@@ -1,6 +1,6 @@
 //! Installs: their inputs, state, config version and outputs.
 
-use super::rows::Record;
+use super::rows::{Cells, Record};
 use super::sql::{Arg, IdPair, Sql, Stmt, args};
 use super::*;
 use nuon_core::model::{ApprovalMode, InstallState};
@@ -156,11 +156,39 @@ pub trait InstallStore: Send + Sync + 'static {
     async fn set_install_config(&self, org: &OrgId, id: &InstallId, version: u32) -> Result<()>;
 
     /// Every install of every org that is provisioned (not `created`,
-    /// `deprovisioning` or `deprovisioned`): where cron actions run.
-    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>>;
+    /// `deprovisioning` or `deprovisioned`): where cron actions run. Each
+    /// with its app and config version, so that the installs of a config
+    /// with nothing scheduled are passed over without reading them.
+    async fn scheduled_installs(&self) -> Result<Vec<Scheduled>>;
 
     /// The install whose runner this is, if any.
     async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>>;
+}
+
+/// A provisioned install, as cron looks at it first
+/// ([`InstallStore::scheduled_installs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scheduled {
+    /// Its org.
+    pub org: OrgId,
+    /// The install.
+    pub id: InstallId,
+    /// Its app.
+    pub app_id: nuon_core::AppId,
+    /// The config version it runs.
+    pub config_version: u32,
+}
+
+impl Record for Scheduled {
+    const COLUMNS: &'static str = "org_id, id, app_id, config_version";
+    fn read(r: &impl Cells) -> Result<Self> {
+        Ok(Scheduled {
+            org: r.id(0)?,
+            id: r.id(1)?,
+            app_id: r.id(2)?,
+            config_version: r.int(3)? as u32,
+        })
+    }
 }
 
 /// What an install runs against what it desires: the values it changed
@@ -397,16 +425,17 @@ impl<S: Sql + 'static> InstallStore for S {
         .map(drop)
     }
 
-    async fn scheduled_installs(&self) -> Result<Vec<(OrgId, InstallId)>> {
-        let rows: Vec<IdPair<OrgId, InstallId>> = self
-            .query(Stmt::new(
-                "SELECT org_id, id FROM installs \
+    async fn scheduled_installs(&self) -> Result<Vec<Scheduled>> {
+        self.query(Stmt::new(
+            format!(
+                "SELECT {} FROM installs \
                  WHERE state NOT IN ('created', 'deprovisioning', 'deprovisioned') \
                  ORDER BY created_at, id",
-                Vec::new(),
-            ))
-            .await?;
-        Ok(rows.into_iter().map(|IdPair(o, i)| (o, i)).collect())
+                Scheduled::COLUMNS
+            ),
+            Vec::new(),
+        ))
+        .await
     }
 
     async fn install_of_runner(&self, runner: &RunnerId) -> Result<Option<(OrgId, InstallId)>> {

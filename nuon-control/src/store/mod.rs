@@ -81,7 +81,7 @@ pub use binaries::{BINARY_PART_BYTES, RunnerBinaryStore};
 pub use builds::BuildStore;
 pub use fleet::{FleetChanges, FleetStore};
 pub use installs::{
-    CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall, SettingsBasis,
+    CheckStore, DeployedStore, InstallChange, InstallStore, NewInstall, Scheduled, SettingsBasis,
 };
 pub use invitations::{InvitationStore, Spend, StoredInvitation};
 pub use jobs::{JobStore, NewJob};

@@ -474,6 +474,13 @@ conformance! {
         assert_eq!((a.state.as_str(), a.config_version), ("provisioning", 3));
         let b2 = s.find_install(&f.org, &b.id.to_string()).await.unwrap().unwrap();
         assert_eq!((b2.state, b2.config_version, b2.outputs_json), (b.state, 1, None));
+        // Cron looks at the provisioned ones, each with its app and the
+        // config version it runs.
+        let scheduled = s.scheduled_installs().await.unwrap();
+        let a_scheduled = crate::store::Scheduled { org: f.org.clone(), id: a.id.clone(), app_id: a.app_id.clone(), config_version: 3 };
+        assert!(scheduled.contains(&a_scheduled), "{scheduled:?}");
+        let created = b2.state == nuon_core::model::InstallState::Created;
+        assert_eq!(scheduled.iter().any(|x| x.id == b.id), !created, "{scheduled:?}");
 
         // What it changed and did not deploy, kept whole and cleared
         // (another org's untouched).
