@@ -531,7 +531,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Source {
 }
 
 /// The runner a Runner API request comes from.
-pub(crate) struct RunnerAuth(pub(crate) RunnerPrincipal);
+pub(crate) struct RunnerAuth(pub(crate) Arc<RunnerPrincipal>);
 
 impl FromRequestParts<SharedState> for RunnerAuth {
     type Rejection = Error;
@@ -549,6 +549,7 @@ impl FromRequestParts<SharedState> for RunnerAuth {
             Ok(state.store.authenticate_runner(&hash).await?)
         })
         .await?
+        .map(Arc::new)
         .ok_or_else(|| {
                 Error::refused(ErrorCode::Unauthorized, "invalid or revoked runner token; issue this runner a new one with `nuon runners rotate-token RUNNER` (an install's runner is named after the install)",
                 )

@@ -47,11 +47,8 @@ pub(super) async fn check(
         .to_str()
         .map_err(|_| Error::bad_request(format!("{SESSION_HEADER} is not ASCII")))?;
     let (mut mine, replace) = RunnerSession::parse_header(raw).map_err(Error::bad_request)?;
-    let current: Option<RunnerSession> = principal
-        .session
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok());
-    if let Some(cur) = &current {
+    let current = &principal.current;
+    if let Some(cur) = current {
         // The same session: nothing to record, unless it was restarted
         // (another process, maybe another version) in the same place.
         if cur.id == mine.id
@@ -98,7 +95,7 @@ pub(super) async fn check(
             ),
         ));
     }
-    match &current {
+    match current {
         Some(cur) => tracing::warn!(
             runner = %principal.runner_id,
             new = %describe(&mine),

@@ -4,7 +4,7 @@
 //! call, and its health now.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nuon_core::endpoint::{self as ep};
@@ -21,14 +21,14 @@ use crate::store::RunnerPrincipal;
 /// up again. Revoking or rotating a runner forgets its tokens here at once,
 /// before it is woken (other replicas forget within the TTL).
 #[derive(Default)]
-pub(crate) struct RunnerTokens(Mutex<HashMap<String, (RunnerPrincipal, Instant)>>);
+pub(crate) struct RunnerTokens(Mutex<HashMap<String, (Arc<RunnerPrincipal>, Instant)>>);
 
 impl RunnerTokens {
     /// How long a check is trusted.
     pub(crate) const TTL: Duration = Duration::from_secs(5);
 
     /// The runner of the token hashed `hash`, when checked within the TTL.
-    pub(crate) fn get(&self, hash: &str) -> Option<RunnerPrincipal> {
+    pub(crate) fn get(&self, hash: &str) -> Option<Arc<RunnerPrincipal>> {
         self.0
             .lock()
             .expect("runner tokens lock")
@@ -38,7 +38,7 @@ impl RunnerTokens {
     }
 
     /// Keeps `principal` as the runner of the token hashed `hash`.
-    pub(crate) fn keep(&self, hash: String, principal: RunnerPrincipal) {
+    pub(crate) fn keep(&self, hash: String, principal: Arc<RunnerPrincipal>) {
         self.0
             .lock()
             .expect("runner tokens lock")

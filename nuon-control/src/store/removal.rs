@@ -105,7 +105,7 @@ impl Record for InstallOf {
 }
 
 /// `sql` with its arguments: the row's id, and the time when it asks.
-fn removal(sql: &str, id: &str, now: i64) -> Stmt {
+fn removal(sql: &'static str, id: &str, now: i64) -> Stmt {
     let args = if sql.contains("$2") {
         args![id, now]
     } else {

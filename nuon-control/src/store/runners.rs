@@ -17,6 +17,9 @@ pub struct RunnerPrincipal {
     /// The session using its token ([`nuon_core::wire::RunnerSession`],
     /// JSON, as stored: what [`RunnerStore::set_runner_session`] compares).
     pub session: Option<String>,
+    /// That session, read (none when it does not parse): read once a
+    /// token's check, not at every request.
+    pub current: Option<nuon_core::wire::RunnerSession>,
     /// When it last called, ms since the epoch.
     pub last_seen_ms: Option<i64>,
 }
@@ -98,12 +101,18 @@ impl Record for PrincipalRow {
     fn read(r: &impl Cells) -> Result<Self> {
         Ok(PrincipalRow(
             match (r.text(0)?.parse(), r.text(1)?.parse()) {
-                (Ok(runner_id), Ok(org_id)) => Some(RunnerPrincipal {
-                    runner_id,
-                    org_id,
-                    session: r.opt_text(2)?,
-                    last_seen_ms: r.opt_int(3)?,
-                }),
+                (Ok(runner_id), Ok(org_id)) => {
+                    let session = r.opt_text(2)?;
+                    Some(RunnerPrincipal {
+                        runner_id,
+                        org_id,
+                        current: session
+                            .as_deref()
+                            .and_then(|s| serde_json::from_str(s).ok()),
+                        session,
+                        last_seen_ms: r.opt_int(3)?,
+                    })
+                }
                 _ => None,
             },
         ))

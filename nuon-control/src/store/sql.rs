@@ -7,6 +7,8 @@
 //! (see `installs.rs`); the queue, claims and group commit stay per
 //! dialect, where the two databases really differ.
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 
 use super::{Result, StoreError};
@@ -78,8 +80,9 @@ pub(super) use args;
 /// One statement with its arguments.
 #[derive(Debug, Clone)]
 pub(super) struct Stmt {
-    /// In PostgreSQL's placeholders.
-    pub(super) sql: String,
+    /// In PostgreSQL's placeholders; a hot statement's made once, then
+    /// borrowed.
+    pub(super) sql: Cow<'static, str>,
     pub(super) args: Vec<Arg>,
     /// What a unique-constraint failure means here, said to the caller as
     /// a 409 `name_taken`; without it such a failure is the database's.
@@ -91,7 +94,7 @@ pub(super) struct Stmt {
 }
 
 impl Stmt {
-    pub(super) fn new(sql: impl Into<String>, args: Vec<Arg>) -> Self {
+    pub(super) fn new(sql: impl Into<Cow<'static, str>>, args: Vec<Arg>) -> Self {
         Stmt {
             sql: sql.into(),
             args,

@@ -396,7 +396,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
     async fn workflow_to_move(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Moving>> {
         let rows: Vec<MovingRow> = self
             .query(Stmt::new(
-                reads::moving_sql(S::DIALECT),
+                reads::moving_sql_of(S::DIALECT),
                 args![id.as_str(), org.as_str()],
             ))
             .await?;
@@ -551,10 +551,10 @@ impl<S: Sql + 'static> WorkflowStore for S {
                         .sql
                         .strip_prefix("WITH ")
                         .expect("a bumped write opens WITH");
-                    one.sql = format!("WITH installed{n} AS ({sql}), {rest}");
+                    one.sql = format!("WITH installed{n} AS ({sql}), {rest}").into();
                 }
                 one.args = args;
-                one.sql.push_str(" RETURNING rev");
+                one.sql.to_mut().push_str(" RETURNING rev");
                 Ok(self.write_query(one).await?.pop())
             }
             // The two, then the revision read in their transaction.

@@ -7,16 +7,17 @@ use super::*;
 use crate::store::rows::Record;
 use crate::store::sql::{Arg, Change, Lock, Sql, Stmt};
 
-/// `stmt`'s SQL with its arguments bound.
-fn bound(stmt: &Stmt) -> Query<'static, Postgres, PgArguments> {
-    stmt.args.iter().fold(
-        sqlx::query(AssertSqlSafe(stmt.sql.clone())),
-        |q, a| match a {
-            Arg::Text(v) => q.bind(v.clone()),
-            Arg::Int(v) => q.bind(*v),
-            Arg::Bytes(v) => q.bind(v.clone()),
-        },
-    )
+/// `stmt`'s SQL with its arguments bound, moved out of it: what is left
+/// (what a failure or an answer of it means) reads the outcome.
+fn bound(stmt: &mut Stmt) -> Query<'static, Postgres, PgArguments> {
+    let sql = std::mem::take(&mut stmt.sql);
+    std::mem::take(&mut stmt.args)
+        .into_iter()
+        .fold(sqlx::query(AssertSqlSafe(sql)), |q, a| match a {
+            Arg::Text(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::Bytes(v) => q.bind(v),
+        })
 }
 
 /// `e` of `stmt`: a conflict when it broke a unique constraint and the
@@ -32,9 +33,9 @@ fn failed(e: sqlx::Error, stmt: &Stmt) -> StoreError {
 impl Sql for PostgresStore {
     const DIALECT: Dialect = Dialect::Postgres;
 
-    async fn query<T: Record + Send + 'static>(&self, stmt: Stmt) -> Result<Vec<T>> {
+    async fn query<T: Record + Send + 'static>(&self, mut stmt: Stmt) -> Result<Vec<T>> {
         let mut conn = self.conn().await?;
-        let rows = bound(&stmt)
+        let rows = bound(&mut stmt)
             .fetch_all(&mut *conn)
             .await
             .map_err(|e| failed(e, &stmt))?;
@@ -46,11 +47,11 @@ impl Sql for PostgresStore {
         self.query(stmt).await
     }
 
-    async fn execute(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>> {
+    async fn execute(&self, mut stmts: Vec<Stmt>) -> Result<Vec<u64>> {
         let mut conn = self.conn().await?;
         // One statement is atomic alone: no `BEGIN` and `COMMIT` round
         // trips around it. A `must_change` it fails changed nothing.
-        if let [s] = stmts.as_slice() {
+        if let [s] = stmts.as_mut_slice() {
             let done = bound(s)
                 .execute(&mut *conn)
                 .await
@@ -60,7 +61,7 @@ impl Sql for PostgresStore {
         }
         let mut tx = conn.begin().await.map_err(db)?;
         let mut changed = Vec::with_capacity(stmts.len());
-        for s in &stmts {
+        for s in &mut stmts {
             let done = bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
             changed.push(s.changed(done.rows_affected())?);
         }
@@ -76,7 +77,7 @@ impl Sql for PostgresStore {
         F: FnOnce(Vec<T>) -> Result<(Vec<Stmt>, R)> + Send + 'static,
     {
         let for_update = |s: Stmt| Stmt {
-            sql: format!("{} FOR UPDATE", s.sql),
+            sql: format!("{} FOR UPDATE", s.sql).into(),
             ..s
         };
         let mut conn = self.conn().await?;
@@ -89,30 +90,31 @@ impl Sql for PostgresStore {
             )),
             None => None,
         };
-        if let Some(lock) = lock {
-            bound(&lock)
+        if let Some(mut lock) = lock {
+            bound(&mut lock)
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(|e| failed(e, &lock))?;
         }
-        for s in &plan.first {
+        let mut first = plan.first;
+        for s in &mut first {
             let done = bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
             s.changed(done.rows_affected())?;
         }
-        let read = if plan.read_locks {
+        let mut read = if plan.read_locks {
             for_update(plan.read)
         } else {
             plan.read
         };
-        let rows = bound(&read)
+        let rows = bound(&mut read)
             .fetch_all(&mut *tx)
             .await
             .map_err(|e| failed(e, &read))?
             .iter()
             .map(T::read)
             .collect::<Result<Vec<T>>>()?;
-        let (stmts, answer) = change(rows)?;
-        for s in &stmts {
+        let (mut stmts, answer) = change(rows)?;
+        for s in &mut stmts {
             let done = bound(s).execute(&mut *tx).await.map_err(|e| failed(e, s))?;
             s.changed(done.rows_affected())?;
         }

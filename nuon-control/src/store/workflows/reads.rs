@@ -5,6 +5,7 @@ use super::super::rows::{Cells, Dialect, Offset, Record, WorkflowHead};
 use super::super::sql::{Arg, Stmt};
 use super::super::*;
 use nuon_core::model::{QueuedJob, Step};
+use std::sync::LazyLock;
 
 /// A workflow that is not over, and its install: what the engine's pass
 /// walks, oldest first.
@@ -136,7 +137,18 @@ pub struct Moving {
 /// tables were young walked every job of the org by `jobs_org` (1.5 to
 /// 5 ms a read at 1,000 installs, growing with the org). The first step's
 /// index is one lookup, made once (an init plan).
-pub(super) fn moving_sql(dialect: Dialect) -> String {
+pub(super) fn moving_sql_of(dialect: Dialect) -> &'static str {
+    // Made once a dialect: formatting it took 0.6 % of a replica's CPU
+    // through a rollout to 10,000 installs.
+    static POSTGRES: LazyLock<String> = LazyLock::new(|| moving_sql(Dialect::Postgres));
+    static SQLITE: LazyLock<String> = LazyLock::new(|| moving_sql(Dialect::Sqlite));
+    match dialect {
+        Dialect::Postgres => &POSTGRES,
+        Dialect::Sqlite => &SQLITE,
+    }
+}
+
+fn moving_sql(dialect: Dialect) -> String {
     let first =
         "COALESCE(s.idx = (SELECT min(idx) FROM workflow_steps WHERE workflow_id = $1), TRUE)";
     let by = |cols: &str, table: &str, key: &str, of: &str, when: &str| match dialect {

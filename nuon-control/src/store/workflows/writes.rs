@@ -90,7 +90,11 @@ pub(super) fn bumped_with(
                 write.sql
             );
             let args = also.map_or(write.args, |a| a.args);
-            vec![Stmt { sql, args, ..write }]
+            vec![Stmt {
+                sql: sql.into(),
+                args,
+                ..write
+            }]
         }
         Dialect::Sqlite => std::iter::once(write)
             .chain(also)
@@ -153,7 +157,8 @@ pub(super) fn dispatch_in_one(
              SELECT install_id, 1 FROM wf WHERE EXISTS (SELECT 1 FROM step) \
              ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1",
             insert.sql
-        ),
+        )
+        .into(),
         ..insert
     }
 }
