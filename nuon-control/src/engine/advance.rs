@@ -10,7 +10,7 @@ use nuon_core::{ArtifactRef, JobStatus, OrgId};
 use serde_json::Value;
 
 use super::rules::{self, Next};
-use super::{Ctx, Engine, EngineError, Result, render};
+use super::{Ctx, Ended, Engine, EngineError, Result, render};
 use crate::store::{Moving, StepUpdate};
 
 /// A step update to `status`, with a reason.
@@ -121,8 +121,15 @@ impl Engine {
                 .await?;
             tracing::info!(workflow = %id, install = %cx.install.id, kind = ?cx.wf.kind, "workflow started");
         }
+        // A step's success not yet written: the dispatch of the next step
+        // carries it (one statement on PostgreSQL), any other write after it.
+        let mut ended: Option<Ended> = None;
         loop {
-            match rules::next(&cx.wf.steps) {
+            let next = rules::next(&cx.wf.steps);
+            if !matches!(next, Next::Dispatch(_)) {
+                self.write_ended(&cx, ended.take()).await?;
+            }
+            match next {
                 Next::Job(i) => {
                     let step = cx.wf.steps[i].clone();
                     let Some(job_id) = &step.job_id else {
@@ -187,7 +194,7 @@ impl Engine {
                             .then(|| job.outputs.to_string());
                         return self.fail_with(&cx, &step, reason, outputs).await;
                     }
-                    self.succeeded(&mut cx, i, &job).await?;
+                    ended = Some(self.success_of(&mut cx, i, &job).await?);
                 }
                 Next::Waiting(_) => return Ok(()),
                 Next::Await(i) => {
@@ -200,12 +207,12 @@ impl Engine {
                 {
                     // Backing off before an automatic retry: the tick
                     // looks again.
-                    return Ok(());
+                    return self.write_ended(&cx, ended).await;
                 }
                 Next::NoApprovalNeeded(i) | Next::Dispatch(i)
                     if self.held_by_customer(&mut cx, i).await? =>
                 {
-                    return Ok(());
+                    return self.write_ended(&cx, ended).await;
                 }
                 // Approved by its policies: it dispatches, so it waits for a
                 // runner the customer disabled like any other.
@@ -244,9 +251,9 @@ impl Engine {
                         continue;
                     }
                     if self.replan_if_stale(&cx, i).await? {
-                        return Ok(());
+                        return self.write_ended(&cx, ended).await;
                     }
-                    return self.dispatch_or_fail(&cx, &cx.wf.steps[i]).await;
+                    return self.dispatch_or_fail(&cx, &cx.wf.steps[i], ended).await;
                 }
                 Next::Failed(i) => {
                     self.set_status(org, &id, &cx.install.id, WorkflowStatus::Failed, None, None)
@@ -561,6 +568,22 @@ impl Engine {
     /// Records a step's success: its outputs, and an apply's or destroy's
     /// effect on the install's outputs (and a plugin's state).
     async fn succeeded(&self, cx: &mut Ctx, i: usize, job: &QueuedJob) -> Result<()> {
+        let ended = self.success_of(cx, i, job).await?;
+        self.write_ended(cx, Some(ended)).await
+    }
+
+    /// Writes `ended`, a step's update the next write did not carry.
+    pub(super) async fn write_ended(&self, cx: &Ctx, ended: Option<Ended>) -> Result<()> {
+        match ended {
+            Some((index, u)) => Ok(self.store.update_step(&cx.org, &cx.wf.id, index, u).await?),
+            None => Ok(()),
+        }
+    }
+
+    /// Step `i` succeeded with `job`: what it and the install keep of it,
+    /// in `cx` now and as the step's update to write (the next write of
+    /// the workflow carries it: [`Engine::write_ended`] when none does).
+    async fn success_of(&self, cx: &mut Ctx, i: usize, job: &QueuedJob) -> Result<Ended> {
         let step = cx.wf.steps[i].clone();
         let outputs = job.outputs.clone();
         // Whether the install's outputs changed: written with the step.
@@ -631,31 +654,24 @@ impl Engine {
             self.stage_outputs(cx, &all)?;
             staged = true;
         }
-        self.store
-            .update_step(
-                &cx.org,
-                &cx.wf.id,
-                step.index,
-                StepUpdate {
-                    status: StepStatus::Succeeded,
-                    // An apply its policies approved says so for good (the
-                    // reason set with the approval is cleared on dispatch).
-                    reason: step.reason.clone().or_else(|| {
-                        (step.needs_approval && rules::auto_approved(&cx.config, &cx.wf.steps, i))
-                            .then(|| AUTO_APPROVED.to_owned())
-                    }),
-                    outputs_json: Some(outputs.to_string()),
-                    install_outputs: staged.then(|| {
-                        let json = cx.install.outputs_json.clone().unwrap_or_default();
-                        (json, state_during(cx))
-                    }),
-                    ..StepUpdate::default()
-                },
-            )
-            .await?;
+        let update = StepUpdate {
+            status: StepStatus::Succeeded,
+            // An apply its policies approved says so for good (the
+            // reason set with the approval is cleared on dispatch).
+            reason: step.reason.clone().or_else(|| {
+                (step.needs_approval && rules::auto_approved(&cx.config, &cx.wf.steps, i))
+                    .then(|| AUTO_APPROVED.to_owned())
+            }),
+            outputs_json: Some(outputs.to_string()),
+            install_outputs: staged.then(|| {
+                let json = cx.install.outputs_json.clone().unwrap_or_default();
+                (json, state_during(cx))
+            }),
+            ..StepUpdate::default()
+        };
         cx.wf.steps[i].status = StepStatus::Succeeded;
         cx.wf.steps[i].outputs = outputs;
-        Ok(())
+        Ok((step.index, update))
     }
 }
 
@@ -689,7 +705,7 @@ impl Engine {
                 },
             )
             .await?;
-        self.dispatch_or_fail(cx, step).await
+        self.dispatch_or_fail(cx, step, None).await
     }
 
     /// Plans again, before it applies, the plan of step `i` when it is

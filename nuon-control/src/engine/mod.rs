@@ -705,6 +705,10 @@ impl Engine {
     }
 }
 
+/// A step's index and its update, once it ended: written with the next
+/// write of its workflow.
+type Ended = (u32, crate::store::StepUpdate);
+
 /// A workflow being moved, with its install and app.
 struct Ctx {
     org: OrgId,

@@ -227,7 +227,9 @@ pub trait WorkflowStore: Send + Sync + 'static {
     ) -> Result<()>;
 
     /// Queues a step's job and marks the step running, in one transaction,
-    /// with the state token its Terraform uses.
+    /// with the state token its Terraform uses. `ended`: the update of the
+    /// step that ended before it (`index`, update), written first, whether
+    /// or not the step is dispatched (on PostgreSQL in the same statement).
     async fn dispatch_step(
         &self,
         org: &OrgId,
@@ -235,6 +237,7 @@ pub trait WorkflowStore: Send + Sync + 'static {
         index: u32,
         job: NewJob,
         state_token: Option<StateToken>,
+        ended: Option<(u32, StepUpdate)>,
     ) -> Result<()>;
 }
 
@@ -614,19 +617,18 @@ impl<S: Sql + 'static> WorkflowStore for S {
         index: u32,
         job: NewJob,
         token: Option<StateToken>,
+        ended: Option<(u32, StepUpdate)>,
     ) -> Result<()> {
+        let missing = format!("workflow {id} is not running: step {index} not dispatched");
         if S::DIALECT == Dialect::Postgres {
-            return self
-                .execute(vec![dispatch_in_one(org, id, index, &job, token)])
-                .await?
-                .first()
-                .filter(|n| **n > 0)
-                .map(drop)
-                .ok_or_else(|| {
-                    StoreError::Invalid(format!(
-                        "workflow {id} is not running: step {index} not dispatched"
-                    ))
-                });
+            let ended = ended.as_ref().map(|(at, u)| (*at, u));
+            let one = dispatch_in_one(org, id, index, &job, token, ended);
+            let dispatched: Vec<bool> = self.write_query(one).await?;
+            return (dispatched.first().filter(|d| **d).map(drop))
+                .ok_or(StoreError::Invalid(missing));
+        }
+        if let Some((at, u)) = ended {
+            self.update_step(org, id, at, u).await?;
         }
         // The workflow's row, read locked: it stays running until the
         // step is dispatched.
@@ -654,7 +656,6 @@ impl<S: Sql + 'static> WorkflowStore for S {
             )
         }));
         stmts.push(bump(id));
-        let missing = format!("workflow {id} is not running: step {index} not dispatched");
         self.write_if_found(read, stmts, missing).await
     }
 }

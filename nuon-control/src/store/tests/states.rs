@@ -97,7 +97,7 @@ conformance! {
         };
         let done = StepUpdate { status: nuon_core::workflow::StepStatus::Succeeded, ..Default::default() };
         f.store.update_step(&f.org, &wf, 0, done).await.unwrap();
-        f.store.dispatch_step(&f.org, &wf, 1, job, Some(token)).await.unwrap();
+        f.store.dispatch_step(&f.org, &wf, 1, job, Some(token), None).await.unwrap();
         // The engine's one read of a workflow to move: the workflow as
         // read alone, its install, their runner (read on the first step's
         // row), its running step's job (on the second's).

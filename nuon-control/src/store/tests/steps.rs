@@ -29,7 +29,7 @@ conformance! {
         // Pending: no dispatch, nothing queued, nothing marked.
         let at_start = rev().await;
         let job = f.new_job(&inst.runner_id, "terraform", 1);
-        let refused = f.store.dispatch_step(&f.org, &wf, 0, job, None).await;
+        let refused = f.store.dispatch_step(&f.org, &wf, 0, job, None, None).await;
         assert!(matches!(&refused, Err(StoreError::Invalid(m)) if m.contains("not running")), "{refused:?}");
         assert_eq!(rev().await, at_start);
         assert_eq!(f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap().steps[0].job_id, None);
@@ -46,14 +46,14 @@ conformance! {
         assert_eq!(bumped, Some(running), "the change answers the revision it bumped to");
         for (org, index) in [(&other, 0), (&f.org, 7)] {
             let job = f.new_job(&inst.runner_id, "terraform", 1);
-            let refused = f.store.dispatch_step(org, &wf, index, job, None).await;
+            let refused = f.store.dispatch_step(org, &wf, index, job, None, None).await;
             assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
         }
         assert_eq!(rev().await, running);
         assert_eq!(queued().await, 0, "a refused dispatch queues nothing");
         let job = f.new_job(&inst.runner_id, "terraform", 1);
         let job_id = job.spec.job_id.clone();
-        f.store.dispatch_step(&f.org, &wf, 0, job, None).await.unwrap();
+        f.store.dispatch_step(&f.org, &wf, 0, job, None, None).await.unwrap();
         let dispatched = rev().await;
         assert!(dispatched > running);
         let w = f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap();
@@ -98,5 +98,79 @@ conformance! {
         assert!(releases().await.is_empty());
         f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, None, Some(Some(&rel))).await.unwrap();
         assert_eq!(releases().await.get(&inst.id), Some(&rel), "without a state");
+    }
+}
+
+conformance! {
+    async fn a_steps_success_is_written_with_the_next_steps_dispatch_and_without_it_when_the_workflow_stopped(f: Fixture) {
+        use nuon_core::WorkflowId;
+        use nuon_core::model::InstallState;
+        use nuon_core::workflow::{PlannedStep, StepKind, StepStatus, WorkflowStatus};
+
+        let inst = f.install("acme").await;
+        let step = |name: &str| PlannedStep {
+            name: name.into(),
+            kind: StepKind::Plan,
+            target: Some("db".into()),
+            needs_approval: false,
+            skipped: None,
+        };
+        let started = || async {
+            let wf = WorkflowId::generate();
+            f.store
+                .create_workflow(&f.org, new_workflow(&wf, &inst.id, vec![step("plan db"), step("apply db")]))
+                .await
+                .unwrap();
+            f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running, Some(InstallState::Provisioning), None).await.unwrap();
+            let job = f.new_job(&inst.runner_id, "terraform", 1);
+            f.store.dispatch_step(&f.org, &wf, 0, job, None, None).await.unwrap();
+            wf
+        };
+        let success = || StepUpdate {
+            status: StepStatus::Succeeded,
+            outputs_json: Some(r#"{"changes":1}"#.into()),
+            install_outputs: Some((r#"{"url":"u"}"#.into(), InstallState::Active)),
+            ..Default::default()
+        };
+        let rev = || async { f.store.install_summary_rev(&inst.id).await.unwrap() };
+        let install = || async { f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap() };
+
+        // Carried: the first step succeeded, its outputs and the install's
+        // with it, and the second step running its job, all at once.
+        let wf = started().await;
+        let before = rev().await;
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        let job_id = job.spec.job_id.clone();
+        f.store.dispatch_step(&f.org, &wf, 1, job, None, Some((0, success()))).await.unwrap();
+        let w = f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap();
+        assert_eq!(w.steps[0].status, StepStatus::Succeeded);
+        assert_eq!(w.steps[0].outputs["changes"], 1);
+        assert_eq!((w.steps[1].status, w.steps[1].job_id.as_ref()), (StepStatus::Running, Some(&job_id)));
+        let after = install().await;
+        assert_eq!((after.outputs_json.as_deref(), after.state), (Some(r#"{"url":"u"}"#), InstallState::Active));
+        assert!(rev().await > before, "the summary is marked stale");
+
+        // The workflow stopped meanwhile: the success is written all the
+        // same, the next step is not dispatched and nothing is queued.
+        let wf = started().await;
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Cancelling, None, None).await.unwrap();
+        let claimable = f.store.claim(&inst.runner_id, &["terraform".into()], 8, 60_000).await.unwrap().jobs.len();
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        let refused = f.store.dispatch_step(&f.org, &wf, 1, job, None, Some((0, success()))).await;
+        assert!(matches!(&refused, Err(StoreError::Invalid(m)) if m.contains("not running")), "{refused:?}");
+        let w = f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap();
+        assert_eq!(w.steps[0].status, StepStatus::Succeeded, "the ended step's success is kept");
+        assert_eq!((w.steps[1].status, w.steps[1].job_id.as_ref()), (StepStatus::Pending, None));
+        let now = f.store.claim(&inst.runner_id, &["terraform".into()], 8, 60_000).await.unwrap().jobs.len();
+        assert_eq!(now, 0, "nothing more queued (claimable before: {claimable})");
+
+        // Another org's carry changes nothing of this one's.
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
+        let wf = started().await;
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        let refused = f.store.dispatch_step(&other, &wf, 1, job, None, Some((0, success()))).await;
+        assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+        let w = f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap();
+        assert_eq!((w.steps[0].status, w.steps[1].status), (StepStatus::Running, StepStatus::Pending));
     }
 }

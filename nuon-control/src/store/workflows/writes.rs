@@ -121,14 +121,17 @@ pub(super) fn outputs_with_step(write: &Stmt, outputs_json: &str, state: Install
 /// A step's dispatch on PostgreSQL, in one statement (one round trip, no
 /// transaction of its own): the workflow's row locked while it runs, the
 /// job queued, the step running it, its state token, the summary bumped;
-/// nothing unless the workflow is running and has the step (then it
-/// changes no row).
+/// nothing unless the workflow is running and has the step. With `ended`,
+/// the update of the step that ended before it (its success, and the
+/// install's outputs with it), which is written whether or not the
+/// dispatch is. Its one row says whether the step was dispatched.
 pub(super) fn dispatch_in_one(
     org: &OrgId,
     id: &WorkflowId,
     index: u32,
     job: &NewJob,
     token: Option<StateToken>,
+    ended: Option<(u32, &StepUpdate)>,
 ) -> Stmt {
     // `$1` to `$10` are the job's; the workflow's follow.
     let mut insert = super::jobs::job_insert_from(job, "FROM wf RETURNING id");
@@ -143,9 +146,36 @@ pub(super) fn dispatch_in_one(
         }
         None => "",
     };
+    // The ended step's update after the rest, its placeholders moved on.
+    let ended_sql = match ended {
+        Some((at, u)) => {
+            let write = update_step_stmt(org, id, at, u);
+            let by = insert.args.len();
+            let mut sql = format!("ended AS ({} RETURNING 1), ", shifted(&write.sql, by));
+            let outputs = (u.install_outputs.as_ref())
+                .map(|(json, state)| outputs_with_step(&write, json, *state));
+            let args = match outputs {
+                Some(o) => {
+                    sql.push_str(&format!(
+                        "ended_outputs AS ({} AND EXISTS (SELECT 1 FROM ended)), ",
+                        shifted(&o.sql, by)
+                    ));
+                    o.args
+                }
+                None => write.args,
+            };
+            insert.args.extend(args);
+            sql
+        }
+        None => String::new(),
+    };
+    let ended_bump = match ended {
+        Some(_) => " OR EXISTS (SELECT 1 FROM ended)",
+        None => "",
+    };
     Stmt {
         sql: format!(
-            "WITH wf AS (SELECT install_id FROM workflows \
+            "WITH {ended_sql}wf AS (SELECT install_id FROM workflows \
                 WHERE id = $11 AND org_id = $12 AND status = 'running' \
                 AND EXISTS (SELECT 1 FROM workflow_steps WHERE workflow_id = $11 AND idx = $13) \
                 FOR UPDATE), \
@@ -154,11 +184,46 @@ pub(super) fn dispatch_in_one(
                 reason = NULL WHERE workflow_id = $11 AND idx = $13 AND EXISTS (SELECT 1 FROM job) \
                 RETURNING 1){token_sql} \
              INSERT INTO install_summaries (install_id, rev) \
-             SELECT install_id, 1 FROM wf WHERE EXISTS (SELECT 1 FROM step) \
-             ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1",
+             SELECT install_id, 1 FROM workflows WHERE id = $11 \
+               AND (EXISTS (SELECT 1 FROM step){ended_bump}) \
+             ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1 \
+             RETURNING EXISTS (SELECT 1 FROM step)",
             insert.sql
         )
         .into(),
         ..insert
+    }
+}
+
+/// `sql` with each placeholder `$n` as `$(n + by)`: a statement's SQL
+/// within another whose arguments come first.
+fn shifted(sql: &str, by: usize) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match rest[..digits].parse::<usize>() {
+            Ok(n) => out.push_str(&(n + by).to_string()),
+            Err(_) => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shifted;
+
+    #[test]
+    fn placeholders_move_on_and_nothing_else_does() {
+        assert_eq!(
+            shifted("a = $1 AND b = $12 AND c = '$' AND d = $3", 13),
+            "a = $14 AND b = $25 AND c = '$' AND d = $16"
+        );
+        assert_eq!(shifted("no placeholders", 4), "no placeholders");
     }
 }
