@@ -2,23 +2,28 @@
 //! marking its install's summary stale.
 
 use super::*;
+use nuon_core::workflow::{PlannedStep, StepKind};
+
+/// A plan step of component `db`.
+fn step(name: &str) -> PlannedStep {
+    PlannedStep {
+        name: name.into(),
+        kind: StepKind::Plan,
+        target: Some("db".into()),
+        needs_approval: false,
+        skipped: None,
+    }
+}
 
 conformance! {
     async fn a_step_is_dispatched_only_while_its_workflow_runs_and_each_change_marks_the_summary_stale(f: Fixture) {
         use nuon_core::WorkflowId;
         use nuon_core::model::InstallState;
-        use nuon_core::workflow::{PlannedStep, StepKind, StepStatus, WorkflowStatus};
+        use nuon_core::workflow::{StepStatus, WorkflowStatus};
 
         let inst = f.install("acme").await;
         let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         let wf = WorkflowId::generate();
-        let step = |name: &str| PlannedStep {
-            name: name.into(),
-            kind: StepKind::Plan,
-            target: Some("db".into()),
-            needs_approval: false,
-            skipped: None,
-        };
         f.store
             .create_workflow(&f.org, new_workflow(&wf, &inst.id, vec![step("plan db"), step("apply db")]))
             .await
@@ -105,16 +110,9 @@ conformance! {
     async fn a_steps_success_is_written_with_the_next_steps_dispatch_and_without_it_when_the_workflow_stopped(f: Fixture) {
         use nuon_core::WorkflowId;
         use nuon_core::model::InstallState;
-        use nuon_core::workflow::{PlannedStep, StepKind, StepStatus, WorkflowStatus};
+        use nuon_core::workflow::{StepStatus, WorkflowStatus};
 
         let inst = f.install("acme").await;
-        let step = |name: &str| PlannedStep {
-            name: name.into(),
-            kind: StepKind::Plan,
-            target: Some("db".into()),
-            needs_approval: false,
-            skipped: None,
-        };
         let started = || async {
             let wf = WorkflowId::generate();
             f.store
