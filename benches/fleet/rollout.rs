@@ -6,8 +6,18 @@ use super::*;
 
 /// A release rolled out to `--installs` installs in waves, every install's
 /// runner simulated: what the control plane adds per install and per wave,
-/// and that it never deploys more than `--max-parallel` at once.
+/// and that it never deploys more than `--max-parallel` at once. A run
+/// that fails keeps the replicas' logs, and says where.
 pub(super) async fn rollout(args: &Args) -> Result<()> {
+    let logs = tempfile::tempdir()?;
+    let run = rollout_logged(args, logs.path()).await;
+    if run.is_err() {
+        eprintln!("the replicas' logs are kept in {}", logs.keep().display());
+    }
+    run
+}
+
+async fn rollout_logged(args: &Args, logs: &std::path::Path) -> Result<()> {
     use nuon_core::rollout::{CreateRollout, RolloutStatus, TargetState};
 
     let n = args.installs;
@@ -21,7 +31,6 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
         "\n## Rollout on {store}: {n} installs, to `{}`, waves {waves}, at most {} at once\n",
         args.to, args.max_parallel
     );
-    let logs = tempfile::tempdir()?;
     let pg = if args.pg {
         let counting = match args.statements {
             true => "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=1000",
@@ -39,15 +48,11 @@ pub(super) async fn rollout(args: &Args) -> Result<()> {
     };
     let cps = match &pg {
         Some(pg) => {
-            let data = logs.path().join("data");
+            let data = logs.join("data");
             let mut cps = Vec::new();
             for name in ["a", "b"] {
                 cps.push(ControlPlane::start_replica(
-                    &data,
-                    "60s",
-                    &pg.url,
-                    logs.path(),
-                    name,
+                    &data, "60s", &pg.url, logs, name,
                 )?);
             }
             cps
