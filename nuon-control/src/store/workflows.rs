@@ -619,13 +619,13 @@ impl<S: Sql + 'static> WorkflowStore for S {
         token: Option<StateToken>,
         ended: Option<(u32, StepUpdate)>,
     ) -> Result<()> {
-        let missing = format!("workflow {id} is not running: step {index} not dispatched");
+        let missing = || format!("workflow {id} is not running: step {index} not dispatched");
         if S::DIALECT == Dialect::Postgres {
             let ended = ended.as_ref().map(|(at, u)| (*at, u));
             let one = dispatch_in_one(org, id, index, &job, token, ended);
             let dispatched: Vec<bool> = self.write_query(one).await?;
             return (dispatched.first().filter(|d| **d).map(drop))
-                .ok_or(StoreError::Invalid(missing));
+                .ok_or_else(|| StoreError::Invalid(missing()));
         }
         if let Some((at, u)) = ended {
             self.update_step(org, id, at, u).await?;
@@ -656,6 +656,6 @@ impl<S: Sql + 'static> WorkflowStore for S {
             )
         }));
         stmts.push(bump(id));
-        self.write_if_found(read, stmts, missing).await
+        self.write_if_found(read, stmts, missing()).await
     }
 }

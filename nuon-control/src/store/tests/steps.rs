@@ -152,7 +152,9 @@ conformance! {
         // same, the next step is not dispatched and nothing is queued.
         let wf = started().await;
         f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Cancelling, None, None).await.unwrap();
-        let claimable = f.store.claim(&inst.runner_id, &["terraform".into()], 8, 60_000).await.unwrap().jobs.len();
+        // The jobs queued so far are taken first, so that the claim below
+        // sees only what the refused dispatch might have queued.
+        let drained = f.store.claim(&inst.runner_id, &["terraform".into()], 8, 60_000).await.unwrap().jobs.len();
         let job = f.new_job(&inst.runner_id, "terraform", 1);
         let refused = f.store.dispatch_step(&f.org, &wf, 1, job, None, Some((0, success()))).await;
         assert!(matches!(&refused, Err(StoreError::Invalid(m)) if m.contains("not running")), "{refused:?}");
@@ -160,7 +162,7 @@ conformance! {
         assert_eq!(w.steps[0].status, StepStatus::Succeeded, "the ended step's success is kept");
         assert_eq!((w.steps[1].status, w.steps[1].job_id.as_ref()), (StepStatus::Pending, None));
         let now = f.store.claim(&inst.runner_id, &["terraform".into()], 8, 60_000).await.unwrap().jobs.len();
-        assert_eq!(now, 0, "nothing more queued (claimable before: {claimable})");
+        assert_eq!(now, 0, "nothing more queued (taken before: {drained})");
 
         // Another org's carry changes nothing of this one's.
         let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
