@@ -184,8 +184,8 @@ impl Engine {
                 }
                 // With a job still stopping, the install stays busy until
                 // it has ended and what it did is recorded.
-                self.set_status(org, id, &wf.install_id, cancel.status, None, None)
-                    .await?;
+                let with = super::advance::StatusWith::default();
+                (self.set_status(org, id, &wf.install_id, cancel.status, with)).await?;
                 tracing::info!(workflow = %id, status = %cancel.status, "cancel requested");
             }
             Act::Retry => {
@@ -236,6 +236,7 @@ impl Engine {
                 org,
                 &wf.id,
                 nuon_core::workflow::WorkflowStatus::Running,
+                None,
                 None,
                 None,
             )
@@ -334,8 +335,8 @@ impl Engine {
             // and the webhook.
             let status = nuon_core::workflow::WorkflowStatus::Failed;
             let after = rules::install_state_after(wf, status, false, install.state);
-            self.set_status(org, &wf.id, &install.id, status, Some(after), None)
-                .await?;
+            let with = super::advance::StatusWith::state(after);
+            (self.set_status(org, &wf.id, &install.id, status, with)).await?;
             let data = serde_json::json!({
                 "workflow_id": wf.id,
                 "workflow_kind": wf.kind,

@@ -10,8 +10,8 @@ use nuon_core::{ArtifactRef, JobStatus, OrgId};
 use serde_json::Value;
 
 use super::rules::{self, Next};
-use super::{Ctx, Ended, Engine, EngineError, Result, render};
-use crate::store::{Moving, StepUpdate};
+use super::{Ctx, Engine, EngineError, Result, render};
+use crate::store::{Carried, Moving, StepUpdate};
 
 /// A step update to `status`, with a reason.
 pub(super) fn update(status: StepStatus, reason: Option<String>) -> StepUpdate {
@@ -19,6 +19,28 @@ pub(super) fn update(status: StepStatus, reason: Option<String>) -> StepUpdate {
         status,
         reason,
         ..StepUpdate::default()
+    }
+}
+
+/// What a workflow's new status writes with it, in the same statement on
+/// PostgreSQL (see [`crate::store::WorkflowStore::set_workflow_status`]).
+#[derive(Default)]
+pub(super) struct StatusWith<'a> {
+    /// Its install's state.
+    pub install_state: Option<InstallState>,
+    /// The release its install runs (`Some(None)`: none).
+    pub release: Option<Option<&'a nuon_core::ReleaseId>>,
+    /// A step's update: its index, and the update.
+    pub step: Option<(u32, StepUpdate)>,
+}
+
+impl StatusWith<'_> {
+    /// The install's state, and nothing else.
+    pub(super) fn state(install_state: InstallState) -> Self {
+        StatusWith {
+            install_state: Some(install_state),
+            ..StatusWith::default()
+        }
     }
 }
 
@@ -32,12 +54,16 @@ impl Engine {
         id: &nuon_core::WorkflowId,
         install: &nuon_core::InstallId,
         status: WorkflowStatus,
-        install_state: Option<InstallState>,
-        release: Option<Option<&nuon_core::ReleaseId>>,
+        with: StatusWith<'_>,
     ) -> Result<()> {
+        let StatusWith {
+            install_state,
+            release,
+            step,
+        } = with;
         let bumped = self
             .store
-            .set_workflow_status(org, id, status, install_state, release)
+            .set_workflow_status(org, id, status, install_state, release, step)
             .await?;
         if !status.is_active() {
             self.ended_here().insert(id.clone());
@@ -104,8 +130,8 @@ impl Engine {
                         .update_step(org, &id, s.index, update(StepStatus::Failed, Some(message)))
                         .await?;
                 }
-                self.set_status(org, &id, &wf.install_id, WorkflowStatus::Failed, None, None)
-                    .await?;
+                let failed = WorkflowStatus::Failed;
+                (self.set_status(org, &id, &wf.install_id, failed, StatusWith::default())).await?;
                 return Ok(());
             }
             Err(e) => return Err(e),
@@ -114,26 +140,36 @@ impl Engine {
             return self.finish_cancel(&mut cx).await;
         }
         if cx.wf.status == WorkflowStatus::Pending {
+            // Its start: the dispatch of its first step carries it (one
+            // statement on PostgreSQL), any other write after it.
             cx.wf.status = WorkflowStatus::Running;
-            let during = Some(state_during(&cx));
-            self.store
-                .set_workflow_status(org, &id, WorkflowStatus::Running, during, None)
-                .await?;
+            cx.carry(Carried::Started(state_during(&cx)));
             tracing::info!(workflow = %id, install = %cx.install.id, kind = ?cx.wf.kind, "workflow started");
         }
-        // A step's success not yet written: the dispatch of the next step
-        // carries it (one statement on PostgreSQL), any other write after it.
-        let mut ended: Option<Ended> = None;
+        let moved = self.move_on(&mut cx, ended_job).await;
+        // What no write carried (a path that wrote nothing after it).
+        if moved.is_ok() {
+            self.write_carried(&cx).await?;
+        }
+        moved
+    }
+
+    /// Moves a workflow that runs as far as it goes now. A step's success
+    /// is held back (with the workflow's start, in [`Ctx::carry`]): the
+    /// dispatch of the next step or the workflow's end carries it (one
+    /// statement on PostgreSQL), any other write writes it first.
+    async fn move_on(&self, cx: &mut Ctx, mut ended_job: Option<QueuedJob>) -> Result<()> {
+        let (org, id) = (&cx.org.clone(), cx.wf.id.clone());
         loop {
             let next = rules::next(&cx.wf.steps);
-            if !matches!(next, Next::Dispatch(_)) {
-                self.write_ended(&cx, ended.take()).await?;
+            if !matches!(next, Next::Dispatch(_) | Next::End(_)) {
+                self.write_carried(cx).await?;
             }
             match next {
                 Next::Job(i) => {
                     let step = cx.wf.steps[i].clone();
                     let Some(job_id) = &step.job_id else {
-                        return self.fail(&cx, &step, "the step lost its job".into()).await;
+                        return self.fail(cx, &step, "the step lost its job".into()).await;
                     };
                     let job = match ended_job.take().filter(|j| &j.id == job_id) {
                         Some(job) => job,
@@ -177,7 +213,7 @@ impl Engine {
                         if let Some(redo) =
                             rules::auto_retry(&cx.config, &cx.wf.steps, i, job.status)
                         {
-                            self.retry_later(&mut cx, i, &redo, reason).await?;
+                            self.retry_later(cx, i, &redo, reason).await?;
                             continue;
                         }
                         let tries = rules::auto_tries(&step.attempts);
@@ -192,13 +228,14 @@ impl Engine {
                         // the install's health reads it.
                         let outputs = (step.kind == StepKind::Health && !job.outputs.is_null())
                             .then(|| job.outputs.to_string());
-                        return self.fail_with(&cx, &step, reason, outputs).await;
+                        return self.fail_with(cx, &step, reason, outputs).await;
                     }
-                    ended = Some(self.success_of(&mut cx, i, &job).await?);
+                    let (index, u) = self.success_of(cx, i, &job).await?;
+                    cx.carry(Carried::Ended(index, u));
                 }
                 Next::Waiting(_) => return Ok(()),
                 Next::Await(i) => {
-                    if !self.await_step(&mut cx, i).await? {
+                    if !self.await_step(cx, i).await? {
                         return Ok(());
                     }
                 }
@@ -207,29 +244,29 @@ impl Engine {
                 {
                     // Backing off before an automatic retry: the tick
                     // looks again.
-                    return self.write_ended(&cx, ended).await;
+                    return Ok(());
                 }
                 Next::NoApprovalNeeded(i) | Next::Dispatch(i)
-                    if self.held_by_customer(&mut cx, i).await? =>
+                    if self.held_by_customer(cx, i).await? =>
                 {
-                    return self.write_ended(&cx, ended).await;
+                    return Ok(());
                 }
                 // Approved by its policies: it dispatches, so it waits for a
                 // runner the customer disabled like any other.
                 Next::Ask(i)
                     if rules::auto_approved(&cx.config, &cx.wf.steps, i)
-                        && self.held_by_customer(&mut cx, i).await? =>
+                        && self.held_by_customer(cx, i).await? =>
                 {
                     return Ok(());
                 }
                 Next::NoApprovalNeeded(i) => {
                     return self
-                        .approve_and_dispatch(&cx, i, nuon_core::workflow::NO_CHANGES)
+                        .approve_and_dispatch(cx, i, nuon_core::workflow::NO_CHANGES)
                         .await;
                 }
                 Next::Ask(i) if rules::auto_approved(&cx.config, &cx.wf.steps, i) => {
                     tracing::info!(workflow = %id, step = %cx.wf.steps[i].name, "approved: its plan passed every policy");
-                    return self.approve_and_dispatch(&cx, i, AUTO_APPROVED).await;
+                    return self.approve_and_dispatch(cx, i, AUTO_APPROVED).await;
                 }
                 Next::Ask(i) => {
                     let step = &cx.wf.steps[i];
@@ -242,24 +279,24 @@ impl Engine {
                         )
                         .await?;
                     tracing::info!(workflow = %id, step = %step.name, "waiting for approval");
-                    let data = self.event_data(&cx, Some(step));
+                    let data = self.event_data(cx, Some(step));
                     crate::ops::emit(&*self.store, org, WebhookEvent::ApprovalNeeded, data).await;
                     return Ok(());
                 }
                 Next::Dispatch(i) => {
-                    if self.skip_if_nothing_to_destroy(&mut cx, i).await? {
+                    if self.skip_if_nothing_to_destroy(cx, i).await? {
                         continue;
                     }
-                    if self.replan_if_stale(&cx, i).await? {
-                        return self.write_ended(&cx, ended).await;
+                    if self.replan_if_stale(cx, i).await? {
+                        return Ok(());
                     }
-                    return self.dispatch_or_fail(&cx, &cx.wf.steps[i], ended).await;
+                    return self.dispatch_or_fail(cx, &cx.wf.steps[i]).await;
                 }
                 Next::Failed(i) => {
-                    self.set_status(org, &id, &cx.install.id, WorkflowStatus::Failed, None, None)
-                        .await?;
+                    let (failed, with) = (WorkflowStatus::Failed, StatusWith::default());
+                    (self.set_status(org, &id, &cx.install.id, failed, with)).await?;
                     self.settle_pending(org, &cx.install.id, &id).await?;
-                    let data = self.event_data(&cx, cx.wf.steps.get(i));
+                    let data = self.event_data(cx, cx.wf.steps.get(i));
                     crate::ops::emit(&*self.store, org, WebhookEvent::WorkflowFailed, data).await;
                     return Ok(());
                 }
@@ -271,9 +308,18 @@ impl Engine {
                     let release = (status == WorkflowStatus::Succeeded)
                         .then(|| rules::release_after(&cx.wf))
                         .flatten();
-                    let release = release.as_ref().map(Option::as_ref);
-                    self.set_status(org, &id, &cx.install.id, status, Some(after), release)
-                        .await?;
+                    let with = StatusWith {
+                        install_state: Some(after),
+                        release: release.as_ref().map(Option::as_ref),
+                        // The success of its last step with it; a start
+                        // held back (it ends as it starts) the end writes
+                        // over.
+                        step: match cx.take_carried() {
+                            Some(Carried::Ended(index, u)) => Some((index, u)),
+                            Some(Carried::Started(_)) | None => None,
+                        },
+                    };
+                    (self.set_status(org, &id, &cx.install.id, status, with)).await?;
                     cx.wf.status = status;
                     cx.install.state = after;
                     self.settle_pending_of(org, &cx.install, &cx.wf).await?;
@@ -300,7 +346,7 @@ impl Engine {
                             .find(|s| matches!(s.kind, StepKind::Plan | StepKind::SandboxPlan));
                         if let Some(p) = plan.filter(|p| rules::has_changes(&p.outputs["changes"]))
                         {
-                            let mut data = self.event_data(&cx, Some(p));
+                            let mut data = self.event_data(cx, Some(p));
                             data["changes"] = p.outputs["changes"].clone();
                             crate::ops::emit(&*self.store, org, WebhookEvent::DriftDetected, data)
                                 .await;
@@ -353,6 +399,7 @@ impl Engine {
     /// Updates step `index` of the workflow in the store, and in `cx` as
     /// the store did.
     pub(super) async fn set_step(&self, cx: &mut Ctx, index: u32, u: StepUpdate) -> Result<()> {
+        self.write_carried(cx).await?;
         self.store
             .update_step(&cx.org, &cx.wf.id, index, u.clone())
             .await?;
@@ -403,8 +450,8 @@ impl Engine {
         }
         let status = WorkflowStatus::Cancelled;
         let after = rules::install_state_after(&cx.wf, status, interrupted, cx.install.state);
-        self.set_status(&org, &cx.wf.id, &cx.install.id, status, Some(after), None)
-            .await?;
+        let with = StatusWith::state(after);
+        (self.set_status(&org, &cx.wf.id, &cx.install.id, status, with)).await?;
         self.settle_pending(&org, &cx.install.id, &cx.wf.id).await?;
         tracing::info!(workflow = %cx.wf.id, "cancelled");
         Ok(())
@@ -455,24 +502,18 @@ impl Engine {
         outputs_json: Option<String>,
     ) -> Result<()> {
         tracing::warn!(workflow = %cx.wf.id, step = %step.name, %reason, "step failed");
+        self.write_carried(cx).await?;
         let u = StepUpdate {
             outputs_json,
             ..update(StepStatus::Failed, Some(reason.clone()))
         };
-        self.store
-            .update_step(&cx.org, &cx.wf.id, step.index, u)
-            .await?;
         let status = WorkflowStatus::Failed;
-        let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
-        self.set_status(
-            &cx.org,
-            &cx.wf.id,
-            &cx.install.id,
-            status,
-            Some(after),
-            None,
-        )
-        .await?;
+        // The step's failure with it.
+        let with = StatusWith {
+            step: Some((step.index, u)),
+            ..StatusWith::state(rules::install_state_after(&cx.wf, status, false, cx.install.state))
+        };
+        (self.set_status(&cx.org, &cx.wf.id, &cx.install.id, status, with)).await?;
         self.settle_pending(&cx.org, &cx.install.id, &cx.wf.id)
             .await?;
         let mut data = self.event_data(cx, Some(step));
@@ -568,22 +609,37 @@ impl Engine {
     /// Records a step's success: its outputs, and an apply's or destroy's
     /// effect on the install's outputs (and a plugin's state).
     async fn succeeded(&self, cx: &mut Ctx, i: usize, job: &QueuedJob) -> Result<()> {
-        let ended = self.success_of(cx, i, job).await?;
-        self.write_ended(cx, Some(ended)).await
+        let (index, u) = self.success_of(cx, i, job).await?;
+        self.write_carried(cx).await?;
+        Ok(self.store.update_step(&cx.org, &cx.wf.id, index, u).await?)
     }
 
-    /// Writes `ended`, a step's update the next write did not carry.
-    pub(super) async fn write_ended(&self, cx: &Ctx, ended: Option<Ended>) -> Result<()> {
-        match ended {
-            Some((index, u)) => Ok(self.store.update_step(&cx.org, &cx.wf.id, index, u).await?),
-            None => Ok(()),
+    /// Writes what is held back for the workflow's next write (its start,
+    /// a step's success), when another write comes first: each write of a
+    /// workflow this engine makes while it moves it writes it first, or
+    /// carries it (a dispatch, the end).
+    pub(super) async fn write_carried(&self, cx: &Ctx) -> Result<()> {
+        let (org, id) = (&cx.org, &cx.wf.id);
+        match cx.take_carried() {
+            Some(Carried::Started(state)) => {
+                let running = WorkflowStatus::Running;
+                (self.store.set_workflow_status(org, id, running, Some(state), None, None)).await?;
+            }
+            Some(Carried::Ended(index, u)) => self.store.update_step(org, id, index, u).await?,
+            None => {}
         }
+        Ok(())
     }
 
     /// Step `i` succeeded with `job`: what it and the install keep of it,
     /// in `cx` now and as the step's update to write (the next write of
-    /// the workflow carries it: [`Engine::write_ended`] when none does).
-    async fn success_of(&self, cx: &mut Ctx, i: usize, job: &QueuedJob) -> Result<Ended> {
+    /// the workflow carries it: [`Engine::write_carried`] when none does).
+    async fn success_of(
+        &self,
+        cx: &mut Ctx,
+        i: usize,
+        job: &QueuedJob,
+    ) -> Result<(u32, StepUpdate)> {
         let step = cx.wf.steps[i].clone();
         let outputs = job.outputs.clone();
         // Whether the install's outputs changed: written with the step.
@@ -705,7 +761,7 @@ impl Engine {
                 },
             )
             .await?;
-        self.dispatch_or_fail(cx, step, None).await
+        self.dispatch_or_fail(cx, step).await
     }
 
     /// Plans again, before it applies, the plan of step `i` when it is
@@ -747,6 +803,7 @@ impl Engine {
             super::in_words(self.ops.plan_max_age)
         );
         tracing::info!(workflow = %cx.wf.id, step = %step.name, %why, "planning again");
+        self.write_carried(cx).await?;
         self.replan(&cx.org, &cx.wf, [plan, step.index], why)
             .await?;
         Ok(true)

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::render::{self, Values, kubeconfig_of, render_env, render_text, render_value};
 use super::rules;
-use super::{Ctx, Ended, Engine, EngineError, Result};
+use super::{Ctx, Engine, EngineError, Result};
 use crate::secrets::state_context;
 use crate::store::StateToken;
 
@@ -30,13 +30,9 @@ type Made = std::result::Result<(JobSpec, Option<StateToken>), String>;
 
 impl Engine {
     /// Sends a step's job to the install's runner, or fails the step with
-    /// why it cannot run.
-    pub(super) async fn dispatch_or_fail(
-        &self,
-        cx: &Ctx,
-        step: &Step,
-        ended: Option<Ended>,
-    ) -> Result<()> {
+    /// why it cannot run; either carries what is held back for the
+    /// workflow's next write ([`Ctx::carry`]).
+    pub(super) async fn dispatch_or_fail(&self, cx: &Ctx, step: &Step) -> Result<()> {
         let plugin_state = match wasm_target(cx, step) {
             Some(c) if step.kind != StepKind::Sync => self.stored_state(cx, &c.name).await?,
             _ => None,
@@ -58,13 +54,9 @@ impl Engine {
                             component reported at its last apply: give the missing value \
                             (`nuon installs inputs set`), or destroy with a config version \
                             that does not need it (`--config VERSION`)";
-                self.write_ended(cx, ended).await?;
                 return self.fail(cx, step, format!("{reason}; {hint}")).await;
             }
-            Err(reason) => {
-                self.write_ended(cx, ended).await?;
-                return self.fail(cx, step, reason).await;
-            }
+            Err(reason) => return self.fail(cx, step, reason).await,
         };
         let job_id = spec.job_id.clone();
         let shown = match shown {
@@ -80,8 +72,9 @@ impl Engine {
             None => crate::keys::shown_payload(&spec),
         };
         let job = self.keys.sign_shown(spec, shown).await?;
+        let carried = cx.take_carried();
         self.store
-            .dispatch_step(&cx.org, &cx.wf.id, step.index, job, token, ended)
+            .dispatch_step(&cx.org, &cx.wf.id, step.index, job, token, carried)
             .await?;
         self.notifier.job_queued(&cx.install.runner_id);
         tracing::info!(workflow = %cx.wf.id, step = %step.name, job = %job_id, "step dispatched");

@@ -56,7 +56,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::keys::{JobKeys, KeyError};
 use crate::secrets::SecretBox;
-use crate::store::{NewWorkflow, Store, StoreError, Wake};
+use crate::store::{Carried, NewWorkflow, Store, StoreError, Wake};
 
 /// What the engine tells the rest of the control plane.
 pub(crate) trait Notifier: Send + Sync + 'static {
@@ -701,13 +701,10 @@ impl Engine {
             builds,
             runner: Some(runner),
             ended: None,
+            carried: Default::default(),
         })
     }
 }
-
-/// A step's index and its update, once it ended: written with the next
-/// write of its workflow.
-type Ended = (u32, crate::store::StepUpdate);
 
 /// A workflow being moved, with its install and app.
 struct Ctx {
@@ -724,4 +721,23 @@ struct Ctx {
     runner: Option<Option<RunnerInfo>>,
     /// The job of a step this advance found ended, and when it ended.
     ended: Option<(JobId, Option<i64>)>,
+    /// A write of the workflow held back for the next one to carry (see
+    /// [`Engine::write_carried`]): behind a lock, as the helpers that
+    /// write first what it holds see the workflow by shared reference.
+    carried: Mutex<Option<Carried>>,
+}
+
+impl Ctx {
+    /// Holds `w` back for the workflow's next write to carry; nothing may
+    /// be held already (what was is written first: [`Engine::write_carried`]).
+    fn carry(&self, w: Carried) {
+        let mut held = self.carried.lock().unwrap_or_else(|e| e.into_inner());
+        debug_assert!(held.is_none(), "a carried write was overwritten");
+        *held = Some(w);
+    }
+
+    /// What is held back for the next write, taken: that write carries it.
+    fn take_carried(&self) -> Option<Carried> {
+        (self.carried.lock().unwrap_or_else(|e| e.into_inner())).take()
+    }
 }

@@ -18,7 +18,8 @@ use nuon_core::{ReleaseId, now_ms};
 pub use reads::{ActiveWorkflow, Moving};
 use reads::{JobOfWorkflow, MovingRow, StatusRow, WaitingRow, of_many};
 use writes::{
-    bump, bumped, bumped_with, dispatch_in_one, outputs_with_step, summary_sql, update_step_stmt,
+    bump, bumped, bumped_with, dispatch_in_one, ended_ctes, outputs_with_step, summary_sql,
+    update_step_stmt,
 };
 
 /// A new workflow with its planned steps.
@@ -73,6 +74,16 @@ pub struct StepUpdate {
     /// The outputs (JSON, the sensitive ones sealed) and state its install
     /// has after it, written with it.
     pub install_outputs: Option<(String, InstallState)>,
+}
+
+/// A write of a workflow held back for its next write to carry (on
+/// PostgreSQL in the same statement): one statement fewer for each.
+#[derive(Debug, Clone)]
+pub enum Carried {
+    /// It starts: `running` from `pending`, its install in this state.
+    Started(InstallState),
+    /// A step ended: its index, and its update.
+    Ended(u32, StepUpdate),
 }
 
 impl StepUpdate {
@@ -207,7 +218,9 @@ pub trait WorkflowStore: Send + Sync + 'static {
     /// (`Some(None)`: none) when given (one statement on PostgreSQL, one
     /// transaction on SQLite: whoever sees the workflow's new status sees
     /// the install's); the revision its install's summary has after the
-    /// change bumped it (none when the org has no such workflow).
+    /// change bumped it (none when the org has no such workflow). `ended`:
+    /// the update of the step that ended before (`index`, update), written
+    /// with it (the install's state given wins over the step's).
     async fn set_workflow_status(
         &self,
         org: &OrgId,
@@ -215,6 +228,7 @@ pub trait WorkflowStore: Send + Sync + 'static {
         status: WorkflowStatus,
         install_state: Option<InstallState>,
         release: Option<Option<&ReleaseId>>,
+        ended: Option<(u32, StepUpdate)>,
     ) -> Result<Option<i64>>;
 
     /// Changes one step.
@@ -227,9 +241,11 @@ pub trait WorkflowStore: Send + Sync + 'static {
     ) -> Result<()>;
 
     /// Queues a step's job and marks the step running, in one transaction,
-    /// with the state token its Terraform uses. `ended`: the update of the
-    /// step that ended before it (`index`, update), written first, whether
-    /// or not the step is dispatched (on PostgreSQL in the same statement).
+    /// with the state token its Terraform uses, when the workflow is
+    /// running. `carried`, written first (on PostgreSQL in the same
+    /// statement): its start (then it dispatches only a workflow that was
+    /// pending), or the update of the step that ended before it, written
+    /// whether or not the step is dispatched.
     async fn dispatch_step(
         &self,
         org: &OrgId,
@@ -237,7 +253,7 @@ pub trait WorkflowStore: Send + Sync + 'static {
         index: u32,
         job: NewJob,
         state_token: Option<StateToken>,
-        ended: Option<(u32, StepUpdate)>,
+        carried: Option<Carried>,
     ) -> Result<()>;
 }
 
@@ -491,6 +507,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         status: WorkflowStatus,
         install_state: Option<InstallState>,
         release: Option<Option<&ReleaseId>>,
+        ended: Option<(u32, StepUpdate)>,
     ) -> Result<Option<i64>> {
         // An ending status ends it now.
         let finished = (!status.is_active()).then(now_ms);
@@ -504,19 +521,31 @@ impl<S: Sql + 'static> WorkflowStore for S {
             ],
         );
         let mut writes = bumped(S::DIALECT, write, id);
-        // The install's state: `$5`, of the workflow's install (`$1`) in the
-        // org (`$2`).
         // Of the workflow's install (`$1` the workflow, `$2` the org), with
         // the arguments of the status's write and theirs after them: each
         // with how many of them it names (SQLite takes no more).
         let install = "(SELECT install_id FROM workflows WHERE id = $1 AND org_id = $2)";
         let mut args = writes[0].args.clone();
+        // The step that ended before it, on PostgreSQL: its common table
+        // expressions, and the placeholder of the install's outputs it
+        // made, which the install's write below takes.
+        let (ended_sql, outputs) = match (&ended, S::DIALECT) {
+            (Some((at, u)), Dialect::Postgres) => {
+                ended_ctes(org, id, *at, u, &mut args, install_state.is_some())
+            }
+            _ => (String::new(), None),
+        };
         let mut also = Vec::new();
         if let Some(state) = install_state {
             args.push(Arg::from(state.as_str()));
+            let outputs = outputs
+                .map(|o| {
+                    format!(", outputs = CASE WHEN EXISTS (SELECT 1 FROM ended) THEN {o} ELSE outputs END")
+                })
+                .unwrap_or_default();
             also.push((
                 format!(
-                    "UPDATE installs SET state = ${} WHERE org_id = $2 AND id = {install}",
+                    "UPDATE installs SET state = ${}{outputs} WHERE org_id = $2 AND id = {install}",
                     args.len()
                 ),
                 args.len(),
@@ -556,12 +585,24 @@ impl<S: Sql + 'static> WorkflowStore for S {
                         .expect("a bumped write opens WITH");
                     one.sql = format!("WITH installed{n} AS ({sql}), {rest}").into();
                 }
+                if !ended_sql.is_empty() {
+                    let rest = one.sql.strip_prefix("WITH ").expect("it opens WITH");
+                    one.sql = format!("WITH {ended_sql}{rest}").into();
+                }
                 one.args = args;
                 one.sql.to_mut().push_str(" RETURNING rev");
                 Ok(self.write_query(one).await?.pop())
             }
-            // The two, then the revision read in their transaction.
+            // The step's update, the two, then the revision read in their
+            // transaction.
             Dialect::Sqlite => {
+                if let Some((at, u)) = &ended {
+                    let write = update_step_stmt(org, id, *at, u);
+                    let outputs = (u.install_outputs.as_ref())
+                        .map(|(json, state)| outputs_with_step(&write, json, *state));
+                    let step = bumped_with(S::DIALECT, write, id, outputs);
+                    writes.splice(0..0, step);
+                }
                 writes.extend(
                     (also.into_iter()).map(|(sql, named)| Stmt::new(sql, args[..named].to_vec())),
                 );
@@ -617,28 +658,49 @@ impl<S: Sql + 'static> WorkflowStore for S {
         index: u32,
         job: NewJob,
         token: Option<StateToken>,
-        ended: Option<(u32, StepUpdate)>,
+        carried: Option<Carried>,
     ) -> Result<()> {
         let missing = || format!("workflow {id} is not running: step {index} not dispatched");
         if S::DIALECT == Dialect::Postgres {
-            let ended = ended.as_ref().map(|(at, u)| (*at, u));
-            let one = dispatch_in_one(org, id, index, &job, token, ended);
+            let one = dispatch_in_one(org, id, index, &job, token, carried.as_ref());
             let dispatched: Vec<bool> = self.write_query(one).await?;
             return (dispatched.first().filter(|d| **d).map(drop))
                 .ok_or_else(|| StoreError::Invalid(missing()));
         }
-        if let Some((at, u)) = ended {
-            self.update_step(org, id, at, u).await?;
-        }
-        // The workflow's row, read locked: it stays running until the
-        // step is dispatched.
+        // What it carries first; a start in the same transaction, which
+        // then reads the workflow pending.
+        let mut stmts = Vec::new();
+        let status = match carried {
+            Some(Carried::Started(state)) => {
+                stmts.push(Stmt::new(
+                    "UPDATE workflows SET status = 'running', finished_at = NULL \
+                     WHERE id = $1 AND org_id = $2",
+                    args![id.as_str(), org.as_str()],
+                ));
+                stmts.push(Stmt::new(
+                    "UPDATE installs SET state = $3 WHERE org_id = $2 \
+                     AND id = (SELECT install_id FROM workflows WHERE id = $1 AND org_id = $2)",
+                    args![id.as_str(), org.as_str(), state.as_str()],
+                ));
+                "pending"
+            }
+            Some(Carried::Ended(at, u)) => {
+                self.update_step(org, id, at, u).await?;
+                "running"
+            }
+            None => "running",
+        };
+        // The workflow's row, read locked: it stays running (or pending,
+        // to start) until the step is dispatched.
         let read = Stmt::new(
-            "SELECT 1 FROM workflows WHERE id = $1 AND org_id = $2 AND status = 'running' \
-             AND EXISTS (SELECT 1 FROM workflow_steps WHERE workflow_id = $1 AND idx = $3)",
+            format!(
+                "SELECT 1 FROM workflows WHERE id = $1 AND org_id = $2 AND status = '{status}' \
+                 AND EXISTS (SELECT 1 FROM workflow_steps WHERE workflow_id = $1 AND idx = $3)"
+            ),
             args![id.as_str(), org.as_str(), index],
         );
         let job_id = job.spec.job_id.as_str();
-        let mut stmts = vec![
+        stmts.extend([
             super::jobs::job_insert(&job),
             Stmt::new(
                 "UPDATE workflow_steps SET status = 'running', job_id = $4, reason = NULL \
@@ -647,7 +709,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
                              AND w.status = 'running')",
                 args![id.as_str(), org.as_str(), index, job_id],
             ),
-        ];
+        ]);
         stmts.extend(token.map(|t| {
             Stmt::new(
                 "INSERT INTO state_tokens (token_hash, job_id, install_id, component) \

@@ -87,7 +87,7 @@ conformance! {
             )
             .await
             .unwrap();
-        f.store.set_workflow_status(&f.org, &wf, nuon_core::workflow::WorkflowStatus::Running, None, None).await.unwrap();
+        f.store.set_workflow_status(&f.org, &wf, nuon_core::workflow::WorkflowStatus::Running, None, None, None).await.unwrap();
         let job = f.new_job(&inst.runner_id, "terraform", 1);
         let job_id = job.spec.job_id.clone();
         let token = StateToken {

@@ -44,7 +44,7 @@ conformance! {
         let state = || async { f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap().state };
         let before = state().await;
         assert_ne!(before, InstallState::Provisioning);
-        let bumped = f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running, Some(InstallState::Provisioning), None).await.unwrap();
+        let bumped = f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running, Some(InstallState::Provisioning), None, None).await.unwrap();
         assert_eq!(state().await, InstallState::Provisioning, "the install's state is written with the status");
         let running = rev().await;
         assert!(running > at_start, "a status change marks the summary stale");
@@ -85,7 +85,7 @@ conformance! {
         // Another org's status change changes nothing (a mark more is
         // only a summary made again).
         let rel = nuon_core::ReleaseId::generate();
-        let bumped = f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed, Some(InstallState::Failed), Some(Some(&rel))).await.unwrap();
+        let bumped = f.store.set_workflow_status(&other, &wf, WorkflowStatus::Failed, Some(InstallState::Failed), Some(Some(&rel)), None).await.unwrap();
         assert_eq!(bumped, None, "another org's workflow answers no revision");
         assert_eq!(state().await, InstallState::Active, "nor changes the install's state");
         assert!(f.store.install_releases(&other).await.unwrap().is_empty(), "nor records a release");
@@ -95,13 +95,13 @@ conformance! {
         // is the same), and forgotten with another.
         let releases = || async { f.store.install_releases(&f.org).await.unwrap() };
         for _ in 0..2 {
-            f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, Some(InstallState::Active), Some(Some(&rel))).await.unwrap();
+            f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, Some(InstallState::Active), Some(Some(&rel)), None).await.unwrap();
             assert_eq!(releases().await.get(&inst.id), Some(&rel));
         }
         assert_eq!(state().await, InstallState::Active, "the state with it");
-        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, None, Some(None)).await.unwrap();
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, None, Some(None), None).await.unwrap();
         assert!(releases().await.is_empty());
-        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, None, Some(Some(&rel))).await.unwrap();
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, None, Some(Some(&rel)), None).await.unwrap();
         assert_eq!(releases().await.get(&inst.id), Some(&rel), "without a state");
     }
 }
@@ -119,7 +119,7 @@ conformance! {
                 .create_workflow(&f.org, new_workflow(&wf, &inst.id, vec![step("plan db"), step("apply db")]))
                 .await
                 .unwrap();
-            f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running, Some(InstallState::Provisioning), None).await.unwrap();
+            f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running, Some(InstallState::Provisioning), None, None).await.unwrap();
             let job = f.new_job(&inst.runner_id, "terraform", 1);
             f.store.dispatch_step(&f.org, &wf, 0, job, None, None).await.unwrap();
             wf
@@ -139,7 +139,7 @@ conformance! {
         let before = rev().await;
         let job = f.new_job(&inst.runner_id, "terraform", 1);
         let job_id = job.spec.job_id.clone();
-        f.store.dispatch_step(&f.org, &wf, 1, job, None, Some((0, success()))).await.unwrap();
+        f.store.dispatch_step(&f.org, &wf, 1, job, None, Some(Carried::Ended(0, success()))).await.unwrap();
         let w = f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap();
         assert_eq!(w.steps[0].status, StepStatus::Succeeded);
         assert_eq!(w.steps[0].outputs["changes"], 1);
@@ -151,12 +151,12 @@ conformance! {
         // The workflow stopped meanwhile: the success is written all the
         // same, the next step is not dispatched and nothing is queued.
         let wf = started().await;
-        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Cancelling, None, None).await.unwrap();
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Cancelling, None, None, None).await.unwrap();
         // The jobs queued so far are taken first, so that the claim below
         // sees only what the refused dispatch might have queued.
         let drained = f.store.claim(&inst.runner_id, &["terraform".into()], 8, 60_000).await.unwrap().jobs.len();
         let job = f.new_job(&inst.runner_id, "terraform", 1);
-        let refused = f.store.dispatch_step(&f.org, &wf, 1, job, None, Some((0, success()))).await;
+        let refused = f.store.dispatch_step(&f.org, &wf, 1, job, None, Some(Carried::Ended(0, success()))).await;
         assert!(matches!(&refused, Err(StoreError::Invalid(m)) if m.contains("not running")), "{refused:?}");
         let w = f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap();
         assert_eq!(w.steps[0].status, StepStatus::Succeeded, "the ended step's success is kept");
@@ -168,9 +168,100 @@ conformance! {
         let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         let wf = started().await;
         let job = f.new_job(&inst.runner_id, "terraform", 1);
-        let refused = f.store.dispatch_step(&other, &wf, 1, job, None, Some((0, success()))).await;
+        let refused = f.store.dispatch_step(&other, &wf, 1, job, None, Some(Carried::Ended(0, success()))).await;
         assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
         let w = f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap();
         assert_eq!((w.steps[0].status, w.steps[1].status), (StepStatus::Running, StepStatus::Pending));
+    }
+}
+
+conformance! {
+    async fn a_workflows_start_is_written_with_its_first_dispatch_and_a_steps_update_with_its_end(f: Fixture) {
+        use nuon_core::WorkflowId;
+        use nuon_core::model::InstallState;
+        use nuon_core::workflow::{StepStatus, WorkflowStatus};
+
+        let inst = f.install("acme").await;
+        let pending = || async {
+            let wf = WorkflowId::generate();
+            f.store
+                .create_workflow(&f.org, new_workflow(&wf, &inst.id, vec![step("plan db"), step("apply db")]))
+                .await
+                .unwrap();
+            wf
+        };
+        let rev = || async { f.store.install_summary_rev(&inst.id).await.unwrap() };
+        let install = || async { f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap() };
+        let (store, org) = (&f.store, &f.org);
+        let workflow = |wf: WorkflowId| async move { store.get_workflow(org, &wf).await.unwrap().unwrap() };
+        let queued = || async { f.store.claim(&inst.runner_id, &["terraform".into()], 8, 60_000).await.unwrap().jobs.len() };
+
+        // Carried start: the workflow running, its install in the state it
+        // gave, its first step running its job, all at once.
+        let wf = pending().await;
+        let before = rev().await;
+        assert_ne!(install().await.state, InstallState::Provisioning);
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        let job_id = job.spec.job_id.clone();
+        f.store.dispatch_step(&f.org, &wf, 0, job, None, Some(Carried::Started(InstallState::Provisioning))).await.unwrap();
+        let w = workflow(wf.clone()).await;
+        assert_eq!(w.status, WorkflowStatus::Running);
+        assert_eq!((w.steps[0].status, w.steps[0].job_id.as_ref()), (StepStatus::Running, Some(&job_id)));
+        assert_eq!(install().await.state, InstallState::Provisioning);
+        assert!(rev().await > before, "the summary is marked stale");
+        assert_eq!(queued().await, 1);
+
+        // The end carries its last step's update: the step's outputs, the
+        // install's outputs, and the install's state the end gives (not
+        // the step's), in one change.
+        let success = StepUpdate {
+            status: StepStatus::Succeeded,
+            outputs_json: Some(r#"{"changes":0}"#.into()),
+            install_outputs: Some((r#"{"url":"u"}"#.into(), InstallState::Failed)),
+            ..Default::default()
+        };
+        let before = rev().await;
+        let bumped = f.store
+            .set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, Some(InstallState::Active), None, Some((0, success.clone())))
+            .await
+            .unwrap();
+        let w = workflow(wf.clone()).await;
+        assert_eq!((w.status, w.steps[0].status), (WorkflowStatus::Succeeded, StepStatus::Succeeded));
+        assert_eq!(w.steps[0].outputs["changes"], 0);
+        let after = install().await;
+        assert_eq!((after.outputs_json.as_deref(), after.state), (Some(r#"{"url":"u"}"#), InstallState::Active));
+        assert_eq!(bumped, Some(rev().await));
+        assert!(rev().await > before);
+        // Without a state of its own, the step's goes with its outputs.
+        let wf2 = pending().await;
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        f.store.dispatch_step(&f.org, &wf2, 0, job, None, Some(Carried::Started(InstallState::Provisioning))).await.unwrap();
+        let with_state = StepUpdate { install_outputs: Some((r#"{"url":"v"}"#.into(), InstallState::Active)), ..success.clone() };
+        f.store.set_workflow_status(&f.org, &wf2, WorkflowStatus::Succeeded, None, None, Some((0, with_state))).await.unwrap();
+        let after = install().await;
+        assert_eq!((after.outputs_json.as_deref(), after.state), (Some(r#"{"url":"v"}"#), InstallState::Active));
+        assert_eq!(workflow(wf2).await.steps[0].status, StepStatus::Succeeded);
+
+        // A start carried to a workflow no longer pending (cancelled
+        // meanwhile) writes nothing and queues nothing.
+        let wf = pending().await;
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Cancelled, Some(InstallState::Active), None, None).await.unwrap();
+        let drained = queued().await;
+        let before = rev().await;
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        let refused = f.store.dispatch_step(&f.org, &wf, 0, job, None, Some(Carried::Started(InstallState::Provisioning))).await;
+        assert!(matches!(&refused, Err(StoreError::Invalid(m)) if m.contains("not running")), "{refused:?}");
+        let w = workflow(wf.clone()).await;
+        assert_eq!((w.status, w.steps[0].status, w.steps[0].job_id.as_ref()), (WorkflowStatus::Cancelled, StepStatus::Pending, None));
+        assert_eq!(install().await.state, InstallState::Active, "the install's state is not written");
+        assert_eq!(rev().await, before);
+        assert_eq!(queued().await, 0, "nothing queued (taken before: {drained})");
+        // Nor does another org's.
+        let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
+        let wf = pending().await;
+        let job = f.new_job(&inst.runner_id, "terraform", 1);
+        let refused = f.store.dispatch_step(&other, &wf, 0, job, None, Some(Carried::Started(InstallState::Provisioning))).await;
+        assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+        assert_eq!(workflow(wf).await.status, WorkflowStatus::Pending);
     }
 }

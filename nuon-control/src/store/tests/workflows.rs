@@ -564,7 +564,7 @@ conformance! {
         f.store.save_install_summary(&inst.id, moved.rev, &text(3)).await.unwrap();
         assert_eq!(cache().await.fresh(), Some(&text(3)));
         f.store
-            .set_workflow_status(&f.org, &c1, nuon_core::workflow::WorkflowStatus::Cancelled, None, None)
+            .set_workflow_status(&f.org, &c1, nuon_core::workflow::WorkflowStatus::Cancelled, None, None, None)
             .await
             .unwrap();
         assert_eq!(cache().await.rev, moved.rev + 1);
@@ -651,7 +651,7 @@ conformance! {
         };
         assert_eq!(active(f.store.active_workflows().await.unwrap()), ids, "oldest first");
 
-        f.store.set_workflow_status(&f.org, &ids[0], nuon_core::workflow::WorkflowStatus::Running, None, None).await.unwrap();
+        f.store.set_workflow_status(&f.org, &ids[0], nuon_core::workflow::WorkflowStatus::Running, None, None, None).await.unwrap();
         f.store
             .update_step(&f.org, &ids[0], 0, StepUpdate {
                 status: nuon_core::workflow::StepStatus::Succeeded,
@@ -670,7 +670,7 @@ conformance! {
             .await
             .unwrap();
         // Another org's writes change nothing.
-        f.store.set_workflow_status(&other, &ids[0], nuon_core::workflow::WorkflowStatus::Failed, None, None).await.unwrap();
+        f.store.set_workflow_status(&other, &ids[0], nuon_core::workflow::WorkflowStatus::Failed, None, None, None).await.unwrap();
         let refused = f.store
             .update_step(&other, &ids[0], 0, StepUpdate { status: nuon_core::workflow::StepStatus::Failed, ..Default::default() })
             .await;
@@ -711,7 +711,7 @@ conformance! {
         assert!(f.store.waiting_steps(&other, &ids).await.unwrap().is_empty());
 
         // An ending status ends the workflow and takes it off the active list.
-        f.store.set_workflow_status(&f.org, &ids[0], nuon_core::workflow::WorkflowStatus::Succeeded, None, None).await.unwrap();
+        f.store.set_workflow_status(&f.org, &ids[0], nuon_core::workflow::WorkflowStatus::Succeeded, None, None, None).await.unwrap();
         let w = f.store.get_workflow(&f.org, &ids[0]).await.unwrap().unwrap();
         assert!(w.finished_at_ms.is_some());
         assert_eq!(active(f.store.active_workflows().await.unwrap()), ids[1..]);
@@ -765,7 +765,7 @@ conformance! {
         // Another org's: not there.
         let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         assert!(!f.store.remove_install(&other, &a.id).await.unwrap());
-        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, None, None).await.unwrap();
+        f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Succeeded, None, None, None).await.unwrap();
         assert!(f.store.remove_install(&f.org, &a.id).await.unwrap());
         assert!(f.store.find_install(&f.org, "a").await.unwrap().is_none());
         assert!(f.store.get_workflow(&f.org, &wf).await.unwrap().is_none());

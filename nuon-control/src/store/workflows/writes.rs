@@ -118,20 +118,65 @@ pub(super) fn outputs_with_step(write: &Stmt, outputs_json: &str, state: Install
     )
 }
 
+/// The update `u` of step `at`, carried by a PostgreSQL statement whose
+/// arguments are `args` (the update's are pushed after them, its
+/// placeholders moved on): the common table expressions `ended` (the
+/// step's row, `RETURNING 1`) and, when the step changed its install's
+/// outputs, `ended_outputs`, which writes them with the install's state
+/// once `ended` changed the row. With `install_written` the carrying
+/// statement writes the install's row itself (one statement may not change
+/// a row twice): no `ended_outputs`, and the outputs' placeholder is
+/// answered for it to write.
+pub(super) fn ended_ctes(
+    org: &OrgId,
+    id: &WorkflowId,
+    at: u32,
+    u: &StepUpdate,
+    args: &mut Vec<Arg>,
+    install_written: bool,
+) -> (String, Option<String>) {
+    let write = update_step_stmt(org, id, at, u);
+    let by = args.len();
+    let mut sql = format!("ended AS ({} RETURNING 1), ", shifted(&write.sql, by));
+    match &u.install_outputs {
+        Some((json, _)) if install_written => {
+            args.extend(write.args);
+            args.extend(args![json.as_str()]);
+            (sql, Some(format!("${}", args.len())))
+        }
+        Some((json, state)) => {
+            let o = outputs_with_step(&write, json, *state);
+            sql.push_str(&format!(
+                "ended_outputs AS ({} AND EXISTS (SELECT 1 FROM ended)), ",
+                shifted(&o.sql, by)
+            ));
+            args.extend(o.args);
+            (sql, None)
+        }
+        None => {
+            args.extend(write.args);
+            (sql, None)
+        }
+    }
+}
+
 /// A step's dispatch on PostgreSQL, in one statement (one round trip, no
 /// transaction of its own): the workflow's row locked while it runs, the
 /// job queued, the step running it, its state token, the summary bumped;
-/// nothing unless the workflow is running and has the step. With `ended`,
-/// the update of the step that ended before it (its success, and the
-/// install's outputs with it), which is written whether or not the
-/// dispatch is. Its one row says whether the step was dispatched.
+/// nothing unless the workflow is running and has the step. What it
+/// carries goes first: the workflow's start (`running` from `pending`, its
+/// install's state: then only a pending workflow dispatches, its row
+/// locked by that update), or the update of the step that ended before it
+/// (its success, and the install's outputs with it), which is written
+/// whether or not the dispatch is. Its one row says whether the step was
+/// dispatched.
 pub(super) fn dispatch_in_one(
     org: &OrgId,
     id: &WorkflowId,
     index: u32,
     job: &NewJob,
     token: Option<StateToken>,
-    ended: Option<(u32, &StepUpdate)>,
+    carried: Option<&Carried>,
 ) -> Stmt {
     // `$1` to `$10` are the job's; the workflow's follow.
     let mut insert = super::jobs::job_insert_from(job, "FROM wf RETURNING id");
@@ -146,46 +191,43 @@ pub(super) fn dispatch_in_one(
         }
         None => "",
     };
-    // The ended step's update after the rest, its placeholders moved on.
-    let ended_sql = match ended {
-        Some((at, u)) => {
-            let write = update_step_stmt(org, id, at, u);
-            let by = insert.args.len();
-            let mut sql = format!("ended AS ({} RETURNING 1), ", shifted(&write.sql, by));
-            let outputs = (u.install_outputs.as_ref())
-                .map(|(json, state)| outputs_with_step(&write, json, *state));
-            let args = match outputs {
-                Some(o) => {
-                    sql.push_str(&format!(
-                        "ended_outputs AS ({} AND EXISTS (SELECT 1 FROM ended)), ",
-                        shifted(&o.sql, by)
-                    ));
-                    o.args
-                }
-                None => write.args,
-            };
-            insert.args.extend(args);
-            sql
+    let has_step = "EXISTS (SELECT 1 FROM workflow_steps WHERE workflow_id = $11 AND idx = $13)";
+    let mut wf = format!(
+        "wf AS (SELECT install_id FROM workflows \
+            WHERE id = $11 AND org_id = $12 AND status = 'running' AND {has_step} \
+            FOR UPDATE), "
+    );
+    // What it carries, after the rest of the arguments.
+    let (carried_sql, also_bumps) = match carried {
+        Some(Carried::Ended(at, u)) => {
+            let (sql, _) = ended_ctes(org, id, *at, u, &mut insert.args, false);
+            (sql, " OR EXISTS (SELECT 1 FROM ended)")
         }
-        None => String::new(),
-    };
-    let ended_bump = match ended {
-        Some(_) => " OR EXISTS (SELECT 1 FROM ended)",
-        None => "",
+        Some(Carried::Started(state)) => {
+            insert.args.extend(args![state.as_str()]);
+            let sql = format!(
+                "started AS (UPDATE workflows SET status = 'running', finished_at = NULL \
+                    WHERE id = $11 AND org_id = $12 AND status = 'pending' AND {has_step} \
+                    RETURNING install_id), \
+                 started_install AS (UPDATE installs SET state = ${} \
+                    WHERE org_id = $12 AND id = (SELECT install_id FROM started)), ",
+                insert.args.len()
+            );
+            wf = "wf AS (SELECT install_id FROM started), ".to_owned();
+            (sql, "")
+        }
+        None => (String::new(), ""),
     };
     Stmt {
         sql: format!(
-            "WITH {ended_sql}wf AS (SELECT install_id FROM workflows \
-                WHERE id = $11 AND org_id = $12 AND status = 'running' \
-                AND EXISTS (SELECT 1 FROM workflow_steps WHERE workflow_id = $11 AND idx = $13) \
-                FOR UPDATE), \
+            "WITH {carried_sql}{wf}\
              job AS ({}), \
              step AS (UPDATE workflow_steps SET status = 'running', job_id = (SELECT id FROM job), \
                 reason = NULL WHERE workflow_id = $11 AND idx = $13 AND EXISTS (SELECT 1 FROM job) \
                 RETURNING 1){token_sql} \
              INSERT INTO install_summaries (install_id, rev) \
              SELECT install_id, 1 FROM workflows WHERE id = $11 \
-               AND (EXISTS (SELECT 1 FROM step){ended_bump}) \
+               AND (EXISTS (SELECT 1 FROM step){also_bumps}) \
              ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1 \
              RETURNING EXISTS (SELECT 1 FROM step)",
             insert.sql
