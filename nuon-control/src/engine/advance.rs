@@ -8,6 +8,7 @@ use nuon_core::wire::InstallOutputs;
 use nuon_core::workflow::{StepKind, StepStatus, WorkflowKind, WorkflowStatus, applies_a_plan};
 use nuon_core::{ArtifactRef, JobStatus, OrgId};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 use super::rules::{self, Next};
 use super::{Ctx, Engine, EngineError, Result, render};
@@ -46,8 +47,10 @@ impl StatusWith<'_> {
 
 impl Engine {
     /// Sets a workflow's status; where it ends, its install's summary is
-    /// made again at once, so the overview's next read finds it current
-    /// (after a fleet-wide rollout: no read that makes 10,000 again).
+    /// made again at the end of the pass, with those of the other installs
+    /// whose workflows ended in it ([`Engine::make_summaries`]), so the
+    /// overview's next read finds it current (after a fleet-wide rollout:
+    /// no read that makes 10,000 again).
     pub(super) async fn set_status(
         &self,
         org: &OrgId,
@@ -67,19 +70,43 @@ impl Engine {
             .await?;
         if !status.is_active() {
             self.ended_here().insert(id.clone());
-            let made = async {
-                let rev = match bumped {
-                    Some(rev) => rev,
-                    None => self.store.install_summary_rev(install).await?,
-                };
-                crate::health::remake_summary(&*self.store, org, install, rev).await
-            };
-            if let Err(e) = made.await {
-                // The next read makes it.
-                tracing::warn!(%install, error = %e, "cannot make the install's summary again");
-            }
+            (self.unsummed.lock().unwrap_or_else(|e| e.into_inner()))
+                .push((org.clone(), install.clone(), bumped));
         }
         Ok(())
+    }
+
+    /// Makes again the summaries of the installs whose workflows ended
+    /// since it last did: by org, one read of their workflows and one
+    /// write for many. What fails is left to the next read, which makes it.
+    pub(super) async fn make_summaries(&self) {
+        let ended = std::mem::take(&mut *self.unsummed.lock().unwrap_or_else(|e| e.into_inner()));
+        if ended.is_empty() {
+            return;
+        }
+        // By org, each install once, at the newest revision it was given.
+        let mut by_org: BTreeMap<OrgId, BTreeMap<nuon_core::InstallId, Option<i64>>> =
+            BTreeMap::new();
+        for (org, install, rev) in ended {
+            let at = by_org.entry(org).or_default().entry(install).or_insert(rev);
+            *at = (*at).max(rev);
+        }
+        for (org, installs) in by_org {
+            let made = async {
+                let mut stale = Vec::with_capacity(installs.len());
+                for (install, rev) in installs {
+                    let rev = match rev {
+                        Some(rev) => rev,
+                        None => self.store.install_summary_rev(&install).await?,
+                    };
+                    stale.push((install, rev));
+                }
+                crate::health::remake_summaries(&*self.store, &org, &stale).await
+            };
+            if let Err(e) = made.await {
+                tracing::warn!(%org, error = %e, "cannot make the summaries of installs whose workflows ended");
+            }
+        }
     }
 
     /// Moves a workflow as far as it goes now, from what one read found

@@ -252,6 +252,10 @@ pub(crate) struct Engine {
     /// The workflows this engine ended since its pass began: the pass
     /// knows which of those it moved ended without reading them again.
     ended_here: std::sync::Mutex<std::collections::HashSet<nuon_core::WorkflowId>>,
+    /// The installs one of whose workflows ended, with the revision their
+    /// summary has after it (none when unknown), whose summaries are to be
+    /// made again ([`Engine::make_summaries`]).
+    unsummed: std::sync::Mutex<Vec<(OrgId, nuon_core::InstallId, Option<i64>)>>,
     /// What never changes once stored, as read: config versions (opened
     /// and parsed), apps' and orgs' names, releases' builds.
     kept: std::sync::Mutex<render::Kept>,
@@ -283,6 +287,7 @@ impl Engine {
             rollouts: Default::default(),
             touched: std::sync::Mutex::new(passes::Touched::everything()),
             ended_here: Default::default(),
+            unsummed: Default::default(),
             kept: Default::default(),
         }
     }

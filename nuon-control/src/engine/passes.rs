@@ -48,6 +48,8 @@ impl Engine {
     /// last pass. A follower forgets what was touched: the leader hears of
     /// it too.
     pub(super) async fn pass(&self, last_full: &mut Option<std::time::Instant>) {
+        // What ended outside a pass (an act on any replica).
+        self.make_summaries().await;
         let touched = std::mem::take(&mut *self.touched());
         if !self.is_leader() {
             // Taking the lead starts with a full pass.
@@ -116,6 +118,7 @@ impl Engine {
                 None => break,
             }
         }
+        self.make_summaries().await;
         if only.is_none() || ended {
             self.drive_rollouts().await;
         }

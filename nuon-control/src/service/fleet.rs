@@ -313,13 +313,16 @@ impl Services<'_> {
                 .into_iter()
                 .collect()
         };
+        let mut stale = Vec::new();
         for id in missing {
-            let made = if with.contains(&id) {
+            if with.contains(&id) {
                 let rev = v.stale.remove(&id).unwrap_or(0);
-                crate::health::remake_summary(self.store, org, &id, rev).await?
+                stale.push((id, rev));
             } else {
-                Default::default()
-            };
+                v.summaries.insert(id, InstallSummary::made(Default::default()));
+            }
+        }
+        for (id, made) in crate::health::remake_summaries(self.store, org, &stale).await? {
             v.summaries.insert(id, InstallSummary::made(made));
         }
         if let Some(configs) = configs {

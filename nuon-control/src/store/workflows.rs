@@ -18,8 +18,8 @@ use nuon_core::{ReleaseId, now_ms};
 pub use reads::{ActiveWorkflow, Moving};
 use reads::{JobOfWorkflow, MovingRow, StatusRow, WaitingRow, of_many};
 use writes::{
-    bump, bumped, bumped_with, dispatch_in_one, ended_ctes, outputs_with_step, summary_sql,
-    update_step_stmt,
+    bump, bumped, bumped_with, dispatch_in_one, ended_ctes, outputs_with_step, save_summaries,
+    summary_sql, update_step_stmt,
 };
 
 /// A new workflow with its planned steps.
@@ -165,22 +165,29 @@ pub trait WorkflowStore: Send + Sync + 'static {
     /// since this cache came in): what a summary made now is saved at.
     async fn install_summary_rev(&self, install: &InstallId) -> Result<i64>;
 
-    /// Saves an install's summary made from its workflows at revision
-    /// `rev`; nothing if a workflow of it changed since (the revision
-    /// moved on), so a stale summary never overwrites a fresher one.
-    async fn save_install_summary(
-        &self,
-        install: &InstallId,
-        rev: i64,
-        summary: &SummaryText,
-    ) -> Result<()>;
+    /// Saves installs' summaries, each made from its install's workflows
+    /// at a revision (install, revision, summary); nothing of one whose
+    /// workflow changed since (its revision moved on), so a stale summary
+    /// never overwrites a fresher one. One statement for many.
+    async fn save_install_summaries(&self, made: &[(InstallId, i64, SummaryText)]) -> Result<()>;
 
     /// Stores a new workflow, pending, with its steps; its install runs
     /// its config version from then on (set in the same transaction).
     async fn create_workflow(&self, org: &OrgId, workflow: NewWorkflow) -> Result<Workflow>;
 
     /// An install's workflows, newest first.
-    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<Workflow>>;
+    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<Workflow>> {
+        self.installs_workflows(org, std::slice::from_ref(install))
+            .await
+    }
+
+    /// The workflows of these installs of the org, by install (in no set
+    /// order), each install's newest first: one read for many.
+    async fn installs_workflows(
+        &self,
+        org: &OrgId,
+        installs: &[InstallId],
+    ) -> Result<Vec<Workflow>>;
 
     /// One workflow of the org.
     async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Workflow>>;
@@ -318,23 +325,11 @@ impl<S: Sql + 'static> WorkflowStore for S {
         Ok(rev.unwrap_or(0))
     }
 
-    async fn save_install_summary(
-        &self,
-        install: &InstallId,
-        rev: i64,
-        summary: &SummaryText,
-    ) -> Result<()> {
-        self.execute_one(Stmt::new(
-            summary_sql::SAVE,
-            args![
-                install.as_str(),
-                rev,
-                summary.brief.as_str(),
-                summary.full.as_str(),
-            ],
-        ))
-        .await
-        .map(drop)
+    async fn save_install_summaries(&self, made: &[(InstallId, i64, SummaryText)]) -> Result<()> {
+        if made.is_empty() {
+            return Ok(());
+        }
+        self.execute(save_summaries(made)).await.map(drop)
     }
 
     async fn create_workflow(&self, org: &OrgId, new: NewWorkflow) -> Result<Workflow> {
@@ -364,27 +359,30 @@ impl<S: Sql + 'static> WorkflowStore for S {
         .map_err(|e| fired_twice(e, fire.as_ref()))
     }
 
-    async fn list_workflows(&self, org: &OrgId, install: &InstallId) -> Result<Vec<Workflow>> {
+    async fn installs_workflows(
+        &self,
+        org: &OrgId,
+        installs: &[InstallId],
+    ) -> Result<Vec<Workflow>> {
         // Each head on each of its steps' rows, in order: one round trip
-        // (and one snapshot).
-        let rows: Vec<ListedRow> = self
-            .query(Stmt::new(
-                format!(
-                    "SELECT h.*, s.* FROM (SELECT id, {} FROM workflows \
-                     WHERE org_id = $1 AND install_id = $2) h \
-                     LEFT JOIN (SELECT workflow_id, {} FROM workflow_steps) s ON s.workflow_id = h.id \
-                     ORDER BY h.created_at DESC, h.id DESC, s.idx",
-                    WorkflowHead::COLUMNS,
-                    Step::COLUMNS
-                ),
-                args![org.as_str(), install.as_str()],
-            ))
-            .await?;
+        // (and one snapshot) for a thousand installs.
+        let sql = format!(
+            "SELECT h.*, s.* FROM (SELECT id, {} FROM workflows \
+             WHERE org_id = $1 AND install_id IN (IDS)) h \
+             LEFT JOIN (SELECT workflow_id, {} FROM workflow_steps) s ON s.workflow_id = h.id \
+             ORDER BY h.install_id, h.created_at DESC, h.id DESC, s.idx",
+            WorkflowHead::COLUMNS,
+            Step::COLUMNS
+        );
+        let ids: Vec<&str> = installs.iter().map(|i| i.as_str()).collect();
         let mut out: Vec<Workflow> = Vec::new();
-        for ListedRow(id, head, step) in rows {
-            match out.last_mut() {
-                Some(w) if w.id == id => w.steps.extend(step),
-                _ => out.push(head.with_steps(id, step.into_iter().collect())),
+        for stmt in reads::in_lists(&[org.as_str()], &ids, &sql) {
+            let rows: Vec<ListedRow> = self.query(stmt).await?;
+            for ListedRow(id, head, step) in rows {
+                match out.last_mut() {
+                    Some(w) if w.id == id => w.steps.extend(step),
+                    _ => out.push(head.with_steps(id, step.into_iter().collect())),
+                }
             }
         }
         Ok(out)

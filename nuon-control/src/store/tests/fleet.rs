@@ -67,7 +67,7 @@ conformance! {
         assert_eq!(runner.runners.len(), 1);
         assert_eq!(runner.runners[0].id, a.runner_id);
         assert!(runner.runners[0].revoked);
-        f.store.save_install_summary(&b.id, 0, &summary_text()).await.unwrap();
+        f.store.save_install_summaries(&[(b.id.clone(), 0, summary_text())]).await.unwrap();
         let summary = f.store.fleet_changes(&f.org, runner.mark).await.unwrap();
         assert_eq!(summary.summaries.len(), 1);
         assert_eq!(summary.summaries[0].install_id, b.id);
@@ -117,7 +117,7 @@ async fn a_write_committed_after_a_mark_is_read_from_it() {
         assert_eq!(before.installs[0].state.as_str(), "created");
         // A later transaction's write, committed first.
         f.store
-            .save_install_summary(&a.id, 0, &summary_text())
+            .save_install_summaries(&[(a.id.clone(), 0, summary_text())])
             .await
             .unwrap();
         tx.commit().await.unwrap();

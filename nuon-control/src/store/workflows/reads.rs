@@ -81,7 +81,7 @@ pub(super) fn of_many(org: &OrgId, ids: &[WorkflowId], sql: &str) -> Vec<Stmt> {
 /// `sql` with the arguments `first` (`$1`, ...) and, for its `IN (IDS)`,
 /// the `ids` after them, a thousand at a time: a statement's parameters
 /// are bounded (SQLite's 32,766).
-fn in_lists(first: &[&str], ids: &[&str], sql: &str) -> Vec<Stmt> {
+pub(super) fn in_lists(first: &[&str], ids: &[&str], sql: &str) -> Vec<Stmt> {
     ids.chunks(1000)
         .map(|chunk| {
             let mut args: Vec<Arg> = first.iter().map(|a| Arg::from(*a)).collect();

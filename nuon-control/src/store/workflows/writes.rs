@@ -16,14 +16,40 @@ pub(super) mod summary_sql {
     pub(in crate::store) const BUMP_WORKFLOW: &str = "INSERT INTO install_summaries (install_id, rev) \
          SELECT install_id, 1 FROM workflows WHERE id = $1 \
          ON CONFLICT (install_id) DO UPDATE SET rev = install_summaries.rev + 1";
-    /// Saves a summary made at revision `$2` (`$1` the install, `$3` its
-    /// brief, `$4` the whole), only while that is still the install's
-    /// revision.
+    /// Saves summaries, each made at revision `$2` (`$1` the install, `$3`
+    /// its brief, `$4` the whole, a row of `(ROWS)` each), each only while
+    /// that is still its install's revision.
     pub(in crate::store) const SAVE: &str = "INSERT INTO install_summaries (install_id, rev, summary_rev, brief, summary) \
-         VALUES ($1, $2, $2, $3, $4) \
+         VALUES ROWS \
          ON CONFLICT (install_id) DO UPDATE SET summary_rev = excluded.summary_rev, \
          brief = excluded.brief, summary = excluded.summary \
          WHERE install_summaries.rev = excluded.rev";
+}
+
+/// Summaries a statement saves at most (four arguments each).
+const SAVED_AT_ONCE: usize = 500;
+
+/// The statements that save summaries (`install`, the revision each was
+/// made at, the summary): [`summary_sql::SAVE`], [`SAVED_AT_ONCE`] a
+/// statement.
+pub(super) fn save_summaries(made: &[(InstallId, i64, SummaryText)]) -> Vec<Stmt> {
+    made.chunks(SAVED_AT_ONCE)
+        .map(|chunk| {
+            let mut args = Vec::with_capacity(chunk.len() * 4);
+            let mut rows = Vec::with_capacity(chunk.len());
+            for (install, rev, text) in chunk {
+                let n = args.len();
+                args.extend(args![
+                    install.as_str(),
+                    *rev,
+                    text.brief.as_str(),
+                    text.full.as_str()
+                ]);
+                rows.push(format!("(${}, ${}, ${}, ${}, ${})", n + 1, n + 2, n + 2, n + 3, n + 4));
+            }
+            Stmt::new(summary_sql::SAVE.replace("ROWS", &rows.join(", ")), args)
+        })
+        .collect()
 }
 
 /// Changes a step's row as `u` says, when the workflow is the org's.
