@@ -28,7 +28,8 @@ use nuon_core::rollout::{
 };
 use nuon_core::wire::{ReleaseInfo, RunnerReleaseInfo};
 use nuon_core::workflow::{WorkflowKind, WorkflowStatus};
-use nuon_core::{OrgId, RolloutId, WorkflowId, now_ms};
+use nuon_core::model::Install;
+use nuon_core::{InstallId, OrgId, RolloutId, WorkflowId, now_ms};
 
 use super::{Engine, EngineError, Result, Start};
 use crate::store::{RolloutSave, StoreError};
@@ -489,6 +490,15 @@ impl Engine {
             return Ok(r);
         }
         let mut releases: HashMap<_, ReleaseInfo> = HashMap::new();
+        // The installs it starts, in one read.
+        let ids: Vec<InstallId> = (advance.start.iter())
+            .map(|&i| r.targets[i].install_id.clone())
+            .collect();
+        let installs: HashMap<InstallId, Install> = (self.store.find_installs(org, &ids))
+            .await?
+            .into_iter()
+            .map(|i| (i.id.clone(), i))
+            .collect();
         for i in advance.start {
             let target = r.targets[i].clone();
             if !releases.contains_key(&target.release_id) {
@@ -517,8 +527,9 @@ impl Engine {
             r.started(i, workflow.clone(), now_ms());
             r.updated_at_ms = now_ms();
             let save = RolloutSave::of(&r, [i]);
+            let install = installs.get(&target.install_id).cloned();
             match self
-                .start_target(org, &target, release, workflow, save)
+                .start_target(org, &target, install, release, workflow, save)
                 .await
             {
                 Ok(()) => {
@@ -541,20 +552,19 @@ impl Engine {
         Ok(r)
     }
 
-    /// Starts the deploy of one install of a rollout, saving the rollout
-    /// (`save`, with it started) with the workflow.
+    /// Starts the deploy of one install of a rollout (`install`, as read
+    /// with the others of its start: none when it is gone), saving the
+    /// rollout (`save`, with it started) with the workflow.
     async fn start_target(
         &self,
         org: &OrgId,
         target: &nuon_core::rollout::RolloutTarget,
+        install: Option<Install>,
         release: &ReleaseInfo,
         workflow: WorkflowId,
         save: RolloutSave,
     ) -> Result<()> {
-        let install = self
-            .store
-            .find_install(org, target.install_id.as_str())
-            .await?
+        let install = install
             .ok_or_else(|| EngineError::NotFound(format!("install {} is gone", target.install)))?;
         // A rollback of an install's first release: the config version
         // it ran before, with that version's newest builds.

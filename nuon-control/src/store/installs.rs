@@ -1,7 +1,7 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::rows::{Cells, Record};
-use super::sql::{Arg, IdPair, Sql, Stmt, args};
+use super::sql::{Arg, IdPair, Sql, Stmt, args, in_lists};
 use super::*;
 use nuon_core::model::{ApprovalMode, InstallState};
 use nuon_core::{ReleaseId, now_ms};
@@ -87,6 +87,10 @@ pub trait InstallStore: Send + Sync + 'static {
 
     /// An install of the org, by id or name.
     async fn find_install(&self, org: &OrgId, name_or_id: &str) -> Result<Option<Install>>;
+
+    /// The org's installs among `ids` (in no set order; one gone, or
+    /// another org's, is not in the answer): one read for many.
+    async fn find_installs(&self, org: &OrgId, ids: &[InstallId]) -> Result<Vec<Install>>;
 
     /// The install whose runner is `runner` (none for a build runner).
     async fn find_install_of_runner(
@@ -304,6 +308,19 @@ impl<S: Sql + 'static> InstallStore for S {
             args![org.as_str(), name_or_id],
         ))
         .await
+    }
+
+    async fn find_installs(&self, org: &OrgId, ids: &[InstallId]) -> Result<Vec<Install>> {
+        let sql = format!(
+            "SELECT {} FROM installs WHERE org_id = $1 AND id IN (IDS)",
+            Install::COLUMNS
+        );
+        let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for stmt in in_lists(&[org.as_str()], &ids, &sql) {
+            out.extend(self.query::<Install>(stmt).await?);
+        }
+        Ok(out)
     }
 
     async fn find_install_of_runner(

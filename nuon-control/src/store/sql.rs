@@ -308,6 +308,25 @@ pub(super) trait Sql: Send + Sync {
 }
 
 /// `sql` in SQLite's numbered placeholders: `$3` is `?3`.
+/// `sql` with the arguments `first` (`$1`, ...) and, for its `IN (IDS)`,
+/// the `ids` after them, a thousand at a time: a statement's parameters
+/// are bounded (SQLite's 32,766).
+pub(super) fn in_lists(first: &[&str], ids: &[&str], sql: &str) -> Vec<Stmt> {
+    ids.chunks(1000)
+        .map(|chunk| {
+            let mut args: Vec<Arg> = first.iter().map(|a| Arg::from(*a)).collect();
+            let marks: Vec<String> = chunk
+                .iter()
+                .map(|id| {
+                    args.push(Arg::from(*id));
+                    format!("${}", args.len())
+                })
+                .collect();
+            Stmt::new(sql.replace("IDS", &marks.join(", ")), args)
+        })
+        .collect()
+}
+
 pub(super) fn sqlite_placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut chars = sql.chars().peekable();

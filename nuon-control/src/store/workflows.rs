@@ -5,7 +5,7 @@ use super::rows::{Cells, Dialect, Offset, Record, WorkflowHead};
 use super::shared::{
     already_started, corrupt, enum_str, inputs_column, json_or_null, planned_status,
 };
-use super::sql::{Arg, Change, Sql, Stmt, args};
+use super::sql::{Arg, Change, Sql, Stmt, args, in_lists};
 use super::*;
 
 mod create;
@@ -376,7 +376,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         );
         let ids: Vec<&str> = installs.iter().map(|i| i.as_str()).collect();
         let mut out: Vec<Workflow> = Vec::new();
-        for stmt in reads::in_lists(&[org.as_str()], &ids, &sql) {
+        for stmt in in_lists(&[org.as_str()], &ids, &sql) {
             let rows: Vec<ListedRow> = self.query(stmt).await?;
             for ListedRow(id, head, step) in rows {
                 match out.last_mut() {

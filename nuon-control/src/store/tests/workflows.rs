@@ -800,7 +800,7 @@ fn over(text: &str) -> nuon_core::wire::ComponentOverride {
 }
 
 conformance! {
-    async fn many_installs_workflows_are_read_at_once_and_their_summaries_saved_at_once(f: Fixture) {
+    async fn many_installs_and_their_workflows_are_read_at_once_and_their_summaries_saved_at_once(f: Fixture) {
         use nuon_core::WorkflowId;
         use nuon_core::workflow::{PlannedStep, StepKind};
 
@@ -824,6 +824,7 @@ conformance! {
             }
         }
         let ids: Vec<_> = installs.iter().map(|i| i.id.clone()).collect();
+        let store = &f.store;
         let read = f.store.installs_workflows(&f.org, &ids).await.unwrap();
         let of = |i: usize| -> Vec<WorkflowId> {
             read.iter().filter(|w| w.install_id == ids[i]).map(|w| w.id.clone()).collect()
@@ -841,11 +842,20 @@ conformance! {
         let other = f.store.create_org(&OrgId::generate(), "other", b"sealed key of other").await.unwrap().org_id;
         assert!(f.store.installs_workflows(&other, &ids).await.unwrap().is_empty());
         assert!(f.store.installs_workflows(&f.org, &[]).await.unwrap().is_empty());
+        // The installs themselves, at once: each as one read finds it, none
+        // of another org, none that is not there.
+        let gone = nuon_core::InstallId::generate();
+        let mut found = f.store.find_installs(&f.org, &[ids[2].clone(), gone, ids[0].clone()]).await.unwrap();
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        let org = &f.org;
+        let one = |i: usize| { let id = ids[i].clone(); async move { store.find_install(org, id.as_str()).await.unwrap().unwrap() } };
+        assert_eq!(found, vec![one(0).await, one(2).await]);
+        assert!(f.store.find_installs(&other, &ids).await.unwrap().is_empty());
+        assert!(f.store.find_installs(&f.org, &[]).await.unwrap().is_empty());
 
         // Saved at once, each at its revision: one made before a change
         // since is not saved, the others are.
         let text = |n: usize| crate::store::SummaryText { brief: format!("{{\"n\":{n}}}"), full: format!("{{\"at\":{n}}}") };
-        let store = &f.store;
         let rev = |i: usize| { let id = ids[i].clone(); async move { store.install_summary_rev(&id).await.unwrap() } };
         let stale_b = rev(1).await;
         f.store.update_step(&f.org, &made[2].1, 0, super::StepUpdate { status: nuon_core::workflow::StepStatus::Skipped, ..Default::default() }).await.unwrap();

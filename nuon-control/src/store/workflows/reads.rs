@@ -2,7 +2,7 @@
 //! the active workflows, statuses, waiting steps.
 
 use super::super::rows::{Cells, Dialect, Offset, Record, WorkflowHead};
-use super::super::sql::{Arg, Stmt};
+use super::super::sql::{Stmt, in_lists};
 use super::super::*;
 use nuon_core::model::{QueuedJob, Step};
 use std::sync::LazyLock;
@@ -76,25 +76,6 @@ pub(super) fn workflows_of_jobs(jobs: &[JobId]) -> Vec<Stmt> {
 pub(super) fn of_many(org: &OrgId, ids: &[WorkflowId], sql: &str) -> Vec<Stmt> {
     let ids: Vec<&str> = ids.iter().map(|w| w.as_str()).collect();
     in_lists(&[org.as_str()], &ids, sql)
-}
-
-/// `sql` with the arguments `first` (`$1`, ...) and, for its `IN (IDS)`,
-/// the `ids` after them, a thousand at a time: a statement's parameters
-/// are bounded (SQLite's 32,766).
-pub(super) fn in_lists(first: &[&str], ids: &[&str], sql: &str) -> Vec<Stmt> {
-    ids.chunks(1000)
-        .map(|chunk| {
-            let mut args: Vec<Arg> = first.iter().map(|a| Arg::from(*a)).collect();
-            let marks: Vec<String> = chunk
-                .iter()
-                .map(|id| {
-                    args.push(Arg::from(*id));
-                    format!("${}", args.len())
-                })
-                .collect();
-            Stmt::new(sql.replace("IDS", &marks.join(", ")), args)
-        })
-        .collect()
 }
 
 /// A workflow's id and the name of a step of it, as `waiting_steps` reads
