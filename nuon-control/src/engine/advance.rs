@@ -70,8 +70,8 @@ impl Engine {
             .await?;
         if !status.is_active() {
             self.ended_here().insert(id.clone());
-            (self.unsummed.lock().unwrap_or_else(|e| e.into_inner()))
-                .push((org.clone(), install.clone(), bumped));
+            let mut unsummed = self.unsummed.lock().unwrap_or_else(|e| e.into_inner());
+            unsummed.push((org.clone(), install.clone(), bumped));
         }
         Ok(())
     }
@@ -536,9 +536,10 @@ impl Engine {
         };
         let status = WorkflowStatus::Failed;
         // The step's failure with it.
+        let after = rules::install_state_after(&cx.wf, status, false, cx.install.state);
         let with = StatusWith {
             step: Some((step.index, u)),
-            ..StatusWith::state(rules::install_state_after(&cx.wf, status, false, cx.install.state))
+            ..StatusWith::state(after)
         };
         (self.set_status(&cx.org, &cx.wf.id, &cx.install.id, status, with)).await?;
         self.settle_pending(&cx.org, &cx.install.id, &cx.wf.id)
@@ -649,8 +650,10 @@ impl Engine {
         let (org, id) = (&cx.org, &cx.wf.id);
         match cx.take_carried() {
             Some(Carried::Started(state)) => {
-                let running = WorkflowStatus::Running;
-                (self.store.set_workflow_status(org, id, running, Some(state), None, None)).await?;
+                let (store, running) = (&self.store, WorkflowStatus::Running);
+                store
+                    .set_workflow_status(org, id, running, Some(state), None, None)
+                    .await?;
             }
             Some(Carried::Ended(index, u)) => self.store.update_step(org, id, index, u).await?,
             None => {}

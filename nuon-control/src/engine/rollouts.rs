@@ -22,13 +22,13 @@ use nuon_core::wire::ErrorCode;
 use std::collections::HashMap;
 
 use nuon_core::labels::Selector;
+use nuon_core::model::Install;
 use nuon_core::rollout::{
     CreateRollout, NewRollout, RolloutInfo, RolloutKind, RolloutStatus, Seen, Selected,
     TargetState, Waves,
 };
 use nuon_core::wire::{ReleaseInfo, RunnerReleaseInfo};
 use nuon_core::workflow::{WorkflowKind, WorkflowStatus};
-use nuon_core::model::Install;
 use nuon_core::{InstallId, OrgId, RolloutId, WorkflowId, now_ms};
 
 use super::{Engine, EngineError, Result, Start};

@@ -319,7 +319,8 @@ impl Services<'_> {
                 let rev = v.stale.remove(&id).unwrap_or(0);
                 stale.push((id, rev));
             } else {
-                v.summaries.insert(id, InstallSummary::made(Default::default()));
+                v.summaries
+                    .insert(id, InstallSummary::made(Default::default()));
             }
         }
         for (id, made) in crate::health::remake_summaries(self.store, org, &stale).await? {

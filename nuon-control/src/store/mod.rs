@@ -104,7 +104,8 @@ pub use states::{ComponentState, StateLock, StatePrincipal, StateStore, StateTok
 pub use users::{Identity, PendingSignIn, UserStore};
 pub use webhooks::{DeliveryTry, DueDelivery, WebhookStore};
 pub use workflows::{
-    ActiveWorkflow, CachedSummary, Carried, Moving, NewWorkflow, StepUpdate, SummaryText, WorkflowStore,
+    ActiveWorkflow, CachedSummary, Carried, Moving, NewWorkflow, StepUpdate, SummaryText,
+    WorkflowStore,
 };
 
 /// Every store trait, to call a concrete store's methods:

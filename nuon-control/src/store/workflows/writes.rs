@@ -45,7 +45,14 @@ pub(super) fn save_summaries(made: &[(InstallId, i64, SummaryText)]) -> Vec<Stmt
                     text.brief.as_str(),
                     text.full.as_str()
                 ]);
-                rows.push(format!("(${}, ${}, ${}, ${}, ${})", n + 1, n + 2, n + 2, n + 3, n + 4));
+                rows.push(format!(
+                    "(${}, ${}, ${}, ${}, ${})",
+                    n + 1,
+                    n + 2,
+                    n + 2,
+                    n + 3,
+                    n + 4
+                ));
             }
             Stmt::new(summary_sql::SAVE.replace("ROWS", &rows.join(", ")), args)
         })
