@@ -15,6 +15,15 @@ fn step(name: &str) -> PlannedStep {
     }
 }
 
+/// A new workflow of `install`, pending: a plan and an apply of `db`.
+async fn pending(f: &Fixture, install: &nuon_core::InstallId) -> nuon_core::WorkflowId {
+    let wf = nuon_core::WorkflowId::generate();
+    let steps = vec![step("plan db"), step("apply db")];
+    let new = new_workflow(&wf, install, steps);
+    f.store.create_workflow(&f.org, new).await.unwrap();
+    wf
+}
+
 conformance! {
     async fn a_step_is_dispatched_only_while_its_workflow_runs_and_each_change_marks_the_summary_stale(f: Fixture) {
         use nuon_core::WorkflowId;
@@ -108,17 +117,12 @@ conformance! {
 
 conformance! {
     async fn a_steps_success_is_written_with_the_next_steps_dispatch_and_without_it_when_the_workflow_stopped(f: Fixture) {
-        use nuon_core::WorkflowId;
         use nuon_core::model::InstallState;
         use nuon_core::workflow::{StepStatus, WorkflowStatus};
 
         let inst = f.install("acme").await;
         let started = || async {
-            let wf = WorkflowId::generate();
-            f.store
-                .create_workflow(&f.org, new_workflow(&wf, &inst.id, vec![step("plan db"), step("apply db")]))
-                .await
-                .unwrap();
+            let wf = pending(&f, &inst.id).await;
             f.store.set_workflow_status(&f.org, &wf, WorkflowStatus::Running, Some(InstallState::Provisioning), None, None).await.unwrap();
             let job = f.new_job(&inst.runner_id, "terraform", 1);
             f.store.dispatch_step(&f.org, &wf, 0, job, None, None).await.unwrap();
@@ -182,14 +186,7 @@ conformance! {
         use nuon_core::workflow::{StepStatus, WorkflowStatus};
 
         let inst = f.install("acme").await;
-        let pending = || async {
-            let wf = WorkflowId::generate();
-            f.store
-                .create_workflow(&f.org, new_workflow(&wf, &inst.id, vec![step("plan db"), step("apply db")]))
-                .await
-                .unwrap();
-            wf
-        };
+        let pending = || pending(&f, &inst.id);
         let rev = || async { f.store.install_summary_rev(&inst.id).await.unwrap() };
         let install = || async { f.store.find_install(&f.org, inst.id.as_str()).await.unwrap().unwrap() };
         let (store, org) = (&f.store, &f.org);
