@@ -184,7 +184,7 @@ impl Engine {
                 }
                 // With a job still stopping, the install stays busy until
                 // it has ended and what it did is recorded.
-                let with = super::advance::StatusWith::default();
+                let with = super::ends::StatusWith::default();
                 (self.set_status(org, id, &wf.install_id, cancel.status, with)).await?;
                 tracing::info!(workflow = %id, status = %cancel.status, "cancel requested");
             }
@@ -335,7 +335,7 @@ impl Engine {
             // and the webhook.
             let status = nuon_core::workflow::WorkflowStatus::Failed;
             let after = rules::install_state_after(wf, status, false, install.state);
-            let with = super::advance::StatusWith::state(after);
+            let with = super::ends::StatusWith::state(after);
             (self.set_status(org, &wf.id, &install.id, status, with)).await?;
             let data = serde_json::json!({
                 "workflow_id": wf.id,

@@ -22,6 +22,9 @@
 //! - [`rules`]: the pure rules (what runs next, what a denial skips, what
 //!   a retry redoes), table-tested.
 //! - `advance`: moving one workflow (a job ended, an approval came).
+//! - `ends`: what a workflow writes beyond a step (its status and what
+//!   goes with it, what an advance held back, the summaries of installs
+//!   whose workflows ended, pending values settled).
 //! - `acts`: the operator's commands.
 //! - `dispatch`: the job each kind of step sends.
 //! - [`render`]: templates, secrets and the checks before a start.
@@ -33,6 +36,7 @@ pub(crate) use awaits::in_words;
 pub(crate) mod cron;
 mod destroy;
 mod dispatch;
+mod ends;
 mod passes;
 mod pulumi;
 pub(crate) mod render;
