@@ -136,6 +136,7 @@ mod replicas;
 mod sealing;
 mod states;
 mod steps;
+mod summaries;
 mod workflows;
 
 impl Fixture {
