@@ -17,10 +17,7 @@ use nuon_core::model::{InstallState, QueuedJob, Step};
 use nuon_core::{ReleaseId, now_ms};
 pub use reads::{ActiveWorkflow, Moving};
 use reads::{JobOfWorkflow, MovingRow, StatusRow, WaitingRow, of_many};
-use writes::{
-    bump, bumped, bumped_with, dispatch_in_one, ended_ctes, outputs_with_step, save_summaries,
-    summary_sql, update_step_stmt,
-};
+use writes::{bump, bumped, dispatch_in_one, ended_ctes, save_summaries, step_writes, summary_sql};
 
 /// A new workflow with its planned steps.
 #[derive(Debug, Clone)]
@@ -595,11 +592,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
             // transaction.
             Dialect::Sqlite => {
                 if let Some((at, u)) = &ended {
-                    let write = update_step_stmt(org, id, *at, u);
-                    let outputs = (u.install_outputs.as_ref())
-                        .map(|(json, state)| outputs_with_step(&write, json, *state));
-                    let step = bumped_with(S::DIALECT, write, id, outputs);
-                    writes.splice(0..0, step);
+                    writes.splice(0..0, step_writes(S::DIALECT, org, id, *at, u));
                 }
                 writes.extend(
                     (also.into_iter()).map(|(sql, named)| Stmt::new(sql, args[..named].to_vec())),
@@ -629,10 +622,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         u: StepUpdate,
     ) -> Result<()> {
         let missing = format!("no step {index} in workflow {id}");
-        let write = update_step_stmt(org, id, index, &u);
-        let outputs = (u.install_outputs.as_ref())
-            .map(|(json, state)| outputs_with_step(&write, json, *state));
-        let writes = bumped_with(S::DIALECT, write, id, outputs);
+        let writes = step_writes(S::DIALECT, org, id, index, &u);
         if S::DIALECT == Dialect::Postgres {
             // The update finds the step or changes nothing: no read first.
             let changed = self.execute(writes).await?;

@@ -87,6 +87,26 @@ fn new_workflow(
     }
 }
 
+/// A plan step of component `db`.
+fn step(name: &str) -> nuon_core::workflow::PlannedStep {
+    nuon_core::workflow::PlannedStep {
+        name: name.into(),
+        kind: nuon_core::workflow::StepKind::Plan,
+        target: Some("db".into()),
+        needs_approval: false,
+        skipped: None,
+    }
+}
+
+/// A new workflow of `install`, pending: a plan and an apply of `db`.
+async fn pending(f: &Fixture, install: &InstallId) -> nuon_core::WorkflowId {
+    let wf = nuon_core::WorkflowId::generate();
+    let steps = vec![step("plan db"), step("apply db")];
+    let new = new_workflow(&wf, install, steps);
+    f.store.create_workflow(&f.org, new).await.unwrap();
+    wf
+}
+
 /// An install `name` of `app` to create, with its own runner.
 fn new_install(app: &AppId, name: &str, labels: nuon_core::labels::Labels) -> NewInstall {
     NewInstall {

@@ -2,28 +2,6 @@
 //! marking its install's summary stale.
 
 use super::*;
-use nuon_core::workflow::{PlannedStep, StepKind};
-
-/// A plan step of component `db`.
-fn step(name: &str) -> PlannedStep {
-    PlannedStep {
-        name: name.into(),
-        kind: StepKind::Plan,
-        target: Some("db".into()),
-        needs_approval: false,
-        skipped: None,
-    }
-}
-
-/// A new workflow of `install`, pending: a plan and an apply of `db`.
-async fn pending(f: &Fixture, install: &nuon_core::InstallId) -> nuon_core::WorkflowId {
-    let wf = nuon_core::WorkflowId::generate();
-    let steps = vec![step("plan db"), step("apply db")];
-    let new = new_workflow(&wf, install, steps);
-    f.store.create_workflow(&f.org, new).await.unwrap();
-    wf
-}
-
 conformance! {
     async fn a_step_is_dispatched_only_while_its_workflow_runs_and_each_change_marks_the_summary_stale(f: Fixture) {
         use nuon_core::WorkflowId;

@@ -6,23 +6,13 @@ use super::*;
 conformance! {
     async fn many_installs_and_their_workflows_are_read_at_once_and_their_summaries_saved_at_once(f: Fixture) {
         use nuon_core::WorkflowId;
-        use nuon_core::workflow::{PlannedStep, StepKind};
 
-        let step = |name: &str| PlannedStep {
-            name: name.into(),
-            kind: StepKind::Plan,
-            target: Some("db".into()),
-            needs_approval: false,
-            skipped: None,
-        };
         let installs = [f.install("a").await, f.install("b").await, f.install("c").await];
         // Two workflows of `a`, one of `b`, none of `c`.
         let mut made = Vec::new();
         for (inst, n) in [(&installs[0], 2), (&installs[1], 1)] {
             for _ in 0..n {
-                let wf = WorkflowId::generate();
-                f.store.create_workflow(&f.org, new_workflow(&wf, &inst.id, vec![step("plan db"), step("plan again")])).await.unwrap();
-                made.push((inst.id.clone(), wf));
+                made.push((inst.id.clone(), pending(&f, &inst.id).await));
                 // Created at distinct times: newest first is an order.
                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             }

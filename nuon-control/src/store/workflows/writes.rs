@@ -136,6 +136,21 @@ pub(super) fn bumped_with(
     }
 }
 
+/// Step `index`'s update `u` with the install's outputs it carries and
+/// its summary's bump (see [`bumped_with`]).
+pub(super) fn step_writes(
+    dialect: Dialect,
+    org: &OrgId,
+    id: &WorkflowId,
+    index: u32,
+    u: &StepUpdate,
+) -> Vec<Stmt> {
+    let write = update_step_stmt(org, id, index, u);
+    let outputs =
+        (u.install_outputs.as_ref()).map(|(json, state)| outputs_with_step(&write, json, *state));
+    bumped_with(dialect, write, id, outputs)
+}
+
 /// The write of a step's install's outputs and state that goes with the
 /// step's update `write` (see [`update_step_stmt`]'s arguments).
 pub(super) fn outputs_with_step(write: &Stmt, outputs_json: &str, state: InstallState) -> Stmt {
