@@ -34,6 +34,7 @@ impl Engine {
             mut jobs,
         } = moving;
         let id = wf.id.clone();
+        self.not_waiting(&id);
         // A newer replica planned it, during a rolling upgrade: only a
         // replica that knows every step moves it (the lead passes to the
         // newest replica: `MaintenanceStore::lead`), so this one leaves it be.
@@ -58,7 +59,10 @@ impl Engine {
                 None => self.store.get_job(org, job_id).await?,
             };
             match job {
-                Some(job) if !job.status.is_terminal() => return Ok(()),
+                Some(job) if !job.status.is_terminal() => {
+                    self.left_waiting(&id, &job.id);
+                    return Ok(());
+                }
                 job => ended_job = job,
             }
         }
@@ -120,6 +124,7 @@ impl Engine {
                         })?,
                     };
                     if !job.status.is_terminal() {
+                        self.left_waiting(&cx.wf.id, &job.id);
                         return Ok(());
                     }
                     cx.ended = Some((job.id.clone(), job.finished_at_ms));

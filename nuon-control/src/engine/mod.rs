@@ -263,6 +263,10 @@ pub(crate) struct Engine {
     /// What never changes once stored, as read: config versions (opened
     /// and parsed), apps' and orgs' names, releases' builds.
     kept: std::sync::Mutex<render::Kept>,
+    /// The workflows the leader's last advance left waiting on a job still
+    /// queued or running, with that job: a timed pass looks at them only
+    /// when the job ended ([`passes::Waiting`]).
+    waiting: std::sync::Mutex<passes::Waiting>,
 }
 
 impl Engine {
@@ -293,6 +297,7 @@ impl Engine {
             ended_here: Default::default(),
             unsummed: Default::default(),
             kept: Default::default(),
+            waiting: Default::default(),
         }
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{InstallId, JobId, OrgId, WorkflowId};
 
 use super::Engine;
@@ -42,6 +43,62 @@ const FULL_PASS_EVERY: Duration = Duration::from_secs(1);
 /// connections (the runners' calls keep the rest).
 const INSTALLS_AT_ONCE: usize = 8;
 
+/// How often a timed pass looks at the workflows left waiting on a job
+/// that still runs too (see [`Waiting`]).
+const WALK_ALL_EVERY: Duration = Duration::from_secs(10);
+
+/// The workflows the leader's last advance of each left waiting on a job
+/// still queued or running. Such a workflow has nothing to do until the
+/// job ends (its advance reads it, finds the job live and returns), and
+/// in a busy fleet they are most of the active workflows: a timed pass
+/// asks the store which of their jobs are still live, in one read, and
+/// passes those over instead of reading each workflow. What else could
+/// move one is seen all the same: a cancel changes its status (read with
+/// the active workflows), every act of an operator asks for a pass over
+/// everything, and a touched workflow is never passed over. Every
+/// [`WALK_ALL_EVERY`], a timed pass looks at every workflow.
+#[derive(Debug, Default)]
+pub(super) struct Waiting {
+    on: HashMap<WorkflowId, JobId>,
+    walked: Option<std::time::Instant>,
+}
+
+impl Waiting {
+    /// Of the active workflows, those that may be passed over, with the
+    /// job each waits on: running, not `touched`, left waiting.
+    fn to_check(
+        &self,
+        active: &[ActiveWorkflow],
+        touched: &HashSet<WorkflowId>,
+    ) -> Vec<(WorkflowId, JobId)> {
+        (active.iter())
+            .filter(|a| a.status == WorkflowStatus::Running && !touched.contains(&a.id))
+            .filter_map(|a| self.on.get(&a.id).map(|j| (a.id.clone(), j.clone())))
+            .collect()
+    }
+
+    /// Those of `on` whose job is `live`.
+    fn still(on: Vec<(WorkflowId, JobId)>, live: Vec<JobId>) -> HashSet<WorkflowId> {
+        let live: HashSet<JobId> = live.into_iter().collect();
+        (on.into_iter())
+            .filter(|(_, j)| live.contains(j))
+            .map(|(w, _)| w)
+            .collect()
+    }
+}
+
+/// Which active workflows a pass moves.
+#[derive(Debug, Clone, Copy)]
+enum Walk<'a> {
+    /// Every one.
+    All,
+    /// Every one but those left waiting on a job still live and not
+    /// touched since (these).
+    Timed(&'a HashSet<WorkflowId>),
+    /// These, and the next of their installs when they end.
+    Only(&'a HashSet<WorkflowId>),
+}
+
 impl Engine {
     /// The leader's pass: every active workflow when a full pass is due
     /// (or something asked for one), else only those touched since the
@@ -71,20 +128,68 @@ impl Engine {
             }
         }
         if full {
-            *last_full = Some(std::time::Instant::now());
-            self.advance_all(None).await;
+            let now = std::time::Instant::now();
+            *last_full = Some(now);
+            let walk = {
+                let mut waiting = self.waiting();
+                if touched.all || waiting.walked.is_none_or(|t| now - t >= WALK_ALL_EVERY) {
+                    waiting.walked = Some(now);
+                    Walk::All
+                } else {
+                    Walk::Timed(&only)
+                }
+            };
+            self.advance_all(walk).await;
         } else if !only.is_empty() {
-            self.advance_all(Some(&only)).await;
+            self.advance_all(Walk::Only(&only)).await;
+        }
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The workflow's advance left it waiting on `job`, still queued or
+    /// running.
+    pub(super) fn left_waiting(&self, workflow: &WorkflowId, job: &JobId) {
+        self.waiting().on.insert(workflow.clone(), job.clone());
+    }
+
+    /// The workflow moves: what its last advance left is forgotten.
+    pub(super) fn not_waiting(&self, workflow: &WorkflowId) {
+        self.waiting().on.remove(workflow);
+    }
+
+    /// Of the active workflows, those a timed pass passes over: running,
+    /// not `touched`, and left waiting on a job the store says is still
+    /// queued or running (one read). None when the read fails: then every
+    /// one is looked at.
+    async fn still_waiting(
+        &self,
+        active: &[ActiveWorkflow],
+        touched: &HashSet<WorkflowId>,
+    ) -> HashSet<WorkflowId> {
+        let on = self.waiting().to_check(active, touched);
+        if on.is_empty() {
+            return HashSet::new();
+        }
+        let jobs: Vec<JobId> = on.iter().map(|(_, j)| j.clone()).collect();
+        match self.store.live_jobs(&jobs).await {
+            Ok(live) => Waiting::still(on, live),
+            Err(e) => {
+                tracing::warn!(jobs = jobs.len(), error = %e, "cannot check the jobs workflows wait on; looking at every workflow");
+                HashSet::new()
+            }
         }
     }
 
     /// Moves the oldest active workflow of each install (the rest queue
-    /// behind it), or of those `only` names; then the rollouts, when a
-    /// workflow ended or on a full pass. Installs move side by side, at
+    /// behind it) that the walk takes; then the rollouts, when a workflow
+    /// ended or on a full pass. Installs move side by side, at
     /// most [`INSTALLS_AT_ONCE`]: each advance is a few round trips to the
     /// store, and one after another the leader's threads parked and woke at
     /// each of them.
-    async fn advance_all(&self, only: Option<&HashSet<WorkflowId>>) {
+    async fn advance_all(&self, walk: Walk<'_>) {
         let active = match self.store.active_workflows().await {
             Ok(a) => a,
             Err(e) => {
@@ -94,6 +199,18 @@ impl Engine {
         };
         // Whatever ended before this pass is not in `active`.
         self.ended_here().clear();
+        let passed_over = match walk {
+            Walk::Only(_) => HashSet::new(),
+            Walk::All | Walk::Timed(_) => {
+                // What a workflow that is over left is forgotten.
+                let ids: HashSet<&WorkflowId> = active.iter().map(|a| &a.id).collect();
+                self.waiting().on.retain(|w, _| ids.contains(w));
+                match walk {
+                    Walk::Timed(touched) => self.still_waiting(&active, touched).await,
+                    _ => HashSet::new(),
+                }
+            }
+        };
         // Each install's active workflows, oldest first (as listed).
         let mut lines: Vec<Vec<&ActiveWorkflow>> = Vec::new();
         let mut line_of: HashMap<&InstallId, usize> = HashMap::new();
@@ -111,7 +228,7 @@ impl Engine {
             while going.len() < INSTALLS_AT_ONCE
                 && let Some(line) = lines.next()
             {
-                going.push(self.advance_install(line, only));
+                going.push(self.advance_install(line, walk, &passed_over));
             }
             match going.next().await {
                 Some(e) => ended |= e,
@@ -119,22 +236,24 @@ impl Engine {
             }
         }
         self.make_summaries().await;
-        if only.is_none() || ended {
+        if !matches!(walk, Walk::Only(_)) || ended {
             self.drive_rollouts().await;
         }
     }
 
-    /// Moves one install's oldest active workflow (when `only` names it,
-    /// or always when `only` is none) and, each time the one moved ends,
+    /// Moves one install's oldest active workflow (unless the walk leaves
+    /// it out, or it is `passed_over`) and, each time the one moved ends,
     /// the next in its line. Whether any ended.
     async fn advance_install(
         &self,
         line: Vec<&ActiveWorkflow>,
-        only: Option<&HashSet<WorkflowId>>,
+        walk: Walk<'_>,
+        passed_over: &HashSet<WorkflowId>,
     ) -> bool {
         let mut ended = false;
         for (i, a) in line.into_iter().enumerate() {
-            if i == 0 && only.is_some_and(|o| !o.contains(&a.id)) {
+            let left_out = matches!(walk, Walk::Only(o) if !o.contains(&a.id));
+            if i == 0 && (left_out || passed_over.contains(&a.id)) {
                 return false;
             }
             let moving = match self.store.workflow_to_move(&a.org, &a.id).await {
@@ -158,5 +277,53 @@ impl Engine {
             ended = true;
         }
         ended
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn active(status: WorkflowStatus) -> ActiveWorkflow {
+        ActiveWorkflow {
+            org: OrgId::generate(),
+            id: WorkflowId::generate(),
+            install: InstallId::generate(),
+            status,
+        }
+    }
+
+    /// A timed pass passes over only a running workflow left waiting on a
+    /// job the store says is live, and not touched since: one cancelled
+    /// meanwhile, touched, never left waiting or whose job ended is moved.
+    #[test]
+    fn a_timed_pass_passes_over_only_what_waits_on_a_live_job() {
+        let [waits, cancelling, touched, ended, fresh] = [
+            WorkflowStatus::Running,
+            WorkflowStatus::Cancelling,
+            WorkflowStatus::Running,
+            WorkflowStatus::Running,
+            WorkflowStatus::Running,
+        ]
+        .map(active);
+        let job = |_: &ActiveWorkflow| JobId::generate();
+        let mut w = Waiting::default();
+        let jobs: Vec<JobId> = [&waits, &cancelling, &touched, &ended].map(job).into();
+        for (a, j) in [&waits, &cancelling, &touched, &ended].iter().zip(&jobs) {
+            w.on.insert(a.id.clone(), j.clone());
+        }
+        let all = [waits.clone(), cancelling, touched.clone(), ended, fresh];
+        let on = w.to_check(&all, &HashSet::from([touched.id.clone()]));
+        let ids: Vec<&WorkflowId> = on.iter().map(|(w, _)| w).collect();
+        assert_eq!(
+            ids,
+            [&waits.id, &all[3].id],
+            "running, left waiting, not touched"
+        );
+        // The store says the first's job is live, the other's ended (a
+        // job it never names, whatever its status).
+        let live = vec![jobs[0].clone(), jobs[1].clone(), JobId::generate()];
+        assert_eq!(Waiting::still(on, live), HashSet::from([waits.id.clone()]));
+        assert!(Waiting::still(Vec::new(), jobs).is_empty());
     }
 }

@@ -57,6 +57,15 @@ impl FleetViews {
 }
 
 /// An org's installs, runners (as stored) and workflow summaries, as of a
+/// A fleet's installs by health status (in [`HealthStatus::ALL`]'s order;
+/// those whose app has no config in none), and its steps waiting for an
+/// approval.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct FleetCounts {
+    pub(crate) by_health: [usize; HealthStatus::ALL.len()],
+    pub(crate) waiting: usize,
+}
+
 /// mark of the store's changes.
 #[derive(Clone, Default)]
 pub(crate) struct FleetView {
@@ -108,6 +117,26 @@ impl FleetView {
     /// when its app has no config).
     pub(crate) fn status(&self, id: &InstallId) -> Option<HealthStatus> {
         self.statuses.get(id).copied().flatten()
+    }
+
+    /// The whole fleet's counts, as the overview shows them first: made
+    /// from the kept statuses and summaries alone, never looked up install
+    /// by install (10,000 lookups, each a cache miss on the install's id,
+    /// were most of an overview's time); `None` while a status is unmade.
+    pub(crate) fn counts(&self) -> Option<FleetCounts> {
+        if !self.unmade.is_empty() || self.statuses.len() != self.installs.len() {
+            return None;
+        }
+        let mut counts = FleetCounts::default();
+        for status in self.statuses.values().flatten() {
+            if let Some(n) = HealthStatus::ALL.iter().position(|k| k == status) {
+                counts.by_health[n] += 1;
+            }
+        }
+        counts.waiting = (self.summaries.values())
+            .map(|s| s.brief.waiting.len())
+            .sum();
+        Some(counts)
     }
 
     /// Takes in what changed; `false` when the view no longer holds the
@@ -383,6 +412,13 @@ mod tests {
         view.show_runners(shown(RunnerStatus::Connected));
         view.make_statuses(&configs);
         assert_eq!(view.status(&install.id), Some(HealthStatus::Healthy));
+        // The overview's counts, from the kept statuses alone.
+        let counted = |k: HealthStatus| {
+            let mut c = FleetCounts::default();
+            c.by_health[HealthStatus::ALL.iter().position(|s| *s == k).unwrap()] = 1;
+            Some(c)
+        };
+        assert_eq!(view.counts(), counted(HealthStatus::Healthy));
 
         // Its runner called again: the row changed, the status holds.
         assert!(view.apply(changes(vec![], vec![runner(2)])));
@@ -396,8 +432,10 @@ mod tests {
         // Its runner's shown status moves with time: made again.
         view.show_runners(shown(RunnerStatus::Gone));
         assert_eq!(view.status(&install.id), None, "dropped");
+        assert_eq!(view.counts(), None, "not counted while a status is unmade");
         view.make_statuses(&configs);
         assert_eq!(view.status(&install.id), Some(HealthStatus::Offline));
+        assert_eq!(view.counts(), counted(HealthStatus::Offline));
 
         // Its runner reports it is turned off: made again.
         let mut off = runner(3);
@@ -423,6 +461,7 @@ mod tests {
         // app has none any more: no status).
         view.make_statuses(&BTreeMap::new());
         assert_eq!(view.status(&install.id), None);
+        assert_eq!(view.counts(), Some(FleetCounts::default()), "in no status");
 
         // Another install's row counts as a removal when the counts say so.
         let mut more = changes(vec![], vec![]);

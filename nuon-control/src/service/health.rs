@@ -177,6 +177,11 @@ impl Fleet {
         self.view.summary(id)
     }
 
+    /// The whole fleet's counts ([`super::fleet::FleetView::counts`]).
+    pub(crate) fn counts(&self) -> Option<super::fleet::FleetCounts> {
+        self.view.counts()
+    }
+
     /// A runner as the API shows it.
     pub(crate) fn runner(&self, id: &RunnerId) -> Option<&RunnerInfo> {
         self.view.runner(id)

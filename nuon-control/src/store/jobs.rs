@@ -2,7 +2,7 @@
 
 use super::rows::{Cells, Record};
 use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt};
-use super::sql::{Sql, Stmt, args};
+use super::sql::{Sql, Stmt, args, in_lists};
 use super::*;
 use nuon_core::model::QueuedJob;
 use nuon_core::wire::{LeaseRef, LogPage};
@@ -54,6 +54,11 @@ pub trait JobStore: Send + Sync + 'static {
     /// The runners that have a job queued: what a replica's sweep wakes
     /// when a wake-up from another replica may have been lost.
     async fn queued_runners(&self) -> Result<Vec<RunnerId>>;
+
+    /// Those of these jobs (of any org) still queued or running: the
+    /// leader's check, in one read, of the workflows it left waiting on
+    /// them.
+    async fn live_jobs(&self, jobs: &[JobId]) -> Result<Vec<JobId>>;
 }
 
 /// The most attempts [`JobStore::held_attempts`] lists.
@@ -170,6 +175,22 @@ impl<S: Sql + 'static> JobStore for S {
             ))
             .await?;
         ids.iter().map(|id| shared::parse_id(id)).collect()
+    }
+
+    async fn live_jobs(&self, jobs: &[JobId]) -> Result<Vec<JobId>> {
+        let ids: Vec<&str> = jobs.iter().map(JobId::as_str).collect();
+        let mut live = Vec::new();
+        for stmt in in_lists(
+            &[],
+            &ids,
+            "SELECT id FROM jobs WHERE id IN (IDS) AND status IN ('queued', 'running')",
+        ) {
+            let rows: Vec<String> = self.query(stmt).await?;
+            for id in rows {
+                live.push(shared::parse_id(&id)?);
+            }
+        }
+        Ok(live)
     }
 
     async fn list_jobs(&self, org: &OrgId, limit: u32) -> Result<Vec<QueuedJob>> {

@@ -439,7 +439,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
 
     async fn active_workflows(&self) -> Result<Vec<ActiveWorkflow>> {
         self.query(Stmt::new(
-            "SELECT org_id, id, install_id FROM workflows \
+            "SELECT org_id, id, install_id, status FROM workflows \
              WHERE status IN ('pending', 'running', 'cancelling') ORDER BY created_at, id",
             Vec::new(),
         ))

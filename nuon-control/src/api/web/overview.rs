@@ -68,7 +68,16 @@ async fn overview(
     let names = &fleet.names;
     let total = fleet.installs().len();
     let now = now_ms();
-    for i in fleet.installs() {
+    // The whole fleet, its first view: counted from what the view keeps,
+    // and only the page's installs looked at.
+    let whole = (needle.is_empty() && show.is_empty())
+        .then(|| fleet.counts())
+        .flatten();
+    let installs = match &whole {
+        Some(_) => &fleet.installs()[..total.min((page + 1) * OVERVIEW_PAGE)],
+        None => fleet.installs(),
+    };
+    for i in installs {
         let app: &str = names.get(&i.app_id).map_or("?", String::as_str);
         if !needle.is_empty() {
             let labels = labels_of(i).join(" ");
@@ -103,7 +112,17 @@ async fn overview(
             by_health[n] += 1;
         }
     }
-    let matched = rows.len();
+    let mut matched = rows.len();
+    if let Some(counts) = whole {
+        by_health = counts.by_health;
+        let counted = HealthStatus::ALL.iter().zip(by_health);
+        (healthy, unhealthy) = counted.fold((0, 0), |(h, u), (k, n)| match k {
+            HealthStatus::Healthy => (h + n, u),
+            _ => (h, u + n),
+        });
+        waiting_total = counts.waiting;
+        matched = total;
+    }
     let pages = matched.div_ceil(OVERVIEW_PAGE).max(1);
     let page = page.min(pages - 1);
     let shown: Vec<_> =

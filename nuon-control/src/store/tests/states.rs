@@ -100,12 +100,16 @@ conformance! {
         f.store.dispatch_step(&f.org, &wf, 1, job, Some(token), None).await.unwrap();
         // The engine's one read of a workflow to move: the workflow as
         // read alone, its install, their runner (read on the first step's
-        // row), its running step's job (on the second's).
+        // row), its running step's job (on the second's) without its
+        // payload.
         let moving = f.store.workflow_to_move(&f.org, &wf).await.unwrap().unwrap();
         assert_eq!(moving.workflow, f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap());
         assert_eq!(moving.install, f.store.find_install(&f.org, inst.id.as_str()).await.unwrap());
         assert_eq!(moving.runner, f.store.find_runner(&f.org, inst.runner_id.as_str()).await.unwrap());
-        assert_eq!(moving.jobs, vec![f.store.get_job(&f.org, &job_id).await.unwrap().unwrap()]);
+        let mut shown = f.store.get_job(&f.org, &job_id).await.unwrap().unwrap();
+        assert!(!shown.payload.is_null(), "the job as shown has its payload");
+        shown.payload = serde_json::Value::Null;
+        assert_eq!(moving.jobs, vec![shown]);
         assert_eq!(moving.runner.as_ref().map(|r| &r.id), Some(&inst.runner_id));
         assert_eq!(f.store.workflow_to_move(&OrgId::generate(), &wf).await.unwrap(), None);
         // A job's end finds the workflow whose step ran it; a job of no
@@ -116,6 +120,14 @@ conformance! {
             vec![(job_id.clone(), f.org.clone(), wf.clone())]
         );
         assert_eq!(f.store.workflows_of_jobs(&[]).await.unwrap(), vec![]);
+        // What the leader's pass checks of a workflow it left waiting on
+        // its job: the workflow's status, and whether the job is live
+        // (queued here; running below; not once it ended).
+        let status = |v: Vec<super::ActiveWorkflow>| v.into_iter().find(|a| a.id == wf).map(|a| a.status);
+        assert_eq!(status(f.store.active_workflows().await.unwrap()), Some(nuon_core::workflow::WorkflowStatus::Running));
+        let gone = JobId::generate();
+        assert_eq!(f.store.live_jobs(&[gone.clone(), job_id.clone()]).await.unwrap(), vec![job_id.clone()]);
+        assert_eq!(f.store.live_jobs(&[]).await.unwrap(), vec![]);
         let who = f.store.authenticate_state("stt-hash").await.unwrap().unwrap();
         assert_eq!(
             who,
@@ -137,10 +149,12 @@ conformance! {
         // The job ends: its token stops working, and its locks are released.
         let claimed = f.store.claim(&inst.runner_id, &["terraform".into()], 1, 60_000).await.unwrap();
         assert_eq!(claimed.jobs.len(), 1);
+        assert_eq!(f.store.live_jobs(std::slice::from_ref(&job_id)).await.unwrap(), vec![job_id.clone()]);
         f.store
             .complete(&inst.runner_id, &job_id, Completion { attempt: 1, log_lines: 0, result: ok_result(), logs: None })
             .await
             .unwrap();
+        assert_eq!(f.store.live_jobs(&[job_id.clone(), gone]).await.unwrap(), vec![]);
         assert_eq!(f.store.authenticate_state("stt-hash").await.unwrap(), None);
         let released = f.store.release_locks_of_job(&job_id).await.unwrap();
         assert_eq!(released.len(), 1);
