@@ -102,6 +102,32 @@ impl Default for OpsConfig {
 }
 
 impl OpsConfig {
+    /// When what a runner shows (whether it is there, after `window`; its
+    /// health) next moves after `now`: the first of its thresholds from its
+    /// last call still ahead; never for a revoked runner or one never seen.
+    pub(crate) fn shown_until(
+        &self,
+        window: Duration,
+        revoked: bool,
+        last_seen_ms: Option<i64>,
+        now: i64,
+    ) -> i64 {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        match (revoked, last_seen_ms) {
+            (false, Some(at)) => [
+                window,
+                self.runner_unhealthy_after,
+                self.runner_offline_after,
+            ]
+            .into_iter()
+            .map(|d| at.saturating_add(ms(d)))
+            .filter(|t| *t > now)
+            .min()
+            .unwrap_or(i64::MAX),
+            _ => i64::MAX,
+        }
+    }
+
     /// A runner's health from its last call, at `now`.
     pub(crate) fn health(
         &self,
@@ -745,6 +771,14 @@ mod tests {
         assert_eq!(c.health(false, Some(0), 10_000), RunnerHealth::Unhealthy);
         assert_eq!(c.health(false, Some(0), 60_000), RunnerHealth::Offline);
         assert_eq!(c.health(true, Some(0), 0), RunnerHealth::Offline);
+        // What is shown holds until the next threshold ahead.
+        let window = Duration::from_secs(30);
+        assert_eq!(c.shown_until(window, false, Some(0), 5_000), 10_000);
+        assert_eq!(c.shown_until(window, false, Some(0), 10_000), 30_000);
+        assert_eq!(c.shown_until(window, false, Some(0), 45_000), 60_000);
+        assert_eq!(c.shown_until(window, false, Some(0), 60_000), i64::MAX);
+        assert_eq!(c.shown_until(window, false, None, 0), i64::MAX);
+        assert_eq!(c.shown_until(window, true, Some(0), 0), i64::MAX);
     }
 
     #[test]

@@ -95,6 +95,13 @@ pub(crate) struct FleetView {
     unmade: HashSet<InstallId>,
     /// The installs that may have no summary (new, or theirs was stale).
     unsummed: HashSet<InstallId>,
+    /// Until when every runner shows as it was last shown (ms since the
+    /// epoch; what they show moves with time only past a threshold from
+    /// their last call): a read before it shows again only the rows that
+    /// changed, not 10,000 runners.
+    shown_until: i64,
+    /// The runners whose rows changed since they were last shown.
+    unshown: HashSet<RunnerId>,
 }
 
 impl FleetView {
@@ -190,6 +197,7 @@ impl FleetView {
                     moved.insert(r.id.clone());
                 }
             }
+            self.unshown.insert(r.id.clone());
             self.runners.insert(r.id.clone(), (r, health, since));
         }
         self.forget_statuses_of(&moved);
@@ -242,19 +250,41 @@ impl FleetView {
         }
     }
 
-    /// Shows every runner again with `show` (whether it is there, and its
-    /// health, move with time), from its health as stored; drops the
-    /// statuses of the installs of those whose shown status moved.
-    fn show_runners(&mut self, show: impl Fn(&mut RunnerInfo)) {
+    /// Shows the runners again at `now` with `show` (whether it is there,
+    /// and its health, move with time), from its health as stored: every
+    /// one once `now` reaches [`FleetView::shown_until`], else those whose
+    /// rows changed; `until` says when what a runner shows next moves.
+    /// Drops the statuses of the installs of those whose shown status
+    /// moved.
+    fn show_runners(
+        &mut self,
+        now: i64,
+        show: impl Fn(&mut RunnerInfo),
+        until: impl Fn(&RunnerInfo) -> i64,
+    ) {
         let mut moved = HashSet::new();
-        for (r, health, since) in self.runners.values_mut() {
+        let walk = now >= self.shown_until;
+        let mut next = if walk { i64::MAX } else { self.shown_until };
+        let mut show_one = |(r, health, since): &mut (RunnerInfo, RunnerHealth, Option<i64>)| {
             let was = r.status;
             (r.health, r.health_since_ms) = (*health, *since);
             show(r);
+            next = next.min(until(r));
             if was != r.status {
                 moved.insert(r.id.clone());
             }
+        };
+        let unshown = std::mem::take(&mut self.unshown);
+        if walk {
+            self.runners.values_mut().for_each(&mut show_one);
+        } else {
+            for id in &unshown {
+                if let Some(entry) = self.runners.get_mut(id) {
+                    show_one(entry);
+                }
+            }
         }
+        self.shown_until = next;
         self.forget_statuses_of(&moved);
     }
 
@@ -328,7 +358,11 @@ impl Services<'_> {
         }
         let v = Arc::make_mut(&mut view);
         let now = nuon_core::now_ms();
-        v.show_runners(|r| self.show_runner_at(r, now));
+        v.show_runners(
+            now,
+            |r| self.show_runner_at(r, now),
+            |r| self.runner_shown_until(r, now),
+        );
         let missing: Vec<InstallId> = (std::mem::take(&mut v.unsummed).into_iter())
             .filter(|id| v.at.contains_key(id) && !v.summaries.contains_key(id))
             .collect();
@@ -409,7 +443,7 @@ mod tests {
 
         let mut view = FleetView::default();
         assert!(view.apply(changes(vec![install.clone()], vec![runner(1)])));
-        view.show_runners(shown(RunnerStatus::Connected));
+        view.show_runners(1, shown(RunnerStatus::Connected), |_| 0);
         view.make_statuses(&configs);
         assert_eq!(view.status(&install.id), Some(HealthStatus::Healthy));
         // The overview's counts, from the kept statuses alone.
@@ -422,7 +456,7 @@ mod tests {
 
         // Its runner called again: the row changed, the status holds.
         assert!(view.apply(changes(vec![], vec![runner(2)])));
-        view.show_runners(shown(RunnerStatus::Connected));
+        view.show_runners(1, shown(RunnerStatus::Connected), |_| 0);
         assert_eq!(
             view.status(&install.id),
             Some(HealthStatus::Healthy),
@@ -430,7 +464,7 @@ mod tests {
         );
 
         // Its runner's shown status moves with time: made again.
-        view.show_runners(shown(RunnerStatus::Gone));
+        view.show_runners(1, shown(RunnerStatus::Gone), |_| 0);
         assert_eq!(view.status(&install.id), None, "dropped");
         assert_eq!(view.counts(), None, "not counted while a status is unmade");
         view.make_statuses(&configs);
@@ -444,7 +478,7 @@ mod tests {
             ..Default::default()
         });
         assert!(view.apply(changes(vec![], vec![off])));
-        view.show_runners(shown(RunnerStatus::Connected));
+        view.show_runners(1, shown(RunnerStatus::Connected), |_| 0);
         assert_eq!(view.status(&install.id), None, "dropped");
         view.make_statuses(&configs);
         assert_eq!(view.status(&install.id), Some(HealthStatus::Disabled));
@@ -453,7 +487,7 @@ mod tests {
         let mut failed = install.clone();
         failed.state = InstallState::Failed;
         assert!(view.apply(changes(vec![failed], vec![runner(4)])));
-        view.show_runners(shown(RunnerStatus::Connected));
+        view.show_runners(1, shown(RunnerStatus::Connected), |_| 0);
         view.make_statuses(&configs);
         assert_eq!(view.status(&install.id), Some(HealthStatus::Unhealthy));
 
@@ -462,6 +496,35 @@ mod tests {
         view.make_statuses(&BTreeMap::new());
         assert_eq!(view.status(&install.id), None);
         assert_eq!(view.counts(), Some(FleetCounts::default()), "in no status");
+
+        // What a runner shows holds until its next threshold: a read
+        // before it shows again only the rows that changed.
+        view.show_runners(10, shown(RunnerStatus::Connected), |_| 100);
+        view.show_runners(50, shown(RunnerStatus::Gone), |_| 100);
+        assert_eq!(
+            view.runner(&install.runner_id).map(|r| r.status),
+            Some(RunnerStatus::Connected),
+            "held"
+        );
+        assert!(view.apply(changes(vec![], vec![runner(5)])));
+        view.show_runners(60, shown(RunnerStatus::Gone), |_| 100);
+        assert_eq!(
+            view.runner(&install.runner_id).map(|r| r.status),
+            Some(RunnerStatus::Gone),
+            "a changed row is shown"
+        );
+        view.show_runners(70, shown(RunnerStatus::Connected), |_| 200);
+        assert_eq!(
+            view.runner(&install.runner_id).map(|r| r.status),
+            Some(RunnerStatus::Gone),
+            "held"
+        );
+        view.show_runners(100, shown(RunnerStatus::Connected), |_| 200);
+        assert_eq!(
+            view.runner(&install.runner_id).map(|r| r.status),
+            Some(RunnerStatus::Connected),
+            "every runner past the threshold"
+        );
 
         // Another install's row counts as a removal when the counts say so.
         let mut more = changes(vec![], vec![]);

@@ -247,6 +247,14 @@ impl Services<'_> {
         self.show_runner_at(r, nuon_core::now_ms());
     }
 
+    /// When what [`Services::show_runner_at`] shows of `r` next moves
+    /// after `now` (ms since the epoch): the first of the thresholds from
+    /// its last call (gone, unhealthy, offline) still ahead; never for a
+    /// revoked runner or one never seen.
+    pub(crate) fn runner_shown_until(&self, r: &RunnerInfo, now: i64) -> i64 {
+        (self.ops).shown_until(self.live_window, r.revoked, r.last_seen_at_ms, now)
+    }
+
     /// [`Services::show_runner`] as of `now` (ms since the epoch).
     pub(crate) fn show_runner_at(&self, r: &mut RunnerInfo, now: i64) {
         r.status = self.runner_status_at(r.revoked, r.last_seen_at_ms, now);
