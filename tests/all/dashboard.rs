@@ -307,6 +307,16 @@ fn the_dashboard_signs_in_shows_the_fleet_approves_in_the_browser_and_refuses_wh
         page.contains(">hostile<") && !page.contains(">demo<"),
         "{page}"
     );
+    // The first view counts the whole fleet from what the replica keeps;
+    // a page far past the last shows the last.
+    b.goto(&format!("{base}/?page=18446744073709551615"));
+    let page = b.source();
+    assert!(
+        page.contains("<strong>2</strong>installs")
+            && page.contains(">hostile<")
+            && page.contains(">demo<"),
+        "{page}"
+    );
 
     // A job's log grows in the page as the runner sends it, stdout and
     // stderr told apart, hostile lines as text.

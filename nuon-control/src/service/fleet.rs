@@ -56,7 +56,6 @@ impl FleetViews {
     }
 }
 
-/// An org's installs, runners (as stored) and workflow summaries, as of a
 /// A fleet's installs by health status (in [`HealthStatus::ALL`]'s order;
 /// those whose app has no config in none), and its steps waiting for an
 /// approval.
@@ -66,6 +65,7 @@ pub(crate) struct FleetCounts {
     pub(crate) waiting: usize,
 }
 
+/// An org's installs, runners (as stored) and workflow summaries, as of a
 /// mark of the store's changes.
 #[derive(Clone, Default)]
 pub(crate) struct FleetView {

@@ -74,7 +74,10 @@ async fn overview(
         .then(|| fleet.counts())
         .flatten();
     let installs = match &whole {
-        Some(_) => &fleet.installs()[..total.min((page + 1) * OVERVIEW_PAGE)],
+        Some(_) => {
+            let end = page.saturating_add(1).saturating_mul(OVERVIEW_PAGE);
+            &fleet.installs()[..total.min(end)]
+        }
         None => fleet.installs(),
     };
     for i in installs {
