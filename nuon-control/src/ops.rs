@@ -101,6 +101,11 @@ impl Default for OpsConfig {
     }
 }
 
+/// A duration in whole milliseconds, as the store's times count them.
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 impl OpsConfig {
     /// When what a runner shows (whether it is there, after `window`; its
     /// health) next moves after `now`: the first of its thresholds from its
@@ -112,7 +117,6 @@ impl OpsConfig {
         last_seen_ms: Option<i64>,
         now: i64,
     ) -> i64 {
-        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         match (revoked, last_seen_ms) {
             (false, Some(at)) => [
                 window,
@@ -135,7 +139,6 @@ impl OpsConfig {
         last_seen_ms: Option<i64>,
         now: i64,
     ) -> RunnerHealth {
-        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         match (revoked, last_seen_ms) {
             (true, _) => RunnerHealth::Offline,
             (false, None) => RunnerHealth::Unknown,
@@ -610,7 +613,6 @@ pub(crate) async fn render(state: Fleet<'_>, gauges: &GaugeCache) -> Result<Stri
             Some((at, g)) if at.elapsed() < GAUGE_TTL => g.clone(),
             _ => {
                 let now = now_ms();
-                let ms = |d: Duration| d.as_millis() as i64;
                 let g = state
                     .store
                     .gauges(
