@@ -2,7 +2,7 @@
 //! second (what time moves, and wake-ups lost between replicas), and in
 //! between only the workflows an event touched.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -11,7 +11,7 @@ use nuon_core::workflow::WorkflowStatus;
 use nuon_core::{InstallId, JobId, OrgId, WorkflowId};
 
 use super::Engine;
-use crate::store::ActiveWorkflow;
+use crate::store::{ActiveWorkflow, Moving};
 
 /// What changed since the leader's last pass: everything (a pass over
 /// every active workflow), or these workflows and the workflows of these
@@ -42,6 +42,12 @@ const FULL_PASS_EVERY: Duration = Duration::from_secs(1);
 /// How many installs' workflows a pass moves at once: a few of the store's
 /// connections (the runners' calls keep the rest).
 const INSTALLS_AT_ONCE: usize = 8;
+
+/// How many installs' oldest workflows a pass reads to move in one
+/// statement: a rollout's pass moves tens of them, each once read alone.
+/// Few enough that the last of them is moved soon after it is read (what
+/// changed meanwhile, a job's end, touches it for the next pass).
+const READ_AT_ONCE: usize = 64;
 
 /// How often a timed pass looks at the workflows left waiting on a job
 /// that still runs too (see [`Waiting`]).
@@ -221,14 +227,30 @@ impl Engine {
             });
             lines[i].push(a);
         }
-        let mut lines = lines.into_iter();
+        // The lines whose oldest workflow the walk moves, their oldest read
+        // [`READ_AT_ONCE`] at a time.
+        let mut lines = lines.into_iter().filter(|line| {
+            let a = line[0];
+            let left_out = matches!(walk, Walk::Only(o) if !o.contains(&a.id));
+            !left_out && !passed_over.contains(&a.id)
+        });
+        let mut read = VecDeque::new();
         let mut going = FuturesUnordered::new();
         let mut ended = false;
         loop {
-            while going.len() < INSTALLS_AT_ONCE
-                && let Some(line) = lines.next()
-            {
-                going.push(self.advance_install(line, walk, &passed_over));
+            while going.len() < INSTALLS_AT_ONCE {
+                if read.is_empty() {
+                    let next: Vec<_> = lines.by_ref().take(READ_AT_ONCE).collect();
+                    if next.is_empty() {
+                        break;
+                    }
+                    read = self.read_to_move(next).await;
+                    continue;
+                }
+                let Some((line, first)) = read.pop_front() else {
+                    break;
+                };
+                going.push(self.advance_install(line, first));
             }
             match going.next().await {
                 Some(e) => ended |= e,
@@ -241,28 +263,54 @@ impl Engine {
         }
     }
 
-    /// Moves one install's oldest active workflow (unless the walk leaves
-    /// it out, or it is `passed_over`) and, each time the one moved ends,
-    /// the next in its line. Whether any ended.
-    async fn advance_install(
+    /// Each of these lines with its oldest workflow read to move, in one
+    /// read: `None` for one that is gone. None of them when the read
+    /// fails (the next pass looks again).
+    async fn read_to_move<'a>(
         &self,
-        line: Vec<&ActiveWorkflow>,
-        walk: Walk<'_>,
-        passed_over: &HashSet<WorkflowId>,
-    ) -> bool {
-        let mut ended = false;
-        for (i, a) in line.into_iter().enumerate() {
-            let left_out = matches!(walk, Walk::Only(o) if !o.contains(&a.id));
-            if i == 0 && (left_out || passed_over.contains(&a.id)) {
-                return false;
+        lines: Vec<Vec<&'a ActiveWorkflow>>,
+    ) -> VecDeque<(Vec<&'a ActiveWorkflow>, Option<Moving>)> {
+        let keys: Vec<(OrgId, WorkflowId)> = (lines.iter())
+            .map(|l| (l[0].org.clone(), l[0].id.clone()))
+            .collect();
+        let mut found: HashMap<WorkflowId, Moving> = match self.store.workflows_to_move(&keys).await
+        {
+            Ok(found) => found
+                .into_iter()
+                .map(|m| (m.workflow.id.clone(), m))
+                .collect(),
+            Err(e) => {
+                tracing::error!(workflows = keys.len(), error = %e, "cannot load the workflows to move");
+                return VecDeque::new();
             }
-            let moving = match self.store.workflow_to_move(&a.org, &a.id).await {
-                Ok(Some(m)) => m,
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::error!(workflow = %a.id, error = %e, "cannot load workflow");
-                    break;
-                }
+        };
+        (lines.into_iter())
+            .map(|l| {
+                let first = found.remove(&l[0].id);
+                (l, first)
+            })
+            .collect()
+    }
+
+    /// Moves one install's oldest active workflow (`first`, as read; none
+    /// when it is gone) and, each time the one moved ends, the next in its
+    /// line. Whether any ended.
+    async fn advance_install(&self, line: Vec<&ActiveWorkflow>, first: Option<Moving>) -> bool {
+        let mut ended = false;
+        let mut first = Some(first);
+        for a in line {
+            let moving = match first.take() {
+                Some(read) => read,
+                None => match self.store.workflow_to_move(&a.org, &a.id).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::error!(workflow = %a.id, error = %e, "cannot load workflow");
+                        break;
+                    }
+                },
+            };
+            let Some(moving) = moving else {
+                break;
             };
             if let Err(e) = self.advance(&a.org, moving).await {
                 tracing::error!(workflow = %a.id, error = %e, "workflow did not advance");

@@ -13,7 +13,7 @@ mod reads;
 mod writes;
 
 use create::{StartChecks, check_start, create_stmts, created, fired_twice, start_checks};
-use nuon_core::model::{InstallState, QueuedJob, Step};
+use nuon_core::model::{InstallState, Step};
 use nuon_core::{ReleaseId, now_ms};
 pub use reads::{ActiveWorkflow, Moving};
 use reads::{JobOfWorkflow, MovingRow, StatusRow, WaitingRow, of_many};
@@ -189,9 +189,16 @@ pub trait WorkflowStore: Send + Sync + 'static {
     /// One workflow of the org.
     async fn get_workflow(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Workflow>>;
 
-    /// One workflow of the org with what the engine reads to move it
-    /// (its install, their runner, its running steps' jobs): one read.
-    async fn workflow_to_move(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Moving>>;
+    /// Each of these workflows (with its org) that is there, with what
+    /// the engine reads to move it (its install, their runner, its running
+    /// steps' jobs): one read for all of them, in no particular order.
+    async fn workflows_to_move(&self, keys: &[(OrgId, WorkflowId)]) -> Result<Vec<Moving>>;
+
+    /// One workflow of the org with what the engine reads to move it.
+    async fn workflow_to_move(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Moving>> {
+        let mut found = self.workflows_to_move(&[(org.clone(), id.clone())]).await?;
+        Ok(found.pop())
+    }
 
     /// Every workflow that is `pending`, `running` or `cancelling`, oldest
     /// first, with its install.
@@ -407,34 +414,46 @@ impl<S: Sql + 'static> WorkflowStore for S {
         Ok(Some(head.with_steps(id.clone(), steps)))
     }
 
-    async fn workflow_to_move(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Moving>> {
+    async fn workflows_to_move(&self, keys: &[(OrgId, WorkflowId)]) -> Result<Vec<Moving>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
         let rows: Vec<MovingRow> = self
             .query(Stmt::new(
                 reads::moving_sql_of(S::DIALECT),
-                args![id.as_str(), org.as_str()],
+                vec![Arg::from(reads::moving_keys(keys))],
             ))
             .await?;
-        let mut rows = rows.into_iter();
-        let Some(MovingRow { first, step, job }) = rows.next() else {
-            return Ok(None);
-        };
-        let Some((head, install, runner)) = first else {
-            return Err(corrupt(format!(
-                "workflow {id}: its first step's row is not marked first"
-            )));
-        };
-        let mut steps: Vec<Step> = step.into_iter().collect();
-        let mut jobs: Vec<QueuedJob> = job.into_iter().collect();
-        for MovingRow { step, job, .. } in rows {
-            steps.extend(step);
-            jobs.extend(job);
+        let mut out: Vec<Moving> = Vec::new();
+        for MovingRow {
+            id,
+            first,
+            step,
+            job,
+        } in rows
+        {
+            // A workflow's rows come together, its first one first.
+            match out.last_mut() {
+                Some(m) if m.workflow.id == id => {
+                    m.workflow.steps.extend(step);
+                    m.jobs.extend(job);
+                }
+                _ => {
+                    let Some((head, install, runner)) = first else {
+                        return Err(corrupt(format!(
+                            "workflow {id}: its first step's row is not marked first"
+                        )));
+                    };
+                    out.push(Moving {
+                        workflow: head.with_steps(id, step.into_iter().collect()),
+                        install,
+                        runner,
+                        jobs: job.into_iter().collect(),
+                    });
+                }
+            }
         }
-        Ok(Some(Moving {
-            workflow: head.with_steps(id.clone(), steps),
-            install,
-            runner,
-            jobs,
-        }))
+        Ok(out)
     }
 
     async fn active_workflows(&self) -> Result<Vec<ActiveWorkflow>> {

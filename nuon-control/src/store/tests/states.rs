@@ -112,6 +112,52 @@ conformance! {
         assert_eq!(moving.jobs, vec![shown]);
         assert_eq!(moving.runner.as_ref().map(|r| &r.id), Some(&inst.runner_id));
         assert_eq!(f.store.workflow_to_move(&OrgId::generate(), &wf).await.unwrap(), None);
+        // Many in one read: each there of the org asked, whole, and
+        // nothing of another org's or of one that is not there.
+        let queued = WorkflowId::generate();
+        let mut second = NewWorkflow {
+            id: queued.clone(),
+            install_id: inst.id.clone(),
+            kind: WorkflowKind::Provision,
+            config_version: 1,
+            component: None,
+            steps: Vec::new(),
+            inputs: Default::default(),
+            trigger: None,
+            fire: None,
+            release: None,
+            rollout: None,
+        };
+        second.steps = ["plan db", "apply db", "plan app"]
+            .map(|name| PlannedStep {
+                name: name.into(),
+                kind: StepKind::Plan,
+                target: Some("db".into()),
+                needs_approval: false,
+                skipped: None,
+            })
+            .into();
+        f.store.create_workflow(&f.org, second).await.unwrap();
+        let mut many = f
+            .store
+            .workflows_to_move(&[
+                (f.org.clone(), queued.clone()),
+                (OrgId::generate(), queued.clone()),
+                (f.org.clone(), WorkflowId::generate()),
+                (f.org.clone(), wf.clone()),
+            ])
+            .await
+            .unwrap();
+        many.sort_by(|a, b| a.workflow.id.as_str().cmp(b.workflow.id.as_str()));
+        let mut each = vec![moving.clone(), f.store.workflow_to_move(&f.org, &queued).await.unwrap().unwrap()];
+        each.sort_by(|a, b| a.workflow.id.as_str().cmp(b.workflow.id.as_str()));
+        assert_eq!(many, each);
+        let read = each.iter().find(|m| m.workflow.id == queued).unwrap();
+        assert_eq!(read.workflow, f.store.get_workflow(&f.org, &queued).await.unwrap().unwrap());
+        assert_eq!(read.workflow.steps.len(), 3);
+        assert_eq!(read.install, moving.install);
+        assert!(read.jobs.is_empty(), "none of its steps runs");
+        assert_eq!(f.store.workflows_to_move(&[]).await.unwrap(), vec![]);
         // A job's end finds the workflow whose step ran it; a job of no
         // step finds none.
         let lone = f.queue(1).await;

@@ -110,21 +110,26 @@ pub struct Moving {
     pub jobs: Vec<QueuedJob>,
 }
 
-/// The statement of [`Moving`]: the workflow's row on each of its steps'
-/// rows (as `get_workflow` reads it), a running step's row with its job,
-/// and the first row (the first step's, or the workflow's alone when it
-/// has none) with the install and its runner. The first column says which
-/// row is the first: only that row's workflow, install and runner are
-/// decoded ([`MovingRow`]), the rest carry `NULL` for the two.
-/// Parameters: the workflow, the org. PostgreSQL looks each of the three
-/// up by its key from the row before it (`LATERAL`), by its key alone
-/// (`OFFSET 0` keeps the org's test out of the inner plan): joined
-/// plainly, or with the org's test beside the key, a plan made while the
-/// tables were young walked every job of the org by `jobs_org` (1.5 to
-/// 5 ms a read at 1,000 installs, growing with the org). The first step's
-/// index is one lookup, made once (an init plan). The job's payload (the
-/// spec as shown, kilobytes of JSON) is left out: reading and decoding it
-/// was a fifth of the read's decoding, for nothing the engine looks at.
+/// The statement of [`Moving`], for many workflows at once: one
+/// parameter, a JSON array of `[org, workflow]` pairs (one statement text
+/// however many: PostgreSQL prepares it once a connection). Each row is a
+/// workflow's row on one of its steps' rows (as `get_workflow` reads
+/// them), a running step's row with its job, and the first row of each
+/// workflow (its first step's, or the workflow's alone when it has none)
+/// with the install and its runner. The first column says which row is
+/// the first: only that row's workflow, install and runner are decoded
+/// ([`MovingRow`]), the rest carry `NULL` for the two. Rows come workflow
+/// by workflow, each's steps in order. The workflow's id and org follow
+/// the first column; the steps, the install, the runner and the job each
+/// carry one column more than their own, the key they are matched on.
+/// PostgreSQL looks the install, runner and job up by key from the row
+/// before (`LATERAL`), by its key alone (`OFFSET 0` keeps the org's test
+/// out of the inner plan): joined plainly, or with the org's test beside
+/// the key, a plan made while the tables were young walked every job of
+/// the org by `jobs_org` (1.5 to 5 ms a read at 1,000 installs, growing
+/// with the org). The job's payload (the spec as shown, kilobytes of
+/// JSON) is left out: reading and decoding it was a fifth of the read's
+/// decoding, for nothing the engine looks at.
 pub(super) fn moving_sql_of(dialect: Dialect) -> &'static str {
     // Made once a dialect: formatting it took 0.6 % of a replica's CPU
     // through a rollout to 10,000 installs.
@@ -137,22 +142,33 @@ pub(super) fn moving_sql_of(dialect: Dialect) -> &'static str {
 }
 
 fn moving_sql(dialect: Dialect) -> String {
+    let keys = match dialect {
+        Dialect::Postgres => {
+            "SELECT e->>0 AS org, e->>1 AS id FROM jsonb_array_elements($1::jsonb) e"
+        }
+        Dialect::Sqlite => {
+            "SELECT json_extract(value, '$[0]') AS org, json_extract(value, '$[1]') AS id FROM json_each($1)"
+        }
+    };
     let first =
-        "COALESCE(s.idx = (SELECT min(idx) FROM workflow_steps WHERE workflow_id = $1), TRUE)";
+        "COALESCE(s.idx = (SELECT min(idx) FROM workflow_steps WHERE workflow_id = h.w_id), TRUE)";
     let by = |cols: &str, table: &str, key: &str, of: &str, when: &str| match dialect {
         Dialect::Postgres => format!(
-            "LEFT JOIN LATERAL (SELECT {cols} FROM (SELECT * FROM {table} WHERE id = {of} OFFSET 0) {table} \
-             WHERE org_id = $2{when} LIMIT 1) {key} ON TRUE"
+            "LEFT JOIN LATERAL (SELECT {cols}, org_id AS {key}_org FROM (SELECT * FROM {table} WHERE id = {of} OFFSET 0) {table} \
+             WHERE org_id = h.w_org{when} LIMIT 1) {key} ON TRUE"
         ),
         Dialect::Sqlite => format!(
-            "LEFT JOIN (SELECT {cols} FROM {table} WHERE org_id = $2) {key} ON {key}.id = {of}{when}"
+            "LEFT JOIN (SELECT {cols}, org_id AS {key}_org FROM {table}) {key} \
+             ON {key}.id = {of} AND {key}.{key}_org = h.w_org{when}"
         ),
     };
     format!(
-        "SELECT {first}, h.*, s.*, i.*, r.*, j.* \
-         FROM (SELECT {} FROM workflows WHERE id = $1 AND org_id = $2) h \
-         LEFT JOIN (SELECT {} FROM workflow_steps WHERE workflow_id = $1) s ON 1 = 1 {} {} {} \
-         ORDER BY s.idx",
+        "WITH k AS ({keys}) \
+         SELECT {first}, h.*, s.*, i.*, r.*, j.* \
+         FROM (SELECT id AS w_id, org_id AS w_org, {} FROM workflows WHERE (org_id, id) IN (SELECT org, id FROM k)) h \
+         LEFT JOIN (SELECT {}, workflow_id AS s_of FROM workflow_steps WHERE workflow_id IN (SELECT id FROM k)) s \
+         ON s.s_of = h.w_id {} {} {} \
+         ORDER BY h.w_id, s.idx",
         WorkflowHead::COLUMNS,
         Step::COLUMNS,
         by(
@@ -173,10 +189,18 @@ fn moving_sql(dialect: Dialect) -> String {
     )
 }
 
-/// One row of [`moving_sql`]: the workflow with its install and runner
-/// on the first row only, a step (none when the workflow has none), and
-/// the running step's job.
+/// The one parameter of [`moving_sql`]: the workflows as a JSON array of
+/// `[org, workflow]` pairs.
+pub(super) fn moving_keys(keys: &[(OrgId, WorkflowId)]) -> String {
+    let pairs: Vec<[&str; 2]> = keys.iter().map(|(o, w)| [o.as_str(), w.as_str()]).collect();
+    serde_json::to_string(&pairs).expect("strings serialize")
+}
+
+/// One row of [`moving_sql`]: the workflow's id, with its head, install
+/// and runner on its first row only, a step (none when the workflow has
+/// none), and the running step's job.
 pub(super) struct MovingRow {
+    pub(super) id: WorkflowId,
     pub(super) first: Option<(WorkflowHead, Option<Install>, Option<RunnerInfo>)>,
     pub(super) step: Option<Step>,
     pub(super) job: Option<QueuedJob>,
@@ -185,22 +209,32 @@ pub(super) struct MovingRow {
 impl Record for MovingRow {
     const COLUMNS: &'static str = "";
     fn read(r: &impl Cells) -> Result<Self> {
-        let head = 1;
+        let id = r.id(1)?;
+        // The first flag, the id and the org.
+        let head = 3;
         let mut at = head + width::<WorkflowHead>();
         // A step's first column, its index, is an integer.
         let step = match r.opt_int(at)? {
             Some(_) => Some(Step::read(&Offset(r, at))?),
             None => None,
         };
-        at += width::<Step>();
+        // Each after its key.
+        at += width::<Step>() + 1;
         let install = read_at(r, &mut at)?;
+        at += 1;
         let runner = read_at(r, &mut at)?;
+        at += 1;
         let job = read_at(r, &mut at)?;
         let first = match r.flag(0)? {
             true => Some((WorkflowHead::read(&Offset(r, head))?, install, runner)),
             false => None,
         };
-        Ok(MovingRow { first, step, job })
+        Ok(MovingRow {
+            id,
+            first,
+            step,
+            job,
+        })
     }
 }
 
