@@ -1,7 +1,7 @@
 //! Installs: their inputs, state, config version and outputs.
 
 use super::rows::{Cells, Record};
-use super::sql::{Arg, IdPair, Sql, Stmt, args, in_lists};
+use super::sql::{Arg, IdPair, Sql, Stmt, args, in_list};
 use super::*;
 use nuon_core::model::{ApprovalMode, InstallState};
 use nuon_core::{ReleaseId, now_ms};
@@ -317,7 +317,7 @@ impl<S: Sql + 'static> InstallStore for S {
         );
         let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
         let mut out = Vec::with_capacity(ids.len());
-        for stmt in in_lists(&[org.as_str()], &ids, &sql) {
+        if let Some(stmt) = in_list(S::DIALECT, &[org.as_str()], &ids, &sql) {
             out.extend(self.query::<Install>(stmt).await?);
         }
         Ok(out)

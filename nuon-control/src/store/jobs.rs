@@ -2,7 +2,7 @@
 
 use super::rows::{Cells, Record};
 use super::shared::{self, CHUNKS_PER_PAGE, LogChunk, corrupt};
-use super::sql::{Sql, Stmt, args, in_lists};
+use super::sql::{Sql, Stmt, args, in_list};
 use super::*;
 use nuon_core::model::QueuedJob;
 use nuon_core::wire::{LeaseRef, LogPage};
@@ -180,7 +180,8 @@ impl<S: Sql + 'static> JobStore for S {
     async fn live_jobs(&self, jobs: &[JobId]) -> Result<Vec<JobId>> {
         let ids: Vec<&str> = jobs.iter().map(JobId::as_str).collect();
         let mut live = Vec::new();
-        for stmt in in_lists(
+        if let Some(stmt) = in_list(
+            S::DIALECT,
             &[],
             &ids,
             "SELECT id FROM jobs WHERE id IN (IDS) AND status IN ('queued', 'running')",

@@ -214,6 +214,15 @@ impl Dialect {
         )
     }
 
+    /// The texts of the parameter `p` (`$2`), a JSON array of strings, as
+    /// a one-column subquery: `id IN ({})`.
+    pub(super) fn json_texts(self, p: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("SELECT value FROM json_each({p})"),
+            Dialect::Postgres => format!("SELECT jsonb_array_elements_text({p}::jsonb)"),
+        }
+    }
+
     /// The bytes column `c` (`BLOB`, `BYTEA`) holding UTF-8 text, read as
     /// text. `c` is a column's name, never input.
     pub(super) fn bytes_as_text(self, c: &str) -> String {

@@ -307,26 +307,25 @@ pub(super) trait Sql: Send + Sync {
     }
 }
 
-/// `sql` in SQLite's numbered placeholders: `$3` is `?3`.
 /// `sql` with the arguments `first` (`$1`, ...) and, for its `IN (IDS)`,
-/// the `ids` after them, a thousand at a time: a statement's parameters
-/// are bounded (SQLite's 32,766).
-pub(super) fn in_lists(first: &[&str], ids: &[&str], sql: &str) -> Vec<Stmt> {
-    ids.chunks(1000)
-        .map(|chunk| {
-            let mut args: Vec<Arg> = first.iter().map(|a| Arg::from(*a)).collect();
-            let marks: Vec<String> = chunk
-                .iter()
-                .map(|id| {
-                    args.push(Arg::from(*id));
-                    format!("${}", args.len())
-                })
-                .collect();
-            Stmt::new(sql.replace("IDS", &marks.join(", ")), args)
-        })
-        .collect()
+/// the `ids` as one more, a JSON array (see [`Dialect::json_texts`]); none
+/// when there are no ids. One statement text however many ids: a list of
+/// placeholders was a statement of its own at each length, prepared anew
+/// on each connection and pushing the prepared statements that are used
+/// all the time out of the connection's cache.
+pub(super) fn in_list(dialect: Dialect, first: &[&str], ids: &[&str], sql: &str) -> Option<Stmt> {
+    if ids.is_empty() {
+        return None;
+    }
+    let mut args: Vec<Arg> = first.iter().map(|a| Arg::from(*a)).collect();
+    args.push(Arg::from(
+        serde_json::to_string(ids).expect("strings serialize"),
+    ));
+    let list = dialect.json_texts(&format!("${}", args.len()));
+    Some(Stmt::new(sql.replace("IDS", &list), args))
 }
 
+/// `sql` in SQLite's numbered placeholders: `$3` is `?3`.
 pub(super) fn sqlite_placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut chars = sql.chars().peekable();

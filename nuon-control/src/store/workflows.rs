@@ -5,7 +5,7 @@ use super::rows::{Cells, Dialect, Offset, Record, WorkflowHead};
 use super::shared::{
     already_started, corrupt, enum_str, inputs_column, json_or_null, planned_status,
 };
-use super::sql::{Arg, Change, Sql, Stmt, args, in_lists};
+use super::sql::{Arg, Change, Sql, Stmt, args, in_list};
 use super::*;
 
 mod create;
@@ -380,7 +380,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
         );
         let ids: Vec<&str> = installs.iter().map(|i| i.as_str()).collect();
         let mut out: Vec<Workflow> = Vec::new();
-        for stmt in in_lists(&[org.as_str()], &ids, &sql) {
+        if let Some(stmt) = in_list(S::DIALECT, &[org.as_str()], &ids, &sql) {
             let rows: Vec<ListedRow> = self.query(stmt).await?;
             for ListedRow(id, head, step) in rows {
                 match out.last_mut() {
@@ -471,7 +471,8 @@ impl<S: Sql + 'static> WorkflowStore for S {
         ids: &[WorkflowId],
     ) -> Result<Vec<(WorkflowId, WorkflowStatus, Option<i64>)>> {
         let mut out = Vec::with_capacity(ids.len());
-        for stmt in of_many(
+        if let Some(stmt) = of_many(
+            S::DIALECT,
             org,
             ids,
             "SELECT id, status, finished_at FROM workflows WHERE org_id = $1 AND id IN (IDS)",
@@ -488,7 +489,8 @@ impl<S: Sql + 'static> WorkflowStore for S {
         ids: &[WorkflowId],
     ) -> Result<Vec<(WorkflowId, String)>> {
         let mut out: Vec<(WorkflowId, String)> = Vec::new();
-        for stmt in of_many(
+        if let Some(stmt) = of_many(
+            S::DIALECT,
             org,
             ids,
             "SELECT s.workflow_id, s.name FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id \
@@ -507,7 +509,7 @@ impl<S: Sql + 'static> WorkflowStore for S {
 
     async fn workflows_of_jobs(&self, jobs: &[JobId]) -> Result<Vec<(JobId, OrgId, WorkflowId)>> {
         let mut out = Vec::with_capacity(jobs.len());
-        for stmt in reads::workflows_of_jobs(jobs) {
+        if let Some(stmt) = reads::workflows_of_jobs(S::DIALECT, jobs) {
             let rows: Vec<JobOfWorkflow> = self.query(stmt).await?;
             out.extend(rows.into_iter().map(|JobOfWorkflow(j, o, w)| (j, o, w)));
         }

@@ -2,7 +2,7 @@
 //! the active workflows, statuses, waiting steps.
 
 use super::super::rows::{Cells, Dialect, Offset, Record, WorkflowHead};
-use super::super::sql::{Stmt, in_lists};
+use super::super::sql::{Stmt, in_list};
 use super::super::*;
 use nuon_core::model::{QueuedJob, Step};
 use std::sync::LazyLock;
@@ -62,11 +62,12 @@ impl Record for JobOfWorkflow {
     }
 }
 
-/// The statements that find the workflow of each of `jobs`, a thousand
-/// at a time.
-pub(super) fn workflows_of_jobs(jobs: &[JobId]) -> Vec<Stmt> {
+/// The statement that finds the workflow of each of `jobs` (none when
+/// there are none).
+pub(super) fn workflows_of_jobs(dialect: Dialect, jobs: &[JobId]) -> Option<Stmt> {
     let ids: Vec<&str> = jobs.iter().map(|j| j.as_str()).collect();
-    in_lists(
+    in_list(
+        dialect,
         &[],
         &ids,
         "SELECT s.job_id, w.org_id, w.id FROM workflow_steps s \
@@ -75,10 +76,15 @@ pub(super) fn workflows_of_jobs(jobs: &[JobId]) -> Vec<Stmt> {
 }
 
 /// `sql` (whose `$1` is the org and `IN (IDS)` the ids) for the org's
-/// workflows `ids`, a thousand at a time.
-pub(super) fn of_many(org: &OrgId, ids: &[WorkflowId], sql: &str) -> Vec<Stmt> {
+/// workflows `ids` (none when there are none).
+pub(super) fn of_many(
+    dialect: Dialect,
+    org: &OrgId,
+    ids: &[WorkflowId],
+    sql: &str,
+) -> Option<Stmt> {
     let ids: Vec<&str> = ids.iter().map(|w| w.as_str()).collect();
-    in_lists(&[org.as_str()], &ids, sql)
+    in_list(dialect, &[org.as_str()], &ids, sql)
 }
 
 /// A workflow's id and the name of a step of it, as `waiting_steps` reads
