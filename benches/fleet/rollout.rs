@@ -179,6 +179,12 @@ async fn rollout_logged(args: &Args, logs: &std::path::Path) -> Result<()> {
         fleet.stats.completed.load(Ordering::Relaxed),
         fleet.stats.retries.load(Ordering::Relaxed)
     );
+    if pg.is_some() {
+        println!(
+            "| the replicas' warnings and errors (their logs, by message) | {} |",
+            warnings(logs, &["a", "b"])
+        );
+    }
     // What the replicas spent: CPU time (user and system, of the rollout's
     // span, with the runners' idle calls in it) per install.
     let cpu_ms: Vec<f64> = cpu_before
@@ -295,6 +301,38 @@ async fn rollout_logged(args: &Args, logs: &std::path::Path) -> Result<()> {
     drop(cps);
     drop(pg);
     Ok(())
+}
+
+/// The warnings and errors in the logs of the replicas `names`
+/// (`logs/NAME/ctl.log`), counted by message (the fields after it left
+/// out): what the run's numbers are read with (a hand-on of wake-ups that
+/// fell behind wakes every parked runner; a lost notification connection).
+fn warnings(logs: &std::path::Path, names: &[&str]) -> String {
+    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
+    for name in names {
+        let text = std::fs::read_to_string(logs.join(name).join("ctl.log")).unwrap_or_default();
+        for line in text.lines() {
+            let Some(at) = line.find(" WARN ").or_else(|| line.find(" ERROR ")) else {
+                continue;
+            };
+            let said = line[at..].trim_start();
+            // `LEVEL target: message field=value ...`
+            let said = said.split_once(": ").map_or(said, |(_, m)| m);
+            let message = match said.find('=') {
+                Some(eq) => said[..eq].rsplit_once(' ').map_or(said, |(m, _)| m),
+                None => said,
+            };
+            let message = message.trim().replace('|', "/");
+            *by.entry(format!("{name}: {message}")).or_default() += 1;
+        }
+    }
+    if by.is_empty() {
+        return "none".into();
+    }
+    by.iter()
+        .map(|(m, n)| format!("{m} ×{n}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// PostgreSQL's own count of the statements it ran (`pg_stat_statements`,

@@ -497,14 +497,24 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// Applies the other replicas' wake-ups here.
 async fn forward_wakeups(
     state: SharedState,
-    mut rx: tokio::sync::broadcast::Receiver<crate::store::Wake>,
+    mut rx: tokio::sync::broadcast::Receiver<crate::store::Wakes>,
 ) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
         match rx.recv().await {
-            Ok(w) => state.apply_wake(w),
+            Ok(ws) => {
+                for w in ws.iter() {
+                    state.apply_wake(w);
+                }
+            }
             // Fell behind: some were dropped, so everyone looks again.
-            Err(RecvError::Lagged(_)) => state.apply_wake(crate::store::Wake::All),
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    notifications = n,
+                    "fell behind the other replicas' wake-ups; every waiter here looks again"
+                );
+                state.apply_wake(&crate::store::Wake::All);
+            }
             Err(RecvError::Closed) => return,
         }
     }

@@ -178,15 +178,15 @@ impl AppState {
     }
 
     /// Applies another replica's wake-up here.
-    pub(crate) fn apply_wake(&self, wake: Wake) {
+    pub(crate) fn apply_wake(&self, wake: &Wake) {
         let w = &self.wakes;
         match wake {
-            Wake::Runner(r) => w.runners.wake(&r),
-            Wake::Logs(j) => w.logs.wake(&j),
-            Wake::Org(o) => w.orgs.wake(&o),
+            Wake::Runner(r) => w.runners.wake(r),
+            Wake::Logs(j) => w.logs.wake(j),
+            Wake::Org(o) => w.orgs.wake(o),
             Wake::Executor => self.engine.wake(),
-            Wake::Workflow(o, wf) => self.engine.touched_here(o, wf),
-            Wake::JobEnded(j) => self.engine.job_ended_here(j),
+            Wake::Workflow(o, wf) => self.engine.touched_here(o.clone(), wf.clone()),
+            Wake::JobEnded(j) => self.engine.job_ended_here(j.clone()),
             Wake::All => {
                 w.runners.wake_all();
                 w.orgs.wake_all();

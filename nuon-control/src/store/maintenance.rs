@@ -15,6 +15,12 @@ pub struct Rescued {
     pub requeued: bool,
 }
 
+/// The wake-ups of one notification from another replica, as they are
+/// handed on: one message of the channel each, not one a wake-up (a busy
+/// replica's notification carries hundreds, and a channel of single
+/// wake-ups fell behind and woke everything).
+pub type Wakes = std::sync::Arc<[Wake]>;
+
 /// A wake-up for the waiters of one replica, announced by another that
 /// shares the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,8 +67,9 @@ pub trait MaintenanceStore: Send + Sync + 'static {
         let _ = wake;
     }
 
-    /// The other replicas' wake-ups, when the store is shared.
-    fn wakeups(&self) -> Option<tokio::sync::broadcast::Receiver<Wake>> {
+    /// The other replicas' wake-ups, when the store is shared: those of
+    /// each notification together.
+    fn wakeups(&self) -> Option<tokio::sync::broadcast::Receiver<Wakes>> {
         None
     }
 

@@ -87,7 +87,7 @@ pub use invitations::{InvitationStore, Spend, StoredInvitation};
 pub use jobs::{JobStore, NewJob};
 pub use labels::{LabelStore, StoredGroup};
 pub use links::JobLinkStore;
-pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake};
+pub use maintenance::{Gauges, MaintenanceStore, Rescued, Wake, Wakes};
 pub use orgs::{ApiPrincipal, NewApiToken, NewOrg, OrgStore, PrincipalUser};
 #[cfg(feature = "postgres")]
 pub use postgres::{NOTIFY_GAP, PostgresStore};

@@ -9,7 +9,7 @@ impl MaintenanceStore for PostgresStore {
         let _ = self.outbox.send(wake);
     }
 
-    fn wakeups(&self) -> Option<broadcast::Receiver<Wake>> {
+    fn wakeups(&self) -> Option<broadcast::Receiver<Wakes>> {
         Some(self.wakes.subscribe())
     }
 

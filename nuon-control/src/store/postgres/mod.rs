@@ -41,7 +41,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::rows::{Cells, Dialect, Offset, Record};
 use super::shared::{self, parse_id};
 use super::{
-    Claimed, MaintenanceStore, QueueStore, Rescued, Result, SettingsBasis, StoreError, Wake,
+    Claimed, MaintenanceStore, QueueStore, Rescued, Result, SettingsBasis, StoreError, Wake, Wakes,
 };
 
 mod group;
@@ -93,7 +93,7 @@ pub struct PostgresStore {
     options: PgConnectOptions,
     /// This replica's name in the notifications it sends.
     replica: String,
-    wakes: broadcast::Sender<Wake>,
+    wakes: broadcast::Sender<Wakes>,
     outbox: mpsc::UnboundedSender<Wake>,
     leader: tokio::sync::Mutex<Option<(PgConnection, bool)>>,
     /// The version this replica announces in `nuon_replicas`: the lead
@@ -164,7 +164,9 @@ impl PostgresStore {
                 ))
             })?;
         schema::migrate(&pool).await?;
-        let (wakes, _) = broadcast::channel(4096);
+        // A notification a message: at a busy fleet's 100 to 200 a
+        // second, seconds of them.
+        let (wakes, _) = broadcast::channel(1024);
         let (outbox, rx) = mpsc::unbounded_channel();
         let replica = RunnerId::generate().to_string();
         let mut listener = PgListener::connect_with(&pool).await.map_err(db)?;
@@ -343,7 +345,8 @@ async fn publish(conns: pool::Conns, replica: String, mut rx: mpsc::UnboundedRec
 }
 
 /// Turns the other replicas' notifications into local wake-ups.
-async fn listen(mut listener: PgListener, replica: String, wakes: broadcast::Sender<Wake>) {
+async fn listen(mut listener: PgListener, replica: String, wakes: broadcast::Sender<Wakes>) {
+    let all = || Wakes::from([Wake::All]);
     loop {
         match listener.try_recv().await {
             Ok(Some(n)) => {
@@ -351,20 +354,21 @@ async fn listen(mut listener: PgListener, replica: String, wakes: broadcast::Sen
                 if lines.next() == Some(replica.as_str()) {
                     continue;
                 }
-                for w in lines.filter_map(decode_wake) {
-                    let _ = wakes.send(w);
+                let got: Wakes = lines.filter_map(decode_wake).collect();
+                if !got.is_empty() {
+                    let _ = wakes.send(got);
                 }
             }
             Ok(None) => {
                 // The connection was lost: whatever was announced meanwhile is
                 // gone, so every waiter looks again.
                 tracing::warn!("lost the notification connection; reconnecting");
-                let _ = wakes.send(Wake::All);
+                let _ = wakes.send(all());
             }
             Err(e) => {
                 tracing::warn!(error = %e, "notification listener failed; retrying in 1s");
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                let _ = wakes.send(Wake::All);
+                let _ = wakes.send(all());
             }
         }
     }
