@@ -32,6 +32,28 @@ impl Touched {
             ..Touched::default()
         }
     }
+
+    /// Whether the next pass looks at `a` for what was said of it (or of
+    /// every workflow); a job's end, not yet traced to its workflow, is
+    /// not counted.
+    fn has(&self, a: &ActiveWorkflow) -> bool {
+        self.all || self.workflows.contains(&(a.org.clone(), a.id.clone()))
+    }
+}
+
+/// Each line with its oldest workflow as `found` in a read together
+/// (`Some(None)`: gone), or, when that read failed (`found` none), left
+/// to be read alone.
+fn paired<M>(
+    lines: Vec<Vec<&ActiveWorkflow>>,
+    mut found: Option<HashMap<WorkflowId, M>>,
+) -> VecDeque<(Vec<&ActiveWorkflow>, Option<Option<M>>)> {
+    (lines.into_iter())
+        .map(|l| {
+            let first = found.as_mut().map(|f| f.remove(&l[0].id));
+            (l, first)
+        })
+        .collect()
 }
 
 /// How often the leader walks every active workflow even when nothing
@@ -45,9 +67,15 @@ const INSTALLS_AT_ONCE: usize = 8;
 
 /// How many installs' oldest workflows a pass reads to move in one
 /// statement: a rollout's pass moves tens of them, each once read alone.
-/// Few enough that the last of them is moved soon after it is read (what
-/// changed meanwhile, a job's end, touches it for the next pass).
+/// Few enough that the last of them is moved soon after it is read; what
+/// changed meanwhile is seen all the same: a job's end touches its
+/// workflow for the next pass, and one touched (an act) is read again
+/// alone before its advance ([`Engine::fresh`]).
 const READ_AT_ONCE: usize = 64;
+
+/// An install's active workflows, oldest first, with its oldest as read
+/// together with others' (`Some(None)`: gone), or `None` to read it alone.
+type Line<'a> = (Vec<&'a ActiveWorkflow>, Option<Option<Moving>>);
 
 /// How often a timed pass looks at the workflows left waiting on a job
 /// that still runs too (see [`Waiting`]).
@@ -247,9 +275,10 @@ impl Engine {
                     read = self.read_to_move(next).await;
                     continue;
                 }
-                let Some((line, first)) = read.pop_front() else {
+                let Some(next) = read.pop_front() else {
                     break;
                 };
+                let (line, first) = self.fresh(next);
                 going.push(self.advance_install(line, first));
             }
             match going.next().await {
@@ -264,44 +293,56 @@ impl Engine {
     }
 
     /// Each of these lines with its oldest workflow read to move, in one
-    /// read: `None` for one that is gone. None of them when the read
-    /// fails (the next pass looks again).
-    async fn read_to_move<'a>(
-        &self,
-        lines: Vec<Vec<&'a ActiveWorkflow>>,
-    ) -> VecDeque<(Vec<&'a ActiveWorkflow>, Option<Moving>)> {
+    /// read: `Some(None)` for one that is gone. When that read fails (one
+    /// row this build cannot decode fails it), each is left to be read
+    /// alone (`None`), so one bad workflow stops only its own install.
+    async fn read_to_move<'a>(&self, lines: Vec<Vec<&'a ActiveWorkflow>>) -> VecDeque<Line<'a>> {
         let keys: Vec<(OrgId, WorkflowId)> = (lines.iter())
             .map(|l| (l[0].org.clone(), l[0].id.clone()))
             .collect();
-        let mut found: HashMap<WorkflowId, Moving> = match self.store.workflows_to_move(&keys).await
+        let found: Option<HashMap<WorkflowId, Moving>> = match self
+            .store
+            .workflows_to_move(&keys)
+            .await
         {
-            Ok(found) => found
-                .into_iter()
-                .map(|m| (m.workflow.id.clone(), m))
-                .collect(),
+            Ok(found) => Some(
+                found
+                    .into_iter()
+                    .map(|m| (m.workflow.id.clone(), m))
+                    .collect(),
+            ),
             Err(e) => {
-                tracing::error!(workflows = keys.len(), error = %e, "cannot load the workflows to move");
-                return VecDeque::new();
+                tracing::warn!(workflows = keys.len(), error = %e, "cannot load the workflows to move together; reading each alone");
+                None
             }
         };
-        (lines.into_iter())
-            .map(|l| {
-                let first = found.remove(&l[0].id);
-                (l, first)
-            })
-            .collect()
+        paired(lines, found)
     }
 
-    /// Moves one install's oldest active workflow (`first`, as read; none
-    /// when it is gone) and, each time the one moved ends, the next in its
-    /// line. Whether any ended.
-    async fn advance_install(&self, line: Vec<&ActiveWorkflow>, first: Option<Moving>) -> bool {
+    /// What was read together of `line`'s oldest workflow, unless it was
+    /// touched since (an act on any replica, a wake-up to look at every
+    /// workflow): then it is read again alone, as close to its advance as
+    /// a read of its own ever was.
+    fn fresh<'a>(&self, (line, first): Line<'a>) -> Line<'a> {
+        match self.touched().has(line[0]) {
+            true => (line, None),
+            false => (line, first),
+        }
+    }
+
+    /// Moves one install's oldest active workflow (`first`, as read, `Some(None)`
+    /// when it is gone; `None` to read it here) and, each time the one
+    /// moved ends, the next in its line. Whether any ended.
+    async fn advance_install(
+        &self,
+        line: Vec<&ActiveWorkflow>,
+        mut first: Option<Option<Moving>>,
+    ) -> bool {
         let mut ended = false;
-        let mut first = Some(first);
         for a in line {
             let moving = match first.take() {
                 Some(read) => read,
-                None => match self.store.workflow_to_move(&a.org, &a.id).await {
+                None => match crate::store::workflow_to_move(&*self.store, &a.org, &a.id).await {
                     Ok(m) => m,
                     Err(e) => {
                         tracing::error!(workflow = %a.id, error = %e, "cannot load workflow");
@@ -373,5 +414,40 @@ mod tests {
         let live = vec![jobs[0].clone(), jobs[1].clone(), JobId::generate()];
         assert_eq!(Waiting::still(on, live), HashSet::from([waits.id.clone()]));
         assert!(Waiting::still(Vec::new(), jobs).is_empty());
+    }
+
+    /// What was read together goes to its line; a line whose workflow is
+    /// gone says so; when the read together failed, each line reads its
+    /// own, so one row that fails the read stops only its install.
+    #[test]
+    fn a_failed_read_together_leaves_each_line_to_read_its_own() {
+        let [a, b] = [WorkflowStatus::Running; 2].map(active);
+        let lines = || vec![vec![&a], vec![&b]];
+        let found = HashMap::from([(a.id.clone(), "a as read")]);
+        let got: Vec<_> = paired(lines(), Some(found)).into_iter().collect();
+        assert_eq!(got[0].1, Some(Some("a as read")));
+        assert_eq!(got[1].1, Some(None), "b is gone");
+        let got: Vec<_> = paired::<&str>(lines(), None).into_iter().collect();
+        assert!(got.iter().all(|(_, first)| first.is_none()));
+        assert_eq!(got.len(), 2);
+    }
+
+    /// A workflow read together is read again alone when something was
+    /// said of it (or of every workflow) since; a job's end is not.
+    #[test]
+    fn what_was_touched_since_the_read_is_read_again() {
+        let [a, b] = [WorkflowStatus::Running; 2].map(active);
+        let mut t = Touched::default();
+        t.jobs.insert(JobId::generate());
+        assert!(!t.has(&a));
+        t.workflows.insert((a.org.clone(), a.id.clone()));
+        assert!(t.has(&a) && !t.has(&b));
+        // The same id in another org is another workflow.
+        let other = ActiveWorkflow {
+            org: OrgId::generate(),
+            ..a.clone()
+        };
+        assert!(!t.has(&other));
+        assert!(Touched::everything().has(&b));
     }
 }

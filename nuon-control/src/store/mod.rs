@@ -105,7 +105,7 @@ pub use users::{Identity, PendingSignIn, UserStore};
 pub use webhooks::{DeliveryTry, DueDelivery, WebhookStore};
 pub use workflows::{
     ActiveWorkflow, CachedSummary, Carried, Moving, NewWorkflow, StepUpdate, SummaryText,
-    WorkflowStore,
+    WorkflowStore, workflow_to_move,
 };
 
 /// Every store trait, to call a concrete store's methods:

@@ -194,12 +194,6 @@ pub trait WorkflowStore: Send + Sync + 'static {
     /// steps' jobs): one read for all of them, in no particular order.
     async fn workflows_to_move(&self, keys: &[(OrgId, WorkflowId)]) -> Result<Vec<Moving>>;
 
-    /// One workflow of the org with what the engine reads to move it.
-    async fn workflow_to_move(&self, org: &OrgId, id: &WorkflowId) -> Result<Option<Moving>> {
-        let mut found = self.workflows_to_move(&[(org.clone(), id.clone())]).await?;
-        Ok(found.pop())
-    }
-
     /// Every workflow that is `pending`, `running` or `cancelling`, oldest
     /// first, with its install.
     async fn active_workflows(&self) -> Result<Vec<ActiveWorkflow>>;
@@ -266,6 +260,19 @@ pub trait WorkflowStore: Send + Sync + 'static {
         state_token: Option<StateToken>,
         carried: Option<Carried>,
     ) -> Result<()>;
+}
+
+/// One workflow of the org with what the engine reads to move it
+/// ([`WorkflowStore::workflows_to_move`] of one).
+pub async fn workflow_to_move<S: WorkflowStore + ?Sized>(
+    store: &S,
+    org: &OrgId,
+    id: &WorkflowId,
+) -> Result<Option<Moving>> {
+    let mut found = store
+        .workflows_to_move(&[(org.clone(), id.clone())])
+        .await?;
+    Ok(found.pop())
 }
 
 impl Record for CachedSummary {

@@ -102,7 +102,7 @@ conformance! {
         // read alone, its install, their runner (read on the first step's
         // row), its running step's job (on the second's) without its
         // payload.
-        let moving = f.store.workflow_to_move(&f.org, &wf).await.unwrap().unwrap();
+        let moving = super::workflow_to_move(&*f.store, &f.org, &wf).await.unwrap().unwrap();
         assert_eq!(moving.workflow, f.store.get_workflow(&f.org, &wf).await.unwrap().unwrap());
         assert_eq!(moving.install, f.store.find_install(&f.org, inst.id.as_str()).await.unwrap());
         assert_eq!(moving.runner, f.store.find_runner(&f.org, inst.runner_id.as_str()).await.unwrap());
@@ -111,7 +111,7 @@ conformance! {
         shown.payload = serde_json::Value::Null;
         assert_eq!(moving.jobs, vec![shown]);
         assert_eq!(moving.runner.as_ref().map(|r| &r.id), Some(&inst.runner_id));
-        assert_eq!(f.store.workflow_to_move(&OrgId::generate(), &wf).await.unwrap(), None);
+        assert_eq!(super::workflow_to_move(&*f.store, &OrgId::generate(), &wf).await.unwrap(), None);
         // Many in one read: each there of the org asked, whole, and
         // nothing of another org's or of one that is not there.
         let queued = WorkflowId::generate();
@@ -149,7 +149,7 @@ conformance! {
             .await
             .unwrap();
         many.sort_by(|a, b| a.workflow.id.as_str().cmp(b.workflow.id.as_str()));
-        let mut each = vec![moving.clone(), f.store.workflow_to_move(&f.org, &queued).await.unwrap().unwrap()];
+        let mut each = vec![moving.clone(), super::workflow_to_move(&*f.store, &f.org, &queued).await.unwrap().unwrap()];
         each.sort_by(|a, b| a.workflow.id.as_str().cmp(b.workflow.id.as_str()));
         assert_eq!(many, each);
         let read = each.iter().find(|m| m.workflow.id == queued).unwrap();
